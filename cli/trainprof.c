@@ -1,0 +1,609 @@
+/*
+ * trainprof.c — the command line (DESIGN §7): run, report, export.
+ *
+ * A client of the library and of the analysis code only, as curl's tool is of libcurl.
+ * `run` never changes what the profiled program does: it sets the injection variables,
+ * runs the command with them, forwards SIGTERM (and a SIGINT sent with kill) to it, waits,
+ * writes the reports next to the rank files, and exits with the command's own status
+ * (re-raising the command's terminating signal on itself).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "export/chrome.h"
+#include "trainprof.h"
+
+#define EXIT_USAGE 2
+
+static void die_usage(const char *cmd, const char *fmt, const char *arg) {
+    fprintf(stderr, "trainprof%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'trainprof %s--help'.\n", cmd ? cmd : "");
+    exit(EXIT_USAGE);
+}
+
+static const char *const main_help =
+    "usage: trainprof <command> [options]\n"
+    "\n"
+    "Profile a distributed training job and report why its steps take as long as they do.\n"
+    "\n"
+    "commands:\n"
+    "  run [options] -- CMD [ARGS...]   run CMD (any launcher) under the profiler, then report\n"
+    "  report DIR [options]             report on the rank files of a run\n"
+    "  export DIR --format chrome ...   write a Chrome/Perfetto trace (PyTorch profiler shape)\n"
+    "\n"
+    "  trainprof --version             version and build information\n"
+    "  trainprof COMMAND --help        the options of a command\n";
+
+static const char *const run_help =
+    "usage: trainprof run [options] -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD and every process it starts with the trainprof library injected (NVTX3 ranges\n"
+    "are captured; the library is preloaded so every process gets signal-safe flushing and\n"
+    "run metadata). Each process that records something writes DIR/<host>-<pid>.tprof.\n"
+    "When CMD ends, writes DIR/report.txt and DIR/report.json and prints the report.\n"
+    "The exit status is CMD's.\n"
+    "\n"
+    "options (environment twin in brackets):\n"
+    "  -o, --output DIR      output directory [TRAINPROF_DIR]; default trainprof-DATE-TIME;\n"
+    "                        must not already hold rank files\n"
+    "  --step-name NAME      range that marks a step: exact name, or a glob with * or ?\n"
+    "                        [TRAINPROF_STEP_NAME]; default: API steps, ProfilerStep#*,\n"
+    "                        train_step, training_step, step, iteration, train_iter\n"
+    "  --warmup N            steps excluded from the statistics [TRAINPROF_WARMUP]; default 1\n"
+    "  --ring-kb N           per-thread event ring in KiB [TRAINPROF_RING_KB]; default 4096\n"
+    "  --no-report           do not print the report (it is still written) [TRAINPROF_QUIET]\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "Other variables read by the library: TRAINPROF_FLUSH_MS (flush period, default 50),\n"
+    "TRAINPROF_MAX_THREADS (1024), TRAINPROF_MAX_STRINGS (8192), TRAINPROF_LOG\n"
+    "(error|warn|info|debug), TRAINPROF_ENABLE (0 disables), TRAINPROF_LIB (library path).\n";
+
+static const char *const report_help =
+    "usage: trainprof report DIR [options]\n"
+    "\n"
+    "Reports on the rank files in DIR (or one .tprof file): processes and ranks, steps\n"
+    "(count, mean, p50, p90, max; warm-up apart), top ranges by inclusive and exclusive time\n"
+    "per step, and the share of data loading. Damaged files are named and read as far as\n"
+    "they are valid.\n"
+    "\n"
+    "options (environment twin in brackets):\n"
+    "  --format text|json    default text [TRAINPROF_FORMAT]\n"
+    "  -o, --output FILE     write there instead of standard output\n"
+    "  --step-name NAME      as for run [TRAINPROF_STEP_NAME]\n"
+    "  --warmup N            warm-up steps, default 1 [TRAINPROF_WARMUP]\n"
+    "  --data-names A,B,...  range names that mark data loading (case-insensitive)\n"
+    "                        [TRAINPROF_DATA_NAMES]; default data,batch,loader,get_batch,\n"
+    "                        batch-generator\n"
+    "  --top N               rows in the top-range tables, default 15\n"
+    "  -h, --help            this text\n";
+
+static const char *const export_help =
+    "usage: trainprof export DIR --format chrome [-o FILE | --per-rank OUTDIR]\n"
+    "\n"
+    "Writes Chrome Trace Event JSON that Perfetto UI and chrome://tracing open, shaped like\n"
+    "PyTorch profiler traces: one merged file with pid = rank (default DIR/trace.json), or\n"
+    "with --per-rank one file per rank (OUTDIR/rank<N>.json) with distributedInfo, as HTA\n"
+    "expects.\n"
+    "\n"
+    "options:\n"
+    "  --format chrome       the only format in this version\n"
+    "  -o, --output FILE     merged trace file\n"
+    "  --per-rank OUTDIR     one file per rank (OUTDIR is created)\n"
+    "  --step-name NAME      as for report [TRAINPROF_STEP_NAME]\n"
+    "  -h, --help            this text\n";
+
+/* --------------------------------------------------------------------- helpers */
+
+static int parse_int(const char *cmd, const char *opt, const char *v, int lo, int hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v ? v : "", &end, 10);
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "trainprof %s: %s needs an integer from %d to %d, got '%s'\n", cmd, opt,
+                lo, hi, v ? v : "");
+        exit(EXIT_USAGE);
+    }
+    return (int)x;
+}
+
+static const char *env_or(const char *name, const char *def) {
+    const char *v = getenv(name);
+    return v && *v ? v : def;
+}
+
+/* Option with a value: "--opt VALUE" or "--opt=VALUE". */
+static int opt_val(int argc, char **argv, int *i, const char *lng, const char *shrt,
+                   const char **out, const char *cmd) {
+    const char *a = argv[*i];
+    size_t n = strlen(lng);
+    if (!strcmp(a, lng) || (shrt && !strcmp(a, shrt))) {
+        if (*i + 1 >= argc) die_usage(cmd, "option %s needs a value", a);
+        *out = argv[++*i];
+        return 1;
+    }
+    if (!strncmp(a, lng, n) && a[n] == '=') {
+        *out = a + n + 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Writes through a temporary file renamed into place, so a failure leaves nothing behind
+ * and an existing file is replaced only by a complete one. */
+typedef struct outfile {
+    FILE *f;
+    char tmp[PATH_MAX];
+    const char *path;
+} outfile;
+
+static int out_open(outfile *o, const char *path) {
+    o->path = path;
+    if (!path || !strcmp(path, "-")) {
+        o->f = stdout;
+        o->tmp[0] = 0;
+        return 0;
+    }
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid());
+    o->f = fopen(o->tmp, "w");
+    if (!o->f) {
+        fprintf(stderr, "trainprof: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int out_close(outfile *o, int ok) {
+    if (o->f == stdout) {
+        fflush(stdout);
+        return ok && !ferror(stdout) ? 0 : -1;
+    }
+    int bad = fclose(o->f) != 0 || !ok;
+    if (bad) {
+        unlink(o->tmp);
+        fprintf(stderr, "trainprof: writing %s failed\n", o->path);
+        return -1;
+    }
+    if (rename(o->tmp, o->path) != 0) {
+        fprintf(stderr, "trainprof: cannot write %s: %s\n", o->path, strerror(errno));
+        unlink(o->tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_run(const char *dir, tp_run *run) {
+    char err[PATH_MAX + 128];
+    int rc = tp_run_load(dir, run, err, sizeof err);
+    if (rc != TPROF_OK) {
+        fprintf(stderr, "trainprof: %s\n", err[0] ? err : tprof_strerror(rc));
+        for (size_t i = 0; i < run->nerrors; i++) fprintf(stderr, "  %s\n", run->errors[i]);
+        tp_run_free(run);
+        return -1;
+    }
+    return 0;
+}
+
+/* Splits "a,b,c" into a NULL-free array (the string is modified). */
+static size_t split_names(char *s, const char **out, size_t max) {
+    size_t n = 0;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
+        if (*tok) out[n++] = tok;
+    return n;
+}
+
+/* --------------------------------------------------------------------- report */
+
+typedef struct report_args {
+    const char *step_name;
+    int warmup;
+    char *data_names;
+    int top;
+} report_args;
+
+static cJSON *make_report(const tp_run *run, const report_args *a) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.step_name = a->step_name;
+    o.warmup = a->warmup;
+    if (a->top > 0) o.top_n = a->top;
+    static const char *names[64];
+    if (a->data_names) {
+        o.ndata_names = split_names(a->data_names, names, 64);
+        o.data_names = names;
+    }
+    return tp_report_build(run, &o);
+}
+
+static int cmd_report(int argc, char **argv) {
+    const char *dir = NULL, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
+    report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
+    const char *dn = env_or("TRAINPROF_DATA_NAMES", NULL);
+    const char *wu = env_or("TRAINPROF_WARMUP", NULL);
+    if (wu) a.warmup = parse_int("report", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(report_help, stdout);
+            return 0;
+        } else if (opt_val(argc, argv, &i, "--format", NULL, &format, "report")) {
+        } else if (opt_val(argc, argv, &i, "--output", "-o", &out, "report")) {
+        } else if (opt_val(argc, argv, &i, "--step-name", NULL, &a.step_name, "report")) {
+        } else if (opt_val(argc, argv, &i, "--data-names", NULL, &dn, "report")) {
+        } else if (opt_val(argc, argv, &i, "--warmup", NULL, &v, "report")) {
+            a.warmup = parse_int("report", "--warmup", v, 0, 1 << 30);
+        } else if (opt_val(argc, argv, &i, "--top", NULL, &v, "report")) {
+            a.top = parse_int("report", "--top", v, 1, 100000);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            die_usage("report", "unknown option '%s'", argv[i]);
+        } else if (!dir) {
+            dir = argv[i];
+        } else {
+            die_usage("report", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!dir) die_usage("report", "%s", "missing DIR (a trainprof run directory)");
+    if (strcmp(format, "text") && strcmp(format, "json"))
+        die_usage("report", "unknown format '%s' (text or json)", format);
+    char *dncopy = dn ? strdup(dn) : NULL;
+    a.data_names = dncopy;
+    tp_run run;
+    if (load_run(dir, &run) != 0) { free(dncopy); return 1; }
+    cJSON *rep = make_report(&run, &a);
+    int rc = 1;
+    outfile of;
+    if (rep && out_open(&of, out) == 0) {
+        int w = !strcmp(format, "json")
+                    ? tp_report_write_json(rep, of.f)
+                    : tp_report_write_text(rep, of.f, of.f == stdout && isatty(1) &&
+                                                          !getenv("NO_COLOR"));
+        rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+    }
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    free(dncopy);
+    return rc;
+}
+
+/* --------------------------------------------------------------------- export */
+
+static int cmd_export(int argc, char **argv) {
+    const char *dir = NULL, *format = NULL, *out = NULL, *per_rank = NULL;
+    tp_export_opts eo = {env_or("TRAINPROF_STEP_NAME", NULL), 1};
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(export_help, stdout);
+            return 0;
+        } else if (opt_val(argc, argv, &i, "--format", NULL, &format, "export")) {
+        } else if (opt_val(argc, argv, &i, "--output", "-o", &out, "export")) {
+        } else if (opt_val(argc, argv, &i, "--per-rank", NULL, &per_rank, "export")) {
+        } else if (opt_val(argc, argv, &i, "--step-name", NULL, &eo.step_name, "export")) {
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            die_usage("export", "unknown option '%s'", argv[i]);
+        } else if (!dir) {
+            dir = argv[i];
+        } else {
+            die_usage("export", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!dir) die_usage("export", "%s", "missing DIR (a trainprof run directory)");
+    if (!format) die_usage("export", "%s", "missing --format (chrome)");
+    if (strcmp(format, "chrome")) die_usage("export", "unknown format '%s' (chrome)", format);
+    if (out && per_rank) die_usage("export", "%s", "-o and --per-rank exclude each other");
+    tp_run run;
+    if (load_run(dir, &run) != 0) return 1;
+    int rc = 0;
+    if (!per_rank) {
+        char def[PATH_MAX];
+        struct stat st;
+        if (!out) {
+            if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+                snprintf(def, sizeof def, "%s/trace.json", dir);
+            else
+                snprintf(def, sizeof def, "%s.trace.json", dir);
+            out = def;
+        }
+        outfile of;
+        if (out_open(&of, out) != 0) rc = 1;
+        else {
+            int w = tp_export_chrome(&run, of.f, &eo);
+            rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+            if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
+        }
+    } else {
+        if (mkdir(per_rank, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "trainprof: cannot create %s: %s\n", per_rank, strerror(errno));
+            tp_run_free(&run);
+            return 1;
+        }
+        int n = 0;
+        for (size_t i = 0; i < run.nprocs && !rc; i++) {
+            const tp_process *p = &run.procs[i];
+            if (p->role != TP_ROLE_RANK) continue;
+            char path[PATH_MAX];
+            snprintf(path, sizeof path, "%s/rank%d.json", per_rank, p->rank);
+            outfile of;
+            if (out_open(&of, path) != 0) { rc = 1; break; }
+            int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
+            rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+            n++;
+        }
+        if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);
+    }
+    tp_run_free(&run);
+    return rc;
+}
+
+/* --------------------------------------------------------------------- run */
+
+static pid_t g_child = -1;
+
+static void forward_signal(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    /* a terminal's SIGINT already reached the whole process group, child included:
+     * forward only signals sent to us alone (kill, timeout, a batch system) */
+    if (g_child > 0 && (sig == SIGTERM || si->si_code <= 0)) kill(g_child, sig);
+}
+
+/* Absolute path of libtrainprof.so: $TRAINPROF_LIB, else beside the executable or in
+ * ../lib relative to it. */
+static int find_library(char *out, size_t n) {
+    const char *env = getenv("TRAINPROF_LIB");
+    if (env && *env) {
+        if (!realpath(env, out) || access(out, R_OK) != 0) {
+            fprintf(stderr, "trainprof run: TRAINPROF_LIB=%s: %s\n", env, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return -1;
+    exe[k] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    static const char *const rel[] = {"libtrainprof.so", "../lib/libtrainprof.so",
+                                      "../lib64/libtrainprof.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        char cand[PATH_MAX + 64];
+        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        if (realpath(cand, out) && access(out, R_OK) == 0 && strlen(out) < n) return 0;
+    }
+    fprintf(stderr, "trainprof run: cannot find libtrainprof.so beside %s; set TRAINPROF_LIB\n",
+            exe);
+    return -1;
+}
+
+static int find_command(const char *cmd, char *out, size_t n) {
+    if (strchr(cmd, '/')) {
+        struct stat st;
+        if (stat(cmd, &st) != 0 || !S_ISREG(st.st_mode) || access(cmd, X_OK) != 0) return -1;
+        snprintf(out, n, "%s", cmd);
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+    char *copy = strdup(path);
+    if (!copy) return -1;
+    int found = -1;
+    for (char *d = strtok(copy, ":"); d && found; d = strtok(NULL, ":")) {
+        snprintf(out, n, "%s/%s", *d ? d : ".", cmd);
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) found = 0;
+    }
+    free(copy);
+    return found;
+}
+
+static int mkdir_p(const char *path) {
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int dir_has_rank_files(const char *dir) {
+    char pattern[PATH_MAX];
+    snprintf(pattern, sizeof pattern, "%s", dir);
+    tp_run probe;
+    char err[64];
+    int rc = tp_run_load(dir, &probe, err, sizeof err);
+    int has = rc == TPROF_OK || probe.nerrors > 0;
+    tp_run_free(&probe);
+    return has;
+}
+
+static int cmd_run(int argc, char **argv) {
+    const char *dir = env_or("TRAINPROF_DIR", NULL), *v;
+    report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
+    const char *wu = env_or("TRAINPROF_WARMUP", NULL);
+    if (wu) a.warmup = parse_int("run", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
+    const char *ring_kb = NULL;
+    int quiet = getenv("TRAINPROF_QUIET") != NULL;
+    int i = 0;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) { i++; break; }
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(run_help, stdout);
+            return 0;
+        } else if (opt_val(argc, argv, &i, "--output", "-o", &dir, "run")) {
+        } else if (opt_val(argc, argv, &i, "--step-name", NULL, &a.step_name, "run")) {
+        } else if (opt_val(argc, argv, &i, "--warmup", NULL, &v, "run")) {
+            a.warmup = parse_int("run", "--warmup", v, 0, 1 << 30);
+        } else if (opt_val(argc, argv, &i, "--ring-kb", NULL, &ring_kb, "run")) {
+            parse_int("run", "--ring-kb", ring_kb, 64, 1 << 22);
+        } else if (!strcmp(argv[i], "--no-report")) {
+            quiet = 1;
+        } else if (argv[i][0] == '-') {
+            die_usage("run", "unknown option '%s'", argv[i]);
+        } else {
+            break; /* the command starts here (no "--") */
+        }
+    }
+    if (i >= argc) die_usage("run", "%s", "missing the command to run (trainprof run -- CMD ...)");
+    char **cmd = argv + i;
+
+    char exe[PATH_MAX];
+    if (find_command(cmd[0], exe, sizeof exe) != 0) {
+        fprintf(stderr, "trainprof run: %s: command not found or not executable\n", cmd[0]);
+        return 127;
+    }
+    char lib[PATH_MAX];
+    if (find_library(lib, sizeof lib) != 0) return 1;
+
+    char defdir[64];
+    if (!dir) {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(defdir, sizeof defdir, "trainprof-%Y%m%d-%H%M%S", &tm);
+        dir = defdir;
+    }
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "trainprof run: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    char absdir[PATH_MAX];
+    if (!realpath(dir, absdir) || access(absdir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "trainprof run: %s is not a writable directory: %s\n", dir,
+                strerror(errno));
+        return 1;
+    }
+    if (dir_has_rank_files(absdir)) {
+        fprintf(stderr, "trainprof run: %s already holds rank files from another run; "
+                        "choose another -o DIR\n", dir);
+        return 1;
+    }
+
+    /* the environment every process of the job inherits */
+    const char *pre = getenv("LD_PRELOAD");
+    size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
+    char *preload = malloc(plen);
+    if (!preload) return 1;
+    snprintf(preload, plen, "%s%s%s", lib, pre && *pre ? ":" : "", pre && *pre ? pre : "");
+    char run_id[64];
+    const char *base = strrchr(absdir, '/');
+    snprintf(run_id, sizeof run_id, "%.63s", base ? base + 1 : absdir);
+    const char *old_nvtx = getenv("NVTX_INJECTION64_PATH");
+    if (old_nvtx && *old_nvtx && strcmp(old_nvtx, lib))
+        fprintf(stderr, "trainprof run: replacing NVTX_INJECTION64_PATH=%s (another NVTX tool, "
+                        "e.g. Nsight Systems, cannot be attached at the same time)\n", old_nvtx);
+    setenv("TRAINPROF_DIR", absdir, 1);
+    setenv("TRAINPROF_RUN_ID", run_id, 1);
+    setenv("NVTX_INJECTION64_PATH", lib, 1);
+    setenv("LD_PRELOAD", preload, 1);
+    free(preload);
+    if (a.step_name) setenv("TRAINPROF_STEP_NAME", a.step_name, 1);
+    if (ring_kb) setenv("TRAINPROF_RING_KB", ring_kb, 1);
+
+    struct sigaction sa, old_term, old_int;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "trainprof run: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        sigaction(SIGTERM, &old_term, NULL);
+        sigaction(SIGINT, &old_int, NULL);
+        execv(exe, cmd);
+        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    g_child = pid;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            status = 1 << 8;
+            break;
+        }
+    }
+    g_child = -1;
+
+    /* the report: its failure is reported but never changes the exit status */
+    tp_run run;
+    char err[PATH_MAX + 128];
+    unsetenv("LD_PRELOAD");
+    if (tp_run_load(absdir, &run, err, sizeof err) != TPROF_OK) {
+        fprintf(stderr, "trainprof run: no report: %s\n", err);
+        if (run.nerrors == 0)
+            fprintf(stderr, "trainprof run: no process recorded anything (a program must use "
+                            "NVTX3 or the trainprof API to record ranges)\n");
+        tp_run_free(&run);
+    } else {
+        cJSON *rep = make_report(&run, &a);
+        if (rep) {
+            char path[PATH_MAX + 32];
+            outfile of;
+            snprintf(path, sizeof path, "%s/report.txt", absdir);
+            if (out_open(&of, path) == 0) out_close(&of, tp_report_write_text(rep, of.f, 0) == 0);
+            snprintf(path, sizeof path, "%s/report.json", absdir);
+            if (out_open(&of, path) == 0) out_close(&of, tp_report_write_json(rep, of.f) == 0);
+            if (!quiet) {
+                fputc('\n', stdout);
+                tp_report_write_text(rep, stdout, isatty(1) && !getenv("NO_COLOR"));
+            }
+            fprintf(stderr, "trainprof: rank files and reports in %s\n", absdir);
+            cJSON_Delete(rep);
+        }
+        tp_run_free(&run);
+    }
+    fflush(NULL);
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        signal(sig, SIG_DFL);
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, sig);
+        sigprocmask(SIG_UNBLOCK, &s, NULL);
+        raise(sig);
+        return 128 + sig;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(main_help, stderr);
+        return EXIT_USAGE;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+        fputs(main_help, stdout);
+        return 0;
+    }
+    if (!strcmp(c, "--version") || !strcmp(c, "version")) {
+        printf("trainprof %s\n%s\nrank file format %u, report schema %d\n", tprof_version(),
+               tprof_build_info(), TPROF_FORMAT_VERSION, TP_REPORT_SCHEMA_VERSION);
+        return 0;
+    }
+    if (!strcmp(c, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(c, "report")) return cmd_report(argc - 2, argv + 2);
+    if (!strcmp(c, "export")) return cmd_export(argc - 2, argv + 2);
+    die_usage(NULL, "unknown command '%s'", c);
+    return EXIT_USAGE;
+}

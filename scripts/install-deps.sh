@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs the Debian packages trainprof needs to build and test. As root it runs apt-get;
+# otherwise it prints the command to run. Used by `make demo`, `make check` and .ci/run.
+set -e
+PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libcmocka-dev python3"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+  echo "trainprof: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq || true
+  apt-get install -y -qq --no-install-recommends $missing
+else
+  echo "trainprof: missing Debian packages:$missing"
+  echo "run: sudo apt-get install -y$missing"
+  exit 1
+fi

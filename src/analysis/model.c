@@ -1,0 +1,736 @@
+/*
+ * model.c — loads rank files into the in-memory model of model.h.
+ *
+ * Records of one thread arrive in order across that thread's chunks, so push/pop nesting is
+ * rebuilt per (thread, domain) stack while reading. Async range ends may precede their
+ * starts in the file (threads are flushed in any order), so they are matched after the
+ * whole file is read. Strings are interned once per run, as valid UTF-8.
+ */
+#define _GNU_SOURCE
+#include "analysis/model.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "format/reader.h"
+#include "trainprof.h"
+
+/* ------------------------------------------------------------------ string pool */
+
+typedef struct tp_pool {
+    char **slots; /* open addressing by FNV hash */
+    size_t cap, count;
+    char *arena;
+    size_t arena_left;
+    char **blocks;
+    size_t nblocks;
+} tp_pool;
+
+static uint64_t fnv(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Copies s into dst as valid UTF-8 (bad bytes become U+FFFD); dst has room for 3*n+1. */
+static size_t to_utf8(const char *s, size_t n, char *dst) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0, i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) ok = (p[i + k] & 0xC0) == 0x80;
+        if (ok && len == 2 && c < 0xC2) ok = 0;                        /* overlong */
+        if (ok && len == 3 && c == 0xE0 && p[i + 1] < 0xA0) ok = 0;    /* overlong */
+        if (ok && len == 3 && c == 0xED && p[i + 1] >= 0xA0) ok = 0;   /* surrogate */
+        if (ok && len == 4 && c == 0xF0 && p[i + 1] < 0x90) ok = 0;    /* overlong */
+        if (ok && len == 4 && (c > 0xF4 || (c == 0xF4 && p[i + 1] >= 0x90))) ok = 0;
+        if (ok) {
+            memcpy(dst + o, p + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(dst + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    dst[o] = 0;
+    return o;
+}
+
+static char *pool_alloc(tp_pool *p, size_t n) {
+    if (n > p->arena_left) {
+        size_t sz = n > 65536 ? n : 65536;
+        char **b = realloc(p->blocks, (p->nblocks + 1) * sizeof *b);
+        if (!b) return NULL;
+        p->blocks = b;
+        char *blk = malloc(sz);
+        if (!blk) return NULL;
+        p->blocks[p->nblocks++] = blk;
+        p->arena = blk;
+        p->arena_left = sz;
+    }
+    char *r = p->arena;
+    p->arena += n;
+    p->arena_left -= n;
+    return r;
+}
+
+const char *tp_intern(tp_run *run, const char *s) {
+    tp_pool *p = run->pool;
+    if (!s) s = "(null)";
+    size_t n = strlen(s);
+    char stackbuf[512];
+    char *clean = 3 * n + 1 <= sizeof stackbuf ? stackbuf : malloc(3 * n + 1);
+    if (!clean) return "(out of memory)";
+    n = to_utf8(s, n, clean);
+    if ((p->count + 1) * 2 > p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        char **ns = calloc(cap, sizeof *ns);
+        if (!ns) {
+            if (clean != stackbuf) free(clean);
+            return "(out of memory)";
+        }
+        for (size_t i = 0; i < p->cap; i++) {
+            if (!p->slots[i]) continue;
+            size_t j = fnv(p->slots[i], strlen(p->slots[i])) & (cap - 1);
+            while (ns[j]) j = (j + 1) & (cap - 1);
+            ns[j] = p->slots[i];
+        }
+        free(p->slots);
+        p->slots = ns;
+        p->cap = cap;
+    }
+    size_t j = fnv(clean, n) & (p->cap - 1);
+    while (p->slots[j]) {
+        if (!strcmp(p->slots[j], clean)) {
+            if (clean != stackbuf) free(clean);
+            return p->slots[j];
+        }
+        j = (j + 1) & (p->cap - 1);
+    }
+    char *copy = pool_alloc(p, n + 1);
+    if (copy) {
+        memcpy(copy, clean, n + 1);
+        p->slots[j] = copy;
+        p->count++;
+    }
+    if (clean != stackbuf) free(clean);
+    return copy ? copy : "(out of memory)";
+}
+
+static void pool_free(tp_pool *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->nblocks; i++) free(p->blocks[i]);
+    free(p->blocks);
+    free(p->slots);
+    free(p);
+}
+
+/* ------------------------------------------------------------------ growth helpers */
+
+#define PUSH(arr, n, cap, val)                                            \
+    do {                                                                  \
+        if ((n) == (cap)) {                                               \
+            size_t nc_ = (cap) ? (cap) * 2 : 16;                          \
+            void *np_ = realloc((arr), nc_ * sizeof *(arr));              \
+            if (!np_) return TPROF_ERR_NO_MEMORY;                         \
+            (arr) = np_;                                                  \
+            (cap) = nc_;                                                  \
+        }                                                                 \
+        (arr)[(n)++] = (val);                                             \
+    } while (0)
+
+/* ------------------------------------------------------------------ loading one file */
+
+typedef struct stack {
+    uint32_t domain;
+    int32_t *idx;
+    size_t n, cap;
+} stack;
+
+typedef struct tload { /* per-thread state while reading */
+    const char **strs;
+    size_t nstrs, cap_strs;
+    stack *stacks;
+    size_t nstacks;
+} tload;
+
+typedef struct pending_end {
+    uint64_t id, ts;
+    uint32_t os_tid;
+} pending_end;
+
+typedef struct loader {
+    tp_run *run;
+    tp_process *p;
+    tload *tl; /* indexed like p->threads */
+    pending_end *ends;
+    size_t nends, cap_ends;
+    uint64_t bad_records;
+    struct { uint64_t tid; const char *name; } pending[64]; /* names of unseen threads */
+    size_t npending;
+} loader;
+
+static void add_damage(tp_process *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_damage(tp_process *p, const char *fmt, ...) {
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char **d = realloc(p->damage, (p->ndamage + 1) * sizeof *d);
+    if (!d) return;
+    p->damage = d;
+    p->damage[p->ndamage] = strdup(line);
+    if (p->damage[p->ndamage]) p->ndamage++;
+}
+
+static int thread_index(loader *L, uint32_t serial, uint32_t os_tid) {
+    tp_process *p = L->p;
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (p->threads[i].serial == serial) return (int)i;
+    tp_thread *nt = realloc(p->threads, (p->nthreads + 1) * sizeof *nt);
+    if (!nt) return -1;
+    p->threads = nt;
+    tload *ntl = realloc(L->tl, (p->nthreads + 1) * sizeof *ntl);
+    if (!ntl) return -1;
+    L->tl = ntl;
+    memset(&p->threads[p->nthreads], 0, sizeof *nt);
+    memset(&L->tl[p->nthreads], 0, sizeof *ntl);
+    p->threads[p->nthreads].serial = serial;
+    p->threads[p->nthreads].os_tid = os_tid;
+    return (int)p->nthreads++;
+}
+
+static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl) {
+    if (r->arg == TPROF_INLINE_NAME) {
+        const char *s = tprof_rec_inline(r, pl);
+        return tp_intern(L->run, s ? s : "(bad name)");
+    }
+    if (r->arg >= 1 && r->arg <= tl->nstrs && tl->strs[r->arg - 1]) return tl->strs[r->arg - 1];
+    return tp_intern(L->run, "(unknown name)");
+}
+
+static stack *stack_for(tload *tl, uint32_t domain) {
+    for (size_t i = 0; i < tl->nstacks; i++)
+        if (tl->stacks[i].domain == domain) return &tl->stacks[i];
+    stack *ns = realloc(tl->stacks, (tl->nstacks + 1) * sizeof *ns);
+    if (!ns) return NULL;
+    tl->stacks = ns;
+    memset(&ns[tl->nstacks], 0, sizeof *ns);
+    ns[tl->nstacks].domain = domain;
+    return &ns[tl->nstacks++];
+}
+
+static void seen(tp_thread *t, uint64_t ts) {
+    if (!ts) return;
+    if (!t->first_ts || ts < t->first_ts) t->first_ts = ts;
+    if (ts > t->last_ts) t->last_ts = ts;
+}
+
+static int add_domain(tp_run *run, tp_process *p, uint32_t id, const char *name) {
+    if (id == 0 || id > 1u << 20) return 0;
+    if (id >= p->ndomains) {
+        const char **nd = realloc(p->domains, (id + 1) * sizeof *nd);
+        if (!nd) return TPROF_ERR_NO_MEMORY;
+        for (size_t i = p->ndomains; i <= id; i++) nd[i] = NULL;
+        p->domains = nd;
+        p->ndomains = id + 1;
+    }
+    p->domains[id] = tp_intern(run, name);
+    return 0;
+}
+
+static int add_meta(tp_run *run, tp_process *p, const char *k, const char *v) {
+    tp_kv kv = {tp_intern(run, k), tp_intern(run, v)};
+    PUSH(p->meta, p->nmeta, p->cap_meta, kv);
+    return 0;
+}
+
+static int proc_record(loader *L, const tprof_rec *r) {
+    tp_process *p = L->p;
+    switch (r->kind) {
+    case TPROF_REC_META: {
+        const char *k = tprof_rec_inline(r, 0);
+        if (!k) return 0;
+        const char *v = k + strlen(k) + 1;
+        if ((const uint8_t *)v >= (const uint8_t *)r + r->size) v = "";
+        return add_meta(L->run, p, k, v);
+    }
+    case TPROF_REC_DOMAIN: {
+        const char *n = tprof_rec_inline(r, 0);
+        return add_domain(L->run, p, r->arg, n ? n : "(bad domain)");
+    }
+    case TPROF_REC_CATEGORY: {
+        if (r->size < sizeof *r + sizeof(tprof_pl_category)) return 0;
+        const tprof_pl_category *pl = (const void *)(r + 1);
+        const char *n = tprof_rec_inline(r, sizeof *pl);
+        struct tp_category *nc =
+            realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
+        if (!nc) return TPROF_ERR_NO_MEMORY;
+        p->categories = nc;
+        nc[p->ncategories++] =
+            (struct tp_category){pl->domain, r->arg, tp_intern(L->run, n ? n : "")};
+        return 0;
+    }
+    case TPROF_REC_END_OF_FILE: {
+        if (r->size < sizeof *r + sizeof(tprof_pl_clock)) return 0;
+        const tprof_pl_clock *pl = (const void *)(r + 1);
+        p->complete = 1;
+        p->end_mono = pl->mono_ns;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int thread_record(loader *L, int ti, const tprof_rec *r) {
+    tp_thread *t = &L->p->threads[ti];
+    tload *tl = &L->tl[ti];
+    size_t body = r->size - sizeof *r;
+    switch (r->kind) {
+    case TPROF_REC_STRING: {
+        const char *s = tprof_rec_inline(r, 0);
+        if (!s || r->arg == 0 || r->arg > 1u << 26) return 0;
+        while (tl->nstrs < r->arg) PUSH(tl->strs, tl->nstrs, tl->cap_strs, NULL);
+        tl->strs[r->arg - 1] = tp_intern(L->run, s);
+        return 0;
+    }
+    case TPROF_REC_PUSH: {
+        if (body < sizeof(tprof_pl_push)) break;
+        const tprof_pl_push *pl = (const void *)(r + 1);
+        stack *st = stack_for(tl, pl->domain);
+        if (!st) return TPROF_ERR_NO_MEMORY;
+        tp_range rg = {rec_name(L, tl, r, sizeof *pl), r->ts_ns, 0, 0,
+                       st->n ? st->idx[st->n - 1] : -1, pl->domain, pl->category,
+                       (uint16_t)(st->n > 65535 ? 65535 : st->n), TP_R_UNCLOSED, 0};
+        PUSH(t->ranges, t->nranges, t->cap_ranges, rg);
+        PUSH(st->idx, st->n, st->cap, (int32_t)(t->nranges - 1));
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_POP: {
+        stack *st = NULL;
+        if (r->arg == TPROF_POP_ANY) {
+            /* the innermost open range of any domain: the latest pushed */
+            for (size_t i = 0; i < tl->nstacks; i++)
+                if (tl->stacks[i].n &&
+                    (!st || tl->stacks[i].idx[tl->stacks[i].n - 1] > st->idx[st->n - 1]))
+                    st = &tl->stacks[i];
+            if (!st) st = stack_for(tl, 0);
+        } else {
+            st = stack_for(tl, r->arg);
+        }
+        if (!st) return TPROF_ERR_NO_MEMORY;
+        t->events++;
+        seen(t, r->ts_ns);
+        if (!st->n) {
+            t->unmatched_pops++;
+            return 0;
+        }
+        tp_range *rg = &t->ranges[st->idx[--st->n]];
+        rg->end = r->ts_ns < rg->start ? rg->start : r->ts_ns;
+        rg->flags &= (uint16_t)~TP_R_UNCLOSED;
+        if (rg->parent >= 0) t->ranges[rg->parent].child_ns += rg->end - rg->start;
+        return 0;
+    }
+    case TPROF_REC_START: {
+        if (body < sizeof(tprof_pl_start)) break;
+        const tprof_pl_start *pl = (const void *)(r + 1);
+        tp_range rg = {rec_name(L, tl, r, sizeof *pl), r->ts_ns, 0, 0, -1, pl->domain,
+                       pl->category, 0, TP_R_ASYNC | TP_R_UNCLOSED, 0};
+        /* the id rides in child_ns until ends are matched */
+        rg.child_ns = pl->id;
+        PUSH(t->ranges, t->nranges, t->cap_ranges, rg);
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_END: {
+        if (body < sizeof(tprof_pl_u64)) break;
+        pending_end e = {((const tprof_pl_u64 *)(r + 1))->value, r->ts_ns, t->os_tid};
+        PUSH(L->ends, L->nends, L->cap_ends, e);
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_MARK: {
+        if (body < sizeof(tprof_pl_push)) break;
+        const tprof_pl_push *pl = (const void *)(r + 1);
+        tp_mark m = {rec_name(L, tl, r, sizeof *pl), r->ts_ns, pl->domain, pl->category};
+        PUSH(t->marks, t->nmarks, t->cap_marks, m);
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_COUNTER: {
+        if (body < sizeof(tprof_pl_counter)) break;
+        tp_counter c = {rec_name(L, tl, r, sizeof(tprof_pl_counter)), r->ts_ns,
+                        ((const tprof_pl_counter *)(r + 1))->value};
+        PUSH(t->counters, t->ncounters, t->cap_counters, c);
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_STEP_BEGIN:
+    case TPROF_REC_STEP_END: {
+        if (body < sizeof(tprof_pl_u64)) break;
+        tp_stepev s = {((const tprof_pl_u64 *)(r + 1))->value, r->ts_ns,
+                       r->kind == TPROF_REC_STEP_BEGIN};
+        PUSH(t->steps, t->nsteps, t->cap_steps, s);
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_THREAD_NAME: {
+        if (body < sizeof(tprof_pl_u64)) break;
+        uint64_t tid = ((const tprof_pl_u64 *)(r + 1))->value;
+        const char *n = tprof_rec_inline(r, sizeof(tprof_pl_u64));
+        if (!n) return 0;
+        /* NVTX may name another thread: apply to the thread with that os tid if known,
+         * else remember it on this thread when it is its own id */
+        int target = -1;
+        for (size_t i = 0; i < L->p->nthreads; i++)
+            if (L->p->threads[i].os_tid == tid) target = (int)i;
+        if (target >= 0) L->p->threads[target].name = tp_intern(L->run, n);
+        else if (L->npending < sizeof L->pending / sizeof L->pending[0]) {
+            L->pending[L->npending].tid = tid;
+            L->pending[L->npending++].name = tp_intern(L->run, n);
+        }
+        return 0;
+    }
+    default:
+        return 0; /* PAD and kinds this reader does not know */
+    }
+    L->bad_records++;
+    return 0;
+}
+
+static int cmp_end(const void *a, const void *b) {
+    const pending_end *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void finish_process(loader *L) {
+    tp_process *p = L->p;
+    /* match async ends */
+    qsort(L->ends, L->nends, sizeof *L->ends, cmp_end);
+    size_t matched = 0;
+    for (size_t i = 0; i < p->nthreads; i++) {
+        tp_thread *t = &p->threads[i];
+        for (size_t k = 0; k < t->nranges; k++) {
+            tp_range *rg = &t->ranges[k];
+            if (!(rg->flags & TP_R_ASYNC)) continue;
+            uint64_t id = rg->child_ns;
+            rg->child_ns = 0;
+            size_t lo = 0, hi = L->nends;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (L->ends[mid].id < id) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo < L->nends && L->ends[lo].id == id) {
+                rg->end = L->ends[lo].ts < rg->start ? rg->start : L->ends[lo].ts;
+                rg->end_tid = L->ends[lo].os_tid;
+                rg->flags &= (uint16_t)~TP_R_UNCLOSED;
+                L->ends[lo].id = 0; /* consumed; ids are never 0 */
+                matched++;
+            }
+        }
+    }
+    p->unknown_ends = L->nends - matched;
+    for (size_t k = 0; k < L->npending; k++)
+        for (size_t i = 0; i < p->nthreads; i++)
+            if (p->threads[i].os_tid == L->pending[k].tid) p->threads[i].name = L->pending[k].name;
+    /* times */
+    for (size_t i = 0; i < p->nthreads; i++) {
+        tp_thread *t = &p->threads[i];
+        if (t->first_ts && (!p->first_ts || t->first_ts < p->first_ts)) p->first_ts = t->first_ts;
+        if (t->last_ts > p->last_ts) p->last_ts = t->last_ts;
+        p->events += t->events;
+        p->dropped += t->dropped;
+    }
+    if (!p->end_mono || p->end_mono < p->last_ts) p->end_mono = p->last_ts;
+    if (!p->end_mono) p->end_mono = p->hdr.start_mono_ns;
+    /* ranges left open end where the process's record ends */
+    for (size_t i = 0; i < p->nthreads; i++) {
+        tp_thread *t = &p->threads[i];
+        for (size_t k = 0; k < t->nranges; k++) {
+            tp_range *rg = &t->ranges[k];
+            if (!(rg->flags & TP_R_UNCLOSED)) continue;
+            rg->end = p->end_mono > rg->start ? p->end_mono : rg->start;
+            if (rg->parent >= 0) t->ranges[rg->parent].child_ns += rg->end - rg->start;
+        }
+    }
+    /* rank identity from metadata (last value wins) */
+    const char *v;
+    p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
+    p->world_size = (v = tp_meta(p, "world_size")) ? atoi(v) : -1;
+    p->local_rank = (v = tp_meta(p, "local_rank")) ? atoi(v) : -1;
+    if (L->bad_records)
+        add_damage(p, "%llu record(s) with a malformed payload skipped",
+                   (unsigned long long)L->bad_records);
+}
+
+static int load_file(tp_run *run, const char *path, tp_process *p) {
+    memset(p, 0, sizeof *p);
+    p->path = tp_intern(run, path);
+    p->helper_of = -1;
+    p->rank = p->world_size = p->local_rank = -1;
+    tprof_reader *rd;
+    char err[200];
+    int rc = tprof_reader_open(path, &rd, err, sizeof err);
+    if (rc != TPROF_OK) {
+        char line[512];
+        snprintf(line, sizeof line, "%s: %s", path, err);
+        char **e = realloc(run->errors, (run->nerrors + 1) * sizeof *e);
+        if (e) {
+            run->errors = e;
+            e[run->nerrors] = strdup(line);
+            if (e[run->nerrors]) run->nerrors++;
+        }
+        return rc;
+    }
+    p->hdr = *tprof_reader_header(rd);
+    p->domains = calloc(1, sizeof *p->domains);
+    if (!p->domains) { tprof_reader_close(rd); return TPROF_ERR_NO_MEMORY; }
+    p->domains[0] = tp_intern(run, "");
+    p->ndomains = 1;
+    loader L;
+    memset(&L, 0, sizeof L);
+    L.run = run;
+    L.p = p;
+    tprof_chunk c;
+    uint64_t proc_dropped = 0;
+    rc = TPROF_OK;
+    while (rc == TPROF_OK && tprof_reader_next(rd, &c)) {
+        int ti = -1;
+        if (c.thread_serial == 0) proc_dropped = c.dropped;
+        else {
+            ti = thread_index(&L, c.thread_serial, c.os_tid);
+            if (ti < 0) { rc = TPROF_ERR_NO_MEMORY; break; }
+            if (c.dropped > p->threads[ti].dropped) p->threads[ti].dropped = c.dropped;
+        }
+        size_t pos = 0;
+        int bad = 0;
+        const tprof_rec *r;
+        while (rc == TPROF_OK && (r = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL)
+            rc = ti < 0 ? proc_record(&L, r) : thread_record(&L, ti, r);
+        if (bad)
+            add_damage(p, "malformed record in the chunk at byte %llu; rest of chunk skipped",
+                       (unsigned long long)c.file_offset);
+    }
+    for (size_t i = 0; i < tprof_reader_damage_count(rd); i++) {
+        const tprof_damage *d = tprof_reader_damage(rd, i);
+        add_damage(p, "%s at byte %llu", d->what, (unsigned long long)d->offset);
+    }
+    tprof_reader_close(rd);
+    finish_process(&L);
+    p->dropped += proc_dropped;
+    if (!p->complete)
+        add_damage(p, "no end record: the process did not exit normally (killed?); "
+                      "events after its last flush are lost");
+    for (size_t i = 0; i < p->nthreads; i++) {
+        for (size_t k = 0; k < L.tl[i].nstacks; k++) free(L.tl[i].stacks[k].idx);
+        free(L.tl[i].stacks);
+        free(L.tl[i].strs);
+    }
+    free(L.tl);
+    free(L.ends);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static void assign_roles(tp_run *run);
+
+int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
+    memset(run, 0, sizeof *run);
+    run->pool = calloc(1, sizeof *run->pool);
+    run->dir = strdup(dir ? dir : "");
+    if (!run->pool || !run->dir) return TPROF_ERR_NO_MEMORY;
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return TPROF_ERR_IO;
+    }
+    char **files = NULL;
+    size_t nfiles = 0;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(dir);
+        if (!d) {
+            snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+            return TPROF_ERR_IO;
+        }
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!ends_with(e->d_name, ".tprof")) continue;
+            char **nf = realloc(files, (nfiles + 1) * sizeof *nf);
+            if (!nf) break;
+            files = nf;
+            size_t n = strlen(dir) + strlen(e->d_name) + 2;
+            files[nfiles] = malloc(n);
+            if (!files[nfiles]) break;
+            snprintf(files[nfiles++], n, "%s/%s", dir, e->d_name);
+        }
+        closedir(d);
+    } else {
+        files = malloc(sizeof *files);
+        if (files && (files[0] = strdup(dir))) nfiles = 1;
+    }
+    if (!nfiles) {
+        free(files);
+        snprintf(err, errlen, "%s: no .tprof rank files found", dir);
+        return TPROF_ERR_NOT_FOUND;
+    }
+    qsort(files, nfiles, sizeof *files, cmp_str);
+    run->procs = calloc(nfiles, sizeof *run->procs);
+    int rc = run->procs ? TPROF_OK : TPROF_ERR_NO_MEMORY;
+    for (size_t i = 0; i < nfiles; i++) {
+        if (rc == TPROF_OK) {
+            int r = load_file(run, files[i], &run->procs[run->nprocs]);
+            if (r == TPROF_OK) run->nprocs++;
+            else if (r == TPROF_ERR_NO_MEMORY) rc = r;
+            else {
+                /* keep what a damaged-but-opened file had; drop files that never opened */
+                tp_process *p = &run->procs[run->nprocs];
+                if (p->nthreads || p->nmeta) run->nprocs++;
+            }
+        }
+        free(files[i]);
+    }
+    free(files);
+    if (rc == TPROF_OK && run->nprocs == 0) {
+        snprintf(err, errlen, "%s: no readable rank file (%zu unreadable)", dir, run->nerrors);
+        rc = TPROF_ERR_FORMAT;
+    }
+    if (rc == TPROF_OK) assign_roles(run);
+    return rc;
+}
+
+/* DESIGN §4: which processes are ranks. A process whose metadata names a rank is that rank,
+ * unless another process of the same rank did more (a launcher agent, or a DataLoader
+ * worker that inherited RANK): the busiest is the rank, the others its helpers. Without any
+ * rank metadata the busiest process is rank 0 (implied) and the others helpers. */
+static void assign_roles(tp_run *run) {
+    int any_rank = 0;
+    for (size_t i = 0; i < run->nprocs; i++) any_rank |= run->procs[i].rank >= 0;
+    if (!any_rank) {
+        size_t best = 0;
+        for (size_t i = 1; i < run->nprocs; i++)
+            if (run->procs[i].events > run->procs[best].events) best = i;
+        run->procs[best].rank = 0;
+        run->procs[best].world_size = 1;
+        run->procs[best].rank_implied = 1;
+    }
+    for (size_t i = 0; i < run->nprocs; i++) {
+        tp_process *p = &run->procs[i];
+        if (p->rank < 0) {
+            p->role = TP_ROLE_HELPER;
+            /* attach to the rank whose pid is its parent, if any */
+            for (size_t k = 0; k < run->nprocs; k++)
+                if (run->procs[k].rank >= 0 && run->procs[k].hdr.pid == p->hdr.ppid)
+                    p->helper_of = run->procs[k].rank;
+            continue;
+        }
+        p->role = TP_ROLE_RANK;
+        for (size_t k = 0; k < run->nprocs; k++) {
+            tp_process *q = &run->procs[k];
+            if (k == i || q->rank != p->rank) continue;
+            if (q->events > p->events || (q->events == p->events && k < i)) {
+                p->role = TP_ROLE_HELPER;
+                p->helper_of = p->rank;
+                break;
+            }
+        }
+    }
+}
+
+void tp_run_free(tp_run *run) {
+    if (!run) return;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        tp_process *p = &run->procs[i];
+        for (size_t k = 0; k < p->nthreads; k++) {
+            tp_thread *t = &p->threads[k];
+            free(t->ranges);
+            free(t->marks);
+            free(t->counters);
+            free(t->steps);
+        }
+        free(p->threads);
+        free(p->meta);
+        free(p->domains);
+        free(p->categories);
+        for (size_t k = 0; k < p->ndamage; k++) free(p->damage[k]);
+        free(p->damage);
+    }
+    free(run->procs);
+    for (size_t i = 0; i < run->nerrors; i++) free(run->errors[i]);
+    free(run->errors);
+    free(run->dir);
+    pool_free(run->pool);
+    memset(run, 0, sizeof *run);
+}
+
+const char *tp_meta(const tp_process *p, const char *key) {
+    const char *v = NULL;
+    for (size_t i = 0; i < p->nmeta; i++)
+        if (!strcmp(p->meta[i].key, key)) v = p->meta[i].value;
+    return v;
+}
+
+const char *tp_domain_name(const tp_process *p, uint32_t domain) {
+    if (domain < p->ndomains && p->domains[domain]) return p->domains[domain];
+    return domain ? "(unknown domain)" : "";
+}
+
+const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t category) {
+    const char *n = NULL;
+    for (size_t i = 0; i < p->ncategories; i++)
+        if (p->categories[i].domain == domain && p->categories[i].id == category)
+            n = p->categories[i].name;
+    return n;
+}
+
+void tp_process_label(const tp_process *p, char *buf, size_t n) {
+    if (p->role == TP_ROLE_RANK) snprintf(buf, n, "rank %d", p->rank);
+    else if (p->helper_of >= 0) snprintf(buf, n, "helper of rank %d", p->helper_of);
+    else snprintf(buf, n, "process %d", (int)p->hdr.pid);
+}
+
+void tp_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}

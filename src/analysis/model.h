@@ -1,0 +1,136 @@
+/*
+ * model.h — a run loaded into memory: processes, their threads, ranges, marks, counters
+ * and step events, with names resolved and every string valid UTF-8.
+ *
+ * Built by tp_run_load() from the .tprof files of a directory; read by steps.c, report.c
+ * and the exporters. All memory belongs to the tp_run and is freed by tp_run_free().
+ * Times are CLOCK_MONOTONIC ns of the process that recorded them; tp_to_realtime() maps
+ * them onto the shared wall clock through the file's start clock pair.
+ */
+#ifndef TPROF_MODEL_H
+#define TPROF_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "format/format.h"
+
+enum {
+    TP_R_ASYNC = 1,    /* opened with range_start/end (may cross threads) */
+    TP_R_UNCLOSED = 2, /* still open when the file ended: end = last time seen */
+};
+
+typedef struct tp_range {
+    const char *name;
+    uint64_t start, end;
+    uint64_t child_ns; /* sum of direct children (same thread and domain stack) */
+    int32_t parent;    /* index in the thread's ranges, -1 for none */
+    uint32_t domain;   /* index into the process's domain names, 0 = default */
+    uint32_t category;
+    uint16_t depth;
+    uint16_t flags;
+    uint32_t end_tid;  /* thread that ended an async range (os tid), else 0 */
+} tp_range;
+
+typedef struct tp_mark {
+    const char *name;
+    uint64_t ts;
+    uint32_t domain, category;
+} tp_mark;
+
+typedef struct tp_counter {
+    const char *name;
+    uint64_t ts;
+    double value;
+} tp_counter;
+
+typedef struct tp_stepev {
+    uint64_t step;
+    uint64_t ts;
+    int begin;
+} tp_stepev;
+
+typedef struct tp_thread {
+    uint32_t serial, os_tid;
+    const char *name; /* NULL if never named */
+    tp_range *ranges;
+    size_t nranges, cap_ranges;
+    tp_mark *marks;
+    size_t nmarks, cap_marks;
+    tp_counter *counters;
+    size_t ncounters, cap_counters;
+    tp_stepev *steps;
+    size_t nsteps, cap_steps;
+    uint64_t dropped;
+    uint64_t first_ts, last_ts; /* 0 when it recorded nothing */
+    uint64_t unmatched_pops;
+    uint64_t events;
+} tp_thread;
+
+typedef struct tp_kv {
+    const char *key, *value;
+} tp_kv;
+
+typedef enum tp_role { TP_ROLE_RANK = 0, TP_ROLE_HELPER = 1 } tp_role;
+
+typedef struct tp_process {
+    const char *path;
+    tprof_file_header hdr;
+    int rank, world_size, local_rank; /* -1 when unknown */
+    int rank_implied;                 /* no launcher told: the report assumed rank 0 */
+    tp_role role;
+    int helper_of;                    /* rank a helper belongs to, -1 if none */
+    tp_kv *meta;
+    size_t nmeta, cap_meta;
+    const char **domains; /* [0] = "" (default) */
+    size_t ndomains;
+    struct tp_category { uint32_t domain, id; const char *name; } *categories;
+    size_t ncategories;
+    tp_thread *threads;
+    size_t nthreads;
+    char **damage; /* one line each */
+    size_t ndamage;
+    int complete;           /* END_OF_FILE record seen */
+    uint64_t end_mono;      /* from END_OF_FILE, else the last event */
+    uint64_t dropped;       /* sum over threads and the process stream */
+    uint64_t events;
+    uint64_t first_ts, last_ts;
+    uint64_t unknown_ends;  /* range_end ids never started */
+} tp_process;
+
+typedef struct tp_run {
+    char *dir;
+    tp_process *procs;
+    size_t nprocs;
+    char **errors; /* files that could not be read at all */
+    size_t nerrors;
+    struct tp_pool *pool;
+} tp_run;
+
+/* Loads every *.tprof file of `dir` (or a single file path). Unreadable files go to
+ * run->errors; damaged ones load what is valid and list the damage. Returns 0, or a
+ * negative tprof_err with a message in err when the directory itself cannot be read or
+ * holds no rank file. */
+int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen);
+void tp_run_free(tp_run *run);
+
+/* Interns `s` (made valid UTF-8) in the run's pool; never NULL. */
+const char *tp_intern(tp_run *run, const char *s);
+
+const char *tp_meta(const tp_process *p, const char *key); /* last value, or NULL */
+const char *tp_domain_name(const tp_process *p, uint32_t domain);  /* "" for default */
+const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t category);
+
+static inline uint64_t tp_to_realtime(const tp_process *p, uint64_t mono) {
+    return mono - p->hdr.start_mono_ns + p->hdr.start_realtime_ns;
+}
+
+/* Short label, e.g. "rank 0" or "helper of rank 1" or "process 1234". */
+void tp_process_label(const tp_process *p, char *buf, size_t n);
+
+/* Writes `s` as a JSON string literal (quotes included) with every special character
+ * escaped. `s` must be valid UTF-8 (model strings are). */
+void tp_json_string(FILE *f, const char *s);
+
+#endif /* TPROF_MODEL_H */

@@ -1,0 +1,525 @@
+/*
+ * report.c — the first report (issue 2): run summary, steps per rank, the top ranges by
+ * inclusive and exclusive time per step, and the share of data loading.
+ *
+ * Everything is computed into a cJSON document first (report.json), and the text report is
+ * rendered from that document. Range times are counted only inside measured (non-warm-up)
+ * steps, clipped to each step's window, so a range that straddles a step boundary is
+ * split correctly and threads other than the step thread (a loader thread) count too.
+ * Exclusive time inside the window is prorated from the range's whole exclusive share.
+ */
+#define _GNU_SOURCE
+#include "analysis/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "analysis/steps.h"
+#include "trainprof.h"
+
+static const char *const default_data_names[] = {"data", "batch", "loader", "get_batch",
+                                                 "batch-generator"};
+
+void tp_report_opts_init(tp_report_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->warmup = 1;
+    o->top_n = 15;
+    o->data_names = default_data_names;
+    o->ndata_names = sizeof default_data_names / sizeof *default_data_names;
+}
+
+static double ms(uint64_t ns) { return (double)ns / 1e6; }
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* nearest-rank percentile of a sorted array */
+static uint64_t pct(const uint64_t *v, size_t n, double p) {
+    if (!n) return 0;
+    size_t k = (size_t)ceil(p * (double)n);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    return v[k - 1];
+}
+
+static int is_data_name(const tp_report_opts *o, const char *name) {
+    for (size_t i = 0; i < o->ndata_names; i++)
+        if (!strcasecmp(name, o->data_names[i])) return 1;
+    return 0;
+}
+
+/* Overlap of [s,e) with the measured steps (sorted by start, non-overlapping). */
+static uint64_t overlap_steps(const tp_step *st, size_t n, uint64_t s, uint64_t e) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* first step whose end > s */
+        size_t mid = (lo + hi) / 2;
+        if (st[mid].end <= s) lo = mid + 1;
+        else hi = mid;
+    }
+    uint64_t tot = 0;
+    for (size_t i = lo; i < n && st[i].start < e; i++) {
+        uint64_t a = s > st[i].start ? s : st[i].start;
+        uint64_t b = e < st[i].end ? e : st[i].end;
+        if (b > a) tot += b - a;
+    }
+    return tot;
+}
+
+typedef struct agg {
+    const char *name;
+    uint32_t domain;
+    uint64_t count;
+    double incl_ns, excl_ns;
+} agg;
+
+typedef struct aggtab {
+    agg *v;
+    size_t n, cap;
+} aggtab;
+
+static agg *agg_get(aggtab *t, const char *name, uint32_t domain) {
+    /* names are interned: pointer equality; tables stay small (distinct range names) */
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].name == name && t->v[i].domain == domain) return &t->v[i];
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        agg *nv = realloc(t->v, cap * sizeof *nv);
+        if (!nv) return NULL;
+        t->v = nv;
+        t->cap = cap;
+    }
+    t->v[t->n] = (agg){name, domain, 0, 0, 0};
+    return &t->v[t->n++];
+}
+
+static int by_incl(const void *a, const void *b) {
+    const agg *x = a, *y = b;
+    return x->incl_ns < y->incl_ns ? 1 : x->incl_ns > y->incl_ns ? -1 : strcmp(x->name, y->name);
+}
+static int by_excl(const void *a, const void *b) {
+    const agg *x = a, *y = b;
+    return x->excl_ns < y->excl_ns ? 1 : x->excl_ns > y->excl_ns ? -1 : strcmp(x->name, y->name);
+}
+
+/* Union length of intervals (sorted in place by start). */
+typedef struct iv { uint64_t s, e; } iv;
+static int cmp_iv(const void *a, const void *b) {
+    const iv *x = a, *y = b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+static uint64_t union_in_steps(iv *v, size_t n, const tp_step *st, size_t nst) {
+    qsort(v, n, sizeof *v, cmp_iv);
+    uint64_t tot = 0;
+    size_t i = 0;
+    while (i < n) {
+        uint64_t s = v[i].s, e = v[i].e;
+        for (i++; i < n && v[i].s <= e; i++)
+            if (v[i].e > e) e = v[i].e;
+        tot += st ? overlap_steps(st, nst, s, e) : e - s;
+    }
+    return tot;
+}
+
+static cJSON *range_rows(agg *v, size_t n, int top, double denom_ns, double per,
+                         const tp_process *p) {
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < n && (int)i < top; i++) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "name", v[i].name);
+        const char *d = tp_domain_name(p, v[i].domain);
+        if (*d) cJSON_AddStringToObject(r, "domain", d);
+        cJSON_AddNumberToObject(r, "count", (double)v[i].count);
+        cJSON_AddNumberToObject(r, "count_per_unit", (double)v[i].count / per);
+        cJSON_AddNumberToObject(r, "inclusive_ms", v[i].incl_ns / 1e6 / per);
+        cJSON_AddNumberToObject(r, "exclusive_ms", v[i].excl_ns / 1e6 / per);
+        cJSON_AddNumberToObject(r, "inclusive_share", denom_ns > 0 ? v[i].incl_ns / denom_ns : 0);
+        cJSON_AddNumberToObject(r, "exclusive_share", denom_ns > 0 ? v[i].excl_ns / denom_ns : 0);
+        cJSON_AddItemToArray(arr, r);
+    }
+    return arr;
+}
+
+static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
+    (void)run;
+    cJSON *rs = cJSON_CreateObject();
+    char label[64];
+    tp_process_label(p, label, sizeof label);
+    cJSON_AddNumberToObject(rs, "rank", p->rank);
+    cJSON_AddStringToObject(rs, "label", label);
+    cJSON_AddStringToObject(rs, "host", p->hdr.host);
+    cJSON_AddNumberToObject(rs, "pid", p->hdr.pid);
+
+    tp_steps s;
+    if (tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) return rs;
+    cJSON *js = cJSON_AddObjectToObject(rs, "steps");
+    cJSON_AddStringToObject(js, "source", tp_step_source_name(s.source));
+    if (s.name) cJSON_AddStringToObject(js, "name", s.name);
+    if (o->step_name) cJSON_AddStringToObject(js, "requested_name", o->step_name);
+    cJSON_AddNumberToObject(js, "count", (double)s.nsteps);
+    cJSON_AddNumberToObject(js, "warmup", (double)s.nwarmup);
+    size_t nm = s.nsteps - s.nwarmup;
+    cJSON_AddNumberToObject(js, "measured", (double)nm);
+    const tp_step *meas = s.steps + s.nwarmup;
+    uint64_t total_step_ns = 0;
+    if (s.source != TP_STEPS_NONE) {
+        const tp_thread *st = &p->threads[s.thread];
+        if (st->name) cJSON_AddStringToObject(js, "thread", st->name);
+        cJSON_AddNumberToObject(js, "tid", st->os_tid);
+        cJSON *wu = cJSON_AddArrayToObject(js, "warmup_ms");
+        for (size_t i = 0; i < s.nwarmup; i++)
+            cJSON_AddItemToArray(wu, cJSON_CreateNumber(ms(s.steps[i].end - s.steps[i].start)));
+    }
+    if (nm) {
+        uint64_t *d = malloc(nm * sizeof *d);
+        if (d) {
+            for (size_t i = 0; i < nm; i++) {
+                d[i] = meas[i].end - meas[i].start;
+                total_step_ns += d[i];
+            }
+            qsort(d, nm, sizeof *d, cmp_u64);
+            cJSON_AddNumberToObject(js, "mean_ms", ms(total_step_ns) / (double)nm);
+            cJSON_AddNumberToObject(js, "p50_ms", ms(pct(d, nm, 0.5)));
+            cJSON_AddNumberToObject(js, "p90_ms", ms(pct(d, nm, 0.9)));
+            cJSON_AddNumberToObject(js, "min_ms", ms(d[0]));
+            cJSON_AddNumberToObject(js, "max_ms", ms(d[nm - 1]));
+            cJSON_AddNumberToObject(js, "first_ms", ms(meas[0].start - p->first_ts));
+            free(d);
+        }
+    }
+
+    /* top ranges: inside measured steps when there are some, else over the whole run */
+    int per_step = nm > 0;
+    double per = per_step ? (double)nm : 1.0;
+    double denom = per_step ? (double)total_step_ns
+                            : (double)(p->end_mono > p->first_ts ? p->end_mono - p->first_ts : 0);
+    aggtab tab = {0};
+    iv *dv = NULL;
+    size_t ndv = 0, capdv = 0;
+    int data_on_step_thread = 0;
+    for (int pass = 0; pass < 2 && !ndv; pass++) {
+        for (size_t ti = 0; ti < p->nthreads; ti++) {
+            const tp_thread *t = &p->threads[ti];
+            int step_thread = s.source != TP_STEPS_NONE && ti == s.thread;
+            for (size_t k = 0; k < t->nranges; k++) {
+                const tp_range *r = &t->ranges[k];
+                uint64_t dur = r->end - r->start;
+                uint64_t in = per_step ? overlap_steps(meas, nm, r->start, r->end) : dur;
+                if (pass == 0 && in) {
+                    agg *a = agg_get(&tab, r->name, r->domain);
+                    if (a) {
+                        double excl = (r->flags & TP_R_ASYNC) || dur == 0
+                                          ? (double)in
+                                          : (double)in * (double)(dur - (r->child_ns > dur ? dur : r->child_ns)) / (double)dur;
+                        a->count++;
+                        a->incl_ns += (double)in;
+                        a->excl_ns += excl;
+                    }
+                }
+                /* data loading: prefer the step thread; else any thread (pass 1) */
+                if (in && is_data_name(o, r->name) && (pass == 1 || step_thread || s.source == TP_STEPS_NONE)) {
+                    if (ndv == capdv) {
+                        capdv = capdv ? capdv * 2 : 64;
+                        iv *n2 = realloc(dv, capdv * sizeof *n2);
+                        if (!n2) break;
+                        dv = n2;
+                    }
+                    dv[ndv++] = (iv){r->start, r->end};
+                    if (pass == 0) data_on_step_thread = 1;
+                }
+            }
+        }
+    }
+    cJSON *jr = cJSON_AddObjectToObject(rs, "ranges");
+    cJSON_AddStringToObject(jr, "per", per_step ? "step" : "run");
+    qsort(tab.v, tab.n, sizeof *tab.v, by_incl);
+    cJSON_AddItemToObject(jr, "top_inclusive", range_rows(tab.v, tab.n, o->top_n, denom, per, p));
+    qsort(tab.v, tab.n, sizeof *tab.v, by_excl);
+    cJSON_AddItemToObject(jr, "top_exclusive", range_rows(tab.v, tab.n, o->top_n, denom, per, p));
+    cJSON_AddNumberToObject(jr, "distinct_names", (double)tab.n);
+    free(tab.v);
+
+    cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
+    cJSON *names = cJSON_AddArrayToObject(dl, "names");
+    for (size_t i = 0; i < o->ndata_names; i++)
+        cJSON_AddItemToArray(names, cJSON_CreateString(o->data_names[i]));
+    cJSON_AddBoolToObject(dl, "found", ndv > 0);
+    if (ndv) {
+        uint64_t u = union_in_steps(dv, ndv, per_step ? meas : NULL, nm);
+        cJSON_AddStringToObject(dl, "where", data_on_step_thread || s.source == TP_STEPS_NONE
+                                                 ? "step thread" : "other threads");
+        cJSON_AddNumberToObject(dl, per_step ? "ms_per_step" : "ms_total", ms(u) / per);
+        cJSON_AddNumberToObject(dl, "share", denom > 0 ? (double)u / denom : 0);
+    }
+    free(dv);
+    tp_steps_free(&s);
+    return rs;
+}
+
+static const char *const known_caps[][2] = {
+    {"nvtx", "no NVTX call reached trainprof (the program uses no NVTX3, or ran outside "
+             "trainprof run)"},
+    {"cupti", "not in this version of trainprof"},
+    {"nccl", "not in this version of trainprof"},
+    {"nvml", "not in this version of trainprof"},
+    {"mpi", "not in this version of trainprof"},
+};
+
+cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
+    tp_report_opts def;
+    if (!o) {
+        tp_report_opts_init(&def);
+        o = &def;
+    }
+    cJSON *rep = cJSON_CreateObject();
+    if (!rep) return NULL;
+    cJSON_AddStringToObject(rep, "schema", "trainprof.report");
+    cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
+    cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
+
+    uint64_t t0 = UINT64_MAX, t1 = 0, events = 0, dropped = 0;
+    int nranks = 0, nhelpers = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        uint64_t s = tp_to_realtime(p, p->first_ts ? p->first_ts : p->hdr.start_mono_ns);
+        uint64_t e = tp_to_realtime(p, p->end_mono);
+        if (s < t0) t0 = s;
+        if (e > t1) t1 = e;
+        events += p->events;
+        dropped += p->dropped;
+        if (p->role == TP_ROLE_RANK) nranks++;
+        else nhelpers++;
+    }
+    cJSON *jr = cJSON_AddObjectToObject(rep, "run");
+    cJSON_AddStringToObject(jr, "dir", run->dir);
+    cJSON_AddStringToObject(jr, "run_id", run->nprocs ? run->procs[0].hdr.run_id : "");
+    cJSON_AddNumberToObject(jr, "processes", (double)run->nprocs);
+    cJSON_AddNumberToObject(jr, "ranks", nranks);
+    cJSON_AddNumberToObject(jr, "helpers", nhelpers);
+    cJSON_AddNumberToObject(jr, "start_realtime_ns", t0 == UINT64_MAX ? 0 : (double)t0);
+    cJSON_AddNumberToObject(jr, "duration_s", t1 > t0 && t0 != UINT64_MAX ? (double)(t1 - t0) / 1e9 : 0);
+    cJSON_AddNumberToObject(jr, "events", (double)events);
+    cJSON_AddNumberToObject(jr, "events_dropped", (double)dropped);
+
+    cJSON *caps = cJSON_AddObjectToObject(rep, "capabilities");
+    for (size_t c = 0; c < sizeof known_caps / sizeof *known_caps; c++) {
+        char key[64];
+        snprintf(key, sizeof key, "capability.%s", known_caps[c][0]);
+        const char *found = NULL;
+        for (size_t i = 0; i < run->nprocs && !found; i++) found = tp_meta(&run->procs[i], key);
+        cJSON *cj = cJSON_AddObjectToObject(caps, known_caps[c][0]);
+        cJSON_AddBoolToObject(cj, "found", found != NULL);
+        cJSON_AddStringToObject(cj, "status", found ? found : known_caps[c][1]);
+    }
+
+    cJSON *procs = cJSON_AddArrayToObject(rep, "processes");
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        cJSON *jp = cJSON_CreateObject();
+        char label[64];
+        tp_process_label(p, label, sizeof label);
+        cJSON_AddStringToObject(jp, "label", label);
+        cJSON_AddStringToObject(jp, "role", p->role == TP_ROLE_RANK ? "rank" : "helper");
+        cJSON_AddNumberToObject(jp, "rank", p->rank);
+        if (p->rank_implied) cJSON_AddBoolToObject(jp, "rank_implied", 1);
+        cJSON_AddNumberToObject(jp, "world_size", p->world_size);
+        cJSON_AddStringToObject(jp, "host", p->hdr.host);
+        cJSON_AddNumberToObject(jp, "pid", p->hdr.pid);
+        cJSON_AddNumberToObject(jp, "ppid", p->hdr.ppid);
+        const char *cmd = tp_meta(p, "cmdline");
+        if (cmd) cJSON_AddStringToObject(jp, "cmdline", cmd);
+        cJSON_AddStringToObject(jp, "file", p->path);
+        cJSON_AddNumberToObject(jp, "threads", (double)p->nthreads);
+        cJSON_AddNumberToObject(jp, "events", (double)p->events);
+        cJSON_AddNumberToObject(jp, "events_dropped", (double)p->dropped);
+        cJSON_AddNumberToObject(jp, "duration_s",
+                                p->end_mono > p->hdr.start_mono_ns
+                                    ? (double)(p->end_mono - p->hdr.start_mono_ns) / 1e9 : 0);
+        cJSON_AddBoolToObject(jp, "complete", p->complete);
+        if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
+        uint64_t pops = 0;
+        for (size_t k = 0; k < p->nthreads; k++) pops += p->threads[k].unmatched_pops;
+        if (pops) cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
+        cJSON *dmg = cJSON_AddArrayToObject(jp, "damage");
+        for (size_t k = 0; k < p->ndamage; k++)
+            cJSON_AddItemToArray(dmg, cJSON_CreateString(p->damage[k]));
+        cJSON_AddItemToArray(procs, jp);
+    }
+    cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
+    for (size_t i = 0; i < run->nerrors; i++)
+        cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
+
+    cJSON *ranks = cJSON_AddArrayToObject(rep, "ranks");
+    /* ranks in rank order */
+    for (int want = 0, left = nranks; left > 0 && want < 1 << 20; want++) {
+        for (size_t i = 0; i < run->nprocs; i++) {
+            const tp_process *p = &run->procs[i];
+            if (p->role != TP_ROLE_RANK || p->rank != want) continue;
+            cJSON_AddItemToArray(ranks, rank_section(run, p, o));
+            left--;
+        }
+    }
+    return rep;
+}
+
+/* ------------------------------------------------------------------ text rendering */
+
+static double num(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+static const char *str(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+static const cJSON *obj(const cJSON *o, const char *k) {
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static const char *basename_of(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* Names are printed in a fixed-width column: long ones are cut with "..". Control bytes
+ * become '?', so a name cannot disturb the terminal. */
+static void put_name(FILE *f, const char *s, int width) {
+    int n = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t len = strlen(s);
+    int cut = (int)len > width;
+    for (size_t i = 0; i < len && n < width - (cut ? 2 : 0); i++, n++) {
+        if (p[i] >= 0x80) {
+            /* count a UTF-8 sequence as one column */
+            size_t k = i + 1;
+            while (k < len && (p[k] & 0xC0) == 0x80) k++;
+            fwrite(p + i, 1, k - i, f);
+            i = k - 1;
+        } else {
+            fputc(p[i] < 0x20 || p[i] == 0x7f ? '?' : p[i], f);
+        }
+    }
+    if (cut) { fputs("..", f); n += 2; }
+    for (; n < width; n++) fputc(' ', f);
+}
+
+int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
+    const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
+    const char *Y = color ? "\033[33m" : "";
+    const cJSON *run = obj(rep, "run");
+    fprintf(f, "%strainprof report%s  %s\n", B, N, str(run, "dir"));
+    fprintf(f, "run: %.0f process%s (%.0f rank%s, %.0f helper%s), %.2f s, %.0f events, %.0f dropped\n",
+            num(run, "processes"), num(run, "processes") == 1 ? "" : "es", num(run, "ranks"),
+            num(run, "ranks") == 1 ? "" : "s", num(run, "helpers"),
+            num(run, "helpers") == 1 ? "" : "s", num(run, "duration_s"), num(run, "events"),
+            num(run, "events_dropped"));
+    if (num(run, "events_dropped") > 0)
+        fprintf(f, "%s  warning: %.0f events were dropped (rings full): raise TRAINPROF_RING_KB%s\n",
+                Y, num(run, "events_dropped"), N);
+    fprintf(f, "capabilities:\n");
+    const cJSON *c;
+    cJSON_ArrayForEach(c, obj(rep, "capabilities")) {
+        fprintf(f, "  %-6s %s %s\n", c->string, cJSON_IsTrue(obj(c, "found")) ? "yes" : "no ",
+                str(c, "status"));
+    }
+
+    fprintf(f, "\n%sprocesses%s\n  %-18s %-24s %7s %9s %8s %9s  %s\n", B, N, "role", "host:pid",
+            "threads", "events", "dropped", "duration", "file");
+    const cJSON *p;
+    cJSON_ArrayForEach(p, obj(rep, "processes")) {
+        char hp[96];
+        snprintf(hp, sizeof hp, "%s:%.0f", str(p, "host"), num(p, "pid"));
+        fprintf(f, "  %-18s %-24s %7.0f %9.0f %8.0f %7.2f s  %s%s\n", str(p, "label"), hp,
+                num(p, "threads"), num(p, "events"), num(p, "events_dropped"),
+                num(p, "duration_s"), basename_of(str(p, "file")),
+                cJSON_IsTrue(obj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
+        const cJSON *d;
+        cJSON_ArrayForEach(d, obj(p, "damage"))
+            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(str(p, "file")), d->valuestring, N);
+        if (num(p, "unmatched_pops") > 0)
+            fprintf(f, "    %.0f range pop(s) with no open range (ignored)\n", num(p, "unmatched_pops"));
+        if (num(p, "unmatched_range_ends") > 0)
+            fprintf(f, "    %.0f range end(s) for unknown ids (ignored)\n",
+                    num(p, "unmatched_range_ends"));
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, obj(rep, "unreadable_files"))
+        fprintf(f, "%s  unreadable: %s%s\n", Y, e->valuestring, N);
+
+    const cJSON *r;
+    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
+        const cJSON *s = obj(r, "steps");
+        fprintf(f, "\n%s%s%s (%s:%.0f)\n", B, str(r, "label"), N, str(r, "host"), num(r, "pid"));
+        if (!s) continue;
+        if (num(s, "count") == 0) {
+            fprintf(f, "  steps: none found (%s%s%s). Mark steps with tprof_step_begin/end, an "
+                       "NVTX range named \"step\", or pass --step-name NAME.\n",
+                    obj(s, "requested_name") ? "no range named \"" : "tried API steps, ProfilerStep#*, train_step, step, iteration",
+                    obj(s, "requested_name") ? str(s, "requested_name") : "",
+                    obj(s, "requested_name") ? "\"" : "");
+        } else {
+            fprintf(f, "  steps: %.0f from %s \"%s\"%s%s%s, %.0f warm-up\n", num(s, "count"),
+                    str(s, "source"), str(s, "name"), obj(s, "thread") ? " (thread " : "",
+                    obj(s, "thread") ? str(s, "thread") : "", obj(s, "thread") ? ")" : "",
+                    num(s, "warmup"));
+            if (num(s, "measured") > 0)
+                fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
+                        num(s, "mean_ms"), num(s, "p50_ms"), num(s, "p90_ms"), num(s, "max_ms"),
+                        num(s, "min_ms"));
+            const cJSON *w;
+            int first = 1;
+            cJSON_ArrayForEach(w, obj(s, "warmup_ms")) {
+                fprintf(f, "%s%.2f", first ? "  warm-up step(s): " : ", ", w->valuedouble);
+                first = 0;
+            }
+            if (!first) fprintf(f, " ms (not in the statistics)\n");
+        }
+        const cJSON *dl = obj(r, "data_loading");
+        const cJSON *rg = obj(r, "ranges");
+        int per_step = !strcmp(str(rg, "per"), "step");
+        if (dl && cJSON_IsTrue(obj(dl, "found")))
+            fprintf(f, "  data loading: %.2f ms %s = %.1f %% of the %s (%s)\n",
+                    per_step ? num(dl, "ms_per_step") : num(dl, "ms_total"),
+                    per_step ? "per step" : "in total", 100 * num(dl, "share"),
+                    per_step ? "step" : "run", str(dl, "where"));
+        else if (dl)
+            fprintf(f, "  data loading: no range named like data loading (data, batch, loader, "
+                       "get_batch, batch-generator)\n");
+        static const char *const tables[2][2] = {{"top_inclusive", "inclusive"},
+                                                 {"top_exclusive", "exclusive"}};
+        for (int ti = 0; ti < 2; ti++) {
+            const cJSON *rows = obj(rg, tables[ti][0]);
+            if (!cJSON_GetArraySize(rows)) continue;
+            fprintf(f, "\n  top ranges by %s time per %s\n  %-40s %9s %12s %7s %12s\n", tables[ti][1],
+                    per_step ? "step" : "run", "name", per_step ? "count/st" : "count",
+                    "incl ms", "share", "excl ms");
+            const cJSON *row;
+            cJSON_ArrayForEach(row, rows) {
+                char nm[512];
+                const char *dom = str(row, "domain");
+                snprintf(nm, sizeof nm, "%s%s%s", dom, *dom ? "::" : "", str(row, "name"));
+                fputs("  ", f);
+                put_name(f, nm, 40);
+                fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", num(row, "count_per_unit"),
+                        num(row, "inclusive_ms"),
+                        100 * num(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
+                        num(row, "exclusive_ms"));
+            }
+        }
+    }
+    fflush(f);
+    return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
+}
+
+int tp_report_write_json(const cJSON *rep, FILE *f) {
+    char *s = cJSON_Print(rep);
+    if (!s) return TPROF_ERR_NO_MEMORY;
+    fputs(s, f);
+    fputc('\n', f);
+    cJSON_free(s);
+    fflush(f);
+    return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
+}

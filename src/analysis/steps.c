@@ -1,0 +1,139 @@
+/*
+ * steps.c — finds a process's training steps by the rule in steps.h (DESIGN §4).
+ */
+#define _GNU_SOURCE
+#include "analysis/steps.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainprof.h"
+
+static const char *const default_names[] = {"train_step", "training_step", "step", "iteration",
+                                            "train_iter"};
+
+const char *tp_step_source_name(tp_step_source s) {
+    switch (s) {
+    case TP_STEPS_API: return "tprof_step_begin/end calls";
+    case TP_STEPS_NAMED: return "ranges named by --step-name";
+    case TP_STEPS_PROFILER: return "PyTorch ProfilerStep#N ranges";
+    case TP_STEPS_DEFAULT_NAME: return "ranges with a common step name";
+    default: return "none found";
+    }
+}
+
+static int name_matches(const char *name, const char *pat) {
+    if (strpbrk(pat, "*?[")) return fnmatch(pat, name, 0) == 0;
+    return strcmp(name, pat) == 0;
+}
+
+static int cmp_step(const void *a, const void *b) {
+    const tp_step *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Steps from ranges matching `pat` on the first thread (earliest range) that has one. */
+static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
+    int best = -1;
+    uint64_t best_ts = 0;
+    for (size_t i = 0; i < p->nthreads; i++) {
+        const tp_thread *t = &p->threads[i];
+        for (size_t k = 0; k < t->nranges; k++) {
+            if (!name_matches(t->ranges[k].name, pat)) continue;
+            if (best < 0 || t->ranges[k].start < best_ts) {
+                best = (int)i;
+                best_ts = t->ranges[k].start;
+            }
+            break; /* ranges are in start order per thread for pushes; good enough */
+        }
+    }
+    if (best < 0) return 0;
+    const tp_thread *t = &p->threads[best];
+    size_t n = 0;
+    for (size_t k = 0; k < t->nranges; k++) n += name_matches(t->ranges[k].name, pat);
+    out->steps = calloc(n ? n : 1, sizeof *out->steps);
+    if (!out->steps) return TPROF_ERR_NO_MEMORY;
+    for (size_t k = 0; k < t->nranges; k++) {
+        const tp_range *r = &t->ranges[k];
+        if (!name_matches(r->name, pat)) continue;
+        /* a step range nested inside another step range is not a separate step */
+        int nested = 0;
+        for (int32_t q = r->parent; q >= 0; q = t->ranges[q].parent)
+            nested |= name_matches(t->ranges[q].name, pat);
+        if (nested) continue;
+        out->steps[out->nsteps++] = (tp_step){r->start, r->end, 0, 0};
+    }
+    out->thread = (uint32_t)best;
+    return 1;
+}
+
+static int from_api(const tp_process *p, tp_steps *out) {
+    int best = -1;
+    uint64_t best_ts = 0;
+    for (size_t i = 0; i < p->nthreads; i++) {
+        const tp_thread *t = &p->threads[i];
+        if (t->nsteps && (best < 0 || t->steps[0].ts < best_ts)) {
+            best = (int)i;
+            best_ts = t->steps[0].ts;
+        }
+    }
+    if (best < 0) return 0;
+    const tp_thread *t = &p->threads[best];
+    out->steps = calloc(t->nsteps, sizeof *out->steps);
+    if (!out->steps) return TPROF_ERR_NO_MEMORY;
+    /* pair each begin with the next end of the same number; a begin followed by another
+     * begin closes the previous step there (programs that only call step_begin) */
+    for (size_t k = 0; k < t->nsteps; k++) {
+        const tp_stepev *e = &t->steps[k];
+        if (!e->begin) continue;
+        uint64_t end = 0;
+        for (size_t j = k + 1; j < t->nsteps; j++) {
+            if (!t->steps[j].begin && t->steps[j].step == e->step) { end = t->steps[j].ts; break; }
+            if (t->steps[j].begin) { end = t->steps[j].ts; break; }
+        }
+        if (!end) continue; /* unfinished last step */
+        out->steps[out->nsteps++] = (tp_step){e->ts, end, e->step, 0};
+    }
+    out->thread = (uint32_t)best;
+    return 1;
+}
+
+int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out) {
+    memset(out, 0, sizeof *out);
+    int r = from_api(p, out);
+    if (r > 0) {
+        out->source = TP_STEPS_API;
+        out->name = "tprof_step_begin/end";
+    }
+    if (r == 0 && step_name && *step_name && (r = from_ranges(p, step_name, out)) > 0) {
+        out->source = TP_STEPS_NAMED;
+        out->name = step_name;
+    }
+    if (r == 0 && (!step_name || !*step_name)) {
+        if ((r = from_ranges(p, "ProfilerStep#*", out)) > 0) {
+            out->source = TP_STEPS_PROFILER;
+            out->name = "ProfilerStep#*";
+        }
+        for (size_t i = 0; r == 0 && i < sizeof default_names / sizeof *default_names; i++) {
+            if ((r = from_ranges(p, default_names[i], out)) > 0) {
+                out->source = TP_STEPS_DEFAULT_NAME;
+                out->name = default_names[i];
+            }
+        }
+    }
+    if (r < 0) return r;
+    if (out->source == TP_STEPS_NONE) return TPROF_OK;
+    qsort(out->steps, out->nsteps, sizeof *out->steps, cmp_step);
+    for (size_t i = 0; i < out->nsteps; i++) {
+        if (out->source != TP_STEPS_API) out->steps[i].app_step = i;
+        out->steps[i].warmup = (int)i < warmup;
+    }
+    out->nwarmup = out->nsteps < (size_t)(warmup < 0 ? 0 : warmup) ? out->nsteps : (size_t)warmup;
+    return TPROF_OK;
+}
+
+void tp_steps_free(tp_steps *s) {
+    free(s->steps);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,45 @@
+/*
+ * steps.h — the step rule of DESIGN §4, the same for the report and for live use.
+ *
+ * Sources, in order: explicit API steps (tprof_step_begin/end); ranges whose name matches
+ * the configured step name (exact, or a glob when it holds '*' or '?'); PyTorch's
+ * "ProfilerStep#*"; then the common names "train_step", "training_step", "step",
+ * "iteration", "train_iter". The first thread of the process on which the chosen source
+ * appears defines the steps; they are numbered from 0 in time order; the first
+ * `warmup` steps are warm-up.
+ */
+#ifndef TPROF_STEPS_H
+#define TPROF_STEPS_H
+
+#include "analysis/model.h"
+
+typedef enum tp_step_source {
+    TP_STEPS_NONE = 0,
+    TP_STEPS_API,
+    TP_STEPS_NAMED,       /* --step-name */
+    TP_STEPS_PROFILER,    /* ProfilerStep#N */
+    TP_STEPS_DEFAULT_NAME /* one of the common names */
+} tp_step_source;
+
+typedef struct tp_step {
+    uint64_t start, end; /* monotonic ns of the process */
+    uint64_t app_step;   /* the program's own number (API), else the index */
+    int warmup;
+} tp_step;
+
+typedef struct tp_steps {
+    tp_step_source source;
+    const char *name;     /* the range name or pattern matched, or "tprof_step_begin/end" */
+    uint32_t thread;      /* index in process->threads */
+    tp_step *steps;
+    size_t nsteps;
+    size_t nwarmup;
+} tp_steps;
+
+/* Finds the steps of process p. step_name may be NULL. Returns 0 or TPROF_ERR_NO_MEMORY;
+ * out->source is TP_STEPS_NONE when nothing matched. Free with tp_steps_free. */
+int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out);
+void tp_steps_free(tp_steps *s);
+const char *tp_step_source_name(tp_step_source s);
+
+#endif /* TPROF_STEPS_H */

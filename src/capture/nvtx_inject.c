@@ -1,0 +1,332 @@
+/*
+ * nvtx_inject.c — NVTX capture by tool injection (reference/gpu-capture.md §1).
+ *
+ * Every shared object built with the NVTX3 headers carries its own NVTX state; on its first
+ * NVTX call it dlopens $NVTX_INJECTION64_PATH (our library) and calls
+ * InitializeInjectionNvtx2 with its export-table getter. We fill that object's CORE and
+ * CORE2 slots with our handlers. This runs once per such library (torch, NCCL, ...), so
+ * set-up is idempotent and domains with the same name merge (tprof__domain_id).
+ *
+ * The ABI below is declared here from the NVTX3 documentation (our own minimal
+ * declarations, as DESIGN §6.6 asks for vendor interfaces), so this file needs no CUDA
+ * toolkit. Layouts and ids: gpu-capture.md §1; checked against the CUDA 13.0 headers.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <wchar.h>
+
+#include "../core/internal.h"
+
+/* ---------------------------------------------------------------- NVTX v3 ABI */
+
+typedef void (*tnvtx_fn)(void);
+typedef tnvtx_fn **tnvtx_table; /* array of pointers to the library's function slots */
+typedef const void *(*tnvtx_get_export_table)(uint32_t id);
+
+enum { TNVTX_ETID_CALLBACKS = 1, TNVTX_ETID_VERSIONINFO = 3 };
+enum { TNVTX_MODULE_CORE = 1, TNVTX_MODULE_CORE2 = 5 };
+enum { TNVTX_MSG_ASCII = 1, TNVTX_MSG_UNICODE = 2, TNVTX_MSG_REGISTERED = 3 };
+
+typedef struct tnvtx_callbacks {
+    size_t struct_size;
+    int (*get_module_function_table)(int module, tnvtx_table *out_table, unsigned *out_size);
+} tnvtx_callbacks;
+
+typedef struct tnvtx_version_info {
+    size_t struct_size;
+    uint32_t version;
+    uint32_t reserved0;
+    void (*set_injection_version)(uint32_t version);
+} tnvtx_version_info;
+
+typedef struct tnvtx_attr { /* nvtxEventAttributes_v2 */
+    uint16_t version;
+    uint16_t size;
+    uint32_t category;
+    int32_t color_type;
+    uint32_t color;
+    int32_t payload_type;
+    int32_t reserved0;
+    uint64_t payload;
+    int32_t message_type;
+    const void *message; /* ascii, wchar_t*, or registered-string handle */
+} tnvtx_attr;
+
+/* Our handles: a domain handle points at one of these, and a registered-string handle
+ * at a tprof_regstr. Both live for the life of the process (the library is nodelete). */
+typedef struct tprof_domain { uint32_t id; } tprof_domain;
+typedef struct tprof_regstr { char *str; struct tprof_regstr *next; } tprof_regstr;
+
+/* ---------------------------------------------------------------- strings */
+
+/* wchar_t (UCS-4 on Linux) to UTF-8 in a thread buffer; names are short. */
+static const char *wide_to_utf8(const wchar_t *w) {
+    static __thread char buf[1024];
+    if (!w) return "(null)";
+    size_t n = 0;
+    for (; *w && n + 4 < sizeof buf; w++) {
+        uint32_t c = (uint32_t)*w;
+        if (c < 0x80) buf[n++] = (char)c;
+        else if (c < 0x800) {
+            buf[n++] = (char)(0xC0 | (c >> 6));
+            buf[n++] = (char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            buf[n++] = (char)(0xE0 | (c >> 12));
+            buf[n++] = (char)(0x80 | ((c >> 6) & 0x3F));
+            buf[n++] = (char)(0x80 | (c & 0x3F));
+        } else if (c < 0x110000) {
+            buf[n++] = (char)(0xF0 | (c >> 18));
+            buf[n++] = (char)(0x80 | ((c >> 12) & 0x3F));
+            buf[n++] = (char)(0x80 | ((c >> 6) & 0x3F));
+            buf[n++] = (char)(0x80 | (c & 0x3F));
+        } else {
+            buf[n++] = '?';
+        }
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+static const char *attr_name(const tnvtx_attr *a) {
+    if (!a || a->size < offsetof(tnvtx_attr, message) + sizeof(void *)) return "(unnamed)";
+    switch (a->message_type) {
+    case TNVTX_MSG_ASCII:
+        return a->message ? (const char *)a->message : "(null)";
+    case TNVTX_MSG_UNICODE:
+        return wide_to_utf8((const wchar_t *)a->message);
+    case TNVTX_MSG_REGISTERED:
+        return a->message ? ((const tprof_regstr *)a->message)->str : "(null)";
+    default:
+        return "(unnamed)";
+    }
+}
+
+static uint32_t attr_category(const tnvtx_attr *a) {
+    return (a && a->size >= offsetof(tnvtx_attr, color_type)) ? a->category : 0;
+}
+
+static uint32_t domain_of(const void *h) { return h ? ((const tprof_domain *)h)->id : 0; }
+
+/* ---------------------------------------------------------------- handlers */
+
+#define WITH_THREAD(...)                             \
+    tprof__thread *t = tprof__thread_get();          \
+    if (TPROF_UNLIKELY(t == NULL)) return __VA_ARGS__;
+
+static void h_mark_ex(const tnvtx_attr *a) {
+    WITH_THREAD()
+    tprof__mark(t, 0, attr_name(a), attr_category(a));
+}
+static void h_mark_a(const char *m) {
+    WITH_THREAD()
+    tprof__mark(t, 0, m, 0);
+}
+static void h_mark_w(const wchar_t *m) {
+    WITH_THREAD()
+    tprof__mark(t, 0, wide_to_utf8(m), 0);
+}
+static uint64_t h_start_ex(const tnvtx_attr *a) {
+    WITH_THREAD(0)
+    return tprof__range_start(t, 0, attr_name(a), attr_category(a));
+}
+static uint64_t h_start_a(const char *m) {
+    WITH_THREAD(0)
+    return tprof__range_start(t, 0, m, 0);
+}
+static uint64_t h_start_w(const wchar_t *m) {
+    WITH_THREAD(0)
+    return tprof__range_start(t, 0, wide_to_utf8(m), 0);
+}
+static void h_end(uint64_t id) {
+    WITH_THREAD()
+    tprof__range_end(t, id);
+}
+static int h_push_ex(const tnvtx_attr *a) {
+    WITH_THREAD(-1)
+    tprof__push(t, 0, attr_name(a), attr_category(a));
+    return t->depth - 1;
+}
+static int h_push_a(const char *m) {
+    WITH_THREAD(-1)
+    tprof__push(t, 0, m, 0);
+    return t->depth - 1;
+}
+static int h_push_w(const wchar_t *m) {
+    WITH_THREAD(-1)
+    tprof__push(t, 0, wide_to_utf8(m), 0);
+    return t->depth - 1;
+}
+static int h_pop(void) {
+    WITH_THREAD(-1)
+    int d = t->depth - 1;
+    tprof__pop(t, 0);
+    return d;
+}
+static void h_name_category_a(uint32_t c, const char *n) { tprof__name_category(0, c, n); }
+static void h_name_category_w(uint32_t c, const wchar_t *n) {
+    tprof__name_category(0, c, wide_to_utf8(n));
+}
+static void h_name_thread_a(uint32_t tid, const char *n) {
+    WITH_THREAD()
+    if (n) tprof__thread_name(t, tid, n);
+}
+static void h_name_thread_w(uint32_t tid, const wchar_t *n) {
+    WITH_THREAD()
+    if (n) tprof__thread_name(t, tid, wide_to_utf8(n));
+}
+
+static void h_dmark_ex(const void *d, const tnvtx_attr *a) {
+    WITH_THREAD()
+    tprof__mark(t, domain_of(d), attr_name(a), attr_category(a));
+}
+static uint64_t h_dstart_ex(const void *d, const tnvtx_attr *a) {
+    WITH_THREAD(0)
+    return tprof__range_start(t, domain_of(d), attr_name(a), attr_category(a));
+}
+static void h_dend(const void *d, uint64_t id) {
+    (void)d;
+    h_end(id);
+}
+static int h_dpush_ex(const void *d, const tnvtx_attr *a) {
+    WITH_THREAD(-1)
+    tprof__push(t, domain_of(d), attr_name(a), attr_category(a));
+    return t->depth - 1;
+}
+static int h_dpop(const void *d) {
+    WITH_THREAD(-1)
+    int depth = t->depth - 1;
+    tprof__pop(t, domain_of(d));
+    return depth;
+}
+static void h_dname_category_a(const void *d, uint32_t c, const char *n) {
+    tprof__name_category(domain_of(d), c, n);
+}
+static void h_dname_category_w(const void *d, uint32_t c, const wchar_t *n) {
+    tprof__name_category(domain_of(d), c, wide_to_utf8(n));
+}
+
+static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static tprof_regstr *g_regstrs;
+static uint32_t g_nregstrs;
+static tprof_domain *g_domains[4096];
+static uint32_t g_ndomains;
+
+/* Registered strings are deduplicated by content, so a library that registers the same
+ * name in a loop does not grow memory; at most 1<<16 distinct ones. */
+static const void *register_string(const char *s) {
+    if (!s) s = "(null)";
+    pthread_mutex_lock(&g_reg_lock);
+    tprof_regstr *r = g_regstrs;
+    while (r && strcmp(r->str, s) != 0) r = r->next;
+    if (!r && g_nregstrs < (1u << 16)) {
+        r = malloc(sizeof *r);
+        if (r) {
+            size_t n = strlen(s) + 1;
+            r->str = malloc(n);
+            if (r->str) {
+                memcpy(r->str, s, n);
+                r->next = g_regstrs;
+                g_regstrs = r;
+                g_nregstrs++;
+            } else {
+                free(r);
+                r = NULL;
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_reg_lock);
+    return r; /* NULL past the bound: the application then sees an unregistered string */
+}
+
+static const void *h_dregister_a(const void *d, const char *s) {
+    (void)d;
+    return register_string(s);
+}
+static const void *h_dregister_w(const void *d, const wchar_t *s) {
+    (void)d;
+    return register_string(wide_to_utf8(s));
+}
+
+static const void *create_domain(const char *name) {
+    uint32_t id = tprof__domain_id(name ? name : "(null)");
+    pthread_mutex_lock(&g_reg_lock);
+    tprof_domain *d = NULL;
+    for (uint32_t i = 0; i < g_ndomains; i++)
+        if (g_domains[i]->id == id) d = g_domains[i];
+    if (!d && g_ndomains < sizeof g_domains / sizeof g_domains[0]) {
+        d = malloc(sizeof *d);
+        if (d) {
+            d->id = id;
+            g_domains[g_ndomains++] = d;
+        }
+    }
+    pthread_mutex_unlock(&g_reg_lock);
+    return d;
+}
+static const void *h_dcreate_a(const char *name) { return create_domain(name); }
+static const void *h_dcreate_w(const wchar_t *name) { return create_domain(wide_to_utf8(name)); }
+static void h_ddestroy(const void *d) { (void)d; /* handles stay valid: ranges may be open */ }
+static void h_initialize(const void *reserved) { (void)reserved; }
+
+/* ---------------------------------------------------------------- injection */
+
+typedef struct slot { unsigned cbid; tnvtx_fn fn; } slot;
+
+#define FN(f) ((tnvtx_fn)(void (*)(void))(f))
+
+static const slot core_slots[] = {
+    {1, FN(h_mark_ex)},         {2, FN(h_mark_a)},          {3, FN(h_mark_w)},
+    {4, FN(h_start_ex)},        {5, FN(h_start_a)},         {6, FN(h_start_w)},
+    {7, FN(h_end)},             {8, FN(h_push_ex)},         {9, FN(h_push_a)},
+    {10, FN(h_push_w)},         {11, FN(h_pop)},            {12, FN(h_name_category_a)},
+    {13, FN(h_name_category_w)}, {14, FN(h_name_thread_a)}, {15, FN(h_name_thread_w)},
+};
+
+static const slot core2_slots[] = {
+    {1, FN(h_dmark_ex)},          {2, FN(h_dstart_ex)},        {3, FN(h_dend)},
+    {4, FN(h_dpush_ex)},          {5, FN(h_dpop)},             {8, FN(h_dname_category_a)},
+    {9, FN(h_dname_category_w)},  {10, FN(h_dregister_a)},     {11, FN(h_dregister_w)},
+    {12, FN(h_dcreate_a)},        {13, FN(h_dcreate_w)},       {14, FN(h_ddestroy)},
+    {15, FN(h_initialize)},
+};
+
+static int fill(const tnvtx_callbacks *cb, int module, const slot *slots, size_t n) {
+    tnvtx_table table = NULL;
+    unsigned size = 0;
+    if (!cb->get_module_function_table(module, &table, &size) || !table) return 0;
+    int filled = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* older applications have shorter tables: write only up to out_size */
+        if (slots[i].cbid > size || !table[slots[i].cbid]) continue;
+        *table[slots[i].cbid] = slots[i].fn;
+        filled++;
+    }
+    return filled;
+}
+
+static _Atomic int g_injected;
+
+TPROF_API int InitializeInjectionNvtx2(tnvtx_get_export_table get);
+
+int InitializeInjectionNvtx2(tnvtx_get_export_table get) {
+    if (!get) return 0;
+    /* A disabled session (TRAINPROF_ENABLE=0, no directory) declines: NVTX then runs its
+     * own no-op stubs in that library, the cheapest possible. */
+    if (!tprof_enabled()) return 0;
+    const tnvtx_callbacks *cb = get(TNVTX_ETID_CALLBACKS);
+    if (!cb || cb->struct_size < sizeof *cb || !cb->get_module_function_table) return 0;
+    const tnvtx_version_info *vi = get(TNVTX_ETID_VERSIONINFO);
+    if (vi && vi->struct_size >= sizeof *vi && vi->set_injection_version)
+        vi->set_injection_version(3);
+    int n = fill(cb, TNVTX_MODULE_CORE, core_slots, sizeof core_slots / sizeof core_slots[0]);
+    n += fill(cb, TNVTX_MODULE_CORE2, core2_slots, sizeof core2_slots / sizeof core2_slots[0]);
+    if (n == 0) return 0;
+    int libs = atomic_fetch_add(&g_injected, 1) + 1;
+    char status[64];
+    snprintf(status, sizeof status, "injected into %d librar%s", libs, libs == 1 ? "y" : "ies");
+    tprof__capability("nvtx", status);
+    return 1;
+}

@@ -1,0 +1,148 @@
+/*
+ * internal.h — what the parts of libtrainprof share and the public header does not show:
+ * the session state, the per-thread ring and its append primitives, interning, logging.
+ *
+ * The hot path is: tprof__thread_get() (one TLS load and a state check), reserve a record
+ * in the thread's ring, fill it, commit it with one release store. Everything else
+ * (registration, string copies, file I/O) happens off that path.
+ */
+#ifndef TPROF_INTERNAL_H
+#define TPROF_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "trainprof.h"
+#include "../format/format.h"
+
+#define TPROF_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TPROF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TPROF_HIDDEN __attribute__((visibility("hidden")))
+
+enum tprof__state {
+    TPROF__UNINIT = 0,   /* lazy start not tried yet */
+    TPROF__STARTING = 1, /* one thread is setting up */
+    TPROF__ON = 2,       /* recording */
+    TPROF__OFF = 3,      /* disabled (no dir, TRAINPROF_ENABLE=0, or set-up failed) */
+    TPROF__DOWN = 4      /* shut down */
+};
+
+extern _Atomic int tprof__g_state;
+
+/* One interned string of a thread's table. */
+typedef struct tprof__istr {
+    uint64_t hash;
+    uint32_t id;  /* 0 = empty slot */
+    uint32_t len;
+    char *str;
+} tprof__istr;
+
+/* Per-thread state. The ring is single-producer (this thread) single-consumer (the
+ * flusher): head is written only by the owner, tail only by the flusher. */
+typedef struct tprof__thread {
+    uint8_t *buf;
+    uint64_t mask;          /* ring size - 1; the size is a power of two */
+    _Atomic uint64_t head;  /* bytes ever committed */
+    _Atomic uint64_t tail;  /* bytes ever consumed by the flusher */
+    uint64_t tail_cache;    /* producer's last view of tail */
+    _Atomic uint64_t dropped;
+    uint32_t serial;        /* unique per process, from 1 */
+    uint32_t os_tid;
+    _Atomic int exited;     /* set by the TLS destructor; the flusher frees after draining */
+    int depth;              /* push/pop nesting, for NVTX's return value */
+    /* interning: open addressing, capacity a power of two */
+    tprof__istr *strs;
+    uint32_t str_cap;
+    uint32_t str_count;
+    uint32_t str_max;
+} tprof__thread;
+
+/* The calling thread's state, creating it on first use; NULL when not recording or when
+ * the thread limit is reached (the event is then counted as dropped process-wide). */
+tprof__thread *tprof__thread_slow(void);
+extern __thread tprof__thread *tprof__tls;
+
+static inline tprof__thread *tprof__thread_get(void) {
+    tprof__thread *t = tprof__tls;
+    if (TPROF_LIKELY(t != NULL && atomic_load_explicit(&tprof__g_state, memory_order_relaxed) ==
+                                      TPROF__ON))
+        return t;
+    return tprof__thread_slow();
+}
+
+uint64_t tprof__now(void);
+
+/* Reserve `size` bytes (multiple of 8, <= TPROF_MAX_RECORD) in t's ring. Returns NULL and
+ * counts a drop when the ring is full. Must be followed by tprof__commit(t, p, size). */
+static inline void *tprof__reserve(tprof__thread *t, uint32_t size) {
+    uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
+    uint64_t ring = t->mask + 1;
+    uint64_t off = head & t->mask;
+    uint64_t contig = ring - off;
+    uint64_t need = contig < size ? contig + size : size;
+    if (TPROF_UNLIKELY(head + need - t->tail_cache > ring)) {
+        t->tail_cache = atomic_load_explicit(&t->tail, memory_order_acquire);
+        if (head + need - t->tail_cache > ring) {
+            atomic_store_explicit(&t->dropped,
+                                  atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
+                                  memory_order_relaxed);
+            return NULL;
+        }
+    }
+    if (TPROF_UNLIKELY(contig < size)) {
+        /* pad to the end of the lap so that no record straddles the wrap */
+        tprof_rec *pad = (tprof_rec *)(t->buf + off);
+        pad->kind = TPROF_REC_PAD;
+        pad->size = (uint16_t)contig; /* contig < size <= 65528, so it fits */
+        head += contig;
+        atomic_store_explicit(&t->head, head, memory_order_relaxed);
+        off = 0;
+    }
+    return t->buf + off;
+}
+
+static inline void tprof__commit(tprof__thread *t, uint32_t size) {
+    uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
+    atomic_store_explicit(&t->head, head + size, memory_order_release);
+}
+
+/* Name reference for a record: the id of `name` in t's table (interning it and emitting
+ * its STRING record on first use), or TPROF_INLINE_NAME when the table is full or the
+ * string record could not be written. *len gets strlen(name). */
+uint32_t tprof__intern(tprof__thread *t, const char *name, size_t *len);
+
+/* Append a named record with a fixed payload of pl_bytes (multiple of 8). Returns the
+ * payload pointer to fill (then call tprof__commit with *out_size), or NULL on drop. */
+void *tprof__begin_named(tprof__thread *t, uint16_t kind, const char *name, uint32_t pl_bytes,
+                         uint64_t ts, uint32_t *out_size);
+
+/* Recording primitives shared by the public API and the NVTX injection. */
+void tprof__push(tprof__thread *t, uint32_t domain, const char *name, uint32_t category);
+void tprof__pop(tprof__thread *t, uint32_t domain);
+uint64_t tprof__range_start(tprof__thread *t, uint32_t domain, const char *name,
+                            uint32_t category);
+void tprof__range_end(tprof__thread *t, uint64_t id);
+void tprof__mark(tprof__thread *t, uint32_t domain, const char *name, uint32_t category);
+void tprof__thread_name(tprof__thread *t, uint64_t os_tid, const char *name);
+
+/* Process-level records (metadata, domains, categories): appended to a locked process
+ * stream that the flusher writes as thread serial 0. Not hot path. */
+int tprof__proc_record(uint16_t kind, uint32_t arg, const void *payload, size_t pl_bytes,
+                       const char *s1, const char *s2);
+int tprof__set_meta(const char *key, const char *value);
+
+/* Domains are process-wide small integers (0 = default); a domain with the same name
+ * gets the same id, so NVTX copies in several libraries merge. */
+uint32_t tprof__domain_id(const char *name);
+void tprof__name_category(uint32_t domain, uint32_t category, const char *name);
+
+/* Capabilities found or missing, for the report ("nvtx" -> "injected into 2 libraries"). */
+void tprof__capability(const char *name, const char *status);
+
+void tprof__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+extern int tprof__log_level;
+
+uint64_t tprof__hash(const char *s, size_t *len);
+
+#endif /* TPROF_INTERNAL_H */

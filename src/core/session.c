@@ -1,0 +1,931 @@
+/*
+ * session.c — the life of a trainprof session in one process: configuration (struct or
+ * TRAINPROF_* variables), lazy start, the registry of per-thread rings, the flusher thread
+ * that moves rings into the rank file, signal and fork handling, and shutdown at exit.
+ *
+ * Design points (DESIGN.md §1, §3):
+ *  - Nothing is started until something is recorded, so processes that record nothing
+ *    (launchers, compilers) leave no file and no thread.
+ *  - The SIGTERM/SIGINT handler only wakes the flusher through an eventfd (async-signal
+ *    safe); the flusher writes what is recorded, then restores the previous disposition
+ *    and re-raises, so the program's exit status is what it would have been. When the
+ *    previous disposition was the program's own handler, we call that handler directly
+ *    from ours, and the flusher only flushes.
+ *  - After fork() the child drops its copy of every ring and starts its own file lazily.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+_Atomic int tprof__g_state = TPROF__UNINIT;
+__thread tprof__thread *tprof__tls;
+int tprof__log_level = TPROF_LOG_WARN;
+
+#define TPROF__DEAD_THREAD ((tprof__thread *)(uintptr_t)1)
+#define TPROF__MIN_RING (64u * 1024u)
+#define TPROF__PROC_MAX (4u << 20) /* process stream bound between flushes */
+
+static struct {
+    tprof_config cfg;
+    char dir[PATH_MAX];
+    char run_id[64];
+    char path[PATH_MAX];
+    int fd;                 /* rank file, -1 until the first flush with data */
+    int file_failed;
+    pthread_mutex_t lock;   /* registry, process stream, file */
+    tprof__thread **threads;
+    uint32_t nthreads;
+    uint32_t next_serial;
+    _Atomic uint64_t lost_threads; /* events from threads beyond max_threads */
+    uint8_t *proc;          /* process stream */
+    size_t proc_len, proc_cap;
+    uint64_t proc_dropped;
+    pthread_t flusher;
+    int flusher_running;
+    int wake_fd;            /* eventfd */
+    _Atomic int stop;
+    _Atomic int pending_signal;
+    pthread_mutex_t flush_lock;
+    pthread_cond_t flush_cond;
+    uint64_t flush_gen;     /* completed flush passes */
+    uint8_t *stage;         /* staging buffer for one chunk */
+    size_t stage_cap;
+    uint64_t start_rt, start_mono;
+    pthread_key_t key;
+    int key_made;
+    struct sigaction old_term, old_int;
+    int have_old_term, have_old_int;
+    /* domains and categories survive fork: they are re-emitted into a child's file */
+    char **domains;
+    uint32_t ndomains, domain_cap;
+    struct tprof__cat { uint32_t domain, id; char *name; } *cats;
+    uint32_t ncats, cat_cap;
+    struct tprof__kv { char *key, *value; } *caps;
+    uint32_t ncaps;
+} S = {.fd = -1, .wake_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+       .flush_lock = PTHREAD_MUTEX_INITIALIZER, .flush_cond = PTHREAD_COND_INITIALIZER};
+
+/* ---------------------------------------------------------------- errors, version, log */
+
+const char *tprof_strerror(int err) {
+    switch (err) {
+#define TPROF__ERR_CASE(name, value, text) \
+    case value:                            \
+        return text;
+        TPROF_ERROR_TABLE(TPROF__ERR_CASE)
+#undef TPROF__ERR_CASE
+    }
+    return "unknown error";
+}
+
+const char *tprof_version(void) { return TPROF_VERSION_STRING; }
+
+#ifndef TPROF_BUILD_TYPE
+#define TPROF_BUILD_TYPE "unknown"
+#endif
+#ifndef TPROF_CUDA_HEADERS
+#define TPROF_CUDA_HEADERS "no"
+#endif
+
+const char *tprof_build_info(void) {
+    return "trainprof " TPROF_VERSION_STRING " (" TPROF_BUILD_TYPE ", "
+#if defined(__clang__)
+           "clang " __clang_version__
+#elif defined(__GNUC__)
+           "gcc " __VERSION__
+#else
+           "cc"
+#endif
+           ", CUDA headers at build: " TPROF_CUDA_HEADERS ")";
+}
+
+void tprof__log(int level, const char *fmt, ...) {
+    if (level > tprof__log_level) return;
+    char buf[1024];
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    int n = snprintf(buf, sizeof buf, "trainprof[%d]: %s: ", (int)getpid(),
+                     names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof buf) n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof buf - 1) n = (int)sizeof buf - 2;
+    buf[n++] = '\n';
+    /* one write so lines from ranks do not interleave */
+    ssize_t w = write(2, buf, (size_t)n);
+    (void)w;
+}
+
+/* ---------------------------------------------------------------------------- clock */
+
+uint64_t tprof__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tprof_now_ns(void) { return tprof__now(); }
+
+static uint64_t realtime_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------- config */
+
+int tprof_config_init(tprof_config *cfg) {
+    if (!cfg) return TPROF_ERR_INVALID_ARG;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->struct_size = sizeof *cfg;
+    cfg->ring_bytes = 4u << 20;
+    cfg->max_threads = 1024;
+    cfg->flush_interval_ms = 50;
+    cfg->max_strings = 8192;
+    cfg->log_level = TPROF_LOG_WARN;
+    cfg->enabled = 1;
+    return TPROF_OK;
+}
+
+static int env_u64(const char *name, uint64_t *out) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || v[0] == '-') {
+        tprof__log(TPROF_LOG_WARN, "ignoring %s=%s: not a non-negative integer", name, v);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+static int parse_log_level(const char *v) {
+    if (!v) return -1;
+    if (!strcmp(v, "error") || !strcmp(v, "0")) return TPROF_LOG_ERROR;
+    if (!strcmp(v, "warn") || !strcmp(v, "warning") || !strcmp(v, "1")) return TPROF_LOG_WARN;
+    if (!strcmp(v, "info") || !strcmp(v, "2")) return TPROF_LOG_INFO;
+    if (!strcmp(v, "debug") || !strcmp(v, "3")) return TPROF_LOG_DEBUG;
+    return -1;
+}
+
+int tprof_config_from_env(tprof_config *cfg) {
+    if (!cfg || cfg->struct_size < sizeof *cfg) return TPROF_ERR_INVALID_ARG;
+    const char *v;
+    uint64_t x;
+    if ((v = getenv("TRAINPROF_LOG")) && *v) {
+        int l = parse_log_level(v);
+        if (l >= 0) cfg->log_level = l;
+        else tprof__log(TPROF_LOG_WARN, "ignoring TRAINPROF_LOG=%s", v);
+    }
+    if ((v = getenv("TRAINPROF_DIR")) && *v) cfg->output_dir = v;
+    if ((v = getenv("TRAINPROF_RUN_ID")) && *v) cfg->run_id = v;
+    if (env_u64("TRAINPROF_RING_KB", &x)) cfg->ring_bytes = (size_t)(x * 1024u);
+    if (env_u64("TRAINPROF_MAX_THREADS", &x)) cfg->max_threads = (uint32_t)x;
+    if (env_u64("TRAINPROF_FLUSH_MS", &x)) cfg->flush_interval_ms = (uint32_t)x;
+    if (env_u64("TRAINPROF_MAX_STRINGS", &x)) cfg->max_strings = (uint32_t)x;
+    if (env_u64("TRAINPROF_ENABLE", &x)) cfg->enabled = x != 0;
+    return TPROF_OK;
+}
+
+/* ------------------------------------------------------------------ process stream */
+
+static int proc_append(const void *rec, size_t n) {
+    if (S.proc_len + n > TPROF__PROC_MAX) {
+        S.proc_dropped++;
+        return TPROF_ERR_LIMIT;
+    }
+    if (S.proc_len + n > S.proc_cap) {
+        size_t cap = S.proc_cap ? S.proc_cap : 4096;
+        while (cap < S.proc_len + n) cap *= 2;
+        uint8_t *p = realloc(S.proc, cap);
+        if (!p) return TPROF_ERR_NO_MEMORY;
+        S.proc = p;
+        S.proc_cap = cap;
+    }
+    memcpy(S.proc + S.proc_len, rec, n);
+    S.proc_len += n;
+    return TPROF_OK;
+}
+
+/* Builds a record into `out` (at least TPROF_MAX_RECORD bytes); returns its size. */
+static size_t build_record(uint8_t *out, uint16_t kind, uint32_t arg, uint64_t ts,
+                           const void *payload, size_t pl_bytes, const char *s1,
+                           const char *s2) {
+    tprof_rec *r = (tprof_rec *)out;
+    size_t n = sizeof *r;
+    if (pl_bytes) memcpy(out + n, payload, pl_bytes);
+    n += pl_bytes;
+    const char *ss[2] = {s1, s2};
+    for (int i = 0; i < 2; i++) {
+        if (!ss[i]) continue;
+        size_t l = strlen(ss[i]);
+        if (l > TPROF_MAX_INLINE) l = TPROF_MAX_INLINE;
+        memcpy(out + n, ss[i], l);
+        out[n + l] = 0;
+        n += l + 1;
+    }
+    size_t total = tprof_align8(n);
+    memset(out + n, 0, total - n);
+    r->kind = kind;
+    r->size = (uint16_t)total;
+    r->arg = arg;
+    r->ts_ns = ts;
+    return total;
+}
+
+/* caller holds S.lock */
+static int proc_record_locked(uint16_t kind, uint32_t arg, const void *payload,
+                              size_t pl_bytes, const char *s1, const char *s2) {
+    _Alignas(8) uint8_t rec[2 * TPROF_MAX_INLINE + 64];
+    size_t n = build_record(rec, kind, arg, tprof__now(), payload, pl_bytes, s1, s2);
+    return proc_append(rec, n);
+}
+
+int tprof__proc_record(uint16_t kind, uint32_t arg, const void *payload, size_t pl_bytes,
+                       const char *s1, const char *s2) {
+    pthread_mutex_lock(&S.lock);
+    int rc = proc_record_locked(kind, arg, payload, pl_bytes, s1, s2);
+    pthread_mutex_unlock(&S.lock);
+    return rc;
+}
+
+int tprof__set_meta(const char *key, const char *value) {
+    return tprof__proc_record(TPROF_REC_META, 0, NULL, 0, key, value);
+}
+
+static char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+uint32_t tprof__domain_id(const char *name) {
+    if (!name || !*name) return 0;
+    pthread_mutex_lock(&S.lock);
+    uint32_t id = 0;
+    for (uint32_t i = 0; i < S.ndomains; i++)
+        if (!strcmp(S.domains[i], name)) { id = i + 1; break; }
+    if (!id) {
+        if (S.ndomains == S.domain_cap) {
+            uint32_t cap = S.domain_cap ? S.domain_cap * 2 : 16;
+            char **d = realloc(S.domains, cap * sizeof *d);
+            if (d) { S.domains = d; S.domain_cap = cap; }
+        }
+        char *copy = S.ndomains < S.domain_cap ? xstrdup(name) : NULL;
+        if (copy) {
+            S.domains[S.ndomains++] = copy;
+            id = S.ndomains;
+            if (atomic_load(&tprof__g_state) == TPROF__ON)
+                proc_record_locked(TPROF_REC_DOMAIN, id, NULL, 0, copy, NULL);
+        }
+    }
+    pthread_mutex_unlock(&S.lock);
+    return id;
+}
+
+void tprof__name_category(uint32_t domain, uint32_t category, const char *name) {
+    if (!name) return;
+    pthread_mutex_lock(&S.lock);
+    struct tprof__cat *c = NULL;
+    for (uint32_t i = 0; i < S.ncats; i++)
+        if (S.cats[i].domain == domain && S.cats[i].id == category) c = &S.cats[i];
+    char *copy = xstrdup(name);
+    if (copy && !c && S.ncats < 65536) {
+        if (S.ncats == S.cat_cap) {
+            uint32_t cap = S.cat_cap ? S.cat_cap * 2 : 16;
+            struct tprof__cat *n = realloc(S.cats, cap * sizeof *n);
+            if (n) { S.cats = n; S.cat_cap = cap; }
+        }
+        if (S.ncats < S.cat_cap) {
+            c = &S.cats[S.ncats++];
+            c->domain = domain;
+            c->id = category;
+            c->name = NULL;
+        }
+    }
+    if (c && copy) {
+        free(c->name);
+        c->name = copy;
+        copy = NULL;
+        tprof_pl_category pl = {domain, 0};
+        if (atomic_load(&tprof__g_state) == TPROF__ON)
+            proc_record_locked(TPROF_REC_CATEGORY, category, &pl, sizeof pl, c->name, NULL);
+    }
+    free(copy);
+    pthread_mutex_unlock(&S.lock);
+}
+
+void tprof__capability(const char *name, const char *status) {
+    pthread_mutex_lock(&S.lock);
+    struct tprof__kv *kv = NULL;
+    for (uint32_t i = 0; i < S.ncaps; i++)
+        if (!strcmp(S.caps[i].key, name)) kv = &S.caps[i];
+    if (!kv) {
+        struct tprof__kv *n = realloc(S.caps, (S.ncaps + 1) * sizeof *n);
+        if (n) {
+            S.caps = n;
+            kv = &S.caps[S.ncaps];
+            kv->key = xstrdup(name);
+            kv->value = NULL;
+            if (kv->key) S.ncaps++;
+            else kv = NULL;
+        }
+    }
+    if (kv) {
+        free(kv->value);
+        kv->value = xstrdup(status);
+        char key[160];
+        snprintf(key, sizeof key, "capability.%s", name);
+        if (atomic_load(&tprof__g_state) == TPROF__ON && kv->value)
+            proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, kv->value);
+    }
+    pthread_mutex_unlock(&S.lock);
+}
+
+/* Re-emit everything the process stream must hold at the start of a file (a new session
+ * or a forked child): domains, categories, capabilities. Caller holds S.lock. */
+static void emit_registries_locked(void) {
+    for (uint32_t i = 0; i < S.ndomains; i++)
+        proc_record_locked(TPROF_REC_DOMAIN, i + 1, NULL, 0, S.domains[i], NULL);
+    for (uint32_t i = 0; i < S.ncats; i++) {
+        tprof_pl_category pl = {S.cats[i].domain, 0};
+        proc_record_locked(TPROF_REC_CATEGORY, S.cats[i].id, &pl, sizeof pl, S.cats[i].name,
+                           NULL);
+    }
+    for (uint32_t i = 0; i < S.ncaps; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "capability.%s", S.caps[i].key);
+        if (S.caps[i].value) proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, S.caps[i].value);
+    }
+}
+
+/* ---------------------------------------------------------------------- rank file I/O */
+
+static int write_all(int fd, const struct iovec *iov, int n) {
+    struct iovec v[4];
+    memcpy(v, iov, (size_t)n * sizeof *v);
+    int i = 0;
+    while (i < n) {
+        ssize_t w = writev(fd, v + i, n - i);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        while (i < n && (size_t)w >= v[i].iov_len) w -= (ssize_t)v[i++].iov_len;
+        if (i < n) {
+            v[i].iov_base = (char *)v[i].iov_base + w;
+            v[i].iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+static void fill_header(tprof_file_header *h) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, TPROF_FILE_MAGIC, 8);
+    h->version = TPROF_FORMAT_VERSION;
+    h->header_bytes = sizeof *h;
+    h->start_realtime_ns = S.start_rt;
+    h->start_mono_ns = S.start_mono;
+    h->pid = (int32_t)getpid();
+    h->ppid = (int32_t)getppid();
+    gethostname(h->host, sizeof h->host - 1);
+    snprintf(h->run_id, sizeof h->run_id, "%s", S.run_id);
+    snprintf(h->build, sizeof h->build, "trainprof %s", TPROF_VERSION_STRING);
+    h->header_crc = tprof__crc32(0, h, offsetof(tprof_file_header, header_crc));
+}
+
+/* Opens the rank file on first use. Caller holds S.lock. */
+static int open_file_locked(void) {
+    if (S.fd >= 0) return 0;
+    if (S.file_failed) return -1;
+    char host[64] = {0};
+    gethostname(host, sizeof host - 1);
+    for (char *p = host; *p; p++)
+        if (*p == '/') *p = '_';
+    int n = snprintf(S.path, sizeof S.path, "%.3900s/%.63s-%d.tprof", S.dir,
+                     host[0] ? host : "host", (int)getpid());
+    (void)n;
+    S.fd = open(S.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (S.fd < 0) {
+        tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; nothing will be recorded", S.path,
+                   strerror(errno));
+        S.file_failed = 1;
+        return -1;
+    }
+    tprof_file_header h;
+    fill_header(&h);
+    struct iovec v = {&h, sizeof h};
+    if (write_all(S.fd, &v, 1) != 0) {
+        tprof__log(TPROF_LOG_ERROR, "cannot write %s: %s", S.path, strerror(errno));
+        close(S.fd);
+        S.fd = -1;
+        S.file_failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes one chunk made of up to two pieces. Caller holds S.lock. */
+static int write_chunk_locked(uint32_t serial, uint32_t os_tid, uint64_t dropped,
+                              const void *a, size_t alen, const void *b, size_t blen) {
+    if (open_file_locked() != 0) return -1;
+    tprof_chunk_header ch = {TPROF_CHUNK_MAGIC, (uint32_t)(alen + blen), 0, serial, os_tid, 0,
+                             dropped};
+    ch.crc32 = tprof__crc32(tprof__crc32(0, a, alen), b, blen);
+    struct iovec v[3] = {{&ch, sizeof ch}, {(void *)a, alen}, {(void *)b, blen}};
+    if (write_all(S.fd, v, blen ? 3 : 2) != 0) {
+        tprof__log(TPROF_LOG_ERROR, "write to %s failed: %s; recording stops", S.path,
+                   strerror(errno));
+        S.file_failed = 1;
+        close(S.fd);
+        S.fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+#define TPROF__CHUNK_MAX (1u << 20)
+
+/* Drains one thread's ring into chunks of at most TPROF__CHUNK_MAX bytes, never splitting
+ * a record. Caller holds S.lock. */
+static void drain_thread_locked(tprof__thread *t) {
+    uint64_t head = atomic_load_explicit(&t->head, memory_order_acquire);
+    uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
+    uint64_t dropped = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+    uint64_t ring = t->mask + 1;
+    while (tail < head) {
+        uint64_t off = tail & t->mask;
+        uint64_t n = head - tail;
+        if (n > ring - off) n = ring - off; /* up to the end of the lap */
+        if (n > TPROF__CHUNK_MAX) {
+            /* cut at a record boundary */
+            uint64_t cut = 0;
+            while (cut < n) {
+                const tprof_rec *r = (const tprof_rec *)(t->buf + off + cut);
+                uint64_t sz = r->size < 8 ? 8 : r->size;
+                if (cut + sz > TPROF__CHUNK_MAX) break;
+                cut += sz;
+            }
+            n = cut ? cut : n;
+        }
+        if (S.fd >= 0 || !S.file_failed)
+            write_chunk_locked(t->serial, t->os_tid, dropped, t->buf + off, (size_t)n, NULL, 0);
+        tail += n;
+        atomic_store_explicit(&t->tail, tail, memory_order_release);
+    }
+}
+
+static void flush_proc_locked(int force) {
+    if (S.proc_len == 0 && !force) return;
+    write_chunk_locked(0, (uint32_t)getpid(), S.proc_dropped, S.proc, S.proc_len, NULL, 0);
+    S.proc_len = 0;
+}
+
+static void free_thread(tprof__thread *t) {
+    for (uint32_t i = 0; i < t->str_cap; i++) free(t->strs[i].str);
+    free(t->strs);
+    free(t->buf);
+    free(t);
+}
+
+/* One pass: every ring, then the process stream. Exited threads are freed once drained. */
+static void flush_pass(void) {
+    pthread_mutex_lock(&S.lock);
+    /* process stream first so that domains are defined before the ranges that use them
+     * (the reader does not depend on it, but a torn file keeps more meaning) */
+    flush_proc_locked(0);
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < S.nthreads; i++) {
+        tprof__thread *t = S.threads[i];
+        int exited = atomic_load_explicit(&t->exited, memory_order_acquire);
+        drain_thread_locked(t);
+        if (exited) {
+            /* keep its drop count: add a final empty chunk if it dropped anything */
+            uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+            if (d) write_chunk_locked(t->serial, t->os_tid, d, NULL, 0, NULL, 0);
+            free_thread(t);
+        } else {
+            S.threads[w++] = t;
+        }
+    }
+    S.nthreads = w;
+    uint64_t lost = atomic_load(&S.lost_threads);
+    if (lost) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)lost);
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "dropped.threads_over_limit", v);
+        flush_proc_locked(0);
+    }
+    pthread_mutex_unlock(&S.lock);
+}
+
+static void write_end_record(void) {
+    pthread_mutex_lock(&S.lock);
+    uint64_t total = atomic_load(&S.lost_threads) + S.proc_dropped;
+    for (uint32_t i = 0; i < S.nthreads; i++) total += atomic_load(&S.threads[i]->dropped);
+    tprof_pl_clock pl = {realtime_now(), tprof__now(), total};
+    proc_record_locked(TPROF_REC_END_OF_FILE, 0, &pl, sizeof pl, NULL, NULL);
+    flush_proc_locked(1);
+    if (S.fd >= 0) fsync(S.fd);
+    pthread_mutex_unlock(&S.lock);
+}
+
+/* ------------------------------------------------------------------------ signals */
+
+static void reraise_default(int sig) {
+    struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
+    sigaction(sig, old, NULL);
+    /* unblock in case the program blocked it in this thread, then deliver to the process */
+    kill(getpid(), sig);
+}
+
+static void on_signal(int sig, siginfo_t *info, void *uctx) {
+    int saved = errno;
+    struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
+    int flusher = S.flusher_running && S.wake_fd >= 0;
+    if (flusher) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&S.pending_signal, &expected, sig);
+        uint64_t one = 1;
+        ssize_t w = write(S.wake_fd, &one, sizeof one);
+        (void)w;
+    }
+    if (old->sa_flags & SA_SIGINFO) {
+        if (old->sa_sigaction) old->sa_sigaction(sig, info, uctx);
+    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN && old->sa_handler) {
+        old->sa_handler(sig);
+    } else if (!flusher) {
+        reraise_default(sig); /* nobody to flush: take the default action now */
+    }
+    errno = saved;
+}
+
+static void install_one(int sig, struct sigaction *old, int *have) {
+    struct sigaction cur;
+    if (sigaction(sig, NULL, &cur) != 0) return;
+    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return; /* keep ignored */
+    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal) return; /* forked */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | (cur.sa_flags & SA_ONSTACK);
+    sa.sa_mask = cur.sa_mask;
+    *old = cur;
+    if (sigaction(sig, &sa, NULL) == 0) *have = 1;
+}
+
+static void install_signals(void) {
+    if (getenv("TRAINPROF_NO_SIGNALS")) return;
+    install_one(SIGTERM, &S.old_term, &S.have_old_term);
+    install_one(SIGINT, &S.old_int, &S.have_old_int);
+}
+
+/* ------------------------------------------------------------------------ flusher */
+
+static void *flusher_main(void *arg) {
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), "trainprof-flush");
+#endif
+    int interval = (int)S.cfg.flush_interval_ms;
+    if (interval <= 0) interval = 50;
+    while (!atomic_load(&S.stop)) {
+        struct pollfd p = {S.wake_fd, POLLIN, 0};
+        int r = poll(&p, 1, interval);
+        if (r > 0) {
+            uint64_t v;
+            ssize_t rd = read(S.wake_fd, &v, sizeof v);
+            (void)rd;
+        }
+        flush_pass();
+        int sig = atomic_exchange(&S.pending_signal, 0);
+        if (sig) {
+            struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
+            int takes_default = !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
+            if (takes_default) {
+                atomic_store(&tprof__g_state, TPROF__DOWN);
+                flush_pass(); /* what threads wrote while we changed state */
+                write_end_record();
+                reraise_default(sig);
+                /* the default action of SIGTERM/SIGINT ends the process; if it was
+                 * blocked we keep going */
+            } else if (S.fd >= 0) {
+                fsync(S.fd);
+            }
+        }
+        pthread_mutex_lock(&S.flush_lock);
+        S.flush_gen++;
+        pthread_cond_broadcast(&S.flush_cond);
+        pthread_mutex_unlock(&S.flush_lock);
+    }
+    return NULL;
+}
+
+/* --------------------------------------------------------------------- threads */
+
+static void thread_exit(void *p) {
+    tprof__thread *t = p;
+    if (t && t != TPROF__DEAD_THREAD) atomic_store_explicit(&t->exited, 1, memory_order_release);
+    tprof__tls = TPROF__DEAD_THREAD;
+}
+
+static size_t floor_pow2(size_t n) {
+    size_t p = 1;
+    while (p * 2 <= n && p * 2 != 0) p *= 2;
+    return p;
+}
+
+tprof__thread *tprof__thread_slow(void) {
+    int st = atomic_load_explicit(&tprof__g_state, memory_order_acquire);
+    if (st == TPROF__UNINIT) {
+        tprof_enabled(); /* lazy start */
+        st = atomic_load(&tprof__g_state);
+    }
+    if (st != TPROF__ON) return NULL;
+    tprof__thread *t = tprof__tls;
+    if (t == TPROF__DEAD_THREAD) return NULL;
+    if (t) return t;
+
+    pthread_mutex_lock(&S.lock);
+    if (S.nthreads >= S.cfg.max_threads) {
+        pthread_mutex_unlock(&S.lock);
+        atomic_fetch_add(&S.lost_threads, 1);
+        return NULL;
+    }
+    pthread_mutex_unlock(&S.lock);
+    t = calloc(1, sizeof *t);
+    size_t ring = floor_pow2(S.cfg.ring_bytes);
+    if (t) t->buf = aligned_alloc(64, ring);
+    uint32_t cap = 16;
+    while (cap < S.cfg.max_strings * 2u && cap < (1u << 30)) cap *= 2;
+    if (t) {
+        /* start small; grow up to cap */
+        t->str_cap = 64;
+        t->strs = calloc(t->str_cap, sizeof *t->strs);
+        t->str_max = S.cfg.max_strings;
+    }
+    if (!t || !t->buf || !t->strs) {
+        if (t) { free(t->buf); free(t->strs); free(t); }
+        atomic_fetch_add(&S.lost_threads, 1);
+        return NULL;
+    }
+    t->mask = ring - 1;
+    t->os_tid = (uint32_t)syscall(SYS_gettid);
+    pthread_mutex_lock(&S.lock);
+    t->serial = ++S.next_serial;
+    S.threads[S.nthreads++] = t;
+    pthread_mutex_unlock(&S.lock);
+    tprof__tls = t;
+    if (S.key_made) pthread_setspecific(S.key, t);
+    return t;
+}
+
+/* ---------------------------------------------------------------- start and stop */
+
+static void read_rank_env(void) {
+    static const char *rank_vars[][4] = {
+        /* rank var, world var, local rank var, source name */
+        {"RANK", "WORLD_SIZE", "LOCAL_RANK", "torch"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "openmpi"},
+        {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "pmi"},
+        {"PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "pmix"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"},
+    };
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
+        const char *r = getenv(rank_vars[i][0]);
+        if (!r || !*r) continue;
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "rank", r);
+        const char *w = getenv(rank_vars[i][1]);
+        if (w && *w) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "world_size", w);
+        const char *l = getenv(rank_vars[i][2]);
+        if (l && *l) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "local_rank", l);
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "rank_source", rank_vars[i][3]);
+        break;
+    }
+}
+
+static void write_start_metadata_locked(void) {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) {
+        buf[n] = 0;
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "exe", buf);
+    }
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n > 0) {
+            for (ssize_t i = 0; i < n - 1; i++)
+                if (!buf[i]) buf[i] = ' ';
+            buf[n] = 0;
+            proc_record_locked(TPROF_REC_META, 0, NULL, 0, "cmdline", buf);
+        }
+    }
+    read_rank_env();
+    const char *v = getenv("TRAINPROF_STEP_NAME");
+    if (v && *v) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "step_name", v);
+    tprof_pl_clock pl = {S.start_rt, S.start_mono, 0};
+    proc_record_locked(TPROF_REC_CLOCK, 0, &pl, sizeof pl, NULL, NULL);
+    emit_registries_locked();
+}
+
+static void atexit_shutdown(void) { tprof_shutdown(); }
+
+static void fork_prepare(void) { pthread_mutex_lock(&S.lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&S.lock); }
+static void fork_child(void) {
+    /* Only this thread exists now. Drop the parent's unflushed events (they belong to the
+     * parent's file) and let the child start its own file lazily. */
+    pthread_mutex_init(&S.lock, NULL);
+    pthread_mutex_init(&S.flush_lock, NULL);
+    pthread_cond_init(&S.flush_cond, NULL);
+    for (uint32_t i = 0; i < S.nthreads; i++) free_thread(S.threads[i]);
+    S.nthreads = 0;
+    S.next_serial = 0;
+    tprof__tls = NULL;
+    if (S.key_made) pthread_setspecific(S.key, NULL);
+    if (S.fd >= 0) close(S.fd);
+    S.fd = -1;
+    S.file_failed = 0;
+    S.proc_len = 0;
+    S.proc_dropped = 0;
+    S.flusher_running = 0;
+    if (S.wake_fd >= 0) close(S.wake_fd);
+    S.wake_fd = -1;
+    atomic_store(&S.stop, 0);
+    atomic_store(&S.pending_signal, 0);
+    atomic_store(&S.lost_threads, 0);
+    S.flush_gen = 0;
+    int st = atomic_load(&tprof__g_state);
+    if (st == TPROF__ON) atomic_store(&tprof__g_state, TPROF__UNINIT);
+}
+
+/* Caller holds nothing; state is STARTING. Returns the final state. */
+static int start_locked_cfg(const tprof_config *cfg) {
+    tprof__log_level = cfg->log_level;
+    S.cfg = *cfg;
+    if (!cfg->enabled || !cfg->output_dir || !*cfg->output_dir) return TPROF__OFF;
+    if (cfg->ring_bytes < TPROF__MIN_RING) {
+        tprof__log(TPROF_LOG_WARN, "ring size %zu below %u bytes; using the minimum",
+                   cfg->ring_bytes, TPROF__MIN_RING);
+        S.cfg.ring_bytes = TPROF__MIN_RING;
+    }
+    if (S.cfg.max_threads == 0) S.cfg.max_threads = 1;
+    if (S.cfg.max_strings > (1u << 24)) S.cfg.max_strings = 1u << 24;
+    snprintf(S.dir, sizeof S.dir, "%s", cfg->output_dir);
+    snprintf(S.run_id, sizeof S.run_id, "%s", cfg->run_id ? cfg->run_id : "");
+    if (mkdir(S.dir, 0755) != 0 && errno != EEXIST) {
+        tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; recording is off", S.dir,
+                   strerror(errno));
+        return TPROF__OFF;
+    }
+    if (access(S.dir, W_OK) != 0) {
+        tprof__log(TPROF_LOG_ERROR, "%s is not writable; recording is off", S.dir);
+        return TPROF__OFF;
+    }
+    free(S.threads);
+    S.threads = calloc(S.cfg.max_threads, sizeof *S.threads);
+    if (!S.threads) return TPROF__OFF;
+    S.start_mono = tprof__now();
+    S.start_rt = realtime_now();
+    if (!S.key_made) S.key_made = pthread_key_create(&S.key, thread_exit) == 0;
+    S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (S.wake_fd < 0) return TPROF__OFF;
+    pthread_mutex_lock(&S.lock);
+    write_start_metadata_locked();
+    pthread_mutex_unlock(&S.lock);
+    /* the flusher must not inherit a signal mask that lets it take SIGTERM; it blocks
+     * everything itself */
+    if (pthread_create(&S.flusher, NULL, flusher_main, NULL) != 0) {
+        tprof__log(TPROF_LOG_ERROR, "cannot start the flusher thread; recording is off");
+        close(S.wake_fd);
+        S.wake_fd = -1;
+        return TPROF__OFF;
+    }
+    S.flusher_running = 1;
+    static int once;
+    if (!once) {
+        once = 1;
+        atexit(atexit_shutdown);
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+    }
+    install_signals();
+    return TPROF__ON;
+}
+
+int tprof_init(const tprof_config *cfg) {
+    if (!cfg || cfg->struct_size < sizeof(tprof_config)) return TPROF_ERR_INVALID_ARG;
+    int expected = TPROF__UNINIT;
+    if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING))
+        return TPROF_ERR_ALREADY;
+    int st = start_locked_cfg(cfg);
+    atomic_store(&tprof__g_state, st);
+    return st == TPROF__ON ? TPROF_OK : TPROF_ERR_DISABLED;
+}
+
+int tprof_enabled(void) {
+    int st = atomic_load_explicit(&tprof__g_state, memory_order_acquire);
+    if (TPROF_LIKELY(st == TPROF__ON)) return 1;
+    if (st != TPROF__UNINIT) {
+        /* another thread is starting: wait for it (set-up takes microseconds) */
+        while (st == TPROF__STARTING) {
+            sched_yield();
+            st = atomic_load(&tprof__g_state);
+        }
+        return st == TPROF__ON;
+    }
+    tprof_config cfg;
+    tprof_config_init(&cfg);
+    tprof_config_from_env(&cfg);
+    int expected = TPROF__UNINIT;
+    if (atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING)) {
+        atomic_store(&tprof__g_state, start_locked_cfg(&cfg));
+    }
+    return tprof_enabled();
+}
+
+int tprof_flush(void) {
+    if (atomic_load(&tprof__g_state) != TPROF__ON || !S.flusher_running)
+        return TPROF_ERR_DISABLED;
+    pthread_mutex_lock(&S.flush_lock);
+    uint64_t target = S.flush_gen + 2; /* a full pass that started after this call */
+    uint64_t one = 1;
+    ssize_t w = write(S.wake_fd, &one, sizeof one);
+    (void)w;
+    while (S.flush_gen < target && S.flusher_running) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        if (pthread_cond_timedwait(&S.flush_cond, &S.flush_lock, &ts) == ETIMEDOUT) {
+            w = write(S.wake_fd, &one, sizeof one);
+        }
+    }
+    pthread_mutex_unlock(&S.flush_lock);
+    pthread_mutex_lock(&S.lock);
+    int rc = S.file_failed ? TPROF_ERR_IO : TPROF_OK;
+    if (S.fd >= 0) fsync(S.fd);
+    pthread_mutex_unlock(&S.lock);
+    return rc;
+}
+
+int tprof_shutdown(void) {
+    int expected = TPROF__ON;
+    if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
+        /* the flusher may have shut us down on a signal already */
+        return TPROF_OK;
+    }
+    if (S.flusher_running) {
+        atomic_store(&S.stop, 1);
+        uint64_t one = 1;
+        ssize_t w = write(S.wake_fd, &one, sizeof one);
+        (void)w;
+        pthread_join(S.flusher, NULL);
+        S.flusher_running = 0;
+    }
+    flush_pass();
+    /* the calling thread's ring stays registered (it may still record and be ignored) */
+    write_end_record();
+    pthread_mutex_lock(&S.lock);
+    if (S.fd >= 0) close(S.fd);
+    S.fd = -1;
+    pthread_mutex_unlock(&S.lock);
+    return TPROF_OK;
+}
+
+const char *tprof_output_path(void) {
+    return (S.path[0] && atomic_load(&tprof__g_state) == TPROF__ON) ? S.path : NULL;
+}
+
+/* Injected or preloaded: start from the environment as soon as we are loaded, if the
+ * variables ask for it and something records. We only read the log level here; the
+ * session itself stays lazy. */
+__attribute__((constructor)) static void tprof__ctor(void) {
+    int l = parse_log_level(getenv("TRAINPROF_LOG"));
+    if (l >= 0) tprof__log_level = l;
+}

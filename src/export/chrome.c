@@ -1,0 +1,572 @@
+/*
+ * chrome.c — writes a loaded run as Chrome Trace Event JSON in the shape of Kineto's
+ * per-rank traces (reference/gpu-capture.md §6), for Perfetto UI, chrome://tracing and HTA.
+ *
+ * Events are streamed to the FILE as they are produced; the only memory held is one
+ * track's worth of sort keys, because a run can hold millions of ranges. Times go out on
+ * the realtime clock as microseconds relative to baseTimeNanoseconds with three decimals,
+ * i.e. exact nanoseconds, small enough to survive a reader's conversion to double.
+ *
+ * The one real decision is which ranges become complete ("X") events. Perfetto drops X
+ * events that overlap on one thread without nesting, which NVTX allows (one stack per
+ * domain, and ranges left open at exit). So each thread's synchronous ranges are swept in
+ * start order and only those that nest with everything already kept stay X; the rest are
+ * written as async b/e pairs, as are start/end ranges that may cross threads.
+ */
+#define _GNU_SOURCE
+#include "export/chrome.h"
+
+#include <inttypes.h>
+#include <locale.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/steps.h"
+#include "trainprof.h"
+
+/* Synthetic pids for processes whose preferred pid is taken: above any Linux pid_max
+ * (2^22) and any plausible rank, so they collide with neither. */
+#define SYNTH_PID_BASE 1000000000LL
+
+typedef struct cw {
+    FILE *f;
+    uint64_t base_rt;    /* baseTimeNanoseconds */
+    int64_t last_rel;    /* latest event time written, ns after base */
+    int have_last;
+    uint64_t next_async; /* ids of b/e pairs, unique in the file */
+    int nevents;         /* for the separators */
+} cw;
+
+/* One candidate complete event on a track: a synchronous range or an API step. */
+enum { IT_STEP = 0, IT_RANGE = 1 }; /* steps first among equals: they are kept by force */
+
+typedef struct item {
+    uint64_t start, end; /* monotonic ns of the process */
+    size_t idx;          /* range index in its thread, or step index */
+    uint32_t thread;     /* index in p->threads */
+    uint32_t kind;
+} item;
+
+typedef struct scratch { /* reused across tracks */
+    item *items;
+    size_t cap;
+    uint64_t *stack;
+    item *fixed;
+    size_t cap_fixed;
+} scratch;
+
+/* ------------------------------------------------------------------ small writers */
+
+/* Writes bytes that the model did not clean (header host, directory path) as a JSON
+ * string: tp_json_string needs valid UTF-8, so bad bytes become U+FFFD first. */
+static void put_raw_string(FILE *f, const char *s) {
+    size_t n = strlen(s);
+    char small[256];
+    char *clean = 3 * n + 1 <= sizeof small ? small : malloc(3 * n + 1);
+    if (!clean) {
+        tp_json_string(f, "(out of memory)");
+        return;
+    }
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                   : (c & 0xF8) == 0xF0 ? 4 : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) ok = (p[i + k] & 0xC0) == 0x80;
+        if (ok && len > 1) { /* reject overlongs, surrogates and code points past U+10FFFF */
+            uint32_t cp = c & (0x7Fu >> len);
+            for (size_t k = 1; k < len; k++) cp = cp << 6 | (p[i + k] & 0x3Fu);
+            static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+            ok = cp >= min_cp[len] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+        }
+        if (ok) {
+            memcpy(clean + o, p + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(clean + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    clean[o] = 0;
+    tp_json_string(f, clean);
+    if (clean != small) free(clean);
+}
+
+/* Exact ns as µs with three decimals; integer arithmetic, so no rounding and no locale. */
+static void put_us(FILE *f, int64_t ns) {
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    fprintf(f, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", a / 1000u, (unsigned)(a % 1000u));
+}
+
+/* A finite double, shortest form that reads back exactly. printf follows LC_NUMERIC, and
+ * a program that set a decimal-comma locale must not get invalid JSON. */
+static void put_double(FILE *f, double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+    const char *dp = localeconv()->decimal_point;
+    if (dp && *dp && strcmp(dp, ".") != 0) {
+        char *q = strstr(buf, dp);
+        if (q) {
+            size_t dl = strlen(dp);
+            *q = '.';
+            memmove(q + 1, q + dl, strlen(q + dl) + 1);
+        }
+    }
+    fputs(buf, f);
+}
+
+static int64_t rel_ns(const cw *w, const tp_process *p, uint64_t mono) {
+    /* unsigned wrap-around gives the right signed difference for events before the base */
+    return (int64_t)(tp_to_realtime(p, mono) - w->base_rt);
+}
+
+static void note_time(cw *w, int64_t rel) {
+    if (!w->have_last || rel > w->last_rel) w->last_rel = rel;
+    w->have_last = 1;
+}
+
+/* Starts an event object: separator, phase, pid and tid. */
+static void ev_open(cw *w, const char *ph, int64_t pid, uint32_t tid) {
+    fputs(w->nevents++ ? ",\n" : "\n", w->f);
+    fprintf(w->f, "{\"ph\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%" PRIu32, ph, pid, tid);
+}
+
+static void put_ts(cw *w, const char *key, int64_t rel) {
+    fprintf(w->f, ",\"%s\":", key);
+    put_us(w->f, rel);
+}
+
+/* NVTX domain, category and the unclosed flag as args (the object is always written:
+ * some readers expect every event to carry args). */
+static void put_args(cw *w, const tp_process *p, uint32_t domain, uint32_t category,
+                     int unclosed, const char *extra) {
+    FILE *f = w->f;
+    int n = 0;
+    fputs(",\"args\":{", f);
+    if (domain) {
+        fputs("\"domain\":", f);
+        tp_json_string(f, tp_domain_name(p, domain));
+        n++;
+    }
+    if (category) {
+        const char *cn = tp_category_name(p, domain, category);
+        fputs(n++ ? ",\"category\":" : "\"category\":", f);
+        if (cn && *cn) tp_json_string(f, cn);
+        else fprintf(f, "%" PRIu32, category);
+    }
+    if (unclosed) fputs(n++ ? ",\"unclosed\":true" : "\"unclosed\":true", f);
+    if (extra) fprintf(f, "%s%s", n++ ? "," : "", extra);
+    fputc('}', f);
+}
+
+static void write_meta(cw *w, int64_t pid, uint32_t tid, const char *what, const char *key) {
+    ev_open(w, "M", pid, tid);
+    fprintf(w->f, ",\"name\":\"%s\",\"ts\":0.000,\"args\":{\"%s\":", what, key);
+}
+
+/* ------------------------------------------------------------------ ranges and steps */
+
+static void step_name(char *buf, size_t n, uint64_t app_step) {
+    snprintf(buf, n, "ProfilerStep#%" PRIu64, app_step);
+}
+
+static void write_complete(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
+                           const char *name, uint64_t start, uint64_t end) {
+    int64_t ts = rel_ns(w, p, start), te = rel_ns(w, p, end);
+    ev_open(w, "X", pid, tid);
+    fputs(",\"cat\":\"user_annotation\",\"name\":", w->f);
+    tp_json_string(w->f, name);
+    put_ts(w, "ts", ts);
+    put_ts(w, "dur", te - ts);
+    note_time(w, te);
+}
+
+/* An async b/e pair. The e goes on the thread that ended the range when it is known;
+ * viewers match the pair by cat and id, not by thread. */
+static void write_async(cw *w, const tp_process *p, int64_t pid, uint32_t tid, uint32_t end_tid,
+                        const char *name, uint64_t start, uint64_t end, const tp_range *r,
+                        const char *extra) {
+    uint64_t id = ++w->next_async;
+    int64_t ts = rel_ns(w, p, start), te = rel_ns(w, p, end);
+    ev_open(w, "b", pid, tid);
+    fprintf(w->f, ",\"cat\":\"async_range\",\"id\":\"%" PRIu64 "\",\"name\":", id);
+    tp_json_string(w->f, name);
+    put_ts(w, "ts", ts);
+    if (r) put_args(w, p, r->domain, r->category, r->flags & TP_R_UNCLOSED, extra);
+    else put_args(w, p, 0, 0, 0, extra);
+    fputc('}', w->f);
+    ev_open(w, "e", pid, end_tid ? end_tid : tid);
+    fprintf(w->f, ",\"cat\":\"async_range\",\"id\":\"%" PRIu64 "\",\"name\":", id);
+    tp_json_string(w->f, name);
+    put_ts(w, "ts", te);
+    fputc('}', w->f);
+    note_time(w, te);
+}
+
+static int cmp_item(const void *a, const void *b) {
+    const item *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->end != y->end) return x->end > y->end ? -1 : 1; /* parents before children */
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Would [s, e] cross a kept step that starts inside it? Kept steps are disjoint and sorted,
+ * so only the last one starting before e can end after e. (A step that started earlier is
+ * already on the sweep's stack and is checked there.) */
+static int crosses_step(const item *fixed, size_t n, uint64_t s, uint64_t e) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (fixed[mid].start < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo > 0 && fixed[lo - 1].start > s && fixed[lo - 1].end > e;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need) nc *= 2;
+    void *na = realloc(*arr, nc * elem);
+    if (!na) return TPROF_ERR_NO_MEMORY;
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
+/* All events of one track: the threads of p whose os tid is `tid` (a tid can be reused by
+ * a later thread, and both then share one row in the viewer, so they must nest together).
+ * `steps` is non-NULL when the API steps live on this track. */
+static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
+                       const tp_steps *steps, scratch *sc) {
+    size_t n = 0, nsteps = steps ? steps->nsteps : 0;
+    for (size_t t = 0; t < p->nthreads; t++) {
+        if (p->threads[t].os_tid != tid) continue;
+        for (size_t k = 0; k < p->threads[t].nranges; k++)
+            n += !(p->threads[t].ranges[k].flags & TP_R_ASYNC);
+    }
+    n += nsteps;
+    if (grow((void **)&sc->items, &sc->cap, n, sizeof *sc->items) ||
+        grow((void **)&sc->fixed, &sc->cap_fixed, nsteps, sizeof *sc->fixed))
+        return TPROF_ERR_NO_MEMORY;
+    uint64_t *stack = realloc(sc->stack, (n ? n : 1) * sizeof *stack);
+    if (!stack) return TPROF_ERR_NO_MEMORY;
+    sc->stack = stack;
+
+    /* API steps first: they do not overlap one another in practice; any that would is
+     * demoted like a range. The kept ones are forced X events, so HTA sees every step. */
+    size_t ni = 0, nfixed = 0;
+    char name[48];
+    for (size_t k = 0; k < nsteps; k++) {
+        const tp_step *s = &steps->steps[k];
+        if (nfixed && s->start < sc->fixed[nfixed - 1].end) {
+            step_name(name, sizeof name, s->app_step);
+            write_async(w, p, pid, tid, 0, name, s->start, s->end, NULL,
+                        s->warmup ? "\"warmup\":true" : NULL);
+            continue;
+        }
+        item it = {s->start, s->end, k, 0, IT_STEP};
+        sc->fixed[nfixed++] = it;
+        sc->items[ni++] = it;
+    }
+    for (size_t t = 0; t < p->nthreads; t++) {
+        const tp_thread *th = &p->threads[t];
+        if (th->os_tid != tid) continue;
+        for (size_t k = 0; k < th->nranges; k++) {
+            if (th->ranges[k].flags & TP_R_ASYNC) continue;
+            sc->items[ni++] = (item){th->ranges[k].start, th->ranges[k].end, k, (uint32_t)t,
+                                     IT_RANGE};
+        }
+    }
+    qsort(sc->items, ni, sizeof *sc->items, cmp_item);
+
+    /* The sweep: the stack holds the ends of the kept events still open at this start. */
+    size_t sp = 0;
+    for (size_t i = 0; i < ni; i++) {
+        const item *it = &sc->items[i];
+        while (sp && stack[sp - 1] <= it->start) sp--;
+        int keep = it->kind == IT_STEP ||
+                   ((!sp || it->end <= stack[sp - 1]) &&
+                    !crosses_step(sc->fixed, nfixed, it->start, it->end));
+        if (it->kind == IT_STEP) {
+            const tp_step *s = &steps->steps[it->idx];
+            step_name(name, sizeof name, s->app_step);
+            write_complete(w, p, pid, tid, name, s->start, s->end);
+            fprintf(w->f, ",\"args\":{\"step\":%" PRIu64 "%s}}", s->app_step,
+                    s->warmup ? ",\"warmup\":true" : "");
+        } else {
+            const tp_range *r = &p->threads[it->thread].ranges[it->idx];
+            if (keep) {
+                write_complete(w, p, pid, tid, r->name, r->start, r->end);
+                put_args(w, p, r->domain, r->category, r->flags & TP_R_UNCLOSED, NULL);
+                fputc('}', w->f);
+            } else {
+                write_async(w, p, pid, tid, 0, r->name, r->start, r->end, r, NULL);
+            }
+        }
+        if (keep) stack[sp++] = it->end;
+    }
+
+    /* Start/end ranges, marks and counters need no ordering. */
+    for (size_t t = 0; t < p->nthreads; t++) {
+        const tp_thread *th = &p->threads[t];
+        if (th->os_tid != tid) continue;
+        for (size_t k = 0; k < th->nranges; k++) {
+            const tp_range *r = &th->ranges[k];
+            if (r->flags & TP_R_ASYNC)
+                write_async(w, p, pid, tid, r->end_tid, r->name, r->start, r->end, r, NULL);
+        }
+        for (size_t k = 0; k < th->nmarks; k++) {
+            const tp_mark *m = &th->marks[k];
+            int64_t ts = rel_ns(w, p, m->ts);
+            ev_open(w, "i", pid, tid);
+            fputs(",\"s\":\"t\",\"cat\":\"mark\",\"name\":", w->f);
+            tp_json_string(w->f, m->name);
+            put_ts(w, "ts", ts);
+            put_args(w, p, m->domain, m->category, 0, NULL);
+            fputc('}', w->f);
+            note_time(w, ts);
+        }
+        for (size_t k = 0; k < th->ncounters; k++) {
+            const tp_counter *c = &th->counters[k];
+            if (!isfinite(c->value)) continue; /* JSON has no NaN or Inf */
+            int64_t ts = rel_ns(w, p, c->ts);
+            ev_open(w, "C", pid, tid);
+            fputs(",\"name\":", w->f);
+            tp_json_string(w->f, c->name);
+            put_ts(w, "ts", ts);
+            fputs(",\"args\":{\"value\":", w->f);
+            put_double(w->f, c->value);
+            fputs("}}", w->f);
+            note_time(w, ts);
+        }
+    }
+    return ferror(w->f) ? TPROF_ERR_IO : TPROF_OK;
+}
+
+/* ------------------------------------------------------------------ processes */
+
+static int64_t sort_index(const tp_process *p) {
+    if (p->role == TP_ROLE_RANK) return p->rank;
+    if (p->helper_of >= 0) return p->helper_of; /* next to its rank; ties go by pid */
+    return SYNTH_PID_BASE;                      /* unattached helpers last */
+}
+
+static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_export_opts *opts,
+                         scratch *sc) {
+    FILE *f = w->f;
+    char label[96];
+    tp_process_label(p, label, sizeof label);
+    /* label, host and pid: the viewer shows this string, and a synthetic pid (see
+     * assign_pids) would otherwise hide the real one */
+    size_t hl = strlen(p->hdr.host), ll = strlen(label);
+    char *pname = malloc(ll + hl + 32);
+    if (!pname) return TPROF_ERR_NO_MEMORY;
+    snprintf(pname, ll + hl + 32, "%s (%s:%d)", label, p->hdr.host, (int)p->hdr.pid);
+    write_meta(w, pid, 0, "process_name", "name");
+    put_raw_string(f, pname);
+    fputs("}}", f);
+    free(pname);
+    write_meta(w, pid, 0, "process_sort_index", "sort_index");
+    fprintf(f, "%" PRId64 "}}", sort_index(p));
+
+    for (size_t t = 0; t < p->nthreads; t++) {
+        uint32_t tid = p->threads[t].os_tid;
+        int seen = 0;
+        for (size_t u = 0; u < t && !seen; u++) seen = p->threads[u].os_tid == tid;
+        if (seen) continue;
+        const char *tname = NULL;
+        for (size_t u = t; u < p->nthreads && !tname; u++)
+            if (p->threads[u].os_tid == tid) tname = p->threads[u].name;
+        write_meta(w, pid, tid, "thread_name", "name");
+        if (tname) tp_json_string(f, tname);
+        else fprintf(f, "\"thread %" PRIu32 "\"", tid);
+        fputs("}}", f);
+    }
+
+    tp_steps st;
+    int rc = tp_find_steps(p, opts->step_name, opts->warmup, &st);
+    if (rc != TPROF_OK) return rc;
+    /* Only API steps need events of their own: every other source is a range already in
+     * the trace, and a duplicate would break nesting. */
+    uint32_t step_tid = 0;
+    int api = st.source == TP_STEPS_API && st.thread < p->nthreads;
+    if (api) step_tid = p->threads[st.thread].os_tid;
+
+    for (size_t t = 0; t < p->nthreads && rc == TPROF_OK; t++) {
+        uint32_t tid = p->threads[t].os_tid;
+        int seen = 0;
+        for (size_t u = 0; u < t && !seen; u++) seen = p->threads[u].os_tid == tid;
+        if (seen) continue;
+        rc = write_track(w, p, pid, tid, api && tid == step_tid ? &st : NULL, sc);
+    }
+    tp_steps_free(&st);
+    return rc;
+}
+
+/* pid per exported process: the preferred one (rank, or the OS pid) unless an earlier
+ * claimant has it — a helper whose OS pid equals a rank number, or two hosts with the same
+ * pid — in which case a synthetic one above any real pid, so rows never merge. */
+typedef struct pid_claim {
+    int64_t want;
+    int prio; /* 0 for ranks: they keep their number */
+    size_t order;
+} pid_claim;
+
+static int cmp_claim(const void *a, const void *b) {
+    const pid_claim *x = a, *y = b;
+    if (x->want != y->want) return x->want < y->want ? -1 : 1;
+    if (x->prio != y->prio) return x->prio < y->prio ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int assign_pids(const tp_run *run, const size_t *sel, size_t nsel, int merged,
+                       int64_t *pids) {
+    pid_claim *c = malloc((nsel ? nsel : 1) * sizeof *c);
+    if (!c) return TPROF_ERR_NO_MEMORY;
+    for (size_t i = 0; i < nsel; i++) {
+        const tp_process *p = &run->procs[sel[i]];
+        int rank = merged && p->role == TP_ROLE_RANK;
+        c[i] = (pid_claim){rank ? p->rank : p->hdr.pid, !rank, i};
+    }
+    qsort(c, nsel, sizeof *c, cmp_claim);
+    for (size_t i = 0; i < nsel; i++)
+        pids[c[i].order] = i && c[i].want == c[i - 1].want
+                               ? SYNTH_PID_BASE + (int64_t)c[i].order
+                               : c[i].want;
+    free(c);
+    return TPROF_OK;
+}
+
+/* The whole document. rank < 0: the merged form. */
+static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int rank, FILE *out,
+                      const tp_export_opts *opts) {
+    static const tp_export_opts no_opts = {NULL, 1};
+    if (!opts) opts = &no_opts;
+    int merged = rank < 0;
+    int64_t *pids = malloc((nsel ? nsel : 1) * sizeof *pids);
+    if (!pids) return TPROF_ERR_NO_MEMORY;
+    int rc = assign_pids(run, sel, nsel, merged, pids);
+    if (rc != TPROF_OK) {
+        free(pids);
+        return rc;
+    }
+
+    cw w = {out, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < nsel; i++) {
+        uint64_t s = run->procs[sel[i]].hdr.start_realtime_ns;
+        if (i == 0 || s < w.base_rt) w.base_rt = s;
+    }
+
+    fputs("{\n\"schemaVersion\": 1,\n", out);
+    if (!merged) {
+        const tp_process *rp = NULL;
+        for (size_t i = 0; i < nsel && !rp; i++)
+            if (run->procs[sel[i]].role == TP_ROLE_RANK) rp = &run->procs[sel[i]];
+        const char *backend = rp ? tp_meta(rp, "backend") : NULL;
+        /* world_size from the rank's metadata, else as many ranks as the run holds */
+        int world = rp ? rp->world_size : -1;
+        if (world <= 0) {
+            world = 0;
+            for (size_t i = 0; i < run->nprocs; i++) world += run->procs[i].role == TP_ROLE_RANK;
+        }
+        fputs("\"deviceProperties\": [],\n\"distributedInfo\": {\"backend\": ", out);
+        tp_json_string(out, backend ? backend : "unknown");
+        fprintf(out, ", \"rank\": %d, \"world_size\": %d},\n", rank, world);
+    }
+    fprintf(out, "\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": %" PRIu64 ",\n",
+            w.base_rt);
+    {
+        const char *dir = run->dir ? run->dir : "";
+        size_t n = strlen(dir) + 40;
+        char *tn = malloc(n);
+        if (!tn) {
+            free(pids);
+            return TPROF_ERR_NO_MEMORY;
+        }
+        if (merged) snprintf(tn, n, "trainprof %s", dir);
+        else snprintf(tn, n, "trainprof %s rank %d", dir, rank);
+        fputs("\"traceName\": ", out);
+        put_raw_string(out, tn);
+        free(tn);
+    }
+    fputs(",\n\"traceEvents\": [", out);
+
+    scratch sc = {0};
+    for (size_t i = 0; i < nsel && rc == TPROF_OK; i++) {
+        rc = write_process(&w, &run->procs[sel[i]], pids[i], opts, &sc);
+        if (rc == TPROF_OK && ferror(out)) rc = TPROF_ERR_IO; /* stop early on a full disk */
+    }
+    free(sc.items);
+    free(sc.stack);
+    free(sc.fixed);
+
+    if (rc == TPROF_OK) {
+        /* Kineto closes the window with a global instant at the last timestamp */
+        int64_t last = w.last_rel;
+        if (!w.have_last) {
+            last = 0;
+            for (size_t i = 0; i < nsel; i++) {
+                const tp_process *p = &run->procs[sel[i]];
+                int64_t e = rel_ns(&w, p, p->end_mono);
+                if (e > last) last = e;
+            }
+        }
+        ev_open(&w, "i", nsel ? pids[0] : 0, 0);
+        fputs(",\"s\":\"g\",\"cat\":\"global\",\"name\":\"Record Window End\"", out);
+        put_ts(&w, "ts", last);
+        fputs(",\"args\":{}}", out);
+        fputs("\n]\n}\n", out);
+    }
+    free(pids);
+    if (rc == TPROF_OK && (fflush(out) != 0 || ferror(out))) rc = TPROF_ERR_IO;
+    return rc;
+}
+
+int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts) {
+    if (!run || !out) return TPROF_ERR_INVALID_ARG;
+    size_t *sel = malloc((run->nprocs ? run->nprocs : 1) * sizeof *sel);
+    if (!sel) return TPROF_ERR_NO_MEMORY;
+    /* ranks in rank order first, then helpers in file order: a stable, readable file */
+    size_t n = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role == TP_ROLE_RANK) sel[n++] = i;
+    for (size_t i = 1; i < n; i++) /* insertion sort: few ranks out of order, if any */
+        for (size_t k = i; k > 0 && run->procs[sel[k]].rank < run->procs[sel[k - 1]].rank; k--) {
+            size_t t = sel[k];
+            sel[k] = sel[k - 1];
+            sel[k - 1] = t;
+        }
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role != TP_ROLE_RANK) sel[n++] = i;
+    int rc = export_sel(run, sel, n, -1, out, opts);
+    free(sel);
+    return rc;
+}
+
+int tp_export_chrome_rank(const tp_run *run, int rank, FILE *out, const tp_export_opts *opts) {
+    if (!run || !out || rank < 0) return TPROF_ERR_INVALID_ARG;
+    size_t *sel = malloc((run->nprocs ? run->nprocs : 1) * sizeof *sel);
+    if (!sel) return TPROF_ERR_NO_MEMORY;
+    size_t n = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role == TP_ROLE_RANK && run->procs[i].rank == rank) sel[n++] = i;
+    if (!n) {
+        free(sel);
+        return TPROF_ERR_NOT_FOUND;
+    }
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role == TP_ROLE_HELPER && run->procs[i].helper_of == rank)
+            sel[n++] = i;
+    int rc = export_sel(run, sel, n, rank, out, opts);
+    free(sel);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/*
+ * chrome.h — Chrome Trace Event JSON export, shaped like PyTorch profiler (Kineto) traces
+ * so that Perfetto UI, chrome://tracing and HTA read it (reference/gpu-capture.md §6).
+ */
+#ifndef TPROF_CHROME_H
+#define TPROF_CHROME_H
+
+#include <stdio.h>
+
+#include "analysis/model.h"
+
+typedef struct tp_export_opts {
+    const char *step_name; /* as for the report; NULL = the default rule */
+    int warmup;            /* warm-up steps (only used to label steps) */
+} tp_export_opts;
+
+/* One merged trace of every process of the run: pid = rank for ranks (helpers keep their
+ * OS pid), tid = OS thread id. Returns 0 or a negative tprof_err (TPROF_ERR_IO when
+ * writing fails). */
+int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts);
+
+/* One Kineto-shaped trace for `rank` (its rank process and its helpers), with
+ * schemaVersion, distributedInfo, baseTimeNanoseconds and pid = OS pid, as torch.profiler
+ * writes per rank. Returns TPROF_ERR_NOT_FOUND when no process has that rank. */
+int tp_export_chrome_rank(const tp_run *run, int rank, FILE *out, const tp_export_opts *opts);
+
+#endif /* TPROF_CHROME_H */

@@ -1,0 +1,121 @@
+/*
+ * format.h — the on-disk layout of .tprof rank files (docs/format.md is the prose version).
+ *
+ * Shared by the writer in the library (whose per-thread rings hold records already in this
+ * layout, so flushing is a copy) and by the reader used by the command line. Everything is
+ * little-endian, 8-byte aligned, and versioned by TPROF_FORMAT_VERSION; record kinds are
+ * append-only and readers skip kinds they do not know by their size field.
+ */
+#ifndef TPROF_FORMAT_H
+#define TPROF_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TPROF_FILE_MAGIC "TPROFRK\n"
+#define TPROF_FORMAT_VERSION 1u
+#define TPROF_CHUNK_MAGIC 0x48435054u /* "TPCH" little-endian */
+
+/* File header: what is known when the file opens. Fixed size; header_bytes lets a later
+ * version grow it. header_crc covers the bytes before it. */
+typedef struct tprof_file_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_bytes;
+    uint64_t start_realtime_ns; /* CLOCK_REALTIME and CLOCK_MONOTONIC read back to back */
+    uint64_t start_mono_ns;
+    int32_t pid;
+    int32_t ppid;
+    char host[64];
+    char run_id[64];
+    char build[64];
+    uint32_t header_crc;
+    uint32_t reserved;
+} tprof_file_header;
+
+/* Chunk header, followed by payload_bytes of records from one thread (serial 0 is the
+ * process stream: metadata, domains, categories, the end record). crc32 (zlib polynomial)
+ * covers the payload. dropped is the thread's cumulative count of events lost to a full
+ * ring at the time of the flush. */
+typedef struct tprof_chunk_header {
+    uint32_t magic;
+    uint32_t payload_bytes;
+    uint32_t crc32;
+    uint32_t thread_serial;
+    uint32_t os_tid;
+    uint32_t flags;
+    uint64_t dropped;
+} tprof_chunk_header;
+
+/* Common record header. size is the whole record in bytes (header included, multiple of 8,
+ * at least 8 for PAD). `arg` is kind-specific: for named records the string id, or
+ * TPROF_INLINE_NAME when the name follows the fixed payload as a NUL-terminated string. */
+typedef struct tprof_rec {
+    uint16_t kind;
+    uint16_t size;
+    uint32_t arg;
+    uint64_t ts_ns;
+} tprof_rec;
+
+#define TPROF_INLINE_NAME 0xFFFFFFFFu
+#define TPROF_POP_ANY 0xFFFFFFFFu /* tprof_range_pop(): close the thread's innermost range */
+#define TPROF_MAX_RECORD 65528u  /* largest size field value (multiple of 8) */
+#define TPROF_MAX_INLINE 4000u   /* longer names are truncated */
+
+/* The registry of kinds (docs/format.md). Payload after the 16-byte header: */
+enum tprof_rec_kind {
+    TPROF_REC_PAD = 0,         /* filler to the end of a ring lap; may be 8 bytes long */
+    TPROF_REC_STRING = 1,      /* arg=id (per thread, from 1); chars NUL-terminated */
+    TPROF_REC_PUSH = 2,        /* arg=name; u32 domain, u32 category; [inline name] */
+    TPROF_REC_POP = 3,         /* arg=domain, or TPROF_POP_ANY: innermost of any domain */
+    TPROF_REC_START = 4,       /* arg=name; u64 id, u32 domain, u32 category; [inline] */
+    TPROF_REC_END = 5,         /* u64 id */
+    TPROF_REC_MARK = 6,        /* arg=name; u32 domain, u32 category; [inline] */
+    TPROF_REC_COUNTER = 7,     /* arg=name; f64 value; [inline] */
+    TPROF_REC_STEP_BEGIN = 8,  /* u64 step */
+    TPROF_REC_STEP_END = 9,    /* u64 step */
+    TPROF_REC_META = 10,       /* key NUL value NUL */
+    TPROF_REC_THREAD_NAME = 11,/* u64 os_tid; name NUL */
+    TPROF_REC_DOMAIN = 12,     /* arg=domain id (process-wide, 0 = default); name NUL */
+    TPROF_REC_CATEGORY = 13,   /* arg=category; u32 domain, u32 pad; name NUL */
+    TPROF_REC_CLOCK = 14,      /* u64 realtime_ns, u64 mono_ns */
+    TPROF_REC_END_OF_FILE = 15,/* u64 realtime_ns, u64 mono_ns, u64 dropped_total */
+    TPROF_REC_KIND_COUNT
+};
+
+typedef struct tprof_pl_push {
+    uint32_t domain;
+    uint32_t category;
+} tprof_pl_push; /* also MARK */
+
+typedef struct tprof_pl_start {
+    uint64_t id;
+    uint32_t domain;
+    uint32_t category;
+} tprof_pl_start;
+
+typedef struct tprof_pl_u64 {
+    uint64_t value;
+} tprof_pl_u64; /* END, STEP_BEGIN, STEP_END, THREAD_NAME */
+
+typedef struct tprof_pl_counter {
+    double value;
+} tprof_pl_counter;
+
+typedef struct tprof_pl_category {
+    uint32_t domain;
+    uint32_t pad;
+} tprof_pl_category;
+
+typedef struct tprof_pl_clock {
+    uint64_t realtime_ns;
+    uint64_t mono_ns;
+    uint64_t dropped_total; /* END_OF_FILE only */
+} tprof_pl_clock;
+
+static inline size_t tprof_align8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+
+/* CRC-32 (zlib) of a buffer, continuing from `crc` (0 to start). */
+uint32_t tprof__crc32(uint32_t crc, const void *data, size_t len);
+
+#endif /* TPROF_FORMAT_H */

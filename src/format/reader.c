@@ -1,0 +1,169 @@
+/*
+ * reader.c — validating reader of .tprof files (see reader.h and docs/format.md).
+ */
+#define _GNU_SOURCE
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trainprof.h"
+
+struct tprof_reader {
+    const uint8_t *map;
+    size_t size;
+    size_t pos;
+    tprof_file_header hdr;
+    tprof_damage *damage;
+    size_t ndamage, damage_cap;
+    int in_bad_run; /* report one damage per run of garbage, not one per byte */
+};
+
+static void add_damage(tprof_reader *r, uint64_t off, const char *what) {
+    if (r->ndamage == r->damage_cap) {
+        if (r->damage_cap >= 1024) return; /* enough to say the file is badly damaged */
+        size_t cap = r->damage_cap ? r->damage_cap * 2 : 4;
+        tprof_damage *d = realloc(r->damage, cap * sizeof *d);
+        if (!d) return;
+        r->damage = d;
+        r->damage_cap = cap;
+    }
+    r->damage[r->ndamage].offset = off;
+    snprintf(r->damage[r->ndamage].what, sizeof r->damage[0].what, "%s", what);
+    r->ndamage++;
+}
+
+int tprof_reader_open(const char *path, tprof_reader **out, char *err, size_t errlen) {
+    char dummy[8];
+    if (!err) { err = dummy; errlen = sizeof dummy; }
+    err[0] = 0;
+    if (!path || !out) return TPROF_ERR_INVALID_ARG;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return TPROF_ERR_IO;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return TPROF_ERR_IO;
+    }
+    if ((size_t)st.st_size < sizeof(tprof_file_header)) {
+        close(fd);
+        snprintf(err, errlen, "too short for a rank file header (%lld bytes)",
+                 (long long)st.st_size);
+        return st.st_size == 0 ? TPROF_ERR_TRUNCATED : TPROF_ERR_FORMAT;
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map: %s", strerror(errno));
+        return TPROF_ERR_IO;
+    }
+    tprof_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        munmap(m, (size_t)st.st_size);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    r->map = m;
+    r->size = (size_t)st.st_size;
+    memcpy(&r->hdr, m, sizeof r->hdr);
+    int rc = TPROF_OK;
+    if (memcmp(r->hdr.magic, TPROF_FILE_MAGIC, 8) != 0) {
+        snprintf(err, errlen, "not a trainprof rank file (bad magic)");
+        rc = TPROF_ERR_FORMAT;
+    } else if (r->hdr.version != TPROF_FORMAT_VERSION) {
+        snprintf(err, errlen, "format version %u, this reader knows %u", r->hdr.version,
+                 TPROF_FORMAT_VERSION);
+        rc = TPROF_ERR_VERSION;
+    } else if (r->hdr.header_bytes < sizeof r->hdr || r->hdr.header_bytes > r->size ||
+               (r->hdr.header_bytes & 7)) {
+        snprintf(err, errlen, "bad header length %u", r->hdr.header_bytes);
+        rc = TPROF_ERR_CORRUPT;
+    } else if (tprof__crc32(0, &r->hdr, offsetof(tprof_file_header, header_crc)) !=
+               r->hdr.header_crc) {
+        snprintf(err, errlen, "header checksum mismatch");
+        rc = TPROF_ERR_CORRUPT;
+    }
+    if (rc != TPROF_OK) {
+        tprof_reader_close(r);
+        return rc;
+    }
+    r->hdr.host[sizeof r->hdr.host - 1] = 0;
+    r->hdr.run_id[sizeof r->hdr.run_id - 1] = 0;
+    r->hdr.build[sizeof r->hdr.build - 1] = 0;
+    r->pos = r->hdr.header_bytes;
+    *out = r;
+    return TPROF_OK;
+}
+
+void tprof_reader_close(tprof_reader *r) {
+    if (!r) return;
+    if (r->map) munmap((void *)r->map, r->size);
+    free(r->damage);
+    free(r);
+}
+
+const tprof_file_header *tprof_reader_header(const tprof_reader *r) { return &r->hdr; }
+uint64_t tprof_reader_size(const tprof_reader *r) { return r->size; }
+size_t tprof_reader_damage_count(const tprof_reader *r) { return r->ndamage; }
+const tprof_damage *tprof_reader_damage(const tprof_reader *r, size_t i) {
+    return i < r->ndamage ? &r->damage[i] : NULL;
+}
+
+/* 0 when a valid chunk starts at pos; else a short reason. */
+static const char *check_chunk(const tprof_reader *r, size_t pos, tprof_chunk_header *h) {
+    if (r->size - pos < sizeof *h) return "truncated chunk header";
+    memcpy(h, r->map + pos, sizeof *h);
+    if (h->magic != TPROF_CHUNK_MAGIC) return "bad chunk magic";
+    if (h->payload_bytes > r->size - pos - sizeof *h) return "chunk runs past the end of the file";
+    if (tprof__crc32(0, r->map + pos + sizeof *h, h->payload_bytes) != h->crc32)
+        return "chunk checksum mismatch";
+    return NULL;
+}
+
+int tprof_reader_next(tprof_reader *r, tprof_chunk *c) {
+    while (r->pos < r->size) {
+        tprof_chunk_header h;
+        memset(&h, 0, sizeof h);
+        const char *bad = check_chunk(r, r->pos, &h);
+        if (!bad) {
+            r->in_bad_run = 0;
+            c->thread_serial = h.thread_serial;
+            c->os_tid = h.os_tid;
+            c->dropped = h.dropped;
+            c->data = r->map + r->pos + sizeof h;
+            c->len = h.payload_bytes;
+            c->file_offset = r->pos;
+            r->pos += sizeof h + tprof_align8(h.payload_bytes);
+            return 1;
+        }
+        /* A torn tail is the normal end of a killed process: a header that starts here
+         * with the right magic but runs past the end. */
+        if (h.magic == TPROF_CHUNK_MAGIC && r->size - r->pos >= sizeof h &&
+            h.payload_bytes > r->size - r->pos - sizeof h) {
+            char what[120];
+            snprintf(what, sizeof what, "torn tail: last chunk cut short (%zu of %zu bytes)",
+                     r->size - r->pos - sizeof h, (size_t)h.payload_bytes);
+            add_damage(r, r->pos, what);
+            r->pos = r->size;
+            return 0;
+        }
+        if (r->size - r->pos < sizeof h) {
+            add_damage(r, r->pos, "torn tail: truncated chunk header");
+            r->pos = r->size;
+            return 0;
+        }
+        if (!r->in_bad_run) add_damage(r, r->pos, bad);
+        r->in_bad_run = 1;
+        r->pos += 8; /* chunks start 8-byte aligned: resynchronise */
+    }
+    return 0;
+}

@@ -1,0 +1,76 @@
+/*
+ * reader.h — reading .tprof rank files chunk by chunk, with damage reporting.
+ *
+ * The reader maps the file into memory, validates the header, and hands out chunks whose
+ * checksums match. A torn tail (a killed process) ends the stream cleanly; a damaged chunk
+ * in the middle is reported and skipped by scanning forward to the next valid chunk, so
+ * one bad sector loses one chunk, not the file. Not thread safe per reader; independent
+ * readers may run on different threads.
+ */
+#ifndef TPROF_READER_H
+#define TPROF_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+typedef struct tprof_reader tprof_reader;
+
+typedef struct tprof_chunk {
+    uint32_t thread_serial;
+    uint32_t os_tid;
+    uint64_t dropped;
+    const uint8_t *data; /* records; valid while the reader is open */
+    size_t len;
+    uint64_t file_offset;
+} tprof_chunk;
+
+/* One problem found in a file: byte offset and a short description. */
+typedef struct tprof_damage {
+    uint64_t offset;
+    char what[120];
+} tprof_damage;
+
+/* Opens `path`. On failure returns a negative tprof_err and writes a one-line reason into
+ * err (if non-NULL). The reader owns the mapping; close with tprof_reader_close. */
+int tprof_reader_open(const char *path, tprof_reader **out, char *err, size_t errlen);
+void tprof_reader_close(tprof_reader *r);
+const tprof_file_header *tprof_reader_header(const tprof_reader *r);
+uint64_t tprof_reader_size(const tprof_reader *r);
+
+/* Next valid chunk: returns 1 and fills *c, or 0 at the end. Damage met on the way is
+ * appended to the reader's damage list. */
+int tprof_reader_next(tprof_reader *r, tprof_chunk *c);
+
+size_t tprof_reader_damage_count(const tprof_reader *r);
+const tprof_damage *tprof_reader_damage(const tprof_reader *r, size_t i);
+
+/* Record iteration inside a chunk: returns the record at *pos and advances *pos, or NULL
+ * at the end or on a malformed size (which is recorded as damage by the caller). */
+static inline const tprof_rec *tprof_chunk_next_rec(const tprof_chunk *c, size_t *pos,
+                                                    int *bad) {
+    if (*pos + 8 > c->len) return NULL;
+    const tprof_rec *r = (const tprof_rec *)(c->data + *pos);
+    size_t sz = r->size;
+    if (sz < 8 || (sz & 7) || *pos + sz > c->len ||
+        (r->kind != TPROF_REC_PAD && sz < sizeof(tprof_rec))) {
+        *bad = 1;
+        return NULL;
+    }
+    *pos += sz;
+    return r;
+}
+
+/* Inline name of a named record whose fixed payload is pl_bytes, or NULL. */
+static inline const char *tprof_rec_inline(const tprof_rec *r, size_t pl_bytes) {
+    size_t off = sizeof(tprof_rec) + pl_bytes;
+    if (r->size <= off) return NULL;
+    const char *s = (const char *)r + off;
+    /* must be NUL-terminated inside the record */
+    for (size_t i = 0; i < r->size - off; i++)
+        if (!s[i]) return s;
+    return NULL;
+}
+
+#endif /* TPROF_READER_H */

@@ -1,0 +1,17 @@
+# Core: the recording API through rank files, NVTX injection end to end, and the demo.
+tprof_add_unit(test_api test_api.c LIBS trainprof tprof_analysis Threads::Threads)
+
+if(TPROF_HAVE_NVTX3)
+  add_executable(nvtx_prog nvtx_prog.c)
+  target_include_directories(nvtx_prog PRIVATE ${TPROF_CUDA_ROOT}/include)
+  target_link_libraries(nvtx_prog PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  tprof_add_unit(test_nvtx test_nvtx.c LIBS ${CJSON_LIBRARY})
+  target_compile_definitions(test_nvtx PRIVATE
+    TPROF_CLI="$<TARGET_FILE:trainprof_cli>" NVTX_PROG="$<TARGET_FILE:nvtx_prog>")
+  add_dependencies(test_nvtx nvtx_prog trainprof_cli trainprof)
+endif()
+
+add_test(NAME demo_char_lm
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/demo_test.sh $<TARGET_FILE:trainprof_cli>
+          $<TARGET_FILE:char_lm> ${CMAKE_BINARY_DIR}/testtmp/demo)
+set_tests_properties(demo_char_lm PROPERTIES TIMEOUT 300 LABELS "integration")

@@ -1,0 +1,403 @@
+/*
+ * test_api.c — the public recording API, end to end through the rank file.
+ *
+ * One session per process is the library's rule, so every case runs its recording part in
+ * a forked child with its own output directory, then the parent loads the directory with
+ * the model (src/analysis/model.h) and asserts what was recorded: names, nesting, times,
+ * threads, steps, metadata, and the tolerance of misuse.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "analysis/steps.h"
+#include "trainprof.h"
+
+static char g_dir[512];
+
+static void fresh_dir(const char *tag) {
+    const char *base = getenv("TPROF_TEST_TMP");
+    snprintf(g_dir, sizeof g_dir, "%s/api-%s-XXXXXX", base && *base ? base : "/tmp", tag);
+    assert_non_null(mkdtemp(g_dir));
+}
+
+static void start_session(size_t ring, uint32_t max_strings) {
+    tprof_config c;
+    tprof_config_init(&c);
+    c.output_dir = g_dir;
+    if (ring) c.ring_bytes = ring;
+    if (max_strings) c.max_strings = max_strings;
+    if (tprof_init(&c) != TPROF_OK) _exit(90);
+}
+
+/* Runs body() in a child with a session on g_dir; asserts it exited 0. */
+static void in_child(void (*body)(void)) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        body();
+        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void load(tp_run *run) {
+    char err[256];
+    int rc = tp_run_load(g_dir, run, err, sizeof err);
+    if (rc) fprintf(stderr, "load: %s\n", err);
+    assert_int_equal(rc, TPROF_OK);
+    assert_int_equal(run->nprocs, 1);
+}
+
+static const tp_range *find_range(const tp_process *p, const char *name, const tp_thread **th) {
+    for (size_t i = 0; i < p->nthreads; i++)
+        for (size_t k = 0; k < p->threads[i].nranges; k++)
+            if (!strcmp(p->threads[i].ranges[k].name, name)) {
+                if (th) *th = &p->threads[i];
+                return &p->threads[i].ranges[k];
+            }
+    return NULL;
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t) {
+    struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* ------------------------------------------------------------------ nesting and names */
+
+static void body_nesting(void) {
+    start_session(0, 0);
+    tprof_name_thread("main-thread");
+    tprof_range_push("outer");
+    tprof_range_push("inner");
+    tprof_mark("tick");
+    tprof_range_pop();
+    tprof_range_push("inner"); /* second use of an interned name */
+    tprof_range_pop();
+    tprof_range_pop();
+    tprof_counter("loss", 2.5);
+    tprof_counter("loss", 1.25);
+    tprof_range_push_ex("mydomain", "dom-range", 7);
+    tprof_range_pop();
+}
+
+static void test_nesting_names_counters(void **state) {
+    (void)state;
+    fresh_dir("nest");
+    in_child(body_nesting);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_true(p->complete);
+    assert_int_equal(p->dropped, 0);
+    assert_int_equal(p->nthreads, 1);
+    const tp_thread *t = &p->threads[0];
+    assert_string_equal(t->name, "main-thread");
+    assert_int_equal(t->nranges, 4);
+    assert_string_equal(t->ranges[0].name, "outer");
+    assert_string_equal(t->ranges[1].name, "inner");
+    assert_string_equal(t->ranges[2].name, "inner");
+    assert_ptr_equal(t->ranges[1].name, t->ranges[2].name); /* interned once */
+    assert_int_equal(t->ranges[1].parent, 0);
+    assert_int_equal(t->ranges[1].depth, 1);
+    assert_int_equal(t->ranges[0].parent, -1);
+    assert_int_equal(t->ranges[0].child_ns,
+                     (t->ranges[1].end - t->ranges[1].start) + (t->ranges[2].end - t->ranges[2].start));
+    assert_true(t->ranges[1].start >= t->ranges[0].start && t->ranges[2].end <= t->ranges[0].end);
+    assert_int_equal(t->nmarks, 1);
+    assert_string_equal(t->marks[0].name, "tick");
+    assert_true(t->marks[0].ts >= t->ranges[1].start && t->marks[0].ts <= t->ranges[1].end);
+    assert_int_equal(t->ncounters, 2);
+    assert_string_equal(t->counters[0].name, "loss");
+    assert_true(t->counters[0].value == 2.5 && t->counters[1].value == 1.25);
+    const tp_range *d = find_range(p, "dom-range", NULL);
+    assert_non_null(d);
+    assert_string_equal(tp_domain_name(p, d->domain), "mydomain");
+    assert_int_equal(d->category, 7);
+    assert_int_equal(d->flags & TP_R_UNCLOSED, 0);
+    tp_run_free(&run);
+}
+
+/* ------------------------------------------------------------------ a known sleep */
+
+static uint64_t g_sleep_ns = 20000000ull;
+
+static void body_sleep(void) {
+    start_session(0, 0);
+    for (int i = 0; i < 3; i++) {
+        tprof_range_push("sleep");
+        sleep_until(mono_ns() + g_sleep_ns);
+        tprof_range_pop();
+    }
+}
+
+static void test_known_sleep(void **state) {
+    (void)state;
+    fresh_dir("sleep");
+    in_child(body_sleep);
+    tp_run run;
+    load(&run);
+    const tp_thread *t = &run.procs[0].threads[0];
+    assert_int_equal(t->nranges, 3);
+    /* each 20 ms sleep measured within 1 ms; the best of three guards against one
+     * scheduler hiccup on a loaded machine, the worst must still be >= 20 ms */
+    uint64_t best = UINT64_MAX;
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t dur = t->ranges[i].end - t->ranges[i].start;
+        assert_true(dur >= g_sleep_ns);
+        uint64_t err = dur - g_sleep_ns;
+        if (err < best) best = err;
+    }
+    printf("known sleep: best error %.3f ms\n", (double)best / 1e6);
+    assert_true(best < 1000000ull);
+    tp_run_free(&run);
+}
+
+/* ------------------------------------------------------------------ cross-thread ranges */
+
+static uint64_t g_cross_id;
+
+static void *ender(void *arg) {
+    (void)arg;
+    tprof_name_thread("ender");
+    tprof_range_end(g_cross_id);
+    tprof_range_end(0xdeadbeefull); /* unknown id: tolerated */
+    return NULL;
+}
+
+static void body_cross(void) {
+    start_session(0, 0);
+    g_cross_id = tprof_range_start("cross");
+    tprof_range_pop(); /* pop with nothing open: tolerated */
+    pthread_t th;
+    pthread_create(&th, NULL, ender, NULL);
+    pthread_join(th, NULL);
+    tprof_range_push("left-open");
+}
+
+static void test_cross_thread_and_misuse(void **state) {
+    (void)state;
+    fresh_dir("cross");
+    in_child(body_cross);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    const tp_thread *owner;
+    const tp_range *r = find_range(p, "cross", &owner);
+    assert_non_null(r);
+    assert_true(r->flags & TP_R_ASYNC);
+    assert_int_equal(r->flags & TP_R_UNCLOSED, 0);
+    assert_true(r->end > r->start);
+    const tp_thread *ender_thread = NULL;
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (p->threads[i].name && !strcmp(p->threads[i].name, "ender")) ender_thread = &p->threads[i];
+    assert_non_null(ender_thread);
+    assert_int_equal(r->end_tid, ender_thread->os_tid);
+    assert_int_equal(owner->unmatched_pops, 1);
+    assert_int_equal(p->unknown_ends, 1);
+    const tp_range *open = find_range(p, "left-open", NULL);
+    assert_non_null(open);
+    assert_true(open->flags & TP_R_UNCLOSED);
+    assert_true(open->end >= open->start);
+    tp_run_free(&run);
+}
+
+/* ------------------------------------------------------------------ steps and metadata */
+
+static void body_steps(void) {
+    start_session(0, 0);
+    /* no cmocka asserts in the child: it reports through its exit status */
+    if (tprof_set_rank(3, 8) != TPROF_OK) _exit(10);
+    if (tprof_set_rank(8, 8) != TPROF_ERR_INVALID_ARG) _exit(11);
+    if (tprof_set_metadata("model", "char_lm") != TPROF_OK) _exit(12);
+    for (uint64_t s = 100; s < 105; s++) {
+        tprof_step_begin(s);
+        tprof_range_push("data");
+        sleep_until(mono_ns() + 2000000);
+        tprof_range_pop();
+        tprof_range_push("compute");
+        sleep_until(mono_ns() + 6000000);
+        tprof_range_pop();
+        tprof_step_end(s);
+    }
+}
+
+static double jnum(const cJSON *o, const char *path) {
+    /* dotted path: "a.b.c" with numeric array indexes */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *cur = o;
+    for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, "."))
+        cur = (*tok >= '0' && *tok <= '9') ? cJSON_GetArrayItem(cur, atoi(tok))
+                                           : cJSON_GetObjectItemCaseSensitive(cur, tok);
+    assert_non_null(cur);
+    return cur->valuedouble;
+}
+
+static void test_steps_metadata_report(void **state) {
+    (void)state;
+    fresh_dir("steps");
+    in_child(body_steps);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->rank, 3);
+    assert_int_equal(p->world_size, 8);
+    assert_int_equal(p->role, TP_ROLE_RANK);
+    assert_string_equal(tp_meta(p, "model"), "char_lm");
+    tp_steps s;
+    assert_int_equal(tp_find_steps(p, NULL, 1, &s), TPROF_OK);
+    assert_int_equal(s.source, TP_STEPS_API);
+    assert_int_equal(s.nsteps, 5);
+    assert_int_equal(s.nwarmup, 1);
+    assert_int_equal(s.steps[0].app_step, 100);
+    assert_int_equal(s.steps[4].app_step, 104);
+    tp_steps_free(&s);
+
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    assert_int_equal((int)jnum(rep, "ranks.0.rank"), 3);
+    assert_int_equal((int)jnum(rep, "ranks.0.steps.count"), 5);
+    assert_int_equal((int)jnum(rep, "ranks.0.steps.measured"), 4);
+    double mean = jnum(rep, "ranks.0.steps.mean_ms");
+    assert_true(mean >= 8.0 && mean < 10.0);
+    /* data loading: 2 ms of an ~8 ms step */
+    double share = jnum(rep, "ranks.0.data_loading.share");
+    assert_true(share > 0.2 && share < 0.27);
+    /* top inclusive: compute (6 ms) first, then data (2 ms) */
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(
+                                             cJSON_GetObjectItemCaseSensitive(rep, "ranks"), 0),
+                                         "ranges"),
+        "top_inclusive");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "name")->valuestring,
+                        "compute");
+    double cms = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "inclusive_ms")->valuedouble;
+    assert_true(cms >= 6.0 && cms < 7.0);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
+/* ------------------------------------------------------------------ interning bound */
+
+static void body_bound(void) {
+    start_session(0, 4); /* only 4 names per thread are interned */
+    char name[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(name, sizeof name, "op_%d", i);
+        tprof_range_push(name);
+        tprof_range_pop();
+    }
+}
+
+static void test_string_bound(void **state) {
+    (void)state;
+    fresh_dir("bound");
+    in_child(body_bound);
+    tp_run run;
+    load(&run);
+    const tp_thread *t = &run.procs[0].threads[0];
+    assert_int_equal(t->nranges, 20);
+    char name[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(name, sizeof name, "op_%d", i);
+        assert_string_equal(t->ranges[i].name, name);
+    }
+    tp_run_free(&run);
+}
+
+/* ------------------------------------------------------------------ disabled */
+
+static void test_disabled_without_dir(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsetenv("TRAINPROF_DIR");
+        if (tprof_enabled()) _exit(1);
+        tprof_range_push("x");
+        tprof_range_pop();
+        if (tprof_range_start("y") != 0) _exit(2);
+        if (tprof_flush() != TPROF_ERR_DISABLED) _exit(3);
+        if (tprof_output_path() != NULL) _exit(4);
+        if (tprof_set_rank(0, 1) != TPROF_ERR_DISABLED) _exit(5);
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_init_errors(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    if (pid == 0) {
+        tprof_config c;
+        if (tprof_config_init(NULL) != TPROF_ERR_INVALID_ARG) _exit(1);
+        if (tprof_init(NULL) != TPROF_ERR_INVALID_ARG) _exit(2);
+        tprof_config_init(&c);
+        c.struct_size = 4;
+        if (tprof_init(&c) != TPROF_ERR_INVALID_ARG) _exit(3);
+        tprof_config_init(&c);
+        c.output_dir = "/proc/no-such-dir-for-trainprof";
+        if (tprof_init(&c) != TPROF_ERR_DISABLED) _exit(4);
+        if (tprof_init(&c) != TPROF_ERR_ALREADY) _exit(5);
+        tprof_range_push("ignored"); /* a no-op, not a crash */
+        tprof_range_pop();
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_strerror(void **state) {
+    (void)state;
+    assert_string_equal(tprof_strerror(TPROF_OK), "success");
+    assert_string_equal(tprof_strerror(TPROF_ERR_CORRUPT), "corrupt data (checksum or length mismatch)");
+    assert_string_equal(tprof_strerror(-9999), "unknown error");
+    assert_string_equal(tprof_version(), TPROF_VERSION_STRING);
+    assert_non_null(strstr(tprof_build_info(), TPROF_VERSION_STRING));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nesting_names_counters),
+        cmocka_unit_test(test_known_sleep),
+        cmocka_unit_test(test_cross_thread_and_misuse),
+        cmocka_unit_test(test_steps_metadata_report),
+        cmocka_unit_test(test_string_bound),
+        cmocka_unit_test(test_disabled_without_dir),
+        cmocka_unit_test(test_init_errors),
+        cmocka_unit_test(test_strerror),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
