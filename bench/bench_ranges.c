@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
-#include "format/reader.h"
+#include "range_harness.h"
 #include "trainprof.h"
 
 #define REPS 9
@@ -33,89 +33,11 @@ static void __attribute__((noinline)) api_loop(long n) {
     for (long i = 0; i < n; i++) {
         tprof_range_push("forward");
         tprof_range_pop();
+        __asm__ volatile("" ::: "memory");
     }
 }
 
 /* ------------------------------------------------------------------ enabled session */
-
-typedef struct worker {
-    int id;
-    long batch;
-    int warmup;
-    pthread_barrier_t *bar;
-    double api_ns[REPS];   /* per pair */
-    double floor_ns[REPS]; /* per pair of clock reads */
-    uint64_t pairs;
-    int flush_rc;
-} worker;
-
-/* All threads stop, one flushes every ring (outside any timed region), all go on. */
-static void sync_flush(worker *w) {
-    pthread_barrier_wait(w->bar);
-    if (w->id == 0) {
-        int rc = tprof_flush();
-        if (rc != TPROF_OK) w->flush_rc = rc;
-    }
-    pthread_barrier_wait(w->bar);
-}
-
-static void *worker_main(void *p) {
-    worker *w = p;
-    /* first use: registers the thread's ring and interns the name (not timed) */
-    tprof_range_push("forward");
-    tprof_range_pop();
-    w->pairs = 1;
-    /* warm-up laps touch every page of the ring, so page faults are not timed */
-    for (int i = 0; i < w->warmup; i++) {
-        api_loop(w->batch);
-        w->pairs += (uint64_t)w->batch;
-        sync_flush(w);
-    }
-    for (int r = 0; r < REPS; r++) {
-        w->floor_ns[r] = bench_floor_pair_ns(w->batch / 2);
-        uint64_t t0 = bench_thread_cpu_ns();
-        api_loop(w->batch);
-        uint64_t t1 = bench_thread_cpu_ns();
-        w->api_ns[r] = (double)(t1 - t0) / (double)w->batch;
-        w->pairs += (uint64_t)w->batch;
-        sync_flush(w);
-    }
-    return NULL;
-}
-
-/* Reads the rank file back: counts PUSH and POP records and sums the per-thread drop
- * counts (cumulative in each chunk header, so the last value per thread). */
-static int verify_file(const char *path, uint64_t *pushes, uint64_t *pops, uint64_t *dropped) {
-    tprof_reader *r;
-    char err[256];
-    int rc = tprof_reader_open(path, &r, err, sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, "bench_ranges: cannot read %s: %s\n", path, err);
-        return -1;
-    }
-    uint64_t drop_by_serial[1024] = {0};
-    tprof_chunk c;
-    *pushes = *pops = *dropped = 0;
-    int bad = 0;
-    while (tprof_reader_next(r, &c)) {
-        if (c.thread_serial < 1024 && c.dropped > drop_by_serial[c.thread_serial])
-            drop_by_serial[c.thread_serial] = c.dropped;
-        size_t pos = 0;
-        const tprof_rec *rec;
-        while ((rec = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
-            if (rec->kind == TPROF_REC_PUSH) (*pushes)++;
-            else if (rec->kind == TPROF_REC_POP) (*pops)++;
-        }
-    }
-    for (int i = 0; i < 1024; i++) *dropped += drop_by_serial[i];
-    size_t damage = tprof_reader_damage_count(r);
-    tprof_reader_close(r);
-    if (bad || damage) {
-        fprintf(stderr, "bench_ranges: %s is damaged (%zu damage entries)\n", path, damage);
-        return -1;
-    }
-    return 0;
-}
 
 static int run_enabled(const char *dir, int nthreads, size_t ring_bytes, long batch,
                        int warmup) {
@@ -128,71 +50,14 @@ static int run_enabled(const char *dir, int nthreads, size_t ring_bytes, long ba
         fprintf(stderr, "bench_ranges: tprof_init: %s\n", tprof_strerror(rc));
         return 2;
     }
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, (unsigned)nthreads);
-    worker *w = calloc((size_t)nthreads, sizeof *w);
-    pthread_t *th = calloc((size_t)nthreads, sizeof *th);
-    if (!w || !th) return 2;
-    for (int i = 0; i < nthreads; i++) {
-        w[i] = (worker){.id = i, .batch = batch, .warmup = warmup, .bar = &bar};
-        if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0) return 2;
-    }
-    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&bar);
+    const rh_ops ops = {api_loop, tprof_flush};
+    rh_result res;
+    if (rh_run(nthreads, batch, warmup, &ops, &res) != 0) return 2;
     char path[4096] = "";
     const char *op = tprof_output_path();
     if (op) snprintf(path, sizeof path, "%s", op);
     tprof_shutdown();
-
-    size_t n = (size_t)nthreads * REPS;
-    double *api = malloc(n * sizeof *api), *flo = malloc(n * sizeof *flo),
-           *ratio = malloc(n * sizeof *ratio);
-    if (!api || !flo || !ratio) return 2;
-    uint64_t expected = 0;
-    int broken = 0;
-    for (int i = 0; i < nthreads; i++) {
-        expected += w[i].pairs;
-        if (w[i].flush_rc) broken = 1;
-        for (int r = 0; r < REPS; r++) {
-            api[i * REPS + r] = w[i].api_ns[r];
-            flo[i * REPS + r] = w[i].floor_ns[r];
-            ratio[i * REPS + r] = w[i].api_ns[r] / w[i].floor_ns[r];
-        }
-    }
-    double api_med = bench_median(api, n), flo_med = bench_median(flo, n);
-    double ratio_med = bench_median(ratio, n);
-
-    uint64_t pushes = 0, pops = 0, dropped = 0;
-    if (!path[0] || verify_file(path, &pushes, &pops, &dropped) != 0) broken = 1;
-
-    printf("\n[enabled, %d thread%s] ring %zu MiB, batch %ld pairs, %d reps x %d thread%s "
-           "(per-thread CPU time)\n",
-           nthreads, nthreads == 1 ? "" : "s", ring_bytes >> 20, batch, REPS, nthreads,
-           nthreads == 1 ? "" : "s");
-    printf("  push+pop            %8.2f ns/pair  (%.2f ns/call; min %.2f, max %.2f)\n", api_med,
-           api_med / 2, bench_min(api, n), bench_max(api, n));
-    printf("  floor: 2 clock reads %7.2f ns/pair  (min %.2f, max %.2f)\n", flo_med,
-           bench_min(flo, n), bench_max(flo, n));
-    printf("  ratio               %8.2fx (median of per-batch ratios %.2fx, range %.2f-%.2fx)\n",
-           api_med / flo_med, ratio_med, bench_min(ratio, n), bench_max(ratio, n));
-    printf("  overhead above floor %7.2f ns/pair\n", api_med - flo_med);
-    printf("  rank file: %llu pushes, %llu pops recorded of %llu pairs; dropped %llu\n",
-           (unsigned long long)pushes, (unsigned long long)pops, (unsigned long long)expected,
-           (unsigned long long)dropped);
-    if (pushes != expected || pops != expected || dropped != 0) {
-        printf("  BROKEN: events were lost; the timing above does not describe the hot path\n");
-        broken = 1;
-    }
-    char what[96];
-    snprintf(what, sizeof what, "push+pop / floor, %d thread%s", nthreads,
-             nthreads == 1 ? "" : "s");
-    bench_target(what, api_med / flo_med, 2.0, "x");
-    free(api);
-    free(flo);
-    free(ratio);
-    free(w);
-    free(th);
-    return broken ? 1 : 0;
+    return rh_report("API", nthreads, ring_bytes, batch, &res, path, 2.0);
 }
 
 /* ------------------------------------------------------------------ disabled session */

@@ -1,0 +1,29 @@
+# Overhead and throughput benchmarks (bench/README.md): each bench_* prints absolute figures,
+# their ratio to a floor measured in the same run, and "target: ... PASS|MISS" lines.
+# `make bench` runs every build/bench/bench_* in turn.
+
+# Range push+pop through the public API, enabled (1 and 8 threads) and disabled at run time.
+add_executable(bench_ranges ${CMAKE_CURRENT_SOURCE_DIR}/bench_ranges.c)
+target_compile_definitions(bench_ranges PRIVATE _GNU_SOURCE)
+target_link_libraries(bench_ranges PRIVATE trainprof tprof_analysis Threads::Threads)
+
+# The same through NVTX injection: the program knows only the NVTX3 headers and libdl;
+# libtrainprof.so comes in through NVTX_INJECTION64_PATH. The rank file is checked with the
+# project's reader, compiled in (linking tprof_analysis would make libtrainprof.so a
+# startup dependency, which an NVTX-only program does not have).
+if(TPROF_HAVE_NVTX3)
+  add_executable(bench_nvtx ${CMAKE_CURRENT_SOURCE_DIR}/bench_nvtx.c
+    ${CMAKE_SOURCE_DIR}/src/format/reader.c ${CMAKE_SOURCE_DIR}/src/format/crc.c)
+  target_compile_definitions(bench_nvtx PRIVATE _GNU_SOURCE
+    TPROF_LIB_PATH="$<TARGET_FILE:trainprof>")
+  target_include_directories(bench_nvtx PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+  target_include_directories(bench_nvtx SYSTEM PRIVATE ${TPROF_CUDA_ROOT}/include)
+  target_link_libraries(bench_nvtx PRIVATE ZLIB::ZLIB Threads::Threads ${CMAKE_DL_LIBS})
+  # the injected library must exist before the benchmark runs
+  add_dependencies(bench_nvtx trainprof)
+endif()
+
+# Writer throughput into a rank file on one core, and reader / model-load throughput.
+add_executable(bench_writer ${CMAKE_CURRENT_SOURCE_DIR}/bench_writer.c)
+target_compile_definitions(bench_writer PRIVATE _GNU_SOURCE)
+target_link_libraries(bench_writer PRIVATE trainprof tprof_analysis Threads::Threads)
