@@ -4,7 +4,6 @@
 
 # Range push+pop through the public API, enabled (1 and 8 threads) and disabled at run time.
 add_executable(bench_ranges ${CMAKE_CURRENT_SOURCE_DIR}/bench_ranges.c)
-target_compile_definitions(bench_ranges PRIVATE _GNU_SOURCE)
 target_link_libraries(bench_ranges PRIVATE trainprof tprof_analysis Threads::Threads)
 
 # The same through NVTX injection: the program knows only the NVTX3 headers and libdl;
@@ -14,7 +13,7 @@ target_link_libraries(bench_ranges PRIVATE trainprof tprof_analysis Threads::Thr
 if(TPROF_HAVE_NVTX3)
   add_executable(bench_nvtx ${CMAKE_CURRENT_SOURCE_DIR}/bench_nvtx.c
     ${CMAKE_SOURCE_DIR}/src/format/reader.c ${CMAKE_SOURCE_DIR}/src/format/crc.c)
-  target_compile_definitions(bench_nvtx PRIVATE _GNU_SOURCE
+  target_compile_definitions(bench_nvtx PRIVATE
     TPROF_LIB_PATH="$<TARGET_FILE:trainprof>")
   target_include_directories(bench_nvtx PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
   target_include_directories(bench_nvtx SYSTEM PRIVATE ${TPROF_CUDA_ROOT}/include)
@@ -25,5 +24,4 @@ endif()
 
 # Writer throughput into a rank file on one core, and reader / model-load throughput.
 add_executable(bench_writer ${CMAKE_CURRENT_SOURCE_DIR}/bench_writer.c)
-target_compile_definitions(bench_writer PRIVATE _GNU_SOURCE)
 target_link_libraries(bench_writer PRIVATE trainprof tprof_analysis Threads::Threads)

@@ -31,7 +31,7 @@ static inline uint64_t bench_thread_cpu_ns(void) {
 }
 static inline uint64_t bench_mono_ns(void) { return bench_clock_ns(CLOCK_MONOTONIC); }
 
-static int bench_cmp_double(const void *a, const void *b) {
+static int __attribute__((unused)) bench_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
@@ -64,7 +64,7 @@ static inline double bench_max(const double *v, size_t n) {
 
 /* The floor of a range push+pop: the two CLOCK_MONOTONIC reads it cannot avoid. Returns
  * a value derived from the reads so that the compiler keeps them. */
-static inline uint64_t __attribute__((noinline)) bench_clock_pair_loop(long n) {
+static uint64_t __attribute__((noinline, unused)) bench_clock_pair_loop(long n) {
     uint64_t acc = 0;
     for (long i = 0; i < n; i++) {
         struct timespec a, b;

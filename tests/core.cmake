@@ -14,4 +14,5 @@ endif()
 add_test(NAME demo_char_lm
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/demo_test.sh $<TARGET_FILE:trainprof_cli>
           $<TARGET_FILE:char_lm> ${CMAKE_BINARY_DIR}/testtmp/demo)
-set_tests_properties(demo_char_lm PROPERTIES TIMEOUT 300 LABELS "integration")
+set_tests_properties(demo_char_lm PROPERTIES TIMEOUT 300 LABELS "integration"
+  ENVIRONMENT "${TPROF_TEST_ENV}")

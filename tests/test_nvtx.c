@@ -108,23 +108,40 @@ static double thread_tid(const char *tname) {
     return -1;
 }
 
+/* All events with this name and phase, in file order. */
+static size_t events(const char *name, const char *ph, const cJSON **out, size_t max) {
+    size_t n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(g_trace, "traceEvents")) {
+        const char *nm = sget(e, "name"), *p = sget(e, "ph");
+        if (nm && p && !strcmp(nm, name) && !strcmp(p, ph) && n < max) out[n++] = e;
+    }
+    return n;
+}
+
 static void test_names_nesting_durations(void **state) {
     (void)state;
-    const cJSON *outer = event("outer", "X"), *sl = event("sleep_10ms", "X");
+    const cJSON *outer = event("outer", "X"), *sl[4];
     const cJSON *wide = event("wide_\xc3\xbc", "X");
     assert_non_null(outer);
-    assert_non_null(sl);
+    assert_int_equal(events("sleep_10ms", "X", sl, 4), 3);
     assert_non_null(wide);
     double main_tid = thread_tid("main");
     assert_true(main_tid > 0);
-    assert_true(nget(outer, "tid") == main_tid && nget(sl, "tid") == main_tid);
-    /* nesting: sleep_10ms and the wide range lie inside outer */
-    assert_true(nget(sl, "ts") >= nget(outer, "ts"));
-    assert_true(nget(sl, "ts") + nget(sl, "dur") <= nget(outer, "ts") + nget(outer, "dur"));
-    assert_true(nget(wide, "ts") >= nget(sl, "ts") + nget(sl, "dur"));
-    /* the known sleep: 10 ms within 1 ms (ts and dur are in microseconds) */
-    printf("sleep_10ms measured %.3f us\n", nget(sl, "dur"));
-    assert_true(nget(sl, "dur") >= 10000.0 && nget(sl, "dur") < 11000.0);
+    assert_true(nget(outer, "tid") == main_tid);
+    /* the known sleep: each 10 ms sleep is at least 10 ms and the best of the three is
+     * within 1 ms (ts and dur are in microseconds); all nest inside outer */
+    double best = 1e9;
+    for (int i = 0; i < 3; i++) {
+        assert_true(nget(sl[i], "tid") == main_tid);
+        assert_true(nget(sl[i], "ts") >= nget(outer, "ts"));
+        assert_true(nget(sl[i], "ts") + nget(sl[i], "dur") <= nget(outer, "ts") + nget(outer, "dur"));
+        assert_true(nget(sl[i], "dur") >= 10000.0);
+        if (nget(sl[i], "dur") < best) best = nget(sl[i], "dur");
+    }
+    printf("sleep_10ms measured %.3f us (best of 3)\n", best);
+    assert_true(best < 11000.0);
+    assert_true(nget(wide, "ts") >= nget(sl[2], "ts") + nget(sl[2], "dur"));
     /* the mark sits inside the wide range */
     const cJSON *mk = event("checkpoint", "i");
     assert_non_null(mk);

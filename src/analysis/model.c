@@ -427,7 +427,7 @@ static int cmp_end(const void *a, const void *b) {
 static void finish_process(loader *L) {
     tp_process *p = L->p;
     /* match async ends */
-    qsort(L->ends, L->nends, sizeof *L->ends, cmp_end);
+    if (L->nends) qsort(L->ends, L->nends, sizeof *L->ends, cmp_end);
     size_t matched = 0;
     for (size_t i = 0; i < p->nthreads; i++) {
         tp_thread *t = &p->threads[i];
@@ -485,6 +485,26 @@ static void finish_process(loader *L) {
                    (unsigned long long)L->bad_records);
 }
 
+/* Header strings are raw bytes: keep them valid UTF-8 (bad bytes become U+FFFD) without
+ * control bytes, cut to the field's size on a character boundary. */
+static void clean_field(char *f, size_t n) {
+    f[n - 1] = 0;
+    size_t len = strlen(f);
+    char tmp[3 * 64 + 1];
+    if (len > 64) len = 64;
+    size_t tl = to_utf8(f, len, tmp);
+    size_t o = 0;
+    for (size_t i = 0; i < tl;) {
+        unsigned char c = (unsigned char)tmp[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (o + k + 1 > n) break;
+        if (k == 1) f[o++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+        else { memcpy(f + o, tmp + i, k); o += k; }
+        i += k;
+    }
+    f[o] = 0;
+}
+
 static int load_file(tp_run *run, const char *path, tp_process *p) {
     memset(p, 0, sizeof *p);
     p->path = tp_intern(run, path);
@@ -505,6 +525,9 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         return rc;
     }
     p->hdr = *tprof_reader_header(rd);
+    clean_field(p->hdr.host, sizeof p->hdr.host);
+    clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
+    clean_field(p->hdr.build, sizeof p->hdr.build);
     p->domains = calloc(1, sizeof *p->domains);
     if (!p->domains) { tprof_reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->domains[0] = tp_intern(run, "");

@@ -41,6 +41,7 @@ int tprof__log_level = TPROF_LOG_WARN;
 #define TPROF__DEAD_THREAD ((tprof__thread *)(uintptr_t)1)
 #define TPROF__MIN_RING (64u * 1024u)
 #define TPROF__PROC_MAX (4u << 20) /* process stream bound between flushes */
+#define TPROF__MAX_DOMAINS 4096u
 
 static struct {
     tprof_config cfg;
@@ -73,8 +74,8 @@ static struct {
     struct sigaction old_term, old_int;
     int have_old_term, have_old_int;
     /* domains and categories survive fork: they are re-emitted into a child's file */
-    char **domains;
-    uint32_t ndomains, domain_cap;
+    char *domains[TPROF__MAX_DOMAINS];
+    _Atomic uint32_t ndomains;
     struct tprof__cat { uint32_t domain, id; char *name; } *cats;
     uint32_t ncats, cat_cap;
     struct tprof__kv { char *key, *value; } *caps;
@@ -280,28 +281,30 @@ static char *xstrdup(const char *s) {
     return p;
 }
 
+/* Lock-free lookup first: the table only grows, and a slot is published (release) before
+ * the count that covers it, so the API's push_ex takes no lock once its domain exists. */
 uint32_t tprof__domain_id(const char *name) {
     if (!name || !*name) return 0;
+    uint32_t n = atomic_load_explicit(&S.ndomains, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(S.domains[i], name)) return i + 1;
     pthread_mutex_lock(&S.lock);
     uint32_t id = 0;
-    for (uint32_t i = 0; i < S.ndomains; i++)
+    n = atomic_load_explicit(&S.ndomains, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
         if (!strcmp(S.domains[i], name)) { id = i + 1; break; }
-    if (!id) {
-        if (S.ndomains == S.domain_cap) {
-            uint32_t cap = S.domain_cap ? S.domain_cap * 2 : 16;
-            char **d = realloc(S.domains, cap * sizeof *d);
-            if (d) { S.domains = d; S.domain_cap = cap; }
-        }
-        char *copy = S.ndomains < S.domain_cap ? xstrdup(name) : NULL;
+    if (!id && n < TPROF__MAX_DOMAINS) {
+        char *copy = xstrdup(name);
         if (copy) {
-            S.domains[S.ndomains++] = copy;
-            id = S.ndomains;
+            S.domains[n] = copy;
+            atomic_store_explicit(&S.ndomains, n + 1, memory_order_release);
+            id = n + 1;
             if (atomic_load(&tprof__g_state) == TPROF__ON)
                 proc_record_locked(TPROF_REC_DOMAIN, id, NULL, 0, copy, NULL);
         }
     }
     pthread_mutex_unlock(&S.lock);
-    return id;
+    return id; /* 0 (the default domain) past the bound */
 }
 
 void tprof__name_category(uint32_t domain, uint32_t category, const char *name) {
@@ -366,7 +369,8 @@ void tprof__capability(const char *name, const char *status) {
 /* Re-emit everything the process stream must hold at the start of a file (a new session
  * or a forked child): domains, categories, capabilities. Caller holds S.lock. */
 static void emit_registries_locked(void) {
-    for (uint32_t i = 0; i < S.ndomains; i++)
+    uint32_t nd = atomic_load(&S.ndomains);
+    for (uint32_t i = 0; i < nd; i++)
         proc_record_locked(TPROF_REC_DOMAIN, i + 1, NULL, 0, S.domains[i], NULL);
     for (uint32_t i = 0; i < S.ncats; i++) {
         tprof_pl_category pl = {S.cats[i].domain, 0};

@@ -286,7 +286,7 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
                                      IT_RANGE};
         }
     }
-    qsort(sc->items, ni, sizeof *sc->items, cmp_item);
+    if (ni > 1) qsort(sc->items, ni, sizeof *sc->items, cmp_item); /* items is NULL when 0 */
 
     /* The sweep: the stack holds the ends of the kept events still open at this start. */
     size_t sp = 0;

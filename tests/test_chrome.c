@@ -1,0 +1,715 @@
+/*
+ * test_chrome.c — cmocka tests of the Chrome/Kineto JSON exporter (src/export/chrome.c).
+ *
+ * Each test writes a run with known timestamps through the synthetic writer, loads it with
+ * the real reader and model, exports it into memory and parses the result with cJSON, so
+ * that what is checked is what a viewer would read: values, not substrings of our own
+ * formatting (except where the exact text is the point, such as three decimals).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "export/chrome.h"
+#include "synth.h"
+#include "trainprof.h"
+
+/* Rank 0 starts at RT0 on the wall clock and MONO0 on its monotonic clock; rank 1 starts
+ * 250 ns later in wall time, with an unrelated monotonic clock (another host). */
+#define RT0 1700000000000000000ull
+#define MONO0 5000000000ull
+#define RT1 (RT0 + 250)
+#define MONO1 9000000000ull
+#define RTH (RT0 + 10000)
+#define MONOH 7000000000ull
+
+/* ------------------------------------------------------------------ helpers */
+
+typedef struct out {
+    char *text;
+    size_t len;
+    cJSON *root;
+    cJSON *events;
+} out;
+
+static out export_run(const tp_run *run, int rank, const tp_export_opts *opts) {
+    out o = {0};
+    FILE *f = open_memstream(&o.text, &o.len);
+    assert_non_null(f);
+    int rc = rank < 0 ? tp_export_chrome(run, f, opts) : tp_export_chrome_rank(run, rank, f, opts);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rc, TPROF_OK);
+    o.root = cJSON_Parse(o.text);
+    if (!o.root) fprintf(stderr, "unparsable JSON near: %.80s\n", cJSON_GetErrorPtr());
+    assert_non_null(o.root);
+    o.events = cJSON_GetObjectItemCaseSensitive(o.root, "traceEvents");
+    assert_true(cJSON_IsArray(o.events));
+    return o;
+}
+
+static void out_free(out *o) {
+    cJSON_Delete(o->root);
+    free(o->text);
+}
+
+static void load(const char *dir, tp_run *run) {
+    char err[256] = "";
+    int rc = tp_run_load(dir, run, err, sizeof err);
+    if (rc) fprintf(stderr, "load: %s\n", err);
+    assert_int_equal(rc, TPROF_OK);
+}
+
+static const char *str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static const cJSON *arg(const cJSON *ev, const char *key) {
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "args"), key);
+}
+
+static int is(const cJSON *ev, const char *ph, const char *name) {
+    const char *p = str(ev, "ph"), *n = str(ev, "name");
+    return p && !strcmp(p, ph) && (!name || (n && !strcmp(n, name)));
+}
+
+static size_t count(const out *o, const char *ph, const char *name) {
+    size_t n = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o->events) n += is(ev, ph, name);
+    return n;
+}
+
+/* The nth event with this phase and name (NULL name: any), or fail. */
+static const cJSON *find(const out *o, const char *ph, const char *name, size_t nth) {
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o->events) if (is(ev, ph, name) && nth-- == 0) return ev;
+    fail_msg("no event ph=%s name=%s", ph, name ? name : "(any)");
+    return NULL;
+}
+
+/* The async end event matching a begin, by cat and id. */
+static const cJSON *find_end(const out *o, const cJSON *b) {
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o->events) {
+        if (!is(ev, "e", NULL)) continue;
+        if (!strcmp(str(ev, "id"), str(b, "id")) && !strcmp(str(ev, "cat"), str(b, "cat")))
+            return ev;
+    }
+    fail_msg("no end for async id %s", str(b, "id"));
+    return NULL;
+}
+
+static const cJSON *meta(const out *o, const char *what, double pid, double tid) {
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o->events) {
+        if (is(ev, "M", what) && num(ev, "pid") == pid && (tid < 0 || num(ev, "tid") == tid))
+            return ev;
+    }
+    fail_msg("no %s metadata for pid %.0f tid %.0f", what, pid, tid);
+    return NULL;
+}
+
+static long long ns(double us) { return llround(us * 1000.0); }
+
+static void assert_us(const cJSON *ev, const char *key, long long want_ns) {
+    assert_int_equal(ns(num(ev, key)), want_ns);
+}
+
+typedef struct span {
+    double pid, tid;
+    long long s, e;
+} span;
+
+static int cmp_span(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->s != y->s) return x->s < y->s ? -1 : 1;
+    return x->e > y->e ? -1 : x->e < y->e;
+}
+
+typedef struct aev {
+    const char *id;
+    char ph;
+    double ts;
+} aev;
+
+static int cmp_aev(const void *a, const void *b) {
+    const aev *x = a, *y = b;
+    int c = strcmp(x->id, y->id);
+    return c ? c : x->ph - y->ph;
+}
+
+/* What Perfetto insists on: on every (pid, tid), X events nest or are disjoint; and every
+ * async begin has exactly one end with the same id, not earlier. */
+static void assert_well_formed(const out *o) {
+    size_t n = (size_t)cJSON_GetArraySize(o->events), k = 0, na = 0;
+    span *sp = calloc(n ? n : 1, sizeof *sp);
+    aev *av = calloc(n ? n : 1, sizeof *av);
+    assert_non_null(sp);
+    assert_non_null(av);
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o->events) {
+        assert_non_null(str(ev, "ph"));
+        if (is(ev, "X", NULL)) {
+            long long s = ns(num(ev, "ts"));
+            sp[k++] = (span){num(ev, "pid"), num(ev, "tid"), s, s + ns(num(ev, "dur"))};
+            assert_true(num(ev, "dur") >= 0);
+        }
+        if (is(ev, "b", NULL) || is(ev, "e", NULL)) {
+            assert_string_equal(str(ev, "cat"), "async_range");
+            assert_non_null(str(ev, "id"));
+            av[na++] = (aev){str(ev, "id"), str(ev, "ph")[0], num(ev, "ts")};
+        }
+    }
+    qsort(av, na, sizeof *av, cmp_aev);
+    assert_int_equal(na % 2, 0);
+    for (size_t i = 0; i < na; i += 2) {
+        assert_int_equal(av[i].ph, 'b');
+        assert_int_equal(av[i + 1].ph, 'e');
+        assert_string_equal(av[i].id, av[i + 1].id);
+        assert_true(av[i + 1].ts >= av[i].ts);
+        if (i + 2 < na) assert_string_not_equal(av[i].id, av[i + 2].id);
+    }
+    free(av);
+    qsort(sp, k, sizeof *sp, cmp_span);
+    long long *stack = calloc(k ? k : 1, sizeof *stack);
+    size_t d = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (i && (sp[i].pid != sp[i - 1].pid || sp[i].tid != sp[i - 1].tid)) d = 0;
+        while (d && stack[d - 1] <= sp[i].s) d--;
+        if (d && sp[i].e > stack[d - 1])
+            fail_msg("X events overlap without nesting on pid %.0f tid %.0f at %lld ns",
+                     sp[i].pid, sp[i].tid, sp[i].s);
+        stack[d++] = sp[i].e;
+    }
+    free(stack);
+    free(sp);
+    /* the window ends last, at the latest time of any event */
+    const cJSON *last = cJSON_GetArrayItem(o->events, (int)n - 1);
+    assert_true(is(last, "i", "Record Window End"));
+    assert_string_equal(str(last, "s"), "g");
+    double maxt = 0;
+    cJSON_ArrayForEach(ev, o->events) {
+        if (is(ev, "M", NULL)) continue;
+        const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
+        double t = num(ev, "ts") + (cJSON_IsNumber(dur) ? dur->valuedouble : 0);
+        if (t > maxt) maxt = t;
+    }
+    assert_int_equal(ns(num(last, "ts")), ns(maxt));
+    /* nothing unescaped: a raw control byte would be invalid JSON for strict readers */
+    for (const char *c = o->text; *c; c++) assert_true((unsigned char)*c >= 0x20 || *c == '\n');
+}
+
+/* ------------------------------------------------------------------ the main fixture */
+
+/* A two-rank run plus a helper of rank 0 whose OS pid (1) equals rank 1's number. */
+static void write_main_run(const char *dir) {
+    synth_file *f = synth_open(dir, "nodeA", 4321, RT0, MONO0);
+    assert_non_null(f);
+    synth_rank(f, 0, 2);
+    synth_meta(f, "backend", "nccl");
+    synth_domain(f, 1, "dA");
+    synth_domain(f, 2, "dB");
+    synth_category(f, 0, 3, "io");
+    synth_thread(f, 1, 4321);
+    synth_thread(f, 2, 4330);
+    synth_thread_name(f, 1, MONO0, 4321, "main");
+    synth_push(f, 1, MONO0 + 1000000, "outer", 0, 3);
+    synth_push(f, 1, MONO0 + 1500000, "inner", 0, 7);
+    synth_pop(f, 1, MONO0 + 2000000, 0);
+    synth_pop(f, 1, MONO0 + 3500500, 0);
+    /* two domains, so two stacks: A and B overlap without nesting */
+    synth_push(f, 1, MONO0 + 4000000, "A", 1, 0);
+    synth_push(f, 1, MONO0 + 5000000, "B", 2, 0);
+    synth_pop(f, 1, MONO0 + 6000000, 1);
+    synth_pop(f, 1, MONO0 + 7000000, 2);
+    synth_mark(f, 1, MONO0 + 7500000, "checkpoint", 0, 0);
+    synth_counter(f, 1, MONO0 + 7600000, "loss", 0.1);
+    synth_counter(f, 1, MONO0 + 7700000, "bad", NAN);
+    synth_counter(f, 1, MONO0 + 7800000, "inf", INFINITY);
+    synth_start(f, 1, MONO0 + 8000000, 42, "io_wait", 0, 0);
+    /* the end lands in the file before its start, as a flush order can make it */
+    synth_end(f, 2, MONO0 + 9000000, 42);
+    synth_push(f, 2, MONO0 + 8100000, "w", 0, 0);
+    synth_pop(f, 2, MONO0 + 8200000, 0);
+    synth_flush_thread(f, 2);
+    synth_end_of_file(f, MONO0 + 10000000, 0);
+    assert_int_equal(synth_close(f), 0);
+
+    f = synth_open(dir, "nodeB", 5555, RT1, MONO1);
+    assert_non_null(f);
+    synth_rank(f, 1, 2);
+    synth_thread(f, 1, 5555);
+    synth_thread_name(f, 1, MONO1, 5555, "main");
+    synth_push(f, 1, MONO1 + 1000000, "fwd", 0, 0);
+    synth_pop(f, 1, MONO1 + 2000000, 0);
+    synth_end_of_file(f, MONO1 + 3000000, 0);
+    assert_int_equal(synth_close(f), 0);
+
+    synth_header h = {"nodeA", 1, 4321, RTH, MONOH, "synth-run", NULL, NULL};
+    f = synth_open_ex(dir, &h);
+    assert_non_null(f);
+    synth_thread(f, 1, 1);
+    synth_push(f, 1, MONOH + 100, "load", 0, 0);
+    synth_pop(f, 1, MONOH + 200, 0);
+    synth_end_of_file(f, MONOH + 300, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_merged(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-merged"), 0);
+    write_main_run(dir);
+    tp_run run;
+    load(dir, &run);
+    assert_int_equal(run.nprocs, 3);
+    out o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+
+    assert_int_equal(num(o.root, "schemaVersion"), 1);
+    assert_string_equal(str(o.root, "displayTimeUnit"), "ms");
+    assert_non_null(str(o.root, "traceName"));
+    /* a 1.7e18 base does not survive a double: check the text */
+    assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000000000000,"));
+    assert_null(cJSON_GetObjectItemCaseSensitive(o.root, "distributedInfo"));
+
+    /* outer, inner, A on rank 0's main thread; w on its worker; fwd; the helper's load */
+    assert_int_equal(count(&o, "X", NULL), 6);
+    const cJSON *outer = find(&o, "X", "outer", 0);
+    assert_string_equal(str(outer, "cat"), "user_annotation");
+    assert_int_equal(num(outer, "pid"), 0);
+    assert_int_equal(num(outer, "tid"), 4321);
+    assert_us(outer, "ts", 1000000);
+    assert_us(outer, "dur", 2500500);
+    assert_non_null(strstr(o.text, "\"ts\":1000.000,\"dur\":2500.500"));
+    assert_string_equal(cJSON_GetStringValue(arg(outer, "category")), "io");
+    assert_null(arg(outer, "domain"));
+
+    const cJSON *inner = find(&o, "X", "inner", 0);
+    assert_us(inner, "ts", 1500000);
+    assert_us(inner, "dur", 500000);
+    assert_true(cJSON_IsNumber(arg(inner, "category")));
+    assert_int_equal(arg(inner, "category")->valuedouble, 7);
+    assert_true(num(inner, "ts") >= num(outer, "ts"));
+    assert_true(num(inner, "ts") + num(inner, "dur") <= num(outer, "ts") + num(outer, "dur"));
+
+    /* A stays X, B (overlapping A without nesting) becomes an async pair */
+    const cJSON *a = find(&o, "X", "A", 0);
+    assert_string_equal(cJSON_GetStringValue(arg(a, "domain")), "dA");
+    assert_us(a, "ts", 4000000);
+    assert_us(a, "dur", 2000000);
+    assert_int_equal(count(&o, "X", "B"), 0);
+    assert_int_equal(count(&o, "b", "B"), 1);
+    const cJSON *bb = find(&o, "b", "B", 0);
+    assert_string_equal(cJSON_GetStringValue(arg(bb, "domain")), "dB");
+    assert_int_equal(num(bb, "tid"), 4321);
+    assert_us(bb, "ts", 5000000);
+    assert_us(find_end(&o, bb), "ts", 7000000);
+
+    /* a start/end range that ended on the other thread */
+    assert_int_equal(count(&o, "X", "io_wait"), 0);
+    const cJSON *io = find(&o, "b", "io_wait", 0);
+    assert_int_equal(num(io, "tid"), 4321);
+    assert_us(io, "ts", 8000000);
+    const cJSON *io_e = find_end(&o, io);
+    assert_int_equal(num(io_e, "tid"), 4330);
+    assert_us(io_e, "ts", 9000000);
+    assert_string_not_equal(str(io, "id"), str(bb, "id"));
+
+    const cJSON *mk = find(&o, "i", "checkpoint", 0);
+    assert_string_equal(str(mk, "s"), "t");
+    assert_us(mk, "ts", 7500000);
+
+    /* counters: the exact value back; NaN and Inf skipped */
+    const cJSON *loss = find(&o, "C", "loss", 0);
+    assert_true(arg(loss, "value")->valuedouble == 0.1);
+    assert_int_equal(count(&o, "C", "bad"), 0);
+    assert_int_equal(count(&o, "C", "inf"), 0);
+
+    /* rank 1: pid = rank, times on the shared wall clock (starts 250 ns after the base) */
+    const cJSON *fwd = find(&o, "X", "fwd", 0);
+    assert_int_equal(num(fwd, "pid"), 1);
+    assert_int_equal(num(fwd, "tid"), 5555);
+    assert_us(fwd, "ts", 1000250);
+    assert_us(fwd, "dur", 1000000);
+
+    /* the helper keeps its OS pid unless it collides with a rank: pid 1 is rank 1 here */
+    const cJSON *ld = find(&o, "X", "load", 0);
+    double hpid = num(ld, "pid");
+    assert_true(hpid != 0 && hpid != 1);
+    assert_us(ld, "ts", 10100);
+    assert_string_equal(cJSON_GetStringValue(arg(meta(&o, "process_name", hpid, -1), "name")),
+                        "helper of rank 0 (nodeA:1)");
+
+    /* metadata for every process and thread */
+    assert_string_equal(cJSON_GetStringValue(arg(meta(&o, "process_name", 0, -1), "name")),
+                        "rank 0 (nodeA:4321)");
+    assert_string_equal(cJSON_GetStringValue(arg(meta(&o, "process_name", 1, -1), "name")),
+                        "rank 1 (nodeB:5555)");
+    assert_int_equal(arg(meta(&o, "process_sort_index", 1, -1), "sort_index")->valuedouble, 1);
+    assert_string_equal(cJSON_GetStringValue(arg(meta(&o, "thread_name", 0, 4321), "name")),
+                        "main");
+    assert_string_equal(cJSON_GetStringValue(arg(meta(&o, "thread_name", 0, 4330), "name")),
+                        "thread 4330");
+    assert_int_equal(count(&o, "M", "process_name"), 3);
+    assert_int_equal(count(&o, "M", "thread_name"), 4);
+
+    /* the last event is io_wait's end on rank 0 */
+    assert_us(cJSON_GetArrayItem(o.events, cJSON_GetArraySize(o.events) - 1), "ts", 9000000);
+
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+static void test_per_rank(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-rank"), 0);
+    write_main_run(dir);
+    tp_run run;
+    load(dir, &run);
+
+    out o = export_run(&run, 0, NULL);
+    assert_well_formed(&o);
+    const cJSON *di = cJSON_GetObjectItemCaseSensitive(o.root, "distributedInfo");
+    assert_true(cJSON_IsObject(di));
+    assert_string_equal(str(di, "backend"), "nccl");
+    assert_int_equal(num(di, "rank"), 0);
+    assert_int_equal(num(di, "world_size"), 2);
+    assert_true(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o.root, "deviceProperties")));
+    assert_int_equal(num(o.root, "schemaVersion"), 1);
+    assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000000000000,"));
+    /* OS pids; the helper of rank 0 comes along with its own pid; rank 1 stays out */
+    assert_int_equal(num(find(&o, "X", "outer", 0), "pid"), 4321);
+    assert_us(find(&o, "X", "outer", 0), "ts", 1000000);
+    assert_int_equal(num(find(&o, "X", "load", 0), "pid"), 1);
+    assert_int_equal(count(&o, "X", "fwd"), 0);
+    assert_int_equal(count(&o, "M", "process_name"), 2);
+    /* the helper sorts next to the rank it helps */
+    assert_int_equal(arg(meta(&o, "process_sort_index", 1, -1), "sort_index")->valuedouble, 0);
+    out_free(&o);
+
+    o = export_run(&run, 1, NULL);
+    assert_well_formed(&o);
+    di = cJSON_GetObjectItemCaseSensitive(o.root, "distributedInfo");
+    assert_string_equal(str(di, "backend"), "unknown");
+    assert_int_equal(num(di, "rank"), 1);
+    assert_int_equal(num(di, "world_size"), 2);
+    /* the base is this rank's own start, so its first range is at exactly 1 ms */
+    assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000000000250,"));
+    const cJSON *fwd = find(&o, "X", "fwd", 0);
+    assert_int_equal(num(fwd, "pid"), 5555);
+    assert_us(fwd, "ts", 1000000);
+    assert_int_equal(count(&o, "X", NULL), 1);
+    out_free(&o);
+
+    FILE *f = open_memstream(&o.text, &o.len);
+    assert_int_equal(tp_export_chrome_rank(&run, 7, f, NULL), TPROF_ERR_NOT_FOUND);
+    fclose(f);
+    free(o.text);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+/* ------------------------------------------------------------------ steps */
+
+static void test_api_steps(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-steps"), 0);
+    synth_file *f = synth_open(dir, "n", 100, RT0, MONO0);
+    synth_thread(f, 1, 100);
+    synth_push(f, 1, MONO0 + 500000, "around", 0, 0);
+    synth_step_begin(f, 1, MONO0 + 1000000, 5);
+    synth_push(f, 1, MONO0 + 1100000, "inside", 0, 0);
+    synth_pop(f, 1, MONO0 + 1200000, 0);
+    synth_push(f, 1, MONO0 + 1500000, "straddle", 0, 0);
+    synth_step_end(f, 1, MONO0 + 2000000, 5);
+    synth_step_begin(f, 1, MONO0 + 2000000, 6);
+    synth_pop(f, 1, MONO0 + 2500000, 0);
+    synth_step_end(f, 1, MONO0 + 3000000, 6);
+    synth_pop(f, 1, MONO0 + 3500000, 0);
+    synth_end_of_file(f, MONO0 + 4000000, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load(dir, &run);
+    tp_export_opts opts = {NULL, 1};
+    out o = export_run(&run, 0, &opts);
+    assert_well_formed(&o);
+
+    const cJSON *s5 = find(&o, "X", "ProfilerStep#5", 0);
+    assert_string_equal(str(s5, "cat"), "user_annotation");
+    assert_int_equal(num(s5, "tid"), 100);
+    assert_int_equal(num(s5, "pid"), 100);
+    assert_us(s5, "ts", 1000000);
+    assert_us(s5, "dur", 1000000);
+    assert_true(cJSON_IsTrue(arg(s5, "warmup")));
+    const cJSON *s6 = find(&o, "X", "ProfilerStep#6", 0);
+    assert_us(s6, "ts", 2000000);
+    assert_us(s6, "dur", 1000000);
+    assert_null(arg(s6, "warmup"));
+    /* steps win: the range crossing the step boundary is demoted, the others stay X */
+    assert_int_equal(count(&o, "X", "straddle"), 0);
+    assert_int_equal(count(&o, "b", "straddle"), 1);
+    assert_int_equal(count(&o, "X", "inside"), 1);
+    assert_int_equal(count(&o, "X", "around"), 1);
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+
+    /* a ProfilerStep range is already in the trace: no duplicate */
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-steps2"), 0);
+    f = synth_open(dir, "n", 100, RT0, MONO0);
+    synth_thread(f, 1, 100);
+    synth_push(f, 1, MONO0 + 1000, "ProfilerStep#0", 0, 0);
+    synth_pop(f, 1, MONO0 + 2000, 0);
+    synth_end_of_file(f, MONO0 + 3000, 0);
+    assert_int_equal(synth_close(f), 0);
+    load(dir, &run);
+    o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+    assert_int_equal(count(&o, "X", "ProfilerStep#0"), 1);
+    assert_int_equal(count(&o, "X", NULL), 1);
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+/* ------------------------------------------------------------------ awkward input */
+
+static void test_escaping(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-esc"), 0);
+    static const char nasty[] = "q\"b\\s\nn\x01" "c\xff\xfe" "e";
+    static const char clean[] = "q\"b\\s\nn\x01" "c\xEF\xBF\xBD\xEF\xBF\xBD" "e";
+    synth_header h = {"h\xffx\"y", 77, 1, RT0, MONO0, "r", NULL, "esc.tprof"};
+    synth_file *f = synth_open_ex(dir, &h);
+    synth_domain(f, 1, "dom\"ain\\");
+    synth_category(f, 1, 2, "cat\tx");
+    synth_thread(f, 1, 77);
+    synth_thread_name(f, 1, MONO0, 77, "th\x02\"read\xc3");
+    synth_push(f, 1, MONO0 + 1000, nasty, 1, 2);
+    synth_pop(f, 1, MONO0 + 2000, 1);
+    synth_mark(f, 1, MONO0 + 2500, nasty, 0, 0);
+    synth_counter(f, 1, MONO0 + 2600, nasty, -1.5e300);
+    synth_string(f, 1, 1, "by\x7fid");
+    synth_push_sid(f, 1, MONO0 + 3000, 1, 0, 0);
+    synth_pop(f, 1, MONO0 + 4000, 0);
+    synth_end_of_file(f, MONO0 + 5000, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load(dir, &run);
+    out o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+    const cJSON *x = find(&o, "X", clean, 0);
+    assert_string_equal(cJSON_GetStringValue(arg(x, "domain")), "dom\"ain\\");
+    assert_string_equal(cJSON_GetStringValue(arg(x, "category")), "cat\tx");
+    assert_int_equal(count(&o, "i", clean), 1);
+    assert_true(arg(find(&o, "C", clean, 0), "value")->valuedouble == -1.5e300);
+    assert_int_equal(count(&o, "X", "by\x7fid"), 1);
+    assert_string_equal(cJSON_GetStringValue(arg(meta(&o, "process_name", 0, -1), "name")),
+                        "rank 0 (h\xEF\xBF\xBDx\"y:77)");
+    assert_string_equal(cJSON_GetStringValue(arg(meta(&o, "thread_name", 0, 77), "name")),
+                        "th\x02\"read\xEF\xBF\xBD");
+    out_free(&o);
+
+    o = export_run(&run, 0, NULL);
+    assert_well_formed(&o);
+    assert_int_equal(count(&o, "X", clean), 1);
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+/* No END_OF_FILE: ranges left open end at the last event and are flagged; an open range
+ * that outlives its closed parent-in-time no longer nests and becomes b/e. */
+static void test_unclosed(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-open"), 0);
+    synth_file *f = synth_open(dir, "n", 9, RT0, MONO0);
+    synth_thread(f, 1, 9);
+    synth_push(f, 1, MONO0 + 500000, "root", 0, 0);
+    synth_push(f, 1, MONO0 + 1000000, "p", 1, 0);
+    synth_push(f, 1, MONO0 + 2000000, "u", 2, 0);
+    synth_pop(f, 1, MONO0 + 5000000, 1);
+    synth_mark(f, 1, MONO0 + 6000000, "last", 0, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load(dir, &run);
+    out o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+    const cJSON *root = find(&o, "X", "root", 0);
+    assert_true(cJSON_IsTrue(arg(root, "unclosed")));
+    assert_us(root, "ts", 500000);
+    assert_us(root, "dur", 5500000);
+    const cJSON *p = find(&o, "X", "p", 0);
+    assert_null(arg(p, "unclosed"));
+    assert_int_equal(count(&o, "X", "u"), 0);
+    const cJSON *u = find(&o, "b", "u", 0);
+    assert_true(cJSON_IsTrue(arg(u, "unclosed")));
+    assert_us(find_end(&o, u), "ts", 6000000);
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+/* Two threads that had the same OS tid share one row: their ranges must nest together. */
+static void test_tid_reuse(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-tid"), 0);
+    synth_file *f = synth_open(dir, "n", 9, RT0, MONO0);
+    synth_thread(f, 1, 777);
+    synth_thread(f, 2, 777);
+    synth_push(f, 1, MONO0 + 1000, "first", 0, 0);
+    synth_pop(f, 1, MONO0 + 5000, 0);
+    synth_push(f, 2, MONO0 + 3000, "second", 0, 0);
+    synth_pop(f, 2, MONO0 + 8000, 0);
+    synth_end_of_file(f, MONO0 + 9000, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load(dir, &run);
+    assert_int_equal(run.procs[0].nthreads, 2);
+    out o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+    assert_int_equal(count(&o, "X", "first"), 1);
+    assert_int_equal(count(&o, "b", "second"), 1);
+    assert_int_equal(count(&o, "M", "thread_name"), 1);
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+/* Many ranges on three interleaved domain stacks: every X nests, and every range is
+ * written exactly once, as X or as an async pair. */
+static void test_many(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-many"), 0);
+    synth_file *f = synth_open(dir, "n", 9, RT0, MONO0);
+    synth_thread(f, 1, 9);
+    uint32_t rng = 12345;
+    int depth[3] = {0, 0, 0};
+    size_t pushes = 0;
+    uint64_t t = MONO0;
+    for (int i = 0; i < 20000; i++) {
+        rng = rng * 1103515245u + 12345u;
+        uint32_t d = (rng >> 16) % 3;
+        t += 1 + (rng >> 8) % 1000;
+        if (depth[d] < 6 && ((rng >> 4) & 1)) {
+            synth_push(f, 1, t, d == 0 ? "r0" : d == 1 ? "r1" : "r2", d, 0);
+            depth[d]++;
+            pushes++;
+        } else if (depth[d]) {
+            synth_pop(f, 1, t, d);
+            depth[d]--;
+        }
+        if (i % 1000 == 999) synth_flush(f); /* many chunks, as a real run has */
+    }
+    synth_end_of_file(f, t + 1, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load(dir, &run);
+    out o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+    size_t x = count(&o, "X", NULL), b = count(&o, "b", NULL);
+    assert_int_equal(x + b, pushes);
+    assert_true(x > 0 && b > 0);
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+/* A torn tail and a flipped byte lose their chunks; the export stays valid JSON. */
+static void test_damaged(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-dmg"), 0);
+    synth_file *f = synth_open(dir, "n", 9, RT0, MONO0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 9);
+    synth_push(f, 1, MONO0 + 1000, "kept", 0, 0);
+    synth_pop(f, 1, MONO0 + 2000, 0);
+    synth_flush(f);
+    uint64_t second = synth_offset(f);
+    synth_push(f, 1, MONO0 + 3000, "flipped", 0, 0);
+    synth_pop(f, 1, MONO0 + 4000, 0);
+    synth_flush(f);
+    uint64_t third = synth_offset(f);
+    synth_push(f, 1, MONO0 + 5000, "torn", 0, 0);
+    synth_pop(f, 1, MONO0 + 6000, 0);
+    synth_flush(f);
+    char path[600];
+    snprintf(path, sizeof path, "%s", synth_path(f));
+    assert_int_equal(synth_close(f), 0);
+    assert_int_equal(synth_flip_byte(path, (int64_t)second + 40, 0x20), 0);
+    assert_int_equal(synth_truncate(path, (int64_t)third + 40), 0);
+    assert_int_equal(synth_file_size(path), (int64_t)third + 40);
+    tp_run run;
+    load(dir, &run);
+    assert_true(run.procs[0].ndamage >= 2);
+    out o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+    assert_int_equal(count(&o, "X", "kept"), 1);
+    assert_int_equal(count(&o, "X", "flipped") + count(&o, "b", "flipped"), 0);
+    assert_int_equal(count(&o, "X", "torn") + count(&o, "b", "torn"), 0);
+    out_free(&o);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+static void test_write_error(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-io"), 0);
+    write_main_run(dir);
+    tp_run run;
+    load(dir, &run);
+    /* a stream that refuses writes, and a device that is always full */
+    FILE *ro = fopen("/dev/null", "r");
+    assert_non_null(ro);
+    assert_int_equal(tp_export_chrome(&run, ro, NULL), TPROF_ERR_IO);
+    fclose(ro);
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        assert_int_equal(tp_export_chrome_rank(&run, 0, full, NULL), TPROF_ERR_IO);
+        fclose(full);
+    }
+    assert_int_equal(tp_export_chrome(&run, NULL, NULL), TPROF_ERR_INVALID_ARG);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merged),    cmocka_unit_test(test_per_rank),
+        cmocka_unit_test(test_api_steps), cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_unclosed),  cmocka_unit_test(test_tid_reuse),
+        cmocka_unit_test(test_many),      cmocka_unit_test(test_damaged),
+        cmocka_unit_test(test_write_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
