@@ -2,9 +2,14 @@
 # their ratio to a floor measured in the same run, and "target: ... PASS|MISS" lines.
 # `make bench` runs every build/bench/bench_* in turn.
 
+# An empty function in a shared library: the cost of any out-of-line call into a .so, the
+# reference for the disabled API (a library, not a bench_* executable: `make bench` skips it).
+add_library(tprof_bench_stub SHARED ${CMAKE_CURRENT_SOURCE_DIR}/bench_stub.c)
+
 # Range push+pop through the public API, enabled (1 and 8 threads) and disabled at run time.
 add_executable(bench_ranges ${CMAKE_CURRENT_SOURCE_DIR}/bench_ranges.c)
-target_link_libraries(bench_ranges PRIVATE trainprof tprof_analysis Threads::Threads)
+target_link_libraries(bench_ranges PRIVATE trainprof tprof_analysis tprof_bench_stub
+  Threads::Threads)
 
 # The same through NVTX injection: the program knows only the NVTX3 headers and libdl;
 # libtrainprof.so comes in through NVTX_INJECTION64_PATH. The rank file is checked with the

@@ -11,8 +11,10 @@
  * with tprof_flush() between batches outside the timed region, so nothing is dropped; the
  * rank file is read back with the project's reader to check that every pair was recorded
  * and the drop count is 0. Two more children measure the run-time-disabled API (tprof_init
- * with enabled = 0, and the lazy start with TRAINPROF_DIR unset). Each figure is the median
- * over repetitions (and threads) of one batch's CPU time divided by its size.
+ * with enabled = 0, and the lazy start with TRAINPROF_DIR unset), next to an empty call into
+ * a shared library of our own (libtprof_bench_stub.so), what any out-of-line call costs.
+ * Each figure is the median over repetitions (and threads) of one batch's CPU time divided
+ * by its size.
  *
  * Targets: enabled push+pop <= 2x the floor at 1 and 8 threads; disabled < 2 ns per call.
  */
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "bench_stub.h"
 #include "range_harness.h"
 #include "trainprof.h"
 
@@ -33,6 +36,16 @@ static void __attribute__((noinline)) api_loop(long n) {
     for (long i = 0; i < n; i++) {
         tprof_range_push("forward");
         tprof_range_pop();
+        __asm__ volatile("" ::: "memory");
+    }
+}
+
+/* The same shape with an empty function in another shared library: the PLT call, call and
+ * return that every out-of-line API pays, enabled or not. */
+static void __attribute__((noinline)) stub_loop(long n) {
+    for (long i = 0; i < n; i++) {
+        tprof_bench_stub_call("forward");
+        tprof_bench_stub_call(NULL);
         __asm__ volatile("" ::: "memory");
     }
 }
@@ -78,7 +91,7 @@ static int run_disabled(const char *dir, int lazy) {
         }
     }
     const long n = 10 * 1000 * 1000; /* pairs per batch */
-    double api[REPS], flo[REPS];
+    double api[REPS], flo[REPS], stub[REPS];
     api_loop(100000); /* lazy start happens here */
     if (tprof_enabled()) {
         fprintf(stderr, "bench_ranges: session unexpectedly enabled\n");
@@ -89,14 +102,20 @@ static int run_disabled(const char *dir, int lazy) {
         uint64_t t0 = bench_thread_cpu_ns();
         api_loop(n);
         uint64_t t1 = bench_thread_cpu_ns();
+        stub_loop(n / 2);
+        uint64_t t2 = bench_thread_cpu_ns();
         api[r] = (double)(t1 - t0) / (double)n;
+        stub[r] = (double)(t2 - t1) / (double)(n / 2);
     }
-    double a = bench_median(api, REPS), f = bench_median(flo, REPS);
+    double a = bench_median(api, REPS), f = bench_median(flo, REPS),
+           e = bench_median(stub, REPS);
     printf("\n[disabled at run time: %s] %d reps x %ld pairs\n",
            lazy ? "TRAINPROF_DIR unset, lazy start" : "tprof_init with enabled = 0", REPS, n);
     printf("  push+pop            %8.2f ns/pair  = %.2f ns/call (min %.2f, max %.2f ns/call)\n",
            a, a / 2, bench_min(api, REPS) / 2, bench_max(api, REPS) / 2);
     printf("  floor: 2 clock reads %7.2f ns/pair; disabled pair / floor = %.3fx\n", f, a / f);
+    printf("  reference: empty call into a shared library %.2f ns/call; disabled call / empty "
+           "call = %.2fx\n", e / 2, a / e);
     bench_target(lazy ? "disabled (lazy, no dir) ns per call" : "disabled (enabled=0) ns per call",
                  a / 2, 2.0, "ns");
     return 0;

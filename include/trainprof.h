@@ -146,8 +146,9 @@ TPROF_API int tprof_init(const tprof_config *cfg);
 /* Nonzero when events are being recorded in this process (starts the lazy session). */
 TPROF_API int tprof_enabled(void);
 
-/* Move every thread's ring into the rank file now and fsync it. Blocks until done (at most
- * a few flush intervals). Returns TPROF_ERR_DISABLED when not recording, TPROF_ERR_IO on a
+/* Move every thread's ring into the rank file now. Blocks until done (at most a few flush
+ * intervals). The data is then in the file (the kernel's page cache): it survives the process
+ * being killed, not a machine crash; the file is fsync'ed at shutdown. Returns TPROF_ERR_DISABLED when not recording, TPROF_ERR_IO on a
  * write error. Not to be called from a signal handler. */
 TPROF_API int tprof_flush(void);
 
@@ -218,6 +219,27 @@ TPROF_API int tprof_set_metadata(const char *key, const char *value);
 
 /* Name the calling thread in traces and reports. */
 TPROF_API int tprof_name_thread(const char *name);
+
+/* Run-time switch read inline by the macros below, so that a disabled session costs one
+ * load and one predictable branch at the call site (no call into the library). Nonzero
+ * until the library knows it is not recording. Internal: read it only through the macros. */
+TPROF_API extern int tprof__maybe_on;
+
+#if !defined(TPROF_DISABLE) && !defined(TPROF_NO_INLINE_CHECK)
+/* A function-like macro does not expand inside its own expansion, so each of these calls
+ * the real function when the switch is on. Defining TPROF_NO_INLINE_CHECK gives plain
+ * calls (for taking the functions' addresses). */
+#define tprof_range_push(name) (tprof__maybe_on ? tprof_range_push(name) : (void)0)
+#define tprof_range_push_ex(domain, name, category) \
+    (tprof__maybe_on ? tprof_range_push_ex(domain, name, category) : (void)0)
+#define tprof_range_pop() (tprof__maybe_on ? tprof_range_pop() : (void)0)
+#define tprof_range_start(name) (tprof__maybe_on ? tprof_range_start(name) : (uint64_t)0)
+#define tprof_range_end(id) (tprof__maybe_on ? tprof_range_end(id) : (void)0)
+#define tprof_mark(name) (tprof__maybe_on ? tprof_mark(name) : (void)0)
+#define tprof_counter(name, value) (tprof__maybe_on ? tprof_counter(name, value) : (void)0)
+#define tprof_step_begin(step) (tprof__maybe_on ? tprof_step_begin(step) : (void)0)
+#define tprof_step_end(step) (tprof__maybe_on ? tprof_step_end(step) : (void)0)
+#endif
 
 #if defined(TPROF_DISABLE)
 /* Compiled out: the hot-path calls become empty statements. */

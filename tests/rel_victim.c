@@ -12,6 +12,9 @@
  *                  tprof_flush() and then "N\n" (iterations 0..N-1 are on disk).
  *   handler FD     installs its own SIGTERM handler BEFORE trainprof starts, then loops as
  *                  `loop`; on SIGTERM stops recording, writes "final N\n", exits 42.
+ *   sleepexit FD   records "before_sleep" x100, flushes, writes "ready 100\n", sleeps
+ *                  30 s; if the sleep ever returns, writes "woke 1\n", marks
+ *                  "after_sleep" and exits 0.
  *   fork FD        parent records "parent_before" x100 and a helper thread records
  *                  "parent_thread" ranges all along; forks (while that thread records);
  *                  the child records "child_work" x50 and counter "child_counter" 0..49 and
@@ -20,6 +23,9 @@
  *   forkexec FD    parent records "parent_work" x20; a child forks and exec's
  *                  `rel_victim exec_child` (records "exec_work" x30); parent records
  *                  "parent_after" x20; writes "child PID\n".
+ *   forkrecexec FD parent records "parent_work" x20; a child records "prexec_work" x20,
+ *                  flushes them to disk, then exec's `rel_victim exec_child` (same pid);
+ *                  writes "child PID\n".
  *   forkidle FD    parent records "parent_work" x20; one child exits without recording,
  *                  another exec's `rel_victim idle`; writes "child PID\n" for each.
  *   forkinit DIR FD  like `fork` without the thread, with the session started by
@@ -73,6 +79,8 @@ static void sleep_ms(long ms) {
 
 /* ----------------------------------------------------------------- loop / handler */
 
+static void ranges(const char *name, int n);
+
 static volatile sig_atomic_t g_stop;
 static void on_term(int sig) {
     (void)sig;
@@ -110,6 +118,18 @@ static int mode_loop(int fd, int own_handler) {
     }
     say(fd, "final %llu\n", (unsigned long long)i);
     exit(42);
+}
+
+/* A program blocked in sleep() when SIGTERM comes: without trainprof the default action
+ * ends it there; nothing after the sleep may run. */
+static int mode_sleepexit(int fd) {
+    ranges("before_sleep", 100);
+    if (tprof_flush() != TPROF_OK) fail("tprof_flush");
+    say(fd, "ready %llu\n", 100);
+    sleep(30); /* SIGTERM interrupts it (sleep is never restarted) */
+    say(fd, "woke %llu\n", 1);
+    tprof_mark("after_sleep");
+    exit(0);
 }
 
 /* ----------------------------------------------------------------------- fork */
@@ -195,6 +215,21 @@ static int mode_forkexec(int fd) {
     ranges("parent_work", 20);
     pid_t pid = fork_exec("exec_child");
     ranges("parent_after", 20);
+    wait_ok(pid);
+    say(fd, "child %llu\n", (unsigned long long)pid);
+    return 0;
+}
+
+static int mode_forkrecexec(int fd) {
+    ranges("parent_work", 20);
+    pid_t pid = fork();
+    if (pid < 0) fail("fork");
+    if (pid == 0) {
+        ranges("prexec_work", 20);
+        if (tprof_flush() != TPROF_OK) _exit(3); /* on disk before the exec */
+        execl(g_self, g_self, "exec_child", (char *)NULL);
+        _exit(127);
+    }
     wait_ok(pid);
     say(fd, "child %llu\n", (unsigned long long)pid);
     return 0;
@@ -294,9 +329,11 @@ int main(int argc, char **argv) {
     int fd = argc > 2 ? atoi(argv[2]) : -1;
     if (!strcmp(m, "loop") && argc > 2) return mode_loop(fd, 0);
     if (!strcmp(m, "handler") && argc > 2) return mode_loop(fd, 1);
+    if (!strcmp(m, "sleepexit") && argc > 2) return mode_sleepexit(fd);
     if (!strcmp(m, "fork") && argc > 2) return mode_fork(fd, 1);
     if (!strcmp(m, "forkexec") && argc > 2) return mode_forkexec(fd);
     if (!strcmp(m, "forkidle") && argc > 2) return mode_forkidle(fd);
+    if (!strcmp(m, "forkrecexec") && argc > 2) return mode_forkrecexec(fd);
     if (!strcmp(m, "forkinit") && argc > 3) return mode_forkinit(argv[2], atoi(argv[3]));
     if (!strcmp(m, "exec_child")) {
         ranges("exec_work", 30);

@@ -51,7 +51,10 @@ typedef struct tprof__thread {
     uint32_t os_tid;
     _Atomic int exited;     /* set by the TLS destructor; the flusher frees after draining */
     int depth;              /* push/pop nesting, for NVTX's return value */
-    /* interning: open addressing, capacity a power of two */
+    /* interning: a direct-mapped cache keyed by the caller's pointer (most names are
+     * literals passed again and again), confirmed by strcmp, in front of an open-addressing
+     * table keyed by content; capacity a power of two */
+    struct { const char *ptr; const tprof__istr *e; } pcache[64];
     tprof__istr *strs;
     uint32_t str_cap;
     uint32_t str_count;
@@ -61,7 +64,7 @@ typedef struct tprof__thread {
 /* The calling thread's state, creating it on first use; NULL when not recording or when
  * the thread limit is reached (the event is then counted as dropped process-wide). */
 tprof__thread *tprof__thread_slow(void);
-extern __thread tprof__thread *tprof__tls;
+extern __thread tprof__thread *tprof__tls __attribute__((tls_model("initial-exec")));
 
 static inline tprof__thread *tprof__thread_get(void) {
     tprof__thread *t = tprof__tls;
@@ -71,7 +74,12 @@ static inline tprof__thread *tprof__thread_get(void) {
     return tprof__thread_slow();
 }
 
-uint64_t tprof__now(void);
+#include <time.h>
+static inline uint64_t tprof__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Reserve `size` bytes (multiple of 8, <= TPROF_MAX_RECORD) in t's ring. Returns NULL and
  * counts a drop when the ring is full. Must be followed by tprof__commit(t, p, size). */

@@ -41,17 +41,25 @@ static int grow_table(tprof__thread *t) {
     free(t->strs);
     t->strs = n;
     t->str_cap = cap;
+    memset(t->pcache, 0, sizeof t->pcache); /* entries moved */
     return 0;
 }
 
-uint32_t tprof__intern(tprof__thread *t, const char *name, size_t *len) {
+/* Content lookup; on a miss defines the name (STRING record) if the table has room.
+ * *entry gets the table entry, or NULL when the name must go inline. */
+static uint32_t intern_table(tprof__thread *t, const char *name, size_t *len,
+                             const tprof__istr **entry) {
+    *entry = NULL;
     uint64_t h = tprof__hash(name, len);
     uint32_t mask = t->str_cap - 1;
     uint32_t i = (uint32_t)h & mask;
     for (;;) {
         tprof__istr *e = &t->strs[i];
         if (!e->id) break;
-        if (e->hash == h && e->len == *len && memcmp(e->str, name, *len) == 0) return e->id;
+        if (e->hash == h && e->len == *len && memcmp(e->str, name, *len) == 0) {
+            *entry = e;
+            return e->id;
+        }
         i = (i + 1) & mask;
     }
     /* miss: define it, if the table has room */
@@ -84,6 +92,30 @@ uint32_t tprof__intern(tprof__thread *t, const char *name, size_t *len) {
     memset(dst + *len, 0, size - sizeof *r - *len);
     tprof__commit(t, size);
     t->strs[i] = (tprof__istr){h, id, (uint32_t)*len, copy};
+    *entry = &t->strs[i];
+    return id;
+}
+
+uint32_t tprof__intern(tprof__thread *t, const char *name, size_t *len) {
+    /* Most names are literals passed again and again: a pointer hit confirmed by strcmp
+     * (the caller may have reused its buffer for another name) skips the hash. */
+    size_t slot = ((uintptr_t)name >> 3) & 63;
+    const tprof__istr *c = t->pcache[slot].e;
+    if (TPROF_LIKELY(t->pcache[slot].ptr == name && c != NULL)) {
+        /* inline compare: names are short, and a call to strcmp costs as much */
+        const char *a = c->str, *b = name;
+        while (*a && *a == *b) a++, b++;
+        if (*a == *b) {
+            *len = c->len;
+            return c->id;
+        }
+    }
+    const tprof__istr *e;
+    uint32_t id = intern_table(t, name, len, &e);
+    if (e) {
+        t->pcache[slot].ptr = name;
+        t->pcache[slot].e = e;
+    }
     return id;
 }
 

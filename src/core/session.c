@@ -35,7 +35,15 @@
 #include "internal.h"
 
 _Atomic int tprof__g_state = TPROF__UNINIT;
-__thread tprof__thread *tprof__tls;
+__thread tprof__thread *tprof__tls __attribute__((tls_model("initial-exec")));
+int tprof__maybe_on = 1;
+
+/* Every state change goes through here so the header's inline switch follows it. */
+static void set_state(int st) {
+    atomic_store(&tprof__g_state, st);
+    __atomic_store_n(&tprof__maybe_on, st == TPROF__ON || st == TPROF__UNINIT ||
+                                           st == TPROF__STARTING, __ATOMIC_RELAXED);
+}
 int tprof__log_level = TPROF_LOG_WARN;
 
 #define TPROF__DEAD_THREAD ((tprof__thread *)(uintptr_t)1)
@@ -136,12 +144,6 @@ void tprof__log(int level, const char *fmt, ...) {
 }
 
 /* ---------------------------------------------------------------------------- clock */
-
-uint64_t tprof__now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t tprof_now_ns(void) { return tprof__now(); }
 
@@ -470,7 +472,7 @@ static int write_chunk_locked(uint32_t serial, uint32_t os_tid, uint64_t dropped
     return 0;
 }
 
-#define TPROF__CHUNK_MAX (1u << 20)
+#define TPROF__CHUNK_MAX (4u << 20) /* the default ring: no record walk by default */
 
 /* Drains one thread's ring into chunks of at most TPROF__CHUNK_MAX bytes, never splitting
  * a record. Caller holds S.lock. */
@@ -632,7 +634,7 @@ static void *flusher_main(void *arg) {
             struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
             int takes_default = !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
             if (takes_default) {
-                atomic_store(&tprof__g_state, TPROF__DOWN);
+                set_state(TPROF__DOWN);
                 flush_pass(); /* what threads wrote while we changed state */
                 write_end_record();
                 reraise_default(sig);
@@ -787,7 +789,7 @@ static void fork_child(void) {
     atomic_store(&S.lost_threads, 0);
     S.flush_gen = 0;
     int st = atomic_load(&tprof__g_state);
-    if (st == TPROF__ON) atomic_store(&tprof__g_state, TPROF__UNINIT);
+    if (st == TPROF__ON) set_state(TPROF__UNINIT);
 }
 
 /* Caller holds nothing; state is STARTING. Returns the final state. */
@@ -849,7 +851,7 @@ int tprof_init(const tprof_config *cfg) {
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING))
         return TPROF_ERR_ALREADY;
     int st = start_locked_cfg(cfg);
-    atomic_store(&tprof__g_state, st);
+    set_state(st);
     return st == TPROF__ON ? TPROF_OK : TPROF_ERR_DISABLED;
 }
 
@@ -869,7 +871,7 @@ int tprof_enabled(void) {
     tprof_config_from_env(&cfg);
     int expected = TPROF__UNINIT;
     if (atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING)) {
-        atomic_store(&tprof__g_state, start_locked_cfg(&cfg));
+        set_state(start_locked_cfg(&cfg));
     }
     return tprof_enabled();
 }
@@ -893,7 +895,6 @@ int tprof_flush(void) {
     pthread_mutex_unlock(&S.flush_lock);
     pthread_mutex_lock(&S.lock);
     int rc = S.file_failed ? TPROF_ERR_IO : TPROF_OK;
-    if (S.fd >= 0) fsync(S.fd);
     pthread_mutex_unlock(&S.lock);
     return rc;
 }
@@ -904,6 +905,7 @@ int tprof_shutdown(void) {
         /* the flusher may have shut us down on a signal already */
         return TPROF_OK;
     }
+    set_state(TPROF__DOWN);
     if (S.flusher_running) {
         atomic_store(&S.stop, 1);
         uint64_t one = 1;

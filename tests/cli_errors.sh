@@ -1,0 +1,187 @@
+#!/bin/sh
+# cli_errors.sh — the trainprof command's error paths, run by ctest as
+#     sh cli_errors.sh /path/to/trainprof /path/to/rel_victim
+# Every wrong use (bad flag, missing DIR, missing or unknown command, unwritable output,
+# empty run directory, bad export format) must give a clear message on stderr (and
+# nothing on stdout), a non-zero status (2 for usage errors, 127 for a command that
+# cannot be run, 1 otherwise), and touch nothing: no directory created for a run that
+# cannot start, no existing report or trace clobbered by a failing report/export. Also
+# checks that `trainprof run` passes the command's exit status through, including death
+# by a signal. Tests run as root in CI, so unwritable paths are under /proc or below a
+# regular file, which root cannot write either.
+set -u
+
+TP=${1:?usage: cli_errors.sh TRAINPROF REL_VICTIM}
+VICTIM=${2:?usage: cli_errors.sh TRAINPROF REL_VICTIM}
+ROOT=${TPROF_TEST_TMP:-/tmp}
+mkdir -p "$ROOT"
+T=$(mktemp -d "$ROOT/cli-errors-XXXXXX") || exit 1
+
+# a clean environment: no run directory or preload from outside
+for v in $(env | sed -n 's/^\(TRAINPROF_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+unset LD_PRELOAD NVTX_INJECTION64_PATH RANK WORLD_SIZE LOCAL_RANK || true
+
+fails=0
+n=0
+fail() {
+    echo "FAIL [$n] $*" >&2
+    fails=$((fails + 1))
+}
+
+# expect NAME STATUS PATTERN CMD... — CMD must end with STATUS ("nz" = any non-zero),
+# print PATTERN (fixed string) on stderr and nothing on stdout.
+expect() {
+    name=$1 want=$2 pat=$3
+    shift 3
+    n=$((n + 1))
+    "$@" >"$T/out" 2>"$T/err" </dev/null
+    st=$?
+    if [ "$want" = nz ]; then
+        [ "$st" -ne 0 ] || fail "$name: status 0, expected non-zero"
+    else
+        [ "$st" -eq "$want" ] || fail "$name: status $st, expected $want"
+    fi
+    grep -qF -- "$pat" "$T/err" || fail "$name: stderr lacks '$pat': $(cat "$T/err")"
+    [ ! -s "$T/out" ] || fail "$name: unexpected stdout: $(head -c 300 "$T/out")"
+}
+
+absent() { [ ! -e "$1" ] || fail "$2: $1 was created"; }
+same() { cmp -s "$1" "$2" || fail "$3: $1 was modified"; }
+
+NOPE=/proc/trainprof-no-such # root cannot create anything under /proc either
+CWD="$T/cwd"
+mkdir "$CWD"
+cd "$CWD" || exit 1
+EMPTY="$T/empty"
+mkdir "$EMPTY"
+printf 'not a directory\n' >"$T/afile"
+cp "$T/afile" "$T/afile.orig"
+printf 'KEEP\n' >"$T/keep"
+printf 'text\n' >"$T/notexec.txt"
+chmod 644 "$T/notexec.txt"
+
+# ------------------------------------------------------------------ usage errors (2)
+expect "no arguments" 2 "usage: trainprof" "$TP"
+expect "unknown command" 2 "unknown command 'frobnicate'" "$TP" frobnicate
+expect "run: unknown flag" 2 "unknown option '--bogus'" "$TP" run --bogus -o "$T/r1" -- true
+absent "$T/r1" "run: unknown flag"
+expect "run: missing command" 2 "missing the command" "$TP" run -o "$T/r2"
+absent "$T/r2" "run: missing command"
+expect "run: missing command after --" 2 "missing the command" "$TP" run -o "$T/r2" --
+absent "$T/r2" "run: missing command after --"
+expect "run: -o without value" 2 "option -o needs a value" "$TP" run -o
+expect "run: bad ring size" 2 "--ring-kb needs an integer" "$TP" run --ring-kb 5 -o "$T/r3" -- true
+absent "$T/r3" "run: bad ring size"
+expect "report: missing DIR" 2 "missing DIR" "$TP" report
+expect "report: unknown flag" 2 "unknown option '--frob'" "$TP" report "$EMPTY" --frob
+expect "report: bad format" 2 "unknown format 'xml'" "$TP" report "$EMPTY" --format xml -o "$T/keep"
+expect "report: bad --top" 2 "--top needs an integer" "$TP" report "$EMPTY" --top 0
+expect "report: two dirs" 2 "unexpected argument" "$TP" report "$EMPTY" "$EMPTY"
+expect "export: missing DIR" 2 "missing DIR" "$TP" export
+expect "export: missing format" 2 "missing --format" "$TP" export "$EMPTY"
+expect "export: bad format" 2 "unknown format 'bogus'" \
+    "$TP" export "$EMPTY" --format bogus -o "$T/keep"
+expect "export: -o with --per-rank" 2 "exclude each other" \
+    "$TP" export "$EMPTY" --format chrome -o "$T/x.json" --per-rank "$T/pr"
+absent "$T/x.json" "export: -o with --per-rank"
+absent "$T/pr" "export: -o with --per-rank"
+[ "$(cat "$T/keep")" = KEEP ] || fail "a failing report/export clobbered $T/keep"
+
+# ------------------------------------------------------------------ commands that cannot run (127)
+expect "run: no such path" 127 "/no/such/cmd: command not found" \
+    "$TP" run -o "$T/r4" -- /no/such/cmd
+absent "$T/r4" "run: no such path"
+expect "run: not in PATH" 127 "no-such-command-xyz: command not found" \
+    "$TP" run -o "$T/r5" -- no-such-command-xyz
+absent "$T/r5" "run: not in PATH"
+expect "run: not executable" 127 "command not found or not executable" \
+    "$TP" run -o "$T/r6" -- "$T/notexec.txt"
+absent "$T/r6" "run: not executable"
+expect "run: a directory as command" 127 "command not found or not executable" \
+    "$TP" run -o "$T/r7" -- "$EMPTY"
+absent "$T/r7" "run: a directory as command"
+expect "run: default dir, no command" 127 "command not found" "$TP" run -- /no/such/cmd
+
+# ------------------------------------------------------------------ unwritable outputs (1)
+expect "run: -o under /proc" 1 "cannot create $NOPE/out" \
+    "$TP" run -o "$NOPE"/out -- true
+expect "run: -o below a file" 1 "cannot create $T/afile/sub" "$TP" run -o "$T/afile/sub" -- true
+expect "run: -o is a file" 1 "is not a writable directory" "$TP" run -o "$T/afile" -- true
+same "$T/afile" "$T/afile.orig" "run: -o is a file"
+
+# ------------------------------------------------------------------ report/export on nothing (1)
+expect "report: no such dir" 1 "$T/nodir: No such file or directory" "$TP" report "$T/nodir"
+expect "report: no rank files" 1 "no .tprof rank files found" "$TP" report "$EMPTY"
+expect "report: no rank files, -o kept" 1 "no .tprof rank files found" \
+    "$TP" report "$EMPTY" -o "$T/keep"
+expect "export: no rank files, -o kept" 1 "no .tprof rank files found" \
+    "$TP" export "$EMPTY" --format chrome -o "$T/keep"
+[ "$(cat "$T/keep")" = KEEP ] || fail "a failing report/export clobbered $T/keep"
+absent "$EMPTY/trace.json" "export: no rank files"
+[ -z "$(ls -A "$EMPTY")" ] || fail "the empty run directory gained files: $(ls -A "$EMPTY")"
+
+# ------------------------------------------------------------------ a real run, then bad outputs
+GOOD="$T/good"
+n=$((n + 1))
+"$TP" run -o "$GOOD" --no-report -- "$VICTIM" gen 3 >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" -eq 0 ] || fail "run of rel_victim: status $st: $(cat "$T/err")"
+ls "$GOOD"/*.tprof >/dev/null 2>&1 || fail "run of rel_victim left no rank file"
+[ -s "$GOOD/report.json" ] || fail "run of rel_victim left no report.json"
+cp "$GOOD/report.json" "$T/report.json.orig"
+printf 'OLD TRACE\n' >"$GOOD/trace.json"
+cp "$GOOD/trace.json" "$T/trace.orig"
+ls -A "$GOOD" >"$T/good.list"
+
+expect "run: dir already used" 1 "already holds rank files" "$TP" run -o "$GOOD" -- true
+expect "report: -o under /proc" 1 "cannot write $NOPE/r.json" \
+    "$TP" report "$GOOD" --format json -o "$NOPE"/r.json
+expect "report: -o below a file" 1 "cannot write $T/afile/r.txt" \
+    "$TP" report "$GOOD" -o "$T/afile/r.txt"
+expect "export: -o under /proc" 1 "cannot write $NOPE/t.json" \
+    "$TP" export "$GOOD" --format chrome -o "$NOPE"/t.json
+expect "export: --per-rank under /proc" 1 "cannot create $NOPE" \
+    "$TP" export "$GOOD" --format chrome --per-rank "$NOPE"/pr
+expect "export: bad format on a good run" 2 "unknown format 'perfetto'" \
+    "$TP" export "$GOOD" --format perfetto
+same "$GOOD/report.json" "$T/report.json.orig" "failing commands on a good run"
+same "$GOOD/trace.json" "$T/trace.orig" "failing commands on a good run"
+ls -A "$GOOD" | cmp -s - "$T/good.list" || fail "files appeared in $GOOD: $(ls -A "$GOOD")"
+
+# ------------------------------------------------------------------ exit status pass-through
+# expect_status NAME STATUS DIR CMD... — `trainprof run -o DIR -- CMD` ends with STATUS.
+expect_status() {
+    name=$1 want=$2 dir=$3
+    shift 3
+    n=$((n + 1))
+    "$TP" run -o "$dir" --no-report -- "$@" >"$T/out" 2>"$T/err" </dev/null
+    st=$?
+    [ "$st" -eq "$want" ] || fail "$name: status $st, expected $want: $(cat "$T/err")"
+}
+expect_status "run -- true" 0 "$T/s1" true
+grep -qF "no process recorded anything" "$T/err" ||
+    fail "run -- true: no note that nothing was recorded: $(cat "$T/err")"
+[ -z "$(ls -A "$T/s1")" ] || fail "run -- true left files: $(ls -A "$T/s1")"
+expect_status "run -- false" 1 "$T/s2" false
+expect_status "run -- sh -c 'exit 7'" 7 "$T/s3" sh -c 'exit 7'
+# death by a signal: trainprof re-raises it, so the shell sees 128 + SIGTERM
+expect_status "run -- sh killed by SIGTERM" 143 "$T/s4" sh -c 'kill -TERM $$'
+# an executable that the kernel cannot run: 127, and the run directory stays empty
+printf '\177ELF garbage\n' >"$T/badexe"
+chmod 755 "$T/badexe"
+expect_status "run: exec format error" 127 "$T/s5" "$T/badexe"
+grep -qF "cannot execute $T/badexe" "$T/err" ||
+    fail "run: exec format error: no message: $(cat "$T/err")"
+[ -z "$(ls -A "$T/s5")" ] || fail "run: exec format error left files: $(ls -A "$T/s5")"
+
+# ------------------------------------------------------------------ the working directory
+[ -z "$(ls -A "$CWD")" ] || fail "commands left files in the working directory: $(ls -A "$CWD")"
+
+cd / || true
+if [ "$fails" -eq 0 ]; then
+    rm -rf "$T"
+    echo "cli_errors: all $n checks passed"
+    exit 0
+fi
+echo "cli_errors: $fails of $n checks failed (scratch kept in $T)" >&2
+exit 1

@@ -1,0 +1,36 @@
+# Reliability tests (included by tests/CMakeLists.txt): signals, fork, damaged rank files
+# and hostile names (test_reliability, driving the helper program rel_victim and the
+# trainprof command), ring stress with exact drop accounting and bounded memory
+# (test_stress, also run under ThreadSanitizer by `make check-tsan`), and the command
+# line's error paths (cli_errors.sh).
+
+# The program the reliability tests kill, fork and profile; linked with the library so it
+# records through the public API whether or not `trainprof run` preloads it.
+add_executable(rel_victim ${CMAKE_CURRENT_SOURCE_DIR}/rel_victim.c)
+target_link_libraries(rel_victim PRIVATE trainprof Threads::Threads)
+
+tprof_add_unit(test_reliability ${CMAKE_CURRENT_SOURCE_DIR}/test_reliability.c
+  LIBS tprof_analysis trainprof
+  LABELS reliability)
+target_compile_definitions(test_reliability PRIVATE
+  REL_VICTIM="$<TARGET_FILE:rel_victim>"
+  TPROF_CLI="$<TARGET_FILE:trainprof_cli>")
+add_dependencies(test_reliability rel_victim trainprof_cli)
+
+tprof_add_unit(test_stress ${CMAKE_CURRENT_SOURCE_DIR}/test_stress.c
+  LIBS tprof_analysis trainprof Threads::Threads
+  LABELS stress tsan)
+
+add_test(NAME cli_errors
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli_errors.sh $<TARGET_FILE:trainprof_cli>
+          $<TARGET_FILE:rel_victim>)
+set_tests_properties(cli_errors PROPERTIES TIMEOUT 120 LABELS "cli"
+  ENVIRONMENT "TPROF_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+
+# `trainprof run` preloads libtrainprof into programs that are not built with ASan (sh,
+# true) or whose own ASan runtime then loads after the preloaded library; ASan accepts
+# that only when told not to insist on being first.
+if(TPROF_SANITIZE STREQUAL "address")
+  set_property(TEST test_reliability cli_errors APPEND PROPERTY ENVIRONMENT
+    "ASAN_OPTIONS=verify_asan_link_order=0")
+endif()
