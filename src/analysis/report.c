@@ -196,7 +196,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     double per = per_step ? (double)nm : 1.0;
     double denom = per_step ? (double)total_step_ns
                             : (double)(p->end_mono > p->first_ts ? p->end_mono - p->first_ts : 0);
-    aggtab tab = {0};
+    aggtab tab = {0}, unclosed = {0};
     iv *dv = NULL;
     size_t ndv = 0, capdv = 0;
     int data_on_step_thread = 0;
@@ -207,6 +207,15 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
             for (size_t k = 0; k < t->nranges; k++) {
                 const tp_range *r = &t->ranges[k];
                 uint64_t dur = r->end - r->start;
+                if (r->flags & TP_R_UNCLOSED) {
+                    /* never closed: its end is only where the file ends, so its time
+                     * would be invented; listed apart instead */
+                    if (pass == 0) {
+                        agg *u = agg_get(&unclosed, r->name, r->domain);
+                        if (u) u->count++;
+                    }
+                    continue;
+                }
                 uint64_t in = per_step ? overlap_steps(meas, nm, r->start, r->end) : dur;
                 if (pass == 0 && in) {
                     agg *a = agg_get(&tab, r->name, r->domain);
@@ -240,7 +249,17 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     qsort(tab.v, tab.n, sizeof *tab.v, by_excl);
     cJSON_AddItemToObject(jr, "top_exclusive", range_rows(tab.v, tab.n, o->top_n, denom, per, p));
     cJSON_AddNumberToObject(jr, "distinct_names", (double)tab.n);
+    cJSON *uc = cJSON_AddArrayToObject(jr, "unclosed");
+    for (size_t i = 0; i < unclosed.n; i++) {
+        cJSON *u = cJSON_CreateObject();
+        cJSON_AddStringToObject(u, "name", unclosed.v[i].name);
+        const char *d = tp_domain_name(p, unclosed.v[i].domain);
+        if (*d) cJSON_AddStringToObject(u, "domain", d);
+        cJSON_AddNumberToObject(u, "count", (double)unclosed.v[i].count);
+        cJSON_AddItemToArray(uc, u);
+    }
     free(tab.v);
+    free(unclosed.v);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
@@ -488,6 +507,15 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         else if (dl)
             fprintf(f, "  data loading: no range named like data loading (data, batch, loader, "
                        "get_batch, batch-generator)\n");
+        const cJSON *u;
+        int firstu = 1;
+        cJSON_ArrayForEach(u, obj(rg, "unclosed")) {
+            const char *dom = str(u, "domain");
+            fprintf(f, "%s%s%s%s (%.0f)", firstu ? "  never closed (left out of the tables): " : ", ",
+                    dom, *dom ? "::" : "", str(u, "name"), num(u, "count"));
+            firstu = 0;
+        }
+        if (!firstu) fputc('\n', f);
         static const char *const tables[2][2] = {{"top_inclusive", "inclusive"},
                                                  {"top_exclusive", "exclusive"}};
         for (int ti = 0; ti < 2; ti++) {
