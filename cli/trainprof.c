@@ -501,6 +501,15 @@ static int cmd_run(int argc, char **argv) {
     char run_id[64];
     const char *base = strrchr(absdir, '/');
     snprintf(run_id, sizeof run_id, "%.63s", base ? base + 1 : absdir);
+    /* never cut a UTF-8 character in two */
+    for (size_t n = strlen(run_id); n > 0 && ((unsigned char)run_id[n - 1] & 0x80); n--) {
+        unsigned char c = (unsigned char)run_id[n - 1];
+        if (c >= 0xC0) { /* lead byte: complete only if all its continuation bytes fit */
+            size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            if (strlen(run_id) - (n - 1) < want) run_id[n - 1] = 0;
+            break;
+        }
+    }
     const char *old_nvtx = getenv("NVTX_INJECTION64_PATH");
     if (old_nvtx && *old_nvtx && strcmp(old_nvtx, lib))
         fprintf(stderr, "trainprof run: replacing NVTX_INJECTION64_PATH=%s (another NVTX tool, "

@@ -289,6 +289,7 @@ static int proc_record(loader *L, const tprof_rec *r) {
         const tprof_pl_clock *pl = (const void *)(r + 1);
         p->complete = 1;
         p->end_mono = pl->mono_ns;
+        p->end_dropped = pl->dropped_total;
         return 0;
     }
     default:
@@ -563,6 +564,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     tprof_reader_close(rd);
     finish_process(&L);
     p->dropped += proc_dropped;
+    if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
     if (!p->complete)
         add_damage(p, "no end record: the process did not exit normally (killed?); "
                       "events after its last flush are lost");
@@ -590,8 +592,17 @@ static void assign_roles(tp_run *run);
 int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
     memset(run, 0, sizeof *run);
     run->pool = calloc(1, sizeof *run->pool);
-    run->dir = strdup(dir ? dir : "");
-    if (!run->pool || !run->dir) return TPROF_ERR_NO_MEMORY;
+    if (!run->pool) return TPROF_ERR_NO_MEMORY;
+    {
+        /* the directory name goes into reports: valid UTF-8, no control bytes */
+        const char *d = dir ? dir : "";
+        size_t n = strlen(d);
+        run->dir = malloc(3 * n + 1);
+        if (!run->dir) return TPROF_ERR_NO_MEMORY;
+        to_utf8(d, n, run->dir);
+        for (char *c = run->dir; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    }
     struct stat st;
     if (stat(dir, &st) != 0) {
         snprintf(err, errlen, "%s: %s", dir, strerror(errno));

@@ -93,7 +93,9 @@ typedef struct tp_process {
     size_t ndamage;
     int complete;           /* END_OF_FILE record seen */
     uint64_t end_mono;      /* from END_OF_FILE, else the last event */
-    uint64_t dropped;       /* sum over threads and the process stream */
+    uint64_t dropped;       /* sum over threads and the process stream (or the end record's
+                             * total when larger) */
+    uint64_t end_dropped;   /* total from the END_OF_FILE record */
     uint64_t events;
     uint64_t first_ts, last_ts;
     uint64_t unknown_ends;  /* range_end ids never started */

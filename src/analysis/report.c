@@ -398,9 +398,22 @@ static const cJSON *obj(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);
 }
 
+/* A string with control bytes shown as '?', so a file name cannot disturb the terminal (the
+ * string is already valid UTF-8; at most 255 bytes shown). Uses one of two static buffers. */
+static const char *printable(const char *s) {
+    static char bufs[2][256];
+    static int which;
+    char *b = bufs[which ^= 1];
+    size_t i = 0;
+    for (; s[i] && i + 1 < sizeof bufs[0]; i++)
+        b[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    b[i] = 0;
+    return b;
+}
+
 static const char *basename_of(const char *p) {
     const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
+    return printable(s ? s + 1 : p);
 }
 
 /* Names are printed in a fixed-width column: long ones are cut with "..". Control bytes
@@ -457,7 +470,8 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                 cJSON_IsTrue(obj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
         const cJSON *d;
         cJSON_ArrayForEach(d, obj(p, "damage"))
-            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(str(p, "file")), d->valuestring, N);
+            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(str(p, "file")),
+                    printable(d->valuestring), N);
         if (num(p, "unmatched_pops") > 0)
             fprintf(f, "    %.0f range pop(s) with no open range (ignored)\n", num(p, "unmatched_pops"));
         if (num(p, "unmatched_range_ends") > 0)

@@ -66,10 +66,16 @@ typedef struct tprof__thread {
 tprof__thread *tprof__thread_slow(void);
 extern __thread tprof__thread *tprof__tls __attribute__((tls_model("initial-exec")));
 
+/* Values of tprof__tls that are not rings: a thread whose destructor ran, and a thread
+ * beyond max_threads (its events are counted as dropped). */
+#define TPROF__DEAD_THREAD ((tprof__thread *)(uintptr_t)1)
+#define TPROF__OVER_LIMIT ((tprof__thread *)(uintptr_t)2)
+#define TPROF__TLS_SENTINELS 2u
+
 static inline tprof__thread *tprof__thread_get(void) {
     tprof__thread *t = tprof__tls;
-    if (TPROF_LIKELY(t != NULL && atomic_load_explicit(&tprof__g_state, memory_order_relaxed) ==
-                                      TPROF__ON))
+    if (TPROF_LIKELY((uintptr_t)t > TPROF__TLS_SENTINELS &&
+                     atomic_load_explicit(&tprof__g_state, memory_order_relaxed) == TPROF__ON))
         return t;
     return tprof__thread_slow();
 }
@@ -81,9 +87,10 @@ static inline uint64_t tprof__now(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Reserve `size` bytes (multiple of 8, <= TPROF_MAX_RECORD) in t's ring. Returns NULL and
- * counts a drop when the ring is full. Must be followed by tprof__commit(t, p, size). */
-static inline void *tprof__reserve(tprof__thread *t, uint32_t size) {
+/* Reserve `size` bytes (multiple of 8, <= TPROF_MAX_RECORD) in t's ring. Returns NULL when
+ * the ring is full, counting a drop if the record is an event. Must be followed by
+ * tprof__commit(t, size). */
+static inline void *tprof__reserve_ex(tprof__thread *t, uint32_t size, int is_event) {
     uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
     uint64_t ring = t->mask + 1;
     uint64_t off = head & t->mask;
@@ -92,9 +99,10 @@ static inline void *tprof__reserve(tprof__thread *t, uint32_t size) {
     if (TPROF_UNLIKELY(head + need - t->tail_cache > ring)) {
         t->tail_cache = atomic_load_explicit(&t->tail, memory_order_acquire);
         if (head + need - t->tail_cache > ring) {
-            atomic_store_explicit(&t->dropped,
-                                  atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
-                                  memory_order_relaxed);
+            if (is_event) /* name definitions are not events: their loss is not a drop */
+                atomic_store_explicit(&t->dropped,
+                                      atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
+                                      memory_order_relaxed);
             return NULL;
         }
     }
@@ -108,6 +116,10 @@ static inline void *tprof__reserve(tprof__thread *t, uint32_t size) {
         off = 0;
     }
     return t->buf + off;
+}
+
+static inline void *tprof__reserve(tprof__thread *t, uint32_t size) {
+    return tprof__reserve_ex(t, size, 1);
 }
 
 static inline void tprof__commit(tprof__thread *t, uint32_t size) {

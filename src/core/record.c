@@ -71,7 +71,7 @@ static uint32_t intern_table(tprof__thread *t, const char *name, size_t *len,
         while (t->strs[i].id) i = (i + 1) & mask;
     }
     uint32_t size = (uint32_t)tprof_align8(sizeof(tprof_rec) + *len + 1);
-    tprof_rec *r = tprof__reserve(t, size);
+    tprof_rec *r = tprof__reserve_ex(t, size, 0);
     if (!r) return TPROF_INLINE_NAME; /* ring full: do not define what was not written */
     char *copy = malloc(*len + 1);
     if (!copy) {
@@ -282,7 +282,7 @@ void tprof__thread_name(tprof__thread *t, uint64_t os_tid, const char *name) {
     size_t len = strlen(name);
     if (len > 255) len = 255;
     size = (uint32_t)tprof_align8(sizeof(tprof_rec) + sizeof(tprof_pl_u64) + len + 1);
-    tprof_rec *r = tprof__reserve(t, size);
+    tprof_rec *r = tprof__reserve_ex(t, size, 0);
     if (!r) return;
     r->kind = TPROF_REC_THREAD_NAME;
     r->size = (uint16_t)size;

@@ -46,7 +46,6 @@ static void set_state(int st) {
 }
 int tprof__log_level = TPROF_LOG_WARN;
 
-#define TPROF__DEAD_THREAD ((tprof__thread *)(uintptr_t)1)
 #define TPROF__MIN_RING (64u * 1024u)
 #define TPROF__PROC_MAX (4u << 20) /* process stream bound between flushes */
 #define TPROF__MAX_DOMAINS 4096u
@@ -62,15 +61,21 @@ static struct {
     tprof__thread **threads;
     uint32_t nthreads;
     uint32_t next_serial;
-    _Atomic uint64_t lost_threads; /* events from threads beyond max_threads */
+    _Atomic uint64_t lost_threads; /* threads beyond max_threads (no ring) */
+    _Atomic uint64_t lost_events;  /* their events: counted as drops of the process stream */
     uint8_t *proc;          /* process stream */
     size_t proc_len, proc_cap;
     uint64_t proc_dropped;
+    uint64_t proc_dropped_written; /* last drop count written for the process stream */
     pthread_t flusher;
     int flusher_running;
     int wake_fd;            /* eventfd */
     _Atomic int stop;
     _Atomic int pending_signal;
+    int done_fd;            /* eventfd: the flusher's final write after a fatal signal */
+    _Atomic int final_done; /* set with it, for a racing tprof_shutdown */
+    _Atomic int fatal_signal; /* a signal whose default action will end the process */
+    int api_cfg;            /* started by tprof_init: a forked child restarts from S.cfg */
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
     uint64_t flush_gen;     /* completed flush passes */
@@ -88,7 +93,7 @@ static struct {
     uint32_t ncats, cat_cap;
     struct tprof__kv { char *key, *value; } *caps;
     uint32_t ncaps;
-} S = {.fd = -1, .wake_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+} S = {.fd = -1, .wake_fd = -1, .done_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
        .flush_lock = PTHREAD_MUTEX_INITIALIZER, .flush_cond = PTHREAD_COND_INITIALIZER};
 
 /* ---------------------------------------------------------------- errors, version, log */
@@ -430,10 +435,18 @@ static int open_file_locked(void) {
     gethostname(host, sizeof host - 1);
     for (char *p = host; *p; p++)
         if (*p == '/') *p = '_';
-    int n = snprintf(S.path, sizeof S.path, "%.3900s/%.63s-%d.tprof", S.dir,
+    /* O_EXCL: a process that exec'd keeps its pid, and the file its earlier image wrote
+     * must survive; the new image takes the next free suffix */
+    for (int k = 0; k < 1000; k++) {
+        if (k == 0)
+            snprintf(S.path, sizeof S.path, "%.3900s/%.63s-%d.tprof", S.dir,
                      host[0] ? host : "host", (int)getpid());
-    (void)n;
-    S.fd = open(S.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        else
+            snprintf(S.path, sizeof S.path, "%.3900s/%.63s-%d.%d.tprof", S.dir,
+                     host[0] ? host : "host", (int)getpid(), k);
+        S.fd = open(S.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (S.fd >= 0 || errno != EEXIST) break;
+    }
     if (S.fd < 0) {
         tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; nothing will be recorded", S.path,
                    strerror(errno));
@@ -503,9 +516,13 @@ static void drain_thread_locked(tprof__thread *t) {
     }
 }
 
+/* The process stream's chunk header carries the drops no thread ring can: process-stream
+ * overflow and the events of threads that got no ring. */
 static void flush_proc_locked(int force) {
-    if (S.proc_len == 0 && !force) return;
-    write_chunk_locked(0, (uint32_t)getpid(), S.proc_dropped, S.proc, S.proc_len, NULL, 0);
+    uint64_t dropped = S.proc_dropped + atomic_load(&S.lost_events);
+    if (S.proc_len == 0 && !force && dropped == S.proc_dropped_written) return;
+    write_chunk_locked(0, (uint32_t)getpid(), dropped, S.proc, S.proc_len, NULL, 0);
+    S.proc_dropped_written = dropped;
     S.proc_len = 0;
 }
 
@@ -537,19 +554,18 @@ static void flush_pass(void) {
         }
     }
     S.nthreads = w;
-    uint64_t lost = atomic_load(&S.lost_threads);
-    if (lost) {
-        char v[32];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)lost);
-        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "dropped.threads_over_limit", v);
-        flush_proc_locked(0);
-    }
     pthread_mutex_unlock(&S.lock);
 }
 
 static void write_end_record(void) {
     pthread_mutex_lock(&S.lock);
-    uint64_t total = atomic_load(&S.lost_threads) + S.proc_dropped;
+    uint64_t total = atomic_load(&S.lost_events) + S.proc_dropped;
+    uint64_t lost = atomic_load(&S.lost_threads);
+    if (lost) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)lost);
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "threads_over_limit", v);
+    }
     for (uint32_t i = 0; i < S.nthreads; i++) total += atomic_load(&S.threads[i]->dropped);
     tprof_pl_clock pl = {realtime_now(), tprof__now(), total};
     proc_record_locked(TPROF_REC_END_OF_FILE, 0, &pl, sizeof pl, NULL, NULL);
@@ -567,6 +583,15 @@ static void reraise_default(int sig) {
     kill(getpid(), sig);
 }
 
+static int takes_default(int sig) {
+    const struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
+    return !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
+}
+
+/* Bound on how long a fatal signal waits for the final flush: the interrupted thread could
+ * hold a lock the flusher needs, and the job must die anyway. */
+#define TPROF__SIGNAL_FLUSH_MS 3000
+
 static void on_signal(int sig, siginfo_t *info, void *uctx) {
     int saved = errno;
     struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
@@ -582,8 +607,17 @@ static void on_signal(int sig, siginfo_t *info, void *uctx) {
         if (old->sa_sigaction) old->sa_sigaction(sig, info, uctx);
     } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN && old->sa_handler) {
         old->sa_handler(sig);
-    } else if (!flusher) {
-        reraise_default(sig); /* nobody to flush: take the default action now */
+    } else {
+        /* The default action ends the process: wait here (poll is async-signal-safe) until
+         * the flusher has written everything, so no program code runs in between, then
+         * take the default action as if we had never been there. */
+        atomic_store(&S.fatal_signal, sig);
+        if (flusher && S.done_fd >= 0) {
+            struct pollfd p = {S.done_fd, POLLIN, 0};
+            while (poll(&p, 1, TPROF__SIGNAL_FLUSH_MS) < 0 && errno == EINTR) {
+            }
+        }
+        reraise_default(sig); /* pending until this handler returns: then the process ends */
     }
     errno = saved;
 }
@@ -620,34 +654,38 @@ static void *flusher_main(void *arg) {
 #endif
     int interval = (int)S.cfg.flush_interval_ms;
     if (interval <= 0) interval = 50;
-    while (!atomic_load(&S.stop)) {
-        struct pollfd p = {S.wake_fd, POLLIN, 0};
-        int r = poll(&p, 1, interval);
-        if (r > 0) {
-            uint64_t v;
-            ssize_t rd = read(S.wake_fd, &v, sizeof v);
-            (void)rd;
+    for (;;) {
+        int stopping = atomic_load(&S.stop);
+        if (!stopping) {
+            struct pollfd p = {S.wake_fd, POLLIN, 0};
+            if (poll(&p, 1, interval) > 0) {
+                uint64_t v;
+                ssize_t rd = read(S.wake_fd, &v, sizeof v);
+                (void)rd;
+            }
         }
         flush_pass();
         int sig = atomic_exchange(&S.pending_signal, 0);
-        if (sig) {
-            struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
-            int takes_default = !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
-            if (takes_default) {
-                set_state(TPROF__DOWN);
-                flush_pass(); /* what threads wrote while we changed state */
-                write_end_record();
-                reraise_default(sig);
-                /* the default action of SIGTERM/SIGINT ends the process; if it was
-                 * blocked we keep going */
-            } else if (S.fd >= 0) {
-                fsync(S.fd);
-            }
+        if (sig && takes_default(sig)) {
+            /* the process is about to end: write the end record, then release the
+             * handler, which takes the default action */
+            set_state(TPROF__DOWN);
+            flush_pass(); /* what threads wrote while the state changed */
+            write_end_record();
+            atomic_store(&S.final_done, 1);
+            uint64_t one = 1;
+            ssize_t w = write(S.done_fd, &one, sizeof one);
+            (void)w;
+        } else if (sig) {
+            pthread_mutex_lock(&S.lock);
+            if (S.fd >= 0) fsync(S.fd); /* the program handles it; make what we have durable */
+            pthread_mutex_unlock(&S.lock);
         }
         pthread_mutex_lock(&S.flush_lock);
         S.flush_gen++;
         pthread_cond_broadcast(&S.flush_cond);
         pthread_mutex_unlock(&S.flush_lock);
+        if (stopping || atomic_load(&S.final_done)) break;
     }
     return NULL;
 }
@@ -656,7 +694,8 @@ static void *flusher_main(void *arg) {
 
 static void thread_exit(void *p) {
     tprof__thread *t = p;
-    if (t && t != TPROF__DEAD_THREAD) atomic_store_explicit(&t->exited, 1, memory_order_release);
+    if ((uintptr_t)t > TPROF__TLS_SENTINELS)
+        atomic_store_explicit(&t->exited, 1, memory_order_release);
     tprof__tls = TPROF__DEAD_THREAD;
 }
 
@@ -664,6 +703,15 @@ static size_t floor_pow2(size_t n) {
     size_t p = 1;
     while (p * 2 <= n && p * 2 != 0) p *= 2;
     return p;
+}
+
+/* A thread that gets no ring (beyond max_threads, or out of memory) records nothing, and
+ * each of its events, this first one included, is counted as dropped. */
+static tprof__thread *over_limit(void) {
+    tprof__tls = TPROF__OVER_LIMIT;
+    atomic_fetch_add(&S.lost_threads, 1);
+    atomic_fetch_add_explicit(&S.lost_events, 1, memory_order_relaxed);
+    return NULL;
 }
 
 tprof__thread *tprof__thread_slow(void) {
@@ -675,15 +723,13 @@ tprof__thread *tprof__thread_slow(void) {
     if (st != TPROF__ON) return NULL;
     tprof__thread *t = tprof__tls;
     if (t == TPROF__DEAD_THREAD) return NULL;
-    if (t) return t;
-
-    pthread_mutex_lock(&S.lock);
-    if (S.nthreads >= S.cfg.max_threads) {
-        pthread_mutex_unlock(&S.lock);
-        atomic_fetch_add(&S.lost_threads, 1);
+    if (t == TPROF__OVER_LIMIT) {
+        /* every event of a thread beyond max_threads is a drop, reported as such */
+        atomic_fetch_add_explicit(&S.lost_events, 1, memory_order_relaxed);
         return NULL;
     }
-    pthread_mutex_unlock(&S.lock);
+    if (t) return t;
+
     t = calloc(1, sizeof *t);
     size_t ring = floor_pow2(S.cfg.ring_bytes);
     if (t) t->buf = aligned_alloc(64, ring);
@@ -697,15 +743,21 @@ tprof__thread *tprof__thread_slow(void) {
     }
     if (!t || !t->buf || !t->strs) {
         if (t) { free(t->buf); free(t->strs); free(t); }
-        atomic_fetch_add(&S.lost_threads, 1);
-        return NULL;
+        return over_limit();
     }
     t->mask = ring - 1;
     t->os_tid = (uint32_t)syscall(SYS_gettid);
     pthread_mutex_lock(&S.lock);
-    t->serial = ++S.next_serial;
-    S.threads[S.nthreads++] = t;
+    int full = S.nthreads >= S.cfg.max_threads;
+    if (!full) {
+        t->serial = ++S.next_serial;
+        S.threads[S.nthreads++] = t;
+    }
     pthread_mutex_unlock(&S.lock);
+    if (full) {
+        free_thread(t);
+        return over_limit();
+    }
     tprof__tls = t;
     if (S.key_made) pthread_setspecific(S.key, t);
     return t;
@@ -784,9 +836,15 @@ static void fork_child(void) {
     S.flusher_running = 0;
     if (S.wake_fd >= 0) close(S.wake_fd);
     S.wake_fd = -1;
+    if (S.done_fd >= 0) close(S.done_fd);
+    S.done_fd = -1;
     atomic_store(&S.stop, 0);
     atomic_store(&S.pending_signal, 0);
     atomic_store(&S.lost_threads, 0);
+    atomic_store(&S.lost_events, 0);
+    S.proc_dropped_written = 0;
+    atomic_store(&S.final_done, 0);
+    atomic_store(&S.fatal_signal, 0);
     S.flush_gen = 0;
     int st = atomic_load(&tprof__g_state);
     if (st == TPROF__ON) set_state(TPROF__UNINIT);
@@ -804,8 +862,9 @@ static int start_locked_cfg(const tprof_config *cfg) {
     }
     if (S.cfg.max_threads == 0) S.cfg.max_threads = 1;
     if (S.cfg.max_strings > (1u << 24)) S.cfg.max_strings = 1u << 24;
-    snprintf(S.dir, sizeof S.dir, "%s", cfg->output_dir);
-    snprintf(S.run_id, sizeof S.run_id, "%s", cfg->run_id ? cfg->run_id : "");
+    if (cfg->output_dir != S.dir) snprintf(S.dir, sizeof S.dir, "%s", cfg->output_dir);
+    if (cfg->run_id != S.run_id)
+        snprintf(S.run_id, sizeof S.run_id, "%s", cfg->run_id ? cfg->run_id : "");
     if (mkdir(S.dir, 0755) != 0 && errno != EEXIST) {
         tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; recording is off", S.dir,
                    strerror(errno));
@@ -823,6 +882,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
     if (!S.key_made) S.key_made = pthread_key_create(&S.key, thread_exit) == 0;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (S.wake_fd < 0) return TPROF__OFF;
+    if (S.done_fd < 0) S.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_lock(&S.lock);
     write_start_metadata_locked();
     pthread_mutex_unlock(&S.lock);
@@ -851,6 +911,10 @@ int tprof_init(const tprof_config *cfg) {
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING))
         return TPROF_ERR_ALREADY;
     int st = start_locked_cfg(cfg);
+    /* keep the configuration (its strings now point into S) for a forked child */
+    S.api_cfg = 1;
+    S.cfg.output_dir = S.dir[0] ? S.dir : NULL;
+    S.cfg.run_id = S.run_id;
     set_state(st);
     return st == TPROF__ON ? TPROF_OK : TPROF_ERR_DISABLED;
 }
@@ -867,8 +931,12 @@ int tprof_enabled(void) {
         return st == TPROF__ON;
     }
     tprof_config cfg;
-    tprof_config_init(&cfg);
-    tprof_config_from_env(&cfg);
+    if (S.api_cfg) {
+        cfg = S.cfg; /* a forked child of a tprof_init() session: same configuration */
+    } else {
+        tprof_config_init(&cfg);
+        tprof_config_from_env(&cfg);
+    }
     int expected = TPROF__UNINIT;
     if (atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING)) {
         set_state(start_locked_cfg(&cfg));
@@ -902,7 +970,14 @@ int tprof_flush(void) {
 int tprof_shutdown(void) {
     int expected = TPROF__ON;
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
-        /* the flusher may have shut us down on a signal already */
+        /* The flusher may be writing the end on a fatal signal: let it finish (bounded),
+         * so that exit() does not cut the file short while the signal is in flight. */
+        for (int i = 0; i < TPROF__SIGNAL_FLUSH_MS / 10 && atomic_load(&S.fatal_signal) &&
+                        !atomic_load(&S.final_done);
+             i++) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
         return TPROF_OK;
     }
     set_state(TPROF__DOWN);

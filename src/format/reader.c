@@ -129,6 +129,16 @@ static const char *check_chunk(const tprof_reader *r, size_t pos, tprof_chunk_he
     return NULL;
 }
 
+static int valid_chunk_after(const tprof_reader *r, size_t pos) {
+    tprof_chunk_header h;
+    for (; pos + sizeof h <= r->size; pos += 8) {
+        uint32_t magic;
+        memcpy(&magic, r->map + pos, sizeof magic);
+        if (magic == TPROF_CHUNK_MAGIC && !check_chunk(r, pos, &h)) return 1;
+    }
+    return 0;
+}
+
 int tprof_reader_next(tprof_reader *r, tprof_chunk *c) {
     while (r->pos < r->size) {
         tprof_chunk_header h;
@@ -146,9 +156,10 @@ int tprof_reader_next(tprof_reader *r, tprof_chunk *c) {
             return 1;
         }
         /* A torn tail is the normal end of a killed process: a header that starts here
-         * with the right magic but runs past the end. */
+         * with the right magic but runs past the end, and no valid chunk after it (else
+         * the length field itself was damaged: resynchronise below). */
         if (h.magic == TPROF_CHUNK_MAGIC && r->size - r->pos >= sizeof h &&
-            h.payload_bytes > r->size - r->pos - sizeof h) {
+            h.payload_bytes > r->size - r->pos - sizeof h && !valid_chunk_after(r, r->pos + 8)) {
             char what[120];
             snprintf(what, sizeof what, "torn tail: last chunk cut short (%zu of %zu bytes)",
                      r->size - r->pos - sizeof h, (size_t)h.payload_bytes);
