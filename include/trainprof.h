@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -220,6 +221,142 @@ TPROF_API int tprof_set_metadata(const char *key, const char *value);
 /* Name the calling thread in traces and reports. */
 TPROF_API int tprof_name_thread(const char *name);
 
+/* ------------------------------------------------------------------------------------ */
+/* Cross-rank collectives hook. The Timers (and the EnergyMonitor) aggregate across ranks  */
+/* through these callbacks, so trainprof never opens a communicator of its own: the       */
+/* program registers what it already has (MPI, torch.distributed, NCCL). With none         */
+/* registered the process works alone (rank 0 of 1).                                       */
+/* ------------------------------------------------------------------------------------ */
+
+typedef enum tprof_reduce_op {
+    TPROF_REDUCE_SUM = 0,
+    TPROF_REDUCE_MIN = 1,
+    TPROF_REDUCE_MAX = 2
+} tprof_reduce_op;
+
+/* Every callback is collective: all ranks call it in the same order with the same sizes, as
+ * with MPI. Each returns 0 on success, nonzero on failure (the caller then reports
+ * TPROF_ERR_UNAVAILABLE and uses its own values only). Callbacks may be NULL: all_gather is
+ * needed by the Timers; all_reduce and barrier are optional (barrier NULL = no barrier). */
+typedef struct tprof_collectives {
+    size_t struct_size; /* sizeof(tprof_collectives) */
+    void *ctx;          /* passed back to every callback */
+    int rank;           /* this process's rank, 0 <= rank < world_size */
+    int world_size;
+    /* send: `bytes` bytes; recv: world_size * bytes, rank r's block at r * bytes */
+    int (*all_gather)(void *ctx, const void *send, size_t bytes, void *recv);
+    /* in place over `count` doubles */
+    int (*all_reduce)(void *ctx, double *values, size_t count, tprof_reduce_op op);
+    int (*barrier)(void *ctx);
+} tprof_collectives;
+
+/* Registers the hook (copied; NULL removes it). Not hot path; call before the timers are
+ * logged, from one thread. Errors: TPROF_ERR_INVALID_ARG (bad struct_size, rank or world
+ * size). Works whether or not a session is recording. */
+TPROF_API int tprof_set_collectives(const tprof_collectives *c);
+
+/* The hook in force, or the single-process one (rank 0, world 1, local callbacks). */
+TPROF_API void tprof_get_collectives(tprof_collectives *out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Timers with Megatron-LM's semantics (reference: megatron/core/timers.py).               */
+/*                                                                                          */
+/* A registry of named timers, each with a log level 0, 1 or 2 fixed at its first lookup    */
+/* (default 2). A timer above the registry's level is the shared dummy timer: its calls    */
+/* are free (one inline load and branch, under 2 ns). Times are host CLOCK_MONOTONIC (not   */
+/* Megatron's time.time() after a device synchronize: nothing here synchronizes a GPU).    */
+/* When a session is recording, every start..stop interval is also a range in the trace,  */
+/* in domain "trainprof" with category "timers".                                            */
+/*                                                                                          */
+/* Thread safety: lookups are thread safe; one timer is used by one thread at a time (as  */
+/* in Megatron). Logging is collective across ranks when a hook is registered.              */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct tprof_timers tprof_timers;
+typedef struct tprof_timer tprof_timer;
+
+typedef enum tprof_timers_option {
+    TPROF_TIMERS_MAX = 0,    /* "max time across ranks (ms):" */
+    TPROF_TIMERS_MINMAX = 1, /* "(min, max) time across ranks (ms):" (Megatron's default) */
+    TPROF_TIMERS_ALL = 2     /* "times across ranks (ms):", one line per rank */
+} tprof_timers_option;
+
+/* A registry that logs timers of level <= log_level (0..2). Errors:
+ * TPROF_ERR_INVALID_ARG, TPROF_ERR_NO_MEMORY. Free with tprof_timers_destroy. */
+TPROF_API int tprof_timers_create(int log_level, tprof_timers_option option, tprof_timers **out);
+
+/* Frees the registry and its timers (handles become invalid). NULL is ignored. */
+TPROF_API void tprof_timers_destroy(tprof_timers *timers);
+
+/* The timer `name` (copied), created on first use with `log_level` (negative = default 2).
+ * Above the registry's level: the dummy timer, and nothing is registered (as Megatron).
+ * Errors: TPROF_ERR_INVALID_ARG (NULL/empty name, level > 2, or a level different from the
+ * one the timer was created with: Megatron asserts there; we return the error and *out
+ * gets the dummy), TPROF_ERR_NO_MEMORY. Takes a lock; look up once and keep the handle. */
+TPROF_API int tprof_timers_lookup(tprof_timers *timers, const char *name, int log_level,
+                                  tprof_timer **out);
+
+/* tprof_timers_lookup that never fails: the dummy timer on any error (logged once). */
+TPROF_API tprof_timer *tprof_timer_get(tprof_timers *timers, const char *name, int log_level);
+
+/* Start (optionally after a barrier through the hook). Starting a running timer is a misuse:
+ * warned about once per timer and ignored (Megatron asserts). One clock read. */
+TPROF_API void tprof_timer_start(tprof_timer *timer, int barrier);
+
+/* Stop: adds the interval to elapsed and active time. Stopping a stopped timer is warned
+ * about once and ignored. One clock read. */
+TPROF_API void tprof_timer_stop(tprof_timer *timer, int barrier);
+
+/* Zero elapsed time and mark stopped; active time is kept. */
+TPROF_API void tprof_timer_reset(tprof_timer *timer);
+
+/* Elapsed seconds since the last reset; with reset nonzero, resets. Safe while running: the
+ * timer is stopped, read and restarted. The dummy returns 0 (Megatron raises). */
+TPROF_API double tprof_timer_elapsed(tprof_timer *timer, int reset, int barrier);
+
+/* Total seconds ever measured (reset does not clear it). */
+TPROF_API double tprof_timer_active_time(tprof_timer *timer);
+
+/* Overwrite the elapsed seconds (Megatron's set_elapsed, for injected timestamps). */
+TPROF_API int tprof_timer_set_elapsed(tprof_timer *timer, double seconds);
+
+/* The timer's name, or "dummy timer". */
+TPROF_API const char *tprof_timer_name(const tprof_timer *timer);
+
+/* Elapsed seconds of `names` on every rank: out is world_size x nnames, row-major, float
+ * precision as Megatron's tensor; a timer missing on a rank is 0. Collective (every rank
+ * calls with the same names, or it hangs, as Megatron). names NULL = every registered
+ * timer in creation order (then nnames is ignored and *nout gets the count). With reset,
+ * the timers are reset after reading. *out is malloc'ed (free it); *world gets the world
+ * size. Errors: TPROF_ERR_INVALID_ARG, TPROF_ERR_NO_MEMORY, TPROF_ERR_UNAVAILABLE (the
+ * hook's all_gather failed: only this rank's row is filled). */
+TPROF_API int tprof_timers_gather(tprof_timers *timers, const char *const *names, size_t nnames,
+                                  int reset, int barrier, double **out, int *world, size_t *nout);
+
+/* Megatron's text for `names` (NULL = all, in creation order) in the registry's option, in
+ * milliseconds per normalizer unit (normalizer > 0; Megatron passes the log interval).
+ * Collective. *text is malloc'ed, or NULL when no timer has a nonzero value (Megatron
+ * prints nothing then). Errors as tprof_timers_gather, and TPROF_ERR_INVALID_ARG for a
+ * normalizer <= 0. */
+TPROF_API int tprof_timers_string(tprof_timers *timers, const char *const *names, size_t nnames,
+                                  double normalizer, int reset, int barrier, char **text);
+
+/* The same data as JSON: {"option","unit":"ms","normalizer","world_size","timers":[{"name",
+ * "min","max","ranks":[...]}]}, zeros left out of min/max as in the text. Collective. */
+TPROF_API int tprof_timers_json(tprof_timers *timers, const char *const *names, size_t nnames,
+                                double normalizer, int reset, int barrier, char **json);
+
+/* tprof_timers_string, then written with a newline to `f` (NULL = stdout) by rank `rank`
+ * only (negative = the last rank, Megatron's default). Collective. */
+TPROF_API int tprof_timers_log(tprof_timers *timers, const char *const *names, size_t nnames,
+                               double normalizer, int reset, int barrier, int rank, FILE *f);
+
+/* Internal: the first member of every timer is nonzero for a live timer and 0 for the
+ * dummy, so the macros below skip the call for a timer above the log level. */
+struct tprof__timer_head {
+    int live;
+};
+
 /* Run-time switch read inline by the macros below, so that a disabled session costs one
  * load and one predictable branch at the call site (no call into the library). Nonzero
  * until the library knows it is not recording. Internal: read it only through the macros. */
@@ -239,6 +376,14 @@ TPROF_API extern int tprof__maybe_on;
 #define tprof_counter(name, value) (tprof__maybe_on ? tprof_counter(name, value) : (void)0)
 #define tprof_step_begin(step) (tprof__maybe_on ? tprof_step_begin(step) : (void)0)
 #define tprof_step_end(step) (tprof__maybe_on ? tprof_step_end(step) : (void)0)
+#define tprof_timer_start(timer, barrier)                                               \
+    (((const struct tprof__timer_head *)(const void *)(timer))->live                  \
+         ? tprof_timer_start(timer, barrier)                                            \
+         : (void)0)
+#define tprof_timer_stop(timer, barrier)                                                \
+    (((const struct tprof__timer_head *)(const void *)(timer))->live                  \
+         ? tprof_timer_stop(timer, barrier)                                             \
+         : (void)0)
 #endif
 
 #if defined(TPROF_DISABLE)

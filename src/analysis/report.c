@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "analysis/steps.h"
+#include "timers/timers_format.h"
 #include "trainprof.h"
 
 static const char *const default_data_names[] = {"data", "batch", "loader", "get_batch",
@@ -143,6 +144,64 @@ static cJSON *range_rows(agg *v, size_t n, int top, double denom_ns, double per,
     return arr;
 }
 
+/* The rank's Timers, rebuilt from their trace ranges (domain "trainprof", category
+ * "timers"): ms per measured step (or in total without steps), in order of first use. */
+typedef struct trow {
+    const char *name;
+    uint64_t first, count;
+    double ns;
+} trow;
+
+static int by_first(const void *a, const void *b) {
+    const trow *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, size_t nm) {
+    uint32_t dom = 0;
+    for (uint32_t d = 1; d < p->ndomains; d++)
+        if (p->domains[d] && !strcmp(p->domains[d], "trainprof")) dom = d;
+    if (!dom) return;
+    trow *v = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t ti = 0; ti < p->nthreads; ti++) {
+        const tp_thread *t = &p->threads[ti];
+        for (size_t k = 0; k < t->nranges; k++) {
+            const tp_range *r = &t->ranges[k];
+            if (r->domain != dom || (r->flags & TP_R_UNCLOSED)) continue;
+            const char *cat = tp_category_name(p, r->domain, r->category);
+            if (!cat || strcmp(cat, "timers")) continue;
+            size_t i = 0;
+            while (i < n && v[i].name != r->name) i++; /* names are interned */
+            if (i == n) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    trow *nv = realloc(v, cap * sizeof *nv);
+                    if (!nv) { free(v); return; }
+                    v = nv;
+                }
+                v[n++] = (trow){r->name, r->start, 0, 0};
+            }
+            if (r->start < v[i].first) v[i].first = r->start;
+            v[i].count++;
+            v[i].ns += (double)(meas ? overlap_steps(meas, nm, r->start, r->end) : r->end - r->start);
+        }
+    }
+    if (!n) return;
+    qsort(v, n, sizeof *v, by_first);
+    cJSON *jt = cJSON_AddObjectToObject(rs, "timers");
+    cJSON_AddStringToObject(jt, "per", meas ? "step" : "run");
+    cJSON *rows = cJSON_AddArrayToObject(jt, "rows");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddStringToObject(row, "name", v[i].name);
+        cJSON_AddNumberToObject(row, "ms", v[i].ns / 1e6 / (meas && nm ? (double)nm : 1.0));
+        cJSON_AddNumberToObject(row, "count", (double)v[i].count);
+        cJSON_AddItemToArray(rows, row);
+    }
+    free(v);
+}
+
 static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     (void)run;
     cJSON *rs = cJSON_CreateObject();
@@ -261,6 +320,8 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     free(tab.v);
     free(unclosed.v);
 
+    timers_section(rs, p, per_step ? meas : NULL, nm);
+
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
     for (size_t i = 0; i < o->ndata_names; i++)
@@ -276,6 +337,68 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     free(dv);
     tp_steps_free(&s);
     return rs;
+}
+
+/* Megatron's timers tables across ranks, from each rank's timers section: the same text
+ * Megatron prints, with ms per measured step as the unit (normalizer 1 on per-step values). */
+static void cross_rank_timers(cJSON *rep, const cJSON *ranks) {
+    const char **names = NULL;
+    size_t n = 0;
+    int world = 0;
+    const cJSON *r, *row;
+    cJSON_ArrayForEach(r, ranks) {
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(r, "timers");
+        if (!tm) continue;
+        int rank = (int)cJSON_GetObjectItemCaseSensitive(r, "rank")->valuedouble;
+        if (rank + 1 > world) world = rank + 1;
+        cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(tm, "rows")) {
+            const char *nm = cJSON_GetObjectItemCaseSensitive(row, "name")->valuestring;
+            size_t i = 0;
+            while (i < n && strcmp(names[i], nm)) i++;
+            if (i < n) continue;
+            const char **nn = realloc(names, (n + 1) * sizeof *nn);
+            if (!nn) { free(names); return; }
+            names = nn;
+            names[n++] = nm;
+        }
+    }
+    if (!n || world <= 0) { free(names); return; }
+    double *m = calloc((size_t)world * n, sizeof *m);
+    if (!m) { free(names); return; }
+    const char *per = "step";
+    cJSON_ArrayForEach(r, ranks) {
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(r, "timers");
+        if (!tm) continue;
+        per = cJSON_GetObjectItemCaseSensitive(tm, "per")->valuestring;
+        int rank = (int)cJSON_GetObjectItemCaseSensitive(r, "rank")->valuedouble;
+        cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(tm, "rows")) {
+            const char *nm = cJSON_GetObjectItemCaseSensitive(row, "name")->valuestring;
+            for (size_t i = 0; i < n; i++)
+                if (!strcmp(names[i], nm))
+                    m[(size_t)rank * n + i] = cJSON_GetObjectItemCaseSensitive(row, "ms")->valuedouble / 1e3;
+        }
+    }
+    cJSON *jt = cJSON_AddObjectToObject(rep, "timers");
+    cJSON_AddStringToObject(jt, "per", per);
+    cJSON *mm = cJSON_AddArrayToObject(jt, "min_max");
+    for (size_t i = 0; i < n; i++) {
+        double mn = 0, mx = 0;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", names[i]);
+        if (tprof__timers_minmax(m, world, n, i, &mn, &mx)) {
+            cJSON_AddNumberToObject(e, "min_ms", mn * 1e3);
+            cJSON_AddNumberToObject(e, "max_ms", mx * 1e3);
+        }
+        cJSON_AddItemToArray(mm, e);
+    }
+    char *t1 = tprof__timers_format(TPROF_TIMERS_MINMAX, names, n, m, world, 1.0);
+    char *t2 = world > 1 ? tprof__timers_format(TPROF_TIMERS_ALL, names, n, m, world, 1.0) : NULL;
+    if (t1) cJSON_AddStringToObject(jt, "megatron_minmax", t1);
+    if (t2) cJSON_AddStringToObject(jt, "megatron_all", t2);
+    free(t1);
+    free(t2);
+    free(m);
+    free(names);
 }
 
 static const char *const known_caps[][2] = {
@@ -381,6 +504,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
             left--;
         }
     }
+    cross_rank_timers(rep, ranks);
     return rep;
 }
 
@@ -551,6 +675,13 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                         num(row, "exclusive_ms"));
             }
         }
+    }
+    const cJSON *tm = obj(rep, "timers");
+    if (tm) {
+        fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
+                !strcmp(str(tm, "per"), "step") ? "measured step" : "run, in total");
+        if (obj(tm, "megatron_minmax")) fprintf(f, "%s\n", str(tm, "megatron_minmax"));
+        if (obj(tm, "megatron_all")) fprintf(f, "%s\n", str(tm, "megatron_all"));
     }
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;

@@ -143,6 +143,10 @@ void tprof__pop(tprof__thread *t, uint32_t domain);
 uint64_t tprof__range_start(tprof__thread *t, uint32_t domain, const char *name,
                             uint32_t category);
 void tprof__range_end(tprof__thread *t, uint64_t id);
+/* The same with a timestamp the caller already read (one clock read per timer edge). */
+uint64_t tprof__range_start_ts(tprof__thread *t, uint32_t domain, const char *name,
+                               uint32_t category, uint64_t ts);
+void tprof__range_end_ts(tprof__thread *t, uint64_t id, uint64_t ts);
 void tprof__mark(tprof__thread *t, uint32_t domain, const char *name, uint32_t category);
 void tprof__thread_name(tprof__thread *t, uint64_t os_tid, const char *name);
 

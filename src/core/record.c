@@ -177,14 +177,15 @@ void tprof_range_push_ex(const char *domain, const char *name, uint32_t category
     if (TPROF_LIKELY(t != NULL)) tprof__push(t, tprof__domain_id(domain), name, category);
 }
 
-static void u64_record(tprof__thread *t, uint16_t kind, uint32_t arg, uint64_t value) {
+static void u64_record_ts(tprof__thread *t, uint16_t kind, uint32_t arg, uint64_t value,
+                          uint64_t ts) {
     const uint32_t size = sizeof(tprof_rec) + sizeof(tprof_pl_u64);
     tprof_rec *r = tprof__reserve(t, size);
     if (!r) return;
     r->kind = kind;
     r->size = size;
     r->arg = arg;
-    r->ts_ns = tprof__now();
+    r->ts_ns = ts;
     ((tprof_pl_u64 *)(r + 1))->value = value;
     tprof__commit(t, size);
 }
@@ -212,10 +213,14 @@ static __thread uint64_t tls_range_counter;
 
 uint64_t tprof__range_start(tprof__thread *t, uint32_t domain, const char *name,
                             uint32_t category) {
+    return tprof__range_start_ts(t, domain, name, category, tprof__now());
+}
+
+uint64_t tprof__range_start_ts(tprof__thread *t, uint32_t domain, const char *name,
+                               uint32_t category, uint64_t ts) {
     uint64_t id = ((uint64_t)t->serial << 40) | (++tls_range_counter & ((1ull << 40) - 1));
     uint32_t size;
-    tprof_pl_start *pl =
-        tprof__begin_named(t, TPROF_REC_START, name, sizeof *pl, tprof__now(), &size);
+    tprof_pl_start *pl = tprof__begin_named(t, TPROF_REC_START, name, sizeof *pl, ts, &size);
     if (!pl) return id;
     pl->id = id;
     pl->domain = domain;
@@ -236,7 +241,13 @@ void tprof_range_end(uint64_t id) {
     if (TPROF_LIKELY(t != NULL)) tprof__range_end(t, id);
 }
 
-void tprof__range_end(tprof__thread *t, uint64_t id) { u64_record(t, TPROF_REC_END, 0, id); }
+void tprof__range_end(tprof__thread *t, uint64_t id) {
+    u64_record_ts(t, TPROF_REC_END, 0, id, tprof__now());
+}
+
+void tprof__range_end_ts(tprof__thread *t, uint64_t id, uint64_t ts) {
+    u64_record_ts(t, TPROF_REC_END, 0, id, ts);
+}
 
 void tprof__mark(tprof__thread *t, uint32_t domain, const char *name, uint32_t category) {
     uint32_t size;
@@ -266,12 +277,12 @@ void tprof_counter(const char *name, double value) {
 
 void tprof_step_begin(uint64_t step) {
     tprof__thread *t = tprof__thread_get();
-    if (TPROF_LIKELY(t != NULL)) u64_record(t, TPROF_REC_STEP_BEGIN, 0, step);
+    if (TPROF_LIKELY(t != NULL)) u64_record_ts(t, TPROF_REC_STEP_BEGIN, 0, step, tprof__now());
 }
 
 void tprof_step_end(uint64_t step) {
     tprof__thread *t = tprof__thread_get();
-    if (TPROF_LIKELY(t != NULL)) u64_record(t, TPROF_REC_STEP_END, 0, step);
+    if (TPROF_LIKELY(t != NULL)) u64_record_ts(t, TPROF_REC_STEP_END, 0, step, tprof__now());
 }
 
 /* Thread names go to the thread's own ring so they sit beside its events. os_tid lets NVTX
