@@ -65,6 +65,8 @@ static const char *const run_help =
     "                        train_step, training_step, step, iteration, train_iter\n"
     "  --warmup N            steps excluded from the statistics [TRAINPROF_WARMUP]; default 1\n"
     "  --ring-kb N           per-thread event ring in KiB [TRAINPROF_RING_KB]; default 4096\n"
+    "  --sample-hz N         process sampler (CPU, RSS, threads, context switches) per second\n"
+    "                        [TRAINPROF_SAMPLE_HZ]; default 10, 0 = off\n"
     "  --no-report           do not print the report (it is still written) [TRAINPROF_QUIET]\n"
     "  -h, --help            this text\n"
     "\n"
@@ -435,7 +437,7 @@ static int cmd_run(int argc, char **argv) {
     report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
     const char *wu = env_or("TRAINPROF_WARMUP", NULL);
     if (wu) a.warmup = parse_int("run", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
-    const char *ring_kb = NULL;
+    const char *ring_kb = NULL, *sample_hz = NULL;
     int quiet = getenv("TRAINPROF_QUIET") != NULL;
     int i = 0;
     for (; i < argc; i++) {
@@ -449,6 +451,8 @@ static int cmd_run(int argc, char **argv) {
             a.warmup = parse_int("run", "--warmup", v, 0, 1 << 30);
         } else if (opt_val(argc, argv, &i, "--ring-kb", NULL, &ring_kb, "run")) {
             parse_int("run", "--ring-kb", ring_kb, 64, 1 << 22);
+        } else if (opt_val(argc, argv, &i, "--sample-hz", NULL, &sample_hz, "run")) {
+            parse_int("run", "--sample-hz", sample_hz, 0, 1000);
         } else if (!strcmp(argv[i], "--no-report")) {
             quiet = 1;
         } else if (argv[i][0] == '-') {
@@ -521,6 +525,7 @@ static int cmd_run(int argc, char **argv) {
     free(preload);
     if (a.step_name) setenv("TRAINPROF_STEP_NAME", a.step_name, 1);
     if (ring_kb) setenv("TRAINPROF_RING_KB", ring_kb, 1);
+    if (sample_hz) setenv("TRAINPROF_SAMPLE_HZ", sample_hz, 1);
 
     struct sigaction sa, old_term, old_int;
     memset(&sa, 0, sizeof sa);

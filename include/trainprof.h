@@ -114,6 +114,10 @@ typedef enum tprof_log_level {
  *                                              stored inline in each record; default 8192
  *   log_level         TRAINPROF_LOG            error|warn|info|debug (or 0..3); default warn
  *   enabled           TRAINPROF_ENABLE         0 turns recording off even when a dir is set
+ *   sample_hz         TRAINPROF_SAMPLE_HZ      process sampler rate (CPU %, RSS, threads,
+ *                                              context switches from /proc/self, recorded as
+ *                                              counters "process.*"); default 10, 0 = off,
+ *                                              at most 1000
  */
 typedef struct tprof_config {
     size_t struct_size;
@@ -125,6 +129,7 @@ typedef struct tprof_config {
     uint32_t max_strings;
     int log_level;
     int enabled;
+    uint32_t sample_hz;
 } tprof_config;
 
 /* Fill `cfg` with defaults (output_dir NULL, enabled 1). Returns TPROF_ERR_INVALID_ARG for

@@ -42,6 +42,7 @@ static void start_session(size_t ring, uint32_t max_strings) {
     c.output_dir = g_dir;
     if (ring) c.ring_bytes = ring;
     if (max_strings) c.max_strings = max_strings;
+    c.sample_hz = 0; /* these tests count threads and events exactly */
     if (tprof_init(&c) != TPROF_OK) _exit(90);
 }
 
@@ -341,6 +342,49 @@ static void test_string_bound(void **state) {
     tp_run_free(&run);
 }
 
+/* ------------------------------------------------------------------ process sampler */
+
+static void body_procfs(void) {
+    tprof_config c;
+    tprof_config_init(&c);
+    c.output_dir = g_dir;
+    c.sample_hz = 100;
+    if (tprof_init(&c) != TPROF_OK) _exit(90);
+    tprof_range_push("work");
+    /* 48 MiB touched, then ~300 ms of CPU: the sampler must see both */
+    size_t n = 48u << 20;
+    volatile char *m = malloc(n);
+    for (size_t i = 0; i < n; i += 4096) m[i] = (char)i;
+    uint64_t end = mono_ns() + 300000000ull;
+    volatile double x = 0;
+    while (mono_ns() < end) x += 1.0;
+    tprof_range_pop();
+    free((void *)m);
+}
+
+static void test_procfs_sampler(void **state) {
+    (void)state;
+    fresh_dir("procfs");
+    in_child(body_procfs);
+    tp_run run;
+    load(&run);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    double rss = jnum(rep, "ranks.0.process.rss_peak_bytes");
+    double cpu = jnum(rep, "ranks.0.process.cpu_percent_max");
+    double thr = jnum(rep, "ranks.0.process.threads_max");
+    double samples = jnum(rep, "ranks.0.process.samples");
+    printf("sampler: %.0f samples, RSS peak %.1f MiB, CPU max %.0f %%, %.0f threads\n", samples,
+           rss / 1048576.0, cpu, thr);
+    assert_true(rss >= 48.0 * 1048576.0);
+    assert_true(cpu > 50.0 && cpu < 150.0); /* one busy thread */
+    assert_true(thr >= 2);                   /* main and the flusher/sampler */
+    assert_true(samples >= 10);              /* 100 Hz over >= 300 ms, generously */
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
 /* ------------------------------------------------------------------ disabled */
 
 static void test_disabled_without_dir(void **state) {
@@ -403,6 +447,7 @@ int main(void) {
         cmocka_unit_test(test_cross_thread_and_misuse),
         cmocka_unit_test(test_steps_metadata_report),
         cmocka_unit_test(test_string_bound),
+        cmocka_unit_test(test_procfs_sampler),
         cmocka_unit_test(test_disabled_without_dir),
         cmocka_unit_test(test_init_errors),
         cmocka_unit_test(test_strerror),

@@ -146,6 +146,7 @@ static int start_session(const char *dir, uint32_t max_threads, uint32_t flush_m
     cfg.ring_bytes = RING;
     cfg.max_threads = max_threads;
     cfg.flush_interval_ms = flush_ms;
+    cfg.sample_hz = 0; /* exact event accounting: no sampler thread */
     int rc = tprof_init(&cfg);
     if (rc != TPROF_OK)
         fmt(r->err, sizeof r->err, "tprof_init: %s", tprof_strerror(rc));

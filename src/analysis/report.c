@@ -202,6 +202,34 @@ static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, 
     free(v);
 }
 
+/* The process sampler's counters (capture/procfs.c): CPU %, RSS, threads, switches. */
+static void process_section(cJSON *rs, const tp_process *p) {
+    static const char *const keys[4] = {"process.cpu_percent", "process.rss_bytes",
+                                        "process.threads", "process.ctx_switches_per_s"};
+    double sum[4] = {0}, mx[4] = {0};
+    uint64_t n[4] = {0};
+    for (size_t ti = 0; ti < p->nthreads; ti++) {
+        const tp_thread *t = &p->threads[ti];
+        for (size_t k = 0; k < t->ncounters; k++)
+            for (int j = 0; j < 4; j++)
+                if (!strcmp(t->counters[k].name, keys[j])) {
+                    double v = t->counters[k].value;
+                    sum[j] += v;
+                    if (!n[j]++ || v > mx[j]) mx[j] = v;
+                }
+    }
+    if (!n[1]) return;
+    cJSON *pj = cJSON_AddObjectToObject(rs, "process");
+    cJSON_AddNumberToObject(pj, "samples", (double)n[1]);
+    if (n[0]) {
+        cJSON_AddNumberToObject(pj, "cpu_percent_mean", sum[0] / (double)n[0]);
+        cJSON_AddNumberToObject(pj, "cpu_percent_max", mx[0]);
+    }
+    cJSON_AddNumberToObject(pj, "rss_peak_bytes", mx[1]);
+    if (n[2]) cJSON_AddNumberToObject(pj, "threads_max", mx[2]);
+    if (n[3]) cJSON_AddNumberToObject(pj, "ctx_switches_per_s_mean", sum[3] / (double)n[3]);
+}
+
 static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     (void)run;
     cJSON *rs = cJSON_CreateObject();
@@ -321,6 +349,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     free(unclosed.v);
 
     timers_section(rs, p, per_step ? meas : NULL, nm);
+    process_section(rs, p);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
@@ -634,6 +663,13 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
             }
             if (!first) fprintf(f, " ms (not in the statistics)\n");
         }
+        const cJSON *pr = obj(r, "process");
+        if (pr)
+            fprintf(f, "  process: CPU %.0f %% mean, %.0f %% max; RSS peak %.1f MiB; %.0f threads; "
+                       "%.0f context switches/s (%.0f samples)\n",
+                    num(pr, "cpu_percent_mean"), num(pr, "cpu_percent_max"),
+                    num(pr, "rss_peak_bytes") / 1048576.0, num(pr, "threads_max"),
+                    num(pr, "ctx_switches_per_s_mean"), num(pr, "samples"));
         const cJSON *dl = obj(r, "data_loading");
         const cJSON *rg = obj(r, "ranges");
         int per_step = !strcmp(str(rg, "per"), "step");

@@ -164,6 +164,10 @@ void tprof__name_category(uint32_t domain, uint32_t category, const char *name);
 /* Capabilities found or missing, for the report ("nvtx" -> "injected into 2 libraries"). */
 void tprof__capability(const char *name, const char *status);
 
+/* The process sampler (capture/procfs.c), run by the flusher thread. */
+void tprof__procfs_sample(void);
+void tprof__procfs_reset(void);
+
 void tprof__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern int tprof__log_level;
 

@@ -170,6 +170,7 @@ int tprof_config_init(tprof_config *cfg) {
     cfg->max_strings = 8192;
     cfg->log_level = TPROF_LOG_WARN;
     cfg->enabled = 1;
+    cfg->sample_hz = 10;
     return TPROF_OK;
 }
 
@@ -212,6 +213,7 @@ int tprof_config_from_env(tprof_config *cfg) {
     if (env_u64("TRAINPROF_FLUSH_MS", &x)) cfg->flush_interval_ms = (uint32_t)x;
     if (env_u64("TRAINPROF_MAX_STRINGS", &x)) cfg->max_strings = (uint32_t)x;
     if (env_u64("TRAINPROF_ENABLE", &x)) cfg->enabled = x != 0;
+    if (env_u64("TRAINPROF_SAMPLE_HZ", &x)) cfg->sample_hz = (uint32_t)(x > 1000 ? 1000 : x);
     return TPROF_OK;
 }
 
@@ -654,11 +656,27 @@ static void *flusher_main(void *arg) {
 #endif
     int interval = (int)S.cfg.flush_interval_ms;
     if (interval <= 0) interval = 50;
+    uint32_t hz = S.cfg.sample_hz > 1000 ? 1000 : S.cfg.sample_hz;
+    uint64_t period_ns = hz ? 1000000000ull / hz : 0, next_sample = 0;
+    if (hz) tprof__procfs_reset();
     for (;;) {
         int stopping = atomic_load(&S.stop);
+        if (period_ns) {
+            uint64_t now = tprof__now();
+            if (now >= next_sample) {
+                tprof__procfs_sample();
+                next_sample = now + period_ns;
+            }
+        }
         if (!stopping) {
+            int wait = interval;
+            if (period_ns) {
+                uint64_t now = tprof__now();
+                int to_sample = next_sample > now ? (int)((next_sample - now) / 1000000) + 1 : 0;
+                if (to_sample < wait) wait = to_sample;
+            }
             struct pollfd p = {S.wake_fd, POLLIN, 0};
-            if (poll(&p, 1, interval) > 0) {
+            if (poll(&p, 1, wait) > 0) {
                 uint64_t v;
                 ssize_t rd = read(S.wake_fd, &v, sizeof v);
                 (void)rd;
