@@ -20,40 +20,7 @@
 
 #include "../core/internal.h"
 
-/* ---------------------------------------------------------------- NVTX v3 ABI */
-
-typedef void (*tnvtx_fn)(void);
-typedef tnvtx_fn **tnvtx_table; /* array of pointers to the library's function slots */
-typedef const void *(*tnvtx_get_export_table)(uint32_t id);
-
-enum { TNVTX_ETID_CALLBACKS = 1, TNVTX_ETID_VERSIONINFO = 3 };
-enum { TNVTX_MODULE_CORE = 1, TNVTX_MODULE_CORE2 = 5 };
-enum { TNVTX_MSG_ASCII = 1, TNVTX_MSG_UNICODE = 2, TNVTX_MSG_REGISTERED = 3 };
-
-typedef struct tnvtx_callbacks {
-    size_t struct_size;
-    int (*get_module_function_table)(int module, tnvtx_table *out_table, unsigned *out_size);
-} tnvtx_callbacks;
-
-typedef struct tnvtx_version_info {
-    size_t struct_size;
-    uint32_t version;
-    uint32_t reserved0;
-    void (*set_injection_version)(uint32_t version);
-} tnvtx_version_info;
-
-typedef struct tnvtx_attr { /* nvtxEventAttributes_v2 */
-    uint16_t version;
-    uint16_t size;
-    uint32_t category;
-    int32_t color_type;
-    uint32_t color;
-    int32_t payload_type;
-    int32_t reserved0;
-    uint64_t payload;
-    int32_t message_type;
-    const void *message; /* ascii, wchar_t*, or registered-string handle */
-} tnvtx_attr;
+#include "nvtx_abi.h"
 
 /* Our handles: a domain handle points at one of these, and a registered-string handle
  * at a tprof_regstr. Both live for the life of the process (the library is nodelete). */

@@ -164,6 +164,18 @@ void tprof__name_category(uint32_t domain, uint32_t category, const char *name);
 /* Capabilities found or missing, for the report ("nvtx" -> "injected into 2 libraries"). */
 void tprof__capability(const char *name, const char *status);
 
+/* NVTX emission to another attached tool while we do not record (capture/nvtx_emit.c). */
+extern int tprof__emit_on;
+void tprof__nvtx_emit_setup(void);
+void tprof__emit_push(uint32_t domain, const char *name, uint32_t category);
+void tprof__emit_pop(uint32_t domain);
+uint64_t tprof__emit_start(uint32_t domain, const char *name, uint32_t category);
+void tprof__emit_end(uint32_t domain, uint64_t id);
+void tprof__emit_mark(const char *name);
+/* Names of process-wide domains and categories (NULL when unknown). */
+const char *tprof__domain_name(uint32_t domain);
+const char *tprof__category_name(uint32_t domain, uint32_t category);
+
 /* The process sampler (capture/procfs.c), run by the flusher thread. */
 void tprof__procfs_sample(void);
 void tprof__procfs_reset(void);

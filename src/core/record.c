@@ -170,11 +170,13 @@ void tprof__push(tprof__thread *t, uint32_t domain, const char *name, uint32_t c
 void tprof_range_push(const char *name) {
     tprof__thread *t = tprof__thread_get();
     if (TPROF_LIKELY(t != NULL)) tprof__push(t, 0, name, 0);
+    else if (tprof__emit_on) tprof__emit_push(0, name, 0);
 }
 
 void tprof_range_push_ex(const char *domain, const char *name, uint32_t category) {
     tprof__thread *t = tprof__thread_get();
     if (TPROF_LIKELY(t != NULL)) tprof__push(t, tprof__domain_id(domain), name, category);
+    else if (tprof__emit_on) tprof__emit_push(tprof__domain_id(domain), name, category);
 }
 
 static void u64_record_ts(tprof__thread *t, uint16_t kind, uint32_t arg, uint64_t value,
@@ -193,6 +195,7 @@ static void u64_record_ts(tprof__thread *t, uint16_t kind, uint32_t arg, uint64_
 void tprof_range_pop(void) {
     tprof__thread *t = tprof__thread_get();
     if (TPROF_LIKELY(t != NULL)) tprof__pop(t, TPROF_POP_ANY);
+    else if (tprof__emit_on) tprof__emit_pop(TPROF_POP_ANY);
 }
 
 void tprof__pop(tprof__thread *t, uint32_t domain) {
@@ -231,7 +234,7 @@ uint64_t tprof__range_start_ts(tprof__thread *t, uint32_t domain, const char *na
 
 uint64_t tprof_range_start(const char *name) {
     tprof__thread *t = tprof__thread_get();
-    if (TPROF_UNLIKELY(t == NULL)) return 0;
+    if (TPROF_UNLIKELY(t == NULL)) return tprof__emit_on ? tprof__emit_start(0, name, 0) : 0;
     return tprof__range_start(t, 0, name, 0);
 }
 
@@ -239,6 +242,7 @@ void tprof_range_end(uint64_t id) {
     if (!id) return;
     tprof__thread *t = tprof__thread_get();
     if (TPROF_LIKELY(t != NULL)) tprof__range_end(t, id);
+    else if (tprof__emit_on) tprof__emit_end(0, id);
 }
 
 void tprof__range_end(tprof__thread *t, uint64_t id) {
@@ -262,6 +266,7 @@ void tprof__mark(tprof__thread *t, uint32_t domain, const char *name, uint32_t c
 void tprof_mark(const char *name) {
     tprof__thread *t = tprof__thread_get();
     if (TPROF_LIKELY(t != NULL)) tprof__mark(t, 0, name, 0);
+    else if (tprof__emit_on) tprof__emit_mark(name);
 }
 
 void tprof_counter(const char *name, double value) {

@@ -41,8 +41,12 @@ int tprof__maybe_on = 1;
 /* Every state change goes through here so the header's inline switch follows it. */
 static void set_state(int st) {
     atomic_store(&tprof__g_state, st);
-    __atomic_store_n(&tprof__maybe_on, st == TPROF__ON || st == TPROF__UNINIT ||
-                                           st == TPROF__STARTING, __ATOMIC_RELAXED);
+    /* not recording: another NVTX tool may be attached, and then the API emits to it */
+    if (st == TPROF__OFF) tprof__nvtx_emit_setup();
+    __atomic_store_n(&tprof__maybe_on,
+                     st == TPROF__ON || st == TPROF__UNINIT || st == TPROF__STARTING ||
+                         (st == TPROF__OFF && tprof__emit_on),
+                     __ATOMIC_RELAXED);
 }
 int tprof__log_level = TPROF_LOG_WARN;
 
@@ -314,6 +318,20 @@ uint32_t tprof__domain_id(const char *name) {
     }
     pthread_mutex_unlock(&S.lock);
     return id; /* 0 (the default domain) past the bound */
+}
+
+const char *tprof__domain_name(uint32_t domain) {
+    uint32_t n = atomic_load_explicit(&S.ndomains, memory_order_acquire);
+    return domain >= 1 && domain <= n ? S.domains[domain - 1] : NULL;
+}
+
+const char *tprof__category_name(uint32_t domain, uint32_t category) {
+    pthread_mutex_lock(&S.lock);
+    const char *n = NULL;
+    for (uint32_t i = 0; i < S.ncats; i++)
+        if (S.cats[i].domain == domain && S.cats[i].id == category) n = S.cats[i].name;
+    pthread_mutex_unlock(&S.lock);
+    return n; /* names live as long as the process (replaced ones are not freed while read) */
 }
 
 void tprof__name_category(uint32_t domain, uint32_t category, const char *name) {

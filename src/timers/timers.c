@@ -33,7 +33,8 @@ struct tprof_timer {
     int started;
     int warned;
     uint64_t start_ns;
-    uint64_t range_id;
+    uint64_t range_id; /* our trace range, while running */
+    uint64_t emit_id;  /* the attached NVTX tool's range, while running */
     tprof_timers *owner;
 };
 
@@ -46,7 +47,7 @@ struct tprof_timers {
     size_t n, cap;
 };
 
-static tprof_timer g_dummy = {0, 0, "dummy timer", 0, 0, 0, 0, 0, 0, NULL};
+static tprof_timer g_dummy = {0, 0, "dummy timer", 0, 0, 0, 0, 0, 0, 0, NULL};
 
 static const char *option_name(tprof_timers_option o) {
     return o == TPROF_TIMERS_MAX ? "max" : o == TPROF_TIMERS_ALL ? "all" : "minmax";
@@ -166,6 +167,8 @@ void tprof_timer_start(tprof_timer *tm, int barrier) {
     if (t)
         tm->range_id = tprof__range_start_ts(t, tm->owner->domain, tm->name,
                                              TPROF__TIMERS_CATEGORY, now);
+    else if (tprof__emit_on)
+        tm->emit_id = tprof__emit_start(tm->owner->domain, tm->name, TPROF__TIMERS_CATEGORY);
 }
 
 void tprof_timer_stop(tprof_timer *tm, int barrier) {
@@ -185,6 +188,10 @@ void tprof_timer_stop(tprof_timer *tm, int barrier) {
         if (t) tprof__range_end_ts(t, tm->range_id, now);
         tm->range_id = 0;
     }
+    if (tm->emit_id) {
+        tprof__emit_end(tm->owner->domain, tm->emit_id);
+        tm->emit_id = 0;
+    }
 }
 
 void tprof_timer_reset(tprof_timer *tm) {
@@ -195,6 +202,10 @@ void tprof_timer_reset(tprof_timer *tm) {
         tprof__thread *t = tprof__maybe_on ? tprof__thread_get() : NULL;
         if (t) tprof__range_end_ts(t, tm->range_id, tprof__now());
         tm->range_id = 0;
+    }
+    if (tm->emit_id) {
+        tprof__emit_end(tm->owner->domain, tm->emit_id);
+        tm->emit_id = 0;
     }
 }
 
