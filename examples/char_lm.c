@@ -47,13 +47,16 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Timers always come from trainprof (Megatron-LM's Timers API and log format); the
+ * ranges come from NVTX when the toolkit's headers are there, else from trainprof too. */
+#include "trainprof.h"
+
 #if defined(CHAR_LM_USE_NVTX)
 #include <nvtx3/nvToolsExt.h>
 #define RANGE_PUSH(name) nvtxRangePushA(name)
 #define RANGE_POP() nvtxRangePop()
 #define NAME_THREAD(name) nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), name)
 #else
-#include "trainprof.h"
 #define RANGE_PUSH(name) tprof_range_push(name)
 #define RANGE_POP() tprof_range_pop()
 #define NAME_THREAD(name) tprof_name_thread(name)
@@ -536,7 +539,8 @@ static void model_adam(Model *m, float lr)
 /* Command line. */
 
 typedef struct {
-    long steps, batch, hidden, log_every, delay_us;
+    long steps, batch, hidden, log_every, delay_us, timing_level;
+    tprof_timers_option timing_option;
     unsigned long long seed;
     double lr;
     const char *data;
@@ -557,6 +561,9 @@ static void usage(FILE *out)
             "  --log-every N      print the mean loss every N steps, 0 = never (default %d)\n"
             "  --data-delay-us N  make the loader sleep N us per batch, to simulate\n"
             "                     a slow input pipeline (default 0)\n"
+            "  --timing-log-level N       Megatron-style timers logged with each loss\n"
+            "                             line: 0, 1 or 2 (default 2)\n"
+            "  --timing-log-option OPT    max, minmax or all (default minmax)\n"
             "  --help             show this help\n",
             DEFAULT_STEPS, DEFAULT_BATCH, DEFAULT_HIDDEN, DEFAULT_LR, DEFAULT_SEED,
             DATA_FILE_NAME, DEFAULT_LOG_EVERY);
@@ -585,6 +592,8 @@ static int parse_args(int argc, char **argv, Options *o)
         .hidden = DEFAULT_HIDDEN,
         .log_every = DEFAULT_LOG_EVERY,
         .delay_us = 0,
+        .timing_level = 2,
+        .timing_option = TPROF_TIMERS_MINMAX,
         .seed = DEFAULT_SEED,
         .lr = DEFAULT_LR,
         .data = NULL,
@@ -601,7 +610,8 @@ static int parse_args(int argc, char **argv, Options *o)
         const char *value = NULL;
         static const char *const known[] = {"--steps", "--batch", "--hidden", "--lr",
                                             "--seed", "--data", "--log-every",
-                                            "--data-delay-us"};
+                                            "--data-delay-us", "--timing-log-level",
+                                            "--timing-log-option"};
         const char *flag = NULL;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             if (strlen(known[k]) == name_len && strncmp(arg, known[k], name_len) == 0)
@@ -630,6 +640,21 @@ static int parse_args(int argc, char **argv, Options *o)
             ok = parse_long(flag, value, 0, LONG_MAX, &o->log_every);
         } else if (strcmp(flag, "--data-delay-us") == 0) {
             ok = parse_long(flag, value, 0, 60L * 1000000, &o->delay_us);
+        } else if (strcmp(flag, "--timing-log-level") == 0) {
+            ok = parse_long(flag, value, 0, 2, &o->timing_level);
+        } else if (strcmp(flag, "--timing-log-option") == 0) {
+            ok = true;
+            if (strcmp(value, "max") == 0)
+                o->timing_option = TPROF_TIMERS_MAX;
+            else if (strcmp(value, "minmax") == 0)
+                o->timing_option = TPROF_TIMERS_MINMAX;
+            else if (strcmp(value, "all") == 0)
+                o->timing_option = TPROF_TIMERS_ALL;
+            else {
+                fprintf(stderr, "char_lm: --timing-log-option expects max, minmax or all, "
+                                "got '%s'\n", value);
+                ok = false;
+            }
         } else if (strcmp(flag, "--seed") == 0) {
             char *end;
             errno = 0;
@@ -739,6 +764,7 @@ int main(int argc, char **argv)
 
     const int batch = (int)opt.batch;
     Model model;
+    tprof_timers *timers = NULL; /* before any goto out */
     BatchQueue queue;
     memset(&queue, 0, sizeof queue);
     Batch cur = {NULL, NULL};
@@ -785,6 +811,18 @@ int main(int argc, char **argv)
      * steps since the previous log line, and the final figure is the mean of
      * the last FINAL_WINDOW steps (with the default --log-every it equals the
      * last log line). The initial figure is the first batch's loss. */
+    /* Megatron-LM's timer names and levels for these phases (reference: megatron.md §6) */
+    if (tprof_timers_create((int)opt.timing_level, opt.timing_option, &timers) != TPROF_OK) {
+        fprintf(stderr, "char_lm: cannot create the timers\n");
+        goto out;
+    }
+    tprof_timer *t_interval = tprof_timer_get(timers, "interval-time", 0);
+    tprof_timer *t_batch = tprof_timer_get(timers, "batch-generator", 2);
+    tprof_timer *t_fwd = tprof_timer_get(timers, "forward-compute", 2);
+    tprof_timer *t_bwd = tprof_timer_get(timers, "backward-compute", 2);
+    tprof_timer *t_opt = tprof_timer_get(timers, "optimizer", 1);
+    tprof_timer_start(t_interval, 0);
+
     double recent[FINAL_WINDOW];
     double initial_loss = 0.0, log_sum = 0.0;
     long log_count = 0;
@@ -794,7 +832,9 @@ int main(int argc, char **argv)
         RANGE_PUSH("step");
 
         RANGE_PUSH("data");
+        tprof_timer_start(t_batch, 0);
         bool got = queue_pop(&queue, &cur);
+        tprof_timer_stop(t_batch, 0);
         RANGE_POP();
         if (!got) {
             RANGE_POP();
@@ -804,15 +844,21 @@ int main(int argc, char **argv)
         }
 
         RANGE_PUSH("forward");
+        tprof_timer_start(t_fwd, 0);
         double loss = model_forward(&model, &cur);
+        tprof_timer_stop(t_fwd, 0);
         RANGE_POP();
 
         RANGE_PUSH("backward");
+        tprof_timer_start(t_bwd, 0);
         model_backward(&model, &cur);
+        tprof_timer_stop(t_bwd, 0);
         RANGE_POP();
 
         RANGE_PUSH("optimizer");
+        tprof_timer_start(t_opt, 0);
         model_adam(&model, (float)opt.lr);
+        tprof_timer_stop(t_opt, 0);
         RANGE_POP();
 
         RANGE_POP(); /* step */
@@ -830,6 +876,8 @@ int main(int argc, char **argv)
         if (opt.log_every > 0 && (step % opt.log_every == 0 || step == opt.steps)) {
             printf("step %ld loss %.4f\n", step, log_sum / (double)log_count);
             fflush(stdout);
+            /* as Megatron's training_log: average ms per iteration since the last line */
+            tprof_timers_log(timers, NULL, 0, (double)log_count, 1, 0, -1, stdout);
             log_sum = 0.0;
             log_count = 0;
         }
@@ -845,6 +893,7 @@ int main(int argc, char **argv)
     }
 
 out:
+    tprof_timers_destroy(timers);
     if (loader_started) {
         /* After a normal run the loader has already produced its last batch;
          * on an early exit this wakes it so the join cannot hang. */

@@ -21,7 +21,20 @@ st = r0["steps"]
 assert st["count"] == 80 and st["warmup"] == 1 and st["measured"] == 79, st
 assert st["name"] == "step" and st["thread"] == "main", st
 assert 0 < st["p50_ms"] <= st["p90_ms"] <= st["max_ms"], st
-names = {row["name"]: row for row in r0["ranges"]["top_inclusive"]}
+# the default domain's ranges (NVTX); the Timers' ranges are in domain "trainprof"
+names = {row["name"]: row for row in r0["ranges"]["top_inclusive"] if "domain" not in row}
+timers = {row["name"]: row for row in r0["timers"]["rows"]}
+for n in ("interval-time", "batch-generator", "forward-compute", "backward-compute", "optimizer"):
+    assert n in timers, (n, list(timers))
+# a timer and the NVTX range around the same phase agree within 10 %
+for t, n in (("forward-compute", "forward"), ("backward-compute", "backward")):
+    assert abs(timers[t]["ms"] - names[n]["inclusive_ms"]) <= 0.1 * names[n]["inclusive_ms"], (t, n)
+mm = rep["timers"]["megatron_minmax"]
+assert mm.startswith("(min, max) time across ranks (ms):\n    interval-time ..."), mm
+assert "\n    forward-compute ................................: (" in mm, mm
+# the trainer's own Megatron log lines
+log = open(out).read()
+assert "(min, max) time across ranks (ms):" in log and "    interval-time ..." in log
 for n in ("step", "data", "forward", "backward", "optimizer", "load_batch"):
     assert n in names, (n, list(names))
 # every phase runs once per step, inside it
