@@ -30,3 +30,7 @@ endif()
 # Writer throughput into a rank file on one core, and reader / model-load throughput.
 add_executable(bench_writer ${CMAKE_CURRENT_SOURCE_DIR}/bench_writer.c)
 target_link_libraries(bench_writer PRIVATE trainprof tprof_analysis Threads::Threads)
+
+# Megatron-compatible Timers: the dummy above the log level, and enabled start+stop.
+add_executable(bench_timers ${CMAKE_CURRENT_SOURCE_DIR}/bench_timers.c)
+target_link_libraries(bench_timers PRIVATE trainprof)

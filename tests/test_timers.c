@@ -30,6 +30,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "synth.h"
 #include "trainprof.h"
 
 /* ------------------------------------------------------------------ fake 4-rank hook */
@@ -341,6 +342,69 @@ static void test_timer_ranges_in_trace(void **state) {
     tp_run_free(&run);
 }
 
+/* ------------------------------------------------------------------ report, 2 ranks */
+
+/* Two synthetic ranks, 3 steps of 10 ms (the first is warm-up), with timer ranges: rank 0's
+ * forward-compute takes 4 ms a step, rank 1's 6 ms; backward-compute runs only on rank 1
+ * (2 ms). The report's Megatron tables then read exactly these milliseconds per step. */
+static void write_rank(const char *dir, int rank, uint64_t fwd_ns, uint64_t bwd_ns) {
+    const uint64_t t0 = 1000000000ull, step = 10000000ull;
+    synth_file *f = synth_open(dir, "node", 100 + rank, 1700000000000000000ull, t0);
+    assert_non_null(f);
+    synth_rank(f, rank, 2);
+    synth_domain(f, 1, "trainprof");
+    synth_category(f, 1, 1, "timers");
+    synth_thread(f, 1, 100 + (uint32_t)rank);
+    uint64_t id = 1;
+    for (uint64_t s = 0; s < 3; s++) {
+        uint64_t b = t0 + s * step;
+        synth_step_begin(f, 1, b, s);
+        synth_start(f, 1, b + 1000, id, "forward-compute", 1, 1);
+        synth_end(f, 1, b + 1000 + fwd_ns, id++);
+        if (bwd_ns) {
+            synth_start(f, 1, b + 1000 + fwd_ns, id, "backward-compute", 1, 1);
+            synth_end(f, 1, b + 1000 + fwd_ns + bwd_ns, id++);
+        }
+        synth_step_end(f, 1, b + step, s);
+    }
+    synth_end_of_file(f, t0 + 3 * step + 1, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_report_tables_two_ranks(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "timers-report"), 0);
+    write_rank(dir, 0, 4000000, 0);
+    write_rank(dir, 1, 6000000, 2000000);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), TPROF_OK);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    cJSON *tm = cJSON_GetObjectItem(rep, "timers");
+    assert_non_null(tm);
+    assert_string_equal(cJSON_GetObjectItem(tm, "megatron_minmax")->valuestring,
+                        "(min, max) time across ranks (ms):\n"
+                        "    forward-compute ................................: (4.00, 6.00)\n"
+                        "    backward-compute ...............................: (2.00, 2.00)");
+    assert_string_equal(cJSON_GetObjectItem(tm, "megatron_all")->valuestring,
+                        "times across ranks (ms):\n"
+                        "  forward-compute:\n"
+                        "     rank  0: 4.00\n"
+                        "     rank  1: 6.00\n"
+                        "  backward-compute:\n"
+                        "     rank  1: 2.00");
+    cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 1);
+    cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r1, "timers"), "rows"), 0);
+    assert_true(cJSON_GetObjectItem(row, "ms")->valuedouble == 6.0);
+    assert_int_equal(cJSON_GetObjectItem(row, "count")->valueint, 3);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         /* first: its child must start a session, and the other tests leave this process's
@@ -353,6 +417,7 @@ int main(void) {
         cmocka_unit_test(test_log_last_rank_only_and_json),
         cmocka_unit_test(test_levels_and_dummy),
         cmocka_unit_test(test_known_sleep_elapsed_reset),
+        cmocka_unit_test(test_report_tables_two_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
