@@ -222,7 +222,9 @@ static void test_levels_and_dummy(void **state) {
     assert_string_equal(tprof_timer_name(again), "dummy timer");
     assert_int_equal(tprof_timers_lookup(t, "x", 3, &again), TPROF_ERR_INVALID_ARG);
     assert_int_equal(tprof_timers_lookup(t, "", 1, &again), TPROF_ERR_INVALID_ARG);
-    assert_int_equal(tprof_timers_create(3, TPROF_TIMERS_MAX, &t), TPROF_ERR_INVALID_ARG);
+    tprof_timers *bad = (tprof_timers *)1;
+    assert_int_equal(tprof_timers_create(3, TPROF_TIMERS_MAX, &bad), TPROF_ERR_INVALID_ARG);
+    assert_null(bad);
     /* the dummy: free no-ops */
     tprof_timer *d = tprof_timer_get(t, "l2", 2);
     tprof_timer_start(d, 0);
@@ -249,19 +251,26 @@ static void test_known_sleep_elapsed_reset(void **state) {
     tprof_timers *t;
     assert_int_equal(tprof_timers_create(2, TPROF_TIMERS_MINMAX, &t), TPROF_OK);
     tprof_timer *tm = tprof_timer_get(t, "sleep", 2);
-    double best = 1;
-    for (int i = 0; i < 3; i++) {
+    /* A 20 ms sleep: the timer reads at least 20 ms, and within 1 ms of the interval the
+     * test measures itself around start..stop (on a loaded machine the wake-up after the
+     * sleep can be late by milliseconds; that delay is real and inside both). */
+    double worst = 0;
+    const int tries = 3;
+    for (int i = 0; i < tries; i++) {
+        uint64_t a = mono_ns();
         tprof_timer_start(tm, 0);
         sleep_ns(20000000);
         tprof_timer_stop(tm, 0);
+        uint64_t b = mono_ns();
         double e = tprof_timer_elapsed(tm, 1, 0);
-        assert_true(e >= 0.020);
-        if (e - 0.020 < best) best = e - 0.020;
+        double truth = (double)(b - a) * 1e-9;
+        assert_true(e >= 0.020 && e <= truth);
+        if (truth - e > worst) worst = truth - e;
     }
-    printf("timer: 20 ms sleep measured with best error %.3f ms\n", best * 1e3);
-    assert_true(best < 0.001);
-    /* active time survives reset: three sleeps */
-    assert_true(tprof_timer_active_time(tm) >= 0.060);
+    printf("timer: 20 ms sleeps measured within %.3f ms of the test's own clock\n", worst * 1e3);
+    assert_true(worst < 0.001);
+    /* active time survives reset: every sleep */
+    assert_true(tprof_timer_active_time(tm) >= 0.020 * tries);
     /* elapsed while running: read, keeps running */
     tprof_timer_start(tm, 0);
     sleep_ns(5000000);
@@ -337,7 +346,7 @@ static void test_timer_ranges_in_trace(void **state) {
     cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(tm, "rows"), 0);
     assert_string_equal(cJSON_GetObjectItem(row, "name")->valuestring, "forward-compute");
     double ms = cJSON_GetObjectItem(row, "ms")->valuedouble;
-    assert_true(ms >= 3.0 && ms < 4.0);
+    assert_true(ms >= 3.0 && ms < 20.0); /* 3 ms sleeps; exact figures: the synthetic test */
     cJSON_Delete(rep);
     tp_run_free(&run);
 }
