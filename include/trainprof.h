@@ -367,28 +367,34 @@ struct tprof__timer_head {
  * until the library knows it is not recording. Internal: read it only through the macros. */
 TPROF_API extern int tprof__maybe_on;
 
+/* A relaxed atomic load: a plain load on every common CPU, and race-free to sanitizers. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TPROF__ON() __atomic_load_n(&tprof__maybe_on, __ATOMIC_RELAXED)
+#define TPROF__TIMER_LIVE(t) \
+    __atomic_load_n(&((const struct tprof__timer_head *)(const void *)(t))->live, __ATOMIC_RELAXED)
+#else
+#define TPROF__ON() (tprof__maybe_on)
+#define TPROF__TIMER_LIVE(t) (((const struct tprof__timer_head *)(const void *)(t))->live)
+#endif
+
 #if !defined(TPROF_DISABLE) && !defined(TPROF_NO_INLINE_CHECK)
 /* A function-like macro does not expand inside its own expansion, so each of these calls
  * the real function when the switch is on. Defining TPROF_NO_INLINE_CHECK gives plain
  * calls (for taking the functions' addresses). */
-#define tprof_range_push(name) (tprof__maybe_on ? tprof_range_push(name) : (void)0)
+#define tprof_range_push(name) (TPROF__ON() ? tprof_range_push(name) : (void)0)
 #define tprof_range_push_ex(domain, name, category) \
-    (tprof__maybe_on ? tprof_range_push_ex(domain, name, category) : (void)0)
-#define tprof_range_pop() (tprof__maybe_on ? tprof_range_pop() : (void)0)
-#define tprof_range_start(name) (tprof__maybe_on ? tprof_range_start(name) : (uint64_t)0)
-#define tprof_range_end(id) (tprof__maybe_on ? tprof_range_end(id) : (void)0)
-#define tprof_mark(name) (tprof__maybe_on ? tprof_mark(name) : (void)0)
-#define tprof_counter(name, value) (tprof__maybe_on ? tprof_counter(name, value) : (void)0)
-#define tprof_step_begin(step) (tprof__maybe_on ? tprof_step_begin(step) : (void)0)
-#define tprof_step_end(step) (tprof__maybe_on ? tprof_step_end(step) : (void)0)
+    (TPROF__ON() ? tprof_range_push_ex(domain, name, category) : (void)0)
+#define tprof_range_pop() (TPROF__ON() ? tprof_range_pop() : (void)0)
+#define tprof_range_start(name) (TPROF__ON() ? tprof_range_start(name) : (uint64_t)0)
+#define tprof_range_end(id) (TPROF__ON() ? tprof_range_end(id) : (void)0)
+#define tprof_mark(name) (TPROF__ON() ? tprof_mark(name) : (void)0)
+#define tprof_counter(name, value) (TPROF__ON() ? tprof_counter(name, value) : (void)0)
+#define tprof_step_begin(step) (TPROF__ON() ? tprof_step_begin(step) : (void)0)
+#define tprof_step_end(step) (TPROF__ON() ? tprof_step_end(step) : (void)0)
 #define tprof_timer_start(timer, barrier)                                               \
-    (((const struct tprof__timer_head *)(const void *)(timer))->live                  \
-         ? tprof_timer_start(timer, barrier)                                            \
-         : (void)0)
+    (TPROF__TIMER_LIVE(timer) ? tprof_timer_start(timer, barrier) : (void)0)
 #define tprof_timer_stop(timer, barrier)                                                \
-    (((const struct tprof__timer_head *)(const void *)(timer))->live                  \
-         ? tprof_timer_stop(timer, barrier)                                             \
-         : (void)0)
+    (TPROF__TIMER_LIVE(timer) ? tprof_timer_stop(timer, barrier) : (void)0)
 #endif
 
 #if defined(TPROF_DISABLE)

@@ -1,5 +1,5 @@
 # Core: the recording API through rank files, NVTX injection end to end, and the demo.
-tprof_add_unit(test_api test_api.c LIBS trainprof tprof_analysis Threads::Threads)
+tprof_add_unit(test_api test_api.c LIBS trainprof tprof_analysis Threads::Threads LABELS tsan)
 
 if(TPROF_HAVE_NVTX3)
   add_executable(nvtx_prog nvtx_prog.c)

@@ -163,7 +163,7 @@ void tprof_timer_start(tprof_timer *tm, int barrier) {
     tm->start_ns = now;
     tm->started = 1;
     tm->range_id = 0;
-    tprof__thread *t = tprof__maybe_on ? tprof__thread_get() : NULL;
+    tprof__thread *t = TPROF__ON() ? tprof__thread_get() : NULL;
     if (t)
         tm->range_id = tprof__range_start_ts(t, tm->owner->domain, tm->name,
                                              TPROF__TIMERS_CATEGORY, now);
@@ -184,7 +184,7 @@ void tprof_timer_stop(tprof_timer *tm, int barrier) {
     tm->active_s += dt;
     tm->started = 0;
     if (tm->range_id) {
-        tprof__thread *t = tprof__maybe_on ? tprof__thread_get() : NULL;
+        tprof__thread *t = TPROF__ON() ? tprof__thread_get() : NULL;
         if (t) tprof__range_end_ts(t, tm->range_id, now);
         tm->range_id = 0;
     }
@@ -199,7 +199,7 @@ void tprof_timer_reset(tprof_timer *tm) {
     tm->elapsed_s = 0;
     tm->started = 0;
     if (tm->range_id) { /* close the trace range of an interval that reset abandons */
-        tprof__thread *t = tprof__maybe_on ? tprof__thread_get() : NULL;
+        tprof__thread *t = TPROF__ON() ? tprof__thread_get() : NULL;
         if (t) tprof__range_end_ts(t, tm->range_id, tprof__now());
         tm->range_id = 0;
     }
