@@ -292,14 +292,22 @@ static int gather(tprof_timers *t, const char *const *names, size_t n, int reset
     return rc;
 }
 
+/* Names resolved and gathered: *nm (free it) and *m (free it, NULL on failure). */
+static int resolve_and_gather(tprof_timers *t, const char *const *names, size_t nnames,
+                              int reset, int barrier, const char ***nm, size_t *n, double **m,
+                              int *world) {
+    *m = NULL;
+    int rc = resolve_names(t, names, nnames, nm, n);
+    if (rc != TPROF_OK) return rc;
+    return gather(t, *nm, *n, reset, barrier, m, world);
+}
+
 int tprof_timers_gather(tprof_timers *t, const char *const *names, size_t nnames, int reset,
                         int barrier, double **out, int *world, size_t *nout) {
     if (!t || !out || !world) return TPROF_ERR_INVALID_ARG;
-    const char **nm;
-    size_t n;
-    int rc = resolve_names(t, names, nnames, &nm, &n);
-    if (rc != TPROF_OK) return rc;
-    rc = gather(t, nm, n, reset, barrier, out, world);
+    const char **nm = NULL;
+    size_t n = 0;
+    int rc = resolve_and_gather(t, names, nnames, reset, barrier, &nm, &n, out, world);
     if (nout) *nout = n;
     free(nm);
     return rc;
@@ -311,13 +319,11 @@ int tprof_timers_string(tprof_timers *t, const char *const *names, size_t nnames
                         double normalizer, int reset, int barrier, char **text) {
     if (text) *text = NULL;
     if (!t || !text || !(normalizer > 0)) return TPROF_ERR_INVALID_ARG;
-    const char **nm;
-    size_t n;
-    int rc = resolve_names(t, names, nnames, &nm, &n);
-    if (rc != TPROF_OK) return rc;
+    const char **nm = NULL;
+    size_t n = 0;
     double *m;
     int world;
-    rc = gather(t, nm, n, reset, barrier, &m, &world);
+    int rc = resolve_and_gather(t, names, nnames, reset, barrier, &nm, &n, &m, &world);
     if (m) *text = tprof__timers_format((int)t->option, nm, n, m, world, normalizer);
     free(m);
     free(nm);
@@ -328,13 +334,11 @@ int tprof_timers_json(tprof_timers *t, const char *const *names, size_t nnames,
                       double normalizer, int reset, int barrier, char **json) {
     if (json) *json = NULL;
     if (!t || !json || !(normalizer > 0)) return TPROF_ERR_INVALID_ARG;
-    const char **nm;
-    size_t n;
-    int rc = resolve_names(t, names, nnames, &nm, &n);
-    if (rc != TPROF_OK) return rc;
+    const char **nm = NULL;
+    size_t n = 0;
     double *m;
     int world;
-    rc = gather(t, nm, n, reset, barrier, &m, &world);
+    int rc = resolve_and_gather(t, names, nnames, reset, barrier, &nm, &n, &m, &world);
     if (!m) {
         free(nm);
         return rc;
