@@ -201,6 +201,43 @@ static void test_log_last_rank_only_and_json(void **state) {
     tprof_set_collectives(NULL);
 }
 
+/* ------------------------------------------------------------------ the hook itself */
+
+static void test_collectives_hook(void **state) {
+    (void)state;
+    tprof_collectives c = {sizeof c, NULL, 2, 2, fake_gather, NULL, NULL};
+    assert_int_equal(tprof_set_collectives(&c), TPROF_ERR_INVALID_ARG); /* rank >= world */
+    c.rank = -1;
+    assert_int_equal(tprof_set_collectives(&c), TPROF_ERR_INVALID_ARG);
+    c.rank = 0;
+    c.struct_size = 8;
+    assert_int_equal(tprof_set_collectives(&c), TPROF_ERR_INVALID_ARG);
+    /* none registered: rank 0 of 1 with local callbacks */
+    assert_int_equal(tprof_set_collectives(NULL), TPROF_OK);
+    tprof_collectives got;
+    tprof_get_collectives(&got);
+    assert_int_equal(got.rank, 0);
+    assert_int_equal(got.world_size, 1);
+    double v[2] = {3.0, 4.0}, out[2] = {0, 0};
+    assert_int_equal(got.all_gather(got.ctx, v, sizeof v, out), 0);
+    assert_true(out[0] == 3.0 && out[1] == 4.0);
+    assert_int_equal(got.all_reduce(got.ctx, v, 2, TPROF_REDUCE_SUM), 0);
+    assert_true(v[0] == 3.0); /* one rank: the sum is itself */
+    assert_int_equal(got.barrier(got.ctx), 0);
+    /* a hook without all_gather on several ranks: the timers use their own row only */
+    tprof_collectives partial = {sizeof partial, NULL, 1, 4, NULL, NULL, NULL};
+    assert_int_equal(tprof_set_collectives(&partial), TPROF_OK);
+    tprof_timers *t;
+    assert_int_equal(tprof_timers_create(2, TPROF_TIMERS_ALL, &t), TPROF_OK);
+    tprof_timer_set_elapsed(tprof_timer_get(t, "x", 2), 0.002);
+    char *s;
+    assert_int_equal(tprof_timers_string(t, NULL, 0, 1.0, 0, 0, &s), TPROF_ERR_UNAVAILABLE);
+    assert_string_equal(s, "times across ranks (ms):\n  x:\n     rank  1: 2.00");
+    free(s);
+    tprof_timers_destroy(t);
+    tprof_set_collectives(NULL);
+}
+
 /* ------------------------------------------------------------------ registry rules */
 
 static void test_levels_and_dummy(void **state) {
@@ -424,6 +461,7 @@ int main(void) {
         cmocka_unit_test(test_golden_all),
         cmocka_unit_test(test_golden_all_registered_and_padding),
         cmocka_unit_test(test_log_last_rank_only_and_json),
+        cmocka_unit_test(test_collectives_hook),
         cmocka_unit_test(test_levels_and_dummy),
         cmocka_unit_test(test_known_sleep_elapsed_reset),
         cmocka_unit_test(test_report_tables_two_ranks),
