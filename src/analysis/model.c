@@ -345,7 +345,6 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
         tp_range *rg = &t->ranges[st->idx[--st->n]];
         rg->end = r->ts_ns < rg->start ? rg->start : r->ts_ns;
         rg->flags &= (uint16_t)~TP_R_UNCLOSED;
-        if (rg->parent >= 0) t->ranges[rg->parent].child_ns += rg->end - rg->start;
         return 0;
     }
     case TPROF_REC_START: {
@@ -425,6 +424,72 @@ static int cmp_end(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* Containment on one thread, across domains: each synchronous range's direct children
+ * (child_ns, for exclusive time) and whether a range of the same name and domain encloses
+ * it (recursion, TP_R_NESTED_SAME). One sweep in start order with a stack of enclosing
+ * ranges and a count per name on that stack; a range that only overlaps the top (ranges of
+ * two domains that do not nest) closes it. */
+typedef struct nest_key {
+    const char *name;
+    uint32_t domain;
+    uint32_t count;
+} nest_key;
+
+static int cmp_by_start(const void *a, const void *b, void *ctx) {
+    const tp_range *r = ctx;
+    const tp_range *x = &r[*(const uint32_t *)a], *y = &r[*(const uint32_t *)b];
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->end != y->end) return x->end > y->end ? -1 : 1; /* the enclosing one first */
+    return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static nest_key *nest_slot(nest_key *tab, size_t mask, const char *name, uint32_t domain) {
+    size_t h = (((uintptr_t)name >> 3) * 0x9E3779B97F4A7C15ull + domain) & mask;
+    while (tab[h].name && (tab[h].name != name || tab[h].domain != domain)) h = (h + 1) & mask;
+    return &tab[h];
+}
+
+static int nesting(tp_thread *t) {
+    size_t n = 0;
+    for (size_t k = 0; k < t->nranges; k++) {
+        t->ranges[k].child_ns = 0;
+        n += !(t->ranges[k].flags & TP_R_ASYNC);
+    }
+    if (!n) return 0;
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    uint32_t *idx = malloc(n * sizeof *idx), *stk = malloc(n * sizeof *stk);
+    nest_key *tab = calloc(cap, sizeof *tab);
+    if (!idx || !stk || !tab) {
+        free(idx);
+        free(stk);
+        free(tab);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    size_t m = 0, sp = 0;
+    for (size_t k = 0; k < t->nranges; k++)
+        if (!(t->ranges[k].flags & TP_R_ASYNC)) idx[m++] = (uint32_t)k;
+    qsort_r(idx, n, sizeof *idx, cmp_by_start, t->ranges);
+    for (size_t i = 0; i < n; i++) {
+        tp_range *r = &t->ranges[idx[i]];
+        while (sp && t->ranges[stk[sp - 1]].end < r->end) {
+            const tp_range *top = &t->ranges[stk[--sp]];
+            nest_slot(tab, cap - 1, top->name, top->domain)->count--;
+        }
+        if (sp) t->ranges[stk[sp - 1]].child_ns += r->end - r->start;
+        nest_key *k = nest_slot(tab, cap - 1, r->name, r->domain);
+        if (k->count) r->flags |= TP_R_NESTED_SAME;
+        k->name = r->name;
+        k->domain = r->domain;
+        k->count++;
+        stk[sp++] = idx[i];
+    }
+    free(idx);
+    free(stk);
+    free(tab);
+    return 0;
+}
+
 static void finish_process(loader *L) {
     tp_process *p = L->p;
     /* match async ends */
@@ -473,9 +538,9 @@ static void finish_process(loader *L) {
             tp_range *rg = &t->ranges[k];
             if (!(rg->flags & TP_R_UNCLOSED)) continue;
             rg->end = p->end_mono > rg->start ? p->end_mono : rg->start;
-            if (rg->parent >= 0) t->ranges[rg->parent].child_ns += rg->end - rg->start;
         }
     }
+    for (size_t i = 0; i < p->nthreads; i++) nesting(&p->threads[i]);
     /* rank identity from metadata (last value wins) */
     const char *v;
     p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;

@@ -17,14 +17,17 @@
 #include "format/format.h"
 
 enum {
-    TP_R_ASYNC = 1,    /* opened with range_start/end (may cross threads) */
-    TP_R_UNCLOSED = 2, /* still open when the file ended: end = last time seen */
+    TP_R_ASYNC = 1,       /* opened with range_start/end (may cross threads) */
+    TP_R_UNCLOSED = 2,    /* still open when the file ended: end = last time seen */
+    TP_R_NESTED_SAME = 4, /* inside a range of the same name and domain (recursion): its
+                           * time is already in that ancestor's inclusive time */
 };
 
 typedef struct tp_range {
     const char *name;
     uint64_t start, end;
-    uint64_t child_ns; /* sum of direct children (same thread and domain stack) */
+    uint64_t child_ns; /* sum of the synchronous ranges directly inside it on its thread,
+                        * whatever their domain (0 for async ranges) */
     int32_t parent;    /* index in the thread's ranges, -1 for none */
     uint32_t domain;   /* index into the process's domain names, 0 = default */
     uint32_t category;

@@ -77,15 +77,26 @@ typedef struct agg {
     double incl_ns, excl_ns;
 } agg;
 
+/* Rows by (name, domain), with a hash index: PyTorch's per-operator NVTX can give
+ * hundreds of thousands of distinct names. Names are interned: pointer equality. */
 typedef struct aggtab {
     agg *v;
     size_t n, cap;
+    uint32_t *index; /* slot -> row + 1, 0 = empty; size icap, a power of two */
+    size_t icap;
 } aggtab;
 
+static size_t agg_hash(const char *name, uint32_t domain, size_t mask) {
+    return (size_t)((((uintptr_t)name >> 3) * 0x9E3779B97F4A7C15ull) ^ domain) & mask;
+}
+
 static agg *agg_get(aggtab *t, const char *name, uint32_t domain) {
-    /* names are interned: pointer equality; tables stay small (distinct range names) */
-    for (size_t i = 0; i < t->n; i++)
-        if (t->v[i].name == name && t->v[i].domain == domain) return &t->v[i];
+    if (t->icap) {
+        for (size_t h = agg_hash(name, domain, t->icap - 1); t->index[h]; h = (h + 1) & (t->icap - 1)) {
+            agg *a = &t->v[t->index[h] - 1];
+            if (a->name == name && a->domain == domain) return a;
+        }
+    }
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
         agg *nv = realloc(t->v, cap * sizeof *nv);
@@ -93,8 +104,29 @@ static agg *agg_get(aggtab *t, const char *name, uint32_t domain) {
         t->v = nv;
         t->cap = cap;
     }
+    if ((t->n + 1) * 2 > t->icap) { /* rebuild the index at twice the size */
+        size_t icap = t->icap ? t->icap * 2 : 128;
+        uint32_t *ni = calloc(icap, sizeof *ni);
+        if (!ni) return NULL;
+        for (size_t i = 0; i < t->n; i++) {
+            size_t h = agg_hash(t->v[i].name, t->v[i].domain, icap - 1);
+            while (ni[h]) h = (h + 1) & (icap - 1);
+            ni[h] = (uint32_t)i + 1;
+        }
+        free(t->index);
+        t->index = ni;
+        t->icap = icap;
+    }
+    size_t h = agg_hash(name, domain, t->icap - 1);
+    while (t->index[h]) h = (h + 1) & (t->icap - 1);
+    t->index[h] = (uint32_t)t->n + 1;
     t->v[t->n] = (agg){name, domain, 0, 0, 0};
     return &t->v[t->n++];
+}
+
+static void agg_free(aggtab *t) {
+    free(t->v);
+    free(t->index);
 }
 
 static int by_incl(const void *a, const void *b) {
@@ -113,7 +145,7 @@ static int cmp_iv(const void *a, const void *b) {
     return x->s < y->s ? -1 : x->s > y->s;
 }
 static uint64_t union_in_steps(iv *v, size_t n, const tp_step *st, size_t nst) {
-    qsort(v, n, sizeof *v, cmp_iv);
+    if (n > 1) qsort(v, n, sizeof *v, cmp_iv);
     uint64_t tot = 0;
     size_t i = 0;
     while (i < n) {
@@ -188,7 +220,7 @@ static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, 
         }
     }
     if (!n) return;
-    qsort(v, n, sizeof *v, by_first);
+    if (n > 1) qsort(v, n, sizeof *v, by_first);
     cJSON *jt = cJSON_AddObjectToObject(rs, "timers");
     cJSON_AddStringToObject(jt, "per", meas ? "step" : "run");
     cJSON *rows = cJSON_AddArrayToObject(jt, "rows");
@@ -311,7 +343,8 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
                                           ? (double)in
                                           : (double)in * (double)(dur - (r->child_ns > dur ? dur : r->child_ns)) / (double)dur;
                         a->count++;
-                        a->incl_ns += (double)in;
+                        /* recursion: the enclosing range of the same name holds this time */
+                        if (!(r->flags & TP_R_NESTED_SAME)) a->incl_ns += (double)in;
                         a->excl_ns += excl;
                     }
                 }
@@ -331,9 +364,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     }
     cJSON *jr = cJSON_AddObjectToObject(rs, "ranges");
     cJSON_AddStringToObject(jr, "per", per_step ? "step" : "run");
-    qsort(tab.v, tab.n, sizeof *tab.v, by_incl);
+    if (tab.n > 1) qsort(tab.v, tab.n, sizeof *tab.v, by_incl);
     cJSON_AddItemToObject(jr, "top_inclusive", range_rows(tab.v, tab.n, o->top_n, denom, per, p));
-    qsort(tab.v, tab.n, sizeof *tab.v, by_excl);
+    if (tab.n > 1) qsort(tab.v, tab.n, sizeof *tab.v, by_excl);
     cJSON_AddItemToObject(jr, "top_exclusive", range_rows(tab.v, tab.n, o->top_n, denom, per, p));
     cJSON_AddNumberToObject(jr, "distinct_names", (double)tab.n);
     cJSON *uc = cJSON_AddArrayToObject(jr, "unclosed");
@@ -345,8 +378,8 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
         cJSON_AddNumberToObject(u, "count", (double)unclosed.v[i].count);
         cJSON_AddItemToArray(uc, u);
     }
-    free(tab.v);
-    free(unclosed.v);
+    agg_free(&tab);
+    agg_free(&unclosed);
 
     timers_section(rs, p, per_step ? meas : NULL, nm);
     process_section(rs, p);

@@ -124,7 +124,7 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
     }
     if (r < 0) return r;
     if (out->source == TP_STEPS_NONE) return TPROF_OK;
-    qsort(out->steps, out->nsteps, sizeof *out->steps, cmp_step);
+    if (out->nsteps > 1) qsort(out->steps, out->nsteps, sizeof *out->steps, cmp_step);
     for (size_t i = 0; i < out->nsteps; i++) {
         if (out->source != TP_STEPS_API) out->steps[i].app_step = i;
         out->steps[i].warmup = (int)i < warmup;

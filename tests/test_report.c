@@ -1,0 +1,128 @@
+/*
+ * test_report.c — report figures on synthetic runs with known answers: recursion (a range
+ * inside a range of the same name) is counted once in inclusive time, exclusive time
+ * subtracts children of any domain, and a run with only counters (no ranges) reports.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "synth.h"
+
+static const uint64_t T0 = 1000000000ull, MS = 1000000ull;
+
+static cJSON *row(cJSON *rep, const char *table, const char *name, const char *domain) {
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "ranges"), table)) {
+        cJSON *d = cJSON_GetObjectItem(e, "domain");
+        if (!strcmp(cJSON_GetObjectItem(e, "name")->valuestring, name) &&
+            (domain ? d && !strcmp(d->valuestring, domain) : !d))
+            return e;
+    }
+    return NULL;
+}
+
+static double num(cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valuedouble; }
+
+/* 3 steps of 20 ms (the first warm-up). In each: "rec" 0..15 ms holding "rec" 2..12 ms
+ * (recursion), and "a" 15..19 ms holding "b" of domain "other" 16..18 ms. */
+static void test_recursion_and_cross_domain_exclusive(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report"), 0);
+    synth_file *f = synth_open(dir, "h", 1, 1700000000000000000ull, T0);
+    synth_domain(f, 1, "other");
+    synth_thread(f, 1, 1);
+    for (uint64_t s = 0; s < 3; s++) {
+        uint64_t b = T0 + s * 20 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_push(f, 1, b, "rec", 0, 0);
+        synth_push(f, 1, b + 2 * MS, "rec", 0, 0);
+        synth_pop(f, 1, b + 12 * MS, 0);
+        synth_pop(f, 1, b + 15 * MS, 0);
+        synth_push(f, 1, b + 15 * MS, "a", 0, 0);
+        synth_push(f, 1, b + 16 * MS, "b", 1, 0);
+        synth_pop(f, 1, b + 18 * MS, 1);
+        synth_pop(f, 1, b + 19 * MS, 0);
+        synth_step_end(f, 1, b + 20 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 60 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    cJSON *rec = row(rep, "top_inclusive", "rec", NULL);
+    assert_non_null(rec);
+    /* 15 ms per step, not 25: the inner rec is inside the outer's time */
+    assert_true(fabs(num(rec, "inclusive_ms") - 15.0) < 1e-9);
+    assert_true(fabs(num(rec, "inclusive_share") - 0.75) < 1e-9);
+    assert_true(fabs(num(rec, "count_per_unit") - 2.0) < 1e-9);
+    /* exclusive: outer 15 - 10 = 5, inner 10: 15 ms of self time per step */
+    assert_true(fabs(num(rec, "exclusive_ms") - 15.0) < 1e-9);
+    /* "a" (default domain) holds "b" (domain other): a's exclusive is 4 - 2 = 2 ms */
+    cJSON *a = row(rep, "top_inclusive", "a", NULL), *b = row(rep, "top_inclusive", "b", "other");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(fabs(num(a, "inclusive_ms") - 4.0) < 1e-9);
+    assert_true(fabs(num(a, "exclusive_ms") - 2.0) < 1e-9);
+    assert_true(fabs(num(b, "exclusive_ms") - 2.0) < 1e-9);
+    /* exclusive shares of the step's contents add up to at most the step */
+    double sum = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "ranges"), "top_exclusive"))
+        sum += num(e, "exclusive_share");
+    assert_true(sum <= 1.0 + 1e-9);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+static void test_counters_only(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-cnt"), 0);
+    synth_file *f = synth_open(dir, "h", 2, 1700000000000000000ull, T0);
+    synth_thread(f, 1, 2);
+    synth_counter(f, 1, T0 + MS, "loss", 1.5);
+    synth_mark(f, 1, T0 + 2 * MS, "tick", 0, 0);
+    synth_end_of_file(f, T0 + 3 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "ranges"), "top_inclusive")), 0);
+    char buf[8192];
+    FILE *mf = fmemopen(buf, sizeof buf, "w");
+    assert_int_equal(tp_report_write_text(rep, mf, 0), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "steps: none found"));
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recursion_and_cross_domain_exclusive),
+        cmocka_unit_test(test_counters_only),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
