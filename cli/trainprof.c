@@ -31,7 +31,7 @@
 static void die_usage(const char *cmd, const char *fmt, const char *arg) {
     fprintf(stderr, "trainprof%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'trainprof %s--help'.\n", cmd ? cmd : "");
+    fprintf(stderr, "\nTry 'trainprof %s%s--help'.\n", cmd ? cmd : "", cmd ? " " : "");
     exit(EXIT_USAGE);
 }
 
@@ -133,15 +133,16 @@ static int opt_val(int argc, char **argv, int *i, const char *lng, const char *s
     const char *a = argv[*i];
     size_t n = strlen(lng);
     if (!strcmp(a, lng) || (shrt && !strcmp(a, shrt))) {
-        if (*i + 1 >= argc) die_usage(cmd, "option %s needs a value", a);
+        if (*i + 1 >= argc || !strcmp(argv[*i + 1], "--"))
+            die_usage(cmd, "option %s needs a value", a);
         *out = argv[++*i];
-        return 1;
-    }
-    if (!strncmp(a, lng, n) && a[n] == '=') {
+    } else if (!strncmp(a, lng, n) && a[n] == '=') {
         *out = a + n + 1;
-        return 1;
+    } else {
+        return 0;
     }
-    return 0;
+    if (!**out) die_usage(cmd, "option %s needs a non-empty value", lng);
+    return 1;
 }
 
 /* Writes through a temporary file renamed into place, so a failure leaves nothing behind
@@ -356,7 +357,7 @@ static void forward_signal(int sig, siginfo_t *si, void *uc) {
     (void)uc;
     /* a terminal's SIGINT already reached the whole process group, child included:
      * forward only signals sent to us alone (kill, timeout, a batch system) */
-    if (g_child > 0 && (sig == SIGTERM || si->si_code <= 0)) kill(g_child, sig);
+    if (g_child > 0 && (sig == SIGTERM || sig == SIGHUP || si->si_code <= 0)) kill(g_child, sig);
 }
 
 /* Absolute path of libtrainprof.so: $TRAINPROF_LIB, else beside the executable or in
@@ -422,8 +423,6 @@ static int mkdir_p(const char *path) {
 }
 
 static int dir_has_rank_files(const char *dir) {
-    char pattern[PATH_MAX];
-    snprintf(pattern, sizeof pattern, "%s", dir);
     tp_run probe;
     char err[64];
     int rc = tp_run_load(dir, &probe, err, sizeof err);
@@ -472,13 +471,32 @@ static int cmd_run(int argc, char **argv) {
     char lib[PATH_MAX];
     if (find_library(lib, sizeof lib) != 0) return 1;
 
-    char defdir[64];
+    char defdir[96];
     if (!dir) {
+        /* a fresh directory: two runs started in the same second get -2, -3, ... */
         time_t now = time(NULL);
         struct tm tm;
         localtime_r(&now, &tm);
-        strftime(defdir, sizeof defdir, "trainprof-%Y%m%d-%H%M%S", &tm);
+        char base[64];
+        strftime(base, sizeof base, "trainprof-%Y%m%d-%H%M%S", &tm);
+        int made = 0;
+        for (int k = 1; k < 1000 && !made; k++) {
+            if (k == 1) snprintf(defdir, sizeof defdir, "%s", base);
+            else snprintf(defdir, sizeof defdir, "%s-%d", base, k);
+            if (mkdir(defdir, 0755) == 0) made = 1;
+            else if (errno != EEXIST) break;
+        }
+        if (!made) {
+            fprintf(stderr, "trainprof run: cannot create an output directory here (%s): %s\n",
+                    defdir, strerror(errno));
+            return 1;
+        }
         dir = defdir;
+    }
+    struct stat dst;
+    if (stat(dir, &dst) == 0 && !S_ISDIR(dst.st_mode)) {
+        fprintf(stderr, "trainprof run: %s exists and is not a directory\n", dir);
+        return 1;
     }
     if (mkdir_p(dir) != 0) {
         fprintf(stderr, "trainprof run: cannot create %s: %s\n", dir, strerror(errno));
@@ -490,9 +508,34 @@ static int cmd_run(int argc, char **argv) {
                 strerror(errno));
         return 1;
     }
+    /* one run per directory: a lock file made with O_EXCL, removed when the run ends */
+    char lockpath[PATH_MAX + 32];
+    snprintf(lockpath, sizeof lockpath, "%s/.trainprof-run.lock", absdir);
+    int lockfd = open(lockpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (lockfd < 0 && errno == EEXIST) {
+        /* a lock left by a run that was killed: its pid is gone */
+        FILE *lf = fopen(lockpath, "r");
+        int owner = 0;
+        if (lf) {
+            if (fscanf(lf, "%d", &owner) != 1) owner = 0;
+            fclose(lf);
+        }
+        if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) {
+            unlink(lockpath);
+            lockfd = open(lockpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        }
+    }
+    if (lockfd < 0) {
+        fprintf(stderr, "trainprof run: %s is in use by another trainprof run (%s exists; "
+                        "remove it if no run is active)\n", dir, lockpath);
+        return 1;
+    }
+    dprintf(lockfd, "%d\n", (int)getpid());
+    close(lockfd);
     if (dir_has_rank_files(absdir)) {
         fprintf(stderr, "trainprof run: %s already holds rank files from another run; "
                         "choose another -o DIR\n", dir);
+        unlink(lockpath);
         return 1;
     }
 
@@ -527,23 +570,23 @@ static int cmd_run(int argc, char **argv) {
     if (ring_kb) setenv("TRAINPROF_RING_KB", ring_kb, 1);
     if (sample_hz) setenv("TRAINPROF_SAMPLE_HZ", sample_hz, 1);
 
-    struct sigaction sa, old_term, old_int;
+    static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+    struct sigaction sa, old_sa[4];
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = forward_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &old_term);
-    sigaction(SIGINT, &sa, &old_int);
+    for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &sa, &old_sa[k]);
 
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "trainprof run: fork: %s\n", strerror(errno));
+        unlink(lockpath);
         return 1;
     }
     if (pid == 0) {
-        sigaction(SIGTERM, &old_term, NULL);
-        sigaction(SIGINT, &old_int, NULL);
+        for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
         execv(exe, cmd);
         fprintf(stderr, "trainprof run: cannot execute %s: %s\n", exe, strerror(errno));
         _exit(127);
@@ -557,6 +600,9 @@ static int cmd_run(int argc, char **argv) {
         }
     }
     g_child = -1;
+    /* the job is over: a signal now ends the report phase at once (reports are written
+     * through temporary files, so none is left half-written) */
+    for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
 
     /* the report: its failure is reported but never changes the exit status */
     tp_run run;
@@ -586,6 +632,7 @@ static int cmd_run(int argc, char **argv) {
         }
         tp_run_free(&run);
     }
+    unlink(lockpath);
     fflush(NULL);
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);

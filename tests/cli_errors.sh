@@ -106,7 +106,7 @@ expect "run: default dir, no command" 127 "command not found" "$TP" run -- /no/s
 expect "run: -o under /proc" 1 "cannot create $NOPE/out" \
     "$TP" run -o "$NOPE"/out -- true
 expect "run: -o below a file" 1 "cannot create $T/afile/sub" "$TP" run -o "$T/afile/sub" -- true
-expect "run: -o is a file" 1 "is not a writable directory" "$TP" run -o "$T/afile" -- true
+expect "run: -o is a file" 1 "exists and is not a directory" "$TP" run -o "$T/afile" -- true
 same "$T/afile" "$T/afile.orig" "run: -o is a file"
 
 # ------------------------------------------------------------------ report/export on nothing (1)
@@ -173,6 +173,19 @@ expect_status "run: exec format error" 127 "$T/s5" "$T/badexe"
 grep -qF "cannot execute $T/badexe" "$T/err" ||
     fail "run: exec format error: no message: $(cat "$T/err")"
 [ -z "$(ls -A "$T/s5")" ] || fail "run: exec format error left files: $(ls -A "$T/s5")"
+
+# ------------------------------------------------------------------ one run per directory
+mkdir -p "$T/locked"
+echo $$ >"$T/locked/.trainprof-run.lock"   # this shell is alive: a run in progress
+expect "run: directory in use" 1 "in use by another trainprof run" "$TP" run -o "$T/locked" -- true
+[ "$(cat "$T/locked/.trainprof-run.lock")" = "$$" ] || fail "run: the other run's lock was touched"
+mkdir -p "$T/stale"
+echo 2147483646 >"$T/stale/.trainprof-run.lock"  # no such pid: a killed run's lock
+n=$((n + 1))
+"$TP" run --no-report -o "$T/stale" -- true >/dev/null 2>"$T/err" || fail "run: stale lock refused: $(cat "$T/err")"
+[ ! -e "$T/stale/.trainprof-run.lock" ] || fail "run: the lock was left behind"
+expect "run: empty --step-name" 2 "needs a non-empty value" "$TP" run --step-name "" -- true
+expect "run: -o followed by --" 2 "needs a value" "$TP" run -o -- true
 
 # ------------------------------------------------------------------ the working directory
 [ -z "$(ls -A "$CWD")" ] || fail "commands left files in the working directory: $(ls -A "$CWD")"

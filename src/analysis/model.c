@@ -684,6 +684,7 @@ int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
             if (!ends_with(e->d_name, ".tprof")) continue;
+            if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) continue;
             char **nf = realloc(files, (nfiles + 1) * sizeof *nf);
             if (!nf) break;
             files = nf;

@@ -278,6 +278,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     cJSON_AddStringToObject(js, "source", tp_step_source_name(s.source));
     if (s.name) cJSON_AddStringToObject(js, "name", s.name);
     if (o->step_name) cJSON_AddStringToObject(js, "requested_name", o->step_name);
+    if (o->step_name && s.source == TP_STEPS_API)
+        cJSON_AddStringToObject(js, "note", "--step-name ignored: the program marks its steps "
+                                            "with tprof_step_begin/end, which take precedence");
     cJSON_AddNumberToObject(js, "count", (double)s.nsteps);
     cJSON_AddNumberToObject(js, "warmup", (double)s.nwarmup);
     size_t nm = s.nsteps - s.nwarmup;
@@ -391,8 +394,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     cJSON_AddBoolToObject(dl, "found", ndv > 0);
     if (ndv) {
         uint64_t u = union_in_steps(dv, ndv, per_step ? meas : NULL, nm);
-        cJSON_AddStringToObject(dl, "where", data_on_step_thread || s.source == TP_STEPS_NONE
-                                                 ? "step thread" : "other threads");
+        cJSON_AddStringToObject(dl, "where", s.source == TP_STEPS_NONE ? "all threads"
+                                             : data_on_step_thread      ? "step thread"
+                                                                        : "other threads");
         cJSON_AddNumberToObject(dl, per_step ? "ms_per_step" : "ms_total", ms(u) / per);
         cJSON_AddNumberToObject(dl, "share", denom > 0 ? (double)u / denom : 0);
     }
@@ -503,10 +507,18 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     cJSON_AddNumberToObject(jr, "processes", (double)run->nprocs);
     cJSON_AddNumberToObject(jr, "ranks", nranks);
     cJSON_AddNumberToObject(jr, "helpers", nhelpers);
-    cJSON_AddNumberToObject(jr, "start_realtime_ns", t0 == UINT64_MAX ? 0 : (double)t0);
+    char t0s[32]; /* exact: a double would round nanoseconds since 1970 */
+    snprintf(t0s, sizeof t0s, "%llu", t0 == UINT64_MAX ? 0ull : (unsigned long long)t0);
+    cJSON_AddRawToObject(jr, "start_realtime_ns", t0s);
     cJSON_AddNumberToObject(jr, "duration_s", t1 > t0 && t0 != UINT64_MAX ? (double)(t1 - t0) / 1e9 : 0);
     cJSON_AddNumberToObject(jr, "events", (double)events);
     cJSON_AddNumberToObject(jr, "events_dropped", (double)dropped);
+    double over = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const char *v = tp_meta(&run->procs[i], "threads_over_limit");
+        if (v) over += atof(v);
+    }
+    if (over > 0) cJSON_AddNumberToObject(jr, "threads_over_limit", over);
 
     cJSON *caps = cJSON_AddObjectToObject(rep, "capabilities");
     for (size_t c = 0; c < sizeof known_caps / sizeof *known_caps; c++) {
@@ -628,15 +640,19 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
     const cJSON *run = obj(rep, "run");
-    fprintf(f, "%strainprof report%s  %s\n", B, N, str(run, "dir"));
+    fprintf(f, "%strainprof report%s %s\n", B, N, str(run, "dir"));
     fprintf(f, "run: %.0f process%s (%.0f rank%s, %.0f helper%s), %.2f s, %.0f events, %.0f dropped\n",
             num(run, "processes"), num(run, "processes") == 1 ? "" : "es", num(run, "ranks"),
             num(run, "ranks") == 1 ? "" : "s", num(run, "helpers"),
             num(run, "helpers") == 1 ? "" : "s", num(run, "duration_s"), num(run, "events"),
             num(run, "events_dropped"));
     if (num(run, "events_dropped") > 0)
-        fprintf(f, "%s  warning: %.0f events were dropped (rings full): raise TRAINPROF_RING_KB%s\n",
-                Y, num(run, "events_dropped"), N);
+        fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y, num(run, "events_dropped"),
+                num(run, "threads_over_limit") > 0
+                    ? "threads beyond TRAINPROF_MAX_THREADS record nothing (raise it), and "
+                      "full rings drop events (raise TRAINPROF_RING_KB)"
+                    : "rings were full (raise TRAINPROF_RING_KB)",
+                N);
     fprintf(f, "capabilities:\n");
     const cJSON *c;
     cJSON_ArrayForEach(c, obj(rep, "capabilities")) {
@@ -681,9 +697,10 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                     obj(s, "requested_name") ? "\"" : "");
         } else {
             fprintf(f, "  steps: %.0f from %s \"%s\"%s%s%s, %.0f warm-up\n", num(s, "count"),
-                    str(s, "source"), str(s, "name"), obj(s, "thread") ? " (thread " : "",
-                    obj(s, "thread") ? str(s, "thread") : "", obj(s, "thread") ? ")" : "",
+                    str(s, "source"), printable(str(s, "name")), obj(s, "thread") ? " (thread " : "",
+                    obj(s, "thread") ? printable(str(s, "thread")) : "", obj(s, "thread") ? ")" : "",
                     num(s, "warmup"));
+            if (obj(s, "note")) fprintf(f, "  note: %s\n", str(s, "note"));
             if (num(s, "measured") > 0)
                 fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
                         num(s, "mean_ms"), num(s, "p50_ms"), num(s, "p90_ms"), num(s, "max_ms"),
