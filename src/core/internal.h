@@ -176,6 +176,10 @@ void tprof__emit_mark(const char *name);
 const char *tprof__domain_name(uint32_t domain);
 const char *tprof__category_name(uint32_t domain, uint32_t category);
 
+/* The pid of the process whose session this is (exit_hooks.c: not a vfork child's). */
+#include <sys/types.h>
+pid_t tprof__session_pid(void);
+
 /* The process sampler (capture/procfs.c), run by the flusher thread. */
 void tprof__procfs_sample(void);
 void tprof__procfs_reset(void);

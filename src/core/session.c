@@ -80,6 +80,7 @@ static struct {
     _Atomic int final_done; /* set with it, for a racing tprof_shutdown */
     _Atomic int fatal_signal; /* a signal whose default action will end the process */
     int api_cfg;            /* started by tprof_init: a forked child restarts from S.cfg */
+    pid_t pid;              /* the process the session belongs to */
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
     uint64_t flush_gen;     /* completed flush passes */
@@ -915,6 +916,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
     if (!S.threads) return TPROF__OFF;
     S.start_mono = tprof__now();
     S.start_rt = realtime_now();
+    S.pid = getpid();
     if (!S.key_made) S.key_made = pthread_key_create(&S.key, thread_exit) == 0;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (S.wake_fd < 0) return TPROF__OFF;
@@ -1034,6 +1036,8 @@ int tprof_shutdown(void) {
     pthread_mutex_unlock(&S.lock);
     return TPROF_OK;
 }
+
+pid_t tprof__session_pid(void) { return S.pid; }
 
 const char *tprof_output_path(void) {
     return (S.path[0] && atomic_load(&tprof__g_state) == TPROF__ON) ? S.path : NULL;
