@@ -15,7 +15,7 @@
  *    when a ring is full the event is dropped and counted (the drop count is written to the
  *    rank file and shown by the report).
  *  - Strings passed in are copied (interned) before the call returns; the caller keeps
- *    ownership of its memory.
+ *    ownership of its memory. Names longer than 4000 bytes are cut to 4000 bytes.
  *  - Every function is thread safe. Ranges pushed with tprof_range_push() belong to the
  *    calling thread's stack; ranges opened with tprof_range_start() may end on any thread.
  *  - The session starts lazily on the first recording call, from TRAINPROF_* environment
@@ -117,7 +117,7 @@ typedef enum tprof_log_level {
  *   sample_hz         TRAINPROF_SAMPLE_HZ      process sampler rate (CPU %, RSS, threads,
  *                                              context switches from /proc/self, recorded as
  *                                              counters "process.*"); default 10, 0 = off,
- *                                              at most 1000
+ *                                              larger values are clamped to 1000
  */
 typedef struct tprof_config {
     size_t struct_size;
@@ -290,7 +290,8 @@ typedef enum tprof_timers_option {
  * TPROF_ERR_INVALID_ARG, TPROF_ERR_NO_MEMORY. Free with tprof_timers_destroy. */
 TPROF_API int tprof_timers_create(int log_level, tprof_timers_option option, tprof_timers **out);
 
-/* Frees the registry and its timers (handles become invalid). NULL is ignored. */
+/* Stops running timers (ending their trace ranges), then frees the registry and its timers
+ * (handles become invalid). NULL is ignored. */
 TPROF_API void tprof_timers_destroy(tprof_timers *timers);
 
 /* The timer `name` (copied), created on first use with `log_level` (negative = default 2).
@@ -316,13 +317,15 @@ TPROF_API void tprof_timer_stop(tprof_timer *timer, int barrier);
 TPROF_API void tprof_timer_reset(tprof_timer *timer);
 
 /* Elapsed seconds since the last reset; with reset nonzero, resets. Safe while running: the
- * timer is stopped, read and restarted. The dummy returns 0 (Megatron raises). */
+ * value includes the running interval, which goes on (its trace range is not split). The
+ * dummy returns 0 (Megatron raises). */
 TPROF_API double tprof_timer_elapsed(tprof_timer *timer, int reset, int barrier);
 
 /* Total seconds ever measured (reset does not clear it). */
 TPROF_API double tprof_timer_active_time(tprof_timer *timer);
 
-/* Overwrite the elapsed seconds (Megatron's set_elapsed, for injected timestamps). */
+/* Overwrite the elapsed seconds (Megatron's set_elapsed, for injected timestamps).
+ * Errors: TPROF_ERR_INVALID_ARG for the dummy, NULL, or seconds < 0 or NaN. */
 TPROF_API int tprof_timer_set_elapsed(tprof_timer *timer, double seconds);
 
 /* The timer's name, or "dummy timer". */
@@ -352,7 +355,8 @@ TPROF_API int tprof_timers_json(tprof_timers *timers, const char *const *names, 
                                 double normalizer, int reset, int barrier, char **json);
 
 /* tprof_timers_string, then written with a newline to `f` (NULL = stdout) by rank `rank`
- * only (negative = the last rank, Megatron's default). Collective. */
+ * only (negative = the last rank, Megatron's default). Collective. Errors as
+ * tprof_timers_string, and TPROF_ERR_INVALID_ARG for rank >= world size. */
 TPROF_API int tprof_timers_log(tprof_timers *timers, const char *const *names, size_t nnames,
                                double normalizer, int reset, int barrier, int rank, FILE *f);
 

@@ -200,7 +200,9 @@ static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, 
         const tp_thread *t = &p->threads[ti];
         for (size_t k = 0; k < t->nranges; k++) {
             const tp_range *r = &t->ranges[k];
-            if (r->domain != dom || (r->flags & TP_R_UNCLOSED)) continue;
+            /* a timer left running until the process ended counts up to its last event
+             * (Megatron's interval-time is read while running and never stopped) */
+            if (r->domain != dom) continue;
             const char *cat = tp_category_name(p, r->domain, r->category);
             if (!cat || strcmp(cat, "timers")) continue;
             size_t i = 0;
@@ -504,6 +506,15 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     cJSON *jr = cJSON_AddObjectToObject(rep, "run");
     cJSON_AddStringToObject(jr, "dir", run->dir);
     cJSON_AddStringToObject(jr, "run_id", run->nprocs ? run->procs[0].hdr.run_id : "");
+    /* files of different runs in one directory: say so, the figures mix them */
+    int nruns = run->nprocs ? 1 : 0;
+    for (size_t i = 1; i < run->nprocs; i++) {
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = !strcmp(run->procs[i].hdr.run_id, run->procs[k].hdr.run_id);
+        nruns += !seen;
+    }
+    if (nruns > 1) cJSON_AddNumberToObject(jr, "distinct_run_ids", nruns);
     cJSON_AddNumberToObject(jr, "processes", (double)run->nprocs);
     cJSON_AddNumberToObject(jr, "ranks", nranks);
     cJSON_AddNumberToObject(jr, "helpers", nhelpers);
@@ -653,6 +664,9 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                       "full rings drop events (raise TRAINPROF_RING_KB)"
                     : "rings were full (raise TRAINPROF_RING_KB)",
                 N);
+    if (num(run, "distinct_run_ids") > 1)
+        fprintf(f, "%s  warning: these rank files come from %.0f different runs (run ids differ)%s\n",
+                Y, num(run, "distinct_run_ids"), N);
     fprintf(f, "capabilities:\n");
     const cJSON *c;
     cJSON_ArrayForEach(c, obj(rep, "capabilities")) {

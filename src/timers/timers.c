@@ -73,6 +73,7 @@ int tprof_timers_create(int log_level, tprof_timers_option option, tprof_timers 
 void tprof_timers_destroy(tprof_timers *t) {
     if (!t) return;
     for (size_t i = 0; i < t->n; i++) {
+        if (t->v[i]->started) tprof_timer_stop(t->v[i], 0); /* end its trace range */
         free(t->v[i]->name);
         free(t->v[i]);
     }
@@ -127,8 +128,8 @@ tprof_timer *tprof_timer_get(tprof_timers *t, const char *name, int log_level) {
     tprof_timer *tm;
     int rc = tprof_timers_lookup(t, name, log_level, &tm);
     if (rc != TPROF_OK) {
-        static _Atomic int warned;
-        if (!atomic_exchange(&warned, 1))
+        static _Atomic int warned; /* the first ten misuses, then quiet */
+        if (atomic_fetch_add(&warned, 1) < 10)
             tprof__log(TPROF_LOG_WARN, "timer '%s' (log level %d): %s; using a dummy timer",
                        name ? name : "(null)", log_level,
                        rc == TPROF_ERR_INVALID_ARG ? "invalid name or level (a timer's level is "
@@ -211,11 +212,21 @@ void tprof_timer_reset(tprof_timer *tm) {
 
 double tprof_timer_elapsed(tprof_timer *tm, int reset, int barrier) {
     if (!tm || !tm->live) return 0.0;
-    int was = tm->started;
-    if (was) tprof_timer_stop(tm, barrier);
+    if (!tm->started) {
+        double e = tm->elapsed_s;
+        if (reset) tprof_timer_reset(tm);
+        return e;
+    }
+    /* Running: Megatron stops, reads and restarts. The same arithmetic here, without
+     * ending the interval's trace range (the timer never stopped from the program's view). */
+    barrier_if(barrier);
+    uint64_t now = tprof__now();
+    double dt = (double)(now - tm->start_ns) * 1e-9;
+    tm->elapsed_s += dt;
+    tm->active_s += dt;
+    tm->start_ns = now;
     double e = tm->elapsed_s;
-    if (reset) tprof_timer_reset(tm);
-    if (was) tprof_timer_start(tm, barrier);
+    if (reset) tm->elapsed_s = 0;
     return e;
 }
 
@@ -224,7 +235,7 @@ double tprof_timer_active_time(tprof_timer *tm) {
 }
 
 int tprof_timer_set_elapsed(tprof_timer *tm, double seconds) {
-    if (!tm || !tm->live) return TPROF_ERR_INVALID_ARG;
+    if (!tm || !tm->live || !(seconds >= 0)) return TPROF_ERR_INVALID_ARG;
     tm->elapsed_s = seconds;
     return TPROF_OK;
 }
@@ -376,11 +387,12 @@ int tprof_timers_json(tprof_timers *t, const char *const *names, size_t nnames,
 
 int tprof_timers_log(tprof_timers *t, const char *const *names, size_t nnames, double normalizer,
                      int reset, int barrier, int rank, FILE *f) {
+    tprof_collectives c;
+    tprof_get_collectives(&c);
+    if (rank >= c.world_size) return TPROF_ERR_INVALID_ARG;
     char *text;
     int rc = tprof_timers_string(t, names, nnames, normalizer, reset, barrier, &text);
     if (!text) return rc;
-    tprof_collectives c;
-    tprof_get_collectives(&c);
     if (rank < 0) rank = c.world_size - 1;
     if (rank == c.rank) {
         FILE *out = f ? f : stdout;
