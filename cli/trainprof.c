@@ -564,6 +564,11 @@ static int cmd_run(int argc, char **argv) {
     setenv("TRAINPROF_DIR", absdir, 1);
     setenv("TRAINPROF_RUN_ID", run_id, 1);
     setenv("NVTX_INJECTION64_PATH", lib, 1);
+    const char *old_cuda = getenv("CUDA_INJECTION64_PATH");
+    if (old_cuda && *old_cuda && strcmp(old_cuda, lib))
+        fprintf(stderr, "trainprof run: replacing CUDA_INJECTION64_PATH=%s (one CUDA injection "
+                        "tool at a time)\n", old_cuda);
+    setenv("CUDA_INJECTION64_PATH", lib, 1);
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
     if (a.step_name) setenv("TRAINPROF_STEP_NAME", a.step_name, 1);

@@ -16,6 +16,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "format/format.h"
 #include "synth.h"
 
 static const uint64_t T0 = 1000000000ull, MS = 1000000ull;
@@ -119,10 +120,80 @@ static void test_counters_only(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ GPU figures */
+
+static void kernel(synth_file *f, uint64_t s, uint64_t e, const char *name, uint32_t corr) {
+    tprof_pl_gpu pl = {e, 0, 0, 7, corr, 0, 0, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, s, &pl, sizeof pl, name,
+              strlen(name) + 1);
+}
+
+/* 3 steps of 10 ms (first warm-up). Each: a GEMM kernel 0-4 ms and an elementwise kernel
+ * 3-5 ms (overlapping on another stream), a 1 MB host-to-device copy 6-7 ms, and a
+ * cudaStreamSynchronize 7-9 ms on the host. Memory: +100 MB, -60 MB, +30 MB: peak 100 MB. */
+static void test_gpu_section(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-gpu"), 0);
+    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
+    synth_thread(f, 1, 3);
+    synth_thread(f, 2, 4); /* CUPTI's worker */
+    for (uint64_t s = 0; s < 3; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_step_end(f, 1, b + 10 * MS, s);
+        kernel(f, b, b + 4 * MS, "ampere_bf16_s16816gemm_128x128", (uint32_t)(10 * s + 1));
+        kernel(f, b + 3 * MS, b + 5 * MS,
+               "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", (uint32_t)(10 * s + 2));
+        tprof_pl_gpu cp = {b + 7 * MS, 1000000, 0, 7, (uint32_t)(10 * s + 3), 1, 0, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_MEMCPY, 0, b + 6 * MS, &cp, sizeof cp, NULL, 0);
+        tprof_pl_gpu api = {b + 9 * MS, 0, 0, 0, 0, 131, 3, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 7 * MS, &api, sizeof api,
+                  "cudaStreamSynchronize", sizeof "cudaStreamSynchronize");
+    }
+    uint64_t mems[3][2] = {{1, 100000000}, {2, 60000000}, {1, 30000000}};
+    for (int i = 0; i < 3; i++) {
+        tprof_pl_gpu_mem m = {0x1000u * (uint64_t)(i + 1), mems[i][1], 0, (uint32_t)mems[i][0], 3, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_MEMORY, 0, T0 + (uint64_t)i * MS, &m, sizeof m, NULL, 0);
+    }
+    synth_end_of_file(f, T0 + 30 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    cJSON *g = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
+    assert_non_null(g);
+    cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
+    /* busy: union of 0-5 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */
+    assert_true(fabs(num(d0, "busy_share") - 0.6) < 1e-9);
+    assert_true(fabs(num(d0, "kernel_ms") - 6.0) < 1e-9);
+    cJSON *cls = cJSON_GetObjectItem(d0, "kernel_ms_by_class");
+    assert_true(fabs(num(cls, "gemm") - 4.0) < 1e-9);
+    assert_true(fabs(num(cls, "elementwise/norm") - 2.0) < 1e-9);
+    assert_true(fabs(num(d0, "h2d_bytes") - 1e6) < 1e-6);
+    assert_true(fabs(num(d0, "memory_peak_bytes") - 1e8) < 1e-3);
+    assert_true(fabs(num(g, "host_syncs") - 1.0) < 1e-9);
+    assert_true(fabs(num(g, "host_sync_blocked_ms") - 2.0) < 1e-9);
+    cJSON *k0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "top_kernels"), 0);
+    assert_string_equal(cJSON_GetObjectItem(k0, "name")->valuestring, "ampere_bf16_s16816gemm_128x128");
+    assert_true(fabs(num(k0, "share") - 4.0 / 6.0) < 1e-9);
+    cJSON *k1 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "top_kernels"), 1);
+    /* demangled */
+    assert_string_equal(cJSON_GetObjectItem(k1, "name")->valuestring,
+                        "void at::native::vectorized_elementwise_kernel<4>(int, 4)");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recursion_and_cross_domain_exclusive),
         cmocka_unit_test(test_counters_only),
+        cmocka_unit_test(test_gpu_section),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

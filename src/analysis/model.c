@@ -213,6 +213,19 @@ static int thread_index(loader *L, uint32_t serial, uint32_t os_tid) {
     return (int)p->nthreads++;
 }
 
+/* C++ kernel names as people read them (Kineto shows them demangled too). */
+extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
+
+static const char *demangled(tp_run *run, const char *name) {
+    if (strncmp(name, "_Z", 2)) return name;
+    int status = 0;
+    char *d = __cxa_demangle(name, NULL, NULL, &status);
+    if (status || !d) return name;
+    const char *r = tp_intern(run, d);
+    free(d);
+    return r;
+}
+
 static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl) {
     if (r->arg == TPROF_INLINE_NAME) {
         const char *s = tprof_rec_inline(r, pl);
@@ -393,6 +406,38 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
         PUSH(t->steps, t->nsteps, t->cap_steps, s);
         seen(t, r->ts_ns);
         t->events++;
+        return 0;
+    }
+    case TPROF_REC_GPU_KERNEL:
+    case TPROF_REC_GPU_MEMCPY:
+    case TPROF_REC_GPU_MEMSET:
+    case TPROF_REC_GPU_SYNC:
+    case TPROF_REC_GPU_API: {
+        if (body < sizeof(tprof_pl_gpu)) break;
+        const tprof_pl_gpu *pl = (const void *)(r + 1);
+        tp_gpu_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns, pl->bytes, NULL,
+                        pl->device, pl->stream, pl->correlation, pl->kind, pl->os_tid, pl->graph,
+                        r->kind};
+        if (r->kind == TPROF_REC_GPU_KERNEL) op.name = demangled(L->run, rec_name(L, tl, r, sizeof *pl));
+        else if (r->kind == TPROF_REC_GPU_API) op.name = rec_name(L, tl, r, sizeof *pl);
+        if (r->kind == TPROF_REC_GPU_API) PUSH(L->p->api, L->p->napi, L->p->cap_api, op);
+        else PUSH(L->p->gpu, L->p->ngpu, L->p->cap_gpu, op);
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_GPU_MEMORY: {
+        if (body < sizeof(tprof_pl_gpu_mem)) break;
+        const tprof_pl_gpu_mem *pl = (const void *)(r + 1);
+        tp_gpu_mem m = {r->ts_ns, pl->address, pl->bytes, pl->device, pl->op, pl->memory_kind};
+        PUSH(L->p->gmem, L->p->ngmem, L->p->cap_gmem, m);
+        t->events++;
+        return 0;
+    }
+    case TPROF_REC_GPU_DROPS: {
+        if (body < sizeof(tprof_pl_u64)) break;
+        uint64_t v = ((const tprof_pl_u64 *)(r + 1))->value;
+        if (v > L->p->cupti_dropped) L->p->cupti_dropped = v;
         return 0;
     }
     case TPROF_REC_THREAD_NAME: {
@@ -778,6 +823,9 @@ void tp_run_free(tp_run *run) {
             free(t->steps);
         }
         free(p->threads);
+        free(p->gpu);
+        free(p->api);
+        free(p->gmem);
         free(p->meta);
         free(p->domains);
         free(p->categories);

@@ -71,6 +71,21 @@ typedef struct tp_thread {
     uint64_t events;
 } tp_thread;
 
+/* One GPU interval from CUPTI: a kernel, copy, memset or synchronisation (`type` is the
+ * record kind, TPROF_REC_GPU_*), or a CUDA runtime call (in tp_process.api). */
+typedef struct tp_gpu_op {
+    uint64_t start, end;
+    uint64_t bytes;
+    const char *name; /* kernels: demangled; API calls: the function */
+    uint32_t device, stream, correlation, kind, os_tid, graph;
+    uint16_t type;
+} tp_gpu_op;
+
+typedef struct tp_gpu_mem {
+    uint64_t ts, address, bytes;
+    uint32_t device, op, memory_kind;
+} tp_gpu_mem;
+
 typedef struct tp_kv {
     const char *key, *value;
 } tp_kv;
@@ -102,6 +117,13 @@ typedef struct tp_process {
     uint64_t events;
     uint64_t first_ts, last_ts;
     uint64_t unknown_ends;  /* range_end ids never started */
+    tp_gpu_op *gpu;         /* kernels, copies, memsets, syncs, in file order */
+    size_t ngpu, cap_gpu;
+    tp_gpu_op *api;         /* CUDA runtime calls */
+    size_t napi, cap_api;
+    tp_gpu_mem *gmem;       /* device memory allocations and releases */
+    size_t ngmem, cap_gmem;
+    uint64_t cupti_dropped; /* records CUPTI itself dropped */
 } tp_process;
 
 typedef struct tp_run {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "timers/timers_format.h"
 #include "trainprof.h"
@@ -387,6 +388,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     agg_free(&unclosed);
 
     timers_section(rs, p, per_step ? meas : NULL, nm);
+    tp_gpu_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0, total_step_ns, o->top_n);
     process_section(rs, p);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
@@ -472,7 +474,7 @@ static void cross_rank_timers(cJSON *rep, const cJSON *ranks) {
 static const char *const known_caps[][2] = {
     {"nvtx", "no NVTX call reached trainprof (the program uses no NVTX3, or ran outside "
              "trainprof run)"},
-    {"cupti", "not in this version of trainprof"},
+    {"cupti", "no process used CUDA under trainprof run (or the build had no CUPTI headers)"},
     {"nccl", "not in this version of trainprof"},
     {"nvml", "not in this version of trainprof"},
     {"mpi", "not in this version of trainprof"},
@@ -647,6 +649,40 @@ static void put_name(FILE *f, const char *s, int width) {
     for (; n < width; n++) fputc(' ', f);
 }
 
+static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
+    if (!g) return;
+    int per_step = !strcmp(str(g, "per"), "step");
+    const char *unit = per_step ? "per step" : "in total";
+    const cJSON *d;
+    cJSON_ArrayForEach(d, obj(g, "devices")) {
+        fprintf(f, "  %sGPU %.0f%s:", B, num(d, "device"), N);
+        if (obj(d, "busy_share")) fprintf(f, " busy %.1f %% of the step,", 100 * num(d, "busy_share"));
+        fprintf(f, " kernels %.2f ms %s (%.0f launches), memcpy/memset %.2f ms\n",
+                num(d, "kernel_ms"), unit, num(d, "kernels"), num(d, "memcpy_memset_ms"));
+        const cJSON *c = obj(d, "kernel_ms_by_class"), *k;
+        fprintf(f, "    by class:");
+        cJSON_ArrayForEach(k, c) fprintf(f, " %s %.2f ms;", k->string, k->valuedouble);
+        fprintf(f, "\n    copies host->device %.1f MB, device->host %.1f MB %s; device memory peak %.1f MiB\n",
+                num(d, "h2d_bytes") / 1e6, num(d, "d2h_bytes") / 1e6, unit,
+                num(d, "memory_peak_bytes") / 1048576.0);
+    }
+    fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n",
+            num(g, "host_syncs"), unit, num(g, "host_sync_blocked_ms"));
+    if (num(g, "cupti_records_dropped") > 0)
+        fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
+                num(g, "cupti_records_dropped"));
+    const cJSON *rows = obj(g, "top_kernels"), *row;
+    if (!cJSON_GetArraySize(rows)) return;
+    fprintf(f, "\n  top kernels (%s)\n  %-60s %9s %11s %10s %7s\n", unit, "kernel", "count",
+            "total ms", "mean us", "share");
+    cJSON_ArrayForEach(row, rows) {
+        fputs("  ", f);
+        put_name(f, str(row, "name"), 60);
+        fprintf(f, " %9.1f %11.3f %10.1f %6.1f%%\n", num(row, "count_per_unit"),
+                num(row, "total_ms"), num(row, "mean_us"), 100 * num(row, "share"));
+    }
+}
+
 int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
@@ -734,6 +770,7 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                     num(pr, "cpu_percent_mean"), num(pr, "cpu_percent_max"),
                     num(pr, "rss_peak_bytes") / 1048576.0, num(pr, "threads_max"),
                     num(pr, "ctx_switches_per_s_mean"), num(pr, "samples"));
+        gpu_text(f, obj(r, "gpu"), B, N);
         const cJSON *dl = obj(r, "data_loading");
         const cJSON *rg = obj(r, "ranges");
         int per_step = !strcmp(str(rg, "per"), "step");

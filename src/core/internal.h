@@ -180,6 +180,9 @@ const char *tprof__category_name(uint32_t domain, uint32_t category);
 #include <sys/types.h>
 pid_t tprof__session_pid(void);
 
+/* Ask CUPTI for the records it still holds (capture/cupti.c; a no-op without CUPTI). */
+void tprof__cupti_flush(void);
+
 /* The process sampler (capture/procfs.c), run by the flusher thread. */
 void tprof__procfs_sample(void);
 void tprof__procfs_reset(void);

@@ -706,6 +706,7 @@ static void *flusher_main(void *arg) {
         if (sig && takes_default(sig)) {
             /* the process is about to end: write the end record, then release the
              * handler, which takes the default action */
+            tprof__cupti_flush();
             set_state(TPROF__DOWN);
             flush_pass(); /* what threads wrote while the state changed */
             write_end_record();
@@ -1005,7 +1006,13 @@ int tprof_flush(void) {
     return rc;
 }
 
+#ifndef TPROF_HAVE_CUPTI
+void tprof__cupti_flush(void) {}
+#endif
+
 int tprof_shutdown(void) {
+    /* GPU records CUPTI still holds, while we still record them */
+    if (atomic_load(&tprof__g_state) == TPROF__ON) tprof__cupti_flush();
     int expected = TPROF__ON;
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
         /* The flusher may be writing the end on a fatal signal: let it finish (bounded),

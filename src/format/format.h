@@ -80,8 +80,38 @@ enum tprof_rec_kind {
     TPROF_REC_CATEGORY = 13,   /* arg=category; u32 domain, u32 pad; name NUL */
     TPROF_REC_CLOCK = 14,      /* u64 realtime_ns, u64 mono_ns */
     TPROF_REC_END_OF_FILE = 15,/* u64 realtime_ns, u64 mono_ns, u64 dropped_total */
+    /* GPU activity from CUPTI (capture/cupti.c); ts_ns = start on CLOCK_MONOTONIC */
+    TPROF_REC_GPU_KERNEL = 16, /* arg=name; tprof_pl_gpu */
+    TPROF_REC_GPU_MEMCPY = 17, /* tprof_pl_gpu (bytes, copy kind in `kind`) */
+    TPROF_REC_GPU_MEMSET = 18, /* tprof_pl_gpu (bytes) */
+    TPROF_REC_GPU_MEMORY = 19, /* tprof_pl_gpu_mem: device allocation or release */
+    TPROF_REC_GPU_SYNC = 20,   /* tprof_pl_gpu (sync type in `kind`) */
+    TPROF_REC_GPU_API = 21,    /* arg=API function name; tprof_pl_gpu (cbid in `kind`,
+                                * calling thread in `os_tid`; device/stream unused) */
+    TPROF_REC_GPU_DROPS = 22,  /* u64: CUPTI records CUPTI itself dropped, cumulative */
     TPROF_REC_KIND_COUNT
 };
+
+/* One GPU interval (kernel, copy, memset, sync, API call). */
+typedef struct tprof_pl_gpu {
+    uint64_t end_ns;
+    uint64_t bytes;       /* copies and memsets */
+    uint32_t device;
+    uint32_t stream;
+    uint32_t correlation; /* CUPTI correlation id: links a launch API call to its work */
+    uint32_t kind;        /* copy kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ...), sync type, cbid */
+    uint32_t os_tid;      /* API records: the calling thread */
+    uint32_t graph;       /* kernels: CUDA graph id, 0 if none */
+} tprof_pl_gpu;
+
+typedef struct tprof_pl_gpu_mem {
+    uint64_t address;
+    uint64_t bytes;
+    uint32_t device;
+    uint32_t op;          /* 1 allocation, 2 release */
+    uint32_t memory_kind; /* 3 device, 2 pinned, 5 managed, ... (CUPTI's values) */
+    uint32_t stream;
+} tprof_pl_gpu_mem;
 
 typedef struct tprof_pl_push {
     uint32_t domain;

@@ -1,0 +1,203 @@
+/*
+ * gpu.c — the GPU part of the report, from CUPTI records (capture/cupti.c): per device, the
+ * share of the measured steps the GPU was busy, kernel time by class, the top kernels,
+ * host synchronisations per step and the time the host was blocked in them, host<->device
+ * copy bytes, and the device-memory peak from allocation records.
+ *
+ * Everything is counted inside the measured steps (warm-up left out), clipped to the step
+ * windows of the process, so "per step" figures are totals over measured steps divided by
+ * their number. One table of kernel-name patterns (DESIGN §5) classifies kernels.
+ */
+#define _GNU_SOURCE
+#include "analysis/gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "format/format.h"
+
+/* Kernel classes by name, first match wins (case-insensitive substrings). */
+static const struct {
+    const char *cls;
+    const char *const pats[12];
+} classes[] = {
+    {"communication", {"nccl", "allreduce", "all_reduce", "allgather", "reducescatter", NULL}},
+    {"attention", {"flash", "fmha", "attention", "attn", "sdpa", NULL}},
+    {"gemm", {"gemm", "cutlass", "cublas", "xmma", "wgmma", "matmul", "sm90_", "sm80_", "cudnn", NULL}},
+    {"elementwise/norm", {"elementwise", "vectorized", "reduce", "norm", "softmax", "dropout",
+                          "gelu", "silu", "relu", "adam", "foreach", NULL}},
+};
+
+const char *tp_kernel_class(const char *name) {
+    for (size_t c = 0; c < sizeof classes / sizeof *classes; c++)
+        for (size_t k = 0; classes[c].pats[k]; k++)
+            if (strcasestr(name, classes[c].pats[k])) return classes[c].cls;
+    return "other";
+}
+
+static uint64_t clip(const tp_step *st, size_t n, uint64_t s, uint64_t e) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (st[mid].end <= s) lo = mid + 1;
+        else hi = mid;
+    }
+    uint64_t tot = 0;
+    for (size_t i = lo; i < n && st[i].start < e; i++) {
+        uint64_t a = s > st[i].start ? s : st[i].start, b = e < st[i].end ? e : st[i].end;
+        if (b > a) tot += b - a;
+    }
+    return tot;
+}
+
+typedef struct span { uint64_t s, e; } span;
+
+static int by_start(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* Length of the union of spans inside the steps (spans sorted in place). */
+static uint64_t union_clipped(span *v, size_t n, const tp_step *st, size_t nst) {
+    if (n > 1) qsort(v, n, sizeof *v, by_start);
+    uint64_t tot = 0;
+    for (size_t i = 0; i < n;) {
+        uint64_t s = v[i].s, e = v[i].e;
+        for (i++; i < n && v[i].s <= e; i++)
+            if (v[i].e > e) e = v[i].e;
+        tot += clip(st, nst, s, e);
+    }
+    return tot;
+}
+
+typedef struct krow { const char *name; uint64_t count; double ns; } krow;
+
+static int by_ns(const void *a, const void *b) {
+    const krow *x = a, *y = b;
+    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : strcmp(x->name, y->name);
+}
+
+static int is_sync_api(const char *n) {
+    return strstr(n, "Synchronize") != NULL || !strncmp(n, "cudaMemcpy", 10) ? 1 : 0;
+}
+
+void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst,
+                    uint64_t step_ns, int top_n) {
+    if (!p->ngpu && !p->napi && !p->ngmem) return;
+    double per = nst ? (double)nst : 1.0;
+    cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
+    cJSON_AddStringToObject(g, "per", nst ? "step" : "run");
+    if (p->cupti_dropped) cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)p->cupti_dropped);
+    /* devices present */
+    uint32_t devs[64];
+    size_t ndev = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        size_t k = 0;
+        while (k < ndev && devs[k] != p->gpu[i].device) k++;
+        if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
+    }
+    span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
+    krow *rows = NULL;
+    size_t nrows = 0, caprows = 0;
+    cJSON *jd = cJSON_AddArrayToObject(g, "devices");
+    for (size_t d = 0; d < ndev && sp; d++) {
+        size_t n = 0, nk = 0;
+        double cls_ns[5] = {0}, copy_ns = 0, kernel_ns = 0;
+        uint64_t h2d = 0, d2h = 0;
+        for (size_t i = 0; i < p->ngpu; i++) {
+            const tp_gpu_op *o = &p->gpu[i];
+            if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
+            uint64_t in = nst ? clip(st, nst, o->start, o->end) : o->end - o->start;
+            sp[n++] = (span){o->start, o->end};
+            if (o->type == TPROF_REC_GPU_KERNEL) {
+                const char *c = tp_kernel_class(o->name);
+                size_t ci = 0;
+                while (ci < 4 && strcmp(classes[ci].cls, c)) ci++;
+                cls_ns[ci] += (double)in;
+                kernel_ns += (double)in;
+                nk++;
+            } else {
+                copy_ns += (double)in;
+                if (o->type == TPROF_REC_GPU_MEMCPY && (!nst || in)) {
+                    if (o->kind == 1) h2d += o->bytes; /* CUPTI_ACTIVITY_MEMCPY_KIND_HTOD */
+                    if (o->kind == 2) d2h += o->bytes; /* DTOH */
+                }
+            }
+        }
+        /* busy: the union of everything the device ran, so overlapping streams count once */
+        uint64_t busy = nst ? union_clipped(sp, n, st, nst) : 0;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "device", devs[d]);
+        if (nst) cJSON_AddNumberToObject(e, "busy_share", step_ns ? (double)busy / (double)step_ns : 0);
+        cJSON_AddNumberToObject(e, "busy_ms", (double)busy / 1e6 / per);
+        cJSON_AddNumberToObject(e, "kernels", (double)nk / per);
+        cJSON_AddNumberToObject(e, "kernel_ms", kernel_ns / 1e6 / per);
+        cJSON *jc = cJSON_AddObjectToObject(e, "kernel_ms_by_class");
+        for (size_t ci = 0; ci < 4; ci++) cJSON_AddNumberToObject(jc, classes[ci].cls, cls_ns[ci] / 1e6 / per);
+        cJSON_AddNumberToObject(jc, "other", cls_ns[4] / 1e6 / per);
+        cJSON_AddNumberToObject(e, "memcpy_memset_ms", copy_ns / 1e6 / per);
+        cJSON_AddNumberToObject(e, "h2d_bytes", (double)h2d / per);
+        cJSON_AddNumberToObject(e, "d2h_bytes", (double)d2h / per);
+        /* device-memory peak: running sum of allocations minus releases */
+        int64_t cur = 0, peak = 0;
+        for (size_t i = 0; i < p->ngmem; i++) {
+            const tp_gpu_mem *m = &p->gmem[i];
+            if (m->device != devs[d] || m->memory_kind != 3) continue; /* device memory */
+            cur += m->op == 1 ? (int64_t)m->bytes : -(int64_t)m->bytes;
+            if (cur > peak) peak = cur;
+        }
+        cJSON_AddNumberToObject(e, "memory_peak_bytes", (double)peak);
+        cJSON_AddItemToArray(jd, e);
+    }
+    /* top kernels over all devices */
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->type != TPROF_REC_GPU_KERNEL) continue;
+        uint64_t in = nst ? clip(st, nst, o->start, o->end) : o->end - o->start;
+        if (nst && !in) continue;
+        size_t k = 0;
+        while (k < nrows && rows[k].name != o->name) k++; /* interned */
+        if (k == nrows) {
+            if (nrows == caprows) {
+                caprows = caprows ? 2 * caprows : 64;
+                krow *nr = realloc(rows, caprows * sizeof *nr);
+                if (!nr) break;
+                rows = nr;
+            }
+            rows[nrows++] = (krow){o->name, 0, 0};
+        }
+        rows[k].count++;
+        rows[k].ns += (double)in;
+    }
+    double ktot = 0;
+    for (size_t k = 0; k < nrows; k++) ktot += rows[k].ns;
+    if (nrows > 1) qsort(rows, nrows, sizeof *rows, by_ns);
+    cJSON *jt = cJSON_AddArrayToObject(g, "top_kernels");
+    for (size_t k = 0; k < nrows && (int)k < top_n; k++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", rows[k].name);
+        cJSON_AddStringToObject(e, "class", tp_kernel_class(rows[k].name));
+        cJSON_AddNumberToObject(e, "count_per_unit", (double)rows[k].count / per);
+        cJSON_AddNumberToObject(e, "total_ms", rows[k].ns / 1e6 / per);
+        cJSON_AddNumberToObject(e, "mean_us", rows[k].count ? rows[k].ns / 1e3 / (double)rows[k].count : 0);
+        cJSON_AddNumberToObject(e, "share", ktot > 0 ? rows[k].ns / ktot : 0);
+        cJSON_AddItemToArray(jt, e);
+    }
+    cJSON_AddNumberToObject(g, "kernel_ms_total", ktot / 1e6 / per);
+    /* host synchronisations: CUDA calls that wait for the device */
+    uint64_t nsync = 0;
+    double blocked = 0;
+    for (size_t i = 0; i < p->napi; i++) {
+        const tp_gpu_op *a = &p->api[i];
+        if (!a->name || !is_sync_api(a->name)) continue;
+        uint64_t in = nst ? clip(st, nst, a->start, a->end) : a->end - a->start;
+        if (nst && !in && !(a->start >= st[0].start && a->start < st[nst - 1].end)) continue;
+        nsync++;
+        blocked += (double)in;
+    }
+    cJSON_AddNumberToObject(g, "host_syncs", (double)nsync / per);
+    cJSON_AddNumberToObject(g, "host_sync_blocked_ms", blocked / 1e6 / per);
+    free(rows);
+    free(sp);
+}

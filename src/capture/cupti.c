@@ -1,0 +1,343 @@
+/*
+ * cupti.c — GPU activity capture by CUDA injection (reference/gpu-capture.md §2 and §7).
+ *
+ * `trainprof run` sets CUDA_INJECTION64_PATH to libtrainprof.so; during cuInit the driver
+ * calls InitializeInjection here. We then load CUPTI (the copy the process already mapped,
+ * as torch does from its wheel, else libcupti.so.13 from the usual places), check that its
+ * version is the one whose record layouts we were built against, give CUPTI our clock
+ * (CLOCK_MONOTONIC, so GPU and CPU events share one timeline), and enable activity records
+ * for kernels, copies, memsets, device memory, synchronisations and the runtime API.
+ * CUPTI fills buffers we hand out (a bounded number); its worker thread returns them to
+ * bufferCompleted, which turns each record into one of our records in that thread's ring.
+ *
+ * One process has one CUPTI activity client: if another one (Nsight, torch.profiler) holds
+ * CUPTI when we start, registration fails and we back off with one line. CUPTI's vendor
+ * library is never linked: dlopen + dlsym, with the prototypes from the CUDA headers we
+ * were built with (this file is compiled only when they exist).
+ */
+#define _GNU_SOURCE
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/internal.h"
+
+/* ------------------------------------------------------------------ CUPTI entry points */
+
+#define CUPTI_FNS(X)                                                                     \
+    X(cuptiGetVersion)                                                                   \
+    X(cuptiGetResultString)                                                              \
+    X(cuptiActivityRegisterCallbacks)                                                    \
+    X(cuptiActivityRegisterTimestampCallback)                                            \
+    X(cuptiActivityEnable)                                                               \
+    X(cuptiActivityGetNextRecord)                                                        \
+    X(cuptiActivityGetNumDroppedRecords)                                                 \
+    X(cuptiActivityFlushAll)                                                             \
+    X(cuptiActivityFlushPeriod)                                                          \
+    X(cuptiSetThreadIdType)                                                              \
+    X(cuptiGetCallbackName)
+
+static struct {
+#define CUPTI_FN_PTR(name) __typeof__(&name) name;
+    CUPTI_FNS(CUPTI_FN_PTR)
+#undef CUPTI_FN_PTR
+} F;
+
+static _Atomic int g_active;       /* records are being delivered to us */
+static _Atomic uint64_t g_buffers; /* buffers handed to CUPTI and not yet returned */
+static _Atomic uint64_t g_cupti_dropped;
+static _Atomic uint64_t g_no_buffer; /* requests refused: the bound was reached */
+
+#define BUF_BYTES (4u << 20)  /* per buffer: ~100k kernel records */
+#define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
+
+static const char *const lib_names[] = {
+    "libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
+    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
+};
+
+/* The libcupti this process already has (torch loads its own) is the one to use: two
+ * copies in one process would both try to own the activity API. */
+static void *open_cupti(char *which, size_t n) {
+    for (size_t i = 0; i < sizeof lib_names / sizeof *lib_names; i++) {
+        void *h = dlopen(lib_names[i], RTLD_NOW | RTLD_NOLOAD);
+        if (h) {
+            snprintf(which, n, "%s (already loaded)", lib_names[i]);
+            return h;
+        }
+    }
+    const char *env = getenv("TRAINPROF_CUPTI_LIB");
+    if (env && *env) {
+        void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+        if (h) snprintf(which, n, "%s", env);
+        return h;
+    }
+    for (size_t i = 0; i < sizeof lib_names / sizeof *lib_names; i++) {
+        void *h = dlopen(lib_names[i], RTLD_NOW | RTLD_GLOBAL);
+        if (h) {
+            snprintf(which, n, "%s", lib_names[i]);
+            return h;
+        }
+    }
+    return NULL;
+}
+
+static uint64_t CUPTIAPI timestamp_ns(void) { return tprof__now(); }
+
+/* ------------------------------------------------------------------ buffers */
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *max_records = 0; /* fill it */
+    *size = 0;
+    *buffer = NULL;
+    if (atomic_fetch_add(&g_buffers, 1) >= MAX_BUFFERS) {
+        /* bounded memory: CUPTI drops records and counts them; we count the refusal */
+        atomic_fetch_sub(&g_buffers, 1);
+        atomic_fetch_add(&g_no_buffer, 1);
+        return;
+    }
+    uint8_t *b = aligned_alloc(8, BUF_BYTES);
+    if (!b) {
+        atomic_fetch_sub(&g_buffers, 1);
+        return;
+    }
+    *buffer = b;
+    *size = BUF_BYTES;
+}
+
+static void emit_gpu(tprof__thread *t, uint16_t kind, const char *name, uint64_t start,
+                     const tprof_pl_gpu *pl) {
+    uint32_t size;
+    tprof_pl_gpu *dst;
+    if (name) {
+        dst = tprof__begin_named(t, kind, name, sizeof *dst, start, &size);
+    } else {
+        size = sizeof(tprof_rec) + sizeof *dst;
+        tprof_rec *r = tprof__reserve(t, size);
+        if (!r) return;
+        r->kind = kind;
+        r->size = (uint16_t)size;
+        r->arg = 0;
+        r->ts_ns = start;
+        dst = (tprof_pl_gpu *)(r + 1);
+    }
+    if (!dst) return;
+    *dst = *pl;
+    tprof__commit(t, size);
+}
+
+static void emit_mem(tprof__thread *t, uint64_t ts, const tprof_pl_gpu_mem *pl) {
+    const uint32_t size = sizeof(tprof_rec) + sizeof *pl;
+    tprof_rec *r = tprof__reserve(t, size);
+    if (!r) return;
+    r->kind = TPROF_REC_GPU_MEMORY;
+    r->size = size;
+    r->arg = 0;
+    r->ts_ns = ts;
+    memcpy(r + 1, pl, sizeof *pl);
+    tprof__commit(t, size);
+}
+
+/* Name of a runtime API function, interned by the ring like any name. */
+static const char *api_name(uint32_t cbid) {
+    const char *n = NULL;
+    if (F.cuptiGetCallbackName &&
+        F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &n) == CUPTI_SUCCESS && n)
+        return n;
+    return "cuda runtime call";
+}
+
+static void translate(tprof__thread *t, const CUpti_Activity *rec) {
+    tprof_pl_gpu pl;
+    memset(&pl, 0, sizeof pl);
+    switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const CUpti_ActivityKernel10 *k = (const void *)rec;
+        pl.end_ns = k->end;
+        pl.device = k->deviceId;
+        pl.stream = k->streamId;
+        pl.correlation = k->correlationId;
+        pl.graph = k->graphId;
+        emit_gpu(t, TPROF_REC_GPU_KERNEL, k->name ? k->name : "(unnamed kernel)", k->start, &pl);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const CUpti_ActivityMemcpy6 *m = (const void *)rec;
+        pl.end_ns = m->end;
+        pl.bytes = m->bytes;
+        pl.device = m->deviceId;
+        pl.stream = m->streamId;
+        pl.correlation = m->correlationId;
+        pl.kind = m->copyKind;
+        pl.graph = m->graphId;
+        emit_gpu(t, TPROF_REC_GPU_MEMCPY, NULL, m->start, &pl);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+        const CUpti_ActivityMemcpyPtoP4 *m = (const void *)rec;
+        pl.end_ns = m->end;
+        pl.bytes = m->bytes;
+        pl.device = m->deviceId;
+        pl.stream = m->streamId;
+        pl.correlation = m->correlationId;
+        pl.kind = m->copyKind;
+        emit_gpu(t, TPROF_REC_GPU_MEMCPY, NULL, m->start, &pl);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const CUpti_ActivityMemset4 *m = (const void *)rec;
+        pl.end_ns = m->end;
+        pl.bytes = m->bytes;
+        pl.device = m->deviceId;
+        pl.stream = m->streamId;
+        pl.correlation = m->correlationId;
+        emit_gpu(t, TPROF_REC_GPU_MEMSET, NULL, m->start, &pl);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+        const CUpti_ActivityMemory4 *m = (const void *)rec;
+        tprof_pl_gpu_mem mp = {m->address, m->bytes, m->deviceId,
+                               (uint32_t)m->memoryOperationType, (uint32_t)m->memoryKind,
+                               m->streamId};
+        emit_mem(t, m->timestamp, &mp);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        const CUpti_ActivitySynchronization2 *sy = (const void *)rec;
+        pl.end_ns = sy->end;
+        pl.stream = sy->streamId;
+        pl.correlation = sy->correlationId;
+        pl.kind = (uint32_t)sy->type;
+        emit_gpu(t, TPROF_REC_GPU_SYNC, NULL, sy->start, &pl);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME: {
+        const CUpti_ActivityAPI *a = (const void *)rec;
+        pl.end_ns = a->end;
+        pl.correlation = a->correlationId;
+        pl.kind = (uint32_t)a->cbid;
+        pl.os_tid = a->threadId;
+        emit_gpu(t, TPROF_REC_GPU_API, api_name((uint32_t)a->cbid), a->start, &pl);
+        break;
+    }
+    default:
+        break; /* overhead and others: not recorded yet */
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                      size_t valid) {
+    (void)ctx;
+    (void)size;
+    (void)stream;
+    tprof__thread *t = atomic_load(&g_active) ? tprof__thread_get() : NULL;
+    if (t && buffer) {
+        CUpti_Activity *rec = NULL;
+        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+            translate(t, rec);
+        size_t dropped = 0;
+        if (F.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped) {
+            uint64_t total = atomic_fetch_add(&g_cupti_dropped, dropped) + dropped;
+            const uint32_t sz = sizeof(tprof_rec) + sizeof(tprof_pl_u64);
+            tprof_rec *r = tprof__reserve(t, sz);
+            if (r) {
+                r->kind = TPROF_REC_GPU_DROPS;
+                r->size = sz;
+                r->arg = 0;
+                r->ts_ns = tprof__now();
+                ((tprof_pl_u64 *)(r + 1))->value = total;
+                tprof__commit(t, sz);
+            }
+        }
+    }
+    free(buffer);
+    if (buffer) atomic_fetch_sub(&g_buffers, 1);
+}
+
+/* ------------------------------------------------------------------ set-up */
+
+static const CUpti_ActivityKind kinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+};
+
+static const char *result(CUptiResult r) {
+    const char *s = NULL;
+    if (F.cuptiGetResultString) F.cuptiGetResultString(r, &s);
+    return s ? s : "unknown CUPTI error";
+}
+
+static void unavailable(const char *why) {
+    tprof__log(TPROF_LOG_WARN, "GPU activity capture off: %s", why);
+    tprof__capability("cupti", why);
+}
+
+/* Called by the CUDA driver (cuInit) in every process that has CUDA_INJECTION64_PATH. */
+TPROF_API int InitializeInjection(void);
+
+int InitializeInjection(void) {
+    static _Atomic int once;
+    if (atomic_exchange(&once, 1)) return 1;
+    if (!tprof_enabled()) return 1; /* no session: nothing to record into */
+    const char *off = getenv("TRAINPROF_CUPTI");
+    if (off && !strcmp(off, "0")) {
+        tprof__capability("cupti", "off (TRAINPROF_CUPTI=0)");
+        return 1;
+    }
+    char which[256] = "";
+    void *h = open_cupti(which, sizeof which);
+    if (!h) {
+        unavailable("no libcupti found (set TRAINPROF_CUPTI_LIB)");
+        return 1;
+    }
+#define CUPTI_FN_LOAD(name) *(void **)&F.name = dlsym(h, #name);
+    CUPTI_FNS(CUPTI_FN_LOAD)
+#undef CUPTI_FN_LOAD
+    if (!F.cuptiGetVersion || !F.cuptiActivityRegisterCallbacks || !F.cuptiActivityEnable ||
+        !F.cuptiActivityGetNextRecord || !F.cuptiActivityGetNumDroppedRecords) {
+        unavailable("libcupti lacks the activity API");
+        return 1;
+    }
+    uint32_t version = 0;
+    F.cuptiGetVersion(&version);
+    /* record layouts are those of the headers we were built with: same major version */
+    if (version / 10000 != CUPTI_API_VERSION / 10000 || version < CUPTI_API_VERSION) {
+        char why[160];
+        snprintf(why, sizeof why, "libcupti API version %u, built for %u (%s)", version,
+                 (unsigned)CUPTI_API_VERSION, which);
+        unavailable(why);
+        return 1;
+    }
+    if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    if (F.cuptiActivityRegisterTimestampCallback)
+        F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
+    CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+        char why[200];
+        snprintf(why, sizeof why, "another CUPTI client holds the activity API (%s)", result(r));
+        unavailable(why);
+        return 1;
+    }
+    atomic_store(&g_active, 1);
+    int enabled = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        enabled += F.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
+    if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
+    char status[320];
+    snprintf(status, sizeof status, "activity capture on: %d kinds, %s, API %u", enabled, which,
+             version);
+    tprof__capability("cupti", status);
+    tprof__log(TPROF_LOG_INFO, "CUPTI %s", status);
+    return 1;
+}
+
+/* At shutdown: ask CUPTI to hand back what it holds (called before the final flush). */
+void tprof__cupti_flush(void) {
+    if (atomic_load(&g_active) && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(1);
+}
