@@ -12,10 +12,13 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "export/chrome.h"
 #include "format/format.h"
 #include "synth.h"
 
@@ -185,6 +188,33 @@ static void test_gpu_section(void **state) {
     assert_string_equal(cJSON_GetObjectItem(k1, "name")->valuestring,
                         "void at::native::vectorized_elementwise_kernel<4>(int, 4)");
     cJSON_Delete(rep);
+    /* the Chrome export: kernels on a GPU stream track, a flow from the launch */
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mf = open_memstream(&buf, &blen);
+    assert_int_equal(tp_export_chrome(&run, mf, NULL), 0);
+    fclose(mf);
+    cJSON *tr = cJSON_Parse(buf);
+    free(buf);
+    assert_non_null(tr);
+    int kernels = 0, copies = 0, runtime = 0;
+    double gpu_tid = -1;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(tr, "traceEvents")) {
+        const char *cat = cJSON_GetStringValue(cJSON_GetObjectItem(e, "cat"));
+        if (!cat) continue;
+        if (!strcmp(cat, "kernel")) {
+            kernels++;
+            gpu_tid = num(e, "tid");
+        }
+        copies += !strcmp(cat, "gpu_memcpy");
+        runtime += !strcmp(cat, "cuda_runtime");
+    }
+    assert_int_equal(kernels, 6);
+    assert_int_equal(copies, 3);
+    assert_int_equal(runtime, 3);
+    assert_true(gpu_tid == (double)(0x40000000u | 7u)); /* device 0, stream 7 */
+    cJSON_Delete(tr);
     tp_run_free(&run);
     synth_rmtree(dir);
 }

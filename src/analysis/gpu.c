@@ -20,13 +20,13 @@
 /* Kernel classes by name, first match wins (case-insensitive substrings). */
 static const struct {
     const char *cls;
-    const char *const pats[12];
+    const char *const pats[16];
 } classes[] = {
     {"communication", {"nccl", "allreduce", "all_reduce", "allgather", "reducescatter", NULL}},
     {"attention", {"flash", "fmha", "attention", "attn", "sdpa", NULL}},
     {"gemm", {"gemm", "cutlass", "cublas", "xmma", "wgmma", "matmul", "sm90_", "sm80_", "cudnn", NULL}},
     {"elementwise/norm", {"elementwise", "vectorized", "reduce", "norm", "softmax", "dropout",
-                          "gelu", "silu", "relu", "adam", "foreach", NULL}},
+                          "gelu", "silu", "relu", "adam", "foreach", "multi_tensor_apply", NULL}},
 };
 
 const char *tp_kernel_class(const char *name) {
@@ -110,6 +110,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
             uint64_t in = nst ? clip(st, nst, o->start, o->end) : o->end - o->start;
             sp[n++] = (span){o->start, o->end};
+            if (nst && !in) continue; /* outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
                 const char *c = tp_kernel_class(o->name);
                 size_t ci = 0;

@@ -38,6 +38,7 @@
     X(cuptiActivityFlushAll)                                                             \
     X(cuptiActivityFlushPeriod)                                                          \
     X(cuptiSetThreadIdType)                                                              \
+    X(cuptiActivityEnableRuntimeApi)                                                     \
     X(cuptiGetCallbackName)
 
 static struct {
@@ -141,13 +142,18 @@ static void emit_mem(tprof__thread *t, uint64_t ts, const tprof_pl_gpu_mem *pl) 
     tprof__commit(t, size);
 }
 
-/* Name of a runtime API function, interned by the ring like any name. */
+/* Name of a runtime API function as users know it ("cudaLaunchKernel", not CUPTI's
+ * "cudaLaunchKernel_v7000"), interned by the ring like any name. */
 static const char *api_name(uint32_t cbid) {
+    static __thread char buf[128];
     const char *n = NULL;
-    if (F.cuptiGetCallbackName &&
-        F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &n) == CUPTI_SUCCESS && n)
-        return n;
-    return "cuda runtime call";
+    if (!F.cuptiGetCallbackName ||
+        F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &n) != CUPTI_SUCCESS || !n)
+        return "cuda runtime call";
+    snprintf(buf, sizeof buf, "%s", n);
+    char *v = strrchr(buf, '_');
+    if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') *v = 0;
+    return buf;
 }
 
 static void translate(tprof__thread *t, const CUpti_Activity *rec) {
@@ -267,6 +273,31 @@ static const CUpti_ActivityKind kinds[] = {
     CUPTI_ACTIVITY_KIND_RUNTIME,
 };
 
+/* Runtime calls that are queries, not work: torch makes hundreds per step (cudaGetDevice
+ * alone ~250), and recording them would cost more than the launches we want. */
+static const CUpti_CallbackId quiet_calls[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveBlocksPerMultiprocessor_v6000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveClusters_v11070,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPoint_v11030,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPointByVersion_v12050,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDriverGetVersion_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaRuntimeGetVersion_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
+};
+
 static const char *result(CUptiResult r) {
     const char *s = NULL;
     if (F.cuptiGetResultString) F.cuptiGetResultString(r, &s);
@@ -328,6 +359,9 @@ int InitializeInjection(void) {
     int enabled = 0;
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
         enabled += F.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
+    if (F.cuptiActivityEnableRuntimeApi)
+        for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
+            F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
     char status[320];
     snprintf(status, sizeof status, "activity capture on: %d kinds, %s, API %u", enabled, which,

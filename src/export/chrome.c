@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "analysis/steps.h"
+#include "format/format.h"
 #include "trainprof.h"
 
 /* Synthetic pids for processes whose preferred pid is taken: above any Linux pid_max
@@ -360,6 +361,159 @@ static int64_t sort_index(const tp_process *p) {
     return SYNTH_PID_BASE;                      /* unattached helpers last */
 }
 
+/* ------------------------------------------------------------------ GPU activity */
+
+/* GPU tracks are tids above any thread id: 0x40000000 | device << 16 | stream. */
+static uint32_t gpu_tid(uint32_t device, uint32_t stream) {
+    return 0x40000000u | ((device & 0x3fffu) << 16) | (stream & 0xffffu);
+}
+
+static int cmp_api_corr(const void *a, const void *b) {
+    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
+    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+static int cmp_op_track(const void *a, const void *b) {
+    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
+    uint32_t tx = gpu_tid(x->device, x->stream), ty = gpu_tid(y->device, y->stream);
+    if (tx != ty) return tx < ty ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static const char *gpu_cat(const tp_gpu_op *o) {
+    return o->type == TPROF_REC_GPU_KERNEL   ? "kernel"
+           : o->type == TPROF_REC_GPU_MEMCPY ? "gpu_memcpy"
+           : o->type == TPROF_REC_GPU_MEMSET ? "gpu_memset"
+                                             : "cuda_sync";
+}
+
+static const char *gpu_name(const tp_gpu_op *o, char *buf, size_t n) {
+    static const char *const copy_kinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                             "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+    if (o->type == TPROF_REC_GPU_KERNEL) return o->name ? o->name : "(kernel)";
+    if (o->type == TPROF_REC_GPU_MEMCPY) {
+        snprintf(buf, n, "Memcpy %s", o->kind < 11 ? copy_kinds[o->kind] : "?");
+        return buf;
+    }
+    return o->type == TPROF_REC_GPU_MEMSET ? "Memset" : "Synchronization";
+}
+
+/* Kernels, copies and memsets as complete events on one track per device and stream (as
+ * Kineto: the stream is the tid), the CUDA runtime calls on their CPU threads, an ac2g
+ * flow arrow from each launch to its work (CUPTI's correlation id), and the device memory
+ * allocated as a counter track. */
+static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
+    FILE *f = w->f;
+    if (!p->ngpu && !p->napi && !p->ngmem) return TPROF_OK;
+    const tp_gpu_op **ops = malloc((p->ngpu ? p->ngpu : 1) * sizeof *ops);
+    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    if (!ops || !apis) {
+        free(ops);
+        free(apis);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i].type != TPROF_REC_GPU_SYNC) ops[n++] = &p->gpu[i];
+    if (n > 1) qsort(ops, n, sizeof *ops, cmp_op_track);
+    for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
+    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, cmp_api_corr);
+    /* flow ids unique in a merged file: the pid in the high bits */
+    uint64_t flow_base = (uint64_t)pid << 32;
+    char nb[64];
+    uint32_t last_tid = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tp_gpu_op *o = ops[i];
+        uint32_t tid = gpu_tid(o->device, o->stream);
+        if (tid != last_tid) {
+            write_meta(w, pid, tid, "thread_name", "name");
+            fprintf(f, "\"GPU %" PRIu32 " stream %" PRIu32 "\"}}", o->device, o->stream);
+            write_meta(w, pid, tid, "thread_sort_index", "sort_index");
+            fprintf(f, "%" PRIu32 "}}", tid);
+            last_tid = tid;
+        }
+        /* one stream runs one thing at a time; clamp CUPTI's rounding so events nest */
+        uint64_t end = o->end;
+        if (i + 1 < n && gpu_tid(ops[i + 1]->device, ops[i + 1]->stream) == tid &&
+            ops[i + 1]->start < end)
+            end = ops[i + 1]->start > o->start ? ops[i + 1]->start : o->start;
+        int64_t ts = rel_ns(w, p, o->start), te = rel_ns(w, p, end);
+        ev_open(w, "X", pid, tid);
+        fprintf(f, ",\"cat\":\"%s\",\"name\":", gpu_cat(o));
+        tp_json_string(f, gpu_name(o, nb, sizeof nb));
+        put_ts(w, "ts", ts);
+        put_ts(w, "dur", te - ts);
+        fprintf(f, ",\"args\":{\"device\":%" PRIu32 ",\"stream\":%" PRIu32
+                   ",\"correlation\":%" PRIu32,
+                o->device, o->stream, o->correlation);
+        if (o->type != TPROF_REC_GPU_KERNEL) {
+            fprintf(f, ",\"bytes\":%" PRIu64, o->bytes);
+            if (o->end > o->start) {
+                fputs(",\"memory bandwidth (GB/s)\":", f);
+                put_double(f, (double)o->bytes / (double)(o->end - o->start));
+            }
+        }
+        if (o->graph) fprintf(f, ",\"graph\":%" PRIu32, o->graph);
+        fputs("}}", f);
+        note_time(w, te);
+        /* the launch that put it there */
+        tp_gpu_op key = *o;
+        const tp_gpu_op *kp = &key;
+        const tp_gpu_op **hit = p->napi && o->correlation
+                                    ? bsearch(&kp, apis, p->napi, sizeof *apis, cmp_api_corr)
+                                    : NULL;
+        if (hit) {
+            uint64_t id = flow_base | o->correlation;
+            ev_open(w, "s", pid, (*hit)->os_tid);
+            fprintf(f, ",\"cat\":\"ac2g\",\"name\":\"launch\",\"id\":\"%" PRIu64 "\"", id);
+            put_ts(w, "ts", rel_ns(w, p, (*hit)->start));
+            fputc('}', f);
+            ev_open(w, "f", pid, tid);
+            fprintf(f, ",\"cat\":\"ac2g\",\"name\":\"launch\",\"id\":\"%" PRIu64 "\",\"bp\":\"e\"",
+                    id);
+            put_ts(w, "ts", ts);
+            fputc('}', f);
+        }
+    }
+    /* runtime calls on the threads that made them (sequential on a thread: they nest with
+     * that thread's ranges) */
+    for (size_t i = 0; i < p->napi; i++) {
+        const tp_gpu_op *a = &p->api[i];
+        int64_t ts = rel_ns(w, p, a->start), te = rel_ns(w, p, a->end);
+        ev_open(w, "X", pid, a->os_tid);
+        fputs(",\"cat\":\"cuda_runtime\",\"name\":", f);
+        tp_json_string(f, a->name ? a->name : "cuda runtime call");
+        put_ts(w, "ts", ts);
+        put_ts(w, "dur", te - ts);
+        fprintf(f, ",\"args\":{\"cbid\":%" PRIu32 ",\"correlation\":%" PRIu32 "}}", a->kind,
+                a->correlation);
+        note_time(w, te);
+    }
+    /* device memory allocated, per device */
+    uint32_t devs[64];
+    int64_t cur[64];
+    size_t ndev = 0;
+    for (size_t i = 0; i < p->ngmem; i++) {
+        const tp_gpu_mem *m = &p->gmem[i];
+        if (m->memory_kind != 3) continue; /* device memory */
+        size_t d = 0;
+        while (d < ndev && devs[d] != m->device) d++;
+        if (d == ndev) {
+            if (ndev == 64) continue;
+            devs[ndev] = m->device;
+            cur[ndev++] = 0;
+        }
+        cur[d] += m->op == 1 ? (int64_t)m->bytes : -(int64_t)m->bytes;
+        ev_open(w, "C", pid, 0);
+        fprintf(f, ",\"name\":\"GPU %" PRIu32 " memory allocated (bytes)\"", m->device);
+        put_ts(w, "ts", rel_ns(w, p, m->ts));
+        fprintf(f, ",\"args\":{\"bytes\":%" PRId64 "}}", cur[d]);
+    }
+    free(ops);
+    free(apis);
+    return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
+}
+
 static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_export_opts *opts,
                          scratch *sc) {
     FILE *f = w->f;
@@ -409,6 +563,7 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
         rc = write_track(w, p, pid, tid, api && tid == step_tid ? &st : NULL, sc);
     }
     tp_steps_free(&st);
+    if (rc == TPROF_OK) rc = write_gpu(w, p, pid);
     return rc;
 }
 
