@@ -118,6 +118,18 @@ typedef enum tprof_log_level {
  *                                              context switches from /proc/self, recorded as
  *                                              counters "process.*"); default 10, 0 = off,
  *                                              larger values are clamped to 1000
+ *   nvml_hz           TRAINPROF_NVML_HZ        GPU sampler rate (NVML: power, energy,
+ *                                              utilisation, memory, SM clock, temperature,
+ *                                              power limit, clock-event reasons, recorded as
+ *                                              counters "gpu<i>.*", i = NVML index; see
+ *                                              docs/energy.md); default 10, 0 = off, at most
+ *                                              100, and in effect at most one sample per
+ *                                              flush_interval_ms. Sampled only where
+ *                                              libnvidia-ml loads (a missing one is reported
+ *                                              as a capability, never an error), and by local
+ *                                              rank 0 only unless TRAINPROF_NVML_ALL_RANKS=1.
+ *                                              TRAINPROF_NVML_LIB names the library to load
+ *                                              instead of libnvidia-ml.so.1 (tests use a fake).
  */
 typedef struct tprof_config {
     size_t struct_size;
@@ -130,6 +142,7 @@ typedef struct tprof_config {
     int log_level;
     int enabled;
     uint32_t sample_hz;
+    uint32_t nvml_hz;
 } tprof_config;
 
 /* Fill `cfg` with defaults (output_dir NULL, enabled 1). Returns TPROF_ERR_INVALID_ARG for
@@ -304,6 +317,28 @@ TPROF_API int tprof_timers_lookup(tprof_timers *timers, const char *name, int lo
 
 /* tprof_timers_lookup that never fails: the dummy timer on any error (logged once). */
 TPROF_API tprof_timer *tprof_timer_get(tprof_timers *timers, const char *name, int log_level);
+
+/* How the registry's timers measure:
+ *  TPROF_TIMING_HOST         host CLOCK_MONOTONIC (the default; no GPU involved).
+ *  TPROF_TIMING_CUDA_EVENTS  GPU time: a CUDA event is recorded on `cuda_stream` (a
+ *                            CUstream/cudaStream_t; NULL = the legacy default stream) at
+ *                            start and at stop, with no device synchronize; the interval is
+ *                            read when elapsed/log asks for it (that call waits for the
+ *                            stop event). Needs a current CUDA context on the calling thread;
+ *                            without one an interval falls back to host time. At most 32
+ *                            unread intervals per timer (older ones are read first).
+ *  TPROF_TIMING_CUDA_SYNC    Megatron-LM's numbers: a device synchronize (cuCtxSynchronize)
+ *                            before each start and stop, then host time.
+ * Errors: TPROF_ERR_INVALID_ARG; TPROF_ERR_UNAVAILABLE when no CUDA driver can be loaded
+ * (the registry stays on host time). Call before timing starts. */
+typedef enum tprof_timing {
+    TPROF_TIMING_HOST = 0,
+    TPROF_TIMING_CUDA_EVENTS = 1,
+    TPROF_TIMING_CUDA_SYNC = 2
+} tprof_timing;
+
+TPROF_API int tprof_timers_set_timing(tprof_timers *timers, tprof_timing timing,
+                                      void *cuda_stream);
 
 /* Start (optionally after a barrier through the hook). Starting a running timer is a misuse:
  * warned about once per timer and ignored (Megatron asserts). One clock read. */

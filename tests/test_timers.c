@@ -283,6 +283,33 @@ static void sleep_ns(uint64_t ns) {
     }
 }
 
+/* ------------------------------------------------------------------ device timing */
+
+/* Without a CUDA driver (CI) the mode is refused and host time stays; with a driver but no
+ * context on this thread, intervals fall back to host time. Either way a 20 ms sleep reads
+ * at least 20 ms, and nothing blocks. */
+static void test_cuda_timing_without_gpu(void **state) {
+    (void)state;
+    tprof_timers *t;
+    assert_int_equal(tprof_timers_create(2, TPROF_TIMERS_MAX, &t), TPROF_OK);
+    assert_int_equal(tprof_timers_set_timing(t, (tprof_timing)7, NULL), TPROF_ERR_INVALID_ARG);
+    int rc = tprof_timers_set_timing(t, TPROF_TIMING_CUDA_EVENTS, NULL);
+    assert_true(rc == TPROF_OK || rc == TPROF_ERR_UNAVAILABLE);
+    tprof_timer *tm = tprof_timer_get(t, "gpu", 2);
+    tprof_timer_start(tm, 0);
+    sleep_ns(20000000);
+    tprof_timer_stop(tm, 0);
+    double e = tprof_timer_elapsed(tm, 1, 0);
+    assert_true(e >= 0.020 && e < 1.0);
+    rc = tprof_timers_set_timing(t, TPROF_TIMING_CUDA_SYNC, NULL);
+    assert_true(rc == TPROF_OK || rc == TPROF_ERR_UNAVAILABLE);
+    tprof_timer_start(tm, 0);
+    sleep_ns(5000000);
+    tprof_timer_stop(tm, 0);
+    assert_true(tprof_timer_elapsed(tm, 1, 0) >= 0.005);
+    tprof_timers_destroy(t);
+}
+
 static void test_known_sleep_elapsed_reset(void **state) {
     (void)state;
     tprof_timers *t;
@@ -462,6 +489,7 @@ int main(void) {
         cmocka_unit_test(test_golden_all_registered_and_padding),
         cmocka_unit_test(test_log_last_rank_only_and_json),
         cmocka_unit_test(test_collectives_hook),
+        cmocka_unit_test(test_cuda_timing_without_gpu),
         cmocka_unit_test(test_levels_and_dummy),
         cmocka_unit_test(test_known_sleep_elapsed_reset),
         cmocka_unit_test(test_report_tables_two_ranks),

@@ -18,12 +18,14 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "cuda_events.h"
 #include "timers_format.h"
 
 #undef tprof_timer_start
 #undef tprof_timer_stop
 
 #define TPROF__TIMERS_CATEGORY 1u
+#define TPROF__MAX_PENDING 32u /* intervals per timer awaiting their device time */
 
 struct tprof_timer {
     int live; /* first: read inline by the header's macros */
@@ -36,18 +38,26 @@ struct tprof_timer {
     uint64_t range_id; /* our trace range, while running */
     uint64_t emit_id;  /* the attached NVTX tool's range, while running */
     tprof_timers *owner;
+    void *ev_start;    /* CUDA event of the running interval's start, or NULL */
+    struct tprof__pending {
+        void *start, *end;
+        double host_s;
+    } pend[TPROF__MAX_PENDING]; /* stopped intervals not yet read from the device */
+    unsigned npend;
 };
 
 struct tprof_timers {
     int log_level;
     tprof_timers_option option;
+    tprof_timing timing;
+    void *stream;
     uint32_t domain;
     pthread_mutex_t lock;
     tprof_timer **v; /* creation order */
     size_t n, cap;
 };
 
-static tprof_timer g_dummy = {0, 0, "dummy timer", 0, 0, 0, 0, 0, 0, 0, NULL};
+static tprof_timer g_dummy = {.live = 0, .name = "dummy timer"};
 
 static const char *option_name(tprof_timers_option o) {
     return o == TPROF_TIMERS_MAX ? "max" : o == TPROF_TIMERS_ALL ? "all" : "minmax";
@@ -74,6 +84,7 @@ void tprof_timers_destroy(tprof_timers *t) {
     if (!t) return;
     for (size_t i = 0; i < t->n; i++) {
         if (t->v[i]->started) tprof_timer_stop(t->v[i], 0); /* end its trace range */
+        tprof_timer_reset(t->v[i]); /* releases CUDA events */
         free(t->v[i]->name);
         free(t->v[i]);
     }
@@ -153,6 +164,57 @@ static void misuse(tprof_timer *tm, const char *what) {
     tprof__log(TPROF_LOG_WARN, "timer '%s' %s; ignored", tm->name, what);
 }
 
+/* ------------------------------------------------------------------ device timing */
+
+/* An interval measured with CUDA events: recorded at stop, resolved when read. */
+static void resolve_pending(tprof_timer *tm) {
+    for (unsigned i = 0; i < tm->npend; i++) {
+        double dt = tprof__cuda_elapsed_s(tm->pend[i].start, tm->pend[i].end);
+        if (dt < 0) dt = tm->pend[i].host_s; /* the device failed us: the host's view */
+        tm->elapsed_s += dt;
+        tm->active_s += dt;
+        tprof__cuda_event_destroy(tm->pend[i].start);
+        tprof__cuda_event_destroy(tm->pend[i].end);
+    }
+    tm->npend = 0;
+}
+
+/* The edges of an interval: the clock (and, by mode, a device synchronize first or an
+ * event recorded on the registry's stream). */
+static uint64_t edge(tprof_timer *tm, void **event) {
+    tprof_timers *t = tm->owner;
+    if (t->timing == TPROF_TIMING_CUDA_SYNC) tprof__cuda_synchronize();
+    uint64_t now = tprof__now();
+    if (event) *event = t->timing == TPROF_TIMING_CUDA_EVENTS ? tprof__cuda_event_record(t->stream) : NULL;
+    return now;
+}
+
+/* Ends the running interval at `now` (end event `ev` when measured on the device). */
+static void close_interval(tprof_timer *tm, uint64_t now, void *ev) {
+    double host_s = (double)(now - tm->start_ns) * 1e-9;
+    if (tm->ev_start && ev) {
+        if (tm->npend == TPROF__MAX_PENDING) resolve_pending(tm); /* bounded: read the oldest */
+        tm->pend[tm->npend++] = (struct tprof__pending){tm->ev_start, ev, host_s};
+    } else {
+        tprof__cuda_event_destroy(tm->ev_start);
+        tprof__cuda_event_destroy(ev);
+        tm->elapsed_s += host_s;
+        tm->active_s += host_s;
+    }
+    tm->ev_start = NULL;
+}
+
+int tprof_timers_set_timing(tprof_timers *t, tprof_timing timing, void *cuda_stream) {
+    if (!t || timing < TPROF_TIMING_HOST || timing > TPROF_TIMING_CUDA_SYNC)
+        return TPROF_ERR_INVALID_ARG;
+    if (timing != TPROF_TIMING_HOST && !tprof__cuda_available()) return TPROF_ERR_UNAVAILABLE;
+    t->timing = timing;
+    t->stream = cuda_stream;
+    return TPROF_OK;
+}
+
+/* ------------------------------------------------------------------ start, stop, read */
+
 void tprof_timer_start(tprof_timer *tm, int barrier) {
     if (!tm || !tm->live) return;
     if (tm->started) {
@@ -160,7 +222,7 @@ void tprof_timer_start(tprof_timer *tm, int barrier) {
         return;
     }
     barrier_if(barrier);
-    uint64_t now = tprof__now();
+    uint64_t now = edge(tm, &tm->ev_start);
     tm->start_ns = now;
     tm->started = 1;
     tm->range_id = 0;
@@ -179,10 +241,9 @@ void tprof_timer_stop(tprof_timer *tm, int barrier) {
         return;
     }
     barrier_if(barrier);
-    uint64_t now = tprof__now();
-    double dt = (double)(now - tm->start_ns) * 1e-9;
-    tm->elapsed_s += dt;
-    tm->active_s += dt;
+    void *ev = NULL;
+    uint64_t now = edge(tm, tm->ev_start ? &ev : NULL);
+    close_interval(tm, now, ev);
     tm->started = 0;
     if (tm->range_id) {
         tprof__thread *t = TPROF__ON() ? tprof__thread_get() : NULL;
@@ -197,6 +258,13 @@ void tprof_timer_stop(tprof_timer *tm, int barrier) {
 
 void tprof_timer_reset(tprof_timer *tm) {
     if (!tm || !tm->live) return;
+    for (unsigned i = 0; i < tm->npend; i++) { /* abandoned intervals */
+        tprof__cuda_event_destroy(tm->pend[i].start);
+        tprof__cuda_event_destroy(tm->pend[i].end);
+    }
+    tm->npend = 0;
+    tprof__cuda_event_destroy(tm->ev_start);
+    tm->ev_start = NULL;
     tm->elapsed_s = 0;
     tm->started = 0;
     if (tm->range_id) { /* close the trace range of an interval that reset abandons */
@@ -212,19 +280,18 @@ void tprof_timer_reset(tprof_timer *tm) {
 
 double tprof_timer_elapsed(tprof_timer *tm, int reset, int barrier) {
     if (!tm || !tm->live) return 0.0;
-    if (!tm->started) {
-        double e = tm->elapsed_s;
-        if (reset) tprof_timer_reset(tm);
-        return e;
+    if (tm->started) {
+        /* Running: Megatron stops, reads and restarts. The same here, without ending the
+         * interval's trace range (the timer never stopped from the program's view). */
+        barrier_if(barrier);
+        void *ev = NULL;
+        uint64_t now = edge(tm, tm->ev_start ? &ev : NULL);
+        close_interval(tm, now, ev);
+        tm->start_ns = now;
+        if (tm->owner->timing == TPROF_TIMING_CUDA_EVENTS)
+            tm->ev_start = tprof__cuda_event_record(tm->owner->stream);
     }
-    /* Running: Megatron stops, reads and restarts. The same arithmetic here, without
-     * ending the interval's trace range (the timer never stopped from the program's view). */
-    barrier_if(barrier);
-    uint64_t now = tprof__now();
-    double dt = (double)(now - tm->start_ns) * 1e-9;
-    tm->elapsed_s += dt;
-    tm->active_s += dt;
-    tm->start_ns = now;
+    resolve_pending(tm); /* waits for the device only here, when the value is asked for */
     double e = tm->elapsed_s;
     if (reset) tm->elapsed_s = 0;
     return e;
