@@ -266,12 +266,24 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 
 /* ------------------------------------------------------------------ set-up */
 
-static const CUpti_ActivityKind kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_RUNTIME,
+/* What TRAINPROF_CUPTI_KINDS may name (default: all of them). */
+static const struct {
+    const char *name;
+    CUpti_ActivityKind kind;
+} kinds[] = {
+    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
+    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY2},           {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
+    {"memory", CUPTI_ACTIVITY_KIND_MEMORY2},           {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
 };
+
+static int kind_wanted(const char *list, const char *name) {
+    if (!list || !*list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
 
 /* Runtime calls that are queries, not work: torch makes hundreds per step (cudaGetDevice
  * alone ~250), and recording them would cost more than the launches we want. */
@@ -357,8 +369,10 @@ int InitializeInjection(void) {
     }
     atomic_store(&g_active, 1);
     int enabled = 0;
+    const char *want = getenv("TRAINPROF_CUPTI_KINDS");
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-        enabled += F.cuptiActivityEnable(kinds[i]) == CUPTI_SUCCESS;
+        if (kind_wanted(want, kinds[i].name))
+            enabled += F.cuptiActivityEnable(kinds[i].kind) == CUPTI_SUCCESS;
     if (F.cuptiActivityEnableRuntimeApi)
         for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
             F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);

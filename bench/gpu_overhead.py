@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""bench/gpu_overhead — what profiling costs a GPU training step (needs a GPU).
+
+Runs the same training script, as separate processes, interleaved round by round
+(A B C D E, A B C D E, ...) so that drift of the machine hits every mode alike:
+
+  bare        the script alone
+  floor       CUPTI kernel records only, through libtrainprof with nothing else on
+              (TRAINPROF_CUPTI_KINDS=kernel, no NVTX, no sampler): the cost any CUPTI
+              kernel tracer pays
+  trainprof   `trainprof run` with full capture (NVTX, CUPTI kernels/copies/memory/syncs/
+              runtime calls, process sampler)
+  nokernels   `trainprof run` with GPU activity capture off (TRAINPROF_CUPTI=0)
+  torchprof   the script inside torch.profiler.profile(activities=[CPU, CUDA])
+
+Each run reports its own mean step time (the script prints "mean step X ms"). Per round,
+each mode's overhead is (mode - bare) / bare; the tables give the median over rounds and a
+95 % interval (percentile bootstrap over rounds, 2000 resamples). Targets (issue 4): with
+kernel capture on, trainprof at most the floor + 1 % of the step and at least 5x less than
+torch.profiler; with kernel capture off at most 0.5 %. A target holds when the interval's
+upper end meets it.
+
+    python3 bench/gpu_overhead.py --trainprof build/trainprof --rounds 10 \
+        -- examples/pytorch/train_gpt.py --steps 40
+"""
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p.add_argument("--trainprof", required=True, help="the trainprof command")
+p.add_argument("--lib", help="libtrainprof.so (default: beside the command)")
+p.add_argument("--rounds", type=int, default=10)
+p.add_argument("--modes", default="bare,floor,trainprof,nokernels,torchprof")
+p.add_argument("--json", help="write all measurements here")
+p.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]")
+a = p.parse_args()
+script = a.script[1:] if a.script and a.script[0] == "--" else a.script
+if not script:
+    p.error("give the training script after --")
+lib = a.lib or os.path.join(os.path.dirname(os.path.abspath(a.trainprof)), "libtrainprof.so")
+here = os.path.dirname(os.path.abspath(__file__))
+py = sys.executable
+STEP = re.compile(r"mean step ([0-9.]+) ms|own p50 ([0-9.]+) ms")
+
+
+def command(mode, tmp):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("TRAINPROF_") or k in ("NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH"):
+            del env[k]
+    out = os.path.join(tmp, mode)
+    if mode == "bare":
+        return [py] + script, env
+    if mode == "floor":
+        env.update(CUDA_INJECTION64_PATH=lib, TRAINPROF_DIR=out, TRAINPROF_CUPTI_KINDS="kernel",
+                   TRAINPROF_SAMPLE_HZ="0")
+        return [py] + script, env
+    if mode == "trainprof":
+        return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+    if mode == "nokernels":
+        env["TRAINPROF_CUPTI"] = "0"
+        return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+    if mode == "torchprof":
+        return [py, os.path.join(here, "torchprof_wrap.py")] + script, env
+    raise SystemExit("unknown mode " + mode)
+
+
+def run(mode):
+    with tempfile.TemporaryDirectory(prefix="gpu-overhead-") as tmp:
+        cmd, env = command(mode, tmp)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        m = [x for x in STEP.findall(r.stdout) if any(x)]
+        if r.returncode != 0 or not m:
+            sys.stderr.write(r.stdout[-2000:] + r.stderr[-2000:])
+            raise SystemExit("%s: run failed (status %d)" % (mode, r.returncode))
+        return float(m[-1][0] or m[-1][1])
+
+
+def ci(v, n=2000):
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choice(v) for _ in v) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+modes = a.modes.split(",")
+times = {m: [] for m in modes}
+for r in range(a.rounds):
+    for m in modes:
+        times[m].append(run(m))
+    print("round %2d: " % r + "  ".join("%s %.2f" % (m, times[m][-1]) for m in modes), flush=True)
+
+bare = times["bare"]
+over = {m: [(t - b) / b for t, b in zip(times[m], bare)] for m in modes if m != "bare"}
+print("\nmean step time per mode (ms): " + ", ".join(
+    "%s %.3f" % (m, statistics.median(times[m])) for m in modes))
+print("%-10s %10s %22s" % ("mode", "overhead", "95% interval"))
+for m, v in over.items():
+    lo, hi = ci(v)
+    print("%-10s %9.2f%% %10.2f%% .. %6.2f%%" % (m, 100 * statistics.median(v), 100 * lo, 100 * hi))
+
+
+def target(what, values, limit):
+    lo, hi = ci(values)
+    print("  target: %-58s <= %6.2f%%  median %6.2f%%  upper %6.2f%%  %s" % (
+        what, 100 * limit, 100 * statistics.median(values), 100 * hi, "PASS" if hi <= limit else "MISS"))
+
+
+if "trainprof" in over and "floor" in over:
+    target("trainprof - floor (kernel capture on)", [x - y for x, y in zip(over["trainprof"], over["floor"])], 0.01)
+if "nokernels" in over:
+    target("trainprof, kernel capture off", over["nokernels"], 0.005)
+if "trainprof" in over and "torchprof" in over:
+    ratio = [tp / max(t, 1e-9) for t, tp in zip(over["trainprof"], over["torchprof"])]
+    lo, hi = ci(ratio)
+    print("  target: %-58s >= %6.1fx   median %6.1fx  lower %6.1fx  %s" % (
+        "torch.profiler overhead / trainprof overhead", 5.0, statistics.median(ratio), lo,
+        "PASS" if lo >= 5.0 else "MISS"))
+if a.json:
+    with open(a.json, "w") as f:
+        json.dump({"times_ms": times, "overhead": over, "script": script}, f, indent=1)
