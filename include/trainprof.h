@@ -277,6 +277,117 @@ TPROF_API int tprof_set_collectives(const tprof_collectives *c);
 TPROF_API void tprof_get_collectives(tprof_collectives *out);
 
 /* ------------------------------------------------------------------------------------ */
+/* EnergyMonitor: GPU energy with Megatron-LM's method set                                */
+/* (reference: megatron/core/energy_monitor.py; docs/energy.md).                          */
+/*                                                                                          */
+/* A monitor reads NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption:        */
+/* millijoules since the driver was loaded; Volta and newer) of its GPUs and keeps, per GPU */
+/* and in joules, the energy of the lap in progress, of the last lap and of all laps. Only */
+/* time while resumed counts:                                                               */
+/*   setup -> resume -> ... [pause ... resume] ... -> lap -> ... -> lap -> get_total         */
+/*   -> shutdown                                                                            */
+/* Formulas (Megatron's, in J instead of mJ): on each read while resumed, the lap in        */
+/* progress gains counter - last (or counter itself when the counter went backwards: a     */
+/* driver reload restarts it at 0); pause reads once more and stops counting; lap = what   */
+/* the lap in progress counted (reading once more when resumed), added to the total, and  */
+/* a new lap starts; get_total = the sum of completed laps (call lap first to include the  */
+/* current one, as Megatron's training loop does).                                         */
+/* Differences from Megatron: values stay per GPU (tprof_energy_gpu_info); GPUs are found */
+/* by UUID; without NVML every call returns TPROF_ERR_UNAVAILABLE and zeros instead of     */
+/* failing; resume on a running monitor and lap while paused count nothing twice.          */
+/*                                                                                          */
+/* Across ranks: lap and get_total give this rank's joules (summed over its GPUs) and the  */
+/* sum over ranks through the collectives hook's all_reduce(SUM) (its all_gather when it  */
+/* has no all_reduce), as Megatron all-reduces over the world group. With a hook of more  */
+/* than one rank they are collective: every rank calls them in the same order, or the job */
+/* hangs, as in Megatron. A rank without NVML (or a NULL monitor) still takes part, with 0.*/
+/*                                                                                          */
+/* Cost and threads: setup, resume, pause and lap read NVML on the calling thread, one     */
+/* energy read per GPU, and a read can take milliseconds: call them at log intervals (as  */
+/* Megatron does), never on the hot path. A monitor does not need a recording session and */
+/* shares the process's one libnvidia-ml with the GPU sampler. Calls on one monitor are    */
+/* serialised by its lock (thread safe); separate monitors are independent.                 */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct tprof_energy tprof_energy;
+
+/* Creates a monitor (paused: call tprof_energy_resume to start counting). `devices` names
+ * GPUs, each as "GPU-<uuid>" or a unique prefix of it, a UUID without "GPU-" (as torch's
+ * get_device_properties(i).uuid prints it), or a decimal NVML index; duplicates are
+ * ignored; at most 64. devices NULL (ndevices 0) chooses this process's GPU(s): those
+ * visible to it (CUDA_VISIBLE_DEVICES as CUDA reads it, matched by UUID when it holds UUIDs,
+ * indices read in NVML's PCI order), and when more than one is visible and the launcher gave
+ * a local rank L (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMIX_LOCAL_RANK,
+ * SLURM_LOCALID) below their count, only the L-th (torchrun's convention: rank uses
+ * cuda:LOCAL_RANK; counting all of them in every rank would count each GPU once per rank).
+ * Returns TPROF_OK; TPROF_ERR_UNAVAILABLE (no libnvidia-ml, no driver, nvmlInit failed, or no
+ * GPU visible: *out is a monitor with no GPU whose calls return zeros); TPROF_ERR_NOT_FOUND
+ * (a named device does not exist: *out counts the others); TPROF_ERR_INVALID_ARG (out NULL,
+ * or devices NULL with ndevices > 0) and TPROF_ERR_NO_MEMORY, with *out NULL. Free *out
+ * with tprof_energy_shutdown in every case. Slow: nvmlInit can take up to a second on a
+ * GPU without persistence mode. */
+TPROF_API int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy **out);
+
+/* Start (or continue) counting: reads each GPU's counter. On a running monitor it does
+ * nothing. Errors: TPROF_ERR_UNAVAILABLE (no GPU, NULL monitor, or a read failed: that GPU
+ * counts from its next successful read). */
+TPROF_API int tprof_energy_resume(tprof_energy *m);
+
+/* Stop counting: adds each GPU's energy since the last read to the lap in progress. On a
+ * paused monitor it does nothing. Errors: TPROF_ERR_UNAVAILABLE (as resume; a failed read
+ * adds nothing, as Megatron's). */
+TPROF_API int tprof_energy_pause(tprof_energy *m);
+
+/* Ends the lap in progress: *rank_joules gets this rank's energy since the previous lap (or
+ * setup), pauses excluded, summed over its GPUs; *world_joules the sum over ranks (equal to
+ * *rank_joules without a hook). Either pointer may be NULL. A running monitor keeps running.
+ * Collective with a hook (see above). Errors: TPROF_ERR_UNAVAILABLE (no GPU or NULL monitor:
+ * this rank counts 0; a read failed; or the hook's collective failed: *world_joules is then
+ * this rank's value). */
+TPROF_API int tprof_energy_lap(tprof_energy *m, double *rank_joules, double *world_joules);
+
+/* The total over completed laps, this rank's and summed over ranks, in joules. Collective
+ * with a hook. Errors as tprof_energy_lap. */
+TPROF_API int tprof_energy_get_total(tprof_energy *m, double *rank_joules, double *world_joules);
+
+/* Releases the monitor's NVML reference and frees it (Megatron's shutdown). NULL is
+ * ignored. Not collective. */
+TPROF_API void tprof_energy_shutdown(tprof_energy *m);
+
+/* Number of GPUs the monitor counts (0 for NULL or without NVML). */
+TPROF_API size_t tprof_energy_gpu_count(const tprof_energy *m);
+
+/* Per-GPU values, in joules. Set struct_size before the call. */
+typedef struct tprof_energy_gpu {
+    size_t struct_size;    /* sizeof(tprof_energy_gpu), set by the caller */
+    int nvml_index;        /* NVML (PCI-order) index */
+    char uuid[96];         /* "GPU-..." */
+    char name[96];         /* e.g. "NVIDIA H200"; "" when NVML does not say */
+    double lap_joules;     /* the last completed lap */
+    double total_joules;   /* all completed laps */
+    double current_joules; /* the lap in progress, up to the last read */
+} tprof_energy_gpu;
+
+/* Fills *out for GPU i (0 <= i < tprof_energy_gpu_count). Reads no counter. Errors:
+ * TPROF_ERR_INVALID_ARG (out NULL or struct_size too small), TPROF_ERR_NOT_FOUND (i out of
+ * range, or NULL monitor). */
+TPROF_API int tprof_energy_gpu_info(tprof_energy *m, size_t i, tprof_energy_gpu *out);
+
+/* Helpers (pure arithmetic: no NVML, thread safe; 0 when the divisor is 0).
+ *   J/step = joules / steps;  J/sample = joules / samples;  Wh = J / 3600;
+ *   W = joules / (interval_ns / 1e9).
+ * Megatron's log line is, for an interval of `iters` iterations lasting `ns`:
+ *   energy per GPU (J/iter/GPU) = tprof_energy_joules_per_step(world_joules, iters) / world_size
+ *   power per GPU (W/GPU)       = tprof_energy_avg_watts(world_joules / world_size, ns)
+ * and DESIGN §5's energy per sample (Wh/sample) is tprof_energy_wh_per_sample(joules,
+ * samples) with the samples (sequences) the interval trained on. */
+TPROF_API double tprof_energy_joules_per_step(double joules, uint64_t steps);
+TPROF_API double tprof_energy_wh_per_step(double joules, uint64_t steps);
+TPROF_API double tprof_energy_joules_per_sample(double joules, uint64_t samples);
+TPROF_API double tprof_energy_wh_per_sample(double joules, uint64_t samples);
+TPROF_API double tprof_energy_avg_watts(double joules, uint64_t interval_ns);
+
+/* ------------------------------------------------------------------------------------ */
 /* Timers with Megatron-LM's semantics (reference: megatron/core/timers.py).               */
 /*                                                                                          */
 /* A registry of named timers, each with a log level 0, 1 or 2 fixed at its first lookup    */

@@ -258,6 +258,7 @@ static int mode_forkinit(const char *dir, int fd) {
     tprof_config_init(&cfg);
     cfg.output_dir = dir;
     cfg.sample_hz = 0; /* the test compares exact name sets */
+    cfg.nvml_hz = 0;   /* no GPU sampler either (on a GPU machine) */
     int rc = tprof_init(&cfg);
     if (rc != TPROF_OK) {
         fprintf(stderr, "rel_victim: tprof_init: %s\n", tprof_strerror(rc));

@@ -44,6 +44,7 @@ static void start_session(size_t ring, uint32_t max_strings) {
     if (ring) c.ring_bytes = ring;
     if (max_strings) c.max_strings = max_strings;
     c.sample_hz = 0; /* these tests count threads and events exactly */
+    c.nvml_hz = 0;   /* nor the GPU sampler's (on a GPU machine) */
     if (tprof_init(&c) != TPROF_OK) _exit(90);
 }
 

@@ -35,6 +35,7 @@ static void run_mode(const char *mode, size_t before, size_t after) {
     if (pid == 0) {
         setenv("TRAINPROF_DIR", dir, 1);
         setenv("TRAINPROF_SAMPLE_HZ", "0", 1);
+        setenv("TRAINPROF_NVML_HZ", "0", 1);
         execl(EXIT_PROG, EXIT_PROG, mode, (char *)NULL);
         _exit(127);
     }

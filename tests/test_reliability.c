@@ -229,6 +229,7 @@ static pid_t spawn(const char *const argv[], const char *const env[], const char
     }
     /* no process sampler: these tests compare exact sets of names and counts */
     putenv((char *)"TRAINPROF_SAMPLE_HZ=0");
+    putenv((char *)"TRAINPROF_NVML_HZ=0");
     for (size_t i = 0; env && env[i]; i++) putenv((char *)env[i]);
     int in = open("/dev/null", O_RDONLY);
     if (in >= 0) dup2(in, 0);

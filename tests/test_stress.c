@@ -147,6 +147,7 @@ static int start_session(const char *dir, uint32_t max_threads, uint32_t flush_m
     cfg.max_threads = max_threads;
     cfg.flush_interval_ms = flush_ms;
     cfg.sample_hz = 0; /* exact event accounting: no sampler thread */
+    cfg.nvml_hz = 0;   /* nor GPU samples (on a GPU machine) */
     int rc = tprof_init(&cfg);
     if (rc != TPROF_OK)
         fmt(r->err, sizeof r->err, "tprof_init: %s", tprof_strerror(rc));

@@ -368,6 +368,7 @@ static void test_timer_ranges_in_trace(void **state) {
         tprof_config_init(&c);
         c.output_dir = dir;
         c.sample_hz = 0; /* only the timer thread, for the exact checks below */
+        c.nvml_hz = 0;   /* no GPU sampler either (on a GPU machine) */
         if (tprof_init(&c) != TPROF_OK) _exit(1);
         tprof_timers *t;
         tprof_timers_create(2, TPROF_TIMERS_MINMAX, &t);

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "analysis/report.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
+#include "capture/nvml_abi.h"
 #include "timers/timers_format.h"
 #include "trainprof.h"
 
@@ -265,6 +267,270 @@ static void process_section(cJSON *rs, const tp_process *p) {
     if (n[3]) cJSON_AddNumberToObject(pj, "ctx_switches_per_s_mean", sum[3] / (double)n[3]);
 }
 
+/* ------------------------------------------------------------------ NVML (energy) */
+
+/* The GPU sampler's counters (capture/nvml.c), "gpu<i>.<metric>" with i the NVML index, one
+ * series per GPU and metric. */
+enum { NV_ENERGY, NV_POWER, NV_POWER_LIMIT, NV_SM, NV_TEMP, NV_MEM, NV_UTIL, NV_EVENTS, NV_N };
+static const char *const nv_suffix[NV_N] = {"energy_j",     "power_w", "power_limit_w",
+                                            "sm_clock_mhz", "temp_c",  "mem_used_bytes",
+                                            "util_percent", "clock_event_reasons"};
+
+typedef struct nv_series {
+    uint64_t *ts;
+    double *v;
+    size_t n, cap;
+} nv_series;
+
+typedef struct nv_dev {
+    unsigned idx;
+    nv_series s[NV_N];
+} nv_dev;
+
+/* Clock-event bits (nvml_abi.h) that mean the clocks are held down; GPU idle, application
+ * clock settings, sync boost and display clocks are reported but are not throttling. */
+#define NV_THROTTLE_MASK                                                                       \
+    (NVML_CLOCKS_EVENT_SW_POWER_CAP | NVML_CLOCKS_EVENT_HW_SLOWDOWN |                          \
+     NVML_CLOCKS_EVENT_SW_THERMAL_SLOWDOWN | NVML_CLOCKS_EVENT_HW_THERMAL_SLOWDOWN |           \
+     NVML_CLOCKS_EVENT_HW_POWER_BRAKE_SLOWDOWN)
+
+static const struct { unsigned long long bit; const char *name; } nv_reasons[] = {
+    {NVML_CLOCKS_EVENT_GPU_IDLE, "GPU idle"},
+    {NVML_CLOCKS_EVENT_APPLICATIONS_CLOCKS_SETTING, "applications clocks setting"},
+    {NVML_CLOCKS_EVENT_SW_POWER_CAP, "SW power cap"},
+    {NVML_CLOCKS_EVENT_HW_SLOWDOWN, "HW slowdown"},
+    {NVML_CLOCKS_EVENT_SYNC_BOOST, "sync boost"},
+    {NVML_CLOCKS_EVENT_SW_THERMAL_SLOWDOWN, "SW thermal slowdown"},
+    {NVML_CLOCKS_EVENT_HW_THERMAL_SLOWDOWN, "HW thermal slowdown"},
+    {NVML_CLOCKS_EVENT_HW_POWER_BRAKE_SLOWDOWN, "HW power brake slowdown"},
+    {NVML_CLOCKS_EVENT_DISPLAY_CLOCK_SETTING, "display clock setting"},
+};
+
+static int nv_push(nv_series *s, uint64_t ts, double v) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        uint64_t *nt = realloc(s->ts, cap * sizeof *nt);
+        if (!nt) return -1;
+        s->ts = nt;
+        double *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->ts[s->n] = ts;
+    s->v[s->n++] = v;
+    return 0;
+}
+
+/* The energy counter at time t, linear between the samples around it; 0 outside them (the
+ * counter is not extrapolated: a step not bracketed by samples gets no energy). */
+static int nv_energy_at(const nv_series *s, uint64_t t, double *out) {
+    if (!s->n || t < s->ts[0] || t > s->ts[s->n - 1]) return 0;
+    size_t lo = 0, hi = s->n - 1; /* last sample at or before t */
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (s->ts[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    if (lo + 1 >= s->n || s->ts[lo] == t) {
+        *out = s->v[lo];
+    } else {
+        double f = (double)(t - s->ts[lo]) / (double)(s->ts[lo + 1] - s->ts[lo]);
+        *out = s->v[lo] + f * (s->v[lo + 1] - s->v[lo]);
+    }
+    return 1;
+}
+
+static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, int *found) {
+    char k[64];
+    snprintf(k, sizeof k, "gpu.%u.%s", idx, key);
+    const char *v = tp_meta(p, k);
+    *found = v != NULL;
+    return v ? atof(v) : 0;
+}
+
+/* Per GPU the sampler saw: energy per measured step (the energy counter interpolated at each
+ * step's start and end; only steps with samples on both sides count), average power (that
+ * energy over those steps' time: the energy-weighted mean, not the mean of power samples),
+ * the power samples' mean and max, the power limit, SM clock min/mean/max, temperature max,
+ * memory used peak against the total, utilisation mean, and the clock-event reasons seen.
+ * The gauges are read inside the measured steps' span (first start to last end), or over the
+ * whole run without steps. Adds "nvml" to the rank (nothing when there are no samples). */
+static void energy_section(cJSON *rank_json, const tp_process *p, const tp_step *meas, size_t nm) {
+    nv_dev *dv = NULL;
+    size_t nd = 0;
+    int oom = 0;
+    for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
+        const tp_thread *t = &p->threads[ti];
+        for (size_t k = 0; k < t->ncounters && !oom; k++) {
+            const char *name = t->counters[k].name;
+            if (strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3])) continue;
+            char *end;
+            unsigned long idx = strtoul(name + 3, &end, 10);
+            if (*end != '.' || idx > 1u << 16) continue;
+            int m = -1;
+            for (int j = 0; j < NV_N && m < 0; j++)
+                if (!strcmp(end + 1, nv_suffix[j])) m = j;
+            if (m < 0) continue;
+            size_t d = 0;
+            while (d < nd && dv[d].idx != idx) d++;
+            if (d == nd) {
+                nv_dev *n2 = realloc(dv, (nd + 1) * sizeof *n2);
+                if (!n2) { oom = 1; break; }
+                dv = n2;
+                memset(&dv[nd], 0, sizeof dv[nd]);
+                dv[nd++].idx = (unsigned)idx;
+            }
+            if (nv_push(&dv[d].s[m], t->counters[k].ts, t->counters[k].value)) oom = 1;
+        }
+    }
+    if (!nd || oom) goto out;
+    /* NVML indices in order */
+    for (size_t i = 1; i < nd; i++)
+        for (size_t j = i; j > 0 && dv[j - 1].idx > dv[j].idx; j--) {
+            nv_dev tmp = dv[j];
+            dv[j] = dv[j - 1];
+            dv[j - 1] = tmp;
+        }
+    int per_step = meas && nm > 0;
+    uint64_t w0 = per_step ? meas[0].start : 0, w1 = per_step ? meas[nm - 1].end : UINT64_MAX;
+    cJSON *nj = cJSON_AddObjectToObject(rank_json, "nvml");
+    cJSON_AddStringToObject(nj, "per", per_step ? "step" : "run");
+    const char *match = tp_meta(p, "nvml.match");
+    if (match) cJSON_AddStringToObject(nj, "device_match", match);
+    const char *drv = tp_meta(p, "nvml.driver_version");
+    if (drv) cJSON_AddStringToObject(nj, "driver_version", drv);
+    const char *hz = tp_meta(p, "nvml.hz");
+    if (hz) cJSON_AddNumberToObject(nj, "hz", atof(hz));
+    cJSON *ga = cJSON_AddArrayToObject(nj, "gpus");
+    double sum_e = 0, sum_w = 0;
+    int all_e = 1;
+    for (size_t d = 0; d < nd; d++) {
+        nv_dev *g = &dv[d];
+        cJSON *gj = cJSON_CreateObject();
+        cJSON_AddItemToArray(ga, gj);
+        cJSON_AddNumberToObject(gj, "index", g->idx);
+        char k[64];
+        snprintf(k, sizeof k, "gpu.%u.name", g->idx);
+        if (tp_meta(p, k)) cJSON_AddStringToObject(gj, "name", tp_meta(p, k));
+        snprintf(k, sizeof k, "gpu.%u.uuid", g->idx);
+        if (tp_meta(p, k)) cJSON_AddStringToObject(gj, "uuid", tp_meta(p, k));
+        size_t ns = 0;
+        for (int m = 0; m < NV_N; m++)
+            if (g->s[m].n > ns) ns = g->s[m].n;
+        cJSON_AddNumberToObject(gj, "samples", (double)ns);
+        /* counters of one thread arrive in time order; sort anyway if they do not */
+        for (int m = 0; m < NV_N; m++) {
+            nv_series *s = &g->s[m];
+            for (size_t i = 1; i < s->n; i++)
+                for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
+                    uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
+                    double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
+                }
+        }
+        /* energy */
+        const nv_series *es = &g->s[NV_ENERGY];
+        double e = 0, watts = 0;
+        int have_e = 0;
+        if (per_step && es->n >= 2) {
+            uint64_t covered = 0, span = 0;
+            for (size_t i = 0; i < nm; i++) {
+                double a, b;
+                if (!nv_energy_at(es, meas[i].start, &a) || !nv_energy_at(es, meas[i].end, &b)) continue;
+                e += b - a;
+                span += meas[i].end - meas[i].start;
+                covered++;
+            }
+            cJSON_AddNumberToObject(gj, "steps_with_energy", (double)covered);
+            if (covered) {
+                have_e = 1;
+                watts = span ? e / ((double)span / 1e9) : 0;
+                cJSON_AddNumberToObject(gj, "energy_per_step_j", e / (double)covered);
+                cJSON_AddNumberToObject(gj, "energy_per_step_wh", e / (double)covered / 3600.0);
+                cJSON_AddNumberToObject(gj, "energy_j", e);
+                cJSON_AddNumberToObject(gj, "avg_power_w", watts);
+                sum_e += e / (double)covered;
+            } else {
+                all_e = 0;
+            }
+        } else if (!per_step && es->n >= 2 && es->ts[es->n - 1] > es->ts[0]) {
+            have_e = 1;
+            e = es->v[es->n - 1] - es->v[0];
+            watts = e / ((double)(es->ts[es->n - 1] - es->ts[0]) / 1e9);
+            cJSON_AddNumberToObject(gj, "energy_j", e);
+            cJSON_AddNumberToObject(gj, "avg_power_w", watts);
+            sum_e += e;
+        } else {
+            all_e = 0;
+        }
+        if (have_e) sum_w += watts;
+        /* gauges inside the window */
+        double mn[NV_N], mx[NV_N], sm[NV_N];
+        size_t cnt[NV_N];
+        unsigned long long mask = 0;
+        size_t throttled = 0;
+        for (int m = 0; m < NV_N; m++) {
+            mn[m] = mx[m] = sm[m] = 0;
+            cnt[m] = 0;
+            const nv_series *s = &g->s[m];
+            for (size_t i = 0; i < s->n; i++) {
+                if (s->ts[i] < w0 || s->ts[i] > w1) continue;
+                double v = s->v[i];
+                if (!cnt[m]++ || v < mn[m]) mn[m] = v;
+                if (cnt[m] == 1 || v > mx[m]) mx[m] = v;
+                sm[m] += v;
+                if (m == NV_EVENTS) {
+                    unsigned long long b = (unsigned long long)v;
+                    mask |= b;
+                    throttled += (b & NV_THROTTLE_MASK) != 0;
+                }
+            }
+        }
+        if (cnt[NV_POWER]) {
+            cJSON_AddNumberToObject(gj, "power_mean_w", sm[NV_POWER] / (double)cnt[NV_POWER]);
+            cJSON_AddNumberToObject(gj, "power_max_w", mx[NV_POWER]);
+        }
+        int found;
+        double lim = nv_meta_num(p, g->idx, "power_limit_w", &found);
+        if (cnt[NV_POWER_LIMIT]) lim = mx[NV_POWER_LIMIT], found = 1;
+        if (found) cJSON_AddNumberToObject(gj, "power_limit_w", lim);
+        if (cnt[NV_SM]) {
+            cJSON_AddNumberToObject(gj, "sm_clock_mhz_min", mn[NV_SM]);
+            cJSON_AddNumberToObject(gj, "sm_clock_mhz_mean", sm[NV_SM] / (double)cnt[NV_SM]);
+            cJSON_AddNumberToObject(gj, "sm_clock_mhz_max", mx[NV_SM]);
+        }
+        if (cnt[NV_TEMP]) cJSON_AddNumberToObject(gj, "temp_c_max", mx[NV_TEMP]);
+        double total = nv_meta_num(p, g->idx, "memory_total_bytes", &found);
+        if (cnt[NV_MEM]) {
+            cJSON_AddNumberToObject(gj, "mem_used_peak_bytes", mx[NV_MEM]);
+            if (found && total > 0) cJSON_AddNumberToObject(gj, "mem_used_peak_share", mx[NV_MEM] / total);
+        }
+        if (found) cJSON_AddNumberToObject(gj, "mem_total_bytes", total);
+        if (cnt[NV_UTIL]) cJSON_AddNumberToObject(gj, "util_percent_mean", sm[NV_UTIL] / (double)cnt[NV_UTIL]);
+        if (cnt[NV_EVENTS]) {
+            cJSON *cj = cJSON_AddObjectToObject(gj, "clock_events");
+            cJSON_AddNumberToObject(cj, "mask", (double)mask);
+            cJSON *names = cJSON_AddArrayToObject(cj, "reasons");
+            for (size_t r = 0; r < sizeof nv_reasons / sizeof *nv_reasons; r++)
+                if (mask & nv_reasons[r].bit)
+                    cJSON_AddItemToArray(names, cJSON_CreateString(nv_reasons[r].name));
+            cJSON_AddBoolToObject(cj, "throttled", throttled > 0);
+            cJSON_AddNumberToObject(cj, "throttled_share", (double)throttled / (double)cnt[NV_EVENTS]);
+        }
+    }
+    if (nd > 1 && all_e) {
+        cJSON_AddNumberToObject(nj, per_step ? "energy_per_step_j" : "energy_j", sum_e);
+        cJSON_AddNumberToObject(nj, "avg_power_w", sum_w);
+    }
+out:
+    for (size_t d = 0; d < nd; d++)
+        for (int m = 0; m < NV_N; m++) {
+            free(dv[d].s[m].ts);
+            free(dv[d].s[m].v);
+        }
+    free(dv);
+}
+
 static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     (void)run;
     cJSON *rs = cJSON_CreateObject();
@@ -390,6 +656,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     timers_section(rs, p, per_step ? meas : NULL, nm);
     tp_gpu_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0, total_step_ns, o->top_n);
     process_section(rs, p);
+    energy_section(rs, p, meas, nm);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
@@ -476,7 +743,7 @@ static const char *const known_caps[][2] = {
              "trainprof run)"},
     {"cupti", "no process used CUDA under trainprof run (or the build had no CUPTI headers)"},
     {"nccl", "not in this version of trainprof"},
-    {"nvml", "not in this version of trainprof"},
+    {"nvml", "no process sampled NVML (TRAINPROF_NVML_HZ=0, or no recording session)"},
     {"mpi", "not in this version of trainprof"},
 };
 
@@ -540,7 +807,9 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         const char *found = NULL;
         for (size_t i = 0; i < run->nprocs && !found; i++) found = tp_meta(&run->procs[i], key);
         cJSON *cj = cJSON_AddObjectToObject(caps, known_caps[c][0]);
-        cJSON_AddBoolToObject(cj, "found", found != NULL);
+        /* a capability that reported itself unavailable or off was not captured */
+        cJSON_AddBoolToObject(cj, "found", found && strncmp(found, "unavailable", 11) &&
+                                               strncmp(found, "off", 3));
         cJSON_AddStringToObject(cj, "status", found ? found : known_caps[c][1]);
     }
 
@@ -683,6 +952,72 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     }
 }
 
+/* The "nvml" section of a rank: a line per GPU for energy and power, one for clocks,
+ * temperature, memory and utilisation, one for the clock-event reasons. */
+static void nvml_text(FILE *f, const cJSON *nv) {
+    if (!nv) return;
+    int per_step = !strcmp(str(nv, "per"), "step");
+    const cJSON *g;
+    cJSON_ArrayForEach(g, obj(nv, "gpus")) {
+        fprintf(f, "  NVML GPU %.0f", num(g, "index"));
+        if (obj(g, "name")) fprintf(f, " %s", printable(str(g, "name")));
+        if (obj(g, "uuid")) fprintf(f, " (%s)", printable(str(g, "uuid")));
+        fputc(':', f);
+        if (obj(g, "avg_power_w")) {
+            if (per_step)
+                fprintf(f, " %.1f J per step (%.4f Wh) over %.0f step%s,", num(g, "energy_per_step_j"),
+                        num(g, "energy_per_step_wh"), num(g, "steps_with_energy"),
+                        num(g, "steps_with_energy") == 1 ? "" : "s");
+            else
+                fprintf(f, " %.1f J in total,", num(g, "energy_j"));
+            fprintf(f, " %.1f W average", num(g, "avg_power_w"));
+        } else {
+            fprintf(f, " no energy%s", per_step ? " (no measured step lies between two samples)"
+                                                : " counter");
+        }
+        if (obj(g, "power_max_w"))
+            fprintf(f, "; power samples %.1f W mean, %.1f W max", num(g, "power_mean_w"),
+                    num(g, "power_max_w"));
+        if (obj(g, "power_limit_w")) fprintf(f, "; limit %.0f W", num(g, "power_limit_w"));
+        fputc('\n', f);
+        fputs("   ", f);
+        if (obj(g, "sm_clock_mhz_max"))
+            fprintf(f, " SM clock %.0f / %.0f / %.0f MHz (min/mean/max);", num(g, "sm_clock_mhz_min"),
+                    num(g, "sm_clock_mhz_mean"), num(g, "sm_clock_mhz_max"));
+        if (obj(g, "temp_c_max")) fprintf(f, " %.0f C max;", num(g, "temp_c_max"));
+        if (obj(g, "mem_used_peak_bytes")) {
+            fprintf(f, " memory used peak %.2f GiB", num(g, "mem_used_peak_bytes") / 1073741824.0);
+            if (obj(g, "mem_used_peak_share"))
+                fprintf(f, " of %.2f GiB (%.0f %%)", num(g, "mem_total_bytes") / 1073741824.0,
+                        100 * num(g, "mem_used_peak_share"));
+            fputc(';', f);
+        }
+        if (obj(g, "util_percent_mean")) fprintf(f, " utilisation %.0f %% mean", num(g, "util_percent_mean"));
+        fputc('\n', f);
+        const cJSON *ce = obj(g, "clock_events");
+        if (ce) {
+            fputs("    clock events:", f);
+            const cJSON *r;
+            int first = 1;
+            cJSON_ArrayForEach(r, obj(ce, "reasons")) {
+                fprintf(f, "%s%s", first ? " " : ", ", r->valuestring);
+                first = 0;
+            }
+            if (first) fputs(" none", f);
+            if (cJSON_IsTrue(obj(ce, "throttled")))
+                fprintf(f, " (throttled in %.0f %% of samples)", 100 * num(ce, "throttled_share"));
+            fputc('\n', f);
+        }
+    }
+    if (obj(nv, "avg_power_w"))
+        fprintf(f, "  NVML GPUs together: %.1f J %s, %.1f W average\n",
+                per_step ? num(nv, "energy_per_step_j") : num(nv, "energy_j"),
+                per_step ? "per step" : "in total", num(nv, "avg_power_w"));
+    if (!strcmp(str(nv, "device_match"), "index"))
+        fprintf(f, "  note: CUDA_VISIBLE_DEVICES held indices, read in NVML's PCI order (CUDA's "
+                   "order agrees on identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n");
+}
+
 int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
@@ -770,6 +1105,7 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                     num(pr, "cpu_percent_mean"), num(pr, "cpu_percent_max"),
                     num(pr, "rss_peak_bytes") / 1048576.0, num(pr, "threads_max"),
                     num(pr, "ctx_switches_per_s_mean"), num(pr, "samples"));
+        nvml_text(f, obj(r, "nvml"));
         gpu_text(f, obj(r, "gpu"), B, N);
         const cJSON *dl = obj(r, "data_loading");
         const cJSON *rg = obj(r, "ranges");

@@ -316,9 +316,13 @@ static const char *result(CUptiResult r) {
     return s ? s : "unknown CUPTI error";
 }
 
+/* Capability statuses that start with "unavailable" or "off" mean "not captured" to the
+ * report (tprof__capability). */
 static void unavailable(const char *why) {
+    char status[400];
+    snprintf(status, sizeof status, "unavailable: %s", why);
     tprof__log(TPROF_LOG_WARN, "GPU activity capture off: %s", why);
-    tprof__capability("cupti", why);
+    tprof__capability("cupti", status);
 }
 
 /* Called by the CUDA driver (cuInit) in every process that has CUDA_INJECTION64_PATH. */
@@ -351,7 +355,7 @@ int InitializeInjection(void) {
     F.cuptiGetVersion(&version);
     /* record layouts are those of the headers we were built with: same major version */
     if (version / 10000 != CUPTI_API_VERSION / 10000 || version < CUPTI_API_VERSION) {
-        char why[160];
+        char why[320];
         snprintf(why, sizeof why, "libcupti API version %u, built for %u (%s)", version,
                  (unsigned)CUPTI_API_VERSION, which);
         unavailable(why);

@@ -187,6 +187,11 @@ void tprof__cupti_flush(void);
 void tprof__procfs_sample(void);
 void tprof__procfs_reset(void);
 
+/* The NVML sampler (capture/nvml.c), called by the flusher on every pass: samples when its
+ * period at `hz` (0 = off) has passed; `final` (the flusher's last pass) takes one more sample
+ * so the run's end is covered, then releases NVML. */
+void tprof__nvml_tick(uint32_t hz, int final);
+
 void tprof__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern int tprof__log_level;
 

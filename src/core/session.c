@@ -176,6 +176,7 @@ int tprof_config_init(tprof_config *cfg) {
     cfg->log_level = TPROF_LOG_WARN;
     cfg->enabled = 1;
     cfg->sample_hz = 10;
+    cfg->nvml_hz = 10;
     return TPROF_OK;
 }
 
@@ -219,6 +220,7 @@ int tprof_config_from_env(tprof_config *cfg) {
     if (env_u64("TRAINPROF_MAX_STRINGS", &x)) cfg->max_strings = (uint32_t)x;
     if (env_u64("TRAINPROF_ENABLE", &x)) cfg->enabled = x != 0;
     if (env_u64("TRAINPROF_SAMPLE_HZ", &x)) cfg->sample_hz = (uint32_t)(x > 1000 ? 1000 : x);
+    if (env_u64("TRAINPROF_NVML_HZ", &x)) cfg->nvml_hz = (uint32_t)(x > 100 ? 100 : x);
     return TPROF_OK;
 }
 
@@ -687,6 +689,7 @@ static void *flusher_main(void *arg) {
                 next_sample = now + period_ns;
             }
         }
+        tprof__nvml_tick(S.cfg.nvml_hz, stopping); /* GPU metrics (capture/nvml.c) */
         if (!stopping) {
             int wait = interval;
             if (period_ns) {

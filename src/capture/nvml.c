@@ -1,0 +1,619 @@
+/*
+ * nvml.c — GPU device metrics through NVML: the loader shared with the EnergyMonitor
+ * (nvml_shared.h) and the sampler that records, per GPU, power, energy, utilisation, memory,
+ * SM clock, temperature, the enforced power limit and the clock-event (throttle) reasons as
+ * counters "gpu<i>.*" (i = NVML index), at TRAINPROF_NVML_HZ (default 10).
+ *
+ * Like the process sampler (procfs.c) it runs on the flusher thread, called once per flusher
+ * pass (tprof__nvml_tick), so it has no thread of its own and exists only in processes that
+ * record something; and the total-energy call, which can take milliseconds, never runs on a
+ * thread of the program. The effective rate is bounded by the flusher period
+ * (TRAINPROF_FLUSH_MS, default 50 ms, i.e. 20 Hz at most).
+ *
+ * Which GPUs (gpu-capture.md §4): those visible to this process. CUDA_VISIBLE_DEVICES entries
+ * that are UUIDs ("GPU-..." or a unique prefix) are matched to NVML devices exactly. Entries
+ * that are indices are read as NVML indices, which are in PCI bus order; CUDA numbers devices
+ * fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID. On a node of identical GPUs the two
+ * orders agree (CUDA breaks ties by PCI bus id); on a mixed node an index may name another
+ * GPU than CUDA's, and "nvml.match" in the rank file says "index" so the report can warn.
+ * When several ranks share a node only local rank 0 samples (one sampler per node is enough
+ * and NVML calls are not free), unless TRAINPROF_NVML_ALL_RANKS=1. A child forked from a
+ * process that samples does not sample again (DataLoader workers inherit the environment).
+ *
+ * Missing NVML (no library, no driver, nvmlInit failing, no GPU) is a missing capability:
+ * one line at info level and "capability.nvml" in the rank file, never an error for the job.
+ * Loading and nvmlInit happen on the flusher's first pass once the session records; without
+ * persistence mode nvmlInit can take a second, which delays that pass (not the program).
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "../core/internal.h"
+#include "nvml_shared.h"
+
+/* ------------------------------------------------------------------ the loader */
+
+static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_load_state; /* 0 not tried, 1 loaded, -1 failed */
+static tprof__nvml_api g_api;
+static char g_load_why[384];
+
+static int load_locked(void) {
+    const char *env = getenv("TRAINPROF_NVML_LIB");
+    static const char *const names[] = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
+    void *h = NULL;
+    char err[256] = "";
+    if (env && *env) {
+        snprintf(g_api.path, sizeof g_api.path, "%s", env);
+        h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        if (!h) snprintf(err, sizeof err, "%s", dlerror());
+    } else {
+        for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++) {
+            snprintf(g_api.path, sizeof g_api.path, "%s", names[i]);
+            h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+            if (!h && i == 0) snprintf(err, sizeof err, "%s", dlerror());
+        }
+    }
+    if (!h) {
+        snprintf(g_load_why, sizeof g_load_why, "cannot load %s (%s)",
+                 env && *env ? env : "libnvidia-ml.so.1", err);
+        return 0;
+    }
+#define TPROF__NVML_SYM(ret, name, params, required) *(void **)&g_api.name = dlsym(h, #name);
+    TPROF_NVML_FUNCTIONS(TPROF__NVML_SYM)
+#undef TPROF__NVML_SYM
+    const char *missing = NULL;
+#define TPROF__NVML_REQ(ret, name, params, required) \
+    if (required && !g_api.name && !missing) missing = #name;
+    TPROF_NVML_FUNCTIONS(TPROF__NVML_REQ)
+#undef TPROF__NVML_REQ
+    if (!g_api.nvmlInit_v2 && !g_api.nvmlInit && !g_api.nvmlInitWithFlags && !missing)
+        missing = "nvmlInit_v2";
+    g_api.get_count = g_api.nvmlDeviceGetCount_v2 ? g_api.nvmlDeviceGetCount_v2
+                                                  : g_api.nvmlDeviceGetCount;
+    g_api.get_handle = g_api.nvmlDeviceGetHandleByIndex_v2 ? g_api.nvmlDeviceGetHandleByIndex_v2
+                                                           : g_api.nvmlDeviceGetHandleByIndex;
+    g_api.get_pci = g_api.nvmlDeviceGetPciInfo_v3 ? g_api.nvmlDeviceGetPciInfo_v3
+                                                  : g_api.nvmlDeviceGetPciInfo_v2;
+    g_api.get_clock_events = g_api.nvmlDeviceGetCurrentClocksEventReasons
+                                 ? g_api.nvmlDeviceGetCurrentClocksEventReasons
+                                 : g_api.nvmlDeviceGetCurrentClocksThrottleReasons;
+    if (!missing && !g_api.get_count) missing = "nvmlDeviceGetCount_v2";
+    if (!missing && !g_api.get_handle) missing = "nvmlDeviceGetHandleByIndex_v2";
+    if (missing) {
+        snprintf(g_load_why, sizeof g_load_why, "%s lacks %s", g_api.path, missing);
+        dlclose(h); /* nothing of it was called */
+        return 0;
+    }
+    return 1;
+}
+
+const tprof__nvml_api *tprof__nvml_load(char *why, size_t whylen) {
+    pthread_mutex_lock(&g_load_lock);
+    if (!g_load_state) g_load_state = load_locked() ? 1 : -1;
+    int ok = g_load_state > 0;
+    if (!ok && why && whylen) snprintf(why, whylen, "%s", g_load_why);
+    pthread_mutex_unlock(&g_load_lock);
+    return ok ? &g_api : NULL;
+}
+
+static const char *nvml_str(const tprof__nvml_api *api, nvmlReturn_t r) {
+    const char *s = api->nvmlErrorString ? api->nvmlErrorString(r) : NULL;
+    return s ? s : "unknown NVML error";
+}
+
+int tprof__nvml_init(const tprof__nvml_api *api, char *why, size_t whylen) {
+    nvmlReturn_t r;
+    /* NO_GPUS: a machine with a driver and no GPU is "no GPU", not an init failure */
+    if (api->nvmlInitWithFlags) r = api->nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS);
+    else if (api->nvmlInit_v2) r = api->nvmlInit_v2();
+    else r = api->nvmlInit();
+    if (r == NVML_SUCCESS) return 0;
+    if (why && whylen) {
+        if (r == NVML_ERROR_DRIVER_NOT_LOADED || r == NVML_ERROR_LIBRARY_NOT_FOUND)
+            snprintf(why, whylen, "no NVIDIA driver loaded (nvmlInit: %s)", nvml_str(api, r));
+        else
+            snprintf(why, whylen, "nvmlInit failed: %s (%d)", nvml_str(api, r), r);
+    }
+    return -1;
+}
+
+int tprof__nvml_energy_mj(const tprof__nvml_api *api, nvmlDevice_t dev, uint64_t *mj) {
+    if (!api->nvmlDeviceGetTotalEnergyConsumption) return -1;
+    unsigned long long v = 0;
+    if (api->nvmlDeviceGetTotalEnergyConsumption(dev, &v) != NVML_SUCCESS) return -1;
+    *mj = (uint64_t)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ choosing devices */
+
+/* Every device NVML sees, in NVML (PCI) order. */
+static size_t enumerate(const tprof__nvml_api *api, tprof__nvml_dev *all, size_t max) {
+    unsigned int count = 0;
+    if (api->get_count(&count) != NVML_SUCCESS) return 0;
+    size_t n = 0;
+    for (unsigned int i = 0; i < count && n < max; i++) {
+        tprof__nvml_dev d;
+        memset(&d, 0, sizeof d);
+        if (api->get_handle(i, &d.dev) != NVML_SUCCESS) continue;
+        if (api->nvmlDeviceGetUUID(d.dev, d.uuid, sizeof d.uuid) != NVML_SUCCESS) d.uuid[0] = 0;
+        d.uuid[sizeof d.uuid - 1] = 0;
+        d.index = i;
+        all[n++] = d;
+    }
+    return n;
+}
+
+static int all_digits(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s)) return 0;
+    return 1;
+}
+
+/* Position in all[] of the device `tok` names, or -1 (none, or an ambiguous prefix).
+ * bare_uuid: accept a UUID without its "GPU-" (torch prints UUIDs so); CUDA_VISIBLE_DEVICES
+ * does not. */
+static int match_token(const tprof__nvml_dev *all, size_t nall, const char *tok, int bare_uuid,
+                       int *is_index) {
+    *is_index = 0;
+    if (all_digits(tok)) {
+        errno = 0;
+        unsigned long idx = strtoul(tok, NULL, 10);
+        if (errno) return -1;
+        *is_index = 1;
+        for (size_t k = 0; k < nall; k++)
+            if (all[k].index == idx) return (int)k;
+        return -1;
+    }
+    const char *want = tok;
+    if (!strncasecmp(want, "GPU-", 4)) want += 4;
+    else if (!bare_uuid) return -1;
+    size_t wl = strlen(want);
+    if (!wl) return -1;
+    int found = -1, hits = 0;
+    for (size_t k = 0; k < nall; k++) {
+        const char *u = all[k].uuid;
+        if (!strncasecmp(u, "GPU-", 4)) u += 4;
+        if (!strncasecmp(u, want, wl)) {
+            found = (int)k;
+            hits++;
+        }
+    }
+    return hits == 1 ? found : -1;
+}
+
+size_t tprof__nvml_visible(const tprof__nvml_api *api, tprof__nvml_dev *out, size_t max,
+                           tprof__nvml_match *match, char *note, size_t notelen) {
+    if (note && notelen) note[0] = 0;
+    tprof__nvml_dev all[TPROF__NVML_MAX_GPUS];
+    size_t nall = enumerate(api, all, TPROF__NVML_MAX_GPUS);
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) {
+        *match = TPROF__NVML_ALL;
+        size_t n = nall < max ? nall : max;
+        memcpy(out, all, n * sizeof *out);
+        return n;
+    }
+    *match = TPROF__NVML_BY_UUID;
+    size_t n = 0;
+    for (const char *p = cvd;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && isspace((unsigned char)*p)) p++, len--;
+        while (len && isspace((unsigned char)p[len - 1])) len--;
+        char tok[128];
+        if (len >= sizeof tok) len = sizeof tok - 1;
+        memcpy(tok, p, len);
+        tok[len] = 0;
+        if (!strncasecmp(tok, "MIG-", 4)) {
+            if (note && notelen)
+                snprintf(note, notelen, "MIG device %s not sampled: NVML reports power, energy "
+                                        "and clocks per physical GPU", tok);
+        } else {
+            int is_index;
+            int k = match_token(all, nall, tok, 0, &is_index);
+            if (k < 0) {
+                /* CUDA's rule: devices listed before an invalid entry stay visible */
+                if (note && notelen && *tok)
+                    snprintf(note, notelen, "CUDA_VISIBLE_DEVICES entry \"%s\" names no GPU; the "
+                                            "list ends there, as CUDA reads it", tok);
+                break;
+            }
+            if (is_index) *match = TPROF__NVML_BY_INDEX;
+            int dup = 0;
+            for (size_t i = 0; i < n; i++) dup |= out[i].index == all[k].index;
+            if (!dup && n < max) out[n++] = all[k];
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+    return n;
+}
+
+int tprof__nvml_lookup(const tprof__nvml_api *api, const char *spec, tprof__nvml_dev *out) {
+    if (!spec) return -1;
+    tprof__nvml_dev all[TPROF__NVML_MAX_GPUS];
+    size_t nall = enumerate(api, all, TPROF__NVML_MAX_GPUS);
+    while (isspace((unsigned char)*spec)) spec++;
+    int is_index;
+    int k = match_token(all, nall, spec, 1, &is_index);
+    if (k < 0) return -1;
+    *out = all[k];
+    return 0;
+}
+
+int tprof__nvml_local_rank(const char **var) {
+    static const char *const vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                       "MPI_LOCALRANKID", "PMIX_LOCAL_RANK", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v || !all_digits(v)) continue;
+        if (var) *var = vars[i];
+        long r = strtol(v, NULL, 10);
+        return r > 1 << 20 ? 1 << 20 : (int)r;
+    }
+    if (var) *var = NULL;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ the sampler */
+
+enum metric {
+    M_POWER,
+    M_POWER_INSTANT,
+    M_ENERGY,
+    M_UTIL,
+    M_MEM_UTIL,
+    M_MEM_USED,
+    M_SM_CLOCK,
+    M_TEMP,
+    M_POWER_LIMIT,
+    M_CLOCK_EVENTS,
+    M_COUNT
+};
+
+static const char *const metric_suffix[M_COUNT] = {
+    "power_w",      "power_instant_w", "energy_j", "util_percent",  "mem_util_percent",
+    "mem_used_bytes", "sm_clock_mhz",  "temp_c",   "power_limit_w", "clock_event_reasons"};
+
+typedef struct nv_gpu {
+    tprof__nvml_dev d;
+    int off[M_COUNT];  /* not supported on this GPU: not asked again */
+    int lost;          /* fell off the bus: not sampled again */
+    /* energy relative to the first sample, in mJ: acc_mj + (counter - base_mj); when the
+     * counter goes backwards (driver reload restarts it from 0), what was counted so far
+     * moves into acc_mj and the base becomes 0 */
+    int have_energy;
+    uint64_t base_mj, prev_mj, acc_mj;
+    /* counter names kept in place, so the interning cache hits on their pointers */
+    char names[M_COUNT][40];
+} nv_gpu;
+
+enum { MODE_UNDECIDED = 0, MODE_ON = 1, MODE_OFF = 2 };
+
+static struct {
+    pid_t pid;   /* the process this state belongs to (a forked child starts over) */
+    int mode;
+    const tprof__nvml_api *api;
+    uint64_t period_ns, next_ns;
+    size_t n;
+    nv_gpu gpu[TPROF__NVML_MAX_GPUS];
+    int named;
+} g;
+
+/* Missing or skipped: one line at `level`, and the reason for the report. */
+static void sampler_off(int level, const char *why) {
+    g.mode = MODE_OFF;
+    tprof__log(level, "NVML sampling off: %s", why);
+    char status[400];
+    /* "unavailable"/"off" first: the report reads such a status as not captured */
+    snprintf(status, sizeof status, "%s%s", strncmp(why, "off", 3) ? "unavailable: " : "", why);
+    tprof__capability("nvml", status);
+}
+
+static void put(tprof__thread *t, const char *name, double v, uint64_t ts) {
+    uint32_t size;
+    tprof_pl_counter *pl = tprof__begin_named(t, TPROF_REC_COUNTER, name, sizeof *pl, ts, &size);
+    if (!pl) return;
+    pl->value = v;
+    tprof__commit(t, size);
+}
+
+static void meta_gpu(unsigned idx, const char *key, const char *value) {
+    char k[64];
+    snprintf(k, sizeof k, "gpu.%u.%s", idx, key);
+    tprof__set_meta(k, value);
+}
+
+static void meta_gpu_u64(unsigned idx, const char *key, unsigned long long v) {
+    char s[32];
+    snprintf(s, sizeof s, "%llu", v);
+    meta_gpu(idx, key, s);
+}
+
+/* What never changes during the run goes into the rank file once. */
+static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
+    nvmlDevice_t dev = gp->d.dev;
+    unsigned idx = gp->d.index;
+    meta_gpu(idx, "uuid", gp->d.uuid);
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    if (api->nvmlDeviceGetName && api->nvmlDeviceGetName(dev, name, sizeof name) == NVML_SUCCESS) {
+        name[sizeof name - 1] = 0;
+        meta_gpu(idx, "name", name);
+    }
+    nvmlPciInfo_t pci;
+    memset(&pci, 0, sizeof pci);
+    if (api->get_pci && api->get_pci(dev, &pci) == NVML_SUCCESS) {
+        pci.busId[sizeof pci.busId - 1] = 0;
+        meta_gpu(idx, "pci_bus_id", pci.busId);
+    }
+    nvmlMemory_t mem;
+    if (api->nvmlDeviceGetMemoryInfo && api->nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS)
+        meta_gpu_u64(idx, "memory_total_bytes", mem.total);
+    unsigned int v;
+    if (api->nvmlDeviceGetEnforcedPowerLimit &&
+        api->nvmlDeviceGetEnforcedPowerLimit(dev, &v) == NVML_SUCCESS) {
+        char s[32];
+        snprintf(s, sizeof s, "%.3f", v / 1000.0);
+        meta_gpu(idx, "power_limit_w", s);
+    }
+    if (api->nvmlDeviceGetMaxClockInfo &&
+        api->nvmlDeviceGetMaxClockInfo(dev, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
+        meta_gpu_u64(idx, "sm_clock_max_mhz", v);
+    for (int m = 0; m < M_COUNT; m++)
+        snprintf(gp->names[m], sizeof gp->names[m], "gpu%u.%s", idx, metric_suffix[m]);
+}
+
+static void sampler_start(uint32_t hz) {
+    char why[1024];
+    if (!hz) {
+        g.mode = MODE_OFF;
+        tprof__capability("nvml", "off (TRAINPROF_NVML_HZ=0)");
+        return;
+    }
+    const char *var;
+    int lr = tprof__nvml_local_rank(&var);
+    const char *every = getenv("TRAINPROF_NVML_ALL_RANKS");
+    if (lr > 0 && !(every && !strcmp(every, "1"))) {
+        snprintf(why, sizeof why, "not sampled here: %s=%d (local rank 0 samples the GPUs of this "
+                                  "node; TRAINPROF_NVML_ALL_RANKS=1 samples in every rank)", var, lr);
+        sampler_off(TPROF_LOG_INFO, why);
+        return;
+    }
+    char reason[400];
+    const tprof__nvml_api *api = tprof__nvml_load(reason, sizeof reason);
+    if (!api) {
+        snprintf(why, sizeof why, "unavailable: %s", reason);
+        sampler_off(TPROF_LOG_INFO, why);
+        return;
+    }
+    if (tprof__nvml_init(api, reason, sizeof reason) != 0) {
+        snprintf(why, sizeof why, "unavailable: %s", reason);
+        sampler_off(TPROF_LOG_INFO, why);
+        return;
+    }
+    tprof__nvml_dev devs[TPROF__NVML_MAX_GPUS];
+    tprof__nvml_match match;
+    char note[256];
+    size_t n = tprof__nvml_visible(api, devs, TPROF__NVML_MAX_GPUS, &match, note, sizeof note);
+    if (note[0]) tprof__log(TPROF_LOG_INFO, "NVML: %s", note);
+    if (!n) {
+        api->nvmlShutdown();
+        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+        if (cvd)
+            snprintf(why, sizeof why, "no GPU to sample (CUDA_VISIBLE_DEVICES=\"%.200s\")%s%s",
+                     cvd, note[0] ? ": " : "", note);
+        else
+            snprintf(why, sizeof why, "no GPU to sample (NVML found none)");
+        sampler_off(TPROF_LOG_INFO, why);
+        return;
+    }
+    g.api = api;
+    g.n = n;
+    char list[256] = "";
+    size_t ll = 0;
+    for (size_t i = 0; i < n; i++) {
+        memset(&g.gpu[i], 0, sizeof g.gpu[i]);
+        g.gpu[i].d = devs[i];
+        describe_gpu(api, &g.gpu[i]);
+        int w = snprintf(list + ll, sizeof list - ll, "%s%u", i ? "," : "", devs[i].index);
+        if (w > 0 && (size_t)w < sizeof list - ll) ll += (size_t)w;
+    }
+    char drv[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = "";
+    if (api->nvmlSystemGetDriverVersion &&
+        api->nvmlSystemGetDriverVersion(drv, sizeof drv) == NVML_SUCCESS) {
+        drv[sizeof drv - 1] = 0;
+        tprof__set_meta("nvml.driver_version", drv);
+    }
+    static const char *const match_names[] = {"all", "uuid", "index"};
+    tprof__set_meta("nvml.devices", list);
+    tprof__set_meta("nvml.match", match_names[match]);
+    if (hz > 100) hz = 100; /* NVML's own values update every 1/6 s to 1 s */
+    char hzs[16];
+    snprintf(hzs, sizeof hzs, "%u", hz);
+    tprof__set_meta("nvml.hz", hzs);
+    snprintf(why, sizeof why, "sampling %zu GPU%s (NVML %s %s) at %u Hz%s%s, from %s", n,
+             n == 1 ? "" : "s", n == 1 ? "index" : "indices", list, hz,
+             drv[0] ? ", driver " : "", drv, api->path);
+    tprof__capability("nvml", why);
+    tprof__log(TPROF_LOG_INFO, "NVML %s", why);
+    if (match == TPROF__NVML_BY_INDEX)
+        tprof__log(TPROF_LOG_INFO, "NVML: CUDA_VISIBLE_DEVICES holds indices, read in NVML's PCI "
+                                   "order (CUDA's order agrees on a node of identical GPUs, or "
+                                   "with CUDA_DEVICE_ORDER=PCI_BUS_ID)");
+    g.period_ns = 1000000000ull / hz;
+    g.next_ns = 0;
+    g.mode = MODE_ON;
+}
+
+/* An unsupported call is not asked again; a lost GPU is not sampled again. */
+static int failed(nv_gpu *gp, int metric, nvmlReturn_t r) {
+    if (r == NVML_SUCCESS) return 0;
+    if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_NO_PERMISSION ||
+        r == NVML_ERROR_FUNCTION_NOT_FOUND || r == NVML_ERROR_INVALID_ARGUMENT) {
+        gp->off[metric] = 1;
+        tprof__log(TPROF_LOG_INFO, "NVML: GPU %u does not give %s (NVML error %d); not asked again",
+                   gp->d.index, metric_suffix[metric], r);
+    }
+    if (r == NVML_ERROR_GPU_IS_LOST && !gp->lost) {
+        gp->lost = 1;
+        tprof__log(TPROF_LOG_WARN, "NVML: GPU %u (%s) is lost; no longer sampled", gp->d.index,
+                   gp->d.uuid);
+    }
+    return 1;
+}
+
+static double field_value(const nvmlFieldValue_t *f) {
+    switch (f->valueType) {
+    case NVML_VALUE_TYPE_DOUBLE: return f->value.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT: return (double)f->value.uiVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: return (double)f->value.ulVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return (double)f->value.ullVal;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return (double)f->value.sllVal;
+    case NVML_VALUE_TYPE_SIGNED_INT: return (double)f->value.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return (double)f->value.usVal;
+    default: return (double)f->value.uiVal;
+    }
+}
+
+static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp) {
+    nvmlDevice_t dev = gp->d.dev;
+    nvmlReturn_t r;
+    /* every counter of this sample carries the time of the energy read: the midpoint of the
+     * call, the best estimate of when the driver read its counter */
+    uint64_t t0 = tprof__now();
+    unsigned long long mj = 0;
+    int have_mj = 0;
+    if (!gp->off[M_ENERGY]) {
+        if (!api->nvmlDeviceGetTotalEnergyConsumption) gp->off[M_ENERGY] = 1;
+        else if (!failed(gp, M_ENERGY, r = api->nvmlDeviceGetTotalEnergyConsumption(dev, &mj)))
+            have_mj = 1;
+        if (gp->lost) return;
+    }
+    uint64_t t1 = tprof__now();
+    uint64_t ts = t0 + (t1 - t0) / 2;
+    if (have_mj) {
+        if (!gp->have_energy) {
+            gp->have_energy = 1;
+            gp->base_mj = gp->prev_mj = mj;
+        } else if (mj < gp->prev_mj) {
+            tprof__log(TPROF_LOG_INFO, "NVML: the energy counter of GPU %u went back from %llu "
+                                       "to %llu mJ (driver reloaded?); counting on from there",
+                       gp->d.index, (unsigned long long)gp->prev_mj, mj);
+            gp->acc_mj += gp->prev_mj - gp->base_mj;
+            gp->base_mj = 0; /* the counter restarted from 0 at the reload */
+        }
+        gp->prev_mj = mj;
+        put(t, gp->names[M_ENERGY], (double)(gp->acc_mj + (mj - gp->base_mj)) / 1000.0, ts);
+    }
+    unsigned int v;
+    if (!gp->off[M_POWER]) {
+        if (!api->nvmlDeviceGetPowerUsage) gp->off[M_POWER] = 1;
+        else if (!failed(gp, M_POWER, r = api->nvmlDeviceGetPowerUsage(dev, &v)))
+            put(t, gp->names[M_POWER], v / 1000.0, ts);
+    }
+    if (!gp->off[M_POWER_INSTANT]) {
+        nvmlFieldValue_t f;
+        memset(&f, 0, sizeof f);
+        f.fieldId = NVML_FI_DEV_POWER_INSTANT;
+        f.scopeId = 0; /* the GPU alone, not the module */
+        if (!api->nvmlDeviceGetFieldValues) gp->off[M_POWER_INSTANT] = 1;
+        else if (!failed(gp, M_POWER_INSTANT, r = api->nvmlDeviceGetFieldValues(dev, 1, &f)) &&
+                 !failed(gp, M_POWER_INSTANT, f.nvmlReturn))
+            put(t, gp->names[M_POWER_INSTANT], field_value(&f) / 1000.0, ts);
+    }
+    if (!gp->off[M_UTIL]) {
+        nvmlUtilization_t u;
+        if (!api->nvmlDeviceGetUtilizationRates) gp->off[M_UTIL] = 1;
+        else if (!failed(gp, M_UTIL, r = api->nvmlDeviceGetUtilizationRates(dev, &u))) {
+            put(t, gp->names[M_UTIL], u.gpu, ts);
+            put(t, gp->names[M_MEM_UTIL], u.memory, ts);
+        }
+    }
+    if (!gp->off[M_MEM_USED]) {
+        nvmlMemory_t m;
+        if (!api->nvmlDeviceGetMemoryInfo) gp->off[M_MEM_USED] = 1;
+        else if (!failed(gp, M_MEM_USED, r = api->nvmlDeviceGetMemoryInfo(dev, &m)))
+            put(t, gp->names[M_MEM_USED], (double)m.used, ts);
+    }
+    if (!gp->off[M_SM_CLOCK]) {
+        if (!api->nvmlDeviceGetClockInfo) gp->off[M_SM_CLOCK] = 1;
+        else if (!failed(gp, M_SM_CLOCK, r = api->nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &v)))
+            put(t, gp->names[M_SM_CLOCK], v, ts);
+    }
+    if (!gp->off[M_TEMP]) {
+        if (!api->nvmlDeviceGetTemperature) gp->off[M_TEMP] = 1;
+        else if (!failed(gp, M_TEMP,
+                         r = api->nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &v)))
+            put(t, gp->names[M_TEMP], v, ts);
+    }
+    if (!gp->off[M_POWER_LIMIT]) {
+        if (!api->nvmlDeviceGetEnforcedPowerLimit) gp->off[M_POWER_LIMIT] = 1;
+        else if (!failed(gp, M_POWER_LIMIT, r = api->nvmlDeviceGetEnforcedPowerLimit(dev, &v)))
+            put(t, gp->names[M_POWER_LIMIT], v / 1000.0, ts);
+    }
+    if (!gp->off[M_CLOCK_EVENTS]) {
+        unsigned long long reasons;
+        if (!api->get_clock_events) gp->off[M_CLOCK_EVENTS] = 1;
+        else if (!failed(gp, M_CLOCK_EVENTS, r = api->get_clock_events(dev, &reasons)))
+            put(t, gp->names[M_CLOCK_EVENTS], (double)reasons, ts);
+    }
+}
+
+void tprof__nvml_tick(uint32_t hz, int final) {
+    pid_t pid = getpid();
+    if (g.pid != pid || g.mode == MODE_UNDECIDED) {
+        /* decide only once the session records: the flusher's first pass may run while the
+         * session is still starting, and metadata written then would be lost */
+        if (final || atomic_load(&tprof__g_state) != TPROF__ON) return;
+        if (g.pid != pid) {
+            /* first call in this process, or a forked child's first: start over */
+            int parent_samples = g.pid != 0 && g.mode == MODE_ON;
+            pid_t parent = g.pid;
+            memset(&g, 0, sizeof g);
+            g.pid = pid;
+            if (parent_samples) {
+                char why[160];
+                snprintf(why, sizeof why,
+                         "not sampled here: forked from process %d, which samples", (int)parent);
+                sampler_off(TPROF_LOG_DEBUG, why);
+                return;
+            }
+        }
+        sampler_start(hz);
+    }
+    if (g.mode != MODE_ON) return;
+    uint64_t now = tprof__now();
+    if (!final && now < g.next_ns) return;
+    /* a fixed grid, so the rate holds on average; after a long stall, restart the grid */
+    g.next_ns = g.next_ns && now < g.next_ns + g.period_ns ? g.next_ns + g.period_ns
+                                                           : now + g.period_ns;
+    tprof__thread *t = tprof__thread_get();
+    if (!t && final && (uintptr_t)tprof__tls > TPROF__TLS_SENTINELS) {
+        /* shutting down: the state no longer lets threads record, but this thread's ring
+         * is drained once more after this call, so a last sample closes the run */
+        t = tprof__tls;
+    }
+    if (t) {
+        if (!g.named) {
+            tprof__thread_name(t, t->os_tid, "trainprof sampler");
+            g.named = 1;
+        }
+        for (size_t i = 0; i < g.n; i++)
+            if (!g.gpu[i].lost) sample_gpu(t, g.api, &g.gpu[i]);
+    }
+    if (final) {
+        g.api->nvmlShutdown();
+        g.mode = MODE_OFF;
+    }
+}

@@ -1,0 +1,82 @@
+/*
+ * nvml_shared.h — what capture/nvml.c shares with the EnergyMonitor (core/energy.c): the
+ * dlopen'ed libnvidia-ml function table, NVML initialisation with a readable reason on
+ * failure, and the rules that choose GPUs (CUDA_VISIBLE_DEVICES, UUIDs, the local rank).
+ *
+ * One copy of the library per process: the table is loaded once, under a lock, and never
+ * unloaded (NVML may still run threads of its own; DESIGN §1 keeps vendor libraries
+ * mapped). nvmlInit/nvmlShutdown are reference counted by NVML itself, so the sampler and
+ * each monitor init and shut down on their own. NVML calls are thread safe (NVML documents
+ * them so), so the table may be used from any thread.
+ */
+#ifndef TPROF_NVML_SHARED_H
+#define TPROF_NVML_SHARED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvml_abi.h"
+
+typedef struct tprof__nvml_api {
+#define TPROF__NVML_PTR(ret, name, params, required) ret(*name) params;
+    TPROF_NVML_FUNCTIONS(TPROF__NVML_PTR)
+#undef TPROF__NVML_PTR
+    /* the newest of each versioned pair, resolved at load */
+    nvmlReturn_t (*get_count)(unsigned int *count);
+    nvmlReturn_t (*get_handle)(unsigned int index, nvmlDevice_t *dev);
+    nvmlReturn_t (*get_pci)(nvmlDevice_t dev, nvmlPciInfo_t *pci);
+    nvmlReturn_t (*get_clock_events)(nvmlDevice_t dev, unsigned long long *reasons);
+    char path[256]; /* what was loaded */
+} tprof__nvml_api;
+
+/* The function table, loading $TRAINPROF_NVML_LIB (when set: tests use a fake) or else
+ * libnvidia-ml.so.1, then libnvidia-ml.so, on first use. NULL when the library or one of
+ * its required entry points is missing; `why` (may be NULL) then gets one line. Thread safe;
+ * a failure is remembered (one attempt per process). */
+const tprof__nvml_api *tprof__nvml_load(char *why, size_t whylen);
+
+/* nvmlInitWithFlags(NO_GPUS) where the library has it, else nvmlInit_v2 / nvmlInit. Returns
+ * 0, or -1 with a reason in `why` ("no NVIDIA driver loaded", NVML's error string). Each
+ * success must be paired with api->nvmlShutdown(). */
+int tprof__nvml_init(const tprof__nvml_api *api, char *why, size_t whylen);
+
+/* An NVML device chosen for this process. */
+typedef struct tprof__nvml_dev {
+    nvmlDevice_t dev;
+    unsigned int index;                          /* NVML index (PCI order) */
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];  /* "GPU-..." as NVML gives it */
+} tprof__nvml_dev;
+
+#define TPROF__NVML_MAX_GPUS 64
+
+/* How tprof__nvml_visible matched the visible devices. */
+typedef enum tprof__nvml_match {
+    TPROF__NVML_ALL = 0,   /* CUDA_VISIBLE_DEVICES unset: every device NVML sees */
+    TPROF__NVML_BY_UUID,   /* every entry was a UUID (exact mapping) */
+    TPROF__NVML_BY_INDEX,  /* some entry was an index, read as an NVML (PCI-order) index */
+} tprof__nvml_match;
+
+/* The devices visible to this process, in CUDA_VISIBLE_DEVICES order (CUDA's ordinals), or
+ * every device in NVML order when the variable is unset. Entries are decimal indices, full
+ * UUIDs or unique UUID prefixes ("GPU-8a2f..."); as CUDA does, the list ends at the first
+ * entry that names no device. "MIG-" entries are skipped (NVML reports power, energy and
+ * clocks per physical GPU). `note` (may be NULL) gets a line on anything skipped or
+ * ambiguous. Returns the number of devices written to out (at most max). */
+size_t tprof__nvml_visible(const tprof__nvml_api *api, tprof__nvml_dev *out, size_t max,
+                           tprof__nvml_match *match, char *note, size_t notelen);
+
+/* One device named by `spec`: "GPU-<uuid or unique prefix>", a UUID or prefix without the
+ * "GPU-" (as torch prints it), or a decimal NVML index. Case-insensitive. Returns 0, or -1
+ * when nothing (or more than one device) matches. */
+int tprof__nvml_lookup(const tprof__nvml_api *api, const char *spec, tprof__nvml_dev *out);
+
+/* The node-local rank from the launcher (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+ * MPI_LOCALRANKID, PMIX_LOCAL_RANK, SLURM_LOCALID, first one set), or -1. `var` (may be
+ * NULL) gets the variable's name. */
+int tprof__nvml_local_rank(const char **var);
+
+/* The total-energy counter in mJ; 0 or -1 (unsupported, or NVML failed). Can take
+ * milliseconds: never call it on a hot path. */
+int tprof__nvml_energy_mj(const tprof__nvml_api *api, nvmlDevice_t dev, uint64_t *mj);
+
+#endif /* TPROF_NVML_SHARED_H */
