@@ -381,6 +381,18 @@ static void sampler_start(uint32_t hz) {
         tprof__capability("nvml", "off (TRAINPROF_NVML_HZ=0)");
         return;
     }
+    /* Seen on an H200 with torch 2.11 and CUPTI 13.0.1: NVML sampling in a process whose
+     * GPU activity CUPTI records hung the training thread in a kernel launch (each alone ran
+     * fine). Until that is understood, a process with GPU capture does not sample NVML:
+     * the job comes first. TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
+    const char *inj = getenv("CUDA_INJECTION64_PATH"), *cupti = getenv("TRAINPROF_CUPTI");
+    const char *force = getenv("TRAINPROF_NVML_WITH_CUPTI");
+    if (inj && *inj && !(cupti && !strcmp(cupti, "0")) && !(force && !strcmp(force, "1"))) {
+        g.mode = MODE_OFF;
+        tprof__capability("nvml", "off: not sampled in a process with CUPTI GPU capture (a hang "
+                                  "was seen with both); TRAINPROF_CUPTI=0 gives energy and power");
+        return;
+    }
     const char *var;
     int lr = tprof__nvml_local_rank(&var);
     const char *every = getenv("TRAINPROF_NVML_ALL_RANKS");
