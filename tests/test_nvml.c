@@ -325,6 +325,9 @@ static void test_report_energy(void **state) {
     assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_wh"), 250.0 * mean_s / 3600.0,
                 0.02, "gpu0 Wh/step");
     assert_near(jnum(rep, "ranks.0.nvml.gpus.0.avg_power_w"), 250.0, 0.02, "gpu0 W");
+    /* the integral of the power samples over the same span gives the same energy */
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_from_power_j"),
+                jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j"), 0.02, "gpu0 J/step from power");
     assert_near(jnum(rep, "ranks.0.nvml.gpus.0.power_mean_w"), 250.0, 1e-9, "gpu0 power samples");
     /* GPU 1's power ramps: its energy per step is the integral of the ramp over each step */
     tp_steps st;

@@ -154,12 +154,18 @@ static void test_gpu_section(void **state) {
         synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 7 * MS, &api, sizeof api,
                   "cudaStreamSynchronize", sizeof "cudaStreamSynchronize");
     }
+    /* launched at the end of the last step (cudaLaunchKernel, correlation 99), run after it:
+     * it belongs to that step (DESIGN §4), though no step window holds its execution */
+    tprof_pl_gpu launch = {T0 + 29600000ull, 0, 0, 0, 99, 211, 3, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, T0 + 29500000ull, &launch, sizeof launch,
+              "cudaLaunchKernel", sizeof "cudaLaunchKernel");
+    kernel(f, T0 + 30 * MS, T0 + 32 * MS, "late_gemm_kernel", 99);
     uint64_t mems[3][2] = {{1, 100000000}, {2, 60000000}, {1, 30000000}};
     for (int i = 0; i < 3; i++) {
         tprof_pl_gpu_mem m = {0x1000u * (uint64_t)(i + 1), mems[i][1], 0, (uint32_t)mems[i][0], 3, 0};
         synth_raw(f, 2, TPROF_REC_GPU_MEMORY, 0, T0 + (uint64_t)i * MS, &m, sizeof m, NULL, 0);
     }
-    synth_end_of_file(f, T0 + 30 * MS, 0);
+    synth_end_of_file(f, T0 + 33 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     char err[256];
@@ -172,9 +178,10 @@ static void test_gpu_section(void **state) {
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
     /* busy: union of 0-5 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */
     assert_true(fabs(num(d0, "busy_share") - 0.6) < 1e-9);
-    assert_true(fabs(num(d0, "kernel_ms") - 6.0) < 1e-9);
+    /* 6 ms per step, plus the late kernel's 2 ms for the last of the 2 measured steps */
+    assert_true(fabs(num(d0, "kernel_ms") - 7.0) < 1e-9);
     cJSON *cls = cJSON_GetObjectItem(d0, "kernel_ms_by_class");
-    assert_true(fabs(num(cls, "gemm") - 4.0) < 1e-9);
+    assert_true(fabs(num(cls, "gemm") - 5.0) < 1e-9);
     assert_true(fabs(num(cls, "elementwise/norm") - 2.0) < 1e-9);
     assert_true(fabs(num(d0, "h2d_bytes") - 1e6) < 1e-6);
     assert_true(fabs(num(d0, "memory_peak_bytes") - 1e8) < 1e-3);
@@ -182,7 +189,7 @@ static void test_gpu_section(void **state) {
     assert_true(fabs(num(g, "host_sync_blocked_ms") - 2.0) < 1e-9);
     cJSON *k0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "top_kernels"), 0);
     assert_string_equal(cJSON_GetObjectItem(k0, "name")->valuestring, "ampere_bf16_s16816gemm_128x128");
-    assert_true(fabs(num(k0, "share") - 4.0 / 6.0) < 1e-9);
+    assert_true(fabs(num(k0, "share") - 8.0 / 14.0) < 1e-9);
     cJSON *k1 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "top_kernels"), 1);
     /* demangled */
     assert_string_equal(cJSON_GetObjectItem(k1, "name")->valuestring,
@@ -210,9 +217,9 @@ static void test_gpu_section(void **state) {
         copies += !strcmp(cat, "gpu_memcpy");
         runtime += !strcmp(cat, "cuda_runtime");
     }
-    assert_int_equal(kernels, 6);
+    assert_int_equal(kernels, 7);
     assert_int_equal(copies, 3);
-    assert_int_equal(runtime, 3);
+    assert_int_equal(runtime, 4);
     assert_true(gpu_tid == (double)(0x40000000u | 7u)); /* device 0, stream 7 */
     cJSON_Delete(tr);
     tp_run_free(&run);

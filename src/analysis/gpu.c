@@ -4,9 +4,10 @@
  * host synchronisations per step and the time the host was blocked in them, host<->device
  * copy bytes, and the device-memory peak from allocation records.
  *
- * Everything is counted inside the measured steps (warm-up left out), clipped to the step
- * windows of the process, so "per step" figures are totals over measured steps divided by
- * their number. One table of kernel-name patterns (DESIGN §5) classifies kernels.
+ * Work counts for the measured steps (warm-up left out) when its launch was inside one
+ * (the runtime call with the same CUPTI correlation id; work of unknown launch counts where
+ * it ran, clipped to the steps), so "per step" figures match a profiler that synchronizes
+ * around the same steps; busy time is where the device was busy during the step windows. One table of kernel-name patterns (DESIGN §5) classifies kernels.
  */
 #define _GNU_SOURCE
 #include "analysis/gpu.h"
@@ -82,9 +83,34 @@ static int is_sync_api(const char *n) {
     return strstr(n, "Synchronize") != NULL || !strncmp(n, "cudaMemcpy", 10) ? 1 : 0;
 }
 
+static int by_corr(const void *a, const void *b) {
+    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
+    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+/* GPU work belongs to the step whose thread launched it (DESIGN §4): the launch's time is
+ * that of the runtime call with the same correlation id. Work whose launch is unknown
+ * (driver API, graphs) counts by where it ran, clipped to the steps. Returns the ns of `o`
+ * that count for the measured steps. */
+static uint64_t attributed(const tp_gpu_op *o, const tp_gpu_op *const *apis, size_t napi,
+                           const tp_step *st, size_t nst) {
+    if (!nst) return o->end - o->start;
+    if (napi && o->correlation) {
+        tp_gpu_op key = *o;
+        const tp_gpu_op *kp = &key;
+        const tp_gpu_op *const *hit = bsearch(&kp, apis, napi, sizeof *apis, by_corr);
+        if (hit) return clip(st, nst, (*hit)->start, (*hit)->start + 1) ? o->end - o->start : 0;
+    }
+    return clip(st, nst, o->start, o->end);
+}
+
 void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst,
                     uint64_t step_ns, int top_n) {
     if (!p->ngpu && !p->napi && !p->ngmem) return;
+    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    if (!apis) return;
+    for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
+    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
     double per = nst ? (double)nst : 1.0;
     cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
     cJSON_AddStringToObject(g, "per", nst ? "step" : "run");
@@ -108,9 +134,9 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         for (size_t i = 0; i < p->ngpu; i++) {
             const tp_gpu_op *o = &p->gpu[i];
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
-            uint64_t in = nst ? clip(st, nst, o->start, o->end) : o->end - o->start;
-            sp[n++] = (span){o->start, o->end};
-            if (nst && !in) continue; /* outside the measured steps */
+            sp[n++] = (span){o->start, o->end}; /* busy: where it ran */
+            uint64_t in = attributed(o, apis, p->napi, st, nst);
+            if (nst && !in) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
                 const char *c = tp_kernel_class(o->name);
                 size_t ci = 0;
@@ -155,7 +181,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
-        uint64_t in = nst ? clip(st, nst, o->start, o->end) : o->end - o->start;
+        uint64_t in = attributed(o, apis, p->napi, st, nst);
         if (nst && !in) continue;
         size_t k = 0;
         while (k < nrows && rows[k].name != o->name) k++; /* interned */
@@ -201,4 +227,5 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     cJSON_AddNumberToObject(g, "host_sync_blocked_ms", blocked / 1e6 / per);
     free(rows);
     free(sp);
+    free(apis);
 }

@@ -433,13 +433,25 @@ static void energy_section(cJSON *rank_json, const tp_process *p, const tp_step 
         double e = 0, watts = 0;
         int have_e = 0;
         if (per_step && es->n >= 2) {
+            /* Over [start of the first measured step, end of the last]: the time between
+             * steps (logging, a checkpoint) belongs to them, as Megatron-LM's energy per
+             * iteration counts a whole log interval. */
             uint64_t covered = 0, span = 0;
-            for (size_t i = 0; i < nm; i++) {
-                double a, b;
-                if (!nv_energy_at(es, meas[i].start, &a) || !nv_energy_at(es, meas[i].end, &b)) continue;
-                e += b - a;
-                span += meas[i].end - meas[i].start;
-                covered++;
+            double a, b;
+            if (nv_energy_at(es, w0, &a) && nv_energy_at(es, w1, &b) && w1 > w0) {
+                e = b - a;
+                span = w1 - w0;
+                covered = nm;
+                /* the same from the power samples (trapezoids), as a cross-check */
+                const nv_series *ps = &g->s[NV_POWER];
+                double pj = 0;
+                for (size_t i = 1; i < ps->n; i++) {
+                    uint64_t t0 = ps->ts[i - 1] < w0 ? w0 : ps->ts[i - 1];
+                    uint64_t t1 = ps->ts[i] > w1 ? w1 : ps->ts[i];
+                    if (t1 > t0) pj += 0.5 * (ps->v[i - 1] + ps->v[i]) * (double)(t1 - t0) / 1e9;
+                }
+                if (ps->n >= 2)
+                    cJSON_AddNumberToObject(gj, "energy_per_step_from_power_j", pj / (double)nm);
             }
             cJSON_AddNumberToObject(gj, "steps_with_energy", (double)covered);
             if (covered) {
