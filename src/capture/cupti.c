@@ -39,6 +39,7 @@
     X(cuptiActivityFlushPeriod)                                                          \
     X(cuptiSetThreadIdType)                                                              \
     X(cuptiActivityEnableRuntimeApi)                                                     \
+    X(cuptiActivityEnableDriverApi)                                                      \
     X(cuptiGetCallbackName)
 
 static struct {
@@ -144,12 +145,11 @@ static void emit_mem(tprof__thread *t, uint64_t ts, const tprof_pl_gpu_mem *pl) 
 
 /* Name of a runtime API function as users know it ("cudaLaunchKernel", not CUPTI's
  * "cudaLaunchKernel_v7000"), interned by the ring like any name. */
-static const char *api_name(uint32_t cbid) {
+static const char *api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
     static __thread char buf[128];
     const char *n = NULL;
-    if (!F.cuptiGetCallbackName ||
-        F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &n) != CUPTI_SUCCESS || !n)
-        return "cuda runtime call";
+    if (!F.cuptiGetCallbackName || F.cuptiGetCallbackName(domain, cbid, &n) != CUPTI_SUCCESS || !n)
+        return domain == CUPTI_CB_DOMAIN_DRIVER_API ? "cuda driver call" : "cuda runtime call";
     snprintf(buf, sizeof buf, "%s", n);
     char *v = strrchr(buf, '_');
     if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') *v = 0;
@@ -221,13 +221,18 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
         emit_gpu(t, TPROF_REC_GPU_SYNC, NULL, sy->start, &pl);
         break;
     }
-    case CUPTI_ACTIVITY_KIND_RUNTIME: {
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
         const CUpti_ActivityAPI *a = (const void *)rec;
         pl.end_ns = a->end;
         pl.correlation = a->correlationId;
         pl.kind = (uint32_t)a->cbid;
         pl.os_tid = a->threadId;
-        emit_gpu(t, TPROF_REC_GPU_API, api_name((uint32_t)a->cbid), a->start, &pl);
+        emit_gpu(t, TPROF_REC_GPU_API,
+                 api_name(rec->kind == CUPTI_ACTIVITY_KIND_DRIVER ? CUPTI_CB_DOMAIN_DRIVER_API
+                                                                  : CUPTI_CB_DOMAIN_RUNTIME_API,
+                          (uint32_t)a->cbid),
+                 a->start, &pl);
         break;
     }
     default:
@@ -380,6 +385,26 @@ int InitializeInjection(void) {
     if (F.cuptiActivityEnableRuntimeApi)
         for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
             F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
+    /* Driver launches only: cuBLASLt, Triton and CUTLASS launch through the driver API, and
+     * without these records their kernels could not be tied to the step that launched them. */
+    if (kind_wanted(want, "runtime") && F.cuptiActivityEnableDriverApi &&
+        F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS) {
+        static const CUpti_CallbackId launches[] = {
+            CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+            CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+            CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+            CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+            CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+            CUPTI_DRIVER_TRACE_CBID_cuLaunch, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+            CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+        };
+        for (CUpti_CallbackId cb = 1; cb < CUPTI_DRIVER_TRACE_CBID_SIZE; cb++) {
+            int on = 0;
+            for (size_t i = 0; i < sizeof launches / sizeof *launches; i++) on |= launches[i] == cb;
+            F.cuptiActivityEnableDriverApi(cb, (uint8_t)on);
+        }
+        enabled++;
+    }
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
     char status[320];
     snprintf(status, sizeof status, "activity capture on: %d kinds, %s, API %u", enabled, which,
