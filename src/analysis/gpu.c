@@ -25,7 +25,7 @@ static const struct {
 } classes[] = {
     {"communication", {"nccl", "allreduce", "all_reduce", "allgather", "reducescatter", NULL}},
     {"attention", {"flash", "fmha", "attention", "attn", "sdpa", NULL}},
-    {"gemm", {"gemm", "cutlass", "cublas", "xmma", "wgmma", "matmul", "sm90_", "sm80_", "cudnn", NULL}},
+    {"gemm", {"gemm", "cutlass", "cublas", "xmma", "wgmma", "matmul", "nvjet", "sm90_", "sm80_", NULL}},
     {"elementwise/norm", {"elementwise", "vectorized", "reduce", "norm", "softmax", "dropout",
                           "gelu", "silu", "relu", "adam", "foreach", "multi_tensor_apply", NULL}},
 };
@@ -92,16 +92,47 @@ static int by_corr(const void *a, const void *b) {
  * that of the runtime call with the same correlation id. Work whose launch is unknown
  * (driver API, graphs) counts by where it ran, clipped to the steps. Returns the ns of `o`
  * that count for the measured steps. */
+static const tp_gpu_op *launch_of(const tp_gpu_op *o, const tp_gpu_op *const *apis,
+                                  size_t napi) {
+    if (!napi || !o->correlation) return NULL;
+    tp_gpu_op key = *o;
+    const tp_gpu_op *kp = &key;
+    const tp_gpu_op *const *hit = bsearch(&kp, apis, napi, sizeof *apis, by_corr);
+    return hit ? *hit : NULL;
+}
+
 static uint64_t attributed(const tp_gpu_op *o, const tp_gpu_op *const *apis, size_t napi,
-                           const tp_step *st, size_t nst) {
+                           const tp_step *st, size_t nst, uint64_t lag) {
     if (!nst) return o->end - o->start;
-    if (napi && o->correlation) {
-        tp_gpu_op key = *o;
-        const tp_gpu_op *kp = &key;
-        const tp_gpu_op *const *hit = bsearch(&kp, apis, napi, sizeof *apis, by_corr);
-        if (hit) return clip(st, nst, (*hit)->start, (*hit)->start + 1) ? o->end - o->start : 0;
+    const tp_gpu_op *l = launch_of(o, apis, napi);
+    /* unknown launch (driver API: cuBLASLt, Triton): estimated as its start minus the
+     * typical launch-to-start delay of the launches we know */
+    uint64_t when = l ? l->start : o->start > lag ? o->start - lag : o->start;
+    return clip(st, nst, when, when + 1) ? o->end - o->start : 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median delay from a runtime launch to its work starting, over (at most 100k) matched
+ * kernels: the queue depth the host runs ahead by. 0 when nothing matches. */
+static uint64_t launch_lag(const tp_process *p, const tp_gpu_op *const *apis) {
+    size_t cap = p->ngpu < 100000 ? p->ngpu : 100000, n = 0;
+    uint64_t *d = malloc((cap ? cap : 1) * sizeof *d);
+    if (!d) return 0;
+    for (size_t i = 0; i < p->ngpu && n < cap; i++) {
+        const tp_gpu_op *l = launch_of(&p->gpu[i], apis, p->napi);
+        if (l && p->gpu[i].start >= l->start) d[n++] = p->gpu[i].start - l->start;
     }
-    return clip(st, nst, o->start, o->end);
+    uint64_t lag = 0;
+    if (n) {
+        qsort(d, n, sizeof *d, cmp_u64);
+        lag = d[n / 2];
+    }
+    free(d);
+    return lag;
 }
 
 void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst,
@@ -111,8 +142,10 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     if (!apis) return;
     for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
     if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
+    uint64_t lag = nst ? launch_lag(p, apis) : 0;
     double per = nst ? (double)nst : 1.0;
     cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
+    if (nst) cJSON_AddNumberToObject(g, "launch_lag_ms", (double)lag / 1e6);
     cJSON_AddStringToObject(g, "per", nst ? "step" : "run");
     if (p->cupti_dropped) cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)p->cupti_dropped);
     /* devices present */
@@ -135,7 +168,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
             const tp_gpu_op *o = &p->gpu[i];
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
             sp[n++] = (span){o->start, o->end}; /* busy: where it ran */
-            uint64_t in = attributed(o, apis, p->napi, st, nst);
+            uint64_t in = attributed(o, apis, p->napi, st, nst, lag);
             if (nst && !in) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
                 const char *c = tp_kernel_class(o->name);
@@ -181,7 +214,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
-        uint64_t in = attributed(o, apis, p->napi, st, nst);
+        uint64_t in = attributed(o, apis, p->napi, st, nst, lag);
         if (nst && !in) continue;
         size_t k = 0;
         while (k < nrows && rows[k].name != o->name) k++; /* interned */
