@@ -51,9 +51,10 @@ static const char *const main_help =
 static const char *const run_help =
     "usage: trainprof run [options] -- CMD [ARGS...]\n"
     "\n"
-    "Runs CMD and every process it starts with the trainprof library injected (NVTX3 ranges\n"
-    "are captured; the library is preloaded so every process gets signal-safe flushing and\n"
-    "run metadata). Each process that records something writes DIR/<host>-<pid>.tprof.\n"
+    "Runs CMD and every process it starts with the trainprof library injected: NVTX3 ranges\n"
+    "(NVTX_INJECTION64_PATH), GPU activity through CUPTI (CUDA_INJECTION64_PATH), and the\n"
+    "library preloaded so every process gets signal-safe flushing and run metadata. Each\n"
+    "process that records something writes DIR/<host>-<pid>.tprof.\n"
     "When CMD ends, writes DIR/report.txt and DIR/report.json and prints the report.\n"
     "The exit status is CMD's.\n"
     "\n"
@@ -72,7 +73,10 @@ static const char *const run_help =
     "\n"
     "Other variables read by the library: TRAINPROF_FLUSH_MS (flush period, default 50),\n"
     "TRAINPROF_MAX_THREADS (1024), TRAINPROF_MAX_STRINGS (8192), TRAINPROF_LOG\n"
-    "(error|warn|info|debug), TRAINPROF_ENABLE (0 disables), TRAINPROF_LIB (library path).\n";
+    "(error|warn|info|debug), TRAINPROF_ENABLE (0 disables), TRAINPROF_LIB (library path).\n"
+    "GPU: TRAINPROF_CUPTI=0 (no GPU activity), TRAINPROF_CUPTI_KINDS (kernel,memcpy,memset,\n"
+    "memory,sync,runtime[,driver]), TRAINPROF_NVML_HZ (GPU power/energy sampling, default 10;\n"
+    "off where CUPTI records, see README). Details: docs/cli.md.\n";
 
 static const char *const report_help =
     "usage: trainprof report DIR [options]\n"
