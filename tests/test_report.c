@@ -181,6 +181,7 @@ static void test_gpu_section(void **state) {
     /* busy: union of 1-6 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */
     assert_true(fabs(num(d0, "busy_share") - 0.6) < 1e-9);
     assert_true(fabs(num(g, "launch_lag_ms") - 0.5) < 1e-9);
+    assert_null(cJSON_GetObjectItem(g, "records_stopped")); /* records to the end: silent */
     /* 6 ms per step, plus the late kernel's 2 ms for the last of the 2 measured steps */
     assert_true(fabs(num(d0, "kernel_ms") - 7.0) < 1e-9);
     cJSON *cls = cJSON_GetObjectItem(d0, "kernel_ms_by_class");
@@ -229,11 +230,49 @@ static void test_gpu_section(void **state) {
     synth_rmtree(dir);
 }
 
+/* GPU records for 3 steps, then 5 more steps of 1 s without any: another CUPTI client took
+ * over. The report says when and for how long. */
+static void test_gpu_records_stop(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-gpu-stop"), 0);
+    synth_file *f = synth_open(dir, "h", 5, 1700000000000000000ull, T0);
+    synth_thread(f, 1, 5);
+    synth_thread(f, 2, 6);
+    const uint64_t S = 1000 * MS;
+    for (uint64_t s = 0; s < 8; s++) {
+        uint64_t b = T0 + s * S;
+        synth_step_begin(f, 1, b, s);
+        synth_step_end(f, 1, b + S, s);
+        if (s < 3) kernel(f, b + MS, b + 100 * MS, "k", (uint32_t)s + 1);
+    }
+    synth_end_of_file(f, T0 + 8 * S, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    cJSON *lost = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu"),
+        "records_stopped");
+    assert_non_null(lost);
+    assert_int_equal((int)num(lost, "steps_without_gpu_records"), 5);
+    /* last record at 2.1 s; measured steps start at 1 s: 1.1 s in, 5.9 s to the end */
+    assert_true(fabs(num(lost, "after_s") - 1.1) < 1e-9);
+    assert_true(fabs(num(lost, "span_s") - 5.9) < 1e-9);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recursion_and_cross_domain_exclusive),
         cmocka_unit_test(test_counters_only),
         cmocka_unit_test(test_gpu_section),
+        cmocka_unit_test(test_gpu_records_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -256,6 +256,26 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         nsync++;
         blocked += (double)in;
     }
+    /* Another CUPTI client (torch.profiler, Nsight) that takes over the activity API later
+     * silences ours: GPU records stop while the steps go on. Say so, with the span. */
+    uint64_t last_gpu = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i].end > last_gpu) last_gpu = p->gpu[i].end;
+    for (size_t i = 0; i < p->napi; i++)
+        if (p->api[i].end > last_gpu) last_gpu = p->api[i].end;
+    if (nst && last_gpu && st[nst - 1].end > last_gpu + 1000000000ull) {
+        size_t silent = 0;
+        for (size_t i = 0; i < nst; i++) silent += st[i].start > last_gpu;
+        if (silent >= 2) {
+            cJSON *lost = cJSON_AddObjectToObject(g, "records_stopped");
+            cJSON_AddNumberToObject(lost, "after_s", (double)(last_gpu - st[0].start) / 1e9);
+            cJSON_AddNumberToObject(lost, "span_s", (double)(st[nst - 1].end - last_gpu) / 1e9);
+            cJSON_AddNumberToObject(lost, "steps_without_gpu_records", (double)silent);
+            cJSON_AddStringToObject(lost, "likely_cause",
+                                    "another CUPTI client (torch.profiler, Nsight) took over the "
+                                    "activity API; GPU figures cover only the steps before");
+        }
+    }
     cJSON_AddNumberToObject(g, "host_syncs", (double)nsync / per);
     cJSON_AddNumberToObject(g, "host_sync_blocked_ms", blocked / 1e6 / per);
     free(rows);

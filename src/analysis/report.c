@@ -949,6 +949,12 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     }
     fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n",
             num(g, "host_syncs"), unit, num(g, "host_sync_blocked_ms"));
+    const cJSON *lost = obj(g, "records_stopped");
+    if (lost)
+        fprintf(f, "  warning: GPU records stopped %.1f s into the measured steps while %.0f steps "
+                   "went on for %.1f s: %s\n",
+                num(lost, "after_s"), num(lost, "steps_without_gpu_records"), num(lost, "span_s"),
+                str(lost, "likely_cause"));
     if (num(g, "cupti_records_dropped") > 0)
         fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
                 num(g, "cupti_records_dropped"));
