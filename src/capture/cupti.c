@@ -156,6 +156,15 @@ static const char *api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
     return buf;
 }
 
+/* The fields every device interval record of CUPTI shares, whatever its struct. */
+#define PLACE(pl, r)                      \
+    do {                                  \
+        (pl).end_ns = (r)->end;           \
+        (pl).device = (r)->deviceId;      \
+        (pl).stream = (r)->streamId;      \
+        (pl).correlation = (r)->correlationId; \
+    } while (0)
+
 static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     tprof_pl_gpu pl;
     memset(&pl, 0, sizeof pl);
@@ -163,21 +172,15 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = (const void *)rec;
-        pl.end_ns = k->end;
-        pl.device = k->deviceId;
-        pl.stream = k->streamId;
-        pl.correlation = k->correlationId;
+        PLACE(pl, k);
         pl.graph = k->graphId;
         emit_gpu(t, TPROF_REC_GPU_KERNEL, k->name ? k->name : "(unnamed kernel)", k->start, &pl);
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const void *)rec;
-        pl.end_ns = m->end;
+        PLACE(pl, m);
         pl.bytes = m->bytes;
-        pl.device = m->deviceId;
-        pl.stream = m->streamId;
-        pl.correlation = m->correlationId;
         pl.kind = m->copyKind;
         pl.graph = m->graphId;
         emit_gpu(t, TPROF_REC_GPU_MEMCPY, NULL, m->start, &pl);
@@ -185,22 +188,16 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const CUpti_ActivityMemcpyPtoP4 *m = (const void *)rec;
-        pl.end_ns = m->end;
+        PLACE(pl, m);
         pl.bytes = m->bytes;
-        pl.device = m->deviceId;
-        pl.stream = m->streamId;
-        pl.correlation = m->correlationId;
         pl.kind = m->copyKind;
         emit_gpu(t, TPROF_REC_GPU_MEMCPY, NULL, m->start, &pl);
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)rec;
-        pl.end_ns = m->end;
+        PLACE(pl, m);
         pl.bytes = m->bytes;
-        pl.device = m->deviceId;
-        pl.stream = m->streamId;
-        pl.correlation = m->correlationId;
         emit_gpu(t, TPROF_REC_GPU_MEMSET, NULL, m->start, &pl);
         break;
     }
