@@ -413,6 +413,8 @@ int InitializeInjection(void) {
     return 1;
 }
 
+int tprof__cupti_active(void) { return atomic_load(&g_active); }
+
 /* At shutdown: ask CUPTI to hand back what it holds (called before the final flush). */
 void tprof__cupti_flush(void) {
     if (atomic_load(&g_active) && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(1);

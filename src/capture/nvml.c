@@ -374,6 +374,20 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
         snprintf(gp->names[m], sizeof gp->names[m], "gpu%u.%s", idx, metric_suffix[m]);
 }
 
+/* Seen on an H200 with torch 2.11 and CUPTI 13.0.1: NVML sampling in a process whose GPU
+ * activity CUPTI records hung the training thread in a kernel launch (each alone ran fine).
+ * Until that is understood, sampling stops as soon as CUPTI records in this process (checked
+ * at start and at every tick, as CUDA may initialise after the sampler started): the job
+ * comes first. TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
+static int cupti_conflict(void) {
+    const char *force = getenv("TRAINPROF_NVML_WITH_CUPTI");
+    if (!tprof__cupti_active() || (force && !strcmp(force, "1"))) return 0;
+    g.mode = MODE_OFF;
+    tprof__capability("nvml", "off: not sampled in a process with CUPTI GPU capture (a hang "
+                              "was seen with both); TRAINPROF_CUPTI=0 gives energy and power");
+    return 1;
+}
+
 static void sampler_start(uint32_t hz) {
     char why[1024];
     if (!hz) {
@@ -385,14 +399,7 @@ static void sampler_start(uint32_t hz) {
      * GPU activity CUPTI records hung the training thread in a kernel launch (each alone ran
      * fine). Until that is understood, a process with GPU capture does not sample NVML:
      * the job comes first. TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
-    const char *inj = getenv("CUDA_INJECTION64_PATH"), *cupti = getenv("TRAINPROF_CUPTI");
-    const char *force = getenv("TRAINPROF_NVML_WITH_CUPTI");
-    if (inj && *inj && !(cupti && !strcmp(cupti, "0")) && !(force && !strcmp(force, "1"))) {
-        g.mode = MODE_OFF;
-        tprof__capability("nvml", "off: not sampled in a process with CUPTI GPU capture (a hang "
-                                  "was seen with both); TRAINPROF_CUPTI=0 gives energy and power");
-        return;
-    }
+    if (cupti_conflict()) return;
     const char *var;
     int lr = tprof__nvml_local_rank(&var);
     const char *every = getenv("TRAINPROF_NVML_ALL_RANKS");
@@ -604,7 +611,7 @@ void tprof__nvml_tick(uint32_t hz, int final) {
         }
         sampler_start(hz);
     }
-    if (g.mode != MODE_ON) return;
+    if (g.mode != MODE_ON || cupti_conflict()) return;
     uint64_t now = tprof__now();
     if (!final && now < g.next_ns) return;
     /* a fixed grid, so the rate holds on average; after a long stall, restart the grid */

@@ -182,6 +182,8 @@ pid_t tprof__session_pid(void);
 
 /* Ask CUPTI for the records it still holds (capture/cupti.c; a no-op without CUPTI). */
 void tprof__cupti_flush(void);
+/* Nonzero once CUPTI delivers GPU activity records to this process. */
+int tprof__cupti_active(void);
 
 /* The process sampler (capture/procfs.c), run by the flusher thread. */
 void tprof__procfs_sample(void);

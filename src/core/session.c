@@ -1011,6 +1011,7 @@ int tprof_flush(void) {
 
 #ifndef TPROF_HAVE_CUPTI
 void tprof__cupti_flush(void) {}
+int tprof__cupti_active(void) { return 0; }
 #endif
 
 int tprof_shutdown(void) {
