@@ -49,6 +49,7 @@ static struct {
 } F;
 
 static _Atomic int g_active;       /* records are being delivered to us */
+static _Atomic int g_starting;     /* InitializeInjection runs: CUPTI is coming (nvml.c) */
 static _Atomic uint64_t g_buffers; /* buffers handed to CUPTI and not yet returned */
 static _Atomic uint64_t g_cupti_dropped;
 static _Atomic uint64_t g_no_buffer; /* requests refused: the bound was reached */
@@ -321,6 +322,7 @@ static const char *result(CUptiResult r) {
 /* Capability statuses that start with "unavailable" or "off" mean "not captured" to the
  * report (tprof__capability). */
 static void unavailable(const char *why) {
+    atomic_store(&g_starting, 0);
     char status[400];
     snprintf(status, sizeof status, "unavailable: %s", why);
     tprof__log(TPROF_LOG_WARN, "GPU activity capture off: %s", why);
@@ -333,9 +335,16 @@ TPROF_API int InitializeInjection(void);
 int InitializeInjection(void) {
     static _Atomic int once;
     if (atomic_exchange(&once, 1)) return 1;
-    if (!tprof_enabled()) return 1; /* no session: nothing to record into */
+    /* before tprof_enabled(): the flusher it may start must already see that CUPTI is coming
+     * (the NVML sampler keeps off then; see nvml.c) */
     const char *off = getenv("TRAINPROF_CUPTI");
-    if (off && !strcmp(off, "0")) {
+    int disabled = off && !strcmp(off, "0");
+    if (!disabled) atomic_store(&g_starting, 1);
+    if (!tprof_enabled()) { /* no session: nothing to record into */
+        atomic_store(&g_starting, 0);
+        return 1;
+    }
+    if (disabled) {
         tprof__capability("cupti", "off (TRAINPROF_CUPTI=0)");
         return 1;
     }
@@ -413,7 +422,8 @@ int InitializeInjection(void) {
     return 1;
 }
 
-int tprof__cupti_active(void) { return atomic_load(&g_active); }
+/* Recording, or about to: from the moment the driver called InitializeInjection. */
+int tprof__cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_starting); }
 
 /* At shutdown: ask CUPTI to hand back what it holds (called before the final flush). */
 void tprof__cupti_flush(void) {
