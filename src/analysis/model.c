@@ -434,6 +434,18 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
         t->events++;
         return 0;
     }
+    case TPROF_REC_COMM_OP: {
+        if (body < sizeof(tprof_pl_comm)) break;
+        const tprof_pl_comm *pl = (const void *)(r + 1);
+        tp_comm_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns, pl->bytes,
+                         pl->count, pl->comm_hash, rec_name(L, tl, r, sizeof *pl), pl->seq,
+                         pl->nranks, pl->rank, pl->op, pl->algo, pl->proto, pl->peer,
+                         pl->flags, pl->nchannels, pl->source, t->os_tid};
+        PUSH(L->p->comm, L->p->ncomm, L->p->cap_comm, op);
+        seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
     case TPROF_REC_GPU_DROPS: {
         if (body < sizeof(tprof_pl_u64)) break;
         uint64_t v = ((const tprof_pl_u64 *)(r + 1))->value;
@@ -826,6 +838,7 @@ void tp_run_free(tp_run *run) {
         free(p->gpu);
         free(p->api);
         free(p->gmem);
+        free(p->comm);
         free(p->meta);
         free(p->domains);
         free(p->categories);

@@ -86,6 +86,16 @@ typedef struct tp_gpu_mem {
     uint32_t device, op, memory_kind;
 } tp_gpu_mem;
 
+/* One communication op (TPROF_REC_COMM_OP), e.g. from the NCCL profiler plugin: start and
+ * end are host times (for NCCL: the call until it was enqueued). */
+typedef struct tp_comm_op {
+    uint64_t start, end;
+    uint64_t bytes, count, comm_hash;
+    const char *name; /* DESIGN §5 op name, or the source's when op is unknown */
+    uint32_t seq, nranks, rank, op, algo, proto, peer, flags, nchannels, source;
+    uint32_t os_tid;  /* thread that recorded it */
+} tp_comm_op;
+
 typedef struct tp_kv {
     const char *key, *value;
 } tp_kv;
@@ -124,6 +134,8 @@ typedef struct tp_process {
     tp_gpu_mem *gmem;       /* device memory allocations and releases */
     size_t ngmem, cap_gmem;
     uint64_t cupti_dropped; /* records CUPTI itself dropped */
+    tp_comm_op *comm;       /* communication ops, in file order */
+    size_t ncomm, cap_comm;
 } tp_process;
 
 typedef struct tp_run {

@@ -89,6 +89,8 @@ enum tprof_rec_kind {
     TPROF_REC_GPU_API = 21,    /* arg=API function name; tprof_pl_gpu (cbid in `kind`,
                                 * calling thread in `os_tid`; device/stream unused) */
     TPROF_REC_GPU_DROPS = 22,  /* u64: CUPTI records CUPTI itself dropped, cumulative */
+    /* communication (capture/nccl_plugin.c); ts_ns = start on CLOCK_MONOTONIC */
+    TPROF_REC_COMM_OP = 23,    /* arg=op name; tprof_pl_comm */
     TPROF_REC_KIND_COUNT
 };
 
@@ -112,6 +114,60 @@ typedef struct tprof_pl_gpu_mem {
     uint32_t memory_kind; /* 3 device, 2 pinned, 5 managed, ... (CUPTI's values) */
     uint32_t stream;
 } tprof_pl_gpu_mem;
+
+/* One communication operation (DESIGN §5): one op vocabulary whatever the source. */
+enum tprof_comm_op {
+    TPROF_COMM_UNKNOWN = 0, /* the record's name says what the source called it */
+    TPROF_COMM_ALLREDUCE = 1,
+    TPROF_COMM_ALLGATHER = 2,
+    TPROF_COMM_REDUCESCATTER = 3,
+    TPROF_COMM_BROADCAST = 4,
+    TPROF_COMM_REDUCE = 5,
+    TPROF_COMM_ALLTOALL = 6,
+    TPROF_COMM_SEND = 7,
+    TPROF_COMM_RECV = 8,
+    TPROF_COMM_BARRIER = 9,
+    TPROF_COMM_GATHER = 10,
+    TPROF_COMM_SCATTER = 11,
+    TPROF_COMM_OP_COUNT
+};
+
+/* Algorithm and protocol as NCCL names them; 0 = not known. */
+enum tprof_comm_algo {
+    TPROF_ALGO_UNKNOWN = 0, TPROF_ALGO_TREE, TPROF_ALGO_RING, TPROF_ALGO_COLLNET_DIRECT,
+    TPROF_ALGO_COLLNET_CHAIN, TPROF_ALGO_NVLS, TPROF_ALGO_NVLS_TREE, TPROF_ALGO_PAT
+};
+enum tprof_comm_proto {
+    TPROF_PROTO_UNKNOWN = 0, TPROF_PROTO_LL, TPROF_PROTO_LL128, TPROF_PROTO_SIMPLE
+};
+
+#define TPROF_COMM_NO_PEER 0xFFFFFFFFu /* peer/root field when there is none */
+#define TPROF_COMM_F_UNFINISHED 1u     /* never stopped: closed when its communicator ended */
+#define TPROF_COMM_SRC_NCCL 1u         /* source: NCCL profiler plugin (host enqueue times) */
+
+typedef struct tprof_pl_comm {
+    uint64_t end_ns;
+    uint64_t bytes;     /* per-rank payload the caller passed: count x datatype size */
+    uint64_t count;     /* elements */
+    uint64_t comm_hash; /* NCCL: the commId given to init */
+    uint32_t seq;       /* NCCL collective sequence number (low 32 bits), 0 for p2p */
+    uint32_t nranks;
+    uint32_t rank;
+    uint32_t op;        /* enum tprof_comm_op */
+    uint32_t algo;      /* enum tprof_comm_algo */
+    uint32_t proto;     /* enum tprof_comm_proto */
+    uint32_t peer;      /* p2p peer, or root of Broadcast/Reduce; TPROF_COMM_NO_PEER */
+    uint32_t flags;     /* TPROF_COMM_F_* */
+    uint32_t nchannels;
+    uint32_t source;    /* TPROF_COMM_SRC_* */
+} tprof_pl_comm;
+
+static inline const char *tprof_comm_op_name(uint32_t op) {
+    static const char *const names[TPROF_COMM_OP_COUNT] = {
+        "Unknown", "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
+        "AllToAll", "Send", "Recv", "Barrier", "Gather", "Scatter"};
+    return op < TPROF_COMM_OP_COUNT ? names[op] : "Unknown";
+}
 
 typedef struct tprof_pl_push {
     uint32_t domain;

@@ -1,0 +1,374 @@
+/*
+ * nccl_plugin.c — the NCCL profiler plugin inside libtrainprof.so (DESIGN §1): NCCL dlopens
+ * the library named by NCCL_PROFILER_PLUGIN and takes the newest ncclProfiler_vN struct it
+ * knows; we export v5 (NCCL 2.28, the one observed on the GPU machine; 2.29 falls back to
+ * it when v6 is absent) and v4 (NCCL 2.27), whose descriptors differ only in the width of
+ * `type` and in init's argument order (capture/nccl_abi.h).
+ *
+ * What is recorded: one TPROF_REC_COMM_OP record per collective (Coll events) and per
+ * send or receive (P2p events), written into the ring of the thread that stops the event,
+ * with start and stop read from CLOCK_MONOTONIC (tprof__now). For these events NCCL's stop
+ * means "enqueued", so the interval is host time of the call, not GPU time; GPU durations
+ * (KernelCh events and their pTimer, which needs calibration) are not captured yet, so the
+ * activation mask asks for Coll | P2p only.
+ *
+ * Event handles come from one process-wide pool of TP_NCCL_SLOTS slots, not from one pool
+ * per communicator: Megatron-style jobs create thousands of communicators, most of them
+ * idle, and a shared pool bounds memory whatever their number while a communicator context
+ * stays ~100 bytes. Slots are taken and given back through an atomic bitmap (no lock, no
+ * allocation on the hot path; application and proxy threads call concurrently). A full pool
+ * returns a NULL handle, which NCCL ignores, and counts a drop. A handle is the slot's tag
+ * (generation << 12 | index), not a pointer, so a stale or repeated stop (or one after its
+ * communicator's finalize closed the event) is recognised and ignored instead of touching
+ * a slot that now belongs to another event.
+ *
+ * Every entry point returns success whatever happens: an error would make NCCL disable the
+ * plugin or, worse, fail the user's communicator.
+ */
+#define _GNU_SOURCE /* strnlen, clock_gettime under -std=c11 */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../core/internal.h"
+#include "nccl_abi.h"
+
+#define TP_NCCL_SLOT_BITS 12
+#define TP_NCCL_SLOTS (1u << TP_NCCL_SLOT_BITS) /* events open at once, all communicators */
+#define TP_NCCL_WORDS (TP_NCCL_SLOTS / 64)
+#define TP_NCCL_CTX_MAGIC 0x4c43434e464f5250ull /* "PROFNCCL": rejects a foreign pointer */
+
+/* One communicator, as init describes it. Small on purpose (see above). */
+typedef struct tp_nccl_ctx {
+    uint64_t magic;
+    uint64_t comm_hash;
+    uint32_t nranks, rank, nnodes;
+    int version;          /* 4 or 5: which struct NCCL chose */
+    _Atomic uint64_t drops; /* events refused because the pool was full */
+    char name[40];        /* commName when given (torch 2.11 gives none), truncated */
+} tp_nccl_ctx;
+
+/* One open event. Fields other than tag and ctx are written only by the thread that won
+ * the slot's bit and read only by the thread that wins the tag back (CAS), so they need
+ * no atomics: the release store of tag publishes them. */
+typedef struct tp_nccl_slot {
+    _Atomic uint64_t tag;   /* (gen << TP_NCCL_SLOT_BITS) | index while open, 0 when not */
+    _Atomic uintptr_t ctx;  /* owner, for finalize's sweep of events left open */
+    uint64_t start_ns, count, bytes, comm_hash, seq;
+    uint32_t gen, nranks, rank, op, algo, proto, peer, nchannels;
+    char name[24];          /* the source's op name, kept only when op is unknown */
+} tp_nccl_slot;
+
+static tp_nccl_slot g_slots[TP_NCCL_SLOTS];
+static _Atomic uint64_t g_used[TP_NCCL_WORDS];
+static _Atomic uint64_t g_drops;      /* pool-full drops, all communicators */
+static _Atomic int g_announced;       /* capability reported */
+static __thread uint32_t g_hint;      /* bitmap word this thread last took a slot from */
+
+/* ------------------------------------------------------------------ vocabulary */
+
+/* NCCL's function names ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
+ * "AllToAll", "Send", "Recv", ...) onto DESIGN §5's op set; case-insensitive because the
+ * spelling of all-to-all has varied. */
+static uint32_t op_of(const char *f) {
+    static const struct { const char *s; uint32_t op; } map[] = {
+        {"AllReduce", TPROF_COMM_ALLREDUCE}, {"AllGather", TPROF_COMM_ALLGATHER},
+        {"ReduceScatter", TPROF_COMM_REDUCESCATTER}, {"Broadcast", TPROF_COMM_BROADCAST},
+        {"Reduce", TPROF_COMM_REDUCE}, {"AllToAll", TPROF_COMM_ALLTOALL},
+        {"Send", TPROF_COMM_SEND}, {"Recv", TPROF_COMM_RECV},
+        {"Barrier", TPROF_COMM_BARRIER}, {"Gather", TPROF_COMM_GATHER},
+        {"Scatter", TPROF_COMM_SCATTER}};
+    if (!f) return TPROF_COMM_UNKNOWN;
+    if (!strncasecmp(f, "nccl", 4)) f += 4;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcasecmp(f, map[i].s)) return map[i].op;
+    return TPROF_COMM_UNKNOWN;
+}
+
+/* Element size of NCCL's datatype names ("ncclFloat32", "ncclBfloat16", ...); 0 when
+ * unknown, so bytes read 0 rather than a guess. */
+static uint32_t dtype_size(const char *d) {
+    static const struct { const char *s; uint32_t n; } map[] = {
+        {"Int8", 1}, {"Char", 1}, {"Uint8", 1}, {"Float8e4m3", 1}, {"Float8e5m2", 1},
+        {"Float16", 2}, {"Half", 2}, {"Bfloat16", 2},
+        {"Int32", 4}, {"Int", 4}, {"Uint32", 4}, {"Float32", 4}, {"Float", 4},
+        {"Int64", 8}, {"Uint64", 8}, {"Float64", 8}, {"Double", 8}};
+    if (!d) return 0;
+    if (!strncasecmp(d, "nccl", 4)) d += 4;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcasecmp(d, map[i].s)) return map[i].n;
+    return 0;
+}
+
+static uint32_t algo_of(const char *a) {
+    static const char *const names[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN",
+                                        "NVLS", "NVLS_TREE", "PAT"};
+    if (!a) return TPROF_ALGO_UNKNOWN;
+    for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcasecmp(a, names[i])) return i + 1; /* enum tprof_comm_algo order */
+    return TPROF_ALGO_UNKNOWN;
+}
+
+static uint32_t proto_of(const char *p) {
+    if (!p) return TPROF_PROTO_UNKNOWN;
+    if (!strcasecmp(p, "LL")) return TPROF_PROTO_LL;
+    if (!strcasecmp(p, "LL128")) return TPROF_PROTO_LL128;
+    if (!strcasecmp(p, "SIMPLE")) return TPROF_PROTO_SIMPLE;
+    return TPROF_PROTO_UNKNOWN;
+}
+
+/* ------------------------------------------------------------------ the slot pool */
+
+static int slot_take(void) {
+    uint32_t start = g_hint;
+    for (uint32_t i = 0; i < TP_NCCL_WORDS; i++) {
+        uint32_t w = (start + i) % TP_NCCL_WORDS;
+        uint64_t v = atomic_load_explicit(&g_used[w], memory_order_relaxed);
+        while (~v) {
+            int b = __builtin_ctzll(~v);
+            if (atomic_compare_exchange_weak_explicit(&g_used[w], &v, v | (1ull << b),
+                                                      memory_order_acquire,
+                                                      memory_order_relaxed)) {
+                g_hint = w;
+                return (int)(w * 64 + (uint32_t)b);
+            }
+        }
+    }
+    return -1;
+}
+
+static void slot_give(uint32_t idx) {
+    atomic_fetch_and_explicit(&g_used[idx / 64], ~(1ull << (idx % 64)), memory_order_release);
+}
+
+/* ------------------------------------------------------------------ recording */
+
+static void emit(const tp_nccl_slot *s, uint64_t end, uint32_t flags) {
+    tprof__thread *t = tprof__thread_get();
+    if (!t) return; /* not recording, or a thread over the limit (counted there) */
+    const char *name = s->op != TPROF_COMM_UNKNOWN ? tprof_comm_op_name(s->op)
+                       : s->name[0]                ? s->name
+                                                   : "Unknown";
+    uint32_t size;
+    tprof_pl_comm *pl = tprof__begin_named(t, TPROF_REC_COMM_OP, name, sizeof *pl,
+                                           s->start_ns, &size);
+    if (!pl) return; /* ring full: counted as a drop by the reserve */
+    *pl = (tprof_pl_comm){.end_ns = end < s->start_ns ? s->start_ns : end,
+                          .bytes = s->bytes,
+                          .count = s->count,
+                          .comm_hash = s->comm_hash,
+                          .seq = (uint32_t)s->seq,
+                          .nranks = s->nranks,
+                          .rank = s->rank,
+                          .op = s->op,
+                          .algo = s->algo,
+                          .proto = s->proto,
+                          .peer = s->peer,
+                          .flags = flags,
+                          .nchannels = s->nchannels,
+                          .source = TPROF_COMM_SRC_NCCL};
+    tprof__commit(t, size);
+}
+
+/* Claims the open event `tag`; on success copies it out and frees its slot. Exactly one
+ * caller (stop or finalize's sweep) wins a given tag. */
+static int slot_claim(uint64_t tag, tp_nccl_slot *out) {
+    uint32_t idx = (uint32_t)(tag & (TP_NCCL_SLOTS - 1));
+    tp_nccl_slot *s = &g_slots[idx];
+    uint64_t expect = tag;
+    if (!atomic_compare_exchange_strong_explicit(&s->tag, &expect, 0, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return 0;
+    /* copy the plain fields (not the atomics) before the slot can be taken again */
+    out->start_ns = s->start_ns;
+    out->count = s->count;
+    out->bytes = s->bytes;
+    out->comm_hash = s->comm_hash;
+    out->seq = s->seq;
+    out->nranks = s->nranks;
+    out->rank = s->rank;
+    out->op = s->op;
+    out->algo = s->algo;
+    out->proto = s->proto;
+    out->peer = s->peer;
+    out->nchannels = s->nchannels;
+    memcpy(out->name, s->name, sizeof out->name);
+    slot_give(idx);
+    return 1;
+}
+
+static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
+                        const tp_nccl_descr_u *u, int rank) {
+    if (!(type & (TP_NCCL_COLL | TP_NCCL_P2P))) return; /* NULL handle: NCCL ignores it */
+    if (atomic_load_explicit(&tprof__g_state, memory_order_relaxed) != TPROF__ON) return;
+    int idx = slot_take();
+    if (idx < 0) {
+        atomic_fetch_add_explicit(&c->drops, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_drops, 1, memory_order_relaxed);
+        return;
+    }
+    tp_nccl_slot *s = &g_slots[idx];
+    const char *func, *dtype;
+    size_t count;
+    if (type & TP_NCCL_COLL) {
+        func = u->coll.func;
+        dtype = u->coll.datatype;
+        count = u->coll.count;
+        s->seq = u->coll.seqNumber;
+        s->algo = algo_of(u->coll.algo);
+        s->proto = proto_of(u->coll.proto);
+        s->nchannels = u->coll.nChannels;
+        s->op = op_of(func);
+        s->peer = (s->op == TPROF_COMM_BROADCAST || s->op == TPROF_COMM_REDUCE) &&
+                          u->coll.root >= 0
+                      ? (uint32_t)u->coll.root
+                      : TPROF_COMM_NO_PEER;
+    } else {
+        func = u->p2p.func;
+        dtype = u->p2p.datatype;
+        count = u->p2p.count;
+        s->seq = 0;
+        s->algo = TPROF_ALGO_UNKNOWN;
+        s->proto = TPROF_PROTO_UNKNOWN;
+        s->nchannels = u->p2p.nChannels;
+        s->op = op_of(func);
+        s->peer = u->p2p.peer >= 0 ? (uint32_t)u->p2p.peer : TPROF_COMM_NO_PEER;
+    }
+    s->name[0] = 0;
+    if (s->op == TPROF_COMM_UNKNOWN && func) { /* keep the source's name, bounded */
+        size_t n = strnlen(func, sizeof s->name - 1);
+        memcpy(s->name, func, n);
+        s->name[n] = 0;
+    }
+    s->count = count;
+    s->bytes = (uint64_t)count * dtype_size(dtype);
+    s->comm_hash = c->comm_hash;
+    s->nranks = c->nranks;
+    s->rank = rank >= 0 ? (uint32_t)rank : c->rank;
+    atomic_store_explicit(&s->ctx, (uintptr_t)c, memory_order_relaxed);
+    s->gen = s->gen + 1 ? s->gen + 1 : 1; /* never 0: a zero tag means "free" */
+    uint64_t tag = ((uint64_t)s->gen << TP_NCCL_SLOT_BITS) | (uint32_t)idx;
+    s->start_ns = tprof__now();
+    atomic_store_explicit(&s->tag, tag, memory_order_release);
+    *eHandle = (void *)(uintptr_t)tag;
+}
+
+/* ------------------------------------------------------------------ entry points */
+
+static tp_nccl_ctx *ctx_of(void *context) {
+    tp_nccl_ctx *c = context;
+    return c && c->magic == TP_NCCL_CTX_MAGIC ? c : NULL;
+}
+
+static void init_common(void **context, uint64_t hash, int *mask, const char *name, int nnodes,
+                        int nranks, int rank, int version) {
+    if (context) *context = NULL;
+    int want = TP_NCCL_COLL | TP_NCCL_P2P;
+    /* Touching the thread state starts a lazy session (TRAINPROF_DIR); when we will not
+     * record, ask NCCL for nothing so that it skips the calls altogether. */
+    if (!tprof__thread_get()) want = 0;
+    if (mask) *mask = want;
+    if (!context) return;
+    tp_nccl_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        if (mask) *mask = 0; /* no context: nothing will be started against it */
+        return;
+    }
+    c->magic = TP_NCCL_CTX_MAGIC;
+    c->comm_hash = hash;
+    c->nranks = nranks > 0 ? (uint32_t)nranks : 0;
+    c->rank = rank >= 0 ? (uint32_t)rank : 0;
+    c->nnodes = nnodes > 0 ? (uint32_t)nnodes : 0;
+    c->version = version;
+    if (name) {
+        size_t n = strnlen(name, sizeof c->name - 1);
+        memcpy(c->name, name, n);
+    }
+    *context = c;
+    if (want && !atomic_exchange(&g_announced, 1)) {
+        char st[96];
+        snprintf(st, sizeof st, "profiler plugin v%d: Coll and P2p events, host enqueue times",
+                 version);
+        tprof__capability("nccl", st);
+    }
+}
+
+static tp_nccl_result finalize(void *context) {
+    tp_nccl_ctx *c = ctx_of(context);
+    if (!c) return TP_NCCL_SUCCESS;
+    /* Close what NCCL left open on this communicator (an aborted communicator does), so
+     * the pool does not leak slots and the events still appear, flagged unfinished. */
+    uint64_t now = tprof__now();
+    for (uint32_t i = 0; i < TP_NCCL_SLOTS; i++) {
+        tp_nccl_slot *s = &g_slots[i];
+        if (atomic_load_explicit(&s->ctx, memory_order_relaxed) != (uintptr_t)c) continue;
+        uint64_t tag = atomic_load_explicit(&s->tag, memory_order_acquire);
+        /* re-read the owner after the tag: the tag's release published that owner */
+        if (!tag || atomic_load_explicit(&s->ctx, memory_order_relaxed) != (uintptr_t)c)
+            continue;
+        tp_nccl_slot copy;
+        if (slot_claim(tag, &copy)) emit(&copy, now, TPROF_COMM_F_UNFINISHED);
+    }
+    if (atomic_load_explicit(&c->drops, memory_order_relaxed)) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu",
+                 (unsigned long long)atomic_load_explicit(&g_drops, memory_order_relaxed));
+        tprof__set_meta("nccl.pool_drops", v); /* process total so far; the last one wins */
+    }
+    c->magic = 0;
+    free(c);
+    return TP_NCCL_SUCCESS;
+}
+
+static tp_nccl_result stop_event(void *eHandle) {
+    uint64_t tag = (uint64_t)(uintptr_t)eHandle;
+    if (!(tag >> TP_NCCL_SLOT_BITS)) return TP_NCCL_SUCCESS; /* NULL or not one of ours */
+    uint64_t end = tprof__now();
+    tp_nccl_slot copy;
+    if (slot_claim(tag, &copy)) emit(&copy, end, 0);
+    return TP_NCCL_SUCCESS;
+}
+
+static tp_nccl_result record_state(void *eHandle, tp_nccl_state st, tp_nccl_state_args *a) {
+    (void)eHandle, (void)st, (void)a; /* no KernelCh/proxy events are asked for yet */
+    return TP_NCCL_SUCCESS;
+}
+
+static tp_nccl_result init_v5(void **context, uint64_t commId, int *mask, const char *name,
+                              int nNodes, int nranks, int rank, tp_nccl_logger logfn) {
+    (void)logfn;
+    init_common(context, commId, mask, name, nNodes, nranks, rank, 5);
+    return TP_NCCL_SUCCESS;
+}
+
+static tp_nccl_result start_v5(void *context, void **eHandle, tp_nccl_descr_v5 *d) {
+    if (!eHandle) return TP_NCCL_SUCCESS;
+    *eHandle = NULL;
+    tp_nccl_ctx *c = ctx_of(context);
+    if (c && d) start_event(c, eHandle, d->type, &d->u, d->rank);
+    return TP_NCCL_SUCCESS;
+}
+
+static tp_nccl_result init_v4(void **context, int *mask, const char *name, uint64_t commHash,
+                              int nNodes, int nranks, int rank, tp_nccl_logger logfn) {
+    (void)logfn;
+    init_common(context, commHash, mask, name, nNodes, nranks, rank, 4);
+    return TP_NCCL_SUCCESS;
+}
+
+static tp_nccl_result start_v4(void *context, void **eHandle, tp_nccl_descr_v4 *d) {
+    if (!eHandle) return TP_NCCL_SUCCESS;
+    *eHandle = NULL;
+    tp_nccl_ctx *c = ctx_of(context);
+    if (c && d) start_event(c, eHandle, d->type, &d->u, d->rank);
+    return TP_NCCL_SUCCESS;
+}
+
+/* The symbols NCCL looks up (default visibility: the library hides everything else). */
+__attribute__((visibility("default"))) const tp_nccl_profiler_v5 ncclProfiler_v5 = {
+    "trainprof", init_v5, start_v5, stop_event, record_state, finalize};
+__attribute__((visibility("default"))) const tp_nccl_profiler_v4 ncclProfiler_v4 = {
+    "trainprof", init_v4, start_v4, stop_event, record_state, finalize};
