@@ -37,21 +37,6 @@ const char *tp_kernel_class(const char *name) {
     return "other";
 }
 
-static uint64_t clip(const tp_step *st, size_t n, uint64_t s, uint64_t e) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (st[mid].end <= s) lo = mid + 1;
-        else hi = mid;
-    }
-    uint64_t tot = 0;
-    for (size_t i = lo; i < n && st[i].start < e; i++) {
-        uint64_t a = s > st[i].start ? s : st[i].start, b = e < st[i].end ? e : st[i].end;
-        if (b > a) tot += b - a;
-    }
-    return tot;
-}
-
 typedef struct span { uint64_t s, e; } span;
 
 static int by_start(const void *a, const void *b) {
@@ -67,7 +52,7 @@ static uint64_t union_clipped(span *v, size_t n, const tp_step *st, size_t nst) 
         uint64_t s = v[i].s, e = v[i].e;
         for (i++; i < n && v[i].s <= e; i++)
             if (v[i].e > e) e = v[i].e;
-        tot += clip(st, nst, s, e);
+        tot += tp_steps_overlap(st, nst, s, e);
     }
     return tot;
 }
@@ -108,7 +93,7 @@ static uint64_t attributed(const tp_gpu_op *o, const tp_gpu_op *const *apis, siz
     /* unknown launch (driver API: cuBLASLt, Triton): estimated as its start minus the
      * typical launch-to-start delay of the launches we know */
     uint64_t when = l ? l->start : o->start > lag ? o->start - lag : o->start;
-    return clip(st, nst, when, when + 1) ? o->end - o->start : 0;
+    return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : 0;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -251,7 +236,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *a = &p->api[i];
         if (!a->name || !is_sync_api(a->name)) continue;
-        uint64_t in = nst ? clip(st, nst, a->start, a->end) : a->end - a->start;
+        uint64_t in = nst ? tp_steps_overlap(st, nst, a->start, a->end) : a->end - a->start;
         if (nst && !in && !(a->start >= st[0].start && a->start < st[nst - 1].end)) continue;
         nsync++;
         blocked += (double)in;

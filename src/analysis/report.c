@@ -56,23 +56,6 @@ static int is_data_name(const tp_report_opts *o, const char *name) {
     return 0;
 }
 
-/* Overlap of [s,e) with the measured steps (sorted by start, non-overlapping). */
-static uint64_t overlap_steps(const tp_step *st, size_t n, uint64_t s, uint64_t e) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) { /* first step whose end > s */
-        size_t mid = (lo + hi) / 2;
-        if (st[mid].end <= s) lo = mid + 1;
-        else hi = mid;
-    }
-    uint64_t tot = 0;
-    for (size_t i = lo; i < n && st[i].start < e; i++) {
-        uint64_t a = s > st[i].start ? s : st[i].start;
-        uint64_t b = e < st[i].end ? e : st[i].end;
-        if (b > a) tot += b - a;
-    }
-    return tot;
-}
-
 typedef struct agg {
     const char *name;
     uint32_t domain;
@@ -155,7 +138,7 @@ static uint64_t union_in_steps(iv *v, size_t n, const tp_step *st, size_t nst) {
         uint64_t s = v[i].s, e = v[i].e;
         for (i++; i < n && v[i].s <= e; i++)
             if (v[i].e > e) e = v[i].e;
-        tot += st ? overlap_steps(st, nst, s, e) : e - s;
+        tot += st ? tp_steps_overlap(st, nst, s, e) : e - s;
     }
     return tot;
 }
@@ -221,7 +204,7 @@ static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, 
             }
             if (r->start < v[i].first) v[i].first = r->start;
             v[i].count++;
-            v[i].ns += (double)(meas ? overlap_steps(meas, nm, r->start, r->end) : r->end - r->start);
+            v[i].ns += (double)(meas ? tp_steps_overlap(meas, nm, r->start, r->end) : r->end - r->start);
         }
     }
     if (!n) return;
@@ -619,7 +602,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
                     }
                     continue;
                 }
-                uint64_t in = per_step ? overlap_steps(meas, nm, r->start, r->end) : dur;
+                uint64_t in = per_step ? tp_steps_overlap(meas, nm, r->start, r->end) : dur;
                 if (pass == 0 && in) {
                     agg *a = agg_get(&tab, r->name, r->domain);
                     if (a) {

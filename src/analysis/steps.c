@@ -137,3 +137,18 @@ void tp_steps_free(tp_steps *s) {
     free(s->steps);
     memset(s, 0, sizeof *s);
 }
+
+uint64_t tp_steps_overlap(const tp_step *st, size_t n, uint64_t s, uint64_t e) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the first step that ends after s */
+        size_t mid = (lo + hi) / 2;
+        if (st[mid].end <= s) lo = mid + 1;
+        else hi = mid;
+    }
+    uint64_t tot = 0;
+    for (size_t i = lo; i < n && st[i].start < e; i++) {
+        uint64_t a = s > st[i].start ? s : st[i].start, b = e < st[i].end ? e : st[i].end;
+        if (b > a) tot += b - a;
+    }
+    return tot;
+}

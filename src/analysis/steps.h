@@ -40,6 +40,9 @@ typedef struct tp_steps {
  * out->source is TP_STEPS_NONE when nothing matched. Free with tp_steps_free. */
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out);
 void tp_steps_free(tp_steps *s);
+
+/* Nanoseconds of [s, e) inside the steps st[0..n) (sorted by start, not overlapping). */
+uint64_t tp_steps_overlap(const tp_step *st, size_t n, uint64_t s, uint64_t e);
 const char *tp_step_source_name(tp_step_source s);
 
 #endif /* TPROF_STEPS_H */
