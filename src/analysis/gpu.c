@@ -37,26 +37,6 @@ const char *tp_kernel_class(const char *name) {
     return "other";
 }
 
-typedef struct span { uint64_t s, e; } span;
-
-static int by_start(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    return x->s < y->s ? -1 : x->s > y->s;
-}
-
-/* Length of the union of spans inside the steps (spans sorted in place). */
-static uint64_t union_clipped(span *v, size_t n, const tp_step *st, size_t nst) {
-    if (n > 1) qsort(v, n, sizeof *v, by_start);
-    uint64_t tot = 0;
-    for (size_t i = 0; i < n;) {
-        uint64_t s = v[i].s, e = v[i].e;
-        for (i++; i < n && v[i].s <= e; i++)
-            if (v[i].e > e) e = v[i].e;
-        tot += tp_steps_overlap(st, nst, s, e);
-    }
-    return tot;
-}
-
 typedef struct krow { const char *name; uint64_t count; double ns; } krow;
 
 static int by_ns(const void *a, const void *b) {
@@ -141,7 +121,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         while (k < ndev && devs[k] != p->gpu[i].device) k++;
         if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
     }
-    span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
+    tp_span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
     krow *rows = NULL;
     size_t nrows = 0, caprows = 0;
     cJSON *jd = cJSON_AddArrayToObject(g, "devices");
@@ -152,7 +132,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         for (size_t i = 0; i < p->ngpu; i++) {
             const tp_gpu_op *o = &p->gpu[i];
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
-            sp[n++] = (span){o->start, o->end}; /* busy: where it ran */
+            sp[n++] = (tp_span){o->start, o->end}; /* busy: where it ran */
             uint64_t in = attributed(o, apis, p->napi, st, nst, lag);
             if (nst && !in) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
@@ -171,7 +151,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
             }
         }
         /* busy: the union of everything the device ran, so overlapping streams count once */
-        uint64_t busy = nst ? union_clipped(sp, n, st, nst) : 0;
+        uint64_t busy = nst ? tp_steps_union(sp, n, st, nst) : 0;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "device", devs[d]);
         if (nst) cJSON_AddNumberToObject(e, "busy_share", step_ns ? (double)busy / (double)step_ns : 0);

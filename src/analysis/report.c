@@ -124,25 +124,6 @@ static int by_excl(const void *a, const void *b) {
     return x->excl_ns < y->excl_ns ? 1 : x->excl_ns > y->excl_ns ? -1 : strcmp(x->name, y->name);
 }
 
-/* Union length of intervals (sorted in place by start). */
-typedef struct iv { uint64_t s, e; } iv;
-static int cmp_iv(const void *a, const void *b) {
-    const iv *x = a, *y = b;
-    return x->s < y->s ? -1 : x->s > y->s;
-}
-static uint64_t union_in_steps(iv *v, size_t n, const tp_step *st, size_t nst) {
-    if (n > 1) qsort(v, n, sizeof *v, cmp_iv);
-    uint64_t tot = 0;
-    size_t i = 0;
-    while (i < n) {
-        uint64_t s = v[i].s, e = v[i].e;
-        for (i++; i < n && v[i].s <= e; i++)
-            if (v[i].e > e) e = v[i].e;
-        tot += st ? tp_steps_overlap(st, nst, s, e) : e - s;
-    }
-    return tot;
-}
-
 static cJSON *range_rows(agg *v, size_t n, int top, double denom_ns, double per,
                          const tp_process *p) {
     cJSON *arr = cJSON_CreateArray();
@@ -583,7 +564,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     double denom = per_step ? (double)total_step_ns
                             : (double)(p->end_mono > p->first_ts ? p->end_mono - p->first_ts : 0);
     aggtab tab = {0}, unclosed = {0};
-    iv *dv = NULL;
+    tp_span *dv = NULL;
     size_t ndv = 0, capdv = 0;
     int data_on_step_thread = 0;
     for (int pass = 0; pass < 2 && !ndv; pass++) {
@@ -619,11 +600,11 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
                 if (in && is_data_name(o, r->name) && (pass == 1 || step_thread || s.source == TP_STEPS_NONE)) {
                     if (ndv == capdv) {
                         capdv = capdv ? capdv * 2 : 64;
-                        iv *n2 = realloc(dv, capdv * sizeof *n2);
+                        tp_span *n2 = realloc(dv, capdv * sizeof *n2);
                         if (!n2) break;
                         dv = n2;
                     }
-                    dv[ndv++] = (iv){r->start, r->end};
+                    dv[ndv++] = (tp_span){r->start, r->end};
                     if (pass == 0) data_on_step_thread = 1;
                 }
             }
@@ -659,7 +640,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
         cJSON_AddItemToArray(names, cJSON_CreateString(o->data_names[i]));
     cJSON_AddBoolToObject(dl, "found", ndv > 0);
     if (ndv) {
-        uint64_t u = union_in_steps(dv, ndv, per_step ? meas : NULL, nm);
+        uint64_t u = tp_steps_union(dv, ndv, per_step ? meas : NULL, nm);
         cJSON_AddStringToObject(dl, "where", s.source == TP_STEPS_NONE ? "all threads"
                                              : data_on_step_thread      ? "step thread"
                                                                         : "other threads");

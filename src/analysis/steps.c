@@ -152,3 +152,20 @@ uint64_t tp_steps_overlap(const tp_step *st, size_t n, uint64_t s, uint64_t e) {
     }
     return tot;
 }
+
+static int by_span_start(const void *a, const void *b) {
+    const tp_span *x = a, *y = b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n) {
+    if (nv > 1) qsort(v, nv, sizeof *v, by_span_start);
+    uint64_t tot = 0;
+    for (size_t i = 0; i < nv;) {
+        uint64_t s = v[i].s, e = v[i].e;
+        for (i++; i < nv && v[i].s <= e; i++)
+            if (v[i].e > e) e = v[i].e;
+        tot += st ? tp_steps_overlap(st, n, s, e) : e - s;
+    }
+    return tot;
+}

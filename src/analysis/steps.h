@@ -41,6 +41,15 @@ typedef struct tp_steps {
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out);
 void tp_steps_free(tp_steps *s);
 
+/* An interval of monotonic ns. */
+typedef struct tp_span {
+    uint64_t s, e;
+} tp_span;
+
+/* Length of the union of the spans (sorted in place) inside the steps st[0..n), or in
+ * total when st is NULL: time covered at least once, overlaps counted once. */
+uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n);
+
 /* Nanoseconds of [s, e) inside the steps st[0..n) (sorted by start, not overlapping). */
 uint64_t tp_steps_overlap(const tp_step *st, size_t n, uint64_t s, uint64_t e);
 const char *tp_step_source_name(tp_step_source s);
