@@ -760,6 +760,28 @@ static void check_fork_run(const char *dir, pid_t parent, pid_t child, size_t th
     run_done(&run);
 }
 
+/* Runs rel_victim MODE with TRAINPROF_DIR set to a fresh scratch dir (written to dir, of
+ * PATH_MAX bytes), reads the nkids "child PID" lines it reports into kids, and asserts it
+ * exits 0. Returns its pid. */
+static pid_t run_forking_victim(const char *mode, char *dir, unsigned long long *kids,
+                                int nkids) {
+    char envdir[PATH_MAX + 16];
+    scratch(dir, PATH_MAX, mode);
+    fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
+    progress pr;
+    progress_open(&pr);
+    const char *argv[] = {REL_VICTIM, mode, pr.wr_text, NULL};
+    const char *env[] = {envdir, NULL};
+    pid_t pid = spawn(argv, env, NULL, NULL);
+    progress_started(&pr);
+    assert_int_equal(nkids, read_kv(&pr, "child", kids, nkids));
+    progress_close(&pr);
+    int st = wait_for(pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(0, WEXITSTATUS(st));
+    return pid;
+}
+
 static void test_fork(void **state) {
     (void)state;
     char dir[PATH_MAX], envdir[PATH_MAX + 16];
@@ -809,21 +831,9 @@ static void test_fork_after_init(void **state) {
 
 static void test_fork_exec(void **state) {
     (void)state;
-    char dir[PATH_MAX], envdir[PATH_MAX + 16];
-    scratch(dir, sizeof dir, "forkexec");
-    fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
-    progress pr;
-    progress_open(&pr);
-    const char *argv[] = {REL_VICTIM, "forkexec", pr.wr_text, NULL};
-    const char *env[] = {envdir, NULL};
-    pid_t pid = spawn(argv, env, NULL, NULL);
-    progress_started(&pr);
+    char dir[PATH_MAX];
     unsigned long long child = 0;
-    assert_int_equal(1, read_kv(&pr, "child", &child, 1));
-    progress_close(&pr);
-    int st = wait_for(pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(0, WEXITSTATUS(st));
+    pid_t pid = run_forking_victim("forkexec", dir, &child, 1);
     char names[8][256];
     assert_int_equal(2, tprof_files(dir, names, 8));
     tp_run run;
@@ -849,21 +859,9 @@ static void test_fork_exec(void **state) {
  * (in its own file or in the same one). */
 static void test_fork_record_exec(void **state) {
     (void)state;
-    char dir[PATH_MAX], envdir[PATH_MAX + 16];
-    scratch(dir, sizeof dir, "forkrecexec");
-    fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
-    progress pr;
-    progress_open(&pr);
-    const char *argv[] = {REL_VICTIM, "forkrecexec", pr.wr_text, NULL};
-    const char *env[] = {envdir, NULL};
-    pid_t pid = spawn(argv, env, NULL, NULL);
-    progress_started(&pr);
+    char dir[PATH_MAX];
     unsigned long long child = 0;
-    assert_int_equal(1, read_kv(&pr, "child", &child, 1));
-    progress_close(&pr);
-    int st = wait_for(pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(0, WEXITSTATUS(st));
+    pid_t pid = run_forking_victim("forkrecexec", dir, &child, 1);
     char names[8][256];
     int nf = tprof_files(dir, names, 8);
     for (int i = 0; i < nf; i++) print_message("file: %s\n", names[i]);
@@ -891,21 +889,9 @@ static void test_fork_record_exec(void **state) {
  * nothing) leave no file. */
 static void test_fork_idle(void **state) {
     (void)state;
-    char dir[PATH_MAX], envdir[PATH_MAX + 16];
-    scratch(dir, sizeof dir, "forkidle");
-    fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
-    progress pr;
-    progress_open(&pr);
-    const char *argv[] = {REL_VICTIM, "forkidle", pr.wr_text, NULL};
-    const char *env[] = {envdir, NULL};
-    pid_t pid = spawn(argv, env, NULL, NULL);
-    progress_started(&pr);
+    char dir[PATH_MAX];
     unsigned long long kids[2] = {0, 0};
-    assert_int_equal(2, read_kv(&pr, "child", kids, 2));
-    progress_close(&pr);
-    int st = wait_for(pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(0, WEXITSTATUS(st));
+    pid_t pid = run_forking_victim("forkidle", dir, kids, 2);
     char names[8][256];
     int nf = tprof_files(dir, names, 8);
     for (int i = 0; i < nf; i++) print_message("file: %s\n", names[i]);
