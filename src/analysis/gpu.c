@@ -122,10 +122,14 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
     }
     tp_span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
+    /* each op's ns that count for the measured steps, once for the tables below */
+    uint64_t *att = malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
+    for (size_t i = 0; att && i < p->ngpu; i++)
+        att[i] = attributed(&p->gpu[i], apis, p->napi, st, nst, lag);
     krow *rows = NULL;
     size_t nrows = 0, caprows = 0;
     cJSON *jd = cJSON_AddArrayToObject(g, "devices");
-    for (size_t d = 0; d < ndev && sp; d++) {
+    for (size_t d = 0; d < ndev && sp && att; d++) {
         size_t n = 0, nk = 0;
         double cls_ns[5] = {0}, copy_ns = 0, kernel_ns = 0;
         uint64_t h2d = 0, d2h = 0;
@@ -133,7 +137,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
             const tp_gpu_op *o = &p->gpu[i];
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
             sp[n++] = (tp_span){o->start, o->end}; /* busy: where it ran */
-            uint64_t in = attributed(o, apis, p->napi, st, nst, lag);
+            uint64_t in = att[i];
             if (nst && !in) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
                 const char *c = tp_kernel_class(o->name);
@@ -176,10 +180,10 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         cJSON_AddItemToArray(jd, e);
     }
     /* top kernels over all devices */
-    for (size_t i = 0; i < p->ngpu; i++) {
+    for (size_t i = 0; att && i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
-        uint64_t in = attributed(o, apis, p->napi, st, nst, lag);
+        uint64_t in = att[i];
         if (nst && !in) continue;
         size_t k = 0;
         while (k < nrows && rows[k].name != o->name) k++; /* interned */
@@ -245,5 +249,6 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     cJSON_AddNumberToObject(g, "host_sync_blocked_ms", blocked / 1e6 / per);
     free(rows);
     free(sp);
+    free(att);
     free(apis);
 }
