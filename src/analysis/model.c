@@ -437,7 +437,13 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     case TPROF_REC_COMM_OP: {
         if (body < sizeof(tprof_pl_comm)) break;
         const tprof_pl_comm *pl = (const void *)(r + 1);
-        tp_comm_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns, pl->bytes,
+        tp_comm_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns,
+                         pl->flags & TPROF_COMM_F_GPU_TIME ? pl->gpu_start_ns : 0,
+                         pl->flags & TPROF_COMM_F_GPU_TIME
+                             ? (pl->gpu_end_ns < pl->gpu_start_ns ? pl->gpu_start_ns
+                                                                  : pl->gpu_end_ns)
+                             : 0,
+                         pl->bytes,
                          pl->count, pl->comm_hash, rec_name(L, tl, r, sizeof *pl), pl->seq,
                          pl->nranks, pl->rank, pl->op, pl->algo, pl->proto, pl->peer,
                          pl->flags, pl->nchannels, pl->source, t->os_tid};

@@ -89,7 +89,8 @@ typedef struct tp_gpu_mem {
 /* One communication op (TPROF_REC_COMM_OP), e.g. from the NCCL profiler plugin: start and
  * end are host times (for NCCL: the call until it was enqueued). */
 typedef struct tp_comm_op {
-    uint64_t start, end;
+    uint64_t start, end;         /* host interval of the call */
+    uint64_t gpu_start, gpu_end; /* GPU-side interval when flags has TPROF_COMM_F_GPU_TIME */
     uint64_t bytes, count, comm_hash;
     const char *name; /* DESIGN §5 op name, or the source's when op is unknown */
     uint32_t seq, nranks, rank, op, algo, proto, peer, flags, nchannels, source;

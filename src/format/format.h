@@ -143,7 +143,9 @@ enum tprof_comm_proto {
 
 #define TPROF_COMM_NO_PEER 0xFFFFFFFFu /* peer/root field when there is none */
 #define TPROF_COMM_F_UNFINISHED 1u     /* never stopped: closed when its communicator ended */
+#define TPROF_COMM_F_GPU_TIME 2u       /* gpu_start_ns/gpu_end_ns hold the GPU-side interval */
 #define TPROF_COMM_SRC_NCCL 1u         /* source: NCCL profiler plugin (host enqueue times) */
+#define TPROF_COMM_SRC_MPI 2u          /* source: PMPI wrappers (host time of the blocking call) */
 
 typedef struct tprof_pl_comm {
     uint64_t end_ns;
@@ -160,6 +162,12 @@ typedef struct tprof_pl_comm {
     uint32_t flags;     /* TPROF_COMM_F_* */
     uint32_t nchannels;
     uint32_t source;    /* TPROF_COMM_SRC_* */
+    uint32_t reserved;  /* 0 */
+    /* GPU-side interval on CLOCK_MONOTONIC when flags has TPROF_COMM_F_GPU_TIME (NCCL: first
+     * kernel-channel start to last kernel-channel stop, GPU timer mapped to host time);
+     * 0 otherwise. ts_ns/end_ns stay the host interval of the call. */
+    uint64_t gpu_start_ns;
+    uint64_t gpu_end_ns;
 } tprof_pl_comm;
 
 static inline const char *tprof_comm_op_name(uint32_t op) {
