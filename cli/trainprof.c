@@ -545,10 +545,20 @@ static int cmd_run(int argc, char **argv) {
 
     /* the environment every process of the job inherits */
     const char *pre = getenv("LD_PRELOAD");
-    size_t plen = strlen(lib) + (pre ? strlen(pre) : 0) + 2;
+    /* the PMPI wrappers (built when Open MPI was found) sit beside libtrainprof.so; they link
+     * no MPI library, so preloading them into a program without MPI changes nothing */
+    char mpilib[PATH_MAX + 32] = "";
+    {
+        const char *slash = strrchr(lib, '/');
+        snprintf(mpilib, sizeof mpilib, "%.*s/libtrainprof_mpi.so",
+                 (int)(slash ? slash - lib : 1), slash ? lib : ".");
+        if (access(mpilib, R_OK) != 0) mpilib[0] = 0;
+    }
+    size_t plen = strlen(lib) + strlen(mpilib) + (pre ? strlen(pre) : 0) + 3;
     char *preload = malloc(plen);
     if (!preload) return 1;
-    snprintf(preload, plen, "%s%s%s", lib, pre && *pre ? ":" : "", pre && *pre ? pre : "");
+    snprintf(preload, plen, "%s%s%s%s%s", lib, mpilib[0] ? ":" : "", mpilib,
+             pre && *pre ? ":" : "", pre && *pre ? pre : "");
     char run_id[64];
     const char *base = strrchr(absdir, '/');
     snprintf(run_id, sizeof run_id, "%.63s", base ? base + 1 : absdir);
@@ -573,6 +583,12 @@ static int cmd_run(int argc, char **argv) {
         fprintf(stderr, "trainprof run: replacing CUDA_INJECTION64_PATH=%s (one CUDA injection "
                         "tool at a time)\n", old_cuda);
     setenv("CUDA_INJECTION64_PATH", lib, 1);
+    /* NCCL (also the copy inside PyTorch) dlopens the profiler plugin named here */
+    const char *old_nccl = getenv("NCCL_PROFILER_PLUGIN");
+    if (old_nccl && *old_nccl && strcmp(old_nccl, lib))
+        fprintf(stderr, "trainprof run: replacing NCCL_PROFILER_PLUGIN=%s (NCCL loads one "
+                        "profiler plugin)\n", old_nccl);
+    setenv("NCCL_PROFILER_PLUGIN", lib, 1);
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
     if (a.step_name) setenv("TRAINPROF_STEP_NAME", a.step_name, 1);
