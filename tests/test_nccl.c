@@ -155,7 +155,7 @@ static void body_ops(void) {
     /* torch 2.11 passes no name */
     CHECK(pl->init(&b, HASH_B, &mask_b, NULL, 1, 4, 3, NULL) == TP_NCCL_SUCCESS, 11);
     CHECK(a && b, 12);
-    CHECK(mask_a == (TP_NCCL_COLL | TP_NCCL_P2P) && mask_b == mask_a, 13);
+    CHECK(mask_a == (TP_NCCL_COLL | TP_NCCL_P2P | TP_NCCL_KERNEL_CH) && mask_b == mask_a, 13);
 
     tp_nccl_descr_v5 d = coll("AllReduce", 1048576, "ncclFloat32", 7);
     void *h = NULL;
@@ -284,18 +284,41 @@ static void test_ops(void **state) {
 
 static void *comm_ctx;
 
+/* Plays NCCL's proxy thread for one operation: each channel starts (GPU time 1000 + ch),
+ * reports its stop time (2000 + ch) and stops. */
+static void channels(const tp_nccl_profiler_v5 *pl, void *parent, int n) {
+    for (int ch = 0; ch < n; ch++) {
+        tp_nccl_descr_v5 k;
+        memset(&k, 0, sizeof k);
+        k.type = TP_NCCL_KERNEL_CH;
+        k.parentObj = parent;
+        k.u.kernelCh.channelId = (uint8_t)ch;
+        k.u.kernelCh.pTimer = 1000 + (uint64_t)ch;
+        void *kh = NULL;
+        pl->startEvent((void *)0x10, &kh, &k); /* context unused (may be a PXN peer's) */
+        tp_nccl_state_args a = {.kernelCh = {2000 + (uint64_t)ch}};
+        pl->recordEventState(kh, TP_NCCL_STATE_KERNEL_CH_STOP, &a);
+        pl->stopEvent(kh);
+    }
+}
+
 static void *hammer(void *arg) {
     const tp_nccl_profiler_v5 *pl = arg;
     void *h[BATCH];
+    int nch[BATCH];
     for (int i = 0; i < PER_THREAD / BATCH; i++) {
         for (int k = 0; k < BATCH; k++) {
             tp_nccl_descr_v5 d = (k & 1) ? p2p("Send", 16, "ncclInt8", 1)
                                          : coll("AllReduce", 16, "ncclFloat32", (uint64_t)i);
+            d.u.coll.nChannels = 3; /* p2p's nChannels stays 2 (another union member) */
+            nch[k] = (k & 1) ? 2 : 3;
             h[k] = NULL;
             pl->startEvent(comm_ctx, &h[k], &d);
         }
-        /* stop in another order than started: NCCL stops Colls when their group ends */
+        /* stop in another order than started: NCCL stops Colls when their group ends; the
+         * channels report afterwards, and the last one writes the record */
         for (int k = BATCH - 1; k >= 0; k--) pl->stopEvent(h[k]);
+        for (int k = 0; k < BATCH; k++) channels(pl, h[k], nch[k]);
     }
     return NULL;
 }
@@ -327,10 +350,116 @@ static void test_threads(void **state) {
     assert_int_equal(count_ops(p, "AllReduce"), (size_t)NTHREADS * PER_THREAD / 2);
     assert_int_equal(count_ops(p, "Send"), (size_t)NTHREADS * PER_THREAD / 2);
     for (size_t i = 0; i < p->ncomm; i++) {
-        assert_int_equal(p->comm[i].flags, 0);
+        assert_int_equal(p->comm[i].flags, TPROF_COMM_F_GPU_TIME);
+        assert_int_equal(p->comm[i].gpu_end - p->comm[i].gpu_start,
+                         p->comm[i].op == TPROF_COMM_SEND ? 1001 : 1002);
         assert_int_equal(p->comm[i].rank, 1);
         assert_true(p->comm[i].end >= p->comm[i].start);
     }
+    tp_run_free(&run);
+}
+
+/* ------------------------------------------------------------------ kernel-channel times */
+
+#define GPU_BASE 1700000000000000000ull /* globaltimer-like: near the Unix epoch, in ns */
+
+static void kch(const tp_nccl_profiler_v5 *pl, void *parent, int ch, uint64_t t0, uint64_t t1) {
+    tp_nccl_descr_v5 k;
+    memset(&k, 0, sizeof k);
+    k.type = TP_NCCL_KERNEL_CH;
+    k.parentObj = parent;
+    k.u.kernelCh.channelId = (uint8_t)ch;
+    k.u.kernelCh.pTimer = t0;
+    void *kh = NULL;
+    CHECK(pl->startEvent(NULL, &kh, &k) == TP_NCCL_SUCCESS && kh, 100);
+    tp_nccl_state_args a = {.kernelCh = {t1}};
+    pl->recordEventState(kh, TP_NCCL_STATE_KERNEL_CH_STOP, &a);
+    pl->stopEvent(kh);
+}
+
+static void body_kernel_ch(void) {
+    start_session();
+    const tp_nccl_profiler_v5 *pl = v5();
+    void *c = NULL;
+    int mask = 0;
+    CHECK(pl->init(&c, HASH_A, &mask, NULL, 1, 2, 0, NULL) == TP_NCCL_SUCCESS && c, 101);
+    CHECK(mask & TP_NCCL_KERNEL_CH, 102);
+    /* op 1: two channels, GPU starts 300 and 100 ns, stops 5000 and 9000 ns after GPU_BASE;
+     * the host stop comes first, the channels after it (as NCCL's proxy reports them) */
+    tp_nccl_descr_v5 d = coll("AllReduce", 1024, "ncclFloat32", 1);
+    d.u.coll.nChannels = 2;
+    void *h1 = NULL;
+    CHECK(pl->startEvent(c, &h1, &d) == TP_NCCL_SUCCESS && h1, 103);
+    pl->stopEvent(h1);
+    kch(pl, h1, 0, GPU_BASE + 300, GPU_BASE + 5000);
+    kch(pl, h1, 1, GPU_BASE + 100, GPU_BASE + 9000);
+    /* op 2: one channel that starts 1 ms (GPU) after op 1's; its channel stops before the
+     * host stop arrives */
+    d.u.coll.seqNumber = 2;
+    d.u.coll.nChannels = 1;
+    void *h2 = NULL;
+    CHECK(pl->startEvent(c, &h2, &d) == TP_NCCL_SUCCESS && h2, 104);
+    kch(pl, h2, 0, GPU_BASE + 1000100, GPU_BASE + 1002100);
+    sleep_ms(1);
+    pl->stopEvent(h2);
+    /* op 3: two channels, only one ever reports: written at shutdown with what arrived */
+    d.u.coll.seqNumber = 3;
+    d.u.coll.nChannels = 2;
+    void *h3 = NULL;
+    CHECK(pl->startEvent(c, &h3, &d) == TP_NCCL_SUCCESS && h3, 105);
+    pl->stopEvent(h3);
+    kch(pl, h3, 0, GPU_BASE + 2000000, GPU_BASE + 2000400);
+    /* a channel whose parent was never ours (dropped, stale, a PXN peer's): NULL handle */
+    tp_nccl_descr_v5 k;
+    memset(&k, 0, sizeof k);
+    k.type = TP_NCCL_KERNEL_CH;
+    k.parentObj = (void *)(uintptr_t)0x777000;
+    void *kh = (void *)1;
+    CHECK(pl->startEvent(c, &kh, &k) == TP_NCCL_SUCCESS && kh == NULL, 106);
+    k.parentObj = h1; /* op 1 is written: its handle is stale now */
+    kh = (void *)1;
+    CHECK(pl->startEvent(c, &kh, &k) == TP_NCCL_SUCCESS && kh == NULL, 107);
+}
+
+static const tp_comm_op *by_seq(const tp_process *p, uint32_t seq) {
+    for (size_t i = 0; i < p->ncomm; i++)
+        if (p->comm[i].seq == seq) return &p->comm[i];
+    return NULL;
+}
+
+static void test_kernel_ch(void **state) {
+    (void)state;
+    fresh_dir("kch");
+    in_child(body_kernel_ch);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->ncomm, 3);
+    const tp_comm_op *a = by_seq(p, 1), *b = by_seq(p, 2), *c = by_seq(p, 3);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    for (int i = 0; i < 3; i++) {
+        const tp_comm_op *o = i == 0 ? a : i == 1 ? b : c;
+        assert_int_equal(o->flags, TPROF_COMM_F_GPU_TIME);
+    }
+    /* the offset is calibrated on op 1's earliest channel (GPU_BASE + 100 at a's host
+     * start): so a's GPU interval begins exactly at its host start and lasts 8900 ns */
+    assert_int_equal(a->gpu_start, a->start);
+    assert_int_equal(a->gpu_end - a->gpu_start, 8900);
+    /* op 2 on the same clock: 1 ms of GPU time after op 1, 2000 ns long */
+    assert_int_equal(b->gpu_start - a->gpu_start, 1000000);
+    assert_int_equal(b->gpu_end - b->gpu_start, 2000);
+    /* the host stop stays the enqueue end; op 2's came >= 1 ms after its start */
+    assert_true(b->end - b->start >= 1000000);
+    /* op 3: its one reporting channel */
+    assert_int_equal(c->gpu_start - a->gpu_start, 1999900);
+    assert_int_equal(c->gpu_end - c->gpu_start, 400);
+    const char *off = tp_meta(p, "nccl.gpu_timer_offset_ns");
+    assert_null(off); /* no finalize ran: written only by finalize */
+    const char *cap = tp_meta(p, "capability.nccl");
+    assert_non_null(cap);
+    assert_non_null(strstr(cap, "kernel-channel"));
     tp_run_free(&run);
 }
 
@@ -339,6 +468,7 @@ static void test_threads(void **state) {
 #define OVERFILL 5000
 
 static void body_pool_full(void) {
+    setenv("TRAINPROF_NCCL_KERNEL", "0", 1); /* events end at their stop */
     start_session();
     const tp_nccl_profiler_v5 *pl = v5();
     void *c = NULL;
@@ -522,6 +652,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_kernel_ch),
         cmocka_unit_test(test_pool_full),
         cmocka_unit_test(test_many_comms),
         cmocka_unit_test(test_misuse_and_open_events),

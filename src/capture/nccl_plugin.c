@@ -6,11 +6,26 @@
  * `type` and in init's argument order (capture/nccl_abi.h).
  *
  * What is recorded: one TPROF_REC_COMM_OP record per collective (Coll events) and per
- * send or receive (P2p events), written into the ring of the thread that stops the event,
- * with start and stop read from CLOCK_MONOTONIC (tprof__now). For these events NCCL's stop
- * means "enqueued", so the interval is host time of the call, not GPU time; GPU durations
- * (KernelCh events and their pTimer, which needs calibration) are not captured yet, so the
- * activation mask asks for Coll | P2p only.
+ * send or receive (P2p events), with start and stop read from CLOCK_MONOTONIC (tprof__now).
+ * For these events NCCL's stop means "enqueued", so that interval is host time of the call.
+ * The GPU-side interval comes from the kernel-channel events (KernelCh, v4 and later): NCCL's
+ * proxy reads, per channel, the GPU globaltimer when the kernel started and finished that
+ * channel's share of the operation, and hands them to us as a KernelCh event (start pTimer)
+ * whose parent is the Coll/P2p handle, then a KernelChStop state (stop pTimer) and a stop.
+ * An operation's GPU interval is its first channel start to its last channel stop. The
+ * record is written once the host stop and all nChannels channel stops have arrived (by
+ * whichever thread completes it: application or proxy); an operation whose channels never
+ * all report (CUDA-graph replays, a channel count that differs) is written by the flusher's
+ * sweep after TP_NCCL_STALE_NS, with what arrived.
+ *
+ * Clock: globaltimer is nanoseconds near CLOCK_REALTIME but observed 4-6 ms off it, so it
+ * is mapped onto CLOCK_MONOTONIC with an offset calibrated on the fly: the smallest
+ * (channel start - host enqueue start) seen so far, since a kernel channel can only start
+ * after its operation was enqueued. That bounds the placement error by the shortest
+ * enqueue-to-start delay observed (microseconds on an idle GPU); durations are differences
+ * of GPU times and do not depend on it. The final offset goes into the metadata
+ * (nccl.gpu_timer_offset_ns) so a report can cross-check it against CUPTI's records of the
+ * same NCCL kernels. TRAINPROF_NCCL_KERNEL=0 asks NCCL for Coll and P2p only.
  *
  * Event handles come from one process-wide pool of TP_NCCL_SLOTS slots, not from one pool
  * per communicator: Megatron-style jobs create thousands of communicators, most of them
@@ -60,6 +75,13 @@ typedef struct tp_nccl_slot {
     uint64_t start_ns, count, bytes, comm_hash, seq;
     uint32_t gen, nranks, rank, op, algo, proto, peer, nchannels;
     char name[24];          /* the source's op name, kept only when op is unknown */
+    /* kernel-channel timing, updated by the proxy thread while the event is open */
+    _Atomic uint64_t host_end;  /* host stop (enqueued); 0 until NCCL stopped the event */
+    _Atomic uint64_t touched;   /* CLOCK_MONOTONIC of the last stop or channel event */
+    _Atomic uint64_t gpu_first; /* smallest channel start pTimer; UINT64_MAX when none */
+    _Atomic uint64_t gpu_last;  /* largest channel stop pTimer; 0 when none */
+    _Atomic uint32_t ch_done;   /* channels stopped */
+    uint32_t ch_want;           /* channels to wait for (0: write at host stop) */
 } tp_nccl_slot;
 
 static tp_nccl_slot g_slots[TP_NCCL_SLOTS];
@@ -67,6 +89,12 @@ static _Atomic uint64_t g_used[TP_NCCL_WORDS];
 static _Atomic uint64_t g_drops;      /* pool-full drops, all communicators */
 static _Atomic int g_announced;       /* capability reported */
 static __thread uint32_t g_hint;      /* bitmap word this thread last took a slot from */
+static _Atomic int g_kernel_timing = -1; /* KernelCh asked for: -1 not decided, 0, 1 */
+static _Atomic int64_t g_gpu_offset = INT64_MAX; /* min(channel start - host start), ns */
+static _Atomic uint64_t g_pending;    /* events waiting for their channels */
+
+#define TP_NCCL_KCH_BIT (1ull << 62) /* handle of a KernelCh child: this bit | parent tag */
+#define TP_NCCL_STALE_NS 2000000000ull /* write an event whose channels stopped reporting */
 
 /* ------------------------------------------------------------------ vocabulary */
 
@@ -170,6 +198,14 @@ static void emit(const tp_nccl_slot *s, uint64_t end, uint32_t flags) {
                           .flags = flags,
                           .nchannels = s->nchannels,
                           .source = TPROF_COMM_SRC_NCCL};
+    uint64_t g0 = atomic_load_explicit(&s->gpu_first, memory_order_relaxed);
+    uint64_t g1 = atomic_load_explicit(&s->gpu_last, memory_order_relaxed);
+    int64_t off = atomic_load_explicit(&g_gpu_offset, memory_order_relaxed);
+    if (g0 != UINT64_MAX && g1 >= g0 && off != INT64_MAX && (int64_t)g0 - off > 0) {
+        pl->gpu_start_ns = (uint64_t)((int64_t)g0 - off);
+        pl->gpu_end_ns = (uint64_t)((int64_t)g1 - off);
+        pl->flags |= TPROF_COMM_F_GPU_TIME;
+    }
     tprof__commit(t, size);
 }
 
@@ -196,8 +232,65 @@ static int slot_claim(uint64_t tag, tp_nccl_slot *out) {
     out->peer = s->peer;
     out->nchannels = s->nchannels;
     memcpy(out->name, s->name, sizeof out->name);
+    atomic_store_explicit(&out->host_end, atomic_load(&s->host_end), memory_order_relaxed);
+    atomic_store_explicit(&out->gpu_first, atomic_load(&s->gpu_first), memory_order_relaxed);
+    atomic_store_explicit(&out->gpu_last, atomic_load(&s->gpu_last), memory_order_relaxed);
+    atomic_store_explicit(&out->ch_done, atomic_load(&s->ch_done), memory_order_relaxed);
+    out->ch_want = s->ch_want;
     slot_give(idx);
     return 1;
+}
+
+/* The open event a handle names, or NULL when the handle is stale or not ours. */
+static tp_nccl_slot *slot_of(uint64_t tag) {
+    if (!(tag >> TP_NCCL_SLOT_BITS) || (tag & TP_NCCL_KCH_BIT)) return NULL;
+    tp_nccl_slot *s = &g_slots[tag & (TP_NCCL_SLOTS - 1)];
+    return atomic_load_explicit(&s->tag, memory_order_acquire) == tag ? s : NULL;
+}
+
+static void atomic_min_u64(_Atomic uint64_t *a, uint64_t v) {
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v < cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                             memory_order_relaxed)) {
+    }
+}
+
+static void atomic_max_u64(_Atomic uint64_t *a, uint64_t v) {
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                             memory_order_relaxed)) {
+    }
+}
+
+/* Writes the event `tag` if NCCL has stopped it and all its channels have reported; exactly
+ * one of the racing callers (host stop, last channel stop) wins the claim. */
+static void try_finish(tp_nccl_slot *s, uint64_t tag) {
+    uint64_t end = atomic_load(&s->host_end);
+    if (!end || atomic_load(&s->ch_done) < s->ch_want) return;
+    tp_nccl_slot copy;
+    if (slot_claim(tag, &copy)) {
+        atomic_fetch_sub_explicit(&g_pending, 1, memory_order_relaxed);
+        emit(&copy, end, 0);
+    }
+}
+
+/* KernelCh start: the channel's GPU start time, against the parent Coll/P2p handle. The
+ * context pointer is not touched: only the handle, checked against our pool, is used. */
+static void kernel_ch_start(void **eHandle, void *parentObj, const tp_nccl_kernel_ch *k) {
+    uint64_t parent = (uint64_t)(uintptr_t)parentObj;
+    tp_nccl_slot *s = slot_of(parent);
+    if (!s) return; /* its parent was dropped or already written: NULL handle */
+    if (k->pTimer) {
+        atomic_min_u64(&s->gpu_first, k->pTimer);
+        /* calibration: a channel starts after its operation was enqueued */
+        int64_t d = (int64_t)k->pTimer - (int64_t)s->start_ns;
+        int64_t cur = atomic_load_explicit(&g_gpu_offset, memory_order_relaxed);
+        while (d < cur && !atomic_compare_exchange_weak_explicit(
+                              &g_gpu_offset, &cur, d, memory_order_relaxed, memory_order_relaxed)) {
+        }
+    }
+    atomic_store_explicit(&s->touched, tprof__now(), memory_order_relaxed);
+    *eHandle = (void *)(uintptr_t)(TP_NCCL_KCH_BIT | parent);
 }
 
 static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
@@ -249,6 +342,13 @@ static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
     s->nranks = c->nranks;
     s->rank = rank >= 0 ? (uint32_t)rank : c->rank;
     atomic_store_explicit(&s->ctx, (uintptr_t)c, memory_order_relaxed);
+    atomic_store_explicit(&s->host_end, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu_first, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&s->gpu_last, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->ch_done, 0, memory_order_relaxed);
+    s->ch_want = atomic_load_explicit(&g_kernel_timing, memory_order_relaxed) == 1
+                     ? s->nchannels
+                     : 0;
     s->gen = s->gen + 1 ? s->gen + 1 : 1; /* never 0: a zero tag means "free" */
     uint64_t tag = ((uint64_t)s->gen << TP_NCCL_SLOT_BITS) | (uint32_t)idx;
     s->start_ns = tprof__now();
@@ -266,10 +366,18 @@ static tp_nccl_ctx *ctx_of(void *context) {
 static void init_common(void **context, uint64_t hash, int *mask, const char *name, int nnodes,
                         int nranks, int rank, int version) {
     if (context) *context = NULL;
-    int want = TP_NCCL_COLL | TP_NCCL_P2P;
+    int kt = atomic_load(&g_kernel_timing);
+    if (kt < 0) { /* decided once per process: every communicator asks for the same */
+        const char *e = getenv("TRAINPROF_NCCL_KERNEL");
+        int v = version >= 4 && !(e && !strcmp(e, "0"));
+        atomic_compare_exchange_strong(&g_kernel_timing, &kt, v);
+        kt = atomic_load(&g_kernel_timing);
+    }
+    int want = TP_NCCL_COLL | TP_NCCL_P2P | (kt == 1 && version >= 4 ? TP_NCCL_KERNEL_CH : 0);
+    const char *off = getenv("TRAINPROF_NCCL");
     /* Touching the thread state starts a lazy session (TRAINPROF_DIR); when we will not
      * record, ask NCCL for nothing so that it skips the calls altogether. */
-    if (!tprof__thread_get()) want = 0;
+    if ((off && !strcmp(off, "0")) || !tprof__thread_get()) want = 0;
     if (mask) *mask = want;
     if (!context) return;
     tp_nccl_ctx *c = calloc(1, sizeof *c);
@@ -290,8 +398,9 @@ static void init_common(void **context, uint64_t hash, int *mask, const char *na
     *context = c;
     if (want && !atomic_exchange(&g_announced, 1)) {
         char st[96];
-        snprintf(st, sizeof st, "profiler plugin v%d: Coll and P2p events, host enqueue times",
-                 version);
+        snprintf(st, sizeof st, "profiler plugin v%d: Coll and P2p events, %s", version,
+                 want & TP_NCCL_KERNEL_CH ? "GPU times from kernel-channel events"
+                                          : "host enqueue times only");
         tprof__capability("nccl", st);
     }
 }
@@ -310,7 +419,20 @@ static tp_nccl_result finalize(void *context) {
         if (!tag || atomic_load_explicit(&s->ctx, memory_order_relaxed) != (uintptr_t)c)
             continue;
         tp_nccl_slot copy;
-        if (slot_claim(tag, &copy)) emit(&copy, now, TPROF_COMM_F_UNFINISHED);
+        if (!slot_claim(tag, &copy)) continue;
+        uint64_t end = atomic_load_explicit(&copy.host_end, memory_order_relaxed);
+        if (end) { /* stopped by NCCL, still waiting for channels: complete as it is */
+            atomic_fetch_sub_explicit(&g_pending, 1, memory_order_relaxed);
+            emit(&copy, end, 0);
+        } else {
+            emit(&copy, now, TPROF_COMM_F_UNFINISHED);
+        }
+    }
+    int64_t off = atomic_load_explicit(&g_gpu_offset, memory_order_relaxed);
+    if (off != INT64_MAX) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)off);
+        tprof__set_meta("nccl.gpu_timer_offset_ns", v); /* globaltimer - CLOCK_MONOTONIC */
     }
     if (atomic_load_explicit(&c->drops, memory_order_relaxed)) {
         char v[32];
@@ -326,15 +448,62 @@ static tp_nccl_result finalize(void *context) {
 static tp_nccl_result stop_event(void *eHandle) {
     uint64_t tag = (uint64_t)(uintptr_t)eHandle;
     if (!(tag >> TP_NCCL_SLOT_BITS)) return TP_NCCL_SUCCESS; /* NULL or not one of ours */
-    uint64_t end = tprof__now();
+    uint64_t now = tprof__now();
+    if (tag & TP_NCCL_KCH_BIT) { /* a channel finished: count it */
+        uint64_t parent = tag & ~TP_NCCL_KCH_BIT;
+        tp_nccl_slot *s = slot_of(parent);
+        if (!s) return TP_NCCL_SUCCESS;
+        atomic_store_explicit(&s->touched, now, memory_order_relaxed);
+        atomic_fetch_add(&s->ch_done, 1);
+        try_finish(s, parent);
+        return TP_NCCL_SUCCESS;
+    }
+    tp_nccl_slot *s = slot_of(tag);
+    if (s && s->ch_want) { /* wait for the channels; the last one writes the record */
+        atomic_fetch_add_explicit(&g_pending, 1, memory_order_relaxed);
+        atomic_store_explicit(&s->touched, now, memory_order_relaxed);
+        atomic_store(&s->host_end, now);
+        try_finish(s, tag);
+        return TP_NCCL_SUCCESS;
+    }
     tp_nccl_slot copy;
-    if (slot_claim(tag, &copy)) emit(&copy, end, 0);
+    if (slot_claim(tag, &copy)) emit(&copy, now, 0);
     return TP_NCCL_SUCCESS;
 }
 
 static tp_nccl_result record_state(void *eHandle, tp_nccl_state st, tp_nccl_state_args *a) {
-    (void)eHandle, (void)st, (void)a; /* no KernelCh/proxy events are asked for yet */
+    uint64_t tag = (uint64_t)(uintptr_t)eHandle;
+    if (st != TP_NCCL_STATE_KERNEL_CH_STOP || !a || !(tag & TP_NCCL_KCH_BIT))
+        return TP_NCCL_SUCCESS; /* no other state is asked for */
+    tp_nccl_slot *s = slot_of(tag & ~TP_NCCL_KCH_BIT);
+    if (s && a->kernelCh.pTimer) atomic_max_u64(&s->gpu_last, a->kernelCh.pTimer);
     return TP_NCCL_SUCCESS;
+}
+
+/* Called by the flusher on every pass (core/session.c): writes events NCCL stopped but
+ * whose channels stopped reporting for TP_NCCL_STALE_NS, or all of them when `final`. A scan
+ * of the pool's bitmap, skipped entirely while nothing waits. */
+void tprof__nccl_sweep(int final) {
+    if (!atomic_load_explicit(&g_pending, memory_order_relaxed)) return;
+    uint64_t now = tprof__now();
+    for (uint32_t w = 0; w < TP_NCCL_WORDS; w++) {
+        uint64_t used = atomic_load_explicit(&g_used[w], memory_order_acquire);
+        while (used) {
+            uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(used);
+            used &= used - 1;
+            tp_nccl_slot *s = &g_slots[idx];
+            uint64_t tag = atomic_load_explicit(&s->tag, memory_order_acquire);
+            uint64_t end = atomic_load(&s->host_end);
+            if (!tag || !end) continue;
+            uint64_t last = atomic_load_explicit(&s->touched, memory_order_relaxed);
+            if (!final && now - (last > end ? last : end) < TP_NCCL_STALE_NS) continue;
+            tp_nccl_slot copy;
+            if (slot_claim(tag, &copy)) {
+                atomic_fetch_sub_explicit(&g_pending, 1, memory_order_relaxed);
+                emit(&copy, end, 0);
+            }
+        }
+    }
 }
 
 static tp_nccl_result init_v5(void **context, uint64_t commId, int *mask, const char *name,
@@ -347,6 +516,10 @@ static tp_nccl_result init_v5(void **context, uint64_t commId, int *mask, const 
 static tp_nccl_result start_v5(void *context, void **eHandle, tp_nccl_descr_v5 *d) {
     if (!eHandle) return TP_NCCL_SUCCESS;
     *eHandle = NULL;
+    if (d && (d->type & TP_NCCL_KERNEL_CH)) {
+        kernel_ch_start(eHandle, d->parentObj, &d->u.kernelCh);
+        return TP_NCCL_SUCCESS;
+    }
     tp_nccl_ctx *c = ctx_of(context);
     if (c && d) start_event(c, eHandle, d->type, &d->u, d->rank);
     return TP_NCCL_SUCCESS;
@@ -362,6 +535,10 @@ static tp_nccl_result init_v4(void **context, int *mask, const char *name, uint6
 static tp_nccl_result start_v4(void *context, void **eHandle, tp_nccl_descr_v4 *d) {
     if (!eHandle) return TP_NCCL_SUCCESS;
     *eHandle = NULL;
+    if (d && (d->type & TP_NCCL_KERNEL_CH)) {
+        kernel_ch_start(eHandle, d->parentObj, &d->u.kernelCh);
+        return TP_NCCL_SUCCESS;
+    }
     tp_nccl_ctx *c = ctx_of(context);
     if (c && d) start_event(c, eHandle, d->type, &d->u, d->rank);
     return TP_NCCL_SUCCESS;

@@ -194,6 +194,10 @@ void tprof__procfs_reset(void);
  * so the run's end is covered, then releases NVML. */
 void tprof__nvml_tick(uint32_t hz, int final);
 
+/* The NCCL plugin's sweep (capture/nccl_plugin.c), called by the flusher on every pass:
+ * writes operations whose kernel-channel events stopped arriving; `final` writes all. */
+void tprof__nccl_sweep(int final);
+
 void tprof__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern int tprof__log_level;
 

@@ -690,6 +690,7 @@ static void *flusher_main(void *arg) {
             }
         }
         tprof__nvml_tick(S.cfg.nvml_hz, stopping); /* GPU metrics (capture/nvml.c) */
+        if (!stopping) tprof__nccl_sweep(0); /* NCCL ops whose channels went quiet */
         if (!stopping) {
             int wait = interval;
             if (period_ns) {
@@ -710,6 +711,7 @@ static void *flusher_main(void *arg) {
             /* the process is about to end: write the end record, then release the
              * handler, which takes the default action */
             tprof__cupti_flush();
+            tprof__nccl_sweep(1);
             set_state(TPROF__DOWN);
             flush_pass(); /* what threads wrote while the state changed */
             write_end_record();
@@ -1016,7 +1018,10 @@ int tprof__cupti_active(void) { return 0; }
 
 int tprof_shutdown(void) {
     /* GPU records CUPTI still holds, while we still record them */
-    if (atomic_load(&tprof__g_state) == TPROF__ON) tprof__cupti_flush();
+    if (atomic_load(&tprof__g_state) == TPROF__ON) {
+        tprof__cupti_flush();
+        tprof__nccl_sweep(1); /* NCCL ops still waiting for their kernel channels */
+    }
     int expected = TPROF__ON;
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
         /* The flusher may be writing the end on a fatal signal: let it finish (bounded),
