@@ -50,6 +50,7 @@
 
 #include "../core/internal.h"
 #include "nccl_abi.h"
+#include "nccl_internal.h"
 
 #define TP_NCCL_SLOT_BITS 12
 #define TP_NCCL_SLOTS (1u << TP_NCCL_SLOT_BITS) /* events open at once, all communicators */
@@ -294,7 +295,7 @@ static void kernel_ch_start(void **eHandle, void *parentObj, const tp_nccl_kerne
 }
 
 static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
-                        const tp_nccl_descr_u *u, int rank) {
+                        const tp_nccl_descr_u *u, int rank, uint64_t comm_hash) {
     if (!(type & (TP_NCCL_COLL | TP_NCCL_P2P))) return; /* NULL handle: NCCL ignores it */
     if (atomic_load_explicit(&tprof__g_state, memory_order_relaxed) != TPROF__ON) return;
     int idx = slot_take();
@@ -338,7 +339,7 @@ static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
     }
     s->count = count;
     s->bytes = (uint64_t)count * dtype_size(dtype);
-    s->comm_hash = c->comm_hash;
+    s->comm_hash = comm_hash ? comm_hash : c->comm_hash;
     s->nranks = c->nranks;
     s->rank = rank >= 0 ? (uint32_t)rank : c->rank;
     atomic_store_explicit(&s->ctx, (uintptr_t)c, memory_order_relaxed);
@@ -363,8 +364,8 @@ static tp_nccl_ctx *ctx_of(void *context) {
     return c && c->magic == TP_NCCL_CTX_MAGIC ? c : NULL;
 }
 
-static void init_common(void **context, uint64_t hash, int *mask, const char *name, int nnodes,
-                        int nranks, int rank, int version) {
+void tprof__nccl_init(void **context, uint64_t hash, int *mask, const char *name, int nnodes,
+                      int nranks, int rank, int version) {
     if (context) *context = NULL;
     int kt = atomic_load(&g_kernel_timing);
     if (kt < 0) { /* decided once per process: every communicator asks for the same */
@@ -405,7 +406,7 @@ static void init_common(void **context, uint64_t hash, int *mask, const char *na
     }
 }
 
-static tp_nccl_result finalize(void *context) {
+tp_nccl_result tprof__nccl_finalize(void *context) {
     tp_nccl_ctx *c = ctx_of(context);
     if (!c) return TP_NCCL_SUCCESS;
     /* Close what NCCL left open on this communicator (an aborted communicator does), so
@@ -445,7 +446,7 @@ static tp_nccl_result finalize(void *context) {
     return TP_NCCL_SUCCESS;
 }
 
-static tp_nccl_result stop_event(void *eHandle) {
+tp_nccl_result tprof__nccl_stop(void *eHandle) {
     uint64_t tag = (uint64_t)(uintptr_t)eHandle;
     if (!(tag >> TP_NCCL_SLOT_BITS)) return TP_NCCL_SUCCESS; /* NULL or not one of ours */
     uint64_t now = tprof__now();
@@ -471,7 +472,7 @@ static tp_nccl_result stop_event(void *eHandle) {
     return TP_NCCL_SUCCESS;
 }
 
-static tp_nccl_result record_state(void *eHandle, tp_nccl_state st, tp_nccl_state_args *a) {
+tp_nccl_result tprof__nccl_state(void *eHandle, tp_nccl_state st, tp_nccl_state_args *a) {
     uint64_t tag = (uint64_t)(uintptr_t)eHandle;
     if (st != TP_NCCL_STATE_KERNEL_CH_STOP || !a || !(tag & TP_NCCL_KCH_BIT))
         return TP_NCCL_SUCCESS; /* no other state is asked for */
@@ -506,46 +507,49 @@ void tprof__nccl_sweep(int final) {
     }
 }
 
+void tprof__nccl_start(void *context, void **eHandle, uint64_t type, void *parentObj,
+                       const tp_nccl_descr_u *u, int rank, uint64_t comm_hash) {
+    if (!eHandle) return;
+    *eHandle = NULL;
+    if (!u) return;
+    if (type & TP_NCCL_KERNEL_CH) { /* the context is not touched for these */
+        kernel_ch_start(eHandle, parentObj, &u->kernelCh);
+        return;
+    }
+    tp_nccl_ctx *c = ctx_of(context);
+    if (c) start_event(c, eHandle, type, u, rank, comm_hash);
+}
+
 static tp_nccl_result init_v5(void **context, uint64_t commId, int *mask, const char *name,
                               int nNodes, int nranks, int rank, tp_nccl_logger logfn) {
     (void)logfn;
-    init_common(context, commId, mask, name, nNodes, nranks, rank, 5);
+    tprof__nccl_init(context, commId, mask, name, nNodes, nranks, rank, 5);
     return TP_NCCL_SUCCESS;
 }
 
 static tp_nccl_result start_v5(void *context, void **eHandle, tp_nccl_descr_v5 *d) {
     if (!eHandle) return TP_NCCL_SUCCESS;
     *eHandle = NULL;
-    if (d && (d->type & TP_NCCL_KERNEL_CH)) {
-        kernel_ch_start(eHandle, d->parentObj, &d->u.kernelCh);
-        return TP_NCCL_SUCCESS;
-    }
-    tp_nccl_ctx *c = ctx_of(context);
-    if (c && d) start_event(c, eHandle, d->type, &d->u, d->rank);
+    if (d) tprof__nccl_start(context, eHandle, d->type, d->parentObj, &d->u, d->rank, 0);
     return TP_NCCL_SUCCESS;
 }
 
 static tp_nccl_result init_v4(void **context, int *mask, const char *name, uint64_t commHash,
                               int nNodes, int nranks, int rank, tp_nccl_logger logfn) {
     (void)logfn;
-    init_common(context, commHash, mask, name, nNodes, nranks, rank, 4);
+    tprof__nccl_init(context, commHash, mask, name, nNodes, nranks, rank, 4);
     return TP_NCCL_SUCCESS;
 }
 
 static tp_nccl_result start_v4(void *context, void **eHandle, tp_nccl_descr_v4 *d) {
     if (!eHandle) return TP_NCCL_SUCCESS;
     *eHandle = NULL;
-    if (d && (d->type & TP_NCCL_KERNEL_CH)) {
-        kernel_ch_start(eHandle, d->parentObj, &d->u.kernelCh);
-        return TP_NCCL_SUCCESS;
-    }
-    tp_nccl_ctx *c = ctx_of(context);
-    if (c && d) start_event(c, eHandle, d->type, &d->u, d->rank);
+    if (d) tprof__nccl_start(context, eHandle, d->type, d->parentObj, &d->u, d->rank, 0);
     return TP_NCCL_SUCCESS;
 }
 
 /* The symbols NCCL looks up (default visibility: the library hides everything else). */
 __attribute__((visibility("default"))) const tp_nccl_profiler_v5 ncclProfiler_v5 = {
-    "trainprof", init_v5, start_v5, stop_event, record_state, finalize};
+    "trainprof", init_v5, start_v5, tprof__nccl_stop, tprof__nccl_state, tprof__nccl_finalize};
 __attribute__((visibility("default"))) const tp_nccl_profiler_v4 ncclProfiler_v4 = {
-    "trainprof", init_v4, start_v4, stop_event, record_state, finalize};
+    "trainprof", init_v4, start_v4, tprof__nccl_stop, tprof__nccl_state, tprof__nccl_finalize};
