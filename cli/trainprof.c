@@ -8,6 +8,7 @@
  * (re-raising the command's terminating signal on itself).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -364,6 +365,37 @@ static void forward_signal(int sig, siginfo_t *si, void *uc) {
     if (g_child > 0 && (sig == SIGTERM || sig == SIGHUP || si->si_code <= 0)) kill(g_child, sig);
 }
 
+/* The node sampler runs when NVML can be loaded and TRAINPROF_NVML_HZ is not 0. */
+static int node_sampler_wanted(void) {
+    const char *hz = getenv("TRAINPROF_NVML_HZ");
+    if (hz && *hz && strtoul(hz, NULL, 10) == 0) return 0;
+    const char *lib = getenv("TRAINPROF_NVML_LIB");
+    void *h = dlopen(lib && *lib ? lib : "libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return 0; /* no driver here: nothing to sample, and the ranks will say so */
+    dlclose(h);
+    return 1;
+}
+
+/* Starts this process's own recording session: no ranges, no process sampler, only the
+ * NVML sampler on the session's flusher thread, into the run directory; the report sees
+ * the file's role and uses its GPU series for the ranks of this host. Signals stay ours
+ * (TRAINPROF_NO_SIGNALS). A failure only means no node samples: the job is unaffected. */
+static void node_sampler_start(const char *dir, const char *run_id) {
+    setenv("TRAINPROF_NO_SIGNALS", "1", 1);
+    tprof_config c;
+    tprof_config_init(&c);
+    c.output_dir = dir;
+    c.run_id = run_id;
+    c.sample_hz = 0;
+    const char *hz = getenv("TRAINPROF_NVML_HZ");
+    if (hz && *hz) c.nvml_hz = (uint32_t)strtoul(hz, NULL, 10);
+    if (tprof_init(&c) != TPROF_OK) {
+        fprintf(stderr, "trainprof run: no node GPU sampler (the session did not start)\n");
+        return;
+    }
+    tprof_set_metadata("trainprof.role", "node-sampler");
+}
+
 /* Absolute path of libtrainprof.so: $TRAINPROF_LIB, else beside the executable or in
  * ../lib relative to it. */
 static int find_library(char *out, size_t n) {
@@ -603,6 +635,16 @@ static int cmd_run(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &sa, &old_sa[k]);
 
+    /* One NVML sampler per node, in this process: the job's processes then leave NVML
+     * alone (NVML sampled inside a process whose GPU activity CUPTI records hung it once;
+     * docs/design-notes.md), and ranks sharing a node do not sample the same GPUs twice. */
+    int node_sampler = node_sampler_wanted();
+    if (node_sampler) {
+        char me[24];
+        snprintf(me, sizeof me, "%d", (int)getpid());
+        setenv("TRAINPROF_NVML_SAMPLER", me, 1);
+    }
+
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -617,6 +659,7 @@ static int cmd_run(int argc, char **argv) {
         _exit(127);
     }
     g_child = pid;
+    if (node_sampler) node_sampler_start(absdir, run_id);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
@@ -628,6 +671,8 @@ static int cmd_run(int argc, char **argv) {
     /* the job is over: a signal now ends the report phase at once (reports are written
      * through temporary files, so none is left half-written) */
     for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
+
+    if (node_sampler) tprof_shutdown(); /* its last sample, then the end of its file */
 
     /* the report: its failure is reported but never changes the exit status */
     tp_run run;

@@ -9,3 +9,10 @@ tprof_add_unit(test_nvml test_nvml.c LIBS trainprof tprof_analysis Threads::Thre
                ${CMAKE_DL_LIBS} m LABELS tsan)
 target_compile_definitions(test_nvml PRIVATE FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>")
 add_dependencies(test_nvml fake_nvml)
+
+# trainprof run's node sampler (cli/trainprof.c) with the same fake driver
+add_test(NAME node_sampler
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/node_sampler_test.sh $<TARGET_FILE:trainprof_cli>
+          $<TARGET_FILE:char_lm> $<TARGET_FILE:fake_nvml> ${CMAKE_CURRENT_BINARY_DIR}/node-sampler-run)
+set_tests_properties(node_sampler PROPERTIES LABELS "cli;nvml" TIMEOUT 120
+  ENVIRONMENT "${TPROF_TEST_ENV}")

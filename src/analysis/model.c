@@ -797,17 +797,30 @@ int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
  * rank metadata the busiest process is rank 0 (implied) and the others helpers. */
 static void assign_roles(tp_run *run) {
     int any_rank = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        tp_process *p = &run->procs[i];
+        const char *role = tp_meta(p, "trainprof.role");
+        if (role && !strcmp(role, "node-sampler")) {
+            p->role = TP_ROLE_SAMPLER;
+            p->rank = -1; /* whatever a launcher's variables said */
+        }
+    }
     for (size_t i = 0; i < run->nprocs; i++) any_rank |= run->procs[i].rank >= 0;
     if (!any_rank) {
-        size_t best = 0;
-        for (size_t i = 1; i < run->nprocs; i++)
-            if (run->procs[i].events > run->procs[best].events) best = i;
-        run->procs[best].rank = 0;
-        run->procs[best].world_size = 1;
-        run->procs[best].rank_implied = 1;
+        size_t best = run->nprocs;
+        for (size_t i = 0; i < run->nprocs; i++)
+            if (run->procs[i].role != TP_ROLE_SAMPLER &&
+                (best == run->nprocs || run->procs[i].events > run->procs[best].events))
+                best = i;
+        if (best < run->nprocs) {
+            run->procs[best].rank = 0;
+            run->procs[best].world_size = 1;
+            run->procs[best].rank_implied = 1;
+        }
     }
     for (size_t i = 0; i < run->nprocs; i++) {
         tp_process *p = &run->procs[i];
+        if (p->role == TP_ROLE_SAMPLER) continue;
         if (p->rank < 0) {
             p->role = TP_ROLE_HELPER;
             /* attach to the rank whose pid is its parent, if any */
@@ -881,6 +894,7 @@ const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t cate
 
 void tp_process_label(const tp_process *p, char *buf, size_t n) {
     if (p->role == TP_ROLE_RANK) snprintf(buf, n, "rank %d", p->rank);
+    else if (p->role == TP_ROLE_SAMPLER) snprintf(buf, n, "node GPU sampler");
     else if (p->helper_of >= 0) snprintf(buf, n, "helper of rank %d", p->helper_of);
     else snprintf(buf, n, "process %d", (int)p->hdr.pid);
 }

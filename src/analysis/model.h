@@ -101,7 +101,10 @@ typedef struct tp_kv {
     const char *key, *value;
 } tp_kv;
 
-typedef enum tp_role { TP_ROLE_RANK = 0, TP_ROLE_HELPER = 1 } tp_role;
+/* A rank; a helper process (a launcher agent, a data-loader worker, ...); or the node
+ * sampler `trainprof run` starts (meta trainprof.role = node-sampler: NVML series of the
+ * host's GPUs, no rank of its own). */
+typedef enum tp_role { TP_ROLE_RANK = 0, TP_ROLE_HELPER = 1, TP_ROLE_SAMPLER = 2 } tp_role;
 
 typedef struct tp_process {
     const char *path;

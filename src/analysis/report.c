@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "analysis/comm.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "capture/nvml_abi.h"
@@ -32,6 +33,8 @@ void tp_report_opts_init(tp_report_opts *o) {
     o->top_n = 15;
     o->data_names = default_data_names;
     o->ndata_names = sizeof default_data_names / sizeof *default_data_names;
+    o->comm_warn_share = 0.10;
+    o->comm_crit_share = 0.30;
 }
 
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
@@ -320,10 +323,62 @@ static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, in
  * memory used peak against the total, utilisation mean, and the clock-event reasons seen.
  * The gauges are read inside the measured steps' span (first start to last end), or over the
  * whole run without steps. Adds "nvml" to the rank (nothing when there are no samples). */
-static void energy_section(cJSON *rank_json, const tp_process *p, const tp_step *meas, size_t nm) {
+static int has_gpu_counters(const tp_process *p) {
+    for (size_t ti = 0; ti < p->nthreads; ti++)
+        for (size_t k = 0; k < p->threads[ti].ncounters; k++) {
+            const char *name = p->threads[ti].counters[k].name;
+            if (!strncmp(name, "gpu", 3) && isdigit((unsigned char)name[3])) return 1;
+        }
+    return 0;
+}
+
+/* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
+ * GPU records; else its local rank, the device torchrun-style jobs use) mapped through the
+ * sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into `out`;
+ * 0 = not known (then every GPU of the node is shown, flagged as shared). */
+static size_t rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out,
+                        size_t max) {
+    unsigned order[64];
+    size_t no = 0;
+    const char *list = tp_meta(sampler, "nvml.devices");
+    for (const char *c = list; c && *c && no < 64;) {
+        char *end;
+        unsigned long v = strtoul(c, &end, 10);
+        if (end == c) break;
+        order[no++] = (unsigned)v;
+        c = *end == ',' ? end + 1 : end;
+    }
+    uint64_t used = 0; /* CUDA ordinals below 64 */
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
+    if (!used && p->local_rank >= 0 && p->local_rank < 64) used = 1ull << p->local_rank;
+    size_t n = 0;
+    for (size_t o = 0; o < no && n < max; o++)
+        if (used & (1ull << o)) out[n++] = order[o];
+    return n;
+}
+
+static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process *rank_p,
+                           const tp_step *meas, size_t nm) {
     nv_dev *dv = NULL;
     size_t nd = 0;
     int oom = 0;
+    /* the rank's own samples, or those of the node sampler of its host */
+    const tp_process *p = rank_p;
+    unsigned allow[64];
+    size_t nallow = 0;
+    int from_node = 0;
+    if (!has_gpu_counters(rank_p)) {
+        for (size_t i = 0; i < run->nprocs; i++) {
+            const tp_process *q = &run->procs[i];
+            if (q->role == TP_ROLE_SAMPLER && !strcmp(q->hdr.host, rank_p->hdr.host)) {
+                p = q;
+                from_node = 1;
+                nallow = rank_gpus(rank_p, q, allow, 64);
+                break;
+            }
+        }
+    }
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
         const tp_thread *t = &p->threads[ti];
         for (size_t k = 0; k < t->ncounters && !oom; k++) {
@@ -336,6 +391,9 @@ static void energy_section(cJSON *rank_json, const tp_process *p, const tp_step 
             for (int j = 0; j < NV_N && m < 0; j++)
                 if (!strcmp(end + 1, nv_suffix[j])) m = j;
             if (m < 0) continue;
+            int ok = !nallow;
+            for (size_t a = 0; a < nallow; a++) ok |= allow[a] == idx;
+            if (!ok) continue;
             size_t d = 0;
             while (d < nd && dv[d].idx != idx) d++;
             if (d == nd) {
@@ -360,6 +418,13 @@ static void energy_section(cJSON *rank_json, const tp_process *p, const tp_step 
     uint64_t w0 = per_step ? meas[0].start : 0, w1 = per_step ? meas[nm - 1].end : UINT64_MAX;
     cJSON *nj = cJSON_AddObjectToObject(rank_json, "nvml");
     cJSON_AddStringToObject(nj, "per", per_step ? "step" : "run");
+    if (from_node) {
+        /* sampled by `trainprof run` for the whole host; without a device list for this
+         * rank every GPU of the host is shown and may be shared with other ranks */
+        cJSON_AddStringToObject(nj, "sampled_by", "node sampler");
+        cJSON_AddNumberToObject(nj, "sampler_pid", p->hdr.pid);
+        if (!nallow) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+    }
     const char *match = tp_meta(p, "nvml.match");
     if (match) cJSON_AddStringToObject(nj, "device_match", match);
     const char *drv = tp_meta(p, "nvml.driver_version");
@@ -631,8 +696,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
 
     timers_section(rs, p, per_step ? meas : NULL, nm);
     tp_gpu_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0, total_step_ns, o->top_n);
+    tp_comm_rank_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0);
     process_section(rs, p);
-    energy_section(rs, p, meas, nm);
+    energy_section(rs, run, p, meas, nm);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
@@ -736,7 +802,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
 
     uint64_t t0 = UINT64_MAX, t1 = 0, events = 0, dropped = 0;
-    int nranks = 0, nhelpers = 0;
+    int nranks = 0, nhelpers = 0, nsamplers = 0;
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
         uint64_t s = tp_to_realtime(p, p->first_ts ? p->first_ts : p->hdr.start_mono_ns);
@@ -746,6 +812,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         events += p->events;
         dropped += p->dropped;
         if (p->role == TP_ROLE_RANK) nranks++;
+        else if (p->role == TP_ROLE_SAMPLER) nsamplers++;
         else nhelpers++;
     }
     cJSON *jr = cJSON_AddObjectToObject(rep, "run");
@@ -763,6 +830,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     cJSON_AddNumberToObject(jr, "processes", (double)run->nprocs);
     cJSON_AddNumberToObject(jr, "ranks", nranks);
     cJSON_AddNumberToObject(jr, "helpers", nhelpers);
+    cJSON_AddNumberToObject(jr, "node_samplers", nsamplers);
     char t0s[32]; /* exact: a double would round nanoseconds since 1970 */
     snprintf(t0s, sizeof t0s, "%llu", t0 == UINT64_MAX ? 0ull : (unsigned long long)t0);
     cJSON_AddRawToObject(jr, "start_realtime_ns", t0s);
@@ -796,7 +864,9 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         char label[64];
         tp_process_label(p, label, sizeof label);
         cJSON_AddStringToObject(jp, "label", label);
-        cJSON_AddStringToObject(jp, "role", p->role == TP_ROLE_RANK ? "rank" : "helper");
+        cJSON_AddStringToObject(jp, "role", p->role == TP_ROLE_RANK      ? "rank"
+                                            : p->role == TP_ROLE_SAMPLER ? "node-sampler"
+                                                                         : "helper");
         cJSON_AddNumberToObject(jp, "rank", p->rank);
         if (p->rank_implied) cJSON_AddBoolToObject(jp, "rank_implied", 1);
         cJSON_AddNumberToObject(jp, "world_size", p->world_size);
@@ -837,6 +907,10 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         }
     }
     cross_rank_timers(rep, ranks);
+    /* findings: rules that name a problem, with the figures that show it (severity
+     * "warning" or "critical"); each analysis appends its own */
+    cJSON *findings = cJSON_AddArrayToObject(rep, "findings");
+    tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share, o->comm_crit_share);
     return rep;
 }
 
@@ -939,6 +1013,12 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
 static void nvml_text(FILE *f, const cJSON *nv) {
     if (!nv) return;
     int per_step = !strcmp(str(nv, "per"), "step");
+    if (obj(nv, "sampled_by"))
+        fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)%s\n",
+                num(nv, "sampler_pid"),
+                cJSON_IsTrue(obj(nv, "shared_with_other_ranks"))
+                    ? ": this rank's GPU is not known, every GPU of the host is shown"
+                    : "");
     const cJSON *g;
     cJSON_ArrayForEach(g, obj(nv, "gpus")) {
         fprintf(f, "  NVML GPU %.0f", num(g, "index"));
@@ -1005,11 +1085,12 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
     const char *Y = color ? "\033[33m" : "";
     const cJSON *run = obj(rep, "run");
     fprintf(f, "%strainprof report%s %s\n", B, N, str(run, "dir"));
-    fprintf(f, "run: %.0f process%s (%.0f rank%s, %.0f helper%s), %.2f s, %.0f events, %.0f dropped\n",
+    fprintf(f, "run: %.0f process%s (%.0f rank%s, %.0f helper%s%s), %.2f s, %.0f events, %.0f dropped\n",
             num(run, "processes"), num(run, "processes") == 1 ? "" : "es", num(run, "ranks"),
             num(run, "ranks") == 1 ? "" : "s", num(run, "helpers"),
-            num(run, "helpers") == 1 ? "" : "s", num(run, "duration_s"), num(run, "events"),
-            num(run, "events_dropped"));
+            num(run, "helpers") == 1 ? "" : "s",
+            num(run, "node_samplers") > 0 ? ", GPU sampler of the node" : "",
+            num(run, "duration_s"), num(run, "events"), num(run, "events_dropped"));
     if (num(run, "events_dropped") > 0)
         fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y, num(run, "events_dropped"),
                 num(run, "threads_over_limit") > 0
@@ -1089,6 +1170,7 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                     num(pr, "ctx_switches_per_s_mean"), num(pr, "samples"));
         nvml_text(f, obj(r, "nvml"));
         gpu_text(f, obj(r, "gpu"), B, N);
+        tp_comm_rank_text(f, obj(r, "communication"));
         const cJSON *dl = obj(r, "data_loading");
         const cJSON *rg = obj(r, "ranges");
         int per_step = !strcmp(str(rg, "per"), "step");
@@ -1131,12 +1213,22 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
             }
         }
     }
+    tp_comm_run_text(f, obj(rep, "communication"), B, N);
     const cJSON *tm = obj(rep, "timers");
     if (tm) {
         fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
                 !strcmp(str(tm, "per"), "step") ? "measured step" : "run, in total");
         if (obj(tm, "megatron_minmax")) fprintf(f, "%s\n", str(tm, "megatron_minmax"));
         if (obj(tm, "megatron_all")) fprintf(f, "%s\n", str(tm, "megatron_all"));
+    }
+    const cJSON *fd;
+    int firstf = 1;
+    cJSON_ArrayForEach(fd, obj(rep, "findings")) {
+        if (firstf) fprintf(f, "\n%sfindings%s\n", B, N);
+        firstf = 0;
+        const char *sev = str(fd, "severity");
+        fprintf(f, "%s  %s: %s%s\n", !strcmp(sev, "critical") || !strcmp(sev, "warning") ? Y : "",
+                sev, str(fd, "message"), N);
     }
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;

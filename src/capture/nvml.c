@@ -399,11 +399,20 @@ static void sampler_start(uint32_t hz) {
      * GPU activity CUPTI records hung the training thread in a kernel launch (each alone ran
      * fine). Until that is understood, a process with GPU capture does not sample NVML:
      * the job comes first. TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
-    if (cupti_conflict()) return;
+    /* `trainprof run` samples the node's GPUs in its own process (no CUDA, no CUPTI there)
+     * and names its pid here: the job's processes leave NVML alone. */
+    const char *node = getenv("TRAINPROF_NVML_SAMPLER");
+    int node_self = node && *node && atoi(node) == (int)getpid();
+    if (node && *node && !node_self) {
+        snprintf(why, sizeof why, "off: sampled by trainprof run's node sampler (pid %.20s)", node);
+        sampler_off(TPROF_LOG_INFO, why);
+        return;
+    }
+    if (!node_self && cupti_conflict()) return;
     const char *var;
     int lr = tprof__nvml_local_rank(&var);
     const char *every = getenv("TRAINPROF_NVML_ALL_RANKS");
-    if (lr > 0 && !(every && !strcmp(every, "1"))) {
+    if (!node_self && lr > 0 && !(every && !strcmp(every, "1"))) {
         snprintf(why, sizeof why, "not sampled here: %s=%d (local rank 0 samples the GPUs of this "
                                   "node; TRAINPROF_NVML_ALL_RANKS=1 samples in every rank)", var, lr);
         sampler_off(TPROF_LOG_INFO, why);
