@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "analysis/model.h"
+#include "core/kwindow.h"
 #include "analysis/report.h"
 #include "export/chrome.h"
 #include "trainprof.h"
@@ -69,6 +70,9 @@ static const char *const run_help =
     "  --ring-kb N           per-thread event ring in KiB [TRAINPROF_RING_KB]; default 4096\n"
     "  --sample-hz N         process sampler (CPU, RSS, threads, context switches) per second\n"
     "                        [TRAINPROF_SAMPLE_HZ]; default 10, 0 = off\n"
+    "  --kernel-steps A-B    GPU kernel/copy capture (CUPTI) only in steps A to B (also A,\n"
+    "                        A-), numbered from 0 as the report numbers them; the rest is\n"
+    "                        recorded in every step [TRAINPROF_KERNEL_STEPS]\n"
     "  --no-report           do not print the report (it is still written) [TRAINPROF_QUIET]\n"
     "  -h, --help            this text\n"
     "\n"
@@ -472,7 +476,7 @@ static int cmd_run(int argc, char **argv) {
     report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
     const char *wu = env_or("TRAINPROF_WARMUP", NULL);
     if (wu) a.warmup = parse_int("run", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
-    const char *ring_kb = NULL, *sample_hz = NULL;
+    const char *ring_kb = NULL, *sample_hz = NULL, *kernel_steps = NULL;
     int quiet = getenv("TRAINPROF_QUIET") != NULL;
     int i = 0;
     for (; i < argc; i++) {
@@ -488,6 +492,11 @@ static int cmd_run(int argc, char **argv) {
             parse_int("run", "--ring-kb", ring_kb, 64, 1 << 22);
         } else if (opt_val(argc, argv, &i, "--sample-hz", NULL, &sample_hz, "run")) {
             parse_int("run", "--sample-hz", sample_hz, 0, 1000);
+        } else if (opt_val(argc, argv, &i, "--kernel-steps", NULL, &kernel_steps, "run")) {
+            uint64_t lo, hi;
+            if (tprof_kwin_parse(kernel_steps, &lo, &hi) != 0)
+                die_usage("run", "--kernel-steps needs A-B, A or A- (step numbers, A <= B), "
+                                 "got '%s'", kernel_steps);
         } else if (!strcmp(argv[i], "--no-report")) {
             quiet = 1;
         } else if (argv[i][0] == '-') {
@@ -626,6 +635,7 @@ static int cmd_run(int argc, char **argv) {
     if (a.step_name) setenv("TRAINPROF_STEP_NAME", a.step_name, 1);
     if (ring_kb) setenv("TRAINPROF_RING_KB", ring_kb, 1);
     if (sample_hz) setenv("TRAINPROF_SAMPLE_HZ", sample_hz, 1);
+    if (kernel_steps) setenv("TRAINPROF_KERNEL_STEPS", kernel_steps, 1);
 
     static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
     struct sigaction sa, old_sa[4];

@@ -16,3 +16,6 @@ add_test(NAME demo_char_lm
           $<TARGET_FILE:char_lm> ${CMAKE_BINARY_DIR}/testtmp/demo)
 set_tests_properties(demo_char_lm PROPERTIES TIMEOUT 300 LABELS "integration"
   ENVIRONMENT "${TPROF_TEST_ENV}")
+
+# the kernel-capture window's step counting (core/kwindow.c)
+tprof_add_unit(test_kwindow test_kwindow.c LIBS trainprof tprof_analysis Threads::Threads)

@@ -103,6 +103,23 @@ static uint64_t launch_lag(const tp_process *p, const tp_gpu_op *const *apis) {
 void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst,
                     uint64_t step_ns, int top_n) {
     if (!p->ngpu && !p->napi && !p->ngmem) return;
+    /* A kernel-capture window (TRAINPROF_KERNEL_STEPS): GPU figures are per step of the
+     * measured steps that began while capture was on. */
+    const char *kw = tp_meta(p, "kernel_steps");
+    const char *kon = tp_meta(p, "kernel_steps.on_ns"), *koff = tp_meta(p, "kernel_steps.off_ns");
+    size_t nall = nst;
+    if (kw && nst) {
+        uint64_t on = kon ? strtoull(kon, NULL, 10) : UINT64_MAX;
+        uint64_t off = koff ? strtoull(koff, NULL, 10) : UINT64_MAX;
+        size_t a = 0;
+        while (a < nst && st[a].start < on) a++;
+        size_t b = a;
+        while (b < nst && st[b].start < off) b++;
+        step_ns = 0; /* the window's steps only */
+        for (size_t k = a; k < b; k++) step_ns += st[k].end - st[k].start;
+        st += a;
+        nst = b - a;
+    }
     const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
     if (!apis) return;
     for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
@@ -112,6 +129,13 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
     if (nst) cJSON_AddNumberToObject(g, "launch_lag_ms", (double)lag / 1e6);
     cJSON_AddStringToObject(g, "per", nst ? "step" : "run");
+    if (kw) {
+        cJSON *w = cJSON_AddObjectToObject(g, "kernel_steps");
+        cJSON_AddStringToObject(w, "spec", kw);
+        cJSON_AddNumberToObject(w, "measured_steps_in_window", (double)nst);
+        cJSON_AddNumberToObject(w, "measured_steps", (double)nall);
+        cJSON_AddBoolToObject(w, "opened", kon != NULL);
+    }
     if (p->cupti_dropped) cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)p->cupti_dropped);
     /* devices present */
     uint32_t devs[64];

@@ -972,6 +972,18 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     if (!g) return;
     int per_step = !strcmp(str(g, "per"), "step");
     const char *unit = per_step ? "per step" : "in total";
+    const cJSON *kw = obj(g, "kernel_steps");
+    if (kw) {
+        if (cJSON_IsTrue(obj(kw, "opened")))
+            fprintf(f, "  GPU activity captured only in steps %s (--kernel-steps): %.0f of the "
+                       "%.0f measured steps; GPU figures are per step of those\n",
+                    printable(str(kw, "spec")), num(kw, "measured_steps_in_window"),
+                    num(kw, "measured_steps"));
+        else
+            fprintf(f, "  GPU activity capture was limited to steps %s (--kernel-steps), which "
+                       "never began: no GPU activity recorded\n",
+                    printable(str(kw, "spec")));
+    }
     const cJSON *d;
     cJSON_ArrayForEach(d, obj(g, "devices")) {
         fprintf(f, "  %sGPU %.0f%s:", B, num(d, "device"), N);

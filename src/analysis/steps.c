@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/step_names.h"
 #include "trainprof.h"
 
-static const char *const default_names[] = {"train_step", "training_step", "step", "iteration",
-                                            "train_iter"};
+static const char *const default_names[] = {TPROF_DEFAULT_STEP_NAMES};
 
 const char *tp_step_source_name(tp_step_source s) {
     switch (s) {
@@ -111,9 +111,9 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
         out->name = step_name;
     }
     if (r == 0 && (!step_name || !*step_name)) {
-        if ((r = from_ranges(p, "ProfilerStep#*", out)) > 0) {
+        if ((r = from_ranges(p, TPROF_PROFILER_STEP_GLOB, out)) > 0) {
             out->source = TP_STEPS_PROFILER;
-            out->name = "ProfilerStep#*";
+            out->name = TPROF_PROFILER_STEP_GLOB;
         }
         for (size_t i = 0; r == 0 && i < sizeof default_names / sizeof *default_names; i++) {
             if ((r = from_ranges(p, default_names[i], out)) > 0) {

@@ -33,6 +33,7 @@
     X(cuptiActivityRegisterCallbacks)                                                    \
     X(cuptiActivityRegisterTimestampCallback)                                            \
     X(cuptiActivityEnable)                                                               \
+    X(cuptiActivityDisable)                                                              \
     X(cuptiActivityGetNextRecord)                                                        \
     X(cuptiActivityGetNumDroppedRecords)                                                 \
     X(cuptiActivityFlushAll)                                                             \
@@ -53,6 +54,14 @@ static _Atomic int g_starting;     /* InitializeInjection runs: CUPTI is coming 
 static _Atomic uint64_t g_buffers; /* buffers handed to CUPTI and not yet returned */
 static _Atomic uint64_t g_cupti_dropped;
 static _Atomic uint64_t g_no_buffer; /* requests refused: the bound was reached */
+
+/* The activity kinds chosen at start (TRAINPROF_CUPTI_KINDS), enabled at once or when the
+ * kernel-capture window opens. */
+static CUpti_ActivityKind g_chosen[16];
+static size_t g_nchosen;
+static _Atomic int g_ready;   /* callbacks registered, g_chosen final */
+static _Atomic int g_enabled; /* the chosen kinds are on */
+static void enable_chosen(int on);
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~100k kernel records */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -386,40 +395,79 @@ int InitializeInjection(void) {
     int enabled = 0;
     const char *want = getenv("TRAINPROF_CUPTI_KINDS");
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-        if (kind_wanted(want, kinds[i].name))
-            enabled += F.cuptiActivityEnable(kinds[i].kind) == CUPTI_SUCCESS;
-    if (F.cuptiActivityEnableRuntimeApi)
-        for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
-            F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
+        if (kind_wanted(want, kinds[i].name)) {
+            g_chosen[g_nchosen++] = kinds[i].kind;
+            enabled++;
+        }
     /* Opt-in (TRAINPROF_CUPTI_KINDS=...,driver): driver-API launches only. cuBLASLt, Triton
      * and CUTLASS launch through the driver API; these records tie their kernels to the
      * launching step exactly. Off by default: on an H200 GPT-2 step they cost ~13 % (40.2 ->
      * 45.6 ms), where the report's estimate from the runtime launches is within ~2 %. */
-    if (want && kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi &&
-        F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS) {
-        static const CUpti_CallbackId launches[] = {
-            CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-            CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-            CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-            CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-            CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-            CUPTI_DRIVER_TRACE_CBID_cuLaunch, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
-            CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
-        };
-        for (CUpti_CallbackId cb = 1; cb < CUPTI_DRIVER_TRACE_CBID_SIZE; cb++) {
-            int on = 0;
-            for (size_t i = 0; i < sizeof launches / sizeof *launches; i++) on |= launches[i] == cb;
-            F.cuptiActivityEnableDriverApi(cb, (uint8_t)on);
-        }
+    if (want && kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi) {
+        g_chosen[g_nchosen++] = CUPTI_ACTIVITY_KIND_DRIVER;
         enabled++;
     }
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
+    /* with a kernel-capture window (core/kwindow.c) the kinds go on when its first step
+     * begins; if that already happened (CUDA initialised late), now */
+    atomic_store(&g_ready, 1);
+    int on_now = tprof__kwin_capture_now();
+    if (on_now) enable_chosen(1);
     char status[320];
-    snprintf(status, sizeof status, "activity capture on: %d kinds, %s, API %u", enabled, which,
-             version);
+    if (tprof__kwin_active())
+        snprintf(status, sizeof status,
+                 "activity capture in the steps of TRAINPROF_KERNEL_STEPS=%s: %d kinds, %s, "
+                 "API %u",
+                 getenv("TRAINPROF_KERNEL_STEPS"), enabled, which, version);
+    else
+        snprintf(status, sizeof status, "activity capture on: %d kinds, %s, API %u", enabled,
+                 which, version);
     tprof__capability("cupti", status);
     tprof__log(TPROF_LOG_INFO, "CUPTI %s", status);
     return 1;
+}
+
+/* Per-call filters, applied after the kinds are enabled: the runtime calls that only add
+ * noise stay out, and driver records (when chosen) are kept for launches only. */
+static void apply_api_filters(void) {
+    if (F.cuptiActivityEnableRuntimeApi)
+        for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
+            F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
+    int driver = 0;
+    for (size_t i = 0; i < g_nchosen; i++) driver |= g_chosen[i] == CUPTI_ACTIVITY_KIND_DRIVER;
+    if (!driver || !F.cuptiActivityEnableDriverApi) return;
+    static const CUpti_CallbackId launches[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunch, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+    };
+    for (CUpti_CallbackId cb = 1; cb < CUPTI_DRIVER_TRACE_CBID_SIZE; cb++) {
+        int on = 0;
+        for (size_t i = 0; i < sizeof launches / sizeof *launches; i++) on |= launches[i] == cb;
+        F.cuptiActivityEnableDriverApi(cb, (uint8_t)on);
+    }
+}
+
+/* Turns the chosen kinds on or off; off flushes what CUPTI holds (the window's last
+ * records), so they arrive while the session still records. */
+static void enable_chosen(int on) {
+    if (atomic_exchange(&g_enabled, on) == on) return;
+    for (size_t i = 0; i < g_nchosen; i++) {
+        if (on)
+            F.cuptiActivityEnable(g_chosen[i]);
+        else if (F.cuptiActivityDisable)
+            F.cuptiActivityDisable(g_chosen[i]);
+    }
+    if (on) apply_api_filters();
+    if (!on && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(0);
+}
+
+void tprof__cupti_window(int on) {
+    if (atomic_load(&g_ready)) enable_chosen(on);
 }
 
 /* Recording, or about to: from the moment the driver called InitializeInjection. */

@@ -194,6 +194,18 @@ void tprof__procfs_reset(void);
  * so the run's end is covered, then releases NVML. */
 void tprof__nvml_tick(uint32_t hz, int final);
 
+/* The kernel-capture window (core/kwindow.c; TRAINPROF_KERNEL_STEPS). tprof__kwin_watch is
+ * 1 while step boundaries must be reported: range pushes/starts pass their names to
+ * tprof__kwin_name, tprof_step_begin its number to tprof__kwin_api_step. */
+extern _Atomic int tprof__kwin_watch;
+void tprof__kwin_init(void);
+int tprof__kwin_capture_now(void); /* GPU activity wanted now: no window, or inside it */
+int tprof__kwin_active(void);      /* a window was configured */
+void tprof__kwin_name(const char *name);
+void tprof__kwin_api_step(uint64_t step);
+/* CUPTI (capture/cupti.c): turn the chosen activity kinds on (1) or off and flush (0). */
+void tprof__cupti_window(int on);
+
 /* The NCCL plugin's sweep (capture/nccl_plugin.c), called by the flusher on every pass:
  * writes operations whose kernel-channel events stopped arriving; `final` writes all. */
 void tprof__nccl_sweep(int final);

@@ -157,6 +157,8 @@ void *tprof__begin_named(tprof__thread *t, uint16_t kind, const char *name, uint
 #undef tprof_step_end
 
 void tprof__push(tprof__thread *t, uint32_t domain, const char *name, uint32_t category) {
+    if (TPROF_UNLIKELY(atomic_load_explicit(&tprof__kwin_watch, memory_order_relaxed)))
+        tprof__kwin_name(name);
     uint32_t size;
     tprof_pl_push *pl = tprof__begin_named(t, TPROF_REC_PUSH, name, sizeof *pl, tprof__now(),
                                            &size);
@@ -222,6 +224,8 @@ uint64_t tprof__range_start(tprof__thread *t, uint32_t domain, const char *name,
 uint64_t tprof__range_start_ts(tprof__thread *t, uint32_t domain, const char *name,
                                uint32_t category, uint64_t ts) {
     uint64_t id = ((uint64_t)t->serial << 40) | (++tls_range_counter & ((1ull << 40) - 1));
+    if (TPROF_UNLIKELY(atomic_load_explicit(&tprof__kwin_watch, memory_order_relaxed)))
+        tprof__kwin_name(name);
     uint32_t size;
     tprof_pl_start *pl = tprof__begin_named(t, TPROF_REC_START, name, sizeof *pl, ts, &size);
     if (!pl) return id;
@@ -282,7 +286,11 @@ void tprof_counter(const char *name, double value) {
 
 void tprof_step_begin(uint64_t step) {
     tprof__thread *t = tprof__thread_get();
-    if (TPROF_LIKELY(t != NULL)) u64_record_ts(t, TPROF_REC_STEP_BEGIN, 0, step, tprof__now());
+    if (TPROF_LIKELY(t != NULL)) {
+        if (TPROF_UNLIKELY(atomic_load_explicit(&tprof__kwin_watch, memory_order_relaxed)))
+            tprof__kwin_api_step(step);
+        u64_record_ts(t, TPROF_REC_STEP_BEGIN, 0, step, tprof__now());
+    }
 }
 
 void tprof_step_end(uint64_t step) {

@@ -851,6 +851,9 @@ static void write_start_metadata_locked(void) {
     read_rank_env();
     const char *v = getenv("TRAINPROF_STEP_NAME");
     if (v && *v) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "step_name", v);
+    const char *kw = getenv("TRAINPROF_KERNEL_STEPS");
+    if (kw && *kw && tprof__kwin_active())
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "kernel_steps", kw);
     tprof_pl_clock pl = {S.start_rt, S.start_mono, 0};
     proc_record_locked(TPROF_REC_CLOCK, 0, &pl, sizeof pl, NULL, NULL);
     emit_registries_locked();
@@ -927,6 +930,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (S.wake_fd < 0) return TPROF__OFF;
     if (S.done_fd < 0) S.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    tprof__kwin_init();
     pthread_mutex_lock(&S.lock);
     write_start_metadata_locked();
     pthread_mutex_unlock(&S.lock);
@@ -1014,6 +1018,7 @@ int tprof_flush(void) {
 #ifndef TPROF_HAVE_CUPTI
 void tprof__cupti_flush(void) {}
 int tprof__cupti_active(void) { return 0; }
+void tprof__cupti_window(int on) { (void)on; }
 #endif
 
 int tprof_shutdown(void) {

@@ -1,0 +1,128 @@
+/*
+ * kwindow.c — the kernel-capture window: GPU activity (CUPTI) recorded only for a range of
+ * training steps, as Megatron-LM's --profile-step-start/--profile-step-end do, so that a
+ * long run pays for kernel capture only there. Everything else (ranges, timers, NCCL, NVML)
+ * is recorded throughout.
+ *
+ * Set with TRAINPROF_KERNEL_STEPS (`trainprof run --kernel-steps`): "A-B" (steps A to B
+ * inclusive), "A" (step A only) or "A-" (from step A to the end). Steps are numbered as the
+ * report numbers them: by the application's own number when it calls tprof_step_begin(n),
+ * else from 0 in the order the step ranges begin (the first range whose name matches
+ * TRAINPROF_STEP_NAME, or PyTorch's ProfilerStep#*, or a common step name: step_names.h;
+ * the first pattern seen is the one counted, so "iteration" ranges around "step" ranges do
+ * not count twice).
+ *
+ * Capture turns on when step A begins and off when the first step after B begins (so the
+ * GPU work of step B that runs after its range closed is kept), or at the end of the run.
+ * The CUPTI calls happen then, on the thread that began the step: twice per run.
+ *
+ * Hot-path cost: while the window has not closed, each range push/start reads one atomic
+ * flag and compares the name with the step pattern(s) (tens of ns); after it closed, or
+ * without a window, one relaxed load of a flag that is 0.
+ */
+#define _GNU_SOURCE
+#include <fnmatch.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kwindow.h"
+#include "step_names.h"
+
+_Atomic int tprof__kwin_watch; /* 1 while steps must be counted */
+
+enum { KW_OFF = 0, KW_BEFORE = 1, KW_INSIDE = 2, KW_AFTER = 3 };
+
+static _Atomic int g_state;      /* KW_*; KW_OFF = no window: capture everything */
+static uint64_t g_lo, g_hi;      /* inclusive; g_hi = UINT64_MAX for "A-" */
+static _Atomic int g_pat = -1;   /* index in patterns() of the pattern that counts */
+static _Atomic uint64_t g_next;  /* number of the next range-marked step */
+static _Atomic int g_api;        /* tprof_step_begin was called: names no longer count */
+static const char *g_user_pat;   /* TRAINPROF_STEP_NAME, or NULL */
+
+static const char *const k_defaults[] = {TPROF_DEFAULT_STEP_NAMES};
+#define N_DEFAULTS (sizeof k_defaults / sizeof *k_defaults)
+
+void tprof__kwin_init(void) {
+    const char *spec = getenv("TRAINPROF_KERNEL_STEPS");
+    atomic_store(&g_state, KW_OFF);
+    atomic_store(&tprof__kwin_watch, 0);
+    if (!spec || !*spec) return;
+    if (tprof_kwin_parse(spec, &g_lo, &g_hi) != 0) {
+        tprof__log(TPROF_LOG_WARN,
+                   "TRAINPROF_KERNEL_STEPS=\"%s\" is not A-B, A or A-: GPU activity is "
+                   "captured in every step",
+                   spec);
+        return;
+    }
+    const char *u = getenv("TRAINPROF_STEP_NAME");
+    g_user_pat = u && *u ? u : NULL;
+    atomic_store(&g_pat, -1);
+    atomic_store(&g_next, 0);
+    atomic_store(&g_api, 0);
+    atomic_store(&g_state, KW_BEFORE);
+    atomic_store(&tprof__kwin_watch, 1);
+}
+
+int tprof__kwin_capture_now(void) {
+    int s = atomic_load(&g_state);
+    return s == KW_OFF || s == KW_INSIDE;
+}
+
+int tprof__kwin_active(void) { return atomic_load(&g_state) != KW_OFF; }
+
+static void step_began(uint64_t k) {
+    int s = atomic_load(&g_state);
+    if (s == KW_BEFORE && k >= g_lo && k <= g_hi) {
+        if (atomic_compare_exchange_strong(&g_state, &s, KW_INSIDE)) {
+            char v[32];
+            snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
+            tprof__set_meta("kernel_steps.on_ns", v);
+            tprof__cupti_window(1);
+            tprof__log(TPROF_LOG_INFO, "kernel capture on at step %llu", (unsigned long long)k);
+        }
+    } else if ((s == KW_BEFORE || s == KW_INSIDE) && k > g_hi) {
+        if (atomic_compare_exchange_strong(&g_state, &s, KW_AFTER)) {
+            atomic_store(&tprof__kwin_watch, 0);
+            tprof__cupti_window(0);
+            char v[32];
+            snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
+            tprof__set_meta("kernel_steps.off_ns", v);
+            tprof__log(TPROF_LOG_INFO, "kernel capture off at step %llu", (unsigned long long)k);
+        }
+    }
+}
+
+/* Pattern i: 0 = the user's, 1 = ProfilerStep#*, 2.. = the defaults. */
+static int matches(int i, const char *name) {
+    const char *pat = i == 0 ? g_user_pat : i == 1 ? TPROF_PROFILER_STEP_GLOB
+                                                   : k_defaults[i - 2];
+    if (!pat) return 0;
+    if (strpbrk(pat, "*?[")) return fnmatch(pat, name, 0) == 0;
+    return strcmp(pat, name) == 0;
+}
+
+void tprof__kwin_name(const char *name) {
+    if (!name || atomic_load_explicit(&g_api, memory_order_relaxed)) return;
+    int p = atomic_load_explicit(&g_pat, memory_order_relaxed);
+    if (p < 0) {
+        /* the user's pattern, when given, is the only one (as in the report) */
+        int n = g_user_pat ? 1 : (int)(2 + N_DEFAULTS);
+        for (int i = g_user_pat ? 0 : 1; i < n && p < 0; i++)
+            if (matches(i, name)) p = i;
+        if (p < 0) return;
+        int expect = -1;
+        if (!atomic_compare_exchange_strong(&g_pat, &expect, p) && expect != p) return;
+    } else if (!matches(p, name)) {
+        return;
+    }
+    step_began(atomic_fetch_add(&g_next, 1));
+}
+
+void tprof__kwin_api_step(uint64_t step) {
+    atomic_store_explicit(&g_api, 1, memory_order_relaxed);
+    step_began(step);
+}
