@@ -504,6 +504,11 @@ def train(a, rank, local_rank, world, dist, say):
     if dist is not None:
         from torch.nn.parallel import DistributedDataParallel as DDP
         net = DDP(model, device_ids=[local_rank] if a.device == "cuda" else None)
+        # what DDP all-reduces every step: each gradient once, in the parameters' dtype
+        # (autocast leaves the parameters, hence the gradients, in float32)
+        grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+        say("ddp: %d gradient bytes all-reduced per step per rank (%d tensors), bucket cap %d MiB"
+            % (grad_bytes, sum(1 for p in model.parameters() if p.requires_grad), 25))
     opt = make_optimizer(model, a)
     loader = make_loader(a, rank, world)
     marks = Marks(a.use_nvtx)
