@@ -131,6 +131,67 @@ static void kernel(synth_file *f, uint64_t s, uint64_t e, const char *name, uint
               strlen(name) + 1);
 }
 
+static void kernel_on(synth_file *f, uint64_t s, uint64_t e, uint32_t stream, uint32_t corr,
+                      const char *name) {
+    tprof_pl_gpu pl = {e, 0, 0, stream, corr, 0, 0, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, s, &pl, sizeof pl, name,
+              strlen(name) + 1);
+}
+
+static void launch_at(synth_file *f, uint64_t t, uint32_t corr) {
+    tprof_pl_gpu api = {t + 10000, 0, 0, 0, corr, 211, 3, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, t, &api, sizeof api,
+              "cudaLaunchKernel", sizeof "cudaLaunchKernel");
+}
+
+/* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
+ * median launch delay (0.1 ms) would place its launch in step 1, but its neighbours on the
+ * same stream, launched at 9.0 and 9.9 ms (in the warm-up step, queue 0.8 ms deep), bound
+ * its launch to the warm-up step: it must not count for the measured steps. */
+static void test_gpu_unknown_launch(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-gpu-launch"), 0);
+    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
+    synth_thread(f, 1, 3);
+    synth_thread(f, 2, 4);
+    for (uint64_t s = 0; s < 3; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+    }
+    /* stream 9: five kernels launched in step 1, each starting 0.1 ms later, 0.1 ms long */
+    for (uint32_t k = 0; k < 5; k++) {
+        uint64_t l = T0 + (11 + k) * MS;
+        launch_at(f, l, 100 + k);
+        kernel_on(f, l + MS / 10, l + 2 * MS / 10, 9, 100 + k, "known_kernel");
+    }
+    /* stream 5: K1 launched 9.0 ms runs 9.6-10.1; U (unknown) runs 10.2-10.6; K2 launched
+     * 9.9 ms runs 10.7-11.0 */
+    launch_at(f, T0 + 9 * MS, 1);
+    kernel_on(f, T0 + 96 * MS / 10, T0 + 101 * MS / 10, 5, 1, "k1");
+    kernel_on(f, T0 + 102 * MS / 10, T0 + 106 * MS / 10, 5, 0, "unknown_launch_gemm");
+    launch_at(f, T0 + 99 * MS / 10, 2);
+    kernel_on(f, T0 + 107 * MS / 10, T0 + 110 * MS / 10, 5, 2, "k2");
+    synth_end_of_file(f, T0 + 31 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    cJSON *g = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
+    assert_non_null(g);
+    assert_true(fabs(num(g, "launch_lag_ms") - 0.1) < 1e-9);
+    cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
+    /* the measured steps (1, 2) hold only the five known kernels: 0.5 ms over 2 steps */
+    assert_true(fabs(num(d0, "kernel_ms") - 0.25) < 1e-9);
+    assert_true(fabs(num(d0, "kernels") - 2.5) < 1e-9);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* 3 steps of 10 ms (first warm-up). Each: a GEMM kernel 1-5 ms and an elementwise kernel
  * 4-6 ms (overlapping on another stream), launched through the driver (no runtime record:
  * their launch is estimated from the typical delay, 0.5 ms here), a 1 MB host-to-device copy
@@ -272,6 +333,7 @@ int main(void) {
         cmocka_unit_test(test_recursion_and_cross_domain_exclusive),
         cmocka_unit_test(test_counters_only),
         cmocka_unit_test(test_gpu_section),
+        cmocka_unit_test(test_gpu_unknown_launch),
         cmocka_unit_test(test_gpu_records_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,9 +5,9 @@
  * copy bytes, and the device-memory peak from allocation records.
  *
  * Work counts for the measured steps (warm-up left out) when its launch was inside one
- * (the runtime call with the same CUPTI correlation id; work of unknown launch counts where
- * it ran, clipped to the steps), so "per step" figures match a profiler that synchronizes
- * around the same steps; busy time is where the device was busy during the step windows. One table of kernel-name patterns (DESIGN §5) classifies kernels.
+ * (the runtime call with the same CUPTI correlation id; for work of unknown launch, an
+ * estimate from its known neighbours on the same stream: launch_times), so "per step"
+ * figures match a profiler that synchronizes around the same steps; busy time is where the device was busy during the step windows. One table of kernel-name patterns (DESIGN §5) classifies kernels.
  */
 #define _GNU_SOURCE
 #include "analysis/gpu.h"
@@ -66,13 +66,70 @@ static const tp_gpu_op *launch_of(const tp_gpu_op *o, const tp_gpu_op *const *ap
     return hit ? *hit : NULL;
 }
 
-static uint64_t attributed(const tp_gpu_op *o, const tp_gpu_op *const *apis, size_t napi,
-                           const tp_step *st, size_t nst, uint64_t lag) {
+static int by_stream_start(const void *a, const void *b, void *ctx) {
+    const tp_gpu_op *g = ctx;
+    const tp_gpu_op *x = &g[*(const size_t *)a], *y = &g[*(const size_t *)b];
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* When each GPU op was launched (CLOCK_MONOTONIC ns), into when[]. Known: the runtime call
+ * with its correlation id. Unknown (kernels cuBLASLt, cuDNN or Triton launch through the
+ * driver API, whose records are opt-in): a stream runs its work in launch order, so the
+ * launch lies between those of the nearest known neighbours on the same stream, P before
+ * and N after; within [launch(P), min(launch(N), start)], it is placed by N's own
+ * launch-to-start delay (the queue depth at that moment), or by the run's median delay
+ * `lag` when the stream has no known launch after it. Returns -1 when out of memory. */
+static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint64_t lag,
+                        uint64_t *when) {
+    size_t n = p->ngpu;
+    size_t *ix = malloc((n ? n : 1) * sizeof *ix);
+    const tp_gpu_op **l = malloc((n ? n : 1) * sizeof *l);
+    if (!ix || !l) {
+        free(ix);
+        free(l);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ix[i] = i;
+        l[i] = launch_of(&p->gpu[i], apis, p->napi);
+    }
+    qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
+    for (size_t a = 0; a < n;) {
+        size_t b = a;
+        while (b < n && p->gpu[ix[b]].device == p->gpu[ix[a]].device &&
+               p->gpu[ix[b]].stream == p->gpu[ix[a]].stream)
+            b++;
+        /* backward: the next known launch on this stream, and its delay */
+        uint64_t next_launch = UINT64_MAX, next_lag = lag;
+        for (size_t k = b; k-- > a;) {
+            const tp_gpu_op *o = &p->gpu[ix[k]];
+            if (l[ix[k]]) {
+                when[ix[k]] = l[ix[k]]->start;
+                next_launch = l[ix[k]]->start;
+                next_lag = o->start >= next_launch ? o->start - next_launch : 0;
+                continue;
+            }
+            uint64_t w = o->start > next_lag ? o->start - next_lag : o->start;
+            if (w > next_launch) w = next_launch;
+            when[ix[k]] = w;
+        }
+        /* forward: never before the previous known launch */
+        uint64_t prev_launch = 0;
+        for (size_t k = a; k < b; k++) {
+            if (l[ix[k]]) prev_launch = l[ix[k]]->start;
+            else if (when[ix[k]] < prev_launch) when[ix[k]] = prev_launch;
+        }
+        a = b;
+    }
+    free(ix);
+    free(l);
+    return 0;
+}
+
+static uint64_t attributed(const tp_gpu_op *o, uint64_t when, const tp_step *st, size_t nst) {
     if (!nst) return o->end - o->start;
-    const tp_gpu_op *l = launch_of(o, apis, napi);
-    /* unknown launch (driver API: cuBLASLt, Triton): estimated as its start minus the
-     * typical launch-to-start delay of the launches we know */
-    uint64_t when = l ? l->start : o->start > lag ? o->start - lag : o->start;
     return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : 0;
 }
 
@@ -148,8 +205,11 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     tp_span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
     /* each op's ns that count for the measured steps, once for the tables below */
     uint64_t *att = malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
-    for (size_t i = 0; att && i < p->ngpu; i++)
-        att[i] = attributed(&p->gpu[i], apis, p->napi, st, nst, lag);
+    if (att && launch_times(p, apis, lag, att) != 0) {
+        free(att);
+        att = NULL;
+    }
+    for (size_t i = 0; att && i < p->ngpu; i++) att[i] = attributed(&p->gpu[i], att[i], st, nst);
     krow *rows = NULL;
     size_t nrows = 0, caprows = 0;
     cJSON *jd = cJSON_AddArrayToObject(g, "devices");
