@@ -784,9 +784,10 @@ static const char *const known_caps[][2] = {
     {"nvtx", "no NVTX call reached trainprof (the program uses no NVTX3, or ran outside "
              "trainprof run)"},
     {"cupti", "no process used CUDA under trainprof run (or the build had no CUPTI headers)"},
-    {"nccl", "not in this version of trainprof"},
+    {"nccl", "NCCL never loaded the profiler plugin (no NCCL communicator, NCCL older than "
+             "2.23, or NCCL_PROFILER_PLUGIN overridden)"},
     {"nvml", "no process sampled NVML (TRAINPROF_NVML_HZ=0, or no recording session)"},
-    {"mpi", "not in this version of trainprof"},
+    {"mpi", "no process called MPI_Init under trainprof run (or the build had no MPI)"},
 };
 
 cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
