@@ -385,6 +385,8 @@ static int node_sampler_wanted(void) {
  * the file's role and uses its GPU series for the ranks of this host. Signals stay ours
  * (TRAINPROF_NO_SIGNALS). A failure only means no node samples: the job is unaffected. */
 static void node_sampler_start(const char *dir, const char *run_id) {
+    const char *ns = getenv("TRAINPROF_NO_SIGNALS");
+    char *had = ns ? strdup(ns) : NULL;
     setenv("TRAINPROF_NO_SIGNALS", "1", 1);
     tprof_config c;
     tprof_config_init(&c);
@@ -393,11 +395,17 @@ static void node_sampler_start(const char *dir, const char *run_id) {
     c.sample_hz = 0;
     const char *hz = getenv("TRAINPROF_NVML_HZ");
     if (hz && *hz) c.nvml_hz = (uint32_t)strtoul(hz, NULL, 10);
-    if (tprof_init(&c) != TPROF_OK) {
+    int rc = tprof_init(&c);
+    /* the job inherits the environment: its processes take their signals as usual */
+    if (had) setenv("TRAINPROF_NO_SIGNALS", had, 1);
+    else unsetenv("TRAINPROF_NO_SIGNALS");
+    free(had);
+    if (rc != TPROF_OK) {
         fprintf(stderr, "trainprof run: no node GPU sampler (the session did not start)\n");
         return;
     }
     tprof_set_metadata("trainprof.role", "node-sampler");
+    tprof_flush(); /* one flusher pass: NVML is open and the first sample taken */
 }
 
 /* Absolute path of libtrainprof.so: $TRAINPROF_LIB, else beside the executable or in
@@ -653,6 +661,8 @@ static int cmd_run(int argc, char **argv) {
         char me[24];
         snprintf(me, sizeof me, "%d", (int)getpid());
         setenv("TRAINPROF_NVML_SAMPLER", me, 1);
+        /* before the job starts, so that its first step lies between two samples */
+        node_sampler_start(absdir, run_id);
     }
 
     fflush(NULL);
@@ -669,7 +679,6 @@ static int cmd_run(int argc, char **argv) {
         _exit(127);
     }
     g_child = pid;
-    if (node_sampler) node_sampler_start(absdir, run_id);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {

@@ -234,6 +234,18 @@ void synth_thread_name(synth_file *f, uint32_t serial, uint64_t ts, uint64_t nam
     synth_raw(f, serial, TPROF_REC_THREAD_NAME, 0, ts, &pl, sizeof pl, name, strlen(name) + 1);
 }
 
+void synth_kernel(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, uint32_t device,
+                  uint32_t stream, uint32_t correlation, const char *name) {
+    tprof_pl_gpu pl = {end, 0, device, stream, correlation, 0, 0, 0};
+    named(f, serial, TPROF_REC_GPU_KERNEL, start, &pl, sizeof pl, name);
+}
+
+void synth_comm(synth_file *f, uint32_t serial, uint64_t start, const struct tprof_pl_comm *pl,
+                const char *name) {
+    named(f, serial, TPROF_REC_COMM_OP, start, pl, sizeof *pl,
+          name ? name : tprof_comm_op_name(pl->op));
+}
+
 void synth_meta(synth_file *f, const char *key, const char *value) {
     size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
     char *kv = malloc(kl + vl);

@@ -88,6 +88,18 @@ void synth_step_end(synth_file *f, uint32_t serial, uint64_t ts, uint64_t step);
 void synth_thread_name(synth_file *f, uint32_t serial, uint64_t ts, uint64_t named_tid,
                        const char *name);
 
+/* A CUPTI kernel record (kind GPU_KERNEL) as the library writes it from CUPTI's buffers:
+ * start and end on CLOCK_MONOTONIC, device, stream, correlation id, name inline. */
+void synth_kernel(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, uint32_t device,
+                  uint32_t stream, uint32_t correlation, const char *name);
+
+/* A COMM_OP record starting at `start` with the payload as given (format.h's tprof_pl_comm;
+ * its end_ns, gpu_start_ns/gpu_end_ns and flags too). name NULL: the op's own name
+ * (tprof_comm_op_name). */
+struct tprof_pl_comm;
+void synth_comm(synth_file *f, uint32_t serial, uint64_t start, const struct tprof_pl_comm *pl,
+                const char *name);
+
 /* --- process-stream records (serial 0) */
 void synth_meta(synth_file *f, const char *key, const char *value);
 void synth_rank(synth_file *f, int rank, int world_size); /* meta rank, world_size */

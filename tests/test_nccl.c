@@ -393,13 +393,14 @@ static void body_kernel_ch(void) {
     pl->stopEvent(h1);
     kch(pl, h1, 0, GPU_BASE + 300, GPU_BASE + 5000);
     kch(pl, h1, 1, GPU_BASE + 100, GPU_BASE + 9000);
-    /* op 2: one channel that starts 1 ms (GPU) after op 1's; its channel stops before the
-     * host stop arrives */
+    /* op 2: one channel that starts 1 s (GPU) after op 1's (far more than any host delay
+     * between the two starts, so op 1 keeps defining the offset); its channel stops before
+     * the host stop arrives */
     d.u.coll.seqNumber = 2;
     d.u.coll.nChannels = 1;
     void *h2 = NULL;
     CHECK(pl->startEvent(c, &h2, &d) == TP_NCCL_SUCCESS && h2, 104);
-    kch(pl, h2, 0, GPU_BASE + 1000100, GPU_BASE + 1002100);
+    kch(pl, h2, 0, GPU_BASE + 1000000100, GPU_BASE + 1000002100);
     sleep_ms(1);
     pl->stopEvent(h2);
     /* op 3: two channels, only one ever reports: written at shutdown with what arrived */
@@ -408,7 +409,7 @@ static void body_kernel_ch(void) {
     void *h3 = NULL;
     CHECK(pl->startEvent(c, &h3, &d) == TP_NCCL_SUCCESS && h3, 105);
     pl->stopEvent(h3);
-    kch(pl, h3, 0, GPU_BASE + 2000000, GPU_BASE + 2000400);
+    kch(pl, h3, 0, GPU_BASE + 2000000000, GPU_BASE + 2000000400);
     /* a channel whose parent was never ours (dropped, stale, a PXN peer's): NULL handle */
     tp_nccl_descr_v5 k;
     memset(&k, 0, sizeof k);
@@ -447,13 +448,13 @@ static void test_kernel_ch(void **state) {
      * start): so a's GPU interval begins exactly at its host start and lasts 8900 ns */
     assert_int_equal(a->gpu_start, a->start);
     assert_int_equal(a->gpu_end - a->gpu_start, 8900);
-    /* op 2 on the same clock: 1 ms of GPU time after op 1, 2000 ns long */
-    assert_int_equal(b->gpu_start - a->gpu_start, 1000000);
+    /* op 2 on the same clock: 1 s of GPU time after op 1, 2000 ns long */
+    assert_int_equal(b->gpu_start - a->gpu_start, 1000000000);
     assert_int_equal(b->gpu_end - b->gpu_start, 2000);
     /* the host stop stays the enqueue end; op 2's came >= 1 ms after its start */
     assert_true(b->end - b->start >= 1000000);
     /* op 3: its one reporting channel */
-    assert_int_equal(c->gpu_start - a->gpu_start, 1999900);
+    assert_int_equal(c->gpu_start - a->gpu_start, 1999999900);
     assert_int_equal(c->gpu_end - c->gpu_start, 400);
     const char *off = tp_meta(p, "nccl.gpu_timer_offset_ns");
     assert_null(off); /* no finalize ran: written only by finalize */

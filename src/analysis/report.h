@@ -19,10 +19,14 @@ typedef struct tp_report_opts {
     const char *const *data_names;  /* range names that mark data loading */
     size_t ndata_names;
     int top_n;                      /* rows in the top-range tables, default 15 */
+    double comm_warn_share;         /* exposed communication over this share of the step is a
+                                     * warning finding: default 0.10 (DESIGN §5) */
+    double comm_crit_share;         /* ... and over this, critical: default 0.30 (issue 5) */
 } tp_report_opts;
 
 /* Defaults: warm-up 1, top 15, data names data, batch, loader, get_batch,
- * batch-generator (matched case-insensitively). */
+ * batch-generator (matched case-insensitively), exposed-communication thresholds 10 % and
+ * 30 % of the step. */
 void tp_report_opts_init(tp_report_opts *o);
 
 /* Builds the report of a loaded run; NULL only when out of memory. Free with cJSON_Delete. */

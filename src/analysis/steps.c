@@ -169,3 +169,23 @@ uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n) {
     }
     return tot;
 }
+
+void tp_steps_union_each(tp_span *v, size_t nv, const tp_step *st, size_t n, uint64_t *out) {
+    for (size_t i = 0; i < n; i++) out[i] = 0;
+    if (nv > 1) qsort(v, nv, sizeof *v, by_span_start);
+    for (size_t i = 0; i < nv;) {
+        uint64_t s = v[i].s, e = v[i].e;
+        for (i++; i < nv && v[i].s <= e; i++)
+            if (v[i].e > e) e = v[i].e;
+        size_t lo = 0, hi = n;
+        while (lo < hi) { /* the first step that ends after s */
+            size_t mid = (lo + hi) / 2;
+            if (st[mid].end <= s) lo = mid + 1;
+            else hi = mid;
+        }
+        for (size_t k = lo; k < n && st[k].start < e; k++) {
+            uint64_t a = s > st[k].start ? s : st[k].start, b = e < st[k].end ? e : st[k].end;
+            if (b > a) out[k] += b - a;
+        }
+    }
+}

@@ -50,6 +50,11 @@ typedef struct tp_span {
  * total when st is NULL: time covered at least once, overlaps counted once. */
 uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n);
 
+/* Per step: out[i] (set, not added to) = ns of step i covered at least once by the spans
+ * (sorted in place). The spans are merged once, so this costs one sort for any number of
+ * steps. st as for tp_steps_overlap. */
+void tp_steps_union_each(tp_span *v, size_t nv, const tp_step *st, size_t n, uint64_t *out);
+
 /* Nanoseconds of [s, e) inside the steps st[0..n) (sorted by start, not overlapping). */
 uint64_t tp_steps_overlap(const tp_step *st, size_t n, uint64_t s, uint64_t e);
 const char *tp_step_source_name(tp_step_source s);

@@ -413,14 +413,14 @@ int InitializeInjection(void) {
     atomic_store(&g_ready, 1);
     int on_now = tprof__kwin_capture_now();
     if (on_now) enable_chosen(1);
-    char status[320];
+    char status[640];
     if (tprof__kwin_active())
         snprintf(status, sizeof status,
-                 "activity capture in the steps of TRAINPROF_KERNEL_STEPS=%s: %d kinds, %s, "
-                 "API %u",
+                 "activity capture in the steps of TRAINPROF_KERNEL_STEPS=%.40s: %d kinds, "
+                 "%.256s, API %u",
                  getenv("TRAINPROF_KERNEL_STEPS"), enabled, which, version);
     else
-        snprintf(status, sizeof status, "activity capture on: %d kinds, %s, API %u", enabled,
+        snprintf(status, sizeof status, "activity capture on: %d kinds, %.256s, API %u", enabled,
                  which, version);
     tprof__capability("cupti", status);
     tprof__log(TPROF_LOG_INFO, "CUPTI %s", status);

@@ -82,7 +82,7 @@ typedef struct tp_nccl_slot {
     _Atomic uint64_t gpu_first; /* smallest channel start pTimer; UINT64_MAX when none */
     _Atomic uint64_t gpu_last;  /* largest channel stop pTimer; 0 when none */
     _Atomic uint32_t ch_done;   /* channels stopped */
-    uint32_t ch_want;           /* channels to wait for (0: write at host stop) */
+    _Atomic uint32_t ch_want;   /* channels to wait for (0: write at host stop) */
 } tp_nccl_slot;
 
 static tp_nccl_slot g_slots[TP_NCCL_SLOTS];
@@ -237,7 +237,8 @@ static int slot_claim(uint64_t tag, tp_nccl_slot *out) {
     atomic_store_explicit(&out->gpu_first, atomic_load(&s->gpu_first), memory_order_relaxed);
     atomic_store_explicit(&out->gpu_last, atomic_load(&s->gpu_last), memory_order_relaxed);
     atomic_store_explicit(&out->ch_done, atomic_load(&s->ch_done), memory_order_relaxed);
-    out->ch_want = s->ch_want;
+    atomic_store_explicit(&out->ch_want, atomic_load_explicit(&s->ch_want, memory_order_relaxed),
+                          memory_order_relaxed);
     slot_give(idx);
     return 1;
 }
@@ -265,9 +266,9 @@ static void atomic_max_u64(_Atomic uint64_t *a, uint64_t v) {
 
 /* Writes the event `tag` if NCCL has stopped it and all its channels have reported; exactly
  * one of the racing callers (host stop, last channel stop) wins the claim. */
-static void try_finish(tp_nccl_slot *s, uint64_t tag) {
+static void try_finish(tp_nccl_slot *s, uint64_t tag, uint32_t want) {
     uint64_t end = atomic_load(&s->host_end);
-    if (!end || atomic_load(&s->ch_done) < s->ch_want) return;
+    if (!end || atomic_load(&s->ch_done) < want) return;
     tp_nccl_slot copy;
     if (slot_claim(tag, &copy)) {
         atomic_fetch_sub_explicit(&g_pending, 1, memory_order_relaxed);
@@ -347,9 +348,11 @@ static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
     atomic_store_explicit(&s->gpu_first, UINT64_MAX, memory_order_relaxed);
     atomic_store_explicit(&s->gpu_last, 0, memory_order_relaxed);
     atomic_store_explicit(&s->ch_done, 0, memory_order_relaxed);
-    s->ch_want = atomic_load_explicit(&g_kernel_timing, memory_order_relaxed) == 1
-                     ? s->nchannels
-                     : 0;
+    atomic_store_explicit(&s->ch_want,
+                          atomic_load_explicit(&g_kernel_timing, memory_order_relaxed) == 1
+                              ? s->nchannels
+                              : 0,
+                          memory_order_relaxed);
     s->gen = s->gen + 1 ? s->gen + 1 : 1; /* never 0: a zero tag means "free" */
     uint64_t tag = ((uint64_t)s->gen << TP_NCCL_SLOT_BITS) | (uint32_t)idx;
     s->start_ns = tprof__now();
@@ -455,16 +458,19 @@ tp_nccl_result tprof__nccl_stop(void *eHandle) {
         tp_nccl_slot *s = slot_of(parent);
         if (!s) return TP_NCCL_SUCCESS;
         atomic_store_explicit(&s->touched, now, memory_order_relaxed);
+        uint32_t want = atomic_load_explicit(&s->ch_want, memory_order_relaxed);
         atomic_fetch_add(&s->ch_done, 1);
-        try_finish(s, parent);
+        try_finish(s, parent, want);
         return TP_NCCL_SUCCESS;
     }
     tp_nccl_slot *s = slot_of(tag);
-    if (s && s->ch_want) { /* wait for the channels; the last one writes the record */
+    /* read before host_end is set: once it is, the last channel may free the slot */
+    uint32_t want = s ? atomic_load_explicit(&s->ch_want, memory_order_relaxed) : 0;
+    if (s && want) { /* wait for the channels; the last one writes the record */
         atomic_fetch_add_explicit(&g_pending, 1, memory_order_relaxed);
         atomic_store_explicit(&s->touched, now, memory_order_relaxed);
         atomic_store(&s->host_end, now);
-        try_finish(s, tag);
+        try_finish(s, tag, want);
         return TP_NCCL_SUCCESS;
     }
     tp_nccl_slot copy;
@@ -497,7 +503,9 @@ void tprof__nccl_sweep(int final) {
             uint64_t end = atomic_load(&s->host_end);
             if (!tag || !end) continue;
             uint64_t last = atomic_load_explicit(&s->touched, memory_order_relaxed);
-            if (!final && now - (last > end ? last : end) < TP_NCCL_STALE_NS) continue;
+            /* another thread may have touched it after `now` was read: not stale */
+            uint64_t recent = last > end ? last : end;
+            if (!final && (recent >= now || now - recent < TP_NCCL_STALE_NS)) continue;
             tp_nccl_slot copy;
             if (slot_claim(tag, &copy)) {
                 atomic_fetch_sub_explicit(&g_pending, 1, memory_order_relaxed);
@@ -544,6 +552,12 @@ static tp_nccl_result init_v4(void **context, int *mask, const char *name, uint6
 static tp_nccl_result start_v4(void *context, void **eHandle, tp_nccl_descr_v4 *d) {
     if (!eHandle) return TP_NCCL_SUCCESS;
     *eHandle = NULL;
+    /* NCCL 2.27 starts a group's Coll/P2p events only when the Group event got a handle:
+     * give it an inert one (below the pool's tags, so stop ignores it) */
+    if (d && d->type == TP_NCCL_GROUP) {
+        if (context) *eHandle = (void *)(uintptr_t)0x47;
+        return TP_NCCL_SUCCESS;
+    }
     if (d) tprof__nccl_start(context, eHandle, d->type, d->parentObj, &d->u, d->rank, 0);
     return TP_NCCL_SUCCESS;
 }

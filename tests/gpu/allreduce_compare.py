@@ -52,9 +52,22 @@ for sz in times["sizes"]:
                 best = (ov, k0, k1)
         if best:
             place.append((o["g0"] - best[1]) / 1e3)
-    print("size %10d: %2d ops (%2d with GPU time)  trainprof median %.3f ms busbw %.1f GB/s | "
-          "CUDA events median %.3f ms busbw %.1f GB/s | diff %+.2f %%%s"
-          % (sz["bytes"], n, len(with_gpu), tp_med, bus_tp, ev_med, bus_ev, 100 * diff,
+    kdur = []
+    for o in with_gpu:
+        best = None
+        for k0, k1 in kernels:
+            ov = min(k1, o["g1"]) - max(k0, o["g0"])
+            if ov > 0 and (best is None or ov > best[0]):
+                best = (ov, k0, k1)
+        if best:
+            kdur.append((best[2] - best[1]) / 1e6)
+    kinfo = ""
+    if kdur:
+        k_med = statistics.median(kdur)
+        kinfo = " | CUPTI kernel median %.3f ms (%+.2f %% vs events)" % (k_med, 100 * (k_med - ev_med) / ev_med)
+    print("size %10d: %2d ops (%2d with GPU time)  trainprof kernel-channel median %.3f ms busbw %.1f GB/s | "
+          "CUDA events median %.3f ms busbw %.1f GB/s | diff %+.2f %%%s%s"
+          % (sz["bytes"], n, len(with_gpu), tp_med, bus_tp, ev_med, bus_ev, 100 * diff, kinfo,
              "" if not place else " | GPU start - CUPTI kernel start: median %+.1f us (n=%d)"
              % (statistics.median(place), len(place))))
 print("largest median difference: %.2f %% (target 5 %%)" % (100 * worst))

@@ -7,6 +7,11 @@ trainprof's NCCL durations and bus bandwidth (tests/gpu/allreduce_compare.py).
 Per size: --warmup all-reduces, then --iters ones, each between two CUDA events recorded on
 the current stream (the all-reduce's NCCL stream waits for the first, the current stream
 waits for the collective before the second). Rank 0 writes every op's milliseconds.
+
+The timed ops are queued behind a --queue-ms spin kernel, so the host has enqueued them all
+before the GPU reaches them: the events then time the GPU's work, not how fast the host
+launches (without it, a 1 MiB all-reduce on an idle GPU measured ~10 us of host launch
+latency on top of the ~140 us kernel).
 """
 import argparse
 import json
@@ -20,6 +25,7 @@ p.add_argument("--sizes-mib", default="1,4,16,64,256")
 p.add_argument("--iters", type=int, default=20)
 p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--json", default=None)
+p.add_argument("--queue-ms", type=float, default=20.0, help="spin before the timed ops (0: none)")
 a = p.parse_args()
 
 local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -36,6 +42,8 @@ for mib in (float(s) for s in a.sizes_mib.split(",")):
     dist.barrier()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
           for _ in range(a.iters)]
+    if a.queue_ms > 0:  # ~1.98 GHz SM clock on an H200: cycles per ms
+        torch.cuda._sleep(int(a.queue_ms * 1.98e6))
     for s, e in ev:
         s.record()
         dist.all_reduce(x)

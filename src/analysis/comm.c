@@ -1,0 +1,1113 @@
+/*
+ * comm.c — the communication analysis (issue 5, DESIGN §5): what each communicator carried,
+ * how fast, and how much of each step was communication the GPU could not hide.
+ *
+ * Inputs are the COMM_OP records (NCCL profiler plugin or MPI through PMPI), the CUPTI
+ * kernels and the steps. Three parts:
+ *
+ * 1. Timing of each op (tp_comm_resolve), best first: the record's GPU interval (NCCL
+ *    kernel-channel events); for NCCL ops without one, the CUPTI NCCL kernel matched to it
+ *    (rule below); else the host interval, which for NCCL is only the enqueue and for MPI's
+ *    blocking calls is the real duration. Every output says which source it used.
+ *
+ *    Matching rule. A kernel record does not name its communicator, but NCCL runs each
+ *    communicator's work in issue order on the stream the caller gave it (PyTorch: one
+ *    stream per process group and device). So, per communicator, its NCCL ops in issue order
+ *    (host start) are aligned with the communication-class kernels of one (device, stream):
+ *    each op takes the first kernel not yet taken that starts at or after the op's host start
+ *    (work cannot start before it was issued); kernels that started earlier are skipped; if
+ *    that kernel's name names another function (tokens of the name: AllReduce, AllGather,
+ *    ReduceScatter, Broadcast, Reduce, SendRecv/Send/Recv, AllToAll, Gather, Scatter; a name
+ *    with none of them, e.g. ncclDevKernel_Generic, fits any op) the op stays unmatched and
+ *    the kernel is left for the next op. An op whose host interval overlaps the previous
+ *    op's (NCCL starts and stops the events of one launch together: a group, such as a
+ *    Send/Recv pair, fused into one kernel) shares that op's kernel. Each communicator takes
+ *    the stream on which the most of its ops match (among equals, the one whose kernels start
+ *    soonest after the issues, in sum); communicators are served in the order of their first
+ *    op, and a kernel taken by one is not offered to the next.
+ *
+ * 2. Bandwidth per communicator and op (nccl-tests, reference/gpu-capture.md §3): algbw =
+ *    S / t with S nccl-tests' "size" and GB = 1e9 bytes; busbw = algbw x factor. Over several
+ *    ops, algbw = sum S / sum t (the time-weighted rate, equal to each op's when all are
+ *    alike), as nccl-tests divides one size by its mean time.
+ *
+ * 3. Exposed vs overlapped communication per step: on each device, communication is the
+ *    union of the NCCL kernels (CUPTI "communication" class, so CUDA graph replays count) and
+ *    the ops' GPU intervals, plus MPI calls (the host is blocked in them); compute is the union
+ *    of every other kernel on the device. Exposed = |comm \ compute|, overlapped =
+ *    |comm ∩ compute|, both clipped to the step's window; with several devices the step's
+ *    figure is the device with the most exposed time. Without any GPU record (a CPU/MPI job)
+ *    the process is blocked in each MPI call, so all of it is exposed.
+ */
+#define _GNU_SOURCE
+#include "analysis/comm.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "analysis/gpu.h"
+#include "format/format.h"
+#include "trainprof.h"
+
+/* ------------------------------------------------------------------ names and factors */
+
+const char *tp_comm_src_name(tp_comm_src s) {
+    return s == TP_COMM_TIME_GPU ? "gpu" : s == TP_COMM_TIME_KERNEL ? "kernel" : "host";
+}
+
+const char *tp_comm_algo_name(uint32_t algo) {
+    static const char *const n[] = {"unknown", "TREE", "RING", "COLLNET_DIRECT",
+                                    "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+    return algo < sizeof n / sizeof *n ? n[algo] : "unknown";
+}
+
+const char *tp_comm_proto_name(uint32_t proto) {
+    static const char *const n[] = {"unknown", "LL", "LL128", "SIMPLE"};
+    return proto < sizeof n / sizeof *n ? n[proto] : "unknown";
+}
+
+/* nccl-tests (its src/<collective>.cu, the *GetBw functions) computes S from the count it passed to NCCL: count x size for
+ * AllReduce, Broadcast, Reduce and SendRecv, count x size x n for AllGather (sendcount),
+ * ReduceScatter (recvcount), AlltoAll (count per peer), Gather and Scatter (count per rank).
+ * Our `bytes` is the caller's count x datatype size, and NCCL's profiler Coll descriptor
+ * passes the API's count (src/collectives.cc: ncclAllGather's sendcount, ncclReduceScatter's
+ * recvcount), so the same multiplication turns it into S. */
+uint64_t tp_comm_size_bytes(uint32_t op, uint64_t bytes, uint32_t nranks) {
+    switch (op) {
+    case TPROF_COMM_ALLREDUCE:
+    case TPROF_COMM_BROADCAST:
+    case TPROF_COMM_REDUCE:
+    case TPROF_COMM_SEND:
+    case TPROF_COMM_RECV: return bytes;
+    case TPROF_COMM_ALLGATHER:
+    case TPROF_COMM_REDUCESCATTER:
+    case TPROF_COMM_ALLTOALL:
+    case TPROF_COMM_GATHER:
+    case TPROF_COMM_SCATTER: return bytes * nranks;
+    default: return 0;
+    }
+}
+
+/* The factors of nccl-tests' *GetBw functions: AllReduceGetBw 2(n-1)/n; AllGatherGetBw,
+ * ReduceScatterGetBw, AlltoAllGetBw, GatherGetBw, ScatterGetBw (n-1)/n; BroadcastGetBw,
+ * ReduceGetBw, SendRecvGetBw 1. */
+double tp_comm_bus_factor(uint32_t op, uint32_t nranks) {
+    if (!nranks) return 0;
+    double n = (double)nranks;
+    switch (op) {
+    case TPROF_COMM_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case TPROF_COMM_ALLGATHER:
+    case TPROF_COMM_REDUCESCATTER:
+    case TPROF_COMM_ALLTOALL:
+    case TPROF_COMM_GATHER:
+    case TPROF_COMM_SCATTER: return (n - 1) / n;
+    case TPROF_COMM_BROADCAST:
+    case TPROF_COMM_REDUCE:
+    case TPROF_COMM_SEND:
+    case TPROF_COMM_RECV: return 1.0;
+    default: return 0;
+    }
+}
+
+static const char *op_name(const tp_comm_op *o) {
+    return o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT ? tprof_comm_op_name(o->op)
+           : o->name                                                 ? o->name
+                                                                     : "Unknown";
+}
+
+static int is_mpi(const tp_comm_op *o) { return o->source == TPROF_COMM_SRC_MPI; }
+
+/* ------------------------------------------------------------------ kernel matching */
+
+enum {
+    FN_ALLREDUCE = 1, FN_ALLGATHER = 2, FN_REDUCESCATTER = 4, FN_BROADCAST = 8,
+    FN_REDUCE = 16, FN_SENDRECV = 32, FN_ALLTOALL = 64, FN_GATHER = 128, FN_SCATTER = 256
+};
+
+/* Function names as NCCL's kernels spell them (ncclDevKernel_AllReduce_Sum_f32_RING_LL,
+ * ncclDevKernel_SendRecv, older ncclKernel_AllGather_RING_LL_Sum_int8_t). */
+static const struct { const char *tok; unsigned bit; } fn_tokens[] = {
+    {"AllReduce", FN_ALLREDUCE}, {"AllGather", FN_ALLGATHER}, {"ReduceScatter", FN_REDUCESCATTER},
+    {"Broadcast", FN_BROADCAST}, {"Reduce", FN_REDUCE},       {"SendRecv", FN_SENDRECV},
+    {"Send", FN_SENDRECV},       {"Recv", FN_SENDRECV},       {"AllToAll", FN_ALLTOALL},
+    {"Gather", FN_GATHER},       {"Scatter", FN_SCATTER},
+};
+
+/* The functions a kernel name names: its alphanumeric tokens compared whole, so "Reduce"
+ * is not found inside "AllReduce". 0 = none (a generic kernel). */
+static unsigned kernel_fns(const char *name) {
+    unsigned m = 0;
+    if (!name) return 0;
+    for (const char *s = name; *s;) {
+        if (!isalnum((unsigned char)*s)) {
+            s++;
+            continue;
+        }
+        const char *e = s;
+        while (*e && isalnum((unsigned char)*e)) e++;
+        size_t len = (size_t)(e - s);
+        for (size_t k = 0; k < sizeof fn_tokens / sizeof *fn_tokens; k++)
+            if (strlen(fn_tokens[k].tok) == len && !strncasecmp(s, fn_tokens[k].tok, len))
+                m |= fn_tokens[k].bit;
+        s = e;
+    }
+    return m;
+}
+
+/* Kernel functions that can carry the op. NCCL builds AllToAll, Gather and Scatter from
+ * point-to-point work, so a SendRecv kernel carries them. */
+static unsigned op_fns(uint32_t op) {
+    switch (op) {
+    case TPROF_COMM_ALLREDUCE: return FN_ALLREDUCE;
+    case TPROF_COMM_ALLGATHER: return FN_ALLGATHER;
+    case TPROF_COMM_REDUCESCATTER: return FN_REDUCESCATTER;
+    case TPROF_COMM_BROADCAST: return FN_BROADCAST;
+    case TPROF_COMM_REDUCE: return FN_REDUCE;
+    case TPROF_COMM_SEND:
+    case TPROF_COMM_RECV: return FN_SENDRECV;
+    case TPROF_COMM_ALLTOALL: return FN_ALLTOALL | FN_SENDRECV;
+    case TPROF_COMM_GATHER: return FN_GATHER | FN_SENDRECV;
+    case TPROF_COMM_SCATTER: return FN_SCATTER | FN_SENDRECV;
+    default: return ~0u;
+    }
+}
+
+static int fits(unsigned kernel, unsigned op) { return kernel == 0 || (kernel & op) != 0; }
+
+static int is_comm_kernel(const tp_gpu_op *g) {
+    return g->type == TPROF_REC_GPU_KERNEL && g->name &&
+           !strcmp(tp_kernel_class(g->name), "communication");
+}
+
+typedef struct kref {
+    uint64_t start;
+    size_t gi; /* index in p->gpu */
+    uint32_t device, stream;
+    unsigned fns;
+} kref;
+
+typedef struct oref {
+    uint64_t hash, start;
+    size_t ci; /* index in p->comm */
+} oref;
+
+static int cmp_kref(const void *a, const void *b) {
+    const kref *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return x->gi < y->gi ? -1 : x->gi > y->gi;
+}
+
+static int cmp_oref(const void *a, const void *b) {
+    const oref *x = a, *y = b;
+    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return x->ci < y->ci ? -1 : x->ci > y->ci;
+}
+
+typedef struct span_ix { size_t a, b; uint64_t first; } span_ix; /* [a, b) of an array */
+
+static int cmp_first(const void *a, const void *b) {
+    const span_ix *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+/* Aligns one communicator's ops (issue order) with one stream's kernels (start order) by
+ * the rule in the file comment. Returns the number of ops matched, and in *lag the sum of
+ * their issue-to-kernel-start delays (ns); with `out`, records the matches and marks the
+ * kernels taken. */
+static size_t align(const tp_process *p, const oref *ops, size_t nops, const kref *k, size_t nk,
+                    uint8_t *taken, tp_comm_time *out, double *lag) {
+    size_t j = 0, matched = 0, prev_k = SIZE_MAX;
+    const tp_comm_op *prev = NULL;
+    if (nops) { /* the first kernel that starts at or after the first issue */
+        size_t lo = 0, hi = nk;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (k[mid].start < p->comm[ops[0].ci].start) lo = mid + 1;
+            else hi = mid;
+        }
+        j = lo;
+    }
+    for (size_t i = 0; i < nops; i++) {
+        const tp_comm_op *o = &p->comm[ops[i].ci];
+        unsigned want = op_fns(o->op);
+        size_t hit = SIZE_MAX;
+        if (prev && prev_k != SIZE_MAX && o->start < prev->end && fits(k[prev_k].fns, want)) {
+            hit = prev_k; /* enqueued in the same launch as the previous op */
+        } else {
+            while (j < nk && (k[j].start < o->start || taken[j])) j++;
+            if (j == nk) break;
+            if (fits(k[j].fns, want)) hit = j++;
+        }
+        prev = o;
+        prev_k = hit;
+        if (hit == SIZE_MAX) continue;
+        matched++;
+        *lag += (double)(k[hit].start - o->start);
+        if (out) {
+            taken[hit] = 1;
+            out[ops[i].ci].kernel = k[hit].gi;
+        }
+    }
+    return matched;
+}
+
+int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
+    for (size_t i = 0; i < p->ncomm; i++)
+        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1};
+    if (!p->ncomm) return TPROF_OK;
+    int rc = TPROF_OK;
+    size_t nk = 0, no = 0;
+    for (size_t i = 0; i < p->ngpu; i++) nk += is_comm_kernel(&p->gpu[i]);
+    for (size_t i = 0; i < p->ncomm; i++) no += !is_mpi(&p->comm[i]);
+    kref *k = malloc((nk ? nk : 1) * sizeof *k);
+    uint8_t *taken = calloc(nk ? nk : 1, 1);
+    oref *o = malloc((no ? no : 1) * sizeof *o);
+    span_ix *streams = malloc((nk ? nk : 1) * sizeof *streams);
+    span_ix *comms = malloc((no ? no : 1) * sizeof *comms);
+    if (!k || !taken || !o || !streams || !comms) {
+        rc = TPROF_ERR_NO_MEMORY;
+        goto done;
+    }
+    nk = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (is_comm_kernel(&p->gpu[i]))
+            k[nk++] = (kref){p->gpu[i].start, i, p->gpu[i].device, p->gpu[i].stream,
+                             kernel_fns(p->gpu[i].name)};
+    no = 0;
+    for (size_t i = 0; i < p->ncomm; i++)
+        if (!is_mpi(&p->comm[i])) o[no++] = (oref){p->comm[i].comm_hash, p->comm[i].start, i};
+    if (nk > 1) qsort(k, nk, sizeof *k, cmp_kref);
+    if (no > 1) qsort(o, no, sizeof *o, cmp_oref);
+    size_t ns = 0, nc = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if (i && k[i].device == k[i - 1].device && k[i].stream == k[i - 1].stream) continue;
+        if (ns) streams[ns - 1].b = i;
+        streams[ns++] = (span_ix){i, nk, k[i].start};
+    }
+    for (size_t i = 0; i < no; i++) {
+        if (i && o[i].hash == o[i - 1].hash) continue;
+        if (nc) comms[nc - 1].b = i;
+        comms[nc++] = (span_ix){i, no, o[i].start};
+    }
+    if (nc > 1) qsort(comms, nc, sizeof *comms, cmp_first);
+    for (size_t c = 0; c < nc && ns; c++) {
+        size_t best = 0, best_s = 0;
+        double best_lag = 0, lag;
+        for (size_t s = 0; s < ns; s++) {
+            lag = 0;
+            size_t m = align(p, o + comms[c].a, comms[c].b - comms[c].a, k + streams[s].a,
+                             streams[s].b - streams[s].a, taken + streams[s].a, NULL, &lag);
+            /* most matches; among equals, the stream whose kernels follow the issues soonest */
+            if (m > best || (m == best && m && lag < best_lag)) {
+                best = m;
+                best_s = s;
+                best_lag = lag;
+            }
+        }
+        if (best)
+            align(p, o + comms[c].a, comms[c].b - comms[c].a, k + streams[best_s].a,
+                  streams[best_s].b - streams[best_s].a, taken + streams[best_s].a, out, &lag);
+    }
+done:;
+    /* the process's one device, when its kernels name only one: where its ops ran */
+    int32_t single = -1;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        if (p->gpu[i].type != TPROF_REC_GPU_KERNEL) continue;
+        if (single == -1) single = (int32_t)p->gpu[i].device;
+        else if ((uint32_t)single != p->gpu[i].device) { single = -2; break; }
+    }
+    for (size_t i = 0; i < p->ncomm; i++) {
+        const tp_comm_op *op = &p->comm[i];
+        tp_comm_time *t = &out[i];
+        if (is_mpi(op)) continue; /* host time is the duration; no device */
+        if (t->kernel != SIZE_MAX) t->device = (int32_t)p->gpu[t->kernel].device;
+        else if (single >= 0) t->device = single;
+        if (op->flags & TPROF_COMM_F_GPU_TIME) {
+            t->start = op->gpu_start;
+            t->end = op->gpu_end;
+            t->src = TP_COMM_TIME_GPU;
+        } else if (t->kernel != SIZE_MAX) {
+            t->start = p->gpu[t->kernel].start;
+            t->end = p->gpu[t->kernel].end;
+            t->src = TP_COMM_TIME_KERNEL;
+        }
+    }
+    free(k);
+    free(taken);
+    free(o);
+    free(streams);
+    free(comms);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ small helpers */
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* mean, nearest-rank median and max of v[0..n) (v is sorted in place) as {"mean","p50","max"} */
+static cJSON *stats(double *v, size_t n) {
+    cJSON *o = cJSON_CreateObject();
+    if (!n) return o;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    qsort(v, n, sizeof *v, cmp_dbl);
+    size_t k = (n + 1) / 2; /* nearest rank of p = 0.5: ceil(n / 2) */
+    cJSON_AddNumberToObject(o, "mean", sum / (double)n);
+    cJSON_AddNumberToObject(o, "p50", v[k - 1]);
+    cJSON_AddNumberToObject(o, "max", v[n - 1]);
+    return o;
+}
+
+static void hex_id(char *buf, size_t n, uint64_t h) {
+    snprintf(buf, n, "0x%016" PRIx64, h);
+}
+
+static int push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t e) {
+    if (e <= s) return 0;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        tp_span *nv = realloc(*v, nc * sizeof *nv);
+        if (!nv) return -1;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = (tp_span){s, e};
+    return 0;
+}
+
+/* ------------------------------------------------------------------ per-rank table */
+
+typedef struct row {
+    uint64_t hash;
+    uint32_t op, nranks, rank;
+    const char *name;
+    uint64_t first;       /* first host start of the communicator (for ordering) */
+    uint64_t count, bytes, timed, unfinished, enqueue_only, in_steps, bytes_in_steps;
+    uint64_t time_ns;     /* sum over the timed ops */
+    uint64_t bw_ops, bw_ns; /* ops with a real duration (not an NCCL enqueue), their time */
+    double bw_size;       /* and their nccl-tests S */
+    uint64_t src[3];
+} row;
+
+static int cmp_row(const void *a, const void *b) {
+    const row *x = a, *y = b;
+    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+typedef struct cref { size_t a, b; double time_ns; uint64_t hash; } cref;
+
+static int cmp_cref(const void *a, const void *b) {
+    const cref *x = a, *y = b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static cJSON *row_json(const row *r, size_t nst) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "op", r->name);
+    cJSON_AddNumberToObject(e, "count", (double)r->count);
+    cJSON_AddNumberToObject(e, "bytes", (double)r->bytes);
+    cJSON_AddNumberToObject(e, "timed", (double)r->timed);
+    cJSON_AddNumberToObject(e, "time_ms", (double)r->time_ns / 1e6);
+    if (r->timed) cJSON_AddNumberToObject(e, "mean_us", (double)r->time_ns / 1e3 / (double)r->timed);
+    double factor = tp_comm_bus_factor(r->op, r->nranks);
+    cJSON_AddNumberToObject(e, "bus_factor", factor);
+    if (r->bw_ns && r->bw_size > 0 && factor > 0) {
+        double algbw = r->bw_size / (double)r->bw_ns; /* bytes per ns = GB/s (GB = 1e9) */
+        cJSON_AddNumberToObject(e, "algbw_gbs", algbw);
+        cJSON_AddNumberToObject(e, "busbw_gbs", algbw * factor);
+        cJSON_AddNumberToObject(e, "bw_ops", (double)r->bw_ops);
+        cJSON_AddNumberToObject(e, "bw_time_ms", (double)r->bw_ns / 1e6);
+    }
+    int kinds = (r->src[0] > 0) + (r->src[1] > 0) + (r->src[2] > 0);
+    cJSON_AddStringToObject(e, "time_source",
+                            kinds > 1            ? "mixed"
+                            : r->src[TP_COMM_TIME_GPU] ? "gpu"
+                            : r->src[TP_COMM_TIME_KERNEL] ? "kernel"
+                                                          : "host");
+    cJSON *s = cJSON_AddObjectToObject(e, "time_sources");
+    for (int k = 2; k >= 0; k--) cJSON_AddNumberToObject(s, tp_comm_src_name((tp_comm_src)k), (double)r->src[k]);
+    if (r->enqueue_only) cJSON_AddNumberToObject(e, "enqueue_only", (double)r->enqueue_only);
+    if (r->unfinished) cJSON_AddNumberToObject(e, "unfinished", (double)r->unfinished);
+    if (nst) {
+        cJSON_AddNumberToObject(e, "count_per_step", (double)r->in_steps / (double)nst);
+        cJSON_AddNumberToObject(e, "bytes_per_step", (double)r->bytes_in_steps / (double)nst);
+    }
+    return e;
+}
+
+/* Rows per (communicator, op) from the resolved ops. Returns the rows (caller frees) or NULL
+ * when out of memory; *nrows gets their number. */
+static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_step *st,
+                       size_t nst, size_t *nrows) {
+    row *v = malloc((p->ncomm ? p->ncomm : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        const tp_comm_op *o = &p->comm[i];
+        row *r = &v[i];
+        memset(r, 0, sizeof *r);
+        r->hash = o->comm_hash;
+        r->op = o->op < TPROF_COMM_OP_COUNT ? o->op : TPROF_COMM_UNKNOWN;
+        r->name = op_name(o);
+        r->nranks = o->nranks;
+        r->rank = o->rank;
+        r->first = o->start;
+        r->count = 1;
+        r->bytes = o->bytes;
+        /* an op never stopped has no real end unless the GPU side gave one */
+        int untimed = (o->flags & TPROF_COMM_F_UNFINISHED) && tm[i].src == TP_COMM_TIME_HOST;
+        r->unfinished = untimed;
+        if (!untimed) {
+            r->timed = 1;
+            r->time_ns = tm[i].end - tm[i].start;
+            r->src[tm[i].src] = 1;
+            r->enqueue_only = !is_mpi(o) && tm[i].src == TP_COMM_TIME_HOST;
+            if (!r->enqueue_only) { /* an enqueue says nothing about the transfer's speed */
+                r->bw_ops = 1;
+                r->bw_ns = r->time_ns;
+                r->bw_size = (double)tp_comm_size_bytes(r->op, o->bytes, o->nranks);
+            }
+        }
+        if (nst && tp_steps_overlap(st, nst, o->start, o->start + 1)) {
+            r->in_steps = 1;
+            r->bytes_in_steps = o->bytes;
+        }
+    }
+    if (p->ncomm > 1) qsort(v, p->ncomm, sizeof *v, cmp_row);
+    size_t n = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        row *r = &v[i];
+        if (n && v[n - 1].hash == r->hash && v[n - 1].op == r->op && !strcmp(v[n - 1].name, r->name)) {
+            row *d = &v[n - 1];
+            if (r->first < d->first) d->first = r->first;
+            if (r->nranks > d->nranks) d->nranks = r->nranks;
+            d->count += r->count;
+            d->bytes += r->bytes;
+            d->timed += r->timed;
+            d->unfinished += r->unfinished;
+            d->enqueue_only += r->enqueue_only;
+            d->in_steps += r->in_steps;
+            d->bytes_in_steps += r->bytes_in_steps;
+            d->time_ns += r->time_ns;
+            d->bw_ops += r->bw_ops;
+            d->bw_ns += r->bw_ns;
+            d->bw_size += r->bw_size;
+            for (int k = 0; k < 3; k++) d->src[k] += r->src[k];
+        } else {
+            v[n++] = *r;
+        }
+    }
+    *nrows = n;
+    return v;
+}
+
+/* ------------------------------------------------------------------ exposure */
+
+/* Exposed and overlapped communication per window (measured step, or the whole run). */
+static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *tm,
+                             const tp_step *st, size_t nst) {
+    cJSON *x = cJSON_AddObjectToObject(c, "exposure");
+    tp_step whole = {p->first_ts, p->end_mono, 0, 0};
+    const tp_step *win = nst ? st : &whole;
+    size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
+    cJSON_AddStringToObject(x, "per", nst ? "step" : "run");
+    uint32_t devs[64];
+    size_t ndev = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        if (p->gpu[i].type != TPROF_REC_GPU_KERNEL) continue;
+        size_t k = 0;
+        while (k < ndev && devs[k] != p->gpu[i].device) k++;
+        if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
+    }
+    size_t nmpi = 0, ngpu_time = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        nmpi += is_mpi(&p->comm[i]);
+        ngpu_time += tm[i].src != TP_COMM_TIME_HOST && !is_mpi(&p->comm[i]);
+    }
+    int comm_kernels = 0;
+    for (size_t i = 0; i < p->ngpu && !comm_kernels; i++) comm_kernels = is_comm_kernel(&p->gpu[i]);
+    const char *basis, *note;
+    if (ndev && !comm_kernels && !ngpu_time && !nmpi) {
+        basis = "none";
+        note = "NCCL ops with only host enqueue times and no NCCL kernel in the CUPTI records: "
+               "the time on the GPU is unknown";
+    } else if (ndev) {
+        basis = "gpu";
+        note = nmpi ? "communication = NCCL kernels (CUPTI) and the ops' GPU intervals, and MPI "
+                      "calls (the host is blocked in them); compute = every other kernel on the "
+                      "device"
+                    : "communication = NCCL kernels (CUPTI) and the ops' GPU intervals; compute = "
+                      "every other kernel on the device";
+    } else if (nmpi) {
+        basis = "host";
+        note = "no GPU records: a CPU job, blocked in each MPI call, so all communication time "
+               "is exposed by definition";
+    } else {
+        basis = "none";
+        note = ngpu_time ? "NCCL GPU intervals but no CUPTI kernel records: what ran beside them "
+                           "is unknown, so no split is made"
+                         : "only the host enqueue times of NCCL ops (no GPU interval, no CUPTI "
+                           "kernels): the time on the GPU is unknown";
+    }
+    cJSON_AddStringToObject(x, "basis", basis);
+    cJSON_AddStringToObject(x, "note", note);
+    if (!strcmp(basis, "none") || !nw) return;
+    if (ndev) {
+        cJSON *jd = cJSON_AddArrayToObject(x, "devices");
+        for (size_t d = 0; d < ndev; d++) cJSON_AddItemToArray(jd, cJSON_CreateNumber(devs[d]));
+    }
+
+    size_t nd = ndev ? ndev : 1; /* host basis: one "device", the process */
+    uint64_t *cw = calloc(nw * 3, sizeof *cw);     /* per window: comm, compute, union */
+    uint64_t *ex = calloc(nw, sizeof *ex), *ov = calloc(nw, sizeof *ov), *cm = calloc(nw, sizeof *cm);
+    double *tmp = malloc(nw * sizeof *tmp);
+    uint8_t *cls = malloc(p->ngpu ? p->ngpu : 1); /* 1 communication kernel, 2 compute kernel */
+    tp_span *sc = NULL, *sk = NULL, *su = NULL;
+    size_t nsc = 0, csc = 0, nsk = 0, csk = 0, nsu = 0, csu = 0;
+    int oom = !cw || !ex || !ov || !cm || !tmp || !cls;
+    for (size_t i = 0; !oom && i < p->ngpu; i++)
+        cls[i] = p->gpu[i].type != TPROF_REC_GPU_KERNEL ? 0 : is_comm_kernel(&p->gpu[i]) ? 1 : 2;
+    int first = 1;
+    for (size_t d = 0; d < nd && !oom; d++) {
+        nsc = nsk = nsu = 0;
+        for (size_t i = 0; ndev && i < p->ngpu && !oom; i++) {
+            if (!cls[i] || p->gpu[i].device != devs[d]) continue;
+            if (cls[i] == 1) oom |= push_span(&sc, &nsc, &csc, p->gpu[i].start, p->gpu[i].end);
+            else oom |= push_span(&sk, &nsk, &csk, p->gpu[i].start, p->gpu[i].end);
+        }
+        for (size_t i = 0; i < p->ncomm && !oom; i++) {
+            const tp_comm_op *o = &p->comm[i];
+            if (is_mpi(o)) {
+                if (!(o->flags & TPROF_COMM_F_UNFINISHED))
+                    oom |= push_span(&sc, &nsc, &csc, o->start, o->end);
+            } else if (ndev && tm[i].src == TP_COMM_TIME_GPU && tm[i].device >= 0 &&
+                       (uint32_t)tm[i].device == devs[d]) {
+                oom |= push_span(&sc, &nsc, &csc, tm[i].start, tm[i].end);
+            }
+        }
+        for (size_t i = 0; i < nsc && !oom; i++) oom |= push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
+        for (size_t i = 0; i < nsk && !oom; i++) oom |= push_span(&su, &nsu, &csu, sk[i].s, sk[i].e);
+        if (oom) break;
+        tp_steps_union_each(sc, nsc, win, nw, cw);
+        tp_steps_union_each(sk, nsk, win, nw, cw + nw);
+        tp_steps_union_each(su, nsu, win, nw, cw + 2 * nw);
+        for (size_t w = 0; w < nw; w++) {
+            uint64_t e = cw[2 * nw + w] - cw[nw + w]; /* |C ∪ K| - |K| = |C \ K| */
+            uint64_t o = cw[w] - e;                  /* |C ∩ K| */
+            if (first || e > ex[w]) {
+                ex[w] = e;
+                ov[w] = o;
+                cm[w] = cw[w];
+            }
+        }
+        first = 0;
+    }
+    if (!oom) {
+        uint64_t tot_w = 0, tot_e = 0, tot_o = 0;
+        size_t worst = 0;
+        double worst_share = -1;
+        for (size_t w = 0; w < nw; w++) {
+            uint64_t len = win[w].end - win[w].start;
+            tot_w += len;
+            tot_e += ex[w];
+            tot_o += ov[w];
+            double sh = len ? (double)ex[w] / (double)len : 0;
+            if (sh > worst_share) {
+                worst_share = sh;
+                worst = w;
+            }
+        }
+        cJSON_AddNumberToObject(x, "windows", (double)nw);
+        cJSON_AddNumberToObject(x, "window_ms", (double)tot_w / 1e6 / (double)nw);
+        const struct { const char *key; const uint64_t *v; } series[3] = {
+            {"comm_ms", cm}, {"exposed_ms", ex}, {"overlapped_ms", ov}};
+        for (int s = 0; s < 3; s++) {
+            for (size_t w = 0; w < nw; w++) tmp[w] = (double)series[s].v[w] / 1e6;
+            cJSON_AddItemToObject(x, series[s].key, stats(tmp, nw));
+        }
+        cJSON_AddNumberToObject(x, "exposed_share", tot_w ? (double)tot_e / (double)tot_w : 0);
+        cJSON_AddNumberToObject(x, "overlapped_share", tot_w ? (double)tot_o / (double)tot_w : 0);
+        for (size_t w = 0; w < nw; w++) {
+            uint64_t len = win[w].end - win[w].start;
+            tmp[w] = len ? (double)ex[w] / (double)len : 0;
+        }
+        cJSON_AddItemToObject(x, "exposed_share_per_window", stats(tmp, nw));
+        if (nst) cJSON_AddNumberToObject(x, "worst_step", (double)st[worst].app_step);
+    }
+    free(cw);
+    free(ex);
+    free(ov);
+    free(cm);
+    free(tmp);
+    free(cls);
+    free(sc);
+    free(sk);
+    free(su);
+}
+
+void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst) {
+    int any_comm_kernel = 0;
+    for (size_t i = 0; i < p->ngpu && !any_comm_kernel; i++) any_comm_kernel = is_comm_kernel(&p->gpu[i]);
+    cJSON *c = cJSON_AddObjectToObject(rs, "communication");
+    size_t nmpi = 0;
+    for (size_t i = 0; i < p->ncomm; i++) nmpi += is_mpi(&p->comm[i]);
+    cJSON_AddNumberToObject(c, "ops", (double)p->ncomm);
+    cJSON_AddNumberToObject(c, "nccl_ops", (double)(p->ncomm - nmpi));
+    cJSON_AddNumberToObject(c, "mpi_ops", (double)nmpi);
+    cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
+    if (!p->ncomm && !any_comm_kernel) {
+        cJSON_AddStringToObject(c, "note", "no communication recorded");
+        return;
+    }
+    tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
+    if (!tm) return;
+    tp_comm_resolve(p, tm); /* on failure it leaves host intervals, still valid */
+    size_t nrows = 0;
+    row *rows = build_rows(p, tm, st, nst, &nrows);
+    cref *cs = rows ? malloc((nrows ? nrows : 1) * sizeof *cs) : NULL;
+    if (cs) {
+        size_t ncs = 0;
+        for (size_t i = 0; i < nrows; i++) {
+            if (!i || rows[i].hash != rows[i - 1].hash) {
+                if (ncs) cs[ncs - 1].b = i;
+                cs[ncs++] = (cref){i, nrows, 0, rows[i].hash};
+            }
+            cs[ncs - 1].time_ns += (double)rows[i].time_ns;
+        }
+        if (ncs > 1) qsort(cs, ncs, sizeof *cs, cmp_cref); /* most time first */
+        char id[24];
+        for (size_t k = 0; k < ncs; k++) {
+            cJSON *e = cJSON_CreateObject();
+            hex_id(id, sizeof id, cs[k].hash);
+            cJSON_AddStringToObject(e, "id", id);
+            uint32_t size = 0;
+            for (size_t i = cs[k].a; i < cs[k].b; i++)
+                if (rows[i].nranks > size) size = rows[i].nranks;
+            cJSON_AddNumberToObject(e, "size", size);
+            cJSON_AddNumberToObject(e, "rank", rows[cs[k].a].rank);
+            cJSON *jo = cJSON_AddArrayToObject(e, "ops");
+            for (size_t i = cs[k].a; i < cs[k].b; i++) cJSON_AddItemToArray(jo, row_json(&rows[i], nst));
+            cJSON_AddItemToArray(jc, e);
+        }
+    }
+    exposure_section(c, p, tm, st, nst);
+    free(cs);
+    free(rows);
+    free(tm);
+}
+
+/* ------------------------------------------------------------------ across ranks */
+
+static double jnum(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+static const cJSON *jobj(const cJSON *o, const char *k) {
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+typedef struct xop {
+    const char *op;
+    double count_max, bytes_max, ranks, count, timed, time_ms, bw_time_ms, size_bytes, factor,
+        enqueue_only;
+    double src[3];
+} xop;
+
+typedef struct member { int rank, comm_rank; } member;
+
+typedef struct xcomm {
+    const char *id;
+    double size;
+    member *m;
+    size_t nm;
+    xop *ops;
+    size_t nops;
+    int p2p_only;
+    double time_ms;
+} xcomm;
+
+static int cmp_member(const void *a, const void *b) {
+    const member *x = a, *y = b;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_xcomm(const void *a, const void *b) {
+    const xcomm *x = a, *y = b;
+    if (x->time_ms != y->time_ms) return x->time_ms < y->time_ms ? 1 : -1;
+    return strcmp(x->id, y->id);
+}
+
+/* A guess at what a communicator is for (DESIGN §5: by size, members and traffic), with the
+ * reason; Megatron-LM's default rank order puts tensor-parallel groups on consecutive ranks
+ * and data-parallel groups at a stride. */
+static void guess_role(const xcomm *c, int world, char *role, size_t nr, char *basis, size_t nb) {
+    int size = (int)c->size;
+    if (size <= 1) {
+        snprintf(role, nr, "single rank");
+        snprintf(basis, nb, "size 1: no traffic between ranks");
+    } else if (c->p2p_only && c->nops) {
+        snprintf(role, nr, "pipeline");
+        snprintf(basis, nb, "only Send/Recv traffic");
+    } else if (world > 1 && size == world) {
+        snprintf(role, nr, "world/data-parallel");
+        snprintf(basis, nb, "spans all %d ranks of the world", world);
+    } else if ((int)c->nm == size) {
+        int stride = c->m[1].rank - c->m[0].rank, even = 1;
+        for (size_t i = 2; i < c->nm; i++) even &= c->m[i].rank - c->m[i - 1].rank == stride;
+        if (even && stride == 1) {
+            snprintf(role, nr, "tensor-parallel");
+            snprintf(basis, nb, "%d consecutive world ranks with collectives: Megatron-LM puts "
+                                "tensor-parallel groups on adjacent ranks", size);
+        } else if (even) {
+            snprintf(role, nr, "data-parallel");
+            snprintf(basis, nb, "%d world ranks at a stride of %d with collectives; could also "
+                                "be context- or expert-parallel", size, stride);
+        } else {
+            snprintf(role, nr, "subgroup");
+            snprintf(basis, nb, "%d world ranks without a regular stride", size);
+        }
+    } else {
+        snprintf(role, nr, "tensor- or data-parallel subgroup");
+        snprintf(basis, nb, "%d of %d ranks with collectives; members not all in this run's files",
+                 size, world);
+    }
+}
+
+void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
+                         double warn_share, double crit_share) {
+    int world = 0, nrank_procs = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        if (run->procs[i].role != TP_ROLE_RANK) continue;
+        nrank_procs++;
+        if (run->procs[i].world_size > world) world = run->procs[i].world_size;
+    }
+    if (world <= 0) world = nrank_procs;
+    cJSON *c = cJSON_AddObjectToObject(rep, "communication");
+    cJSON_AddNumberToObject(c, "world_size", world);
+    xcomm *xc = NULL;
+    size_t nxc = 0;
+    int oom = 0;
+    const cJSON *r, *rc, *ro;
+    cJSON_ArrayForEach(r, ranks) {
+        int rank = (int)jnum(r, "rank");
+        cJSON_ArrayForEach(rc, jobj(jobj(r, "communication"), "communicators")) {
+            const char *id = jstr(rc, "id");
+            size_t k = 0;
+            while (k < nxc && strcmp(xc[k].id, id)) k++;
+            if (k == nxc) {
+                xcomm *n2 = realloc(xc, (nxc + 1) * sizeof *n2);
+                if (!n2) { oom = 1; break; }
+                xc = n2;
+                memset(&xc[nxc], 0, sizeof *xc);
+                xc[nxc].id = id;
+                xc[nxc].p2p_only = 1;
+                nxc++;
+            }
+            xcomm *x = &xc[k];
+            if (jnum(rc, "size") > x->size) x->size = jnum(rc, "size");
+            member *m2 = realloc(x->m, (x->nm + 1) * sizeof *m2);
+            if (!m2) { oom = 1; break; }
+            x->m = m2;
+            x->m[x->nm++] = (member){rank, (int)jnum(rc, "rank")};
+            cJSON_ArrayForEach(ro, jobj(rc, "ops")) {
+                const char *op = jstr(ro, "op");
+                if (strcmp(op, "Send") && strcmp(op, "Recv")) x->p2p_only = 0;
+                size_t q = 0;
+                while (q < x->nops && strcmp(x->ops[q].op, op)) q++;
+                if (q == x->nops) {
+                    xop *o2 = realloc(x->ops, (x->nops + 1) * sizeof *o2);
+                    if (!o2) { oom = 1; break; }
+                    x->ops = o2;
+                    memset(&x->ops[q], 0, sizeof *x->ops);
+                    x->ops[q].op = op;
+                    x->nops++;
+                }
+                xop *o = &x->ops[q];
+                double cnt = jnum(ro, "count"), by = jnum(ro, "bytes"), t = jnum(ro, "time_ms");
+                if (cnt > o->count_max) o->count_max = cnt;
+                if (by > o->bytes_max) o->bytes_max = by;
+                o->ranks++;
+                o->count += cnt;
+                o->timed += jnum(ro, "timed");
+                o->time_ms += t;
+                x->time_ms += t;
+                /* S of the ops with a real duration, back from algbw = S / t */
+                o->size_bytes += jnum(ro, "algbw_gbs") * jnum(ro, "bw_time_ms") * 1e6;
+                o->bw_time_ms += jnum(ro, "bw_time_ms");
+                o->factor = jnum(ro, "bus_factor");
+                o->enqueue_only += jnum(ro, "enqueue_only");
+                const cJSON *s = jobj(ro, "time_sources");
+                for (int z = 0; z < 3; z++) o->src[z] += jnum(s, tp_comm_src_name((tp_comm_src)z));
+            }
+            if (oom) break;
+        }
+        if (oom) break;
+    }
+    if (nxc > 1) qsort(xc, nxc, sizeof *xc, cmp_xcomm);
+    cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
+    for (size_t k = 0; k < nxc && !oom; k++) {
+        xcomm *x = &xc[k];
+        if (x->nm > 1) qsort(x->m, x->nm, sizeof *x->m, cmp_member);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", x->id);
+        cJSON_AddNumberToObject(e, "size", x->size);
+        cJSON_AddNumberToObject(e, "ranks_seen", (double)x->nm);
+        if (x->nm > 1) { /* several rank files show this id: who is in it */
+            cJSON *jm = cJSON_AddArrayToObject(e, "members");
+            for (size_t i = 0; i < x->nm; i++) {
+                cJSON *m = cJSON_CreateObject();
+                cJSON_AddNumberToObject(m, "rank", x->m[i].rank);
+                cJSON_AddNumberToObject(m, "comm_rank", x->m[i].comm_rank);
+                cJSON_AddItemToArray(jm, m);
+            }
+        } else if (x->nm == 1) {
+            cJSON_AddNumberToObject(e, "rank", x->m[0].rank);
+            cJSON_AddNumberToObject(e, "comm_rank", x->m[0].comm_rank);
+        }
+        cJSON_AddStringToObject(e, "traffic", x->p2p_only && x->nops ? "point-to-point" : "collective");
+        char role[64], basis[200];
+        guess_role(x, world, role, sizeof role, basis, sizeof basis);
+        cJSON_AddStringToObject(e, "role_guess", role);
+        cJSON_AddStringToObject(e, "role_basis", basis);
+        cJSON *jo = cJSON_AddArrayToObject(e, "ops");
+        for (size_t q = 0; q < x->nops; q++) {
+            xop *o = &x->ops[q];
+            cJSON *oj = cJSON_CreateObject();
+            cJSON_AddStringToObject(oj, "op", o->op);
+            cJSON_AddNumberToObject(oj, "ranks", o->ranks);
+            cJSON_AddNumberToObject(oj, "count_per_rank", o->count_max);
+            cJSON_AddNumberToObject(oj, "bytes_per_rank", o->bytes_max);
+            if (o->count_max > 0)
+                cJSON_AddNumberToObject(oj, "bytes_per_op", o->bytes_max / o->count_max);
+            if (o->timed > 0) cJSON_AddNumberToObject(oj, "mean_ms", o->time_ms / o->timed);
+            if (o->bw_time_ms > 0 && o->size_bytes > 0 && o->factor > 0) {
+                double algbw = o->size_bytes / (o->bw_time_ms * 1e6);
+                cJSON_AddNumberToObject(oj, "algbw_gbs", algbw);
+                cJSON_AddNumberToObject(oj, "busbw_gbs", algbw * o->factor);
+            }
+            int kinds = (o->src[0] > 0) + (o->src[1] > 0) + (o->src[2] > 0);
+            cJSON_AddStringToObject(oj, "time_source", kinds > 1 ? "mixed"
+                                                       : o->src[TP_COMM_TIME_GPU] > 0 ? "gpu"
+                                                       : o->src[TP_COMM_TIME_KERNEL] > 0 ? "kernel"
+                                                                                      : "host");
+            if (o->enqueue_only > 0) cJSON_AddNumberToObject(oj, "enqueue_only", o->enqueue_only);
+            cJSON_AddItemToArray(jo, oj);
+        }
+        cJSON_AddItemToArray(jc, e);
+    }
+    for (size_t k = 0; k < nxc; k++) {
+        free(xc[k].m);
+        free(xc[k].ops);
+    }
+    free(xc);
+
+    /* exposure across ranks */
+    cJSON *xe = cJSON_AddObjectToObject(c, "exposure");
+    cJSON *jr = cJSON_AddArrayToObject(xe, "ranks");
+    size_t n = 0, cap = (size_t)cJSON_GetArraySize(ranks);
+    double *shares = malloc((cap ? cap : 1) * sizeof *shares);
+    const cJSON *worst = NULL, *worst_x = NULL;
+    const char *per = NULL;
+    int mixed = 0;
+    cJSON_ArrayForEach(r, ranks) {
+        const cJSON *x = jobj(jobj(r, "communication"), "exposure");
+        if (!x || !jobj(x, "exposed_share")) continue;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", jnum(r, "rank"));
+        cJSON_AddStringToObject(e, "per", jstr(x, "per"));
+        cJSON_AddStringToObject(e, "basis", jstr(x, "basis"));
+        cJSON_AddNumberToObject(e, "exposed_share", jnum(x, "exposed_share"));
+        cJSON_AddNumberToObject(e, "exposed_ms_mean", jnum(jobj(x, "exposed_ms"), "mean"));
+        cJSON_AddNumberToObject(e, "exposed_ms_p50", jnum(jobj(x, "exposed_ms"), "p50"));
+        cJSON_AddNumberToObject(e, "overlapped_ms_mean", jnum(jobj(x, "overlapped_ms"), "mean"));
+        cJSON_AddNumberToObject(e, "window_ms", jnum(x, "window_ms"));
+        cJSON_AddItemToArray(jr, e);
+        if (per && strcmp(per, jstr(x, "per"))) mixed = 1;
+        per = jstr(x, "per");
+        if (shares && n < cap) shares[n++] = jnum(x, "exposed_share");
+        if (!worst || jnum(x, "exposed_share") > jnum(worst_x, "exposed_share")) {
+            worst = r;
+            worst_x = x;
+        }
+    }
+    cJSON_AddStringToObject(xe, "per", mixed ? "mixed" : per ? per : "step");
+    cJSON *th = cJSON_AddObjectToObject(xe, "thresholds");
+    cJSON_AddNumberToObject(th, "warning", warn_share);
+    cJSON_AddNumberToObject(th, "critical", crit_share);
+    if (n && shares) {
+        double mean = 0;
+        size_t over = 0;
+        for (size_t i = 0; i < n; i++) {
+            mean += shares[i];
+            over += shares[i] > warn_share;
+        }
+        mean /= (double)n;
+        qsort(shares, n, sizeof *shares, cmp_dbl);
+        double median = shares[(n + 1) / 2 - 1];
+        cJSON_AddNumberToObject(xe, "mean_exposed_share", mean);
+        cJSON_AddNumberToObject(xe, "median_exposed_share", median);
+        cJSON_AddNumberToObject(xe, "worst_rank", jnum(worst, "rank"));
+        cJSON_AddNumberToObject(xe, "worst_exposed_share", jnum(worst_x, "exposed_share"));
+        double ws = jnum(worst_x, "exposed_share");
+        /* DESIGN §5: exposed communication > 10 % of the step; issue 5: critical above 30 % */
+        if (findings && ws > warn_share) {
+            int step = !strcmp(jstr(worst_x, "per"), "step");
+            const char *sev = ws > crit_share ? "critical" : "warning";
+            char msg[400];
+            snprintf(msg, sizeof msg,
+                     "exposed communication is %.1f %% of the %s time on rank %.0f (%.2f ms of "
+                     "%.2f ms per %s; %.2f ms more overlapped with compute); mean over %zu "
+                     "rank%s %.1f %%: communication the GPU could not hide behind compute",
+                     100 * ws, step ? "step" : "run", jnum(worst, "rank"),
+                     jnum(jobj(worst_x, "exposed_ms"), "mean"), jnum(worst_x, "window_ms"),
+                     step ? "step" : "run", jnum(jobj(worst_x, "overlapped_ms"), "mean"), n,
+                     n == 1 ? "" : "s", 100 * mean);
+            cJSON *fd = cJSON_CreateObject();
+            cJSON_AddStringToObject(fd, "id", "exposed_communication");
+            cJSON_AddStringToObject(fd, "severity", sev);
+            cJSON_AddNumberToObject(fd, "rank", jnum(worst, "rank"));
+            cJSON_AddStringToObject(fd, "message", msg);
+            cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
+            cJSON_AddStringToObject(ev, "per", jstr(worst_x, "per"));
+            cJSON_AddStringToObject(ev, "basis", jstr(worst_x, "basis"));
+            cJSON_AddNumberToObject(ev, "exposed_share", ws);
+            cJSON_AddNumberToObject(ev, "exposed_ms", jnum(jobj(worst_x, "exposed_ms"), "mean"));
+            cJSON_AddNumberToObject(ev, "overlapped_ms", jnum(jobj(worst_x, "overlapped_ms"), "mean"));
+            cJSON_AddNumberToObject(ev, "window_ms", jnum(worst_x, "window_ms"));
+            cJSON_AddNumberToObject(ev, "mean_exposed_share", mean);
+            cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
+            cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
+            cJSON_AddItemToArray(findings, fd);
+        }
+    }
+    free(shares);
+}
+
+/* ------------------------------------------------------------------ text */
+
+static void put_bytes(FILE *f, double b) {
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024 && i < 4) {
+        b /= 1024;
+        i++;
+    }
+    fprintf(f, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+void tp_comm_rank_text(FILE *f, const cJSON *c) {
+    if (!c) return;
+    const cJSON *comms = jobj(c, "communicators");
+    int ncomm = cJSON_GetArraySize(comms);
+    if (jnum(c, "ops") == 0 && !jobj(c, "exposure")) {
+        fprintf(f, "  communication: none recorded\n");
+        return;
+    }
+    fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI) on %d communicator%s\n",
+            jnum(c, "ops"), jnum(c, "nccl_ops"), jnum(c, "mpi_ops"), ncomm, ncomm == 1 ? "" : "s");
+    int shown = 0, enq = 0;
+    const cJSON *e, *o;
+    cJSON_ArrayForEach(e, comms) {
+        if (shown++ == 10) {
+            fprintf(f, "    ... %d more communicators (report.json lists them all)\n", ncomm - 10);
+            break;
+        }
+        fprintf(f, "    comm %s: size %.0f, this rank %.0f in it\n", jstr(e, "id"), jnum(e, "size"),
+                jnum(e, "rank"));
+        cJSON_ArrayForEach(o, jobj(e, "ops")) {
+            fprintf(f, "      %-14s %7.0f ops  ", jstr(o, "op"), jnum(o, "count"));
+            put_bytes(f, jnum(o, "bytes"));
+            fprintf(f, " total, %.3f ms total, %.1f us mean", jnum(o, "time_ms"), jnum(o, "mean_us"));
+            if (jobj(o, "algbw_gbs"))
+                fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", jnum(o, "algbw_gbs"),
+                        jnum(o, "busbw_gbs"));
+            fprintf(f, " [time: %s]\n", jstr(o, "time_source"));
+            enq |= jnum(o, "enqueue_only") > 0;
+        }
+    }
+    if (enq)
+        fprintf(f, "    note: ops timed by \"host\" on NCCL are the enqueue only, not the duration "
+                   "(no GPU interval and no matching NCCL kernel)\n");
+    const cJSON *x = jobj(c, "exposure");
+    if (!x) return;
+    int step = !strcmp(jstr(x, "per"), "step");
+    if (!jobj(x, "exposed_share")) {
+        fprintf(f, "    exposed communication: not known (%s)\n", jstr(x, "note"));
+        return;
+    }
+    fprintf(f, "    exposed communication: %.2f ms per %s = %.1f %% of the %s (median %.2f ms",
+            jnum(jobj(x, "exposed_ms"), "mean"), step ? "step" : "run",
+            100 * jnum(x, "exposed_share"), step ? "step" : "run",
+            jnum(jobj(x, "exposed_ms"), "p50"));
+    if (step)
+        fprintf(f, ", worst %.1f %% in step %.0f", 100 * jnum(jobj(x, "exposed_share_per_window"), "max"),
+                jnum(x, "worst_step"));
+    fprintf(f, "); overlapped %.2f ms; communication %.2f ms in all\n",
+            jnum(jobj(x, "overlapped_ms"), "mean"), jnum(jobj(x, "comm_ms"), "mean"));
+    fprintf(f, "      basis: %s\n", jstr(x, "note"));
+}
+
+void tp_comm_run_text(FILE *f, const cJSON *c, const char *B, const char *N) {
+    if (!c) return;
+    const cJSON *comms = jobj(c, "communicators"), *x = jobj(c, "exposure");
+    int ncomm = cJSON_GetArraySize(comms);
+    if (!ncomm && !jobj(x, "worst_rank")) {
+        fprintf(f, "\n%scommunication%s: none recorded\n", B, N);
+        return;
+    }
+    fprintf(f, "\n%scommunication%s (across ranks; roles are guesses from size, members and "
+               "traffic)\n", B, N);
+    int shown = 0;
+    const cJSON *e, *o;
+    cJSON_ArrayForEach(e, comms) {
+        if (shown++ == 20) {
+            fprintf(f, "  ... %d more communicators (report.json lists them all)\n", ncomm - 20);
+            break;
+        }
+        fprintf(f, "  comm %s: size %.0f, seen on %.0f rank file%s", jstr(e, "id"),
+                jnum(e, "size"), jnum(e, "ranks_seen"), jnum(e, "ranks_seen") == 1 ? "" : "s");
+        const cJSON *m;
+        int first = 1;
+        cJSON_ArrayForEach(m, jobj(e, "members")) {
+            fprintf(f, "%s%.0f", first ? " (world ranks " : ", ", jnum(m, "rank"));
+            first = 0;
+        }
+        if (!first) fputc(')', f);
+        fprintf(f, "; guess: %s (%s)\n", jstr(e, "role_guess"), jstr(e, "role_basis"));
+        cJSON_ArrayForEach(o, jobj(e, "ops")) {
+            fprintf(f, "    %-14s %.0f per rank of ", jstr(o, "op"), jnum(o, "count_per_rank"));
+            put_bytes(f, jnum(o, "bytes_per_op"));
+            fprintf(f, " (per rank), mean %.3f ms", jnum(o, "mean_ms"));
+            if (jobj(o, "algbw_gbs"))
+                fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", jnum(o, "algbw_gbs"),
+                        jnum(o, "busbw_gbs"));
+            fprintf(f, " [time: %s]\n", jstr(o, "time_source"));
+        }
+    }
+    if (jobj(x, "worst_rank")) {
+        int step = !strcmp(jstr(x, "per"), "step");
+        int nr = cJSON_GetArraySize(jobj(x, "ranks"));
+        fprintf(f, "  exposed communication: mean %.1f %% of the %s over %d rank%s, median %.1f %%, "
+                   "worst rank %.0f (%.1f %%)\n",
+                100 * jnum(x, "mean_exposed_share"), step ? "step" : "run", nr, nr == 1 ? "" : "s",
+                100 * jnum(x, "median_exposed_share"), jnum(x, "worst_rank"),
+                100 * jnum(x, "worst_exposed_share"));
+    }
+}

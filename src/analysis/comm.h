@@ -1,0 +1,67 @@
+/*
+ * comm.h — the communication analysis (comm.c): per communicator and collective, count,
+ * bytes, time, algbw and busbw (nccl-tests definitions); per step and rank, communication
+ * time split into exposed and overlapped; the exposed-communication finding; and the timing
+ * rule the Chrome export shares with the report.
+ */
+#ifndef TPROF_COMM_H
+#define TPROF_COMM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "analysis/model.h"
+#include "analysis/steps.h"
+
+/* Where an op's duration came from, best first (DESIGN §5). */
+typedef enum tp_comm_src {
+    TP_COMM_TIME_HOST = 0,   /* host interval of the call: the real duration for MPI's blocking
+                              * calls, only the enqueue for NCCL */
+    TP_COMM_TIME_KERNEL = 1, /* the CUPTI NCCL kernel matched to the op (comm.c, matching rule) */
+    TP_COMM_TIME_GPU = 2,    /* the record's own GPU interval (NCCL kernel-channel events) */
+} tp_comm_src;
+
+typedef struct tp_comm_time {
+    uint64_t start, end; /* CLOCK_MONOTONIC ns of the process: the interval the duration uses */
+    tp_comm_src src;
+    size_t kernel;       /* index in p->gpu of the matched kernel, or SIZE_MAX */
+    int32_t device;      /* device the op ran on, -1 when not known (MPI, or several devices
+                          * and no matched kernel) */
+} tp_comm_time;
+
+/* Resolves the duration of every op of p: out[i] for p->comm[i] (out holds p->ncomm
+ * entries). Returns 0 or TPROF_ERR_NO_MEMORY (out then holds host intervals). */
+int tp_comm_resolve(const tp_process *p, tp_comm_time *out);
+
+const char *tp_comm_src_name(tp_comm_src s); /* "host", "kernel", "gpu" */
+const char *tp_comm_algo_name(uint32_t algo); /* "RING", ... or "unknown" */
+const char *tp_comm_proto_name(uint32_t proto);
+
+/* nccl-tests' "size" S in bytes for one op of `bytes` per-rank payload on a communicator of
+ * `nranks`: bytes x nranks for AllGather, ReduceScatter, AllToAll, Gather and Scatter (their
+ * per-rank count is a 1/n share of S), else bytes. 0 for ops without a bandwidth (Barrier,
+ * unknown). */
+uint64_t tp_comm_size_bytes(uint32_t op, uint64_t bytes, uint32_t nranks);
+
+/* nccl-tests' busbw/algbw factor: 2(n-1)/n for AllReduce, (n-1)/n for AllGather,
+ * ReduceScatter, AllToAll, Gather, Scatter, 1 for Broadcast, Reduce, Send, Recv; 0 when the
+ * op has no bandwidth or n is 0. */
+double tp_comm_bus_factor(uint32_t op, uint32_t nranks);
+
+/* Adds "communication" to a rank's JSON. st/nst: the measured steps (NULL/0: the whole run
+ * of the process is one window). */
+void tp_comm_rank_section(cJSON *rank, const tp_process *p, const tp_step *st, size_t nst);
+
+/* Adds the run-level "communication" (communicators across ranks, exposure across ranks)
+ * from the ranks' sections, and appends the exposed-communication finding to `findings` when
+ * the worst rank's exposed share exceeds warn_share (warning) or crit_share (critical). */
+void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
+                         double warn_share, double crit_share);
+
+/* Text rendering of the rank's and the run's sections (B/N: bold on/off sequences). */
+void tp_comm_rank_text(FILE *f, const cJSON *comm);
+void tp_comm_run_text(FILE *f, const cJSON *comm, const char *B, const char *N);
+
+#endif /* TPROF_COMM_H */

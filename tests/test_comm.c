@@ -1,0 +1,711 @@
+/*
+ * test_comm.c — the communication analysis (src/analysis/comm.c) on synthetic runs whose
+ * answers are known to the nanosecond: exposed vs overlapped time, algbw/busbw with the
+ * nccl-tests factors and size convention, the three duration sources and the kernel
+ * matching rule, communicators shared by rank files, the finding thresholds, runs without
+ * communication, an MPI CPU job, and the Chrome export's track per communicator.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/comm.h"
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "export/chrome.h"
+#include "format/format.h"
+#include "synth.h"
+#include "trainprof.h"
+
+static const uint64_t T0 = 1000000000ull, MS = 1000000ull, US = 1000ull;
+static const uint64_t RT0 = 1700000000000000000ull;
+static const uint64_t MiB = 1048576ull;
+
+#define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-9)
+
+static const char *K_GEMM = "ampere_bf16_s16816gemm_128x128";
+static const char *K_AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+
+/* ------------------------------------------------------------------ helpers */
+
+static tprof_pl_comm comm(uint32_t op, uint64_t hash, uint32_t nranks, uint32_t rank,
+                          uint64_t bytes, uint64_t end) {
+    tprof_pl_comm c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.comm_hash = hash;
+    c.nranks = nranks;
+    c.rank = rank;
+    c.bytes = bytes;
+    c.count = bytes / 4; /* float32 */
+    c.end_ns = end;
+    c.peer = TPROF_COMM_NO_PEER;
+    c.source = TPROF_COMM_SRC_NCCL;
+    c.algo = TPROF_ALGO_RING;
+    c.proto = TPROF_PROTO_SIMPLE;
+    c.nchannels = 4;
+    return c;
+}
+
+static void with_gpu(tprof_pl_comm *c, uint64_t s, uint64_t e) {
+    c->flags |= TPROF_COMM_F_GPU_TIME;
+    c->gpu_start_ns = s;
+    c->gpu_end_ns = e;
+}
+
+/* steps [T0 + i*len, T0 + (i+1)*len) on thread 1 */
+static void steps(synth_file *f, int n, uint64_t len) {
+    for (int i = 0; i < n; i++) {
+        synth_step_begin(f, 1, T0 + (uint64_t)i * len, (uint64_t)i);
+        synth_step_end(f, 1, T0 + (uint64_t)(i + 1) * len, (uint64_t)i);
+    }
+}
+
+static cJSON *report(const char *dir, tp_run *run) {
+    char err[256] = "";
+    int rc = tp_run_load(dir, run, err, sizeof err);
+    if (rc) fprintf(stderr, "load: %s\n", err);
+    assert_int_equal(rc, 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.warmup = 0;
+    cJSON *rep = tp_report_build(run, &o);
+    assert_non_null(rep);
+    return rep;
+}
+
+static cJSON *rank_comm(cJSON *rep, int i) {
+    cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), i),
+                                   "communication");
+    assert_non_null(c);
+    return c;
+}
+
+static double num(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    if (!cJSON_IsNumber(v)) fail_msg("no number \"%s\"", k);
+    return v->valuedouble;
+}
+
+static const char *str(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    if (!cJSON_IsString(v)) fail_msg("no string \"%s\"", k);
+    return v->valuestring;
+}
+
+/* The row of op `op` in the rank communicator `id` ("0x..."). */
+static cJSON *rank_row(cJSON *c, const char *id, const char *op) {
+    cJSON *e, *r;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(c, "communicators")) {
+        if (strcmp(str(e, "id"), id)) continue;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItem(e, "ops")) if (!strcmp(str(r, "op"), op)) return r;
+    }
+    fail_msg("no row %s %s", id, op);
+    return NULL;
+}
+
+static cJSON *run_comm(cJSON *rep, const char *id) {
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "communication"), "communicators"))
+        if (!strcmp(str(e, "id"), id)) return e;
+    fail_msg("no communicator %s", id);
+    return NULL;
+}
+
+static char *text_of(const cJSON *rep) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(tp_report_write_text(rep, mf, 0), 0);
+    fclose(mf);
+    return buf;
+}
+
+/* ------------------------------------------------------------------ factors */
+
+static void test_factors_and_sizes(void **state) {
+    (void)state;
+    NEAR(tp_comm_bus_factor(TPROF_COMM_ALLREDUCE, 8), 1.75);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_ALLGATHER, 4), 0.75);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_REDUCESCATTER, 4), 0.75);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_ALLTOALL, 8), 0.875);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_GATHER, 2), 0.5);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_SCATTER, 2), 0.5);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_BROADCAST, 8), 1.0);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_REDUCE, 8), 1.0);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_SEND, 2), 1.0);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_RECV, 2), 1.0);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_BARRIER, 8), 0.0);
+    NEAR(tp_comm_bus_factor(TPROF_COMM_ALLREDUCE, 0), 0.0);
+    /* per-rank payload -> nccl-tests size */
+    assert_int_equal(tp_comm_size_bytes(TPROF_COMM_ALLREDUCE, 100, 8), 100);
+    assert_int_equal(tp_comm_size_bytes(TPROF_COMM_ALLGATHER, 100, 8), 800);     /* sendcount */
+    assert_int_equal(tp_comm_size_bytes(TPROF_COMM_REDUCESCATTER, 100, 8), 800); /* recvcount */
+    assert_int_equal(tp_comm_size_bytes(TPROF_COMM_ALLTOALL, 100, 8), 800);      /* per peer */
+    assert_int_equal(tp_comm_size_bytes(TPROF_COMM_BROADCAST, 100, 8), 100);
+    assert_int_equal(tp_comm_size_bytes(TPROF_COMM_SEND, 100, 2), 100);
+    assert_int_equal(tp_comm_size_bytes(TPROF_COMM_BARRIER, 0, 8), 0);
+}
+
+/* ------------------------------------------------------------------ exposed vs overlapped */
+
+/* Two steps of 100 ms. In each: compute kernels 0-40 ms (stream 7) and 30-60 ms (stream 8):
+ * compute 0-60 ms; an NCCL AllReduce kernel 50-80 ms (stream 9); a copy 80-90 ms (not
+ * compute). The AllReduce op is issued at 1 ms (enqueued by 1.05 ms) with no GPU interval.
+ * Communication 30 ms: 10 ms overlapped (50-60), 20 ms exposed (60-80) = 20 %. */
+static void test_exposed_overlapped(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-exposed"), 0);
+    synth_file *f = synth_open(dir, "h", 10, RT0, T0);
+    synth_rank(f, 0, 1);
+    steps(f, 2, 100 * MS);
+    for (uint64_t s = 0; s < 2; s++) {
+        uint64_t b = T0 + s * 100 * MS;
+        synth_kernel(f, 2, b, b + 40 * MS, 0, 7, 0, K_GEMM);
+        synth_kernel(f, 2, b + 30 * MS, b + 60 * MS, 0, 8, 0, K_GEMM);
+        synth_kernel(f, 2, b + 50 * MS, b + 80 * MS, 0, 9, 0, K_AR);
+        tprof_pl_gpu cp = {b + 90 * MS, 1000, 0, 7, 0, 1, 0, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_MEMCPY, 0, b + 80 * MS, &cp, sizeof cp, NULL, 0);
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xa1, 1, 0, 4 * MiB, b + 1 * MS + 50 * US);
+        c.seq = (uint32_t)s;
+        synth_comm(f, 1, b + 1 * MS, &c, NULL);
+    }
+    synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    cJSON *x = cJSON_GetObjectItem(rank_comm(rep, 0), "exposure");
+    assert_non_null(x);
+    assert_string_equal(str(x, "per"), "step");
+    assert_string_equal(str(x, "basis"), "gpu");
+    NEAR(num(x, "windows"), 2);
+    NEAR(num(x, "window_ms"), 100.0);
+    NEAR(num(cJSON_GetObjectItem(x, "comm_ms"), "mean"), 30.0);
+    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "mean"), 20.0);
+    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "p50"), 20.0);
+    NEAR(num(cJSON_GetObjectItem(x, "overlapped_ms"), "mean"), 10.0);
+    NEAR(num(x, "exposed_share"), 0.2);
+    NEAR(num(x, "overlapped_share"), 0.1);
+    NEAR(num(cJSON_GetObjectItem(x, "exposed_share_per_window"), "max"), 0.2);
+    /* the op took the kernel's time: matched in issue order on its stream */
+    cJSON *r = rank_row(rank_comm(rep, 0), "0x00000000000000a1", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "kernel");
+    NEAR(num(r, "count"), 2);
+    NEAR(num(r, "time_ms"), 60.0);
+    NEAR(num(r, "mean_us"), 30000.0);
+    NEAR(num(r, "count_per_step"), 1.0);
+    NEAR(num(r, "bytes_per_step"), 4.0 * MiB);
+    /* 20 % > 10 %: a warning, with the evidence */
+    cJSON *fd = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "findings"), 0);
+    assert_non_null(fd);
+    assert_string_equal(str(fd, "id"), "exposed_communication");
+    assert_string_equal(str(fd, "severity"), "warning");
+    cJSON *ev = cJSON_GetObjectItem(fd, "evidence");
+    NEAR(num(ev, "exposed_share"), 0.2);
+    NEAR(num(ev, "exposed_ms"), 20.0);
+    NEAR(num(ev, "overlapped_ms"), 10.0);
+    NEAR(num(ev, "window_ms"), 100.0);
+    NEAR(num(ev, "threshold"), 0.1);
+    char *t = text_of(rep);
+    assert_non_null(strstr(t, "exposed communication: 20.00 ms per step = 20.0 % of the step"));
+    assert_non_null(strstr(t, "warning: exposed communication is 20.0 % of the step time on rank 0"));
+    free(t);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ bandwidth */
+
+/* One AllReduce of 256 MiB on 8 ranks taking 10 ms on the GPU: algbw = 268435456 B / 10 ms =
+ * 26.8435456 GB/s, busbw = algbw x 2(8-1)/8 = 46.9762048 GB/s. */
+static void test_busbw_allreduce(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-busbw"), 0);
+    synth_file *f = synth_open(dir, "h", 11, RT0, T0);
+    synth_rank(f, 0, 8);
+    tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xbeef, 8, 0, 256 * MiB, T0 + 100 * US);
+    with_gpu(&c, T0 + 2 * MS, T0 + 12 * MS);
+    synth_comm(f, 1, T0, &c, NULL);
+    synth_end_of_file(f, T0 + 20 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    cJSON *r = rank_row(rank_comm(rep, 0), "0x000000000000beef", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "gpu");
+    NEAR(num(r, "time_ms"), 10.0);
+    NEAR(num(r, "bus_factor"), 1.75);
+    NEAR(num(r, "algbw_gbs"), 26.8435456);
+    NEAR(num(r, "busbw_gbs"), 46.9762048);
+    NEAR(num(r, "bytes"), 268435456.0);
+    cJSON *x = run_comm(rep, "0x000000000000beef");
+    NEAR(num(x, "size"), 8);
+    assert_string_equal(str(x, "role_guess"), "world/data-parallel");
+    cJSON *o = cJSON_GetArrayItem(cJSON_GetObjectItem(x, "ops"), 0);
+    NEAR(num(o, "algbw_gbs"), 26.8435456);
+    NEAR(num(o, "busbw_gbs"), 46.9762048);
+    NEAR(num(o, "mean_ms"), 10.0);
+    /* NCCL GPU intervals without CUPTI kernels: no split */
+    assert_string_equal(str(cJSON_GetObjectItem(rank_comm(rep, 0), "exposure"), "basis"), "none");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* AllGather: NCCL's count is the send count, so 16 MiB per rank on 4 ranks is nccl-tests size
+ * 64 MiB; in 8 ms: algbw 67108864 / 8e6 = 8.388608 GB/s, busbw x 3/4 = 6.291456. ReduceScatter:
+ * the receive count, 8 MiB per rank on 4 ranks = 32 MiB in 4 ms: the same rates. Broadcast
+ * 8 MiB in 2 ms: factor 1, 4.194304 GB/s. */
+static void test_allgather_size_convention(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-ag"), 0);
+    synth_file *f = synth_open(dir, "h", 12, RT0, T0);
+    synth_rank(f, 1, 4);
+    tprof_pl_comm c = comm(TPROF_COMM_ALLGATHER, 0x77, 4, 1, 16 * MiB, T0 + 100 * US);
+    with_gpu(&c, T0 + 1 * MS, T0 + 9 * MS);
+    synth_comm(f, 1, T0, &c, NULL);
+    c = comm(TPROF_COMM_REDUCESCATTER, 0x77, 4, 1, 8 * MiB, T0 + 10 * MS + 100 * US);
+    with_gpu(&c, T0 + 11 * MS, T0 + 15 * MS);
+    synth_comm(f, 1, T0 + 10 * MS, &c, NULL);
+    c = comm(TPROF_COMM_BROADCAST, 0x77, 4, 1, 8 * MiB, T0 + 20 * MS + 100 * US);
+    c.peer = 0; /* root */
+    with_gpu(&c, T0 + 21 * MS, T0 + 23 * MS);
+    synth_comm(f, 1, T0 + 20 * MS, &c, NULL);
+    synth_end_of_file(f, T0 + 30 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    cJSON *rc = rank_comm(rep, 0);
+    cJSON *ag = rank_row(rc, "0x0000000000000077", "AllGather");
+    NEAR(num(ag, "bytes"), 16.0 * MiB); /* the per-rank payload, as passed */
+    NEAR(num(ag, "algbw_gbs"), 8.388608);
+    NEAR(num(ag, "busbw_gbs"), 6.291456);
+    cJSON *rs = rank_row(rc, "0x0000000000000077", "ReduceScatter");
+    NEAR(num(rs, "algbw_gbs"), 8.388608);
+    NEAR(num(rs, "busbw_gbs"), 6.291456);
+    cJSON *bc = rank_row(rc, "0x0000000000000077", "Broadcast");
+    NEAR(num(bc, "algbw_gbs"), 4.194304);
+    NEAR(num(bc, "busbw_gbs"), 4.194304);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ duration sources */
+
+/* Six communicators on one rank (device 0):
+ * - 0xA (gpu): an AllReduce with its own GPU interval 3-5 ms (its kernel, on stream 14, is
+ *   matched to it too, so no other communicator takes it);
+ * - 0xB and 0xC, two AllReduces each, issued interleaved (B at 1 and 3 ms, C at 2 and 4 ms),
+ *   no GPU interval. B's kernels run on stream 11 at 5-6 and 7-8 ms, C's on stream 10 at
+ *   5.5-9 and 9.5-12 ms: both streams fit both in number, and B takes stream 11 because its
+ *   kernels follow B's issues sooner (4 + 4 ms against 4.5 + 6.5 ms);
+ * - 0xD: a Send and a Recv enqueued together (overlapping host intervals, 20-20.1 and
+ *   20.05-20.1 ms) share one SendRecv kernel 21-23 ms (stream 12);
+ * - 0xE: an AllGather at 30 ms whose stream only has an AllReduce kernel later: no match,
+ *   so its time is the host enqueue (30-30.2 ms), flagged enqueue-only;
+ * - 0xF: an MPI Allreduce, host time 40-45 ms (its real duration). */
+static void test_duration_sources(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-src"), 0);
+    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
+    synth_rank(f, 0, 2);
+    tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xA, 2, 0, MiB, T0 + 100 * US);
+    with_gpu(&c, T0 + 3 * MS, T0 + 5 * MS);
+    synth_comm(f, 1, T0, &c, NULL);
+    synth_kernel(f, 2, T0 + 3 * MS, T0 + 5 * MS, 0, 14, 0, K_AR);
+    uint64_t issue[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 4; i++) {
+        c = comm(TPROF_COMM_ALLREDUCE, i % 2 ? 0xC : 0xB, 2, 0, MiB, T0 + issue[i] * MS + 50 * US);
+        synth_comm(f, 1, T0 + issue[i] * MS, &c, NULL);
+    }
+    synth_kernel(f, 2, T0 + 5 * MS, T0 + 6 * MS, 0, 11, 0, K_AR);
+    synth_kernel(f, 2, T0 + 7 * MS, T0 + 8 * MS, 0, 11, 0, K_AR);
+    synth_kernel(f, 2, T0 + 5500 * US, T0 + 9 * MS, 0, 10, 0, K_AR);
+    synth_kernel(f, 2, T0 + 9500 * US, T0 + 12 * MS, 0, 10, 0, K_AR);
+    c = comm(TPROF_COMM_SEND, 0xD, 2, 0, MiB, T0 + 20 * MS + 100 * US);
+    c.peer = 1;
+    synth_comm(f, 1, T0 + 20 * MS, &c, NULL);
+    c = comm(TPROF_COMM_RECV, 0xD, 2, 0, MiB, T0 + 20 * MS + 100 * US);
+    c.peer = 1;
+    synth_comm(f, 1, T0 + 20 * MS + 50 * US, &c, NULL);
+    synth_kernel(f, 2, T0 + 21 * MS, T0 + 23 * MS, 0, 12, 0, "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)");
+    c = comm(TPROF_COMM_ALLGATHER, 0xE, 2, 0, MiB, T0 + 30 * MS + 200 * US);
+    synth_comm(f, 1, T0 + 30 * MS, &c, NULL);
+    synth_kernel(f, 2, T0 + 31 * MS, T0 + 32 * MS, 0, 13, 0, K_AR);
+    c = comm(TPROF_COMM_ALLREDUCE, 0xF, 2, 0, MiB, T0 + 45 * MS);
+    c.source = TPROF_COMM_SRC_MPI;
+    c.algo = c.proto = 0;
+    synth_comm(f, 1, T0 + 40 * MS, &c, NULL);
+    synth_end_of_file(f, T0 + 50 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    cJSON *rc = rank_comm(rep, 0);
+    NEAR(num(rc, "ops"), 9);
+    NEAR(num(rc, "mpi_ops"), 1);
+    cJSON *r = rank_row(rc, "0x000000000000000a", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "gpu");
+    NEAR(num(r, "time_ms"), 2.0);
+    r = rank_row(rc, "0x000000000000000b", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "kernel");
+    NEAR(num(r, "time_ms"), 2.0); /* 5-6 and 7-8 ms */
+    r = rank_row(rc, "0x000000000000000c", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "kernel");
+    NEAR(num(r, "time_ms"), 6.0); /* 5.5-9 and 9.5-12 ms */
+    r = rank_row(rc, "0x000000000000000d", "Send");
+    assert_string_equal(str(r, "time_source"), "kernel");
+    NEAR(num(r, "time_ms"), 2.0);
+    NEAR(num(r, "algbw_gbs"), (double)MiB / 2e6);
+    r = rank_row(rc, "0x000000000000000d", "Recv");
+    assert_string_equal(str(r, "time_source"), "kernel");
+    NEAR(num(r, "time_ms"), 2.0);
+    r = rank_row(rc, "0x000000000000000e", "AllGather");
+    assert_string_equal(str(r, "time_source"), "host");
+    NEAR(num(r, "time_ms"), 0.2);
+    NEAR(num(r, "enqueue_only"), 1);
+    assert_null(cJSON_GetObjectItem(r, "algbw_gbs")); /* an enqueue is no transfer time */
+    r = rank_row(rc, "0x000000000000000f", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "host");
+    NEAR(num(r, "time_ms"), 5.0);
+    assert_null(cJSON_GetObjectItem(r, "enqueue_only")); /* MPI: the real duration */
+    /* the Send/Recv-only communicator is guessed to be pipeline-parallel */
+    assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "role_guess"), "pipeline");
+    assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "traffic"), "point-to-point");
+    char *t = text_of(rep);
+    assert_non_null(strstr(t, "[time: kernel]"));
+    assert_non_null(strstr(t, "are the enqueue only"));
+    free(t);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ shared communicators */
+
+/* World of 4; two rank files (ranks 0 and 1) show communicator 0x5 of size 2 (comm ranks 0
+ * and 1: consecutive world ranks, all members seen) and 0x6 of size 4 (the world). On 0x5,
+ * rank 0's AllReduce of 1 MiB takes 10 ms and rank 1's 30 ms: mean 20 ms; algbw =
+ * 2 x 1 MiB / 40 ms = 0.0524288 GB/s, busbw the same (2(2-1)/2 = 1). Each step of 100 ms:
+ * rank 0 has 10 ms exposed (kernel 0-10 ms, no compute), rank 1 30 ms. */
+static void test_shared_communicator(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-shared"), 0);
+    for (int rk = 0; rk < 2; rk++) {
+        synth_file *f = synth_open(dir, "h", 20 + rk, RT0, T0);
+        synth_rank(f, rk, 4);
+        steps(f, 1, 100 * MS);
+        uint64_t d = rk ? 30 * MS : 10 * MS;
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x5, 2, (uint32_t)rk, MiB, T0 + 100 * US);
+        with_gpu(&c, T0 + MS, T0 + MS + d);
+        synth_comm(f, 1, T0, &c, NULL);
+        synth_kernel(f, 2, T0 + MS, T0 + MS + d, 0, 9, 0, K_AR);
+        c = comm(TPROF_COMM_ALLREDUCE, 0x6, 4, (uint32_t)rk, 4, T0 + 50 * MS + 100 * US);
+        with_gpu(&c, T0 + 50 * MS, T0 + 50 * MS); /* 0 ns: no time, no bandwidth */
+        synth_comm(f, 1, T0 + 50 * MS, &c, NULL);
+        synth_end_of_file(f, T0 + 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    cJSON *x = run_comm(rep, "0x0000000000000005");
+    NEAR(num(x, "size"), 2);
+    NEAR(num(x, "ranks_seen"), 2);
+    cJSON *m = cJSON_GetObjectItem(x, "members");
+    assert_int_equal(cJSON_GetArraySize(m), 2);
+    NEAR(num(cJSON_GetArrayItem(m, 0), "rank"), 0);
+    NEAR(num(cJSON_GetArrayItem(m, 0), "comm_rank"), 0);
+    NEAR(num(cJSON_GetArrayItem(m, 1), "rank"), 1);
+    NEAR(num(cJSON_GetArrayItem(m, 1), "comm_rank"), 1);
+    assert_string_equal(str(x, "role_guess"), "tensor-parallel");
+    cJSON *o = cJSON_GetArrayItem(cJSON_GetObjectItem(x, "ops"), 0);
+    NEAR(num(o, "ranks"), 2);
+    NEAR(num(o, "count_per_rank"), 1);
+    NEAR(num(o, "bytes_per_rank"), (double)MiB);
+    NEAR(num(o, "mean_ms"), 20.0);
+    NEAR(num(o, "algbw_gbs"), 0.0524288);
+    NEAR(num(o, "busbw_gbs"), 0.0524288);
+    assert_string_equal(str(run_comm(rep, "0x0000000000000006"), "role_guess"), "world/data-parallel");
+    assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(run_comm(rep, "0x0000000000000006"), "ops"), 0), "algbw_gbs"));
+    /* exposure across ranks: 10 % and 30 %: mean 20 %, median (nearest rank) 10 %, worst 1 */
+    cJSON *xe = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "communication"), "exposure");
+    NEAR(num(xe, "mean_exposed_share"), 0.2);
+    NEAR(num(xe, "median_exposed_share"), 0.1);
+    NEAR(num(xe, "worst_rank"), 1);
+    NEAR(num(xe, "worst_exposed_share"), 0.3);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(xe, "ranks")), 2);
+    /* 30 % is not above 30 %: a warning on rank 1, one rank over 10 % */
+    cJSON *fd = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "findings"), 0);
+    assert_string_equal(str(fd, "severity"), "warning");
+    NEAR(num(fd, "rank"), 1);
+    NEAR(num(cJSON_GetObjectItem(fd, "evidence"), "ranks_over_warning"), 1);
+    NEAR(num(cJSON_GetObjectItem(fd, "evidence"), "mean_exposed_share"), 0.2);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ thresholds */
+
+/* A 100 ms step with only an NCCL kernel of `ms` (no compute): that share is exposed. */
+static cJSON *finding_for(uint64_t ms, tp_run *run, char *dir, size_t n) {
+    assert_int_equal(synth_tmpdir(dir, n, "comm-thr"), 0);
+    synth_file *f = synth_open(dir, "h", 30, RT0, T0);
+    synth_rank(f, 0, 1);
+    steps(f, 1, 100 * MS);
+    synth_kernel(f, 2, T0 + 10 * MS, T0 + (10 + ms) * MS, 0, 9, 0, K_AR);
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    cJSON *rep = report(dir, run);
+    NEAR(num(cJSON_GetObjectItem(rank_comm(rep, 0), "exposure"), "exposed_share"), (double)ms / 100.0);
+    return rep;
+}
+
+static void test_finding_thresholds(void **state) {
+    (void)state;
+    static const struct { uint64_t ms; const char *severity; } cases[] = {
+        {9, NULL}, {15, "warning"}, {35, "critical"}};
+    for (size_t i = 0; i < 3; i++) {
+        char dir[512];
+        tp_run run;
+        cJSON *rep = finding_for(cases[i].ms, &run, dir, sizeof dir);
+        cJSON *fs = cJSON_GetObjectItem(rep, "findings");
+        assert_true(cJSON_IsArray(fs));
+        char *t = text_of(rep);
+        if (!cases[i].severity) {
+            assert_int_equal(cJSON_GetArraySize(fs), 0);
+            assert_null(strstr(t, "findings"));
+        } else {
+            assert_int_equal(cJSON_GetArraySize(fs), 1);
+            cJSON *fd = cJSON_GetArrayItem(fs, 0);
+            assert_string_equal(str(fd, "severity"), cases[i].severity);
+            NEAR(num(cJSON_GetObjectItem(fd, "evidence"), "exposed_share"), (double)cases[i].ms / 100.0);
+            NEAR(num(cJSON_GetObjectItem(fd, "evidence"), "exposed_ms"), (double)cases[i].ms);
+            char want[64];
+            snprintf(want, sizeof want, "%s: exposed communication is %.1f %%", cases[i].severity,
+                     (double)cases[i].ms);
+            assert_non_null(strstr(t, want));
+        }
+        free(t);
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+}
+
+/* ------------------------------------------------------------------ nothing, and CPU jobs */
+
+/* A GPU job without any communication, and a process with nothing at all: the section says
+ * none, no finding, no crash, text and Chrome export fine. */
+static void test_empty(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-empty"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_rank(f, 0, 2);
+    steps(f, 2, 10 * MS);
+    synth_kernel(f, 2, T0 + MS, T0 + 5 * MS, 0, 7, 0, K_GEMM);
+    synth_end_of_file(f, T0 + 20 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    f = synth_open(dir, "h", 41, RT0, T0);
+    synth_rank(f, 1, 2);
+    synth_end_of_file(f, T0, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    for (int i = 0; i < 2; i++) {
+        cJSON *c = rank_comm(rep, i);
+        NEAR(num(c, "ops"), 0);
+        assert_string_equal(str(c, "note"), "no communication recorded");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(c, "communicators")), 0);
+        assert_null(cJSON_GetObjectItem(c, "exposure"));
+    }
+    cJSON *rc = cJSON_GetObjectItem(rep, "communication");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(rc, "communicators")), 0);
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(rc, "exposure"), "worst_rank"));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "findings")), 0);
+    char *t = text_of(rep);
+    assert_non_null(strstr(t, "communication: none recorded"));
+    free(t);
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mf = open_memstream(&buf, &blen);
+    assert_int_equal(tp_export_chrome(&run, mf, NULL), 0);
+    fclose(mf);
+    cJSON *tr = cJSON_Parse(buf);
+    assert_non_null(tr);
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(tr, "traceEvents")) {
+        const cJSON *cat = cJSON_GetObjectItem(e, "cat");
+        assert_false(cJSON_IsString(cat) && !strcmp(cat->valuestring, "comm"));
+    }
+    cJSON_Delete(tr);
+    free(buf);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* A CPU job under MPI: no GPU records; the process is blocked in MPI_Allreduce 20-45 ms of a
+ * 100 ms step, so 25 ms are exposed (25 %), nothing overlapped. */
+static void test_mpi_cpu_job(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-mpi"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_rank(f, 0, 2);
+    steps(f, 1, 100 * MS);
+    tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x1234, 2, 0, 8 * MiB, T0 + 45 * MS);
+    c.source = TPROF_COMM_SRC_MPI;
+    synth_comm(f, 1, T0 + 20 * MS, &c, "MPI_Allreduce");
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    cJSON *x = cJSON_GetObjectItem(rank_comm(rep, 0), "exposure");
+    assert_string_equal(str(x, "basis"), "host");
+    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "mean"), 25.0);
+    NEAR(num(cJSON_GetObjectItem(x, "overlapped_ms"), "mean"), 0.0);
+    NEAR(num(x, "exposed_share"), 0.25);
+    cJSON *r = rank_row(rank_comm(rep, 0), "0x0000000000001234", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "host");
+    /* 8 MiB in 25 ms, x 2(2-1)/2 = 1 */
+    NEAR(num(r, "algbw_gbs"), 8.0 * MiB / 25e6);
+    NEAR(num(r, "busbw_gbs"), 8.0 * MiB / 25e6);
+    assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "findings"), 0), "severity"),
+                        "warning");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ Chrome */
+
+/* Two communicators on rank 0: 0x10 (AllReduce 256 MiB on 8 ranks, GPU 2-12 ms; then a second
+ * one enqueued 20-20.1 ms without GPU time or kernel: host interval) and 0x20 (AllGather first
+ * issued at 1 ms, GPU 3-5 ms). Tracks in order of first op: 0x20 then 0x10. */
+static void test_chrome_tracks(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-chrome"), 0);
+    synth_file *f = synth_open(dir, "h", 60, RT0, T0);
+    synth_rank(f, 0, 8);
+    tprof_pl_comm c = comm(TPROF_COMM_ALLGATHER, 0x20, 4, 2, MiB, T0 + MS + 100 * US);
+    c.seq = 7;
+    c.algo = TPROF_ALGO_NVLS;
+    c.proto = TPROF_PROTO_LL128;
+    with_gpu(&c, T0 + 3 * MS, T0 + 5 * MS);
+    synth_comm(f, 1, T0 + MS, &c, NULL);
+    c = comm(TPROF_COMM_ALLREDUCE, 0x10, 8, 0, 256 * MiB, T0 + 2 * MS + 100 * US);
+    c.seq = 3;
+    with_gpu(&c, T0 + 2 * MS, T0 + 12 * MS);
+    synth_comm(f, 1, T0 + 1500 * US, &c, NULL);
+    c = comm(TPROF_COMM_ALLREDUCE, 0x10, 8, 0, 256 * MiB, T0 + 20 * MS + 100 * US);
+    c.seq = 4;
+    synth_comm(f, 1, T0 + 20 * MS, &c, NULL);
+    synth_end_of_file(f, T0 + 30 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mf = open_memstream(&buf, &blen);
+    assert_int_equal(tp_export_chrome(&run, mf, NULL), 0);
+    fclose(mf);
+    cJSON *tr = cJSON_Parse(buf);
+    free(buf);
+    assert_non_null(tr);
+    const double tid_ag = (double)0x20000000u, tid_ar = (double)0x20000001u;
+    int names = 0, ar = 0, ag = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(tr, "traceEvents")) {
+        const char *ph = str(e, "ph");
+        const cJSON *nm = cJSON_GetObjectItem(e, "name");
+        if (!strcmp(ph, "M") && !strcmp(nm->valuestring, "thread_name") &&
+            num(e, "tid") >= tid_ag && num(e, "tid") <= tid_ar) {
+            const char *tn = str(cJSON_GetObjectItem(e, "args"), "name");
+            if (num(e, "tid") == tid_ag) assert_string_equal(tn, "comm 0x0000000000000020 (4 ranks, rank 2)");
+            else assert_string_equal(tn, "comm 0x0000000000000010 (8 ranks, rank 0)");
+            names++;
+        }
+        const cJSON *cat = cJSON_GetObjectItem(e, "cat");
+        if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "comm")) continue;
+        assert_string_equal(ph, "X");
+        NEAR(num(e, "pid"), 0);
+        cJSON *a = cJSON_GetObjectItem(e, "args");
+        if (!strcmp(nm->valuestring, "AllGather")) {
+            ag++;
+            NEAR(num(e, "tid"), tid_ag);
+            NEAR(num(e, "ts"), 3000.0); /* µs after the base (the file's start) */
+            NEAR(num(e, "dur"), 2000.0);
+            assert_string_equal(str(a, "op"), "AllGather");
+            NEAR(num(a, "bytes"), (double)MiB);
+            NEAR(num(a, "count"), (double)MiB / 4);
+            NEAR(num(a, "seq"), 7);
+            assert_string_equal(str(a, "algo"), "NVLS");
+            assert_string_equal(str(a, "proto"), "LL128");
+            assert_string_equal(str(a, "time_source"), "gpu");
+            /* 4 MiB (nccl-tests size) in 2 ms = 2.097152 GB/s; busbw x 3/4 */
+            NEAR(num(a, "algbw (GB/s)"), 2.097152);
+            NEAR(num(a, "busbw (GB/s)"), 1.572864);
+        } else {
+            assert_string_equal(nm->valuestring, "AllReduce");
+            NEAR(num(e, "tid"), tid_ar);
+            assert_string_equal(str(a, "algo"), "RING");
+            assert_string_equal(str(a, "proto"), "SIMPLE");
+            if (ar++ == 0) {
+                NEAR(num(a, "seq"), 3);
+                NEAR(num(e, "ts"), 2000.0);
+                NEAR(num(e, "dur"), 10000.0);
+                assert_string_equal(str(a, "time_source"), "gpu");
+                NEAR(num(a, "algbw (GB/s)"), 26.8435456);
+                NEAR(num(a, "busbw (GB/s)"), 46.9762048);
+            } else {
+                NEAR(num(a, "seq"), 4);
+                NEAR(num(e, "ts"), 20000.0);
+                NEAR(num(e, "dur"), 100.0);
+                assert_string_equal(str(a, "time_source"), "host");
+                /* an enqueue is no duration: no bandwidth */
+                assert_null(cJSON_GetObjectItem(a, "algbw (GB/s)"));
+            }
+        }
+    }
+    assert_int_equal(names, 2);
+    assert_int_equal(ag, 1);
+    assert_int_equal(ar, 2);
+    cJSON_Delete(tr);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_factors_and_sizes),
+        cmocka_unit_test(test_exposed_overlapped),
+        cmocka_unit_test(test_busbw_allreduce),
+        cmocka_unit_test(test_allgather_size_convention),
+        cmocka_unit_test(test_duration_sources),
+        cmocka_unit_test(test_shared_communicator),
+        cmocka_unit_test(test_finding_thresholds),
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_mpi_cpu_job),
+        cmocka_unit_test(test_chrome_tracks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
