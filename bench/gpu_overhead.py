@@ -39,10 +39,13 @@ p.add_argument("--lib", help="libtrainprof.so (default: beside the command)")
 p.add_argument("--rounds", type=int, default=10)
 p.add_argument("--modes", default="bare,floor,trainprof,nokernels,torchprof")
 p.add_argument("--json", help="write all measurements here")
+p.add_argument("--merge", nargs="+", metavar="JSON",
+               help="no runs: pool the rounds of earlier --json files (e.g. two device calls) "
+                    "and print the tables")
 p.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]")
 a = p.parse_args()
 script = a.script[1:] if a.script and a.script[0] == "--" else a.script
-if not script:
+if not script and not a.merge:
     p.error("give the training script after --")
 lib = a.lib or os.path.join(os.path.dirname(os.path.abspath(a.trainprof)), "libtrainprof.so")
 here = os.path.dirname(os.path.abspath(__file__))
@@ -91,10 +94,18 @@ def ci(v, n=2000):
 
 modes = a.modes.split(",")
 times = {m: [] for m in modes}
-for r in range(a.rounds):
-    for m in modes:
-        times[m].append(run(m))
-    print("round %2d: " % r + "  ".join("%s %.2f" % (m, times[m][-1]) for m in modes), flush=True)
+if a.merge:
+    for path in a.merge:
+        with open(path) as f:
+            got = json.load(f)["times_ms"]
+        for m in modes:
+            times[m].extend(got[m])
+    print("%d rounds pooled from %s" % (len(times[modes[0]]), ", ".join(a.merge)))
+else:
+    for r in range(a.rounds):
+        for m in modes:
+            times[m].append(run(m))
+        print("round %2d: " % r + "  ".join("%s %.2f" % (m, times[m][-1]) for m in modes), flush=True)
 
 bare = times["bare"]
 over = {m: [(t - b) / b for t, b in zip(times[m], bare)] for m in modes if m != "bare"}
