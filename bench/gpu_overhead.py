@@ -106,6 +106,9 @@ else:
         for m in modes:
             times[m].append(run(m))
         print("round %2d: " % r + "  ".join("%s %.2f" % (m, times[m][-1]) for m in modes), flush=True)
+        if a.json:  # after every round: a run stopped early keeps what it measured
+            with open(a.json, "w") as f:
+                json.dump({"times_ms": times, "script": script}, f, indent=1)
 
 bare = times["bare"]
 over = {m: [(t - b) / b for t, b in zip(times[m], bare)] for m in modes if m != "bare"}
