@@ -29,6 +29,20 @@
  *
  * A run is deterministic for a given --seed: the loader draws its windows
  * from its own seeded generator and batches are consumed in order.
+ *
+ * Data-parallel mode (built with -DTPROF_EXAMPLE_MPI and linked with MPI: the
+ * char_lm_mpi executable; `mpirun -np 2 char_lm_mpi --steps N`). Every rank
+ * holds the whole model and reads its own shard of the text (rank r draws its
+ * windows from the r-th of world-size equal slices); rank 0's initial
+ * parameters are broadcast (MPI_Bcast) so that all replicas start equal; after
+ * each backward pass the gradients are summed with one MPI_Allreduce and
+ * divided by the world size (the "allreduce" range and Megatron's
+ * "all-grads-sync" timer), so every rank applies the same Adam step. Logged
+ * losses are means over all ranks (one 8-byte MPI_Allreduce per log line, one
+ * 16-byte one for the final figures); rank 0 prints them, and the timers are
+ * logged by the last rank as in Megatron, aggregated across ranks through
+ * trainprof's collectives hook (installed by libtrainprof_mpi.so, which
+ * `trainprof run` preloads; without it each rank's timers are its own).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* syscall(), readlink(), nanosleep() */
@@ -50,6 +64,10 @@
 /* Timers always come from trainprof (Megatron-LM's Timers API and log format); the
  * ranges come from NVTX when the toolkit's headers are there, else from trainprof too. */
 #include "trainprof.h"
+
+#ifdef TPROF_EXAMPLE_MPI
+#include <mpi.h>
+#endif
 
 #if defined(CHAR_LM_USE_NVTX)
 #include <nvtx3/nvToolsExt.h>
@@ -79,6 +97,9 @@ enum {
 #define DEFAULT_SEED 1
 #define DEFAULT_LOG_EVERY 20
 #define DEFAULT_LR 0.003
+
+/* This process's place in the data-parallel job (rank 0 of 1 without MPI). */
+static int g_rank = 0, g_world = 1;
 
 /* ------------------------------------------------------------------------ */
 /* Random numbers: splitmix64, small and identical on every platform, which is
@@ -219,6 +240,7 @@ typedef struct {
 typedef struct {
     BatchQueue *queue;
     const Corpus *corpus;
+    size_t lo, hi; /* this rank's shard of the text: windows start in [lo, hi - CONTEXT) */
     long batches; /* total batches to produce: one per training step */
     int batch;
     uint64_t seed;
@@ -232,13 +254,14 @@ static void sleep_us(long us)
         ;
 }
 
-/* Fill one batch with random windows: CONTEXT ids as input, the id after them
- * as target. */
-static void fill_batch(Batch *b, int batch, const Corpus *c, uint64_t *rng)
+/* Fill one batch with random windows of the text slice [lo, hi): CONTEXT ids as
+ * input, the id after them as target. */
+static void fill_batch(Batch *b, int batch, const Corpus *c, size_t lo, size_t hi,
+                       uint64_t *rng)
 {
-    size_t windows = c->len - CONTEXT; /* starts with a following target */
+    size_t windows = hi - lo - CONTEXT; /* starts with a following target */
     for (int i = 0; i < batch; i++) {
-        size_t start = rng_below(rng, windows);
+        size_t start = lo + rng_below(rng, windows);
         for (int k = 0; k < CONTEXT; k++)
             b->ctx[i * CONTEXT + k] = c->ids[start + (size_t)k];
         b->tgt[i] = c->ids[start + CONTEXT];
@@ -263,7 +286,7 @@ static void *loader_main(void *arg)
             break;
 
         RANGE_PUSH("load_batch");
-        fill_batch(&q->slots[slot], a->batch, a->corpus, &rng);
+        fill_batch(&q->slots[slot], a->batch, a->corpus, a->lo, a->hi, &rng);
         if (a->delay_us > 0)
             sleep_us(a->delay_us);
         RANGE_POP();
@@ -601,7 +624,8 @@ static int parse_args(int argc, char **argv, Options *o)
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
+            if (g_rank == 0)
+                usage(stdout);
             return 1;
         }
         /* Accept both "--flag value" and "--flag=value". */
@@ -735,8 +759,41 @@ static bool find_default_data(const char *argv0, char *out, size_t size)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Data parallelism (MPI builds; without MPI these are the one-process cases). */
 
-int main(int argc, char **argv)
+/* Sum v[0..n-1] over the ranks, in place. */
+static void sum_over_ranks(double *v, int n)
+{
+#ifdef TPROF_EXAMPLE_MPI
+    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#else
+    (void)v;
+    (void)n;
+#endif
+}
+
+#ifdef TPROF_EXAMPLE_MPI
+/* Bytes of gradients each rank all-reduces per step. */
+static size_t grad_bytes(const Model *m)
+{
+    return m->n_params * sizeof(float);
+}
+
+/* Mean of the gradients over the ranks: one MPI_Allreduce (sum) per step, then
+ * the division by the world size, as DistributedDataParallel averages. */
+static bool allreduce_grads(Model *m)
+{
+    if (MPI_Allreduce(MPI_IN_PLACE, m->grads, (int)m->n_params, MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD) != MPI_SUCCESS)
+        return false;
+    const float inv = 1.0f / (float)g_world;
+    for (size_t i = 0; i < m->n_params; i++)
+        m->grads[i] *= inv;
+    return true;
+}
+#endif
+
+static int train(int argc, char **argv)
 {
     Options opt;
     int rc = parse_args(argc, argv, &opt);
@@ -761,6 +818,16 @@ int main(int argc, char **argv)
     Corpus corpus;
     if (!corpus_load(&corpus, data_path))
         return 1;
+    /* this rank's shard: the r-th of g_world equal slices (the last takes the rest) */
+    size_t shard_lo = corpus.len / (size_t)g_world * (size_t)g_rank;
+    size_t shard_hi = g_rank == g_world - 1 ? corpus.len
+                                             : shard_lo + corpus.len / (size_t)g_world;
+    if (shard_hi - shard_lo < (size_t)CONTEXT + 2) {
+        fprintf(stderr, "char_lm: %s is too short to give %d ranks a shard each\n", data_path,
+                g_world);
+        corpus_free(&corpus);
+        return 1;
+    }
 
     const int batch = (int)opt.batch;
     Model model;
@@ -777,6 +844,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "char_lm: out of memory\n");
         goto out;
     }
+#ifdef TPROF_EXAMPLE_MPI
+    /* every replica starts from rank 0's parameters */
+    if (model.n_params > INT_MAX ||
+        MPI_Bcast(model.params, (int)model.n_params, MPI_FLOAT, 0, MPI_COMM_WORLD) !=
+            MPI_SUCCESS) {
+        fprintf(stderr, "char_lm: cannot broadcast the initial parameters\n");
+        goto out;
+    }
+#endif
     bool batches_ok = batch_alloc(&cur, batch);
     for (int s = 0; s < QUEUE_SLOTS; s++)
         batches_ok = batch_alloc(&queue.slots[s], batch) && batches_ok;
@@ -792,7 +868,8 @@ int main(int argc, char **argv)
     }
     queue_ready = true;
 
-    largs = (LoaderArgs){.queue = &queue, .corpus = &corpus, .batches = opt.steps,
+    largs = (LoaderArgs){.queue = &queue, .corpus = &corpus, .lo = shard_lo, .hi = shard_hi,
+                         .batches = opt.steps,
                          .batch = batch, .seed = opt.seed, .delay_us = opt.delay_us};
     if (pthread_create(&loader, NULL, loader_main, &largs) != 0) {
         fprintf(stderr, "char_lm: cannot start the loader thread\n");
@@ -800,12 +877,29 @@ int main(int argc, char **argv)
     }
     loader_started = true;
 
-    printf("char_lm: %s, %zu chars, vocab %d, context %d, embed %d, hidden %ld, "
-           "batch %ld, steps %ld, lr %g, seed %llu, %zu params\n",
-           data_path, corpus.len, corpus.vocab, CONTEXT, EMBED, opt.hidden, opt.batch,
-           opt.steps, opt.lr, opt.seed, model.n_params);
-    printf("uniform-guess loss ln(%d) = %.4f\n", corpus.vocab, log((double)corpus.vocab));
-    fflush(stdout);
+    if (g_rank == 0) {
+        printf("char_lm: %s, %zu chars, vocab %d, context %d, embed %d, hidden %ld, "
+               "batch %ld, steps %ld, lr %g, seed %llu, %zu params\n",
+               data_path, corpus.len, corpus.vocab, CONTEXT, EMBED, opt.hidden, opt.batch,
+               opt.steps, opt.lr, opt.seed, model.n_params);
+#ifdef TPROF_EXAMPLE_MPI
+        printf("char_lm: data-parallel over %d rank%s (MPI): batch %ld per rank, %ld in all; "
+               "all-reduce of %zu gradient bytes per step\n",
+               g_world, g_world == 1 ? "" : "s", opt.batch, opt.batch * g_world,
+               grad_bytes(&model));
+        /* without a registered hook the library answers "rank 0 of 1" with no context */
+        tprof_collectives hook;
+        tprof_get_collectives(&hook);
+        if (hook.ctx && hook.world_size == g_world)
+            printf("char_lm: timers aggregate across %d ranks through the collectives hook\n",
+                   hook.world_size);
+        else if (g_world > 1)
+            printf("char_lm: no cross-rank timers hook (run under `trainprof run`, or preload "
+                   "libtrainprof_mpi.so): each rank's timers are its own\n");
+#endif
+        printf("uniform-guess loss ln(%d) = %.4f\n", corpus.vocab, log((double)corpus.vocab));
+        fflush(stdout);
+    }
 
     /* Single-batch losses are noisy, so logged losses are means over the
      * steps since the previous log line, and the final figure is the mean of
@@ -821,6 +915,9 @@ int main(int argc, char **argv)
     tprof_timer *t_fwd = tprof_timer_get(timers, "forward-compute", 2);
     tprof_timer *t_bwd = tprof_timer_get(timers, "backward-compute", 2);
     tprof_timer *t_opt = tprof_timer_get(timers, "optimizer", 1);
+#ifdef TPROF_EXAMPLE_MPI
+    tprof_timer *t_sync = tprof_timer_get(timers, "all-grads-sync", 1);
+#endif
     tprof_timer_start(t_interval, 0);
 
     double recent[FINAL_WINDOW];
@@ -855,6 +952,20 @@ int main(int argc, char **argv)
         tprof_timer_stop(t_bwd, 0);
         RANGE_POP();
 
+#ifdef TPROF_EXAMPLE_MPI
+        RANGE_PUSH("allreduce");
+        tprof_timer_start(t_sync, 0);
+        bool synced = allreduce_grads(&model);
+        tprof_timer_stop(t_sync, 0);
+        RANGE_POP();
+        if (!synced) {
+            RANGE_POP(); /* step */
+            fprintf(stderr, "char_lm: gradient all-reduce failed at step %ld\n", step);
+            train_ok = false;
+            break;
+        }
+#endif
+
         RANGE_PUSH("optimizer");
         tprof_timer_start(t_opt, 0);
         model_adam(&model, (float)opt.lr);
@@ -874,8 +985,12 @@ int main(int argc, char **argv)
         log_sum += loss;
         log_count++;
         if (opt.log_every > 0 && (step % opt.log_every == 0 || step == opt.steps)) {
-            printf("step %ld loss %.4f\n", step, log_sum / (double)log_count);
-            fflush(stdout);
+            double mean = log_sum; /* then summed over the ranks */
+            sum_over_ranks(&mean, 1);
+            if (g_rank == 0) {
+                printf("step %ld loss %.4f\n", step, mean / (double)(log_count * g_world));
+                fflush(stdout);
+            }
             /* as Megatron's training_log: average ms per iteration since the last line */
             tprof_timers_log(timers, NULL, 0, (double)log_count, 1, 0, -1, stdout);
             log_sum = 0.0;
@@ -888,7 +1003,10 @@ int main(int argc, char **argv)
         double final_sum = 0.0;
         for (long i = 0; i < n; i++)
             final_sum += recent[i];
-        printf("final loss %.4f (initial %.4f)\n", final_sum / (double)n, initial_loss);
+        double fin[2] = {final_sum / (double)n, initial_loss}; /* summed over the ranks */
+        sum_over_ranks(fin, 2);
+        if (g_rank == 0)
+            printf("final loss %.4f (initial %.4f)\n", fin[0] / g_world, fin[1] / g_world);
         exit_code = 0;
     }
 
@@ -914,4 +1032,26 @@ out:
     model_free(&model);
     corpus_free(&corpus);
     return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+#ifdef TPROF_EXAMPLE_MPI
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "char_lm: MPI_Init_thread failed\n");
+        return 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+#endif
+    int rc = train(argc, argv);
+#ifdef TPROF_EXAMPLE_MPI
+    /* a rank that failed mid-run leaves the others blocked in a collective: end them all
+     * (usage errors and --help happen alike on every rank, so they finalize normally) */
+    if (rc == 1 && g_world > 1)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
+#endif
+    return rc;
 }

@@ -1,0 +1,35 @@
+/*
+ * comm_ext.h — the two entry points libtrainprof.so exports for capture libraries that live
+ * outside it (today libtrainprof_mpi.so, the PMPI wrappers: capture/mpi_pmpi.c).
+ *
+ * Those libraries cannot reach the internal recording API (it is hidden, and inline over
+ * the session's private state), yet they must write into the same per-thread rings as
+ * everything else in the process, so that one process keeps one session and one file.
+ * These functions are that bridge. They are internal (prefix tprof__, not in trainprof.h):
+ * their signatures may change with libtrainprof.so, and the library that calls them is built
+ * and shipped together with it.
+ */
+#ifndef TPROF_COMM_EXT_H
+#define TPROF_COMM_EXT_H
+
+#include <stdint.h>
+
+#include "trainprof.h"
+#include "../format/format.h"
+
+/* Appends one TPROF_REC_COMM_OP record to the calling thread's ring: `name` (the op name,
+ * DESIGN §5 vocabulary, or the source's own name when pl->op is TPROF_COMM_UNKNOWN; interned
+ * per thread, so pass names from a small fixed set), `start_ns` (CLOCK_MONOTONIC, the
+ * record's ts) and the payload `pl` (copied; pl->end_ns is raised to start_ns if earlier).
+ * Returns 1 when the record was written, 0 when nothing was (not recording, a thread over the
+ * limit, or a full ring: the last two are counted as drops by the session). Starts the
+ * session lazily, like every recording call. Thread safe (per-thread ring, no lock); cost: one
+ * TLS load, an interning lookup and a ~100-byte copy. Never fails loudly. */
+TPROF_API int tprof__comm_record(const char *name, uint64_t start_ns, const tprof_pl_comm *pl);
+
+/* Reports a capture capability for the report's "capabilities" section ("mpi" -> "PMPI
+ * wrappers, Open MPI 4.1"); the last status wins and is written again into a forked child's
+ * file. Not hot path (takes the session lock); safe before the session starts. */
+TPROF_API void tprof__capability_ext(const char *name, const char *status);
+
+#endif /* TPROF_COMM_EXT_H */
