@@ -562,7 +562,9 @@ static void test_empty(void **state) {
 }
 
 /* A CPU job under MPI: no GPU records; the process is blocked in MPI_Allreduce 20-45 ms of a
- * 100 ms step, so 25 ms are exposed (25 %), nothing overlapped. */
+ * 100 ms step, so 25 ms are exposed (25 %), nothing overlapped. An Isend posted at 50 ms and
+ * seen complete by its Wait at 80-82 ms spans 30 ms the host spent computing: only its Wait's
+ * 2 ms are exposed, for 27 ms in all. */
 static void test_mpi_cpu_job(void **state) {
     (void)state;
     char dir[512];
@@ -573,15 +575,22 @@ static void test_mpi_cpu_job(void **state) {
     tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x1234, 2, 0, 8 * MiB, T0 + 45 * MS);
     c.source = TPROF_COMM_SRC_MPI;
     synth_comm(f, 1, T0 + 20 * MS, &c, "MPI_Allreduce");
+    tprof_pl_comm is = comm(TPROF_COMM_SEND, 0x1234, 2, 0, MiB, T0 + 82 * MS);
+    is.source = TPROF_COMM_SRC_MPI;
+    is.flags = TPROF_COMM_F_NONBLOCKING;
+    synth_comm(f, 1, T0 + 50 * MS, &is, "Send");
+    tprof_pl_comm w = comm(TPROF_COMM_UNKNOWN, 0x1234, 2, 0, 0, T0 + 82 * MS);
+    w.source = TPROF_COMM_SRC_MPI;
+    synth_comm(f, 1, T0 + 80 * MS, &w, "Wait");
     synth_end_of_file(f, T0 + 100 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     cJSON *rep = report(dir, &run);
     cJSON *x = cJSON_GetObjectItem(rank_comm(rep, 0), "exposure");
     assert_string_equal(str(x, "basis"), "host");
-    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "mean"), 25.0);
+    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "mean"), 27.0);
     NEAR(num(cJSON_GetObjectItem(x, "overlapped_ms"), "mean"), 0.0);
-    NEAR(num(x, "exposed_share"), 0.25);
+    NEAR(num(x, "exposed_share"), 0.27);
     cJSON *r = rank_row(rank_comm(rep, 0), "0x0000000000001234", "AllReduce");
     assert_string_equal(str(r, "time_source"), "host");
     /* 8 MiB in 25 ms, x 2(2-1)/2 = 1 */

@@ -553,8 +553,8 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
                       "without them); compute = every other kernel on the device";
     } else if (nmpi) {
         basis = "host";
-        note = "no GPU records: a CPU job, blocked in each MPI call, so all communication time "
-               "is exposed by definition";
+        note = "no GPU records: a CPU job, blocked in each blocking MPI call and wait, so that "
+               "time is all exposed (nonblocking operations count through their waits)";
     } else {
         basis = "none";
         note = ngpu_time ? "NCCL GPU intervals but no CUPTI kernel records: what ran beside them "
@@ -596,7 +596,9 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
         for (size_t i = 0; i < p->ncomm && !oom; i++) {
             const tp_comm_op *o = &p->comm[i];
             if (is_mpi(o)) {
-                if (!(o->flags & TPROF_COMM_F_UNFINISHED))
+                /* blocking calls and waits: the host was blocked; a nonblocking op's span
+                 * (start to observed completion) was free time, its Wait counts instead */
+                if (!(o->flags & (TPROF_COMM_F_UNFINISHED | TPROF_COMM_F_NONBLOCKING)))
                     oom |= push_span(&sc, &nsc, &csc, o->start, o->end);
             } else if (ndev && !cupti_comm && tm[i].src == TP_COMM_TIME_GPU && tm[i].device >= 0 &&
                        (uint32_t)tm[i].device == devs[d]) {

@@ -595,7 +595,7 @@ static int req_claim(MPI_Request req) {
 
 static void req_emit(const req_slot *s, uint64_t t1, uint32_t flags) {
     put(s->op, NULL, s->comm_id, s->nranks, s->rank, s->count, s->bytes, s->peer, s->seq,
-        s->start_ns, t1, flags);
+        s->start_ns, t1, flags | TPROF_COMM_F_NONBLOCKING);
 }
 
 /* After the PMPI call: `old` was the handle, `now` what the call left. A completed

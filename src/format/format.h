@@ -144,6 +144,8 @@ enum tprof_comm_proto {
 #define TPROF_COMM_NO_PEER 0xFFFFFFFFu /* peer/root field when there is none */
 #define TPROF_COMM_F_UNFINISHED 1u     /* never stopped: closed when its communicator ended */
 #define TPROF_COMM_F_GPU_TIME 2u       /* gpu_start_ns/gpu_end_ns hold the GPU-side interval */
+#define TPROF_COMM_F_NONBLOCKING 4u    /* MPI I* op: start to observed completion, the host was
+                                        * free meanwhile (its Wait records hold the blocked time) */
 #define TPROF_COMM_SRC_NCCL 1u         /* source: NCCL profiler plugin (host enqueue times) */
 #define TPROF_COMM_SRC_MPI 2u          /* source: PMPI wrappers (host time of the blocking call) */
 
