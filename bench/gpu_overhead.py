@@ -11,6 +11,7 @@ Runs the same training script, as separate processes, interleaved round by round
   trainprof   `trainprof run` with full capture (NVTX, CUPTI kernels/copies/memory/syncs/
               runtime calls, process sampler)
   nokernels   `trainprof run` with GPU activity capture off (TRAINPROF_CUPTI=0)
+  nonvml      (optional) `trainprof run` with full capture but no NVML node sampler
   torchprof   the script inside torch.profiler.profile(activities=[CPU, CUDA])
 
 Each run reports its own mean step time (the script prints "mean step X ms"). Per round,
@@ -67,6 +68,9 @@ def command(mode, tmp):
         return [py] + script, env
     if mode == "trainprof":
         return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+    if mode == "nonvml":  # full capture without the node's NVML sampler
+        env["TRAINPROF_NVML_HZ"] = "0"
+        return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
     if mode == "nokernels":
         env["TRAINPROF_CUPTI"] = "0"
         return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
@@ -111,6 +115,7 @@ else:
                 json.dump({"times_ms": times, "script": script}, f, indent=1)
 
 bare = times["bare"]
+modes = [m for m in modes if times[m]]
 over = {m: [(t - b) / b for t, b in zip(times[m], bare)] for m in modes if m != "bare"}
 print("\nmean step time per mode (ms): " + ", ".join(
     "%s %.3f" % (m, statistics.median(times[m])) for m in modes))
