@@ -23,31 +23,26 @@
 #include "core/kwindow.h"
 #include "trainprof.h"
 
-static char g_dir[512];
+#define CHILD_PREFIX "kwin"
+#include "child.h"
 
+static const char *g_spec;
+static void (*g_body)(void);
+
+static void window_body(void) {
+    if (g_spec) setenv("TRAINPROF_KERNEL_STEPS", g_spec, 1);
+    else unsetenv("TRAINPROF_KERNEL_STEPS");
+    unsetenv("TRAINPROF_STEP_NAME");
+    start_session();
+    g_body();
+}
+
+/* body() recorded in a child whose TRAINPROF_KERNEL_STEPS is `spec` (NULL: unset) */
 static void run_child(const char *spec, void (*body)(void)) {
-    const char *base = getenv("TPROF_TEST_TMP");
-    snprintf(g_dir, sizeof g_dir, "%s/kwin-XXXXXX", base && *base ? base : "/tmp");
-    assert_non_null(mkdtemp(g_dir));
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (spec) setenv("TRAINPROF_KERNEL_STEPS", spec, 1);
-        else unsetenv("TRAINPROF_KERNEL_STEPS");
-        unsetenv("TRAINPROF_STEP_NAME");
-        tprof_config c;
-        tprof_config_init(&c);
-        c.output_dir = g_dir;
-        c.sample_hz = 0;
-        c.nvml_hz = 0;
-        if (tprof_init(&c) != TPROF_OK) _exit(90);
-        body();
-        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
-    }
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    fresh_dir("w");
+    g_spec = spec;
+    g_body = body;
+    in_child(window_body);
 }
 
 /* ten iterations, each an "iteration" range around a "step" range around "forward" */
@@ -87,11 +82,6 @@ static uint64_t meta_u64(const tp_process *p, const char *key) {
     return v ? strtoull(v, NULL, 10) : 0;
 }
 
-static void load(tp_run *run) {
-    char err[256];
-    assert_int_equal(tp_run_load(g_dir, run, err, sizeof err), TPROF_OK);
-    assert_int_equal(run->nprocs, 1);
-}
 
 static void test_range_steps(void **state) {
     (void)state;

@@ -29,53 +29,8 @@
 #include "capture/nccl_abi.h"
 #include "trainprof.h"
 
-static char g_dir[512];
-
-static void fresh_dir(const char *tag) {
-    const char *base = getenv("TPROF_TEST_TMP");
-    snprintf(g_dir, sizeof g_dir, "%s/nccl-%s-XXXXXX", base && *base ? base : "/tmp", tag);
-    assert_non_null(mkdtemp(g_dir));
-}
-
-static void start_session(void) {
-    tprof_config c;
-    tprof_config_init(&c);
-    c.output_dir = g_dir;
-    c.ring_bytes = 8u << 20; /* the concurrency test counts records exactly */
-    c.sample_hz = 0;
-    c.nvml_hz = 0;
-    if (tprof_init(&c) != TPROF_OK) _exit(90);
-}
-
-/* Child exit codes name the check that failed (the parent prints them). */
-#define CHECK(cond, code)                                                        \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "child check failed: %s (line %d)\n", #cond, __LINE__); \
-            _exit(code);                                                         \
-        }                                                                        \
-    } while (0)
-
-static void in_child(void (*body)(void)) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        body();
-        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
-    }
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
-}
-
-static void load(tp_run *run) {
-    char err[256];
-    int rc = tp_run_load(g_dir, run, err, sizeof err);
-    if (rc) fprintf(stderr, "load: %s\n", err);
-    assert_int_equal(rc, TPROF_OK);
-    assert_int_equal(run->nprocs, 1);
-}
+#define CHILD_PREFIX "nccl"
+#include "child.h"
 
 /* Found the way NCCL finds it: by name, in the library the process has loaded. */
 static const tp_nccl_profiler_v5 *v5(void) {
