@@ -584,27 +584,10 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
     for (size_t d = 0; d < nd && !oom; d++) {
         nsc = nsk = nsu = 0;
         for (size_t i = 0; ndev && i < p->ngpu && !oom; i++) {
-            if (!cls[i] || p->gpu[i].device != devs[d]) continue;
-            if (cls[i] == 1) oom |= push_span(&sc, &nsc, &csc, p->gpu[i].start, p->gpu[i].end);
-            else oom |= push_span(&sk, &nsk, &csk, p->gpu[i].start, p->gpu[i].end);
+            if (cls[i] != 2 || p->gpu[i].device != devs[d]) continue;
+            oom |= push_span(&sk, &nsk, &csk, p->gpu[i].start, p->gpu[i].end);
         }
-        /* The ops' own GPU intervals count only on a device without CUPTI NCCL kernels:
-         * they come from NCCL's globaltimer, mapped onto the host clock by calibration, while
-         * CUPTI's kernels share one clock with the compute kernels they are compared with
-         * (on an H200 the two placements differed by ~29 us, a constant; durations by ~3 us). */
-        size_t cupti_comm = nsc;
-        for (size_t i = 0; i < p->ncomm && !oom; i++) {
-            const tp_comm_op *o = &p->comm[i];
-            if (is_mpi(o)) {
-                /* blocking calls and waits: the host was blocked; a nonblocking op's span
-                 * (start to observed completion) was free time, its Wait counts instead */
-                if (!(o->flags & (TPROF_COMM_F_UNFINISHED | TPROF_COMM_F_NONBLOCKING)))
-                    oom |= push_span(&sc, &nsc, &csc, o->start, o->end);
-            } else if (ndev && !cupti_comm && tm[i].src == TP_COMM_TIME_GPU && tm[i].device >= 0 &&
-                       (uint32_t)tm[i].device == devs[d]) {
-                oom |= push_span(&sc, &nsc, &csc, tm[i].start, tm[i].end);
-            }
-        }
+        if (!oom) oom |= tp_comm_device_spans(p, tm, ndev > 0, ndev ? devs[d] : 0, &sc, &nsc, &csc);
         for (size_t i = 0; i < nsc && !oom; i++) oom |= push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
         for (size_t i = 0; i < nsk && !oom; i++) oom |= push_span(&su, &nsu, &csu, sk[i].s, sk[i].e);
         if (oom) break;
@@ -665,6 +648,36 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
     free(su);
 }
 
+int tp_comm_is_kernel(const tp_gpu_op *g) { return is_comm_kernel(g); }
+
+int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_device,
+                         uint32_t device, tp_span **v, size_t *n, size_t *cap) {
+    size_t n0 = *n;
+    for (size_t i = 0; has_device && i < p->ngpu; i++) {
+        if (p->gpu[i].device != device || !is_comm_kernel(&p->gpu[i])) continue;
+        if (push_span(v, n, cap, p->gpu[i].start, p->gpu[i].end)) return -1;
+    }
+    /* The ops' own GPU intervals count only on a device without CUPTI NCCL kernels:
+     * they come from NCCL's globaltimer, mapped onto the host clock by calibration, while
+     * CUPTI's kernels share one clock with the compute kernels they are compared with
+     * (on an H200 the two placements differed by ~29 us, a constant; durations by ~3 us). */
+    int cupti_comm = *n > n0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        const tp_comm_op *o = &p->comm[i];
+        if (is_mpi(o)) {
+            /* blocking calls and waits: the host was blocked; a nonblocking op's span
+             * (start to observed completion) was free time, its Wait counts instead */
+            if (!(o->flags & (TPROF_COMM_F_UNFINISHED | TPROF_COMM_F_NONBLOCKING)) &&
+                push_span(v, n, cap, o->start, o->end))
+                return -1;
+        } else if (has_device && !cupti_comm && tm[i].src == TP_COMM_TIME_GPU &&
+                   tm[i].device >= 0 && (uint32_t)tm[i].device == device) {
+            if (push_span(v, n, cap, tm[i].start, tm[i].end)) return -1;
+        }
+    }
+    return 0;
+}
+
 void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst) {
     int any_comm_kernel = 0;
     for (size_t i = 0; i < p->ngpu && !any_comm_kernel; i++) any_comm_kernel = is_comm_kernel(&p->gpu[i]);
@@ -705,6 +718,16 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
                 if (rows[i].nranks > size) size = rows[i].nranks;
             cJSON_AddNumberToObject(e, "size", size);
             cJSON_AddNumberToObject(e, "rank", rows[cs[k].a].rank);
+            /* NCCL's init told the node count and the name (when one was given) */
+            char key[40];
+            snprintf(key, sizeof key, "nccl.comm.%016llx", (unsigned long long)cs[k].hash);
+            const char *desc = tp_meta(p, key);
+            unsigned nn = 0;
+            const char *nm = desc ? strstr(desc, "nnodes=") : NULL;
+            if (nm && sscanf(nm, "nnodes=%u", &nn) == 1 && nn)
+                cJSON_AddNumberToObject(e, "nodes", nn);
+            const char *na = desc ? strstr(desc, " name=") : NULL;
+            if (na && strcmp(na + 6, "-")) cJSON_AddStringToObject(e, "name", na + 6);
             cJSON *jo = cJSON_AddArrayToObject(e, "ops");
             for (size_t i = cs[k].a; i < cs[k].b; i++) cJSON_AddItemToArray(jo, row_json(&rows[i], nst));
             cJSON_AddItemToArray(jc, e);
@@ -1036,8 +1059,16 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
             fprintf(f, "    ... %d more communicators (report.json lists them all)\n", ncomm - 10);
             break;
         }
-        fprintf(f, "    comm %s: size %.0f, this rank %.0f in it\n", jstr(e, "id"), jnum(e, "size"),
-                jnum(e, "rank"));
+        fprintf(f, "    comm %s", jstr(e, "id"));
+        if (jobj(e, "name")) { /* a program's text: control characters shown as '?' */
+            fputs(" \"", f);
+            for (const unsigned char *q = (const unsigned char *)jstr(e, "name"); *q; q++)
+                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            fputc('"', f);
+        }
+        fprintf(f, ": size %.0f, this rank %.0f in it", jnum(e, "size"), jnum(e, "rank"));
+        if (jnum(e, "nodes") > 0) fprintf(f, ", %.0f node%s", jnum(e, "nodes"), jnum(e, "nodes") == 1 ? "" : "s");
+        fputc('\n', f);
         cJSON_ArrayForEach(o, jobj(e, "ops")) {
             fprintf(f, "      %-14s %7.0f ops  ", jstr(o, "op"), jnum(o, "count"));
             put_bytes(f, jnum(o, "bytes"));

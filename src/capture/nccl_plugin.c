@@ -89,6 +89,8 @@ static tp_nccl_slot g_slots[TP_NCCL_SLOTS];
 static _Atomic uint64_t g_used[TP_NCCL_WORDS];
 static _Atomic uint64_t g_drops;      /* pool-full drops, all communicators */
 static _Atomic int g_announced;       /* capability reported */
+static _Atomic uint32_t g_described;  /* communicators described in the metadata */
+#define TP_NCCL_DESCRIBED 256u
 static __thread uint32_t g_hint;      /* bitmap word this thread last took a slot from */
 static _Atomic int g_kernel_timing = -1; /* KernelCh asked for: -1 not decided, 0, 1 */
 static _Atomic int64_t g_gpu_offset = INT64_MAX; /* min(channel start - host start), ns */
@@ -400,6 +402,17 @@ void tprof__nccl_init(void **context, uint64_t hash, int *mask, const char *name
         memcpy(c->name, name, n);
     }
     *context = c;
+    /* What only init says of a communicator: its nodes and name (DESIGN §5), as metadata, for
+     * the first TP_NCCL_DESCRIBED communicators of the process (a rank inits only those it
+     * belongs to, a few dozen even under Megatron; the bound keeps memory flat whatever NCCL
+     * does). */
+    if (want && atomic_fetch_add(&g_described, 1) < TP_NCCL_DESCRIBED) {
+        char key[40], v[96];
+        snprintf(key, sizeof key, "nccl.comm.%016llx", (unsigned long long)hash);
+        snprintf(v, sizeof v, "nranks=%u rank=%u nnodes=%u name=%s", c->nranks, c->rank,
+                 c->nnodes, c->name[0] ? c->name : "-");
+        tprof__set_meta(key, v);
+    }
     if (want && !atomic_exchange(&g_announced, 1)) {
         char st[96];
         snprintf(st, sizeof st, "profiler plugin v%d: Coll and P2p events, %s", version,
