@@ -50,6 +50,18 @@ uint64_t tp_comm_size_bytes(uint32_t op, uint64_t bytes, uint32_t nranks);
  * op has no bandwidth or n is 0. */
 double tp_comm_bus_factor(uint32_t op, uint32_t nranks);
 
+/* The exposure rule's communication set, for other analyses (the step breakdown): appends to
+ * *v (grown with realloc; *n used, *cap allocated) the spans during which device `device` of p
+ * communicated: its communication-class kernels (CUPTI); the ops' own GPU intervals on it
+ * when it has no such kernel; and the blocking MPI calls and waits (the host is blocked in
+ * them). has_device 0: no GPU records (a CPU job), only the MPI calls. tm: tp_comm_resolve's
+ * output for p. Returns 0, or -1 when out of memory. */
+int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_device,
+                         uint32_t device, tp_span **v, size_t *n, size_t *cap);
+
+/* 1 when g is a kernel of the communication class (tp_kernel_class). */
+int tp_comm_is_kernel(const tp_gpu_op *g);
+
 /* Adds "communication" to a rank's JSON. st/nst: the measured steps (NULL/0: the whole run
  * of the process is one window). */
 void tp_comm_rank_section(cJSON *rank, const tp_process *p, const tp_step *st, size_t nst);
