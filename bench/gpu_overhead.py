@@ -12,6 +12,8 @@ Runs the same training script, as separate processes, interleaved round by round
               runtime calls, process sampler)
   nokernels   `trainprof run` with GPU activity capture off (TRAINPROF_CUPTI=0)
   nonvml      (optional) `trainprof run` with full capture but no NVML node sampler
+  kinds=A+B   (optional) the floor with other CUPTI kinds, e.g. kinds=kernel+runtime, to find
+              which kind costs what
   torchprof   the script inside torch.profiler.profile(activities=[CPU, CUDA])
 
 Each run reports its own mean step time (the script prints "mean step X ms"). Per round,
@@ -68,6 +70,10 @@ def command(mode, tmp):
         return [py] + script, env
     if mode == "trainprof":
         return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+    if mode.startswith("kinds="):  # the floor with more CUPTI kinds: kinds=kernel+runtime
+        env.update(CUDA_INJECTION64_PATH=lib, TRAINPROF_DIR=out,
+                   TRAINPROF_CUPTI_KINDS=mode[6:].replace("+", ","), TRAINPROF_SAMPLE_HZ="0")
+        return [py] + script, env
     if mode == "nonvml":  # full capture without the node's NVML sampler
         env["TRAINPROF_NVML_HZ"] = "0"
         return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
