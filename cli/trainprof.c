@@ -8,6 +8,7 @@
  * (re-raising the command's terminating signal on itself).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 
 #include "analysis/model.h"
 #include "core/kwindow.h"
+#include "format/format.h"
 #include "analysis/report.h"
 #include "export/chrome.h"
 #include "trainprof.h"
@@ -479,6 +481,48 @@ static int dir_has_rank_files(const char *dir) {
     return has;
 }
 
+/* The processes that opened rank files in `dir` and are still alive (a launcher such as
+ * mpirun may exit before its ranks have written the end of their files, e.g. on SIGTERM),
+ * read from each file's header; this process (the node sampler) left out. */
+static int writers_alive(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int alive = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        tprof_file_header h;
+        ssize_t got = read(fd, &h, sizeof h);
+        close(fd);
+        if (got != (ssize_t)sizeof h || memcmp(h.magic, TPROF_FILE_MAGIC, 8)) continue;
+        if (h.pid <= 0 || h.pid == (int32_t)getpid()) continue;
+        if (kill(h.pid, 0) == 0 || errno == EPERM) alive++;
+    }
+    closedir(d);
+    return alive;
+}
+
+/* Waits (at most `ms`) for the job's remaining processes to finish their rank files. */
+static void wait_for_writers(const char *dir, int ms) {
+    int n = writers_alive(dir), said = 0;
+    for (int waited = 0; n > 0 && waited < ms; waited += 100) {
+        if (!said++)
+            fprintf(stderr, "trainprof run: waiting for %d process%s still writing rank files\n",
+                    n, n == 1 ? "" : "es");
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        n = writers_alive(dir);
+    }
+    if (n > 0)
+        fprintf(stderr, "trainprof run: %d process%s still running after %d s; reporting what "
+                        "is written\n", n, n == 1 ? "" : "es", ms / 1000);
+}
+
 static int cmd_run(int argc, char **argv) {
     const char *dir = env_or("TRAINPROF_DIR", NULL), *v;
     report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
@@ -691,6 +735,9 @@ static int cmd_run(int argc, char **argv) {
      * through temporary files, so none is left half-written) */
     for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
 
+    /* a launcher can end before its ranks (mpirun on SIGTERM): give them the time their
+     * signal handlers take to finish the files (3 s each at most), then report */
+    wait_for_writers(absdir, 10000);
     if (node_sampler) tprof_shutdown(); /* its last sample, then the end of its file */
 
     /* the report: its failure is reported but never changes the exit status */

@@ -19,3 +19,10 @@ set_tests_properties(demo_char_lm PROPERTIES TIMEOUT 300 LABELS "integration"
 
 # the kernel-capture window's step counting (core/kwindow.c)
 tprof_add_unit(test_kwindow test_kwindow.c LIBS trainprof tprof_analysis Threads::Threads)
+
+# trainprof run waits for rank-file writers that outlive the command it started
+add_test(NAME orphan_writer
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/orphan_writer_test.sh $<TARGET_FILE:trainprof_cli>
+          $<TARGET_FILE:char_lm> ${CMAKE_BINARY_DIR}/testtmp/orphan)
+set_tests_properties(orphan_writer PROPERTIES TIMEOUT 120 LABELS "cli"
+  ENVIRONMENT "${TPROF_TEST_ENV}")

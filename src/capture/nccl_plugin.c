@@ -383,7 +383,13 @@ void tprof__nccl_init(void **context, uint64_t hash, int *mask, const char *name
     const char *off = getenv("TRAINPROF_NCCL");
     /* Touching the thread state starts a lazy session (TRAINPROF_DIR); when we will not
      * record, ask NCCL for nothing so that it skips the calls altogether. */
-    if ((off && !strcmp(off, "0")) || !tprof__thread_get()) want = 0;
+    if (off && !strcmp(off, "0")) {
+        want = 0;
+        if (tprof__thread_get() && !atomic_exchange(&g_announced, 1))
+            tprof__capability("nccl", "off (TRAINPROF_NCCL=0)");
+    } else if (!tprof__thread_get()) {
+        want = 0;
+    }
     if (mask) *mask = want;
     if (!context) return;
     tp_nccl_ctx *c = calloc(1, sizeof *c);

@@ -421,12 +421,12 @@ static void sampler_start(uint32_t hz) {
     char reason[400];
     const tprof__nvml_api *api = tprof__nvml_load(reason, sizeof reason);
     if (!api) {
-        snprintf(why, sizeof why, "unavailable: %s", reason);
+        snprintf(why, sizeof why, "%s", reason); /* sampler_off says "unavailable" */
         sampler_off(TPROF_LOG_INFO, why);
         return;
     }
     if (tprof__nvml_init(api, reason, sizeof reason) != 0) {
-        snprintf(why, sizeof why, "unavailable: %s", reason);
+        snprintf(why, sizeof why, "%s", reason); /* sampler_off says "unavailable" */
         sampler_off(TPROF_LOG_INFO, why);
         return;
     }

@@ -1,0 +1,17 @@
+#!/bin/sh
+# A launcher that exits before its ranks (as mpirun does on SIGTERM): `trainprof run` waits for
+# the processes still writing rank files before it reports, so the report holds the whole run
+# of the orphaned rank (400 steps, file complete), not a file cut short.
+set -eu
+TP=$1 LM=$2 DIR=$3
+rm -rf "$DIR"
+"$TP" run --no-report -o "$DIR" -- sh -c "\"$LM\" --steps 400 --log-every 1000 >/dev/null & sleep 1; exit 0" \
+    > "$DIR.log" 2>&1
+grep -q "waiting for 1 process still writing rank files" "$DIR.log"
+python3 - "$DIR" <<'PY'
+import json, sys
+rep = json.load(open(sys.argv[1] + "/report.json"))
+ranks = [p for p in rep["processes"] if p["role"] == "rank"]
+assert len(ranks) == 1 and ranks[0]["complete"], rep["processes"]
+assert rep["ranks"][0]["steps"]["count"] == 400, rep["ranks"][0]["steps"]
+PY
