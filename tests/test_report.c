@@ -18,6 +18,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "analysis/steps.h"
 #include "export/chrome.h"
 #include "format/format.h"
 #include "synth.h"
@@ -142,6 +143,33 @@ static void launch_at(synth_file *f, uint64_t t, uint32_t corr) {
     tprof_pl_gpu api = {t + 10000, 0, 0, 0, corr, 211, 3, 0};
     synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, t, &api, sizeof api,
               "cudaLaunchKernel", sizeof "cudaLaunchKernel");
+}
+
+/* A process killed in its fifth step: the four whole "step" ranges are the steps; the fifth,
+ * cut short by the end of the file, is not one (its 0.1 ms says only when recording
+ * stopped). */
+static void test_cut_step_left_out(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-cut"), 0);
+    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
+    synth_thread(f, 1, 7);
+    for (uint64_t s = 0; s < 5; s++) {
+        synth_push(f, 1, T0 + s * 10 * MS, "step", 0, 0);
+        if (s < 4) synth_pop(f, 1, T0 + (s + 1) * 10 * MS - MS, 0);
+    }
+    synth_counter(f, 1, T0 + 40 * MS + MS / 10, "x", 1.0); /* the last thing written */
+    assert_int_equal(synth_close(f), 0); /* no END_OF_FILE: killed */
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_steps st;
+    assert_int_equal(tp_find_steps(&run.procs[0], NULL, 1, &st), 0);
+    assert_int_equal(st.nsteps, 4);
+    for (size_t i = 0; i < st.nsteps; i++) assert_int_equal(st.steps[i].end - st.steps[i].start, 9 * MS);
+    tp_steps_free(&st);
+    tp_run_free(&run);
+    synth_rmtree(dir);
 }
 
 /* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
@@ -334,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_counters_only),
         cmocka_unit_test(test_gpu_section),
         cmocka_unit_test(test_gpu_unknown_launch),
+        cmocka_unit_test(test_cut_step_left_out),
         cmocka_unit_test(test_gpu_records_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,6 +62,9 @@ static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
         for (int32_t q = r->parent; q >= 0; q = t->ranges[q].parent)
             nested |= name_matches(t->ranges[q].name, pat);
         if (nested) continue;
+        /* cut short by the end of the file (killed, torn): not a whole step, and its length
+         * would only say when recording stopped */
+        if (r->flags & TP_R_UNCLOSED) continue;
         out->steps[out->nsteps++] = (tp_step){r->start, r->end, 0, 0};
     }
     out->thread = (uint32_t)best;
