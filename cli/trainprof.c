@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +27,11 @@
 #include "analysis/model.h"
 #include "core/kwindow.h"
 #include "format/format.h"
+#include "analysis/mfu.h"
 #include "analysis/report.h"
+#include "analysis/diff.h"
 #include "export/chrome.h"
+#include "export/html.h"
 #include "trainprof.h"
 
 #define EXIT_USAGE 2
@@ -48,6 +52,7 @@ static const char *const main_help =
     "  run [options] -- CMD [ARGS...]   run CMD (any launcher) under the profiler, then report\n"
     "  report DIR [options]             report on the rank files of a run\n"
     "  export DIR --format chrome ...   write a Chrome/Perfetto trace (PyTorch profiler shape)\n"
+    "  diff RUN_A RUN_B [options]       what changed between two runs, beyond noise\n"
     "\n"
     "  trainprof --version             version and build information\n"
     "  trainprof COMMAND --help        the options of a command\n";
@@ -59,7 +64,8 @@ static const char *const run_help =
     "(NVTX_INJECTION64_PATH), GPU activity through CUPTI (CUDA_INJECTION64_PATH), and the\n"
     "library preloaded so every process gets signal-safe flushing and run metadata. Each\n"
     "process that records something writes DIR/<host>-<pid>.tprof.\n"
-    "When CMD ends, writes DIR/report.txt and DIR/report.json and prints the report.\n"
+    "When CMD ends, writes DIR/report.txt, DIR/report.json and DIR/report.html and prints\n"
+    "the report.\n"
     "The exit status is CMD's.\n"
     "\n"
     "options (environment twin in brackets):\n"
@@ -76,6 +82,13 @@ static const char *const run_help =
     "                        A-), numbered from 0 as the report numbers them; the rest is\n"
     "                        recorded in every step [TRAINPROF_KERNEL_STEPS]\n"
     "  --no-report           do not print the report (it is still written) [TRAINPROF_QUIET]\n"
+    "  --tokens-per-step N   tokens one rank processes per step (the global batch / world\n"
+    "                        size); --samples-per-step N likewise in samples: throughput\n"
+    "  --flops-per-step N    model FLOPs per step per rank, for TFLOP/s and MFU; or\n"
+    "  --model SPEC          a transformer: layers=,hidden=,heads=,seq=,vocab= [,ffn=,groups=,\n"
+    "                        experts=,topk=,moe_ffn=,kv_channels=,gated=1,dtype=] (Megatron-LM's\n"
+    "                        FLOPs formula, with --tokens-per-step)\n"
+    "  --dtype T             peak rate for MFU: bf16 (default), fp16, fp8, tf32, fp32\n"
     "  -h, --help            this text\n"
     "\n"
     "Other variables read by the library: TRAINPROF_FLUSH_MS (flush period, default 50),\n"
@@ -94,7 +107,8 @@ static const char *const report_help =
     "they are valid.\n"
     "\n"
     "options (environment twin in brackets):\n"
-    "  --format text|json    default text [TRAINPROF_FORMAT]\n"
+    "  --format text|json|html  default text [TRAINPROF_FORMAT]; html is one self-contained\n"
+    "                        file (inline CSS and SVG plots, no script, no network)\n"
     "  -o, --output FILE     write there instead of standard output\n"
     "  --step-name NAME      as for run [TRAINPROF_STEP_NAME]\n"
     "  --warmup N            warm-up steps, default 1 [TRAINPROF_WARMUP]\n"
@@ -102,6 +116,13 @@ static const char *const report_help =
     "                        [TRAINPROF_DATA_NAMES]; default data,batch,loader,get_batch,\n"
     "                        batch-generator\n"
     "  --top N               rows in the top-range tables, default 15\n"
+    "  --tokens-per-step N   tokens one rank processes per step (the global batch / world\n"
+    "                        size); --samples-per-step N likewise in samples: throughput\n"
+    "  --flops-per-step N    model FLOPs per step per rank, for TFLOP/s and MFU; or\n"
+    "  --model SPEC          a transformer: layers=,hidden=,heads=,seq=,vocab= [,ffn=,groups=,\n"
+    "                        experts=,topk=,moe_ffn=,kv_channels=,gated=1,dtype=] (Megatron-LM's\n"
+    "                        FLOPs formula, with --tokens-per-step)\n"
+    "  --dtype T             peak rate for MFU: bf16 (default), fp16, fp8, tf32, fp32\n"
     "  -h, --help            this text\n";
 
 static const char *const export_help =
@@ -117,6 +138,24 @@ static const char *const export_help =
     "  -o, --output FILE     merged trace file\n"
     "  --per-rank OUTDIR     one file per rank (OUTDIR is created)\n"
     "  --step-name NAME      as for report [TRAINPROF_STEP_NAME]\n"
+    "  -h, --help            this text\n";
+
+static const char *const diff_help =
+    "usage: trainprof diff RUN_A RUN_B [options]\n"
+    "\n"
+    "Compares two runs (directories of rank files, or of a report.json, or report.json files):\n"
+    "step time per rank (mean, p50, p90), GPU kernel time by class, the top kernels (by name),\n"
+    "communication (by op and communicator size) and energy per step, and names what changed\n"
+    "beyond noise: |B - A| > 3 standard errors of the difference of the per-step means and\n"
+    "> 1 %% of A (without rank files, where the noise is unknown: > 5 %% of A).\n"
+    "\n"
+    "options (environment twin in brackets):\n"
+    "  --format text|json    default text [TRAINPROF_FORMAT]\n"
+    "  -o, --output FILE     write there instead of standard output\n"
+    "  --step-name NAME      as for report, for both runs [TRAINPROF_STEP_NAME]\n"
+    "  --warmup N            warm-up steps, default 1 [TRAINPROF_WARMUP]\n"
+    "  --noise-k K           standard errors a change must exceed (default 3)\n"
+    "  --min-change PCT      smallest change reported, in %% of A (default 1)\n"
     "  -h, --help            this text\n";
 
 /* --------------------------------------------------------------------- helpers */
@@ -226,19 +265,69 @@ typedef struct report_args {
     int warmup;
     char *data_names;
     int top;
+    /* throughput and MFU inputs (issue 7; 0 / NULL: from the rank files' metadata) */
+    double tokens_per_step, samples_per_step, flops_per_step;
+    const char *model, *dtype;
 } report_args;
+
+/* --tokens-per-step, --samples-per-step, --flops-per-step, --model, --dtype (report and run):
+ * 1 when argv[*i] was one of them. */
+static int throughput_opt(int argc, char **argv, int *i, report_args *a, const char *cmd) {
+    static const char *const num_opts[3] = {"--tokens-per-step", "--samples-per-step",
+                                            "--flops-per-step"};
+    double *dst[3] = {&a->tokens_per_step, &a->samples_per_step, &a->flops_per_step};
+    const char *v;
+    for (int k = 0; k < 3; k++) {
+        if (!opt_val(argc, argv, i, num_opts[k], NULL, &v, cmd)) continue;
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end || !(x > 0) || !isfinite(x)) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s needs a number > 0, got '%.60s'", num_opts[k], v);
+            die_usage(cmd, "%s", msg);
+        }
+        *dst[k] = x;
+        return 1;
+    }
+    if (opt_val(argc, argv, i, "--model", NULL, &a->model, cmd)) {
+        tp_model_desc m;
+        char err[256];
+        if (tp_model_parse(a->model, &m, err, sizeof err) != 0) die_usage(cmd, "--model: %s", err);
+        return 1;
+    }
+    if (opt_val(argc, argv, i, "--dtype", NULL, &a->dtype, cmd)) {
+        static const char *const dts[] = {"bf16", "fp16", "fp8", "tf32", "fp32"};
+        for (size_t k = 0; k < sizeof dts / sizeof *dts; k++)
+            if (!strcmp(a->dtype, dts[k])) return 1;
+        die_usage(cmd, "--dtype needs bf16, fp16, fp8, tf32 or fp32, got '%s'", a->dtype);
+    }
+    return 0;
+}
+
+/* The report options of the command line; the HTML writer needs them too (its per-step
+ * plots use the same step rule). */
+static void report_opts(const report_args *a, tp_report_opts *o) {
+    tp_report_opts_init(o);
+    o->step_name = a->step_name;
+    o->warmup = a->warmup;
+    if (a->top > 0) o->top_n = a->top;
+    o->tokens_per_step = a->tokens_per_step;
+    o->samples_per_step = a->samples_per_step;
+    o->flops_per_step = a->flops_per_step;
+    o->model = a->model;
+    o->dtype = a->dtype;
+    static const char *names[64];
+    if (a->data_names) {
+        static size_t nnames;
+        if (!nnames) nnames = split_names(a->data_names, names, 64); /* strtok: split once */
+        o->ndata_names = nnames;
+        o->data_names = names;
+    }
+}
 
 static cJSON *make_report(const tp_run *run, const report_args *a) {
     tp_report_opts o;
-    tp_report_opts_init(&o);
-    o.step_name = a->step_name;
-    o.warmup = a->warmup;
-    if (a->top > 0) o.top_n = a->top;
-    static const char *names[64];
-    if (a->data_names) {
-        o.ndata_names = split_names(a->data_names, names, 64);
-        o.data_names = names;
-    }
+    report_opts(a, &o);
     return tp_report_build(run, &o);
 }
 
@@ -260,6 +349,7 @@ static int cmd_report(int argc, char **argv) {
             a.warmup = parse_int("report", "--warmup", v, 0, 1 << 30);
         } else if (opt_val(argc, argv, &i, "--top", NULL, &v, "report")) {
             a.top = parse_int("report", "--top", v, 1, 100000);
+        } else if (throughput_opt(argc, argv, &i, &a, "report")) {
         } else if (argv[i][0] == '-' && argv[i][1]) {
             die_usage("report", "unknown option '%s'", argv[i]);
         } else if (!dir) {
@@ -269,8 +359,8 @@ static int cmd_report(int argc, char **argv) {
         }
     }
     if (!dir) die_usage("report", "%s", "missing DIR (a trainprof run directory)");
-    if (strcmp(format, "text") && strcmp(format, "json"))
-        die_usage("report", "unknown format '%s' (text or json)", format);
+    if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html"))
+        die_usage("report", "unknown format '%s' (text, json or html)", format);
     char *dncopy = dn ? strdup(dn) : NULL;
     a.data_names = dncopy;
     tp_run run;
@@ -279,15 +369,146 @@ static int cmd_report(int argc, char **argv) {
     int rc = 1;
     outfile of;
     if (rep && out_open(&of, out) == 0) {
-        int w = !strcmp(format, "json")
-                    ? tp_report_write_json(rep, of.f)
-                    : tp_report_write_text(rep, of.f, of.f == stdout && isatty(1) &&
-                                                          !getenv("NO_COLOR"));
+        tp_report_opts o;
+        report_opts(&a, &o);
+        int w = !strcmp(format, "json")   ? tp_report_write_json(rep, of.f)
+                : !strcmp(format, "html") ? tp_html_write(rep, &run, &o, of.f)
+                                          : tp_report_write_text(rep, of.f, of.f == stdout && isatty(1) &&
+                                                                                !getenv("NO_COLOR"));
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
     }
     cJSON_Delete(rep);
     tp_run_free(&run);
     free(dncopy);
+    return rc;
+}
+
+/* --------------------------------------------------------------------- diff */
+
+/* One side of a diff: the rank files when DIR holds some (the report is built from them,
+ * with per-step values), else a report.json (DIR/report.json, or DIR itself). */
+typedef struct diff_in {
+    tp_run run;
+    int have_run;
+    cJSON *rep;
+} diff_in;
+
+static cJSON *read_json_file(const char *path, char *why, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, n, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) break;
+            buf = nb;
+        }
+        size_t r = fread(buf + len, 1, cap - len, f);
+        len += r;
+        if (r == 0) break;
+    }
+    fclose(f);
+    cJSON *j = NULL;
+    if (buf) {
+        buf[len] = 0;
+        j = cJSON_Parse(buf);
+    }
+    free(buf);
+    if (!j || !cJSON_IsObject(j) ||
+        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema")) ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema")) : "", "trainprof.report")) {
+        snprintf(why, n, "%s is not a trainprof report (schema trainprof.report)", path);
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static int diff_load(const char *dir, const report_args *a, diff_in *in) {
+    char err[PATH_MAX + 128] = "", why[PATH_MAX + 128] = "";
+    memset(in, 0, sizeof *in);
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        fprintf(stderr, "trainprof diff: cannot read %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    size_t dl = strlen(dir);
+    int is_json = S_ISREG(st.st_mode) && dl > 5 && !strcmp(dir + dl - 5, ".json");
+    if (!is_json && tp_run_load(dir, &in->run, err, sizeof err) == TPROF_OK) {
+        in->have_run = 1;
+        in->rep = make_report(&in->run, a);
+        return in->rep ? 0 : -1;
+    }
+    if (!is_json) tp_run_free(&in->run);
+    char path[PATH_MAX + 16];
+    if (is_json) snprintf(path, sizeof path, "%s", dir);
+    else snprintf(path, sizeof path, "%s/report.json", dir);
+    in->rep = read_json_file(path, why, sizeof why);
+    if (in->rep) return 0;
+    fprintf(stderr, "trainprof diff: cannot read run %s: %s%s%s\n", dir, err[0] ? err : "",
+            err[0] && !is_json ? "; and " : "", is_json || !err[0] || access(path, F_OK) == 0 ? why : "no report.json there either");
+    return -1;
+}
+
+static int cmd_diff(int argc, char **argv) {
+    const char *dirs[2] = {NULL, NULL}, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
+    report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
+    const char *wu = env_or("TRAINPROF_WARMUP", NULL);
+    if (wu) a.warmup = parse_int("diff", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
+    tp_diff_opts dop;
+    tp_diff_opts_init(&dop);
+    int nd = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(diff_help, stdout);
+            return 0;
+        } else if (opt_val(argc, argv, &i, "--format", NULL, &format, "diff")) {
+        } else if (opt_val(argc, argv, &i, "--output", "-o", &out, "diff")) {
+        } else if (opt_val(argc, argv, &i, "--step-name", NULL, &a.step_name, "diff")) {
+        } else if (opt_val(argc, argv, &i, "--warmup", NULL, &v, "diff")) {
+            a.warmup = parse_int("diff", "--warmup", v, 0, 1 << 30);
+        } else if (opt_val(argc, argv, &i, "--noise-k", NULL, &v, "diff")) {
+            dop.noise_k = parse_int("diff", "--noise-k", v, 0, 1000);
+        } else if (opt_val(argc, argv, &i, "--min-change", NULL, &v, "diff")) {
+            dop.min_rel = parse_int("diff", "--min-change", v, 0, 1000) / 100.0;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            die_usage("diff", "unknown option '%s'", argv[i]);
+        } else if (nd < 2) {
+            dirs[nd++] = argv[i];
+        } else {
+            die_usage("diff", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (nd < 2) die_usage("diff", "%s", "needs two runs: trainprof diff RUN_A RUN_B");
+    if (strcmp(format, "text") && strcmp(format, "json"))
+        die_usage("diff", "unknown format '%s' (text or json)", format);
+    diff_in in[2];
+    int rc = 1;
+    if (diff_load(dirs[0], &a, &in[0]) != 0) return 1;
+    if (diff_load(dirs[1], &a, &in[1]) != 0) {
+        cJSON_Delete(in[0].rep);
+        if (in[0].have_run) tp_run_free(&in[0].run);
+        return 1;
+    }
+    tp_report_opts ro;
+    report_opts(&a, &ro);
+    tp_diff_side sa = {dirs[0], in[0].rep, in[0].have_run ? &in[0].run : NULL, &ro};
+    tp_diff_side sb = {dirs[1], in[1].rep, in[1].have_run ? &in[1].run : NULL, &ro};
+    cJSON *d = tp_diff_build(&sa, &sb, &dop);
+    outfile of;
+    if (d && out_open(&of, out) == 0) {
+        int w = !strcmp(format, "json") ? tp_report_write_json(d, of.f) : tp_diff_write_text(d, of.f);
+        rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+    }
+    cJSON_Delete(d);
+    for (int i = 0; i < 2; i++) {
+        cJSON_Delete(in[i].rep);
+        if (in[i].have_run) tp_run_free(&in[i].run);
+    }
     return rc;
 }
 
@@ -544,6 +765,7 @@ static int cmd_run(int argc, char **argv) {
             parse_int("run", "--ring-kb", ring_kb, 64, 1 << 22);
         } else if (opt_val(argc, argv, &i, "--sample-hz", NULL, &sample_hz, "run")) {
             parse_int("run", "--sample-hz", sample_hz, 0, 1000);
+        } else if (throughput_opt(argc, argv, &i, &a, "run")) {
         } else if (opt_val(argc, argv, &i, "--kernel-steps", NULL, &kernel_steps, "run")) {
             uint64_t lo, hi;
             if (tprof_kwin_parse(kernel_steps, &lo, &hi) != 0)
@@ -557,13 +779,24 @@ static int cmd_run(int argc, char **argv) {
             break; /* the command starts here (no "--") */
         }
     }
+    if (!kernel_steps) { /* the environment twin is checked as the option is */
+        const char *ks = env_or("TRAINPROF_KERNEL_STEPS", NULL);
+        uint64_t lo, hi;
+        if (ks && tprof_kwin_parse(ks, &lo, &hi) != 0)
+            die_usage("run", "TRAINPROF_KERNEL_STEPS needs A-B, A or A- (step numbers, A <= B), "
+                             "got '%s'", ks);
+    }
     if (i >= argc) die_usage("run", "%s", "missing the command to run (trainprof run -- CMD ...)");
     char **cmd = argv + i;
 
     char exe[PATH_MAX];
     if (find_command(cmd[0], exe, sizeof exe) != 0) {
-        fprintf(stderr, "trainprof run: %s: command not found or not executable\n", cmd[0]);
-        return 127;
+        /* as shells answer: 126 when the path names something that cannot be run */
+        struct stat sb;
+        int there = strchr(cmd[0], '/') && stat(cmd[0], &sb) == 0;
+        fprintf(stderr, "trainprof run: %s: %s\n", cmd[0],
+                there ? "not executable" : "command not found or not executable");
+        return there ? 126 : 127;
     }
     char lib[PATH_MAX];
     if (find_library(lib, sizeof lib) != 0) return 1;
@@ -719,8 +952,10 @@ static int cmd_run(int argc, char **argv) {
     if (pid == 0) {
         for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
         execv(exe, cmd);
-        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", exe, strerror(errno));
-        _exit(127);
+        int err = errno;
+        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", exe, strerror(err));
+        /* as shells do: 127 not found, 126 found but not executable */
+        _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
     }
     g_child = pid;
     int status = 0;
@@ -759,6 +994,10 @@ static int cmd_run(int argc, char **argv) {
             if (out_open(&of, path) == 0) out_close(&of, tp_report_write_text(rep, of.f, 0) == 0);
             snprintf(path, sizeof path, "%s/report.json", absdir);
             if (out_open(&of, path) == 0) out_close(&of, tp_report_write_json(rep, of.f) == 0);
+            snprintf(path, sizeof path, "%s/report.html", absdir);
+            tp_report_opts ho;
+            report_opts(&a, &ho);
+            if (out_open(&of, path) == 0) out_close(&of, tp_html_write(rep, &run, &ho, of.f) == 0);
             if (!quiet) {
                 fputc('\n', stdout);
                 tp_report_write_text(rep, stdout, isatty(1) && !getenv("NO_COLOR"));
@@ -794,13 +1033,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
-        printf("trainprof %s\n%s\nrank file format %u, report schema %d\n", tprof_version(),
-               tprof_build_info(), TPROF_FORMAT_VERSION, TP_REPORT_SCHEMA_VERSION);
+        /* the build line starts with "trainprof <version>" */
+        printf("%s\nrank file format %u, report schema %d\n", tprof_build_info(),
+               TPROF_FORMAT_VERSION, TP_REPORT_SCHEMA_VERSION);
         return 0;
     }
     if (!strcmp(c, "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(c, "report")) return cmd_report(argc - 2, argv + 2);
     if (!strcmp(c, "export")) return cmd_export(argc - 2, argv + 2);
+    if (!strcmp(c, "diff")) return cmd_diff(argc - 2, argv + 2);
     die_usage(NULL, "unknown command '%s'", c);
     return EXIT_USAGE;
 }

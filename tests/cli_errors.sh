@@ -94,10 +94,10 @@ absent "$T/r4" "run: no such path"
 expect "run: not in PATH" 127 "no-such-command-xyz: command not found" \
     "$TP" run -o "$T/r5" -- no-such-command-xyz
 absent "$T/r5" "run: not in PATH"
-expect "run: not executable" 127 "command not found or not executable" \
+expect "run: not executable" 126 "notexec.txt: not executable" \
     "$TP" run -o "$T/r6" -- "$T/notexec.txt"
 absent "$T/r6" "run: not executable"
-expect "run: a directory as command" 127 "command not found or not executable" \
+expect "run: a directory as command" 126 "not executable" \
     "$TP" run -o "$T/r7" -- "$EMPTY"
 absent "$T/r7" "run: a directory as command"
 expect "run: default dir, no command" 127 "command not found" "$TP" run -- /no/such/cmd
@@ -169,10 +169,18 @@ expect_status "run -- sh killed by SIGTERM" 143 "$T/s4" sh -c 'kill -TERM $$'
 # an executable that the kernel cannot run: 127, and the run directory stays empty
 printf '\177ELF garbage\n' >"$T/badexe"
 chmod 755 "$T/badexe"
-expect_status "run: exec format error" 127 "$T/s5" "$T/badexe"
+expect_status "run: exec format error" 126 "$T/s5" "$T/badexe"
 grep -qF "cannot execute $T/badexe" "$T/err" ||
     fail "run: exec format error: no message: $(cat "$T/err")"
 [ -z "$(ls -A "$T/s5")" ] || fail "run: exec format error left files: $(ls -A "$T/s5")"
+
+# ------------------------------------------------------------------ --kernel-steps and its twin
+expect "run: --kernel-steps B < A" 2 "--kernel-steps needs A-B" \
+    "$TP" run -o "$T/k1" --kernel-steps 3-2 -- true
+expect "run: --kernel-steps overflow" 2 "--kernel-steps needs A-B" \
+    "$TP" run -o "$T/k2" --kernel-steps 99999999999999999999 -- true
+expect "run: TRAINPROF_KERNEL_STEPS garbage" 2 "TRAINPROF_KERNEL_STEPS needs A-B" \
+    env TRAINPROF_KERNEL_STEPS=abc "$TP" run -o "$T/k3" -- true
 
 # ------------------------------------------------------------------ one run per directory
 mkdir -p "$T/locked"

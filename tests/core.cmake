@@ -24,5 +24,5 @@ tprof_add_unit(test_kwindow test_kwindow.c LIBS trainprof tprof_analysis Threads
 add_test(NAME orphan_writer
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/orphan_writer_test.sh $<TARGET_FILE:trainprof_cli>
           $<TARGET_FILE:char_lm> ${CMAKE_BINARY_DIR}/testtmp/orphan)
-set_tests_properties(orphan_writer PROPERTIES TIMEOUT 120 LABELS "cli"
+set_tests_properties(orphan_writer PROPERTIES TIMEOUT 120 LABELS "cli;no-asan"
   ENVIRONMENT "${TPROF_TEST_ENV}")

@@ -148,7 +148,8 @@ static void test_parse(void **state) {
     assert_int_equal(hi, 4);
     assert_int_equal(tprof_kwin_parse("4-", &lo, &hi), 0);
     assert_true(hi == UINT64_MAX);
-    static const char *const bad[] = {"", "-3", "a-b", "3-x", "3-2", "3--4", "3 - 4", "3,4"};
+    static const char *const bad[] = {"", "-3", "a-b", "3-x", "3-2", "3--4", "3 - 4", "3,4",
+                                      "99999999999999999999", "1-99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         assert_int_equal(tprof_kwin_parse(bad[i], &lo, &hi), -1);
     assert_int_equal(tprof_kwin_parse(NULL, &lo, &hi), -1);

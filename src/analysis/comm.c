@@ -180,7 +180,7 @@ static int fits(unsigned kernel, unsigned op) { return kernel == 0 || (kernel & 
 
 static int is_comm_kernel(const tp_gpu_op *g) {
     return g->type == TPROF_REC_GPU_KERNEL && g->name &&
-           !strcmp(tp_kernel_class(g->name), "communication");
+           g->cls == TP_KC_COMM;
 }
 
 typedef struct kref {
@@ -1004,11 +1004,14 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
             snprintf(msg, sizeof msg,
                      "exposed communication is %.1f %% of the %s time on rank %.0f (%.2f ms of "
                      "%.2f ms per %s; %.2f ms more overlapped with compute); mean over %zu "
-                     "rank%s %.1f %%: communication the GPU could not hide behind compute",
+                     "rank%s %.1f %%: %s",
                      100 * ws, step ? "step" : "run", jnum(worst, "rank"),
                      jnum(jobj(worst_x, "exposed_ms"), "mean"), jnum(worst_x, "window_ms"),
                      step ? "step" : "run", jnum(jobj(worst_x, "overlapped_ms"), "mean"), n,
-                     n == 1 ? "" : "s", 100 * mean);
+                     n == 1 ? "" : "s", 100 * mean,
+                     !strcmp(jstr(worst_x, "basis"), "host")
+                         ? "time the process spent blocked in communication instead of computing"
+                         : "communication the GPU could not hide behind compute");
             cJSON *fd = cJSON_CreateObject();
             cJSON_AddStringToObject(fd, "id", "exposed_communication");
             cJSON_AddStringToObject(fd, "severity", sev);
@@ -1072,7 +1075,13 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
         cJSON_ArrayForEach(o, jobj(e, "ops")) {
             fprintf(f, "      %-14s %7.0f ops  ", jstr(o, "op"), jnum(o, "count"));
             put_bytes(f, jnum(o, "bytes"));
-            fprintf(f, " total, %.3f ms total, %.1f us mean", jnum(o, "time_ms"), jnum(o, "mean_us"));
+            fprintf(f, " total");
+            if (jobj(o, "bytes_per_step")) { /* per measured step: e.g. DDP's gradient bytes */
+                fprintf(f, " (%.1f ops, ", jnum(o, "count_per_step"));
+                put_bytes(f, jnum(o, "bytes_per_step"));
+                fprintf(f, " per step)");
+            }
+            fprintf(f, ", %.3f ms total, %.1f us mean", jnum(o, "time_ms"), jnum(o, "mean_us"));
             if (jobj(o, "algbw_gbs"))
                 fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", jnum(o, "algbw_gbs"),
                         jnum(o, "busbw_gbs"));
@@ -1130,9 +1139,9 @@ void tp_comm_run_text(FILE *f, const cJSON *c, const char *B, const char *N) {
         if (!first) fputc(')', f);
         fprintf(f, "; guess: %s (%s)\n", jstr(e, "role_guess"), jstr(e, "role_basis"));
         cJSON_ArrayForEach(o, jobj(e, "ops")) {
-            fprintf(f, "    %-14s %.0f per rank of ", jstr(o, "op"), jnum(o, "count_per_rank"));
+            fprintf(f, "    %-14s %.0f per rank, ", jstr(o, "op"), jnum(o, "count_per_rank"));
             put_bytes(f, jnum(o, "bytes_per_op"));
-            fprintf(f, " (per rank), mean %.3f ms", jnum(o, "mean_ms"));
+            fprintf(f, " per op on average (per rank), mean %.3f ms", jnum(o, "mean_ms"));
             if (jobj(o, "algbw_gbs"))
                 fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", jnum(o, "algbw_gbs"),
                         jnum(o, "busbw_gbs"));

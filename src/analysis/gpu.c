@@ -30,12 +30,21 @@ static const struct {
                           "gelu", "silu", "relu", "adam", "foreach", "multi_tensor_apply", NULL}},
 };
 
-const char *tp_kernel_class(const char *name) {
-    for (size_t c = 0; c < sizeof classes / sizeof *classes; c++)
+/* the table's order is TP_KC_*'s */
+_Static_assert(sizeof classes / sizeof *classes == TP_KC_OTHER, "one row per class but other");
+
+int tp_kernel_class_id(const char *name) {
+    for (size_t c = 0; name && c < sizeof classes / sizeof *classes; c++)
         for (size_t k = 0; classes[c].pats[k]; k++)
-            if (strcasestr(name, classes[c].pats[k])) return classes[c].cls;
-    return "other";
+            if (strcasestr(name, classes[c].pats[k])) return (int)c;
+    return TP_KC_OTHER;
 }
+
+const char *tp_kernel_class_name(int id) {
+    return id >= 0 && id < TP_KC_OTHER ? classes[id].cls : "other";
+}
+
+const char *tp_kernel_class(const char *name) { return tp_kernel_class_name(tp_kernel_class_id(name)); }
 
 typedef struct krow { const char *name; uint64_t count; double ns; } krow;
 
@@ -224,7 +233,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
             uint64_t in = att[i];
             if (nst && !in) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
-                const char *c = tp_kernel_class(o->name);
+                const char *c = tp_kernel_class_name(o->cls);
                 size_t ci = 0;
                 while (ci < 4 && strcmp(classes[ci].cls, c)) ci++;
                 cls_ns[ci] += (double)in;

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/model.h"
+#include "analysis/gpu.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,9 +22,18 @@
 
 /* ------------------------------------------------------------------ string pool */
 
+/* What the loader derives from a kernel name once: its demangled form and class. Keyed by
+ * the interned name's address (one address per distinct name in a run). */
+typedef struct tp_kname {
+    const char *raw, *shown;
+    uint8_t cls;
+} tp_kname;
+
 typedef struct tp_pool {
     char **slots; /* open addressing by FNV hash */
     size_t cap, count;
+    tp_kname *kn; /* open addressing by address */
+    size_t kn_cap, kn_count;
     char *arena;
     size_t arena_left;
     char **blocks;
@@ -133,6 +143,7 @@ static void pool_free(tp_pool *p) {
     for (size_t i = 0; i < p->nblocks; i++) free(p->blocks[i]);
     free(p->blocks);
     free(p->slots);
+    free(p->kn);
     free(p);
 }
 
@@ -224,6 +235,41 @@ static const char *demangled(tp_run *run, const char *name) {
     const char *r = tp_intern(run, d);
     free(d);
     return r;
+}
+
+static size_t kn_slot(const tp_kname *t, size_t cap, const char *raw) {
+    size_t j = (size_t)(((uintptr_t)raw >> 3) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+    while (t[j].raw && t[j].raw != raw) j = (j + 1) & (cap - 1);
+    return j;
+}
+
+/* A kernel's shown name and class, derived once per distinct (interned) name: a run holds
+ * millions of kernel records but a few thousand names, and demangling and the class match
+ * cost microseconds each. */
+static void kernel_name(tp_run *run, const char *raw, tp_gpu_op *op) {
+    tp_pool *p = run->pool;
+    if ((p->kn_count + 1) * 2 > p->kn_cap) {
+        size_t cap = p->kn_cap ? p->kn_cap * 2 : 1024;
+        tp_kname *nt = calloc(cap, sizeof *nt);
+        if (!nt) { /* no memo: derive it every time */
+            op->name = demangled(run, raw);
+            op->cls = (uint8_t)tp_kernel_class_id(op->name);
+            return;
+        }
+        for (size_t i = 0; i < p->kn_cap; i++)
+            if (p->kn[i].raw) nt[kn_slot(nt, cap, p->kn[i].raw)] = p->kn[i];
+        free(p->kn);
+        p->kn = nt;
+        p->kn_cap = cap;
+    }
+    size_t j = kn_slot(p->kn, p->kn_cap, raw);
+    if (!p->kn[j].raw) {
+        const char *shown = demangled(run, raw);
+        p->kn[j] = (tp_kname){raw, shown, (uint8_t)tp_kernel_class_id(shown)};
+        p->kn_count++;
+    }
+    op->name = p->kn[j].shown;
+    op->cls = p->kn[j].cls;
 }
 
 static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl) {
@@ -417,8 +463,8 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
         const tprof_pl_gpu *pl = (const void *)(r + 1);
         tp_gpu_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns, pl->bytes, NULL,
                         pl->device, pl->stream, pl->correlation, pl->kind, pl->os_tid, pl->graph,
-                        r->kind};
-        if (r->kind == TPROF_REC_GPU_KERNEL) op.name = demangled(L->run, rec_name(L, tl, r, sizeof *pl));
+                        r->kind, TP_KC_OTHER};
+        if (r->kind == TPROF_REC_GPU_KERNEL) kernel_name(L->run, rec_name(L, tl, r, sizeof *pl), &op);
         else if (r->kind == TPROF_REC_GPU_API) op.name = rec_name(L, tl, r, sizeof *pl);
         if (r->kind == TPROF_REC_GPU_API) PUSH(L->p->api, L->p->napi, L->p->cap_api, op);
         else PUSH(L->p->gpu, L->p->ngpu, L->p->cap_gpu, op);

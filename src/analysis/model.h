@@ -73,12 +73,16 @@ typedef struct tp_thread {
 
 /* One GPU interval from CUPTI: a kernel, copy, memset or synchronisation (`type` is the
  * record kind, TPROF_REC_GPU_*), or a CUDA runtime call (in tp_process.api). */
+/* Kernel classes (analysis/gpu.c's table), stored per kernel at load time. */
+enum { TP_KC_COMM = 0, TP_KC_ATTENTION, TP_KC_GEMM, TP_KC_ELEMENTWISE, TP_KC_OTHER, TP_KC_COUNT };
+
 typedef struct tp_gpu_op {
     uint64_t start, end;
     uint64_t bytes;
     const char *name; /* kernels: demangled; API calls: the function */
     uint32_t device, stream, correlation, kind, os_tid, graph;
     uint16_t type;
+    uint8_t cls;      /* kernels: TP_KC_*, from the name; others TP_KC_OTHER */
 } tp_gpu_op;
 
 typedef struct tp_gpu_mem {

@@ -17,7 +17,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "analysis/breakdown.h"
 #include "analysis/comm.h"
+#include "analysis/diagnose.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "capture/nvml_abi.h"
@@ -35,6 +37,7 @@ void tp_report_opts_init(tp_report_opts *o) {
     o->ndata_names = sizeof default_data_names / sizeof *default_data_names;
     o->comm_warn_share = 0.10;
     o->comm_crit_share = 0.30;
+    tp_diagnose_opts_init(o); /* issue 7: throughput inputs and diagnosis thresholds */
 }
 
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
@@ -652,9 +655,12 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
                 if (pass == 0 && in) {
                     agg *a = agg_get(&tab, r->name, r->domain);
                     if (a) {
-                        double excl = (r->flags & TP_R_ASYNC) || dur == 0
-                                          ? (double)in
-                                          : (double)in * (double)(dur - (r->child_ns > dur ? dur : r->child_ns)) / (double)dur;
+                        /* exclusive time is the synchronous nesting's: a start/end range
+                         * (a timer, NCCL's async ranges) overlaps others without nesting,
+                         * and counting all of it would make the shares add up past 100 % */
+                        double excl = (r->flags & TP_R_ASYNC) ? 0.0
+                                      : dur == 0 ? (double)in
+                                                 : (double)in * (double)(dur - (r->child_ns > dur ? dur : r->child_ns)) / (double)dur;
                         a->count++;
                         /* recursion: the enclosing range of the same name holds this time */
                         if (!(r->flags & TP_R_NESTED_SAME)) a->incl_ns += (double)in;
@@ -699,6 +705,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     tp_comm_rank_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0);
     process_section(rs, p);
     energy_section(rs, run, p, meas, nm);
+    tp_breakdown_section(rs, p, &s, o->data_names, o->ndata_names); /* issue 7 */
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
@@ -786,7 +793,8 @@ static const char *const known_caps[][2] = {
     {"cupti", "no process used CUDA under trainprof run (or the build had no CUPTI headers)"},
     {"nccl", "NCCL never loaded the profiler plugin (no NCCL communicator, NCCL older than "
              "2.23, or NCCL_PROFILER_PLUGIN overridden)"},
-    {"nvml", "no process sampled NVML (TRAINPROF_NVML_HZ=0, or no recording session)"},
+    {"nvml", "no process sampled NVML (the run ended before the sampler's first pass, "
+             "TRAINPROF_NVML_HZ=0, or no recording session)"},
     {"mpi", "no process called MPI_Init under trainprof run (or the build had no MPI)"},
 };
 
@@ -912,6 +920,8 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");
     tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share, o->comm_crit_share);
+    /* issue 7: clocks, throughput/MFU, stragglers and the diagnosis rules */
+    tp_diagnose_run(rep, run, ranks, findings, o);
     return rep;
 }
 
@@ -1157,8 +1167,10 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                     obj(s, "requested_name") ? str(s, "requested_name") : "",
                     obj(s, "requested_name") ? "\"" : "");
         } else {
-            fprintf(f, "  steps: %.0f from %s \"%s\"%s%s%s, %.0f warm-up\n", num(s, "count"),
-                    str(s, "source"), printable(str(s, "name")), obj(s, "thread") ? " (thread " : "",
+            int api = !strcmp(str(s, "name"), "tprof_step_begin/end"); /* says it already */
+            fprintf(f, "  steps: %.0f from %s%s%s%s%s%s%s, %.0f warm-up\n", num(s, "count"),
+                    str(s, "source"), api ? "" : " \"", api ? "" : printable(str(s, "name")),
+                    api ? "" : "\"", obj(s, "thread") ? " (thread " : "",
                     obj(s, "thread") ? printable(str(s, "thread")) : "", obj(s, "thread") ? ")" : "",
                     num(s, "warmup"));
             if (obj(s, "note")) fprintf(f, "  note: %s\n", str(s, "note"));
@@ -1184,6 +1196,7 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         nvml_text(f, obj(r, "nvml"));
         gpu_text(f, obj(r, "gpu"), B, N);
         tp_comm_rank_text(f, obj(r, "communication"));
+        tp_breakdown_text(f, obj(r, "breakdown")); /* issue 7 */
         const cJSON *dl = obj(r, "data_loading");
         const cJSON *rg = obj(r, "ranges");
         int per_step = !strcmp(str(rg, "per"), "step");
@@ -1227,6 +1240,7 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         }
     }
     tp_comm_run_text(f, obj(rep, "communication"), B, N);
+    tp_diagnose_text(f, rep, B, N, Y); /* issue 7: clocks, throughput, stragglers */
     const cJSON *tm = obj(rep, "timers");
     if (tm) {
         fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
@@ -1242,6 +1256,7 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         const char *sev = str(fd, "severity");
         fprintf(f, "%s  %s: %s%s\n", !strcmp(sev, "critical") || !strcmp(sev, "warning") ? Y : "",
                 sev, str(fd, "message"), N);
+        if (obj(fd, "recommendation")) fprintf(f, "    try: %s\n", str(fd, "recommendation"));
     }
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;

@@ -22,6 +22,28 @@ typedef struct tp_report_opts {
     double comm_warn_share;         /* exposed communication over this share of the step is a
                                      * warning finding: default 0.10 (DESIGN §5) */
     double comm_crit_share;         /* ... and over this, critical: default 0.30 (issue 5) */
+
+    /* Throughput and MFU (issue 7, mfu.h): per rank and step (a rank's share of the global
+     * batch); 0 / NULL = from the rank files' metadata (tokens_per_step, samples_per_step,
+     * flops_per_step, model, dtype), else unknown. */
+    double tokens_per_step, samples_per_step, flops_per_step;
+    const char *model;              /* transformer description for tp_model_parse */
+    const char *dtype;              /* peak-table dtype: bf16 (default), fp16, fp8, tf32, fp32 */
+
+    /* Diagnosis thresholds (issue 7, diagnose.c; docs/report-json.md "diagnosis"). */
+    double data_share;              /* data-loading range over this share of the step: 0.20 */
+    double data_ms_per_sample;      /* ... or over this many ms per sample: 5 (DESIGN §5) */
+    double data_start_idle_share;   /* ... or GPU idle at step start while it runs: 0.05 */
+    double launch_idle_share;       /* launch-bound: unattributed GPU idle over this: 0.20 */
+    double launch_kernel_us;        /* ... with a median kernel shorter than this: 50 us */
+    double host_sync_share;         /* GPU idle behind host synchronisation over this: 0.05 */
+    double memory_share;            /* memory peak over this share of capacity: 0.90 */
+    double straggler_share;         /* straggler floor: this share of the median step: 0.05 */
+    double throttle_share;          /* throttle reasons set in over this share of samples: 0.05 */
+    double clock_drop_share;        /* ... with the SM clock this far below its max: 0.05 */
+    double power_limit_share;       /* power at this share of the enforced limit: 0.97 */
+    double busy_share;              /* GPU busy below this share of the step: 0.80 */
+    int diag_min_steps;             /* rules over steps need this many measured steps: 3 */
 } tp_report_opts;
 
 /* Defaults: warm-up 1, top 15, data names data, batch, loader, get_batch,

@@ -317,7 +317,8 @@ static void sampler_off(int level, const char *why) {
     tprof__log(level, "NVML sampling off: %s", why);
     char status[400];
     /* "unavailable"/"off" first: the report reads such a status as not captured */
-    snprintf(status, sizeof status, "%s%s", strncmp(why, "off", 3) ? "unavailable: " : "", why);
+    snprintf(status, sizeof status, "%s%.380s", strncmp(why, "off", 3) ? "unavailable: " : "",
+             why);
     tprof__capability("nvml", status);
 }
 

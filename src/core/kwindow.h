@@ -6,6 +6,7 @@
 #ifndef TPROF_KWINDOW_H
 #define TPROF_KWINDOW_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -15,7 +16,9 @@
 static inline int tprof_kwin_parse(const char *spec, uint64_t *lo, uint64_t *hi) {
     if (!spec || spec[0] < '0' || spec[0] > '9') return -1;
     char *end;
+    errno = 0;
     unsigned long long a = strtoull(spec, &end, 10), b = a;
+    if (errno) return -1; /* out of range */
     if (*end == '-') {
         const char *p = end + 1;
         if (!*p) {
@@ -23,7 +26,7 @@ static inline int tprof_kwin_parse(const char *spec, uint64_t *lo, uint64_t *hi)
         } else {
             if (*p < '0' || *p > '9') return -1;
             b = strtoull(p, &end, 10);
-            if (*end) return -1;
+            if (*end || errno) return -1;
         }
     } else if (*end) {
         return -1;

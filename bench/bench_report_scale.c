@@ -1,0 +1,185 @@
+/*
+ * bench_report_scale.c — the report at scale (issue 7, Speed): a synthetic run of 8 ranks x
+ * 1000 steps x 1000 kernels per step (about 8 million events) is written with the tests'
+ * rank-file writer (tests/synth.c, which lays records out exactly as format.h says), then
+ * the full report is timed phase by phase: tp_run_load (read + model), tp_report_build,
+ * the text rendering and the HTML rendering. Prints events per second, wall time per phase
+ * and the peak RSS (getrusage); targets: the full report in at most 10 s and 2 GB.
+ *
+ * Each rank: a main thread with API steps of 10 ms; a CUPTI thread with 1000 kernels per
+ * step on two streams (GEMMs, attention, elementwise, one NCCL AllReduce kernel) whose names
+ * are interned strings as the library writes them; one NCCL AllReduce op per step; NVML
+ * counters at 10 Hz in rank 0 (power, energy, utilisation, memory).
+ *
+ *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--keep]
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "bench_common.h"
+#include "export/html.h"
+#include "format/format.h"
+#include "synth.h"
+
+static const uint64_t MS = 1000000ull;
+
+static const char *const base_names[] = {
+    "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
+    "flash_fwd_kernel",
+    "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
+    "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_14func_wrapper_tIfZNS0_15sum_kernel_implIfffEEvRNS_14TensorIteratorEEUlffE_EEjfLi4EEEEEvT1_",
+    "void cunn_SoftMaxForward<4, float, float, float, Epilogue>",
+    "layer_norm_fwd_kernel",
+    "rms_norm_bwd_kernel",
+    "elementwise_add_kernel",
+};
+#define NBASE (sizeof base_names / sizeof *base_names)
+#define NNAMES 64 /* distinct kernel names: base names with a variant suffix */
+
+static int write_rank(const char *dir, int rank, int nranks, int steps, int kernels) {
+    uint64_t rt0 = 1700000000000000000ull, t0 = 1000000000ull;
+    synth_file *f = synth_open(dir, "bench", 1000 + rank, rt0, t0);
+    if (!f) return -1;
+    synth_rank(f, rank, nranks);
+    synth_meta(f, "local_rank", rank == 0 ? "0" : "1");
+    synth_thread(f, 1, 1000 + rank);
+    synth_thread(f, 2, 5000 + rank);
+    synth_thread(f, 3, 9000 + rank);
+    for (uint32_t i = 0; i < NNAMES; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s%s%u", base_names[i % NBASE], i < NBASE ? "" : "_v", i);
+        synth_string(f, 2, i + 1, name);
+    }
+    const char *nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+    synth_string(f, 2, NNAMES + 1, nccl);
+    uint32_t corr = 1;
+    uint64_t step_ns = 10 * MS, jitter = (uint64_t)rank * 3000;
+    double energy = 0;
+    for (int s = 0; s < steps; s++) {
+        uint64_t b = t0 + MS + (uint64_t)s * (step_ns + jitter);
+        synth_step_begin(f, 1, b, (uint64_t)s);
+        /* kernels back to back on stream 7, each slot 9 ms / kernels; the AllReduce last on
+         * stream 13 */
+        uint64_t slot = 9 * MS / (uint64_t)kernels;
+        for (int k = 0; k < kernels - 1; k++) {
+            uint64_t ks = b + (uint64_t)k * slot + 1000;
+            tprof_pl_gpu pl = {ks + slot * 8 / 10 + (uint64_t)((s * 7 + k) % 13) * 10, 0, 0, 7, corr++, 0, 0, 0};
+            synth_raw(f, 2, TPROF_REC_GPU_KERNEL, (uint32_t)(k % NNAMES) + 1, ks, &pl, sizeof pl, NULL, 0);
+        }
+        uint64_t cs = b + 9 * MS;
+        tprof_pl_gpu pl = {cs + 800000, 0, 0, 13, corr++, 0, 0, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_KERNEL, NNAMES + 1, cs, &pl, sizeof pl, NULL, 0);
+        tprof_pl_comm c;
+        memset(&c, 0, sizeof c);
+        c.end_ns = cs - 20000;
+        c.bytes = 64u << 20;
+        c.count = 32u << 20;
+        c.comm_hash = 0xabcdef;
+        c.seq = (uint32_t)s;
+        c.nranks = (uint32_t)nranks;
+        c.rank = (uint32_t)rank;
+        c.op = TPROF_COMM_ALLREDUCE;
+        synth_comm(f, 1, cs - 50000, &c, NULL);
+        synth_step_end(f, 1, b + step_ns, (uint64_t)s);
+        if (rank == 0 && s % 10 == 0) {
+            double w = 400 + (s % 7) * 5;
+            energy += w * 0.1;
+            synth_counter(f, 3, b, "gpu0.power_w", w);
+            synth_counter(f, 3, b, "gpu0.energy_j", energy);
+            synth_counter(f, 3, b, "gpu0.util_percent", 90);
+            synth_counter(f, 3, b, "gpu0.mem_used_bytes", 60e9);
+        }
+        synth_flush(f); /* one chunk per thread and step: the writer's memory stays small */
+    }
+    synth_end_of_file(f, t0 + 2 * MS + (uint64_t)steps * (step_ns + jitter), 0);
+    return synth_close(f);
+}
+
+static double now_s(void) { return (double)bench_mono_ns() / 1e9; }
+
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+int main(int argc, char **argv) {
+    int ranks = 8, steps = 1000, kernels = 1000, keep = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ranks") && i + 1 < argc) ranks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--keep")) keep = 1;
+        else {
+            fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--keep]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (ranks < 1 || steps < 2 || kernels < 2) return 2;
+    bench_banner("bench_report_scale", "full report of a synthetic run (load, build, text, HTML)");
+    char *dir = bench_mkdtemp("report-scale");
+    double g0 = now_s();
+    for (int r = 0; r < ranks; r++)
+        if (write_rank(dir, r, ranks, steps, kernels) != 0) {
+            fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
+            return 1;
+        }
+    printf("  generated %d ranks x %d steps x %d kernels in %s (%.1f s, not timed)\n", ranks,
+           steps, kernels, dir, now_s() - g0);
+    double rss0 = peak_rss_mb();
+
+    double t0 = now_s();
+    tp_run run;
+    char err[512];
+    if (tp_run_load(dir, &run, err, sizeof err) != 0) {
+        fprintf(stderr, "load failed: %s\n", err);
+        return 1;
+    }
+    double t1 = now_s();
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    if (!rep) return 1;
+    double t2 = now_s();
+    FILE *devnull = fopen("/dev/null", "w");
+    if (!devnull) return 1;
+    tp_report_write_text(rep, devnull, 0);
+    double t3 = now_s();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    FILE *hf = fopen(path, "w");
+    if (!hf || tp_html_write(rep, &run, &o, hf) != 0) return 1;
+    fclose(hf);
+    double t4 = now_s();
+    fclose(devnull);
+    uint64_t events = 0, dropped = 0;
+    for (size_t i = 0; i < run.nprocs; i++) {
+        events += run.procs[i].events;
+        dropped += run.procs[i].dropped;
+    }
+    int64_t html_bytes = synth_file_size(path);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+
+    double total = t4 - t0, rss = peak_rss_mb();
+    printf("  events %llu (dropped %llu)\n", (unsigned long long)events, (unsigned long long)dropped);
+    printf("  tp_run_load       %7.2f s  %8.2f M events/s\n", t1 - t0, (double)events / (t1 - t0) / 1e6);
+    printf("  tp_report_build   %7.2f s  %8.2f M events/s\n", t2 - t1, (double)events / (t2 - t1) / 1e6);
+    printf("  text rendering    %7.3f s\n", t3 - t2);
+    printf("  HTML rendering    %7.3f s  (%lld bytes)\n", t4 - t3, (long long)html_bytes);
+    printf("  full report       %7.2f s  %8.2f M events/s; peak RSS %.0f MB (%.0f MB before loading)\n",
+           total, (double)events / total / 1e6, rss, rss0);
+    bench_target("full report (load + build + text + HTML)", total, 10.0, " s");
+    bench_target("peak RSS", rss / 1024.0, 2.0, " GB");
+    if (!keep) bench_rm_dir(dir);
+    else printf("  kept %s\n", dir);
+    free(dir);
+    return events >= (uint64_t)ranks * (uint64_t)steps * (uint64_t)kernels ? 0 : 1;
+}

@@ -1,0 +1,475 @@
+/*
+ * breakdown.c — the step breakdown of a rank (breakdown.h has the rule; docs/report-json.md
+ * the fields). Work is placed where it ran, clipped to each step's window (HTA's rule for the
+ * breakdown: a kernel launched in step i that runs into step i+1 is step i+1's busy time), so
+ * the parts of a step add up to its wall time.
+ */
+#define _GNU_SOURCE
+#include "analysis/breakdown.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "analysis/comm.h"
+#include "format/format.h"
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pctd(const double *v, size_t n, double p) {
+    if (!n) return 0;
+    size_t k = (size_t)ceil(p * (double)n);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    return v[k - 1];
+}
+
+cJSON *tp_stats5(double *v, size_t n) {
+    cJSON *o = cJSON_CreateObject();
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    if (n > 1) qsort(v, n, sizeof *v, cmp_dbl);
+    cJSON_AddNumberToObject(o, "mean", n ? sum / (double)n : 0);
+    cJSON_AddNumberToObject(o, "p50", pctd(v, n, 0.5));
+    cJSON_AddNumberToObject(o, "p90", pctd(v, n, 0.9));
+    cJSON_AddNumberToObject(o, "min", n ? v[0] : 0);
+    cJSON_AddNumberToObject(o, "max", n ? v[n - 1] : 0);
+    return o;
+}
+
+int tp_is_blocking_sync(const char *n) {
+    if (!n) return 0;
+    if (strstr(n, "Synchronize")) return 1;
+    return (!strncmp(n, "cudaMemcpy", 10) || !strncmp(n, "cuMemcpy", 8)) && !strstr(n, "Async");
+}
+
+static int is_data(const char *name, const char *const *names, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcasecmp(name, names[i])) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ span sets */
+
+typedef struct spans {
+    tp_span *v;
+    size_t n, cap;
+} spans;
+
+static int add(spans *s, uint64_t a, uint64_t b) {
+    if (b <= a) return 0;
+    if (s->n == s->cap) {
+        size_t c = s->cap ? s->cap * 2 : 256;
+        tp_span *nv = realloc(s->v, c * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = c;
+    }
+    s->v[s->n++] = (tp_span){a, b};
+    return 0;
+}
+
+static int cmp_span(const void *a, const void *b) {
+    const tp_span *x = a, *y = b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* sorts and merges in place: disjoint, increasing */
+static void merge(spans *s) {
+    if (s->n < 2) return;
+    qsort(s->v, s->n, sizeof *s->v, cmp_span);
+    size_t k = 0;
+    for (size_t i = 1; i < s->n; i++) {
+        if (s->v[i].s <= s->v[k].e) {
+            if (s->v[i].e > s->v[k].e) s->v[k].e = s->v[i].e;
+        } else {
+            s->v[++k] = s->v[i];
+        }
+    }
+    s->n = k + 1;
+}
+
+/* first merged span ending after t */
+static size_t first_after(const spans *s, uint64_t t) {
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->v[mid].e <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* ns of [a, b) covered by the merged set */
+static uint64_t covered(const spans *s, uint64_t a, uint64_t b) {
+    uint64_t c = 0;
+    for (size_t i = first_after(s, a); i < s->n && s->v[i].s < b; i++) {
+        uint64_t x = s->v[i].s > a ? s->v[i].s : a, y = s->v[i].e < b ? s->v[i].e : b;
+        if (y > x) c += y - x;
+    }
+    return c;
+}
+
+static int touches(const spans *s, uint64_t a, uint64_t b) {
+    size_t i = first_after(s, a);
+    return i < s->n && s->v[i].s < b;
+}
+
+/* The data-loading ranges of p (the step thread's when it has any, else every thread's),
+ * as the report's data_loading counts them. */
+static int data_spans(const tp_process *p, const tp_steps *st, const char *const *names,
+                      size_t nn, spans *d) {
+    for (int pass = 0; pass < 2 && !d->n; pass++)
+        for (size_t ti = 0; ti < p->nthreads; ti++) {
+            if (pass == 0 && st->source != TP_STEPS_NONE && ti != st->thread) continue;
+            const tp_thread *t = &p->threads[ti];
+            for (size_t k = 0; k < t->nranges; k++) {
+                const tp_range *r = &t->ranges[k];
+                if (r->flags & TP_R_UNCLOSED) continue;
+                if (is_data(r->name, names, nn) && add(d, r->start, r->end)) return -1;
+            }
+        }
+    merge(d);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ GPU basis */
+
+enum { C_STEP, C_COMPUTE, C_EXPOSED, C_OVERLAP, C_COPY, C_IDLE, C_DATA, C_SYNC, C_OTHER,
+       C_START, C_START_DATA, C_SHORT, C_N };
+static const char *const cname[C_N] = {"step", "compute", "exposed_comm", "overlapped_comm",
+                                       "memcpy_memset", "idle", "idle_data", "idle_host_sync",
+                                       "idle_other", "start_idle", "start_idle_data",
+                                       "idle_other_short_gaps"};
+
+/* An idle gap shorter than this between two pieces of GPU work is launch latency, not a pause
+ * of the host: the launch-bound signature when such gaps add up. */
+#define SHORT_GAP_NS 100000ull
+
+static void gpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const tp_step *win,
+                      size_t nw, size_t nwarm, const char *const *names, size_t nn) {
+    /* main device: most kernel time */
+    uint32_t devs[64];
+    double dns[64];
+    size_t ndev = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        if (p->gpu[i].type != TPROF_REC_GPU_KERNEL) continue;
+        size_t k = 0;
+        while (k < ndev && devs[k] != p->gpu[i].device) k++;
+        if (k == ndev) {
+            if (ndev == 64) continue;
+            devs[ndev] = p->gpu[i].device;
+            dns[ndev++] = 0;
+        }
+        dns[k] += (double)(p->gpu[i].end - p->gpu[i].start);
+    }
+    size_t best = 0;
+    for (size_t k = 1; k < ndev; k++)
+        if (dns[k] > dns[best]) best = k;
+    uint32_t dev = devs[best];
+    cJSON_AddNumberToObject(b, "device", dev);
+    if (ndev > 1) cJSON_AddNumberToObject(b, "devices", (double)ndev);
+
+    spans K = {0}, C = {0}, KC = {0}, U = {0}, D = {0}, S = {0};
+    uint64_t *len = NULL;
+    double *val = NULL, *kd = NULL, *gaps = NULL;
+    size_t nkd = 0, ngaps = 0;
+    tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
+    int oom = !tm;
+    if (!oom) tp_comm_resolve(p, tm);
+    for (size_t i = 0; !oom && i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->device != dev || o->type == TPROF_REC_GPU_SYNC) continue;
+        if (o->type == TPROF_REC_GPU_KERNEL) {
+            if (!tp_comm_is_kernel(o)) oom |= add(&K, o->start, o->end) || add(&KC, o->start, o->end);
+        } else {
+            oom |= add(&U, o->start, o->end); /* memcpy / memset */
+        }
+    }
+    if (!oom) oom |= tp_comm_device_spans(p, tm, 1, dev, &C.v, &C.n, &C.cap) != 0;
+    for (size_t i = 0; !oom && i < C.n; i++) oom |= add(&KC, C.v[i].s, C.v[i].e);
+    for (size_t i = 0; !oom && i < KC.n; i++) oom |= add(&U, KC.v[i].s, KC.v[i].e);
+    if (!oom) oom |= data_spans(p, st, names, nn, &D);
+    for (size_t i = 0; !oom && i < p->napi; i++)
+        if (tp_is_blocking_sync(p->api[i].name)) oom |= add(&S, p->api[i].start, p->api[i].end);
+    len = calloc(nw * C_N, sizeof *len);
+    val = malloc(nw * sizeof *val);
+    kd = malloc((p->ngpu ? p->ngpu : 1) * sizeof *kd);
+    uint64_t *nk = calloc(nw, sizeof *nk), *ng = calloc(nw, sizeof *ng);
+    if (oom || !len || !val || !kd || !nk || !ng) goto out;
+    merge(&K);
+    merge(&C);
+    merge(&KC);
+    merge(&U);
+    merge(&S);
+    gaps = malloc((U.n + nw + 1) * sizeof *gaps);
+    if (!gaps) goto out;
+    for (size_t w = 0; w < nw; w++) {
+        uint64_t a = win[w].start, e = win[w].end;
+        uint64_t *L = len + w * C_N;
+        uint64_t k = covered(&K, a, e), kc = covered(&KC, a, e), c = covered(&C, a, e);
+        uint64_t u = covered(&U, a, e);
+        L[C_STEP] = e - a;
+        L[C_COMPUTE] = k;
+        L[C_EXPOSED] = kc - k;
+        L[C_OVERLAP] = c - (kc - k);
+        L[C_COPY] = u - kc;
+        L[C_IDLE] = (e - a) - u;
+        /* the idle gaps, one by one */
+        uint64_t t = a;
+        size_t i = first_after(&U, a);
+        for (;;) {
+            uint64_t gs = t, ge = i < U.n && U.v[i].s < e ? U.v[i].s : e;
+            if (ge > gs) {
+                uint64_t dd = covered(&D, gs, ge), rest = ge - gs - dd;
+                L[C_DATA] += dd;
+                if (touches(&S, gs, ge)) {
+                    L[C_SYNC] += rest;
+                } else {
+                    L[C_OTHER] += rest;
+                    if (ge - gs < SHORT_GAP_NS) L[C_SHORT] += rest;
+                }
+                if (gs == a) {
+                    L[C_START] = ge - gs;
+                    L[C_START_DATA] = dd;
+                }
+                ng[w]++;
+                if (w >= nwarm) gaps[ngaps++] = (double)(ge - gs) / 1e3;
+            }
+            if (i >= U.n || U.v[i].s >= e) break;
+            t = U.v[i].e > t ? U.v[i].e : t;
+            i++;
+            if (t >= e) break;
+        }
+    }
+    /* kernels: count per window (by start), durations over the measured windows */
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->device != dev || o->type != TPROF_REC_GPU_KERNEL) continue;
+        size_t lo = 0, hi = nw; /* last window starting at or before o->start */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (win[mid].start <= o->start) lo = mid + 1;
+            else hi = mid;
+        }
+        if (!lo || o->start >= win[lo - 1].end) continue;
+        nk[lo - 1]++;
+        if (lo - 1 >= nwarm) kd[nkd++] = (double)(o->end - o->start) / 1e3;
+    }
+    size_t nm = nw - nwarm;
+    cJSON *jm = cJSON_AddObjectToObject(b, "ms");
+    for (int c = 0; c < C_N; c++) {
+        for (size_t w = 0; w < nm; w++) val[w] = (double)len[(nwarm + w) * C_N + c] / 1e6;
+        cJSON_AddItemToObject(jm, cname[c], tp_stats5(val, nm));
+    }
+    uint64_t tot[C_N] = {0};
+    for (size_t w = nwarm; w < nw; w++)
+        for (int c = 0; c < C_N; c++) tot[c] += len[w * C_N + c];
+    cJSON *js = cJSON_AddObjectToObject(b, "share");
+    double T = tot[C_STEP] ? (double)tot[C_STEP] : 1;
+    for (int c = C_COMPUTE; c <= C_OTHER; c++) cJSON_AddNumberToObject(js, cname[c], (double)tot[c] / T);
+    cJSON_AddNumberToObject(js, "start_idle_data", (double)tot[C_START_DATA] / T);
+    cJSON_AddNumberToObject(js, "idle_other_short_gaps", (double)tot[C_SHORT] / T);
+    cJSON_AddNumberToObject(js, "busy", 1.0 - (double)tot[C_IDLE] / T);
+    uint64_t kt = 0, gt = 0;
+    for (size_t w = nwarm; w < nw; w++) {
+        kt += nk[w];
+        gt += ng[w];
+    }
+    cJSON_AddNumberToObject(b, "kernels_per_step", nm ? (double)kt / (double)nm : 0);
+    if (nkd > 1) qsort(kd, nkd, sizeof *kd, cmp_dbl);
+    cJSON_AddNumberToObject(b, "kernel_median_us", pctd(kd, nkd, 0.5));
+    cJSON_AddNumberToObject(b, "idle_gaps_per_step", nm ? (double)gt / (double)nm : 0);
+    if (ngaps > 1) qsort(gaps, ngaps, sizeof *gaps, cmp_dbl);
+    cJSON_AddNumberToObject(b, "idle_gap_median_us", pctd(gaps, ngaps, 0.5));
+    /* the worst step by idle time */
+    size_t worst = nwarm;
+    for (size_t w = nwarm; w < nw; w++)
+        if (len[w * C_N + C_IDLE] > len[worst * C_N + C_IDLE]) worst = w;
+    if (nm && st->source != TP_STEPS_NONE)
+        cJSON_AddNumberToObject(b, "most_idle_step", (double)win[worst].app_step);
+    cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
+    for (size_t w = 0; w < nwarm; w++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "step", (double)win[w].app_step);
+        for (int c = 0; c < C_N; c++) {
+            char key[40];
+            snprintf(key, sizeof key, "%s_ms", cname[c]);
+            cJSON_AddNumberToObject(o, key, (double)len[w * C_N + c] / 1e6);
+        }
+        cJSON_AddItemToArray(wu, o);
+    }
+out:
+    free(tm);
+    free(K.v);
+    free(C.v);
+    free(KC.v);
+    free(U.v);
+    free(D.v);
+    free(S.v);
+    free(len);
+    free(val);
+    free(kd);
+    free(gaps);
+    free(nk);
+    free(ng);
+}
+
+/* ------------------------------------------------------------------ CPU basis */
+
+typedef struct nrow {
+    const char *name;
+    uint32_t domain;
+    double total;
+    uint64_t *per; /* ns per window */
+} nrow;
+
+static int by_total(const void *a, const void *b) {
+    const nrow *x = a, *y = b;
+    return x->total < y->total ? 1 : x->total > y->total ? -1 : strcmp(x->name, y->name);
+}
+
+#define CPU_ROWS 8
+
+/* first window ending after t (windows are in time order and disjoint) */
+static size_t first_window(const tp_step *win, size_t nw, uint64_t t) {
+    size_t lo = 0, hi = nw;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (win[mid].end <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* the range is exactly one of the windows (a step range) */
+static int is_window(const tp_step *win, size_t nw, const tp_range *r) {
+    size_t w = first_window(win, nw, r->start);
+    return w < nw && win[w].start == r->start && win[w].end == r->end;
+}
+
+static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const tp_step *win,
+                      size_t nw, size_t nwarm) {
+    const tp_thread *t = st->source != TP_STEPS_NONE ? &p->threads[st->thread] : NULL;
+    if (!t) { /* no steps: the thread with the most range time */
+        double bestns = -1;
+        for (size_t ti = 0; ti < p->nthreads; ti++) {
+            double ns = 0;
+            for (size_t k = 0; k < p->threads[ti].nranges; k++)
+                if (p->threads[ti].ranges[k].depth == 0)
+                    ns += (double)(p->threads[ti].ranges[k].end - p->threads[ti].ranges[k].start);
+            if (ns > bestns) { bestns = ns; t = &p->threads[ti]; }
+        }
+    }
+    nrow *rows = NULL;
+    size_t nr = 0;
+    uint64_t *cov = calloc(nw, sizeof *cov);
+    double *val = malloc(nw * sizeof *val);
+    int oom = !cov || !val;
+    for (size_t k = 0; t && !oom && k < t->nranges; k++) {
+        const tp_range *r = &t->ranges[k];
+        if (r->flags & (TP_R_UNCLOSED | TP_R_ASYNC)) continue;
+        /* top level under the step: a child of a range that is exactly a step (ranges as
+         * steps), or a range at depth 0 (API steps, or no steps) that is not a step itself */
+        int top;
+        if (r->parent >= 0) top = is_window(win, nw, &t->ranges[r->parent]);
+        else top = !is_window(win, nw, r);
+        if (!top) continue;
+        size_t i = 0;
+        while (i < nr && !(rows[i].name == r->name && rows[i].domain == r->domain)) i++;
+        for (size_t w = first_window(win, nw, r->start); w < nw && win[w].start < r->end; w++) {
+            uint64_t a = r->start > win[w].start ? r->start : win[w].start;
+            uint64_t e = r->end < win[w].end ? r->end : win[w].end;
+            if (e <= a) continue;
+            if (i == nr) {
+                nrow *n2 = realloc(rows, (nr + 1) * sizeof *n2);
+                uint64_t *per = calloc(nw, sizeof *per);
+                if (!n2 || !per) { free(per); if (n2) rows = n2; oom = 1; break; }
+                rows = n2;
+                rows[nr++] = (nrow){r->name, r->domain, 0, per};
+            }
+            rows[i].per[w] += e - a;
+            if (w >= nwarm) rows[i].total += (double)(e - a);
+            cov[w] += e - a;
+        }
+    }
+    if (oom) goto out;
+    if (nr > 1) qsort(rows, nr, sizeof *rows, by_total);
+    size_t nm = nw - nwarm;
+    double T = 0;
+    for (size_t w = nwarm; w < nw; w++) T += (double)(win[w].end - win[w].start);
+    cJSON *jr = cJSON_AddArrayToObject(b, "ranges");
+    size_t shown = nr < CPU_ROWS ? nr : CPU_ROWS;
+    for (size_t i = 0; i <= shown && i < nr; i++) {
+        int rest = i == CPU_ROWS; /* the remaining names together */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", rest ? "(other ranges)" : rows[i].name);
+        if (!rest && *tp_domain_name(p, rows[i].domain))
+            cJSON_AddStringToObject(o, "domain", tp_domain_name(p, rows[i].domain));
+        double tot = 0;
+        for (size_t w = 0; w < nm; w++) {
+            double v = 0;
+            for (size_t j = i; j < (rest ? nr : i + 1); j++) v += (double)rows[j].per[nwarm + w];
+            val[w] = v / 1e6;
+            tot += v;
+        }
+        cJSON_AddItemToObject(o, "ms", tp_stats5(val, nm));
+        cJSON_AddNumberToObject(o, "share", T > 0 ? tot / T : 0);
+        cJSON_AddItemToArray(jr, o);
+    }
+    cJSON *jm = cJSON_AddObjectToObject(b, "ms");
+    for (size_t w = 0; w < nm; w++) val[w] = (double)(win[nwarm + w].end - win[nwarm + w].start) / 1e6;
+    cJSON_AddItemToObject(jm, "step", tp_stats5(val, nm));
+    double un = 0;
+    for (size_t w = 0; w < nm; w++) {
+        uint64_t l = win[nwarm + w].end - win[nwarm + w].start, c = cov[nwarm + w];
+        val[w] = (double)(l > c ? l - c : 0) / 1e6;
+        un += val[w];
+    }
+    cJSON_AddItemToObject(jm, "untracked", tp_stats5(val, nm));
+    cJSON *js = cJSON_AddObjectToObject(b, "share");
+    cJSON_AddNumberToObject(js, "untracked", T > 0 ? un * 1e6 / T : 0);
+    cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
+    for (size_t w = 0; w < nwarm; w++) {
+        cJSON *o = cJSON_CreateObject();
+        uint64_t l = win[w].end - win[w].start;
+        cJSON_AddNumberToObject(o, "step", (double)win[w].app_step);
+        cJSON_AddNumberToObject(o, "step_ms", (double)l / 1e6);
+        cJSON *rr = cJSON_AddArrayToObject(o, "ranges");
+        for (size_t i = 0; i < nr && i < CPU_ROWS; i++) {
+            if (!rows[i].per[w]) continue;
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", rows[i].name);
+            cJSON_AddNumberToObject(e, "ms", (double)rows[i].per[w] / 1e6);
+            cJSON_AddItemToArray(rr, e);
+        }
+        cJSON_AddNumberToObject(o, "untracked_ms", (double)(l > cov[w] ? l - cov[w] : 0) / 1e6);
+        cJSON_AddItemToArray(wu, o);
+    }
+out:
+    for (size_t i = 0; i < nr; i++) free(rows[i].per);
+    free(rows);
+    free(cov);
+    free(val);
+}
+
+void tp_breakdown_section(cJSON *rank, const tp_process *p, const tp_steps *s,
+                          const char *const *names, size_t nn) {
+    tp_step whole = {p->first_ts, p->end_mono, 0, 0};
+    const tp_step *win = s->nsteps ? s->steps : &whole;
+    size_t nw = s->nsteps ? s->nsteps : (p->end_mono > p->first_ts ? 1 : 0);
+    size_t nwarm = s->nsteps ? s->nwarmup : 0;
+    if (!nw || nw == nwarm) return; /* nothing measured */
+    int kernels = 0;
+    for (size_t i = 0; i < p->ngpu && !kernels; i++) kernels = p->gpu[i].type == TPROF_REC_GPU_KERNEL;
+    cJSON *b = cJSON_AddObjectToObject(rank, "breakdown");
+    cJSON_AddStringToObject(b, "basis", kernels ? "gpu" : "cpu");
+    cJSON_AddStringToObject(b, "per", s->nsteps ? "step" : "run");
+    cJSON_AddNumberToObject(b, "windows", (double)(nw - nwarm));
+    if (kernels) gpu_basis(b, p, s, win, nw, nwarm, names, nn);
+    else cpu_basis(b, p, s, win, nw, nwarm);
+}

@@ -1,0 +1,35 @@
+/*
+ * breakdown.h — the step breakdown of a rank (DESIGN §5, in HTA's terms; breakdown.c).
+ *
+ * GPU jobs: each step's wall time on the rank's main device (the one with the most kernel
+ * time) is split in priority order into compute kernels, exposed communication (the
+ * communication set of comm.c's exposure rule, tp_comm_device_spans, outside compute),
+ * memcpy/memset (outside both) and idle; overlapped communication is given beside. Idle is
+ * attributed gap by gap: the part a data-loading range covers is data loading; the rest of a
+ * gap during which the host sat in a blocking CUDA call (a *Synchronize, a synchronous
+ * cudaMemcpy) is host synchronisation; the rest is other.
+ * CPU jobs (no GPU records): the step's wall time split by the top-level ranges under the
+ * step on the step thread, and what no range covers.
+ */
+#ifndef TPROF_BREAKDOWN_H
+#define TPROF_BREAKDOWN_H
+
+#include <cjson/cJSON.h>
+
+#include "analysis/model.h"
+#include "analysis/steps.h"
+
+/* Adds "breakdown" to a rank's JSON. s: the rank's steps (warm-up ones are shown apart);
+ * without steps the whole process is one window (per "run"). data_names: the range names that
+ * mark data loading (case-insensitive, as the report's data_loading). */
+void tp_breakdown_section(cJSON *rank, const tp_process *p, const tp_steps *s,
+                          const char *const *data_names, size_t ndata_names);
+
+/* {"mean","p50","p90","min","max"} of v[0..n) (sorted in place; nearest-rank percentiles). */
+cJSON *tp_stats5(double *v, size_t n);
+
+/* 1 for the CUDA calls that block the host until the device is done: names with
+ * "Synchronize", and the synchronous cudaMemcpy/cuMemcpy family (not *Async). */
+int tp_is_blocking_sync(const char *api_name);
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * clocks.c — collectives matched across ranks, and per-host clock offsets (clocks.h).
+ */
+#define _GNU_SOURCE
+#include "analysis/clocks.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/comm.h"
+#include "format/format.h"
+#include "trainprof.h"
+
+typedef struct entry {
+    uint64_t hash;
+    uint32_t op, seq;
+    size_t rank;
+    uint64_t start, end; /* monotonic of the rank */
+    int end_ok;
+} entry;
+
+static int cmp_entry(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* median of v[0..n) (sorted in place); lower middle for even n */
+static int64_t med_i64(int64_t *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_i64);
+    return v[(n - 1) / 2];
+}
+
+static int ends_agree(uint32_t op) {
+    return op == TPROF_COMM_ALLREDUCE || op == TPROF_COMM_ALLGATHER ||
+           op == TPROF_COMM_REDUCESCATTER || op == TPROF_COMM_ALLTOALL || op == TPROF_COMM_BARRIER;
+}
+
+static int cmp_rankp(const void *a, const void *b) {
+    const tp_process *x = *(const tp_process *const *)a, *y = *(const tp_process *const *)b;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+void tp_clocks_free(tp_clocks *c) {
+    free(c->rank);
+    free(c->host_of);
+    free(c->map_ns);
+    free(c->hosts);
+    free(c->coll);
+    free(c->arr);
+    memset(c, 0, sizeof *c);
+}
+
+int tp_clocks_build(const tp_run *run, tp_clocks *c) {
+    memset(c, 0, sizeof *c);
+    size_t nr = 0, ne = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role == TP_ROLE_RANK) {
+            nr++;
+            ne += run->procs[i].ncomm;
+        }
+    c->rank = malloc((nr ? nr : 1) * sizeof *c->rank);
+    c->host_of = calloc(nr ? nr : 1, sizeof *c->host_of);
+    c->map_ns = calloc(nr ? nr : 1, sizeof *c->map_ns);
+    c->hosts = calloc(nr ? nr : 1, sizeof *c->hosts);
+    entry *e = malloc((ne ? ne : 1) * sizeof *e);
+    int64_t *tmp = NULL;
+    double *res = NULL;
+    if (!c->rank || !c->host_of || !c->map_ns || !c->hosts || !e) goto oom;
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role == TP_ROLE_RANK) c->rank[c->nranks++] = &run->procs[i];
+    if (nr > 1) qsort(c->rank, nr, sizeof *c->rank, cmp_rankp);
+    /* hosts, in order of their first rank; each host's clock mapped through the start pair
+     * of its first rank file */
+    for (size_t r = 0; r < nr; r++) {
+        const tp_process *p = c->rank[r];
+        size_t h = 0;
+        while (h < c->nhosts && strcmp(c->hosts[h].host, p->hdr.host)) h++;
+        if (h == c->nhosts) {
+            c->hosts[h].host = p->hdr.host;
+            c->hosts[h].aligned = h == 0;
+            c->nhosts++;
+        }
+        c->host_of[r] = h;
+        size_t first = r;
+        for (size_t k = 0; k < r; k++)
+            if (c->host_of[k] == h) { first = k; break; }
+        const tp_process *ref = c->rank[first];
+        c->map_ns[r] = (int64_t)ref->hdr.start_realtime_ns - (int64_t)ref->hdr.start_mono_ns;
+    }
+    /* collectives of every rank */
+    ne = 0;
+    for (size_t r = 0; r < nr; r++) {
+        const tp_process *p = c->rank[r];
+        if (!p->ncomm) continue;
+        tp_comm_time *tm = malloc(p->ncomm * sizeof *tm);
+        if (!tm) goto oom;
+        tp_comm_resolve(p, tm);
+        for (size_t i = 0; i < p->ncomm; i++) {
+            const tp_comm_op *o = &p->comm[i];
+            if (o->op == TPROF_COMM_SEND || o->op == TPROF_COMM_RECV || o->op == TPROF_COMM_UNKNOWN)
+                continue;
+            if (o->flags & TPROF_COMM_F_UNFINISHED) continue;
+            int mpi = o->source == TPROF_COMM_SRC_MPI;
+            int timed = mpi || tm[i].src != TP_COMM_TIME_HOST;
+            e[ne++] = (entry){o->comm_hash, o->op, o->seq, r, tm[i].start, tm[i].end,
+                              timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};
+        }
+        free(tm);
+    }
+    if (ne > 1) qsort(e, ne, sizeof *e, cmp_entry);
+    c->arr = malloc((ne ? ne : 1) * sizeof *c->arr);
+    c->coll = malloc((ne ? ne : 1) * sizeof *c->coll);
+    if (!c->arr || !c->coll) goto oom;
+    for (size_t a = 0; a < ne;) {
+        size_t b = a + 1;
+        while (b < ne && e[b].hash == e[a].hash && e[b].op == e[a].op && e[b].seq == e[a].seq) b++;
+        size_t first = c->narr, nranks = 0;
+        for (size_t k = a; k < b; k++) {
+            if (k > a && e[k].rank == e[k - 1].rank) continue; /* one arrival per rank */
+            c->arr[c->narr++] = (tp_arrival){e[k].rank, (int64_t)e[k].start, (int64_t)e[k].end,
+                                             e[k].end_ok};
+            nranks++;
+        }
+        if (nranks >= 2) c->coll[c->ncoll++] = (tp_coll){e[a].hash, e[a].op, e[a].seq, first, nranks};
+        else c->narr = first;
+        a = b;
+    }
+    /* host offsets: each unaligned host against the hosts aligned so far */
+    size_t maxn = 1;
+    for (size_t k = 0; k < c->ncoll; k++)
+        if (c->coll[k].n > maxn) maxn = c->coll[k].n;
+    tmp = malloc((maxn * 2 + c->ncoll + 1) * sizeof *tmp);
+    if (!tmp) goto oom;
+    int64_t *ra = tmp, *hb = tmp + maxn, *d = tmp + 2 * maxn;
+    for (size_t pass = 1; pass < c->nhosts; pass++) {
+        int progress = 0;
+        for (size_t h = 1; h < c->nhosts; h++) {
+            if (c->hosts[h].aligned) continue;
+            size_t nd = 0;
+            for (size_t k = 0; k < c->ncoll; k++) {
+                const tp_coll *g = &c->coll[k];
+                size_t na = 0, nb = 0;
+                for (size_t j = 0; j < g->n; j++) {
+                    const tp_arrival *x = &c->arr[g->first + j];
+                    if (!x->end_ok) continue;
+                    size_t xh = c->host_of[x->rank];
+                    if (xh == h) hb[nb++] = x->end + c->map_ns[x->rank];
+                    else if (c->hosts[xh].aligned)
+                        ra[na++] = x->end + c->map_ns[x->rank] + c->hosts[xh].offset_ns;
+                }
+                if (na && nb) d[nd++] = med_i64(ra, na) - med_i64(hb, nb);
+            }
+            if (!nd) continue;
+            c->hosts[h].offset_ns = med_i64(d, nd);
+            c->hosts[h].shared = nd;
+            c->hosts[h].aligned = 1;
+            progress = 1;
+        }
+        if (!progress) break;
+    }
+    for (size_t r = 0; r < nr; r++) c->map_ns[r] += c->hosts[c->host_of[r]].offset_ns;
+    for (size_t i = 0; i < c->narr; i++) {
+        c->arr[i].start += c->map_ns[c->arr[i].rank];
+        c->arr[i].end += c->map_ns[c->arr[i].rank];
+    }
+    /* residual: each arrival's end against the collective's median end */
+    res = malloc((c->narr ? c->narr : 1) * sizeof *res);
+    if (!res) goto oom;
+    for (size_t h = 0; h < c->nhosts; h++) {
+        size_t n = 0;
+        for (size_t k = 0; k < c->ncoll; k++) {
+            const tp_coll *g = &c->coll[k];
+            size_t na = 0, mine = 0;
+            for (size_t j = 0; j < g->n; j++) {
+                const tp_arrival *x = &c->arr[g->first + j];
+                if (!x->end_ok) continue;
+                ra[na++] = x->end;
+                mine += c->host_of[x->rank] == h;
+            }
+            if (na < 2 || !mine) continue;
+            int64_t m = med_i64(ra, na);
+            for (size_t j = 0; j < g->n; j++) {
+                const tp_arrival *x = &c->arr[g->first + j];
+                if (x->end_ok && c->host_of[x->rank] == h)
+                    res[n++] = fabs((double)(x->end - m)) / 1e3;
+            }
+        }
+        c->hosts[h].nresid = n;
+        if (n) {
+            qsort(res, n, sizeof *res, cmp_dbl);
+            c->hosts[h].resid_median_us = res[(n - 1) / 2];
+            c->hosts[h].resid_max_us = res[n - 1];
+        }
+    }
+    free(res);
+    free(tmp);
+    free(e);
+    return TPROF_OK;
+oom:
+    free(res);
+    free(tmp);
+    free(e);
+    tp_clocks_free(c);
+    return TPROF_ERR_NO_MEMORY;
+}
+
+void tp_clocks_json(cJSON *rep, const tp_clocks *c) {
+    cJSON *j = cJSON_AddObjectToObject(rep, "clocks");
+    cJSON_AddNumberToObject(j, "hosts", (double)c->nhosts);
+    cJSON_AddNumberToObject(j, "collectives_matched", (double)c->ncoll);
+    size_t usable = 0;
+    for (size_t k = 0; k < c->ncoll; k++) {
+        size_t ok = 0;
+        for (size_t i = 0; i < c->coll[k].n; i++) ok += c->arr[c->coll[k].first + i].end_ok;
+        usable += ok >= 2;
+    }
+    cJSON_AddNumberToObject(j, "collectives_with_ends", (double)usable);
+    if (c->nhosts <= 1) {
+        cJSON_AddStringToObject(j, "status", "single host");
+        cJSON_AddStringToObject(j, "note", c->nhosts ? "every rank is on one host and shares its "
+                                                       "monotonic clock: no alignment needed"
+                                                     : "no rank");
+        return;
+    }
+    int all = 1;
+    for (size_t h = 0; h < c->nhosts; h++) all &= c->hosts[h].aligned;
+    cJSON_AddStringToObject(j, "status", all ? "aligned" : "partly aligned");
+    cJSON_AddStringToObject(j, "method",
+                            "start pairs (realtime, monotonic) of each host's first rank file, "
+                            "then per host the median offset that makes the ends of matched "
+                            "collectives agree");
+    cJSON *ha = cJSON_AddArrayToObject(j, "per_host");
+    for (size_t h = 0; h < c->nhosts; h++) {
+        const tp_host_clock *x = &c->hosts[h];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "host", x->host);
+        cJSON *rk = cJSON_AddArrayToObject(o, "ranks");
+        for (size_t r = 0; r < c->nranks; r++)
+            if (c->host_of[r] == h) cJSON_AddItemToArray(rk, cJSON_CreateNumber(c->rank[r]->rank));
+        if (h == 0) cJSON_AddBoolToObject(o, "reference", 1);
+        cJSON_AddBoolToObject(o, "aligned", x->aligned);
+        cJSON_AddNumberToObject(o, "offset_us", (double)x->offset_ns / 1e3);
+        if (h) cJSON_AddNumberToObject(o, "collectives_used", (double)x->shared);
+        if (x->nresid) {
+            cJSON_AddNumberToObject(o, "residual_median_us", x->resid_median_us);
+            cJSON_AddNumberToObject(o, "residual_max_us", x->resid_max_us);
+        }
+        if (!x->aligned)
+            cJSON_AddStringToObject(o, "note", "no timed collective shared with an aligned host: "
+                                               "its wall clock (start pair) is used as it is");
+        cJSON_AddItemToArray(ha, o);
+    }
+}
+
+void tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
+                    double *median_ms, double *mean_ms, double *p90_ms) {
+    double **v = calloc(c->nranks ? c->nranks : 1, sizeof *v);
+    for (size_t r = 0; r < c->nranks; r++) {
+        n[r] = 0;
+        median_ms[r] = mean_ms[r] = p90_ms[r] = 0;
+        if (v) v[r] = malloc((c->ncoll ? c->ncoll : 1) * sizeof **v);
+    }
+    for (size_t k = 0; v && k < c->ncoll; k++) {
+        const tp_coll *g = &c->coll[k];
+        int64_t mn = INT64_MAX;
+        for (size_t j = 0; j < g->n; j++)
+            if (c->arr[g->first + j].start < mn) mn = c->arr[g->first + j].start;
+        for (size_t j = 0; j < g->n; j++) {
+            const tp_arrival *x = &c->arr[g->first + j];
+            if (w1 && w1[x->rank] && (x->start < w0[x->rank] || x->start > w1[x->rank])) continue;
+            if (v[x->rank]) v[x->rank][n[x->rank]++] = (double)(x->start - mn) / 1e6;
+        }
+    }
+    for (size_t r = 0; v && r < c->nranks; r++) {
+        size_t m = n[r];
+        if (!m || !v[r]) continue;
+        double s = 0;
+        for (size_t i = 0; i < m; i++) s += v[r][i];
+        qsort(v[r], m, sizeof *v[r], cmp_dbl);
+        mean_ms[r] = s / (double)m;
+        median_ms[r] = v[r][(m - 1) / 2];
+        size_t k = (size_t)ceil(0.9 * (double)m);
+        p90_ms[r] = v[r][(k ? k : 1) - 1];
+    }
+    for (size_t r = 0; v && r < c->nranks; r++) free(v[r]);
+    free(v);
+}

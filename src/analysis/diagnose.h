@@ -1,0 +1,31 @@
+/*
+ * diagnose.h — the run-level analyses of issue 7 and the diagnosis rule engine (diagnose.c):
+ * clock alignment across hosts (clocks.c), throughput and MFU (mfu.c), stragglers, and a
+ * table of rules over the step breakdown (breakdown.c) and the other sections, each with a
+ * configurable threshold in tp_report_opts, each finding carrying its evidence and a
+ * recommendation, appended to the report's "findings".
+ */
+#ifndef TPROF_DIAGNOSE_H
+#define TPROF_DIAGNOSE_H
+
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+
+/* Sets the issue-7 fields of o to their defaults (tp_report_opts_init calls it). */
+void tp_diagnose_opts_init(tp_report_opts *o);
+
+/* Adds "clocks", "throughput", "stragglers" and "diagnosis" to the report and appends the
+ * rules' findings to `findings`. `ranks`: the report's rank sections (with "breakdown"). */
+void tp_diagnose_run(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
+                     const tp_report_opts *o);
+
+/* Text: a rank's breakdown (indented two spaces), and the run-level sections. B/N: bold
+ * on/off; Y: the warning colour. */
+void tp_breakdown_text(FILE *f, const cJSON *breakdown);
+void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y);
+
+#endif

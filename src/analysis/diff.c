@@ -1,0 +1,688 @@
+/*
+ * diff.c — compares two runs (diff.h): step time, kernel time by class, the top kernels
+ * (matched by name), communication (matched by op and communicator size: communicator ids
+ * differ between runs) and energy per step, and says which differences are beyond noise.
+ *
+ * Noise is the step-to-step spread of each run. Every figure is taken per measured step
+ * (and per rank: a rank's steps are samples of the same quantity, so ranks are pooled for
+ * the figures that are not per rank), and a difference of means is significant when it
+ * exceeds noise_k (3) standard errors of the difference, sqrt(sdA²/nA + sdB²/nB), *and*
+ * min_rel (1 %) of the baseline: three standard errors keep a comparison of some fifty
+ * figures from crying wolf on noise (about 0.3 % false alarms each for normal noise, where
+ * two would give 5 %), and the relative floor keeps long runs, whose standard errors are
+ * tiny, from flagging changes nobody would act on. Step time series are autocorrelated
+ * (thermal drift, a slow phase), which makes the standard error an underestimate; the
+ * relative floor also absorbs some of that.
+ *
+ * Per-step values come from the loaded runs: kernels count for the step in which they
+ * start, communication ops for the step in which they were issued (host start), energy is
+ * the NVML energy counter interpolated at each step's start and end (as report.c does).
+ * When only a report.json is available, the report's means are compared without a noise
+ * estimate, and unknown_rel (5 %) is the rule.
+ */
+#define _GNU_SOURCE
+#include "analysis/diff.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/comm.h"
+#include "analysis/gpu.h"
+#include "analysis/steps.h"
+#include "format/format.h"
+#include "trainprof.h"
+
+void tp_diff_opts_init(tp_diff_opts *o) {
+    o->noise_k = 3;
+    o->min_rel = 0.01;
+    o->unknown_rel = 0.05;
+    o->top_n = 30;
+}
+
+static const cJSON *obj(const cJSON *o, const char *k) {
+    return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+static int has_num(const cJSON *o, const char *k) { return cJSON_IsNumber(obj(o, k)); }
+static double num(const cJSON *o, const char *k) {
+    const cJSON *v = obj(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+static const char *str(const cJSON *o, const char *k) {
+    const cJSON *v = obj(o, k);
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : "";
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+enum { SEC_STEP, SEC_CLASS, SEC_KERNEL, SEC_COMM, SEC_ENERGY, SEC_N };
+static const char *const sec_name[SEC_N] = {"step_time", "gpu_classes", "kernels",
+                                            "communication", "energy"};
+static const char *const sec_title[SEC_N] = {"step time (ms)", "GPU kernel time by class (ms per step)",
+                                             "top kernels (ms per step)",
+                                             "communication (ms per step, by op and communicator size)",
+                                             "energy (J per step)"};
+static const char *const sec_unit[SEC_N] = {"ms", "ms", "ms", "ms", "J"};
+
+/* One side of a figure: per-step samples (model), or the sum of report values over the
+ * ranks that have it (report.json only). */
+typedef struct mside {
+    double *v;
+    size_t n, cap;
+    double json_sum;
+    int json_n;
+    double count, bytes; /* communication: totals over the samples */
+    double p50, p90;     /* step time from the report (report.json only) */
+} mside;
+
+typedef struct metric {
+    int sec;
+    char *key;
+    mside s[2];
+} metric;
+
+typedef struct mtab {
+    metric *m;
+    size_t n, cap;
+    int oom;
+} mtab;
+
+static metric *mt_get(mtab *t, int sec, const char *key) {
+    for (size_t i = 0; i < t->n; i++)
+        if (t->m[i].sec == sec && !strcmp(t->m[i].key, key)) return &t->m[i];
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        metric *nm = realloc(t->m, cap * sizeof *nm);
+        if (!nm) { t->oom = 1; return NULL; }
+        t->m = nm;
+        t->cap = cap;
+    }
+    metric *m = &t->m[t->n];
+    memset(m, 0, sizeof *m);
+    m->sec = sec;
+    if (!(m->key = strdup(key))) { t->oom = 1; return NULL; }
+    t->n++;
+    return m;
+}
+
+static void ms_push(mtab *t, mside *s, const double *v, size_t n) {
+    if (s->n + n > s->cap) {
+        size_t cap = s->cap ? s->cap : 64;
+        while (cap < s->n + n) cap *= 2;
+        double *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) { t->oom = 1; return; }
+        s->v = nv;
+        s->cap = cap;
+    }
+    memcpy(s->v + s->n, v, n * sizeof *v);
+    s->n += n;
+}
+
+static void push(mtab *t, int side, int sec, const char *key, const double *v, size_t n) {
+    metric *m = mt_get(t, sec, key);
+    if (m) ms_push(t, &m->s[side], v, n);
+}
+
+static void push_json(mtab *t, int side, int sec, const char *key, double v) {
+    metric *m = mt_get(t, sec, key);
+    if (!m) return;
+    m->s[side].json_sum += v;
+    m->s[side].json_n++;
+}
+
+/* ------------------------------------------------------------------ key sets */
+
+typedef struct keyset {
+    char **k;
+    size_t n, cap;
+} keyset;
+
+static int ks_find(const keyset *s, const char *k) {
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->k[i], k)) return (int)i;
+    return -1;
+}
+
+static void ks_add(keyset *s, const char *k) {
+    if (ks_find(s, k) >= 0) return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 32;
+        char **nk = realloc(s->k, cap * sizeof *nk);
+        if (!nk) return;
+        s->k = nk;
+        s->cap = cap;
+    }
+    if ((s->k[s->n] = strdup(k))) s->n++;
+}
+
+static void ks_free(keyset *s) {
+    for (size_t i = 0; i < s->n; i++) free(s->k[i]);
+    free(s->k);
+}
+
+static void comm_key(char *buf, size_t n, const char *op, double size) {
+    snprintf(buf, n, "%s on %.0f rank%s", op, size, size == 1 ? "" : "s");
+}
+
+/* The kernels both reports list (top_kernels of every rank, in order, up to top_n) and the
+ * communication keys either run has. */
+static void collect_keys(const cJSON *rep, keyset *kern, keyset *comm, int top_n) {
+    const cJSON *r, *k, *c, *op;
+    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
+        cJSON_ArrayForEach(k, obj(obj(r, "gpu"), "top_kernels"))
+            if ((int)kern->n < top_n) ks_add(kern, str(k, "name"));
+        cJSON_ArrayForEach(c, obj(obj(r, "communication"), "communicators"))
+            cJSON_ArrayForEach(op, obj(c, "ops")) {
+                char key[160];
+                comm_key(key, sizeof key, str(op, "op"), num(c, "size"));
+                ks_add(comm, key);
+            }
+    }
+}
+
+/* ------------------------------------------------------------------ per-step values */
+
+static size_t step_of(const tp_step *st, size_t n, uint64_t t) {
+    if (!n || t < st[0].start) return SIZE_MAX;
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (st[mid].start <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    return t < st[lo].end ? lo : SIZE_MAX;
+}
+
+static const tp_process *find_rank_process(const tp_run *run, const cJSON *r) {
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == num(r, "pid") &&
+            !strcmp(p->hdr.host, str(r, "host")))
+            return p;
+    }
+    return NULL;
+}
+
+static int has_gpu_counters(const tp_process *p) {
+    for (size_t ti = 0; ti < p->nthreads; ti++)
+        for (size_t k = 0; k < p->threads[ti].ncounters; k++) {
+            const char *name = p->threads[ti].counters[k].name;
+            if (!strncmp(name, "gpu", 3) && isdigit((unsigned char)name[3])) return 1;
+        }
+    return 0;
+}
+
+typedef struct tv {
+    uint64_t t;
+    double v;
+} tv;
+
+static int by_t(const void *a, const void *b) {
+    const tv *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int energy_at(const tv *s, size_t n, uint64_t t, double *out) {
+    if (!n || t < s[0].t || t > s[n - 1].t) return 0;
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (s[mid].t <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    if (lo + 1 >= n || s[lo].t == t) *out = s[lo].v;
+    else *out = s[lo].v + (double)(t - s[lo].t) / (double)(s[lo + 1].t - s[lo].t) * (s[lo + 1].v - s[lo].v);
+    return 1;
+}
+
+/* Energy per measured step of each GPU the report gives the rank (its nvml section). */
+static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *p,
+                        const cJSON *r, const tp_step *st, size_t nm) {
+    const tp_process *src = p;
+    if (!has_gpu_counters(p)) {
+        src = NULL;
+        for (size_t i = 0; i < run->nprocs && !src; i++)
+            if (run->procs[i].role == TP_ROLE_SAMPLER && !strcmp(run->procs[i].hdr.host, p->hdr.host))
+                src = &run->procs[i];
+        if (!src) return;
+    }
+    const cJSON *g;
+    cJSON_ArrayForEach(g, obj(obj(r, "nvml"), "gpus")) {
+        char cname[48];
+        snprintf(cname, sizeof cname, "gpu%.0f.energy_j", num(g, "index"));
+        tv *s = NULL;
+        size_t n = 0, cap = 0;
+        for (size_t ti = 0; ti < src->nthreads; ti++)
+            for (size_t k = 0; k < src->threads[ti].ncounters; k++) {
+                const tp_counter *c = &src->threads[ti].counters[k];
+                if (strcmp(c->name, cname)) continue;
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 256;
+                    tv *ns = realloc(s, cap * sizeof *ns);
+                    if (!ns) { free(s); t->oom = 1; return; }
+                    s = ns;
+                }
+                s[n++] = (tv){c->ts, c->value};
+            }
+        qsort(s, n, sizeof *s, by_t);
+        double *e = malloc((nm ? nm : 1) * sizeof *e);
+        size_t ne = 0;
+        for (size_t i = 0; e && i < nm; i++) {
+            double a, b;
+            if (energy_at(s, n, st[i].start, &a) && energy_at(s, n, st[i].end, &b)) e[ne++] = b - a;
+        }
+        if (ne) {
+            char key[96];
+            snprintf(key, sizeof key, "rank %.0f GPU %.0f", num(r, "rank"), num(g, "index"));
+            push(t, side, SEC_ENERGY, key, e, ne);
+        }
+        free(e);
+        free(s);
+    }
+}
+
+/* Kernel name (interned: pointer identity) -> kernel class and index in the kernel key set. */
+typedef struct kslot {
+    const char *name;
+    int cls, key;
+} kslot;
+
+static const char *const classes[] = {"communication", "attention", "gemm", "elementwise/norm", "other"};
+#define NCLS 5
+
+static int class_index(const char *c) {
+    for (int i = 0; i < NCLS; i++)
+        if (!strcmp(classes[i], c)) return i;
+    return NCLS - 1;
+}
+
+static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process *p,
+                         const cJSON *r, const tp_report_opts *o, const keyset *kern,
+                         const keyset *comm) {
+    tp_steps s;
+    if (tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) { t->oom = 1; return; }
+    size_t nm = s.nsteps - s.nwarmup;
+    const tp_step *st = s.steps + s.nwarmup;
+    char key[192];
+    int rank = (int)num(r, "rank");
+    double *v = NULL, *kv = NULL, *cv = NULL;
+    kslot *slots = NULL;
+    tp_comm_time *ct = NULL;
+    if (!nm) goto out;
+    v = malloc(nm * sizeof *v);
+    if (!v) goto oom;
+    for (size_t i = 0; i < nm; i++) v[i] = (double)(st[i].end - st[i].start) / 1e6;
+    snprintf(key, sizeof key, "rank %d", rank);
+    push(t, side, SEC_STEP, key, v, nm);
+    push(t, side, SEC_STEP, "all ranks", v, nm);
+
+    /* kernels: per class and per listed kernel, ms per step */
+    size_t nk = 0;
+    for (size_t i = 0; i < p->ngpu; i++) nk += p->gpu[i].type == TPROF_REC_GPU_KERNEL;
+    if (nk) {
+        size_t nkey = kern->n, nslot = 1024;
+        kv = calloc((NCLS + nkey) * nm, sizeof *kv);
+        slots = calloc(nslot, sizeof *slots);
+        size_t used = 0;
+        if (!kv || !slots) goto oom;
+        for (size_t i = 0; i < p->ngpu; i++) {
+            const tp_gpu_op *g = &p->gpu[i];
+            if (g->type != TPROF_REC_GPU_KERNEL) continue;
+            size_t si = step_of(st, nm, g->start);
+            if (si == SIZE_MAX) continue;
+            size_t h = ((uintptr_t)g->name >> 3) * 0x9E3779B97F4A7C15ull >> 20 & (nslot - 1);
+            while (slots[h].name && slots[h].name != g->name) h = (h + 1) & (nslot - 1);
+            if (!slots[h].name) {
+                if (2 * (used + 1) > nslot) { /* grow: rehash */
+                    size_t n2 = nslot * 2;
+                    kslot *ns = calloc(n2, sizeof *ns);
+                    if (!ns) goto oom;
+                    for (size_t j = 0; j < nslot; j++) {
+                        if (!slots[j].name) continue;
+                        size_t h2 = ((uintptr_t)slots[j].name >> 3) * 0x9E3779B97F4A7C15ull >> 20 & (n2 - 1);
+                        while (ns[h2].name) h2 = (h2 + 1) & (n2 - 1);
+                        ns[h2] = slots[j];
+                    }
+                    free(slots);
+                    slots = ns;
+                    nslot = n2;
+                    h = ((uintptr_t)g->name >> 3) * 0x9E3779B97F4A7C15ull >> 20 & (nslot - 1);
+                    while (slots[h].name) h = (h + 1) & (nslot - 1);
+                }
+                slots[h] = (kslot){g->name, class_index(tp_kernel_class_name(g->cls)), ks_find(kern, g->name)};
+                used++;
+            }
+            double d = (double)(g->end > g->start ? g->end - g->start : 0) / 1e6;
+            kv[(size_t)slots[h].cls * nm + si] += d;
+            if (slots[h].key >= 0) kv[(NCLS + (size_t)slots[h].key) * nm + si] += d;
+        }
+        for (int c = 0; c < NCLS; c++) push(t, side, SEC_CLASS, classes[c], kv + (size_t)c * nm, nm);
+        for (size_t k = 0; k < nkey; k++) push(t, side, SEC_KERNEL, kern->k[k], kv + (NCLS + k) * nm, nm);
+    }
+
+    /* communication: per op and communicator size, ms per step of the ops issued in it */
+    if (p->ncomm && comm->n) {
+        ct = malloc(p->ncomm * sizeof *ct);
+        cv = calloc(comm->n * nm, sizeof *cv);
+        if (!ct || !cv) goto oom;
+        tp_comm_resolve(p, ct);
+        double *cnt = calloc(comm->n, sizeof *cnt), *byt = calloc(comm->n, sizeof *byt);
+        if (!cnt || !byt) { free(cnt); free(byt); goto oom; }
+        for (size_t i = 0; i < p->ncomm; i++) {
+            const tp_comm_op *c = &p->comm[i];
+            size_t si = step_of(st, nm, c->start);
+            if (si == SIZE_MAX) continue;
+            comm_key(key, sizeof key, c->name, (double)c->nranks);
+            int k = ks_find(comm, key);
+            if (k < 0) continue;
+            cv[(size_t)k * nm + si] += (double)(ct[i].end > ct[i].start ? ct[i].end - ct[i].start : 0) / 1e6;
+            cnt[k] += 1;
+            byt[k] += (double)c->bytes;
+        }
+        for (size_t k = 0; k < comm->n; k++) {
+            metric *m = mt_get(t, SEC_COMM, comm->k[k]);
+            if (!m) break;
+            ms_push(t, &m->s[side], cv + k * nm, nm);
+            m->s[side].count += cnt[k];
+            m->s[side].bytes += byt[k];
+        }
+        free(cnt);
+        free(byt);
+    }
+    rank_energy(t, side, run, p, r, st, nm);
+    goto out;
+oom:
+    t->oom = 1;
+out:
+    free(v);
+    free(kv);
+    free(slots);
+    free(ct);
+    free(cv);
+    tp_steps_free(&s);
+}
+
+/* A rank known only from its report: the report's means. */
+static void rank_json(mtab *t, int side, const cJSON *r) {
+    char key[192];
+    const cJSON *s = obj(r, "steps");
+    if (has_num(s, "mean_ms")) {
+        snprintf(key, sizeof key, "rank %.0f", num(r, "rank"));
+        metric *m = mt_get(t, SEC_STEP, key);
+        if (m) {
+            m->s[side].p50 = num(s, "p50_ms");
+            m->s[side].p90 = num(s, "p90_ms");
+        }
+        push_json(t, side, SEC_STEP, key, num(s, "mean_ms"));
+        push_json(t, side, SEC_STEP, "all ranks", num(s, "mean_ms"));
+    }
+    const cJSON *g = obj(r, "gpu"), *d, *c;
+    double cls[NCLS] = {0};
+    int any = 0;
+    cJSON_ArrayForEach(d, obj(g, "devices")) {
+        any = 1;
+        cJSON_ArrayForEach(c, obj(d, "kernel_ms_by_class"))
+            if (cJSON_IsNumber(c)) cls[class_index(c->string)] += c->valuedouble;
+    }
+    for (int i = 0; any && i < NCLS; i++) push_json(t, side, SEC_CLASS, classes[i], cls[i]);
+    cJSON_ArrayForEach(d, obj(g, "top_kernels")) push_json(t, side, SEC_KERNEL, str(d, "name"), num(d, "total_ms"));
+    cJSON_ArrayForEach(c, obj(obj(r, "communication"), "communicators")) {
+        const cJSON *op;
+        cJSON_ArrayForEach(op, obj(c, "ops")) {
+            if (!has_num(op, "count_per_step") || num(op, "count") <= 0) continue;
+            comm_key(key, sizeof key, str(op, "op"), num(c, "size"));
+            push_json(t, side, SEC_COMM, key, num(op, "time_ms") * num(op, "count_per_step") / num(op, "count"));
+        }
+    }
+    cJSON_ArrayForEach(d, obj(obj(r, "nvml"), "gpus")) {
+        if (!has_num(d, "energy_per_step_j")) continue;
+        snprintf(key, sizeof key, "rank %.0f GPU %.0f", num(r, "rank"), num(d, "index"));
+        push_json(t, side, SEC_ENERGY, key, num(d, "energy_per_step_j"));
+    }
+}
+
+/* ------------------------------------------------------------------ statistics */
+
+typedef struct stat {
+    int present;   /* the run has this figure at all */
+    int samples;   /* from per-step values (noise known) */
+    double mean, sd, se;
+    size_t n;
+} stat;
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static stat stat_of(mside *s) {
+    stat r = {0};
+    if (s->n) {
+        double sum = 0;
+        for (size_t i = 0; i < s->n; i++) sum += s->v[i];
+        r.mean = sum / (double)s->n;
+        double ss = 0;
+        for (size_t i = 0; i < s->n; i++) ss += (s->v[i] - r.mean) * (s->v[i] - r.mean);
+        r.sd = s->n > 1 ? sqrt(ss / (double)(s->n - 1)) : 0;
+        r.se = r.sd / sqrt((double)s->n);
+        r.n = s->n;
+        r.present = 1;
+        r.samples = s->n > 1;
+    } else if (s->json_n) {
+        r.mean = s->json_sum / s->json_n;
+        r.n = (size_t)s->json_n;
+        r.present = 1;
+    }
+    return r;
+}
+
+static double pctl(mside *s, double p) {
+    if (!s->n) return s->p50 || s->p90 ? (p < 0.7 ? s->p50 : s->p90) : NAN;
+    qsort(s->v, s->n, sizeof *s->v, cmp_d);
+    size_t k = (size_t)ceil(p * (double)s->n);
+    if (k < 1) k = 1;
+    if (k > s->n) k = s->n;
+    return s->v[k - 1];
+}
+
+static void add_num(cJSON *o, const char *k, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
+}
+
+static int by_key(const void *a, const void *b) {
+    const metric *x = a, *y = b;
+    if (x->sec != y->sec) return x->sec - y->sec;
+    /* "all ranks" first, then rank order, numerically */
+    int xa = !strcmp(x->key, "all ranks"), ya = !strcmp(y->key, "all ranks");
+    if (xa != ya) return ya - xa;
+    return strverscmp(x->key, y->key);
+}
+
+cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff_opts *o) {
+    tp_diff_opts def;
+    if (!o) {
+        tp_diff_opts_init(&def);
+        o = &def;
+    }
+    const tp_diff_side *side[2] = {a, b};
+    keyset kern = {0}, comm = {0};
+    for (int i = 0; i < 2; i++) collect_keys(side[i]->rep, &kern, &comm, o->top_n);
+    mtab t = {0};
+    for (int i = 0; i < 2; i++) {
+        tp_report_opts ro;
+        const tp_report_opts *op = side[i]->o;
+        if (!op) {
+            tp_report_opts_init(&ro);
+            op = &ro;
+        }
+        const cJSON *r;
+        cJSON_ArrayForEach(r, obj(side[i]->rep, "ranks")) {
+            const tp_process *p = side[i]->run ? find_rank_process(side[i]->run, r) : NULL;
+            if (p && num(obj(r, "steps"), "measured") > 0)
+                rank_samples(&t, i, side[i]->run, p, r, op, &kern, &comm);
+            else
+                rank_json(&t, i, r);
+        }
+    }
+    /* the baseline's step time, for the relative floor of figures present in one run only */
+    double base_step = 0;
+    for (size_t i = 0; i < t.n; i++)
+        if (t.m[i].sec == SEC_STEP && !strcmp(t.m[i].key, "all ranks")) base_step = stat_of(&t.m[i].s[0]).mean;
+    if (t.n > 1) qsort(t.m, t.n, sizeof *t.m, by_key);
+
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "schema", "trainprof.diff");
+    cJSON_AddNumberToObject(d, "schema_version", TP_DIFF_SCHEMA_VERSION);
+    cJSON_AddStringToObject(d, "trainprof_version", tprof_version());
+    for (int i = 0; i < 2; i++) {
+        cJSON *s = cJSON_AddObjectToObject(d, i ? "b" : "a");
+        cJSON_AddStringToObject(s, "label", side[i]->label ? side[i]->label : "");
+        cJSON_AddStringToObject(s, "dir", str(obj(side[i]->rep, "run"), "dir"));
+        cJSON_AddNumberToObject(s, "ranks", cJSON_GetArraySize(obj(side[i]->rep, "ranks")));
+        cJSON_AddBoolToObject(s, "per_step_values", side[i]->run != NULL);
+    }
+    cJSON *rule = cJSON_AddObjectToObject(d, "rule");
+    cJSON_AddNumberToObject(rule, "noise_k", o->noise_k);
+    cJSON_AddNumberToObject(rule, "min_rel", o->min_rel);
+    cJSON_AddNumberToObject(rule, "unknown_rel", o->unknown_rel);
+    cJSON_AddStringToObject(rule, "text",
+                            "significant when |delta| > noise_k x sqrt(sdA^2/nA + sdB^2/nB) over "
+                            "the per-step values (ranks pooled) and |delta| > min_rel x A; "
+                            "without per-step values, |delta| > unknown_rel x A");
+    cJSON *secs = cJSON_AddObjectToObject(d, "sections");
+    cJSON *sig = cJSON_AddArrayToObject(d, "significant");
+    for (int sec = 0; sec < SEC_N; sec++) cJSON_AddArrayToObject(secs, sec_name[sec]);
+    for (size_t i = 0; i < t.n; i++) {
+        metric *m = &t.m[i];
+        stat sa = stat_of(&m->s[0]), sb = stat_of(&m->s[1]);
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddItemToArray(cJSON_GetObjectItem(secs, sec_name[m->sec]), row);
+        cJSON_AddStringToObject(row, "key", m->key);
+        cJSON_AddStringToObject(row, "unit", sec_unit[m->sec]);
+        int significant = 0;
+        double delta = NAN, noise = NAN;
+        if (sa.present) add_num(row, "a", sa.mean);
+        if (sb.present) add_num(row, "b", sb.mean);
+        if (m->sec == SEC_STEP) {
+            add_num(row, "a_p50", pctl(&m->s[0], 0.5));
+            add_num(row, "a_p90", pctl(&m->s[0], 0.9));
+            add_num(row, "b_p50", pctl(&m->s[1], 0.5));
+            add_num(row, "b_p90", pctl(&m->s[1], 0.9));
+        }
+        if (m->sec == SEC_COMM) {
+            for (int k = 0; k < 2; k++)
+                if (m->s[k].n) {
+                    add_num(row, k ? "b_count_per_step" : "a_count_per_step", m->s[k].count / (double)m->s[k].n);
+                    add_num(row, k ? "b_bytes_per_step" : "a_bytes_per_step", m->s[k].bytes / (double)m->s[k].n);
+                }
+        }
+        cJSON_AddNumberToObject(row, "a_n", (double)sa.n);
+        cJSON_AddNumberToObject(row, "b_n", (double)sb.n);
+        if (sa.present && sb.present) {
+            delta = sb.mean - sa.mean;
+            cJSON_AddNumberToObject(row, "delta", delta);
+            if (sa.mean != 0) cJSON_AddNumberToObject(row, "delta_rel", delta / sa.mean);
+            if (sa.samples && sb.samples) {
+                noise = sqrt(sa.se * sa.se + sb.se * sb.se);
+                cJSON_AddNumberToObject(row, "noise", noise);
+                significant = fabs(delta) > o->noise_k * noise && fabs(delta) > o->min_rel * fabs(sa.mean);
+            } else {
+                cJSON_AddBoolToObject(row, "noise_unknown", 1);
+                significant = fabs(delta) > o->unknown_rel * fabs(sa.mean);
+            }
+            /* a figure that was (almost) zero: judge against the step time instead */
+            if (significant && fabs(sa.mean) < o->min_rel * base_step && fabs(sb.mean) < o->min_rel * base_step)
+                significant = 0;
+        } else {
+            const stat *only = sa.present ? &sa : &sb;
+            cJSON_AddStringToObject(row, "only_in", sa.present ? "a" : "b");
+            /* present in one run only: a communication op or kernel that appeared or vanished
+             * matters when it takes more than min_rel of the step */
+            significant = m->sec != SEC_STEP && m->sec != SEC_ENERGY &&
+                          only->mean > o->min_rel * base_step && base_step > 0;
+        }
+        cJSON_AddBoolToObject(row, "significant", significant);
+        if (significant) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "section", sec_name[m->sec]);
+            cJSON_AddStringToObject(e, "key", m->key);
+            char msg[512];
+            if (sa.present && sb.present)
+                snprintf(msg, sizeof msg, "%s %s: %.4g -> %.4g %s (%+.1f %%%s)",
+                         m->sec == SEC_STEP ? "step time" : m->sec == SEC_CLASS ? "kernel class"
+                         : m->sec == SEC_KERNEL ? "kernel" : m->sec == SEC_COMM ? "communication" : "energy",
+                         m->key, sa.mean, sb.mean, m->sec == SEC_STEP ? "ms" : m->sec == SEC_ENERGY ? "J per step" : "ms per step",
+                         sa.mean != 0 ? 100 * delta / sa.mean : INFINITY,
+                         isfinite(noise) ? "" : ", noise unknown");
+            else
+                snprintf(msg, sizeof msg, "%s %s: only in %s (%.4g ms per step)",
+                         m->sec == SEC_KERNEL ? "kernel" : m->sec == SEC_COMM ? "communication" : "kernel class",
+                         m->key, sa.present ? "A" : "B", sa.present ? sa.mean : sb.mean);
+            cJSON_AddStringToObject(e, "message", msg);
+            cJSON_AddItemToArray(sig, e);
+        }
+    }
+    if (t.oom) cJSON_AddStringToObject(d, "error", "out of memory: the comparison is partial");
+    for (size_t i = 0; i < t.n; i++) {
+        free(t.m[i].key);
+        free(t.m[i].s[0].v);
+        free(t.m[i].s[1].v);
+    }
+    free(t.m);
+    ks_free(&kern);
+    ks_free(&comm);
+    return d;
+}
+
+/* ------------------------------------------------------------------ text */
+
+static void put_num(FILE *f, const cJSON *o, const char *k, int w) {
+    if (has_num(o, k)) fprintf(f, " %*.*f", w, fabs(num(o, k)) >= 100 ? 1 : 3, num(o, k));
+    else fprintf(f, " %*s", w, "-");
+}
+
+int tp_diff_write_text(const cJSON *d, FILE *f) {
+    const cJSON *a = obj(d, "a"), *b = obj(d, "b"), *rule = obj(d, "rule");
+    fprintf(f, "trainprof diff\n  A: %s\n  B: %s\n", str(a, "label"), str(b, "label"));
+    fprintf(f, "rule: a change is significant when |B - A| > %.0f x noise and > %.0f %% of A, noise "
+               "being the standard error of the difference of the per-step means (ranks pooled); "
+               "without per-step values (report.json only) when it is > %.0f %% of A\n",
+            num(rule, "noise_k"), 100 * num(rule, "min_rel"), 100 * num(rule, "unknown_rel"));
+    for (int sec = 0; sec < SEC_N; sec++) {
+        const cJSON *rows = obj(obj(d, "sections"), sec_name[sec]), *r;
+        if (!cJSON_GetArraySize(rows)) continue;
+        fprintf(f, "\n%s\n  %-44s %10s %10s %10s %8s %9s\n", sec_title[sec], "", "A", "B",
+                "B - A", "change", "noise");
+        cJSON_ArrayForEach(r, rows) {
+            const char *k = str(r, "key");
+            size_t kl = strlen(k);
+            fprintf(f, "  %-44.*s", 44, k);
+            if (kl > 44) fputs("…", f);
+            put_num(f, r, "a", 10);
+            put_num(f, r, "b", 10);
+            if (has_num(r, "delta")) fprintf(f, " %+10.3f", num(r, "delta"));
+            else fprintf(f, " %10s", "-");
+            if (has_num(r, "delta_rel")) fprintf(f, " %+7.1f%%", 100 * num(r, "delta_rel"));
+            else fprintf(f, " %8s", "-");
+            if (has_num(r, "noise")) fprintf(f, " %9.3f", num(r, "noise"));
+            else fprintf(f, " %9s", "?");
+            if (obj(r, "only_in")) fprintf(f, "  only in %s", !strcmp(str(r, "only_in"), "a") ? "A" : "B");
+            if (cJSON_IsTrue(obj(r, "significant"))) fputs("  << changed", f);
+            fputc('\n', f);
+            if (sec == SEC_STEP && has_num(r, "a_p50"))
+                fprintf(f, "    p50 %.3f -> %.3f ms, p90 %.3f -> %.3f ms\n", num(r, "a_p50"),
+                        num(r, "b_p50"), num(r, "a_p90"), num(r, "b_p90"));
+        }
+    }
+    const cJSON *sig = obj(d, "significant"), *e;
+    if (!cJSON_GetArraySize(sig)) {
+        fputs("\nno change beyond noise\n", f);
+    } else {
+        fputs("\nchanged beyond noise:\n", f);
+        cJSON_ArrayForEach(e, sig) fprintf(f, "  %s\n", str(e, "message"));
+    }
+    if (obj(d, "error")) fprintf(f, "warning: %s\n", str(d, "error"));
+    fflush(f);
+    return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
+}

@@ -1,0 +1,50 @@
+/*
+ * mfu.h — throughput, model FLOPs and MFU (mfu.c).
+ *
+ * Model FLOPs per step come from the caller (--flops-per-step, or metadata flops_per_step) or
+ * from a transformer description with the formula Megatron-LM uses
+ * (num_floating_point_operations in megatron/training/training.py; summarised in the shared
+ * reference/megatron.md §5): forward plus backward (factor 3), FMA = 2 FLOPs, activation
+ * recomputation not counted, core attention halved by the causal mask.
+ * MFU = achieved model TFLOP/s per GPU / the GPU's dense peak for the dtype (table in mfu.c).
+ */
+#ifndef TPROF_MFU_H
+#define TPROF_MFU_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "analysis/model.h"
+
+typedef struct tp_model_desc {
+    double layers, hidden, ffn, heads, groups, vocab, seq, experts, topk, moe_ffn, kv_channels;
+    int gated;
+    char dtype[8]; /* "" = not given */
+} tp_model_desc;
+
+/* Parses "layers=12,hidden=768,heads=12,seq=1024,vocab=50257[,ffn=,groups=,experts=,topk=,
+ * moe_ffn=,kv_channels=,gated=0|1,dtype=bf16|fp16|fp8|tf32|fp32]". Needs layers, hidden,
+ * heads, seq and vocab; defaults: groups = heads, kv_channels = hidden/heads, ffn = 4·hidden
+ * (gated: Megatron's int(8·hidden/3 / 64)·64), moe_ffn = ffn, topk = 1. Returns 0, or -1
+ * with a reason in err. */
+int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen);
+
+/* Megatron-LM's model FLOPs for `tokens` tokens in sequences of m->seq (BSHD: S2 = tokens·seq). */
+double tp_model_flops(const tp_model_desc *m, double tokens);
+
+/* Dense peak TFLOP/s of a GPU (NVML name, matched by substring) for a dtype; 0 when unknown.
+ * *entry receives the table's name for the match and *source its reference. */
+double tp_peak_tflops(const char *gpu_name, const char *dtype, const char **entry,
+                      const char **source);
+
+/* Adds "throughput" to the report from the ranks' step times: samples/s, tokens/s, model
+ * FLOPs per step per rank, TFLOP/s per GPU and MFU, as far as the inputs allow. Per-step
+ * inputs are per rank (a rank's share of the global batch: the global batch / the world
+ * size); given values (> 0, or a non-NULL model) win over the rank files' metadata
+ * (tokens_per_step, samples_per_step, flops_per_step, model, dtype). dtype NULL: bf16. */
+void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks,
+                           double tokens_per_step, double samples_per_step,
+                           double flops_per_step, const char *model, const char *dtype);
+
+#endif

@@ -1,0 +1,627 @@
+/*
+ * test_diagnose.c — issue 7 part 1 on synthetic runs with known answers: the step breakdown
+ * (GPU and CPU), clock alignment across hosts, Megatron-LM's FLOPs formula and the peak
+ * table, throughput and MFU, stragglers, and every diagnosis rule once where it must fire and
+ * once where it must stay silent.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/mfu.h"
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "capture/nvml_abi.h"
+#include "format/format.h"
+#include "synth.h"
+#include "trainprof.h"
+
+static const uint64_t T0 = 1000000000ull, MS = 1000000ull, US = 1000ull;
+static const uint64_t RT0 = 1700000000000000000ull;
+static const uint64_t HASH = 0xabcdef0123456789ull;
+
+#define NEAR(a, b, eps) assert_true(fabs((double)(a) - (double)(b)) < (eps))
+
+/* ------------------------------------------------------------------ a synthetic job */
+
+typedef struct scen {
+    int nranks, hosts;           /* ranks split over hosts in order (hosts 1 or 2) */
+    int steps;                   /* including one warm-up */
+    uint64_t step;               /* step length */
+    double end_frac;             /* GPU work ends at this fraction of the step (0.9) */
+    uint64_t data;               /* data range at step start, GPU idle under it */
+    int data_over_busy;          /* the data range lies over busy GPU time instead */
+    int sync;                    /* a blocking sync call covers the idle tail */
+    int short_kernels;           /* compute as 10 us kernels with 10 us gaps */
+    int lag_rank;                /* this rank reaches the collective later by lag (-1: none) */
+    uint64_t lag;
+    int64_t clock_err;           /* host 1's start pair claims a realtime off by this */
+    double mem_share;            /* NVML memory used / total */
+    int throttle, power_at_limit;
+    const char *meta_model, *meta_tokens;
+} scen;
+
+static scen base(void) {
+    scen s;
+    memset(&s, 0, sizeof s);
+    s.nranks = 2;
+    s.hosts = 1;
+    s.steps = 6;
+    s.step = 10 * MS;
+    s.end_frac = 0.9;
+    s.lag_rank = -1;
+    s.mem_share = 0.5;
+    return s;
+}
+
+static void api(synth_file *f, uint64_t s, uint64_t e, const char *name) {
+    tprof_pl_gpu pl = {e, 0, 0, 0, 0, 0, 0, 0};
+    size_t n = strlen(name) + 1;
+    synth_raw(f, 1, TPROF_REC_GPU_API, TPROF_INLINE_NAME, s, &pl, sizeof pl, name, n);
+}
+
+static void write_rank(const char *dir, const scen *sc, int r) {
+    int host = sc->hosts > 1 && r >= sc->nranks / 2;
+    char hn[16];
+    snprintf(hn, sizeof hn, "node%d", host);
+    /* true time u (ns since the job's start) is monotonic base + u on each host; host 1's
+     * start pair is off by clock_err */
+    uint64_t mono0 = host ? 7 * T0 : T0;
+    synth_file *f = synth_open(dir, hn, 100 + r, RT0 + (uint64_t)(host ? sc->clock_err : 0), mono0);
+    assert_non_null(f);
+    synth_rank(f, r, sc->nranks);
+    synth_meta(f, "gpu.0.name", "NVIDIA H100 80GB HBM3");
+    synth_meta(f, "gpu.0.memory_total_bytes", "85899345920");
+    if (sc->meta_model) synth_meta(f, "model", sc->meta_model);
+    if (sc->meta_tokens) synth_meta(f, "tokens_per_step", sc->meta_tokens);
+    synth_thread(f, 1, 100 + r);
+    uint32_t corr = 1;
+    uint64_t step = sc->step;
+    for (int i = 0; i < sc->steps; i++) {
+        uint64_t t = mono0 + MS + (uint64_t)i * step;
+        uint64_t lag = r == sc->lag_rank ? sc->lag : 0;
+        uint64_t end = t + (uint64_t)(sc->end_frac * (double)step);
+        uint64_t comp_end = end - step / 20 + lag; /* compute ends 5 % before the work */
+        uint64_t comm_start = end - (uint64_t)(0.4 * (double)step) + lag;
+        synth_step_begin(f, 1, t, (uint64_t)i);
+        uint64_t c0 = t + (sc->data_over_busy ? 0 : sc->data);
+        if (sc->data) {
+            uint64_t d0 = sc->data_over_busy ? t + 2 * MS : t;
+            synth_push(f, 1, d0, "data", 0, 0);
+            synth_pop(f, 1, d0 + sc->data, 0);
+        }
+        if (sc->short_kernels) {
+            for (uint64_t k = c0; k + 10 * US <= comp_end; k += 20 * US)
+                synth_kernel(f, 1, k, k + 10 * US, 0, 7, corr++, "elementwise_kernel");
+        } else {
+            synth_kernel(f, 1, c0, comp_end, 0, 7, corr++, "sm90_xmma_gemm_bf16");
+        }
+        /* the collective: GPU interval and the NCCL kernel on its own stream; every rank's
+         * ends at `end` (true time), the late rank's starts later */
+        synth_kernel(f, 1, comm_start, end, 0, 9, corr++,
+                     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
+        tprof_pl_comm c;
+        memset(&c, 0, sizeof c);
+        c.op = TPROF_COMM_ALLREDUCE;
+        c.comm_hash = HASH;
+        c.nranks = (uint32_t)sc->nranks;
+        c.rank = (uint32_t)r;
+        c.bytes = 1 << 20;
+        c.count = c.bytes / 4;
+        c.seq = (uint32_t)i;
+        c.end_ns = comm_start - 50 * US;
+        c.peer = TPROF_COMM_NO_PEER;
+        c.source = TPROF_COMM_SRC_NCCL;
+        c.flags = TPROF_COMM_F_GPU_TIME;
+        c.gpu_start_ns = comm_start;
+        c.gpu_end_ns = end;
+        synth_comm(f, 1, comm_start - 60 * US, &c, NULL);
+        if (sc->sync) api(f, end - 10 * US, t + step - 5 * US, "cudaStreamSynchronize");
+        /* NVML gauges, two samples per step */
+        for (int h = 0; h < 2; h++) {
+            uint64_t ts = t + (uint64_t)h * step / 2 + step / 4;
+            int thr = sc->throttle && h == 1;
+            synth_counter(f, 1, ts, "gpu0.sm_clock_mhz", thr ? 1400 : 1980);
+            synth_counter(f, 1, ts, "gpu0.clock_event_reasons",
+                          thr ? (double)NVML_CLOCKS_EVENT_SW_THERMAL_SLOWDOWN : 0);
+            synth_counter(f, 1, ts, "gpu0.power_w", sc->power_at_limit ? 699 : 400);
+            synth_counter(f, 1, ts, "gpu0.power_limit_w", 700);
+            synth_counter(f, 1, ts, "gpu0.temp_c", 50);
+            synth_counter(f, 1, ts, "gpu0.mem_used_bytes", sc->mem_share * 85899345920.0);
+        }
+        synth_step_end(f, 1, t + step, (uint64_t)i);
+    }
+    synth_end_of_file(f, mono0 + MS + (uint64_t)sc->steps * step + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static cJSON *run_scen(const scen *sc, const char *tag, tp_report_opts *o) {
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, tag), 0);
+    for (int r = 0; r < sc->nranks; r++) write_rank(dir, sc, r);
+    tp_run run;
+    char err[256] = "";
+    int rc = tp_run_load(dir, &run, err, sizeof err);
+    if (rc) fprintf(stderr, "load: %s\n", err);
+    assert_int_equal(rc, 0);
+    tp_report_opts def;
+    if (!o) {
+        tp_report_opts_init(&def);
+        o = &def;
+    }
+    cJSON *rep = tp_report_build(&run, o);
+    assert_non_null(rep);
+    /* the text rendering runs over every new section */
+    FILE *null = fopen("/dev/null", "w");
+    assert_non_null(null);
+    assert_int_equal(tp_report_write_text(rep, null, 1), 0);
+    fclose(null);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    return rep;
+}
+
+static const cJSON *J(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static double N(const cJSON *o, const char *k) {
+    const cJSON *v = J(o, k);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static const cJSON *finding(const cJSON *rep, const char *id) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, J(rep, "findings")) if (!strcmp(J(f, "id")->valuestring, id)) return f;
+    return NULL;
+}
+
+static int count_findings(const cJSON *rep) { return cJSON_GetArraySize(J(rep, "findings")); }
+
+static const cJSON *rank(const cJSON *rep, int r) { return cJSON_GetArrayItem(J(rep, "ranks"), r); }
+
+/* ------------------------------------------------------------------ breakdown */
+
+static void breakdown_gpu_exact(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.data = 1 * MS;
+    cJSON *rep = run_scen(&sc, "bd-gpu", NULL);
+    const cJSON *b = J(rank(rep, 0), "breakdown");
+    assert_string_equal(J(b, "basis")->valuestring, "gpu");
+    assert_string_equal(J(b, "per")->valuestring, "step");
+    assert_int_equal((int)N(b, "windows"), 5);
+    const cJSON *ms = J(b, "ms");
+    /* step 10: data idle [0,1), compute [1,8.5), comm [5,9) => exposed [8.5,9), idle [9,10) */
+    NEAR(N(J(ms, "step"), "mean"), 10, 1e-9);
+    NEAR(N(J(ms, "compute"), "mean"), 7.5, 1e-9);
+    NEAR(N(J(ms, "exposed_comm"), "p50"), 0.5, 1e-9);
+    NEAR(N(J(ms, "overlapped_comm"), "p90"), 3.5, 1e-9);
+    NEAR(N(J(ms, "memcpy_memset"), "max"), 0, 1e-9);
+    NEAR(N(J(ms, "idle_data"), "mean"), 1, 1e-9);
+    NEAR(N(J(ms, "idle_other"), "mean"), 1, 1e-9);
+    NEAR(N(J(ms, "idle_host_sync"), "mean"), 0, 1e-9);
+    NEAR(N(J(ms, "start_idle_data"), "min"), 1, 1e-9);
+    NEAR(N(J(b, "share"), "busy"), 0.8, 1e-9);
+    /* warm-up apart */
+    assert_int_equal(cJSON_GetArraySize(J(b, "warmup")), 1);
+    NEAR(N(cJSON_GetArrayItem(J(b, "warmup"), 0), "compute_ms"), 7.5, 1e-9);
+    /* the same exposed time as the communication section */
+    NEAR(N(J(J(J(rank(rep, 0), "communication"), "exposure"), "exposed_ms"), "mean"), 0.5, 1e-9);
+    cJSON_Delete(rep);
+}
+
+static void breakdown_cpu(void **st) {
+    (void)st;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "bd-cpu"), 0);
+    synth_file *f = synth_open(dir, "node0", 42, RT0, T0);
+    synth_rank(f, 0, 1);
+    for (int i = 0; i < 4; i++) {
+        uint64_t t = T0 + (uint64_t)i * 10 * MS;
+        synth_push(f, 1, t, "step", 0, 0);
+        synth_push(f, 1, t, "forward", 0, 0);
+        synth_pop(f, 1, t + 3 * MS, 0);
+        synth_push(f, 1, t + 3 * MS, "backward", 0, 0);
+        synth_push(f, 1, t + 4 * MS, "inner", 0, 0); /* not top level */
+        synth_pop(f, 1, t + 5 * MS, 0);
+        synth_pop(f, 1, t + 8 * MS, 0);
+        synth_pop(f, 1, t + 10 * MS, 0);
+    }
+    synth_end_of_file(f, T0 + 50 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    cJSON *rep = tp_report_build(&run, NULL);
+    const cJSON *b = J(rank(rep, 0), "breakdown");
+    assert_string_equal(J(b, "basis")->valuestring, "cpu");
+    const cJSON *rows = J(b, "ranges");
+    assert_int_equal(cJSON_GetArraySize(rows), 2);
+    assert_string_equal(J(cJSON_GetArrayItem(rows, 0), "name")->valuestring, "backward");
+    NEAR(N(cJSON_GetArrayItem(rows, 0), "share"), 0.5, 1e-9);
+    NEAR(N(J(cJSON_GetArrayItem(rows, 1), "ms"), "mean"), 3, 1e-9);
+    NEAR(N(J(J(b, "ms"), "untracked"), "mean"), 2, 1e-9);
+    NEAR(N(J(b, "share"), "untracked"), 0.2, 1e-9);
+    assert_int_equal(cJSON_GetArraySize(J(b, "warmup")), 1);
+    FILE *null = fopen("/dev/null", "w");
+    assert_int_equal(tp_report_write_text(rep, null, 0), 0);
+    fclose(null);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ clocks */
+
+static void clocks_two_hosts(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.nranks = 4;
+    sc.hosts = 2;
+    sc.clock_err = 3 * (int64_t)MS + 1234; /* host 1's wall clock runs 3.001234 ms ahead */
+    cJSON *rep = run_scen(&sc, "clk2", NULL);
+    const cJSON *c = J(rep, "clocks");
+    assert_int_equal((int)N(c, "hosts"), 2);
+    assert_string_equal(J(c, "status")->valuestring, "aligned");
+    assert_int_equal((int)N(c, "collectives_matched"), 6);
+    const cJSON *h0 = cJSON_GetArrayItem(J(c, "per_host"), 0), *h1 = cJSON_GetArrayItem(J(c, "per_host"), 1);
+    assert_true(cJSON_IsTrue(J(h0, "reference")));
+    NEAR(N(h0, "offset_us"), 0, 1e-9);
+    NEAR(N(h1, "offset_us"), -3001.234, 1e-6);
+    NEAR(N(h1, "residual_max_us"), 0, 1e-9);
+    assert_int_equal((int)N(h1, "collectives_used"), 6);
+    /* aligned: nobody lags */
+    assert_null(finding(rep, "straggler"));
+    cJSON_Delete(rep);
+}
+
+static void clocks_one_host(void **st) {
+    (void)st;
+    scen sc = base();
+    cJSON *rep = run_scen(&sc, "clk1", NULL);
+    const cJSON *c = J(rep, "clocks");
+    assert_int_equal((int)N(c, "hosts"), 1);
+    assert_string_equal(J(c, "status")->valuestring, "single host");
+    assert_null(J(c, "per_host"));
+    cJSON_Delete(rep);
+}
+
+/* ------------------------------------------------------------------ FLOPs, peaks, MFU */
+
+static void megatron_flops(void **st) {
+    (void)st;
+    tp_model_desc m;
+    char err[128];
+    assert_int_equal(tp_model_parse("layers=12,hidden=768,heads=12,seq=1024,vocab=50257", &m, err,
+                                    sizeof err), 0);
+    double h = 768, L = 12, s = 1024, V = 50257;
+    /* plain GPT: 72 h^2 per token per layer + 6 s h core attention + 6 h V logits */
+    NEAR(tp_model_flops(&m, 1), L * (72 * h * h + 6 * s * h) + 6 * h * V, 1e-3);
+    NEAR(tp_model_flops(&m, 8192), 8192 * (L * (72 * h * h + 6 * s * h) + 6 * h * V), 1);
+    /* GQA, gated, explicit ffn: q = 4096, k = v = 1024 */
+    assert_int_equal(tp_model_parse("layers=2,hidden=4096,heads=32,groups=8,ffn=14336,gated=1,"
+                                    "seq=8192,vocab=128256",
+                                    &m, err, sizeof err), 0);
+    double H = 4096, q = 4096, kv = 1024;
+    double per_layer = 6 * (H * (q + 2 * kv) + q * H) + 6 * H * 14336 * 3;
+    NEAR(tp_model_flops(&m, 1), 2 * per_layer + 6 * H * 128256 + 2 * 6 * q * 8192, 1);
+    /* MoE: experts use moe_ffn x topk */
+    assert_int_equal(tp_model_parse("layers=1,hidden=1024,heads=16,seq=1,vocab=1,experts=8,"
+                                    "topk=2,moe_ffn=512",
+                                    &m, err, sizeof err), 0);
+    NEAR(tp_model_flops(&m, 1), 6 * (1024.0 * 3072 + 1024.0 * 1024) + 6 * 1024.0 * 512 * 2 * 2 +
+                                    6 * 1024.0 + 6 * 1024.0,
+         1e-6);
+    /* defaults and errors */
+    assert_int_equal(tp_model_parse("layers=1,hidden=768,heads=12,seq=8,vocab=8,gated=1", &m, err,
+                                    sizeof err), 0);
+    NEAR(m.ffn, 2048, 1e-9); /* int(8*768/3 / 64) * 64 */
+    assert_int_equal(tp_model_parse("layers=1,hidden=768", &m, err, sizeof err), -1);
+    assert_int_equal(tp_model_parse("layers=1,bogus=2", &m, err, sizeof err), -1);
+    assert_int_equal(tp_model_parse("layers=x", &m, err, sizeof err), -1);
+}
+
+static void peak_table(void **st) {
+    (void)st;
+    const char *e, *src;
+    NEAR(tp_peak_tflops("NVIDIA H100 80GB HBM3", "bf16", &e, &src), 989.5, 1e-9);
+    assert_non_null(src);
+    NEAR(tp_peak_tflops("NVIDIA H100 PCIe", "bf16", &e, &src), 756.5, 1e-9);
+    NEAR(tp_peak_tflops("NVIDIA H200", "fp8", &e, &src), 1979, 1e-9);
+    NEAR(tp_peak_tflops("NVIDIA H200 NVL", "bf16", &e, &src), 835.5, 1e-9);
+    NEAR(tp_peak_tflops("NVIDIA GH200 480GB", "bf16", &e, &src), 989.5, 1e-9);
+    NEAR(tp_peak_tflops("NVIDIA A100-SXM4-80GB", "tf32", &e, &src), 156, 1e-9);
+    NEAR(tp_peak_tflops("NVIDIA L40S", "bf16", &e, &src), 362.05, 1e-9);
+    NEAR(tp_peak_tflops("NVIDIA L4", "bf16", &e, &src), 121, 1e-9);
+    NEAR(tp_peak_tflops("NVIDIA A100-SXM4-80GB", "fp8", &e, &src), 0, 1e-9); /* none */
+    assert_string_equal(e, "A100");
+    NEAR(tp_peak_tflops("Some GPU", "bf16", &e, &src), 0, 1e-9);
+    assert_null(e);
+}
+
+static void throughput_mfu(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.meta_model = "layers=12,hidden=768,heads=12,seq=1024,vocab=50257";
+    sc.meta_tokens = "8192";
+    cJSON *rep = run_scen(&sc, "mfu", NULL);
+    const cJSON *t = J(rep, "throughput");
+    NEAR(N(t, "step_ms"), 10, 1e-9);
+    assert_string_equal(J(t, "tokens_per_step_source")->valuestring, "metadata");
+    NEAR(N(t, "tokens_per_s"), 8192 * 2 / 0.010, 1e-6);
+    NEAR(N(t, "tokens_per_s_per_gpu"), 8192 / 0.010, 1e-6);
+    assert_string_equal(J(t, "flops_source")->valuestring, "model");
+    double h = 768, L = 12, s = 1024, V = 50257;
+    double fl = 8192 * (L * (72 * h * h + 6 * s * h) + 6 * h * V);
+    NEAR(N(t, "flops_per_step"), fl, 1);
+    NEAR(N(t, "tflops_per_gpu"), fl / 0.010 / 1e12, 1e-9);
+    NEAR(N(t, "peak_tflops"), 989.5, 1e-9);
+    NEAR(N(t, "mfu"), fl / 0.010 / 1e12 / 989.5, 1e-12);
+    cJSON_Delete(rep);
+    /* options win over metadata; flops given directly; samples */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.flops_per_step = 5e12;
+    o.samples_per_step = 4;
+    o.dtype = "fp8";
+    rep = run_scen(&sc, "mfu2", &o);
+    t = J(rep, "throughput");
+    assert_string_equal(J(t, "flops_source")->valuestring, "option");
+    NEAR(N(t, "tflops_per_gpu"), 500, 1e-9);
+    NEAR(N(t, "samples_per_s"), 4 * 2 / 0.010, 1e-6);
+    NEAR(N(t, "mfu"), 500 / 1979.0, 1e-12);
+    cJSON_Delete(rep);
+}
+
+/* ------------------------------------------------------------------ rules: the clean run */
+
+static void clean_run_is_silent(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.nranks = 4;
+    cJSON *rep = run_scen(&sc, "clean", NULL);
+    if (count_findings(rep)) {
+        char *s = cJSON_Print(J(rep, "findings"));
+        fprintf(stderr, "%s\n", s);
+        free(s);
+    }
+    assert_int_equal(count_findings(rep), 0);
+    const cJSON *r;
+    cJSON_ArrayForEach(r, J(J(rep, "diagnosis"), "rules")) assert_int_equal((int)N(r, "findings"), 0);
+    assert_int_equal(cJSON_GetArraySize(J(J(rep, "diagnosis"), "rules")), 8);
+    assert_int_equal(cJSON_GetArraySize(J(J(rep, "stragglers"), "named")), 0);
+    cJSON_Delete(rep);
+}
+
+static void rule_data_loading(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.data = 3 * MS; /* 30 % of the step, GPU idle under it */
+    cJSON *rep = run_scen(&sc, "data", NULL);
+    const cJSON *f = finding(rep, "data_loading");
+    assert_non_null(f);
+    const cJSON *ev = J(f, "evidence");
+    NEAR(N(ev, "data_share"), 0.3, 1e-9);
+    NEAR(N(ev, "start_idle_data_share"), 0.3, 1e-9);
+    assert_int_equal(cJSON_GetArraySize(J(ev, "ranks")), 2);
+    assert_non_null(J(f, "recommendation"));
+    cJSON_Delete(rep);
+    /* 1 ms at step start with the GPU idle: 10 % of the step, over the 5 % start-idle test */
+    sc.data = 1 * MS;
+    rep = run_scen(&sc, "data2", NULL);
+    assert_non_null(finding(rep, "data_loading"));
+    cJSON_Delete(rep);
+    /* 1 ms over busy GPU time: silent, unless a sample costs more than the threshold */
+    sc.data_over_busy = 1;
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.samples_per_step = 1;
+    rep = run_scen(&sc, "data3", &o);
+    assert_null(finding(rep, "data_loading"));
+    cJSON_Delete(rep);
+    o.data_ms_per_sample = 0.5;
+    rep = run_scen(&sc, "data4", &o);
+    f = finding(rep, "data_loading");
+    assert_non_null(f);
+    NEAR(N(J(f, "evidence"), "data_ms_per_sample"), 1, 1e-9);
+    cJSON_Delete(rep);
+}
+
+static void rule_launch_bound(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.short_kernels = 1;
+    cJSON *rep = run_scen(&sc, "launch", NULL);
+    const cJSON *f = finding(rep, "launch_bound");
+    assert_non_null(f);
+    NEAR(N(J(f, "evidence"), "kernel_median_us"), 10, 1e-9);
+    assert_true(N(J(f, "evidence"), "idle_other_short_gaps_share") > 0.2);
+    cJSON_Delete(rep);
+    /* the same idle with long kernels is not launch-bound */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.launch_kernel_us = 5;
+    rep = run_scen(&sc, "launch2", &o);
+    assert_null(finding(rep, "launch_bound"));
+    cJSON_Delete(rep);
+}
+
+static void rule_host_sync(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.sync = 1; /* the 1 ms idle tail sits under cudaStreamSynchronize */
+    cJSON *rep = run_scen(&sc, "sync", NULL);
+    const cJSON *b = J(rank(rep, 1), "breakdown");
+    NEAR(N(J(J(b, "ms"), "idle_host_sync"), "mean"), 1, 1e-9);
+    NEAR(N(J(J(b, "ms"), "idle_other"), "mean"), 0, 1e-9);
+    const cJSON *f = finding(rep, "host_sync");
+    assert_non_null(f);
+    NEAR(N(J(f, "evidence"), "idle_host_sync_share"), 0.1, 1e-9);
+    cJSON_Delete(rep);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.host_sync_share = 0.15;
+    rep = run_scen(&sc, "sync2", &o);
+    assert_null(finding(rep, "host_sync"));
+    cJSON_Delete(rep);
+}
+
+static void rule_memory(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.mem_share = 0.95;
+    cJSON *rep = run_scen(&sc, "mem", NULL);
+    const cJSON *f = finding(rep, "memory_peak");
+    assert_non_null(f);
+    NEAR(N(J(f, "evidence"), "peak_share"), 0.95, 1e-9);
+    assert_string_equal(J(J(f, "evidence"), "source")->valuestring, "nvml");
+    cJSON_Delete(rep);
+    sc.mem_share = 0.89;
+    rep = run_scen(&sc, "mem2", NULL);
+    assert_null(finding(rep, "memory_peak"));
+    cJSON_Delete(rep);
+}
+
+static void rule_straggler_many(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.nranks = 4;
+    sc.lag_rank = 2;
+    sc.lag = 1500 * US; /* 15 % of the step late at every collective */
+    cJSON *rep = run_scen(&sc, "strag4", NULL);
+    const cJSON *s = J(rep, "stragglers");
+    assert_int_equal(cJSON_GetArraySize(J(s, "named")), 1);
+    const cJSON *e = cJSON_GetArrayItem(J(s, "named"), 0);
+    assert_int_equal((int)N(e, "rank"), 2);
+    NEAR(N(e, "lag_ms"), 1.5, 1e-9);
+    assert_string_equal(J(e, "by")->valuestring, "collective lag");
+    assert_false(cJSON_IsTrue(J(e, "gpu_differs")));
+    NEAR(N(s, "lag_threshold_ms"), 0.5, 1e-9);
+    const cJSON *f = finding(rep, "straggler");
+    assert_non_null(f);
+    assert_int_equal((int)N(f, "rank"), 2);
+    cJSON_Delete(rep);
+    /* a lag under 5 % of the step: silent */
+    sc.lag = 400 * US;
+    rep = run_scen(&sc, "strag4b", NULL);
+    assert_null(finding(rep, "straggler"));
+    cJSON_Delete(rep);
+}
+
+static void rule_straggler_two(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.lag_rank = 1;
+    sc.lag = 800 * US;
+    sc.throttle = 1; /* both throttle alike: the GPU does not differ */
+    cJSON *rep = run_scen(&sc, "strag2", NULL);
+    const cJSON *f = finding(rep, "straggler");
+    assert_non_null(f);
+    assert_int_equal((int)N(f, "rank"), 1);
+    const cJSON *e = J(J(f, "evidence"), "straggler");
+    NEAR(N(e, "lag_excess_ms"), 0.8, 1e-9);
+    assert_string_equal(J(J(e, "gpu"), "name")->valuestring, "NVIDIA H100 80GB HBM3");
+    cJSON_Delete(rep);
+    sc.lag = 300 * US;
+    rep = run_scen(&sc, "strag2b", NULL);
+    assert_null(finding(rep, "straggler"));
+    cJSON_Delete(rep);
+}
+
+static void rule_throttling(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.throttle = 1;
+    cJSON *rep = run_scen(&sc, "thr", NULL);
+    const cJSON *f = finding(rep, "throttling");
+    assert_non_null(f);
+    assert_true(cJSON_IsTrue(J(J(f, "evidence"), "clock_throttled")));
+    assert_false(cJSON_IsTrue(J(J(f, "evidence"), "power_at_limit")));
+    NEAR(N(J(f, "evidence"), "sm_clock_mhz_min"), 1400, 1e-9);
+    cJSON_Delete(rep);
+    sc.throttle = 0;
+    sc.power_at_limit = 1;
+    rep = run_scen(&sc, "thr2", NULL);
+    f = finding(rep, "throttling");
+    assert_non_null(f);
+    assert_true(cJSON_IsTrue(J(J(f, "evidence"), "power_at_limit")));
+    cJSON_Delete(rep);
+    /* a clock that falls without a throttle reason is not throttling */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.power_limit_share = 1.01;
+    rep = run_scen(&sc, "thr3", &o);
+    assert_null(finding(rep, "throttling"));
+    cJSON_Delete(rep);
+}
+
+static void rule_gpu_busy(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.end_frac = 0.6; /* 40 % idle at the end of each step */
+    cJSON *rep = run_scen(&sc, "busy", NULL);
+    const cJSON *f = finding(rep, "gpu_busy");
+    assert_non_null(f);
+    NEAR(N(J(f, "evidence"), "busy_share"), 0.6, 1e-9);
+    NEAR(N(J(f, "evidence"), "idle_other_share"), 0.4, 1e-9);
+    assert_null(finding(rep, "launch_bound")); /* two kernels per step */
+    cJSON_Delete(rep);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.busy_share = 0.5;
+    rep = run_scen(&sc, "busy2", &o);
+    assert_null(finding(rep, "gpu_busy"));
+    cJSON_Delete(rep);
+}
+
+static void rule_exposed_comm_registered(void **st) {
+    (void)st;
+    scen sc = base(); /* comm [5,9) beside compute [1,8.5): 0.5 ms = 5 % exposed */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.comm_warn_share = 0.04;
+    cJSON *rep = run_scen(&sc, "exp", &o);
+    const cJSON *f = finding(rep, "exposed_communication");
+    assert_non_null(f);
+    assert_non_null(J(f, "recommendation"));
+    const cJSON *r;
+    int seen = 0;
+    cJSON_ArrayForEach(r, J(J(rep, "diagnosis"), "rules")) {
+        if (strcmp(J(r, "id")->valuestring, "exposed_communication")) continue;
+        seen = 1;
+        assert_int_equal((int)N(r, "findings"), 1);
+    }
+    assert_true(seen);
+    cJSON_Delete(rep);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(breakdown_gpu_exact),
+        cmocka_unit_test(breakdown_cpu),
+        cmocka_unit_test(clocks_two_hosts),
+        cmocka_unit_test(clocks_one_host),
+        cmocka_unit_test(megatron_flops),
+        cmocka_unit_test(peak_table),
+        cmocka_unit_test(throughput_mfu),
+        cmocka_unit_test(clean_run_is_silent),
+        cmocka_unit_test(rule_data_loading),
+        cmocka_unit_test(rule_launch_bound),
+        cmocka_unit_test(rule_host_sync),
+        cmocka_unit_test(rule_memory),
+        cmocka_unit_test(rule_straggler_many),
+        cmocka_unit_test(rule_straggler_two),
+        cmocka_unit_test(rule_throttling),
+        cmocka_unit_test(rule_gpu_busy),
+        cmocka_unit_test(rule_exposed_comm_registered),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

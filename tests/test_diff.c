@@ -1,0 +1,209 @@
+/*
+ * test_diff.c — trainprof diff (src/analysis/diff.c) on synthetic runs with known
+ * differences: a GEMM kernel 20 % slower must be named (kernel, class and step time), the
+ * unchanged kernel and communication must not; two runs that differ only by noise must show
+ * nothing significant; with report.json only (no per-step values) the 5 % rule applies.
+ *
+ * `test_diff --write DIR GEMM_MS SEED` writes one such run (for tests/diff_cli.sh).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/diff.h"
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "format/format.h"
+#include "synth.h"
+
+static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
+
+/* deterministic noise in [-1, 1) */
+static double noise(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) / (double)(1ull << 52) - 1.0;
+}
+
+/* Two ranks, 41 steps (the first warm-up). A step: the GEMM kernel gemm_ms (+-3 %), then an
+ * elementwise kernel 2 ms (+-3 %), then an AllReduce of 8 MB whose GPU interval lasts 1 ms
+ * (+-3 %), then 0.5 ms of host time (+-0.2 ms): the step is their sum. */
+static void write_run(const char *dir, double gemm_ms, uint64_t seed) {
+    for (int r = 0; r < 2; r++) {
+        uint64_t s = seed * 1000 + (uint64_t)r + 1;
+        synth_file *f = synth_open(dir, "h", 300 + r, 1700000000000000000ull, T0);
+        assert_non_null(f);
+        synth_rank(f, r, 2);
+        synth_thread(f, 1, (uint32_t)(300 + r));
+        synth_thread(f, 2, (uint32_t)(400 + r));
+        uint64_t b = T0 + MS;
+        for (uint64_t st = 0; st < 41; st++) {
+            synth_step_begin(f, 1, b, st);
+            uint64_t t = b + 100 * US;
+            uint64_t g = (uint64_t)(gemm_ms * (1 + 0.03 * noise(&s)) * (double)MS);
+            synth_kernel(f, 2, t, t + g, 0, 7, (uint32_t)(st * 10 + 1), "ampere_sgemm_128x64_nn");
+            t += g;
+            uint64_t e = (uint64_t)(2.0 * (1 + 0.03 * noise(&s)) * (double)MS);
+            synth_kernel(f, 2, t, t + e, 0, 7, (uint32_t)(st * 10 + 2), "vectorized_elementwise_kernel");
+            t += e;
+            uint64_t c = (uint64_t)(1.0 * (1 + 0.03 * noise(&s)) * (double)MS);
+            tprof_pl_comm pl;
+            memset(&pl, 0, sizeof pl);
+            pl.end_ns = t + 10 * US;
+            pl.bytes = 8000000;
+            pl.count = 2000000;
+            pl.comm_hash = 0x1234 + seed; /* ids differ between runs: matched by op and size */
+            pl.seq = (uint32_t)st;
+            pl.nranks = 2;
+            pl.rank = (uint32_t)r;
+            pl.op = TPROF_COMM_ALLREDUCE;
+            pl.flags = TPROF_COMM_F_GPU_TIME;
+            pl.gpu_start_ns = t;
+            pl.gpu_end_ns = t + c;
+            synth_comm(f, 1, t, &pl, NULL);
+            t += c;
+            t += (uint64_t)((0.5 + 0.2 * noise(&s)) * (double)MS);
+            synth_step_end(f, 1, t, st);
+            b = t;
+        }
+        synth_end_of_file(f, b + MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+}
+
+typedef struct side {
+    char dir[512];
+    tp_run run;
+    cJSON *rep;
+} side;
+
+static void load(side *s, double gemm_ms, uint64_t seed, const char *tag) {
+    assert_int_equal(synth_tmpdir(s->dir, sizeof s->dir, tag), 0);
+    write_run(s->dir, gemm_ms, seed);
+    char err[256];
+    assert_int_equal(tp_run_load(s->dir, &s->run, err, sizeof err), 0);
+    s->rep = tp_report_build(&s->run, NULL);
+    assert_non_null(s->rep);
+}
+
+static void unload(side *s) {
+    cJSON_Delete(s->rep);
+    tp_run_free(&s->run);
+    synth_rmtree(s->dir);
+}
+
+static cJSON *diff(side *a, side *b, int with_runs) {
+    tp_diff_side da = {"A", a->rep, with_runs ? &a->run : NULL, NULL};
+    tp_diff_side db = {"B", b->rep, with_runs ? &b->run : NULL, NULL};
+    cJSON *d = tp_diff_build(&da, &db, NULL);
+    assert_non_null(d);
+    return d;
+}
+
+static cJSON *row(cJSON *d, const char *sec, const char *key) {
+    cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(cJSON_GetObjectItem(d, "sections"), sec))
+        if (!strcmp(cJSON_GetObjectItem(r, "key")->valuestring, key)) return r;
+    fail_msg("no row %s / %s", sec, key);
+    return NULL;
+}
+
+static int sig(cJSON *r) { return cJSON_IsTrue(cJSON_GetObjectItem(r, "significant")); }
+static double num(cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valuedouble; }
+
+static void print_text(cJSON *d) {
+    if (getenv("TPROF_TEST_VERBOSE")) tp_diff_write_text(d, stdout);
+}
+
+static void test_kernel_20_percent_slower(void **state) {
+    (void)state;
+    side a, b;
+    load(&a, 5.0, 1, "diff-a");
+    load(&b, 6.0, 2, "diff-b");
+    cJSON *d = diff(&a, &b, 1);
+    print_text(d);
+    cJSON *k = row(d, "kernels", "ampere_sgemm_128x64_nn");
+    assert_true(sig(k));
+    assert_true(fabs(num(k, "delta") - 1.0) < 0.05);
+    assert_true(fabs(num(k, "delta_rel") - 0.2) < 0.01);
+    assert_true(num(k, "noise") > 0 && num(k, "noise") < 0.05);
+    assert_true(sig(row(d, "gpu_classes", "gemm")));
+    assert_false(sig(row(d, "gpu_classes", "elementwise/norm")));
+    assert_false(sig(row(d, "kernels", "vectorized_elementwise_kernel")));
+    assert_false(sig(row(d, "communication", "AllReduce on 2 ranks")));
+    cJSON *st = row(d, "step_time", "all ranks");
+    assert_true(sig(st));
+    assert_true(fabs(num(st, "delta") - 1.0) < 0.1);
+    assert_true(sig(row(d, "step_time", "rank 0")));
+    assert_true(sig(row(d, "step_time", "rank 1")));
+    /* the summary names the kernel */
+    int named = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(d, "significant"))
+        named |= strstr(cJSON_GetObjectItem(e, "message")->valuestring, "ampere_sgemm_128x64_nn") != NULL;
+    assert_true(named);
+    /* text rendering */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_diff_write_text(d, mf), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "changed beyond noise:"));
+    assert_non_null(strstr(buf, "kernel ampere_sgemm_128x64_nn: 5"));
+    free(buf);
+    cJSON_Delete(d);
+
+    /* report.json only: no per-step values, the 5 % rule; step time +14 %: changed */
+    d = diff(&a, &b, 0);
+    st = row(d, "step_time", "rank 0");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(st, "noise_unknown")));
+    assert_true(sig(st));
+    assert_true(sig(row(d, "kernels", "ampere_sgemm_128x64_nn")));
+    assert_false(sig(row(d, "kernels", "vectorized_elementwise_kernel")));
+    cJSON_Delete(d);
+    unload(&a);
+    unload(&b);
+}
+
+static void test_noise_only(void **state) {
+    (void)state;
+    side a, b;
+    load(&a, 5.0, 3, "diff-n1");
+    load(&b, 5.0, 4, "diff-n2");
+    cJSON *d = diff(&a, &b, 1);
+    print_text(d);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(d, "significant")), 0);
+    /* the runs do differ, by noise */
+    cJSON *k = row(d, "kernels", "ampere_sgemm_128x64_nn");
+    assert_true(num(k, "delta") != 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_diff_write_text(d, mf), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "no change beyond noise"));
+    free(buf);
+    cJSON_Delete(d);
+    unload(&a);
+    unload(&b);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--write")) {
+        write_run(argv[2], atof(argv[3]), strtoull(argv[4], NULL, 10));
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_20_percent_slower),
+        cmocka_unit_test(test_noise_only),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,251 @@
+/*
+ * test_html.c — the HTML report (src/export/html.c) on a synthetic run with known values and
+ * hostile names: no markup from the run survives unescaped, every plot has the expected
+ * number of points, bars and cells, and the figures appear.
+ *
+ * `test_html --write DIR` only writes the synthetic run into DIR (for html_check.py and the
+ * headless Chromium test, tests/html_browser.sh, which render it through the CLI).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "export/html.h"
+#include "format/format.h"
+#include "synth.h"
+
+static const uint64_t T0 = 1000000000ull, MS = 1000000ull;
+
+/* Hostile names: each would break the page, or run script, if written raw. */
+#define EVIL_KERNEL "<script>alert(\"k\")</script>&'gemm"
+#define EVIL_RANGE "</table><img src=x onerror=alert(1)>"
+#define EVIL_TIMER "fwd<b>\"'"
+#define EVIL_HOST "h<i>&"
+
+/* Two ranks, 5 API steps each (the first warm-up). Rank 0's steps last 10, 20, 30, 40, 50 ms
+ * (measured: 20..50, mean 35); rank 1's 11, 22, 33, 44, 55 ms (mean 38.5). In each step of
+ * rank 0: the hostile kernel 2 ms and "ampere_sgemm_nn" 3 ms, the hostile range 1 ms, a
+ * timer 4 ms; on both ranks one AllReduce of 4 MB on communicator 0x77. Rank 0 also sampled
+ * its GPU: 12 power and utilisation samples. */
+static void write_run(const char *dir) {
+    for (int r = 0; r < 2; r++) {
+        synth_file *f = synth_open(dir, r ? "node1" : EVIL_HOST, 100 + r, 1700000000000000000ull, T0);
+        assert_non_null(f);
+        synth_rank(f, r, 2);
+        synth_thread(f, 1, (uint32_t)(100 + r));
+        synth_thread(f, 2, (uint32_t)(200 + r));
+        synth_domain(f, 1, "trainprof");
+        synth_category(f, 1, 1, "timers");
+        uint64_t b = T0 + MS;
+        for (uint64_t s = 0; s < 5; s++) {
+            uint64_t len = (s + 1) * (r ? 11 : 10) * MS;
+            synth_step_begin(f, 1, b, s);
+            if (r == 0) {
+                synth_kernel(f, 2, b + 1 * MS, b + 3 * MS, 0, 7, (uint32_t)(10 * s + 1), EVIL_KERNEL);
+                synth_kernel(f, 2, b + 3 * MS, b + 6 * MS, 0, 7, (uint32_t)(10 * s + 2), "ampere_sgemm_nn");
+                synth_push(f, 1, b + 1 * MS, EVIL_RANGE, 0, 0);
+                synth_pop(f, 1, b + 2 * MS, 0);
+                synth_push(f, 1, b + 2 * MS, EVIL_TIMER, 1, 1);
+                synth_pop(f, 1, b + 6 * MS, 1);
+            }
+            tprof_pl_comm c;
+            memset(&c, 0, sizeof c);
+            c.end_ns = b + 8 * MS;
+            c.bytes = 4000000;
+            c.count = 1000000;
+            c.comm_hash = 0x77;
+            c.seq = (uint32_t)s;
+            c.nranks = 2;
+            c.rank = (uint32_t)r;
+            c.op = TPROF_COMM_ALLREDUCE;
+            synth_comm(f, 1, b + 7 * MS, &c, NULL);
+            synth_step_end(f, 1, b + len, s);
+            b += len;
+        }
+        if (r == 0)
+            for (int i = 0; i < 12; i++) {
+                synth_counter(f, 2, T0 + (uint64_t)i * 14 * MS, "gpu0.power_w", 100 + 10 * i);
+                synth_counter(f, 2, T0 + (uint64_t)i * 14 * MS, "gpu0.util_percent", 50);
+            }
+        synth_end_of_file(f, b + MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+}
+
+static size_t count(const char *hay, const char *needle) {
+    size_t n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+/* The attribute data-points of the polyline whose data-label is `label` inside the svg
+ * whose id is `svg_id`; -1 when absent. */
+static int points_of(const char *html, const char *svg_id, const char *label) {
+    char key[128];
+    snprintf(key, sizeof key, "<svg class=\"chart\" id=\"%s\"", svg_id);
+    const char *s = strstr(html, key);
+    if (!s) return -1;
+    const char *end = strstr(s, "</svg>");
+    snprintf(key, sizeof key, "data-label=\"%s\" data-points=\"", label);
+    const char *p = strstr(s, key);
+    if (!p || p > end) return -1;
+    return atoi(p + strlen(key));
+}
+
+static size_t count_in_svg(const char *html, const char *svg_id, const char *needle) {
+    char key[128];
+    snprintf(key, sizeof key, "<svg class=\"chart\" id=\"%s\"", svg_id);
+    const char *s = strstr(html, key);
+    if (!s) return 0;
+    const char *end = strstr(s, "</svg>");
+    size_t n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) && p < end; p += strlen(needle)) n++;
+    return n;
+}
+
+static void test_html_report(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html"), 0);
+    write_run(dir);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    /* a finding with hostile text, as a later rule could write one */
+    cJSON *fs = cJSON_GetObjectItem(rep, "findings");
+    if (!fs) fs = cJSON_AddArrayToObject(rep, "findings");
+    cJSON *fd = cJSON_CreateObject();
+    cJSON_AddStringToObject(fd, "id", "test_rule");
+    cJSON_AddStringToObject(fd, "severity", "critical");
+    cJSON_AddStringToObject(fd, "message", "slow <kernel> " EVIL_KERNEL);
+    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
+    cJSON_AddNumberToObject(ev, "ratio_known", 4.25);
+    cJSON_AddItemToArray(fs, fd);
+    /* a section this renderer does not know: shown generically */
+    cJSON *extra = cJSON_AddObjectToObject(rep, "future_section");
+    cJSON_AddStringToObject(extra, EVIL_RANGE, "value<1>");
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_html_write(rep, &run, &o, mf), 0);
+    fclose(mf);
+
+    /* nothing from the run came through as markup */
+    assert_null(strcasestr(buf, "<script"));
+    assert_null(strcasestr(buf, "<img"));
+    assert_null(strstr(buf, "fwd<b>"));
+    assert_null(strstr(buf, "h<i>&"));
+    assert_non_null(strstr(buf, "&lt;script&gt;alert(&quot;k&quot;)&lt;/script&gt;&amp;&#39;gemm"));
+    assert_non_null(strstr(buf, "&lt;/table&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    assert_non_null(strstr(buf, "fwd&lt;b&gt;&quot;&#39;"));
+    assert_non_null(strstr(buf, "h&lt;i&gt;&amp;"));
+    assert_non_null(strstr(buf, "slow &lt;kernel&gt;"));
+    assert_non_null(strstr(buf, "value&lt;1&gt;"));
+    assert_non_null(strstr(buf, "<h2 class=\"generic\">future_section</h2>"));
+    assert_non_null(strstr(buf, "4.25"));
+    assert_int_equal(count(buf, "<li class=\"finding sev-critical\">"), 1);
+
+    /* step time: 4 measured steps per rank; heatmap 2 ranks x 4 steps */
+    assert_int_equal(points_of(buf, "step-time", "rank 0"), 4);
+    assert_int_equal(points_of(buf, "step-time", "rank 1"), 4);
+    assert_int_equal(count_in_svg(buf, "heatmap", "<rect class=\"cell\""), 8);
+    assert_non_null(strstr(buf, "rank 0, step 4: 50.000 ms"));
+    assert_non_null(strstr(buf, "rank 1, step 1: 22.000 ms"));
+    /* the steps table: rank 0 mean 35, rank 1 mean 38.5 */
+    assert_non_null(strstr(buf, "<td class=\"n\">35.000</td>"));
+    assert_non_null(strstr(buf, "<td class=\"n\">38.500</td>"));
+    /* breakdown: a bar per rank, at least the two kernel classes of rank 0 */
+    assert_true(count_in_svg(buf, "breakdown", "<rect class=\"seg\"") >= 2);
+    /* rank 0's compute: 5 ms of kernels (the report's breakdown section when it has one,
+     * else the kernel classes, both GEMM here) */
+    assert_true(strstr(buf, "<title>rank 0, compute: 5.000 ms</title>") ||
+                strstr(buf, "<title>rank 0, gemm: 5.000 ms</title>"));
+    /* NVML: 12 samples of power and utilisation on rank 0 */
+    assert_int_equal(points_of(buf, "nvml-0-power_w", "GPU 0"), 12);
+    assert_int_equal(points_of(buf, "nvml-1-util_percent", "GPU 0"), 12);
+    /* communication table: AllReduce, 4 ops per rank in measured... 5 per run, 4 MB */
+    assert_non_null(strstr(buf, "<td>AllReduce</td>"));
+    assert_non_null(strstr(buf, "<code>0x77</code>") ? strstr(buf, "<code>0x77</code>")
+                                                        : strstr(buf, "<code>0x0000000000000077</code>"));
+    /* timers table */
+    assert_non_null(strstr(buf, "id=\"timers-table\""));
+    /* every tag balanced is checked by html_check.py; here: one document */
+    assert_int_equal(count(buf, "<html"), 1);
+    assert_int_equal(count(buf, "</html>"), 1);
+    free(buf);
+
+    /* without the run: tables only, a note instead of the per-step plots */
+    mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_html_write(rep, NULL, NULL, mf), 0);
+    fclose(mf);
+    assert_null(strstr(buf, "id=\"step-time\""));
+    assert_non_null(strstr(buf, "Per-step plots need the rank files"));
+    free(buf);
+
+    /* long series are downsampled */
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Many steps: plots keep at most TP_HTML_MAX_POINTS points and TP_HTML_MAX_COLS columns. */
+static void test_html_downsampled(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-long"), 0);
+    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 7);
+    uint64_t b = T0;
+    for (uint64_t s = 0; s < 2001; s++) {
+        synth_step_begin(f, 1, b, s);
+        b += MS + (s % 10) * 1000;
+        synth_step_end(f, 1, b, s);
+    }
+    synth_end_of_file(f, b + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    cJSON *rep = tp_report_build(&run, NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_html_write(rep, &run, NULL, mf), 0);
+    fclose(mf);
+    assert_int_equal(points_of(buf, "step-time", "rank 0"), TP_HTML_MAX_POINTS);
+    /* 2000 measured steps in columns of 17: 118 columns */
+    assert_int_equal(count_in_svg(buf, "heatmap", "<rect class=\"cell\""), 118);
+    assert_true(len < 200000);
+    free(buf);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--write")) {
+        write_run(argv[2]);
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_html_report),
+        cmocka_unit_test(test_html_downsampled),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
