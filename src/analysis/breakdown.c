@@ -73,15 +73,10 @@ static int add(spans *s, uint64_t a, uint64_t b) {
     return 0;
 }
 
-static int cmp_span(const void *a, const void *b) {
-    const tp_span *x = a, *y = b;
-    return x->s < y->s ? -1 : x->s > y->s;
-}
-
 /* sorts and merges in place: disjoint, increasing */
 static void merge(spans *s) {
     if (s->n < 2) return;
-    qsort(s->v, s->n, sizeof *s->v, cmp_span);
+    tp_spans_sort(s->v, s->n);
     size_t k = 0;
     for (size_t i = 1; i < s->n; i++) {
         if (s->v[i].s <= s->v[k].e) {

@@ -83,6 +83,51 @@ static int by_stream_start(const void *a, const void *b, void *ctx) {
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* ix[] = the indices of p->gpu grouped by (device, stream), each group in start order: a
+ * stable counting sort over the ops, which the loader keeps in start order (model.c), so
+ * O(n) with a handful of streams. Returns -1 when out of memory. */
+static int stream_groups(const tp_process *p, size_t *ix) {
+    typedef struct { uint32_t device, stream; size_t count; } skey;
+    skey *k = NULL;
+    size_t nk = 0, capk = 0, last = 0;
+    uint32_t *g = malloc((p->ngpu ? p->ngpu : 1) * sizeof *g);
+    if (!g) return -1;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        size_t j = last;
+        if (!(j < nk && k[j].device == o->device && k[j].stream == o->stream)) {
+            for (j = 0; j < nk && !(k[j].device == o->device && k[j].stream == o->stream); j++) {
+            }
+            if (j == nk) {
+                if (nk == capk) {
+                    capk = capk ? capk * 2 : 16;
+                    skey *nkp = realloc(k, capk * sizeof *nkp);
+                    if (!nkp) {
+                        free(k);
+                        free(g);
+                        return -1;
+                    }
+                    k = nkp;
+                }
+                k[nk++] = (skey){o->device, o->stream, 0};
+            }
+        }
+        last = j;
+        k[j].count++;
+        g[i] = (uint32_t)j;
+    }
+    size_t pos = 0; /* counts -> first positions */
+    for (size_t j = 0; j < nk; j++) {
+        size_t c = k[j].count;
+        k[j].count = pos;
+        pos += c;
+    }
+    for (size_t i = 0; i < p->ngpu; i++) ix[k[g[i]].count++] = i;
+    free(k);
+    free(g);
+    return 0;
+}
+
 /* When each GPU op was launched (CLOCK_MONOTONIC ns), into when[]. Known: the runtime call
  * with its correlation id. Unknown (kernels cuBLASLt, cuDNN or Triton launch through the
  * driver API, whose records are opt-in): a stream runs its work in launch order, so the
@@ -100,11 +145,11 @@ static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint6
         free(l);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        ix[i] = i;
-        l[i] = launch_of(&p->gpu[i], apis, p->napi);
+    for (size_t i = 0; i < n; i++) l[i] = launch_of(&p->gpu[i], apis, p->napi);
+    if (stream_groups(p, ix) != 0) { /* no memory for the buckets: sort instead */
+        for (size_t i = 0; i < n; i++) ix[i] = i;
+        qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
     }
-    qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
     for (size_t a = 0; a < n;) {
         size_t b = a;
         while (b < n && p->gpu[ix[b]].device == p->gpu[ix[a]].device &&

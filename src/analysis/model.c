@@ -680,6 +680,24 @@ static void clean_field(char *f, size_t n) {
     f[o] = 0;
 }
 
+static int cmp_gpu_start(const void *a, const void *b) {
+    const tp_gpu_op *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+/* GPU work in start order (CUPTI hands buffers back per stream and context, so the file
+ * interleaves them): every analysis walks or unites them by time, and sorted input lets
+ * tp_spans_sort skip its sort. Ties keep a fixed order (end, correlation id). */
+static void gpu_in_start_order(tp_process *p) {
+    for (size_t i = 1; i < p->ngpu; i++)
+        if (p->gpu[i].start < p->gpu[i - 1].start) {
+            qsort(p->gpu, p->ngpu, sizeof *p->gpu, cmp_gpu_start);
+            return;
+        }
+}
+
 static int load_file(tp_run *run, const char *path, tp_process *p) {
     memset(p, 0, sizeof *p);
     p->path = tp_intern(run, path);
@@ -737,6 +755,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     }
     tprof_reader_close(rd);
     finish_process(&L);
+    gpu_in_start_order(p);
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
     if (!p->complete)

@@ -135,7 +135,7 @@ typedef struct tp_process {
     uint64_t events;
     uint64_t first_ts, last_ts;
     uint64_t unknown_ends;  /* range_end ids never started */
-    tp_gpu_op *gpu;         /* kernels, copies, memsets, syncs, in file order */
+    tp_gpu_op *gpu;         /* kernels, copies, memsets, syncs, in start order */
     size_t ngpu, cap_gpu;
     tp_gpu_op *api;         /* CUDA runtime calls */
     size_t napi, cap_api;

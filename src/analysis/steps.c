@@ -161,8 +161,16 @@ static int by_span_start(const void *a, const void *b) {
     return x->s < y->s ? -1 : x->s > y->s;
 }
 
+void tp_spans_sort(tp_span *v, size_t nv) {
+    for (size_t i = 1; i < nv; i++)
+        if (v[i].s < v[i - 1].s) {
+            qsort(v, nv, sizeof *v, by_span_start);
+            return;
+        }
+}
+
 uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n) {
-    if (nv > 1) qsort(v, nv, sizeof *v, by_span_start);
+    tp_spans_sort(v, nv);
     uint64_t tot = 0;
     for (size_t i = 0; i < nv;) {
         uint64_t s = v[i].s, e = v[i].e;
@@ -175,7 +183,7 @@ uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n) {
 
 void tp_steps_union_each(tp_span *v, size_t nv, const tp_step *st, size_t n, uint64_t *out) {
     for (size_t i = 0; i < n; i++) out[i] = 0;
-    if (nv > 1) qsort(v, nv, sizeof *v, by_span_start);
+    tp_spans_sort(v, nv);
     for (size_t i = 0; i < nv;) {
         uint64_t s = v[i].s, e = v[i].e;
         for (i++; i < nv && v[i].s <= e; i++)

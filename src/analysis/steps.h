@@ -50,6 +50,10 @@ typedef struct tp_span {
  * total when st is NULL: time covered at least once, overlaps counted once. */
 uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n);
 
+/* Sorts spans by start, in place; O(n) when they already are (GPU records are loaded in
+ * start order, so most callers pay only the check). */
+void tp_spans_sort(tp_span *v, size_t nv);
+
 /* Per step: out[i] (set, not added to) = ns of step i covered at least once by the spans
  * (sorted in place). The spans are merged once, so this costs one sort for any number of
  * steps. st as for tp_steps_overlap. */
