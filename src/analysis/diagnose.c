@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
+#include "analysis/jsonget.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -38,14 +39,8 @@ void tp_diagnose_opts_init(tp_report_opts *o) {
 
 /* ------------------------------------------------------------------ JSON helpers */
 
-static const cJSON *jo(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
-static double jnum(const cJSON *o, const char *k) {
-    const cJSON *v = jo(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-static int jhas(const cJSON *o, const char *k) { return cJSON_IsNumber(jo(o, k)); }
 static const char *js(const cJSON *o, const char *k) {
-    const cJSON *v = jo(o, k);
+    const cJSON *v = tp_jobj(o, k);
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
@@ -81,13 +76,13 @@ static double median(const double *v, size_t n) {
 
 static const cJSON *rank_json(const cJSON *ranks, int rank) {
     const cJSON *r;
-    cJSON_ArrayForEach(r, ranks) if ((int)jnum(r, "rank") == rank) return r;
+    cJSON_ArrayForEach(r, ranks) if ((int)tp_jnum(r, "rank") == rank) return r;
     return NULL;
 }
 
 /* the first NVML GPU of a rank section, or NULL */
 static const cJSON *first_gpu(const cJSON *r) {
-    const cJSON *g = jo(jo(r, "nvml"), "gpus");
+    const cJSON *g = tp_jobj(tp_jobj(r, "nvml"), "gpus");
     return cJSON_GetArraySize(g) > 0 ? cJSON_GetArrayItem(g, 0) : NULL;
 }
 
@@ -117,9 +112,9 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
             tp_steps_free(&s);
         }
         const cJSON *rj = rank_json(ranks, c->rank[r]->rank);
-        const cJSON *st = jo(rj, "steps");
-        has_step[r] = jnum(st, "measured") > 0;
-        step[r] = jnum(st, "mean_ms");
+        const cJSON *st = tp_jobj(rj, "steps");
+        has_step[r] = tp_jnum(st, "measured") > 0;
+        step[r] = tp_jnum(st, "mean_ms");
     }
     tp_clocks_lags(c, w0, w1, cnt, lmed, lmean, lp90);
     size_t ns = 0, nl = 0;
@@ -214,14 +209,14 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
         const cJSON *rj = rank_json(ranks, rank), *g = first_gpu(rj);
         if (g) {
             cJSON *gj = cJSON_AddObjectToObject(e, "gpu");
-            cJSON_AddNumberToObject(gj, "index", jnum(g, "index"));
-            if (jo(g, "name")) cJSON_AddStringToObject(gj, "name", js(g, "name"));
-            if (jo(g, "uuid")) cJSON_AddStringToObject(gj, "uuid", js(g, "uuid"));
+            cJSON_AddNumberToObject(gj, "index", tp_jnum(g, "index"));
+            if (tp_jobj(g, "name")) cJSON_AddStringToObject(gj, "name", js(g, "name"));
+            if (tp_jobj(g, "uuid")) cJSON_AddStringToObject(gj, "uuid", js(g, "uuid"));
         } else {
-            const cJSON *d = cJSON_GetArrayItem(jo(jo(rj, "gpu"), "devices"), 0);
-            if (d) cJSON_AddNumberToObject(e, "cuda_device", jnum(d, "device"));
+            const cJSON *d = cJSON_GetArrayItem(tp_jobj(tp_jobj(rj, "gpu"), "devices"), 0);
+            if (d) cJSON_AddNumberToObject(e, "cuda_device", tp_jnum(d, "device"));
         }
-        if (g && cJSON_IsTrue(jo(jo(rj, "nvml"), "shared_with_other_ranks"))) {
+        if (g && cJSON_IsTrue(tp_jobj(tp_jobj(rj, "nvml"), "shared_with_other_ranks"))) {
             cJSON_AddStringToObject(e, "gpu_note", "the rank's GPU is not known (NVML shows every "
                                                    "GPU of the host): no comparison");
         } else if (g) {
@@ -230,15 +225,15 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
             cJSON *dj = cJSON_AddObjectToObject(e, "vs_others");
             int any = 0, compared = 0;
             for (size_t q = 0; q < sizeof cmp / sizeof *cmp; q++) {
-                if (!jhas(g, cmp[q].k)) continue;
+                if (!tp_jhas(g, cmp[q].k)) continue;
                 size_t m = 0;
                 for (size_t x = 0; x < n; x++) {
                     if (x == r) continue;
                     const cJSON *og = first_gpu(rank_json(ranks, c->rank[x]->rank));
-                    if (og && jhas(og, cmp[q].k)) tmp[m++] = jnum(og, cmp[q].k);
+                    if (og && tp_jhas(og, cmp[q].k)) tmp[m++] = tp_jnum(og, cmp[q].k);
                 }
                 if (!m) continue;
-                double mine = jnum(g, cmp[q].k), others = median(tmp, m);
+                double mine = tp_jnum(g, cmp[q].k), others = median(tmp, m);
                 int differs = cmp[q].rel > 0 ? fabs(mine - others) > cmp[q].rel * fabs(others)
                                              : fabs(mine - others) > cmp[q].abs;
                 cJSON *v = cJSON_AddObjectToObject(dj, cmp[q].k);
@@ -299,46 +294,46 @@ static void add_ranks(cJSON *ev, const int *rk, size_t n) {
 #define MAXR 4096
 
 static int rule_data(const ctx *c, const rule *ru) {
-    const cJSON *tp = jo(c->rep, "throughput");
-    double samples = jnum(tp, "samples_per_step");
+    const cJSON *tp = tp_jobj(c->rep, "throughput");
+    double samples = tp_jnum(tp, "samples_per_step");
     int rk[MAXR];
     size_t n = 0;
     const cJSON *r, *worst = NULL;
     double wv = -1;
     cJSON_ArrayForEach(r, c->ranks) {
-        const cJSON *dl = jo(r, "data_loading"), *b = jo(r, "breakdown");
-        if (jnum(jo(r, "steps"), "measured") < c->o->diag_min_steps) continue;
-        double share = cJSON_IsTrue(jo(dl, "found")) ? jnum(dl, "share") : 0;
-        double per_sample = samples > 0 && jhas(dl, "ms_per_step") ? jnum(dl, "ms_per_step") / samples : 0;
+        const cJSON *dl = tp_jobj(r, "data_loading"), *b = tp_jobj(r, "breakdown");
+        if (tp_jnum(tp_jobj(r, "steps"), "measured") < c->o->diag_min_steps) continue;
+        double share = cJSON_IsTrue(tp_jobj(dl, "found")) ? tp_jnum(dl, "share") : 0;
+        double per_sample = samples > 0 && tp_jhas(dl, "ms_per_step") ? tp_jnum(dl, "ms_per_step") / samples : 0;
         double start = !strcmp(js(b, "basis"), "gpu") && !strcmp(js(b, "per"), "step")
-                           ? jnum(jo(b, "share"), "start_idle_data") : 0;
+                           ? tp_jnum(tp_jobj(b, "share"), "start_idle_data") : 0;
         int hit = share > c->o->data_share || per_sample > c->o->data_ms_per_sample ||
                   start > c->o->data_start_idle_share;
         if (!hit) continue;
-        if (n < MAXR) rk[n++] = (int)jnum(r, "rank");
+        if (n < MAXR) rk[n++] = (int)tp_jnum(r, "rank");
         double v = share + start;
         if (v > wv) { wv = v; worst = r; }
     }
     if (!n) return 0;
-    const cJSON *dl = jo(worst, "data_loading"), *b = jo(worst, "breakdown");
-    double share = jnum(dl, "share"), ms = jnum(dl, "ms_per_step");
-    double start = jnum(jo(b, "share"), "start_idle_data");
+    const cJSON *dl = tp_jobj(worst, "data_loading"), *b = tp_jobj(worst, "breakdown");
+    double share = tp_jnum(dl, "share"), ms = tp_jnum(dl, "ms_per_step");
+    double start = tp_jnum(tp_jobj(b, "share"), "start_idle_data");
     char msg[512];
     int len = snprintf(msg, sizeof msg, "data loading holds back rank %.0f: the data range takes "
                                         "%.1f %% of the step (%.2f ms)",
-                       jnum(worst, "rank"), 100 * share, ms);
+                       tp_jnum(worst, "rank"), 100 * share, ms);
     if (samples > 0)
         len += snprintf(msg + len, sizeof msg - (size_t)len, ", %.2f ms per sample", ms / samples);
     if (start > 0)
         snprintf(msg + len, sizeof msg - (size_t)len, "; the GPU waits idle for it at step start "
                                                        "for %.1f %% of the step", 100 * start);
-    cJSON *ev = finding(c, ru, "warning", (int)jnum(worst, "rank"), msg);
+    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(worst, "rank"), msg);
     cJSON_AddNumberToObject(ev, "data_share", share);
     cJSON_AddNumberToObject(ev, "data_ms_per_step", ms);
     if (samples > 0) cJSON_AddNumberToObject(ev, "data_ms_per_sample", ms / samples);
     cJSON_AddNumberToObject(ev, "start_idle_data_share", start);
-    if (jo(jo(b, "ms"), "start_idle_data"))
-        cJSON_AddNumberToObject(ev, "start_idle_data_ms_p90", jnum(jo(jo(b, "ms"), "start_idle_data"), "p90"));
+    if (tp_jobj(tp_jobj(b, "ms"), "start_idle_data"))
+        cJSON_AddNumberToObject(ev, "start_idle_data_ms_p90", tp_jnum(tp_jobj(tp_jobj(b, "ms"), "start_idle_data"), "p90"));
     cJSON_AddNumberToObject(ev, "threshold_share", c->o->data_share);
     cJSON_AddNumberToObject(ev, "threshold_ms_per_sample", c->o->data_ms_per_sample);
     cJSON_AddNumberToObject(ev, "threshold_start_idle_share", c->o->data_start_idle_share);
@@ -354,14 +349,14 @@ static const cJSON *worst_gpu_rank(const ctx *c, bval f, int *rk, size_t *n, dou
     *n = 0;
     *wv = -INFINITY;
     cJSON_ArrayForEach(r, c->ranks) {
-        const cJSON *b = jo(r, "breakdown");
+        const cJSON *b = tp_jobj(r, "breakdown");
         if (strcmp(js(b, "basis"), "gpu") || strcmp(js(b, "per"), "step") ||
-            jnum(b, "windows") < c->o->diag_min_steps)
+            tp_jnum(b, "windows") < c->o->diag_min_steps)
             continue;
         int hit = 0;
         double v = f(b, r, c->o, &hit);
         if (!hit) continue;
-        if (*n < MAXR) rk[(*n)++] = (int)jnum(r, "rank");
+        if (*n < MAXR) rk[(*n)++] = (int)tp_jnum(r, "rank");
         if (v > *wv) { *wv = v; worst = r; }
     }
     return worst;
@@ -369,9 +364,9 @@ static const cJSON *worst_gpu_rank(const ctx *c, bval f, int *rk, size_t *n, dou
 
 static double v_launch(const cJSON *b, const cJSON *r, const tp_report_opts *o, int *hit) {
     (void)r;
-    double other = jnum(jo(b, "share"), "idle_other_short_gaps");
-    *hit = other > o->launch_idle_share && jnum(b, "kernel_median_us") < o->launch_kernel_us &&
-           jnum(b, "kernels_per_step") >= 20 && jnum(b, "idle_gaps_per_step") >= 10;
+    double other = tp_jnum(tp_jobj(b, "share"), "idle_other_short_gaps");
+    *hit = other > o->launch_idle_share && tp_jnum(b, "kernel_median_us") < o->launch_kernel_us &&
+           tp_jnum(b, "kernels_per_step") >= 20 && tp_jnum(b, "idle_gaps_per_step") >= 10;
     return other;
 }
 
@@ -381,31 +376,31 @@ static int rule_launch(const ctx *c, const rule *ru) {
     double wv;
     const cJSON *w = worst_gpu_rank(c, v_launch, rk, &n, &wv);
     if (!w) return 0;
-    const cJSON *b = jo(w, "breakdown");
+    const cJSON *b = tp_jobj(w, "breakdown");
     char msg[512];
     snprintf(msg, sizeof msg, "rank %.0f looks launch-bound: %.0f kernels per step with a median "
                               "of %.1f us, and the GPU idles in %.0f gaps per step (median %.1f us); "
                               "gaps under 100 us with no data loading or synchronisation to "
                               "blame add up to %.1f %% of the step",
-             jnum(w, "rank"), jnum(b, "kernels_per_step"), jnum(b, "kernel_median_us"),
-             jnum(b, "idle_gaps_per_step"), jnum(b, "idle_gap_median_us"), 100 * wv);
-    cJSON *ev = finding(c, ru, "warning", (int)jnum(w, "rank"), msg);
+             tp_jnum(w, "rank"), tp_jnum(b, "kernels_per_step"), tp_jnum(b, "kernel_median_us"),
+             tp_jnum(b, "idle_gaps_per_step"), tp_jnum(b, "idle_gap_median_us"), 100 * wv);
+    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(w, "rank"), msg);
     cJSON_AddNumberToObject(ev, "idle_other_short_gaps_share", wv);
-    cJSON_AddNumberToObject(ev, "idle_other_share", jnum(jo(b, "share"), "idle_other"));
-    cJSON_AddNumberToObject(ev, "kernels_per_step", jnum(b, "kernels_per_step"));
-    cJSON_AddNumberToObject(ev, "kernel_median_us", jnum(b, "kernel_median_us"));
-    cJSON_AddNumberToObject(ev, "idle_gaps_per_step", jnum(b, "idle_gaps_per_step"));
-    cJSON_AddNumberToObject(ev, "idle_gap_median_us", jnum(b, "idle_gap_median_us"));
+    cJSON_AddNumberToObject(ev, "idle_other_share", tp_jnum(tp_jobj(b, "share"), "idle_other"));
+    cJSON_AddNumberToObject(ev, "kernels_per_step", tp_jnum(b, "kernels_per_step"));
+    cJSON_AddNumberToObject(ev, "kernel_median_us", tp_jnum(b, "kernel_median_us"));
+    cJSON_AddNumberToObject(ev, "idle_gaps_per_step", tp_jnum(b, "idle_gaps_per_step"));
+    cJSON_AddNumberToObject(ev, "idle_gap_median_us", tp_jnum(b, "idle_gap_median_us"));
     cJSON_AddNumberToObject(ev, "threshold_idle_share", c->o->launch_idle_share);
     cJSON_AddNumberToObject(ev, "threshold_kernel_us", c->o->launch_kernel_us);
-    if (jhas(b, "most_idle_step")) cJSON_AddNumberToObject(ev, "most_idle_step", jnum(b, "most_idle_step"));
+    if (tp_jhas(b, "most_idle_step")) cJSON_AddNumberToObject(ev, "most_idle_step", tp_jnum(b, "most_idle_step"));
     add_ranks(ev, rk, n);
     return 1;
 }
 
 static double v_sync(const cJSON *b, const cJSON *r, const tp_report_opts *o, int *hit) {
     (void)r;
-    double s = jnum(jo(b, "share"), "idle_host_sync");
+    double s = tp_jnum(tp_jobj(b, "share"), "idle_host_sync");
     *hit = s > o->host_sync_share;
     return s;
 }
@@ -416,18 +411,18 @@ static int rule_sync(const ctx *c, const rule *ru) {
     double wv;
     const cJSON *w = worst_gpu_rank(c, v_sync, rk, &n, &wv);
     if (!w) return 0;
-    const cJSON *b = jo(w, "breakdown"), *g = jo(w, "gpu");
+    const cJSON *b = tp_jobj(w, "breakdown"), *g = tp_jobj(w, "gpu");
     char msg[512];
     snprintf(msg, sizeof msg, "host synchronisation inside the steps of rank %.0f: the GPU sits "
                               "idle behind blocking CUDA calls for %.1f %% of the step (%.2f ms); "
                               "%.1f synchronising calls per step block the host %.2f ms",
-             jnum(w, "rank"), 100 * wv, jnum(jo(jo(b, "ms"), "idle_host_sync"), "mean"),
-             jnum(g, "host_syncs"), jnum(g, "host_sync_blocked_ms"));
-    cJSON *ev = finding(c, ru, "warning", (int)jnum(w, "rank"), msg);
+             tp_jnum(w, "rank"), 100 * wv, tp_jnum(tp_jobj(tp_jobj(b, "ms"), "idle_host_sync"), "mean"),
+             tp_jnum(g, "host_syncs"), tp_jnum(g, "host_sync_blocked_ms"));
+    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(w, "rank"), msg);
     cJSON_AddNumberToObject(ev, "idle_host_sync_share", wv);
-    cJSON_AddNumberToObject(ev, "idle_host_sync_ms", jnum(jo(jo(b, "ms"), "idle_host_sync"), "mean"));
-    cJSON_AddNumberToObject(ev, "host_syncs_per_step", jnum(g, "host_syncs"));
-    cJSON_AddNumberToObject(ev, "host_sync_blocked_ms", jnum(g, "host_sync_blocked_ms"));
+    cJSON_AddNumberToObject(ev, "idle_host_sync_ms", tp_jnum(tp_jobj(tp_jobj(b, "ms"), "idle_host_sync"), "mean"));
+    cJSON_AddNumberToObject(ev, "host_syncs_per_step", tp_jnum(g, "host_syncs"));
+    cJSON_AddNumberToObject(ev, "host_sync_blocked_ms", tp_jnum(g, "host_sync_blocked_ms"));
     cJSON_AddNumberToObject(ev, "threshold", c->o->host_sync_share);
     add_ranks(ev, rk, n);
     return 1;
@@ -435,7 +430,7 @@ static int rule_sync(const ctx *c, const rule *ru) {
 
 static double v_busy(const cJSON *b, const cJSON *r, const tp_report_opts *o, int *hit) {
     (void)r;
-    double busy = jnum(jo(b, "share"), "busy");
+    double busy = tp_jnum(tp_jobj(b, "share"), "busy");
     *hit = busy < o->busy_share;
     return -busy; /* the least busy is the worst */
 }
@@ -446,7 +441,7 @@ static int rule_busy(const ctx *c, const rule *ru) {
     double wv;
     const cJSON *w = worst_gpu_rank(c, v_busy, rk, &n, &wv);
     if (!w) return 0;
-    const cJSON *sh = jo(jo(w, "breakdown"), "share");
+    const cJSON *sh = tp_jobj(tp_jobj(w, "breakdown"), "share");
     /* the largest idle part names where to look */
     static const char *const parts[3][2] = {{"idle_data", "data loading"},
                                             {"idle_host_sync", "host synchronisation"},
@@ -454,20 +449,20 @@ static int rule_busy(const ctx *c, const rule *ru) {
                                                            "waiting on another rank)"}};
     size_t big = 0;
     for (size_t i = 1; i < 3; i++)
-        if (jnum(sh, parts[i][0]) > jnum(sh, parts[big][0])) big = i;
+        if (tp_jnum(sh, parts[i][0]) > tp_jnum(sh, parts[big][0])) big = i;
     char msg[512];
     snprintf(msg, sizeof msg, "GPU busy only %.1f %% of the step on rank %.0f (below %.0f %%): "
                               "idle %.1f %%, mostly %s (%.1f %%)",
-             -100 * wv, jnum(w, "rank"), 100 * c->o->busy_share, 100 * jnum(sh, "idle"),
-             parts[big][1], 100 * jnum(sh, parts[big][0]));
-    cJSON *ev = finding(c, ru, "warning", (int)jnum(w, "rank"), msg);
+             -100 * wv, tp_jnum(w, "rank"), 100 * c->o->busy_share, 100 * tp_jnum(sh, "idle"),
+             parts[big][1], 100 * tp_jnum(sh, parts[big][0]));
+    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(w, "rank"), msg);
     cJSON_AddNumberToObject(ev, "busy_share", -wv);
-    cJSON_AddNumberToObject(ev, "idle_data_share", jnum(sh, "idle_data"));
-    cJSON_AddNumberToObject(ev, "idle_host_sync_share", jnum(sh, "idle_host_sync"));
-    cJSON_AddNumberToObject(ev, "idle_other_share", jnum(sh, "idle_other"));
+    cJSON_AddNumberToObject(ev, "idle_data_share", tp_jnum(sh, "idle_data"));
+    cJSON_AddNumberToObject(ev, "idle_host_sync_share", tp_jnum(sh, "idle_host_sync"));
+    cJSON_AddNumberToObject(ev, "idle_other_share", tp_jnum(sh, "idle_other"));
     cJSON_AddNumberToObject(ev, "threshold", c->o->busy_share);
-    if (jhas(jo(w, "breakdown"), "most_idle_step"))
-        cJSON_AddNumberToObject(ev, "most_idle_step", jnum(jo(w, "breakdown"), "most_idle_step"));
+    if (tp_jhas(tp_jobj(w, "breakdown"), "most_idle_step"))
+        cJSON_AddNumberToObject(ev, "most_idle_step", tp_jnum(tp_jobj(w, "breakdown"), "most_idle_step"));
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -484,27 +479,27 @@ static int rule_memory(const ctx *c, const rule *ru) {
         const cJSON *g;
         double best = 0, peak = 0, tot = 0;
         const char *src = "";
-        cJSON_ArrayForEach(g, jo(jo(r, "nvml"), "gpus")) {
-            if (jnum(g, "mem_used_peak_share") > best) {
-                best = jnum(g, "mem_used_peak_share");
-                peak = jnum(g, "mem_used_peak_bytes");
-                tot = jnum(g, "mem_total_bytes");
+        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
+            if (tp_jnum(g, "mem_used_peak_share") > best) {
+                best = tp_jnum(g, "mem_used_peak_share");
+                peak = tp_jnum(g, "mem_used_peak_bytes");
+                tot = tp_jnum(g, "mem_total_bytes");
                 src = "nvml";
             }
         }
         const cJSON *g0 = first_gpu(r), *d;
-        double total = jnum(g0, "mem_total_bytes");
-        cJSON_ArrayForEach(d, jo(jo(r, "gpu"), "devices")) {
-            double s = total > 0 ? jnum(d, "memory_peak_bytes") / total : 0;
+        double total = tp_jnum(g0, "mem_total_bytes");
+        cJSON_ArrayForEach(d, tp_jobj(tp_jobj(r, "gpu"), "devices")) {
+            double s = total > 0 ? tp_jnum(d, "memory_peak_bytes") / total : 0;
             if (s > best) {
                 best = s;
-                peak = jnum(d, "memory_peak_bytes");
+                peak = tp_jnum(d, "memory_peak_bytes");
                 tot = total;
                 src = "cupti";
             }
         }
         if (best <= c->o->memory_share) continue;
-        if (n < MAXR) rk[n++] = (int)jnum(r, "rank");
+        if (n < MAXR) rk[n++] = (int)tp_jnum(r, "rank");
         if (best > wv) { wv = best; worst = r; wpeak = peak; wtot = tot; wsrc = src; }
     }
     if (!worst) return 0;
@@ -512,8 +507,8 @@ static int rule_memory(const ctx *c, const rule *ru) {
     snprintf(msg, sizeof msg, "GPU memory peak on rank %.0f is %.1f %% of capacity (%.2f of %.2f "
                               "GiB): little headroom; fragmentation or a longer sequence can "
                               "run out of memory",
-             jnum(worst, "rank"), 100 * wv, wpeak / 1073741824.0, wtot / 1073741824.0);
-    cJSON *ev = finding(c, ru, "warning", (int)jnum(worst, "rank"), msg);
+             tp_jnum(worst, "rank"), 100 * wv, wpeak / 1073741824.0, wtot / 1073741824.0);
+    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(worst, "rank"), msg);
     cJSON_AddNumberToObject(ev, "peak_share", wv);
     cJSON_AddNumberToObject(ev, "peak_bytes", wpeak);
     cJSON_AddNumberToObject(ev, "capacity_bytes", wtot);
@@ -524,40 +519,40 @@ static int rule_memory(const ctx *c, const rule *ru) {
 }
 
 static int rule_straggler(const ctx *c, const rule *ru) {
-    const cJSON *sj = jo(c->rep, "stragglers"), *e;
+    const cJSON *sj = tp_jobj(c->rep, "stragglers"), *e;
     int fired = 0;
-    cJSON_ArrayForEach(e, jo(sj, "named")) {
+    cJSON_ArrayForEach(e, tp_jobj(sj, "named")) {
         char msg[600], gpu[200] = "";
-        const cJSON *g = jo(e, "gpu");
+        const cJSON *g = tp_jobj(e, "gpu");
         if (g)
-            snprintf(gpu, sizeof gpu, ", GPU %.0f%s%s", jnum(g, "index"), jo(g, "name") ? " " : "",
+            snprintf(gpu, sizeof gpu, ", GPU %.0f%s%s", tp_jnum(g, "index"), tp_jobj(g, "name") ? " " : "",
                      safe(js(g, "name")));
         char diff[200] = "";
-        const cJSON *vs = jo(e, "vs_others"), *v;
+        const cJSON *vs = tp_jobj(e, "vs_others"), *v;
         if (vs) {
             int l = snprintf(diff, sizeof diff, "; its GPU %s the others",
-                             cJSON_IsTrue(jo(e, "gpu_differs")) ? "differs from" : "matches");
-            cJSON_ArrayForEach(v, vs) if (cJSON_IsTrue(jo(v, "differs")) && l < (int)sizeof diff)
+                             cJSON_IsTrue(tp_jobj(e, "gpu_differs")) ? "differs from" : "matches");
+            cJSON_ArrayForEach(v, vs) if (cJSON_IsTrue(tp_jobj(v, "differs")) && l < (int)sizeof diff)
                 l += snprintf(diff + l, sizeof diff - (size_t)l, " (%s %.0f vs %.0f)", v->string,
-                              jnum(v, "rank"), jnum(v, "others_median"));
+                              tp_jnum(v, "rank"), tp_jnum(v, "others_median"));
         }
-        if (jhas(e, "lag_ms"))
+        if (tp_jhas(e, "lag_ms"))
             snprintf(msg, sizeof msg, "rank %.0f (host %s%s) is a straggler (%s): it starts "
                                       "collectives %.2f ms after the earliest rank (median; %.2f ms "
                                       "beyond the others, threshold %.2f ms), step %.2f ms%s",
-                     jnum(e, "rank"), safe(js(e, "host")), gpu, js(e, "by"), jnum(e, "lag_ms"),
-                     jnum(e, "lag_excess_ms"), jnum(sj, "lag_threshold_ms"), jnum(e, "step_ms"), diff);
+                     tp_jnum(e, "rank"), safe(js(e, "host")), gpu, js(e, "by"), tp_jnum(e, "lag_ms"),
+                     tp_jnum(e, "lag_excess_ms"), tp_jnum(sj, "lag_threshold_ms"), tp_jnum(e, "step_ms"), diff);
         else
             snprintf(msg, sizeof msg, "rank %.0f (host %s%s) is a straggler (%s): step %.2f ms, "
                                       "%.2f ms beyond the others (threshold %.2f ms)%s",
-                     jnum(e, "rank"), safe(js(e, "host")), gpu, js(e, "by"), jnum(e, "step_ms"),
-                     jnum(e, "step_excess_ms"), jnum(sj, "step_threshold_ms"), diff);
-        cJSON *ev = finding(c, ru, "warning", (int)jnum(e, "rank"), msg);
+                     tp_jnum(e, "rank"), safe(js(e, "host")), gpu, js(e, "by"), tp_jnum(e, "step_ms"),
+                     tp_jnum(e, "step_excess_ms"), tp_jnum(sj, "step_threshold_ms"), diff);
+        cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(e, "rank"), msg);
         cJSON_AddItemToObject(ev, "straggler", cJSON_Duplicate(e, 1));
-        cJSON_AddNumberToObject(ev, "median_step_ms", jnum(sj, "median_step_ms"));
-        cJSON_AddNumberToObject(ev, "lag_threshold_ms", jnum(sj, "lag_threshold_ms"));
-        cJSON_AddNumberToObject(ev, "step_threshold_ms", jnum(sj, "step_threshold_ms"));
-        int rk = (int)jnum(e, "rank");
+        cJSON_AddNumberToObject(ev, "median_step_ms", tp_jnum(sj, "median_step_ms"));
+        cJSON_AddNumberToObject(ev, "lag_threshold_ms", tp_jnum(sj, "lag_threshold_ms"));
+        cJSON_AddNumberToObject(ev, "step_threshold_ms", tp_jnum(sj, "step_threshold_ms"));
+        int rk = (int)tp_jnum(e, "rank");
         add_ranks(ev, &rk, 1);
         fired++;
     }
@@ -573,30 +568,30 @@ static int rule_throttle(const ctx *c, const rule *ru) {
     cJSON_ArrayForEach(r, c->ranks) {
         const cJSON *g;
         int hit = 0;
-        cJSON_ArrayForEach(g, jo(jo(r, "nvml"), "gpus")) {
-            const cJSON *ce = jo(g, "clock_events");
-            double mx = jnum(g, "sm_clock_mhz_max"), mn = jnum(g, "sm_clock_mhz_min");
-            int clocks = cJSON_IsTrue(jo(ce, "throttled")) &&
-                         jnum(ce, "throttled_share") > c->o->throttle_share && mx > 0 &&
+        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
+            const cJSON *ce = tp_jobj(g, "clock_events");
+            double mx = tp_jnum(g, "sm_clock_mhz_max"), mn = tp_jnum(g, "sm_clock_mhz_min");
+            int clocks = cJSON_IsTrue(tp_jobj(ce, "throttled")) &&
+                         tp_jnum(ce, "throttled_share") > c->o->throttle_share && mx > 0 &&
                          mn < (1 - c->o->clock_drop_share) * mx;
-            double lim = jnum(g, "power_limit_w");
-            int power = lim > 0 && jnum(g, "power_max_w") >= c->o->power_limit_share * lim;
+            double lim = tp_jnum(g, "power_limit_w");
+            int power = lim > 0 && tp_jnum(g, "power_max_w") >= c->o->power_limit_share * lim;
             if (!clocks && !power) continue;
             hit = 1;
-            double v = (clocks ? jnum(ce, "throttled_share") : 0) + (power ? 1 : 0);
+            double v = (clocks ? tp_jnum(ce, "throttled_share") : 0) + (power ? 1 : 0);
             if (v > wv) { wv = v; worst = r; wg = g; wthermal = clocks; wpower = power; }
         }
-        if (hit && n < MAXR) rk[n++] = (int)jnum(r, "rank");
+        if (hit && n < MAXR) rk[n++] = (int)tp_jnum(r, "rank");
     }
     if (!worst) return 0;
-    const cJSON *ce = jo(wg, "clock_events"), *x;
+    const cJSON *ce = tp_jobj(wg, "clock_events"), *x;
     char reasons[200] = "";
     int l = 0;
-    cJSON_ArrayForEach(x, jo(ce, "reasons")) if (cJSON_IsString(x) && l < (int)sizeof reasons)
+    cJSON_ArrayForEach(x, tp_jobj(ce, "reasons")) if (cJSON_IsString(x) && l < (int)sizeof reasons)
         l += snprintf(reasons + l, sizeof reasons - (size_t)l, "%s%s", l ? ", " : "", x->valuestring);
     char msg[600];
     snprintf(msg, sizeof msg, "GPU %.0f of rank %.0f is held back:%s%s%s",
-             jnum(wg, "index"), jnum(worst, "rank"),
+             tp_jnum(wg, "index"), tp_jnum(worst, "rank"),
              wthermal ? " the SM clock falls" : "",
              wthermal && wpower ? " and" : "",
              wpower ? " power reaches its enforced limit" : "");
@@ -604,23 +599,23 @@ static int rule_throttle(const ctx *c, const rule *ru) {
     if (wthermal)
         snprintf(msg + ml, sizeof msg - ml, " (SM clock %.0f-%.0f MHz, throttle reasons in %.0f %% of "
                                             "samples: %s)",
-                 jnum(wg, "sm_clock_mhz_min"), jnum(wg, "sm_clock_mhz_max"),
-                 100 * jnum(ce, "throttled_share"), reasons);
+                 tp_jnum(wg, "sm_clock_mhz_min"), tp_jnum(wg, "sm_clock_mhz_max"),
+                 100 * tp_jnum(ce, "throttled_share"), reasons);
     ml = strlen(msg);
     if (wpower)
         snprintf(msg + ml, sizeof msg - ml, " (power up to %.0f W of a %.0f W limit)",
-                 jnum(wg, "power_max_w"), jnum(wg, "power_limit_w"));
-    cJSON *ev = finding(c, ru, "warning", (int)jnum(worst, "rank"), msg);
-    cJSON_AddNumberToObject(ev, "gpu", jnum(wg, "index"));
+                 tp_jnum(wg, "power_max_w"), tp_jnum(wg, "power_limit_w"));
+    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(worst, "rank"), msg);
+    cJSON_AddNumberToObject(ev, "gpu", tp_jnum(wg, "index"));
     cJSON_AddBoolToObject(ev, "clock_throttled", wthermal);
     cJSON_AddBoolToObject(ev, "power_at_limit", wpower);
     static const char *const keys[] = {"sm_clock_mhz_min", "sm_clock_mhz_max", "power_max_w",
                                        "power_limit_w", "temp_c_max"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if (jhas(wg, keys[i])) cJSON_AddNumberToObject(ev, keys[i], jnum(wg, keys[i]));
+        if (tp_jhas(wg, keys[i])) cJSON_AddNumberToObject(ev, keys[i], tp_jnum(wg, keys[i]));
     if (ce) {
-        cJSON_AddNumberToObject(ev, "throttled_share", jnum(ce, "throttled_share"));
-        cJSON_AddItemToObject(ev, "reasons", cJSON_Duplicate(jo(ce, "reasons"), 1));
+        cJSON_AddNumberToObject(ev, "throttled_share", tp_jnum(ce, "throttled_share"));
+        cJSON_AddItemToObject(ev, "reasons", cJSON_Duplicate(tp_jobj(ce, "reasons"), 1));
     }
     cJSON_AddNumberToObject(ev, "threshold_throttle_share", c->o->throttle_share);
     cJSON_AddNumberToObject(ev, "threshold_clock_drop_share", c->o->clock_drop_share);
@@ -703,7 +698,7 @@ static void diagnosis(cJSON *rep, const cJSON *ranks, cJSON *findings, const tp_
             cJSON_ArrayForEach(fd, findings) {
                 if (strcmp(js(fd, "id"), ru->id)) continue;
                 fired++;
-                if (!jo(fd, "recommendation"))
+                if (!tp_jobj(fd, "recommendation"))
                     cJSON_AddStringToObject(fd, "recommendation", ru->recommendation);
             }
         }
@@ -745,16 +740,16 @@ void tp_diagnose_run(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *f
 /* ------------------------------------------------------------------ text */
 
 static void st3(FILE *f, const cJSON *s) {
-    fprintf(f, "%8.2f %8.2f %8.2f", jnum(s, "mean"), jnum(s, "p50"), jnum(s, "p90"));
+    fprintf(f, "%8.2f %8.2f %8.2f", tp_jnum(s, "mean"), tp_jnum(s, "p50"), tp_jnum(s, "p90"));
 }
 
 void tp_breakdown_text(FILE *f, const cJSON *b) {
     if (!b) return;
     int step = !strcmp(js(b, "per"), "step");
-    const cJSON *ms = jo(b, "ms"), *sh = jo(b, "share");
+    const cJSON *ms = tp_jobj(b, "ms"), *sh = tp_jobj(b, "share");
     if (!strcmp(js(b, "basis"), "gpu")) {
         fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the step)\n",
-                jnum(b, "device"), "where work ran", jnum(b, "windows"),
+                tp_jnum(b, "device"), "where work ran", tp_jnum(b, "windows"),
                 step ? "measured steps" : "window (no steps)");
         static const char *const rows[][2] = {
             {"compute", "compute kernels"}, {"exposed_comm", "exposed communication"},
@@ -763,118 +758,118 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
             {"overlapped_comm", "(overlapped communication)"}};
         for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
             fprintf(f, "    %-28s", rows[i][1]);
-            st3(f, jo(ms, rows[i][0]));
-            fprintf(f, "  %5.1f %%\n", 100 * jnum(sh, rows[i][0]));
+            st3(f, tp_jobj(ms, rows[i][0]));
+            fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, rows[i][0]));
         }
         fprintf(f, "    busy %.1f %%; %.0f kernels per step (median %.1f us); %.0f idle gaps per "
                    "step (median %.1f us)",
-                100 * jnum(sh, "busy"), jnum(b, "kernels_per_step"), jnum(b, "kernel_median_us"),
-                jnum(b, "idle_gaps_per_step"), jnum(b, "idle_gap_median_us"));
-        if (jnum(jo(ms, "start_idle"), "mean") > 0)
+                100 * tp_jnum(sh, "busy"), tp_jnum(b, "kernels_per_step"), tp_jnum(b, "kernel_median_us"),
+                tp_jnum(b, "idle_gaps_per_step"), tp_jnum(b, "idle_gap_median_us"));
+        if (tp_jnum(tp_jobj(ms, "start_idle"), "mean") > 0)
             fprintf(f, "; idle at step start %.2f ms (%.2f ms of it in data loading)",
-                    jnum(jo(ms, "start_idle"), "mean"), jnum(jo(ms, "start_idle_data"), "mean"));
+                    tp_jnum(tp_jobj(ms, "start_idle"), "mean"), tp_jnum(tp_jobj(ms, "start_idle_data"), "mean"));
         fputc('\n', f);
         const cJSON *w;
-        cJSON_ArrayForEach(w, jo(b, "warmup"))
+        cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
             fprintf(f, "    warm-up step %.0f: %.2f ms = compute %.2f, exposed communication %.2f, "
                        "memcpy/memset %.2f, idle %.2f (data %.2f, sync %.2f, other %.2f)\n",
-                    jnum(w, "step"), jnum(w, "step_ms"), jnum(w, "compute_ms"), jnum(w, "exposed_comm_ms"),
-                    jnum(w, "memcpy_memset_ms"), jnum(w, "idle_ms"), jnum(w, "idle_data_ms"),
-                    jnum(w, "idle_host_sync_ms"), jnum(w, "idle_other_ms"));
+                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "compute_ms"), tp_jnum(w, "exposed_comm_ms"),
+                    tp_jnum(w, "memcpy_memset_ms"), tp_jnum(w, "idle_ms"), tp_jnum(w, "idle_data_ms"),
+                    tp_jnum(w, "idle_host_sync_ms"), tp_jnum(w, "idle_other_ms"));
         return;
     }
     fprintf(f, "  step breakdown (CPU: top-level ranges under the step, %.0f %s; ms: mean, p50, "
                "p90; share)\n",
-            jnum(b, "windows"), step ? "measured steps" : "window (no steps)");
+            tp_jnum(b, "windows"), step ? "measured steps" : "window (no steps)");
     const cJSON *r;
-    cJSON_ArrayForEach(r, jo(b, "ranges")) {
+    cJSON_ArrayForEach(r, tp_jobj(b, "ranges")) {
         fprintf(f, "    %-28.28s", safe(js(r, "name")));
-        st3(f, jo(r, "ms"));
-        fprintf(f, "  %5.1f %%\n", 100 * jnum(r, "share"));
+        st3(f, tp_jobj(r, "ms"));
+        fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(r, "share"));
     }
     fprintf(f, "    %-28s", "(outside any range)");
-    st3(f, jo(ms, "untracked"));
-    fprintf(f, "  %5.1f %%\n", 100 * jnum(sh, "untracked"));
+    st3(f, tp_jobj(ms, "untracked"));
+    fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, "untracked"));
     const cJSON *w;
-    cJSON_ArrayForEach(w, jo(b, "warmup"))
-        fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n", jnum(w, "step"),
-                jnum(w, "step_ms"), jnum(w, "untracked_ms"));
+    cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
+        fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n", tp_jnum(w, "step"),
+                tp_jnum(w, "step_ms"), tp_jnum(w, "untracked_ms"));
 }
 
 void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
-    const cJSON *c = jo(rep, "clocks");
+    const cJSON *c = tp_jobj(rep, "clocks");
     if (c) {
         fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
-                jnum(c, "hosts"), jnum(c, "hosts") == 1 ? "" : "s", jnum(c, "collectives_matched"));
-        if (jnum(c, "hosts") <= 1) {
+                tp_jnum(c, "hosts"), tp_jnum(c, "hosts") == 1 ? "" : "s", tp_jnum(c, "collectives_matched"));
+        if (tp_jnum(c, "hosts") <= 1) {
             fprintf(f, "; %s\n", js(c, "note"));
         } else {
-            fprintf(f, " (%.0f with GPU-timed ends); %s\n", jnum(c, "collectives_with_ends"),
+            fprintf(f, " (%.0f with GPU-timed ends); %s\n", tp_jnum(c, "collectives_with_ends"),
                     js(c, "status"));
             const cJSON *h;
-            cJSON_ArrayForEach(h, jo(c, "per_host")) {
-                fprintf(f, "  %s%-20s offset %+.1f us", cJSON_IsTrue(jo(h, "aligned")) ? "" : Y,
-                        safe(js(h, "host")), jnum(h, "offset_us"));
-                if (cJSON_IsTrue(jo(h, "reference"))) fputs(" (reference)", f);
-                else if (cJSON_IsTrue(jo(h, "aligned")))
-                    fprintf(f, " from %.0f collectives", jnum(h, "collectives_used"));
-                if (jhas(h, "residual_median_us"))
+            cJSON_ArrayForEach(h, tp_jobj(c, "per_host")) {
+                fprintf(f, "  %s%-20s offset %+.1f us", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : Y,
+                        safe(js(h, "host")), tp_jnum(h, "offset_us"));
+                if (cJSON_IsTrue(tp_jobj(h, "reference"))) fputs(" (reference)", f);
+                else if (cJSON_IsTrue(tp_jobj(h, "aligned")))
+                    fprintf(f, " from %.0f collectives", tp_jnum(h, "collectives_used"));
+                if (tp_jhas(h, "residual_median_us"))
                     fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
-                            jnum(h, "residual_median_us"), jnum(h, "residual_max_us"));
-                if (jo(h, "note")) fprintf(f, "; %s", js(h, "note"));
-                fprintf(f, "%s\n", cJSON_IsTrue(jo(h, "aligned")) ? "" : N);
+                            tp_jnum(h, "residual_median_us"), tp_jnum(h, "residual_max_us"));
+                if (tp_jobj(h, "note")) fprintf(f, "; %s", js(h, "note"));
+                fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : N);
             }
         }
     }
-    const cJSON *t = jo(rep, "throughput");
+    const cJSON *t = tp_jobj(rep, "throughput");
     if (t) {
-        fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %.0f rank%s)", B, N, jnum(t, "step_ms"),
-                jnum(t, "ranks"), jnum(t, "ranks") == 1 ? "" : "s");
-        if (jhas(t, "samples_per_s"))
-            fprintf(f, "; %.1f samples/s (%.0f per step per rank)", jnum(t, "samples_per_s"),
-                    jnum(t, "samples_per_step"));
-        if (jhas(t, "tokens_per_s"))
-            fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", jnum(t, "tokens_per_s"),
-                    jnum(t, "tokens_per_s_per_gpu"), jnum(t, "tokens_per_step"));
+        fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %.0f rank%s)", B, N, tp_jnum(t, "step_ms"),
+                tp_jnum(t, "ranks"), tp_jnum(t, "ranks") == 1 ? "" : "s");
+        if (tp_jhas(t, "samples_per_s"))
+            fprintf(f, "; %.1f samples/s (%.0f per step per rank)", tp_jnum(t, "samples_per_s"),
+                    tp_jnum(t, "samples_per_step"));
+        if (tp_jhas(t, "tokens_per_s"))
+            fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", tp_jnum(t, "tokens_per_s"),
+                    tp_jnum(t, "tokens_per_s_per_gpu"), tp_jnum(t, "tokens_per_step"));
         fputc('\n', f);
-        const cJSON *m = jo(t, "model");
+        const cJSON *m = tp_jobj(t, "model");
         if (m)
             fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(js(m, "spec")),
-                    jnum(m, "flops_per_token") / 1e9, js(m, "formula"));
-        if (jo(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(js(t, "model_error")), N);
-        if (jo(t, "note")) fprintf(f, "  note: %s\n", js(t, "note"));
-        if (jhas(t, "tflops_per_gpu")) {
+                    tp_jnum(m, "flops_per_token") / 1e9, js(m, "formula"));
+        if (tp_jobj(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(js(t, "model_error")), N);
+        if (tp_jobj(t, "note")) fprintf(f, "  note: %s\n", js(t, "note"));
+        if (tp_jhas(t, "tflops_per_gpu")) {
             fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
-                    jnum(t, "flops_per_step"), js(t, "flops_source"), jnum(t, "tflops_per_gpu"));
-            if (jhas(t, "mfu"))
+                    tp_jnum(t, "flops_per_step"), js(t, "flops_source"), tp_jnum(t, "tflops_per_gpu"));
+            if (tp_jhas(t, "mfu"))
                 fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
-                        100 * jnum(t, "mfu"), N, jnum(t, "peak_tflops"), safe(js(t, "dtype")), safe(js(t, "gpu")),
+                        100 * tp_jnum(t, "mfu"), N, tp_jnum(t, "peak_tflops"), safe(js(t, "dtype")), safe(js(t, "gpu")),
                         js(t, "peak_source"));
-            else if (jo(t, "mfu_note"))
+            else if (tp_jobj(t, "mfu_note"))
                 fprintf(f, "; no MFU: %s", js(t, "mfu_note"));
             fputc('\n', f);
         }
     }
-    const cJSON *s = jo(rep, "stragglers");
+    const cJSON *s = tp_jobj(rep, "stragglers");
     if (s) {
         fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
                    "earliest rank)\n",
-                B, N, jnum(s, "median_step_ms"));
+                B, N, tp_jnum(s, "median_step_ms"));
         fprintf(f, "  %-8s %-20s %10s %12s %10s %10s %6s\n", "rank", "host", "step ms",
                 "collectives", "lag p50", "lag p90", "");
         const cJSON *r;
-        cJSON_ArrayForEach(r, jo(s, "ranks")) {
+        cJSON_ArrayForEach(r, tp_jobj(s, "ranks")) {
             int named = 0;
             const cJSON *e;
-            cJSON_ArrayForEach(e, jo(s, "named")) named |= jnum(e, "rank") == jnum(r, "rank");
+            cJSON_ArrayForEach(e, tp_jobj(s, "named")) named |= tp_jnum(e, "rank") == tp_jnum(r, "rank");
             fprintf(f, "  %s%-8.0f %-20.20s %10.2f %12.0f %10.3f %10.3f %6s%s\n", named ? Y : "",
-                    jnum(r, "rank"), safe(js(r, "host")), jnum(r, "step_ms"), jnum(r, "collectives"),
-                    jnum(r, "lag_ms_median"), jnum(r, "lag_ms_p90"), named ? "<-" : "", named ? N : "");
+                    tp_jnum(r, "rank"), safe(js(r, "host")), tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
+                    tp_jnum(r, "lag_ms_median"), tp_jnum(r, "lag_ms_p90"), named ? "<-" : "", named ? N : "");
         }
-        fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", jnum(s, "lag_threshold_ms"),
-                jnum(s, "step_threshold_ms"));
-        if (!cJSON_GetArraySize(jo(s, "named"))) fputs("; no straggler", f);
+        fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", tp_jnum(s, "lag_threshold_ms"),
+                tp_jnum(s, "step_threshold_ms"));
+        if (!cJSON_GetArraySize(tp_jobj(s, "named"))) fputs("; no straggler", f);
         fputc('\n', f);
-        if (jo(s, "note")) fprintf(f, "  note: %s\n", js(s, "note"));
+        if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", js(s, "note"));
     }
 }

@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/diff.h"
+#include "analysis/jsonget.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -41,18 +42,6 @@ void tp_diff_opts_init(tp_diff_opts *o) {
     o->top_n = 30;
 }
 
-static const cJSON *obj(const cJSON *o, const char *k) {
-    return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
-}
-static int has_num(const cJSON *o, const char *k) { return cJSON_IsNumber(obj(o, k)); }
-static double num(const cJSON *o, const char *k) {
-    const cJSON *v = obj(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-static const char *str(const cJSON *o, const char *k) {
-    const cJSON *v = obj(o, k);
-    return cJSON_IsString(v) && v->valuestring ? v->valuestring : "";
-}
 
 /* ------------------------------------------------------------------ metrics */
 
@@ -169,13 +158,13 @@ static void comm_key(char *buf, size_t n, const char *op, double size) {
  * communication keys either run has. */
 static void collect_keys(const cJSON *rep, keyset *kern, keyset *comm, int top_n) {
     const cJSON *r, *k, *c, *op;
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
-        cJSON_ArrayForEach(k, obj(obj(r, "gpu"), "top_kernels"))
-            if ((int)kern->n < top_n) ks_add(kern, str(k, "name"));
-        cJSON_ArrayForEach(c, obj(obj(r, "communication"), "communicators"))
-            cJSON_ArrayForEach(op, obj(c, "ops")) {
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
+        cJSON_ArrayForEach(k, tp_jobj(tp_jobj(r, "gpu"), "top_kernels"))
+            if ((int)kern->n < top_n) ks_add(kern, tp_jstr(k, "name"));
+        cJSON_ArrayForEach(c, tp_jobj(tp_jobj(r, "communication"), "communicators"))
+            cJSON_ArrayForEach(op, tp_jobj(c, "ops")) {
                 char key[160];
-                comm_key(key, sizeof key, str(op, "op"), num(c, "size"));
+                comm_key(key, sizeof key, tp_jstr(op, "op"), tp_jnum(c, "size"));
                 ks_add(comm, key);
             }
     }
@@ -197,8 +186,8 @@ static size_t step_of(const tp_step *st, size_t n, uint64_t t) {
 static const tp_process *find_rank_process(const tp_run *run, const cJSON *r) {
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
-        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == num(r, "pid") &&
-            !strcmp(p->hdr.host, str(r, "host")))
+        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == tp_jnum(r, "pid") &&
+            !strcmp(p->hdr.host, tp_jstr(r, "host")))
             return p;
     }
     return NULL;
@@ -248,9 +237,9 @@ static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *
         if (!src) return;
     }
     const cJSON *g;
-    cJSON_ArrayForEach(g, obj(obj(r, "nvml"), "gpus")) {
+    cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
         char cname[48];
-        snprintf(cname, sizeof cname, "gpu%.0f.energy_j", num(g, "index"));
+        snprintf(cname, sizeof cname, "gpu%.0f.energy_j", tp_jnum(g, "index"));
         tv *s = NULL;
         size_t n = 0, cap = 0;
         for (size_t ti = 0; ti < src->nthreads; ti++)
@@ -274,7 +263,7 @@ static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *
         }
         if (ne) {
             char key[96];
-            snprintf(key, sizeof key, "rank %.0f GPU %.0f", num(r, "rank"), num(g, "index"));
+            snprintf(key, sizeof key, "rank %.0f GPU %.0f", tp_jnum(r, "rank"), tp_jnum(g, "index"));
             push(t, side, SEC_ENERGY, key, e, ne);
         }
         free(e);
@@ -305,7 +294,7 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
     size_t nm = s.nsteps - s.nwarmup;
     const tp_step *st = s.steps + s.nwarmup;
     char key[192];
-    int rank = (int)num(r, "rank");
+    int rank = (int)tp_jnum(r, "rank");
     double *v = NULL, *kv = NULL, *cv = NULL;
     kslot *slots = NULL;
     tp_comm_time *ct = NULL;
@@ -406,39 +395,39 @@ out:
 /* A rank known only from its report: the report's means. */
 static void rank_json(mtab *t, int side, const cJSON *r) {
     char key[192];
-    const cJSON *s = obj(r, "steps");
-    if (has_num(s, "mean_ms")) {
-        snprintf(key, sizeof key, "rank %.0f", num(r, "rank"));
+    const cJSON *s = tp_jobj(r, "steps");
+    if (tp_jhas(s, "mean_ms")) {
+        snprintf(key, sizeof key, "rank %.0f", tp_jnum(r, "rank"));
         metric *m = mt_get(t, SEC_STEP, key);
         if (m) {
-            m->s[side].p50 = num(s, "p50_ms");
-            m->s[side].p90 = num(s, "p90_ms");
+            m->s[side].p50 = tp_jnum(s, "p50_ms");
+            m->s[side].p90 = tp_jnum(s, "p90_ms");
         }
-        push_json(t, side, SEC_STEP, key, num(s, "mean_ms"));
-        push_json(t, side, SEC_STEP, "all ranks", num(s, "mean_ms"));
+        push_json(t, side, SEC_STEP, key, tp_jnum(s, "mean_ms"));
+        push_json(t, side, SEC_STEP, "all ranks", tp_jnum(s, "mean_ms"));
     }
-    const cJSON *g = obj(r, "gpu"), *d, *c;
+    const cJSON *g = tp_jobj(r, "gpu"), *d, *c;
     double cls[NCLS] = {0};
     int any = 0;
-    cJSON_ArrayForEach(d, obj(g, "devices")) {
+    cJSON_ArrayForEach(d, tp_jobj(g, "devices")) {
         any = 1;
-        cJSON_ArrayForEach(c, obj(d, "kernel_ms_by_class"))
+        cJSON_ArrayForEach(c, tp_jobj(d, "kernel_ms_by_class"))
             if (cJSON_IsNumber(c)) cls[class_index(c->string)] += c->valuedouble;
     }
     for (int i = 0; any && i < NCLS; i++) push_json(t, side, SEC_CLASS, classes[i], cls[i]);
-    cJSON_ArrayForEach(d, obj(g, "top_kernels")) push_json(t, side, SEC_KERNEL, str(d, "name"), num(d, "total_ms"));
-    cJSON_ArrayForEach(c, obj(obj(r, "communication"), "communicators")) {
+    cJSON_ArrayForEach(d, tp_jobj(g, "top_kernels")) push_json(t, side, SEC_KERNEL, tp_jstr(d, "name"), tp_jnum(d, "total_ms"));
+    cJSON_ArrayForEach(c, tp_jobj(tp_jobj(r, "communication"), "communicators")) {
         const cJSON *op;
-        cJSON_ArrayForEach(op, obj(c, "ops")) {
-            if (!has_num(op, "count_per_step") || num(op, "count") <= 0) continue;
-            comm_key(key, sizeof key, str(op, "op"), num(c, "size"));
-            push_json(t, side, SEC_COMM, key, num(op, "time_ms") * num(op, "count_per_step") / num(op, "count"));
+        cJSON_ArrayForEach(op, tp_jobj(c, "ops")) {
+            if (!tp_jhas(op, "count_per_step") || tp_jnum(op, "count") <= 0) continue;
+            comm_key(key, sizeof key, tp_jstr(op, "op"), tp_jnum(c, "size"));
+            push_json(t, side, SEC_COMM, key, tp_jnum(op, "time_ms") * tp_jnum(op, "count_per_step") / tp_jnum(op, "count"));
         }
     }
-    cJSON_ArrayForEach(d, obj(obj(r, "nvml"), "gpus")) {
-        if (!has_num(d, "energy_per_step_j")) continue;
-        snprintf(key, sizeof key, "rank %.0f GPU %.0f", num(r, "rank"), num(d, "index"));
-        push_json(t, side, SEC_ENERGY, key, num(d, "energy_per_step_j"));
+    cJSON_ArrayForEach(d, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
+        if (!tp_jhas(d, "energy_per_step_j")) continue;
+        snprintf(key, sizeof key, "rank %.0f GPU %.0f", tp_jnum(r, "rank"), tp_jnum(d, "index"));
+        push_json(t, side, SEC_ENERGY, key, tp_jnum(d, "energy_per_step_j"));
     }
 }
 
@@ -517,9 +506,9 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
             op = &ro;
         }
         const cJSON *r;
-        cJSON_ArrayForEach(r, obj(side[i]->rep, "ranks")) {
+        cJSON_ArrayForEach(r, tp_jobj(side[i]->rep, "ranks")) {
             const tp_process *p = side[i]->run ? find_rank_process(side[i]->run, r) : NULL;
-            if (p && num(obj(r, "steps"), "measured") > 0)
+            if (p && tp_jnum(tp_jobj(r, "steps"), "measured") > 0)
                 rank_samples(&t, i, side[i]->run, p, r, op, &kern, &comm);
             else
                 rank_json(&t, i, r);
@@ -538,8 +527,8 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
     for (int i = 0; i < 2; i++) {
         cJSON *s = cJSON_AddObjectToObject(d, i ? "b" : "a");
         cJSON_AddStringToObject(s, "label", side[i]->label ? side[i]->label : "");
-        cJSON_AddStringToObject(s, "dir", str(obj(side[i]->rep, "run"), "dir"));
-        cJSON_AddNumberToObject(s, "ranks", cJSON_GetArraySize(obj(side[i]->rep, "ranks")));
+        cJSON_AddStringToObject(s, "dir", tp_jstr(tp_jobj(side[i]->rep, "run"), "dir"));
+        cJSON_AddNumberToObject(s, "ranks", cJSON_GetArraySize(tp_jobj(side[i]->rep, "ranks")));
         cJSON_AddBoolToObject(s, "per_step_values", side[i]->run != NULL);
     }
     cJSON *rule = cJSON_AddObjectToObject(d, "rule");
@@ -638,51 +627,51 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
 /* ------------------------------------------------------------------ text */
 
 static void put_num(FILE *f, const cJSON *o, const char *k, int w) {
-    if (has_num(o, k)) fprintf(f, " %*.*f", w, fabs(num(o, k)) >= 100 ? 1 : 3, num(o, k));
+    if (tp_jhas(o, k)) fprintf(f, " %*.*f", w, fabs(tp_jnum(o, k)) >= 100 ? 1 : 3, tp_jnum(o, k));
     else fprintf(f, " %*s", w, "-");
 }
 
 int tp_diff_write_text(const cJSON *d, FILE *f) {
-    const cJSON *a = obj(d, "a"), *b = obj(d, "b"), *rule = obj(d, "rule");
-    fprintf(f, "trainprof diff\n  A: %s\n  B: %s\n", str(a, "label"), str(b, "label"));
+    const cJSON *a = tp_jobj(d, "a"), *b = tp_jobj(d, "b"), *rule = tp_jobj(d, "rule");
+    fprintf(f, "trainprof diff\n  A: %s\n  B: %s\n", tp_jstr(a, "label"), tp_jstr(b, "label"));
     fprintf(f, "rule: a change is significant when |B - A| > %.0f x noise and > %.0f %% of A, noise "
                "being the standard error of the difference of the per-step means (ranks pooled); "
                "without per-step values (report.json only) when it is > %.0f %% of A\n",
-            num(rule, "noise_k"), 100 * num(rule, "min_rel"), 100 * num(rule, "unknown_rel"));
+            tp_jnum(rule, "noise_k"), 100 * tp_jnum(rule, "min_rel"), 100 * tp_jnum(rule, "unknown_rel"));
     for (int sec = 0; sec < SEC_N; sec++) {
-        const cJSON *rows = obj(obj(d, "sections"), sec_name[sec]), *r;
+        const cJSON *rows = tp_jobj(tp_jobj(d, "sections"), sec_name[sec]), *r;
         if (!cJSON_GetArraySize(rows)) continue;
         fprintf(f, "\n%s\n  %-44s %10s %10s %10s %8s %9s\n", sec_title[sec], "", "A", "B",
                 "B - A", "change", "noise");
         cJSON_ArrayForEach(r, rows) {
-            const char *k = str(r, "key");
+            const char *k = tp_jstr(r, "key");
             size_t kl = strlen(k);
             fprintf(f, "  %-44.*s", 44, k);
             if (kl > 44) fputs("…", f);
             put_num(f, r, "a", 10);
             put_num(f, r, "b", 10);
-            if (has_num(r, "delta")) fprintf(f, " %+10.3f", num(r, "delta"));
+            if (tp_jhas(r, "delta")) fprintf(f, " %+10.3f", tp_jnum(r, "delta"));
             else fprintf(f, " %10s", "-");
-            if (has_num(r, "delta_rel")) fprintf(f, " %+7.1f%%", 100 * num(r, "delta_rel"));
+            if (tp_jhas(r, "delta_rel")) fprintf(f, " %+7.1f%%", 100 * tp_jnum(r, "delta_rel"));
             else fprintf(f, " %8s", "-");
-            if (has_num(r, "noise")) fprintf(f, " %9.3f", num(r, "noise"));
+            if (tp_jhas(r, "noise")) fprintf(f, " %9.3f", tp_jnum(r, "noise"));
             else fprintf(f, " %9s", "?");
-            if (obj(r, "only_in")) fprintf(f, "  only in %s", !strcmp(str(r, "only_in"), "a") ? "A" : "B");
-            if (cJSON_IsTrue(obj(r, "significant"))) fputs("  << changed", f);
+            if (tp_jobj(r, "only_in")) fprintf(f, "  only in %s", !strcmp(tp_jstr(r, "only_in"), "a") ? "A" : "B");
+            if (cJSON_IsTrue(tp_jobj(r, "significant"))) fputs("  << changed", f);
             fputc('\n', f);
-            if (sec == SEC_STEP && has_num(r, "a_p50"))
-                fprintf(f, "    p50 %.3f -> %.3f ms, p90 %.3f -> %.3f ms\n", num(r, "a_p50"),
-                        num(r, "b_p50"), num(r, "a_p90"), num(r, "b_p90"));
+            if (sec == SEC_STEP && tp_jhas(r, "a_p50"))
+                fprintf(f, "    p50 %.3f -> %.3f ms, p90 %.3f -> %.3f ms\n", tp_jnum(r, "a_p50"),
+                        tp_jnum(r, "b_p50"), tp_jnum(r, "a_p90"), tp_jnum(r, "b_p90"));
         }
     }
-    const cJSON *sig = obj(d, "significant"), *e;
+    const cJSON *sig = tp_jobj(d, "significant"), *e;
     if (!cJSON_GetArraySize(sig)) {
         fputs("\nno change beyond noise\n", f);
     } else {
         fputs("\nchanged beyond noise:\n", f);
-        cJSON_ArrayForEach(e, sig) fprintf(f, "  %s\n", str(e, "message"));
+        cJSON_ArrayForEach(e, sig) fprintf(f, "  %s\n", tp_jstr(e, "message"));
     }
-    if (obj(d, "error")) fprintf(f, "warning: %s\n", str(d, "error"));
+    if (tp_jobj(d, "error")) fprintf(f, "warning: %s\n", tp_jstr(d, "error"));
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
 }

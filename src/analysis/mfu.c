@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/mfu.h"
+#include "analysis/jsonget.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -149,11 +150,6 @@ double tp_peak_tflops(const char *gpu, const char *dtype, const char **entry, co
 
 /* ------------------------------------------------------------------ the section */
 
-static const cJSON *jo(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
-static double jnum(const cJSON *o, const char *k) {
-    const cJSON *v = jo(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
 
 /* the first rank file's metadata value for key */
 static const char *run_meta(const tp_run *run, const char *key) {
@@ -187,14 +183,14 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
     const cJSON *r;
     cJSON_ArrayForEach(r, ranks) {
         nranks++;
-        const cJSON *s = jo(r, "steps");
-        if (jnum(s, "measured") > 0) {
-            sum += jnum(s, "mean_ms");
+        const cJSON *s = tp_jobj(r, "steps");
+        if (tp_jnum(s, "measured") > 0) {
+            sum += tp_jnum(s, "mean_ms");
             n++;
         }
         const cJSON *g;
-        cJSON_ArrayForEach(g, jo(jo(r, "nvml"), "gpus")) {
-            const cJSON *nm = jo(g, "name");
+        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
+            const cJSON *nm = tp_jobj(g, "name");
             if (!gpu && cJSON_IsString(nm)) gpu = nm->valuestring;
         }
     }

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "export/html.h"
+#include "analysis/jsonget.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -27,18 +28,6 @@
 
 /* ------------------------------------------------------------------ JSON access */
 
-static const cJSON *obj(const cJSON *o, const char *k) {
-    return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
-}
-static int has_num(const cJSON *o, const char *k) { return cJSON_IsNumber(obj(o, k)); }
-static double num(const cJSON *o, const char *k) {
-    const cJSON *v = obj(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-static const char *str(const cJSON *o, const char *k) {
-    const cJSON *v = obj(o, k);
-    return cJSON_IsString(v) && v->valuestring ? v->valuestring : "";
-}
 
 /* ------------------------------------------------------------------ text */
 
@@ -69,7 +58,7 @@ static void fnum(FILE *f, double v, int prec) {
 /* A table cell holding a number, or "-" when the member is absent. */
 static void td_num(FILE *f, const cJSON *o, const char *k, int prec, double scale) {
     fputs("<td class=\"n\">", f);
-    if (has_num(o, k)) fnum(f, num(o, k) * scale, prec);
+    if (tp_jhas(o, k)) fnum(f, tp_jnum(o, k) * scale, prec);
     else fputs("-", f);
     fputs("</td>", f);
 }
@@ -156,7 +145,7 @@ static void gen_value(FILE *f, const cJSON *v, int depth) {
                 fputs("<tr>", f);
                 for (int i = 0; i < nc; i++) {
                     fputs("<td>", f);
-                    const cJSON *cell = obj(c, cols[i]);
+                    const cJSON *cell = tp_jobj(c, cols[i]);
                     if (cell) gen_value(f, cell, depth + 1);
                     fputs("</td>", f);
                 }
@@ -325,8 +314,8 @@ static const tp_process *find_rank_process(const tp_run *run, const cJSON *r) {
     if (!run) return NULL;
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
-        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == num(r, "pid") &&
-            !strcmp(p->hdr.host, str(r, "host")))
+        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == tp_jnum(r, "pid") &&
+            !strcmp(p->hdr.host, tp_jstr(r, "host")))
             return p;
     }
     return NULL;
@@ -334,15 +323,15 @@ static const tp_process *find_rank_process(const tp_run *run, const cJSON *r) {
 
 static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report_opts *o,
                             rank_series **out) {
-    int nr = cJSON_GetArraySize(obj(rep, "ranks"));
+    int nr = cJSON_GetArraySize(tp_jobj(rep, "ranks"));
     rank_series *v = calloc(nr > 0 ? (size_t)nr : 1, sizeof *v);
     size_t n = 0;
     const cJSON *r;
     if (!v) return 0;
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
         rank_series *rs = &v[n++];
         rs->json = r;
-        rs->rank = (int)num(r, "rank");
+        rs->rank = (int)tp_jnum(r, "rank");
         const tp_process *p = find_rank_process(run, r);
         tp_steps s;
         if (!p || tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) continue;
@@ -461,7 +450,7 @@ static int ends_with(const char *s, const char *suf) {
  * and so is "idle" when its parts (idle_*) are given, and a detail of a part (a key that
  * extends another part's key, itself a part: idle_other_short_gaps). Returns the segments. */
 static int bd_from_section(bd_row *b, const cJSON *bd) {
-    const cJSON *c, *src = cJSON_IsObject(obj(bd, "ms")) ? obj(bd, "ms") : bd;
+    const cJSON *c, *src = cJSON_IsObject(tp_jobj(bd, "ms")) ? tp_jobj(bd, "ms") : bd;
     int idle_parts = 0;
     cJSON_ArrayForEach(c, src) idle_parts |= c->string && !strncmp(c->string, "idle_", 5);
     cJSON_ArrayForEach(c, src) {
@@ -480,9 +469,9 @@ static int bd_from_section(bd_row *b, const cJSON *bd) {
         if (detail) continue;
         if (cJSON_IsNumber(c) && ends_with(k, "_ms")) bd_add(b, k, c->valuedouble);
         else if (cJSON_IsObject(c)) {
-            const char *m = has_num(c, "mean_ms") ? "mean_ms" : has_num(c, "ms") ? "ms"
-                            : has_num(c, "mean")  ? "mean" : NULL;
-            if (m) bd_add(b, k, num(c, m));
+            const char *m = tp_jhas(c, "mean_ms") ? "mean_ms" : tp_jhas(c, "ms") ? "ms"
+                            : tp_jhas(c, "mean")  ? "mean" : NULL;
+            if (m) bd_add(b, k, tp_jnum(c, m));
         }
     }
     return b->nseg;
@@ -492,39 +481,39 @@ static int bd_from_section(bd_row *b, const cJSON *bd) {
  * time of the busiest device, from the gpu and communication sections; for a rank without
  * GPU records, data loading and the rest of the step. */
 static void bd_fallback(bd_row *b, const cJSON *r) {
-    const cJSON *g = obj(r, "gpu"), *dev = NULL, *d;
-    cJSON_ArrayForEach(d, obj(g, "devices")) if (!dev || num(d, "kernel_ms") > num(dev, "kernel_ms")) dev = d;
-    double data = num(obj(r, "data_loading"), "ms_per_step");
+    const cJSON *g = tp_jobj(r, "gpu"), *dev = NULL, *d;
+    cJSON_ArrayForEach(d, tp_jobj(g, "devices")) if (!dev || tp_jnum(d, "kernel_ms") > tp_jnum(dev, "kernel_ms")) dev = d;
+    double data = tp_jnum(tp_jobj(r, "data_loading"), "ms_per_step");
     if (!dev) {
         bd_add(b, "data loading", data);
         bd_add(b, "other (host)", b->step_ms - data);
         return;
     }
-    const cJSON *cls = obj(dev, "kernel_ms_by_class"), *c;
+    const cJSON *cls = tp_jobj(dev, "kernel_ms_by_class"), *c;
     cJSON_ArrayForEach(c, cls) if (strcmp(c->string, "communication") && cJSON_IsNumber(c))
         bd_add(b, c->string, c->valuedouble);
-    const cJSON *ex = obj(obj(r, "communication"), "exposure");
-    if (obj(ex, "exposed_ms")) {
-        bd_add(b, "communication (exposed)", num(obj(ex, "exposed_ms"), "mean"));
+    const cJSON *ex = tp_jobj(tp_jobj(r, "communication"), "exposure");
+    if (tp_jobj(ex, "exposed_ms")) {
+        bd_add(b, "communication (exposed)", tp_jnum(tp_jobj(ex, "exposed_ms"), "mean"));
     } else {
-        bd_add(b, "communication kernels", num(cls, "communication"));
+        bd_add(b, "communication kernels", tp_jnum(cls, "communication"));
     }
-    bd_add(b, "memcpy/memset", num(dev, "memcpy_memset_ms"));
-    if (has_num(dev, "busy_share")) bd_add(b, "GPU idle", b->step_ms * (1 - num(dev, "busy_share")));
+    bd_add(b, "memcpy/memset", tp_jnum(dev, "memcpy_memset_ms"));
+    if (tp_jhas(dev, "busy_share")) bd_add(b, "GPU idle", b->step_ms * (1 - tp_jnum(dev, "busy_share")));
 }
 
 static void breakdown_chart(FILE *f, const cJSON *rep) {
-    int nr = cJSON_GetArraySize(obj(rep, "ranks"));
+    int nr = cJSON_GetArraySize(tp_jobj(rep, "ranks"));
     if (nr <= 0) return;
     bd_row *rows = calloc((size_t)nr, sizeof *rows);
     if (!rows) return;
     const cJSON *r;
     int n = 0, generic = 0;
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
         bd_row *b = &rows[n++];
-        b->rank = (int)num(r, "rank");
-        b->step_ms = num(obj(r, "steps"), "mean_ms");
-        if (obj(r, "breakdown") && bd_from_section(b, obj(r, "breakdown")) >= 2) {
+        b->rank = (int)tp_jnum(r, "rank");
+        b->step_ms = tp_jnum(tp_jobj(r, "steps"), "mean_ms");
+        if (tp_jobj(r, "breakdown") && bd_from_section(b, tp_jobj(r, "breakdown")) >= 2) {
             generic = 1;
         } else {
             b->nseg = 0;
@@ -704,7 +693,7 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
 }
 
 static void nvml_curves(FILE *f, const cJSON *rep, const tp_run *run) {
-    double t0 = num(obj(rep, "run"), "start_realtime_ns");
+    double t0 = tp_jnum(tp_jobj(rep, "run"), "start_realtime_ns");
     if (t0 <= 0) {
         for (size_t i = 0; i < run->nprocs; i++) {
             double s = (double)tp_to_realtime(&run->procs[i], run->procs[i].first_ts);
@@ -719,7 +708,7 @@ static void nvml_curves(FILE *f, const cJSON *rep, const tp_run *run) {
 /* ------------------------------------------------------------------ tables */
 
 static void findings_section(FILE *f, const cJSON *rep) {
-    const cJSON *fs = obj(rep, "findings"), *fd;
+    const cJSON *fs = tp_jobj(rep, "findings"), *fd;
     fputs("<h2 id=\"findings\">Findings</h2>\n", f);
     if (!cJSON_GetArraySize(fs)) {
         fputs("<p class=\"ok\">No rule found a problem.</p>\n", f);
@@ -727,20 +716,20 @@ static void findings_section(FILE *f, const cJSON *rep) {
     }
     fputs("<ul class=\"findings\">\n", f);
     cJSON_ArrayForEach(fd, fs) {
-        const char *sev = str(fd, "severity");
+        const char *sev = tp_jstr(fd, "severity");
         fputs("<li class=\"finding sev-", f);
         for (const char *c = sev; *c; c++) fputc(isalnum((unsigned char)*c) ? *c : '_', f);
         fputs("\"><span class=\"sev\">", f);
         E(*sev ? sev : "note");
         fputs("</span> ", f);
-        if (obj(fd, "id")) {
+        if (tp_jobj(fd, "id")) {
             fputs("<code>", f);
-            E(str(fd, "id"));
+            E(tp_jstr(fd, "id"));
             fputs("</code> ", f);
         }
-        if (has_num(fd, "rank")) fprintf(f, "(rank %.0f) ", num(fd, "rank"));
+        if (tp_jhas(fd, "rank")) fprintf(f, "(rank %.0f) ", tp_jnum(fd, "rank"));
         fputs("<span class=\"msg\">", f);
-        E(str(fd, "message"));
+        E(tp_jstr(fd, "message"));
         fputs("</span>", f);
         const cJSON *c;
         cJSON_ArrayForEach(c, fd) {
@@ -765,15 +754,15 @@ static void steps_table(FILE *f, const cJSON *rep) {
           "ms</th><th>min ms</th><th>max ms</th></tr>\n",
           f);
     const cJSON *r;
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
-        const cJSON *s = obj(r, "steps");
-        fprintf(f, "<tr><td>%.0f</td><td>", num(r, "rank"));
-        E(str(r, "host"));
-        fprintf(f, ":%.0f</td><td>", num(r, "pid"));
-        E(str(s, "source"));
-        if (obj(s, "name")) {
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
+        const cJSON *s = tp_jobj(r, "steps");
+        fprintf(f, "<tr><td>%.0f</td><td>", tp_jnum(r, "rank"));
+        E(tp_jstr(r, "host"));
+        fprintf(f, ":%.0f</td><td>", tp_jnum(r, "pid"));
+        E(tp_jstr(s, "source"));
+        if (tp_jobj(s, "name")) {
             fputs(" &ldquo;", f);
-            E(str(s, "name"));
+            E(tp_jstr(s, "name"));
             fputs("&rdquo;", f);
         }
         fputs("</td>", f);
@@ -790,9 +779,9 @@ static void steps_table(FILE *f, const cJSON *rep) {
 }
 
 static void comm_table(FILE *f, const cJSON *rep) {
-    const cJSON *comm = obj(rep, "communication"), *c, *op;
+    const cJSON *comm = tp_jobj(rep, "communication"), *c, *op;
     fputs("<h2 id=\"communication\">Communication</h2>\n", f);
-    if (!cJSON_GetArraySize(obj(comm, "communicators"))) {
+    if (!cJSON_GetArraySize(tp_jobj(comm, "communicators"))) {
         fputs("<p class=\"note\">No communication recorded.</p>\n", f);
         return;
     }
@@ -801,49 +790,49 @@ static void comm_table(FILE *f, const cJSON *rep) {
           "rank</th><th>mean ms</th><th>time ms per rank</th><th>algbw GB/s</th><th>busbw "
           "GB/s</th><th>timing</th></tr>\n",
           f);
-    cJSON_ArrayForEach(c, obj(comm, "communicators")) {
-        cJSON_ArrayForEach(op, obj(c, "ops")) {
+    cJSON_ArrayForEach(c, tp_jobj(comm, "communicators")) {
+        cJSON_ArrayForEach(op, tp_jobj(c, "ops")) {
             fputs("<tr><td><code>", f);
-            E(str(c, "id"));
-            fprintf(f, "</code></td><td class=\"n\">%.0f</td><td>", num(c, "size"));
-            E(str(c, "role_guess"));
+            E(tp_jstr(c, "id"));
+            fprintf(f, "</code></td><td class=\"n\">%.0f</td><td>", tp_jnum(c, "size"));
+            E(tp_jstr(c, "role_guess"));
             fputs("</td><td>", f);
-            E(str(op, "op"));
+            E(tp_jstr(op, "op"));
             fputs("</td>", f);
             td_num(f, op, "ranks", 0, 1);
             td_num(f, op, "count_per_rank", 0, 1);
             fputs("<td class=\"n\">", f);
-            bytes_text(f, num(op, "bytes_per_rank"));
+            bytes_text(f, tp_jnum(op, "bytes_per_rank"));
             fputs("</td>", f);
             td_num(f, op, "mean_ms", 3, 1);
             fputs("<td class=\"n\">", f);
-            if (has_num(op, "mean_ms")) fnum(f, num(op, "mean_ms") * num(op, "count_per_rank"), 2);
+            if (tp_jhas(op, "mean_ms")) fnum(f, tp_jnum(op, "mean_ms") * tp_jnum(op, "count_per_rank"), 2);
             else fputs("-", f);
             fputs("</td>", f);
             td_num(f, op, "algbw_gbs", 2, 1);
             td_num(f, op, "busbw_gbs", 2, 1);
             fputs("<td>", f);
-            E(str(op, "time_source"));
+            E(tp_jstr(op, "time_source"));
             fputs("</td></tr>\n", f);
         }
     }
     fputs("</table>\n", f);
-    const cJSON *ex = obj(comm, "exposure");
-    if (cJSON_GetArraySize(obj(ex, "ranks"))) {
+    const cJSON *ex = tp_jobj(comm, "exposure");
+    if (cJSON_GetArraySize(tp_jobj(ex, "ranks"))) {
         fputs("<h3>Exposed communication per rank</h3>\n<table class=\"grid\"><tr><th>rank</th>"
               "<th>basis</th><th>exposed ms</th><th>overlapped ms</th><th>window ms</th>"
               "<th>exposed share</th></tr>\n",
               f);
         const cJSON *r;
-        cJSON_ArrayForEach(r, obj(ex, "ranks")) {
-            fprintf(f, "<tr><td>%.0f</td><td>", num(r, "rank"));
-            E(str(r, "basis"));
+        cJSON_ArrayForEach(r, tp_jobj(ex, "ranks")) {
+            fprintf(f, "<tr><td>%.0f</td><td>", tp_jnum(r, "rank"));
+            E(tp_jstr(r, "basis"));
             fputs("</td>", f);
             td_num(f, r, "exposed_ms_mean", 3, 1);
             td_num(f, r, "overlapped_ms_mean", 3, 1);
             td_num(f, r, "window_ms", 3, 1);
             fputs("<td class=\"n\">", f);
-            fnum(f, 100 * num(r, "exposed_share"), 1);
+            fnum(f, 100 * tp_jnum(r, "exposed_share"), 1);
             fputs(" %</td></tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -853,25 +842,25 @@ static void comm_table(FILE *f, const cJSON *rep) {
 static void kernels_tables(FILE *f, const cJSON *rep) {
     const cJSON *r;
     int any = 0;
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
-        const cJSON *g = obj(r, "gpu"), *k;
-        if (!cJSON_GetArraySize(obj(g, "top_kernels"))) continue;
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
+        const cJSON *g = tp_jobj(r, "gpu"), *k;
+        if (!cJSON_GetArraySize(tp_jobj(g, "top_kernels"))) continue;
         if (!any++) fputs("<h2 id=\"kernels\">Top kernels</h2>\n", f);
-        int per_step = !strcmp(str(g, "per"), "step");
+        int per_step = !strcmp(tp_jstr(g, "per"), "step");
         fprintf(f, "<h3>rank %.0f</h3>\n<table class=\"grid kernels\"><tr><th>kernel</th><th>class</th>"
                    "<th>count per %s</th><th>ms per %s</th><th>mean us</th><th>share</th></tr>\n",
-                num(r, "rank"), per_step ? "step" : "run", per_step ? "step" : "run");
-        cJSON_ArrayForEach(k, obj(g, "top_kernels")) {
+                tp_jnum(r, "rank"), per_step ? "step" : "run", per_step ? "step" : "run");
+        cJSON_ArrayForEach(k, tp_jobj(g, "top_kernels")) {
             fputs("<tr><td class=\"name\">", f);
-            E(str(k, "name"));
+            E(tp_jstr(k, "name"));
             fputs("</td><td>", f);
-            E(str(k, "class"));
+            E(tp_jstr(k, "class"));
             fputs("</td>", f);
             td_num(f, k, "count_per_unit", 1, 1);
             td_num(f, k, "total_ms", 3, 1);
             td_num(f, k, "mean_us", 1, 1);
             fputs("<td class=\"n\">", f);
-            fnum(f, 100 * num(k, "share"), 1);
+            fnum(f, 100 * tp_jnum(k, "share"), 1);
             fputs(" %</td></tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -880,33 +869,33 @@ static void kernels_tables(FILE *f, const cJSON *rep) {
 
 /* Megatron-style timers: one row per timer, min and max over ranks, then each rank. */
 static void timers_table(FILE *f, const cJSON *rep) {
-    const cJSON *tm = obj(rep, "timers");
+    const cJSON *tm = tp_jobj(rep, "timers");
     if (!tm) return;
     fprintf(f, "<h2 id=\"timers\">Timers</h2>\n<p class=\"note\">Megatron-LM style timers, ms per %s.</p>\n",
-            !strcmp(str(tm, "per"), "step") ? "measured step" : "run (in total)");
+            !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run (in total)");
     fputs("<table class=\"grid\" id=\"timers-table\"><tr><th>timer</th><th>min ms</th><th>max ms</th>", f);
     const cJSON *r, *e;
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) if (obj(r, "timers"))
-        fprintf(f, "<th>rank %.0f</th>", num(r, "rank"));
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) if (tp_jobj(r, "timers"))
+        fprintf(f, "<th>rank %.0f</th>", tp_jnum(r, "rank"));
     fputs("</tr>\n", f);
-    cJSON_ArrayForEach(e, obj(tm, "min_max")) {
+    cJSON_ArrayForEach(e, tp_jobj(tm, "min_max")) {
         fputs("<tr><td class=\"name\">", f);
-        E(str(e, "name"));
+        E(tp_jstr(e, "name"));
         fputs("</td>", f);
         td_num(f, e, "min_ms", 3, 1);
         td_num(f, e, "max_ms", 3, 1);
-        cJSON_ArrayForEach(r, obj(rep, "ranks")) {
-            const cJSON *rt = obj(r, "timers"), *row, *hit = NULL;
+        cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
+            const cJSON *rt = tp_jobj(r, "timers"), *row, *hit = NULL;
             if (!rt) continue;
-            cJSON_ArrayForEach(row, obj(rt, "rows")) if (!strcmp(str(row, "name"), str(e, "name"))) hit = row;
+            cJSON_ArrayForEach(row, tp_jobj(rt, "rows")) if (!strcmp(tp_jstr(row, "name"), tp_jstr(e, "name"))) hit = row;
             td_num(f, hit, "ms", 3, 1);
         }
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
-    if (obj(tm, "megatron_minmax")) {
+    if (tp_jobj(tm, "megatron_minmax")) {
         fputs("<pre>", f);
-        E(str(tm, "megatron_minmax"));
+        E(tp_jstr(tm, "megatron_minmax"));
         fputs("</pre>\n", f);
     }
 }
@@ -926,12 +915,12 @@ static const char *const rank_shown[] = {"rank", "label", "host", "pid", NULL};
 static void rank_details(FILE *f, const cJSON *rep) {
     const cJSON *r;
     fputs("<h2 id=\"ranks\">Ranks in detail</h2>\n", f);
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
         fputs("<details><summary>", f);
-        E(str(r, "label"));
+        E(tp_jstr(r, "label"));
         fputs(" (", f);
-        E(str(r, "host"));
-        fprintf(f, ":%.0f)</summary>\n", num(r, "pid"));
+        E(tp_jstr(r, "host"));
+        fprintf(f, ":%.0f)</summary>\n", tp_jnum(r, "pid"));
         const cJSON *c;
         cJSON_ArrayForEach(c, r) {
             if (known(c->string, rank_shown)) continue;
@@ -972,33 +961,33 @@ int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, 
         tp_report_opts_init(&def);
         o = &def;
     }
-    const cJSON *rj = obj(rep, "run");
+    const cJSON *rj = tp_jobj(rep, "run");
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
           "<meta name=\"generator\" content=\"trainprof\">\n<title>trainprof report: ",
           f);
-    E(str(rj, "run_id"));
+    E(tp_jstr(rj, "run_id"));
     fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>trainprof report: ", css);
-    E(str(rj, "run_id"));
+    E(tp_jstr(rj, "run_id"));
     fputs("</h1>\n<p>", f);
-    E(str(rj, "dir"));
+    E(tp_jstr(rj, "dir"));
     fprintf(f, " &mdash; %.0f rank%s, %.0f process%s, %.2f s, %.0f events, %.0f dropped; "
                "trainprof ",
-            num(rj, "ranks"), num(rj, "ranks") == 1 ? "" : "s", num(rj, "processes"),
-            num(rj, "processes") == 1 ? "" : "es", num(rj, "duration_s"), num(rj, "events"),
-            num(rj, "events_dropped"));
-    E(str(rep, "trainprof_version"));
+            tp_jnum(rj, "ranks"), tp_jnum(rj, "ranks") == 1 ? "" : "s", tp_jnum(rj, "processes"),
+            tp_jnum(rj, "processes") == 1 ? "" : "es", tp_jnum(rj, "duration_s"), tp_jnum(rj, "events"),
+            tp_jnum(rj, "events_dropped"));
+    E(tp_jstr(rep, "trainprof_version"));
     fputs("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
           "<a href=\"#breakdown-h\">breakdown</a><a href=\"#communication\">communication</a>"
           "<a href=\"#kernels\">kernels</a><a href=\"#nvml\">GPU samples</a>"
           "<a href=\"#timers\">timers</a><a href=\"#ranks\">ranks</a></nav>\n",
           f);
-    if (num(rj, "events_dropped") > 0)
+    if (tp_jnum(rj, "events_dropped") > 0)
         fprintf(f, "<p class=\"note\">warning: %.0f events were dropped.</p>\n",
-                num(rj, "events_dropped"));
-    if (num(rj, "distinct_run_ids") > 1)
+                tp_jnum(rj, "events_dropped"));
+    if (tp_jnum(rj, "distinct_run_ids") > 1)
         fprintf(f, "<p class=\"note\">warning: these rank files come from %.0f different runs.</p>\n",
-                num(rj, "distinct_run_ids"));
+                tp_jnum(rj, "distinct_run_ids"));
 
     findings_section(f, rep);
 
@@ -1042,12 +1031,12 @@ int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, 
     rank_details(f, rep);
 
     fputs("<h2>Run</h2>\n<h3>Capabilities</h3>\n", f);
-    gen_value(f, obj(rep, "capabilities"), 1);
+    gen_value(f, tp_jobj(rep, "capabilities"), 1);
     fputs("\n<h3>Processes</h3>\n", f);
-    gen_value(f, obj(rep, "processes"), 0);
-    if (cJSON_GetArraySize(obj(rep, "unreadable_files"))) {
+    gen_value(f, tp_jobj(rep, "processes"), 0);
+    if (cJSON_GetArraySize(tp_jobj(rep, "unreadable_files"))) {
         fputs("\n<h3>Unreadable files</h3>\n", f);
-        gen_value(f, obj(rep, "unreadable_files"), 0);
+        gen_value(f, tp_jobj(rep, "unreadable_files"), 0);
     }
     fputs("\n</body>\n</html>\n", f);
     fflush(f);
