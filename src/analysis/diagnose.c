@@ -39,11 +39,6 @@ void tp_diagnose_opts_init(tp_report_opts *o) {
 
 /* ------------------------------------------------------------------ JSON helpers */
 
-static const char *js(const cJSON *o, const char *k) {
-    const cJSON *v = tp_jobj(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
 /* s with control bytes shown as '?' (at most 255 bytes), so a host, GPU or range name cannot
  * disturb a terminal; one of four static buffers. */
 static const char *safe(const char *s) {
@@ -210,8 +205,8 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
         if (g) {
             cJSON *gj = cJSON_AddObjectToObject(e, "gpu");
             cJSON_AddNumberToObject(gj, "index", tp_jnum(g, "index"));
-            if (tp_jobj(g, "name")) cJSON_AddStringToObject(gj, "name", js(g, "name"));
-            if (tp_jobj(g, "uuid")) cJSON_AddStringToObject(gj, "uuid", js(g, "uuid"));
+            if (tp_jobj(g, "name")) cJSON_AddStringToObject(gj, "name", tp_jstr(g, "name"));
+            if (tp_jobj(g, "uuid")) cJSON_AddStringToObject(gj, "uuid", tp_jstr(g, "uuid"));
         } else {
             const cJSON *d = cJSON_GetArrayItem(tp_jobj(tp_jobj(rj, "gpu"), "devices"), 0);
             if (d) cJSON_AddNumberToObject(e, "cuda_device", tp_jnum(d, "device"));
@@ -305,7 +300,7 @@ static int rule_data(const ctx *c, const rule *ru) {
         if (tp_jnum(tp_jobj(r, "steps"), "measured") < c->o->diag_min_steps) continue;
         double share = cJSON_IsTrue(tp_jobj(dl, "found")) ? tp_jnum(dl, "share") : 0;
         double per_sample = samples > 0 && tp_jhas(dl, "ms_per_step") ? tp_jnum(dl, "ms_per_step") / samples : 0;
-        double start = !strcmp(js(b, "basis"), "gpu") && !strcmp(js(b, "per"), "step")
+        double start = !strcmp(tp_jstr(b, "basis"), "gpu") && !strcmp(tp_jstr(b, "per"), "step")
                            ? tp_jnum(tp_jobj(b, "share"), "start_idle_data") : 0;
         int hit = share > c->o->data_share || per_sample > c->o->data_ms_per_sample ||
                   start > c->o->data_start_idle_share;
@@ -350,7 +345,7 @@ static const cJSON *worst_gpu_rank(const ctx *c, bval f, int *rk, size_t *n, dou
     *wv = -INFINITY;
     cJSON_ArrayForEach(r, c->ranks) {
         const cJSON *b = tp_jobj(r, "breakdown");
-        if (strcmp(js(b, "basis"), "gpu") || strcmp(js(b, "per"), "step") ||
+        if (strcmp(tp_jstr(b, "basis"), "gpu") || strcmp(tp_jstr(b, "per"), "step") ||
             tp_jnum(b, "windows") < c->o->diag_min_steps)
             continue;
         int hit = 0;
@@ -526,7 +521,7 @@ static int rule_straggler(const ctx *c, const rule *ru) {
         const cJSON *g = tp_jobj(e, "gpu");
         if (g)
             snprintf(gpu, sizeof gpu, ", GPU %.0f%s%s", tp_jnum(g, "index"), tp_jobj(g, "name") ? " " : "",
-                     safe(js(g, "name")));
+                     safe(tp_jstr(g, "name")));
         char diff[200] = "";
         const cJSON *vs = tp_jobj(e, "vs_others"), *v;
         if (vs) {
@@ -540,12 +535,12 @@ static int rule_straggler(const ctx *c, const rule *ru) {
             snprintf(msg, sizeof msg, "rank %.0f (host %s%s) is a straggler (%s): it starts "
                                       "collectives %.2f ms after the earliest rank (median; %.2f ms "
                                       "beyond the others, threshold %.2f ms), step %.2f ms%s",
-                     tp_jnum(e, "rank"), safe(js(e, "host")), gpu, js(e, "by"), tp_jnum(e, "lag_ms"),
+                     tp_jnum(e, "rank"), safe(tp_jstr(e, "host")), gpu, tp_jstr(e, "by"), tp_jnum(e, "lag_ms"),
                      tp_jnum(e, "lag_excess_ms"), tp_jnum(sj, "lag_threshold_ms"), tp_jnum(e, "step_ms"), diff);
         else
             snprintf(msg, sizeof msg, "rank %.0f (host %s%s) is a straggler (%s): step %.2f ms, "
                                       "%.2f ms beyond the others (threshold %.2f ms)%s",
-                     tp_jnum(e, "rank"), safe(js(e, "host")), gpu, js(e, "by"), tp_jnum(e, "step_ms"),
+                     tp_jnum(e, "rank"), safe(tp_jstr(e, "host")), gpu, tp_jstr(e, "by"), tp_jnum(e, "step_ms"),
                      tp_jnum(e, "step_excess_ms"), tp_jnum(sj, "step_threshold_ms"), diff);
         cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(e, "rank"), msg);
         cJSON_AddItemToObject(ev, "straggler", cJSON_Duplicate(e, 1));
@@ -696,7 +691,7 @@ static void diagnosis(cJSON *rep, const cJSON *ranks, cJSON *findings, const tp_
             /* implemented in comm.c: give its finding the recommendation */
             cJSON *fd;
             cJSON_ArrayForEach(fd, findings) {
-                if (strcmp(js(fd, "id"), ru->id)) continue;
+                if (strcmp(tp_jstr(fd, "id"), ru->id)) continue;
                 fired++;
                 if (!tp_jobj(fd, "recommendation"))
                     cJSON_AddStringToObject(fd, "recommendation", ru->recommendation);
@@ -745,9 +740,9 @@ static void st3(FILE *f, const cJSON *s) {
 
 void tp_breakdown_text(FILE *f, const cJSON *b) {
     if (!b) return;
-    int step = !strcmp(js(b, "per"), "step");
+    int step = !strcmp(tp_jstr(b, "per"), "step");
     const cJSON *ms = tp_jobj(b, "ms"), *sh = tp_jobj(b, "share");
-    if (!strcmp(js(b, "basis"), "gpu")) {
+    if (!strcmp(tp_jstr(b, "basis"), "gpu")) {
         fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the step)\n",
                 tp_jnum(b, "device"), "where work ran", tp_jnum(b, "windows"),
                 step ? "measured steps" : "window (no steps)");
@@ -783,7 +778,7 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
             tp_jnum(b, "windows"), step ? "measured steps" : "window (no steps)");
     const cJSON *r;
     cJSON_ArrayForEach(r, tp_jobj(b, "ranges")) {
-        fprintf(f, "    %-28.28s", safe(js(r, "name")));
+        fprintf(f, "    %-28.28s", safe(tp_jstr(r, "name")));
         st3(f, tp_jobj(r, "ms"));
         fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(r, "share"));
     }
@@ -802,21 +797,21 @@ void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, c
         fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
                 tp_jnum(c, "hosts"), tp_jnum(c, "hosts") == 1 ? "" : "s", tp_jnum(c, "collectives_matched"));
         if (tp_jnum(c, "hosts") <= 1) {
-            fprintf(f, "; %s\n", js(c, "note"));
+            fprintf(f, "; %s\n", tp_jstr(c, "note"));
         } else {
             fprintf(f, " (%.0f with GPU-timed ends); %s\n", tp_jnum(c, "collectives_with_ends"),
-                    js(c, "status"));
+                    tp_jstr(c, "status"));
             const cJSON *h;
             cJSON_ArrayForEach(h, tp_jobj(c, "per_host")) {
                 fprintf(f, "  %s%-20s offset %+.1f us", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : Y,
-                        safe(js(h, "host")), tp_jnum(h, "offset_us"));
+                        safe(tp_jstr(h, "host")), tp_jnum(h, "offset_us"));
                 if (cJSON_IsTrue(tp_jobj(h, "reference"))) fputs(" (reference)", f);
                 else if (cJSON_IsTrue(tp_jobj(h, "aligned")))
                     fprintf(f, " from %.0f collectives", tp_jnum(h, "collectives_used"));
                 if (tp_jhas(h, "residual_median_us"))
                     fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
                             tp_jnum(h, "residual_median_us"), tp_jnum(h, "residual_max_us"));
-                if (tp_jobj(h, "note")) fprintf(f, "; %s", js(h, "note"));
+                if (tp_jobj(h, "note")) fprintf(f, "; %s", tp_jstr(h, "note"));
                 fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : N);
             }
         }
@@ -834,19 +829,19 @@ void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, c
         fputc('\n', f);
         const cJSON *m = tp_jobj(t, "model");
         if (m)
-            fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(js(m, "spec")),
-                    tp_jnum(m, "flops_per_token") / 1e9, js(m, "formula"));
-        if (tp_jobj(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(js(t, "model_error")), N);
-        if (tp_jobj(t, "note")) fprintf(f, "  note: %s\n", js(t, "note"));
+            fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(tp_jstr(m, "spec")),
+                    tp_jnum(m, "flops_per_token") / 1e9, tp_jstr(m, "formula"));
+        if (tp_jobj(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(tp_jstr(t, "model_error")), N);
+        if (tp_jobj(t, "note")) fprintf(f, "  note: %s\n", tp_jstr(t, "note"));
         if (tp_jhas(t, "tflops_per_gpu")) {
             fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
-                    tp_jnum(t, "flops_per_step"), js(t, "flops_source"), tp_jnum(t, "tflops_per_gpu"));
+                    tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(t, "tflops_per_gpu"));
             if (tp_jhas(t, "mfu"))
                 fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
-                        100 * tp_jnum(t, "mfu"), N, tp_jnum(t, "peak_tflops"), safe(js(t, "dtype")), safe(js(t, "gpu")),
-                        js(t, "peak_source"));
+                        100 * tp_jnum(t, "mfu"), N, tp_jnum(t, "peak_tflops"), safe(tp_jstr(t, "dtype")), safe(tp_jstr(t, "gpu")),
+                        tp_jstr(t, "peak_source"));
             else if (tp_jobj(t, "mfu_note"))
-                fprintf(f, "; no MFU: %s", js(t, "mfu_note"));
+                fprintf(f, "; no MFU: %s", tp_jstr(t, "mfu_note"));
             fputc('\n', f);
         }
     }
@@ -863,13 +858,13 @@ void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, c
             const cJSON *e;
             cJSON_ArrayForEach(e, tp_jobj(s, "named")) named |= tp_jnum(e, "rank") == tp_jnum(r, "rank");
             fprintf(f, "  %s%-8.0f %-20.20s %10.2f %12.0f %10.3f %10.3f %6s%s\n", named ? Y : "",
-                    tp_jnum(r, "rank"), safe(js(r, "host")), tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
+                    tp_jnum(r, "rank"), safe(tp_jstr(r, "host")), tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
                     tp_jnum(r, "lag_ms_median"), tp_jnum(r, "lag_ms_p90"), named ? "<-" : "", named ? N : "");
         }
         fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", tp_jnum(s, "lag_threshold_ms"),
                 tp_jnum(s, "step_threshold_ms"));
         if (!cJSON_GetArraySize(tp_jobj(s, "named"))) fputs("; no straggler", f);
         fputc('\n', f);
-        if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", js(s, "note"));
+        if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
     }
 }
