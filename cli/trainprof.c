@@ -82,6 +82,17 @@ static const char *const run_help =
     "                        A-), numbered from 0 as the report numbers them; the rest is\n"
     "                        recorded in every step [TRAINPROF_KERNEL_STEPS]\n"
     "  --no-report           do not print the report (it is still written) [TRAINPROF_QUIET]\n"
+    "  --metrics-port PORT   live Prometheus metrics: each process serves /metrics on PORT +\n"
+    "                        its local rank, on 127.0.0.1 [TRAINPROF_METRICS_PORT;\n"
+    "                        TRAINPROF_METRICS_ADDR, TRAINPROF_METRICS_TOKEN]; the node's GPUs\n"
+    "                        on PORT + 1000 [TRAINPROF_METRICS_NODE_PORT]; docs/metrics.md\n"
+    "  --python              instrument PyTorch programs with no code change: every Python\n"
+    "                        process gets trainprof's sitecustomize (PYTHONPATH), which calls\n"
+    "                        trainprof.torch.autostart() when torch is imported: steps at\n"
+    "                        optimizer steps, data/forward/backward/optimizer ranges,\n"
+    "                        torch.distributed traffic [TRAINPROF_PYTHON=1]; the module is\n"
+    "                        found beside the library (BUILD/python) or in\n"
+    "                        [TRAINPROF_PYTHON_DIR]; docs/python.md\n"
     "  --tokens-per-step N   tokens one rank processes per step (the global batch / world\n"
     "                        size); --samples-per-step N likewise in samples: throughput\n"
     "  --flops-per-step N    model FLOPs per step per rank, for TFLOP/s and MFU; or\n"
@@ -660,6 +671,43 @@ static int find_library(char *out, size_t n) {
     return -1;
 }
 
+/* The directory holding the trainprof Python package built with this CLI (for --python):
+ * TRAINPROF_PYTHON_DIR, else python/ beside the library (a build tree) or beside this
+ * binary, else lib/trainprof/python of an installation (cmake --install). It must hold
+ * trainprof/_autostart/sitecustomize.py. */
+static int find_python_dir(const char *lib, char *out, size_t n) {
+    char cands[4][PATH_MAX + 64];
+    size_t nc = 0;
+    const char *env = getenv("TRAINPROF_PYTHON_DIR");
+    if (env && *env) {
+        snprintf(cands[nc++], sizeof cands[0], "%s", env);
+    } else {
+        const char *slash = strrchr(lib, '/');
+        snprintf(cands[nc++], sizeof cands[0], "%.*s/python", (int)(slash ? slash - lib : 1),
+                 slash ? lib : ".");
+        char exe[PATH_MAX];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (k > 0) {
+            exe[k] = 0;
+            char *es = strrchr(exe, '/');
+            if (es) *es = 0;
+            snprintf(cands[nc++], sizeof cands[0], "%s/python", exe);
+            snprintf(cands[nc++], sizeof cands[0], "%s/../lib/trainprof/python", exe);
+        }
+    }
+    for (size_t i = 0; i < nc; i++) {
+        char probe[PATH_MAX + 128];
+        if (!realpath(cands[i], out) || strlen(out) + 1 > n) continue;
+        snprintf(probe, sizeof probe, "%s/trainprof/_autostart/sitecustomize.py", out);
+        if (access(probe, R_OK) == 0) return 0;
+    }
+    fprintf(stderr, "trainprof run: --python: no trainprof Python package found (looked in "
+                    "%s%s); build it (CMake builds it when the Python headers are installed) "
+                    "or set TRAINPROF_PYTHON_DIR to the directory holding trainprof/\n",
+            cands[0], nc > 1 ? " and beside this binary" : "");
+    return -1;
+}
+
 static int find_command(const char *cmd, char *out, size_t n) {
     if (strchr(cmd, '/')) {
         struct stat st;
@@ -750,7 +798,10 @@ static int cmd_run(int argc, char **argv) {
     const char *wu = env_or("TRAINPROF_WARMUP", NULL);
     if (wu) a.warmup = parse_int("run", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
     const char *ring_kb = NULL, *sample_hz = NULL, *kernel_steps = NULL;
+    const char *metrics_port = env_or("TRAINPROF_METRICS_PORT", NULL);
     int quiet = getenv("TRAINPROF_QUIET") != NULL;
+    const char *pyenv = getenv("TRAINPROF_PYTHON");
+    int python = pyenv && *pyenv && strcmp(pyenv, "0") != 0;
     int i = 0;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) { i++; break; }
@@ -771,8 +822,12 @@ static int cmd_run(int argc, char **argv) {
             if (tprof_kwin_parse(kernel_steps, &lo, &hi) != 0)
                 die_usage("run", "--kernel-steps needs A-B, A or A- (step numbers, A <= B), "
                                  "got '%s'", kernel_steps);
+        } else if (opt_val(argc, argv, &i, "--metrics-port", NULL, &metrics_port, "run")) {
+            parse_int("run", "--metrics-port", metrics_port, 0, 65535);
         } else if (!strcmp(argv[i], "--no-report")) {
             quiet = 1;
+        } else if (!strcmp(argv[i], "--python")) {
+            python = 1;
         } else if (argv[i][0] == '-') {
             die_usage("run", "unknown option '%s'", argv[i]);
         } else {
@@ -800,6 +855,8 @@ static int cmd_run(int argc, char **argv) {
     }
     char lib[PATH_MAX];
     if (find_library(lib, sizeof lib) != 0) return 1;
+    char pydir[PATH_MAX];
+    if (python && find_python_dir(lib, pydir, sizeof pydir) != 0) return 1;
 
     char defdir[96];
     if (!dir) {
@@ -921,6 +978,38 @@ static int cmd_run(int argc, char **argv) {
     if (ring_kb) setenv("TRAINPROF_RING_KB", ring_kb, 1);
     if (sample_hz) setenv("TRAINPROF_SAMPLE_HZ", sample_hz, 1);
     if (kernel_steps) setenv("TRAINPROF_KERNEL_STEPS", kernel_steps, 1);
+    char mport[16];
+    if (metrics_port) {
+        /* the environment twin is checked as the option is; a copy, as setenv below
+         * replaces the variable's string */
+        parse_int("run", "TRAINPROF_METRICS_PORT", metrics_port, 0, 65535);
+        snprintf(mport, sizeof mport, "%s", metrics_port);
+        metrics_port = mport;
+        setenv("TRAINPROF_METRICS_PORT", metrics_port, 1);
+        /* live throughput needs the per-step figures in the ranks (metadata also works) */
+        static const char *const tv[3] = {"TRAINPROF_TOKENS_PER_STEP",
+                                          "TRAINPROF_SAMPLES_PER_STEP",
+                                          "TRAINPROF_FLOPS_PER_STEP"};
+        double x[3] = {a.tokens_per_step, a.samples_per_step, a.flops_per_step};
+        for (int k = 0; k < 3; k++) {
+            char num[64];
+            snprintf(num, sizeof num, "%.17g", x[k]);
+            if (x[k] > 0) setenv(tv[k], num, 1);
+        }
+    }
+    if (python) {
+        /* the autostart directory first (its sitecustomize chains to the one it hides),
+         * then the package itself; nothing is installed into the user's environment */
+        const char *pp = getenv("PYTHONPATH");
+        size_t len = 2 * strlen(pydir) + (pp ? strlen(pp) : 0) + 64;
+        char *ppv = malloc(len);
+        if (!ppv) return 1;
+        snprintf(ppv, len, "%s/trainprof/_autostart:%s%s%s", pydir, pydir, pp && *pp ? ":" : "",
+                 pp && *pp ? pp : "");
+        setenv("PYTHONPATH", ppv, 1);
+        free(ppv);
+        setenv("TRAINPROF_PYTHON", "1", 1);
+    }
 
     static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
     struct sigaction sa, old_sa[4];
@@ -938,8 +1027,25 @@ static int cmd_run(int argc, char **argv) {
         char me[24];
         snprintf(me, sizeof me, "%d", (int)getpid());
         setenv("TRAINPROF_NVML_SAMPLER", me, 1);
-        /* before the job starts, so that its first step lies between two samples */
+        /* before the job starts, so that its first step lies between two samples; with
+         * --metrics-port it serves the node's GPU metrics (PORT + 1000 unless
+         * TRAINPROF_METRICS_NODE_PORT says otherwise; 0 there: none) */
+        const char *np = getenv("TRAINPROF_METRICS_NODE_PORT");
+        long node_port = np && *np ? strtol(np, NULL, 10)
+                         : metrics_port && atoi(metrics_port) > 0 ? atoi(metrics_port) + 1000
+                                                                  : 0;
+        if (metrics_port && node_port > 0 && node_port <= 65535) {
+            char pn[16];
+            snprintf(pn, sizeof pn, "%ld", node_port);
+            setenv("TRAINPROF_METRICS_PORT", pn, 1);
+            setenv("TRAINPROF_METRICS_RANK_OFFSET", "0", 1);
+        } else {
+            unsetenv("TRAINPROF_METRICS_PORT");
+        }
         node_sampler_start(absdir, run_id);
+        unsetenv("TRAINPROF_METRICS_RANK_OFFSET");
+        if (metrics_port) setenv("TRAINPROF_METRICS_PORT", metrics_port, 1);
+        else unsetenv("TRAINPROF_METRICS_PORT");
     }
 
     fflush(NULL);

@@ -179,6 +179,14 @@ TPROF_API int tprof_shutdown(void);
  * The string lives until tprof_shutdown(). */
 TPROF_API const char *tprof_output_path(void);
 
+/* The TCP port of this process's live metrics endpoint (docs/metrics.md), which the session
+ * starts when TRAINPROF_METRICS_PORT is set (`trainprof run --metrics-port`): useful when the
+ * variable is 0 (an ephemeral port). Returns the port (> 0), TPROF_ERR_DISABLED when no
+ * endpoint runs in this process (not asked for, not started yet, the port was taken: the log
+ * says why), or TPROF_ERR_UNAVAILABLE when the library was built without libmicrohttpd.
+ * Thread-safe; no cost to recording. */
+TPROF_API int tprof_metrics_port(void);
+
 /* ------------------------------------------------------------------------------------ */
 /* Clock.                                                                                */
 /* ------------------------------------------------------------------------------------ */
@@ -238,6 +246,21 @@ TPROF_API int tprof_set_metadata(const char *key, const char *value);
 
 /* Name the calling thread in traces and reports. */
 TPROF_API int tprof_name_thread(const char *name);
+
+/* Pause GPU activity capture (CUPTI) for another CUPTI client, e.g. torch.profiler, which
+ * cannot share CUPTI's activity API with trainprof; resume after it stopped. Pause turns the
+ * activity kinds off and flushes what CUPTI holds (records up to the pause are kept);
+ * resume registers trainprof's buffer and timestamp callbacks again (the other client
+ * replaced them) and turns the kinds back on, unless the kernel-capture window
+ * (TRAINPROF_KERNEL_STEPS) has closed meanwhile. Every pause/resume interval goes into the
+ * rank file's metadata (`gpu_capture.pauses` = "start-end,..." in CLOCK_MONOTONIC ns) and
+ * the report says GPU activity was paused then. Any thread; takes a lock and calls CUPTI
+ * (milliseconds: not for a hot path). Errors: TPROF_ERR_DISABLED (not recording),
+ * TPROF_ERR_UNAVAILABLE (no CUPTI capture in this process: built without CUPTI headers, no
+ * CUDA, or CUPTI unavailable; or, from resume, CUPTI refused the callbacks: still paused),
+ * TPROF_ERR_ALREADY (pause while paused), TPROF_ERR_INVALID_ARG (resume while not paused). */
+TPROF_API int tprof_gpu_capture_pause(void);
+TPROF_API int tprof_gpu_capture_resume(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* Cross-rank collectives hook. The Timers (and the EnergyMonitor) aggregate across ranks  */

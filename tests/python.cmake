@@ -21,7 +21,7 @@ if(TPROF_HAVE_PYTHON)
     list(APPEND py_env "LD_PRELOAD=${tprof_libasan}:${tprof_libstdcxx}"
          "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0")
   endif()
-  foreach(t ranges timers process megatron torch_gloo)
+  foreach(t ranges timers process megatron torch_gloo torch_instrument)
     add_test(NAME python_${t}
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_${t}.py)
     set_tests_properties(python_${t} PROPERTIES TIMEOUT 240 LABELS "python"
@@ -30,7 +30,7 @@ if(TPROF_HAVE_PYTHON)
   # torch 1.13's gloo threads under a preloaded, uninstrumented ASan runtime: about one run
   # in three aborted at exit ("terminate called without an active exception") inside torch,
   # never in trainprof's code; the plain build runs it
-  set_tests_properties(python_torch_gloo PROPERTIES LABELS "python;no-asan")
+  set_tests_properties(python_torch_gloo python_torch_instrument PROPERTIES LABELS "python;no-asan")
   # `pip wheel ./python` offline against this build's library: the wheel imports and binds
   # to its bundled libtrainprof.so.0 (Debian's pip; skipped where the interpreter has none)
   if(NOT TPROF_SANITIZE)

@@ -16,3 +16,17 @@ if(NOT TPROF_SANITIZE STREQUAL "thread")
   set_tests_properties(train_gpt_gloo PROPERTIES TIMEOUT 240 LABELS "integration;pytorch"
     SKIP_RETURN_CODE 77 ENVIRONMENT "${train_gpt_env}")
 endif()
+
+# `trainprof run --python` (issue 6): zero-code-change trainprof.torch on two gloo ranks of
+# train_gpt.py, the report's steps, breakdown and all-reduce bytes asserted, and the final
+# losses compared bit for bit with a run without it. no-asan: torch 1.13's gloo threads under
+# a preloaded ASan runtime abort at exit now and then (tests/python.cmake), never in trainprof.
+if(NOT TPROF_SANITIZE AND TPROF_HAVE_PYTHON)
+  add_test(NAME torch_run_python
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/torch_run_test.sh $<TARGET_FILE:trainprof_cli>
+            ${CMAKE_SOURCE_DIR}/examples/pytorch/train_gpt.py
+            ${CMAKE_CURRENT_SOURCE_DIR}/torch_launch.sh ${CMAKE_BINARY_DIR}/testtmp/torch_run)
+  set_tests_properties(torch_run_python PROPERTIES TIMEOUT 240
+    LABELS "integration;pytorch;python;no-asan" SKIP_RETURN_CODE 77
+    ENVIRONMENT "${TPROF_TEST_ENV}")
+endif()

@@ -596,6 +596,8 @@ def train(a, rank, local_rank, world, dist, say):
     else:
         timing = "mean step n/a (one step only: the first is warm-up)"
     say("summary: %s, final loss %.4f (initial %.4f)" % (timing, last_loss, first_loss), all_ranks=True)
+    # the exact value (float32 through float.hex), for comparisons of two runs bit for bit
+    say("final loss exact %s" % float(last_loss).hex(), all_ranks=True)
     return 0
 
 

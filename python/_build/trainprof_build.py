@@ -96,7 +96,7 @@ def _compile(work, libdir):
     from setuptools.command.build_ext import build_ext
 
     ext = Extension("trainprof._trainprof", [os.path.join(HERE, "src", "_trainprof.c")],
-                    include_dirs=[_include_dir()], library_dirs=[libdir],
+                    include_dirs=[_include_dir(), os.path.join(ROOT, "src")], library_dirs=[libdir],
                     libraries=["trainprof"], extra_compile_args=["-std=c11"],
                     extra_link_args=["-Wl,-rpath,$ORIGIN"])
     dist = Distribution({"name": "trainprof", "ext_modules": [ext]})
@@ -157,6 +157,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             if name.endswith((".py", ".pyi")) or name == "py.typed":
                 with open(os.path.join(pkg, name), "rb") as f:
                     files.append(("trainprof/" + name, f.read()))
+        auto = os.path.join(pkg, "_autostart")  # `trainprof run --python`'s sitecustomize
+        for name in sorted(os.listdir(auto)) if os.path.isdir(auto) else ():
+            if name.endswith(".py"):
+                with open(os.path.join(auto, name), "rb") as f:
+                    files.append(("trainprof/_autostart/" + name, f.read()))
         with open(ext, "rb") as f:
             files.append(("trainprof/" + os.path.basename(ext), f.read()))
         with open(os.path.realpath(os.path.join(libdir, "libtrainprof.so")), "rb") as f:

@@ -25,6 +25,10 @@
 
 #include <trainprof.h>
 
+/* the bridge the MPI wrappers use (exported, internal): trainprof.torch records
+ * torch.distributed calls through it (source TPROF_COMM_SRC_TORCH) */
+#include "capture/comm_ext.h"
+
 #if PY_VERSION_HEX >= 0x030D0000
 #define TP_FINALIZING() Py_IsFinalizing()
 #else
@@ -1938,6 +1942,58 @@ static PyTypeObject EnergyType = {
     .tp_getset = energy_getset,
 };
 
+/* _comm_record(name, op, start_ns, end_ns, bytes, count, comm_hash, seq, nranks, rank, peer,
+ * flags): one COMM_OP record of source TPROF_COMM_SRC_TORCH on the calling thread (for
+ * trainprof.torch; op is an enum tprof_comm_op value, peer -1 for none). True when written. */
+static PyObject *fn_comm_record(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+    (void)m;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "_comm_record takes 12 arguments");
+        return NULL;
+    }
+    const char *name = utf8_of(args[0], "name");
+    if (!name) return NULL;
+    uint64_t v[11];
+    for (int i = 0; i < 11; i++) {
+        if (i == 9) { /* peer: -1 = none */
+            long long pe = PyLong_AsLongLong(args[10]);
+            if (pe == -1 && PyErr_Occurred()) return NULL;
+            v[i] = pe < 0 ? TPROF_COMM_NO_PEER : (uint64_t)pe;
+            continue;
+        }
+        if (as_u64(args[i + 1], &v[i]) < 0) return NULL;
+    }
+    tprof_pl_comm pl;
+    memset(&pl, 0, sizeof pl);
+    pl.op = (uint32_t)v[0];
+    pl.end_ns = v[2];
+    pl.bytes = v[3];
+    pl.count = v[4];
+    pl.comm_hash = v[5];
+    pl.seq = (uint32_t)v[6];
+    pl.nranks = (uint32_t)v[7];
+    pl.rank = (uint32_t)v[8];
+    pl.peer = (uint32_t)v[9];
+    pl.flags = (uint32_t)v[10];
+    pl.source = TPROF_COMM_SRC_TORCH;
+    if (pl.op >= TPROF_COMM_OP_COUNT) pl.op = TPROF_COMM_UNKNOWN;
+    return PyBool_FromLong(tprof__comm_record(name, v[1], &pl));
+}
+
+/* gpu_capture_pause() / gpu_capture_resume(): tprof_gpu_capture_pause/resume; the library's
+ * code (0, or a negative TPROF_ERR_*) is returned, never raised. */
+static PyObject *fn_gpu_capture_pause(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyLong_FromLong(tprof_gpu_capture_pause());
+}
+
+static PyObject *fn_gpu_capture_resume(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyLong_FromLong(tprof_gpu_capture_resume());
+}
+
 /* ------------------------------------------------------------------------------ module */
 
 static PyMethodDef module_methods[] = {
@@ -1982,6 +2038,15 @@ static PyMethodDef module_methods[] = {
     {"version", fn_version, METH_NOARGS, "version()\n--\n\nThe loaded library's version."},
     {"build_info", fn_build_info, METH_NOARGS,
      "build_info()\n--\n\nOne line on the loaded library's build."},
+    {"_comm_record", (PyCFunction)(void (*)(void))fn_comm_record, METH_FASTCALL,
+     "_comm_record(name, op, start_ns, end_ns, bytes, count, comm_hash, seq, nranks, rank, "
+     "peer, flags)\n--\n\nOne communication record of source torch (trainprof.torch's)."},
+    {"gpu_capture_pause", fn_gpu_capture_pause, METH_NOARGS,
+     "gpu_capture_pause()\n--\n\nStop CUPTI activity capture (tprof_gpu_capture_pause); "
+     "returns 0 or a negative library code (e.g. TPROF_ERR_UNAVAILABLE without CUPTI)."},
+    {"gpu_capture_resume", fn_gpu_capture_resume, METH_NOARGS,
+     "gpu_capture_resume()\n--\n\nResume what gpu_capture_pause() stopped; 0 or a "
+     "negative library code."},
     {"strerror", fn_strerror, METH_O, "strerror(code)\n--\n\nThe text of a library error code."},
     {"init", (PyCFunction)(void (*)(void))fn_init, METH_VARARGS | METH_KEYWORDS,
      "init(output_dir=None, run_id=None, *, ring_bytes=-1, max_threads=-1, "

@@ -74,6 +74,14 @@ def now_ns() -> int:
 def version() -> str: ...
 def build_info() -> str: ...
 def strerror(code: int) -> str: ...
+def gpu_capture_pause() -> int:
+    """Pause CUPTI activity capture (tprof_gpu_capture_pause): 0, or a negative library code
+    (ERR_UNAVAILABLE without CUPTI capture, ERR_DISABLED when not recording, ERR_ALREADY)."""
+def gpu_capture_resume() -> int:
+    """Resume after gpu_capture_pause(): 0 or a negative library code."""
+def _comm_record(name: str, op: int, start_ns: int, end_ns: int, bytes: int, count: int,
+                 comm_hash: int, seq: int, nranks: int, rank: int, peer: int,
+                 flags: int) -> bool: ...
 def init(output_dir: Optional[str] = ..., run_id: Optional[str] = ..., *, ring_bytes: int = ...,
          max_threads: int = ..., flush_interval_ms: int = ..., max_strings: int = ...,
          log_level: int = ..., enabled: bool = ..., sample_hz: int = ..., nvml_hz: int = ...,

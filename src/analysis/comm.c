@@ -41,6 +41,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/jsonget.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -119,7 +120,11 @@ static const char *op_name(const tp_comm_op *o) {
                                                                      : "Unknown";
 }
 
-static int is_mpi(const tp_comm_op *o) { return o->source == TPROF_COMM_SRC_MPI; }
+/* Host-timed sources: MPI calls and torch.distributed calls of a non-NCCL backend (gloo,
+ * mpi, ...) have no GPU side; their host interval is the duration. */
+static int is_mpi(const tp_comm_op *o) {
+    return o->source == TPROF_COMM_SRC_MPI || o->source == TPROF_COMM_SRC_TORCH;
+}
 
 /* ------------------------------------------------------------------ kernel matching */
 
@@ -678,15 +683,44 @@ int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_de
     return 0;
 }
 
+/* The torch.distributed process group a communicator serves (docs/python.md, "NCCL and
+ * torch records"): trainprof.torch writes `torch.pg.<id>` = "backend=B size=N ranks=..."
+ * for each group it saw, id = the hash its own records carry. A torch-recorded communicator
+ * has that id. An NCCL communicator (whose ops torch does not record, so nothing counts
+ * twice) gets the one NCCL group of its size, when exactly one has that size. */
+static void torch_group(cJSON *e, const tp_process *p, uint64_t hash, uint32_t size, int nccl) {
+    char key[40];
+    snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)hash);
+    const char *d = tp_meta(p, key);
+    if (!d && nccl) {
+        char want[48];
+        snprintf(want, sizeof want, "backend=nccl size=%u ", size);
+        size_t hits = 0;
+        for (size_t i = 0; i < p->nmeta; i++) {
+            const tp_kv *kv = &p->meta[i];
+            if (strncmp(kv->key, "torch.pg.", 9) || strncmp(kv->value, want, strlen(want))) continue;
+            if (d && !strcmp(d, kv->value)) continue; /* the same group written again */
+            d = kv->value;
+            hits++;
+        }
+        if (hits != 1) d = NULL;
+    }
+    if (d) cJSON_AddStringToObject(e, "torch_group", d);
+}
+
 void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst) {
     int any_comm_kernel = 0;
     for (size_t i = 0; i < p->ngpu && !any_comm_kernel; i++) any_comm_kernel = is_comm_kernel(&p->gpu[i]);
     cJSON *c = cJSON_AddObjectToObject(rs, "communication");
-    size_t nmpi = 0;
-    for (size_t i = 0; i < p->ncomm; i++) nmpi += is_mpi(&p->comm[i]);
+    size_t nmpi = 0, ntorch = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        nmpi += p->comm[i].source == TPROF_COMM_SRC_MPI;
+        ntorch += p->comm[i].source == TPROF_COMM_SRC_TORCH;
+    }
     cJSON_AddNumberToObject(c, "ops", (double)p->ncomm);
-    cJSON_AddNumberToObject(c, "nccl_ops", (double)(p->ncomm - nmpi));
+    cJSON_AddNumberToObject(c, "nccl_ops", (double)(p->ncomm - nmpi - ntorch));
     cJSON_AddNumberToObject(c, "mpi_ops", (double)nmpi);
+    if (ntorch) cJSON_AddNumberToObject(c, "torch_ops", (double)ntorch);
     cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
     if (!p->ncomm && !any_comm_kernel) {
         cJSON_AddStringToObject(c, "note", "no communication recorded");
@@ -728,6 +762,7 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
                 cJSON_AddNumberToObject(e, "nodes", nn);
             const char *na = desc ? strstr(desc, " name=") : NULL;
             if (na && strcmp(na + 6, "-")) cJSON_AddStringToObject(e, "name", na + 6);
+            torch_group(e, p, cs[k].hash, size, 1);
             cJSON *jo = cJSON_AddArrayToObject(e, "ops");
             for (size_t i = cs[k].a; i < cs[k].b; i++) cJSON_AddItemToArray(jo, row_json(&rows[i], nst));
             cJSON_AddItemToArray(jc, e);
@@ -741,17 +776,6 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
 
 /* ------------------------------------------------------------------ across ranks */
 
-static double jnum(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-static const char *jstr(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-static const cJSON *jobj(const cJSON *o, const char *k) {
-    return cJSON_GetObjectItemCaseSensitive(o, k);
-}
 
 typedef struct xop {
     const char *op;
@@ -836,9 +860,9 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
     int oom = 0;
     const cJSON *r, *rc, *ro;
     cJSON_ArrayForEach(r, ranks) {
-        int rank = (int)jnum(r, "rank");
-        cJSON_ArrayForEach(rc, jobj(jobj(r, "communication"), "communicators")) {
-            const char *id = jstr(rc, "id");
+        int rank = (int)tp_jnum(r, "rank");
+        cJSON_ArrayForEach(rc, tp_jobj(tp_jobj(r, "communication"), "communicators")) {
+            const char *id = tp_jstr(rc, "id");
             size_t k = 0;
             while (k < nxc && strcmp(xc[k].id, id)) k++;
             if (k == nxc) {
@@ -851,13 +875,13 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
                 nxc++;
             }
             xcomm *x = &xc[k];
-            if (jnum(rc, "size") > x->size) x->size = jnum(rc, "size");
+            if (tp_jnum(rc, "size") > x->size) x->size = tp_jnum(rc, "size");
             member *m2 = realloc(x->m, (x->nm + 1) * sizeof *m2);
             if (!m2) { oom = 1; break; }
             x->m = m2;
-            x->m[x->nm++] = (member){rank, (int)jnum(rc, "rank")};
-            cJSON_ArrayForEach(ro, jobj(rc, "ops")) {
-                const char *op = jstr(ro, "op");
+            x->m[x->nm++] = (member){rank, (int)tp_jnum(rc, "rank")};
+            cJSON_ArrayForEach(ro, tp_jobj(rc, "ops")) {
+                const char *op = tp_jstr(ro, "op");
                 if (strcmp(op, "Send") && strcmp(op, "Recv")) x->p2p_only = 0;
                 size_t q = 0;
                 while (q < x->nops && strcmp(x->ops[q].op, op)) q++;
@@ -870,21 +894,21 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
                     x->nops++;
                 }
                 xop *o = &x->ops[q];
-                double cnt = jnum(ro, "count"), by = jnum(ro, "bytes"), t = jnum(ro, "time_ms");
+                double cnt = tp_jnum(ro, "count"), by = tp_jnum(ro, "bytes"), t = tp_jnum(ro, "time_ms");
                 if (cnt > o->count_max) o->count_max = cnt;
                 if (by > o->bytes_max) o->bytes_max = by;
                 o->ranks++;
                 o->count += cnt;
-                o->timed += jnum(ro, "timed");
+                o->timed += tp_jnum(ro, "timed");
                 o->time_ms += t;
                 x->time_ms += t;
                 /* S of the ops with a real duration, back from algbw = S / t */
-                o->size_bytes += jnum(ro, "algbw_gbs") * jnum(ro, "bw_time_ms") * 1e6;
-                o->bw_time_ms += jnum(ro, "bw_time_ms");
-                o->factor = jnum(ro, "bus_factor");
-                o->enqueue_only += jnum(ro, "enqueue_only");
-                const cJSON *s = jobj(ro, "time_sources");
-                for (int z = 0; z < 3; z++) o->src[z] += jnum(s, tp_comm_src_name((tp_comm_src)z));
+                o->size_bytes += tp_jnum(ro, "algbw_gbs") * tp_jnum(ro, "bw_time_ms") * 1e6;
+                o->bw_time_ms += tp_jnum(ro, "bw_time_ms");
+                o->factor = tp_jnum(ro, "bus_factor");
+                o->enqueue_only += tp_jnum(ro, "enqueue_only");
+                const cJSON *s = tp_jobj(ro, "time_sources");
+                for (int z = 0; z < 3; z++) o->src[z] += tp_jnum(s, tp_comm_src_name((tp_comm_src)z));
             }
             if (oom) break;
         }
@@ -957,22 +981,22 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
     const char *per = NULL;
     int mixed = 0;
     cJSON_ArrayForEach(r, ranks) {
-        const cJSON *x = jobj(jobj(r, "communication"), "exposure");
-        if (!x || !jobj(x, "exposed_share")) continue;
+        const cJSON *x = tp_jobj(tp_jobj(r, "communication"), "exposure");
+        if (!x || !tp_jobj(x, "exposed_share")) continue;
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "rank", jnum(r, "rank"));
-        cJSON_AddStringToObject(e, "per", jstr(x, "per"));
-        cJSON_AddStringToObject(e, "basis", jstr(x, "basis"));
-        cJSON_AddNumberToObject(e, "exposed_share", jnum(x, "exposed_share"));
-        cJSON_AddNumberToObject(e, "exposed_ms_mean", jnum(jobj(x, "exposed_ms"), "mean"));
-        cJSON_AddNumberToObject(e, "exposed_ms_p50", jnum(jobj(x, "exposed_ms"), "p50"));
-        cJSON_AddNumberToObject(e, "overlapped_ms_mean", jnum(jobj(x, "overlapped_ms"), "mean"));
-        cJSON_AddNumberToObject(e, "window_ms", jnum(x, "window_ms"));
+        cJSON_AddNumberToObject(e, "rank", tp_jnum(r, "rank"));
+        cJSON_AddStringToObject(e, "per", tp_jstr(x, "per"));
+        cJSON_AddStringToObject(e, "basis", tp_jstr(x, "basis"));
+        cJSON_AddNumberToObject(e, "exposed_share", tp_jnum(x, "exposed_share"));
+        cJSON_AddNumberToObject(e, "exposed_ms_mean", tp_jnum(tp_jobj(x, "exposed_ms"), "mean"));
+        cJSON_AddNumberToObject(e, "exposed_ms_p50", tp_jnum(tp_jobj(x, "exposed_ms"), "p50"));
+        cJSON_AddNumberToObject(e, "overlapped_ms_mean", tp_jnum(tp_jobj(x, "overlapped_ms"), "mean"));
+        cJSON_AddNumberToObject(e, "window_ms", tp_jnum(x, "window_ms"));
         cJSON_AddItemToArray(jr, e);
-        if (per && strcmp(per, jstr(x, "per"))) mixed = 1;
-        per = jstr(x, "per");
-        if (shares && n < cap) shares[n++] = jnum(x, "exposed_share");
-        if (!worst || jnum(x, "exposed_share") > jnum(worst_x, "exposed_share")) {
+        if (per && strcmp(per, tp_jstr(x, "per"))) mixed = 1;
+        per = tp_jstr(x, "per");
+        if (shares && n < cap) shares[n++] = tp_jnum(x, "exposed_share");
+        if (!worst || tp_jnum(x, "exposed_share") > tp_jnum(worst_x, "exposed_share")) {
             worst = r;
             worst_x = x;
         }
@@ -993,37 +1017,37 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
         double median = shares[(n + 1) / 2 - 1];
         cJSON_AddNumberToObject(xe, "mean_exposed_share", mean);
         cJSON_AddNumberToObject(xe, "median_exposed_share", median);
-        cJSON_AddNumberToObject(xe, "worst_rank", jnum(worst, "rank"));
-        cJSON_AddNumberToObject(xe, "worst_exposed_share", jnum(worst_x, "exposed_share"));
-        double ws = jnum(worst_x, "exposed_share");
+        cJSON_AddNumberToObject(xe, "worst_rank", tp_jnum(worst, "rank"));
+        cJSON_AddNumberToObject(xe, "worst_exposed_share", tp_jnum(worst_x, "exposed_share"));
+        double ws = tp_jnum(worst_x, "exposed_share");
         /* DESIGN §5: exposed communication > 10 % of the step; issue 5: critical above 30 % */
         if (findings && ws > warn_share) {
-            int step = !strcmp(jstr(worst_x, "per"), "step");
+            int step = !strcmp(tp_jstr(worst_x, "per"), "step");
             const char *sev = ws > crit_share ? "critical" : "warning";
             char msg[400];
             snprintf(msg, sizeof msg,
                      "exposed communication is %.1f %% of the %s time on rank %.0f (%.2f ms of "
                      "%.2f ms per %s; %.2f ms more overlapped with compute); mean over %zu "
                      "rank%s %.1f %%: %s",
-                     100 * ws, step ? "step" : "run", jnum(worst, "rank"),
-                     jnum(jobj(worst_x, "exposed_ms"), "mean"), jnum(worst_x, "window_ms"),
-                     step ? "step" : "run", jnum(jobj(worst_x, "overlapped_ms"), "mean"), n,
+                     100 * ws, step ? "step" : "run", tp_jnum(worst, "rank"),
+                     tp_jnum(tp_jobj(worst_x, "exposed_ms"), "mean"), tp_jnum(worst_x, "window_ms"),
+                     step ? "step" : "run", tp_jnum(tp_jobj(worst_x, "overlapped_ms"), "mean"), n,
                      n == 1 ? "" : "s", 100 * mean,
-                     !strcmp(jstr(worst_x, "basis"), "host")
+                     !strcmp(tp_jstr(worst_x, "basis"), "host")
                          ? "time the process spent blocked in communication instead of computing"
                          : "communication the GPU could not hide behind compute");
             cJSON *fd = cJSON_CreateObject();
             cJSON_AddStringToObject(fd, "id", "exposed_communication");
             cJSON_AddStringToObject(fd, "severity", sev);
-            cJSON_AddNumberToObject(fd, "rank", jnum(worst, "rank"));
+            cJSON_AddNumberToObject(fd, "rank", tp_jnum(worst, "rank"));
             cJSON_AddStringToObject(fd, "message", msg);
             cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-            cJSON_AddStringToObject(ev, "per", jstr(worst_x, "per"));
-            cJSON_AddStringToObject(ev, "basis", jstr(worst_x, "basis"));
+            cJSON_AddStringToObject(ev, "per", tp_jstr(worst_x, "per"));
+            cJSON_AddStringToObject(ev, "basis", tp_jstr(worst_x, "basis"));
             cJSON_AddNumberToObject(ev, "exposed_share", ws);
-            cJSON_AddNumberToObject(ev, "exposed_ms", jnum(jobj(worst_x, "exposed_ms"), "mean"));
-            cJSON_AddNumberToObject(ev, "overlapped_ms", jnum(jobj(worst_x, "overlapped_ms"), "mean"));
-            cJSON_AddNumberToObject(ev, "window_ms", jnum(worst_x, "window_ms"));
+            cJSON_AddNumberToObject(ev, "exposed_ms", tp_jnum(tp_jobj(worst_x, "exposed_ms"), "mean"));
+            cJSON_AddNumberToObject(ev, "overlapped_ms", tp_jnum(tp_jobj(worst_x, "overlapped_ms"), "mean"));
+            cJSON_AddNumberToObject(ev, "window_ms", tp_jnum(worst_x, "window_ms"));
             cJSON_AddNumberToObject(ev, "mean_exposed_share", mean);
             cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
             cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
@@ -1047,14 +1071,20 @@ static void put_bytes(FILE *f, double b) {
 
 void tp_comm_rank_text(FILE *f, const cJSON *c) {
     if (!c) return;
-    const cJSON *comms = jobj(c, "communicators");
+    const cJSON *comms = tp_jobj(c, "communicators");
     int ncomm = cJSON_GetArraySize(comms);
-    if (jnum(c, "ops") == 0 && !jobj(c, "exposure")) {
+    if (tp_jnum(c, "ops") == 0 && !tp_jobj(c, "exposure")) {
         fprintf(f, "  communication: none recorded\n");
         return;
     }
-    fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI) on %d communicator%s\n",
-            jnum(c, "ops"), jnum(c, "nccl_ops"), jnum(c, "mpi_ops"), ncomm, ncomm == 1 ? "" : "s");
+    if (tp_jobj(c, "torch_ops"))
+        fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI, %.0f torch.distributed) on %d "
+                   "communicator%s\n",
+                tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), tp_jnum(c, "torch_ops"), ncomm,
+                ncomm == 1 ? "" : "s");
+    else
+        fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI) on %d communicator%s\n",
+                tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), ncomm, ncomm == 1 ? "" : "s");
     int shown = 0, enq = 0;
     const cJSON *e, *o;
     cJSON_ArrayForEach(e, comms) {
@@ -1062,60 +1092,66 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
             fprintf(f, "    ... %d more communicators (report.json lists them all)\n", ncomm - 10);
             break;
         }
-        fprintf(f, "    comm %s", jstr(e, "id"));
-        if (jobj(e, "name")) { /* a program's text: control characters shown as '?' */
+        fprintf(f, "    comm %s", tp_jstr(e, "id"));
+        if (tp_jobj(e, "name")) { /* a program's text: control characters shown as '?' */
             fputs(" \"", f);
-            for (const unsigned char *q = (const unsigned char *)jstr(e, "name"); *q; q++)
+            for (const unsigned char *q = (const unsigned char *)tp_jstr(e, "name"); *q; q++)
                 fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
             fputc('"', f);
         }
-        fprintf(f, ": size %.0f, this rank %.0f in it", jnum(e, "size"), jnum(e, "rank"));
-        if (jnum(e, "nodes") > 0) fprintf(f, ", %.0f node%s", jnum(e, "nodes"), jnum(e, "nodes") == 1 ? "" : "s");
+        if (tp_jobj(e, "torch_group")) { /* written by trainprof.torch: backend, size, ranks */
+            fputs(" [torch: ", f);
+            for (const unsigned char *q = (const unsigned char *)tp_jstr(e, "torch_group"); *q; q++)
+                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            fputc(']', f);
+        }
+        fprintf(f, ": size %.0f, this rank %.0f in it", tp_jnum(e, "size"), tp_jnum(e, "rank"));
+        if (tp_jnum(e, "nodes") > 0) fprintf(f, ", %.0f node%s", tp_jnum(e, "nodes"), tp_jnum(e, "nodes") == 1 ? "" : "s");
         fputc('\n', f);
-        cJSON_ArrayForEach(o, jobj(e, "ops")) {
-            fprintf(f, "      %-14s %7.0f ops  ", jstr(o, "op"), jnum(o, "count"));
-            put_bytes(f, jnum(o, "bytes"));
+        cJSON_ArrayForEach(o, tp_jobj(e, "ops")) {
+            fprintf(f, "      %-14s %7.0f ops  ", tp_jstr(o, "op"), tp_jnum(o, "count"));
+            put_bytes(f, tp_jnum(o, "bytes"));
             fprintf(f, " total");
-            if (jobj(o, "bytes_per_step")) { /* per measured step: e.g. DDP's gradient bytes */
-                fprintf(f, " (%.1f ops, ", jnum(o, "count_per_step"));
-                put_bytes(f, jnum(o, "bytes_per_step"));
+            if (tp_jobj(o, "bytes_per_step")) { /* per measured step: e.g. DDP's gradient bytes */
+                fprintf(f, " (%.1f ops, ", tp_jnum(o, "count_per_step"));
+                put_bytes(f, tp_jnum(o, "bytes_per_step"));
                 fprintf(f, " per step)");
             }
-            fprintf(f, ", %.3f ms total, %.1f us mean", jnum(o, "time_ms"), jnum(o, "mean_us"));
-            if (jobj(o, "algbw_gbs"))
-                fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", jnum(o, "algbw_gbs"),
-                        jnum(o, "busbw_gbs"));
-            fprintf(f, " [time: %s]\n", jstr(o, "time_source"));
-            enq |= jnum(o, "enqueue_only") > 0;
+            fprintf(f, ", %.3f ms total, %.1f us mean", tp_jnum(o, "time_ms"), tp_jnum(o, "mean_us"));
+            if (tp_jobj(o, "algbw_gbs"))
+                fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", tp_jnum(o, "algbw_gbs"),
+                        tp_jnum(o, "busbw_gbs"));
+            fprintf(f, " [time: %s]\n", tp_jstr(o, "time_source"));
+            enq |= tp_jnum(o, "enqueue_only") > 0;
         }
     }
     if (enq)
         fprintf(f, "    note: ops timed by \"host\" on NCCL are the enqueue only, not the duration "
                    "(no GPU interval and no matching NCCL kernel)\n");
-    const cJSON *x = jobj(c, "exposure");
+    const cJSON *x = tp_jobj(c, "exposure");
     if (!x) return;
-    int step = !strcmp(jstr(x, "per"), "step");
-    if (!jobj(x, "exposed_share")) {
-        fprintf(f, "    exposed communication: not known (%s)\n", jstr(x, "note"));
+    int step = !strcmp(tp_jstr(x, "per"), "step");
+    if (!tp_jobj(x, "exposed_share")) {
+        fprintf(f, "    exposed communication: not known (%s)\n", tp_jstr(x, "note"));
         return;
     }
     fprintf(f, "    exposed communication: %.2f ms per %s = %.1f %% of the %s (median %.2f ms",
-            jnum(jobj(x, "exposed_ms"), "mean"), step ? "step" : "run",
-            100 * jnum(x, "exposed_share"), step ? "step" : "run",
-            jnum(jobj(x, "exposed_ms"), "p50"));
+            tp_jnum(tp_jobj(x, "exposed_ms"), "mean"), step ? "step" : "run",
+            100 * tp_jnum(x, "exposed_share"), step ? "step" : "run",
+            tp_jnum(tp_jobj(x, "exposed_ms"), "p50"));
     if (step)
-        fprintf(f, ", worst %.1f %% in step %.0f", 100 * jnum(jobj(x, "exposed_share_per_window"), "max"),
-                jnum(x, "worst_step"));
+        fprintf(f, ", worst %.1f %% in step %.0f", 100 * tp_jnum(tp_jobj(x, "exposed_share_per_window"), "max"),
+                tp_jnum(x, "worst_step"));
     fprintf(f, "); overlapped %.2f ms; communication %.2f ms in all\n",
-            jnum(jobj(x, "overlapped_ms"), "mean"), jnum(jobj(x, "comm_ms"), "mean"));
-    fprintf(f, "      basis: %s\n", jstr(x, "note"));
+            tp_jnum(tp_jobj(x, "overlapped_ms"), "mean"), tp_jnum(tp_jobj(x, "comm_ms"), "mean"));
+    fprintf(f, "      basis: %s\n", tp_jstr(x, "note"));
 }
 
 void tp_comm_run_text(FILE *f, const cJSON *c, const char *B, const char *N) {
     if (!c) return;
-    const cJSON *comms = jobj(c, "communicators"), *x = jobj(c, "exposure");
+    const cJSON *comms = tp_jobj(c, "communicators"), *x = tp_jobj(c, "exposure");
     int ncomm = cJSON_GetArraySize(comms);
-    if (!ncomm && !jobj(x, "worst_rank")) {
+    if (!ncomm && !tp_jobj(x, "worst_rank")) {
         fprintf(f, "\n%scommunication%s: none recorded\n", B, N);
         return;
     }
@@ -1128,33 +1164,33 @@ void tp_comm_run_text(FILE *f, const cJSON *c, const char *B, const char *N) {
             fprintf(f, "  ... %d more communicators (report.json lists them all)\n", ncomm - 20);
             break;
         }
-        fprintf(f, "  comm %s: size %.0f, seen on %.0f rank file%s", jstr(e, "id"),
-                jnum(e, "size"), jnum(e, "ranks_seen"), jnum(e, "ranks_seen") == 1 ? "" : "s");
+        fprintf(f, "  comm %s: size %.0f, seen on %.0f rank file%s", tp_jstr(e, "id"),
+                tp_jnum(e, "size"), tp_jnum(e, "ranks_seen"), tp_jnum(e, "ranks_seen") == 1 ? "" : "s");
         const cJSON *m;
         int first = 1;
-        cJSON_ArrayForEach(m, jobj(e, "members")) {
-            fprintf(f, "%s%.0f", first ? " (world ranks " : ", ", jnum(m, "rank"));
+        cJSON_ArrayForEach(m, tp_jobj(e, "members")) {
+            fprintf(f, "%s%.0f", first ? " (world ranks " : ", ", tp_jnum(m, "rank"));
             first = 0;
         }
         if (!first) fputc(')', f);
-        fprintf(f, "; guess: %s (%s)\n", jstr(e, "role_guess"), jstr(e, "role_basis"));
-        cJSON_ArrayForEach(o, jobj(e, "ops")) {
-            fprintf(f, "    %-14s %.0f per rank, ", jstr(o, "op"), jnum(o, "count_per_rank"));
-            put_bytes(f, jnum(o, "bytes_per_op"));
-            fprintf(f, " per op on average (per rank), mean %.3f ms", jnum(o, "mean_ms"));
-            if (jobj(o, "algbw_gbs"))
-                fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", jnum(o, "algbw_gbs"),
-                        jnum(o, "busbw_gbs"));
-            fprintf(f, " [time: %s]\n", jstr(o, "time_source"));
+        fprintf(f, "; guess: %s (%s)\n", tp_jstr(e, "role_guess"), tp_jstr(e, "role_basis"));
+        cJSON_ArrayForEach(o, tp_jobj(e, "ops")) {
+            fprintf(f, "    %-14s %.0f per rank, ", tp_jstr(o, "op"), tp_jnum(o, "count_per_rank"));
+            put_bytes(f, tp_jnum(o, "bytes_per_op"));
+            fprintf(f, " per op on average (per rank), mean %.3f ms", tp_jnum(o, "mean_ms"));
+            if (tp_jobj(o, "algbw_gbs"))
+                fprintf(f, ", algbw %.2f GB/s, busbw %.2f GB/s", tp_jnum(o, "algbw_gbs"),
+                        tp_jnum(o, "busbw_gbs"));
+            fprintf(f, " [time: %s]\n", tp_jstr(o, "time_source"));
         }
     }
-    if (jobj(x, "worst_rank")) {
-        int step = !strcmp(jstr(x, "per"), "step");
-        int nr = cJSON_GetArraySize(jobj(x, "ranks"));
+    if (tp_jobj(x, "worst_rank")) {
+        int step = !strcmp(tp_jstr(x, "per"), "step");
+        int nr = cJSON_GetArraySize(tp_jobj(x, "ranks"));
         fprintf(f, "  exposed communication: mean %.1f %% of the %s over %d rank%s, median %.1f %%, "
                    "worst rank %.0f (%.1f %%)\n",
-                100 * jnum(x, "mean_exposed_share"), step ? "step" : "run", nr, nr == 1 ? "" : "s",
-                100 * jnum(x, "median_exposed_share"), jnum(x, "worst_rank"),
-                100 * jnum(x, "worst_exposed_share"));
+                100 * tp_jnum(x, "mean_exposed_share"), step ? "step" : "run", nr, nr == 1 ? "" : "s",
+                100 * tp_jnum(x, "median_exposed_share"), tp_jnum(x, "worst_rank"),
+                100 * tp_jnum(x, "worst_exposed_share"));
     }
 }

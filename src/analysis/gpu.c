@@ -211,6 +211,38 @@ static uint64_t launch_lag(const tp_process *p, const tp_gpu_op *const *apis) {
     return lag;
 }
 
+/* GPU capture paused for another CUPTI client (tprof_gpu_capture_pause; trainprof.torch does
+ * it around torch.profiler): metadata gpu_capture.pauses = "start-end,..." (ns), and
+ * gpu_capture.paused_since_ns for a pause never resumed (until the end of the file). Shown
+ * as seconds from the process's start, with the reason trainprof.torch writes. */
+static void capture_pauses(cJSON *g, const tp_process *p) {
+    const char *l = tp_meta(p, "gpu_capture.pauses"), *open = tp_meta(p, "gpu_capture.paused_since_ns");
+    if ((!l || !*l) && (!open || !*open)) return;
+    cJSON *a = cJSON_AddArrayToObject(g, "capture_paused");
+    double t0 = (double)p->hdr.start_mono_ns;
+    const char *why = tp_meta(p, "gpu_capture.pause_reason");
+    for (const char *q = l ? l : ""; *q;) {
+        unsigned long long x, y;
+        int n = 0;
+        if (sscanf(q, "%llu-%llu%n", &x, &y, &n) != 2) break;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "from_s", ((double)x - t0) / 1e9);
+        cJSON_AddNumberToObject(e, "to_s", ((double)y - t0) / 1e9);
+        if (why) cJSON_AddStringToObject(e, "reason", why);
+        cJSON_AddItemToArray(a, e);
+        q += n;
+        if (*q == ',') q++;
+    }
+    if (open && *open) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "from_s", ((double)strtoull(open, NULL, 10) - t0) / 1e9);
+        cJSON_AddNumberToObject(e, "to_s", ((double)p->end_mono - t0) / 1e9);
+        cJSON_AddBoolToObject(e, "never_resumed", 1);
+        if (why) cJSON_AddStringToObject(e, "reason", why);
+        cJSON_AddItemToArray(a, e);
+    }
+}
+
 void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst,
                     uint64_t step_ns, int top_n) {
     if (!p->ngpu && !p->napi && !p->ngmem) return;
@@ -247,6 +279,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         cJSON_AddNumberToObject(w, "measured_steps", (double)nall);
         cJSON_AddBoolToObject(w, "opened", kon != NULL);
     }
+    capture_pauses(g, p);
     if (p->cupti_dropped) cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)p->cupti_dropped);
     /* devices present */
     uint32_t devs[64];

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
+#include "analysis/jsonget.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -927,17 +928,6 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
 
 /* ------------------------------------------------------------------ text rendering */
 
-static double num(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-static const char *str(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-static const cJSON *obj(const cJSON *o, const char *k) {
-    return cJSON_GetObjectItemCaseSensitive(o, k);
-}
 
 /* A string with control bytes shown as '?', so a file name cannot disturb the terminal (the
  * string is already valid UTF-8; at most 255 bytes shown). Uses one of two static buffers. */
@@ -981,53 +971,59 @@ static void put_name(FILE *f, const char *s, int width) {
 
 static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     if (!g) return;
-    int per_step = !strcmp(str(g, "per"), "step");
+    int per_step = !strcmp(tp_jstr(g, "per"), "step");
     const char *unit = per_step ? "per step" : "in total";
-    const cJSON *kw = obj(g, "kernel_steps");
+    const cJSON *kw = tp_jobj(g, "kernel_steps");
     if (kw) {
-        if (cJSON_IsTrue(obj(kw, "opened")))
+        if (cJSON_IsTrue(tp_jobj(kw, "opened")))
             fprintf(f, "  GPU activity captured only in steps %s (--kernel-steps): %.0f of the "
                        "%.0f measured steps; GPU figures are per step of those\n",
-                    printable(str(kw, "spec")), num(kw, "measured_steps_in_window"),
-                    num(kw, "measured_steps"));
+                    printable(tp_jstr(kw, "spec")), tp_jnum(kw, "measured_steps_in_window"),
+                    tp_jnum(kw, "measured_steps"));
         else
             fprintf(f, "  GPU activity capture was limited to steps %s (--kernel-steps), which "
                        "never began: no GPU activity recorded\n",
-                    printable(str(kw, "spec")));
+                    printable(tp_jstr(kw, "spec")));
     }
     const cJSON *d;
-    cJSON_ArrayForEach(d, obj(g, "devices")) {
-        fprintf(f, "  %sGPU %.0f%s:", B, num(d, "device"), N);
-        if (obj(d, "busy_share")) fprintf(f, " busy %.1f %% of the step,", 100 * num(d, "busy_share"));
+    cJSON_ArrayForEach(d, tp_jobj(g, "capture_paused")) {
+        fprintf(f, "  GPU activity paused%s%s%s from %.3f s to %.3f s%s: no GPU records then\n",
+                tp_jobj(d, "reason") ? " for " : "", tp_jobj(d, "reason") ? printable(tp_jstr(d, "reason")) : "",
+                "", tp_jnum(d, "from_s"), tp_jnum(d, "to_s"),
+                cJSON_IsTrue(tp_jobj(d, "never_resumed")) ? " (never resumed)" : "");
+    }
+    cJSON_ArrayForEach(d, tp_jobj(g, "devices")) {
+        fprintf(f, "  %sGPU %.0f%s:", B, tp_jnum(d, "device"), N);
+        if (tp_jobj(d, "busy_share")) fprintf(f, " busy %.1f %% of the step,", 100 * tp_jnum(d, "busy_share"));
         fprintf(f, " kernels %.2f ms %s (%.0f launches), memcpy/memset %.2f ms\n",
-                num(d, "kernel_ms"), unit, num(d, "kernels"), num(d, "memcpy_memset_ms"));
-        const cJSON *c = obj(d, "kernel_ms_by_class"), *k;
+                tp_jnum(d, "kernel_ms"), unit, tp_jnum(d, "kernels"), tp_jnum(d, "memcpy_memset_ms"));
+        const cJSON *c = tp_jobj(d, "kernel_ms_by_class"), *k;
         fprintf(f, "    by class:");
         cJSON_ArrayForEach(k, c) fprintf(f, " %s %.2f ms;", k->string, k->valuedouble);
         fprintf(f, "\n    copies host->device %.1f MB, device->host %.1f MB %s; device memory peak %.1f MiB\n",
-                num(d, "h2d_bytes") / 1e6, num(d, "d2h_bytes") / 1e6, unit,
-                num(d, "memory_peak_bytes") / 1048576.0);
+                tp_jnum(d, "h2d_bytes") / 1e6, tp_jnum(d, "d2h_bytes") / 1e6, unit,
+                tp_jnum(d, "memory_peak_bytes") / 1048576.0);
     }
     fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n",
-            num(g, "host_syncs"), unit, num(g, "host_sync_blocked_ms"));
-    const cJSON *lost = obj(g, "records_stopped");
+            tp_jnum(g, "host_syncs"), unit, tp_jnum(g, "host_sync_blocked_ms"));
+    const cJSON *lost = tp_jobj(g, "records_stopped");
     if (lost)
         fprintf(f, "  warning: GPU records stopped %.1f s into the measured steps while %.0f steps "
                    "went on for %.1f s: %s\n",
-                num(lost, "after_s"), num(lost, "steps_without_gpu_records"), num(lost, "span_s"),
-                str(lost, "likely_cause"));
-    if (num(g, "cupti_records_dropped") > 0)
+                tp_jnum(lost, "after_s"), tp_jnum(lost, "steps_without_gpu_records"), tp_jnum(lost, "span_s"),
+                tp_jstr(lost, "likely_cause"));
+    if (tp_jnum(g, "cupti_records_dropped") > 0)
         fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
-                num(g, "cupti_records_dropped"));
-    const cJSON *rows = obj(g, "top_kernels"), *row;
+                tp_jnum(g, "cupti_records_dropped"));
+    const cJSON *rows = tp_jobj(g, "top_kernels"), *row;
     if (!cJSON_GetArraySize(rows)) return;
     fprintf(f, "\n  top kernels (%s)\n  %-60s %9s %11s %10s %7s\n", unit, "kernel", "count",
             "total ms", "mean us", "share");
     cJSON_ArrayForEach(row, rows) {
         fputs("  ", f);
-        put_name(f, str(row, "name"), 60);
-        fprintf(f, " %9.1f %11.3f %10.1f %6.1f%%\n", num(row, "count_per_unit"),
-                num(row, "total_ms"), num(row, "mean_us"), 100 * num(row, "share"));
+        put_name(f, tp_jstr(row, "name"), 60);
+        fprintf(f, " %9.1f %11.3f %10.1f %6.1f%%\n", tp_jnum(row, "count_per_unit"),
+                tp_jnum(row, "total_ms"), tp_jnum(row, "mean_us"), 100 * tp_jnum(row, "share"));
     }
 }
 
@@ -1035,70 +1031,70 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
  * temperature, memory and utilisation, one for the clock-event reasons. */
 static void nvml_text(FILE *f, const cJSON *nv) {
     if (!nv) return;
-    int per_step = !strcmp(str(nv, "per"), "step");
-    if (obj(nv, "sampled_by"))
+    int per_step = !strcmp(tp_jstr(nv, "per"), "step");
+    if (tp_jobj(nv, "sampled_by"))
         fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)%s\n",
-                num(nv, "sampler_pid"),
-                cJSON_IsTrue(obj(nv, "shared_with_other_ranks"))
+                tp_jnum(nv, "sampler_pid"),
+                cJSON_IsTrue(tp_jobj(nv, "shared_with_other_ranks"))
                     ? ": this rank's GPU is not known, every GPU of the host is shown"
                     : "");
     const cJSON *g;
-    cJSON_ArrayForEach(g, obj(nv, "gpus")) {
-        fprintf(f, "  NVML GPU %.0f", num(g, "index"));
-        if (obj(g, "name")) fprintf(f, " %s", printable(str(g, "name")));
-        if (obj(g, "uuid")) fprintf(f, " (%s)", printable(str(g, "uuid")));
+    cJSON_ArrayForEach(g, tp_jobj(nv, "gpus")) {
+        fprintf(f, "  NVML GPU %.0f", tp_jnum(g, "index"));
+        if (tp_jobj(g, "name")) fprintf(f, " %s", printable(tp_jstr(g, "name")));
+        if (tp_jobj(g, "uuid")) fprintf(f, " (%s)", printable(tp_jstr(g, "uuid")));
         fputc(':', f);
-        if (obj(g, "avg_power_w")) {
+        if (tp_jobj(g, "avg_power_w")) {
             if (per_step)
-                fprintf(f, " %.1f J per step (%.4f Wh) over %.0f step%s,", num(g, "energy_per_step_j"),
-                        num(g, "energy_per_step_wh"), num(g, "steps_with_energy"),
-                        num(g, "steps_with_energy") == 1 ? "" : "s");
+                fprintf(f, " %.1f J per step (%.4f Wh) over %.0f step%s,", tp_jnum(g, "energy_per_step_j"),
+                        tp_jnum(g, "energy_per_step_wh"), tp_jnum(g, "steps_with_energy"),
+                        tp_jnum(g, "steps_with_energy") == 1 ? "" : "s");
             else
-                fprintf(f, " %.1f J in total,", num(g, "energy_j"));
-            fprintf(f, " %.1f W average", num(g, "avg_power_w"));
+                fprintf(f, " %.1f J in total,", tp_jnum(g, "energy_j"));
+            fprintf(f, " %.1f W average", tp_jnum(g, "avg_power_w"));
         } else {
             fprintf(f, " no energy%s", per_step ? " (no measured step lies between two samples)"
                                                 : " counter");
         }
-        if (obj(g, "power_max_w"))
-            fprintf(f, "; power samples %.1f W mean, %.1f W max", num(g, "power_mean_w"),
-                    num(g, "power_max_w"));
-        if (obj(g, "power_limit_w")) fprintf(f, "; limit %.0f W", num(g, "power_limit_w"));
+        if (tp_jobj(g, "power_max_w"))
+            fprintf(f, "; power samples %.1f W mean, %.1f W max", tp_jnum(g, "power_mean_w"),
+                    tp_jnum(g, "power_max_w"));
+        if (tp_jobj(g, "power_limit_w")) fprintf(f, "; limit %.0f W", tp_jnum(g, "power_limit_w"));
         fputc('\n', f);
         fputs("   ", f);
-        if (obj(g, "sm_clock_mhz_max"))
-            fprintf(f, " SM clock %.0f / %.0f / %.0f MHz (min/mean/max);", num(g, "sm_clock_mhz_min"),
-                    num(g, "sm_clock_mhz_mean"), num(g, "sm_clock_mhz_max"));
-        if (obj(g, "temp_c_max")) fprintf(f, " %.0f C max;", num(g, "temp_c_max"));
-        if (obj(g, "mem_used_peak_bytes")) {
-            fprintf(f, " memory used peak %.2f GiB", num(g, "mem_used_peak_bytes") / 1073741824.0);
-            if (obj(g, "mem_used_peak_share"))
-                fprintf(f, " of %.2f GiB (%.0f %%)", num(g, "mem_total_bytes") / 1073741824.0,
-                        100 * num(g, "mem_used_peak_share"));
+        if (tp_jobj(g, "sm_clock_mhz_max"))
+            fprintf(f, " SM clock %.0f / %.0f / %.0f MHz (min/mean/max);", tp_jnum(g, "sm_clock_mhz_min"),
+                    tp_jnum(g, "sm_clock_mhz_mean"), tp_jnum(g, "sm_clock_mhz_max"));
+        if (tp_jobj(g, "temp_c_max")) fprintf(f, " %.0f C max;", tp_jnum(g, "temp_c_max"));
+        if (tp_jobj(g, "mem_used_peak_bytes")) {
+            fprintf(f, " memory used peak %.2f GiB", tp_jnum(g, "mem_used_peak_bytes") / 1073741824.0);
+            if (tp_jobj(g, "mem_used_peak_share"))
+                fprintf(f, " of %.2f GiB (%.0f %%)", tp_jnum(g, "mem_total_bytes") / 1073741824.0,
+                        100 * tp_jnum(g, "mem_used_peak_share"));
             fputc(';', f);
         }
-        if (obj(g, "util_percent_mean")) fprintf(f, " utilisation %.0f %% mean", num(g, "util_percent_mean"));
+        if (tp_jobj(g, "util_percent_mean")) fprintf(f, " utilisation %.0f %% mean", tp_jnum(g, "util_percent_mean"));
         fputc('\n', f);
-        const cJSON *ce = obj(g, "clock_events");
+        const cJSON *ce = tp_jobj(g, "clock_events");
         if (ce) {
             fputs("    clock events:", f);
             const cJSON *r;
             int first = 1;
-            cJSON_ArrayForEach(r, obj(ce, "reasons")) {
+            cJSON_ArrayForEach(r, tp_jobj(ce, "reasons")) {
                 fprintf(f, "%s%s", first ? " " : ", ", r->valuestring);
                 first = 0;
             }
             if (first) fputs(" none", f);
-            if (cJSON_IsTrue(obj(ce, "throttled")))
-                fprintf(f, " (throttled in %.0f %% of samples)", 100 * num(ce, "throttled_share"));
+            if (cJSON_IsTrue(tp_jobj(ce, "throttled")))
+                fprintf(f, " (throttled in %.0f %% of samples)", 100 * tp_jnum(ce, "throttled_share"));
             fputc('\n', f);
         }
     }
-    if (obj(nv, "avg_power_w"))
+    if (tp_jobj(nv, "avg_power_w"))
         fprintf(f, "  NVML GPUs together: %.1f J %s, %.1f W average\n",
-                per_step ? num(nv, "energy_per_step_j") : num(nv, "energy_j"),
-                per_step ? "per step" : "in total", num(nv, "avg_power_w"));
-    if (!strcmp(str(nv, "device_match"), "index"))
+                per_step ? tp_jnum(nv, "energy_per_step_j") : tp_jnum(nv, "energy_j"),
+                per_step ? "per step" : "in total", tp_jnum(nv, "avg_power_w"));
+    if (!strcmp(tp_jstr(nv, "device_match"), "index"))
         fprintf(f, "  note: CUDA_VISIBLE_DEVICES held indices, read in NVML's PCI order (CUDA's "
                    "order agrees on identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n");
 }
@@ -1106,121 +1102,121 @@ static void nvml_text(FILE *f, const cJSON *nv) {
 int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
-    const cJSON *run = obj(rep, "run");
-    fprintf(f, "%strainprof report%s %s\n", B, N, str(run, "dir"));
+    const cJSON *run = tp_jobj(rep, "run");
+    fprintf(f, "%strainprof report%s %s\n", B, N, tp_jstr(run, "dir"));
     fprintf(f, "run: %.0f process%s (%.0f rank%s, %.0f helper%s%s), %.2f s, %.0f events, %.0f dropped\n",
-            num(run, "processes"), num(run, "processes") == 1 ? "" : "es", num(run, "ranks"),
-            num(run, "ranks") == 1 ? "" : "s", num(run, "helpers"),
-            num(run, "helpers") == 1 ? "" : "s",
-            num(run, "node_samplers") > 0 ? ", GPU sampler of the node" : "",
-            num(run, "duration_s"), num(run, "events"), num(run, "events_dropped"));
-    if (num(run, "events_dropped") > 0)
-        fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y, num(run, "events_dropped"),
-                num(run, "threads_over_limit") > 0
+            tp_jnum(run, "processes"), tp_jnum(run, "processes") == 1 ? "" : "es", tp_jnum(run, "ranks"),
+            tp_jnum(run, "ranks") == 1 ? "" : "s", tp_jnum(run, "helpers"),
+            tp_jnum(run, "helpers") == 1 ? "" : "s",
+            tp_jnum(run, "node_samplers") > 0 ? ", GPU sampler of the node" : "",
+            tp_jnum(run, "duration_s"), tp_jnum(run, "events"), tp_jnum(run, "events_dropped"));
+    if (tp_jnum(run, "events_dropped") > 0)
+        fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y, tp_jnum(run, "events_dropped"),
+                tp_jnum(run, "threads_over_limit") > 0
                     ? "threads beyond TRAINPROF_MAX_THREADS record nothing (raise it), and "
                       "full rings drop events (raise TRAINPROF_RING_KB)"
                     : "rings were full (raise TRAINPROF_RING_KB)",
                 N);
-    if (num(run, "distinct_run_ids") > 1)
+    if (tp_jnum(run, "distinct_run_ids") > 1)
         fprintf(f, "%s  warning: these rank files come from %.0f different runs (run ids differ)%s\n",
-                Y, num(run, "distinct_run_ids"), N);
+                Y, tp_jnum(run, "distinct_run_ids"), N);
     fprintf(f, "capabilities:\n");
     const cJSON *c;
-    cJSON_ArrayForEach(c, obj(rep, "capabilities")) {
-        fprintf(f, "  %-6s %s %s\n", c->string, cJSON_IsTrue(obj(c, "found")) ? "yes" : "no ",
-                str(c, "status"));
+    cJSON_ArrayForEach(c, tp_jobj(rep, "capabilities")) {
+        fprintf(f, "  %-6s %s %s\n", c->string, cJSON_IsTrue(tp_jobj(c, "found")) ? "yes" : "no ",
+                tp_jstr(c, "status"));
     }
 
     fprintf(f, "\n%sprocesses%s\n  %-18s %-24s %7s %9s %8s %9s  %s\n", B, N, "role", "host:pid",
             "threads", "events", "dropped", "duration", "file");
     const cJSON *p;
-    cJSON_ArrayForEach(p, obj(rep, "processes")) {
+    cJSON_ArrayForEach(p, tp_jobj(rep, "processes")) {
         char hp[96];
-        snprintf(hp, sizeof hp, "%s:%.0f", str(p, "host"), num(p, "pid"));
-        fprintf(f, "  %-18s %-24s %7.0f %9.0f %8.0f %7.2f s  %s%s\n", str(p, "label"), hp,
-                num(p, "threads"), num(p, "events"), num(p, "events_dropped"),
-                num(p, "duration_s"), basename_of(str(p, "file")),
-                cJSON_IsTrue(obj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
+        snprintf(hp, sizeof hp, "%s:%.0f", tp_jstr(p, "host"), tp_jnum(p, "pid"));
+        fprintf(f, "  %-18s %-24s %7.0f %9.0f %8.0f %7.2f s  %s%s\n", tp_jstr(p, "label"), hp,
+                tp_jnum(p, "threads"), tp_jnum(p, "events"), tp_jnum(p, "events_dropped"),
+                tp_jnum(p, "duration_s"), basename_of(tp_jstr(p, "file")),
+                cJSON_IsTrue(tp_jobj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
         const cJSON *d;
-        cJSON_ArrayForEach(d, obj(p, "damage"))
-            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(str(p, "file")),
+        cJSON_ArrayForEach(d, tp_jobj(p, "damage"))
+            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(tp_jstr(p, "file")),
                     printable(d->valuestring), N);
-        if (num(p, "unmatched_pops") > 0)
-            fprintf(f, "    %.0f range pop(s) with no open range (ignored)\n", num(p, "unmatched_pops"));
-        if (num(p, "unmatched_range_ends") > 0)
+        if (tp_jnum(p, "unmatched_pops") > 0)
+            fprintf(f, "    %.0f range pop(s) with no open range (ignored)\n", tp_jnum(p, "unmatched_pops"));
+        if (tp_jnum(p, "unmatched_range_ends") > 0)
             fprintf(f, "    %.0f range end(s) for unknown ids (ignored)\n",
-                    num(p, "unmatched_range_ends"));
+                    tp_jnum(p, "unmatched_range_ends"));
     }
     const cJSON *e;
-    cJSON_ArrayForEach(e, obj(rep, "unreadable_files"))
+    cJSON_ArrayForEach(e, tp_jobj(rep, "unreadable_files"))
         fprintf(f, "%s  unreadable: %s%s\n", Y, e->valuestring, N);
 
     const cJSON *r;
-    cJSON_ArrayForEach(r, obj(rep, "ranks")) {
-        const cJSON *s = obj(r, "steps");
-        fprintf(f, "\n%s%s%s (%s:%.0f)\n", B, str(r, "label"), N, str(r, "host"), num(r, "pid"));
+    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
+        const cJSON *s = tp_jobj(r, "steps");
+        fprintf(f, "\n%s%s%s (%s:%.0f)\n", B, tp_jstr(r, "label"), N, tp_jstr(r, "host"), tp_jnum(r, "pid"));
         if (!s) continue;
-        if (num(s, "count") == 0) {
+        if (tp_jnum(s, "count") == 0) {
             fprintf(f, "  steps: none found (%s%s%s). Mark steps with tprof_step_begin/end, an "
                        "NVTX range named \"step\", or pass --step-name NAME.\n",
-                    obj(s, "requested_name") ? "no range named \"" : "tried API steps, ProfilerStep#*, train_step, step, iteration",
-                    obj(s, "requested_name") ? str(s, "requested_name") : "",
-                    obj(s, "requested_name") ? "\"" : "");
+                    tp_jobj(s, "requested_name") ? "no range named \"" : "tried API steps, ProfilerStep#*, train_step, step, iteration",
+                    tp_jobj(s, "requested_name") ? tp_jstr(s, "requested_name") : "",
+                    tp_jobj(s, "requested_name") ? "\"" : "");
         } else {
-            int api = !strcmp(str(s, "name"), "tprof_step_begin/end"); /* says it already */
-            fprintf(f, "  steps: %.0f from %s%s%s%s%s%s%s, %.0f warm-up\n", num(s, "count"),
-                    str(s, "source"), api ? "" : " \"", api ? "" : printable(str(s, "name")),
-                    api ? "" : "\"", obj(s, "thread") ? " (thread " : "",
-                    obj(s, "thread") ? printable(str(s, "thread")) : "", obj(s, "thread") ? ")" : "",
-                    num(s, "warmup"));
-            if (obj(s, "note")) fprintf(f, "  note: %s\n", str(s, "note"));
-            if (num(s, "measured") > 0)
+            int api = !strcmp(tp_jstr(s, "name"), "tprof_step_begin/end"); /* says it already */
+            fprintf(f, "  steps: %.0f from %s%s%s%s%s%s%s, %.0f warm-up\n", tp_jnum(s, "count"),
+                    tp_jstr(s, "source"), api ? "" : " \"", api ? "" : printable(tp_jstr(s, "name")),
+                    api ? "" : "\"", tp_jobj(s, "thread") ? " (thread " : "",
+                    tp_jobj(s, "thread") ? printable(tp_jstr(s, "thread")) : "", tp_jobj(s, "thread") ? ")" : "",
+                    tp_jnum(s, "warmup"));
+            if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
+            if (tp_jnum(s, "measured") > 0)
                 fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
-                        num(s, "mean_ms"), num(s, "p50_ms"), num(s, "p90_ms"), num(s, "max_ms"),
-                        num(s, "min_ms"));
+                        tp_jnum(s, "mean_ms"), tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
+                        tp_jnum(s, "min_ms"));
             const cJSON *w;
             int first = 1;
-            cJSON_ArrayForEach(w, obj(s, "warmup_ms")) {
+            cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
                 fprintf(f, "%s%.2f", first ? "  warm-up step(s): " : ", ", w->valuedouble);
                 first = 0;
             }
             if (!first) fprintf(f, " ms (not in the statistics)\n");
         }
-        const cJSON *pr = obj(r, "process");
+        const cJSON *pr = tp_jobj(r, "process");
         if (pr)
             fprintf(f, "  process: CPU %.0f %% mean, %.0f %% max; RSS peak %.1f MiB; %.0f threads; "
                        "%.0f context switches/s (%.0f samples)\n",
-                    num(pr, "cpu_percent_mean"), num(pr, "cpu_percent_max"),
-                    num(pr, "rss_peak_bytes") / 1048576.0, num(pr, "threads_max"),
-                    num(pr, "ctx_switches_per_s_mean"), num(pr, "samples"));
-        nvml_text(f, obj(r, "nvml"));
-        gpu_text(f, obj(r, "gpu"), B, N);
-        tp_comm_rank_text(f, obj(r, "communication"));
-        tp_breakdown_text(f, obj(r, "breakdown")); /* issue 7 */
-        const cJSON *dl = obj(r, "data_loading");
-        const cJSON *rg = obj(r, "ranges");
-        int per_step = !strcmp(str(rg, "per"), "step");
-        if (dl && cJSON_IsTrue(obj(dl, "found")))
+                    tp_jnum(pr, "cpu_percent_mean"), tp_jnum(pr, "cpu_percent_max"),
+                    tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
+                    tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
+        nvml_text(f, tp_jobj(r, "nvml"));
+        gpu_text(f, tp_jobj(r, "gpu"), B, N);
+        tp_comm_rank_text(f, tp_jobj(r, "communication"));
+        tp_breakdown_text(f, tp_jobj(r, "breakdown")); /* issue 7 */
+        const cJSON *dl = tp_jobj(r, "data_loading");
+        const cJSON *rg = tp_jobj(r, "ranges");
+        int per_step = !strcmp(tp_jstr(rg, "per"), "step");
+        if (dl && cJSON_IsTrue(tp_jobj(dl, "found")))
             fprintf(f, "  data loading: %.2f ms %s = %.1f %% of the %s (%s)\n",
-                    per_step ? num(dl, "ms_per_step") : num(dl, "ms_total"),
-                    per_step ? "per step" : "in total", 100 * num(dl, "share"),
-                    per_step ? "step" : "run", str(dl, "where"));
+                    per_step ? tp_jnum(dl, "ms_per_step") : tp_jnum(dl, "ms_total"),
+                    per_step ? "per step" : "in total", 100 * tp_jnum(dl, "share"),
+                    per_step ? "step" : "run", tp_jstr(dl, "where"));
         else if (dl)
             fprintf(f, "  data loading: no range named like data loading (data, batch, loader, "
                        "get_batch, batch-generator)\n");
         const cJSON *u;
         int firstu = 1;
-        cJSON_ArrayForEach(u, obj(rg, "unclosed")) {
-            const char *dom = str(u, "domain");
+        cJSON_ArrayForEach(u, tp_jobj(rg, "unclosed")) {
+            const char *dom = tp_jstr(u, "domain");
             fprintf(f, "%s%s%s%s (%.0f)", firstu ? "  never closed (left out of the tables): " : ", ",
-                    dom, *dom ? "::" : "", str(u, "name"), num(u, "count"));
+                    dom, *dom ? "::" : "", tp_jstr(u, "name"), tp_jnum(u, "count"));
             firstu = 0;
         }
         if (!firstu) fputc('\n', f);
         static const char *const tables[2][2] = {{"top_inclusive", "inclusive"},
                                                  {"top_exclusive", "exclusive"}};
         for (int ti = 0; ti < 2; ti++) {
-            const cJSON *rows = obj(rg, tables[ti][0]);
+            const cJSON *rows = tp_jobj(rg, tables[ti][0]);
             if (!cJSON_GetArraySize(rows)) continue;
             fprintf(f, "\n  top ranges by %s time per %s\n  %-40s %9s %12s %7s %12s\n", tables[ti][1],
                     per_step ? "step" : "run", "name", per_step ? "count/st" : "count",
@@ -1228,35 +1224,35 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
             const cJSON *row;
             cJSON_ArrayForEach(row, rows) {
                 char nm[512];
-                const char *dom = str(row, "domain");
-                snprintf(nm, sizeof nm, "%s%s%s", dom, *dom ? "::" : "", str(row, "name"));
+                const char *dom = tp_jstr(row, "domain");
+                snprintf(nm, sizeof nm, "%s%s%s", dom, *dom ? "::" : "", tp_jstr(row, "name"));
                 fputs("  ", f);
                 put_name(f, nm, 40);
-                fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", num(row, "count_per_unit"),
-                        num(row, "inclusive_ms"),
-                        100 * num(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
-                        num(row, "exclusive_ms"));
+                fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", tp_jnum(row, "count_per_unit"),
+                        tp_jnum(row, "inclusive_ms"),
+                        100 * tp_jnum(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
+                        tp_jnum(row, "exclusive_ms"));
             }
         }
     }
-    tp_comm_run_text(f, obj(rep, "communication"), B, N);
+    tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
     tp_diagnose_text(f, rep, B, N, Y); /* issue 7: clocks, throughput, stragglers */
-    const cJSON *tm = obj(rep, "timers");
+    const cJSON *tm = tp_jobj(rep, "timers");
     if (tm) {
         fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
-                !strcmp(str(tm, "per"), "step") ? "measured step" : "run, in total");
-        if (obj(tm, "megatron_minmax")) fprintf(f, "%s\n", str(tm, "megatron_minmax"));
-        if (obj(tm, "megatron_all")) fprintf(f, "%s\n", str(tm, "megatron_all"));
+                !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run, in total");
+        if (tp_jobj(tm, "megatron_minmax")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_minmax"));
+        if (tp_jobj(tm, "megatron_all")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_all"));
     }
     const cJSON *fd;
     int firstf = 1;
-    cJSON_ArrayForEach(fd, obj(rep, "findings")) {
+    cJSON_ArrayForEach(fd, tp_jobj(rep, "findings")) {
         if (firstf) fprintf(f, "\n%sfindings%s\n", B, N);
         firstf = 0;
-        const char *sev = str(fd, "severity");
+        const char *sev = tp_jstr(fd, "severity");
         fprintf(f, "%s  %s: %s%s\n", !strcmp(sev, "critical") || !strcmp(sev, "warning") ? Y : "",
-                sev, str(fd, "message"), N);
-        if (obj(fd, "recommendation")) fprintf(f, "    try: %s\n", str(fd, "recommendation"));
+                sev, tp_jstr(fd, "message"), N);
+        if (tp_jobj(fd, "recommendation")) fprintf(f, "    try: %s\n", tp_jstr(fd, "recommendation"));
     }
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;

@@ -62,6 +62,14 @@ static size_t g_nchosen;
 static _Atomic int g_ready;   /* callbacks registered, g_chosen final */
 static _Atomic int g_enabled; /* the chosen kinds are on */
 static void enable_chosen(int on);
+/* tprof_gpu_capture_pause/resume (for torch.profiler, which needs CUPTI to itself): while
+ * paused the chosen kinds stay off whatever the kernel-capture window asks; g_want is what
+ * the window asks, applied at resume. g_pause_lock orders pause, resume and the window. */
+static pthread_mutex_t g_pause_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_paused;
+static int g_want = 1;
+static uint64_t g_pause_ns;
+static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.pauses */
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~100k kernel records */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -410,9 +418,12 @@ int InitializeInjection(void) {
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
     /* with a kernel-capture window (core/kwindow.c) the kinds go on when its first step
      * begins; if that already happened (CUDA initialised late), now */
+    pthread_mutex_lock(&g_pause_lock);
     atomic_store(&g_ready, 1);
     int on_now = tprof__kwin_capture_now();
-    if (on_now) enable_chosen(1);
+    g_want = on_now;
+    if (on_now && !g_paused) enable_chosen(1);
+    pthread_mutex_unlock(&g_pause_lock);
     char status[640];
     if (tprof__kwin_active())
         snprintf(status, sizeof status,
@@ -467,7 +478,70 @@ static void enable_chosen(int on) {
 }
 
 void tprof__cupti_window(int on) {
-    if (atomic_load(&g_ready)) enable_chosen(on);
+    pthread_mutex_lock(&g_pause_lock);
+    g_want = on;
+    if (atomic_load(&g_ready) && !g_paused) enable_chosen(on);
+    pthread_mutex_unlock(&g_pause_lock);
+}
+
+int tprof_gpu_capture_pause(void) {
+    if (!tprof_enabled()) return TPROF_ERR_DISABLED;
+    if (!atomic_load(&g_ready)) return TPROF_ERR_UNAVAILABLE;
+    pthread_mutex_lock(&g_pause_lock);
+    if (g_paused) {
+        pthread_mutex_unlock(&g_pause_lock);
+        return TPROF_ERR_ALREADY;
+    }
+    g_paused = 1;
+    enable_chosen(0); /* flushes: what ran before the pause arrives now */
+    g_pause_ns = tprof__now();
+    pthread_mutex_unlock(&g_pause_lock);
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
+    tprof__set_meta("gpu_capture.paused_since_ns", v);
+    tprof__log(TPROF_LOG_INFO, "GPU activity capture paused");
+    return TPROF_OK;
+}
+
+int tprof_gpu_capture_resume(void) {
+    if (!tprof_enabled()) return TPROF_ERR_DISABLED;
+    if (!atomic_load(&g_ready)) return TPROF_ERR_UNAVAILABLE;
+    pthread_mutex_lock(&g_pause_lock);
+    if (!g_paused) {
+        pthread_mutex_unlock(&g_pause_lock);
+        return TPROF_ERR_INVALID_ARG;
+    }
+    /* the other client (Kineto) registered its own buffer callbacks, and may have torn
+     * CUPTI down at its end: ours go back in, with our clock */
+    if (F.cuptiActivityRegisterTimestampCallback)
+        F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
+    CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    int rc = TPROF_OK;
+    if (r != CUPTI_SUCCESS) {
+        rc = TPROF_ERR_UNAVAILABLE; /* stays paused: another client kept the activity API */
+    } else {
+        if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
+        g_paused = 0;
+        if (g_want) {
+            atomic_store(&g_enabled, 0); /* the other client may have turned the kinds off */
+            enable_chosen(1);
+        }
+        size_t len = strlen(g_pauses);
+        if (len + 48 < sizeof g_pauses)
+            snprintf(g_pauses + len, sizeof g_pauses - len, "%s%llu-%llu", len ? "," : "",
+                     (unsigned long long)g_pause_ns, (unsigned long long)tprof__now());
+    }
+    char v[sizeof g_pauses];
+    memcpy(v, g_pauses, sizeof v);
+    pthread_mutex_unlock(&g_pause_lock);
+    if (rc == TPROF_OK) {
+        tprof__set_meta("gpu_capture.pauses", v);
+        tprof__set_meta("gpu_capture.paused_since_ns", "");
+        tprof__log(TPROF_LOG_INFO, "GPU activity capture resumed");
+    } else {
+        tprof__log(TPROF_LOG_WARN, "GPU activity capture stays paused: %s", result(r));
+    }
+    return rc;
 }
 
 /* Recording, or about to: from the moment the driver called InitializeInjection. */

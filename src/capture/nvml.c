@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../core/internal.h"
+#include "../core/metrics.h"
 #include "nvml_shared.h"
 
 /* ------------------------------------------------------------------ the loader */
@@ -330,6 +331,12 @@ static void put(tprof__thread *t, const char *name, double v, uint64_t ts) {
     tprof__commit(t, size);
 }
 
+/* The counter record, and the live metric beside it when metrics are on (core/metrics.h) */
+static void putm(tprof__thread *t, const nv_gpu *gp, int metric, double v, uint64_t ts) {
+    put(t, gp->names[metric], v, ts);
+    if (TPROF__METRICS_ON()) tprof__metrics_gpu(gp->d.index, gp->d.uuid, metric_suffix[metric], v);
+}
+
 static void meta_gpu(unsigned idx, const char *key, const char *value) {
     char k[64];
     snprintf(k, sizeof k, "gpu.%u.%s", idx, key);
@@ -359,8 +366,10 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
         meta_gpu(idx, "pci_bus_id", pci.busId);
     }
     nvmlMemory_t mem;
-    if (api->nvmlDeviceGetMemoryInfo && api->nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS)
+    if (api->nvmlDeviceGetMemoryInfo && api->nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS) {
         meta_gpu_u64(idx, "memory_total_bytes", mem.total);
+        if (TPROF__METRICS_ON()) tprof__metrics_gpu_total_memory(idx, gp->d.uuid, (double)mem.total);
+    }
     unsigned int v;
     if (api->nvmlDeviceGetEnforcedPowerLimit &&
         api->nvmlDeviceGetEnforcedPowerLimit(dev, &v) == NVML_SUCCESS) {
@@ -543,13 +552,13 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
             gp->base_mj = 0; /* the counter restarted from 0 at the reload */
         }
         gp->prev_mj = mj;
-        put(t, gp->names[M_ENERGY], (double)(gp->acc_mj + (mj - gp->base_mj)) / 1000.0, ts);
+        putm(t, gp, M_ENERGY, (double)(gp->acc_mj + (mj - gp->base_mj)) / 1000.0, ts);
     }
     unsigned int v;
     if (!gp->off[M_POWER]) {
         if (!api->nvmlDeviceGetPowerUsage) gp->off[M_POWER] = 1;
         else if (!failed(gp, M_POWER, r = api->nvmlDeviceGetPowerUsage(dev, &v)))
-            put(t, gp->names[M_POWER], v / 1000.0, ts);
+            putm(t, gp, M_POWER, v / 1000.0, ts);
     }
     if (!gp->off[M_POWER_INSTANT]) {
         nvmlFieldValue_t f;
@@ -559,43 +568,43 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
         if (!api->nvmlDeviceGetFieldValues) gp->off[M_POWER_INSTANT] = 1;
         else if (!failed(gp, M_POWER_INSTANT, r = api->nvmlDeviceGetFieldValues(dev, 1, &f)) &&
                  !failed(gp, M_POWER_INSTANT, f.nvmlReturn))
-            put(t, gp->names[M_POWER_INSTANT], field_value(&f) / 1000.0, ts);
+            putm(t, gp, M_POWER_INSTANT, field_value(&f) / 1000.0, ts);
     }
     if (!gp->off[M_UTIL]) {
         nvmlUtilization_t u;
         if (!api->nvmlDeviceGetUtilizationRates) gp->off[M_UTIL] = 1;
         else if (!failed(gp, M_UTIL, r = api->nvmlDeviceGetUtilizationRates(dev, &u))) {
-            put(t, gp->names[M_UTIL], u.gpu, ts);
-            put(t, gp->names[M_MEM_UTIL], u.memory, ts);
+            putm(t, gp, M_UTIL, u.gpu, ts);
+            putm(t, gp, M_MEM_UTIL, u.memory, ts);
         }
     }
     if (!gp->off[M_MEM_USED]) {
         nvmlMemory_t m;
         if (!api->nvmlDeviceGetMemoryInfo) gp->off[M_MEM_USED] = 1;
         else if (!failed(gp, M_MEM_USED, r = api->nvmlDeviceGetMemoryInfo(dev, &m)))
-            put(t, gp->names[M_MEM_USED], (double)m.used, ts);
+            putm(t, gp, M_MEM_USED, (double)m.used, ts);
     }
     if (!gp->off[M_SM_CLOCK]) {
         if (!api->nvmlDeviceGetClockInfo) gp->off[M_SM_CLOCK] = 1;
         else if (!failed(gp, M_SM_CLOCK, r = api->nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &v)))
-            put(t, gp->names[M_SM_CLOCK], v, ts);
+            putm(t, gp, M_SM_CLOCK, v, ts);
     }
     if (!gp->off[M_TEMP]) {
         if (!api->nvmlDeviceGetTemperature) gp->off[M_TEMP] = 1;
         else if (!failed(gp, M_TEMP,
                          r = api->nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &v)))
-            put(t, gp->names[M_TEMP], v, ts);
+            putm(t, gp, M_TEMP, v, ts);
     }
     if (!gp->off[M_POWER_LIMIT]) {
         if (!api->nvmlDeviceGetEnforcedPowerLimit) gp->off[M_POWER_LIMIT] = 1;
         else if (!failed(gp, M_POWER_LIMIT, r = api->nvmlDeviceGetEnforcedPowerLimit(dev, &v)))
-            put(t, gp->names[M_POWER_LIMIT], v / 1000.0, ts);
+            putm(t, gp, M_POWER_LIMIT, v / 1000.0, ts);
     }
     if (!gp->off[M_CLOCK_EVENTS]) {
         unsigned long long reasons;
         if (!api->get_clock_events) gp->off[M_CLOCK_EVENTS] = 1;
         else if (!failed(gp, M_CLOCK_EVENTS, r = api->get_clock_events(dev, &reasons)))
-            put(t, gp->names[M_CLOCK_EVENTS], (double)reasons, ts);
+            putm(t, gp, M_CLOCK_EVENTS, (double)reasons, ts);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../core/internal.h"
+#include "../core/metrics.h"
 
 typedef struct procfs_prev {
     uint64_t ts_ns;
@@ -84,5 +85,8 @@ void tprof__procfs_sample(void) {
         tprof_counter("process.cpu_percent", 100.0 * (cpu_s - g_prev.cpu_s) / dt);
         tprof_counter("process.ctx_switches_per_s", (double)(ctx - g_prev.ctx) / dt);
     }
+    if (TPROF__METRICS_ON())
+        tprof__metrics_process(cpu_s, rss_kb >= 0 ? (double)rss_kb * 1024.0 : -1.0,
+                               (double)threads, (double)ctx);
     g_prev = (procfs_prev){now, cpu_s, ctx, 1};
 }

@@ -59,6 +59,7 @@ typedef struct tprof__thread {
     uint32_t str_cap;
     uint32_t str_count;
     uint32_t str_max;
+    void *m_scan;           /* live metrics: the flusher's step-range state (metrics_feed.c) */
 } tprof__thread;
 
 /* The calling thread's state, creating it on first use; NULL when not recording or when
@@ -205,6 +206,24 @@ void tprof__kwin_name(const char *name);
 void tprof__kwin_api_step(uint64_t step);
 /* CUPTI (capture/cupti.c): turn the chosen activity kinds on (1) or off and flush (0). */
 void tprof__cupti_window(int on);
+
+/* Live metrics (core/metrics_feed.c, docs/metrics.md): the endpoint's life with the session,
+ * and what the flusher and the samplers feed while tprof__metrics_on (core/metrics.h) is set.
+ * Nothing here runs on a training thread. */
+void tprof__metrics_session_start(uint64_t start_realtime_ns);
+void tprof__metrics_session_stop(void);
+void tprof__metrics_after_fork(void);
+void tprof__metrics_meta(const char *key, const char *value);
+void tprof__metrics_scan(tprof__thread *t, const uint8_t *p, size_t n); /* drained span */
+void tprof__metrics_thread_free(void *scan);
+void tprof__metrics_pass(uint64_t dropped_total, uint64_t bytes_total);
+void tprof__metrics_detail(int on);
+void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, double ctx);
+void tprof__metrics_gpu(unsigned idx, const char *uuid, const char *suffix, double v);
+void tprof__metrics_gpu_total_memory(unsigned idx, const char *uuid, double bytes);
+/* POST /capture?detail=on|off (core/kwindow.c): detailed capture on (1) or off (0) from the
+ * next step that begins. 0 when accepted. */
+int tprof__kwin_request(int on);
 
 /* The NCCL plugin's sweep (capture/nccl_plugin.c), called by the flusher on every pass:
  * writes operations whose kernel-channel events stopped arriving; `final` writes all. */

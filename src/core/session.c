@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "metrics.h"
 
 _Atomic int tprof__g_state = TPROF__UNINIT;
 __thread tprof__thread *tprof__tls __attribute__((tls_model("initial-exec")));
@@ -98,6 +99,9 @@ static struct {
     uint32_t ncats, cat_cap;
     struct tprof__kv { char *key, *value; } *caps;
     uint32_t ncaps;
+    /* live metrics (metrics_feed.c): totals the flusher keeps while metrics are on */
+    uint64_t m_bytes;        /* bytes drained from rings */
+    uint64_t m_freed_drops;  /* drops of threads already freed */
 } S = {.fd = -1, .wake_fd = -1, .done_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
        .flush_lock = PTHREAD_MUTEX_INITIALIZER, .flush_cond = PTHREAD_COND_INITIALIZER};
 
@@ -287,6 +291,7 @@ int tprof__proc_record(uint16_t kind, uint32_t arg, const void *payload, size_t 
 }
 
 int tprof__set_meta(const char *key, const char *value) {
+    tprof__metrics_meta(key, value); /* throughput per step, rank labels */
     return tprof__proc_record(TPROF_REC_META, 0, NULL, 0, key, value);
 }
 
@@ -532,6 +537,10 @@ static void drain_thread_locked(tprof__thread *t) {
             }
             n = cut ? cut : n;
         }
+        if (TPROF_UNLIKELY(TPROF__METRICS_ON())) {
+            tprof__metrics_scan(t, t->buf + off, (size_t)n); /* steps, for live metrics */
+            S.m_bytes += n;
+        }
         if (S.fd >= 0 || !S.file_failed)
             write_chunk_locked(t->serial, t->os_tid, dropped, t->buf + off, (size_t)n, NULL, 0);
         tail += n;
@@ -550,6 +559,7 @@ static void flush_proc_locked(int force) {
 }
 
 static void free_thread(tprof__thread *t) {
+    tprof__metrics_thread_free(t->m_scan);
     for (uint32_t i = 0; i < t->str_cap; i++) free(t->strs[i].str);
     free(t->strs);
     free(t->buf);
@@ -571,12 +581,19 @@ static void flush_pass(void) {
             /* keep its drop count: add a final empty chunk if it dropped anything */
             uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
             if (d) write_chunk_locked(t->serial, t->os_tid, d, NULL, 0, NULL, 0);
+            S.m_freed_drops += d;
             free_thread(t);
         } else {
             S.threads[w++] = t;
         }
     }
     S.nthreads = w;
+    if (TPROF_UNLIKELY(TPROF__METRICS_ON())) {
+        uint64_t drops = S.m_freed_drops + S.proc_dropped + atomic_load(&S.lost_events);
+        for (uint32_t i = 0; i < S.nthreads; i++)
+            drops += atomic_load_explicit(&S.threads[i]->dropped, memory_order_relaxed);
+        tprof__metrics_pass(drops, S.m_bytes);
+    }
     pthread_mutex_unlock(&S.lock);
 }
 
@@ -892,6 +909,9 @@ static void fork_child(void) {
     atomic_store(&S.final_done, 0);
     atomic_store(&S.fatal_signal, 0);
     S.flush_gen = 0;
+    S.m_bytes = 0;
+    S.m_freed_drops = 0;
+    tprof__metrics_after_fork(); /* the parent's endpoint thread is not in this process */
     int st = atomic_load(&tprof__g_state);
     if (st == TPROF__ON) set_state(TPROF__UNINIT);
 }
@@ -964,6 +984,7 @@ int tprof_init(const tprof_config *cfg) {
     S.cfg.output_dir = S.dir[0] ? S.dir : NULL;
     S.cfg.run_id = S.run_id;
     set_state(st);
+    if (st == TPROF__ON) tprof__metrics_session_start(S.start_rt);
     return st == TPROF__ON ? TPROF_OK : TPROF_ERR_DISABLED;
 }
 
@@ -987,7 +1008,9 @@ int tprof_enabled(void) {
     }
     int expected = TPROF__UNINIT;
     if (atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING)) {
-        set_state(start_locked_cfg(&cfg));
+        int started = start_locked_cfg(&cfg);
+        set_state(started);
+        if (started == TPROF__ON) tprof__metrics_session_start(S.start_rt);
     }
     return tprof_enabled();
 }
@@ -1048,6 +1071,7 @@ int tprof_shutdown(void) {
         pthread_join(S.flusher, NULL);
         S.flusher_running = 0;
     }
+    tprof__metrics_session_stop(); /* joins the endpoint's thread */
     flush_pass();
     /* the calling thread's ring stays registered (it may still record and be ignored) */
     write_end_record();

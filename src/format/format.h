@@ -148,6 +148,8 @@ enum tprof_comm_proto {
                                         * free meanwhile (its Wait records hold the blocked time) */
 #define TPROF_COMM_SRC_NCCL 1u         /* source: NCCL profiler plugin (host enqueue times) */
 #define TPROF_COMM_SRC_MPI 2u          /* source: PMPI wrappers (host time of the blocking call) */
+#define TPROF_COMM_SRC_TORCH 3u        /* source: trainprof.torch, torch.distributed calls of a
+                                        * non-NCCL backend (host time: call to wait/completion) */
 
 typedef struct tprof_pl_comm {
     uint64_t end_ns;

@@ -1,0 +1,722 @@
+"""trainprof.torch: a PyTorch training loop recorded with no change to its code.
+
+``instrument(model=None, optimizer=None, dataloader=None)`` records, into this process's rank
+file (docs/python.md, "trainprof.torch"):
+
+- **steps**: a step begins at the first data fetch, forward or backward after the previous
+  optimizer step (or at the optimizer step itself) and ends when ``optimizer.step()``
+  returns (``tprof_step_begin/end``, numbered from 0 on the thread that trains);
+- **phases** as ranges at the top of the step: ``data`` (each DataLoader iterator fetch, and
+  ``iter(loader)``, which starts workers), ``forward`` (the top-level module: forward pre and
+  post hooks), ``backward`` (each ``torch.autograd.backward`` call, which ``Tensor.backward``
+  makes: the same on torch 1.13 and 2.x, and it holds DDP's gradient reduction) and
+  ``optimizer`` (``optimizer.step()``: a wrapper on torch 1.13, whose optimizers have no step
+  hooks; ``register_step_pre_hook``/``register_step_post_hook`` where they exist);
+- **torch.distributed collectives** (all_reduce, all_gather, all_gather_into_tensor,
+  reduce_scatter, reduce_scatter_tensor, broadcast, reduce, all_to_all_single, gather,
+  scatter, barrier, send, recv, isend, irecv; blocking, or async with the returned work
+  object: start to the return of ``wait()``) and DistributedDataParallel's gradient
+  all-reduce (through a DDP communication hook doing what DDP's default does, timed to the
+  completion of its future), as COMM_OP records of source torch with bytes (numel x
+  element_size), group size, rank in the group, and the group's description (backend and
+  member ranks) as metadata ``torch.pg.<id>``. With the NCCL backend the NCCL profiler
+  plugin records the same collectives, so torch records none of them (nothing counts
+  twice): only the description is written, and the report joins it to the NCCL
+  communicator of that size;
+- **CUDA caching-allocator** counters at each step end when CUDA is initialised
+  (``cuda.memory_allocated_bytes``, ``cuda.memory_reserved_bytes``,
+  ``cuda.max_memory_allocated_bytes``);
+- **torch.profiler**: trainprof's CUPTI capture is paused while a profiler with CUDA activity
+  runs (the two cannot share CUPTI), and the report says so.
+
+It never changes what the program computes: hooks only read clocks and call the library
+(losses are bitwise identical with and without it on CPU: tests/torch_run_test.sh).
+torch is imported only by the program: this module touches ``sys.modules["torch"]``.
+``autostart()`` is what ``trainprof run --python`` calls when the program imports torch.
+"""
+
+import sys
+import threading
+import types
+import warnings
+import weakref
+
+from . import _trainprof as _tp
+
+__all__ = ["instrument", "autostart", "instrumented"]
+
+# enum tprof_comm_op (src/format/format.h)
+_ALLREDUCE, _ALLGATHER, _REDUCESCATTER, _BROADCAST, _REDUCE, _ALLTOALL = 1, 2, 3, 4, 5, 6
+_SEND, _RECV, _BARRIER, _GATHER, _SCATTER = 7, 8, 9, 10, 11
+_F_NONBLOCKING = 4  # TPROF_COMM_F_NONBLOCKING: start to observed completion
+
+_lock = threading.RLock()
+
+
+class _State:
+    def __init__(self):
+        self.step = 0
+        self.in_step = False
+        self.optimizers = []        # instrumented optimizers (kept alive: few)
+        self.modules = set()        # id() of modules with forward hooks
+        self.patched = set()        # names of what is patched process-wide
+        self.groups = {}            # id(pg) -> _Group
+        self.group_ordinal = {}     # (backend, ranks) -> count, for duplicate groups
+        self.opt_param_ids = []     # per optimizer: frozenset of id(param)
+        self.cuda_counters = False
+
+
+_S = _State()
+
+
+def instrumented():
+    """What is instrumented now: a dict for tests and curiosity."""
+    return {"step": _S.step, "in_step": _S.in_step, "optimizers": len(_S.optimizers),
+            "modules": len(_S.modules), "patched": sorted(_S.patched)}
+
+
+def _torch():
+    t = sys.modules.get("torch")
+    if t is None:
+        raise RuntimeError("trainprof.torch: import torch first (trainprof never imports it)")
+    return t
+
+
+# ------------------------------------------------------------------------------ steps
+
+def _ensure_step():
+    if not _S.in_step:
+        _S.in_step = True
+        _tp.step_begin(_S.step)
+
+
+def _end_step():
+    if not _S.in_step:
+        _tp.step_begin(_S.step)
+    _tp.step_end(_S.step)
+    _S.step += 1
+    _S.in_step = False
+    if _S.cuda_counters:
+        _cuda_counters()
+
+
+def _cuda_counters():
+    cuda = _torch().cuda
+    try:
+        if not cuda.is_initialized():
+            return
+        _tp.counter("cuda.memory_allocated_bytes", float(cuda.memory_allocated()))
+        _tp.counter("cuda.memory_reserved_bytes", float(cuda.memory_reserved()))
+        _tp.counter("cuda.max_memory_allocated_bytes", float(cuda.max_memory_allocated()))
+    except Exception:  # a broken CUDA state must not stop training
+        _S.cuda_counters = False
+
+
+# ------------------------------------------------------------------------------ optimizer
+
+def _instrument_optimizer(opt):
+    with _lock:
+        if any(o is opt for o in _S.optimizers):
+            return
+        _S.optimizers.append(opt)
+        ids = frozenset(id(p) for g in opt.param_groups for p in g["params"])
+        _S.opt_param_ids.append(ids)
+    if hasattr(opt, "register_step_pre_hook") and hasattr(opt, "register_step_post_hook"):
+        # torch 2.x: the optimizer's own hooks (they survive LR schedulers and re-wrapping)
+        def pre(o, args, kwargs):
+            _ensure_step()
+            _tp.push("optimizer")
+
+        def post(o, args, kwargs):
+            _tp.pop()
+            _end_step()
+
+        opt.register_step_pre_hook(pre)
+        opt.register_step_post_hook(post)
+        return
+    # torch 1.13: wrap the instance's step as a bound method (LR schedulers wrap it again
+    # through __self__/__func__, which a bound method keeps)
+    orig = opt.step
+
+    def step(self, *args, **kwargs):
+        _ensure_step()
+        _tp.push("optimizer")
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            _tp.pop()
+            _end_step()
+
+    opt.step = types.MethodType(step, opt)
+
+
+# ------------------------------------------------------------------------------ model
+
+def _fwd_pre(module, inputs):
+    _ensure_step()
+    _tp.push("forward")
+
+
+def _fwd_post(module, inputs, output):
+    _tp.pop()
+
+
+def _instrument_module(module):
+    with _lock:
+        if id(module) in _S.modules:
+            return
+        _S.modules.add(id(module))
+    module.register_forward_pre_hook(_fwd_pre)
+    try:  # torch 2.1+: the post hook runs even when forward raises
+        module.register_forward_hook(_fwd_post, always_call=True)
+    except TypeError:
+        module.register_forward_hook(_fwd_post)
+    ddp = _ddp_class()
+    if ddp is not None and isinstance(module, ddp):
+        _install_ddp_hook(module)
+
+
+def _backward_wrapper(orig):
+    def backward(*args, **kwargs):
+        _ensure_step()
+        _tp.push("backward")
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            _tp.pop()
+    backward.__wrapped__ = orig
+    backward.__doc__ = orig.__doc__
+    return backward
+
+
+def _patch_backward():
+    autograd = _torch().autograd
+    with _lock:
+        if "autograd.backward" in _S.patched:
+            return
+        _S.patched.add("autograd.backward")
+        autograd.backward = _backward_wrapper(autograd.backward)
+
+
+# ------------------------------------------------------------------------------ data
+
+def _patch_dataloader():
+    data = _torch().utils.data
+    with _lock:
+        if "DataLoader" in _S.patched:
+            return
+        _S.patched.add("DataLoader")
+    base = data.dataloader._BaseDataLoaderIter
+    orig_next = base.__next__
+    orig_iter = data.DataLoader.__iter__
+
+    def __next__(self):
+        _ensure_step()
+        _tp.push("data")
+        try:
+            return orig_next(self)
+        finally:
+            _tp.pop()
+
+    def __iter__(self):
+        _ensure_step()
+        _tp.push("data")
+        try:
+            return orig_iter(self)
+        finally:
+            _tp.pop()
+
+    __next__.__wrapped__ = orig_next
+    __iter__.__wrapped__ = orig_iter
+    base.__next__ = __next__
+    data.DataLoader.__iter__ = __iter__
+
+
+# ------------------------------------------------------------------------------ collectives
+
+def _fnv(data, h=0xcbf29ce484222325):
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+class _Group:
+    # No reference to the process group itself: a record closure released on a gloo worker
+    # thread must never drop the group's last reference there (its destructor joins that
+    # very thread: std::terminate at exit)
+    __slots__ = ("pgref", "hash", "size", "rank", "backend", "nccl", "seq", "desc")
+
+
+def _same(g, pg):
+    r = g.pgref
+    return r() is pg if r is not None else True
+
+
+def _group(dist, group):
+    """The description of a process group, computed once per group."""
+    c10d = dist.distributed_c10d
+    pg = group if group is not None else c10d._get_default_group()
+    g = _S.groups.get(id(pg))
+    if g is not None and _same(g, pg):
+        return g
+    g = _Group()
+    try:
+        g.pgref = weakref.ref(pg)
+    except TypeError:  # not weakly referenceable: trust id() (groups live as long as the job)
+        g.pgref = None
+    g.size = dist.get_world_size(pg)
+    g.rank = dist.get_rank(pg)
+    try:
+        g.backend = str(dist.get_backend(pg))
+    except Exception:
+        g.backend = "unknown"
+    try:
+        if hasattr(dist, "get_process_group_ranks"):
+            ranks = list(dist.get_process_group_ranks(pg))
+        elif pg is c10d._get_default_group():
+            ranks = list(range(g.size))
+        else:
+            ranks = sorted(c10d._pg_group_ranks[pg].keys())
+    except Exception:
+        ranks = []
+    g.nccl = "nccl" in g.backend
+    key = (g.backend, tuple(ranks))
+    with _lock:
+        ordinal = _S.group_ordinal.get(key, 0)
+        _S.group_ordinal[key] = ordinal + 1
+    # the same id on every member: backend, members' world ranks, and the ordinal of this
+    # member list (groups are created collectively, so every member counts alike)
+    g.hash = _fnv(("torch:%s:%s:%d" % (g.backend, ",".join(map(str, ranks)), ordinal)).encode())
+    g.seq = 0
+    g.desc = "backend=%s size=%d ranks=%s" % (g.backend, g.size,
+                                               ",".join(map(str, ranks)) or "?")
+    _tp.set_metadata("torch.pg.%016x" % g.hash, g.desc)
+    _S.groups[id(pg)] = g
+    return g
+
+
+def _nbytes(t):
+    try:
+        return t.numel() * t.element_size(), t.numel()
+    except Exception:
+        return 0, 0
+
+
+def _record(g, name, op, t0, t1, nbytes, count, peer, flags):
+    p2p = op in (_SEND, _RECV)
+    seq = 0
+    if not p2p:
+        g.seq += 1
+        seq = g.seq
+    _tp._comm_record(name, op, t0, t1, nbytes, count, g.hash, seq & 0xFFFFFFFF, g.size,
+                     g.rank, peer, flags)
+
+
+class _Work:
+    """An async collective's work object: recorded when wait() returns (or its future
+    completes, or is_completed() first says so); everything else is the real object's."""
+    __slots__ = ("_w", "_rec")
+
+    def __init__(self, w, rec):
+        self._w = w
+        self._rec = rec
+
+    def _done(self, *unused):
+        rec, self._rec = self._rec, None
+        if rec is not None:
+            rec(_tp.now_ns())
+
+    def wait(self, *args, **kwargs):
+        r = self._w.wait(*args, **kwargs)
+        self._done()
+        return r
+
+    def is_completed(self):
+        c = self._w.is_completed()
+        if c:
+            self._done()
+        return c
+
+    def get_future(self):
+        f = self._w.get_future()
+        if self._rec is not None and hasattr(f, "add_done_callback"):
+            f.add_done_callback(self._done)
+        return f
+
+    def __getattr__(self, name):
+        return getattr(self._w, name)
+
+
+# name -> (op, how to read bytes from the arguments, index of the group argument, peer arg)
+def _b_first(args, kwargs, key):
+    t = kwargs.get(key) if key in kwargs else (args[0] if args else None)
+    return _nbytes(t) if t is not None else (0, 0)
+
+
+def _arg(args, kwargs, i, key):
+    if key in kwargs:
+        return kwargs[key]
+    return args[i] if len(args) > i else None
+
+
+_SPECS = {
+    # name: (op, tensor arg (index, keyword), group arg (index, keyword), peer (index, keyword))
+    "all_reduce": (_ALLREDUCE, (0, "tensor"), (2, "group"), None),
+    "all_gather": (_ALLGATHER, (1, "tensor"), (2, "group"), None),
+    "all_gather_into_tensor": (_ALLGATHER, (1, "input_tensor"), (2, "group"), None),
+    "_all_gather_base": (_ALLGATHER, (1, "input_tensor"), (2, "group"), None),
+    "reduce_scatter": (_REDUCESCATTER, (0, "output"), (3, "group"), None),
+    "reduce_scatter_tensor": (_REDUCESCATTER, (0, "output"), (3, "group"), None),
+    "_reduce_scatter_base": (_REDUCESCATTER, (0, "output"), (3, "group"), None),
+    "broadcast": (_BROADCAST, (0, "tensor"), (2, "group"), (1, "src")),
+    "reduce": (_REDUCE, (0, "tensor"), (3, "group"), (1, "dst")),
+    "all_to_all_single": (_ALLTOALL, (1, "input"), (4, "group"), None),
+    "gather": (_GATHER, (0, "tensor"), (3, "group"), (2, "dst")),
+    "scatter": (_SCATTER, (0, "tensor"), (3, "group"), (2, "src")),
+    "barrier": (_BARRIER, None, (0, "group"), None),
+    "send": (_SEND, (0, "tensor"), (2, "group"), (1, "dst")),
+    "recv": (_RECV, (0, "tensor"), (2, "group"), (1, "src")),
+    "isend": (_SEND, (0, "tensor"), (2, "group"), (1, "dst")),
+    "irecv": (_RECV, (0, "tensor"), (2, "group"), (1, "src")),
+}
+_ASYNC_ALWAYS = ("isend", "irecv")
+
+
+def _wrap_collective(dist, fname, orig):
+    op, targ, garg, parg = _SPECS[fname]
+    label = {_ALLREDUCE: "AllReduce", _ALLGATHER: "AllGather", _REDUCESCATTER: "ReduceScatter",
+             _BROADCAST: "Broadcast", _REDUCE: "Reduce", _ALLTOALL: "AllToAll", _SEND: "Send",
+             _RECV: "Recv", _BARRIER: "Barrier", _GATHER: "Gather", _SCATTER: "Scatter"}[op]
+
+    def collective(*args, **kwargs):
+        try:
+            g = _group(dist, _arg(args, kwargs, garg[0], garg[1]))
+            t = _arg(args, kwargs, targ[0], targ[1]) if targ else None
+            if g.nccl and (t is None or getattr(t, "is_cuda", True)):
+                g = None  # the NCCL plugin records it: describe, never count twice
+        except Exception:
+            g = None
+        if g is None:
+            return orig(*args, **kwargs)
+        nbytes, count = _nbytes(t) if t is not None else (0, 0)
+        peer = -1
+        if parg:
+            pv = _arg(args, kwargs, parg[0], parg[1])
+            peer = int(pv) if isinstance(pv, int) else -1
+        t0 = _tp.now_ns()
+        r = orig(*args, **kwargs)
+        async_op = fname in _ASYNC_ALWAYS or kwargs.get("async_op", False)
+        if async_op and r is not None:
+            return _Work(r, lambda t1: _record(g, label, op, t0, t1, nbytes, count, peer,
+                                                _F_NONBLOCKING))
+        _record(g, label, op, t0, _tp.now_ns(), nbytes, count, peer, 0)
+        return r
+
+    collective.__wrapped__ = orig
+    collective.__name__ = fname
+    collective.__doc__ = orig.__doc__
+    return collective
+
+
+def _patch_distributed():
+    torch = _torch()
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available():
+        return
+    with _lock:
+        if "distributed" in _S.patched:
+            return
+        _S.patched.add("distributed")
+    c10d = dist.distributed_c10d
+    for fname in _SPECS:
+        orig = getattr(c10d, fname, None)
+        if orig is None:
+            continue
+        w = _wrap_collective(dist, fname, orig)
+        for mod in (c10d, dist):  # the same function under both names
+            if getattr(mod, fname, None) is orig:
+                setattr(mod, fname, w)
+    _patch_ddp_class()
+
+
+# ------------------------------------------------------------------------------ DDP
+
+def _ddp_class():
+    t = sys.modules.get("torch")
+    if t is None:
+        return None
+    try:
+        return t.nn.parallel.DistributedDataParallel
+    except AttributeError:
+        return None
+
+
+class _HookState:
+    """The state our DDP hook is registered with: the DDP module (weakly: the group is
+    reached through it, never held here; see _Group), and the user's hook (with its state)
+    when the program registers one after us: ours then times theirs."""
+    __slots__ = ("ddp", "delegate", "delegate_state", "__weakref__")
+
+    def __init__(self, ddp):
+        self.ddp = weakref.ref(ddp)
+        self.delegate = None
+        self.delegate_state = None
+
+    @property
+    def pg(self):
+        m = self.ddp()
+        return getattr(m, "process_group", None) if m is not None else None
+
+
+def _ddp_hook(state, bucket):
+    # DDP's default without a hook: each gradient multiplied by 1/world while copied into
+    # the bucket, then an all-reduce SUM of the bucket. With a hook DDP copies the gradients
+    # unscaled, so the hook scales: the same multiplication by the same float (bitwise the
+    # same results), then the same all-reduce.
+    torch = _torch()
+    dist = torch.distributed
+    t0 = _tp.now_ns()
+    buf = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
+    g = None
+    try:
+        g = _group(dist, state.pg)
+    except Exception:
+        pass
+    if state.delegate is not None:
+        fut = state.delegate(state.delegate_state, bucket)
+    else:
+        pg = state.pg if state.pg is not None else dist.distributed_c10d._get_default_group()
+        buf.mul_(1.0 / pg.size())
+        orig = getattr(dist.distributed_c10d.all_reduce, "__wrapped__", dist.distributed_c10d.all_reduce)
+        fut = orig(buf, group=pg, async_op=True).get_future().then(lambda f: f.value()[0])
+    if g is not None and not (g.nccl and buf.is_cuda):
+        nbytes, count = _nbytes(buf)
+
+        def done(f):
+            _record(g, "AllReduce", _ALLREDUCE, t0, _tp.now_ns(), nbytes, count, -1,
+                    _F_NONBLOCKING)
+        if hasattr(fut, "add_done_callback"):
+            fut.add_done_callback(done)
+    return fut
+
+
+def _install_ddp_hook(ddp):
+    if getattr(ddp, "_trainprof_hook", None) is not None:
+        return
+    if getattr(ddp, "_trainprof_user_hook", False):
+        return  # the program registered its own first: recorded by patching dist only
+    st = _HookState(ddp)
+    try:
+        _ORIG_REGISTER[0](ddp, st, _ddp_hook)
+    except Exception as e:  # e.g. a builtin hook already there
+        warnings.warn("trainprof.torch: DDP gradient all-reduce not recorded (%s)" % e,
+                      RuntimeWarning, stacklevel=3)
+        return
+    ddp._trainprof_hook = st
+
+
+_ORIG_REGISTER = [None]
+
+
+def _patch_ddp_class():
+    ddp = _ddp_class()
+    if ddp is None:
+        return
+    with _lock:
+        if "DistributedDataParallel" in _S.patched:
+            return
+        _S.patched.add("DistributedDataParallel")
+    orig_register = ddp.register_comm_hook
+    _ORIG_REGISTER[0] = orig_register
+
+    def register_comm_hook(self, state, hook):
+        st = getattr(self, "_trainprof_hook", None)
+        if st is None:
+            self._trainprof_user_hook = True
+            return orig_register(self, state, hook)
+        if st.delegate is not None:  # DDP allows one hook: keep its rule
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only "
+                               "be called once.")
+        st.delegate, st.delegate_state = hook, state
+        return None
+
+    register_comm_hook.__wrapped__ = orig_register
+    register_comm_hook.__doc__ = orig_register.__doc__
+    ddp.register_comm_hook = register_comm_hook
+
+    orig_builtin = getattr(ddp, "_register_builtin_comm_hook", None)
+    if orig_builtin is not None:
+        def _register_builtin_comm_hook(self, comm_hook_type):
+            st = getattr(self, "_trainprof_hook", None)
+            if st is None:
+                self._trainprof_user_hook = True
+                return orig_builtin(self, comm_hook_type)
+            # a builtin hook cannot run inside ours: its Python twin does the same work
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            name = str(comm_hook_type).rsplit(".", 1)[-1]
+            if name == "ALLREDUCE":
+                return None  # what ours does already
+            if name == "FP16_COMPRESS":
+                return register_comm_hook(self, st.pg, default_hooks.fp16_compress_hook)
+            return orig_builtin(self, comm_hook_type)
+        ddp._register_builtin_comm_hook = _register_builtin_comm_hook
+
+    orig_init = ddp.__init__
+
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        if _AUTO[0]:
+            _instrument_module(self)
+
+    __init__.__wrapped__ = orig_init
+    ddp.__init__ = __init__
+
+
+# ------------------------------------------------------------------------------ torch.profiler
+
+def _patch_profiler():
+    torch = _torch()
+    try:
+        import torch.profiler as tprof  # noqa: F401  (torch's own submodule)
+        prof = torch.profiler.profile
+    except Exception:
+        return
+    with _lock:
+        if "profiler" in _S.patched:
+            return
+        _S.patched.add("profiler")
+    orig_start, orig_stop = prof.start, prof.stop
+
+    def uses_cuda(self):
+        acts = getattr(self, "activities", None) or ()
+        return any(str(a).endswith("CUDA") for a in acts)
+
+    def start(self):
+        if uses_cuda(self):
+            _tp.set_metadata("gpu_capture.pause_reason", "torch.profiler")
+            self._trainprof_paused = _tp.gpu_capture_pause() == 0
+        return orig_start(self)
+
+    def stop(self):
+        try:
+            return orig_stop(self)
+        finally:
+            if getattr(self, "_trainprof_paused", False):
+                self._trainprof_paused = False
+                _tp.gpu_capture_resume()
+
+    prof.start, prof.stop = start, stop
+
+
+# ------------------------------------------------------------------------------ entry points
+
+def instrument(model=None, optimizer=None, dataloader=None):
+    """Record steps, phases, collectives and allocator statistics of a PyTorch loop.
+
+    model: the top-level module called each step (forward pre/post hooks; a
+    DistributedDataParallel module also gets the timed gradient all-reduce hook). optimizer:
+    a ``torch.optim.Optimizer`` (or a list of them) whose ``step()`` ends each training
+    step. dataloader: a ``torch.utils.data.DataLoader``; its fetches (and those of every
+    DataLoader of the process) are the ``data`` range. Each may be None. Backward, the
+    torch.distributed collectives and torch.profiler are patched process-wide at the first
+    call. Calling it again with the same objects does nothing more. Not recording (no
+    ``trainprof run``, no ``TRAINPROF_DIR``): returns False and changes nothing.
+    """
+    if not _tp.enabled():
+        return False
+    torch = _torch()
+    _patch_backward()
+    _patch_distributed()
+    _patch_profiler()
+    _S.cuda_counters = bool(torch.cuda.is_available())
+    if dataloader is not None:
+        if not isinstance(dataloader, torch.utils.data.DataLoader):
+            warnings.warn("trainprof.torch: %r is not a torch DataLoader: its fetches are not "
+                          "recorded" % type(dataloader).__name__, RuntimeWarning, stacklevel=2)
+        else:
+            _patch_dataloader()
+    if optimizer is not None:
+        for o in (optimizer if isinstance(optimizer, (list, tuple)) else [optimizer]):
+            _instrument_optimizer(o)
+    if model is not None:
+        _instrument_module(model)
+    return True
+
+
+# ---------------------------------------------------------------- zero code change (autostart)
+
+_AUTO = [False]
+
+
+def autostart():
+    """Instrument whatever the program creates from now on: every optimizer (at its
+    construction), every DataLoader, every DistributedDataParallel module, and, as the model,
+    the first module called outside any other module whose parameters include all of an
+    optimizer's parameters. Called by ``trainprof run --python`` when torch is imported."""
+    if not _tp.enabled():
+        return False
+    torch = _torch()
+    _AUTO[0] = True
+    instrument()
+    _patch_dataloader()
+    opt_cls = torch.optim.Optimizer
+    with _lock:
+        if "Optimizer.__init__" in _S.patched:
+            return True
+        _S.patched.add("Optimizer.__init__")
+    orig_init = opt_cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        _instrument_optimizer(self)
+
+    __init__.__wrapped__ = orig_init
+    opt_cls.__init__ = __init__
+    _watch_top_module(torch)
+    return True
+
+
+_MAX_UNMATCHED = 10000  # top-level calls without an optimizer before the search stops
+
+
+def _watch_top_module(torch):
+    """Find the model without the program naming it: Module.__call__ is wrapped only until
+    the model is found (then the original is put back, so nested modules never pay)."""
+    module_cls = torch.nn.Module
+    orig_call = module_cls.__call__
+    tls = threading.local()
+    seen = {}  # id(module) -> verdict, for modules called at the top
+    calls = [0]
+
+    def stop():
+        if module_cls.__call__ is call:
+            module_cls.__call__ = orig_call
+
+    def is_model(m):
+        if not _S.opt_param_ids:
+            return False
+        v = seen.get(id(m))
+        if v is None:
+            ids = {id(p) for p in m.parameters()}
+            v = bool(ids) and any(o and o <= ids for o in _S.opt_param_ids)
+            seen[id(m)] = v
+        return v
+
+    def call(self, *args, **kwargs):
+        depth = getattr(tls, "depth", 0)
+        if depth == 0:
+            calls[0] += 1
+            if is_model(self):
+                stop()
+                _instrument_module(self)  # its hooks run in the call below
+                return orig_call(self, *args, **kwargs)
+            if calls[0] > _MAX_UNMATCHED or len(seen) > 1000:
+                stop()
+        tls.depth = depth + 1
+        try:
+            return orig_call(self, *args, **kwargs)
+        finally:
+            tls.depth = depth
+
+    call.__wrapped__ = orig_call
+    module_cls.__call__ = call

@@ -1,0 +1,88 @@
+/*
+ * metrics.h — the live metrics registry (core/metrics.c) and its HTTP endpoint
+ * (core/metrics_http.c): counters, gauges and histograms with a few low-cardinality labels,
+ * rendered as Prometheus text 0.0.4 or OpenMetrics 1.0 (docs/metrics.md).
+ *
+ * Writers are off the training threads: the flusher (step records it drains, drop counts),
+ * the samplers that run on it (procfs, NVML) and setup calls (metadata). Values are atomics
+ * written with plain stores or CAS adds, so a scrape (the HTTP thread) reads them without a
+ * lock and never makes a writer wait; series are created under a mutex, published with a
+ * release store of the series count, and never move or disappear.
+ *
+ * This file has no dependency on the rest of the library beyond libc, so the benchmark can
+ * compile it in (bench/bench_metrics_scrape.c).
+ */
+#ifndef TPROF_METRICS_H
+#define TPROF_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { TPROF_M_COUNTER = 0, TPROF_M_GAUGE = 1, TPROF_M_HISTOGRAM = 2 };
+
+#define TPROF_M_MAX_FAMILIES 128
+#define TPROF_M_MAX_SERIES 4096
+#define TPROF_M_MAX_BUCKETS 24
+#define TPROF_M_LABELS_MAX 200 /* preformatted `k="v",k="v"` of one series */
+
+/* Nonzero once the registry is on in this process (TRAINPROF_METRICS_PORT, or the bench).
+ * Read by the samplers and the flusher before they feed anything: when metrics are off,
+ * this one load is their whole cost, and the recording hot path never reads it. */
+extern int tprof__metrics_on;
+#define TPROF__METRICS_ON() __atomic_load_n(&tprof__metrics_on, __ATOMIC_ACQUIRE)
+
+/* Allocates the registry (idempotent). 0, or -1 without memory. The feeds start when their
+ * owner sets tprof__metrics_on (release), after registering its families. */
+int tprof__m_enable(void);
+
+/* A metric family: `name` in Prometheus form with its unit and, for a counter, the `_total`
+ * suffix (OpenMetrics drops it from the family name itself). `bounds` (histograms) are the
+ * upper bounds, ascending, without +Inf. Returns the family id (>= 0; the same id for the
+ * same name), or -1 when full or malformed. */
+int tprof__m_family(const char *name, const char *help, int type, const double *bounds,
+                    int nbounds);
+
+/* The series of family `fam` with `labels` (NULL-terminated key, value, key, value, ...
+ * list; values are escaped here), found or created. Returns its id, or -1 when the
+ * registry is full. Not for a hot path: it takes the registry mutex. */
+int tprof__m_series(int fam, const char *const *labels);
+/* The same with labels already formatted (`k="v",...`, escaped, may be ""). */
+int tprof__m_series_raw(int fam, const char *labels);
+
+void tprof__m_set(int series, double v);     /* gauges (a counter set to a running total) */
+void tprof__m_add(int series, double v);     /* counters; v >= 0 */
+void tprof__m_observe(int series, double v); /* histograms */
+
+/* Labels every series carries (rank, local_rank), as `k="v",` ready to prepend; "" when
+ * none. Changed by tprof_set_rank and the metadata; copied under a mutex by each scrape. */
+void tprof__m_set_const_labels(const char *const *labels);
+
+/* Renders every series. *out is malloc'ed (the caller frees), *len its length. Returns 0,
+ * or -1 without memory. `openmetrics`: OpenMetrics 1.0 (family names without `_total`,
+ * `# EOF`), else Prometheus text 0.0.4. */
+int tprof__m_render(int openmetrics, char **out, size_t *len);
+
+/* -------------------------------------------------- the endpoint (core/metrics_http.c) */
+
+typedef struct tprof__http_cfg {
+    const char *addr;  /* numeric IPv4 or IPv6 address to bind; NULL = 127.0.0.1 */
+    int port;          /* 0 = an ephemeral port (tests) */
+    const char *token; /* bearer token required on /metrics and /capture; NULL = none */
+    /* POST /capture?detail=on|off: asks for detailed capture at the next step; returns 0 when
+     * accepted, -1 when not possible in this process. NULL: /capture answers 404. */
+    int (*on_detail)(int on);
+} tprof__http_cfg;
+
+/* Starts the endpoint on an internal thread of libmicrohttpd (dlopen'ed now). Returns the
+ * bound port (> 0), or -1 with `why` filled (library missing, address in use, ...). The
+ * calling thread's signal mask is inherited by the server thread: callers block signals
+ * around it. */
+int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen);
+/* Stops it (joins its thread); a no-op when not running. */
+void tprof__http_stop(void);
+/* After fork() in the child: the server thread is not there; forget it without touching it. */
+void tprof__http_forget(void);
+/* The bound port, or 0. */
+int tprof__http_port(void);
+
+#endif /* TPROF_METRICS_H */

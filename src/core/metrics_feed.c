@@ -1,0 +1,443 @@
+/*
+ * metrics_feed.c — what feeds the live metrics registry (metrics.c) in a profiled process,
+ * and the endpoint's life with the session (TRAINPROF_METRICS_PORT; docs/metrics.md).
+ *
+ * Design (zero hot-path cost): the training threads do nothing for metrics. Steps come from
+ * the STEP_BEGIN/STEP_END records the flusher drains anyway: when metrics are on, the flusher
+ * walks the records of each drained span (a few ns per record, on its own thread) and pairs
+ * begins with ends by step number; drops and bytes come from the counts it reads per pass.
+ * The samplers that run on the flusher (procfs, NVML) set their gauges beside the counter
+ * records they write; throughput per step comes from the metadata (tokens_per_step, ...).
+ * With metrics off, the flusher and samplers test one int per drained span or sample, and the
+ * registry is never allocated. So step metrics lag the job by at most one flush period
+ * (TRAINPROF_FLUSH_MS, 50 ms), which a 15 s scrape interval does not see.
+ */
+#define _GNU_SOURCE
+#include <fnmatch.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "metrics.h"
+#include "../capture/nvml_shared.h"
+#include "step_names.h"
+
+#ifndef TPROF_BUILD_TYPE
+#define TPROF_BUILD_TYPE "unknown"
+#endif
+
+/* step duration buckets, seconds: 1 ms to 2 min */
+static const double k_step_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                       0.5,   1,      2.5,   5,    10,    25,    60,   120};
+
+static struct {
+    int step_hist, steps, step_last, step_num, tokens, samples, flops, tok_rate, smp_rate;
+    int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
+    int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
+} F;
+
+static struct {
+    /* flusher-only state */
+    struct { uint64_t step, ts; int used; } pending[32];
+    unsigned next_slot;
+    /* written by setup calls, read by the flusher */
+    _Atomic uint64_t tokens_bits, samples_bits, flops_bits;
+    int port_wanted;
+    pid_t owner; /* the process that serves; a forked child does not */
+    char rank[16], local_rank[16];
+} L;
+
+/* GPU series ids, per NVML index and metric; written and read by the sampler thread only */
+#define GPU_MAX 64
+static int g_gpu_series[GPU_MAX][14];
+
+static const struct {
+    const char *suffix; /* capture/nvml.c's counter suffix */
+    const char *name, *help;
+    double scale;
+    int type;
+} k_gpu[] = {
+    {"power_w", "trainprof_gpu_power_watts", "GPU power draw (NVML, averaged by the driver)", 1, TPROF_M_GAUGE},
+    {"power_instant_w", "trainprof_gpu_power_instant_watts", "GPU instantaneous power draw", 1, TPROF_M_GAUGE},
+    {"energy_j", "trainprof_gpu_energy_joules_total", "GPU energy since the sampler started", 1, TPROF_M_COUNTER},
+    {"util_percent", "trainprof_gpu_utilization_ratio", "fraction of time a kernel ran (NVML utilisation)", 0.01, TPROF_M_GAUGE},
+    {"mem_util_percent", "trainprof_gpu_memory_utilization_ratio", "fraction of time device memory was read or written", 0.01, TPROF_M_GAUGE},
+    {"mem_used_bytes", "trainprof_gpu_memory_used_bytes", "device memory in use", 1, TPROF_M_GAUGE},
+    {"sm_clock_mhz", "trainprof_gpu_sm_clock_hertz", "SM clock", 1e6, TPROF_M_GAUGE},
+    {"temp_c", "trainprof_gpu_temperature_celsius", "GPU temperature", 1, TPROF_M_GAUGE},
+    {"power_limit_w", "trainprof_gpu_power_limit_watts", "enforced power limit", 1, TPROF_M_GAUGE},
+    {"clock_event_reasons", "trainprof_gpu_clock_event_reasons", "NVML clock event (throttle) reason bits", 1, TPROF_M_GAUGE},
+};
+#define N_GPU_METRICS (sizeof k_gpu / sizeof k_gpu[0])
+
+static uint64_t bits(double d) {
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+static double dbl(uint64_t u) {
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static int one(int fam) { return tprof__m_series_raw(fam, ""); }
+
+static void register_families(void) {
+    F.step_hist = tprof__m_family("trainprof_step_duration_seconds",
+                                  "training step wall time (API steps, else step ranges)", TPROF_M_HISTOGRAM,
+                                  k_step_bounds, (int)(sizeof k_step_bounds / sizeof *k_step_bounds));
+    F.steps = tprof__m_family("trainprof_steps_total", "training steps completed", TPROF_M_COUNTER, NULL, 0);
+    F.step_last = tprof__m_family("trainprof_step_last_duration_seconds", "wall time of the last completed step", TPROF_M_GAUGE, NULL, 0);
+    F.step_num = tprof__m_family("trainprof_step_number", "number of the last completed step", TPROF_M_GAUGE, NULL, 0);
+    F.tokens = tprof__m_family("trainprof_tokens_total", "tokens processed by this rank (tokens_per_step x steps)", TPROF_M_COUNTER, NULL, 0);
+    F.samples = tprof__m_family("trainprof_samples_total", "samples processed by this rank (samples_per_step x steps)", TPROF_M_COUNTER, NULL, 0);
+    F.flops = tprof__m_family("trainprof_model_flops_total", "model FLOPs of this rank (flops_per_step x steps)", TPROF_M_COUNTER, NULL, 0);
+    F.tok_rate = tprof__m_family("trainprof_tokens_per_second", "tokens per second of the last step", TPROF_M_GAUGE, NULL, 0);
+    F.smp_rate = tprof__m_family("trainprof_samples_per_second", "samples per second of the last step", TPROF_M_GAUGE, NULL, 0);
+    F.dropped = tprof__m_family("trainprof_events_dropped_total", "events lost to full rings or limits", TPROF_M_COUNTER, NULL, 0);
+    F.bytes = tprof__m_family("trainprof_recorded_bytes_total", "bytes of records drained from the rings", TPROF_M_COUNTER, NULL, 0);
+    F.detail = tprof__m_family("trainprof_detail_capture", "1 while detailed (CUPTI kernel) capture is on", TPROF_M_GAUGE, NULL, 0);
+    F.cpu = tprof__m_family("process_cpu_seconds_total", "user and system CPU time of the process", TPROF_M_COUNTER, NULL, 0);
+    F.rss = tprof__m_family("process_resident_memory_bytes", "resident memory of the process", TPROF_M_GAUGE, NULL, 0);
+    F.threads = tprof__m_family("trainprof_process_threads", "threads of the process", TPROF_M_GAUGE, NULL, 0);
+    F.ctx = tprof__m_family("trainprof_process_context_switches_total", "voluntary and involuntary context switches", TPROF_M_COUNTER, NULL, 0);
+    F.start_time = tprof__m_family("process_start_time_seconds", "when the session started, seconds since the epoch", TPROF_M_GAUGE, NULL, 0);
+    F.build = tprof__m_family("trainprof_build_info", "trainprof build (value 1)", TPROF_M_GAUGE, NULL, 0);
+    for (size_t i = 0; i < N_GPU_METRICS; i++)
+        F.fam_gpu[i] = tprof__m_family(k_gpu[i].name, k_gpu[i].help, k_gpu[i].type, NULL, 0);
+    F.fam_gpu_mem_total = tprof__m_family("trainprof_gpu_memory_total_bytes", "device memory capacity", TPROF_M_GAUGE, NULL, 0);
+    F.fam_gpu_mem_peak = tprof__m_family("trainprof_gpu_memory_used_peak_bytes", "highest device memory in use seen by the sampler", TPROF_M_GAUGE, NULL, 0);
+}
+
+static void set_const_labels(void) {
+    const char *l[6];
+    int n = 0;
+    if (L.rank[0]) { l[n++] = "rank"; l[n++] = L.rank; }
+    if (L.local_rank[0]) { l[n++] = "local_rank"; l[n++] = L.local_rank; }
+    l[n] = NULL;
+    tprof__m_set_const_labels(l);
+}
+
+static const char *first_env(const char *const *vars) {
+    for (; *vars; vars++) {
+        const char *v = getenv(*vars);
+        if (v && *v) return v;
+    }
+    return NULL;
+}
+
+/* POST /capture?detail=on|off, on the HTTP thread */
+static int on_detail(int on) { return tprof__kwin_request(on); }
+
+void tprof__metrics_session_start(uint64_t start_realtime_ns) {
+    const char *p = getenv("TRAINPROF_METRICS_PORT");
+    if (!p || !*p) return; /* off: nothing allocated, nothing started */
+    if (L.owner && L.owner != getpid()) return; /* a forked child: the parent serves */
+    char *end;
+    long port = strtol(p, &end, 10);
+    if (*end || port < 0 || port > 65535) {
+        tprof__log(TPROF_LOG_WARN, "ignoring TRAINPROF_METRICS_PORT=%s: not a port number", p);
+        return;
+    }
+    if (tprof__m_enable() != 0) return;
+    L.owner = getpid();
+    static int registered;
+    if (!registered) {
+        registered = 1;
+        register_families();
+        tprof__m_set(tprof__m_series(F.build, (const char *const[]){
+                         "version", TPROF_VERSION_STRING, "build_type", TPROF_BUILD_TYPE, NULL}),
+                     1);
+        tprof__m_set(one(F.start_time), (double)start_realtime_ns * 1e-9);
+        tprof__m_set(one(F.detail), tprof__kwin_capture_now() ? 1 : 0);
+        static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                                "PMIX_RANK", "SLURM_PROCID", NULL};
+        const char *r = first_env(rank_vars);
+        if (r) snprintf(L.rank, sizeof L.rank, "%s", r);
+        const char *var;
+        int lr = tprof__nvml_local_rank(&var);
+        if (lr >= 0) snprintf(L.local_rank, sizeof L.local_rank, "%d", lr);
+        set_const_labels();
+        static const char *const tok_vars[] = {"TRAINPROF_TOKENS_PER_STEP", NULL};
+        static const char *const smp_vars[] = {"TRAINPROF_SAMPLES_PER_STEP", NULL};
+        static const char *const flp_vars[] = {"TRAINPROF_FLOPS_PER_STEP", NULL};
+        if ((r = first_env(tok_vars))) tprof__metrics_meta("tokens_per_step", r);
+        if ((r = first_env(smp_vars))) tprof__metrics_meta("samples_per_step", r);
+        if ((r = first_env(flp_vars))) tprof__metrics_meta("flops_per_step", r);
+        /* the feeds (flusher, samplers) may start: everything above is published */
+        __atomic_store_n(&tprof__metrics_on, 1, __ATOMIC_RELEASE);
+    }
+    /* the per-local-rank offset: ranks of one node listen on PORT, PORT+1, ...; port 0
+     * (an ephemeral port) stays 0. TRAINPROF_METRICS_RANK_OFFSET=0 turns the offset off
+     * (trainprof run's node sampler). */
+    const char *off = getenv("TRAINPROF_METRICS_RANK_OFFSET");
+    int lr = tprof__nvml_local_rank(NULL);
+    if (port && lr > 0 && !(off && !strcmp(off, "0"))) port += lr;
+    if (port > 65535) {
+        tprof__log(TPROF_LOG_WARN, "metrics endpoint not started: port %ld out of range", port);
+        return;
+    }
+    tprof__http_cfg cfg = {getenv("TRAINPROF_METRICS_ADDR"), (int)port,
+                           getenv("TRAINPROF_METRICS_TOKEN"), on_detail};
+    char why[300];
+    /* the server thread inherits our mask: it must never take the job's signals */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int bound = tprof__http_start(&cfg, why, sizeof why);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (bound < 0) {
+        tprof__log(TPROF_LOG_WARN, "metrics endpoint not started: %s", why);
+        tprof__capability("metrics", why);
+        return;
+    }
+    char v[160];
+    snprintf(v, sizeof v, "http://%s%s%s:%d/metrics",
+             strchr(cfg.addr && *cfg.addr ? cfg.addr : "", ':') ? "[" : "",
+             cfg.addr && *cfg.addr ? cfg.addr : "127.0.0.1",
+             strchr(cfg.addr && *cfg.addr ? cfg.addr : "", ':') ? "]" : "", bound);
+    tprof__capability("metrics", v);
+    tprof__log(TPROF_LOG_INFO, "metrics endpoint on %s", v);
+}
+
+void tprof__metrics_session_stop(void) {
+    if (L.owner == getpid()) tprof__http_stop();
+}
+
+void tprof__metrics_after_fork(void) { tprof__http_forget(); }
+
+int tprof_metrics_port(void) {
+    int p = tprof__http_port();
+    if (p > 0) return p;
+#ifdef TPROF_HAVE_MHD
+    return TPROF_ERR_DISABLED;
+#else
+    return TPROF_ERR_UNAVAILABLE;
+#endif
+}
+
+void tprof__metrics_meta(const char *key, const char *value) {
+    if (!key || !value) return;
+    _Atomic uint64_t *dst = !strcmp(key, "tokens_per_step")    ? &L.tokens_bits
+                            : !strcmp(key, "samples_per_step") ? &L.samples_bits
+                            : !strcmp(key, "flops_per_step")   ? &L.flops_bits
+                                                               : NULL;
+    if (dst) {
+        char *end;
+        double x = strtod(value, &end);
+        if (end != value && x > 0) atomic_store(dst, bits(x));
+        return;
+    }
+    if (!__atomic_load_n(&tprof__metrics_on, __ATOMIC_ACQUIRE)) return;
+    if (!strcmp(key, "rank") || !strcmp(key, "local_rank")) {
+        char *dstr = key[0] == 'r' ? L.rank : L.local_rank;
+        /* setup calls, not the hot path; the registry copies the labels under its mutex */
+        snprintf(dstr, sizeof L.rank, "%.15s", value);
+        set_const_labels();
+    }
+}
+
+static void step_done(uint64_t step, uint64_t ns) {
+    double s = (double)ns * 1e-9;
+    tprof__m_observe(one(F.step_hist), s);
+    tprof__m_add(one(F.steps), 1);
+    tprof__m_set(one(F.step_last), s);
+    tprof__m_set(one(F.step_num), (double)step);
+    double tok = dbl(atomic_load(&L.tokens_bits)), smp = dbl(atomic_load(&L.samples_bits));
+    double flp = dbl(atomic_load(&L.flops_bits));
+    if (tok > 0) {
+        tprof__m_add(one(F.tokens), tok);
+        if (s > 0) tprof__m_set(one(F.tok_rate), tok / s);
+    }
+    if (smp > 0) {
+        tprof__m_add(one(F.samples), smp);
+        if (s > 0) tprof__m_set(one(F.smp_rate), smp / s);
+    }
+    if (flp > 0) tprof__m_add(one(F.flops), flp);
+}
+
+/* Steps marked by ranges (DESIGN §4: a name from TRAINPROF_STEP_NAME, else ProfilerStep#*,
+ * else the common names), as the report finds them: the first pattern seen counts, on the
+ * first thread where it appears, numbered from 0; API steps, once seen, take over. The
+ * flusher follows each thread's STRING records (a thread's names come before their use) to
+ * know which name ids are steps, and its push/pop depth to know which pop ends one. */
+typedef struct m_scan {
+    struct { uint32_t id; int pat; } *ids; /* name ids of this thread that are step names */
+    uint32_t nids, cap;
+    int depth, step_depth; /* step_depth: depth of the open step range, -1 none */
+    uint64_t begin_ts;
+} m_scan;
+
+static struct {
+    int pat;          /* -1 until a step range is seen */
+    uint32_t serial;  /* the thread whose ranges are steps */
+    uint64_t next;    /* next step number */
+    int api;          /* API steps seen: ranges no longer count */
+    const char *user; /* TRAINPROF_STEP_NAME */
+    int user_read;
+} R = {-1, 0, 0, 0, NULL, 0};
+
+static const char *const k_default_steps[] = {TPROF_DEFAULT_STEP_NAMES};
+
+static int name_pattern(const char *name) {
+    if (!R.user_read) {
+        R.user_read = 1;
+        const char *u = getenv("TRAINPROF_STEP_NAME");
+        R.user = u && *u ? u : NULL;
+    }
+    int npat = R.user ? 1 : 2 + (int)(sizeof k_default_steps / sizeof *k_default_steps);
+    for (int i = R.user ? 0 : 1; i < npat; i++) {
+        if (R.pat >= 0 && i != R.pat) continue;
+        const char *pat = i == 0 ? R.user : i == 1 ? TPROF_PROFILER_STEP_GLOB : k_default_steps[i - 2];
+        int m = strpbrk(pat, "*?[") ? fnmatch(pat, name, 0) == 0 : strcmp(pat, name) == 0;
+        if (m) return i;
+    }
+    return -1;
+}
+
+void tprof__metrics_thread_free(void *scan) {
+    m_scan *m = scan;
+    if (m) free(m->ids);
+    free(m);
+}
+
+static int step_id_pattern(const m_scan *m, uint32_t id) {
+    for (uint32_t i = 0; i < m->nids; i++)
+        if (m->ids[i].id == id) return m->ids[i].pat;
+    return -1;
+}
+
+static void range_rec(tprof__thread *t, const tprof_rec *r, size_t sz) {
+    m_scan *m = t->m_scan;
+    if (!m) {
+        m = t->m_scan = calloc(1, sizeof *m);
+        if (!m) return;
+        m->step_depth = -1;
+    }
+    const char *body = (const char *)(r + 1);
+    size_t blen = sz - sizeof *r;
+    if (r->kind == TPROF_REC_STRING) {
+        if (!memchr(body, 0, blen)) return;
+        int pi = name_pattern(body);
+        if (pi < 0 || (R.pat >= 0 && pi != R.pat)) return;
+        if (m->nids == m->cap) {
+            uint32_t cap = m->cap ? m->cap * 2 : 8;
+            void *ids = realloc(m->ids, cap * sizeof *m->ids);
+            if (!ids) return;
+            m->ids = ids;
+            m->cap = cap;
+        }
+        m->ids[m->nids].id = r->arg;
+        m->ids[m->nids++].pat = pi;
+        return;
+    }
+    if (r->kind == TPROF_REC_POP) {
+        if (m->depth > 0) m->depth--;
+        if (m->step_depth >= 0 && m->depth == m->step_depth) {
+            m->step_depth = -1;
+            if (!R.api && r->ts_ns >= m->begin_ts) step_done(R.next++, r->ts_ns - m->begin_ts);
+        }
+        return;
+    }
+    /* PUSH */
+    int depth = m->depth++;
+    if (R.api || m->step_depth >= 0 || (R.pat >= 0 && R.serial != t->serial)) return;
+    int pi = -1;
+    if (r->arg == TPROF_INLINE_NAME) {
+        const char *nm = body + sizeof(tprof_pl_push);
+        if (blen > sizeof(tprof_pl_push) && memchr(nm, 0, blen - sizeof(tprof_pl_push)))
+            pi = name_pattern(nm);
+    } else {
+        pi = step_id_pattern(m, r->arg);
+    }
+    if (pi < 0 || (R.pat >= 0 && pi != R.pat)) return;
+    R.pat = pi; /* the first pattern seen is the one counted */
+    if (R.serial == 0) R.serial = t->serial;
+    m->step_depth = depth;
+    m->begin_ts = r->ts_ns;
+}
+
+/* The flusher, for each span of a ring it drains (caller holds the session lock). */
+void tprof__metrics_scan(tprof__thread *t, const uint8_t *p, size_t n) {
+    size_t off = 0;
+    while (off + sizeof(tprof_rec) <= n) {
+        const tprof_rec *r = (const tprof_rec *)(p + off);
+        size_t sz = r->size < 8 ? 8 : r->size;
+        if (off + sz > n) break;
+        if (r->kind == TPROF_REC_STRING || r->kind == TPROF_REC_PUSH || r->kind == TPROF_REC_POP)
+            range_rec(t, r, sz);
+        if ((r->kind == TPROF_REC_STEP_BEGIN || r->kind == TPROF_REC_STEP_END) &&
+            sz >= sizeof *r + sizeof(tprof_pl_u64) && off + sz <= n) {
+            uint64_t step = ((const tprof_pl_u64 *)(r + 1))->value;
+            R.api = 1;
+            if (r->kind == TPROF_REC_STEP_BEGIN) {
+                unsigned k = L.next_slot++ % 32u;
+                L.pending[k].step = step;
+                L.pending[k].ts = r->ts_ns;
+                L.pending[k].used = 1;
+            } else {
+                for (unsigned k = 0; k < 32; k++) {
+                    if (!L.pending[k].used || L.pending[k].step != step) continue;
+                    L.pending[k].used = 0;
+                    if (r->ts_ns >= L.pending[k].ts) step_done(step, r->ts_ns - L.pending[k].ts);
+                    break;
+                }
+            }
+        }
+        off += sz;
+    }
+}
+
+void tprof__metrics_pass(uint64_t dropped_total, uint64_t bytes_total) {
+    tprof__m_set(one(F.dropped), (double)dropped_total);
+    tprof__m_set(one(F.bytes), (double)bytes_total);
+}
+
+void tprof__metrics_detail(int on) { tprof__m_set(one(F.detail), on ? 1 : 0); }
+
+void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, double ctx) {
+    tprof__m_set(one(F.cpu), cpu_s);
+    if (rss_bytes >= 0) tprof__m_set(one(F.rss), rss_bytes);
+    tprof__m_set(one(F.threads), threads);
+    tprof__m_set(one(F.ctx), ctx);
+}
+
+static int gpu_series(unsigned idx, const char *uuid, int fam) {
+    char gi[16], host[64] = "";
+    snprintf(gi, sizeof gi, "%u", idx);
+    gethostname(host, sizeof host - 1);
+    return tprof__m_series(fam, (const char *const[]){"gpu", gi, "uuid", uuid ? uuid : "",
+                                                      "host", host, NULL});
+}
+
+void tprof__metrics_gpu(unsigned idx, const char *uuid, const char *suffix, double v) {
+    if (idx >= GPU_MAX) return;
+    for (size_t m = 0; m < N_GPU_METRICS; m++) {
+        if (strcmp(suffix, k_gpu[m].suffix)) continue;
+        int *s = &g_gpu_series[idx][m];
+        if (*s == 0) *s = gpu_series(idx, uuid, F.fam_gpu[m]) + 1;
+        if (*s <= 0) return;
+        tprof__m_set(*s - 1, v * k_gpu[m].scale);
+        if (m == 5) { /* memory used: the peak beside it */
+            int *pk = &g_gpu_series[idx][12];
+            if (*pk == 0) *pk = gpu_series(idx, uuid, F.fam_gpu_mem_peak) + 1;
+            static double peak[GPU_MAX];
+            if (v > peak[idx]) peak[idx] = v;
+            if (*pk > 0) tprof__m_set(*pk - 1, peak[idx]);
+        }
+        return;
+    }
+}
+
+void tprof__metrics_gpu_total_memory(unsigned idx, const char *uuid, double bytes) {
+    if (idx >= GPU_MAX) return;
+    int *s = &g_gpu_series[idx][13];
+    if (*s == 0) *s = gpu_series(idx, uuid, F.fam_gpu_mem_total) + 1;
+    if (*s > 0) tprof__m_set(*s - 1, bytes);
+}

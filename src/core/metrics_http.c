@@ -1,0 +1,307 @@
+/*
+ * metrics_http.c — the metrics endpoint: libmicrohttpd, dlopen'ed when the endpoint is
+ * turned on (so a process without metrics never loads it, nor the TLS library it links),
+ * serving on its own internal thread:
+ *
+ *   GET  /metrics            Prometheus text 0.0.4, or OpenMetrics 1.0 when the Accept
+ *                            header asks for application/openmetrics-text
+ *   GET  /healthz            "ok" (no token needed: it tells nothing)
+ *   POST /capture?detail=on|off   detailed (CUPTI kernel) capture on or off from the next
+ *                            step: 202 Accepted
+ *
+ * Limits, so that no client can hurt the job: at most 128 connections (more are closed on
+ * accept), 16 KiB of memory per connection (larger request headers get 431), so at most
+ * 2 MiB in all, a request body of at most 1 KiB (413), 5 s of inactivity per connection,
+ * GET/HEAD/POST only. One thread serves every connection (epoll), so a slow client holds a
+ * slot, never the server; only clients that hold all 128 slots keep a scraper out. The token,
+ * when set, is compared in constant time. A scrape renders into a fresh buffer from the
+ * registry's atomics: it takes no lock that a training thread takes.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "metrics.h"
+
+#ifdef TPROF_HAVE_MHD
+#include <microhttpd.h>
+
+#if MHD_VERSION < 0x00097002
+typedef int tprof__mhd_result;
+#else
+typedef enum MHD_Result tprof__mhd_result;
+#endif
+
+#ifndef MHD_HTTP_CONTENT_TOO_LARGE
+#define MHD_HTTP_CONTENT_TOO_LARGE 413
+#endif
+
+#define MAX_CONNECTIONS 128u
+#define CONN_MEMORY (16u * 1024u)
+#define CONN_TIMEOUT_S 5u
+#define MAX_BODY 1024u
+
+static struct {
+    void *lib;
+    __typeof__(MHD_start_daemon) *start_daemon;
+    __typeof__(MHD_stop_daemon) *stop_daemon;
+    __typeof__(MHD_create_response_from_buffer) *create_response;
+    __typeof__(MHD_destroy_response) *destroy_response;
+    __typeof__(MHD_queue_response) *queue_response;
+    __typeof__(MHD_add_response_header) *add_header;
+    __typeof__(MHD_lookup_connection_value) *lookup;
+    __typeof__(MHD_get_daemon_info) *daemon_info;
+} M;
+
+static struct MHD_Daemon *g_daemon;
+static int g_port;
+static char *g_auth; /* "Bearer <token>", or NULL */
+static int (*g_on_detail)(int on);
+
+static int load(char *why, size_t n) {
+    if (M.lib) return 0;
+    const char *names[] = {"libmicrohttpd.so.12", "libmicrohttpd.so"};
+    void *h = NULL;
+    for (size_t i = 0; i < 2 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, n, "libmicrohttpd not found (%s)", dlerror());
+        return -1;
+    }
+#define SYM(field, name)                                                    \
+    if (!(*(void **)&M.field = dlsym(h, name))) {                           \
+        snprintf(why, n, "libmicrohttpd lacks %s", name);                   \
+        dlclose(h);                                                         \
+        return -1;                                                          \
+    }
+    SYM(start_daemon, "MHD_start_daemon")
+    SYM(stop_daemon, "MHD_stop_daemon")
+    SYM(create_response, "MHD_create_response_from_buffer")
+    SYM(destroy_response, "MHD_destroy_response")
+    SYM(queue_response, "MHD_queue_response")
+    SYM(add_header, "MHD_add_response_header")
+    SYM(lookup, "MHD_lookup_connection_value")
+    SYM(daemon_info, "MHD_get_daemon_info")
+#undef SYM
+    M.lib = h;
+    return 0;
+}
+
+/* Same time whatever the input: every byte of the longer string is looked at. */
+static int ct_equal(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), n = la > lb ? la : lb;
+    unsigned char d = (unsigned char)(la != lb);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = i < la ? (unsigned char)a[i] : 0;
+        unsigned char y = i < lb ? (unsigned char)b[i] : 0;
+        d |= (unsigned char)(x ^ y);
+    }
+    return d == 0;
+}
+
+static tprof__mhd_result reply(struct MHD_Connection *c, unsigned status, const char *ctype,
+                               char *body, size_t len, int owned) {
+    struct MHD_Response *r = M.create_response(
+        len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        if (owned) free(body);
+        return MHD_NO;
+    }
+    M.add_header(r, "Content-Type", ctype);
+    M.add_header(r, "Cache-Control", "no-store");
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        M.add_header(r, "WWW-Authenticate", "Bearer realm=\"trainprof\"");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) M.add_header(r, "Allow", "GET, HEAD, POST");
+    tprof__mhd_result ret = M.queue_response(c, status, r);
+    M.destroy_response(r);
+    return ret;
+}
+
+static tprof__mhd_result text(struct MHD_Connection *c, unsigned status, const char *msg) {
+    return reply(c, status, "text/plain; charset=utf-8", (char *)msg, strlen(msg), 0);
+}
+
+/* Per-request state: MHD calls the handler again for each piece of a body. */
+typedef struct req {
+    size_t body;
+} req;
+static req g_marker; /* requests that carry no state of their own */
+
+static tprof__mhd_result handler(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload, size_t *upload_size, void **con_cls) {
+    (void)cls;
+    (void)version;
+    (void)upload;
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    int post = !strcmp(method, "POST");
+    if (*con_cls == NULL) {
+        /* first call: headers only. Refuse early what would need a body we do not want. */
+        const char *cl = M.lookup(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > MAX_BODY)
+            return text(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
+        if (!get && !post) return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+        if (post) {
+            req *r = calloc(1, sizeof *r);
+            if (!r) return MHD_NO;
+            *con_cls = r;
+        } else {
+            *con_cls = &g_marker;
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* a body we do not use: counted and dropped, within the bound */
+        req *r = *con_cls;
+        if (r != &g_marker) r->body += *upload_size;
+        *upload_size = 0;
+        if (r == &g_marker || r->body > MAX_BODY)
+            return text(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
+        return MHD_YES;
+    }
+    if (!strcmp(url, "/healthz"))
+        return get ? text(c, MHD_HTTP_OK, "ok\n")
+                   : text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+    int is_metrics = !strcmp(url, "/metrics"), is_capture = !strcmp(url, "/capture");
+    if (!is_metrics && !is_capture)
+        return text(c, MHD_HTTP_NOT_FOUND, "not found: /metrics, /healthz, POST /capture\n");
+    if (g_auth) {
+        const char *a = M.lookup(c, MHD_HEADER_KIND, "Authorization");
+        if (!a || !ct_equal(a, g_auth)) return text(c, MHD_HTTP_UNAUTHORIZED, "unauthorized\n");
+    }
+    if (is_metrics) {
+        if (!get) return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+        const char *acc = M.lookup(c, MHD_HEADER_KIND, "Accept");
+        int om = acc && strstr(acc, "application/openmetrics-text") != NULL;
+        char *body;
+        size_t len;
+        if (tprof__m_render(om, &body, &len) != 0)
+            return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+        return reply(c, MHD_HTTP_OK,
+                     om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                        : "text/plain; version=0.0.4; charset=utf-8",
+                     body, len, 1);
+    }
+    if (!post) return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+    const char *d = M.lookup(c, MHD_GET_ARGUMENT_KIND, "detail");
+    int on = d && (!strcmp(d, "on") || !strcmp(d, "1"));
+    int off = d && (!strcmp(d, "off") || !strcmp(d, "0"));
+    if (!on && !off) return text(c, MHD_HTTP_BAD_REQUEST, "use /capture?detail=on or detail=off\n");
+    if (!g_on_detail) return text(c, MHD_HTTP_NOT_FOUND, "no capture control in this process\n");
+    if (g_on_detail(on) != 0)
+        return text(c, MHD_HTTP_CONFLICT, "detailed capture cannot be changed now\n");
+    return text(c, MHD_HTTP_ACCEPTED,
+                on ? "detailed capture on from the next step\n"
+                   : "detailed capture off from the next step\n");
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    if (*con_cls && *con_cls != &g_marker) free(*con_cls);
+    *con_cls = NULL;
+}
+
+/* libmicrohttpd's own complaints (malformed requests, full tables): not ours to print in a
+ * training job's stderr. */
+static void quiet_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    (void)fmt;
+    (void)ap;
+}
+
+int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
+    why[0] = 0;
+    if (g_daemon) return g_port;
+    if (load(why, whylen) != 0) return -1;
+    const char *addr = cfg->addr && *cfg->addr ? cfg->addr : "127.0.0.1";
+    struct sockaddr_in6 s6;
+    struct sockaddr_in s4;
+    struct sockaddr *sa;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    memset(&s4, 0, sizeof s4);
+    memset(&s6, 0, sizeof s6);
+    if (inet_pton(AF_INET, addr, &s4.sin_addr) == 1) {
+        s4.sin_family = AF_INET;
+        s4.sin_port = htons((uint16_t)cfg->port);
+        sa = (struct sockaddr *)&s4;
+    } else if (inet_pton(AF_INET6, addr, &s6.sin6_addr) == 1) {
+        s6.sin6_family = AF_INET6;
+        s6.sin6_port = htons((uint16_t)cfg->port);
+        sa = (struct sockaddr *)&s6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(why, whylen, "TRAINPROF_METRICS_ADDR=%.100s is not a numeric IPv4 or IPv6 address",
+                 addr);
+        return -1;
+    }
+    if (cfg->port < 0 || cfg->port > 65535) {
+        snprintf(why, whylen, "port %d out of range", cfg->port);
+        return -1;
+    }
+    free(g_auth);
+    g_auth = NULL;
+    if (cfg->token && *cfg->token) {
+        size_t n = strlen(cfg->token) + 8;
+        g_auth = malloc(n);
+        if (!g_auth) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        snprintf(g_auth, n, "Bearer %s", cfg->token);
+    }
+    g_on_detail = cfg->on_detail;
+    errno = 0;
+    g_daemon = M.start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, handler, NULL,
+                              MHD_OPTION_SOCK_ADDR, sa,
+                              MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+                              MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S,
+                              MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+                              MHD_OPTION_EXTERNAL_LOGGER, quiet_log, NULL,
+                              MHD_OPTION_END);
+    if (!g_daemon) {
+        int e = errno;
+        snprintf(why, whylen, "cannot listen on %s port %d%s%s", addr, cfg->port,
+                 e ? ": " : "", e ? strerror(e) : "");
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = M.daemon_info(g_daemon, MHD_DAEMON_INFO_BIND_PORT);
+    g_port = info ? (int)info->port : cfg->port;
+    return g_port;
+}
+
+void tprof__http_stop(void) {
+    if (!g_daemon) return;
+    M.stop_daemon(g_daemon);
+    g_daemon = NULL;
+    g_port = 0;
+}
+
+void tprof__http_forget(void) {
+    g_daemon = NULL;
+    g_port = 0;
+}
+
+int tprof__http_port(void) { return g_port; }
+
+#else /* no libmicrohttpd at build time */
+
+int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
+    (void)cfg;
+    snprintf(why, whylen, "built without libmicrohttpd (apt-get install libmicrohttpd-dev)");
+    return -1;
+}
+void tprof__http_stop(void) {}
+void tprof__http_forget(void) {}
+int tprof__http_port(void) { return 0; }
+
+#endif

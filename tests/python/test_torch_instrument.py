@@ -1,0 +1,106 @@
+"""trainprof.torch on one CPU process: instrument(model, optimizer, dataloader) gives steps at
+optimizer steps and the data/forward/backward/optimizer ranges, an async torch.distributed
+collective is recorded when its work is waited for (bytes, group, backend), losses are
+bitwise identical with and without it, the autostart sitecustomize chains to the one it
+hides, and the GPU-capture pause answers TPROF_ERR_UNAVAILABLE without CUPTI.
+Exits 77 (skipped) when this interpreter has no torch."""
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tphelp  # noqa: E402
+
+try:
+    import torch  # noqa: F401
+except Exception as e:  # noqa: BLE001
+    print("SKIP: no torch in %s (%s)" % (sys.executable, e))
+    sys.exit(77)
+
+LOOP = r"""
+import os, socket, torch, torch.distributed as dist
+INSTRUMENT = %r
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%%d" %% port, rank=0, world_size=1)
+torch.manual_seed(3)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randn(64, 4))
+loader = torch.utils.data.DataLoader(data, batch_size=8)
+if INSTRUMENT:
+    import trainprof.torch as tt
+    assert tt.instrument(model=model, optimizer=opt, dataloader=loader)
+for x, y in loader:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+t = torch.ones(1000)
+w = dist.all_reduce(t, async_op=True)
+w.wait()
+dist.barrier()
+print("loss", float(loss.item()).hex())
+dist.destroy_process_group()
+"""
+
+
+class TorchInstrumentTest(unittest.TestCase):
+    def test_steps_phases_collectives_and_identical_loss(self):
+        d = tphelp.workdir("torch_instrument")
+        p = tphelp.run_child(LOOP % True, outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        q = tphelp.run_child(LOOP % False)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertEqual(p.stdout.split(), q.stdout.split())  # bitwise: float.hex
+        rep = tphelp.report(d)
+        r = rep["ranks"][0]
+        self.assertEqual(r["steps"]["count"], 8)  # 64 samples / batch 8 = 8 optimizer steps
+        self.assertEqual(r["steps"]["source"], "tprof_step_begin/end calls")
+        names = {x["name"] for x in r["breakdown"]["ranges"]}
+        self.assertTrue({"data", "forward", "backward", "optimizer"} <= names, names)
+        comm = r["communication"]
+        self.assertEqual(comm["torch_ops"], 2)
+        c = comm["communicators"][0]
+        self.assertEqual(c["torch_group"], "backend=gloo size=1 ranks=0")
+        ops = {o["op"]: o for o in c["ops"]}
+        self.assertEqual(ops["AllReduce"]["bytes"], 4000)
+        self.assertEqual(ops["Barrier"]["count"], 1)
+
+    def test_not_recording_changes_nothing(self):
+        p = tphelp.run_child("import torch, trainprof.torch as tt\n"
+                             "m = torch.nn.Linear(2, 2)\n"
+                             "assert tt.instrument(model=m) is False\n"
+                             "assert tt.instrumented()['patched'] == []\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_gpu_capture_pause_without_cupti(self):
+        d = tphelp.workdir("torch_pause")
+        p = tphelp.run_child("import trainprof as t\n"
+                             "assert t.gpu_capture_pause() == -11, t.gpu_capture_pause()\n"
+                             "assert t.gpu_capture_resume() == -11\n", outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = tphelp.run_child("import trainprof as t\nassert t.gpu_capture_pause() == -8\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_autostart_chains_sitecustomize(self):
+        d = tphelp.workdir("torch_chain")
+        user = os.path.join(d, "user")
+        os.makedirs(user)
+        with open(os.path.join(user, "sitecustomize.py"), "w") as f:
+            f.write("import builtins\nbuiltins.USER_SITECUSTOMIZE = 1\n")
+        code = ("import builtins, torch, trainprof.torch as tt\n"
+                "assert builtins.USER_SITECUSTOMIZE == 1\n"
+                "assert 'Optimizer.__init__' in tt.instrumented()['patched'], tt.instrumented()\n"
+                "print('ok')\n")
+        env = tphelp.child_env(PYTHONPATH=os.environ.get("PYTHONPATH", "") + ":" + user)
+        out = os.path.join(d, "run")
+        p = subprocess.run([tphelp.CLI, "run", "--python", "--no-report", "-o", out, "--",
+                            tphelp.PY, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("ok", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
