@@ -756,6 +756,13 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         for (size_t i = 0; i < nsel && !rp; i++)
             if (run->procs[sel[i]].role == TP_ROLE_RANK) rp = &run->procs[sel[i]];
         const char *backend = rp ? tp_meta(rp, "backend") : NULL;
+        /* without a declared backend: what the rank's communication went through */
+        if (rp && !backend) {
+            const char *rs = tp_meta(rp, "rank_source");
+            if (rs && !strcmp(rs, "mpi")) backend = "mpi";
+            for (size_t i = 0; !backend && i < rp->ncomm; i++)
+                if (rp->comm[i].source == TPROF_COMM_SRC_NCCL) backend = "nccl";
+        }
         /* world_size from the rank's metadata, else as many ranks as the run holds */
         int world = rp ? rp->world_size : -1;
         if (world <= 0) {
