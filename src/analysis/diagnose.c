@@ -765,12 +765,15 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
                     tp_jnum(tp_jobj(ms, "start_idle"), "mean"), tp_jnum(tp_jobj(ms, "start_idle_data"), "mean"));
         fputc('\n', f);
         const cJSON *w;
+        int shown = 0;
         cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
+            if (shown++ < 3) /* the first warm-up steps; the JSON has them all */
             fprintf(f, "    warm-up step %.0f: %.2f ms = compute %.2f, exposed communication %.2f, "
                        "memcpy/memset %.2f, idle %.2f (data %.2f, sync %.2f, other %.2f)\n",
                     tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "compute_ms"), tp_jnum(w, "exposed_comm_ms"),
                     tp_jnum(w, "memcpy_memset_ms"), tp_jnum(w, "idle_ms"), tp_jnum(w, "idle_data_ms"),
                     tp_jnum(w, "idle_host_sync_ms"), tp_jnum(w, "idle_other_ms"));
+        if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
         return;
     }
     fprintf(f, "  step breakdown (CPU: top-level ranges under the step, %.0f %s; ms: mean, p50, "
@@ -786,9 +789,12 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
     st3(f, tp_jobj(ms, "untracked"));
     fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, "untracked"));
     const cJSON *w;
+    int shown = 0;
     cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
-        fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n", tp_jnum(w, "step"),
-                tp_jnum(w, "step_ms"), tp_jnum(w, "untracked_ms"));
+        if (shown++ < 3)
+            fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n",
+                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "untracked_ms"));
+    if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
 }
 
 void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {

@@ -1175,12 +1175,16 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                         tp_jnum(s, "mean_ms"), tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
                         tp_jnum(s, "min_ms"));
             const cJSON *w;
-            int first = 1;
+            int shown = 0, nw = cJSON_GetArraySize(tp_jobj(s, "warmup_ms"));
             cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
-                fprintf(f, "%s%.2f", first ? "  warm-up step(s): " : ", ", w->valuedouble);
-                first = 0;
+                if (shown == 8) { /* the JSON has them all */
+                    fprintf(f, ", ... (%d in all)", nw);
+                    break;
+                }
+                fprintf(f, "%s%.2f", shown ? ", " : "  warm-up step(s): ", w->valuedouble);
+                shown++;
             }
-            if (!first) fprintf(f, " ms (not in the statistics)\n");
+            if (shown) fprintf(f, " ms (not in the statistics)\n");
         }
         const cJSON *pr = tp_jobj(r, "process");
         if (pr)

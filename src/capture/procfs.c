@@ -25,6 +25,8 @@ typedef struct procfs_prev {
 } procfs_prev;
 
 static procfs_prev g_prev;
+static uint64_t g_cpu_ts; /* start of the current CPU-rate window */
+static double g_cpu_s;
 
 static ssize_t read_small(const char *path, char *buf, size_t n) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -44,7 +46,11 @@ static long long status_field(const char *status, const char *key) {
     return strtoll(p, NULL, 10);
 }
 
-void tprof__procfs_reset(void) { memset(&g_prev, 0, sizeof g_prev); }
+void tprof__procfs_reset(void) {
+    memset(&g_prev, 0, sizeof g_prev);
+    g_cpu_ts = 0;
+    g_cpu_s = 0;
+}
 
 void tprof__procfs_sample(void) {
     tprof__thread *t = tprof__thread_get();
@@ -82,8 +88,18 @@ void tprof__procfs_sample(void) {
     tprof_counter("process.threads", (double)threads);
     if (g_prev.ts_ns && now > g_prev.ts_ns) {
         double dt = (double)(now - g_prev.ts_ns) * 1e-9;
-        tprof_counter("process.cpu_percent", 100.0 * (cpu_s - g_prev.cpu_s) / dt);
         tprof_counter("process.ctx_switches_per_s", (double)(ctx - g_prev.ctx) / dt);
+    }
+    /* CPU % over at least 100 ms: the kernel credits other threads' CPU time at their
+     * scheduling ticks, so over a 1 ms window (--sample-hz 1000) the rate jumped past 100 %
+     * times the cores */
+    if (!g_cpu_ts || now < g_cpu_ts) {
+        g_cpu_ts = now;
+        g_cpu_s = cpu_s;
+    } else if (now - g_cpu_ts >= 100000000ull) {
+        tprof_counter("process.cpu_percent", 100.0 * (cpu_s - g_cpu_s) / ((double)(now - g_cpu_ts) * 1e-9));
+        g_cpu_ts = now;
+        g_cpu_s = cpu_s;
     }
     if (TPROF__METRICS_ON())
         tprof__metrics_process(cpu_s, rss_kb >= 0 ? (double)rss_kb * 1024.0 : -1.0,
