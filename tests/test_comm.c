@@ -462,6 +462,34 @@ static void test_shared_communicator(void **state) {
 
 /* ------------------------------------------------------------------ thresholds */
 
+/* Rank files that disagree (rank 1's cut short after one of three AllReduces on 0x7): the
+ * run-level row says the most any rank saw and the fewest. */
+static void test_ranks_differ(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-differ"), 0);
+    for (int rk = 0; rk < 2; rk++) {
+        synth_file *f = synth_open(dir, "h", 40 + rk, RT0, T0);
+        synth_rank(f, rk, 2);
+        steps(f, 1, 100 * MS);
+        for (int k = 0; k < (rk ? 1 : 3); k++) {
+            tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x7, 2, (uint32_t)rk, MiB,
+                                   T0 + (uint64_t)k * 10 * MS + 100 * US);
+            synth_comm(f, 1, T0 + (uint64_t)k * 10 * MS, &c, NULL);
+        }
+        synth_end_of_file(f, T0 + 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    cJSON *o = cJSON_GetArrayItem(cJSON_GetObjectItem(run_comm(rep, "0x0000000000000007"), "ops"), 0);
+    NEAR(num(o, "count_per_rank"), 3);
+    NEAR(num(o, "count_min_rank"), 1);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* A 100 ms step with only an NCCL kernel of `ms` (no compute): that share is exposed. */
 static cJSON *finding_for(uint64_t ms, tp_run *run, char *dir, size_t n) {
     assert_int_equal(synth_tmpdir(dir, n, "comm-thr"), 0);
@@ -711,6 +739,7 @@ int main(void) {
         cmocka_unit_test(test_allgather_size_convention),
         cmocka_unit_test(test_duration_sources),
         cmocka_unit_test(test_shared_communicator),
+        cmocka_unit_test(test_ranks_differ),
         cmocka_unit_test(test_finding_thresholds),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_mpi_cpu_job),

@@ -779,8 +779,8 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
 
 typedef struct xop {
     const char *op;
-    double count_max, bytes_max, ranks, count, timed, time_ms, bw_time_ms, size_bytes, factor,
-        enqueue_only;
+    double count_max, count_min, bytes_max, ranks, count, timed, time_ms, bw_time_ms, size_bytes,
+        factor, enqueue_only;
     double src[3];
 } xop;
 
@@ -896,6 +896,7 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
                 xop *o = &x->ops[q];
                 double cnt = tp_jnum(ro, "count"), by = tp_jnum(ro, "bytes"), t = tp_jnum(ro, "time_ms");
                 if (cnt > o->count_max) o->count_max = cnt;
+                if (!o->ranks || cnt < o->count_min) o->count_min = cnt;
                 if (by > o->bytes_max) o->bytes_max = by;
                 o->ranks++;
                 o->count += cnt;
@@ -947,6 +948,8 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
             cJSON_AddStringToObject(oj, "op", o->op);
             cJSON_AddNumberToObject(oj, "ranks", o->ranks);
             cJSON_AddNumberToObject(oj, "count_per_rank", o->count_max);
+            /* ranks that saw fewer (a damaged or cut-short rank file, a rank that left) */
+            if (o->count_min < o->count_max) cJSON_AddNumberToObject(oj, "count_min_rank", o->count_min);
             cJSON_AddNumberToObject(oj, "bytes_per_rank", o->bytes_max);
             if (o->count_max > 0)
                 cJSON_AddNumberToObject(oj, "bytes_per_op", o->bytes_max / o->count_max);
@@ -1175,7 +1178,11 @@ void tp_comm_run_text(FILE *f, const cJSON *c, const char *B, const char *N) {
         if (!first) fputc(')', f);
         fprintf(f, "; guess: %s (%s)\n", tp_jstr(e, "role_guess"), tp_jstr(e, "role_basis"));
         cJSON_ArrayForEach(o, tp_jobj(e, "ops")) {
-            fprintf(f, "    %-14s %.0f per rank, ", tp_jstr(o, "op"), tp_jnum(o, "count_per_rank"));
+            if (tp_jobj(o, "count_min_rank"))
+                fprintf(f, "    %-14s %.0f-%.0f per rank (the rank files differ), ", tp_jstr(o, "op"),
+                        tp_jnum(o, "count_min_rank"), tp_jnum(o, "count_per_rank"));
+            else
+                fprintf(f, "    %-14s %.0f per rank, ", tp_jstr(o, "op"), tp_jnum(o, "count_per_rank"));
             put_bytes(f, tp_jnum(o, "bytes_per_op"));
             fprintf(f, " per op on average (per rank), mean %.3f ms", tp_jnum(o, "mean_ms"));
             if (tp_jobj(o, "algbw_gbs"))
