@@ -33,6 +33,7 @@
 #include "export/chrome.h"
 #include "export/html.h"
 #include "trainprof.h"
+#include "top.h"
 
 #define EXIT_USAGE 2
 
@@ -53,6 +54,8 @@ static const char *const main_help =
     "  report DIR [options]             report on the rank files of a run\n"
     "  export DIR --format chrome ...   write a Chrome/Perfetto trace (PyTorch profiler shape)\n"
     "  diff RUN_A RUN_B [options]       what changed between two runs, beyond noise\n"
+    "  top --endpoints HOST:PORT,...    live view of a running job's ranks (metrics endpoints)\n"
+    "  serve [--listen ADDR:PORT]       export this node's GPU and host metrics (Prometheus)\n"
     "\n"
     "  trainprof --version             version and build information\n"
     "  trainprof COMMAND --help        the options of a command\n";
@@ -1128,6 +1131,152 @@ static int cmd_run(int argc, char **argv) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* ------------------------------------------------------------------- serve */
+
+static const char *const serve_help =
+    "usage: trainprof serve [--listen ADDR:PORT] [--nvml-hz N] [--sample-hz N]\n"
+    "\n"
+    "A per-node exporter, like dcgm-exporter, without any training process: serves the\n"
+    "node's GPU metrics (NVML) and this process's own metrics on /metrics (Prometheus text\n"
+    "0.0.4, OpenMetrics when asked), /healthz, until SIGTERM or SIGINT; then exits 0.\n"
+    "Writes no file. Without NVML it serves the host metrics and says so in one line.\n"
+    "\n"
+    "options:\n"
+    "  --listen ADDR:PORT    numeric address and port [TRAINPROF_SERVE_LISTEN]; default\n"
+    "                        127.0.0.1:9400; PORT alone = on 127.0.0.1, [V6]:PORT for IPv6,\n"
+    "                        port 0 = an ephemeral one (printed on stderr); a bearer token\n"
+    "                        from TRAINPROF_METRICS_TOKEN\n"
+    "  --nvml-hz N           GPU sampling rate [TRAINPROF_NVML_HZ]; default 10, 0 = no GPU\n"
+    "                        metrics, at most 100\n"
+    "  --sample-hz N         process sampler rate [TRAINPROF_SAMPLE_HZ]; default 1, 0 = off\n";
+
+/* Whether NVML loads and initialises here, and how many GPUs it sees (the sampler itself
+ * only says so in its capability): fills `why` when not. */
+static int serve_probe_nvml(char *why, size_t n) {
+    const char *lib = env_or("TRAINPROF_NVML_LIB", "libnvidia-ml.so.1");
+    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, n, "%s cannot be loaded", lib);
+        return -1;
+    }
+    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+    int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
+    int (*fini)(void) = (int (*)(void))dlsym(h, "nvmlShutdown");
+    unsigned ngpu = 0;
+    int rc = -1;
+    if (!init || !count || !fini) {
+        snprintf(why, n, "%s lacks nvmlInit_v2 or nvmlDeviceGetCount_v2", lib);
+    } else if (init() != 0) {
+        snprintf(why, n, "nvmlInit failed (no driver or no GPU)");
+    } else {
+        if (count(&ngpu) != 0 || ngpu == 0) snprintf(why, n, "NVML sees no GPU");
+        else rc = (int)ngpu;
+        fini();
+    }
+    dlclose(h);
+    return rc;
+}
+
+static int cmd_serve(int argc, char **argv) {
+    const char *listen = env_or("TRAINPROF_SERVE_LISTEN", "127.0.0.1:9400");
+    int nvml_hz = parse_int("serve", "TRAINPROF_NVML_HZ", env_or("TRAINPROF_NVML_HZ", "10"), 0, 100);
+    int sample_hz =
+        parse_int("serve", "TRAINPROF_SAMPLE_HZ", env_or("TRAINPROF_SAMPLE_HZ", "1"), 0, 1000);
+    for (int i = 0; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            fputs(serve_help, stdout);
+            return 0;
+        }
+        if (i + 1 >= argc &&
+            (!strcmp(o, "--listen") || !strcmp(o, "--nvml-hz") || !strcmp(o, "--sample-hz")))
+            die_usage("serve", "%s needs a value", o);
+        if (!strcmp(o, "--listen")) listen = argv[++i];
+        else if (!strcmp(o, "--nvml-hz")) nvml_hz = parse_int("serve", o, argv[++i], 0, 100);
+        else if (!strcmp(o, "--sample-hz")) sample_hz = parse_int("serve", o, argv[++i], 0, 1000);
+        else die_usage("serve", "unknown option '%s'", o);
+    }
+    /* ADDR:PORT, [V6]:PORT or PORT */
+    char addr[128];
+    const char *colon = strrchr(listen, ':'), *port = colon ? colon + 1 : listen;
+    size_t alen = colon ? (size_t)(colon - listen) : 0;
+    if (alen >= 2 && listen[0] == '[' && listen[alen - 1] == ']') {
+        listen++;
+        alen -= 2;
+    }
+    if (alen >= sizeof addr) die_usage("serve", "--listen: address too long: '%s'", listen);
+    snprintf(addr, sizeof addr, "%.*s", (int)alen, listen);
+    if (!addr[0]) snprintf(addr, sizeof addr, "127.0.0.1");
+    parse_int("serve", "--listen's port", port, 0, 65535);
+
+    /* The library's session in this process, as for run's node sampler, but writing no
+     * file (TRAINPROF_NO_FILE): the NVML sampler and the process sampler on its flusher
+     * feed the registry, and its endpoint serves it. This process is the node's sampler
+     * whatever launcher variables it inherited: no rank labels, no local-rank port offset. */
+    static const char *const job_vars[] = {
+        "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK", "SLURM_LOCALID",
+        "TRAINPROF_DIR", NULL};
+    for (int i = 0; job_vars[i]; i++) unsetenv(job_vars[i]);
+    char me[24];
+    snprintf(me, sizeof me, "%d", (int)getpid());
+    setenv("TRAINPROF_NVML_SAMPLER", me, 1);
+    setenv("TRAINPROF_METRICS_ADDR", addr, 1);
+    setenv("TRAINPROF_METRICS_PORT", port, 1);
+    setenv("TRAINPROF_METRICS_RANK_OFFSET", "0", 1);
+    setenv("TRAINPROF_NO_FILE", "1", 1);
+    setenv("TRAINPROF_NO_SIGNALS", "1", 1);
+
+    /* signals are taken here with sigwait: blocked before any thread starts, so that none
+     * of the library's threads takes them */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+
+    char why[256] = "";
+    int ngpu = nvml_hz ? serve_probe_nvml(why, sizeof why) : -1;
+    tprof_config c;
+    tprof_config_init(&c);
+    c.sample_hz = (uint32_t)sample_hz;
+    c.nvml_hz = ngpu > 0 ? (uint32_t)nvml_hz : 0;
+    int rc = tprof_init(&c);
+    if (rc != TPROF_OK) {
+        fprintf(stderr, "trainprof serve: the session did not start: %s\n", tprof_strerror(rc));
+        return 1;
+    }
+    int bound = tprof_metrics_port();
+    if (bound <= 0) {
+        fprintf(stderr, "trainprof serve: cannot serve on %s:%s (%s)\n", addr, port,
+                bound == TPROF_ERR_UNAVAILABLE ? "built without libmicrohttpd"
+                                               : "see the warning above");
+        tprof_shutdown();
+        return 1;
+    }
+    tprof_set_metadata("trainprof.role", "node-exporter");
+    tprof_flush(); /* one flusher pass: NVML open, the first samples taken */
+    const char *br = strchr(addr, ':') ? "[" : "", *kt = strchr(addr, ':') ? "]" : "";
+    fprintf(stderr, "trainprof serve: listening on http://%s%s%s:%d/metrics\n", br, addr, kt,
+            bound);
+    if (ngpu > 0)
+        fprintf(stderr, "trainprof serve: GPU metrics of %d GPU%s (NVML, %d Hz)\n", ngpu,
+                ngpu > 1 ? "s" : "", nvml_hz);
+    else if (nvml_hz == 0)
+        fprintf(stderr, "trainprof serve: GPU metrics off (--nvml-hz 0); host metrics only\n");
+    else
+        fprintf(stderr, "trainprof serve: GPU metrics unavailable (%s); host metrics only\n", why);
+    fflush(stderr);
+
+    int sig = 0;
+    while (sigwait(&stop, &sig) != 0) {
+    }
+    tprof_shutdown(); /* stops the endpoint and the samplers */
+    fprintf(stderr, "trainprof serve: stopped (%s)\n", strsignal(sig));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fputs(main_help, stderr);
@@ -1148,6 +1297,8 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "report")) return cmd_report(argc - 2, argv + 2);
     if (!strcmp(c, "export")) return cmd_export(argc - 2, argv + 2);
     if (!strcmp(c, "diff")) return cmd_diff(argc - 2, argv + 2);
+    if (!strcmp(c, "top")) return cmd_top(argc - 2, argv + 2);
+    if (!strcmp(c, "serve")) return cmd_serve(argc - 2, argv + 2);
     die_usage(NULL, "unknown command '%s'", c);
     return EXIT_USAGE;
 }

@@ -103,7 +103,10 @@ typedef enum tprof_log_level {
  * `struct_size` lets later versions add fields at the end without breaking callers.
  * Environment twins (read by tprof_config_from_env() and by the lazy start):
  *   output_dir        TRAINPROF_DIR            directory for the rank file (must exist or be
- *                                              creatable); NULL/unset = disabled
+ *                                              creatable); NULL/unset = disabled, unless
+ *                                              TRAINPROF_NO_FILE=1: a session that only feeds
+ *                                              the live metrics (docs/metrics.md) and writes
+ *                                              no file, with or without a directory
  *   run_id            TRAINPROF_RUN_ID         free text tying the files of one run together
  *   ring_bytes        TRAINPROF_RING_KB        per-thread ring size (KiB in the variable,
  *                                              bytes here); default 4 MiB, min 64 KiB

@@ -2,7 +2,7 @@
 # Installs the Debian packages trainprof needs to build and test. As root it runs apt-get;
 # otherwise it prints the command to run. Used by `make demo`, `make check` and .ci/run.
 set -e
-PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libcmocka-dev python3 python3-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev"
+PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libcmocka-dev python3 python3-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

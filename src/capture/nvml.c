@@ -581,8 +581,13 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
     if (!gp->off[M_MEM_USED]) {
         nvmlMemory_t m;
         if (!api->nvmlDeviceGetMemoryInfo) gp->off[M_MEM_USED] = 1;
-        else if (!failed(gp, M_MEM_USED, r = api->nvmlDeviceGetMemoryInfo(dev, &m)))
+        else if (!failed(gp, M_MEM_USED, r = api->nvmlDeviceGetMemoryInfo(dev, &m))) {
             putm(t, gp, M_MEM_USED, (double)m.used, ts);
+            /* the capacity too: the endpoint may have started after the sampler described
+             * the GPU (the session's first pass), and a gauge set once would then be lost */
+            if (TPROF__METRICS_ON())
+                tprof__metrics_gpu_total_memory(gp->d.index, gp->d.uuid, (double)m.total);
+        }
     }
     if (!gp->off[M_SM_CLOCK]) {
         if (!api->nvmlDeviceGetClockInfo) gp->off[M_SM_CLOCK] = 1;

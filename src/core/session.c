@@ -62,6 +62,7 @@ static struct {
     char path[PATH_MAX];
     int fd;                 /* rank file, -1 until the first flush with data */
     int file_failed;
+    int no_file;            /* TRAINPROF_NO_FILE=1: live metrics only, no rank file */
     pthread_mutex_t lock;   /* registry, process stream, file */
     tprof__thread **threads;
     uint32_t nthreads;
@@ -458,7 +459,7 @@ static void fill_header(tprof_file_header *h) {
 /* Opens the rank file on first use. Caller holds S.lock. */
 static int open_file_locked(void) {
     if (S.fd >= 0) return 0;
-    if (S.file_failed) return -1;
+    if (S.file_failed || S.no_file) return -1;
     char host[64] = {0};
     gethostname(host, sizeof host - 1);
     for (char *p = host; *p; p++)
@@ -697,10 +698,16 @@ static void *flusher_main(void *arg) {
     uint32_t hz = S.cfg.sample_hz > 1000 ? 1000 : S.cfg.sample_hz;
     uint64_t period_ns = hz ? 1000000000ull / hz : 0, next_sample = 0;
     if (hz) tprof__procfs_reset();
+    int metrics_seen = 0;
     for (;;) {
         int stopping = atomic_load(&S.stop);
         if (period_ns) {
             uint64_t now = tprof__now();
+            if (!metrics_seen && TPROF__METRICS_ON()) {
+                /* the endpoint just started: its process gauges now, not a period later */
+                metrics_seen = 1;
+                next_sample = 0;
+            }
             if (now >= next_sample) {
                 tprof__procfs_sample();
                 next_sample = now + period_ns;
@@ -920,7 +927,12 @@ static void fork_child(void) {
 static int start_locked_cfg(const tprof_config *cfg) {
     tprof__log_level = cfg->log_level;
     S.cfg = *cfg;
-    if (!cfg->enabled || !cfg->output_dir || !*cfg->output_dir) return TPROF__OFF;
+    /* TRAINPROF_NO_FILE=1: a session that feeds the live metrics and writes nothing (no
+     * directory, no rank file; `trainprof serve`); records are drained and dropped */
+    const char *nf = getenv("TRAINPROF_NO_FILE");
+    S.no_file = nf && !strcmp(nf, "1");
+    if (!cfg->enabled || (!S.no_file && (!cfg->output_dir || !*cfg->output_dir)))
+        return TPROF__OFF;
     if (cfg->ring_bytes < TPROF__MIN_RING) {
         tprof__log(TPROF_LOG_WARN, "ring size %zu below %u bytes; using the minimum",
                    cfg->ring_bytes, TPROF__MIN_RING);
@@ -928,15 +940,16 @@ static int start_locked_cfg(const tprof_config *cfg) {
     }
     if (S.cfg.max_threads == 0) S.cfg.max_threads = 1;
     if (S.cfg.max_strings > (1u << 24)) S.cfg.max_strings = 1u << 24;
-    if (cfg->output_dir != S.dir) snprintf(S.dir, sizeof S.dir, "%s", cfg->output_dir);
+    if (cfg->output_dir != S.dir)
+        snprintf(S.dir, sizeof S.dir, "%s", S.no_file || !cfg->output_dir ? "" : cfg->output_dir);
     if (cfg->run_id != S.run_id)
         snprintf(S.run_id, sizeof S.run_id, "%s", cfg->run_id ? cfg->run_id : "");
-    if (mkdir(S.dir, 0755) != 0 && errno != EEXIST) {
+    if (!S.no_file && mkdir(S.dir, 0755) != 0 && errno != EEXIST) {
         tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; recording is off", S.dir,
                    strerror(errno));
         return TPROF__OFF;
     }
-    if (access(S.dir, W_OK) != 0) {
+    if (!S.no_file && access(S.dir, W_OK) != 0) {
         tprof__log(TPROF_LOG_ERROR, "%s is not writable; recording is off", S.dir);
         return TPROF__OFF;
     }

@@ -1,0 +1,179 @@
+#!/bin/sh
+# `trainprof serve` (docs/cli.md): a node exporter with no training process. On an ephemeral
+# loopback port, without NVML (host metrics, one line saying GPU metrics are unavailable) and
+# with the fake libnvidia-ml (GPU series of both fake GPUs): /metrics is well-formed
+# Prometheus text (and OpenMetrics when asked), holds the build info and the process
+# metrics, passes `promtool check metrics` when promtool is installed; /healthz answers;
+# SIGTERM and SIGINT end it with status 0 within 2 s; it leaves no file anywhere (its working
+# directory and TMPDIR stay empty). Usage errors: 2; a port already taken: 1.
+set -eu
+TP=$1 FAKE=$2 DIR=$3
+rm -rf "$DIR"
+mkdir -p "$DIR/cwd" "$DIR/tmp" "$DIR/logs"
+export TMPDIR="$DIR/tmp"
+unset TRAINPROF_DIR TRAINPROF_METRICS_PORT TRAINPROF_METRICS_TOKEN FAKE_NVML_GPUS || true
+
+# serve NAME SIGNAL [env...]: start, check its scrapes with python, stop with SIGNAL
+serve() {
+    name=$1 sig=$2
+    shift 2
+    (cd "$DIR/cwd" && exec env "$@" "$TP" serve --listen 127.0.0.1:0 --nvml-hz 20 \
+        2> "$DIR/logs/$name.err") &
+    pid=$!
+    trap 'kill $pid 2>/dev/null || true' EXIT # never leave a server holding ctest's pipes
+    port=
+    for _ in $(seq 100); do
+        port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' \
+                   "$DIR/logs/$name.err" 2>/dev/null || true)
+        [ -n "$port" ] && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -z "$port" ]; then
+        echo "serve ($name) did not report its port:" >&2
+        cat "$DIR/logs/$name.err" >&2
+        kill $pid 2>/dev/null || true
+        exit 1
+    fi
+    echo "$port" > "$DIR/logs/$name.port"
+    python3 "$DIR/check.py" "$name" "$port" "$DIR/logs" || { kill $pid; exit 1; }
+    if [ "$name" = nogpu ]; then
+        # a second exporter on the same port: one error, status 1
+        rc=0
+        (cd "$DIR/cwd" && "$TP" serve --listen "127.0.0.1:$port" --nvml-hz 0) \
+            > /dev/null 2> "$DIR/logs/taken.err" || rc=$?
+        [ $rc -eq 1 ] || { echo "port taken: status $rc, want 1" >&2; cat "$DIR/logs/taken.err" >&2; exit 1; }
+    fi
+    t0=$(date +%s%N)
+    kill -s "$sig" $pid
+    rc=0
+    wait $pid || rc=$?
+    t1=$(date +%s%N)
+    ms=$(( (t1 - t0) / 1000000 ))
+    [ $rc -eq 0 ] || { echo "serve ($name): status $rc after SIG$sig" >&2; cat "$DIR/logs/$name.err" >&2; exit 1; }
+    [ $ms -le 2000 ] || { echo "serve ($name): took $ms ms to stop" >&2; exit 1; }
+    trap - EXIT
+    grep -q "stopped" "$DIR/logs/$name.err"
+    echo "serve ($name): SIG$sig -> status 0 in $ms ms"
+}
+
+cat > "$DIR/check.py" <<'PY'
+import re, shutil, subprocess, sys, time, urllib.request
+
+name, port, logs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+base = "http://127.0.0.1:%d" % port
+
+def get(path, accept=None):
+    req = urllib.request.Request(base + path)
+    if accept:
+        req.add_header("Accept", accept)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
+SAMPLE = re.compile(r"^(%s)(\{(?:%s(?:,%s)*)?\})? (\S+)$" % (NAME, LABEL, LABEL))
+
+def parse(text, openmetrics=False):
+    """{name: [(labels, value)]}; asserts the text format's shape."""
+    series, types = {}, {}
+    lines = text.split("\n")
+    assert lines[-1] == "", "no final newline"
+    lines = lines[:-1]
+    if openmetrics:
+        assert lines[-1] == "# EOF", lines[-3:]
+        lines = lines[:-1]
+    for ln in lines:
+        if ln.startswith("# HELP ") or ln.startswith("# TYPE "):
+            parts = ln.split(" ", 3)
+            assert re.fullmatch(NAME, parts[2]), ln
+            if parts[1] == "TYPE":
+                assert parts[3] in ("counter", "gauge", "histogram", "summary", "untyped",
+                                    "unknown"), ln
+                assert parts[2] not in types, "TYPE twice: " + ln
+                types[parts[2]] = parts[3]
+            continue
+        assert not ln.startswith("#"), ln
+        m = SAMPLE.match(ln)
+        assert m, "malformed sample line: %r" % ln
+        v = float(m.group(3))  # Inf, NaN and numbers all parse
+        fam = m.group(1)
+        base_fam = re.sub(r"_(total|bucket|sum|count|created)$", "", fam)
+        assert fam in types or base_fam in types, "sample before its TYPE: " + ln
+        series.setdefault(fam, []).append((m.group(2) or "", v))
+    return series, types
+
+# every series is there from the first scrape: the "listening" line comes after one
+# flusher pass, and the process sampler takes a sample as soon as the endpoint is on; the
+# NVML sampler's first sample may fall a period (50 ms) after it
+for attempt in range(20):
+    st, ctype, text = get("/metrics")
+    assert st == 200 and ctype.startswith("text/plain; version=0.0.4"), (st, ctype)
+    s, types = parse(text)
+    if "process_cpu_seconds_total" not in s:
+        raise SystemExit("no process metrics on the first scrape:\n" + text)
+    if name == "nogpu" or "trainprof_gpu_power_watts" in s:
+        break
+    time.sleep(0.05)
+bi = s.get("trainprof_build_info")
+assert bi and 'version="' in bi[0][0] and bi[0][1] == 1, bi
+for m in ("process_cpu_seconds_total", "process_resident_memory_bytes",
+          "trainprof_process_threads", "process_start_time_seconds"):
+    assert m in s, (m, sorted(s))
+assert s["process_resident_memory_bytes"][0][1] > 0, s["process_resident_memory_bytes"]
+assert s["process_cpu_seconds_total"][0][1] > 0
+assert types["process_cpu_seconds_total"] == "counter"
+# a node exporter: no rank labels, no step series
+assert not any('rank="' in lab for v in s.values() for lab, _ in v), "rank labels"
+assert "trainprof_steps_total" not in s or s["trainprof_steps_total"][0][1] == 0
+gpu = {k: v for k, v in s.items() if k.startswith("trainprof_gpu_")}
+err = open("%s/%s.err" % (logs, name)).read()
+if name == "nogpu":
+    assert not gpu, sorted(gpu)
+    assert err.count("GPU metrics unavailable") == 1, err
+else:
+    assert "GPU metrics of 2 GPUs" in err, err
+    for m in ("trainprof_gpu_power_watts", "trainprof_gpu_energy_joules_total",
+              "trainprof_gpu_utilization_ratio", "trainprof_gpu_memory_used_bytes",
+              "trainprof_gpu_memory_total_bytes", "trainprof_gpu_temperature_celsius"):
+        assert m in gpu, (m, sorted(gpu))
+        gpus = sorted(re.search(r'gpu="(\d+)"', lab).group(1) for lab, _ in gpu[m])
+        assert gpus == ["0", "1"], (m, gpu[m])
+        for lab, _ in gpu[m]:
+            assert 'uuid="' in lab and 'host="' in lab, lab
+    p0 = [v for lab, v in gpu["trainprof_gpu_power_watts"] if 'gpu="0"' in lab]
+    assert p0 == [250.0], gpu["trainprof_gpu_power_watts"]
+    u0 = [v for lab, v in gpu["trainprof_gpu_utilization_ratio"] if 'gpu="0"' in lab]
+    assert abs(u0[0] - 0.95) < 1e-9, u0
+    assert types["trainprof_gpu_energy_joules_total"] == "counter"
+# OpenMetrics by negotiation
+st, ctype, om = get("/metrics", "application/openmetrics-text; version=1.0.0")
+assert ctype.startswith("application/openmetrics-text"), ctype
+parse(om, openmetrics=True)
+st, _, h = get("/healthz")
+assert st == 200 and h.strip() == "ok", (st, h)
+if shutil.which("promtool"):
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    note = "promtool check metrics ok"
+else:
+    note = "promtool not installed: check skipped"
+print("serve (%s): %d families, %d GPU series; %s" % (name, len(types),
+      sum(len(v) for v in gpu.values()), note))
+PY
+
+serve nogpu TERM TRAINPROF_NVML_LIB=/nonexistent/libnvidia-ml.so.1
+serve fakegpu INT TRAINPROF_NVML_LIB="$FAKE" FAKE_NVML_GPUS=2 LOCAL_RANK=3 RANK=7
+
+# usage errors
+rc=0; "$TP" serve --listen 127.0.0.1:70000 2>/dev/null || rc=$?
+[ $rc -eq 2 ] || { echo "bad port: status $rc, want 2" >&2; exit 1; }
+rc=0; "$TP" serve --bogus 2>/dev/null || rc=$?
+[ $rc -eq 2 ] || { echo "bad option: status $rc, want 2" >&2; exit 1; }
+"$TP" serve --help | grep -q "usage: trainprof serve"
+
+# nothing left behind: no rank file, no temporary file
+left=$(find "$DIR/cwd" "$DIR/tmp" -mindepth 1 | head -5)
+[ -z "$left" ] || { echo "files left behind: $left" >&2; exit 1; }
+echo "serve ok"
