@@ -277,8 +277,10 @@ static void body_steps(void) {
     double sum = sample(r, "trainprof_step_duration_seconds_sum");
     fprintf(stderr, "20 steps of 5 ms: histogram sum %.4f s, measured around the calls %.4f s\n",
             sum, measured);
-    /* the API's own timestamps lie inside the measured interval of each step */
-    CHECK(sum >= 0.1 && sum <= measured + 1e-6 && sum > measured - 0.002);
+    /* the API's own timestamps lie inside the measured interval of each step; what lies
+     * outside them is the calls' own cost, at most 0.5 ms a step even under ASan (seen:
+     * 0.1 ms a step in a Debug+ASan build on a loaded 2-core machine) */
+    CHECK(sum >= 0.1 && sum <= measured + 1e-6 && sum > measured - 20 * 0.0005);
     CHECK(sum < 1.0); /* sleeps overshoot on a loaded machine; the match above is exact */
     CHECK(sample(r, "trainprof_step_duration_seconds_bucket{le=\"0.001\"}") == 0);
     CHECK(sample(r, "trainprof_step_duration_seconds_bucket{le=\"+Inf\"}") == 20);
