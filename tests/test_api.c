@@ -178,16 +178,26 @@ static void test_known_sleep(void **state) {
     load(&run);
     const tp_thread *t = &run.procs[0].threads[0];
     assert_int_equal(t->nranges, SLEEPS);
-    /* each 20 ms sleep: at least 20 ms, and within 1 ms of what the program measured
-     * around the push..pop itself (a late wake-up on a loaded machine is inside both) */
-    uint64_t worst = 0;
+    /* each 20 ms sleep: at least 20 ms, never more than the program measured around the
+     * push..pop itself, and within 1 ms of it for most sleeps (a late wake-up on a loaded
+     * machine is inside both; a preemption between the program's clock read and the push is
+     * not, so one sleep in a run may differ by more: the median is what is asserted) */
+    uint64_t dev[SLEEPS], worst = 0;
     for (size_t i = 0; i < SLEEPS; i++) {
         uint64_t dur = t->ranges[i].end - t->ranges[i].start;
         assert_true(dur >= g_sleep_ns && dur <= g_truth[i]);
-        if (g_truth[i] - dur > worst) worst = g_truth[i] - dur;
+        dev[i] = g_truth[i] - dur;
+        if (dev[i] > worst) worst = dev[i];
     }
-    printf("known sleep: within %.3f ms of the program's own clock\n", (double)worst / 1e6);
-    assert_true(worst < 1000000ull);
+    for (size_t i = 1; i < SLEEPS; i++) /* insertion sort: a handful of values */
+        for (size_t j = i; j > 0 && dev[j - 1] > dev[j]; j--) {
+            uint64_t x = dev[j];
+            dev[j] = dev[j - 1];
+            dev[j - 1] = x;
+        }
+    printf("known sleep: median %.3f ms, worst %.3f ms from the program's own clock\n",
+           (double)dev[SLEEPS / 2] / 1e6, (double)worst / 1e6);
+    assert_true(dev[SLEEPS / 2] < 1000000ull);
     munmap(g_truth, SLEEPS * sizeof *g_truth);
     tp_run_free(&run);
 }
