@@ -126,17 +126,9 @@ static void test_counters_only(void **state) {
 
 /* ------------------------------------------------------------------ GPU figures */
 
+/* a kernel on device 0, stream 7, recorded by thread serial 2 (CUPTI's worker) */
 static void kernel(synth_file *f, uint64_t s, uint64_t e, const char *name, uint32_t corr) {
-    tprof_pl_gpu pl = {e, 0, 0, 7, corr, 0, 0, 0};
-    synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, s, &pl, sizeof pl, name,
-              strlen(name) + 1);
-}
-
-static void kernel_on(synth_file *f, uint64_t s, uint64_t e, uint32_t stream, uint32_t corr,
-                      const char *name) {
-    tprof_pl_gpu pl = {e, 0, 0, stream, corr, 0, 0, 0};
-    synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, s, &pl, sizeof pl, name,
-              strlen(name) + 1);
+    synth_kernel(f, 2, s, e, 0, 7, corr, name);
 }
 
 static void launch_at(synth_file *f, uint64_t t, uint32_t corr) {
@@ -191,15 +183,15 @@ static void test_gpu_unknown_launch(void **state) {
     for (uint32_t k = 0; k < 5; k++) {
         uint64_t l = T0 + (11 + k) * MS;
         launch_at(f, l, 100 + k);
-        kernel_on(f, l + MS / 10, l + 2 * MS / 10, 9, 100 + k, "known_kernel");
+        synth_kernel(f, 2, l + MS / 10, l + 2 * MS / 10, 0, 9, 100 + k, "known_kernel");
     }
     /* stream 5: K1 launched 9.0 ms runs 9.6-10.1; U (unknown) runs 10.2-10.6; K2 launched
      * 9.9 ms runs 10.7-11.0 */
     launch_at(f, T0 + 9 * MS, 1);
-    kernel_on(f, T0 + 96 * MS / 10, T0 + 101 * MS / 10, 5, 1, "k1");
-    kernel_on(f, T0 + 102 * MS / 10, T0 + 106 * MS / 10, 5, 0, "unknown_launch_gemm");
+    synth_kernel(f, 2, T0 + 96 * MS / 10, T0 + 101 * MS / 10, 0, 5, 1, "k1");
+    synth_kernel(f, 2, T0 + 102 * MS / 10, T0 + 106 * MS / 10, 0, 5, 0, "unknown_launch_gemm");
     launch_at(f, T0 + 99 * MS / 10, 2);
-    kernel_on(f, T0 + 107 * MS / 10, T0 + 110 * MS / 10, 5, 2, "k2");
+    synth_kernel(f, 2, T0 + 107 * MS / 10, T0 + 110 * MS / 10, 0, 5, 2, "k2");
     synth_end_of_file(f, T0 + 31 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
