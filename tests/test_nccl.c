@@ -243,22 +243,27 @@ static void test_ops(void **state) {
 
 static void *comm_ctx;
 
-/* Plays NCCL's proxy thread for one operation: each channel starts (GPU time 1000 + ch),
- * reports its stop time (2000 + ch) and stops. */
+/* Plays NCCL's proxy thread for one channel: the KernelCh start at GPU time t0 against the
+ * parent handle, the KernelChStop state at t1, the stop. The context is not used (it may be
+ * a PXN peer's). */
+static void kch(const tp_nccl_profiler_v5 *pl, void *parent, int ch, uint64_t t0, uint64_t t1) {
+    tp_nccl_descr_v5 k;
+    memset(&k, 0, sizeof k);
+    k.type = TP_NCCL_KERNEL_CH;
+    k.parentObj = parent;
+    k.u.kernelCh.channelId = (uint8_t)ch;
+    k.u.kernelCh.pTimer = t0;
+    void *kh = NULL;
+    CHECK(pl->startEvent((void *)0x10, &kh, &k) == TP_NCCL_SUCCESS && kh, 100);
+    tp_nccl_state_args a = {.kernelCh = {t1}};
+    pl->recordEventState(kh, TP_NCCL_STATE_KERNEL_CH_STOP, &a);
+    pl->stopEvent(kh);
+}
+
+/* ... and for one operation: each channel starts (GPU time 1000 + ch), reports its stop
+ * (2000 + ch) and stops. */
 static void channels(const tp_nccl_profiler_v5 *pl, void *parent, int n) {
-    for (int ch = 0; ch < n; ch++) {
-        tp_nccl_descr_v5 k;
-        memset(&k, 0, sizeof k);
-        k.type = TP_NCCL_KERNEL_CH;
-        k.parentObj = parent;
-        k.u.kernelCh.channelId = (uint8_t)ch;
-        k.u.kernelCh.pTimer = 1000 + (uint64_t)ch;
-        void *kh = NULL;
-        pl->startEvent((void *)0x10, &kh, &k); /* context unused (may be a PXN peer's) */
-        tp_nccl_state_args a = {.kernelCh = {2000 + (uint64_t)ch}};
-        pl->recordEventState(kh, TP_NCCL_STATE_KERNEL_CH_STOP, &a);
-        pl->stopEvent(kh);
-    }
+    for (int ch = 0; ch < n; ch++) kch(pl, parent, ch, 1000 + (uint64_t)ch, 2000 + (uint64_t)ch);
 }
 
 static void *hammer(void *arg) {
@@ -322,19 +327,6 @@ static void test_threads(void **state) {
 
 #define GPU_BASE 1700000000000000000ull /* globaltimer-like: near the Unix epoch, in ns */
 
-static void kch(const tp_nccl_profiler_v5 *pl, void *parent, int ch, uint64_t t0, uint64_t t1) {
-    tp_nccl_descr_v5 k;
-    memset(&k, 0, sizeof k);
-    k.type = TP_NCCL_KERNEL_CH;
-    k.parentObj = parent;
-    k.u.kernelCh.channelId = (uint8_t)ch;
-    k.u.kernelCh.pTimer = t0;
-    void *kh = NULL;
-    CHECK(pl->startEvent(NULL, &kh, &k) == TP_NCCL_SUCCESS && kh, 100);
-    tp_nccl_state_args a = {.kernelCh = {t1}};
-    pl->recordEventState(kh, TP_NCCL_STATE_KERNEL_CH_STOP, &a);
-    pl->stopEvent(kh);
-}
 
 static void body_kernel_ch(void) {
     start_session();
