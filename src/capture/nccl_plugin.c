@@ -268,14 +268,20 @@ static void atomic_max_u64(_Atomic uint64_t *a, uint64_t v) {
 
 /* Writes the event `tag` if NCCL has stopped it and all its channels have reported; exactly
  * one of the racing callers (host stop, last channel stop) wins the claim. */
-static void try_finish(tp_nccl_slot *s, uint64_t tag, uint32_t want) {
-    uint64_t end = atomic_load(&s->host_end);
-    if (!end || atomic_load(&s->ch_done) < want) return;
+/* Writes the event `tag`, which NCCL stopped at `end` and which waited for its channels,
+ * if this caller wins its claim. */
+static void write_pending(uint64_t tag, uint64_t end) {
     tp_nccl_slot copy;
     if (slot_claim(tag, &copy)) {
         atomic_fetch_sub_explicit(&g_pending, 1, memory_order_relaxed);
         emit(&copy, end, 0);
     }
+}
+
+static void try_finish(tp_nccl_slot *s, uint64_t tag, uint32_t want) {
+    uint64_t end = atomic_load(&s->host_end);
+    if (!end || atomic_load(&s->ch_done) < want) return;
+    write_pending(tag, end);
 }
 
 /* KernelCh start: the channel's GPU start time, against the parent Coll/P2p handle. The
@@ -525,11 +531,7 @@ void tprof__nccl_sweep(int final) {
             /* another thread may have touched it after `now` was read: not stale */
             uint64_t recent = last > end ? last : end;
             if (!final && (recent >= now || now - recent < TP_NCCL_STALE_NS)) continue;
-            tp_nccl_slot copy;
-            if (slot_claim(tag, &copy)) {
-                atomic_fetch_sub_explicit(&g_pending, 1, memory_order_relaxed);
-                emit(&copy, end, 0);
-            }
+            write_pending(tag, end);
         }
     }
 }
