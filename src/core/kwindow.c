@@ -25,7 +25,6 @@
  * without a window, one relaxed load of a flag that is 0.
  */
 #define _GNU_SOURCE
-#include <fnmatch.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -140,9 +139,7 @@ static void step_began(uint64_t k) {
 static int matches(int i, const char *name) {
     const char *pat = i == 0 ? g_user_pat : i == 1 ? TPROF_PROFILER_STEP_GLOB
                                                    : k_defaults[i - 2];
-    if (!pat) return 0;
-    if (strpbrk(pat, "*?[")) return fnmatch(pat, name, 0) == 0;
-    return strcmp(pat, name) == 0;
+    return pat && tprof_step_name_matches(name, pat);
 }
 
 void tprof__kwin_name(const char *name) {

@@ -12,4 +12,13 @@
 /* common names, in the order the report tries them */
 #define TPROF_DEFAULT_STEP_NAMES "train_step", "training_step", "step", "iteration", "train_iter"
 
+#include <fnmatch.h>
+#include <string.h>
+
+/* A range name against a step pattern: a glob when it holds *, ? or [, else exact. */
+static inline int tprof_step_name_matches(const char *name, const char *pat) {
+    if (strpbrk(pat, "*?[")) return fnmatch(pat, name, 0) == 0;
+    return strcmp(name, pat) == 0;
+}
+
 #endif /* TPROF_STEP_NAMES_H */
