@@ -26,7 +26,7 @@
 
 #include "analysis/model.h"
 #include "core/kwindow.h"
-#include "format/format.h"
+#include "format/reader.h"
 #include "analysis/mfu.h"
 #include "analysis/report.h"
 #include "analysis/diff.h"
@@ -766,14 +766,12 @@ static int writers_alive(const char *dir) {
         if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        tprof_file_header h;
-        ssize_t got = read(fd, &h, sizeof h);
-        close(fd);
-        if (got != (ssize_t)sizeof h || memcmp(h.magic, TPROF_FILE_MAGIC, 8)) continue;
-        if (h.pid <= 0 || h.pid == (int32_t)getpid()) continue;
-        if (kill(h.pid, 0) == 0 || errno == EPERM) alive++;
+        tprof_reader *rd;
+        if (tprof_reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
+        int32_t pid = tprof_reader_header(rd)->pid;
+        tprof_reader_close(rd);
+        if (pid <= 0 || pid == (int32_t)getpid()) continue;
+        if (kill(pid, 0) == 0 || errno == EPERM) alive++;
     }
     closedir(d);
     return alive;
