@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture/comm_ext.h"
 #include "core/metrics.h"
 #include "trainprof.h"
 
@@ -336,6 +337,73 @@ static void test_endpoint_steps(void **state) {
     run_child(body_steps);
 }
 
+/* Communication records (as the NCCL plugin, the PMPI wrappers and trainprof.torch write
+ * them) become per-communicator, per-op counters and a per-op duration histogram: GPU-side
+ * time when the record has it, else the host call; communicators past the 32nd fold into
+ * comm="other" so the series stay bounded. */
+static void body_comm(void) {
+    int port = start_child_session(NULL);
+    uint64_t t0 = 1000000000ull;
+    for (int i = 0; i < 3; i++) {
+        tprof_pl_comm pl = {0};
+        pl.op = TPROF_COMM_ALLREDUCE;
+        pl.comm_hash = 0xabcull;
+        pl.bytes = 1u << 20;
+        pl.end_ns = t0 + 900000; /* host: 900 us */
+        pl.flags = TPROF_COMM_F_GPU_TIME;
+        pl.gpu_start_ns = t0 + 100000;
+        pl.gpu_end_ns = t0 + 300000; /* GPU: 200 us, the one counted */
+        pl.source = TPROF_COMM_SRC_NCCL;
+        CHECK(tprof__comm_record("AllReduce", t0, &pl) == 1);
+    }
+    tprof_pl_comm bc = {0};
+    bc.op = TPROF_COMM_BROADCAST;
+    bc.comm_hash = 0xabcull;
+    bc.bytes = 4096;
+    bc.end_ns = t0 + 30000000; /* host time only: 30 ms */
+    bc.source = TPROF_COMM_SRC_MPI;
+    CHECK(tprof__comm_record("Broadcast", t0, &bc) == 1);
+    bc.flags = TPROF_COMM_F_UNFINISHED; /* counted, not timed */
+    CHECK(tprof__comm_record("Broadcast", t0, &bc) == 1);
+    for (uint64_t c = 1; c <= 40; c++) { /* 40 more communicators: 31 labelled, 9 folded */
+        tprof_pl_comm g = {0};
+        g.op = TPROF_COMM_ALLGATHER;
+        g.comm_hash = 0x1000 + c;
+        g.bytes = 100;
+        g.end_ns = t0 + 1000;
+        CHECK(tprof__comm_record("AllGather", t0, &g) == 1);
+    }
+    CHECK(tprof_flush() == TPROF_OK);
+    char *r;
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    const char *ar = "{comm=\"0000000000000abc\",op=\"AllReduce\"}";
+    char k[200];
+    snprintf(k, sizeof k, "trainprof_comm_operations_total%s", ar);
+    CHECK(sample(r, k) == 3);
+    snprintf(k, sizeof k, "trainprof_comm_bytes_total%s", ar);
+    CHECK(sample(r, k) == 3 * 1048576.0);
+    snprintf(k, sizeof k, "trainprof_comm_seconds_total%s", ar);
+    CHECK(fabs(sample(r, k) - 3 * 200e-6) < 1e-12);
+    CHECK(sample(r, "trainprof_comm_duration_seconds_bucket{op=\"AllReduce\",le=\"0.0001\"}") == 0);
+    CHECK(sample(r, "trainprof_comm_duration_seconds_bucket{op=\"AllReduce\",le=\"0.00025\"}") == 3);
+    CHECK(sample(r, "trainprof_comm_operations_total{comm=\"0000000000000abc\",op=\"Broadcast\"}") == 2);
+    CHECK(fabs(sample(r, "trainprof_comm_seconds_total{comm=\"0000000000000abc\",op=\"Broadcast\"}") - 0.03) < 1e-12);
+    CHECK(sample(r, "trainprof_comm_duration_seconds_count{op=\"Broadcast\"}") == 1);
+    CHECK(sample(r, "trainprof_comm_operations_total{comm=\"0000000000001001\",op=\"AllGather\"}") == 1);
+    CHECK(sample(r, "trainprof_comm_operations_total{comm=\"000000000000101f\",op=\"AllGather\"}") == 1);
+    CHECK(isnan(sample(r, "trainprof_comm_operations_total{comm=\"0000000000001020\",op=\"AllGather\"}")));
+    CHECK(sample(r, "trainprof_comm_operations_total{comm=\"other\",op=\"AllGather\"}") == 9);
+    CHECK(sample(r, "trainprof_comm_bytes_total{comm=\"other\",op=\"AllGather\"}") == 900);
+    promtool_check(strstr(r, "\n\n") + 2);
+    free(r);
+}
+
+static void test_endpoint_comm(void **state) {
+    (void)state;
+    fresh_dir("comm");
+    run_child(body_comm);
+}
+
 static void body_token(void) {
     int port = start_child_session("s3cret-token");
     char *r;
@@ -542,6 +610,7 @@ static void test_endpoint_off(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest unit[] = {
         cmocka_unit_test(test_render_formats),
+        cmocka_unit_test(test_endpoint_comm),
         cmocka_unit_test(test_endpoint_off),
         cmocka_unit_test(test_endpoint_steps),
         cmocka_unit_test(test_endpoint_token),

@@ -39,7 +39,24 @@ static struct {
     int step_hist, steps, step_last, step_num, tokens, samples, flops, tok_rate, smp_rate;
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
     int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
+    int comm_ops, comm_bytes, comm_seconds, comm_hist;
 } F;
+
+/* communication duration buckets, seconds: 10 us to 10 s */
+static const double k_comm_bounds[] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                       5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1, 2.5, 10};
+
+/* Communication series, flusher-only. The label `comm` is the communicator's hash in hex
+ * (the report's id); a job with thousands of communicators (Megatron's many groups) keeps
+ * the first COMM_MAX_LABELLED apart and folds the rest into comm="other", so the series
+ * count stays bounded: (COMM_MAX_LABELLED + 1) x ops x 3 families + ops histograms. */
+#define COMM_MAX_LABELLED 32
+static struct {
+    uint64_t hash[COMM_MAX_LABELLED];
+    int n;
+    int ops[COMM_MAX_LABELLED + 1][TPROF_COMM_OP_COUNT][3]; /* series + 1; 0 = not made yet */
+    int hist[TPROF_COMM_OP_COUNT];                           /* series + 1 */
+} C;
 
 static struct {
     /* flusher-only state */
@@ -113,6 +130,11 @@ static void register_families(void) {
         F.fam_gpu[i] = tprof__m_family(k_gpu[i].name, k_gpu[i].help, k_gpu[i].type, NULL, 0);
     F.fam_gpu_mem_total = tprof__m_family("trainprof_gpu_memory_total_bytes", "device memory capacity", TPROF_M_GAUGE, NULL, 0);
     F.fam_gpu_mem_peak = tprof__m_family("trainprof_gpu_memory_used_peak_bytes", "highest device memory in use seen by the sampler", TPROF_M_GAUGE, NULL, 0);
+    F.comm_ops = tprof__m_family("trainprof_comm_operations_total", "communication operations completed (NCCL, MPI, torch.distributed)", TPROF_M_COUNTER, NULL, 0);
+    F.comm_bytes = tprof__m_family("trainprof_comm_bytes_total", "per-rank payload bytes of communication operations", TPROF_M_COUNTER, NULL, 0);
+    F.comm_seconds = tprof__m_family("trainprof_comm_seconds_total", "time in communication operations (GPU-side when known, else the host call)", TPROF_M_COUNTER, NULL, 0);
+    F.comm_hist = tprof__m_family("trainprof_comm_duration_seconds", "duration of each communication operation", TPROF_M_HISTOGRAM,
+                                  k_comm_bounds, (int)(sizeof k_comm_bounds / sizeof *k_comm_bounds));
 }
 
 static void set_const_labels(void) {
@@ -363,6 +385,43 @@ static void range_rec(tprof__thread *t, const tprof_rec *r, size_t sz) {
     m->begin_ts = r->ts_ns;
 }
 
+/* One TPROF_REC_COMM_OP record: counts, bytes and time per communicator and op. Series are
+ * looked up once and cached (the registry lookup takes its mutex). */
+static void comm_rec(const tprof_rec *r, size_t sz) {
+    if (sz < sizeof *r + sizeof(tprof_pl_comm)) return;
+    tprof_pl_comm pl; /* the fixed payload comes first; an inline name would follow it */
+    memcpy(&pl, r + 1, sizeof pl);
+    uint32_t op = pl.op < TPROF_COMM_OP_COUNT ? pl.op : TPROF_COMM_UNKNOWN;
+    int ci = 0;
+    while (ci < C.n && C.hash[ci] != pl.comm_hash) ci++;
+    if (ci == C.n && C.n < COMM_MAX_LABELLED) C.hash[C.n++] = pl.comm_hash;
+    /* ci == C.n (table full): the "other" row */
+    int *ids = C.ops[ci < C.n ? ci : COMM_MAX_LABELLED][op];
+    if (!ids[0]) {
+        char hex[24];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)pl.comm_hash);
+        const char *lab[] = {"comm", ci < C.n ? hex : "other", "op", tprof_comm_op_name(op), NULL};
+        ids[0] = tprof__m_series(F.comm_ops, lab) + 1;
+        ids[1] = tprof__m_series(F.comm_bytes, lab) + 1;
+        ids[2] = tprof__m_series(F.comm_seconds, lab) + 1;
+    }
+    if (!C.hist[op]) {
+        const char *lab[] = {"op", tprof_comm_op_name(op), NULL};
+        C.hist[op] = tprof__m_series(F.comm_hist, lab) + 1;
+    }
+    uint64_t b = r->ts_ns, e = pl.end_ns;
+    if ((pl.flags & TPROF_COMM_F_GPU_TIME) && pl.gpu_end_ns >= pl.gpu_start_ns) {
+        b = pl.gpu_start_ns;
+        e = pl.gpu_end_ns;
+    }
+    double secs = e >= b ? (double)(e - b) * 1e-9 : 0;
+    if (ids[0] > 0) tprof__m_add(ids[0] - 1, 1);
+    if (ids[1] > 0) tprof__m_add(ids[1] - 1, (double)pl.bytes);
+    if (pl.flags & TPROF_COMM_F_UNFINISHED) return; /* no end: counted, not timed */
+    if (ids[2] > 0) tprof__m_add(ids[2] - 1, secs);
+    if (C.hist[op] > 0) tprof__m_observe(C.hist[op] - 1, secs);
+}
+
 /* The flusher, for each span of a ring it drains (caller holds the session lock). */
 void tprof__metrics_scan(tprof__thread *t, const uint8_t *p, size_t n) {
     size_t off = 0;
@@ -372,6 +431,7 @@ void tprof__metrics_scan(tprof__thread *t, const uint8_t *p, size_t n) {
         if (off + sz > n) break;
         if (r->kind == TPROF_REC_STRING || r->kind == TPROF_REC_PUSH || r->kind == TPROF_REC_POP)
             range_rec(t, r, sz);
+        if (r->kind == TPROF_REC_COMM_OP) comm_rec(r, sz);
         if ((r->kind == TPROF_REC_STEP_BEGIN || r->kind == TPROF_REC_STEP_END) &&
             sz >= sizeof *r + sizeof(tprof_pl_u64) && off + sz <= n) {
             uint64_t step = ((const tprof_pl_u64 *)(r + 1))->value;
