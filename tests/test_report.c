@@ -212,6 +212,50 @@ static void test_gpu_unknown_launch(void **state) {
     synth_rmtree(dir);
 }
 
+/* A rank on GPU 1 (torchrun's rank 1): CUPTI's synchronisation records carry no device.
+ * Files before the fix wrote 0 there, new ones TPROF_DEVICE_UNKNOWN; either way they take the
+ * device of the work on their stream (or the process's only device), so the report lists
+ * GPU 1 alone, not a phantom idle GPU 0, and still counts the host synchronisations. */
+static void test_sync_device_from_stream(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-sync-dev"), 0);
+    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
+    synth_thread(f, 1, 3);
+    synth_thread(f, 2, 4);
+    for (uint64_t s = 0; s < 3; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+        uint64_t l = T0 + s * 10 * MS + MS;
+        launch_at(f, l, 100 + (uint32_t)s);
+        synth_kernel(f, 2, l + MS / 10, l + 2 * MS, 1, 7, 100 + (uint32_t)s, "gemm_kernel");
+        /* one sync on the kernel's stream (old files: device 0), one on a stream with no work
+         * (new files: unknown device) */
+        tprof_pl_gpu sy = {l + 3 * MS, 0, 0, 7, 0, 3, 3, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_SYNC, 0, l + 2 * MS, &sy, sizeof sy, NULL, 0);
+        tprof_pl_gpu sy2 = {l + 4 * MS, 0, TPROF_DEVICE_UNKNOWN, 0, 0, 1, 3, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_SYNC, 0, l + 3 * MS, &sy2, sizeof sy2, NULL, 0);
+    }
+    synth_end_of_file(f, T0 + 31 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    for (size_t i = 0; i < run.procs[0].ngpu; i++)
+        if (run.procs[0].gpu[i].type == TPROF_REC_GPU_SYNC) assert_int_equal(run.procs[0].gpu[i].device, 1);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    cJSON *g = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
+    assert_non_null(g);
+    cJSON *devs = cJSON_GetObjectItem(g, "devices");
+    assert_int_equal(cJSON_GetArraySize(devs), 1);
+    assert_int_equal((int)num(cJSON_GetArrayItem(devs, 0), "device"), 1);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* 3 steps of 10 ms (first warm-up). Each: a GEMM kernel 1-5 ms and an elementwise kernel
  * 4-6 ms (overlapping on another stream), launched through the driver (no runtime record:
  * their launch is estimated from the typical delay, 0.5 ms here), a 1 MB host-to-device copy
@@ -354,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_counters_only),
         cmocka_unit_test(test_gpu_section),
         cmocka_unit_test(test_gpu_unknown_launch),
+        cmocka_unit_test(test_sync_device_from_stream),
         cmocka_unit_test(test_cut_step_left_out),
         cmocka_unit_test(test_gpu_records_stop),
     };

@@ -285,6 +285,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     uint32_t devs[64];
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
+        if (p->gpu[i].device == TPROF_DEVICE_UNKNOWN) continue; /* a sync with no device known */
         size_t k = 0;
         while (k < ndev && devs[k] != p->gpu[i].device) k++;
         if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;

@@ -599,8 +599,45 @@ static int nesting(tp_thread *t) {
     return 0;
 }
 
+/* CUPTI's synchronization records name a context and a stream but no device: the capture
+ * writes TPROF_DEVICE_UNKNOWN there (files before it wrote 0, which put a phantom GPU 0 in
+ * the report of every rank on another GPU). Each gets the device of the kernels, copies and
+ * memsets on the same stream (CUPTI's stream ids are unique in a process), else the
+ * process's only device when it used one; otherwise it stays unknown and counts for no
+ * device (the host-synchronisation figures do not need one). */
+static void sync_devices(tp_process *p) {
+    struct smap { uint32_t stream, device; } map[256];
+    size_t nmap = 0;
+    uint32_t single = TPROF_DEVICE_UNKNOWN, last_stream = 0, have_last = 0;
+    int several = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->type == TPROF_REC_GPU_SYNC || o->device == TPROF_DEVICE_UNKNOWN) continue;
+        if (single == TPROF_DEVICE_UNKNOWN) single = o->device;
+        else if (single != o->device) several = 1;
+        if (have_last && o->stream == last_stream) continue;
+        last_stream = o->stream;
+        have_last = 1;
+        size_t k = 0;
+        while (k < nmap && map[k].stream != o->stream) k++;
+        if (k == nmap && nmap < 256) map[nmap++] = (struct smap){o->stream, o->device};
+    }
+    for (size_t i = 0; i < p->ngpu; i++) {
+        tp_gpu_op *o = &p->gpu[i];
+        if (o->type != TPROF_REC_GPU_SYNC) continue;
+        uint32_t dev = several ? TPROF_DEVICE_UNKNOWN : single;
+        for (size_t k = 0; k < nmap; k++)
+            if (map[k].stream == o->stream) {
+                dev = map[k].device;
+                break;
+            }
+        o->device = dev;
+    }
+}
+
 static void finish_process(loader *L) {
     tp_process *p = L->p;
+    sync_devices(p);
     /* match async ends */
     if (L->nends) qsort(L->ends, L->nends, sizeof *L->ends, cmp_end);
     size_t matched = 0;

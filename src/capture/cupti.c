@@ -230,6 +230,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *sy = (const void *)rec;
         pl.end_ns = sy->end;
+        pl.device = TPROF_DEVICE_UNKNOWN; /* CUPTI names the context only */
         pl.stream = sy->streamId;
         pl.correlation = sy->correlationId;
         pl.kind = (uint32_t)sy->type;

@@ -95,10 +95,14 @@ enum tprof_rec_kind {
 };
 
 /* One GPU interval (kernel, copy, memset, sync, API call). */
+#define TPROF_DEVICE_UNKNOWN 0xFFFFFFFFu /* `device` of a record whose source names none */
+
 typedef struct tprof_pl_gpu {
     uint64_t end_ns;
     uint64_t bytes;       /* copies and memsets */
-    uint32_t device;
+    uint32_t device;      /* CUDA device ordinal; synchronisations: TPROF_DEVICE_UNKNOWN (CUPTI
+                           * gives a context, not a device: readers take the device of the
+                           * work on the same stream) */
     uint32_t stream;
     uint32_t correlation; /* CUPTI correlation id: links a launch API call to its work */
     uint32_t kind;        /* copy kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ...), sync type, cbid */
