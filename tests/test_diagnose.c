@@ -44,6 +44,8 @@ typedef struct scen {
     int short_kernels;           /* compute as 10 us kernels with 10 us gaps */
     int lag_rank;                /* this rank reaches the collective later by lag (-1: none) */
     uint64_t lag;
+    int buckets;                 /* small collectives after the main one, every rank on time
+                                  * (DDP's later buckets, queued behind the first) */
     int64_t clock_err;           /* host 1's start pair claims a realtime off by this */
     double mem_share;            /* NVML memory used / total */
     int throttle, power_at_limit;
@@ -117,7 +119,7 @@ static void write_rank(const char *dir, const scen *sc, int r) {
         c.rank = (uint32_t)r;
         c.bytes = 1 << 20;
         c.count = c.bytes / 4;
-        c.seq = (uint32_t)i;
+        c.seq = (uint32_t)(i * (1 + sc->buckets));
         c.end_ns = comm_start - 50 * US;
         c.peer = TPROF_COMM_NO_PEER;
         c.source = TPROF_COMM_SRC_NCCL;
@@ -125,6 +127,14 @@ static void write_rank(const char *dir, const scen *sc, int r) {
         c.gpu_start_ns = comm_start;
         c.gpu_end_ns = end;
         synth_comm(f, 1, comm_start - 60 * US, &c, NULL);
+        for (int b = 1; b <= sc->buckets; b++) {
+            uint64_t b0 = end + (uint64_t)b * 20 * US;
+            c.seq = (uint32_t)(i * (1 + sc->buckets) + b);
+            c.end_ns = b0 - 50 * US;
+            c.gpu_start_ns = b0;
+            c.gpu_end_ns = b0 + 10 * US;
+            synth_comm(f, 1, b0 - 60 * US, &c, NULL);
+        }
         if (sc->sync) api(f, end - 10 * US, t + step - 5 * US, "cudaStreamSynchronize");
         /* NVML gauges, two samples per step */
         for (int h = 0; h < 2; h++) {
@@ -536,6 +546,26 @@ static void rule_straggler_two(void **st) {
     cJSON_Delete(rep);
 }
 
+/* DDP's pattern: the late rank lags only at the first all-reduce of each step (1.5 ms, 15 %
+ * of the step); the eight buckets after it start together. The median lag over all
+ * collectives is 0; the lag per step (each step's largest, median over steps) names it. */
+static void rule_straggler_first_bucket(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.lag_rank = 1;
+    sc.lag = 1500 * US;
+    sc.buckets = 8;
+    cJSON *rep = run_scen(&sc, "strag-ddp", NULL);
+    const cJSON *r1 = cJSON_GetArrayItem(J(J(rep, "stragglers"), "ranks"), 1);
+    NEAR(N(r1, "lag_ms_median"), 0, 1e-9);
+    NEAR(N(r1, "lag_ms_per_step"), 1.5, 1e-9);
+    const cJSON *f = finding(rep, "straggler");
+    assert_non_null(f);
+    assert_int_equal((int)N(f, "rank"), 1);
+    NEAR(N(J(J(f, "evidence"), "straggler"), "lag_excess_ms"), 1.5, 1e-9);
+    cJSON_Delete(rep);
+}
+
 static void rule_throttling(void **st) {
     (void)st;
     scen sc = base();
@@ -619,6 +649,7 @@ int main(void) {
         cmocka_unit_test(rule_memory),
         cmocka_unit_test(rule_straggler_many),
         cmocka_unit_test(rule_straggler_two),
+        cmocka_unit_test(rule_straggler_first_bucket),
         cmocka_unit_test(rule_throttling),
         cmocka_unit_test(rule_gpu_busy),
         cmocka_unit_test(rule_exposed_comm_registered),
