@@ -217,6 +217,9 @@ void tprof__metrics_meta(const char *key, const char *value);
 void tprof__metrics_scan(tprof__thread *t, const uint8_t *p, size_t n); /* drained span */
 void tprof__metrics_thread_free(void *scan);
 void tprof__metrics_pass(uint64_t dropped_total, uint64_t bytes_total);
+/* The flusher after each pass, outside the session lock: starts an endpoint deferred to the
+ * first step (a process without a local rank). */
+void tprof__metrics_after_pass(void);
 void tprof__metrics_detail(int on);
 void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, double ctx);
 void tprof__metrics_gpu(unsigned idx, const char *uuid, const char *suffix, double v);

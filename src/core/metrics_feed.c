@@ -65,6 +65,8 @@ static struct {
     /* written by setup calls, read by the flusher */
     _Atomic uint64_t tokens_bits, samples_bits, flops_bits;
     int port_wanted;
+    _Atomic int deferred_port; /* a process without a local rank: serve from its first step */
+    _Atomic int stepped;       /* a step completed (set under the session lock) */
     pid_t owner; /* the process that serves; a forked child does not */
     char rank[16], local_rank[16];
 } L;
@@ -154,6 +156,8 @@ static const char *first_env(const char *const *vars) {
     return NULL;
 }
 
+static void start_endpoint(int port);
+
 /* POST /capture?detail=on|off, on the HTTP thread */
 static int on_detail(int on) { return tprof__kwin_request(on); }
 
@@ -199,13 +203,28 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
      * (an ephemeral port) stays 0. TRAINPROF_METRICS_RANK_OFFSET=0 turns the offset off
      * (trainprof run's node sampler). */
     const char *off = getenv("TRAINPROF_METRICS_RANK_OFFSET");
+    int no_offset = off && !strcmp(off, "0");
     int lr = tprof__nvml_local_rank(NULL);
-    if (port && lr > 0 && !(off && !strcmp(off, "0"))) port += lr;
+    if (port && lr > 0 && !no_offset) port += lr;
     if (port > 65535) {
         tprof__log(TPROF_LOG_WARN, "metrics endpoint not started: port %ld out of range", port);
         return;
     }
-    tprof__http_cfg cfg = {getenv("TRAINPROF_METRICS_ADDR"), (int)port,
+    /* A process with no local rank may be a launcher (torchrun's agent, mpirun) that starts
+     * before its ranks and would take PORT from local rank 0 (seen on 2 x H200: rank 0's
+     * endpoint failed with "address in use"). It serves from its first step instead: a
+     * single-process job steps within seconds, a launcher never does. */
+    if (lr < 0 && !no_offset && port) {
+        atomic_store(&L.deferred_port, (int)port);
+        return;
+    }
+    start_endpoint((int)port);
+}
+
+/* Starts the HTTP endpoint on `port` (0: ephemeral); a failure is one warning and a
+ * capability line, never an error for the job. */
+static void start_endpoint(int port) {
+    tprof__http_cfg cfg = {getenv("TRAINPROF_METRICS_ADDR"), port,
                            getenv("TRAINPROF_METRICS_TOKEN"), on_detail};
     char why[300];
     /* the server thread inherits our mask: it must never take the job's signals */
@@ -226,6 +245,14 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
              strchr(cfg.addr && *cfg.addr ? cfg.addr : "", ':') ? "]" : "", bound);
     tprof__capability("metrics", v);
     tprof__log(TPROF_LOG_INFO, "metrics endpoint on %s", v);
+}
+
+/* The flusher after each pass, without the session lock (starting the endpoint records a
+ * capability, which takes that lock). */
+void tprof__metrics_after_pass(void) {
+    if (!atomic_load(&L.deferred_port) || !atomic_load(&L.stepped)) return;
+    int port = atomic_exchange(&L.deferred_port, 0);
+    if (port && L.owner == getpid()) start_endpoint(port);
 }
 
 void tprof__metrics_session_stop(void) {
@@ -266,6 +293,7 @@ void tprof__metrics_meta(const char *key, const char *value) {
 }
 
 static void step_done(uint64_t step, uint64_t ns) {
+    atomic_store(&L.stepped, 1); /* a deferred endpoint starts after this pass */
     double s = (double)ns * 1e-9;
     tprof__m_observe(one(F.step_hist), s);
     tprof__m_add(one(F.steps), 1);

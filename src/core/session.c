@@ -730,6 +730,7 @@ static void *flusher_main(void *arg) {
             }
         }
         flush_pass();
+        if (TPROF_UNLIKELY(TPROF__METRICS_ON())) tprof__metrics_after_pass();
         int sig = atomic_exchange(&S.pending_signal, 0);
         if (sig && takes_default(sig)) {
             /* the process is about to end: write the end record, then release the
