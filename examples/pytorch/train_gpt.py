@@ -132,6 +132,10 @@ def parse_args(argv=None):
     p.add_argument("--attention", choices=("auto", "sdpa", "manual"), default="auto",
                    help="auto: F.scaled_dot_product_attention when this torch has it (2.0+), "
                         "else a masked softmax")
+    p.add_argument("--slow-rank", type=int, default=-1, metavar="R",
+                   help="demonstration: rank R sleeps --slow-ms in each step's data loading, "
+                        "a straggler the report must name")
+    p.add_argument("--slow-ms", type=positive_float, default=20.0, help="the straggler's extra sleep per step")
     p.add_argument("--nvtx", choices=("auto", "on", "off"), default="auto",
                    help="NVTX ranges for step/data/forward/backward/optimizer; auto: when CUDA is present")
     return p, p.parse_args(argv)
@@ -553,6 +557,8 @@ def train(a, rank, local_rank, world, dist, say):
             prof = None
         with marks.range("step"):
             with marks.range("data"):
+                if rank == a.slow_rank:
+                    time.sleep(a.slow_ms / 1000.0)
                 x, y = next(it)
                 x = x.to(device, non_blocking=True)
                 y = y.to(device, non_blocking=True)

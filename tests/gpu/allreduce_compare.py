@@ -65,6 +65,8 @@ for sz in times["sizes"]:
     if kdur:
         k_med = statistics.median(kdur)
         kinfo = " | CUPTI kernel median %.3f ms (%+.2f %% vs events)" % (k_med, 100 * (k_med - ev_med) / ev_med)
+    if "batch_ms" in sz:
+        kinfo += " | one event pair around all: %.3f ms per op" % sz["batch_ms"]
     print("size %10d: %2d ops (%2d with GPU time)  trainprof kernel-channel median %.3f ms busbw %.1f GB/s | "
           "CUDA events median %.3f ms busbw %.1f GB/s | diff %+.2f %%%s%s"
           % (sz["bytes"], n, len(with_gpu), tp_med, bus_tp, ev_med, bus_ev, 100 * diff, kinfo,

@@ -2,7 +2,8 @@
 shapes of megatron/training/training.py and the pipeline schedules), run unchanged with
 trainprof.megatron. Used by test_megatron.py. With WORLD_SIZE > 1 it initialises
 torch.distributed (gloo) as Megatron would, and trainprof registers it as its collectives
-hook by itself.
+hook by itself. TPROF_DIST_BACKEND=nccl runs it on the GPUs instead (one per rank, with a
+little GPU work per iteration, so the EnergyMonitor reads real joules).
 
 To compare with Megatron-LM itself: TPROF_USE_MEGATRON=1 imports megatron.core instead.
 Then the injected values below print the same lines."""
@@ -21,9 +22,18 @@ logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
 
 world = int(os.environ.get("WORLD_SIZE", "1"))
 rank = 0
+backend = os.environ.get("TPROF_DIST_BACKEND", "gloo")
+gpu_work = None
 if world > 1:
+    import torch
     import torch.distributed as dist
-    dist.init_process_group("gloo")
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        x = torch.randn(4096, 4096, device="cuda")
+
+        def gpu_work():
+            torch.tanh(x @ x)
+    dist.init_process_group(backend)
     rank = dist.get_rank()
 
 option = sys.argv[1] if len(sys.argv) > 1 else "minmax"
@@ -48,6 +58,8 @@ for iteration in range(1, log_interval + 1):
     timers("batch-generator").stop()
     timers("forward-backward", log_level=1).start(barrier=False)
     timers("forward-compute", log_level=2).start()
+    if gpu_work:
+        gpu_work()
     time.sleep(0.001)
     timers("forward-compute").stop()
     timers("backward-compute", log_level=2).start()
