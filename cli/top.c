@@ -20,7 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 #ifdef TPROF_HAVE_NCURSES
-#include <curses.h>
+#include <curses.h> /* types, attributes and key codes only: the library is dlopen'ed */
+#include <dlfcn.h>
 #endif
 
 #define TOP_MAX_ENDPOINTS 1024
@@ -529,15 +530,80 @@ static void print_once(const endpoint *eps, int neps) {
 }
 
 #ifdef TPROF_HAVE_NCURSES
+/* ncurses, opened at run time: `trainprof run` and every other command must work on a GPU
+ * node without libncurses (the 2 x H200 machine we test on has none), so the binary does
+ * not link it; only the live view needs it and says so when it cannot be loaded. Member
+ * names carry a prefix because curses.h may define the plain names as macros. */
+static struct {
+    WINDOW *(*f_initscr)(void);
+    int (*f_endwin)(void), (*f_cbreak)(void), (*f_noecho)(void), (*f_curs_set)(int);
+    int (*f_keypad)(WINDOW *, bool), (*f_clearok)(WINDOW *, bool);
+    void (*f_wtimeout)(WINDOW *, int);
+    int (*f_wgetch)(WINDOW *), (*f_werase)(WINDOW *), (*f_wrefresh)(WINDOW *);
+    int (*f_wmove)(WINDOW *, int, int), (*f_waddnstr)(WINDOW *, const char *, int);
+    int (*f_wattron)(WINDOW *, int), (*f_wattroff)(WINDOW *, int);
+    WINDOW **p_stdscr;
+    int *p_lines, *p_cols;
+} K;
+
+static int load_curses(char *why, size_t n) {
+    static const char *const libs[] = {"libncursesw.so.6", "libncurses.so.6", "libncursesw.so.5",
+                                       "libncurses.so.5"};
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof libs / sizeof *libs && !h; i++) h = dlopen(libs[i], RTLD_NOW);
+    if (!h) {
+        snprintf(why, n, "no ncurses library (%s)", dlerror());
+        return -1;
+    }
+    static const char *const names[] = {"initscr", "endwin",  "cbreak",  "noecho",  "curs_set",
+                                        "keypad",  "clearok", "wtimeout", "wgetch", "werase",
+                                        "wrefresh", "wmove",  "waddnstr", "wattron", "wattroff",
+                                        "stdscr",  "LINES",   "COLS"};
+    void *sym[sizeof names / sizeof *names];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!(sym[i] = dlsym(h, names[i]))) {
+            snprintf(why, n, "the ncurses library lacks %s", names[i]);
+            return -1;
+        }
+    int k = 0;
+    *(void **)&K.f_initscr = sym[k++];
+    *(void **)&K.f_endwin = sym[k++];
+    *(void **)&K.f_cbreak = sym[k++];
+    *(void **)&K.f_noecho = sym[k++];
+    *(void **)&K.f_curs_set = sym[k++];
+    *(void **)&K.f_keypad = sym[k++];
+    *(void **)&K.f_clearok = sym[k++];
+    *(void **)&K.f_wtimeout = sym[k++];
+    *(void **)&K.f_wgetch = sym[k++];
+    *(void **)&K.f_werase = sym[k++];
+    *(void **)&K.f_wrefresh = sym[k++];
+    *(void **)&K.f_wmove = sym[k++];
+    *(void **)&K.f_waddnstr = sym[k++];
+    *(void **)&K.f_wattron = sym[k++];
+    *(void **)&K.f_wattroff = sym[k++];
+    K.p_stdscr = sym[k++];
+    K.p_lines = sym[k++];
+    K.p_cols = sym[k++];
+    return 0;
+}
+
+static void put_line(int y, const char *line, int w, int attr) {
+    WINDOW *win = *K.p_stdscr;
+    if (attr) K.f_wattron(win, attr);
+    if (K.f_wmove(win, y, 0) != ERR) K.f_waddnstr(win, line, w);
+    if (attr) K.f_wattroff(win, attr);
+}
+
 static void draw(const endpoint *eps, int neps, int *scroll, double interval) {
     row *rows = NULL;
     int n = build_rows(eps, neps, &rows);
     char line[1024];
-    erase();
-    int H = LINES, W = COLS;
+    WINDOW *win = *K.p_stdscr;
+    K.f_werase(win);
+    int H = *K.p_lines, W = *K.p_cols;
     if (H < 1 || W < 1) {
         free(rows);
-        refresh();
+        K.f_wrefresh(win);
         return;
     }
     time_t t = time(NULL);
@@ -546,44 +612,43 @@ static void draw(const endpoint *eps, int neps, int *scroll, double interval) {
     char ts[16];
     strftime(ts, sizeof ts, "%H:%M:%S", &tm);
     snprintf(line, sizeof line, "trainprof top  %s  every %.1f s  (q quits)", ts, interval);
-    attron(A_BOLD);
-    mvaddnstr(0, 0, line, W);
-    attroff(A_BOLD);
+    put_line(0, line, W, (int)A_BOLD);
     if (H > 1) {
         format_summary(line, sizeof line, eps, neps, rows, n);
-        mvaddnstr(1, 0, line, W);
+        put_line(1, line, W, 0);
     }
     int body = H - 4; /* title, summary, blank, column header */
     if (*scroll > n - (body > 0 ? body : 0)) *scroll = n - (body > 0 ? body : 0);
     if (*scroll < 0) *scroll = 0;
     if (H > 3) {
         format_header_cols(line, sizeof line);
-        attron(A_REVERSE);
-        mvaddnstr(3, 0, line, W);
-        attroff(A_REVERSE);
+        put_line(3, line, W, (int)A_REVERSE);
     }
     for (int y = 0; y < body && *scroll + y < n; y++) {
         const row *r = &rows[*scroll + y];
         format_row(line, sizeof line, r);
-        int bad = !r->e->up;
-        if (bad) attron(A_BOLD);
-        mvaddnstr(4 + y, 0, line, W);
-        if (bad) attroff(A_BOLD);
+        put_line(4 + y, line, W, r->e->up ? 0 : (int)A_BOLD);
     }
-    refresh();
+    K.f_wrefresh(win);
     free(rows);
 }
 
 static int run_curses(endpoint *eps, int neps, const char *token, double interval) {
-    if (!initscr()) {
+    char why[300];
+    if (load_curses(why, sizeof why) != 0) {
+        fprintf(stderr, "trainprof top: the live view needs ncurses: %s; --once works without it\n", why);
+        return 1;
+    }
+    if (!K.f_initscr()) {
         fprintf(stderr, "trainprof top: cannot initialise the terminal\n");
         return 1;
     }
-    cbreak();
-    noecho();
-    keypad(stdscr, TRUE);
-    curs_set(0);
-    timeout(100);
+    WINDOW *win = *K.p_stdscr;
+    K.f_cbreak();
+    K.f_noecho();
+    K.f_keypad(win, TRUE);
+    K.f_curs_set(0);
+    K.f_wtimeout(win, 100);
     int scroll = 0, any = 0;
     while (!g_stop) {
         scrape_all(eps, neps, token);
@@ -591,19 +656,20 @@ static int run_curses(endpoint *eps, int neps, const char *token, double interva
         draw(eps, neps, &scroll, interval);
         double next = now_s() + interval;
         while (!g_stop && now_s() < next) {
-            int ch = getch();
+            int ch = K.f_wgetch(win);
+            int page = *K.p_lines > 5 ? *K.p_lines - 5 : 1;
             if (ch == 'q' || ch == 'Q') g_stop = 1;
             else if (ch == KEY_DOWN) scroll++;
             else if (ch == KEY_UP) scroll--;
-            else if (ch == KEY_NPAGE) scroll += LINES > 5 ? LINES - 5 : 1;
-            else if (ch == KEY_PPAGE) scroll -= LINES > 5 ? LINES - 5 : 1;
+            else if (ch == KEY_NPAGE) scroll += page;
+            else if (ch == KEY_PPAGE) scroll -= page;
             else if (ch == KEY_RESIZE || ch == 12 /* ^L */) {
-                if (ch == 12) clearok(stdscr, TRUE);
+                if (ch == 12) K.f_clearok(win, TRUE);
             } else continue;
             if (!g_stop) draw(eps, neps, &scroll, interval);
         }
     }
-    endwin();
+    K.f_endwin();
     return any ? 0 : 1;
 }
 #endif
