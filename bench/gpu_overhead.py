@@ -5,15 +5,17 @@ Runs the same training script, as separate processes, interleaved round by round
 (A B C D E, A B C D E, ...) so that drift of the machine hits every mode alike:
 
   bare        the script alone
-  floor       CUPTI kernel records only, through libtrainprof with nothing else on
-              (TRAINPROF_CUPTI_KINDS=kernel, no NVTX, no sampler): the cost any CUPTI
-              kernel tracer pays
+  floor       a bare CUPTI client with the same activity kinds as full capture: libtrainprof
+              injected with nothing else on (no NVTX, no samplers, no NCCL plugin, no
+              `trainprof run`): what any CUPTI tracer recording those kinds pays
+  kinds=A+B   the floor with only these CUPTI kinds, e.g. kinds=kernel (the kernel-only
+              floor) or kinds=kernel+runtime, to find which kind costs what
   trainprof   `trainprof run` with full capture (NVTX, CUPTI kernels/copies/memory/syncs/
               runtime calls, process sampler)
   nokernels   `trainprof run` with GPU activity capture off (TRAINPROF_CUPTI=0)
+  pyhooks     `trainprof run --python` with GPU activity capture off: nokernels plus the
+              zero-code torch hooks (issue 6: the hooks' cost is pyhooks - nokernels)
   nonvml      (optional) `trainprof run` with full capture but no NVML node sampler
-  kinds=A+B   (optional) the floor with other CUPTI kinds, e.g. kinds=kernel+runtime, to find
-              which kind costs what
   torchprof   the script inside torch.profiler.profile(activities=[CPU, CUDA])
 
 Each run reports its own mean step time (the script prints "mean step X ms"). Per round,
@@ -40,7 +42,7 @@ p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDes
 p.add_argument("--trainprof", required=True, help="the trainprof command")
 p.add_argument("--lib", help="libtrainprof.so (default: beside the command)")
 p.add_argument("--rounds", type=int, default=10)
-p.add_argument("--modes", default="bare,floor,trainprof,nokernels,torchprof")
+p.add_argument("--modes", default="bare,floor,trainprof,nokernels,pyhooks,torchprof")
 p.add_argument("--json", help="write all measurements here")
 p.add_argument("--merge", nargs="+", metavar="JSON",
                help="no runs: pool the rounds of earlier --json files (e.g. two device calls) "
@@ -54,19 +56,20 @@ lib = a.lib or os.path.join(os.path.dirname(os.path.abspath(a.trainprof)), "libt
 here = os.path.dirname(os.path.abspath(__file__))
 py = sys.executable
 STEP = re.compile(r"mean step ([0-9.]+) ms|own p50 ([0-9.]+) ms")
+LOSS = re.compile(r"final loss exact (\S+)")
 
 
 def command(mode, tmp):
     env = dict(os.environ)
     for k in list(env):
-        if k.startswith("TRAINPROF_") or k in ("NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH"):
+        if (k.startswith("TRAINPROF_") and k != "TRAINPROF_PYTHON_DIR") or \
+                k in ("NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH"):
             del env[k]
     out = os.path.join(tmp, mode)
     if mode == "bare":
         return [py] + script, env
     if mode == "floor":
-        env.update(CUDA_INJECTION64_PATH=lib, TRAINPROF_DIR=out, TRAINPROF_CUPTI_KINDS="kernel",
-                   TRAINPROF_SAMPLE_HZ="0")
+        env.update(CUDA_INJECTION64_PATH=lib, TRAINPROF_DIR=out, TRAINPROF_SAMPLE_HZ="0")
         return [py] + script, env
     if mode == "trainprof":
         return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
@@ -80,6 +83,9 @@ def command(mode, tmp):
     if mode == "nokernels":
         env["TRAINPROF_CUPTI"] = "0"
         return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+    if mode == "pyhooks":
+        env["TRAINPROF_CUPTI"] = "0"
+        return [a.trainprof, "run", "--python", "--no-report", "-o", out, "--", py] + script, env
     if mode == "torchprof":
         return [py, os.path.join(here, "torchprof_wrap.py")] + script, env
     raise SystemExit("unknown mode " + mode)
@@ -92,8 +98,10 @@ def run(mode):
         m = [x for x in STEP.findall(r.stdout) if any(x)]
         if r.returncode != 0 or not m:
             sys.stderr.write(r.stdout[-2000:] + r.stderr[-2000:])
-            raise SystemExit("%s: run failed (status %d)" % (mode, r.returncode))
-        return float(m[-1][0] or m[-1][1])
+            sys.stderr.write("%s: run failed (status %d): left out of this round\n" % (mode, r.returncode))
+            return None, None
+        loss = LOSS.findall(r.stdout)
+        return float(m[-1][0] or m[-1][1]), (loss[-1] if loss else None)
 
 
 def ci(v, n=2000):
@@ -104,49 +112,80 @@ def ci(v, n=2000):
 
 modes = a.modes.split(",")
 times = {m: [] for m in modes}
+losses = {m: [] for m in modes}
 if a.merge:
     for path in a.merge:
         with open(path) as f:
-            got = json.load(f)["times_ms"]
-        for m in modes:
-            times[m].extend(got[m])
+            doc = json.load(f)
+        got, n = doc["times_ms"], len(doc["times_ms"]["bare"])
+        for m in modes:  # a mode that file did not run: None for its rounds
+            times[m].extend(got.get(m) or [None] * n)
+            losses[m].extend((doc.get("losses") or {}).get(m) or [None] * n)
     print("%d rounds pooled from %s" % (len(times[modes[0]]), ", ".join(a.merge)))
 else:
     for r in range(a.rounds):
         for m in modes:
-            times[m].append(run(m))
-        print("round %2d: " % r + "  ".join("%s %.2f" % (m, times[m][-1]) for m in modes), flush=True)
+            t, loss = run(m)
+            times[m].append(t)
+            losses[m].append(loss)
+        print("round %2d: " % r + "  ".join("%s %s" % (m, "-" if times[m][-1] is None else "%.2f" % times[m][-1])
+                                            for m in modes), flush=True)
         if a.json:  # after every round: a run stopped early keeps what it measured
             with open(a.json, "w") as f:
-                json.dump({"times_ms": times, "script": script}, f, indent=1)
+                json.dump({"times_ms": times, "losses": losses, "script": script}, f, indent=1)
+
+def ok(v):
+    return [x for x in v if x is not None]
+
+
+def paired(u, v, f):
+    """f(x, y) over the rounds where both have a value (a failed run is None)"""
+    return [f(x, y) for x, y in zip(u, v) if x is not None and y is not None]
+
 
 bare = times["bare"]
-modes = [m for m in modes if times[m]]
-over = {m: [(t - b) / b for t, b in zip(times[m], bare)] for m in modes if m != "bare"}
+modes = [m for m in modes if ok(times[m])]
+# per round, relative to that round's bare run; None where either run failed
+over = {m: [None if t is None or b is None else (t - b) / b for t, b in zip(times[m], bare)]
+        for m in modes if m != "bare"}
 print("\nmean step time per mode (ms): " + ", ".join(
-    "%s %.3f" % (m, statistics.median(times[m])) for m in modes))
-print("%-10s %10s %22s" % ("mode", "overhead", "95% interval"))
+    "%s %.3f" % (m, statistics.median(ok(times[m]))) for m in modes))
+print("%-10s %10s %22s %7s" % ("mode", "overhead", "95% interval", "rounds"))
 for m, v in over.items():
-    lo, hi = ci(v)
-    print("%-10s %9.2f%% %10.2f%% .. %6.2f%%" % (m, 100 * statistics.median(v), 100 * lo, 100 * hi))
+    if not ok(v):
+        continue
+    lo, hi = ci(ok(v))
+    print("%-10s %9.2f%% %10.2f%% .. %6.2f%% %7d" % (m, 100 * statistics.median(ok(v)), 100 * lo, 100 * hi, len(ok(v))))
 
 
 def target(what, values, limit):
+    if not values:
+        return
     lo, hi = ci(values)
     print("  target: %-58s <= %6.2f%%  median %6.2f%%  upper %6.2f%%  %s" % (
         what, 100 * limit, 100 * statistics.median(values), 100 * hi, "PASS" if hi <= limit else "MISS"))
 
 
 if "trainprof" in over and "floor" in over:
-    target("trainprof - floor (kernel capture on)", [x - y for x, y in zip(over["trainprof"], over["floor"])], 0.01)
+    target("trainprof - floor (kernel capture on)", paired(over["trainprof"], over["floor"], lambda x, y: x - y), 0.01)
 if "nokernels" in over:
-    target("trainprof, kernel capture off", over["nokernels"], 0.005)
+    target("trainprof, kernel capture off", ok(over["nokernels"]), 0.005)
+if "pyhooks" in over and "nokernels" in over:
+    target("torch hooks (pyhooks - nokernels)", paired(over["pyhooks"], over["nokernels"], lambda x, y: x - y), 0.01)
+if "pyhooks" in over:
+    target("trainprof run --python, kernel capture off, vs bare", ok(over["pyhooks"]), 0.01)
+for m in modes:  # the final losses (float.hex): profiling must not change the training
+    got = [x for x in losses.get(m, []) if x]
+    if got:
+        vals = sorted(set(float.fromhex(x) for x in got))
+        print("  final loss %-10s %d runs, %d distinct: %s" % (m, len(got), len(vals),
+              " ".join("%.6f" % x for x in vals[:6])))
 if "trainprof" in over and "torchprof" in over:
-    ratio = [tp / max(t, 1e-9) for t, tp in zip(over["trainprof"], over["torchprof"])]
+    ratio = paired(over["trainprof"], over["torchprof"], lambda t, tp: tp / max(t, 1e-9))
     lo, hi = ci(ratio)
     print("  target: %-58s >= %6.1fx   median %6.1fx  lower %6.1fx  %s" % (
         "torch.profiler overhead / trainprof overhead", 5.0, statistics.median(ratio), lo,
         "PASS" if lo >= 5.0 else "MISS"))
 if a.json:
     with open(a.json, "w") as f:
-        json.dump({"times_ms": times, "overhead": over, "script": script}, f, indent=1)
+        json.dump({"times_ms": times, "losses": losses, "overhead": over, "script": script}, f, indent=1)
