@@ -264,8 +264,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     tprof__thread *t = atomic_load(&g_active) ? tprof__thread_get() : NULL;
     if (t && buffer) {
         CUpti_Activity *rec = NULL;
-        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+        /* a buffer holds up to ~100k records, more than the ring takes at once: before each
+         * record, make sure 64 KiB are free, waiting for the flusher if not; one wait that
+         * times out (200 ms) ends the waiting for this buffer, so a stuck flusher costs
+         * each buffer at most that, and the rest drops as counted drops */
+        int may_wait = 1;
+        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+            if (may_wait && !tprof__ring_wait_room(t, 64u << 10, 200)) may_wait = 0;
             translate(t, rec);
+        }
         size_t dropped = 0;
         if (F.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped) {
             uint64_t total = atomic_fetch_add(&g_cupti_dropped, dropped) + dropped;

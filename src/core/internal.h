@@ -128,6 +128,10 @@ static inline void tprof__commit(tprof__thread *t, uint32_t size) {
     atomic_store_explicit(&t->head, head + size, memory_order_release);
 }
 
+/* A non-application recording thread waits (bounded) for room in its ring instead of
+ * dropping (session.c). 1 when there is room. */
+int tprof__ring_wait_room(tprof__thread *t, uint32_t bytes, int max_ms);
+
 /* Name reference for a record: the id of `name` in t's table (interning it and emitting
  * its STRING record on first use), or TPROF_INLINE_NAME when the table is full or the
  * string record could not be written. *len gets strlen(name). */
