@@ -398,6 +398,40 @@ static void body_comm(void) {
     free(r);
 }
 
+/* Timers gathered for a log set trainprof_timer_elapsed_seconds{timer} to this rank's value. */
+static void body_timers(void) {
+    int port = start_child_session(NULL);
+    tprof_timers *t;
+    CHECK(tprof_timers_create(2, TPROF_TIMERS_MINMAX, &t) == TPROF_OK);
+    CHECK(tprof_timer_set_elapsed(tprof_timer_get(t, "forward-compute", 1), 0.125) == TPROF_OK);
+    CHECK(tprof_timer_set_elapsed(tprof_timer_get(t, "optimizer", 1), 0.5) == TPROF_OK);
+    const char *names[] = {"forward-compute", "optimizer"};
+    double *m = NULL;
+    int world = 0;
+    size_t n = 0;
+    tprof_timers_gather(t, names, 2, 1, 0, &m, &world, &n); /* no hook: this rank's row */
+    CHECK(m && n == 2 && m[0] == 0.125);
+    free(m);
+    char *r;
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    CHECK(sample(r, "trainprof_timer_elapsed_seconds{timer=\"forward-compute\"}") == 0.125);
+    CHECK(sample(r, "trainprof_timer_elapsed_seconds{timer=\"optimizer\"}") == 0.5);
+    free(r);
+    /* the gather reset them: the next log shows 0 */
+    tprof_timers_gather(t, names, 2, 1, 0, &m, &world, &n);
+    free(m);
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    CHECK(sample(r, "trainprof_timer_elapsed_seconds{timer=\"optimizer\"}") == 0);
+    free(r);
+    tprof_timers_destroy(t);
+}
+
+static void test_endpoint_timers(void **state) {
+    (void)state;
+    fresh_dir("timers");
+    run_child(body_timers);
+}
+
 static void test_endpoint_comm(void **state) {
     (void)state;
     fresh_dir("comm");
@@ -611,6 +645,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest unit[] = {
         cmocka_unit_test(test_render_formats),
         cmocka_unit_test(test_endpoint_comm),
+        cmocka_unit_test(test_endpoint_timers),
         cmocka_unit_test(test_endpoint_off),
         cmocka_unit_test(test_endpoint_steps),
         cmocka_unit_test(test_endpoint_token),

@@ -224,6 +224,8 @@ void tprof__metrics_pass(uint64_t dropped_total, uint64_t bytes_total);
 /* The flusher after each pass, outside the session lock: starts an endpoint deferred to the
  * first step (a process without a local rank). */
 void tprof__metrics_after_pass(void);
+/* Timers gathered for a log: this rank's elapsed seconds per name (timers/timers.c). */
+void tprof__metrics_timers(const char *const *names, const double *seconds, size_t n);
 void tprof__metrics_detail(int on);
 void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, double ctx);
 void tprof__metrics_gpu(unsigned idx, const char *uuid, const char *suffix, double v);

@@ -39,7 +39,7 @@ static struct {
     int step_hist, steps, step_last, step_num, tokens, samples, flops, tok_rate, smp_rate;
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
     int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
-    int comm_ops, comm_bytes, comm_seconds, comm_hist;
+    int comm_ops, comm_bytes, comm_seconds, comm_hist, timer;
 } F;
 
 /* communication duration buckets, seconds: 10 us to 10 s */
@@ -135,6 +135,7 @@ static void register_families(void) {
     F.comm_ops = tprof__m_family("trainprof_comm_operations_total", "communication operations completed (NCCL, MPI, torch.distributed)", TPROF_M_COUNTER, NULL, 0);
     F.comm_bytes = tprof__m_family("trainprof_comm_bytes_total", "per-rank payload bytes of communication operations", TPROF_M_COUNTER, NULL, 0);
     F.comm_seconds = tprof__m_family("trainprof_comm_seconds_total", "time in communication operations (GPU-side when known, else the host call)", TPROF_M_COUNTER, NULL, 0);
+    F.timer = tprof__m_family("trainprof_timer_elapsed_seconds", "a Timers timer's elapsed time as last gathered for a log (Megatron-style: over the log interval when the log resets)", TPROF_M_GAUGE, NULL, 0);
     F.comm_hist = tprof__m_family("trainprof_comm_duration_seconds", "duration of each communication operation", TPROF_M_HISTOGRAM,
                                   k_comm_bounds, (int)(sizeof k_comm_bounds / sizeof *k_comm_bounds));
 }
@@ -245,6 +246,31 @@ static void start_endpoint(int port) {
              strchr(cfg.addr && *cfg.addr ? cfg.addr : "", ':') ? "]" : "", bound);
     tprof__capability("metrics", v);
     tprof__log(TPROF_LOG_INFO, "metrics endpoint on %s", v);
+}
+
+/* Timers (timers/timers.c), each time a rank gathers its timers for a log: the values it
+ * contributes, this rank's elapsed seconds per name. On the thread that logs (not a hot
+ * path: the log is a collective); the first 64 names get a series, later ones none. */
+void tprof__metrics_timers(const char *const *names, const double *seconds, size_t n) {
+    if (!TPROF__METRICS_ON()) return;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static struct { char name[64]; int series; } seen[64];
+    static int nseen;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i]) continue;
+        int k = 0;
+        while (k < nseen && strncmp(seen[k].name, names[i], sizeof seen[k].name - 1)) k++;
+        if (k == nseen) {
+            if (nseen == 64) continue;
+            snprintf(seen[k].name, sizeof seen[k].name, "%s", names[i]);
+            const char *lab[] = {"timer", seen[k].name, NULL};
+            seen[k].series = tprof__m_series(F.timer, lab);
+            nseen++;
+        }
+        if (seen[k].series >= 0) tprof__m_set(seen[k].series, seconds[i]);
+    }
+    pthread_mutex_unlock(&mu);
 }
 
 /* The flusher after each pass, without the session lock (starting the endpoint records a

@@ -360,6 +360,7 @@ static int gather(tprof_timers *t, const char *const *names, size_t n, int reset
         /* Megatron's matrix is float32: round the same way */
         if (tm) row[i] = (double)(float)tprof_timer_elapsed(tm, reset, 0);
     }
+    tprof__metrics_timers(names, row, n); /* the live metrics, when on */
     int rc = TPROF_OK;
     if (!c.all_gather || c.all_gather(c.ctx, row, n * sizeof *row, *out) != 0) {
         memset(*out, 0, (size_t)c.world_size * n * sizeof **out);
