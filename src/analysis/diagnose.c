@@ -574,7 +574,7 @@ static int rule_straggler(const ctx *c, const rule *ru) {
     const cJSON *sj = tp_jobj(c->rep, "stragglers"), *e;
     int fired = 0;
     cJSON_ArrayForEach(e, tp_jobj(sj, "named")) {
-        char msg[600], gpu[200] = "";
+        char msg[1024], gpu[200] = "";
         const cJSON *g = tp_jobj(e, "gpu");
         if (g)
             snprintf(gpu, sizeof gpu, ", GPU %.0f%s%s", tp_jnum(g, "index"), tp_jobj(g, "name") ? " " : "",
