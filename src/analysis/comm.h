@@ -15,11 +15,12 @@
 #include "analysis/model.h"
 #include "analysis/steps.h"
 
-/* Where an op's duration came from, best first (DESIGN §5). */
+/* Where an op's duration came from (order of preference: comm.c, part 1; DESIGN §5). */
 typedef enum tp_comm_src {
     TP_COMM_TIME_HOST = 0,   /* host interval of the call: the real duration for MPI's blocking
                               * calls, only the enqueue for NCCL */
-    TP_COMM_TIME_KERNEL = 1, /* the CUPTI NCCL kernel matched to the op (comm.c, matching rule) */
+    TP_COMM_TIME_KERNEL = 1, /* the CUPTI NCCL kernel matched to the op (comm.c, matching rule):
+                              * first choice when it runs this op alone */
     TP_COMM_TIME_GPU = 2,    /* the record's own GPU interval (NCCL kernel-channel events) */
 } tp_comm_src;
 
@@ -29,6 +30,7 @@ typedef struct tp_comm_time {
     size_t kernel;       /* index in p->gpu of the matched kernel, or SIZE_MAX */
     int32_t device;      /* device the op ran on, -1 when not known (MPI, or several devices
                           * and no matched kernel) */
+    int shared;          /* the matched kernel runs other ops too (a fused group) */
 } tp_comm_time;
 
 /* Resolves the duration of every op of p: out[i] for p->comm[i] (out holds p->ncomm
