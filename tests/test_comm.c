@@ -318,7 +318,10 @@ static void test_allgather_size_convention(void **state) {
  *   20.05-20.1 ms) share one SendRecv kernel 21-23 ms (stream 12);
  * - 0xE: an AllGather at 30 ms whose stream only has an AllReduce kernel later: no match,
  *   so its time is the host enqueue (30-30.2 ms), flagged enqueue-only;
- * - 0xF: an MPI Allreduce, host time 40-45 ms (its real duration). */
+ * - 0xF: an MPI Allreduce, host time 40-45 ms (its real duration);
+ * - 0x10: an AllReduce with its GPU interval 46-47 ms whose order-matched kernel (stream 15)
+ *   runs 48-49 ms, so it does not hold the interval (a wrong match, as after CUPTI drops):
+ *   the channel interval counts, 1 ms from "gpu". */
 static void test_duration_sources(void **state) {
     (void)state;
     char dir[512];
@@ -352,12 +355,16 @@ static void test_duration_sources(void **state) {
     c.source = TPROF_COMM_SRC_MPI;
     c.algo = c.proto = 0;
     synth_comm(f, 1, T0 + 40 * MS, &c, NULL);
+    c = comm(TPROF_COMM_ALLREDUCE, 0x10, 2, 0, MiB, T0 + 45500 * US);
+    with_gpu(&c, T0 + 46 * MS, T0 + 47 * MS);
+    synth_comm(f, 1, T0 + 45400 * US, &c, NULL);
+    synth_kernel(f, 2, T0 + 48 * MS, T0 + 49 * MS, 0, 15, 0, K_AR);
     synth_end_of_file(f, T0 + 50 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     cJSON *rep = report(dir, &run);
     cJSON *rc = rank_comm(rep, 0);
-    NEAR(num(rc, "ops"), 9);
+    NEAR(num(rc, "ops"), 10);
     NEAR(num(rc, "mpi_ops"), 1);
     cJSON *r = rank_row(rc, "0x000000000000000a", "AllReduce");
     assert_string_equal(str(r, "time_source"), "kernel");
@@ -384,6 +391,9 @@ static void test_duration_sources(void **state) {
     assert_string_equal(str(r, "time_source"), "host");
     NEAR(num(r, "time_ms"), 5.0);
     assert_null(cJSON_GetObjectItem(r, "enqueue_only")); /* MPI: the real duration */
+    r = rank_row(rc, "0x0000000000000010", "AllReduce");
+    assert_string_equal(str(r, "time_source"), "gpu");
+    NEAR(num(r, "time_ms"), 1.0);
     /* the Send/Recv-only communicator is guessed to be pipeline-parallel */
     assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "role_guess"), "pipeline");
     assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "traffic"), "point-to-point");
