@@ -20,19 +20,33 @@ PYINC=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 gcc -O2 -shared -fPIC -fvisibility=hidden -I"$PYINC" -Iinclude -Isrc python/src/_trainprof.c \
     -L$C -ltrainprof -o $PYD/trainprof/_trainprof$EXT >> $S 2>&1 || echo "python module: build failed" >> $S
 export TRAINPROF_PYTHON_DIR=$PYD
+# the metrics endpoint dlopens libmicrohttpd: use the carried copy when this machine has none
+ldconfig -p | grep -q libmicrohttpd.so.12 || { export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$PWD/$C/mhd; echo "libmicrohttpd: carried copy" >> $S; }
 MODES=${MODES:-bare,floor,kinds=kernel,trainprof,nokernels,pyhooks,torchprof}
 if [ -n "${METRICS_CHECK:-}" ]; then
     # rank 0's endpoint under torchrun (the agent, without a local rank, must leave it free)
     echo "=== metrics: trainprof run --python --metrics-port 9500 -- torchrun 2 x train_gpt --steps 60" >> $S
-    ( for i in $(seq 40); do sleep 1; for p in 9500 9501 10500; do
-        python3 -c "import urllib.request,sys; open('$W/m%s.txt' % sys.argv[1], 'w').write(urllib.request.urlopen('http://127.0.0.1:%s/metrics' % sys.argv[1], timeout=2).read().decode())" $p 2>/dev/null; done; done ) &
+    python3 - > /dev/null 2>&1 <<'PY' &
+import time, urllib.request
+ok = {}
+for i in range(200):
+    for port in (9500, 9501, 10500):
+        try:
+            body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2).read().decode()
+        except Exception:
+            continue
+        ok[port] = ok.get(port, 0) + 1
+        open("/tmp/w/m%d.txt" % port, "w").write(body)
+        open("/tmp/w/m%d.n" % port, "w").write("%d scrapes answered\n" % ok[port])
+    time.sleep(0.5)
+PY
     SP=$!
     NCCL_NVLS_ENABLE=0 timeout 120 $TP run --python --metrics-port 9500 -o $W/met -- torchrun --nproc_per_node=2 \
-        examples/pytorch/train_gpt.py --steps 60 > $W/met.out 2>&1; echo "rc=$?" >> $S
+        examples/pytorch/train_gpt.py --steps ${MSTEPS:-60} > $W/met.out 2>&1; echo "rc=$?" >> $S
     kill $SP 2>/dev/null; wait $SP 2>/dev/null
     grep -i "metrics\|address" $W/met.out | head -5 >> $S
-    for p in 9500 9501 10500; do echo "--- port $p" >> $S; grep -E '^trainprof_(steps_total|step_duration_seconds_count|comm_operations_total|gpu_power_watts)' $W/m$p.txt 2>/dev/null | head -6 >> $S; done
-    grep -E "^  (metrics|nvml|cupti|nccl)" $W/met/report.txt >> $S
+    for p in 9500 9501 10500; do echo "--- port $p: $(cat $W/m$p.n 2>/dev/null)" >> $S; grep -E '^trainprof_(steps_total|step_duration_seconds_count|comm_operations_total|gpu_power_watts)' $W/m$p.txt 2>/dev/null | head -6 >> $S; done
+    grep -E "^  (metrics|nvml|cupti|nccl)" $W/met/report.txt >> $S; cp $W/m9500.txt $W/m9501.txt $W/m10500.txt $OUT/ 2>/dev/null
     echo "=== trainprof serve: 20 scrapes" >> $S
     timeout 12 $TP serve --listen 127.0.0.1:9700 > $W/serve.out 2>&1 &
     sleep 3
@@ -48,6 +62,7 @@ ms.sort(); print('serve scrapes: p50 %.2f ms, max %.2f ms, %d bytes' % (ms[10], 
     echo "=== bench_metrics_scrape (16-core machine)" >> $S
     timeout 60 $C/bench_metrics_scrape >> $S 2>&1
 fi
+[ "$LIMIT" = 0 ] && exit 0
 for g in 0 1; do
     CUDA_VISIBLE_DEVICES=$g timeout $LIMIT python3 bench/gpu_overhead.py --trainprof $TP --rounds 30 \
         --modes $MODES --json $OUT/gpu_overhead_gpu$g.json -- examples/pytorch/train_gpt.py --steps 40 \
