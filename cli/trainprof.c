@@ -210,24 +210,43 @@ static int opt_val(int argc, char **argv, int *i, const char *lng, const char *s
 }
 
 /* Writes through a temporary file renamed into place, so a failure leaves nothing behind
- * and an existing file is replaced only by a complete one. */
+ * and an existing file is replaced only by a complete one. A symlink is written through (the
+ * temporary file goes beside its target, which the rename replaces, so the link stays); a
+ * path that exists and is not a regular file (/dev/null, a FIFO, a terminal) is written
+ * directly, never replaced. */
 typedef struct outfile {
     FILE *f;
     char tmp[PATH_MAX];
+    char target[PATH_MAX]; /* what the rename replaces: path, or a symlink's target */
     const char *path;
 } outfile;
 
 static int out_open(outfile *o, const char *path) {
     o->path = path;
+    o->tmp[0] = 0;
     if (!path || !strcmp(path, "-")) {
         o->f = stdout;
-        o->tmp[0] = 0;
         return 0;
     }
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid());
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        o->f = fopen(path, "w"); /* a device or a pipe: write into it */
+        if (!o->f) {
+            fprintf(stderr, "trainprof: cannot write %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(o->target, sizeof o->target, "%s", path);
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && !realpath(path, o->target))
+        snprintf(o->target, sizeof o->target, "%s", path);
+    snprintf(o->tmp, sizeof o->tmp, "%.*s.tmp.%d", (int)(sizeof o->tmp - 24), o->target,
+             (int)getpid());
     o->f = fopen(o->tmp, "w");
     if (!o->f) {
         fprintf(stderr, "trainprof: cannot write %s: %s\n", path, strerror(errno));
+        o->tmp[0] = 0;
         return -1;
     }
     return 0;
@@ -235,16 +254,22 @@ static int out_open(outfile *o, const char *path) {
 
 static int out_close(outfile *o, int ok) {
     if (o->f == stdout) {
-        fflush(stdout);
-        return ok && !ferror(stdout) ? 0 : -1;
+        int bad = fflush(stdout) != 0 || ferror(stdout) || !ok;
+        if (bad) fprintf(stderr, "trainprof: writing to standard output failed%s%s\n",
+                         errno ? ": " : "", errno ? strerror(errno) : "");
+        return bad ? -1 : 0;
     }
     int bad = fclose(o->f) != 0 || !ok;
+    if (!o->tmp[0]) { /* written directly */
+        if (bad) fprintf(stderr, "trainprof: writing %s failed\n", o->path);
+        return bad ? -1 : 0;
+    }
     if (bad) {
         unlink(o->tmp);
         fprintf(stderr, "trainprof: writing %s failed\n", o->path);
         return -1;
     }
-    if (rename(o->tmp, o->path) != 0) {
+    if (rename(o->tmp, o->target) != 0) {
         fprintf(stderr, "trainprof: cannot write %s: %s\n", o->path, strerror(errno));
         unlink(o->tmp);
         return -1;

@@ -148,6 +148,25 @@ same "$GOOD/report.json" "$T/report.json.orig" "failing commands on a good run"
 same "$GOOD/trace.json" "$T/trace.orig" "failing commands on a good run"
 ls -A "$GOOD" | cmp -s - "$T/good.list" || fail "files appeared in $GOOD: $(ls -A "$GOOD")"
 
+# ------------------------------------------------------------------ -o through links and devices
+# A symlink is written through (the link stays, its target gets the report); a path that is
+# not a regular file (a FIFO here; /dev/null as root) is written into, never replaced.
+n=$((n + 1))
+printf 'OLD\n' >"$T/target.txt"
+ln -s "$T/target.txt" "$T/link.txt"
+"$TP" report "$GOOD" -o "$T/link.txt" >"$T/out" 2>"$T/err" || fail "report -o LINK: $(cat "$T/err")"
+[ -L "$T/link.txt" ] || fail "report -o LINK replaced the symlink"
+grep -q "trainprof report" "$T/target.txt" || fail "report -o LINK did not write the link's target"
+n=$((n + 1))
+mkfifo "$T/fifo"
+cat "$T/fifo" >"$T/fifo.out" &
+"$TP" export "$GOOD" --format chrome -o "$T/fifo" >"$T/out" 2>"$T/err" || fail "export -o FIFO: $(cat "$T/err")"
+wait
+[ -p "$T/fifo" ] || fail "export -o FIFO replaced the FIFO"
+grep -q traceEvents "$T/fifo.out" || fail "export -o FIFO: nothing came through the FIFO"
+expect "report: stdout is full" 1 "writing to standard output failed" \
+    sh -c '"$1" report "$2" >/dev/full' sh "$TP" "$GOOD"
+
 # ------------------------------------------------------------------ exit status pass-through
 # expect_status NAME STATUS DIR CMD... — `trainprof run -o DIR -- CMD` ends with STATUS.
 expect_status() {
