@@ -490,14 +490,14 @@ static void format_summary(char *b, size_t n, const endpoint *eps, int neps, con
             if (isnan(smax) || r->step > smax) smax = r->step;
         }
     }
-    char a[32], c[32], d[32], e[32], f[32], g[80];
+    char a[32], c[32], d[32], e[32], f[32], h[32], g[80]; /* one buffer per argument */
     snprintf(b, n,
              "endpoints %d/%d up | steps %s..%s | slowest mean step %s ms | %s tokens/s | "
              "GPU %s%% | power %s W | memory %s",
              up, neps, num(a, sizeof a, smin, 0), num(c, sizeof c, smax, 0),
              num(d, sizeof d, slow, 3), ntps ? num(e, sizeof e, tps, 0) : "-",
              nutil ? num(f, sizeof f, util / nutil * 100, 0) : "-",
-             npow ? num(a, sizeof a, power, 1) : "-",
+             npow ? num(h, sizeof h, power, 1) : "-",
              nmem ? mem(g, sizeof g, used, total) : "-");
 }
 

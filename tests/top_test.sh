@@ -106,6 +106,37 @@ else
     "$TP" top --endpoints "127.0.0.1:$P" </dev/null >/dev/null 2>&1
     [ $? = 2 ] || fail "live view without a terminal: not 2"
 
+    # ---- the summary line sums the right columns: step 42 on a rank endpoint, two GPUs of
+    # 250 W and 100 W on a node endpoint
+    python3 - "$T/port2" <<'PY' &
+import http.server, sys
+BODY = (b"trainprof_step_number 42\ntrainprof_steps_total 42\n"
+        b'trainprof_gpu_power_watts{gpu="0",uuid="GPU-a"} 250\n'
+        b'trainprof_gpu_power_watts{gpu="1",uuid="GPU-b"} 100\n')
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.timeout = 20
+for _ in range(6):
+    s.handle_request()
+PY
+    SP=$!
+    i=0
+    while [ ! -s "$T/port2" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
+    "$TP" top --endpoints "127.0.0.1:$(cat "$T/port2")" --once --interval 0.1 >"$T/sum.out" 2>&1
+    grep -q "steps 42\.\.42 " "$T/sum.out" || fail "summary: steps 42..42 missing: $(head -2 "$T/sum.out")"
+    grep -q "power 350.0 W" "$T/sum.out" || fail "summary: power is not 250 + 100 W: $(head -2 "$T/sum.out")"
+    kill $SP 2>/dev/null
+    wait $SP 2>/dev/null
+
     # ---- a hostile server
     python3 "$FAKE" "$T/port" &
     PIDS="$!"
