@@ -161,7 +161,7 @@ static const char *const diff_help =
     "step time per rank (mean, p50, p90), GPU kernel time by class, the top kernels (by name),\n"
     "communication (by op and communicator size) and energy per step, and names what changed\n"
     "beyond noise: |B - A| > 3 standard errors of the difference of the per-step means and\n"
-    "> 1 %% of A (without rank files, where the noise is unknown: > 5 %% of A).\n"
+    "> 1 % of A (without rank files, where the noise is unknown: > 5 % of A).\n"
     "\n"
     "options (environment twin in brackets):\n"
     "  --format text|json    default text [TRAINPROF_FORMAT]\n"
@@ -169,7 +169,7 @@ static const char *const diff_help =
     "  --step-name NAME      as for report, for both runs [TRAINPROF_STEP_NAME]\n"
     "  --warmup N            warm-up steps, default 1 [TRAINPROF_WARMUP]\n"
     "  --noise-k K           standard errors a change must exceed (default 3)\n"
-    "  --min-change PCT      smallest change reported, in %% of A (default 1)\n"
+    "  --min-change PCT      smallest change reported, in % of A (default 1)\n"
     "  -h, --help            this text\n";
 
 /* --------------------------------------------------------------------- helpers */
@@ -184,6 +184,18 @@ static int parse_int(const char *cmd, const char *opt, const char *v, int lo, in
         exit(EXIT_USAGE);
     }
     return (int)x;
+}
+
+static double parse_num(const char *cmd, const char *opt, const char *v, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double x = strtod(v ? v : "", &end);
+    if (!v || !*v || *end || errno || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "trainprof %s: %s needs a number from %g to %g, got '%s'\n", cmd, opt,
+                lo, hi, v ? v : "");
+        exit(EXIT_USAGE);
+    }
+    return x;
 }
 
 static const char *env_or(const char *name, const char *def) {
@@ -511,9 +523,9 @@ static int cmd_diff(int argc, char **argv) {
         } else if (opt_val(argc, argv, &i, "--warmup", NULL, &v, "diff")) {
             a.warmup = parse_int("diff", "--warmup", v, 0, 1 << 30);
         } else if (opt_val(argc, argv, &i, "--noise-k", NULL, &v, "diff")) {
-            dop.noise_k = parse_int("diff", "--noise-k", v, 0, 1000);
+            dop.noise_k = parse_num("diff", "--noise-k", v, 0, 1000);
         } else if (opt_val(argc, argv, &i, "--min-change", NULL, &v, "diff")) {
-            dop.min_rel = parse_int("diff", "--min-change", v, 0, 1000) / 100.0;
+            dop.min_rel = parse_num("diff", "--min-change", v, 0, 1000) / 100.0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             die_usage("diff", "unknown option '%s'", argv[i]);
         } else if (nd < 2) {

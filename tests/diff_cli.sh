@@ -38,4 +38,8 @@ mkdir "$tmp/empty"
 grep -q "cannot read run" "$tmp/e2.txt" || fail "unclear error: $(cat "$tmp/e2.txt")"
 "$TP" diff "$tmp/a" >/dev/null 2>&1
 [ $? -eq 2 ] || fail "one run is a usage error"
+"$TP" diff "$tmp/a" "$tmp/jsononly" --noise-k 2.5 --min-change 0.5 >/dev/null ||
+    fail "fractional --noise-k / --min-change"
+"$TP" diff "$tmp/a" "$tmp/jsononly" --noise-k x >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--noise-k x must be a usage error"
 echo "diff_cli: OK"
