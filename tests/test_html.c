@@ -203,6 +203,45 @@ static void test_html_report(void **state) {
     synth_rmtree(dir);
 }
 
+/* A CPU-only job (no GPU records): the stacked bar splits each step by range, as the
+ * report's breakdown (basis "cpu") does: 4 measured steps of 10 ms, "forward" 0-4 ms and
+ * "backward" 4-9 ms in each, 1 ms untracked. */
+static void test_html_cpu_breakdown(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-cpu"), 0);
+    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 7);
+    for (uint64_t s = 0; s < 5; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_push(f, 1, b, "forward", 0, 0);
+        synth_pop(f, 1, b + 4 * MS, 0);
+        synth_push(f, 1, b + 4 * MS, "backward", 0, 0);
+        synth_pop(f, 1, b + 9 * MS, 0);
+        synth_step_end(f, 1, b + 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 51 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    cJSON *rep = tp_report_build(&run, NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_html_write(rep, &run, NULL, mf), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "<title>rank 0, forward: 4.000 ms</title>"));
+    assert_non_null(strstr(buf, "<title>rank 0, backward: 5.000 ms</title>"));
+    assert_int_equal(count_in_svg(buf, "breakdown", "<rect class=\"seg\""), 3);
+    free(buf);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* Many steps: plots keep at most TP_HTML_MAX_POINTS points and TP_HTML_MAX_COLS columns. */
 static void test_html_downsampled(void **state) {
     (void)state;
@@ -246,6 +285,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_html_report),
         cmocka_unit_test(test_html_downsampled),
+        cmocka_unit_test(test_html_cpu_breakdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -442,7 +442,8 @@ static int ends_with(const char *s, const char *suf) {
     return n >= m && !strcmp(s + n - m, suf);
 }
 
-/* A "breakdown" section in the rank (breakdown.c, when the report has one): the members of
+/* A "breakdown" section in the rank (breakdown.c, when the report has one): for a CPU job
+ * (a "ranges" array), each range's mean ms per step and the untracked rest; else the members of
  * its "ms" object (or of the section itself) in ms per step (an object with a numeric
  * "mean", "mean_ms" or "ms", or a number under a key ending "_ms"), in document order. Only
  * the parts that partition the step are stacked: totals, the step itself, overlapped
@@ -451,6 +452,16 @@ static int ends_with(const char *s, const char *suf) {
  * extends another part's key, itself a part: idle_other_short_gaps). Returns the segments. */
 static int bd_from_section(bd_row *b, const cJSON *bd) {
     const cJSON *c, *src = cJSON_IsObject(tp_jobj(bd, "ms")) ? tp_jobj(bd, "ms") : bd;
+    if (cJSON_IsArray(tp_jobj(bd, "ranges"))) {
+        /* a CPU job's split of wall time by range (basis "cpu"): each range's mean, then what
+         * no range covered */
+        cJSON_ArrayForEach(c, tp_jobj(bd, "ranges")) {
+            const char *nm = tp_jstr(c, "name");
+            if (nm) bd_add(b, nm, tp_jnum(tp_jobj(c, "ms"), "mean"));
+        }
+        if (tp_jobj(src, "untracked")) bd_add(b, "untracked", tp_jnum(tp_jobj(src, "untracked"), "mean"));
+        return b->nseg;
+    }
     int idle_parts = 0;
     cJSON_ArrayForEach(c, src) idle_parts |= c->string && !strncmp(c->string, "idle_", 5);
     cJSON_ArrayForEach(c, src) {
