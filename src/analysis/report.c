@@ -1159,7 +1159,7 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         if (tp_jnum(s, "count") == 0) {
             fprintf(f, "  steps: none found (%s%s%s). Mark steps with tprof_step_begin/end, an "
                        "NVTX range named \"step\", or pass --step-name NAME.\n",
-                    tp_jobj(s, "requested_name") ? "no range named \"" : "tried API steps, ProfilerStep#*, train_step, step, iteration",
+                    tp_jobj(s, "requested_name") ? "no range named \"" : "tried API steps, ProfilerStep#*, train_step, training_step, step, iteration, train_iter",
                     tp_jobj(s, "requested_name") ? tp_jstr(s, "requested_name") : "",
                     tp_jobj(s, "requested_name") ? "\"" : "");
         } else {
