@@ -87,3 +87,7 @@ total = energy.get_total()
 if rank == 0:
     print("Total training energy (GPU): %.3f MJ" % (total / 1e6))
 energy.shutdown()
+if world > 1:
+    # as train_gpt.py does: torch 1.13's gloo group torn down at interpreter exit instead
+    # can abort ("terminate called without an active exception", seen once in CI)
+    dist.destroy_process_group()
