@@ -123,6 +123,17 @@ for m in ("process_cpu_seconds_total", "process_resident_memory_bytes",
 assert s["process_resident_memory_bytes"][0][1] > 0, s["process_resident_memory_bytes"]
 assert s["process_cpu_seconds_total"][0][1] > 0
 assert types["process_cpu_seconds_total"] == "counter"
+# the node's own figures, checked against /proc read here
+import socket as _socket
+meminfo = dict(l.split(":", 1) for l in open("/proc/meminfo"))
+total = int(meminfo["MemTotal"].split()[0]) * 1024
+assert s["trainprof_host_memory_total_bytes"][0][1] == total, (s["trainprof_host_memory_total_bytes"], total)
+assert 'host="%s"' % _socket.gethostname() in s["trainprof_host_memory_total_bytes"][0][0]
+assert 0 < s["trainprof_host_memory_available_bytes"][0][1] <= total
+assert "trainprof_host_load1" in s and s["trainprof_host_load1"][0][1] >= 0
+modes = {re.search(r'mode="(\w+)"', lab).group(1): v for lab, v in s["trainprof_host_cpu_seconds_total"]}
+assert set(modes) == {"user", "nice", "system", "idle", "iowait"}, modes
+assert modes["idle"] > 0 and types["trainprof_host_cpu_seconds_total"] == "counter"
 # a node exporter: no rank labels, no step series
 assert not any('rank="' in lab for v in s.values() for lab, _ in v), "rank labels"
 assert "trainprof_steps_total" not in s or s["trainprof_steps_total"][0][1] == 0

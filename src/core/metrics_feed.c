@@ -40,6 +40,7 @@ static struct {
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
     int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
     int comm_ops, comm_bytes, comm_seconds, comm_hist, timer;
+    int host_load[3], host_mem_total, host_mem_avail, host_cpu;
 } F;
 
 /* communication duration buckets, seconds: 10 us to 10 s */
@@ -136,6 +137,12 @@ static void register_families(void) {
     F.comm_bytes = tprof__m_family("trainprof_comm_bytes_total", "per-rank payload bytes of communication operations", TPROF_M_COUNTER, NULL, 0);
     F.comm_seconds = tprof__m_family("trainprof_comm_seconds_total", "time in communication operations (GPU-side when known, else the host call)", TPROF_M_COUNTER, NULL, 0);
     F.timer = tprof__m_family("trainprof_timer_elapsed_seconds", "a Timers timer's elapsed time as last gathered for a log (Megatron-style: over the log interval when the log resets)", TPROF_M_GAUGE, NULL, 0);
+    static const char *const load_names[3] = {"trainprof_host_load1", "trainprof_host_load5", "trainprof_host_load15"};
+    for (int i = 0; i < 3; i++)
+        F.host_load[i] = tprof__m_family(load_names[i], "host load average (runnable and uninterruptible tasks), node samplers only", TPROF_M_GAUGE, NULL, 0);
+    F.host_mem_total = tprof__m_family("trainprof_host_memory_total_bytes", "host memory (MemTotal), node samplers only", TPROF_M_GAUGE, NULL, 0);
+    F.host_mem_avail = tprof__m_family("trainprof_host_memory_available_bytes", "host memory available (MemAvailable), node samplers only", TPROF_M_GAUGE, NULL, 0);
+    F.host_cpu = tprof__m_family("trainprof_host_cpu_seconds_total", "host CPU time by mode, all cores (/proc/stat), node samplers only", TPROF_M_COUNTER, NULL, 0);
     F.comm_hist = tprof__m_family("trainprof_comm_duration_seconds", "duration of each communication operation", TPROF_M_HISTOGRAM,
                                   k_comm_bounds, (int)(sizeof k_comm_bounds / sizeof *k_comm_bounds));
 }
@@ -515,7 +522,55 @@ void tprof__metrics_pass(uint64_t dropped_total, uint64_t bytes_total) {
 
 void tprof__metrics_detail(int on) { tprof__m_set(one(F.detail), on ? 1 : 0); }
 
+/* The node's own figures, from the sampler of a node-sampler process (trainprof serve, or
+ * trainprof run's node sampler: TRAINPROF_NVML_SAMPLER names this process): load averages,
+ * memory total and available, CPU seconds by mode. A rank does not serve them (one series
+ * per node, not per rank). */
+static void host_metrics(void) {
+    static int node = -1, series[3 + 2 + 5];
+    static const char *const modes[5] = {"user", "nice", "system", "idle", "iowait"};
+    if (node < 0) {
+        const char *v = getenv("TRAINPROF_NVML_SAMPLER");
+        node = v && atoi(v) == (int)getpid();
+        if (!node) return;
+        char host[64] = "";
+        gethostname(host, sizeof host - 1);
+        const char *h[] = {"host", host, NULL};
+        for (int i = 0; i < 3; i++) series[i] = tprof__m_series(F.host_load[i], h);
+        series[3] = tprof__m_series(F.host_mem_total, h);
+        series[4] = tprof__m_series(F.host_mem_avail, h);
+        for (int i = 0; i < 5; i++)
+            series[5 + i] = tprof__m_series(F.host_cpu, (const char *const[]){"host", host, "mode", modes[i], NULL});
+    }
+    if (!node) return;
+    FILE *f = fopen("/proc/loadavg", "r");
+    double l[3];
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) == 3)
+            for (int i = 0; i < 3; i++) tprof__m_set(series[i], l[i]);
+        fclose(f);
+    }
+    char line[256];
+    if ((f = fopen("/proc/meminfo", "r"))) {
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) tprof__m_set(series[3], (double)kb * 1024.0);
+            else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) tprof__m_set(series[4], (double)kb * 1024.0);
+        }
+        fclose(f);
+    }
+    if ((f = fopen("/proc/stat", "r"))) {
+        unsigned long long t[5];
+        long hz = sysconf(_SC_CLK_TCK);
+        if (fgets(line, sizeof line, f) && hz > 0 &&
+            sscanf(line, "cpu %llu %llu %llu %llu %llu", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5)
+            for (int i = 0; i < 5; i++) tprof__m_set(series[5 + i], (double)t[i] / (double)hz);
+        fclose(f);
+    }
+}
+
 void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, double ctx) {
+    host_metrics();
     tprof__m_set(one(F.cpu), cpu_s);
     if (rss_bytes >= 0) tprof__m_set(one(F.rss), rss_bytes);
     tprof__m_set(one(F.threads), threads);
