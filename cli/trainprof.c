@@ -643,15 +643,40 @@ static void forward_signal(int sig, siginfo_t *si, void *uc) {
     if (g_child > 0 && (sig == SIGTERM || sig == SIGHUP || si->si_code <= 0)) kill(g_child, sig);
 }
 
-/* The node sampler runs when NVML can be loaded and TRAINPROF_NVML_HZ is not 0. */
+/* Whether NVML loads and initialises here, and how many GPUs it sees (the sampler itself
+ * only says so in its capability): the count, or -1 with `why` filled. For `run`'s node
+ * sampler and for `serve`. */
+static int probe_nvml(char *why, size_t n) {
+    const char *lib = env_or("TRAINPROF_NVML_LIB", "libnvidia-ml.so.1");
+    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, n, "%s cannot be loaded", lib);
+        return -1;
+    }
+    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
+    int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
+    int (*fini)(void) = (int (*)(void))dlsym(h, "nvmlShutdown");
+    unsigned ngpu = 0;
+    int rc = -1;
+    if (!init || !count || !fini) {
+        snprintf(why, n, "%s lacks nvmlInit_v2 or nvmlDeviceGetCount_v2", lib);
+    } else if (init() != 0) {
+        snprintf(why, n, "nvmlInit failed (no driver or no GPU)");
+    } else {
+        if (count(&ngpu) != 0 || ngpu == 0) snprintf(why, n, "NVML sees no GPU");
+        else rc = (int)ngpu;
+        fini();
+    }
+    dlclose(h);
+    return rc;
+}
+
+/* The node sampler runs when NVML initialises and sees a GPU, and TRAINPROF_NVML_HZ is not 0. */
 static int node_sampler_wanted(void) {
     const char *hz = getenv("TRAINPROF_NVML_HZ");
     if (hz && *hz && strtoul(hz, NULL, 10) == 0) return 0;
-    const char *lib = getenv("TRAINPROF_NVML_LIB");
-    void *h = dlopen(lib && *lib ? lib : "libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!h) return 0; /* no driver here: nothing to sample, and the ranks will say so */
-    dlclose(h);
-    return 1;
+    char why[256];
+    return probe_nvml(why, sizeof why) > 0; /* no driver or no GPU: the ranks will say so */
 }
 
 /* Starts this process's own recording session: no ranges, no process sampler, only the
@@ -1185,33 +1210,6 @@ static const char *const serve_help =
     "                        metrics, at most 100\n"
     "  --sample-hz N         process sampler rate [TRAINPROF_SAMPLE_HZ]; default 1, 0 = off\n";
 
-/* Whether NVML loads and initialises here, and how many GPUs it sees (the sampler itself
- * only says so in its capability): fills `why` when not. */
-static int serve_probe_nvml(char *why, size_t n) {
-    const char *lib = env_or("TRAINPROF_NVML_LIB", "libnvidia-ml.so.1");
-    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
-    if (!h) {
-        snprintf(why, n, "%s cannot be loaded", lib);
-        return -1;
-    }
-    int (*init)(void) = (int (*)(void))dlsym(h, "nvmlInit_v2");
-    int (*count)(unsigned *) = (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2");
-    int (*fini)(void) = (int (*)(void))dlsym(h, "nvmlShutdown");
-    unsigned ngpu = 0;
-    int rc = -1;
-    if (!init || !count || !fini) {
-        snprintf(why, n, "%s lacks nvmlInit_v2 or nvmlDeviceGetCount_v2", lib);
-    } else if (init() != 0) {
-        snprintf(why, n, "nvmlInit failed (no driver or no GPU)");
-    } else {
-        if (count(&ngpu) != 0 || ngpu == 0) snprintf(why, n, "NVML sees no GPU");
-        else rc = (int)ngpu;
-        fini();
-    }
-    dlclose(h);
-    return rc;
-}
-
 static int cmd_serve(int argc, char **argv) {
     const char *listen = env_or("TRAINPROF_SERVE_LISTEN", "127.0.0.1:9400");
     int nvml_hz = parse_int("serve", "TRAINPROF_NVML_HZ", env_or("TRAINPROF_NVML_HZ", "10"), 0, 100);
@@ -1272,7 +1270,7 @@ static int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     char why[256] = "";
-    int ngpu = nvml_hz ? serve_probe_nvml(why, sizeof why) : -1;
+    int ngpu = nvml_hz ? probe_nvml(why, sizeof why) : -1;
     tprof_config c;
     tprof_config_init(&c);
     c.sample_hz = (uint32_t)sample_hz;
