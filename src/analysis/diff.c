@@ -24,7 +24,6 @@
 #include "analysis/diff.h"
 #include "analysis/jsonget.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,25 +182,6 @@ static size_t step_of(const tp_step *st, size_t n, uint64_t t) {
     return t < st[lo].end ? lo : SIZE_MAX;
 }
 
-static const tp_process *find_rank_process(const tp_run *run, const cJSON *r) {
-    for (size_t i = 0; i < run->nprocs; i++) {
-        const tp_process *p = &run->procs[i];
-        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == tp_jnum(r, "pid") &&
-            !strcmp(p->hdr.host, tp_jstr(r, "host")))
-            return p;
-    }
-    return NULL;
-}
-
-static int has_gpu_counters(const tp_process *p) {
-    for (size_t ti = 0; ti < p->nthreads; ti++)
-        for (size_t k = 0; k < p->threads[ti].ncounters; k++) {
-            const char *name = p->threads[ti].counters[k].name;
-            if (!strncmp(name, "gpu", 3) && isdigit((unsigned char)name[3])) return 1;
-        }
-    return 0;
-}
-
 typedef struct tv {
     uint64_t t;
     double v;
@@ -229,7 +209,7 @@ static int energy_at(const tv *s, size_t n, uint64_t t, double *out) {
 static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *p,
                         const cJSON *r, const tp_step *st, size_t nm) {
     const tp_process *src = p;
-    if (!has_gpu_counters(p)) {
+    if (!tp_has_gpu_counters(p)) {
         src = NULL;
         for (size_t i = 0; i < run->nprocs && !src; i++)
             if (run->procs[i].role == TP_ROLE_SAMPLER && !strcmp(run->procs[i].hdr.host, p->hdr.host))
@@ -507,7 +487,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
         }
         const cJSON *r;
         cJSON_ArrayForEach(r, tp_jobj(side[i]->rep, "ranks")) {
-            const tp_process *p = side[i]->run ? find_rank_process(side[i]->run, r) : NULL;
+            const tp_process *p = tp_rank_process(side[i]->run, tp_jstr(r, "host"), tp_jnum(r, "pid"));
             if (p && tp_jnum(tp_jobj(r, "steps"), "measured") > 0)
                 rank_samples(&t, i, side[i]->run, p, r, op, &kern, &comm);
             else

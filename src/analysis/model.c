@@ -11,6 +11,7 @@
 #include "analysis/gpu.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -979,6 +980,24 @@ const char *tp_meta(const tp_process *p, const char *key) {
     for (size_t i = 0; i < p->nmeta; i++)
         if (!strcmp(p->meta[i].key, key)) v = p->meta[i].value;
     return v;
+}
+
+const tp_process *tp_rank_process(const tp_run *run, const char *host, double pid) {
+    for (size_t i = 0; run && host && i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == pid && !strcmp(p->hdr.host, host))
+            return p;
+    }
+    return NULL;
+}
+
+int tp_has_gpu_counters(const tp_process *p) {
+    for (size_t ti = 0; ti < p->nthreads; ti++)
+        for (size_t k = 0; k < p->threads[ti].ncounters; k++) {
+            const char *name = p->threads[ti].counters[k].name;
+            if (!strncmp(name, "gpu", 3) && isdigit((unsigned char)name[3])) return 1;
+        }
+    return 0;
 }
 
 const char *tp_domain_name(const tp_process *p, uint32_t domain) {

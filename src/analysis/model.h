@@ -166,6 +166,11 @@ void tp_run_free(tp_run *run);
 const char *tp_intern(tp_run *run, const char *s);
 
 const char *tp_meta(const tp_process *p, const char *key); /* last value, or NULL */
+/* The rank process recorded on `host` with process id `pid` (as a report's rank entry names
+ * it), or NULL; run may be NULL. */
+const tp_process *tp_rank_process(const tp_run *run, const char *host, double pid);
+/* Whether p holds NVML gauges of its own ("gpu<N>.*" counters: it sampled NVML itself). */
+int tp_has_gpu_counters(const tp_process *p);
 const char *tp_domain_name(const tp_process *p, uint32_t domain);  /* "" for default */
 const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t category);
 

@@ -320,22 +320,6 @@ static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, in
     return v ? atof(v) : 0;
 }
 
-/* Per GPU the sampler saw: energy per measured step (the energy counter interpolated at each
- * step's start and end; only steps with samples on both sides count), average power (that
- * energy over those steps' time: the energy-weighted mean, not the mean of power samples),
- * the power samples' mean and max, the power limit, SM clock min/mean/max, temperature max,
- * memory used peak against the total, utilisation mean, and the clock-event reasons seen.
- * The gauges are read inside the measured steps' span (first start to last end), or over the
- * whole run without steps. Adds "nvml" to the rank (nothing when there are no samples). */
-static int has_gpu_counters(const tp_process *p) {
-    for (size_t ti = 0; ti < p->nthreads; ti++)
-        for (size_t k = 0; k < p->threads[ti].ncounters; k++) {
-            const char *name = p->threads[ti].counters[k].name;
-            if (!strncmp(name, "gpu", 3) && isdigit((unsigned char)name[3])) return 1;
-        }
-    return 0;
-}
-
 /* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
  * GPU records; else its local rank, the device torchrun-style jobs use) mapped through the
  * sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into `out`;
@@ -362,6 +346,13 @@ static size_t rank_gpus(const tp_process *p, const tp_process *sampler, unsigned
     return n;
 }
 
+/* Per GPU the sampler saw: energy per measured step (the energy counter interpolated at each
+ * step's start and end; only steps with samples on both sides count), average power (that
+ * energy over those steps' time: the energy-weighted mean, not the mean of power samples),
+ * the power samples' mean and max, the power limit, SM clock min/mean/max, temperature max,
+ * memory used peak against the total, utilisation mean, and the clock-event reasons seen.
+ * The gauges are read inside the measured steps' span (first start to last end), or over the
+ * whole run without steps. Adds "nvml" to the rank (nothing when there are no samples). */
 static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process *rank_p,
                            const tp_step *meas, size_t nm) {
     nv_dev *dv = NULL;
@@ -372,7 +363,7 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
     unsigned allow[64];
     size_t nallow = 0;
     int from_node = 0;
-    if (!has_gpu_counters(rank_p)) {
+    if (!tp_has_gpu_counters(rank_p)) {
         for (size_t i = 0; i < run->nprocs; i++) {
             const tp_process *q = &run->procs[i];
             if (q->role == TP_ROLE_SAMPLER && !strcmp(q->hdr.host, rank_p->hdr.host)) {

@@ -310,17 +310,6 @@ typedef struct rank_series {
     size_t first; /* number of the first measured step */
 } rank_series;
 
-static const tp_process *find_rank_process(const tp_run *run, const cJSON *r) {
-    if (!run) return NULL;
-    for (size_t i = 0; i < run->nprocs; i++) {
-        const tp_process *p = &run->procs[i];
-        if (p->role == TP_ROLE_RANK && (double)p->hdr.pid == tp_jnum(r, "pid") &&
-            !strcmp(p->hdr.host, tp_jstr(r, "host")))
-            return p;
-    }
-    return NULL;
-}
-
 static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report_opts *o,
                             rank_series **out) {
     int nr = cJSON_GetArraySize(tp_jobj(rep, "ranks"));
@@ -332,7 +321,7 @@ static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report
         rank_series *rs = &v[n++];
         rs->json = r;
         rs->rank = (int)tp_jnum(r, "rank");
-        const tp_process *p = find_rank_process(run, r);
+        const tp_process *p = tp_rank_process(run, tp_jstr(r, "host"), tp_jnum(r, "pid"));
         tp_steps s;
         if (!p || tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) continue;
         size_t nm = s.nsteps - s.nwarmup;
