@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
+#include "analysis/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,27 +16,14 @@
 #include "analysis/comm.h"
 #include "format/format.h"
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pctd(const double *v, size_t n, double p) {
-    if (!n) return 0;
-    size_t k = (size_t)ceil(p * (double)n);
-    if (k < 1) k = 1;
-    if (k > n) k = n;
-    return v[k - 1];
-}
-
 cJSON *tp_stats5(double *v, size_t n) {
     cJSON *o = cJSON_CreateObject();
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += v[i];
-    if (n > 1) qsort(v, n, sizeof *v, cmp_dbl);
+    if (n > 1) qsort(v, n, sizeof *v, tp_cmp_double);
     cJSON_AddNumberToObject(o, "mean", n ? sum / (double)n : 0);
-    cJSON_AddNumberToObject(o, "p50", pctd(v, n, 0.5));
-    cJSON_AddNumberToObject(o, "p90", pctd(v, n, 0.9));
+    cJSON_AddNumberToObject(o, "p50", tp_pct_double(v, n, 0.5));
+    cJSON_AddNumberToObject(o, "p90", tp_pct_double(v, n, 0.9));
     cJSON_AddNumberToObject(o, "min", n ? v[0] : 0);
     cJSON_AddNumberToObject(o, "max", n ? v[n - 1] : 0);
     return o;
@@ -276,11 +264,11 @@ static void gpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
         gt += ng[w];
     }
     cJSON_AddNumberToObject(b, "kernels_per_step", nm ? (double)kt / (double)nm : 0);
-    if (nkd > 1) qsort(kd, nkd, sizeof *kd, cmp_dbl);
-    cJSON_AddNumberToObject(b, "kernel_median_us", pctd(kd, nkd, 0.5));
+    if (nkd > 1) qsort(kd, nkd, sizeof *kd, tp_cmp_double);
+    cJSON_AddNumberToObject(b, "kernel_median_us", tp_pct_double(kd, nkd, 0.5));
     cJSON_AddNumberToObject(b, "idle_gaps_per_step", nm ? (double)gt / (double)nm : 0);
-    if (ngaps > 1) qsort(gaps, ngaps, sizeof *gaps, cmp_dbl);
-    cJSON_AddNumberToObject(b, "idle_gap_median_us", pctd(gaps, ngaps, 0.5));
+    if (ngaps > 1) qsort(gaps, ngaps, sizeof *gaps, tp_cmp_double);
+    cJSON_AddNumberToObject(b, "idle_gap_median_us", tp_pct_double(gaps, ngaps, 0.5));
     /* the worst step by idle time */
     size_t worst = nwarm;
     for (size_t w = nwarm; w < nw; w++)

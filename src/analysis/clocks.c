@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/clocks.h"
+#include "analysis/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -30,11 +31,6 @@ static int cmp_entry(const void *a, const void *b) {
 
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -201,7 +197,7 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
         }
         c->hosts[h].nresid = n;
         if (n) {
-            qsort(res, n, sizeof *res, cmp_dbl);
+            qsort(res, n, sizeof *res, tp_cmp_double);
             c->hosts[h].resid_median_us = res[(n - 1) / 2];
             c->hosts[h].resid_max_us = res[n - 1];
         }
@@ -290,11 +286,10 @@ void tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, si
         if (!m || !v[r]) continue;
         double s = 0;
         for (size_t i = 0; i < m; i++) s += v[r][i];
-        qsort(v[r], m, sizeof *v[r], cmp_dbl);
+        qsort(v[r], m, sizeof *v[r], tp_cmp_double);
         mean_ms[r] = s / (double)m;
-        median_ms[r] = v[r][(m - 1) / 2];
-        size_t k = (size_t)ceil(0.9 * (double)m);
-        p90_ms[r] = v[r][(k ? k : 1) - 1];
+        median_ms[r] = tp_pct_double(v[r], m, 0.5);
+        p90_ms[r] = tp_pct_double(v[r], m, 0.9);
     }
     for (size_t r = 0; v && r < c->nranks; r++) free(v[r]);
     free(v);

@@ -43,6 +43,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/stats.h"
 #include "analysis/jsonget.h"
 
 #include <ctype.h>
@@ -384,21 +385,15 @@ done:;
 
 /* ------------------------------------------------------------------ small helpers */
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* mean, nearest-rank median and max of v[0..n) (v is sorted in place) as {"mean","p50","max"} */
 static cJSON *stats(double *v, size_t n) {
     cJSON *o = cJSON_CreateObject();
     if (!n) return o;
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += v[i];
-    qsort(v, n, sizeof *v, cmp_dbl);
-    size_t k = (n + 1) / 2; /* nearest rank of p = 0.5: ceil(n / 2) */
+    qsort(v, n, sizeof *v, tp_cmp_double);
     cJSON_AddNumberToObject(o, "mean", sum / (double)n);
-    cJSON_AddNumberToObject(o, "p50", v[k - 1]);
+    cJSON_AddNumberToObject(o, "p50", tp_pct_double(v, n, 0.5));
     cJSON_AddNumberToObject(o, "max", v[n - 1]);
     return o;
 }
@@ -1045,8 +1040,8 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
             over += shares[i] > warn_share;
         }
         mean /= (double)n;
-        qsort(shares, n, sizeof *shares, cmp_dbl);
-        double median = shares[(n + 1) / 2 - 1];
+        qsort(shares, n, sizeof *shares, tp_cmp_double);
+        double median = tp_pct_double(shares, n, 0.5);
         cJSON_AddNumberToObject(xe, "mean_exposed_share", mean);
         cJSON_AddNumberToObject(xe, "median_exposed_share", median);
         cJSON_AddNumberToObject(xe, "worst_rank", tp_jnum(worst, "rank"));

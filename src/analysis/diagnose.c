@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
+#include "analysis/stats.h"
 #include "analysis/jsonget.h"
 
 #include <math.h>
@@ -52,18 +53,13 @@ static const char *safe(const char *s) {
     return b;
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* median of v[0..n) (a sorted copy; mean of the two middles for even n) */
 static double median(const double *v, size_t n) {
     if (!n) return 0;
     double *c = malloc(n * sizeof *c);
     if (!c) return v[0];
     memcpy(c, v, n * sizeof *c);
-    qsort(c, n, sizeof *c, cmp_dbl);
+    qsort(c, n, sizeof *c, tp_cmp_double);
     double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
     free(c);
     return m;

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include "analysis/diff.h"
 #include "analysis/jsonget.h"
+#include "analysis/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -420,11 +421,6 @@ typedef struct stat {
     size_t n;
 } stat;
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static stat stat_of(mside *s) {
     stat r = {0};
     if (s->n) {
@@ -448,11 +444,8 @@ static stat stat_of(mside *s) {
 
 static double pctl(mside *s, double p) {
     if (!s->n) return s->p50 || s->p90 ? (p < 0.7 ? s->p50 : s->p90) : NAN;
-    qsort(s->v, s->n, sizeof *s->v, cmp_d);
-    size_t k = (size_t)ceil(p * (double)s->n);
-    if (k < 1) k = 1;
-    if (k > s->n) k = s->n;
-    return s->v[k - 1];
+    qsort(s->v, s->n, sizeof *s->v, tp_cmp_double);
+    return tp_pct_double(s->v, s->n, p);
 }
 
 static void add_num(cJSON *o, const char *k, double v) {

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/gpu.h"
+#include "analysis/stats.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -187,11 +188,6 @@ static uint64_t attributed(const tp_gpu_op *o, uint64_t when, const tp_step *st,
     return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : 0;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Median delay from a runtime launch to its work starting, over (at most 100k) matched
  * kernels: the queue depth the host runs ahead by. 0 when nothing matches. */
 static uint64_t launch_lag(const tp_process *p, const tp_gpu_op *const *apis) {
@@ -204,7 +200,7 @@ static uint64_t launch_lag(const tp_process *p, const tp_gpu_op *const *apis) {
     }
     uint64_t lag = 0;
     if (n) {
-        qsort(d, n, sizeof *d, cmp_u64);
+        qsort(d, n, sizeof *d, tp_cmp_u64);
         lag = d[n / 2];
     }
     free(d);

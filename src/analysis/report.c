@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
+#include "analysis/stats.h"
 #include "analysis/jsonget.h"
 
 #include <ctype.h>
@@ -42,20 +43,6 @@ void tp_report_opts_init(tp_report_opts *o) {
 }
 
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* nearest-rank percentile of a sorted array */
-static uint64_t pct(const uint64_t *v, size_t n, double p) {
-    if (!n) return 0;
-    size_t k = (size_t)ceil(p * (double)n);
-    if (k < 1) k = 1;
-    if (k > n) k = n;
-    return v[k - 1];
-}
 
 static int is_data_name(const tp_report_opts *o, const char *name) {
     for (size_t i = 0; i < o->ndata_names; i++)
@@ -607,10 +594,10 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
                 d[i] = meas[i].end - meas[i].start;
                 total_step_ns += d[i];
             }
-            qsort(d, nm, sizeof *d, cmp_u64);
+            qsort(d, nm, sizeof *d, tp_cmp_u64);
             cJSON_AddNumberToObject(js, "mean_ms", ms(total_step_ns) / (double)nm);
-            cJSON_AddNumberToObject(js, "p50_ms", ms(pct(d, nm, 0.5)));
-            cJSON_AddNumberToObject(js, "p90_ms", ms(pct(d, nm, 0.9)));
+            cJSON_AddNumberToObject(js, "p50_ms", ms(tp_pct_u64(d, nm, 0.5)));
+            cJSON_AddNumberToObject(js, "p90_ms", ms(tp_pct_u64(d, nm, 0.9)));
             cJSON_AddNumberToObject(js, "min_ms", ms(d[0]));
             cJSON_AddNumberToObject(js, "max_ms", ms(d[nm - 1]));
             cJSON_AddNumberToObject(js, "first_ms", ms(meas[0].start - p->first_ts));
