@@ -129,7 +129,16 @@ static tp_nccl_result init_v2(void **context, int *mask) {
 }
 
 /* v2's and v3's P2p member are the same; so are the Coll fields we read, but at other
- * offsets (v3 dropped trafficBytes), hence one function each for Coll. */
+ * offsets (v3 dropped trafficBytes): one macro copies them from either struct, and returns
+ * the communicator hash. */
+#define COLL_V2_V3(u, c)                                                                    \
+    ((u)->coll.seqNumber = (c)->seqNumber, (u)->coll.func = (c)->func,                      \
+     (u)->coll.sendBuff = (c)->sendBuff, (u)->coll.recvBuff = (c)->recvBuff,                \
+     (u)->coll.count = (c)->count, (u)->coll.root = (c)->root,                              \
+     (u)->coll.datatype = (c)->datatype, (u)->coll.nChannels = (c)->nMaxChannels,           \
+     (u)->coll.nWarps = (c)->nWarps, (u)->coll.algo = (c)->algo, (u)->coll.proto = (c)->proto, \
+     (uint64_t)(c)->commHash)
+
 static uint64_t p2p_v2(tp_nccl_descr_u *u, const tp_nccl_p2p_v2 *p) {
     u->p2p.func = p->func;
     u->p2p.buff = p->buff;
@@ -147,18 +156,7 @@ static tp_nccl_result start_v2(void *context, void **eHandle, tp_nccl_descr_v2 *
     uint64_t hash;
     if (d->type & TP_NCCL_COLL) {
         const tp_nccl_coll_v2 *c = &d->u.coll;
-        u.coll.seqNumber = c->seqNumber;
-        u.coll.func = c->func;
-        u.coll.sendBuff = c->sendBuff;
-        u.coll.recvBuff = c->recvBuff;
-        u.coll.count = c->count;
-        u.coll.root = c->root;
-        u.coll.datatype = c->datatype;
-        u.coll.nChannels = c->nMaxChannels;
-        u.coll.nWarps = c->nWarps;
-        u.coll.algo = c->algo;
-        u.coll.proto = c->proto;
-        hash = c->commHash;
+        hash = COLL_V2_V3(&u, c);
     } else {
         hash = p2p_v2(&u, &d->u.p2p);
     }
@@ -181,18 +179,7 @@ static tp_nccl_result start_v3(void *context, void **eHandle, tp_nccl_descr_v3 *
     uint64_t hash;
     if (d->type & TP_NCCL_COLL) {
         const tp_nccl_coll_v3 *c = &d->u.coll;
-        u.coll.seqNumber = c->seqNumber;
-        u.coll.func = c->func;
-        u.coll.sendBuff = c->sendBuff;
-        u.coll.recvBuff = c->recvBuff;
-        u.coll.count = c->count;
-        u.coll.root = c->root;
-        u.coll.datatype = c->datatype;
-        u.coll.nChannels = c->nMaxChannels;
-        u.coll.nWarps = c->nWarps;
-        u.coll.algo = c->algo;
-        u.coll.proto = c->proto;
-        hash = c->commHash;
+        hash = COLL_V2_V3(&u, c);
     } else {
         hash = p2p_v2(&u, &d->u.p2p);
     }
