@@ -158,17 +158,6 @@ int tprof__m_series(int fam, const char *const *labels) {
     return tprof__m_series_raw(fam, buf);
 }
 
-static uint64_t d2u(double d) {
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-
-static double u2d(uint64_t u) {
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
 
 static m_series *get(int s) {
     if (s < 0 || !g_series || s >= atomic_load_explicit(&g_nseries, memory_order_relaxed))
@@ -178,12 +167,12 @@ static m_series *get(int s) {
 
 void tprof__m_set(int s, double v) {
     m_series *se = get(s);
-    if (se) atomic_store_explicit(&se->value, d2u(v), memory_order_relaxed);
+    if (se) atomic_store_explicit(&se->value, tprof__m_d2u(v), memory_order_relaxed);
 }
 
 static void add_bits(_Atomic uint64_t *w, double v) {
     uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(w, &old, d2u(u2d(old) + v),
+    while (!atomic_compare_exchange_weak_explicit(w, &old, tprof__m_d2u(tprof__m_u2d(old) + v),
                                                   memory_order_relaxed, memory_order_relaxed)) {
     }
 }
@@ -314,7 +303,7 @@ int tprof__m_render(int openmetrics, char **out, size_t *len) {
         put(&b, "\n", 1);
         for (; s; s = atomic_load_explicit(&g_series[s - 1].next, memory_order_acquire)) {
             m_series *se = &g_series[s - 1];
-            double v = u2d(atomic_load_explicit(&se->value, memory_order_relaxed));
+            double v = tprof__m_u2d(atomic_load_explicit(&se->value, memory_order_relaxed));
             if (f->type != TPROF_M_HISTOGRAM) {
                 put_head(&b, f->name, NULL, cst, se->labels, NULL);
                 put_num(&b, v);

@@ -17,8 +17,21 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum { TPROF_M_COUNTER = 0, TPROF_M_GAUGE = 1, TPROF_M_HISTOGRAM = 2 };
+
+/* A double's bits in a 64-bit word and back: how values live in atomic words. */
+static inline uint64_t tprof__m_d2u(double d) {
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+static inline double tprof__m_u2d(uint64_t u) {
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
 
 #define TPROF_M_MAX_FAMILIES 128
 #define TPROF_M_MAX_SERIES 4096

@@ -95,16 +95,6 @@ static const struct {
 };
 #define N_GPU_METRICS (sizeof k_gpu / sizeof k_gpu[0])
 
-static uint64_t bits(double d) {
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-}
-static double dbl(uint64_t u) {
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
 
 static int one(int fam) { return tprof__m_series_raw(fam, ""); }
 
@@ -313,7 +303,7 @@ void tprof__metrics_meta(const char *key, const char *value) {
     if (dst) {
         char *end;
         double x = strtod(value, &end);
-        if (end != value && x > 0) atomic_store(dst, bits(x));
+        if (end != value && x > 0) atomic_store(dst, tprof__m_d2u(x));
         return;
     }
     if (!__atomic_load_n(&tprof__metrics_on, __ATOMIC_ACQUIRE)) return;
@@ -332,8 +322,8 @@ static void step_done(uint64_t step, uint64_t ns) {
     tprof__m_add(one(F.steps), 1);
     tprof__m_set(one(F.step_last), s);
     tprof__m_set(one(F.step_num), (double)step);
-    double tok = dbl(atomic_load(&L.tokens_bits)), smp = dbl(atomic_load(&L.samples_bits));
-    double flp = dbl(atomic_load(&L.flops_bits));
+    double tok = tprof__m_u2d(atomic_load(&L.tokens_bits)), smp = tprof__m_u2d(atomic_load(&L.samples_bits));
+    double flp = tprof__m_u2d(atomic_load(&L.flops_bits));
     if (tok > 0) {
         tprof__m_add(one(F.tokens), tok);
         if (s > 0) tprof__m_set(one(F.tok_rate), tok / s);
