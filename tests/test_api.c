@@ -29,15 +29,12 @@
 #include "analysis/steps.h"
 #include "trainprof.h"
 
-static char g_dir[512];
+#define CHILD_PREFIX "api"
+#include "child.h"
 
-static void fresh_dir(const char *tag) {
-    const char *base = getenv("TPROF_TEST_TMP");
-    snprintf(g_dir, sizeof g_dir, "%s/api-%s-XXXXXX", base && *base ? base : "/tmp", tag);
-    assert_non_null(mkdtemp(g_dir));
-}
-
-static void start_session(size_t ring, uint32_t max_strings) {
+/* As child.h's start_session, but with the library's default ring (ring 0) or the given one,
+ * and optionally a string-table limit */
+static void start_session_ring(size_t ring, uint32_t max_strings) {
     tprof_config c;
     tprof_config_init(&c);
     c.output_dir = g_dir;
@@ -46,28 +43,6 @@ static void start_session(size_t ring, uint32_t max_strings) {
     c.sample_hz = 0; /* these tests count threads and events exactly */
     c.nvml_hz = 0;   /* nor the GPU sampler's (on a GPU machine) */
     if (tprof_init(&c) != TPROF_OK) _exit(90);
-}
-
-/* Runs body() in a child with a session on g_dir; asserts it exited 0. */
-static void in_child(void (*body)(void)) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        body();
-        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
-    }
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
-}
-
-static void load(tp_run *run) {
-    char err[256];
-    int rc = tp_run_load(g_dir, run, err, sizeof err);
-    if (rc) fprintf(stderr, "load: %s\n", err);
-    assert_int_equal(rc, TPROF_OK);
-    assert_int_equal(run->nprocs, 1);
 }
 
 static const tp_range *find_range(const tp_process *p, const char *name, const tp_thread **th) {
@@ -95,7 +70,7 @@ static void sleep_until(uint64_t t) {
 /* ------------------------------------------------------------------ nesting and names */
 
 static void body_nesting(void) {
-    start_session(0, 0);
+    start_session_ring(0, 0);
     tprof_name_thread("main-thread");
     tprof_range_push("outer");
     tprof_range_push("inner");
@@ -157,7 +132,7 @@ static uint64_t g_sleep_ns = 20000000ull;
 static uint64_t *g_truth;
 
 static void body_sleep(void) {
-    start_session(0, 0);
+    start_session_ring(0, 0);
     for (int i = 0; i < SLEEPS; i++) {
         uint64_t a = mono_ns();
         tprof_range_push("sleep");
@@ -215,7 +190,7 @@ static void *ender(void *arg) {
 }
 
 static void body_cross(void) {
-    start_session(0, 0);
+    start_session_ring(0, 0);
     g_cross_id = tprof_range_start("cross");
     tprof_range_pop(); /* pop with nothing open: tolerated */
     pthread_t th;
@@ -254,7 +229,7 @@ static void test_cross_thread_and_misuse(void **state) {
 /* ------------------------------------------------------------------ steps and metadata */
 
 static void body_steps(void) {
-    start_session(0, 0);
+    start_session_ring(0, 0);
     /* no cmocka asserts in the child: it reports through its exit status */
     if (tprof_set_rank(3, 8) != TPROF_OK) _exit(10);
     if (tprof_set_rank(8, 8) != TPROF_ERR_INVALID_ARG) _exit(11);
@@ -339,7 +314,7 @@ static void test_steps_metadata_report(void **state) {
 /* ------------------------------------------------------------------ interning bound */
 
 static void body_bound(void) {
-    start_session(0, 4); /* only 4 names per thread are interned */
+    start_session_ring(0, 4); /* only 4 names per thread are interned */
     char name[32];
     for (int i = 0; i < 20; i++) {
         snprintf(name, sizeof name, "op_%d", i);
