@@ -33,6 +33,9 @@
 #include "analysis/steps.h"
 #include "trainprof.h"
 
+#define CHILD_PREFIX "nvml"
+#include "child.h" /* fresh_dir, g_dir, load */
+
 #ifndef FAKE_NVML_PATH
 #error "FAKE_NVML_PATH must name the fake libnvidia-ml (tests/nvml.cmake)"
 #endif
@@ -144,14 +147,6 @@ static int child_main(const char *scenario, const char *dir) {
 
 /* ------------------------------------------------------------------ parent helpers */
 
-static char g_dir[512];
-
-static void fresh_dir(const char *tag) {
-    const char *base = getenv("TPROF_TEST_TMP");
-    snprintf(g_dir, sizeof g_dir, "%s/nvml-%s-XXXXXX", base && *base ? base : "/tmp", tag);
-    assert_non_null(mkdtemp(g_dir));
-}
-
 /* Runs `scenario` in a fresh process with `env` ("K=V", NULL-terminated) added; asserts it
  * exits 0. */
 static void run_child(const char *scenario, const char *const *env) {
@@ -168,14 +163,6 @@ static void run_child(const char *scenario, const char *const *env) {
     assert_true(WIFEXITED(st));
     if (WEXITSTATUS(st)) fprintf(stderr, "child %s exited %d\n", scenario, WEXITSTATUS(st));
     assert_int_equal(WEXITSTATUS(st), 0);
-}
-
-static void load(tp_run *run) {
-    char err[256];
-    int rc = tp_run_load(g_dir, run, err, sizeof err);
-    if (rc) fprintf(stderr, "load: %s\n", err);
-    assert_int_equal(rc, TPROF_OK);
-    assert_int_equal(run->nprocs, 1);
 }
 
 /* Values of counter `name` in time order (the sampler writes from one thread). */
