@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "analysis/model.h"
+#include "nccl_test.h"
 #include "capture/nccl_abi.h"
 #include "trainprof.h"
 
@@ -74,25 +75,6 @@ static tp_nccl_descr_v5 p2p(const char *func, size_t count, const char *dtype, i
     d.u.p2p.peer = peer;
     d.u.p2p.nChannels = 2;
     return d;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {0, ms * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
-
-static size_t count_ops(const tp_process *p, const char *name) {
-    size_t n = 0;
-    for (size_t i = 0; i < p->ncomm; i++)
-        if (!strcmp(p->comm[i].name, name)) n++;
-    return n;
-}
-
-static const tp_comm_op *find_op(const tp_process *p, const char *name, uint64_t hash) {
-    for (size_t i = 0; i < p->ncomm; i++)
-        if (!strcmp(p->comm[i].name, name) && p->comm[i].comm_hash == hash) return &p->comm[i];
-    return NULL;
 }
 
 /* ------------------------------------------------------------------ ops of two communicators */

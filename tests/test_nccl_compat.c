@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "analysis/model.h"
+#include "nccl_test.h"
 #include "capture/nccl_abi.h"
 #include "capture/nccl_abi_compat.h"
 #include "trainprof.h"
@@ -46,25 +47,6 @@ LOOKUP(tp_nccl_profiler_v1, ncclProfiler_v1, 81)
 LOOKUP(tp_nccl_profiler_v2, ncclProfiler_v2, 82)
 LOOKUP(tp_nccl_profiler_v3, ncclProfiler_v3, 83)
 LOOKUP(tp_nccl_profiler_v6, ncclProfiler_v6, 86)
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {0, ms * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
-
-static size_t count_ops(const tp_process *p, const char *name) {
-    size_t n = 0;
-    for (size_t i = 0; i < p->ncomm; i++)
-        if (!strcmp(p->comm[i].name, name)) n++;
-    return n;
-}
-
-static const tp_comm_op *find_op(const tp_process *p, const char *name, uint64_t hash) {
-    for (size_t i = 0; i < p->ncomm; i++)
-        if (!strcmp(p->comm[i].name, name) && p->comm[i].comm_hash == hash) return &p->comm[i];
-    return NULL;
-}
 
 static const tp_comm_op *by_seq(const tp_process *p, uint32_t seq) {
     for (size_t i = 0; i < p->ncomm; i++)
