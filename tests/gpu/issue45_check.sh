@@ -2,15 +2,8 @@
 # GPU checks for issues 4 and 5, run on the 2-GPU machine from the repository root with the
 # binaries built here carried in $C (trainprof, libtrainprof.so, comm_dump, lib/libcjson).
 # Everything lands in $OUT: summary.txt (all figures) and a few compressed run folders.
-set -u
-C=${C:-.devcarry}
-export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-TP=$PWD/$C/trainprof
-W=/tmp/w; rm -rf $W; mkdir -p $W $OUT
-S=$OUT/summary.txt
-say() { echo "=== $*" | tee -a $S; }
-t0=$(date +%s)
+. "$(dirname "$0")/common.sh"
+export NCCL_NVLS_ENABLE=0
 { nvidia-smi -L; python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"; } >> $S 2>&1
 
 say "A: DDP train_gpt on 2 GPUs, 40 steps"

@@ -3,15 +3,8 @@
 # the same-step kernel cross-check with the neighbour-based attribution (and with driver
 # launch records, exact), and half of bench/gpu_overhead's rounds (the other half in a
 # second call; --merge pools them). Binaries built here, carried in $C.
-set -u
-C=${C:-.devcarry}
-export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-TP=$PWD/$C/trainprof
-W=/tmp/w; rm -rf $W; mkdir -p $W $OUT
-S=$OUT/summary.txt
-say() { echo "=== $*" | tee -a $S; }
-t0=$(date +%s)
+. "$(dirname "$0")/common.sh"
+export NCCL_NVLS_ENABLE=0
 ROUNDS=${ROUNDS:-5}
 TAG=${TAG:-a}
 

@@ -2,15 +2,8 @@
 # Third round of GPU checks: bench/gpu_overhead's second half (pooled with the first by
 # --merge), a launch-bound variant of the same bench (GPT-2 small at batch 1, seq 256),
 # and the ends of a captured process: SIGTERM and a Python exception after GPU work.
-set -u
-C=${C:-.devcarry}
-export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
-TP=$PWD/$C/trainprof
-W=/tmp/w; rm -rf $W; mkdir -p $W $OUT
-S=$OUT/summary.txt
-say() { echo "=== $*" | tee -a $S; }
-t0=$(date +%s)
+. "$(dirname "$0")/common.sh"
+export CUDA_VISIBLE_DEVICES=0
 
 say "H: SIGTERM to trainprof run during training (train_gpt --steps 100000, TERM after 20 s)"
 timeout -s TERM 20 $TP run -o $W/term -- python3 examples/pytorch/train_gpt.py --steps 100000 > $W/term.out 2>&1

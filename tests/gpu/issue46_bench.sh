@@ -4,24 +4,9 @@
 # twice the rounds. Modes: bare, the CUPTI floor with full capture's kinds, the kernel-only
 # floor, full capture, capture without kernels, the same with the zero-code torch hooks, and
 # torch.profiler. Carried: $C (trainprof, libtrainprof.so, lib/libcjson).
-set -u
-C=${C:-.devcarry}
-export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:${LD_LIBRARY_PATH:-}
-export PYTHONUNBUFFERED=1
-TP=$PWD/$C/trainprof
-W=/tmp/w; rm -rf $W; mkdir -p $W $OUT
-S=$OUT/summary.txt
+. "$(dirname "$0")/common.sh"
 LIMIT=${LIMIT:-540}
-PYD=$W/pyd; mkdir -p $PYD/trainprof/_autostart
-cp python/trainprof/*.py python/trainprof/*.pyi python/trainprof/py.typed $PYD/trainprof/
-cp python/trainprof/_autostart/*.py $PYD/trainprof/_autostart/
-EXT=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
-PYINC=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-gcc -O2 -shared -fPIC -fvisibility=hidden -I"$PYINC" -Iinclude -Isrc python/src/_trainprof.c \
-    -L$C -ltrainprof -o $PYD/trainprof/_trainprof$EXT >> $S 2>&1 || echo "python module: build failed" >> $S
-export TRAINPROF_PYTHON_DIR=$PYD
-# the metrics endpoint dlopens libmicrohttpd: use the carried copy when this machine has none
-ldconfig -p | grep -q libmicrohttpd.so.12 || { export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$PWD/$C/mhd; echo "libmicrohttpd: carried copy" >> $S; }
+python_module
 MODES=${MODES:-bare,floor,kinds=kernel,trainprof,nokernels,pyhooks,torchprof}
 if [ -n "${METRICS_CHECK:-}" ]; then
     # rank 0's endpoint under torchrun (the agent, without a local rank, must leave it free)

@@ -3,29 +3,12 @@
 # binaries built here carried in $C (trainprof, libtrainprof.so, comm_dump, nccl_loop,
 # lib/libcjson, lib/libmicrohttpd). The Python module is compiled here for this machine's
 # interpreter. Everything lands in $OUT: summary.txt and a few compressed run folders.
-set -u
-C=${C:-.devcarry}
-export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-TP=$PWD/$C/trainprof
-W=/tmp/w; rm -rf $W; mkdir -p $W $OUT
-S=$OUT/summary.txt
-say() { echo "=== $*" | tee -a $S; }
-t0=$(date +%s)
-lap() { echo "rc=$1 t=$(( $(date +%s) - t0 ))s" >> $S; }
+. "$(dirname "$0")/common.sh"
+export NCCL_NVLS_ENABLE=0
 { nvidia-smi -L; python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"; } >> $S 2>&1
 
 say "0: the Python module for this interpreter"
-PYD=$W/pyd; mkdir -p $PYD/trainprof/_autostart
-cp python/trainprof/*.py python/trainprof/*.pyi python/trainprof/py.typed $PYD/trainprof/
-cp python/trainprof/_autostart/*.py $PYD/trainprof/_autostart/
-EXT=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
-PYINC=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-gcc -O2 -shared -fPIC -fvisibility=hidden -I"$PYINC" -Iinclude -Isrc python/src/_trainprof.c \
-    -L$C -ltrainprof -o $PYD/trainprof/_trainprof$EXT >> $S 2>&1; lap $?
-export TRAINPROF_PYTHON_DIR=$PYD
-# the metrics endpoint dlopens libmicrohttpd: use the carried copy when this machine has none
-ldconfig -p | grep -q libmicrohttpd.so.12 || { export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$PWD/$C/mhd; echo "libmicrohttpd: carried copy" >> $S; }
+python_module
 python3 -c "import sys; sys.path.insert(0, '$PYD'); import trainprof; print('trainprof module', trainprof.__file__)" >> $S 2>&1
 
 scrape() { # scrape URL... every second into $W/scrape/<port>.txt (the last one kept)
