@@ -42,8 +42,9 @@ for sz in times["sizes"]:
     bus_ev = sz["bytes"] / (ev_med / 1e3) / 1e9 * fac
     diff = (tp_med - ev_med) / ev_med
     worst = max(worst, abs(diff))
-    # placement: the CUPTI kernel that overlaps the op's GPU interval the most
-    place = []
+    # the CUPTI kernel that overlaps each op's GPU interval the most: its start against the
+    # op's (placement) and its duration
+    place, kdur = [], []
     for o in with_gpu:
         best = None
         for k0, k1 in kernels:
@@ -52,14 +53,6 @@ for sz in times["sizes"]:
                 best = (ov, k0, k1)
         if best:
             place.append((o["g0"] - best[1]) / 1e3)
-    kdur = []
-    for o in with_gpu:
-        best = None
-        for k0, k1 in kernels:
-            ov = min(k1, o["g1"]) - max(k0, o["g0"])
-            if ov > 0 and (best is None or ov > best[0]):
-                best = (ov, k0, k1)
-        if best:
             kdur.append((best[2] - best[1]) / 1e6)
     kinfo = ""
     if kdur:
