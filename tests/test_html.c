@@ -203,6 +203,22 @@ static void test_html_report(void **state) {
     synth_rmtree(dir);
 }
 
+/* The HTML report (default options) of the synthetic run in dir; *len gets its length. The
+ * caller frees it. */
+static char *html_of(const char *dir, size_t *len) {
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    cJSON *rep = tp_report_build(&run, NULL);
+    char *buf = NULL;
+    FILE *mf = open_memstream(&buf, len);
+    assert_int_equal(tp_html_write(rep, &run, NULL, mf), 0);
+    fclose(mf);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    return buf;
+}
+
 /* A CPU-only job (no GPU records): the stacked bar splits each step by range, as the
  * report's breakdown (basis "cpu") does: 4 measured steps of 10 ms, "forward" 0-4 ms and
  * "backward" 4-9 ms in each, 1 ms untracked. */
@@ -224,21 +240,12 @@ static void test_html_cpu_breakdown(void **state) {
     }
     synth_end_of_file(f, T0 + 51 * MS, 0);
     assert_int_equal(synth_close(f), 0);
-    tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    cJSON *rep = tp_report_build(&run, NULL);
-    char *buf = NULL;
     size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
-    assert_int_equal(tp_html_write(rep, &run, NULL, mf), 0);
-    fclose(mf);
+    char *buf = html_of(dir, &len);
     assert_non_null(strstr(buf, "<title>rank 0, forward: 4.000 ms</title>"));
     assert_non_null(strstr(buf, "<title>rank 0, backward: 5.000 ms</title>"));
     assert_int_equal(count_in_svg(buf, "breakdown", "<rect class=\"seg\""), 3);
     free(buf);
-    cJSON_Delete(rep);
-    tp_run_free(&run);
     synth_rmtree(dir);
 }
 
@@ -258,22 +265,13 @@ static void test_html_downsampled(void **state) {
     }
     synth_end_of_file(f, b + MS, 0);
     assert_int_equal(synth_close(f), 0);
-    tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    cJSON *rep = tp_report_build(&run, NULL);
-    char *buf = NULL;
     size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
-    assert_int_equal(tp_html_write(rep, &run, NULL, mf), 0);
-    fclose(mf);
+    char *buf = html_of(dir, &len);
     assert_int_equal(points_of(buf, "step-time", "rank 0"), TP_HTML_MAX_POINTS);
     /* 2000 measured steps in columns of 17: 118 columns */
     assert_int_equal(count_in_svg(buf, "heatmap", "<rect class=\"cell\""), 118);
     assert_true(len < 200000);
     free(buf);
-    cJSON_Delete(rep);
-    tp_run_free(&run);
     synth_rmtree(dir);
 }
 
