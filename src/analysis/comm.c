@@ -273,7 +273,7 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     for (size_t i = 0; i < p->ncomm; i++)
-        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0};
+        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1};
     if (!p->ncomm) return TPROF_OK;
     int rc = TPROF_OK;
     size_t nk = 0, no = 0;
@@ -337,44 +337,39 @@ done:;
         else if ((uint32_t)single != p->gpu[i].device) { single = -2; break; }
     }
     /* ops per matched kernel: a kernel that runs several ops (a group fused into one
-     * launch) times none of them alone */
+     * launch) times none of them alone (without memory, none counts as alone) */
     uint8_t *uses = calloc(p->ngpu ? p->ngpu : 1, 1);
     for (size_t i = 0; uses && i < p->ncomm; i++)
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
-    for (size_t i = 0; i < p->ncomm; i++) /* without memory: as if shared (channel times) */
-        if (out[i].kernel < p->ngpu) out[i].shared = !uses || uses[out[i].kernel] > 1;
-    free(uses);
     for (size_t i = 0; i < p->ncomm; i++) {
         const tp_comm_op *op = &p->comm[i];
         tp_comm_time *t = &out[i];
         if (is_mpi(op)) continue; /* host time is the duration; no device */
         if (t->kernel != SIZE_MAX) t->device = (int32_t)p->gpu[t->kernel].device;
         else if (single >= 0) t->device = single;
-        int agrees = 1; /* the matched kernel holds the op's channel interval */
-        if (t->kernel != SIZE_MAX && (op->flags & TPROF_COMM_F_GPU_TIME)) {
+        int channels = (op->flags & TPROF_COMM_F_GPU_TIME) != 0;
+        int kernel = t->kernel != SIZE_MAX;
+        if (kernel && channels) {
+            /* CUPTI's record of the op's own kernel comes first (DESIGN §5): the channel
+             * interval starts ~3 us into the kernel and is placed through a calibrated
+             * GPU-to-host offset (seen 3-25 us off CUPTI on 2 x H200). It counts only when
+             * the kernel runs this op alone and holds its channel interval; one that does not
+             * is a wrong match (order-based matching shifts when CUPTI dropped records) */
             const tp_gpu_op *kr = &p->gpu[t->kernel];
-            agrees = kr->start <= op->gpu_start + KCH_SLACK_NS &&
+            kernel = uses && uses[t->kernel] == 1 && kr->start <= op->gpu_start + KCH_SLACK_NS &&
                      kr->end + KCH_SLACK_NS >= op->gpu_end;
         }
-        if (t->kernel != SIZE_MAX && !t->shared && agrees) {
-            /* CUPTI's record of the op's own kernel: DESIGN §5's first timing source. The
-             * kernel-channel interval starts ~3 us into the kernel and is placed through a
-             * calibrated GPU-to-host offset (seen 3-25 us off CUPTI on 2 x H200). A kernel
-             * that does not hold the channel interval is a wrong match (order-based matching
-             * shifts when CUPTI dropped records): the channel interval is used then */
+        if (kernel) {
             t->start = p->gpu[t->kernel].start;
             t->end = p->gpu[t->kernel].end;
             t->src = TP_COMM_TIME_KERNEL;
-        } else if (op->flags & TPROF_COMM_F_GPU_TIME) {
+        } else if (channels) {
             t->start = op->gpu_start;
             t->end = op->gpu_end;
             t->src = TP_COMM_TIME_GPU;
-        } else if (t->kernel != SIZE_MAX) {
-            t->start = p->gpu[t->kernel].start;
-            t->end = p->gpu[t->kernel].end;
-            t->src = TP_COMM_TIME_KERNEL;
         }
     }
+    free(uses);
     free(k);
     free(taken);
     free(o);

@@ -30,7 +30,6 @@ typedef struct tp_comm_time {
     size_t kernel;       /* index in p->gpu of the matched kernel, or SIZE_MAX */
     int32_t device;      /* device the op ran on, -1 when not known (MPI, or several devices
                           * and no matched kernel) */
-    int shared;          /* the matched kernel runs other ops too (a fused group) */
 } tp_comm_time;
 
 /* Resolves the duration of every op of p: out[i] for p->comm[i] (out holds p->ncomm
