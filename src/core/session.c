@@ -64,6 +64,11 @@ static struct {
     int file_failed;
     int no_file;            /* TRAINPROF_NO_FILE=1: live metrics only, no rank file */
     pthread_mutex_t lock;   /* registry, process stream, file */
+    pthread_mutex_t busy;   /* held by the flusher except while it sleeps: fork() waits for
+                             * it, so a child never inherits the flusher stopped inside
+                             * malloc, fopen or zlib with their locks taken (a forked child
+                             * hung so once under ASan, whose allocator GCC 12 does not
+                             * lock around fork) */
     tprof__thread **threads;
     uint32_t nthreads;
     uint32_t next_serial;
@@ -104,6 +109,7 @@ static struct {
     uint64_t m_bytes;        /* bytes drained from rings */
     uint64_t m_freed_drops;  /* drops of threads already freed */
 } S = {.fd = -1, .wake_fd = -1, .done_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+       .busy = PTHREAD_MUTEX_INITIALIZER,
        .flush_lock = PTHREAD_MUTEX_INITIALIZER, .flush_cond = PTHREAD_COND_INITIALIZER};
 
 /* ---------------------------------------------------------------- errors, version, log */
@@ -724,6 +730,7 @@ static void *flusher_main(void *arg) {
     if (hz) tprof__procfs_reset();
     int metrics_seen = 0;
     for (;;) {
+        pthread_mutex_lock(&S.busy);
         int stopping = atomic_load(&S.stop);
         if (period_ns) {
             uint64_t now = tprof__now();
@@ -747,11 +754,13 @@ static void *flusher_main(void *arg) {
                 if (to_sample < wait) wait = to_sample;
             }
             struct pollfd p = {S.wake_fd, POLLIN, 0};
+            pthread_mutex_unlock(&S.busy); /* asleep: a fork may go ahead */
             if (poll(&p, 1, wait) > 0) {
                 uint64_t v;
                 ssize_t rd = read(S.wake_fd, &v, sizeof v);
                 (void)rd;
             }
+            pthread_mutex_lock(&S.busy);
         }
         flush_pass();
         if (TPROF_UNLIKELY(TPROF__METRICS_ON())) tprof__metrics_after_pass();
@@ -777,6 +786,7 @@ static void *flusher_main(void *arg) {
         S.flush_gen++;
         pthread_cond_broadcast(&S.flush_cond);
         pthread_mutex_unlock(&S.flush_lock);
+        pthread_mutex_unlock(&S.busy);
         if (stopping || atomic_load(&S.final_done)) break;
     }
     return NULL;
@@ -910,12 +920,20 @@ static void write_start_metadata_locked(void) {
 
 static void atexit_shutdown(void) { tprof_shutdown(); }
 
-static void fork_prepare(void) { pthread_mutex_lock(&S.lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&S.lock); }
+/* the flusher idle (busy), then the session (lock): the order the flusher takes them in */
+static void fork_prepare(void) {
+    pthread_mutex_lock(&S.busy);
+    pthread_mutex_lock(&S.lock);
+}
+static void fork_parent(void) {
+    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&S.busy);
+}
 static void fork_child(void) {
     /* Only this thread exists now. Drop the parent's unflushed events (they belong to the
      * parent's file) and let the child start its own file lazily. */
     pthread_mutex_init(&S.lock, NULL);
+    pthread_mutex_init(&S.busy, NULL);
     pthread_mutex_init(&S.flush_lock, NULL);
     pthread_cond_init(&S.flush_cond, NULL);
     for (uint32_t i = 0; i < S.nthreads; i++) free_thread(S.threads[i]);
