@@ -63,7 +63,7 @@ typedef struct snap {
     int valid;
     double t; /* CLOCK_MONOTONIC seconds of the scrape */
     double steps_total, step_number, last_dur, dur_sum, dur_count;
-    double tokens_total, tokens_ps, samples_total, samples_ps;
+    double tokens_total, tokens_ps, samples_total, samples_ps, flops_total, flops_ps;
     char rank[16], local_rank[16];
     int ngpu;
     gpu_fig gpu[TOP_MAX_GPUS];
@@ -296,6 +296,8 @@ static void on_sample(const tp_prom_sample *smp, void *arg) {
     else if (!strcmp(n, "tokens_per_second")) f = &s->tokens_ps;
     else if (!strcmp(n, "samples_total")) f = &s->samples_total;
     else if (!strcmp(n, "samples_per_second")) f = &s->samples_ps;
+    else if (!strcmp(n, "model_flops_total")) f = &s->flops_total;
+    else if (!strcmp(n, "model_flops_per_second")) f = &s->flops_ps;
     if (f) {
         set_once(f, v);
         const char *r = tp_prom_get_label(smp, "rank");
@@ -309,6 +311,7 @@ static void snap_init(snap *s) {
     memset(s, 0, sizeof *s);
     s->steps_total = s->step_number = s->last_dur = s->dur_sum = s->dur_count = NAN;
     s->tokens_total = s->tokens_ps = s->samples_total = s->samples_ps = NAN;
+    s->flops_total = s->flops_ps = NAN;
 }
 
 static void scrape(endpoint *e, const char *token) {
@@ -364,7 +367,7 @@ static void scrape_all(endpoint *eps, int n, const char *token) {
 typedef struct row {
     const endpoint *e;
     char rank[24];
-    double step, last_ms, mean_ms, tps, steps_ps, util, power, mem_used, mem_total;
+    double step, last_ms, mean_ms, tps, tflops, steps_ps, util, power, mem_used, mem_total;
 } row;
 
 static double rate(double cur, double prev, double dt) {
@@ -388,7 +391,7 @@ static row blank_row(const endpoint *e) {
     row r;
     memset(&r, 0, sizeof r);
     r.e = e;
-    r.step = r.last_ms = r.mean_ms = r.tps = r.steps_ps = NAN;
+    r.step = r.last_ms = r.mean_ms = r.tps = r.tflops = r.steps_ps = NAN;
     r.util = r.power = r.mem_used = r.mem_total = NAN;
     snprintf(r.rank, sizeof r.rank, "-");
     return r;
@@ -418,6 +421,8 @@ static int endpoint_rows(const endpoint *e, row *out, int max) {
             r.mean_ms = c->dur_sum / c->dur_count * 1e3;
         r.tps = p ? rate(c->tokens_total, p->tokens_total, dt) : NAN;
         if (isnan(r.tps)) r.tps = c->tokens_ps;
+        r.tflops = (p ? rate(c->flops_total, p->flops_total, dt) : NAN) * 1e-12;
+        if (isnan(r.tflops)) r.tflops = c->flops_ps * 1e-12;
         r.steps_ps = p ? rate(c->steps_total, p->steps_total, dt) : NAN;
         if (c->ngpu == 1) gpu_used = 0;
         for (int k = 0; k < c->ngpu && gpu_used < 0; k++)
@@ -452,22 +457,23 @@ static const char *mem(char *b, size_t n, double used, double total) {
     return b;
 }
 
-#define HEAD_FMT "%-21s %-6s %9s %9s %9s %11s %5s %8s %-16s %s"
+#define HEAD_FMT "%-21s %-6s %9s %9s %9s %11s %7s %5s %8s %-16s %s"
 
 static void format_row(char *b, size_t n, const row *r) {
-    char s1[32], s2[32], s3[32], s4[32], s5[32], s6[32], s7[80];
+    char s1[32], s2[32], s3[32], s4[32], s5[32], s6[32], s7[80], s8[32];
     char ep[22];
     copy_label(ep, sizeof ep, r->e->spec);
     snprintf(b, n, HEAD_FMT, ep, r->rank, num(s1, sizeof s1, r->step, 0),
              num(s2, sizeof s2, r->last_ms, 3), num(s3, sizeof s3, r->mean_ms, 3),
-             num(s4, sizeof s4, r->tps, 0), num(s5, sizeof s5, r->util * 100, 0),
+             num(s4, sizeof s4, r->tps, 0), num(s8, sizeof s8, r->tflops, 1),
+             num(s5, sizeof s5, r->util * 100, 0),
              num(s6, sizeof s6, r->power, 1), mem(s7, sizeof s7, r->mem_used, r->mem_total),
              r->e->status);
 }
 
 static void format_header_cols(char *b, size_t n) {
     snprintf(b, n, HEAD_FMT, "ENDPOINT", "RANK", "STEP", "LAST_MS", "MEAN_MS", "TOKENS/S",
-             "GPU%", "POWER_W", "MEMORY", "STATUS");
+             "TFLOP/S", "GPU%", "POWER_W", "MEMORY", "STATUS");
 }
 
 /* totals over the rows */
@@ -475,11 +481,12 @@ static void format_summary(char *b, size_t n, const endpoint *eps, int neps, con
                            int nrows) {
     int up = 0;
     for (int k = 0; k < neps; k++) up += eps[k].up;
-    double tps = 0, power = 0, used = 0, total = 0, util = 0, slow = NAN, smin = NAN, smax = NAN;
-    int ntps = 0, npow = 0, nmem = 0, nutil = 0;
+    double tps = 0, tfl = 0, power = 0, used = 0, total = 0, util = 0, slow = NAN, smin = NAN, smax = NAN;
+    int ntps = 0, ntfl = 0, npow = 0, nmem = 0, nutil = 0;
     for (int k = 0; k < nrows; k++) {
         const row *r = &rows[k];
         if (isfinite(r->tps)) tps += r->tps, ntps++;
+        if (isfinite(r->tflops)) tfl += r->tflops, ntfl++;
         if (isfinite(r->power)) power += r->power, npow++;
         if (isfinite(r->mem_used) && isfinite(r->mem_total))
             used += r->mem_used, total += r->mem_total, nmem++;
@@ -490,12 +497,13 @@ static void format_summary(char *b, size_t n, const endpoint *eps, int neps, con
             if (isnan(smax) || r->step > smax) smax = r->step;
         }
     }
-    char a[32], c[32], d[32], e[32], f[32], h[32], g[80]; /* one buffer per argument */
+    char a[32], c[32], d[32], e[32], f[32], h[32], g[80], t[32]; /* one buffer per argument */
     snprintf(b, n,
              "endpoints %d/%d up | steps %s..%s | slowest mean step %s ms | %s tokens/s | "
-             "GPU %s%% | power %s W | memory %s",
+             "%s TFLOP/s per GPU | GPU %s%% | power %s W | memory %s",
              up, neps, num(a, sizeof a, smin, 0), num(c, sizeof c, smax, 0),
              num(d, sizeof d, slow, 3), ntps ? num(e, sizeof e, tps, 0) : "-",
+             ntfl ? num(t, sizeof t, tfl / ntfl, 1) : "-",
              nutil ? num(f, sizeof f, util / nutil * 100, 0) : "-",
              npow ? num(h, sizeof h, power, 1) : "-",
              nmem ? mem(g, sizeof g, used, total) : "-");

@@ -1054,6 +1054,9 @@ static int cmd_run(int argc, char **argv) {
                                           "TRAINPROF_SAMPLES_PER_STEP",
                                           "TRAINPROF_FLOPS_PER_STEP"};
         double x[3] = {a.tokens_per_step, a.samples_per_step, a.flops_per_step};
+        tp_model_desc m; /* --model with --tokens-per-step: the report's formula, live */
+        if (!(x[2] > 0) && a.model && x[0] > 0 && tp_model_parse(a.model, &m, NULL, 0) == 0)
+            x[2] = tp_model_flops(&m, x[0]);
         for (int k = 0; k < 3; k++) {
             char num[64];
             snprintf(num, sizeof num, "%.17g", x[k]);

@@ -2,7 +2,9 @@
 # `trainprof run --metrics-port PORT -- char_lm`: the rank's endpoint answers while the job
 # runs (scraped with urllib until trainprof_steps_total > 0): the step counter, the
 # step-duration histogram (buckets ascending and cumulative, +Inf = _count), the last step's
-# duration, the throughput counters from --tokens-per-step, rank labels, the process metrics;
+# duration, the throughput counters from --tokens-per-step, the FLOPs counter from --model
+# (2 layers, hidden 64, seq 32, vocab 100: 2 x (72 x 64^2 + 6 x 32 x 64) + 6 x 64 x 100 =
+# 652800 FLOPs a token, x 4096 tokens a step), rank labels, the process metrics;
 # then SIGTERM to `trainprof run` ends the job (forwarded) and the endpoint closes with it.
 set -eu
 TP=$1 LM=$2 DIR=$3
@@ -12,7 +14,7 @@ unset TRAINPROF_METRICS_PORT TRAINPROF_METRICS_TOKEN TRAINPROF_METRICS_NODE_PORT
 export TRAINPROF_NVML_HZ=0 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$TP" run --no-report -o "$DIR/run" --metrics-port "$PORT" --tokens-per-step 4096 \
-    -- "$LM" --steps 100000 --log-every 0 > "$DIR/run.log" 2>&1 &
+    --model layers=2,hidden=64,heads=2,seq=32,vocab=100 -- "$LM" --steps 100000 --log-every 0 > "$DIR/run.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true' EXIT # never leave the job holding ctest's pipes
 rc=0
@@ -70,6 +72,8 @@ last = values(t2, "trainprof_step_last_duration_seconds")[0][1]
 assert 0 < last < 10, last
 tok = values(t2, "trainprof_tokens_total")[0][1]
 assert tok == 4096 * steps2, (tok, steps2)
+flops = values(t2, "trainprof_model_flops_total")[0][1]
+assert flops == 652800 * 4096 * steps2, (flops, steps2)
 for m in ("process_cpu_seconds_total", "process_resident_memory_bytes", "trainprof_build_info"):
     assert values(t2, m), m
 print("run --metrics-port: %d steps counted, histogram of %d buckets, mean step %.2f ms"

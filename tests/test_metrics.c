@@ -261,6 +261,7 @@ static void promtool_check(const char *text) {
 static void body_steps(void) {
     int port = start_child_session(NULL);
     tprof_set_metadata("tokens_per_step", "1000");
+    tprof_set_metadata("flops_per_step", "2e12");
     double measured = 0;
     for (uint64_t s = 0; s < 20; s++) {
         double t0 = now_s();
@@ -287,6 +288,10 @@ static void body_steps(void) {
     CHECK(sample(r, "trainprof_step_duration_seconds_bucket{le=\"+Inf\"}") == 20);
     CHECK(sample(r, "trainprof_step_number") == 19);
     CHECK(sample(r, "trainprof_tokens_total") == 20000);
+    CHECK(sample(r, "trainprof_model_flops_total") == 4e13);
+    /* FLOP/s of the last step: its FLOPs over its own duration */
+    double last = sample(r, "trainprof_step_last_duration_seconds");
+    CHECK(last >= 0.005 && fabs(sample(r, "trainprof_model_flops_per_second") * last / 2e12 - 1) < 1e-9);
     CHECK(sample(r, "trainprof_events_dropped_total") == 0);
     CHECK(sample(r, "trainprof_detail_capture") == 1);
     CHECK(strstr(r, "\ntrainprof_build_info{version=\""));

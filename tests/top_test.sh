@@ -37,7 +37,7 @@ free_port() {
 if [ "$MODE" = job ]; then
     P=$(free_port)
     TRAINPROF_METRICS_NODE_PORT=0 "$TP" run --no-report -o "$T/run" --metrics-port "$P" \
-        --tokens-per-step 512 -- "$CHAR_LM" --steps 3000 >"$T/run.out" 2>&1 &
+        --tokens-per-step 512 --flops-per-step 3e11 -- "$CHAR_LM" --steps 3000 >"$T/run.out" 2>&1 &
     RUN=$!
     PIDS="$RUN"
     ok=0
@@ -46,7 +46,7 @@ if [ "$MODE" = job ]; then
         i=$((i + 1))
         "$TP" top --endpoints "127.0.0.1:$P" --once --interval 0.3 >"$T/top.out" 2>"$T/top.err"
         rc=$?
-        # ENDPOINT RANK STEP LAST_MS MEAN_MS TOKENS/S ...
+        # ENDPOINT RANK STEP LAST_MS MEAN_MS TOKENS/S TFLOP/S ...
         row=$(awk -v ep="127.0.0.1:$P" '$1 == ep' "$T/top.out")
         step=$(echo "$row" | awk '{print $3}')
         if [ $rc = 0 ] && [ -n "$step" ] && [ "$step" != "-" ] && [ "$step" -gt 0 ] 2>/dev/null; then
@@ -66,6 +66,9 @@ if [ "$MODE" = job ]; then
             { for (k = 4; k <= 5; k++) if ($k == "-" || $k + 0 < 0.05 || $k + 0 > 200) {
                   print "FAIL: step time column " k " is " $k " ms, not plausible"; bad = 1 } }
             $6 == "-" || $6 + 0 <= 0 { print "FAIL: no tokens/s: " $6; bad = 1 }
+            # TFLOP/s = 3e11 FLOPs x steps/s and tokens/s = 512 x steps/s: their ratio is fixed
+            $7 == "-" || $6 + 0 < 1000 || ($7 / $6 * 1e12) / (3e11 / 512) < 0.8 || ($7 / $6 * 1e12) / (3e11 / 512) > 1.25 {
+                print "FAIL: TFLOP/s " $7 " does not match tokens/s " $6 " x 3e11 / 512"; bad = 1 }
             $NF != "ok" { print "FAIL: status " $NF; bad = 1 }
             END { exit bad }' >&2 || fails=$((fails + 1))
         grep -q '^trainprof top: endpoints 1/1 up' "$T/top.out" || fail "no summary line"
@@ -111,6 +114,7 @@ else
     python3 - "$T/port2" <<'PY' &
 import http.server, sys
 BODY = (b"trainprof_step_number 42\ntrainprof_steps_total 42\n"
+        b"trainprof_model_flops_per_second 2.5e12\n"
         b'trainprof_gpu_power_watts{gpu="0",uuid="GPU-a"} 250\n'
         b'trainprof_gpu_power_watts{gpu="1",uuid="GPU-b"} 100\n')
 class H(http.server.BaseHTTPRequestHandler):
@@ -133,6 +137,7 @@ PY
     while [ ! -s "$T/port2" ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
     "$TP" top --endpoints "127.0.0.1:$(cat "$T/port2")" --once --interval 0.1 >"$T/sum.out" 2>&1
     grep -q "steps 42\.\.42 " "$T/sum.out" || fail "summary: steps 42..42 missing: $(head -2 "$T/sum.out")"
+    grep -q "| 2.5 TFLOP/s per GPU |" "$T/sum.out" || fail "summary: TFLOP/s is not 2.5: $(head -2 "$T/sum.out")"
     grep -q "power 350.0 W" "$T/sum.out" || fail "summary: power is not 250 + 100 W: $(head -2 "$T/sum.out")"
     kill $SP 2>/dev/null
     wait $SP 2>/dev/null

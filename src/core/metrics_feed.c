@@ -36,7 +36,7 @@ static const double k_step_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
                                        0.5,   1,      2.5,   5,    10,    25,    60,   120};
 
 static struct {
-    int step_hist, steps, step_last, step_num, tokens, samples, flops, tok_rate, smp_rate;
+    int step_hist, steps, step_last, step_num, tokens, samples, flops, tok_rate, smp_rate, flop_rate;
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
     int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
     int comm_ops, comm_bytes, comm_seconds, comm_hist, timer;
@@ -110,6 +110,7 @@ static void register_families(void) {
     F.flops = tprof__m_family("trainprof_model_flops_total", "model FLOPs of this rank (flops_per_step x steps)", TPROF_M_COUNTER, NULL, 0);
     F.tok_rate = tprof__m_family("trainprof_tokens_per_second", "tokens per second of the last step", TPROF_M_GAUGE, NULL, 0);
     F.smp_rate = tprof__m_family("trainprof_samples_per_second", "samples per second of the last step", TPROF_M_GAUGE, NULL, 0);
+    F.flop_rate = tprof__m_family("trainprof_model_flops_per_second", "model FLOP/s of this rank in the last step (flops_per_step / step time); / 1e12 = TFLOP/s per GPU", TPROF_M_GAUGE, NULL, 0);
     F.dropped = tprof__m_family("trainprof_events_dropped_total", "events lost to full rings or limits", TPROF_M_COUNTER, NULL, 0);
     F.bytes = tprof__m_family("trainprof_recorded_bytes_total", "bytes of records drained from the rings", TPROF_M_COUNTER, NULL, 0);
     F.detail = tprof__m_family("trainprof_detail_capture", "1 while detailed (CUPTI kernel) capture is on", TPROF_M_GAUGE, NULL, 0);
@@ -332,7 +333,10 @@ static void step_done(uint64_t step, uint64_t ns) {
         tprof__m_add(one(F.samples), smp);
         if (s > 0) tprof__m_set(one(F.smp_rate), smp / s);
     }
-    if (flp > 0) tprof__m_add(one(F.flops), flp);
+    if (flp > 0) {
+        tprof__m_add(one(F.flops), flp);
+        if (s > 0) tprof__m_set(one(F.flop_rate), flp / s);
+    }
 }
 
 /* Steps marked by ranges (DESIGN §4: a name from TRAINPROF_STEP_NAME, else ProfilerStep#*,
