@@ -134,6 +134,43 @@ assert "trainprof_host_load1" in s and s["trainprof_host_load1"][0][1] >= 0
 modes = {re.search(r'mode="(\w+)"', lab).group(1): v for lab, v in s["trainprof_host_cpu_seconds_total"]}
 assert set(modes) == {"user", "nice", "system", "idle", "iowait"}, modes
 assert modes["idle"] > 0 and types["trainprof_host_cpu_seconds_total"] == "counter"
+# network and disk counters per device, between two reads of /proc around the scrape
+def proc_net():
+    out = {}
+    for ln in open("/proc/net/dev").readlines()[2:]:
+        name, rest = ln.split(":", 1)
+        f = rest.split()
+        if name.strip() != "lo":
+            out[name.strip()] = (int(f[0]), int(f[8]))
+    return out
+def proc_disk():
+    out = {}
+    for ln in open("/proc/diskstats"):
+        f = ln.split()
+        if not f[2].startswith(("loop", "ram", "zram")) and os.path.exists("/sys/block/" + f[2]):
+            out[f[2]] = (int(f[5]) * 512, int(f[9]) * 512)
+    return out
+import os
+n0, d0 = proc_net(), proc_disk()
+time.sleep(1.3)  # serve's process sampler, which reads these, runs at 1 Hz
+st, ctype, text = get("/metrics")
+n1, d1 = proc_net(), proc_disk()
+s2, _ = parse(text)
+def per_dev(fam):
+    return {re.search(r'device="([^"]+)"', lab).group(1): v for lab, v in s2.get(fam, [])}
+for fams, before, after in ((("trainprof_host_network_receive_bytes_total",
+                             "trainprof_host_network_transmit_bytes_total"), n0, n1),
+                            (("trainprof_host_disk_read_bytes_total",
+                             "trainprof_host_disk_written_bytes_total"), d0, d1)):
+    want = set(list(before)[:16])
+    for k, fam in enumerate(fams):
+        got = per_dev(fam)
+        assert set(got) == want, (fam, sorted(got), sorted(want))
+        # the sampler read /proc between the test's two reads (a sampler period apart)
+        for dev, v in got.items():
+            assert before[dev][k] <= v <= after[dev][k], (fam, dev, before[dev][k], v, after[dev][k])
+        assert types[fam] == "counter", fam
+print("host devices: %d interfaces, %d disks" % (len(n0), len(d0)))
 # a node exporter: no rank labels, no step series
 assert not any('rank="' in lab for v in s.values() for lab, _ in v), "rank labels"
 assert "trainprof_steps_total" not in s or s["trainprof_steps_total"][0][1] == 0

@@ -40,7 +40,7 @@ static struct {
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
     int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
     int comm_ops, comm_bytes, comm_seconds, comm_hist, timer;
-    int host_load[3], host_mem_total, host_mem_avail, host_cpu;
+    int host_load[3], host_mem_total, host_mem_avail, host_cpu, net_rx, net_tx, disk_rd, disk_wr;
 } F;
 
 /* communication duration buckets, seconds: 10 us to 10 s */
@@ -134,6 +134,10 @@ static void register_families(void) {
     F.host_mem_total = tprof__m_family("trainprof_host_memory_total_bytes", "host memory (MemTotal), node samplers only", TPROF_M_GAUGE, NULL, 0);
     F.host_mem_avail = tprof__m_family("trainprof_host_memory_available_bytes", "host memory available (MemAvailable), node samplers only", TPROF_M_GAUGE, NULL, 0);
     F.host_cpu = tprof__m_family("trainprof_host_cpu_seconds_total", "host CPU time by mode, all cores (/proc/stat), node samplers only", TPROF_M_COUNTER, NULL, 0);
+    F.net_rx = tprof__m_family("trainprof_host_network_receive_bytes_total", "bytes received by a network interface (/proc/net/dev; not lo), node samplers only", TPROF_M_COUNTER, NULL, 0);
+    F.net_tx = tprof__m_family("trainprof_host_network_transmit_bytes_total", "bytes sent by a network interface (/proc/net/dev; not lo), node samplers only", TPROF_M_COUNTER, NULL, 0);
+    F.disk_rd = tprof__m_family("trainprof_host_disk_read_bytes_total", "bytes read from a whole disk (/proc/diskstats sectors x 512; no partitions, loop or ram devices), node samplers only", TPROF_M_COUNTER, NULL, 0);
+    F.disk_wr = tprof__m_family("trainprof_host_disk_written_bytes_total", "bytes written to a whole disk (/proc/diskstats), node samplers only", TPROF_M_COUNTER, NULL, 0);
     F.comm_hist = tprof__m_family("trainprof_comm_duration_seconds", "duration of each communication operation", TPROF_M_HISTOGRAM,
                                   k_comm_bounds, (int)(sizeof k_comm_bounds / sizeof *k_comm_bounds));
 }
@@ -516,18 +520,91 @@ void tprof__metrics_pass(uint64_t dropped_total, uint64_t bytes_total) {
 
 void tprof__metrics_detail(int on) { tprof__m_set(one(F.detail), on ? 1 : 0); }
 
+/* Per-device host counters: a device's series are made the first time it is seen, for at
+ * most HOST_DEVICES devices of each kind (interfaces, disks), so a node with many virtual
+ * interfaces cannot grow the registry. */
+#define HOST_DEVICES 16
+typedef struct {
+    char name[HOST_DEVICES][32];
+    int series[HOST_DEVICES][2], n;
+} host_devs;
+
+static const int *host_dev(host_devs *d, const char *host, const char *name, int fam0, int fam1) {
+    for (int i = 0; i < d->n; i++)
+        if (!strcmp(d->name[i], name)) return d->series[i];
+    if (d->n >= HOST_DEVICES || strlen(name) >= sizeof d->name[0]) return NULL;
+    const char *l[] = {"host", host, "device", name, NULL};
+    snprintf(d->name[d->n], sizeof d->name[0], "%s", name);
+    d->series[d->n][0] = tprof__m_series(fam0, l);
+    d->series[d->n][1] = tprof__m_series(fam1, l);
+    return d->series[d->n++];
+}
+
+/* bytes received and sent by each interface but loopback */
+static void host_network(const char *host) {
+    static host_devs devs;
+    FILE *f = fopen("/proc/net/dev", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':'), *name = line;
+        if (!colon) continue; /* the two header lines */
+        *colon = 0;
+        while (*name == ' ') name++;
+        unsigned long long v[9];
+        if (!strcmp(name, "lo") ||
+            sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
+            continue;
+        const int *se = host_dev(&devs, host, name, F.net_rx, F.net_tx);
+        if (!se) continue;
+        tprof__m_set(se[0], (double)v[0]);
+        tprof__m_set(se[1], (double)v[8]);
+    }
+    fclose(f);
+}
+
+/* bytes read and written by each whole disk (a name under /sys/block; partitions are not),
+ * loop, ram and zram devices left out as node_exporter does; diskstats counts 512-byte
+ * sectors whatever the device's block size (Linux Documentation/admin-guide/iostats.rst) */
+static void host_disks(const char *host) {
+    static host_devs devs;
+    FILE *f = fopen("/proc/diskstats", "r");
+    if (!f) return;
+    char line[512], name[64], path[96];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long rd_sect, wr_sect; /* fields 6 and 10: sectors read, written */
+        if (sscanf(line, " %*u %*u %63s %*u %*u %llu %*u %*u %*u %llu", name, &rd_sect, &wr_sect) != 3)
+            continue;
+        if (!strncmp(name, "loop", 4) || !strncmp(name, "ram", 3) || !strncmp(name, "zram", 4))
+            continue;
+        const int *se = NULL;
+        for (int i = 0; i < devs.n && !se; i++)
+            if (!strcmp(devs.name[i], name)) se = devs.series[i];
+        if (!se) {
+            snprintf(path, sizeof path, "/sys/block/%s", name);
+            if (access(path, F_OK) != 0) continue;
+            se = host_dev(&devs, host, name, F.disk_rd, F.disk_wr);
+            if (!se) continue;
+        }
+        tprof__m_set(se[0], (double)rd_sect * 512.0);
+        tprof__m_set(se[1], (double)wr_sect * 512.0);
+    }
+    fclose(f);
+}
+
 /* The node's own figures, from the sampler of a node-sampler process (trainprof serve, or
  * trainprof run's node sampler: TRAINPROF_NVML_SAMPLER names this process): load averages,
  * memory total and available, CPU seconds by mode. A rank does not serve them (one series
  * per node, not per rank). */
 static void host_metrics(void) {
     static int node = -1, series[3 + 2 + 5];
+    static char host[64] = "";
     static const char *const modes[5] = {"user", "nice", "system", "idle", "iowait"};
     if (node < 0) {
         const char *v = getenv("TRAINPROF_NVML_SAMPLER");
         node = v && atoi(v) == (int)getpid();
         if (!node) return;
-        char host[64] = "";
         gethostname(host, sizeof host - 1);
         const char *h[] = {"host", host, NULL};
         for (int i = 0; i < 3; i++) series[i] = tprof__m_series(F.host_load[i], h);
@@ -561,6 +638,8 @@ static void host_metrics(void) {
             for (int i = 0; i < 5; i++) tprof__m_set(series[5 + i], (double)t[i] / (double)hz);
         fclose(f);
     }
+    host_network(host);
+    host_disks(host);
 }
 
 void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, double ctx) {
