@@ -91,6 +91,7 @@ static struct {
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
     uint64_t flush_gen;     /* completed flush passes */
+    int flusher_up;         /* the flusher reached flusher_main (under flush_lock) */
     uint8_t *stage;         /* staging buffer for one chunk */
     size_t stage_cap;
     uint64_t start_rt, start_mono;
@@ -723,6 +724,12 @@ static void *flusher_main(void *arg) {
 #ifdef __linux__
     pthread_setname_np(pthread_self(), "trainprof-flush");
 #endif
+    /* running our code now: the thread library's and sanitizers' setup of this thread is
+     * over (see start_flusher) */
+    pthread_mutex_lock(&S.flush_lock);
+    S.flusher_up = 1;
+    pthread_cond_broadcast(&S.flush_cond);
+    pthread_mutex_unlock(&S.flush_lock);
     int interval = (int)S.cfg.flush_interval_ms;
     if (interval <= 0) interval = 50;
     uint32_t hz = S.cfg.sample_hz > 1000 ? 1000 : S.cfg.sample_hz;
@@ -959,11 +966,31 @@ static void fork_child(void) {
     atomic_store(&S.final_done, 0);
     atomic_store(&S.fatal_signal, 0);
     S.flush_gen = 0;
+    S.flusher_up = 0;
     S.m_bytes = 0;
     S.m_freed_drops = 0;
     tprof__metrics_after_fork(); /* the parent's endpoint thread is not in this process */
     int st = atomic_load(&tprof__g_state);
     if (st == TPROF__ON) set_state(TPROF__UNINIT);
+}
+
+/* Starts the flusher and waits (at most 2 s) until it runs flusher_main. Until then the new
+ * thread may be inside the thread library's or a sanitizer's setup of it, which allocates
+ * (pthread_getattr_np under ASan), and fork_prepare's lock on busy cannot keep a fork from
+ * copying it there with an allocator lock held: a child forked right after tprof_init then
+ * hung in its first malloc (seen in CI under GCC 12's ASan). 0, or pthread_create's error. */
+static int start_flusher(void) {
+    S.flusher_up = 0;
+    int rc = pthread_create(&S.flusher, NULL, flusher_main, NULL);
+    if (rc != 0) return rc;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    pthread_mutex_lock(&S.flush_lock);
+    while (!S.flusher_up)
+        if (pthread_cond_timedwait(&S.flush_cond, &S.flush_lock, &until) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&S.flush_lock);
+    return 0;
 }
 
 /* Caller holds nothing; state is STARTING. Returns the final state. */
@@ -1012,7 +1039,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
     pthread_mutex_unlock(&S.lock);
     /* the flusher must not inherit a signal mask that lets it take SIGTERM; it blocks
      * everything itself */
-    if (pthread_create(&S.flusher, NULL, flusher_main, NULL) != 0) {
+    if (start_flusher() != 0) {
         tprof__log(TPROF_LOG_ERROR, "cannot start the flusher thread; recording is off");
         close(S.wake_fd);
         S.wake_fd = -1;
