@@ -8,10 +8,17 @@
  * registered string and a named category, on a second thread named "worker"; a
  * start/end range begun on the main thread and ended on the worker; a mark; a pop with
  * nothing pushed; and "left_open", never closed.
+ *
+ * Through the payload extension, in the domain "payloads" (as NCCL does it: a range pushed
+ * through the core API and popped with nvtxRangePopPayload): "core_push_payload_pop"
+ * around a 2 ms sleep; a payload-only range and a payload-only mark, which a tool can only
+ * name after their schema, "StaticSchema" (a static id) and "DynamicSchema" (an id the
+ * tool hands out, at least 1 << 32); and a start/end pair with payloads.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtPayload.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +57,59 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* The payload extension's calls. Exits 1 if a tool that is attached gets the schema ids
+ * wrong; without a tool every call is a no-op returning 0. */
+static void payloads(void) {
+    nvtxDomainHandle_t d = nvtxDomainCreateA("payloads");
+    static const nvtxPayloadSchemaEntry_t entries[] = {
+        {0, NVTX_PAYLOAD_ENTRY_TYPE_UINT64, "commhash", NULL, 0, 0, NULL, NULL},
+        {0, NVTX_PAYLOAD_ENTRY_TYPE_INT, "nranks", NULL, 0, 0, NULL, NULL},
+    };
+    struct pl { uint64_t commhash; int nranks; } value = {0x1234, 8};
+    const uint64_t static_id = NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 7;
+    nvtxPayloadSchemaAttr_t sa = {0};
+    sa.fieldMask = NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NAME | NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_TYPE |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ENTRIES |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_NUM_ENTRIES |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_STATIC_SIZE |
+                   NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID;
+    sa.name = "StaticSchema";
+    sa.type = NVTX_PAYLOAD_SCHEMA_TYPE_STATIC;
+    sa.entries = entries;
+    sa.numEntries = 2;
+    sa.payloadStaticSize = sizeof value;
+    sa.schemaId = static_id;
+    uint64_t got = nvtxPayloadSchemaRegister(d, &sa);
+    sa.fieldMask &= ~(uint64_t)NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID;
+    sa.name = "DynamicSchema";
+    uint64_t dyn = nvtxPayloadSchemaRegister(d, &sa);
+    int tool = nvtxDomainIsEnabled(d) && got != 0;
+    if (tool && (got != static_id || dyn < NVTX_PAYLOAD_SCHEMA_ID_DYNAMIC_START)) {
+        fprintf(stderr, "nvtx_prog: schema ids %llu (want %llu) and %llu\n",
+                (unsigned long long)got, (unsigned long long)static_id,
+                (unsigned long long)dyn);
+        exit(1);
+    }
+    nvtxPayloadData_t data = {static_id, sizeof value, &value};
+    /* NCCL's pattern */
+    nvtxEventAttributes_t a = {0};
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = "core_push_payload_pop";
+    nvtxDomainRangePushEx(d, &a);
+    sleep_ms(2);
+    nvtxRangePopPayload(d, &data, 1);
+    /* payload-only events */
+    nvtxRangePushPayload(d, &data, 1);
+    nvtxPayloadData_t dyn_data = {dyn, sizeof value, &value};
+    nvtxMarkPayload(d, &dyn_data, 1);
+    nvtxDomainRangePop(d);
+    nvtxRangeId_t id = nvtxRangeStartPayload(d, &dyn_data, 1);
+    sleep_ms(1);
+    nvtxRangeEndPayload(d, id, &data, 1);
+}
+
 int main(void) {
     nvtxRangePop(); /* nothing pushed: must be tolerated */
     nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), "main");
@@ -80,6 +140,7 @@ int main(void) {
     pthread_create(&th, NULL, worker, NULL);
     pthread_join(th, NULL);
     nvtxRangePop(); /* outer */
+    payloads();
     nvtxRangePushA("left_open");
     printf("nvtx_prog done\n");
     return 0;

@@ -188,6 +188,31 @@ static void test_cross_thread_and_open(void **state) {
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(lo, "args"), "unclosed")));
 }
 
+/* The payload extension: NCCL's core-push / payload-pop range closes, with its 2 ms; the
+ * payload-only range (nested in nothing, after it) and mark are named after their
+ * schemas; the start/end pair is matched. */
+static void test_payload_extension(void **state) {
+    (void)state;
+    const cJSON *r = event("core_push_payload_pop", "X");
+    assert_non_null(r);
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(r, "args");
+    assert_string_equal(sget(args, "domain"), "payloads");
+    assert_null(cJSON_GetObjectItemCaseSensitive(args, "unclosed"));
+    assert_true(nget(r, "dur") >= 2000.0);
+    const cJSON *st = event("StaticSchema", "X");
+    assert_non_null(st);
+    assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "args"), "unclosed"));
+    assert_true(nget(st, "ts") >= nget(r, "ts") + nget(r, "dur"));
+    const cJSON *mk = event("DynamicSchema", "i");
+    assert_non_null(mk);
+    assert_true(nget(mk, "ts") >= nget(st, "ts") && nget(mk, "ts") <= nget(st, "ts") + nget(st, "dur"));
+    const cJSON *b = event("DynamicSchema", "b"), *e = event("DynamicSchema", "e");
+    assert_non_null(b);
+    assert_non_null(e);
+    assert_string_equal(sget(b, "id"), sget(e, "id"));
+    assert_true(nget(e, "ts") - nget(b, "ts") >= 1000.0);
+}
+
 static void test_report_mentions_nvtx(void **state) {
     (void)state;
     char path[700];
@@ -210,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_names_nesting_durations),
         cmocka_unit_test(test_domain_category_thread),
         cmocka_unit_test(test_cross_thread_and_open),
+        cmocka_unit_test(test_payload_extension),
         cmocka_unit_test(test_report_mentions_nvtx),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

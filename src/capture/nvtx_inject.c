@@ -238,6 +238,113 @@ static const void *h_dcreate_w(const wchar_t *name) { return create_domain(wide_
 static void h_ddestroy(const void *d) { (void)d; /* handles stay valid: ranges may be open */ }
 static void h_initialize(const void *reserved) { (void)reserved; }
 
+/* ---------------------------------------------------------------- payload extension */
+
+/* The payload extension (nvToolsExtPayload.h) matters even to a tool that decodes no
+ * payloads: NCCL pushes some ranges through the core API and pops them through
+ * nvtxRangePopPayload, to attach what it learned inside the call (ncclCommInitRank's new
+ * communicator). Without these handlers such a pop is lost and the range never closes.
+ *
+ * Payload-only events (nvtxRangePushPayload, nvtxMarkPayload, ...) carry no message; they
+ * are named after the schema of their first payload, as registered, else "(payload)".
+ * Schema names live in an append-only table keyed by (domain, schema id): written under
+ * g_reg_lock, read without a lock (an entry is complete before the count that covers it
+ * is published); at most MAX_SCHEMAS, later ones unnamed. The lookup is a scan from the
+ * newest entry; instrumented libraries register tens of schemas. */
+#define MAX_SCHEMAS 4096
+typedef struct schema_name { uint32_t domain; uint64_t id; const char *name; } schema_name;
+static schema_name g_schemas[MAX_SCHEMAS];
+static _Atomic uint32_t g_nschemas;
+static uint64_t g_next_dynamic_id = TNVTX_SCHEMA_ID_DYNAMIC_START; /* under g_reg_lock */
+
+/* The id the application will use: the static id it asked for, else a new dynamic one. */
+static uint64_t register_schema(uint32_t domain, uint64_t wanted, const char *name) {
+    const tprof_regstr *r = name ? register_string(name) : NULL;
+    pthread_mutex_lock(&g_reg_lock);
+    uint64_t id = wanted ? wanted : g_next_dynamic_id++;
+    uint32_t n = atomic_load_explicit(&g_nschemas, memory_order_relaxed);
+    if (r && n < MAX_SCHEMAS) {
+        g_schemas[n] = (schema_name){domain, id, r->str};
+        atomic_store_explicit(&g_nschemas, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_reg_lock);
+    return id;
+}
+
+static const char *payload_name(uint32_t domain, const tnvtx_payload_data *p, size_t count) {
+    if (!p || count == 0) return "(payload)";
+    for (uint32_t i = atomic_load_explicit(&g_nschemas, memory_order_acquire); i-- > 0;)
+        if (g_schemas[i].id == p[0].schema_id && g_schemas[i].domain == domain)
+            return g_schemas[i].name;
+    return "(payload)";
+}
+
+static uint64_t h_pl_schema_register(const void *d, const tnvtx_schema_attr *a) {
+    if (!a) return 0;
+    uint64_t want = (a->field_mask & TNVTX_SCHEMA_FIELD_SCHEMA_ID) ? a->schema_id : 0;
+    return register_schema(domain_of(d), want,
+                           (a->field_mask & TNVTX_SCHEMA_FIELD_NAME) ? a->name : NULL);
+}
+static uint64_t h_pl_enum_register(const void *d, const tnvtx_enum_attr *a) {
+    if (!a) return 0;
+    uint64_t want = (a->field_mask & TNVTX_ENUM_FIELD_SCHEMA_ID) ? a->schema_id : 0;
+    return register_schema(domain_of(d), want, NULL); /* enums never name an event */
+}
+static void h_pl_mark(const void *d, const tnvtx_payload_data *p, size_t n) {
+    WITH_THREAD()
+    tprof__mark(t, domain_of(d), payload_name(domain_of(d), p, n), 0);
+}
+static int h_pl_push(const void *d, const tnvtx_payload_data *p, size_t n) {
+    WITH_THREAD(-1)
+    tprof__push(t, domain_of(d), payload_name(domain_of(d), p, n), 0);
+    return t->depth - 1;
+}
+static int h_pl_pop(const void *d, const tnvtx_payload_data *p, size_t n) {
+    (void)p;
+    (void)n;
+    return h_dpop(d);
+}
+static uint64_t h_pl_start(const void *d, const tnvtx_payload_data *p, size_t n) {
+    WITH_THREAD(0)
+    return tprof__range_start(t, domain_of(d), payload_name(domain_of(d), p, n), 0);
+}
+static void h_pl_end(const void *d, uint64_t id, const tnvtx_payload_data *p, size_t n) {
+    (void)d;
+    (void)p;
+    (void)n;
+    h_end(id);
+}
+static uint8_t h_pl_domain_enabled(const void *d) {
+    (void)d;
+    return tprof_enabled() ? 1 : 0;
+}
+
+TPROF_API int InitializeInjectionNvtxExtension(tnvtx_ext_module *m);
+
+/* Called once per extension module per instrumented library. Returns 1 (accepted) or 0
+ * (declined: the module's calls become no-ops in that library). Modules other than the
+ * payload extension are accepted with no slot filled, which also makes them no-ops. */
+int InitializeInjectionNvtxExtension(tnvtx_ext_module *m) {
+    if (!m || !tprof_enabled()) return 0;
+    if (m->module_id != TNVTX_EXT_MODULE_PAYLOAD || (m->compat_id >> 8) != 1 ||
+        m->segments_count < 1 || !m->segments || !m->segments[0].slots)
+        return 1;
+    const struct { unsigned cbid; intptr_t fn; } pl[] = {
+        {TNVTX_PL_SchemaRegister, (intptr_t)h_pl_schema_register},
+        {TNVTX_PL_EnumRegister, (intptr_t)h_pl_enum_register},
+        {TNVTX_PL_MarkPayload, (intptr_t)h_pl_mark},
+        {TNVTX_PL_RangePushPayload, (intptr_t)h_pl_push},
+        {TNVTX_PL_RangePopPayload, (intptr_t)h_pl_pop},
+        {TNVTX_PL_RangeStartPayload, (intptr_t)h_pl_start},
+        {TNVTX_PL_RangeEndPayload, (intptr_t)h_pl_end},
+        {TNVTX_PL_DomainIsEnabled, (intptr_t)h_pl_domain_enabled},
+    };
+    tnvtx_ext_segment *seg = &m->segments[0];
+    for (size_t i = 0; i < sizeof pl / sizeof pl[0]; i++)
+        if (pl[i].cbid < seg->slot_count) seg->slots[pl[i].cbid] = pl[i].fn;
+    return 1;
+}
+
 /* ---------------------------------------------------------------- injection */
 
 typedef struct slot { unsigned cbid; tnvtx_fn fn; } slot;

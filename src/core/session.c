@@ -825,8 +825,11 @@ static tprof__thread *over_limit(void) {
 
 tprof__thread *tprof__thread_slow(void) {
     int st = atomic_load_explicit(&tprof__g_state, memory_order_acquire);
-    if (st == TPROF__UNINIT) {
-        tprof_enabled(); /* lazy start */
+    if (st == TPROF__UNINIT || st == TPROF__STARTING) {
+        /* start lazily, or wait for the thread that is starting the session: an event
+         * recorded meanwhile belongs in the file (the start waits for its flusher, which a
+         * loaded machine may take milliseconds to schedule) */
+        tprof_enabled();
         st = atomic_load(&tprof__g_state);
     }
     if (st != TPROF__ON) return NULL;
@@ -927,8 +930,10 @@ static void write_start_metadata_locked(void) {
 
 static void atexit_shutdown(void) { tprof_shutdown(); }
 
-/* the flusher idle (busy), then the session (lock): the order the flusher takes them in */
+/* a session that is starting first (a child cannot finish another thread's start), then
+ * the flusher idle (busy), then the session (lock): the order the flusher takes them in */
 static void fork_prepare(void) {
+    while (atomic_load(&tprof__g_state) == TPROF__STARTING) sched_yield();
     pthread_mutex_lock(&S.busy);
     pthread_mutex_lock(&S.lock);
 }
@@ -970,8 +975,10 @@ static void fork_child(void) {
     S.m_bytes = 0;
     S.m_freed_drops = 0;
     tprof__metrics_after_fork(); /* the parent's endpoint thread is not in this process */
+    /* STARTING only when another thread began a start after fork_prepare looked: that
+     * thread is not in this process, so this one starts afresh */
     int st = atomic_load(&tprof__g_state);
-    if (st == TPROF__ON) set_state(TPROF__UNINIT);
+    if (st == TPROF__ON || st == TPROF__STARTING) set_state(TPROF__UNINIT);
 }
 
 /* Starts the flusher and waits (at most 2 s) until it runs flusher_main. Until then the new
@@ -1039,6 +1046,12 @@ static int start_locked_cfg(const tprof_config *cfg) {
     pthread_mutex_unlock(&S.lock);
     /* the flusher must not inherit a signal mask that lets it take SIGTERM; it blocks
      * everything itself */
+    static int once; /* before the flusher exists: a fork from now on goes through them */
+    if (!once) {
+        once = 1;
+        atexit(atexit_shutdown);
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+    }
     if (start_flusher() != 0) {
         tprof__log(TPROF_LOG_ERROR, "cannot start the flusher thread; recording is off");
         close(S.wake_fd);
@@ -1046,12 +1059,6 @@ static int start_locked_cfg(const tprof_config *cfg) {
         return TPROF__OFF;
     }
     S.flusher_running = 1;
-    static int once;
-    if (!once) {
-        once = 1;
-        atexit(atexit_shutdown);
-        pthread_atfork(fork_prepare, fork_parent, fork_child);
-    }
     install_signals();
     return TPROF__ON;
 }
