@@ -26,6 +26,7 @@
 
 #include "analysis/model.h"
 #include "core/kwindow.h"
+#include "core/per_step.h"
 #include "format/reader.h"
 #include "analysis/mfu.h"
 #include "analysis/report.h"
@@ -326,15 +327,16 @@ typedef struct report_args {
 static int throughput_opt(int argc, char **argv, int *i, report_args *a, const char *cmd) {
     static const char *const num_opts[3] = {"--tokens-per-step", "--samples-per-step",
                                             "--flops-per-step"};
+    static const char *const keys[3] = {"tokens_per_step", "samples_per_step", "flops_per_step"};
     double *dst[3] = {&a->tokens_per_step, &a->samples_per_step, &a->flops_per_step};
     const char *v;
     for (int k = 0; k < 3; k++) {
         if (!opt_val(argc, argv, i, num_opts[k], NULL, &v, cmd)) continue;
-        char *end;
-        double x = strtod(v, &end);
-        if (end == v || *end || !(x > 0) || !isfinite(x)) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "%s needs a number > 0, got '%.60s'", num_opts[k], v);
+        double x;
+        if (!tprof__per_step_parse(keys[k], v, &x)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%s needs a number > 0 and at most %g, got '%.60s'",
+                     num_opts[k], tprof__per_step_max(keys[k]), v);
             die_usage(cmd, "%s", msg);
         }
         *dst[k] = x;
@@ -347,10 +349,9 @@ static int throughput_opt(int argc, char **argv, int *i, report_args *a, const c
         return 1;
     }
     if (opt_val(argc, argv, i, "--dtype", NULL, &a->dtype, cmd)) {
-        static const char *const dts[] = {"bf16", "fp16", "fp8", "tf32", "fp32"};
-        for (size_t k = 0; k < sizeof dts / sizeof *dts; k++)
-            if (!strcmp(a->dtype, dts[k])) return 1;
-        die_usage(cmd, "--dtype needs bf16, fp16, fp8, tf32 or fp32, got '%s'", a->dtype);
+        if (!tp_dtype_known(a->dtype))
+            die_usage(cmd, "--dtype needs bf16, fp16, fp8, tf32 or fp32, got '%s'", a->dtype);
+        return 1;
     }
     return 0;
 }
@@ -1049,20 +1050,24 @@ static int cmd_run(int argc, char **argv) {
         snprintf(mport, sizeof mport, "%s", metrics_port);
         metrics_port = mport;
         setenv("TRAINPROF_METRICS_PORT", metrics_port, 1);
-        /* live throughput needs the per-step figures in the ranks (metadata also works) */
-        static const char *const tv[3] = {"TRAINPROF_TOKENS_PER_STEP",
-                                          "TRAINPROF_SAMPLES_PER_STEP",
-                                          "TRAINPROF_FLOPS_PER_STEP"};
-        double x[3] = {a.tokens_per_step, a.samples_per_step, a.flops_per_step};
-        tp_model_desc m; /* --model with --tokens-per-step: the report's formula, live */
-        if (!(x[2] > 0) && a.model && x[0] > 0 && tp_model_parse(a.model, &m, NULL, 0) == 0)
-            x[2] = tp_model_flops(&m, x[0]);
-        for (int k = 0; k < 3; k++) {
-            char num[64];
-            snprintf(num, sizeof num, "%.17g", x[k]);
-            if (x[k] > 0) setenv(tv[k], num, 1);
-        }
     }
+    /* the throughput figures go to the ranks, which keep them in their files' metadata (a
+     * later `trainprof report` of the files has them) and feed the live counters */
+    static const char *const tv[4] = {"TRAINPROF_TOKENS_PER_STEP", "TRAINPROF_SAMPLES_PER_STEP",
+                                      "TRAINPROF_FLOPS_PER_STEP",
+                                      "TRAINPROF_MODEL_FLOPS_PER_STEP"};
+    double x[4] = {a.tokens_per_step, a.samples_per_step, a.flops_per_step, 0};
+    tp_model_desc m; /* --model with --tokens-per-step: the report's formula, for the live
+                      * counters only (the files keep the model, not a FLOPs figure) */
+    if (a.model && x[0] > 0 && tp_model_parse(a.model, &m, NULL, 0) == 0)
+        x[3] = tp_model_flops(&m, x[0]);
+    for (int k = 0; k < 4; k++) {
+        char num[64];
+        snprintf(num, sizeof num, "%.17g", x[k]);
+        if (x[k] > 0 && x[k] <= TPROF_MAX_FLOPS_PER_STEP) setenv(tv[k], num, 1);
+    }
+    if (a.model) setenv("TRAINPROF_MODEL", a.model, 1);
+    if (a.dtype) setenv("TRAINPROF_DTYPE", a.dtype, 1);
     if (python) {
         /* the autostart directory first (its sitecustomize chains to the one it hides),
          * then the package itself; nothing is installed into the user's environment */

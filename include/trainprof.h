@@ -244,7 +244,9 @@ TPROF_API int tprof_set_rank(int rank, int world_size);
 
 /* Free-form key/value pair stored in the rank file (the last value for a key wins).
  * Key at most 255 bytes, value at most 4000; errors TPROF_ERR_INVALID_ARG,
- * TPROF_ERR_DISABLED. */
+ * TPROF_ERR_DISABLED. The keys tokens_per_step, samples_per_step and flops_per_step feed
+ * the report's throughput and the live metrics: their value must be a number > 0, at most
+ * 1e12 (tokens, samples) or 1e21 (FLOPs), else TPROF_ERR_INVALID_ARG and nothing is stored. */
 TPROF_API int tprof_set_metadata(const char *key, const char *value);
 
 /* Name the calling thread in traces and reports. */

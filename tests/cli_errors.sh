@@ -77,6 +77,20 @@ expect "report: unknown flag" 2 "unknown option '--frob'" "$TP" report "$EMPTY" 
 expect "report: bad format" 2 "unknown format 'xml'" "$TP" report "$EMPTY" --format xml -o "$T/keep"
 expect "report: bad --top" 2 "--top needs an integer" "$TP" report "$EMPTY" --top 0
 expect "report: two dirs" 2 "unexpected argument" "$TP" report "$EMPTY" "$EMPTY"
+# throughput figures a real job cannot have, and model descriptions that describe no model
+M=layers=2,hidden=64,heads=2,seq=32,vocab=100
+expect "run: --flops-per-step 1e300" 2 "--flops-per-step needs a number > 0 and at most 1e+21" \
+    "$TP" run --flops-per-step 1e300 -o "$T/r8" -- true
+absent "$T/r8" "run: --flops-per-step 1e300"
+expect "report: --tokens-per-step 1e13" 2 "at most 1e+12" "$TP" report "$EMPTY" --tokens-per-step 1e13
+expect "report: --model layers=2.5" 2 "layers needs a whole number from 0 to 1e9, got '2.5'" \
+    "$TP" report "$EMPTY" --model layers=2.5,hidden=64,heads=2,seq=32,vocab=100
+expect "report: --model key twice" 2 "'layers' is given twice" "$TP" report "$EMPTY" --model "$M,layers=3"
+expect "report: --model dtype=int4" 2 "unknown dtype 'int4'" "$TP" report "$EMPTY" --model "$M,dtype=int4"
+expect "report: --model hidden % heads" 2 "hidden (65) is not a multiple of heads (2)" \
+    "$TP" report "$EMPTY" --model layers=2,hidden=65,heads=2,seq=32,vocab=100
+expect "report: --model heads % groups" 2 "heads (2) is not a multiple of groups (3)" \
+    "$TP" report "$EMPTY" --model "$M,groups=3"
 expect "export: missing DIR" 2 "missing DIR" "$TP" export
 expect "export: missing format" 2 "missing --format" "$TP" export "$EMPTY"
 expect "export: bad format" 2 "unknown format 'bogus'" \

@@ -13,7 +13,8 @@
  * through the core API and popped with nvtxRangePopPayload): "core_push_payload_pop"
  * around a 2 ms sleep; a payload-only range and a payload-only mark, which a tool can only
  * name after their schema, "StaticSchema" (a static id) and "DynamicSchema" (an id the
- * tool hands out, at least 1 << 32); and a start/end pair with payloads.
+ * tool hands out, at least 1 << 32); and a start/end pair with payloads. A schema registered
+ * 5000 times, then "LateSchema", used by a mark: named so.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -90,6 +91,28 @@ static void payloads(void) {
                 (unsigned long long)dyn);
         exit(1);
     }
+    /* the same schema registered 5000 times (as a library might per call) takes one entry
+     * of the tool's table, so a schema registered after it still gets its name; a static
+     * id in the dynamic range is never handed out again as a dynamic one */
+    sa.fieldMask |= NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID;
+    sa.name = "Repeated";
+    sa.schemaId = NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 8;
+    for (int i = 0; i < 5000; i++) nvtxPayloadSchemaRegister(d, &sa);
+    sa.name = "LateSchema";
+    sa.schemaId = NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 9;
+    nvtxPayloadSchemaRegister(d, &sa);
+    sa.name = "StaticHigh";
+    sa.schemaId = dyn + 1;
+    uint64_t high = nvtxPayloadSchemaRegister(d, &sa);
+    sa.fieldMask &= ~(uint64_t)NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID;
+    sa.name = "DynamicAfter";
+    uint64_t after = nvtxPayloadSchemaRegister(d, &sa);
+    if (tool && (high != dyn + 1 || after == high || after == dyn)) {
+        fprintf(stderr, "nvtx_prog: dynamic id %llu repeats a taken one\n", (unsigned long long)after);
+        exit(1);
+    }
+    nvtxPayloadData_t late = {NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 9, sizeof value, &value};
+    nvtxMarkPayload(d, &late, 1);
     nvtxPayloadData_t data = {static_id, sizeof value, &value};
     /* NCCL's pattern */
     nvtxEventAttributes_t a = {0};

@@ -99,4 +99,16 @@ try:
 except OSError:
     pass
 PY
+# the files keep the throughput figures: a later report has them without the options
+"$TP" report "$DIR/run" --format json -o "$DIR/again.json" >/dev/null 2>&1 ||
+    { echo "report of the run's files failed" >&2; exit 1; }
+python3 - "$DIR/again.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["throughput"]
+assert t["tokens_per_step"] == 4096 and t["tokens_per_step_source"] == "metadata", t
+assert t["model"]["source"] == "metadata" and t["flops_source"] == "model", t
+assert t["flops_per_step"] == 652800 * 4096, t
+print("report from the files alone: %d tokens and %.0f FLOPs per step (from the model)"
+      % (t["tokens_per_step"], t["flops_per_step"]))
+PY
 echo "run_metrics ok"

@@ -135,12 +135,15 @@ modes = {re.search(r'mode="(\w+)"', lab).group(1): v for lab, v in s["trainprof_
 assert set(modes) == {"user", "nice", "system", "idle", "iowait"}, modes
 assert modes["idle"] > 0 and types["trainprof_host_cpu_seconds_total"] == "counter"
 # network and disk counters per device, between two reads of /proc around the scrape
+VIRTUAL = ("veth", "docker", "br-", "virbr", "cali", "flannel", "cni", "weave", "cilium",
+           "lxc", "vxlan", "tunl", "kube-ipvs", "ifb", "tap", "vnet")
 def proc_net():
     out = {}
     for ln in open("/proc/net/dev").readlines()[2:]:
         name, rest = ln.split(":", 1)
         f = rest.split()
-        if name.strip() != "lo":
+        # loopback and the container/overlay interfaces the exporter leaves out
+        if name.strip() != "lo" and not name.strip().startswith(VIRTUAL):
             out[name.strip()] = (int(f[0]), int(f[8]))
     return out
 def proc_disk():

@@ -261,6 +261,9 @@ static void promtool_check(const char *text) {
 static void body_steps(void) {
     int port = start_child_session(NULL);
     tprof_set_metadata("tokens_per_step", "1000");
+    /* figures no job has are refused, and the ones given stay */
+    CHECK(tprof_set_metadata("flops_per_step", "1e300") == TPROF_ERR_INVALID_ARG);
+    CHECK(tprof_set_metadata("tokens_per_step", "12abc") == TPROF_ERR_INVALID_ARG);
     tprof_set_metadata("flops_per_step", "2e12");
     double measured = 0;
     for (uint64_t s = 0; s < 20; s++) {

@@ -206,6 +206,7 @@ static void test_payload_extension(void **state) {
     const cJSON *mk = event("DynamicSchema", "i");
     assert_non_null(mk);
     assert_true(nget(mk, "ts") >= nget(st, "ts") && nget(mk, "ts") <= nget(st, "ts") + nget(st, "dur"));
+    assert_non_null(event("LateSchema", "i")); /* after 5000 registrations of another */
     const cJSON *b = event("DynamicSchema", "b"), *e = event("DynamicSchema", "e");
     assert_non_null(b);
     assert_non_null(e);

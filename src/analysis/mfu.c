@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "analysis/mfu.h"
 #include "analysis/jsonget.h"
+#include "core/per_step.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -11,6 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+int tp_dtype_known(const char *dtype) {
+    static const char *const dts[] = {"bf16", "fp16", "fp8", "tf32", "fp32"};
+    for (size_t k = 0; dtype && k < sizeof dts / sizeof *dts; k++)
+        if (!strcmp(dtype, dts[k])) return 1;
+    return 0;
+}
 
 int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
@@ -20,6 +28,7 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
                                        "gated", "dtype"};
     double *slot[] = {&m->layers, &m->hidden, &m->ffn, &m->heads, &m->groups, &m->vocab,
                       &m->seq, &m->experts, &m->topk, &m->moe_ffn, &m->kv_channels};
+    unsigned seen = 0; /* keys given, by index */
     const char *c = spec;
     while (c && *c) {
         const char *end = strchr(c, ',');
@@ -32,7 +41,10 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
         size_t kl = (size_t)(eq - c);
         char val[32];
         size_t vl = len - kl - 1;
-        if (vl >= sizeof val) vl = sizeof val - 1;
+        if (vl >= sizeof val) {
+            snprintf(err, errlen, "the value of '%.*s' is too long", (int)kl, c);
+            return -1;
+        }
         memcpy(val, eq + 1, vl);
         val[vl] = 0;
         size_t k = 0;
@@ -43,18 +55,25 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
                      (int)kl, c);
             return -1;
         }
+        if (seen & (1u << k)) {
+            snprintf(err, errlen, "'%s' is given twice", keys[k]);
+            return -1;
+        }
+        seen |= 1u << k;
         if (!strcmp(keys[k], "dtype")) {
-            if (strlen(val) >= sizeof m->dtype) {
+            for (char *q = val; *q; q++) *q = (char)tolower((unsigned char)*q);
+            if (!tp_dtype_known(val)) {
                 snprintf(err, errlen, "unknown dtype '%s' (bf16, fp16, fp8, tf32, fp32)", val);
                 return -1;
             }
             memcpy(m->dtype, val, strlen(val) + 1);
-            for (char *q = m->dtype; *q; q++) *q = (char)tolower((unsigned char)*q);
         } else {
+            /* sizes and counts: whole numbers; 1e9 is far above any real model's (the
+             * largest vocabularies and FFN sizes are below 1e6) */
             char *e;
             double v = strtod(val, &e);
-            if (e == val || *e || !(v >= 0) || !isfinite(v)) {
-                snprintf(err, errlen, "%s needs a number >= 0, got '%s'", keys[k], val);
+            if (e == val || *e || !(v >= 0) || v > 1e9 || v != floor(v)) {
+                snprintf(err, errlen, "%s needs a whole number from 0 to 1e9, got '%s'", keys[k], val);
                 return -1;
             }
             if (!strcmp(keys[k], "gated")) m->gated = v != 0;
@@ -67,6 +86,19 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
         return -1;
     }
     if (m->groups <= 0) m->groups = m->heads;
+    if (fmod(m->heads, m->groups) != 0) {
+        snprintf(err, errlen, "heads (%.0f) is not a multiple of groups (%.0f)", m->heads, m->groups);
+        return -1;
+    }
+    if (m->kv_channels <= 0 && fmod(m->hidden, m->heads) != 0) {
+        snprintf(err, errlen, "hidden (%.0f) is not a multiple of heads (%.0f): give kv_channels",
+                 m->hidden, m->heads);
+        return -1;
+    }
+    if (m->experts > 0 && m->topk > m->experts) {
+        snprintf(err, errlen, "topk (%.0f) is larger than experts (%.0f)", m->topk, m->experts);
+        return -1;
+    }
     if (m->kv_channels <= 0) m->kv_channels = m->hidden / m->heads;
     /* Megatron-LM's default FFN size: 4h, or with SwiGLU int(4h·2/3 / 64)·64 (arguments.py) */
     if (m->ffn <= 0) m->ffn = m->gated ? floor(4 * m->hidden * 2 / 3 / 64) * 64 : 4 * m->hidden;
@@ -165,8 +197,8 @@ static double pick(double given, const tp_run *run, const char *key, const char 
         return given;
     }
     const char *v = run_meta(run, key);
-    double x = v ? strtod(v, NULL) : 0;
-    if (x > 0 && isfinite(x)) {
+    double x = 0;
+    if (tprof__per_step_parse(key, v, &x)) {
         *src = "metadata";
         return x;
     }
@@ -238,6 +270,9 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
         cJSON_AddStringToObject(m, "formula", "Megatron-LM num_floating_point_operations "
                                               "(reference/megatron.md §5)");
     }
+    if (fsrc && have_model)
+        cJSON_AddStringToObject(t, "note", "flops_per_step is given, so the model's formula is "
+                                           "not used for the FLOPs");
     if (!fsrc && have_model) {
         if (tokens > 0) {
             flops = tp_model_flops(&md, tokens);

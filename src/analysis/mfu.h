@@ -23,11 +23,16 @@ typedef struct tp_model_desc {
     char dtype[8]; /* "" = not given */
 } tp_model_desc;
 
+/* 1 when dtype is one of the peak table's: bf16, fp16, fp8, tf32, fp32 (lower case). */
+int tp_dtype_known(const char *dtype);
+
 /* Parses "layers=12,hidden=768,heads=12,seq=1024,vocab=50257[,ffn=,groups=,experts=,topk=,
  * moe_ffn=,kv_channels=,gated=0|1,dtype=bf16|fp16|fp8|tf32|fp32]". Needs layers, hidden,
  * heads, seq and vocab; defaults: groups = heads, kv_channels = hidden/heads, ffn = 4·hidden
  * (gated: Megatron's int(8·hidden/3 / 64)·64), moe_ffn = ffn, topk = 1. Returns 0, or -1
- * with a reason in err. */
+ * with a reason in err: a key given twice, a size that is not a whole number
+ * from 0 to 1e9, heads not a multiple of groups, hidden not a multiple of heads without
+ * kv_channels, topk above experts, an unknown dtype. */
 int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen);
 
 /* Megatron-LM's model FLOPs for `tokens` tokens in sequences of m->seq (BSHD: S2 = tokens·seq). */

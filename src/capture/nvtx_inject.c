@@ -257,12 +257,20 @@ static schema_name g_schemas[MAX_SCHEMAS];
 static _Atomic uint32_t g_nschemas;
 static uint64_t g_next_dynamic_id = TNVTX_SCHEMA_ID_DYNAMIC_START; /* under g_reg_lock */
 
-/* The id the application will use: the static id it asked for, else a new dynamic one. */
+/* The id the application will use: the static id it asked for, else a new dynamic one (never
+ * one a static registration already took, should a library pick its static ids up there).
+ * Registering the same (domain, id, name) again takes no new entry. */
 static uint64_t register_schema(uint32_t domain, uint64_t wanted, const char *name) {
     const tprof_regstr *r = name ? register_string(name) : NULL;
     pthread_mutex_lock(&g_reg_lock);
+    if (wanted >= g_next_dynamic_id && wanted < UINT64_MAX) g_next_dynamic_id = wanted + 1;
     uint64_t id = wanted ? wanted : g_next_dynamic_id++;
     uint32_t n = atomic_load_explicit(&g_nschemas, memory_order_relaxed);
+    for (uint32_t i = n; r && i-- > 0;)
+        if (g_schemas[i].id == id && g_schemas[i].domain == domain) {
+            if (g_schemas[i].name == r->str) r = NULL; /* the newest entry already says so */
+            break;
+        }
     if (r && n < MAX_SCHEMAS) {
         g_schemas[n] = (schema_name){domain, id, r->str};
         atomic_store_explicit(&g_nschemas, n + 1, memory_order_release);

@@ -26,6 +26,7 @@
 #include "metrics.h"
 #include "../capture/nvml_shared.h"
 #include "step_names.h"
+#include "per_step.h"
 
 #ifndef TPROF_BUILD_TYPE
 #define TPROF_BUILD_TYPE "unknown"
@@ -199,6 +200,9 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
         if ((r = first_env(tok_vars))) tprof__metrics_meta("tokens_per_step", r);
         if ((r = first_env(smp_vars))) tprof__metrics_meta("samples_per_step", r);
         if ((r = first_env(flp_vars))) tprof__metrics_meta("flops_per_step", r);
+        /* `trainprof run --model`: the formula's FLOPs, for these counters only (the rank
+         * file keeps the model itself, and the report says it used the model) */
+        else if ((r = getenv("TRAINPROF_MODEL_FLOPS_PER_STEP"))) tprof__metrics_meta("flops_per_step", r);
         /* the feeds (flusher, samplers) may start: everything above is published */
         __atomic_store_n(&tprof__metrics_on, 1, __ATOMIC_RELEASE);
     }
@@ -306,9 +310,8 @@ void tprof__metrics_meta(const char *key, const char *value) {
                             : !strcmp(key, "flops_per_step")   ? &L.flops_bits
                                                                : NULL;
     if (dst) {
-        char *end;
-        double x = strtod(value, &end);
-        if (end != value && x > 0) atomic_store(dst, tprof__m_d2u(x));
+        double x;
+        if (tprof__per_step_parse(key, value, &x)) atomic_store(dst, tprof__m_d2u(x));
         return;
     }
     if (!__atomic_load_n(&tprof__metrics_on, __ATOMIC_ACQUIRE)) return;
@@ -540,7 +543,19 @@ static const int *host_dev(host_devs *d, const char *host, const char *name, int
     return d->series[d->n++];
 }
 
-/* bytes received and sent by each interface but loopback */
+/* Interfaces that containers and overlays create and delete by the hundred: a node running
+ * them would fill the 16 slots with dead devices before its real NICs (prefixes of Docker,
+ * CNI plugins (Calico, Flannel, Weave, Cilium), libvirt and tunnels). */
+static int virtual_interface(const char *name) {
+    static const char *const prefixes[] = {"veth", "docker", "br-", "virbr", "cali", "flannel",
+                                           "cni", "weave", "cilium", "lxc", "vxlan", "tunl",
+                                           "kube-ipvs", "ifb", "tap", "vnet"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (!strncmp(name, prefixes[i], strlen(prefixes[i]))) return 1;
+    return 0;
+}
+
+/* bytes received and sent by each interface but loopback and virtual_interface's */
 static void host_network(const char *host) {
     static host_devs devs;
     FILE *f = fopen("/proc/net/dev", "r");
@@ -552,7 +567,7 @@ static void host_network(const char *host) {
         *colon = 0;
         while (*name == ' ') name++;
         unsigned long long v[9];
-        if (!strcmp(name, "lo") ||
+        if (!strcmp(name, "lo") || virtual_interface(name) ||
             sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
                    &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
             continue;

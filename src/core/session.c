@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "per_step.h"
 #include "metrics.h"
 
 _Atomic int tprof__g_state = TPROF__UNINIT;
@@ -299,6 +300,9 @@ int tprof__proc_record(uint16_t kind, uint32_t arg, const void *payload, size_t 
 }
 
 int tprof__set_meta(const char *key, const char *value) {
+    double x;
+    if (tprof__per_step_max(key) > 0 && !tprof__per_step_parse(key, value, &x))
+        return TPROF_ERR_INVALID_ARG; /* a throughput figure that is not one */
     tprof__metrics_meta(key, value); /* throughput per step, rank labels */
     return tprof__proc_record(TPROF_REC_META, 0, NULL, 0, key, value);
 }
@@ -920,6 +924,24 @@ static void write_start_metadata_locked(void) {
     read_rank_env();
     const char *v = getenv("TRAINPROF_STEP_NAME");
     if (v && *v) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "step_name", v);
+    /* the throughput figures of `trainprof run` (or the user's environment), so that a
+     * later `trainprof report` of these files has them too */
+    static const char *const per_step[3][2] = {{"TRAINPROF_TOKENS_PER_STEP", "tokens_per_step"},
+                                               {"TRAINPROF_SAMPLES_PER_STEP", "samples_per_step"},
+                                               {"TRAINPROF_FLOPS_PER_STEP", "flops_per_step"}};
+    for (int i = 0; i < 3; i++) {
+        double x;
+        if (!(v = getenv(per_step[i][0])) || !*v) continue;
+        if (tprof__per_step_parse(per_step[i][1], v, &x))
+            proc_record_locked(TPROF_REC_META, 0, NULL, 0, per_step[i][1], v);
+        else
+            tprof__log(TPROF_LOG_WARN, "%s=%.40s ignored: not a number > 0 and at most %g",
+                       per_step[i][0], v, tprof__per_step_max(per_step[i][1]));
+    }
+    if ((v = getenv("TRAINPROF_MODEL")) && *v)
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "model", v);
+    if ((v = getenv("TRAINPROF_DTYPE")) && *v)
+        proc_record_locked(TPROF_REC_META, 0, NULL, 0, "dtype", v);
     const char *kw = getenv("TRAINPROF_KERNEL_STEPS");
     if (kw && *kw && tprof__kwin_active())
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "kernel_steps", kw);
