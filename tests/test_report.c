@@ -39,6 +39,24 @@ static cJSON *row(cJSON *rep, const char *table, const char *name, const char *d
 
 static double num(cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valuedouble; }
 
+/* The synthetic run in dir, loaded into *run (the test fails when it does not load). */
+static void load_run(const char *dir, tp_run *run) {
+    char err[256];
+    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
+}
+
+/* The report of run with the default options. */
+static cJSON *default_report(const tp_run *run) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    return tp_report_build(run, &o);
+}
+
+/* The first rank's GPU section of a report (NULL when it has none). */
+static cJSON *rank0_gpu(const cJSON *rep) {
+    return cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
+}
+
 /* 3 steps of 20 ms (the first warm-up). In each: "rec" 0..15 ms holding "rec" 2..12 ms
  * (recursion), and "a" 15..19 ms holding "b" of domain "other" 16..18 ms. */
 static void test_recursion_and_cross_domain_exclusive(void **state) {
@@ -64,11 +82,8 @@ static void test_recursion_and_cross_domain_exclusive(void **state) {
     synth_end_of_file(f, T0 + 60 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
     cJSON *rec = row(rep, "top_inclusive", "rec", NULL);
     assert_non_null(rec);
     /* 15 ms per step, not 25: the inner rec is inside the outer's time */
@@ -106,11 +121,8 @@ static void test_counters_only(void **state) {
     synth_end_of_file(f, T0 + 3 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
     assert_non_null(rep);
     cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "ranges"), "top_inclusive")), 0);
@@ -153,8 +165,7 @@ static void test_cut_step_left_out(void **state) {
     synth_counter(f, 1, T0 + 40 * MS + MS / 10, "x", 1.0); /* the last thing written */
     assert_int_equal(synth_close(f), 0); /* no END_OF_FILE: killed */
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    load_run(dir, &run);
     tp_steps st;
     assert_int_equal(tp_find_steps(&run.procs[0], NULL, 1, &st), 0);
     assert_int_equal(st.nsteps, 4);
@@ -174,7 +185,6 @@ static void test_lost_step_end(void **state) {
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-lost-end"), 0);
     synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
     synth_thread(f, 1, 7);
-    synth_thread(f, 2, 8);
     for (uint64_t s = 0; s < 6; s++) {
         if (s != 3) synth_step_begin(f, 1, T0 + s * 10 * MS, s);
         if (s != 2) synth_step_end(f, 1, T0 + s * 10 * MS + 9 * MS, s);
@@ -182,8 +192,7 @@ static void test_lost_step_end(void **state) {
     synth_end_of_file(f, T0 + 70 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    load_run(dir, &run);
     tp_steps st;
     assert_int_equal(tp_find_steps(&run.procs[0], NULL, 0, &st), 0);
     assert_int_equal(st.nsteps, 4);
@@ -204,7 +213,7 @@ static void test_lost_step_end(void **state) {
     for (uint64_t s = 0; s < 4; s++) synth_step_begin(f, 1, T0 + s * 10 * MS, s);
     synth_end_of_file(f, T0 + 50 * MS, 0);
     assert_int_equal(synth_close(f), 0);
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    load_run(dir, &run);
     assert_int_equal(tp_find_steps(&run.procs[0], NULL, 0, &st), 0);
     assert_int_equal(st.nsteps, 3);
     for (size_t i = 0; i < st.nsteps; i++) assert_int_equal(st.steps[i].end - st.steps[i].start, 10 * MS);
@@ -244,12 +253,9 @@ static void test_gpu_unknown_launch(void **state) {
     synth_end_of_file(f, T0 + 31 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
-    cJSON *g = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    cJSON *g = rank0_gpu(rep);
     assert_non_null(g);
     assert_true(fabs(num(g, "launch_lag_ms") - 0.1) < 1e-9);
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
@@ -288,14 +294,11 @@ static void test_sync_device_from_stream(void **state) {
     synth_end_of_file(f, T0 + 31 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    load_run(dir, &run);
     for (size_t i = 0; i < run.procs[0].ngpu; i++)
         if (run.procs[0].gpu[i].type == TPROF_REC_GPU_SYNC) assert_int_equal(run.procs[0].gpu[i].device, 1);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
-    cJSON *g = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
+    cJSON *rep = default_report(&run);
+    cJSON *g = rank0_gpu(rep);
     assert_non_null(g);
     cJSON *devs = cJSON_GetObjectItem(g, "devices");
     assert_int_equal(cJSON_GetArraySize(devs), 1);
@@ -344,12 +347,9 @@ static void test_gpu_section(void **state) {
     synth_end_of_file(f, T0 + 33 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
-    cJSON *g = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    cJSON *g = rank0_gpu(rep);
     assert_non_null(g);
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
     /* busy: union of 1-6 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */
@@ -423,14 +423,9 @@ static void test_gpu_records_stop(void **state) {
     synth_end_of_file(f, T0 + 8 * S, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    char err[256];
-    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
-    cJSON *lost = cJSON_GetObjectItem(
-        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu"),
-        "records_stopped");
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    cJSON *lost = cJSON_GetObjectItem(rank0_gpu(rep), "records_stopped");
     assert_non_null(lost);
     assert_int_equal((int)num(lost, "steps_without_gpu_records"), 5);
     /* last record at 2.1 s; measured steps start at 1 s: 1.1 s in, 5.9 s to the end */
