@@ -532,15 +532,24 @@ typedef struct {
     int series[HOST_DEVICES][2], n;
 } host_devs;
 
-static const int *host_dev(host_devs *d, const char *host, const char *name, int fam0, int fam1) {
-    for (int i = 0; i < d->n; i++)
-        if (!strcmp(d->name[i], name)) return d->series[i];
-    if (d->n >= HOST_DEVICES || strlen(name) >= sizeof d->name[0]) return NULL;
-    const char *l[] = {"host", host, "device", name, NULL};
-    snprintf(d->name[d->n], sizeof d->name[0], "%s", name);
-    d->series[d->n][0] = tprof__m_series(fam0, l);
-    d->series[d->n][1] = tprof__m_series(fam1, l);
-    return d->series[d->n++];
+/* Sets a device's two counters to v0 and v1. Its series are made the first time it is
+ * seen, if there is room and admit (when given; called only then, as it may cost a system
+ * call) accepts the name. */
+static void host_dev_set(host_devs *d, const char *host, const char *name, int fam0, int fam1,
+                         double v0, double v1, int (*admit)(const char *name)) {
+    int i = 0;
+    while (i < d->n && strcmp(d->name[i], name)) i++;
+    if (i == d->n) {
+        if (d->n >= HOST_DEVICES || strlen(name) >= sizeof d->name[0]) return;
+        if (admit && !admit(name)) return;
+        const char *l[] = {"host", host, "device", name, NULL};
+        snprintf(d->name[i], sizeof d->name[0], "%s", name);
+        d->series[i][0] = tprof__m_series(fam0, l);
+        d->series[i][1] = tprof__m_series(fam1, l);
+        d->n++;
+    }
+    tprof__m_set(d->series[i][0], v0);
+    tprof__m_set(d->series[i][1], v1);
 }
 
 /* Interfaces that containers and overlays create and delete by the hundred: a node running
@@ -571,39 +580,34 @@ static void host_network(const char *host) {
             sscanf(colon + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
                    &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
             continue;
-        const int *se = host_dev(&devs, host, name, F.net_rx, F.net_tx);
-        if (!se) continue;
-        tprof__m_set(se[0], (double)v[0]);
-        tprof__m_set(se[1], (double)v[8]);
+        host_dev_set(&devs, host, name, F.net_rx, F.net_tx, (double)v[0], (double)v[8], NULL);
     }
     fclose(f);
 }
 
-/* bytes read and written by each whole disk (a name under /sys/block; partitions are not),
- * loop, ram and zram devices left out as node_exporter does; diskstats counts 512-byte
- * sectors whatever the device's block size (Linux Documentation/admin-guide/iostats.rst) */
+/* a whole disk: a name under /sys/block (partitions are not) */
+static int whole_disk(const char *name) {
+    char path[96];
+    snprintf(path, sizeof path, "/sys/block/%s", name);
+    return access(path, F_OK) == 0;
+}
+
+/* bytes read and written by each whole disk, loop, ram and zram devices left out as
+ * node_exporter does; diskstats counts 512-byte sectors whatever the device's block size
+ * (Linux Documentation/admin-guide/iostats.rst) */
 static void host_disks(const char *host) {
     static host_devs devs;
     FILE *f = fopen("/proc/diskstats", "r");
     if (!f) return;
-    char line[512], name[64], path[96];
+    char line[512], name[64];
     while (fgets(line, sizeof line, f)) {
         unsigned long long rd_sect, wr_sect; /* fields 6 and 10: sectors read, written */
         if (sscanf(line, " %*u %*u %63s %*u %*u %llu %*u %*u %*u %llu", name, &rd_sect, &wr_sect) != 3)
             continue;
         if (!strncmp(name, "loop", 4) || !strncmp(name, "ram", 3) || !strncmp(name, "zram", 4))
             continue;
-        const int *se = NULL;
-        for (int i = 0; i < devs.n && !se; i++)
-            if (!strcmp(devs.name[i], name)) se = devs.series[i];
-        if (!se) {
-            snprintf(path, sizeof path, "/sys/block/%s", name);
-            if (access(path, F_OK) != 0) continue;
-            se = host_dev(&devs, host, name, F.disk_rd, F.disk_wr);
-            if (!se) continue;
-        }
-        tprof__m_set(se[0], (double)rd_sect * 512.0);
-        tprof__m_set(se[1], (double)wr_sect * 512.0);
+        host_dev_set(&devs, host, name, F.disk_rd, F.disk_wr, (double)rd_sect * 512.0,
+                     (double)wr_sect * 512.0, whole_disk);
     }
     fclose(f);
 }
