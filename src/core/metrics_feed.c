@@ -194,15 +194,6 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
         int lr = tprof__nvml_local_rank(&var);
         if (lr >= 0) snprintf(L.local_rank, sizeof L.local_rank, "%d", lr);
         set_const_labels();
-        static const char *const tok_vars[] = {"TRAINPROF_TOKENS_PER_STEP", NULL};
-        static const char *const smp_vars[] = {"TRAINPROF_SAMPLES_PER_STEP", NULL};
-        static const char *const flp_vars[] = {"TRAINPROF_FLOPS_PER_STEP", NULL};
-        if ((r = first_env(tok_vars))) tprof__metrics_meta("tokens_per_step", r);
-        if ((r = first_env(smp_vars))) tprof__metrics_meta("samples_per_step", r);
-        if ((r = first_env(flp_vars))) tprof__metrics_meta("flops_per_step", r);
-        /* `trainprof run --model`: the formula's FLOPs, for these counters only (the rank
-         * file keeps the model itself, and the report says it used the model) */
-        else if ((r = getenv("TRAINPROF_MODEL_FLOPS_PER_STEP"))) tprof__metrics_meta("flops_per_step", r);
         /* the feeds (flusher, samplers) may start: everything above is published */
         __atomic_store_n(&tprof__metrics_on, 1, __ATOMIC_RELEASE);
     }

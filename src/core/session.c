@@ -924,20 +924,28 @@ static void write_start_metadata_locked(void) {
     read_rank_env();
     const char *v = getenv("TRAINPROF_STEP_NAME");
     if (v && *v) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "step_name", v);
-    /* the throughput figures of `trainprof run` (or the user's environment), so that a
-     * later `trainprof report` of these files has them too */
+    /* the throughput figures of `trainprof run` (or the user's environment): into the file,
+     * so that a later `trainprof report` of it has them too, and to the live counters */
     static const char *const per_step[3][2] = {{"TRAINPROF_TOKENS_PER_STEP", "tokens_per_step"},
                                                {"TRAINPROF_SAMPLES_PER_STEP", "samples_per_step"},
                                                {"TRAINPROF_FLOPS_PER_STEP", "flops_per_step"}};
+    int flops_given = 0;
     for (int i = 0; i < 3; i++) {
         double x;
         if (!(v = getenv(per_step[i][0])) || !*v) continue;
-        if (tprof__per_step_parse(per_step[i][1], v, &x))
+        flops_given |= i == 2;
+        if (tprof__per_step_parse(per_step[i][1], v, &x)) {
             proc_record_locked(TPROF_REC_META, 0, NULL, 0, per_step[i][1], v);
-        else
+            tprof__metrics_meta(per_step[i][1], v);
+        } else {
             tprof__log(TPROF_LOG_WARN, "%s=%.40s ignored: not a number > 0 and at most %g",
                        per_step[i][0], v, tprof__per_step_max(per_step[i][1]));
+        }
     }
+    /* `trainprof run --model`: the formula's FLOPs, for the live counters only (the file
+     * keeps the model itself, and the report says it used the model) */
+    if (!flops_given && (v = getenv("TRAINPROF_MODEL_FLOPS_PER_STEP")))
+        tprof__metrics_meta("flops_per_step", v);
     if ((v = getenv("TRAINPROF_MODEL")) && *v)
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "model", v);
     if ((v = getenv("TRAINPROF_DTYPE")) && *v)
