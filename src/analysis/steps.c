@@ -80,22 +80,15 @@ static int from_api(const tp_process *p, tp_steps *out) {
     const tp_thread *t = &p->threads[best];
     out->steps = calloc(t->nsteps, sizeof *out->steps);
     if (!out->steps) return TPROF_ERR_NO_MEMORY;
-    /* pair each begin with the next end of the same number; a begin followed by another
-     * begin closes the previous step there (programs that only call step_begin). An end of
+    /* a begin is closed by the event after it: its end (same number), or the next begin
+     * (programs that only call step_begin). An end of
      * another number first means this step's end, and the next step's begin, were lost (a
      * damaged chunk skipped by the reader): the step's length is unknown, and closing it at
      * a later begin would merge two steps into one, so it is left out. */
-    for (size_t k = 0; k < t->nsteps; k++) {
-        const tp_stepev *e = &t->steps[k];
-        if (!e->begin) continue;
-        uint64_t end = 0;
-        for (size_t j = k + 1; j < t->nsteps; j++) {
-            if (!t->steps[j].begin && t->steps[j].step != e->step) break;
-            end = t->steps[j].ts; /* its end, or the next begin */
-            break;
-        }
-        if (!end) continue; /* unfinished last step, or its end lost */
-        out->steps[out->nsteps++] = (tp_step){e->ts, end, e->step, 0};
+    for (size_t k = 0; k + 1 < t->nsteps; k++) { /* the last event closes nothing */
+        const tp_stepev *e = &t->steps[k], *next = &t->steps[k + 1];
+        if (!e->begin || (!next->begin && next->step != e->step)) continue; /* end lost */
+        out->steps[out->nsteps++] = (tp_step){e->ts, next->ts, e->step, 0}; /* end or next begin */
     }
     out->thread = (uint32_t)best;
     return 1;
