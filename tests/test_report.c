@@ -222,6 +222,16 @@ static void test_lost_step_end(void **state) {
     synth_rmtree(dir);
 }
 
+/* A run directory with one rank file (pid 3) holding the step thread (serial 1, tid 3) and
+ * CUPTI's worker (serial 2, tid 4), as the GPU tests below need. */
+static synth_file *open_gpu_run(char *dir, size_t n, const char *tag) {
+    assert_int_equal(synth_tmpdir(dir, n, tag), 0);
+    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
+    synth_thread(f, 1, 3);
+    synth_thread(f, 2, 4);
+    return f;
+}
+
 /* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
  * median launch delay (0.1 ms) would place its launch in step 1, but its neighbours on the
  * same stream, launched at 9.0 and 9.9 ms (in the warm-up step, queue 0.8 ms deep), bound
@@ -229,10 +239,7 @@ static void test_lost_step_end(void **state) {
 static void test_gpu_unknown_launch(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-gpu-launch"), 0);
-    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 3);
-    synth_thread(f, 2, 4);
+    synth_file *f = open_gpu_run(dir, sizeof dir, "report-gpu-launch");
     for (uint64_t s = 0; s < 3; s++) {
         synth_step_begin(f, 1, T0 + s * 10 * MS, s);
         synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
@@ -274,10 +281,7 @@ static void test_gpu_unknown_launch(void **state) {
 static void test_sync_device_from_stream(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-sync-dev"), 0);
-    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 3);
-    synth_thread(f, 2, 4);
+    synth_file *f = open_gpu_run(dir, sizeof dir, "report-sync-dev");
     for (uint64_t s = 0; s < 3; s++) {
         synth_step_begin(f, 1, T0 + s * 10 * MS, s);
         synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
@@ -308,6 +312,40 @@ static void test_sync_device_from_stream(void **state) {
     synth_rmtree(dir);
 }
 
+/* A process on two GPUs (kernels on device 0 stream 7 and device 1 stream 9). Device-wide
+ * synchronisations (stream 0, no work of its own) keep the device the capture learned from
+ * the context (1), a device with no work (5) or none (unknown) give no device; a sync on a
+ * stream with work takes that stream's device whatever the capture wrote. */
+static void test_sync_device_two_gpus(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = open_gpu_run(dir, sizeof dir, "report-sync-2dev");
+    synth_step_begin(f, 1, T0, 0);
+    synth_step_end(f, 1, T0 + 10 * MS, 0);
+    synth_kernel(f, 2, T0 + MS, T0 + 2 * MS, 0, 7, 100, "gemm_kernel");
+    synth_kernel(f, 2, T0 + MS, T0 + 2 * MS, 1, 9, 101, "gemm_kernel");
+    const uint32_t dev[4] = {1, 5, TPROF_DEVICE_UNKNOWN, 0}, stream[4] = {0, 0, 0, 9};
+    for (uint32_t i = 0; i < 4; i++) {
+        tprof_pl_gpu sy = {T0 + (3 + i) * MS + MS / 2, 0, dev[i], stream[i], 0, 3, 3, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_SYNC, 0, T0 + (3 + i) * MS, &sy, sizeof sy, NULL, 0);
+    }
+    synth_end_of_file(f, T0 + 11 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    const uint32_t want[4] = {1, TPROF_DEVICE_UNKNOWN, TPROF_DEVICE_UNKNOWN, 1};
+    size_t k = 0;
+    for (size_t i = 0; i < run.procs[0].ngpu; i++)
+        if (run.procs[0].gpu[i].type == TPROF_REC_GPU_SYNC) {
+            assert_true(k < 4);
+            assert_int_equal(run.procs[0].gpu[i].device, want[k]);
+            k++;
+        }
+    assert_int_equal(k, 4);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* 3 steps of 10 ms (first warm-up). Each: a GEMM kernel 1-5 ms and an elementwise kernel
  * 4-6 ms (overlapping on another stream), launched through the driver (no runtime record:
  * their launch is estimated from the typical delay, 0.5 ms here), a 1 MB host-to-device copy
@@ -316,10 +354,7 @@ static void test_sync_device_from_stream(void **state) {
 static void test_gpu_section(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-gpu"), 0);
-    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 3);
-    synth_thread(f, 2, 4); /* CUPTI's worker */
+    synth_file *f = open_gpu_run(dir, sizeof dir, "report-gpu");
     for (uint64_t s = 0; s < 3; s++) {
         uint64_t b = T0 + s * 10 * MS;
         synth_step_begin(f, 1, b, s);
@@ -443,6 +478,7 @@ int main(void) {
         cmocka_unit_test(test_gpu_section),
         cmocka_unit_test(test_gpu_unknown_launch),
         cmocka_unit_test(test_sync_device_from_stream),
+        cmocka_unit_test(test_sync_device_two_gpus),
         cmocka_unit_test(test_cut_step_left_out),
         cmocka_unit_test(test_lost_step_end),
         cmocka_unit_test(test_gpu_records_stop),

@@ -601,21 +601,25 @@ static int nesting(tp_thread *t) {
 }
 
 /* CUPTI's synchronization records name a context and a stream but no device: the capture
- * writes TPROF_DEVICE_UNKNOWN there (files before it wrote 0, which put a phantom GPU 0 in
- * the report of every rank on another GPU). Each gets the device of the kernels, copies and
- * memsets on the same stream (CUPTI's stream ids are unique in a process), else the
- * process's only device when it used one; otherwise it stays unknown and counts for no
- * device (the host-synchronisation figures do not need one). */
+ * writes the device its kernels and copies showed for that context, or TPROF_DEVICE_UNKNOWN
+ * when none had been seen yet (files before 2026-11 always wrote 0, which put a phantom GPU 0
+ * in the report of every rank on another GPU). Each gets the device of the kernels, copies
+ * and memsets on the same stream (CUPTI's stream ids are unique in a process), else the
+ * device the capture wrote when the process has other work on it, else the process's only
+ * device when it used one; otherwise it stays unknown and counts for no device (the
+ * host-synchronisation figures do not need one). */
 static void sync_devices(tp_process *p) {
     struct smap { uint32_t stream, device; } map[256];
     size_t nmap = 0;
-    uint32_t single = TPROF_DEVICE_UNKNOWN, last_stream = 0, have_last = 0;
-    int several = 0;
+    uint32_t devs[64]; /* the devices with work */
+    size_t ndev = 0;
+    uint32_t last_stream = 0, have_last = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type == TPROF_REC_GPU_SYNC || o->device == TPROF_DEVICE_UNKNOWN) continue;
-        if (single == TPROF_DEVICE_UNKNOWN) single = o->device;
-        else if (single != o->device) several = 1;
+        size_t d = 0;
+        while (d < ndev && devs[d] != o->device) d++;
+        if (d == ndev && ndev < 64) devs[ndev++] = o->device;
         if (have_last && o->stream == last_stream) continue;
         last_stream = o->stream;
         have_last = 1;
@@ -626,7 +630,9 @@ static void sync_devices(tp_process *p) {
     for (size_t i = 0; i < p->ngpu; i++) {
         tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_SYNC) continue;
-        uint32_t dev = several ? TPROF_DEVICE_UNKNOWN : single;
+        uint32_t dev = ndev == 1 ? devs[0] : TPROF_DEVICE_UNKNOWN;
+        for (size_t d = 0; ndev > 1 && d < ndev; d++)
+            if (devs[d] == o->device) dev = o->device; /* the capture's, a device with work */
         for (size_t k = 0; k < nmap; k++)
             if (map[k].stream == o->stream) {
                 dev = map[k].device;

@@ -174,6 +174,32 @@ static const char *api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
     return buf;
 }
 
+/* CUDA context -> device, learned from kernel and copy records: a synchronisation record
+ * names its context only. Slots hold (context id << 32) | (device + 1), 0 when free; written
+ * once with compare-and-swap, so CUPTI's worker and a flushing thread may both learn. A
+ * process has one primary context per device; 32 slots hold any node's GPUs. */
+#define CTX_SLOTS 32
+static _Atomic uint64_t g_ctx_dev[CTX_SLOTS];
+
+static void learn_context(uint32_t ctx, uint32_t dev) {
+    const uint64_t v = ((uint64_t)ctx << 32) | ((uint64_t)dev + 1);
+    for (size_t i = 0; i < CTX_SLOTS; i++) {
+        uint64_t cur = atomic_load_explicit(&g_ctx_dev[i], memory_order_relaxed);
+        if (cur >> 32 == ctx && cur) return;
+        if (!cur && atomic_compare_exchange_strong(&g_ctx_dev[i], &cur, v)) return;
+        if (cur >> 32 == ctx) return; /* another thread stored it first */
+    }
+}
+
+static uint32_t context_device(uint32_t ctx) {
+    for (size_t i = 0; i < CTX_SLOTS; i++) {
+        uint64_t cur = atomic_load_explicit(&g_ctx_dev[i], memory_order_relaxed);
+        if (!cur) break;
+        if (cur >> 32 == ctx) return (uint32_t)(cur & 0xffffffffu) - 1;
+    }
+    return TPROF_DEVICE_UNKNOWN;
+}
+
 /* The fields every device interval record of CUPTI shares, whatever its struct. */
 #define PLACE(pl, r)                      \
     do {                                  \
@@ -191,6 +217,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = (const void *)rec;
         PLACE(pl, k);
+        learn_context(k->contextId, k->deviceId);
         pl.graph = k->graphId;
         emit_gpu(t, TPROF_REC_GPU_KERNEL, k->name ? k->name : "(unnamed kernel)", k->start, &pl);
         break;
@@ -198,6 +225,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const void *)rec;
         PLACE(pl, m);
+        learn_context(m->contextId, m->deviceId);
         pl.bytes = m->bytes;
         pl.kind = m->copyKind;
         pl.graph = m->graphId;
@@ -230,7 +258,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *sy = (const void *)rec;
         pl.end_ns = sy->end;
-        pl.device = TPROF_DEVICE_UNKNOWN; /* CUPTI names the context only */
+        pl.device = context_device(sy->contextId); /* CUPTI names the context only */
         pl.stream = sy->streamId;
         pl.correlation = sy->correlationId;
         pl.kind = (uint32_t)sy->type;
@@ -313,8 +341,22 @@ static int kind_wanted(const char *list, const char *name) {
     return 0;
 }
 
-/* Runtime calls that are queries, not work: torch makes hundreds per step (cudaGetDevice
- * alone ~250), and recording them would cost more than the launches we want. */
+/* The runtime calls recorded by default: those that put work on the GPU, wait for it or
+ * allocate its memory, matched by name prefix ("cudaLaunchKernel_v7000" has the prefix
+ * "cudaLaunch"). The analysis needs no other: launches tie GPU work to its step and thread by
+ * correlation id, synchronisations and blocking copies are host waits (analysis/gpu.c,
+ * breakdown.c). Everything else torch calls per op is a query (cudaGetDevice alone ~250 per
+ * GPT-2 step, capture-state and error checks, attribute queries), and each recorded call
+ * costs CUPTI a timestamp pair and a record. TRAINPROF_CUPTI_CALLS=all records every call
+ * but the queries in quiet_calls below, as Nsight's CUDA API trace does. */
+static const char *const work_calls[] = {
+    "cudaLaunch",           "cudaGraphLaunch",      "cudaMemcpy",            "cudaMemset",
+    "cudaMalloc",           "cudaFree",             "cudaHostAlloc",         "cudaHostRegister",
+    "cudaHostUnregister",   "cudaMemPrefetch",      "cudaDeviceSynchronize", "cudaStreamSynchronize",
+    "cudaEventSynchronize", "cudaStreamWaitEvent",  "cudaThreadSynchronize",
+};
+
+/* With TRAINPROF_CUPTI_CALLS=all: every runtime call but these queries. */
 static const CUpti_CallbackId quiet_calls[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
@@ -337,6 +379,14 @@ static const CUpti_CallbackId quiet_calls[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaRuntimeGetVersion_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
 };
+
+static int is_work_call(CUpti_CallbackId cb) {
+    const char *n = NULL;
+    if (F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cb, &n) != CUPTI_SUCCESS || !n) return 0;
+    for (size_t i = 0; i < sizeof work_calls / sizeof *work_calls; i++)
+        if (!strncmp(n, work_calls[i], strlen(work_calls[i]))) return 1;
+    return 0;
+}
 
 static const char *result(CUptiResult r) {
     const char *s = NULL;
@@ -449,9 +499,16 @@ int InitializeInjection(void) {
 /* Per-call filters, applied after the kinds are enabled: the runtime calls that only add
  * noise stay out, and driver records (when chosen) are kept for launches only. */
 static void apply_api_filters(void) {
-    if (F.cuptiActivityEnableRuntimeApi)
-        for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
-            F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
+    if (F.cuptiActivityEnableRuntimeApi) {
+        const char *calls = getenv("TRAINPROF_CUPTI_CALLS");
+        if ((calls && !strcmp(calls, "all")) || !F.cuptiGetCallbackName) {
+            for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
+                F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
+        } else {
+            for (CUpti_CallbackId cb = 1; cb < CUPTI_RUNTIME_TRACE_CBID_SIZE; cb++)
+                F.cuptiActivityEnableRuntimeApi(cb, (uint8_t)is_work_call(cb));
+        }
+    }
     int driver = 0;
     for (size_t i = 0; i < g_nchosen; i++) driver |= g_chosen[i] == CUPTI_ACTIVITY_KIND_DRIVER;
     if (!driver || !F.cuptiActivityEnableDriverApi) return;

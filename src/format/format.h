@@ -100,9 +100,10 @@ enum tprof_rec_kind {
 typedef struct tprof_pl_gpu {
     uint64_t end_ns;
     uint64_t bytes;       /* copies and memsets */
-    uint32_t device;      /* CUDA device ordinal; synchronisations: TPROF_DEVICE_UNKNOWN (CUPTI
-                           * gives a context, not a device: readers take the device of the
-                           * work on the same stream) */
+    uint32_t device;      /* CUDA device ordinal; synchronisations: the device of the
+                           * context's kernels and copies seen so far, else
+                           * TPROF_DEVICE_UNKNOWN (CUPTI gives a context, not a device: readers
+                           * prefer the device of the work on the same stream) */
     uint32_t stream;
     uint32_t correlation; /* CUPTI correlation id: links a launch API call to its work */
     uint32_t kind;        /* copy kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ...), sync type, cbid */
