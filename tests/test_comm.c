@@ -406,6 +406,72 @@ static void test_duration_sources(void **state) {
     synth_rmtree(dir);
 }
 
+/* 100 AllReduces (communicator 0x20, device 0, stream 7) issued in a burst 3 us apart, as
+ * behind a busy GPU, with kernels of 20 us every 25 us; the first finds the GPU idle and its
+ * kernel starts 4 us before the op's host start (NCCL starts the Coll event after the
+ * launch). Each op's kernel-channel interval runs from 3 us after its kernel's start to 1 us
+ * before its end, placed 28 us late plus a drift of 10 ns per op (the plugin's calibration
+ * and the clocks' rates): the centres differ by 29 us + drift. CUPTI lost op 50's kernel, so
+ * order matching gives ops 50-98 their successors' kernels (pairs off by the 25 us spacing,
+ * as steady as the right ones) and op 99 none. Then:
+ * - ops 0-49 are timed by their own kernels (20 us), none skipped for starting early;
+ * - every channel interval moves by its placement error, from the chunks of right pairs
+ *   only (29-30 us): the last chunk, all wrong pairs, does not follow on from the others;
+ * - ops 50-98's matched kernels (25 us later) do not hold the moved intervals (10 us
+ *   slack), so they and op 99 are timed by the moved channel intervals (16 us), which now
+ *   sit where their lost kernels ran. */
+static void test_channel_placement(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-place"), 0);
+    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
+    synth_rank(f, 0, 2);
+    const uint64_t k0 = T0 + 1 * MS; /* kernel i: [k0 + 25 us * i, + 20 us) */
+    for (uint64_t i = 0; i < 100; i++) {
+        uint64_t ks = k0 + 25 * US * i, ke = ks + 20 * US;
+        uint64_t host = i == 0 ? ks + 4 * US : k0 + 10 * US + 3 * US * i;
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x20, 2, 0, MiB, host + 2 * US);
+        with_gpu(&c, ks + 3 * US + 28 * US + 10 * i, ke - 1 * US + 28 * US + 10 * i);
+        synth_comm(f, 1, host, &c, NULL);
+        if (i != 50) synth_kernel(f, 2, ks, ke, 0, 7, 0, K_AR);
+    }
+    synth_end_of_file(f, T0 + 5 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->ncomm, 100);
+    tp_comm_time tm[100];
+    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    for (size_t n = 0; n < 100; n++) {
+        /* op i by its channel start */
+        uint64_t i = (p->comm[n].gpu_start - k0 - 31 * US) / (25 * US);
+        uint64_t ks = k0 + 25 * US * i;
+        assert_true(tm[n].shift_ns >= 29000 && tm[n].shift_ns <= 30000);
+        if (i < 50) {
+            assert_int_equal(tm[n].src, TP_COMM_TIME_KERNEL);
+            assert_int_equal(tm[n].start, ks);
+            assert_int_equal(tm[n].end, ks + 20 * US);
+        } else {
+            assert_int_equal(tm[n].src, TP_COMM_TIME_GPU);
+            assert_int_equal(tm[n].end - tm[n].start, 16 * US);
+            /* the moved interval is centred where the lost kernel ran, within the drift */
+            int64_t centre = (int64_t)(tm[n].start + tm[n].end) / 2 - (int64_t)(ks + 10 * US);
+            assert_true(centre > -1000 && centre < 1000);
+        }
+    }
+    cJSON *pl = cJSON_GetObjectItem(rank_comm(rep, 0), "channel_placement");
+    assert_non_null(pl);
+    NEAR(num(pl, "ops"), 100);
+    assert_true(num(pl, "shift_us_p50") >= 29.0 && num(pl, "shift_us_p50") <= 30.0);
+    char *t = text_of(rep);
+    assert_non_null(strstr(t, "NCCL's GPU times checked against CUPTI's NCCL kernels: moved by -29."));
+    free(t);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ shared communicators */
 
 /* World of 4; two rank files (ranks 0 and 1) show communicator 0x5 of size 2 (comm ranks 0
@@ -749,6 +815,7 @@ int main(void) {
         cmocka_unit_test(test_busbw_allreduce),
         cmocka_unit_test(test_allgather_size_convention),
         cmocka_unit_test(test_duration_sources),
+        cmocka_unit_test(test_channel_placement),
         cmocka_unit_test(test_shared_communicator),
         cmocka_unit_test(test_ranks_differ),
         cmocka_unit_test(test_finding_thresholds),

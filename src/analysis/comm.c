@@ -230,15 +230,21 @@ static int cmp_first(const void *a, const void *b) {
  * the rule in the file comment. Returns the number of ops matched, and in *lag the sum of
  * their issue-to-kernel-start delays (ns); with `out`, records the matches and marks the
  * kernels taken. */
+/* How long before an op's host start its kernel may start: NCCL starts the op's Coll event
+ * after it launched the kernel, and on an idle GPU the kernel runs at once (seen 3-4 us
+ * before the event's start on 2 x H200, NCCL 2.28). Without this the first op after an idle
+ * spell skipped its own kernel and every later op took its successor's. */
+#define ISSUE_SLACK_NS 50000u
+
 static size_t align(const tp_process *p, const oref *ops, size_t nops, const kref *k, size_t nk,
                     uint8_t *taken, tp_comm_time *out, double *lag) {
     size_t j = 0, matched = 0, prev_k = SIZE_MAX;
     const tp_comm_op *prev = NULL;
-    if (nops) { /* the first kernel that starts at or after the first issue */
+    if (nops) { /* the first kernel that starts at or after the first issue (less the slack) */
         size_t lo = 0, hi = nk;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            if (k[mid].start < p->comm[ops[0].ci].start) lo = mid + 1;
+            if (k[mid].start + ISSUE_SLACK_NS < p->comm[ops[0].ci].start) lo = mid + 1;
             else hi = mid;
         }
         j = lo;
@@ -250,7 +256,7 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
         if (prev && prev_k != SIZE_MAX && o->start < prev->end && fits(k[prev_k].fns, want)) {
             hit = prev_k; /* enqueued in the same launch as the previous op */
         } else {
-            while (j < nk && (k[j].start < o->start || taken[j])) j++;
+            while (j < nk && (k[j].start + ISSUE_SLACK_NS < o->start || taken[j])) j++;
             if (j == nk) break;
             if (fits(k[j].fns, want)) hit = j++;
         }
@@ -258,7 +264,7 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
         prev_k = hit;
         if (hit == SIZE_MAX) continue;
         matched++;
-        *lag += (double)(k[hit].start - o->start);
+        *lag += (double)k[hit].start - (double)o->start;
         if (out) {
             taken[hit] = 1;
             out[ops[i].ci].kernel = k[hit].gi;
@@ -267,13 +273,116 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
     return matched;
 }
 
-/* How far a kernel-channel interval may stick out of its CUPTI kernel: the calibration of
- * the GPU timer to host time was seen 3-28 us off CUPTI's placement on 2 x H200. */
+/* How far a kernel-channel interval may stick out of its CUPTI kernel when the placement
+ * could not be checked against CUPTI (below): the plugin's calibration of the GPU timer to
+ * host time was seen 3-31 us off CUPTI's placement on 2 x H200. */
 #define KCH_SLACK_NS 100000u
+
+/* Placement of the kernel-channel intervals, checked against CUPTI. The plugin maps NCCL's
+ * GPU timer to host time by the smallest host-minus-GPU difference it saw; CUPTI places the
+ * kernel of the same op on the host clock by its own means. Where ops have both (a matched
+ * kernel that runs the op alone, and channel events), the difference of the two intervals'
+ * centres is the plugin's placement error: on 2 x H200 it was 28.0-29.1 us on one rank over a
+ * whole run, with every op within 1.5 us of the run's median, and drifting by 0.7 us over
+ * the 3 s of the run (the two clocks run at slightly different rates). So the differences
+ * are taken per device in time order, in chunks of CAL_CHUNK pairs; a chunk whose median
+ * has at least half its pairs within CAL_SLACK_NS of it gives a point (its middle pair's
+ * time, its median) if it follows on from its neighbours (cal_points), and each op's
+ * channel interval moves by the value interpolated between the points around it (the
+ * nearest point beyond the ends). A kernel then counts as holding its op's interval within
+ * CAL_SLACK_NS. Fewer than 2 x CAL_CHUNK pairs on a device form one chunk, if at least 3. */
+#define CAL_SLACK_NS 10000
+#define CAL_CHUNK 32
+
+typedef struct cal_pair { uint32_t device; uint64_t t; int64_t d; } cal_pair;
+typedef struct cal_point { uint32_t device; uint64_t t; int64_t d; } cal_point;
+
+static int cmp_cal_pair(const void *a, const void *b) {
+    const cal_pair *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The points of the pairs v[0..n) (sorted by device, then time) into pts; returns how many
+ * (0 when out of memory: no placement check, the old slack applies). A stretch of wrong
+ * matches (each op given its successor's kernel, as after CUPTI lost a record) with evenly
+ * spaced kernels looks like a steady placement error too, off by the spacing: so the points
+ * must also follow on from each other. The walk starts at the point nearest the median of
+ * all the device's pairs (most matches are right) and goes both ways, keeping a point only
+ * when it is within CAL_SLACK_NS of the last one kept (the clocks drift by well under a
+ * microsecond per second). */
+static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
+    size_t np = 0;
+    int64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    cal_point *cand = malloc((n ? n : 1) * sizeof *cand);
+    if (!tmp || !cand) {
+        free(tmp);
+        free(cand);
+        return 0;
+    }
+    for (size_t a = 0; a < n;) {
+        size_t e = a;
+        while (e < n && v[e].device == v[a].device) e++;
+        size_t len = e - a, chunks = len / CAL_CHUNK ? len / CAL_CHUNK : 1, nc = 0;
+        for (size_t c = 0; c < chunks && len >= 3; c++) {
+            size_t c0 = a + c * len / chunks, c1 = a + (c + 1) * len / chunks, m = c1 - c0;
+            for (size_t i = 0; i < m; i++) tmp[i] = v[c0 + i].d;
+            qsort(tmp, m, sizeof *tmp, cmp_i64);
+            int64_t med = tmp[m / 2];
+            size_t near = 0;
+            for (size_t i = 0; i < m; i++) near += llabs(tmp[i] - med) <= CAL_SLACK_NS;
+            if (2 * near >= m) cand[nc++] = (cal_point){v[a].device, v[c0 + m / 2].t, med};
+        }
+        if (nc) {
+            for (size_t i = 0; i < len; i++) tmp[i] = v[a + i].d;
+            qsort(tmp, len, sizeof *tmp, cmp_i64);
+            const int64_t all = tmp[len / 2];
+            size_t anchor = 0;
+            for (size_t c = 1; c < nc; c++)
+                if (llabs(cand[c].d - all) < llabs(cand[anchor].d - all)) anchor = c;
+            uint8_t *keep = (uint8_t *)tmp; /* tmp is free again, and n >= nc bytes */
+            memset(keep, 0, nc);
+            keep[anchor] = 1;
+            int64_t last = cand[anchor].d;
+            for (size_t c = anchor + 1; c < nc; c++)
+                if (llabs(cand[c].d - last) <= CAL_SLACK_NS) keep[c] = 1, last = cand[c].d;
+            last = cand[anchor].d;
+            for (size_t c = anchor; c-- > 0;)
+                if (llabs(cand[c].d - last) <= CAL_SLACK_NS) keep[c] = 1, last = cand[c].d;
+            for (size_t c = 0; c < nc; c++)
+                if (keep[c]) pts[np++] = cand[c];
+        }
+        a = e;
+    }
+    free(tmp);
+    free(cand);
+    return np;
+}
+
+/* The placement error at time t on a device, from the points (0 and *known = 0 when the
+ * device has none). */
+static int64_t cal_at(const cal_point *pts, size_t np, uint32_t device, uint64_t t, int *known) {
+    const cal_point *lo = NULL, *hi = NULL;
+    for (size_t i = 0; i < np; i++) {
+        if (pts[i].device != device) continue;
+        if (pts[i].t <= t) lo = &pts[i];
+        else if (!hi) hi = &pts[i];
+    }
+    *known = lo || hi;
+    if (!lo) return hi ? hi->d : 0;
+    if (!hi || hi->t == lo->t) return lo->d;
+    double f = (double)(t - lo->t) / (double)(hi->t - lo->t);
+    return lo->d + (int64_t)llround(f * (double)(hi->d - lo->d));
+}
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     for (size_t i = 0; i < p->ncomm; i++)
-        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1};
+        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0};
     if (!p->ncomm) return TPROF_OK;
     int rc = TPROF_OK;
     size_t nk = 0, no = 0;
@@ -341,6 +450,23 @@ done:;
     uint8_t *uses = calloc(p->ngpu ? p->ngpu : 1, 1);
     for (size_t i = 0; uses && i < p->ncomm; i++)
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
+    /* the channel intervals' placement against the kernels that run one op each */
+    cal_pair *pairs = uses ? malloc(p->ncomm * sizeof *pairs) : NULL;
+    cal_point *pts = pairs ? malloc(p->ncomm * sizeof *pts) : NULL;
+    size_t npair = 0, npts = 0;
+    for (size_t i = 0; pts && i < p->ncomm; i++) {
+        const tp_comm_op *op = &p->comm[i];
+        size_t ki = out[i].kernel;
+        if (is_mpi(op) || ki == SIZE_MAX || uses[ki] != 1 || !(op->flags & TPROF_COMM_F_GPU_TIME) ||
+            op->gpu_end < op->gpu_start)
+            continue;
+        const tp_gpu_op *kr = &p->gpu[ki];
+        /* centres, halved first: no overflow */
+        int64_t d = ((int64_t)(op->gpu_start / 2 + op->gpu_end / 2) - (int64_t)(kr->start / 2 + kr->end / 2));
+        pairs[npair++] = (cal_pair){kr->device, kr->start, d};
+    }
+    if (npair > 1) qsort(pairs, npair, sizeof *pairs, cmp_cal_pair);
+    if (pts) npts = cal_points(pairs, npair, pts);
     for (size_t i = 0; i < p->ncomm; i++) {
         const tp_comm_op *op = &p->comm[i];
         tp_comm_time *t = &out[i];
@@ -349,26 +475,37 @@ done:;
         else if (single >= 0) t->device = single;
         int channels = (op->flags & TPROF_COMM_F_GPU_TIME) != 0;
         int kernel = t->kernel != SIZE_MAX;
+        uint64_t g0 = op->gpu_start, g1 = op->gpu_end, slack = KCH_SLACK_NS;
+        if (channels && t->device >= 0) {
+            int known = 0;
+            int64_t d = cal_at(pts, npts, (uint32_t)t->device, g0, &known);
+            if (known && (d < 0 || (uint64_t)d <= g0)) {
+                g0 = (uint64_t)((int64_t)g0 - d);
+                g1 = (uint64_t)((int64_t)g1 - d);
+                t->shift_ns = d;
+                slack = CAL_SLACK_NS;
+            }
+        }
         if (kernel && channels) {
             /* CUPTI's record of the op's own kernel comes first (DESIGN §5): the channel
-             * interval starts ~3 us into the kernel and is placed through a calibrated
-             * GPU-to-host offset (seen 3-25 us off CUPTI on 2 x H200). It counts only when
-             * the kernel runs this op alone and holds its channel interval; one that does not
+             * interval starts ~3 us into the kernel. It counts only when the kernel runs this
+             * op alone and holds its (placement-checked) channel interval; one that does not
              * is a wrong match (order-based matching shifts when CUPTI dropped records) */
             const tp_gpu_op *kr = &p->gpu[t->kernel];
-            kernel = uses && uses[t->kernel] == 1 && kr->start <= op->gpu_start + KCH_SLACK_NS &&
-                     kr->end + KCH_SLACK_NS >= op->gpu_end;
+            kernel = uses && uses[t->kernel] == 1 && kr->start <= g0 + slack && kr->end + slack >= g1;
         }
         if (kernel) {
             t->start = p->gpu[t->kernel].start;
             t->end = p->gpu[t->kernel].end;
             t->src = TP_COMM_TIME_KERNEL;
         } else if (channels) {
-            t->start = op->gpu_start;
-            t->end = op->gpu_end;
+            t->start = g0;
+            t->end = g1;
             t->src = TP_COMM_TIME_GPU;
         }
     }
+    free(pairs);
+    free(pts);
     free(uses);
     free(k);
     free(taken);
@@ -727,6 +864,25 @@ static void torch_group(cJSON *e, const tp_process *p, uint64_t hash, uint32_t s
     if (d) cJSON_AddStringToObject(e, "torch_group", d);
 }
 
+/* How far the kernel-channel intervals moved to agree with CUPTI (tp_comm_resolve): the
+ * median, least and most shift over the ops checked, in us; nothing when none was. */
+static void placement_json(cJSON *c, const tp_process *p, const tp_comm_time *tm) {
+    size_t n = 0;
+    double *v = malloc((p->ncomm ? p->ncomm : 1) * sizeof *v);
+    if (!v) return;
+    for (size_t i = 0; i < p->ncomm; i++)
+        if (tm[i].shift_ns) v[n++] = (double)tm[i].shift_ns / 1e3;
+    if (n) {
+        qsort(v, n, sizeof *v, tp_cmp_double);
+        cJSON *x = cJSON_AddObjectToObject(c, "channel_placement");
+        cJSON_AddNumberToObject(x, "ops", (double)n);
+        cJSON_AddNumberToObject(x, "shift_us_p50", tp_pct_double(v, n, 0.5));
+        cJSON_AddNumberToObject(x, "shift_us_min", v[0]);
+        cJSON_AddNumberToObject(x, "shift_us_max", v[n - 1]);
+    }
+    free(v);
+}
+
 void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst) {
     int any_comm_kernel = 0;
     for (size_t i = 0; i < p->ngpu && !any_comm_kernel; i++) any_comm_kernel = is_comm_kernel(&p->gpu[i]);
@@ -748,6 +904,7 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
     tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
     if (!tm) return;
     tp_comm_resolve(p, tm); /* on failure it leaves host intervals, still valid */
+    placement_json(c, p, tm);
     size_t nrows = 0;
     row *rows = build_rows(p, tm, st, nst, &nrows);
     cref *cs = rows ? malloc((nrows ? nrows : 1) * sizeof *cs) : NULL;
@@ -1107,6 +1264,12 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
     else
         fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI) on %d communicator%s\n",
                 tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), ncomm, ncomm == 1 ? "" : "s");
+    const cJSON *pl = tp_jobj(c, "channel_placement");
+    if (pl)
+        fprintf(f, "    NCCL's GPU times checked against CUPTI's NCCL kernels: moved by %+.1f us "
+                   "(median; %+.1f to %+.1f) over %.0f ops\n",
+                -tp_jnum(pl, "shift_us_p50"), -tp_jnum(pl, "shift_us_max"), -tp_jnum(pl, "shift_us_min"),
+                tp_jnum(pl, "ops"));
     int shown = 0, enq = 0;
     const cJSON *e, *o;
     cJSON_ArrayForEach(e, comms) {

@@ -30,6 +30,8 @@ typedef struct tp_comm_time {
     size_t kernel;       /* index in p->gpu of the matched kernel, or SIZE_MAX */
     int32_t device;      /* device the op ran on, -1 when not known (MPI, or several devices
                           * and no matched kernel) */
+    int64_t shift_ns;    /* how far the op's kernel-channel interval was moved to agree with
+                          * CUPTI's placement of the NCCL kernels (comm.c); 0 when not checked */
 } tp_comm_time;
 
 /* Resolves the duration of every op of p: out[i] for p->comm[i] (out holds p->ncomm
