@@ -18,8 +18,10 @@
  * libnccl.so.2 is opened at run time (NCCL_LIB, else the loader's search path) through our
  * own declarations of the six functions used, so the build needs no NCCL headers. Sizes
  * (MiB) from NCCL_LOOP_SIZES (default 1,4,16,64,256); 5 warm-up and 20 timed ops per size.
- * Rank 0 writes {"world", "sizes": [{"bytes", "warmup", "ms": [per op], "batch_ms": mean of
- * one event pair around all timed ops}]}.
+ * Rank 0 writes {"world", "sizes": [{"bytes", "warmup", "ms": [per op], "batch_ms": from the
+ * first op's start event to the last op's end event, per op, "b2b_ms": the same ops again
+ * back to back inside one event pair, per op}], "empty_kernel_ms": [per pair]}: the last is
+ * the event pair's own cost, the same pattern around an empty kernel.
  */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -56,6 +58,8 @@ static struct {
             exit(1);                                                                         \
         }                                                                                    \
     } while (0)
+
+__global__ void empty_kernel(void) {}
 
 __global__ void spin(long long cycles) {
     long long t0 = clock64();
@@ -144,12 +148,20 @@ int main(int argc, char **argv) {
             CK(cudaEventRecord(ev[2 * i + 1], st));
         }
         CK(cudaStreamSynchronize(st));
-        float ms[ITERS], batch;
+        float ms[ITERS], batch, b2b;
         for (int i = 0; i < ITERS; i++) CK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
         CK(cudaEventElapsedTime(&batch, ev[0], ev[2 * ITERS - 1]));
+        /* the same ops back to back with one event pair around them all (as nccl-tests
+         * times): per op, the kernel and the GPU's gap to the next one, no event writes */
+        spin<<<1, 1, 0, st>>>((long long)clock_khz * 20);
+        CK(cudaEventRecord(ev[0], st));
+        for (int i = 0; i < ITERS; i++) NK(N.all_reduce(buf, buf, count, NCCL_FLOAT32, NCCL_SUM, comm, st));
+        CK(cudaEventRecord(ev[1], st));
+        CK(cudaStreamSynchronize(st));
+        CK(cudaEventElapsedTime(&b2b, ev[0], ev[1]));
         if (out) {
-            fprintf(out, "%s{\"bytes\": %zu, \"warmup\": %d, \"batch_ms\": %.6f, \"ms\": [", first ? "" : ", ",
-                    bytes, WARMUP, batch / ITERS);
+            fprintf(out, "%s{\"bytes\": %zu, \"warmup\": %d, \"batch_ms\": %.6f, \"b2b_ms\": %.6f, \"ms\": [",
+                    first ? "" : ", ", bytes, WARMUP, batch / ITERS, b2b / ITERS);
             for (int i = 0; i < ITERS; i++) fprintf(out, "%s%.6f", i ? ", " : "", ms[i]);
             fprintf(out, "]}");
             float sorted[ITERS];
@@ -168,6 +180,26 @@ int main(int argc, char **argv) {
         first = 0;
         for (int i = 0; i < 2 * ITERS; i++) CK(cudaEventDestroy(ev[i]));
         CK(cudaFree(buf));
+    }
+    /* what an event pair costs by itself: the same pattern around an empty kernel (the
+     * pair's writes and the GPU's launch of a kernel), behind a spin as above */
+    {
+        cudaEvent_t ev[2 * ITERS];
+        for (int i = 0; i < 2 * ITERS; i++) CK(cudaEventCreate(&ev[i]));
+        spin<<<1, 1, 0, st>>>((long long)clock_khz * 5);
+        for (int i = 0; i < ITERS; i++) {
+            CK(cudaEventRecord(ev[2 * i], st));
+            empty_kernel<<<1, 1, 0, st>>>();
+            CK(cudaEventRecord(ev[2 * i + 1], st));
+        }
+        CK(cudaStreamSynchronize(st));
+        if (out) fprintf(out, "], \"empty_kernel_ms\": [");
+        for (int i = 0; i < ITERS; i++) {
+            float ms;
+            CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+            if (out) fprintf(out, "%s%.6f", i ? ", " : "", ms);
+        }
+        for (int i = 0; i < 2 * ITERS; i++) CK(cudaEventDestroy(ev[i]));
     }
     if (out) {
         fprintf(out, "]}\n");
