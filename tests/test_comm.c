@@ -472,6 +472,54 @@ static void test_channel_placement(void **state) {
     synth_rmtree(dir);
 }
 
+/* A kernel-capture window: 400 AllReduces (communicator 0x30, device 0) every 5 ms, each
+ * kernel 20 us, issued 100 us ahead; CUPTI recorded the kernels of the first 200 only. The
+ * channel intervals (3 us after kernel start to 1 us before its end) are placed 29 us late
+ * plus a drift of 12 ppm (12 us per second, as a DDP run on 2 x H200 showed). The first
+ * 200 ops are timed by their kernels; the last 200 by their channel intervals, moved by the
+ * error extrapolated along the drift measured in the window: each centred on where its
+ * kernel ran within 1 us (holding the window's last value would be up to 12 us off). */
+static void test_channel_drift(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-drift"), 0);
+    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
+    synth_rank(f, 0, 2);
+    const uint64_t k0 = T0 + 1 * MS;
+    for (uint64_t i = 0; i < 400; i++) {
+        uint64_t ks = k0 + 5 * MS * i, ke = ks + 20 * US;
+        uint64_t err = 28 * US + (ks - k0) * 12 / 1000000; /* + 1 us: centres differ by 29 */
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x30, 2, 0, MiB, ks - 98 * US);
+        with_gpu(&c, ks + 3 * US + err, ke - 1 * US + err);
+        synth_comm(f, 1, ks - 100 * US, &c, NULL);
+        if (i < 200) synth_kernel(f, 2, ks, ke, 0, 7, 0, K_AR);
+    }
+    synth_end_of_file(f, k0 + 2001 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->ncomm, 400);
+    tp_comm_time *tm = calloc(400, sizeof *tm);
+    assert_non_null(tm);
+    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    for (size_t n = 0; n < 400; n++) {
+        uint64_t i = (p->comm[n].start + 100 * US - k0) / (5 * MS), ks = k0 + 5 * MS * i;
+        if (i < 200) {
+            assert_int_equal(tm[n].src, TP_COMM_TIME_KERNEL);
+            assert_int_equal(tm[n].start, ks);
+        } else {
+            assert_int_equal(tm[n].src, TP_COMM_TIME_GPU);
+            int64_t centre = (int64_t)(tm[n].start / 2 + tm[n].end / 2) - (int64_t)(ks + 10 * US);
+            assert_true(centre > -1000 && centre < 1000);
+        }
+    }
+    free(tm);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ shared communicators */
 
 /* World of 4; two rank files (ranks 0 and 1) show communicator 0x5 of size 2 (comm ranks 0
@@ -816,6 +864,7 @@ int main(void) {
         cmocka_unit_test(test_allgather_size_convention),
         cmocka_unit_test(test_duration_sources),
         cmocka_unit_test(test_channel_placement),
+        cmocka_unit_test(test_channel_drift),
         cmocka_unit_test(test_shared_communicator),
         cmocka_unit_test(test_ranks_differ),
         cmocka_unit_test(test_finding_thresholds),

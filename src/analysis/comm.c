@@ -288,9 +288,9 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
  * are taken per device in time order, in chunks of CAL_CHUNK pairs; a chunk whose median
  * has at least half its pairs within CAL_SLACK_NS of it gives a point (its middle pair's
  * time, its median) if it follows on from its neighbours (cal_points), and each op's
- * channel interval moves by the value interpolated between the points around it (the
- * nearest point beyond the ends). A kernel then counts as holding its op's interval within
- * CAL_SLACK_NS. Fewer than 2 x CAL_CHUNK pairs on a device form one chunk, if at least 3. */
+ * channel interval moves by the value interpolated between the points around it (beyond the
+ * ends, extrapolated along the device's drift: cal_devices). A kernel then counts as holding
+ * its op's interval within CAL_SLACK_NS. Fewer than 2 x CAL_CHUNK pairs on a device form one chunk, if at least 3. */
 #define CAL_SLACK_NS 10000
 #define CAL_CHUNK 32
 
@@ -364,20 +364,67 @@ static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
     return np;
 }
 
-/* The placement error at time t on a device, from the points (0 and *known = 0 when the
- * device has none). */
-static int64_t cal_at(const cal_point *pts, size_t np, uint32_t device, uint64_t t, int *known) {
-    const cal_point *lo = NULL, *hi = NULL;
-    for (size_t i = 0; i < np; i++) {
-        if (pts[i].device != device) continue;
-        if (pts[i].t <= t) lo = &pts[i];
-        else if (!hi) hi = &pts[i];
+/* One device's points: pts[a, b) in time order, and the least-squares slope of the error
+ * against time over them, used beyond the ends (0 when the points span under CAL_SPAN_NS or
+ * the slope is beyond CAL_MAX_RATE: no clock pair drifts that fast). On 2 x H200 a DDP run
+ * drifted by 12 and 14 us per second (12-14 ppm) on its two ranks, steadily: with the
+ * points of the run's first half, the slope's line met the second half's errors within
+ * 1.3 us, where the last point's value was 15-17 us off by the end. */
+#define CAL_SPAN_NS 500000000ull
+#define CAL_MAX_RATE 1e-4
+
+typedef struct cal_dev { uint32_t device; size_t a, b; double slope; } cal_dev;
+
+static size_t cal_devices(const cal_point *pts, size_t np, cal_dev *devs) {
+    size_t nd = 0;
+    for (size_t a = 0; a < np;) {
+        size_t b = a;
+        while (b < np && pts[b].device == pts[a].device) b++;
+        double slope = 0;
+        if (b - a >= 2 && pts[b - 1].t - pts[a].t >= CAL_SPAN_NS) {
+            double mt = 0, md = 0, stt = 0, std = 0;
+            for (size_t i = a; i < b; i++) {
+                mt += (double)(pts[i].t - pts[a].t);
+                md += (double)pts[i].d;
+            }
+            mt /= (double)(b - a);
+            md /= (double)(b - a);
+            for (size_t i = a; i < b; i++) {
+                double x = (double)(pts[i].t - pts[a].t) - mt;
+                stt += x * x;
+                std += x * ((double)pts[i].d - md);
+            }
+            slope = stt > 0 ? std / stt : 0;
+            if (fabs(slope) > CAL_MAX_RATE) slope = 0;
+        }
+        devs[nd++] = (cal_dev){pts[a].device, a, b, slope};
+        a = b;
     }
-    *known = lo || hi;
-    if (!lo) return hi ? hi->d : 0;
-    if (!hi || hi->t == lo->t) return lo->d;
-    double f = (double)(t - lo->t) / (double)(hi->t - lo->t);
-    return lo->d + (int64_t)llround(f * (double)(hi->d - lo->d));
+    return nd;
+}
+
+/* The placement error at time t on a device: interpolated between the points around t,
+ * extrapolated along the device's slope beyond them (0 and *known = 0 when the device has
+ * no point). O(log n). */
+static int64_t cal_at(const cal_point *pts, const cal_dev *devs, size_t nd, uint32_t device,
+                      uint64_t t, int *known) {
+    const cal_dev *dv = NULL;
+    for (size_t i = 0; i < nd && !dv; i++)
+        if (devs[i].device == device) dv = &devs[i];
+    *known = dv != NULL;
+    if (!dv) return 0;
+    size_t lo = dv->a, hi = dv->b; /* the first point after t */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pts[mid].t <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    const cal_point *first = &pts[dv->a], *last = &pts[dv->b - 1];
+    if (lo == dv->a) return first->d - (int64_t)llround(dv->slope * (double)(first->t - t));
+    if (lo == dv->b) return last->d + (int64_t)llround(dv->slope * (double)(t - last->t));
+    const cal_point *p0 = &pts[lo - 1], *p1 = &pts[lo];
+    double f = (double)(t - p0->t) / (double)(p1->t - p0->t);
+    return p0->d + (int64_t)llround(f * (double)(p1->d - p0->d));
 }
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
@@ -453,8 +500,9 @@ done:;
     /* the channel intervals' placement against the kernels that run one op each */
     cal_pair *pairs = uses ? malloc(p->ncomm * sizeof *pairs) : NULL;
     cal_point *pts = pairs ? malloc(p->ncomm * sizeof *pts) : NULL;
-    size_t npair = 0, npts = 0;
-    for (size_t i = 0; pts && i < p->ncomm; i++) {
+    cal_dev *devs = pts ? malloc(p->ncomm * sizeof *devs) : NULL;
+    size_t npair = 0, npts = 0, ndevs = 0;
+    for (size_t i = 0; devs && i < p->ncomm; i++) {
         const tp_comm_op *op = &p->comm[i];
         size_t ki = out[i].kernel;
         if (is_mpi(op) || ki == SIZE_MAX || uses[ki] != 1 || !(op->flags & TPROF_COMM_F_GPU_TIME) ||
@@ -466,7 +514,10 @@ done:;
         pairs[npair++] = (cal_pair){kr->device, kr->start, d};
     }
     if (npair > 1) qsort(pairs, npair, sizeof *pairs, cmp_cal_pair);
-    if (pts) npts = cal_points(pairs, npair, pts);
+    if (devs) {
+        npts = cal_points(pairs, npair, pts);
+        ndevs = cal_devices(pts, npts, devs);
+    }
     for (size_t i = 0; i < p->ncomm; i++) {
         const tp_comm_op *op = &p->comm[i];
         tp_comm_time *t = &out[i];
@@ -478,7 +529,7 @@ done:;
         uint64_t g0 = op->gpu_start, g1 = op->gpu_end, slack = KCH_SLACK_NS;
         if (channels && t->device >= 0) {
             int known = 0;
-            int64_t d = cal_at(pts, npts, (uint32_t)t->device, g0, &known);
+            int64_t d = cal_at(pts, devs, ndevs, (uint32_t)t->device, g0, &known);
             if (known && (d < 0 || (uint64_t)d <= g0)) {
                 g0 = (uint64_t)((int64_t)g0 - d);
                 g1 = (uint64_t)((int64_t)g1 - d);
@@ -506,6 +557,7 @@ done:;
     }
     free(pairs);
     free(pts);
+    free(devs);
     free(uses);
     free(k);
     free(taken);
