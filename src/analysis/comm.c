@@ -294,8 +294,10 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
 #define CAL_SLACK_NS 10000
 #define CAL_CHUNK 32
 
+/* A pair (one op: its kernel's start, its centre difference) or a point (a chunk: its
+ * middle pair's time, its median difference), per device. */
 typedef struct cal_pair { uint32_t device; uint64_t t; int64_t d; } cal_pair;
-typedef struct cal_point { uint32_t device; uint64_t t; int64_t d; } cal_point;
+typedef cal_pair cal_point;
 
 static int cmp_cal_pair(const void *a, const void *b) {
     const cal_pair *x = a, *y = b;
