@@ -520,6 +520,101 @@ static void test_channel_drift(void **state) {
     synth_rmtree(dir);
 }
 
+/* The placement check with sparse ops and drift: 5 steps of 1 s, each with 30 AllReduces
+ * 10 ms apart (communicator 0x50, device 0), kernels of 50 us issued 100 us ahead, channel
+ * intervals placed 29 us late plus 12 ppm. Chunks end at 200 ms, and a point follows on from
+ * the last one kept within 10 us plus 20 us per second between them, so every op keeps its
+ * own kernel's time (points a second apart differ by 12 us). */
+static void test_channel_sparse_drift(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-sparse"), 0);
+    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
+    synth_rank(f, 0, 2);
+    const uint64_t k0 = T0 + 100 * MS;
+    for (uint64_t st = 0; st < 5; st++)
+        for (uint64_t i = 0; i < 30; i++) {
+            uint64_t ks = k0 + st * 1000 * MS + i * 10 * MS, ke = ks + 50 * US;
+            uint64_t err = 28 * US + (ks - k0) * 12 / 1000000;
+            tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x50, 2, 0, MiB, ks - 98 * US);
+            with_gpu(&c, ks + 3 * US + err, ke - 1 * US + err);
+            synth_comm(f, 1, ks - 100 * US, &c, NULL);
+            synth_kernel(f, 2, ks, ke, 0, 7, 0, K_AR);
+        }
+    synth_end_of_file(f, k0 + 5000 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->ncomm, 150);
+    tp_comm_time *tm = calloc(150, sizeof *tm);
+    assert_non_null(tm);
+    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    for (size_t n = 0; n < 150; n++) {
+        assert_int_equal(tm[n].src, TP_COMM_TIME_KERNEL);
+        assert_int_equal(tm[n].checked, 1);
+        assert_int_equal(tm[n].end - tm[n].start, 50 * US);
+    }
+    free(tm);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* A process on two GPUs: communicator 0x60 on device 0 (10 AllReduces, channel intervals
+ * centred exactly on their kernels: a correction of 0 that was checked), communicator 0x61
+ * on device 1 (10 AllReduces placed 29 us late; CUPTI lost the last one's kernel). The
+ * placement table counts all 20 ops, zero corrections included, and 0x61's unmatched op
+ * takes its communicator's device, so it is moved like the others: centred on where its
+ * kernel ran. */
+static void test_channel_zero_and_unmatched(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-zero"), 0);
+    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
+    synth_rank(f, 0, 2);
+    for (uint64_t i = 0; i < 10; i++)
+        for (uint32_t dev = 0; dev < 2; dev++) {
+            uint64_t ks = T0 + MS + i * MS + dev * 300 * US, ke = ks + 40 * US;
+            uint64_t err = dev ? 28 * US : 0;
+            tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x60 + dev, 2, 0, MiB, ks - 98 * US);
+            with_gpu(&c, ks + 2 * US + err, ke - 2 * US + err + (dev ? 2 * US : 0));
+            synth_comm(f, 1, ks - 100 * US, &c, NULL);
+            if (!(dev == 1 && i == 9)) synth_kernel(f, 2, ks, ke, dev, 7 + dev, 0, K_AR);
+        }
+    synth_end_of_file(f, T0 + 20 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    const tp_process *p = &run.procs[0];
+    tp_comm_time tm[20];
+    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    for (size_t n = 0; n < 20; n++) {
+        assert_int_equal(tm[n].checked, 1);
+        if (p->comm[n].comm_hash == 0x60) {
+            assert_int_equal(tm[n].device, 0);
+            assert_int_equal(tm[n].shift_ns, 0);
+            assert_int_equal(tm[n].src, TP_COMM_TIME_KERNEL);
+        } else {
+            assert_int_equal(tm[n].device, 1);
+            assert_int_equal(tm[n].shift_ns, 29 * (int64_t)US);
+            if (tm[n].src == TP_COMM_TIME_GPU) { /* the op whose kernel was lost */
+                uint64_t ks = T0 + MS + 9 * MS + 300 * US;
+                assert_int_equal(tm[n].start, ks + 1 * US);
+                assert_int_equal(tm[n].end, ks + 39 * US);
+            }
+        }
+    }
+    cJSON *pl = cJSON_GetObjectItem(rank_comm(rep, 0), "channel_placement");
+    assert_non_null(pl);
+    NEAR(num(pl, "ops"), 20);
+    NEAR(num(pl, "shift_us_min"), 0);
+    NEAR(num(pl, "shift_us_max"), 29);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ shared communicators */
 
 /* World of 4; two rank files (ranks 0 and 1) show communicator 0x5 of size 2 (comm ranks 0
@@ -865,6 +960,8 @@ int main(void) {
         cmocka_unit_test(test_duration_sources),
         cmocka_unit_test(test_channel_placement),
         cmocka_unit_test(test_channel_drift),
+        cmocka_unit_test(test_channel_sparse_drift),
+        cmocka_unit_test(test_channel_zero_and_unmatched),
         cmocka_unit_test(test_shared_communicator),
         cmocka_unit_test(test_ranks_differ),
         cmocka_unit_test(test_finding_thresholds),

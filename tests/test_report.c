@@ -312,20 +312,23 @@ static void test_sync_device_from_stream(void **state) {
     synth_rmtree(dir);
 }
 
-/* A process on two GPUs (kernels on device 0 stream 7 and device 1 stream 9). Device-wide
- * synchronisations (stream 0, no work of its own) keep the device the capture learned from
- * the context (1), a device with no work (5) or none (unknown) give no device; a sync on a
- * stream with work takes that stream's device whatever the capture wrote. */
-static void test_sync_device_two_gpus(void **state) {
-    (void)state;
+/* A process on two GPUs (kernels on device 0 stream 7 and device 1 stream 9). With the
+ * metadata cupti.sync_device=context (the capture wrote the context's device), device-wide
+ * synchronisations (stream 0, no work of its own) keep that device (1, and 0), a device with
+ * no work (5) or none (unknown) gives no device; a sync on a stream with work takes that
+ * stream's device whatever the capture wrote. Without the metadata (files whose capture
+ * wrote 0 for every sync), the capture's device counts for nothing: the device-wide syncs
+ * have no device. */
+static void sync_two_gpus(int new_file) {
     char dir[512];
     synth_file *f = open_gpu_run(dir, sizeof dir, "report-sync-2dev");
+    if (new_file) synth_meta(f, "cupti.sync_device", "context");
     synth_step_begin(f, 1, T0, 0);
     synth_step_end(f, 1, T0 + 10 * MS, 0);
     synth_kernel(f, 2, T0 + MS, T0 + 2 * MS, 0, 7, 100, "gemm_kernel");
     synth_kernel(f, 2, T0 + MS, T0 + 2 * MS, 1, 9, 101, "gemm_kernel");
-    const uint32_t dev[4] = {1, 5, TPROF_DEVICE_UNKNOWN, 0}, stream[4] = {0, 0, 0, 9};
-    for (uint32_t i = 0; i < 4; i++) {
+    const uint32_t dev[5] = {1, 5, TPROF_DEVICE_UNKNOWN, 0, 0}, stream[5] = {0, 0, 0, 9, 0};
+    for (uint32_t i = 0; i < 5; i++) {
         tprof_pl_gpu sy = {T0 + (3 + i) * MS + MS / 2, 0, dev[i], stream[i], 0, 3, 3, 0};
         synth_raw(f, 2, TPROF_REC_GPU_SYNC, 0, T0 + (3 + i) * MS, &sy, sizeof sy, NULL, 0);
     }
@@ -333,17 +336,25 @@ static void test_sync_device_two_gpus(void **state) {
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     load_run(dir, &run);
-    const uint32_t want[4] = {1, TPROF_DEVICE_UNKNOWN, TPROF_DEVICE_UNKNOWN, 1};
+    const uint32_t U = TPROF_DEVICE_UNKNOWN;
+    const uint32_t want_new[5] = {1, U, U, 1, 0}, want_old[5] = {U, U, U, 1, U};
+    const uint32_t *want = new_file ? want_new : want_old;
     size_t k = 0;
     for (size_t i = 0; i < run.procs[0].ngpu; i++)
         if (run.procs[0].gpu[i].type == TPROF_REC_GPU_SYNC) {
-            assert_true(k < 4);
+            assert_true(k < 5);
             assert_int_equal(run.procs[0].gpu[i].device, want[k]);
             k++;
         }
-    assert_int_equal(k, 4);
+    assert_int_equal(k, 5);
     tp_run_free(&run);
     synth_rmtree(dir);
+}
+
+static void test_sync_device_two_gpus(void **state) {
+    (void)state;
+    sync_two_gpus(1);
+    sync_two_gpus(0);
 }
 
 /* 3 steps of 10 ms (first warm-up). Each: a GEMM kernel 1-5 ms and an elementwise kernel

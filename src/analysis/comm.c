@@ -282,23 +282,35 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
  * GPU timer to host time by the smallest host-minus-GPU difference it saw; CUPTI places the
  * kernel of the same op on the host clock by its own means. Where ops have both (a matched
  * kernel that runs the op alone, and channel events), the difference of the two intervals'
- * centres is the plugin's placement error: on 2 x H200 it was 28.0-29.1 us on one rank over a
- * whole run, with every op within 1.5 us of the run's median, and drifting by 0.7 us over
- * the 3 s of the run (the two clocks run at slightly different rates). So the differences
- * are taken per device in time order, in chunks of CAL_CHUNK pairs; a chunk whose median
- * has at least half its pairs within CAL_SLACK_NS of it gives a point (its middle pair's
- * time, its median) if it follows on from its neighbours (cal_points), and each op's
- * channel interval moves by the value interpolated between the points around it (beyond the
- * ends, extrapolated along the device's drift: cal_devices). A kernel then counts as holding
- * its op's interval within CAL_SLACK_NS. Fewer than 2 x CAL_CHUNK pairs on a device form one chunk, if at least 3. */
+ * centres is the plugin's placement error. On 2 x H200 it was 26-31 us in an all-reduce
+ * loop, every op within 1.5 us of its neighbours, and 20-87 us over a DDP run on another
+ * host, where it drifted by 12-14 us per second (12-14 ppm: the GPU timer and
+ * CLOCK_MONOTONIC run at slightly different rates; 0.2-1 ppm on the loop's hosts). So the
+ * differences are taken per device in time order, in chunks of CAL_CHUNK pairs at most and
+ * CAL_CHUNK_NS at most (so the drift inside one stays under 3 us); a chunk of 3 pairs or
+ * more whose median has at least half its pairs within CAL_SLACK_NS of it gives a point
+ * (its middle pair's time, its median) if it follows on from its neighbours (cal_points),
+ * and each op's channel interval moves by the value interpolated between the points around
+ * it (beyond the ends, extrapolated along the device's drift: cal_devices). A kernel then
+ * counts as holding its op's interval within CAL_SLACK_NS. */
 #define CAL_SLACK_NS 10000
 #define CAL_CHUNK 32
+#define CAL_CHUNK_NS 200000000ull
+#define CAL_DRIFT_RATE 20e-6 /* the fastest drift a point may follow on with: 20 us per s */
 
 /* A pair (one op: its kernel's start, its centre difference) or a point (a chunk: its
  * middle pair's time, its median difference), per device. */
 typedef struct cal_pair { uint32_t device; uint64_t t; int64_t d; } cal_pair;
 typedef cal_pair cal_point;
 
+/* The points of the pairs v[0..n) (sorted by device, then time) into pts; returns how many
+ * (0 when out of memory: no placement check, the old slack applies). A stretch of wrong
+ * matches (each op given its successor's kernel, as after CUPTI lost a record) with evenly
+ * spaced kernels looks like a steady placement error too, off by the spacing: so the points
+ * must also follow on from each other. The walk starts at the point nearest the median of
+ * all the device's pairs (most matches are right) and goes both ways, keeping a point only
+ * when it is within CAL_SLACK_NS plus CAL_DRIFT_RATE times the time between them of the
+ * last one kept. */
 static int cmp_cal_pair(const void *a, const void *b) {
     const cal_pair *x = a, *y = b;
     if (x->device != y->device) return x->device < y->device ? -1 : 1;
@@ -310,14 +322,11 @@ static int cmp_i64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The points of the pairs v[0..n) (sorted by device, then time) into pts; returns how many
- * (0 when out of memory: no placement check, the old slack applies). A stretch of wrong
- * matches (each op given its successor's kernel, as after CUPTI lost a record) with evenly
- * spaced kernels looks like a steady placement error too, off by the spacing: so the points
- * must also follow on from each other. The walk starts at the point nearest the median of
- * all the device's pairs (most matches are right) and goes both ways, keeping a point only
- * when it is within CAL_SLACK_NS of the last one kept (the clocks drift by well under a
- * microsecond per second). */
+static int follows(const cal_point *last, const cal_point *c) {
+    uint64_t dt = c->t > last->t ? c->t - last->t : last->t - c->t;
+    return (double)llabs(c->d - last->d) <= CAL_SLACK_NS + CAL_DRIFT_RATE * (double)dt;
+}
+
 static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
     size_t np = 0;
     int64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
@@ -328,11 +337,13 @@ static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
         return 0;
     }
     for (size_t a = 0; a < n;) {
-        size_t e = a;
+        size_t e = a, nc = 0;
         while (e < n && v[e].device == v[a].device) e++;
-        size_t len = e - a, chunks = len / CAL_CHUNK ? len / CAL_CHUNK : 1, nc = 0;
-        for (size_t c = 0; c < chunks && len >= 3; c++) {
-            size_t c0 = a + c * len / chunks, c1 = a + (c + 1) * len / chunks, m = c1 - c0;
+        for (size_t c0 = a, c1; c0 < e; c0 = c1) {
+            c1 = c0 + 1;
+            while (c1 < e && c1 - c0 < CAL_CHUNK && v[c1].t - v[c0].t <= CAL_CHUNK_NS) c1++;
+            size_t m = c1 - c0;
+            if (m < 3) continue;
             for (size_t i = 0; i < m; i++) tmp[i] = v[c0 + i].d;
             qsort(tmp, m, sizeof *tmp, cmp_i64);
             int64_t med = tmp[m / 2];
@@ -341,6 +352,7 @@ static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
             if (2 * near >= m) cand[nc++] = (cal_point){v[a].device, v[c0 + m / 2].t, med};
         }
         if (nc) {
+            const size_t len = e - a;
             for (size_t i = 0; i < len; i++) tmp[i] = v[a + i].d;
             qsort(tmp, len, sizeof *tmp, cmp_i64);
             const int64_t all = tmp[len / 2];
@@ -350,12 +362,12 @@ static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
             uint8_t *keep = (uint8_t *)tmp; /* tmp is free again, and n >= nc bytes */
             memset(keep, 0, nc);
             keep[anchor] = 1;
-            int64_t last = cand[anchor].d;
+            const cal_point *last = &cand[anchor];
             for (size_t c = anchor + 1; c < nc; c++)
-                if (llabs(cand[c].d - last) <= CAL_SLACK_NS) keep[c] = 1, last = cand[c].d;
-            last = cand[anchor].d;
+                if (follows(last, &cand[c])) keep[c] = 1, last = &cand[c];
+            last = &cand[anchor];
             for (size_t c = anchor; c-- > 0;)
-                if (llabs(cand[c].d - last) <= CAL_SLACK_NS) keep[c] = 1, last = cand[c].d;
+                if (follows(last, &cand[c])) keep[c] = 1, last = &cand[c];
             for (size_t c = 0; c < nc; c++)
                 if (keep[c]) pts[np++] = cand[c];
         }
@@ -431,7 +443,7 @@ static int64_t cal_at(const cal_point *pts, const cal_dev *devs, size_t nd, uint
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     for (size_t i = 0; i < p->ncomm; i++)
-        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0};
+        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
     if (!p->ncomm) return TPROF_OK;
     int rc = TPROF_OK;
     size_t nk = 0, no = 0;
@@ -482,9 +494,13 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
                 best_lag = lag;
             }
         }
-        if (best)
+        if (best) {
             align(p, o + comms[c].a, comms[c].b - comms[c].a, k + streams[best_s].a,
                   streams[best_s].b - streams[best_s].a, taken + streams[best_s].a, out, &lag);
+            /* the communicator's ops ran on that stream's device, matched or not */
+            for (size_t i = comms[c].a; i < comms[c].b; i++)
+                out[o[i].ci].device = (int32_t)k[streams[best_s].a].device;
+        }
     }
 done:;
     /* the process's one device, when its kernels name only one: where its ops ran */
@@ -536,6 +552,7 @@ done:;
                 g0 = (uint64_t)((int64_t)g0 - d);
                 g1 = (uint64_t)((int64_t)g1 - d);
                 t->shift_ns = d;
+                t->checked = 1;
                 slack = CAL_SLACK_NS;
             }
         }
@@ -925,7 +942,7 @@ static void placement_json(cJSON *c, const tp_process *p, const tp_comm_time *tm
     double *v = malloc((p->ncomm ? p->ncomm : 1) * sizeof *v);
     if (!v) return;
     for (size_t i = 0; i < p->ncomm; i++)
-        if (tm[i].shift_ns) v[n++] = (double)tm[i].shift_ns / 1e3;
+        if (tm[i].checked) v[n++] = (double)tm[i].shift_ns / 1e3;
     if (n) {
         qsort(v, n, sizeof *v, tp_cmp_double);
         cJSON *x = cJSON_AddObjectToObject(c, "channel_placement");

@@ -28,10 +28,13 @@ typedef struct tp_comm_time {
     uint64_t start, end; /* CLOCK_MONOTONIC ns of the process: the interval the duration uses */
     tp_comm_src src;
     size_t kernel;       /* index in p->gpu of the matched kernel, or SIZE_MAX */
-    int32_t device;      /* device the op ran on, -1 when not known (MPI, or several devices
-                          * and no matched kernel) */
+    int32_t device;      /* device the op ran on (its kernel's, else its communicator's
+                          * stream's), -1 when not known (MPI, or several devices and no
+                          * kernel matched to its communicator) */
     int64_t shift_ns;    /* how far the op's kernel-channel interval was moved to agree with
-                          * CUPTI's placement of the NCCL kernels (comm.c); 0 when not checked */
+                          * CUPTI's placement of the NCCL kernels (comm.c), when checked */
+    int checked;         /* 1: the interval's placement was checked against CUPTI (shift_ns
+                          * holds the correction, which may be 0) */
 } tp_comm_time;
 
 /* Resolves the duration of every op of p: out[i] for p->comm[i] (out holds p->ncomm

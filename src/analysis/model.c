@@ -605,7 +605,8 @@ static int nesting(tp_thread *t) {
  * when none had been seen yet (files before 2026-11 always wrote 0, which put a phantom GPU 0
  * in the report of every rank on another GPU). Each gets the device of the kernels, copies
  * and memsets on the same stream (CUPTI's stream ids are unique in a process), else the
- * device the capture wrote when the process has other work on it, else the process's only
+ * device the capture wrote when the process has other work on it and the file says its
+ * capture wrote the context's device (metadata cupti.sync_device=context), else the process's only
  * device when it used one; otherwise it stays unknown and counts for no device (the
  * host-synchronisation figures do not need one). */
 static void sync_devices(tp_process *p) {
@@ -614,6 +615,9 @@ static void sync_devices(tp_process *p) {
     uint32_t devs[64]; /* the devices with work */
     size_t ndev = 0;
     uint32_t last_stream = 0, have_last = 0;
+    /* files whose capture wrote the context's device say so; older ones wrote 0 */
+    const char *how = tp_meta(p, "cupti.sync_device");
+    const int trusted = how && !strcmp(how, "context");
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type == TPROF_REC_GPU_SYNC || o->device == TPROF_DEVICE_UNKNOWN) continue;
@@ -631,7 +635,7 @@ static void sync_devices(tp_process *p) {
         tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_SYNC) continue;
         uint32_t dev = ndev == 1 ? devs[0] : TPROF_DEVICE_UNKNOWN;
-        for (size_t d = 0; ndev > 1 && d < ndev; d++)
+        for (size_t d = 0; trusted && ndev > 1 && d < ndev; d++)
             if (devs[d] == o->device) dev = o->device; /* the capture's, a device with work */
         for (size_t k = 0; k < nmap; k++)
             if (map[k].stream == o->stream) {

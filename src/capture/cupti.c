@@ -458,6 +458,8 @@ int InitializeInjection(void) {
         return 1;
     }
     atomic_store(&g_active, 1);
+    /* readers trust a synchronisation record's device only in files that say this */
+    tprof__set_meta("cupti.sync_device", "context");
     int enabled = 0;
     const char *want = getenv("TRAINPROF_CUPTI_KINDS");
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
@@ -505,8 +507,15 @@ static void apply_api_filters(void) {
             for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
                 F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
         } else {
-            for (CUpti_CallbackId cb = 1; cb < CUPTI_RUNTIME_TRACE_CBID_SIZE; cb++)
+            /* past the ids of the headers we were built with, as long as the libcupti
+             * loaded (it may be newer) names them */
+            for (CUpti_CallbackId cb = 1; cb < 4096; cb++) {
+                const char *n = NULL;
+                if (cb >= CUPTI_RUNTIME_TRACE_CBID_SIZE &&
+                    (F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cb, &n) != CUPTI_SUCCESS || !n))
+                    break;
                 F.cuptiActivityEnableRuntimeApi(cb, (uint8_t)is_work_call(cb));
+            }
         }
     }
     int driver = 0;

@@ -103,7 +103,8 @@ typedef struct tprof_pl_gpu {
     uint32_t device;      /* CUDA device ordinal; synchronisations: the device of the
                            * context's kernels and copies seen so far, else
                            * TPROF_DEVICE_UNKNOWN (CUPTI gives a context, not a device: readers
-                           * prefer the device of the work on the same stream) */
+                           * prefer the device of the work on the same stream, and trust this
+                           * one only with the metadata cupti.sync_device=context) */
     uint32_t stream;
     uint32_t correlation; /* CUPTI correlation id: links a launch API call to its work */
     uint32_t kind;        /* copy kind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ...), sync type, cbid */
