@@ -283,7 +283,7 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
  * kernel of the same op on the host clock by its own means. Where ops have both (a matched
  * kernel that runs the op alone, and channel events), the difference of the two intervals'
  * centres is the plugin's placement error. On 2 x H200 it was 26-31 us in an all-reduce
- * loop, every op within 1.5 us of its neighbours, and 20-87 us over a DDP run on another
+ * loop, every op within 1.5 us of its neighbours, and 19-87 us over a DDP run on another
  * host, where it drifted by 12-14 us per second (12-14 ppm: the GPU timer and
  * CLOCK_MONOTONIC run at slightly different rates; 0.2-1 ppm on the loop's hosts). So the
  * differences are taken per device in time order, in chunks of CAL_CHUNK pairs at most and
