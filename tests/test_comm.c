@@ -523,7 +523,7 @@ static void test_channel_drift(void **state) {
 /* The placement check with sparse ops and drift: 5 steps of 1 s, each with 30 AllReduces
  * 10 ms apart (communicator 0x50, device 0), kernels of 50 us issued 100 us ahead, channel
  * intervals placed 29 us late plus 12 ppm. Chunks end at 200 ms, and a point follows on from
- * the last one kept within 10 us plus 20 us per second between them, so every op keeps its
+ * the last one kept within 10 us plus 50 us per second between them, so every op keeps its
  * own kernel's time (points a second apart differ by 12 us). */
 static void test_channel_sparse_drift(void **state) {
     (void)state;

@@ -296,7 +296,9 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
 #define CAL_SLACK_NS 10000
 #define CAL_CHUNK 32
 #define CAL_CHUNK_NS 200000000ull
-#define CAL_DRIFT_RATE 20e-6 /* the fastest drift a point may follow on with: 20 us per s */
+/* the fastest drift a point may follow on with, 50 us per second: common crystal oscillators
+ * are rated +-20-50 ppm, and 12-14 ppm was seen */
+#define CAL_DRIFT_RATE 50e-6
 
 /* A pair (one op: its kernel's start, its centre difference) or a point (a chunk: its
  * middle pair's time, its median difference), per device. */
