@@ -14,7 +14,9 @@
  * around a 2 ms sleep; a payload-only range and a payload-only mark, which a tool can only
  * name after their schema, "StaticSchema" (a static id) and "DynamicSchema" (an id the
  * tool hands out, at least 1 << 32); and a start/end pair with payloads. A schema registered
- * 5000 times, then "LateSchema", used by a mark: named so.
+ * 5000 times, then "LateSchema", used by a mark: named so. Push and pop return levels per
+ * domain (levels(): "level_default" in the default domain, "level_x0" and "level_x1" in
+ * the domain "levels").
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -133,6 +135,32 @@ static void payloads(void) {
     nvtxRangeEndPayload(d, id, &data, 1);
 }
 
+/* NVTX's push and pop return levels per domain: a push in one domain does not deepen
+ * another. Exits 1 if an attached tool (one that returns a level at all) counts them
+ * together; without a tool every call returns a negative value. */
+static void levels(void) {
+    nvtxDomainHandle_t x = nvtxDomainCreateA("levels");
+    nvtxEventAttributes_t a = {0};
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    int got[6];
+    got[0] = nvtxRangePushA("level_default");
+    a.message.ascii = "level_x0";
+    got[1] = nvtxDomainRangePushEx(x, &a);
+    a.message.ascii = "level_x1";
+    got[2] = nvtxDomainRangePushEx(x, &a);
+    got[3] = nvtxDomainRangePop(x);
+    got[4] = nvtxRangePop();
+    got[5] = nvtxDomainRangePop(x);
+    static const int want[6] = {0, 0, 1, 1, 0, 0};
+    for (int i = 0; got[0] >= 0 && i < 6; i++)
+        if (got[i] != want[i]) {
+            fprintf(stderr, "nvtx_prog: NVTX level %d: got %d, want %d\n", i, got[i], want[i]);
+            exit(1);
+        }
+}
+
 int main(void) {
     nvtxRangePop(); /* nothing pushed: must be tolerated */
     nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), "main");
@@ -163,6 +191,7 @@ int main(void) {
     pthread_create(&th, NULL, worker, NULL);
     pthread_join(th, NULL);
     nvtxRangePop(); /* outer */
+    levels();
     payloads();
     nvtxRangePushA("left_open");
     printf("nvtx_prog done\n");

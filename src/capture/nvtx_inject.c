@@ -77,6 +77,17 @@ static uint32_t attr_category(const tnvtx_attr *a) {
 
 static uint32_t domain_of(const void *h) { return h ? ((const tprof_domain *)h)->id : 0; }
 
+/* The level NVTX's push returns (of the range it opens) and pop returns (of the range it
+ * closes; negative when none is open): per thread and per domain, as NVTX counts them. */
+static int *level_of(tprof__thread *t, uint32_t domain) {
+    return &t->nvtx_level[domain < TPROF__NVTX_LEVELS ? domain : TPROF__NVTX_LEVELS];
+}
+static int push_level(tprof__thread *t, uint32_t domain) { return (*level_of(t, domain))++; }
+static int pop_level(tprof__thread *t, uint32_t domain) {
+    int *l = level_of(t, domain);
+    return *l > 0 ? --*l : -1;
+}
+
 /* ---------------------------------------------------------------- handlers */
 
 #define WITH_THREAD(...)                             \
@@ -114,23 +125,22 @@ static void h_end(uint64_t id) {
 static int h_push_ex(const tnvtx_attr *a) {
     WITH_THREAD(-1)
     tprof__push(t, 0, attr_name(a), attr_category(a));
-    return t->depth - 1;
+    return push_level(t, 0);
 }
 static int h_push_a(const char *m) {
     WITH_THREAD(-1)
     tprof__push(t, 0, m, 0);
-    return t->depth - 1;
+    return push_level(t, 0);
 }
 static int h_push_w(const wchar_t *m) {
     WITH_THREAD(-1)
     tprof__push(t, 0, wide_to_utf8(m), 0);
-    return t->depth - 1;
+    return push_level(t, 0);
 }
 static int h_pop(void) {
     WITH_THREAD(-1)
-    int d = t->depth - 1;
     tprof__pop(t, 0);
-    return d;
+    return pop_level(t, 0);
 }
 static void h_name_category_a(uint32_t c, const char *n) { tprof__name_category(0, c, n); }
 static void h_name_category_w(uint32_t c, const wchar_t *n) {
@@ -160,13 +170,12 @@ static void h_dend(const void *d, uint64_t id) {
 static int h_dpush_ex(const void *d, const tnvtx_attr *a) {
     WITH_THREAD(-1)
     tprof__push(t, domain_of(d), attr_name(a), attr_category(a));
-    return t->depth - 1;
+    return push_level(t, domain_of(d));
 }
 static int h_dpop(const void *d) {
     WITH_THREAD(-1)
-    int depth = t->depth - 1;
     tprof__pop(t, domain_of(d));
-    return depth;
+    return pop_level(t, domain_of(d));
 }
 static void h_dname_category_a(const void *d, uint32_t c, const char *n) {
     tprof__name_category(domain_of(d), c, n);
@@ -305,7 +314,7 @@ static void h_pl_mark(const void *d, const tnvtx_payload_data *p, size_t n) {
 static int h_pl_push(const void *d, const tnvtx_payload_data *p, size_t n) {
     WITH_THREAD(-1)
     tprof__push(t, domain_of(d), payload_name(domain_of(d), p, n), 0);
-    return t->depth - 1;
+    return push_level(t, domain_of(d));
 }
 static int h_pl_pop(const void *d, const tnvtx_payload_data *p, size_t n) {
     (void)p;

@@ -40,6 +40,8 @@ typedef struct tprof__istr {
 
 /* Per-thread state. The ring is single-producer (this thread) single-consumer (the
  * flusher): head is written only by the owner, tail only by the flusher. */
+#define TPROF__NVTX_LEVELS 16
+
 typedef struct tprof__thread {
     uint8_t *buf;
     uint64_t mask;          /* ring size - 1; the size is a power of two */
@@ -50,7 +52,9 @@ typedef struct tprof__thread {
     uint32_t serial;        /* unique per process, from 1 */
     uint32_t os_tid;
     _Atomic int exited;     /* set by the TLS destructor; the flusher frees after draining */
-    int depth;              /* push/pop nesting, for NVTX's return value */
+    /* NVTX push/pop nesting per domain, for the level NVTX's push and pop return: domain ids
+     * below TPROF__NVTX_LEVELS each, the rest together (capture/nvtx_inject.c) */
+    int nvtx_level[TPROF__NVTX_LEVELS + 1];
     /* interning: a direct-mapped cache keyed by the caller's pointer (most names are
      * literals passed again and again), confirmed by strcmp, in front of an open-addressing
      * table keyed by content; capacity a power of two */

@@ -162,7 +162,6 @@ void tprof__push(tprof__thread *t, uint32_t domain, const char *name, uint32_t c
     uint32_t size;
     tprof_pl_push *pl = tprof__begin_named(t, TPROF_REC_PUSH, name, sizeof *pl, tprof__now(),
                                            &size);
-    t->depth++;
     if (!pl) return;
     pl->domain = domain;
     pl->category = category;
@@ -202,7 +201,6 @@ void tprof_range_pop(void) {
 
 void tprof__pop(tprof__thread *t, uint32_t domain) {
     const uint32_t size = sizeof(tprof_rec);
-    if (t->depth > 0) t->depth--;
     tprof_rec *r = tprof__reserve(t, size);
     if (!r) return;
     r->kind = TPROF_REC_POP;
