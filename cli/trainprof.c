@@ -327,16 +327,15 @@ typedef struct report_args {
 static int throughput_opt(int argc, char **argv, int *i, report_args *a, const char *cmd) {
     static const char *const num_opts[3] = {"--tokens-per-step", "--samples-per-step",
                                             "--flops-per-step"};
-    static const char *const keys[3] = {"tokens_per_step", "samples_per_step", "flops_per_step"};
     double *dst[3] = {&a->tokens_per_step, &a->samples_per_step, &a->flops_per_step};
     const char *v;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < TPROF_PER_STEP_N; k++) {
         if (!opt_val(argc, argv, i, num_opts[k], NULL, &v, cmd)) continue;
         double x;
-        if (!tprof__per_step_parse(keys[k], v, &x)) {
+        if (!tprof__per_step_parse(tprof__per_step_key(k), v, &x)) {
             char msg[160];
             snprintf(msg, sizeof msg, "%s needs a number > 0 and at most %g, got '%.60s'",
-                     num_opts[k], tprof__per_step_max(keys[k]), v);
+                     num_opts[k], tprof__per_step_max(tprof__per_step_key(k)), v);
             die_usage(cmd, "%s", msg);
         }
         *dst[k] = x;
@@ -1053,9 +1052,6 @@ static int cmd_run(int argc, char **argv) {
     }
     /* the throughput figures go to the ranks, which keep them in their files' metadata (a
      * later `trainprof report` of the files has them) and feed the live counters */
-    static const char *const tv[4] = {"TRAINPROF_TOKENS_PER_STEP", "TRAINPROF_SAMPLES_PER_STEP",
-                                      "TRAINPROF_FLOPS_PER_STEP",
-                                      "TRAINPROF_MODEL_FLOPS_PER_STEP"};
     double x[4] = {a.tokens_per_step, a.samples_per_step, a.flops_per_step, 0};
     tp_model_desc m; /* --model with --tokens-per-step: the report's formula, for the live
                       * counters only (the files keep the model, not a FLOPs figure) */
@@ -1064,7 +1060,9 @@ static int cmd_run(int argc, char **argv) {
     for (int k = 0; k < 4; k++) {
         char num[64];
         snprintf(num, sizeof num, "%.17g", x[k]);
-        if (x[k] > 0 && x[k] <= TPROF_MAX_FLOPS_PER_STEP) setenv(tv[k], num, 1);
+        if (x[k] > 0 && x[k] <= TPROF_MAX_FLOPS_PER_STEP)
+            setenv(k < TPROF_PER_STEP_N ? tprof__per_step_env(k) : "TRAINPROF_MODEL_FLOPS_PER_STEP",
+                   num, 1);
     }
     if (a.model) setenv("TRAINPROF_MODEL", a.model, 1);
     if (a.dtype) setenv("TRAINPROF_DTYPE", a.dtype, 1);

@@ -29,14 +29,9 @@ static int cmp_entry(const void *a, const void *b) {
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* median of v[0..n) (sorted in place); lower middle for even n */
 static int64_t med_i64(int64_t *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_i64);
+    qsort(v, n, sizeof *v, tp_cmp_i64);
     return v[(n - 1) / 2];
 }
 

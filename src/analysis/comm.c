@@ -305,6 +305,17 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
 typedef struct cal_pair { uint32_t device; uint64_t t; int64_t d; } cal_pair;
 typedef cal_pair cal_point;
 
+static int cmp_cal_pair(const void *a, const void *b) {
+    const cal_pair *x = a, *y = b;
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int follows(const cal_point *last, const cal_point *c) {
+    uint64_t dt = c->t > last->t ? c->t - last->t : last->t - c->t;
+    return (double)llabs(c->d - last->d) <= CAL_SLACK_NS + CAL_DRIFT_RATE * (double)dt;
+}
+
 /* The points of the pairs v[0..n) (sorted by device, then time) into pts; returns how many
  * (0 when out of memory: no placement check, the old slack applies). A stretch of wrong
  * matches (each op given its successor's kernel, as after CUPTI lost a record) with evenly
@@ -313,22 +324,6 @@ typedef cal_pair cal_point;
  * all the device's pairs (most matches are right) and goes both ways, keeping a point only
  * when it is within CAL_SLACK_NS plus CAL_DRIFT_RATE times the time between them of the
  * last one kept. */
-static int cmp_cal_pair(const void *a, const void *b) {
-    const cal_pair *x = a, *y = b;
-    if (x->device != y->device) return x->device < y->device ? -1 : 1;
-    return x->t < y->t ? -1 : x->t > y->t;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int follows(const cal_point *last, const cal_point *c) {
-    uint64_t dt = c->t > last->t ? c->t - last->t : last->t - c->t;
-    return (double)llabs(c->d - last->d) <= CAL_SLACK_NS + CAL_DRIFT_RATE * (double)dt;
-}
-
 static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
     size_t np = 0;
     int64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
@@ -347,7 +342,7 @@ static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
             size_t m = c1 - c0;
             if (m < 3) continue;
             for (size_t i = 0; i < m; i++) tmp[i] = v[c0 + i].d;
-            qsort(tmp, m, sizeof *tmp, cmp_i64);
+            qsort(tmp, m, sizeof *tmp, tp_cmp_i64);
             int64_t med = tmp[m / 2];
             size_t near = 0;
             for (size_t i = 0; i < m; i++) near += llabs(tmp[i] - med) <= CAL_SLACK_NS;
@@ -356,7 +351,7 @@ static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
         if (nc) {
             const size_t len = e - a;
             for (size_t i = 0; i < len; i++) tmp[i] = v[a + i].d;
-            qsort(tmp, len, sizeof *tmp, cmp_i64);
+            qsort(tmp, len, sizeof *tmp, tp_cmp_i64);
             const int64_t all = tmp[len / 2];
             size_t anchor = 0;
             for (size_t c = 1; c < nc; c++)

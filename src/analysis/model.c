@@ -606,9 +606,9 @@ static int nesting(tp_thread *t) {
  * in the report of every rank on another GPU). Each gets the device of the kernels, copies
  * and memsets on the same stream (CUPTI's stream ids are unique in a process), else the
  * device the capture wrote when the process has other work on it and the file says its
- * capture wrote the context's device (metadata cupti.sync_device=context), else the process's only
- * device when it used one; otherwise it stays unknown and counts for no device (the
- * host-synchronisation figures do not need one). */
+ * capture wrote the context's device (metadata cupti.sync_device=context), else the
+ * process's only device when it used one; otherwise it stays unknown and counts for no
+ * device (the host-synchronisation figures do not need one). */
 static void sync_devices(tp_process *p) {
     struct smap { uint32_t stream, device; } map[256];
     size_t nmap = 0;

@@ -19,6 +19,11 @@ static inline int tp_cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static inline int tp_cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* Nearest-rank percentile p (0..1] of v[0..n), sorted ascending: v[ceil(p n) - 1]; 0 when
  * n is 0. */
 static inline size_t tp_pct_index(size_t n, double p) {

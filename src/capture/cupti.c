@@ -380,11 +380,9 @@ static const CUpti_CallbackId quiet_calls[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
 };
 
-static int is_work_call(CUpti_CallbackId cb) {
-    const char *n = NULL;
-    if (F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cb, &n) != CUPTI_SUCCESS || !n) return 0;
-    for (size_t i = 0; i < sizeof work_calls / sizeof *work_calls; i++)
-        if (!strncmp(n, work_calls[i], strlen(work_calls[i]))) return 1;
+static int is_work_call(const char *name) {
+    for (size_t i = 0; name && i < sizeof work_calls / sizeof *work_calls; i++)
+        if (!strncmp(name, work_calls[i], strlen(work_calls[i]))) return 1;
     return 0;
 }
 
@@ -511,10 +509,10 @@ static void apply_api_filters(void) {
              * loaded (it may be newer) names them */
             for (CUpti_CallbackId cb = 1; cb < 4096; cb++) {
                 const char *n = NULL;
-                if (cb >= CUPTI_RUNTIME_TRACE_CBID_SIZE &&
-                    (F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cb, &n) != CUPTI_SUCCESS || !n))
-                    break;
-                F.cuptiActivityEnableRuntimeApi(cb, (uint8_t)is_work_call(cb));
+                if (F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cb, &n) != CUPTI_SUCCESS)
+                    n = NULL;
+                if (!n && cb >= CUPTI_RUNTIME_TRACE_CBID_SIZE) break;
+                F.cuptiActivityEnableRuntimeApi(cb, (uint8_t)is_work_call(n));
             }
         }
     }

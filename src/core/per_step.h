@@ -18,6 +18,20 @@
 #define TPROF_MAX_TOKENS_PER_STEP 1e12
 #define TPROF_MAX_FLOPS_PER_STEP 1e21
 
+/* The three figures, k = 0 tokens, 1 samples, 2 FLOPs: their metadata key, and the
+ * environment variable that carries each from `trainprof run` to the ranks. */
+enum { TPROF_PER_STEP_N = 3 };
+static inline const char *tprof__per_step_key(int k) {
+    static const char *const keys[TPROF_PER_STEP_N] = {"tokens_per_step", "samples_per_step",
+                                                       "flops_per_step"};
+    return keys[k];
+}
+static inline const char *tprof__per_step_env(int k) {
+    static const char *const vars[TPROF_PER_STEP_N] = {
+        "TRAINPROF_TOKENS_PER_STEP", "TRAINPROF_SAMPLES_PER_STEP", "TRAINPROF_FLOPS_PER_STEP"};
+    return vars[k];
+}
+
 /* The bound for a key: "tokens_per_step", "samples_per_step", "flops_per_step"; 0 for any
  * other key. */
 static inline double tprof__per_step_max(const char *key) {

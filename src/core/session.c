@@ -926,20 +926,18 @@ static void write_start_metadata_locked(void) {
     if (v && *v) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "step_name", v);
     /* the throughput figures of `trainprof run` (or the user's environment): into the file,
      * so that a later `trainprof report` of it has them too, and to the live counters */
-    static const char *const per_step[3][2] = {{"TRAINPROF_TOKENS_PER_STEP", "tokens_per_step"},
-                                               {"TRAINPROF_SAMPLES_PER_STEP", "samples_per_step"},
-                                               {"TRAINPROF_FLOPS_PER_STEP", "flops_per_step"}};
     int flops_given = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < TPROF_PER_STEP_N; i++) {
         double x;
-        if (!(v = getenv(per_step[i][0])) || !*v) continue;
+        const char *key = tprof__per_step_key(i);
+        if (!(v = getenv(tprof__per_step_env(i))) || !*v) continue;
         flops_given |= i == 2;
-        if (tprof__per_step_parse(per_step[i][1], v, &x)) {
-            proc_record_locked(TPROF_REC_META, 0, NULL, 0, per_step[i][1], v);
-            tprof__metrics_meta(per_step[i][1], v);
+        if (tprof__per_step_parse(key, v, &x)) {
+            proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, v);
+            tprof__metrics_meta(key, v);
         } else {
             tprof__log(TPROF_LOG_WARN, "%s=%.40s ignored: not a number > 0 and at most %g",
-                       per_step[i][0], v, tprof__per_step_max(per_step[i][1]));
+                       tprof__per_step_env(i), v, tprof__per_step_max(key));
         }
     }
     /* `trainprof run --model`: the formula's FLOPs, for the live counters only (the file
