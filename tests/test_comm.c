@@ -62,6 +62,32 @@ static void with_gpu(tprof_pl_comm *c, uint64_t s, uint64_t e) {
     c->gpu_end_ns = e;
 }
 
+/* A run directory with one rank file: process `pid` on host "h", rank `rank` of `world`. */
+static synth_file *rank_file(char *dir, size_t n, const char *tag, uint32_t pid, int rank,
+                             int world) {
+    assert_int_equal(synth_tmpdir(dir, n, tag), 0);
+    synth_file *f = synth_open(dir, "h", pid, RT0, T0);
+    synth_rank(f, rank, world);
+    return f;
+}
+
+/* An AllReduce of 1 MiB on communicator `hash` (2 ranks) enqueued at `host` for 2 us, with
+ * kernel-channel interval [g0, g1). */
+static void allreduce_ch(synth_file *f, uint64_t hash, uint64_t host, uint64_t g0, uint64_t g1) {
+    tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, hash, 2, 0, MiB, host + 2 * US);
+    with_gpu(&c, g0, g1);
+    synth_comm(f, 1, host, &c, NULL);
+}
+
+/* tp_comm_resolve over p's n ops (p must have n), in memory the caller frees. */
+static tp_comm_time *resolved(const tp_process *p, size_t n) {
+    assert_int_equal(p->ncomm, n);
+    tp_comm_time *tm = calloc(n, sizeof *tm);
+    assert_non_null(tm);
+    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    return tm;
+}
+
 /* steps [T0 + i*len, T0 + (i+1)*len) on thread 1 */
 static void steps(synth_file *f, int n, uint64_t len) {
     for (int i = 0; i < n; i++) {
@@ -166,9 +192,7 @@ static void test_factors_and_sizes(void **state) {
 static void test_exposed_overlapped(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-exposed"), 0);
-    synth_file *f = synth_open(dir, "h", 10, RT0, T0);
-    synth_rank(f, 0, 1);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-exposed", 10, 0, 1);
     steps(f, 2, 100 * MS);
     for (uint64_t s = 0; s < 2; s++) {
         uint64_t b = T0 + s * 100 * MS;
@@ -233,9 +257,7 @@ static void test_exposed_overlapped(void **state) {
 static void test_busbw_allreduce(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-busbw"), 0);
-    synth_file *f = synth_open(dir, "h", 11, RT0, T0);
-    synth_rank(f, 0, 8);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-busbw", 11, 0, 8);
     tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xbeef, 8, 0, 256 * MiB, T0 + 100 * US);
     with_gpu(&c, T0 + 2 * MS, T0 + 12 * MS);
     synth_comm(f, 1, T0, &c, NULL);
@@ -271,9 +293,7 @@ static void test_busbw_allreduce(void **state) {
 static void test_allgather_size_convention(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-ag"), 0);
-    synth_file *f = synth_open(dir, "h", 12, RT0, T0);
-    synth_rank(f, 1, 4);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-ag", 12, 1, 4);
     tprof_pl_comm c = comm(TPROF_COMM_ALLGATHER, 0x77, 4, 1, 16 * MiB, T0 + 100 * US);
     with_gpu(&c, T0 + 1 * MS, T0 + 9 * MS);
     synth_comm(f, 1, T0, &c, NULL);
@@ -325,9 +345,7 @@ static void test_allgather_size_convention(void **state) {
 static void test_duration_sources(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-src"), 0);
-    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
-    synth_rank(f, 0, 2);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-src", 13, 0, 2);
     tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xA, 2, 0, MiB, T0 + 100 * US);
     with_gpu(&c, T0 + 3 * MS, T0 + 5 * MS);
     synth_comm(f, 1, T0, &c, NULL);
@@ -423,16 +441,12 @@ static void test_duration_sources(void **state) {
 static void test_channel_placement(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-place"), 0);
-    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
-    synth_rank(f, 0, 2);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-place", 13, 0, 2);
     const uint64_t k0 = T0 + 1 * MS; /* kernel i: [k0 + 25 us * i, + 20 us) */
     for (uint64_t i = 0; i < 100; i++) {
         uint64_t ks = k0 + 25 * US * i, ke = ks + 20 * US;
         uint64_t host = i == 0 ? ks + 4 * US : k0 + 10 * US + 3 * US * i;
-        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x20, 2, 0, MiB, host + 2 * US);
-        with_gpu(&c, ks + 3 * US + 28 * US + 10 * i, ke - 1 * US + 28 * US + 10 * i);
-        synth_comm(f, 1, host, &c, NULL);
+        allreduce_ch(f, 0x20, host, ks + 3 * US + 28 * US + 10 * i, ke - 1 * US + 28 * US + 10 * i);
         if (i != 50) synth_kernel(f, 2, ks, ke, 0, 7, 0, K_AR);
     }
     synth_end_of_file(f, T0 + 5 * MS, 0);
@@ -440,9 +454,7 @@ static void test_channel_placement(void **state) {
     tp_run run;
     cJSON *rep = report(dir, &run);
     const tp_process *p = &run.procs[0];
-    assert_int_equal(p->ncomm, 100);
-    tp_comm_time tm[100];
-    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    tp_comm_time *tm = resolved(p, 100);
     for (size_t n = 0; n < 100; n++) {
         /* op i by its channel start */
         uint64_t i = (p->comm[n].gpu_start - k0 - 31 * US) / (25 * US);
@@ -468,6 +480,7 @@ static void test_channel_placement(void **state) {
     assert_non_null(strstr(t, "NCCL's GPU times checked against CUPTI's NCCL kernels: moved by -29."));
     free(t);
     cJSON_Delete(rep);
+    free(tm);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -482,16 +495,12 @@ static void test_channel_placement(void **state) {
 static void test_channel_drift(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-drift"), 0);
-    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
-    synth_rank(f, 0, 2);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-drift", 13, 0, 2);
     const uint64_t k0 = T0 + 1 * MS;
     for (uint64_t i = 0; i < 400; i++) {
         uint64_t ks = k0 + 5 * MS * i, ke = ks + 20 * US;
         uint64_t err = 28 * US + (ks - k0) * 12 / 1000000; /* + 1 us: centres differ by 29 */
-        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x30, 2, 0, MiB, ks - 98 * US);
-        with_gpu(&c, ks + 3 * US + err, ke - 1 * US + err);
-        synth_comm(f, 1, ks - 100 * US, &c, NULL);
+        allreduce_ch(f, 0x30, ks - 100 * US, ks + 3 * US + err, ke - 1 * US + err);
         if (i < 200) synth_kernel(f, 2, ks, ke, 0, 7, 0, K_AR);
     }
     synth_end_of_file(f, k0 + 2001 * MS, 0);
@@ -500,10 +509,7 @@ static void test_channel_drift(void **state) {
     char err[256];
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
     const tp_process *p = &run.procs[0];
-    assert_int_equal(p->ncomm, 400);
-    tp_comm_time *tm = calloc(400, sizeof *tm);
-    assert_non_null(tm);
-    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    tp_comm_time *tm = resolved(p, 400);
     for (size_t n = 0; n < 400; n++) {
         uint64_t i = (p->comm[n].start + 100 * US - k0) / (5 * MS), ks = k0 + 5 * MS * i;
         if (i < 200) {
@@ -528,17 +534,13 @@ static void test_channel_drift(void **state) {
 static void test_channel_sparse_drift(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-sparse"), 0);
-    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
-    synth_rank(f, 0, 2);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-sparse", 13, 0, 2);
     const uint64_t k0 = T0 + 100 * MS;
     for (uint64_t st = 0; st < 5; st++)
         for (uint64_t i = 0; i < 30; i++) {
             uint64_t ks = k0 + st * 1000 * MS + i * 10 * MS, ke = ks + 50 * US;
             uint64_t err = 28 * US + (ks - k0) * 12 / 1000000;
-            tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x50, 2, 0, MiB, ks - 98 * US);
-            with_gpu(&c, ks + 3 * US + err, ke - 1 * US + err);
-            synth_comm(f, 1, ks - 100 * US, &c, NULL);
+            allreduce_ch(f, 0x50, ks - 100 * US, ks + 3 * US + err, ke - 1 * US + err);
             synth_kernel(f, 2, ks, ke, 0, 7, 0, K_AR);
         }
     synth_end_of_file(f, k0 + 5000 * MS, 0);
@@ -547,10 +549,7 @@ static void test_channel_sparse_drift(void **state) {
     char err[256];
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
     const tp_process *p = &run.procs[0];
-    assert_int_equal(p->ncomm, 150);
-    tp_comm_time *tm = calloc(150, sizeof *tm);
-    assert_non_null(tm);
-    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    tp_comm_time *tm = resolved(p, 150);
     for (size_t n = 0; n < 150; n++) {
         assert_int_equal(tm[n].src, TP_COMM_TIME_KERNEL);
         assert_int_equal(tm[n].checked, 1);
@@ -570,16 +569,13 @@ static void test_channel_sparse_drift(void **state) {
 static void test_channel_zero_and_unmatched(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-zero"), 0);
-    synth_file *f = synth_open(dir, "h", 13, RT0, T0);
-    synth_rank(f, 0, 2);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-zero", 13, 0, 2);
     for (uint64_t i = 0; i < 10; i++)
         for (uint32_t dev = 0; dev < 2; dev++) {
             uint64_t ks = T0 + MS + i * MS + dev * 300 * US, ke = ks + 40 * US;
             uint64_t err = dev ? 28 * US : 0;
-            tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x60 + dev, 2, 0, MiB, ks - 98 * US);
-            with_gpu(&c, ks + 2 * US + err, ke - 2 * US + err + (dev ? 2 * US : 0));
-            synth_comm(f, 1, ks - 100 * US, &c, NULL);
+            allreduce_ch(f, 0x60 + dev, ks - 100 * US, ks + 2 * US + err,
+                         ke - 2 * US + err + (dev ? 2 * US : 0));
             if (!(dev == 1 && i == 9)) synth_kernel(f, 2, ks, ke, dev, 7 + dev, 0, K_AR);
         }
     synth_end_of_file(f, T0 + 20 * MS, 0);
@@ -587,8 +583,7 @@ static void test_channel_zero_and_unmatched(void **state) {
     tp_run run;
     cJSON *rep = report(dir, &run);
     const tp_process *p = &run.procs[0];
-    tp_comm_time tm[20];
-    assert_int_equal(tp_comm_resolve(p, tm), 0);
+    tp_comm_time *tm = resolved(p, 20);
     for (size_t n = 0; n < 20; n++) {
         assert_int_equal(tm[n].checked, 1);
         if (p->comm[n].comm_hash == 0x60) {
@@ -611,6 +606,7 @@ static void test_channel_zero_and_unmatched(void **state) {
     NEAR(num(pl, "shift_us_min"), 0);
     NEAR(num(pl, "shift_us_max"), 29);
     cJSON_Delete(rep);
+    free(tm);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -763,9 +759,7 @@ static void test_finding_thresholds(void **state) {
 static void test_empty(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-empty"), 0);
-    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
-    synth_rank(f, 0, 2);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-empty", 40, 0, 2);
     steps(f, 2, 10 * MS);
     synth_kernel(f, 2, T0 + MS, T0 + 5 * MS, 0, 7, 0, K_GEMM);
     synth_end_of_file(f, T0 + 20 * MS, 0);
@@ -816,9 +810,7 @@ static void test_empty(void **state) {
 static void test_mpi_cpu_job(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-mpi"), 0);
-    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
-    synth_rank(f, 0, 2);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-mpi", 50, 0, 2);
     steps(f, 1, 100 * MS);
     tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x1234, 2, 0, 8 * MiB, T0 + 45 * MS);
     c.source = TPROF_COMM_SRC_MPI;
@@ -859,9 +851,7 @@ static void test_mpi_cpu_job(void **state) {
 static void test_chrome_tracks(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-chrome"), 0);
-    synth_file *f = synth_open(dir, "h", 60, RT0, T0);
-    synth_rank(f, 0, 8);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-chrome", 60, 0, 8);
     tprof_pl_comm c = comm(TPROF_COMM_ALLGATHER, 0x20, 4, 2, MiB, T0 + MS + 100 * US);
     c.seq = 7;
     c.algo = TPROF_ALGO_NVLS;

@@ -219,16 +219,22 @@ static char *html_of(const char *dir, size_t *len) {
     return buf;
 }
 
+/* A run directory with one rank file: rank 0 of 1, process 7, its step thread (serial 1). */
+static synth_file *one_rank(char *dir, size_t n, const char *tag) {
+    assert_int_equal(synth_tmpdir(dir, n, tag), 0);
+    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 7);
+    return f;
+}
+
 /* A CPU-only job (no GPU records): the stacked bar splits each step by range, as the
  * report's breakdown (basis "cpu") does: 4 measured steps of 10 ms, "forward" 0-4 ms and
  * "backward" 4-9 ms in each, 1 ms untracked. */
 static void test_html_cpu_breakdown(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-cpu"), 0);
-    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
-    synth_rank(f, 0, 1);
-    synth_thread(f, 1, 7);
+    synth_file *f = one_rank(dir, sizeof dir, "html-cpu");
     for (uint64_t s = 0; s < 5; s++) {
         uint64_t b = T0 + s * 10 * MS;
         synth_step_begin(f, 1, b, s);
@@ -253,10 +259,7 @@ static void test_html_cpu_breakdown(void **state) {
 static void test_html_downsampled(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-long"), 0);
-    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
-    synth_rank(f, 0, 1);
-    synth_thread(f, 1, 7);
+    synth_file *f = one_rank(dir, sizeof dir, "html-long");
     uint64_t b = T0;
     for (uint64_t s = 0; s < 2001; s++) {
         synth_step_begin(f, 1, b, s);

@@ -57,6 +57,17 @@ static cJSON *rank0_gpu(const cJSON *rep) {
     return cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");
 }
 
+/* A run directory with one rank file of process `pid`, holding the step thread (serial 1,
+ * tid pid) and, with `cupti`, CUPTI's worker (serial 2, tid pid + 1), as the tests below
+ * need. */
+static synth_file *open_run(char *dir, size_t n, const char *tag, uint32_t pid, int cupti) {
+    assert_int_equal(synth_tmpdir(dir, n, tag), 0);
+    synth_file *f = synth_open(dir, "h", pid, 1700000000000000000ull, T0);
+    synth_thread(f, 1, pid);
+    if (cupti) synth_thread(f, 2, pid + 1);
+    return f;
+}
+
 /* 3 steps of 20 ms (the first warm-up). In each: "rec" 0..15 ms holding "rec" 2..12 ms
  * (recursion), and "a" 15..19 ms holding "b" of domain "other" 16..18 ms. */
 static void test_recursion_and_cross_domain_exclusive(void **state) {
@@ -113,9 +124,7 @@ static void test_recursion_and_cross_domain_exclusive(void **state) {
 static void test_counters_only(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-cnt"), 0);
-    synth_file *f = synth_open(dir, "h", 2, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 2);
+    synth_file *f = open_run(dir, sizeof dir, "report-cnt", 2, 0);
     synth_counter(f, 1, T0 + MS, "loss", 1.5);
     synth_mark(f, 1, T0 + 2 * MS, "tick", 0, 0);
     synth_end_of_file(f, T0 + 3 * MS, 0);
@@ -155,9 +164,7 @@ static void launch_at(synth_file *f, uint64_t t, uint32_t corr) {
 static void test_cut_step_left_out(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-cut"), 0);
-    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 7);
+    synth_file *f = open_run(dir, sizeof dir, "report-cut", 7, 0);
     for (uint64_t s = 0; s < 5; s++) {
         synth_push(f, 1, T0 + s * 10 * MS, "step", 0, 0);
         if (s < 4) synth_pop(f, 1, T0 + (s + 1) * 10 * MS - MS, 0);
@@ -182,9 +189,7 @@ static void test_cut_step_left_out(void **state) {
 static void test_lost_step_end(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-lost-end"), 0);
-    synth_file *f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 7);
+    synth_file *f = open_run(dir, sizeof dir, "report-lost-end", 7, 0);
     for (uint64_t s = 0; s < 6; s++) {
         if (s != 3) synth_step_begin(f, 1, T0 + s * 10 * MS, s);
         if (s != 2) synth_step_end(f, 1, T0 + s * 10 * MS + 9 * MS, s);
@@ -207,9 +212,7 @@ static void test_lost_step_end(void **state) {
     synth_rmtree(dir);
 
     /* begins only: each step ends where the next begins */
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-begins"), 0);
-    f = synth_open(dir, "h", 7, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 7);
+    f = open_run(dir, sizeof dir, "report-begins", 7, 0);
     for (uint64_t s = 0; s < 4; s++) synth_step_begin(f, 1, T0 + s * 10 * MS, s);
     synth_end_of_file(f, T0 + 50 * MS, 0);
     assert_int_equal(synth_close(f), 0);
@@ -222,16 +225,6 @@ static void test_lost_step_end(void **state) {
     synth_rmtree(dir);
 }
 
-/* A run directory with one rank file (pid 3) holding the step thread (serial 1, tid 3) and
- * CUPTI's worker (serial 2, tid 4), as the GPU tests below need. */
-static synth_file *open_gpu_run(char *dir, size_t n, const char *tag) {
-    assert_int_equal(synth_tmpdir(dir, n, tag), 0);
-    synth_file *f = synth_open(dir, "h", 3, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 3);
-    synth_thread(f, 2, 4);
-    return f;
-}
-
 /* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
  * median launch delay (0.1 ms) would place its launch in step 1, but its neighbours on the
  * same stream, launched at 9.0 and 9.9 ms (in the warm-up step, queue 0.8 ms deep), bound
@@ -239,7 +232,7 @@ static synth_file *open_gpu_run(char *dir, size_t n, const char *tag) {
 static void test_gpu_unknown_launch(void **state) {
     (void)state;
     char dir[512];
-    synth_file *f = open_gpu_run(dir, sizeof dir, "report-gpu-launch");
+    synth_file *f = open_run(dir, sizeof dir, "report-gpu-launch", 3, 1);
     for (uint64_t s = 0; s < 3; s++) {
         synth_step_begin(f, 1, T0 + s * 10 * MS, s);
         synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
@@ -281,7 +274,7 @@ static void test_gpu_unknown_launch(void **state) {
 static void test_sync_device_from_stream(void **state) {
     (void)state;
     char dir[512];
-    synth_file *f = open_gpu_run(dir, sizeof dir, "report-sync-dev");
+    synth_file *f = open_run(dir, sizeof dir, "report-sync-dev", 3, 1);
     for (uint64_t s = 0; s < 3; s++) {
         synth_step_begin(f, 1, T0 + s * 10 * MS, s);
         synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
@@ -321,7 +314,7 @@ static void test_sync_device_from_stream(void **state) {
  * have no device. */
 static void sync_two_gpus(int new_file) {
     char dir[512];
-    synth_file *f = open_gpu_run(dir, sizeof dir, "report-sync-2dev");
+    synth_file *f = open_run(dir, sizeof dir, "report-sync-2dev", 3, 1);
     if (new_file) synth_meta(f, "cupti.sync_device", "context");
     synth_step_begin(f, 1, T0, 0);
     synth_step_end(f, 1, T0 + 10 * MS, 0);
@@ -365,7 +358,7 @@ static void test_sync_device_two_gpus(void **state) {
 static void test_gpu_section(void **state) {
     (void)state;
     char dir[512];
-    synth_file *f = open_gpu_run(dir, sizeof dir, "report-gpu");
+    synth_file *f = open_run(dir, sizeof dir, "report-gpu", 3, 1);
     for (uint64_t s = 0; s < 3; s++) {
         uint64_t b = T0 + s * 10 * MS;
         synth_step_begin(f, 1, b, s);
@@ -455,10 +448,7 @@ static void test_gpu_section(void **state) {
 static void test_gpu_records_stop(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-gpu-stop"), 0);
-    synth_file *f = synth_open(dir, "h", 5, 1700000000000000000ull, T0);
-    synth_thread(f, 1, 5);
-    synth_thread(f, 2, 6);
+    synth_file *f = open_run(dir, sizeof dir, "report-gpu-stop", 5, 1);
     const uint64_t S = 1000 * MS;
     for (uint64_t s = 0; s < 8; s++) {
         uint64_t b = T0 + s * S;
