@@ -26,3 +26,7 @@ add_test(NAME orphan_writer
           $<TARGET_FILE:char_lm> ${CMAKE_BINARY_DIR}/testtmp/orphan)
 set_tests_properties(orphan_writer PROPERTIES TIMEOUT 120 LABELS "cli;no-asan"
   ENVIRONMENT "${TPROF_TEST_ENV}")
+
+# CUPTI's activity buffers, reused and zeroed (capture/bufpool.c); no GPU needed
+tprof_add_unit(test_bufpool test_bufpool.c ${CMAKE_SOURCE_DIR}/src/capture/bufpool.c
+  LIBS Threads::Threads LABELS tsan)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "bufpool.h"
 
 /* ------------------------------------------------------------------ CUPTI entry points */
 
@@ -41,6 +42,7 @@
     X(cuptiSetThreadIdType)                                                              \
     X(cuptiActivityEnableRuntimeApi)                                                     \
     X(cuptiActivityEnableDriverApi)                                                      \
+    X(cuptiActivitySetAttribute)                                                         \
     X(cuptiGetCallbackName)
 
 static struct {
@@ -51,9 +53,7 @@ static struct {
 
 static _Atomic int g_active;       /* records are being delivered to us */
 static _Atomic int g_starting;     /* InitializeInjection runs: CUPTI is coming (nvml.c) */
-static _Atomic uint64_t g_buffers; /* buffers handed to CUPTI and not yet returned */
 static _Atomic uint64_t g_cupti_dropped;
-static _Atomic uint64_t g_no_buffer; /* requests refused: the bound was reached */
 
 /* The activity kinds chosen at start (TRAINPROF_CUPTI_KINDS), enabled at once or when the
  * kernel-capture window opens. */
@@ -73,6 +73,11 @@ static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.paus
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~100k kernel records */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
+/* The buffers (bufpool.h): reused and zeroed by CUPTI's worker thread, unless
+ * TRAINPROF_CUPTI_POOL=0 asks for one fresh buffer per request (for benchmarks: the way
+ * before the pool). */
+static tprof_bufpool g_pool;
+static int g_zeroed; /* CUPTI was told our buffers come zeroed */
 
 static const char *const lib_names[] = {
     "libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
@@ -111,21 +116,21 @@ static uint64_t CUPTIAPI timestamp_ns(void) { return tprof__now(); }
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
     *max_records = 0; /* fill it */
-    *size = 0;
-    *buffer = NULL;
-    if (atomic_fetch_add(&g_buffers, 1) >= MAX_BUFFERS) {
-        /* bounded memory: CUPTI drops records and counts them; we count the refusal */
-        atomic_fetch_sub(&g_buffers, 1);
-        atomic_fetch_add(&g_no_buffer, 1);
-        return;
-    }
-    uint8_t *b = aligned_alloc(8, BUF_BYTES);
-    if (!b) {
-        atomic_fetch_sub(&g_buffers, 1);
-        return;
-    }
-    *buffer = b;
-    *size = BUF_BYTES;
+    /* NULL when the bound is reached: CUPTI then drops records and counts them */
+    *buffer = tprof__bufpool_get(&g_pool);
+    *size = *buffer ? BUF_BYTES : 0;
+}
+
+/* Tells CUPTI whether the buffers it gets are already zero (it zeroes them itself, in the
+ * requesting application thread, if not). Only while our buffers are the ones in use: a
+ * client that takes over while we pause provides its own. */
+static void promise_zeroed(int on) {
+    uint8_t v = (uint8_t)(on && g_pool.reuse);
+    size_t sz = sizeof v;
+    if (F.cuptiActivitySetAttribute &&
+        F.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &v) ==
+            CUPTI_SUCCESS)
+        g_zeroed = v;
 }
 
 static void emit_gpu(tprof__thread *t, uint16_t kind, const char *name, uint64_t start,
@@ -316,8 +321,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             }
         }
     }
-    free(buffer);
-    if (buffer) atomic_fetch_sub(&g_buffers, 1);
+    /* the bytes CUPTI wrote, with a page to spare, are zeroed for the buffer's next use; a
+     * buffer of a client that held CUPTI during a pause is left to its owner */
+    tprof__bufpool_put(&g_pool, buffer, valid + 4096);
 }
 
 /* ------------------------------------------------------------------ set-up */
@@ -446,6 +452,9 @@ int InitializeInjection(void) {
         return 1;
     }
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    const char *pool = getenv("TRAINPROF_CUPTI_POOL");
+    tprof__bufpool_init(&g_pool, BUF_BYTES, MAX_BUFFERS, !(pool && !strcmp(pool, "0")));
+    promise_zeroed(1);
     if (F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
     CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -482,15 +491,18 @@ int InitializeInjection(void) {
     g_want = on_now;
     if (on_now && !g_paused) enable_chosen(1);
     pthread_mutex_unlock(&g_pause_lock);
+    const char *bufs = !g_pool.reuse ? "a fresh buffer per request"
+                       : g_zeroed    ? "buffers reused, zeroed by us"
+                                     : "buffers reused, zeroed by CUPTI";
     char status[640];
     if (tprof__kwin_active())
         snprintf(status, sizeof status,
                  "activity capture in the steps of TRAINPROF_KERNEL_STEPS=%.40s: %d kinds, "
-                 "%.256s, API %u",
-                 getenv("TRAINPROF_KERNEL_STEPS"), enabled, which, version);
+                 "%.256s, API %u, %s",
+                 getenv("TRAINPROF_KERNEL_STEPS"), enabled, which, version, bufs);
     else
-        snprintf(status, sizeof status, "activity capture on: %d kinds, %.256s, API %u", enabled,
-                 which, version);
+        snprintf(status, sizeof status, "activity capture on: %d kinds, %.256s, API %u, %s",
+                 enabled, which, version, bufs);
     tprof__capability("cupti", status);
     tprof__log(TPROF_LOG_INFO, "CUPTI %s", status);
     return 1;
@@ -566,6 +578,7 @@ int tprof_gpu_capture_pause(void) {
     }
     g_paused = 1;
     enable_chosen(0); /* flushes: what ran before the pause arrives now */
+    promise_zeroed(0); /* the next client's buffers are its own */
     g_pause_ns = tprof__now();
     pthread_mutex_unlock(&g_pause_lock);
     char v[32];
@@ -593,6 +606,7 @@ int tprof_gpu_capture_resume(void) {
         rc = TPROF_ERR_UNAVAILABLE; /* stays paused: another client kept the activity API */
     } else {
         if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
+        promise_zeroed(1);
         g_paused = 0;
         if (g_want) {
             atomic_store(&g_enabled, 0); /* the other client may have turned the kinds off */
