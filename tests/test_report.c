@@ -383,6 +383,9 @@ static void test_gpu_section(void **state) {
         tprof_pl_gpu_mem m = {0x1000u * (uint64_t)(i + 1), mems[i][1], 0, (uint32_t)mems[i][0], 3, 0};
         synth_raw(f, 2, TPROF_REC_GPU_MEMORY, 0, T0 + (uint64_t)i * MS, &m, sizeof m, NULL, 0);
     }
+    /* records the capture left out for unknown times: 2, then 3 in all (the last value wins) */
+    synth_meta(f, "cupti.untimed_records", "2");
+    synth_meta(f, "cupti.untimed_records", "3");
     synth_end_of_file(f, T0 + 33 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
@@ -390,6 +393,14 @@ static void test_gpu_section(void **state) {
     cJSON *rep = default_report(&run);
     cJSON *g = rank0_gpu(rep);
     assert_non_null(g);
+    assert_true(num(g, "cupti_records_untimed") == 3.0);
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *tf = open_memstream(&text, &tlen);
+    assert_int_equal(tp_report_write_text(rep, tf, 0), 0);
+    fclose(tf);
+    assert_non_null(strstr(text, "3 CUPTI records had no start or end time"));
+    free(text);
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
     /* busy: union of 1-6 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */
     assert_true(fabs(num(d0, "busy_share") - 0.6) < 1e-9);

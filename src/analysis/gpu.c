@@ -277,6 +277,9 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     }
     capture_pauses(g, p);
     if (p->cupti_dropped) cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)p->cupti_dropped);
+    const char *untimed = tp_meta(p, "cupti.untimed_records"); /* left out by the capture */
+    if (untimed && strtod(untimed, NULL) > 0)
+        cJSON_AddNumberToObject(g, "cupti_records_untimed", strtod(untimed, NULL));
     /* devices present */
     uint32_t devs[64];
     size_t ndev = 0;

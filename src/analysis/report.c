@@ -993,6 +993,10 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     if (tp_jnum(g, "cupti_records_dropped") > 0)
         fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
                 tp_jnum(g, "cupti_records_dropped"));
+    if (tp_jnum(g, "cupti_records_untimed") > 0)
+        fprintf(f, "  note: %.0f CUPTI records had no start or end time (work still running when "
+                   "its buffer was flushed, as at exit): left out\n",
+                tp_jnum(g, "cupti_records_untimed"));
     const cJSON *rows = tp_jobj(g, "top_kernels"), *row;
     if (!cJSON_GetArraySize(rows)) return;
     fprintf(f, "\n  top kernels (%s)\n  %-60s %9s %11s %10s %7s\n", unit, "kernel", "count",

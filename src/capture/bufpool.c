@@ -1,5 +1,5 @@
 /*
- * bufpool.c — reused, zeroed activity buffers for CUPTI (see bufpool.h for why).
+ * bufpool.c — reused activity buffers for CUPTI (see bufpool.h for why).
  */
 #include "bufpool.h"
 
@@ -15,57 +15,54 @@ void tprof__bufpool_init(tprof_bufpool *p, size_t size, size_t cap, int reuse) {
 }
 
 uint8_t *tprof__bufpool_get(tprof_bufpool *p) {
+    uint8_t *b = NULL;
     pthread_mutex_lock(&p->lock);
-    if (p->reuse && p->nfree) {
-        uint8_t *b = p->free[--p->nfree];
-        pthread_mutex_unlock(&p->lock);
-        return b;
-    }
-    if (p->allocated >= p->cap) {
+    for (size_t i = 0; p->reuse && i < p->allocated; i++)
+        if (!p->out[i]) {
+            p->out[i] = 1;
+            b = p->mine[i];
+            break;
+        }
+    if (!b && p->allocated >= p->cap) {
         p->refused++;
-        pthread_mutex_unlock(&p->lock);
-        return NULL;
+    } else if (!b) {
+        /* under the lock, so the cap holds; with reuse this happens at most `cap` times */
+        b = aligned_alloc(8, p->size);
+        if (b) {
+            p->out[p->allocated] = 1;
+            p->mine[p->allocated++] = b;
+        }
     }
-    /* calloc of a large block maps fresh zero pages without writing them; the other path
-     * stands for the allocate-per-request behaviour, which CUPTI zeroes itself. Under the
-     * lock: the cap holds, and this happens a few times per process (or per 100 ms flush
-     * without reuse, the cost the pool removes) */
-    uint8_t *b = p->reuse ? calloc(1, p->size) : aligned_alloc(8, p->size);
-    if (b) p->mine[p->allocated++] = b;
     pthread_mutex_unlock(&p->lock);
     return b;
 }
 
-/* Index of b in p->mine, or -1. Called with the lock held. */
-static long find_mine(const tprof_bufpool *p, const uint8_t *b) {
-    for (size_t i = 0; i < p->allocated; i++)
-        if (p->mine[i] == b) return (long)i;
-    return -1;
-}
-
-int tprof__bufpool_put(tprof_bufpool *p, uint8_t *b, size_t dirty) {
+int tprof__bufpool_put(tprof_bufpool *p, uint8_t *b) {
     if (!b) return 0;
+    int ok = 0;
     pthread_mutex_lock(&p->lock);
-    long i = find_mine(p, b);
-    for (size_t k = 0; i >= 0 && p->reuse && k < p->nfree; k++)
-        if (p->free[k] == b) i = -1; /* put back twice: the first time counts */
-    if (i >= 0 && !p->reuse) p->mine[i] = p->mine[--p->allocated];
-    pthread_mutex_unlock(&p->lock);
-    if (i < 0) return 0;
-    if (!p->reuse) {
-        free(b);
-        return 1;
+    for (size_t i = 0; i < p->allocated; i++) {
+        if (p->mine[i] != b) continue;
+        if (!p->out[i]) break; /* put back twice: the first time counted */
+        ok = 1;
+        if (p->reuse) {
+            p->out[i] = 0;
+        } else { /* forget it: the last one takes its place */
+            p->allocated--;
+            p->mine[i] = p->mine[p->allocated];
+            p->out[i] = p->out[p->allocated];
+        }
+        break;
     }
-    memset(b, 0, dirty < p->size ? dirty : p->size);
-    pthread_mutex_lock(&p->lock);
-    p->free[p->nfree++] = b; /* b is out, so nfree < allocated <= cap */
     pthread_mutex_unlock(&p->lock);
-    return 1;
+    if (ok && !p->reuse) free(b);
+    return ok;
 }
 
 size_t tprof__bufpool_out(tprof_bufpool *p) {
+    size_t n = 0;
     pthread_mutex_lock(&p->lock);
-    size_t out = p->reuse ? p->allocated - p->nfree : p->allocated;
+    for (size_t i = 0; i < p->allocated; i++) n += p->out[i];
     pthread_mutex_unlock(&p->lock);
-    return out;
+    return n;
 }

@@ -42,7 +42,6 @@
     X(cuptiSetThreadIdType)                                                              \
     X(cuptiActivityEnableRuntimeApi)                                                     \
     X(cuptiActivityEnableDriverApi)                                                      \
-    X(cuptiActivitySetAttribute)                                                         \
     X(cuptiGetCallbackName)
 
 static struct {
@@ -71,13 +70,15 @@ static int g_want = 1;
 static uint64_t g_pause_ns;
 static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.pauses */
 
-#define BUF_BYTES (4u << 20)  /* per buffer: ~100k kernel records */
+#define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
-/* The buffers (bufpool.h): reused and zeroed by CUPTI's worker thread, unless
- * TRAINPROF_CUPTI_POOL=0 asks for one fresh buffer per request (for benchmarks: the way
- * before the pool). */
+/* The buffers (bufpool.h): reused, unless TRAINPROF_CUPTI_POOL=0 asks for one fresh buffer
+ * per request (for benchmarks: the way before the pool). */
 static tprof_bufpool g_pool;
-static int g_zeroed; /* CUPTI was told our buffers come zeroed */
+/* Interval records whose start or end CUPTI did not know (CUPTI_TIMESTAMP_UNKNOWN, e.g. a
+ * kernel still running when a forced flush took its buffer): counted, not recorded, so that
+ * nothing is drawn at time zero. Reported as the metadata cupti.untimed_records. */
+static _Atomic uint64_t g_untimed;
 
 static const char *const lib_names[] = {
     "libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
@@ -119,18 +120,6 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     /* NULL when the bound is reached: CUPTI then drops records and counts them */
     *buffer = tprof__bufpool_get(&g_pool);
     *size = *buffer ? BUF_BYTES : 0;
-}
-
-/* Tells CUPTI whether the buffers it gets are already zero (it zeroes them itself, in the
- * requesting application thread, if not). Only while our buffers are the ones in use: a
- * client that takes over while we pause provides its own. */
-static void promise_zeroed(int on) {
-    uint8_t v = (uint8_t)(on && g_pool.reuse);
-    size_t sz = sizeof v;
-    if (F.cuptiActivitySetAttribute &&
-        F.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &v) ==
-            CUPTI_SUCCESS)
-        g_zeroed = v;
 }
 
 static void emit_gpu(tprof__thread *t, uint16_t kind, const char *name, uint64_t start,
@@ -214,13 +203,19 @@ static uint32_t context_device(uint32_t ctx) {
         (pl).correlation = (r)->correlationId; \
     } while (0)
 
-static void translate(tprof__thread *t, const CUpti_Activity *rec) {
+/* An interval record's times are unusable: one is unknown (0) or the end precedes the start. */
+#define UNTIMED(r) ((r)->start == CUPTI_TIMESTAMP_UNKNOWN || (r)->end == CUPTI_TIMESTAMP_UNKNOWN || \
+                    (r)->end < (r)->start)
+
+/* One CUPTI record into t's ring. Returns 0, or 1 when it was left out for unknown times. */
+static int translate(tprof__thread *t, const CUpti_Activity *rec) {
     tprof_pl_gpu pl;
     memset(&pl, 0, sizeof pl);
     switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = (const void *)rec;
+        if (UNTIMED(k)) return 1;
         PLACE(pl, k);
         learn_context(k->contextId, k->deviceId);
         pl.graph = k->graphId;
@@ -229,6 +224,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const void *)rec;
+        if (UNTIMED(m)) return 1;
         PLACE(pl, m);
         learn_context(m->contextId, m->deviceId);
         pl.bytes = m->bytes;
@@ -239,6 +235,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const CUpti_ActivityMemcpyPtoP4 *m = (const void *)rec;
+        if (UNTIMED(m)) return 1;
         PLACE(pl, m);
         pl.bytes = m->bytes;
         pl.kind = m->copyKind;
@@ -247,6 +244,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const void *)rec;
+        if (UNTIMED(m)) return 1;
         PLACE(pl, m);
         pl.bytes = m->bytes;
         emit_gpu(t, TPROF_REC_GPU_MEMSET, NULL, m->start, &pl);
@@ -254,6 +252,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
         const CUpti_ActivityMemory4 *m = (const void *)rec;
+        if (m->timestamp == CUPTI_TIMESTAMP_UNKNOWN) return 1;
         tprof_pl_gpu_mem mp = {m->address, m->bytes, m->deviceId,
                                (uint32_t)m->memoryOperationType, (uint32_t)m->memoryKind,
                                m->streamId};
@@ -262,6 +261,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         const CUpti_ActivitySynchronization2 *sy = (const void *)rec;
+        if (UNTIMED(sy)) return 1;
         pl.end_ns = sy->end;
         pl.device = context_device(sy->contextId); /* CUPTI names the context only */
         pl.stream = sy->streamId;
@@ -273,6 +273,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
         const CUpti_ActivityAPI *a = (const void *)rec;
+        if (UNTIMED(a)) return 1;
         pl.end_ns = a->end;
         pl.correlation = a->correlationId;
         pl.kind = (uint32_t)a->cbid;
@@ -287,6 +288,7 @@ static void translate(tprof__thread *t, const CUpti_Activity *rec) {
     default:
         break; /* overhead and others: not recorded yet */
     }
+    return 0;
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -302,9 +304,21 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
          * times out (200 ms) ends the waiting for this buffer, so a stuck flusher costs
          * each buffer at most that, and the rest drops as counted drops */
         int may_wait = 1;
+        uint64_t untimed = 0;
         while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
             if (may_wait && !tprof__ring_wait_room(t, 64u << 10, 200)) may_wait = 0;
-            translate(t, rec);
+            untimed += (uint64_t)translate(t, rec);
+        }
+        if (untimed) {
+            /* under a lock, reading the total inside it: the last value written (the one a
+             * reader keeps) is the largest, even when two threads flush at once */
+            static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
+            char v[24];
+            atomic_fetch_add(&g_untimed, untimed);
+            pthread_mutex_lock(&meta_lock);
+            snprintf(v, sizeof v, "%llu", (unsigned long long)atomic_load(&g_untimed));
+            tprof__set_meta("cupti.untimed_records", v);
+            pthread_mutex_unlock(&meta_lock);
         }
         size_t dropped = 0;
         if (F.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped) {
@@ -321,9 +335,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             }
         }
     }
-    /* the bytes CUPTI wrote, with a page to spare, are zeroed for the buffer's next use; a
-     * buffer of a client that held CUPTI during a pause is left to its owner */
-    tprof__bufpool_put(&g_pool, buffer, valid + 4096);
+    /* back for the next request; a buffer of a client that held CUPTI during a pause is
+     * left to its owner */
+    tprof__bufpool_put(&g_pool, buffer);
 }
 
 /* ------------------------------------------------------------------ set-up */
@@ -454,7 +468,6 @@ int InitializeInjection(void) {
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     const char *pool = getenv("TRAINPROF_CUPTI_POOL");
     tprof__bufpool_init(&g_pool, BUF_BYTES, MAX_BUFFERS, !(pool && !strcmp(pool, "0")));
-    promise_zeroed(1);
     if (F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
     CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -491,9 +504,7 @@ int InitializeInjection(void) {
     g_want = on_now;
     if (on_now && !g_paused) enable_chosen(1);
     pthread_mutex_unlock(&g_pause_lock);
-    const char *bufs = !g_pool.reuse ? "a fresh buffer per request"
-                       : g_zeroed    ? "buffers reused, zeroed by us"
-                                     : "buffers reused, zeroed by CUPTI";
+    const char *bufs = g_pool.reuse ? "buffers reused" : "a fresh buffer per request";
     char status[640];
     if (tprof__kwin_active())
         snprintf(status, sizeof status,
@@ -578,7 +589,10 @@ int tprof_gpu_capture_pause(void) {
     }
     g_paused = 1;
     enable_chosen(0); /* flushes: what ran before the pause arrives now */
-    promise_zeroed(0); /* the next client's buffers are its own */
+    /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel still
+     * running: counted as untimed), so that none is handed to the next client's callback
+     * instead, and lost to us */
+    if (F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     g_pause_ns = tprof__now();
     pthread_mutex_unlock(&g_pause_lock);
     char v[32];
@@ -606,7 +620,6 @@ int tprof_gpu_capture_resume(void) {
         rc = TPROF_ERR_UNAVAILABLE; /* stays paused: another client kept the activity API */
     } else {
         if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
-        promise_zeroed(1);
         g_paused = 0;
         if (g_want) {
             atomic_store(&g_enabled, 0); /* the other client may have turned the kinds off */
