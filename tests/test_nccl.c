@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "analysis/model.h"
+#include "analysis/report.h"
 #include "nccl_test.h"
 #include "capture/nccl_abi.h"
 #include "trainprof.h"
@@ -400,6 +401,7 @@ static void test_kernel_ch(void **state) {
 /* ------------------------------------------------------------------ a full pool */
 
 #define OVERFILL 5000
+static int g_finalize = 1; /* body_pool_full destroys its communicator */
 
 static void body_pool_full(void) {
     setenv("TRAINPROF_NCCL_KERNEL", "0", 1); /* events end at their stop */
@@ -423,7 +425,7 @@ static void body_pool_full(void) {
     pl->startEvent(c, &again, &d);
     CHECK(again != NULL, 41);
     pl->stopEvent(again);
-    pl->finalize(c);
+    if (g_finalize) pl->finalize(c); /* else: as a job that exits without destroying it */
     char v[32];
     snprintf(v, sizeof v, "%d", got);
     tprof_set_metadata("test.got", v);
@@ -443,6 +445,44 @@ static void test_pool_full(void **state) {
     size_t got = strtoul(got_s, NULL, 10);
     assert_int_equal(got + strtoul(drops_s, NULL, 10), OVERFILL); /* every refusal counted */
     assert_int_equal(p->ncomm, got + 1);
+    /* the report says so */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0),
+                                         "communication");
+    assert_true(cJSON_GetObjectItem(c, "nccl_ops_not_recorded")->valuedouble ==
+                (double)(OVERFILL - got));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(tp_report_write_text(rep, f, 0), 0);
+    fclose(f);
+    char want[96];
+    snprintf(want, sizeof want, "at least %zu NCCL ops not recorded", (size_t)(OVERFILL - got));
+    if (!strstr(text, want)) fail_msg("text report lacks \"%s\"", want);
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
+/* The same without the communicator's finalize: the file still says ops were lost, with
+ * the largest power of two up to the count (written as drops went on). */
+static void test_pool_full_no_finalize(void **state) {
+    (void)state;
+    fresh_dir("poolnofin");
+    g_finalize = 0;
+    in_child(body_pool_full);
+    g_finalize = 1;
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    size_t drops = OVERFILL - strtoul(tp_meta(p, "test.got"), NULL, 10);
+    const char *drops_s = tp_meta(p, "nccl.pool_drops");
+    assert_non_null(drops_s);
+    size_t pow2 = 1;
+    while (pow2 * 2 <= drops) pow2 *= 2;
+    assert_int_equal(strtoul(drops_s, NULL, 10), pow2);
     tp_run_free(&run);
 }
 
@@ -588,6 +628,7 @@ int main(void) {
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_kernel_ch),
         cmocka_unit_test(test_pool_full),
+        cmocka_unit_test(test_pool_full_no_finalize),
         cmocka_unit_test(test_many_comms),
         cmocka_unit_test(test_misuse_and_open_events),
         cmocka_unit_test(test_not_recording),

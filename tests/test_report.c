@@ -371,6 +371,10 @@ static void test_gpu_section(void **state) {
         tprof_pl_gpu api = {b + 9 * MS, 0, 0, 0, 0, 131, 3, 0};
         synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 7 * MS, &api, sizeof api,
                   "cudaStreamSynchronize", sizeof "cudaStreamSynchronize");
+        /* an asynchronous copy call (its copy lost): no host synchronisation */
+        tprof_pl_gpu cpa = {b + 6 * MS - 40000, 0, 0, 0, (uint32_t)(500 + s), 41, 3, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 6 * MS - 50000, &cpa, sizeof cpa,
+                  "cudaMemcpyAsync", sizeof "cudaMemcpyAsync");
     }
     /* launched at the end of the last step (cudaLaunchKernel, correlation 99), run after it:
      * it belongs to that step (DESIGN §4), though no step window holds its execution */
@@ -447,7 +451,7 @@ static void test_gpu_section(void **state) {
     }
     assert_int_equal(kernels, 7);
     assert_int_equal(copies, 3);
-    assert_int_equal(runtime, 4);
+    assert_int_equal(runtime, 7); /* 3 synchronise, 3 async copy calls, 1 launch */
     assert_true(gpu_tid == (double)(0x40000000u | 7u)); /* device 0, stream 7 */
     cJSON_Delete(tr);
     tp_run_free(&run);

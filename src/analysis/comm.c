@@ -964,6 +964,10 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
     cJSON_AddNumberToObject(c, "nccl_ops", (double)(p->ncomm - nmpi - ntorch));
     cJSON_AddNumberToObject(c, "mpi_ops", (double)nmpi);
     if (ntorch) cJSON_AddNumberToObject(c, "torch_ops", (double)ntorch);
+    /* NCCL events refused because the plugin's pool was full (at least this many) */
+    const char *drops = tp_meta(p, "nccl.pool_drops");
+    if (drops && strtod(drops, NULL) > 0)
+        cJSON_AddNumberToObject(c, "nccl_ops_not_recorded", strtod(drops, NULL));
     cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
     if (!p->ncomm && !any_comm_kernel) {
         cJSON_AddStringToObject(c, "note", "no communication recorded");
@@ -1332,6 +1336,10 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
     else
         fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI) on %d communicator%s\n",
                 tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), ncomm, ncomm == 1 ? "" : "s");
+    if (tp_jnum(c, "nccl_ops_not_recorded") > 0)
+        fprintf(f, "    warning: at least %.0f NCCL ops not recorded: the profiler plugin's event pool "
+                   "was full\n",
+                tp_jnum(c, "nccl_ops_not_recorded"));
     const cJSON *pl = tp_jobj(c, "channel_placement");
     if (pl)
         fprintf(f, "    NCCL's GPU times checked against CUPTI's NCCL kernels: moved by %+.1f us "

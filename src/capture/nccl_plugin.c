@@ -310,7 +310,15 @@ static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
     int idx = slot_take();
     if (idx < 0) {
         atomic_fetch_add_explicit(&c->drops, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&g_drops, 1, memory_order_relaxed);
+        uint64_t n = atomic_fetch_add_explicit(&g_drops, 1, memory_order_relaxed) + 1;
+        /* into the file at the 1st, 2nd, 4th, 8th ... drop, so a job that never destroys its
+         * communicators still says it lost ops; each communicator's finalize writes the exact
+         * total. A few metadata writes, not one per drop on a full pool. */
+        if (!(n & (n - 1))) {
+            char v[32];
+            snprintf(v, sizeof v, "%llu", (unsigned long long)n);
+            tprof__set_meta("nccl.pool_drops", v);
+        }
         return;
     }
     tp_nccl_slot *s = &g_slots[idx];

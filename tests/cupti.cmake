@@ -1,0 +1,12 @@
+# GPU activity capture (capture/cupti.c) against a scripted libcupti (fake_cupti.c) chosen with
+# TRAINPROF_CUPTI_LIB: set-up, back-off lines and record translation without a GPU. Built where
+# the library has CUPTI capture, i.e. where the CUDA toolkit's cupti.h exists.
+if(EXISTS ${TPROF_CUDA_ROOT}/include/cupti.h)
+  add_library(fake_cupti SHARED fake_cupti.c)
+  target_include_directories(fake_cupti PRIVATE ${TPROF_CUDA_ROOT}/include)
+  set_target_properties(fake_cupti PROPERTIES C_VISIBILITY_PRESET hidden)
+  tprof_add_unit(test_cupti test_cupti.c LIBS trainprof tprof_analysis Threads::Threads
+                 ${CMAKE_DL_LIBS} LABELS tsan)
+  target_compile_definitions(test_cupti PRIVATE FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>")
+  add_dependencies(test_cupti fake_cupti)
+endif()

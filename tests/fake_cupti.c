@@ -1,0 +1,148 @@
+/*
+ * fake_cupti.c — a scripted stand-in for libcupti, loaded by libtrainprof through
+ * TRAINPROF_CUPTI_LIB in tests/test_cupti.c, so GPU activity capture's set-up (its back-off
+ * lines) and its translation of records are tested on machines without a GPU.
+ *
+ * It speaks the activity API of the CUPTI headers it is built with: records are real
+ * CUpti_ActivityKernel10 structs in the buffers trainprof hands out, walked by
+ * cuptiActivityGetNextRecord. Environment:
+ *   FAKE_CUPTI_VERSION=N          what cuptiGetVersion answers (default: CUPTI_API_VERSION)
+ *   FAKE_CUPTI_REGISTER_FAIL=1    cuptiActivityRegisterCallbacks answers "multiple subscribers"
+ * Test controls (exported, found with dlsym):
+ *   fake_cupti_deliver(timed, untimed, t0)  asks trainprof for a buffer, writes `timed` kernels
+ *       (i-th: start t0 + i us, end t0 + i us + 500 ns, "fake_kernel_<i mod 3>", device 0,
+ *       stream 7, correlation i + 1) followed by `untimed` kernels with an unknown start, an
+ *       unknown end or an end before the start (in turn), and completes it; returns the
+ *       buffer's address (0 when trainprof gave none)
+ *   fake_cupti_enabled()   activity kinds enabled now
+ *   fake_cupti_flushes()   cuptiActivityFlushAll calls, and fake_cupti_forced() those forced
+ */
+#include <cupti.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+static CUpti_BuffersCallbackRequestFunc g_req;
+static CUpti_BuffersCallbackCompleteFunc g_done;
+static int g_enabled, g_flushes, g_forced;
+
+#define SLOT ((sizeof(CUpti_ActivityKernel10) + 7) & ~(size_t)7)
+
+EXPORT CUptiResult cuptiGetVersion(uint32_t *version) {
+    const char *v = getenv("FAKE_CUPTI_VERSION");
+    *version = v ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
+    return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
+    *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+                                                              : "CUPTI_ERROR_UNKNOWN";
+    return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                  CUpti_BuffersCallbackCompleteFunc done) {
+    const char *f = getenv("FAKE_CUPTI_REGISTER_FAIL");
+    if (f && !strcmp(f, "1")) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    g_req = req;
+    g_done = done;
+    return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f) {
+    (void)f;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
+    (void)k;
+    g_enabled++;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
+    (void)k;
+    g_enabled--;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
+    g_flushes++;
+    g_forced += (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t ms) {
+    (void)ms;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t) {
+    (void)t;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cb, uint8_t on) {
+    (void)cb;
+    (void)on;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cb, uint8_t on) {
+    (void)cb;
+    (void)on;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cb, const char **name) {
+    (void)d;
+    if (cb == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+        *name = "cudaLaunchKernel_v7000";
+        return CUPTI_SUCCESS;
+    }
+    return CUPTI_ERROR_INVALID_PARAMETER;
+}
+EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_t *n) {
+    (void)c;
+    (void)s;
+    *n = 0;
+    return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **rec) {
+    uint8_t *next = *rec ? (uint8_t *)*rec + SLOT : buffer;
+    if (next + SLOT > buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    *rec = (CUpti_Activity *)next;
+    return CUPTI_SUCCESS;
+}
+
+static const char *const k_names[] = {"fake_kernel_0", "fake_kernel_1", "fake_kernel_2"};
+
+EXPORT uintptr_t fake_cupti_deliver(int timed, int untimed, uint64_t t0) {
+    uint8_t *buf = NULL;
+    size_t size = 0, maxrec = 0;
+    if (!g_req || !g_done) return 0;
+    g_req(&buf, &size, &maxrec);
+    if (!buf) return 0;
+    size_t n = 0;
+    for (int i = 0; i < timed + untimed && (n + 1) * SLOT <= size; i++, n++) {
+        CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)(buf + n * SLOT);
+        memset(k, 0, sizeof *k);
+        k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        k->start = t0 + (uint64_t)i * 1000;
+        k->end = k->start + 500;
+        if (i >= timed) { /* unknown start, unknown end, end before start, in turn */
+            int w = (i - timed) % 3;
+            if (w == 0) k->start = 0;
+            else if (w == 1) k->end = 0;
+            else k->end = k->start - 1;
+        }
+        k->deviceId = 0;
+        k->contextId = 1;
+        k->streamId = 7;
+        k->correlationId = (uint32_t)i + 1;
+        k->name = k_names[i % 3];
+    }
+    uintptr_t at = (uintptr_t)buf;
+    g_done(NULL, 0, buf, size, n * SLOT);
+    return at;
+}
+
+EXPORT int fake_cupti_enabled(void) { return g_enabled; }
+EXPORT int fake_cupti_flushes(void) { return g_flushes; }
+EXPORT int fake_cupti_forced(void) { return g_forced; }

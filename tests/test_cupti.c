@@ -1,0 +1,156 @@
+/*
+ * test_cupti.c — GPU activity capture (capture/cupti.c) without a GPU, against a scripted
+ * libcupti (fake_cupti.c) chosen with TRAINPROF_CUPTI_LIB: each scenario calls
+ * InitializeInjection, as the CUDA driver would, in a child process of its own.
+ *
+ *   capture    all seven kinds enabled; records delivered twice come back as kernels with
+ *              their names and times, in the same (reused) buffer; records with an unknown
+ *              start or end, or an end before the start, are left out and counted
+ *              (cupti.untimed_records, the report's gpu.cupti_records_untimed); a pause
+ *              disables the kinds and force-flushes, resume enables them again
+ *   backs off  no libcupti, a libcupti of another API version, another client holding the
+ *              activity API, TRAINPROF_CUPTI=0: one capability line each, and the session
+ *              records on (a step)
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "trainprof.h"
+
+#define CHILD_PREFIX "cupti"
+#include "child.h"
+
+#ifndef FAKE_CUPTI_PATH
+#error "FAKE_CUPTI_PATH must name the fake libcupti (tests/cupti.cmake)"
+#endif
+
+int InitializeInjection(void); /* libtrainprof's, called by the CUDA driver */
+
+static uint64_t g_t0; /* the first delivered kernel's start (CLOCK_MONOTONIC ns) */
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void one_step(void) {
+    tprof_step_begin(1);
+    tprof_step_end(1);
+}
+
+static void capture_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 20);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD); /* the copy trainprof loaded */
+    CHECK(h != NULL, 21);
+    uintptr_t (*deliver)(int, int, uint64_t) = (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    int (*enabled)(void) = (int (*)(void))dlsym(h, "fake_cupti_enabled");
+    int (*forced)(void) = (int (*)(void))dlsym(h, "fake_cupti_forced");
+    CHECK(deliver && enabled && forced, 22);
+    CHECK(enabled() == 7, 23); /* kernel, memcpy (two kinds), memset, memory, sync, runtime */
+    one_step();
+    uintptr_t a = deliver(5, 3, g_t0);
+    uintptr_t b = deliver(4, 0, g_t0 + 1000000);
+    CHECK(a != 0 && a == b, 24); /* the buffer came back and was handed out again */
+    CHECK(tprof_gpu_capture_pause() == TPROF_OK, 25);
+    CHECK(enabled() == 0 && forced() == 1, 26);
+    CHECK(tprof_gpu_capture_resume() == TPROF_OK, 27);
+    CHECK(enabled() == 7, 28);
+}
+
+static const char *status_of(const tp_run *run) {
+    const char *s = tp_meta(&run->procs[0], "capability.cupti");
+    return s ? s : "";
+}
+
+static void test_capture(void **state) {
+    (void)state;
+    fresh_dir("capture");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(capture_body);
+    tp_run run;
+    load(&run);
+    const char *st = status_of(&run);
+    if (!strstr(st, "activity capture on: 7 kinds, " FAKE_CUPTI_PATH) || !strstr(st, "buffers reused"))
+        fail_msg("capability.cupti: %s", st);
+    const tp_process *p = &run.procs[0];
+    size_t kernels = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->type != TPROF_REC_GPU_KERNEL) continue;
+        kernels++;
+        assert_int_equal(o->end - o->start, 500);
+        assert_true(o->start >= g_t0 && o->start < g_t0 + 2000000);
+        assert_int_equal(o->stream, 7);
+        char want[32];
+        snprintf(want, sizeof want, "fake_kernel_%u", (o->correlation - 1) % 3);
+        assert_string_equal(o->name, want);
+    }
+    assert_int_equal(kernels, 9); /* 5 + 4; the 3 untimed left out */
+    assert_string_equal(tp_meta(p, "cupti.untimed_records"), "3");
+    tp_run_free(&run);
+}
+
+/* ---- back-off scenarios: the variable to set, and the capability status expected */
+static const char *g_var, *g_val;
+
+static void backoff_body(void) {
+    if (g_var) setenv(g_var, g_val, 1);
+    setenv("TRAINPROF_CUPTI_LIB", getenv("TEST_CUPTI_LIB"), 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 30); /* never an error for the driver */
+    one_step();
+}
+
+static void backoff(const char *tag, const char *lib, const char *var, const char *val,
+                    const char *want) {
+    fresh_dir(tag);
+    setenv("TEST_CUPTI_LIB", lib, 1);
+    g_var = var;
+    g_val = val;
+    in_child(backoff_body);
+    tp_run run;
+    load(&run);
+    if (!strstr(status_of(&run), want)) fail_msg("capability.cupti \"%s\" lacks \"%s\"", status_of(&run), want);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    cJSON *steps = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "steps");
+    assert_int_equal((int)cJSON_GetObjectItem(steps, "count")->valuedouble, 1); /* recording went on */
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
+static void test_backoff(void **state) {
+    (void)state;
+    backoff("nolib", "/nonexistent/libcupti.so.13", NULL, NULL,
+            "unavailable: no libcupti found (set TRAINPROF_CUPTI_LIB)");
+    backoff("version", FAKE_CUPTI_PATH, "FAKE_CUPTI_VERSION", "120000",
+            "unavailable: libcupti API version 120000, built for");
+    backoff("taken", FAKE_CUPTI_PATH, "FAKE_CUPTI_REGISTER_FAIL", "1",
+            "unavailable: another CUPTI client holds the activity API "
+            "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)");
+    backoff("off", FAKE_CUPTI_PATH, "TRAINPROF_CUPTI", "0", "off (TRAINPROF_CUPTI=0)");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_backoff),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
