@@ -48,6 +48,7 @@ typedef struct scen {
                                   * (DDP's later buckets, queued behind the first) */
     int64_t clock_err;           /* host 1's start pair claims a realtime off by this */
     double mem_share;            /* NVML memory used / total */
+    double alloc_share;          /* CUPTI's allocation records: peak / total (0: none) */
     int throttle, power_at_limit;
     const char *meta_model, *meta_tokens;
 } scen;
@@ -83,6 +84,11 @@ static void write_rank(const char *dir, const scen *sc, int r) {
     synth_rank(f, r, sc->nranks);
     synth_meta(f, "gpu.0.name", "NVIDIA H100 80GB HBM3");
     synth_meta(f, "gpu.0.memory_total_bytes", "85899345920");
+    synth_meta(f, "nvml.devices", "0"); /* NVML index 0 is CUDA device 0 */
+    if (sc->alloc_share > 0) {
+        tprof_pl_gpu_mem m = {0x1000, (uint64_t)(sc->alloc_share * 85899345920.0), 0, 1, 3, 0};
+        synth_raw(f, 1, TPROF_REC_GPU_MEMORY, 0, mono0 + MS / 2, &m, sizeof m, NULL, 0);
+    }
     if (sc->meta_model) synth_meta(f, "model", sc->meta_model);
     if (sc->meta_tokens) synth_meta(f, "tokens_per_step", sc->meta_tokens);
     synth_thread(f, 1, 100 + r);
@@ -497,6 +503,14 @@ static void rule_memory(void **st) {
     sc.mem_share = 0.89;
     rep = run_scen(&sc, "mem2", NULL);
     assert_null(finding(rep, "memory_peak"));
+    cJSON_Delete(rep);
+    /* the allocator's peak against the capacity of its GPU, in the GPU section itself */
+    sc.alloc_share = 0.6;
+    rep = run_scen(&sc, "mem3", NULL);
+    const cJSON *d0 = cJSON_GetArrayItem(J(J(rank(rep, 0), "gpu"), "devices"), 0);
+    NEAR(N(d0, "memory_capacity_bytes"), 85899345920.0, 1e-3);
+    NEAR(N(d0, "memory_peak_share"), 0.6, 1e-9);
+    assert_null(finding(rep, "memory_peak")); /* 60 %: no finding */
     cJSON_Delete(rep);
 }
 

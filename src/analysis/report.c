@@ -307,6 +307,20 @@ static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, in
     return v ? atof(v) : 0;
 }
 
+/* The CUDA device ordinal of NVML index `idx` in the sampling process `p`: its position in
+ * nvml.devices (NVML indices in CUDA order), or -1 when not listed. */
+static int cuda_ordinal(const tp_process *p, unsigned idx) {
+    int pos = 0;
+    for (const char *c = tp_meta(p, "nvml.devices"); c && *c; pos++) {
+        char *end;
+        unsigned long v = strtoul(c, &end, 10);
+        if (end == c) break;
+        if (v == idx) return pos;
+        c = *end == ',' ? end + 1 : end;
+    }
+    return -1;
+}
+
 /* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
  * GPU records; else its local rank, the device torchrun-style jobs use) mapped through the
  * sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into `out`;
@@ -331,6 +345,24 @@ static size_t rank_gpus(const tp_process *p, const tp_process *sampler, unsigned
     for (size_t o = 0; o < no && n < max; o++)
         if (used & (1ull << o)) out[n++] = order[o];
     return n;
+}
+
+/* Each GPU device of the rank's "gpu" section gets its capacity (NVML's total memory of the GPU
+ * with that CUDA ordinal) and the allocator peak's share of it. */
+static void memory_capacity(cJSON *rs) {
+    cJSON *d;
+    cJSON_ArrayForEach(d, tp_jobj(tp_jobj(rs, "gpu"), "devices")) {
+        const cJSON *g;
+        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(rs, "nvml"), "gpus")) {
+            if (!tp_jobj(g, "cuda_device") || tp_jnum(g, "cuda_device") != tp_jnum(d, "device") ||
+                tp_jnum(g, "mem_total_bytes") <= 0)
+                continue;
+            cJSON_AddNumberToObject(d, "memory_capacity_bytes", tp_jnum(g, "mem_total_bytes"));
+            cJSON_AddNumberToObject(d, "memory_peak_share",
+                                    tp_jnum(d, "memory_peak_bytes") / tp_jnum(g, "mem_total_bytes"));
+            break;
+        }
+    }
 }
 
 /* Per GPU the sampler saw: energy per measured step (the energy counter interpolated at each
@@ -421,6 +453,8 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
         cJSON *gj = cJSON_CreateObject();
         cJSON_AddItemToArray(ga, gj);
         cJSON_AddNumberToObject(gj, "index", g->idx);
+        int ord = cuda_ordinal(p, g->idx);
+        if (ord >= 0) cJSON_AddNumberToObject(gj, "cuda_device", ord);
         char k[64];
         snprintf(k, sizeof k, "gpu.%u.name", g->idx);
         if (tp_meta(p, k)) cJSON_AddStringToObject(gj, "name", tp_meta(p, k));
@@ -684,6 +718,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     tp_comm_rank_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0);
     process_section(rs, p);
     energy_section(rs, run, p, meas, nm);
+    memory_capacity(rs);
     tp_breakdown_section(rs, p, &s, o->data_names, o->ndata_names); /* issue 7 */
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
@@ -978,9 +1013,13 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
         const cJSON *c = tp_jobj(d, "kernel_ms_by_class"), *k;
         fprintf(f, "    by class:");
         cJSON_ArrayForEach(k, c) fprintf(f, " %s %.2f ms;", k->string, k->valuedouble);
-        fprintf(f, "\n    copies host->device %.1f MB, device->host %.1f MB %s; device memory peak %.1f MiB\n",
+        fprintf(f, "\n    copies host->device %.1f MB, device->host %.1f MB %s; device memory peak %.1f MiB",
                 tp_jnum(d, "h2d_bytes") / 1e6, tp_jnum(d, "d2h_bytes") / 1e6, unit,
                 tp_jnum(d, "memory_peak_bytes") / 1048576.0);
+        if (tp_jobj(d, "memory_capacity_bytes"))
+            fprintf(f, " (%.1f %% of %.1f GiB)", 100 * tp_jnum(d, "memory_peak_share"),
+                    tp_jnum(d, "memory_capacity_bytes") / 1073741824.0);
+        fputc('\n', f);
     }
     fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n",
             tp_jnum(g, "host_syncs"), unit, tp_jnum(g, "host_sync_blocked_ms"));
