@@ -611,6 +611,62 @@ static void test_channel_zero_and_unmatched(void **state) {
     synth_rmtree(dir);
 }
 
+/* World of 4 as 2 x 2: tensor-parallel NCCL communicators 0x10 {0,1} and 0x11 {2,3},
+ * data-parallel 0x20 {0,2} and 0x21 {1,3}, all of size 2. Each rank file carries
+ * trainprof.torch's descriptions of its two groups. The per-rank match by size is ambiguous
+ * (two groups of 2), so only the run-level match by member ranks names them. */
+static void test_torch_group_by_members(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "comm-torchpg"), 0);
+    for (int rk = 0; rk < 4; rk++) {
+        synth_file *f = synth_open(dir, "h", 40 + (uint32_t)rk, RT0, T0);
+        synth_rank(f, rk, 4);
+        uint64_t tp = 0x10u + (uint64_t)(rk / 2), dp = 0x20u + (uint64_t)(rk % 2);
+        char key[40], val[64];
+        snprintf(key, sizeof key, "torch.pg.%016llx", 0xaa00ull + tp);
+        snprintf(val, sizeof val, "backend=nccl size=2 ranks=%d,%d", rk / 2 * 2, rk / 2 * 2 + 1);
+        synth_meta(f, key, val);
+        snprintf(key, sizeof key, "torch.pg.%016llx", 0xaa00ull + dp);
+        snprintf(val, sizeof val, "backend=nccl size=2 ranks=%d,%d", rk % 2, rk % 2 + 2);
+        synth_meta(f, key, val);
+        steps(f, 1, 100 * MS);
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, tp, 2, (uint32_t)(rk % 2), MiB, T0 + 100 * US);
+        synth_comm(f, 1, T0, &c, NULL);
+        c = comm(TPROF_COMM_ALLREDUCE, dp, 2, (uint32_t)(rk / 2), MiB, T0 + MS + 100 * US);
+        synth_comm(f, 1, T0 + MS, &c, NULL);
+        synth_end_of_file(f, T0 + 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    static const struct {
+        const char *id, *group;
+    } want[] = {{"0x0000000000000010", "backend=nccl size=2 ranks=0,1"},
+                {"0x0000000000000011", "backend=nccl size=2 ranks=2,3"},
+                {"0x0000000000000020", "backend=nccl size=2 ranks=0,2"},
+                {"0x0000000000000021", "backend=nccl size=2 ranks=1,3"}};
+    for (size_t i = 0; i < 4; i++) {
+        cJSON *x = run_comm(rep, want[i].id);
+        assert_non_null(x);
+        assert_string_equal(str(x, "torch_group"), want[i].group);
+    }
+    /* per rank: two groups of size 2, so the size alone names none */
+    cJSON *rc;
+    cJSON_ArrayForEach(rc, cJSON_GetObjectItem(rank_comm(rep, 0), "communicators"))
+        assert_null(cJSON_GetObjectItem(rc, "torch_group"));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(tp_report_write_text(rep, f, 0), 0);
+    fclose(f);
+    assert_non_null(strstr(text, "torch group \"backend=nccl size=2 ranks=1,3\""));
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ shared communicators */
 
 /* World of 4; two rank files (ranks 0 and 1) show communicator 0x5 of size 2 (comm ranks 0
@@ -953,6 +1009,7 @@ int main(void) {
         cmocka_unit_test(test_channel_sparse_drift),
         cmocka_unit_test(test_channel_zero_and_unmatched),
         cmocka_unit_test(test_shared_communicator),
+        cmocka_unit_test(test_torch_group_by_members),
         cmocka_unit_test(test_ranks_differ),
         cmocka_unit_test(test_finding_thresholds),
         cmocka_unit_test(test_empty),

@@ -1092,6 +1092,26 @@ static void guess_role(const xcomm *c, int world, char *role, size_t nr, char *b
     }
 }
 
+/* The torch.distributed group (trainprof.torch's torch.pg.* metadata, "backend=nccl size=N
+ * ranks=a,b,...") whose member list is exactly x's world ranks, from any rank file; NULL when
+ * x's members are not all seen or no group matches. Tells apart groups of the same size (a
+ * tensor- and a data-parallel group of 2), which the per-rank match by size cannot. */
+static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
+    if (x->nm < 2 || (double)x->nm != x->size) return NULL;
+    char want[512];
+    int n = snprintf(want, sizeof want, "backend=nccl size=%zu ranks=", x->nm);
+    for (size_t i = 0; i < x->nm && n > 0 && (size_t)n < sizeof want; i++)
+        n += snprintf(want + n, sizeof want - (size_t)n, "%s%d", i ? "," : "", x->m[i].rank);
+    if (n <= 0 || (size_t)n >= sizeof want) return NULL;
+    for (size_t pi = 0; pi < run->nprocs; pi++) {
+        const tp_process *p = &run->procs[pi];
+        for (size_t i = 0; i < p->nmeta; i++)
+            if (!strncmp(p->meta[i].key, "torch.pg.", 9) && !strcmp(p->meta[i].value, want))
+                return p->meta[i].value;
+    }
+    return NULL;
+}
+
 void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
                          double warn_share, double crit_share) {
     int world = 0, nrank_procs = 0;
@@ -1185,6 +1205,8 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
             cJSON_AddNumberToObject(e, "comm_rank", x->m[0].comm_rank);
         }
         cJSON_AddStringToObject(e, "traffic", x->p2p_only && x->nops ? "point-to-point" : "collective");
+        const char *tg = torch_group_by_members(x, run);
+        if (tg) cJSON_AddStringToObject(e, "torch_group", tg);
         char role[64], basis[200];
         guess_role(x, world, role, sizeof role, basis, sizeof basis);
         cJSON_AddStringToObject(e, "role_guess", role);
@@ -1434,6 +1456,12 @@ void tp_comm_run_text(FILE *f, const cJSON *c, const char *B, const char *N) {
             first = 0;
         }
         if (!first) fputc(')', f);
+        if (tp_jobj(e, "torch_group")) { /* a program's text: control characters shown as '?' */
+            fputs("; torch group \"", f);
+            for (const unsigned char *q = (const unsigned char *)tp_jstr(e, "torch_group"); *q; q++)
+                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            fputc('"', f);
+        }
         fprintf(f, "; guess: %s (%s)\n", tp_jstr(e, "role_guess"), tp_jstr(e, "role_basis"));
         cJSON_ArrayForEach(o, tp_jobj(e, "ops")) {
             if (tp_jobj(o, "count_min_rank"))
