@@ -5,8 +5,15 @@ if(EXISTS ${TPROF_CUDA_ROOT}/include/cupti.h)
   add_library(fake_cupti SHARED fake_cupti.c)
   target_include_directories(fake_cupti PRIVATE ${TPROF_CUDA_ROOT}/include)
   set_target_properties(fake_cupti PROPERTIES C_VISIBILITY_PRESET hidden)
+  # the same fake under a libcupti name with another version suffix, as a process (torch)
+  # may have mapped it before CUDA starts: trainprof must use that copy
+  add_library(fake_cupti_mapped SHARED fake_cupti.c)
+  target_include_directories(fake_cupti_mapped PRIVATE ${TPROF_CUDA_ROOT}/include)
+  set_target_properties(fake_cupti_mapped PROPERTIES C_VISIBILITY_PRESET hidden OUTPUT_NAME cupti
+    SUFFIX ".so.99" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/mapped-cupti)
   tprof_add_unit(test_cupti test_cupti.c LIBS trainprof tprof_analysis Threads::Threads
                  ${CMAKE_DL_LIBS} LABELS tsan)
-  target_compile_definitions(test_cupti PRIVATE FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>")
-  add_dependencies(test_cupti fake_cupti)
+  target_compile_definitions(test_cupti PRIVATE FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>"
+    MAPPED_CUPTI_PATH="$<TARGET_FILE:fake_cupti_mapped>")
+  add_dependencies(test_cupti fake_cupti fake_cupti_mapped)
 endif()

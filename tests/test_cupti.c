@@ -8,6 +8,8 @@
  *              start or end, or an end before the start, are left out and counted
  *              (cupti.untimed_records, the report's gpu.cupti_records_untimed); a pause
  *              disables the kinds and force-flushes, resume enables them again
+ *   mapped     a libcupti the process mapped before CUDA started (libcupti.so.99 here) is
+ *              the one used: no second copy is loaded
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
  *              activity API, TRAINPROF_CUPTI=0: one capability line each, and the session
  *              records on (a step)
@@ -20,6 +22,7 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +108,36 @@ static void test_capture(void **state) {
     tp_run_free(&run);
 }
 
+/* ---- a libcupti already mapped */
+static int count_cupti(struct dl_phdr_info *info, size_t size, void *n) {
+    (void)size;
+    const char *b = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    *(int *)n += b && !strncmp(b + 1, "libcupti.so", 11);
+    return 0;
+}
+
+static void mapped_body(void) {
+    CHECK(dlopen(MAPPED_CUPTI_PATH, RTLD_NOW | RTLD_GLOBAL) != NULL, 40);
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1); /* not this one: the mapped one wins */
+    start_session();
+    CHECK(InitializeInjection() == 1, 41);
+    int n = 0;
+    dl_iterate_phdr(count_cupti, &n);
+    CHECK(n == 1, 42);
+    CHECK(dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD) == NULL, 43);
+}
+
+static void test_mapped(void **state) {
+    (void)state;
+    fresh_dir("mapped");
+    in_child(mapped_body);
+    tp_run run;
+    load(&run);
+    if (!strstr(status_of(&run), "activity capture on: 7 kinds, " MAPPED_CUPTI_PATH " (already loaded)"))
+        fail_msg("capability.cupti: %s", status_of(&run));
+    tp_run_free(&run);
+}
+
 /* ---- back-off scenarios: the variable to set, and the capability status expected */
 static const char *g_var, *g_val;
 
@@ -150,6 +183,7 @@ static void test_backoff(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_mapped),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,9 +86,29 @@ static const char *const lib_names[] = {
     "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
 };
 
-/* The libcupti this process already has (torch loads its own) is the one to use: two
- * copies in one process would both try to own the activity API. */
+/* dl_iterate_phdr callback: the path of the first mapped object named libcupti.so* */
+static int find_mapped(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    const char *path = info->dlpi_name, *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path;
+    if (!base || strncmp(base, "libcupti.so", 11)) return 0;
+    snprintf(out, 256, "%s", path);
+    return 1;
+}
+
+/* The libcupti this process already has (torch loads its own, under whatever version
+ * suffix) is the one to use: two copies in one process would both try to own the activity
+ * API. Its version is checked by the caller. */
 static void *open_cupti(char *which, size_t n) {
+    char mapped[256] = "";
+    dl_iterate_phdr(find_mapped, mapped);
+    if (*mapped) {
+        void *h = dlopen(mapped, RTLD_NOW | RTLD_NOLOAD);
+        if (h) {
+            snprintf(which, n, "%.200s (already loaded)", mapped);
+            return h;
+        }
+    }
     for (size_t i = 0; i < sizeof lib_names / sizeof *lib_names; i++) {
         void *h = dlopen(lib_names[i], RTLD_NOW | RTLD_NOLOAD);
         if (h) {
