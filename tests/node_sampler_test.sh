@@ -2,13 +2,15 @@
 # `trainprof run` samples the node's GPUs in its own process (the fake libnvidia-ml stands in
 # for the driver): the rank leaves NVML alone, the report shows the sampler as the node's
 # GPU sampler and attributes to rank 0 exactly its GPU (LOCAL_RANK 1 -> CUDA device 1 ->
-# NVML index 1) with the fake's known power; with TRAINPROF_NVML_HZ=0 or no NVML, no sampler.
+# NVML index 1) with the fake's known power, also in rank 0's own Chrome file (`export
+# --per-rank`); with TRAINPROF_NVML_HZ=0 or no NVML, no sampler.
 set -eu
 TP=$1 LM=$2 FAKE=$3 DIR=$4
 rm -rf "$DIR" "$DIR.off" "$DIR.none"
 export RANK=0 WORLD_SIZE=1 LOCAL_RANK=1 TRAINPROF_NVML_HZ=50 TRAINPROF_NVML_LIB="$FAKE"
 unset CUDA_VISIBLE_DEVICES TRAINPROF_NVML_ALL_RANKS FAKE_NVML_GPUS || true
 "$TP" run --no-report -o "$DIR" -- "$LM" --steps 400 > "$DIR.log" 2>&1
+"$TP" export "$DIR" --format chrome --per-rank "$DIR/per-rank" > /dev/null
 TRAINPROF_NVML_HZ=0 "$TP" run --no-report -o "$DIR.off" -- "$LM" --steps 20 > /dev/null 2>&1
 TRAINPROF_NVML_LIB=/nonexistent/libnvidia-ml.so.1 \
     "$TP" run --no-report -o "$DIR.none" -- "$LM" --steps 20 > /dev/null 2>&1
@@ -34,6 +36,16 @@ assert abs(g["energy_per_step_j"] * g["steps_with_energy"] / 1.0 - g["energy_j"]
 # the rank itself did not sample: its capability line says who did
 sampler_pid = [p["pid"] for p in rep["processes"] if p["role"] == "node-sampler"][0]
 assert nv["sampler_pid"] == sampler_pid, (nv, sampler_pid)
+# rank 0's own Chrome file carries the sampler's counters of its GPU only (GPU 1), from the
+# rank's start on
+tr = json.load(open(d + "/per-rank/rank0.json"))
+cs = [e for e in tr["traceEvents"] if e.get("ph") == "C"]
+names = sorted(set(e["name"] for e in cs))
+assert "gpu1.power_w" in names and not any(n.startswith("gpu0.") for n in names), names
+assert all(e["pid"] == sampler_pid for e in cs if e["name"].startswith("gpu")), cs[:3]
+assert all(e["ts"] >= 0 for e in cs), min(e["ts"] for e in cs)
+power = [e["args"]["value"] for e in cs if e["name"] == "gpu1.power_w"]
+assert len(power) >= 5 and all(100.0 <= v <= 100.0 + 50.0 * (dur + 0.5) for v in power), power[:5]
 for name in ("off", "none"):
     r = json.load(open(d + "." + name + "/report.json"))
     assert [p["role"] for p in r["processes"]] == ["rank"], (name, r["processes"])

@@ -1001,6 +1001,27 @@ const tp_process *tp_rank_process(const tp_run *run, const char *host, double pi
     return NULL;
 }
 
+size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max) {
+    unsigned order[64];
+    size_t no = 0;
+    const char *list = tp_meta(sampler, "nvml.devices");
+    for (const char *c = list; c && *c && no < 64;) {
+        char *end;
+        unsigned long v = strtoul(c, &end, 10);
+        if (end == c) break;
+        order[no++] = (unsigned)v;
+        c = *end == ',' ? end + 1 : end;
+    }
+    uint64_t used = 0; /* CUDA ordinals below 64 */
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
+    if (!used && p->local_rank >= 0 && p->local_rank < 64) used = 1ull << p->local_rank;
+    size_t n = 0;
+    for (size_t o = 0; o < no && n < max; o++)
+        if (used & (1ull << o)) out[n++] = order[o];
+    return n;
+}
+
 int tp_has_gpu_counters(const tp_process *p) {
     for (size_t ti = 0; ti < p->nthreads; ti++)
         for (size_t k = 0; k < p->threads[ti].ncounters; k++) {

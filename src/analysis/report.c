@@ -321,31 +321,6 @@ static int cuda_ordinal(const tp_process *p, unsigned idx) {
     return -1;
 }
 
-/* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
- * GPU records; else its local rank, the device torchrun-style jobs use) mapped through the
- * sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into `out`;
- * 0 = not known (then every GPU of the node is shown, flagged as shared). */
-static size_t rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out,
-                        size_t max) {
-    unsigned order[64];
-    size_t no = 0;
-    const char *list = tp_meta(sampler, "nvml.devices");
-    for (const char *c = list; c && *c && no < 64;) {
-        char *end;
-        unsigned long v = strtoul(c, &end, 10);
-        if (end == c) break;
-        order[no++] = (unsigned)v;
-        c = *end == ',' ? end + 1 : end;
-    }
-    uint64_t used = 0; /* CUDA ordinals below 64 */
-    for (size_t i = 0; i < p->ngpu; i++)
-        if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
-    if (!used && p->local_rank >= 0 && p->local_rank < 64) used = 1ull << p->local_rank;
-    size_t n = 0;
-    for (size_t o = 0; o < no && n < max; o++)
-        if (used & (1ull << o)) out[n++] = order[o];
-    return n;
-}
 
 /* Each GPU device of the rank's "gpu" section gets its capacity (NVML's total memory of the GPU
  * with that CUDA ordinal) and the allocator peak's share of it. */
@@ -388,7 +363,7 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
             if (q->role == TP_ROLE_SAMPLER && !strcmp(q->hdr.host, rank_p->hdr.host)) {
                 p = q;
                 from_node = 1;
-                nallow = rank_gpus(rank_p, q, allow, 64);
+                nallow = tp_rank_gpus(rank_p, q, allow, 64);
                 break;
             }
         }

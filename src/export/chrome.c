@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "export/chrome.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
@@ -38,7 +39,24 @@ typedef struct cw {
     int have_last;
     uint64_t next_async; /* ids of b/e pairs, unique in the file */
     int nevents;         /* for the separators */
+    /* while writing the node sampler into one rank's file: only its "gpu<i>.*" counters of
+     * the GPUs in gpu_allow (all of them when ngpu_allow is 0), none before the base */
+    int gpu_only;
+    const unsigned *gpu_allow;
+    size_t ngpu_allow;
 } cw;
+
+/* Whether counter `name` goes into the file (see cw.gpu_only). */
+static int counter_wanted(const cw *w, const char *name, int64_t ts) {
+    if (!w->gpu_only) return 1;
+    if (ts < 0 || strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3])) return 0;
+    char *end;
+    unsigned long idx = strtoul(name + 3, &end, 10);
+    if (*end != '.') return 0;
+    for (size_t i = 0; i < w->ngpu_allow; i++)
+        if (w->gpu_allow[i] == idx) return 1;
+    return w->ngpu_allow == 0;
+}
 
 /* One candidate complete event on a track: a synchronous range or an API step. */
 enum { IT_STEP = 0, IT_RANGE = 1 }; /* steps first among equals: they are kept by force */
@@ -341,6 +359,7 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
             const tp_counter *c = &th->counters[k];
             if (!isfinite(c->value)) continue; /* JSON has no NaN or Inf */
             int64_t ts = rel_ns(w, p, c->ts);
+            if (!counter_wanted(w, c->name, ts)) continue;
             ev_open(w, "C", pid, tid);
             fputs(",\"name\":", w->f);
             tp_json_string(w->f, c->name);
@@ -744,10 +763,15 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         return rc;
     }
 
-    cw w = {out, 0, 0, 0, 0, 0};
+    cw w = {out, 0, 0, 0, 0, 0, 0, NULL, 0};
+    /* the base: the earliest start among the processes, but in one rank's file not the node
+     * sampler's (the rank's own start stays the base, as Kineto's traces have it) */
+    int have_base = 0;
     for (size_t i = 0; i < nsel; i++) {
+        if (!merged && run->procs[sel[i]].role == TP_ROLE_SAMPLER) continue;
         uint64_t s = run->procs[sel[i]].hdr.start_realtime_ns;
-        if (i == 0 || s < w.base_rt) w.base_rt = s;
+        if (!have_base || s < w.base_rt) w.base_rt = s;
+        have_base = 1;
     }
 
     fputs("{\n\"schemaVersion\": 1,\n", out);
@@ -792,8 +816,13 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     fputs(",\n\"traceEvents\": [", out);
 
     scratch sc = {0};
+    unsigned allow[64];
     for (size_t i = 0; i < nsel && rc == TPROF_OK; i++) {
-        rc = write_process(&w, &run->procs[sel[i]], pids[i], opts, &sc);
+        const tp_process *p = &run->procs[sel[i]];
+        w.gpu_only = !merged && p->role == TP_ROLE_SAMPLER;
+        w.ngpu_allow = w.gpu_only ? tp_rank_gpus(&run->procs[sel[0]], p, allow, 64) : 0;
+        w.gpu_allow = allow;
+        rc = write_process(&w, p, pids[i], opts, &sc);
         if (rc == TPROF_OK && ferror(out)) rc = TPROF_ERR_IO; /* stop early on a full disk */
     }
     free(sc.items);
@@ -857,6 +886,14 @@ int tp_export_chrome_rank(const tp_run *run, int rank, FILE *out, const tp_expor
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].role == TP_ROLE_HELPER && run->procs[i].helper_of == rank)
             sel[n++] = i;
+    /* the node sampler of the rank's host, for its GPUs' NVML counters (the rank itself does
+     * not sample NVML while CUPTI records) */
+    const tp_process *rp = &run->procs[sel[0]];
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role == TP_ROLE_SAMPLER && !strcmp(run->procs[i].hdr.host, rp->hdr.host)) {
+            sel[n++] = i;
+            break;
+        }
     int rc = export_sel(run, sel, n, rank, out, opts);
     free(sel);
     return rc;
