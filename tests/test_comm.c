@@ -259,8 +259,17 @@ static void test_busbw_allreduce(void **state) {
     char dir[512];
     synth_file *f = rank_file(dir, sizeof dir, "comm-busbw", 11, 0, 8);
     tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xbeef, 8, 0, 256 * MiB, T0 + 100 * US);
+    c.dtype = TPROF_DTYPE_BFLOAT16;
     with_gpu(&c, T0 + 2 * MS, T0 + 12 * MS);
     synth_comm(f, 1, T0, &c, NULL);
+    /* a Broadcast of float32 then int64 (its row is "mixed"), and one of no known type */
+    tprof_pl_comm b = comm(TPROF_COMM_BROADCAST, 0xbeef, 8, 0, 4, T0 + 13 * MS);
+    b.dtype = TPROF_DTYPE_FLOAT32;
+    synth_comm(f, 1, T0 + 13 * MS - US, &b, NULL);
+    b.dtype = TPROF_DTYPE_INT64;
+    synth_comm(f, 1, T0 + 14 * MS - US, &b, NULL);
+    tprof_pl_comm g = comm(TPROF_COMM_ALLGATHER, 0xbeef, 8, 0, 4, T0 + 15 * MS);
+    synth_comm(f, 1, T0 + 15 * MS - US, &g, NULL);
     synth_end_of_file(f, T0 + 20 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
@@ -272,6 +281,9 @@ static void test_busbw_allreduce(void **state) {
     NEAR(num(r, "algbw_gbs"), 26.8435456);
     NEAR(num(r, "busbw_gbs"), 46.9762048);
     NEAR(num(r, "bytes"), 268435456.0);
+    assert_string_equal(str(r, "datatype"), "bfloat16");
+    assert_string_equal(str(rank_row(rank_comm(rep, 0), "0x000000000000beef", "Broadcast"), "datatype"), "mixed");
+    assert_null(cJSON_GetObjectItem(rank_row(rank_comm(rep, 0), "0x000000000000beef", "AllGather"), "datatype"));
     cJSON *x = run_comm(rep, "0x000000000000beef");
     NEAR(num(x, "size"), 8);
     assert_string_equal(str(x, "role_guess"), "world/data-parallel");

@@ -171,6 +171,7 @@ static void test_ops(void **state) {
     assert_int_equal(ar->peer, TPROF_COMM_NO_PEER);
     assert_int_equal(ar->flags, 0);
     assert_int_equal(ar->source, TPROF_COMM_SRC_NCCL);
+    assert_int_equal(ar->dtype, TPROF_DTYPE_FLOAT32);
     assert_true(ar->end - ar->start >= 20000000ull);
 
     const tp_comm_op *snd = find_op(p, "Send", HASH_B);
@@ -181,6 +182,8 @@ static void test_ops(void **state) {
     assert_int_equal(rcv->op, TPROF_COMM_RECV);
     assert_int_equal(snd->bytes, 2000);
     assert_int_equal(rcv->bytes, 2000);
+    assert_int_equal(snd->dtype, TPROF_DTYPE_BFLOAT16);
+    assert_int_equal(rcv->dtype, TPROF_DTYPE_BFLOAT16);
     assert_int_equal(snd->peer, 1);
     assert_int_equal(rcv->peer, 2);
     assert_int_equal(snd->nranks, 4);
@@ -192,11 +195,13 @@ static void test_ops(void **state) {
     assert_non_null(bc);
     assert_int_equal(bc->peer, 1);
     assert_int_equal(bc->bytes, 80);
+    assert_int_equal(bc->dtype, TPROF_DTYPE_INT64);
 
     const tp_comm_op *fut = find_op(p, "AllReduceFancy", HASH_A);
     assert_non_null(fut);
     assert_int_equal(fut->op, TPROF_COMM_UNKNOWN);
     assert_int_equal(fut->bytes, 0); /* unknown datatype: no guessed size */
+    assert_int_equal(fut->dtype, TPROF_DTYPE_UNKNOWN);
     assert_int_equal(fut->count, 4);
 
     const tp_comm_op *ag = find_op(p, "AllGather", HASH_C);

@@ -627,6 +627,7 @@ typedef struct row {
     uint64_t bw_ops, bw_ns; /* ops with a real duration (not an NCCL enqueue), their time */
     double bw_size;       /* and their nccl-tests S */
     uint64_t src[3];
+    uint32_t dtypes;      /* bit d: an op of enum tprof_comm_dtype d */
 } row;
 
 static int cmp_row(const void *a, const void *b) {
@@ -649,6 +650,10 @@ static cJSON *row_json(const row *r, size_t nst) {
     cJSON_AddStringToObject(e, "op", r->name);
     cJSON_AddNumberToObject(e, "count", (double)r->count);
     cJSON_AddNumberToObject(e, "bytes", (double)r->bytes);
+    if (r->dtypes) /* the element type, when the source said (NCCL does) */
+        cJSON_AddStringToObject(e, "datatype", r->dtypes & (r->dtypes - 1)
+                                                   ? "mixed"
+                                                   : tprof_comm_dtype_name((uint32_t)__builtin_ctz(r->dtypes)));
     cJSON_AddNumberToObject(e, "timed", (double)r->timed);
     cJSON_AddNumberToObject(e, "time_ms", (double)r->time_ns / 1e6);
     if (r->timed) cJSON_AddNumberToObject(e, "mean_us", (double)r->time_ns / 1e3 / (double)r->timed);
@@ -696,6 +701,7 @@ static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_ste
         r->first = o->start;
         r->count = 1;
         r->bytes = o->bytes;
+        r->dtypes = o->dtype && o->dtype < TPROF_DTYPE_COUNT ? 1u << o->dtype : 0;
         /* an op never stopped has no real end unless the GPU side gave one */
         int untimed = (o->flags & TPROF_COMM_F_UNFINISHED) && tm[i].src == TP_COMM_TIME_HOST;
         r->unfinished = untimed;
@@ -735,6 +741,7 @@ static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_ste
             d->bw_ns += r->bw_ns;
             d->bw_size += r->bw_size;
             for (int k = 0; k < 3; k++) d->src[k] += r->src[k];
+            d->dtypes |= r->dtypes;
         } else {
             v[n++] = *r;
         }

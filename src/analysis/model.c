@@ -493,7 +493,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
                          pl->bytes,
                          pl->count, pl->comm_hash, rec_name(L, tl, r, sizeof *pl), pl->seq,
                          pl->nranks, pl->rank, pl->op, pl->algo, pl->proto, pl->peer,
-                         pl->flags, pl->nchannels, pl->source, t->os_tid};
+                         pl->flags, pl->nchannels, pl->source, t->os_tid, pl->dtype};
         PUSH(L->p->comm, L->p->ncomm, L->p->cap_comm, op);
         seen(t, r->ts_ns);
         t->events++;

@@ -99,6 +99,7 @@ typedef struct tp_comm_op {
     const char *name; /* DESIGN §5 op name, or the source's when op is unknown */
     uint32_t seq, nranks, rank, op, algo, proto, peer, flags, nchannels, source;
     uint32_t os_tid;  /* thread that recorded it */
+    uint32_t dtype;   /* enum tprof_comm_dtype */
 } tp_comm_op;
 
 typedef struct tp_kv {

@@ -74,7 +74,7 @@ typedef struct tp_nccl_slot {
     _Atomic uint64_t tag;   /* (gen << TP_NCCL_SLOT_BITS) | index while open, 0 when not */
     _Atomic uintptr_t ctx;  /* owner, for finalize's sweep of events left open */
     uint64_t start_ns, count, bytes, comm_hash, seq;
-    uint32_t gen, nranks, rank, op, algo, proto, peer, nchannels;
+    uint32_t gen, nranks, rank, op, algo, proto, peer, nchannels, dtype;
     char name[24];          /* the source's op name, kept only when op is unknown */
     /* kernel-channel timing, updated by the proxy thread while the event is open */
     _Atomic uint64_t host_end;  /* host stop (enqueued); 0 until NCCL stopped the event */
@@ -119,19 +119,28 @@ static uint32_t op_of(const char *f) {
     return TPROF_COMM_UNKNOWN;
 }
 
-/* Element size of NCCL's datatype names ("ncclFloat32", "ncclBfloat16", ...); 0 when
- * unknown, so bytes read 0 rather than a guess. */
-static uint32_t dtype_size(const char *d) {
-    static const struct { const char *s; uint32_t n; } map[] = {
-        {"Int8", 1}, {"Char", 1}, {"Uint8", 1}, {"Float8e4m3", 1}, {"Float8e5m2", 1},
-        {"Float16", 2}, {"Half", 2}, {"Bfloat16", 2},
-        {"Int32", 4}, {"Int", 4}, {"Uint32", 4}, {"Float32", 4}, {"Float", 4},
-        {"Int64", 8}, {"Uint64", 8}, {"Float64", 8}, {"Double", 8}};
-    if (!d) return 0;
+/* NCCL's datatype names ("ncclFloat32", "ncclBfloat16", ...): the element type and size;
+ * unknown (and size 0, so bytes read 0 rather than a guess) otherwise. */
+static uint32_t dtype_of(const char *d, uint32_t *size) {
+    static const struct { const char *s; uint32_t n, t; } map[] = {
+        {"Int8", 1, TPROF_DTYPE_INT8}, {"Char", 1, TPROF_DTYPE_INT8},
+        {"Uint8", 1, TPROF_DTYPE_UINT8}, {"Float8e4m3", 1, TPROF_DTYPE_FLOAT8E4M3},
+        {"Float8e5m2", 1, TPROF_DTYPE_FLOAT8E5M2}, {"Float16", 2, TPROF_DTYPE_FLOAT16},
+        {"Half", 2, TPROF_DTYPE_FLOAT16}, {"Bfloat16", 2, TPROF_DTYPE_BFLOAT16},
+        {"Int32", 4, TPROF_DTYPE_INT32}, {"Int", 4, TPROF_DTYPE_INT32},
+        {"Uint32", 4, TPROF_DTYPE_UINT32}, {"Float32", 4, TPROF_DTYPE_FLOAT32},
+        {"Float", 4, TPROF_DTYPE_FLOAT32}, {"Int64", 8, TPROF_DTYPE_INT64},
+        {"Uint64", 8, TPROF_DTYPE_UINT64}, {"Float64", 8, TPROF_DTYPE_FLOAT64},
+        {"Double", 8, TPROF_DTYPE_FLOAT64}};
+    *size = 0;
+    if (!d) return TPROF_DTYPE_UNKNOWN;
     if (!strncasecmp(d, "nccl", 4)) d += 4;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcasecmp(d, map[i].s)) return map[i].n;
-    return 0;
+        if (!strcasecmp(d, map[i].s)) {
+            *size = map[i].n;
+            return map[i].t;
+        }
+    return TPROF_DTYPE_UNKNOWN;
 }
 
 static uint32_t algo_of(const char *a) {
@@ -200,7 +209,8 @@ static void emit(const tp_nccl_slot *s, uint64_t end, uint32_t flags) {
                           .peer = s->peer,
                           .flags = flags,
                           .nchannels = s->nchannels,
-                          .source = TPROF_COMM_SRC_NCCL};
+                          .source = TPROF_COMM_SRC_NCCL,
+                          .dtype = s->dtype};
     uint64_t g0 = atomic_load_explicit(&s->gpu_first, memory_order_relaxed);
     uint64_t g1 = atomic_load_explicit(&s->gpu_last, memory_order_relaxed);
     int64_t off = atomic_load_explicit(&g_gpu_offset, memory_order_relaxed);
@@ -234,6 +244,7 @@ static int slot_claim(uint64_t tag, tp_nccl_slot *out) {
     out->proto = s->proto;
     out->peer = s->peer;
     out->nchannels = s->nchannels;
+    out->dtype = s->dtype;
     memcpy(out->name, s->name, sizeof out->name);
     atomic_store_explicit(&out->host_end, atomic_load(&s->host_end), memory_order_relaxed);
     atomic_store_explicit(&out->gpu_first, atomic_load(&s->gpu_first), memory_order_relaxed);
@@ -355,7 +366,9 @@ static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
         s->name[n] = 0;
     }
     s->count = count;
-    s->bytes = (uint64_t)count * dtype_size(dtype);
+    uint32_t esize;
+    s->dtype = dtype_of(dtype, &esize);
+    s->bytes = (uint64_t)count * esize;
     s->comm_hash = comm_hash ? comm_hash : c->comm_hash;
     s->nranks = c->nranks;
     s->rank = rank >= 0 ? (uint32_t)rank : c->rank;

@@ -146,6 +146,13 @@ enum tprof_comm_algo {
 enum tprof_comm_proto {
     TPROF_PROTO_UNKNOWN = 0, TPROF_PROTO_LL, TPROF_PROTO_LL128, TPROF_PROTO_SIMPLE
 };
+/* Element type of a communication op; 0 = not known (and in files older than this field). */
+enum tprof_comm_dtype {
+    TPROF_DTYPE_UNKNOWN = 0, TPROF_DTYPE_INT8, TPROF_DTYPE_UINT8, TPROF_DTYPE_INT32,
+    TPROF_DTYPE_UINT32, TPROF_DTYPE_INT64, TPROF_DTYPE_UINT64, TPROF_DTYPE_FLOAT16,
+    TPROF_DTYPE_FLOAT32, TPROF_DTYPE_FLOAT64, TPROF_DTYPE_BFLOAT16, TPROF_DTYPE_FLOAT8E4M3,
+    TPROF_DTYPE_FLOAT8E5M2, TPROF_DTYPE_COUNT
+};
 
 #define TPROF_COMM_NO_PEER 0xFFFFFFFFu /* peer/root field when there is none */
 #define TPROF_COMM_F_UNFINISHED 1u     /* never stopped: closed when its communicator ended */
@@ -172,7 +179,7 @@ typedef struct tprof_pl_comm {
     uint32_t flags;     /* TPROF_COMM_F_* */
     uint32_t nchannels;
     uint32_t source;    /* TPROF_COMM_SRC_* */
-    uint32_t reserved;  /* 0 */
+    uint32_t dtype;     /* enum tprof_comm_dtype (was a reserved 0: old files read unknown) */
     /* GPU-side interval on CLOCK_MONOTONIC when flags has TPROF_COMM_F_GPU_TIME (NCCL: first
      * kernel-channel start to last kernel-channel stop, GPU timer mapped to host time);
      * 0 otherwise. ts_ns/end_ns stay the host interval of the call. */
@@ -185,6 +192,13 @@ static inline const char *tprof_comm_op_name(uint32_t op) {
         "Unknown", "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
         "AllToAll", "Send", "Recv", "Barrier", "Gather", "Scatter"};
     return op < TPROF_COMM_OP_COUNT ? names[op] : "Unknown";
+}
+
+static inline const char *tprof_comm_dtype_name(uint32_t d) {
+    static const char *const names[TPROF_DTYPE_COUNT] = {
+        "unknown", "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
+        "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+    return d < TPROF_DTYPE_COUNT ? names[d] : "unknown";
 }
 
 typedef struct tprof_pl_push {
