@@ -14,6 +14,9 @@
  *       stream 7, correlation i + 1) followed by `untimed` kernels with an unknown start, an
  *       unknown end or an end before the start (in turn), and completes it; returns the
  *       buffer's address (0 when trainprof gave none)
+ *   fake_cupti_overhead(t0, tid)  a buffer of three overhead records: a buffer flush of
+ *       100 us at t0 on thread `tid`, an instrumentation of 50 us at t0 + 200 us on device 0,
+ *       and one with an unknown end; returns as fake_cupti_deliver
  *   fake_cupti_enabled()   activity kinds enabled now
  *   fake_cupti_flushes()   cuptiActivityFlushAll calls, and fake_cupti_forced() those forced
  */
@@ -140,6 +143,36 @@ EXPORT uintptr_t fake_cupti_deliver(int timed, int untimed, uint64_t t0) {
     }
     uintptr_t at = (uintptr_t)buf;
     g_done(NULL, 0, buf, size, n * SLOT);
+    return at;
+}
+
+EXPORT uintptr_t fake_cupti_overhead(uint64_t t0, uint32_t tid) {
+    uint8_t *buf = NULL;
+    size_t size = 0, maxrec = 0;
+    if (!g_req || !g_done) return 0;
+    g_req(&buf, &size, &maxrec);
+    if (!buf || size < 3 * SLOT) return 0;
+    for (int i = 0; i < 3; i++) {
+        CUpti_ActivityOverhead3 *o = (CUpti_ActivityOverhead3 *)(buf + (size_t)i * SLOT);
+        memset(o, 0, sizeof *o);
+        o->kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+        if (i == 0) {
+            o->overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+            o->objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+            o->objectId.pt.processId = 1;
+            o->objectId.pt.threadId = tid;
+            o->start = t0;
+            o->end = t0 + 100000;
+        } else {
+            o->overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION;
+            o->objectKind = CUPTI_ACTIVITY_OBJECT_DEVICE;
+            o->objectId.dcs.deviceId = 0;
+            o->start = t0 + 200000;
+            o->end = i == 1 ? t0 + 250000 : 0;
+        }
+    }
+    uintptr_t at = (uintptr_t)buf;
+    g_done(NULL, 0, buf, size, 3 * SLOT);
     return at;
 }
 

@@ -3,11 +3,12 @@
  * libcupti (fake_cupti.c) chosen with TRAINPROF_CUPTI_LIB: each scenario calls
  * InitializeInjection, as the CUDA driver would, in a child process of its own.
  *
- *   capture    all seven kinds enabled; records delivered twice come back as kernels with
+ *   capture    all eight kinds enabled; records delivered twice come back as kernels with
  *              their names and times, in the same (reused) buffer; records with an unknown
  *              start or end, or an end before the start, are left out and counted
  *              (cupti.untimed_records, the report's gpu.cupti_records_untimed); a pause
- *              disables the kinds and force-flushes, resume enables them again
+ *              disables the kinds and force-flushes, resume enables them again; CUPTI's
+ *              overhead records come back with what CUPTI did, on its thread or device
  *   mapped     a libcupti the process mapped before CUDA started (libcupti.so.99 here) is
  *              the one used: no second copy is loaded
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
@@ -63,16 +64,19 @@ static void capture_body(void) {
     uintptr_t (*deliver)(int, int, uint64_t) = (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
     int (*enabled)(void) = (int (*)(void))dlsym(h, "fake_cupti_enabled");
     int (*forced)(void) = (int (*)(void))dlsym(h, "fake_cupti_forced");
-    CHECK(deliver && enabled && forced, 22);
-    CHECK(enabled() == 7, 23); /* kernel, memcpy (two kinds), memset, memory, sync, runtime */
+    uintptr_t (*overhead)(uint64_t, uint32_t) = (uintptr_t(*)(uint64_t, uint32_t))dlsym(h, "fake_cupti_overhead");
+    CHECK(deliver && enabled && forced && overhead, 22);
+    /* kernel, memcpy (two kinds), memset, memory, sync, runtime, overhead */
+    CHECK(enabled() == 8, 23);
     one_step();
     uintptr_t a = deliver(5, 3, g_t0);
     uintptr_t b = deliver(4, 0, g_t0 + 1000000);
     CHECK(a != 0 && a == b, 24); /* the buffer came back and was handed out again */
+    CHECK(overhead(g_t0 + 2000000, 4242) != 0, 29);
     CHECK(tprof_gpu_capture_pause() == TPROF_OK, 25);
     CHECK(enabled() == 0 && forced() == 1, 26);
     CHECK(tprof_gpu_capture_resume() == TPROF_OK, 27);
-    CHECK(enabled() == 7, 28);
+    CHECK(enabled() == 8, 28);
 }
 
 static const char *status_of(const tp_run *run) {
@@ -88,7 +92,7 @@ static void test_capture(void **state) {
     tp_run run;
     load(&run);
     const char *st = status_of(&run);
-    if (!strstr(st, "activity capture on: 7 kinds, " FAKE_CUPTI_PATH) || !strstr(st, "buffers reused"))
+    if (!strstr(st, "activity capture on: 8 kinds, " FAKE_CUPTI_PATH) || !strstr(st, "buffers reused"))
         fail_msg("capability.cupti: %s", st);
     const tp_process *p = &run.procs[0];
     size_t kernels = 0;
@@ -104,7 +108,23 @@ static void test_capture(void **state) {
         assert_string_equal(o->name, want);
     }
     assert_int_equal(kernels, 9); /* 5 + 4; the 3 untimed left out */
-    assert_string_equal(tp_meta(p, "cupti.untimed_records"), "3");
+    /* overhead: the flush on its thread, the instrumentation on device 0, one left out */
+    assert_int_equal(p->novh, 2);
+    const tp_gpu_op *fl = &p->ovh[0], *in = &p->ovh[1];
+    if (fl->start > in->start) {
+        const tp_gpu_op *x = fl;
+        fl = in;
+        in = x;
+    }
+    assert_string_equal(fl->name, "CUPTI buffer flush");
+    assert_int_equal(fl->os_tid, 4242);
+    assert_int_equal(fl->start, g_t0 + 2000000);
+    assert_int_equal(fl->end - fl->start, 100000);
+    assert_int_equal(fl->device, TPROF_DEVICE_UNKNOWN);
+    assert_string_equal(in->name, "CUPTI instrumentation");
+    assert_int_equal(in->device, 0);
+    assert_int_equal(in->end - in->start, 50000);
+    assert_string_equal(tp_meta(p, "cupti.untimed_records"), "4");
     tp_run_free(&run);
 }
 
@@ -133,7 +153,7 @@ static void test_mapped(void **state) {
     in_child(mapped_body);
     tp_run run;
     load(&run);
-    if (!strstr(status_of(&run), "activity capture on: 7 kinds, " MAPPED_CUPTI_PATH " (already loaded)"))
+    if (!strstr(status_of(&run), "activity capture on: 8 kinds, " MAPPED_CUPTI_PATH " (already loaded)"))
         fail_msg("capability.cupti: %s", status_of(&run));
     tp_run_free(&run);
 }

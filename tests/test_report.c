@@ -371,6 +371,13 @@ static void test_gpu_section(void **state) {
         tprof_pl_gpu api = {b + 9 * MS, 0, 0, 0, 0, 131, 3, 0};
         synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 7 * MS, &api, sizeof api,
                   "cudaStreamSynchronize", sizeof "cudaStreamSynchronize");
+        /* CUPTI's overhead: a buffer flush of 0.2 ms and an instrumentation of 0.1 ms */
+        tprof_pl_gpu fl = {b + 2 * MS + 200000, 0, TPROF_DEVICE_UNKNOWN, 0, 0, 1u << 16, 100, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_OVERHEAD, TPROF_INLINE_NAME, b + 2 * MS, &fl, sizeof fl,
+                  "CUPTI buffer flush", sizeof "CUPTI buffer flush");
+        tprof_pl_gpu in = {b + 3 * MS + 100000, 0, 0, 0, 0, 2u << 16, 0, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_OVERHEAD, TPROF_INLINE_NAME, b + 3 * MS, &in, sizeof in,
+                  "CUPTI instrumentation", sizeof "CUPTI instrumentation");
         /* an asynchronous copy call (its copy lost): no host synchronisation */
         tprof_pl_gpu cpa = {b + 6 * MS - 40000, 0, 0, 0, (uint32_t)(500 + s), 41, 3, 0};
         synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 6 * MS - 50000, &cpa, sizeof cpa,
@@ -398,12 +405,21 @@ static void test_gpu_section(void **state) {
     cJSON *g = rank0_gpu(rep);
     assert_non_null(g);
     assert_true(num(g, "cupti_records_untimed") == 3.0);
+    /* overhead in the 2 measured steps: 0.3 ms per step, the flush first */
+    cJSON *ovh = cJSON_GetObjectItem(g, "cupti_overhead");
+    assert_true(num(ovh, "records") == 4.0);
+    assert_true(fabs(num(ovh, "ms") - 0.3) < 1e-9);
+    cJSON *k0o = cJSON_GetArrayItem(cJSON_GetObjectItem(ovh, "by_kind"), 0);
+    assert_string_equal(cJSON_GetObjectItem(k0o, "name")->valuestring, "CUPTI buffer flush");
+    assert_true(fabs(num(k0o, "ms") - 0.2) < 1e-9);
     char *text = NULL;
     size_t tlen = 0;
     FILE *tf = open_memstream(&text, &tlen);
     assert_int_equal(tp_report_write_text(rep, tf, 0), 0);
     fclose(tf);
     assert_non_null(strstr(text, "3 CUPTI records had no start or end time"));
+    assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (4 records): CUPTI buffer "
+                                 "flush 0.200 ms; CUPTI instrumentation 0.100 ms"));
     free(text);
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
     /* busy: union of 1-6 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */

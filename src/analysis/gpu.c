@@ -64,6 +64,46 @@ static int is_sync_api(const char *n) {
     return !strncmp(n, "cudaMemcpy", 10) && !strstr(n, "Async");
 }
 
+/* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
+ * per unit, in all and by what CUPTI did, most first. Nothing without records. */
+static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, size_t nst, double per) {
+    if (!p->novh) return;
+    enum { MAXK = 16 };
+    const char *names[MAXK];
+    double ms[MAXK], total = 0;
+    size_t nk = 0, n = 0;
+    for (size_t i = 0; i < p->novh; i++) {
+        const tp_gpu_op *o = &p->ovh[i];
+        uint64_t in = nst ? tp_steps_overlap(st, nst, o->start, o->end) : o->end - o->start;
+        if (nst && !in) continue;
+        n++;
+        total += (double)in / 1e6;
+        const char *nm = o->name ? o->name : "CUPTI overhead";
+        size_t k = 0;
+        while (k < nk && strcmp(names[k], nm)) k++;
+        if (k == nk) {
+            if (nk == MAXK) continue; /* CUPTI has fewer kinds than this */
+            names[nk] = nm;
+            ms[nk++] = 0;
+        }
+        ms[k] += (double)in / 1e6;
+    }
+    cJSON *c = cJSON_AddObjectToObject(g, "cupti_overhead");
+    cJSON_AddNumberToObject(c, "records", (double)n);
+    cJSON_AddNumberToObject(c, "ms", total / per);
+    cJSON *by = cJSON_AddArrayToObject(c, "by_kind");
+    for (size_t done = 0; done < nk; done++) { /* most first: a few kinds, a selection */
+        size_t best = 0;
+        for (size_t k = 1; k < nk; k++)
+            if (ms[k] > ms[best]) best = k;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", names[best]);
+        cJSON_AddNumberToObject(e, "ms", ms[best] / per);
+        cJSON_AddItemToArray(by, e);
+        ms[best] = -1;
+    }
+}
+
 static int by_corr(const void *a, const void *b) {
     const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
     return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
@@ -286,6 +326,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     const char *untimed = tp_meta(p, "cupti.untimed_records"); /* left out by the capture */
     if (untimed && strtod(untimed, NULL) > 0)
         cJSON_AddNumberToObject(g, "cupti_records_untimed", strtod(untimed, NULL));
+    cupti_overhead(g, p, st, nst, per);
     /* devices present */
     uint32_t devs[64];
     size_t ndev = 0;

@@ -459,6 +459,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     case TPROF_REC_GPU_MEMCPY:
     case TPROF_REC_GPU_MEMSET:
     case TPROF_REC_GPU_SYNC:
+    case TPROF_REC_GPU_OVERHEAD:
     case TPROF_REC_GPU_API: {
         if (body < sizeof(tprof_pl_gpu)) break;
         const tprof_pl_gpu *pl = (const void *)(r + 1);
@@ -466,8 +467,10 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
                         pl->device, pl->stream, pl->correlation, pl->kind, pl->os_tid, pl->graph,
                         r->kind, TP_KC_OTHER};
         if (r->kind == TPROF_REC_GPU_KERNEL) kernel_name(L->run, rec_name(L, tl, r, sizeof *pl), &op);
-        else if (r->kind == TPROF_REC_GPU_API) op.name = rec_name(L, tl, r, sizeof *pl);
+        else if (r->kind == TPROF_REC_GPU_API || r->kind == TPROF_REC_GPU_OVERHEAD)
+            op.name = rec_name(L, tl, r, sizeof *pl);
         if (r->kind == TPROF_REC_GPU_API) PUSH(L->p->api, L->p->napi, L->p->cap_api, op);
+        else if (r->kind == TPROF_REC_GPU_OVERHEAD) PUSH(L->p->ovh, L->p->novh, L->p->cap_ovh, op);
         else PUSH(L->p->gpu, L->p->ngpu, L->p->cap_gpu, op);
         seen(t, r->ts_ns);
         t->events++;
@@ -969,6 +972,7 @@ void tp_run_free(tp_run *run) {
         free(p->threads);
         free(p->gpu);
         free(p->api);
+        free(p->ovh);
         free(p->gmem);
         free(p->comm);
         free(p->meta);

@@ -140,6 +140,8 @@ typedef struct tp_process {
     size_t ngpu, cap_gpu;
     tp_gpu_op *api;         /* CUDA runtime calls */
     size_t napi, cap_api;
+    tp_gpu_op *ovh;         /* CUPTI's overhead records (name: what it did; kind: CUPTI's) */
+    size_t novh, cap_ovh;
     tp_gpu_mem *gmem;       /* device memory allocations and releases */
     size_t ngmem, cap_gmem;
     uint64_t cupti_dropped; /* records CUPTI itself dropped */

@@ -1007,6 +1007,18 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     if (tp_jnum(g, "cupti_records_dropped") > 0)
         fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
                 tp_jnum(g, "cupti_records_dropped"));
+    const cJSON *ovh = tp_jobj(g, "cupti_overhead");
+    if (ovh) {
+        fprintf(f, "  CUPTI's own overhead: %.3f ms %s (%.0f records)", tp_jnum(ovh, "ms"), unit,
+                tp_jnum(ovh, "records"));
+        const cJSON *k;
+        int first = 1;
+        cJSON_ArrayForEach(k, tp_jobj(ovh, "by_kind")) {
+            fprintf(f, "%s%s %.3f ms", first ? ": " : "; ", tp_jstr(k, "name"), tp_jnum(k, "ms"));
+            first = 0;
+        }
+        fputc('\n', f);
+    }
     if (tp_jnum(g, "cupti_records_untimed") > 0)
         fprintf(f, "  note: %.0f CUPTI records had no start or end time (work still running when "
                    "its buffer was flushed, as at exit): left out\n",

@@ -6,7 +6,8 @@
  * as torch does from its wheel, else libcupti.so.13 from the usual places), check that its
  * version is the one whose record layouts we were built against, give CUPTI our clock
  * (CLOCK_MONOTONIC, so GPU and CPU events share one timeline), and enable activity records
- * for kernels, copies, memsets, device memory, synchronisations and the runtime API.
+ * for kernels, copies, memsets, device memory, synchronisations, the runtime API and CUPTI's
+ * own overhead.
  * CUPTI fills buffers we hand out (a bounded number); its worker thread returns them to
  * bufferCompleted, which turns each record into one of our records in that thread's ring.
  *
@@ -224,6 +225,22 @@ static uint32_t context_device(uint32_t ctx) {
         (pl).correlation = (r)->correlationId; \
     } while (0)
 
+/* What an overhead record says CUPTI (or the driver) spent the time on. */
+static const char *overhead_name(CUpti_ActivityOverheadKind k) {
+    switch (k) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "driver JIT compilation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "CUPTI buffer flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "CUPTI instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "CUPTI resource";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING: return "module loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "lazy function loading";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "command buffer full";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "CUPTI activity buffer request";
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "UVM activity init";
+    default: return "CUPTI overhead";
+    }
+}
+
 /* An interval record's times are unusable: one is unknown (0) or the end precedes the start. */
 #define UNTIMED(r) ((r)->start == CUPTI_TIMESTAMP_UNKNOWN || (r)->end == CUPTI_TIMESTAMP_UNKNOWN || \
                     (r)->end < (r)->start)
@@ -289,6 +306,22 @@ static int translate(tprof__thread *t, const CUpti_Activity *rec) {
         pl.correlation = sy->correlationId;
         pl.kind = (uint32_t)sy->type;
         emit_gpu(t, TPROF_REC_GPU_SYNC, NULL, sy->start, &pl);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: { /* CUPTI's own work, and the driver's it reports */
+        const CUpti_ActivityOverhead3 *o = (const void *)rec;
+        if (UNTIMED(o)) return 1;
+        pl.end_ns = o->end;
+        pl.kind = (uint32_t)o->overheadKind;
+        pl.correlation = o->correlationId;
+        pl.device = TPROF_DEVICE_UNKNOWN;
+        if (o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
+            pl.os_tid = o->objectId.pt.threadId;
+        else if (o->objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE ||
+                 o->objectKind == CUPTI_ACTIVITY_OBJECT_CONTEXT ||
+                 o->objectKind == CUPTI_ACTIVITY_OBJECT_STREAM)
+            pl.device = o->objectId.dcs.deviceId;
+        emit_gpu(t, TPROF_REC_GPU_OVERHEAD, overhead_name(o->overheadKind), o->start, &pl);
         break;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -371,7 +404,7 @@ static const struct {
     {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
     {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY2},           {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
     {"memory", CUPTI_ACTIVITY_KIND_MEMORY2},           {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
-    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
+    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},          {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
 };
 
 static int kind_wanted(const char *list, const char *name) {

@@ -91,6 +91,10 @@ enum tprof_rec_kind {
     TPROF_REC_GPU_DROPS = 22,  /* u64: CUPTI records CUPTI itself dropped, cumulative */
     /* communication (capture/nccl_plugin.c); ts_ns = start on CLOCK_MONOTONIC */
     TPROF_REC_COMM_OP = 23,    /* arg=op name; tprof_pl_comm */
+    TPROF_REC_GPU_OVERHEAD = 24, /* arg=what CUPTI did ("CUPTI buffer flush", ...);
+                                  * tprof_pl_gpu (CUPTI's overhead kind in `kind`, the thread
+                                  * in `os_tid` or the device in `device` when CUPTI names one,
+                                  * else 0 and TPROF_DEVICE_UNKNOWN) */
     TPROF_REC_KIND_COUNT
 };
 
