@@ -1024,11 +1024,21 @@ static int cmd_run(int argc, char **argv) {
     setenv("TRAINPROF_DIR", absdir, 1);
     setenv("TRAINPROF_RUN_ID", run_id, 1);
     setenv("NVTX_INJECTION64_PATH", lib, 1);
+    /* one CUDA injection tool per process: one attached first (Nsight Systems around us) keeps
+     * its place and GPU activity capture backs off; a trainprof library left in the
+     * environment (another build) is replaced */
     const char *old_cuda = getenv("CUDA_INJECTION64_PATH");
-    if (old_cuda && *old_cuda && strcmp(old_cuda, lib))
-        fprintf(stderr, "trainprof run: replacing CUDA_INJECTION64_PATH=%s (one CUDA injection "
-                        "tool at a time)\n", old_cuda);
-    setenv("CUDA_INJECTION64_PATH", lib, 1);
+    const char *old_base = old_cuda ? strrchr(old_cuda, '/') : NULL;
+    old_base = old_base ? old_base + 1 : old_cuda;
+    if (old_cuda && *old_cuda && strcmp(old_cuda, lib) && strncmp(old_base, "libtrainprof", 12)) {
+        fprintf(stderr, "trainprof run: CUDA_INJECTION64_PATH=%s belongs to another CUDA tool "
+                        "(Nsight Systems?), attached first: GPU activity capture off, all else "
+                        "is captured\n", old_cuda);
+        setenv("TRAINPROF_CUPTI_YIELDED", old_cuda, 1);
+    } else {
+        unsetenv("TRAINPROF_CUPTI_YIELDED");
+        setenv("CUDA_INJECTION64_PATH", lib, 1);
+    }
     /* NCCL (also the copy inside PyTorch) dlopens the profiler plugin named here */
     const char *old_nccl = getenv("NCCL_PROFILER_PLUGIN");
     if (old_nccl && *old_nccl && strcmp(old_nccl, lib))

@@ -225,6 +225,34 @@ echo 2147483646 >"$T/stale/.trainprof-run.lock"  # no such pid: a killed run's l
 n=$((n + 1))
 "$TP" run --no-report -o "$T/stale" -- true >/dev/null 2>"$T/err" || fail "run: stale lock refused: $(cat "$T/err")"
 [ ! -e "$T/stale/.trainprof-run.lock" ] || fail "run: the lock was left behind"
+# another CUDA tool attached first (Nsight Systems around `trainprof run`) keeps
+# CUDA_INJECTION64_PATH: GPU activity capture backs off with one line, and the report says why;
+# a trainprof library of another build left in the environment is replaced
+n=$((n + 1))
+OTHER=/opt/nvidia/nsight-systems/libToolsInjection64.so
+CUDA_INJECTION64_PATH=$OTHER "$TP" run -o "$T/nsys" --no-report -- \
+    sh -c 'echo "cuda=$CUDA_INJECTION64_PATH"; exec "$0" gen 1' "$VICTIM" >"$T/out" 2>"$T/err" ||
+    fail "run under another CUDA tool: $(cat "$T/err")"
+grep -q "CUDA_INJECTION64_PATH=$OTHER belongs to another CUDA tool" "$T/err" ||
+    fail "run under another CUDA tool: no line: $(cat "$T/err")"
+grep -qx "cuda=$OTHER" "$T/out" || fail "run under another CUDA tool: not kept: $(cat "$T/out")"
+"$TP" report "$T/nsys" --format json -o "$T/nsys.json" 2>/dev/null
+python3 - "$T/nsys.json" "$OTHER" <<'PY' || fail "run under another CUDA tool: capability not reported"
+import json, sys
+rep = json.load(open(sys.argv[1]))
+st = rep["capabilities"]["cupti"]["status"]
+assert st == "off: another CUDA tool holds CUDA_INJECTION64_PATH (%s)" % sys.argv[2], st
+PY
+n=$((n + 1))
+CUDA_INJECTION64_PATH=/old/build/libtrainprof.so.0 "$TP" run -o "$T/oldtp" --no-report -- \
+    sh -c 'echo "cuda=$CUDA_INJECTION64_PATH"' >"$T/out" 2>"$T/err" || fail "run with an old trainprof: $(cat "$T/err")"
+case "$(cat "$T/out")" in
+cuda=/old/*) fail "run with an old trainprof library: not replaced" ;;
+cuda=*libtrainprof*) ;;
+*) fail "run with an old trainprof library: $(cat "$T/out")" ;;
+esac
+grep -q "belongs to another CUDA tool" "$T/err" && fail "run with an old trainprof library: backed off"
+
 expect "run: empty --step-name" 2 "needs a non-empty value" "$TP" run --step-name "" -- true
 expect "run: -o followed by --" 2 "needs a value" "$TP" run -o -- true
 

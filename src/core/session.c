@@ -1091,6 +1091,20 @@ static int start_locked_cfg(const tprof_config *cfg) {
     return TPROF__ON;
 }
 
+/* What a session does once it records: the live metrics, and the capability line of GPU
+ * activity capture when `trainprof run` left CUDA_INJECTION64_PATH to another CUDA tool
+ * (Nsight Systems) that was attached first (TRAINPROF_CUPTI_YIELDED names it): CUDA will
+ * never call our InitializeInjection then. */
+static void session_started(void) {
+    tprof__metrics_session_start(S.start_rt);
+    const char *other = getenv("TRAINPROF_CUPTI_YIELDED");
+    if (other && *other) {
+        char st[400];
+        snprintf(st, sizeof st, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)", other);
+        tprof__capability("cupti", st);
+    }
+}
+
 int tprof_init(const tprof_config *cfg) {
     if (!cfg || cfg->struct_size < sizeof(tprof_config)) return TPROF_ERR_INVALID_ARG;
     int expected = TPROF__UNINIT;
@@ -1102,7 +1116,7 @@ int tprof_init(const tprof_config *cfg) {
     S.cfg.output_dir = S.dir[0] ? S.dir : NULL;
     S.cfg.run_id = S.run_id;
     set_state(st);
-    if (st == TPROF__ON) tprof__metrics_session_start(S.start_rt);
+    if (st == TPROF__ON) session_started();
     return st == TPROF__ON ? TPROF_OK : TPROF_ERR_DISABLED;
 }
 
@@ -1128,7 +1142,7 @@ int tprof_enabled(void) {
     if (atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING)) {
         int started = start_locked_cfg(&cfg);
         set_state(started);
-        if (started == TPROF__ON) tprof__metrics_session_start(S.start_rt);
+        if (started == TPROF__ON) session_started();
     }
     return tprof_enabled();
 }
