@@ -132,7 +132,7 @@ static void test_capture(void **state) {
 static int count_cupti(struct dl_phdr_info *info, size_t size, void *n) {
     (void)size;
     const char *b = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-    *(int *)n += b && !strncmp(b + 1, "libcupti.so", 11);
+    *(int *)n += b && strstr(b + 1, "cupti") != NULL; /* any copy, the fake's own name too */
     return 0;
 }
 

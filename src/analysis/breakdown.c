@@ -32,7 +32,10 @@ cJSON *tp_stats5(double *v, size_t n) {
 int tp_is_blocking_sync(const char *n) {
     if (!n) return 0;
     if (strstr(n, "Synchronize")) return 1;
-    return (!strncmp(n, "cudaMemcpy", 10) || !strncmp(n, "cuMemcpy", 8)) && !strstr(n, "Async");
+    /* peer copies return at once (cuda_runtime_api.h: cudaMemcpyPeer "is asynchronous with
+     * respect to the host") */
+    if (strstr(n, "Async") || strstr(n, "Peer")) return 0;
+    return !strncmp(n, "cudaMemcpy", 10) || !strncmp(n, "cuMemcpy", 8);
 }
 
 static int is_data(const char *name, const char *const *names, size_t n) {

@@ -29,7 +29,10 @@ void tp_breakdown_section(cJSON *rank, const tp_process *p, const tp_steps *s,
 cJSON *tp_stats5(double *v, size_t n);
 
 /* 1 for the CUDA calls that block the host until the device is done: names with
- * "Synchronize", and the synchronous cudaMemcpy/cuMemcpy family (not *Async). */
+ * "Synchronize", and the synchronous cudaMemcpy/cuMemcpy family (not *Async, not the peer
+ * copies, which return at once). A synchronous device-to-device copy, which does not wait
+ * either, is not told apart by its name. The report's host synchronisations (gpu.c) and the
+ * idle-time breakdown use this one rule. */
 int tp_is_blocking_sync(const char *api_name);
 
 #endif

@@ -924,12 +924,17 @@ static void torch_group(cJSON *e, const tp_process *p, uint64_t hash, uint32_t s
     snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)hash);
     const char *d = tp_meta(p, key);
     if (!d && nccl) {
-        char want[48];
-        snprintf(want, sizeof want, "backend=nccl size=%u ", size);
+        /* the process's groups with an NCCL backend ("nccl", or "cpu:gloo,cuda:nccl" for a
+         * default group) of this size */
+        char want[32];
+        snprintf(want, sizeof want, " size=%u ", size);
         size_t hits = 0;
         for (size_t i = 0; i < p->nmeta; i++) {
             const tp_kv *kv = &p->meta[i];
-            if (strncmp(kv->key, "torch.pg.", 9) || strncmp(kv->value, want, strlen(want))) continue;
+            if (strncmp(kv->key, "torch.pg.", 9) || strncmp(kv->value, "backend=", 8)) continue;
+            const char *sp = strchr(kv->value, ' ');
+            const char *nc = strstr(kv->value, "nccl");
+            if (!sp || !nc || nc > sp || strncmp(sp, want, strlen(want))) continue;
             if (d && !strcmp(d, kv->value)) continue; /* the same group written again */
             d = kv->value;
             hits++;
@@ -1099,21 +1104,44 @@ static void guess_role(const xcomm *c, int world, char *role, size_t nr, char *b
     }
 }
 
-/* The torch.distributed group (trainprof.torch's torch.pg.* metadata, "backend=nccl size=N
- * ranks=a,b,...") whose member list is exactly x's world ranks, from any rank file; NULL when
- * x's members are not all seen or no group matches. Tells apart groups of the same size (a
- * tensor- and a data-parallel group of 2), which the per-rank match by size cannot. */
+/* Whether a torch.pg.* description ("backend=B size=N ranks=a,b,...") lists exactly x's
+ * members (x->m sorted by world rank, no repeats). */
+static int same_members(const char *desc, const xcomm *x) {
+    const char *r = strstr(desc, " ranks=");
+    if (!r) return 0;
+    r += 7;
+    size_t n = 0;
+    while (*r) {
+        char *end;
+        long v = strtol(r, &end, 10);
+        if (end == r || n >= x->nm) return 0;
+        member key = {(int)v, 0};
+        if (!bsearch(&key, x->m, x->nm, sizeof *x->m, cmp_member)) return 0;
+        n++;
+        if (*end != ',') return *end == 0 && n == x->nm;
+        r = end + 1;
+    }
+    return 0;
+}
+
+/* The torch.distributed group of communicator x, from trainprof.torch's torch.pg.* metadata
+ * in any rank file: the one with x's id (torch's own records, gloo/mpi), else one whose
+ * member list is exactly x's world ranks when all of them were seen (an NCCL communicator:
+ * NCCL's id is not torch's). Tells apart groups of the same size (a tensor- and a
+ * data-parallel group of 2), which the per-rank match by size cannot. NULL when none. */
 static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
+    char key[40];
+    unsigned long long id = strtoull(x->id, NULL, 16);
+    snprintf(key, sizeof key, "torch.pg.%016llx", id);
+    for (size_t pi = 0; pi < run->nprocs; pi++) {
+        const char *d = tp_meta(&run->procs[pi], key);
+        if (d) return d;
+    }
     if (x->nm < 2 || (double)x->nm != x->size) return NULL;
-    char want[512];
-    int n = snprintf(want, sizeof want, "backend=nccl size=%zu ranks=", x->nm);
-    for (size_t i = 0; i < x->nm && n > 0 && (size_t)n < sizeof want; i++)
-        n += snprintf(want + n, sizeof want - (size_t)n, "%s%d", i ? "," : "", x->m[i].rank);
-    if (n <= 0 || (size_t)n >= sizeof want) return NULL;
     for (size_t pi = 0; pi < run->nprocs; pi++) {
         const tp_process *p = &run->procs[pi];
         for (size_t i = 0; i < p->nmeta; i++)
-            if (!strncmp(p->meta[i].key, "torch.pg.", 9) && !strcmp(p->meta[i].value, want))
+            if (!strncmp(p->meta[i].key, "torch.pg.", 9) && same_members(p->meta[i].value, x))
                 return p->meta[i].value;
     }
     return NULL;
@@ -1355,6 +1383,10 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
     int ncomm = cJSON_GetArraySize(comms);
     if (tp_jnum(c, "ops") == 0 && !tp_jobj(c, "exposure")) {
         fprintf(f, "  communication: none recorded\n");
+        if (tp_jnum(c, "nccl_ops_not_recorded") > 0)
+            fprintf(f, "    warning: at least %.0f NCCL ops not recorded: the profiler plugin's "
+                       "event pool was full\n",
+                    tp_jnum(c, "nccl_ops_not_recorded"));
         return;
     }
     if (tp_jobj(c, "torch_ops"))

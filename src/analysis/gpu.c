@@ -10,6 +10,7 @@
  * figures match a profiler that synchronizes around the same steps; busy time is where the device was busy during the step windows. One table of kernel-name patterns (DESIGN §5) classifies kernels.
  */
 #define _GNU_SOURCE
+#include "analysis/breakdown.h"
 #include "analysis/gpu.h"
 #include "analysis/stats.h"
 
@@ -54,15 +55,6 @@ static int by_ns(const void *a, const void *b) {
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : strcmp(x->name, y->name);
 }
 
-/* A runtime call that makes the host wait for the GPU: the synchronise calls and the copies
- * without "Async" (cudaMemcpy, cudaMemcpy2D, cudaMemcpyPeer, ...; the CUDA runtime API's
- * "API synchronization behavior" section). An async copy that CUDA turns synchronous (to
- * pageable host memory) is not told apart by its name: torch's .item() follows its
- * cudaMemcpyAsync with a cudaStreamSynchronize, which counts. */
-static int is_sync_api(const char *n) {
-    if (strstr(n, "Synchronize")) return 1;
-    return !strncmp(n, "cudaMemcpy", 10) && !strstr(n, "Async");
-}
 
 /* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
  * per unit, in all and by what CUPTI did, most first. Nothing without records. */
@@ -437,7 +429,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     double blocked = 0;
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *a = &p->api[i];
-        if (!a->name || !is_sync_api(a->name)) continue;
+        if (!tp_is_blocking_sync(a->name)) continue;
         uint64_t in = nst ? tp_steps_overlap(st, nst, a->start, a->end) : a->end - a->start;
         if (nst && !in && !(a->start >= st[0].start && a->start < st[nst - 1].end)) continue;
         nsync++;

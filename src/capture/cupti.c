@@ -87,28 +87,52 @@ static const char *const lib_names[] = {
     "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
 };
 
-/* dl_iterate_phdr callback: the path of the first mapped object named libcupti.so* */
-static int find_mapped(struct dl_phdr_info *info, size_t size, void *out) {
+/* The mapped objects named libcupti.so* (dl_iterate_phdr), at most MAPPED of them. */
+#define MAPPED 4
+typedef struct {
+    char path[MAPPED][256];
+    int n;
+} mapped_list;
+
+static int find_mapped(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
+    mapped_list *m = arg;
     const char *path = info->dlpi_name, *base = path ? strrchr(path, '/') : NULL;
     base = base ? base + 1 : path;
-    if (!base || strncmp(base, "libcupti.so", 11)) return 0;
-    snprintf(out, 256, "%s", path);
-    return 1;
+    if (base && !strncmp(base, "libcupti.so", 11) && m->n < MAPPED)
+        snprintf(m->path[m->n++], sizeof m->path[0], "%s", path);
+    return 0;
 }
 
 /* The libcupti this process already has (torch loads its own, under whatever version
  * suffix) is the one to use: two copies in one process would both try to own the activity
- * API. Its version is checked by the caller. */
+ * API. Of several mapped copies, the first of our API's major version; else the first, whose
+ * version the caller then reports. */
 static void *open_cupti(char *which, size_t n) {
-    char mapped[256] = "";
-    dl_iterate_phdr(find_mapped, mapped);
-    if (*mapped) {
-        void *h = dlopen(mapped, RTLD_NOW | RTLD_NOLOAD);
-        if (h) {
-            snprintf(which, n, "%.200s (already loaded)", mapped);
+    mapped_list m = {.n = 0};
+    dl_iterate_phdr(find_mapped, &m);
+    void *first = NULL;
+    int first_i = -1;
+    for (int i = 0; i < m.n; i++) {
+        void *h = dlopen(m.path[i], RTLD_NOW | RTLD_NOLOAD);
+        if (!h) continue;
+        CUptiResult (*ver)(uint32_t *) = (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
+        uint32_t v = 0;
+        if (ver && ver(&v) == CUPTI_SUCCESS && v / 10000 == CUPTI_API_VERSION / 10000) {
+            if (first) dlclose(first);
+            snprintf(which, n, "%.200s (already loaded)", m.path[i]);
             return h;
         }
+        if (!first) {
+            first = h;
+            first_i = i;
+        } else {
+            dlclose(h);
+        }
+    }
+    if (first) {
+        snprintf(which, n, "%.200s (already loaded)", m.path[first_i]);
+        return first;
     }
     for (size_t i = 0; i < sizeof lib_names / sizeof *lib_names; i++) {
         void *h = dlopen(lib_names[i], RTLD_NOW | RTLD_NOLOAD);

@@ -40,8 +40,10 @@ typedef struct cw {
     uint64_t next_async; /* ids of b/e pairs, unique in the file */
     int nevents;         /* for the separators */
     /* while writing the node sampler into one rank's file: only its "gpu<i>.*" counters of
-     * the GPUs in gpu_allow (all of them when ngpu_allow is 0), none before the base */
+     * the GPUs in gpu_allow (all of them when ngpu_allow is 0), inside the rank's own span
+     * (the base to gpu_until, ns after the base) */
     int gpu_only;
+    int64_t gpu_until;
     const unsigned *gpu_allow;
     size_t ngpu_allow;
 } cw;
@@ -49,7 +51,8 @@ typedef struct cw {
 /* Whether counter `name` goes into the file (see cw.gpu_only). */
 static int counter_wanted(const cw *w, const char *name, int64_t ts) {
     if (!w->gpu_only) return 1;
-    if (ts < 0 || strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3])) return 0;
+    if (ts < 0 || ts > w->gpu_until || strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3]))
+        return 0;
     char *end;
     unsigned long idx = strtoul(name + 3, &end, 10);
     if (*end != '.') return 0;
@@ -763,7 +766,7 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         return rc;
     }
 
-    cw w = {out, 0, 0, 0, 0, 0, 0, NULL, 0};
+    cw w = {out, 0, 0, 0, 0, 0, 0, 0, NULL, 0};
     /* the base: the earliest start among the processes, but in one rank's file not the node
      * sampler's (the rank's own start stays the base, as Kineto's traces have it) */
     int have_base = 0;
@@ -822,6 +825,7 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         w.gpu_only = !merged && p->role == TP_ROLE_SAMPLER;
         w.ngpu_allow = w.gpu_only ? tp_rank_gpus(&run->procs[sel[0]], p, allow, 64) : 0;
         w.gpu_allow = allow;
+        if (w.gpu_only) w.gpu_until = rel_ns(&w, &run->procs[sel[0]], run->procs[sel[0]].end_mono);
         rc = write_process(&w, p, pids[i], opts, &sc);
         if (rc == TPROF_OK && ferror(out)) rc = TPROF_ERR_IO; /* stop early on a full disk */
     }
@@ -887,9 +891,9 @@ int tp_export_chrome_rank(const tp_run *run, int rank, FILE *out, const tp_expor
         if (run->procs[i].role == TP_ROLE_HELPER && run->procs[i].helper_of == rank)
             sel[n++] = i;
     /* the node sampler of the rank's host, for its GPUs' NVML counters (the rank itself does
-     * not sample NVML while CUPTI records) */
+     * not sample NVML while CUPTI records; when it did, its own counters are enough) */
     const tp_process *rp = &run->procs[sel[0]];
-    for (size_t i = 0; i < run->nprocs; i++)
+    for (size_t i = 0; i < run->nprocs && !tp_has_gpu_counters(rp); i++)
         if (run->procs[i].role == TP_ROLE_SAMPLER && !strcmp(run->procs[i].hdr.host, rp->hdr.host)) {
             sel[n++] = i;
             break;
