@@ -21,6 +21,7 @@
 #include "analysis/comm.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "report_text.h"
 #include "export/chrome.h"
 #include "format/format.h"
 #include "synth.h"
@@ -147,16 +148,6 @@ static cJSON *run_comm(cJSON *rep, const char *id) {
     return NULL;
 }
 
-static char *text_of(const cJSON *rep) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
-    assert_non_null(mf);
-    assert_int_equal(tp_report_write_text(rep, mf, 0), 0);
-    fclose(mf);
-    return buf;
-}
-
 /* ------------------------------------------------------------------ factors */
 
 static void test_factors_and_sizes(void **state) {
@@ -241,7 +232,7 @@ static void test_exposed_overlapped(void **state) {
     NEAR(num(ev, "overlapped_ms"), 10.0);
     NEAR(num(ev, "window_ms"), 100.0);
     NEAR(num(ev, "threshold"), 0.1);
-    char *t = text_of(rep);
+    char *t = report_text(rep);
     assert_non_null(strstr(t, "exposed communication: 20.00 ms per step = 20.0 % of the step"));
     assert_non_null(strstr(t, "warning: exposed communication is 20.0 % of the step time on rank 0"));
     free(t);
@@ -427,7 +418,7 @@ static void test_duration_sources(void **state) {
     /* the Send/Recv-only communicator is guessed to be pipeline-parallel */
     assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "role_guess"), "pipeline");
     assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "traffic"), "point-to-point");
-    char *t = text_of(rep);
+    char *t = report_text(rep);
     assert_non_null(strstr(t, "[time: kernel]"));
     assert_non_null(strstr(t, "are the enqueue only"));
     free(t);
@@ -488,7 +479,7 @@ static void test_channel_placement(void **state) {
     assert_non_null(pl);
     NEAR(num(pl, "ops"), 100);
     assert_true(num(pl, "shift_us_p50") >= 29.0 && num(pl, "shift_us_p50") <= 30.0);
-    char *t = text_of(rep);
+    char *t = report_text(rep);
     assert_non_null(strstr(t, "NCCL's GPU times checked against CUPTI's NCCL kernels: moved by -29."));
     free(t);
     cJSON_Delete(rep);
@@ -668,11 +659,7 @@ static void test_torch_group_by_members(void **state) {
     cJSON *rc;
     cJSON_ArrayForEach(rc, cJSON_GetObjectItem(rank_comm(rep, 0), "communicators"))
         assert_null(cJSON_GetObjectItem(rc, "torch_group"));
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    assert_int_equal(tp_report_write_text(rep, f, 0), 0);
-    fclose(f);
+    char *text = report_text(rep);
     assert_non_null(strstr(text, "torch group \"backend=cpu:gloo,cuda:nccl size=2 ranks=3,1\""));
     free(text);
     cJSON_Delete(rep);
@@ -799,7 +786,7 @@ static void test_finding_thresholds(void **state) {
         cJSON *rep = finding_for(cases[i].ms, &run, dir, sizeof dir);
         cJSON *fs = cJSON_GetObjectItem(rep, "findings");
         assert_true(cJSON_IsArray(fs));
-        char *t = text_of(rep);
+        char *t = report_text(rep);
         if (!cases[i].severity) {
             assert_int_equal(cJSON_GetArraySize(fs), 0);
             assert_null(strstr(t, "findings"));
@@ -850,7 +837,7 @@ static void test_empty(void **state) {
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(rc, "communicators")), 0);
     assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(rc, "exposure"), "worst_rank"));
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "findings")), 0);
-    char *t = text_of(rep);
+    char *t = report_text(rep);
     assert_non_null(strstr(t, "communication: none recorded"));
     free(t);
     char *buf = NULL;
