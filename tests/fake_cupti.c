@@ -17,6 +17,8 @@
  *   fake_cupti_overhead(t0, tid)  a buffer of three overhead records: a buffer flush of
  *       100 us at t0 on thread `tid`, an instrumentation of 50 us at t0 + 200 us on device 0,
  *       and one with an unknown end; returns as fake_cupti_deliver
+ *   fake_cupti_device(id)  a buffer with one device record: ordinal `id`, "Fake H200", 132
+ *       SMs, 141 GiB, 1980 MHz, compute capability 9.0, UUID bytes 0x10 + i
  *   fake_cupti_enabled()   activity kinds enabled now
  *   fake_cupti_flushes()   cuptiActivityFlushAll calls, and fake_cupti_forced() those forced
  */
@@ -173,6 +175,27 @@ EXPORT uintptr_t fake_cupti_overhead(uint64_t t0, uint32_t tid) {
     }
     uintptr_t at = (uintptr_t)buf;
     g_done(NULL, 0, buf, size, 3 * SLOT);
+    return at;
+}
+
+EXPORT uintptr_t fake_cupti_device(uint32_t id) {
+    uint8_t *buf = NULL;
+    size_t size = 0, maxrec = 0;
+    if (!g_req || !g_done) return 0;
+    g_req(&buf, &size, &maxrec);
+    if (!buf || size < sizeof(CUpti_ActivityDevice5) + 8) return 0;
+    CUpti_ActivityDevice5 *d = (CUpti_ActivityDevice5 *)buf;
+    memset(d, 0, sizeof *d);
+    d->kind = CUPTI_ACTIVITY_KIND_DEVICE;
+    d->id = id;
+    d->name = "Fake H200";
+    d->numMultiprocessors = 132;
+    d->globalMemorySize = 141ull << 30;
+    d->coreClockRate = 1980000; /* kHz */
+    d->computeCapabilityMajor = 9;
+    for (int i = 0; i < 16; i++) d->uuid.bytes[i] = (char)(0x10 + i);
+    uintptr_t at = (uintptr_t)buf;
+    g_done(NULL, 0, buf, size, SLOT > sizeof *d ? SLOT : sizeof *d);
     return at;
 }
 

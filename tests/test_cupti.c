@@ -3,12 +3,14 @@
  * libcupti (fake_cupti.c) chosen with TRAINPROF_CUPTI_LIB: each scenario calls
  * InitializeInjection, as the CUDA driver would, in a child process of its own.
  *
- *   capture    all eight kinds enabled; records delivered twice come back as kernels with
+ *   capture    all eight kinds enabled (and device records); records delivered twice come
+ *              back as kernels with
  *              their names and times, in the same (reused) buffer; records with an unknown
  *              start or end, or an end before the start, are left out and counted
  *              (cupti.untimed_records, the report's gpu.cupti_records_untimed); a pause
  *              disables the kinds and force-flushes, resume enables them again; CUPTI's
- *              overhead records come back with what CUPTI did, on its thread or device
+ *              overhead records come back with what CUPTI did, on its thread or device; a
+ *              device record becomes the cuda.<ordinal>.* metadata (UUID in NVML's spelling)
  *   mapped     a libcupti the process mapped before CUDA started (libcupti.so.99 here) is
  *              the one used: no second copy is loaded
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
@@ -65,18 +67,20 @@ static void capture_body(void) {
     int (*enabled)(void) = (int (*)(void))dlsym(h, "fake_cupti_enabled");
     int (*forced)(void) = (int (*)(void))dlsym(h, "fake_cupti_forced");
     uintptr_t (*overhead)(uint64_t, uint32_t) = (uintptr_t(*)(uint64_t, uint32_t))dlsym(h, "fake_cupti_overhead");
-    CHECK(deliver && enabled && forced && overhead, 22);
-    /* kernel, memcpy (two kinds), memset, memory, sync, runtime, overhead */
-    CHECK(enabled() == 8, 23);
+    uintptr_t (*device)(uint32_t) = (uintptr_t(*)(uint32_t))dlsym(h, "fake_cupti_device");
+    CHECK(deliver && enabled && forced && overhead && device, 22);
+    /* kernel, memcpy (two kinds), memset, memory, sync, runtime, overhead; and device */
+    CHECK(enabled() == 9, 23);
+    CHECK(device(1) != 0, 30);
     one_step();
     uintptr_t a = deliver(5, 3, g_t0);
     uintptr_t b = deliver(4, 0, g_t0 + 1000000);
     CHECK(a != 0 && a == b, 24); /* the buffer came back and was handed out again */
     CHECK(overhead(g_t0 + 2000000, 4242) != 0, 29);
     CHECK(tprof_gpu_capture_pause() == TPROF_OK, 25);
-    CHECK(enabled() == 0 && forced() == 1, 26);
+    CHECK(enabled() == 1 && forced() == 1, 26); /* device records stay on */
     CHECK(tprof_gpu_capture_resume() == TPROF_OK, 27);
-    CHECK(enabled() == 8, 28);
+    CHECK(enabled() == 9, 28);
 }
 
 static const char *status_of(const tp_run *run) {
@@ -125,6 +129,13 @@ static void test_capture(void **state) {
     assert_int_equal(in->device, 0);
     assert_int_equal(in->end - in->start, 50000);
     assert_string_equal(tp_meta(p, "cupti.untimed_records"), "4");
+    /* the device record */
+    assert_string_equal(tp_meta(p, "cuda.1.uuid"), "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
+    assert_string_equal(tp_meta(p, "cuda.1.name"), "Fake H200");
+    assert_string_equal(tp_meta(p, "cuda.1.sm_count"), "132");
+    assert_string_equal(tp_meta(p, "cuda.1.memory_total_bytes"), "151397597184");
+    assert_string_equal(tp_meta(p, "cuda.1.sm_clock_max_mhz"), "1980");
+    assert_string_equal(tp_meta(p, "cuda.1.compute_capability"), "9.0");
     tp_run_free(&run);
 }
 

@@ -500,6 +500,65 @@ static void test_gpu_records_stop(void **state) {
     synth_rmtree(dir);
 }
 
+/* A rank and the node's GPU sampler on one host. The rank's CUDA device 0 is, by UUID (its
+ * CUPTI device record), the sampler's NVML GPU 1; by position it would be GPU 0. The report
+ * must take the UUID: GPU 1's power (300 W, GPU 0 draws 100 W), and the device's own
+ * description (name, SMs, capacity from the record). */
+static void test_gpu_by_uuid(void **state) {
+    (void)state;
+    char dir[512];
+    static const char *const U0 = "GPU-00000000-0000-4000-8000-000000000000";
+    static const char *const U1 = "GPU-11111111-1111-4111-8111-111111111111";
+    synth_file *f = open_run(dir, sizeof dir, "report-uuid", 60, 1);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "cuda.0.uuid", U1);
+    synth_meta(f, "cuda.0.name", "NVIDIA H200");
+    synth_meta(f, "cuda.0.sm_count", "132");
+    synth_meta(f, "cuda.0.memory_total_bytes", "150000000000");
+    for (uint64_t s = 0; s < 4; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_step_end(f, 1, b + 10 * MS, s);
+        kernel(f, b + MS, b + 9 * MS, "ampere_bf16_s16816gemm_128x128", (uint32_t)(s + 1));
+    }
+    tprof_pl_gpu_mem m = {0x1000, 30000000000ull, 0, 1, 3, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_MEMORY, 0, T0, &m, sizeof m, NULL, 0);
+    synth_end_of_file(f, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    synth_file *sf = synth_open(dir, "h", 61, 1700000000000000000ull, T0);
+    synth_thread(sf, 1, 61);
+    synth_meta(sf, "trainprof.role", "node-sampler");
+    synth_meta(sf, "nvml.devices", "0,1");
+    synth_meta(sf, "gpu.0.uuid", U0);
+    synth_meta(sf, "gpu.1.uuid", U1);
+    for (uint64_t t = 0; t <= 40; t += 2) {
+        synth_counter(sf, 1, T0 + t * MS, "gpu0.power_w", 100);
+        synth_counter(sf, 1, T0 + t * MS, "gpu1.power_w", 300);
+    }
+    synth_end_of_file(sf, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(sf), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    cJSON *gpus = cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus");
+    assert_int_equal(cJSON_GetArraySize(gpus), 1);
+    cJSON *g1 = cJSON_GetArrayItem(gpus, 0);
+    assert_true(num(g1, "index") == 1.0);
+    cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rank0_gpu(rep), "devices"), 0);
+    assert_string_equal(cJSON_GetObjectItem(d0, "name")->valuestring, "NVIDIA H200");
+    assert_string_equal(cJSON_GetObjectItem(d0, "uuid")->valuestring, U1);
+    assert_true(num(d0, "sm_count") == 132.0);
+    assert_true(num(d0, "memory_capacity_bytes") == 150000000000.0);
+    assert_true(fabs(num(d0, "memory_peak_share") - 0.2) < 1e-12);
+    char *text = report_text(rep);
+    assert_non_null(strstr(text, "GPU 0 (NVIDIA H200, 132 SMs):"));
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recursion_and_cross_domain_exclusive),
@@ -511,6 +570,7 @@ int main(void) {
         cmocka_unit_test(test_cut_step_left_out),
         cmocka_unit_test(test_lost_step_end),
         cmocka_unit_test(test_gpu_records_stop),
+        cmocka_unit_test(test_gpu_by_uuid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1021,8 +1021,27 @@ size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *ou
         if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
     if (!used && p->local_rank >= 0 && p->local_rank < 64) used = 1ull << p->local_rank;
     size_t n = 0;
-    for (size_t o = 0; o < no && n < max; o++)
-        if (used & (1ull << o)) out[n++] = order[o];
+    for (unsigned o = 0; o < 64 && n < max; o++) {
+        if (!(used & (1ull << o))) continue;
+        /* by UUID: the rank's CUPTI device record (cuda.<o>.uuid) against the sampler's NVML
+         * description (gpu.<i>.uuid), whatever CUDA_VISIBLE_DEVICES each saw; else by
+         * position in the sampler's CUDA order */
+        char key[32];
+        snprintf(key, sizeof key, "cuda.%u.uuid", o);
+        const char *uuid = tp_meta(p, key);
+        int found = 0;
+        for (size_t i = 0; uuid && i < sampler->nmeta && !found; i++) {
+            const tp_kv *kv = &sampler->meta[i];
+            char *end;
+            if (strncmp(kv->key, "gpu.", 4) || strcmp(kv->value, uuid)) continue;
+            unsigned long idx = strtoul(kv->key + 4, &end, 10);
+            if (end != kv->key + 4 && !strcmp(end, ".uuid")) {
+                out[n++] = (unsigned)idx;
+                found = 1;
+            }
+        }
+        if (!found && o < no) out[n++] = order[o];
+    }
     return n;
 }
 

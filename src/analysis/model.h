@@ -175,9 +175,10 @@ const tp_process *tp_rank_process(const tp_run *run, const char *host, double pi
 /* Whether p holds NVML gauges of its own ("gpu<N>.*" counters: it sampled NVML itself). */
 int tp_has_gpu_counters(const tp_process *p);
 /* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
- * GPU records; else its local rank, the device torchrun-style jobs use) mapped through the
- * sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into `out`;
- * 0 = not known. */
+ * GPU records; else its local rank, the device torchrun-style jobs use), each matched by UUID
+ * (p's cuda.<ordinal>.uuid from CUPTI against the sampler's gpu.<index>.uuid) or else mapped
+ * through the sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into
+ * `out`; 0 = not known. */
 size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max);
 const char *tp_domain_name(const tp_process *p, uint32_t domain);  /* "" for default */
 const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t category);

@@ -322,11 +322,27 @@ static int cuda_ordinal(const tp_process *p, unsigned idx) {
 }
 
 
-/* Each GPU device of the rank's "gpu" section gets its capacity (NVML's total memory of the GPU
- * with that CUDA ordinal) and the allocator peak's share of it. */
-static void memory_capacity(cJSON *rs) {
+/* Each GPU device of the rank's "gpu" section gets what CUPTI's device record said of it
+ * (cuda.<ordinal>.*: name, UUID, SM count) and its capacity, from that record or else NVML's
+ * total memory of the GPU with that CUDA ordinal, with the allocator peak's share of it. */
+static void memory_capacity(cJSON *rs, const tp_process *p) {
     cJSON *d;
     cJSON_ArrayForEach(d, tp_jobj(tp_jobj(rs, "gpu"), "devices")) {
+        char k[48];
+        unsigned ord = (unsigned)tp_jnum(d, "device");
+        snprintf(k, sizeof k, "cuda.%u.name", ord);
+        if (tp_meta(p, k)) cJSON_AddStringToObject(d, "name", tp_meta(p, k));
+        snprintf(k, sizeof k, "cuda.%u.uuid", ord);
+        if (tp_meta(p, k)) cJSON_AddStringToObject(d, "uuid", tp_meta(p, k));
+        snprintf(k, sizeof k, "cuda.%u.sm_count", ord);
+        if (tp_meta(p, k)) cJSON_AddNumberToObject(d, "sm_count", atof(tp_meta(p, k)));
+        snprintf(k, sizeof k, "cuda.%u.memory_total_bytes", ord);
+        double cap = tp_meta(p, k) ? atof(tp_meta(p, k)) : 0;
+        if (cap > 0) {
+            cJSON_AddNumberToObject(d, "memory_capacity_bytes", cap);
+            cJSON_AddNumberToObject(d, "memory_peak_share", tp_jnum(d, "memory_peak_bytes") / cap);
+            continue;
+        }
         const cJSON *g;
         cJSON_ArrayForEach(g, tp_jobj(tp_jobj(rs, "nvml"), "gpus")) {
             if (!tp_jobj(g, "cuda_device") || tp_jnum(g, "cuda_device") != tp_jnum(d, "device") ||
@@ -693,7 +709,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     tp_comm_rank_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0);
     process_section(rs, p);
     energy_section(rs, run, p, meas, nm);
-    memory_capacity(rs);
+    memory_capacity(rs, p);
     tp_breakdown_section(rs, p, &s, o->data_names, o->ndata_names); /* issue 7 */
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
@@ -981,7 +997,15 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
                 cJSON_IsTrue(tp_jobj(d, "never_resumed")) ? " (never resumed)" : "");
     }
     cJSON_ArrayForEach(d, tp_jobj(g, "devices")) {
-        fprintf(f, "  %sGPU %.0f%s:", B, tp_jnum(d, "device"), N);
+        fprintf(f, "  %sGPU %.0f%s", B, tp_jnum(d, "device"), N);
+        if (tp_jobj(d, "name")) { /* the driver's text: control characters shown as '?' */
+            fputs(" (", f);
+            for (const unsigned char *q = (const unsigned char *)tp_jstr(d, "name"); *q; q++)
+                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            if (tp_jobj(d, "sm_count")) fprintf(f, ", %.0f SMs", tp_jnum(d, "sm_count"));
+            fputc(')', f);
+        }
+        fputc(':', f);
         if (tp_jobj(d, "busy_share")) fprintf(f, " busy %.1f %% of the step,", 100 * tp_jnum(d, "busy_share"));
         fprintf(f, " kernels %.2f ms %s (%.0f launches), memcpy/memset %.2f ms\n",
                 tp_jnum(d, "kernel_ms"), unit, tp_jnum(d, "kernels"), tp_jnum(d, "memcpy_memset_ms"));

@@ -249,6 +249,32 @@ static uint32_t context_device(uint32_t ctx) {
         (pl).correlation = (r)->correlationId; \
     } while (0)
 
+/* A CUDA device as CUPTI describes it (one record per device, when CUDA starts): into the
+ * rank file's metadata under cuda.<ordinal>.*, so that every rank's own file says which GPUs
+ * it used (the NVML sampler may be another process) and the report can match them to NVML's
+ * by UUID. */
+static void describe_device(const CUpti_ActivityDevice5 *d) {
+    char k[48], v[64];
+    const unsigned char *u = (const unsigned char *)d->uuid.bytes;
+#define META(key, ...)                                                   \
+    do {                                                                 \
+        snprintf(k, sizeof k, "cuda.%u." key, (unsigned)d->id);          \
+        snprintf(v, sizeof v, __VA_ARGS__);                              \
+        tprof__set_meta(k, v);                                           \
+    } while (0)
+    /* NVML's spelling of the same 16 bytes (nvidia-smi -L) */
+    META("uuid", "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+         u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+         u[15]);
+    META("name", "%.60s", d->name ? d->name : "");
+    META("sm_count", "%u", (unsigned)d->numMultiprocessors);
+    META("memory_total_bytes", "%llu", (unsigned long long)d->globalMemorySize);
+    META("sm_clock_max_mhz", "%u", (unsigned)(d->coreClockRate / 1000)); /* CUPTI: kHz */
+    META("compute_capability", "%u.%u", (unsigned)d->computeCapabilityMajor,
+         (unsigned)d->computeCapabilityMinor);
+#undef META
+}
+
 /* What an overhead record says CUPTI (or the driver) spent the time on. */
 static const char *overhead_name(CUpti_ActivityOverheadKind k) {
     switch (k) {
@@ -332,6 +358,9 @@ static int translate(tprof__thread *t, const CUpti_Activity *rec) {
         emit_gpu(t, TPROF_REC_GPU_SYNC, NULL, sy->start, &pl);
         break;
     }
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+        describe_device((const CUpti_ActivityDevice5 *)(const void *)rec);
+        break;
     case CUPTI_ACTIVITY_KIND_OVERHEAD: { /* CUPTI's own work, and the driver's it reports */
         const CUpti_ActivityOverhead3 *o = (const void *)rec;
         if (UNTIMED(o)) return 1;
@@ -574,6 +603,8 @@ int InitializeInjection(void) {
         enabled++;
     }
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
+    /* the devices' descriptions (one record each), whatever the kinds and the window */
+    F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
     /* with a kernel-capture window (core/kwindow.c) the kinds go on when its first step
      * begins; if that already happened (CUDA initialised late), now */
     pthread_mutex_lock(&g_pause_lock);
