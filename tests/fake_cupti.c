@@ -193,6 +193,7 @@ EXPORT uintptr_t fake_cupti_device(uint32_t id) {
     d->globalMemorySize = 141ull << 30;
     d->coreClockRate = 1980000; /* kHz */
     d->computeCapabilityMajor = 9;
+    d->isCudaVisible = 1;
     for (int i = 0; i < 16; i++) d->uuid.bytes[i] = (char)(0x10 + i);
     uintptr_t at = (uintptr_t)buf;
     g_done(NULL, 0, buf, size, SLOT > sizeof *d ? SLOT : sizeof *d);

@@ -254,6 +254,9 @@ static uint32_t context_device(uint32_t ctx) {
  * it used (the NVML sampler may be another process) and the report can match them to NVML's
  * by UUID. */
 static void describe_device(const CUpti_ActivityDevice5 *d) {
+    /* CUPTI may also describe GPUs that CUDA_VISIBLE_DEVICES hides: they have no ordinal in
+     * this process */
+    if (!d->isCudaVisible) return;
     char k[48], v[64];
     const unsigned char *u = (const unsigned char *)d->uuid.bytes;
 #define META(key, ...)                                                   \
