@@ -22,6 +22,7 @@
  *   fake_cupti_enabled()   activity kinds enabled now
  *   fake_cupti_flushes()   cuptiActivityFlushAll calls, and fake_cupti_forced() those forced
  */
+#define _GNU_SOURCE
 #include <cupti.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,6 +159,7 @@ EXPORT uintptr_t fake_cupti_overhead(uint64_t t0, uint32_t tid) {
         CUpti_ActivityOverhead3 *o = (CUpti_ActivityOverhead3 *)(buf + (size_t)i * SLOT);
         memset(o, 0, sizeof *o);
         o->kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+        o->overheadData = malloc(16); /* the client frees it, as CUPTI's */
         if (i == 0) {
             o->overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
             o->objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
@@ -188,7 +190,7 @@ EXPORT uintptr_t fake_cupti_device(uint32_t id) {
     memset(d, 0, sizeof *d);
     d->kind = CUPTI_ACTIVITY_KIND_DEVICE;
     d->id = id;
-    d->name = "Fake H200";
+    d->name = strdup("Fake H200"); /* the client frees it, as CUPTI's */
     d->numMultiprocessors = 132;
     d->globalMemorySize = 141ull << 30;
     d->coreClockRate = 1980000; /* kHz */

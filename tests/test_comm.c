@@ -631,6 +631,11 @@ static void test_torch_group_by_members(void **state) {
         snprintf(val, sizeof val, "backend=nccl size=2 ranks=%d,%d", rk / 2 * 2, rk / 2 * 2 + 1);
         synth_meta(f, key, val);
         snprintf(key, sizeof key, "torch.pg.%016llx", 0xaa00ull + dp);
+        /* first a gloo twin of the data-parallel group (Megatron builds one): same members,
+         * not the NCCL communicator's group */
+        snprintf(key, sizeof key, "torch.pg.%016llx", 0xbb00ull + dp);
+        snprintf(val, sizeof val, "backend=gloo size=2 ranks=%d,%d", rk % 2, rk % 2 + 2);
+        synth_meta(f, key, val);
         /* a default group's backend as recent torch writes it, members in another order */
         snprintf(val, sizeof val, "backend=cpu:gloo,cuda:nccl size=2 ranks=%d,%d", rk % 2 + 2, rk % 2);
         synth_meta(f, key, val);

@@ -415,7 +415,7 @@ static void test_gpu_section(void **state) {
     assert_true(fabs(num(k0o, "ms") - 0.2) < 1e-9);
     char *text = report_text(rep);
     assert_non_null(strstr(text, "3 CUPTI records had no start or end time"));
-    assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (4 records): CUPTI buffer "
+    assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (4 records in all): CUPTI buffer "
                                  "flush 0.200 ms; CUPTI instrumentation 0.100 ms"));
     free(text);
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
@@ -545,6 +545,7 @@ static void test_gpu_by_uuid(void **state) {
     assert_int_equal(cJSON_GetArraySize(gpus), 1);
     cJSON *g1 = cJSON_GetArrayItem(gpus, 0);
     assert_true(num(g1, "index") == 1.0);
+    assert_true(num(g1, "cuda_device") == 0.0); /* by UUID; by position it would read 1 */
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rank0_gpu(rep), "devices"), 0);
     assert_string_equal(cJSON_GetObjectItem(d0, "name")->valuestring, "NVIDIA H200");
     assert_string_equal(cJSON_GetObjectItem(d0, "uuid")->valuestring, U1);

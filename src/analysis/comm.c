@@ -919,6 +919,14 @@ int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_de
  * for each group it saw, id = the hash its own records carry. A torch-recorded communicator
  * has that id. An NCCL communicator (whose ops torch does not record, so nothing counts
  * twice) gets the one NCCL group of its size, when exactly one has that size. */
+/* Whether a torch.pg.* description names an NCCL backend ("backend=nccl ...", or
+ * "backend=cpu:gloo,cuda:nccl ..." for a default group). */
+static int nccl_backend(const char *desc) {
+    if (strncmp(desc, "backend=", 8)) return 0;
+    const char *sp = strchr(desc, ' '), *nc = strstr(desc, "nccl");
+    return sp && nc && nc < sp;
+}
+
 static void torch_group(cJSON *e, const tp_process *p, uint64_t hash, uint32_t size, int nccl) {
     char key[40];
     snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)hash);
@@ -931,10 +939,8 @@ static void torch_group(cJSON *e, const tp_process *p, uint64_t hash, uint32_t s
         size_t hits = 0;
         for (size_t i = 0; i < p->nmeta; i++) {
             const tp_kv *kv = &p->meta[i];
-            if (strncmp(kv->key, "torch.pg.", 9) || strncmp(kv->value, "backend=", 8)) continue;
-            const char *sp = strchr(kv->value, ' ');
-            const char *nc = strstr(kv->value, "nccl");
-            if (!sp || !nc || nc > sp || strncmp(sp, want, strlen(want))) continue;
+            if (strncmp(kv->key, "torch.pg.", 9) || !nccl_backend(kv->value)) continue;
+            if (strncmp(strchr(kv->value, ' '), want, strlen(want))) continue;
             if (d && !strcmp(d, kv->value)) continue; /* the same group written again */
             d = kv->value;
             hits++;
@@ -1105,29 +1111,38 @@ static void guess_role(const xcomm *c, int world, char *role, size_t nr, char *b
 }
 
 /* Whether a torch.pg.* description ("backend=B size=N ranks=a,b,...") lists exactly x's
- * members (x->m sorted by world rank, no repeats). */
+ * members (x->m sorted by world rank, no repeats), each once. */
 static int same_members(const char *desc, const xcomm *x) {
     const char *r = strstr(desc, " ranks=");
     if (!r) return 0;
     r += 7;
+    unsigned char *seen = calloc(x->nm ? x->nm : 1, 1);
+    if (!seen) return 0;
     size_t n = 0;
+    int ok = 0;
     while (*r) {
         char *end;
         long v = strtol(r, &end, 10);
-        if (end == r || n >= x->nm) return 0;
+        if (end == r || n >= x->nm) break;
         member key = {(int)v, 0};
-        if (!bsearch(&key, x->m, x->nm, sizeof *x->m, cmp_member)) return 0;
+        const member *hit = bsearch(&key, x->m, x->nm, sizeof *x->m, cmp_member);
+        if (!hit || seen[hit - x->m]++) break;
         n++;
-        if (*end != ',') return *end == 0 && n == x->nm;
+        if (*end != ',') {
+            ok = *end == 0 && n == x->nm;
+            break;
+        }
         r = end + 1;
     }
-    return 0;
+    free(seen);
+    return ok;
 }
 
 /* The torch.distributed group of communicator x, from trainprof.torch's torch.pg.* metadata
- * in any rank file: the one with x's id (torch's own records, gloo/mpi), else one whose
- * member list is exactly x's world ranks when all of them were seen (an NCCL communicator:
- * NCCL's id is not torch's). Tells apart groups of the same size (a tensor- and a
+ * in any rank file: the one with x's id (torch's own records, gloo/mpi), else an NCCL-backend
+ * group whose member list is exactly x's world ranks when all of them were seen (an NCCL
+ * communicator: NCCL's id is not torch's; Megatron's gloo twin of a data-parallel group has
+ * the same members and must not be taken). Tells apart groups of the same size (a tensor- and a
  * data-parallel group of 2), which the per-rank match by size cannot. NULL when none. */
 static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
     char key[40];
@@ -1141,7 +1156,8 @@ static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
     for (size_t pi = 0; pi < run->nprocs; pi++) {
         const tp_process *p = &run->procs[pi];
         for (size_t i = 0; i < p->nmeta; i++)
-            if (!strncmp(p->meta[i].key, "torch.pg.", 9) && same_members(p->meta[i].value, x))
+            if (!strncmp(p->meta[i].key, "torch.pg.", 9) && nccl_backend(p->meta[i].value) &&
+                same_members(p->meta[i].value, x))
                 return p->meta[i].value;
     }
     return NULL;

@@ -1036,13 +1036,38 @@ size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *ou
             if (strncmp(kv->key, "gpu.", 4) || strcmp(kv->value, uuid)) continue;
             unsigned long idx = strtoul(kv->key + 4, &end, 10);
             if (end != kv->key + 4 && !strcmp(end, ".uuid")) {
-                out[n++] = (unsigned)idx;
                 found = 1;
+                out[n] = (unsigned)idx;
             }
         }
-        if (!found && o < no) out[n++] = order[o];
+        if (!found && o < no) {
+            found = 1;
+            out[n] = order[o];
+        }
+        for (size_t k = 0; found && k < n; k++) found = out[k] != out[n]; /* once each */
+        n += (size_t)found;
     }
     return n;
+}
+
+int tp_cuda_ordinal_of(const tp_process *rank, const tp_process *sampler, unsigned idx) {
+    char key[32];
+    snprintf(key, sizeof key, "gpu.%u.uuid", idx);
+    const char *uuid = tp_meta(sampler, key);
+    for (unsigned o = 0; uuid && o < 64; o++) {
+        snprintf(key, sizeof key, "cuda.%u.uuid", o);
+        const char *u = tp_meta(rank, key);
+        if (u && !strcmp(u, uuid)) return (int)o;
+    }
+    int pos = 0;
+    for (const char *c = tp_meta(sampler, "nvml.devices"); c && *c; pos++) {
+        char *end;
+        unsigned long v = strtoul(c, &end, 10);
+        if (end == c) break;
+        if (v == idx) return pos;
+        c = *end == ',' ? end + 1 : end;
+    }
+    return -1;
 }
 
 int tp_has_gpu_counters(const tp_process *p) {

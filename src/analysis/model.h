@@ -180,6 +180,10 @@ int tp_has_gpu_counters(const tp_process *p);
  * through the sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into
  * `out`; 0 = not known. */
 size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max);
+/* The CUDA device ordinal, in process `rank`, of the sampler's NVML GPU `idx`: by UUID
+ * (as tp_rank_gpus), else its position in the sampler's nvml.devices; -1 when not known.
+ * `rank` may be the sampler itself (a process that sampled NVML on its own). */
+int tp_cuda_ordinal_of(const tp_process *rank, const tp_process *sampler, unsigned idx);
 const char *tp_domain_name(const tp_process *p, uint32_t domain);  /* "" for default */
 const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t category);
 

@@ -307,19 +307,6 @@ static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, in
     return v ? atof(v) : 0;
 }
 
-/* The CUDA device ordinal of NVML index `idx` in the sampling process `p`: its position in
- * nvml.devices (NVML indices in CUDA order), or -1 when not listed. */
-static int cuda_ordinal(const tp_process *p, unsigned idx) {
-    int pos = 0;
-    for (const char *c = tp_meta(p, "nvml.devices"); c && *c; pos++) {
-        char *end;
-        unsigned long v = strtoul(c, &end, 10);
-        if (end == c) break;
-        if (v == idx) return pos;
-        c = *end == ',' ? end + 1 : end;
-    }
-    return -1;
-}
 
 
 /* Each GPU device of the rank's "gpu" section gets what CUPTI's device record said of it
@@ -444,7 +431,7 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
         cJSON *gj = cJSON_CreateObject();
         cJSON_AddItemToArray(ga, gj);
         cJSON_AddNumberToObject(gj, "index", g->idx);
-        int ord = cuda_ordinal(p, g->idx);
+        int ord = tp_cuda_ordinal_of(rank_p, p, g->idx);
         if (ord >= 0) cJSON_AddNumberToObject(gj, "cuda_device", ord);
         char k[64];
         snprintf(k, sizeof k, "gpu.%u.name", g->idx);
@@ -1033,7 +1020,7 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
                 tp_jnum(g, "cupti_records_dropped"));
     const cJSON *ovh = tp_jobj(g, "cupti_overhead");
     if (ovh) {
-        fprintf(f, "  CUPTI's own overhead: %.3f ms %s (%.0f records)", tp_jnum(ovh, "ms"), unit,
+        fprintf(f, "  CUPTI's own overhead: %.3f ms %s (%.0f records in all)", tp_jnum(ovh, "ms"), unit,
                 tp_jnum(ovh, "records"));
         const cJSON *k;
         int first = 1;

@@ -371,8 +371,7 @@ static int translate(tprof__thread *t, const CUpti_Activity *rec) {
         pl.kind = (uint32_t)o->overheadKind;
         pl.correlation = o->correlationId;
         pl.device = TPROF_DEVICE_UNKNOWN;
-        if (o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS)
-            pl.os_tid = o->objectId.pt.threadId;
+        if (o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) pl.os_tid = o->objectId.pt.threadId;
         else if (o->objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE ||
                  o->objectKind == CUPTI_ACTIVITY_OBJECT_CONTEXT ||
                  o->objectKind == CUPTI_ACTIVITY_OBJECT_STREAM)
@@ -396,9 +395,19 @@ static int translate(tprof__thread *t, const CUpti_Activity *rec) {
         break;
     }
     default:
-        break; /* overhead and others: not recorded yet */
+        break; /* others: not recorded */
     }
     return 0;
+}
+
+/* Memory CUPTI hands to the client with a record (cupti_activity.h: "Client is responsible
+ * for freeing this memory"): a device record's name, an overhead record's details. After
+ * translate, and for records not translated (no session). */
+static void release_record(const CUpti_Activity *rec) {
+    if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE)
+        free((void *)((const CUpti_ActivityDevice5 *)(const void *)rec)->name);
+    else if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
+        free(((const CUpti_ActivityOverhead3 *)(const void *)rec)->overheadData);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -418,6 +427,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
             if (may_wait && !tprof__ring_wait_room(t, 64u << 10, 200)) may_wait = 0;
             untimed += (uint64_t)translate(t, rec);
+            release_record(rec);
         }
         if (untimed) {
             /* under a lock, reading the total inside it: the last value written (the one a
@@ -444,6 +454,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
                 tprof__commit(t, sz);
             }
         }
+    } else if (buffer) { /* nothing to record into: still give back what CUPTI handed over */
+        CUpti_Activity *rec = NULL;
+        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) release_record(rec);
     }
     /* back for the next request; a buffer of a client that held CUPTI during a pause is
      * left to its owner */
