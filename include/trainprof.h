@@ -254,7 +254,9 @@ TPROF_API int tprof_name_thread(const char *name);
 
 /* Pause GPU activity capture (CUPTI) for another CUPTI client, e.g. torch.profiler, which
  * cannot share CUPTI's activity API with trainprof; resume after it stopped. Pause turns the
- * activity kinds off and flushes what CUPTI holds (records up to the pause are kept);
+ * activity kinds off and flushes what CUPTI holds, forced, so that every buffer of ours comes
+ * back before the other client registers (records up to the pause are kept; work still
+ * running then has no end yet and is counted as untimed, cupti.untimed_records);
  * resume registers trainprof's buffer and timestamp callbacks again (the other client
  * replaced them) and turns the kinds back on, unless the kernel-capture window
  * (TRAINPROF_KERNEL_STEPS) has closed meanwhile. Every pause/resume interval goes into the
