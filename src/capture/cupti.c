@@ -81,6 +81,7 @@ static tprof_bufpool g_pool;
  * kernel still running when a forced flush took its buffer): counted, not recorded, so that
  * nothing is drawn at time zero. Reported as the metadata cupti.untimed_records. */
 static _Atomic uint64_t g_untimed;
+static tprof__meta_max g_untimed_meta = TPROF__META_MAX_INIT;
 
 static const char *const lib_names[] = {
     "libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
@@ -111,29 +112,19 @@ static int find_mapped(struct dl_phdr_info *info, size_t size, void *arg) {
 static void *open_cupti(char *which, size_t n) {
     mapped_list m = {.n = 0};
     dl_iterate_phdr(find_mapped, &m);
-    void *first = NULL;
-    int first_i = -1;
-    for (int i = 0; i < m.n; i++) {
-        void *h = dlopen(m.path[i], RTLD_NOW | RTLD_NOLOAD);
-        if (!h) continue;
-        CUptiResult (*ver)(uint32_t *) = (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
-        uint32_t v = 0;
-        if (ver && ver(&v) == CUPTI_SUCCESS && v / 10000 == CUPTI_API_VERSION / 10000) {
-            if (first) dlclose(first);
-            snprintf(which, n, "%.200s (already loaded)", m.path[i]);
-            return h;
+    /* pass 0: a copy of our major version; pass 1: the first one that opens */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < m.n; i++) {
+            void *h = dlopen(m.path[i], RTLD_NOW | RTLD_NOLOAD);
+            if (!h) continue;
+            CUptiResult (*ver)(uint32_t *) = (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
+            uint32_t v = 0;
+            if (pass || (ver && ver(&v) == CUPTI_SUCCESS && v / 10000 == CUPTI_API_VERSION / 10000)) {
+                snprintf(which, n, "%.200s (already loaded)", m.path[i]);
+                return h;
+            }
+            dlclose(h); /* RTLD_NOLOAD took a reference: give it back */
         }
-        if (!first) {
-            first = h;
-            first_i = i;
-        } else {
-            dlclose(h);
-        }
-    }
-    if (first) {
-        snprintf(which, n, "%.200s (already loaded)", m.path[first_i]);
-        return first;
-    }
     for (size_t i = 0; i < sizeof lib_names / sizeof *lib_names; i++) {
         void *h = dlopen(lib_names[i], RTLD_NOW | RTLD_NOLOAD);
         if (h) {
@@ -429,17 +420,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             untimed += (uint64_t)translate(t, rec);
             release_record(rec);
         }
-        if (untimed) {
-            /* under a lock, reading the total inside it: the last value written (the one a
-             * reader keeps) is the largest, even when two threads flush at once */
-            static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
-            char v[24];
-            atomic_fetch_add(&g_untimed, untimed);
-            pthread_mutex_lock(&meta_lock);
-            snprintf(v, sizeof v, "%llu", (unsigned long long)atomic_load(&g_untimed));
-            tprof__set_meta("cupti.untimed_records", v);
-            pthread_mutex_unlock(&meta_lock);
-        }
+        if (untimed) /* two threads may flush at once: the larger total is the one left */
+            tprof__set_meta_max(&g_untimed_meta, "cupti.untimed_records",
+                                atomic_fetch_add(&g_untimed, untimed) + untimed);
         size_t dropped = 0;
         if (F.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped) {
             uint64_t total = atomic_fetch_add(&g_cupti_dropped, dropped) + dropped;
@@ -715,8 +698,8 @@ int tprof_gpu_capture_pause(void) {
     g_paused = 1;
     enable_chosen(0); /* flushes: what ran before the pause arrives now */
     /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel still
-     * running: counted as untimed), so that none is handed to the next client's callback
-     * instead, and lost to us */
+     * running: counted as untimed), also when the kinds were already off, so that none is
+     * handed to the next client's callback instead, and lost to us */
     if (F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     g_pause_ns = tprof__now();
     pthread_mutex_unlock(&g_pause_lock);

@@ -41,7 +41,6 @@
  * plugin or, worse, fail the user's communicator.
  */
 #define _GNU_SOURCE /* strnlen, clock_gettime under -std=c11 */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -315,21 +314,9 @@ static void kernel_ch_start(void **eHandle, void *parentObj, const tp_nccl_kerne
     *eHandle = (void *)(uintptr_t)(TP_NCCL_KCH_BIT | parent);
 }
 
-/* Writes nccl.pool_drops = n unless a larger value was written: the last value is the one a
- * reader keeps, and a thread that counted early may write late. Rare (a full pool, at
- * powers of two, and at finalize), so a mutex. */
-static void drops_meta(uint64_t n) {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static uint64_t written;
-    pthread_mutex_lock(&lock);
-    if (n > written) {
-        written = n;
-        char v[32];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)n);
-        tprof__set_meta("nccl.pool_drops", v);
-    }
-    pthread_mutex_unlock(&lock);
-}
+/* nccl.pool_drops, written as it grows (rare: a full pool, at powers of two, and at
+ * finalize) */
+static tprof__meta_max g_drops_meta = TPROF__META_MAX_INIT;
 
 static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
                         const tp_nccl_descr_u *u, int rank, uint64_t comm_hash) {
@@ -342,7 +329,7 @@ static void start_event(tp_nccl_ctx *c, void **eHandle, uint64_t type,
         /* into the file at the 1st, 2nd, 4th, 8th ... drop, so a job that never destroys its
          * communicators still says it lost ops; each communicator's finalize writes the exact
          * total. A few metadata writes, not one per drop on a full pool. */
-        if (!(n & (n - 1))) drops_meta(n);
+        if (!(n & (n - 1))) tprof__set_meta_max(&g_drops_meta, "nccl.pool_drops", n);
         return;
     }
     tp_nccl_slot *s = &g_slots[idx];
@@ -498,7 +485,8 @@ tp_nccl_result tprof__nccl_finalize(void *context) {
         tprof__set_meta("nccl.gpu_timer_offset_ns", v); /* globaltimer - CLOCK_MONOTONIC */
     }
     if (atomic_load_explicit(&c->drops, memory_order_relaxed))
-        drops_meta(atomic_load_explicit(&g_drops, memory_order_relaxed)); /* the total so far */
+        tprof__set_meta_max(&g_drops_meta, "nccl.pool_drops",
+                            atomic_load_explicit(&g_drops, memory_order_relaxed)); /* the total so far */
     c->magic = 0;
     free(c);
     return TP_NCCL_SUCCESS;

@@ -9,6 +9,7 @@
 #ifndef TPROF_INTERNAL_H
 #define TPROF_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -164,6 +165,16 @@ void tprof__thread_name(tprof__thread *t, uint64_t os_tid, const char *name);
 int tprof__proc_record(uint16_t kind, uint32_t arg, const void *payload, size_t pl_bytes,
                        const char *s1, const char *s2);
 int tprof__set_meta(const char *key, const char *value);
+/* A count kept in the metadata as it grows (the last value of a key is the one a reader
+ * keeps): tprof__set_meta_max writes key = n unless this counter already wrote a value at
+ * least as large, so a thread that counted early but writes late cannot leave a smaller
+ * total last. Any thread; a mutex, for counts written now and then (not per event). */
+typedef struct tprof__meta_max {
+    pthread_mutex_t lock;
+    uint64_t written;
+} tprof__meta_max;
+#define TPROF__META_MAX_INIT {PTHREAD_MUTEX_INITIALIZER, 0}
+void tprof__set_meta_max(tprof__meta_max *m, const char *key, uint64_t n);
 
 /* Domains are process-wide small integers (0 = default); a domain with the same name
  * gets the same id, so NVTX copies in several libraries merge. */

@@ -307,6 +307,17 @@ int tprof__set_meta(const char *key, const char *value) {
     return tprof__proc_record(TPROF_REC_META, 0, NULL, 0, key, value);
 }
 
+void tprof__set_meta_max(tprof__meta_max *m, const char *key, uint64_t n) {
+    pthread_mutex_lock(&m->lock);
+    if (n > m->written) {
+        m->written = n;
+        char v[24];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)n);
+        tprof__set_meta(key, v);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
 static char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
     char *p = malloc(n);
