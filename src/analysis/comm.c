@@ -1393,16 +1393,21 @@ static void put_bytes(FILE *f, double b) {
     fprintf(f, i ? "%.1f %s" : "%.0f %s", b, u[i]);
 }
 
+/* the NCCL ops the plugin could not record (its event pool was full), when there were any */
+static void pool_warning(FILE *f, const cJSON *c) {
+    if (tp_jnum(c, "nccl_ops_not_recorded") > 0)
+        fprintf(f, "    warning: at least %.0f NCCL ops not recorded: the profiler plugin's event "
+                   "pool was full\n",
+                tp_jnum(c, "nccl_ops_not_recorded"));
+}
+
 void tp_comm_rank_text(FILE *f, const cJSON *c) {
     if (!c) return;
     const cJSON *comms = tp_jobj(c, "communicators");
     int ncomm = cJSON_GetArraySize(comms);
     if (tp_jnum(c, "ops") == 0 && !tp_jobj(c, "exposure")) {
         fprintf(f, "  communication: none recorded\n");
-        if (tp_jnum(c, "nccl_ops_not_recorded") > 0)
-            fprintf(f, "    warning: at least %.0f NCCL ops not recorded: the profiler plugin's "
-                       "event pool was full\n",
-                    tp_jnum(c, "nccl_ops_not_recorded"));
+        pool_warning(f, c);
         return;
     }
     if (tp_jobj(c, "torch_ops"))
@@ -1413,10 +1418,7 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
     else
         fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI) on %d communicator%s\n",
                 tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), ncomm, ncomm == 1 ? "" : "s");
-    if (tp_jnum(c, "nccl_ops_not_recorded") > 0)
-        fprintf(f, "    warning: at least %.0f NCCL ops not recorded: the profiler plugin's event pool "
-                   "was full\n",
-                tp_jnum(c, "nccl_ops_not_recorded"));
+    pool_warning(f, c);
     const cJSON *pl = tp_jobj(c, "channel_placement");
     if (pl)
         fprintf(f, "    NCCL's GPU times checked against CUPTI's NCCL kernels: moved by %+.1f us "
@@ -1431,16 +1433,14 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
             break;
         }
         fprintf(f, "    comm %s", tp_jstr(e, "id"));
-        if (tp_jobj(e, "name")) { /* a program's text: control characters shown as '?' */
+        if (tp_jobj(e, "name")) { /* a program's text */
             fputs(" \"", f);
-            for (const unsigned char *q = (const unsigned char *)tp_jstr(e, "name"); *q; q++)
-                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            tp_fput_printable(f, tp_jstr(e, "name"));
             fputc('"', f);
         }
         if (tp_jobj(e, "torch_group")) { /* written by trainprof.torch: backend, size, ranks */
             fputs(" [torch: ", f);
-            for (const unsigned char *q = (const unsigned char *)tp_jstr(e, "torch_group"); *q; q++)
-                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            tp_fput_printable(f, tp_jstr(e, "torch_group"));
             fputc(']', f);
         }
         fprintf(f, ": size %.0f, this rank %.0f in it", tp_jnum(e, "size"), tp_jnum(e, "rank"));
@@ -1511,10 +1511,9 @@ void tp_comm_run_text(FILE *f, const cJSON *c, const char *B, const char *N) {
             first = 0;
         }
         if (!first) fputc(')', f);
-        if (tp_jobj(e, "torch_group")) { /* a program's text: control characters shown as '?' */
+        if (tp_jobj(e, "torch_group")) { /* a program's text */
             fputs("; torch group \"", f);
-            for (const unsigned char *q = (const unsigned char *)tp_jstr(e, "torch_group"); *q; q++)
-                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            tp_fput_printable(f, tp_jstr(e, "torch_group"));
             fputc('"', f);
         }
         fprintf(f, "; guess: %s (%s)\n", tp_jstr(e, "role_guess"), tp_jstr(e, "role_basis"));

@@ -1005,17 +1005,22 @@ const tp_process *tp_rank_process(const tp_run *run, const char *host, double pi
     return NULL;
 }
 
-size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max) {
-    unsigned order[64];
+/* NVML indices in CUDA order, from a sampler's nvml.devices; returns how many (at most max) */
+static size_t nvml_order(const tp_process *sampler, unsigned *order, size_t max) {
     size_t no = 0;
-    const char *list = tp_meta(sampler, "nvml.devices");
-    for (const char *c = list; c && *c && no < 64;) {
+    for (const char *c = tp_meta(sampler, "nvml.devices"); c && *c && no < max;) {
         char *end;
         unsigned long v = strtoul(c, &end, 10);
         if (end == c) break;
         order[no++] = (unsigned)v;
         c = *end == ',' ? end + 1 : end;
     }
+    return no;
+}
+
+size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max) {
+    unsigned order[64];
+    const size_t no = nvml_order(sampler, order, 64);
     uint64_t used = 0; /* CUDA ordinals below 64 */
     for (size_t i = 0; i < p->ngpu; i++)
         if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
@@ -1059,15 +1064,23 @@ int tp_cuda_ordinal_of(const tp_process *rank, const tp_process *sampler, unsign
         const char *u = tp_meta(rank, key);
         if (u && !strcmp(u, uuid)) return (int)o;
     }
-    int pos = 0;
-    for (const char *c = tp_meta(sampler, "nvml.devices"); c && *c; pos++) {
-        char *end;
-        unsigned long v = strtoul(c, &end, 10);
-        if (end == c) break;
-        if (v == idx) return pos;
-        c = *end == ',' ? end + 1 : end;
-    }
+    unsigned order[64];
+    const size_t no = nvml_order(sampler, order, 64);
+    for (size_t pos = 0; pos < no; pos++)
+        if (order[pos] == idx) return (int)pos;
     return -1;
+}
+
+const char *tp_gpu_counter(const char *name, unsigned long *idx) {
+    if (strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3])) return NULL;
+    char *end;
+    *idx = strtoul(name + 3, &end, 10);
+    return *end == '.' ? end + 1 : NULL;
+}
+
+void tp_fput_printable(FILE *f, const char *s) {
+    for (const unsigned char *q = (const unsigned char *)s; q && *q; q++)
+        fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
 }
 
 int tp_has_gpu_counters(const tp_process *p) {

@@ -174,6 +174,13 @@ const char *tp_meta(const tp_process *p, const char *key); /* last value, or NUL
 const tp_process *tp_rank_process(const tp_run *run, const char *host, double pid);
 /* Whether p holds NVML gauges of its own ("gpu<N>.*" counters: it sampled NVML itself). */
 int tp_has_gpu_counters(const tp_process *p);
+/* The NVML gauge name "gpu<index>.<metric>" (the samplers' counters): its metric, with the
+ * index in *idx; NULL for any other name. */
+const char *tp_gpu_counter(const char *name, unsigned long *idx);
+/* Writes s to f with control bytes (below 0x20, and 0x7f) shown as '?': text from a program
+ * or a driver (a communicator's name, a torch group, a GPU's name) cannot disturb the
+ * terminal. */
+void tp_fput_printable(FILE *f, const char *s);
 /* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
  * GPU records; else its local rank, the device torchrun-style jobs use), each matched by UUID
  * (p's cuda.<ordinal>.uuid from CUPTI against the sampler's gpu.<index>.uuid) or else mapped

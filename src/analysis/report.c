@@ -325,20 +325,16 @@ static void memory_capacity(cJSON *rs, const tp_process *p) {
         if (tp_meta(p, k)) cJSON_AddNumberToObject(d, "sm_count", atof(tp_meta(p, k)));
         snprintf(k, sizeof k, "cuda.%u.memory_total_bytes", ord);
         double cap = tp_meta(p, k) ? atof(tp_meta(p, k)) : 0;
+        const cJSON *g;
+        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(rs, "nvml"), "gpus")) {
+            if (cap > 0) break;
+            if (tp_jobj(g, "cuda_device") && tp_jnum(g, "cuda_device") == tp_jnum(d, "device") &&
+                tp_jnum(g, "mem_total_bytes") > 0)
+                cap = tp_jnum(g, "mem_total_bytes");
+        }
         if (cap > 0) {
             cJSON_AddNumberToObject(d, "memory_capacity_bytes", cap);
             cJSON_AddNumberToObject(d, "memory_peak_share", tp_jnum(d, "memory_peak_bytes") / cap);
-            continue;
-        }
-        const cJSON *g;
-        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(rs, "nvml"), "gpus")) {
-            if (!tp_jobj(g, "cuda_device") || tp_jnum(g, "cuda_device") != tp_jnum(d, "device") ||
-                tp_jnum(g, "mem_total_bytes") <= 0)
-                continue;
-            cJSON_AddNumberToObject(d, "memory_capacity_bytes", tp_jnum(g, "mem_total_bytes"));
-            cJSON_AddNumberToObject(d, "memory_peak_share",
-                                    tp_jnum(d, "memory_peak_bytes") / tp_jnum(g, "mem_total_bytes"));
-            break;
         }
     }
 }
@@ -375,13 +371,12 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
         const tp_thread *t = &p->threads[ti];
         for (size_t k = 0; k < t->ncounters && !oom; k++) {
             const char *name = t->counters[k].name;
-            if (strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3])) continue;
-            char *end;
-            unsigned long idx = strtoul(name + 3, &end, 10);
-            if (*end != '.' || idx > 1u << 16) continue;
+            unsigned long idx;
+            const char *metric = tp_gpu_counter(name, &idx);
+            if (!metric || idx > 1u << 16) continue;
             int m = -1;
             for (int j = 0; j < NV_N && m < 0; j++)
-                if (!strcmp(end + 1, nv_suffix[j])) m = j;
+                if (!strcmp(metric, nv_suffix[j])) m = j;
             if (m < 0) continue;
             int ok = !nallow;
             for (size_t a = 0; a < nallow; a++) ok |= allow[a] == idx;
@@ -985,10 +980,9 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     }
     cJSON_ArrayForEach(d, tp_jobj(g, "devices")) {
         fprintf(f, "  %sGPU %.0f%s", B, tp_jnum(d, "device"), N);
-        if (tp_jobj(d, "name")) { /* the driver's text: control characters shown as '?' */
+        if (tp_jobj(d, "name")) { /* the driver's text */
             fputs(" (", f);
-            for (const unsigned char *q = (const unsigned char *)tp_jstr(d, "name"); *q; q++)
-                fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
+            tp_fput_printable(f, tp_jstr(d, "name"));
             if (tp_jobj(d, "sm_count")) fprintf(f, ", %.0f SMs", tp_jnum(d, "sm_count"));
             fputc(')', f);
         }

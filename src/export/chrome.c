@@ -16,7 +16,6 @@
 #define _GNU_SOURCE
 #include "export/chrome.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
@@ -51,11 +50,8 @@ typedef struct cw {
 /* Whether counter `name` goes into the file (see cw.gpu_only). */
 static int counter_wanted(const cw *w, const char *name, int64_t ts) {
     if (!w->gpu_only) return 1;
-    if (ts < 0 || ts > w->gpu_until || strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3]))
-        return 0;
-    char *end;
-    unsigned long idx = strtoul(name + 3, &end, 10);
-    if (*end != '.') return 0;
+    unsigned long idx;
+    if (ts < 0 || ts > w->gpu_until || !tp_gpu_counter(name, &idx)) return 0;
     for (size_t i = 0; i < w->ngpu_allow; i++)
         if (w->gpu_allow[i] == idx) return 1;
     return w->ngpu_allow == 0;
