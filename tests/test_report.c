@@ -379,6 +379,10 @@ static void test_gpu_section(void **state) {
         tprof_pl_gpu in = {b + 3 * MS + 100000, 0, 0, 0, 0, 2u << 16, 0, 0};
         synth_raw(f, 2, TPROF_REC_GPU_OVERHEAD, TPROF_INLINE_NAME, b + 3 * MS, &in, sizeof in,
                   "CUPTI instrumentation", sizeof "CUPTI instrumentation");
+        /* the driver's time, which CUPTI also reports: a launch waited 0.05 ms for room */
+        tprof_pl_gpu full = {b + 4 * MS + 50000, 0, TPROF_DEVICE_UNKNOWN, 0, 0, 6u << 16, 100, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_OVERHEAD, TPROF_INLINE_NAME, b + 4 * MS, &full, sizeof full,
+                  "command buffer full", sizeof "command buffer full");
         /* an asynchronous copy call (its copy lost): no host synchronisation */
         tprof_pl_gpu cpa = {b + 6 * MS - 40000, 0, 0, 0, (uint32_t)(500 + s), 41, 3, 0};
         synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 6 * MS - 50000, &cpa, sizeof cpa,
@@ -408,15 +412,18 @@ static void test_gpu_section(void **state) {
     assert_true(num(g, "cupti_records_untimed") == 3.0);
     /* overhead in the 2 measured steps: 0.3 ms per step, the flush first */
     cJSON *ovh = cJSON_GetObjectItem(g, "cupti_overhead");
-    assert_true(num(ovh, "records") == 4.0);
+    assert_true(num(ovh, "records") == 6.0);
     assert_true(fabs(num(ovh, "ms") - 0.3) < 1e-9);
+    assert_true(fabs(num(ovh, "driver_ms") - 0.05) < 1e-9);
     cJSON *k0o = cJSON_GetArrayItem(cJSON_GetObjectItem(ovh, "by_kind"), 0);
     assert_string_equal(cJSON_GetObjectItem(k0o, "name")->valuestring, "CUPTI buffer flush");
     assert_true(fabs(num(k0o, "ms") - 0.2) < 1e-9);
     char *text = report_text(rep);
     assert_non_null(strstr(text, "3 CUPTI records had no start or end time"));
-    assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (4 records in all): CUPTI buffer "
-                                 "flush 0.200 ms; CUPTI instrumentation 0.100 ms"));
+    assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (6 records in all): CUPTI buffer "
+                                 "flush 0.200 ms; CUPTI instrumentation 0.100 ms\n"));
+    assert_non_null(strstr(text, "driver time reported by CUPTI: 0.050 ms per step: command buffer "
+                                 "full 0.050 ms (a launch waited for room in a GPU command queue"));
     free(text);
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
     /* busy: union of 1-6 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */

@@ -56,26 +56,38 @@ static int by_ns(const void *a, const void *b) {
 }
 
 
+/* CUPTI's overhead kinds that are the driver's time, not CUPTI's (cupti_activity.h,
+ * CUpti_ActivityOverheadKind): JIT compilation (1), module loading (4<<16), lazy function
+ * loading (5<<16) and a full command buffer (6<<16: the launching thread waited for room in a
+ * GPU command queue, i.e. its launches ran ahead of the GPU). */
+static int driver_overhead(uint32_t kind) {
+    return kind == 1 || kind == (4u << 16) || kind == (5u << 16) || kind == (6u << 16);
+}
+
 /* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
- * per unit, in all and by what CUPTI did, most first. Nothing without records. */
+ * per unit: CUPTI's own ("ms") and the driver's ("driver_ms"), and by what was done, most
+ * first. Nothing without records. */
 static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, size_t nst, double per) {
     if (!p->novh) return;
     enum { MAXK = 16 };
     const char *names[MAXK];
-    double ms[MAXK], total = 0;
+    double ms[MAXK], total = 0, driver = 0;
+    int drv[MAXK];
     size_t nk = 0, n = 0;
     for (size_t i = 0; i < p->novh; i++) {
         const tp_gpu_op *o = &p->ovh[i];
         uint64_t in = nst ? tp_steps_overlap(st, nst, o->start, o->end) : o->end - o->start;
         if (nst && !in) continue;
         n++;
-        total += (double)in / 1e6;
+        int d = driver_overhead(o->kind);
+        *(d ? &driver : &total) += (double)in / 1e6;
         const char *nm = o->name ? o->name : "CUPTI overhead";
         size_t k = 0;
         while (k < nk && strcmp(names[k], nm)) k++;
         if (k == nk) {
             if (nk == MAXK) continue; /* CUPTI has fewer kinds than this */
             names[nk] = nm;
+            drv[nk] = d;
             ms[nk++] = 0;
         }
         ms[k] += (double)in / 1e6;
@@ -83,6 +95,7 @@ static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, siz
     cJSON *c = cJSON_AddObjectToObject(g, "cupti_overhead");
     cJSON_AddNumberToObject(c, "records", (double)n);
     cJSON_AddNumberToObject(c, "ms", total / per);
+    cJSON_AddNumberToObject(c, "driver_ms", driver / per);
     cJSON *by = cJSON_AddArrayToObject(c, "by_kind");
     for (size_t done = 0; done < nk; done++) { /* most first: a few kinds, a selection */
         size_t best = 0;
@@ -90,6 +103,7 @@ static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, siz
             if (ms[k] > ms[best]) best = k;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", names[best]);
+        cJSON_AddStringToObject(e, "source", drv[best] ? "driver" : "cupti");
         cJSON_AddNumberToObject(e, "ms", ms[best] / per);
         cJSON_AddItemToArray(by, e);
         ms[best] = -1;

@@ -1013,16 +1013,27 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
         fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
                 tp_jnum(g, "cupti_records_dropped"));
     const cJSON *ovh = tp_jobj(g, "cupti_overhead");
-    if (ovh) {
-        fprintf(f, "  CUPTI's own overhead: %.3f ms %s (%.0f records in all)", tp_jnum(ovh, "ms"), unit,
-                tp_jnum(ovh, "records"));
-        const cJSON *k;
-        int first = 1;
-        cJSON_ArrayForEach(k, tp_jobj(ovh, "by_kind")) {
-            fprintf(f, "%s%s %.3f ms", first ? ": " : "; ", tp_jstr(k, "name"), tp_jnum(k, "ms"));
-            first = 0;
+    if (ovh) { /* CUPTI's own time, then the driver's that CUPTI reported */
+        for (int driver = 0; driver < 2; driver++) {
+            double ms = tp_jnum(ovh, driver ? "driver_ms" : "ms");
+            if (driver && ms <= 0) break;
+            if (driver)
+                fprintf(f, "  driver time reported by CUPTI: %.3f ms %s", ms, unit);
+            else
+                fprintf(f, "  CUPTI's own overhead: %.3f ms %s (%.0f records in all)", ms, unit,
+                        tp_jnum(ovh, "records"));
+            const cJSON *k;
+            int first = 1, full = 0;
+            cJSON_ArrayForEach(k, tp_jobj(ovh, "by_kind")) {
+                if ((strcmp(tp_jstr(k, "source"), "driver") == 0) != driver) continue;
+                fprintf(f, "%s%s %.3f ms", first ? ": " : "; ", tp_jstr(k, "name"), tp_jnum(k, "ms"));
+                full |= !strcmp(tp_jstr(k, "name"), "command buffer full") && tp_jnum(k, "ms") > 0;
+                first = 0;
+            }
+            if (full) fputs(" (a launch waited for room in a GPU command queue: the host ran ahead of "
+                            "the GPU)", f);
+            fputc('\n', f);
         }
-        fputc('\n', f);
     }
     if (tp_jnum(g, "cupti_records_untimed") > 0)
         fprintf(f, "  note: %.0f CUPTI records had no start or end time (work still running when "
