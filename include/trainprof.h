@@ -481,6 +481,19 @@ typedef enum tprof_timing {
 TPROF_API int tprof_timers_set_timing(tprof_timers *timers, tprof_timing timing,
                                       void *cuda_stream);
 
+/* The stream of TPROF_TIMING_CUDA_EVENTS, asked for at each edge instead of set_timing's
+ * fixed one: with `fn` set, fn(ctx) is called at every start and stop (and when a running
+ * timer is read) and the event goes on the stream it returns (a CUstream/cudaStream_t; NULL =
+ * the legacy default stream). Give it the framework's current stream, as Megatron-LM's
+ * timers see it (torch: at::cuda::getCurrentCUDAStream(); the Python module does this by
+ * default). fn NULL goes back to set_timing's stream. fn runs on the thread that starts or
+ * stops the timer, may not call the timers, and costs what it costs on each edge (the
+ * Python module's: about 1 us). Set it before timing starts, as set_timing; ctx is the
+ * caller's and must outlive the registry (or the next call). Errors: TPROF_ERR_INVALID_ARG
+ * (NULL timers). */
+typedef void *(*tprof_stream_fn)(void *ctx);
+TPROF_API int tprof_timers_set_stream_source(tprof_timers *timers, tprof_stream_fn fn, void *ctx);
+
 /* Start (optionally after a barrier through the hook). Starting a running timer is a misuse:
  * warned about once per timer and ignored (Megatron asserts). One clock read. */
 TPROF_API void tprof_timer_start(tprof_timer *timer, int barrier);

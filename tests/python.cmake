@@ -10,7 +10,7 @@
 if(TPROF_HAVE_PYTHON)
   set(py_env "${TPROF_TEST_ENV}")
   list(APPEND py_env "PYTHONPATH=${CMAKE_BINARY_DIR}/python" "PYTHONDONTWRITEBYTECODE=1"
-       "TPROF_CLI=$<TARGET_FILE:trainprof_cli>")
+       "TPROF_CLI=$<TARGET_FILE:trainprof_cli>" "FAKE_CUDA=$<TARGET_FILE:fake_cuda>")
   if(TPROF_SANITIZE STREQUAL "address")
     execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
       OUTPUT_VARIABLE tprof_libasan OUTPUT_STRIP_TRAILING_WHITESPACE)

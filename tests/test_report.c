@@ -415,15 +415,16 @@ static void test_gpu_section(void **state) {
     assert_true(num(ovh, "records") == 6.0);
     assert_true(fabs(num(ovh, "ms") - 0.3) < 1e-9);
     assert_true(fabs(num(ovh, "driver_ms") - 0.05) < 1e-9);
+    assert_true(num(ovh, "driver_records") == 2.0);
     cJSON *k0o = cJSON_GetArrayItem(cJSON_GetObjectItem(ovh, "by_kind"), 0);
     assert_string_equal(cJSON_GetObjectItem(k0o, "name")->valuestring, "CUPTI buffer flush");
     assert_true(fabs(num(k0o, "ms") - 0.2) < 1e-9);
     char *text = report_text(rep);
     assert_non_null(strstr(text, "3 CUPTI records had no start or end time"));
-    assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (6 records in all): CUPTI buffer "
+    assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (4 records): CUPTI buffer "
                                  "flush 0.200 ms; CUPTI instrumentation 0.100 ms\n"));
-    assert_non_null(strstr(text, "driver time reported by CUPTI: 0.050 ms per step: command buffer "
-                                 "full 0.050 ms (a launch waited for room in a GPU command queue"));
+    assert_non_null(strstr(text, "driver time reported by CUPTI: 0.050 ms per step (2 records): command "
+                                 "buffer full 0.050 ms (a launch waited for room in a GPU command queue"));
     free(text);
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(g, "devices"), 0);
     /* busy: union of 1-6 ms (kernels) and 6-7 ms (copy) = 6 ms of 10 */
@@ -530,6 +531,10 @@ static void test_gpu_by_uuid(void **state) {
     }
     tprof_pl_gpu_mem m = {0x1000, 30000000000ull, 0, 1, 3, 0};
     synth_raw(f, 2, TPROF_REC_GPU_MEMORY, 0, T0, &m, sizeof m, NULL, 0);
+    /* CUPTI's overhead after the last step only: no overhead line */
+    tprof_pl_gpu fl = {T0 + 40 * MS + 800000, 0, TPROF_DEVICE_UNKNOWN, 0, 0, 1u << 16, 100, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_OVERHEAD, TPROF_INLINE_NAME, T0 + 40 * MS + 500000, &fl, sizeof fl,
+              "CUPTI buffer flush", sizeof "CUPTI buffer flush");
     synth_end_of_file(f, T0 + 41 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     synth_file *sf = synth_open(dir, "h", 61, 1700000000000000000ull, T0);
@@ -561,7 +566,53 @@ static void test_gpu_by_uuid(void **state) {
     assert_true(fabs(num(d0, "memory_peak_share") - 0.2) < 1e-12);
     char *text = report_text(rep);
     assert_non_null(strstr(text, "GPU 0 (NVIDIA H200, 132 SMs):"));
+    assert_null(strstr(text, "overhead"));
+    assert_null(cJSON_GetObjectItem(rank0_gpu(rep), "cupti_overhead"));
     free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* No GPU records (no CUPTI): the rank's GPU is the one its driver had in use
+ * (cuda.<o>.in_use), found by UUID; the others of the node are left out. */
+static void test_gpu_in_use(void **state) {
+    (void)state;
+    char dir[512];
+    static const char *const U0 = "GPU-00000000-0000-4000-8000-000000000000";
+    static const char *const U1 = "GPU-11111111-1111-4111-8111-111111111111";
+    synth_file *f = open_run(dir, sizeof dir, "report-inuse", 60, 1);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "cuda.0.uuid", U1);
+    synth_meta(f, "cuda.1.uuid", U0);
+    synth_meta(f, "cuda.1.in_use", "1");
+    for (uint64_t s = 0; s < 4; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    synth_file *sf = synth_open(dir, "h", 61, 1700000000000000000ull, T0);
+    synth_thread(sf, 1, 61);
+    synth_meta(sf, "trainprof.role", "node-sampler");
+    synth_meta(sf, "nvml.devices", "0,1");
+    synth_meta(sf, "gpu.0.uuid", U0);
+    synth_meta(sf, "gpu.1.uuid", U1);
+    for (uint64_t t = 0; t <= 40; t += 2) {
+        synth_counter(sf, 1, T0 + t * MS, "gpu0.power_w", 100);
+        synth_counter(sf, 1, T0 + t * MS, "gpu1.power_w", 300);
+    }
+    synth_end_of_file(sf, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(sf), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    cJSON *gpus = cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus");
+    assert_int_equal(cJSON_GetArraySize(gpus), 1);
+    cJSON *g = cJSON_GetArrayItem(gpus, 0);
+    assert_true(num(g, "index") == 0.0); /* CUDA device 1 is NVML GPU 0, by UUID */
+    assert_true(num(g, "cuda_device") == 1.0);
     cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -579,6 +630,7 @@ int main(void) {
         cmocka_unit_test(test_lost_step_end),
         cmocka_unit_test(test_gpu_records_stop),
         cmocka_unit_test(test_gpu_by_uuid),
+        cmocka_unit_test(test_gpu_in_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -989,7 +989,34 @@ static const char *const OPTION_NAMES[] = {"max", "minmax", "all"};
 
 static void registry_capsule_free(PyObject *cap) {
     tprof_timers *t = PyCapsule_GetPointer(cap, "trainprof.timers");
+    PyObject *source = PyCapsule_GetContext(cap); /* the stream source, kept while t lives */
     tprof_timers_destroy(t);
+    Py_XDECREF(source);
+}
+
+/* The registry's CUDA-event stream (tprof_timers_set_stream_source): the capsule's context, a
+ * Python callable, answers it as an int at every edge. An exception is shown once and the
+ * legacy default stream (0) used. Called by the library on the thread that starts or stops a
+ * timer, which normally holds the GIL already. */
+static void *py_stream_source(void *ctx) {
+    static int warned;
+    PyGILState_STATE g = PyGILState_Ensure();
+    void *stream = NULL;
+    PyObject *r = PyObject_CallNoArgs((PyObject *)ctx);
+    if (r) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(r);
+        if (!PyErr_Occurred()) stream = (void *)(uintptr_t)v;
+        Py_DECREF(r);
+    }
+    if (PyErr_Occurred()) {
+        if (!warned) {
+            warned = 1;
+            PyErr_WriteUnraisable(ctx); /* once: the default stream from now on, if it goes on */
+        }
+        PyErr_Clear();
+    }
+    PyGILState_Release(g);
+    return stream;
 }
 
 static PyObject *timer_start(TimerObject *t, PyObject *const *args, Py_ssize_t nargs,
@@ -1634,10 +1661,23 @@ static PyObject *timers_write(TimersObject *ts, PyObject *args, PyObject *kwds) 
 static PyObject *timers_set_timing(TimersObject *ts, PyObject *args, PyObject *kwds) {
     static char *kw[] = {"timing", "cuda_stream", NULL};
     const char *mode;
+    PyObject *arg = Py_None, *source = NULL;
     unsigned long long stream = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|K:set_timing", kw, &mode, &stream))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|O:set_timing", kw, &mode, &arg))
         return NULL;
     if (timers_ready(ts) < 0) return NULL;
+    if (arg == Py_None) { /* the program's current stream at each edge */
+        PyObject *m = PyImport_ImportModule("trainprof.torch");
+        if (!m) return NULL;
+        source = PyObject_GetAttrString(m, "current_cuda_stream");
+        Py_DECREF(m);
+        if (!source) return NULL;
+    } else if (PyCallable_Check(arg)) {
+        source = Py_NewRef(arg);
+    } else {
+        stream = PyLong_AsUnsignedLongLong(arg);
+        if (PyErr_Occurred()) return NULL;
+    }
     tprof_timing t;
     if (!strcmp(mode, "host")) t = TPROF_TIMING_HOST;
     else if (!strcmp(mode, "cuda_events")) t = TPROF_TIMING_CUDA_EVENTS;
@@ -1648,7 +1688,15 @@ static PyObject *timers_set_timing(TimersObject *ts, PyObject *args, PyObject *k
         return NULL;
     }
     int rc = tprof_timers_set_timing(ts->t, t, (void *)(uintptr_t)stream);
-    if (rc != TPROF_OK) return raise_code(rc, "Timers.set_timing");
+    if (rc != TPROF_OK) {
+        Py_XDECREF(source);
+        return raise_code(rc, "Timers.set_timing");
+    }
+    /* the capsule keeps the source as long as the registry asks it */
+    PyObject *old = PyCapsule_GetContext(ts->owner);
+    tprof_timers_set_stream_source(ts->t, source ? py_stream_source : NULL, source);
+    PyCapsule_SetContext(ts->owner, source);
+    Py_XDECREF(old);
     Py_RETURN_NONE;
 }
 
@@ -1688,9 +1736,13 @@ static PyMethodDef timers_methods[] = {
      "rows): rows is a world_size x len(names) list of elapsed SECONDS (float32 precision, "
      "0.0 for a timer missing on a rank); names=None means every registered timer."},
     {"set_timing", (PyCFunction)(void (*)(void))timers_set_timing, METH_VARARGS | METH_KEYWORDS,
-     "set_timing(timing, cuda_stream=0)\n--\n\n'host' (default), 'cuda_events' (GPU time on "
-     "the stream, a cudaStream_t as int) or 'cuda_sync' (Megatron's device synchronize "
-     "before each start and stop). Call before timing starts."},
+     "set_timing(timing, cuda_stream=None)\n--\n\n'host' (default), 'cuda_events' (GPU time: "
+     "CUDA events at start and stop, read when the timers are logged, no synchronize) or "
+     "'cuda_sync' (Megatron's device synchronize before each start and stop). cuda_stream: "
+     "None records on torch's current stream at each start and stop "
+     "(trainprof.torch.current_cuda_stream), a callable returning a cudaStream_t as int does "
+     "the same with its answer, an int fixes the stream (0: the legacy default stream). Call "
+     "before timing starts."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef timers_getset[] = {

@@ -149,8 +149,10 @@ class Timers:
     def elapsed_all_ranks(self, names: Optional[Sequence[str]] = ..., reset: bool = ...,
                           barrier: bool = ...) -> Tuple[List[str], List[List[float]]]:
         """(names, rows): rows[rank][i] = seconds of names[i] on rank (world_size rows)."""
-    def set_timing(self, timing: str, cuda_stream: int = ...) -> None:
-        """'host' | 'cuda_events' | 'cuda_sync'."""
+    def set_timing(self, timing: str,
+                   cuda_stream: Union[None, int, Callable[[], int]] = ...) -> None:
+        """'host' | 'cuda_events' | 'cuda_sync'; cuda_stream None = torch's current stream
+        at each start and stop, a callable = its answer then, an int = that stream."""
 
 class EnergyMonitor:
     """Megatron-LM's EnergyMonitor over NVML; joules."""

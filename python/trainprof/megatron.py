@@ -11,8 +11,8 @@ Change one import::
 Same constructors and method signatures, same printed text. What differs (docs/python.md):
 host time is CLOCK_MONOTONIC and no device is synchronised (Megatron: time.time() after
 torch.cuda.synchronize(); ``timers.set_timing('cuda_sync')`` gives Megatron's numbers,
-``'cuda_events'`` GPU time); starting a running timer (or stopping a stopped one) warns once
-instead of asserting; energy comes from every GPU of the rank found by UUID. Cross-rank
+``'cuda_events'`` GPU time on torch's current stream); starting a running timer (or
+stopping a stopped one) warns once instead of asserting; energy comes from every GPU of the rank found by UUID. Cross-rank
 values go through torch.distributed (registered as trainprof's collectives hook once the
 process group is initialised, unless another hook, e.g. MPI's, is registered).
 """

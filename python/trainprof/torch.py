@@ -43,7 +43,7 @@ import weakref
 
 from . import _trainprof as _tp
 
-__all__ = ["instrument", "autostart", "instrumented"]
+__all__ = ["instrument", "autostart", "instrumented", "current_cuda_stream"]
 
 # enum tprof_comm_op (src/format/format.h)
 _ALLREDUCE, _ALLGATHER, _REDUCESCATTER, _BROADCAST, _REDUCE, _ALLTOALL = 1, 2, 3, 4, 5, 6
@@ -80,6 +80,20 @@ def _torch():
     if t is None:
         raise RuntimeError("trainprof.torch: import torch first (trainprof never imports it)")
     return t
+
+
+def current_cuda_stream():
+    """torch's current CUDA stream on its current device, as a cudaStream_t int: where
+    ``Timers.set_timing('cuda_events')`` records its events at each start and stop, as
+    Megatron-LM's timers measure on the current stream. 0 (the legacy default stream) while
+    torch is not imported or has not initialised CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return 0
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:  # no Stream object: about 1 us with the device lookup
+        return raw(torch._C._cuda_getDevice())
+    return torch.cuda.current_stream().cuda_stream
 
 
 # ------------------------------------------------------------------------------ steps

@@ -8,3 +8,5 @@ def instrument(model: Optional[Any] = None,
 def autostart() -> bool:
     """What `trainprof run --python` calls when torch is imported."""
 def instrumented() -> Dict[str, Any]: ...
+def current_cuda_stream() -> int:
+    """torch's current CUDA stream (cudaStream_t as int; 0 before CUDA is initialised)."""

@@ -66,14 +66,14 @@ static int driver_overhead(uint32_t kind) {
 
 /* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
  * per unit: CUPTI's own ("ms") and the driver's ("driver_ms"), and by what was done, most
- * first. Nothing without records. */
+ * first. Nothing without records in the steps. */
 static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, size_t nst, double per) {
     if (!p->novh) return;
     enum { MAXK = 16 };
     const char *names[MAXK];
     double ms[MAXK], total = 0, driver = 0;
     int drv[MAXK];
-    size_t nk = 0, n = 0;
+    size_t nk = 0, n = 0, nd = 0;
     for (size_t i = 0; i < p->novh; i++) {
         const tp_gpu_op *o = &p->ovh[i];
         uint64_t in = nst ? tp_steps_overlap(st, nst, o->start, o->end) : o->end - o->start;
@@ -81,6 +81,7 @@ static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, siz
         n++;
         int d = driver_overhead(o->kind);
         *(d ? &driver : &total) += (double)in / 1e6;
+        nd += (size_t)d;
         const char *nm = o->name ? o->name : "CUPTI overhead";
         size_t k = 0;
         while (k < nk && strcmp(names[k], nm)) k++;
@@ -92,9 +93,11 @@ static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, siz
         }
         ms[k] += (double)in / 1e6;
     }
+    if (!n) return; /* all outside the measured steps */
     cJSON *c = cJSON_AddObjectToObject(g, "cupti_overhead");
     cJSON_AddNumberToObject(c, "records", (double)n);
     cJSON_AddNumberToObject(c, "ms", total / per);
+    cJSON_AddNumberToObject(c, "driver_records", (double)nd);
     cJSON_AddNumberToObject(c, "driver_ms", driver / per);
     cJSON *by = cJSON_AddArrayToObject(c, "by_kind");
     for (size_t done = 0; done < nk; done++) { /* most first: a few kinds, a selection */

@@ -1014,14 +1014,13 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
                 tp_jnum(g, "cupti_records_dropped"));
     const cJSON *ovh = tp_jobj(g, "cupti_overhead");
     if (ovh) { /* CUPTI's own time, then the driver's that CUPTI reported */
+        const double nd = tp_jnum(ovh, "driver_records");
         for (int driver = 0; driver < 2; driver++) {
-            double ms = tp_jnum(ovh, driver ? "driver_ms" : "ms");
-            if (driver && ms <= 0) break;
-            if (driver)
-                fprintf(f, "  driver time reported by CUPTI: %.3f ms %s", ms, unit);
-            else
-                fprintf(f, "  CUPTI's own overhead: %.3f ms %s (%.0f records in all)", ms, unit,
-                        tp_jnum(ovh, "records"));
+            const double n = driver ? nd : tp_jnum(ovh, "records") - nd;
+            if (n <= 0) continue;
+            fprintf(f, driver ? "  driver time reported by CUPTI: %.3f ms %s (%.0f records)"
+                              : "  CUPTI's own overhead: %.3f ms %s (%.0f records)",
+                    tp_jnum(ovh, driver ? "driver_ms" : "ms"), unit, n);
             const cJSON *k;
             int first = 1, full = 0;
             cJSON_ArrayForEach(k, tp_jobj(ovh, "by_kind")) {

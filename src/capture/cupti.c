@@ -241,32 +241,16 @@ static uint32_t context_device(uint32_t ctx) {
     } while (0)
 
 /* A CUDA device as CUPTI describes it (one record per device, when CUDA starts): into the
- * rank file's metadata under cuda.<ordinal>.*, so that every rank's own file says which GPUs
- * it used (the NVML sampler may be another process) and the report can match them to NVML's
- * by UUID. */
+ * rank file's metadata under cuda.<ordinal>.* (capture/cuda_devices.c). */
 static void describe_device(const CUpti_ActivityDevice5 *d) {
     /* CUPTI may also describe GPUs that CUDA_VISIBLE_DEVICES hides: they have no ordinal in
      * this process */
     if (!d->isCudaVisible) return;
-    char k[48], v[64];
-    const unsigned char *u = (const unsigned char *)d->uuid.bytes;
-#define META(key, ...)                                                   \
-    do {                                                                 \
-        snprintf(k, sizeof k, "cuda.%u." key, (unsigned)d->id);          \
-        snprintf(v, sizeof v, __VA_ARGS__);                              \
-        tprof__set_meta(k, v);                                           \
-    } while (0)
-    /* NVML's spelling of the same 16 bytes (nvidia-smi -L) */
-    META("uuid", "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-         u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-         u[15]);
-    META("name", "%.60s", d->name ? d->name : "");
-    META("sm_count", "%u", (unsigned)d->numMultiprocessors);
-    META("memory_total_bytes", "%llu", (unsigned long long)d->globalMemorySize);
-    META("sm_clock_max_mhz", "%u", (unsigned)(d->coreClockRate / 1000)); /* CUPTI: kHz */
-    META("compute_capability", "%u.%u", (unsigned)d->computeCapabilityMajor,
-         (unsigned)d->computeCapabilityMinor);
-#undef META
+    /* CUPTI's clock is in kHz, as the driver's attribute */
+    tprof__cuda_describe((unsigned)d->id, (const unsigned char *)d->uuid.bytes, d->name,
+                         (unsigned)d->numMultiprocessors, (unsigned long long)d->globalMemorySize,
+                         (unsigned)d->coreClockRate, (unsigned)d->computeCapabilityMajor,
+                         (unsigned)d->computeCapabilityMinor);
 }
 
 /* What an overhead record says CUPTI (or the driver) spent the time on. */

@@ -205,6 +205,18 @@ void tprof__cupti_flush(void);
 /* Nonzero once CUPTI delivers GPU activity records to this process. */
 int tprof__cupti_active(void);
 
+/* The CUDA devices this process can use, as rank-file metadata cuda.<ordinal>.*
+ * (capture/cuda_devices.c): tprof__cuda_describe writes one (uuid: the 16 bytes; clock in
+ * kHz), from CUPTI's device records or the driver; tprof__cuda_devices_tick, called by the
+ * flusher on every pass, asks the CUDA driver the process initialised itself (never loading
+ * or initialising it) about once a second, unless CUPTI is active (then only on the `final`
+ * pass, if CUPTI described nothing): the description, then cuda.<ordinal>.in_use for the
+ * devices whose primary context is active. */
+void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const char *name,
+                          unsigned sm_count, unsigned long long memory_bytes,
+                          unsigned clock_khz, unsigned cc_major, unsigned cc_minor);
+void tprof__cuda_devices_tick(int final);
+
 /* The process sampler (capture/procfs.c), run by the flusher thread. */
 void tprof__procfs_sample(void);
 void tprof__procfs_reset(void);

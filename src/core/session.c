@@ -767,6 +767,7 @@ static void *flusher_main(void *arg) {
             }
         }
         tprof__nvml_tick(S.cfg.nvml_hz, stopping); /* GPU metrics (capture/nvml.c) */
+        tprof__cuda_devices_tick(stopping);        /* which GPUs (capture/cuda_devices.c) */
         if (!stopping) tprof__nccl_sweep(0); /* NCCL ops whose channels went quiet */
         if (!stopping) {
             int wait = interval;

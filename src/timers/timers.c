@@ -50,7 +50,9 @@ struct tprof_timers {
     int log_level;
     tprof_timers_option option;
     tprof_timing timing;
-    void *stream;
+    void *stream;             /* set_timing's, when stream_fn is NULL */
+    tprof_stream_fn stream_fn; /* asked at each edge (set_stream_source) */
+    void *stream_ctx;
     uint32_t domain;
     pthread_mutex_t lock;
     tprof_timer **v; /* creation order */
@@ -179,13 +181,18 @@ static void resolve_pending(tprof_timer *tm) {
     tm->npend = 0;
 }
 
+/* An event on the registry's stream now: the source's answer, else set_timing's stream. */
+static void *record_event(tprof_timers *t) {
+    return tprof__cuda_event_record(t->stream_fn ? t->stream_fn(t->stream_ctx) : t->stream);
+}
+
 /* The edges of an interval: the clock (and, by mode, a device synchronize first or an
  * event recorded on the registry's stream). */
 static uint64_t edge(tprof_timer *tm, void **event) {
     tprof_timers *t = tm->owner;
     if (t->timing == TPROF_TIMING_CUDA_SYNC) tprof__cuda_synchronize();
     uint64_t now = tprof__now();
-    if (event) *event = t->timing == TPROF_TIMING_CUDA_EVENTS ? tprof__cuda_event_record(t->stream) : NULL;
+    if (event) *event = t->timing == TPROF_TIMING_CUDA_EVENTS ? record_event(t) : NULL;
     return now;
 }
 
@@ -210,6 +217,13 @@ int tprof_timers_set_timing(tprof_timers *t, tprof_timing timing, void *cuda_str
     if (timing != TPROF_TIMING_HOST && !tprof__cuda_available()) return TPROF_ERR_UNAVAILABLE;
     t->timing = timing;
     t->stream = cuda_stream;
+    return TPROF_OK;
+}
+
+int tprof_timers_set_stream_source(tprof_timers *t, tprof_stream_fn fn, void *ctx) {
+    if (!t) return TPROF_ERR_INVALID_ARG;
+    t->stream_fn = fn;
+    t->stream_ctx = ctx;
     return TPROF_OK;
 }
 
@@ -288,8 +302,7 @@ double tprof_timer_elapsed(tprof_timer *tm, int reset, int barrier) {
         uint64_t now = edge(tm, tm->ev_start ? &ev : NULL);
         close_interval(tm, now, ev);
         tm->start_ns = now;
-        if (tm->owner->timing == TPROF_TIMING_CUDA_EVENTS)
-            tm->ev_start = tprof__cuda_event_record(tm->owner->stream);
+        if (tm->owner->timing == TPROF_TIMING_CUDA_EVENTS) tm->ev_start = record_event(tm->owner);
     }
     resolve_pending(tm); /* waits for the device only here, when the value is asked for */
     double e = tm->elapsed_s;

@@ -262,6 +262,62 @@ class SemanticsTest(unittest.TestCase):
         self.assertGreaterEqual(trace_ms, 15.0)
 
 
+@unittest.skipUnless(os.environ.get("FAKE_CUDA"), "FAKE_CUDA (tests/fake_cuda.c) not built")
+class CudaEventsTest(unittest.TestCase):
+    """'cuda_events' against the scripted driver (tests/fake_cuda.c, loaded as a CUDA program
+    loads libcuda.so.1): each stream has its own GPU clock, advanced by fake_cuda_work; an
+    interval is the work of the stream its events went on."""
+
+    def test_current_stream(self):
+        p = tphelp.run_child(r'''
+            import ctypes, os, sys, types
+            cuda = ctypes.CDLL(os.environ["FAKE_CUDA"], mode=ctypes.RTLD_GLOBAL)
+            cuda.cuInit(0)
+            cuda.fake_cuda_set_context(1)
+            cuda.fake_cuda_work.argtypes = [ctypes.c_void_p, ctypes.c_double]
+            cuda.fake_cuda_events_on.argtypes = [ctypes.c_void_p]
+            import trainprof
+
+            def interval(t, stream, ms):
+                t.start(); cuda.fake_cuda_work(stream, ms); t.stop()
+                return round(t.elapsed() * 1e3, 3)
+
+            # a callable names the stream at each start and stop
+            cur = [1001]
+            ts = trainprof.Timers(2, "max")
+            ts.set_timing("cuda_events", cuda_stream=lambda: cur[0])
+            a = interval(ts("fwd"), 1001, 20.0)
+            cur[0] = 2002
+            b = interval(ts("fwd"), 2002, 5.0)
+            # a fixed stream sees only its own work
+            tf = trainprof.Timers(2, "max")
+            tf.set_timing("cuda_events", cuda_stream=1001)
+            c = interval(tf("fwd"), 2002, 5.0)
+            # the default: torch's current stream (a stand-in torch with CUDA initialised)
+            torch = types.SimpleNamespace(
+                cuda=types.SimpleNamespace(is_initialized=lambda: True),
+                _C=types.SimpleNamespace(_cuda_getDevice=lambda: 0,
+                                         _cuda_getCurrentRawStream=lambda dev: 3003))
+            sys.modules["torch"] = torch
+            td = trainprof.Timers(2, "max")
+            td.set_timing("cuda_events")
+            d = interval(td("fwd"), 3003, 7.0)
+            del sys.modules["torch"]  # no torch: the legacy default stream (0)
+            e = interval(td("fwd"), None, 3.0)
+            # a source that raises: shown once, then the legacy default stream
+            def bad():
+                raise ValueError("no stream here")
+            tb = trainprof.Timers(2, "max")
+            tb.set_timing("cuda_events", cuda_stream=bad)
+            f = interval(tb("fwd"), None, 2.0)
+            g = interval(tb("fwd"), None, 2.0)
+            print(a, b, c, d, e, f, g, cuda.fake_cuda_events_on(3003))
+        ''')
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(p.stdout.split(), ["20.0", "5.0", "0.0", "7.0", "3.0", "2.0", "2.0", "2"])
+        self.assertEqual(p.stderr.count("no stream here"), 1)
+
+
 class EnergyTest(unittest.TestCase):
     def test_without_nvml(self):
         # no GPU here (and a bogus library name to be sure): zeros, no exception

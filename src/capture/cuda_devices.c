@@ -1,0 +1,162 @@
+/*
+ * cuda_devices.c — which CUDA devices a process can use, written into its rank file's metadata
+ * as cuda.<ordinal>.{uuid,name,sm_count,memory_total_bytes,sm_clock_max_mhz,
+ * compute_capability}, so that every rank's own file names its GPUs (the NVML sampler may be
+ * another process) and the report can match them to NVML's by UUID.
+ *
+ * Two sources, one writer (tprof__cuda_describe):
+ *  - CUPTI's device records, where GPU activity is captured (capture/cupti.c);
+ *  - otherwise the CUDA driver the process itself loaded and initialised: the flusher asks it
+ *    (tprof__cuda_devices_tick) about once a second and on its last pass, first for the
+ *    description, then for the devices whose primary context has become active
+ *    (cuda.<ordinal>.in_use = 1: the GPUs the process works on, which the report otherwise
+ *    learns from GPU records). We never load libcuda (dlopen RTLD_NOLOAD only) and never call
+ *    cuInit: before the program initialises CUDA, cuDeviceGetCount answers
+ *    CUDA_ERROR_NOT_INITIALIZED and nothing is written; a program that never uses CUDA is
+ *    left exactly as it was.
+ * Ordinals are the driver's, i.e. after CUDA_VISIBLE_DEVICES, as CUPTI's device ids are.
+ * Our own declarations of the few driver calls (DESIGN §6.6): no link dependency.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/internal.h"
+
+typedef int cu_result; /* CUDA_SUCCESS = 0 */
+
+/* CUdevice_attribute values (cuda.h) */
+enum {
+    CU_ATTR_CLOCK_RATE = 13, /* kHz */
+    CU_ATTR_MULTIPROCESSOR_COUNT = 16,
+    CU_ATTR_CC_MAJOR = 75,
+    CU_ATTR_CC_MINOR = 76
+};
+
+static _Atomic int g_described; /* some device was written, by either source */
+
+void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const char *name,
+                          unsigned sm_count, unsigned long long memory_bytes,
+                          unsigned clock_khz, unsigned cc_major, unsigned cc_minor) {
+    char k[48], v[64];
+    const unsigned char *u = uuid;
+#define META(key, ...)                                          \
+    do {                                                        \
+        snprintf(k, sizeof k, "cuda.%u." key, ordinal);         \
+        snprintf(v, sizeof v, __VA_ARGS__);                     \
+        tprof__set_meta(k, v);                                  \
+    } while (0)
+    /* NVML's spelling of the same 16 bytes (nvidia-smi -L) */
+    META("uuid", "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+         u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+         u[15]);
+    META("name", "%.60s", name ? name : "");
+    META("sm_count", "%u", sm_count);
+    META("memory_total_bytes", "%llu", memory_bytes);
+    META("sm_clock_max_mhz", "%u", clock_khz / 1000);
+    META("compute_capability", "%u.%u", cc_major, cc_minor);
+#undef META
+    atomic_store(&g_described, 1);
+}
+
+static struct {
+    cu_result (*count)(int *n);
+    cu_result (*get)(int *dev, int ordinal);
+    cu_result (*name)(char *name, int len, int dev);
+    cu_result (*uuid)(unsigned char uuid[16], int dev);
+    cu_result (*mem)(size_t *bytes, int dev);
+    cu_result (*attr)(int *v, int attr, int dev);
+    cu_result (*primary_state)(int dev, unsigned *flags, int *active); /* may be missing */
+} D;
+
+static int is_libcuda(struct dl_phdr_info *info, size_t size, void *found) {
+    (void)size;
+    const char *b = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    b = b ? b + 1 : info->dlpi_name;
+    *(int *)found = b && !strncmp(b, "libcuda.so", 10);
+    return *(int *)found;
+}
+
+/* The driver's calls, when the process has libcuda mapped: 1, else 0 (tried again later).
+ * Mapped or not is asked of the loader's list first: a dlopen that fails leaves an error
+ * message allocated for the calling thread, which a fork child inherits and never frees. */
+static int find_driver(void) {
+    if (D.count) return 1;
+    int mapped = 0;
+    dl_iterate_phdr(is_libcuda, &mapped);
+    if (!mapped) return 0;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return 0;
+    *(void **)&D.get = dlsym(h, "cuDeviceGet");
+    *(void **)&D.name = dlsym(h, "cuDeviceGetName");
+    *(void **)&D.uuid = dlsym(h, "cuDeviceGetUuid_v2");
+    if (!D.uuid) *(void **)&D.uuid = dlsym(h, "cuDeviceGetUuid");
+    *(void **)&D.mem = dlsym(h, "cuDeviceTotalMem_v2");
+    *(void **)&D.attr = dlsym(h, "cuDeviceGetAttribute");
+    *(void **)&D.primary_state = dlsym(h, "cuDevicePrimaryCtxGetState");
+    void *count = dlsym(h, "cuDeviceGetCount");
+    if (!(D.get && D.name && D.uuid && D.mem && D.attr && count)) {
+        dlclose(h);
+        return 0;
+    }
+    *(void **)&D.count = count; /* last: it says the others are set (one thread calls) */
+    return 1;
+}
+
+/* Every device the initialised driver shows; how many there are, 0 when it is not
+ * initialised (yet). */
+static int describe_from_driver(void) {
+    int n = 0;
+    if (!find_driver() || D.count(&n) != 0 || n <= 0) return 0;
+    if (n > 64) n = 64;
+    for (int i = 0; i < n; i++) {
+        int dev, sm, khz, maj, min;
+        char name[128];
+        unsigned char uuid[16];
+        size_t mem;
+        if (D.get(&dev, i) || D.name(name, (int)sizeof name, dev) || D.uuid(uuid, dev) ||
+            D.mem(&mem, dev) || D.attr(&sm, CU_ATTR_MULTIPROCESSOR_COUNT, dev) ||
+            D.attr(&khz, CU_ATTR_CLOCK_RATE, dev) || D.attr(&maj, CU_ATTR_CC_MAJOR, dev) ||
+            D.attr(&min, CU_ATTR_CC_MINOR, dev))
+            continue;
+        name[sizeof name - 1] = 0;
+        tprof__cuda_describe((unsigned)i, uuid, name, (unsigned)sm, (unsigned long long)mem,
+                             (unsigned)khz, (unsigned)maj, (unsigned)min);
+    }
+    return n;
+}
+
+/* cuda.<ordinal>.in_use = 1 for each device whose primary context (the one the CUDA runtime
+ * and torch use) is active: the GPUs this process works on, where no GPU record says so.
+ * Written once per device; `*seen` holds the devices written. */
+static void mark_in_use(int n, uint64_t *seen) {
+    for (int i = 0; D.primary_state && i < n; i++) {
+        unsigned flags;
+        int dev, active = 0;
+        if ((*seen >> i & 1) || D.get(&dev, i) || D.primary_state(dev, &flags, &active) || !active)
+            continue;
+        char k[32];
+        snprintf(k, sizeof k, "cuda.%d.in_use", i);
+        tprof__set_meta(k, "1");
+        *seen |= 1ull << i;
+    }
+}
+
+void tprof__cuda_devices_tick(int final) {
+    /* the flusher's own: one thread calls */
+    static uint64_t next_try, in_use;
+    static int ndev; /* devices the driver described; 0 before */
+    /* CUPTI's device records say it, with its first buffers, and its GPU records say which
+     * devices are used; ask the driver only when the run ends without them */
+    if (tprof__cupti_active() && !final) return;
+    if (!ndev && atomic_load(&g_described)) return; /* CUPTI described them */
+    uint64_t now = tprof__now();
+    if (!final && now < next_try) return;
+    next_try = now + 1000000000ull;
+    if (!ndev) ndev = describe_from_driver();
+    mark_in_use(ndev, &in_use);
+}
