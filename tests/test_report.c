@@ -512,11 +512,41 @@ static void test_gpu_records_stop(void **state) {
  * CUPTI device record), the sampler's NVML GPU 1; by position it would be GPU 0. The report
  * must take the UUID: GPU 1's power (300 W, GPU 0 draws 100 W), and the device's own
  * description (name, SMs, capacity from the record). */
+/* Ends the rank file `f` (its steps within 40 ms), adds the node sampler's file of a host
+ * with two GPUs (NVML 0 = U0 and 1 = U1, drawing 100 and 300 W), loads the run into `run` and
+ * returns its report, asserting that rank 0 was given exactly one NVML GPU: `index`, which
+ * is its CUDA device `cuda`. */
+static const char *const U0 = "GPU-00000000-0000-4000-8000-000000000000";
+static const char *const U1 = "GPU-11111111-1111-4111-8111-111111111111";
+static cJSON *report_two_gpus(synth_file *f, const char *dir, tp_run *run, unsigned index, unsigned cuda) {
+    synth_end_of_file(f, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    synth_file *sf = synth_open(dir, "h", 61, 1700000000000000000ull, T0);
+    synth_thread(sf, 1, 61);
+    synth_meta(sf, "trainprof.role", "node-sampler");
+    synth_meta(sf, "nvml.devices", "0,1");
+    synth_meta(sf, "gpu.0.uuid", U0);
+    synth_meta(sf, "gpu.1.uuid", U1);
+    for (uint64_t t = 0; t <= 40; t += 2) {
+        synth_counter(sf, 1, T0 + t * MS, "gpu0.power_w", 100);
+        synth_counter(sf, 1, T0 + t * MS, "gpu1.power_w", 300);
+    }
+    synth_end_of_file(sf, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(sf), 0);
+    load_run(dir, run);
+    cJSON *rep = default_report(run);
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    cJSON *gpus = cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus");
+    assert_int_equal(cJSON_GetArraySize(gpus), 1);
+    cJSON *g = cJSON_GetArrayItem(gpus, 0);
+    assert_true(num(g, "index") == (double)index);
+    assert_true(num(g, "cuda_device") == (double)cuda);
+    return rep;
+}
+
 static void test_gpu_by_uuid(void **state) {
     (void)state;
     char dir[512];
-    static const char *const U0 = "GPU-00000000-0000-4000-8000-000000000000";
-    static const char *const U1 = "GPU-11111111-1111-4111-8111-111111111111";
     synth_file *f = open_run(dir, sizeof dir, "report-uuid", 60, 1);
     synth_rank(f, 0, 1);
     synth_meta(f, "cuda.0.uuid", U1);
@@ -535,29 +565,8 @@ static void test_gpu_by_uuid(void **state) {
     tprof_pl_gpu fl = {T0 + 40 * MS + 800000, 0, TPROF_DEVICE_UNKNOWN, 0, 0, 1u << 16, 100, 0};
     synth_raw(f, 2, TPROF_REC_GPU_OVERHEAD, TPROF_INLINE_NAME, T0 + 40 * MS + 500000, &fl, sizeof fl,
               "CUPTI buffer flush", sizeof "CUPTI buffer flush");
-    synth_end_of_file(f, T0 + 41 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-    synth_file *sf = synth_open(dir, "h", 61, 1700000000000000000ull, T0);
-    synth_thread(sf, 1, 61);
-    synth_meta(sf, "trainprof.role", "node-sampler");
-    synth_meta(sf, "nvml.devices", "0,1");
-    synth_meta(sf, "gpu.0.uuid", U0);
-    synth_meta(sf, "gpu.1.uuid", U1);
-    for (uint64_t t = 0; t <= 40; t += 2) {
-        synth_counter(sf, 1, T0 + t * MS, "gpu0.power_w", 100);
-        synth_counter(sf, 1, T0 + t * MS, "gpu1.power_w", 300);
-    }
-    synth_end_of_file(sf, T0 + 41 * MS, 0);
-    assert_int_equal(synth_close(sf), 0);
     tp_run run;
-    load_run(dir, &run);
-    cJSON *rep = default_report(&run);
-    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
-    cJSON *gpus = cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus");
-    assert_int_equal(cJSON_GetArraySize(gpus), 1);
-    cJSON *g1 = cJSON_GetArrayItem(gpus, 0);
-    assert_true(num(g1, "index") == 1.0);
-    assert_true(num(g1, "cuda_device") == 0.0); /* by UUID; by position it would read 1 */
+    cJSON *rep = report_two_gpus(f, dir, &run, 1, 0); /* by UUID; by position CUDA 0 is NVML 0 */
     cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rank0_gpu(rep), "devices"), 0);
     assert_string_equal(cJSON_GetObjectItem(d0, "name")->valuestring, "NVIDIA H200");
     assert_string_equal(cJSON_GetObjectItem(d0, "uuid")->valuestring, U1);
@@ -579,8 +588,6 @@ static void test_gpu_by_uuid(void **state) {
 static void test_gpu_in_use(void **state) {
     (void)state;
     char dir[512];
-    static const char *const U0 = "GPU-00000000-0000-4000-8000-000000000000";
-    static const char *const U1 = "GPU-11111111-1111-4111-8111-111111111111";
     synth_file *f = open_run(dir, sizeof dir, "report-inuse", 60, 1);
     synth_rank(f, 0, 1);
     synth_meta(f, "cuda.0.uuid", U1);
@@ -590,29 +597,8 @@ static void test_gpu_in_use(void **state) {
         synth_step_begin(f, 1, T0 + s * 10 * MS, s);
         synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
     }
-    synth_end_of_file(f, T0 + 41 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-    synth_file *sf = synth_open(dir, "h", 61, 1700000000000000000ull, T0);
-    synth_thread(sf, 1, 61);
-    synth_meta(sf, "trainprof.role", "node-sampler");
-    synth_meta(sf, "nvml.devices", "0,1");
-    synth_meta(sf, "gpu.0.uuid", U0);
-    synth_meta(sf, "gpu.1.uuid", U1);
-    for (uint64_t t = 0; t <= 40; t += 2) {
-        synth_counter(sf, 1, T0 + t * MS, "gpu0.power_w", 100);
-        synth_counter(sf, 1, T0 + t * MS, "gpu1.power_w", 300);
-    }
-    synth_end_of_file(sf, T0 + 41 * MS, 0);
-    assert_int_equal(synth_close(sf), 0);
     tp_run run;
-    load_run(dir, &run);
-    cJSON *rep = default_report(&run);
-    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
-    cJSON *gpus = cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus");
-    assert_int_equal(cJSON_GetArraySize(gpus), 1);
-    cJSON *g = cJSON_GetArrayItem(gpus, 0);
-    assert_true(num(g, "index") == 0.0); /* CUDA device 1 is NVML GPU 0, by UUID */
-    assert_true(num(g, "cuda_device") == 1.0);
+    cJSON *rep = report_two_gpus(f, dir, &run, 0, 1); /* by UUID */
     cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);
