@@ -444,8 +444,9 @@ typedef enum tprof_timers_option {
  * TPROF_ERR_INVALID_ARG, TPROF_ERR_NO_MEMORY. Free with tprof_timers_destroy. */
 TPROF_API int tprof_timers_create(int log_level, tprof_timers_option option, tprof_timers **out);
 
-/* Stops running timers (ending their trace ranges), then frees the registry and its timers
- * (handles become invalid). NULL is ignored. */
+/* Stops running timers (ending their trace ranges; their intervals are dropped, with no
+ * device synchronize, CUDA event or stream source call), then frees the registry and its
+ * timers (handles become invalid). NULL is ignored. */
 TPROF_API void tprof_timers_destroy(tprof_timers *timers);
 
 /* The timer `name` (copied), created on first use with `log_level` (negative = default 2).

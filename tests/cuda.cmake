@@ -8,3 +8,6 @@ tprof_add_unit(test_cuda test_cuda.c LIBS trainprof tprof_analysis Threads::Thre
                ${CMAKE_DL_LIBS} m LABELS tsan)
 target_compile_definitions(test_cuda PRIVATE FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
 add_dependencies(test_cuda fake_cuda)
+# a plain dlopen("libcuda.so.1") would find the fake: the 'not loaded' check can fail
+set_property(TEST test_cuda APPEND PROPERTY ENVIRONMENT
+  "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake-cuda")

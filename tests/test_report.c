@@ -584,24 +584,31 @@ static void test_gpu_by_uuid(void **state) {
 }
 
 /* No GPU records (no CUPTI): the rank's GPU is the one its driver had in use
- * (cuda.<o>.in_use), found by UUID; the others of the node are left out. */
+ * (cuda.<o>.in_use), found by UUID; the others of the node are left out. With two in use and
+ * the launcher's local rank 1 (a DDP rank that also touched cuda:0), its own. */
 static void test_gpu_in_use(void **state) {
     (void)state;
-    char dir[512];
-    synth_file *f = open_run(dir, sizeof dir, "report-inuse", 60, 1);
-    synth_rank(f, 0, 1);
-    synth_meta(f, "cuda.0.uuid", U1);
-    synth_meta(f, "cuda.1.uuid", U0);
-    synth_meta(f, "cuda.1.in_use", "1");
-    for (uint64_t s = 0; s < 4; s++) {
-        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
-        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+    for (int stray = 0; stray < 2; stray++) {
+        char dir[512];
+        synth_file *f = open_run(dir, sizeof dir, "report-inuse", 60, 1);
+        synth_rank(f, 0, 1);
+        synth_meta(f, "cuda.0.uuid", U1);
+        synth_meta(f, "cuda.1.uuid", U0);
+        synth_meta(f, "cuda.1.in_use", "1");
+        if (stray) {
+            synth_meta(f, "cuda.0.in_use", "1");
+            synth_meta(f, "local_rank", "1");
+        }
+        for (uint64_t s = 0; s < 4; s++) {
+            synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+            synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+        }
+        tp_run run;
+        cJSON *rep = report_two_gpus(f, dir, &run, 0, 1); /* by UUID */
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
     }
-    tp_run run;
-    cJSON *rep = report_two_gpus(f, dir, &run, 0, 1); /* by UUID */
-    cJSON_Delete(rep);
-    tp_run_free(&run);
-    synth_rmtree(dir);
 }
 
 int main(void) {

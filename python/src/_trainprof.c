@@ -974,6 +974,7 @@ typedef struct {
     PyObject_HEAD
     tprof_timers *t;
     PyObject *owner; /* capsule: destroys the registry when the last user goes */
+    PyObject *stream_source; /* set_timing's callable, or NULL */
     PyObject *cache; /* name -> Timer */
     int log_level;
     int option;
@@ -989,32 +990,50 @@ static const char *const OPTION_NAMES[] = {"max", "minmax", "all"};
 
 static void registry_capsule_free(PyObject *cap) {
     tprof_timers *t = PyCapsule_GetPointer(cap, "trainprof.timers");
-    PyObject *source = PyCapsule_GetContext(cap); /* the stream source, kept while t lives */
     tprof_timers_destroy(t);
-    Py_XDECREF(source);
 }
 
-/* The registry's CUDA-event stream (tprof_timers_set_stream_source): the capsule's context, a
- * Python callable, answers it as an int at every edge. An exception is shown once and the
- * legacy default stream (0) used. Called by the library on the thread that starts or stops a
- * timer, which normally holds the GIL already. */
+/* The registry's CUDA-event stream (tprof_timers_set_stream_source): a Python callable, held
+ * by the Timers object (seen by the garbage collector, and unset before it is dropped, so
+ * that destroy, which stops running timers, never calls Python), answers it as an int at
+ * every edge. An exception is shown once per process and the legacy default stream (0)
+ * used. Called by the library on the thread that starts or stops a timer, which normally
+ * holds the GIL already. */
 static void *py_stream_source(void *ctx) {
     static int warned;
     PyGILState_STATE g = PyGILState_Ensure();
     void *stream = NULL;
-    PyObject *r = PyObject_CallNoArgs((PyObject *)ctx);
+    /* an exception in flight (a destructor during unwinding) is not ours to report or clear */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *inflight = PyErr_GetRaisedException();
+#else
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+#endif
+    PyObject *src = Py_NewRef((PyObject *)ctx); /* set_timing may replace it meanwhile */
+    PyObject *r = PyObject_CallNoArgs(src);
     if (r) {
-        unsigned long long v = PyLong_AsUnsignedLongLong(r);
-        if (!PyErr_Occurred()) stream = (void *)(uintptr_t)v;
+        PyObject *i = PyNumber_Index(r);
+        if (i) {
+            unsigned long long v = PyLong_AsUnsignedLongLong(i);
+            if (!PyErr_Occurred()) stream = (void *)(uintptr_t)v;
+            Py_DECREF(i);
+        }
         Py_DECREF(r);
     }
     if (PyErr_Occurred()) {
         if (!warned) {
             warned = 1;
-            PyErr_WriteUnraisable(ctx); /* once: the default stream from now on, if it goes on */
+            PyErr_WriteUnraisable(src); /* once: the default stream from now on, if it goes on */
         }
         PyErr_Clear();
     }
+    Py_DECREF(src);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(inflight);
+#else
+    PyErr_Restore(et, ev, etb);
+#endif
     PyGILState_Release(g);
     return stream;
 }
@@ -1370,12 +1389,21 @@ static PyObject *timers_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 static int timers_traverse(TimersObject *ts, visitproc visit, void *arg) {
     Py_VISIT(ts->cache);
     Py_VISIT(ts->dict);
+    Py_VISIT(ts->stream_source);
     return 0;
+}
+
+/* The registry stops asking the callable (its surviving Timers record on set_timing's fixed
+ * stream), then the callable is dropped. */
+static void drop_stream_source(TimersObject *ts) {
+    if (ts->t) tprof_timers_set_stream_source(ts->t, NULL, NULL);
+    Py_CLEAR(ts->stream_source);
 }
 
 static int timers_clear(TimersObject *ts) {
     Py_CLEAR(ts->cache);
     Py_CLEAR(ts->dict);
+    drop_stream_source(ts);
     return 0;
 }
 
@@ -1666,18 +1694,6 @@ static PyObject *timers_set_timing(TimersObject *ts, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|O:set_timing", kw, &mode, &arg))
         return NULL;
     if (timers_ready(ts) < 0) return NULL;
-    if (arg == Py_None) { /* the program's current stream at each edge */
-        PyObject *m = PyImport_ImportModule("trainprof.torch");
-        if (!m) return NULL;
-        source = PyObject_GetAttrString(m, "current_cuda_stream");
-        Py_DECREF(m);
-        if (!source) return NULL;
-    } else if (PyCallable_Check(arg)) {
-        source = Py_NewRef(arg);
-    } else {
-        stream = PyLong_AsUnsignedLongLong(arg);
-        if (PyErr_Occurred()) return NULL;
-    }
     tprof_timing t;
     if (!strcmp(mode, "host")) t = TPROF_TIMING_HOST;
     else if (!strcmp(mode, "cuda_events")) t = TPROF_TIMING_CUDA_EVENTS;
@@ -1687,16 +1703,29 @@ static PyObject *timers_set_timing(TimersObject *ts, PyObject *args, PyObject *k
                                        "not '%s'", mode);
         return NULL;
     }
+    if (arg == Py_None) { /* the program's current stream at each edge */
+        PyObject *m = PyImport_ImportModule("trainprof.torch");
+        if (!m) return NULL;
+        source = PyObject_GetAttrString(m, "current_cuda_stream");
+        Py_DECREF(m);
+        if (!source) return NULL;
+    } else if (PyCallable_Check(arg)) {
+        source = Py_NewRef(arg);
+    } else {
+        PyObject *i = PyNumber_Index(arg);
+        if (!i) return NULL;
+        stream = PyLong_AsUnsignedLongLong(i);
+        Py_DECREF(i);
+        if (PyErr_Occurred()) return NULL;
+    }
     int rc = tprof_timers_set_timing(ts->t, t, (void *)(uintptr_t)stream);
     if (rc != TPROF_OK) {
         Py_XDECREF(source);
         return raise_code(rc, "Timers.set_timing");
     }
-    /* the capsule keeps the source as long as the registry asks it */
-    PyObject *old = PyCapsule_GetContext(ts->owner);
-    tprof_timers_set_stream_source(ts->t, source ? py_stream_source : NULL, source);
-    PyCapsule_SetContext(ts->owner, source);
-    Py_XDECREF(old);
+    drop_stream_source(ts);
+    ts->stream_source = source; /* kept by this object as long as the registry asks it */
+    if (source) tprof_timers_set_stream_source(ts->t, py_stream_source, source);
     Py_RETURN_NONE;
 }
 

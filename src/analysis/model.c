@@ -1024,12 +1024,18 @@ size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *ou
     uint64_t used = 0; /* CUDA ordinals below 64 */
     for (size_t i = 0; i < p->ngpu; i++)
         if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
-    if (!used) /* no GPU records: the devices whose primary context was active */
+    if (!used) { /* no GPU records: the devices whose primary context was active */
         for (unsigned o = 0; o < 64; o++) {
             char key[32];
             snprintf(key, sizeof key, "cuda.%u.in_use", o);
             if (tp_meta(p, key)) used |= 1ull << o;
         }
+        /* several, the launcher's local rank among them: a rank of a one-GPU-per-rank job
+         * that also touched another device (commonly cuda:0 before set_device) */
+        if ((used & (used - 1)) && p->local_rank >= 0 && p->local_rank < 64 &&
+            (used >> p->local_rank & 1))
+            used = 1ull << p->local_rank;
+    }
     if (!used && p->local_rank >= 0 && p->local_rank < 64) used = 1ull << p->local_rank;
     size_t n = 0;
     for (unsigned o = 0; o < 64 && n < max; o++) {

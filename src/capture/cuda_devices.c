@@ -146,10 +146,17 @@ static void mark_in_use(int n, uint64_t *seen) {
     }
 }
 
+/* the flusher's own: one thread calls (fork_child resets them: a child's file is new) */
+static uint64_t next_try, in_use;
+static int ndev; /* devices the driver described; 0 before */
+
+void tprof__cuda_devices_after_fork(void) {
+    next_try = in_use = 0;
+    ndev = 0;
+    atomic_store(&g_described, 0);
+}
+
 void tprof__cuda_devices_tick(int final) {
-    /* the flusher's own: one thread calls */
-    static uint64_t next_try, in_use;
-    static int ndev; /* devices the driver described; 0 before */
     /* CUPTI's device records say it, with its first buffers, and its GPU records say which
      * devices are used; ask the driver only when the run ends without them */
     if (tprof__cupti_active() && !final) return;

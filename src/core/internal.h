@@ -216,6 +216,7 @@ void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const 
                           unsigned sm_count, unsigned long long memory_bytes,
                           unsigned clock_khz, unsigned cc_major, unsigned cc_minor);
 void tprof__cuda_devices_tick(int final);
+void tprof__cuda_devices_after_fork(void);
 
 /* The process sampler (capture/procfs.c), run by the flusher thread. */
 void tprof__procfs_sample(void);

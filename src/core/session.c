@@ -1015,6 +1015,7 @@ static void fork_child(void) {
     S.m_bytes = 0;
     S.m_freed_drops = 0;
     tprof__metrics_after_fork(); /* the parent's endpoint thread is not in this process */
+    tprof__cuda_devices_after_fork(); /* the child's file names its own devices */
     /* STARTING only when another thread began a start after fork_prepare looked: that
      * thread is not in this process, so this one starts afresh */
     int st = atomic_load(&tprof__g_state);

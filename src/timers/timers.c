@@ -84,6 +84,9 @@ int tprof_timers_create(int log_level, tprof_timers_option option, tprof_timers 
 
 void tprof_timers_destroy(tprof_timers *t) {
     if (!t) return;
+    /* the intervals still running are thrown away: no synchronize, no event, no stream
+     * source asked for them */
+    t->timing = TPROF_TIMING_HOST;
     for (size_t i = 0; i < t->n; i++) {
         if (t->v[i]->started) tprof_timer_stop(t->v[i], 0); /* end its trace range */
         tprof_timer_reset(t->v[i]); /* releases CUDA events */

@@ -317,6 +317,69 @@ class CudaEventsTest(unittest.TestCase):
         self.assertEqual(p.stdout.split(), ["20.0", "5.0", "0.0", "7.0", "3.0", "2.0", "2.0", "2"])
         self.assertEqual(p.stderr.count("no stream here"), 1)
 
+    def test_registry_freed_while_raising(self):
+        # a running timer's registry freed while an exception propagates: the source is not
+        # called from the destructor, and the exception reaches its handler
+        p = tphelp.run_child(r'''
+            import ctypes, os
+            cuda = ctypes.CDLL(os.environ["FAKE_CUDA"], mode=ctypes.RTLD_GLOBAL)
+            cuda.cuInit(0)
+            cuda.fake_cuda_set_context(1)
+            import trainprof
+
+            def mk():
+                ts = trainprof.Timers(2, "max")
+                ts.set_timing("cuda_events", cuda_stream=lambda: 5)
+                ts("x").start()
+                return ts
+
+            def f(a, b):
+                pass
+
+            try:
+                f(mk(), 1 / 0)
+            except ZeroDivisionError:
+                print("caught")
+            ts = trainprof.Timers(2, "max")
+            src = lambda: 5
+            for _ in range(10):
+                try:
+                    ts.set_timing("bogus", cuda_stream=src)
+                except ValueError:
+                    pass
+            import sys
+            print(sys.getrefcount(src))
+        ''')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split(), ["caught", "2"])
+        self.assertEqual(p.stderr, "")
+
+    def test_source_cycle_collected(self):
+        # an object whose Timers ask its own method for the stream: the cycle is collected,
+        # with the running timer's events
+        p = tphelp.run_child(r'''
+            import ctypes, gc, os, weakref
+            cuda = ctypes.CDLL(os.environ["FAKE_CUDA"], mode=ctypes.RTLD_GLOBAL)
+            cuda.cuInit(0)
+            cuda.fake_cuda_set_context(1)
+            import trainprof
+
+            class Trainer:
+                def __init__(self):
+                    self.timers = trainprof.Timers(2, "max")
+                    self.timers.set_timing("cuda_events", cuda_stream=self.stream)
+                    self.timers("fwd").start()
+
+                def stream(self):
+                    return 7
+
+            refs = [weakref.ref(Trainer()) for _ in range(3)]
+            gc.collect()
+            print(sum(r() is not None for r in refs), cuda.fake_cuda_count(ord("e")))
+        ''')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split(), ["0", "0"])
+
 
 class EnergyTest(unittest.TestCase):
     def test_without_nvml(self):
