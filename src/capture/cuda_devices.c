@@ -19,13 +19,12 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <link.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "../core/internal.h"
+#include "mapped.h"
 
 typedef int cu_result; /* CUDA_SUCCESS = 0 */
 
@@ -73,22 +72,14 @@ static struct {
     cu_result (*primary_state)(int dev, unsigned *flags, int *active); /* may be missing */
 } D;
 
-static int is_libcuda(struct dl_phdr_info *info, size_t size, void *found) {
-    (void)size;
-    const char *b = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-    b = b ? b + 1 : info->dlpi_name;
-    *(int *)found = b && !strncmp(b, "libcuda.so", 10);
-    return *(int *)found;
-}
-
 /* The driver's calls, when the process has libcuda mapped: 1, else 0 (tried again later).
- * Mapped or not is asked of the loader's list first: a dlopen that fails leaves an error
- * message allocated for the calling thread, which a fork child inherits and never frees. */
+ * Mapped or not is asked of the loader's list first (mapped.h): a dlopen that fails leaves an
+ * error message allocated for the calling thread, which a fork child inherits and never
+ * frees. */
 static int find_driver(void) {
     if (D.count) return 1;
-    int mapped = 0;
-    dl_iterate_phdr(is_libcuda, &mapped);
-    if (!mapped) return 0;
+    char path[256];
+    if (!tprof__mapped("libcuda.so", path, sizeof path, 1)) return 0;
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!h) return 0;
     *(void **)&D.get = dlsym(h, "cuDeviceGet");

@@ -19,7 +19,6 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@
 
 #include "../core/internal.h"
 #include "bufpool.h"
+#include "mapped.h"
 
 /* ------------------------------------------------------------------ CUPTI entry points */
 
@@ -88,39 +88,24 @@ static const char *const lib_names[] = {
     "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
 };
 
-/* The mapped objects named libcupti.so* (dl_iterate_phdr), at most MAPPED of them. */
-#define MAPPED 4
-typedef struct {
-    char path[MAPPED][256];
-    int n;
-} mapped_list;
-
-static int find_mapped(struct dl_phdr_info *info, size_t size, void *arg) {
-    (void)size;
-    mapped_list *m = arg;
-    const char *path = info->dlpi_name, *base = path ? strrchr(path, '/') : NULL;
-    base = base ? base + 1 : path;
-    if (base && !strncmp(base, "libcupti.so", 11) && m->n < MAPPED)
-        snprintf(m->path[m->n++], sizeof m->path[0], "%s", path);
-    return 0;
-}
+#define MAPPED 4 /* mapped libcupti copies looked at */
 
 /* The libcupti this process already has (torch loads its own, under whatever version
  * suffix) is the one to use: two copies in one process would both try to own the activity
  * API. Of several mapped copies, the first of our API's major version; else the first, whose
  * version the caller then reports. */
 static void *open_cupti(char *which, size_t n) {
-    mapped_list m = {.n = 0};
-    dl_iterate_phdr(find_mapped, &m);
+    char mapped[MAPPED][256];
+    const int nmapped = tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], MAPPED);
     /* pass 0: a copy of our major version; pass 1: the first one that opens */
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < m.n; i++) {
-            void *h = dlopen(m.path[i], RTLD_NOW | RTLD_NOLOAD);
+        for (int i = 0; i < nmapped; i++) {
+            void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
             if (!h) continue;
             CUptiResult (*ver)(uint32_t *) = (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
             uint32_t v = 0;
             if (pass || (ver && ver(&v) == CUPTI_SUCCESS && v / 10000 == CUPTI_API_VERSION / 10000)) {
-                snprintf(which, n, "%.200s (already loaded)", m.path[i]);
+                snprintf(which, n, "%.200s (already loaded)", mapped[i]);
                 return h;
             }
             dlclose(h); /* RTLD_NOLOAD took a reference: give it back */

@@ -54,7 +54,6 @@
 #define _GNU_SOURCE /* RTLD_NEXT, RTLD_DEFAULT, dl_iterate_phdr */
 #include <dlfcn.h>
 #include <limits.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -68,6 +67,7 @@
 #include "trainprof.h"
 #include "comm_ext.h"
 #include "mpi_pmpi.h"
+#include "mapped.h"
 
 #ifndef OPEN_MPI
 #error "libtrainprof_mpi is written for Open MPI (pointer handles, ompi_* predefined objects)"
@@ -82,24 +82,11 @@
 static _Atomic(void *) g_libmpi; /* a libmpi the process loaded outside the global scope */
 static _Atomic int g_warned_missing;
 
-static int find_libmpi_cb(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    const char *n = info->dlpi_name;
-    const char *base = n ? strrchr(n, '/') : NULL;
-    base = base ? base + 1 : n;
-    if (base && !strncmp(base, "libmpi.so", 9)) {
-        snprintf(data, PATH_MAX, "%s", n);
-        return 1;
-    }
-    return 0;
-}
-
 static void *libmpi_handle(void) {
     void *h = atomic_load_explicit(&g_libmpi, memory_order_acquire);
     if (h) return h;
-    char path[PATH_MAX] = "";
-    dl_iterate_phdr(find_libmpi_cb, path);
-    if (!path[0]) return NULL;
+    char path[PATH_MAX];
+    if (!tprof__mapped("libmpi.so", path, sizeof path, 1)) return NULL;
     h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD); /* only if already loaded; never closed */
     if (h) atomic_store_explicit(&g_libmpi, h, memory_order_release);
     return h;
