@@ -196,9 +196,14 @@ static int raw_walk(const char *path, walk_count *wc) {
     while (tprof_reader_next(r, &c)) {
         size_t pos = 0;
         const tprof_rec *rec;
-        if (c.dropped > wc->dropped) wc->dropped = c.dropped; /* one recording thread */
+        /* The exact count is the producer's, the main thread (its tid is the pid): the
+         * process sampler records counter samples on the flusher thread, as many as the run
+         * lasted sampling periods. */
+        int producer = (int32_t)c.os_tid == tprof_reader_header(r)->pid;
+        if (producer && c.dropped > wc->dropped) wc->dropped = c.dropped; /* one thread */
         while ((rec = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
             wc->records++;
+            if (!producer) continue;
             switch (rec->kind) {
             case TPROF_REC_PUSH:
             case TPROF_REC_POP:

@@ -34,3 +34,9 @@ if(TPROF_SANITIZE STREQUAL "address")
   set_property(TEST test_reliability cli_errors APPEND PROPERTY ENVIRONMENT
     "ASAN_OPTIONS=verify_asan_link_order=0")
 endif()
+
+# The concurrency tests again with every core kept busy by spinning processes; run alone, so
+# that the load is the one it sets. Not under ASan (it only repeats the plain build's tests).
+add_test(NAME suite_under_load COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/suite_under_load.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(suite_under_load PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE
+  LABELS "tsan;load;no-asan")

@@ -331,9 +331,11 @@ static void test_stress_exact_accounting(void **state) {
     assert_int_equal(0, p->ndamage);
     check_exact(p, &r);
     /* the rings were small on purpose: some events must have been dropped, and some
-     * recorded on every thread */
+     * recorded on every thread that ran (on a loaded machine a thread can be given no CPU
+     * before the deadline: it attempted nothing, and check_exact holds it to that) */
     assert_true(p->dropped > 0);
     for (uint32_t i = 0; i < r.nthr; i++) {
+        if (r.thr_attempts[i] == 0) continue;
         const tp_thread *t = thread_by_tid(p, r.tid[i]);
         assert_non_null(t);
         assert_true(t->events > 0);
