@@ -153,6 +153,111 @@ static double sample(const char *text, const char *prefix) {
     return NAN;
 }
 
+/* -------------------------------------------- the text format, checked by the test */
+
+/* Length of the well-formed UTF-8 sequence at p (Unicode 3.9, table 3-7), or 0. Written
+ * apart from the registry's own decoder so that the check does not share its mistakes. */
+static size_t utf8_ok(const unsigned char *p) {
+    static const struct { unsigned char lo, hi, lo2, hi2; int len; } t[] = {
+        {0xC2, 0xDF, 0x80, 0xBF, 2}, {0xE0, 0xE0, 0xA0, 0xBF, 3}, {0xE1, 0xEC, 0x80, 0xBF, 3},
+        {0xED, 0xED, 0x80, 0x9F, 3}, {0xEE, 0xEF, 0x80, 0xBF, 3}, {0xF0, 0xF0, 0x90, 0xBF, 4},
+        {0xF1, 0xF3, 0x80, 0xBF, 4}, {0xF4, 0xF4, 0x80, 0x8F, 4}};
+    if (p[0] && p[0] < 0x80) return 1;
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        if (p[0] < t[i].lo || p[0] > t[i].hi) continue;
+        if (p[1] < t[i].lo2 || p[1] > t[i].hi2) return 0;
+        for (int k = 2; k < t[i].len; k++)
+            if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+        return (size_t)t[i].len;
+    }
+    return 0;
+}
+
+static int name_char(char c, int first, int colon) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+           (colon && c == ':') || (!first && c >= '0' && c <= '9');
+}
+
+/* Checks `text` against the Prometheus text format 0.0.4 (and OpenMetrics' `# EOF`): valid
+ * UTF-8 throughout; every line a `# HELP`/`# TYPE` comment or a sample `name{k="v",...}
+ * value`, label values with only the escapes \\, \" and \n. Returns NULL, or a message
+ * naming the first bad line (static buffer). This check runs whether promtool is there or
+ * not. */
+static const char *exposition_error(const char *text) {
+    static char why[300];
+    const unsigned char *u = (const unsigned char *)text;
+    for (size_t i = 0; u[i];) {
+        size_t l = utf8_ok(u + i);
+        if (!l) {
+            snprintf(why, sizeof why, "byte %zu (0x%02x) is not UTF-8", i, u[i]);
+            return why;
+        }
+        i += l;
+    }
+    int line = 0;
+    for (const char *p = text; *p;) {
+        line++;
+        const char *nl = strchr(p, '\n');
+        if (!nl) {
+            snprintf(why, sizeof why, "line %d has no line feed", line);
+            return why;
+        }
+        const char *q = p;
+#define BAD(what)                                                                        \
+    do {                                                                                 \
+        snprintf(why, sizeof why, "line %d, column %d: %s: %.*s", line, (int)(q - p) + 1, \
+                 what, (int)(nl - p > 120 ? 120 : nl - p), p);                           \
+        return why;                                                                      \
+    } while (0)
+        if (*q == '#') {
+            if (!strncmp(q, "# EOF\n", 6) && !nl[1]) break;
+            if (strncmp(q, "# HELP ", 7) && strncmp(q, "# TYPE ", 7)) BAD("unknown comment");
+            q += 7;
+            if (!name_char(*q, 1, 1)) BAD("metric name");
+            while (name_char(*q, 0, 1)) q++;
+            if (q != nl && *q != ' ') BAD("after the metric name");
+            p = nl + 1;
+            continue;
+        }
+        if (!name_char(*q, 1, 1)) BAD("metric name");
+        while (name_char(*q, 0, 1)) q++;
+        if (*q == '{') {
+            q++;
+            while (*q != '}') {
+                if (!name_char(*q, 1, 0)) BAD("label name");
+                while (name_char(*q, 0, 0)) q++;
+                if (q[0] != '=' || q[1] != '"') BAD("label without =\"");
+                q += 2;
+                while (*q != '"') {
+                    if (q >= nl) BAD("label value runs past the line");
+                    if (*q == '\\') {
+                        if (q[1] != '\\' && q[1] != '"' && q[1] != 'n') BAD("unknown escape");
+                        q++;
+                    }
+                    q++;
+                }
+                q++;
+                if (*q == ',') q++;
+                else if (*q != '}') BAD("after a label value");
+            }
+            q++;
+        }
+        if (*q != ' ') BAD("no space before the value");
+        q++;
+        char *end;
+        if (!strncmp(q, "+Inf", 4) || !strncmp(q, "-Inf", 4)) end = (char *)q + 4;
+        else if (!strncmp(q, "NaN", 3)) end = (char *)q + 3;
+        else {
+            strtod(q, &end);
+            if (end == q) BAD("value");
+        }
+        if (end != nl && *end != ' ') BAD("after the value");
+        p = nl + 1;
+#undef BAD
+    }
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- registry formats */
 
 static void test_render_formats(void **state) {
@@ -204,6 +309,62 @@ static void test_render_formats(void **state) {
     tprof__m_set_const_labels((const char *const[]){NULL});
 }
 
+/* Label values hold whatever bytes a host name, an environment variable or a user's timer
+ * name held: each comes out valid UTF-8 (a maximal invalid subpart -> one U+FFFD) and
+ * escaped, so that the scrape stays parsable. Cuts to a size fall between characters. */
+#define FFFD "\xEF\xBF\xBD"
+static void promtool_check(const char *text);
+static void test_label_utf8(void **state) {
+    (void)state;
+    fresh_dir("utf8");
+    assert_int_equal(tprof__m_enable(), 0);
+    int g = tprof__m_family("t_utf8_info", "labels of any bytes", TPROF_M_GAUGE, NULL, 0);
+    static const struct { const char *in, *out; } v[] = {
+        {"a\xff" "b", "a" FFFD "b"},               /* a byte that is never UTF-8 */
+        {"cut\xE2\x82", "cut" FFFD},               /* a 3-byte character cut after 2 */
+        {"\xE2\x82" "x\xE2", FFFD "x" FFFD},        /* cut, then a lone lead byte */
+        {"\xC0\xAF", FFFD FFFD},                   /* overlong '/' */
+        {"\xED\xA0\x80", FFFD FFFD FFFD},           /* a surrogate */
+        {"\xF4\x90\x80\x80", FFFD FFFD FFFD FFFD},   /* above U+10FFFF */
+        {"\xF0\x9F\x98", "" FFFD},                  /* a 4-byte character cut after 3 */
+        {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
+        {"q\"b\\n\nl\xff", "q\\\"b\\\\n\\nl" FFFD},  /* escapes beside a bad byte */
+    };
+    char want[400];
+    char *out;
+    size_t len;
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        int se = tprof__m_series(g, (const char *const[]){"v", v[i].in, NULL});
+        assert_true(se >= 0);
+        tprof__m_set(se, (double)i);
+    }
+    assert_int_equal(tprof__m_render(0, &out, &len), 0);
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        snprintf(want, sizeof want, "\nt_utf8_info{v=\"%s\"} %zu\n", v[i].out, i);
+        if (!strstr(out, want)) fprintf(stderr, "case %zu: no line %s", i, want + 1);
+        assert_non_null(strstr(out, want));
+    }
+    const char *bad = exposition_error(out);
+    if (bad) fprintf(stderr, "%s\n", bad);
+    assert_null(bad);
+    promtool_check(out);
+    free(out);
+    /* raw labels are refused unless valid UTF-8 */
+    assert_int_equal(tprof__m_series_raw(g, "v=\"\xff\""), -1);
+    /* cuts between characters: "ab" + U+20AC (3 bytes) + "c" */
+    const char *s = "ab\xE2\x82\xAC" "c";
+    assert_int_equal(tprof__m_utf8_cut(s, 0), 0);
+    assert_int_equal(tprof__m_utf8_cut(s, 2), 2);
+    assert_int_equal(tprof__m_utf8_cut(s, 3), 2);
+    assert_int_equal(tprof__m_utf8_cut(s, 4), 2);
+    assert_int_equal(tprof__m_utf8_cut(s, 5), 5);
+    assert_int_equal(tprof__m_utf8_cut(s, 6), 6);
+    assert_int_equal(tprof__m_utf8_cut(s, 60), 6);
+    const char *e = "\xF0\x9F\x98\x80!"; /* U+1F600 */
+    for (size_t m = 0; m < 4; m++) assert_int_equal(tprof__m_utf8_cut(e, m), 0);
+    assert_int_equal(tprof__m_utf8_cut(e, 4), 4);
+}
+
 /* --------------------------------------------------------------- endpoint cases */
 
 /* In the child: a session on g_dir with the endpoint on an ephemeral port. */
@@ -238,6 +399,9 @@ static void run_child(void (*body)(void)) {
 }
 
 static void promtool_check(const char *text) {
+    const char *bad = exposition_error(text);
+    if (bad) fprintf(stderr, "scrape not in the text format: %s\n", bad);
+    CHECK(bad == NULL);
     if (system("command -v promtool >/dev/null 2>&1") != 0) {
         fprintf(stderr, "promtool not installed: `promtool check metrics` skipped\n");
         return;
@@ -432,6 +596,51 @@ static void body_timers(void) {
     CHECK(sample(r, "trainprof_timer_elapsed_seconds{timer=\"optimizer\"}") == 0);
     free(r);
     tprof_timers_destroy(t);
+}
+
+/* A session whose rank and timer names are not clean UTF-8: RANK of 14 digits and a 3-byte
+ * character (the rank label holds 15 bytes, a cut inside that character), a timer name
+ * whose 63-byte cut falls inside a 3-byte character, one with an invalid byte. The scrape
+ * stays valid and says exactly what it should. */
+static void body_utf8(void) {
+    setenv("RANK", "12345678901234\xE2\x82\xAC", 1);
+    int port = start_child_session(NULL);
+    char longname[80];
+    memset(longname, 'a', 62);
+    snprintf(longname + 62, sizeof longname - 62, "\xE2\x82\xAC-tail"); /* bytes 62..64 */
+    const char *names[] = {longname, "bad\xff" "name", "ok"};
+    const double secs[] = {0.25, 0.5, 0.75};
+    tprof_timers *t;
+    CHECK(tprof_timers_create(2, TPROF_TIMERS_MINMAX, &t) == TPROF_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK(tprof_timer_set_elapsed(tprof_timer_get(t, names[i], 1), secs[i]) == TPROF_OK);
+    double *m = NULL;
+    int world = 0;
+    size_t n = 0;
+    tprof_timers_gather(t, names, 3, 1, 0, &m, &world, &n);
+    CHECK(m && n == 3);
+    free(m);
+    char *r;
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    const char *body = strstr(r, "\n\n") + 2;
+    const char *bad = exposition_error(body);
+    if (bad) fprintf(stderr, "scrape not in the text format: %s\n", bad);
+    CHECK(bad == NULL);
+    promtool_check(body);
+    char k[200];
+    snprintf(k, sizeof k, "trainprof_timer_elapsed_seconds{rank=\"12345678901234\",timer=\"%.62s\"}",
+             longname);
+    CHECK(sample(r, k) == 0.25);
+    CHECK(sample(r, "trainprof_timer_elapsed_seconds{rank=\"12345678901234\",timer=\"bad" FFFD "name\"}") == 0.5);
+    CHECK(sample(r, "trainprof_timer_elapsed_seconds{rank=\"12345678901234\",timer=\"ok\"}") == 0.75);
+    free(r);
+    tprof_timers_destroy(t);
+}
+
+static void test_endpoint_utf8(void **state) {
+    (void)state;
+    fresh_dir("utf8-session");
+    run_child(body_utf8);
 }
 
 static void test_endpoint_timers(void **state) {
@@ -652,6 +861,8 @@ static void test_endpoint_off(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest unit[] = {
         cmocka_unit_test(test_render_formats),
+        cmocka_unit_test(test_label_utf8),
+        cmocka_unit_test(test_endpoint_utf8),
         cmocka_unit_test(test_endpoint_comm),
         cmocka_unit_test(test_endpoint_timers),
         cmocka_unit_test(test_endpoint_off),

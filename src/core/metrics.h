@@ -56,11 +56,21 @@ int tprof__m_family(const char *name, const char *help, int type, const double *
                     int nbounds);
 
 /* The series of family `fam` with `labels` (NULL-terminated key, value, key, value, ...
- * list; values are escaped here), found or created. Returns its id, or -1 when the
- * registry is full. Not for a hot path: it takes the registry mutex. */
+ * list), found or created. Values may hold any bytes: each is made valid UTF-8 here (an
+ * invalid sequence becomes U+FFFD) and escaped (backslash, double quote, line feed), so a
+ * host name or a user's timer name can never make a scrape unparsable. Returns its id, or
+ * -1 when the registry is full or the formatted labels exceed TPROF_M_LABELS_MAX - 1
+ * bytes. Not for a hot path: it takes the registry mutex. */
 int tprof__m_series(int fam, const char *const *labels);
-/* The same with labels already formatted (`k="v",...`, escaped, may be ""). */
+/* The same with labels already formatted (`k="v",...`, escaped, may be ""); -1 also when
+ * they are not valid UTF-8. */
 int tprof__m_series_raw(int fam, const char *labels);
+
+/* The length of the longest prefix of s that has at most `max` bytes and does not end
+ * inside a UTF-8 sequence: where a name is cut to a fixed size, the cut falls between
+ * characters. Bytes that are invalid anyway may be kept or dropped. Any thread; no
+ * allocation. */
+size_t tprof__m_utf8_cut(const char *s, size_t max);
 
 void tprof__m_set(int series, double v);     /* gauges (a counter set to a running total) */
 void tprof__m_add(int series, double v);     /* counters; v >= 0 */

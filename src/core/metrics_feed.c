@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <fnmatch.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,21 @@ static void set_const_labels(void) {
     tprof__m_set_const_labels(l);
 }
 
+/* s into dst (cap bytes), cut between two UTF-8 characters when it does not fit */
+static void copy_cut(char *dst, size_t cap, const char *s) {
+    size_t n = tprof__m_utf8_cut(s, cap - 1);
+    memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+/* The node's name for the `host` label: whole (Linux allows 64 bytes, HOST_NAME_MAX), so
+ * that it is never cut inside a character; an invalid byte in it is replaced when the label
+ * is made (metrics.c). */
+static void host_name(char *buf, size_t cap) {
+    if (gethostname(buf, cap - 1) != 0) buf[0] = 0;
+    buf[cap - 1] = 0;
+}
+
 static const char *first_env(const char *const *vars) {
     for (; *vars; vars++) {
         const char *v = getenv(*vars);
@@ -189,7 +205,7 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
         static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
                                                 "PMIX_RANK", "SLURM_PROCID", NULL};
         const char *r = first_env(rank_vars);
-        if (r) snprintf(L.rank, sizeof L.rank, "%s", r);
+        if (r) copy_cut(L.rank, sizeof L.rank, r);
         const char *var;
         int lr = tprof__nvml_local_rank(&var);
         if (lr >= 0) snprintf(L.local_rank, sizeof L.local_rank, "%d", lr);
@@ -256,11 +272,16 @@ void tprof__metrics_timers(const char *const *names, const double *seconds, size
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < n; i++) {
         if (!names[i]) continue;
+        /* a longer name is cut between two characters: a cut inside one would leave a
+         * byte that is not UTF-8 */
+        size_t len = tprof__m_utf8_cut(names[i], sizeof seen[0].name - 1);
         int k = 0;
-        while (k < nseen && strncmp(seen[k].name, names[i], sizeof seen[k].name - 1)) k++;
+        while (k < nseen && (strlen(seen[k].name) != len || memcmp(seen[k].name, names[i], len)))
+            k++;
         if (k == nseen) {
             if (nseen == 64) continue;
-            snprintf(seen[k].name, sizeof seen[k].name, "%s", names[i]);
+            memcpy(seen[k].name, names[i], len);
+            seen[k].name[len] = 0;
             const char *lab[] = {"timer", seen[k].name, NULL};
             seen[k].series = tprof__m_series(F.timer, lab);
             nseen++;
@@ -309,7 +330,7 @@ void tprof__metrics_meta(const char *key, const char *value) {
     if (!strcmp(key, "rank") || !strcmp(key, "local_rank")) {
         char *dstr = key[0] == 'r' ? L.rank : L.local_rank;
         /* setup calls, not the hot path; the registry copies the labels under its mutex */
-        snprintf(dstr, sizeof L.rank, "%.15s", value);
+        copy_cut(dstr, sizeof L.rank, value);
         set_const_labels();
     }
 }
@@ -609,13 +630,13 @@ static void host_disks(const char *host) {
  * per node, not per rank). */
 static void host_metrics(void) {
     static int node = -1, series[3 + 2 + 5];
-    static char host[64] = "";
+    static char host[HOST_NAME_MAX + 2] = "";
     static const char *const modes[5] = {"user", "nice", "system", "idle", "iowait"};
     if (node < 0) {
         const char *v = getenv("TRAINPROF_NVML_SAMPLER");
         node = v && atoi(v) == (int)getpid();
         if (!node) return;
-        gethostname(host, sizeof host - 1);
+        host_name(host, sizeof host);
         const char *h[] = {"host", host, NULL};
         for (int i = 0; i < 3; i++) series[i] = tprof__m_series(F.host_load[i], h);
         series[3] = tprof__m_series(F.host_mem_total, h);
@@ -661,9 +682,9 @@ void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, doub
 }
 
 static int gpu_series(unsigned idx, const char *uuid, int fam) {
-    char gi[16], host[64] = "";
+    char gi[16], host[HOST_NAME_MAX + 2];
     snprintf(gi, sizeof gi, "%u", idx);
-    gethostname(host, sizeof host - 1);
+    host_name(host, sizeof host);
     return tprof__m_series(fam, (const char *const[]){"gpu", gi, "uuid", uuid ? uuid : "",
                                                       "host", host, NULL});
 }
