@@ -107,12 +107,15 @@ def parse(text, openmetrics=False):
 # flusher pass, and the process sampler takes a sample as soon as the endpoint is on; the
 # NVML sampler's first sample may fall a period (50 ms) after it
 for attempt in range(20):
+    ta0 = time.monotonic()
     st, ctype, text = get("/metrics")
+    ta1 = time.monotonic()
     assert st == 200 and ctype.startswith("text/plain; version=0.0.4"), (st, ctype)
     s, types = parse(text)
     if "process_cpu_seconds_total" not in s:
         raise SystemExit("no process metrics on the first scrape:\n" + text)
-    if name == "nogpu" or "trainprof_gpu_power_watts" in s:
+    if name == "nogpu" or ("trainprof_gpu_power_watts" in s and
+                           len(s.get("trainprof_gpu_memory_busy_seconds_total", [])) == 2):
         break
     time.sleep(0.05)
 bi = s.get("trainprof_build_info")
@@ -156,7 +159,9 @@ def proc_disk():
 import os
 n0, d0 = proc_net(), proc_disk()
 time.sleep(1.3)  # serve's process sampler, which reads these, runs at 1 Hz
+tb0 = time.monotonic()
 st, ctype, text = get("/metrics")
+tb1 = time.monotonic()
 n1, d1 = proc_net(), proc_disk()
 s2, _ = parse(text)
 def per_dev(fam):
@@ -197,6 +202,23 @@ else:
     u0 = [v for lab, v in gpu["trainprof_gpu_utilization_ratio"] if 'gpu="0"' in lab]
     assert abs(u0[0] - 0.95) < 1e-9, u0
     assert types["trainprof_gpu_energy_joules_total"] == "counter"
+    # busy-time counters beside the utilisation gauges: between the two scrapes they grow
+    # by the fake's utilisation (GPU 0 95 %, GPU 1 60 %; memory 40 %, 20 %) times the time
+    # between the samples each scrape saw, which lies within the scrapes' bounds widened by
+    # a few sampler periods (20 Hz here; a loaded machine delays the flusher)
+    slack = 0.25
+    lo, hi = tb0 - ta1 - slack, tb1 - ta0 + slack
+    for fam, want in (("trainprof_gpu_busy_seconds_total", {"0": 0.95, "1": 0.60}),
+                      ("trainprof_gpu_memory_busy_seconds_total", {"0": 0.40, "1": 0.20})):
+        assert types.get(fam) == "counter", (fam, types.get(fam))
+        v1 = {re.search(r'gpu="(\d+)"', lab).group(1): v for lab, v in s[fam]}
+        v2 = {re.search(r'gpu="(\d+)"', lab).group(1): v for lab, v in s2[fam]}
+        assert sorted(v2) == ["0", "1"], (fam, s2[fam])
+        for g, ratio in want.items():
+            d = v2[g] - v1[g]
+            assert ratio * lo <= d <= ratio * hi, (fam, g, d, ratio, lo, hi)
+        print("%s: +%.3f s, +%.3f s over %.2f-%.2f s" % (fam, v2["0"] - v1["0"],
+              v2["1"] - v1["1"], lo + slack, hi - slack))
 # OpenMetrics by negotiation
 st, ctype, om = get("/metrics", "application/openmetrics-text; version=1.0.0")
 assert ctype.startswith("application/openmetrics-text"), ctype

@@ -365,6 +365,57 @@ static void test_label_utf8(void **state) {
     assert_int_equal(tprof__m_utf8_cut(e, 4), 4);
 }
 
+/* The busy-time counter fed by sampled utilisation (tprof__m_integrate, as the NVML sampler
+ * feeds trainprof_gpu_busy_seconds_total): a GPU busy during known intervals, sampled every
+ * 250 ms with the fraction of the past 250 ms it was busy (what NVML reports when its period
+ * is the sampler's) -> the counter equals the busy seconds. A stall of the sampler (22 s
+ * without a sample) adds nothing, rather than stretching one sample over it. */
+static double busy_in(double a, double b, const double (*iv)[2], size_t n) {
+    double t = 0;
+    for (size_t i = 0; i < n; i++) {
+        double lo = iv[i][0] > a ? iv[i][0] : a, hi = iv[i][1] < b ? iv[i][1] : b;
+        if (hi > lo) t += hi - lo;
+    }
+    return t;
+}
+
+static void test_busy_counter(void **state) {
+    (void)state;
+    assert_int_equal(tprof__m_enable(), 0);
+    int c = tprof__m_family("t_busy_seconds_total", "busy", TPROF_M_COUNTER, NULL, 0);
+    int se = tprof__m_series(c, (const char *const[]){"gpu", "0", NULL});
+    assert_true(se >= 0);
+    /* [1, 3): whole periods; [5.25, 5.5) one; [6.125, 6.375) halves of two; [29.5, 31) half
+     * before the stall ends at 30 (unseen), 1 s after */
+    static const double busy[][2] = {{1.0, 3.0}, {5.25, 5.5}, {6.125, 6.375}, {29.5, 31.0}};
+    const size_t nb = sizeof busy / sizeof *busy;
+    tprof__m_integ st = {0};
+    double prev = 0, seen = 0;
+    char *out;
+    size_t len;
+    for (int k = 0; k <= 124; k++) { /* 0 .. 31 s; none in (8, 30) */
+        double t = k * 0.25;
+        if (t > 8.0 && t < 30.0) continue;
+        double r = t == 0 ? 0 : busy_in(t - 0.25, t, busy, nb) / 0.25;
+        tprof__m_integrate(se, &st, r, (uint64_t)(t * 1e9), 5000000000ull);
+        tprof__m_integrate(se, &st, 1.0, (uint64_t)(t * 1e9), 5000000000ull); /* same time: nothing */
+        assert_int_equal(tprof__m_render(0, &out, &len), 0);
+        double v = sample(out, "t_busy_seconds_total{gpu=\"0\"}");
+        free(out);
+        assert_true(v >= prev); /* monotonic */
+        prev = v;
+        if (t <= 8.0 || t > 30.0) seen = v;
+    }
+    /* 2 + 0.25 + 0.25 + 1: the 0.5 s busy in (29.5, 30] fell in the stall */
+    fprintf(stderr, "busy counter: %.17g s (busy 4.0 s, of which 3.5 s sampled)\n", seen);
+    assert_true(seen == 3.5);
+    /* a reading past 100 % counts the interval once, no more */
+    tprof__m_integrate(se, &st, 1.7, (uint64_t)(31.5 * 1e9), 5000000000ull);
+    assert_int_equal(tprof__m_render(0, &out, &len), 0);
+    assert_true(sample(out, "t_busy_seconds_total{gpu=\"0\"}") == 4.0);
+    free(out);
+}
+
 /* --------------------------------------------------------------- endpoint cases */
 
 /* In the child: a session on g_dir with the endpoint on an ephemeral port. */
@@ -862,6 +913,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest unit[] = {
         cmocka_unit_test(test_render_formats),
         cmocka_unit_test(test_label_utf8),
+        cmocka_unit_test(test_busy_counter),
         cmocka_unit_test(test_endpoint_utf8),
         cmocka_unit_test(test_endpoint_comm),
         cmocka_unit_test(test_endpoint_timers),

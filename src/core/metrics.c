@@ -273,6 +273,17 @@ void tprof__m_observe(int s, double v) {
     atomic_fetch_add_explicit(&se->buckets[b], 1, memory_order_relaxed);
 }
 
+void tprof__m_integrate(int s, tprof__m_integ *st, double ratio, uint64_t now_ns,
+                        uint64_t max_gap_ns) {
+    uint64_t last = st->last_ns;
+    if (now_ns <= last) return; /* not after the previous sample: nothing to integrate */
+    st->last_ns = now_ns;
+    if (!last || now_ns - last > max_gap_ns || isnan(ratio)) return;
+    if (ratio < 0) ratio = 0;
+    if (ratio > 1) ratio = 1;
+    tprof__m_add(s, ratio * ((double)(now_ns - last) / 1e9));
+}
+
 void tprof__m_set_const_labels(const char *const *labels) {
     char buf[TPROF_M_LABELS_MAX];
     if (format_labels(buf, sizeof buf, labels) != 0) return;

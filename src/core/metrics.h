@@ -76,6 +76,22 @@ void tprof__m_set(int series, double v);     /* gauges (a counter set to a runni
 void tprof__m_add(int series, double v);     /* counters; v >= 0 */
 void tprof__m_observe(int series, double v); /* histograms */
 
+/* A busy-time counter fed by a sampled ratio: utilisation as NVML reports it, "percent of
+ * time over the past sample period during which one or more kernels was executing" (NVML
+ * API reference, nvmlUtilization_t). Each sample is taken to describe the interval since the
+ * previous one, so the counter grows by ratio x that interval: seconds of busy time, which
+ * rate() turns back into a utilisation over any window, whatever the scrape interval (a
+ * gauge scraped every 15 s shows 15 s-apart snapshots of a ~1 s average, 0 or 1 on a bursty
+ * job). The first sample only starts the clock. An interval longer than max_gap_ns (the
+ * sampler stalled) adds nothing: the last sample says nothing about most of it, and a
+ * counter must not invent busy time. Ratios are clamped to [0, 1]; NaN adds nothing. One
+ * writer per state (the sampler); the counter is read by scrapes like any other. */
+typedef struct tprof__m_integ {
+    uint64_t last_ns; /* the previous sample's time; 0 = none yet */
+} tprof__m_integ;
+void tprof__m_integrate(int series, tprof__m_integ *st, double ratio, uint64_t now_ns,
+                        uint64_t max_gap_ns);
+
 /* Labels every series carries (rank, local_rank), as `k="v",` ready to prepend; "" when
  * none. Changed by tprof_set_rank and the metadata; copied under a mutex by each scrape. */
 void tprof__m_set_const_labels(const char *const *labels);

@@ -40,7 +40,7 @@ static const double k_step_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 static struct {
     int step_hist, steps, step_last, step_num, tokens, samples, flops, tok_rate, smp_rate, flop_rate;
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
-    int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
+    int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak, fam_busy[2];
     int comm_ops, comm_bytes, comm_seconds, comm_hist, timer;
     int host_load[3], host_mem_total, host_mem_avail, host_cpu, net_rx, net_tx, disk_rd, disk_wr;
 } F;
@@ -74,9 +74,28 @@ static struct {
     char rank[16], local_rank[16];
 } L;
 
-/* GPU series ids, per NVML index and metric; written and read by the sampler thread only */
+/* GPU series ids, per NVML index and metric (k_gpu's, then 12 peak memory, 13 capacity,
+ * 14 and 15 the busy-time counters); written and read by the sampler thread only */
 #define GPU_MAX 64
-static int g_gpu_series[GPU_MAX][14];
+static int g_gpu_series[GPU_MAX][16];
+
+/* Busy-time counters beside the two utilisation gauges (metrics.h, tprof__m_integrate):
+ * rate() of a counter gives the utilisation over any window, where a gauge scraped every
+ * 15 s gives one ~1 s average per scrape. */
+static const struct {
+    const char *gauge; /* the suffix of the gauge it integrates */
+    const char *name, *help;
+} k_busy[2] = {
+    {"util_percent", "trainprof_gpu_busy_seconds_total",
+     "time a kernel ran on the GPU (NVML utilisation integrated over the sampler's intervals); rate() = utilisation"},
+    {"mem_util_percent", "trainprof_gpu_memory_busy_seconds_total",
+     "time device memory was read or written (NVML memory utilisation integrated over the sampler's intervals)"},
+};
+static tprof__m_integ g_busy[GPU_MAX][2];
+/* NVML averages utilisation over a period of 1/6 s to 1 s, depending on the product (NVML
+ * API reference, nvmlDeviceGetUtilizationRates), and the sampler runs at 1 Hz or faster:
+ * an interval over 5 s between two samples is a stalled sampler, and is not integrated */
+#define BUSY_MAX_GAP_NS 5000000000ull
 
 static const struct {
     const char *suffix; /* capture/nvml.c's counter suffix */
@@ -125,6 +144,8 @@ static void register_families(void) {
     for (size_t i = 0; i < N_GPU_METRICS; i++)
         F.fam_gpu[i] = tprof__m_family(k_gpu[i].name, k_gpu[i].help, k_gpu[i].type, NULL, 0);
     F.fam_gpu_mem_total = tprof__m_family("trainprof_gpu_memory_total_bytes", "device memory capacity", TPROF_M_GAUGE, NULL, 0);
+    for (int i = 0; i < 2; i++)
+        F.fam_busy[i] = tprof__m_family(k_busy[i].name, k_busy[i].help, TPROF_M_COUNTER, NULL, 0);
     F.fam_gpu_mem_peak = tprof__m_family("trainprof_gpu_memory_used_peak_bytes", "highest device memory in use seen by the sampler", TPROF_M_GAUGE, NULL, 0);
     F.comm_ops = tprof__m_family("trainprof_comm_operations_total", "communication operations completed (NCCL, MPI, torch.distributed)", TPROF_M_COUNTER, NULL, 0);
     F.comm_bytes = tprof__m_family("trainprof_comm_bytes_total", "per-rank payload bytes of communication operations", TPROF_M_COUNTER, NULL, 0);
@@ -703,6 +724,13 @@ void tprof__metrics_gpu(unsigned idx, const char *uuid, const char *suffix, doub
             static double peak[GPU_MAX];
             if (v > peak[idx]) peak[idx] = v;
             if (*pk > 0) tprof__m_set(*pk - 1, peak[idx]);
+        }
+        for (int b = 0; b < 2; b++) {
+            if (strcmp(suffix, k_busy[b].gauge)) continue;
+            int *bs = &g_gpu_series[idx][14 + b];
+            if (*bs == 0) *bs = gpu_series(idx, uuid, F.fam_busy[b]) + 1;
+            /* the sample was taken just before this call, on this thread */
+            if (*bs > 0) tprof__m_integrate(*bs - 1, &g_busy[idx][b], v * 0.01, tprof__now(), BUSY_MAX_GAP_NS);
         }
         return;
     }
