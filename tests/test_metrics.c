@@ -21,6 +21,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -892,6 +893,115 @@ static void test_endpoint_storm(void **state) {
     run_child(body_storm);
 }
 
+/* Slow and hostile clients (slowloris) on loopback: LORIS_N connections, most from the
+ * scraper's own address (127.0.0.1), a quarter from 127.0.0.2; half sending nothing, half a
+ * request one byte every 100 ms that never ends, each reopened at once when the server
+ * closes it. While they go on, 8 scrapes in a row must
+ * each get a whole 200 answer within SCRAPE_MAX_S. Every loop here is bounded in time. */
+#define LORIS_N 160
+#define SCRAPE_MAX_S 2.0
+typedef struct loris {
+    int port;
+    _Atomic int stop;
+    int opened, closed_by_server, max_open;
+} loris;
+
+/* A non-blocking connection to the loopback port; from `src` (another loopback address:
+ * another host, as the server sees it) when not 0 and the system lets it bind there. */
+static int connect_nb(int port, uint32_t src) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    if (src) {
+        struct sockaddr_in b = {.sin_family = AF_INET};
+        b.sin_addr.s_addr = htonl(src);
+        if (bind(fd, (struct sockaddr *)&b, sizeof b)) {} /* else from 127.0.0.1 */
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *loris_main(void *p) {
+    loris *l = p;
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    int fds[LORIS_N];
+    size_t pos[LORIS_N];
+    for (int i = 0; i < LORIS_N; i++) fds[i] = -1, pos[i] = 0;
+    double end = now_s() + 60; /* a bound of its own, whatever the main thread does */
+    while (!atomic_load(&l->stop) && now_s() < end) {
+        int open_now = 0;
+        for (int i = 0; i < LORIS_N; i++) {
+            if (fds[i] >= 0) {
+                char c[256];
+                ssize_t r = recv(fds[i], c, sizeof c, MSG_DONTWAIT);
+                if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+                    close(fds[i]);
+                    fds[i] = -1;
+                    l->closed_by_server++;
+                }
+            }
+            if (fds[i] < 0) {
+                fds[i] = connect_nb(l->port, i % 4 == 3 ? 0x7f000002u : 0); /* a quarter from 127.0.0.2 */
+                pos[i] = 0;
+                if (fds[i] >= 0) l->opened++;
+            }
+            if (fds[i] < 0) continue;
+            open_now++;
+            if (i % 2) { /* one more byte; past the request line, the header never ends */
+                char b = pos[i] < sizeof req - 1 ? req[pos[i]] : 'a';
+                pos[i]++;
+                ssize_t w = send(fds[i], &b, 1, MSG_NOSIGNAL);
+                (void)w;
+            }
+        }
+        if (open_now > l->max_open) l->max_open = open_now;
+        sleep_ms(100);
+    }
+    for (int i = 0; i < LORIS_N; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    return NULL;
+}
+
+static void body_slowloris(void) {
+    int port = start_child_session(NULL);
+    loris l = {.port = port};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, loris_main, &l) == 0);
+    sleep_ms(1500); /* every slot taken, the nothing-senders near their inactivity timeout */
+    int ok = 0;
+    double worst = 0;
+    for (int k = 0; k < 8; k++) {
+        double t0 = now_s();
+        char *r = NULL;
+        int st = http(port, "GET", "/metrics", NULL, &r);
+        double dt = now_s() - t0;
+        if (dt > worst) worst = dt;
+        int good = st == 200 && r && strstr(r, "\ntrainprof_build_info{") && dt <= SCRAPE_MAX_S;
+        if (!good) fprintf(stderr, "scrape %d under %d slow connections: status %d in %.2f s\n",
+                           k, LORIS_N, st, dt);
+        free(r);
+        if (!good) break; /* a failed scrape costs seconds: stop at the first */
+        ok++;
+        sleep_ms(100);
+    }
+    atomic_store(&l.stop, 1);
+    pthread_join(th, NULL);
+    fprintf(stderr, "slowloris: %d slow connections (%d opened, %d closed by the server, at most "
+                    "%d open at once): %d/8 scrapes answered, the slowest in %.3f s\n",
+            LORIS_N, l.opened, l.closed_by_server, l.max_open, ok, worst);
+    CHECK(ok == 8);
+}
+
+static void test_endpoint_slowloris(void **state) {
+    (void)state;
+    fresh_dir("slowloris");
+    run_child(body_slowloris);
+}
+
 /* No endpoint unless asked for */
 static void body_off(void) {
     unsetenv("TRAINPROF_METRICS_PORT");
@@ -921,6 +1031,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_endpoint_steps),
         cmocka_unit_test(test_endpoint_token),
         cmocka_unit_test(test_endpoint_malformed),
+        cmocka_unit_test(test_endpoint_slowloris),
     };
     const struct CMUnitTest storm[] = {
         cmocka_unit_test(test_endpoint_storm),
