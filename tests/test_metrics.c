@@ -3,7 +3,10 @@
  * compiled in), and the endpoint of a real session on an ephemeral loopback port: step
  * metrics from API steps, OpenMetrics negotiation, the token, the capture toggle, malformed
  * and oversized requests, a slow client and 200 concurrent connections while a job steps,
- * and `promtool check metrics` on the output when promtool is installed.
+ * 160 slow clients (slowloris) beside 8 scrapes; label values that are not UTF-8 (a rank, a
+ * timer name cut inside a character, an invalid byte); the busy-time counter from known busy
+ * intervals. Every scrape checked here passes the test's own check of the text format and,
+ * when promtool is installed, `promtool check metrics`.
  *
  * One session per process: each endpoint case runs in a forked child that sets its
  * TRAINPROF_METRICS_* variables, starts a session and checks with CHECK (exit status).

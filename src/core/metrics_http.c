@@ -242,7 +242,8 @@ static tprof__mhd_result accept_policy(void *cls, const struct sockaddr *sa, soc
     for (size_t i = 0; i < n; i++) {
         conn_slot *s = &g_conn[i];
         if (!s->c || s->evicted) continue;
-        if (s->answering_ms && now - s->answering_ms < ANSWER_GRACE_MS) continue;
+        if (s->answering_ms && (now < s->answering_ms || now - s->answering_ms < ANSWER_GRACE_MS))
+            continue;
         unsigned peers = 0; /* live connections of its address */
         for (size_t k = 0; k < n; k++)
             peers += g_conn[k].c && !g_conn[k].evicted && same_peer(&g_conn[k], s);

@@ -30,15 +30,19 @@
  *   run's node sampler;
  *   libmicrohttpd's thread: at most 7 KiB under scrapes (text and OpenMetrics), malformed
  *   and oversized requests and 40 idle connections.
- * 256 KiB is over 10 times the deepest, room for vendor libraries (NVML, the CUDA driver,
- * CUPTI) called from the flusher; the metrics_stack test keeps every library thread within
- * half of its stack. Sanitizer builds have larger frames and run their own reporting on the
- * thread's stack: 4 MiB there, as those builds never run under a tight address-space limit
- * (their shadow memory needs terabytes of it). */
+ * Our own code needs little; the flusher also calls vendor libraries (NVML, the CUDA driver's
+ * device queries, CUPTI's flush), whose depth could not be measured without a GPU. 1 MiB
+ * leaves room for them: it is a Java virtual machine's default thread stack on Linux x86-64
+ * (-Xss, Oracle's `java` command reference), under which JNI bindings of native libraries,
+ * CUDA's among them (JCuda), run; 50 times our code's deepest. The two threads then take
+ * 2 MiB of the job's address space instead of 16 MiB. The metrics_stack test keeps every library thread within half of its stack.
+ * Sanitizer builds have larger frames and run their own reporting on the thread's stack:
+ * 4 MiB there, as those builds never run under a tight address-space limit (their shadow
+ * memory needs terabytes of it). */
 #ifdef TPROF__SANITIZED
 #define TPROF__THREAD_STACK_NEED ((size_t)4 << 20)
 #else
-#define TPROF__THREAD_STACK_NEED ((size_t)256 << 10)
+#define TPROF__THREAD_STACK_NEED ((size_t)1 << 20)
 #endif
 
 /* glibc's own minimum for a thread with these attributes: the static TLS of every loaded
