@@ -515,6 +515,7 @@ static void body_steps(void) {
     double last = sample(r, "trainprof_step_last_duration_seconds");
     CHECK(last >= 0.005 && fabs(sample(r, "trainprof_model_flops_per_second") * last / 2e12 - 1) < 1e-9);
     CHECK(sample(r, "trainprof_events_dropped_total") == 0);
+    CHECK(sample(r, "trainprof_http_connections_evicted_total") == 0);
     CHECK(sample(r, "trainprof_detail_capture") == 1);
     CHECK(strstr(r, "\ntrainprof_build_info{version=\""));
     CHECK(sample(r, "process_start_time_seconds") > 1.6e9);
@@ -993,10 +994,15 @@ static void body_slowloris(void) {
     }
     atomic_store(&l.stop, 1);
     pthread_join(th, NULL);
+    char *r;
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    double evicted = sample(r, "trainprof_http_connections_evicted_total");
+    free(r);
     fprintf(stderr, "slowloris: %d slow connections (%d opened, %d closed by the server, at most "
-                    "%d open at once): %d/8 scrapes answered, the slowest in %.3f s\n",
-            LORIS_N, l.opened, l.closed_by_server, l.max_open, ok, worst);
+                    "%d open at once, %.0f evicted): %d/8 scrapes answered, the slowest in %.3f s\n",
+            LORIS_N, l.opened, l.closed_by_server, l.max_open, evicted, ok, worst);
     CHECK(ok == 8);
+    CHECK(evicted > 0 && evicted <= l.opened); /* the operator sees them */
 }
 
 static void test_endpoint_slowloris(void **state) {

@@ -93,7 +93,7 @@ typedef struct conn_slot {
     uint64_t answering_ms;    /* its request's headers came in (being answered); 0 none */
 } conn_slot;
 static conn_slot g_conn[MAX_CONNECTIONS + EVICT_RESERVE];
-static unsigned long g_evictions; /* server thread */
+static int g_evicted_series = -1; /* trainprof_http_connections_evicted_total */
 
 static struct MHD_Daemon *g_daemon;
 static int g_port;
@@ -227,7 +227,10 @@ static int same_peer(const conn_slot *a, const conn_slot *b) {
 }
 
 /* The accept policy: below MAX_CONNECTIONS, yes; at it, evict one (the file's comment) and
- * let the newcomer in, or refuse it when every connection is being answered. */
+ * let the newcomer in, or refuse it when every connection is being answered. Linear in the
+ * table (addresses counted in a small open-addressing table), as a flood calls it for every
+ * connection it opens. */
+#define PEER_BUCKETS 512u /* a power of two, over twice the table */
 static tprof__mhd_result accept_policy(void *cls, const struct sockaddr *sa, socklen_t len) {
     (void)cls;
     (void)sa;
@@ -236,6 +239,25 @@ static tprof__mhd_result accept_policy(void *cls, const struct sockaddr *sa, soc
     unsigned live = 0;
     for (size_t i = 0; i < n; i++) live += g_conn[i].c && !g_conn[i].evicted;
     if (live < MAX_CONNECTIONS) return MHD_YES;
+    /* live connections per address: bucket -> the first slot of that address, its count */
+    static short first[PEER_BUCKETS];
+    static unsigned short count[PEER_BUCKETS];
+    static unsigned short bucket_of[sizeof g_conn / sizeof *g_conn];
+    memset(first, -1, sizeof first);
+    for (size_t i = 0; i < n; i++) {
+        const conn_slot *s = &g_conn[i];
+        if (!s->c || s->evicted) continue;
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (unsigned k = 0; k < s->alen; k++) h = (h ^ s->addr[k]) * 16777619u;
+        unsigned b = h & (PEER_BUCKETS - 1);
+        while (first[b] >= 0 && !same_peer(&g_conn[first[b]], s)) b = (b + 1) & (PEER_BUCKETS - 1);
+        if (first[b] < 0) {
+            first[b] = (short)i;
+            count[b] = 0;
+        }
+        count[b]++;
+        bucket_of[i] = (unsigned short)b;
+    }
     uint64_t now = mono_ms();
     conn_slot *victim = NULL;
     unsigned victim_peers = 0;
@@ -244,9 +266,7 @@ static tprof__mhd_result accept_policy(void *cls, const struct sockaddr *sa, soc
         if (!s->c || s->evicted) continue;
         if (s->answering_ms && (now < s->answering_ms || now - s->answering_ms < ANSWER_GRACE_MS))
             continue;
-        unsigned peers = 0; /* live connections of its address */
-        for (size_t k = 0; k < n; k++)
-            peers += g_conn[k].c && !g_conn[k].evicted && same_peer(&g_conn[k], s);
+        unsigned peers = count[bucket_of[i]]; /* live connections of its address */
         if (!victim || peers > victim_peers ||
             (peers == victim_peers && s->progress_ms < victim->progress_ms)) {
             victim = s;
@@ -257,7 +277,7 @@ static tprof__mhd_result accept_policy(void *cls, const struct sockaddr *sa, soc
     /* libmicrohttpd reads end-of-stream and closes it on its next pass */
     shutdown(victim->fd, SHUT_RDWR);
     victim->evicted = 1;
-    g_evictions++;
+    tprof__m_add(g_evicted_series, 1); /* a no-op without the series */
     return MHD_YES;
 }
 
@@ -400,7 +420,12 @@ int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
     }
     g_on_detail = cfg->on_detail;
     memset(g_conn, 0, sizeof g_conn);
-    g_evictions = 0;
+    /* what an operator sees of slow clients: the evictions they caused */
+    int fam = tprof__m_family("trainprof_http_connections_evicted_total",
+                              "connections the metrics endpoint closed to make room for a new one "
+                              "(all 128 taken: slow, idle or hostile clients)",
+                              TPROF_M_COUNTER, NULL, 0);
+    g_evicted_series = fam >= 0 ? tprof__m_series_raw(fam, "") : -1;
     errno = 0;
     g_daemon = M.start_daemon(flags, (uint16_t)cfg->port, accept_policy, NULL, handler, NULL,
                               MHD_OPTION_SOCK_ADDR, sa,
