@@ -8,12 +8,14 @@
  * (re-raising the command's terminating signal on itself).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -855,6 +857,27 @@ static void wait_for_writers(const char *dir, int ms) {
                         "is written\n", n, n == 1 ? "" : "es", ms / 1000);
 }
 
+/* One line when an endpoint will listen beyond this host without a token: anyone who reaches
+ * the port then reads the job's and the node's figures (rank names, host names, timer names)
+ * and may switch detailed capture (POST /capture). Loopback is 127.0.0.0/8 and ::1
+ * (RFC 1122 3.2.1.3, RFC 4291 2.5.3), IPv4-mapped included; another address, or one that
+ * does not parse, warns. */
+static void warn_exposed(const char *cmd, const char *addr) {
+    const char *tok = getenv("TRAINPROF_METRICS_TOKEN");
+    if (tok && *tok) return;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, addr, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127) return;
+    if (inet_pton(AF_INET6, addr, &a6) == 1 &&
+        (IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127)))
+        return;
+    fprintf(stderr,
+            "trainprof %s: warning: listening on %s with no token: anyone who can reach the port "
+            "can read /metrics and switch capture (POST /capture); set TRAINPROF_METRICS_TOKEN "
+            "to require \"Authorization: Bearer <token>\"\n",
+            cmd, addr);
+}
+
 static int cmd_run(int argc, char **argv) {
     const char *dir = env_or("TRAINPROF_DIR", NULL), *v;
     report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
@@ -1059,6 +1082,8 @@ static int cmd_run(int argc, char **argv) {
         snprintf(mport, sizeof mport, "%s", metrics_port);
         metrics_port = mport;
         setenv("TRAINPROF_METRICS_PORT", metrics_port, 1);
+        const char *maddr = getenv("TRAINPROF_METRICS_ADDR");
+        if (maddr && *maddr) warn_exposed("run", maddr); /* once, not once per rank */
     }
     /* the throughput figures go to the ranks, which keep them in their files' metadata (a
      * later `trainprof report` of the files has them) and feed the live counters */
@@ -1209,6 +1234,7 @@ static int cmd_run(int argc, char **argv) {
 
 /* ------------------------------------------------------------------- serve */
 
+
 static const char *const serve_help =
     "usage: trainprof serve [--listen ADDR:PORT] [--nvml-hz N] [--sample-hz N]\n"
     "\n"
@@ -1309,6 +1335,7 @@ static int cmd_serve(int argc, char **argv) {
     const char *br = strchr(addr, ':') ? "[" : "", *kt = strchr(addr, ':') ? "]" : "";
     fprintf(stderr, "trainprof serve: listening on http://%s%s%s:%d/metrics\n", br, addr, kt,
             bound);
+    warn_exposed("serve", addr);
     if (ngpu > 0)
         fprintf(stderr, "trainprof serve: GPU metrics of %d GPU%s (NVML, %d Hz)\n", ngpu,
                 ngpu > 1 ? "s" : "", nvml_hz);

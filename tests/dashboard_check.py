@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """dashboards/trainprof.json: valid JSON, a Grafana dashboard model with panels of built-in
 types only (no plugin), every panel querying the Prometheus data source through the
-${datasource} variable, and every metric an expr (or a template variable's query) names
-listed in docs/metrics.md's table. Usage: dashboard_check.py DASHBOARD.json METRICS.md"""
+${datasource} variable, every metric an expr (or a template variable's query) names
+listed in docs/metrics.md's table, counters only under rate()/increase(), and GPU utilisation
+from the busy-time counters rather than the sampled gauges. Usage: dashboard_check.py DASHBOARD.json METRICS.md"""
 import json
 import re
 import sys
@@ -88,6 +89,27 @@ for v in dash.get("templating", {}).get("list", []):
     m = re.match(r"label_values\((\w+)", q or "")
     if m and m.group(1) not in documented:
         errors.append("variable %s: %s is not documented" % (v["name"], m.group(1)))
+# Counters are read through rate()/increase(); utilisation through the busy-time counters:
+# a gauge of a ~1 s average scraped every 15 s shows 0 or 1 on a bursty job, where the rate of
+# seconds busy is the share of the whole interval
+SAMPLED_GAUGES = {"trainprof_gpu_utilization_ratio": "trainprof_gpu_busy_seconds_total",
+                  "trainprof_gpu_memory_utilization_ratio": "trainprof_gpu_memory_busy_seconds_total"}
+busy_used = set()
+for p in dash["panels"]:
+    for tg in p.get("targets") or []:
+        expr = tg.get("expr", "")
+        for n in metrics_of(expr):
+            if n.endswith("_total") and not re.search(
+                    r"\b(rate|irate|increase)\(\s*%s\b" % re.escape(n), expr):
+                errors.append("panel %r: counter %s outside rate()/increase()" % (p.get("title"), n))
+            if n in SAMPLED_GAUGES:
+                errors.append("panel %r: %s is a sampled gauge; use rate(%s)" % (
+                    p.get("title"), n, SAMPLED_GAUGES[n]))
+            if n in SAMPLED_GAUGES.values():
+                busy_used.add(n)
+for c in SAMPLED_GAUGES.values():
+    if c not in busy_used:
+        errors.append("no panel shows %s" % c)
 titles = " ".join(p["title"].lower() for p in dash["panels"])
 for need in ("throughput", "utilisation", "step time", "memory", "power", "energy per step"):
     if need not in titles:

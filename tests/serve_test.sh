@@ -5,7 +5,9 @@
 # Prometheus text (and OpenMetrics when asked), holds the build info and the process
 # metrics, passes `promtool check metrics` when promtool is installed; /healthz answers;
 # SIGTERM and SIGINT end it with status 0 within 2 s; it leaves no file anywhere (its working
-# directory and TMPDIR stay empty). Usage errors: 2; a port already taken: 1.
+# directory and TMPDIR stay empty). Usage errors: 2; a port already taken: 1. Bound beyond
+# loopback without TRAINPROF_METRICS_TOKEN, it says so in one warning line. Among 160 slow
+# clients (slowloris) it answers 8 of 8 scrapes.
 set -eu
 TP=$1 FAKE=$2 DIR=$3
 rm -rf "$DIR"
@@ -107,12 +109,15 @@ def parse(text, openmetrics=False):
 # flusher pass, and the process sampler takes a sample as soon as the endpoint is on; the
 # NVML sampler's first sample may fall a period (50 ms) after it
 for attempt in range(20):
+    ta0 = time.monotonic()
     st, ctype, text = get("/metrics")
+    ta1 = time.monotonic()
     assert st == 200 and ctype.startswith("text/plain; version=0.0.4"), (st, ctype)
     s, types = parse(text)
     if "process_cpu_seconds_total" not in s:
         raise SystemExit("no process metrics on the first scrape:\n" + text)
-    if name == "nogpu" or "trainprof_gpu_power_watts" in s:
+    if name == "nogpu" or ("trainprof_gpu_power_watts" in s and
+                           len(s.get("trainprof_gpu_memory_busy_seconds_total", [])) == 2):
         break
     time.sleep(0.05)
 bi = s.get("trainprof_build_info")
@@ -156,7 +161,9 @@ def proc_disk():
 import os
 n0, d0 = proc_net(), proc_disk()
 time.sleep(1.3)  # serve's process sampler, which reads these, runs at 1 Hz
+tb0 = time.monotonic()
 st, ctype, text = get("/metrics")
+tb1 = time.monotonic()
 n1, d1 = proc_net(), proc_disk()
 s2, _ = parse(text)
 def per_dev(fam):
@@ -197,12 +204,88 @@ else:
     u0 = [v for lab, v in gpu["trainprof_gpu_utilization_ratio"] if 'gpu="0"' in lab]
     assert abs(u0[0] - 0.95) < 1e-9, u0
     assert types["trainprof_gpu_energy_joules_total"] == "counter"
+    # busy-time counters beside the utilisation gauges: between the two scrapes they grow
+    # by the fake's utilisation (GPU 0 95 %, GPU 1 60 %; memory 40 %, 20 %) times the time
+    # between the samples each scrape saw, which lies within the scrapes' bounds widened by
+    # a few sampler periods (20 Hz here; a loaded machine delays the flusher)
+    slack = 0.25
+    lo, hi = tb0 - ta1 - slack, tb1 - ta0 + slack
+    for fam, want in (("trainprof_gpu_busy_seconds_total", {"0": 0.95, "1": 0.60}),
+                      ("trainprof_gpu_memory_busy_seconds_total", {"0": 0.40, "1": 0.20})):
+        assert types.get(fam) == "counter", (fam, types.get(fam))
+        v1 = {re.search(r'gpu="(\d+)"', lab).group(1): v for lab, v in s[fam]}
+        v2 = {re.search(r'gpu="(\d+)"', lab).group(1): v for lab, v in s2[fam]}
+        assert sorted(v2) == ["0", "1"], (fam, s2[fam])
+        for g, ratio in want.items():
+            d = v2[g] - v1[g]
+            assert ratio * lo <= d <= ratio * hi, (fam, g, d, ratio, lo, hi)
+        print("%s: +%.3f s, +%.3f s over %.2f-%.2f s" % (fam, v2["0"] - v1["0"],
+              v2["1"] - v1["1"], lo + slack, hi - slack))
 # OpenMetrics by negotiation
 st, ctype, om = get("/metrics", "application/openmetrics-text; version=1.0.0")
 assert ctype.startswith("application/openmetrics-text"), ctype
 parse(om, openmetrics=True)
 st, _, h = get("/healthz")
 assert st == 200 and h.strip() == "ok", (st, h)
+
+# slow and hostile clients (slowloris): 160 connections on loopback, half silent, half
+# sending a request one byte every 100 ms that never ends, each reopened when closed; 8
+# scrapes among them must each be answered within 2 s. Bounded: 30 s at most.
+import errno, select, socket, threading
+def slowloris(stop, stats, n=160):
+    req = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: "
+    socks, pos = [None] * n, [0] * n
+    end = time.monotonic() + 30
+    while not stop.is_set() and time.monotonic() < end:
+        for i in range(n):
+            s_ = socks[i]
+            if s_ is not None:
+                try:
+                    if s_.recv(256) == b"":
+                        raise ConnectionError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    s_.close()
+                    socks[i] = s_ = None
+                    stats["closed"] += 1
+            if s_ is None:
+                s_ = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s_.setblocking(False)
+                if s_.connect_ex(("127.0.0.1", port)) not in (0, errno.EINPROGRESS):
+                    s_.close()
+                    continue
+                socks[i], pos[i] = s_, 0
+                stats["opened"] += 1
+            if i % 2:
+                b = req[pos[i]:pos[i] + 1] or b"a"
+                pos[i] += 1
+                try:
+                    s_.send(b)
+                except OSError:
+                    pass
+        time.sleep(0.1)
+    for s_ in socks:
+        if s_ is not None:
+            s_.close()
+stop, stats = threading.Event(), {"opened": 0, "closed": 0}
+th = threading.Thread(target=slowloris, args=(stop, stats))
+th.start()
+try:
+    time.sleep(1.5)
+    times = []
+    for k in range(8):
+        t0 = time.monotonic()
+        st, _, body = get("/metrics")
+        times.append(time.monotonic() - t0)
+        assert st == 200 and "trainprof_build_info" in body, (k, st)
+        assert times[-1] <= 2.0, ("scrape %d under slow clients took %.2f s" % (k, times[-1]))
+        time.sleep(0.1)
+finally:
+    stop.set()
+    th.join()
+print("serve (%s): 8/8 scrapes among 160 slow connections (%d opened, %d closed by the "
+      "server), the slowest %.3f s" % (name, stats["opened"], stats["closed"], max(times)))
 if shutil.which("promtool"):
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                        text=True)
@@ -216,6 +299,40 @@ PY
 
 serve nogpu TERM TRAINPROF_NVML_LIB=/nonexistent/libnvidia-ml.so.1
 serve fakegpu INT TRAINPROF_NVML_LIB="$FAKE" FAKE_NVML_GPUS=2 LOCAL_RANK=3 RANK=7
+
+# exposure: beyond loopback without a token, one warning line that names the token variable;
+# none with a token, none on loopback (the two runs above)
+exposed() {
+    name=$1 listen=$2 token=$3 want=$4
+    (cd "$DIR/cwd" && exec env TRAINPROF_METRICS_TOKEN="$token" "$TP" serve --listen "$listen" \
+        --nvml-hz 0 2> "$DIR/logs/$name.err") &
+    pid=$!
+    trap 'kill $pid 2>/dev/null || true' EXIT
+    for _ in $(seq 100); do
+        grep -q "listening on" "$DIR/logs/$name.err" 2>/dev/null && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    sleep 0.2 # the warning follows the listening line
+    kill -s TERM $pid; wait $pid || true
+    trap - EXIT
+    if [ "$name" = v6any ] && grep -q "cannot serve" "$DIR/logs/$name.err"; then
+        echo "serve --listen $listen: no IPv6 here, skipped"; return 0
+    fi
+    grep -q "listening on" "$DIR/logs/$name.err" || { cat "$DIR/logs/$name.err" >&2; exit 1; }
+    n=$(grep -c "warning: listening on .* with no token" "$DIR/logs/$name.err" || true)
+    [ "$n" -eq "$want" ] || { echo "serve --listen $listen (token '$token'): $n warnings, want $want" >&2
+                              cat "$DIR/logs/$name.err" >&2; exit 1; }
+    [ "$want" -eq 0 ] || grep -q "TRAINPROF_METRICS_TOKEN" "$DIR/logs/$name.err"
+    echo "serve --listen $listen, token '${token}': $n warning line(s)"
+}
+exposed any 0.0.0.0:0 "" 1
+exposed any_token 0.0.0.0:0 s3cret 0
+exposed v6any "[::]:0" "" 1
+exposed loop2 127.0.0.2:0 "" 0
+for f in nogpu fakegpu; do
+    ! grep -q "no token" "$DIR/logs/$f.err" || { echo "warning on loopback ($f)" >&2; exit 1; }
+done
 
 # usage errors
 rc=0; "$TP" serve --listen 127.0.0.1:70000 2>/dev/null || rc=$?

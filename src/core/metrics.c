@@ -90,7 +90,61 @@ int tprof__m_family(const char *name, const char *help, int type, const double *
     return id;
 }
 
-/* Appends `k="v"` pairs with Prometheus escaping; 0, or -1 when they do not fit. */
+/* Length of the UTF-8 sequence at p (n bytes left, n >= 1) when it is well-formed (Unicode
+ * Standard, section 3.9, table 3-7: no overlong form, no surrogate, nothing above U+10FFFF);
+ * else 0, with *bad set to its maximal subpart: the bytes that begin a well-formed sequence
+ * but do not complete one (at least 1), which one U+FFFD replaces (the same section's
+ * "substitution of maximal subparts", as Python, browsers and Go's strings.ToValidUTF8
+ * count replacements). */
+static size_t utf8_seq(const unsigned char *p, size_t n, size_t *bad) {
+    unsigned c = p[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;      /* overlong below U+0800 */
+        else if (c == 0xED) hi = 0x9F; /* surrogates U+D800..U+DFFF */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;      /* overlong below U+10000 */
+        else if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
+    } else {
+        *bad = 1; /* a continuation byte, C0, C1 or F5..FF: never a lead */
+        return 0;
+    }
+    size_t k = 1;
+    for (; k < len; k++) {
+        if (k >= n) break;
+        unsigned b = p[k];
+        if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) break;
+    }
+    if (k == len) return len;
+    *bad = k;
+    return 0;
+}
+
+size_t tprof__m_utf8_cut(const char *s, size_t max) {
+    size_t n = strnlen(s, max + 1);
+    if (n <= max) return n;
+    /* s[max] is the first byte left out: when it continues a sequence, that sequence's
+     * bytes before it go too (a sequence has at most 3 continuation bytes; more are
+     * invalid whatever the cut) */
+    size_t k = max;
+    while (k > 0 && max - k < 3 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+    if (((unsigned char)s[k] & 0xC0) == 0x80) return max; /* no lead within reach */
+    /* s[k] leads the cut sequence; keep it only if the sequence ends by max */
+    size_t bad = 0, len = utf8_seq((const unsigned char *)s + k, strnlen(s + k, 4), &bad);
+    return len && k + len <= max ? k + len : k;
+}
+
+/* Appends `k="v"` pairs: each value made valid UTF-8 (a maximal invalid subpart becomes
+ * U+FFFD), then escaped as the text formats require (backslash, double quote and line
+ * feed: Prometheus text format 0.0.4, "label_value"; OpenMetrics 1.0, "Escaping"). One
+ * invalid byte in one value would make the whole scrape unparsable (Prometheus refuses it
+ * and marks the target down), so no value reaches the output unchecked. 0, or -1 when the
+ * pairs do not fit in cap. */
 static int format_labels(char *out, size_t cap, const char *const *labels) {
     size_t n = 0;
     out[0] = 0;
@@ -104,11 +158,23 @@ static int format_labels(char *out, size_t cap, const char *const *labels) {
         n += kl;
         out[n++] = '=';
         out[n++] = '"';
-        for (const char *p = v; *p; p++) {
-            if (n + 4 >= cap) return -1;
-            if (*p == '\\' || *p == '"') { out[n++] = '\\'; out[n++] = *p; }
+        const unsigned char *p = (const unsigned char *)v;
+        size_t left = strlen(v);
+        while (left) {
+            size_t bad = 0, len = utf8_seq(p, left, &bad);
+            if (n + 5 >= cap) return -1; /* room for 4 bytes, the quote and the NUL */
+            if (!len) {
+                memcpy(out + n, "\xEF\xBF\xBD", 3);
+                n += 3;
+                p += bad;
+                left -= bad;
+                continue;
+            }
+            if (*p == '\\' || *p == '"') { out[n++] = '\\'; out[n++] = (char)*p; }
             else if (*p == '\n') { out[n++] = '\\'; out[n++] = 'n'; }
-            else out[n++] = *p;
+            else { memcpy(out + n, p, len); n += len; }
+            p += len;
+            left -= len;
         }
         out[n++] = '"';
         out[n] = 0;
@@ -116,10 +182,23 @@ static int format_labels(char *out, size_t cap, const char *const *labels) {
     return 0;
 }
 
+/* 1 when s is well-formed UTF-8 */
+static int valid_utf8(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t left = strlen(s), bad;
+    while (left) {
+        size_t len = utf8_seq(p, left, &bad);
+        if (!len) return 0;
+        p += len;
+        left -= len;
+    }
+    return 1;
+}
+
 int tprof__m_series_raw(int fam, const char *labels) {
     if (fam < 0 || fam >= atomic_load(&g_nfam) || !g_series) return -1;
     if (!labels) labels = "";
-    if (strlen(labels) >= TPROF_M_LABELS_MAX) return -1;
+    if (strlen(labels) >= TPROF_M_LABELS_MAX || !valid_utf8(labels)) return -1;
     pthread_mutex_lock(&g_lock);
     m_family *f = &g_fam[fam];
     int id = -1;
@@ -192,6 +271,17 @@ void tprof__m_observe(int s, double v) {
      * ahead of its sum by a whole step */
     add_bits(&se->value, v);
     atomic_fetch_add_explicit(&se->buckets[b], 1, memory_order_relaxed);
+}
+
+void tprof__m_integrate(int s, tprof__m_integ *st, double ratio, uint64_t now_ns,
+                        uint64_t max_gap_ns) {
+    uint64_t last = st->last_ns;
+    if (now_ns <= last) return; /* not after the previous sample: nothing to integrate */
+    st->last_ns = now_ns;
+    if (!last || now_ns - last > max_gap_ns || isnan(ratio)) return;
+    if (ratio < 0) ratio = 0;
+    if (ratio > 1) ratio = 1;
+    tprof__m_add(s, ratio * ((double)(now_ns - last) / 1e9));
 }
 
 void tprof__m_set_const_labels(const char *const *labels) {

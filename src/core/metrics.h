@@ -56,15 +56,41 @@ int tprof__m_family(const char *name, const char *help, int type, const double *
                     int nbounds);
 
 /* The series of family `fam` with `labels` (NULL-terminated key, value, key, value, ...
- * list; values are escaped here), found or created. Returns its id, or -1 when the
- * registry is full. Not for a hot path: it takes the registry mutex. */
+ * list), found or created. Values may hold any bytes: each is made valid UTF-8 here (an
+ * invalid sequence becomes U+FFFD) and escaped (backslash, double quote, line feed), so a
+ * host name or a user's timer name can never make a scrape unparsable. Returns its id, or
+ * -1 when the registry is full or the formatted labels exceed TPROF_M_LABELS_MAX - 1
+ * bytes. Not for a hot path: it takes the registry mutex. */
 int tprof__m_series(int fam, const char *const *labels);
-/* The same with labels already formatted (`k="v",...`, escaped, may be ""). */
+/* The same with labels already formatted (`k="v",...`, escaped, may be ""); -1 also when
+ * they are not valid UTF-8. */
 int tprof__m_series_raw(int fam, const char *labels);
+
+/* The length of the longest prefix of s that has at most `max` bytes and does not end
+ * inside a UTF-8 sequence: where a name is cut to a fixed size, the cut falls between
+ * characters. Bytes that are invalid anyway may be kept or dropped. Any thread; no
+ * allocation. */
+size_t tprof__m_utf8_cut(const char *s, size_t max);
 
 void tprof__m_set(int series, double v);     /* gauges (a counter set to a running total) */
 void tprof__m_add(int series, double v);     /* counters; v >= 0 */
 void tprof__m_observe(int series, double v); /* histograms */
+
+/* A busy-time counter fed by a sampled ratio: utilisation as NVML reports it, "percent of
+ * time over the past sample period during which one or more kernels was executing" (NVML
+ * API reference, nvmlUtilization_t). Each sample is taken to describe the interval since the
+ * previous one, so the counter grows by ratio x that interval: seconds of busy time, which
+ * rate() turns back into a utilisation over any window, whatever the scrape interval (a
+ * gauge scraped every 15 s shows 15 s-apart snapshots of a ~1 s average, 0 or 1 on a bursty
+ * job). The first sample only starts the clock. An interval longer than max_gap_ns (the
+ * sampler stalled) adds nothing: the last sample says nothing about most of it, and a
+ * counter must not invent busy time. Ratios are clamped to [0, 1]; NaN adds nothing. One
+ * writer per state (the sampler); the counter is read by scrapes like any other. */
+typedef struct tprof__m_integ {
+    uint64_t last_ns; /* the previous sample's time; 0 = none yet */
+} tprof__m_integ;
+void tprof__m_integrate(int series, tprof__m_integ *st, double ratio, uint64_t now_ns,
+                        uint64_t max_gap_ns);
 
 /* Labels every series carries (rank, local_rank), as `k="v",` ready to prepend; "" when
  * none. Changed by tprof_set_rank and the metadata; copied under a mutex by each scrape. */

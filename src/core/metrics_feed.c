@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <fnmatch.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static const double k_step_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 static struct {
     int step_hist, steps, step_last, step_num, tokens, samples, flops, tok_rate, smp_rate, flop_rate;
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
-    int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak;
+    int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak, fam_busy[2];
     int comm_ops, comm_bytes, comm_seconds, comm_hist, timer;
     int host_load[3], host_mem_total, host_mem_avail, host_cpu, net_rx, net_tx, disk_rd, disk_wr;
 } F;
@@ -73,9 +74,28 @@ static struct {
     char rank[16], local_rank[16];
 } L;
 
-/* GPU series ids, per NVML index and metric; written and read by the sampler thread only */
+/* GPU series ids, per NVML index and metric (k_gpu's, then 12 peak memory, 13 capacity,
+ * 14 and 15 the busy-time counters); written and read by the sampler thread only */
 #define GPU_MAX 64
-static int g_gpu_series[GPU_MAX][14];
+static int g_gpu_series[GPU_MAX][16];
+
+/* Busy-time counters beside the two utilisation gauges (metrics.h, tprof__m_integrate):
+ * rate() of a counter gives the utilisation over any window, where a gauge scraped every
+ * 15 s gives one ~1 s average per scrape. */
+static const struct {
+    const char *gauge; /* the suffix of the gauge it integrates */
+    const char *name, *help;
+} k_busy[2] = {
+    {"util_percent", "trainprof_gpu_busy_seconds_total",
+     "time a kernel ran on the GPU (NVML utilisation integrated over the sampler's intervals); rate() = utilisation"},
+    {"mem_util_percent", "trainprof_gpu_memory_busy_seconds_total",
+     "time device memory was read or written (NVML memory utilisation integrated over the sampler's intervals)"},
+};
+static tprof__m_integ g_busy[GPU_MAX][2];
+/* NVML averages utilisation over a period of 1/6 s to 1 s, depending on the product (NVML
+ * API reference, nvmlDeviceGetUtilizationRates), and the sampler runs at 1 Hz or faster:
+ * an interval over 5 s between two samples is a stalled sampler, and is not integrated */
+#define BUSY_MAX_GAP_NS 5000000000ull
 
 static const struct {
     const char *suffix; /* capture/nvml.c's counter suffix */
@@ -124,6 +144,8 @@ static void register_families(void) {
     for (size_t i = 0; i < N_GPU_METRICS; i++)
         F.fam_gpu[i] = tprof__m_family(k_gpu[i].name, k_gpu[i].help, k_gpu[i].type, NULL, 0);
     F.fam_gpu_mem_total = tprof__m_family("trainprof_gpu_memory_total_bytes", "device memory capacity", TPROF_M_GAUGE, NULL, 0);
+    for (int i = 0; i < 2; i++)
+        F.fam_busy[i] = tprof__m_family(k_busy[i].name, k_busy[i].help, TPROF_M_COUNTER, NULL, 0);
     F.fam_gpu_mem_peak = tprof__m_family("trainprof_gpu_memory_used_peak_bytes", "highest device memory in use seen by the sampler", TPROF_M_GAUGE, NULL, 0);
     F.comm_ops = tprof__m_family("trainprof_comm_operations_total", "communication operations completed (NCCL, MPI, torch.distributed)", TPROF_M_COUNTER, NULL, 0);
     F.comm_bytes = tprof__m_family("trainprof_comm_bytes_total", "per-rank payload bytes of communication operations", TPROF_M_COUNTER, NULL, 0);
@@ -150,6 +172,21 @@ static void set_const_labels(void) {
     if (L.local_rank[0]) { l[n++] = "local_rank"; l[n++] = L.local_rank; }
     l[n] = NULL;
     tprof__m_set_const_labels(l);
+}
+
+/* s into dst (cap bytes), cut between two UTF-8 characters when it does not fit */
+static void copy_cut(char *dst, size_t cap, const char *s) {
+    size_t n = tprof__m_utf8_cut(s, cap - 1);
+    memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+/* The node's name for the `host` label: whole (Linux allows 64 bytes, HOST_NAME_MAX), so
+ * that it is never cut inside a character; an invalid byte in it is replaced when the label
+ * is made (metrics.c). */
+static void host_name(char *buf, size_t cap) {
+    if (gethostname(buf, cap - 1) != 0) buf[0] = 0;
+    buf[cap - 1] = 0;
 }
 
 static const char *first_env(const char *const *vars) {
@@ -189,7 +226,7 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
         static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
                                                 "PMIX_RANK", "SLURM_PROCID", NULL};
         const char *r = first_env(rank_vars);
-        if (r) snprintf(L.rank, sizeof L.rank, "%s", r);
+        if (r) copy_cut(L.rank, sizeof L.rank, r);
         const char *var;
         int lr = tprof__nvml_local_rank(&var);
         if (lr >= 0) snprintf(L.local_rank, sizeof L.local_rank, "%d", lr);
@@ -256,11 +293,16 @@ void tprof__metrics_timers(const char *const *names, const double *seconds, size
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < n; i++) {
         if (!names[i]) continue;
+        /* a longer name is cut between two characters: a cut inside one would leave a
+         * byte that is not UTF-8 */
+        size_t len = tprof__m_utf8_cut(names[i], sizeof seen[0].name - 1);
         int k = 0;
-        while (k < nseen && strncmp(seen[k].name, names[i], sizeof seen[k].name - 1)) k++;
+        while (k < nseen && (strlen(seen[k].name) != len || memcmp(seen[k].name, names[i], len)))
+            k++;
         if (k == nseen) {
             if (nseen == 64) continue;
-            snprintf(seen[k].name, sizeof seen[k].name, "%s", names[i]);
+            memcpy(seen[k].name, names[i], len);
+            seen[k].name[len] = 0;
             const char *lab[] = {"timer", seen[k].name, NULL};
             seen[k].series = tprof__m_series(F.timer, lab);
             nseen++;
@@ -309,7 +351,7 @@ void tprof__metrics_meta(const char *key, const char *value) {
     if (!strcmp(key, "rank") || !strcmp(key, "local_rank")) {
         char *dstr = key[0] == 'r' ? L.rank : L.local_rank;
         /* setup calls, not the hot path; the registry copies the labels under its mutex */
-        snprintf(dstr, sizeof L.rank, "%.15s", value);
+        copy_cut(dstr, sizeof L.rank, value);
         set_const_labels();
     }
 }
@@ -609,13 +651,13 @@ static void host_disks(const char *host) {
  * per node, not per rank). */
 static void host_metrics(void) {
     static int node = -1, series[3 + 2 + 5];
-    static char host[64] = "";
+    static char host[HOST_NAME_MAX + 2] = "";
     static const char *const modes[5] = {"user", "nice", "system", "idle", "iowait"};
     if (node < 0) {
         const char *v = getenv("TRAINPROF_NVML_SAMPLER");
         node = v && atoi(v) == (int)getpid();
         if (!node) return;
-        gethostname(host, sizeof host - 1);
+        host_name(host, sizeof host);
         const char *h[] = {"host", host, NULL};
         for (int i = 0; i < 3; i++) series[i] = tprof__m_series(F.host_load[i], h);
         series[3] = tprof__m_series(F.host_mem_total, h);
@@ -661,9 +703,9 @@ void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, doub
 }
 
 static int gpu_series(unsigned idx, const char *uuid, int fam) {
-    char gi[16], host[64] = "";
+    char gi[16], host[HOST_NAME_MAX + 2];
     snprintf(gi, sizeof gi, "%u", idx);
-    gethostname(host, sizeof host - 1);
+    host_name(host, sizeof host);
     return tprof__m_series(fam, (const char *const[]){"gpu", gi, "uuid", uuid ? uuid : "",
                                                       "host", host, NULL});
 }
@@ -682,6 +724,13 @@ void tprof__metrics_gpu(unsigned idx, const char *uuid, const char *suffix, doub
             static double peak[GPU_MAX];
             if (v > peak[idx]) peak[idx] = v;
             if (*pk > 0) tprof__m_set(*pk - 1, peak[idx]);
+        }
+        for (int b = 0; b < 2; b++) {
+            if (strcmp(suffix, k_busy[b].gauge)) continue;
+            int *bs = &g_gpu_series[idx][14 + b];
+            if (*bs == 0) *bs = gpu_series(idx, uuid, F.fam_busy[b]) + 1;
+            /* the sample was taken just before this call, on this thread */
+            if (*bs > 0) tprof__m_integrate(*bs - 1, &g_busy[idx][b], v * 0.01, tprof__now(), BUSY_MAX_GAP_NS);
         }
         return;
     }

@@ -9,13 +9,30 @@
  *   POST /capture?detail=on|off   detailed (CUPTI kernel) capture on or off from the next
  *                            step: 202 Accepted
  *
- * Limits, so that no client can hurt the job: at most 128 connections (more are closed on
- * accept), 16 KiB of memory per connection (larger request headers get 431), so at most
- * 2 MiB in all, a request body of at most 1 KiB (413), 5 s of inactivity per connection,
- * GET/HEAD/POST only. One thread serves every connection (epoll), so a slow client holds a
- * slot, never the server; only clients that hold all 128 slots keep a scraper out. The token,
- * when set, is compared in constant time. A scrape renders into a fresh buffer from the
- * registry's atomics: it takes no lock that a training thread takes.
+ * Limits, so that no client can hurt the job: 16 KiB of memory per connection (larger
+ * request headers get 431), a request body of at most 1 KiB (413), 5 s of inactivity per
+ * connection, GET/HEAD/POST only, one thread serving every connection (epoll) on a small
+ * stack (threads.h). The token, when set, is compared in constant time. A scrape renders
+ * into a fresh buffer from the registry's atomics: it takes no lock that a training thread
+ * takes.
+ *
+ * Slow and hostile clients (slowloris: connections that never finish a request, each byte
+ * just inside the inactivity timeout). A plain connection limit does not hold them off: at
+ * the limit libmicrohttpd stops accepting (epoll mode takes the listening socket out of its
+ * set), so every later scraper waits in the kernel's backlog until a slot frees, and 128
+ * slow clients kept every scrape out. Nor does a per-address limit
+ * (MHD_OPTION_PER_IP_CONNECTION_LIMIT): it refuses at accept, before any policy runs, so a
+ * scraper that shares its address with the slow clients (loopback, a NAT) is shut out with
+ * them. So the endpoint keeps MAX_CONNECTIONS of its own and, when one more arrives with
+ * every slot taken, evicts one to make room: a connection of the address that holds the
+ * most, the one whose last request ended longest ago (or, with none, that came first), never
+ * one whose request is being answered (for ANSWER_GRACE_MS). The newcomer always gets in; a
+ * scraper's request, sent at once, is answered before the slow clients that arrive after it
+ * can make it the oldest. libmicrohttpd's own limit sits EVICT_RESERVE above, for evicted
+ * connections not closed yet. Everything here runs on the server thread (the accept policy,
+ * the connection notifications and the handler are all called there), so the table needs no
+ * lock, and an evicted connection's descriptor is still libmicrohttpd's (it closes a socket
+ * only after the CLOSED notification, on this thread) when shutdown() ends it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,8 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "metrics.h"
+#include "threads.h"
 
 #ifdef TPROF_HAVE_MHD
 #include <microhttpd.h>
@@ -43,7 +62,9 @@ typedef enum MHD_Result tprof__mhd_result;
 #define MHD_HTTP_CONTENT_TOO_LARGE 413
 #endif
 
-#define MAX_CONNECTIONS 128u
+#define MAX_CONNECTIONS 128u /* kept; one more evicts one (the file's comment) */
+#define EVICT_RESERVE 32u    /* libmicrohttpd's limit above: evicted, not closed yet */
+#define ANSWER_GRACE_MS 1000u /* a request being answered is not evicted for this long */
 #define CONN_MEMORY (16u * 1024u)
 #define CONN_TIMEOUT_S 5u
 #define MAX_BODY 1024u
@@ -58,7 +79,21 @@ static struct {
     __typeof__(MHD_add_response_header) *add_header;
     __typeof__(MHD_lookup_connection_value) *lookup;
     __typeof__(MHD_get_daemon_info) *daemon_info;
+    __typeof__(MHD_get_connection_info) *conn_info;
 } M;
+
+/* One connection libmicrohttpd holds; server thread only. */
+typedef struct conn_slot {
+    struct MHD_Connection *c; /* NULL: free */
+    int fd;
+    unsigned char addr[16];   /* the peer's address (IPv4-mapped IPv6 as IPv4) */
+    unsigned char alen;       /* 4, 16, or 0 when not an IP address */
+    int evicted;              /* shut down, its CLOSED notification still to come */
+    uint64_t progress_ms;     /* accepted, or its last request answered */
+    uint64_t answering_ms;    /* its request's headers came in (being answered); 0 none */
+} conn_slot;
+static conn_slot g_conn[MAX_CONNECTIONS + EVICT_RESERVE];
+static int g_evicted_series = -1; /* trainprof_http_connections_evicted_total */
 
 static struct MHD_Daemon *g_daemon;
 static int g_port;
@@ -88,6 +123,7 @@ static int load(char *why, size_t n) {
     SYM(add_header, "MHD_add_response_header")
     SYM(lookup, "MHD_lookup_connection_value")
     SYM(daemon_info, "MHD_get_daemon_info")
+    SYM(conn_info, "MHD_get_connection_info")
 #undef SYM
     M.lib = h;
     return 0;
@@ -127,6 +163,124 @@ static tprof__mhd_result text(struct MHD_Connection *c, unsigned status, const c
     return reply(c, status, "text/plain; charset=utf-8", (char *)msg, strlen(msg), 0);
 }
 
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The address part of a peer, IPv4-mapped IPv6 folded to IPv4 (a dual-stack listener sees
+ * IPv4 clients that way); alen 0 when it is no IP address. */
+static void peer_key(const struct sockaddr *sa, unsigned char addr[16], unsigned char *alen) {
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    *alen = 0;
+    if (!sa) return;
+    if (sa->sa_family == AF_INET) {
+        memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        *alen = 4;
+    } else if (sa->sa_family == AF_INET6) {
+        const unsigned char *a6 = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        if (!memcmp(a6, mapped, 12)) {
+            memcpy(addr, a6 + 12, 4);
+            *alen = 4;
+        } else {
+            memcpy(addr, a6, 16);
+            *alen = 16;
+        }
+    }
+}
+
+static conn_slot *slot_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = M.conn_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: the table follows libmicrohttpd's connections. */
+static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code) {
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_slot *s = *socket_context;
+        if (s) memset(s, 0, sizeof *s);
+        *socket_context = NULL;
+        return;
+    }
+    *socket_context = NULL;
+    const union MHD_ConnectionInfo *fd = M.conn_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!fd) return; /* not evictable: it still times out */
+    for (size_t i = 0; i < sizeof g_conn / sizeof *g_conn; i++) {
+        conn_slot *s = &g_conn[i];
+        if (s->c) continue;
+        memset(s, 0, sizeof *s);
+        s->c = c;
+        s->fd = fd->connect_fd;
+        const union MHD_ConnectionInfo *a = M.conn_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        peer_key(a ? a->client_addr : NULL, s->addr, &s->alen);
+        s->progress_ms = mono_ms();
+        *socket_context = s;
+        return;
+    }
+}
+
+static int same_peer(const conn_slot *a, const conn_slot *b) {
+    return a->alen == b->alen && !memcmp(a->addr, b->addr, a->alen);
+}
+
+/* The accept policy: below MAX_CONNECTIONS, yes; at it, evict one (the file's comment) and
+ * let the newcomer in, or refuse it when every connection is being answered. Linear in the
+ * table (addresses counted in a small open-addressing table), as a flood calls it for every
+ * connection it opens. */
+#define PEER_BUCKETS 512u /* a power of two, over twice the table */
+static tprof__mhd_result accept_policy(void *cls, const struct sockaddr *sa, socklen_t len) {
+    (void)cls;
+    (void)sa;
+    (void)len;
+    const size_t n = sizeof g_conn / sizeof *g_conn;
+    unsigned live = 0;
+    for (size_t i = 0; i < n; i++) live += g_conn[i].c && !g_conn[i].evicted;
+    if (live < MAX_CONNECTIONS) return MHD_YES;
+    /* live connections per address: bucket -> the first slot of that address, its count */
+    static short first[PEER_BUCKETS];
+    static unsigned short count[PEER_BUCKETS];
+    static unsigned short bucket_of[sizeof g_conn / sizeof *g_conn];
+    memset(first, -1, sizeof first);
+    for (size_t i = 0; i < n; i++) {
+        const conn_slot *s = &g_conn[i];
+        if (!s->c || s->evicted) continue;
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (unsigned k = 0; k < s->alen; k++) h = (h ^ s->addr[k]) * 16777619u;
+        unsigned b = h & (PEER_BUCKETS - 1);
+        while (first[b] >= 0 && !same_peer(&g_conn[first[b]], s)) b = (b + 1) & (PEER_BUCKETS - 1);
+        if (first[b] < 0) {
+            first[b] = (short)i;
+            count[b] = 0;
+        }
+        count[b]++;
+        bucket_of[i] = (unsigned short)b;
+    }
+    uint64_t now = mono_ms();
+    conn_slot *victim = NULL;
+    unsigned victim_peers = 0;
+    for (size_t i = 0; i < n; i++) {
+        conn_slot *s = &g_conn[i];
+        if (!s->c || s->evicted) continue;
+        if (s->answering_ms && (now < s->answering_ms || now - s->answering_ms < ANSWER_GRACE_MS))
+            continue;
+        unsigned peers = count[bucket_of[i]]; /* live connections of its address */
+        if (!victim || peers > victim_peers ||
+            (peers == victim_peers && s->progress_ms < victim->progress_ms)) {
+            victim = s;
+            victim_peers = peers;
+        }
+    }
+    if (!victim) return MHD_NO;
+    /* libmicrohttpd reads end-of-stream and closes it on its next pass */
+    shutdown(victim->fd, SHUT_RDWR);
+    victim->evicted = 1;
+    tprof__m_add(g_evicted_series, 1); /* a no-op without the series */
+    return MHD_YES;
+}
+
 /* Per-request state: MHD calls the handler again for each piece of a body. */
 typedef struct req {
     size_t body;
@@ -143,6 +297,8 @@ static tprof__mhd_result handler(void *cls, struct MHD_Connection *c, const char
     int post = !strcmp(method, "POST");
     if (*con_cls == NULL) {
         /* first call: headers only. Refuse early what would need a body we do not want. */
+        conn_slot *sl = slot_of(c);
+        if (sl) sl->answering_ms = mono_ms() | 1; /* never 0 */
         const char *cl = M.lookup(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > MAX_BODY)
             return text(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
@@ -204,8 +360,12 @@ static tprof__mhd_result handler(void *cls, struct MHD_Connection *c, const char
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode toe) {
     (void)cls;
-    (void)c;
     (void)toe;
+    conn_slot *sl = slot_of(c);
+    if (sl) {
+        sl->answering_ms = 0;
+        sl->progress_ms = mono_ms();
+    }
     if (*con_cls && *con_cls != &g_marker) free(*con_cls);
     *con_cls = NULL;
 }
@@ -259,10 +419,19 @@ int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
         snprintf(g_auth, n, "Bearer %s", cfg->token);
     }
     g_on_detail = cfg->on_detail;
+    memset(g_conn, 0, sizeof g_conn);
+    /* what an operator sees of slow clients: the evictions they caused */
+    int fam = tprof__m_family("trainprof_http_connections_evicted_total",
+                              "connections the metrics endpoint closed to make room for a new one "
+                              "(all 128 taken: slow, idle or hostile clients)",
+                              TPROF_M_COUNTER, NULL, 0);
+    g_evicted_series = fam >= 0 ? tprof__m_series_raw(fam, "") : -1;
     errno = 0;
-    g_daemon = M.start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, handler, NULL,
+    g_daemon = M.start_daemon(flags, (uint16_t)cfg->port, accept_policy, NULL, handler, NULL,
                               MHD_OPTION_SOCK_ADDR, sa,
-                              MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+                              MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS + EVICT_RESERVE,
+                              MHD_OPTION_NOTIFY_CONNECTION, notify_conn, NULL,
+                              MHD_OPTION_THREAD_STACK_SIZE, tprof__thread_stack_size(),
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
                               MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S,
                               MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,

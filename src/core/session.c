@@ -35,6 +35,7 @@
 #include "internal.h"
 #include "per_step.h"
 #include "metrics.h"
+#include "threads.h"
 
 _Atomic int tprof__g_state = TPROF__UNINIT;
 __thread tprof__thread *tprof__tls __attribute__((tls_model("initial-exec")));
@@ -1029,7 +1030,7 @@ static void fork_child(void) {
  * hung in its first malloc (seen in CI under GCC 12's ASan). 0, or pthread_create's error. */
 static int start_flusher(void) {
     S.flusher_up = 0;
-    int rc = pthread_create(&S.flusher, NULL, flusher_main, NULL);
+    int rc = tprof__thread_create(&S.flusher, flusher_main, NULL); /* a small stack */
     if (rc != 0) return rc;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
