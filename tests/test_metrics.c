@@ -788,17 +788,22 @@ static void test_endpoint_malformed(void **state) {
 typedef struct job {
     int steps;
     double step_ms;
-    double max_ms, total_ms;
+    double max_ms, total_ms; /* time inside trainprof's calls, not the step's sleep */
 } job;
 
+/* The job's own time is its sleep, whose wake-up a loaded machine delays at will; what the
+ * endpoint could harm is the time the job spends inside trainprof's calls, so that is what
+ * is measured. */
 static void *job_main(void *p) {
     job *j = p;
     for (int s = 0; s < j->steps; s++) {
         double t0 = now_s();
         tprof_step_begin((uint64_t)s);
+        double t1 = now_s();
         sleep_ms(j->step_ms);
+        double t2 = now_s();
         tprof_step_end((uint64_t)s);
-        double ms = (now_s() - t0) * 1e3;
+        double ms = (now_s() - t2 + t1 - t0) * 1e3;
         j->total_ms += ms;
         if (ms > j->max_ms) j->max_ms = ms;
     }
@@ -881,12 +886,14 @@ static void body_storm(void) {
     double mean = j.total_ms / j.steps;
     long rss1 = rss_kb();
     fprintf(stderr, "storm: %d connections, %d/%d scrapes answered during it; job steps of "
-                    "%.1f ms: mean %.2f ms, max %.2f ms; RSS %ld -> %ld kB\n",
+                    "%.1f ms: step calls mean %.3f ms, max %.2f ms; RSS %ld -> %ld kB\n",
             opened, ok, tried, j.step_ms, mean, j.max_ms, rss0, rss1);
     /* the job kept its timing: nothing it does waits on the endpoint */
     CHECK(ok > 0); /* 100 slow clients hold 100 of the 128 slots: scrapes still get in */
-    CHECK(mean < j.step_ms + (SANITIZED ? 3.0 : 1.0));
-    CHECK(j.max_ms < (SANITIZED ? 300.0 : 150.0)); /* no step waits on the endpoint; margin for a loaded CI machine */
+    /* a step call that waited on the endpoint would wait for the storm (seconds); a
+     * descheduled thread on a loaded machine loses tens of milliseconds at most */
+    CHECK(mean < (SANITIZED ? 3.0 : 1.0));
+    CHECK(j.max_ms < (SANITIZED ? 300.0 : 150.0));
     /* bounded memory: 32 connections of 16 KiB, no per-connection growth */
     CHECK(rss1 - rss0 < (SANITIZED ? 64 * 1024 : 16 * 1024));
 }
