@@ -52,6 +52,8 @@ static _Atomic uint64_t g_block_until;  /* CLOCK_MONOTONIC ns; writes wait until
 static atomic_int g_blocked;            /* a write is waiting now */
 static atomic_int g_enospc;             /* writes fail: half written, then ENOSPC */
 static atomic_int g_short_done;         /* the half of the current write went out */
+static atomic_int g_steal = -1;         /* >= 0: after half of the next write, the program
+                                         * closes the descriptor and puts this one there */
 
 static uint64_t mono_ns(void) {
     struct timespec ts;
@@ -75,7 +77,18 @@ typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
 ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
     static writev_fn real;
     if (!real) real = (writev_fn)dlsym(RTLD_NEXT, "writev");
-    int faulty = (atomic_load(&g_block_until) || atomic_load(&g_enospc)) && in_test_dir(fd);
+    int faulty = (atomic_load(&g_block_until) || atomic_load(&g_enospc) ||
+                  atomic_load(&g_steal) >= 0) &&
+                 in_test_dir(fd);
+    if (faulty && atomic_load(&g_steal) >= 0) {
+        /* half of it, then the descriptor is the program's pipe */
+        size_t half = iov[0].iov_len / 2;
+        struct iovec v = {iov[0].iov_base, half ? half : 1};
+        ssize_t w = real(fd, &v, 1);
+        int pipe_end = atomic_exchange(&g_steal, -1);
+        if (dup2(pipe_end, fd) != fd) abort();
+        return w;
+    }
     if (faulty) {
         uint64_t until = atomic_load(&g_block_until);
         if (until && mono_ns() < until) {
@@ -524,9 +537,51 @@ static void test_disk_full(void **state) {
     tp_run_free(&run);
 }
 
+/* The program closes the descriptor, and gets the number for a pipe of its own, in the middle
+ * of a chunk's write: the rest of the chunk must not go into the pipe, the chunk is counted
+ * lost (EBADF), and the next write reopens the file and cuts the half chunk away. */
+static void body_closed_mid_chunk(void) {
+    start(60000);
+    faults_setup();
+    ranges("kept", BATCH);
+    CHECK(tprof_flush() == TPROF_OK, 70);
+    int p[2];
+    CHECK(pipe(p) == 0, 71);
+    CHECK(fcntl(p[0], F_SETFL, O_NONBLOCK) == 0, 72);
+    atomic_store(&g_steal, p[1]);
+    ranges("lost", BATCH);
+    CHECK(tprof_flush() == TPROF_ERR_IO, 73);
+    ranges("kept_after", BATCH);
+    CHECK(tprof_flush() == TPROF_OK, 74);
+    char buf[64];
+    ssize_t n = read(p[0], buf, sizeof buf);
+    if (n > 0) fprintf(stderr, "%zd foreign bytes in the program's pipe\n", n);
+    CHECK(n < 0 && errno == EAGAIN, 75);
+}
+
+static void test_closed_mid_chunk(void **state) {
+    (void)state;
+    fresh_dir("midchunk");
+    in_child(body_closed_mid_chunk);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(count_ranges(p, "kept"), BATCH);
+    assert_int_equal(count_ranges(p, "lost"), 0);
+    assert_int_equal(count_ranges(p, "kept_after"), BATCH);
+    expect_meta(p, "write_errors.chunks", "1");
+    expect_meta(p, "write_errors.records", "200");
+    expect_meta(p, "write_errors.first_errno", "EBADF");
+    expect_meta(p, "rank_file.reopened", "1");
+    assert_true(p->complete);
+    no_damage(p); /* the half chunk was cut away */
+    tp_run_free(&run);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_descriptors),
+        cmocka_unit_test(test_closed_mid_chunk),
         cmocka_unit_test(test_blocked_writer),
         cmocka_unit_test(test_exit_with_blocked_writer),
         cmocka_unit_test(test_file_size_limit),

@@ -3,4 +3,4 @@
 # own writev() stands in for failing storage).
 tprof_add_unit(test_writer ${CMAKE_CURRENT_SOURCE_DIR}/test_writer.c
   LIBS trainprof tprof_analysis Threads::Threads ${CJSON_LIBRARY} ${CMAKE_DL_LIBS}
-  LABELS reliability)
+  LABELS reliability tsan)

@@ -120,12 +120,18 @@ static const char *errno_name(int e, char *buf, size_t n) {
     return buf;
 }
 
-/* The descriptor is the file this writer created: same device and inode. */
-static int ours(int fd) {
+/* The descriptor is the file this writer created: same device and inode. Its size in
+ * *size when wanted. */
+static int ours_sized(int fd, uint64_t *size) {
     struct stat st;
-    return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == W.dev &&
-           st.st_ino == W.ino;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != W.dev ||
+        st.st_ino != W.ino)
+        return 0;
+    if (size) *size = (uint64_t)st.st_size;
+    return 1;
 }
+
+static int ours(int fd) { return ours_sized(fd, NULL); }
 
 static void fill_header(tprof_file_header *h) {
     memset(h, 0, sizeof *h);
@@ -146,8 +152,11 @@ static void fill_header(tprof_file_header *h) {
  * (tprof__flusher_io_end) at least this often on storage that is slow but answers. */
 #define TPROF__WRITE_STEP (1u << 20)
 
-/* writev of everything, continuing after short writes. 0, or -1 with errno. A write that
- * makes no progress is an error (EIO), never a loop. */
+/* writev of everything to our file, continuing after short writes, checking before each
+ * step that the descriptor is still ours (the program may close it meanwhile: the rest of
+ * the chunk must not go to what it opens under that number). 0, or -1 with errno (EBADF
+ * for a descriptor no longer ours). A write that makes no progress is an error (EIO), never
+ * a loop. */
 static int write_all(int fd, const struct iovec *iov, int n) {
     struct iovec v[4];
     memcpy(v, iov, (size_t)n * sizeof *v);
@@ -161,6 +170,10 @@ static int write_all(int fd, const struct iovec *iov, int n) {
             size_t l = v[j].iov_len < budget ? v[j].iov_len : budget;
             part[k++] = (struct iovec){v[j].iov_base, l};
             budget -= l;
+        }
+        if (!ours(fd)) {
+            errno = EBADF;
+            return -1;
         }
         tprof__flusher_io_begin();
         ssize_t w = writev(fd, part, k);
@@ -186,15 +199,16 @@ static int write_all(int fd, const struct iovec *iov, int n) {
 }
 
 /* The file ends at W.end again: whatever a failed write left after the last whole chunk
- * goes, so that the next chunk follows a whole one. Descriptor known to be ours. */
+ * goes, so that the next chunk follows a whole one. Only on our own file (a descriptor the
+ * program took over is never truncated); else the cut happens when the file is reopened. */
 static void cut_back(void) {
-    struct stat st;
-    if (fstat(W.fd, &st) != 0 || (uint64_t)st.st_size <= W.end) return;
+    uint64_t size;
+    if (!ours_sized(W.fd, &size) || size <= W.end) return;
     tprof__flusher_io_begin();
     int rc = ftruncate(W.fd, (off_t)W.end);
     tprof__flusher_io_end();
     /* cannot cut: the reader skips the partial chunk as damage and resynchronises */
-    if (rc != 0) W.end = (uint64_t)st.st_size;
+    if (rc != 0) W.end = size;
 }
 
 /* Opens the rank file on first use: <dir>/<host>-<pid>.tprof, or .<k>.tprof when that name
