@@ -92,6 +92,7 @@ static struct {
     _Atomic int flush_asked; /* tprof_flush: the next pass writes even while backing off */
     _Atomic uint64_t alive_ns; /* the flusher's last sign of progress (CLOCK_MONOTONIC) */
     int flusher_done;       /* the flusher finished its work (under flush_lock) */
+    _Atomic int end_written; /* the end record is in the file (fsync may still run) */
     int busy_held;          /* the flusher holds busy outside its storage calls */
     /* the flusher's own: the registry as a pass found it, and the process stream it took */
     tprof__thread **snap;
@@ -652,6 +653,7 @@ static void write_end_record(void) {
         pthread_mutex_unlock(&S.lock);
         flush_proc(dropped, 1);
     }
+    atomic_store(&S.end_written, !tprof__writer_failing());
     tprof__writer_sync();
 }
 
@@ -1050,6 +1052,7 @@ static void fork_child(void) {
     S.proc_dropped = 0;
     S.flusher_running = 0;
     S.flusher_done = 0;
+    atomic_store(&S.end_written, 0);
     S.busy_held = 0;
     atomic_store(&S.flush_asked, 0);
     atomic_store(&S.stop, 0);
@@ -1286,6 +1289,8 @@ int tprof_shutdown(void) {
         wake_flusher();
         if (wait_flusher_done()) {
             pthread_join(S.flusher, NULL);
+        } else if (atomic_load(&S.end_written)) {
+            pthread_detach(S.flusher); /* the end is written; only fsync is still waiting */
         } else {
             pthread_detach(S.flusher); /* it finishes on its own if storage ever answers */
             tprof__log(TPROF_LOG_WARN,
