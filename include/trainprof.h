@@ -174,13 +174,14 @@ TPROF_API int tprof_enabled(void);
  * TPROF_ERR_DISABLED when not recording, TPROF_ERR_IO when a write failed (ENOSPC, EFBIG,
  * EIO, ...: what could not be written is dropped, counted in the file's metadata
  * write_errors.*, and writing resumes when it can; this call retries at once) or when the
- * writer made no progress for 2 s (storage not answering: the call stops waiting). Not to
+ * rank file's storage did not answer for 2 s (one write call that long: the call stops
+ * waiting). Not to
  * be called from a signal handler. */
 TPROF_API int tprof_flush(void);
 
 /* Flush, close the rank file (with its end record) and stop the flusher thread. Later
  * recording calls are no-ops. Called automatically at exit. Idempotent. Waits for the
- * flusher as long as it makes progress; when storage has not answered for 2 s it returns
+ * flusher as long as storage answers; when one write call has lasted 2 s it returns
  * TPROF_ERR_IO without the end written (the flusher finishes on its own if storage
  * answers later), so that a program's exit never hangs on its rank file. */
 TPROF_API int tprof_shutdown(void);

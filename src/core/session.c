@@ -91,6 +91,7 @@ static struct {
     _Atomic int final_done; /* the flusher's final write after a fatal signal is done */
     _Atomic int flush_asked; /* tprof_flush: the next pass writes even while backing off */
     _Atomic uint64_t alive_ns; /* the flusher's last sign of progress (CLOCK_MONOTONIC) */
+    _Atomic uint64_t io_since_ns; /* when its storage call began; 0 outside one */
     int flusher_done;       /* the flusher finished its work (under flush_lock) */
     _Atomic int end_written; /* the end record is in the file (fsync may still run) */
     int busy_held;          /* the flusher holds busy outside its storage calls */
@@ -459,11 +460,14 @@ static void emit_registries_locked(void) {
  * (inside the system call the flusher holds no lock of libc's either). busy_held: the
  * flusher holds busy outside those calls; flusher only. */
 void tprof__flusher_io_begin(void) {
+    atomic_store_explicit(&S.io_since_ns, tprof__now(), memory_order_relaxed);
     if (S.busy_held) pthread_mutex_unlock(&S.busy);
 }
 
 void tprof__flusher_io_end(void) {
-    atomic_store_explicit(&S.alive_ns, tprof__now(), memory_order_relaxed);
+    uint64_t now = tprof__now();
+    atomic_store_explicit(&S.io_since_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&S.alive_ns, now, memory_order_relaxed);
     if (S.busy_held) pthread_mutex_lock(&S.busy);
 }
 
@@ -677,15 +681,21 @@ static void flusher_sleep(int ms) {
     }
 }
 
-/* A thread that waits for the flusher (tprof_flush, tprof_shutdown) stops waiting once the
- * flusher has shown no progress (a pass, a write returning) for this long: storage that does
- * not answer (a hung network file system, a pipe nobody reads) must not hang the program. */
+/* A thread that waits for the flusher (tprof_flush, tprof_shutdown) stops waiting once one
+ * storage call of the flusher (a write of at most 1 MiB, ftruncate, fsync) has lasted this
+ * long: storage that does not answer (a hung network file system, a full pipe) must not hang
+ * the program. Outside storage calls the flusher may legitimately take longer (a vendor
+ * library's first initialisation can take seconds), so there the bound is TPROF__HANG_MS
+ * without any sign of progress. */
 #define TPROF__STALL_MS 2000
+#define TPROF__HANG_MS 30000
 
 static int flusher_stalled(void) {
-    uint64_t alive = atomic_load_explicit(&S.alive_ns, memory_order_relaxed);
     uint64_t now = tprof__now();
-    return now > alive && now - alive > (uint64_t)TPROF__STALL_MS * 1000000ull;
+    uint64_t since = atomic_load_explicit(&S.io_since_ns, memory_order_relaxed);
+    if (since && now > since && now - since > (uint64_t)TPROF__STALL_MS * 1000000ull) return 1;
+    uint64_t alive = atomic_load_explicit(&S.alive_ns, memory_order_relaxed);
+    return now > alive && now - alive > (uint64_t)TPROF__HANG_MS * 1000000ull;
 }
 
 /* ------------------------------------------------------------------------ signals */
@@ -1053,6 +1063,7 @@ static void fork_child(void) {
     S.flusher_running = 0;
     S.flusher_done = 0;
     atomic_store(&S.end_written, 0);
+    atomic_store(&S.io_since_ns, 0);
     S.busy_held = 0;
     atomic_store(&S.flush_asked, 0);
     atomic_store(&S.stop, 0);
@@ -1294,8 +1305,8 @@ int tprof_shutdown(void) {
         } else {
             pthread_detach(S.flusher); /* it finishes on its own if storage ever answers */
             tprof__log(TPROF_LOG_WARN,
-                       "the rank file's writer has made no progress for %d ms; not waiting "
-                       "for it (the file may lack its end)", TPROF__STALL_MS);
+                       "the rank file's storage has not answered for %d ms; not waiting for "
+                       "it (the file may lack its end)", TPROF__STALL_MS);
             rc = TPROF_ERR_IO;
         }
         S.flusher_running = 0;

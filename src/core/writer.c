@@ -78,7 +78,7 @@ static struct {
     dev_t dev;
     ino_t ino;
     uint64_t end;              /* bytes of header and whole chunks in the file */
-    int create_failed;         /* a permanent failure to create: nothing is written */
+    _Atomic int create_failed; /* a permanent failure to create: nothing is written */
     _Atomic int failing;
     uint64_t retry_at, backoff; /* no attempt before retry_at (CLOCK_MONOTONIC ns) */
     int force;                 /* next attempt ignores retry_at */
