@@ -170,12 +170,20 @@ TPROF_API int tprof_enabled(void);
 
 /* Move every thread's ring into the rank file now. Blocks until done (at most a few flush
  * intervals). The data is then in the file (the kernel's page cache): it survives the process
- * being killed, not a machine crash; the file is fsync'ed at shutdown. Returns TPROF_ERR_DISABLED when not recording, TPROF_ERR_IO on a
- * write error. Not to be called from a signal handler. */
+ * being killed, not a machine crash; the file is fsync'ed at shutdown. Returns
+ * TPROF_ERR_DISABLED when not recording, TPROF_ERR_IO when a write failed (ENOSPC, EFBIG,
+ * EIO, ...: what could not be written is dropped, counted in the file's metadata
+ * write_errors.*, and writing resumes when it can; this call retries at once) or when the
+ * rank file's storage did not answer for 2 s (one write call that long: the call stops
+ * waiting). Not to
+ * be called from a signal handler. */
 TPROF_API int tprof_flush(void);
 
 /* Flush, close the rank file (with its end record) and stop the flusher thread. Later
- * recording calls are no-ops. Called automatically at exit. Idempotent. */
+ * recording calls are no-ops. Called automatically at exit. Idempotent. Waits for the
+ * flusher as long as storage answers; when one write call has lasted 2 s it returns
+ * TPROF_ERR_IO without the end written (the flusher finishes on its own if storage
+ * answers later), so that a program's exit never hangs on its rank file. */
 TPROF_API int tprof_shutdown(void);
 
 /* Path of this process's rank file, or NULL before the first flush / when disabled.

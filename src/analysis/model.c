@@ -809,7 +809,16 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     gpu_in_start_order(p);
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
-    if (!p->complete)
+    const char *werr = tp_meta(p, "write_errors.first_errno");
+    if (!p->complete && werr) {
+        /* the writer counted write errors: the end may have been one more chunk it could
+         * not write, so a kill is not the only explanation */
+        const char *wtext = tp_meta(p, "write_errors.first_error");
+        add_damage(p, "no end record: the rank file had write errors (%s: %s), so its end "
+                      "may not have been writable, else the process did not exit normally; "
+                      "events after its last chunk written are lost",
+                   werr, wtext ? wtext : "");
+    } else if (!p->complete)
         add_damage(p, "no end record: the process did not exit normally (killed?); "
                       "events after its last flush are lost");
     for (size_t i = 0; i < p->nthreads; i++) {

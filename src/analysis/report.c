@@ -839,6 +839,23 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         if (v) over += atof(v);
     }
     if (over > 0) cJSON_AddNumberToObject(jr, "threads_over_limit", over);
+    /* records the writer could not write (disk full, quota, file size limit, I/O error):
+     * counted in the file by the writer (metadata write_errors.*, docs/format.md) */
+    double wlost = 0;
+    const tp_process *wfirst = NULL;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const char *v = tp_meta(&run->procs[i], "write_errors.records");
+        if (!v) continue;
+        wlost += atof(v);
+        if (!wfirst) wfirst = &run->procs[i];
+    }
+    if (wfirst) {
+        cJSON_AddNumberToObject(jr, "records_lost_to_write_errors", wlost);
+        const char *en = tp_meta(wfirst, "write_errors.first_errno");
+        const char *et = tp_meta(wfirst, "write_errors.first_error");
+        cJSON_AddStringToObject(jr, "first_write_error_errno", en ? en : "");
+        cJSON_AddStringToObject(jr, "first_write_error", et ? et : "");
+    }
 
     cJSON *caps = cJSON_AddObjectToObject(rep, "capabilities");
     for (size_t c = 0; c < sizeof known_caps / sizeof *known_caps; c++) {
@@ -879,6 +896,22 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
                                 p->end_mono > p->hdr.start_mono_ns
                                     ? (double)(p->end_mono - p->hdr.start_mono_ns) / 1e9 : 0);
         cJSON_AddBoolToObject(jp, "complete", p->complete);
+        const char *wr = tp_meta(p, "write_errors.records");
+        if (wr) {
+            cJSON *we = cJSON_AddObjectToObject(jp, "write_errors");
+            const char *v;
+            cJSON_AddNumberToObject(we, "records_lost", atof(wr));
+            cJSON_AddNumberToObject(we, "chunks_lost",
+                                    (v = tp_meta(p, "write_errors.chunks")) ? atof(v) : 0);
+            cJSON_AddNumberToObject(we, "bytes_lost",
+                                    (v = tp_meta(p, "write_errors.bytes")) ? atof(v) : 0);
+            v = tp_meta(p, "write_errors.first_errno");
+            cJSON_AddStringToObject(we, "first_errno", v ? v : "");
+            v = tp_meta(p, "write_errors.first_error");
+            cJSON_AddStringToObject(we, "first_error", v ? v : "");
+        }
+        const char *ro = tp_meta(p, "rank_file.reopened");
+        if (ro) cJSON_AddNumberToObject(jp, "rank_file_reopened", atof(ro));
         if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
         uint64_t pops = 0;
         for (size_t k = 0; k < p->nthreads; k++) pops += p->threads[k].unmatched_pops;
@@ -1140,6 +1173,12 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                       "full rings drop events (raise TRAINPROF_RING_KB)"
                     : "rings were full (raise TRAINPROF_RING_KB)",
                 N);
+    if (tp_jnum(run, "records_lost_to_write_errors") > 0)
+        fprintf(f, "%s  warning: %.0f records lost to write errors (%s: %s): the rank file "
+                   "could not take them; the figures below lack them%s\n",
+                Y, tp_jnum(run, "records_lost_to_write_errors"),
+                printable(tp_jstr(run, "first_write_error_errno")),
+                printable(tp_jstr(run, "first_write_error")), N);
     if (tp_jnum(run, "distinct_run_ids") > 1)
         fprintf(f, "%s  warning: these rank files come from %.0f different runs (run ids differ)%s\n",
                 Y, tp_jnum(run, "distinct_run_ids"), N);
@@ -1164,6 +1203,14 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         cJSON_ArrayForEach(d, tp_jobj(p, "damage"))
             fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(tp_jstr(p, "file")),
                     printable(d->valuestring), N);
+        const cJSON *we = tp_jobj(p, "write_errors");
+        if (we)
+            fprintf(f, "%s    %.0f records lost to write errors (%s: %s) in %.0f chunk(s)%s\n", Y,
+                    tp_jnum(we, "records_lost"), printable(tp_jstr(we, "first_errno")),
+                    printable(tp_jstr(we, "first_error")), tp_jnum(we, "chunks_lost"), N);
+        if (tp_jnum(p, "rank_file_reopened") > 0)
+            fprintf(f, "    the program closed the rank file's descriptor: reopened %.0f time(s)\n",
+                    tp_jnum(p, "rank_file_reopened"));
         if (tp_jnum(p, "unmatched_pops") > 0)
             fprintf(f, "    %.0f range pop(s) with no open range (ignored)\n", tp_jnum(p, "unmatched_pops"));
         if (tp_jnum(p, "unmatched_range_ends") > 0)

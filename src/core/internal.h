@@ -65,6 +65,10 @@ typedef struct tprof__thread {
     uint32_t str_count;
     uint32_t str_max;
     void *m_scan;           /* live metrics: the flusher's step-range state (metrics_feed.c) */
+    /* the flusher's: name definitions (STRING, THREAD_NAME records) of chunks the writer
+     * could not write, written ahead of the thread's next chunk (core/writer.c) */
+    uint8_t *w_defs;
+    size_t w_defs_len, w_defs_cap;
 } tprof__thread;
 
 /* The calling thread's state, creating it on first use; NULL when not recording or when

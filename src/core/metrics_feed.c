@@ -600,7 +600,7 @@ static int virtual_interface(const char *name) {
 /* bytes received and sent by each interface but loopback and virtual_interface's */
 static void host_network(const char *host) {
     static host_devs devs;
-    FILE *f = fopen("/proc/net/dev", "r");
+    FILE *f = fopen("/proc/net/dev", "re");
     if (!f) return;
     char line[512];
     while (fgets(line, sizeof line, f)) {
@@ -630,7 +630,7 @@ static int whole_disk(const char *name) {
  * (Linux Documentation/admin-guide/iostats.rst) */
 static void host_disks(const char *host) {
     static host_devs devs;
-    FILE *f = fopen("/proc/diskstats", "r");
+    FILE *f = fopen("/proc/diskstats", "re");
     if (!f) return;
     char line[512], name[64];
     while (fgets(line, sizeof line, f)) {
@@ -666,7 +666,7 @@ static void host_metrics(void) {
             series[5 + i] = tprof__m_series(F.host_cpu, (const char *const[]){"host", host, "mode", modes[i], NULL});
     }
     if (!node) return;
-    FILE *f = fopen("/proc/loadavg", "r");
+    FILE *f = fopen("/proc/loadavg", "re");
     double l[3];
     if (f) {
         if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) == 3)
@@ -674,7 +674,7 @@ static void host_metrics(void) {
         fclose(f);
     }
     char line[256];
-    if ((f = fopen("/proc/meminfo", "r"))) {
+    if ((f = fopen("/proc/meminfo", "re"))) {
         unsigned long long kb;
         while (fgets(line, sizeof line, f)) {
             if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) tprof__m_set(series[3], (double)kb * 1024.0);
@@ -682,7 +682,7 @@ static void host_metrics(void) {
         }
         fclose(f);
     }
-    if ((f = fopen("/proc/stat", "r"))) {
+    if ((f = fopen("/proc/stat", "re"))) {
         unsigned long long t[5];
         long hz = sysconf(_SC_CLK_TCK);
         if (fgets(line, sizeof line, f) && hz > 0 &&

@@ -6,29 +6,31 @@
  * Design points (DESIGN.md §1, §3):
  *  - Nothing is started until something is recorded, so processes that record nothing
  *    (launchers, compilers) leave no file and no thread.
- *  - The SIGTERM/SIGINT handler only wakes the flusher through an eventfd (async-signal
- *    safe); the flusher writes what is recorded, then restores the previous disposition
- *    and re-raises, so the program's exit status is what it would have been. When the
- *    previous disposition was the program's own handler, we call that handler directly
- *    from ours, and the flusher only flushes.
+ *  - The SIGTERM/SIGINT handler only wakes the flusher through a semaphore (sem_post is
+ *    async-signal-safe); the flusher writes what is recorded, then restores the previous
+ *    disposition and re-raises, so the program's exit status is what it would have been.
+ *    When the previous disposition was the program's own handler, we call that handler
+ *    directly from ours, and the flusher only flushes.
+ *  - No lock a recording thread can need is held across I/O: the flusher copies the
+ *    registry and takes the process stream under the session lock, then writes with no
+ *    lock held; the rank file is the flusher's alone (core/writer.c). Threads that wait for
+ *    the flusher (tprof_flush, tprof_shutdown) stop waiting when storage stops answering.
  *  - After fork() the child drops its copy of every ring and starts its own file lazily.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
+#include <semaphore.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +38,7 @@
 #include "per_step.h"
 #include "metrics.h"
 #include "threads.h"
+#include "writer.h"
 
 _Atomic int tprof__g_state = TPROF__UNINIT;
 __thread tprof__thread *tprof__tls __attribute__((tls_model("initial-exec")));
@@ -61,16 +64,15 @@ static struct {
     tprof_config cfg;
     char dir[PATH_MAX];
     char run_id[64];
-    char path[PATH_MAX];
-    int fd;                 /* rank file, -1 until the first flush with data */
-    int file_failed;
     int no_file;            /* TRAINPROF_NO_FILE=1: live metrics only, no rank file */
-    pthread_mutex_t lock;   /* registry, process stream, file */
-    pthread_mutex_t busy;   /* held by the flusher except while it sleeps: fork() waits for
-                             * it, so a child never inherits the flusher stopped inside
-                             * malloc, fopen or zlib with their locks taken (a forked child
-                             * hung so once under ASan, whose allocator GCC 12 does not
-                             * lock around fork) */
+    pthread_mutex_t lock;   /* registry, process stream, registries of names; never held
+                             * across I/O: the rank file belongs to the flusher alone
+                             * (core/writer.c) */
+    pthread_mutex_t busy;   /* held by the flusher except while it sleeps or waits on
+                             * storage: fork() waits for it, so a child never inherits the
+                             * flusher stopped inside malloc, fopen or zlib with their locks
+                             * taken (a forked child hung so once under ASan, whose allocator
+                             * GCC 12 does not lock around fork) */
     tprof__thread **threads;
     uint32_t nthreads;
     uint32_t next_serial;
@@ -82,11 +84,22 @@ static struct {
     uint64_t proc_dropped_written; /* last drop count written for the process stream */
     pthread_t flusher;
     int flusher_running;
-    int wake_fd;            /* eventfd */
+    /* Wakes the flusher: a semaphore, not a descriptor, since a program that closes its
+     * descriptors would close it too; sem_post is async-signal-safe (POSIX). */
+    sem_t wake;
     _Atomic int stop;
     _Atomic int pending_signal;
-    int done_fd;            /* eventfd: the flusher's final write after a fatal signal */
-    _Atomic int final_done; /* set with it, for a racing tprof_shutdown */
+    _Atomic int final_done; /* the flusher's final write after a fatal signal is done */
+    _Atomic int flush_asked; /* tprof_flush: the next pass writes even while backing off */
+    _Atomic uint64_t alive_ns; /* the flusher's last sign of progress (CLOCK_MONOTONIC) */
+    _Atomic uint64_t io_since_ns; /* when its storage call began; 0 outside one */
+    int flusher_done;       /* the flusher finished its work (under flush_lock) */
+    _Atomic int end_written; /* the end record is in the file (fsync may still run) */
+    int busy_held;          /* the flusher holds busy outside its storage calls */
+    /* the flusher's own: the registry as a pass found it, and the process stream it took */
+    tprof__thread **snap;
+    uint8_t *pend;
+    size_t pend_len, pend_cap;
     _Atomic int fatal_signal; /* a signal whose default action will end the process */
     int api_cfg;            /* started by tprof_init: a forked child restarts from S.cfg */
     pid_t pid;              /* the process the session belongs to */
@@ -94,8 +107,6 @@ static struct {
     pthread_cond_t flush_cond;
     uint64_t flush_gen;     /* completed flush passes */
     int flusher_up;         /* the flusher reached flusher_main (under flush_lock) */
-    uint8_t *stage;         /* staging buffer for one chunk */
-    size_t stage_cap;
     uint64_t start_rt, start_mono;
     pthread_key_t key;
     int key_made;
@@ -111,7 +122,7 @@ static struct {
     /* live metrics (metrics_feed.c): totals the flusher keeps while metrics are on */
     uint64_t m_bytes;        /* bytes drained from rings */
     uint64_t m_freed_drops;  /* drops of threads already freed */
-} S = {.fd = -1, .wake_fd = -1, .done_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .busy = PTHREAD_MUTEX_INITIALIZER,
        .flush_lock = PTHREAD_MUTEX_INITIALIZER, .flush_cond = PTHREAD_COND_INITIALIZER};
 
@@ -445,103 +456,38 @@ static void emit_registries_locked(void) {
 
 /* ---------------------------------------------------------------------- rank file I/O */
 
-static int write_all(int fd, const struct iovec *iov, int n) {
-    struct iovec v[4];
-    memcpy(v, iov, (size_t)n * sizeof *v);
-    int i = 0;
-    while (i < n) {
-        ssize_t w = writev(fd, v + i, n - i);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        while (i < n && (size_t)w >= v[i].iov_len) w -= (ssize_t)v[i++].iov_len;
-        if (i < n) {
-            v[i].iov_base = (char *)v[i].iov_base + w;
-            v[i].iov_len -= (size_t)w;
-        }
-    }
-    return 0;
+/* The writer (core/writer.c) calls these around each system call that may wait on storage:
+ * the flusher lets go of `busy` there, so a fork() of the program never waits for storage
+ * (inside the system call the flusher holds no lock of libc's either). busy_held: the
+ * flusher holds busy outside those calls; flusher only. */
+void tprof__flusher_io_begin(void) {
+    atomic_store_explicit(&S.io_since_ns, tprof__now(), memory_order_relaxed);
+    if (S.busy_held) pthread_mutex_unlock(&S.busy);
 }
 
-static void fill_header(tprof_file_header *h) {
-    memset(h, 0, sizeof *h);
-    memcpy(h->magic, TPROF_FILE_MAGIC, 8);
-    h->version = TPROF_FORMAT_VERSION;
-    h->header_bytes = sizeof *h;
-    h->start_realtime_ns = S.start_rt;
-    h->start_mono_ns = S.start_mono;
-    h->pid = (int32_t)getpid();
-    h->ppid = (int32_t)getppid();
-    gethostname(h->host, sizeof h->host - 1);
-    snprintf(h->run_id, sizeof h->run_id, "%s", S.run_id);
-    snprintf(h->build, sizeof h->build, "trainprof %s", TPROF_VERSION_STRING);
-    h->header_crc = tprof__crc32(0, h, offsetof(tprof_file_header, header_crc));
+void tprof__flusher_io_end(void) {
+    uint64_t now = tprof__now();
+    atomic_store_explicit(&S.io_since_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&S.alive_ns, now, memory_order_relaxed);
+    if (S.busy_held) pthread_mutex_lock(&S.busy);
 }
 
-/* Opens the rank file on first use. Caller holds S.lock. */
-static int open_file_locked(void) {
-    if (S.fd >= 0) return 0;
-    if (S.file_failed || S.no_file) return -1;
-    char host[64] = {0};
-    gethostname(host, sizeof host - 1);
-    for (char *p = host; *p; p++)
-        if (*p == '/') *p = '_';
-    /* O_EXCL: a process that exec'd keeps its pid, and the file its earlier image wrote
-     * must survive; the new image takes the next free suffix */
-    for (int k = 0; k < 1000; k++) {
-        if (k == 0)
-            snprintf(S.path, sizeof S.path, "%.3900s/%.63s-%d.tprof", S.dir,
-                     host[0] ? host : "host", (int)getpid());
-        else
-            snprintf(S.path, sizeof S.path, "%.3900s/%.63s-%d.%d.tprof", S.dir,
-                     host[0] ? host : "host", (int)getpid(), k);
-        S.fd = open(S.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (S.fd >= 0 || errno != EEXIST) break;
+static void flusher_busy(int on) {
+    if (on) {
+        pthread_mutex_lock(&S.busy);
+        S.busy_held = 1;
+    } else {
+        S.busy_held = 0;
+        pthread_mutex_unlock(&S.busy);
     }
-    if (S.fd < 0) {
-        tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; nothing will be recorded", S.path,
-                   strerror(errno));
-        S.file_failed = 1;
-        return -1;
-    }
-    tprof_file_header h;
-    fill_header(&h);
-    struct iovec v = {&h, sizeof h};
-    if (write_all(S.fd, &v, 1) != 0) {
-        tprof__log(TPROF_LOG_ERROR, "cannot write %s: %s", S.path, strerror(errno));
-        close(S.fd);
-        S.fd = -1;
-        S.file_failed = 1;
-        return -1;
-    }
-    return 0;
-}
-
-/* Writes one chunk made of up to two pieces. Caller holds S.lock. */
-static int write_chunk_locked(uint32_t serial, uint32_t os_tid, uint64_t dropped,
-                              const void *a, size_t alen, const void *b, size_t blen) {
-    if (open_file_locked() != 0) return -1;
-    tprof_chunk_header ch = {TPROF_CHUNK_MAGIC, (uint32_t)(alen + blen), 0, serial, os_tid, 0,
-                             dropped};
-    ch.crc32 = tprof__crc32(tprof__crc32(0, a, alen), b, blen);
-    struct iovec v[3] = {{&ch, sizeof ch}, {(void *)a, alen}, {(void *)b, blen}};
-    if (write_all(S.fd, v, blen ? 3 : 2) != 0) {
-        tprof__log(TPROF_LOG_ERROR, "write to %s failed: %s; recording stops", S.path,
-                   strerror(errno));
-        S.file_failed = 1;
-        close(S.fd);
-        S.fd = -1;
-        return -1;
-    }
-    return 0;
 }
 
 #define TPROF__CHUNK_MAX (4u << 20) /* the default ring: no record walk by default */
 
 /* Drains one thread's ring into chunks of at most TPROF__CHUNK_MAX bytes, never splitting
- * a record. Caller holds S.lock. */
-static void drain_thread_locked(tprof__thread *t) {
+ * a record. Flusher only (the ring's one consumer); no lock: the owner thread only moves
+ * head, and a ring is freed by the flusher alone. */
+static void drain_thread(tprof__thread *t) {
     uint64_t head = atomic_load_explicit(&t->head, memory_order_acquire);
     uint64_t tail = atomic_load_explicit(&t->tail, memory_order_relaxed);
     uint64_t dropped = atomic_load_explicit(&t->dropped, memory_order_relaxed);
@@ -565,24 +511,64 @@ static void drain_thread_locked(tprof__thread *t) {
             tprof__metrics_scan(t, t->buf + off, (size_t)n); /* steps, for live metrics */
             S.m_bytes += n;
         }
-        if (S.fd >= 0 || !S.file_failed)
-            write_chunk_locked(t->serial, t->os_tid, dropped, t->buf + off, (size_t)n, NULL, 0);
+        /* a chunk that cannot be written is dropped and counted by the writer: the ring
+         * must make room for the thread either way */
+        tprof__writer_thread_chunk(t, dropped, t->buf + off, (size_t)n);
         tail += n;
         atomic_store_explicit(&t->tail, tail, memory_order_release);
     }
 }
 
-/* The process stream's chunk header carries the drops no thread ring can: process-stream
- * overflow and the events of threads that got no ring. */
-static void flush_proc_locked(int force) {
-    uint64_t dropped = S.proc_dropped + atomic_load(&S.lost_events);
-    if (S.proc_len == 0 && !force && dropped == S.proc_dropped_written) return;
-    write_chunk_locked(0, (uint32_t)getpid(), dropped, S.proc, S.proc_len, NULL, 0);
-    S.proc_dropped_written = dropped;
+/* Moves the process stream into the flusher's buffer (S.pend), behind what an earlier pass
+ * could not write; past TPROF__PROC_MAX there it stays where it is (and, full, counts its
+ * drops) until writing resumes. Caller holds S.lock: a copy, no I/O. */
+static void take_proc_locked(void) {
+    if (!S.proc_len) return;
+    if (!S.pend_len) {
+        uint8_t *b = S.pend;
+        size_t cap = S.pend_cap;
+        S.pend = S.proc;
+        S.pend_cap = S.proc_cap;
+        S.pend_len = S.proc_len;
+        S.proc = b;
+        S.proc_cap = cap;
+        S.proc_len = 0;
+        return;
+    }
+    size_t need = S.pend_len + S.proc_len;
+    if (need > TPROF__PROC_MAX) return;
+    if (need > S.pend_cap) {
+        uint8_t *b = realloc(S.pend, need);
+        if (!b) return;
+        S.pend = b;
+        S.pend_cap = need;
+    }
+    memcpy(S.pend + S.pend_len, S.proc, S.proc_len);
+    S.pend_len = need;
     S.proc_len = 0;
 }
 
+/* The drops no thread ring can carry: process-stream overflow and the events of threads
+ * that got no ring. Caller holds S.lock. */
+static uint64_t proc_dropped_locked(void) {
+    return S.proc_dropped + atomic_load(&S.lost_events);
+}
+
+/* Writes the process stream taken into S.pend; its chunk header carries `dropped`. Its
+ * records (the rank, capabilities, names of domains) are worth a retry: a chunk that
+ * cannot be written is kept and offered again on the next pass, except on the `final` one,
+ * where it is counted as lost. Flusher only. */
+static void flush_proc(uint64_t dropped, int final) {
+    if (S.pend_len == 0 && dropped == S.proc_dropped_written) return;
+    if (tprof__writer_chunk(0, (uint32_t)getpid(), dropped, S.pend, S.pend_len, !final) == 0 ||
+        final) {
+        S.proc_dropped_written = dropped;
+        S.pend_len = 0;
+    }
+}
+
 static void free_thread(tprof__thread *t) {
+    tprof__writer_thread_gone(t);
     tprof__metrics_thread_free(t->m_scan);
     for (uint32_t i = 0; i < t->str_cap; i++) free(t->strs[i].str);
     free(t->strs);
@@ -590,40 +576,68 @@ static void free_thread(tprof__thread *t) {
     free(t);
 }
 
-/* One pass: every ring, then the process stream. Exited threads are freed once drained. */
-static void flush_pass(void) {
+/* One pass of the flusher: the process stream, then every ring; threads that exited are
+ * freed once drained. S.lock is taken twice, briefly, and never across a write: to take the
+ * process stream and a copy of the registry, then to remove the threads freed. A thread that
+ * registers, names a domain or sets metadata meanwhile waits for a copy, never for storage.
+ * `final`: the last pass, which tries writing even while backing off after errors. */
+static void flush_pass(int final) {
+    if (atomic_exchange(&S.flush_asked, 0) || final) tprof__writer_retry_now();
     pthread_mutex_lock(&S.lock);
     /* process stream first so that domains are defined before the ranges that use them
      * (the reader does not depend on it, but a torn file keeps more meaning) */
-    flush_proc_locked(0);
-    uint32_t w = 0;
-    for (uint32_t i = 0; i < S.nthreads; i++) {
-        tprof__thread *t = S.threads[i];
+    take_proc_locked();
+    uint64_t proc_dropped = proc_dropped_locked();
+    uint32_t n = S.nthreads;
+    memcpy(S.snap, S.threads, n * sizeof *S.snap);
+    pthread_mutex_unlock(&S.lock);
+
+    flush_proc(proc_dropped, 0);
+    uint32_t nfreed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        tprof__thread *t = S.snap[i];
         int exited = atomic_load_explicit(&t->exited, memory_order_acquire);
-        drain_thread_locked(t);
-        if (exited) {
-            /* keep its drop count: add a final empty chunk if it dropped anything */
-            uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
-            if (d) write_chunk_locked(t->serial, t->os_tid, d, NULL, 0, NULL, 0);
-            S.m_freed_drops += d;
-            free_thread(t);
-        } else {
-            S.threads[w++] = t;
-        }
+        drain_thread(t);
+        if (!exited) continue;
+        /* keep its drop count: add a final empty chunk if it dropped anything */
+        uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+        if (d) tprof__writer_thread_chunk(t, d, NULL, 0);
+        S.m_freed_drops += d;
+        S.snap[nfreed++] = t; /* in registry order */
     }
-    S.nthreads = w;
-    if (TPROF_UNLIKELY(TPROF__METRICS_ON())) {
-        uint64_t drops = S.m_freed_drops + S.proc_dropped + atomic_load(&S.lost_events);
+
+    uint64_t drops = 0;
+    pthread_mutex_lock(&S.lock);
+    if (nfreed) {
+        /* the registry still starts with the threads copied (only this thread removes),
+         * so the freed ones are found in one walk */
+        uint32_t w = 0, k = 0;
+        for (uint32_t i = 0; i < S.nthreads; i++) {
+            if (k < nfreed && S.threads[i] == S.snap[k]) {
+                k++;
+                continue;
+            }
+            S.threads[w++] = S.threads[i];
+        }
+        S.nthreads = w;
+    }
+    int metrics = TPROF_UNLIKELY(TPROF__METRICS_ON());
+    if (metrics) {
+        drops = S.m_freed_drops + proc_dropped_locked();
         for (uint32_t i = 0; i < S.nthreads; i++)
             drops += atomic_load_explicit(&S.threads[i]->dropped, memory_order_relaxed);
-        tprof__metrics_pass(drops, S.m_bytes);
     }
     pthread_mutex_unlock(&S.lock);
+    for (uint32_t k = 0; k < nfreed; k++) free_thread(S.snap[k]);
+    if (metrics) tprof__metrics_pass(drops, S.m_bytes);
+    atomic_store_explicit(&S.alive_ns, tprof__now(), memory_order_relaxed);
 }
 
+/* The end of the file: drop totals and the END_OF_FILE record, written at once (with the
+ * writer's error counts before them), then fsync. Flusher only. */
 static void write_end_record(void) {
     pthread_mutex_lock(&S.lock);
-    uint64_t total = atomic_load(&S.lost_events) + S.proc_dropped;
+    uint64_t total = proc_dropped_locked() + S.m_freed_drops;
     uint64_t lost = atomic_load(&S.lost_threads);
     if (lost) {
         char v[32];
@@ -633,9 +647,56 @@ static void write_end_record(void) {
     for (uint32_t i = 0; i < S.nthreads; i++) total += atomic_load(&S.threads[i]->dropped);
     tprof_pl_clock pl = {realtime_now(), tprof__now(), total};
     proc_record_locked(TPROF_REC_END_OF_FILE, 0, &pl, sizeof pl, NULL, NULL);
-    flush_proc_locked(1);
-    if (S.fd >= 0) fsync(S.fd);
     pthread_mutex_unlock(&S.lock);
+    tprof__writer_retry_now();
+    tprof__writer_status();
+    /* twice: what an earlier pass kept, then what did not fit behind it */
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_lock(&S.lock);
+        take_proc_locked();
+        uint64_t dropped = proc_dropped_locked();
+        pthread_mutex_unlock(&S.lock);
+        flush_proc(dropped, 1);
+    }
+    atomic_store(&S.end_written, !tprof__writer_failing());
+    tprof__writer_sync();
+}
+
+/* Wakes the flusher. Async-signal-safe (sem_post). */
+static void wake_flusher(void) { sem_post(&S.wake); }
+
+/* The flusher's sleep: until woken or `ms` milliseconds have passed (CLOCK_MONOTONIC, so
+ * a change of the wall clock cannot stretch it); wakes that came meanwhile count as one. */
+static void flusher_sleep(int ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (sem_clockwait(&S.wake, CLOCK_MONOTONIC, &until) != 0 && errno == EINTR) {
+    }
+    while (sem_trywait(&S.wake) == 0) {
+    }
+}
+
+/* A thread that waits for the flusher (tprof_flush, tprof_shutdown) stops waiting once one
+ * storage call of the flusher (a write of at most 1 MiB, ftruncate, fsync) has lasted this
+ * long: storage that does not answer (a hung network file system, a full pipe) must not hang
+ * the program. Outside storage calls the flusher may legitimately take longer (a vendor
+ * library's first initialisation can take seconds), so there the bound is TPROF__HANG_MS
+ * without any sign of progress. */
+#define TPROF__STALL_MS 2000
+#define TPROF__HANG_MS 30000
+
+static int flusher_stalled(void) {
+    uint64_t now = tprof__now();
+    uint64_t since = atomic_load_explicit(&S.io_since_ns, memory_order_relaxed);
+    if (since && now > since && now - since > (uint64_t)TPROF__STALL_MS * 1000000ull) return 1;
+    uint64_t alive = atomic_load_explicit(&S.alive_ns, memory_order_relaxed);
+    return now > alive && now - alive > (uint64_t)TPROF__HANG_MS * 1000000ull;
 }
 
 /* ------------------------------------------------------------------------ signals */
@@ -665,12 +726,9 @@ int tprof__ring_wait_room(tprof__thread *t, uint32_t bytes, int max_ms) {
         uint64_t head = atomic_load_explicit(&t->head, memory_order_relaxed);
         uint64_t tail = atomic_load_explicit(&t->tail, memory_order_acquire);
         if (ring - (head - tail) >= bytes) return 1;
-        if (i >= max_ms * 4 || !S.flusher_running || S.wake_fd < 0 ||
-            pthread_equal(pthread_self(), S.flusher))
+        if (i >= max_ms * 4 || !S.flusher_running || pthread_equal(pthread_self(), S.flusher))
             return 0;
-        uint64_t one = 1;
-        ssize_t w = write(S.wake_fd, &one, sizeof one);
-        (void)w;
+        wake_flusher();
         struct timespec ts = {0, 250000};
         nanosleep(&ts, NULL);
     }
@@ -683,27 +741,25 @@ int tprof__ring_wait_room(tprof__thread *t, uint32_t bytes, int max_ms) {
 static void on_signal(int sig, siginfo_t *info, void *uctx) {
     int saved = errno;
     struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
-    int flusher = S.flusher_running && S.wake_fd >= 0;
+    int flusher = S.flusher_running;
     if (flusher) {
         int expected = 0;
         atomic_compare_exchange_strong(&S.pending_signal, &expected, sig);
-        uint64_t one = 1;
-        ssize_t w = write(S.wake_fd, &one, sizeof one);
-        (void)w;
+        wake_flusher();
     }
     if (old->sa_flags & SA_SIGINFO) {
         if (old->sa_sigaction) old->sa_sigaction(sig, info, uctx);
     } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN && old->sa_handler) {
         old->sa_handler(sig);
     } else {
-        /* The default action ends the process: wait here (poll is async-signal-safe) until
-         * the flusher has written everything, so no program code runs in between, then
-         * take the default action as if we had never been there. */
+        /* The default action ends the process: wait here (nanosleep is async-signal-safe)
+         * until the flusher has written everything, so no program code runs in between,
+         * then take the default action as if we had never been there. */
         atomic_store(&S.fatal_signal, sig);
-        if (flusher && S.done_fd >= 0) {
-            struct pollfd p = {S.done_fd, POLLIN, 0};
-            while (poll(&p, 1, TPROF__SIGNAL_FLUSH_MS) < 0 && errno == EINTR) {
-            }
+        for (int ms = 0; flusher && ms < TPROF__SIGNAL_FLUSH_MS && !atomic_load(&S.final_done);
+             ms++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
         }
         reraise_default(sig); /* pending until this handler returns: then the process ends */
     }
@@ -740,6 +796,7 @@ static void *flusher_main(void *arg) {
 #ifdef __linux__
     pthread_setname_np(pthread_self(), "trainprof-flush");
 #endif
+    atomic_store_explicit(&S.alive_ns, tprof__now(), memory_order_relaxed);
     /* running our code now: the thread library's and sanitizers' setup of this thread is
      * over (see start_flusher) */
     pthread_mutex_lock(&S.flush_lock);
@@ -753,7 +810,8 @@ static void *flusher_main(void *arg) {
     if (hz) tprof__procfs_reset();
     int metrics_seen = 0;
     for (;;) {
-        pthread_mutex_lock(&S.busy);
+        flusher_busy(1);
+        atomic_store_explicit(&S.alive_ns, tprof__now(), memory_order_relaxed);
         int stopping = atomic_load(&S.stop);
         if (period_ns) {
             uint64_t now = tprof__now();
@@ -777,16 +835,12 @@ static void *flusher_main(void *arg) {
                 int to_sample = next_sample > now ? (int)((next_sample - now) / 1000000) + 1 : 0;
                 if (to_sample < wait) wait = to_sample;
             }
-            struct pollfd p = {S.wake_fd, POLLIN, 0};
-            pthread_mutex_unlock(&S.busy); /* asleep: a fork may go ahead */
-            if (poll(&p, 1, wait) > 0) {
-                uint64_t v;
-                ssize_t rd = read(S.wake_fd, &v, sizeof v);
-                (void)rd;
-            }
-            pthread_mutex_lock(&S.busy);
+            flusher_busy(0); /* asleep: a fork may go ahead */
+            flusher_sleep(wait);
+            flusher_busy(1);
+            atomic_store_explicit(&S.alive_ns, tprof__now(), memory_order_relaxed);
         }
-        flush_pass();
+        flush_pass(0);
         if (TPROF_UNLIKELY(TPROF__METRICS_ON())) tprof__metrics_after_pass();
         int sig = atomic_exchange(&S.pending_signal, 0);
         if (sig && takes_default(sig)) {
@@ -795,24 +849,33 @@ static void *flusher_main(void *arg) {
             tprof__cupti_flush();
             tprof__nccl_sweep(1);
             set_state(TPROF__DOWN);
-            flush_pass(); /* what threads wrote while the state changed */
+            flush_pass(1); /* what threads wrote while the state changed */
             write_end_record();
             atomic_store(&S.final_done, 1);
-            uint64_t one = 1;
-            ssize_t w = write(S.done_fd, &one, sizeof one);
-            (void)w;
         } else if (sig) {
-            pthread_mutex_lock(&S.lock);
-            if (S.fd >= 0) fsync(S.fd); /* the program handles it; make what we have durable */
-            pthread_mutex_unlock(&S.lock);
+            tprof__writer_sync(); /* the program handles it; make what we have durable */
         }
         pthread_mutex_lock(&S.flush_lock);
         S.flush_gen++;
         pthread_cond_broadcast(&S.flush_cond);
         pthread_mutex_unlock(&S.flush_lock);
-        pthread_mutex_unlock(&S.busy);
+        flusher_busy(0);
         if (stopping || atomic_load(&S.final_done)) break;
     }
+    if (atomic_load(&S.stop) && !atomic_load(&S.final_done)) {
+        /* tprof_shutdown: what threads recorded while the state changed, the end record,
+         * and the file closed, here rather than in the thread that shuts down, which waits
+         * for it only as long as storage answers */
+        flusher_busy(1);
+        flush_pass(1);
+        write_end_record();
+        tprof__writer_close();
+        flusher_busy(0);
+    }
+    pthread_mutex_lock(&S.flush_lock);
+    S.flusher_done = 1;
+    pthread_cond_broadcast(&S.flush_cond);
+    pthread_mutex_unlock(&S.flush_lock);
     return NULL;
 }
 
@@ -923,7 +986,7 @@ static void write_start_metadata_locked(void) {
         buf[n] = 0;
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "exe", buf);
     }
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    int fd = tprof__open_private("/proc/self/cmdline", O_RDONLY, 0);
     if (fd >= 0) {
         n = read(fd, buf, sizeof buf - 1);
         close(fd);
@@ -994,16 +1057,16 @@ static void fork_child(void) {
     S.next_serial = 0;
     tprof__tls = NULL;
     if (S.key_made) pthread_setspecific(S.key, NULL);
-    if (S.fd >= 0) close(S.fd);
-    S.fd = -1;
-    S.file_failed = 0;
+    tprof__writer_after_fork(); /* closes the child's copy of the parent's file */
     S.proc_len = 0;
+    S.pend_len = 0;
     S.proc_dropped = 0;
     S.flusher_running = 0;
-    if (S.wake_fd >= 0) close(S.wake_fd);
-    S.wake_fd = -1;
-    if (S.done_fd >= 0) close(S.done_fd);
-    S.done_fd = -1;
+    S.flusher_done = 0;
+    atomic_store(&S.end_written, 0);
+    atomic_store(&S.io_since_ns, 0);
+    S.busy_held = 0;
+    atomic_store(&S.flush_asked, 0);
     atomic_store(&S.stop, 0);
     atomic_store(&S.pending_signal, 0);
     atomic_store(&S.lost_threads, 0);
@@ -1073,15 +1136,16 @@ static int start_locked_cfg(const tprof_config *cfg) {
         return TPROF__OFF;
     }
     free(S.threads);
+    free(S.snap);
     S.threads = calloc(S.cfg.max_threads, sizeof *S.threads);
-    if (!S.threads) return TPROF__OFF;
+    S.snap = calloc(S.cfg.max_threads, sizeof *S.snap);
+    if (!S.threads || !S.snap) return TPROF__OFF;
     S.start_mono = tprof__now();
     S.start_rt = realtime_now();
     S.pid = getpid();
     if (!S.key_made) S.key_made = pthread_key_create(&S.key, thread_exit) == 0;
-    S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (S.wake_fd < 0) return TPROF__OFF;
-    if (S.done_fd < 0) S.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (sem_init(&S.wake, 0, 0) != 0) return TPROF__OFF;
+    tprof__writer_setup(S.dir, S.run_id, S.start_rt, S.start_mono, S.no_file);
     tprof__kwin_init();
     pthread_mutex_lock(&S.lock);
     write_start_metadata_locked();
@@ -1096,8 +1160,6 @@ static int start_locked_cfg(const tprof_config *cfg) {
     }
     if (start_flusher() != 0) {
         tprof__log(TPROF_LOG_ERROR, "cannot start the flusher thread; recording is off");
-        close(S.wake_fd);
-        S.wake_fd = -1;
         return TPROF__OFF;
     }
     S.flusher_running = 1;
@@ -1164,24 +1226,26 @@ int tprof_enabled(void) {
 int tprof_flush(void) {
     if (atomic_load(&tprof__g_state) != TPROF__ON || !S.flusher_running)
         return TPROF_ERR_DISABLED;
+    atomic_store(&S.flush_asked, 1); /* write now even while backing off after an error */
     pthread_mutex_lock(&S.flush_lock);
     uint64_t target = S.flush_gen + 2; /* a full pass that started after this call */
-    uint64_t one = 1;
-    ssize_t w = write(S.wake_fd, &one, sizeof one);
-    (void)w;
-    while (S.flush_gen < target && S.flusher_running) {
+    wake_flusher();
+    int stalled = 0;
+    while (S.flush_gen < target && !S.flusher_done) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        ts.tv_nsec += 100000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
         if (pthread_cond_timedwait(&S.flush_cond, &S.flush_lock, &ts) == ETIMEDOUT) {
-            w = write(S.wake_fd, &one, sizeof one);
+            if ((stalled = flusher_stalled())) break;
+            wake_flusher();
         }
     }
     pthread_mutex_unlock(&S.flush_lock);
-    pthread_mutex_lock(&S.lock);
-    int rc = S.file_failed ? TPROF_ERR_IO : TPROF_OK;
-    pthread_mutex_unlock(&S.lock);
-    return rc;
+    return stalled || tprof__writer_failing() ? TPROF_ERR_IO : TPROF_OK;
 }
 
 #ifndef TPROF_HAVE_CUPTI
@@ -1189,6 +1253,26 @@ void tprof__cupti_flush(void) {}
 int tprof__cupti_active(void) { return 0; }
 void tprof__cupti_window(int on) { (void)on; }
 #endif
+
+/* Waits for the flusher to finish its work, as long as it shows progress. 1 when it did. */
+static int wait_flusher_done(void) {
+    pthread_mutex_lock(&S.flush_lock);
+    while (!S.flusher_done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&S.flush_cond, &S.flush_lock, &ts) == ETIMEDOUT &&
+            !S.flusher_done && flusher_stalled())
+            break;
+    }
+    int done = S.flusher_done;
+    pthread_mutex_unlock(&S.flush_lock);
+    return done;
+}
 
 int tprof_shutdown(void) {
     /* GPU records CUPTI still holds, while we still record them */
@@ -1209,29 +1293,33 @@ int tprof_shutdown(void) {
         return TPROF_OK;
     }
     set_state(TPROF__DOWN);
+    /* the calling thread's ring stays registered (it may still record and be ignored) */
+    int rc = TPROF_OK;
     if (S.flusher_running) {
+        /* the flusher writes the rest, the end record, and closes the file */
         atomic_store(&S.stop, 1);
-        uint64_t one = 1;
-        ssize_t w = write(S.wake_fd, &one, sizeof one);
-        (void)w;
-        pthread_join(S.flusher, NULL);
+        wake_flusher();
+        if (wait_flusher_done()) {
+            pthread_join(S.flusher, NULL);
+        } else if (atomic_load(&S.end_written)) {
+            pthread_detach(S.flusher); /* the end is written; only fsync is still waiting */
+        } else {
+            pthread_detach(S.flusher); /* it finishes on its own if storage ever answers */
+            tprof__log(TPROF_LOG_WARN,
+                       "the rank file's storage has not answered for %d ms; not waiting for "
+                       "it (the file may lack its end)", TPROF__STALL_MS);
+            rc = TPROF_ERR_IO;
+        }
         S.flusher_running = 0;
     }
     tprof__metrics_session_stop(); /* joins the endpoint's thread */
-    flush_pass();
-    /* the calling thread's ring stays registered (it may still record and be ignored) */
-    write_end_record();
-    pthread_mutex_lock(&S.lock);
-    if (S.fd >= 0) close(S.fd);
-    S.fd = -1;
-    pthread_mutex_unlock(&S.lock);
-    return TPROF_OK;
+    return rc;
 }
 
 pid_t tprof__session_pid(void) { return S.pid; }
 
 const char *tprof_output_path(void) {
-    return (S.path[0] && atomic_load(&tprof__g_state) == TPROF__ON) ? S.path : NULL;
+    return atomic_load(&tprof__g_state) == TPROF__ON ? tprof__writer_path() : NULL;
 }
 
 /* Injected or preloaded: start from the environment as soon as we are loaded, if the
