@@ -399,7 +399,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
         t->events++;
         seen(t, r->ts_ns);
         if (!st->n) {
-            t->unmatched_pops++;
+            if (!t->unmatched_pops++) t->first_unmatched_pop_ts = r->ts_ns;
             return 0;
         }
         tp_range *rg = &t->ranges[st->idx[--st->n]];
@@ -691,13 +691,17 @@ static void finish_process(loader *L) {
     }
     if (!p->end_mono || p->end_mono < p->last_ts) p->end_mono = p->last_ts;
     if (!p->end_mono) p->end_mono = p->hdr.start_mono_ns;
-    /* ranges left open end where the process's record ends */
+    /* Ranges never ended end where they were last known open (model.h, TP_R_UNCLOSED): a
+     * thread range at its thread's last event, since only that thread could have popped it
+     * and a thread that exited records nothing more; a process range at the process's end,
+     * since any thread could still have ended it until then. */
     for (size_t i = 0; i < p->nthreads; i++) {
         tp_thread *t = &p->threads[i];
         for (size_t k = 0; k < t->nranges; k++) {
             tp_range *rg = &t->ranges[k];
             if (!(rg->flags & TP_R_UNCLOSED)) continue;
-            rg->end = p->end_mono > rg->start ? p->end_mono : rg->start;
+            uint64_t last = rg->flags & TP_R_ASYNC ? p->end_mono : t->last_ts;
+            rg->end = last > rg->start ? last : rg->start;
         }
     }
     for (size_t i = 0; i < p->nthreads; i++) nesting(&p->threads[i]);

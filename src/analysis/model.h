@@ -18,7 +18,12 @@
 
 enum {
     TP_R_ASYNC = 1,       /* opened with range_start/end (may cross threads) */
-    TP_R_UNCLOSED = 2,    /* still open when the file ended: end = last time seen */
+    TP_R_UNCLOSED = 2,    /* never ended (unterminated): end = the last time it is known to
+                           * have been open. A thread range (push/pop) ends only on its own
+                           * thread (NVTX: nesting is kept per thread and domain), so that is
+                           * its thread's last event: the thread may have exited, and nothing
+                           * later is known of it. A process range (start/end) may end on any
+                           * thread, so that is the end of the process's record. */
     TP_R_NESTED_SAME = 4, /* inside a range of the same name and domain (recursion): its
                            * time is already in that ancestor's inclusive time */
 };
@@ -67,7 +72,9 @@ typedef struct tp_thread {
     size_t nsteps, cap_steps;
     uint64_t dropped;
     uint64_t first_ts, last_ts; /* 0 when it recorded nothing */
-    uint64_t unmatched_pops;
+    uint64_t unmatched_pops;    /* pops of this thread with no range open in their domain
+                                 * (NVTX: nvtxRangePop returns a negative level): ignored */
+    uint64_t first_unmatched_pop_ts; /* the first of them, 0 when none */
     uint64_t events;
 } tp_thread;
 

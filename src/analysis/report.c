@@ -882,7 +882,25 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
         uint64_t pops = 0;
         for (size_t k = 0; k < p->nthreads; k++) pops += p->threads[k].unmatched_pops;
-        if (pops) cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
+        if (pops) {
+            /* NVTX keeps a stack per thread (and domain), so a pop with nothing open is a
+             * mistake of one thread: say which */
+            cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
+            cJSON *pt = cJSON_AddArrayToObject(jp, "unmatched_pops_by_thread");
+            for (size_t k = 0; k < p->nthreads; k++) {
+                const tp_thread *t = &p->threads[k];
+                if (!t->unmatched_pops) continue;
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddNumberToObject(e, "tid", t->os_tid);
+                if (t->name) cJSON_AddStringToObject(e, "thread", t->name);
+                cJSON_AddNumberToObject(e, "count", (double)t->unmatched_pops);
+                cJSON_AddNumberToObject(e, "first_s",
+                                        t->first_unmatched_pop_ts > p->hdr.start_mono_ns
+                                            ? (double)(t->first_unmatched_pop_ts - p->hdr.start_mono_ns) / 1e9
+                                            : 0);
+                cJSON_AddItemToArray(pt, e);
+            }
+        }
         cJSON *dmg = cJSON_AddArrayToObject(jp, "damage");
         for (size_t k = 0; k < p->ndamage; k++)
             cJSON_AddItemToArray(dmg, cJSON_CreateString(p->damage[k]));
@@ -1164,8 +1182,23 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         cJSON_ArrayForEach(d, tp_jobj(p, "damage"))
             fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(tp_jstr(p, "file")),
                     printable(d->valuestring), N);
-        if (tp_jnum(p, "unmatched_pops") > 0)
-            fprintf(f, "    %.0f range pop(s) with no open range (ignored)\n", tp_jnum(p, "unmatched_pops"));
+        if (tp_jnum(p, "unmatched_pops") > 0) {
+            fprintf(f, "    %.0f range pop(s) with no open range on their thread (ignored):",
+                    tp_jnum(p, "unmatched_pops"));
+            const cJSON *t;
+            int first = 1;
+            cJSON_ArrayForEach(t, tp_jobj(p, "unmatched_pops_by_thread")) {
+                fprintf(f, "%s %.0f on ", first ? "" : ",", tp_jnum(t, "count"));
+                if (tp_jobj(t, "thread")) {
+                    fputs("thread \"", f);
+                    tp_fput_printable(f, tp_jstr(t, "thread"));
+                    fputs("\" ", f);
+                }
+                fprintf(f, "(tid %.0f), the first %.3f s in", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
+                first = 0;
+            }
+            fputc('\n', f);
+        }
         if (tp_jnum(p, "unmatched_range_ends") > 0)
             fprintf(f, "    %.0f range end(s) for unknown ids (ignored)\n",
                     tp_jnum(p, "unmatched_range_ends"));
