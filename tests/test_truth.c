@@ -238,11 +238,110 @@ static void test_orphan_pops_per_thread(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ valid UTF-8 */
+
+/* 1 when s[0..n) is valid UTF-8 (RFC 3629: shortest forms, no surrogates, at most
+ * U+10FFFF); written here apart from the code under test. */
+static int utf8_valid(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!len || i + len > n) return 0;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[i + 1] < 0xA0) return 0;
+        if (c == 0xED && s[i + 1] >= 0xA0) return 0;
+        if (c == 0xF0 && s[i + 1] < 0x90) return 0;
+        if (c == 0xF4 && s[i + 1] >= 0x90) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* n copies of s, in a static buffer */
+static const char *rep_str(const char *s, int n, char *buf, size_t cap) {
+    size_t o = 0, l = strlen(s);
+    for (int i = 0; i < n && o + l < cap; i++, o += l) memcpy(buf + o, s, l);
+    buf[o] = 0;
+    return buf;
+}
+
+/* Names whose column cut falls inside a character: "a" + 30 x "é" (2 bytes each; the CPU
+ * breakdown's 28-column cut fell on byte 28, inside an é), 30 CJK characters (2 columns, 3
+ * bytes each) in the 40-column ranges table, a thread name of 200 x "é" (400 bytes; shown
+ * names were cut at 255 bytes, inside an é), and a --step-name holding invalid bytes. The
+ * text and JSON reports must be valid UTF-8, every cut name must end with the mark, and the
+ * invalid bytes must show as U+FFFD. */
+static void test_text_valid_utf8_and_cut_marks(void **state) {
+    (void)state;
+    char dir[512], e30[128], e26[128], cjk30[128], cjk19[128], e200[512], e126[512];
+    char want[1024];
+    const char *acc = "a";
+    snprintf(want, sizeof want, "%s%s", acc, rep_str("\xC3\xA9", 30, e30, sizeof e30));
+    const char *longe = strdup(want);
+    rep_str("\xE6\x95\xB0", 30, cjk30, sizeof cjk30); /* 数 */
+    rep_str("\xC3\xA9", 200, e200, sizeof e200);
+    synth_file *f = open_run(dir, sizeof dir, "truth-utf8", 400);
+    synth_thread(f, 1, 400);
+    synth_thread_name(f, 1, T0, 400, e200);
+    for (uint64_t s = 0; s < 3; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_push(f, 1, b, longe, 0, 0);
+        synth_pop(f, 1, b + 4 * MS, 0);
+        synth_push(f, 1, b + 4 * MS, cjk30, 0, 0);
+        synth_pop(f, 1, b + 6 * MS, 0);
+        synth_step_end(f, 1, b + 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 30 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_warmup(&run, 0);
+    char *text = report_text(rep);
+    assert_true(utf8_valid((const unsigned char *)text, strlen(text)));
+    /* the breakdown's 28 columns: "a" and 26 é, then the mark */
+    snprintf(want, sizeof want, "    a%s\xE2\x80\xA6 ", rep_str("\xC3\xA9", 26, e26, sizeof e26));
+    assert_non_null(strstr(text, want));
+    /* the ranges table's 40 columns: 19 wide characters (38 columns) and the mark */
+    snprintf(want, sizeof want, "  %s\xE2\x80\xA6 ", rep_str("\xE6\x95\xB0", 19, cjk19, sizeof cjk19));
+    assert_non_null(strstr(text, want));
+    /* the step thread's name within 255 bytes: 126 é (252 bytes) and the mark */
+    snprintf(want, sizeof want, "(thread %s\xE2\x80\xA6)", rep_str("\xC3\xA9", 126, e126, sizeof e126));
+    assert_non_null(strstr(text, want));
+    char *js = cJSON_Print(rep);
+    assert_true(utf8_valid((const unsigned char *)js, strlen(js)));
+    free(js);
+    free(text);
+    cJSON_Delete(rep);
+
+    /* a --step-name with invalid bytes (ignored here: the program marks its steps): quoted
+     * back in report.json with U+FFFD for each invalid byte */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.step_name = "st\xFF" "ep\xC3";
+    rep = tp_report_build(&run, &o);
+    text = report_text(rep);
+    assert_true(utf8_valid((const unsigned char *)text, strlen(text)));
+    assert_string_equal(str(cJSON_GetObjectItem(rank0(rep), "steps"), "requested_name"),
+                        "st\xEF\xBF\xBD" "ep\xEF\xBF\xBD");
+    js = cJSON_Print(rep);
+    assert_true(utf8_valid((const unsigned char *)js, strlen(js)));
+    free(js);
+    free(text);
+    cJSON_Delete(rep);
+    free((void *)longe);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_process_range_across_threads),
         cmocka_unit_test(test_unclosed_ends_at_thread_last_event),
         cmocka_unit_test(test_orphan_pops_per_thread),
+        cmocka_unit_test(test_text_valid_utf8_and_cut_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

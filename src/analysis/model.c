@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "analysis/model.h"
 #include "analysis/gpu.h"
+#include "analysis/text.h"
 
 #include <dirent.h>
 #include <ctype.h>
@@ -52,27 +53,14 @@ static uint64_t fnv(const char *s, size_t n) {
 
 /* Copies s into dst as valid UTF-8 (bad bytes become U+FFFD); dst has room for 3*n+1. */
 static size_t to_utf8(const char *s, size_t n, char *dst) {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t o = 0, i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) ok = (p[i + k] & 0xC0) == 0x80;
-        if (ok && len == 2 && c < 0xC2) ok = 0;                        /* overlong */
-        if (ok && len == 3 && c == 0xE0 && p[i + 1] < 0xA0) ok = 0;    /* overlong */
-        if (ok && len == 3 && c == 0xED && p[i + 1] >= 0xA0) ok = 0;   /* surrogate */
-        if (ok && len == 4 && c == 0xF0 && p[i + 1] < 0x90) ok = 0;    /* overlong */
-        if (ok && len == 4 && (c > 0xF4 || (c == 0xF4 && p[i + 1] >= 0x90))) ok = 0;
-        if (ok) {
-            memcpy(dst + o, p + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(dst + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int bad;
+        size_t k = tp_utf8_next(s + i, n - i, &cp, &bad);
+        memcpy(dst + o, bad ? "\xEF\xBF\xBD" : s + i, bad ? 3 : k);
+        o += bad ? 3 : k;
+        i += k;
     }
     dst[o] = 0;
     return o;
@@ -1094,10 +1082,7 @@ const char *tp_gpu_counter(const char *name, unsigned long *idx) {
     return *end == '.' ? end + 1 : NULL;
 }
 
-void tp_fput_printable(FILE *f, const char *s) {
-    for (const unsigned char *q = (const unsigned char *)s; q && *q; q++)
-        fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
-}
+void tp_fput_printable(FILE *f, const char *s) { tp_text_put(f, s, -1, 0); }
 
 int tp_has_gpu_counters(const tp_process *p) {
     for (size_t ti = 0; ti < p->nthreads; ti++)

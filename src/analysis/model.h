@@ -184,9 +184,9 @@ int tp_has_gpu_counters(const tp_process *p);
 /* The NVML gauge name "gpu<index>.<metric>" (the samplers' counters): its metric, with the
  * index in *idx; NULL for any other name. */
 const char *tp_gpu_counter(const char *name, unsigned long *idx);
-/* Writes s to f with control bytes (below 0x20, and 0x7f) shown as '?': text from a program
- * or a driver (a communicator's name, a torch group, a GPU's name) cannot disturb the
- * terminal. */
+/* Writes s to f as valid UTF-8 (invalid bytes as U+FFFD) with control bytes (below 0x20, and
+ * 0x7f) shown as '?': text from a program or a driver (a communicator's name, a torch group,
+ * a GPU's name) cannot disturb the terminal (tp_text_put, text.h). */
 void tp_fput_printable(FILE *f, const char *s);
 /* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
  * GPU records; else its local rank, the device torchrun-style jobs use), each matched by UUID

@@ -24,6 +24,7 @@
 #include "analysis/diagnose.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
+#include "analysis/text.h"
 #include "capture/nvml_abi.h"
 #include "timers/timers_format.h"
 #include "trainprof.h"
@@ -927,23 +928,22 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share, o->comm_crit_share);
     /* issue 7: clocks, throughput/MFU, stragglers and the diagnosis rules */
     tp_diagnose_run(rep, run, ranks, findings, o);
+    /* options and metadata reach the document as given (a --step-name, a model spec, a
+     * host name): report.json, and the text rendered from it, stay valid UTF-8 */
+    tp_json_clean_utf8(rep);
     return rep;
 }
 
 /* ------------------------------------------------------------------ text rendering */
 
 
-/* A string with control bytes shown as '?', so a file name cannot disturb the terminal (the
- * string is already valid UTF-8; at most 255 bytes shown). Uses one of two static buffers. */
+/* s as shown in the report (text.h): valid UTF-8, control characters as '?', so a file or
+ * thread name cannot disturb the terminal; at most 255 bytes, cut between characters with a
+ * mark. Uses one of two static buffers. */
 static const char *printable(const char *s) {
     static char bufs[2][256];
     static int which;
-    char *b = bufs[which ^= 1];
-    size_t i = 0;
-    for (; s[i] && i + 1 < sizeof bufs[0]; i++)
-        b[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-    b[i] = 0;
-    return b;
+    return tp_text_fit(bufs[which ^= 1], sizeof bufs[0], s, -1);
 }
 
 static const char *basename_of(const char *p) {
@@ -951,27 +951,9 @@ static const char *basename_of(const char *p) {
     return printable(s ? s + 1 : p);
 }
 
-/* Names are printed in a fixed-width column: long ones are cut with "..". Control bytes
- * become '?', so a name cannot disturb the terminal. */
-static void put_name(FILE *f, const char *s, int width) {
-    int n = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    size_t len = strlen(s);
-    int cut = (int)len > width;
-    for (size_t i = 0; i < len && n < width - (cut ? 2 : 0); i++, n++) {
-        if (p[i] >= 0x80) {
-            /* count a UTF-8 sequence as one column */
-            size_t k = i + 1;
-            while (k < len && (p[k] & 0xC0) == 0x80) k++;
-            fwrite(p + i, 1, k - i, f);
-            i = k - 1;
-        } else {
-            fputc(p[i] < 0x20 || p[i] == 0x7f ? '?' : p[i], f);
-        }
-    }
-    if (cut) { fputs("..", f); n += 2; }
-    for (; n < width; n++) fputc(' ', f);
-}
+/* Names are printed in a fixed-width column: long ones are cut between characters and end
+ * with TP_TEXT_CUT (text.h). */
+static void put_name(FILE *f, const char *s, int width) { tp_text_put(f, s, width, width); }
 
 static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     if (!g) return;
@@ -1140,7 +1122,7 @@ static void nvml_text(FILE *f, const cJSON *nv) {
                    "order agrees on identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n");
 }
 
-int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
+static int write_text(const cJSON *rep, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
     const cJSON *run = tp_jobj(rep, "run");
@@ -1283,11 +1265,14 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                     "incl ms", "share", "excl ms");
             const cJSON *row;
             cJSON_ArrayForEach(row, rows) {
-                char nm[512];
-                const char *dom = tp_jstr(row, "domain");
-                snprintf(nm, sizeof nm, "%s%s%s", dom, *dom ? "::" : "", tp_jstr(row, "name"));
+                /* "domain::name", whole: the column cut alone shortens it */
+                const char *dom = tp_jstr(row, "domain"), *name = tp_jstr(row, "name");
+                size_t nl = strlen(dom) + strlen(name) + 3;
+                char *nm = malloc(nl);
+                if (nm) snprintf(nm, nl, "%s%s%s", dom, *dom ? "::" : "", name);
                 fputs("  ", f);
-                put_name(f, nm, 40);
+                put_name(f, nm ? nm : name, 40);
+                free(nm);
                 fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", tp_jnum(row, "count_per_unit"),
                         tp_jnum(row, "inclusive_ms"),
                         100 * tp_jnum(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
@@ -1316,6 +1301,23 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
     }
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
+}
+
+/* The text is rendered in memory and written through tp_utf8_write, so whatever a section
+ * prints (names from the program, text of other tools), the report is valid UTF-8; the
+ * sections themselves cut names between characters (text.h). */
+int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    if (!mf) return write_text(rep, f, color); /* no memory: unguarded, still cut right */
+    int rc = write_text(rep, mf, color);
+    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
+    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
+    free(buf);
+    fflush(f);
+    if (ferror(f)) rc = TPROF_ERR_IO;
+    return rc;
 }
 
 int tp_report_write_json(const cJSON *rep, FILE *f) {
