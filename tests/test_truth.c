@@ -336,12 +336,178 @@ static void test_text_valid_utf8_and_cut_marks(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ impossible figures */
+
+/* One rank, five API steps of 10 ms, with figures past their bounds: model FLOPs of 1e16 per
+ * step (1e6 TFLOP/s on an H100 whose bf16 dense peak is 989.5: MFU about 101,000 %), CPU
+ * samples of 150 % and 900 % on a host of 4 CPUs (at most 400 %), NVML utilisation of 130 %,
+ * and NVML memory used 100 GB of an 80 GB GPU (a memory-peak finding would follow from it).
+ * None may be printed as a result: each is flagged with its reason in the JSON and the
+ * text, and no diagnosis rule acts on one. */
+static void test_impossible_figures_flagged(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = open_run(dir, sizeof dir, "truth-figures", 500);
+    synth_thread(f, 1, 500);
+    synth_thread(f, 2, 501);
+    synth_meta(f, "process.host_cpus", "4");
+    synth_meta(f, "gpu.0.name", "NVIDIA H100 80GB HBM3");
+    synth_meta(f, "gpu.0.memory_total_bytes", "80000000000");
+    for (uint64_t s = 0; s < 5; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+    }
+    for (int i = 0; i < 2; i++) {
+        uint64_t t = T0 + (uint64_t)(10 + 20 * i) * MS;
+        synth_counter(f, 2, t, "process.cpu_percent", i ? 900.0 : 150.0);
+        synth_counter(f, 2, t, "process.rss_bytes", 1e9);
+        synth_counter(f, 2, t, "gpu0.util_percent", 130.0);
+        synth_counter(f, 2, t, "gpu0.mem_used_bytes", 1e11);
+    }
+    synth_end_of_file(f, T0 + 50 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.warmup = 0;
+    o.flops_per_step = 1e16;
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    /* MFU and TFLOP/s: out of their keys, into "invalid" with the reason */
+    const cJSON *t = cJSON_GetObjectItem(rep, "throughput");
+    assert_null(cJSON_GetObjectItem(t, "mfu"));
+    assert_null(cJSON_GetObjectItem(t, "tflops_per_gpu"));
+    const cJSON *inv = cJSON_GetObjectItem(t, "invalid");
+    NEAR(num(cJSON_GetObjectItem(inv, "tflops_per_gpu"), "value"), 1e6);
+    NEAR(num(cJSON_GetObjectItem(inv, "mfu"), "value"), 1e6 / 989.5);
+    NEAR(num(cJSON_GetObjectItem(inv, "mfu"), "limit"), 1);
+    assert_non_null(strstr(str(cJSON_GetObjectItem(inv, "mfu"), "reason"), "--flops-per-step"));
+    /* CPU: the mean (525 %) and the max (900 %) past 4 x 100 % */
+    const cJSON *pr = cJSON_GetObjectItem(rank0(rep), "process");
+    assert_null(cJSON_GetObjectItem(pr, "cpu_percent_max"));
+    assert_null(cJSON_GetObjectItem(pr, "cpu_percent_mean"));
+    const cJSON *pinv = cJSON_GetObjectItem(pr, "invalid");
+    NEAR(num(cJSON_GetObjectItem(pinv, "cpu_percent_max"), "value"), 900);
+    NEAR(num(cJSON_GetObjectItem(pinv, "cpu_percent_max"), "limit"), 400);
+    NEAR(num(cJSON_GetObjectItem(pinv, "cpu_percent_mean"), "value"), 525);
+    /* NVML utilisation and memory share */
+    const cJSON *g = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rank0(rep), "nvml"), "gpus"), 0);
+    assert_non_null(g);
+    assert_null(cJSON_GetObjectItem(g, "util_percent_mean"));
+    NEAR(num(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "invalid"), "util_percent_mean"), "value"), 130);
+    assert_null(cJSON_GetObjectItem(g, "mem_used_peak_share"));
+    NEAR(num(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "invalid"), "mem_used_peak_share"), "value"), 1.25);
+    /* no rule acted on a flagged figure */
+    const cJSON *fd;
+    cJSON_ArrayForEach(fd, cJSON_GetObjectItem(rep, "findings"))
+        assert_string_not_equal(str(fd, "id"), "memory_peak");
+    char *text = report_text(rep);
+    assert_null(strstr(text, "; MFU"));
+    assert_null(strstr(text, "  model FLOPs"));
+    assert_non_null(strstr(text, "flagged, not a result: model FLOPs 1e+16 per step per rank (option) "
+                                 "give 1000000.0 TFLOP/s per GPU, MFU 101061.1 %: above the peak of "
+                                 "989.5 TFLOP/s"));
+    assert_non_null(strstr(text, "process: CPU mean flagged, max flagged; "));
+    assert_non_null(strstr(text, "flagged, not a result: process.cpu_percent_max = 900 (limit 400): "
+                                 "above 100 % per core"));
+    assert_non_null(strstr(text, "flagged, not a result: nvml.gpus[0].util_percent_mean = 130 (limit 100)"));
+    assert_null(strstr(text, "utilisation 130"));
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ drops on steps */
+
+/* Six API steps of 10 ms on thread 1, one chunk per flush pass, with the sampler's thread 2
+ * flushed after it in each pass (as the library writes). The pass holding step 3 reports 7
+ * events dropped by the full ring. They were recorded after the thread's last event before
+ * that pass (step 2's end, 30 ms) and before its first event of the next pass (step 4's
+ * begin, 40 ms): step 3 is built on dropped events and is flagged, the others are not. When
+ * the drain that reports them is written in two chunks (the full ring wrapped), the second
+ * holding step 4's begin, the drops may come after that begin: the window runs on to the
+ * next drain (step 4's end, 50 ms) and step 4 is flagged too. */
+static void drops_run(char *dir, size_t n, const char *tag, int wrapped) {
+    synth_file *f = open_run(dir, n, tag, 600);
+    synth_thread(f, 1, 600);
+    synth_thread(f, 2, 601);
+    for (uint64_t s = 0; s < 6; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        if (s == 3) synth_set_dropped(f, 1, 7);
+        synth_step_begin(f, 1, b, s);
+        /* wrapped: step 3's drain goes on in a second chunk, step 4's begin */
+        if (s == 4 && wrapped) synth_flush_thread(f, 1);
+        synth_step_end(f, 1, b + 10 * MS, s);
+        synth_flush_thread(f, 1);
+        if (s == 3 && wrapped) continue; /* no other chunk before the drain's second one */
+        synth_counter(f, 2, b + 5 * MS, "process.threads", 2);
+        synth_flush_thread(f, 2);
+    }
+    synth_end_of_file(f, T0 + 60 * MS, 7);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_drops_flag_steps(void **state) {
+    (void)state;
+    char dir[512];
+    for (int wrapped = 0; wrapped < 2; wrapped++) {
+        drops_run(dir, sizeof dir, wrapped ? "truth-drops-wrap" : "truth-drops", wrapped);
+        tp_run run;
+        load_run(dir, &run);
+        assert_int_equal(run.procs[0].ndrops, 1);
+        assert_int_equal(run.procs[0].drops[0].from, T0 + 30 * MS);
+        assert_int_equal(run.procs[0].drops[0].to, T0 + (wrapped ? 50 : 40) * MS);
+        cJSON *rep = report_warmup(&run, 0);
+        const cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(rank0(rep), "steps"), "dropped_events");
+        assert_non_null(x);
+        NEAR(num(x, "steps_touched"), wrapped ? 2 : 1);
+        NEAR(num(x, "events_in_steps"), 7);
+        assert_null(cJSON_GetObjectItem(x, "events_unplaced"));
+        char *text = report_text(rep);
+        char want[200];
+        snprintf(want, sizeof want, "flagged: %d of 6 measured steps built on dropped events (7 "
+                                    "dropped by full rings inside them)", wrapped ? 2 : 1);
+        assert_non_null(strstr(text, want));
+        free(text);
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+    tp_run run;
+    synth_file *f;
+    cJSON *rep;
+    const cJSON *x;
+
+    /* 5 more dropped where no thread says (the process stream, a thread without a ring) */
+    f = open_run(dir, sizeof dir, "truth-drops-unplaced", 601);
+    synth_thread(f, 1, 601);
+    for (uint64_t s = 0; s < 4; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 40 * MS, 5);
+    assert_int_equal(synth_close(f), 0);
+    load_run(dir, &run);
+    rep = report_warmup(&run, 0);
+    x = cJSON_GetObjectItem(cJSON_GetObjectItem(rank0(rep), "steps"), "dropped_events");
+    assert_non_null(x);
+    NEAR(num(x, "steps_touched"), 4);
+    NEAR(num(x, "events_unplaced"), 5);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_process_range_across_threads),
         cmocka_unit_test(test_unclosed_ends_at_thread_last_event),
         cmocka_unit_test(test_orphan_pops_per_thread),
         cmocka_unit_test(test_text_valid_utf8_and_cut_marks),
+        cmocka_unit_test(test_impossible_figures_flagged),
+        cmocka_unit_test(test_drops_flag_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

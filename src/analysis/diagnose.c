@@ -903,6 +903,15 @@ void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, c
             else if (tp_jobj(t, "mfu_note"))
                 fprintf(f, "; no MFU: %s", tp_jstr(t, "mfu_note"));
             fputc('\n', f);
+        } else if (tp_jobj(tp_jobj(t, "invalid"), "tflops_per_gpu")) {
+            /* never printed as a result: flagged, with what to check */
+            const cJSON *inv = tp_jobj(t, "invalid"), *x = tp_jobj(inv, "tflops_per_gpu");
+            fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
+                       "%.1f TFLOP/s per GPU",
+                    Y, tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(x, "value"));
+            if (tp_jobj(inv, "mfu"))
+                fprintf(f, ", MFU %.1f %%", 100 * tp_jnum(tp_jobj(inv, "mfu"), "value"));
+            fprintf(f, ": %s%s\n", tp_jstr(x, "reason"), N);
         }
     }
     const cJSON *s = tp_jobj(rep, "stragglers");

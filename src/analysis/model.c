@@ -163,6 +163,8 @@ typedef struct tload { /* per-thread state while reading */
     size_t nstrs, cap_strs;
     stack *stacks;
     size_t nstacks;
+    size_t drop_open; /* index + 1 in p->drops of the window waiting for its end, else 0 */
+    int drop_wrap;    /* the open window's drain may still continue past the ring's end */
 } tload;
 
 typedef struct pending_end {
@@ -741,6 +743,11 @@ static void gpu_in_start_order(tp_process *p) {
         }
 }
 
+/* The writer's largest chunk (session.c, TPROF__CHUNK_MAX: it cuts a drain there at a record
+ * boundary), and the most a record can take (its size field is 16 bits). */
+#define WRITER_CHUNK_MAX (4u << 20)
+#define MAX_RECORD_BYTES 65536u
+
 static int load_file(tp_run *run, const char *path, tp_process *p) {
     memset(p, 0, sizeof *p);
     p->path = tp_intern(run, path);
@@ -774,23 +781,72 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     L.p = p;
     tprof_chunk c;
     uint64_t proc_dropped = 0;
+    uint32_t prev_serial = 0;
+    uint64_t prev_dropped = 0;
+    size_t prev_len = 0;
     rc = TPROF_OK;
     while (rc == TPROF_OK && tprof_reader_next(rd, &c)) {
         int ti = -1;
+        uint64_t new_drops = 0, last_before = 0;
         if (c.thread_serial == 0) proc_dropped = c.dropped;
         else {
             ti = thread_index(&L, c.thread_serial, c.os_tid);
             if (ti < 0) { rc = TPROF_ERR_NO_MEMORY; break; }
-            if (c.dropped > p->threads[ti].dropped) p->threads[ti].dropped = c.dropped;
+            if (c.dropped > p->threads[ti].dropped) {
+                new_drops = c.dropped - p->threads[ti].dropped;
+                p->threads[ti].dropped = c.dropped;
+            }
+            last_before = p->threads[ti].last_ts;
         }
         size_t pos = 0;
         int bad = 0;
+        uint64_t first_ts = 0;
         const tprof_rec *r;
-        while (rc == TPROF_OK && (r = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL)
+        while (rc == TPROF_OK && (r = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
+            if (!first_ts && ti >= 0 && r->kind != TPROF_REC_PAD && r->kind != TPROF_REC_STRING)
+                first_ts = r->ts_ns;
             rc = ti < 0 ? proc_record(&L, r) : thread_record(&L, ti, r);
+        }
         if (bad)
             add_damage(p, "malformed record in the chunk at byte %llu; rest of chunk skipped",
                        (unsigned long long)c.file_offset);
+        if (ti >= 0 && rc == TPROF_OK) {
+            /* Ring drops, placed in time. The counter in a chunk's header is read when the
+             * flusher drains the ring, and a ring drops only while full, between two drains:
+             * so the events counted anew were recorded after the thread's last event of the
+             * drains before and before its first event of a later drain. One drain writes its
+             * chunks in a row with the same counter: the part up to the ring's end, then the
+             * part from its start (a full ring, the case with drops, nearly always wraps),
+             * each cut further at the writer's chunk limit. A chunk that follows one of the
+             * same thread and counter is taken as part of the same drain when the drain may
+             * still wrap, or when the chunk before it was cut at the limit: the window then
+             * ends later, never earlier, than the drops. */
+            tload *tl = &L.tl[ti];
+            int same_drain = tl->drop_open && prev_serial == c.thread_serial &&
+                             prev_dropped == c.dropped &&
+                             (tl->drop_wrap || prev_len + MAX_RECORD_BYTES >= WRITER_CHUNK_MAX);
+            if (same_drain && prev_len + MAX_RECORD_BYTES < WRITER_CHUNK_MAX) tl->drop_wrap = 0;
+            if (tl->drop_open && !same_drain && first_ts) {
+                p->drops[tl->drop_open - 1].to = first_ts;
+                tl->drop_open = 0;
+            }
+            if (new_drops) {
+                tp_drop_window dw = {last_before ? last_before : first_ts, 0, new_drops, c.os_tid};
+                if (p->ndrops == p->cap_drops) {
+                    size_t nc = p->cap_drops ? p->cap_drops * 2 : 16;
+                    tp_drop_window *nd = realloc(p->drops, nc * sizeof *nd);
+                    if (!nd) { rc = TPROF_ERR_NO_MEMORY; break; }
+                    p->drops = nd;
+                    p->cap_drops = nc;
+                }
+                p->drops[p->ndrops++] = dw;
+                tl->drop_open = p->ndrops;
+                tl->drop_wrap = 1;
+            }
+        }
+        prev_serial = c.thread_serial;
+        prev_dropped = c.dropped;
+        prev_len = c.len;
     }
     for (size_t i = 0; i < tprof_reader_damage_count(rd); i++) {
         const tprof_damage *d = tprof_reader_damage(rd, i);
@@ -801,6 +857,15 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     gpu_in_start_order(p);
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
+    /* drop windows still open, or opened before any event, span to the record's ends */
+    uint64_t placed = 0;
+    for (size_t i = 0; i < p->ndrops; i++) {
+        tp_drop_window *d = &p->drops[i];
+        if (!d->from) d->from = p->first_ts ? p->first_ts : p->hdr.start_mono_ns;
+        if (!d->to || d->to < d->from) d->to = p->end_mono > d->from ? p->end_mono : d->from;
+        placed += d->count;
+    }
+    p->drops_unplaced = p->dropped > placed ? p->dropped - placed : 0;
     if (!p->complete)
         add_damage(p, "no end record: the process did not exit normally (killed?); "
                       "events after its last flush are lost");
@@ -967,6 +1032,7 @@ void tp_run_free(tp_run *run) {
         free(p->ovh);
         free(p->gmem);
         free(p->comm);
+        free(p->drops);
         free(p->meta);
         free(p->domains);
         free(p->categories);

@@ -113,6 +113,14 @@ typedef struct tp_kv {
     const char *key, *value;
 } tp_kv;
 
+/* Events a thread's ring dropped (it was full), placed in time: they were recorded between
+ * `from` (the thread's last event before the flush that reported them) and `to` (its first
+ * event after that flush, or the end of the process's record), CLOCK_MONOTONIC ns. */
+typedef struct tp_drop_window {
+    uint64_t from, to, count;
+    uint32_t os_tid;
+} tp_drop_window;
+
 /* A rank; a helper process (a launcher agent, a data-loader worker, ...); or the node
  * sampler `trainprof run` starts (meta trainprof.role = node-sampler: NVML series of the
  * host's GPUs, no rank of its own). */
@@ -143,6 +151,11 @@ typedef struct tp_process {
     uint64_t events;
     uint64_t first_ts, last_ts;
     uint64_t unknown_ends;  /* range_end ids never started */
+    tp_drop_window *drops;  /* ring drops placed in time, in file order */
+    size_t ndrops, cap_drops;
+    uint64_t drops_unplaced; /* dropped events no thread's chunks place in time: the process
+                              * stream's, those of threads that got no ring, and any the end
+                              * record counts beyond the threads' */
     tp_gpu_op *gpu;         /* kernels, copies, memsets, syncs, in start order */
     size_t ngpu, cap_gpu;
     tp_gpu_op *api;         /* CUDA runtime calls */

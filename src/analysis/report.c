@@ -22,6 +22,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
+#include "analysis/figures.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
@@ -562,6 +563,42 @@ out:
     free(dv);
 }
 
+/* The measured steps whose figures miss dropped events: those overlapping a window in which
+ * a thread's ring dropped events (model.h, tp_drop_window), and all of them when events were
+ * dropped at unknown times. Adds "dropped_events" to the steps section when any is. */
+static void drops_on_steps(cJSON *js, const tp_process *p, const tp_step *meas, size_t nm) {
+    uint8_t *hit = calloc(nm, 1);
+    if (!hit) return;
+    uint64_t events = 0, touched = 0;
+    for (size_t i = 0; i < p->ndrops; i++) {
+        const tp_drop_window *d = &p->drops[i];
+        size_t lo = 0, hi = nm; /* the first step ending after the window's start */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (meas[mid].end <= d->from) lo = mid + 1;
+            else hi = mid;
+        }
+        int any = 0;
+        for (size_t k = lo; k < nm && meas[k].start < d->to; k++) {
+            touched += !hit[k];
+            hit[k] = 1;
+            any = 1;
+        }
+        if (any) events += d->count;
+    }
+    free(hit);
+    if (!touched && !p->drops_unplaced) return;
+    cJSON *x = cJSON_AddObjectToObject(js, "dropped_events");
+    cJSON_AddNumberToObject(x, "steps_touched", (double)(p->drops_unplaced ? nm : touched));
+    cJSON_AddNumberToObject(x, "events_in_steps", (double)events);
+    if (p->drops_unplaced) cJSON_AddNumberToObject(x, "events_unplaced", (double)p->drops_unplaced);
+    cJSON_AddStringToObject(x, "flag", p->drops_unplaced
+                                           ? "events were dropped at times not known: any step's "
+                                             "figures may miss them"
+                                           : "the step statistics, breakdown and ranges of these "
+                                             "steps miss the events dropped in them");
+}
+
 static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     (void)run;
     cJSON *rs = cJSON_CreateObject();
@@ -611,6 +648,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
             cJSON_AddNumberToObject(js, "first_ms", ms(meas[0].start - p->first_ts));
             free(d);
         }
+        drops_on_steps(js, p, meas, nm);
     }
 
     /* top ranges: inside measured steps when there are some, else over the whole run */
@@ -710,6 +748,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     }
     free(dv);
     tp_steps_free(&s);
+    tp_figures_check_rank(rs, p); /* before any rule reads the section */
     return rs;
 }
 
@@ -1212,6 +1251,16 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
                 fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
                         tp_jnum(s, "mean_ms"), tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
                         tp_jnum(s, "min_ms"));
+            const cJSON *dx = tp_jobj(s, "dropped_events");
+            if (dx) {
+                fprintf(f, "%s  flagged: %.0f of %.0f measured steps built on dropped events (%.0f "
+                           "dropped by full rings inside them",
+                        Y, tp_jnum(dx, "steps_touched"), tp_jnum(s, "measured"),
+                        tp_jnum(dx, "events_in_steps"));
+                if (tp_jnum(dx, "events_unplaced") > 0)
+                    fprintf(f, ", %.0f at unknown times", tp_jnum(dx, "events_unplaced"));
+                fprintf(f, "): %s%s\n", tp_jstr(dx, "flag"), N);
+            }
             const cJSON *w;
             int shown = 0, nw = cJSON_GetArraySize(tp_jobj(s, "warmup_ms"));
             cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
@@ -1225,12 +1274,19 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
             if (shown) fprintf(f, " ms (not in the statistics)\n");
         }
         const cJSON *pr = tp_jobj(r, "process");
-        if (pr)
-            fprintf(f, "  process: CPU %.0f %% mean, %.0f %% max; RSS peak %.1f MiB; %.0f threads; "
-                       "%.0f context switches/s (%.0f samples)\n",
-                    tp_jnum(pr, "cpu_percent_mean"), tp_jnum(pr, "cpu_percent_max"),
+        if (pr) {
+            /* a CPU figure past its bound is not printed here: the flagged lines say why */
+            const cJSON *inv = tp_jobj(pr, "invalid");
+            fputs("  process: CPU ", f);
+            if (tp_jhas(pr, "cpu_percent_mean")) fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
+            else fputs(tp_jobj(inv, "cpu_percent_mean") ? "mean flagged, " : "mean not sampled, ", f);
+            if (tp_jhas(pr, "cpu_percent_max")) fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
+            else fputs(tp_jobj(inv, "cpu_percent_max") ? "max flagged; " : "max not sampled; ", f);
+            fprintf(f, "RSS peak %.1f MiB; %.0f threads; %.0f context switches/s (%.0f samples)\n",
                     tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
                     tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
+        }
+        tp_figures_text(f, r, Y, N);
         nvml_text(f, tp_jobj(r, "nvml"));
         gpu_text(f, tp_jobj(r, "gpu"), B, N);
         tp_comm_rank_text(f, tp_jobj(r, "communication"));
