@@ -500,6 +500,153 @@ static void test_drops_flag_steps(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ torch.distributed */
+
+static tprof_pl_comm torch_op(uint32_t op, uint64_t hash, uint64_t end, uint32_t flags) {
+    tprof_pl_comm c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.comm_hash = hash;
+    c.nranks = 2;
+    c.bytes = op == TPROF_COMM_UNKNOWN ? 0 : 4u << 20;
+    c.count = c.bytes / 4;
+    c.end_ns = end;
+    c.peer = TPROF_COMM_NO_PEER;
+    c.source = TPROF_COMM_SRC_TORCH;
+    c.flags = flags;
+    return c;
+}
+
+static const cJSON *comm_of(const cJSON *rep, int i) {
+    return cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), i), "communication");
+}
+
+/* A CPU job over gloo, three steps of 100 ms. In each, DDP's bucket all-reduce is in flight
+ * from 10 to 60 ms (async: the host computes meanwhile) and the host waits for it at the end
+ * of backward from 50 to 60 ms (its Wait record); then a blocking all_reduce takes 70-75 ms.
+ * Communication is 55 ms of the step ([10, 60] and [70, 75]), 15 ms of it exposed (the wait
+ * and the blocking call) and 40 ms overlapped; the communicator and the Chrome export say
+ * torch recorded it over gloo. */
+static void test_torch_gloo_counted(void **state) {
+    (void)state;
+    char dir[512];
+    const uint64_t H = 0xab;
+    synth_file *f = open_run(dir, sizeof dir, "truth-gloo", 700);
+    synth_thread(f, 1, 700);
+    synth_thread(f, 2, 701); /* gloo's thread, where the async op completes */
+    synth_meta(f, "torch.pg.00000000000000ab", "backend=gloo size=2 ranks=0,1");
+    for (uint64_t s = 0; s < 3; s++) {
+        uint64_t b = T0 + s * 100 * MS;
+        synth_step_begin(f, 1, b, s);
+        tprof_pl_comm a = torch_op(TPROF_COMM_ALLREDUCE, H, b + 60 * MS, TPROF_COMM_F_NONBLOCKING);
+        a.seq = (uint32_t)(2 * s + 1);
+        synth_comm(f, 2, b + 10 * MS, &a, NULL);
+        tprof_pl_comm w = torch_op(TPROF_COMM_UNKNOWN, H, b + 60 * MS, 0);
+        synth_comm(f, 1, b + 50 * MS, &w, "Wait");
+        tprof_pl_comm c = torch_op(TPROF_COMM_ALLREDUCE, H, b + 75 * MS, 0);
+        c.seq = (uint32_t)(2 * s + 2);
+        synth_comm(f, 1, b + 70 * MS, &c, NULL);
+        synth_step_end(f, 1, b + 100 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 300 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_warmup(&run, 0);
+    const cJSON *c = comm_of(rep, 0), *x = cJSON_GetObjectItem(c, "exposure");
+    assert_string_equal(str(x, "basis"), "host");
+    NEAR(num(cJSON_GetObjectItem(x, "comm_ms"), "mean"), 55.0);
+    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "mean"), 15.0);
+    NEAR(num(cJSON_GetObjectItem(x, "overlapped_ms"), "mean"), 40.0);
+    NEAR(num(x, "exposed_share"), 0.15);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "torch_backends"), 0)->valuestring, "gloo");
+    const cJSON *cm = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "communicators"), 0);
+    assert_string_equal(str(cm, "source"), "torch");
+    assert_string_equal(str(cm, "backend"), "gloo");
+    char *text = report_text(rep);
+    assert_non_null(strstr(text, "9 ops (0 NCCL, 0 MPI, 9 torch.distributed over gloo)"));
+    assert_non_null(strstr(text, "comm 0x00000000000000ab via gloo"));
+    free(text);
+    /* the export labels every op with its source and backend */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_export_chrome(&run, mf, NULL), 0);
+    fclose(mf);
+    cJSON *tr = cJSON_Parse(buf);
+    assert_non_null(tr);
+    int ops = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(tr, "traceEvents")) {
+        const cJSON *cat = cJSON_GetObjectItem(e, "cat");
+        if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "comm")) continue;
+        const cJSON *args = cJSON_GetObjectItem(e, "args");
+        assert_string_equal(str(args, "source"), "torch");
+        assert_string_equal(str(args, "backend"), "gloo");
+        ops++;
+    }
+    assert_int_equal(ops, 9);
+    cJSON_Delete(tr);
+    free(buf);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* The default group of torch 2.x maps devices to backends ("cpu:gloo,cuda:nccl"). Rank 0 has
+ * no NCCL profiler records (NCCL older than its plugin API): torch's record of a CUDA
+ * all-reduce (flagged enqueue) is its only record, labelled nccl and taken as an enqueue
+ * time, and a CPU tensor's all-reduce on the same group is gloo's. Rank 1's NCCL plugin
+ * recorded the CUDA all-reduce itself: torch's twin is dropped, so it counts once. */
+static void test_torch_backends_and_twins(void **state) {
+    (void)state;
+    char dir[512];
+    const uint64_t H = 0xcd;
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "truth-twins"), 0);
+    for (int r = 0; r < 2; r++) {
+        synth_file *f = synth_open(dir, "h", 800 + r, RT0, T0);
+        synth_rank(f, r, 2);
+        synth_thread(f, 1, (uint32_t)(800 + r));
+        synth_meta(f, "torch.pg.00000000000000cd", "backend=cpu:gloo,cuda:nccl size=2 ranks=0,1");
+        synth_step_begin(f, 1, T0, 0);
+        tprof_pl_comm g = torch_op(TPROF_COMM_ALLREDUCE, H, T0 + 30 * MS, 0);
+        synth_comm(f, 1, T0 + 20 * MS, &g, NULL);
+        tprof_pl_comm n = torch_op(TPROF_COMM_ALLREDUCE, H, T0 + 40 * MS + 5000, TPROF_COMM_F_ENQUEUE);
+        synth_comm(f, 1, T0 + 40 * MS, &n, NULL);
+        if (r == 1) {
+            tprof_pl_comm p = torch_op(TPROF_COMM_ALLREDUCE, 0x77, T0 + 40 * MS + 6000, 0);
+            p.source = TPROF_COMM_SRC_NCCL;
+            synth_comm(f, 1, T0 + 40 * MS + 1000, &p, NULL);
+        }
+        synth_step_end(f, 1, T0 + 100 * MS, 0);
+        synth_end_of_file(f, T0 + 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    tp_run run;
+    load_run(dir, &run);
+    const tp_process *p0 = run.procs[0].rank == 0 ? &run.procs[0] : &run.procs[1];
+    const tp_process *p1 = p0 == &run.procs[0] ? &run.procs[1] : &run.procs[0];
+    assert_int_equal(p0->ncomm, 2);
+    assert_int_equal(p1->ncomm, 2); /* gloo's and the plugin's: torch's NCCL twin dropped */
+    for (size_t i = 0; i < p1->ncomm; i++) assert_false(p1->comm[i].flags & TPROF_COMM_F_ENQUEUE);
+    cJSON *rep = report_warmup(&run, 0);
+    const cJSON *c = comm_of(rep, 0);
+    NEAR(num(c, "torch_ops"), 2);
+    const cJSON *tb = cJSON_GetObjectItem(c, "torch_backends");
+    assert_int_equal(cJSON_GetArraySize(tb), 2);
+    assert_string_equal(cJSON_GetArrayItem(tb, 0)->valuestring, "gloo");
+    assert_string_equal(cJSON_GetArrayItem(tb, 1)->valuestring, "nccl");
+    /* the NCCL one is an enqueue, not a duration: no bandwidth from it */
+    const cJSON *ops = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "communicators"), 0), "ops");
+    const cJSON *ar = cJSON_GetArrayItem(ops, 0);
+    NEAR(num(ar, "count"), 2);
+    NEAR(num(ar, "enqueue_only"), 1);
+    NEAR(num(ar, "bw_ops"), 1);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_process_range_across_threads),
@@ -508,6 +655,8 @@ int main(void) {
         cmocka_unit_test(test_text_valid_utf8_and_cut_marks),
         cmocka_unit_test(test_impossible_figures_flagged),
         cmocka_unit_test(test_drops_flag_steps),
+        cmocka_unit_test(test_torch_gloo_counted),
+        cmocka_unit_test(test_torch_backends_and_twins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -748,6 +748,38 @@ static void gpu_in_start_order(tp_process *p) {
 #define WRITER_CHUNK_MAX (4u << 20)
 #define MAX_RECORD_BYTES 65536u
 
+/* trainprof.torch records every torch.distributed collective, but one that NCCL's profiler
+ * plugin or the MPI wrappers also recorded must count once: the lower level's record has the
+ * real timing. So a process with NCCL plugin records keeps none of torch's NCCL ones (flagged
+ * enqueue: torch writes them only while the plugin is not recording, which it cannot know
+ * for the call that creates a communicator), and one with MPI records none of torch's over
+ * its "mpi" backend (ProcessGroupMPI calls MPI, which the wrappers record). */
+static void drop_torch_twins(tp_process *p) {
+    int nccl = 0, mpi = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        nccl |= p->comm[i].source == TPROF_COMM_SRC_NCCL;
+        mpi |= p->comm[i].source == TPROF_COMM_SRC_MPI;
+    }
+    if (!nccl && !mpi) return;
+    size_t k = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        const tp_comm_op *o = &p->comm[i];
+        int twin = 0;
+        if (o->source == TPROF_COMM_SRC_TORCH) {
+            if (o->flags & TPROF_COMM_F_ENQUEUE) {
+                twin = nccl;
+            } else if (mpi) {
+                char key[40];
+                snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)o->comm_hash);
+                const char *d = tp_meta(p, key);
+                twin = d && !strncmp(d, "backend=mpi ", 12);
+            }
+        }
+        if (!twin) p->comm[k++] = *o;
+    }
+    p->ncomm = k;
+}
+
 static int load_file(tp_run *run, const char *path, tp_process *p) {
     memset(p, 0, sizeof *p);
     p->path = tp_intern(run, path);
@@ -857,6 +889,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     gpu_in_start_order(p);
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
+    drop_torch_twins(p);
     /* drop windows still open, or opened before any event, span to the record's ends */
     uint64_t placed = 0;
     for (size_t i = 0; i < p->ndrops; i++) {
