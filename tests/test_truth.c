@@ -231,7 +231,7 @@ static void test_orphan_pops_per_thread(void **state) {
     NEAR(num(l, "count"), 2);
     NEAR(num(l, "first_s"), 0.007);
     char *text = report_text(rep);
-    assert_non_null(strstr(text, "2 on thread \"loader\" (tid 301), the first 0.007 s in"));
+    assert_non_null(strstr(text, "2 on thread \"loader\" (tid 301, first at 0.007 s)"));
     free(text);
     cJSON_Delete(rep);
     tp_run_free(&run);

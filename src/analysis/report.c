@@ -1215,7 +1215,7 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
                     tp_fput_printable(f, tp_jstr(t, "thread"));
                     fputs("\" ", f);
                 }
-                fprintf(f, "(tid %.0f), the first %.3f s in", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
+                fprintf(f, "(tid %.0f, first at %.3f s)", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
                 first = 0;
             }
             fputc('\n', f);
@@ -1278,10 +1278,14 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
             /* a CPU figure past its bound is not printed here: the flagged lines say why */
             const cJSON *inv = tp_jobj(pr, "invalid");
             fputs("  process: CPU ", f);
-            if (tp_jhas(pr, "cpu_percent_mean")) fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
-            else fputs(tp_jobj(inv, "cpu_percent_mean") ? "mean flagged, " : "mean not sampled, ", f);
-            if (tp_jhas(pr, "cpu_percent_max")) fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
-            else fputs(tp_jobj(inv, "cpu_percent_max") ? "max flagged; " : "max not sampled; ", f);
+            if (!tp_jhas(pr, "cpu_percent_max") && !tp_jobj(inv, "cpu_percent_max")) {
+                fputs("not sampled (a rate needs 100 ms); ", f);
+            } else {
+                if (tp_jhas(pr, "cpu_percent_mean")) fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
+                else fputs("mean flagged, ", f);
+                if (tp_jhas(pr, "cpu_percent_max")) fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
+                else fputs("max flagged; ", f);
+            }
             fprintf(f, "RSS peak %.1f MiB; %.0f threads; %.0f context switches/s (%.0f samples)\n",
                     tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
                     tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
