@@ -2061,6 +2061,14 @@ static PyObject *fn_comm_record(PyObject *m, PyObject *const *args, Py_ssize_t n
     return PyBool_FromLong(tprof__comm_record(name, v[1], &pl));
 }
 
+/* _nccl_recording(): True once NCCL's profiler plugin records this process's collectives
+ * (tprof__nccl_recording): trainprof.torch then writes none of its own for NCCL. */
+static PyObject *fn_nccl_recording(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyBool_FromLong(tprof__nccl_recording());
+}
+
 /* gpu_capture_pause() / gpu_capture_resume(): tprof_gpu_capture_pause/resume; the library's
  * code (0, or a negative TPROF_ERR_*) is returned, never raised. */
 static PyObject *fn_gpu_capture_pause(PyObject *m, PyObject *unused) {
@@ -2122,6 +2130,9 @@ static PyMethodDef module_methods[] = {
     {"_comm_record", (PyCFunction)(void (*)(void))fn_comm_record, METH_FASTCALL,
      "_comm_record(name, op, start_ns, end_ns, bytes, count, comm_hash, seq, nranks, rank, "
      "peer, flags)\n--\n\nOne communication record of source torch (trainprof.torch's)."},
+    {"_nccl_recording", fn_nccl_recording, METH_NOARGS,
+     "_nccl_recording()\n--\n\nTrue once NCCL's profiler plugin records this process's "
+     "collectives (trainprof.torch then leaves NCCL's to it)."},
     {"gpu_capture_pause", fn_gpu_capture_pause, METH_NOARGS,
      "gpu_capture_pause()\n--\n\nStop CUPTI activity capture (tprof_gpu_capture_pause); "
      "returns 0 or a negative library code (e.g. TPROF_ERR_UNAVAILABLE without CUPTI)."},

@@ -82,6 +82,7 @@ def gpu_capture_resume() -> int:
 def _comm_record(name: str, op: int, start_ns: int, end_ns: int, bytes: int, count: int,
                  comm_hash: int, seq: int, nranks: int, rank: int, peer: int,
                  flags: int) -> bool: ...
+def _nccl_recording() -> bool: ...
 def init(output_dir: Optional[str] = ..., run_id: Optional[str] = ..., *, ring_bytes: int = ...,
          max_threads: int = ..., flush_interval_ms: int = ..., max_strings: int = ...,
          log_level: int = ..., enabled: bool = ..., sample_hz: int = ..., nvml_hz: int = ...,

@@ -49,6 +49,8 @@ __all__ = ["instrument", "autostart", "instrumented", "current_cuda_stream"]
 _ALLREDUCE, _ALLGATHER, _REDUCESCATTER, _BROADCAST, _REDUCE, _ALLTOALL = 1, 2, 3, 4, 5, 6
 _SEND, _RECV, _BARRIER, _GATHER, _SCATTER = 7, 8, 9, 10, 11
 _F_NONBLOCKING = 4  # TPROF_COMM_F_NONBLOCKING: start to observed completion
+_F_ENQUEUE = 8      # TPROF_COMM_F_ENQUEUE: the host interval is only the enqueue (NCCL)
+_WAIT = 0           # TPROF_COMM_UNKNOWN, named "Wait": the host blocked until ops completed
 
 _lock = threading.RLock()
 
@@ -258,7 +260,7 @@ class _Group:
     # No reference to the process group itself: a record closure released on a gloo worker
     # thread must never drop the group's last reference there (its destructor joins that
     # very thread: std::terminate at exit)
-    __slots__ = ("pgref", "hash", "size", "rank", "backend", "nccl", "seq", "desc")
+    __slots__ = ("pgref", "hash", "size", "rank", "backend", "backends", "seq", "desc")
 
 
 def _same(g, pg):
@@ -293,7 +295,7 @@ def _group(dist, group):
             ranks = sorted(c10d._pg_group_ranks[pg].keys())
     except Exception:
         ranks = []
-    g.nccl = "nccl" in g.backend
+    g.backends = _backends(g.backend)
     key = (g.backend, tuple(ranks))
     with _lock:
         ordinal = _S.group_ordinal.get(key, 0)
@@ -307,6 +309,32 @@ def _group(dist, group):
     _tp.set_metadata("torch.pg.%016x" % g.hash, g.desc)
     _S.groups[id(pg)] = g
     return g
+
+
+def _backends(backend):
+    """The backend per device of a group: {"cpu": "gloo", "cuda": "nccl"} for the device-mapped
+    default group of torch 2.x ("cpu:gloo,cuda:nccl"), else {None: backend}."""
+    b = backend.lower()
+    if ":" not in b:
+        return {None: b}
+    m = {}
+    for part in b.split(","):
+        dev, _, name = part.partition(":")
+        if name:
+            m[dev.strip()] = name.strip()
+    return m or {None: b}
+
+
+def _runs_on(g, t):
+    """The backend that runs a collective of group g on tensor t (None: a barrier, which a
+    device-mapped group runs on its CUDA backend)."""
+    m = g.backends
+    if None in m:
+        return m[None]
+    dev = getattr(getattr(t, "device", None), "type", None) if t is not None else "cuda"
+    if dev in m:
+        return m[dev]
+    return m.get("cpu") or next(iter(m.values()))
 
 
 def _nbytes(t):
@@ -326,14 +354,23 @@ def _record(g, name, op, t0, t1, nbytes, count, peer, flags):
                      g.rank, peer, flags)
 
 
+def _record_wait(g, t0, t1):
+    """The host blocked from t0 to t1 until ops of g completed: a blocking "Wait" record (as
+    the MPI wrappers write theirs), the exposed part of async communication. No sequence
+    number: waits are a rank's own, not a collective matched across ranks."""
+    _tp._comm_record("Wait", _WAIT, t0, t1, 0, 0, g.hash, 0, g.size, g.rank, -1, 0)
+
+
 class _Work:
     """An async collective's work object: recorded when wait() returns (or its future
-    completes, or is_completed() first says so); everything else is the real object's."""
-    __slots__ = ("_w", "_rec")
+    completes, or is_completed() first says so), and the wait itself, the time the host was
+    blocked; everything else is the real object's."""
+    __slots__ = ("_w", "_rec", "_g")
 
-    def __init__(self, w, rec):
+    def __init__(self, w, rec, g):
         self._w = w
         self._rec = rec
+        self._g = g
 
     def _done(self, *unused):
         rec, self._rec = self._rec, None
@@ -341,8 +378,13 @@ class _Work:
             rec(_tp.now_ns())
 
     def wait(self, *args, **kwargs):
+        pending = self._rec is not None
+        t0 = _tp.now_ns()
         r = self._w.wait(*args, **kwargs)
+        t1 = _tp.now_ns()
         self._done()
+        if pending:
+            _record_wait(self._g, t0, t1)
         return r
 
     def is_completed(self):
@@ -406,8 +448,9 @@ def _wrap_collective(dist, fname, orig):
         try:
             g = _group(dist, _arg(args, kwargs, garg[0], garg[1]))
             t = _arg(args, kwargs, targ[0], targ[1]) if targ else None
-            if g.nccl and (t is None or getattr(t, "is_cuda", True)):
-                g = None  # the NCCL plugin records it: describe, never count twice
+            nccl = _runs_on(g, t) == "nccl"
+            if nccl and _tp._nccl_recording():
+                g = None  # NCCL's profiler plugin records it, with its GPU times
         except Exception:
             g = None
         if g is None:
@@ -419,10 +462,16 @@ def _wrap_collective(dist, fname, orig):
             peer = int(pv) if isinstance(pv, int) else -1
         t0 = _tp.now_ns()
         r = orig(*args, **kwargs)
+        if nccl:
+            # NCCL without its profiler plugin (NCCL < 2.23, or the plugin not loaded): the
+            # call only enqueued the work on a CUDA stream. When this very call created the
+            # communicator, the plugin records it too and the report keeps the plugin's.
+            _record(g, label, op, t0, _tp.now_ns(), nbytes, count, peer, _F_ENQUEUE)
+            return r
         async_op = fname in _ASYNC_ALWAYS or kwargs.get("async_op", False)
         if async_op and r is not None:
             return _Work(r, lambda t1: _record(g, label, op, t0, t1, nbytes, count, peer,
-                                                _F_NONBLOCKING))
+                                                _F_NONBLOCKING), g)
         _record(g, label, op, t0, _tp.now_ns(), nbytes, count, peer, 0)
         return r
 
@@ -469,12 +518,19 @@ class _HookState:
     """The state our DDP hook is registered with: the DDP module (weakly: the group is
     reached through it, never held here; see _Group), and the user's hook (with its state)
     when the program registers one after us: ours then times theirs."""
-    __slots__ = ("ddp", "delegate", "delegate_state", "__weakref__")
+    __slots__ = ("ddp", "delegate", "delegate_state", "lock", "pending", "done_max",
+                 "wait_from", "__weakref__")
 
     def __init__(self, ddp):
         self.ddp = weakref.ref(ddp)
         self.delegate = None
         self.delegate_state = None
+        # the end-of-backward wait (see _ddp_hook): buckets not complete yet, the latest
+        # completion, and when the host began to wait (None: not yet)
+        self.lock = threading.Lock()
+        self.pending = 0
+        self.done_max = 0
+        self.wait_from = None
 
     @property
     def pg(self):
@@ -503,15 +559,70 @@ def _ddp_hook(state, bucket):
         buf.mul_(1.0 / pg.size())
         orig = getattr(dist.distributed_c10d.all_reduce, "__wrapped__", dist.distributed_c10d.all_reduce)
         fut = orig(buf, group=pg, async_op=True).get_future().then(lambda f: f.value()[0])
-    if g is not None and not (g.nccl and buf.is_cuda):
-        nbytes, count = _nbytes(buf)
+    if g is None:
+        return fut
+    nbytes, count = _nbytes(buf)
+    try:
+        nccl = _runs_on(g, buf) == "nccl"
+    except Exception:
+        return fut
+    if nccl:
+        if not _tp._nccl_recording():  # else NCCL's profiler plugin records it
+            _record(g, "AllReduce", _ALLREDUCE, t0, _tp.now_ns(), nbytes, count, -1, _F_ENQUEUE)
+        return fut
+    if not hasattr(fut, "add_done_callback"):
+        return fut
+    with state.lock:
+        state.pending += 1
 
-        def done(f):
-            _record(g, "AllReduce", _ALLREDUCE, t0, _tp.now_ns(), nbytes, count, -1,
-                    _F_NONBLOCKING)
-        if hasattr(fut, "add_done_callback"):
-            fut.add_done_callback(done)
+    def done(f):
+        t1 = _tp.now_ns()
+        _record(g, "AllReduce", _ALLREDUCE, t0, t1, nbytes, count, -1, _F_NONBLOCKING)
+        with state.lock:
+            state.pending -= 1
+            if t1 > state.done_max:
+                state.done_max = t1
+            w = _take_wait(state)
+        if w:
+            _record_wait(g, *w)
+    fut.add_done_callback(done)
+    # The host's wait for the buckets: DDP's reducer queues its finalize (which waits for
+    # every bucket's future) on the autograd engine when the last bucket is marked ready,
+    # right after this hook returns for it; a callback queued here runs just before it, when
+    # the backward graph is done, so the wait runs from then to the last completion.
+    last = getattr(bucket, "is_last", None)
+    if last is not None and last():
+        try:
+            engine = torch.autograd.Variable._execution_engine
+            engine.queue_callback(lambda: _ddp_wait_starts(state, g))
+        except Exception:  # not inside a backward pass, or another torch
+            pass
     return fut
+
+
+def _take_wait(state):
+    """Under state.lock: the host's wait (t0, t1) once it began and every bucket completed,
+    None while either is not so, or when it did not wait at all."""
+    if state.wait_from is None or state.pending:
+        return None
+    t0 = state.wait_from
+    t1 = max(t0, state.done_max)
+    state.wait_from = None
+    state.done_max = 0
+    return (t0, t1) if t1 > t0 else None
+
+
+def _ddp_wait_starts(state, g):
+    # runs inside the autograd engine: it must never raise into the program's backward
+    try:
+        t = _tp.now_ns()
+        with state.lock:
+            state.wait_from = t
+            w = _take_wait(state)
+        if w:
+            _record_wait(g, *w)
+    except Exception:
+        pass
 
 
 def _install_ddp_hook(ddp):

@@ -338,6 +338,71 @@ static int is_window(const tp_step *win, size_t nw, const tp_range *r) {
     return w < nw && win[w].start == r->start && win[w].end == r->end;
 }
 
+/* A range that takes part in the CPU breakdown, with the row it adds to. */
+typedef struct cand {
+    uint64_t s, e;
+    uint32_t row;
+    uint8_t process; /* 1: a process range (start/end), after the thread's own */
+} cand;
+
+/* The sweep's order of precedence: the step thread's own (push/pop) ranges before process
+ * ranges; then the earlier start (the enclosing one); then the first recorded. */
+static int cand_before(const cand *v, uint32_t a, uint32_t b) {
+    if (v[a].process != v[b].process) return v[a].process < v[b].process;
+    if (v[a].s != v[b].s) return v[a].s < v[b].s;
+    return a < b;
+}
+
+static void heap_push(uint32_t *h, size_t *n, const cand *v, uint32_t x) {
+    size_t i = (*n)++;
+    h[i] = x;
+    while (i && cand_before(v, h[i], h[(i - 1) / 2])) {
+        uint32_t t = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_pop(uint32_t *h, size_t *n, const cand *v) {
+    h[0] = h[--*n];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *n && cand_before(v, h[l], h[m])) m = l;
+        if (r < *n && cand_before(v, h[r], h[m])) m = r;
+        if (m == i) break;
+        uint32_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static int by_cand_start(const void *a, const void *b, void *ctx) {
+    const cand *v = ctx;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (v[x].s != v[y].s) return v[x].s < v[y].s ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* Gives [a, b) to row `row` across the windows it overlaps. */
+static void attribute(nrow *rows, uint32_t row, uint64_t *cov, const tp_step *win, size_t nw,
+                      size_t nwarm, uint64_t a, uint64_t b) {
+    for (size_t w = first_window(win, nw, a); w < nw && win[w].start < b; w++) {
+        uint64_t x = a > win[w].start ? a : win[w].start, y = b < win[w].end ? b : win[w].end;
+        if (y <= x) continue;
+        rows[row].per[w] += y - x;
+        if (w >= nwarm) rows[row].total += (double)(y - x);
+        cov[w] += y - x;
+    }
+}
+
+/* The CPU breakdown (breakdown.h): each instant of a window goes to one range, so the rows
+ * and the untracked rest add up to the window. Candidates: the step thread's top-level
+ * ranges under the step, and the process ranges (NVTX start/end: they may start and end on
+ * different threads and need not nest) that started or ended on the step thread; an instant
+ * covered by several goes to the first in cand_before's order. One sweep over the
+ * candidates' ends with a heap of the open ones: O(n log n). */
 static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const tp_step *win,
                       size_t nw, size_t nwarm) {
     const tp_thread *t = st->source != TP_STEPS_NONE ? &p->threads[st->thread] : NULL;
@@ -352,25 +417,35 @@ static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
         }
     }
     nrow *rows = NULL;
-    size_t nr = 0;
+    size_t nr = 0, ncand = 0, capc = 0;
+    cand *cv = NULL;
+    uint32_t *order = NULL, *heap = NULL;
     uint64_t *cov = calloc(nw, sizeof *cov);
     double *val = malloc(nw * sizeof *val);
     int oom = !cov || !val;
-    for (size_t k = 0; t && !oom && k < t->nranges; k++) {
-        const tp_range *r = &t->ranges[k];
-        if (r->flags & (TP_R_UNCLOSED | TP_R_ASYNC)) continue;
-        /* top level under the step: a child of a range that is exactly a step (ranges as
-         * steps), or a range at depth 0 (API steps, or no steps) that is not a step itself */
-        int top;
-        if (r->parent >= 0) top = is_window(win, nw, &t->ranges[r->parent]);
-        else top = !is_window(win, nw, r);
-        if (!top) continue;
-        size_t i = 0;
-        while (i < nr && !(rows[i].name == r->name && rows[i].domain == r->domain)) i++;
-        for (size_t w = first_window(win, nw, r->start); w < nw && win[w].start < r->end; w++) {
-            uint64_t a = r->start > win[w].start ? r->start : win[w].start;
-            uint64_t e = r->end < win[w].end ? r->end : win[w].end;
-            if (e <= a) continue;
+    for (size_t ti = 0; t && !oom && ti < p->nthreads; ti++) {
+        const tp_thread *th = &p->threads[ti];
+        for (size_t k = 0; !oom && k < th->nranges; k++) {
+            const tp_range *r = &th->ranges[k];
+            if (r->flags & TP_R_UNCLOSED) continue;
+            int process = (r->flags & TP_R_ASYNC) != 0;
+            if (process) {
+                /* a process range belongs to the step thread's view when that thread
+                 * started or ended it; one that is a step itself is the window */
+                if ((th != t && r->end_tid != t->os_tid) || is_window(win, nw, r)) continue;
+            } else {
+                /* top level under the step: a child of a range that is exactly a step
+                 * (ranges as steps), or a range at depth 0 (API steps, or no steps) that
+                 * is not a step itself */
+                if (th != t) continue;
+                int top = r->parent >= 0 ? is_window(win, nw, &t->ranges[r->parent])
+                                         : !is_window(win, nw, r);
+                if (!top) continue;
+            }
+            if (r->end <= r->start || !nw || r->end <= win[0].start || r->start >= win[nw - 1].end)
+                continue;
+            size_t i = 0;
+            while (i < nr && !(rows[i].name == r->name && rows[i].domain == r->domain)) i++;
             if (i == nr) {
                 nrow *n2 = realloc(rows, (nr + 1) * sizeof *n2);
                 uint64_t *per = calloc(nw, sizeof *per);
@@ -378,12 +453,53 @@ static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
                 rows = n2;
                 rows[nr++] = (nrow){r->name, r->domain, 0, per};
             }
-            rows[i].per[w] += e - a;
-            if (w >= nwarm) rows[i].total += (double)(e - a);
-            cov[w] += e - a;
+            if (ncand == capc) {
+                size_t c2 = capc ? capc * 2 : 256;
+                cand *n2 = realloc(cv, c2 * sizeof *n2);
+                if (!n2) { oom = 1; break; }
+                cv = n2;
+                capc = c2;
+            }
+            cv[ncand++] = (cand){r->start, r->end, (uint32_t)i, (uint8_t)process};
         }
     }
-    if (oom) goto out;
+    order = malloc((ncand ? ncand : 1) * sizeof *order);
+    heap = malloc((ncand ? ncand : 1) * sizeof *heap);
+    if (oom || !order || !heap) goto out;
+    /* the sweep: at each change, the open candidate first in precedence owns the time up
+     * to the next change; candidates that ended are dropped from the heap lazily */
+    for (size_t i = 0; i < ncand; i++) order[i] = (uint32_t)i;
+    qsort_r(order, ncand, sizeof *order, by_cand_start, cv);
+    {
+        size_t nh = 0, next = 0;
+        uint64_t now = ncand ? cv[order[0]].s : 0;
+        while (next < ncand || nh) {
+            while (next < ncand && cv[order[next]].s <= now) {
+                heap_push(heap, &nh, cv, order[next++]);
+            }
+            while (nh && cv[heap[0]].e <= now) heap_pop(heap, &nh, cv);
+            if (!nh) {
+                if (next < ncand) now = cv[order[next]].s;
+                continue;
+            }
+            /* the owner keeps the time until it ends or another candidate starts */
+            uint64_t until = cv[heap[0]].e;
+            if (next < ncand && cv[order[next]].s < until) until = cv[order[next]].s;
+            attribute(rows, cv[heap[0]].row, cov, win, nw, nwarm, now, until);
+            now = until;
+        }
+    }
+    /* rows that never owned any time (wholly inside another range) are not shown */
+    {
+        size_t k = 0;
+        for (size_t i = 0; i < nr; i++) {
+            uint64_t any = 0;
+            for (size_t w = 0; w < nw && !any; w++) any = rows[i].per[w];
+            if (any) rows[k++] = rows[i];
+            else free(rows[i].per);
+        }
+        nr = k;
+    }
     if (nr > 1) qsort(rows, nr, sizeof *rows, by_total);
     size_t nm = nw - nwarm;
     double T = 0;
@@ -439,6 +555,9 @@ static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
 out:
     for (size_t i = 0; i < nr; i++) free(rows[i].per);
     free(rows);
+    free(cv);
+    free(order);
+    free(heap);
     free(cov);
     free(val);
 }

@@ -9,7 +9,10 @@
  * gap during which the host sat in a blocking CUDA call (a *Synchronize, a synchronous
  * cudaMemcpy) is host synchronisation; the rest is other.
  * CPU jobs (no GPU records): the step's wall time split by the top-level ranges under the
- * step on the step thread, and what no range covers.
+ * step on the step thread and the process ranges (NVTX start/end: "the range start event can
+ * happen on a different thread than the end", nvToolsExt.h, Process Ranges) that the step
+ * thread started or ended, each instant given to one of them (the thread's own first, then
+ * the earlier start), and what no range covers.
  */
 #ifndef TPROF_BREAKDOWN_H
 #define TPROF_BREAKDOWN_H

@@ -105,7 +105,7 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
             if (o->op == TPROF_COMM_SEND || o->op == TPROF_COMM_RECV || o->op == TPROF_COMM_UNKNOWN)
                 continue;
             if (o->flags & TPROF_COMM_F_UNFINISHED) continue;
-            int mpi = o->source == TPROF_COMM_SRC_MPI || o->source == TPROF_COMM_SRC_TORCH;
+            int mpi = tp_comm_host_timed(o);
             int timed = mpi || tm[i].src != TP_COMM_TIME_HOST;
             e[ne++] = (entry){o->comm_hash, o->op, o->seq, r, tm[i].start, tm[i].end,
                               timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};

@@ -123,10 +123,58 @@ static const char *op_name(const tp_comm_op *o) {
                                                                      : "Unknown";
 }
 
-/* Host-timed sources: MPI calls and torch.distributed calls of a non-NCCL backend (gloo,
- * mpi, ...) have no GPU side; their host interval is the duration. */
-static int is_mpi(const tp_comm_op *o) {
-    return o->source == TPROF_COMM_SRC_MPI || o->source == TPROF_COMM_SRC_TORCH;
+/* Host-timed sources: MPI calls and torch.distributed calls of a backend that runs on the
+ * host (gloo, mpi, ucc, ...) have no GPU side; their host interval is the duration. */
+int tp_comm_host_timed(const tp_comm_op *o) {
+    return o->source == TPROF_COMM_SRC_MPI ||
+           (o->source == TPROF_COMM_SRC_TORCH && !(o->flags & TPROF_COMM_F_ENQUEUE));
+}
+
+static int is_mpi(const tp_comm_op *o) { return tp_comm_host_timed(o); }
+
+const char *tp_comm_source_name(uint32_t source) {
+    return source == TPROF_COMM_SRC_NCCL    ? "nccl"
+           : source == TPROF_COMM_SRC_MPI   ? "mpi"
+           : source == TPROF_COMM_SRC_TORCH ? "torch"
+                                            : "unknown";
+}
+
+const char *tp_comm_backend(const tp_process *p, const tp_comm_op *o, char *buf, size_t n) {
+    if (o->source != TPROF_COMM_SRC_TORCH) {
+        snprintf(buf, n, "%s", tp_comm_source_name(o->source));
+        return buf;
+    }
+    char key[40];
+    snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)o->comm_hash);
+    const char *d = tp_meta(p, key);
+    if (!d || strncmp(d, "backend=", 8)) {
+        snprintf(buf, n, "%s", o->flags & TPROF_COMM_F_ENQUEUE ? "nccl" : "torch");
+        return buf;
+    }
+    const char *b = d + 8;
+    size_t len = strcspn(b, " ");
+    if (!memchr(b, ':', len)) { /* one backend for every device */
+        snprintf(buf, n, "%.*s", (int)len, b);
+        return buf;
+    }
+    /* "cpu:gloo,cuda:nccl": NCCL ran the device's ops (flagged enqueue), the other the rest */
+    int want_nccl = (o->flags & TPROF_COMM_F_ENQUEUE) != 0;
+    for (const char *e = b; e < b + len;) {
+        const char *comma = memchr(e, ',', (size_t)(b + len - e));
+        const char *end = comma ? comma : b + len;
+        const char *colon = memchr(e, ':', (size_t)(end - e));
+        if (colon) {
+            size_t bl = (size_t)(end - colon - 1);
+            int is_nccl = bl == 4 && !strncmp(colon + 1, "nccl", 4);
+            if (is_nccl == want_nccl) {
+                snprintf(buf, n, "%.*s", (int)bl, colon + 1);
+                return buf;
+            }
+        }
+        e = end + (comma ? 1 : 0);
+    }
+    snprintf(buf, n, "%s", want_nccl ? "nccl" : "torch");
+    return buf;
 }
 
 /* ------------------------------------------------------------------ kernel matching */
@@ -628,6 +676,7 @@ typedef struct row {
     double bw_size;       /* and their nccl-tests S */
     uint64_t src[3];
     uint32_t dtypes;      /* bit d: an op of enum tprof_comm_dtype d */
+    size_t op0;           /* index in p->comm of one of its ops (source, backend) */
 } row;
 
 static int cmp_row(const void *a, const void *b) {
@@ -699,6 +748,7 @@ static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_ste
         r->nranks = o->nranks;
         r->rank = o->rank;
         r->first = o->start;
+        r->op0 = i;
         r->count = 1;
         r->bytes = o->bytes;
         r->dtypes = o->dtype && o->dtype < TPROF_DTYPE_COUNT ? 1u << o->dtype : 0;
@@ -789,8 +839,10 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
                       "without them); compute = every other kernel on the device";
     } else if (nmpi) {
         basis = "host";
-        note = "no GPU records: a CPU job, blocked in each blocking MPI call and wait, so that "
-               "time is all exposed (nonblocking operations count through their waits)";
+        note = "no GPU records: a CPU job; communication = the MPI and torch.distributed calls "
+               "(gloo, mpi, ...) with nonblocking ones from issue to observed completion; "
+               "exposed = the time the host was blocked in a call or a wait, overlapped = the "
+               "rest, when it was free to compute";
     } else {
         basis = "none";
         note = ngpu_time ? "NCCL GPU intervals but no CUPTI kernel records: what ran beside them "
@@ -827,6 +879,24 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
         for (size_t i = 0; i < nsc && !oom; i++) oom |= push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
         for (size_t i = 0; i < nsk && !oom; i++) oom |= push_span(&su, &nsu, &csu, sk[i].s, sk[i].e);
         if (oom) break;
+        if (!ndev) {
+            /* Host basis: the process is blocked in the blocking calls and the waits (sc:
+             * exposed); the nonblocking ops in flight (an MPI I* op, an async torch
+             * collective, DDP's bucket all-reduces: call to observed completion) are
+             * communication too, but the host was free to compute meanwhile: overlapped,
+             * except where it also waited. */
+            for (size_t i = 0; i < p->ncomm && !oom; i++) {
+                const tp_comm_op *o = &p->comm[i];
+                if (is_mpi(o) && (o->flags & TPROF_COMM_F_NONBLOCKING) &&
+                    !(o->flags & TPROF_COMM_F_UNFINISHED))
+                    oom |= push_span(&su, &nsu, &csu, o->start, o->end);
+            }
+            if (oom) break;
+            tp_steps_union_each(sc, nsc, win, nw, ex);
+            tp_steps_union_each(su, nsu, win, nw, cm);
+            for (size_t w = 0; w < nw; w++) ov[w] = cm[w] > ex[w] ? cm[w] - ex[w] : 0;
+            break;
+        }
         tp_steps_union_each(sc, nsc, win, nw, cw);
         tp_steps_union_each(sk, nsk, win, nw, cw + nw);
         tp_steps_union_each(su, nsu, win, nw, cw + 2 * nw);
@@ -981,7 +1051,20 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
     cJSON_AddNumberToObject(c, "ops", (double)p->ncomm);
     cJSON_AddNumberToObject(c, "nccl_ops", (double)(p->ncomm - nmpi - ntorch));
     cJSON_AddNumberToObject(c, "mpi_ops", (double)nmpi);
-    if (ntorch) cJSON_AddNumberToObject(c, "torch_ops", (double)ntorch);
+    if (ntorch) {
+        cJSON_AddNumberToObject(c, "torch_ops", (double)ntorch);
+        /* the backends torch.distributed's ops went through, in order of first use */
+        cJSON *tb = cJSON_AddArrayToObject(c, "torch_backends");
+        for (size_t i = 0; i < p->ncomm; i++) {
+            if (p->comm[i].source != TPROF_COMM_SRC_TORCH) continue;
+            char be[32];
+            tp_comm_backend(p, &p->comm[i], be, sizeof be);
+            int seen = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, tb) seen |= !strcmp(x->valuestring, be);
+            if (!seen) cJSON_AddItemToArray(tb, cJSON_CreateString(be));
+        }
+    }
     /* NCCL events refused because the plugin's pool was full (at least this many) */
     const char *drops = tp_meta(p, "nccl.pool_drops");
     if (drops && strtod(drops, NULL) > 0)
@@ -1029,6 +1112,11 @@ void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, siz
             const char *na = desc ? strstr(desc, " name=") : NULL;
             if (na && strcmp(na + 6, "-")) cJSON_AddStringToObject(e, "name", na + 6);
             torch_group(e, p, cs[k].hash, size, 1);
+            /* who recorded it, and the backend that carried it (gloo, nccl, mpi, ...) */
+            const tp_comm_op *o0 = &p->comm[rows[cs[k].a].op0];
+            char be[32];
+            cJSON_AddStringToObject(e, "source", tp_comm_source_name(o0->source));
+            cJSON_AddStringToObject(e, "backend", tp_comm_backend(p, o0, be, sizeof be));
             cJSON *jo = cJSON_AddArrayToObject(e, "ops");
             for (size_t i = cs[k].a; i < cs[k].b; i++) cJSON_AddItemToArray(jo, row_json(&rows[i], nst));
             cJSON_AddItemToArray(jc, e);
@@ -1410,11 +1498,18 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
         pool_warning(f, c);
         return;
     }
-    if (tp_jobj(c, "torch_ops"))
-        fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI, %.0f torch.distributed) on %d "
-                   "communicator%s\n",
-                tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), tp_jnum(c, "torch_ops"), ncomm,
-                ncomm == 1 ? "" : "s");
+    if (tp_jobj(c, "torch_ops")) {
+        fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI, %.0f torch.distributed",
+                tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), tp_jnum(c, "torch_ops"));
+        const cJSON *b;
+        int first = 1;
+        cJSON_ArrayForEach(b, tp_jobj(c, "torch_backends")) {
+            fputs(first ? " over " : ", ", f);
+            tp_fput_printable(f, cJSON_IsString(b) ? b->valuestring : "");
+            first = 0;
+        }
+        fprintf(f, ") on %d communicator%s\n", ncomm, ncomm == 1 ? "" : "s");
+    }
     else
         fprintf(f, "  communication: %.0f ops (%.0f NCCL, %.0f MPI) on %d communicator%s\n",
                 tp_jnum(c, "ops"), tp_jnum(c, "nccl_ops"), tp_jnum(c, "mpi_ops"), ncomm, ncomm == 1 ? "" : "s");
@@ -1437,6 +1532,10 @@ void tp_comm_rank_text(FILE *f, const cJSON *c) {
             fputs(" \"", f);
             tp_fput_printable(f, tp_jstr(e, "name"));
             fputc('"', f);
+        }
+        if (tp_jobj(e, "backend")) {
+            fputs(" via ", f);
+            tp_fput_printable(f, tp_jstr(e, "backend"));
         }
         if (tp_jobj(e, "torch_group")) { /* written by trainprof.torch: backend, size, ranks */
             fputs(" [torch: ", f);

@@ -65,6 +65,21 @@ double tp_comm_bus_factor(uint32_t op, uint32_t nranks);
 int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_device,
                          uint32_t device, tp_span **v, size_t *n, size_t *cap);
 
+/* 1 when the op's host interval is its duration: an MPI call, or a torch.distributed call of a
+ * backend that runs on the host (gloo, mpi, ucc, ...); 0 for NCCL's (the plugin's, or torch's
+ * over NCCL), whose host interval is only the enqueue. */
+int tp_comm_host_timed(const tp_comm_op *o);
+
+/* The backend that carried the op: "nccl" and "mpi" for the NCCL plugin's and the MPI
+ * wrappers' records; for torch.distributed's, the backend of its process group as
+ * trainprof.torch described it (metadata torch.pg.<id>, "backend=B ..."; of a device-mapped
+ * backend such as "cpu:gloo,cuda:nccl", the one that ran it), else "torch". Written into buf
+ * (n bytes); returns buf. */
+const char *tp_comm_backend(const tp_process *p, const tp_comm_op *o, char *buf, size_t n);
+
+/* "nccl", "mpi", "torch" or "unknown": the record's source (TPROF_COMM_SRC_*). */
+const char *tp_comm_source_name(uint32_t source);
+
 /* 1 when g is a kernel of the communication class (tp_kernel_class). */
 int tp_comm_is_kernel(const tp_gpu_op *g);
 

@@ -19,6 +19,7 @@
 #include "analysis/clocks.h"
 #include "analysis/mfu.h"
 #include "analysis/steps.h"
+#include "analysis/text.h"
 
 void tp_diagnose_opts_init(tp_report_opts *o) {
     o->tokens_per_step = o->samples_per_step = o->flops_per_step = 0;
@@ -40,17 +41,13 @@ void tp_diagnose_opts_init(tp_report_opts *o) {
 
 /* ------------------------------------------------------------------ JSON helpers */
 
-/* s with control bytes shown as '?' (at most 255 bytes), so a host, GPU or range name cannot
- * disturb a terminal; one of four static buffers. */
+/* s as shown in the report (text.h): valid UTF-8, control characters as '?', so a host, GPU
+ * or range name cannot disturb a terminal; at most 255 bytes, cut between characters with a
+ * mark. One of four static buffers. */
 static const char *safe(const char *s) {
     static char bufs[4][256];
     static int which;
-    char *b = bufs[which = (which + 1) & 3];
-    size_t i = 0;
-    for (; s && s[i] && i + 1 < sizeof bufs[0]; i++)
-        b[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-    b[i] = 0;
-    return b;
+    return tp_text_fit(bufs[which = (which + 1) & 3], sizeof bufs[0], s, -1);
 }
 
 /* median of v[0..n) (a sorted copy; mean of the two middles for even n) */
@@ -837,7 +834,8 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
             tp_jnum(b, "windows"), step ? "measured steps" : "window (no steps)");
     const cJSON *r;
     cJSON_ArrayForEach(r, tp_jobj(b, "ranges")) {
-        fprintf(f, "    %-28.28s", safe(tp_jstr(r, "name")));
+        fputs("    ", f);
+        tp_text_put(f, tp_jstr(r, "name"), 28, 28);
         st3(f, tp_jobj(r, "ms"));
         fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(r, "share"));
     }
@@ -905,6 +903,15 @@ void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, c
             else if (tp_jobj(t, "mfu_note"))
                 fprintf(f, "; no MFU: %s", tp_jstr(t, "mfu_note"));
             fputc('\n', f);
+        } else if (tp_jobj(tp_jobj(t, "invalid"), "tflops_per_gpu")) {
+            /* never printed as a result: flagged, with what to check */
+            const cJSON *inv = tp_jobj(t, "invalid"), *x = tp_jobj(inv, "tflops_per_gpu");
+            fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
+                       "%.1f TFLOP/s per GPU",
+                    Y, tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(x, "value"));
+            if (tp_jobj(inv, "mfu"))
+                fprintf(f, ", MFU %.1f %%", 100 * tp_jnum(tp_jobj(inv, "mfu"), "value"));
+            fprintf(f, ": %s%s\n", tp_jstr(x, "reason"), N);
         }
     }
     const cJSON *s = tp_jobj(rep, "stragglers");
@@ -919,8 +926,9 @@ void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, c
             int named = 0;
             const cJSON *e;
             cJSON_ArrayForEach(e, tp_jobj(s, "named")) named |= tp_jnum(e, "rank") == tp_jnum(r, "rank");
-            fprintf(f, "  %s%-8.0f %-20.20s %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", named ? Y : "",
-                    tp_jnum(r, "rank"), safe(tp_jstr(r, "host")), tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
+            fprintf(f, "  %s%-8.0f ", named ? Y : "", tp_jnum(r, "rank"));
+            tp_text_put(f, tp_jstr(r, "host"), 20, 20);
+            fprintf(f, " %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
                     tp_jnum(r, "lag_ms_median"), tp_jnum(r, "lag_ms_p90"), tp_jnum(r, "lag_ms_per_step"),
                     named ? "<-" : "", named ? N : "");
         }

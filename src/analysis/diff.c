@@ -32,6 +32,7 @@
 #include "analysis/comm.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
+#include "analysis/text.h"
 #include "format/format.h"
 #include "trainprof.h"
 
@@ -594,6 +595,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
     free(t.m);
     ks_free(&kern);
     ks_free(&comm);
+    tp_json_clean_utf8(d); /* labels and keys from the runs' names: valid UTF-8 out */
     return d;
 }
 
@@ -604,7 +606,7 @@ static void put_num(FILE *f, const cJSON *o, const char *k, int w) {
     else fprintf(f, " %*s", w, "-");
 }
 
-int tp_diff_write_text(const cJSON *d, FILE *f) {
+static int write_text(const cJSON *d, FILE *f) {
     const cJSON *a = tp_jobj(d, "a"), *b = tp_jobj(d, "b"), *rule = tp_jobj(d, "rule");
     fprintf(f, "trainprof diff\n  A: %s\n  B: %s\n", tp_jstr(a, "label"), tp_jstr(b, "label"));
     fprintf(f, "rule: a change is significant when |B - A| > %.0f x noise and > %.0f %% of A, noise "
@@ -617,10 +619,8 @@ int tp_diff_write_text(const cJSON *d, FILE *f) {
         fprintf(f, "\n%s\n  %-44s %10s %10s %10s %8s %9s\n", sec_title[sec], "", "A", "B",
                 "B - A", "change", "noise");
         cJSON_ArrayForEach(r, rows) {
-            const char *k = tp_jstr(r, "key");
-            size_t kl = strlen(k);
-            fprintf(f, "  %-44.*s", 44, k);
-            if (kl > 44) fputs("…", f);
+            fputs("  ", f);
+            tp_text_put(f, tp_jstr(r, "key"), 44, 44);
             put_num(f, r, "a", 10);
             put_num(f, r, "b", 10);
             if (tp_jhas(r, "delta")) fprintf(f, " %+10.3f", tp_jnum(r, "delta"));
@@ -647,4 +647,20 @@ int tp_diff_write_text(const cJSON *d, FILE *f) {
     if (tp_jobj(d, "error")) fprintf(f, "warning: %s\n", tp_jstr(d, "error"));
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
+}
+
+/* Rendered in memory and written as valid UTF-8 (text.h): the reports compared may come
+ * from report.json files of any origin. */
+int tp_diff_write_text(const cJSON *d, FILE *f) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    if (!mf) return write_text(d, f);
+    int rc = write_text(d, mf);
+    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
+    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
+    free(buf);
+    fflush(f);
+    if (ferror(f)) rc = TPROF_ERR_IO;
+    return rc;
 }

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/mfu.h"
+#include "analysis/figures.h"
 #include "analysis/jsonget.h"
 #include "core/per_step.h"
 
@@ -206,6 +207,25 @@ static double pick(double given, const tp_run *run, const char *key, const char 
     return 0;
 }
 
+/* Why achieved model FLOP/s past a peak cannot be true, naming the inputs that make it:
+ * where the FLOPs came from, and the peak it was compared with. */
+static void impossible_reason(char *buf, size_t n, const char *fsrc, double peak,
+                              const char *gpu, const char *dtype) {
+    const char *in = !strcmp(fsrc, "option")   ? "--flops-per-step (per rank and step: not the "
+                                                 "global batch's)"
+                     : !strcmp(fsrc, "model") ? "--model or --tokens-per-step (tokens per rank "
+                                                 "and step)"
+                                              : "the program's flops_per_step metadata (per rank "
+                                                "and step)";
+    if (gpu)
+        snprintf(buf, n, "above the peak of %.1f TFLOP/s (%s, %s, dense): impossible; check %s, "
+                         "and that the peak is this GPU's for the dtype it computes in (--dtype)",
+                 peak, gpu, dtype, in);
+    else
+        snprintf(buf, n, "above %.1f TFLOP/s, the fastest GPU's dense peak in the table: "
+                         "impossible; check %s", peak, in);
+}
+
 void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, double tokens,
                            double samples, double flops, const char *model, const char *dtype) {
     /* step time: the mean over ranks of their mean measured step (equal in a synchronous job) */
@@ -285,7 +305,7 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
     if (fsrc) {
         cJSON_AddNumberToObject(t, "flops_per_step", flops);
         cJSON_AddStringToObject(t, "flops_source", fsrc);
-        double tf = flops / step_s / 1e12;
+        double tf = step_s > 0 ? flops / step_s / 1e12 : INFINITY;
         cJSON_AddNumberToObject(t, "tflops_per_gpu", tf);
         const char *dt = dtype ? dtype : have_model && md.dtype[0] ? md.dtype : run_meta(run, "dtype");
         if (!dt) dt = "bf16";
@@ -299,6 +319,12 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
                 cJSON_AddStringToObject(t, "peak_entry", entry);
                 cJSON_AddStringToObject(t, "peak_source", source);
                 cJSON_AddNumberToObject(t, "mfu", tf / peak);
+                if (!(tf <= peak)) { /* above the peak, or not a number */
+                    char why[400];
+                    impossible_reason(why, sizeof why, fsrc, peak, gpu, dt);
+                    tp_figure_flag(t, "mfu", 1, why);
+                    tp_figure_flag(t, "tflops_per_gpu", peak, why);
+                }
             } else {
                 cJSON_AddStringToObject(t, "mfu_note", entry ? "no peak rate in the table for "
                                                                "this dtype on this GPU"
@@ -306,6 +332,18 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
             }
         } else {
             cJSON_AddStringToObject(t, "mfu_note", "GPU model unknown (no NVML metadata): no MFU");
+        }
+        /* without this GPU's peak, still no GPU in the table reaches past the fastest */
+        double top = 0;
+        for (size_t i = 0; i < sizeof peaks / sizeof *peaks; i++) {
+            const double v[] = {peaks[i].bf16, peaks[i].fp16, peaks[i].fp8, peaks[i].tf32, peaks[i].fp32};
+            for (size_t k = 0; k < sizeof v / sizeof *v; k++)
+                if (v[k] > top) top = v[k];
+        }
+        if (tp_jhas(t, "tflops_per_gpu") && !(tf <= top)) {
+            char why[400];
+            impossible_reason(why, sizeof why, fsrc, top, NULL, dt);
+            tp_figure_flag(t, "tflops_per_gpu", top, why);
         }
     }
 }

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "analysis/model.h"
 #include "analysis/gpu.h"
+#include "analysis/text.h"
 
 #include <dirent.h>
 #include <ctype.h>
@@ -52,27 +53,14 @@ static uint64_t fnv(const char *s, size_t n) {
 
 /* Copies s into dst as valid UTF-8 (bad bytes become U+FFFD); dst has room for 3*n+1. */
 static size_t to_utf8(const char *s, size_t n, char *dst) {
-    const unsigned char *p = (const unsigned char *)s;
-    size_t o = 0, i = 0;
-    while (i < n) {
-        unsigned c = p[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        int ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) ok = (p[i + k] & 0xC0) == 0x80;
-        if (ok && len == 2 && c < 0xC2) ok = 0;                        /* overlong */
-        if (ok && len == 3 && c == 0xE0 && p[i + 1] < 0xA0) ok = 0;    /* overlong */
-        if (ok && len == 3 && c == 0xED && p[i + 1] >= 0xA0) ok = 0;   /* surrogate */
-        if (ok && len == 4 && c == 0xF0 && p[i + 1] < 0x90) ok = 0;    /* overlong */
-        if (ok && len == 4 && (c > 0xF4 || (c == 0xF4 && p[i + 1] >= 0x90))) ok = 0;
-        if (ok) {
-            memcpy(dst + o, p + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(dst + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int bad;
+        size_t k = tp_utf8_next(s + i, n - i, &cp, &bad);
+        memcpy(dst + o, bad ? "\xEF\xBF\xBD" : s + i, bad ? 3 : k);
+        o += bad ? 3 : k;
+        i += k;
     }
     dst[o] = 0;
     return o;
@@ -175,6 +163,8 @@ typedef struct tload { /* per-thread state while reading */
     size_t nstrs, cap_strs;
     stack *stacks;
     size_t nstacks;
+    size_t drop_open; /* index + 1 in p->drops of the window waiting for its end, else 0 */
+    int drop_wrap;    /* the open window's drain may still continue past the ring's end */
 } tload;
 
 typedef struct pending_end {
@@ -399,7 +389,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
         t->events++;
         seen(t, r->ts_ns);
         if (!st->n) {
-            t->unmatched_pops++;
+            if (!t->unmatched_pops++) t->first_unmatched_pop_ts = r->ts_ns;
             return 0;
         }
         tp_range *rg = &t->ranges[st->idx[--st->n]];
@@ -691,13 +681,17 @@ static void finish_process(loader *L) {
     }
     if (!p->end_mono || p->end_mono < p->last_ts) p->end_mono = p->last_ts;
     if (!p->end_mono) p->end_mono = p->hdr.start_mono_ns;
-    /* ranges left open end where the process's record ends */
+    /* Ranges never ended end where they were last known open (model.h, TP_R_UNCLOSED): a
+     * thread range at its thread's last event, since only that thread could have popped it
+     * and a thread that exited records nothing more; a process range at the process's end,
+     * since any thread could still have ended it until then. */
     for (size_t i = 0; i < p->nthreads; i++) {
         tp_thread *t = &p->threads[i];
         for (size_t k = 0; k < t->nranges; k++) {
             tp_range *rg = &t->ranges[k];
             if (!(rg->flags & TP_R_UNCLOSED)) continue;
-            rg->end = p->end_mono > rg->start ? p->end_mono : rg->start;
+            uint64_t last = rg->flags & TP_R_ASYNC ? p->end_mono : t->last_ts;
+            rg->end = last > rg->start ? last : rg->start;
         }
     }
     for (size_t i = 0; i < p->nthreads; i++) nesting(&p->threads[i]);
@@ -749,6 +743,43 @@ static void gpu_in_start_order(tp_process *p) {
         }
 }
 
+/* The writer's largest chunk (session.c, TPROF__CHUNK_MAX: it cuts a drain there at a record
+ * boundary), and the most a record can take (its size field is 16 bits). */
+#define WRITER_CHUNK_MAX (4u << 20)
+#define MAX_RECORD_BYTES 65536u
+
+/* trainprof.torch records every torch.distributed collective, but one that NCCL's profiler
+ * plugin or the MPI wrappers also recorded must count once: the lower level's record has the
+ * real timing. So a process with NCCL plugin records keeps none of torch's NCCL ones (flagged
+ * enqueue: torch writes them only while the plugin is not recording, which it cannot know
+ * for the call that creates a communicator), and one with MPI records none of torch's over
+ * its "mpi" backend (ProcessGroupMPI calls MPI, which the wrappers record). */
+static void drop_torch_twins(tp_process *p) {
+    int nccl = 0, mpi = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        nccl |= p->comm[i].source == TPROF_COMM_SRC_NCCL;
+        mpi |= p->comm[i].source == TPROF_COMM_SRC_MPI;
+    }
+    if (!nccl && !mpi) return;
+    size_t k = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        const tp_comm_op *o = &p->comm[i];
+        int twin = 0;
+        if (o->source == TPROF_COMM_SRC_TORCH) {
+            if (o->flags & TPROF_COMM_F_ENQUEUE) {
+                twin = nccl;
+            } else if (mpi) {
+                char key[40];
+                snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)o->comm_hash);
+                const char *d = tp_meta(p, key);
+                twin = d && !strncmp(d, "backend=mpi ", 12);
+            }
+        }
+        if (!twin) p->comm[k++] = *o;
+    }
+    p->ncomm = k;
+}
+
 static int load_file(tp_run *run, const char *path, tp_process *p) {
     memset(p, 0, sizeof *p);
     p->path = tp_intern(run, path);
@@ -782,23 +813,72 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     L.p = p;
     tprof_chunk c;
     uint64_t proc_dropped = 0;
+    uint32_t prev_serial = 0;
+    uint64_t prev_dropped = 0;
+    size_t prev_len = 0;
     rc = TPROF_OK;
     while (rc == TPROF_OK && tprof_reader_next(rd, &c)) {
         int ti = -1;
+        uint64_t new_drops = 0, last_before = 0;
         if (c.thread_serial == 0) proc_dropped = c.dropped;
         else {
             ti = thread_index(&L, c.thread_serial, c.os_tid);
             if (ti < 0) { rc = TPROF_ERR_NO_MEMORY; break; }
-            if (c.dropped > p->threads[ti].dropped) p->threads[ti].dropped = c.dropped;
+            if (c.dropped > p->threads[ti].dropped) {
+                new_drops = c.dropped - p->threads[ti].dropped;
+                p->threads[ti].dropped = c.dropped;
+            }
+            last_before = p->threads[ti].last_ts;
         }
         size_t pos = 0;
         int bad = 0;
+        uint64_t first_ts = 0;
         const tprof_rec *r;
-        while (rc == TPROF_OK && (r = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL)
+        while (rc == TPROF_OK && (r = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
+            if (!first_ts && ti >= 0 && r->kind != TPROF_REC_PAD && r->kind != TPROF_REC_STRING)
+                first_ts = r->ts_ns;
             rc = ti < 0 ? proc_record(&L, r) : thread_record(&L, ti, r);
+        }
         if (bad)
             add_damage(p, "malformed record in the chunk at byte %llu; rest of chunk skipped",
                        (unsigned long long)c.file_offset);
+        if (ti >= 0 && rc == TPROF_OK) {
+            /* Ring drops, placed in time. The counter in a chunk's header is read when the
+             * flusher drains the ring, and a ring drops only while full, between two drains:
+             * so the events counted anew were recorded after the thread's last event of the
+             * drains before and before its first event of a later drain. One drain writes its
+             * chunks in a row with the same counter: the part up to the ring's end, then the
+             * part from its start (a full ring, the case with drops, nearly always wraps),
+             * each cut further at the writer's chunk limit. A chunk that follows one of the
+             * same thread and counter is taken as part of the same drain when the drain may
+             * still wrap, or when the chunk before it was cut at the limit: the window then
+             * ends later, never earlier, than the drops. */
+            tload *tl = &L.tl[ti];
+            int same_drain = tl->drop_open && prev_serial == c.thread_serial &&
+                             prev_dropped == c.dropped &&
+                             (tl->drop_wrap || prev_len + MAX_RECORD_BYTES >= WRITER_CHUNK_MAX);
+            if (same_drain && prev_len + MAX_RECORD_BYTES < WRITER_CHUNK_MAX) tl->drop_wrap = 0;
+            if (tl->drop_open && !same_drain && first_ts) {
+                p->drops[tl->drop_open - 1].to = first_ts;
+                tl->drop_open = 0;
+            }
+            if (new_drops) {
+                tp_drop_window dw = {last_before ? last_before : first_ts, 0, new_drops, c.os_tid};
+                if (p->ndrops == p->cap_drops) {
+                    size_t nc = p->cap_drops ? p->cap_drops * 2 : 16;
+                    tp_drop_window *nd = realloc(p->drops, nc * sizeof *nd);
+                    if (!nd) { rc = TPROF_ERR_NO_MEMORY; break; }
+                    p->drops = nd;
+                    p->cap_drops = nc;
+                }
+                p->drops[p->ndrops++] = dw;
+                tl->drop_open = p->ndrops;
+                tl->drop_wrap = 1;
+            }
+        }
+        prev_serial = c.thread_serial;
+        prev_dropped = c.dropped;
+        prev_len = c.len;
     }
     for (size_t i = 0; i < tprof_reader_damage_count(rd); i++) {
         const tprof_damage *d = tprof_reader_damage(rd, i);
@@ -809,6 +889,16 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     gpu_in_start_order(p);
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
+    drop_torch_twins(p);
+    /* drop windows still open, or opened before any event, span to the record's ends */
+    uint64_t placed = 0;
+    for (size_t i = 0; i < p->ndrops; i++) {
+        tp_drop_window *d = &p->drops[i];
+        if (!d->from) d->from = p->first_ts ? p->first_ts : p->hdr.start_mono_ns;
+        if (!d->to || d->to < d->from) d->to = p->end_mono > d->from ? p->end_mono : d->from;
+        placed += d->count;
+    }
+    p->drops_unplaced = p->dropped > placed ? p->dropped - placed : 0;
     const char *werr = tp_meta(p, "write_errors.first_errno");
     if (!p->complete && werr) {
         /* the writer counted write errors: the end may have been one more chunk it could
@@ -984,6 +1074,7 @@ void tp_run_free(tp_run *run) {
         free(p->ovh);
         free(p->gmem);
         free(p->comm);
+        free(p->drops);
         free(p->meta);
         free(p->domains);
         free(p->categories);
@@ -1099,10 +1190,7 @@ const char *tp_gpu_counter(const char *name, unsigned long *idx) {
     return *end == '.' ? end + 1 : NULL;
 }
 
-void tp_fput_printable(FILE *f, const char *s) {
-    for (const unsigned char *q = (const unsigned char *)s; q && *q; q++)
-        fputc(*q < 0x20 || *q == 0x7f ? '?' : *q, f);
-}
+void tp_fput_printable(FILE *f, const char *s) { tp_text_put(f, s, -1, 0); }
 
 int tp_has_gpu_counters(const tp_process *p) {
     for (size_t ti = 0; ti < p->nthreads; ti++)

@@ -18,7 +18,12 @@
 
 enum {
     TP_R_ASYNC = 1,       /* opened with range_start/end (may cross threads) */
-    TP_R_UNCLOSED = 2,    /* still open when the file ended: end = last time seen */
+    TP_R_UNCLOSED = 2,    /* never ended (unterminated): end = the last time it is known to
+                           * have been open. A thread range (push/pop) ends only on its own
+                           * thread (NVTX: nesting is kept per thread and domain), so that is
+                           * its thread's last event: the thread may have exited, and nothing
+                           * later is known of it. A process range (start/end) may end on any
+                           * thread, so that is the end of the process's record. */
     TP_R_NESTED_SAME = 4, /* inside a range of the same name and domain (recursion): its
                            * time is already in that ancestor's inclusive time */
 };
@@ -67,7 +72,9 @@ typedef struct tp_thread {
     size_t nsteps, cap_steps;
     uint64_t dropped;
     uint64_t first_ts, last_ts; /* 0 when it recorded nothing */
-    uint64_t unmatched_pops;
+    uint64_t unmatched_pops;    /* pops of this thread with no range open in their domain
+                                 * (NVTX: nvtxRangePop returns a negative level): ignored */
+    uint64_t first_unmatched_pop_ts; /* the first of them, 0 when none */
     uint64_t events;
 } tp_thread;
 
@@ -106,6 +113,14 @@ typedef struct tp_kv {
     const char *key, *value;
 } tp_kv;
 
+/* Events a thread's ring dropped (it was full), placed in time: they were recorded between
+ * `from` (the thread's last event before the flush that reported them) and `to` (its first
+ * event after that flush, or the end of the process's record), CLOCK_MONOTONIC ns. */
+typedef struct tp_drop_window {
+    uint64_t from, to, count;
+    uint32_t os_tid;
+} tp_drop_window;
+
 /* A rank; a helper process (a launcher agent, a data-loader worker, ...); or the node
  * sampler `trainprof run` starts (meta trainprof.role = node-sampler: NVML series of the
  * host's GPUs, no rank of its own). */
@@ -136,6 +151,11 @@ typedef struct tp_process {
     uint64_t events;
     uint64_t first_ts, last_ts;
     uint64_t unknown_ends;  /* range_end ids never started */
+    tp_drop_window *drops;  /* ring drops placed in time, in file order */
+    size_t ndrops, cap_drops;
+    uint64_t drops_unplaced; /* dropped events no thread's chunks place in time: the process
+                              * stream's, those of threads that got no ring, and any the end
+                              * record counts beyond the threads' */
     tp_gpu_op *gpu;         /* kernels, copies, memsets, syncs, in start order */
     size_t ngpu, cap_gpu;
     tp_gpu_op *api;         /* CUDA runtime calls */
@@ -177,9 +197,9 @@ int tp_has_gpu_counters(const tp_process *p);
 /* The NVML gauge name "gpu<index>.<metric>" (the samplers' counters): its metric, with the
  * index in *idx; NULL for any other name. */
 const char *tp_gpu_counter(const char *name, unsigned long *idx);
-/* Writes s to f with control bytes (below 0x20, and 0x7f) shown as '?': text from a program
- * or a driver (a communicator's name, a torch group, a GPU's name) cannot disturb the
- * terminal. */
+/* Writes s to f as valid UTF-8 (invalid bytes as U+FFFD) with control bytes (below 0x20, and
+ * 0x7f) shown as '?': text from a program or a driver (a communicator's name, a torch group,
+ * a GPU's name) cannot disturb the terminal (tp_text_put, text.h). */
 void tp_fput_printable(FILE *f, const char *s);
 /* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
  * GPU records; else its local rank, the device torchrun-style jobs use), each matched by UUID

@@ -22,8 +22,10 @@
 #include "analysis/breakdown.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
+#include "analysis/figures.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
+#include "analysis/text.h"
 #include "capture/nvml_abi.h"
 #include "timers/timers_format.h"
 #include "trainprof.h"
@@ -561,6 +563,50 @@ out:
     free(dv);
 }
 
+/* The measured steps whose figures miss dropped events: those overlapping a window in which
+ * a thread's ring dropped events (model.h, tp_drop_window), and all of them when events were
+ * dropped at unknown times. Adds "dropped_events" to the steps section when any is. */
+static void drops_on_steps(cJSON *js, const tp_process *p, const tp_step *meas, size_t nm) {
+    uint8_t *hit = calloc(nm, 1);
+    if (!hit) return;
+    uint64_t events = 0, touched = 0;
+    for (size_t i = 0; i < p->ndrops; i++) {
+        const tp_drop_window *d = &p->drops[i];
+        size_t lo = 0, hi = nm; /* the first step ending after the window's start */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (meas[mid].end <= d->from) lo = mid + 1;
+            else hi = mid;
+        }
+        int any = 0;
+        for (size_t k = lo; k < nm && meas[k].start < d->to; k++) {
+            touched += !hit[k];
+            hit[k] = 1;
+            any = 1;
+        }
+        if (any) events += d->count;
+    }
+    free(hit);
+    /* records of chunks the writer could not write (write_errors.*, docs/format.md) are lost
+     * at times the file does not hold: like drops at unknown times, any step may miss them */
+    const char *wl = tp_meta(p, "write_errors.records");
+    uint64_t lost = wl ? strtoull(wl, NULL, 10) : 0;
+    uint64_t unplaced = p->drops_unplaced + lost;
+    if (!touched && !unplaced) return;
+    cJSON *x = cJSON_AddObjectToObject(js, "dropped_events");
+    cJSON_AddNumberToObject(x, "steps_touched", (double)(unplaced ? nm : touched));
+    cJSON_AddNumberToObject(x, "events_in_steps", (double)events);
+    if (unplaced) cJSON_AddNumberToObject(x, "events_unplaced", (double)unplaced);
+    if (lost) cJSON_AddNumberToObject(x, "records_lost_to_write_errors", (double)lost);
+    cJSON_AddStringToObject(x, "flag", lost ? "records were lost to write errors at times not "
+                                              "known: any step's figures may miss them"
+                                       : p->drops_unplaced
+                                           ? "events were dropped at times not known: any step's "
+                                             "figures may miss them"
+                                           : "the step statistics, breakdown and ranges of these "
+                                             "steps miss the events dropped in them");
+}
+
 static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     (void)run;
     cJSON *rs = cJSON_CreateObject();
@@ -610,6 +656,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
             cJSON_AddNumberToObject(js, "first_ms", ms(meas[0].start - p->first_ts));
             free(d);
         }
+        drops_on_steps(js, p, meas, nm);
     }
 
     /* top ranges: inside measured steps when there are some, else over the whole run */
@@ -709,6 +756,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     }
     free(dv);
     tp_steps_free(&s);
+    tp_figures_check_rank(rs, p); /* before any rule reads the section */
     return rs;
 }
 
@@ -915,7 +963,25 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
         uint64_t pops = 0;
         for (size_t k = 0; k < p->nthreads; k++) pops += p->threads[k].unmatched_pops;
-        if (pops) cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
+        if (pops) {
+            /* NVTX keeps a stack per thread (and domain), so a pop with nothing open is a
+             * mistake of one thread: say which */
+            cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
+            cJSON *pt = cJSON_AddArrayToObject(jp, "unmatched_pops_by_thread");
+            for (size_t k = 0; k < p->nthreads; k++) {
+                const tp_thread *t = &p->threads[k];
+                if (!t->unmatched_pops) continue;
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddNumberToObject(e, "tid", t->os_tid);
+                if (t->name) cJSON_AddStringToObject(e, "thread", t->name);
+                cJSON_AddNumberToObject(e, "count", (double)t->unmatched_pops);
+                cJSON_AddNumberToObject(e, "first_s",
+                                        t->first_unmatched_pop_ts > p->hdr.start_mono_ns
+                                            ? (double)(t->first_unmatched_pop_ts - p->hdr.start_mono_ns) / 1e9
+                                            : 0);
+                cJSON_AddItemToArray(pt, e);
+            }
+        }
         cJSON *dmg = cJSON_AddArrayToObject(jp, "damage");
         for (size_t k = 0; k < p->ndamage; k++)
             cJSON_AddItemToArray(dmg, cJSON_CreateString(p->damage[k]));
@@ -942,23 +1008,22 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share, o->comm_crit_share);
     /* issue 7: clocks, throughput/MFU, stragglers and the diagnosis rules */
     tp_diagnose_run(rep, run, ranks, findings, o);
+    /* options and metadata reach the document as given (a --step-name, a model spec, a
+     * host name): report.json, and the text rendered from it, stay valid UTF-8 */
+    tp_json_clean_utf8(rep);
     return rep;
 }
 
 /* ------------------------------------------------------------------ text rendering */
 
 
-/* A string with control bytes shown as '?', so a file name cannot disturb the terminal (the
- * string is already valid UTF-8; at most 255 bytes shown). Uses one of two static buffers. */
+/* s as shown in the report (text.h): valid UTF-8, control characters as '?', so a file or
+ * thread name cannot disturb the terminal; at most 255 bytes, cut between characters with a
+ * mark. Uses one of two static buffers. */
 static const char *printable(const char *s) {
     static char bufs[2][256];
     static int which;
-    char *b = bufs[which ^= 1];
-    size_t i = 0;
-    for (; s[i] && i + 1 < sizeof bufs[0]; i++)
-        b[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-    b[i] = 0;
-    return b;
+    return tp_text_fit(bufs[which ^= 1], sizeof bufs[0], s, -1);
 }
 
 static const char *basename_of(const char *p) {
@@ -966,27 +1031,9 @@ static const char *basename_of(const char *p) {
     return printable(s ? s + 1 : p);
 }
 
-/* Names are printed in a fixed-width column: long ones are cut with "..". Control bytes
- * become '?', so a name cannot disturb the terminal. */
-static void put_name(FILE *f, const char *s, int width) {
-    int n = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    size_t len = strlen(s);
-    int cut = (int)len > width;
-    for (size_t i = 0; i < len && n < width - (cut ? 2 : 0); i++, n++) {
-        if (p[i] >= 0x80) {
-            /* count a UTF-8 sequence as one column */
-            size_t k = i + 1;
-            while (k < len && (p[k] & 0xC0) == 0x80) k++;
-            fwrite(p + i, 1, k - i, f);
-            i = k - 1;
-        } else {
-            fputc(p[i] < 0x20 || p[i] == 0x7f ? '?' : p[i], f);
-        }
-    }
-    if (cut) { fputs("..", f); n += 2; }
-    for (; n < width; n++) fputc(' ', f);
-}
+/* Names are printed in a fixed-width column: long ones are cut between characters and end
+ * with TP_TEXT_CUT (text.h). */
+static void put_name(FILE *f, const char *s, int width) { tp_text_put(f, s, width, width); }
 
 static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
     if (!g) return;
@@ -1155,7 +1202,7 @@ static void nvml_text(FILE *f, const cJSON *nv) {
                    "order agrees on identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n");
 }
 
-int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
+static int write_text(const cJSON *rep, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
     const cJSON *run = tp_jobj(rep, "run");
@@ -1211,8 +1258,23 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
         if (tp_jnum(p, "rank_file_reopened") > 0)
             fprintf(f, "    the program closed the rank file's descriptor: reopened %.0f time(s)\n",
                     tp_jnum(p, "rank_file_reopened"));
-        if (tp_jnum(p, "unmatched_pops") > 0)
-            fprintf(f, "    %.0f range pop(s) with no open range (ignored)\n", tp_jnum(p, "unmatched_pops"));
+        if (tp_jnum(p, "unmatched_pops") > 0) {
+            fprintf(f, "    %.0f range pop(s) with no open range on their thread (ignored):",
+                    tp_jnum(p, "unmatched_pops"));
+            const cJSON *t;
+            int first = 1;
+            cJSON_ArrayForEach(t, tp_jobj(p, "unmatched_pops_by_thread")) {
+                fprintf(f, "%s %.0f on ", first ? "" : ",", tp_jnum(t, "count"));
+                if (tp_jobj(t, "thread")) {
+                    fputs("thread \"", f);
+                    tp_fput_printable(f, tp_jstr(t, "thread"));
+                    fputs("\" ", f);
+                }
+                fprintf(f, "(tid %.0f, first at %.3f s)", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
+                first = 0;
+            }
+            fputc('\n', f);
+        }
         if (tp_jnum(p, "unmatched_range_ends") > 0)
             fprintf(f, "    %.0f range end(s) for unknown ids (ignored)\n",
                     tp_jnum(p, "unmatched_range_ends"));
@@ -1244,6 +1306,16 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                 fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
                         tp_jnum(s, "mean_ms"), tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
                         tp_jnum(s, "min_ms"));
+            const cJSON *dx = tp_jobj(s, "dropped_events");
+            if (dx) {
+                fprintf(f, "%s  flagged: %.0f of %.0f measured steps built on dropped events (%.0f "
+                           "dropped by full rings inside them",
+                        Y, tp_jnum(dx, "steps_touched"), tp_jnum(s, "measured"),
+                        tp_jnum(dx, "events_in_steps"));
+                if (tp_jnum(dx, "events_unplaced") > 0)
+                    fprintf(f, ", %.0f at unknown times", tp_jnum(dx, "events_unplaced"));
+                fprintf(f, "): %s%s\n", tp_jstr(dx, "flag"), N);
+            }
             const cJSON *w;
             int shown = 0, nw = cJSON_GetArraySize(tp_jobj(s, "warmup_ms"));
             cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
@@ -1257,12 +1329,23 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
             if (shown) fprintf(f, " ms (not in the statistics)\n");
         }
         const cJSON *pr = tp_jobj(r, "process");
-        if (pr)
-            fprintf(f, "  process: CPU %.0f %% mean, %.0f %% max; RSS peak %.1f MiB; %.0f threads; "
-                       "%.0f context switches/s (%.0f samples)\n",
-                    tp_jnum(pr, "cpu_percent_mean"), tp_jnum(pr, "cpu_percent_max"),
+        if (pr) {
+            /* a CPU figure past its bound is not printed here: the flagged lines say why */
+            const cJSON *inv = tp_jobj(pr, "invalid");
+            fputs("  process: CPU ", f);
+            if (!tp_jhas(pr, "cpu_percent_max") && !tp_jobj(inv, "cpu_percent_max")) {
+                fputs("not sampled (a rate needs 100 ms); ", f);
+            } else {
+                if (tp_jhas(pr, "cpu_percent_mean")) fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
+                else fputs("mean flagged, ", f);
+                if (tp_jhas(pr, "cpu_percent_max")) fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
+                else fputs("max flagged; ", f);
+            }
+            fprintf(f, "RSS peak %.1f MiB; %.0f threads; %.0f context switches/s (%.0f samples)\n",
                     tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
                     tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
+        }
+        tp_figures_text(f, r, Y, N);
         nvml_text(f, tp_jobj(r, "nvml"));
         gpu_text(f, tp_jobj(r, "gpu"), B, N);
         tp_comm_rank_text(f, tp_jobj(r, "communication"));
@@ -1297,11 +1380,14 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
                     "incl ms", "share", "excl ms");
             const cJSON *row;
             cJSON_ArrayForEach(row, rows) {
-                char nm[512];
-                const char *dom = tp_jstr(row, "domain");
-                snprintf(nm, sizeof nm, "%s%s%s", dom, *dom ? "::" : "", tp_jstr(row, "name"));
+                /* "domain::name", whole: the column cut alone shortens it */
+                const char *dom = tp_jstr(row, "domain"), *name = tp_jstr(row, "name");
+                size_t nl = strlen(dom) + strlen(name) + 3;
+                char *nm = malloc(nl);
+                if (nm) snprintf(nm, nl, "%s%s%s", dom, *dom ? "::" : "", name);
                 fputs("  ", f);
-                put_name(f, nm, 40);
+                put_name(f, nm ? nm : name, 40);
+                free(nm);
                 fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", tp_jnum(row, "count_per_unit"),
                         tp_jnum(row, "inclusive_ms"),
                         100 * tp_jnum(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
@@ -1330,6 +1416,23 @@ int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
     }
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
+}
+
+/* The text is rendered in memory and written through tp_utf8_write, so whatever a section
+ * prints (names from the program, text of other tools), the report is valid UTF-8; the
+ * sections themselves cut names between characters (text.h). */
+int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    if (!mf) return write_text(rep, f, color); /* no memory: unguarded, still cut right */
+    int rc = write_text(rep, mf, color);
+    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
+    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
+    free(buf);
+    fflush(f);
+    if (ferror(f)) rc = TPROF_ERR_IO;
+    return rc;
 }
 
 int tp_report_write_json(const cJSON *rep, FILE *f) {

@@ -27,6 +27,11 @@
  * TLS load, an interning lookup and a ~100-byte copy. Never fails loudly. */
 TPROF_API int tprof__comm_record(const char *name, uint64_t start_ns, const tprof_pl_comm *pl);
 
+/* 1 once NCCL's profiler plugin (capture/nccl_plugin.c) records this process's NCCL
+ * operations (a communicator was initialised with events asked for), else 0: trainprof.torch
+ * then leaves NCCL collectives to it. Thread safe; one atomic load. */
+TPROF_API int tprof__nccl_recording(void);
+
 /* Reports a capture capability for the report's "capabilities" section ("mpi" -> "PMPI
  * wrappers, Open MPI 4.1"); the last status wins and is written again into a forked child's
  * file. Not hot path (takes the session lock); safe before the session starts. */

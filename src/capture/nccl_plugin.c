@@ -49,6 +49,7 @@
 #include <strings.h>
 
 #include "../core/internal.h"
+#include "comm_ext.h"
 #include "nccl_abi.h"
 #include "nccl_internal.h"
 
@@ -89,6 +90,7 @@ static tp_nccl_slot g_slots[TP_NCCL_SLOTS];
 static _Atomic uint64_t g_used[TP_NCCL_WORDS];
 static _Atomic uint64_t g_drops;      /* pool-full drops, all communicators */
 static _Atomic int g_announced;       /* capability reported */
+static _Atomic int g_recording;       /* a communicator asked NCCL for events */
 static _Atomic uint32_t g_described;  /* communicators described in the metadata */
 #define TP_NCCL_DESCRIBED 256u
 static __thread uint32_t g_hint;      /* bitmap word this thread last took a slot from */
@@ -446,6 +448,7 @@ void tprof__nccl_init(void **context, uint64_t hash, int *mask, const char *name
                  c->nnodes, c->name[0] ? c->name : "-");
         tprof__set_meta(key, v);
     }
+    if (want) atomic_store(&g_recording, 1);
     if (want && !atomic_exchange(&g_announced, 1)) {
         char st[96];
         snprintf(st, sizeof st, "profiler plugin v%d: Coll and P2p events, %s", version,
@@ -606,3 +609,5 @@ __attribute__((visibility("default"))) const tp_nccl_profiler_v5 ncclProfiler_v5
     "trainprof", init_v5, start_v5, tprof__nccl_stop, tprof__nccl_state, tprof__nccl_finalize};
 __attribute__((visibility("default"))) const tp_nccl_profiler_v4 ncclProfiler_v4 = {
     "trainprof", init_v4, start_v4, tprof__nccl_stop, tprof__nccl_state, tprof__nccl_finalize};
+
+int tprof__nccl_recording(void) { return atomic_load(&g_recording); }

@@ -61,6 +61,14 @@ void tprof__procfs_sample(void) {
     if (!t) return;
     if (!g_prev.named) {
         tprof__thread_name(t, t->os_tid, "trainprof sampler");
+        /* the bound of process.cpu_percent: 100 % per CPU online (the report flags a rate
+         * above it as impossible) */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cpus > 0) {
+            char v[24];
+            snprintf(v, sizeof v, "%ld", cpus);
+            tprof_set_metadata("process.host_cpus", v);
+        }
         g_prev.named = 1;
     }
     char stat[1024], status[4096];

@@ -631,14 +631,19 @@ static int write_comm(cw *w, const tp_process *p, int64_t pid) {
                 fprintf(f, ",\"%s\":%" PRIu32,
                         o->op == TPROF_COMM_SEND || o->op == TPROF_COMM_RECV ? "peer" : "root",
                         o->peer);
+            /* who recorded it (nccl, mpi, torch) and the backend that carried it (for
+             * torch.distributed: its group's, gloo, nccl, mpi, ucc or a custom one) */
+            char be[32];
             fprintf(f, ",\"algo\":\"%s\",\"proto\":\"%s\",\"channels\":%" PRIu32
-                       ",\"source\":\"%s\",\"time_source\":\"%s\"",
+                       ",\"source\":\"%s\",\"backend\":",
                     tp_comm_algo_name(o->algo), tp_comm_proto_name(o->proto), o->nchannels,
-                    o->source == TPROF_COMM_SRC_MPI ? "mpi" : "nccl", tp_comm_src_name(t->src));
+                    tp_comm_source_name(o->source));
+            tp_json_string(f, tp_comm_backend(p, o, be, sizeof be));
+            fprintf(f, ",\"time_source\":\"%s\"", tp_comm_src_name(t->src));
             /* a bandwidth only from a real duration: not from an NCCL enqueue */
             uint64_t size = tp_comm_size_bytes(o->op, o->bytes, o->nranks);
             double factor = tp_comm_bus_factor(o->op, o->nranks);
-            int real = t->src != TP_COMM_TIME_HOST || o->source == TPROF_COMM_SRC_MPI;
+            int real = t->src != TP_COMM_TIME_HOST || tp_comm_host_timed(o);
             if (real && size && factor > 0 && t->end > t->start &&
                 !(o->flags & TPROF_COMM_F_UNFINISHED && t->src == TP_COMM_TIME_HOST)) {
                 double algbw = (double)size / (double)(t->end - t->start); /* GB/s, GB = 1e9 */
@@ -779,12 +784,17 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         for (size_t i = 0; i < nsel && !rp; i++)
             if (run->procs[sel[i]].role == TP_ROLE_RANK) rp = &run->procs[sel[i]];
         const char *backend = rp ? tp_meta(rp, "backend") : NULL;
+        char be[32];
         /* without a declared backend: what the rank's communication went through */
         if (rp && !backend) {
             const char *rs = tp_meta(rp, "rank_source");
             if (rs && !strcmp(rs, "mpi")) backend = "mpi";
             for (size_t i = 0; !backend && i < rp->ncomm; i++)
                 if (rp->comm[i].source == TPROF_COMM_SRC_NCCL) backend = "nccl";
+            /* else the backend of torch.distributed's ops (gloo on a CPU job) */
+            for (size_t i = 0; !backend && i < rp->ncomm; i++)
+                if (rp->comm[i].source == TPROF_COMM_SRC_TORCH)
+                    backend = tp_comm_backend(rp, &rp->comm[i], be, sizeof be);
         }
         /* world_size from the rank's metadata, else as many ranks as the run holds */
         int world = rp ? rp->world_size : -1;

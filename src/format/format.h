@@ -163,10 +163,14 @@ enum tprof_comm_dtype {
 #define TPROF_COMM_F_GPU_TIME 2u       /* gpu_start_ns/gpu_end_ns hold the GPU-side interval */
 #define TPROF_COMM_F_NONBLOCKING 4u    /* MPI I* op: start to observed completion, the host was
                                         * free meanwhile (its Wait records hold the blocked time) */
+#define TPROF_COMM_F_ENQUEUE 8u        /* the host interval is only the enqueue: the work runs
+                                        * on a device stream (torch.distributed over NCCL) */
 #define TPROF_COMM_SRC_NCCL 1u         /* source: NCCL profiler plugin (host enqueue times) */
 #define TPROF_COMM_SRC_MPI 2u          /* source: PMPI wrappers (host time of the blocking call) */
-#define TPROF_COMM_SRC_TORCH 3u        /* source: trainprof.torch, torch.distributed calls of a
-                                        * non-NCCL backend (host time: call to wait/completion) */
+#define TPROF_COMM_SRC_TORCH 3u        /* source: trainprof.torch, torch.distributed calls
+                                        * (host time: call to return, wait or completion; NCCL
+                                        * ones only when NCCL's profiler plugin records nothing,
+                                        * flagged TPROF_COMM_F_ENQUEUE) */
 
 typedef struct tprof_pl_comm {
     uint64_t end_ns;

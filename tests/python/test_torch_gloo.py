@@ -1,7 +1,9 @@
-"""trainprof.megatron on two torch.distributed (gloo, CPU) ranks: the torch hook is
+"""Two torch.distributed ranks over gloo on the CPU: trainprof.megatron's torch hook is
 registered by itself (all_gather of the timer matrix, all_reduce for energy, barrier) and
-the last rank prints the C formatter's golden lines for the two ranks' known values.
-Exits 77 (skipped) when this interpreter has no torch."""
+the last rank prints the C formatter's golden lines for the two ranks' known values; and
+trainprof.torch counts gloo's collectives (DDP's bucket all-reduce, an async all_reduce and
+its wait, a blocking one) as communication, labelled gloo, with the time rank 0 waits for a
+rank that sleeps. Exits 77 (skipped) when this interpreter has no torch."""
 import os
 import socket
 import subprocess
@@ -27,6 +29,33 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+# Rank 1 sleeps 100 ms before its backward and 50 ms before an async all_reduce in each of
+# 5 steps, so rank 0 waits about that long for it: in DDP's end-of-backward wait for the
+# gradient bucket, and in wait() on the async all_reduce.
+GLOO_STEPS = r"""
+import sys, time, torch, torch.distributed as dist
+import trainprof.torch as tt
+rank, init = int(sys.argv[1]), sys.argv[2]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+torch.manual_seed(0)
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+assert tt.instrument(model=ddp, optimizer=opt)
+for s in range(5):
+    if rank == 1:
+        time.sleep(0.1)
+    ddp(torch.randn(8, 64)).sum().backward()
+    t = torch.ones(1 << 16)
+    if rank == 1:
+        time.sleep(0.05)
+    dist.all_reduce(t, async_op=True).wait()
+    dist.all_reduce(t)
+    opt.step()
+    opt.zero_grad()
+dist.destroy_process_group()
+"""
 
 
 class TorchGlooTest(unittest.TestCase):
@@ -65,6 +94,37 @@ class TorchGlooTest(unittest.TestCase):
         self.assertIn("Total training energy (GPU): 0.000 MJ", r0)
         # both ranks recorded their timers into their own files
         self.assertEqual(len(tphelp.rank_files(d)), 2)
+
+    def test_gloo_collectives_are_communication(self):
+        d = tphelp.workdir("gloo_comm")
+        init = "file://" + os.path.join(d, "rendezvous")
+        procs = [subprocess.Popen([tphelp.PY, "-c", GLOO_STEPS, str(r), init],
+                                  env=tphelp.child_env(TRAINPROF_DIR=d, RANK=r, LOCAL_RANK=r,
+                                                       WORLD_SIZE=2),
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+        for p in procs:
+            o, e = p.communicate(timeout=180)
+            self.assertEqual(p.returncode, 0, e)
+        rep = tphelp.report(d)
+        r0 = [r for r in rep["ranks"] if r["rank"] == 0][0]
+        c = r0["communication"]
+        x = c["exposure"]
+        self.assertEqual(x["basis"], "host", x)
+        self.assertEqual(x["windows"], 4)  # 5 optimizer steps, the first warm-up
+        # rank 0 waits about 150 ms per step for rank 1: communication, and exposed
+        self.assertGreater(x["comm_ms"]["mean"], 100.0, x)
+        self.assertGreater(x["exposed_ms"]["mean"], 100.0, x)
+        self.assertEqual(c["torch_backends"], ["gloo"])
+        for cm in c["communicators"]:
+            self.assertEqual((cm["source"], cm["backend"]), ("torch", "gloo"), cm)
+        ops = {o["op"]: o for cm in c["communicators"] for o in cm["ops"]}
+        self.assertEqual(ops["AllReduce"]["count"], 15)  # DDP's, the async and the blocking one
+        self.assertGreaterEqual(ops["Wait"]["count"], 5)
+        comm = [e for e in tphelp.chrome(d) if e.get("cat") == "comm"]
+        self.assertTrue(comm)
+        for e in comm:
+            self.assertEqual((e["args"]["source"], e["args"]["backend"]), ("torch", "gloo"), e)
 
     def test_all_two_ranks(self):
         r0, r1 = self.run_ranks("all")

@@ -1,6 +1,6 @@
 """trainprof.torch on one CPU process: instrument(model, optimizer, dataloader) gives steps at
 optimizer steps and the data/forward/backward/optimizer ranges, an async torch.distributed
-collective is recorded when its work is waited for (bytes, group, backend), losses are
+collective is recorded when its work is waited for (bytes, group, backend), with the wait, losses are
 bitwise identical with and without it, the autostart sitecustomize chains to the one it
 hides, and the GPU-capture pause answers TPROF_ERR_UNAVAILABLE without CUPTI.
 Exits 77 (skipped) when this interpreter has no torch."""
@@ -60,11 +60,13 @@ class TorchInstrumentTest(unittest.TestCase):
         names = {x["name"] for x in r["breakdown"]["ranges"]}
         self.assertTrue({"data", "forward", "backward", "optimizer"} <= names, names)
         comm = r["communication"]
-        self.assertEqual(comm["torch_ops"], 2)
+        self.assertEqual(comm["torch_ops"], 3)  # the async all_reduce, its wait, the barrier
         c = comm["communicators"][0]
         self.assertEqual(c["torch_group"], "backend=gloo size=1 ranks=0")
+        self.assertEqual((c["source"], c["backend"]), ("torch", "gloo"))
         ops = {o["op"]: o for o in c["ops"]}
         self.assertEqual(ops["AllReduce"]["bytes"], 4000)
+        self.assertEqual(ops["Wait"]["count"], 1)
         self.assertEqual(ops["Barrier"]["count"], 1)
 
     def test_not_recording_changes_nothing(self):

@@ -1,0 +1,216 @@
+/*
+ * text.c — valid UTF-8 and column cuts for the reports (text.h has the rules and sources).
+ *
+ * A report prints names that come from the program (ranges, threads, hosts, communicators)
+ * in fixed-width columns. Cutting them by bytes can split a character, and a terminal, a log
+ * collector or a JSON parser downstream then sees invalid UTF-8; cutting silently hides that
+ * the name is longer. Everything here works per character, never per byte.
+ */
+#define _GNU_SOURCE
+#include "analysis/text.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char REPLACEMENT[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+size_t tp_utf8_next(const char *str, size_t n, uint32_t *cp, int *bad) {
+    const unsigned char *p = (const unsigned char *)str;
+    unsigned c = p[0];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    int ok = len > 0 && len <= n;
+    for (size_t k = 1; ok && k < len; k++) ok = (p[k] & 0xC0) == 0x80;
+    /* RFC 3629 §4: the shortest form only, no surrogates, nothing above U+10FFFF */
+    if (ok && len == 2 && c < 0xC2) ok = 0;
+    if (ok && len == 3 && c == 0xE0 && p[1] < 0xA0) ok = 0;
+    if (ok && len == 3 && c == 0xED && p[1] >= 0xA0) ok = 0;
+    if (ok && len == 4 && c == 0xF0 && p[1] < 0x90) ok = 0;
+    if (ok && len == 4 && (c > 0xF4 || (c == 0xF4 && p[1] >= 0x90))) ok = 0;
+    if (!ok) {
+        *cp = 0xFFFD;
+        *bad = 1;
+        return 1;
+    }
+    *bad = 0;
+    switch (len) {
+    case 1: *cp = c; break;
+    case 2: *cp = (c & 0x1Fu) << 6 | (p[1] & 0x3Fu); break;
+    case 3: *cp = (c & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu); break;
+    default:
+        *cp = (c & 0x07u) << 18 | (p[1] & 0x3Fu) << 12 | (p[2] & 0x3Fu) << 6 | (p[3] & 0x3Fu);
+    }
+    return len;
+}
+
+/* UAX #11's principal East Asian Wide and Fullwidth blocks (and emoji with a wide default
+ * presentation), and the combining blocks that take no column of their own. */
+static const struct { uint32_t lo, hi; } wide[] = {
+    {0x1100, 0x115F},   {0x231A, 0x231B},   {0x2329, 0x232A},   {0x2E80, 0x303E},
+    {0x3041, 0x33FF},   {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},
+    {0xA960, 0xA97F},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},   {0xFE10, 0xFE19},
+    {0xFE30, 0xFE6F},   {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},   {0x16FE0, 0x16FE4},
+    {0x17000, 0x18AFF}, {0x1B000, 0x1B2FF}, {0x1F300, 0x1F64F}, {0x1F900, 0x1F9FF},
+    {0x20000, 0x2FFFD}, {0x30000, 0x3FFFD},
+};
+static const struct { uint32_t lo, hi; } zero[] = {
+    {0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x1AB0, 0x1AFF}, {0x1DC0, 0x1DFF},
+    {0x200B, 0x200F}, {0x20D0, 0x20FF}, {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}, {0xE0100, 0xE01EF},
+};
+
+int tp_text_width(uint32_t cp) {
+    if (cp < 0x300) return 1;
+    for (size_t i = 0; i < sizeof zero / sizeof *zero; i++)
+        if (cp >= zero[i].lo && cp <= zero[i].hi) return 0;
+    for (size_t i = 0; i < sizeof wide / sizeof *wide; i++)
+        if (cp >= wide[i].lo && cp <= wide[i].hi) return 2;
+    return 1;
+}
+
+/* One character as shown: its bytes (the replacement or '?' when it is not shown as is) and
+ * its columns. */
+typedef struct shown {
+    const char *bytes;
+    size_t len;
+    int cols;
+} shown;
+
+static shown show(const char *s, size_t n, size_t *adv) {
+    uint32_t cp;
+    int bad;
+    size_t k = tp_utf8_next(s, n, &cp, &bad);
+    *adv = k;
+    if (bad) return (shown){REPLACEMENT, 3, 1};
+    if (cp < 0x20 || cp == 0x7f) return (shown){"?", 1, 1};
+    return (shown){s, k, tp_text_width(cp)};
+}
+
+/* Columns and bytes of s as shown, whole. */
+static void measure(const char *s, size_t n, int *cols, size_t *bytes) {
+    *cols = 0;
+    *bytes = 0;
+    for (size_t i = 0, adv; i < n; i += adv) {
+        shown c = show(s + i, n - i, &adv);
+        *cols += c.cols;
+        *bytes += c.len;
+    }
+}
+
+/* Writes into out (or counts when out is NULL) the prefix of s that fits max_cols columns
+ * and room bytes, with the mark when cut. Returns the bytes and sets *cols. */
+static size_t render(char *out, const char *s, int max_cols, size_t room, int *cols) {
+    size_t n = strlen(s), bytes;
+    int total;
+    measure(s, n, &total, &bytes);
+    int cut = (max_cols >= 0 && total > max_cols) || bytes > room;
+    /* the mark takes one column and its 3 bytes: leave room for it when cutting */
+    int col_room = max_cols < 0 ? total : cut ? max_cols - 1 : max_cols;
+    size_t byte_room = cut ? (room >= 3 ? room - 3 : 0) : room;
+    size_t o = 0;
+    int c = 0;
+    for (size_t i = 0, adv; i < n; i += adv) {
+        shown ch = show(s + i, n - i, &adv);
+        if (c + ch.cols > col_room || o + ch.len > byte_room) break;
+        if (out) memcpy(out + o, ch.bytes, ch.len);
+        o += ch.len;
+        c += ch.cols;
+    }
+    if (cut && col_room >= 0 && room >= 3 && (max_cols < 0 || max_cols >= 1)) {
+        if (out) memcpy(out + o, TP_TEXT_CUT, 3);
+        o += 3;
+        c += 1;
+    }
+    *cols = c;
+    return o;
+}
+
+int tp_text_put(FILE *f, const char *s, int max_cols, int pad) {
+    int cols = 0;
+    if (s) {
+        size_t n = strlen(s), room = (n + 1) * 3; /* every byte may become U+FFFD */
+        char stack[512];
+        char *buf = room <= sizeof stack ? stack : malloc(room);
+        if (buf) {
+            size_t len = render(buf, s, max_cols, room, &cols);
+            fwrite(buf, 1, len, f);
+            if (buf != stack) free(buf);
+        }
+    }
+    for (int c = cols; c < pad; c++) fputc(' ', f);
+    return cols;
+}
+
+const char *tp_text_fit(char *buf, size_t n, const char *s, int max_cols) {
+    int cols;
+    size_t len = render(buf, s ? s : "", max_cols, n - 1, &cols);
+    buf[len] = 0;
+    return buf;
+}
+
+int tp_utf8_write(FILE *f, const char *buf, size_t len) {
+    size_t run = 0; /* start of the valid bytes not yet written */
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int bad;
+        size_t k = tp_utf8_next(buf + i, len - i, &cp, &bad);
+        if (bad) {
+            if (i > run && fwrite(buf + run, 1, i - run, f) != i - run) return -1;
+            if (fwrite(REPLACEMENT, 1, 3, f) != 3) return -1;
+            run = i + 1;
+        }
+        i += k;
+    }
+    if (len > run && fwrite(buf + run, 1, len - run, f) != len - run) return -1;
+    return 0;
+}
+
+static int valid(const char *s) {
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int bad;
+        i += tp_utf8_next(s + i, n - i, &cp, &bad);
+        if (bad) return 0;
+    }
+    return 1;
+}
+
+/* s with invalid bytes as U+FFFD, in memory from cJSON's allocator; NULL when out of memory */
+static char *cleaned(const char *s) {
+    size_t n = strlen(s), o = 0;
+    char *d = cJSON_malloc(3 * n + 1);
+    if (!d) return NULL;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int bad;
+        size_t k = tp_utf8_next(s + i, n - i, &cp, &bad);
+        memcpy(d + o, bad ? REPLACEMENT : s + i, bad ? 3 : k);
+        o += bad ? 3 : k;
+        i += k;
+    }
+    d[o] = 0;
+    return d;
+}
+
+static void clean_item(cJSON *it) {
+    if (it->string && !(it->type & cJSON_StringIsConst) && !valid(it->string)) {
+        char *k = cleaned(it->string);
+        if (k) {
+            cJSON_free(it->string);
+            it->string = k;
+        }
+    }
+    if (cJSON_IsString(it) && it->valuestring && !(it->type & cJSON_IsReference) &&
+        !valid(it->valuestring)) {
+        char *v = cleaned(it->valuestring);
+        if (v) {
+            cJSON_free(it->valuestring);
+            it->valuestring = v;
+        }
+    }
+    if (!(it->type & cJSON_IsReference))
+        for (cJSON *c = it->child; c; c = c->next) clean_item(c);
+}
+
+void tp_json_clean_utf8(cJSON *root) {
+    if (root) clean_item(root);
+}
