@@ -807,6 +807,8 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     tprof_reader_close(rd);
     finish_process(&L);
     gpu_in_start_order(p);
+    if (tp_gpu_clip_to_streams(p) != 0)
+        add_damage(p, "out of memory while checking GPU records against their streams' order");
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
     if (!p->complete)
@@ -971,6 +973,7 @@ void tp_run_free(tp_run *run) {
         }
         free(p->threads);
         free(p->gpu);
+        free(p->clips);
         free(p->api);
         free(p->ovh);
         free(p->gmem);

@@ -76,6 +76,10 @@ typedef struct tp_thread {
 /* Kernel classes (analysis/gpu.c's table), stored per kernel at load time. */
 enum { TP_KC_COMM = 0, TP_KC_ATTENTION, TP_KC_GEMM, TP_KC_ELEMENTWISE, TP_KC_OTHER, TP_KC_COUNT };
 
+enum {
+    TP_GPU_CLIPPED = 1, /* its end was cut back to its stream's order (tp_gpu_clip_to_streams) */
+};
+
 typedef struct tp_gpu_op {
     uint64_t start, end;
     uint64_t bytes;
@@ -83,7 +87,17 @@ typedef struct tp_gpu_op {
     uint32_t device, stream, correlation, kind, os_tid, graph;
     uint16_t type;
     uint8_t cls;      /* kernels: TP_KC_*, from the name; others TP_KC_OTHER */
+    uint8_t flags;    /* TP_GPU_CLIPPED */
 } tp_gpu_op;
+
+/* A GPU record whose end contradicted its stream's order, as CUPTI recorded it: `index` in
+ * tp_process.gpu, the recorded end, and what contradicted it (TP_CLIP_*). */
+enum { TP_CLIP_NEXT = 1, TP_CLIP_SYNC = 2 };
+typedef struct tp_gpu_clip {
+    size_t index;
+    uint64_t recorded_end;
+    uint32_t why;
+} tp_gpu_clip;
 
 typedef struct tp_gpu_mem {
     uint64_t ts, address, bytes;
@@ -145,6 +159,9 @@ typedef struct tp_process {
     tp_gpu_mem *gmem;       /* device memory allocations and releases */
     size_t ngmem, cap_gmem;
     uint64_t cupti_dropped; /* records CUPTI itself dropped */
+    tp_gpu_clip *clips;     /* records of gpu[] clipped to their stream's order, by index */
+    size_t nclips;
+    uint64_t clipped_ns;    /* recorded time those clips removed */
     tp_comm_op *comm;       /* communication ops, in file order */
     size_t ncomm, cap_comm;
 } tp_process;

@@ -1034,6 +1034,13 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
             fputc('\n', f);
         }
     }
+    if (tp_jnum(g, "records_clipped") > 0)
+        fprintf(f, "  note: %.0f GPU %s clipped to %s stream's order (%.3f ms of recorded time "
+                   "removed): a record cannot end after the next one on its stream begins, nor "
+                   "after a synchronisation of its stream returned\n",
+                tp_jnum(g, "records_clipped"),
+                tp_jnum(g, "records_clipped") == 1 ? "record" : "records",
+                tp_jnum(g, "records_clipped") == 1 ? "its" : "their", tp_jnum(g, "records_clipped_ms"));
     if (tp_jnum(g, "cupti_records_untimed") > 0)
         fprintf(f, "  note: %.0f CUPTI records had no start or end time (work still running when "
                    "its buffer was flushed, as at exit): left out\n",

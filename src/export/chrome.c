@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "analysis/comm.h"
+#include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "format/format.h"
 #include "trainprof.h"
@@ -451,12 +452,16 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             fprintf(f, "%" PRIu32 "}}", tid);
             last_tid = tid;
         }
-        /* one stream runs one thing at a time; clamp CUPTI's rounding so events nest */
+        /* Records that contradicted their stream's order were clipped by the loader
+         * (tp_gpu_clip_to_streams), as the report sees them. Nodes of one CUDA graph may
+         * overlap on the stream CUPTI names; a viewer rejects overlapping slices on one
+         * track, so only there the slice is shortened for display. */
         uint64_t end = o->end;
         if (i + 1 < n && gpu_tid(ops[i + 1]->device, ops[i + 1]->stream) == tid &&
             ops[i + 1]->start < end)
             end = ops[i + 1]->start > o->start ? ops[i + 1]->start : o->start;
         int64_t ts = rel_ns(w, p, o->start), te = rel_ns(w, p, end);
+        const tp_gpu_clip *clip = tp_gpu_clip_of(p, o);
         ev_open(w, "X", pid, tid);
         fprintf(f, ",\"cat\":\"%s\",\"name\":", gpu_cat(o));
         tp_json_string(f, gpu_name(o, nb, sizeof nb));
@@ -473,6 +478,16 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             }
         }
         if (o->graph) fprintf(f, ",\"graph\":%" PRIu32, o->graph);
+        if (clip) {
+            /* what CUPTI said, and why it was not believed */
+            fputs(",\"clipped\":", f);
+            tp_json_string(f, clip->why == (TP_CLIP_SYNC | TP_CLIP_NEXT)
+                                  ? "stream synchronisation and next record on the stream"
+                              : clip->why == TP_CLIP_SYNC ? "stream synchronisation"
+                                                          : "next record on the stream");
+            fputs(",\"recorded_dur_us\":", f);
+            put_double(f, (double)(clip->recorded_end - o->start) / 1e3);
+        }
         fputs("}}", f);
         note_time(w, te);
         /* the launch that put it there */

@@ -1,0 +1,255 @@
+/*
+ * test_gpu_report.c — what the report and the exports believe of GPU records and GPU
+ * samples, on synthetic runs (tests/synth.c) with known answers:
+ *  - records that contradict their stream's order are clipped once, by the loader, so the
+ *    report, the step breakdown and the Chrome export give the same figures;
+ *  - energy comes from integrated power samples when the NVML energy counter is missing,
+ *    with the method named and, when there is none, the true reason;
+ *  - a rank's GPUs are found by UUID (never by position once a UUID is known), MIG devices
+ *    through their parent GPU, flagged as shared.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "report_text.h"
+#include "export/chrome.h"
+#include "format/format.h"
+#include "synth.h"
+
+static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
+#define RT0 1700000000000000000ull
+
+/* ------------------------------------------------------------------ helpers */
+
+static void load_run(const char *dir, tp_run *run) {
+    char err[256];
+    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
+}
+
+static cJSON *default_report(const tp_run *run) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(run, &o);
+    assert_non_null(rep);
+    return rep;
+}
+
+/* "a.0.b" through objects and arrays; NULL when absent */
+static const cJSON *jget(const cJSON *j, const char *path) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && j;
+         tok = strtok_r(NULL, ".", &save)) {
+        if (cJSON_IsArray(j)) j = cJSON_GetArrayItem(j, atoi(tok));
+        else j = cJSON_GetObjectItemCaseSensitive(j, tok);
+    }
+    return j;
+}
+
+static double jnum(const cJSON *j, const char *path) {
+    const cJSON *v = jget(j, path);
+    if (!cJSON_IsNumber(v)) fail_msg("%s is not a number", path);
+    return v->valuedouble;
+}
+
+static const char *jstr(const cJSON *j, const char *path) {
+    const cJSON *v = jget(j, path);
+    if (!cJSON_IsString(v)) fail_msg("%s is not a string", path);
+    return v->valuestring;
+}
+
+/* The report's text, asserting it holds `want`. */
+static void text_has(const cJSON *rep, const char *want) {
+    char *text = report_text(rep);
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+    free(text);
+}
+
+/* The merged (rank < 0) or per-rank Chrome export of run, parsed. */
+static cJSON *export_json(const tp_run *run, int rank) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    int rc = rank < 0 ? tp_export_chrome(run, f, NULL) : tp_export_chrome_rank(run, rank, f, NULL);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rc, 0);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    assert_non_null(root);
+    return root;
+}
+
+/* ------------------------------------------------------------------ stream order */
+
+/* A 256 KiB device-to-device copy on stream 7 recorded as lasting 11.08 ms, while 5,000
+ * kernels of 1 us ran on the same stream in that span and a cudaStreamSynchronize of that
+ * stream, called before the copy began, returned 5 us after it began. Steps of 12 ms: a
+ * warm-up [T0, T0+12 ms] and the measured one [S, S+12 ms], S = T0 + 12 ms; the copy begins
+ * at C = S + 0.5 ms. The copy can only have run until the synchronisation returned, C + 5 us
+ * (before the next record on its stream, C + 10 us): busy = 5,000 us of kernels + 5 us of
+ * copy = 5.005 ms of 12 ms, memcpy 5 us. Believed as recorded it made the step 92.3 % busy
+ * and 50.7 % memcpy. */
+static void stream_order_run(char *dir, size_t n) {
+    assert_int_equal(synth_tmpdir(dir, n, "gpu-clip"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    const uint64_t S = T0 + 12 * MS, C = S + 500 * US;
+    synth_step_begin(f, 1, T0, 0);
+    synth_step_end(f, 1, S, 0);
+    synth_step_begin(f, 1, S, 1);
+    synth_step_end(f, 1, S + 12 * MS, 1);
+    /* the copy's launch, then the host waiting for the stream */
+    tprof_pl_gpu launch = {S + 410 * US, 0, 0, 0, 1, 41, 40, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, S + 400 * US, &launch, sizeof launch,
+              "cudaMemcpyAsync", sizeof "cudaMemcpyAsync");
+    tprof_pl_gpu wait = {C + 5 * US, 0, 0, 0, 2, 131, 40, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, S + 420 * US, &wait, sizeof wait,
+              "cudaStreamSynchronize", sizeof "cudaStreamSynchronize");
+    tprof_pl_gpu sync = {C + 5 * US, 0, 0, 7, 2, 3 /* stream */, 0, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_SYNC, 0, S + 420 * US, &sync, sizeof sync, NULL, 0);
+    tprof_pl_gpu copy = {C + 11080 * US, 262144, 0, 7, 1, 8 /* DtoD */, 0, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_MEMCPY, 0, C, &copy, sizeof copy, NULL, 0);
+    for (uint32_t k = 0; k < 5000; k++) {
+        uint64_t b = C + 10 * US + k * 2 * US;
+        synth_kernel(f, 2, b, b + US, 0, 7, 3 + k, "vectorized_elementwise_kernel");
+    }
+    synth_end_of_file(f, S + 13 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_stream_order_clip(void **state) {
+    (void)state;
+    char dir[512];
+    stream_order_run(dir, sizeof dir);
+    tp_run run;
+    load_run(dir, &run);
+    const tp_process *p = &run.procs[0];
+    /* the loader clipped the copy, and only it, to the synchronisation's return */
+    assert_int_equal(p->nclips, 1);
+    const tp_gpu_op *copy = NULL;
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i].type == TPROF_REC_GPU_MEMCPY) copy = &p->gpu[i];
+    assert_non_null(copy);
+    assert_true(copy->end - copy->start == 5 * US);
+    assert_true(p->clips[0].recorded_end - copy->start == 11080 * US);
+    assert_int_equal(p->clips[0].why, TP_CLIP_SYNC);
+    assert_true(p->clipped_ns == 11075 * US);
+
+    cJSON *rep = default_report(&run);
+    /* the GPU section: busy 5.005 of 12 ms, memcpy 5 us, 5,000 kernels of 1 us */
+    assert_true(jnum(rep, "ranks.0.gpu.devices.0.busy_share") == 5005000.0 / 12000000.0);
+    assert_true(jnum(rep, "ranks.0.gpu.devices.0.memcpy_memset_ms") == 5000.0 / 1e6);
+    assert_true(jnum(rep, "ranks.0.gpu.devices.0.kernel_ms") == 5000000.0 / 1e6);
+    assert_true(jnum(rep, "ranks.0.gpu.records_clipped") == 1.0);
+    assert_true(jnum(rep, "ranks.0.gpu.records_clipped_ms") == 11075000.0 / 1e6);
+    /* the step breakdown: the same records, so the same shares */
+    assert_true(jnum(rep, "ranks.0.breakdown.share.compute") == 5000000.0 / 12000000.0);
+    assert_true(jnum(rep, "ranks.0.breakdown.share.memcpy_memset") == 5000.0 / 12000000.0);
+    assert_true(fabs(jnum(rep, "ranks.0.breakdown.share.busy") - 5005000.0 / 12000000.0) < 1e-15);
+    text_has(rep, "GPU 0: busy 41.7 % of the step,");
+    text_has(rep, "1 GPU record clipped to its stream's order (11.075 ms of recorded time removed)");
+
+    /* the export: the copy's slice lasts 5 us, says what CUPTI recorded, and the busy time
+     * of the exported slices inside the measured step is the report's */
+    cJSON *root = export_json(&run, -1);
+    const cJSON *ev, *cslice = NULL;
+    double busy_us = 0, step_ts = -1, step_dur = 0;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(root, "traceEvents")) {
+        const cJSON *cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
+        if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") || !cJSON_IsString(cat)) continue;
+        if (!strcmp(cat->valuestring, "gpu_memcpy")) cslice = ev;
+        if (!strcmp(cat->valuestring, "kernel") || !strcmp(cat->valuestring, "gpu_memcpy"))
+            busy_us += jnum(ev, "dur");
+    }
+    /* the measured step's slice on the step thread */
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(root, "traceEvents")) {
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(ev, "args");
+        const cJSON *step = cJSON_GetObjectItemCaseSensitive(args, "step");
+        if (cJSON_IsNumber(step) && step->valuedouble == 1 && cJSON_GetObjectItemCaseSensitive(ev, "dur")) {
+            step_ts = jnum(ev, "ts");
+            step_dur = jnum(ev, "dur");
+        }
+    }
+    assert_non_null(cslice);
+    assert_true(jnum(cslice, "dur") == 5.0);
+    assert_string_equal(jstr(cslice, "args.clipped"), "stream synchronisation");
+    assert_true(jnum(cslice, "args.recorded_dur_us") == 11080.0);
+    assert_true(step_ts >= 0);
+    assert_true(step_dur == 12000.0);
+    assert_true(fabs(busy_us / step_dur - jnum(rep, "ranks.0.gpu.devices.0.busy_share")) < 1e-12);
+    cJSON_Delete(root);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Without any synchronisation: a kernel recorded [0, 100 us] with a 10 us kernel at 20 us
+ * after it on its stream ends when that one begins (at 20 us); another stream is not
+ * touched; two nodes of one CUDA graph overlapping on the stream they were launched into are
+ * left as recorded (a graph's branches run concurrently). */
+static void test_stream_order_next_and_graph(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-clip-next"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 1, 50);
+    synth_thread(f, 2, 51);
+    synth_rank(f, 0, 1);
+    synth_kernel(f, 2, T0, T0 + 100 * US, 0, 7, 1, "gemm_a");
+    synth_kernel(f, 2, T0 + 20 * US, T0 + 30 * US, 0, 7, 2, "gemm_b");
+    synth_kernel(f, 2, T0 + 10 * US, T0 + 90 * US, 0, 9, 3, "gemm_other_stream");
+    tprof_pl_gpu g1 = {T0 + 300 * US, 0, 0, 11, 4, 0, 0, 77};
+    synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, T0 + 200 * US, &g1, sizeof g1,
+              "graph_branch_a", sizeof "graph_branch_a");
+    tprof_pl_gpu g2 = {T0 + 260 * US, 0, 0, 11, 5, 0, 0, 77};
+    synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, T0 + 210 * US, &g2, sizeof g2,
+              "graph_branch_b", sizeof "graph_branch_b");
+    synth_end_of_file(f, T0 + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->ngpu, 5);
+    assert_int_equal(p->nclips, 1);
+    const tp_gpu_op *a = &p->gpu[p->clips[0].index];
+    assert_string_equal(a->name, "gemm_a");
+    assert_true(a->end == T0 + 20 * US);
+    assert_true(p->clips[0].recorded_end == T0 + 100 * US);
+    assert_int_equal(p->clips[0].why, TP_CLIP_NEXT);
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (!strcmp(o->name, "gemm_other_stream")) assert_true(o->end == T0 + 90 * US);
+        if (!strcmp(o->name, "graph_branch_a")) assert_true(o->end == T0 + 300 * US);
+        assert_int_equal(o->flags & TP_GPU_CLIPPED, o == a ? TP_GPU_CLIPPED : 0);
+    }
+    cJSON *rep = default_report(&run);
+    assert_true(jnum(rep, "ranks.0.gpu.records_clipped") == 1.0);
+    assert_true(jnum(rep, "ranks.0.gpu.records_clipped_ms") == 0.08);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_order_clip),
+        cmocka_unit_test(test_stream_order_next_and_graph),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
