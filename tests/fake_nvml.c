@@ -15,7 +15,8 @@
  *   GPU k>1 (FAKE_NVML_GPUS up to 4): 150 W constant, otherwise as GPU 0.
  * Environment: FAKE_NVML_GPUS (default 2), FAKE_NVML_INIT_FAIL=1 (nvmlInit answers "driver
  * not loaded"), FAKE_NVML_RESET_MS=N (GPU 0's energy counter restarts from 0 N ms after t=0,
- * as after a driver reload).
+ * as after a driver reload), FAKE_NVML_NO_ENERGY=1 (the energy counter answers NOT_SUPPORTED on
+ * every GPU, as on many GPUs and vGPUs; power is still given).
  * Test controls (exported, found with dlsym): fake_nvml_set_energy pins a GPU's counter to a
  * value; fake_nvml_refs is the number of nvmlInit references held; fake_nvml_energy_calls
  * and fake_nvml_energy_calls_off counts calls of the energy counter, and those made from a
@@ -265,6 +266,11 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long l
     while (k < MAX_CALLERS - 1 && g_callers[k][0] && strcmp(g_callers[k], name)) k++;
     if (!g_callers[k][0]) snprintf(g_callers[k], sizeof g_callers[k], "%s", name[0] ? name : "?");
     g_caller_calls[k]++;
+    const char *no = getenv("FAKE_NVML_NO_ENERGY");
+    if (no && !strcmp(no, "1")) {
+        pthread_mutex_unlock(&g_lock);
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
     *e = g_pinned[d->idx] ? g_pinned_mj[d->idx]
                           : (unsigned long long)energy_mj(d->idx, now_s() - g_t0);
     pthread_mutex_unlock(&g_lock);

@@ -246,10 +246,85 @@ static void test_stream_order_next_and_graph(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ energy */
+
+/* A rank that sampled NVML itself on a GPU whose energy counter is unsupported: the
+ * instantaneous power (gpu0.power_instant_w) every 20 ms is 100 W but for one 300 W reading
+ * at T0 + 100 ms; the 1 s average (gpu0.power_w) reads 150 W throughout. Steps: a warm-up
+ * [T0 + 10, T0 + 50 ms] and three of 80 ms from T0 + 50 ms to T0 + 290 ms. The integral of
+ * the instantaneous series over [50, 290] ms: 100 W x 0.24 s + the spike's triangle
+ * (0.5 x 0.04 s x 200 W) = 28 J, i.e. 28/3 J per step and 116.67 W. Steps of 80 ms are
+ * shorter than a power reading's resolution (100 ms): flagged approximate.
+ * GPU 1: no energy counter and its power samples begin only at T0 + 200 ms; GPU 2: no
+ * energy counter and no power at all (temperature only). */
+static void test_energy_integrated_power(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-energy"), 0);
+    synth_file *f = synth_open(dir, "h", 70, RT0, T0);
+    synth_thread(f, 1, 70);
+    synth_thread(f, 2, 71);
+    synth_rank(f, 0, 1);
+    const char *why = "unsupported: nvmlDeviceGetTotalEnergyConsumption answered \"Not Supported\" (3)";
+    synth_meta(f, "gpu.0.uuid", "GPU-00000000-0000-4000-8000-000000000000");
+    synth_meta(f, "gpu.0.energy_counter", why);
+    synth_meta(f, "gpu.1.energy_counter", why);
+    synth_meta(f, "gpu.2.energy_counter", why);
+    synth_step_begin(f, 1, T0 + 10 * MS, 0);
+    synth_step_end(f, 1, T0 + 50 * MS, 0);
+    for (uint64_t k = 0; k < 3; k++) {
+        synth_step_begin(f, 1, T0 + (50 + 80 * k) * MS, k + 1);
+        synth_step_end(f, 1, T0 + (130 + 80 * k) * MS, k + 1);
+    }
+    for (uint64_t t = 0; t <= 300; t += 20) {
+        synth_counter(f, 2, T0 + t * MS, "gpu0.power_instant_w", t == 100 ? 300.0 : 100.0);
+        synth_counter(f, 2, T0 + t * MS, "gpu0.power_w", 150.0);
+        if (t >= 200) synth_counter(f, 2, T0 + t * MS, "gpu1.power_w", 200.0);
+        synth_counter(f, 2, T0 + t * MS, "gpu2.temp_c", 50.0);
+    }
+    synth_end_of_file(f, T0 + 310 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_method"), "integrated_power");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_series"), "power_instant_w");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_counter"), why);
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.0.sample_interval_ms") == 20.0);
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.0.steps_with_energy") == 3.0);
+    assert_true(fabs(jnum(rep, "ranks.0.nvml.gpus.0.energy_j") - 28.0) < 1e-9);
+    assert_true(fabs(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j") - 28.0 / 3.0) < 1e-9);
+    assert_true(fabs(jnum(rep, "ranks.0.nvml.gpus.0.avg_power_w") - 28.0 / 0.24) < 1e-9);
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.0.energy_resolution_ms") == 100.0);
+    assert_true(cJSON_IsTrue(jget(rep, "ranks.0.nvml.gpus.0.energy_approximate")));
+    /* the true reasons where there is none */
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.1.energy_method"), "none");
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.1.steps_with_energy") == 0.0);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.1.energy_unavailable"),
+                        "the power samples (0.200 s to 0.300 s after the rank started) do not "
+                        "cover the measured steps (0.050 s to 0.290 s)");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.2.energy_unavailable"),
+                        "no energy counter (unsupported: nvmlDeviceGetTotalEnergyConsumption "
+                        "answered \"Not Supported\" (3)) and fewer than two power samples");
+    assert_null(jget(rep, "ranks.0.nvml.energy_per_step_j")); /* not every GPU has energy */
+    assert_string_equal(jstr(rep, "ranks.0.nvml.energy_method"), "integrated_power");
+    text_has(rep, "NVML GPU 0 (GPU-00000000-0000-4000-8000-000000000000): 9.3 J per step (0.0026 Wh) "
+                  "over 3 steps, 116.7 W average, integrated from power_instant_w samples every "
+                  "20 ms (no energy counter)");
+    text_has(rep, "energy per step approximate: the steps are shorter than the interval of the "
+                  "power readings (about 100 ms)");
+    text_has(rep, "NVML GPU 1: no energy (the power samples (0.200 s to 0.300 s after the rank "
+                  "started) do not cover the measured steps (0.050 s to 0.290 s))");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_order_clip),
         cmocka_unit_test(test_stream_order_next_and_graph),
+        cmocka_unit_test(test_energy_integrated_power),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -368,6 +368,59 @@ static void test_report_energy(void **state) {
     tp_run_free(&run);
 }
 
+/* A GPU without the energy counter (NOT_SUPPORTED, as on many GPUs and vGPUs): the sampler
+ * records why, and the report integrates the power it sampled. GPU 0 draws a constant 250 W
+ * (its instantaneous field is sampled): the integral over the measured steps' span is 250 W
+ * times that span, to rounding; GPU 1's power ramps (only the averaged reading, power_w):
+ * the integral of the ramp's samples. */
+static void test_report_energy_without_counter(void **state) {
+    (void)state;
+    fresh_dir("nocounter");
+    static const char *const env[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "FAKE_NVML_NO_ENERGY=1",
+                                      NULL};
+    run_child("session", env);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(series(p, "gpu0.energy_j", NULL, NULL, 0), 0);
+    const char *why = "unsupported: nvmlDeviceGetTotalEnergyConsumption answered \"Not Supported\" (3)";
+    assert_string_equal(tp_meta(p, "gpu.0.energy_counter"), why);
+    assert_string_equal(tp_meta(p, "gpu.1.energy_counter"), why);
+    tp_steps st;
+    assert_int_equal(tp_find_steps(p, NULL, 1, &st), TPROF_OK);
+    assert_int_equal(st.nsteps - st.nwarmup, 4);
+    uint64_t w0 = st.steps[st.nwarmup].start, w1 = st.steps[st.nsteps - 1].end;
+    double t0 = atof(tp_meta(p, "fake.t0_s"));
+    double ramp = gpu1_energy((double)w1 / 1e9 - t0) - gpu1_energy((double)w0 / 1e9 - t0);
+    tp_steps_free(&st);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.energy_method"), "integrated_power");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_method"), "integrated_power");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_series"), "power_instant_w");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_counter"), why);
+    double span_s = (double)(w1 - w0) / 1e9;
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_j"), 250.0 * span_s, 1e-12, "gpu0 J");
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j"), 250.0 * span_s / 4.0, 1e-12,
+                "gpu0 J/step");
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.avg_power_w"), 250.0, 1e-12, "gpu0 W");
+    /* 50 Hz with a 10 ms flusher: samples about 20 ms apart; steps of 150 ms are longer
+     * than the readings' 100 ms resolution */
+    double iv = jnum(rep, "ranks.0.nvml.gpus.0.sample_interval_ms");
+    assert_true(iv >= 15.0 && iv <= 40.0);
+    assert_true(cJSON_IsFalse(jget(rep, "ranks.0.nvml.gpus.0.energy_approximate")));
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.1.energy_series"), "power_w");
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.1.energy_j"), ramp, 0.02, "gpu1 J");
+    char *text = report_text(rep);
+    assert_non_null(strstr(text, "integrated from power_instant_w samples every"));
+    assert_null(strstr(text, ": no energy ("));
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
 /* A driver reload restarts the counter at 0: the recorded energy goes on from where it was
  * (losing at most the part between the last sample before the reload and the reload). */
 static void test_energy_counter_reset(void **state) {
@@ -743,6 +796,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler_counters),
         cmocka_unit_test(test_report_energy),
+        cmocka_unit_test(test_report_energy_without_counter),
         cmocka_unit_test(test_energy_counter_reset),
         cmocka_unit_test(test_local_rank_1_does_not_sample),
         cmocka_unit_test(test_all_ranks_and_visible_uuid),

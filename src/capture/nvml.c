@@ -494,6 +494,14 @@ static void sampler_start(uint32_t hz) {
     g.mode = MODE_ON;
 }
 
+/* The energy counter is missing on many GPUs and most vGPUs: the report then integrates the
+ * power samples, and says why it had to (gpu.<i>.energy_counter). */
+static void energy_counter_missing(const nv_gpu *gp, const char *why) {
+    char v[160];
+    snprintf(v, sizeof v, "unsupported: %.140s", why);
+    meta_gpu(gp->d.index, "energy_counter", v);
+}
+
 /* An unsupported call is not asked again; a lost GPU is not sampled again. */
 static int failed(nv_gpu *gp, int metric, nvmlReturn_t r) {
     if (r == NVML_SUCCESS) return 0;
@@ -502,6 +510,12 @@ static int failed(nv_gpu *gp, int metric, nvmlReturn_t r) {
         gp->off[metric] = 1;
         tprof__log(TPROF_LOG_INFO, "NVML: GPU %u does not give %s (NVML error %d); not asked again",
                    gp->d.index, metric_suffix[metric], r);
+        if (metric == M_ENERGY) {
+            char why[128];
+            snprintf(why, sizeof why, "nvmlDeviceGetTotalEnergyConsumption answered \"%s\" (%d)",
+                     nvml_str(g.api, r), r);
+            energy_counter_missing(gp, why);
+        }
     }
     if (r == NVML_ERROR_GPU_IS_LOST && !gp->lost) {
         gp->lost = 1;
@@ -533,8 +547,10 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
     unsigned long long mj = 0;
     int have_mj = 0;
     if (!gp->off[M_ENERGY]) {
-        if (!api->nvmlDeviceGetTotalEnergyConsumption) gp->off[M_ENERGY] = 1;
-        else if (!failed(gp, M_ENERGY, r = api->nvmlDeviceGetTotalEnergyConsumption(dev, &mj)))
+        if (!api->nvmlDeviceGetTotalEnergyConsumption) {
+            gp->off[M_ENERGY] = 1;
+            energy_counter_missing(gp, "the NVML library has no nvmlDeviceGetTotalEnergyConsumption");
+        } else if (!failed(gp, M_ENERGY, r = api->nvmlDeviceGetTotalEnergyConsumption(dev, &mj)))
             have_mj = 1;
         if (gp->lost) return;
     }
