@@ -656,6 +656,42 @@ static size_t setup_count(const char *const *devs, size_t n, int want_rc, unsign
     return c;
 }
 
+/* A GPU without the energy counter: the monitor says so once, at setup, by name, and its laps
+ * count nothing and answer TPROF_ERR_UNAVAILABLE (never a silent 0 J "success"). */
+static void test_monitor_without_counter(void **state) {
+    (void)state;
+    fake_setup();
+    setenv("FAKE_NVML_NO_ENERGY", "1", 1);
+    char path[] = "/tmp/tprof-nvml-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    const char *devs[] = {"1"};
+    tprof_energy *m = NULL;
+    int rc = tprof_energy_setup(devs, 1, &m);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    assert_int_equal(rc, TPROF_OK);
+    char buf[2048] = "";
+    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_true(got > 0);
+    buf[got] = 0;
+    if (!strstr(buf, "EnergyMonitor: GPU 1 (" UUID1 ") gives no total-energy counter"))
+        fail_msg("no warning naming GPU 1 in: %s", buf);
+    assert_int_equal(tprof_energy_resume(m), TPROF_ERR_UNAVAILABLE);
+    double r = 1, w = 1;
+    assert_int_equal(tprof_energy_lap(m, &r, &w), TPROF_ERR_UNAVAILABLE);
+    assert_true(r == 0.0);
+    tprof_energy_shutdown(m);
+    unsetenv("FAKE_NVML_NO_ENERGY");
+}
+
 static void test_monitor_devices(void **state) {
     (void)state;
     fake_setup();
@@ -806,6 +842,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_init_fails),
         cmocka_unit_test(test_monitor_arithmetic),
         cmocka_unit_test(test_monitor_devices),
+        cmocka_unit_test(test_monitor_without_counter),
         cmocka_unit_test(test_monitor_world_sum),
         cmocka_unit_test(test_helpers),
     };

@@ -102,6 +102,14 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
             api->nvmlDeviceGetName(devs[i].dev, m->gpu[i].name, sizeof m->gpu[i].name) != NVML_SUCCESS)
             m->gpu[i].name[0] = 0;
         m->gpu[i].name[sizeof m->gpu[i].name - 1] = 0;
+        /* many GPUs and vGPUs have no total-energy counter: say so once, here, rather than
+         * return silent zeros at every lap */
+        uint64_t mj;
+        if (tprof__nvml_energy_mj(api, devs[i].dev, &mj) != 0)
+            tprof__log(TPROF_LOG_WARN, "EnergyMonitor: GPU %u (%s) gives no total-energy counter; "
+                                       "its laps count 0 J and return TPROF_ERR_UNAVAILABLE (the "
+                                       "report integrates the sampled power instead)",
+                       devs[i].index, devs[i].uuid);
     }
     if (!n && rc == TPROF_OK) rc = TPROF_ERR_UNAVAILABLE; /* no GPU visible */
     *out = m;
