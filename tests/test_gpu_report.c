@@ -320,11 +320,216 @@ static void test_energy_integrated_power(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ GPU identity */
+
+static const char *const UU[3] = {"GPU-00000000-0000-4000-8000-000000000000",
+                                  "GPU-11111111-1111-4111-8111-111111111111",
+                                  "GPU-22222222-2222-4222-8222-222222222222"};
+static const char *const MIG_A = "MIG-aaaaaaaa-aaaa-5aaa-8aaa-aaaaaaaaaaaa";
+static const char *const MIG_B = "MIG-bbbbbbbb-bbbb-5bbb-8bbb-bbbbbbbbbbbb";
+
+/* NVML power samples every 2 ms over [T0, T0 + 40 ms] of GPUs 0..n-1 drawing watts[i], into
+ * f (serial `serial`), with their UUIDs; `devices` is nvml.devices. */
+static void nvml_samples(synth_file *f, uint32_t serial, size_t n, const double *watts,
+                         const char *devices) {
+    synth_meta(f, "nvml.devices", devices);
+    for (size_t i = 0; i < n; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "gpu.%zu.uuid", i);
+        synth_meta(f, k, UU[i]);
+    }
+    for (uint64_t t = 0; t <= 40; t += 2)
+        for (size_t i = 0; i < n; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "gpu%zu.power_w", i);
+            synth_counter(f, serial, T0 + t * MS, name, watts[i]);
+        }
+}
+
+/* A rank (pid) on host "h": steps of 10 ms from T0 (the first warm-up), a kernel in each on
+ * CUDA device `ordinal`, and its devices' UUIDs (uuids[o] for ordinal o, NULL: none). */
+static synth_file *rank_file(const char *dir, uint32_t pid, int rank, unsigned ordinal,
+                             const char *const *uuids, size_t nuuids) {
+    synth_file *f = synth_open(dir, "h", (int32_t)pid, RT0, T0);
+    synth_thread(f, 1, pid);
+    synth_thread(f, 2, pid + 1);
+    synth_rank(f, rank, 2);
+    for (size_t o = 0; o < nuuids; o++)
+        if (uuids[o]) {
+            char k[32];
+            snprintf(k, sizeof k, "cuda.%zu.uuid", o);
+            synth_meta(f, k, uuids[o]);
+        }
+    for (uint64_t s = 0; s < 4; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_step_end(f, 1, b + 10 * MS, s);
+        synth_kernel(f, 2, b + MS, b + 9 * MS, ordinal, 7, (uint32_t)(s + 1), "gemm_kernel");
+    }
+    return f;
+}
+
+/* The node sampler's file (pid 99) with n GPUs. */
+static void node_sampler(const char *dir, size_t n, const double *watts, const char *devices) {
+    synth_file *f = synth_open(dir, "h", 99, RT0, T0);
+    synth_thread(f, 1, 99);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    nvml_samples(f, 1, n, watts, devices);
+    synth_end_of_file(f, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* The names of the NVML counters in a per-rank export, as "gpu0.power_w,gpu1..." */
+static void exported_gpu_counters(const tp_run *run, int rank, char *out, size_t n) {
+    cJSON *root = export_json(run, rank);
+    out[0] = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(root, "traceEvents")) {
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(ev, "name");
+        if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "C") || !cJSON_IsString(name)) continue;
+        if (strncmp(name->valuestring, "gpu", 3) || strstr(out, name->valuestring)) continue;
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? "," : "", name->valuestring);
+    }
+    cJSON_Delete(root);
+}
+
+/* CUDA numbers its devices fastest first: the rank's device 0 is NVML's GPU 2, which the
+ * node sampler did not sample (it read CUDA_VISIBLE_DEVICES=0,1 as NVML indices). The
+ * rank's file names its GPU: no other GPU's energy is given to it (by position its device 0
+ * would be NVML 0), the report says its GPU was not sampled, the per-rank export carries no
+ * other GPU's counters. */
+static void test_gpu_identity_not_sampled(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-id-absent"), 0);
+    const char *uuids[] = {UU[2]};
+    synth_file *f = rank_file(dir, 60, 0, 0, uuids, 1);
+    synth_end_of_file(f, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const double watts[] = {100, 300};
+    node_sampler(dir, 2, watts, "0,1");
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.nvml.gpus")), 0);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.rank_gpus_not_sampled.0"), UU[2]);
+    assert_null(jget(rep, "ranks.0.nvml.shared_with_other_ranks"));
+    text_has(rep, "NVML: this rank's GPU GPU-22222222-2222-4222-8222-222222222222 was not among "
+                  "the GPUs sampled: no energy or power for it");
+    char names[256];
+    exported_gpu_counters(&run, 0, names, sizeof names);
+    assert_string_equal(names, "");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* torchrun without a node sampler: local rank 0 sampled both GPUs of the node. CUDA's order
+ * is the reverse of NVML's (CUDA 0 = NVML 1). Rank 0 works on its CUDA device 0 (NVML 1,
+ * 300 W), rank 1 on its CUDA device 1 (NVML 0, 100 W). Each rank gets its own GPU's energy
+ * (3 J and 1 J per 10 ms step), from rank 0's samples for rank 1, and no sum of both; the
+ * per-rank exports carry each rank's GPU's counters only. */
+static void test_gpu_identity_reversed_order(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-id-reversed"), 0);
+    const char *uuids[] = {UU[1], UU[0]};
+    synth_file *f0 = rank_file(dir, 60, 0, 0, uuids, 2);
+    const double watts[] = {100, 300};
+    synth_thread(f0, 3, 62);
+    nvml_samples(f0, 3, 2, watts, "0,1");
+    synth_end_of_file(f0, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(f0), 0);
+    synth_file *f1 = rank_file(dir, 70, 1, 1, uuids, 2);
+    synth_end_of_file(f1, T0 + 41 * MS, 0);
+    assert_int_equal(synth_close(f1), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    for (int r = 0; r < 2; r++) {
+        char path[64];
+        snprintf(path, sizeof path, "ranks.%d.nvml.gpus", r);
+        assert_int_equal(cJSON_GetArraySize(jget(rep, path)), 1);
+        snprintf(path, sizeof path, "ranks.%d.rank", r);
+        assert_true(jnum(rep, path) == r);
+    }
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.0.index") == 1.0);
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.0.cuda_device") == 0.0);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.uuid"), UU[1]);
+    assert_true(fabs(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j") - 3.0) < 1e-9);
+    assert_null(jget(rep, "ranks.0.nvml.energy_per_step_j")); /* one GPU: no sum */
+    assert_string_equal(jstr(rep, "ranks.0.nvml.rank_gpus_by"), "uuid");
+    assert_true(jnum(rep, "ranks.1.nvml.gpus.0.index") == 0.0);
+    assert_true(jnum(rep, "ranks.1.nvml.gpus.0.cuda_device") == 1.0);
+    assert_true(fabs(jnum(rep, "ranks.1.nvml.gpus.0.energy_per_step_j") - 1.0) < 1e-9);
+    assert_string_equal(jstr(rep, "ranks.1.nvml.sampled_by"), "rank 0");
+    text_has(rep, "NVML sampled by rank 0 (pid 60)");
+    char names[256];
+    exported_gpu_counters(&run, 0, names, sizeof names);
+    assert_string_equal(names, "gpu1.power_w");
+    exported_gpu_counters(&run, 1, names, sizeof names);
+    assert_string_equal(names, "gpu0.power_w");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* A rank on a MIG device (its cuda.0.uuid is the MIG UUID, as the CUDA driver gives it): its
+ * GPU is the one whose MIG devices the node sampler listed (gpu.1.mig_uuids), not NVML 0 by
+ * position. The energy shown is that whole GPU's, flagged as shared by its MIG instances and
+ * summed as nobody's own. With CUPTI's parent UUID (cuda.0.gpu_uuid) the same GPU is found
+ * without the sampler's list. */
+static void test_gpu_identity_mig(void **state) {
+    (void)state;
+    for (int parent_known = 0; parent_known < 2; parent_known++) {
+        char dir[512];
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-id-mig"), 0);
+        const char *uuids[] = {MIG_B};
+        synth_file *f = rank_file(dir, 60, 0, 0, uuids, 1);
+        if (parent_known) synth_meta(f, "cuda.0.gpu_uuid", UU[1]);
+        synth_end_of_file(f, T0 + 41 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+        synth_file *sf = synth_open(dir, "h", 99, RT0, T0);
+        synth_thread(sf, 1, 99);
+        synth_meta(sf, "trainprof.role", "node-sampler");
+        const double watts[] = {100, 300};
+        nvml_samples(sf, 1, 2, watts, "0,1");
+        if (!parent_known) {
+            char list[128];
+            snprintf(list, sizeof list, "%s,%s", MIG_A, MIG_B);
+            synth_meta(sf, "gpu.1.mig_uuids", list);
+        }
+        synth_end_of_file(sf, T0 + 41 * MS, 0);
+        assert_int_equal(synth_close(sf), 0);
+        tp_run run;
+        load_run(dir, &run);
+        cJSON *rep = default_report(&run);
+        assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.nvml.gpus")), 1);
+        assert_true(jnum(rep, "ranks.0.nvml.gpus.0.index") == 1.0);
+        assert_true(jnum(rep, "ranks.0.nvml.gpus.0.cuda_device") == 0.0);
+        assert_string_equal(jstr(rep, "ranks.0.nvml.rank_gpus_by"), "mig_parent");
+        assert_true(cJSON_IsTrue(jget(rep, "ranks.0.nvml.gpus.0.shared_by_mig_instances")));
+        assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.mig_device"), MIG_B);
+        assert_true(fabs(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j") - 3.0) < 1e-9);
+        assert_null(jget(rep, "ranks.0.nvml.energy_per_step_j"));
+        text_has(rep, "MIG mode (this rank's MIG device MIG-bbbbbbbb-bbbb-5bbb-8bbb-bbbbbbbbbbbb): "
+                      "energy and power are the whole GPU's, shared by its MIG instances, not "
+                      "this rank's own");
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_order_clip),
         cmocka_unit_test(test_stream_order_next_and_graph),
         cmocka_unit_test(test_energy_integrated_power),
+        cmocka_unit_test(test_gpu_identity_not_sampled),
+        cmocka_unit_test(test_gpu_identity_reversed_order),
+        cmocka_unit_test(test_gpu_identity_mig),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

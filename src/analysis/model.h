@@ -198,16 +198,46 @@ const char *tp_gpu_counter(const char *name, unsigned long *idx);
  * or a driver (a communicator's name, a torch group, a GPU's name) cannot disturb the
  * terminal. */
 void tp_fput_printable(FILE *f, const char *s);
-/* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
- * GPU records; else its local rank, the device torchrun-style jobs use), each matched by UUID
- * (p's cuda.<ordinal>.uuid from CUPTI against the sampler's gpu.<index>.uuid) or else mapped
- * through the sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into
- * `out`; 0 = not known. */
+/* GPU identity across processes. A rank names its CUDA devices by UUID (cuda.<o>.uuid, from
+ * CUPTI's device record or the CUDA driver it initialised; a MIG device's is "MIG-...", and
+ * cuda.<o>.gpu_uuid its GPU's when known); a process that sampled NVML names its GPUs by
+ * NVML index with their UUIDs (gpu.<i>.uuid, and gpu.<i>.mig_uuids: the MIG devices of a
+ * GPU in MIG mode). CUDA numbers devices fastest first (or as CUDA_VISIBLE_DEVICES lists
+ * them), NVML in PCI order: the two are joined by UUID only. Position (the sampler's
+ * nvml.devices read as CUDA's order) is used only for a rank that named no device at all. */
+typedef enum tp_gpu_match {
+    TP_GPU_BY_UUID = 1,       /* the rank's UUID is the sampler's GPU's */
+    TP_GPU_BY_MIG_PARENT = 2, /* the rank's device is a MIG instance of that GPU */
+    TP_GPU_BY_POSITION = 3,   /* the rank named no device: its ordinal's place in nvml.devices */
+} tp_gpu_match;
+
+typedef struct tp_gpu_link {
+    unsigned index;       /* NVML index in the sampler's numbering */
+    int cuda_ordinal;     /* the rank's CUDA device ordinal */
+    tp_gpu_match by;
+    const char *uuid;     /* the rank's cuda.<o>.uuid (NULL by position) */
+} tp_gpu_link;
+
+/* The GPUs rank `p` used, in `sampler`'s numbering, each at most once: p's CUDA device
+ * ordinals (from its GPU records; else the devices whose primary context was active,
+ * cuda.<o>.in_use; else its local rank, the device torchrun-style jobs use), joined as the
+ * comment above says. Returns how many went into `out` (at most max). *unmatched (may be
+ * NULL) gets the number of p's devices whose UUID is known but is none of the sampler's GPUs
+ * (not sampled there): with 0 links and unmatched > 0 the rank's GPUs are known and absent,
+ * with 0 and 0 they are not known. `sampler` may be p itself. */
+size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_link *out,
+                         size_t max, size_t *unmatched);
+/* The NVML indices of tp_rank_gpu_links, into out; 0 = none (not known, or not sampled). */
 size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max);
-/* The CUDA device ordinal, in process `rank`, of the sampler's NVML GPU `idx`: by UUID
- * (as tp_rank_gpus), else its position in the sampler's nvml.devices; -1 when not known.
- * `rank` may be the sampler itself (a process that sampled NVML on its own). */
+/* The CUDA device ordinal, in process `rank`, of the sampler's NVML GPU `idx` (the ordinal of
+ * a MIG instance of it for a GPU in MIG mode), by UUID as above; by position only when
+ * `rank` named no device; -1 when not known. `rank` may be the sampler itself. */
 int tp_cuda_ordinal_of(const tp_process *rank, const tp_process *sampler, unsigned idx);
+/* The process whose NVML samples describe rank p's GPUs: p itself when it sampled
+ * ("gpu<N>.*" counters), else the node sampler of its host, else another process of its
+ * host that sampled (the local rank 0 of a torchrun job samples the node's GPUs); NULL when
+ * none did. */
+const tp_process *tp_gpu_samples_for(const tp_run *run, const tp_process *p);
 const char *tp_domain_name(const tp_process *p, uint32_t domain);  /* "" for default */
 const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t category);
 

@@ -442,7 +442,7 @@ static void memory_capacity(cJSON *rs, const tp_process *p) {
         cJSON_ArrayForEach(g, tp_jobj(tp_jobj(rs, "nvml"), "gpus")) {
             if (cap > 0) break;
             if (tp_jobj(g, "cuda_device") && tp_jnum(g, "cuda_device") == tp_jnum(d, "device") &&
-                tp_jnum(g, "mem_total_bytes") > 0)
+                tp_jnum(g, "mem_total_bytes") > 0 && !cJSON_IsTrue(tp_jobj(g, "shared_by_mig_instances")))
                 cap = tp_jnum(g, "mem_total_bytes");
         }
         if (cap > 0) {
@@ -452,34 +452,31 @@ static void memory_capacity(cJSON *rs, const tp_process *p) {
     }
 }
 
-/* Per GPU the sampler saw: energy per measured step (the energy counter interpolated at each
- * step's start and end; only steps with samples on both sides count), average power (that
- * energy over those steps' time: the energy-weighted mean, not the mean of power samples),
- * the power samples' mean and max, the power limit, SM clock min/mean/max, temperature max,
- * memory used peak against the total, utilisation mean, and the clock-event reasons seen.
- * The gauges are read inside the measured steps' span (first start to last end), or over the
- * whole run without steps. Adds "nvml" to the rank (nothing when there are no samples). */
+/* Per GPU of the rank: energy over the measured steps (nv_energy_of: the energy counter, or
+ * the power samples integrated), average power (that energy over the steps' span: the
+ * energy-weighted mean, not the mean of power samples), the power samples' mean and max, the
+ * power limit, SM clock min/mean/max, temperature max, memory used peak against the total,
+ * utilisation mean, and the clock-event reasons seen. The gauges are read inside the
+ * measured steps' span (first start to last end), or over the whole run without steps.
+ * The samples are those of the process tp_gpu_samples_for names; the rank's GPUs among them
+ * are found by UUID (tp_rank_gpu_links), never by position once the rank named its devices.
+ * A GPU in MIG mode is shared by its MIG instances: its energy is shown, flagged, and not
+ * counted as the rank's own. Adds "nvml" to the rank (nothing when there are no samples). */
 static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process *rank_p,
                            const tp_step *meas, size_t nm) {
     nv_dev *dv = NULL;
     size_t nd = 0;
     int oom = 0;
-    /* the rank's own samples, or those of the node sampler of its host */
-    const tp_process *p = rank_p;
-    unsigned allow[64];
-    size_t nallow = 0;
-    int from_node = 0;
-    if (!tp_has_gpu_counters(rank_p)) {
-        for (size_t i = 0; i < run->nprocs; i++) {
-            const tp_process *q = &run->procs[i];
-            if (q->role == TP_ROLE_SAMPLER && !strcmp(q->hdr.host, rank_p->hdr.host)) {
-                p = q;
-                from_node = 1;
-                nallow = tp_rank_gpus(rank_p, q, allow, 64);
-                break;
-            }
-        }
-    }
+    const tp_process *p = tp_gpu_samples_for(run, rank_p);
+    if (!p) return;
+    tp_gpu_link links[64];
+    size_t unmatched = 0;
+    size_t nlinks = tp_rank_gpu_links(rank_p, p, links, 64, &unmatched);
+    /* the rank's GPUs are known and none was sampled there: say so, show none */
+    int none_sampled = !nlinks && unmatched;
+    /* without a link, a rank that sampled itself shows what it sampled; another process's
+     * samples are every GPU of the host, which the rank may share */
+    int all_of_host = !nlinks && !unmatched && p != rank_p;
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
         const tp_thread *t = &p->threads[ti];
         for (size_t k = 0; k < t->ncounters && !oom; k++) {
@@ -491,8 +488,8 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
             for (int j = 0; j < NV_N && m < 0; j++)
                 if (!strcmp(metric, nv_suffix[j])) m = j;
             if (m < 0) continue;
-            int ok = !nallow;
-            for (size_t a = 0; a < nallow; a++) ok |= allow[a] == idx;
+            int ok = !nlinks && !none_sampled;
+            for (size_t a = 0; a < nlinks; a++) ok |= links[a].index == idx;
             if (!ok) continue;
             size_t d = 0;
             while (d < nd && dv[d].idx != idx) d++;
@@ -506,7 +503,7 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
             if (nv_push(&dv[d].s[m], t->counters[k].ts, t->counters[k].value)) oom = 1;
         }
     }
-    if (!nd || oom) goto out;
+    if (oom || (!nd && !none_sampled)) goto out;
     /* NVML indices in order */
     for (size_t i = 1; i < nd; i++)
         for (size_t j = i; j > 0 && dv[j - 1].idx > dv[j].idx; j--) {
@@ -518,12 +515,26 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
     uint64_t w0 = per_step ? meas[0].start : 0, w1 = per_step ? meas[nm - 1].end : UINT64_MAX;
     cJSON *nj = cJSON_AddObjectToObject(rank_json, "nvml");
     cJSON_AddStringToObject(nj, "per", per_step ? "step" : "run");
-    if (from_node) {
-        /* sampled by `trainprof run` for the whole host; without a device list for this
-         * rank every GPU of the host is shown and may be shared with other ranks */
-        cJSON_AddStringToObject(nj, "sampled_by", "node sampler");
+    if (p != rank_p) {
+        char by[48];
+        if (p->role == TP_ROLE_SAMPLER) snprintf(by, sizeof by, "node sampler");
+        else tp_process_label(p, by, sizeof by);
+        cJSON_AddStringToObject(nj, "sampled_by", by);
         cJSON_AddNumberToObject(nj, "sampler_pid", p->hdr.pid);
-        if (!nallow) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+        if (all_of_host) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+    }
+    if (nlinks) {
+        const char *const how[] = {"", "uuid", "mig_parent", "position"};
+        cJSON_AddStringToObject(nj, "rank_gpus_by", how[links[0].by]);
+    }
+    if (none_sampled) {
+        /* the rank's own devices, by UUID: none of them is among the sampled GPUs */
+        cJSON *ns = cJSON_AddArrayToObject(nj, "rank_gpus_not_sampled");
+        for (unsigned o = 0; o < 64; o++) {
+            char k[40];
+            snprintf(k, sizeof k, "cuda.%u.uuid", o);
+            if (tp_meta(rank_p, k)) cJSON_AddItemToArray(ns, cJSON_CreateString(tp_meta(rank_p, k)));
+        }
     }
     const char *match = tp_meta(p, "nvml.match");
     if (match) cJSON_AddStringToObject(nj, "device_match", match);
@@ -535,6 +546,7 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
     double sum_e = 0, sum_w = 0, mean_step_ms = 0;
     int all_e = 1;
     const char *method = NULL; /* of the GPUs with energy: one, or "mixed" */
+    int any_mig = 0;            /* a GPU shared by MIG instances: no sum is the rank's own */
     for (size_t i = 0; per_step && i < nm; i++) mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
     if (per_step) mean_step_ms /= (double)nm;
     for (size_t d = 0; d < nd; d++) {
@@ -542,13 +554,26 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
         cJSON *gj = cJSON_CreateObject();
         cJSON_AddItemToArray(ga, gj);
         cJSON_AddNumberToObject(gj, "index", g->idx);
-        int ord = tp_cuda_ordinal_of(rank_p, p, g->idx);
+        const tp_gpu_link *lk = NULL;
+        for (size_t a = 0; a < nlinks; a++)
+            if (links[a].index == g->idx) lk = &links[a];
+        int ord = lk ? lk->cuda_ordinal : tp_cuda_ordinal_of(rank_p, p, g->idx);
         if (ord >= 0) cJSON_AddNumberToObject(gj, "cuda_device", ord);
         char k[64];
         snprintf(k, sizeof k, "gpu.%u.name", g->idx);
         if (tp_meta(p, k)) cJSON_AddStringToObject(gj, "name", tp_meta(p, k));
         snprintf(k, sizeof k, "gpu.%u.uuid", g->idx);
         if (tp_meta(p, k)) cJSON_AddStringToObject(gj, "uuid", tp_meta(p, k));
+        /* MIG mode: power, energy and clocks are the whole GPU's (NVML reports them per
+         * physical GPU), shared by every MIG instance on it */
+        snprintf(k, sizeof k, "gpu.%u.mig_uuids", g->idx);
+        int mig = (lk && lk->by == TP_GPU_BY_MIG_PARENT) || (tp_meta(p, k) && *tp_meta(p, k));
+        if (mig) {
+            cJSON_AddBoolToObject(gj, "shared_by_mig_instances", 1);
+            if (lk && lk->by == TP_GPU_BY_MIG_PARENT)
+                cJSON_AddStringToObject(gj, "mig_device", lk->uuid);
+            any_mig = 1;
+        }
         size_t ns = 0;
         for (int m = 0; m < NV_N; m++)
             if (g->s[m].n > ns) ns = g->s[m].n;
@@ -663,7 +688,7 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
             cJSON_AddNumberToObject(cj, "throttled_share", (double)throttled / (double)cnt[NV_EVENTS]);
         }
     }
-    if (nd > 1 && all_e) {
+    if (nd > 1 && all_e && !any_mig) {
         cJSON_AddNumberToObject(nj, per_step ? "energy_per_step_j" : "energy_j", sum_e);
         cJSON_AddNumberToObject(nj, "avg_power_w", sum_w);
     }
@@ -1178,12 +1203,28 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
 static void nvml_text(FILE *f, const cJSON *nv) {
     if (!nv) return;
     int per_step = !strcmp(tp_jstr(nv, "per"), "step");
-    if (tp_jobj(nv, "sampled_by"))
-        fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)%s\n",
-                tp_jnum(nv, "sampler_pid"),
-                cJSON_IsTrue(tp_jobj(nv, "shared_with_other_ranks"))
-                    ? ": this rank's GPU is not known, every GPU of the host is shown"
-                    : "");
+    if (tp_jobj(nv, "sampled_by")) {
+        if (!strcmp(tp_jstr(nv, "sampled_by"), "node sampler"))
+            fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)",
+                    tp_jnum(nv, "sampler_pid"));
+        else
+            fprintf(f, "  NVML sampled by %s (pid %.0f)", tp_jstr(nv, "sampled_by"),
+                    tp_jnum(nv, "sampler_pid"));
+        fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(nv, "shared_with_other_ranks"))
+                               ? ": this rank's GPU is not known, every GPU of the host is shown"
+                               : "");
+    }
+    if (tp_jobj(nv, "rank_gpus_not_sampled")) {
+        fputs("  NVML: this rank's GPU", f);
+        const cJSON *u;
+        int first = 1;
+        cJSON_ArrayForEach(u, tp_jobj(nv, "rank_gpus_not_sampled")) {
+            fputs(first ? " " : ", ", f);
+            tp_fput_printable(f, u->valuestring);
+            first = 0;
+        }
+        fputs(" was not among the GPUs sampled: no energy or power for it\n", f);
+    }
     const cJSON *g;
     cJSON_ArrayForEach(g, tp_jobj(nv, "gpus")) {
         fprintf(f, "  NVML GPU %.0f", tp_jnum(g, "index"));
@@ -1211,6 +1252,16 @@ static void nvml_text(FILE *f, const cJSON *nv) {
                     tp_jnum(g, "power_max_w"));
         if (tp_jobj(g, "power_limit_w")) fprintf(f, "; limit %.0f W", tp_jnum(g, "power_limit_w"));
         fputc('\n', f);
+        if (cJSON_IsTrue(tp_jobj(g, "shared_by_mig_instances"))) {
+            fputs("    MIG mode", f);
+            if (tp_jobj(g, "mig_device")) {
+                fputs(" (this rank's MIG device ", f);
+                tp_fput_printable(f, tp_jstr(g, "mig_device"));
+                fputc(')', f);
+            }
+            fputs(": energy and power are the whole GPU's, shared by its MIG instances, not "
+                  "this rank's own\n", f);
+        }
         if (cJSON_IsTrue(tp_jobj(g, "energy_approximate")))
             fprintf(f, "    energy per step approximate: the steps are shorter than the %s (about "
                        "%.0f ms), so it is the span's energy shared out, not each step's\n",
