@@ -74,6 +74,19 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
             devs[0] = devs[lr];
             n = 1;
         }
+        /* a MIG device: NVML's energy is its whole GPU's, shared by every MIG instance on
+         * it; counting it as this rank's would count it once per instance in the world sum */
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (devs[i].mig_uuid[0]) {
+                tprof__log(TPROF_LOG_WARN, "EnergyMonitor: %s is a MIG device of GPU %u (%s), whose "
+                                           "energy all its MIG instances share: not counted",
+                           devs[i].mig_uuid, devs[i].index, devs[i].uuid);
+                continue;
+            }
+            devs[kept++] = devs[i];
+        }
+        n = kept;
     } else {
         for (size_t i = 0; i < ndevices; i++) {
             tprof__nvml_dev d;
