@@ -403,8 +403,9 @@ static void test_gpu_identity_not_sampled(void **state) {
     (void)state;
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-id-absent"), 0);
-    const char *uuids[] = {UU[2]};
-    synth_file *f = rank_file(dir, 60, 0, 0, uuids, 1);
+    /* it also sees a device it does not use (CUPTI describes every visible device) */
+    const char *uuids[] = {UU[2], "GPU-33333333-3333-4333-8333-333333333333"};
+    synth_file *f = rank_file(dir, 60, 0, 0, uuids, 2);
     synth_end_of_file(f, T0 + 41 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     const double watts[] = {100, 300};
@@ -413,6 +414,7 @@ static void test_gpu_identity_not_sampled(void **state) {
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
     assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.nvml.gpus")), 0);
+    assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.nvml.rank_gpus_not_sampled")), 1);
     assert_string_equal(jstr(rep, "ranks.0.nvml.rank_gpus_not_sampled.0"), UU[2]);
     assert_null(jget(rep, "ranks.0.nvml.shared_with_other_ranks"));
     text_has(rep, "NVML: this rank's GPU GPU-22222222-2222-4222-8222-222222222222 was not among "

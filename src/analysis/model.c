@@ -1072,7 +1072,6 @@ size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_
     unsigned order[64];
     const size_t no = nvml_order(sampler, order, 64);
     const int named = names_devices(p);
-    if (unmatched) *unmatched = 0;
     uint64_t used = 0; /* CUDA ordinals below 64 */
     for (size_t i = 0; i < p->ngpu; i++)
         if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
@@ -1089,7 +1088,8 @@ size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_
             used = 1ull << p->local_rank;
     }
     if (!used && p->local_rank >= 0 && p->local_rank < 64) used = 1ull << p->local_rank;
-    size_t n = 0;
+    size_t n = 0, nmiss = 0;
+    tp_gpu_link miss[64];
     for (unsigned o = 0; o < 64 && n < max; o++) {
         if (!(used & (1ull << o))) continue;
         char key[40];
@@ -1101,7 +1101,10 @@ size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_
         long idx = -1;
         if (uuid) {
             idx = sampler_gpu(sampler, uuid, parent, &l.by);
-            if (idx < 0 && unmatched) ++*unmatched; /* known, not sampled: never by position */
+            if (idx < 0) { /* known, not sampled: never by position */
+                l.by = TP_GPU_NOT_SAMPLED;
+                miss[nmiss++] = l;
+            }
         } else if (!named && o < no) {
             idx = order[o];
             l.by = TP_GPU_BY_POSITION;
@@ -1112,6 +1115,8 @@ size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_
         for (size_t k = 0; k < n; k++) dup |= out[k].index == l.index; /* MIG siblings: once */
         if (!dup) out[n++] = l;
     }
+    if (unmatched) *unmatched = nmiss;
+    for (size_t k = 0; k < nmiss && n + k < max; k++) out[n + k] = miss[k];
     return n;
 }
 

@@ -206,6 +206,7 @@ void tp_fput_printable(FILE *f, const char *s);
  * them), NVML in PCI order: the two are joined by UUID only. Position (the sampler's
  * nvml.devices read as CUDA's order) is used only for a rank that named no device at all. */
 typedef enum tp_gpu_match {
+    TP_GPU_NOT_SAMPLED = 0,   /* the rank named this device, and no sampled GPU is it */
     TP_GPU_BY_UUID = 1,       /* the rank's UUID is the sampler's GPU's */
     TP_GPU_BY_MIG_PARENT = 2, /* the rank's device is a MIG instance of that GPU */
     TP_GPU_BY_POSITION = 3,   /* the rank named no device: its ordinal's place in nvml.devices */
@@ -221,10 +222,11 @@ typedef struct tp_gpu_link {
 /* The GPUs rank `p` used, in `sampler`'s numbering, each at most once: p's CUDA device
  * ordinals (from its GPU records; else the devices whose primary context was active,
  * cuda.<o>.in_use; else its local rank, the device torchrun-style jobs use), joined as the
- * comment above says. Returns how many went into `out` (at most max). *unmatched (may be
- * NULL) gets the number of p's devices whose UUID is known but is none of the sampler's GPUs
- * (not sampled there): with 0 links and unmatched > 0 the rank's GPUs are known and absent,
- * with 0 and 0 they are not known. `sampler` may be p itself. */
+ * comment above says. Returns how many were found (out[0..n), at most max). *unmatched (may
+ * be NULL) gets the number of p's devices whose UUID is known but is none of the sampler's
+ * GPUs (not sampled there); as many of them as fit follow in out[n..] (by
+ * TP_GPU_NOT_SAMPLED, index 0). With 0 found and unmatched > 0 the rank's GPUs are known and
+ * absent; with 0 and 0 they are not known. `sampler` may be p itself. */
 size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_link *out,
                          size_t max, size_t *unmatched);
 /* The NVML indices of tp_rank_gpu_links, into out; 0 = none (not known, or not sampled). */

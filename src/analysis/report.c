@@ -530,11 +530,8 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
     if (none_sampled) {
         /* the rank's own devices, by UUID: none of them is among the sampled GPUs */
         cJSON *ns = cJSON_AddArrayToObject(nj, "rank_gpus_not_sampled");
-        for (unsigned o = 0; o < 64; o++) {
-            char k[40];
-            snprintf(k, sizeof k, "cuda.%u.uuid", o);
-            if (tp_meta(rank_p, k)) cJSON_AddItemToArray(ns, cJSON_CreateString(tp_meta(rank_p, k)));
-        }
+        for (size_t a = 0; a < unmatched && a < 64; a++)
+            cJSON_AddItemToArray(ns, cJSON_CreateString(links[a].uuid));
     }
     const char *match = tp_meta(p, "nvml.match");
     if (match) cJSON_AddStringToObject(nj, "device_match", match);
