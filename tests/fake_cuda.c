@@ -14,6 +14,8 @@
  *   fake_cuda_count(what)        calls so far: 'i' cuInit, 'q' device queries before cuInit,
  *                                'n' cuDeviceGetName, 'e' live events, 's' cuCtxSynchronize
  *   fake_cuda_events_on(stream)  events recorded on that stream so far
+ * FAKE_CUDA_MIG=1: device 1 is a MIG device (its own UUID from cuDeviceGetUuid_v2, its GPU's
+ * from cuDeviceGetUuid).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -94,9 +96,19 @@ EXPORT int cuDeviceGetName(char *name, int len, int dev) {
     return OK;
 }
 
-EXPORT int cuDeviceGetUuid_v2(unsigned char uuid[16], int dev) {
+/* The first version: the device's UUID; for a MIG device (FAKE_CUDA_MIG=1: device 1) its
+ * GPU's. _v2: a MIG device's own UUID (0x60..), as cuda.h documents. */
+EXPORT int cuDeviceGetUuid(unsigned char uuid[16], int dev) {
     if (!g_init) return NOT_INITIALIZED;
     for (int i = 0; i < 16; i++) uuid[i] = (unsigned char)(0x20 * (dev + 1) + i);
+    return OK;
+}
+
+EXPORT int cuDeviceGetUuid_v2(unsigned char uuid[16], int dev) {
+    if (!g_init) return NOT_INITIALIZED;
+    const char *mig = getenv("FAKE_CUDA_MIG");
+    int m = mig && !strcmp(mig, "1") && dev == 1;
+    for (int i = 0; i < 16; i++) uuid[i] = (unsigned char)(m ? 0x60 + i : 0x20 * (dev + 1) + i);
     return OK;
 }
 

@@ -180,7 +180,9 @@ EXPORT uintptr_t fake_cupti_overhead(uint64_t t0, uint32_t tid) {
     return at;
 }
 
-EXPORT uintptr_t fake_cupti_device(uint32_t id) {
+/* A device record for CUDA device `id`; with `mig`, a MIG device (isMigEnabled, its MIG
+ * UUID 0x30.. beside its GPU's UUID 0x10..). */
+static uintptr_t device_record(uint32_t id, int mig) {
     uint8_t *buf = NULL;
     size_t size = 0, maxrec = 0;
     if (!g_req || !g_done) return 0;
@@ -197,10 +199,20 @@ EXPORT uintptr_t fake_cupti_device(uint32_t id) {
     d->computeCapabilityMajor = 9;
     d->isCudaVisible = 1;
     for (int i = 0; i < 16; i++) d->uuid.bytes[i] = (char)(0x10 + i);
+    d->gpuInstanceId = d->computeInstanceId = UINT32_MAX;
+    if (mig) {
+        d->isMigEnabled = 1;
+        d->gpuInstanceId = 1;
+        d->computeInstanceId = 0;
+        for (int i = 0; i < 16; i++) d->migUuid.bytes[i] = (char)(0x30 + i);
+    }
     uintptr_t at = (uintptr_t)buf;
     g_done(NULL, 0, buf, size, SLOT > sizeof *d ? SLOT : sizeof *d);
     return at;
 }
+
+EXPORT uintptr_t fake_cupti_device(uint32_t id) { return device_record(id, 0); }
+EXPORT uintptr_t fake_cupti_mig_device(uint32_t id) { return device_record(id, 1); }
 
 EXPORT int fake_cupti_enabled(void) { return g_enabled; }
 EXPORT int fake_cupti_flushes(void) { return g_flushes; }

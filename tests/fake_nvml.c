@@ -15,7 +15,10 @@
  *   GPU k>1 (FAKE_NVML_GPUS up to 4): 150 W constant, otherwise as GPU 0.
  * Environment: FAKE_NVML_GPUS (default 2), FAKE_NVML_INIT_FAIL=1 (nvmlInit answers "driver
  * not loaded"), FAKE_NVML_RESET_MS=N (GPU 0's energy counter restarts from 0 N ms after t=0,
- * as after a driver reload).
+ * as after a driver reload), FAKE_NVML_NO_ENERGY=1 (the energy counter answers NOT_SUPPORTED on
+ * every GPU, as on many GPUs and vGPUs; power is still given), FAKE_NVML_MIG=1 (GPU 1 is in
+ * MIG mode with the MIG devices MIG-5a1e0000-0000-5000-8000-0000000001a0 and ...1a1, in MIG
+ * slots 0 and 2 of 4; without it the MIG mode query answers NOT_SUPPORTED).
  * Test controls (exported, found with dlsym): fake_nvml_set_energy pins a GPU's counter to a
  * value; fake_nvml_refs is the number of nvmlInit references held; fake_nvml_energy_calls
  * and fake_nvml_energy_calls_off counts calls of the energy counter, and those made from a
@@ -38,6 +41,19 @@ struct nvmlDevice_st {
 };
 
 static struct nvmlDevice_st g_dev[MAX_GPUS] = {{0}, {1}, {2}, {3}};
+/* FAKE_NVML_MIG=1: GPU 1 is in MIG mode with two MIG devices (MIG slots 0 and 2 populated
+ * of 4), whose handles are these */
+#define MIG_SLOTS 4
+static struct nvmlDevice_st g_mig[2] = {{100}, {101}};
+static const char *const g_mig_uuid[2] = {"MIG-5a1e0000-0000-5000-8000-0000000001a0",
+                                          "MIG-5a1e0000-0000-5000-8000-0000000001a1"};
+
+static int mig_on(void) {
+    const char *v = getenv("FAKE_NVML_MIG");
+    return v && !strcmp(v, "1");
+}
+
+static int is_mig(nvmlDevice_t d) { return mig_on() && d >= g_mig && d < g_mig + 2; }
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_refs;   /* read and written under g_lock */
 static double g_t0;
@@ -163,6 +179,10 @@ FAKE_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, nvmlClockType_t 
 FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t s, unsigned int *c);
 FAKE_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw);
 FAKE_API nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *r);
+FAKE_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned int *pend);
+FAKE_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *count);
+FAKE_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int i, nvmlDevice_t *mig);
+FAKE_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *d);
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     (void)flags;
@@ -220,6 +240,11 @@ static void uuid_of(unsigned i, char *buf, size_t n) {
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d) {
     if (!refs()) return NVML_ERROR_UNINITIALIZED;
+    for (unsigned m = 0; mig_on() && m < 2; m++)
+        if (!strcmp(uuid, g_mig_uuid[m])) {
+            *d = &g_mig[m];
+            return NVML_SUCCESS;
+        }
     for (unsigned i = 0; i < ngpus(); i++) {
         char u[96];
         uuid_of(i, u, sizeof u);
@@ -232,6 +257,10 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d) {
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int n) {
+    if (refs() && is_mig(d)) {
+        snprintf(uuid, n, "%s", g_mig_uuid[d - g_mig]);
+        return NVML_SUCCESS;
+    }
     int r = check(d);
     if (r) return r;
     uuid_of(d->idx, uuid, n);
@@ -265,6 +294,11 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long l
     while (k < MAX_CALLERS - 1 && g_callers[k][0] && strcmp(g_callers[k], name)) k++;
     if (!g_callers[k][0]) snprintf(g_callers[k], sizeof g_callers[k], "%s", name[0] ? name : "?");
     g_caller_calls[k]++;
+    const char *no = getenv("FAKE_NVML_NO_ENERGY");
+    if (no && !strcmp(no, "1")) {
+        pthread_mutex_unlock(&g_lock);
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
     *e = g_pinned[d->idx] ? g_pinned_mj[d->idx]
                           : (unsigned long long)energy_mj(d->idx, now_s() - g_t0);
     pthread_mutex_unlock(&g_lock);
@@ -356,5 +390,36 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned lon
     int r = check(d);
     if (r) return r;
     *reasons = d->idx == 1 ? NVML_CLOCKS_EVENT_SW_POWER_CAP : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned int *pend) {
+    int r = check(d);
+    if (r) return r;
+    if (!mig_on()) return NVML_ERROR_NOT_SUPPORTED; /* pre-Ampere, as most fakes' GPUs */
+    *cur = *pend = d->idx == 1 ? NVML_DEVICE_MIG_ENABLE : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *count) {
+    int r = check(d);
+    if (r) return r;
+    *count = mig_on() && d->idx == 1 ? MIG_SLOTS : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int i, nvmlDevice_t *mig) {
+    int r = check(d);
+    if (r) return r;
+    if (!mig_on() || d->idx != 1 || i >= MIG_SLOTS) return NVML_ERROR_INVALID_ARGUMENT;
+    if (i % 2) return NVML_ERROR_NOT_FOUND; /* slots 1 and 3 hold no MIG device */
+    *mig = &g_mig[i / 2];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *d) {
+    if (!refs()) return NVML_ERROR_UNINITIALIZED;
+    if (!is_mig(mig)) return NVML_ERROR_INVALID_ARGUMENT;
+    *d = &g_dev[1];
     return NVML_SUCCESS;
 }

@@ -5,7 +5,7 @@ target_include_directories(fake_nvml PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(fake_nvml PRIVATE Threads::Threads)
 set_target_properties(fake_nvml PROPERTIES C_VISIBILITY_PRESET hidden)
 
-tprof_add_unit(test_nvml test_nvml.c LIBS trainprof tprof_analysis Threads::Threads
+tprof_add_unit(test_nvml test_nvml.c synth.c LIBS trainprof tprof_analysis Threads::Threads
                ${CMAKE_DL_LIBS} m LABELS tsan)
 target_compile_definitions(test_nvml PRIVATE FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>")
 add_dependencies(test_nvml fake_nvml)

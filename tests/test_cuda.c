@@ -123,6 +123,27 @@ static void assert_no_cuda_keys(void) {
     tp_run_free(&run);
 }
 
+/* A MIG device (device 1 under FAKE_CUDA_MIG=1): the driver's _v2 UUID is the MIG device's
+ * own, the first version's its GPU's; the file names both, as NVML spells them. */
+static void mig_body(void) {
+    setenv("FAKE_CUDA_MIG", "1", 1);
+    describe_body();
+}
+
+static void test_describe_mig(void **state) {
+    (void)state;
+    fresh_dir("describe-mig");
+    in_child(mig_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_string_equal(tp_meta(p, "cuda.0.uuid"), "GPU-20212223-2425-2627-2829-2a2b2c2d2e2f");
+    assert_null(tp_meta(p, "cuda.0.gpu_uuid"));
+    assert_string_equal(tp_meta(p, "cuda.1.uuid"), "MIG-60616263-6465-6667-6869-6a6b6c6d6e6f");
+    assert_string_equal(tp_meta(p, "cuda.1.gpu_uuid"), "GPU-40414243-4445-4647-4849-4a4b4c4d4e4f");
+    tp_run_free(&run);
+}
+
 static void test_uninitialised(void **state) {
     (void)state;
     fresh_dir("uninit");
@@ -186,6 +207,7 @@ static void test_stream(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_describe_mig),
         cmocka_unit_test(test_uninitialised),
         cmocka_unit_test(test_stream),
     };

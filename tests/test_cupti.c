@@ -68,10 +68,12 @@ static void capture_body(void) {
     int (*forced)(void) = (int (*)(void))dlsym(h, "fake_cupti_forced");
     uintptr_t (*overhead)(uint64_t, uint32_t) = (uintptr_t(*)(uint64_t, uint32_t))dlsym(h, "fake_cupti_overhead");
     uintptr_t (*device)(uint32_t) = (uintptr_t(*)(uint32_t))dlsym(h, "fake_cupti_device");
-    CHECK(deliver && enabled && forced && overhead && device, 22);
+    uintptr_t (*mig)(uint32_t) = (uintptr_t(*)(uint32_t))dlsym(h, "fake_cupti_mig_device");
+    CHECK(deliver && enabled && forced && overhead && device && mig, 22);
     /* kernel, memcpy (two kinds), memset, memory, sync, runtime, overhead; and device */
     CHECK(enabled() == 9, 23);
     CHECK(device(1) != 0, 30);
+    CHECK(mig(2) != 0, 31);
     one_step();
     uintptr_t a = deliver(5, 3, g_t0);
     uintptr_t b = deliver(4, 0, g_t0 + 1000000);
@@ -136,6 +138,10 @@ static void test_capture(void **state) {
     assert_string_equal(tp_meta(p, "cuda.1.memory_total_bytes"), "151397597184");
     assert_string_equal(tp_meta(p, "cuda.1.sm_clock_max_mhz"), "1980");
     assert_string_equal(tp_meta(p, "cuda.1.compute_capability"), "9.0");
+    assert_null(tp_meta(p, "cuda.1.gpu_uuid"));
+    /* a MIG device: its own UUID as NVML spells a MIG device's, and its GPU's */
+    assert_string_equal(tp_meta(p, "cuda.2.uuid"), "MIG-30313233-3435-3637-3839-3a3b3c3d3e3f");
+    assert_string_equal(tp_meta(p, "cuda.2.gpu_uuid"), "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
     tp_run_free(&run);
 }
 

@@ -33,6 +33,8 @@
 #include "report_text.h"
 #include "analysis/steps.h"
 #include "trainprof.h"
+#include "synth.h"
+#include "format/format.h"
 
 #define CHILD_PREFIX "nvml"
 #include "child.h" /* fresh_dir, g_dir, load */
@@ -139,7 +141,26 @@ static int child_absent(const char *dir) {
     return tprof_shutdown() == TPROF_OK ? 0 : 29;
 }
 
+/* trainprof run's node sampler, as cli/trainprof.c starts it: a session of this process
+ * named by TRAINPROF_NVML_SAMPLER, with the node-sampler role, sampling for 400 ms. */
+static int child_node_sampler(const char *dir) {
+    char me[24];
+    snprintf(me, sizeof me, "%d", (int)getpid());
+    setenv("TRAINPROF_NVML_SAMPLER", me, 1);
+    tprof_config c;
+    tprof_config_init(&c);
+    c.output_dir = dir;
+    c.sample_hz = 0;
+    c.nvml_hz = 50;
+    c.flush_interval_ms = 10;
+    if (tprof_init(&c) != TPROF_OK) return 40;
+    tprof_set_metadata("trainprof.role", "node-sampler");
+    sleep_ms(400);
+    return tprof_shutdown() == TPROF_OK ? 0 : 41;
+}
+
 static int child_main(const char *scenario, const char *dir) {
+    if (!strcmp(scenario, "node")) return child_node_sampler(dir);
     if (!strcmp(scenario, "session")) return child_session(dir, 0);
     if (!strcmp(scenario, "short")) return child_session(dir, 1);
     if (!strcmp(scenario, "absent")) return child_absent(dir);
@@ -368,6 +389,59 @@ static void test_report_energy(void **state) {
     tp_run_free(&run);
 }
 
+/* A GPU without the energy counter (NOT_SUPPORTED, as on many GPUs and vGPUs): the sampler
+ * records why, and the report integrates the power it sampled. GPU 0 draws a constant 250 W
+ * (its instantaneous field is sampled): the integral over the measured steps' span is 250 W
+ * times that span, to rounding; GPU 1's power ramps (only the averaged reading, power_w):
+ * the integral of the ramp's samples. */
+static void test_report_energy_without_counter(void **state) {
+    (void)state;
+    fresh_dir("nocounter");
+    static const char *const env[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "FAKE_NVML_NO_ENERGY=1",
+                                      NULL};
+    run_child("session", env);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(series(p, "gpu0.energy_j", NULL, NULL, 0), 0);
+    const char *why = "unsupported: nvmlDeviceGetTotalEnergyConsumption answered \"Not Supported\" (3)";
+    assert_string_equal(tp_meta(p, "gpu.0.energy_counter"), why);
+    assert_string_equal(tp_meta(p, "gpu.1.energy_counter"), why);
+    tp_steps st;
+    assert_int_equal(tp_find_steps(p, NULL, 1, &st), TPROF_OK);
+    assert_int_equal(st.nsteps - st.nwarmup, 4);
+    uint64_t w0 = st.steps[st.nwarmup].start, w1 = st.steps[st.nsteps - 1].end;
+    double t0 = atof(tp_meta(p, "fake.t0_s"));
+    double ramp = gpu1_energy((double)w1 / 1e9 - t0) - gpu1_energy((double)w0 / 1e9 - t0);
+    tp_steps_free(&st);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.energy_method"), "integrated_power");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_method"), "integrated_power");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_series"), "power_instant_w");
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_counter"), why);
+    double span_s = (double)(w1 - w0) / 1e9;
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_j"), 250.0 * span_s, 1e-12, "gpu0 J");
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j"), 250.0 * span_s / 4.0, 1e-12,
+                "gpu0 J/step");
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.avg_power_w"), 250.0, 1e-12, "gpu0 W");
+    /* 50 Hz with a 10 ms flusher: samples about 20 ms apart; steps of 150 ms are longer
+     * than the readings' 100 ms resolution */
+    double iv = jnum(rep, "ranks.0.nvml.gpus.0.sample_interval_ms");
+    assert_true(iv >= 15.0 && iv <= 40.0);
+    assert_true(cJSON_IsFalse(jget(rep, "ranks.0.nvml.gpus.0.energy_approximate")));
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.1.energy_series"), "power_w");
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.1.energy_j"), ramp, 0.02, "gpu1 J");
+    char *text = report_text(rep);
+    assert_non_null(strstr(text, "integrated from power_instant_w samples every"));
+    assert_null(strstr(text, ": no energy ("));
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
 /* A driver reload restarts the counter at 0: the recorded energy goes on from where it was
  * (losing at most the part between the last sample before the reload and the reload). */
 static void test_energy_counter_reset(void **state) {
@@ -470,6 +544,88 @@ static void test_visible_index(void **state) {
     tp_report_opts_init(&o);
     cJSON *rep = tp_report_build(&run, &o);
     assert_string_equal(jstr(rep, "ranks.0.nvml.device_match"), "index");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
+/* CUDA_VISIBLE_DEVICES=1,0 on a node of three GPUs: CUDA reads the indices in its own order
+ * (fastest first), which NVML cannot know. The node sampler samples every GPU, and a rank
+ * whose file names its CUDA device 0 as NVML's GPU 2 gets GPU 2's energy (150 W), found by
+ * UUID (read as NVML indices 1,0, GPU 2 was not sampled at all). */
+static void test_node_sampler_every_gpu_for_indices(void **state) {
+    (void)state;
+    fresh_dir("node-index");
+    static const char *const env[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "FAKE_NVML_GPUS=3",
+                                      "CUDA_VISIBLE_DEVICES=1,0", NULL};
+    run_child("node", env);
+    tp_run run;
+    load(&run);
+    const tp_process *sp = &run.procs[0];
+    assert_string_equal(tp_meta(sp, "nvml.devices"), "0,1,2");
+    assert_string_equal(tp_meta(sp, "nvml.match"), "all");
+    static uint64_t ts[4096];
+    size_t n = series(sp, "gpu2.energy_j", ts, NULL, 4096);
+    assert_true(n >= 10 && n < 4096);
+    /* a rank of the same host inside the samples: 4 steps of 60 ms (the first warm-up) */
+    char host[sizeof sp->hdr.host];
+    snprintf(host, sizeof host, "%s", sp->hdr.host);
+    uint64_t rt = sp->hdr.start_realtime_ns, mono = sp->hdr.start_mono_ns, b0 = ts[0] + 40000000ull;
+    assert_true(b0 + 240000000ull + 40000000ull < ts[n - 1]);
+    tp_run_free(&run);
+    synth_file *f = synth_open(g_dir, host, 424242, rt, mono);
+    assert_non_null(f);
+    synth_thread(f, 1, 424242);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "cuda.0.uuid", "GPU-5a1e0000-0000-4000-8000-000000000002");
+    synth_meta(f, "cuda.1.uuid", UUID1);
+    for (uint64_t k = 0; k < 4; k++) {
+        synth_step_begin(f, 1, b0 + k * 60000000ull, k);
+        synth_kernel(f, 1, b0 + k * 60000000ull + 1000000, b0 + k * 60000000ull + 2000000, 0, 7,
+                     (uint32_t)k + 1, "gemm_kernel");
+        synth_step_end(f, 1, b0 + (k + 1) * 60000000ull, k);
+    }
+    synth_end_of_file(f, b0 + 250000000ull, 0);
+    assert_int_equal(synth_close(f), 0);
+    char err[256];
+    assert_int_equal(tp_run_load(g_dir, &run, err, sizeof err), TPROF_OK);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.sampled_by"), "node sampler");
+    assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.nvml.gpus")), 1);
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.0.index") == 2.0);
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.0.cuda_device") == 0.0);
+    assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_method"), "counter");
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j"), 150.0 * 0.060, 1e-3,
+                "GPU 2 J/step");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
+/* CUDA_VISIBLE_DEVICES names a MIG device: its GPU (1) is sampled, with its MIG devices
+ * listed and the one named, and the report flags its energy as shared by the MIG
+ * instances. */
+static void test_visible_mig(void **state) {
+    (void)state;
+    fresh_dir("mig");
+    static const char *const env[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "FAKE_NVML_MIG=1",
+                                      "CUDA_VISIBLE_DEVICES=MIG-5a1e0000-0000-5000-8000-0000000001a1",
+                                      NULL};
+    run_child("short", env);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_string_equal(tp_meta(p, "nvml.devices"), "1");
+    assert_true(series(p, "gpu1.power_w", NULL, NULL, 0) > 3);
+    assert_int_equal(series(p, "gpu0.power_w", NULL, NULL, 0), 0);
+    assert_string_equal(tp_meta(p, "gpu.1.mig_uuids"), "MIG-5a1e0000-0000-5000-8000-0000000001a0,"
+                                                       "MIG-5a1e0000-0000-5000-8000-0000000001a1");
+    assert_string_equal(tp_meta(p, "gpu.1.mig_device"), "MIG-5a1e0000-0000-5000-8000-0000000001a1");
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_true(cJSON_IsTrue(jget(rep, "ranks.0.nvml.gpus.0.shared_by_mig_instances")));
     cJSON_Delete(rep);
     tp_run_free(&run);
 }
@@ -601,6 +757,44 @@ static size_t setup_count(const char *const *devs, size_t n, int want_rc, unsign
     }
     tprof_energy_shutdown(m);
     return c;
+}
+
+/* A GPU without the energy counter: the monitor says so once, at setup, by name, and its laps
+ * count nothing and answer TPROF_ERR_UNAVAILABLE (never a silent 0 J "success"). */
+static void test_monitor_without_counter(void **state) {
+    (void)state;
+    fake_setup();
+    setenv("FAKE_NVML_NO_ENERGY", "1", 1);
+    char path[] = "/tmp/tprof-nvml-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    const char *devs[] = {"1"};
+    tprof_energy *m = NULL;
+    int rc = tprof_energy_setup(devs, 1, &m);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    int resumed = tprof_energy_resume(m);
+    double r = 1, w = 1;
+    int lapped = tprof_energy_lap(m, &r, &w);
+    tprof_energy_shutdown(m);
+    unsetenv("FAKE_NVML_NO_ENERGY"); /* before any assertion: the later tests need the counter */
+    char buf[2048] = "";
+    ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    unlink(path);
+    assert_int_equal(rc, TPROF_OK);
+    assert_int_equal(resumed, TPROF_ERR_UNAVAILABLE);
+    assert_int_equal(lapped, TPROF_ERR_UNAVAILABLE);
+    assert_true(r == 0.0);
+    assert_true(got > 0);
+    buf[got] = 0;
+    if (!strstr(buf, "EnergyMonitor: GPU 1 (" UUID1 ") gives no total-energy counter"))
+        fail_msg("no warning naming GPU 1 in: %s", buf);
 }
 
 static void test_monitor_devices(void **state) {
@@ -743,15 +937,19 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler_counters),
         cmocka_unit_test(test_report_energy),
+        cmocka_unit_test(test_report_energy_without_counter),
         cmocka_unit_test(test_energy_counter_reset),
         cmocka_unit_test(test_local_rank_1_does_not_sample),
         cmocka_unit_test(test_all_ranks_and_visible_uuid),
         cmocka_unit_test(test_forked_child_does_not_sample),
         cmocka_unit_test(test_visible_index),
+        cmocka_unit_test(test_node_sampler_every_gpu_for_indices),
+        cmocka_unit_test(test_visible_mig),
         cmocka_unit_test(test_absent_library),
         cmocka_unit_test(test_init_fails),
         cmocka_unit_test(test_monitor_arithmetic),
         cmocka_unit_test(test_monitor_devices),
+        cmocka_unit_test(test_monitor_without_counter),
         cmocka_unit_test(test_monitor_world_sum),
         cmocka_unit_test(test_helpers),
     };

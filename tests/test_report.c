@@ -365,8 +365,8 @@ static void test_gpu_section(void **state) {
         synth_step_begin(f, 1, b, s);
         synth_step_end(f, 1, b + 10 * MS, s);
         kernel(f, b + 1 * MS, b + 5 * MS, "ampere_bf16_s16816gemm_128x128", (uint32_t)(10 * s + 1));
-        kernel(f, b + 4 * MS, b + 6 * MS,
-               "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_", (uint32_t)(10 * s + 2));
+        synth_kernel(f, 2, b + 4 * MS, b + 6 * MS, 0, 8, (uint32_t)(10 * s + 2),
+                     "_ZN2at6native29vectorized_elementwise_kernelILi4EEEviT_");
         tprof_pl_gpu cp = {b + 7 * MS, 1000000, 0, 7, (uint32_t)(10 * s + 3), 1, 0, 0};
         synth_raw(f, 2, TPROF_REC_GPU_MEMCPY, 0, b + 6 * MS, &cp, sizeof cp, NULL, 0);
         tprof_pl_gpu api = {b + 9 * MS, 0, 0, 0, 0, 131, 3, 0};
@@ -465,7 +465,7 @@ static void test_gpu_section(void **state) {
         if (!cat) continue;
         if (!strcmp(cat, "kernel")) {
             kernels++;
-            gpu_tid = num(e, "tid");
+            if (num(e, "tid") == (double)(0x40000000u | 7u)) gpu_tid = num(e, "tid");
         }
         copies += !strcmp(cat, "gpu_memcpy");
         runtime += !strcmp(cat, "cuda_runtime");

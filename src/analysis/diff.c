@@ -210,14 +210,9 @@ static int energy_at(const tv *s, size_t n, uint64_t t, double *out) {
 /* Energy per measured step of each GPU the report gives the rank (its nvml section). */
 static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *p,
                         const cJSON *r, const tp_step *st, size_t nm) {
-    const tp_process *src = p;
-    if (!tp_has_gpu_counters(p)) {
-        src = NULL;
-        for (size_t i = 0; i < run->nprocs && !src; i++)
-            if (run->procs[i].role == TP_ROLE_SAMPLER && !strcmp(run->procs[i].hdr.host, p->hdr.host))
-                src = &run->procs[i];
-        if (!src) return;
-    }
+    /* the samples the report read for this rank (its GPUs there are found by UUID) */
+    const tp_process *src = tp_gpu_samples_for(run, p);
+    if (!src) return;
     const cJSON *g;
     cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
         char cname[48];

@@ -262,6 +262,154 @@ static uint64_t launch_lag(const tp_process *p, const tp_gpu_op *const *apis) {
     return lag;
 }
 
+/* ------------------------------------------------------------------ stream order */
+
+/* CUPTI's synchronisation types (cupti_activity.h, CUpti_ActivitySynchronizationType) after
+ * which the host knows work is done: cudaStreamSynchronize returns once all work enqueued on
+ * its stream before the call has completed, cudaDeviceSynchronize / cuCtxSynchronize once
+ * all work of the context has (CUDA Runtime API reference). Event synchronisations wait for
+ * an event's work only, and stream-wait-event does not block the host: neither bounds a
+ * stream. */
+#define SYNC_STREAM 3u
+#define SYNC_CONTEXT 4u
+
+typedef struct clip_sync {
+    uint32_t key;        /* the stream (stream syncs) or the device (context syncs) */
+    uint64_t start, end; /* host times of the call */
+    uint64_t min_end;    /* the earliest end among this and the later-starting ones */
+} clip_sync;
+
+static int by_key_start(const void *a, const void *b) {
+    const clip_sync *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Sorts v by (key, start) and fills min_end within each key, from the last call back. */
+static void prepare_syncs(clip_sync *v, size_t n) {
+    if (n > 1) qsort(v, n, sizeof *v, by_key_start);
+    for (size_t i = n; i-- > 0;)
+        v[i].min_end = i + 1 < n && v[i + 1].key == v[i].key && v[i + 1].min_end < v[i].end
+                           ? v[i + 1].min_end
+                           : v[i].end;
+}
+
+/* The time by which work enqueued at `enq` must have ended, given the synchronisations of
+ * `key` in v: the earliest end of a call that began at or after `enq`; UINT64_MAX if none. */
+static uint64_t sync_bound(const clip_sync *v, size_t n, uint32_t key, uint64_t enq) {
+    size_t lo = 0, hi = n; /* first (key, start) >= (key, enq) */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].key < key || (v[mid].key == key && v[mid].start < enq)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && v[lo].key == key ? v[lo].min_end : UINT64_MAX;
+}
+
+static int clip_by_index(const void *a, const void *b) {
+    const tp_gpu_clip *x = a, *y = b;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Cuts p->gpu[i] back to end at `end` (never before its start), keeping what CUPTI said. */
+static int clip_to(tp_process *p, size_t i, uint64_t end, uint32_t why, size_t *cap) {
+    tp_gpu_op *o = &p->gpu[i];
+    if (end < o->start) end = o->start;
+    if (o->end <= end) return 0;
+    if (o->flags & TP_GPU_CLIPPED) {
+        for (size_t k = p->nclips; k-- > 0;) /* clipped earlier in the same pass: recent */
+            if (p->clips[k].index == i) {
+                p->clips[k].why |= why;
+                break;
+            }
+    } else {
+        if (p->nclips == *cap) {
+            size_t nc = *cap ? *cap * 2 : 16;
+            tp_gpu_clip *v = realloc(p->clips, nc * sizeof *v);
+            if (!v) return -1;
+            p->clips = v;
+            *cap = nc;
+        }
+        p->clips[p->nclips++] = (tp_gpu_clip){i, o->end, why};
+        o->flags |= TP_GPU_CLIPPED;
+    }
+    p->clipped_ns += o->end - end;
+    o->end = end;
+    return 0;
+}
+
+int tp_gpu_clip_to_streams(tp_process *p) {
+    size_t n = p->ngpu, nss = 0, ncs = 0, cap = 0;
+    if (!n) return 0;
+    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    size_t *ix = malloc(n * sizeof *ix);
+    clip_sync *ss = malloc(n * sizeof *ss), *cs = malloc(n * sizeof *cs);
+    int rc = apis && ix && ss && cs ? 0 : -1;
+    for (size_t i = 0; !rc && i < p->napi; i++) apis[i] = &p->api[i];
+    if (!rc && p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
+    for (size_t i = 0; !rc && i < n; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->type != TPROF_REC_GPU_SYNC) continue;
+        if (o->kind == SYNC_STREAM) ss[nss++] = (clip_sync){o->stream, o->start, o->end, 0};
+        else if (o->kind == SYNC_CONTEXT && o->device != TPROF_DEVICE_UNKNOWN)
+            cs[ncs++] = (clip_sync){o->device, o->start, o->end, 0};
+    }
+    if (!rc) {
+        prepare_syncs(ss, nss);
+        prepare_syncs(cs, ncs);
+        if (stream_groups(p, ix) != 0) {
+            for (size_t i = 0; i < n; i++) ix[i] = i;
+            qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
+        }
+    }
+    for (size_t a = 0; !rc && a < n;) {
+        size_t b = a;
+        while (b < n && p->gpu[ix[b]].device == p->gpu[ix[a]].device &&
+               p->gpu[ix[b]].stream == p->gpu[ix[a]].stream)
+            b++;
+        /* Work enqueued before a synchronisation of its stream (or context) began has ended
+         * when that call returns. Enqueued: by the end of its launch call when CUPTI's
+         * correlation id names it, and in any case by the time it started running. */
+        for (size_t k = a; k < b && (nss || ncs); k++) {
+            const tp_gpu_op *o = &p->gpu[ix[k]];
+            if (o->type == TPROF_REC_GPU_SYNC) continue;
+            uint64_t enq = o->start;
+            const tp_gpu_op *l = launch_of(o, apis, p->napi);
+            if (l && l->end < enq) enq = l->end;
+            uint64_t bound = sync_bound(ss, nss, o->stream, enq);
+            uint64_t cb = sync_bound(cs, ncs, o->device, enq);
+            if (cb < bound) bound = cb;
+            if (bound < o->end && clip_to(p, ix[k], bound, TP_CLIP_SYNC, &cap)) rc = -1;
+        }
+        /* A stream runs its work one item after another: a record ends by the time the next
+         * one on its stream begins. Nodes of one CUDA graph are the exception (a graph's
+         * branches run concurrently while CUPTI names the stream it was launched into), so a
+         * record is bounded by the next one outside its own graph. */
+        uint64_t next = UINT64_MAX;
+        const tp_gpu_op *after = NULL;
+        for (size_t k = b; !rc && k-- > a;) {
+            const tp_gpu_op *o = &p->gpu[ix[k]];
+            if (o->type == TPROF_REC_GPU_SYNC) continue;
+            if (after && !(o->graph && o->graph == after->graph)) next = after->start;
+            if (next < o->end && clip_to(p, ix[k], next, TP_CLIP_NEXT, &cap)) rc = -1;
+            after = o;
+        }
+        a = b;
+    }
+    if (p->nclips > 1) qsort(p->clips, p->nclips, sizeof *p->clips, clip_by_index);
+    free(apis);
+    free(ix);
+    free(ss);
+    free(cs);
+    return rc;
+}
+
+const tp_gpu_clip *tp_gpu_clip_of(const tp_process *p, const tp_gpu_op *o) {
+    if (!(o->flags & TP_GPU_CLIPPED) || o < p->gpu || o >= p->gpu + p->ngpu) return NULL;
+    tp_gpu_clip key = {(size_t)(o - p->gpu), 0, 0};
+    return bsearch(&key, p->clips, p->nclips, sizeof *p->clips, clip_by_index);
+}
+
 /* GPU capture paused for another CUPTI client (tprof_gpu_capture_pause; trainprof.torch does
  * it around torch.profiler): metadata gpu_capture.pauses = "start-end,..." (ns), and
  * gpu_capture.paused_since_ns for a pause never resumed (until the end of the file). Shown
@@ -336,6 +484,12 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     if (untimed && strtod(untimed, NULL) > 0)
         cJSON_AddNumberToObject(g, "cupti_records_untimed", strtod(untimed, NULL));
     cupti_overhead(g, p, st, nst, per);
+    /* records that contradicted their stream's order, as the loader clipped them (whole run:
+     * the figures below are built on the clipped records) */
+    if (p->nclips) {
+        cJSON_AddNumberToObject(g, "records_clipped", (double)p->nclips);
+        cJSON_AddNumberToObject(g, "records_clipped_ms", (double)p->clipped_ns / 1e6);
+    }
     /* devices present */
     uint32_t devs[64];
     size_t ndev = 0;

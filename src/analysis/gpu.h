@@ -14,6 +14,25 @@
 void tp_gpu_section(cJSON *rank, const tp_process *p, const tp_step *st, size_t nst,
                     uint64_t step_ns, int top_n);
 
+/* Makes p's GPU records agree with their streams' order, once, as the loader's last step
+ * (model.c), so that the report, the step breakdown and every export see the same records.
+ * CUPTI sometimes returns a record that cannot be: a copy "lasting" 11 ms while thousands of
+ * kernels ran on its stream and a synchronisation of that stream returned microseconds after
+ * it began. A record's end is cut back to
+ *  - the start of the next record on its (device, stream) (a stream runs its work in order;
+ *    nodes of the same CUDA graph are exempt from each other), and
+ *  - the return of a cudaStreamSynchronize on its stream, or a context synchronisation on its
+ *    device, that began after the record was enqueued (the end of its launch call, else its
+ *    start): such a call returns only when that work is done.
+ * Each clipped record gets TP_GPU_CLIPPED in its flags and an entry in p->clips (the recorded
+ * end and which rule cut it); p->clipped_ns sums the recorded time removed. Starts never
+ * move, so the records stay in start order. Time O(n) plus a sort of the synchronisations;
+ * returns 0, or -1 when out of memory (records clipped so far stay clipped). */
+int tp_gpu_clip_to_streams(tp_process *p);
+
+/* The clip entry of record `o` of p (NULL when o was not clipped). O(log clips). */
+const tp_gpu_clip *tp_gpu_clip_of(const tp_process *p, const tp_gpu_op *o);
+
 /* The class of a kernel name: "communication", "attention", "gemm", "elementwise/norm" or
  * "other" (one table, DESIGN §5). The loader stores each kernel's class id in its
  * tp_gpu_op (cls), matched once per distinct name: use tp_kernel_class_name(op->cls) on

@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "format/reader.h"
@@ -887,6 +888,8 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     tprof_reader_close(rd);
     finish_process(&L);
     gpu_in_start_order(p);
+    if (tp_gpu_clip_to_streams(p) != 0)
+        add_damage(p, "out of memory while checking GPU records against their streams' order");
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
     drop_torch_twins(p);
@@ -1070,6 +1073,7 @@ void tp_run_free(tp_run *run) {
         }
         free(p->threads);
         free(p->gpu);
+        free(p->clips);
         free(p->api);
         free(p->ovh);
         free(p->gmem);
@@ -1118,9 +1122,56 @@ static size_t nvml_order(const tp_process *sampler, unsigned *order, size_t max)
     return no;
 }
 
-size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max) {
+/* Whether p named any CUDA device by UUID. */
+static int names_devices(const tp_process *p) {
+    for (size_t i = 0; i < p->nmeta; i++) {
+        const char *k = p->meta[i].key;
+        size_t n = strlen(k);
+        if (!strncmp(k, "cuda.", 5) && n > 10 && !strcmp(k + n - 5, ".uuid")) return 1;
+    }
+    return 0;
+}
+
+/* Whether `uuid` is one of the comma-separated UUIDs of `list`. */
+static int in_list(const char *list, const char *uuid) {
+    size_t ul = strlen(uuid);
+    for (const char *c = list; c && *c;) {
+        const char *e = strchr(c, ',');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n == ul && !strncasecmp(c, uuid, n)) return 1;
+        c = e ? e + 1 : c + n;
+    }
+    return 0;
+}
+
+/* The sampler's NVML index of the GPU `uuid` names: a GPU UUID, or a MIG device of a GPU
+ * (gpu.<i>.mig_uuids), or through `parent` (the rank's cuda.<o>.gpu_uuid); -1 if none. */
+static long sampler_gpu(const tp_process *sampler, const char *uuid, const char *parent,
+                        tp_gpu_match *by) {
+    int mig = !strncasecmp(uuid, "MIG-", 4);
+    for (size_t i = 0; i < sampler->nmeta; i++) {
+        const tp_kv *kv = &sampler->meta[i];
+        char *end;
+        if (strncmp(kv->key, "gpu.", 4)) continue;
+        unsigned long idx = strtoul(kv->key + 4, &end, 10);
+        if (end == kv->key + 4) continue;
+        if (!strcmp(end, ".uuid") && !strcasecmp(kv->value, mig ? (parent ? parent : "") : uuid)) {
+            *by = mig ? TP_GPU_BY_MIG_PARENT : TP_GPU_BY_UUID;
+            return (long)idx;
+        }
+        if (mig && !strcmp(end, ".mig_uuids") && in_list(kv->value, uuid)) {
+            *by = TP_GPU_BY_MIG_PARENT;
+            return (long)idx;
+        }
+    }
+    return -1;
+}
+
+size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_link *out,
+                         size_t max, size_t *unmatched) {
     unsigned order[64];
     const size_t no = nvml_order(sampler, order, 64);
+    const int named = names_devices(p);
     uint64_t used = 0; /* CUDA ordinals below 64 */
     for (size_t i = 0; i < p->ngpu; i++)
         if (p->gpu[i].device < 64) used |= 1ull << p->gpu[i].device;
@@ -1137,50 +1188,75 @@ size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *ou
             used = 1ull << p->local_rank;
     }
     if (!used && p->local_rank >= 0 && p->local_rank < 64) used = 1ull << p->local_rank;
-    size_t n = 0;
+    size_t n = 0, nmiss = 0;
+    tp_gpu_link miss[64];
     for (unsigned o = 0; o < 64 && n < max; o++) {
         if (!(used & (1ull << o))) continue;
-        /* by UUID: the rank's CUPTI device record (cuda.<o>.uuid) against the sampler's NVML
-         * description (gpu.<i>.uuid), whatever CUDA_VISIBLE_DEVICES each saw; else by
-         * position in the sampler's CUDA order */
-        char key[32];
+        char key[40];
         snprintf(key, sizeof key, "cuda.%u.uuid", o);
         const char *uuid = tp_meta(p, key);
-        int found = 0;
-        for (size_t i = 0; uuid && i < sampler->nmeta && !found; i++) {
-            const tp_kv *kv = &sampler->meta[i];
-            char *end;
-            if (strncmp(kv->key, "gpu.", 4) || strcmp(kv->value, uuid)) continue;
-            unsigned long idx = strtoul(kv->key + 4, &end, 10);
-            if (end != kv->key + 4 && !strcmp(end, ".uuid")) {
-                found = 1;
-                out[n] = (unsigned)idx;
+        snprintf(key, sizeof key, "cuda.%u.gpu_uuid", o);
+        const char *parent = tp_meta(p, key);
+        tp_gpu_link l = {0, (int)o, TP_GPU_BY_UUID, uuid};
+        long idx = -1;
+        if (uuid) {
+            idx = sampler_gpu(sampler, uuid, parent, &l.by);
+            if (idx < 0) { /* known, not sampled: never by position */
+                l.by = TP_GPU_NOT_SAMPLED;
+                miss[nmiss++] = l;
             }
+        } else if (!named && o < no) {
+            idx = order[o];
+            l.by = TP_GPU_BY_POSITION;
         }
-        if (!found && o < no) {
-            found = 1;
-            out[n] = order[o];
-        }
-        for (size_t k = 0; found && k < n; k++) found = out[k] != out[n]; /* once each */
-        n += (size_t)found;
+        if (idx < 0) continue;
+        l.index = (unsigned)idx;
+        int dup = 0;
+        for (size_t k = 0; k < n; k++) dup |= out[k].index == l.index; /* MIG siblings: once */
+        if (!dup) out[n++] = l;
     }
+    if (unmatched) *unmatched = nmiss;
+    for (size_t k = 0; k < nmiss && n + k < max; k++) out[n + k] = miss[k];
+    return n;
+}
+
+size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max) {
+    tp_gpu_link l[64];
+    size_t n = tp_rank_gpu_links(p, sampler, l, max < 64 ? max : 64, NULL);
+    for (size_t i = 0; i < n; i++) out[i] = l[i].index;
     return n;
 }
 
 int tp_cuda_ordinal_of(const tp_process *rank, const tp_process *sampler, unsigned idx) {
-    char key[32];
-    snprintf(key, sizeof key, "gpu.%u.uuid", idx);
-    const char *uuid = tp_meta(sampler, key);
-    for (unsigned o = 0; uuid && o < 64; o++) {
-        snprintf(key, sizeof key, "cuda.%u.uuid", o);
-        const char *u = tp_meta(rank, key);
-        if (u && !strcmp(u, uuid)) return (int)o;
+    char key[40];
+    if (names_devices(rank)) {
+        for (unsigned o = 0; o < 64; o++) {
+            snprintf(key, sizeof key, "cuda.%u.uuid", o);
+            const char *u = tp_meta(rank, key);
+            if (!u) continue;
+            snprintf(key, sizeof key, "cuda.%u.gpu_uuid", o);
+            tp_gpu_match by;
+            if (sampler_gpu(sampler, u, tp_meta(rank, key), &by) == (long)idx) return (int)o;
+        }
+        return -1; /* the rank named its devices, and none is this GPU */
     }
     unsigned order[64];
     const size_t no = nvml_order(sampler, order, 64);
     for (size_t pos = 0; pos < no; pos++)
         if (order[pos] == idx) return (int)pos;
     return -1;
+}
+
+const tp_process *tp_gpu_samples_for(const tp_run *run, const tp_process *p) {
+    if (tp_has_gpu_counters(p)) return p;
+    const tp_process *other = NULL;
+    for (size_t i = 0; run && i < run->nprocs; i++) {
+        const tp_process *q = &run->procs[i];
+        if (q == p || strcmp(q->hdr.host, p->hdr.host)) continue;
+        if (q->role == TP_ROLE_SAMPLER) return q;
+        if (!other && tp_has_gpu_counters(q)) other = q;
+    }
+    return other;
 }
 
 const char *tp_gpu_counter(const char *name, unsigned long *idx) {

@@ -83,6 +83,10 @@ typedef struct tp_thread {
 /* Kernel classes (analysis/gpu.c's table), stored per kernel at load time. */
 enum { TP_KC_COMM = 0, TP_KC_ATTENTION, TP_KC_GEMM, TP_KC_ELEMENTWISE, TP_KC_OTHER, TP_KC_COUNT };
 
+enum {
+    TP_GPU_CLIPPED = 1, /* its end was cut back to its stream's order (tp_gpu_clip_to_streams) */
+};
+
 typedef struct tp_gpu_op {
     uint64_t start, end;
     uint64_t bytes;
@@ -90,7 +94,17 @@ typedef struct tp_gpu_op {
     uint32_t device, stream, correlation, kind, os_tid, graph;
     uint16_t type;
     uint8_t cls;      /* kernels: TP_KC_*, from the name; others TP_KC_OTHER */
+    uint8_t flags;    /* TP_GPU_CLIPPED */
 } tp_gpu_op;
+
+/* A GPU record whose end contradicted its stream's order, as CUPTI recorded it: `index` in
+ * tp_process.gpu, the recorded end, and what contradicted it (TP_CLIP_*). */
+enum { TP_CLIP_NEXT = 1, TP_CLIP_SYNC = 2 };
+typedef struct tp_gpu_clip {
+    size_t index;
+    uint64_t recorded_end;
+    uint32_t why;
+} tp_gpu_clip;
 
 typedef struct tp_gpu_mem {
     uint64_t ts, address, bytes;
@@ -165,6 +179,9 @@ typedef struct tp_process {
     tp_gpu_mem *gmem;       /* device memory allocations and releases */
     size_t ngmem, cap_gmem;
     uint64_t cupti_dropped; /* records CUPTI itself dropped */
+    tp_gpu_clip *clips;     /* records of gpu[] clipped to their stream's order, by index */
+    size_t nclips;
+    uint64_t clipped_ns;    /* recorded time those clips removed */
     tp_comm_op *comm;       /* communication ops, in file order */
     size_t ncomm, cap_comm;
 } tp_process;
@@ -201,16 +218,48 @@ const char *tp_gpu_counter(const char *name, unsigned long *idx);
  * 0x7f) shown as '?': text from a program or a driver (a communicator's name, a torch group,
  * a GPU's name) cannot disturb the terminal (tp_text_put, text.h). */
 void tp_fput_printable(FILE *f, const char *s);
-/* The GPUs of rank `p` in the node sampler's numbering: p's CUDA device ordinals (from its
- * GPU records; else its local rank, the device torchrun-style jobs use), each matched by UUID
- * (p's cuda.<ordinal>.uuid from CUPTI against the sampler's gpu.<index>.uuid) or else mapped
- * through the sampler's nvml.devices (NVML indices in CUDA order). Returns how many went into
- * `out`; 0 = not known. */
+/* GPU identity across processes. A rank names its CUDA devices by UUID (cuda.<o>.uuid, from
+ * CUPTI's device record or the CUDA driver it initialised; a MIG device's is "MIG-...", and
+ * cuda.<o>.gpu_uuid its GPU's when known); a process that sampled NVML names its GPUs by
+ * NVML index with their UUIDs (gpu.<i>.uuid, and gpu.<i>.mig_uuids: the MIG devices of a
+ * GPU in MIG mode). CUDA numbers devices fastest first (or as CUDA_VISIBLE_DEVICES lists
+ * them), NVML in PCI order: the two are joined by UUID only. Position (the sampler's
+ * nvml.devices read as CUDA's order) is used only for a rank that named no device at all. */
+typedef enum tp_gpu_match {
+    TP_GPU_NOT_SAMPLED = 0,   /* the rank named this device, and no sampled GPU is it */
+    TP_GPU_BY_UUID = 1,       /* the rank's UUID is the sampler's GPU's */
+    TP_GPU_BY_MIG_PARENT = 2, /* the rank's device is a MIG instance of that GPU */
+    TP_GPU_BY_POSITION = 3,   /* the rank named no device: its ordinal's place in nvml.devices */
+} tp_gpu_match;
+
+typedef struct tp_gpu_link {
+    unsigned index;       /* NVML index in the sampler's numbering */
+    int cuda_ordinal;     /* the rank's CUDA device ordinal */
+    tp_gpu_match by;
+    const char *uuid;     /* the rank's cuda.<o>.uuid (NULL by position) */
+} tp_gpu_link;
+
+/* The GPUs rank `p` used, in `sampler`'s numbering, each at most once: p's CUDA device
+ * ordinals (from its GPU records; else the devices whose primary context was active,
+ * cuda.<o>.in_use; else its local rank, the device torchrun-style jobs use), joined as the
+ * comment above says. Returns how many were found (out[0..n), at most max). *unmatched (may
+ * be NULL) gets the number of p's devices whose UUID is known but is none of the sampler's
+ * GPUs (not sampled there); as many of them as fit follow in out[n..] (by
+ * TP_GPU_NOT_SAMPLED, index 0). With 0 found and unmatched > 0 the rank's GPUs are known and
+ * absent; with 0 and 0 they are not known. `sampler` may be p itself. */
+size_t tp_rank_gpu_links(const tp_process *p, const tp_process *sampler, tp_gpu_link *out,
+                         size_t max, size_t *unmatched);
+/* The NVML indices of tp_rank_gpu_links, into out; 0 = none (not known, or not sampled). */
 size_t tp_rank_gpus(const tp_process *p, const tp_process *sampler, unsigned *out, size_t max);
-/* The CUDA device ordinal, in process `rank`, of the sampler's NVML GPU `idx`: by UUID
- * (as tp_rank_gpus), else its position in the sampler's nvml.devices; -1 when not known.
- * `rank` may be the sampler itself (a process that sampled NVML on its own). */
+/* The CUDA device ordinal, in process `rank`, of the sampler's NVML GPU `idx` (the ordinal of
+ * a MIG instance of it for a GPU in MIG mode), by UUID as above; by position only when
+ * `rank` named no device; -1 when not known. `rank` may be the sampler itself. */
 int tp_cuda_ordinal_of(const tp_process *rank, const tp_process *sampler, unsigned idx);
+/* The process whose NVML samples describe rank p's GPUs: p itself when it sampled
+ * ("gpu<N>.*" counters), else the node sampler of its host, else another process of its
+ * host that sampled (the local rank 0 of a torchrun job samples the node's GPUs); NULL when
+ * none did. */
+const tp_process *tp_gpu_samples_for(const tp_run *run, const tp_process *p);
 const char *tp_domain_name(const tp_process *p, uint32_t domain);  /* "" for default */
 const char *tp_category_name(const tp_process *p, uint32_t domain, uint32_t category);
 

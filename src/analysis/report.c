@@ -231,10 +231,21 @@ static void process_section(cJSON *rs, const tp_process *p) {
 
 /* The GPU sampler's counters (capture/nvml.c), "gpu<i>.<metric>" with i the NVML index, one
  * series per GPU and metric. */
-enum { NV_ENERGY, NV_POWER, NV_POWER_LIMIT, NV_SM, NV_TEMP, NV_MEM, NV_UTIL, NV_EVENTS, NV_N };
+enum { NV_ENERGY, NV_POWER, NV_POWER_LIMIT, NV_SM, NV_TEMP, NV_MEM, NV_UTIL, NV_EVENTS,
+       NV_POWER_INSTANT, NV_N };
 static const char *const nv_suffix[NV_N] = {"energy_j",     "power_w", "power_limit_w",
                                             "sm_clock_mhz", "temp_c",  "mem_used_bytes",
-                                            "util_percent", "clock_event_reasons"};
+                                            "util_percent", "clock_event_reasons",
+                                            "power_instant_w"};
+
+/* The NVML energy counter's update period on recent GPUs, and so the resolution of an
+ * energy figure over a short span: PETSc's PetscLogGpuEnergyMeter documents energy readings
+ * "updated every 20-100ms" on newer GPUs; Zeus (ml-energy, release v0.6.1) found the counter's
+ * update period longer than short measurement windows (which then read 0 J); Yang et al.,
+ * "Part-time Power Measurements: nvidia-smi's Lack of Attention" (arXiv:2312.02741, 2023)
+ * find A100 and H100 power refreshed every 100 ms from a 25 ms window. The upper bound is
+ * taken: a step shorter than this is covered by at most one or two counter updates. */
+#define NV_COUNTER_PERIOD_MS 100.0
 
 typedef struct nv_series {
     uint64_t *ts;
@@ -301,6 +312,108 @@ static int nv_energy_at(const nv_series *s, uint64_t t, double *out) {
     return 1;
 }
 
+/* The integral of a sampled power series (W) over [a, b], in J: trapezoids between the
+ * samples, the power interpolated linearly at a and b. 0 when the samples do not cover
+ * [a, b] (nothing is extrapolated). */
+static int nv_integral(const nv_series *s, uint64_t a, uint64_t b, double *out) {
+    if (s->n < 2 || b <= a || a < s->ts[0] || b > s->ts[s->n - 1]) return 0;
+    size_t lo = 0, hi = s->n - 1; /* last sample at or before a */
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (s->ts[mid] <= a) lo = mid;
+        else hi = mid - 1;
+    }
+    double sum = 0;
+    uint64_t t = a;
+    size_t i = lo;
+    while (t < b) {
+        while (i + 1 < s->n && s->ts[i + 1] <= t) i++;
+        if (i + 1 >= s->n) break; /* cannot happen: b is at or before the last sample */
+        uint64_t e = s->ts[i + 1] < b ? s->ts[i + 1] : b;
+        double w = (double)(s->ts[i + 1] - s->ts[i]);
+        double p0 = s->v[i] + (s->v[i + 1] - s->v[i]) * ((double)(t - s->ts[i]) / w);
+        double p1 = s->v[i] + (s->v[i + 1] - s->v[i]) * ((double)(e - s->ts[i]) / w);
+        sum += 0.5 * (p0 + p1) * (double)(e - t) / 1e9;
+        t = e;
+    }
+    *out = sum;
+    return 1;
+}
+
+/* The median time between consecutive samples of s, in ms (0 with fewer than two). */
+static double nv_interval_ms(const nv_series *s) {
+    if (s->n < 2) return 0;
+    uint64_t *d = malloc((s->n - 1) * sizeof *d);
+    if (!d) return 0;
+    for (size_t i = 1; i < s->n; i++) d[i - 1] = s->ts[i] - s->ts[i - 1];
+    qsort(d, s->n - 1, sizeof *d, tp_cmp_u64);
+    double ms = (double)d[(s->n - 1) / 2] / 1e6;
+    free(d);
+    return ms;
+}
+
+/* A GPU's energy over a window: from the energy counter, else from the power samples. */
+typedef struct nv_energy {
+    int ok;
+    double joules;
+    uint64_t a, b;         /* the window it covers */
+    const char *method;    /* "counter" | "integrated_power" */
+    const char *series;    /* the counter series read, or the power series integrated */
+    double interval_ms;    /* median sample interval of that series */
+    char why[400];         /* !ok: why there is none */
+} nv_energy;
+
+/* Energy of GPU g (NVML index idx, samples of process p) over [w0, w1] (per_step), or over
+ * all its samples (!per_step). t0: the rank's start, for the times a reason gives. */
+static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uint64_t w0,
+                         uint64_t w1, uint64_t t0, nv_energy *E) {
+    memset(E, 0, sizeof *E);
+    const nv_series *es = &g->s[NV_ENERGY];
+    /* the instantaneous field where the GPU gives it: nvmlDeviceGetPowerUsage is a 1 s
+     * average on Ampere (except GA100) and newer (NVML API reference), which smears short
+     * spans */
+    int inst = g->s[NV_POWER_INSTANT].n >= 2;
+    const nv_series *ps = inst ? &g->s[NV_POWER_INSTANT] : &g->s[NV_POWER];
+    char k[64];
+    snprintf(k, sizeof k, "gpu.%u.energy_counter", g->idx);
+    const char *missing = tp_meta(p, k); /* the sampler's reason, when it has one */
+    const nv_series *used = es->n >= 2 ? es : ps;
+    E->method = es->n >= 2 ? "counter" : "integrated_power";
+    E->series = es->n >= 2 ? nv_suffix[NV_ENERGY] : nv_suffix[inst ? NV_POWER_INSTANT : NV_POWER];
+    E->interval_ms = nv_interval_ms(used);
+    if (used->n < 2) {
+        if (missing)
+            snprintf(E->why, sizeof E->why, "no energy counter (%s) and fewer than two power samples",
+                     missing);
+        else if (es->n + ps->n == 0)
+            snprintf(E->why, sizeof E->why, "no energy or power sample");
+        else if (!es->n)
+            snprintf(E->why, sizeof E->why, "no energy counter sampled and fewer than two power samples");
+        else
+            snprintf(E->why, sizeof E->why, "a single sample: the sampling ended after its first pass");
+        return;
+    }
+    uint64_t a = per_step ? w0 : used->ts[0], b = per_step ? w1 : used->ts[used->n - 1];
+    double ea, eb;
+    if (b > a && used == es && nv_energy_at(es, a, &ea) && nv_energy_at(es, b, &eb)) {
+        E->joules = eb - ea;
+        E->ok = 1;
+    } else if (b > a && used == ps && nv_integral(ps, a, b, &ea)) {
+        E->joules = ea;
+        E->ok = 1;
+    } else if (b <= a) {
+        snprintf(E->why, sizeof E->why, "the samples span no time");
+    } else {
+        snprintf(E->why, sizeof E->why, "the %s samples (%.3f s to %.3f s after the rank started) "
+                                        "do not cover the measured steps (%.3f s to %.3f s)",
+                 used == es ? "energy counter's" : "power", ((double)used->ts[0] - (double)t0) / 1e9,
+                 ((double)used->ts[used->n - 1] - (double)t0) / 1e9, ((double)a - (double)t0) / 1e9,
+                 ((double)b - (double)t0) / 1e9);
+    }
+    E->a = a;
+    E->b = b;
+}
+
 static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, int *found) {
     char k[64];
     snprintf(k, sizeof k, "gpu.%u.%s", idx, key);
@@ -331,7 +444,7 @@ static void memory_capacity(cJSON *rs, const tp_process *p) {
         cJSON_ArrayForEach(g, tp_jobj(tp_jobj(rs, "nvml"), "gpus")) {
             if (cap > 0) break;
             if (tp_jobj(g, "cuda_device") && tp_jnum(g, "cuda_device") == tp_jnum(d, "device") &&
-                tp_jnum(g, "mem_total_bytes") > 0)
+                tp_jnum(g, "mem_total_bytes") > 0 && !cJSON_IsTrue(tp_jobj(g, "shared_by_mig_instances")))
                 cap = tp_jnum(g, "mem_total_bytes");
         }
         if (cap > 0) {
@@ -341,34 +454,31 @@ static void memory_capacity(cJSON *rs, const tp_process *p) {
     }
 }
 
-/* Per GPU the sampler saw: energy per measured step (the energy counter interpolated at each
- * step's start and end; only steps with samples on both sides count), average power (that
- * energy over those steps' time: the energy-weighted mean, not the mean of power samples),
- * the power samples' mean and max, the power limit, SM clock min/mean/max, temperature max,
- * memory used peak against the total, utilisation mean, and the clock-event reasons seen.
- * The gauges are read inside the measured steps' span (first start to last end), or over the
- * whole run without steps. Adds "nvml" to the rank (nothing when there are no samples). */
+/* Per GPU of the rank: energy over the measured steps (nv_energy_of: the energy counter, or
+ * the power samples integrated), average power (that energy over the steps' span: the
+ * energy-weighted mean, not the mean of power samples), the power samples' mean and max, the
+ * power limit, SM clock min/mean/max, temperature max, memory used peak against the total,
+ * utilisation mean, and the clock-event reasons seen. The gauges are read inside the
+ * measured steps' span (first start to last end), or over the whole run without steps.
+ * The samples are those of the process tp_gpu_samples_for names; the rank's GPUs among them
+ * are found by UUID (tp_rank_gpu_links), never by position once the rank named its devices.
+ * A GPU in MIG mode is shared by its MIG instances: its energy is shown, flagged, and not
+ * counted as the rank's own. Adds "nvml" to the rank (nothing when there are no samples). */
 static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process *rank_p,
                            const tp_step *meas, size_t nm) {
     nv_dev *dv = NULL;
     size_t nd = 0;
     int oom = 0;
-    /* the rank's own samples, or those of the node sampler of its host */
-    const tp_process *p = rank_p;
-    unsigned allow[64];
-    size_t nallow = 0;
-    int from_node = 0;
-    if (!tp_has_gpu_counters(rank_p)) {
-        for (size_t i = 0; i < run->nprocs; i++) {
-            const tp_process *q = &run->procs[i];
-            if (q->role == TP_ROLE_SAMPLER && !strcmp(q->hdr.host, rank_p->hdr.host)) {
-                p = q;
-                from_node = 1;
-                nallow = tp_rank_gpus(rank_p, q, allow, 64);
-                break;
-            }
-        }
-    }
+    const tp_process *p = tp_gpu_samples_for(run, rank_p);
+    if (!p) return;
+    tp_gpu_link links[64];
+    size_t unmatched = 0;
+    size_t nlinks = tp_rank_gpu_links(rank_p, p, links, 64, &unmatched);
+    /* the rank's GPUs are known and none was sampled there: say so, show none */
+    int none_sampled = !nlinks && unmatched;
+    /* without a link, a rank that sampled itself shows what it sampled; another process's
+     * samples are every GPU of the host, which the rank may share */
+    int all_of_host = !nlinks && !unmatched && p != rank_p;
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
         const tp_thread *t = &p->threads[ti];
         for (size_t k = 0; k < t->ncounters && !oom; k++) {
@@ -380,8 +490,8 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
             for (int j = 0; j < NV_N && m < 0; j++)
                 if (!strcmp(metric, nv_suffix[j])) m = j;
             if (m < 0) continue;
-            int ok = !nallow;
-            for (size_t a = 0; a < nallow; a++) ok |= allow[a] == idx;
+            int ok = !nlinks && !none_sampled;
+            for (size_t a = 0; a < nlinks; a++) ok |= links[a].index == idx;
             if (!ok) continue;
             size_t d = 0;
             while (d < nd && dv[d].idx != idx) d++;
@@ -395,7 +505,7 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
             if (nv_push(&dv[d].s[m], t->counters[k].ts, t->counters[k].value)) oom = 1;
         }
     }
-    if (!nd || oom) goto out;
+    if (oom || (!nd && !none_sampled)) goto out;
     /* NVML indices in order */
     for (size_t i = 1; i < nd; i++)
         for (size_t j = i; j > 0 && dv[j - 1].idx > dv[j].idx; j--) {
@@ -407,12 +517,23 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
     uint64_t w0 = per_step ? meas[0].start : 0, w1 = per_step ? meas[nm - 1].end : UINT64_MAX;
     cJSON *nj = cJSON_AddObjectToObject(rank_json, "nvml");
     cJSON_AddStringToObject(nj, "per", per_step ? "step" : "run");
-    if (from_node) {
-        /* sampled by `trainprof run` for the whole host; without a device list for this
-         * rank every GPU of the host is shown and may be shared with other ranks */
-        cJSON_AddStringToObject(nj, "sampled_by", "node sampler");
+    if (p != rank_p) {
+        char by[48];
+        if (p->role == TP_ROLE_SAMPLER) snprintf(by, sizeof by, "node sampler");
+        else tp_process_label(p, by, sizeof by);
+        cJSON_AddStringToObject(nj, "sampled_by", by);
         cJSON_AddNumberToObject(nj, "sampler_pid", p->hdr.pid);
-        if (!nallow) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+        if (all_of_host) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+    }
+    if (nlinks) {
+        const char *const how[] = {"", "uuid", "mig_parent", "position"};
+        cJSON_AddStringToObject(nj, "rank_gpus_by", how[links[0].by]);
+    }
+    if (none_sampled) {
+        /* the rank's own devices, by UUID: none of them is among the sampled GPUs */
+        cJSON *ns = cJSON_AddArrayToObject(nj, "rank_gpus_not_sampled");
+        for (size_t a = 0; a < unmatched && a < 64; a++)
+            cJSON_AddItemToArray(ns, cJSON_CreateString(links[a].uuid));
     }
     const char *match = tp_meta(p, "nvml.match");
     if (match) cJSON_AddStringToObject(nj, "device_match", match);
@@ -421,20 +542,37 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
     const char *hz = tp_meta(p, "nvml.hz");
     if (hz) cJSON_AddNumberToObject(nj, "hz", atof(hz));
     cJSON *ga = cJSON_AddArrayToObject(nj, "gpus");
-    double sum_e = 0, sum_w = 0;
+    double sum_e = 0, sum_w = 0, mean_step_ms = 0;
     int all_e = 1;
+    const char *method = NULL; /* of the GPUs with energy: one, or "mixed" */
+    int any_mig = 0;            /* a GPU shared by MIG instances: no sum is the rank's own */
+    for (size_t i = 0; per_step && i < nm; i++) mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
+    if (per_step) mean_step_ms /= (double)nm;
     for (size_t d = 0; d < nd; d++) {
         nv_dev *g = &dv[d];
         cJSON *gj = cJSON_CreateObject();
         cJSON_AddItemToArray(ga, gj);
         cJSON_AddNumberToObject(gj, "index", g->idx);
-        int ord = tp_cuda_ordinal_of(rank_p, p, g->idx);
+        const tp_gpu_link *lk = NULL;
+        for (size_t a = 0; a < nlinks; a++)
+            if (links[a].index == g->idx) lk = &links[a];
+        int ord = lk ? lk->cuda_ordinal : tp_cuda_ordinal_of(rank_p, p, g->idx);
         if (ord >= 0) cJSON_AddNumberToObject(gj, "cuda_device", ord);
         char k[64];
         snprintf(k, sizeof k, "gpu.%u.name", g->idx);
         if (tp_meta(p, k)) cJSON_AddStringToObject(gj, "name", tp_meta(p, k));
         snprintf(k, sizeof k, "gpu.%u.uuid", g->idx);
         if (tp_meta(p, k)) cJSON_AddStringToObject(gj, "uuid", tp_meta(p, k));
+        /* MIG mode: power, energy and clocks are the whole GPU's (NVML reports them per
+         * physical GPU), shared by every MIG instance on it */
+        snprintf(k, sizeof k, "gpu.%u.mig_uuids", g->idx);
+        int mig = (lk && lk->by == TP_GPU_BY_MIG_PARENT) || (tp_meta(p, k) && *tp_meta(p, k));
+        if (mig) {
+            cJSON_AddBoolToObject(gj, "shared_by_mig_instances", 1);
+            if (lk && lk->by == TP_GPU_BY_MIG_PARENT)
+                cJSON_AddStringToObject(gj, "mig_device", lk->uuid);
+            any_mig = 1;
+        }
         size_t ns = 0;
         for (int m = 0; m < NV_N; m++)
             if (g->s[m].n > ns) ns = g->s[m].n;
@@ -448,50 +586,49 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
                     double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
                 }
         }
-        /* energy */
-        const nv_series *es = &g->s[NV_ENERGY];
-        double e = 0, watts = 0;
-        int have_e = 0;
-        if (per_step && es->n >= 2) {
-            /* Over [start of the first measured step, end of the last]: the time between
-             * steps (logging, a checkpoint) belongs to them, as Megatron-LM's energy per
-             * iteration counts a whole log interval. */
-            uint64_t covered = 0, span = 0;
-            double a, b;
-            if (nv_energy_at(es, w0, &a) && nv_energy_at(es, w1, &b) && w1 > w0) {
-                e = b - a;
-                span = w1 - w0;
-                covered = nm;
-                /* the same from the power samples (trapezoids), as a cross-check */
-                const nv_series *ps = &g->s[NV_POWER];
-                double pj = 0;
-                for (size_t i = 1; i < ps->n; i++) {
-                    uint64_t t0 = ps->ts[i - 1] < w0 ? w0 : ps->ts[i - 1];
-                    uint64_t t1 = ps->ts[i] > w1 ? w1 : ps->ts[i];
-                    if (t1 > t0) pj += 0.5 * (ps->v[i - 1] + ps->v[i]) * (double)(t1 - t0) / 1e9;
-                }
-                if (ps->n >= 2)
+        /* energy: over [start of the first measured step, end of the last] (the time between
+         * steps, logging or a checkpoint, belongs to them, as Megatron-LM's energy per
+         * iteration counts a whole log interval), or over the run without steps */
+        nv_energy E;
+        nv_energy_of(p, g, per_step, w0, w1, rank_p->hdr.start_mono_ns, &E);
+        double e = E.joules, watts = 0;
+        int have_e = E.ok;
+        cJSON_AddStringToObject(gj, "energy_method", E.ok ? E.method : "none");
+        char ck[64];
+        snprintf(ck, sizeof ck, "gpu.%u.energy_counter", g->idx);
+        if (tp_meta(p, ck)) cJSON_AddStringToObject(gj, "energy_counter", tp_meta(p, ck));
+        if (E.ok) {
+            cJSON_AddStringToObject(gj, "energy_series", E.series);
+            cJSON_AddNumberToObject(gj, "sample_interval_ms", E.interval_ms);
+            watts = e / ((double)(E.b - E.a) / 1e9);
+            if (method && strcmp(method, E.method)) method = "mixed";
+            else method = E.method;
+        } else {
+            cJSON_AddStringToObject(gj, "energy_unavailable", E.why);
+        }
+        if (per_step) {
+            cJSON_AddNumberToObject(gj, "steps_with_energy", E.ok ? (double)nm : 0);
+            if (E.ok) {
+                cJSON_AddNumberToObject(gj, "energy_per_step_j", e / (double)nm);
+                cJSON_AddNumberToObject(gj, "energy_per_step_wh", e / (double)nm / 3600.0);
+                /* A counter update or a power reading every ~100 ms (at best) resolves little
+                 * of a shorter step: the per-step figure is an average over the span, not a
+                 * measurement of one step. */
+                double res = E.method[0] == 'c' ? NV_COUNTER_PERIOD_MS
+                             : E.interval_ms > NV_COUNTER_PERIOD_MS ? E.interval_ms
+                                                                    : NV_COUNTER_PERIOD_MS;
+                cJSON_AddNumberToObject(gj, "energy_resolution_ms", res);
+                cJSON_AddBoolToObject(gj, "energy_approximate", mean_step_ms < res);
+                /* the power samples' integral beside the counter's, as a cross-check */
+                double pj;
+                if (E.method[0] == 'c' && nv_integral(&g->s[NV_POWER], w0, w1, &pj))
                     cJSON_AddNumberToObject(gj, "energy_per_step_from_power_j", pj / (double)nm);
             }
-            cJSON_AddNumberToObject(gj, "steps_with_energy", (double)covered);
-            if (covered) {
-                have_e = 1;
-                watts = span ? e / ((double)span / 1e9) : 0;
-                cJSON_AddNumberToObject(gj, "energy_per_step_j", e / (double)covered);
-                cJSON_AddNumberToObject(gj, "energy_per_step_wh", e / (double)covered / 3600.0);
-                cJSON_AddNumberToObject(gj, "energy_j", e);
-                cJSON_AddNumberToObject(gj, "avg_power_w", watts);
-                sum_e += e / (double)covered;
-            } else {
-                all_e = 0;
-            }
-        } else if (!per_step && es->n >= 2 && es->ts[es->n - 1] > es->ts[0]) {
-            have_e = 1;
-            e = es->v[es->n - 1] - es->v[0];
-            watts = e / ((double)(es->ts[es->n - 1] - es->ts[0]) / 1e9);
+        }
+        if (E.ok) {
             cJSON_AddNumberToObject(gj, "energy_j", e);
             cJSON_AddNumberToObject(gj, "avg_power_w", watts);
-            sum_e += e;
+            sum_e += per_step ? e / (double)nm : e;
         } else {
             all_e = 0;
         }
@@ -550,10 +687,11 @@ static void energy_section(cJSON *rank_json, const tp_run *run, const tp_process
             cJSON_AddNumberToObject(cj, "throttled_share", (double)throttled / (double)cnt[NV_EVENTS]);
         }
     }
-    if (nd > 1 && all_e) {
+    if (nd > 1 && all_e && !any_mig) {
         cJSON_AddNumberToObject(nj, per_step ? "energy_per_step_j" : "energy_j", sum_e);
         cJSON_AddNumberToObject(nj, "avg_power_w", sum_w);
     }
+    if (method) cJSON_AddStringToObject(nj, "energy_method", method);
 out:
     for (size_t d = 0; d < nd; d++)
         for (int m = 0; m < NV_N; m++) {
@@ -1114,6 +1252,13 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
             fputc('\n', f);
         }
     }
+    if (tp_jnum(g, "records_clipped") > 0)
+        fprintf(f, "  note: %.0f GPU %s clipped to %s stream's order (%.3f ms of recorded time "
+                   "removed): a record cannot end after the next one on its stream begins, nor "
+                   "after a synchronisation of its stream returned\n",
+                tp_jnum(g, "records_clipped"),
+                tp_jnum(g, "records_clipped") == 1 ? "record" : "records",
+                tp_jnum(g, "records_clipped") == 1 ? "its" : "their", tp_jnum(g, "records_clipped_ms"));
     if (tp_jnum(g, "cupti_records_untimed") > 0)
         fprintf(f, "  note: %.0f CUPTI records had no start or end time (work still running when "
                    "its buffer was flushed, as at exit): left out\n",
@@ -1135,12 +1280,28 @@ static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
 static void nvml_text(FILE *f, const cJSON *nv) {
     if (!nv) return;
     int per_step = !strcmp(tp_jstr(nv, "per"), "step");
-    if (tp_jobj(nv, "sampled_by"))
-        fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)%s\n",
-                tp_jnum(nv, "sampler_pid"),
-                cJSON_IsTrue(tp_jobj(nv, "shared_with_other_ranks"))
-                    ? ": this rank's GPU is not known, every GPU of the host is shown"
-                    : "");
+    if (tp_jobj(nv, "sampled_by")) {
+        if (!strcmp(tp_jstr(nv, "sampled_by"), "node sampler"))
+            fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)",
+                    tp_jnum(nv, "sampler_pid"));
+        else
+            fprintf(f, "  NVML sampled by %s (pid %.0f)", tp_jstr(nv, "sampled_by"),
+                    tp_jnum(nv, "sampler_pid"));
+        fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(nv, "shared_with_other_ranks"))
+                               ? ": this rank's GPU is not known, every GPU of the host is shown"
+                               : "");
+    }
+    if (tp_jobj(nv, "rank_gpus_not_sampled")) {
+        fputs("  NVML: this rank's GPU", f);
+        const cJSON *u;
+        int first = 1;
+        cJSON_ArrayForEach(u, tp_jobj(nv, "rank_gpus_not_sampled")) {
+            fputs(first ? " " : ", ", f);
+            tp_fput_printable(f, u->valuestring);
+            first = 0;
+        }
+        fputs(" was not among the GPUs sampled: no energy or power for it\n", f);
+    }
     const cJSON *g;
     cJSON_ArrayForEach(g, tp_jobj(nv, "gpus")) {
         fprintf(f, "  NVML GPU %.0f", tp_jnum(g, "index"));
@@ -1155,15 +1316,36 @@ static void nvml_text(FILE *f, const cJSON *nv) {
             else
                 fprintf(f, " %.1f J in total,", tp_jnum(g, "energy_j"));
             fprintf(f, " %.1f W average", tp_jnum(g, "avg_power_w"));
+            if (!strcmp(tp_jstr(g, "energy_method"), "integrated_power"))
+                fprintf(f, ", integrated from %s samples every %.0f ms (no energy counter)",
+                        tp_jstr(g, "energy_series"), tp_jnum(g, "sample_interval_ms"));
         } else {
-            fprintf(f, " no energy%s", per_step ? " (no measured step lies between two samples)"
-                                                : " counter");
+            fputs(" no energy (", f);
+            tp_fput_printable(f, tp_jstr(g, "energy_unavailable"));
+            fputc(')', f);
         }
         if (tp_jobj(g, "power_max_w"))
             fprintf(f, "; power samples %.1f W mean, %.1f W max", tp_jnum(g, "power_mean_w"),
                     tp_jnum(g, "power_max_w"));
         if (tp_jobj(g, "power_limit_w")) fprintf(f, "; limit %.0f W", tp_jnum(g, "power_limit_w"));
         fputc('\n', f);
+        if (cJSON_IsTrue(tp_jobj(g, "shared_by_mig_instances"))) {
+            fputs("    MIG mode", f);
+            if (tp_jobj(g, "mig_device")) {
+                fputs(" (this rank's MIG device ", f);
+                tp_fput_printable(f, tp_jstr(g, "mig_device"));
+                fputc(')', f);
+            }
+            fputs(": energy and power are the whole GPU's, shared by its MIG instances, not "
+                  "this rank's own\n", f);
+        }
+        if (cJSON_IsTrue(tp_jobj(g, "energy_approximate")))
+            fprintf(f, "    energy per step approximate: the steps are shorter than the %s (about "
+                       "%.0f ms), so it is the span's energy shared out, not each step's\n",
+                    !strcmp(tp_jstr(g, "energy_method"), "counter")
+                        ? "energy counter's update period"
+                        : "interval of the power readings",
+                    tp_jnum(g, "energy_resolution_ms"));
         fputs("   ", f);
         if (tp_jobj(g, "sm_clock_mhz_max"))
             fprintf(f, " SM clock %.0f / %.0f / %.0f MHz (min/mean/max);", tp_jnum(g, "sm_clock_mhz_min"),

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../core/internal.h"
 #include "mapped.h"
@@ -38,6 +39,13 @@ enum {
 
 static _Atomic int g_described; /* some device was written, by either source */
 
+/* the 16 bytes as NVML prints a UUID after its prefix */
+static void uuid_text(char *v, size_t n, const char *prefix, const unsigned char *u) {
+    snprintf(v, n, "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix,
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
+}
+
 void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const char *name,
                           unsigned sm_count, unsigned long long memory_bytes,
                           unsigned clock_khz, unsigned cc_major, unsigned cc_minor) {
@@ -50,9 +58,9 @@ void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const 
         tprof__set_meta(k, v);                                  \
     } while (0)
     /* NVML's spelling of the same 16 bytes (nvidia-smi -L) */
-    META("uuid", "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-         u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-         u[15]);
+    snprintf(k, sizeof k, "cuda.%u.uuid", ordinal);
+    uuid_text(v, sizeof v, "GPU-", u);
+    tprof__set_meta(k, v);
     META("name", "%.60s", name ? name : "");
     META("sm_count", "%u", sm_count);
     META("memory_total_bytes", "%llu", memory_bytes);
@@ -62,11 +70,25 @@ void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const 
     atomic_store(&g_described, 1);
 }
 
+void tprof__cuda_describe_mig(unsigned ordinal, const unsigned char mig_uuid[16],
+                              const unsigned char *gpu_uuid) {
+    char k[48], v[64];
+    snprintf(k, sizeof k, "cuda.%u.uuid", ordinal);
+    uuid_text(v, sizeof v, "MIG-", mig_uuid);
+    tprof__set_meta(k, v);
+    if (gpu_uuid) {
+        snprintf(k, sizeof k, "cuda.%u.gpu_uuid", ordinal);
+        uuid_text(v, sizeof v, "GPU-", gpu_uuid);
+        tprof__set_meta(k, v);
+    }
+}
+
 static struct {
     cu_result (*count)(int *n);
     cu_result (*get)(int *dev, int ordinal);
     cu_result (*name)(char *name, int len, int dev);
     cu_result (*uuid)(unsigned char uuid[16], int dev);
+    cu_result (*uuid_v1)(unsigned char uuid[16], int dev); /* may be missing */
     cu_result (*mem)(size_t *bytes, int dev);
     cu_result (*attr)(int *v, int attr, int dev);
     cu_result (*primary_state)(int dev, unsigned *flags, int *active); /* may be missing */
@@ -85,7 +107,11 @@ static int find_driver(void) {
     *(void **)&D.get = dlsym(h, "cuDeviceGet");
     *(void **)&D.name = dlsym(h, "cuDeviceGetName");
     *(void **)&D.uuid = dlsym(h, "cuDeviceGetUuid_v2");
-    if (!D.uuid) *(void **)&D.uuid = dlsym(h, "cuDeviceGetUuid");
+    *(void **)&D.uuid_v1 = dlsym(h, "cuDeviceGetUuid");
+    if (!D.uuid) {
+        D.uuid = D.uuid_v1;
+        D.uuid_v1 = NULL;
+    }
     *(void **)&D.mem = dlsym(h, "cuDeviceTotalMem_v2");
     *(void **)&D.attr = dlsym(h, "cuDeviceGetAttribute");
     *(void **)&D.primary_state = dlsym(h, "cuDevicePrimaryCtxGetState");
@@ -117,6 +143,15 @@ static int describe_from_driver(void) {
         name[sizeof name - 1] = 0;
         tprof__cuda_describe((unsigned)i, uuid, name, (unsigned)sm, (unsigned long long)mem,
                              (unsigned)khz, (unsigned)maj, (unsigned)min);
+        /* cuda.h documents that cuDeviceGetUuid (cuDeviceGetUuid_v2 since CUDA 11.4)
+         * returns a MIG device's own MIG UUID; the first version, kept for older programs,
+         * does not tell the MIG devices of a GPU apart. When the two differ, this is a MIG
+         * device, taken to be on the GPU the first one names (to be confirmed on MIG
+         * hardware: tests/gpu/mig_identity.sh; the report also finds the GPU through the
+         * sampler's list of MIG devices, gpu.<i>.mig_uuids, should this parent be wrong) */
+        unsigned char v1[16];
+        if (D.uuid_v1 && D.uuid_v1(v1, dev) == 0 && memcmp(v1, uuid, sizeof v1))
+            tprof__cuda_describe_mig((unsigned)i, uuid, v1);
     }
     return n;
 }

@@ -236,6 +236,11 @@ static void describe_device(const CUpti_ActivityDevice5 *d) {
                          (unsigned)d->numMultiprocessors, (unsigned long long)d->globalMemorySize,
                          (unsigned)d->coreClockRate, (unsigned)d->computeCapabilityMajor,
                          (unsigned)d->computeCapabilityMinor);
+    /* a MIG device: CUPTI gives its own UUID (migUuid) beside its GPU's (uuid); the report
+     * joins it to NVML's GPU through either (NVML reports power and energy per GPU only) */
+    if (d->isMigEnabled && memcmp(d->migUuid.bytes, d->uuid.bytes, sizeof d->uuid.bytes))
+        tprof__cuda_describe_mig((unsigned)d->id, (const unsigned char *)d->migUuid.bytes,
+                                 (const unsigned char *)d->uuid.bytes);
 }
 
 /* What an overhead record says CUPTI (or the driver) spent the time on. */

@@ -11,11 +11,15 @@
  * (TRAINPROF_FLUSH_MS, default 50 ms, i.e. 20 Hz at most).
  *
  * Which GPUs (gpu-capture.md §4): those visible to this process. CUDA_VISIBLE_DEVICES entries
- * that are UUIDs ("GPU-..." or a unique prefix) are matched to NVML devices exactly. Entries
- * that are indices are read as NVML indices, which are in PCI bus order; CUDA numbers devices
- * fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID. On a node of identical GPUs the two
- * orders agree (CUDA breaks ties by PCI bus id); on a mixed node an index may name another
- * GPU than CUDA's, and "nvml.match" in the rank file says "index" so the report can warn.
+ * that are UUIDs ("GPU-..." or a unique prefix) are matched to NVML devices exactly; a MIG
+ * device ("MIG-...") gives the GPU it is on (NVML reports power and energy per physical GPU),
+ * and each GPU in MIG mode lists its MIG devices (gpu.<i>.mig_uuids). Entries that are
+ * indices are read as NVML indices, which are in PCI bus order; CUDA numbers devices fastest
+ * first unless CUDA_DEVICE_ORDER=PCI_BUS_ID. On a node of identical GPUs the two orders
+ * agree (CUDA breaks ties by PCI bus id); on a mixed node an index may name another GPU than
+ * CUDA's, and "nvml.match" in the rank file says "index" so the report can warn. The node
+ * sampler of `trainprof run` samples every GPU of the node in that case: the report finds
+ * each rank's GPU by the UUID in the rank's own file, never by position.
  * When several ranks share a node only local rank 0 samples (one sampler per node is enough
  * and NVML calls are not free), unless TRAINPROF_NVML_ALL_RANKS=1. A child forked from a
  * process that samples does not sample again (DataLoader workers inherit the environment).
@@ -193,6 +197,24 @@ static int match_token(const tprof__nvml_dev *all, size_t nall, const char *tok,
     return hits == 1 ? found : -1;
 }
 
+/* Position in all[] of the GPU that MIG device `tok` ("MIG-<uuid>", or the older
+ * "MIG-GPU-<uuid>/<gi>/<ci>", both of which nvmlDeviceGetHandleByUUID accepts) is on; -1
+ * when NVML cannot say. */
+static int mig_parent(const tprof__nvml_api *api, const tprof__nvml_dev *all, size_t nall,
+                      const char *tok) {
+    nvmlDevice_t mig, dev;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    if (!api->nvmlDeviceGetHandleByUUID || !api->nvmlDeviceGetDeviceHandleFromMigDeviceHandle ||
+        api->nvmlDeviceGetHandleByUUID(tok, &mig) != NVML_SUCCESS ||
+        api->nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, &dev) != NVML_SUCCESS ||
+        api->nvmlDeviceGetUUID(dev, uuid, sizeof uuid) != NVML_SUCCESS)
+        return -1;
+    uuid[sizeof uuid - 1] = 0;
+    for (size_t k = 0; k < nall; k++)
+        if (!strcmp(all[k].uuid, uuid)) return (int)k;
+    return -1;
+}
+
 size_t tprof__nvml_visible(const tprof__nvml_api *api, tprof__nvml_dev *out, size_t max,
                            tprof__nvml_match *match, char *note, size_t notelen) {
     if (note && notelen) note[0] = 0;
@@ -217,9 +239,24 @@ size_t tprof__nvml_visible(const tprof__nvml_api *api, tprof__nvml_dev *out, siz
         memcpy(tok, p, len);
         tok[len] = 0;
         if (!strncasecmp(tok, "MIG-", 4)) {
-            if (note && notelen)
-                snprintf(note, notelen, "MIG device %s not sampled: NVML reports power, energy "
-                                        "and clocks per physical GPU", tok);
+            int k = mig_parent(api, all, nall, tok);
+            if (k < 0) {
+                if (note && notelen)
+                    snprintf(note, notelen, "MIG device %s not sampled: NVML does not place it on "
+                                            "a GPU", tok);
+            } else {
+                if (note && notelen)
+                    snprintf(note, notelen, "MIG device %s is on GPU %u (%s): that whole GPU is "
+                                            "sampled, its power and energy shared by its MIG "
+                                            "instances", tok, all[k].index, all[k].uuid);
+                int dup = 0;
+                for (size_t i = 0; i < n; i++) dup |= out[i].index == all[k].index;
+                if (!dup && n < max) {
+                    out[n] = all[k];
+                    snprintf(out[n].mig_uuid, sizeof out[n].mig_uuid, "%.95s", tok);
+                    n++;
+                }
+            }
         } else {
             int is_index;
             int k = match_token(all, nall, tok, 0, &is_index);
@@ -380,6 +417,29 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
     if (api->nvmlDeviceGetMaxClockInfo &&
         api->nvmlDeviceGetMaxClockInfo(dev, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
         meta_gpu_u64(idx, "sm_clock_max_mhz", v);
+    /* MIG mode: the GPU's MIG devices, by the UUIDs CUDA gives them, so that a rank on a MIG
+     * device finds this GPU (whose power and energy all its MIG instances share) */
+    unsigned cur = 0, pend = 0, max = 0;
+    if (api->nvmlDeviceGetMigMode && api->nvmlDeviceGetMaxMigDeviceCount &&
+        api->nvmlDeviceGetMigDeviceHandleByIndex &&
+        api->nvmlDeviceGetMigMode(dev, &cur, &pend) == NVML_SUCCESS && cur == NVML_DEVICE_MIG_ENABLE &&
+        api->nvmlDeviceGetMaxMigDeviceCount(dev, &max) == NVML_SUCCESS) {
+        char list[1024] = "";
+        size_t ll = 0;
+        for (unsigned m = 0; m < max && m < 64; m++) {
+            nvmlDevice_t mig;
+            char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+            if (api->nvmlDeviceGetMigDeviceHandleByIndex(dev, m, &mig) != NVML_SUCCESS ||
+                api->nvmlDeviceGetUUID(mig, u, sizeof u) != NVML_SUCCESS)
+                continue; /* an index with no MIG device behind it */
+            u[sizeof u - 1] = 0;
+            int w = snprintf(list + ll, sizeof list - ll, "%s%s", ll ? "," : "", u);
+            if (w < 0 || (size_t)w >= sizeof list - ll) break;
+            ll += (size_t)w;
+        }
+        meta_gpu(idx, "mig_uuids", list);
+    }
+    if (gp->d.mig_uuid[0]) meta_gpu(idx, "mig_device", gp->d.mig_uuid);
     for (int m = 0; m < M_COUNT; m++)
         snprintf(gp->names[m], sizeof gp->names[m], "gpu%u.%s", idx, metric_suffix[m]);
 }
@@ -445,6 +505,15 @@ static void sampler_start(uint32_t hz) {
     char note[256];
     size_t n = tprof__nvml_visible(api, devs, TPROF__NVML_MAX_GPUS, &match, note, sizeof note);
     if (note[0]) tprof__log(TPROF_LOG_INFO, "NVML: %s", note);
+    if (node_self && match == TPROF__NVML_BY_INDEX) {
+        /* CUDA reads indices in its own order (fastest first unless CUDA_DEVICE_ORDER=
+         * PCI_BUS_ID), which NVML cannot know: the node sampler samples every GPU of the
+         * node, and the report finds each rank's by the UUID in the rank's file */
+        n = enumerate(api, devs, TPROF__NVML_MAX_GPUS);
+        match = TPROF__NVML_ALL;
+        tprof__log(TPROF_LOG_INFO, "NVML: CUDA_VISIBLE_DEVICES holds indices, which CUDA may "
+                                   "number in another order than NVML's: sampling every GPU");
+    }
     if (!n) {
         api->nvmlShutdown();
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
@@ -494,6 +563,14 @@ static void sampler_start(uint32_t hz) {
     g.mode = MODE_ON;
 }
 
+/* The energy counter is missing on many GPUs and most vGPUs: the report then integrates the
+ * power samples, and says why it had to (gpu.<i>.energy_counter). */
+static void energy_counter_missing(const nv_gpu *gp, const char *why) {
+    char v[160];
+    snprintf(v, sizeof v, "unsupported: %.140s", why);
+    meta_gpu(gp->d.index, "energy_counter", v);
+}
+
 /* An unsupported call is not asked again; a lost GPU is not sampled again. */
 static int failed(nv_gpu *gp, int metric, nvmlReturn_t r) {
     if (r == NVML_SUCCESS) return 0;
@@ -502,6 +579,12 @@ static int failed(nv_gpu *gp, int metric, nvmlReturn_t r) {
         gp->off[metric] = 1;
         tprof__log(TPROF_LOG_INFO, "NVML: GPU %u does not give %s (NVML error %d); not asked again",
                    gp->d.index, metric_suffix[metric], r);
+        if (metric == M_ENERGY) {
+            char why[128];
+            snprintf(why, sizeof why, "nvmlDeviceGetTotalEnergyConsumption answered \"%s\" (%d)",
+                     nvml_str(g.api, r), r);
+            energy_counter_missing(gp, why);
+        }
     }
     if (r == NVML_ERROR_GPU_IS_LOST && !gp->lost) {
         gp->lost = 1;
@@ -533,8 +616,10 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
     unsigned long long mj = 0;
     int have_mj = 0;
     if (!gp->off[M_ENERGY]) {
-        if (!api->nvmlDeviceGetTotalEnergyConsumption) gp->off[M_ENERGY] = 1;
-        else if (!failed(gp, M_ENERGY, r = api->nvmlDeviceGetTotalEnergyConsumption(dev, &mj)))
+        if (!api->nvmlDeviceGetTotalEnergyConsumption) {
+            gp->off[M_ENERGY] = 1;
+            energy_counter_missing(gp, "the NVML library has no nvmlDeviceGetTotalEnergyConsumption");
+        } else if (!failed(gp, M_ENERGY, r = api->nvmlDeviceGetTotalEnergyConsumption(dev, &mj)))
             have_mj = 1;
         if (gp->lost) return;
     }

@@ -47,6 +47,9 @@ typedef int nvmlValueType_t;                /* enum nvmlValueType_enum */
 #define NVML_CLOCK_MEM 2
 #define NVML_CLOCK_VIDEO 3
 
+/* nvmlDeviceGetMigMode's current mode */
+#define NVML_DEVICE_MIG_ENABLE 1u
+
 /* nvmlTemperatureSensors_t */
 #define NVML_TEMPERATURE_GPU 0
 
@@ -185,6 +188,15 @@ _Static_assert(offsetof(nvmlFieldValue_t, value) == 32, "nvmlFieldValue_t layout
     X(nvmlReturn_t, nvmlDeviceGetCurrentClocksEventReasons,                                  \
       (nvmlDevice_t dev, unsigned long long *reasons), 0)                                    \
     X(nvmlReturn_t, nvmlDeviceGetCurrentClocksThrottleReasons,                               \
-      (nvmlDevice_t dev, unsigned long long *reasons), 0)
+      (nvmlDevice_t dev, unsigned long long *reasons), 0)                                    \
+    /* MIG (Ampere and newer; NVML from R450): a GPU's mode, its MIG devices, a MIG device's \
+     * GPU. A MIG device's handle comes from nvmlDeviceGetHandleByUUID("MIG-...") too. */   \
+    X(nvmlReturn_t, nvmlDeviceGetMigMode,                                                    \
+      (nvmlDevice_t dev, unsigned int *current, unsigned int *pending), 0)                   \
+    X(nvmlReturn_t, nvmlDeviceGetMaxMigDeviceCount, (nvmlDevice_t dev, unsigned int *count), 0) \
+    X(nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex,                                     \
+      (nvmlDevice_t dev, unsigned int index, nvmlDevice_t *mig), 0)                          \
+    X(nvmlReturn_t, nvmlDeviceGetDeviceHandleFromMigDeviceHandle,                            \
+      (nvmlDevice_t mig, nvmlDevice_t *dev), 0)
 
 #endif /* TPROF_NVML_ABI_H */

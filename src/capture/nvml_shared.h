@@ -45,6 +45,9 @@ typedef struct tprof__nvml_dev {
     nvmlDevice_t dev;
     unsigned int index;                          /* NVML index (PCI order) */
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];  /* "GPU-..." as NVML gives it */
+    /* chosen for a MIG device of it ("MIG-..." as CUDA_VISIBLE_DEVICES named it), else "":
+     * its power and energy are then the whole GPU's, shared by its MIG instances */
+    char mig_uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
 } tprof__nvml_dev;
 
 #define TPROF__NVML_MAX_GPUS 64
@@ -59,9 +62,10 @@ typedef enum tprof__nvml_match {
 /* The devices visible to this process, in CUDA_VISIBLE_DEVICES order (CUDA's ordinals), or
  * every device in NVML order when the variable is unset. Entries are decimal indices, full
  * UUIDs or unique UUID prefixes ("GPU-8a2f..."); as CUDA does, the list ends at the first
- * entry that names no device. "MIG-" entries are skipped (NVML reports power, energy and
- * clocks per physical GPU). `note` (may be NULL) gets a line on anything skipped or
- * ambiguous. Returns the number of devices written to out (at most max). */
+ * entry that names no device. A "MIG-" entry gives the GPU it is a MIG device of (NVML
+ * reports power, energy and clocks per physical GPU), with mig_uuid set; one NVML cannot
+ * place is skipped. `note` (may be NULL) gets a line on anything skipped, ambiguous or
+ * shared. Returns the number of devices written to out (at most max). */
 size_t tprof__nvml_visible(const tprof__nvml_api *api, tprof__nvml_dev *out, size_t max,
                            tprof__nvml_match *match, char *note, size_t notelen);
 

@@ -74,6 +74,19 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
             devs[0] = devs[lr];
             n = 1;
         }
+        /* a MIG device: NVML's energy is its whole GPU's, shared by every MIG instance on
+         * it; counting it as this rank's would count it once per instance in the world sum */
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (devs[i].mig_uuid[0]) {
+                tprof__log(TPROF_LOG_WARN, "EnergyMonitor: %s is a MIG device of GPU %u (%s), whose "
+                                           "energy all its MIG instances share: not counted",
+                           devs[i].mig_uuid, devs[i].index, devs[i].uuid);
+                continue;
+            }
+            devs[kept++] = devs[i];
+        }
+        n = kept;
     } else {
         for (size_t i = 0; i < ndevices; i++) {
             tprof__nvml_dev d;
@@ -102,6 +115,14 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
             api->nvmlDeviceGetName(devs[i].dev, m->gpu[i].name, sizeof m->gpu[i].name) != NVML_SUCCESS)
             m->gpu[i].name[0] = 0;
         m->gpu[i].name[sizeof m->gpu[i].name - 1] = 0;
+        /* many GPUs and vGPUs have no total-energy counter: say so once, here, rather than
+         * return silent zeros at every lap */
+        uint64_t mj;
+        if (tprof__nvml_energy_mj(api, devs[i].dev, &mj) != 0)
+            tprof__log(TPROF_LOG_WARN, "EnergyMonitor: GPU %u (%s) gives no total-energy counter; "
+                                       "its laps count 0 J and return TPROF_ERR_UNAVAILABLE (the "
+                                       "report integrates the sampled power instead)",
+                       devs[i].index, devs[i].uuid);
     }
     if (!n && rc == TPROF_OK) rc = TPROF_ERR_UNAVAILABLE; /* no GPU visible */
     *out = m;

@@ -219,6 +219,11 @@ int tprof__cupti_active(void);
 void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const char *name,
                           unsigned sm_count, unsigned long long memory_bytes,
                           unsigned clock_khz, unsigned cc_major, unsigned cc_minor);
+/* The device `ordinal` is a MIG device: its UUID is written as NVML spells a MIG device's
+ * ("MIG-...", replacing the "GPU-..." of tprof__cuda_describe, the last value winning) and its
+ * GPU's as cuda.<ordinal>.gpu_uuid (gpu_uuid NULL: not known). Call after the description. */
+void tprof__cuda_describe_mig(unsigned ordinal, const unsigned char mig_uuid[16],
+                              const unsigned char *gpu_uuid);
 void tprof__cuda_devices_tick(int final);
 void tprof__cuda_devices_after_fork(void);
 

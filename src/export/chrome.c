@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "analysis/comm.h"
+#include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "format/format.h"
 #include "trainprof.h"
@@ -38,10 +39,13 @@ typedef struct cw {
     int have_last;
     uint64_t next_async; /* ids of b/e pairs, unique in the file */
     int nevents;         /* for the separators */
-    /* while writing the node sampler into one rank's file: only its "gpu<i>.*" counters of
-     * the GPUs in gpu_allow (all of them when ngpu_allow is 0), inside the rank's own span
-     * (the base to gpu_until, ns after the base) */
-    int gpu_only;
+    /* In one rank's file, the NVML counters ("gpu<i>.*") of the process that sampled the
+     * rank's GPUs (tp_gpu_samples_for): with gpu_filter, only those of the GPUs in gpu_allow
+     * (the rank's, found by UUID; none when its GPUs were not sampled), else all of them (the
+     * rank's GPUs are not known). gpu_only: that process is another one (the node sampler,
+     * or the host's rank that sampled): only its NVML counters, inside the rank's own span
+     * (the base to gpu_until, ns after the base). */
+    int gpu_only, gpu_filter;
     int64_t gpu_until;
     const unsigned *gpu_allow;
     size_t ngpu_allow;
@@ -49,12 +53,13 @@ typedef struct cw {
 
 /* Whether counter `name` goes into the file (see cw.gpu_only). */
 static int counter_wanted(const cw *w, const char *name, int64_t ts) {
-    if (!w->gpu_only) return 1;
     unsigned long idx;
-    if (ts < 0 || ts > w->gpu_until || !tp_gpu_counter(name, &idx)) return 0;
+    int nvml = tp_gpu_counter(name, &idx) != NULL;
+    if (w->gpu_only && (ts < 0 || ts > w->gpu_until || !nvml)) return 0;
+    if (!nvml || !w->gpu_filter) return 1;
     for (size_t i = 0; i < w->ngpu_allow; i++)
         if (w->gpu_allow[i] == idx) return 1;
-    return w->ngpu_allow == 0;
+    return 0;
 }
 
 /* One candidate complete event on a track: a synchronous range or an API step. */
@@ -451,12 +456,16 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             fprintf(f, "%" PRIu32 "}}", tid);
             last_tid = tid;
         }
-        /* one stream runs one thing at a time; clamp CUPTI's rounding so events nest */
+        /* Records that contradicted their stream's order were clipped by the loader
+         * (tp_gpu_clip_to_streams), as the report sees them. Nodes of one CUDA graph may
+         * overlap on the stream CUPTI names; a viewer rejects overlapping slices on one
+         * track, so only there the slice is shortened for display. */
         uint64_t end = o->end;
         if (i + 1 < n && gpu_tid(ops[i + 1]->device, ops[i + 1]->stream) == tid &&
             ops[i + 1]->start < end)
             end = ops[i + 1]->start > o->start ? ops[i + 1]->start : o->start;
         int64_t ts = rel_ns(w, p, o->start), te = rel_ns(w, p, end);
+        const tp_gpu_clip *clip = tp_gpu_clip_of(p, o);
         ev_open(w, "X", pid, tid);
         fprintf(f, ",\"cat\":\"%s\",\"name\":", gpu_cat(o));
         tp_json_string(f, gpu_name(o, nb, sizeof nb));
@@ -473,6 +482,16 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             }
         }
         if (o->graph) fprintf(f, ",\"graph\":%" PRIu32, o->graph);
+        if (clip) {
+            /* what CUPTI said, and why it was not believed */
+            fputs(",\"clipped\":", f);
+            tp_json_string(f, clip->why == (TP_CLIP_SYNC | TP_CLIP_NEXT)
+                                  ? "stream synchronisation and next record on the stream"
+                              : clip->why == TP_CLIP_SYNC ? "stream synchronisation"
+                                                          : "next record on the stream");
+            fputs(",\"recorded_dur_us\":", f);
+            put_double(f, (double)(clip->recorded_end - o->start) / 1e3);
+        }
         fputs("}}", f);
         note_time(w, te);
         /* the launch that put it there */
@@ -767,12 +786,15 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         return rc;
     }
 
-    cw w = {out, 0, 0, 0, 0, 0, 0, 0, NULL, 0};
-    /* the base: the earliest start among the processes, but in one rank's file not the node
-     * sampler's (the rank's own start stays the base, as Kineto's traces have it) */
+    cw w = {.f = out};
+    /* the base: the earliest start among the processes, but in one rank's file not that of
+     * the process whose NVML samples come with it (the rank's own start stays the base, as
+     * Kineto's traces have it) */
+    const tp_process *rp = nsel ? &run->procs[sel[0]] : NULL;
+    const tp_process *src = merged || !rp ? NULL : tp_gpu_samples_for(run, rp);
     int have_base = 0;
     for (size_t i = 0; i < nsel; i++) {
-        if (!merged && run->procs[sel[i]].role == TP_ROLE_SAMPLER) continue;
+        if (!merged && &run->procs[sel[i]] == src && src != rp) continue;
         uint64_t s = run->procs[sel[i]].hdr.start_realtime_ns;
         if (!have_base || s < w.base_rt) w.base_rt = s;
         have_base = 1;
@@ -780,24 +802,24 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
 
     fputs("{\n\"schemaVersion\": 1,\n", out);
     if (!merged) {
-        const tp_process *rp = NULL;
-        for (size_t i = 0; i < nsel && !rp; i++)
-            if (run->procs[sel[i]].role == TP_ROLE_RANK) rp = &run->procs[sel[i]];
-        const char *backend = rp ? tp_meta(rp, "backend") : NULL;
+        const tp_process *rk = NULL;
+        for (size_t i = 0; i < nsel && !rk; i++)
+            if (run->procs[sel[i]].role == TP_ROLE_RANK) rk = &run->procs[sel[i]];
+        const char *backend = rk ? tp_meta(rk, "backend") : NULL;
         char be[32];
         /* without a declared backend: what the rank's communication went through */
-        if (rp && !backend) {
-            const char *rs = tp_meta(rp, "rank_source");
+        if (rk && !backend) {
+            const char *rs = tp_meta(rk, "rank_source");
             if (rs && !strcmp(rs, "mpi")) backend = "mpi";
-            for (size_t i = 0; !backend && i < rp->ncomm; i++)
-                if (rp->comm[i].source == TPROF_COMM_SRC_NCCL) backend = "nccl";
+            for (size_t i = 0; !backend && i < rk->ncomm; i++)
+                if (rk->comm[i].source == TPROF_COMM_SRC_NCCL) backend = "nccl";
             /* else the backend of torch.distributed's ops (gloo on a CPU job) */
-            for (size_t i = 0; !backend && i < rp->ncomm; i++)
-                if (rp->comm[i].source == TPROF_COMM_SRC_TORCH)
-                    backend = tp_comm_backend(rp, &rp->comm[i], be, sizeof be);
+            for (size_t i = 0; !backend && i < rk->ncomm; i++)
+                if (rk->comm[i].source == TPROF_COMM_SRC_TORCH)
+                    backend = tp_comm_backend(rk, &rk->comm[i], be, sizeof be);
         }
         /* world_size from the rank's metadata, else as many ranks as the run holds */
-        int world = rp ? rp->world_size : -1;
+        int world = rk ? rk->world_size : -1;
         if (world <= 0) {
             world = 0;
             for (size_t i = 0; i < run->nprocs; i++) world += run->procs[i].role == TP_ROLE_RANK;
@@ -828,10 +850,18 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     unsigned allow[64];
     for (size_t i = 0; i < nsel && rc == TPROF_OK; i++) {
         const tp_process *p = &run->procs[sel[i]];
-        w.gpu_only = !merged && p->role == TP_ROLE_SAMPLER;
-        w.ngpu_allow = w.gpu_only ? tp_rank_gpus(&run->procs[sel[0]], p, allow, 64) : 0;
+        w.gpu_only = !merged && p != rp && p == src;
+        w.gpu_filter = 0;
+        w.ngpu_allow = 0;
+        if (!merged && p == src) {
+            size_t unmatched = 0;
+            tp_gpu_link l[64];
+            w.ngpu_allow = tp_rank_gpu_links(rp, src, l, 64, &unmatched);
+            for (size_t k = 0; k < w.ngpu_allow; k++) allow[k] = l[k].index;
+            w.gpu_filter = w.ngpu_allow || unmatched;
+        }
         w.gpu_allow = allow;
-        if (w.gpu_only) w.gpu_until = rel_ns(&w, &run->procs[sel[0]], run->procs[sel[0]].end_mono);
+        if (w.gpu_only) w.gpu_until = rel_ns(&w, rp, rp->end_mono);
         rc = write_process(&w, p, pids[i], opts, &sc);
         if (rc == TPROF_OK && ferror(out)) rc = TPROF_ERR_IO; /* stop early on a full disk */
     }
@@ -896,14 +926,12 @@ int tp_export_chrome_rank(const tp_run *run, int rank, FILE *out, const tp_expor
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].role == TP_ROLE_HELPER && run->procs[i].helper_of == rank)
             sel[n++] = i;
-    /* the node sampler of the rank's host, for its GPUs' NVML counters (the rank itself does
-     * not sample NVML while CUPTI records; when it did, its own counters are enough) */
-    const tp_process *rp = &run->procs[sel[0]];
-    for (size_t i = 0; i < run->nprocs && !tp_has_gpu_counters(rp); i++)
-        if (run->procs[i].role == TP_ROLE_SAMPLER && !strcmp(run->procs[i].hdr.host, rp->hdr.host)) {
-            sel[n++] = i;
-            break;
-        }
+    /* the process that sampled the rank's GPUs, when not the rank itself (the node sampler
+     * of its host, or the host's rank that sampled), for their NVML counters */
+    const tp_process *src = tp_gpu_samples_for(run, &run->procs[sel[0]]);
+    int have = 0;
+    for (size_t i = 0; i < n; i++) have |= &run->procs[sel[i]] == src;
+    if (src && !have) sel[n++] = (size_t)(src - run->procs);
     int rc = export_sel(run, sel, n, rank, out, opts);
     free(sel);
     return rc;
