@@ -21,6 +21,9 @@
  *                 division by zero), ill_real (__builtin_trap), hup, int, term, quit, usr1,
  *                 usr2, alrm (alarm(1)), pipe (a write to a pipe without reader). It never
  *                 flushes: what reaches the file is the final flush's doing.
+ *   race T N      T threads each record N ranges "work", meet at a barrier, and all
+ *                 raise(SIGSEGV) at once: one thread finishes the file, the others wait
+ *                 for it, the process dies once.
  *   flusher N     records N ranges "work", flushes, then sends SIGSEGV to trainprof's
  *                 flusher thread (a fault of the flusher itself, as far as the handler can
  *                 tell); without trainprof, raise(SIGSEGV).
@@ -221,13 +224,35 @@ typedef struct kicker {
     int wr;
 } kicker;
 
-/* Sends the signal to the reading thread after 20 ms, then ends the read with a byte at
- * 300 ms (a restarted read returns then). It blocks every signal: only the reader gets it. */
+/* Waits (at most 5 s) until thread tid is blocked in read(): /proc shows the system call a
+ * thread is blocked in, so the signal surely lands inside the read, however loaded the
+ * machine is. */
+static void wait_in_read(pid_t tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    for (int i = 0; i < 5000; i++) {
+        FILE *f = fopen(path, "r");
+        long nr = -1;
+        if (f) {
+            if (fscanf(f, "%ld", &nr) != 1) nr = -1;
+            fclose(f);
+        } else {
+            sleep_ms(20); /* no such file in this kernel: give the reader time */
+            return;
+        }
+        if (nr == SYS_read) return;
+        sleep_ms(1);
+    }
+}
+
+/* Sends the signal to the reading thread once it blocks in read(), then ends the read with
+ * a byte 300 ms later (a restarted read returns then). It blocks every signal: only the
+ * reader gets it. */
 static void *kick(void *arg) {
     kicker *k = arg;
-    sleep_ms(20);
+    wait_in_read(k->tid);
     syscall(SYS_tgkill, getpid(), k->tid, k->sig);
-    sleep_ms(280);
+    sleep_ms(300);
     ssize_t w = write(k->wr, "x", 1);
     (void)w;
     return NULL;
@@ -373,6 +398,33 @@ static int mode_fatal(const char *kind, int n) {
     return 4;
 }
 
+/* ------------------------------------------------------------------ race */
+
+static pthread_barrier_t g_barrier;
+static int g_race_n;
+
+static void *racer(void *arg) {
+    (void)arg;
+    for (int i = 0; i < g_race_n; i++) {
+        push("work");
+        pop();
+    }
+    pthread_barrier_wait(&g_barrier);
+    raise(SIGSEGV);
+    for (;;) pause();
+    return NULL;
+}
+
+static int mode_race(int threads, int n) {
+    g_race_n = n;
+    if (threads < 1 || threads > 64) return 2;
+    pthread_barrier_init(&g_barrier, NULL, (unsigned)threads);
+    pthread_t th[64];
+    for (int i = 0; i < threads; i++) pthread_create(&th[i], NULL, racer, NULL);
+    for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
+    return 4;
+}
+
 /* ------------------------------------------------------------------ flusher */
 
 static pid_t flusher_tid(void) {
@@ -436,6 +488,7 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "resethand") && argc > 2) return mode_resethand(atoi(argv[2]));
     if (!strcmp(m, "fatal") && argc > 3) return mode_fatal(argv[2], atoi(argv[3]));
     if (!strcmp(m, "flusher") && argc > 2) return mode_flusher(atoi(argv[2]));
+    if (!strcmp(m, "race") && argc > 3) return mode_race(atoi(argv[2]), atoi(argv[3]));
     if (!strcmp(m, "loop") && argc > 2) return mode_loop(atoi(argv[2]));
     fprintf(stderr, "sig_victim: unknown mode or missing argument: %s\n", m);
     return 2;

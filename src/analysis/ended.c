@@ -90,7 +90,7 @@ static cJSON *range_json(const tp_process *p, const tp_thread *th, const tp_rang
 }
 
 void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run) {
-    cJSON *arr = cJSON_AddArrayToObject(rep, "ended_early");
+    cJSON *arr = cJSON_CreateArray();
     if (!arr) return;
     char msg[512];
     size_t len = 0;
@@ -144,7 +144,13 @@ void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run) {
         }
         count++;
     }
-    if (!count || !findings) {
+    if (!count) {
+        cJSON_Delete(arr);
+        cJSON_Delete(ev_ranks);
+        return;
+    }
+    cJSON_AddItemToObject(rep, "ended_early", arr);
+    if (!findings) {
         cJSON_Delete(ev_ranks);
         return;
     }

@@ -13,12 +13,12 @@
 
 #include "analysis/model.h"
 
-/* Adds "ended_early" (an array, empty when every rank ended normally) to `rep`, and a
- * finding "ended_early" (critical) to `findings` when some rank did (docs/report-json.md).
+/* When some rank ended early, adds "ended_early" (an array, one entry per such rank) to
+ * `rep` and a finding "ended_early" (critical) to `findings` (docs/report-json.md).
  * Reads `run` only; not thread safe with writers of `rep`. */
 void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run);
 
-/* The text form of rep's "ended_early" (nothing when it is empty). B/N/Y: bold, normal and
+/* The text form of rep's "ended_early" (nothing without it). B/N/Y: bold, normal and
  * warning colour sequences ("" without colour). */
 void tp_ended_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y);
 
