@@ -1178,8 +1178,9 @@ static int cmd_run(int argc, char **argv) {
          * finishes its rank file on it). The setting belongs to this process only: its
          * children do not inherit it, and the kernel clears it when it execs a set-user-ID
          * or file-capability program (prctl(2)). A launcher that died before the prctl
-         * leaves this process re-parented: do not start the job then. */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launcher) _exit(128 + SIGTERM);
+         * leaves this process re-parented: do not start the job then. (Should prctl fail,
+         * the job runs as it would have without it.) */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != launcher) _exit(128 + SIGTERM);
         execv(exe, cmd);
         int err = errno;
         fprintf(stderr, "trainprof run: cannot execute %s: %s\n", exe, strerror(err));
