@@ -12,7 +12,8 @@
  *   behave        for handlers installed before and after the session: whether a blocking
  *                 read() interrupted by the signal returns EINTR or is restarted, the order
  *                 of nested deliveries with and without SA_NODEFER, sa_mask deferral,
- *                 whether the handler ran on the alternate stack.
+ *                 whether the handler ran on the alternate stack, EPIPE with SIGPIPE
+ *                 ignored.
  *   resethand SIG installs a handler for SIG with SA_RESETHAND, starts the session, sends
  *                 SIG twice: the second one takes the default action (the process dies).
  *   fatal KIND N  pushes "outer", records N ranges "work", pushes "last" and then dies by
@@ -301,7 +302,17 @@ static int mode_behave(void) {
     set(SIGQUIT, (void (*)(void))h_masker, 0, SIGHUP);
     set(SIGHUP, (void (*)(void))h_hup_log, 0, 0);
     set(SIGALRM, (void (*)(void))h_alt, SA_ONSTACK, 0);
+    signal(SIGPIPE, SIG_IGN);
     start_session();
+    {
+        int p[2];
+        if (pipe(p) != 0) exit(3);
+        close(p[0]);
+        ssize_t w = write(p[1], "x", 1);
+        printf("write to a pipe without reader, SIGPIPE ignored: %s\n",
+               w < 0 && errno == EPIPE ? "EPIPE" : "other");
+        close(p[1]);
+    }
     read_interrupted(SIGINT);
     read_interrupted(SIGTERM);
     nest(SIGUSR1);

@@ -317,6 +317,7 @@ static void test_signal_behaviour(void **state) {
                                     "nesting of User defined signal 2: 1a2b\n"));
     assert_non_null(strstr(ref.out, "masks it: MmH\n"));
     assert_non_null(strstr(ref.out, "alternate stack: yes\n"));
+    assert_non_null(strstr(ref.out, "SIGPIPE ignored: EPIPE\n"));
     outcome_free(&ref);
     outcome_free(&prof);
 }
