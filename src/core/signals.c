@@ -79,7 +79,8 @@ typedef sighandler_t (*signal_fn)(int, sighandler_t);
 typedef int (*siginterrupt_fn)(int, int);
 
 /* libc's functions (or those of a sanitizer interposed between us and libc). Resolved in
- * the constructor, so the handler never calls dlsym. */
+ * the constructor, so the handler never calls dlsym; earlier when another library calls one
+ * of them first (a sanitizer's runtime installs its handlers before our constructor runs). */
 static void *g_real[7];
 enum { R_SIGACTION, R_SIGNAL, R_BSD_SIGNAL, R_SYSV_SIGNAL, R___SYSV_SIGNAL, R_SIGSET,
        R_SIGINTERRUPT };
@@ -89,11 +90,26 @@ static const char *const k_real_names[7] = {"sigaction",     "signal", "bsd_sign
                                             "sysv_signal",   "__sysv_signal", "sigset",
                                             "siginterrupt"};
 
+/* The next definition after this library, else libc's own: a library loaded at start-up
+ * after libc (the dependency of a preloaded library) has nothing after it in the search
+ * order, yet a sanitizer's runtime loaded before it resolves its own "real" sigaction to
+ * ours (dlsym RTLD_NEXT from the runtime), so ours must reach libc. */
+static void *lookup(const char *name) {
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        if (libc) {
+            f = dlsym(libc, name);
+            dlclose(libc);
+        }
+    }
+    return f;
+}
+
 static void *real(int which) {
     void *f = __atomic_load_n(&g_real[which], __ATOMIC_ACQUIRE);
     if (!f) {
-        /* a call before our constructor ran (another library's constructor) */
-        f = dlsym(RTLD_NEXT, k_real_names[which]);
+        f = lookup(k_real_names[which]);
         __atomic_store_n(&g_real[which], f, __ATOMIC_RELEASE);
     }
     return f;
@@ -406,8 +422,6 @@ static void fork_child(void) {
 }
 
 __attribute__((constructor)) static void signals_ctor(void) {
-    for (int i = 0; i < 7; i++)
-        if (!__atomic_load_n(&g_real[i], __ATOMIC_ACQUIRE))
-            __atomic_store_n(&g_real[i], dlsym(RTLD_NEXT, k_real_names[i]), __ATOMIC_RELEASE);
+    for (int i = 0; i < 7; i++) real(i);
     pthread_atfork(fork_prepare, fork_release, fork_child);
 }
