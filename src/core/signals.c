@@ -56,6 +56,21 @@
 #include "internal.h"
 #include "signals.h"
 
+/* Not in a ThreadSanitizer build: its runtime resolves the sigaction it calls itself to the
+ * next definition after it, which would be ours, and calls it while it initialises, before
+ * the instrumented code here may run (ASan's runtime initialises its shadow first, so there
+ * the interposition is tested). Such a build then shows on_signal in queries. */
+#if defined(__SANITIZE_THREAD__)
+#define TPROF__INTERPOSE 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TPROF__INTERPOSE 0
+#endif
+#endif
+#ifndef TPROF__INTERPOSE
+#define TPROF__INTERPOSE 1
+#endif
+
 /* Each signal whose default action ends the process (signal(7)), less SIGTRAP (debuggers),
  * SIGPROF and SIGVTALRM (profilers' timers), SIGIO, SIGPWR, SIGSTKFLT and the real-time
  * signals (libraries' private channels, which trainprof leaves to them). */
@@ -117,12 +132,6 @@ static void *real(int which) {
 
 static sigaction_fn real_sigaction(void) { return (sigaction_fn)real(R_SIGACTION); }
 
-static int covered(int sig) {
-    for (size_t i = 0; i < NCOVERED; i++)
-        if (k_covered[i] == sig) return 1;
-    return 0;
-}
-
 int tprof__signal_synchronous(int sig) {
     return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT ||
            sig == SIGSYS;
@@ -167,6 +176,7 @@ static void put_ours(sigaction_fn sa, int sig, const struct sigaction *job) {
     sa(sig, &k, NULL);
 }
 
+#if TPROF__INTERPOSE
 /* The job just set SIG_DFL in the kernel: keep it as the kernel reports it, and put
  * on_signal back in front of it. Caller holds the slot. */
 static void take_default(sigaction_fn sa, int sig) {
@@ -174,6 +184,12 @@ static void take_default(sigaction_fn sa, int sig) {
     if (sa(sig, NULL, &now) != 0 || now.sa_handler != SIG_DFL) return;
     g_slot[sig].job = now;
     put_ours(sa, sig, &now);
+}
+
+static int covered(int sig) {
+    for (size_t i = 0; i < NCOVERED; i++)
+        if (k_covered[i] == sig) return 1;
+    return 0;
 }
 
 /* Whether the wrappers answer for `sig` from its slot (any process that inherited the
@@ -185,6 +201,7 @@ static int translating(int sig) {
 static int owning(void) {
     return atomic_load_explicit(&g_owner, memory_order_relaxed) == (pid_t)syscall(SYS_getpid);
 }
+#endif
 
 void tprof__signals_install(void) {
     if (getenv("TRAINPROF_NO_SIGNALS")) return; /* set at all: docs/cli.md */
@@ -275,6 +292,8 @@ static void on_signal(int sig, siginfo_t *info, void *uc) {
 }
 
 /* ---------------------------------------------------------------- the interposed calls */
+
+#if TPROF__INTERPOSE
 
 static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     sigaction_fn sa = real_sigaction();
@@ -392,6 +411,7 @@ TPROF_API int siginterrupt(int sig, int flag) {
     errno = e;
     return rc;
 }
+#endif /* TPROF__INTERPOSE */
 
 /* ------------------------------------------------------------------------ fork */
 
