@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -878,6 +880,49 @@ static void warn_exposed(const char *cmd, const char *addr) {
             cmd, addr);
 }
 
+/* Takes the run lock of a directory: `path` opened and locked with flock(LOCK_EX), which the
+ * kernel drops when this process ends however it ends (SIGKILL included), so a lock file a
+ * dead run left behind is taken over and never mistaken for a live run (a pid written in
+ * it could belong to another process by now; it is there for people to read). Returns the
+ * descriptor to keep until the run ends (close-on-exec: the job never holds it), -2 when
+ * another live run holds the lock (its pid, as it wrote it, in `owner`), -1 on error. */
+static int run_lock(const char *path, char *owner, size_t n) {
+    for (int tries = 0; tries < 100; tries++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            ssize_t k = read(fd, owner, n - 1);
+            owner[k > 0 ? (size_t)k : 0] = 0;
+            owner[strcspn(owner, "\n")] = 0;
+            close(fd);
+            if (e == EWOULDBLOCK) return -2;
+            errno = e;
+            return -1;
+        }
+        /* the file may have been unlinked by the run that held it, just before it let go:
+         * then the lock is on a file nobody else will see; take the one at the path */
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            char me[24];
+            int len = snprintf(me, sizeof me, "%d\n", (int)getpid());
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, me, (size_t)len, 0) != len) {
+                /* the pid is informative only: the lock is held */
+            }
+            return fd;
+        }
+        close(fd);
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
+static void run_unlock(const char *path, int fd) {
+    unlink(path); /* while still holding it: the next run then makes a new file */
+    close(fd);
+}
+
 static int cmd_run(int argc, char **argv) {
     const char *dir = env_or("TRAINPROF_DIR", NULL), *v;
     report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
@@ -981,34 +1026,24 @@ static int cmd_run(int argc, char **argv) {
                 strerror(errno));
         return 1;
     }
-    /* one run per directory: a lock file made with O_EXCL, removed when the run ends */
+    /* one run per directory: the lock is a flock() on this file, held for the whole run */
     char lockpath[PATH_MAX + 32];
     snprintf(lockpath, sizeof lockpath, "%s/.trainprof-run.lock", absdir);
-    int lockfd = open(lockpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (lockfd < 0 && errno == EEXIST) {
-        /* a lock left by a run that was killed: its pid is gone */
-        FILE *lf = fopen(lockpath, "r");
-        int owner = 0;
-        if (lf) {
-            if (fscanf(lf, "%d", &owner) != 1) owner = 0;
-            fclose(lf);
-        }
-        if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) {
-            unlink(lockpath);
-            lockfd = open(lockpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        }
-    }
-    if (lockfd < 0) {
-        fprintf(stderr, "trainprof run: %s is in use by another trainprof run (%s exists; "
-                        "remove it if no run is active)\n", dir, lockpath);
+    char owner[32] = "";
+    int lockfd = run_lock(lockpath, owner, sizeof owner);
+    if (lockfd == -2) {
+        fprintf(stderr, "trainprof run: %s is in use by another trainprof run (pid %s holds "
+                        "%s)\n", dir, owner[0] ? owner : "?", lockpath);
         return 1;
     }
-    dprintf(lockfd, "%d\n", (int)getpid());
-    close(lockfd);
+    if (lockfd < 0) {
+        fprintf(stderr, "trainprof run: cannot lock %s: %s\n", lockpath, strerror(errno));
+        return 1;
+    }
     if (dir_has_rank_files(absdir)) {
         fprintf(stderr, "trainprof run: %s already holds rank files from another run; "
                         "choose another -o DIR\n", dir);
-        unlink(lockpath);
+        run_unlock(lockpath, lockfd);
         return 1;
     }
 
@@ -1153,14 +1188,24 @@ static int cmd_run(int argc, char **argv) {
     }
 
     fflush(NULL);
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "trainprof run: fork: %s\n", strerror(errno));
-        unlink(lockpath);
+        run_unlock(lockpath, lockfd);
         return 1;
     }
     if (pid == 0) {
         for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
+        /* The job ends with its launcher: if this process dies (even by SIGKILL, which it
+         * cannot forward), the kernel sends the job SIGTERM, as a forwarded SIGTERM would
+         * (launchers such as torchrun and mpirun pass it on to their workers; a bare job
+         * finishes its rank file on it). The setting belongs to this process only: its
+         * children do not inherit it, and the kernel clears it when it execs a set-user-ID
+         * or file-capability program (prctl(2)). A launcher that died before the prctl
+         * leaves this process re-parented: do not start the job then. (Should prctl fail,
+         * the job runs as it would have without it.) */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != launcher) _exit(128 + SIGTERM);
         execv(exe, cmd);
         int err = errno;
         fprintf(stderr, "trainprof run: cannot execute %s: %s\n", exe, strerror(err));
@@ -1217,7 +1262,7 @@ static int cmd_run(int argc, char **argv) {
         }
         tp_run_free(&run);
     }
-    unlink(lockpath);
+    run_unlock(lockpath, lockfd);
     fflush(NULL);
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);

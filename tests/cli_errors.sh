@@ -217,9 +217,14 @@ expect "run: TRAINPROF_KERNEL_STEPS garbage" 2 "TRAINPROF_KERNEL_STEPS needs A-B
 
 # ------------------------------------------------------------------ one run per directory
 mkdir -p "$T/locked"
-echo $$ >"$T/locked/.trainprof-run.lock"   # this shell is alive: a run in progress
-expect "run: directory in use" 1 "in use by another trainprof run" "$TP" run -o "$T/locked" -- true
-[ "$(cat "$T/locked/.trainprof-run.lock")" = "$$" ] || fail "run: the other run's lock was touched"
+# a run in progress holds flock(2) on the file (here, this shell through descriptor 9)
+echo 424242 >"$T/locked/.trainprof-run.lock"
+exec 9<"$T/locked/.trainprof-run.lock"
+flock -x 9
+expect "run: directory in use" 1 "in use by another trainprof run (pid 424242" \
+    "$TP" run -o "$T/locked" -- true
+[ "$(cat "$T/locked/.trainprof-run.lock")" = 424242 ] || fail "run: the other run's lock was touched"
+exec 9<&-
 mkdir -p "$T/stale"
 echo 2147483646 >"$T/stale/.trainprof-run.lock"  # no such pid: a killed run's lock
 n=$((n + 1))

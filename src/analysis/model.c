@@ -339,6 +339,7 @@ static int proc_record(loader *L, const tprof_rec *r) {
         if (r->size < sizeof *r + sizeof(tprof_pl_clock)) return 0;
         const tprof_pl_clock *pl = (const void *)(r + 1);
         p->complete = 1;
+        p->end_signal = r->arg > 255 ? 255 : (int)r->arg; /* any nonzero value: a signal */
         p->end_mono = pl->mono_ns;
         p->end_dropped = pl->dropped_total;
         return 0;

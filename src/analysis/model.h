@@ -158,6 +158,8 @@ typedef struct tp_process {
     char **damage; /* one line each */
     size_t ndamage;
     int complete;           /* END_OF_FILE record seen */
+    int end_signal;         /* the signal that ended the process (END_OF_FILE's arg), 0 for
+                             * a normal end or without an end record */
     uint64_t end_mono;      /* from END_OF_FILE, else the last event */
     uint64_t dropped;       /* sum over threads and the process stream (or the end record's
                              * total when larger) */

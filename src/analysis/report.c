@@ -22,6 +22,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
+#include "analysis/ended.h"
 #include "analysis/figures.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
@@ -1146,6 +1147,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share, o->comm_crit_share);
     /* issue 7: clocks, throughput/MFU, stragglers and the diagnosis rules */
     tp_diagnose_run(rep, run, ranks, findings, o);
+    tp_ended_section(rep, findings, run); /* ranks killed by a signal or cut short */
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);
@@ -1586,6 +1588,7 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
         if (tp_jobj(tm, "megatron_minmax")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_minmax"));
         if (tp_jobj(tm, "megatron_all")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_all"));
     }
+    tp_ended_text(f, rep, B, N, Y);
     const cJSON *fd;
     int firstf = 1;
     cJSON_ArrayForEach(fd, tp_jobj(rep, "findings")) {

@@ -6,11 +6,9 @@
  * Design points (DESIGN.md §1, §3):
  *  - Nothing is started until something is recorded, so processes that record nothing
  *    (launchers, compilers) leave no file and no thread.
- *  - The SIGTERM/SIGINT handler only wakes the flusher through a semaphore (sem_post is
- *    async-signal-safe); the flusher writes what is recorded, then restores the previous
- *    disposition and re-raises, so the program's exit status is what it would have been.
- *    When the previous disposition was the program's own handler, we call that handler
- *    directly from ours, and the flusher only flushes.
+ *  - A signal that ends the process (signals.c) wakes the flusher through a semaphore
+ *    (sem_post is async-signal-safe) and waits, bounded, while it writes what is recorded
+ *    and the end record naming the signal; signals.c then lets the default action happen.
  *  - No lock a recording thread can need is held across I/O: the flusher copies the
  *    registry and takes the process stream under the session lock, then writes with no
  *    lock held; the rank file is the flusher's alone (core/writer.c). Threads that wait for
@@ -37,6 +35,7 @@
 #include "internal.h"
 #include "per_step.h"
 #include "metrics.h"
+#include "signals.h"
 #include "threads.h"
 #include "writer.h"
 
@@ -110,8 +109,6 @@ static struct {
     uint64_t start_rt, start_mono;
     pthread_key_t key;
     int key_made;
-    struct sigaction old_term, old_int;
-    int have_old_term, have_old_int;
     /* domains and categories survive fork: they are re-emitted into a child's file */
     char *domains[TPROF__MAX_DOMAINS];
     _Atomic uint32_t ndomains;
@@ -634,8 +631,9 @@ static void flush_pass(int final) {
 }
 
 /* The end of the file: drop totals and the END_OF_FILE record, written at once (with the
- * writer's error counts before them), then fsync. Flusher only. */
-static void write_end_record(void) {
+ * writer's error counts before them), then fsync. Flusher only. `reason`: the signal that
+ * ends the process, 0 for a normal end (docs/format.md). */
+static void write_end_record(int reason) {
     pthread_mutex_lock(&S.lock);
     uint64_t total = proc_dropped_locked() + S.m_freed_drops;
     uint64_t lost = atomic_load(&S.lost_threads);
@@ -646,7 +644,7 @@ static void write_end_record(void) {
     }
     for (uint32_t i = 0; i < S.nthreads; i++) total += atomic_load(&S.threads[i]->dropped);
     tprof_pl_clock pl = {realtime_now(), tprof__now(), total};
-    proc_record_locked(TPROF_REC_END_OF_FILE, 0, &pl, sizeof pl, NULL, NULL);
+    proc_record_locked(TPROF_REC_END_OF_FILE, (uint32_t)reason, &pl, sizeof pl, NULL, NULL);
     pthread_mutex_unlock(&S.lock);
     tprof__writer_retry_now();
     tprof__writer_status();
@@ -699,20 +697,6 @@ static int flusher_stalled(void) {
     return now > alive && now - alive > (uint64_t)TPROF__HANG_MS * 1000000ull;
 }
 
-/* ------------------------------------------------------------------------ signals */
-
-static void reraise_default(int sig) {
-    struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
-    sigaction(sig, old, NULL);
-    /* unblock in case the program blocked it in this thread, then deliver to the process */
-    kill(getpid(), sig);
-}
-
-static int takes_default(int sig) {
-    const struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
-    return !(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_DFL;
-}
-
 /* For a recording thread that is not the application's (CUPTI's buffer thread, whose bursts
  * of tens of thousands of records outran the flusher and dropped 3621 of them in a DDP run on
  * an H200): waits until t's ring has `bytes` free (at most half the ring), waking the
@@ -734,64 +718,104 @@ int tprof__ring_wait_room(tprof__thread *t, uint32_t bytes, int max_ms) {
     }
 }
 
-/* Bound on how long a fatal signal waits for the final flush: the interrupted thread could
- * hold a lock the flusher needs, and the job must die anyway. */
-#define TPROF__SIGNAL_FLUSH_MS 3000
+/* ------------------------------------------------------------- signals (signals.c) */
 
-static void on_signal(int sig, siginfo_t *info, void *uctx) {
-    int saved = errno;
-    struct sigaction *old = sig == SIGTERM ? &S.old_term : &S.old_int;
-    int flusher = S.flusher_running;
-    if (flusher) {
+/* Each of these runs in a signal handler: atomics, sem_post (wake_flusher), nanosleep and
+ * write() only. */
+
+static int flusher_can_answer(void) {
+    return atomic_load(&tprof__g_state) == TPROF__ON && S.flusher_running;
+}
+
+void tprof__session_signal_notify(int sig) {
+    if (!flusher_can_answer()) return;
+    int expected = 0;
+    atomic_compare_exchange_strong(&S.pending_signal, &expected, sig);
+    wake_flusher();
+}
+
+int tprof__session_signal_final(int sig, int wait_ms) {
+    if (atomic_load(&S.final_done)) return 1;
+    if (flusher_can_answer()) {
         int expected = 0;
-        atomic_compare_exchange_strong(&S.pending_signal, &expected, sig);
-        wake_flusher();
+        if (atomic_compare_exchange_strong(&S.fatal_signal, &expected, sig)) wake_flusher();
     }
-    if (old->sa_flags & SA_SIGINFO) {
-        if (old->sa_sigaction) old->sa_sigaction(sig, info, uctx);
-    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN && old->sa_handler) {
-        old->sa_handler(sig);
-    } else {
-        /* The default action ends the process: wait here (nanosleep is async-signal-safe)
-         * until the flusher has written everything, so no program code runs in between,
-         * then take the default action as if we had never been there. */
-        atomic_store(&S.fatal_signal, sig);
-        for (int ms = 0; flusher && ms < TPROF__SIGNAL_FLUSH_MS && !atomic_load(&S.final_done);
-             ms++) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-        reraise_default(sig); /* pending until this handler returns: then the process ends */
+    if (!atomic_load(&S.fatal_signal)) return 0; /* no session to finish */
+    for (int ms = 0; ms < wait_ms && !atomic_load(&S.final_done); ms++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
     }
-    errno = saved;
+    return atomic_load(&S.final_done) != 0;
 }
 
-static void install_one(int sig, struct sigaction *old, int *have) {
-    struct sigaction cur;
-    if (sigaction(sig, NULL, &cur) != 0) return;
-    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return; /* keep ignored */
-    if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal) return; /* forked */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | (cur.sa_flags & SA_ONSTACK);
-    sa.sa_mask = cur.sa_mask;
-    *old = cur;
-    if (sigaction(sig, &sa, NULL) == 0) *have = 1;
+int tprof__session_on_flusher(void) {
+    return S.flusher_running && pthread_equal(pthread_self(), S.flusher);
 }
 
-static void install_signals(void) {
-    if (getenv("TRAINPROF_NO_SIGNALS")) return;
-    install_one(SIGTERM, &S.old_term, &S.have_old_term);
-    install_one(SIGINT, &S.old_int, &S.have_old_int);
+/* The flusher faulted: its state (and S.lock, which it may hold) cannot be trusted, so the
+ * end record goes out as one chunk built here, after whatever the file already holds. A
+ * reader that finds a chunk cut short before it skips that one as damage. */
+void tprof__session_signal_emergency(int sig) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&S.fatal_signal, &expected, sig)) return;
+    if (atomic_load(&tprof__g_state) == TPROF__ON) {
+        struct {
+            tprof_chunk_header ch;
+            tprof_rec r;
+            tprof_pl_clock pl;
+        } end;
+        memset(&end, 0, sizeof end);
+        struct timespec rt, mono;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        /* the threads' drops are in their chunk headers; their rings may be mid-free */
+        uint64_t dropped = atomic_load(&S.lost_events) + S.proc_dropped;
+        end.r.kind = TPROF_REC_END_OF_FILE;
+        end.r.size = (uint16_t)(sizeof end.r + sizeof end.pl);
+        end.r.arg = (uint32_t)sig;
+        end.r.ts_ns = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
+        end.pl.realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+        end.pl.mono_ns = end.r.ts_ns;
+        end.pl.dropped_total = dropped;
+        end.ch.magic = TPROF_CHUNK_MAGIC;
+        end.ch.payload_bytes = (uint32_t)(sizeof end.r + sizeof end.pl);
+        end.ch.crc32 = tprof__crc32(0, &end.r, sizeof end.r + sizeof end.pl);
+        end.ch.thread_serial = 0;
+        end.ch.os_tid = (uint32_t)S.pid;
+        end.ch.dropped = dropped;
+        tprof__writer_emergency(&end, sizeof end);
+    }
+    atomic_store(&S.final_done, 1);
+}
+
+/* The flusher's last work when a signal ends the process: what is recorded and the end
+ * record first, so that the file is complete even if what follows blocks (the interrupted
+ * thread may be inside the CUDA driver or NCCL, holding their locks); then, for a signal sent
+ * from outside, the GPU and NCCL records CUPTI and the plugin still hold, and the end record
+ * again after them (a reader keeps the last one). The handler's wait is bounded either way. */
+static void final_on_signal(int sig) {
+    flush_pass(1);
+    write_end_record(sig);
+    if (!tprof__signal_synchronous(sig)) {
+        tprof__cupti_flush();
+        tprof__nccl_sweep(1);
+        set_state(TPROF__DOWN);
+        flush_pass(1); /* what threads wrote while the state changed */
+        write_end_record(sig);
+    }
+    set_state(TPROF__DOWN);
 }
 
 /* ------------------------------------------------------------------------ flusher */
 
 static void *flusher_main(void *arg) {
     (void)arg;
+    /* the job's signals go to the job's threads; a fault of this thread's own still reaches
+     * signals.c, which then finishes the file without it */
     sigset_t all;
     sigfillset(&all);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (tprof__signal_synchronous(sig) && sig != SIGABRT) sigdelset(&all, sig);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
 #ifdef __linux__
     pthread_setname_np(pthread_self(), "trainprof-flush");
@@ -843,14 +867,11 @@ static void *flusher_main(void *arg) {
         flush_pass(0);
         if (TPROF_UNLIKELY(TPROF__METRICS_ON())) tprof__metrics_after_pass();
         int sig = atomic_exchange(&S.pending_signal, 0);
-        if (sig && takes_default(sig)) {
-            /* the process is about to end: write the end record, then release the
-             * handler, which takes the default action */
-            tprof__cupti_flush();
-            tprof__nccl_sweep(1);
-            set_state(TPROF__DOWN);
-            flush_pass(1); /* what threads wrote while the state changed */
-            write_end_record();
+        int fatal = atomic_load(&S.fatal_signal);
+        if (fatal) {
+            /* the process is about to end: finish the file, then release the handler,
+             * which lets the default action happen */
+            final_on_signal(fatal);
             atomic_store(&S.final_done, 1);
         } else if (sig) {
             tprof__writer_sync(); /* the program handles it; make what we have durable */
@@ -868,8 +889,9 @@ static void *flusher_main(void *arg) {
          * for it only as long as storage answers */
         flusher_busy(1);
         flush_pass(1);
-        write_end_record();
+        write_end_record(atomic_load(&S.fatal_signal)); /* one that came while stopping */
         tprof__writer_close();
+        atomic_store(&S.final_done, 1); /* a handler waiting for it goes on */
         flusher_busy(0);
     }
     pthread_mutex_lock(&S.flush_lock);
@@ -1163,7 +1185,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
         return TPROF__OFF;
     }
     S.flusher_running = 1;
-    install_signals();
+    tprof__signals_install();
     return TPROF__ON;
 }
 
@@ -1274,7 +1296,20 @@ static int wait_flusher_done(void) {
     return done;
 }
 
+/* The flusher may be finishing the file for a fatal signal: let it (bounded), so that
+ * exit() on another thread neither cuts the file short nor ends it a second time. */
+static void wait_signal_end(void) {
+    for (int i = 0; i < TPROF__SIGNAL_FLUSH_MS / 10 && !atomic_load(&S.final_done); i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int tprof_shutdown(void) {
+    if (atomic_load(&S.fatal_signal)) {
+        wait_signal_end();
+        return TPROF_OK;
+    }
     /* GPU records CUPTI still holds, while we still record them */
     if (atomic_load(&tprof__g_state) == TPROF__ON) {
         tprof__cupti_flush();
@@ -1282,14 +1317,7 @@ int tprof_shutdown(void) {
     }
     int expected = TPROF__ON;
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
-        /* The flusher may be writing the end on a fatal signal: let it finish (bounded),
-         * so that exit() does not cut the file short while the signal is in flight. */
-        for (int i = 0; i < TPROF__SIGNAL_FLUSH_MS / 10 && atomic_load(&S.fatal_signal) &&
-                        !atomic_load(&S.final_done);
-             i++) {
-            struct timespec ts = {0, 10000000};
-            nanosleep(&ts, NULL);
-        }
+        if (atomic_load(&S.fatal_signal)) wait_signal_end();
         return TPROF_OK;
     }
     set_state(TPROF__DOWN);

@@ -133,6 +133,13 @@ static int ours_sized(int fd, uint64_t *size) {
 
 static int ours(int fd) { return ours_sized(fd, NULL); }
 
+void tprof__writer_emergency(const void *buf, size_t n) {
+    int fd = W.fd;
+    if (!ours(fd)) return;
+    ssize_t w = write(fd, buf, n);
+    (void)w;
+}
+
 static void fill_header(tprof_file_header *h) {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, TPROF_FILE_MAGIC, 8);

@@ -86,6 +86,12 @@ void tprof__writer_close(void);
  * the child's session creates its own. */
 void tprof__writer_after_fork(void);
 
+/* Appends `n` bytes (a whole chunk) to the rank file from a signal handler, when the flusher
+ * itself faulted and its state cannot be trusted: fstat and write only (async-signal-safe),
+ * no lock, no bookkeeping; nothing is written when the descriptor is not the file this
+ * writer created. */
+void tprof__writer_emergency(const void *buf, size_t n);
+
 /* The rank file's path once it was created, else NULL. Any thread. */
 const char *tprof__writer_path(void);
 

@@ -1,0 +1,211 @@
+/*
+ * ended.c — which ranks ended early, how, and where they were (ended.h).
+ *
+ * A rank file's end record carries the signal that ended the process (0 for a normal end;
+ * docs/format.md); a file without one was cut short (SIGKILL, which no handler sees, or the
+ * node went away). Where the rank was: the innermost range still open when its file ended
+ * (the latest-started open range: an open range's children start after it), with the open
+ * ranges around it, else the range that ended last; and the collective it started last,
+ * in flight when its source never saw it stop.
+ */
+#include "analysis/ended.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "analysis/jsonget.h"
+
+const char *tp_signal_name(int sig, char *buf, size_t n) {
+    static const char *const names[] = {
+        NULL,      "SIGHUP",  "SIGINT",    "SIGQUIT", "SIGILL",  "SIGTRAP", "SIGABRT",
+        "SIGBUS",  "SIGFPE",  "SIGKILL",   "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE",
+        "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP",
+        "SIGTTIN", "SIGTTOU", "SIGURG",    "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF",
+        "SIGWINCH", "SIGIO",  "SIGPWR",    "SIGSYS"};
+    if (sig > 0 && sig < (int)(sizeof names / sizeof *names)) snprintf(buf, n, "%s", names[sig]);
+    else snprintf(buf, n, "signal %d", sig);
+    return buf;
+}
+
+/* The range the process was last in: see the file comment. NULL when it has none. */
+static const tp_range *last_range(const tp_process *p, const tp_thread **on) {
+    const tp_range *best = NULL;
+    int best_open = 0;
+    for (size_t t = 0; t < p->nthreads; t++) {
+        const tp_thread *th = &p->threads[t];
+        for (size_t k = 0; k < th->nranges; k++) {
+            const tp_range *r = &th->ranges[k];
+            int open = (r->flags & TP_R_UNCLOSED) != 0;
+            int better = !best || (open && !best_open) ||
+                         (open == best_open && (open ? r->start > best->start : r->end > best->end));
+            if (better) {
+                best = r;
+                best_open = open;
+                *on = th;
+            }
+        }
+    }
+    return best;
+}
+
+static const tp_comm_op *last_collective(const tp_process *p) {
+    const tp_comm_op *best = NULL;
+    for (size_t i = 0; i < p->ncomm; i++)
+        if (!best || p->comm[i].start >= best->start) best = &p->comm[i];
+    return best;
+}
+
+/* seconds from the process's start to t (0 before it) */
+static double rel_s(const tp_process *p, uint64_t t) {
+    return t > p->hdr.start_mono_ns ? (double)(t - p->hdr.start_mono_ns) / 1e9 : 0;
+}
+
+static const char *source_name(uint32_t s) {
+    return s == TPROF_COMM_SRC_NCCL    ? "nccl"
+           : s == TPROF_COMM_SRC_MPI   ? "mpi"
+           : s == TPROF_COMM_SRC_TORCH ? "torch.distributed"
+                                       : "unknown";
+}
+
+static cJSON *range_json(const tp_process *p, const tp_thread *th, const tp_range *r) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "name", r->name);
+    const char *dom = tp_domain_name(p, r->domain);
+    if (dom && *dom) cJSON_AddStringToObject(j, "domain", dom);
+    int open = (r->flags & TP_R_UNCLOSED) != 0;
+    cJSON_AddBoolToObject(j, "open", open);
+    /* the open ranges around it, outermost first (a synchronous range's parents) */
+    const tp_range *chain[64];
+    size_t n = 0;
+    for (const tp_range *x = r; x && n < 64;
+         x = x->parent >= 0 && (size_t)x->parent < th->nranges ? &th->ranges[x->parent] : NULL)
+        chain[n++] = x;
+    cJSON *st = cJSON_AddArrayToObject(j, "stack");
+    for (size_t i = n; i-- > 0;) cJSON_AddItemToArray(st, cJSON_CreateString(chain[i]->name));
+    if (th->name) cJSON_AddStringToObject(j, "thread", th->name);
+    cJSON_AddNumberToObject(j, "tid", th->os_tid);
+    cJSON_AddNumberToObject(j, "start_s", rel_s(p, r->start));
+    return j;
+}
+
+void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run) {
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr) return;
+    char msg[512];
+    size_t len = 0;
+    int count = 0;
+    cJSON *ev_ranks = cJSON_CreateArray();
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        if (p->role != TP_ROLE_RANK || (p->complete && !p->end_signal)) continue;
+        cJSON *e = cJSON_CreateObject();
+        char label[64], sname[24] = "";
+        tp_process_label(p, label, sizeof label);
+        cJSON_AddNumberToObject(e, "rank", p->rank);
+        cJSON_AddStringToObject(e, "label", label);
+        cJSON_AddStringToObject(e, "host", p->hdr.host);
+        cJSON_AddNumberToObject(e, "pid", p->hdr.pid);
+        if (p->complete) {
+            cJSON_AddStringToObject(e, "reason", "signal");
+            cJSON_AddNumberToObject(e, "signal", p->end_signal);
+            cJSON_AddStringToObject(e, "signal_name",
+                                    tp_signal_name(p->end_signal, sname, sizeof sname));
+        } else {
+            cJSON_AddStringToObject(e, "reason", "no end record");
+        }
+        cJSON_AddNumberToObject(e, "ended_s", rel_s(p, p->end_mono));
+        const tp_thread *th = NULL;
+        const tp_range *r = last_range(p, &th);
+        if (r) cJSON_AddItemToObject(e, "last_range", range_json(p, th, r));
+        const tp_comm_op *c = last_collective(p);
+        if (c) {
+            cJSON *jc = cJSON_AddObjectToObject(e, "last_collective");
+            char id[24];
+            snprintf(id, sizeof id, "0x%016" PRIx64, c->comm_hash);
+            cJSON_AddStringToObject(jc, "op", c->name);
+            cJSON_AddStringToObject(jc, "communicator", id);
+            cJSON_AddNumberToObject(jc, "seq", c->seq);
+            cJSON_AddNumberToObject(jc, "bytes", (double)c->bytes);
+            cJSON_AddNumberToObject(jc, "nranks", c->nranks);
+            cJSON_AddStringToObject(jc, "source", source_name(c->source));
+            cJSON_AddStringToObject(jc, "state",
+                                    (c->flags & TPROF_COMM_F_UNFINISHED) || c->end < c->start
+                                        ? "in flight"
+                                        : "completed");
+            cJSON_AddNumberToObject(jc, "start_s", rel_s(p, c->start));
+        }
+        cJSON_AddItemToArray(arr, e);
+        cJSON_AddItemToArray(ev_ranks, cJSON_CreateNumber(p->rank));
+        if (len < sizeof msg) {
+            int w = snprintf(msg + len, sizeof msg - len, "%s%s (%s)", count ? ", " : "", label,
+                             p->complete ? sname : "no end record");
+            if (w > 0) len += (size_t)w;
+        }
+        count++;
+    }
+    if (!count) {
+        cJSON_Delete(arr);
+        cJSON_Delete(ev_ranks);
+        return;
+    }
+    cJSON_AddItemToObject(rep, "ended_early", arr);
+    if (!findings) {
+        cJSON_Delete(ev_ranks);
+        return;
+    }
+    if (len >= sizeof msg) memcpy(msg + sizeof msg - 5, "...", 4);
+    char text[600];
+    snprintf(text, sizeof text, "%d rank%s ended early: %s", count, count == 1 ? "" : "s", msg);
+    cJSON *fd = cJSON_CreateObject();
+    cJSON_AddStringToObject(fd, "id", "ended_early");
+    cJSON_AddStringToObject(fd, "severity", "critical");
+    cJSON_AddStringToObject(fd, "message", text);
+    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
+    cJSON_AddItemToObject(ev, "ranks", ev_ranks);
+    cJSON_AddStringToObject(fd, "recommendation",
+                            "the figures of these ranks stop where their files end; see "
+                            "\"ended early\" for the range and collective each was in");
+    cJSON_AddItemToArray(findings, fd);
+}
+
+void tp_ended_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
+    const cJSON *arr = tp_jobj(rep, "ended_early");
+    if (!cJSON_GetArraySize(arr)) return;
+    fprintf(f, "\n%sended early%s\n", B, N);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr) {
+        fprintf(f, "%s  %s (", Y, tp_jstr(e, "label"));
+        tp_fput_printable(f, tp_jstr(e, "host"));
+        fprintf(f, ":%.0f): ", tp_jnum(e, "pid"));
+        if (!strcmp(tp_jstr(e, "reason"), "signal"))
+            fprintf(f, "killed by %s (signal %.0f)", tp_jstr(e, "signal_name"),
+                    tp_jnum(e, "signal"));
+        else
+            fputs("no end record (SIGKILL, the node failed, or the file was cut short)", f);
+        fprintf(f, " at %.3f s%s\n", tp_jnum(e, "ended_s"), N);
+        const cJSON *r = tp_jobj(e, "last_range");
+        if (r) {
+            fputs(cJSON_IsTrue(tp_jobj(r, "open")) ? "    in range " : "    last range ", f);
+            const cJSON *s;
+            int first = 1;
+            cJSON_ArrayForEach(s, tp_jobj(r, "stack")) {
+                if (!first) fputs(" > ", f);
+                tp_fput_printable(f, s->valuestring);
+                first = 0;
+            }
+            fprintf(f, " (thread %.0f%s", tp_jnum(r, "tid"), tp_jobj(r, "thread") ? " " : "");
+            if (tp_jobj(r, "thread")) tp_fput_printable(f, tp_jstr(r, "thread"));
+            fprintf(f, ", from %.3f s)\n", tp_jnum(r, "start_s"));
+        }
+        const cJSON *c = tp_jobj(e, "last_collective");
+        if (c) {
+            fputs("    last collective ", f);
+            tp_fput_printable(f, tp_jstr(c, "op"));
+            fprintf(f, " #%.0f on communicator %s (%.0f ranks, %.0f bytes, %s), %s, from %.3f s\n",
+                    tp_jnum(c, "seq"), tp_jstr(c, "communicator"), tp_jnum(c, "nranks"),
+                    tp_jnum(c, "bytes"), tp_jstr(c, "source"), tp_jstr(c, "state"),
+                    tp_jnum(c, "start_s"));
+        }
+    }
+}

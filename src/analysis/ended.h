@@ -1,0 +1,28 @@
+/*
+ * ended.h — the ranks that ended early: killed by a signal (their end record names it) or
+ * gone without an end record (SIGKILL, the node failed, the file was cut), each with the
+ * range and the collective it was last in, which is where a hang or a crash of one rank
+ * usually shows.
+ */
+#ifndef TPROF_ENDED_H
+#define TPROF_ENDED_H
+
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "analysis/model.h"
+
+/* When some rank ended early, adds "ended_early" (an array, one entry per such rank) to
+ * `rep` and a finding "ended_early" (critical) to `findings` (docs/report-json.md).
+ * Reads `run` only; not thread safe with writers of `rep`. */
+void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run);
+
+/* The text form of rep's "ended_early" (nothing without it). B/N/Y: bold, normal and
+ * warning colour sequences ("" without colour). */
+void tp_ended_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y);
+
+/* "SIGABRT" for 6 ..., "SIGRTMIN+3", else "signal N"; buf holds at least 24 bytes. */
+const char *tp_signal_name(int sig, char *buf, size_t n);
+
+#endif /* TPROF_ENDED_H */
