@@ -944,34 +944,33 @@ tprof__thread *tprof__thread_slow(void) {
     }
     if (t) return t;
 
-    t = calloc(1, sizeof *t);
+    /* Allocated and registered under the session lock, which fork_prepare takes: a fork()
+     * on another thread between the two would leave the allocations, in the child, to a
+     * thread that does not exist there. The lock is held for allocations only, never I/O. */
     size_t ring = floor_pow2(S.cfg.ring_bytes);
+    pthread_mutex_lock(&S.lock);
+    int full = S.nthreads >= S.cfg.max_threads;
+    t = full ? NULL : calloc(1, sizeof *t);
     if (t) t->buf = aligned_alloc(64, ring);
-    uint32_t cap = 16;
-    while (cap < S.cfg.max_strings * 2u && cap < (1u << 30)) cap *= 2;
     if (t) {
-        /* start small; grow up to cap */
+        /* start small; grow up to max_strings */
         t->str_cap = 64;
         t->strs = calloc(t->str_cap, sizeof *t->strs);
         t->str_max = S.cfg.max_strings;
     }
-    if (!t || !t->buf || !t->strs) {
-        if (t) { free(t->buf); free(t->strs); free(t); }
-        return over_limit();
-    }
-    t->mask = ring - 1;
-    t->os_tid = (uint32_t)syscall(SYS_gettid);
-    pthread_mutex_lock(&S.lock);
-    int full = S.nthreads >= S.cfg.max_threads;
-    if (!full) {
+    if (t && t->buf && t->strs) {
+        t->mask = ring - 1;
+        t->os_tid = (uint32_t)syscall(SYS_gettid);
         t->serial = ++S.next_serial;
         S.threads[S.nthreads++] = t;
+    } else if (t) {
+        free(t->buf);
+        free(t->strs);
+        free(t);
+        t = NULL;
     }
     pthread_mutex_unlock(&S.lock);
-    if (full) {
-        free_thread(t);
-        return over_limit();
-    }
+    if (!t) return over_limit();
     tprof__tls = t;
     if (S.key_made) pthread_setspecific(S.key, t);
     return t;
