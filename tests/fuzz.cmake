@@ -21,6 +21,10 @@ set(fuzz_libs_report_json tprof_analysis)
 if(TPROF_SANITIZE STREQUAL "thread")
   return() # nothing here is concurrent: the TSan build leaves them out
 endif()
+# What the reader and the model make of out-of-range claims (exact outcomes).
+if(NOT TPROF_SANITIZE STREQUAL "fuzzer")
+  tprof_add_unit(test_reader_bounds test_reader_bounds.c synth.c LIBS tprof_analysis LABELS analysis)
+endif()
 if(TPROF_SANITIZE STREQUAL "fuzzer")
   add_custom_target(tprof_fuzzers)
 endif()
