@@ -22,6 +22,7 @@ demo: build
 	@echo "Open $(BUILD)/demo-run/trace.json in https://ui.perfetto.dev to see the timeline."
 
 test: build
+	cmake --build $(BUILD) -j $(JOBS) --target fuzzers
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 check-asan: deps

@@ -151,9 +151,9 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
                     size_t xh = c->host_of[x->rank];
                     if (xh == h) hb[nb++] = x->end + c->map_ns[x->rank];
                     else if (c->hosts[xh].aligned)
-                        ra[na++] = x->end + c->map_ns[x->rank] + c->hosts[xh].offset_ns;
+                        ra[na++] = tp_add_sat(x->end + c->map_ns[x->rank], c->hosts[xh].offset_ns);
                 }
-                if (na && nb) d[nd++] = med_i64(ra, na) - med_i64(hb, nb);
+                if (na && nb) d[nd++] = tp_sub_sat(med_i64(ra, na), med_i64(hb, nb));
             }
             if (!nd) continue;
             c->hosts[h].offset_ns = med_i64(d, nd);
@@ -163,10 +163,11 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
         }
         if (!progress) break;
     }
-    for (size_t r = 0; r < nr; r++) c->map_ns[r] += c->hosts[c->host_of[r]].offset_ns;
+    for (size_t r = 0; r < nr; r++)
+        c->map_ns[r] = tp_add_sat(c->map_ns[r], c->hosts[c->host_of[r]].offset_ns);
     for (size_t i = 0; i < c->narr; i++) {
-        c->arr[i].start += c->map_ns[c->arr[i].rank];
-        c->arr[i].end += c->map_ns[c->arr[i].rank];
+        c->arr[i].start = tp_add_sat(c->arr[i].start, c->map_ns[c->arr[i].rank]);
+        c->arr[i].end = tp_add_sat(c->arr[i].end, c->map_ns[c->arr[i].rank]);
     }
     /* residual: each arrival's end against the collective's median end */
     res = malloc((c->narr ? c->narr : 1) * sizeof *res);
@@ -187,7 +188,7 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
             for (size_t j = 0; j < g->n; j++) {
                 const tp_arrival *x = &c->arr[g->first + j];
                 if (x->end_ok && c->host_of[x->rank] == h)
-                    res[n++] = fabs((double)(x->end - m)) / 1e3;
+                    res[n++] = fabs((double)tp_sub_sat(x->end, m)) / 1e3;
             }
         }
         c->hosts[h].nresid = n;
@@ -273,7 +274,7 @@ void tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, si
         for (size_t j = 0; j < g->n; j++) {
             const tp_arrival *x = &c->arr[g->first + j];
             if (w1 && w1[x->rank] && (x->start < w0[x->rank] || x->start > w1[x->rank])) continue;
-            if (v[x->rank]) v[x->rank][n[x->rank]++] = (double)(x->start - mn) / 1e6;
+            if (v[x->rank]) v[x->rank][n[x->rank]++] = (double)tp_sub_sat(x->start, mn) / 1e6;
         }
     }
     for (size_t r = 0; v && r < c->nranks; r++) {

@@ -100,7 +100,7 @@ static void step_lags(const tp_clocks *c, const tp_steps *steps, double *lag_ms)
                 if (x->rank == r) mine = x->start;
             }
             if (mine == INT64_MIN) continue;
-            int64_t t = mine - c->map_ns[r]; /* back on the rank's monotonic clock */
+            int64_t t = tp_sub_sat(mine, c->map_ns[r]); /* back on the rank's monotonic clock */
             size_t lo = s->nwarmup, hi = s->nsteps; /* the step holding t */
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -108,7 +108,7 @@ static void step_lags(const tp_clocks *c, const tp_steps *steps, double *lag_ms)
                 else hi = mid;
             }
             if (lo == s->nsteps || (int64_t)s->steps[lo].start > t) continue;
-            double l = (double)(mine - mn) / 1e6;
+            double l = (double)tp_sub_sat(mine, mn) / 1e6;
             if (l > mx[lo - s->nwarmup]) mx[lo - s->nwarmup] = l;
         }
         size_t q = 0;
@@ -138,8 +138,8 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
         tp_steps *s = &steps[r];
         if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) memset(s, 0, sizeof *s);
         else if (s->nsteps > s->nwarmup) {
-            w0[r] = (int64_t)s->steps[s->nwarmup].start + c->map_ns[r];
-            w1[r] = (int64_t)s->steps[s->nsteps - 1].end + c->map_ns[r];
+            w0[r] = tp_add_sat((int64_t)s->steps[s->nwarmup].start, c->map_ns[r]);
+            w1[r] = tp_add_sat((int64_t)s->steps[s->nsteps - 1].end, c->map_ns[r]);
         }
         const cJSON *rj = rank_json(ranks, c->rank[r]->rank);
         const cJSON *st = tp_jobj(rj, "steps");

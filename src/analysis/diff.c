@@ -231,7 +231,7 @@ static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *
                 }
                 s[n++] = (tv){c->ts, c->value};
             }
-        qsort(s, n, sizeof *s, by_t);
+        if (n > 1) qsort(s, n, sizeof *s, by_t); /* s is NULL when no sample matched */
         double *e = malloc((nm ? nm : 1) * sizeof *e);
         size_t ne = 0;
         for (size_t i = 0; e && i < nm; i++) {
@@ -269,7 +269,7 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
     tp_steps s;
     if (tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) { t->oom = 1; return; }
     size_t nm = s.nsteps - s.nwarmup;
-    const tp_step *st = s.steps + s.nwarmup;
+    const tp_step *st = tp_steps_measured(&s);
     char key[192];
     int rank = (int)tp_jnum(r, "rank");
     double *v = NULL, *kv = NULL, *cv = NULL;

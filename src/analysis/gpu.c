@@ -554,7 +554,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         for (size_t i = 0; i < p->ngmem; i++) {
             const tp_gpu_mem *m = &p->gmem[i];
             if (m->device != devs[d] || m->memory_kind != 3) continue; /* device memory */
-            cur += m->op == 1 ? (int64_t)m->bytes : -(int64_t)m->bytes;
+            cur = tp_mem_step(cur, m->bytes, m->op == 1);
             if (cur > peak) peak = cur;
         }
         cJSON_AddNumberToObject(e, "memory_peak_bytes", (double)peak);

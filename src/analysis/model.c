@@ -180,6 +180,10 @@ typedef struct loader {
     pending_end *ends;
     size_t nends, cap_ends;
     uint64_t bad_records;
+    /* String and domain ids are handed out densely from 1, one per record of at least
+     * MIN_NAMED_REC bytes, so none can exceed what the file could hold; a larger id is damage,
+     * which must not make the tables grow (a 24-byte record would cost gigabytes). */
+    uint64_t max_id;
     struct { uint64_t tid; const char *name; } pending[64]; /* names of unseen threads */
     size_t npending;
 } loader;
@@ -290,8 +294,11 @@ static void seen(tp_thread *t, uint64_t ts) {
     if (ts > t->last_ts) t->last_ts = ts;
 }
 
-static int add_domain(tp_run *run, tp_process *p, uint32_t id, const char *name) {
-    if (id == 0 || id > 1u << 20) return 0;
+/* the smallest STRING or DOMAIN record: header, one byte of name and its NUL, padded to 8 */
+#define MIN_NAMED_REC 24u
+
+static int add_domain(tp_run *run, tp_process *p, uint32_t id, const char *name, uint64_t max_id) {
+    if (id == 0 || id > 1u << 20 || id > max_id) return 0;
     if (id >= p->ndomains) {
         const char **nd = realloc(p->domains, (id + 1) * sizeof *nd);
         if (!nd) return TPROF_ERR_NO_MEMORY;
@@ -321,7 +328,7 @@ static int proc_record(loader *L, const tprof_rec *r) {
     }
     case TPROF_REC_DOMAIN: {
         const char *n = tprof_rec_inline(r, 0);
-        return add_domain(L->run, p, r->arg, n ? n : "(bad domain)");
+        return add_domain(L->run, p, r->arg, n ? n : "(bad domain)", L->max_id);
     }
     case TPROF_REC_CATEGORY: {
         if (r->size < sizeof *r + sizeof(tprof_pl_category)) return 0;
@@ -340,7 +347,7 @@ static int proc_record(loader *L, const tprof_rec *r) {
         const tprof_pl_clock *pl = (const void *)(r + 1);
         p->complete = 1;
         p->end_signal = r->arg > 255 ? 255 : (int)r->arg; /* any nonzero value: a signal */
-        p->end_mono = pl->mono_ns;
+        if (pl->mono_ns < TPROF_TIME_MAX) p->end_mono = pl->mono_ns;
         p->end_dropped = pl->dropped_total;
         return 0;
     }
@@ -349,14 +356,25 @@ static int proc_record(loader *L, const tprof_rec *r) {
     }
 }
 
+/* Kinds whose ts_ns is a time the model keeps. */
+static int timed_kind(uint16_t kind) {
+    return (kind >= TPROF_REC_PUSH && kind <= TPROF_REC_STEP_END) ||
+           (kind >= TPROF_REC_GPU_KERNEL && kind <= TPROF_REC_GPU_API) ||
+           kind == TPROF_REC_COMM_OP || kind == TPROF_REC_GPU_OVERHEAD;
+}
+
 static int thread_record(loader *L, int ti, const tprof_rec *r) {
     tp_thread *t = &L->p->threads[ti];
     tload *tl = &L->tl[ti];
     size_t body = r->size - sizeof *r;
+    if (timed_kind(r->kind) && r->ts_ns >= TPROF_TIME_MAX) {
+        L->bad_records++; /* no clock's reading (format.h) */
+        return 0;
+    }
     switch (r->kind) {
     case TPROF_REC_STRING: {
         const char *s = tprof_rec_inline(r, 0);
-        if (!s || r->arg == 0 || r->arg > 1u << 26) return 0;
+        if (!s || r->arg == 0 || r->arg > 1u << 26 || r->arg > L->max_id) return 0;
         while (tl->nstrs < r->arg) PUSH(tl->strs, tl->nstrs, tl->cap_strs, NULL);
         tl->strs[r->arg - 1] = tp_intern(L->run, s);
         return 0;
@@ -455,6 +473,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     case TPROF_REC_GPU_API: {
         if (body < sizeof(tprof_pl_gpu)) break;
         const tprof_pl_gpu *pl = (const void *)(r + 1);
+        if (pl->end_ns >= TPROF_TIME_MAX) break;
         tp_gpu_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns, pl->bytes, NULL,
                         pl->device, pl->stream, pl->correlation, pl->kind, pl->os_tid, pl->graph,
                         r->kind, TP_KC_OTHER};
@@ -479,6 +498,12 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     case TPROF_REC_COMM_OP: {
         if (body < sizeof(tprof_pl_comm)) break;
         const tprof_pl_comm *pl = (const void *)(r + 1);
+        if (pl->end_ns >= TPROF_TIME_MAX ||
+            ((pl->flags & TPROF_COMM_F_GPU_TIME) &&
+             (pl->gpu_start_ns >= TPROF_TIME_MAX || pl->gpu_end_ns >= TPROF_TIME_MAX)))
+            break;
+        /* NCCL, MPI and torch.distributed number ranks with an int; the analyses do too */
+        if (pl->nranks > INT32_MAX || pl->rank > INT32_MAX) break;
         tp_comm_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns,
                          pl->flags & TPROF_COMM_F_GPU_TIME ? pl->gpu_start_ns : 0,
                          pl->flags & TPROF_COMM_F_GPU_TIME
@@ -813,6 +838,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     memset(&L, 0, sizeof L);
     L.run = run;
     L.p = p;
+    L.max_id = tprof_reader_size(rd) / MIN_NAMED_REC;
     tprof_chunk c;
     uint64_t proc_dropped = 0;
     uint32_t prev_serial = 0;

@@ -6,6 +6,12 @@
  * and the exporters. All memory belongs to the tp_run and is freed by tp_run_free().
  * Times are CLOCK_MONOTONIC ns of the process that recorded them; tp_to_realtime() maps
  * them onto the shared wall clock through the file's start clock pair.
+ *
+ * What a file may claim is bounded here, once, so that the analyses' arithmetic cannot
+ * overflow on a damaged or forged file: every time the model holds (the header's start
+ * pair included) is below TPROF_TIME_MAX (2^62 ns), so the difference of two fits an
+ * int64_t; a communication op's nranks and rank fit an int. Records that break these are
+ * malformed: skipped and counted in the process's damage.
  */
 #ifndef TPROF_MODEL_H
 #define TPROF_MODEL_H

@@ -769,7 +769,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     cJSON_AddNumberToObject(js, "warmup", (double)s.nwarmup);
     size_t nm = s.nsteps - s.nwarmup;
     cJSON_AddNumberToObject(js, "measured", (double)nm);
-    const tp_step *meas = s.steps + s.nwarmup;
+    const tp_step *meas = tp_steps_measured(&s);
     uint64_t total_step_ns = 0;
     if (s.source != TP_STEPS_NONE) {
         const tp_thread *st = &p->threads[s.thread];

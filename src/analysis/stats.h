@@ -24,6 +24,27 @@ static inline int tp_cmp_i64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Saturating int64_t sums for nanoseconds combined across clocks (clock offsets, aligned
+ * times): real clocks stay far from the limits, and damaged ones stop there rather than
+ * overflow, which C leaves undefined. */
+static inline int64_t tp_add_sat(int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+static inline int64_t tp_sub_sat(int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+/* Running sum of device memory: + an allocation's bytes, - a release's. The sizes come from
+ * the file as u64; the sum saturates (see tp_add_sat). */
+static inline int64_t tp_mem_step(int64_t cur, uint64_t bytes, int alloc) {
+    const int64_t b = bytes > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)bytes;
+    return alloc ? tp_add_sat(cur, b) : tp_sub_sat(cur, b);
+}
+
 /* Nearest-rank percentile p (0..1] of v[0..n), sorted ascending: v[ceil(p n) - 1]; 0 when
  * n is 0. */
 static inline size_t tp_pct_index(size_t n, double p) {

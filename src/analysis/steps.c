@@ -120,6 +120,16 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
     if (r < 0) return r;
     if (out->source == TP_STEPS_NONE) return TPROF_OK;
     if (out->nsteps > 1) qsort(out->steps, out->nsteps, sizeof *out->steps, cmp_step);
+    /* One thread's clock never runs backwards, so its steps are ordered and disjoint; every
+     * consumer relies on that (steps.h). A file whose times say otherwise (damaged or forged)
+     * loses the steps that end before they start or begin inside the previous one. */
+    size_t kept = 0;
+    for (size_t i = 0; i < out->nsteps; i++) {
+        const tp_step s = out->steps[i];
+        if (s.end < s.start || (kept && s.start < out->steps[kept - 1].end)) continue;
+        out->steps[kept++] = s;
+    }
+    out->nsteps = kept;
     for (size_t i = 0; i < out->nsteps; i++) {
         if (out->source != TP_STEPS_API) out->steps[i].app_step = i;
         out->steps[i].warmup = (int)i < warmup;

@@ -37,9 +37,19 @@ typedef struct tp_steps {
 } tp_steps;
 
 /* Finds the steps of process p. step_name may be NULL. Returns 0 or TPROF_ERR_NO_MEMORY;
- * out->source is TP_STEPS_NONE when nothing matched. Free with tp_steps_free. */
+ * out->source is TP_STEPS_NONE when nothing matched. The steps are sorted by start and do
+ * not overlap (end >= start, each starts at or after the previous one's end): candidates
+ * that would break this, which only damaged times produce, are left out. Free with
+ * tp_steps_free. */
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out);
 void tp_steps_free(tp_steps *s);
+
+/* The measured steps of s (those after the warm-up), or NULL when there are none: a run
+ * without steps has no array, and even adding 0 to a null pointer is undefined (C11
+ * 6.5.6p8), so callers take this instead of s->steps + s->nwarmup. */
+static inline const tp_step *tp_steps_measured(const tp_steps *s) {
+    return s->nsteps > s->nwarmup ? s->steps + s->nwarmup : NULL;
+}
 
 /* An interval of monotonic ns. */
 typedef struct tp_span {

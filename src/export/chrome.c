@@ -24,6 +24,7 @@
 
 #include "analysis/comm.h"
 #include "analysis/gpu.h"
+#include "analysis/stats.h"
 #include "analysis/steps.h"
 #include "format/format.h"
 #include "trainprof.h"
@@ -541,7 +542,7 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             devs[ndev] = m->device;
             cur[ndev++] = 0;
         }
-        cur[d] += m->op == 1 ? (int64_t)m->bytes : -(int64_t)m->bytes;
+        cur[d] = tp_mem_step(cur[d], m->bytes, m->op == 1);
         ev_open(w, "C", pid, 0);
         fprintf(f, ",\"name\":\"GPU %" PRIu32 " memory allocated (bytes)\"", m->device);
         put_ts(w, "ts", rel_ns(w, p, m->ts));

@@ -57,6 +57,11 @@ typedef struct tprof_rec {
     uint64_t ts_ns;
 } tprof_rec;
 
+/* No clock reading reaches 2^62 ns (146 years of CLOCK_MONOTONIC uptime; CLOCK_REALTIME in
+ * the year 2116): a time at or above it is damage. Readers skip records holding one, so
+ * that a difference of two times always fits an int64_t with room for a third term. */
+#define TPROF_TIME_MAX ((uint64_t)1 << 62)
+
 #define TPROF_INLINE_NAME 0xFFFFFFFFu
 #define TPROF_POP_ANY 0xFFFFFFFFu /* tprof_range_pop(): close the thread's innermost range */
 #define TPROF_MAX_RECORD 65528u  /* largest size field value (multiple of 8) */

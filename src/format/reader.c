@@ -91,6 +91,12 @@ int tprof_reader_open(const char *path, tprof_reader **out, char *err, size_t er
                r->hdr.header_crc) {
         snprintf(err, errlen, "header checksum mismatch");
         rc = TPROF_ERR_CORRUPT;
+    } else if (r->hdr.start_realtime_ns >= TPROF_TIME_MAX ||
+               r->hdr.start_mono_ns >= TPROF_TIME_MAX) {
+        snprintf(err, errlen, "start clock pair out of range (%llu, %llu ns)",
+                 (unsigned long long)r->hdr.start_realtime_ns,
+                 (unsigned long long)r->hdr.start_mono_ns);
+        rc = TPROF_ERR_CORRUPT;
     }
     if (rc != TPROF_OK) {
         tprof_reader_close(r);

@@ -1,0 +1,25 @@
+#!/bin/sh
+# run_fuzz.sh BIN CORPUS [WHY-NOT] — the bounded libFuzzer run of one fuzz target in
+# `make check` (tests/fuzz.cmake, tests/fuzz/README.md): every input of the kept corpus once,
+# then fuzzing for TPROF_FUZZ_SECONDS (default 15) seconds. A crash, a sanitizer report, a
+# leak, an input slower than 10 s, one allocation above 128 MiB (inputs are a few KiB: only
+# a reader that believes a size or an id it read asks for that much) or 2 GiB in all fails
+# the test; the input that did it is kept as <build>/testtmp/fuzz_<target>-crash-* (add it to
+# the corpus with its fix).
+# New inputs found go to a scratch directory, never into the repository's corpus.
+# Exit 77 (skipped) when WHY-NOT says why there is no libFuzzer build, or BIN was not built.
+bin=$1 corpus=$2 why=$3
+if [ -n "$why" ]; then echo "SKIP: $why"; exit 77; fi
+if [ ! -x "$bin" ]; then
+    echo "SKIP: $bin not built (cmake --build <build> --target fuzzers; make check builds it)"
+    exit 77
+fi
+[ -d "$corpus" ] || { echo "no corpus at $corpus"; exit 1; }
+tmp=${TPROF_TEST_TMP:-${TMPDIR:-/tmp}}
+mkdir -p "$tmp"
+work=$(mktemp -d "$tmp/fuzz-run.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+name=$(basename "$bin")
+mkdir "$work/new" "$work/tmp"
+TMPDIR=$work/tmp "$bin" -max_total_time="${TPROF_FUZZ_SECONDS:-15}" -timeout=10 -malloc_limit_mb=128 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$tmp/$name-" "$work/new" "$corpus"
