@@ -73,27 +73,31 @@ fi
 
 if [[ $PARTS == *C* ]]; then
     say "C: fatal signals mid-training, bare and under trainprof run"
-    for sig in SEGV ABRT USR1; do
+    for sig in ${SIGS:-SEGV ABRT USR1}; do
         for mode in bare tp; do
+            job="python3 examples/pytorch/train_gpt.py --steps 100000"
             if [ $mode = bare ]; then
-                python3 examples/pytorch/train_gpt.py --steps 100000 > $W/sig_$sig_$mode.log 2>&1 &
+                $job > $W/sig_${sig}_$mode.log 2>&1 &
             else
-                $TP run -o $W/sig_$sig --no-report -- python3 examples/pytorch/train_gpt.py --steps 100000 > $W/sig_${sig}_$mode.log 2>&1 &
+                $TP run -o $W/sig_$sig --no-report -- $job > $W/sig_${sig}_$mode.log 2>&1 &
             fi
             p=$!
-            sleep 25
-            if [ $mode = bare ]; then kill -$sig $p; else pkill -$sig -f "train_gpt.py --steps 100000" ; fi
+            sleep ${SLEEP:-25}
+            pkill -$sig -f "^$job" # the job itself, never the trainprof command around it
             wait $p; echo "SIG$sig $mode: exit status $?" >> $S
         done
         $TP report $W/sig_$sig > $W/sig_$sig.txt 2>&1
-        grep -i -E "ended|early|signal|last range|last coll|killed" $W/sig_$sig.txt | head -8 >> $S
+        grep -i -E -A3 "ended early" $W/sig_$sig.txt | head -8 >> $S
     done
 fi
 
 if [[ $PARTS == *D* ]]; then
     say "D: SIGINT to a CUDA job blocked in a read"
     cat > $W/block.py <<'PY'
-import os, sys, time, torch
+import os, signal, sys, time, torch
+# a background job of a non-interactive shell starts with SIGINT ignored; a job in a
+# terminal has Python's own handler, which this restores
+signal.signal(signal.SIGINT, signal.default_int_handler)
 x = torch.ones(1024, device="cuda"); torch.cuda.synchronize()
 r, w = os.pipe()
 print("ready", flush=True)
@@ -108,11 +112,11 @@ PY
         else $TP run -o $W/block_run --no-report -- python3 $W/block.py > $W/block_$mode.log 2>&1 & fi
         p=$!
         for i in $(seq 100); do grep -q ready $W/block_$mode.log 2>/dev/null && break; sleep 0.2; done
-        t=$(date +%s.%N)
-        pkill -INT -f "python3 $W/block.py"
+        t=$(date +%s%N)
+        pkill -INT -f "^python3 $W/block.py"
         ( sleep 10; kill -9 $p 2>/dev/null ) & k=$!
         wait $p; rc=$?; kill $k 2>/dev/null
-        echo "$mode: exit $rc after $(echo "$(date +%s.%N) - $t" | bc) s: $(tail -1 $W/block_$mode.log)" >> $S
+        echo "$mode: exit $rc after $(( ($(date +%s%N) - t) / 1000000 )) ms: $(tail -1 $W/block_$mode.log)" >> $S
     done
 fi
 say "done"
