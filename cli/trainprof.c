@@ -831,9 +831,9 @@ static int writers_alive(const char *dir) {
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
         tprof_reader *rd;
-        if (tprof_reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
-        int32_t pid = tprof_reader_header(rd)->pid;
-        tprof_reader_close(rd);
+        if (tprof__reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
+        int32_t pid = tprof__reader_header(rd)->pid;
+        tprof__reader_close(rd);
         if (pid <= 0 || pid == (int32_t)getpid()) continue;
         if (kill(pid, 0) == 0 || errno == EPERM) alive++;
     }
@@ -905,7 +905,7 @@ static int cmd_run(int argc, char **argv) {
         } else if (throughput_opt(argc, argv, &i, &a, "run")) {
         } else if (opt_val(argc, argv, &i, "--kernel-steps", NULL, &kernel_steps, "run")) {
             uint64_t lo, hi;
-            if (tprof_kwin_parse(kernel_steps, &lo, &hi) != 0)
+            if (tprof__kwin_parse(kernel_steps, &lo, &hi) != 0)
                 die_usage("run", "--kernel-steps needs A-B, A or A- (step numbers, A <= B), "
                                  "got '%s'", kernel_steps);
         } else if (opt_val(argc, argv, &i, "--metrics-port", NULL, &metrics_port, "run")) {
@@ -923,7 +923,7 @@ static int cmd_run(int argc, char **argv) {
     if (!kernel_steps) { /* the environment twin is checked as the option is */
         const char *ks = env_or("TRAINPROF_KERNEL_STEPS", NULL);
         uint64_t lo, hi;
-        if (ks && tprof_kwin_parse(ks, &lo, &hi) != 0)
+        if (ks && tprof__kwin_parse(ks, &lo, &hi) != 0)
             die_usage("run", "TRAINPROF_KERNEL_STEPS needs A-B, A or A- (step numbers, A <= B), "
                              "got '%s'", ks);
     }

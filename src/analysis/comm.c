@@ -118,9 +118,9 @@ double tp_comm_bus_factor(uint32_t op, uint32_t nranks) {
 }
 
 static const char *op_name(const tp_comm_op *o) {
-    return o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT ? tprof_comm_op_name(o->op)
-           : o->name                                                 ? o->name
-                                                                     : "Unknown";
+    if (o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT)
+        return tprof__comm_op_name(o->op);
+    return o->name ? o->name : "Unknown";
 }
 
 /* Host-timed sources: MPI calls and torch.distributed calls of a backend that runs on the
@@ -700,9 +700,10 @@ static cJSON *row_json(const row *r, size_t nst) {
     cJSON_AddNumberToObject(e, "count", (double)r->count);
     cJSON_AddNumberToObject(e, "bytes", (double)r->bytes);
     if (r->dtypes) /* the element type, when the source said (NCCL does) */
-        cJSON_AddStringToObject(e, "datatype", r->dtypes & (r->dtypes - 1)
-                                                   ? "mixed"
-                                                   : tprof_comm_dtype_name((uint32_t)__builtin_ctz(r->dtypes)));
+        cJSON_AddStringToObject(
+            e, "datatype",
+            r->dtypes & (r->dtypes - 1) ? "mixed"
+                                        : tprof__comm_dtype_name((uint32_t)__builtin_ctz(r->dtypes)));
     cJSON_AddNumberToObject(e, "timed", (double)r->timed);
     cJSON_AddNumberToObject(e, "time_ms", (double)r->time_ns / 1e6);
     if (r->timed) cJSON_AddNumberToObject(e, "mean_us", (double)r->time_ns / 1e3 / (double)r->timed);

@@ -266,7 +266,7 @@ static void kernel_name(tp_run *run, const char *raw, tp_gpu_op *op) {
 
 static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl) {
     if (r->arg == TPROF_INLINE_NAME) {
-        const char *s = tprof_rec_inline(r, pl);
+        const char *s = tprof__rec_inline(r, pl);
         return tp_intern(L->run, s ? s : "(bad name)");
     }
     if (r->arg >= 1 && r->arg <= tl->nstrs && tl->strs[r->arg - 1]) return tl->strs[r->arg - 1];
@@ -313,20 +313,20 @@ static int proc_record(loader *L, const tprof_rec *r) {
     tp_process *p = L->p;
     switch (r->kind) {
     case TPROF_REC_META: {
-        const char *k = tprof_rec_inline(r, 0);
+        const char *k = tprof__rec_inline(r, 0);
         if (!k) return 0;
         const char *v = k + strlen(k) + 1;
         if ((const uint8_t *)v >= (const uint8_t *)r + r->size) v = "";
         return add_meta(L->run, p, k, v);
     }
     case TPROF_REC_DOMAIN: {
-        const char *n = tprof_rec_inline(r, 0);
+        const char *n = tprof__rec_inline(r, 0);
         return add_domain(L->run, p, r->arg, n ? n : "(bad domain)");
     }
     case TPROF_REC_CATEGORY: {
         if (r->size < sizeof *r + sizeof(tprof_pl_category)) return 0;
         const tprof_pl_category *pl = (const void *)(r + 1);
-        const char *n = tprof_rec_inline(r, sizeof *pl);
+        const char *n = tprof__rec_inline(r, sizeof *pl);
         struct tp_category *nc =
             realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
         if (!nc) return TPROF_ERR_NO_MEMORY;
@@ -354,7 +354,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     size_t body = r->size - sizeof *r;
     switch (r->kind) {
     case TPROF_REC_STRING: {
-        const char *s = tprof_rec_inline(r, 0);
+        const char *s = tprof__rec_inline(r, 0);
         if (!s || r->arg == 0 || r->arg > 1u << 26) return 0;
         while (tl->nstrs < r->arg) PUSH(tl->strs, tl->nstrs, tl->cap_strs, NULL);
         tl->strs[r->arg - 1] = tp_intern(L->run, s);
@@ -502,7 +502,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     case TPROF_REC_THREAD_NAME: {
         if (body < sizeof(tprof_pl_u64)) break;
         uint64_t tid = ((const tprof_pl_u64 *)(r + 1))->value;
-        const char *n = tprof_rec_inline(r, sizeof(tprof_pl_u64));
+        const char *n = tprof__rec_inline(r, sizeof(tprof_pl_u64));
         if (!n) return 0;
         /* NVTX may name another thread: apply to the thread with that os tid if known,
          * else remember it on this thread when it is its own id */
@@ -788,7 +788,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     p->rank = p->world_size = p->local_rank = -1;
     tprof_reader *rd;
     char err[200];
-    int rc = tprof_reader_open(path, &rd, err, sizeof err);
+    int rc = tprof__reader_open(path, &rd, err, sizeof err);
     if (rc != TPROF_OK) {
         char line[512];
         snprintf(line, sizeof line, "%s: %s", path, err);
@@ -800,12 +800,12 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         }
         return rc;
     }
-    p->hdr = *tprof_reader_header(rd);
+    p->hdr = *tprof__reader_header(rd);
     clean_field(p->hdr.host, sizeof p->hdr.host);
     clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
     clean_field(p->hdr.build, sizeof p->hdr.build);
     p->domains = calloc(1, sizeof *p->domains);
-    if (!p->domains) { tprof_reader_close(rd); return TPROF_ERR_NO_MEMORY; }
+    if (!p->domains) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->domains[0] = tp_intern(run, "");
     p->ndomains = 1;
     loader L;
@@ -818,7 +818,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     uint64_t prev_dropped = 0;
     size_t prev_len = 0;
     rc = TPROF_OK;
-    while (rc == TPROF_OK && tprof_reader_next(rd, &c)) {
+    while (rc == TPROF_OK && tprof__reader_next(rd, &c)) {
         int ti = -1;
         uint64_t new_drops = 0, last_before = 0;
         if (c.thread_serial == 0) proc_dropped = c.dropped;
@@ -835,7 +835,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         int bad = 0;
         uint64_t first_ts = 0;
         const tprof_rec *r;
-        while (rc == TPROF_OK && (r = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
+        while (rc == TPROF_OK && (r = tprof__chunk_next_rec(&c, &pos, &bad)) != NULL) {
             if (!first_ts && ti >= 0 && r->kind != TPROF_REC_PAD && r->kind != TPROF_REC_STRING)
                 first_ts = r->ts_ns;
             rc = ti < 0 ? proc_record(&L, r) : thread_record(&L, ti, r);
@@ -881,11 +881,11 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         prev_dropped = c.dropped;
         prev_len = c.len;
     }
-    for (size_t i = 0; i < tprof_reader_damage_count(rd); i++) {
-        const tprof_damage *d = tprof_reader_damage(rd, i);
+    for (size_t i = 0; i < tprof__reader_damage_count(rd); i++) {
+        const tprof_damage *d = tprof__reader_damage(rd, i);
         add_damage(p, "%s at byte %llu", d->what, (unsigned long long)d->offset);
     }
-    tprof_reader_close(rd);
+    tprof__reader_close(rd);
     finish_process(&L);
     gpu_in_start_order(p);
     if (tp_gpu_clip_to_streams(p) != 0)

@@ -213,8 +213,8 @@ static uint64_t id_of(uint64_t base, uint32_t ordinal) {
     return id ? id : 1;
 }
 
-uint64_t tprof_mpi_comm_id(const int *world_ranks, int n, const int *remote_ranks, int rn,
-                           uint32_t ordinal) {
+uint64_t tprof__mpi_comm_id(const int *world_ranks, int n, const int *remote_ranks, int rn,
+                            uint32_t ordinal) {
     if (!world_ranks || n < 0) n = 0;
     if (rn < 0) rn = 0;
     return id_of(members_base(world_ranks, n, remote_ranks, rn), ordinal);
@@ -488,7 +488,7 @@ static void put(uint32_t op, const char *name, uint64_t comm_id, uint32_t nranks
                         .peer = peer,
                         .flags = flags,
                         .source = TPROF_COMM_SRC_MPI};
-    tprof__comm_record(name ? name : tprof_comm_op_name(op), t0, &pl);
+    tprof__comm_record(name ? name : tprof__comm_op_name(op), t0, &pl);
 }
 
 /* A blocking operation that returned MPI_SUCCESS. */

@@ -191,7 +191,7 @@ static void slot_give(uint32_t idx) {
 static void emit(const tp_nccl_slot *s, uint64_t end, uint32_t flags) {
     tprof__thread *t = tprof__thread_get();
     if (!t) return; /* not recording, or a thread over the limit (counted there) */
-    const char *name = s->op != TPROF_COMM_UNKNOWN ? tprof_comm_op_name(s->op)
+    const char *name = s->op != TPROF_COMM_UNKNOWN ? tprof__comm_op_name(s->op)
                        : s->name[0]                ? s->name
                                                    : "Unknown";
     uint32_t size;

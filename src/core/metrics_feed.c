@@ -495,13 +495,13 @@ static void comm_rec(const tprof_rec *r, size_t sz) {
     if (!ids[0]) {
         char hex[24];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)pl.comm_hash);
-        const char *lab[] = {"comm", ci < C.n ? hex : "other", "op", tprof_comm_op_name(op), NULL};
+        const char *lab[] = {"comm", ci < C.n ? hex : "other", "op", tprof__comm_op_name(op), NULL};
         ids[0] = tprof__m_series(F.comm_ops, lab) + 1;
         ids[1] = tprof__m_series(F.comm_bytes, lab) + 1;
         ids[2] = tprof__m_series(F.comm_seconds, lab) + 1;
     }
     if (!C.hist[op]) {
-        const char *lab[] = {"op", tprof_comm_op_name(op), NULL};
+        const char *lab[] = {"op", tprof__comm_op_name(op), NULL};
         C.hist[op] = tprof__m_series(F.comm_hist, lab) + 1;
     }
     uint64_t b = r->ts_ns, e = pl.end_ns;

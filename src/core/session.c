@@ -286,7 +286,7 @@ static size_t build_record(uint8_t *out, uint16_t kind, uint32_t arg, uint64_t t
         out[n + l] = 0;
         n += l + 1;
     }
-    size_t total = tprof_align8(n);
+    size_t total = tprof__align8(n);
     memset(out + n, 0, total - n);
     r->kind = kind;
     r->size = (uint16_t)total;

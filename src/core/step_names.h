@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* A range name against a step pattern: a glob when it holds *, ? or [, else exact. */
-static inline int tprof_step_name_matches(const char *name, const char *pat) {
+static inline int tprof__step_name_matches(const char *name, const char *pat) {
     if (strpbrk(pat, "*?[")) return fnmatch(pat, name, 0) == 0;
     return strcmp(name, pat) == 0;
 }

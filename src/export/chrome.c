@@ -633,7 +633,7 @@ static int write_comm(cw *w, const tp_process *p, int64_t pid) {
             if (clamped) end = stack[sp - 1];
             stack[sp++] = end;
             const char *name = o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT
-                                   ? tprof_comm_op_name(o->op)
+                                   ? tprof__comm_op_name(o->op)
                                    : o->name ? o->name : "Unknown";
             int64_t ts = rel_ns(w, p, t->start), te = rel_ns(w, p, end);
             ev_open(w, "X", pid, tid);
