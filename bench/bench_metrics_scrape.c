@@ -1,5 +1,5 @@
 /*
- * bench_metrics_scrape.c — the live metrics endpoint (issue 8, docs/metrics.md):
+ * bench_metrics_scrape.c — the live metrics endpoint (docs/metrics.md):
  *
  *  1. Scrape latency of 1000 series: a registry (core/metrics.c, compiled in) with 1000
  *     series in the shapes trainprof serves (per-GPU gauges with gpu/uuid/host labels,

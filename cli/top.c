@@ -539,7 +539,7 @@ static void print_once(const endpoint *eps, int neps) {
 
 #ifdef TPROF_HAVE_NCURSES
 /* ncurses, opened at run time: `trainprof run` and every other command must work on a GPU
- * node without libncurses (the 2 x H200 machine we test on has none), so the binary does
+ * node without libncurses (GPU nodes often have none), so the binary does
  * not link it; only the live view needs it and says so when it cannot be loaded. Member
  * names carry a prefix because curses.h may define the plain names as macros. */
 static struct {

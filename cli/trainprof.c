@@ -1,5 +1,5 @@
 /*
- * trainprof.c — the command line (DESIGN §7): run, report, export.
+ * trainprof.c — the command line (docs/design.md §7): run, report, export.
  *
  * A client of the library and of the analysis code only, as curl's tool is of libcurl.
  * `run` never changes what the profiled program does: it sets the injection variables,
@@ -319,7 +319,7 @@ typedef struct report_args {
     int warmup;
     char *data_names;
     int top;
-    /* throughput and MFU inputs (issue 7; 0 / NULL: from the rank files' metadata) */
+    /* throughput and MFU inputs (0 / NULL: from the rank files' metadata) */
     double tokens_per_step, samples_per_step, flops_per_step;
     const char *model, *dtype;
 } report_args;

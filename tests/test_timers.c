@@ -2,11 +2,11 @@
  * test_timers.c — Megatron-compatible Timers.
  *
  * Golden tests: for given timer values on 4 simulated ranks (a collectives hook whose
- * all_gather returns fixed rows for the other ranks), the text equals, character for
- * character, what Megatron-LM's Timers print for each log option. The expected strings were
- * written by hand from the format rules (reference/megatron.md §1): header line, names plus
- * a space left-justified with dots to 48 characters, two decimals, milliseconds per
- * normalizer unit, zeros left out of min/max, timers with no value left out, per-rank lines
+ * all_gather returns fixed rows for the other ranks), the text equals, character for character,
+ * what Megatron-LM's Timers print for each log option. The expected strings were written by
+ * hand from the format rules (Megatron-LM megatron/core/timers.py): header line, names plus a
+ * space left-justified with dots to 48 characters, two decimals, milliseconds per normalizer
+ * unit, zeros left out of min/max, timers with no value left out, per-rank lines
  * "     rank NN: v". Also: registry level rules, elapsed while running, reset and active
  * time, a known sleep measured within 1 ms, printing on the last rank only, JSON, and the
  * timer ranges in the trace.

@@ -1009,8 +1009,8 @@ int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
     return rc;
 }
 
-/* DESIGN §4: which processes are ranks. A process whose metadata names a rank is that rank,
- * unless another process of the same rank did more (a launcher agent, or a DataLoader
+/* Which processes are ranks (docs/design.md §4). A process whose metadata names a rank is that
+ * rank, unless another process of the same rank did more (a launcher agent, or a DataLoader
  * worker that inherited RANK): the busiest is the rank, the others its helpers. Without any
  * rank metadata the busiest process is rank 0 (implied) and the others helpers. */
 static void assign_roles(tp_run *run) {

@@ -1,5 +1,5 @@
 /*
- * steps.c — finds a process's training steps by the rule in steps.h (DESIGN §4).
+ * steps.c — finds a process's training steps by the rule in steps.h (docs/design.md §4).
  */
 #define _GNU_SOURCE
 #include "analysis/steps.h"

@@ -1,5 +1,5 @@
 /*
- * cupti.c — GPU activity capture by CUDA injection (reference/gpu-capture.md §2 and §7).
+ * cupti.c — GPU activity capture by CUDA injection (CUPTI Activity API; cupti_activity.h).
  *
  * `trainprof run` sets CUDA_INJECTION64_PATH to libtrainprof.so; during cuInit the driver
  * calls InitializeInjection here. We then load CUPTI (the copy the process already mapped,

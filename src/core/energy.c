@@ -3,12 +3,12 @@
  * (setup, resume, pause, lap, get_total, shutdown) over NVML's total-energy counter, with
  * values kept per GPU, devices found by UUID, and zeros instead of failures without NVML.
  *
- * State per GPU, in integer millijoules as NVML counts them (megatron.md §2 keeps mJ
- * integers too): `last_mj`, the counter at the last read while resumed; `cur_mj`, what the
- * lap in progress has counted; `lap_mj`, the last completed lap; `total_mj`, the sum of
- * completed laps. Only the intervals between resume and pause (or lap) add to cur_mj, so
- * paused time never counts. A counter that goes backwards restarted from 0 (the driver was
- * reloaded): the new value itself is the energy since then.
+ * State per GPU, in integer millijoules as NVML counts them (Megatron-LM's
+ * megatron/core/energy_monitor.py keeps mJ integers too): `last_mj`, the counter at the last
+ * read while resumed; `cur_mj`, what the lap in progress has counted; `lap_mj`, the last
+ * completed lap; `total_mj`, the sum of completed laps. Only the intervals between resume and
+ * pause (or lap) add to cur_mj, so paused time never counts. A counter that goes backwards
+ * restarted from 0 (the driver was reloaded): the new value itself is the energy since then.
  *
  * NVML is read on the caller's thread (one read per GPU per resume, pause and lap; a read can
  * take milliseconds). The library is the one the sampler loaded (capture/nvml.c); each

@@ -246,9 +246,9 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
         return;
     }
     /* A process with no local rank may be a launcher (torchrun's agent, mpirun) that starts
-     * before its ranks and would take PORT from local rank 0 (seen on 2 x H200: rank 0's
-     * endpoint failed with "address in use"). It serves from its first step instead: a
-     * single-process job steps within seconds, a launcher never does. */
+     * before its ranks: serving at once, it would hold PORT and local rank 0's endpoint would
+     * fail with "address in use". It serves from its first step instead: a single-process
+     * job steps within seconds, a launcher never does. */
     if (lr < 0 && !no_offset && port) {
         atomic_store(&L.deferred_port, (int)port);
         return;
@@ -379,7 +379,7 @@ static void step_done(uint64_t step, uint64_t ns) {
     }
 }
 
-/* Steps marked by ranges (DESIGN §4: a name from TRAINPROF_STEP_NAME, else ProfilerStep#*,
+/* Steps marked by ranges (docs/design.md §4: a name from TRAINPROF_STEP_NAME, else ProfilerStep#*,
  * else the common names), as the report finds them: the first pattern seen counts, on the
  * first thread where it appears, numbered from 0; API steps, once seen, take over. The
  * flusher follows each thread's STRING records (a thread's names come before their use) to

@@ -1,6 +1,7 @@
 /*
  * chrome.c — writes a loaded run as Chrome Trace Event JSON in the shape of Kineto's
- * per-rank traces (reference/gpu-capture.md §6), for Perfetto UI, chrome://tracing and HTA.
+ * per-rank traces (the Trace Event Format document; pytorch/kineto
+ * libkineto/src/output_json.cpp), for Perfetto UI, chrome://tracing and HTA.
  *
  * Events are streamed to the FILE as they are produced; the only memory held is one
  * track's worth of sort keys, because a run can hold millions of ranges. Times go out on

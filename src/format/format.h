@@ -125,7 +125,7 @@ typedef struct tprof_pl_gpu_mem {
     uint32_t stream;
 } tprof_pl_gpu_mem;
 
-/* One communication operation (DESIGN §5): one op vocabulary whatever the source. */
+/* One communication operation (docs/design.md §5.2): one op vocabulary whatever the source. */
 enum tprof_comm_op {
     TPROF_COMM_UNKNOWN = 0, /* the record's name says what the source called it */
     TPROF_COMM_ALLREDUCE = 1,

@@ -1,7 +1,7 @@
 /*
  * nccl_loop — an isolated all-reduce loop on NCCL directly, timed by the program itself with
- * CUDA events recorded on the stream the collective runs on (issue 5's cross-check; compared
- * with trainprof's records by tests/gpu/allreduce_compare.py).
+ * CUDA events recorded on the stream the collective runs on (the cross-check of the report's NCCL
+ * durations; compared with trainprof's records by tests/gpu/allreduce_compare.py).
  *
  * Why not torch: torch.distributed runs NCCL on its own internal stream, so events recorded
  * by the program sit on another stream and each timed pair includes two cross-stream waits
