@@ -10,8 +10,8 @@
  * from the first event until the last tprof_flush() returns is printed beside it, with the
  * time the CPU sat idle waiting for the disk to absorb the page cache. The floor, in the
  * same child on the same CPU: fwrite of the same number of bytes into a file in the same
- * directory in the same number of batches (plain, and with fflush + fsync per batch). Each writer repetition is a fresh child
- * (one session per process); the median is reported.
+ * directory in the same number of batches (plain, and with fflush + fsync per batch). Each writer
+ * repetition is a fresh child (one session per process); the median is reported.
  *
  * Reader: the last repetition's rank file is read back with the project's reader
  * (tprof__reader_open / tprof__reader_next / tprof__chunk_next_rec: chunk checksums and a

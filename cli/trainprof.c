@@ -424,10 +424,11 @@ static int cmd_report(int argc, char **argv) {
     if (rep && out_open(&of, out) == 0) {
         tp_report_opts o;
         report_opts(&a, &o);
-        int w = !strcmp(format, "json")   ? tp_report_write_json(rep, of.f)
-                : !strcmp(format, "html") ? tp_html_write(rep, &run, &o, of.f)
-                                          : tp_report_write_text(rep, of.f, of.f == stdout && isatty(1) &&
-                                                                                !getenv("NO_COLOR"));
+        int w = !strcmp(format, "json") ? tp_report_write_json(rep, of.f)
+                : !strcmp(format, "html")
+                    ? tp_html_write(rep, &run, &o, of.f)
+                    : tp_report_write_text(rep, of.f,
+                                           of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
     }
     cJSON_Delete(rep);
@@ -473,7 +474,10 @@ static cJSON *read_json_file(const char *path, char *why, size_t n) {
     }
     free(buf);
     if (!j || !cJSON_IsObject(j) ||
-        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema")) ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema")) : "", "trainprof.report")) {
+        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema"))
+                   ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema"))
+                   : "",
+               "trainprof.report")) {
         snprintf(why, n, "%s is not a trainprof report (schema trainprof.report)", path);
         cJSON_Delete(j);
         return NULL;
@@ -503,12 +507,14 @@ static int diff_load(const char *dir, const report_args *a, diff_in *in) {
     in->rep = read_json_file(path, why, sizeof why);
     if (in->rep) return 0;
     fprintf(stderr, "trainprof diff: cannot read run %s: %s%s%s\n", dir, err[0] ? err : "",
-            err[0] && !is_json ? "; and " : "", is_json || !err[0] || access(path, F_OK) == 0 ? why : "no report.json there either");
+            err[0] && !is_json ? "; and " : "",
+            is_json || !err[0] || access(path, F_OK) == 0 ? why : "no report.json there either");
     return -1;
 }
 
 static int cmd_diff(int argc, char **argv) {
-    const char *dirs[2] = {NULL, NULL}, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
+    const char *dirs[2] = {NULL, NULL}, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL,
+               *v;
     report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
     const char *wu = env_or("TRAINPROF_WARMUP", NULL);
     if (wu) a.warmup = parse_int("diff", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
@@ -554,7 +560,8 @@ static int cmd_diff(int argc, char **argv) {
     cJSON *d = tp_diff_build(&sa, &sb, &dop);
     outfile of;
     if (d && out_open(&of, out) == 0) {
-        int w = !strcmp(format, "json") ? tp_report_write_json(d, of.f) : tp_diff_write_text(d, of.f);
+        int w =
+            !strcmp(format, "json") ? tp_report_write_json(d, of.f) : tp_diff_write_text(d, of.f);
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
     }
     cJSON_Delete(d);
@@ -1254,7 +1261,8 @@ static const char *const serve_help =
 
 static int cmd_serve(int argc, char **argv) {
     const char *listen = env_or("TRAINPROF_SERVE_LISTEN", "127.0.0.1:9400");
-    int nvml_hz = parse_int("serve", "TRAINPROF_NVML_HZ", env_or("TRAINPROF_NVML_HZ", "10"), 0, 100);
+    int nvml_hz =
+        parse_int("serve", "TRAINPROF_NVML_HZ", env_or("TRAINPROF_NVML_HZ", "10"), 0, 100);
     int sample_hz =
         parse_int("serve", "TRAINPROF_SAMPLE_HZ", env_or("TRAINPROF_SAMPLE_HZ", "1"), 0, 1000);
     for (int i = 0; i < argc; i++) {

@@ -166,8 +166,8 @@ int main(int argc, char **argv) {
         hook_ok = hook.all_gather(hook.ctx, &mine, sizeof mine, all) == 0 &&
                   all[g_n - 1] == 1000 + g_n - 1;
         double v[2] = {(double)g_rank, (double)g_rank};
-        hook_ok = hook_ok && hook.all_reduce && hook.all_reduce(hook.ctx, v, 1, TPROF_REDUCE_MAX) == 0 &&
-                  v[0] == g_n - 1;
+        hook_ok = hook_ok && hook.all_reduce &&
+                  hook.all_reduce(hook.ctx, v, 1, TPROF_REDUCE_MAX) == 0 && v[0] == g_n - 1;
         hook_ok = hook_ok && hook.barrier && hook.barrier(hook.ctx) == 0;
         free(all);
     }

@@ -194,12 +194,14 @@ _Static_assert(sizeof(tp_nccl_kernel_ch) == 16, "kernelCh size");
  * the v5 union, which is larger than v4's) */
 _Static_assert(offsetof(tp_nccl_descr_v5, type) == 0 && offsetof(tp_nccl_descr_v4, type) == 0,
                "descriptor type");
-_Static_assert(offsetof(tp_nccl_profiler_v5, init) == 8 && offsetof(tp_nccl_profiler_v5, startEvent) == 16 &&
+_Static_assert(offsetof(tp_nccl_profiler_v5, init) == 8 &&
+                   offsetof(tp_nccl_profiler_v5, startEvent) == 16 &&
                    offsetof(tp_nccl_profiler_v5, stopEvent) == 24 &&
                    offsetof(tp_nccl_profiler_v5, recordEventState) == 32 &&
                    sizeof(tp_nccl_profiler_v5) == 48,
                "v5 struct members");
-_Static_assert(offsetof(tp_nccl_profiler_v4, init) == 8 && offsetof(tp_nccl_profiler_v4, startEvent) == 16 &&
+_Static_assert(offsetof(tp_nccl_profiler_v4, init) == 8 &&
+                   offsetof(tp_nccl_profiler_v4, startEvent) == 16 &&
                    offsetof(tp_nccl_profiler_v4, stopEvent) == 24 &&
                    offsetof(tp_nccl_profiler_v4, recordEventState) == 32 &&
                    sizeof(tp_nccl_profiler_v4) == 48,

@@ -487,9 +487,9 @@ tp_nccl_result tprof__nccl_finalize(void *context) {
         snprintf(v, sizeof v, "%lld", (long long)off);
         tprof__set_meta("nccl.gpu_timer_offset_ns", v); /* globaltimer - CLOCK_MONOTONIC */
     }
-    if (atomic_load_explicit(&c->drops, memory_order_relaxed))
+    if (atomic_load_explicit(&c->drops, memory_order_relaxed)) /* the total so far */
         tprof__set_meta_max(&g_drops_meta, "nccl.pool_drops",
-                            atomic_load_explicit(&g_drops, memory_order_relaxed)); /* the total so far */
+                            atomic_load_explicit(&g_drops, memory_order_relaxed));
     c->magic = 0;
     free(c);
     return TP_NCCL_SUCCESS;

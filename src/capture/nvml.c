@@ -405,7 +405,8 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
     nvmlMemory_t mem;
     if (api->nvmlDeviceGetMemoryInfo && api->nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS) {
         meta_gpu_u64(idx, "memory_total_bytes", mem.total);
-        if (TPROF__METRICS_ON()) tprof__metrics_gpu_total_memory(idx, gp->d.uuid, (double)mem.total);
+        if (TPROF__METRICS_ON())
+            tprof__metrics_gpu_total_memory(idx, gp->d.uuid, (double)mem.total);
     }
     unsigned int v;
     if (api->nvmlDeviceGetEnforcedPowerLimit &&
@@ -422,7 +423,8 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
     unsigned cur = 0, pend = 0, max = 0;
     if (api->nvmlDeviceGetMigMode && api->nvmlDeviceGetMaxMigDeviceCount &&
         api->nvmlDeviceGetMigDeviceHandleByIndex &&
-        api->nvmlDeviceGetMigMode(dev, &cur, &pend) == NVML_SUCCESS && cur == NVML_DEVICE_MIG_ENABLE &&
+        api->nvmlDeviceGetMigMode(dev, &cur, &pend) == NVML_SUCCESS &&
+        cur == NVML_DEVICE_MIG_ENABLE &&
         api->nvmlDeviceGetMaxMigDeviceCount(dev, &max) == NVML_SUCCESS) {
         char list[1024] = "";
         size_t ll = 0;
@@ -480,8 +482,10 @@ static void sampler_start(uint32_t hz) {
     int lr = tprof__nvml_local_rank(&var);
     const char *every = getenv("TRAINPROF_NVML_ALL_RANKS");
     if (!node_self && lr > 0 && !(every && !strcmp(every, "1"))) {
-        snprintf(why, sizeof why, "not sampled here: %s=%d (local rank 0 samples the GPUs of this "
-                                  "node; TRAINPROF_NVML_ALL_RANKS=1 samples in every rank)", var, lr);
+        snprintf(why, sizeof why,
+                 "not sampled here: %s=%d (local rank 0 samples the GPUs of this "
+                 "node; TRAINPROF_NVML_ALL_RANKS=1 samples in every rank)",
+                 var, lr);
         sampler_off(TPROF_LOG_INFO, why);
         return;
     }
@@ -615,7 +619,8 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
     if (!gp->off[M_ENERGY]) {
         if (!api->nvmlDeviceGetTotalEnergyConsumption) {
             gp->off[M_ENERGY] = 1;
-            energy_counter_missing(gp, "the NVML library has no nvmlDeviceGetTotalEnergyConsumption");
+            energy_counter_missing(gp,
+                                   "the NVML library has no nvmlDeviceGetTotalEnergyConsumption");
         } else if (!failed(gp, M_ENERGY, r = api->nvmlDeviceGetTotalEnergyConsumption(dev, &mj)))
             have_mj = 1;
         if (gp->lost) return;

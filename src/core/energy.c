@@ -79,8 +79,9 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
         size_t kept = 0;
         for (size_t i = 0; i < n; i++) {
             if (devs[i].mig_uuid[0]) {
-                tprof__log(TPROF_LOG_WARN, "EnergyMonitor: %s is a MIG device of GPU %u (%s), whose "
-                                           "energy all its MIG instances share: not counted",
+                tprof__log(TPROF_LOG_WARN,
+                           "EnergyMonitor: %s is a MIG device of GPU %u (%s), whose "
+                           "energy all its MIG instances share: not counted",
                            devs[i].mig_uuid, devs[i].index, devs[i].uuid);
                 continue;
             }
@@ -112,7 +113,8 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
     for (size_t i = 0; i < n; i++) {
         m->gpu[i].d = devs[i];
         if (!api->nvmlDeviceGetName ||
-            api->nvmlDeviceGetName(devs[i].dev, m->gpu[i].name, sizeof m->gpu[i].name) != NVML_SUCCESS)
+            api->nvmlDeviceGetName(devs[i].dev, m->gpu[i].name, sizeof m->gpu[i].name) !=
+                NVML_SUCCESS)
             m->gpu[i].name[0] = 0;
         m->gpu[i].name[sizeof m->gpu[i].name - 1] = 0;
         /* many GPUs and vGPUs have no total-energy counter: say so once, here, rather than

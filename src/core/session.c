@@ -1176,7 +1176,8 @@ static void session_started(void) {
     const char *other = getenv("TRAINPROF_CUPTI_YIELDED");
     if (other && *other) {
         char st[400];
-        snprintf(st, sizeof st, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)", other);
+        snprintf(st, sizeof st, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)",
+                 other);
         tprof__capability("cupti", st);
     }
 }
