@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check test check-asan check-tsan bench clean
+.PHONY: all deps build demo check test check-asan check-tsan bench lint clean
 
 all: build
 
@@ -37,6 +37,9 @@ check-tsan: deps
 
 check: test check-asan check-tsan
 	@echo "make check: all test suites passed"
+
+lint:
+	python3 scripts/lint.py
 
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b || exit 1; done

@@ -35,14 +35,14 @@ target_link_libraries(bench_writer PRIVATE trainprof tprof_analysis Threads::Thr
 add_executable(bench_timers ${CMAKE_CURRENT_SOURCE_DIR}/bench_timers.c)
 target_link_libraries(bench_timers PRIVATE trainprof)
 
-# The report at scale (issue 7): 8 ranks x 1000 steps x 1000 kernels written with the tests'
+# The report at scale: 8 ranks x 1000 steps x 1000 kernels written with the tests'
 # rank-file writer, then load + report + text + HTML timed; targets 10 s and 2 GB.
 add_executable(bench_report_scale ${CMAKE_CURRENT_SOURCE_DIR}/bench_report_scale.c
   ${CMAKE_SOURCE_DIR}/tests/synth.c)
 target_include_directories(bench_report_scale PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(bench_report_scale PRIVATE tprof_analysis)
 
-# The live metrics endpoint (issue 8): scrape latency of 1000 series (p50/p99) and the job's
+# The live metrics endpoint: scrape latency of 1000 series (p50/p99) and the job's
 # step time with and without 10 scrapes/s. The registry and endpoint code are compiled in.
 if(TPROF_HAVE_MHD)
   add_executable(bench_metrics_scrape ${CMAKE_CURRENT_SOURCE_DIR}/bench_metrics_scrape.c

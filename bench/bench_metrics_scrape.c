@@ -1,5 +1,5 @@
 /*
- * bench_metrics_scrape.c — the live metrics endpoint (issue 8, docs/metrics.md):
+ * bench_metrics_scrape.c — the live metrics endpoint (docs/metrics.md):
  *
  *  1. Scrape latency of 1000 series: a registry (core/metrics.c, compiled in) with 1000
  *     series in the shapes trainprof serves (per-GPU gauges with gpu/uuid/host labels,
@@ -37,7 +37,8 @@ static int scrape(int port, size_t *bytes) {
         close(fd);
         return -1;
     }
-    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    static const char req[] =
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1)) {
         close(fd);
         return -1;
@@ -68,7 +69,8 @@ static void fill_registry(void) {
         "trainprof_gpu_power_limit_watts", "trainprof_gpu_clock_event_reasons"};
     int series = 0;
     for (int m = 0; m < 10; m++) {
-        int f = tprof__m_family(gnames[m], "a GPU metric", m == 2 ? TPROF_M_COUNTER : TPROF_M_GAUGE, NULL, 0);
+        int f = tprof__m_family(gnames[m], "a GPU metric", m == 2 ? TPROF_M_COUNTER : TPROF_M_GAUGE,
+                                NULL, 0);
         for (int g = 0; g < 8; g++) {
             char gi[8], uuid[64];
             snprintf(gi, sizeof gi, "%d", g);

@@ -1,5 +1,5 @@
 /*
- * bench_report_scale.c — the report at scale (issue 7, Speed): a synthetic run of 8 ranks x
+ * bench_report_scale.c — the report at scale: a synthetic run of 8 ranks x
  * 1000 steps x 1000 kernels per step (about 8 million events) is written with the tests'
  * rank-file writer (tests/synth.c, which lays records out exactly as format.h says), then
  * the full report is timed phase by phase: tp_run_load (read + model), tp_report_build,

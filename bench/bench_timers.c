@@ -66,7 +66,8 @@ static int run(const char *mode, const char *dir) {
     printf("  floor: 2 clock reads %7.2f ns/pair; ratio %.2fx\n", f, c / f);
     if (dummy) bench_target("timer above the log level, ns per call", c / 2, 2.0, "ns");
     else
-        bench_target(recording ? "enabled timer + trace range / floor" : "enabled host timer / floor",
+        bench_target(recording ? "enabled timer + trace range / floor"
+                               : "enabled host timer / floor",
                      c / f, 2.0, "x");
     if (!dummy && tprof_timer_active_time(t) <= 0) return 3;
     tprof_timers_destroy(timers);

@@ -10,11 +10,11 @@
  * from the first event until the last tprof_flush() returns is printed beside it, with the
  * time the CPU sat idle waiting for the disk to absorb the page cache. The floor, in the
  * same child on the same CPU: fwrite of the same number of bytes into a file in the same
- * directory in the same number of batches (plain, and with fflush + fsync per batch). Each writer repetition is a fresh child
- * (one session per process); the median is reported.
+ * directory in the same number of batches (plain, and with fflush + fsync per batch). Each writer
+ * repetition is a fresh child (one session per process); the median is reported.
  *
  * Reader: the last repetition's rank file is read back with the project's reader
- * (tprof_reader_open / tprof_reader_next / tprof_chunk_next_rec: chunk checksums and a
+ * (tprof__reader_open / tprof__reader_next / tprof__chunk_next_rec: chunk checksums and a
  * raw record walk) and with the full model (tp_run_load: names resolved, ranges matched);
  * events/s for each, median of several repetitions.
  *
@@ -187,21 +187,21 @@ static int raw_walk(const char *path, walk_count *wc) {
     tprof_reader *r;
     char err[256];
     memset(wc, 0, sizeof *wc);
-    if (tprof_reader_open(path, &r, err, sizeof err) != 0) {
+    if (tprof__reader_open(path, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bench_writer: %s\n", err);
         return -1;
     }
     tprof_chunk c;
     int bad = 0;
-    while (tprof_reader_next(r, &c)) {
+    while (tprof__reader_next(r, &c)) {
         size_t pos = 0;
         const tprof_rec *rec;
         /* The exact count is the producer's, the main thread (its tid is the pid): the
          * process sampler records counter samples on the flusher thread, as many as the run
          * lasted sampling periods. */
-        int producer = (int32_t)c.os_tid == tprof_reader_header(r)->pid;
+        int producer = (int32_t)c.os_tid == tprof__reader_header(r)->pid;
         if (producer && c.dropped > wc->dropped) wc->dropped = c.dropped; /* one thread */
-        while ((rec = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
+        while ((rec = tprof__chunk_next_rec(&c, &pos, &bad)) != NULL) {
             wc->records++;
             if (!producer) continue;
             switch (rec->kind) {
@@ -217,8 +217,8 @@ static int raw_walk(const char *path, walk_count *wc) {
         }
         wc->bytes += c.len;
     }
-    size_t damage = tprof_reader_damage_count(r);
-    tprof_reader_close(r);
+    size_t damage = tprof__reader_damage_count(r);
+    tprof__reader_close(r);
     return bad || damage ? -1 : 0;
 }
 

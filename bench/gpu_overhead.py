@@ -14,7 +14,7 @@ Runs the same training script, as separate processes, interleaved round by round
               runtime calls, process sampler)
   nokernels   `trainprof run` with GPU activity capture off (TRAINPROF_CUPTI=0)
   pyhooks     `trainprof run --python` with GPU activity capture off: nokernels plus the
-              zero-code torch hooks (issue 6: the hooks' cost is pyhooks - nokernels)
+              zero-code torch hooks (the hooks' cost is pyhooks - nokernels)
   nonvml      (optional) `trainprof run` with full capture but no NVML node sampler
   M+allcalls  (optional) mode M recording every CUDA runtime call but a few queries
               (TRAINPROF_CUPTI_CALLS=all), not only those that launch, copy, wait or allocate
@@ -24,7 +24,7 @@ Runs the same training script, as separate processes, interleaved round by round
 
 Each run reports its own mean step time (the script prints "mean step X ms"). Per round,
 each mode's overhead is (mode - bare) / bare; the tables give the median over rounds and a
-95 % interval (percentile bootstrap over rounds, 2000 resamples). Targets (issue 4): with
+95 % interval (percentile bootstrap over rounds, 2000 resamples). Targets: with
 kernel capture on, trainprof at most the floor + 1 % of the step and at least 5x less than
 torch.profiler; with kernel capture off at most 0.5 %. A target holds when the interval's
 upper end meets it.

@@ -12,7 +12,7 @@ Runs bench/nccl_lat.py under torchrun as separate processes, interleaved round b
   nokch  the plugin with TRAINPROF_NCCL_KERNEL=0 (Coll and P2p only)
 
 Per size: the median over rounds of each mode's mean latency, the ratio on/off, and the
-spread |off2/off - 1|. Target (issue 5): on/off - 1 <= max(2 %, spread) at every size.
+spread |off2/off - 1|. Target: on/off - 1 <= max(2 %, spread) at every size.
 
     python3 bench/nccl_overhead.py --lib build/libtrainprof.so --rounds 5 --nproc 2
 """

@@ -8,7 +8,7 @@ Each figure is nanoseconds per iteration (enter+exit, or start+stop, including t
 the median of REPS batches of N iterations timed with the thread's CPU clock, the batches of
 each pair interleaved so a noisy machine moves both. The session records (TRAINPROF_DIR is a
 temporary directory, 64 MiB rings, flushed between batches outside the timed region); with
---disabled it does not (no TRAINPROF_DIR). Targets (issue 6): at most 300 ns and at most 3x
+--disabled it does not (no TRAINPROF_DIR). Targets: at most 300 ns and at most 3x
 the empty Python equivalent.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_ranges.py [--disabled] [-n N]

@@ -74,7 +74,7 @@ static int rh_verify_file(const char *path, uint64_t *pushes, uint64_t *pops,
                           uint64_t *dropped) {
     tprof_reader *r;
     char err[256];
-    int rc = tprof_reader_open(path, &r, err, sizeof err);
+    int rc = tprof__reader_open(path, &r, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "cannot read %s: %s\n", path, err);
         return -1;
@@ -84,19 +84,19 @@ static int rh_verify_file(const char *path, uint64_t *pushes, uint64_t *pops,
     tprof_chunk c;
     *pushes = *pops = *dropped = 0;
     int bad = 0;
-    while (tprof_reader_next(r, &c)) {
+    while (tprof__reader_next(r, &c)) {
         if (c.thread_serial < 4096 && c.dropped > drop_by_serial[c.thread_serial])
             drop_by_serial[c.thread_serial] = c.dropped;
         size_t pos = 0;
         const tprof_rec *rec;
-        while ((rec = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
+        while ((rec = tprof__chunk_next_rec(&c, &pos, &bad)) != NULL) {
             if (rec->kind == TPROF_REC_PUSH) (*pushes)++;
             else if (rec->kind == TPROF_REC_POP) (*pops)++;
         }
     }
     for (int i = 0; i < 4096; i++) *dropped += drop_by_serial[i];
-    size_t damage = tprof_reader_damage_count(r);
-    tprof_reader_close(r);
+    size_t damage = tprof__reader_damage_count(r);
+    tprof__reader_close(r);
     if (bad || damage) {
         fprintf(stderr, "%s is damaged (%zu damage entries)\n", path, damage);
         return -1;

@@ -453,7 +453,9 @@ static const char *mem(char *b, size_t n, double used, double total) {
     const double gib = 1024.0 * 1024 * 1024;
     char u[32], t[32];
     if (!isfinite(used) && !isfinite(total)) snprintf(b, n, "-");
-    else snprintf(b, n, "%s/%s GiB", num(u, sizeof u, used / gib, 1), num(t, sizeof t, total / gib, 1));
+    else
+        snprintf(b, n, "%s/%s GiB", num(u, sizeof u, used / gib, 1),
+                 num(t, sizeof t, total / gib, 1));
     return b;
 }
 
@@ -481,7 +483,8 @@ static void format_summary(char *b, size_t n, const endpoint *eps, int neps, con
                            int nrows) {
     int up = 0;
     for (int k = 0; k < neps; k++) up += eps[k].up;
-    double tps = 0, tfl = 0, power = 0, used = 0, total = 0, util = 0, slow = NAN, smin = NAN, smax = NAN;
+    double tps = 0, tfl = 0, power = 0, used = 0, total = 0, util = 0, slow = NAN, smin = NAN,
+           smax = NAN;
     int ntps = 0, ntfl = 0, npow = 0, nmem = 0, nutil = 0;
     for (int k = 0; k < nrows; k++) {
         const row *r = &rows[k];
@@ -539,7 +542,7 @@ static void print_once(const endpoint *eps, int neps) {
 
 #ifdef TPROF_HAVE_NCURSES
 /* ncurses, opened at run time: `trainprof run` and every other command must work on a GPU
- * node without libncurses (the 2 x H200 machine we test on has none), so the binary does
+ * node without libncurses (GPU nodes often have none), so the binary does
  * not link it; only the live view needs it and says so when it cannot be loaded. Member
  * names carry a prefix because curses.h may define the plain names as macros. */
 static struct {
@@ -644,7 +647,8 @@ static void draw(const endpoint *eps, int neps, int *scroll, double interval) {
 static int run_curses(endpoint *eps, int neps, const char *token, double interval) {
     char why[300];
     if (load_curses(why, sizeof why) != 0) {
-        fprintf(stderr, "trainprof top: the live view needs ncurses: %s; --once works without it\n", why);
+        fprintf(stderr, "trainprof top: the live view needs ncurses: %s; --once works without it\n",
+                why);
         return 1;
     }
     if (!K.f_initscr()) {

@@ -1,5 +1,5 @@
 /*
- * trainprof.c — the command line (DESIGN §7): run, report, export.
+ * trainprof.c — the command line (docs/design.md §7): run, report, export.
  *
  * A client of the library and of the analysis code only, as curl's tool is of libcurl.
  * `run` never changes what the profiled program does: it sets the injection variables,
@@ -321,7 +321,7 @@ typedef struct report_args {
     int warmup;
     char *data_names;
     int top;
-    /* throughput and MFU inputs (issue 7; 0 / NULL: from the rank files' metadata) */
+    /* throughput and MFU inputs (0 / NULL: from the rank files' metadata) */
     double tokens_per_step, samples_per_step, flops_per_step;
     const char *model, *dtype;
 } report_args;
@@ -426,10 +426,11 @@ static int cmd_report(int argc, char **argv) {
     if (rep && out_open(&of, out) == 0) {
         tp_report_opts o;
         report_opts(&a, &o);
-        int w = !strcmp(format, "json")   ? tp_report_write_json(rep, of.f)
-                : !strcmp(format, "html") ? tp_html_write(rep, &run, &o, of.f)
-                                          : tp_report_write_text(rep, of.f, of.f == stdout && isatty(1) &&
-                                                                                !getenv("NO_COLOR"));
+        int w = !strcmp(format, "json") ? tp_report_write_json(rep, of.f)
+                : !strcmp(format, "html")
+                    ? tp_html_write(rep, &run, &o, of.f)
+                    : tp_report_write_text(rep, of.f,
+                                           of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
     }
     cJSON_Delete(rep);
@@ -475,7 +476,10 @@ static cJSON *read_json_file(const char *path, char *why, size_t n) {
     }
     free(buf);
     if (!j || !cJSON_IsObject(j) ||
-        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema")) ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema")) : "", "trainprof.report")) {
+        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema"))
+                   ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "schema"))
+                   : "",
+               "trainprof.report")) {
         snprintf(why, n, "%s is not a trainprof report (schema trainprof.report)", path);
         cJSON_Delete(j);
         return NULL;
@@ -505,12 +509,14 @@ static int diff_load(const char *dir, const report_args *a, diff_in *in) {
     in->rep = read_json_file(path, why, sizeof why);
     if (in->rep) return 0;
     fprintf(stderr, "trainprof diff: cannot read run %s: %s%s%s\n", dir, err[0] ? err : "",
-            err[0] && !is_json ? "; and " : "", is_json || !err[0] || access(path, F_OK) == 0 ? why : "no report.json there either");
+            err[0] && !is_json ? "; and " : "",
+            is_json || !err[0] || access(path, F_OK) == 0 ? why : "no report.json there either");
     return -1;
 }
 
 static int cmd_diff(int argc, char **argv) {
-    const char *dirs[2] = {NULL, NULL}, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
+    const char *dirs[2] = {NULL, NULL}, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL,
+               *v;
     report_args a = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, 15};
     const char *wu = env_or("TRAINPROF_WARMUP", NULL);
     if (wu) a.warmup = parse_int("diff", "TRAINPROF_WARMUP", wu, 0, 1 << 30);
@@ -556,7 +562,8 @@ static int cmd_diff(int argc, char **argv) {
     cJSON *d = tp_diff_build(&sa, &sb, &dop);
     outfile of;
     if (d && out_open(&of, out) == 0) {
-        int w = !strcmp(format, "json") ? tp_report_write_json(d, of.f) : tp_diff_write_text(d, of.f);
+        int w =
+            !strcmp(format, "json") ? tp_report_write_json(d, of.f) : tp_diff_write_text(d, of.f);
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
     }
     cJSON_Delete(d);
@@ -833,9 +840,9 @@ static int writers_alive(const char *dir) {
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
         tprof_reader *rd;
-        if (tprof_reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
-        int32_t pid = tprof_reader_header(rd)->pid;
-        tprof_reader_close(rd);
+        if (tprof__reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
+        int32_t pid = tprof__reader_header(rd)->pid;
+        tprof__reader_close(rd);
         if (pid <= 0 || pid == (int32_t)getpid()) continue;
         if (kill(pid, 0) == 0 || errno == EPERM) alive++;
     }
@@ -950,7 +957,7 @@ static int cmd_run(int argc, char **argv) {
         } else if (throughput_opt(argc, argv, &i, &a, "run")) {
         } else if (opt_val(argc, argv, &i, "--kernel-steps", NULL, &kernel_steps, "run")) {
             uint64_t lo, hi;
-            if (tprof_kwin_parse(kernel_steps, &lo, &hi) != 0)
+            if (tprof__kwin_parse(kernel_steps, &lo, &hi) != 0)
                 die_usage("run", "--kernel-steps needs A-B, A or A- (step numbers, A <= B), "
                                  "got '%s'", kernel_steps);
         } else if (opt_val(argc, argv, &i, "--metrics-port", NULL, &metrics_port, "run")) {
@@ -968,7 +975,7 @@ static int cmd_run(int argc, char **argv) {
     if (!kernel_steps) { /* the environment twin is checked as the option is */
         const char *ks = env_or("TRAINPROF_KERNEL_STEPS", NULL);
         uint64_t lo, hi;
-        if (ks && tprof_kwin_parse(ks, &lo, &hi) != 0)
+        if (ks && tprof__kwin_parse(ks, &lo, &hi) != 0)
             die_usage("run", "TRAINPROF_KERNEL_STEPS needs A-B, A or A- (step numbers, A <= B), "
                              "got '%s'", ks);
     }
@@ -1299,7 +1306,8 @@ static const char *const serve_help =
 
 static int cmd_serve(int argc, char **argv) {
     const char *listen = env_or("TRAINPROF_SERVE_LISTEN", "127.0.0.1:9400");
-    int nvml_hz = parse_int("serve", "TRAINPROF_NVML_HZ", env_or("TRAINPROF_NVML_HZ", "10"), 0, 100);
+    int nvml_hz =
+        parse_int("serve", "TRAINPROF_NVML_HZ", env_or("TRAINPROF_NVML_HZ", "10"), 0, 100);
     int sample_hz =
         parse_int("serve", "TRAINPROF_SAMPLE_HZ", env_or("TRAINPROF_SAMPLE_HZ", "1"), 0, 1000);
     for (int i = 0; i < argc; i++) {

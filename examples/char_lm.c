@@ -905,7 +905,8 @@ static int train(int argc, char **argv)
      * steps since the previous log line, and the final figure is the mean of
      * the last FINAL_WINDOW steps (with the default --log-every it equals the
      * last log line). The initial figure is the first batch's loss. */
-    /* Megatron-LM's timer names and levels for these phases (reference: megatron.md §6) */
+    /* Megatron-LM's timer names and levels for these phases (megatron/training/training.py,
+     * megatron/core/pipeline_parallel/schedules.py) */
     if (tprof_timers_create((int)opt.timing_level, opt.timing_option, &timers) != TPROF_OK) {
         fprintf(stderr, "char_lm: cannot create the timers\n");
         goto out;

@@ -237,7 +237,7 @@ TPROF_API void tprof_mark(const char *name);
 TPROF_API void tprof_counter(const char *name, double value);
 
 /* Training-step boundaries with the application's step number. Steps from this API take
- * precedence over steps inferred from range names in the report (DESIGN §4). */
+ * precedence over steps inferred from range names in the report (docs/design.md §4). */
 TPROF_API void tprof_step_begin(uint64_t step);
 TPROF_API void tprof_step_end(uint64_t step);
 
@@ -417,7 +417,7 @@ TPROF_API int tprof_energy_gpu_info(tprof_energy *m, size_t i, tprof_energy_gpu 
  * Megatron's log line is, for an interval of `iters` iterations lasting `ns`:
  *   energy per GPU (J/iter/GPU) = tprof_energy_joules_per_step(world_joules, iters) / world_size
  *   power per GPU (W/GPU)       = tprof_energy_avg_watts(world_joules / world_size, ns)
- * and DESIGN §5's energy per sample (Wh/sample) is tprof_energy_wh_per_sample(joules,
+ * and docs/design.md §5.2's energy per sample (Wh/sample) is tprof_energy_wh_per_sample(joules,
  * samples) with the samples (sequences) the interval trained on. */
 TPROF_API double tprof_energy_joules_per_step(double joules, uint64_t steps);
 TPROF_API double tprof_energy_wh_per_step(double joules, uint64_t steps);

@@ -165,7 +165,9 @@ EXPORT int cuEventRecord(void *ev, void *stream) {
     return OK;
 }
 
-EXPORT int cuEventSynchronize(void *ev) { return ((struct fake_event *)ev)->recorded ? OK : INVALID_VALUE; }
+EXPORT int cuEventSynchronize(void *ev) {
+    return ((struct fake_event *)ev)->recorded ? OK : INVALID_VALUE;
+}
 
 EXPORT int cuEventElapsedTime_v2(float *ms, void *a, void *b) {
     const struct fake_event *x = a, *y = b;

@@ -44,8 +44,9 @@ EXPORT CUptiResult cuptiGetVersion(uint32_t *version) {
 }
 
 EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
-    *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
-                                                              : "CUPTI_ERROR_UNKNOWN";
+    *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+             ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+             : "CUPTI_ERROR_UNKNOWN";
     return CUPTI_SUCCESS;
 }
 

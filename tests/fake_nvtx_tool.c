@@ -32,7 +32,10 @@ static const char *msg(const tnvtx_attr *a) {
 
 static int push_a(const char *m) { say("push %s", m); return 0; }
 static int pop(void) { say("pop"); return 0; }
-static unsigned long long start_a(const char *m) { say("start %s %llu", m, g_next_id); return g_next_id++; }
+static unsigned long long start_a(const char *m) {
+    say("start %s %llu", m, g_next_id);
+    return g_next_id++;
+}
 static void end(unsigned long long id) { say("end %llu", id); }
 static void mark_a(const char *m) { say("mark %s", m); }
 static const void *dcreate(const char *n) {
@@ -41,8 +44,13 @@ static const void *dcreate(const char *n) {
     say("dcreate %s", n);
     return d;
 }
-static void dcat(const fdomain *d, unsigned c, const char *n) { say("dcategory %s %u %s", d->name, c, n); }
-static int dpush(const fdomain *d, const tnvtx_attr *a) { say("dpush %s %s %u", d->name, msg(a), a->category); return 0; }
+static void dcat(const fdomain *d, unsigned c, const char *n) {
+    say("dcategory %s %u %s", d->name, c, n);
+}
+static int dpush(const fdomain *d, const tnvtx_attr *a) {
+    say("dpush %s %s %u", d->name, msg(a), a->category);
+    return 0;
+}
 static int dpop(const fdomain *d) { say("dpop %s", d->name); return 0; }
 static unsigned long long dstart(const fdomain *d, const tnvtx_attr *a) {
     say("dstart %s %s %u %llu", d->name, msg(a), a->category, g_next_id);

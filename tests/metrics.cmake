@@ -1,4 +1,4 @@
-# Live metrics (issue 8, docs/metrics.md): the registry's text formats and a session's
+# Live metrics (docs/metrics.md): the registry's text formats and a session's
 # endpoint on an ephemeral loopback port (steps, OpenMetrics, token, capture toggle, malformed
 # and oversized requests, label values that are not UTF-8, a GPU busy-time counter from known
 # busy intervals, 160 slow clients (slowloris) beside 8 scrapes), then a job stepping under

@@ -51,9 +51,9 @@ static void report(rec *r) {
     size_t used = STACK - low;
     used = used > tls ? used - tls : 0;
     char line[160];
-    int n = snprintf(line, sizeof line, "stack_depth name=%s asked_kib=%zu used_kib=%zu tls_kib=%zu\n",
-                     r->name[0] ? r->name : "?", r->asked >> 10, (used + 1023) >> 10,
-                     (tls + 1023) >> 10);
+    int n = snprintf(
+        line, sizeof line, "stack_depth name=%s asked_kib=%zu used_kib=%zu tls_kib=%zu\n",
+        r->name[0] ? r->name : "?", r->asked >> 10, (used + 1023) >> 10, (tls + 1023) >> 10);
     const char *out = getenv("STACK_DEPTH_OUT");
     FILE *f = out && *out ? fopen(out, "a") : NULL;
     if (f) {
@@ -82,7 +82,8 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
     rec *r = g_n < MAX_THREADS ? &g_rec[g_n++] : NULL;
     pthread_mutex_unlock(&g_mu);
     if (!r) return real(t, attr, fn, arg);
-    unsigned char *mem = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *mem =
+        mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return real(t, attr, fn, arg);
     memset(mem, PAINT, STACK);
     r->fn = fn;

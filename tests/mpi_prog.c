@@ -4,7 +4,7 @@
  * known count, datatype, peer and communicator, run as 2 ranks under `trainprof run`. It
  * checks every result itself (the wrappers must not change what MPI computes) and prints the
  * communicator ids the records must carry, computed with libtrainprof_mpi's own
- * tprof_mpi_comm_id() (found with dlsym: the library is preloaded, not linked), so the test
+ * tprof__mpi_comm_id() (found with dlsym: the library is preloaded, not linked), so the test
  * compares the records against the documented formula.
  *
  * The sequence (per rank r of n; "next" = (r+1)%n, "prev" = (r+n-1)%n) is listed in
@@ -166,15 +166,15 @@ int main(int argc, char **argv) {
         hook_ok = hook.all_gather(hook.ctx, &mine, sizeof mine, all) == 0 &&
                   all[g_n - 1] == 1000 + g_n - 1;
         double v[2] = {(double)g_rank, (double)g_rank};
-        hook_ok = hook_ok && hook.all_reduce && hook.all_reduce(hook.ctx, v, 1, TPROF_REDUCE_MAX) == 0 &&
-                  v[0] == g_n - 1;
+        hook_ok = hook_ok && hook.all_reduce &&
+                  hook.all_reduce(hook.ctx, v, 1, TPROF_REDUCE_MAX) == 0 && v[0] == g_n - 1;
         hook_ok = hook_ok && hook.barrier && hook.barrier(hook.ctx) == 0;
         free(all);
     }
     CHECK(hook_ok);
 
     /* the ids the records must carry, from the library's own function */
-    id_fn id = (id_fn)dlsym(RTLD_DEFAULT, "tprof_mpi_comm_id");
+    id_fn id = (id_fn)dlsym(RTLD_DEFAULT, "tprof__mpi_comm_id");
     if (id) {
         int *w = malloc((size_t)g_n * sizeof *w), *rv_ = malloc((size_t)g_n * sizeof *rv_);
         for (int i = 0; i < g_n; i++) {
@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
         free(w);
         free(rv_);
     } else {
-        printf("mpi_prog: rank %d: tprof_mpi_comm_id not found (libtrainprof_mpi not loaded)\n",
+        printf("mpi_prog: rank %d: tprof__mpi_comm_id not found (libtrainprof_mpi not loaded)\n",
                g_rank);
     }
     printf("mpi_prog: rank %d of %d hook=%s results=%s\n", g_rank, g_n, hook_ok ? "ok" : "bad",

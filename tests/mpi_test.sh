@@ -4,7 +4,7 @@
 #
 #   mpi_test.sh prog    TP DUMP MPILIB PROG DIR      the op matrix of tests/mpi_prog.c: every
 #       record (op, bytes, count, peer, communicator, seq, flags, timing of nonblocking ops)
-#       checked against what the program did, ids against tprof_mpi_comm_id(); also the
+#       checked against what the program did, ids against tprof__mpi_comm_id(); also the
 #       library is inert when preloaded into processes without MPI.
 #   mpi_test.sh char_lm TP DUMP MPILIB CHARLM DIR    examples/char_lm.c's data-parallel mode:
 #       AllReduce records per rank == steps (+ the 3 loss reductions), their bytes == the

@@ -110,7 +110,8 @@ static void payloads(void) {
     sa.name = "DynamicAfter";
     uint64_t after = nvtxPayloadSchemaRegister(d, &sa);
     if (tool && (high != dyn + 1 || after == high || after == dyn)) {
-        fprintf(stderr, "nvtx_prog: dynamic id %llu repeats a taken one\n", (unsigned long long)after);
+        fprintf(stderr, "nvtx_prog: dynamic id %llu repeats a taken one\n",
+                (unsigned long long)after);
         exit(1);
     }
     nvtxPayloadData_t late = {NVTX_PAYLOAD_SCHEMA_ID_STATIC_START + 9, sizeof value, &value};

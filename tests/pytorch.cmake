@@ -17,7 +17,7 @@ if(NOT TPROF_SANITIZE STREQUAL "thread")
     SKIP_RETURN_CODE 77 ENVIRONMENT "${train_gpt_env}")
 endif()
 
-# `trainprof run --python` (issue 6): zero-code-change trainprof.torch on two gloo ranks of
+# `trainprof run --python`: zero-code-change trainprof.torch on two gloo ranks of
 # train_gpt.py, the report's steps, breakdown and all-reduce bytes asserted, and the final
 # losses compared bit for bit with a run without it. no-asan: torch 1.13's gloo threads under
 # a preloaded ASan runtime abort at exit now and then (tests/python.cmake), never in trainprof.

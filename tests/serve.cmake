@@ -1,4 +1,4 @@
-# Live metrics from the command line (issue 8, docs/metrics.md, docs/cli.md):
+# Live metrics from the command line (docs/metrics.md, docs/cli.md):
 # - serve: `trainprof serve` as a node exporter, without NVML and with the fake libnvidia-ml
 #   (tests/serve_test.sh);
 # - run_metrics: `trainprof run --metrics-port` scraped while char_lm runs

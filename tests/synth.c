@@ -131,7 +131,7 @@ void synth_set_dropped(synth_file *f, uint32_t serial, uint64_t dropped) {
 void synth_raw(synth_file *f, uint32_t serial, uint16_t kind, uint32_t arg, uint64_t ts,
                const void *pl, size_t pl_len, const void *tail, size_t tail_len) {
     size_t body = sizeof(tprof_rec) + pl_len + tail_len;
-    size_t size = tprof_align8(body);
+    size_t size = tprof__align8(body);
     if (size > TPROF_MAX_RECORD) {
         fail(f, "record of kind %u is %zu bytes, over the format's limit", kind, size);
         return;
@@ -243,7 +243,7 @@ void synth_kernel(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, 
 void synth_comm(synth_file *f, uint32_t serial, uint64_t start, const struct tprof_pl_comm *pl,
                 const char *name) {
     named(f, serial, TPROF_REC_COMM_OP, start, pl, sizeof *pl,
-          name ? name : tprof_comm_op_name(pl->op));
+          name ? name : tprof__comm_op_name(pl->op));
 }
 
 void synth_meta(synth_file *f, const char *key, const char *value) {

@@ -95,7 +95,7 @@ void synth_kernel(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, 
 
 /* A COMM_OP record starting at `start` with the payload as given (format.h's tprof_pl_comm;
  * its end_ns, gpu_start_ns/gpu_end_ns and flags too). name NULL: the op's own name
- * (tprof_comm_op_name). */
+ * (tprof__comm_op_name). */
 struct tprof_pl_comm;
 void synth_comm(synth_file *f, uint32_t serial, uint64_t start, const struct tprof_pl_comm *pl,
                 const char *name);

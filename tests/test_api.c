@@ -106,8 +106,8 @@ static void test_nesting_names_counters(void **state) {
     assert_int_equal(t->ranges[1].parent, 0);
     assert_int_equal(t->ranges[1].depth, 1);
     assert_int_equal(t->ranges[0].parent, -1);
-    assert_int_equal(t->ranges[0].child_ns,
-                     (t->ranges[1].end - t->ranges[1].start) + (t->ranges[2].end - t->ranges[2].start));
+    assert_int_equal(t->ranges[0].child_ns, (t->ranges[1].end - t->ranges[1].start) +
+                                                (t->ranges[2].end - t->ranges[2].start));
     assert_true(t->ranges[1].start >= t->ranges[0].start && t->ranges[2].end <= t->ranges[0].end);
     assert_int_equal(t->nmarks, 1);
     assert_string_equal(t->marks[0].name, "tick");
@@ -215,7 +215,8 @@ static void test_cross_thread_and_misuse(void **state) {
     assert_true(r->end > r->start);
     const tp_thread *ender_thread = NULL;
     for (size_t i = 0; i < p->nthreads; i++)
-        if (p->threads[i].name && !strcmp(p->threads[i].name, "ender")) ender_thread = &p->threads[i];
+        if (p->threads[i].name && !strcmp(p->threads[i].name, "ender"))
+            ender_thread = &p->threads[i];
     assert_non_null(ender_thread);
     assert_int_equal(r->end_tid, ender_thread->os_tid);
     assert_int_equal(owner->unmatched_pops, 1);
@@ -310,8 +311,10 @@ static void test_steps_metadata_report(void **state) {
     const tp_thread *t = &p->threads[0];
     uint64_t data_ns = 0, step_ns = 0;
     for (size_t k = 0; k < t->nranges; k++)
-        if (!strcmp(t->ranges[k].name, "data") && k >= 2) data_ns += t->ranges[k].end - t->ranges[k].start;
-    for (size_t k = 1; k < t->nsteps / 2; k++) step_ns += t->steps[2 * k + 1].ts - t->steps[2 * k].ts;
+        if (!strcmp(t->ranges[k].name, "data") && k >= 2)
+            data_ns += t->ranges[k].end - t->ranges[k].start;
+    for (size_t k = 1; k < t->nsteps / 2; k++)
+        step_ns += t->steps[2 * k + 1].ts - t->steps[2 * k].ts;
     double share = jnum(rep, "ranks.0.data_loading.share");
     assert_true(fabs(share - (double)data_ns / (double)step_ns) < 1e-9);
     assert_true(share > 0.05 && share < 0.6); /* 2 of ~8 ms, wide for a loaded machine */
@@ -321,9 +324,11 @@ static void test_steps_metadata_report(void **state) {
                                              cJSON_GetObjectItemCaseSensitive(rep, "ranks"), 0),
                                          "ranges"),
         "top_inclusive");
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "name")->valuestring,
-                        "compute");
-    double cms = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "inclusive_ms")->valuedouble;
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "name")->valuestring,
+        "compute");
+    double cms =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "inclusive_ms")->valuedouble;
     assert_true(cms >= 6.0 && cms < 25.0);
     cJSON_Delete(rep);
     tp_run_free(&run);
@@ -475,7 +480,8 @@ static void test_init_errors(void **state) {
 static void test_strerror(void **state) {
     (void)state;
     assert_string_equal(tprof_strerror(TPROF_OK), "success");
-    assert_string_equal(tprof_strerror(TPROF_ERR_CORRUPT), "corrupt data (checksum or length mismatch)");
+    assert_string_equal(tprof_strerror(TPROF_ERR_CORRUPT),
+                        "corrupt data (checksum or length mismatch)");
     assert_string_equal(tprof_strerror(-9999), "unknown error");
     assert_string_equal(tprof_version(), TPROF_VERSION_STRING);
     assert_non_null(strstr(tprof_build_info(), TPROF_VERSION_STRING));

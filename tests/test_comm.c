@@ -332,7 +332,7 @@ static void test_allgather_size_convention(void **state) {
 /* Six communicators on one rank (device 0):
  * - 0xA: an AllReduce with its own GPU interval 3-5 ms (kernel channels) and its kernel on
  *   stream 14 at 2.9-5.1 ms: CUPTI's record of a kernel that runs this op alone comes first
- *   (DESIGN §5), so its time is 2.2 ms from "kernel";
+ *   (docs/design.md §5.2), so its time is 2.2 ms from "kernel";
  * - 0xB and 0xC, two AllReduces each, issued interleaved (B at 1 and 3 ms, C at 2 and 4 ms),
  *   no GPU interval. B's kernels run on stream 11 at 5-6 and 7-8 ms, C's on stream 10 at
  *   5.5-9 and 9.5-12 ms: both streams fit both in number, and B takes stream 11 because its

@@ -91,7 +91,8 @@ static void test_describe(void **state) {
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const char *v = tp_meta(p, want[i][0]);
-        if (!v || strcmp(v, want[i][1])) fail_msg("%s = %s, want %s", want[i][0], v ? v : "(none)", want[i][1]);
+        if (!v || strcmp(v, want[i][1]))
+            fail_msg("%s = %s, want %s", want[i][0], v ? v : "(none)", want[i][1]);
     }
     assert_null(tp_meta(p, "cuda.0.in_use")); /* its primary context never became active */
     tp_run_free(&run);
@@ -119,7 +120,8 @@ static void assert_no_cuda_keys(void) {
     tp_run run;
     load(&run);
     for (size_t i = 0; i < run.procs[0].nmeta; i++)
-        if (!strncmp(run.procs[0].meta[i].key, "cuda.", 5)) fail_msg("unexpected %s", run.procs[0].meta[i].key);
+        if (!strncmp(run.procs[0].meta[i].key, "cuda.", 5))
+            fail_msg("unexpected %s", run.procs[0].meta[i].key);
     tp_run_free(&run);
 }
 

@@ -63,10 +63,12 @@ static void capture_body(void) {
     CHECK(InitializeInjection() == 1, 20);
     void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD); /* the copy trainprof loaded */
     CHECK(h != NULL, 21);
-    uintptr_t (*deliver)(int, int, uint64_t) = (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
     int (*enabled)(void) = (int (*)(void))dlsym(h, "fake_cupti_enabled");
     int (*forced)(void) = (int (*)(void))dlsym(h, "fake_cupti_forced");
-    uintptr_t (*overhead)(uint64_t, uint32_t) = (uintptr_t(*)(uint64_t, uint32_t))dlsym(h, "fake_cupti_overhead");
+    uintptr_t (*overhead)(uint64_t, uint32_t) =
+        (uintptr_t(*)(uint64_t, uint32_t))dlsym(h, "fake_cupti_overhead");
     uintptr_t (*device)(uint32_t) = (uintptr_t(*)(uint32_t))dlsym(h, "fake_cupti_device");
     uintptr_t (*mig)(uint32_t) = (uintptr_t(*)(uint32_t))dlsym(h, "fake_cupti_mig_device");
     CHECK(deliver && enabled && forced && overhead && device && mig, 22);
@@ -98,7 +100,8 @@ static void test_capture(void **state) {
     tp_run run;
     load(&run);
     const char *st = status_of(&run);
-    if (!strstr(st, "activity capture on: 8 kinds, " FAKE_CUPTI_PATH) || !strstr(st, "buffers reused"))
+    if (!strstr(st, "activity capture on: 8 kinds, " FAKE_CUPTI_PATH) ||
+        !strstr(st, "buffers reused"))
         fail_msg("capability.cupti: %s", st);
     const tp_process *p = &run.procs[0];
     size_t kernels = 0;
@@ -170,7 +173,8 @@ static void test_mapped(void **state) {
     in_child(mapped_body);
     tp_run run;
     load(&run);
-    if (!strstr(status_of(&run), "activity capture on: 8 kinds, " MAPPED_CUPTI_PATH " (already loaded)"))
+    if (!strstr(status_of(&run),
+                "activity capture on: 8 kinds, " MAPPED_CUPTI_PATH " (already loaded)"))
         fail_msg("capability.cupti: %s", status_of(&run));
     tp_run_free(&run);
 }
@@ -195,12 +199,15 @@ static void backoff(const char *tag, const char *lib, const char *var, const cha
     in_child(backoff_body);
     tp_run run;
     load(&run);
-    if (!strstr(status_of(&run), want)) fail_msg("capability.cupti \"%s\" lacks \"%s\"", status_of(&run), want);
+    if (!strstr(status_of(&run), want))
+        fail_msg("capability.cupti \"%s\" lacks \"%s\"", status_of(&run), want);
     tp_report_opts o;
     tp_report_opts_init(&o);
     cJSON *rep = tp_report_build(&run, &o);
-    cJSON *steps = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "steps");
-    assert_int_equal((int)cJSON_GetObjectItem(steps, "count")->valuedouble, 1); /* recording went on */
+    cJSON *steps =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "steps");
+    /* recording went on */
+    assert_int_equal((int)cJSON_GetObjectItem(steps, "count")->valuedouble, 1);
     cJSON_Delete(rep);
     tp_run_free(&run);
 }

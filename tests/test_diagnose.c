@@ -1,5 +1,5 @@
 /*
- * test_diagnose.c — issue 7 part 1 on synthetic runs with known answers: the step breakdown
+ * test_diagnose.c — the run-level analyses on synthetic runs with known answers: the step breakdown
  * (GPU and CPU), clock alignment across hosts, Megatron-LM's FLOPs formula and the peak
  * table, throughput and MFU, stragglers, and every diagnosis rule once where it must fire and
  * once where it must stay silent.

@@ -29,7 +29,8 @@ static size_t count(const tp_process *p, const char *name) {
 static void run_mode(const char *mode, size_t before, size_t after) {
     char dir[512];
     const char *base = getenv("TPROF_TEST_TMP");
-    snprintf(dir, sizeof dir, "%s/exit-%s-XXXXXX", base && *base ? base : "/tmp", mode + (*mode == '_'));
+    snprintf(dir, sizeof dir, "%s/exit-%s-XXXXXX", base && *base ? base : "/tmp",
+             mode + (*mode == '_'));
     assert_non_null(mkdtemp(dir));
     pid_t pid = fork();
     if (pid == 0) {

@@ -140,19 +140,19 @@ static void test_open_ended_and_malformed(void **state) {
 static void test_parse(void **state) {
     (void)state;
     uint64_t lo, hi;
-    assert_int_equal(tprof_kwin_parse("10-12", &lo, &hi), 0);
+    assert_int_equal(tprof__kwin_parse("10-12", &lo, &hi), 0);
     assert_int_equal(lo, 10);
     assert_int_equal(hi, 12);
-    assert_int_equal(tprof_kwin_parse("4", &lo, &hi), 0);
+    assert_int_equal(tprof__kwin_parse("4", &lo, &hi), 0);
     assert_int_equal(lo, 4);
     assert_int_equal(hi, 4);
-    assert_int_equal(tprof_kwin_parse("4-", &lo, &hi), 0);
+    assert_int_equal(tprof__kwin_parse("4-", &lo, &hi), 0);
     assert_true(hi == UINT64_MAX);
     static const char *const bad[] = {"", "-3", "a-b", "3-x", "3-2", "3--4", "3 - 4", "3,4",
                                       "99999999999999999999", "1-99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        assert_int_equal(tprof_kwin_parse(bad[i], &lo, &hi), -1);
-    assert_int_equal(tprof_kwin_parse(NULL, &lo, &hi), -1);
+        assert_int_equal(tprof__kwin_parse(bad[i], &lo, &hi), -1);
+    assert_int_equal(tprof__kwin_parse(NULL, &lo, &hi), -1);
 }
 
 int main(void) {

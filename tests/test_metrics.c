@@ -1,5 +1,5 @@
 /*
- * test_metrics.c — the live metrics (issue 8): the registry's text formats (core/metrics.c,
+ * test_metrics.c — the live metrics (docs/metrics.md): the registry's text formats (core/metrics.c,
  * compiled in), and the endpoint of a real session on an ephemeral loopback port: step
  * metrics from API steps, OpenMetrics negotiation, the token, the capture toggle, malformed
  * and oversized requests, a slow client and 200 concurrent connections while a job steps,

@@ -39,7 +39,9 @@
 #include "child.h"
 
 static const int k_zero = 0;
-static uint64_t single_id(uint32_t ordinal) { return tprof_mpi_comm_id(&k_zero, 1, NULL, 0, ordinal); }
+static uint64_t single_id(uint32_t ordinal) {
+    return tprof__mpi_comm_id(&k_zero, 1, NULL, 0, ordinal);
+}
 
 /* The n-th record named `name` (from 0), or NULL. */
 static const tp_comm_op *nth(const tp_process *p, const char *name, int n) {
@@ -59,19 +61,19 @@ static size_t count_named(const tp_process *p, const char *name) {
 static void test_comm_id_formula(void **state) {
     (void)state;
     const int w[3] = {0, 1, 2}, r[3] = {2, 1, 0}, two[2] = {0, 1}, far[2] = {5, 6};
-    uint64_t a = tprof_mpi_comm_id(w, 3, NULL, 0, 0);
-    assert_int_equal(a, tprof_mpi_comm_id(w, 3, NULL, 0, 0)); /* pure */
+    uint64_t a = tprof__mpi_comm_id(w, 3, NULL, 0, 0);
+    assert_int_equal(a, tprof__mpi_comm_id(w, 3, NULL, 0, 0)); /* pure */
     assert_true(a != 0);
-    assert_true(a != tprof_mpi_comm_id(w, 3, NULL, 0, 1));    /* a duplicate */
-    assert_true(a != tprof_mpi_comm_id(r, 3, NULL, 0, 0));    /* same members, other order */
-    assert_true(a != tprof_mpi_comm_id(two, 2, NULL, 0, 0));  /* other members */
-    assert_true(a != tprof_mpi_comm_id(w, 3, NULL, 0, TPROF_MPI_ORDINAL_LAZY));
+    assert_true(a != tprof__mpi_comm_id(w, 3, NULL, 0, 1));    /* a duplicate */
+    assert_true(a != tprof__mpi_comm_id(r, 3, NULL, 0, 0));    /* same members, other order */
+    assert_true(a != tprof__mpi_comm_id(two, 2, NULL, 0, 0));  /* other members */
+    assert_true(a != tprof__mpi_comm_id(w, 3, NULL, 0, TPROF_MPI_ORDINAL_LAZY));
     /* an inter-communicator: both sides see local and remote the other way round */
-    uint64_t x = tprof_mpi_comm_id(two, 2, far, 2, 0);
-    assert_int_equal(x, tprof_mpi_comm_id(far, 2, two, 2, 0));
-    assert_true(x != tprof_mpi_comm_id(two, 2, NULL, 0, 0));
-    assert_true(x != tprof_mpi_comm_id(two, 2, far, 2, 1));
-    assert_true(tprof_mpi_comm_id(NULL, 0, NULL, 0, 0) != 0);
+    uint64_t x = tprof__mpi_comm_id(two, 2, far, 2, 0);
+    assert_int_equal(x, tprof__mpi_comm_id(far, 2, two, 2, 0));
+    assert_true(x != tprof__mpi_comm_id(two, 2, NULL, 0, 0));
+    assert_true(x != tprof__mpi_comm_id(two, 2, far, 2, 1));
+    assert_true(tprof__mpi_comm_id(NULL, 0, NULL, 0, 0) != 0);
 }
 
 /* ------------------------------------------------------------------ one recording */

@@ -217,9 +217,12 @@ static void test_ops(void **state) {
     assert_non_null(cap);
     assert_non_null(strstr(cap, "v5"));
     /* what init told of each communicator */
-    assert_string_equal(tp_meta(p, "nccl.comm.1111222233334444"), "nranks=2 rank=0 nnodes=1 name=dp");
-    assert_string_equal(tp_meta(p, "nccl.comm.5555666677778888"), "nranks=4 rank=3 nnodes=1 name=-");
-    assert_string_equal(tp_meta(p, "nccl.comm.9999aaaabbbbcccc"), "nranks=8 rank=5 nnodes=1 name=tp");
+    assert_string_equal(tp_meta(p, "nccl.comm.1111222233334444"),
+                        "nranks=2 rank=0 nnodes=1 name=dp");
+    assert_string_equal(tp_meta(p, "nccl.comm.5555666677778888"),
+                        "nranks=4 rank=3 nnodes=1 name=-");
+    assert_string_equal(tp_meta(p, "nccl.comm.9999aaaabbbbcccc"),
+                        "nranks=8 rank=5 nnodes=1 name=tp");
     assert_null(tp_meta(p, "nccl.pool_drops"));
     tp_run_free(&run);
 }

@@ -96,7 +96,8 @@ static int child_session(const char *dir, int short_run) {
     }
     if (!fake) return 12;
     double (*t0)(void) = (double (*)(void))dlsym(fake, "fake_nvml_t0");
-    unsigned long long (*calls)(void) = (unsigned long long (*)(void))dlsym(fake, "fake_nvml_energy_calls");
+    unsigned long long (*calls)(void) =
+        (unsigned long long (*)(void))dlsym(fake, "fake_nvml_energy_calls");
     unsigned long long (*off)(const char *) =
         (unsigned long long (*)(const char *))dlsym(fake, "fake_nvml_energy_calls_off");
     int (*refs)(void) = (int (*)(void))dlsym(fake, "fake_nvml_refs");
@@ -236,7 +237,8 @@ static const char *jstr(const cJSON *j, const char *path) {
 }
 
 static void assert_near(double got, double want, double rel, const char *what) {
-    if (fabs(got - want) > rel * fabs(want)) fail_msg("%s: got %.6f, want %.6f (within %.1f %%)", what, got, want, 100 * rel);
+    if (fabs(got - want) > rel * fabs(want))
+        fail_msg("%s: got %.6f, want %.6f (within %.1f %%)", what, got, want, 100 * rel);
 }
 
 static const char *const k_fake_env[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, NULL};
@@ -288,7 +290,8 @@ static void test_sampler_counters(void **state) {
     assert_true(n >= 20 && n < 4096);
     assert_true(v[0] == 0.0);
     for (size_t i = 1; i < n; i++) assert_true(v[i] >= v[i - 1]);
-    assert_near(v[n - 1], 250.0 * (double)(ts[n - 1] - ts[0]) / 1e9, 0.01, "gpu0 energy over the run");
+    assert_near(v[n - 1], 250.0 * (double)(ts[n - 1] - ts[0]) / 1e9, 0.01,
+                "gpu0 energy over the run");
     /* the last sample is the one taken at shutdown, after the last step */
     tp_steps st;
     assert_int_equal(tp_find_steps(p, NULL, 1, &st), TPROF_OK);
@@ -306,7 +309,8 @@ static void test_sampler_counters(void **state) {
     assert_string_equal(tp_meta(p, "nvml.driver_version"), "999.99.99-fake");
     assert_string_equal(tp_meta(p, "nvml.devices"), "0,1");
     assert_string_equal(tp_meta(p, "nvml.match"), "all");
-    assert_non_null(strstr(tp_meta(p, "capability.nvml"), "sampling 2 GPUs (NVML indices 0,1) at 50 Hz"));
+    assert_non_null(
+        strstr(tp_meta(p, "capability.nvml"), "sampling 2 GPUs (NVML indices 0,1) at 50 Hz"));
     tp_run_free(&run);
 }
 
@@ -348,9 +352,11 @@ static void test_report_energy(void **state) {
     want /= (double)(st.nsteps - st.nwarmup);
     tp_steps_free(&st);
     assert_near(jnum(rep, "ranks.0.nvml.gpus.1.energy_per_step_j"), want, 0.02, "gpu1 J/step");
-    assert_true(jnum(rep, "ranks.0.nvml.gpus.1.power_max_w") > jnum(rep, "ranks.0.nvml.gpus.1.power_mean_w"));
+    assert_true(jnum(rep, "ranks.0.nvml.gpus.1.power_max_w") >
+                jnum(rep, "ranks.0.nvml.gpus.1.power_mean_w"));
     /* both together */
-    assert_near(jnum(rep, "ranks.0.nvml.energy_per_step_j"), 250.0 * mean_s + want, 0.02, "sum J/step");
+    assert_near(jnum(rep, "ranks.0.nvml.energy_per_step_j"), 250.0 * mean_s + want, 0.02,
+                "sum J/step");
     /* the gauges */
     assert_true(jnum(rep, "ranks.0.nvml.gpus.0.power_limit_w") == 700.0);
     assert_true(jnum(rep, "ranks.0.nvml.gpus.1.power_limit_w") == 400.0);
@@ -404,7 +410,8 @@ static void test_report_energy_without_counter(void **state) {
     load(&run);
     const tp_process *p = &run.procs[0];
     assert_int_equal(series(p, "gpu0.energy_j", NULL, NULL, 0), 0);
-    const char *why = "unsupported: nvmlDeviceGetTotalEnergyConsumption answered \"Not Supported\" (3)";
+    const char *why =
+        "unsupported: nvmlDeviceGetTotalEnergyConsumption answered \"Not Supported\" (3)";
     assert_string_equal(tp_meta(p, "gpu.0.energy_counter"), why);
     assert_string_equal(tp_meta(p, "gpu.1.energy_counter"), why);
     tp_steps st;
@@ -457,7 +464,8 @@ static void test_energy_counter_reset(void **state) {
     size_t n = series(&run.procs[0], "gpu0.energy_j", ts, v, 4096);
     assert_true(n >= 20 && n < 4096);
     for (size_t i = 1; i < n; i++)
-        if (v[i] < v[i - 1]) fail_msg("energy went back at sample %zu: %f -> %f", i, v[i - 1], v[i]);
+        if (v[i] < v[i - 1])
+            fail_msg("energy went back at sample %zu: %f -> %f", i, v[i - 1], v[i]);
     double span = (double)(ts[n - 1] - ts[0]) / 1e9, full = 250.0 * span;
     /* before the reload the fake's counter stood near 5e6 mJ: re-basing on it would jump by
      * thousands of joules; losing the last 20 ms sample gap before the reload costs 5 J
@@ -490,10 +498,9 @@ static void test_all_ranks_and_visible_uuid(void **state) {
     (void)state;
     fresh_dir("allranks");
     /* local rank 1 samples when asked to; CUDA_VISIBLE_DEVICES by UUID prefix picks GPU 1 */
-    static const char *const env2[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "LOCAL_RANK=1",
-                                       "TRAINPROF_NVML_ALL_RANKS=1",
-                                       "CUDA_VISIBLE_DEVICES=GPU-5a1e0000-0000-4000-8000-000000000001",
-                                       NULL};
+    static const char *const env2[] = {
+        "TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "LOCAL_RANK=1", "TRAINPROF_NVML_ALL_RANKS=1",
+        "CUDA_VISIBLE_DEVICES=GPU-5a1e0000-0000-4000-8000-000000000001", NULL};
     run_child("short", env2);
     tp_run run;
     load(&run);
@@ -524,7 +531,8 @@ static void test_forked_child_does_not_sample(void **state) {
     assert_int_equal(cp->hdr.ppid, pp->hdr.pid);
     assert_true(count_gpu_counters(pp) > 0);
     assert_int_equal(count_gpu_counters(cp), 0);
-    assert_non_null(strstr(tp_meta(cp, "capability.nvml"), "not sampled here: forked from process"));
+    assert_non_null(
+        strstr(tp_meta(cp, "capability.nvml"), "not sampled here: forked from process"));
     tp_run_free(&run);
 }
 
@@ -609,9 +617,9 @@ static void test_node_sampler_every_gpu_for_indices(void **state) {
 static void test_visible_mig(void **state) {
     (void)state;
     fresh_dir("mig");
-    static const char *const env[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "FAKE_NVML_MIG=1",
-                                      "CUDA_VISIBLE_DEVICES=MIG-5a1e0000-0000-5000-8000-0000000001a1",
-                                      NULL};
+    static const char *const env[] = {
+        "TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "FAKE_NVML_MIG=1",
+        "CUDA_VISIBLE_DEVICES=MIG-5a1e0000-0000-5000-8000-0000000001a1", NULL};
     run_child("short", env);
     tp_run run;
     load(&run);
@@ -891,7 +899,8 @@ static void test_monitor_world_sum(void **state) {
     g_set(0, 1000), g_set(1, 50000);
     rank_result res[2] = {{.rank = 0}, {.rank = 1}};
     pthread_t th[2];
-    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, rank_main, &res[i]), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, rank_main, &res[i]), 0);
     pthread_barrier_wait(&g_phase);
     g_set(0, 4000), g_set(1, 57000); /* rank 0's GPU: 3 J, rank 1's: 7 J */
     pthread_barrier_wait(&g_phase);

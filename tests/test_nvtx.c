@@ -144,7 +144,8 @@ static void test_names_nesting_durations(void **state) {
         assert_int_equal(fscanf(tf, "%lf", &truth), 1);
         assert_true(nget(sl[i], "tid") == main_tid);
         assert_true(nget(sl[i], "ts") >= nget(outer, "ts"));
-        assert_true(nget(sl[i], "ts") + nget(sl[i], "dur") <= nget(outer, "ts") + nget(outer, "dur"));
+        assert_true(nget(sl[i], "ts") + nget(sl[i], "dur") <=
+                    nget(outer, "ts") + nget(outer, "dur"));
         assert_true(nget(sl[i], "dur") >= 10000.0 && nget(sl[i], "dur") <= truth + 0.001);
         if (truth - nget(sl[i], "dur") > worst) worst = truth - nget(sl[i], "dur");
     }
@@ -155,7 +156,8 @@ static void test_names_nesting_durations(void **state) {
     /* the mark sits inside the wide range */
     const cJSON *mk = event("checkpoint", "i");
     assert_non_null(mk);
-    assert_true(nget(mk, "ts") >= nget(wide, "ts") && nget(mk, "ts") <= nget(wide, "ts") + nget(wide, "dur"));
+    assert_true(nget(mk, "ts") >= nget(wide, "ts") &&
+                nget(mk, "ts") <= nget(wide, "ts") + nget(wide, "dur"));
     /* one process: rank 0 (implied) */
     assert_true(nget(outer, "pid") == 0);
 }
@@ -185,7 +187,8 @@ static void test_cross_thread_and_open(void **state) {
     const cJSON *lo = event("left_open", "X");
     if (!lo) lo = event("left_open", "b");
     assert_non_null(lo);
-    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(lo, "args"), "unclosed")));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(lo, "args"), "unclosed")));
 }
 
 /* The payload extension: NCCL's core-push / payload-pop range closes, with its 2 ms; the
@@ -201,11 +204,13 @@ static void test_payload_extension(void **state) {
     assert_true(nget(r, "dur") >= 2000.0);
     const cJSON *st = event("StaticSchema", "X");
     assert_non_null(st);
-    assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "args"), "unclosed"));
+    assert_null(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "args"), "unclosed"));
     assert_true(nget(st, "ts") >= nget(r, "ts") + nget(r, "dur"));
     const cJSON *mk = event("DynamicSchema", "i");
     assert_non_null(mk);
-    assert_true(nget(mk, "ts") >= nget(st, "ts") && nget(mk, "ts") <= nget(st, "ts") + nget(st, "dur"));
+    assert_true(nget(mk, "ts") >= nget(st, "ts") &&
+                nget(mk, "ts") <= nget(st, "ts") + nget(st, "dur"));
     assert_non_null(event("LateSchema", "i")); /* after 5000 registrations of another */
     const cJSON *b = event("DynamicSchema", "b"), *e = event("DynamicSchema", "e");
     assert_non_null(b);
@@ -223,7 +228,8 @@ static void test_report_mentions_nvtx(void **state) {
     cJSON *rep = cJSON_Parse(text);
     free(text);
     assert_non_null(rep);
-    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep, "capabilities"), "nvtx");
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(rep, "capabilities"), "nvtx");
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(nv, "found")));
     const cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rep, "processes"), 0);
     assert_int_equal((int)nget(p0, "unmatched_pops"), 1);

@@ -953,14 +953,14 @@ typedef struct chunk_pos {
 static chunk_pos middle_thread_chunk(const char *path) {
     tprof_reader *r;
     char err[200];
-    assert_int_equal(TPROF_OK, tprof_reader_open(path, &r, err, sizeof err));
+    assert_int_equal(TPROF_OK, tprof__reader_open(path, &r, err, sizeof err));
     chunk_pos all[512];
     int n = 0;
     tprof_chunk c;
-    while (tprof_reader_next(r, &c) && n < 512)
+    while (tprof__reader_next(r, &c) && n < 512)
         if (c.thread_serial != 0) all[n++] = (chunk_pos){c.file_offset, c.len, c.thread_serial};
-    assert_int_equal(0, tprof_reader_damage_count(r));
-    tprof_reader_close(r);
+    assert_int_equal(0, tprof__reader_damage_count(r));
+    tprof__reader_close(r);
     if (n < 4) fail_msg("%s has only %d thread chunks", path, n);
     return all[n / 2];
 }

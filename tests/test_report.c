@@ -269,7 +269,7 @@ static void test_gpu_unknown_launch(void **state) {
 }
 
 /* A rank on GPU 1 (torchrun's rank 1): CUPTI's synchronisation records carry no device.
- * Files before the fix wrote 0 there, new ones TPROF_DEVICE_UNKNOWN; either way they take the
+ * Older rank files hold 0 there, current ones TPROF_DEVICE_UNKNOWN; either way they take the
  * device of the work on their stream (or the process's only device), so the report lists
  * GPU 1 alone, not a phantom idle GPU 0, and still counts the host synchronisations. */
 static void test_sync_device_from_stream(void **state) {
@@ -389,7 +389,7 @@ static void test_gpu_section(void **state) {
                   "cudaMemcpyAsync", sizeof "cudaMemcpyAsync");
     }
     /* launched at the end of the last step (cudaLaunchKernel, correlation 99), run after it:
-     * it belongs to that step (DESIGN §4), though no step window holds its execution */
+     * it belongs to that step (docs/design.md §4), though no step window holds its execution */
     tprof_pl_gpu launch = {T0 + 29600000ull, 0, 0, 0, 99, 211, 3, 0};
     synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, T0 + 29500000ull, &launch, sizeof launch,
               "cudaLaunchKernel", sizeof "cudaLaunchKernel");

@@ -2,11 +2,11 @@
  * test_timers.c — Megatron-compatible Timers.
  *
  * Golden tests: for given timer values on 4 simulated ranks (a collectives hook whose
- * all_gather returns fixed rows for the other ranks), the text equals, character for
- * character, what Megatron-LM's Timers print for each log option. The expected strings were
- * written by hand from the format rules (reference/megatron.md §1): header line, names plus
- * a space left-justified with dots to 48 characters, two decimals, milliseconds per
- * normalizer unit, zeros left out of min/max, timers with no value left out, per-rank lines
+ * all_gather returns fixed rows for the other ranks), the text equals, character for character,
+ * what Megatron-LM's Timers print for each log option. The expected strings were written by
+ * hand from the format rules (Megatron-LM megatron/core/timers.py): header line, names plus a
+ * space left-justified with dots to 48 characters, two decimals, milliseconds per normalizer
+ * unit, zeros left out of min/max, timers with no value left out, per-rank lines
  * "     rank NN: v". Also: registry level rules, elapsed while running, reset and active
  * time, a known sleep measured within 1 ms, printing on the last rank only, JSON, and the
  * timer ranges in the trace.
@@ -91,10 +91,11 @@ static void test_golden_minmax(void **state) {
     tprof_timers *t = make_timers(TPROF_TIMERS_MINMAX);
     char *s;
     assert_int_equal(tprof_timers_string(t, names, NT, 10.0, 0, 0, &s), TPROF_OK);
-    assert_string_equal(s, "(min, max) time across ranks (ms):\n"
-                           "    forward-compute ................................: (125.00, 200.00)\n"
-                           "    backward-compute ...............................: (300.00, 350.00)\n"
-                           "    batch-generator ................................: (5.00, 5.00)");
+    assert_string_equal(s,
+                        "(min, max) time across ranks (ms):\n"
+                        "    forward-compute ................................: (125.00, 200.00)\n"
+                        "    backward-compute ...............................: (300.00, 350.00)\n"
+                        "    batch-generator ................................: (5.00, 5.00)");
     free(s);
     tprof_timers_destroy(t);
 }
@@ -150,10 +151,11 @@ static void test_golden_all_registered_and_padding(void **state) {
     tprof_timer_set_elapsed(tprof_timer_get(t, "d\xc3\xa9j\xc3\xa0", 1), 0.25);
     char *s;
     assert_int_equal(tprof_timers_string(t, NULL, 0, 1.0, 1, 0, &s), TPROF_OK);
-    assert_string_equal(s, "(min, max) time across ranks (ms):\n"
-                           "    interval-time ..................................: (500.00, 500.00)\n"
-                           "    a-very-long-timer-name-that-is-longer-than-forty-seven : (1.00, 1.00)\n"
-                           "    d\xc3\xa9j\xc3\xa0 ...........................................: (250.00, 250.00)");
+    assert_string_equal(
+        s, "(min, max) time across ranks (ms):\n"
+           "    interval-time ..................................: (500.00, 500.00)\n"
+           "    a-very-long-timer-name-that-is-longer-than-forty-seven : (1.00, 1.00)\n"
+           "    d\xc3\xa9j\xc3\xa0 ...........................................: (250.00, 250.00)");
     free(s);
     /* reset=1 above: everything is zero now, and Megatron prints nothing */
     assert_int_equal(tprof_timers_string(t, NULL, 0, 1.0, 1, 0, &s), TPROF_OK);
@@ -194,7 +196,8 @@ static void test_log_last_rank_only_and_json(void **state) {
     /* batch-generator: 0.05 s went through float32, as in Megatron's tensor */
     cJSON *bg = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "timers"), 3);
     assert_true(cJSON_GetObjectItem(bg, "max")->valuedouble == (double)0.05f / 0.01);
-    assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "timers"), 2), "max")));
+    assert_true(cJSON_IsNull(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o, "timers"), 2), "max")));
     cJSON_Delete(o);
     free(js);
     tprof_timers_destroy(t);
@@ -406,7 +409,8 @@ static void test_timer_ranges_in_trace(void **state) {
     tp_report_opts o;
     tp_report_opts_init(&o);
     cJSON *rep = tp_report_build(&run, &o);
-    cJSON *tm = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "timers");
+    cJSON *tm =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "timers");
     assert_non_null(tm);
     cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(tm, "rows"), 0);
     assert_string_equal(cJSON_GetObjectItem(row, "name")->valuestring, "forward-compute");
@@ -471,7 +475,8 @@ static void test_report_tables_two_ranks(void **state) {
                         "  backward-compute:\n"
                         "     rank  1: 2.00");
     cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 1);
-    cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r1, "timers"), "rows"), 0);
+    cJSON *row =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r1, "timers"), "rows"), 0);
     assert_true(cJSON_GetObjectItem(row, "ms")->valuedouble == 6.0);
     assert_int_equal(cJSON_GetObjectItem(row, "count")->valueint, 3);
     cJSON_Delete(rep);

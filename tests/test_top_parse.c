@@ -19,7 +19,9 @@
 
 #include "top_parse.h"
 
-static int line(const char *s, tp_prom_sample *out) { return tp_prom_parse_line(s, strlen(s), out); }
+static int line(const char *s, tp_prom_sample *out) {
+    return tp_prom_parse_line(s, strlen(s), out);
+}
 
 static void test_basic(void **st) {
     (void)st;
@@ -160,8 +162,9 @@ static void test_hostile(void **st) {
     big[202] = 0;
     assert_int_equal(line(big, &s), -1);
     /* a whole hostile document: good lines survive, bad ones are counted */
-    static const char doc[] = "good 1\n\xff\xfe\x00junk\nm{a=\"\n\"} 2\n{{{{\n} 3\ngood{x=\"\\\\\"} 4\n"
-                      "#\n# TYPE\n\n\n\r\n";
+    static const char doc[] =
+        "good 1\n\xff\xfe\x00junk\nm{a=\"\n\"} 2\n{{{{\n} 3\ngood{x=\"\\\\\"} 4\n"
+        "#\n# TYPE\n\n\n\r\n";
     size_t dl = sizeof doc - 1;
     agg a = {0};
     tp_prom_stats ps;
@@ -205,11 +208,18 @@ static void test_http(void **st) {
     assert_int_equal(http("HTTP/1.1 200 OK\r\nContent-Length: 50", &r, buf), -1);
     assert_int_equal(http("HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", &r, buf), -1);
     assert_int_equal(http("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nx", &r, buf), -1);
-    assert_int_equal(http("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\nx", &r, buf), -1);
-    assert_int_equal(http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nx", &r, buf), -1);
-    assert_int_equal(http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort", &r, buf), -1);
-    assert_int_equal(http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", &r, buf), -1);
-    assert_int_equal(http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd", &r, buf), -1);
+    assert_int_equal(
+        http("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\nx", &r, buf), -1);
+    assert_int_equal(
+        http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nx", &r,
+             buf),
+        -1);
+    assert_int_equal(
+        http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort", &r, buf), -1);
+    assert_int_equal(http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", &r, buf),
+                     -1);
+    assert_int_equal(
+        http("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd", &r, buf), -1);
 }
 
 int main(void) {

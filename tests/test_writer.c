@@ -305,7 +305,8 @@ static void test_closed_descriptors(void **state) {
     expect_meta(p, "rank_file.reopened", "2"); /* once after each closing */
     cJSON *rep = tp_report_build(&run, NULL);
     char *text = report_text(rep);
-    assert_non_null(strstr(text, "the program closed the rank file's descriptor: reopened 2 time(s)"));
+    assert_non_null(
+        strstr(text, "the program closed the rank file's descriptor: reopened 2 time(s)"));
     free(text);
     cJSON_Delete(rep);
     tp_run_free(&run);

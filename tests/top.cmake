@@ -1,4 +1,4 @@
-# `trainprof top` (issue 8, docs/cli.md): the Prometheus text and HTTP response parsers on
+# `trainprof top` (docs/cli.md): the Prometheus text and HTTP response parsers on
 # known and hostile input (test_top_parse); then the command itself (top_test.sh): a char_lm
 # job under `trainprof run --metrics-port` seen by `top --once` (rank 0, steps > 0, a plausible
 # step time), an endpoint that does not answer (exit 1, a clear line), and a fake server

@@ -7,8 +7,8 @@
 #
 # Always asserted: the job exits 0 under trainprof, both ranks finish all 20 steps and their
 # loss falls. The profile: a CPU-only torch has no NVTX, so the script's ranges are no-ops and
-# the ranks record nothing until the Python module's zero-code path (`trainprof run --python`,
-# issue 6) exists. When this CLI offers --python the test uses it and requires report.json
+# the ranks record nothing without the Python module's zero-code path (`trainprof run
+# --python`). When this CLI offers --python the test uses it and requires report.json
 # with two rank processes (ranks 0 and 1) and 20 steps each; without it, a report that does
 # appear must still show exactly those two ranks, and no report must come with the CLI's
 # "no process recorded anything" explanation.
@@ -83,7 +83,7 @@ if not os.path.exists(path):
     assert not pyflag, "trainprof run --python wrote no report.json"
     assert "no process recorded anything" in log, "no report.json and no explanation from trainprof run"
     print("NOTE: no rank files: CPU torch has no NVTX and this trainprof has no `run --python`; "
-          "rank and step assertions not reachable yet (issue 6)")
+          "rank and step assertions need `trainprof run --python`")
     sys.exit(0)
 rep = json.load(open(path))
 ranks = sorted(p["rank"] for p in rep["processes"] if p["role"] == "rank")
@@ -98,5 +98,5 @@ if pyflag or found:
         assert count(r) == steps, ("rank", r["rank"], r.get("steps"))
     print("report: 2 ranks, %d steps each" % steps)
 else:
-    print("NOTE: report has 2 ranks but no steps (CPU torch has no NVTX; issue 6 adds them)")
+    print("NOTE: report has 2 ranks but no steps (CPU torch has no NVTX; `run --python` adds them)")
 PY

@@ -278,7 +278,8 @@ static PyObject *range_exit(RangeObject *r, PyObject *const *args, Py_ssize_t na
 }
 
 static PyObject *range_repr(RangeObject *r) {
-    if (r->domain) return PyUnicode_FromFormat("trainprof.range(%R, domain=%R)", r->name, r->domain);
+    if (r->domain)
+        return PyUnicode_FromFormat("trainprof.range(%R, domain=%R)", r->name, r->domain);
     return PyUnicode_FromFormat("trainprof.range(%R)", r->name);
 }
 
@@ -1588,7 +1589,8 @@ static int gather_matrix(TimersObject *ts, PyObject *names, int reset, int barri
         }
     }
     if (*names_out && (size_t)PyList_GET_SIZE(*names_out) != *n) {
-        PyErr_SetString(PyExc_RuntimeError, "Timers: registered names out of step with the library");
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Timers: registered names out of step with the library");
         Py_CLEAR(*names_out);
     }
     if (!*names_out) {

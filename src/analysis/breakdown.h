@@ -1,5 +1,5 @@
 /*
- * breakdown.h — the step breakdown of a rank (DESIGN §5, in HTA's terms; breakdown.c).
+ * breakdown.h — the step breakdown of a rank (docs/design.md §5.2, in HTA's terms; breakdown.c).
  *
  * GPU jobs: each step's wall time on the rank's main device (the one with the most kernel
  * time) is split in priority order into compute kernels, exposed communication (the

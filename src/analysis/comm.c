@@ -1,12 +1,12 @@
 /*
- * comm.c — the communication analysis (issue 5, DESIGN §5): what each communicator carried,
+ * comm.c — the communication analysis (docs/design.md §5.2): what each communicator carried,
  * how fast, and how much of each step was communication the GPU could not hide.
  *
  * Inputs are the COMM_OP records (NCCL profiler plugin or MPI through PMPI), the CUPTI
  * kernels and the steps. Three parts:
  *
- * 1. Timing of each op (tp_comm_resolve), best first (DESIGN §5): the CUPTI NCCL kernel
- *    matched to it (rule below) when that kernel runs this op alone and holds the op's
+ * 1. Timing of each op (tp_comm_resolve), best first (docs/design.md §5.2): the CUPTI NCCL
+ *    kernel matched to it (rule below) when that kernel runs this op alone and holds the op's
  *    kernel-channel interval (100 us slack) when there is one; the record's GPU
  *    interval (NCCL kernel-channel events); a kernel shared by a fused group; else the host
  *    interval, which for NCCL is only the enqueue and for MPI's blocking calls is the real
@@ -28,7 +28,7 @@
  *    soonest after the issues, in sum); communicators are served in the order of their first
  *    op, and a kernel taken by one is not offered to the next.
  *
- * 2. Bandwidth per communicator and op (nccl-tests, reference/gpu-capture.md §3): algbw =
+ * 2. Bandwidth per communicator and op (nccl-tests, doc/PERFORMANCE.md): algbw =
  *    S / t with S nccl-tests' "size" and GB = 1e9 bytes; busbw = algbw x factor. Over several
  *    ops, algbw = sum S / sum t (the time-weighted rate, equal to each op's when all are
  *    alike), as nccl-tests divides one size by its mean time.
@@ -118,9 +118,9 @@ double tp_comm_bus_factor(uint32_t op, uint32_t nranks) {
 }
 
 static const char *op_name(const tp_comm_op *o) {
-    return o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT ? tprof_comm_op_name(o->op)
-           : o->name                                                 ? o->name
-                                                                     : "Unknown";
+    if (o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT)
+        return tprof__comm_op_name(o->op);
+    return o->name ? o->name : "Unknown";
 }
 
 /* Host-timed sources: MPI calls and torch.distributed calls of a backend that runs on the
@@ -602,7 +602,7 @@ done:;
             }
         }
         if (kernel && channels) {
-            /* CUPTI's record of the op's own kernel comes first (DESIGN §5): the channel
+            /* CUPTI's record of the op's own kernel comes first (docs/design.md §5.2): the channel
              * interval starts ~3 us into the kernel. It counts only when the kernel runs this
              * op alone and holds its (placement-checked) channel interval; one that does not
              * is a wrong match (order-based matching shifts when CUPTI dropped records) */
@@ -700,9 +700,10 @@ static cJSON *row_json(const row *r, size_t nst) {
     cJSON_AddNumberToObject(e, "count", (double)r->count);
     cJSON_AddNumberToObject(e, "bytes", (double)r->bytes);
     if (r->dtypes) /* the element type, when the source said (NCCL does) */
-        cJSON_AddStringToObject(e, "datatype", r->dtypes & (r->dtypes - 1)
-                                                   ? "mixed"
-                                                   : tprof_comm_dtype_name((uint32_t)__builtin_ctz(r->dtypes)));
+        cJSON_AddStringToObject(
+            e, "datatype",
+            r->dtypes & (r->dtypes - 1) ? "mixed"
+                                        : tprof__comm_dtype_name((uint32_t)__builtin_ctz(r->dtypes)));
     cJSON_AddNumberToObject(e, "timed", (double)r->timed);
     cJSON_AddNumberToObject(e, "time_ms", (double)r->time_ns / 1e6);
     if (r->timed) cJSON_AddNumberToObject(e, "mean_us", (double)r->time_ns / 1e3 / (double)r->timed);
@@ -1162,9 +1163,9 @@ static int cmp_xcomm(const void *a, const void *b) {
     return strcmp(x->id, y->id);
 }
 
-/* A guess at what a communicator is for (DESIGN §5: by size, members and traffic), with the
- * reason; Megatron-LM's default rank order puts tensor-parallel groups on consecutive ranks
- * and data-parallel groups at a stride. */
+/* A guess at what a communicator is for (docs/design.md §5.2: by size, members and traffic),
+ * with the reason; Megatron-LM's default rank order puts tensor-parallel groups on consecutive
+ * ranks and data-parallel groups at a stride. */
 static void guess_role(const xcomm *c, int world, char *role, size_t nr, char *basis, size_t nb) {
     int size = (int)c->size;
     if (size <= 1) {
@@ -1432,7 +1433,9 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
         cJSON_AddNumberToObject(xe, "worst_rank", tp_jnum(worst, "rank"));
         cJSON_AddNumberToObject(xe, "worst_exposed_share", tp_jnum(worst_x, "exposed_share"));
         double ws = tp_jnum(worst_x, "exposed_share");
-        /* DESIGN §5: exposed communication > 10 % of the step; issue 5: critical above 30 % */
+        /* exposed communication over 10 % of the step is a warning (docs/design.md §5.2), over
+         * 30 % critical: then communication takes more of the step than any single phase
+         * usually does (thresholds in tp_report_opts) */
         if (findings && ws > warn_share) {
             int step = !strcmp(tp_jstr(worst_x, "per"), "step");
             const char *sev = ws > crit_share ? "critical" : "warning";

@@ -15,7 +15,7 @@
 #include "analysis/model.h"
 #include "analysis/steps.h"
 
-/* Where an op's duration came from (order of preference: comm.c, part 1; DESIGN §5). */
+/* Where an op's duration came from (order of preference: comm.c, part 1; docs/design.md §5.2). */
 typedef enum tp_comm_src {
     TP_COMM_TIME_HOST = 0,   /* host interval of the call: the real duration for MPI's blocking
                               * calls, only the enqueue for NCCL */

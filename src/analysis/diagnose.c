@@ -152,7 +152,7 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
      * steps. The median over all collectives misses a straggler whenever one collective per
      * step absorbs its delay: under DDP the first gradient all-reduce of a step waits for
      * the late rank, and the later buckets, queued behind it on the same NCCL stream, start
-     * nearly together (seen on 2 x H200: a rank sleeping 15 ms per step had a median lag of
+     * nearly together (on 2 x H200 a rank sleeping 15 ms per step had a median lag of
      * 0.94 ms). Without steps, the median lag stands in. */
     step_lags(c, steps, lps);
     for (size_t r = 0; r < n; r++)

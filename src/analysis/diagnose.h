@@ -1,6 +1,6 @@
 /*
- * diagnose.h — the run-level analyses of issue 7 and the diagnosis rule engine (diagnose.c):
- * clock alignment across hosts (clocks.c), throughput and MFU (mfu.c), stragglers, and a
+ * diagnose.h — the run-level analyses and the diagnosis rule engine (diagnose.c): clock
+ * alignment across hosts (clocks.c), throughput and MFU (mfu.c), stragglers, and a
  * table of rules over the step breakdown (breakdown.c) and the other sections, each with a
  * configurable threshold in tp_report_opts, each finding carrying its evidence and a
  * recommendation, appended to the report's "findings".
@@ -15,7 +15,8 @@
 #include "analysis/model.h"
 #include "analysis/report.h"
 
-/* Sets the issue-7 fields of o to their defaults (tp_report_opts_init calls it). */
+/* Sets the throughput inputs and the diagnosis thresholds of o to their defaults
+ * (tp_report_opts_init calls it). */
 void tp_diagnose_opts_init(tp_report_opts *o);
 
 /* Adds "clocks", "throughput", "stragglers" and "diagnosis" to the report and appends the

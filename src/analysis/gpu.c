@@ -7,7 +7,9 @@
  * Work counts for the measured steps (warm-up left out) when its launch was inside one
  * (the runtime call with the same CUPTI correlation id; for work of unknown launch, an
  * estimate from its known neighbours on the same stream: launch_times), so "per step"
- * figures match a profiler that synchronizes around the same steps; busy time is where the device was busy during the step windows. One table of kernel-name patterns (DESIGN §5) classifies kernels.
+ * figures match a profiler that synchronizes around the same steps; busy time is where the
+ * device was busy during the step windows. One table of kernel-name patterns
+ * (docs/design.md §5.2) classifies kernels.
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
@@ -118,7 +120,7 @@ static int by_corr(const void *a, const void *b) {
     return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
 }
 
-/* GPU work belongs to the step whose thread launched it (DESIGN §4): the launch's time is
+/* GPU work belongs to the step whose thread launched it (docs/design.md §4): the launch's time is
  * that of the runtime call with the same correlation id. Work whose launch is unknown
  * (driver API, graphs) counts by where it ran, clipped to the steps. Returns the ns of `o`
  * that count for the measured steps. */

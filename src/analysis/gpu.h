@@ -34,7 +34,7 @@ int tp_gpu_clip_to_streams(tp_process *p);
 const tp_gpu_clip *tp_gpu_clip_of(const tp_process *p, const tp_gpu_op *o);
 
 /* The class of a kernel name: "communication", "attention", "gemm", "elementwise/norm" or
- * "other" (one table, DESIGN §5). The loader stores each kernel's class id in its
+ * "other" (one table, docs/design.md §5.2). The loader stores each kernel's class id in its
  * tp_gpu_op (cls), matched once per distinct name: use tp_kernel_class_name(op->cls) on
  * loaded ops rather than matching the name again. */
 const char *tp_kernel_class(const char *name);

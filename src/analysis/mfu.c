@@ -108,7 +108,7 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
     return 0;
 }
 
-/* Megatron-LM num_floating_point_operations (reference/megatron.md §5), standard transformer,
+/* Megatron-LM num_floating_point_operations (megatron/training/training.py), standard transformer,
  * MHA/GQA, no attention output gate, no MTP, no MLA:
  *   q = kv_channels·heads, k = v = kv_channels·groups
  *   per token, per layer: attention linear 6·[h·(q+k+v) + q·h]
@@ -288,7 +288,7 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
         cJSON_AddBoolToObject(m, "gated", md.gated);
         cJSON_AddNumberToObject(m, "flops_per_token", tp_model_flops(&md, 1));
         cJSON_AddStringToObject(m, "formula", "Megatron-LM num_floating_point_operations "
-                                              "(reference/megatron.md §5)");
+                                              "(megatron/training/training.py)");
     }
     if (fsrc && have_model)
         cJSON_AddStringToObject(t, "note", "flops_per_step is given, so the model's formula is "

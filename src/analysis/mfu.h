@@ -3,10 +3,10 @@
  *
  * Model FLOPs per step come from the caller (--flops-per-step, or metadata flops_per_step) or
  * from a transformer description with the formula Megatron-LM uses
- * (num_floating_point_operations in megatron/training/training.py; summarised in the shared
- * reference/megatron.md §5): forward plus backward (factor 3), FMA = 2 FLOPs, activation
- * recomputation not counted, core attention halved by the causal mask.
- * MFU = achieved model TFLOP/s per GPU / the GPU's dense peak for the dtype (table in mfu.c).
+ * (num_floating_point_operations in megatron/training/training.py): forward plus backward
+ * (factor 3), FMA = 2 FLOPs, activation recomputation not counted, core attention halved by the
+ * causal mask. MFU = achieved model TFLOP/s per GPU / the GPU's dense peak for the dtype (table
+ * in mfu.c).
  */
 #ifndef TPROF_MFU_H
 #define TPROF_MFU_H

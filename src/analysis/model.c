@@ -270,7 +270,7 @@ static void kernel_name(tp_run *run, const char *raw, tp_gpu_op *op) {
 
 static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl) {
     if (r->arg == TPROF_INLINE_NAME) {
-        const char *s = tprof_rec_inline(r, pl);
+        const char *s = tprof__rec_inline(r, pl);
         return tp_intern(L->run, s ? s : "(bad name)");
     }
     if (r->arg >= 1 && r->arg <= tl->nstrs && tl->strs[r->arg - 1]) return tl->strs[r->arg - 1];
@@ -320,20 +320,20 @@ static int proc_record(loader *L, const tprof_rec *r) {
     tp_process *p = L->p;
     switch (r->kind) {
     case TPROF_REC_META: {
-        const char *k = tprof_rec_inline(r, 0);
+        const char *k = tprof__rec_inline(r, 0);
         if (!k) return 0;
         const char *v = k + strlen(k) + 1;
         if ((const uint8_t *)v >= (const uint8_t *)r + r->size) v = "";
         return add_meta(L->run, p, k, v);
     }
     case TPROF_REC_DOMAIN: {
-        const char *n = tprof_rec_inline(r, 0);
+        const char *n = tprof__rec_inline(r, 0);
         return add_domain(L->run, p, r->arg, n ? n : "(bad domain)", L->max_id);
     }
     case TPROF_REC_CATEGORY: {
         if (r->size < sizeof *r + sizeof(tprof_pl_category)) return 0;
         const tprof_pl_category *pl = (const void *)(r + 1);
-        const char *n = tprof_rec_inline(r, sizeof *pl);
+        const char *n = tprof__rec_inline(r, sizeof *pl);
         struct tp_category *nc =
             realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
         if (!nc) return TPROF_ERR_NO_MEMORY;
@@ -373,7 +373,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     }
     switch (r->kind) {
     case TPROF_REC_STRING: {
-        const char *s = tprof_rec_inline(r, 0);
+        const char *s = tprof__rec_inline(r, 0);
         if (!s || r->arg == 0 || r->arg > 1u << 26 || r->arg > L->max_id) return 0;
         while (tl->nstrs < r->arg) PUSH(tl->strs, tl->nstrs, tl->cap_strs, NULL);
         tl->strs[r->arg - 1] = tp_intern(L->run, s);
@@ -528,7 +528,7 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
     case TPROF_REC_THREAD_NAME: {
         if (body < sizeof(tprof_pl_u64)) break;
         uint64_t tid = ((const tprof_pl_u64 *)(r + 1))->value;
-        const char *n = tprof_rec_inline(r, sizeof(tprof_pl_u64));
+        const char *n = tprof__rec_inline(r, sizeof(tprof_pl_u64));
         if (!n) return 0;
         /* NVTX may name another thread: apply to the thread with that os tid if known,
          * else remember it on this thread when it is its own id */
@@ -814,7 +814,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     p->rank = p->world_size = p->local_rank = -1;
     tprof_reader *rd;
     char err[200];
-    int rc = tprof_reader_open(path, &rd, err, sizeof err);
+    int rc = tprof__reader_open(path, &rd, err, sizeof err);
     if (rc != TPROF_OK) {
         char line[512];
         snprintf(line, sizeof line, "%s: %s", path, err);
@@ -826,26 +826,26 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         }
         return rc;
     }
-    p->hdr = *tprof_reader_header(rd);
+    p->hdr = *tprof__reader_header(rd);
     clean_field(p->hdr.host, sizeof p->hdr.host);
     clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
     clean_field(p->hdr.build, sizeof p->hdr.build);
     p->domains = calloc(1, sizeof *p->domains);
-    if (!p->domains) { tprof_reader_close(rd); return TPROF_ERR_NO_MEMORY; }
+    if (!p->domains) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->domains[0] = tp_intern(run, "");
     p->ndomains = 1;
     loader L;
     memset(&L, 0, sizeof L);
     L.run = run;
     L.p = p;
-    L.max_id = tprof_reader_size(rd) / MIN_NAMED_REC;
+    L.max_id = tprof__reader_size(rd) / MIN_NAMED_REC;
     tprof_chunk c;
     uint64_t proc_dropped = 0;
     uint32_t prev_serial = 0;
     uint64_t prev_dropped = 0;
     size_t prev_len = 0;
     rc = TPROF_OK;
-    while (rc == TPROF_OK && tprof_reader_next(rd, &c)) {
+    while (rc == TPROF_OK && tprof__reader_next(rd, &c)) {
         int ti = -1;
         uint64_t new_drops = 0, last_before = 0;
         if (c.thread_serial == 0) proc_dropped = c.dropped;
@@ -862,7 +862,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         int bad = 0;
         uint64_t first_ts = 0;
         const tprof_rec *r;
-        while (rc == TPROF_OK && (r = tprof_chunk_next_rec(&c, &pos, &bad)) != NULL) {
+        while (rc == TPROF_OK && (r = tprof__chunk_next_rec(&c, &pos, &bad)) != NULL) {
             if (!first_ts && ti >= 0 && r->kind != TPROF_REC_PAD && r->kind != TPROF_REC_STRING)
                 first_ts = r->ts_ns;
             rc = ti < 0 ? proc_record(&L, r) : thread_record(&L, ti, r);
@@ -908,11 +908,11 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         prev_dropped = c.dropped;
         prev_len = c.len;
     }
-    for (size_t i = 0; i < tprof_reader_damage_count(rd); i++) {
-        const tprof_damage *d = tprof_reader_damage(rd, i);
+    for (size_t i = 0; i < tprof__reader_damage_count(rd); i++) {
+        const tprof_damage *d = tprof__reader_damage(rd, i);
         add_damage(p, "%s at byte %llu", d->what, (unsigned long long)d->offset);
     }
-    tprof_reader_close(rd);
+    tprof__reader_close(rd);
     finish_process(&L);
     gpu_in_start_order(p);
     if (tp_gpu_clip_to_streams(p) != 0)
@@ -1036,8 +1036,8 @@ int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
     return rc;
 }
 
-/* DESIGN §4: which processes are ranks. A process whose metadata names a rank is that rank,
- * unless another process of the same rank did more (a launcher agent, or a DataLoader
+/* Which processes are ranks (docs/design.md §4). A process whose metadata names a rank is that
+ * rank, unless another process of the same rank did more (a launcher agent, or a DataLoader
  * worker that inherited RANK): the busiest is the rank, the others its helpers. Without any
  * rank metadata the busiest process is rank 0 (implied) and the others helpers. */
 static void assign_roles(tp_run *run) {

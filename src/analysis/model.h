@@ -123,7 +123,7 @@ typedef struct tp_comm_op {
     uint64_t start, end;         /* host interval of the call */
     uint64_t gpu_start, gpu_end; /* GPU-side interval when flags has TPROF_COMM_F_GPU_TIME */
     uint64_t bytes, count, comm_hash;
-    const char *name; /* DESIGN §5 op name, or the source's when op is unknown */
+    const char *name; /* docs/design.md §5.2 op name, or the source's when op is unknown */
     uint32_t seq, nranks, rank, op, algo, proto, peer, flags, nchannels, source;
     uint32_t os_tid;  /* thread that recorded it */
     uint32_t dtype;   /* enum tprof_comm_dtype */

@@ -1,5 +1,5 @@
 /*
- * report.c — the first report (issue 2): run summary, steps per rank, the top ranges by
+ * report.c — the report document and its text: run summary, steps per rank, the top ranges by
  * inclusive and exclusive time per step, and the share of data loading.
  *
  * Everything is computed into a cJSON document first (report.json), and the text report is
@@ -42,7 +42,7 @@ void tp_report_opts_init(tp_report_opts *o) {
     o->ndata_names = sizeof default_data_names / sizeof *default_data_names;
     o->comm_warn_share = 0.10;
     o->comm_crit_share = 0.30;
-    tp_diagnose_opts_init(o); /* issue 7: throughput inputs and diagnosis thresholds */
+    tp_diagnose_opts_init(o); /* throughput inputs and diagnosis thresholds */
 }
 
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
@@ -878,7 +878,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     process_section(rs, p);
     energy_section(rs, run, p, meas, nm);
     memory_capacity(rs, p);
-    tp_breakdown_section(rs, p, &s, o->data_names, o->ndata_names); /* issue 7 */
+    tp_breakdown_section(rs, p, &s, o->data_names, o->ndata_names);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
@@ -1145,7 +1145,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");
     tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share, o->comm_crit_share);
-    /* issue 7: clocks, throughput/MFU, stragglers and the diagnosis rules */
+    /* clocks, throughput/MFU, stragglers and the diagnosis rules */
     tp_diagnose_run(rep, run, ranks, findings, o);
     tp_ended_section(rep, findings, run); /* ranks killed by a signal or cut short */
     /* options and metadata reach the document as given (a --step-name, a model spec, a
@@ -1533,7 +1533,7 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
         nvml_text(f, tp_jobj(r, "nvml"));
         gpu_text(f, tp_jobj(r, "gpu"), B, N);
         tp_comm_rank_text(f, tp_jobj(r, "communication"));
-        tp_breakdown_text(f, tp_jobj(r, "breakdown")); /* issue 7 */
+        tp_breakdown_text(f, tp_jobj(r, "breakdown"));
         const cJSON *dl = tp_jobj(r, "data_loading");
         const cJSON *rg = tp_jobj(r, "ranges");
         int per_step = !strcmp(tp_jstr(rg, "per"), "step");
@@ -1580,7 +1580,7 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
         }
     }
     tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
-    tp_diagnose_text(f, rep, B, N, Y); /* issue 7: clocks, throughput, stragglers */
+    tp_diagnose_text(f, rep, B, N, Y); /* clocks, throughput, stragglers */
     const cJSON *tm = tp_jobj(rep, "timers");
     if (tm) {
         fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,

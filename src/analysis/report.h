@@ -14,25 +14,26 @@
 #define TP_REPORT_SCHEMA_VERSION 1
 
 typedef struct tp_report_opts {
-    const char *step_name;          /* --step-name; NULL = DESIGN §4 default rule */
+    const char *step_name;          /* --step-name; NULL = docs/design.md §4 default rule */
     int warmup;                     /* warm-up steps, default 1 */
     const char *const *data_names;  /* range names that mark data loading */
     size_t ndata_names;
     int top_n;                      /* rows in the top-range tables, default 15 */
     double comm_warn_share;         /* exposed communication over this share of the step is a
-                                     * warning finding: default 0.10 (DESIGN §5) */
-    double comm_crit_share;         /* ... and over this, critical: default 0.30 (issue 5) */
+                                     * warning finding: default 0.10 (docs/design.md §5.2) */
+    double comm_crit_share;         /* ... and over this, critical: default 0.30 */
 
-    /* Throughput and MFU (issue 7, mfu.h): per rank and step (a rank's share of the global
+    /* Throughput and MFU (mfu.h): per rank and step (a rank's share of the global
      * batch); 0 / NULL = from the rank files' metadata (tokens_per_step, samples_per_step,
      * flops_per_step, model, dtype), else unknown. */
     double tokens_per_step, samples_per_step, flops_per_step;
     const char *model;              /* transformer description for tp_model_parse */
     const char *dtype;              /* peak-table dtype: bf16 (default), fp16, fp8, tf32, fp32 */
 
-    /* Diagnosis thresholds (issue 7, diagnose.c; docs/report-json.md "diagnosis"). */
+    /* Diagnosis thresholds (diagnose.c; docs/report-json.md "diagnosis"; starting figures in
+     * docs/design.md §5.2). */
     double data_share;              /* data-loading range over this share of the step: 0.20 */
-    double data_ms_per_sample;      /* ... or over this many ms per sample: 5 (DESIGN §5) */
+    double data_ms_per_sample;      /* ... or over this many ms per sample: 5 */
     double data_start_idle_share;   /* ... or GPU idle at step start while it runs: 0.05 */
     double launch_idle_share;       /* launch-bound: unattributed GPU idle over this: 0.20 */
     double launch_kernel_us;        /* ... with a median kernel shorter than this: 50 us */

@@ -1,5 +1,5 @@
 /*
- * steps.c — finds a process's training steps by the rule in steps.h (DESIGN §4).
+ * steps.c — finds a process's training steps by the rule in steps.h (docs/design.md §4).
  */
 #define _GNU_SOURCE
 #include "analysis/steps.h"
@@ -35,7 +35,7 @@ static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
     for (size_t i = 0; i < p->nthreads; i++) {
         const tp_thread *t = &p->threads[i];
         for (size_t k = 0; k < t->nranges; k++) {
-            if (!tprof_step_name_matches(t->ranges[k].name, pat)) continue;
+            if (!tprof__step_name_matches(t->ranges[k].name, pat)) continue;
             if (best < 0 || t->ranges[k].start < best_ts) {
                 best = (int)i;
                 best_ts = t->ranges[k].start;
@@ -46,16 +46,16 @@ static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
     if (best < 0) return 0;
     const tp_thread *t = &p->threads[best];
     size_t n = 0;
-    for (size_t k = 0; k < t->nranges; k++) n += tprof_step_name_matches(t->ranges[k].name, pat);
+    for (size_t k = 0; k < t->nranges; k++) n += tprof__step_name_matches(t->ranges[k].name, pat);
     out->steps = calloc(n ? n : 1, sizeof *out->steps);
     if (!out->steps) return TPROF_ERR_NO_MEMORY;
     for (size_t k = 0; k < t->nranges; k++) {
         const tp_range *r = &t->ranges[k];
-        if (!tprof_step_name_matches(r->name, pat)) continue;
+        if (!tprof__step_name_matches(r->name, pat)) continue;
         /* a step range nested inside another step range is not a separate step */
         int nested = 0;
         for (int32_t q = r->parent; q >= 0; q = t->ranges[q].parent)
-            nested |= tprof_step_name_matches(t->ranges[q].name, pat);
+            nested |= tprof__step_name_matches(t->ranges[q].name, pat);
         if (nested) continue;
         /* cut short by the end of the file (killed, torn): not a whole step, and its length
          * would only say when recording stopped */

@@ -1,5 +1,5 @@
 /*
- * steps.h — the step rule of DESIGN §4, the same for the report and for live use.
+ * steps.h — the step rule of docs/design.md §4, the same for the report and for live use.
  *
  * Sources, in order: explicit API steps (tprof_step_begin/end); ranges whose name matches
  * the configured step name (exact, or a glob when it holds '*' or '?'); PyTorch's

@@ -18,13 +18,13 @@
 #include "../format/format.h"
 
 /* Appends one TPROF_REC_COMM_OP record to the calling thread's ring: `name` (the op name,
- * DESIGN §5 vocabulary, or the source's own name when pl->op is TPROF_COMM_UNKNOWN; interned
- * per thread, so pass names from a small fixed set), `start_ns` (CLOCK_MONOTONIC, the
- * record's ts) and the payload `pl` (copied; pl->end_ns is raised to start_ns if earlier).
- * Returns 1 when the record was written, 0 when nothing was (not recording, a thread over the
- * limit, or a full ring: the last two are counted as drops by the session). Starts the
- * session lazily, like every recording call. Thread safe (per-thread ring, no lock); cost: one
- * TLS load, an interning lookup and a ~100-byte copy. Never fails loudly. */
+ * docs/design.md §5.2 vocabulary, or the source's own name when pl->op is TPROF_COMM_UNKNOWN;
+ * interned per thread, so pass names from a small fixed set), `start_ns` (CLOCK_MONOTONIC, the
+ * record's ts) and the payload `pl` (copied; pl->end_ns is raised to start_ns if earlier). Returns
+ * 1 when the record was written, 0 when nothing was (not recording, a thread over the limit, or a
+ * full ring: the last two are counted as drops by the session). Starts the session lazily, like
+ * every recording call. Thread safe (per-thread ring, no lock); cost: one TLS load, an interning
+ * lookup and a ~100-byte copy. Never fails loudly. */
 TPROF_API int tprof__comm_record(const char *name, uint64_t start_ns, const tprof_pl_comm *pl);
 
 /* 1 once NCCL's profiler plugin (capture/nccl_plugin.c) records this process's NCCL

@@ -15,7 +15,7 @@
  *    CUDA_ERROR_NOT_INITIALIZED and nothing is written; a program that never uses CUDA is
  *    left exactly as it was.
  * Ordinals are the driver's, i.e. after CUDA_VISIBLE_DEVICES, as CUPTI's device ids are.
- * Our own declarations of the few driver calls (DESIGN §6.6): no link dependency.
+ * Our own declarations of the few driver calls (docs/design.md §6.6): no link dependency.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -147,7 +147,7 @@ static int describe_from_driver(void) {
          * returns a MIG device's own MIG UUID; the first version, kept for older programs,
          * does not tell the MIG devices of a GPU apart. When the two differ, this is a MIG
          * device, taken to be on the GPU the first one names (to be confirmed on MIG
-         * hardware: tests/gpu/mig_identity.sh; the report also finds the GPU through the
+         * hardware: tests/gpu/gpu_identity.sh part 4; the report also finds the GPU through the
          * sampler's list of MIG devices, gpu.<i>.mig_uuids, should this parent be wrong) */
         unsigned char v1[16];
         if (D.uuid_v1 && D.uuid_v1(v1, dev) == 0 && memcmp(v1, uuid, sizeof v1))

@@ -1,5 +1,5 @@
 /*
- * cupti.c — GPU activity capture by CUDA injection (reference/gpu-capture.md §2 and §7).
+ * cupti.c — GPU activity capture by CUDA injection (CUPTI Activity API; cupti_activity.h).
  *
  * `trainprof run` sets CUDA_INJECTION64_PATH to libtrainprof.so; during cuInit the driver
  * calls InitializeInjection here. We then load CUPTI (the copy the process already mapped,
@@ -102,9 +102,11 @@ static void *open_cupti(char *which, size_t n) {
         for (int i = 0; i < nmapped; i++) {
             void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
             if (!h) continue;
-            CUptiResult (*ver)(uint32_t *) = (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
+            CUptiResult (*ver)(uint32_t *) =
+                (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
             uint32_t v = 0;
-            if (pass || (ver && ver(&v) == CUPTI_SUCCESS && v / 10000 == CUPTI_API_VERSION / 10000)) {
+            if (pass ||
+                (ver && ver(&v) == CUPTI_SUCCESS && v / 10000 == CUPTI_API_VERSION / 10000)) {
                 snprintf(which, n, "%.200s (already loaded)", mapped[i]);
                 return h;
             }
@@ -260,8 +262,9 @@ static const char *overhead_name(CUpti_ActivityOverheadKind k) {
 }
 
 /* An interval record's times are unusable: one is unknown (0) or the end precedes the start. */
-#define UNTIMED(r) ((r)->start == CUPTI_TIMESTAMP_UNKNOWN || (r)->end == CUPTI_TIMESTAMP_UNKNOWN || \
-                    (r)->end < (r)->start)
+#define UNTIMED(r)                                                                   \
+    ((r)->start == CUPTI_TIMESTAMP_UNKNOWN || (r)->end == CUPTI_TIMESTAMP_UNKNOWN || \
+     (r)->end < (r)->start)
 
 /* One CUPTI record into t's ring. Returns 0, or 1 when it was left out for unknown times. */
 static int translate(tprof__thread *t, const CUpti_Activity *rec) {
@@ -413,7 +416,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         }
     } else if (buffer) { /* nothing to record into: still give back what CUPTI handed over */
         CUpti_Activity *rec = NULL;
-        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) release_record(rec);
+        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+            release_record(rec);
     }
     /* back for the next request; a buffer of a client that held CUPTI during a pause is
      * left to its owner */
@@ -427,10 +431,14 @@ static const struct {
     const char *name;
     CUpti_ActivityKind kind;
 } kinds[] = {
-    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL}, {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
-    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY2},           {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
-    {"memory", CUPTI_ACTIVITY_KIND_MEMORY2},           {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
-    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},          {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
+    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
+    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY2},
+    {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
+    {"memory", CUPTI_ACTIVITY_KIND_MEMORY2},
+    {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
+    {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
 };
 
 static int kind_wanted(const char *list, const char *name) {
@@ -450,10 +458,10 @@ static int kind_wanted(const char *list, const char *name) {
  * costs CUPTI a timestamp pair and a record. TRAINPROF_CUPTI_CALLS=all records every call
  * but the queries in quiet_calls below, as Nsight's CUDA API trace does. */
 static const char *const work_calls[] = {
-    "cudaLaunch",           "cudaGraphLaunch",      "cudaMemcpy",            "cudaMemset",
-    "cudaMalloc",           "cudaFree",             "cudaHostAlloc",         "cudaHostRegister",
-    "cudaHostUnregister",   "cudaMemPrefetch",      "cudaDeviceSynchronize", "cudaStreamSynchronize",
-    "cudaEventSynchronize", "cudaStreamWaitEvent",  "cudaThreadSynchronize",
+    "cudaLaunch",           "cudaGraphLaunch",     "cudaMemcpy",            "cudaMemset",
+    "cudaMalloc",           "cudaFree",            "cudaHostAlloc",         "cudaHostRegister",
+    "cudaHostUnregister",   "cudaMemPrefetch",     "cudaDeviceSynchronize", "cudaStreamSynchronize",
+    "cudaEventSynchronize", "cudaStreamWaitEvent", "cudaThreadSynchronize",
 };
 
 /* With TRAINPROF_CUPTI_CALLS=all: every runtime call but these queries. */

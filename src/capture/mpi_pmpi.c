@@ -20,7 +20,7 @@
  * What is recorded (only while the session records, TPROF__ON(); otherwise a wrapper costs
  * one load and a branch before the PMPI call): one TPROF_REC_COMM_OP record per call of a
  * blocking collective or point-to-point function, on the calling thread, with the host
- * interval of the call on CLOCK_MONOTONIC, the DESIGN §5 op, count and bytes (count x
+ * interval of the call on CLOCK_MONOTONIC, the docs/design.md §5.2 op, count and bytes (count x
  * MPI_Type_size of the argument significant on this rank, looked up after the call returned
  * MPI_SUCCESS, so that a datatype that is only meaningful at the root is never touched
  * elsewhere), the communicator's id, size and this rank, the root or peer, and for
@@ -31,15 +31,15 @@
  * call; MPI_Wait* calls are recorded as well (op UNKNOWN, named "Wait", "Waitall", ...), Test*
  * calls are not (polling loops would flood the ring).
  *
- * Communicator ids (DESIGN §5: a hash of the members' world ranks): the world ranks of the
- * members in rank order, hashed, plus an ordinal that tells apart communicators with the same
- * members (MPI_COMM_WORLD and its duplicates): the k-th such communicator this process
- * created. Creation is collective over every member, so each member counts the same k. The
- * id is computed when a wrapped constructor (Comm_dup, Comm_split, ...) returns, with local
- * group calls only (no communication), and kept in a bounded open-addressing table keyed by
- * the handle (a pointer in Open MPI); lookups on the hot path take no lock. A communicator
- * made by a call we do not wrap gets the same hash with the ordinal LAZY on its first use.
- * Past the table's bound a communicator gets a fallback id (counted in the file's metadata).
+ * Communicator ids (docs/design.md §5.2: a hash of the members' world ranks): the world ranks
+ * of the members in rank order, hashed, plus an ordinal that tells apart communicators with the
+ * same members (MPI_COMM_WORLD and its duplicates): the k-th such communicator this process
+ * created. Creation is collective over every member, so each member counts the same k. The id
+ * is computed when a wrapped constructor (Comm_dup, Comm_split, ...) returns, with local group
+ * calls only (no communication), and kept in a bounded open-addressing table keyed by the
+ * handle (a pointer in Open MPI); lookups on the hot path take no lock. A communicator made by
+ * a call we do not wrap gets the same hash with the ordinal LAZY on its first use. Past the
+ * table's bound a communicator gets a fallback id (counted in the file's metadata).
  *
  * The collectives hook: after PMPI_Init succeeds, the library duplicates MPI_COMM_WORLD with
  * PMPI (on every rank, whatever happens next, since a dup is collective) and, unless the
@@ -213,8 +213,8 @@ static uint64_t id_of(uint64_t base, uint32_t ordinal) {
     return id ? id : 1;
 }
 
-uint64_t tprof_mpi_comm_id(const int *world_ranks, int n, const int *remote_ranks, int rn,
-                           uint32_t ordinal) {
+uint64_t tprof__mpi_comm_id(const int *world_ranks, int n, const int *remote_ranks, int rn,
+                            uint32_t ordinal) {
     if (!world_ranks || n < 0) n = 0;
     if (rn < 0) rn = 0;
     return id_of(members_base(world_ranks, n, remote_ranks, rn), ordinal);
@@ -488,7 +488,7 @@ static void put(uint32_t op, const char *name, uint64_t comm_id, uint32_t nranks
                         .peer = peer,
                         .flags = flags,
                         .source = TPROF_COMM_SRC_MPI};
-    tprof__comm_record(name ? name : tprof_comm_op_name(op), t0, &pl);
+    tprof__comm_record(name ? name : tprof__comm_op_name(op), t0, &pl);
 }
 
 /* A blocking operation that returned MPI_SUCCESS. */
@@ -1009,7 +1009,7 @@ WRAP int MPI_Comm_disconnect(MPI_Comm *comm) {
 /* ------------------------------------------------------------------ collectives */
 
 /* Blocking collective: forward, time, and describe it after MPI_SUCCESS. DESCRIBE sets
- * `count` (elements this rank passes, DESIGN §5), `dt` and `root` from the arguments
+ * `count` (elements this rank passes, docs/design.md §5.2), `dt` and `root` from the arguments
  * significant on this rank, with `ci` (the communicator) in scope. */
 #define COLL(OP, CALL, COMM, DESCRIBE)                                  \
     if (UNLIKELY(!fn)) return MPI_ERR_OTHER;                            \
@@ -1425,7 +1425,7 @@ WRAP int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int 
 }
 
 /* Sendrecv: two records over the same interval, a Send and a Recv, so that the op vocabulary
- * stays DESIGN §5's. */
+ * stays docs/design.md §5.2's. */
 WRAP int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
                       int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                       int source, int recvtag, MPI_Comm comm, MPI_Status *status) {

@@ -2,6 +2,8 @@
  * mpi_pmpi.h — what libtrainprof_mpi.so (capture/mpi_pmpi.c, the PMPI wrappers) exports
  * besides the MPI_* entry points themselves: the communicator-id function, so that a test
  * or an analysis tool can compute the id a communicator of known members gets (docs/mpi.md).
+ * It is internal (prefix tprof__, not in trainprof.h, header not installed): its signature
+ * may change with the library, like the bridge in capture/comm_ext.h.
  *
  * Nothing here needs mpi.h: the library is built against Open MPI, but this header is plain C.
  */
@@ -27,7 +29,7 @@
  * at MPI_Init) and then MPI_COMM_SELF; TPROF_MPI_ORDINAL_LAZY for one first seen in use.
  * Every member computes the same value, so ids match across ranks. Never 0. Pure function:
  * thread safe, no allocation; cost O(n + rn). */
-TPROF_MPI_API uint64_t tprof_mpi_comm_id(const int *world_ranks, int n, const int *remote_ranks,
-                                         int rn, uint32_t ordinal);
+TPROF_MPI_API uint64_t tprof__mpi_comm_id(const int *world_ranks, int n, const int *remote_ranks,
+                                          int rn, uint32_t ordinal);
 
 #endif /* TPROF_MPI_PMPI_H */

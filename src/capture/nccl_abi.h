@@ -4,8 +4,8 @@
  * of versions 4 and 5, the state-argument union and the struct of entry points NCCL looks
  * up by name (ncclProfiler_v5, ncclProfiler_v4).
  *
- * We never include NCCL's headers (DESIGN §1, §6.6: vendor ABIs are declared, not linked).
- * The layouts are facts read from NVIDIA/nccl src/include/plugin/nccl_profiler.h and
+ * We never include NCCL's headers (docs/design.md §1, §6.6: vendor ABIs are declared, not
+ * linked). The layouts are facts read from NVIDIA/nccl src/include/plugin/nccl_profiler.h and
  * src/include/plugin/profiler/profiler_v4.h, profiler_v5.h (NCCL 2.27/2.28); the static
  * assertions at the end pin every offset the plugin reads, on LP64 Linux, so a mistaken
  * edit fails the build instead of misreading NCCL's memory.
@@ -194,12 +194,14 @@ _Static_assert(sizeof(tp_nccl_kernel_ch) == 16, "kernelCh size");
  * the v5 union, which is larger than v4's) */
 _Static_assert(offsetof(tp_nccl_descr_v5, type) == 0 && offsetof(tp_nccl_descr_v4, type) == 0,
                "descriptor type");
-_Static_assert(offsetof(tp_nccl_profiler_v5, init) == 8 && offsetof(tp_nccl_profiler_v5, startEvent) == 16 &&
+_Static_assert(offsetof(tp_nccl_profiler_v5, init) == 8 &&
+                   offsetof(tp_nccl_profiler_v5, startEvent) == 16 &&
                    offsetof(tp_nccl_profiler_v5, stopEvent) == 24 &&
                    offsetof(tp_nccl_profiler_v5, recordEventState) == 32 &&
                    sizeof(tp_nccl_profiler_v5) == 48,
                "v5 struct members");
-_Static_assert(offsetof(tp_nccl_profiler_v4, init) == 8 && offsetof(tp_nccl_profiler_v4, startEvent) == 16 &&
+_Static_assert(offsetof(tp_nccl_profiler_v4, init) == 8 &&
+                   offsetof(tp_nccl_profiler_v4, startEvent) == 16 &&
                    offsetof(tp_nccl_profiler_v4, stopEvent) == 24 &&
                    offsetof(tp_nccl_profiler_v4, recordEventState) == 32 &&
                    sizeof(tp_nccl_profiler_v4) == 48,

@@ -1,9 +1,9 @@
 /*
- * nccl_plugin.c — the NCCL profiler plugin inside libtrainprof.so (DESIGN §1): NCCL dlopens
- * the library named by NCCL_PROFILER_PLUGIN and takes the newest ncclProfiler_vN struct it
- * knows; we export v5 (NCCL 2.28, the one observed on the GPU machine; 2.29 falls back to
- * it when v6 is absent) and v4 (NCCL 2.27), whose descriptors differ only in the width of
- * `type` and in init's argument order (capture/nccl_abi.h).
+ * nccl_plugin.c — the NCCL profiler plugin inside libtrainprof.so (docs/design.md §1): NCCL
+ * dlopens the library named by NCCL_PROFILER_PLUGIN and takes the newest ncclProfiler_vN struct
+ * it knows; we export v5 (NCCL 2.28; 2.29 falls back to it when v6 is absent) and v4 (NCCL
+ * 2.27), whose descriptors differ only in the width of `type` and in init's argument order
+ * (capture/nccl_abi.h).
  *
  * What is recorded: one TPROF_REC_COMM_OP record per collective (Coll events) and per
  * send or receive (P2p events), with start and stop read from CLOCK_MONOTONIC (tprof__now).
@@ -104,7 +104,7 @@ static _Atomic uint64_t g_pending;    /* events waiting for their channels */
 /* ------------------------------------------------------------------ vocabulary */
 
 /* NCCL's function names ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
- * "AllToAll", "Send", "Recv", ...) onto DESIGN §5's op set; case-insensitive because the
+ * "AllToAll", "Send", "Recv", ...) onto docs/design.md §5.2's op set; case-insensitive because the
  * spelling of all-to-all has varied. */
 static uint32_t op_of(const char *f) {
     static const struct { const char *s; uint32_t op; } map[] = {
@@ -191,7 +191,7 @@ static void slot_give(uint32_t idx) {
 static void emit(const tp_nccl_slot *s, uint64_t end, uint32_t flags) {
     tprof__thread *t = tprof__thread_get();
     if (!t) return; /* not recording, or a thread over the limit (counted there) */
-    const char *name = s->op != TPROF_COMM_UNKNOWN ? tprof_comm_op_name(s->op)
+    const char *name = s->op != TPROF_COMM_UNKNOWN ? tprof__comm_op_name(s->op)
                        : s->name[0]                ? s->name
                                                    : "Unknown";
     uint32_t size;
@@ -437,10 +437,10 @@ void tprof__nccl_init(void **context, uint64_t hash, int *mask, const char *name
         memcpy(c->name, name, n);
     }
     *context = c;
-    /* What only init says of a communicator: its nodes and name (DESIGN §5), as metadata, for
-     * the first TP_NCCL_DESCRIBED communicators of the process (a rank inits only those it
-     * belongs to, a few dozen even under Megatron; the bound keeps memory flat whatever NCCL
-     * does). */
+    /* What only init says of a communicator: its nodes and name (docs/design.md §5.2), as
+     * metadata, for the first TP_NCCL_DESCRIBED communicators of the process (a rank inits only
+     * those it belongs to, a few dozen even under Megatron; the bound keeps memory flat
+     * whatever NCCL does). */
     if (want && atomic_fetch_add(&g_described, 1) < TP_NCCL_DESCRIBED) {
         char key[40], v[96];
         snprintf(key, sizeof key, "nccl.comm.%016llx", (unsigned long long)hash);
@@ -487,9 +487,9 @@ tp_nccl_result tprof__nccl_finalize(void *context) {
         snprintf(v, sizeof v, "%lld", (long long)off);
         tprof__set_meta("nccl.gpu_timer_offset_ns", v); /* globaltimer - CLOCK_MONOTONIC */
     }
-    if (atomic_load_explicit(&c->drops, memory_order_relaxed))
+    if (atomic_load_explicit(&c->drops, memory_order_relaxed)) /* the total so far */
         tprof__set_meta_max(&g_drops_meta, "nccl.pool_drops",
-                            atomic_load_explicit(&g_drops, memory_order_relaxed)); /* the total so far */
+                            atomic_load_explicit(&g_drops, memory_order_relaxed));
     c->magic = 0;
     free(c);
     return TP_NCCL_SUCCESS;

@@ -10,7 +10,7 @@
  * thread of the program. The effective rate is bounded by the flusher period
  * (TRAINPROF_FLUSH_MS, default 50 ms, i.e. 20 Hz at most).
  *
- * Which GPUs (gpu-capture.md §4): those visible to this process. CUDA_VISIBLE_DEVICES entries
+ * Which GPUs: those visible to this process. CUDA_VISIBLE_DEVICES entries
  * that are UUIDs ("GPU-..." or a unique prefix) are matched to NVML devices exactly; a MIG
  * device ("MIG-...") gives the GPU it is on (NVML reports power and energy per physical GPU),
  * and each GPU in MIG mode lists its MIG devices (gpu.<i>.mig_uuids). Entries that are
@@ -405,7 +405,8 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
     nvmlMemory_t mem;
     if (api->nvmlDeviceGetMemoryInfo && api->nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS) {
         meta_gpu_u64(idx, "memory_total_bytes", mem.total);
-        if (TPROF__METRICS_ON()) tprof__metrics_gpu_total_memory(idx, gp->d.uuid, (double)mem.total);
+        if (TPROF__METRICS_ON())
+            tprof__metrics_gpu_total_memory(idx, gp->d.uuid, (double)mem.total);
     }
     unsigned int v;
     if (api->nvmlDeviceGetEnforcedPowerLimit &&
@@ -422,7 +423,8 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
     unsigned cur = 0, pend = 0, max = 0;
     if (api->nvmlDeviceGetMigMode && api->nvmlDeviceGetMaxMigDeviceCount &&
         api->nvmlDeviceGetMigDeviceHandleByIndex &&
-        api->nvmlDeviceGetMigMode(dev, &cur, &pend) == NVML_SUCCESS && cur == NVML_DEVICE_MIG_ENABLE &&
+        api->nvmlDeviceGetMigMode(dev, &cur, &pend) == NVML_SUCCESS &&
+        cur == NVML_DEVICE_MIG_ENABLE &&
         api->nvmlDeviceGetMaxMigDeviceCount(dev, &max) == NVML_SUCCESS) {
         char list[1024] = "";
         size_t ll = 0;
@@ -444,11 +446,11 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
         snprintf(gp->names[m], sizeof gp->names[m], "gpu%u.%s", idx, metric_suffix[m]);
 }
 
-/* Seen on an H200 with torch 2.11 and CUPTI 13.0.1: NVML sampling in a process whose GPU
- * activity CUPTI records hung the training thread in a kernel launch (each alone ran fine).
- * Until that is understood, sampling stops as soon as CUPTI records in this process (checked
- * at start and at every tick, as CUDA may initialise after the sampler started): the job
- * comes first. TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
+/* A process whose GPU activity CUPTI records does not sample NVML: the two together hung the
+ * training thread in a kernel launch (H200, torch 2.11, CUPTI 13.0.1; each alone runs fine),
+ * and the job comes first. Sampling stops as soon as CUPTI records in this process (checked
+ * at start and at every tick, as CUDA may initialise after the sampler started).
+ * TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
 static int cupti_conflict(void) {
     const char *force = getenv("TRAINPROF_NVML_WITH_CUPTI");
     if (!tprof__cupti_active() || (force && !strcmp(force, "1"))) return 0;
@@ -465,10 +467,7 @@ static void sampler_start(uint32_t hz) {
         tprof__capability("nvml", "off (TRAINPROF_NVML_HZ=0)");
         return;
     }
-    /* Seen on an H200 with torch 2.11 and CUPTI 13.0.1: NVML sampling in a process whose
-     * GPU activity CUPTI records hung the training thread in a kernel launch (each alone ran
-     * fine). Until that is understood, a process with GPU capture does not sample NVML:
-     * the job comes first. TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
+    /* A process with GPU capture does not sample NVML (cupti_conflict says why). */
     /* `trainprof run` samples the node's GPUs in its own process (no CUDA, no CUPTI there)
      * and names its pid here: the job's processes leave NVML alone. */
     const char *node = getenv("TRAINPROF_NVML_SAMPLER");
@@ -483,8 +482,10 @@ static void sampler_start(uint32_t hz) {
     int lr = tprof__nvml_local_rank(&var);
     const char *every = getenv("TRAINPROF_NVML_ALL_RANKS");
     if (!node_self && lr > 0 && !(every && !strcmp(every, "1"))) {
-        snprintf(why, sizeof why, "not sampled here: %s=%d (local rank 0 samples the GPUs of this "
-                                  "node; TRAINPROF_NVML_ALL_RANKS=1 samples in every rank)", var, lr);
+        snprintf(why, sizeof why,
+                 "not sampled here: %s=%d (local rank 0 samples the GPUs of this "
+                 "node; TRAINPROF_NVML_ALL_RANKS=1 samples in every rank)",
+                 var, lr);
         sampler_off(TPROF_LOG_INFO, why);
         return;
     }
@@ -618,7 +619,8 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
     if (!gp->off[M_ENERGY]) {
         if (!api->nvmlDeviceGetTotalEnergyConsumption) {
             gp->off[M_ENERGY] = 1;
-            energy_counter_missing(gp, "the NVML library has no nvmlDeviceGetTotalEnergyConsumption");
+            energy_counter_missing(gp,
+                                   "the NVML library has no nvmlDeviceGetTotalEnergyConsumption");
         } else if (!failed(gp, M_ENERGY, r = api->nvmlDeviceGetTotalEnergyConsumption(dev, &mj)))
             have_mj = 1;
         if (gp->lost) return;

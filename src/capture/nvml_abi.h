@@ -1,13 +1,13 @@
 /*
  * nvml_abi.h — the part of NVIDIA's Management Library (NVML) ABI that trainprof uses,
  * declared here so that libtrainprof needs neither nvml.h to build nor libnvidia-ml to
- * link (DESIGN §6.6; nvtop and DCGM's loader do the same). libnvidia-ml.so.1 is dlopen'ed
+ * link (docs/design.md §6.6; nvtop and DCGM's loader do the same). libnvidia-ml.so.1 is dlopen'ed
  * at run time by capture/nvml.c, and every entry point is reached through the function
  * table below.
  *
  * Only facts are declared: enum values, struct layouts and signatures as NVML documents them
- * (NVML API reference; gpu-capture.md §4 in the project's shared reference). The sizes are
- * checked at compile time, so a typo in a layout fails the build rather than a GPU run.
+ * (NVML API reference; nvml.h as DCGM's sdk/nvidia/nvml ships it). The sizes are checked at
+ * compile time, so a typo in a layout fails the build rather than a GPU run.
  * Enums are declared as int (their size in the NVML ABI), so no C enum sizing question
  * arises across compilers. This header is also used by the test suite's fake libnvidia-ml.
  */

@@ -4,7 +4,7 @@
  * failure, and the rules that choose GPUs (CUDA_VISIBLE_DEVICES, UUIDs, the local rank).
  *
  * One copy of the library per process: the table is loaded once, under a lock, and never
- * unloaded (NVML may still run threads of its own; DESIGN §1 keeps vendor libraries
+ * unloaded (NVML may still run threads of its own; docs/design.md §1 keeps vendor libraries
  * mapped). nvmlInit/nvmlShutdown are reference counted by NVML itself, so the sampler and
  * each monitor init and shut down on their own. NVML calls are thread safe (NVML documents
  * them so), so the table may be used from any thread.

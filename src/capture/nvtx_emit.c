@@ -81,7 +81,8 @@ void tprof__nvtx_emit_setup(void) {
         pthread_mutex_unlock(&lock);
         return;
     }
-    for (int i = 0; i <= TNVTX_CORE_SIZE; i++) g_core_table[i] = i && i < TNVTX_CORE_SIZE ? &g_core[i] : NULL;
+    for (int i = 0; i <= TNVTX_CORE_SIZE; i++)
+        g_core_table[i] = i && i < TNVTX_CORE_SIZE ? &g_core[i] : NULL;
     for (int i = 0; i <= TNVTX_CORE2_SIZE; i++)
         g_core2_table[i] = i && i < TNVTX_CORE2_SIZE ? &g_core2[i] : NULL;
     void *h = dlopen(tool, RTLD_NOW | RTLD_LOCAL);
@@ -187,7 +188,8 @@ uint64_t tprof__emit_start(uint32_t domain, const char *name, uint32_t category)
 
 void tprof__emit_end(uint32_t domain, uint64_t id) {
     const void *d = tool_domain(domain);
-    if (d && g_core2[TNVTX_CORE2_DomainRangeEnd]) ((dend_fn)g_core2[TNVTX_CORE2_DomainRangeEnd])(d, id);
+    if (d && g_core2[TNVTX_CORE2_DomainRangeEnd])
+        ((dend_fn)g_core2[TNVTX_CORE2_DomainRangeEnd])(d, id);
     else if (g_core[TNVTX_CORE_RangeEnd]) ((end_fn)g_core[TNVTX_CORE_RangeEnd])(id);
 }
 

@@ -1,5 +1,5 @@
 /*
- * nvtx_inject.c — NVTX capture by tool injection (reference/gpu-capture.md §1).
+ * nvtx_inject.c — NVTX capture by tool injection (NVTX3 nvtx3/nvtxDetail/nvtxInit.h).
  *
  * Every shared object built with the NVTX3 headers carries its own NVTX state; on its first
  * NVTX call it dlopens $NVTX_INJECTION64_PATH (our library) and calls
@@ -8,8 +8,8 @@
  * set-up is idempotent and domains with the same name merge (tprof__domain_id).
  *
  * The ABI below is declared here from the NVTX3 documentation (our own minimal
- * declarations, as DESIGN §6.6 asks for vendor interfaces), so this file needs no CUDA
- * toolkit. Layouts and ids: gpu-capture.md §1; checked against the CUDA 13.0 headers.
+ * declarations, as docs/design.md §6.6 asks for vendor interfaces), so this file needs no CUDA
+ * toolkit. Layouts and ids: nvtx_abi.h; checked against the CUDA 13.0 headers.
  */
 #define _GNU_SOURCE
 #include <pthread.h>

@@ -1,6 +1,7 @@
 /*
  * procfs.c — the process sampler: CPU use, resident memory, threads and context switches
- * of this process (/proc/self, and the process CPU clock), recorded as counters at TRAINPROF_SAMPLE_HZ (default 10).
+ * of this process (/proc/self, and the process CPU clock), recorded as counters at
+ * TRAINPROF_SAMPLE_HZ (default 10).
  *
  * It runs on the flusher thread (no thread of its own), so it exists only in processes that
  * record something. Each sample reads two small files; counters go to the flusher's own
@@ -109,7 +110,8 @@ void tprof__procfs_sample(void) {
         g_cpu_ts = now;
         g_cpu_s = cpu_s;
     } else if (now - g_cpu_ts >= 100000000ull) {
-        tprof_counter("process.cpu_percent", 100.0 * (cpu_s - g_cpu_s) / ((double)(now - g_cpu_ts) * 1e-9));
+        tprof_counter("process.cpu_percent",
+                      100.0 * (cpu_s - g_cpu_s) / ((double)(now - g_cpu_ts) * 1e-9));
         g_cpu_ts = now;
         g_cpu_s = cpu_s;
     }

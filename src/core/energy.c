@@ -3,12 +3,12 @@
  * (setup, resume, pause, lap, get_total, shutdown) over NVML's total-energy counter, with
  * values kept per GPU, devices found by UUID, and zeros instead of failures without NVML.
  *
- * State per GPU, in integer millijoules as NVML counts them (megatron.md §2 keeps mJ
- * integers too): `last_mj`, the counter at the last read while resumed; `cur_mj`, what the
- * lap in progress has counted; `lap_mj`, the last completed lap; `total_mj`, the sum of
- * completed laps. Only the intervals between resume and pause (or lap) add to cur_mj, so
- * paused time never counts. A counter that goes backwards restarted from 0 (the driver was
- * reloaded): the new value itself is the energy since then.
+ * State per GPU, in integer millijoules as NVML counts them (Megatron-LM's
+ * megatron/core/energy_monitor.py keeps mJ integers too): `last_mj`, the counter at the last
+ * read while resumed; `cur_mj`, what the lap in progress has counted; `lap_mj`, the last
+ * completed lap; `total_mj`, the sum of completed laps. Only the intervals between resume and
+ * pause (or lap) add to cur_mj, so paused time never counts. A counter that goes backwards
+ * restarted from 0 (the driver was reloaded): the new value itself is the energy since then.
  *
  * NVML is read on the caller's thread (one read per GPU per resume, pause and lap; a read can
  * take milliseconds). The library is the one the sampler loaded (capture/nvml.c); each
@@ -79,8 +79,9 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
         size_t kept = 0;
         for (size_t i = 0; i < n; i++) {
             if (devs[i].mig_uuid[0]) {
-                tprof__log(TPROF_LOG_WARN, "EnergyMonitor: %s is a MIG device of GPU %u (%s), whose "
-                                           "energy all its MIG instances share: not counted",
+                tprof__log(TPROF_LOG_WARN,
+                           "EnergyMonitor: %s is a MIG device of GPU %u (%s), whose "
+                           "energy all its MIG instances share: not counted",
                            devs[i].mig_uuid, devs[i].index, devs[i].uuid);
                 continue;
             }
@@ -112,7 +113,8 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
     for (size_t i = 0; i < n; i++) {
         m->gpu[i].d = devs[i];
         if (!api->nvmlDeviceGetName ||
-            api->nvmlDeviceGetName(devs[i].dev, m->gpu[i].name, sizeof m->gpu[i].name) != NVML_SUCCESS)
+            api->nvmlDeviceGetName(devs[i].dev, m->gpu[i].name, sizeof m->gpu[i].name) !=
+                NVML_SUCCESS)
             m->gpu[i].name[0] = 0;
         m->gpu[i].name[sizeof m->gpu[i].name - 1] = 0;
         /* many GPUs and vGPUs have no total-energy counter: say so once, here, rather than

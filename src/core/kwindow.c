@@ -62,7 +62,7 @@ void tprof__kwin_init(void) {
     atomic_store(&g_next, 0);
     atomic_store(&g_api, 0);
     if (!spec || !*spec) return;
-    if (tprof_kwin_parse(spec, &g_lo, &g_hi) != 0) {
+    if (tprof__kwin_parse(spec, &g_lo, &g_hi) != 0) {
         tprof__log(TPROF_LOG_WARN,
                    "TRAINPROF_KERNEL_STEPS=\"%s\" is not A-B, A or A-: GPU activity is "
                    "captured in every step",
@@ -139,7 +139,7 @@ static void step_began(uint64_t k) {
 static int matches(int i, const char *name) {
     const char *pat = i == 0 ? g_user_pat : i == 1 ? TPROF_PROFILER_STEP_GLOB
                                                    : k_defaults[i - 2];
-    return pat && tprof_step_name_matches(name, pat);
+    return pat && tprof__step_name_matches(name, pat);
 }
 
 void tprof__kwin_name(const char *name) {

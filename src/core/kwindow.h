@@ -13,7 +13,7 @@
 /* "A-B" (steps A to B inclusive), "A" (step A only) or "A-" (from A to the end), decimal
  * step numbers. Sets *lo and *hi (UINT64_MAX for "A-") and returns 0; -1 when malformed or
  * B < A. */
-static inline int tprof_kwin_parse(const char *spec, uint64_t *lo, uint64_t *hi) {
+static inline int tprof__kwin_parse(const char *spec, uint64_t *lo, uint64_t *hi) {
     if (!spec || spec[0] < '0' || spec[0] > '9') return -1;
     char *end;
     errno = 0;

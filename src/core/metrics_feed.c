@@ -246,9 +246,9 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
         return;
     }
     /* A process with no local rank may be a launcher (torchrun's agent, mpirun) that starts
-     * before its ranks and would take PORT from local rank 0 (seen on 2 x H200: rank 0's
-     * endpoint failed with "address in use"). It serves from its first step instead: a
-     * single-process job steps within seconds, a launcher never does. */
+     * before its ranks: serving at once, it would hold PORT and local rank 0's endpoint would
+     * fail with "address in use". It serves from its first step instead: a single-process
+     * job steps within seconds, a launcher never does. */
     if (lr < 0 && !no_offset && port) {
         atomic_store(&L.deferred_port, (int)port);
         return;
@@ -379,7 +379,7 @@ static void step_done(uint64_t step, uint64_t ns) {
     }
 }
 
-/* Steps marked by ranges (DESIGN §4: a name from TRAINPROF_STEP_NAME, else ProfilerStep#*,
+/* Steps marked by ranges (docs/design.md §4: a name from TRAINPROF_STEP_NAME, else ProfilerStep#*,
  * else the common names), as the report finds them: the first pattern seen counts, on the
  * first thread where it appears, numbered from 0; API steps, once seen, take over. The
  * flusher follows each thread's STRING records (a thread's names come before their use) to
@@ -495,13 +495,13 @@ static void comm_rec(const tprof_rec *r, size_t sz) {
     if (!ids[0]) {
         char hex[24];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)pl.comm_hash);
-        const char *lab[] = {"comm", ci < C.n ? hex : "other", "op", tprof_comm_op_name(op), NULL};
+        const char *lab[] = {"comm", ci < C.n ? hex : "other", "op", tprof__comm_op_name(op), NULL};
         ids[0] = tprof__m_series(F.comm_ops, lab) + 1;
         ids[1] = tprof__m_series(F.comm_bytes, lab) + 1;
         ids[2] = tprof__m_series(F.comm_seconds, lab) + 1;
     }
     if (!C.hist[op]) {
-        const char *lab[] = {"op", tprof_comm_op_name(op), NULL};
+        const char *lab[] = {"op", tprof__comm_op_name(op), NULL};
         C.hist[op] = tprof__m_series(F.comm_hist, lab) + 1;
     }
     uint64_t b = r->ts_ns, e = pl.end_ns;

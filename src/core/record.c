@@ -70,7 +70,7 @@ static uint32_t intern_table(tprof__thread *t, const char *name, size_t *len,
         i = (uint32_t)h & mask;
         while (t->strs[i].id) i = (i + 1) & mask;
     }
-    uint32_t size = (uint32_t)tprof_align8(sizeof(tprof_rec) + *len + 1);
+    uint32_t size = (uint32_t)tprof__align8(sizeof(tprof_rec) + *len + 1);
     tprof_rec *r = tprof__reserve_ex(t, size, 0);
     if (!r) return TPROF_INLINE_NAME; /* ring full: do not define what was not written */
     char *copy = malloc(*len + 1);
@@ -127,7 +127,7 @@ void *tprof__begin_named(tprof__thread *t, uint16_t kind, const char *name, uint
     uint32_t size = (uint32_t)sizeof(tprof_rec) + pl_bytes;
     if (id == TPROF_INLINE_NAME) {
         if (len > TPROF_MAX_INLINE) len = TPROF_MAX_INLINE;
-        size = (uint32_t)tprof_align8(size + len + 1);
+        size = (uint32_t)tprof__align8(size + len + 1);
     }
     tprof_rec *r = tprof__reserve(t, size);
     if (!r) return NULL;
@@ -303,7 +303,7 @@ void tprof__thread_name(tprof__thread *t, uint64_t os_tid, const char *name) {
     /* THREAD_NAME always carries its name inline: it is rare */
     size_t len = strlen(name);
     if (len > 255) len = 255;
-    size = (uint32_t)tprof_align8(sizeof(tprof_rec) + sizeof(tprof_pl_u64) + len + 1);
+    size = (uint32_t)tprof__align8(sizeof(tprof_rec) + sizeof(tprof_pl_u64) + len + 1);
     tprof_rec *r = tprof__reserve_ex(t, size, 0);
     if (!r) return;
     r->kind = TPROF_REC_THREAD_NAME;

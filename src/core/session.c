@@ -3,7 +3,7 @@
  * TRAINPROF_* variables), lazy start, the registry of per-thread rings, the flusher thread
  * that moves rings into the rank file, signal and fork handling, and shutdown at exit.
  *
- * Design points (DESIGN.md §1, §3):
+ * Design points (docs/design.md §1, §3):
  *  - Nothing is started until something is recorded, so processes that record nothing
  *    (launchers, compilers) leave no file and no thread.
  *  - A signal that ends the process (signals.c) wakes the flusher through a semaphore
@@ -70,8 +70,8 @@ static struct {
     pthread_mutex_t busy;   /* held by the flusher except while it sleeps or waits on
                              * storage: fork() waits for it, so a child never inherits the
                              * flusher stopped inside malloc, fopen or zlib with their locks
-                             * taken (a forked child hung so once under ASan, whose allocator
-                             * GCC 12 does not lock around fork) */
+                             * taken (such a child hangs under ASan, whose allocator GCC 12
+                             * does not lock around fork) */
     tprof__thread **threads;
     uint32_t nthreads;
     uint32_t next_serial;
@@ -283,7 +283,7 @@ static size_t build_record(uint8_t *out, uint16_t kind, uint32_t arg, uint64_t t
         out[n + l] = 0;
         n += l + 1;
     }
-    size_t total = tprof_align8(n);
+    size_t total = tprof__align8(n);
     memset(out + n, 0, total - n);
     r->kind = kind;
     r->size = (uint16_t)total;
@@ -1110,8 +1110,8 @@ static void fork_child(void) {
 /* Starts the flusher and waits (at most 2 s) until it runs flusher_main. Until then the new
  * thread may be inside the thread library's or a sanitizer's setup of it, which allocates
  * (pthread_getattr_np under ASan), and fork_prepare's lock on busy cannot keep a fork from
- * copying it there with an allocator lock held: a child forked right after tprof_init then
- * hung in its first malloc (seen in CI under GCC 12's ASan). 0, or pthread_create's error. */
+ * copying it there with an allocator lock held: a child forked right after tprof_init would
+ * hang in its first malloc (GCC 12's ASan). 0, or pthread_create's error. */
 static int start_flusher(void) {
     S.flusher_up = 0;
     int rc = tprof__thread_create(&S.flusher, flusher_main, NULL); /* a small stack */
@@ -1197,7 +1197,8 @@ static void session_started(void) {
     const char *other = getenv("TRAINPROF_CUPTI_YIELDED");
     if (other && *other) {
         char st[400];
-        snprintf(st, sizeof st, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)", other);
+        snprintf(st, sizeof st, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)",
+                 other);
         tprof__capability("cupti", st);
     }
 }

@@ -1,7 +1,8 @@
 /*
- * step_names.h — the range names that mark a training step when the user names none (DESIGN
- * §4): shared by the report's step rule (analysis/steps.c) and the kernel-capture window,
- * which counts steps while the job runs (core/kwindow.c), so both number the same steps.
+ * step_names.h — the range names that mark a training step when the user names none
+ * (docs/design.md §4): shared by the report's step rule (analysis/steps.c) and the
+ * kernel-capture window, which counts steps while the job runs (core/kwindow.c), so both number
+ * the same steps.
  */
 #ifndef TPROF_STEP_NAMES_H
 #define TPROF_STEP_NAMES_H
@@ -16,7 +17,7 @@
 #include <string.h>
 
 /* A range name against a step pattern: a glob when it holds *, ? or [, else exact. */
-static inline int tprof_step_name_matches(const char *name, const char *pat) {
+static inline int tprof__step_name_matches(const char *name, const char *pat) {
     if (strpbrk(pat, "*?[")) return fnmatch(pat, name, 0) == 0;
     return strcmp(name, pat) == 0;
 }

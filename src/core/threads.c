@@ -35,10 +35,10 @@
  * leaves room for them: it is a Java virtual machine's default thread stack on Linux x86-64
  * (-Xss, Oracle's `java` command reference), under which JNI bindings of native libraries,
  * CUDA's among them (JCuda), run; 50 times our code's deepest. The two threads then take
- * 2 MiB of the job's address space instead of 16 MiB. The metrics_stack test keeps every library thread within half of its stack.
- * Sanitizer builds have larger frames and run their own reporting on the thread's stack:
- * 4 MiB there, as those builds never run under a tight address-space limit (their shadow
- * memory needs terabytes of it). */
+ * 2 MiB of the job's address space instead of 16 MiB. The metrics_stack test keeps every library
+ * thread within half of its stack. Sanitizer builds have larger frames and run their own reporting
+ * on the thread's stack: 4 MiB there, as those builds never run under a tight address-space limit
+ * (their shadow memory needs terabytes of it). */
 #ifdef TPROF__SANITIZED
 #define TPROF__THREAD_STACK_NEED ((size_t)4 << 20)
 #else

@@ -345,7 +345,7 @@ static int put_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const v
 
 static size_t put_meta(uint8_t *out, size_t cap, const char *key, const char *value) {
     size_t kl = strlen(key), vl = strlen(value);
-    size_t total = tprof_align8(sizeof(tprof_rec) + kl + 1 + vl + 1);
+    size_t total = tprof__align8(sizeof(tprof_rec) + kl + 1 + vl + 1);
     if (total > cap) return 0;
     memset(out, 0, total);
     tprof_rec *r = (tprof_rec *)out;

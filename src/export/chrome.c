@@ -1,6 +1,7 @@
 /*
  * chrome.c — writes a loaded run as Chrome Trace Event JSON in the shape of Kineto's
- * per-rank traces (reference/gpu-capture.md §6), for Perfetto UI, chrome://tracing and HTA.
+ * per-rank traces (the Trace Event Format document; pytorch/kineto
+ * libkineto/src/output_json.cpp), for Perfetto UI, chrome://tracing and HTA.
  *
  * Events are streamed to the FILE as they are produced; the only memory held is one
  * track's worth of sort keys, because a run can hold millions of ranges. Times go out on
@@ -634,7 +635,7 @@ static int write_comm(cw *w, const tp_process *p, int64_t pid) {
             if (clamped) end = stack[sp - 1];
             stack[sp++] = end;
             const char *name = o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT
-                                   ? tprof_comm_op_name(o->op)
+                                   ? tprof__comm_op_name(o->op)
                                    : o->name ? o->name : "Unknown";
             int64_t ts = rel_ns(w, p, t->start), te = rel_ns(w, p, end);
             ev_open(w, "X", pid, tid);

@@ -1,6 +1,7 @@
 /*
  * chrome.h — Chrome Trace Event JSON export, shaped like PyTorch profiler (Kineto) traces
- * so that Perfetto UI, chrome://tracing and HTA read it (reference/gpu-capture.md §6).
+ * so that Perfetto UI, chrome://tracing and HTA read it (the Trace Event Format document;
+ * pytorch/kineto libkineto/src/output_json.cpp).
  */
 #ifndef TPROF_CHROME_H
 #define TPROF_CHROME_H

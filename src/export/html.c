@@ -1,7 +1,7 @@
 /*
  * html.c — the self-contained HTML report: inline CSS, plots drawn here as inline SVG, no
- * script and no network access, so that the file can be mailed, attached to a ticket or
- * opened on an air-gapped cluster and look the same everywhere.
+ * script and no network access, so that the file can be mailed, attached to a bug report
+ * or opened on an air-gapped cluster and look the same everywhere.
  *
  * Everything shown comes from the report's JSON document, so that the HTML, the text and
  * report.json never disagree; the only exception is what the document summarises rather

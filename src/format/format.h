@@ -130,7 +130,7 @@ typedef struct tprof_pl_gpu_mem {
     uint32_t stream;
 } tprof_pl_gpu_mem;
 
-/* One communication operation (DESIGN §5): one op vocabulary whatever the source. */
+/* One communication operation (docs/design.md §5.2): one op vocabulary whatever the source. */
 enum tprof_comm_op {
     TPROF_COMM_UNKNOWN = 0, /* the record's name says what the source called it */
     TPROF_COMM_ALLREDUCE = 1,
@@ -200,14 +200,14 @@ typedef struct tprof_pl_comm {
     uint64_t gpu_end_ns;
 } tprof_pl_comm;
 
-static inline const char *tprof_comm_op_name(uint32_t op) {
+static inline const char *tprof__comm_op_name(uint32_t op) {
     static const char *const names[TPROF_COMM_OP_COUNT] = {
         "Unknown", "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
         "AllToAll", "Send", "Recv", "Barrier", "Gather", "Scatter"};
     return op < TPROF_COMM_OP_COUNT ? names[op] : "Unknown";
 }
 
-static inline const char *tprof_comm_dtype_name(uint32_t d) {
+static inline const char *tprof__comm_dtype_name(uint32_t d) {
     static const char *const names[TPROF_DTYPE_COUNT] = {
         "unknown", "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
         "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
@@ -244,7 +244,7 @@ typedef struct tprof_pl_clock {
     uint64_t dropped_total; /* END_OF_FILE only */
 } tprof_pl_clock;
 
-static inline size_t tprof_align8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+static inline size_t tprof__align8(size_t n) { return (n + 7u) & ~(size_t)7u; }
 
 /* CRC-32 (zlib) of a buffer, continuing from `crc` (0 to start). */
 uint32_t tprof__crc32(uint32_t crc, const void *data, size_t len);

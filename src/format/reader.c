@@ -39,7 +39,7 @@ static void add_damage(tprof_reader *r, uint64_t off, const char *what) {
     r->ndamage++;
 }
 
-int tprof_reader_open(const char *path, tprof_reader **out, char *err, size_t errlen) {
+int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t errlen) {
     char dummy[8];
     if (!err) { err = dummy; errlen = sizeof dummy; }
     err[0] = 0;
@@ -99,7 +99,7 @@ int tprof_reader_open(const char *path, tprof_reader **out, char *err, size_t er
         rc = TPROF_ERR_CORRUPT;
     }
     if (rc != TPROF_OK) {
-        tprof_reader_close(r);
+        tprof__reader_close(r);
         return rc;
     }
     r->hdr.host[sizeof r->hdr.host - 1] = 0;
@@ -110,17 +110,17 @@ int tprof_reader_open(const char *path, tprof_reader **out, char *err, size_t er
     return TPROF_OK;
 }
 
-void tprof_reader_close(tprof_reader *r) {
+void tprof__reader_close(tprof_reader *r) {
     if (!r) return;
     if (r->map) munmap((void *)r->map, r->size);
     free(r->damage);
     free(r);
 }
 
-const tprof_file_header *tprof_reader_header(const tprof_reader *r) { return &r->hdr; }
-uint64_t tprof_reader_size(const tprof_reader *r) { return r->size; }
-size_t tprof_reader_damage_count(const tprof_reader *r) { return r->ndamage; }
-const tprof_damage *tprof_reader_damage(const tprof_reader *r, size_t i) {
+const tprof_file_header *tprof__reader_header(const tprof_reader *r) { return &r->hdr; }
+uint64_t tprof__reader_size(const tprof_reader *r) { return r->size; }
+size_t tprof__reader_damage_count(const tprof_reader *r) { return r->ndamage; }
+const tprof_damage *tprof__reader_damage(const tprof_reader *r, size_t i) {
     return i < r->ndamage ? &r->damage[i] : NULL;
 }
 
@@ -145,7 +145,7 @@ static int valid_chunk_after(const tprof_reader *r, size_t pos) {
     return 0;
 }
 
-int tprof_reader_next(tprof_reader *r, tprof_chunk *c) {
+int tprof__reader_next(tprof_reader *r, tprof_chunk *c) {
     while (r->pos < r->size) {
         tprof_chunk_header h;
         memset(&h, 0, sizeof h);
@@ -158,7 +158,7 @@ int tprof_reader_next(tprof_reader *r, tprof_chunk *c) {
             c->data = r->map + r->pos + sizeof h;
             c->len = h.payload_bytes;
             c->file_offset = r->pos;
-            r->pos += sizeof h + tprof_align8(h.payload_bytes);
+            r->pos += sizeof h + tprof__align8(h.payload_bytes);
             return 1;
         }
         /* A torn tail is the normal end of a killed process: a header that starts here

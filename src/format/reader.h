@@ -33,23 +33,23 @@ typedef struct tprof_damage {
 } tprof_damage;
 
 /* Opens `path`. On failure returns a negative tprof_err and writes a one-line reason into
- * err (if non-NULL). The reader owns the mapping; close with tprof_reader_close. */
-int tprof_reader_open(const char *path, tprof_reader **out, char *err, size_t errlen);
-void tprof_reader_close(tprof_reader *r);
-const tprof_file_header *tprof_reader_header(const tprof_reader *r);
-uint64_t tprof_reader_size(const tprof_reader *r);
+ * err (if non-NULL). The reader owns the mapping; close with tprof__reader_close. */
+int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t errlen);
+void tprof__reader_close(tprof_reader *r);
+const tprof_file_header *tprof__reader_header(const tprof_reader *r);
+uint64_t tprof__reader_size(const tprof_reader *r);
 
 /* Next valid chunk: returns 1 and fills *c, or 0 at the end. Damage met on the way is
  * appended to the reader's damage list. */
-int tprof_reader_next(tprof_reader *r, tprof_chunk *c);
+int tprof__reader_next(tprof_reader *r, tprof_chunk *c);
 
-size_t tprof_reader_damage_count(const tprof_reader *r);
-const tprof_damage *tprof_reader_damage(const tprof_reader *r, size_t i);
+size_t tprof__reader_damage_count(const tprof_reader *r);
+const tprof_damage *tprof__reader_damage(const tprof_reader *r, size_t i);
 
 /* Record iteration inside a chunk: returns the record at *pos and advances *pos, or NULL
  * at the end or on a malformed size (which is recorded as damage by the caller). */
-static inline const tprof_rec *tprof_chunk_next_rec(const tprof_chunk *c, size_t *pos,
-                                                    int *bad) {
+static inline const tprof_rec *tprof__chunk_next_rec(const tprof_chunk *c, size_t *pos,
+                                                     int *bad) {
     if (*pos + 8 > c->len) return NULL;
     const tprof_rec *r = (const tprof_rec *)(c->data + *pos);
     size_t sz = r->size;
@@ -63,7 +63,7 @@ static inline const tprof_rec *tprof_chunk_next_rec(const tprof_chunk *c, size_t
 }
 
 /* Inline name of a named record whose fixed payload is pl_bytes, or NULL. */
-static inline const char *tprof_rec_inline(const tprof_rec *r, size_t pl_bytes) {
+static inline const char *tprof__rec_inline(const tprof_rec *r, size_t pl_bytes) {
     size_t off = sizeof(tprof_rec) + pl_bytes;
     if (r->size <= off) return NULL;
     const char *s = (const char *)r + off;

@@ -4,7 +4,7 @@
  * timed path), and the context synchronize of Megatron's compatibility mode.
  *
  * libcuda is never linked: dlopen of the copy the process already has (RTLD_NOLOAD first),
- * with our own minimal declarations (DESIGN §6.6). Without a driver, or without a current
+ * with our own minimal declarations (docs/design.md §6.6). Without a driver, or without a current
  * context on the calling thread, every call reports failure and the Timers fall back to
  * host time.
  */

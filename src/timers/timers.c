@@ -1,5 +1,5 @@
 /*
- * timers.c — Megatron-LM-compatible Timers (reference/megatron.md §1).
+ * timers.c — Megatron-LM-compatible Timers (Megatron-LM megatron/core/timers.py).
  *
  * Same registry rules (levels 0..2 fixed at first lookup, a shared dummy above the level,
  * elapsed() safe while running, active time kept across resets), same cross-rank step (an

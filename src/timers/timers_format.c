@@ -1,9 +1,9 @@
 /*
- * timers_format.c — Megatron-LM's Timers text, shared by the library (tprof_timers_string)
- * and the report (the timers table rebuilt from the trace), so both print the same bytes.
- * Rules (reference/megatron.md §1): header line; "    " + (name + " ") left-justified with
- * dots to 48 characters + ": " + values with two decimals, in ms per normalizer unit;
- * zeros left out of min/max and timers with no value left out; 'all' prints
+ * timers_format.c — Megatron-LM's Timers text, shared by the library (tprof_timers_string) and
+ * the report (the timers table rebuilt from the trace), so both print the same bytes. Rules
+ * (Megatron-LM megatron/core/timers.py, Timers.log): header line; "    " + (name + " ")
+ * left-justified with dots to 48 characters + ": " + values with two decimals, in ms per
+ * normalizer unit; zeros left out of min/max and timers with no value left out; 'all' prints
  * "  name:" then "     rank NN: v" per rank with a value.
  */
 #define _GNU_SOURCE

@@ -87,7 +87,7 @@ static void repair(uint8_t *b, size_t n) {
         }
         c.crc32 = tprof__crc32(0, b + pos + sizeof c, c.payload_bytes);
         memcpy(b + pos + offsetof(tprof_chunk_header, crc32), &c.crc32, sizeof c.crc32);
-        pos += sizeof c + tprof_align8(c.payload_bytes);
+        pos += sizeof c + tprof__align8(c.payload_bytes);
         if (pos > n) break;
     }
 }

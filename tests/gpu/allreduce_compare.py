@@ -14,8 +14,9 @@ event timings tests/gpu/nccl_loop.cu wrote, per size, on rank 0 (medians over th
 
 and where each op's channel interval lies against that kernel: as the plugin placed it (its
 calibration of NCCL's GPU timer to host time), and after the report's check against CUPTI
-(comm.c moves it by the placement error it measured on the matched kernels). Exit status 0 when `reported` is within 5 % of `events` at
-every size (the issue's criterion, with the event pair's cost left in).
+(comm.c moves it by the placement error it measured on the matched kernels). Exit status 0
+when `reported` is within 5 % of `events` at every size (the acceptance criterion, with the
+event pair's cost left in).
 
     python3 tests/gpu/allreduce_compare.py DUMP.csv TIMES.json
 """

@@ -1,9 +1,11 @@
 /*
  * comm_dump.c — prints a run's communication ops and NCCL kernels as CSV, for the GPU
- * checks (the Python scripts in tests/gpu compare them with the program's own CUDA-event timings):
- *   op,<rank>,<name>,<bytes>,<nranks>,<comm hash>,<seq>,<host start>,<host end>,<gpu start>,<gpu end>,<flags>,
- *      <start>,<end>,<source>,<shift>   (the interval the report times the op by, and how
- *      far the channel interval was moved to agree with CUPTI: tp_comm_resolve)
+ * checks (the Python scripts in tests/gpu compare them with the program's own CUDA-event
+ * timings):
+ *   op,<rank>,<name>,<bytes>,<nranks>,<comm hash>,<seq>,<host start>,<host end>,
+ *      <gpu start>,<gpu end>,<flags>,<start>,<end>,<source>,<shift>
+ *      (the last four: the interval the report times the op by, and how far the channel
+ *      interval was moved to agree with CUPTI: tp_comm_resolve)
  *   kernel,<rank>,<device>,<stream>,<start>,<end>,<name>
  *   meta,<rank>,<key>,<value>   (nccl.* and capability.nccl)
  * Times are CLOCK_MONOTONIC ns of the host that recorded them.
@@ -42,12 +44,13 @@ int main(int argc, char **argv) {
         }
         for (size_t k = 0; k < p->ncomm; k++) {
             const tp_comm_op *o = &p->comm[k];
-            printf("op,%d,%s,%llu,%u,%016llx,%u,%llu,%llu,%llu,%llu,%u,%llu,%llu,%s,%lld\n", p->rank,
-                   o->name, (unsigned long long)o->bytes, o->nranks,
+            printf("op,%d,%s,%llu,%u,%016llx,%u,%llu,%llu,%llu,%llu,%u,%llu,%llu,%s,%lld\n",
+                   p->rank, o->name, (unsigned long long)o->bytes, o->nranks,
                    (unsigned long long)o->comm_hash, o->seq, (unsigned long long)o->start,
                    (unsigned long long)o->end, (unsigned long long)o->gpu_start,
                    (unsigned long long)o->gpu_end, o->flags, (unsigned long long)tm[k].start,
-                   (unsigned long long)tm[k].end, tp_comm_src_name(tm[k].src), (long long)tm[k].shift_ns);
+                   (unsigned long long)tm[k].end, tp_comm_src_name(tm[k].src),
+                   (long long)tm[k].shift_ns);
         }
         free(tm);
         for (size_t k = 0; k < p->ngpu; k++) {

@@ -54,7 +54,8 @@ int main(int argc, char **argv) {
     int batches = 20, per = 500;
     if (argc > 2) per = atoi(argv[2]);
     ring_n = 1 << 20; ring = (rec *)calloc(ring_n, sizeof(rec));
-    bool act_k = !strcmp(mode, "act_kernel") || !strcmp(mode, "act_both") || !strcmp(mode, "cb_kernel");
+    bool act_k =
+        !strcmp(mode, "act_kernel") || !strcmp(mode, "act_both") || !strcmp(mode, "cb_kernel");
     bool act_r = !strcmp(mode, "act_runtime") || !strcmp(mode, "act_both");
     bool cb = !strncmp(mode, "cb_", 3);
     do_record = strcmp(mode, "cb_empty") != 0;
@@ -64,14 +65,16 @@ int main(int argc, char **argv) {
         if (act_r) {
             cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
             for (CUpti_CallbackId c = 1; c < CUPTI_RUNTIME_TRACE_CBID_SIZE; c++)
-                cuptiActivityEnableRuntimeApi(c, c == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+                cuptiActivityEnableRuntimeApi(c,
+                                              c == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
         }
     }
     if (cb) {
         CUpti_SubscriberHandle sub;
         CUptiResult r = cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_cb, NULL);
         if (r != CUPTI_SUCCESS) { printf("%s: subscribe failed %d\n", mode, (int)r); return 1; }
-        cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+        cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+                            CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
     }
     cudaStream_t s;
     cudaStreamCreate(&s);
@@ -86,7 +89,8 @@ int main(int argc, char **argv) {
     }
     std::sort(per_launch.begin(), per_launch.end());
     if (act_k || act_r) cuptiActivityFlushAll(1);
-    printf("%-12s %7.1f ns per launch (median of %d batches of %d; min %.1f max %.1f), %llu activity records, %zu callback records\n",
+    printf("%-12s %7.1f ns per launch (median of %d batches of %d; min %.1f max %.1f), "
+           "%llu activity records, %zu callback records\n",
            mode, per_launch[batches / 2], batches, per, per_launch[0], per_launch[batches - 1],
            records, ring_i);
     return 0;

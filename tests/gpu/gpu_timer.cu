@@ -44,7 +44,8 @@ int main() {
             ref += ms;
             sum += tprof_timer_elapsed(tm, 1, 0) * 1e3;
         }
-        printf("%-12s set_timing rc=%d: timer %.3f ms per interval, CUDA events around it %.3f ms\n",
+        printf("%-12s set_timing rc=%d: timer %.3f ms per interval, "
+               "CUDA events around it %.3f ms\n",
                names[m], rc, sum / 5, ref / 5);
         tprof_timers_destroy(t);
     }

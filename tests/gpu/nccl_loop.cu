@@ -1,7 +1,7 @@
 /*
  * nccl_loop — an isolated all-reduce loop on NCCL directly, timed by the program itself with
- * CUDA events recorded on the stream the collective runs on (issue 5's cross-check; compared
- * with trainprof's records by tests/gpu/allreduce_compare.py).
+ * CUDA events recorded on the stream the collective runs on (the cross-check of the report's NCCL
+ * durations; compared with trainprof's records by tests/gpu/allreduce_compare.py).
  *
  * Why not torch: torch.distributed runs NCCL on its own internal stream, so events recorded
  * by the program sit on another stream and each timed pair includes two cross-stream waits
@@ -127,7 +127,9 @@ int main(int argc, char **argv) {
         perror(argv[2]);
         return 1;
     }
-    if (out) fprintf(out, "{\"world\": %d, \"method\": \"events on the NCCL stream\", \"sizes\": [", world);
+    if (out)
+        fprintf(out, "{\"world\": %d, \"method\": \"events on the NCCL stream\", \"sizes\": [",
+                world);
     char *list = strdup(sizes);
     int first = 1;
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
@@ -136,7 +138,8 @@ int main(int argc, char **argv) {
         float *buf;
         CK(cudaMalloc(&buf, bytes));
         CK(cudaMemset(buf, 0, bytes));
-        for (int i = 0; i < WARMUP; i++) NK(N.all_reduce(buf, buf, count, NCCL_FLOAT32, NCCL_SUM, comm, st));
+        for (int i = 0; i < WARMUP; i++)
+            NK(N.all_reduce(buf, buf, count, NCCL_FLOAT32, NCCL_SUM, comm, st));
         CK(cudaStreamSynchronize(st)); /* the ranks leave together: a barrier */
         cudaEvent_t ev[2 * ITERS];
         for (int i = 0; i < 2 * ITERS; i++) CK(cudaEventCreate(&ev[i]));
@@ -155,12 +158,15 @@ int main(int argc, char **argv) {
          * times): per op, the kernel and the GPU's gap to the next one, no event writes */
         spin<<<1, 1, 0, st>>>((long long)clock_khz * 20);
         CK(cudaEventRecord(ev[0], st));
-        for (int i = 0; i < ITERS; i++) NK(N.all_reduce(buf, buf, count, NCCL_FLOAT32, NCCL_SUM, comm, st));
+        for (int i = 0; i < ITERS; i++)
+            NK(N.all_reduce(buf, buf, count, NCCL_FLOAT32, NCCL_SUM, comm, st));
         CK(cudaEventRecord(ev[1], st));
         CK(cudaStreamSynchronize(st));
         CK(cudaEventElapsedTime(&b2b, ev[0], ev[1]));
         if (out) {
-            fprintf(out, "%s{\"bytes\": %zu, \"warmup\": %d, \"batch_ms\": %.6f, \"b2b_ms\": %.6f, \"ms\": [",
+            fprintf(out,
+                    "%s{\"bytes\": %zu, \"warmup\": %d, \"batch_ms\": %.6f, \"b2b_ms\": %.6f, "
+                    "\"ms\": [",
                     first ? "" : ", ", bytes, WARMUP, batch / ITERS, b2b / ITERS);
             for (int i = 0; i < ITERS; i++) fprintf(out, "%s%.6f", i ? ", " : "", ms[i]);
             fprintf(out, "]}");
@@ -173,7 +179,8 @@ int main(int argc, char **argv) {
                     sorted[b - 1] = t;
                 }
             double med = sorted[ITERS / 2], algbw = bytes / (med / 1e3) / 1e9;
-            printf("allreduce %10zu bytes: median %.4f ms, algbw %.1f GB/s, busbw %.1f GB/s (events on the NCCL stream)\n",
+            printf("allreduce %10zu bytes: median %.4f ms, algbw %.1f GB/s, busbw %.1f GB/s "
+                   "(events on the NCCL stream)\n",
                    bytes, med, algbw, algbw * 2 * (world - 1) / world);
             fflush(stdout);
         }

@@ -1,4 +1,4 @@
-"""GPU-accurate Timers on torch's current stream (tests/gpu/issue4_final.sh): bf16 matmuls
+"""GPU-accurate Timers on torch's current stream (tests/gpu/device_names_timer_stream.sh): bf16 matmuls
 launched between start and stop, on the default stream and on a side stream made current
 with `torch.cuda.stream(s)`; each timer mode against CUDA events recorded by torch on that
 same stream around the same work, and the host time of the launches.

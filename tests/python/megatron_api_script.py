@@ -89,5 +89,5 @@ if rank == 0:
 energy.shutdown()
 if world > 1:
     # as train_gpt.py does: torch 1.13's gloo group torn down at interpreter exit instead
-    # can abort ("terminate called without an active exception", seen once in CI)
+    # can abort ("terminate called without an active exception")
     dist.destroy_process_group()

@@ -6,7 +6,7 @@
 # SMs, CUPTI's own overhead and untimed records, with the cuda.<ordinal>.* keys in the rank
 # files, go to the summary (skipped with SANITY=0); with TORCHPROF=1, torch.profiler inside a
 # captured process (the pause hands CUPTI over with its buffers, and back). Then, unless
-# LIMIT=0, tests/gpu/issue46_bench.sh with MODES.
+# LIMIT=0, tests/gpu/gpu_overhead_two_gpus.sh with MODES.
 . "$(dirname "$0")/common.sh"
 [ "${SANITY:-1}" = 0 ] || for v in pool fresh; do
     [ $v = fresh ] && export TRAINPROF_CUPTI_POOL=0
@@ -28,4 +28,4 @@ if [ "${TORCHPROF:-0}" = 1 ]; then
     grep -i 'paused\|launches\|cupti\|dropped' $W/tpp/report.txt | head -12 >> $S
 fi
 export MODES=${MODES:-bare,floor,floor@TRAINPROF_CUPTI_POOL=0,trainprof,trainprof@TRAINPROF_CUPTI_POOL=0,torchprof}
-bash "$(dirname "$0")/issue46_bench.sh"
+bash "$(dirname "$0")/gpu_overhead_two_gpus.sh"

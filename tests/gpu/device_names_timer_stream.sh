@@ -1,9 +1,9 @@
 #!/bin/bash
-# Issue 4's last GPU checks (one call): A the rank file names its GPUs without CUPTI
+# Device identity and Timers on a GPU (one call): A the rank file names its GPUs without CUPTI
 # (TRAINPROF_CUPTI=0: the driver the program initialised is asked, capture/cuda_devices.c), and
 # with CUPTI once (no duplicate keys); B CUDA-event Timers on torch's current stream
 # (timer_stream.py); C the report's CUPTI and driver overhead lines; then, unless LIMIT=0, the
-# overhead benchmark (issue46_bench.sh, MODES) on each GPU. PARTS picks A and B (default AB).
+# overhead benchmark (gpu_overhead_two_gpus.sh, MODES) on each GPU. PARTS picks A and B (default AB).
 . "$(dirname "$0")/common.sh"
 python_module
 PARTS=${PARTS:-AB}
@@ -20,4 +20,4 @@ if [[ $PARTS == *B* ]]; then
     say "B: timer_stream.py"
     PYTHONPATH=$PYD timeout 120 python3 tests/gpu/timer_stream.py >> $S 2>&1; lap $?
 fi
-bash "$(dirname "$0")/issue46_bench.sh"
+bash "$(dirname "$0")/gpu_overhead_two_gpus.sh"

@@ -1,8 +1,8 @@
 #!/bin/bash
-# Second round of GPU checks (issues 4 and 5): the all-reduce loop with the ops queued ahead,
-# the same-step kernel cross-check with the neighbour-based attribution (and with driver
-# launch records, exact), and half of bench/gpu_overhead's rounds (the other half in a
-# second call; --merge pools them). Binaries built here, carried in $C.
+# All-reduce timing and kernel attribution on a 2-GPU machine: the all-reduce loop with the ops
+# queued ahead, the same-step kernel cross-check with the neighbour-based attribution (and
+# with driver launch records, exact), and half of bench/gpu_overhead's rounds (the other half
+# in a second call; --merge pools them). Binaries built here, carried in $C.
 . "$(dirname "$0")/common.sh"
 export NCCL_NVLS_ENABLE=0
 ROUNDS=${ROUNDS:-5}

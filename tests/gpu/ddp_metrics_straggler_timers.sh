@@ -1,5 +1,7 @@
 #!/bin/bash
-# GPU checks for issues 5-8 on the 2-GPU machine, from the repository root, with the
+# Zero-code DDP with live metrics (A), a straggler (B), the Megatron Timers script on NCCL
+# (C), torch.profiler inside a captured process (D), the NCCL loop (E), trainprof serve (F)
+# and the Python range cost (G), on a 2-GPU machine, from the repository root, with the
 # binaries built here carried in $C (trainprof, libtrainprof.so, comm_dump, nccl_loop,
 # lib/libcjson, lib/libmicrohttpd). The Python module is compiled here for this machine's
 # interpreter. Everything lands in $OUT: summary.txt and a few compressed run folders.

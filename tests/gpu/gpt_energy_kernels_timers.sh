@@ -1,6 +1,8 @@
 #!/bin/sh
-# GPU capture checks on a GPU machine (issue 4), one call: CARRY=dir with trainprof built.
-#   sh tests/gpu/issue4_check.sh CARRY OUT ROUNDS
+# GPU capture on one GPU, one call: energy against the script's own NVML counter reads, kernel
+# time against torch.profiler, GPU-accurate Timers, and the overhead benchmark.
+# CARRY=dir with trainprof built:
+#   sh tests/gpu/gpt_energy_kernels_timers.sh CARRY OUT ROUNDS
 # 1. train_gpt.py (GPT-2 small, 150 steps) under trainprof run, with the script reading the
 #    NVML energy counter itself at step boundaries: report text and JSON.
 # 2. Kernel time over steps 10-59: trainprof (report --warmup 10) vs torch.profiler in a

@@ -1,6 +1,9 @@
 #!/bin/bash
-# GPU checks for issues 4 and 5, run on the 2-GPU machine from the repository root with the
-# binaries built here carried in $C (trainprof, libtrainprof.so, comm_dump, lib/libcjson).
+# Communication, energy and the kernel window on a 2-GPU machine: DDP train_gpt's collectives
+# (A), the all-reduce loop against its own CUDA events (B), energy with the node's NVML sampler
+# (D), --kernel-steps (E), kernel attribution against torch.profiler (F) and
+# bench/nccl_overhead.py (C). Run from the repository root with the binaries built here
+# carried in $C (trainprof, libtrainprof.so, comm_dump, lib/libcjson).
 # Everything lands in $OUT: summary.txt (all figures) and a few compressed run folders.
 . "$(dirname "$0")/common.sh"
 export NCCL_NVLS_ENABLE=0

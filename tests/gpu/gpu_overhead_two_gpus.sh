@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/gpu_overhead on the 2-GPU machine: two interleaved benchmarks at once, one per GPU
+# bench/gpu_overhead on a 2-GPU machine: two interleaved benchmarks at once, one per GPU
 # (each its own A B C ... rounds; pooled afterwards with --merge), so one device call gives
 # twice the rounds. Modes: bare, the CUPTI floor with full capture's kinds, the kernel-only
 # floor, full capture, capture without kernels, the same with the zero-code torch hooks, and

@@ -1,6 +1,7 @@
 #!/bin/bash
-# GPU checks on the 2-GPU machine, from the repository root, with the binaries built here
-# carried in $C (trainprof, libtrainprof.so, comm_dump, nccl_loop, lib/libcjson):
+# NCCL timing and CUDA runtime records on a 2-GPU machine, from the repository root, with the
+# binaries built here carried in $C (trainprof, libtrainprof.so, comm_dump, nccl_loop,
+# lib/libcjson):
 #   A  the NCCL all-reduce loop (tests/gpu/nccl_loop.cu) under trainprof run, against its own
 #      CUDA events, the event pair's own cost (an empty kernel), and back-to-back batches;
 #      whether NCCL's NVTX ranges (init, finalize: payload-extension pops) close

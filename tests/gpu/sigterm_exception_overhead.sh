@@ -1,7 +1,8 @@
 #!/bin/bash
-# Third round of GPU checks: bench/gpu_overhead's second half (pooled with the first by
-# --merge), a launch-bound variant of the same bench (GPT-2 small at batch 1, seq 256),
-# and the ends of a captured process: SIGTERM and a Python exception after GPU work.
+# The ends of a captured GPU process and the overhead benchmark: bench/gpu_overhead's second
+# half (pooled with the first by --merge), a launch-bound variant of the same bench (GPT-2
+# small at batch 1, seq 256), and the ends of a captured process: SIGTERM and a Python
+# exception after GPU work.
 . "$(dirname "$0")/common.sh"
 export CUDA_VISIBLE_DEVICES=0
 

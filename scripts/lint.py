@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""lint.py — the conventions of docs/design.md §6 and the layers of §2.3, checked.
+
+Run by ctest as the test `lint` (tests/lint.cmake), so `make check` fails on a violation;
+alone: `python3 scripts/lint.py [--root DIR] [CHECK ...]`, CHECK among columns, tracker,
+prefix, layers (default: all). Prints one line per violation, `path:line: [check] what`,
+and exits 1 if there is any, 0 otherwise. Reads files only; needs Python 3.8 and nothing
+else, and takes well under a second on the tree.
+
+The checks:
+  columns  a C or CUDA source line longer than 100 columns, in every file except the ones
+           in LONG_LINES_ALLOWED (a listed file with no long line left must leave the list)
+  tracker  a reference to a tracker (an issue, ticket, bug or PR number, or a ticket at all)
+           in the text or the name of a file under TRACKER_DIRS or TRACKER_FILES
+  prefix   a function named tprof_<x> (one underscore) defined or declared in src/, cli/ or
+           python/src/ that include/trainprof.h does not declare: the public prefix belongs to
+           the public API, internal helpers are tprof__<x>
+  layers   an #include that crosses the layers of docs/design.md §2.3, other than the
+           crossings listed in LAYER_CROSSINGS (a listed crossing that is gone must leave the
+           list, so the list only shrinks)
+"""
+import argparse
+import os
+import re
+import sys
+
+MAX_COLUMNS = 100
+C_SUFFIXES = (".c", ".h", ".cu")
+SKIP_DIRS = {"__pycache__", "node_modules"}  # and hidden directories and build* ones
+
+# Files allowed lines over MAX_COLUMNS: the report sections and their tests and the live
+# metrics feed, which together hold most of the tree's long lines and which the typed analysis
+# results of docs/design.md §8 rewrite. Everything else is held to the limit.
+LONG_LINES_ALLOWED = {
+    "src/analysis/breakdown.c",
+    "src/analysis/clocks.c",
+    "src/analysis/comm.c",
+    "src/analysis/diagnose.c",
+    "src/analysis/diff.c",
+    "src/analysis/figures.c",
+    "src/analysis/gpu.c",
+    "src/analysis/mfu.c",
+    "src/analysis/model.c",
+    "src/analysis/report.c",
+    "src/export/chrome.c",
+    "src/export/html.c",
+    "src/core/metrics_feed.c",
+    "bench/bench_report_scale.c",
+    "tests/test_comm.c",
+    "tests/test_diagnose.c",
+    "tests/test_diff.c",
+    "tests/test_gpu_report.c",
+    "tests/test_html.c",
+    "tests/test_metrics.c",
+    "tests/test_report.c",
+    "tests/test_truth.c",
+}
+
+# Where a tracker reference may not appear: directories (recursively) and single files.
+TRACKER_DIRS = ("src", "cli", "python", "tests", "bench", "include", "scripts", "examples",
+                "docs", ".ci")
+TRACKER_FILES = ("README.md", "CMakeLists.txt", "Makefile")
+TRACKER_TEXT_SUFFIXES = (".c", ".h", ".cu", ".py", ".pyi", ".sh", ".cmake", ".md", ".txt",
+                         ".toml", ".supp", ".json", "")
+# "issue 7", "issue #4", "issues 5-8", "issue-7", "ticket", "bug 12", "PR #3"; an issue in its
+# other sense ("in issue order") has no number after it.
+TRACKER_RE = re.compile(
+    r"\b(?:issues?|bugs?|PRs?)[ \t]*[-#]?[ \t]*#?\d+"
+    r"|\btickets?\b"
+    r"|\bissue\d+",
+    re.IGNORECASE)
+
+PREFIX_DIRS = ("src", "cli", "python/src")
+PUBLIC_HEADER = "include/trainprof.h"
+
+# The layers, bottom up (docs/design.md §2.3): a file may include headers of its own
+# directory, of the public header (include/) and of the directories listed for its
+# directory. Files outside every listed directory (tests/, bench/) may include anything.
+LAYERS = {
+    "include": (),
+    "src/format": ("include",),
+    "src/core": ("include", "src/format"),
+    "src/capture": ("include", "src/format", "src/core"),
+    "src/timers": ("include", "src/format", "src/core"),
+    "src/analysis": ("include", "src/format"),
+    "src/export": ("include", "src/format", "src/analysis"),
+    "cli": ("include", "src/format", "src/analysis", "src/export"),
+    "python/src": ("include",),
+    "examples": ("include",),
+}
+# The crossings that exist today, each a header-only definition shared between the runtime
+# and the offline side (docs/design.md §2.3 says why each, and §8 where they go).
+LAYER_CROSSINGS = {
+    ("src/core/energy.c", "src/capture/nvml_shared.h"),
+    ("src/core/metrics_feed.c", "src/capture/nvml_shared.h"),
+    ("src/analysis/steps.c", "src/core/step_names.h"),
+    ("src/analysis/mfu.c", "src/core/per_step.h"),
+    ("src/analysis/report.c", "src/capture/nvml_abi.h"),
+    ("src/analysis/report.c", "src/timers/timers_format.h"),
+    ("cli/trainprof.c", "src/core/kwindow.h"),
+    ("cli/trainprof.c", "src/core/per_step.h"),
+    ("python/src/_trainprof.c", "src/capture/comm_ext.h"),
+}
+# Where #include "x" is looked for, after the including file's own directory: the include
+# directories the build gives (src/ and include/; tests/ for tests and bench only).
+INCLUDE_ROOTS = ("src", "include")
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def walk(root, top):
+    """Repository-relative paths of the files under top (a directory or a file)."""
+    base = os.path.join(root, top)
+    if os.path.isfile(base):
+        yield top
+        return
+    for d, dirs, files in os.walk(base):
+        dirs[:] = sorted(x for x in dirs
+                         if x not in SKIP_DIRS and not x.startswith((".", "build")))
+        for f in sorted(files):
+            yield os.path.relpath(os.path.join(d, f), root)
+
+
+def read_text(root, rel):
+    try:
+        with open(os.path.join(root, rel), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if b"\0" in data:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def c_sources(root):
+    for rel in walk(root, "."):
+        rel = os.path.normpath(rel)
+        if rel.endswith(C_SUFFIXES):
+            yield rel
+
+
+def check_columns(root, out):
+    long_files = set()
+    for rel in c_sources(root):
+        text = read_text(root, rel)
+        if text is None:
+            continue
+        for n, line in enumerate(text.split("\n"), 1):
+            if len(line) > MAX_COLUMNS:
+                long_files.add(rel)
+                if rel not in LONG_LINES_ALLOWED:
+                    out.append("%s:%d: [columns] %d columns, more than %d"
+                               % (rel, n, len(line), MAX_COLUMNS))
+    for rel in sorted(LONG_LINES_ALLOWED - long_files):
+        out.append("scripts/lint.py: [columns] %s has no line over %d columns: remove it from "
+                   "LONG_LINES_ALLOWED" % (rel, MAX_COLUMNS))
+
+
+def check_tracker(root, out):
+    me = os.path.relpath(os.path.abspath(__file__), root)
+    seen = set()
+    for top in TRACKER_DIRS + TRACKER_FILES:
+        if not os.path.exists(os.path.join(root, top)):
+            continue
+        for rel in walk(root, top):
+            rel = os.path.normpath(rel)
+            if rel in seen or rel == me:
+                continue
+            seen.add(rel)
+            if TRACKER_RE.search(os.path.basename(rel)):
+                out.append("%s:0: [tracker] the file is named after a tracker entry: name it by "
+                           "what it does" % rel)
+            name = os.path.basename(rel)
+            if not (name.endswith(TRACKER_TEXT_SUFFIXES) or "." not in name):
+                continue
+            text = read_text(root, rel)
+            if text is None:
+                continue
+            for n, line in enumerate(text.split("\n"), 1):
+                m = TRACKER_RE.search(line)
+                if m:
+                    out.append("%s:%d: [tracker] \"%s\": state the rule and its reason, not the "
+                               "ticket" % (rel, n, m.group(0)))
+
+
+def strip_c(text):
+    """text with comments, string and character literals blanked (newlines kept)."""
+    res, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            res.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            res.append(" " * (j - i))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            res.append(c + re.sub(r"[^\n]", " ", text[i + 1:j - 1]) + c)
+            i = j
+        else:
+            res.append(c)
+            i += 1
+    return "".join(res)
+
+
+# A function defined or declared at file scope: a line that starts in column 0 with a type
+# (one or more words, maybe pointers) followed by the name and "(".
+FUNC_RE = re.compile(r"^(?!return\b|else\b|case\b|goto\b)[A-Za-z_][\w \t\*]*?[\s\*]"
+                     r"(tprof_[a-z0-9]\w*)\s*\(", re.MULTILINE)
+
+
+def check_prefix(root, out):
+    header = read_text(root, PUBLIC_HEADER) or ""
+    public = set(re.findall(r"\btprof_[a-z0-9]\w*", strip_c(header)))
+    for top in PREFIX_DIRS:
+        for rel in walk(root, top):
+            rel = os.path.normpath(rel)
+            if not rel.endswith(C_SUFFIXES):
+                continue
+            text = strip_c(read_text(root, rel) or "")
+            for m in FUNC_RE.finditer(text):
+                name = m.group(1)
+                if name in public:
+                    continue
+                line = text.count("\n", 0, m.start(1)) + 1
+                out.append("%s:%d: [prefix] %s is not declared in %s: internal functions are "
+                           "named tprof__%s" % (rel, line, name, PUBLIC_HEADER, name[6:]))
+
+
+def layer_of(rel):
+    best = None
+    for d in LAYERS:
+        if rel == d or rel.startswith(d + "/"):
+            if best is None or len(d) > len(best):
+                best = d
+    return best
+
+
+def resolve(root, rel, quote, target):
+    here = os.path.dirname(rel)
+    roots = INCLUDE_ROOTS + (("tests",) if rel.startswith(("tests/", "bench/")) else ())
+    cands = ([os.path.join(here, target)] if quote == '"' else []) + \
+        [os.path.join(r, target) for r in roots]
+    for c in cands:
+        c = os.path.normpath(c)
+        if not c.startswith("..") and os.path.isfile(os.path.join(root, c)):
+            return c
+    return None  # a system or vendor header
+
+
+def check_layers(root, out):
+    used = set()
+    for rel in c_sources(root):
+        layer = layer_of(rel)
+        if layer is None:
+            continue
+        allowed = (layer,) + LAYERS[layer] + ("include",)
+        text = read_text(root, rel) or ""
+        for n, line in enumerate(text.split("\n"), 1):
+            m = INCLUDE_RE.match(line)
+            if not m:
+                continue
+            dep = resolve(root, rel, m.group(1), m.group(2))
+            if dep is None:
+                continue
+            dep_layer = layer_of(dep)
+            if dep_layer is None or dep_layer in allowed:
+                continue
+            if (rel, dep) in LAYER_CROSSINGS:
+                used.add((rel, dep))
+                continue
+            out.append("%s:%d: [layers] %s (%s) includes %s (%s): not below it in "
+                       "docs/design.md §2.3" % (rel, n, rel, layer, dep, dep_layer))
+    for rel, dep in sorted(LAYER_CROSSINGS - used):
+        out.append("scripts/lint.py: [layers] %s no longer includes %s: remove the crossing from "
+                   "LAYER_CROSSINGS (and from docs/design.md §2.3)" % (rel, dep))
+
+
+CHECKS = {"columns": check_columns, "tracker": check_tracker, "prefix": check_prefix,
+          "layers": check_layers}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    help="the repository root (default: this script's parent directory)")
+    ap.add_argument("checks", nargs="*", metavar="CHECK",
+                    help="columns, tracker, prefix, layers (default: all)")
+    a = ap.parse_args()
+    for name in a.checks:
+        if name not in CHECKS:
+            ap.error("unknown check %r (choose from %s)" % (name, ", ".join(sorted(CHECKS))))
+    out = []
+    for name in a.checks or sorted(CHECKS):
+        CHECKS[name](os.path.abspath(a.root), out)
+    for line in out:
+        print(line)
+    print("lint: %d violation%s" % (len(out), "" if len(out) == 1 else "s"))
+    return 1 if out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
