@@ -66,7 +66,8 @@ static void test_start_pair_beyond(void **state) {
             assert_int_not_equal(rc, 0);
             assert_int_equal(run.nprocs, 0);
             assert_int_equal(run.nerrors, 1);
-            assert_non_null(strstr(run.errors[0], "start clock pair out of range (1700000000000000000, 4611686018427387904 ns)"));
+            assert_non_null(strstr(run.errors[0], "start clock pair out of range "
+                                                  "(1700000000000000000, 4611686018427387904 ns)"));
         } else {
             assert_int_equal(rc, 0);
             assert_int_equal(run.nprocs, 1);

@@ -678,7 +678,8 @@ static void test_python_sigint(void **state) {
                 "try:\n"
                 "    os.read(r, 1); print('read returned')\n"
                 "except KeyboardInterrupt:\n"
-                "    print('KeyboardInterrupt', 'at once' if time.monotonic() - t0 < 2 else 'late')\n"
+                "    print('KeyboardInterrupt',\n"
+                "          'at once' if time.monotonic() - t0 < 2 else 'late')\n"
                 "t.join()\n",
                 "KeyboardInterrupt at once\n", 0);
 }

@@ -38,7 +38,8 @@ static const tp_range *last_range(const tp_process *p, const tp_thread **on) {
             const tp_range *r = &th->ranges[k];
             int open = (r->flags & TP_R_UNCLOSED) != 0;
             int better = !best || (open && !best_open) ||
-                         (open == best_open && (open ? r->start > best->start : r->end > best->end));
+                         (open == best_open &&
+                          (open ? r->start > best->start : r->end > best->end));
             if (better) {
                 best = r;
                 best_open = open;
