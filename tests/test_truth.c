@@ -579,6 +579,47 @@ static void test_drops_missing_steps(void **state) {
     synth_rmtree(dir);
 }
 
+/* Text columns: a host name holding U+FFFD (3 bytes, 1 column) is padded by columns in the
+ * processes table, so the threads column stays where the header puts it; and a range name
+ * used in two domains (the program's "ok" and "ok" in domain "megatron") is two breakdown
+ * rows, each saying its domain when it has one. Two API steps of 20 ms; "ok" 2 ms in the
+ * default domain, 4 ms in "megatron", per step. */
+static void test_text_columns_and_domains(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "truth-columns"), 0);
+    synth_file *f = synth_open(dir, "h\xEF\xBF\xBDx", 620, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_domain(f, 1, "megatron");
+    synth_thread(f, 1, 620);
+    for (uint64_t s = 0; s < 2; s++) {
+        uint64_t b = T0 + s * 20 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_push(f, 1, b + 1 * MS, "ok", 0, 0);
+        synth_pop(f, 1, b + 3 * MS, 0);
+        synth_push(f, 1, b + 5 * MS, "ok", 1, 0);
+        synth_pop(f, 1, b + 9 * MS, 1);
+        synth_step_end(f, 1, b + 20 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 40 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_warmup(&run, 0);
+    char *text = report_text(rep);
+    char want[200];
+    snprintf(want, sizeof want, "\n  %-18s %s%17s %7d ", "rank 0", "h\xEF\xBF\xBDx:620", "", 1);
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+    snprintf(want, sizeof want, "\n    ok%26s ", "");
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+    snprintf(want, sizeof want, "\n    ok [megatron]%11s ", "");
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ torch.distributed */
 
 static tprof_pl_comm torch_op(uint32_t op, uint64_t hash, uint64_t end, uint32_t flags) {
@@ -735,6 +776,7 @@ int main(void) {
         cmocka_unit_test(test_impossible_figures_flagged),
         cmocka_unit_test(test_drops_flag_steps),
         cmocka_unit_test(test_drops_missing_steps),
+        cmocka_unit_test(test_text_columns_and_domains),
         cmocka_unit_test(test_torch_gloo_counted),
         cmocka_unit_test(test_torch_backends_and_twins),
     };

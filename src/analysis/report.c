@@ -778,7 +778,8 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
             const double v[2] = {(double)s.missing[i].s, (double)s.missing[i].e};
             cJSON_AddItemToArray(mr, cJSON_CreateDoubleArray(v, 2));
         }
-        if (s.nmissing > 100) cJSON_AddNumberToObject(mx, "ranges_left_out", (double)(s.nmissing - 100));
+        if (s.nmissing > 100)
+            cJSON_AddNumberToObject(mx, "ranges_left_out", (double)(s.nmissing - 100));
         cJSON_AddStringToObject(mx, "flag", "the thread's full ring dropped their begin or end: "
                                             "the step statistics do not cover them, and they are "
                                             "likely the slowest (the ring fills when a step "
@@ -1136,7 +1137,8 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
                 if (t->name) cJSON_AddStringToObject(e, "thread", t->name);
                 cJSON_AddNumberToObject(e, "count", (double)t->unmatched_pops);
                 if (t->unmatched_pops_after_drops)
-                    cJSON_AddNumberToObject(e, "after_drops", (double)t->unmatched_pops_after_drops);
+                    cJSON_AddNumberToObject(e, "after_drops",
+                                            (double)t->unmatched_pops_after_drops);
                 cJSON_AddNumberToObject(e, "first_s",
                                         t->first_unmatched_pop_ts > p->hdr.start_mono_ns
                                             ? (double)(t->first_unmatched_pop_ts - p->hdr.start_mono_ns) / 1e9
@@ -1449,8 +1451,12 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
     cJSON_ArrayForEach(p, tp_jobj(rep, "processes")) {
         char hp[96];
         snprintf(hp, sizeof hp, "%s:%.0f", tp_jstr(p, "host"), tp_jnum(p, "pid"));
-        fprintf(f, "  %-18s %-24s %7.0f %9.0f %8.0f %7.2f s  %s%s\n", tp_jstr(p, "label"), hp,
-                tp_jnum(p, "threads"), tp_jnum(p, "events"), tp_jnum(p, "events_dropped"),
+        /* padded by columns, not bytes: a host name may hold any character */
+        fputs("  ", f);
+        tp_text_put(f, tp_jstr(p, "label"), -1, 18);
+        fputc(' ', f);
+        tp_text_put(f, hp, -1, 24);
+        fprintf(f, " %7.0f %9.0f %8.0f %7.2f s  %s%s\n", tp_jnum(p, "threads"), tp_jnum(p, "events"), tp_jnum(p, "events_dropped"),
                 tp_jnum(p, "duration_s"), basename_of(tp_jstr(p, "file")),
                 cJSON_IsTrue(tp_jobj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
         const cJSON *d;
