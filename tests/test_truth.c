@@ -500,6 +500,126 @@ static void test_drops_flag_steps(void **state) {
     synth_rmtree(dir);
 }
 
+/* Six API steps on thread 1 (tid 610, unnamed), step s from s*10 to s*10+8 ms, one chunk
+ * per step. The ring fills during step 2: its end and step 3's begin are dropped (2 events),
+ * and the chunk holding step 3's end reports them; the window runs from step 2's begin (20 ms,
+ * the thread's last event before) to step 4's begin (40 ms, its first event of the next
+ * drain). Steps 2 and 3 have no whole step: exactly 2 missing, numbers 2-3; 4 steps remain.
+ * Range pops with nothing open: 1 at 5 ms, before any drop (a program mistake), and 2 after
+ * the drops (39 and 45 ms): their pushes were likely the dropped events. */
+static void test_drops_missing_steps(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = open_run(dir, sizeof dir, "truth-drops-missing", 610);
+    synth_thread(f, 1, 610);
+    synth_thread(f, 2, 612);
+    for (uint64_t s = 0; s < 6; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        if (s == 3) synth_set_dropped(f, 1, 2);
+        if (s != 3) synth_step_begin(f, 1, b, s);
+        if (s == 0) synth_pop(f, 1, b + 5 * MS, 0);
+        if (s != 2) synth_step_end(f, 1, b + 8 * MS, s);
+        if (s == 3) synth_pop(f, 1, b + 9 * MS, 0);
+        if (s == 4) synth_pop(f, 1, b + 5 * MS, 0);
+        synth_flush_thread(f, 1);
+        /* the sampler's chunk after each pass, as the library writes: the next chunk of
+         * thread 1 is a new drain */
+        synth_counter(f, 2, b + 9 * MS, "process.threads", 2);
+        synth_flush_thread(f, 2);
+    }
+    synth_end_of_file(f, T0 + 60 * MS, 2);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    assert_int_equal(run.procs[0].ndrops, 1);
+    assert_int_equal(run.procs[0].drops[0].from, T0 + 20 * MS);
+    assert_int_equal(run.procs[0].drops[0].to, T0 + 40 * MS);
+    cJSON *rep = report_warmup(&run, 0);
+    const cJSON *js = cJSON_GetObjectItem(rank0(rep), "steps");
+    NEAR(num(js, "count"), 4);
+    const cJSON *mx = cJSON_GetObjectItem(js, "missing");
+    assert_non_null(mx);
+    NEAR(num(mx, "count"), 2);
+    const cJSON *mr = cJSON_GetObjectItem(mx, "ranges");
+    assert_int_equal(cJSON_GetArraySize(mr), 1);
+    NEAR(cJSON_GetArrayItem(cJSON_GetArrayItem(mr, 0), 0)->valuedouble, 2);
+    NEAR(cJSON_GetArrayItem(cJSON_GetArrayItem(mr, 0), 1)->valuedouble, 3);
+    const cJSON *jp = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "processes"), 0);
+    NEAR(num(jp, "unmatched_pops"), 3);
+    NEAR(num(jp, "unmatched_pops_after_drops"), 2);
+    const cJSON *pt = cJSON_GetArrayItem(cJSON_GetObjectItem(jp, "unmatched_pops_by_thread"), 0);
+    NEAR(num(pt, "count"), 3);
+    NEAR(num(pt, "after_drops"), 2);
+    char *text = report_text(rep);
+    assert_non_null(strstr(text, "missing: 2 step(s) (2-3): the thread's full ring dropped"));
+    assert_non_null(strstr(text, "3 range pop(s) with no open range on their thread (ignored): "
+                                 "3 on an unnamed thread (tid 610, first at 0.005 s); 2 after "
+                                 "dropped events: their push was likely dropped"));
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+
+    /* the same numbers without drops: a program that skips numbers, nothing missing */
+    f = open_run(dir, sizeof dir, "truth-gaps-no-drops", 611);
+    synth_thread(f, 1, 611);
+    for (uint64_t s = 0; s < 6; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        if (s != 3) synth_step_begin(f, 1, b, s);
+        if (s != 2) synth_step_end(f, 1, b + 8 * MS, s);
+        synth_flush_thread(f, 1);
+    }
+    synth_end_of_file(f, T0 + 60 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    load_run(dir, &run);
+    rep = report_warmup(&run, 0);
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(rank0(rep), "steps"), "missing"));
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Text columns: a host name holding U+FFFD (3 bytes, 1 column) is padded by columns in the
+ * processes table, so the threads column stays where the header puts it; and a range name
+ * used in two domains (the program's "ok" and "ok" in domain "megatron") is two breakdown
+ * rows, each saying its domain when it has one. Two API steps of 20 ms; "ok" 2 ms in the
+ * default domain, 4 ms in "megatron", per step. */
+static void test_text_columns_and_domains(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "truth-columns"), 0);
+    synth_file *f = synth_open(dir, "h\xEF\xBF\xBDx", 620, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_domain(f, 1, "megatron");
+    synth_thread(f, 1, 620);
+    for (uint64_t s = 0; s < 2; s++) {
+        uint64_t b = T0 + s * 20 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_push(f, 1, b + 1 * MS, "ok", 0, 0);
+        synth_pop(f, 1, b + 3 * MS, 0);
+        synth_push(f, 1, b + 5 * MS, "ok", 1, 0);
+        synth_pop(f, 1, b + 9 * MS, 1);
+        synth_step_end(f, 1, b + 20 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 40 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_warmup(&run, 0);
+    char *text = report_text(rep);
+    char want[200];
+    snprintf(want, sizeof want, "\n  %-18s %s%17s %7d ", "rank 0", "h\xEF\xBF\xBDx:620", "", 1);
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+    snprintf(want, sizeof want, "\n    ok%26s ", "");
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+    snprintf(want, sizeof want, "\n    ok [megatron]%11s ", "");
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ torch.distributed */
 
 static tprof_pl_comm torch_op(uint32_t op, uint64_t hash, uint64_t end, uint32_t flags) {
@@ -655,6 +775,8 @@ int main(void) {
         cmocka_unit_test(test_text_valid_utf8_and_cut_marks),
         cmocka_unit_test(test_impossible_figures_flagged),
         cmocka_unit_test(test_drops_flag_steps),
+        cmocka_unit_test(test_drops_missing_steps),
+        cmocka_unit_test(test_text_columns_and_domains),
         cmocka_unit_test(test_torch_gloo_counted),
         cmocka_unit_test(test_torch_backends_and_twins),
     };

@@ -835,7 +835,25 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
     const cJSON *r;
     cJSON_ArrayForEach(r, tp_jobj(b, "ranges")) {
         fputs("    ", f);
-        tp_text_put(f, tp_jstr(r, "name"), 28, 28);
+        /* one name may be a row in two domains (a Megatron timer, domain trainprof, beside
+         * the program's range of the same name): the domain tells them apart */
+        const char *dom = tp_jobj(r, "domain") ? tp_jstr(r, "domain") : NULL;
+        if (dom && *dom) {
+            char db[64];
+            tp_text_fit(db, sizeof db, dom, 12);
+            int dc = 0;
+            for (size_t i = 0, n = strlen(db); i < n;) {
+                uint32_t cp;
+                int bad;
+                i += tp_utf8_next(db + i, n - i, &cp, &bad);
+                dc += tp_text_width(cp);
+            }
+            int nc = tp_text_put(f, tp_jstr(r, "name"), 28 - 3 - dc, 0);
+            fprintf(f, " [%s]", db);
+            for (int c = nc + 3 + dc; c < 28; c++) fputc(' ', f);
+        } else {
+            tp_text_put(f, tp_jstr(r, "name"), 28, 28);
+        }
         st3(f, tp_jobj(r, "ms"));
         fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(r, "share"));
     }

@@ -410,6 +410,9 @@ static int thread_record(loader *L, int ti, const tprof_rec *r) {
         seen(t, r->ts_ns);
         if (!st->n) {
             if (!t->unmatched_pops++) t->first_unmatched_pop_ts = r->ts_ns;
+            /* t->dropped already holds this chunk's count, read before its records: a drop
+             * window of the thread opened at or before this chunk, starting before this pop */
+            if (t->dropped) t->unmatched_pops_after_drops++;
             return 0;
         }
         tp_range *rg = &t->ranges[st->idx[--st->n]];

@@ -81,6 +81,9 @@ typedef struct tp_thread {
     uint64_t unmatched_pops;    /* pops of this thread with no range open in their domain
                                  * (NVTX: nvtxRangePop returns a negative level): ignored */
     uint64_t first_unmatched_pop_ts; /* the first of them, 0 when none */
+    uint64_t unmatched_pops_after_drops; /* of them, those after the thread's ring dropped
+                                          * events (a tp_drop_window of the thread starts
+                                          * before them): their push was likely dropped */
     uint64_t events;
 } tp_thread;
 

@@ -769,6 +769,22 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     cJSON_AddNumberToObject(js, "warmup", (double)s.nwarmup);
     size_t nm = s.nsteps - s.nwarmup;
     cJSON_AddNumberToObject(js, "measured", (double)nm);
+    if (s.nmissing_steps) {
+        /* ranges, not numbers: a forged file's gap could name billions */
+        cJSON *mx = cJSON_AddObjectToObject(js, "missing");
+        cJSON_AddNumberToObject(mx, "count", (double)s.nmissing_steps);
+        cJSON *mr = cJSON_AddArrayToObject(mx, "ranges");
+        for (size_t i = 0; i < s.nmissing && i < 100; i++) {
+            const double v[2] = {(double)s.missing[i].s, (double)s.missing[i].e};
+            cJSON_AddItemToArray(mr, cJSON_CreateDoubleArray(v, 2));
+        }
+        if (s.nmissing > 100)
+            cJSON_AddNumberToObject(mx, "ranges_left_out", (double)(s.nmissing - 100));
+        cJSON_AddStringToObject(mx, "flag", "the thread's full ring dropped their begin or end: "
+                                            "the step statistics do not cover them, and they are "
+                                            "likely the slowest (the ring fills when a step "
+                                            "records most)");
+    }
     const tp_step *meas = tp_steps_measured(&s);
     uint64_t total_step_ns = 0;
     if (s.source != TP_STEPS_NONE) {
@@ -1100,12 +1116,18 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         const char *ro = tp_meta(p, "rank_file.reopened");
         if (ro) cJSON_AddNumberToObject(jp, "rank_file_reopened", atof(ro));
         if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
-        uint64_t pops = 0;
-        for (size_t k = 0; k < p->nthreads; k++) pops += p->threads[k].unmatched_pops;
+        uint64_t pops = 0, pops_dropped = 0;
+        for (size_t k = 0; k < p->nthreads; k++) {
+            pops += p->threads[k].unmatched_pops;
+            pops_dropped += p->threads[k].unmatched_pops_after_drops;
+        }
         if (pops) {
             /* NVTX keeps a stack per thread (and domain), so a pop with nothing open is a
-             * mistake of one thread: say which */
+             * mistake of one thread: say which; or, after the thread's full ring dropped
+             * events, most likely a push that was dropped: say how many */
             cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
+            if (pops_dropped)
+                cJSON_AddNumberToObject(jp, "unmatched_pops_after_drops", (double)pops_dropped);
             cJSON *pt = cJSON_AddArrayToObject(jp, "unmatched_pops_by_thread");
             for (size_t k = 0; k < p->nthreads; k++) {
                 const tp_thread *t = &p->threads[k];
@@ -1114,6 +1136,9 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
                 cJSON_AddNumberToObject(e, "tid", t->os_tid);
                 if (t->name) cJSON_AddStringToObject(e, "thread", t->name);
                 cJSON_AddNumberToObject(e, "count", (double)t->unmatched_pops);
+                if (t->unmatched_pops_after_drops)
+                    cJSON_AddNumberToObject(e, "after_drops",
+                                            (double)t->unmatched_pops_after_drops);
                 cJSON_AddNumberToObject(e, "first_s",
                                         t->first_unmatched_pop_ts > p->hdr.start_mono_ns
                                             ? (double)(t->first_unmatched_pop_ts - p->hdr.start_mono_ns) / 1e9
@@ -1426,8 +1451,12 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
     cJSON_ArrayForEach(p, tp_jobj(rep, "processes")) {
         char hp[96];
         snprintf(hp, sizeof hp, "%s:%.0f", tp_jstr(p, "host"), tp_jnum(p, "pid"));
-        fprintf(f, "  %-18s %-24s %7.0f %9.0f %8.0f %7.2f s  %s%s\n", tp_jstr(p, "label"), hp,
-                tp_jnum(p, "threads"), tp_jnum(p, "events"), tp_jnum(p, "events_dropped"),
+        /* padded by columns, not bytes: a host name may hold any character */
+        fputs("  ", f);
+        tp_text_put(f, tp_jstr(p, "label"), -1, 18);
+        fputc(' ', f);
+        tp_text_put(f, hp, -1, 24);
+        fprintf(f, " %7.0f %9.0f %8.0f %7.2f s  %s%s\n", tp_jnum(p, "threads"), tp_jnum(p, "events"), tp_jnum(p, "events_dropped"),
                 tp_jnum(p, "duration_s"), basename_of(tp_jstr(p, "file")),
                 cJSON_IsTrue(tp_jobj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
         const cJSON *d;
@@ -1453,10 +1482,16 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
                     fputs("thread \"", f);
                     tp_fput_printable(f, tp_jstr(t, "thread"));
                     fputs("\" ", f);
+                } else {
+                    fputs("an unnamed thread ", f);
                 }
                 fprintf(f, "(tid %.0f, first at %.3f s)", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
                 first = 0;
             }
+            if (tp_jnum(p, "unmatched_pops_after_drops") > 0)
+                fprintf(f, "; %.0f after dropped events: their push was likely dropped by the "
+                           "thread's full ring",
+                        tp_jnum(p, "unmatched_pops_after_drops"));
             fputc('\n', f);
         }
         if (tp_jnum(p, "unmatched_range_ends") > 0)
@@ -1490,6 +1525,21 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
                 fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
                         tp_jnum(s, "mean_ms"), tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
                         tp_jnum(s, "min_ms"));
+            const cJSON *mx = tp_jobj(s, "missing");
+            if (mx) {
+                fprintf(f, "%s  missing: %.0f step(s) (", Y, tp_jnum(mx, "count"));
+                const cJSON *m;
+                int first = 1;
+                cJSON_ArrayForEach(m, tp_jobj(mx, "ranges")) {
+                    double a = cJSON_GetArrayItem(m, 0)->valuedouble;
+                    double b = cJSON_GetArrayItem(m, 1)->valuedouble;
+                    fprintf(f, "%s%.0f", first ? "" : ", ", a);
+                    if (b != a) fprintf(f, "-%.0f", b);
+                    first = 0;
+                }
+                if (tp_jnum(mx, "ranges_left_out") > 0) fputs(", ...", f);
+                fprintf(f, "): %s%s\n", tp_jstr(mx, "flag"), N);
+            }
             const cJSON *dx = tp_jobj(s, "dropped_events");
             if (dx) {
                 fprintf(f, "%s  flagged: %.0f of %.0f measured steps built on dropped events (%.0f "

@@ -66,6 +66,48 @@ static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
     return 1;
 }
 
+/* Whether thread tid's ring dropped events in a window meeting [a, b] (model.h). */
+static int dropped_in(const tp_process *p, uint32_t tid, uint64_t a, uint64_t b) {
+    for (size_t i = 0; i < p->ndrops; i++)
+        if (p->drops[i].os_tid == tid && p->drops[i].from <= b && p->drops[i].to >= a) return 1;
+    return 0;
+}
+
+static int add_missing(tp_steps *out, size_t *cap, uint64_t lo, uint64_t hi) {
+    if (lo > hi) return 0;
+    if (out->nmissing == *cap) {
+        size_t nc = *cap ? *cap * 2 : 8;
+        tp_span *nv = realloc(out->missing, nc * sizeof *nv);
+        if (!nv) return TPROF_ERR_NO_MEMORY;
+        out->missing = nv;
+        *cap = nc;
+    }
+    out->missing[out->nmissing++] = (tp_span){lo, hi};
+    return 0;
+}
+
+/* Sorts the missing ranges and merges those that meet, then counts their numbers. */
+static void merge_missing(tp_steps *out) {
+    tp_spans_sort(out->missing, out->nmissing);
+    size_t kept = 0;
+    for (size_t i = 0; i < out->nmissing; i++) {
+        tp_span m = out->missing[i];
+        if (kept && (m.s <= out->missing[kept - 1].e || m.s - 1 == out->missing[kept - 1].e)) {
+            if (m.e > out->missing[kept - 1].e) out->missing[kept - 1].e = m.e;
+        } else {
+            out->missing[kept++] = m;
+        }
+    }
+    out->nmissing = kept;
+    out->nmissing_steps = 0;
+    for (size_t i = 0; i < kept; i++) { /* saturates: only forged numbers come near */
+        uint64_t n = out->missing[i].e - out->missing[i].s;
+        n = n == UINT64_MAX ? n : n + 1;
+        out->nmissing_steps = UINT64_MAX - out->nmissing_steps < n ? UINT64_MAX
+                                                                   : out->nmissing_steps + n;
+    }
+}
+
 static int from_api(const tp_process *p, tp_steps *out) {
     int best = -1;
     uint64_t best_ts = 0;
@@ -80,16 +122,39 @@ static int from_api(const tp_process *p, tp_steps *out) {
     const tp_thread *t = &p->threads[best];
     out->steps = calloc(t->nsteps, sizeof *out->steps);
     if (!out->steps) return TPROF_ERR_NO_MEMORY;
+    size_t cap = 0;
     /* a begin is closed by the event after it: its end (same number), or the next begin
      * (programs that only call step_begin). An end of
      * another number first means this step's end, and the next step's begin, were lost (a
      * damaged chunk skipped by the reader): the step's length is unknown, and closing it at
-     * a later begin would merge two steps into one, so it is left out. */
+     * a later begin would merge two steps into one, so it is left out. So is a begin closed
+     * by a begin other than the next number while the ring dropped events between them: its
+     * end, and the steps between, were likely dropped. Where the ring dropped events between
+     * two step events, the numbers between them that got no whole step are the missing
+     * steps: the ring fills when the program records most, so they are likely the slowest,
+     * and the statistics of the others do not cover them. */
     for (size_t k = 0; k + 1 < t->nsteps; k++) { /* the last event closes nothing */
         const tp_stepev *e = &t->steps[k], *next = &t->steps[k + 1];
-        if (!e->begin || (!next->begin && next->step != e->step)) continue; /* end lost */
-        out->steps[out->nsteps++] = (tp_step){e->ts, next->ts, e->step, 0}; /* end or next begin */
+        int lost = dropped_in(p, t->os_tid, e->ts, next->ts);
+        int closed = e->begin && (next->begin ? !lost || next->step == e->step + 1
+                                              : next->step == e->step);
+        if (closed) out->steps[out->nsteps++] = (tp_step){e->ts, next->ts, e->step, 0};
+        if (!lost) continue;
+        uint64_t lo = e->begin && !closed ? e->step : e->step + 1;
+        if (next->begin && next->step == 0) continue;
+        uint64_t hi = next->begin ? next->step - 1 : next->step;
+        if (lo <= hi && add_missing(out, &cap, lo, hi))
+            return TPROF_ERR_NO_MEMORY;
     }
+    /* the first event an end, the last a begin, with drops before or after: those steps too */
+    const tp_stepev *first = &t->steps[0], *last = &t->steps[t->nsteps - 1];
+    if (!first->begin && dropped_in(p, t->os_tid, 0, first->ts) &&
+        add_missing(out, &cap, first->step, first->step))
+        return TPROF_ERR_NO_MEMORY;
+    if (last->begin && dropped_in(p, t->os_tid, last->ts, UINT64_MAX) &&
+        add_missing(out, &cap, last->step, last->step))
+        return TPROF_ERR_NO_MEMORY;
+    merge_missing(out);
     out->thread = (uint32_t)best;
     return 1;
 }
@@ -117,7 +182,10 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
             }
         }
     }
-    if (r < 0) return r;
+    if (r < 0) {
+        tp_steps_free(out);
+        return r;
+    }
     if (out->source == TP_STEPS_NONE) return TPROF_OK;
     if (out->nsteps > 1) qsort(out->steps, out->nsteps, sizeof *out->steps, cmp_step);
     /* One thread's clock never runs backwards, so its steps are ordered and disjoint; every
@@ -140,6 +208,7 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
 
 void tp_steps_free(tp_steps *s) {
     free(s->steps);
+    free(s->missing);
     memset(s, 0, sizeof *s);
 }
 

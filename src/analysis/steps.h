@@ -34,6 +34,13 @@ typedef struct tp_steps {
     tp_step *steps;
     size_t nsteps;
     size_t nwarmup;
+    /* API steps only: the program's step numbers with no whole step because events around
+     * them were dropped by the thread's full ring (docs/report-json.md, steps.missing):
+     * ascending, disjoint ranges [s, e] of numbers (tp_span reused: s and e are step
+     * numbers, both included); nmissing_steps is the number of numbers they hold. */
+    struct tp_span *missing;
+    size_t nmissing;
+    uint64_t nmissing_steps;
 } tp_steps;
 
 /* Finds the steps of process p. step_name may be NULL. Returns 0 or TPROF_ERR_NO_MEMORY;
