@@ -267,7 +267,14 @@ static int create_file(void) {
  * reopened by its path. 0, or -1 with errno. */
 static int ensure_fd(void) {
     if (!atomic_load_explicit(&W.path_set, memory_order_relaxed)) {
-        if (create_file() == 0) return 0;
+        if (create_file() == 0) {
+            if (W.create_errno) {
+                /* the warning said creation; a later write error gets its own */
+                W.logged_error = 0;
+                tprof__log(TPROF_LOG_INFO, "created %s after retrying", W.path);
+            }
+            return 0;
+        }
         int e = errno;
         /* a full disk or quota may free up, and so may a full descriptor table (the
          * process's, EMFILE, or the system's, ENFILE); anything else (no permission, no
