@@ -850,6 +850,35 @@ static int writers_alive(const char *dir) {
     return alive;
 }
 
+/* The processes of this run that could not create their rank files: each left a symbolic
+ * link <host>-<pid>.tprof-create-failed whose target is the reason (core/writer.h; it takes
+ * them no descriptor, which may be what they lacked). Each is said on stderr; older ones (of
+ * an earlier run in the same directory) are left out by their time. How many. */
+static int report_create_failures(const char *dir, time_t since) {
+    static const char suffix[] = ".tprof-create-failed";
+    const size_t sl = sizeof suffix - 1;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l <= sl || strcmp(e->d_name + l - sl, suffix)) continue;
+        char path[PATH_MAX], why[256];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || st.st_mtime < since) continue;
+        ssize_t k = readlink(path, why, sizeof why - 1);
+        if (k < 0) k = 0;
+        why[k] = 0;
+        fprintf(stderr, "trainprof run: process %.*s could not create its rank file: %s; it "
+                        "recorded nothing\n", (int)(l - sl), e->d_name, k ? why : "reason unknown");
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* Waits (at most `ms`) for the job's remaining processes to finish their rank files. */
 static void wait_for_writers(const char *dir, int ms) {
     int n = writers_alive(dir), said = 0;
@@ -1196,6 +1225,7 @@ static int cmd_run(int argc, char **argv) {
 
     fflush(NULL);
     pid_t launcher = getpid();
+    time_t run_started = time(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "trainprof run: fork: %s\n", strerror(errno));
@@ -1243,28 +1273,47 @@ static int cmd_run(int argc, char **argv) {
     unsetenv("LD_PRELOAD");
     if (tp_run_load(absdir, &run, err, sizeof err) != TPROF_OK) {
         fprintf(stderr, "trainprof run: no report: %s\n", err);
-        if (run.nerrors == 0)
+        int uncreated = report_create_failures(absdir, run_started);
+        if (run.nerrors == 0 && uncreated == 0)
             fprintf(stderr, "trainprof run: no process recorded anything (a program must use "
                             "NVTX3 or the trainprof API to record ranges)\n");
         tp_run_free(&run);
     } else {
+        report_create_failures(absdir, run_started);
         cJSON *rep = make_report(&run, &a);
         if (rep) {
+            static const char *const names[3] = {"report.txt", "report.json", "report.html"};
+            int ok[3] = {0, 0, 0};
             char path[PATH_MAX + 32];
             outfile of;
             snprintf(path, sizeof path, "%s/report.txt", absdir);
-            if (out_open(&of, path) == 0) out_close(&of, tp_report_write_text(rep, of.f, 0) == 0);
+            if (out_open(&of, path) == 0)
+                ok[0] = out_close(&of, tp_report_write_text(rep, of.f, 0) == 0) == 0;
             snprintf(path, sizeof path, "%s/report.json", absdir);
-            if (out_open(&of, path) == 0) out_close(&of, tp_report_write_json(rep, of.f) == 0);
+            if (out_open(&of, path) == 0)
+                ok[1] = out_close(&of, tp_report_write_json(rep, of.f) == 0) == 0;
             snprintf(path, sizeof path, "%s/report.html", absdir);
             tp_report_opts ho;
             report_opts(&a, &ho);
-            if (out_open(&of, path) == 0) out_close(&of, tp_html_write(rep, &run, &ho, of.f) == 0);
+            if (out_open(&of, path) == 0)
+                ok[2] = out_close(&of, tp_html_write(rep, &run, &ho, of.f) == 0) == 0;
             if (!quiet) {
                 fputc('\n', stdout);
                 tp_report_write_text(rep, stdout, isatty(1) && !getenv("NO_COLOR"));
             }
-            fprintf(stderr, "trainprof: rank files and reports in %s\n", absdir);
+            if (ok[0] && ok[1] && ok[2]) {
+                fprintf(stderr, "trainprof: rank files and reports in %s\n", absdir);
+            } else {
+                /* say only what is true: which reports are there, which are not */
+                char made[64] = "", missed[64] = "";
+                for (int k = 0; k < 3; k++) {
+                    char *b = ok[k] ? made : missed;
+                    size_t bl = strlen(b);
+                    snprintf(b + bl, sizeof made - bl, "%s%s", bl ? ", " : "", names[k]);
+                }
+                fprintf(stderr, "trainprof: rank files in %s; %s%s%s not written\n", absdir,
+                        made[0] ? made : "", made[0] ? " written, " : "", missed);
+            }
             cJSON_Delete(rep);
         }
         tp_run_free(&run);

@@ -52,6 +52,9 @@ static _Atomic uint64_t g_block_until;  /* CLOCK_MONOTONIC ns; writes wait until
 static atomic_int g_blocked;            /* a write is waiting now */
 static atomic_int g_enospc;             /* writes fail: half written, then ENOSPC */
 static atomic_int g_short_done;         /* the half of the current write went out */
+static _Atomic int64_t g_cap = -1;    /* >= 0: the disk holds this many bytes of the file:
+                                         * what passes it fails with ENOSPC, and a cut
+                                         * (ftruncate) gives the space back */
 static atomic_int g_steal = -1;         /* >= 0: after half of the next write, the program
                                          * closes the descriptor and puts this one there */
 
@@ -78,8 +81,26 @@ ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
     static writev_fn real;
     if (!real) real = (writev_fn)dlsym(RTLD_NEXT, "writev");
     int faulty = (atomic_load(&g_block_until) || atomic_load(&g_enospc) ||
-                  atomic_load(&g_steal) >= 0) &&
+                  atomic_load(&g_steal) >= 0 || atomic_load(&g_cap) >= 0) &&
                  in_test_dir(fd);
+    if (faulty && atomic_load(&g_cap) >= 0) {
+        /* what fits up to the cap goes out (a short write), then ENOSPC */
+        struct stat st;
+        if (fstat(fd, &st) != 0) return -1;
+        int64_t room = atomic_load(&g_cap) - (int64_t)st.st_size;
+        if (room <= 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        struct iovec v[8];
+        int n = 0;
+        for (int i = 0; i < iovcnt && room > 0 && n < 8; i++) {
+            size_t k = iov[i].iov_len < (size_t)room ? iov[i].iov_len : (size_t)room;
+            v[n++] = (struct iovec){iov[i].iov_base, k};
+            room -= (int64_t)k;
+        }
+        return real(fd, v, n);
+    }
     if (faulty && atomic_load(&g_steal) >= 0) {
         /* half of it, then the descriptor is the program's pipe */
         size_t half = iov[0].iov_len / 2;
@@ -538,6 +559,127 @@ static void test_disk_full(void **state) {
     tp_run_free(&run);
 }
 
+/* The disk fills up in the middle of the run and stays full until the end: the counts must
+ * still reach the file (cutting whole chunks off its end to make room, counted as lost), so
+ * that the records the report says were lost are exactly those the file misses, and the
+ * steps are flagged. */
+#define FULL_STEPS 30
+
+static int g_slack_halves; /* the room left after the last step that fits, in half steps */
+
+static void body_disk_stays_full(void) {
+    start(60000);
+    faults_setup();
+    struct stat st;
+    uint64_t size[3];
+    for (int i = 0; i < FULL_STEPS; i++) {
+        tprof_step_begin((uint64_t)i);
+        ranges("r", BATCH);
+        tprof_step_end((uint64_t)i);
+        tprof_flush();
+        if (i < 3) {
+            CHECK(stat(tprof_output_path(), &st) == 0, 80);
+            size[i] = (uint64_t)st.st_size;
+        }
+        if (i == 2) /* room for two steps more, and what slack says */
+            atomic_store(&g_cap, (int64_t)(size[2] + 2 * (size[2] - size[1]) +
+                                           g_slack_halves * (size[2] - size[1]) / 2));
+    }
+    tprof_shutdown();
+    _exit(0);
+}
+
+/* slack 1: a stale count fits in the room left, and the final one takes its place; slack 0:
+ * no room at all, so the final count needs a step's chunk cut off */
+static void disk_stays_full(int slack_halves) {
+    g_slack_halves = slack_halves;
+    fresh_dir(slack_halves ? "stays_full_slack" : "stays_full");
+    pid_t pid = fork_child();
+    if (pid == 0) body_disk_stays_full();
+    assert_int_equal(wait_child(pid), 0);
+    tp_run run;
+    load(&run);
+    assert_int_equal(run.nprocs, 1);
+    const tp_process *p = &run.procs[0];
+    size_t ranges_kept = count_ranges(p, "r"), stepevs_kept = 0;
+    for (size_t i = 0; i < p->nthreads; i++) stepevs_kept += p->threads[i].nsteps;
+    /* every record the program made: per step a PUSH and a POP per range and the step's
+     * begin and end; at the end, the END_OF_FILE record */
+    uint64_t missing = 2 * ((uint64_t)FULL_STEPS * BATCH - ranges_kept) +
+                       (2 * (uint64_t)FULL_STEPS - stepevs_kept) + (p->complete ? 0 : 1);
+    fprintf(stderr, "kept %zu ranges, %zu step events of %d steps, end %s; missing %llu\n",
+            ranges_kept, stepevs_kept, FULL_STEPS, p->complete ? "kept" : "lost",
+            (unsigned long long)missing);
+    assert_true(ranges_kept >= 3 * BATCH && ranges_kept < FULL_STEPS * BATCH);
+    const char *v = tp_meta(p, "write_errors.records");
+    assert_non_null(v);
+    assert_int_equal(strtoull(v, NULL, 10), missing);
+    expect_meta(p, "write_errors.first_errno", "ENOSPC");
+    cJSON *rep = tp_report_build(&run, NULL);
+    const cJSON *jr = cJSON_GetObjectItem(rep, "run");
+    assert_int_equal((uint64_t)cJSON_GetObjectItem(jr, "records_lost_to_write_errors")->valuedouble,
+                     missing);
+    const cJSON *rk = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    const cJSON *de = cJSON_GetObjectItem(cJSON_GetObjectItem(rk, "steps"), "dropped_events");
+    assert_non_null(de);
+    assert_int_equal((uint64_t)cJSON_GetObjectItem(de, "records_lost_to_write_errors")->valuedouble,
+                     missing);
+    assert_true(cJSON_GetObjectItem(de, "steps_touched")->valuedouble > 0);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
+static void test_disk_stays_full(void **state) {
+    (void)state;
+    disk_stays_full(1);
+}
+
+static void test_disk_stays_full_no_room(void **state) {
+    (void)state;
+    disk_stays_full(0);
+}
+
+/* The descriptor table is full when the first events are flushed (EMFILE): the file cannot be
+ * created yet, which is not for good. What is recorded meanwhile is counted lost with its
+ * reason, and the file is created once a descriptor is free again. */
+static void body_table_full(void) {
+    struct rlimit rl;
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, 88);
+    rl.rlim_cur = 256; /* a table small enough to fill */
+    CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, 89);
+    start(60000);
+    int fds[8192], n = 0;
+    while (n < 8192 && (fds[n] = dup(2)) >= 0) n++;
+    CHECK(n < 8192 && errno == EMFILE, 90);
+    ranges("lost", BATCH);
+    CHECK(tprof_flush() == TPROF_ERR_IO, 91);
+    CHECK(tprof_output_path() == NULL, 92);
+    while (n > 0) close(fds[--n]);
+    ranges("kept_after", BATCH);
+    CHECK(tprof_flush() == TPROF_OK, 93);
+    CHECK(tprof_shutdown() == TPROF_OK, 94);
+}
+
+static void test_table_full(void **state) {
+    (void)state;
+    fresh_dir("table_full");
+    in_child(body_table_full);
+    tp_run run;
+    load(&run);
+    assert_int_equal(run.nprocs, 1);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(count_ranges(p, "lost"), 0);
+    assert_int_equal(count_ranges(p, "kept_after"), BATCH);
+    /* the lost batch (200 records) and its range name (a STRING record), kept for the next
+     * chunk, which was written */
+    expect_meta(p, "write_errors.records", "200");
+    expect_meta(p, "write_errors.first_errno", "EMFILE");
+    expect_meta(p, "write_errors.first_error", strerror(EMFILE));
+    assert_true(p->complete);
+    no_damage(p);
+    tp_run_free(&run);
+}
+
 /* The program closes the descriptor, and gets the number for a pipe of its own, in the middle
  * of a chunk's write: the rest of the chunk must not go into the pipe, the chunk is counted
  * lost (EBADF), and the next write reopens the file and cuts the half chunk away. */
@@ -587,6 +729,9 @@ int main(void) {
         cmocka_unit_test(test_exit_with_blocked_writer),
         cmocka_unit_test(test_file_size_limit),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_disk_stays_full),
+        cmocka_unit_test(test_disk_stays_full_no_room),
+        cmocka_unit_test(test_table_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -656,6 +656,7 @@ static void write_end_record(int reason) {
         pthread_mutex_unlock(&S.lock);
         flush_proc(dropped, 1);
     }
+    tprof__writer_final(); /* the counts last, so that they include the end's own chunk */
     atomic_store(&S.end_written, !tprof__writer_failing());
     tprof__writer_sync();
 }

@@ -66,6 +66,7 @@ int tprof__open_private(const char *path, int flags, unsigned mode) {
 
 #define TPROF__RETRY_FIRST_NS 50000000ull  /* 50 ms after the first error */
 #define TPROF__RETRY_MAX_NS 2000000000ull  /* doubling up to 2 s */
+#define TPROF__HIST 64 /* chunks the final counts may cut to fit (one almost always does) */
 
 static struct {
     char dir[PATH_MAX];
@@ -86,6 +87,14 @@ static struct {
     uint64_t last_proc_dropped; /* `dropped` of the last process-stream chunk written */
     tprof__writer_stats st;
     int status_dirty;          /* st changed since the metadata was last written */
+    int create_errno;          /* why the file could not be created yet (0: no failure) */
+    /* The last chunks written, newest last: where each starts and what it holds, so that
+     * the final counts can make room for themselves by cutting whole chunks off the end. */
+    struct {
+        uint64_t off, records, bytes;
+        int status; /* a chunk of counts: ours, not the program's records */
+    } hist[TPROF__HIST];
+    unsigned nhist;
 } W = {.fd = -1};
 
 void tprof__writer_setup(const char *dir, const char *run_id, uint64_t start_realtime_ns,
@@ -114,6 +123,7 @@ static const char *errno_name(int e, char *buf, size_t n) {
         return #x;
         N(ENOSPC) N(EDQUOT) N(EFBIG) N(EIO) N(EROFS) N(ENOENT) N(ESTALE) N(EBADF) N(EPIPE)
         N(EINVAL) N(EACCES) N(EPERM) N(ENXIO) N(EAGAIN) N(ENOMEM) N(ENOTCONN) N(ETIMEDOUT)
+        N(EMFILE) N(ENFILE)
 #undef N
     }
     snprintf(buf, n, "errno %d", e);
@@ -257,15 +267,31 @@ static int create_file(void) {
  * reopened by its path. 0, or -1 with errno. */
 static int ensure_fd(void) {
     if (!atomic_load_explicit(&W.path_set, memory_order_relaxed)) {
-        if (create_file() == 0) return 0;
+        if (create_file() == 0) {
+            if (W.create_errno) {
+                /* the warning said creation; a later write error gets its own */
+                W.logged_error = 0;
+                tprof__log(TPROF_LOG_INFO, "created %s after retrying", W.path);
+            }
+            return 0;
+        }
         int e = errno;
-        /* a full disk or quota may free up; anything else (no permission, no directory)
-         * will not */
-        if (e != ENOSPC && e != EDQUOT && e != EIO && e != EINTR) {
+        /* a full disk or quota may free up, and so may a full descriptor table (the
+         * process's, EMFILE, or the system's, ENFILE); anything else (no permission, no
+         * directory) will not */
+        if (e != ENOSPC && e != EDQUOT && e != EIO && e != EINTR && e != EMFILE &&
+            e != ENFILE) {
             tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; nothing will be recorded",
                        W.path, strerror(e));
             W.create_failed = 1;
+        } else if (!W.create_errno) {
+            tprof__log(TPROF_LOG_WARN,
+                       "cannot create %s yet: %s; retrying, and what is recorded meanwhile is "
+                       "dropped and counted (metadata write_errors.*)",
+                       W.path, strerror(e));
+            W.logged_error = 1; /* this says it: no second warning for the same cause */
         }
+        W.create_errno = e;
         errno = e;
         return -1;
     }
@@ -320,7 +346,7 @@ static void count_lost(const void *data, size_t len, uint64_t kept_records, size
 /* Writes one chunk to our descriptor (known to be ours). 0, or -1 with errno and the file
  * cut back to its last whole chunk. */
 static int put_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const void *data,
-                     size_t len) {
+                     size_t len, int status) {
     tprof_chunk_header ch = {TPROF_CHUNK_MAGIC, (uint32_t)len, 0, serial, os_tid, 0, dropped};
     ch.crc32 = tprof__crc32(0, data, len);
     tprof_file_header h;
@@ -338,7 +364,17 @@ static int put_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const v
         errno = e;
         return -1;
     }
-    W.end += (W.end == 0 ? sizeof h : 0) + sizeof ch + len;
+    uint64_t at = W.end == 0 ? sizeof h : W.end;
+    W.end = at + sizeof ch + len;
+    if (W.nhist == TPROF__HIST) {
+        memmove(W.hist, W.hist + 1, (TPROF__HIST - 1) * sizeof W.hist[0]);
+        W.nhist--;
+    }
+    W.hist[W.nhist].off = at;
+    W.hist[W.nhist].records = status ? 0 : count_records(data, len);
+    W.hist[W.nhist].bytes = len;
+    W.hist[W.nhist].status = status;
+    W.nhist++;
     if (serial == 0) W.last_proc_dropped = dropped;
     return 0;
 }
@@ -380,7 +416,7 @@ static void put_status(void) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)W.st.reopened);
         n += put_meta(buf + n, sizeof buf - n, "rank_file.reopened", v);
     }
-    if (n && put_chunk(0, (uint32_t)getpid(), W.last_proc_dropped, buf, n) == 0)
+    if (n && put_chunk(0, (uint32_t)getpid(), W.last_proc_dropped, buf, n, 1) == 0)
         W.status_dirty = 0;
 }
 
@@ -423,7 +459,8 @@ int tprof__writer_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, cons
         if (W.create_failed) return -1;
         return failed(e, data, len, keep);
     }
-    if (put_chunk(serial, os_tid, dropped, data, len) != 0) return failed(errno, data, len, keep);
+    if (put_chunk(serial, os_tid, dropped, data, len, 0) != 0)
+        return failed(errno, data, len, keep);
     if (atomic_load_explicit(&W.failing, memory_order_relaxed)) {
         atomic_store(&W.failing, 0);
         W.backoff = 0;
@@ -488,6 +525,54 @@ void tprof__writer_status(void) {
     if (ensure_fd() == 0) put_status();
 }
 
+/* Where a process that could not create its file says so without a descriptor (the reason
+ * may be that it has none left): a symbolic link, <dir>/<host>-<pid>.tprof-create-failed,
+ * whose target is the reason. symlink(2) takes no descriptor, and `trainprof run` reads it
+ * back with readlink(2) (docs/format.md). */
+static void leave_create_marker(void) {
+    char host[64] = {0}, path[PATH_MAX], why[160];
+    gethostname(host, sizeof host - 1);
+    for (char *p = host; *p; p++)
+        if (*p == '/') *p = '_';
+    snprintf(path, sizeof path, "%.3900s/%.63s-%d.tprof-create-failed", W.dir,
+             host[0] ? host : "host", (int)getpid());
+    char name[32];
+    snprintf(why, sizeof why, "%s (%s)", strerror(W.create_errno),
+             errno_name(W.create_errno, name, sizeof name));
+    if (symlink(why, path) != 0 && errno == EEXIST) {
+        unlink(path); /* an earlier image of this pid (exec) left one */
+        if (symlink(why, path) != 0) return;
+    }
+}
+
+void tprof__writer_final(void) {
+    if (W.no_file) return;
+    if (!atomic_load_explicit(&W.path_set, memory_order_relaxed)) {
+        if (W.create_errno || W.create_failed) leave_create_marker();
+        return;
+    }
+    if (W.create_failed || !W.status_dirty || ensure_fd() != 0) return;
+    put_status();
+    /* The counts did not fit: the disk stayed full. Whole chunks come off the end, newest
+     * first, their records counted as lost too, until the counts fit, so that the file says
+     * what it misses rather than keeping records whose loss elsewhere it cannot tell. */
+    while (W.status_dirty && W.nhist > 0 && ours(W.fd)) {
+        unsigned i = W.nhist - 1;
+        tprof__flusher_io_begin();
+        int rc = ftruncate(W.fd, (off_t)W.hist[i].off);
+        tprof__flusher_io_end();
+        if (rc != 0) return;
+        W.end = W.hist[i].off;
+        W.nhist--;
+        if (!W.hist[i].status) {
+            W.st.lost_chunks++;
+            W.st.lost_records += W.hist[i].records;
+            W.st.lost_bytes += W.hist[i].bytes;
+        }
+        put_status();
+    }
+}
+
 void tprof__writer_sync(void) {
     if (W.fd < 0 || !ours(W.fd)) return;
     tprof__flusher_io_begin();
@@ -514,4 +599,6 @@ void tprof__writer_after_fork(void) {
     W.last_proc_dropped = 0;
     memset(&W.st, 0, sizeof W.st);
     W.status_dirty = 0;
+    W.create_errno = 0;
+    W.nhist = 0;
 }

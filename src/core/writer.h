@@ -76,6 +76,14 @@ void tprof__writer_retry_now(void);
  * (it is also written after each successful chunk that follows a change). */
 void tprof__writer_status(void);
 
+/* The last word on the file, after its end record: the counts are written, and when they do
+ * not fit (the disk stayed full), whole chunks are cut off the end (ftruncate, on our own
+ * descriptor only), newest first, and counted as lost too, until they do. A process that
+ * never managed to create its file leaves a marker instead (a symbolic link
+ * <dir>/<host>-<pid>.tprof-create-failed whose target is the reason; docs/format.md), which
+ * takes no descriptor. Flusher only; storage calls are bracketed for the shutdown wait. */
+void tprof__writer_final(void);
+
 /* fsync of the file, if it is still ours. */
 void tprof__writer_sync(void);
 
