@@ -189,16 +189,33 @@ static void *next_fn(const char *name) {
     return f;
 }
 
-#define NEXT(name)                                                              \
-    static __typeof__(name) *next_;                                             \
-    __typeof__(name) *fn_ = __atomic_load_n(&next_, __ATOMIC_ACQUIRE);          \
+/* libc's definitions, resolved by the constructor so that these calls, async-signal-safe in
+ * libc, stay so here (dlsym is not); a call before it resolves its own. */
+enum { N_SOCKET, N_ACCEPT, N_ACCEPT4, N_EVENTFD, N_EPOLL_CREATE, N_EPOLL_CREATE1, N_PIPE,
+       N_PIPE2, N_COUNT };
+static const char *const k_next_names[N_COUNT] = {
+    "socket", "accept", "accept4", "eventfd", "epoll_create", "epoll_create1", "pipe", "pipe2"};
+static void *g_next[N_COUNT];
+
+static void *next_of(int which) {
+    void *f = __atomic_load_n(&g_next[which], __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = next_fn(k_next_names[which]);
+        __atomic_store_n(&g_next[which], f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+__attribute__((constructor)) static void resolve_next(void) {
+    for (int i = 0; i < N_COUNT; i++) next_of(i);
+}
+
+#define NEXT(name, which)                                                       \
+    __typeof__(name) *fn_;                                                      \
+    *(void **)&fn_ = next_of(which);                                            \
     if (!fn_) {                                                                 \
-        *(void **)&fn_ = next_fn(#name);                                        \
-        if (!fn_) {                                                             \
-            errno = ENOSYS;                                                     \
-            return -1;                                                          \
-        }                                                                       \
-        __atomic_store_n(&next_, fn_, __ATOMIC_RELEASE);                        \
+        errno = ENOSYS;                                                         \
+        return -1;                                                              \
     }
 
 static void backoff(void) {
@@ -218,32 +235,32 @@ static int accepted(int fd) {
 }
 
 TPROF_API int socket(int domain, int type, int protocol) {
-    NEXT(socket)
+    NEXT(socket, N_SOCKET)
     int fd = fn_(domain, type, protocol);
     return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
 }
 TPROF_API int accept(int s, struct sockaddr *addr, socklen_t *len) {
-    NEXT(accept)
+    NEXT(accept, N_ACCEPT)
     int fd = fn_(s, addr, len);
     return from_mhd(__builtin_return_address(0)) ? accepted(fd) : fd;
 }
 TPROF_API int accept4(int s, struct sockaddr *addr, socklen_t *len, int flags) {
-    NEXT(accept4)
+    NEXT(accept4, N_ACCEPT4)
     int fd = fn_(s, addr, len, flags);
     return from_mhd(__builtin_return_address(0)) ? accepted(fd) : fd;
 }
 TPROF_API int eventfd(unsigned int initval, int flags) {
-    NEXT(eventfd)
+    NEXT(eventfd, N_EVENTFD)
     int fd = fn_(initval, flags);
     return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
 }
 TPROF_API int epoll_create(int size) {
-    NEXT(epoll_create)
+    NEXT(epoll_create, N_EPOLL_CREATE)
     int fd = fn_(size);
     return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
 }
 TPROF_API int epoll_create1(int flags) {
-    NEXT(epoll_create1)
+    NEXT(epoll_create1, N_EPOLL_CREATE1)
     int fd = fn_(flags);
     return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
 }
@@ -262,12 +279,12 @@ static int pipe_ends(int r, int fds[2]) {
     return -1;
 }
 TPROF_API int pipe(int fds[2]) {
-    NEXT(pipe)
+    NEXT(pipe, N_PIPE)
     int r = fn_(fds);
     return from_mhd(__builtin_return_address(0)) ? pipe_ends(r, fds) : r;
 }
 TPROF_API int pipe2(int fds[2], int flags) {
-    NEXT(pipe2)
+    NEXT(pipe2, N_PIPE2)
     int r = fn_(fds, flags);
     return from_mhd(__builtin_return_address(0)) ? pipe_ends(r, fds) : r;
 }
@@ -317,6 +334,8 @@ static void on_panic(void *cls, const char *file, unsigned int line, const char 
                    len, r, file ? file : "?", line);
     }
     if (t_panic_jmp) longjmp(*t_panic_jmp, 1);
+    /* the server thread: it ends, so that a MHD_stop_daemon in progress (which may be what
+     * made it fail) can join it. Its unwinding needs libgcc_s, loaded with libmicrohttpd. */
     pthread_exit(NULL);
 }
 
@@ -346,6 +365,9 @@ static int load(char *why, size_t n) {
     SYM(conn_info, "MHD_get_connection_info")
     SYM(set_panic, "MHD_set_panic_func")
 #undef SYM
+    /* pthread_exit in on_panic loads libgcc_s unless it is there: it may be called when the
+     * job has taken every descriptor */
+    if (!dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE)) (void)dlerror();
     M.set_panic(on_panic, NULL);
     note_image(h);
     M.lib = h;
