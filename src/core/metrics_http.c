@@ -110,10 +110,13 @@ static int g_evicted_series = -1; /* trainprof_http_connections_evicted_total */
 static struct MHD_Daemon *g_daemon;
 static int g_port;
 static _Atomic int g_given_up; /* libmicrohttpd panicked: the daemon is left alone */
-static _Thread_local jmp_buf *t_panic_jmp; /* our call into libmicrohttpd, on this thread */
+/* Our call into libmicrohttpd in progress (start, stop: one thread at a time, the flusher's
+ * or shutdown's) and its thread, for on_panic. Not thread-local: the library's TLS is static
+ * (internal.h) and the static TLS left for a dlopen'ed library is small. */
+static jmp_buf *_Atomic g_panic_jmp;
+static pthread_t g_panic_thread;
 static char *g_auth; /* "Bearer <token>", or NULL */
 static int (*g_on_detail)(int on);
-
 
 /* ------------------------------------------------- the endpoint's descriptors, kept high
  *
@@ -134,7 +137,9 @@ static int (*g_on_detail)(int on);
  * at once, and would spin a core on the pending connection.
  * Not in a ThreadSanitizer build (its runtime interposes these calls itself, and calls them
  * while it initialises); nor where libtrainprof is not in the global scope before libc (a
- * Python module loaded without preloading): there libmicrohttpd gets libc's calls.
+ * Python module loaded without preloading): there libmicrohttpd gets libc's calls. Under
+ * AddressSanitizer, whose runtime intercepts accept4 and pipe ahead of us, the caller seen is
+ * the runtime, so accepted connections keep low numbers there.
  */
 #if defined(__SANITIZE_THREAD__)
 #define TPROF__FD_INTERPOSE 0
@@ -333,7 +338,8 @@ static void on_panic(void *cls, const char *file, unsigned int line, const char 
         tprof__log(TPROF_LOG_WARN, "metrics endpoint given up: libmicrohttpd failed (%.*s, %s:%u)",
                    len, r, file ? file : "?", line);
     }
-    if (t_panic_jmp) longjmp(*t_panic_jmp, 1);
+    jmp_buf *jb = atomic_load(&g_panic_jmp);
+    if (jb && pthread_equal(pthread_self(), g_panic_thread)) longjmp(*jb, 1);
     /* the server thread: it ends, so that a MHD_stop_daemon in progress (which may be what
      * made it fail) can join it. Its unwinding needs libgcc_s, loaded with libmicrohttpd. */
     pthread_exit(NULL);
@@ -677,9 +683,10 @@ int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
     }
     errno = 0;
     jmp_buf jb;
-    t_panic_jmp = &jb;
+    g_panic_thread = pthread_self();
+    atomic_store(&g_panic_jmp, &jb);
     if (setjmp(jb)) {
-        t_panic_jmp = NULL;
+        atomic_store(&g_panic_jmp, NULL);
         snprintf(why, whylen, "libmicrohttpd failed while starting");
         return -1;
     }
@@ -693,7 +700,7 @@ int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
                               MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
                               MHD_OPTION_EXTERNAL_LOGGER, quiet_log, NULL,
                               MHD_OPTION_END);
-    t_panic_jmp = NULL;
+    atomic_store(&g_panic_jmp, NULL);
     if (!g_daemon) {
         int e = errno;
         snprintf(why, whylen, "cannot listen on %s port %d%s%s", addr, cfg->port,
@@ -710,9 +717,10 @@ void tprof__http_stop(void) {
     /* given up: its thread and descriptors are left alone (on_panic) */
     if (!atomic_load(&g_given_up)) {
         jmp_buf jb;
-        t_panic_jmp = &jb;
+        g_panic_thread = pthread_self();
+        atomic_store(&g_panic_jmp, &jb);
         if (!setjmp(jb)) M.stop_daemon(g_daemon);
-        t_panic_jmp = NULL;
+        atomic_store(&g_panic_jmp, NULL);
     }
     g_daemon = NULL;
     g_port = 0;
