@@ -38,16 +38,27 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "internal.h"
 #include "metrics.h"
 #include "threads.h"
+#include "writer.h"
 
 #ifdef TPROF_HAVE_MHD
 #include <microhttpd.h>
@@ -80,6 +91,7 @@ static struct {
     __typeof__(MHD_lookup_connection_value) *lookup;
     __typeof__(MHD_get_daemon_info) *daemon_info;
     __typeof__(MHD_get_connection_info) *conn_info;
+    __typeof__(MHD_set_panic_func) *set_panic;
 } M;
 
 /* One connection libmicrohttpd holds; server thread only. */
@@ -97,8 +109,241 @@ static int g_evicted_series = -1; /* trainprof_http_connections_evicted_total */
 
 static struct MHD_Daemon *g_daemon;
 static int g_port;
+static _Atomic int g_given_up; /* libmicrohttpd panicked: the daemon is left alone */
+/* Our call into libmicrohttpd in progress (start, stop: one thread at a time, the flusher's
+ * or shutdown's) and its thread, for on_panic. Not thread-local: the library's TLS is static
+ * (internal.h) and the static TLS left for a dlopen'ed library is small. */
+static jmp_buf *_Atomic g_panic_jmp;
+static pthread_t g_panic_thread;
 static char *g_auth; /* "Bearer <token>", or NULL */
 static int (*g_on_detail)(int on);
+
+/* ------------------------------------------------- the endpoint's descriptors, kept high
+ *
+ * Every descriptor of the endpoint lives above the job's: its listening socket, epoll
+ * instance, wake-up eventfd and accepted connections. A job that closes every descriptor and
+ * opens its own files on the freed numbers (daemons do) would otherwise hand libmicrohttpd's
+ * numbers to its files: libmicrohttpd then aborts the process (epoll_ctl fails), blocks
+ * forever at exit (its thread waits on an epoll set it no longer owns), or writes HTTP into
+ * the job's files. libmicrohttpd creates these descriptors itself, so libtrainprof defines
+ * socket, accept, accept4, eventfd, pipe, pipe2, epoll_create and epoll_create1: a call whose
+ * return address lies in libmicrohttpd's image (loaded by load()) gets its descriptor moved
+ * into the band below the library's reserved range (writer.h), close-on-exec; every other
+ * caller gets libc's result untouched, at the cost of one comparison. A descriptor that cannot
+ * be moved (the band and everything above it taken) is closed and the call fails with EMFILE,
+ * so no descriptor of the endpoint is ever a low one. When accept fails for want of
+ * descriptors (the job uses them all, up to RLIMIT_NOFILE), the call sleeps ACCEPT_BACKOFF_MS
+ * before it returns: libmicrohttpd, with no connection open, polls the listening socket again
+ * at once, and would spin a core on the pending connection.
+ * Not in a ThreadSanitizer build (its runtime interposes these calls itself, and calls them
+ * while it initialises); nor where libtrainprof is not in the global scope before libc (a
+ * Python module loaded without preloading): there libmicrohttpd gets libc's calls. Under
+ * AddressSanitizer, whose runtime intercepts accept4 and pipe ahead of us, the caller seen is
+ * the runtime, so accepted connections keep low numbers there.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define TPROF__FD_INTERPOSE 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TPROF__FD_INTERPOSE 0
+#endif
+#endif
+#ifndef TPROF__FD_INTERPOSE
+#define TPROF__FD_INTERPOSE 1
+#endif
+
+#define ENDPOINT_FDS 192       /* the band: MAX_CONNECTIONS + EVICT_RESERVE + 3, rounded up */
+#define ACCEPT_BACKOFF_MS 100u /* at most ten failed accepts a second */
+
+static uintptr_t g_mhd_lo, g_mhd_hi; /* libmicrohttpd's image; 0, 0 when not loaded */
+
+#if TPROF__FD_INTERPOSE
+static int from_mhd(const void *ra) {
+    uintptr_t a = (uintptr_t)ra;
+    uintptr_t lo = __atomic_load_n(&g_mhd_lo, __ATOMIC_ACQUIRE);
+    return lo && a >= lo && a < __atomic_load_n(&g_mhd_hi, __ATOMIC_RELAXED);
+}
+
+/* fd moved into the endpoint's band, close-on-exec; -1 with EMFILE when it cannot be. */
+static int endpoint_fd(int fd) {
+    if (fd < 0) return fd;
+    int base = tprof__fd_reserved_base();
+    int lo = base - ENDPOINT_FDS;
+    if (lo < base / 2) lo = base / 2;
+    if (lo < 3) lo = 3;
+    if (fd >= lo) {
+        int fl = fcntl(fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC)) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+        return fd;
+    }
+    int hi = fcntl(fd, F_DUPFD_CLOEXEC, lo);
+    close(fd);
+    if (hi < 0) errno = EMFILE;
+    return hi;
+}
+
+static void *next_fn(const char *name) {
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        if (libc) {
+            f = dlsym(libc, name);
+            dlclose(libc);
+        }
+    }
+    return f;
+}
+
+/* libc's definitions, resolved by the constructor so that these calls, async-signal-safe in
+ * libc, stay so here (dlsym is not); a call before it resolves its own. */
+enum { N_SOCKET, N_ACCEPT, N_ACCEPT4, N_EVENTFD, N_EPOLL_CREATE, N_EPOLL_CREATE1, N_PIPE,
+       N_PIPE2, N_COUNT };
+static const char *const k_next_names[N_COUNT] = {
+    "socket", "accept", "accept4", "eventfd", "epoll_create", "epoll_create1", "pipe", "pipe2"};
+static void *g_next[N_COUNT];
+
+static void *next_of(int which) {
+    void *f = __atomic_load_n(&g_next[which], __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = next_fn(k_next_names[which]);
+        __atomic_store_n(&g_next[which], f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+__attribute__((constructor)) static void resolve_next(void) {
+    for (int i = 0; i < N_COUNT; i++) next_of(i);
+}
+
+#define NEXT(name, which)                                                       \
+    __typeof__(name) *fn_;                                                      \
+    *(void **)&fn_ = next_of(which);                                            \
+    if (!fn_) {                                                                 \
+        errno = ENOSYS;                                                         \
+        return -1;                                                              \
+    }
+
+static void backoff(void) {
+    struct timespec ts = {0, (long)ACCEPT_BACKOFF_MS * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int accepted(int fd) {
+    if (fd >= 0) fd = endpoint_fd(fd);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        int e = errno;
+        backoff();
+        errno = e;
+    }
+    return fd;
+}
+
+TPROF_API int socket(int domain, int type, int protocol) {
+    NEXT(socket, N_SOCKET)
+    int fd = fn_(domain, type, protocol);
+    return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
+}
+TPROF_API int accept(int s, struct sockaddr *addr, socklen_t *len) {
+    NEXT(accept, N_ACCEPT)
+    int fd = fn_(s, addr, len);
+    return from_mhd(__builtin_return_address(0)) ? accepted(fd) : fd;
+}
+TPROF_API int accept4(int s, struct sockaddr *addr, socklen_t *len, int flags) {
+    NEXT(accept4, N_ACCEPT4)
+    int fd = fn_(s, addr, len, flags);
+    return from_mhd(__builtin_return_address(0)) ? accepted(fd) : fd;
+}
+TPROF_API int eventfd(unsigned int initval, int flags) {
+    NEXT(eventfd, N_EVENTFD)
+    int fd = fn_(initval, flags);
+    return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
+}
+TPROF_API int epoll_create(int size) {
+    NEXT(epoll_create, N_EPOLL_CREATE)
+    int fd = fn_(size);
+    return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
+}
+TPROF_API int epoll_create1(int flags) {
+    NEXT(epoll_create1, N_EPOLL_CREATE1)
+    int fd = fn_(flags);
+    return from_mhd(__builtin_return_address(0)) ? endpoint_fd(fd) : fd;
+}
+static int pipe_ends(int r, int fds[2]) {
+    if (r != 0) return r;
+    int a = endpoint_fd(fds[0]);
+    int b = endpoint_fd(fds[1]);
+    if (a >= 0 && b >= 0) {
+        fds[0] = a;
+        fds[1] = b;
+        return 0;
+    }
+    if (a >= 0) close(a);
+    if (b >= 0) close(b);
+    errno = EMFILE;
+    return -1;
+}
+TPROF_API int pipe(int fds[2]) {
+    NEXT(pipe, N_PIPE)
+    int r = fn_(fds);
+    return from_mhd(__builtin_return_address(0)) ? pipe_ends(r, fds) : r;
+}
+TPROF_API int pipe2(int fds[2], int flags) {
+    NEXT(pipe2, N_PIPE2)
+    int r = fn_(fds, flags);
+    return from_mhd(__builtin_return_address(0)) ? pipe_ends(r, fds) : r;
+}
+#undef NEXT
+#endif /* TPROF__FD_INTERPOSE */
+
+/* dl_iterate_phdr: the address range of the object loaded at `bias`. */
+static int find_image(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    uintptr_t *r = arg; /* in: bias; out: lo, hi */
+    if (info->dlpi_addr != r[0]) return 0;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (a < lo) lo = a;
+        if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+    }
+    if (hi <= lo) return 0;
+    r[1] = lo;
+    r[2] = hi;
+    return 1;
+}
+
+static void note_image(void *h) {
+    struct link_map *lm = NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return;
+    uintptr_t r[3] = {(uintptr_t)lm->l_addr, 0, 0};
+    if (dl_iterate_phdr(find_image, r) != 1) return;
+    __atomic_store_n(&g_mhd_hi, r[2], __ATOMIC_RELAXED);
+    __atomic_store_n(&g_mhd_lo, r[1], __ATOMIC_RELEASE);
+}
+
+/* libmicrohttpd's fatal errors (a descriptor it lost to the job, say) call this instead of
+ * abort(): the endpoint is given up, one line says so, and the job goes on. It must not
+ * return to libmicrohttpd. On a call we made (start, stop) it returns to our caller; on the
+ * server thread it ends that thread. The daemon is never touched again: its descriptors are
+ * left as they are (they may be the job's by now). */
+static void on_panic(void *cls, const char *file, unsigned int line, const char *reason) {
+    (void)cls;
+    int first = !atomic_exchange(&g_given_up, 1);
+    if (first) {
+        const char *r = reason && *reason ? reason : "no reason given";
+        int len = (int)strcspn(r, "\r\n"); /* its messages end with a newline */
+        tprof__log(TPROF_LOG_WARN, "metrics endpoint given up: libmicrohttpd failed (%.*s, %s:%u)",
+                   len, r, file ? file : "?", line);
+    }
+    jmp_buf *jb = atomic_load(&g_panic_jmp);
+    if (jb && pthread_equal(pthread_self(), g_panic_thread)) longjmp(*jb, 1);
+    /* the server thread: it ends, so that a MHD_stop_daemon in progress (which may be what
+     * made it fail) can join it. Its unwinding needs libgcc_s, loaded with libmicrohttpd. */
+    pthread_exit(NULL);
+}
 
 static int load(char *why, size_t n) {
     if (M.lib) return 0;
@@ -124,7 +369,13 @@ static int load(char *why, size_t n) {
     SYM(lookup, "MHD_lookup_connection_value")
     SYM(daemon_info, "MHD_get_daemon_info")
     SYM(conn_info, "MHD_get_connection_info")
+    SYM(set_panic, "MHD_set_panic_func")
 #undef SYM
+    /* pthread_exit in on_panic loads libgcc_s unless it is there: it may be called when the
+     * job has taken every descriptor */
+    if (!dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE)) (void)dlerror();
+    M.set_panic(on_panic, NULL);
+    note_image(h);
     M.lib = h;
     return 0;
 }
@@ -426,7 +677,19 @@ int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
                               "(all 128 taken: slow, idle or hostile clients)",
                               TPROF_M_COUNTER, NULL, 0);
     g_evicted_series = fam >= 0 ? tprof__m_series_raw(fam, "") : -1;
+    if (atomic_load(&g_given_up)) {
+        snprintf(why, whylen, "libmicrohttpd failed earlier in this process");
+        return -1;
+    }
     errno = 0;
+    jmp_buf jb;
+    g_panic_thread = pthread_self();
+    atomic_store(&g_panic_jmp, &jb);
+    if (setjmp(jb)) {
+        atomic_store(&g_panic_jmp, NULL);
+        snprintf(why, whylen, "libmicrohttpd failed while starting");
+        return -1;
+    }
     g_daemon = M.start_daemon(flags, (uint16_t)cfg->port, accept_policy, NULL, handler, NULL,
                               MHD_OPTION_SOCK_ADDR, sa,
                               MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS + EVICT_RESERVE,
@@ -437,6 +700,7 @@ int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
                               MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
                               MHD_OPTION_EXTERNAL_LOGGER, quiet_log, NULL,
                               MHD_OPTION_END);
+    atomic_store(&g_panic_jmp, NULL);
     if (!g_daemon) {
         int e = errno;
         snprintf(why, whylen, "cannot listen on %s port %d%s%s", addr, cfg->port,
@@ -450,7 +714,14 @@ int tprof__http_start(const tprof__http_cfg *cfg, char *why, size_t whylen) {
 
 void tprof__http_stop(void) {
     if (!g_daemon) return;
-    M.stop_daemon(g_daemon);
+    /* given up: its thread and descriptors are left alone (on_panic) */
+    if (!atomic_load(&g_given_up)) {
+        jmp_buf jb;
+        g_panic_thread = pthread_self();
+        atomic_store(&g_panic_jmp, &jb);
+        if (!setjmp(jb)) M.stop_daemon(g_daemon);
+        atomic_store(&g_panic_jmp, NULL);
+    }
     g_daemon = NULL;
     g_port = 0;
 }
