@@ -13,7 +13,9 @@ assert trainprof.enabled()
 out = {}
 t0 = time.perf_counter_ns()
 with trainprof.range("sleep20"):
+    t1 = time.perf_counter_ns()
     time.sleep(0.020)
+    out["inner_ns"] = time.perf_counter_ns() - t1
 out["sleep_ns"] = time.perf_counter_ns() - t0
 with trainprof.range("outer"):
     with trainprof.range("inner"):
@@ -97,11 +99,12 @@ class RangesTest(unittest.TestCase):
         (e,) = tphelp.complete(self.ev, "sleep20")
         dur_ms = e["dur"] / 1000.0
         measured_ms = self.out["sleep_ns"] / 1e6
+        inner_ms = self.out["inner_ns"] / 1e6
         self.assertGreaterEqual(dur_ms, 20.0)
-        self.assertLess(dur_ms, 40.0)
-        # the range is what the program itself measured around it, within 1 ms
+        # the range lies between what the program measured inside it and around it (a loaded
+        # machine can stretch both; the cost of the calls is bench/python_ranges.py's)
+        self.assertGreaterEqual(dur_ms, inner_ms - 0.01)
         self.assertLessEqual(dur_ms, measured_ms + 0.01)
-        self.assertLess(measured_ms - dur_ms, 1.0)
 
     def test_nesting(self):
         (o,) = tphelp.complete(self.ev, "outer")
