@@ -18,8 +18,12 @@ fi
 tmp=${TPROF_TEST_TMP:-${TMPDIR:-/tmp}}
 mkdir -p "$tmp"
 work=$(mktemp -d "$tmp/fuzz-run.XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
+# the rank-file target writes each input as files: in memory where there is a tmpfs
+shm=/dev/shm
+[ -d "$shm" ] && [ -w "$shm" ] || shm=$work
+scratch=$(mktemp -d "$shm/tprof-fuzz-run.XXXXXX") || exit 1
+trap 'rm -rf "$work" "$scratch"' EXIT
 name=$(basename "$bin")
-mkdir "$work/new" "$work/tmp"
-TMPDIR=$work/tmp "$bin" -max_total_time="${TPROF_FUZZ_SECONDS:-15}" -timeout=10 -malloc_limit_mb=128 -rss_limit_mb=2048 \
+mkdir "$work/new"
+TPROF_FUZZ_TMP=$scratch "$bin" -max_total_time="${TPROF_FUZZ_SECONDS:-15}" -timeout=10 -malloc_limit_mb=128 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$tmp/$name-" "$work/new" "$corpus"
