@@ -3,8 +3,9 @@
 # machine, from the repository root, with the build carried in $C (tests/gpu/make_carry.sh)
 # and Megatron-LM's public code (megatron/, pretrain_gpt.py, gpt_builders.py,
 # model_provider.py from NVIDIA/Megatron-LM) in $MEG:
-#   A  Megatron-LM pretrain_gpt.py, mock data, bare and under `trainprof run` (full capture):
-#      same exit status, bit-identical losses, the iteration time of each, and the report's
+#   A  Megatron-LM pretrain_gpt.py, mock data, bare and under `trainprof run` (full capture),
+#      ROUNDS rotated rounds (default 1): same exit status, bit-identical losses, the
+#      iteration time of each (median of the rounds, spread, ratio), and the report's
 #      honesty lines (dropped, clipped GPU records, write errors, energy method).
 #   B  the stack depth of trainprof's threads in a CUDA job with CUPTI and NVML
 #      (tests/metrics_stack_depth.c preloaded): the size src/core/threads.c gives them must
@@ -19,6 +20,7 @@
 PARTS=${PARTS:-ABCD}
 MEG=${MEG:-.megatron}
 ITERS=${ITERS:-30}
+ROUNDS=${ROUNDS:-1}
 { nvidia-smi -L; python3 -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__)"; } >> $S 2>&1
 python_module
 
@@ -41,19 +43,32 @@ iter_ms() { # median "elapsed time per iteration (ms)" over iterations 11..
 }
 
 if [[ $PARTS == *A* ]]; then
-    say "A: Megatron-LM bare, then under trainprof run"
-    meg $W/meg_bare.log; rc_bare=$?; lap $rc_bare
-    meg $W/meg_tp.log $TP run -o $W/meg_run --; rc_tp=$?; lap $rc_tp
-    echo "exit status: bare $rc_bare, under trainprof $rc_tp" >> $S
-    echo "iterations: bare $(iter_ms $W/meg_bare.log); trainprof $(iter_ms $W/meg_tp.log)" >> $S
-    nb=$(losses $W/meg_bare.log | wc -l)
-    if [ "$nb" -gt 0 ] && cmp -s <(losses $W/meg_bare.log) <(losses $W/meg_tp.log); then
-        echo "losses: $nb iterations, bit-identical" >> $S
-    else
-        echo "losses: DIFFER or missing (bare $nb lines)" >> $S
-        tail -30 $W/meg_bare.log >> $S
-    fi
-    tail -5 $W/meg_tp.log >> $S
+    say "A: Megatron-LM bare and under trainprof run, $ROUNDS rotated round(s)"
+    order="bare tp"
+    for r in $(seq $ROUNDS); do
+        for mode in $order; do
+            if [ $mode = bare ]; then meg $W/meg_bare_$r.log
+            else rm -rf $W/meg_run; meg $W/meg_tp_$r.log $TP run -o $W/meg_run --; fi
+            rc=$?; lap $rc
+            echo "round $r $mode: exit status $rc, $(iter_ms $W/meg_${mode}_$r.log)" >> $S
+            iter_ms $W/meg_${mode}_$r.log | awk '{print $1}' >> $W/ms_$mode
+        done
+        [ "$order" = "bare tp" ] && order="tp bare" || order="bare tp"
+    done
+    for mode in bare tp; do # median of the rounds' medians, with their spread
+        sort -n $W/ms_$mode | awk -v m=$mode '{a[NR]=$1} END{if(NR) printf "%s: %s ms/iter median of %d rounds (%s-%s)\n", m, a[int((NR+1)/2)], NR, a[1], a[NR]}' >> $S
+    done
+    paste $W/ms_bare $W/ms_tp | awk '$1>0{print $2/$1}' | sort -n | awk '{r[NR]=$1} END{if(NR) printf "ratio trainprof/bare per round: median %.3f (%.3f-%.3f)\n", r[int((NR+1)/2)], r[1], r[NR]}' >> $S
+    nb=$(losses $W/meg_bare_1.log | wc -l)
+    for r in $(seq $ROUNDS); do for mode in bare tp; do
+        if [ "$nb" -gt 0 ] && cmp -s <(losses $W/meg_bare_1.log) <(losses $W/meg_${mode}_$r.log); then
+            echo "losses round $r $mode: $nb iterations, bit-identical to round 1 bare" >> $S
+        else
+            echo "losses round $r $mode: DIFFER or missing (bare $nb lines)" >> $S
+            tail -30 $W/meg_${mode}_$r.log >> $S
+        fi
+    done; done
+    tail -5 $W/meg_tp_$ROUNDS.log >> $S
     if [ -f $W/meg_run/report.txt ]; then
         cp $W/meg_run/report.txt $OUT/megatron_report.txt
         cp $W/meg_run/report.json $OUT/megatron_report.json
