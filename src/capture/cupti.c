@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/source.h"
 #include "bufpool.h"
 #include "mapped.h"
 
@@ -662,7 +663,7 @@ static void enable_chosen(int on) {
     if (!on && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(0);
 }
 
-void tprof__cupti_window(int on) {
+static void cupti_window(int on) {
     pthread_mutex_lock(&g_pause_lock);
     g_want = on;
     if (atomic_load(&g_ready) && !g_paused) enable_chosen(on);
@@ -734,9 +735,27 @@ int tprof_gpu_capture_resume(void) {
 }
 
 /* Recording, or about to: from the moment the driver called InitializeInjection. */
-int tprof__cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_starting); }
+static int cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_starting); }
 
 /* At shutdown: ask CUPTI to hand back what it holds (called before the final flush). */
-void tprof__cupti_flush(void) {
+static void cupti_flush(void) {
     if (atomic_load(&g_active) && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(1);
 }
+
+/* When `trainprof run` left CUDA_INJECTION64_PATH to another CUDA tool attached first
+ * (Nsight Systems), TRAINPROF_CUPTI_YIELDED names it: CUDA will never call our
+ * InitializeInjection, so the session says so as it starts. */
+static int cupti_capability(char *line, size_t n) {
+    const char *other = getenv("TRAINPROF_CUPTI_YIELDED");
+    if (!other || !*other) return 0;
+    snprintf(line, n, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)", other);
+    return 1;
+}
+
+const tprof__source tprof__source_cupti = {
+    .name = "cupti",
+    .flush = cupti_flush,
+    .active = cupti_active,
+    .window = cupti_window,
+    .capability = cupti_capability,
+};

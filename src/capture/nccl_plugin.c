@@ -49,6 +49,7 @@
 #include <strings.h>
 
 #include "../core/internal.h"
+#include "../core/source.h"
 #include "comm_ext.h"
 #include "nccl_abi.h"
 #include "nccl_internal.h"
@@ -536,7 +537,7 @@ tp_nccl_result tprof__nccl_state(void *eHandle, tp_nccl_state st, tp_nccl_state_
 /* Called by the flusher on every pass (core/session.c): writes events NCCL stopped but
  * whose channels stopped reporting for TP_NCCL_STALE_NS, or all of them when `final`. A scan
  * of the pool's bitmap, skipped entirely while nothing waits. */
-void tprof__nccl_sweep(int final) {
+static void nccl_sweep(int final) {
     if (!atomic_load_explicit(&g_pending, memory_order_relaxed)) return;
     uint64_t now = tprof__now();
     for (uint32_t w = 0; w < TP_NCCL_WORDS; w++) {
@@ -611,3 +612,20 @@ __attribute__((visibility("default"))) const tp_nccl_profiler_v4 ncclProfiler_v4
     "trainprof", init_v4, start_v4, tprof__nccl_stop, tprof__nccl_state, tprof__nccl_finalize};
 
 int tprof__nccl_recording(void) { return atomic_load(&g_recording); }
+
+/* Each flusher pass but the last: operations whose channels went quiet. The last pass has
+ * nothing left to sweep: the flush before it wrote every operation still waiting. */
+static uint64_t nccl_source_tick(int final) {
+    if (!final) nccl_sweep(0);
+    return 0;
+}
+
+/* Shutdown, or a signal sent from outside: every operation still waiting for its kernel
+ * channels. */
+static void nccl_source_flush(void) { nccl_sweep(1); }
+
+const tprof__source tprof__source_nccl = {
+    .name = "nccl",
+    .tick = nccl_source_tick,
+    .flush = nccl_source_flush,
+};

@@ -43,6 +43,7 @@
 #include "../core/internal.h"
 #include "../core/metrics.h"
 #include "nvml_shared.h"
+#include "../core/source.h"
 
 /* ------------------------------------------------------------------ the loader */
 
@@ -453,7 +454,7 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
  * TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
 static int cupti_conflict(void) {
     const char *force = getenv("TRAINPROF_NVML_WITH_CUPTI");
-    if (!tprof__cupti_active() || (force && !strcmp(force, "1"))) return 0;
+    if (!tprof__source_active("cupti") || (force && !strcmp(force, "1"))) return 0;
     g.mode = MODE_OFF;
     tprof__capability("nvml", "off: not sampled in a process with CUPTI GPU capture (a hang "
                               "was seen with both); TRAINPROF_CUPTI=0 gives energy and power");
@@ -700,7 +701,7 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
     }
 }
 
-void tprof__nvml_tick(uint32_t hz, int final) {
+static void nvml_tick(uint32_t hz, int final) {
     pid_t pid = getpid();
     if (g.pid != pid || g.mode == MODE_UNDECIDED) {
         /* decide only once the session records: the flusher's first pass may run while the
@@ -747,3 +748,21 @@ void tprof__nvml_tick(uint32_t hz, int final) {
         g.mode = MODE_OFF;
     }
 }
+
+/* The sampling rate of the session (TRAINPROF_NVML_HZ, 0 = off), the flusher's own. */
+static uint32_t g_hz;
+
+static void nvml_source_start(const tprof_config *cfg) { g_hz = cfg->nvml_hz; }
+
+/* Samples when its period has passed; `final` (the flusher's last pass) takes one more
+ * sample so the run's end is covered, then releases NVML. */
+static uint64_t nvml_source_tick(int final) {
+    nvml_tick(g_hz, final);
+    return 0;
+}
+
+const tprof__source tprof__source_nvml = {
+    .name = "nvml",
+    .start = nvml_source_start,
+    .tick = nvml_source_tick,
+};

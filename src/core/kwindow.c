@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "source.h"
 #include "kwindow.h"
 #include "step_names.h"
 
@@ -100,7 +101,7 @@ static int apply_request(uint64_t k) {
     atomic_store(&g_state, on ? KW_MANUAL_ON : KW_MANUAL_OFF);
     atomic_store(&tprof__kwin_watch, 0);
     if (atomic_load(&g_req)) atomic_store(&tprof__kwin_watch, 1);
-    tprof__cupti_window(on);
+    tprof__sources_window(on);
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
     tprof__set_meta(on ? "capture.detail_on_ns" : "capture.detail_off_ns", v);
@@ -120,13 +121,13 @@ static void step_began(uint64_t k) {
             char v[32];
             snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
             tprof__set_meta("kernel_steps.on_ns", v);
-            tprof__cupti_window(1);
+            tprof__sources_window(1);
             tprof__log(TPROF_LOG_INFO, "kernel capture on at step %llu", (unsigned long long)k);
         }
     } else if ((s == KW_BEFORE || s == KW_INSIDE) && k > g_hi) {
         if (atomic_compare_exchange_strong(&g_state, &s, KW_AFTER)) {
             atomic_store(&tprof__kwin_watch, 0);
-            tprof__cupti_window(0);
+            tprof__sources_window(0);
             char v[32];
             snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
             tprof__set_meta("kernel_steps.off_ns", v);

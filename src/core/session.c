@@ -36,6 +36,7 @@
 #include "per_step.h"
 #include "metrics.h"
 #include "signals.h"
+#include "source.h"
 #include "threads.h"
 #include "writer.h"
 
@@ -798,8 +799,7 @@ static void final_on_signal(int sig) {
     flush_pass(1);
     write_end_record(sig);
     if (!tprof__signal_synchronous(sig)) {
-        tprof__cupti_flush();
-        tprof__nccl_sweep(1);
+        tprof__sources_flush();
         set_state(TPROF__DOWN);
         flush_pass(1); /* what threads wrote while the state changed */
         write_end_record(sig);
@@ -830,35 +830,19 @@ static void *flusher_main(void *arg) {
     pthread_mutex_unlock(&S.flush_lock);
     int interval = (int)S.cfg.flush_interval_ms;
     if (interval <= 0) interval = 50;
-    uint32_t hz = S.cfg.sample_hz > 1000 ? 1000 : S.cfg.sample_hz;
-    uint64_t period_ns = hz ? 1000000000ull / hz : 0, next_sample = 0;
-    if (hz) tprof__procfs_reset();
-    int metrics_seen = 0;
+    tprof__sources_start(&S.cfg);
     for (;;) {
         flusher_busy(1);
         atomic_store_explicit(&S.alive_ns, tprof__now(), memory_order_relaxed);
         int stopping = atomic_load(&S.stop);
-        if (period_ns) {
-            uint64_t now = tprof__now();
-            if (!metrics_seen && TPROF__METRICS_ON()) {
-                /* the endpoint just started: its process gauges now, not a period later */
-                metrics_seen = 1;
-                next_sample = 0;
-            }
-            if (now >= next_sample) {
-                tprof__procfs_sample();
-                next_sample = now + period_ns;
-            }
-        }
-        tprof__nvml_tick(S.cfg.nvml_hz, stopping); /* GPU metrics (capture/nvml.c) */
-        tprof__cuda_devices_tick(stopping);        /* which GPUs (capture/cuda_devices.c) */
-        if (!stopping) tprof__nccl_sweep(0); /* NCCL ops whose channels went quiet */
+        /* the capture sources' periodic work (src/capture/sources.c), on this thread */
+        uint64_t due = tprof__sources_tick(stopping);
         if (!stopping) {
             int wait = interval;
-            if (period_ns) {
+            if (due) {
                 uint64_t now = tprof__now();
-                int to_sample = next_sample > now ? (int)((next_sample - now) / 1000000) + 1 : 0;
-                if (to_sample < wait) wait = to_sample;
+                int to_due = due > now ? (int)((due - now) / 1000000) + 1 : 0;
+                if (to_due < wait) wait = to_due;
             }
             flusher_busy(0); /* asleep: a fork may go ahead */
             flusher_sleep(wait);
@@ -1101,7 +1085,7 @@ static void fork_child(void) {
     S.m_bytes = 0;
     S.m_freed_drops = 0;
     tprof__metrics_after_fork(); /* the parent's endpoint thread is not in this process */
-    tprof__cuda_devices_after_fork(); /* the child's file names its own devices */
+    tprof__sources_after_fork(); /* e.g. the child's file names its own devices */
     /* STARTING only when another thread began a start after fork_prepare looked: that
      * thread is not in this process, so this one starts afresh */
     int st = atomic_load(&tprof__g_state);
@@ -1189,19 +1173,11 @@ static int start_locked_cfg(const tprof_config *cfg) {
     return TPROF__ON;
 }
 
-/* What a session does once it records: the live metrics, and the capability line of GPU
- * activity capture when `trainprof run` left CUDA_INJECTION64_PATH to another CUDA tool
- * (Nsight Systems) that was attached first (TRAINPROF_CUPTI_YIELDED names it): CUDA will
- * never call our InitializeInjection then. */
+/* What a session does once it records: the live metrics, and the capability lines the
+ * capture sources know at start (core/source.h). */
 static void session_started(void) {
     tprof__metrics_session_start(S.start_rt);
-    const char *other = getenv("TRAINPROF_CUPTI_YIELDED");
-    if (other && *other) {
-        char st[400];
-        snprintf(st, sizeof st, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)",
-                 other);
-        tprof__capability("cupti", st);
-    }
+    tprof__sources_capability();
 }
 
 int tprof_init(const tprof_config *cfg) {
@@ -1271,12 +1247,6 @@ int tprof_flush(void) {
     return stalled || tprof__writer_failing() ? TPROF_ERR_IO : TPROF_OK;
 }
 
-#ifndef TPROF_HAVE_CUPTI
-void tprof__cupti_flush(void) {}
-int tprof__cupti_active(void) { return 0; }
-void tprof__cupti_window(int on) { (void)on; }
-#endif
-
 /* Waits for the flusher to finish its work, as long as it shows progress. 1 when it did. */
 static int wait_flusher_done(void) {
     pthread_mutex_lock(&S.flush_lock);
@@ -1313,8 +1283,7 @@ int tprof_shutdown(void) {
     }
     /* GPU records CUPTI still holds, while we still record them */
     if (atomic_load(&tprof__g_state) == TPROF__ON) {
-        tprof__cupti_flush();
-        tprof__nccl_sweep(1); /* NCCL ops still waiting for their kernel channels */
+        tprof__sources_flush(); /* e.g. NCCL ops still waiting for their kernel channels */
     }
     int expected = TPROF__ON;
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
