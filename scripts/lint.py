@@ -97,6 +97,7 @@ LAYER_CROSSINGS = {
     ("src/analysis/mfu.c", "src/core/per_step.h"),
     ("src/analysis/report.c", "src/capture/nvml_abi.h"),
     ("src/analysis/report.c", "src/timers/timers_format.h"),
+    ("cli/trainprof.c", "src/core/config.h"),
     ("cli/trainprof.c", "src/core/kwindow.h"),
     ("cli/trainprof.c", "src/core/per_step.h"),
     ("python/src/_trainprof.c", "src/capture/comm_ext.h"),

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/config.h"
 #include "../core/internal.h"
 #include "../core/source.h"
 #include "comm_ext.h"
@@ -404,13 +405,13 @@ void tprof__nccl_init(void **context, uint64_t hash, int *mask, const char *name
     if (context) *context = NULL;
     int kt = atomic_load(&g_kernel_timing);
     if (kt < 0) { /* decided once per process: every communicator asks for the same */
-        const char *e = getenv("TRAINPROF_NCCL_KERNEL");
+        const char *e = tprof__env(TPROF__OPT_NCCL_KERNEL);
         int v = version >= 4 && !(e && !strcmp(e, "0"));
         atomic_compare_exchange_strong(&g_kernel_timing, &kt, v);
         kt = atomic_load(&g_kernel_timing);
     }
     int want = TP_NCCL_COLL | TP_NCCL_P2P | (kt == 1 && version >= 4 ? TP_NCCL_KERNEL_CH : 0);
-    const char *off = getenv("TRAINPROF_NCCL");
+    const char *off = tprof__env(TPROF__OPT_NCCL);
     /* Touching the thread state starts a lazy session (TRAINPROF_DIR); when we will not
      * record, ask NCCL for nothing so that it skips the calls altogether. */
     if (off && !strcmp(off, "0")) {

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "internal.h"
 #include "source.h"
 #include "kwindow.h"
@@ -53,11 +54,11 @@ static const char *const k_defaults[] = {TPROF_DEFAULT_STEP_NAMES};
 #define N_DEFAULTS (sizeof k_defaults / sizeof *k_defaults)
 
 void tprof__kwin_init(void) {
-    const char *spec = getenv("TRAINPROF_KERNEL_STEPS");
+    const char *spec = tprof__env(TPROF__OPT_KERNEL_STEPS);
     atomic_store(&g_state, KW_OFF);
     atomic_store(&tprof__kwin_watch, 0);
     atomic_store(&g_req, 0);
-    const char *u0 = getenv("TRAINPROF_STEP_NAME");
+    const char *u0 = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u0 && *u0 ? u0 : NULL; /* step names also count for detail requests */
     atomic_store(&g_pat, -1);
     atomic_store(&g_next, 0);
@@ -70,7 +71,7 @@ void tprof__kwin_init(void) {
                    spec);
         return;
     }
-    const char *u = getenv("TRAINPROF_STEP_NAME");
+    const char *u = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u && *u ? u : NULL;
     atomic_store(&g_pat, -1);
     atomic_store(&g_next, 0);

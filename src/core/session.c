@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "internal.h"
 #include "per_step.h"
 #include "metrics.h"
@@ -184,67 +185,6 @@ static uint64_t realtime_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ---------------------------------------------------------------------------- config */
-
-int tprof_config_init(tprof_config *cfg) {
-    if (!cfg) return TPROF_ERR_INVALID_ARG;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->struct_size = sizeof *cfg;
-    cfg->ring_bytes = 4u << 20;
-    cfg->max_threads = 1024;
-    cfg->flush_interval_ms = 50;
-    cfg->max_strings = 8192;
-    cfg->log_level = TPROF_LOG_WARN;
-    cfg->enabled = 1;
-    cfg->sample_hz = 10;
-    cfg->nvml_hz = 10;
-    return TPROF_OK;
-}
-
-static int env_u64(const char *name, uint64_t *out) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end || v[0] == '-') {
-        tprof__log(TPROF_LOG_WARN, "ignoring %s=%s: not a non-negative integer", name, v);
-        return 0;
-    }
-    *out = x;
-    return 1;
-}
-
-static int parse_log_level(const char *v) {
-    if (!v) return -1;
-    if (!strcmp(v, "error") || !strcmp(v, "0")) return TPROF_LOG_ERROR;
-    if (!strcmp(v, "warn") || !strcmp(v, "warning") || !strcmp(v, "1")) return TPROF_LOG_WARN;
-    if (!strcmp(v, "info") || !strcmp(v, "2")) return TPROF_LOG_INFO;
-    if (!strcmp(v, "debug") || !strcmp(v, "3")) return TPROF_LOG_DEBUG;
-    return -1;
-}
-
-int tprof_config_from_env(tprof_config *cfg) {
-    if (!cfg || cfg->struct_size < sizeof *cfg) return TPROF_ERR_INVALID_ARG;
-    const char *v;
-    uint64_t x;
-    if ((v = getenv("TRAINPROF_LOG")) && *v) {
-        int l = parse_log_level(v);
-        if (l >= 0) cfg->log_level = l;
-        else tprof__log(TPROF_LOG_WARN, "ignoring TRAINPROF_LOG=%s", v);
-    }
-    if ((v = getenv("TRAINPROF_DIR")) && *v) cfg->output_dir = v;
-    if ((v = getenv("TRAINPROF_RUN_ID")) && *v) cfg->run_id = v;
-    if (env_u64("TRAINPROF_RING_KB", &x)) cfg->ring_bytes = (size_t)(x * 1024u);
-    if (env_u64("TRAINPROF_MAX_THREADS", &x)) cfg->max_threads = (uint32_t)x;
-    if (env_u64("TRAINPROF_FLUSH_MS", &x)) cfg->flush_interval_ms = (uint32_t)x;
-    if (env_u64("TRAINPROF_MAX_STRINGS", &x)) cfg->max_strings = (uint32_t)x;
-    if (env_u64("TRAINPROF_ENABLE", &x)) cfg->enabled = x != 0;
-    if (env_u64("TRAINPROF_SAMPLE_HZ", &x)) cfg->sample_hz = (uint32_t)(x > 1000 ? 1000 : x);
-    if (env_u64("TRAINPROF_NVML_HZ", &x)) cfg->nvml_hz = (uint32_t)(x > 100 ? 100 : x);
-    return TPROF_OK;
 }
 
 /* ------------------------------------------------------------------ process stream */
@@ -1004,7 +944,7 @@ static void write_start_metadata_locked(void) {
         }
     }
     read_rank_env();
-    const char *v = getenv("TRAINPROF_STEP_NAME");
+    const char *v = tprof__env(TPROF__OPT_STEP_NAME);
     if (v && *v) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "step_name", v);
     /* the throughput figures of `trainprof run` (or the user's environment): into the file,
      * so that a later `trainprof report` of it has them too, and to the live counters */
@@ -1012,7 +952,7 @@ static void write_start_metadata_locked(void) {
     for (int i = 0; i < TPROF_PER_STEP_N; i++) {
         double x;
         const char *key = tprof__per_step_key(i);
-        if (!(v = getenv(tprof__per_step_env(i))) || !*v) continue;
+        if (!(v = tprof__env_nonempty(tprof__per_step_opt(i)))) continue;
         flops_given |= i == 2;
         if (tprof__per_step_parse(key, v, &x)) {
             proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, v);
@@ -1024,13 +964,13 @@ static void write_start_metadata_locked(void) {
     }
     /* `trainprof run --model`: the formula's FLOPs, for the live counters only (the file
      * keeps the model itself, and the report says it used the model) */
-    if (!flops_given && (v = getenv("TRAINPROF_MODEL_FLOPS_PER_STEP")))
+    if (!flops_given && (v = tprof__env(TPROF__OPT_MODEL_FLOPS_PER_STEP)))
         tprof__metrics_meta("flops_per_step", v);
-    if ((v = getenv("TRAINPROF_MODEL")) && *v)
+    if ((v = tprof__env(TPROF__OPT_MODEL)) && *v)
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "model", v);
-    if ((v = getenv("TRAINPROF_DTYPE")) && *v)
+    if ((v = tprof__env(TPROF__OPT_DTYPE)) && *v)
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "dtype", v);
-    const char *kw = getenv("TRAINPROF_KERNEL_STEPS");
+    const char *kw = tprof__env(TPROF__OPT_KERNEL_STEPS);
     if (kw && *kw && tprof__kwin_active())
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "kernel_steps", kw);
     tprof_pl_clock pl = {S.start_rt, S.start_mono, 0};
@@ -1117,7 +1057,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
     S.cfg = *cfg;
     /* TRAINPROF_NO_FILE=1: a session that feeds the live metrics and writes nothing (no
      * directory, no rank file; `trainprof serve`); records are drained and dropped */
-    const char *nf = getenv("TRAINPROF_NO_FILE");
+    const char *nf = tprof__env(TPROF__OPT_NO_FILE);
     S.no_file = nf && !strcmp(nf, "1");
     if (!cfg->enabled || (!S.no_file && (!cfg->output_dir || !*cfg->output_dir)))
         return TPROF__OFF;
@@ -1318,12 +1258,4 @@ pid_t tprof__session_pid(void) { return S.pid; }
 
 const char *tprof_output_path(void) {
     return atomic_load(&tprof__g_state) == TPROF__ON ? tprof__writer_path() : NULL;
-}
-
-/* Injected or preloaded: start from the environment as soon as we are loaded, if the
- * variables ask for it and something records. We only read the log level here; the
- * session itself stays lazy. */
-__attribute__((constructor)) static void tprof__ctor(void) {
-    int l = parse_log_level(getenv("TRAINPROF_LOG"));
-    if (l >= 0) tprof__log_level = l;
 }
