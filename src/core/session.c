@@ -1,7 +1,8 @@
 /*
- * session.c — the life of a trainprof session in one process: configuration (struct or
- * TRAINPROF_* variables), lazy start, the registry of per-thread rings, the flusher thread
- * that moves rings into the rank file, signal and fork handling, and shutdown at exit.
+ * session.c — the life of a trainprof session in one process: lazy start from a
+ * configuration (core/config.c), the registry of per-thread rings, the flusher thread that
+ * moves rings into the rank file and drives the capture sources (core/source.h), the
+ * session's side of signal handling (signals.c) and fork handling, and shutdown at exit.
  *
  * Design points (docs/design.md §1, §3):
  *  - Nothing is started until something is recorded, so processes that record nothing
