@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "analysis/model.h"
+#include "core/config.h"
 #include "core/kwindow.h"
 #include "core/per_step.h"
 #include "format/reader.h"
@@ -110,12 +111,7 @@ static const char *const run_help =
     "  --dtype T             peak rate for MFU: bf16 (default), fp16, fp8, tf32, fp32\n"
     "  -h, --help            this text\n"
     "\n"
-    "Other variables read by the library: TRAINPROF_FLUSH_MS (flush period, default 50),\n"
-    "TRAINPROF_MAX_THREADS (1024), TRAINPROF_MAX_STRINGS (8192), TRAINPROF_LOG\n"
-    "(error|warn|info|debug), TRAINPROF_ENABLE (0 disables), TRAINPROF_LIB (library path).\n"
-    "GPU: TRAINPROF_CUPTI=0 (no GPU activity), TRAINPROF_CUPTI_KINDS (kernel,memcpy,memset,\n"
-    "memory,sync,runtime[,driver]), TRAINPROF_NVML_HZ (GPU power/energy sampling, default 10;\n"
-    "off where CUPTI records, see README). Details: docs/cli.md.\n";
+    "TRAINPROF_LIB: the library run injects (default: beside this program).\n";
 
 static const char *const report_help =
     "usage: trainprof report DIR [options]\n"
@@ -974,6 +970,7 @@ static int cmd_run(int argc, char **argv) {
         if (!strcmp(argv[i], "--")) { i++; break; }
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(run_help, stdout);
+            tprof__config_print_env(stdout); /* the library's variables, from its table */
             return 0;
         } else if (opt_val(argc, argv, &i, "--output", "-o", &dir, "run")) {
         } else if (opt_val(argc, argv, &i, "--step-name", NULL, &a.step_name, "run")) {

@@ -18,6 +18,12 @@ The checks:
   layers   an #include that crosses the layers of docs/design.md §2.3, other than the
            crossings listed in LAYER_CROSSINGS (a listed crossing that is gone must leave the
            list, so the list only shrinks)
+  sources  a call from src/core/*.c to a function that src/capture/*.c defines: core reaches
+           the capture sources only through their table (src/core/source.h, the one entry
+           point tprof__sources), other than the calls listed in CORE_CAPTURE_CALLS (which,
+           like LAYER_CROSSINGS, only shrinks)
+  env      a getenv("TRAINPROF_...") in src/: the libraries read their variables through the
+           one table of src/core/config.h (tprof__env), which also writes --help and the docs
 """
 import argparse
 import os
@@ -97,10 +103,39 @@ LAYER_CROSSINGS = {
     ("src/analysis/mfu.c", "src/core/per_step.h"),
     ("src/analysis/report.c", "src/capture/nvml_abi.h"),
     ("src/analysis/report.c", "src/timers/timers_format.h"),
+    ("cli/trainprof.c", "src/core/config.h"),
     ("cli/trainprof.c", "src/core/kwindow.h"),
     ("cli/trainprof.c", "src/core/per_step.h"),
     ("python/src/_trainprof.c", "src/capture/comm_ext.h"),
 }
+# Calls from src/core to functions src/capture defines that are not capture sources' hooks
+# (docs/design.md §1.1, §8): (core file, function).
+CORE_CAPTURE_CALLS = {
+    # the table of capture sources itself: core's one way in (src/capture/sources.c)
+    ("src/core/sources_run.c", "tprof__sources"),
+    # the NVML loader that lives beside the NVML sampler, used by the EnergyMonitor and the
+    # live metrics' local rank: a library, not the sampler; it goes to the shared NVML loader
+    ("src/core/energy.c", "tprof__nvml_load"),
+    ("src/core/energy.c", "tprof__nvml_init"),
+    ("src/core/energy.c", "tprof__nvml_visible"),
+    ("src/core/energy.c", "tprof__nvml_local_rank"),
+    ("src/core/energy.c", "tprof__nvml_lookup"),
+    ("src/core/energy.c", "tprof__nvml_energy_mj"),
+    ("src/core/metrics_feed.c", "tprof__nvml_local_rank"),
+    # NVTX emission to another attached tool while the session does not record: an output
+    # of the recording calls, not a source (capture/nvtx_emit.c)
+    ("src/core/session.c", "tprof__nvtx_emit_setup"),
+    ("src/core/record.c", "tprof__emit_push"),
+    ("src/core/record.c", "tprof__emit_pop"),
+    ("src/core/record.c", "tprof__emit_start"),
+    ("src/core/record.c", "tprof__emit_end"),
+    ("src/core/record.c", "tprof__emit_mark"),
+}
+# A function defined (not declared, not static) at file scope, named tprof__<x>.
+CAPTURE_DEF_RE = re.compile(r"^(?!static\b)[A-Za-z_][\w \t\*]*?[\s\*](tprof__\w+)\s*\([^;{]*\)\s*\{",
+                            re.MULTILINE)
+CALL_RE = re.compile(r"\b(tprof__\w+)\s*\(")
+
 # Where #include "x" is looked for, after the including file's own directory: the include
 # directories the build gives (src/ and include/; tests/ for tests and bench only).
 INCLUDE_ROOTS = ("src", "include")
@@ -283,8 +318,50 @@ def check_layers(root, out):
                    "LAYER_CROSSINGS (and from docs/design.md §2.3)" % (rel, dep))
 
 
+def check_sources(root, out):
+    defined = set()
+    for rel in walk(root, "src/capture"):
+        if rel.endswith(".c"):
+            text = strip_c(read_text(root, rel) or "")
+            defined.update(m.group(1) for m in CAPTURE_DEF_RE.finditer(text))
+    used = set()
+    for rel in walk(root, "src/core"):
+        rel = os.path.normpath(rel)
+        if not rel.endswith(".c"):
+            continue
+        text = strip_c(read_text(root, rel) or "")
+        for m in CALL_RE.finditer(text):
+            name = m.group(1)
+            if name not in defined:
+                continue
+            if (rel, name) in CORE_CAPTURE_CALLS:
+                used.add((rel, name))
+                continue
+            line = text.count("\n", 0, m.start(1)) + 1
+            out.append("%s:%d: [sources] core calls the capture source's %s by name: give the "
+                       "source a member of tprof__source (src/core/source.h) and loop over "
+                       "the table" % (rel, line, name))
+    for rel, name in sorted(CORE_CAPTURE_CALLS - used):
+        out.append("scripts/lint.py: [sources] %s no longer calls %s: remove it from "
+                   "CORE_CAPTURE_CALLS" % (rel, name))
+
+
+GETENV_RE = re.compile(r'\bgetenv\s*\(\s*"TRAINPROF_')
+
+
+def check_env(root, out):
+    for rel in walk(root, "src"):
+        if not rel.endswith(C_SUFFIXES):
+            continue
+        for n, line in enumerate((read_text(root, rel) or "").split("\n"), 1):
+            if GETENV_RE.search(line):
+                out.append("%s:%d: [env] read TRAINPROF_* variables through src/core/config.h "
+                           "(add a row to TPROF__OPTIONS, call tprof__env)" % (rel, n))
+
+
 CHECKS = {"columns": check_columns, "tracker": check_tracker, "prefix": check_prefix,
-          "layers": check_layers}
+          "layers": check_layers, "sources": check_sources,
+          "env": check_env}
 
 
 def main():
@@ -292,7 +369,7 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root (default: this script's parent directory)")
     ap.add_argument("checks", nargs="*", metavar="CHECK",
-                    help="columns, tracker, prefix, layers (default: all)")
+                    help="columns, tracker, prefix, layers, sources, env (default: all)")
     a = ap.parse_args()
     for name in a.checks:
         if name not in CHECKS:

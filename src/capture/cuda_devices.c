@@ -26,6 +26,7 @@
 
 #include "../core/internal.h"
 #include "mapped.h"
+#include "../core/source.h"
 
 typedef int cu_result; /* CUDA_SUCCESS = 0 */
 
@@ -176,20 +177,27 @@ static void mark_in_use(int n, uint64_t *seen) {
 static uint64_t next_try, in_use;
 static int ndev; /* devices the driver described; 0 before */
 
-void tprof__cuda_devices_after_fork(void) {
+static void cuda_devices_after_fork(void) {
     next_try = in_use = 0;
     ndev = 0;
     atomic_store(&g_described, 0);
 }
 
-void tprof__cuda_devices_tick(int final) {
+static uint64_t cuda_devices_tick(int final) {
     /* CUPTI's device records say it, with its first buffers, and its GPU records say which
      * devices are used; ask the driver only when the run ends without them */
-    if (tprof__cupti_active() && !final) return;
-    if (!ndev && atomic_load(&g_described)) return; /* CUPTI described them */
+    if (tprof__source_active("cupti") && !final) return 0;
+    if (!ndev && atomic_load(&g_described)) return 0; /* CUPTI described them */
     uint64_t now = tprof__now();
-    if (!final && now < next_try) return;
+    if (!final && now < next_try) return 0;
     next_try = now + 1000000000ull;
     if (!ndev) ndev = describe_from_driver();
     mark_in_use(ndev, &in_use);
+    return 0;
 }
+
+const tprof__source tprof__source_cuda_devices = {
+    .name = "cuda_devices",
+    .tick = cuda_devices_tick,
+    .after_fork = cuda_devices_after_fork,
+};

@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/config.h"
 #include "../core/internal.h"
+#include "../core/source.h"
 #include "bufpool.h"
 #include "mapped.h"
 
@@ -119,7 +121,7 @@ static void *open_cupti(char *which, size_t n) {
             return h;
         }
     }
-    const char *env = getenv("TRAINPROF_CUPTI_LIB");
+    const char *env = tprof__env(TPROF__OPT_CUPTI_LIB);
     if (env && *env) {
         void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
         if (h) snprintf(which, n, "%s", env);
@@ -518,7 +520,7 @@ int InitializeInjection(void) {
     if (atomic_exchange(&once, 1)) return 1;
     /* before tprof_enabled(): the flusher it may start must already see that CUPTI is coming
      * (the NVML sampler keeps off then; see nvml.c) */
-    const char *off = getenv("TRAINPROF_CUPTI");
+    const char *off = tprof__env(TPROF__OPT_CUPTI);
     int disabled = off && !strcmp(off, "0");
     if (!disabled) atomic_store(&g_starting, 1);
     if (!tprof_enabled()) { /* no session: nothing to record into */
@@ -554,7 +556,7 @@ int InitializeInjection(void) {
         return 1;
     }
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-    const char *pool = getenv("TRAINPROF_CUPTI_POOL");
+    const char *pool = tprof__env(TPROF__OPT_CUPTI_POOL);
     tprof__bufpool_init(&g_pool, BUF_BYTES, MAX_BUFFERS, !(pool && !strcmp(pool, "0")));
     if (F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
@@ -569,7 +571,7 @@ int InitializeInjection(void) {
     /* readers trust a synchronisation record's device only in files that say this */
     tprof__set_meta("cupti.sync_device", "context");
     int enabled = 0;
-    const char *want = getenv("TRAINPROF_CUPTI_KINDS");
+    const char *want = tprof__env(TPROF__OPT_CUPTI_KINDS);
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
         if (kind_wanted(want, kinds[i].name)) {
             g_chosen[g_nchosen++] = kinds[i].kind;
@@ -600,7 +602,7 @@ int InitializeInjection(void) {
         snprintf(status, sizeof status,
                  "activity capture in the steps of TRAINPROF_KERNEL_STEPS=%.40s: %d kinds, "
                  "%.256s, API %u, %s",
-                 getenv("TRAINPROF_KERNEL_STEPS"), enabled, which, version, bufs);
+                 tprof__env(TPROF__OPT_KERNEL_STEPS), enabled, which, version, bufs);
     else
         snprintf(status, sizeof status, "activity capture on: %d kinds, %.256s, API %u, %s",
                  enabled, which, version, bufs);
@@ -613,7 +615,7 @@ int InitializeInjection(void) {
  * noise stay out, and driver records (when chosen) are kept for launches only. */
 static void apply_api_filters(void) {
     if (F.cuptiActivityEnableRuntimeApi) {
-        const char *calls = getenv("TRAINPROF_CUPTI_CALLS");
+        const char *calls = tprof__env(TPROF__OPT_CUPTI_CALLS);
         if ((calls && !strcmp(calls, "all")) || !F.cuptiGetCallbackName) {
             for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
                 F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
@@ -662,7 +664,7 @@ static void enable_chosen(int on) {
     if (!on && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(0);
 }
 
-void tprof__cupti_window(int on) {
+static void cupti_window(int on) {
     pthread_mutex_lock(&g_pause_lock);
     g_want = on;
     if (atomic_load(&g_ready) && !g_paused) enable_chosen(on);
@@ -734,9 +736,27 @@ int tprof_gpu_capture_resume(void) {
 }
 
 /* Recording, or about to: from the moment the driver called InitializeInjection. */
-int tprof__cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_starting); }
+static int cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_starting); }
 
 /* At shutdown: ask CUPTI to hand back what it holds (called before the final flush). */
-void tprof__cupti_flush(void) {
+static void cupti_flush(void) {
     if (atomic_load(&g_active) && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(1);
 }
+
+/* When `trainprof run` left CUDA_INJECTION64_PATH to another CUDA tool attached first
+ * (Nsight Systems), TRAINPROF_CUPTI_YIELDED names it: CUDA will never call our
+ * InitializeInjection, so the session says so as it starts. */
+static int cupti_capability(char *line, size_t n) {
+    const char *other = tprof__env(TPROF__OPT_CUPTI_YIELDED);
+    if (!other || !*other) return 0;
+    snprintf(line, n, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)", other);
+    return 1;
+}
+
+const tprof__source tprof__source_cupti = {
+    .name = "cupti",
+    .flush = cupti_flush,
+    .active = cupti_active,
+    .window = cupti_window,
+    .capability = cupti_capability,
+};

@@ -64,6 +64,7 @@
 
 #include <mpi.h>
 
+#include "../core/config.h"
 #include "trainprof.h"
 #include "comm_ext.h"
 #include "mpi_pmpi.h"
@@ -751,7 +752,7 @@ static int hook_is_ours(void) {
 /* Every rank duplicates the world (a collective call, so never conditional on anything that
  * may differ between ranks); the registration itself is local. */
 static void hook_setup(void) {
-    const char *e = getenv("TRAINPROF_MPI_HOOK");
+    const char *e = tprof__env(TPROF__OPT_MPI_HOOK);
     if (e && !strcmp(e, "0")) return; /* job-wide switch: the same on every rank */
     PMPI_DECL(dup, Comm_dup);
     PMPI_DECL(set_eh, Comm_set_errhandler);
@@ -797,7 +798,7 @@ static void *data_sym(const char *name) {
 }
 
 static void after_init(int provided) {
-    const char *e = getenv("TRAINPROF_MPI");
+    const char *e = tprof__env(TPROF__OPT_MPI);
     if (e && !strcmp(e, "0")) {
         tprof__capability_ext("mpi", "off (TRAINPROF_MPI=0)");
         return;
@@ -826,7 +827,7 @@ static void after_init(int provided) {
     if (!comm_rank || !comm_size || comm_rank(H.world, &H.world_rank) != MPI_SUCCESS ||
         comm_size(H.world, &H.world_size) != MPI_SUCCESS || H.world_size < 1)
         return;
-    const char *m = getenv("TRAINPROF_MPI_MAX_COMMS");
+    const char *m = tprof__env(TPROF__OPT_MPI_MAX_COMMS);
     if (m && *m) {
         long v = strtol(m, NULL, 10);
         if (v >= 2 && v <= (long)(COMM_SLOTS / 4 * 3)) g_comm_max = (uint32_t)v;

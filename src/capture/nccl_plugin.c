@@ -48,7 +48,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/config.h"
 #include "../core/internal.h"
+#include "../core/source.h"
 #include "comm_ext.h"
 #include "nccl_abi.h"
 #include "nccl_internal.h"
@@ -403,13 +405,13 @@ void tprof__nccl_init(void **context, uint64_t hash, int *mask, const char *name
     if (context) *context = NULL;
     int kt = atomic_load(&g_kernel_timing);
     if (kt < 0) { /* decided once per process: every communicator asks for the same */
-        const char *e = getenv("TRAINPROF_NCCL_KERNEL");
+        const char *e = tprof__env(TPROF__OPT_NCCL_KERNEL);
         int v = version >= 4 && !(e && !strcmp(e, "0"));
         atomic_compare_exchange_strong(&g_kernel_timing, &kt, v);
         kt = atomic_load(&g_kernel_timing);
     }
     int want = TP_NCCL_COLL | TP_NCCL_P2P | (kt == 1 && version >= 4 ? TP_NCCL_KERNEL_CH : 0);
-    const char *off = getenv("TRAINPROF_NCCL");
+    const char *off = tprof__env(TPROF__OPT_NCCL);
     /* Touching the thread state starts a lazy session (TRAINPROF_DIR); when we will not
      * record, ask NCCL for nothing so that it skips the calls altogether. */
     if (off && !strcmp(off, "0")) {
@@ -536,7 +538,7 @@ tp_nccl_result tprof__nccl_state(void *eHandle, tp_nccl_state st, tp_nccl_state_
 /* Called by the flusher on every pass (core/session.c): writes events NCCL stopped but
  * whose channels stopped reporting for TP_NCCL_STALE_NS, or all of them when `final`. A scan
  * of the pool's bitmap, skipped entirely while nothing waits. */
-void tprof__nccl_sweep(int final) {
+static void nccl_sweep(int final) {
     if (!atomic_load_explicit(&g_pending, memory_order_relaxed)) return;
     uint64_t now = tprof__now();
     for (uint32_t w = 0; w < TP_NCCL_WORDS; w++) {
@@ -611,3 +613,20 @@ __attribute__((visibility("default"))) const tp_nccl_profiler_v4 ncclProfiler_v4
     "trainprof", init_v4, start_v4, tprof__nccl_stop, tprof__nccl_state, tprof__nccl_finalize};
 
 int tprof__nccl_recording(void) { return atomic_load(&g_recording); }
+
+/* Each flusher pass but the last: operations whose channels went quiet. The last pass has
+ * nothing left to sweep: the flush before it wrote every operation still waiting. */
+static uint64_t nccl_source_tick(int final) {
+    if (!final) nccl_sweep(0);
+    return 0;
+}
+
+/* Shutdown, or a signal sent from outside: every operation still waiting for its kernel
+ * channels. */
+static void nccl_source_flush(void) { nccl_sweep(1); }
+
+const tprof__source tprof__source_nccl = {
+    .name = "nccl",
+    .tick = nccl_source_tick,
+    .flush = nccl_source_flush,
+};

@@ -40,9 +40,11 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../core/config.h"
 #include "../core/internal.h"
 #include "../core/metrics.h"
 #include "nvml_shared.h"
+#include "../core/source.h"
 
 /* ------------------------------------------------------------------ the loader */
 
@@ -52,7 +54,7 @@ static tprof__nvml_api g_api;
 static char g_load_why[384];
 
 static int load_locked(void) {
-    const char *env = getenv("TRAINPROF_NVML_LIB");
+    const char *env = tprof__env(TPROF__OPT_NVML_LIB);
     static const char *const names[] = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
     void *h = NULL;
     char err[256] = "";
@@ -452,8 +454,8 @@ static void describe_gpu(const tprof__nvml_api *api, nv_gpu *gp) {
  * at start and at every tick, as CUDA may initialise after the sampler started).
  * TRAINPROF_NVML_WITH_CUPTI=1 overrides, for investigation. */
 static int cupti_conflict(void) {
-    const char *force = getenv("TRAINPROF_NVML_WITH_CUPTI");
-    if (!tprof__cupti_active() || (force && !strcmp(force, "1"))) return 0;
+    const char *force = tprof__env(TPROF__OPT_NVML_WITH_CUPTI);
+    if (!tprof__source_active("cupti") || (force && !strcmp(force, "1"))) return 0;
     g.mode = MODE_OFF;
     tprof__capability("nvml", "off: not sampled in a process with CUPTI GPU capture (a hang "
                               "was seen with both); TRAINPROF_CUPTI=0 gives energy and power");
@@ -470,7 +472,7 @@ static void sampler_start(uint32_t hz) {
     /* A process with GPU capture does not sample NVML (cupti_conflict says why). */
     /* `trainprof run` samples the node's GPUs in its own process (no CUDA, no CUPTI there)
      * and names its pid here: the job's processes leave NVML alone. */
-    const char *node = getenv("TRAINPROF_NVML_SAMPLER");
+    const char *node = tprof__env(TPROF__OPT_NVML_SAMPLER);
     int node_self = node && *node && atoi(node) == (int)getpid();
     if (node && *node && !node_self) {
         snprintf(why, sizeof why, "off: sampled by trainprof run's node sampler (pid %.20s)", node);
@@ -480,7 +482,7 @@ static void sampler_start(uint32_t hz) {
     if (!node_self && cupti_conflict()) return;
     const char *var;
     int lr = tprof__nvml_local_rank(&var);
-    const char *every = getenv("TRAINPROF_NVML_ALL_RANKS");
+    const char *every = tprof__env(TPROF__OPT_NVML_ALL_RANKS);
     if (!node_self && lr > 0 && !(every && !strcmp(every, "1"))) {
         snprintf(why, sizeof why,
                  "not sampled here: %s=%d (local rank 0 samples the GPUs of this "
@@ -700,7 +702,7 @@ static void sample_gpu(tprof__thread *t, const tprof__nvml_api *api, nv_gpu *gp)
     }
 }
 
-void tprof__nvml_tick(uint32_t hz, int final) {
+static void nvml_tick(uint32_t hz, int final) {
     pid_t pid = getpid();
     if (g.pid != pid || g.mode == MODE_UNDECIDED) {
         /* decide only once the session records: the flusher's first pass may run while the
@@ -747,3 +749,21 @@ void tprof__nvml_tick(uint32_t hz, int final) {
         g.mode = MODE_OFF;
     }
 }
+
+/* The sampling rate of the session (TRAINPROF_NVML_HZ, 0 = off), the flusher's own. */
+static uint32_t g_hz;
+
+static void nvml_source_start(const tprof_config *cfg) { g_hz = cfg->nvml_hz; }
+
+/* Samples when its period has passed; `final` (the flusher's last pass) takes one more
+ * sample so the run's end is covered, then releases NVML. */
+static uint64_t nvml_source_tick(int final) {
+    nvml_tick(g_hz, final);
+    return 0;
+}
+
+const tprof__source tprof__source_nvml = {
+    .name = "nvml",
+    .start = nvml_source_start,
+    .tick = nvml_source_tick,
+};

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/config.h"
 #include "../core/internal.h"
 #include "nvtx_abi.h"
 
@@ -77,7 +78,7 @@ void tprof__nvtx_emit_setup(void) {
     }
     done = 1;
     const char *tool = getenv("NVTX_INJECTION64_PATH");
-    if (!tool || !*tool || is_us(tool) || getenv("TRAINPROF_NO_NVTX_EMIT")) {
+    if (!tool || !*tool || is_us(tool) || tprof__env(TPROF__OPT_NO_NVTX_EMIT)) {
         pthread_mutex_unlock(&lock);
         return;
     }

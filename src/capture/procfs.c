@@ -17,6 +17,7 @@
 
 #include "../core/internal.h"
 #include "../core/metrics.h"
+#include "../core/source.h"
 #include "../core/writer.h"
 
 typedef struct procfs_prev {
@@ -51,13 +52,48 @@ static long long status_field(const char *status, const char *key) {
     return strtoll(p, NULL, 10);
 }
 
-void tprof__procfs_reset(void) {
-    memset(&g_prev, 0, sizeof g_prev);
-    g_cpu_ts = 0;
-    g_cpu_s = 0;
+/* The sampling period (0: off) and the next sample's time, the flusher's own. */
+static uint64_t g_period_ns, g_next_ns;
+static int g_metrics_seen;
+
+static void procfs_start(const tprof_config *cfg) {
+    uint32_t hz = cfg->sample_hz > 1000 ? 1000 : cfg->sample_hz;
+    g_period_ns = hz ? 1000000000ull / hz : 0;
+    g_next_ns = 0;
+    g_metrics_seen = 0;
+    if (hz) {
+        memset(&g_prev, 0, sizeof g_prev);
+        g_cpu_ts = 0;
+        g_cpu_s = 0;
+    }
 }
 
-void tprof__procfs_sample(void) {
+static void procfs_sample(void);
+
+/* A sample when the period has passed; the next one's time wakes the flusher. */
+static uint64_t procfs_tick(int final) {
+    (void)final;
+    if (!g_period_ns) return 0;
+    uint64_t now = tprof__now();
+    if (!g_metrics_seen && TPROF__METRICS_ON()) {
+        /* the endpoint just started: its process gauges now, not a period later */
+        g_metrics_seen = 1;
+        g_next_ns = 0;
+    }
+    if (now >= g_next_ns) {
+        procfs_sample();
+        g_next_ns = now + g_period_ns;
+    }
+    return g_next_ns;
+}
+
+const tprof__source tprof__source_procfs = {
+    .name = "procfs",
+    .start = procfs_start,
+    .tick = procfs_tick,
+};
+
+static void procfs_sample(void) {
     tprof__thread *t = tprof__thread_get();
     if (!t) return;
     if (!g_prev.named) {

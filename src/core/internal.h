@@ -204,18 +204,13 @@ const char *tprof__category_name(uint32_t domain, uint32_t category);
 #include <sys/types.h>
 pid_t tprof__session_pid(void);
 
-/* Ask CUPTI for the records it still holds (capture/cupti.c; a no-op without CUPTI). */
-void tprof__cupti_flush(void);
-/* Nonzero once CUPTI delivers GPU activity records to this process. */
-int tprof__cupti_active(void);
-
 /* The CUDA devices this process can use, as rank-file metadata cuda.<ordinal>.*
  * (capture/cuda_devices.c): tprof__cuda_describe writes one (uuid: the 16 bytes; clock in
- * kHz), from CUPTI's device records or the driver; tprof__cuda_devices_tick, called by the
- * flusher on every pass, asks the CUDA driver the process initialised itself (never loading
- * or initialising it) about once a second, unless CUPTI is active (then only on the `final`
- * pass, if CUPTI described nothing): the description, then cuda.<ordinal>.in_use for the
- * devices whose primary context is active. */
+ * kHz), from CUPTI's device records or the driver. The source's tick (its flusher pass)
+ * asks the CUDA driver the process initialised itself (never loading or initialising it)
+ * about once a second, unless CUPTI is active (then only on the `final` pass, if CUPTI
+ * described nothing): the description, then cuda.<ordinal>.in_use for the devices whose
+ * primary context is active. */
 void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const char *name,
                           unsigned sm_count, unsigned long long memory_bytes,
                           unsigned clock_khz, unsigned cc_major, unsigned cc_minor);
@@ -224,17 +219,6 @@ void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const 
  * GPU's as cuda.<ordinal>.gpu_uuid (gpu_uuid NULL: not known). Call after the description. */
 void tprof__cuda_describe_mig(unsigned ordinal, const unsigned char mig_uuid[16],
                               const unsigned char *gpu_uuid);
-void tprof__cuda_devices_tick(int final);
-void tprof__cuda_devices_after_fork(void);
-
-/* The process sampler (capture/procfs.c), run by the flusher thread. */
-void tprof__procfs_sample(void);
-void tprof__procfs_reset(void);
-
-/* The NVML sampler (capture/nvml.c), called by the flusher on every pass: samples when its
- * period at `hz` (0 = off) has passed; `final` (the flusher's last pass) takes one more sample
- * so the run's end is covered, then releases NVML. */
-void tprof__nvml_tick(uint32_t hz, int final);
 
 /* The kernel-capture window (core/kwindow.c; TRAINPROF_KERNEL_STEPS). tprof__kwin_watch is
  * 1 while step boundaries must be reported: range pushes/starts pass their names to
@@ -245,8 +229,6 @@ int tprof__kwin_capture_now(void); /* GPU activity wanted now: no window, or ins
 int tprof__kwin_active(void);      /* a window was configured */
 void tprof__kwin_name(const char *name);
 void tprof__kwin_api_step(uint64_t step);
-/* CUPTI (capture/cupti.c): turn the chosen activity kinds on (1) or off and flush (0). */
-void tprof__cupti_window(int on);
 
 /* Live metrics (core/metrics_feed.c, docs/metrics.md): the endpoint's life with the session,
  * and what the flusher and the samplers feed while tprof__metrics_on (core/metrics.h) is set.
@@ -270,10 +252,6 @@ void tprof__metrics_gpu_total_memory(unsigned idx, const char *uuid, double byte
 /* POST /capture?detail=on|off (core/kwindow.c): detailed capture on (1) or off (0) from the
  * next step that begins. 0 when accepted. */
 int tprof__kwin_request(int on);
-
-/* The NCCL plugin's sweep (capture/nccl_plugin.c), called by the flusher on every pass:
- * writes operations whose kernel-channel events stopped arriving; `final` writes all. */
-void tprof__nccl_sweep(int final);
 
 void tprof__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 extern int tprof__log_level;

@@ -31,7 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "internal.h"
+#include "source.h"
 #include "kwindow.h"
 #include "step_names.h"
 
@@ -52,11 +54,11 @@ static const char *const k_defaults[] = {TPROF_DEFAULT_STEP_NAMES};
 #define N_DEFAULTS (sizeof k_defaults / sizeof *k_defaults)
 
 void tprof__kwin_init(void) {
-    const char *spec = getenv("TRAINPROF_KERNEL_STEPS");
+    const char *spec = tprof__env(TPROF__OPT_KERNEL_STEPS);
     atomic_store(&g_state, KW_OFF);
     atomic_store(&tprof__kwin_watch, 0);
     atomic_store(&g_req, 0);
-    const char *u0 = getenv("TRAINPROF_STEP_NAME");
+    const char *u0 = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u0 && *u0 ? u0 : NULL; /* step names also count for detail requests */
     atomic_store(&g_pat, -1);
     atomic_store(&g_next, 0);
@@ -69,7 +71,7 @@ void tprof__kwin_init(void) {
                    spec);
         return;
     }
-    const char *u = getenv("TRAINPROF_STEP_NAME");
+    const char *u = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u && *u ? u : NULL;
     atomic_store(&g_pat, -1);
     atomic_store(&g_next, 0);
@@ -100,7 +102,7 @@ static int apply_request(uint64_t k) {
     atomic_store(&g_state, on ? KW_MANUAL_ON : KW_MANUAL_OFF);
     atomic_store(&tprof__kwin_watch, 0);
     if (atomic_load(&g_req)) atomic_store(&tprof__kwin_watch, 1);
-    tprof__cupti_window(on);
+    tprof__sources_window(on);
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
     tprof__set_meta(on ? "capture.detail_on_ns" : "capture.detail_off_ns", v);
@@ -120,13 +122,13 @@ static void step_began(uint64_t k) {
             char v[32];
             snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
             tprof__set_meta("kernel_steps.on_ns", v);
-            tprof__cupti_window(1);
+            tprof__sources_window(1);
             tprof__log(TPROF_LOG_INFO, "kernel capture on at step %llu", (unsigned long long)k);
         }
     } else if ((s == KW_BEFORE || s == KW_INSIDE) && k > g_hi) {
         if (atomic_compare_exchange_strong(&g_state, &s, KW_AFTER)) {
             atomic_store(&tprof__kwin_watch, 0);
-            tprof__cupti_window(0);
+            tprof__sources_window(0);
             char v[32];
             snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
             tprof__set_meta("kernel_steps.off_ns", v);

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "internal.h"
 #include "metrics.h"
 #include "../capture/nvml_shared.h"
@@ -203,7 +204,7 @@ static void start_endpoint(int port);
 static int on_detail(int on) { return tprof__kwin_request(on); }
 
 void tprof__metrics_session_start(uint64_t start_realtime_ns) {
-    const char *p = getenv("TRAINPROF_METRICS_PORT");
+    const char *p = tprof__env(TPROF__OPT_METRICS_PORT);
     if (!p || !*p) return; /* off: nothing allocated, nothing started */
     if (L.owner && L.owner != getpid()) return; /* a forked child: the parent serves */
     char *end;
@@ -237,7 +238,7 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
     /* the per-local-rank offset: ranks of one node listen on PORT, PORT+1, ...; port 0
      * (an ephemeral port) stays 0. TRAINPROF_METRICS_RANK_OFFSET=0 turns the offset off
      * (trainprof run's node sampler). */
-    const char *off = getenv("TRAINPROF_METRICS_RANK_OFFSET");
+    const char *off = tprof__env(TPROF__OPT_METRICS_RANK_OFFSET);
     int no_offset = off && !strcmp(off, "0");
     int lr = tprof__nvml_local_rank(NULL);
     if (port && lr > 0 && !no_offset) port += lr;
@@ -259,8 +260,8 @@ void tprof__metrics_session_start(uint64_t start_realtime_ns) {
 /* Starts the HTTP endpoint on `port` (0: ephemeral); a failure is one warning and a
  * capability line, never an error for the job. */
 static void start_endpoint(int port) {
-    tprof__http_cfg cfg = {getenv("TRAINPROF_METRICS_ADDR"), port,
-                           getenv("TRAINPROF_METRICS_TOKEN"), on_detail};
+    tprof__http_cfg cfg = {tprof__env(TPROF__OPT_METRICS_ADDR), port,
+                           tprof__env(TPROF__OPT_METRICS_TOKEN), on_detail};
     char why[300];
     /* the server thread inherits our mask: it must never take the job's signals */
     sigset_t all, old;
@@ -405,7 +406,7 @@ static const char *const k_default_steps[] = {TPROF_DEFAULT_STEP_NAMES};
 static int name_pattern(const char *name) {
     if (!R.user_read) {
         R.user_read = 1;
-        const char *u = getenv("TRAINPROF_STEP_NAME");
+        const char *u = tprof__env(TPROF__OPT_STEP_NAME);
         R.user = u && *u ? u : NULL;
     }
     int npat = R.user ? 1 : 2 + (int)(sizeof k_default_steps / sizeof *k_default_steps);
@@ -654,7 +655,7 @@ static void host_metrics(void) {
     static char host[HOST_NAME_MAX + 2] = "";
     static const char *const modes[5] = {"user", "nice", "system", "idle", "iowait"};
     if (node < 0) {
-        const char *v = getenv("TRAINPROF_NVML_SAMPLER");
+        const char *v = tprof__env(TPROF__OPT_NVML_SAMPLER);
         node = v && atoi(v) == (int)getpid();
         if (!node) return;
         host_name(host, sizeof host);

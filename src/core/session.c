@@ -1,7 +1,8 @@
 /*
- * session.c — the life of a trainprof session in one process: configuration (struct or
- * TRAINPROF_* variables), lazy start, the registry of per-thread rings, the flusher thread
- * that moves rings into the rank file, signal and fork handling, and shutdown at exit.
+ * session.c — the life of a trainprof session in one process: lazy start from a
+ * configuration (core/config.c), the registry of per-thread rings, the flusher thread that
+ * moves rings into the rank file and drives the capture sources (core/source.h), the
+ * session's side of signal handling (signals.c) and fork handling, and shutdown at exit.
  *
  * Design points (docs/design.md §1, §3):
  *  - Nothing is started until something is recorded, so processes that record nothing
@@ -32,10 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "internal.h"
 #include "per_step.h"
 #include "metrics.h"
 #include "signals.h"
+#include "source.h"
 #include "threads.h"
 #include "writer.h"
 
@@ -183,67 +186,6 @@ static uint64_t realtime_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ---------------------------------------------------------------------------- config */
-
-int tprof_config_init(tprof_config *cfg) {
-    if (!cfg) return TPROF_ERR_INVALID_ARG;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->struct_size = sizeof *cfg;
-    cfg->ring_bytes = 4u << 20;
-    cfg->max_threads = 1024;
-    cfg->flush_interval_ms = 50;
-    cfg->max_strings = 8192;
-    cfg->log_level = TPROF_LOG_WARN;
-    cfg->enabled = 1;
-    cfg->sample_hz = 10;
-    cfg->nvml_hz = 10;
-    return TPROF_OK;
-}
-
-static int env_u64(const char *name, uint64_t *out) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end || v[0] == '-') {
-        tprof__log(TPROF_LOG_WARN, "ignoring %s=%s: not a non-negative integer", name, v);
-        return 0;
-    }
-    *out = x;
-    return 1;
-}
-
-static int parse_log_level(const char *v) {
-    if (!v) return -1;
-    if (!strcmp(v, "error") || !strcmp(v, "0")) return TPROF_LOG_ERROR;
-    if (!strcmp(v, "warn") || !strcmp(v, "warning") || !strcmp(v, "1")) return TPROF_LOG_WARN;
-    if (!strcmp(v, "info") || !strcmp(v, "2")) return TPROF_LOG_INFO;
-    if (!strcmp(v, "debug") || !strcmp(v, "3")) return TPROF_LOG_DEBUG;
-    return -1;
-}
-
-int tprof_config_from_env(tprof_config *cfg) {
-    if (!cfg || cfg->struct_size < sizeof *cfg) return TPROF_ERR_INVALID_ARG;
-    const char *v;
-    uint64_t x;
-    if ((v = getenv("TRAINPROF_LOG")) && *v) {
-        int l = parse_log_level(v);
-        if (l >= 0) cfg->log_level = l;
-        else tprof__log(TPROF_LOG_WARN, "ignoring TRAINPROF_LOG=%s", v);
-    }
-    if ((v = getenv("TRAINPROF_DIR")) && *v) cfg->output_dir = v;
-    if ((v = getenv("TRAINPROF_RUN_ID")) && *v) cfg->run_id = v;
-    if (env_u64("TRAINPROF_RING_KB", &x)) cfg->ring_bytes = (size_t)(x * 1024u);
-    if (env_u64("TRAINPROF_MAX_THREADS", &x)) cfg->max_threads = (uint32_t)x;
-    if (env_u64("TRAINPROF_FLUSH_MS", &x)) cfg->flush_interval_ms = (uint32_t)x;
-    if (env_u64("TRAINPROF_MAX_STRINGS", &x)) cfg->max_strings = (uint32_t)x;
-    if (env_u64("TRAINPROF_ENABLE", &x)) cfg->enabled = x != 0;
-    if (env_u64("TRAINPROF_SAMPLE_HZ", &x)) cfg->sample_hz = (uint32_t)(x > 1000 ? 1000 : x);
-    if (env_u64("TRAINPROF_NVML_HZ", &x)) cfg->nvml_hz = (uint32_t)(x > 100 ? 100 : x);
-    return TPROF_OK;
 }
 
 /* ------------------------------------------------------------------ process stream */
@@ -798,8 +740,7 @@ static void final_on_signal(int sig) {
     flush_pass(1);
     write_end_record(sig);
     if (!tprof__signal_synchronous(sig)) {
-        tprof__cupti_flush();
-        tprof__nccl_sweep(1);
+        tprof__sources_flush();
         set_state(TPROF__DOWN);
         flush_pass(1); /* what threads wrote while the state changed */
         write_end_record(sig);
@@ -830,35 +771,19 @@ static void *flusher_main(void *arg) {
     pthread_mutex_unlock(&S.flush_lock);
     int interval = (int)S.cfg.flush_interval_ms;
     if (interval <= 0) interval = 50;
-    uint32_t hz = S.cfg.sample_hz > 1000 ? 1000 : S.cfg.sample_hz;
-    uint64_t period_ns = hz ? 1000000000ull / hz : 0, next_sample = 0;
-    if (hz) tprof__procfs_reset();
-    int metrics_seen = 0;
+    tprof__sources_start(&S.cfg);
     for (;;) {
         flusher_busy(1);
         atomic_store_explicit(&S.alive_ns, tprof__now(), memory_order_relaxed);
         int stopping = atomic_load(&S.stop);
-        if (period_ns) {
-            uint64_t now = tprof__now();
-            if (!metrics_seen && TPROF__METRICS_ON()) {
-                /* the endpoint just started: its process gauges now, not a period later */
-                metrics_seen = 1;
-                next_sample = 0;
-            }
-            if (now >= next_sample) {
-                tprof__procfs_sample();
-                next_sample = now + period_ns;
-            }
-        }
-        tprof__nvml_tick(S.cfg.nvml_hz, stopping); /* GPU metrics (capture/nvml.c) */
-        tprof__cuda_devices_tick(stopping);        /* which GPUs (capture/cuda_devices.c) */
-        if (!stopping) tprof__nccl_sweep(0); /* NCCL ops whose channels went quiet */
+        /* the capture sources' periodic work (src/capture/sources.c), on this thread */
+        uint64_t due = tprof__sources_tick(stopping);
         if (!stopping) {
             int wait = interval;
-            if (period_ns) {
+            if (due) {
                 uint64_t now = tprof__now();
-                int to_sample = next_sample > now ? (int)((next_sample - now) / 1000000) + 1 : 0;
-                if (to_sample < wait) wait = to_sample;
+                int to_due = due > now ? (int)((due - now) / 1000000) + 1 : 0;
+                if (to_due < wait) wait = to_due;
             }
             flusher_busy(0); /* asleep: a fork may go ahead */
             flusher_sleep(wait);
@@ -1020,7 +945,7 @@ static void write_start_metadata_locked(void) {
         }
     }
     read_rank_env();
-    const char *v = getenv("TRAINPROF_STEP_NAME");
+    const char *v = tprof__env(TPROF__OPT_STEP_NAME);
     if (v && *v) proc_record_locked(TPROF_REC_META, 0, NULL, 0, "step_name", v);
     /* the throughput figures of `trainprof run` (or the user's environment): into the file,
      * so that a later `trainprof report` of it has them too, and to the live counters */
@@ -1028,7 +953,7 @@ static void write_start_metadata_locked(void) {
     for (int i = 0; i < TPROF_PER_STEP_N; i++) {
         double x;
         const char *key = tprof__per_step_key(i);
-        if (!(v = getenv(tprof__per_step_env(i))) || !*v) continue;
+        if (!(v = tprof__env_nonempty(tprof__per_step_opt(i)))) continue;
         flops_given |= i == 2;
         if (tprof__per_step_parse(key, v, &x)) {
             proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, v);
@@ -1040,13 +965,13 @@ static void write_start_metadata_locked(void) {
     }
     /* `trainprof run --model`: the formula's FLOPs, for the live counters only (the file
      * keeps the model itself, and the report says it used the model) */
-    if (!flops_given && (v = getenv("TRAINPROF_MODEL_FLOPS_PER_STEP")))
+    if (!flops_given && (v = tprof__env(TPROF__OPT_MODEL_FLOPS_PER_STEP)))
         tprof__metrics_meta("flops_per_step", v);
-    if ((v = getenv("TRAINPROF_MODEL")) && *v)
+    if ((v = tprof__env(TPROF__OPT_MODEL)) && *v)
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "model", v);
-    if ((v = getenv("TRAINPROF_DTYPE")) && *v)
+    if ((v = tprof__env(TPROF__OPT_DTYPE)) && *v)
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "dtype", v);
-    const char *kw = getenv("TRAINPROF_KERNEL_STEPS");
+    const char *kw = tprof__env(TPROF__OPT_KERNEL_STEPS);
     if (kw && *kw && tprof__kwin_active())
         proc_record_locked(TPROF_REC_META, 0, NULL, 0, "kernel_steps", kw);
     tprof_pl_clock pl = {S.start_rt, S.start_mono, 0};
@@ -1101,7 +1026,7 @@ static void fork_child(void) {
     S.m_bytes = 0;
     S.m_freed_drops = 0;
     tprof__metrics_after_fork(); /* the parent's endpoint thread is not in this process */
-    tprof__cuda_devices_after_fork(); /* the child's file names its own devices */
+    tprof__sources_after_fork(); /* e.g. the child's file names its own devices */
     /* STARTING only when another thread began a start after fork_prepare looked: that
      * thread is not in this process, so this one starts afresh */
     int st = atomic_load(&tprof__g_state);
@@ -1133,7 +1058,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
     S.cfg = *cfg;
     /* TRAINPROF_NO_FILE=1: a session that feeds the live metrics and writes nothing (no
      * directory, no rank file; `trainprof serve`); records are drained and dropped */
-    const char *nf = getenv("TRAINPROF_NO_FILE");
+    const char *nf = tprof__env(TPROF__OPT_NO_FILE);
     S.no_file = nf && !strcmp(nf, "1");
     if (!cfg->enabled || (!S.no_file && (!cfg->output_dir || !*cfg->output_dir)))
         return TPROF__OFF;
@@ -1189,19 +1114,11 @@ static int start_locked_cfg(const tprof_config *cfg) {
     return TPROF__ON;
 }
 
-/* What a session does once it records: the live metrics, and the capability line of GPU
- * activity capture when `trainprof run` left CUDA_INJECTION64_PATH to another CUDA tool
- * (Nsight Systems) that was attached first (TRAINPROF_CUPTI_YIELDED names it): CUDA will
- * never call our InitializeInjection then. */
+/* What a session does once it records: the live metrics, and the capability lines the
+ * capture sources know at start (core/source.h). */
 static void session_started(void) {
     tprof__metrics_session_start(S.start_rt);
-    const char *other = getenv("TRAINPROF_CUPTI_YIELDED");
-    if (other && *other) {
-        char st[400];
-        snprintf(st, sizeof st, "off: another CUDA tool holds CUDA_INJECTION64_PATH (%.300s)",
-                 other);
-        tprof__capability("cupti", st);
-    }
+    tprof__sources_capability();
 }
 
 int tprof_init(const tprof_config *cfg) {
@@ -1271,12 +1188,6 @@ int tprof_flush(void) {
     return stalled || tprof__writer_failing() ? TPROF_ERR_IO : TPROF_OK;
 }
 
-#ifndef TPROF_HAVE_CUPTI
-void tprof__cupti_flush(void) {}
-int tprof__cupti_active(void) { return 0; }
-void tprof__cupti_window(int on) { (void)on; }
-#endif
-
 /* Waits for the flusher to finish its work, as long as it shows progress. 1 when it did. */
 static int wait_flusher_done(void) {
     pthread_mutex_lock(&S.flush_lock);
@@ -1313,8 +1224,7 @@ int tprof_shutdown(void) {
     }
     /* GPU records CUPTI still holds, while we still record them */
     if (atomic_load(&tprof__g_state) == TPROF__ON) {
-        tprof__cupti_flush();
-        tprof__nccl_sweep(1); /* NCCL ops still waiting for their kernel channels */
+        tprof__sources_flush(); /* e.g. NCCL ops still waiting for their kernel channels */
     }
     int expected = TPROF__ON;
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
@@ -1349,12 +1259,4 @@ pid_t tprof__session_pid(void) { return S.pid; }
 
 const char *tprof_output_path(void) {
     return atomic_load(&tprof__g_state) == TPROF__ON ? tprof__writer_path() : NULL;
-}
-
-/* Injected or preloaded: start from the environment as soon as we are loaded, if the
- * variables ask for it and something records. We only read the log level here; the
- * session itself stays lazy. */
-__attribute__((constructor)) static void tprof__ctor(void) {
-    int l = parse_log_level(getenv("TRAINPROF_LOG"));
-    if (l >= 0) tprof__log_level = l;
 }

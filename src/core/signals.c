@@ -54,6 +54,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "internal.h"
 #include "signals.h"
 
@@ -205,7 +206,7 @@ static int owning(void) {
 #endif
 
 void tprof__signals_install(void) {
-    if (getenv("TRAINPROF_NO_SIGNALS")) return; /* set at all: docs/cli.md */
+    if (tprof__env(TPROF__OPT_NO_SIGNALS)) return; /* set at all: docs/cli.md */
     sigaction_fn sa = real_sigaction();
     if (!sa) return;
     atomic_store(&g_owner, (pid_t)syscall(SYS_getpid));
