@@ -47,7 +47,7 @@ target_link_libraries(bench_report_scale PRIVATE tprof_analysis)
 if(TPROF_HAVE_MHD)
   add_executable(bench_metrics_scrape ${CMAKE_CURRENT_SOURCE_DIR}/bench_metrics_scrape.c
     ${CMAKE_SOURCE_DIR}/src/core/metrics.c ${CMAKE_SOURCE_DIR}/src/core/metrics_http.c
-    ${CMAKE_SOURCE_DIR}/src/core/threads.c)
+    ${CMAKE_SOURCE_DIR}/src/core/threads.c ${CMAKE_SOURCE_DIR}/src/core/interpose.c)
   target_include_directories(bench_metrics_scrape PRIVATE ${CMAKE_SOURCE_DIR}/src ${MHD_INCLUDE_DIRS})
   target_compile_definitions(bench_metrics_scrape PRIVATE TPROF_HAVE_MHD=1)
   target_link_libraries(bench_metrics_scrape PRIVATE trainprof Threads::Threads m ${CMAKE_DL_LIBS})

@@ -57,6 +57,7 @@
 
 #include "internal.h"
 #include "metrics.h"
+#include "interpose.h"
 #include "threads.h"
 #include "writer.h"
 
@@ -182,18 +183,6 @@ static int endpoint_fd(int fd) {
     return hi;
 }
 
-static void *next_fn(const char *name) {
-    void *f = dlsym(RTLD_NEXT, name);
-    if (!f) {
-        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-        if (libc) {
-            f = dlsym(libc, name);
-            dlclose(libc);
-        }
-    }
-    return f;
-}
-
 /* libc's definitions, resolved by the constructor so that these calls, async-signal-safe in
  * libc, stay so here (dlsym is not); a call before it resolves its own. */
 enum { N_SOCKET, N_ACCEPT, N_ACCEPT4, N_EVENTFD, N_EPOLL_CREATE, N_EPOLL_CREATE1, N_PIPE,
@@ -205,7 +194,7 @@ static void *g_next[N_COUNT];
 static void *next_of(int which) {
     void *f = __atomic_load_n(&g_next[which], __ATOMIC_ACQUIRE);
     if (!f) {
-        f = next_fn(k_next_names[which]);
+        f = tprof__next_symbol(k_next_names[which]);
         __atomic_store_n(&g_next[which], f, __ATOMIC_RELEASE);
     }
     return f;

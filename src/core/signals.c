@@ -43,7 +43,6 @@
  * slots but write none, so nothing the child does changes the parent's view.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -54,6 +53,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "interpose.h"
 #include "config.h"
 #include "internal.h"
 #include "signals.h"
@@ -107,26 +107,10 @@ static const char *const k_real_names[7] = {"sigaction",     "signal", "bsd_sign
                                             "sysv_signal",   "__sysv_signal", "sigset",
                                             "siginterrupt"};
 
-/* The next definition after this library, else libc's own: a library loaded at start-up
- * after libc (the dependency of a preloaded library) has nothing after it in the search
- * order, yet a sanitizer's runtime loaded before it resolves its own "real" sigaction to
- * ours (dlsym RTLD_NEXT from the runtime), so ours must reach libc. */
-static void *lookup(const char *name) {
-    void *f = dlsym(RTLD_NEXT, name);
-    if (!f) {
-        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-        if (libc) {
-            f = dlsym(libc, name);
-            dlclose(libc);
-        }
-    }
-    return f;
-}
-
 static void *real(int which) {
     void *f = __atomic_load_n(&g_real[which], __ATOMIC_ACQUIRE);
     if (!f) {
-        f = lookup(k_real_names[which]);
+        f = tprof__next_symbol(k_real_names[which]);
         __atomic_store_n(&g_real[which], f, __ATOMIC_RELEASE);
     }
     return f;
