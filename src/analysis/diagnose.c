@@ -186,7 +186,8 @@ static void straggler_gpu(tp_straggler *e, const tp_run_results *res, const tp_c
         size_t m = 0;
         for (size_t x = 0; x < c->nranks; x++) {
             if (x == r) continue;
-            const tp_nvml_gpu_result *og = tp_results_first_gpu(tp_results_rank(res, c->rank[x]->rank));
+            const tp_rank_result *orr = tp_results_rank(res, c->rank[x]->rank);
+            const tp_nvml_gpu_result *og = tp_results_first_gpu(orr);
             if (og && gpu_figure(og, q, &v)) tmp[m++] = v;
         }
         if (!m) continue;
@@ -311,7 +312,8 @@ static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks 
         /* without steps there is no scale for "late": lags are shown, nobody is named */
         cJSON_DeleteItemFromObjectCaseSensitive(sj, "note");
         cJSON_AddStringToObject(sj, "note", "no measured steps: collective lags shown, no "
-                                            "straggler named (the threshold is a share of the step)");
+                                            "straggler named (the threshold is a share of "
+                                            "the step)");
         goto out;
     }
     out->named = calloc(n, sizeof *out->named);
@@ -481,7 +483,8 @@ static int rule_launch(const ctx *c, const rule *ru) {
     const tp_breakdown_result *b = &w->breakdown;
     char msg[512];
     snprintf(msg, sizeof msg, "rank %d looks launch-bound: %.0f kernels per step with a median "
-                              "of %.1f us, and the GPU idles in %.0f gaps per step (median %.1f us); "
+                              "of %.1f us, and the GPU idles in %.0f gaps per step "
+                              "(median %.1f us); "
                               "gaps under 100 us with no data loading or synchronisation to "
                               "blame add up to %.1f %% of the step",
              w->rank, b->kernels_per_step, b->kernel_median_us, b->idle_gaps_per_step,
@@ -641,7 +644,8 @@ static int rule_straggler(const ctx *c, const rule *ru) {
         if (e->has_lag)
             snprintf(msg, sizeof msg, "rank %d (host %s%s) is a straggler (%s): in a typical "
                                       "step it starts a collective %.2f ms after the earliest rank "
-                                      "(median over steps of the step's largest lag; %.2f ms beyond "
+                                      "(median over steps of the step's largest lag; "
+                                      "%.2f ms beyond "
                                       "the others, threshold %.2f ms; median lag over all "
                                       "collectives %.2f ms), step %.2f ms%s",
                      e->rank, safe(e->host), gpu, e->by, e->lag_ms_per_step, e->lag_excess_ms,
@@ -689,7 +693,9 @@ static int rule_throttle(const ctx *c, const rule *ru) {
     }
     if (!worst) return 0;
     const char *names[TP_NVML_NREASONS];
-    size_t nr = wg->has_clock_events ? tp_nvml_reasons(wg->clock_event_mask, names, TP_NVML_NREASONS) : 0;
+    size_t nr = wg->has_clock_events
+                    ? tp_nvml_reasons(wg->clock_event_mask, names, TP_NVML_NREASONS)
+                    : 0;
     char reasons[200] = "";
     int l = 0;
     for (size_t i = 0; i < nr; i++)
@@ -702,7 +708,8 @@ static int rule_throttle(const ctx *c, const rule *ru) {
              wpower ? " power reaches its enforced limit" : "");
     size_t ml = strlen(msg);
     if (wthermal)
-        snprintf(msg + ml, sizeof msg - ml, " (SM clock %.0f-%.0f MHz, throttle reasons in %.0f %% of "
+        snprintf(msg + ml, sizeof msg - ml, " (SM clock %.0f-%.0f MHz, throttle reasons in "
+                                            "%.0f %% of "
                                             "samples: %s)",
                  wg->sm_clock_mhz_min, wg->sm_clock_mhz_max, 100 * wg->throttled_share, reasons);
     ml = strlen(msg);
@@ -751,7 +758,8 @@ static const rule rules[] = {
      NULL},
     {"launch_bound",
      "GPU idle in gaps under 100 us not due to data loading or host synchronisation above "
-     "launch_idle_share (20 %) of the step, with a median kernel shorter than launch_kernel_us (50 us), at least 20 "
+     "launch_idle_share (20 %) of the step, with a median kernel shorter than launch_kernel_us "
+     "(50 us), at least 20 "
      "kernels and 10 idle gaps per step: the host cannot launch kernels fast enough",
      "cut launch overhead: CUDA graphs (torch.compile(mode=\"reduce-overhead\"), "
      "torch.cuda.graphs), fuse small kernels (torch.compile, fused optimizers with "

@@ -179,14 +179,17 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
     E->interval_ms = nv_interval_ms(used);
     if (used->n < 2) {
         if (missing)
-            snprintf(E->why, sizeof E->why, "no energy counter (%s) and fewer than two power samples",
+            snprintf(E->why, sizeof E->why,
+                     "no energy counter (%s) and fewer than two power samples",
                      missing);
         else if (es->n + ps->n == 0)
             snprintf(E->why, sizeof E->why, "no energy or power sample");
         else if (!es->n)
-            snprintf(E->why, sizeof E->why, "no energy counter sampled and fewer than two power samples");
+            snprintf(E->why, sizeof E->why,
+                     "no energy counter sampled and fewer than two power samples");
         else
-            snprintf(E->why, sizeof E->why, "a single sample: the sampling ended after its first pass");
+            snprintf(E->why, sizeof E->why,
+                     "a single sample: the sampling ended after its first pass");
         return;
     }
     uint64_t a = per_step ? w0 : used->ts[0], b = per_step ? w1 : used->ts[used->n - 1];
@@ -202,7 +205,8 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
     } else {
         snprintf(E->why, sizeof E->why, "the %s samples (%.3f s to %.3f s after the rank started) "
                                         "do not cover the measured steps (%.3f s to %.3f s)",
-                 used == es ? "energy counter's" : "power", ((double)used->ts[0] - (double)t0) / 1e9,
+                 used == es ? "energy counter's" : "power",
+                 ((double)used->ts[0] - (double)t0) / 1e9,
                  ((double)used->ts[used->n - 1] - (double)t0) / 1e9, ((double)a - (double)t0) / 1e9,
                  ((double)b - (double)t0) / 1e9);
     }
@@ -345,7 +349,8 @@ void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
     int all_e = 1;
     const char *method = NULL; /* of the GPUs with energy: one, or "mixed" */
     int any_mig = 0;            /* a GPU shared by MIG instances: no sum is the rank's own */
-    for (size_t i = 0; per_step && i < nm; i++) mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
+    for (size_t i = 0; per_step && i < nm; i++)
+        mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
     if (per_step) mean_step_ms /= (double)nm;
     for (size_t d = 0; d < nd; d++) {
         nv_dev *g = &dv[d];
@@ -508,7 +513,8 @@ void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
             R->mem_total_bytes = total;
             cJSON_AddNumberToObject(gj, "mem_total_bytes", total);
         }
-        if (cnt[NV_UTIL]) cJSON_AddNumberToObject(gj, "util_percent_mean", sm[NV_UTIL] / (double)cnt[NV_UTIL]);
+        if (cnt[NV_UTIL])
+            cJSON_AddNumberToObject(gj, "util_percent_mean", sm[NV_UTIL] / (double)cnt[NV_UTIL]);
         if (cnt[NV_EVENTS]) {
             R->has_clock_events = 1;
             R->clock_event_mask = mask;
@@ -521,7 +527,8 @@ void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
                 if (mask & nv_reasons[r].bit)
                     cJSON_AddItemToArray(names, cJSON_CreateString(nv_reasons[r].name));
             cJSON_AddBoolToObject(cj, "throttled", throttled > 0);
-            cJSON_AddNumberToObject(cj, "throttled_share", (double)throttled / (double)cnt[NV_EVENTS]);
+            cJSON_AddNumberToObject(cj, "throttled_share",
+                                    (double)throttled / (double)cnt[NV_EVENTS]);
         }
     }
     if (nd > 1 && all_e && !any_mig) {

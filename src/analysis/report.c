@@ -28,7 +28,6 @@
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
-#include "capture/nvml_abi.h"
 #include "timers/timers_format.h"
 #include "trainprof.h"
 
