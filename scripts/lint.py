@@ -3,7 +3,7 @@
 
 Run by ctest as the test `lint` (tests/lint.cmake), so `make check` fails on a violation;
 alone: `python3 scripts/lint.py [--root DIR] [CHECK ...]`, CHECK among columns, tracker,
-prefix, layers (default: all). Prints one line per violation, `path:line: [check] what`,
+prefix, layers, results (default: all). Prints one line per violation, `path:line: [check] what`,
 and exits 1 if there is any, 0 otherwise. Reads files only; needs Python 3.8 and nothing
 else, and takes well under a second on the tree.
 
@@ -24,6 +24,10 @@ The checks:
            like LAYER_CROSSINGS, only shrinks)
   env      a getenv("TRAINPROF_...") in src/: the libraries read their variables through the
            one table of src/core/config.h (tprof__env), which also writes --help and the docs
+  results  a read of the report's cJSON tree (cJSON_Get*, cJSON_ArrayForEach, the tp_j*
+           helpers of analysis/jsonget.h, or including jsonget.h) in a file of RESULTS_ONLY:
+           the analyses and rules there read the typed results of src/analysis/results.h,
+           so a key renamed in the document cannot switch a rule off
 """
 import argparse
 import os
@@ -41,7 +45,7 @@ LONG_LINES_ALLOWED = {
     "src/analysis/breakdown.c",
     "src/analysis/clocks.c",
     "src/analysis/comm.c",
-    "src/analysis/diagnose.c",
+    "src/analysis/diagnose_text.c",
     "src/analysis/diff.c",
     "src/analysis/figures.c",
     "src/analysis/gpu.c",
@@ -61,6 +65,19 @@ LONG_LINES_ALLOWED = {
     "tests/test_report.c",
     "tests/test_truth.c",
 }
+
+# The files whose analyses read only typed results (results.h), never the document: the
+# diagnosis rules, stragglers and throughput, and the sections that fill the results.
+RESULTS_ONLY = (
+    "src/analysis/breakdown.c",
+    "src/analysis/diagnose.c",
+    "src/analysis/energy.c",
+    "src/analysis/gpu.c",
+    "src/analysis/mfu.c",
+    "src/analysis/results.c",
+)
+JSON_READ_RE = re.compile(r"\b(cJSON_Get\w*|cJSON_ArrayForEach|tp_j(obj|num|str|has))\s*\(|"
+                          r'#\s*include\s*"analysis/jsonget\.h"')
 
 # Where a tracker reference may not appear: directories (recursively) and single files.
 TRACKER_DIRS = ("src", "cli", "python", "tests", "bench", "include", "scripts", "examples",
@@ -101,7 +118,7 @@ LAYER_CROSSINGS = {
     ("src/core/metrics_feed.c", "src/capture/nvml_shared.h"),
     ("src/analysis/steps.c", "src/core/step_names.h"),
     ("src/analysis/mfu.c", "src/core/per_step.h"),
-    ("src/analysis/report.c", "src/capture/nvml_abi.h"),
+    ("src/analysis/energy.c", "src/capture/nvml_abi.h"),
     ("src/analysis/report.c", "src/timers/timers_format.h"),
     ("cli/trainprof.c", "src/core/config.h"),
     ("cli/trainprof.c", "src/core/kwindow.h"),
@@ -318,6 +335,23 @@ def check_layers(root, out):
                    "LAYER_CROSSINGS (and from docs/design.md §2.3)" % (rel, dep))
 
 
+def check_results(root, out):
+    for rel in RESULTS_ONLY:
+        text = read_text(root, rel)
+        if text is None:
+            out.append("%s:0: [results] listed in RESULTS_ONLY but missing" % rel)
+            continue
+        # comments and strings blanked, but the include's path kept: it is the violation
+        code = "\n".join(line if line.lstrip().startswith("#") else strip_line
+                         for line, strip_line in zip(text.split("\n"),
+                                                     strip_c(text).split("\n")))
+        for n, line in enumerate(code.split("\n"), 1):
+            m = JSON_READ_RE.search(line)
+            if m:
+                out.append("%s:%d: [results] \"%s\" reads the report document: read the typed "
+                           "results (src/analysis/results.h)" % (rel, n, m.group(0).strip()))
+
+
 def check_sources(root, out):
     defined = set()
     for rel in walk(root, "src/capture"):
@@ -361,7 +395,7 @@ def check_env(root, out):
 
 CHECKS = {"columns": check_columns, "tracker": check_tracker, "prefix": check_prefix,
           "layers": check_layers, "sources": check_sources,
-          "env": check_env}
+          "env": check_env, "results": check_results}
 
 
 def main():
@@ -369,7 +403,7 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root (default: this script's parent directory)")
     ap.add_argument("checks", nargs="*", metavar="CHECK",
-                    help="columns, tracker, prefix, layers, sources, env (default: all)")
+                    help="columns, tracker, prefix, layers, sources, env, results (default: all)")
     a = ap.parse_args()
     for name in a.checks:
         if name not in CHECKS:

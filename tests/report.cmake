@@ -1,2 +1,6 @@
 # Report figures on synthetic runs with known answers.
 tprof_add_unit(test_report test_report.c synth.c LIBS tprof_analysis)
+# report.json byte for byte on rank files of the fuzz corpus (tests/report_pin/)
+add_test(NAME report_pin COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/report_pin.sh
+         $<TARGET_FILE:trainprof_cli> ${CMAKE_SOURCE_DIR})
+set_tests_properties(report_pin PROPERTIES TIMEOUT 60 LABELS "report;unit")

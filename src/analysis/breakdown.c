@@ -16,17 +16,19 @@
 #include "analysis/comm.h"
 #include "format/format.h"
 
-cJSON *tp_stats5(double *v, size_t n) {
+cJSON *tp_stat5_json(const tp_stat5 *s) {
     cJSON *o = cJSON_CreateObject();
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += v[i];
-    if (n > 1) qsort(v, n, sizeof *v, tp_cmp_double);
-    cJSON_AddNumberToObject(o, "mean", n ? sum / (double)n : 0);
-    cJSON_AddNumberToObject(o, "p50", tp_pct_double(v, n, 0.5));
-    cJSON_AddNumberToObject(o, "p90", tp_pct_double(v, n, 0.9));
-    cJSON_AddNumberToObject(o, "min", n ? v[0] : 0);
-    cJSON_AddNumberToObject(o, "max", n ? v[n - 1] : 0);
+    cJSON_AddNumberToObject(o, "mean", s->mean);
+    cJSON_AddNumberToObject(o, "p50", s->p50);
+    cJSON_AddNumberToObject(o, "p90", s->p90);
+    cJSON_AddNumberToObject(o, "min", s->min);
+    cJSON_AddNumberToObject(o, "max", s->max);
     return o;
+}
+
+cJSON *tp_stats5(double *v, size_t n) {
+    tp_stat5 s = tp_stat5_of(v, n);
+    return tp_stat5_json(&s);
 }
 
 int tp_is_blocking_sync(const char *n) {
@@ -125,19 +127,24 @@ static int data_spans(const tp_process *p, const tp_steps *st, const char *const
 
 /* ------------------------------------------------------------------ GPU basis */
 
-enum { C_STEP, C_COMPUTE, C_EXPOSED, C_OVERLAP, C_COPY, C_IDLE, C_DATA, C_SYNC, C_OTHER,
-       C_START, C_START_DATA, C_SHORT, C_N };
-static const char *const cname[C_N] = {"step", "compute", "exposed_comm", "overlapped_comm",
-                                       "memcpy_memset", "idle", "idle_data", "idle_host_sync",
-                                       "idle_other", "start_idle", "start_idle_data",
-                                       "idle_other_short_gaps"};
+enum { C_STEP = TP_BD_STEP, C_COMPUTE = TP_BD_COMPUTE, C_EXPOSED = TP_BD_EXPOSED_COMM,
+       C_OVERLAP = TP_BD_OVERLAPPED_COMM, C_COPY = TP_BD_MEMCPY, C_IDLE = TP_BD_IDLE,
+       C_DATA = TP_BD_IDLE_DATA, C_SYNC = TP_BD_IDLE_HOST_SYNC, C_OTHER = TP_BD_IDLE_OTHER,
+       C_START = TP_BD_START_IDLE, C_START_DATA = TP_BD_START_IDLE_DATA,
+       C_SHORT = TP_BD_IDLE_OTHER_SHORT_GAPS, C_N = TP_BD_NPARTS };
 
 /* An idle gap shorter than this between two pieces of GPU work is launch latency, not a pause
  * of the host: the launch-bound signature when such gaps add up. */
 #define SHORT_GAP_NS 100000ull
 
-static void gpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const tp_step *win,
-                      size_t nw, size_t nwarm, const char *const *names, size_t nn) {
+/* The document's names of the parts (tp_bd_part order). */
+static const char *const cname[TP_BD_NPARTS] = {
+    "step", "compute", "exposed_comm", "overlapped_comm", "memcpy_memset", "idle", "idle_data",
+    "idle_host_sync", "idle_other", "start_idle", "start_idle_data", "idle_other_short_gaps"};
+
+static void gpu_basis(cJSON *b, tp_breakdown_result *out, const tp_process *p,
+                      const tp_steps *st, const tp_step *win, size_t nw, size_t nwarm,
+                      const char *const *names, size_t nn) {
     /* main device: most kernel time */
     uint32_t devs[64];
     double dns[64];
@@ -250,34 +257,45 @@ static void gpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
     cJSON *jm = cJSON_AddObjectToObject(b, "ms");
     for (int c = 0; c < C_N; c++) {
         for (size_t w = 0; w < nm; w++) val[w] = (double)len[(nwarm + w) * C_N + c] / 1e6;
-        cJSON_AddItemToObject(jm, cname[c], tp_stats5(val, nm));
+        out->ms[c] = tp_stat5_of(val, nm);
+        cJSON_AddItemToObject(jm, cname[c], tp_stat5_json(&out->ms[c]));
     }
     uint64_t tot[C_N] = {0};
     for (size_t w = nwarm; w < nw; w++)
         for (int c = 0; c < C_N; c++) tot[c] += len[w * C_N + c];
     cJSON *js = cJSON_AddObjectToObject(b, "share");
     double T = tot[C_STEP] ? (double)tot[C_STEP] : 1;
-    for (int c = C_COMPUTE; c <= C_OTHER; c++) cJSON_AddNumberToObject(js, cname[c], (double)tot[c] / T);
-    cJSON_AddNumberToObject(js, "start_idle_data", (double)tot[C_START_DATA] / T);
-    cJSON_AddNumberToObject(js, "idle_other_short_gaps", (double)tot[C_SHORT] / T);
-    cJSON_AddNumberToObject(js, "busy", 1.0 - (double)tot[C_IDLE] / T);
+    for (int c = C_COMPUTE; c < C_N; c++) out->share[c] = (double)tot[c] / T;
+    out->busy_share = 1.0 - (double)tot[C_IDLE] / T;
+    out->has_parts = 1;
+    for (int c = C_COMPUTE; c <= C_OTHER; c++) cJSON_AddNumberToObject(js, cname[c], out->share[c]);
+    cJSON_AddNumberToObject(js, "start_idle_data", out->share[C_START_DATA]);
+    cJSON_AddNumberToObject(js, "idle_other_short_gaps", out->share[C_SHORT]);
+    cJSON_AddNumberToObject(js, "busy", out->busy_share);
     uint64_t kt = 0, gt = 0;
     for (size_t w = nwarm; w < nw; w++) {
         kt += nk[w];
         gt += ng[w];
     }
-    cJSON_AddNumberToObject(b, "kernels_per_step", nm ? (double)kt / (double)nm : 0);
+    out->kernels_per_step = nm ? (double)kt / (double)nm : 0;
     if (nkd > 1) qsort(kd, nkd, sizeof *kd, tp_cmp_double);
-    cJSON_AddNumberToObject(b, "kernel_median_us", tp_pct_double(kd, nkd, 0.5));
-    cJSON_AddNumberToObject(b, "idle_gaps_per_step", nm ? (double)gt / (double)nm : 0);
+    out->kernel_median_us = tp_pct_double(kd, nkd, 0.5);
+    out->idle_gaps_per_step = nm ? (double)gt / (double)nm : 0;
     if (ngaps > 1) qsort(gaps, ngaps, sizeof *gaps, tp_cmp_double);
-    cJSON_AddNumberToObject(b, "idle_gap_median_us", tp_pct_double(gaps, ngaps, 0.5));
+    out->idle_gap_median_us = tp_pct_double(gaps, ngaps, 0.5);
+    cJSON_AddNumberToObject(b, "kernels_per_step", out->kernels_per_step);
+    cJSON_AddNumberToObject(b, "kernel_median_us", out->kernel_median_us);
+    cJSON_AddNumberToObject(b, "idle_gaps_per_step", out->idle_gaps_per_step);
+    cJSON_AddNumberToObject(b, "idle_gap_median_us", out->idle_gap_median_us);
     /* the worst step by idle time */
     size_t worst = nwarm;
     for (size_t w = nwarm; w < nw; w++)
         if (len[w * C_N + C_IDLE] > len[worst * C_N + C_IDLE]) worst = w;
-    if (nm && st->source != TP_STEPS_NONE)
-        cJSON_AddNumberToObject(b, "most_idle_step", (double)win[worst].app_step);
+    if (nm && st->source != TP_STEPS_NONE) {
+        out->has_most_idle_step = 1;
+        out->most_idle_step = (double)win[worst].app_step;
+        cJSON_AddNumberToObject(b, "most_idle_step", out->most_idle_step);
+    }
     cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
     for (size_t w = 0; w < nwarm; w++) {
         cJSON *o = cJSON_CreateObject();
@@ -562,8 +580,9 @@ out:
     free(val);
 }
 
-void tp_breakdown_section(cJSON *rank, const tp_process *p, const tp_steps *s,
-                          const char *const *names, size_t nn) {
+void tp_breakdown_section(cJSON *rank, tp_breakdown_result *out, const tp_process *p,
+                          const tp_steps *s, const char *const *names, size_t nn) {
+    memset(out, 0, sizeof *out);
     tp_step whole = {p->first_ts, p->end_mono, 0, 0};
     const tp_step *win = s->nsteps ? s->steps : &whole;
     size_t nw = s->nsteps ? s->nsteps : (p->end_mono > p->first_ts ? 1 : 0);
@@ -571,10 +590,14 @@ void tp_breakdown_section(cJSON *rank, const tp_process *p, const tp_steps *s,
     if (!nw || nw == nwarm) return; /* nothing measured */
     int kernels = 0;
     for (size_t i = 0; i < p->ngpu && !kernels; i++) kernels = p->gpu[i].type == TPROF_REC_GPU_KERNEL;
+    out->present = 1;
+    out->gpu_basis = kernels;
+    out->per_step = s->nsteps > 0;
+    out->windows = nw - nwarm;
     cJSON *b = cJSON_AddObjectToObject(rank, "breakdown");
     cJSON_AddStringToObject(b, "basis", kernels ? "gpu" : "cpu");
     cJSON_AddStringToObject(b, "per", s->nsteps ? "step" : "run");
     cJSON_AddNumberToObject(b, "windows", (double)(nw - nwarm));
-    if (kernels) gpu_basis(b, p, s, win, nw, nwarm, names, nn);
+    if (kernels) gpu_basis(b, out, p, s, win, nw, nwarm, names, nn);
     else cpu_basis(b, p, s, win, nw, nwarm);
 }

@@ -20,16 +20,20 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 #include "analysis/steps.h"
 
-/* Adds "breakdown" to a rank's JSON. s: the rank's steps (warm-up ones are shown apart);
- * without steps the whole process is one window (per "run"). data_names: the range names that
- * mark data loading (case-insensitive, as the report's data_loading). */
-void tp_breakdown_section(cJSON *rank, const tp_process *p, const tp_steps *s,
-                          const char *const *data_names, size_t ndata_names);
+/* Computes the breakdown into *out (results.h; zeroed first, present = 0 when nothing was
+ * measured) and adds "breakdown" to a rank's JSON. s: the rank's steps (warm-up ones are
+ * shown apart); without steps the whole process is one window (per "run"). data_names: the
+ * range names that mark data loading (case-insensitive, as the report's data_loading). */
+void tp_breakdown_section(cJSON *rank, tp_breakdown_result *out, const tp_process *p,
+                          const tp_steps *s, const char *const *data_names, size_t ndata_names);
 
 /* {"mean","p50","p90","min","max"} of v[0..n) (sorted in place; nearest-rank percentiles). */
 cJSON *tp_stats5(double *v, size_t n);
+/* The same object from computed statistics. */
+cJSON *tp_stat5_json(const tp_stat5 *s);
 
 /* 1 for the CUDA calls that block the host until the device is done: names with
  * "Synchronize", and the synchronous cudaMemcpy/cuMemcpy family (not *Async, not the peer

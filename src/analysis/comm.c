@@ -1252,8 +1252,8 @@ static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
     return NULL;
 }
 
-void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
-                         double warn_share, double crit_share) {
+cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
+                           double warn_share, double crit_share) {
     int world = 0, nrank_procs = 0;
     for (size_t i = 0; i < run->nprocs; i++) {
         if (run->procs[i].role != TP_ROLE_RANK) continue;
@@ -1386,6 +1386,7 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
     free(xc);
 
     /* exposure across ranks */
+    cJSON *found = NULL; /* the finding appended */
     cJSON *xe = cJSON_AddObjectToObject(c, "exposure");
     cJSON *jr = cJSON_AddArrayToObject(xe, "ranks");
     size_t n = 0, cap = (size_t)cJSON_GetArraySize(ranks);
@@ -1467,9 +1468,11 @@ void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSO
             cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
             cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
             cJSON_AddItemToArray(findings, fd);
+            found = fd;
         }
     }
     free(shares);
+    return found;
 }
 
 /* ------------------------------------------------------------------ text */

@@ -89,9 +89,10 @@ void tp_comm_rank_section(cJSON *rank, const tp_process *p, const tp_step *st, s
 
 /* Adds the run-level "communication" (communicators across ranks, exposure across ranks)
  * from the ranks' sections, and appends the exposed-communication finding to `findings` when
- * the worst rank's exposed share exceeds warn_share (warning) or crit_share (critical). */
-void tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
-                         double warn_share, double crit_share);
+ * the worst rank's exposed share exceeds warn_share (warning) or crit_share (critical).
+ * Returns that finding (owned by `findings`), or NULL when none. */
+cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
+                           double warn_share, double crit_share);
 
 /* Text rendering of the rank's and the run's sections (B/N: bold on/off sequences). */
 void tp_comm_rank_text(FILE *f, const cJSON *comm);

@@ -2,21 +2,22 @@
  * diagnose.c — clock alignment, throughput/MFU and stragglers across ranks, and the
  * diagnosis rule engine (diagnose.h; fields in docs/report-json.md).
  *
- * The rules are functions of the report document (the ranks' breakdown, gpu, nvml and
- * data_loading sections, and the run-level stragglers and throughput), so a rule reads the
- * same figures the user sees. Each rule appends at most one finding: the worst rank, with
- * every rank that crossed the threshold in its evidence.
+ * The rules are functions of the typed results (results.h: the ranks' breakdown, gpu, nvml
+ * and data loading, and the run-level stragglers and throughput), the same values the
+ * section writers put in the document, so a rule reads the figures the user sees. Each rule
+ * appends at most one finding: the worst rank, with every rank that crossed the threshold in
+ * its evidence.
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
 #include "analysis/stats.h"
-#include "analysis/jsonget.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis/clocks.h"
+#include "analysis/energy.h"
 #include "analysis/mfu.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
@@ -39,7 +40,7 @@ void tp_diagnose_opts_init(tp_report_opts *o) {
     o->diag_min_steps = 3;
 }
 
-/* ------------------------------------------------------------------ JSON helpers */
+/* ------------------------------------------------------------------ helpers */
 
 /* s as shown in the report (text.h): valid UTF-8, control characters as '?', so a host, GPU
  * or range name cannot disturb a terminal; at most 255 bytes, cut between characters with a
@@ -47,7 +48,7 @@ void tp_diagnose_opts_init(tp_report_opts *o) {
 static const char *safe(const char *s) {
     static char bufs[4][256];
     static int which;
-    return tp_text_fit(bufs[which = (which + 1) & 3], sizeof bufs[0], s, -1);
+    return tp_text_fit(bufs[which = (which + 1) & 3], sizeof bufs[0], s ? s : "", -1);
 }
 
 /* median of v[0..n) (a sorted copy; mean of the two middles for even n) */
@@ -60,18 +61,6 @@ static double median(const double *v, size_t n) {
     double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
     free(c);
     return m;
-}
-
-static const cJSON *rank_json(const cJSON *ranks, int rank) {
-    const cJSON *r;
-    cJSON_ArrayForEach(r, ranks) if ((int)tp_jnum(r, "rank") == rank) return r;
-    return NULL;
-}
-
-/* the first NVML GPU of a rank section, or NULL */
-static const cJSON *first_gpu(const cJSON *r) {
-    const cJSON *g = tp_jobj(tp_jobj(r, "nvml"), "gpus");
-    return cJSON_GetArraySize(g) > 0 ? cJSON_GetArrayItem(g, 0) : NULL;
 }
 
 /* ------------------------------------------------------------------ stragglers */
@@ -119,8 +108,105 @@ static void step_lags(const tp_clocks *c, const tp_steps *steps, double *lag_ms)
     }
 }
 
-static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c,
-                               const cJSON *ranks, const tp_report_opts *o) {
+/* Figures of a straggler's GPU compared with the other ranks' first GPU: a relative or an
+ * absolute difference counts. */
+static const struct {
+    const char *k;
+    double rel, abs;
+} gpu_cmp[3] = {{"sm_clock_mhz_mean", 0.03, 0}, {"power_mean_w", 0.10, 0}, {"temp_c_max", 0, 5}};
+
+/* The figure gpu_cmp[q] of g; 0 when g did not measure it. */
+static int gpu_figure(const tp_nvml_gpu_result *g, size_t q, double *v) {
+    switch (q) {
+    case 0: *v = g->sm_clock_mhz_mean; return g->has_sm_clock;
+    case 1: *v = g->power_mean_w; return g->has_power;
+    default: *v = g->temp_c_max; return g->has_temp;
+    }
+}
+
+/* A named straggler's JSON ("stragglers.named[]", and a straggler finding's evidence). */
+static cJSON *straggler_json(const tp_straggler *e) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "rank", e->rank);
+    cJSON_AddStringToObject(j, "host", e->host);
+    cJSON_AddStringToObject(j, "by", e->by);
+    if (e->has_lag) {
+        cJSON_AddNumberToObject(j, "lag_ms", e->lag_ms);
+        cJSON_AddNumberToObject(j, "lag_ms_per_step", e->lag_ms_per_step);
+        cJSON_AddNumberToObject(j, "lag_excess_ms", e->lag_excess_ms);
+    }
+    if (e->has_step) {
+        cJSON_AddNumberToObject(j, "step_ms", e->step_ms);
+        cJSON_AddNumberToObject(j, "step_excess_ms", e->step_excess_ms);
+    }
+    if (e->gpu) {
+        cJSON *gj = cJSON_AddObjectToObject(j, "gpu");
+        cJSON_AddNumberToObject(gj, "index", e->gpu->index);
+        if (e->gpu->name) cJSON_AddStringToObject(gj, "name", e->gpu->name);
+        if (e->gpu->uuid) cJSON_AddStringToObject(gj, "uuid", e->gpu->uuid);
+    } else if (e->has_cuda_device) {
+        cJSON_AddNumberToObject(j, "cuda_device", e->cuda_device);
+    }
+    if (e->gpu_unknown)
+        cJSON_AddStringToObject(j, "gpu_note", "the rank's GPU is not known (NVML shows every "
+                                               "GPU of the host): no comparison");
+    if (e->vs_present) {
+        cJSON *dj = cJSON_AddObjectToObject(j, "vs_others");
+        for (size_t q = 0; q < e->nvs; q++) {
+            cJSON *v = cJSON_AddObjectToObject(dj, e->vs[q].key);
+            cJSON_AddNumberToObject(v, "rank", e->vs[q].rank);
+            cJSON_AddNumberToObject(v, "others_median", e->vs[q].others_median);
+            cJSON_AddBoolToObject(v, "differs", e->vs[q].differs);
+        }
+        if (e->compared) cJSON_AddBoolToObject(j, "gpu_differs", e->gpu_differs);
+    }
+    return j;
+}
+
+/* Its GPU, and how its clocks, power and temperature compare with the other ranks'.
+ * tmp: scratch for c->nranks values. */
+static void straggler_gpu(tp_straggler *e, const tp_run_results *res, const tp_clocks *c,
+                          size_t r, double *tmp) {
+    const tp_rank_result *rr = tp_results_rank(res, e->rank);
+    const tp_nvml_gpu_result *g = tp_results_first_gpu(rr);
+    e->gpu = g;
+    if (!g && rr && rr->gpu.ndevices) {
+        e->has_cuda_device = 1;
+        e->cuda_device = rr->gpu.devices[0].device;
+    }
+    if (g && rr->nvml.shared_with_other_ranks) {
+        e->gpu_unknown = 1;
+        return;
+    }
+    if (!g) return;
+    e->vs_present = 1;
+    for (size_t q = 0; q < sizeof gpu_cmp / sizeof *gpu_cmp; q++) {
+        double mine, v;
+        if (!gpu_figure(g, q, &mine)) continue;
+        size_t m = 0;
+        for (size_t x = 0; x < c->nranks; x++) {
+            if (x == r) continue;
+            const tp_rank_result *orr = tp_results_rank(res, c->rank[x]->rank);
+            const tp_nvml_gpu_result *og = tp_results_first_gpu(orr);
+            if (og && gpu_figure(og, q, &v)) tmp[m++] = v;
+        }
+        if (!m) continue;
+        double others = median(tmp, m);
+        int differs = gpu_cmp[q].rel > 0 ? fabs(mine - others) > gpu_cmp[q].rel * fabs(others)
+                                         : fabs(mine - others) > gpu_cmp[q].abs;
+        e->vs[e->nvs].key = gpu_cmp[q].k;
+        e->vs[e->nvs].rank = mine;
+        e->vs[e->nvs].others_median = others;
+        e->vs[e->nvs++].differs = differs;
+        e->gpu_differs |= differs;
+        e->compared = 1;
+    }
+}
+
+static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks *c,
+                               const tp_report_opts *o) {
+    tp_stragglers_result *out = &res->stragglers;
+    memset(out, 0, sizeof *out);
     size_t n = c->nranks;
     if (n < 2) return;
     int64_t *w0 = calloc(n, sizeof *w0), *w1 = calloc(n, sizeof *w1);
@@ -133,7 +219,6 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
     if (!w0 || !w1 || !cnt || !lmed || !lmean || !lp90 || !step || !tmp || !has_step || !lps ||
         !steps)
         goto out;
-    (void)run;
     for (size_t r = 0; r < n; r++) {
         tp_steps *s = &steps[r];
         if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) memset(s, 0, sizeof *s);
@@ -141,10 +226,9 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
             w0[r] = tp_add_sat((int64_t)s->steps[s->nwarmup].start, c->map_ns[r]);
             w1[r] = tp_add_sat((int64_t)s->steps[s->nsteps - 1].end, c->map_ns[r]);
         }
-        const cJSON *rj = rank_json(ranks, c->rank[r]->rank);
-        const cJSON *st = tp_jobj(rj, "steps");
-        has_step[r] = tp_jnum(st, "measured") > 0;
-        step[r] = tp_jnum(st, "mean_ms");
+        const tp_rank_result *rr = tp_results_rank(res, c->rank[r]->rank);
+        has_step[r] = rr && rr->steps.measured > 0;
+        step[r] = rr ? rr->steps.mean_ms : 0;
     }
     tp_clocks_lags(c, w0, w1, cnt, lmed, lmean, lp90);
     /* The criterion: lag per step, each measured step's largest start lag of the rank (a
@@ -164,6 +248,8 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
     for (size_t r = 0; r < n; r++)
         if (cnt[r]) nl++;
     cJSON *sj = cJSON_AddObjectToObject(rep, "stragglers");
+    out->present = 1;
+    out->median_step_ms = med_step;
     cJSON_AddNumberToObject(sj, "median_step_ms", med_step);
     double floor_ms = o->straggler_share * med_step;
     cJSON_AddNumberToObject(sj, "floor_ms", floor_ms);
@@ -217,6 +303,8 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
         for (size_t r = 0; r < n; r++)
             if (has_step[r] && step[r] < step_mid) step_mid = step[r];
     }
+    out->lag_threshold_ms = lag_thr;
+    out->step_threshold_ms = step_thr;
     cJSON_AddNumberToObject(sj, "lag_threshold_ms", lag_thr);
     cJSON_AddNumberToObject(sj, "step_threshold_ms", step_thr);
     cJSON *named = cJSON_AddArrayToObject(sj, "named");
@@ -224,70 +312,34 @@ static void stragglers_section(cJSON *rep, const tp_run *run, const tp_clocks *c
         /* without steps there is no scale for "late": lags are shown, nobody is named */
         cJSON_DeleteItemFromObjectCaseSensitive(sj, "note");
         cJSON_AddStringToObject(sj, "note", "no measured steps: collective lags shown, no "
-                                            "straggler named (the threshold is a share of the step)");
+                                            "straggler named (the threshold is a share of "
+                                            "the step)");
         goto out;
     }
-    for (size_t r = 0; r < n; r++) {
+    out->named = calloc(n, sizeof *out->named);
+    for (size_t r = 0; r < n && out->named; r++) {
         int by_lag = nl >= 2 && cnt[r] && lps[r] - lag_mid > lag_thr;
         int by_step = ns >= 2 && has_step[r] && step[r] - step_mid > step_thr;
         if (!by_lag && !by_step) continue;
-        cJSON *e = cJSON_CreateObject();
-        int rank = c->rank[r]->rank;
-        cJSON_AddNumberToObject(e, "rank", rank);
-        cJSON_AddStringToObject(e, "host", c->rank[r]->hdr.host);
-        cJSON_AddStringToObject(e, "by", by_lag && by_step ? "collective lag and step time"
-                                         : by_lag          ? "collective lag"
-                                                           : "step time");
+        tp_straggler *e = &out->named[out->nnamed++];
+        e->rank = c->rank[r]->rank;
+        e->host = c->rank[r]->hdr.host;
+        e->by = by_lag && by_step ? "collective lag and step time"
+                : by_lag          ? "collective lag"
+                                  : "step time";
         if (cnt[r]) {
-            cJSON_AddNumberToObject(e, "lag_ms", lmed[r]);
-            cJSON_AddNumberToObject(e, "lag_ms_per_step", lps[r]);
-            cJSON_AddNumberToObject(e, "lag_excess_ms", lps[r] - lag_mid);
+            e->has_lag = 1;
+            e->lag_ms = lmed[r];
+            e->lag_ms_per_step = lps[r];
+            e->lag_excess_ms = lps[r] - lag_mid;
         }
         if (has_step[r]) {
-            cJSON_AddNumberToObject(e, "step_ms", step[r]);
-            cJSON_AddNumberToObject(e, "step_excess_ms", step[r] - (ns == 2 ? step_mid : med_step));
+            e->has_step = 1;
+            e->step_ms = step[r];
+            e->step_excess_ms = step[r] - (ns == 2 ? step_mid : med_step);
         }
-        /* its GPU, and how its clocks, power and temperature compare with the others' */
-        const cJSON *rj = rank_json(ranks, rank), *g = first_gpu(rj);
-        if (g) {
-            cJSON *gj = cJSON_AddObjectToObject(e, "gpu");
-            cJSON_AddNumberToObject(gj, "index", tp_jnum(g, "index"));
-            if (tp_jobj(g, "name")) cJSON_AddStringToObject(gj, "name", tp_jstr(g, "name"));
-            if (tp_jobj(g, "uuid")) cJSON_AddStringToObject(gj, "uuid", tp_jstr(g, "uuid"));
-        } else {
-            const cJSON *d = cJSON_GetArrayItem(tp_jobj(tp_jobj(rj, "gpu"), "devices"), 0);
-            if (d) cJSON_AddNumberToObject(e, "cuda_device", tp_jnum(d, "device"));
-        }
-        if (g && cJSON_IsTrue(tp_jobj(tp_jobj(rj, "nvml"), "shared_with_other_ranks"))) {
-            cJSON_AddStringToObject(e, "gpu_note", "the rank's GPU is not known (NVML shows every "
-                                                   "GPU of the host): no comparison");
-        } else if (g) {
-            static const struct { const char *k; double rel, abs; } cmp[] = {
-                {"sm_clock_mhz_mean", 0.03, 0}, {"power_mean_w", 0.10, 0}, {"temp_c_max", 0, 5}};
-            cJSON *dj = cJSON_AddObjectToObject(e, "vs_others");
-            int any = 0, compared = 0;
-            for (size_t q = 0; q < sizeof cmp / sizeof *cmp; q++) {
-                if (!tp_jhas(g, cmp[q].k)) continue;
-                size_t m = 0;
-                for (size_t x = 0; x < n; x++) {
-                    if (x == r) continue;
-                    const cJSON *og = first_gpu(rank_json(ranks, c->rank[x]->rank));
-                    if (og && tp_jhas(og, cmp[q].k)) tmp[m++] = tp_jnum(og, cmp[q].k);
-                }
-                if (!m) continue;
-                double mine = tp_jnum(g, cmp[q].k), others = median(tmp, m);
-                int differs = cmp[q].rel > 0 ? fabs(mine - others) > cmp[q].rel * fabs(others)
-                                             : fabs(mine - others) > cmp[q].abs;
-                cJSON *v = cJSON_AddObjectToObject(dj, cmp[q].k);
-                cJSON_AddNumberToObject(v, "rank", mine);
-                cJSON_AddNumberToObject(v, "others_median", others);
-                cJSON_AddBoolToObject(v, "differs", differs);
-                any |= differs;
-                compared = 1;
-            }
-            if (compared) cJSON_AddBoolToObject(e, "gpu_differs", any);
-        }
-        cJSON_AddItemToArray(named, e);
+        straggler_gpu(e, res, c, r, tmp);
+        cJSON_AddItemToArray(named, straggler_json(e));
     }
 out:
     free(w0);
@@ -306,9 +358,12 @@ out:
 
 /* ------------------------------------------------------------------ rules */
 
+/* The rules read the typed results (results.h), never the document: a rule names the fields
+ * it tests, so a figure renamed in the document cannot switch it off. */
 typedef struct ctx {
-    const cJSON *rep, *ranks;
+    const tp_run_results *res;
     cJSON *findings;
+    cJSON *comm_finding; /* the exposed-communication finding of comm.c, or NULL */
     const tp_report_opts *o;
 } ctx;
 
@@ -338,47 +393,54 @@ static void add_ranks(cJSON *ev, const int *rk, size_t n) {
 
 #define MAXR 4096
 
+/* the GPU breakdown per measured step, over enough steps to be a pattern */
+static int gpu_steps(const tp_breakdown_result *b, const tp_report_opts *o) {
+    return b->present && b->gpu_basis && b->per_step && (double)b->windows >= o->diag_min_steps;
+}
+
 static int rule_data(const ctx *c, const rule *ru) {
-    const cJSON *tp = tp_jobj(c->rep, "throughput");
-    double samples = tp_jnum(tp, "samples_per_step");
+    double samples = c->res->throughput.samples_per_step;
     int rk[MAXR];
     size_t n = 0;
-    const cJSON *r, *worst = NULL;
+    const tp_rank_result *worst = NULL;
     double wv = -1;
-    cJSON_ArrayForEach(r, c->ranks) {
-        const cJSON *dl = tp_jobj(r, "data_loading"), *b = tp_jobj(r, "breakdown");
-        if (tp_jnum(tp_jobj(r, "steps"), "measured") < c->o->diag_min_steps) continue;
-        double share = cJSON_IsTrue(tp_jobj(dl, "found")) ? tp_jnum(dl, "share") : 0;
-        double per_sample = samples > 0 && tp_jhas(dl, "ms_per_step") ? tp_jnum(dl, "ms_per_step") / samples : 0;
-        double start = !strcmp(tp_jstr(b, "basis"), "gpu") && !strcmp(tp_jstr(b, "per"), "step")
-                           ? tp_jnum(tp_jobj(b, "share"), "start_idle_data") : 0;
+    for (size_t i = 0; i < c->res->nranks; i++) {
+        const tp_rank_result *r = &c->res->ranks[i];
+        const tp_data_result *dl = &r->data;
+        const tp_breakdown_result *b = &r->breakdown;
+        if ((double)r->steps.measured < c->o->diag_min_steps) continue;
+        double share = dl->found ? dl->share : 0;
+        double per_sample = samples > 0 && dl->found && dl->per_step ? dl->ms / samples : 0;
+        double start = b->present && b->gpu_basis && b->per_step ? b->share[TP_BD_START_IDLE_DATA]
+                                                                 : 0;
         int hit = share > c->o->data_share || per_sample > c->o->data_ms_per_sample ||
                   start > c->o->data_start_idle_share;
         if (!hit) continue;
-        if (n < MAXR) rk[n++] = (int)tp_jnum(r, "rank");
+        if (n < MAXR) rk[n++] = r->rank;
         double v = share + start;
         if (v > wv) { wv = v; worst = r; }
     }
     if (!n) return 0;
-    const cJSON *dl = tp_jobj(worst, "data_loading"), *b = tp_jobj(worst, "breakdown");
-    double share = tp_jnum(dl, "share"), ms = tp_jnum(dl, "ms_per_step");
-    double start = tp_jnum(tp_jobj(b, "share"), "start_idle_data");
+    const tp_data_result *dl = &worst->data;
+    const tp_breakdown_result *b = &worst->breakdown;
+    double share = dl->found ? dl->share : 0, ms = dl->found && dl->per_step ? dl->ms : 0;
+    double start = b->has_parts ? b->share[TP_BD_START_IDLE_DATA] : 0;
     char msg[512];
-    int len = snprintf(msg, sizeof msg, "data loading holds back rank %.0f: the data range takes "
+    int len = snprintf(msg, sizeof msg, "data loading holds back rank %d: the data range takes "
                                         "%.1f %% of the step (%.2f ms)",
-                       tp_jnum(worst, "rank"), 100 * share, ms);
+                       worst->rank, 100 * share, ms);
     if (samples > 0)
         len += snprintf(msg + len, sizeof msg - (size_t)len, ", %.2f ms per sample", ms / samples);
     if (start > 0)
         snprintf(msg + len, sizeof msg - (size_t)len, "; the GPU waits idle for it at step start "
                                                        "for %.1f %% of the step", 100 * start);
-    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(worst, "rank"), msg);
+    cJSON *ev = finding(c, ru, "warning", worst->rank, msg);
     cJSON_AddNumberToObject(ev, "data_share", share);
     cJSON_AddNumberToObject(ev, "data_ms_per_step", ms);
     if (samples > 0) cJSON_AddNumberToObject(ev, "data_ms_per_sample", ms / samples);
     cJSON_AddNumberToObject(ev, "start_idle_data_share", start);
-    if (tp_jobj(tp_jobj(b, "ms"), "start_idle_data"))
-        cJSON_AddNumberToObject(ev, "start_idle_data_ms_p90", tp_jnum(tp_jobj(tp_jobj(b, "ms"), "start_idle_data"), "p90"));
+    if (b->has_parts)
+        cJSON_AddNumberToObject(ev, "start_idle_data_ms_p90", b->ms[TP_BD_START_IDLE_DATA].p90);
     cJSON_AddNumberToObject(ev, "threshold_share", c->o->data_share);
     cJSON_AddNumberToObject(ev, "threshold_ms_per_sample", c->o->data_ms_per_sample);
     cJSON_AddNumberToObject(ev, "threshold_start_idle_share", c->o->data_start_idle_share);
@@ -387,31 +449,28 @@ static int rule_data(const ctx *c, const rule *ru) {
 }
 
 /* A rule over each rank's GPU breakdown: value(b) > threshold. */
-typedef double (*bval)(const cJSON *b, const cJSON *rank, const tp_report_opts *o, int *hit);
+typedef double (*bval)(const tp_breakdown_result *b, const tp_report_opts *o, int *hit);
 
-static const cJSON *worst_gpu_rank(const ctx *c, bval f, int *rk, size_t *n, double *wv) {
-    const cJSON *r, *worst = NULL;
+static const tp_rank_result *worst_gpu_rank(const ctx *c, bval f, int *rk, size_t *n, double *wv) {
+    const tp_rank_result *worst = NULL;
     *n = 0;
     *wv = -INFINITY;
-    cJSON_ArrayForEach(r, c->ranks) {
-        const cJSON *b = tp_jobj(r, "breakdown");
-        if (strcmp(tp_jstr(b, "basis"), "gpu") || strcmp(tp_jstr(b, "per"), "step") ||
-            tp_jnum(b, "windows") < c->o->diag_min_steps)
-            continue;
+    for (size_t i = 0; i < c->res->nranks; i++) {
+        const tp_rank_result *r = &c->res->ranks[i];
+        if (!gpu_steps(&r->breakdown, c->o)) continue;
         int hit = 0;
-        double v = f(b, r, c->o, &hit);
+        double v = f(&r->breakdown, c->o, &hit);
         if (!hit) continue;
-        if (*n < MAXR) rk[(*n)++] = (int)tp_jnum(r, "rank");
+        if (*n < MAXR) rk[(*n)++] = r->rank;
         if (v > *wv) { *wv = v; worst = r; }
     }
     return worst;
 }
 
-static double v_launch(const cJSON *b, const cJSON *r, const tp_report_opts *o, int *hit) {
-    (void)r;
-    double other = tp_jnum(tp_jobj(b, "share"), "idle_other_short_gaps");
-    *hit = other > o->launch_idle_share && tp_jnum(b, "kernel_median_us") < o->launch_kernel_us &&
-           tp_jnum(b, "kernels_per_step") >= 20 && tp_jnum(b, "idle_gaps_per_step") >= 10;
+static double v_launch(const tp_breakdown_result *b, const tp_report_opts *o, int *hit) {
+    double other = b->share[TP_BD_IDLE_OTHER_SHORT_GAPS];
+    *hit = other > o->launch_idle_share && b->kernel_median_us < o->launch_kernel_us &&
+           b->kernels_per_step >= 20 && b->idle_gaps_per_step >= 10;
     return other;
 }
 
@@ -419,33 +478,33 @@ static int rule_launch(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n;
     double wv;
-    const cJSON *w = worst_gpu_rank(c, v_launch, rk, &n, &wv);
+    const tp_rank_result *w = worst_gpu_rank(c, v_launch, rk, &n, &wv);
     if (!w) return 0;
-    const cJSON *b = tp_jobj(w, "breakdown");
+    const tp_breakdown_result *b = &w->breakdown;
     char msg[512];
-    snprintf(msg, sizeof msg, "rank %.0f looks launch-bound: %.0f kernels per step with a median "
-                              "of %.1f us, and the GPU idles in %.0f gaps per step (median %.1f us); "
+    snprintf(msg, sizeof msg, "rank %d looks launch-bound: %.0f kernels per step with a median "
+                              "of %.1f us, and the GPU idles in %.0f gaps per step "
+                              "(median %.1f us); "
                               "gaps under 100 us with no data loading or synchronisation to "
                               "blame add up to %.1f %% of the step",
-             tp_jnum(w, "rank"), tp_jnum(b, "kernels_per_step"), tp_jnum(b, "kernel_median_us"),
-             tp_jnum(b, "idle_gaps_per_step"), tp_jnum(b, "idle_gap_median_us"), 100 * wv);
-    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(w, "rank"), msg);
+             w->rank, b->kernels_per_step, b->kernel_median_us, b->idle_gaps_per_step,
+             b->idle_gap_median_us, 100 * wv);
+    cJSON *ev = finding(c, ru, "warning", w->rank, msg);
     cJSON_AddNumberToObject(ev, "idle_other_short_gaps_share", wv);
-    cJSON_AddNumberToObject(ev, "idle_other_share", tp_jnum(tp_jobj(b, "share"), "idle_other"));
-    cJSON_AddNumberToObject(ev, "kernels_per_step", tp_jnum(b, "kernels_per_step"));
-    cJSON_AddNumberToObject(ev, "kernel_median_us", tp_jnum(b, "kernel_median_us"));
-    cJSON_AddNumberToObject(ev, "idle_gaps_per_step", tp_jnum(b, "idle_gaps_per_step"));
-    cJSON_AddNumberToObject(ev, "idle_gap_median_us", tp_jnum(b, "idle_gap_median_us"));
+    cJSON_AddNumberToObject(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
+    cJSON_AddNumberToObject(ev, "kernels_per_step", b->kernels_per_step);
+    cJSON_AddNumberToObject(ev, "kernel_median_us", b->kernel_median_us);
+    cJSON_AddNumberToObject(ev, "idle_gaps_per_step", b->idle_gaps_per_step);
+    cJSON_AddNumberToObject(ev, "idle_gap_median_us", b->idle_gap_median_us);
     cJSON_AddNumberToObject(ev, "threshold_idle_share", c->o->launch_idle_share);
     cJSON_AddNumberToObject(ev, "threshold_kernel_us", c->o->launch_kernel_us);
-    if (tp_jhas(b, "most_idle_step")) cJSON_AddNumberToObject(ev, "most_idle_step", tp_jnum(b, "most_idle_step"));
+    if (b->has_most_idle_step) cJSON_AddNumberToObject(ev, "most_idle_step", b->most_idle_step);
     add_ranks(ev, rk, n);
     return 1;
 }
 
-static double v_sync(const cJSON *b, const cJSON *r, const tp_report_opts *o, int *hit) {
-    (void)r;
-    double s = tp_jnum(tp_jobj(b, "share"), "idle_host_sync");
+static double v_sync(const tp_breakdown_result *b, const tp_report_opts *o, int *hit) {
+    double s = b->share[TP_BD_IDLE_HOST_SYNC];
     *hit = s > o->host_sync_share;
     return s;
 }
@@ -454,28 +513,28 @@ static int rule_sync(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n;
     double wv;
-    const cJSON *w = worst_gpu_rank(c, v_sync, rk, &n, &wv);
+    const tp_rank_result *w = worst_gpu_rank(c, v_sync, rk, &n, &wv);
     if (!w) return 0;
-    const cJSON *b = tp_jobj(w, "breakdown"), *g = tp_jobj(w, "gpu");
+    const tp_breakdown_result *b = &w->breakdown;
+    const tp_gpu_result *g = &w->gpu;
     char msg[512];
-    snprintf(msg, sizeof msg, "host synchronisation inside the steps of rank %.0f: the GPU sits "
+    snprintf(msg, sizeof msg, "host synchronisation inside the steps of rank %d: the GPU sits "
                               "idle behind blocking CUDA calls for %.1f %% of the step (%.2f ms); "
                               "%.1f synchronising calls per step block the host %.2f ms",
-             tp_jnum(w, "rank"), 100 * wv, tp_jnum(tp_jobj(tp_jobj(b, "ms"), "idle_host_sync"), "mean"),
-             tp_jnum(g, "host_syncs"), tp_jnum(g, "host_sync_blocked_ms"));
-    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(w, "rank"), msg);
+             w->rank, 100 * wv, b->ms[TP_BD_IDLE_HOST_SYNC].mean, g->host_syncs,
+             g->host_sync_blocked_ms);
+    cJSON *ev = finding(c, ru, "warning", w->rank, msg);
     cJSON_AddNumberToObject(ev, "idle_host_sync_share", wv);
-    cJSON_AddNumberToObject(ev, "idle_host_sync_ms", tp_jnum(tp_jobj(tp_jobj(b, "ms"), "idle_host_sync"), "mean"));
-    cJSON_AddNumberToObject(ev, "host_syncs_per_step", tp_jnum(g, "host_syncs"));
-    cJSON_AddNumberToObject(ev, "host_sync_blocked_ms", tp_jnum(g, "host_sync_blocked_ms"));
+    cJSON_AddNumberToObject(ev, "idle_host_sync_ms", b->ms[TP_BD_IDLE_HOST_SYNC].mean);
+    cJSON_AddNumberToObject(ev, "host_syncs_per_step", g->host_syncs);
+    cJSON_AddNumberToObject(ev, "host_sync_blocked_ms", g->host_sync_blocked_ms);
     cJSON_AddNumberToObject(ev, "threshold", c->o->host_sync_share);
     add_ranks(ev, rk, n);
     return 1;
 }
 
-static double v_busy(const cJSON *b, const cJSON *r, const tp_report_opts *o, int *hit) {
-    (void)r;
-    double busy = tp_jnum(tp_jobj(b, "share"), "busy");
+static double v_busy(const tp_breakdown_result *b, const tp_report_opts *o, int *hit) {
+    double busy = b->has_parts ? b->busy_share : 0;
     *hit = busy < o->busy_share;
     return -busy; /* the least busy is the worst */
 }
@@ -484,30 +543,29 @@ static int rule_busy(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n;
     double wv;
-    const cJSON *w = worst_gpu_rank(c, v_busy, rk, &n, &wv);
+    const tp_rank_result *w = worst_gpu_rank(c, v_busy, rk, &n, &wv);
     if (!w) return 0;
-    const cJSON *sh = tp_jobj(tp_jobj(w, "breakdown"), "share");
+    const tp_breakdown_result *b = &w->breakdown;
     /* the largest idle part names where to look */
-    static const char *const parts[3][2] = {{"idle_data", "data loading"},
-                                            {"idle_host_sync", "host synchronisation"},
-                                            {"idle_other", "other (launch overhead, CPU work, "
-                                                           "waiting on another rank)"}};
+    static const struct { tp_bd_part part; const char *what; } parts[3] = {
+        {TP_BD_IDLE_DATA, "data loading"},
+        {TP_BD_IDLE_HOST_SYNC, "host synchronisation"},
+        {TP_BD_IDLE_OTHER, "other (launch overhead, CPU work, waiting on another rank)"}};
     size_t big = 0;
     for (size_t i = 1; i < 3; i++)
-        if (tp_jnum(sh, parts[i][0]) > tp_jnum(sh, parts[big][0])) big = i;
+        if (b->share[parts[i].part] > b->share[parts[big].part]) big = i;
     char msg[512];
-    snprintf(msg, sizeof msg, "GPU busy only %.1f %% of the step on rank %.0f (below %.0f %%): "
+    snprintf(msg, sizeof msg, "GPU busy only %.1f %% of the step on rank %d (below %.0f %%): "
                               "idle %.1f %%, mostly %s (%.1f %%)",
-             -100 * wv, tp_jnum(w, "rank"), 100 * c->o->busy_share, 100 * tp_jnum(sh, "idle"),
-             parts[big][1], 100 * tp_jnum(sh, parts[big][0]));
-    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(w, "rank"), msg);
+             -100 * wv, w->rank, 100 * c->o->busy_share, 100 * b->share[TP_BD_IDLE],
+             parts[big].what, 100 * b->share[parts[big].part]);
+    cJSON *ev = finding(c, ru, "warning", w->rank, msg);
     cJSON_AddNumberToObject(ev, "busy_share", -wv);
-    cJSON_AddNumberToObject(ev, "idle_data_share", tp_jnum(sh, "idle_data"));
-    cJSON_AddNumberToObject(ev, "idle_host_sync_share", tp_jnum(sh, "idle_host_sync"));
-    cJSON_AddNumberToObject(ev, "idle_other_share", tp_jnum(sh, "idle_other"));
+    cJSON_AddNumberToObject(ev, "idle_data_share", b->share[TP_BD_IDLE_DATA]);
+    cJSON_AddNumberToObject(ev, "idle_host_sync_share", b->share[TP_BD_IDLE_HOST_SYNC]);
+    cJSON_AddNumberToObject(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
     cJSON_AddNumberToObject(ev, "threshold", c->o->busy_share);
-    if (tp_jhas(tp_jobj(w, "breakdown"), "most_idle_step"))
-        cJSON_AddNumberToObject(ev, "most_idle_step", tp_jnum(tp_jobj(w, "breakdown"), "most_idle_step"));
+    if (b->has_most_idle_step) cJSON_AddNumberToObject(ev, "most_idle_step", b->most_idle_step);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -517,43 +575,45 @@ static int rule_busy(const ctx *c, const rule *ru) {
 static int rule_memory(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n = 0;
-    const cJSON *r, *worst = NULL;
+    const tp_rank_result *worst = NULL;
     double wv = 0, wpeak = 0, wtot = 0;
     const char *wsrc = "";
-    cJSON_ArrayForEach(r, c->ranks) {
-        const cJSON *g;
+    for (size_t i = 0; i < c->res->nranks; i++) {
+        const tp_rank_result *r = &c->res->ranks[i];
         double best = 0, peak = 0, tot = 0;
         const char *src = "";
-        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
-            if (tp_jnum(g, "mem_used_peak_share") > best) {
-                best = tp_jnum(g, "mem_used_peak_share");
-                peak = tp_jnum(g, "mem_used_peak_bytes");
-                tot = tp_jnum(g, "mem_total_bytes");
+        for (size_t k = 0; k < r->nvml.ngpus; k++) {
+            const tp_nvml_gpu_result *g = &r->nvml.gpus[k];
+            if (g->has_mem_used_share && g->mem_used_peak_share > best) {
+                best = g->mem_used_peak_share;
+                peak = g->mem_used_peak_bytes;
+                tot = g->mem_total_bytes;
                 src = "nvml";
             }
         }
-        const cJSON *g0 = first_gpu(r), *d;
-        double total = tp_jnum(g0, "mem_total_bytes");
-        cJSON_ArrayForEach(d, tp_jobj(tp_jobj(r, "gpu"), "devices")) {
-            double s = total > 0 ? tp_jnum(d, "memory_peak_bytes") / total : 0;
+        const tp_nvml_gpu_result *g0 = tp_results_first_gpu(r);
+        double total = g0 && g0->has_mem_total ? g0->mem_total_bytes : 0;
+        for (size_t k = 0; k < r->gpu.ndevices; k++) {
+            double pk = r->gpu.devices[k].memory_peak_bytes;
+            double s = total > 0 ? pk / total : 0;
             if (s > best) {
                 best = s;
-                peak = tp_jnum(d, "memory_peak_bytes");
+                peak = pk;
                 tot = total;
                 src = "cupti";
             }
         }
         if (best <= c->o->memory_share) continue;
-        if (n < MAXR) rk[n++] = (int)tp_jnum(r, "rank");
+        if (n < MAXR) rk[n++] = r->rank;
         if (best > wv) { wv = best; worst = r; wpeak = peak; wtot = tot; wsrc = src; }
     }
     if (!worst) return 0;
     char msg[400];
-    snprintf(msg, sizeof msg, "GPU memory peak on rank %.0f is %.1f %% of capacity (%.2f of %.2f "
+    snprintf(msg, sizeof msg, "GPU memory peak on rank %d is %.1f %% of capacity (%.2f of %.2f "
                               "GiB): little headroom; fragmentation or a longer sequence can "
                               "run out of memory",
-             tp_jnum(worst, "rank"), 100 * wv, wpeak / 1073741824.0, wtot / 1073741824.0);
-    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(worst, "rank"), msg);
+             worst->rank, 100 * wv, wpeak / 1073741824.0, wtot / 1073741824.0);
+    cJSON *ev = finding(c, ru, "warning", worst->rank, msg);
     cJSON_AddNumberToObject(ev, "peak_share", wv);
     cJSON_AddNumberToObject(ev, "peak_bytes", wpeak);
     cJSON_AddNumberToObject(ev, "capacity_bytes", wtot);
@@ -564,44 +624,43 @@ static int rule_memory(const ctx *c, const rule *ru) {
 }
 
 static int rule_straggler(const ctx *c, const rule *ru) {
-    const cJSON *sj = tp_jobj(c->rep, "stragglers"), *e;
+    const tp_stragglers_result *sj = &c->res->stragglers;
     int fired = 0;
-    cJSON_ArrayForEach(e, tp_jobj(sj, "named")) {
+    for (size_t i = 0; i < sj->nnamed; i++) {
+        const tp_straggler *e = &sj->named[i];
         char msg[1024], gpu[200] = "";
-        const cJSON *g = tp_jobj(e, "gpu");
-        if (g)
-            snprintf(gpu, sizeof gpu, ", GPU %.0f%s%s", tp_jnum(g, "index"), tp_jobj(g, "name") ? " " : "",
-                     safe(tp_jstr(g, "name")));
+        if (e->gpu)
+            snprintf(gpu, sizeof gpu, ", GPU %u%s%s", e->gpu->index, e->gpu->name ? " " : "",
+                     safe(e->gpu->name));
         char diff[200] = "";
-        const cJSON *vs = tp_jobj(e, "vs_others"), *v;
-        if (vs) {
+        if (e->vs_present) {
             int l = snprintf(diff, sizeof diff, "; its GPU %s the others",
-                             cJSON_IsTrue(tp_jobj(e, "gpu_differs")) ? "differs from" : "matches");
-            cJSON_ArrayForEach(v, vs) if (cJSON_IsTrue(tp_jobj(v, "differs")) && l < (int)sizeof diff)
-                l += snprintf(diff + l, sizeof diff - (size_t)l, " (%s %.0f vs %.0f)", v->string,
-                              tp_jnum(v, "rank"), tp_jnum(v, "others_median"));
+                             e->gpu_differs ? "differs from" : "matches");
+            for (size_t q = 0; q < e->nvs; q++)
+                if (e->vs[q].differs && l < (int)sizeof diff)
+                    l += snprintf(diff + l, sizeof diff - (size_t)l, " (%s %.0f vs %.0f)",
+                                  e->vs[q].key, e->vs[q].rank, e->vs[q].others_median);
         }
-        if (tp_jhas(e, "lag_ms"))
-            snprintf(msg, sizeof msg, "rank %.0f (host %s%s) is a straggler (%s): in a typical "
+        if (e->has_lag)
+            snprintf(msg, sizeof msg, "rank %d (host %s%s) is a straggler (%s): in a typical "
                                       "step it starts a collective %.2f ms after the earliest rank "
-                                      "(median over steps of the step's largest lag; %.2f ms beyond "
+                                      "(median over steps of the step's largest lag; "
+                                      "%.2f ms beyond "
                                       "the others, threshold %.2f ms; median lag over all "
                                       "collectives %.2f ms), step %.2f ms%s",
-                     tp_jnum(e, "rank"), safe(tp_jstr(e, "host")), gpu, tp_jstr(e, "by"),
-                     tp_jnum(e, "lag_ms_per_step"), tp_jnum(e, "lag_excess_ms"),
-                     tp_jnum(sj, "lag_threshold_ms"), tp_jnum(e, "lag_ms"), tp_jnum(e, "step_ms"), diff);
+                     e->rank, safe(e->host), gpu, e->by, e->lag_ms_per_step, e->lag_excess_ms,
+                     sj->lag_threshold_ms, e->lag_ms, e->step_ms, diff);
         else
-            snprintf(msg, sizeof msg, "rank %.0f (host %s%s) is a straggler (%s): step %.2f ms, "
+            snprintf(msg, sizeof msg, "rank %d (host %s%s) is a straggler (%s): step %.2f ms, "
                                       "%.2f ms beyond the others (threshold %.2f ms)%s",
-                     tp_jnum(e, "rank"), safe(tp_jstr(e, "host")), gpu, tp_jstr(e, "by"), tp_jnum(e, "step_ms"),
-                     tp_jnum(e, "step_excess_ms"), tp_jnum(sj, "step_threshold_ms"), diff);
-        cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(e, "rank"), msg);
-        cJSON_AddItemToObject(ev, "straggler", cJSON_Duplicate(e, 1));
-        cJSON_AddNumberToObject(ev, "median_step_ms", tp_jnum(sj, "median_step_ms"));
-        cJSON_AddNumberToObject(ev, "lag_threshold_ms", tp_jnum(sj, "lag_threshold_ms"));
-        cJSON_AddNumberToObject(ev, "step_threshold_ms", tp_jnum(sj, "step_threshold_ms"));
-        int rk = (int)tp_jnum(e, "rank");
-        add_ranks(ev, &rk, 1);
+                     e->rank, safe(e->host), gpu, e->by, e->step_ms, e->step_excess_ms,
+                     sj->step_threshold_ms, diff);
+        cJSON *ev = finding(c, ru, "warning", e->rank, msg);
+        cJSON_AddItemToObject(ev, "straggler", straggler_json(e));
+        cJSON_AddNumberToObject(ev, "median_step_ms", sj->median_step_ms);
+        cJSON_AddNumberToObject(ev, "lag_threshold_ms", sj->lag_threshold_ms);
+        cJSON_AddNumberToObject(ev, "step_threshold_ms", sj->step_threshold_ms);
+        add_ranks(ev, &e->rank, 1);
         fired++;
     }
     return fired;
@@ -610,60 +669,69 @@ static int rule_straggler(const ctx *c, const rule *ru) {
 static int rule_throttle(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n = 0;
-    const cJSON *r, *worst = NULL, *wg = NULL;
+    const tp_rank_result *worst = NULL;
+    const tp_nvml_gpu_result *wg = NULL;
     double wv = -1;
     int wthermal = 0, wpower = 0;
-    cJSON_ArrayForEach(r, c->ranks) {
-        const cJSON *g;
+    for (size_t i = 0; i < c->res->nranks; i++) {
+        const tp_rank_result *r = &c->res->ranks[i];
         int hit = 0;
-        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
-            const cJSON *ce = tp_jobj(g, "clock_events");
-            double mx = tp_jnum(g, "sm_clock_mhz_max"), mn = tp_jnum(g, "sm_clock_mhz_min");
-            int clocks = cJSON_IsTrue(tp_jobj(ce, "throttled")) &&
-                         tp_jnum(ce, "throttled_share") > c->o->throttle_share && mx > 0 &&
+        for (size_t k = 0; k < r->nvml.ngpus; k++) {
+            const tp_nvml_gpu_result *g = &r->nvml.gpus[k];
+            double mx = g->sm_clock_mhz_max, mn = g->sm_clock_mhz_min;
+            int clocks = g->has_clock_events && g->throttled &&
+                         g->throttled_share > c->o->throttle_share && mx > 0 &&
                          mn < (1 - c->o->clock_drop_share) * mx;
-            double lim = tp_jnum(g, "power_limit_w");
-            int power = lim > 0 && tp_jnum(g, "power_max_w") >= c->o->power_limit_share * lim;
+            double lim = g->power_limit_w;
+            int power = lim > 0 && g->power_max_w >= c->o->power_limit_share * lim;
             if (!clocks && !power) continue;
             hit = 1;
-            double v = (clocks ? tp_jnum(ce, "throttled_share") : 0) + (power ? 1 : 0);
+            double v = (clocks ? g->throttled_share : 0) + (power ? 1 : 0);
             if (v > wv) { wv = v; worst = r; wg = g; wthermal = clocks; wpower = power; }
         }
-        if (hit && n < MAXR) rk[n++] = (int)tp_jnum(r, "rank");
+        if (hit && n < MAXR) rk[n++] = r->rank;
     }
     if (!worst) return 0;
-    const cJSON *ce = tp_jobj(wg, "clock_events"), *x;
+    const char *names[TP_NVML_NREASONS];
+    size_t nr = wg->has_clock_events
+                    ? tp_nvml_reasons(wg->clock_event_mask, names, TP_NVML_NREASONS)
+                    : 0;
     char reasons[200] = "";
     int l = 0;
-    cJSON_ArrayForEach(x, tp_jobj(ce, "reasons")) if (cJSON_IsString(x) && l < (int)sizeof reasons)
-        l += snprintf(reasons + l, sizeof reasons - (size_t)l, "%s%s", l ? ", " : "", x->valuestring);
+    for (size_t i = 0; i < nr; i++)
+        if (l < (int)sizeof reasons)
+            l += snprintf(reasons + l, sizeof reasons - (size_t)l, "%s%s", l ? ", " : "", names[i]);
     char msg[600];
-    snprintf(msg, sizeof msg, "GPU %.0f of rank %.0f is held back:%s%s%s",
-             tp_jnum(wg, "index"), tp_jnum(worst, "rank"),
+    snprintf(msg, sizeof msg, "GPU %u of rank %d is held back:%s%s%s", wg->index, worst->rank,
              wthermal ? " the SM clock falls" : "",
              wthermal && wpower ? " and" : "",
              wpower ? " power reaches its enforced limit" : "");
     size_t ml = strlen(msg);
     if (wthermal)
-        snprintf(msg + ml, sizeof msg - ml, " (SM clock %.0f-%.0f MHz, throttle reasons in %.0f %% of "
+        snprintf(msg + ml, sizeof msg - ml, " (SM clock %.0f-%.0f MHz, throttle reasons in "
+                                            "%.0f %% of "
                                             "samples: %s)",
-                 tp_jnum(wg, "sm_clock_mhz_min"), tp_jnum(wg, "sm_clock_mhz_max"),
-                 100 * tp_jnum(ce, "throttled_share"), reasons);
+                 wg->sm_clock_mhz_min, wg->sm_clock_mhz_max, 100 * wg->throttled_share, reasons);
     ml = strlen(msg);
     if (wpower)
         snprintf(msg + ml, sizeof msg - ml, " (power up to %.0f W of a %.0f W limit)",
-                 tp_jnum(wg, "power_max_w"), tp_jnum(wg, "power_limit_w"));
-    cJSON *ev = finding(c, ru, "warning", (int)tp_jnum(worst, "rank"), msg);
-    cJSON_AddNumberToObject(ev, "gpu", tp_jnum(wg, "index"));
+                 wg->power_max_w, wg->power_limit_w);
+    cJSON *ev = finding(c, ru, "warning", worst->rank, msg);
+    cJSON_AddNumberToObject(ev, "gpu", wg->index);
     cJSON_AddBoolToObject(ev, "clock_throttled", wthermal);
     cJSON_AddBoolToObject(ev, "power_at_limit", wpower);
-    static const char *const keys[] = {"sm_clock_mhz_min", "sm_clock_mhz_max", "power_max_w",
-                                       "power_limit_w", "temp_c_max"};
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if (tp_jhas(wg, keys[i])) cJSON_AddNumberToObject(ev, keys[i], tp_jnum(wg, keys[i]));
-    if (ce) {
-        cJSON_AddNumberToObject(ev, "throttled_share", tp_jnum(ce, "throttled_share"));
-        cJSON_AddItemToObject(ev, "reasons", cJSON_Duplicate(tp_jobj(ce, "reasons"), 1));
+    const struct { const char *k; int has; double v; } figs[] = {
+        {"sm_clock_mhz_min", wg->has_sm_clock, wg->sm_clock_mhz_min},
+        {"sm_clock_mhz_max", wg->has_sm_clock, wg->sm_clock_mhz_max},
+        {"power_max_w", wg->has_power, wg->power_max_w},
+        {"power_limit_w", wg->has_power_limit, wg->power_limit_w},
+        {"temp_c_max", wg->has_temp, wg->temp_c_max}};
+    for (size_t i = 0; i < sizeof figs / sizeof *figs; i++)
+        if (figs[i].has) cJSON_AddNumberToObject(ev, figs[i].k, figs[i].v);
+    if (wg->has_clock_events) {
+        cJSON_AddNumberToObject(ev, "throttled_share", wg->throttled_share);
+        cJSON *ra = cJSON_AddArrayToObject(ev, "reasons");
+        for (size_t i = 0; i < nr; i++) cJSON_AddItemToArray(ra, cJSON_CreateString(names[i]));
     }
     cJSON_AddNumberToObject(ev, "threshold_throttle_share", c->o->throttle_share);
     cJSON_AddNumberToObject(ev, "threshold_clock_drop_share", c->o->clock_drop_share);
@@ -690,7 +758,8 @@ static const rule rules[] = {
      NULL},
     {"launch_bound",
      "GPU idle in gaps under 100 us not due to data loading or host synchronisation above "
-     "launch_idle_share (20 %) of the step, with a median kernel shorter than launch_kernel_us (50 us), at least 20 "
+     "launch_idle_share (20 %) of the step, with a median kernel shorter than launch_kernel_us "
+     "(50 us), at least 20 "
      "kernels and 10 idle gaps per step: the host cannot launch kernels fast enough",
      "cut launch overhead: CUDA graphs (torch.compile(mode=\"reduce-overhead\"), "
      "torch.cuda.graphs), fuse small kernels (torch.compile, fused optimizers with "
@@ -731,8 +800,9 @@ static const rule rules[] = {
      rule_busy},
 };
 
-static void diagnosis(cJSON *rep, const cJSON *ranks, cJSON *findings, const tp_report_opts *o) {
-    ctx c = {rep, ranks, findings, o};
+static void diagnosis(cJSON *rep, const tp_run_results *res, cJSON *findings,
+                      cJSON *comm_finding, const tp_report_opts *o) {
+    ctx c = {res, findings, comm_finding, o};
     cJSON *d = cJSON_AddObjectToObject(rep, "diagnosis");
     cJSON *ra = cJSON_AddArrayToObject(d, "rules");
     for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
@@ -741,13 +811,10 @@ static void diagnosis(cJSON *rep, const cJSON *ranks, cJSON *findings, const tp_
         if (ru->eval) {
             fired = ru->eval(&c, ru);
         } else {
-            /* implemented in comm.c: give its finding the recommendation */
-            cJSON *fd;
-            cJSON_ArrayForEach(fd, findings) {
-                if (strcmp(tp_jstr(fd, "id"), ru->id)) continue;
-                fired++;
-                if (!tp_jobj(fd, "recommendation"))
-                    cJSON_AddStringToObject(fd, "recommendation", ru->recommendation);
+            /* implemented in comm.c, which has no recommendation: give its finding this one */
+            if (c.comm_finding) {
+                fired = 1;
+                cJSON_AddStringToObject(c.comm_finding, "recommendation", ru->recommendation);
             }
         }
         cJSON *e = cJSON_CreateObject();
@@ -772,188 +839,15 @@ static void diagnosis(cJSON *rep, const cJSON *ranks, cJSON *findings, const tp_
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) cJSON_AddNumberToObject(th, t[i].k, t[i].v);
 }
 
-void tp_diagnose_run(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
-                     const tp_report_opts *o) {
+void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, cJSON *findings,
+                     cJSON *comm_finding, const tp_report_opts *o) {
     tp_clocks c;
     if (tp_clocks_build(run, &c) == 0) {
         tp_clocks_json(rep, &c);
-        stragglers_section(rep, run, &c, ranks, o);
+        stragglers_section(rep, res, &c, o);
         tp_clocks_free(&c);
     }
-    tp_throughput_section(rep, run, ranks, o->tokens_per_step, o->samples_per_step,
-                          o->flops_per_step, o->model, o->dtype);
-    diagnosis(rep, ranks, findings, o);
-}
-
-/* ------------------------------------------------------------------ text */
-
-static void st3(FILE *f, const cJSON *s) {
-    fprintf(f, "%8.2f %8.2f %8.2f", tp_jnum(s, "mean"), tp_jnum(s, "p50"), tp_jnum(s, "p90"));
-}
-
-void tp_breakdown_text(FILE *f, const cJSON *b) {
-    if (!b) return;
-    int step = !strcmp(tp_jstr(b, "per"), "step");
-    const cJSON *ms = tp_jobj(b, "ms"), *sh = tp_jobj(b, "share");
-    if (!strcmp(tp_jstr(b, "basis"), "gpu")) {
-        fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the step)\n",
-                tp_jnum(b, "device"), "where work ran", tp_jnum(b, "windows"),
-                step ? "measured steps" : "window (no steps)");
-        static const char *const rows[][2] = {
-            {"compute", "compute kernels"}, {"exposed_comm", "exposed communication"},
-            {"memcpy_memset", "memcpy/memset"}, {"idle_data", "idle: data loading"},
-            {"idle_host_sync", "idle: host synchronisation"}, {"idle_other", "idle: other"},
-            {"overlapped_comm", "(overlapped communication)"}};
-        for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-            fprintf(f, "    %-28s", rows[i][1]);
-            st3(f, tp_jobj(ms, rows[i][0]));
-            fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, rows[i][0]));
-        }
-        fprintf(f, "    busy %.1f %%; %.0f kernels per step (median %.1f us); %.0f idle gaps per "
-                   "step (median %.1f us)",
-                100 * tp_jnum(sh, "busy"), tp_jnum(b, "kernels_per_step"), tp_jnum(b, "kernel_median_us"),
-                tp_jnum(b, "idle_gaps_per_step"), tp_jnum(b, "idle_gap_median_us"));
-        if (tp_jnum(tp_jobj(ms, "start_idle"), "mean") > 0)
-            fprintf(f, "; idle at step start %.2f ms (%.2f ms of it in data loading)",
-                    tp_jnum(tp_jobj(ms, "start_idle"), "mean"), tp_jnum(tp_jobj(ms, "start_idle_data"), "mean"));
-        fputc('\n', f);
-        const cJSON *w;
-        int shown = 0;
-        cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
-            if (shown++ < 3) /* the first warm-up steps; the JSON has them all */
-            fprintf(f, "    warm-up step %.0f: %.2f ms = compute %.2f, exposed communication %.2f, "
-                       "memcpy/memset %.2f, idle %.2f (data %.2f, sync %.2f, other %.2f)\n",
-                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "compute_ms"), tp_jnum(w, "exposed_comm_ms"),
-                    tp_jnum(w, "memcpy_memset_ms"), tp_jnum(w, "idle_ms"), tp_jnum(w, "idle_data_ms"),
-                    tp_jnum(w, "idle_host_sync_ms"), tp_jnum(w, "idle_other_ms"));
-        if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
-        return;
-    }
-    fprintf(f, "  step breakdown (CPU: top-level ranges under the step, %.0f %s; ms: mean, p50, "
-               "p90; share)\n",
-            tp_jnum(b, "windows"), step ? "measured steps" : "window (no steps)");
-    const cJSON *r;
-    cJSON_ArrayForEach(r, tp_jobj(b, "ranges")) {
-        fputs("    ", f);
-        /* one name may be a row in two domains (a Megatron timer, domain trainprof, beside
-         * the program's range of the same name): the domain tells them apart */
-        const char *dom = tp_jobj(r, "domain") ? tp_jstr(r, "domain") : NULL;
-        if (dom && *dom) {
-            char db[64];
-            tp_text_fit(db, sizeof db, dom, 12);
-            int dc = 0;
-            for (size_t i = 0, n = strlen(db); i < n;) {
-                uint32_t cp;
-                int bad;
-                i += tp_utf8_next(db + i, n - i, &cp, &bad);
-                dc += tp_text_width(cp);
-            }
-            int nc = tp_text_put(f, tp_jstr(r, "name"), 28 - 3 - dc, 0);
-            fprintf(f, " [%s]", db);
-            for (int c = nc + 3 + dc; c < 28; c++) fputc(' ', f);
-        } else {
-            tp_text_put(f, tp_jstr(r, "name"), 28, 28);
-        }
-        st3(f, tp_jobj(r, "ms"));
-        fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(r, "share"));
-    }
-    fprintf(f, "    %-28s", "(outside any range)");
-    st3(f, tp_jobj(ms, "untracked"));
-    fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, "untracked"));
-    const cJSON *w;
-    int shown = 0;
-    cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
-        if (shown++ < 3)
-            fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n",
-                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "untracked_ms"));
-    if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
-}
-
-void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
-    const cJSON *c = tp_jobj(rep, "clocks");
-    if (c) {
-        fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
-                tp_jnum(c, "hosts"), tp_jnum(c, "hosts") == 1 ? "" : "s", tp_jnum(c, "collectives_matched"));
-        if (tp_jnum(c, "hosts") <= 1) {
-            fprintf(f, "; %s\n", tp_jstr(c, "note"));
-        } else {
-            fprintf(f, " (%.0f with GPU-timed ends); %s\n", tp_jnum(c, "collectives_with_ends"),
-                    tp_jstr(c, "status"));
-            const cJSON *h;
-            cJSON_ArrayForEach(h, tp_jobj(c, "per_host")) {
-                fprintf(f, "  %s%-20s offset %+.1f us", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : Y,
-                        safe(tp_jstr(h, "host")), tp_jnum(h, "offset_us"));
-                if (cJSON_IsTrue(tp_jobj(h, "reference"))) fputs(" (reference)", f);
-                else if (cJSON_IsTrue(tp_jobj(h, "aligned")))
-                    fprintf(f, " from %.0f collectives", tp_jnum(h, "collectives_used"));
-                if (tp_jhas(h, "residual_median_us"))
-                    fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
-                            tp_jnum(h, "residual_median_us"), tp_jnum(h, "residual_max_us"));
-                if (tp_jobj(h, "note")) fprintf(f, "; %s", tp_jstr(h, "note"));
-                fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : N);
-            }
-        }
-    }
-    const cJSON *t = tp_jobj(rep, "throughput");
-    if (t) {
-        fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %.0f rank%s)", B, N, tp_jnum(t, "step_ms"),
-                tp_jnum(t, "ranks"), tp_jnum(t, "ranks") == 1 ? "" : "s");
-        if (tp_jhas(t, "samples_per_s"))
-            fprintf(f, "; %.1f samples/s (%.0f per step per rank)", tp_jnum(t, "samples_per_s"),
-                    tp_jnum(t, "samples_per_step"));
-        if (tp_jhas(t, "tokens_per_s"))
-            fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", tp_jnum(t, "tokens_per_s"),
-                    tp_jnum(t, "tokens_per_s_per_gpu"), tp_jnum(t, "tokens_per_step"));
-        fputc('\n', f);
-        const cJSON *m = tp_jobj(t, "model");
-        if (m)
-            fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(tp_jstr(m, "spec")),
-                    tp_jnum(m, "flops_per_token") / 1e9, tp_jstr(m, "formula"));
-        if (tp_jobj(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(tp_jstr(t, "model_error")), N);
-        if (tp_jobj(t, "note")) fprintf(f, "  note: %s\n", tp_jstr(t, "note"));
-        if (tp_jhas(t, "tflops_per_gpu")) {
-            fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
-                    tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(t, "tflops_per_gpu"));
-            if (tp_jhas(t, "mfu"))
-                fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
-                        100 * tp_jnum(t, "mfu"), N, tp_jnum(t, "peak_tflops"), safe(tp_jstr(t, "dtype")), safe(tp_jstr(t, "gpu")),
-                        tp_jstr(t, "peak_source"));
-            else if (tp_jobj(t, "mfu_note"))
-                fprintf(f, "; no MFU: %s", tp_jstr(t, "mfu_note"));
-            fputc('\n', f);
-        } else if (tp_jobj(tp_jobj(t, "invalid"), "tflops_per_gpu")) {
-            /* never printed as a result: flagged, with what to check */
-            const cJSON *inv = tp_jobj(t, "invalid"), *x = tp_jobj(inv, "tflops_per_gpu");
-            fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
-                       "%.1f TFLOP/s per GPU",
-                    Y, tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(x, "value"));
-            if (tp_jobj(inv, "mfu"))
-                fprintf(f, ", MFU %.1f %%", 100 * tp_jnum(tp_jobj(inv, "mfu"), "value"));
-            fprintf(f, ": %s%s\n", tp_jstr(x, "reason"), N);
-        }
-    }
-    const cJSON *s = tp_jobj(rep, "stragglers");
-    if (s) {
-        fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
-                   "earliest rank, ms)\n",
-                B, N, tp_jnum(s, "median_step_ms"));
-        fprintf(f, "  %-8s %-20s %10s %12s %10s %10s %10s %6s\n", "rank", "host", "step ms",
-                "collectives", "lag p50", "lag p90", "lag/step", "");
-        const cJSON *r;
-        cJSON_ArrayForEach(r, tp_jobj(s, "ranks")) {
-            int named = 0;
-            const cJSON *e;
-            cJSON_ArrayForEach(e, tp_jobj(s, "named")) named |= tp_jnum(e, "rank") == tp_jnum(r, "rank");
-            fprintf(f, "  %s%-8.0f ", named ? Y : "", tp_jnum(r, "rank"));
-            tp_text_put(f, tp_jstr(r, "host"), 20, 20);
-            fprintf(f, " %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
-                    tp_jnum(r, "lag_ms_median"), tp_jnum(r, "lag_ms_p90"), tp_jnum(r, "lag_ms_per_step"),
-                    named ? "<-" : "", named ? N : "");
-        }
-        fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", tp_jnum(s, "lag_threshold_ms"),
-                tp_jnum(s, "step_threshold_ms"));
-        if (!cJSON_GetArraySize(tp_jobj(s, "named"))) fputs("; no straggler", f);
-        fputc('\n', f);
-        if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
-    }
+    tp_throughput_section(rep, &res->throughput, run, res, o->tokens_per_step,
+                          o->samples_per_step, o->flops_per_step, o->model, o->dtype);
+    diagnosis(rep, res, findings, comm_finding, o);
 }

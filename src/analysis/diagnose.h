@@ -1,7 +1,8 @@
 /*
  * diagnose.h — the run-level analyses and the diagnosis rule engine (diagnose.c): clock
  * alignment across hosts (clocks.c), throughput and MFU (mfu.c), stragglers, and a
- * table of rules over the step breakdown (breakdown.c) and the other sections, each with a
+ * table of rules over the typed results (results.h) of the step breakdown (breakdown.c) and
+ * the other sections, each with a
  * configurable threshold in tp_report_opts, each finding carrying its evidence and a
  * recommendation, appended to the report's "findings".
  */
@@ -14,15 +15,19 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "analysis/results.h"
 
 /* Sets the throughput inputs and the diagnosis thresholds of o to their defaults
  * (tp_report_opts_init calls it). */
 void tp_diagnose_opts_init(tp_report_opts *o);
 
 /* Adds "clocks", "throughput", "stragglers" and "diagnosis" to the report and appends the
- * rules' findings to `findings`. `ranks`: the report's rank sections (with "breakdown"). */
-void tp_diagnose_run(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
-                     const tp_report_opts *o);
+ * rules' findings to `findings`. res: the ranks' typed results (results.h), which the
+ * stragglers, throughput and the rules read; the run-level results (throughput, stragglers)
+ * are filled in it. comm_finding: the exposed-communication finding comm.c appended (it gets
+ * the rule's recommendation), or NULL. */
+void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, cJSON *findings,
+                     cJSON *comm_finding, const tp_report_opts *o);
 
 /* Text: a rank's breakdown (indented two spaces), and the run-level sections. B/N: bold
  * on/off; Y: the warning colour. */

@@ -25,13 +25,27 @@ void tp_figure_flag(cJSON *sec, const char *key, double limit, const char *reaso
 /* Rounding slack: figures computed as sums of parts may pass a bound by an ulp or two */
 #define SHARE_EPS 1e-9
 
+int tp_figure_in_bounds(double x, double lo, double hi) {
+    return isfinite(x) && x >= lo - SHARE_EPS * fabs(lo) && x <= hi + SHARE_EPS * fabs(hi);
+}
+
 /* Flags sec[key] when it is not finite or lies outside [lo, hi] (by more than rounding). */
 static void bound(cJSON *sec, const char *key, double lo, double hi, const char *reason) {
     const cJSON *v = tp_jobj(sec, key);
     if (!cJSON_IsNumber(v)) return;
     double x = v->valuedouble;
-    if (isfinite(x) && x >= lo - SHARE_EPS * fabs(lo) && x <= hi + SHARE_EPS * fabs(hi)) return;
+    if (tp_figure_in_bounds(x, lo, hi)) return;
     tp_figure_flag(sec, key, x < lo ? lo : hi, reason);
+}
+
+void tp_figures_check_results(tp_rank_result *rr) {
+    for (size_t i = 0; i < rr->nvml.ngpus; i++) {
+        tp_nvml_gpu_result *g = &rr->nvml.gpus[i];
+        if (g->has_mem_used_share && !tp_figure_in_bounds(g->mem_used_peak_share, 0, 1)) {
+            g->has_mem_used_share = 0;
+            g->mem_used_peak_share = 0;
+        }
+    }
 }
 
 void tp_figures_check_rank(cJSON *rank, const tp_process *p) {

@@ -7,8 +7,9 @@
  * given per step of the global batch, a peak for another GPU or dtype, a sampler's clock):
  * printing it as a result would mislead. Such a value is moved out of its key into the
  * section's "invalid" object, { "<key>": { "value", "limit", "reason" } }, so that the
- * renderers show it flagged with its likely reason and the diagnosis rules, which read the
- * keys, never act on it (docs/report-json.md, "Impossible figures").
+ * renderers show it flagged with its likely reason; its `has_*` flag in the typed results
+ * (results.h) is cleared the same way, so the diagnosis rules never act on it
+ * (docs/report-json.md, "Impossible figures").
  *
  * Not thread safe on one document; no allocation beyond the cJSON nodes added.
  */
@@ -20,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 
 /* Moves the number sec[key] into sec.invalid[key] = { value, limit, reason }. Nothing when
  * sec has no number at key. */
@@ -30,6 +32,14 @@ void tp_figure_flag(cJSON *sec, const char *key, double limit, const char *reaso
  * process.host_cpus), NVML utilisation against 100 %, NVML memory used and GPU busy time
  * against their whole. */
 void tp_figures_check_rank(cJSON *rank, const tp_process *p);
+
+/* 1 when x is finite and inside [lo, hi] (up to rounding): the one bound test of the
+ * document's checks and of tp_figures_check_results. */
+int tp_figure_in_bounds(double x, double lo, double hi);
+
+/* The same checks on the typed results of a rank, for the figures the rules read: an NVML
+ * memory-used share outside [0, 1] is cleared (has_mem_used_share = 0). */
+void tp_figures_check_results(tp_rank_result *rr);
 
 /* Writes one line per flagged figure anywhere under `root` ("invalid" objects), indented by
  * two spaces and prefixed "flagged, not a result:". Y/N: highlight on/off sequences. */

@@ -444,8 +444,9 @@ static void capture_pauses(cJSON *g, const tp_process *p) {
     }
 }
 
-void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst,
-                    uint64_t step_ns, int top_n) {
+void tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const tp_step *st,
+                    size_t nst, uint64_t step_ns, int top_n) {
+    memset(out, 0, sizeof *out);
     if (!p->ngpu && !p->napi && !p->ngmem) return;
     /* A kernel-capture window (TRAINPROF_KERNEL_STEPS): GPU figures are per step of the
      * measured steps that began while capture was on. */
@@ -471,6 +472,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     uint64_t lag = nst ? launch_lag(p, apis) : 0;
     double per = nst ? (double)nst : 1.0;
     cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
+    out->present = 1;
     if (nst) cJSON_AddNumberToObject(g, "launch_lag_ms", (double)lag / 1e6);
     cJSON_AddStringToObject(g, "per", nst ? "step" : "run");
     if (kw) {
@@ -512,6 +514,7 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
     krow *rows = NULL;
     size_t nrows = 0, caprows = 0;
     cJSON *jd = cJSON_AddArrayToObject(g, "devices");
+    out->devices = ndev && sp && att ? calloc(ndev, sizeof *out->devices) : NULL;
     for (size_t d = 0; d < ndev && sp && att; d++) {
         size_t n = 0, nk = 0;
         double cls_ns[5] = {0}, copy_ns = 0, kernel_ns = 0;
@@ -561,6 +564,8 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
         }
         cJSON_AddNumberToObject(e, "memory_peak_bytes", (double)peak);
         cJSON_AddItemToArray(jd, e);
+        if (out->devices)
+            out->devices[out->ndevices++] = (tp_gpu_device_result){devs[d], (double)peak};
     }
     /* top kernels over all devices */
     for (size_t i = 0; att && i < p->ngpu; i++) {
@@ -628,8 +633,10 @@ void tp_gpu_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t ns
                                     "activity API; GPU figures cover only the steps before");
         }
     }
-    cJSON_AddNumberToObject(g, "host_syncs", (double)nsync / per);
-    cJSON_AddNumberToObject(g, "host_sync_blocked_ms", blocked / 1e6 / per);
+    out->host_syncs = (double)nsync / per;
+    out->host_sync_blocked_ms = blocked / 1e6 / per;
+    cJSON_AddNumberToObject(g, "host_syncs", out->host_syncs);
+    cJSON_AddNumberToObject(g, "host_sync_blocked_ms", out->host_sync_blocked_ms);
     free(rows);
     free(sp);
     free(att);

@@ -4,7 +4,6 @@
 #define _GNU_SOURCE
 #include "analysis/mfu.h"
 #include "analysis/figures.h"
-#include "analysis/jsonget.h"
 #include "core/per_step.h"
 
 #include <ctype.h>
@@ -226,27 +225,24 @@ static void impossible_reason(char *buf, size_t n, const char *fsrc, double peak
                          "impossible; check %s", peak, in);
 }
 
-void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, double tokens,
-                           double samples, double flops, const char *model, const char *dtype) {
+void tp_throughput_section(cJSON *rep, tp_throughput_result *out, const tp_run *run,
+                           const tp_run_results *res, double tokens, double samples,
+                           double flops, const char *model, const char *dtype) {
+    memset(out, 0, sizeof *out);
     /* step time: the mean over ranks of their mean measured step (equal in a synchronous job) */
     double sum = 0;
-    size_t n = 0, nranks = 0;
+    size_t n = 0, nranks = res->nranks;
     const char *gpu = NULL;
-    const cJSON *r;
-    cJSON_ArrayForEach(r, ranks) {
-        nranks++;
-        const cJSON *s = tp_jobj(r, "steps");
-        if (tp_jnum(s, "measured") > 0) {
-            sum += tp_jnum(s, "mean_ms");
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        if (r->steps.measured > 0) {
+            sum += r->steps.mean_ms;
             n++;
         }
-        const cJSON *g;
-        cJSON_ArrayForEach(g, tp_jobj(tp_jobj(r, "nvml"), "gpus")) {
-            const cJSON *nm = tp_jobj(g, "name");
-            if (!gpu && cJSON_IsString(nm)) gpu = nm->valuestring;
-        }
+        for (size_t k = 0; k < r->nvml.ngpus && !gpu; k++) gpu = r->nvml.gpus[k].name;
     }
     if (!n) return;
+    out->present = 1;
     cJSON *t = cJSON_AddObjectToObject(rep, "throughput");
     double step_s = sum / (double)n / 1e3;
     cJSON_AddNumberToObject(t, "step_ms", step_s * 1e3);
@@ -254,6 +250,7 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
     const char *src;
     samples = pick(samples, run, "samples_per_step", &src);
     if (src) {
+        out->samples_per_step = samples;
         cJSON_AddNumberToObject(t, "samples_per_step", samples);
         cJSON_AddStringToObject(t, "samples_per_step_source", src);
         cJSON_AddNumberToObject(t, "samples_per_s", samples * (double)nranks / step_s);
@@ -307,6 +304,7 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
         cJSON_AddStringToObject(t, "flops_source", fsrc);
         double tf = step_s > 0 ? flops / step_s / 1e12 : INFINITY;
         cJSON_AddNumberToObject(t, "tflops_per_gpu", tf);
+        int tf_flagged = 0; /* moved to "invalid" against this GPU's peak */
         const char *dt = dtype ? dtype : have_model && md.dtype[0] ? md.dtype : run_meta(run, "dtype");
         if (!dt) dt = "bf16";
         cJSON_AddStringToObject(t, "dtype", dt);
@@ -320,6 +318,7 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
                 cJSON_AddStringToObject(t, "peak_source", source);
                 cJSON_AddNumberToObject(t, "mfu", tf / peak);
                 if (!(tf <= peak)) { /* above the peak, or not a number */
+                    tf_flagged = 1;
                     char why[400];
                     impossible_reason(why, sizeof why, fsrc, peak, gpu, dt);
                     tp_figure_flag(t, "mfu", 1, why);
@@ -340,7 +339,7 @@ void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks, do
             for (size_t k = 0; k < sizeof v / sizeof *v; k++)
                 if (v[k] > top) top = v[k];
         }
-        if (tp_jhas(t, "tflops_per_gpu") && !(tf <= top)) {
+        if (!tf_flagged && !(tf <= top)) {
             char why[400];
             impossible_reason(why, sizeof why, fsrc, top, NULL, dt);
             tp_figure_flag(t, "tflops_per_gpu", top, why);

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 
 typedef struct tp_model_desc {
     double layers, hidden, ffn, heads, groups, vocab, seq, experts, topk, moe_ffn, kv_channels;
@@ -43,13 +44,14 @@ double tp_model_flops(const tp_model_desc *m, double tokens);
 double tp_peak_tflops(const char *gpu_name, const char *dtype, const char **entry,
                       const char **source);
 
-/* Adds "throughput" to the report from the ranks' step times: samples/s, tokens/s, model
+/* Adds "throughput" to the report from the ranks' step times (res: the ranks' results), and
+ * the inputs the rules read to *out (zeroed first): samples/s, tokens/s, model
  * FLOPs per step per rank, TFLOP/s per GPU and MFU, as far as the inputs allow. Per-step
  * inputs are per rank (a rank's share of the global batch: the global batch / the world
  * size); given values (> 0, or a non-NULL model) win over the rank files' metadata
  * (tokens_per_step, samples_per_step, flops_per_step, model, dtype). dtype NULL: bf16. */
-void tp_throughput_section(cJSON *rep, const tp_run *run, const cJSON *ranks,
-                           double tokens_per_step, double samples_per_step,
-                           double flops_per_step, const char *model, const char *dtype);
+void tp_throughput_section(cJSON *rep, tp_throughput_result *out, const tp_run *run,
+                           const tp_run_results *res, double tokens, double samples,
+                           double flops, const char *model, const char *dtype);
 
 #endif

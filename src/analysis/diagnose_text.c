@@ -1,0 +1,193 @@
+/*
+ * diagnose_text.c — the text of the run-level sections (clocks, throughput, stragglers) and
+ * of a rank's step breakdown (diagnose.h), rendered from the report document.
+ */
+#define _GNU_SOURCE
+#include "analysis/diagnose.h"
+#include "analysis/jsonget.h"
+
+#include <string.h>
+
+#include "analysis/text.h"
+
+/* s as shown in the report (text.h): valid UTF-8, control characters as '?', so a host, GPU
+ * or range name cannot disturb a terminal; at most 255 bytes, cut between characters with a
+ * mark. One of four static buffers. */
+static const char *safe(const char *s) {
+    static char bufs[4][256];
+    static int which;
+    return tp_text_fit(bufs[which = (which + 1) & 3], sizeof bufs[0], s, -1);
+}
+
+/* ------------------------------------------------------------------ text */
+
+static void st3(FILE *f, const cJSON *s) {
+    fprintf(f, "%8.2f %8.2f %8.2f", tp_jnum(s, "mean"), tp_jnum(s, "p50"), tp_jnum(s, "p90"));
+}
+
+void tp_breakdown_text(FILE *f, const cJSON *b) {
+    if (!b) return;
+    int step = !strcmp(tp_jstr(b, "per"), "step");
+    const cJSON *ms = tp_jobj(b, "ms"), *sh = tp_jobj(b, "share");
+    if (!strcmp(tp_jstr(b, "basis"), "gpu")) {
+        fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the step)\n",
+                tp_jnum(b, "device"), "where work ran", tp_jnum(b, "windows"),
+                step ? "measured steps" : "window (no steps)");
+        static const char *const rows[][2] = {
+            {"compute", "compute kernels"}, {"exposed_comm", "exposed communication"},
+            {"memcpy_memset", "memcpy/memset"}, {"idle_data", "idle: data loading"},
+            {"idle_host_sync", "idle: host synchronisation"}, {"idle_other", "idle: other"},
+            {"overlapped_comm", "(overlapped communication)"}};
+        for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+            fprintf(f, "    %-28s", rows[i][1]);
+            st3(f, tp_jobj(ms, rows[i][0]));
+            fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, rows[i][0]));
+        }
+        fprintf(f, "    busy %.1f %%; %.0f kernels per step (median %.1f us); %.0f idle gaps per "
+                   "step (median %.1f us)",
+                100 * tp_jnum(sh, "busy"), tp_jnum(b, "kernels_per_step"), tp_jnum(b, "kernel_median_us"),
+                tp_jnum(b, "idle_gaps_per_step"), tp_jnum(b, "idle_gap_median_us"));
+        if (tp_jnum(tp_jobj(ms, "start_idle"), "mean") > 0)
+            fprintf(f, "; idle at step start %.2f ms (%.2f ms of it in data loading)",
+                    tp_jnum(tp_jobj(ms, "start_idle"), "mean"), tp_jnum(tp_jobj(ms, "start_idle_data"), "mean"));
+        fputc('\n', f);
+        const cJSON *w;
+        int shown = 0;
+        cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
+            if (shown++ < 3) /* the first warm-up steps; the JSON has them all */
+            fprintf(f, "    warm-up step %.0f: %.2f ms = compute %.2f, exposed communication %.2f, "
+                       "memcpy/memset %.2f, idle %.2f (data %.2f, sync %.2f, other %.2f)\n",
+                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "compute_ms"), tp_jnum(w, "exposed_comm_ms"),
+                    tp_jnum(w, "memcpy_memset_ms"), tp_jnum(w, "idle_ms"), tp_jnum(w, "idle_data_ms"),
+                    tp_jnum(w, "idle_host_sync_ms"), tp_jnum(w, "idle_other_ms"));
+        if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
+        return;
+    }
+    fprintf(f, "  step breakdown (CPU: top-level ranges under the step, %.0f %s; ms: mean, p50, "
+               "p90; share)\n",
+            tp_jnum(b, "windows"), step ? "measured steps" : "window (no steps)");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, tp_jobj(b, "ranges")) {
+        fputs("    ", f);
+        /* one name may be a row in two domains (a Megatron timer, domain trainprof, beside
+         * the program's range of the same name): the domain tells them apart */
+        const char *dom = tp_jobj(r, "domain") ? tp_jstr(r, "domain") : NULL;
+        if (dom && *dom) {
+            char db[64];
+            tp_text_fit(db, sizeof db, dom, 12);
+            int dc = 0;
+            for (size_t i = 0, n = strlen(db); i < n;) {
+                uint32_t cp;
+                int bad;
+                i += tp_utf8_next(db + i, n - i, &cp, &bad);
+                dc += tp_text_width(cp);
+            }
+            int nc = tp_text_put(f, tp_jstr(r, "name"), 28 - 3 - dc, 0);
+            fprintf(f, " [%s]", db);
+            for (int c = nc + 3 + dc; c < 28; c++) fputc(' ', f);
+        } else {
+            tp_text_put(f, tp_jstr(r, "name"), 28, 28);
+        }
+        st3(f, tp_jobj(r, "ms"));
+        fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(r, "share"));
+    }
+    fprintf(f, "    %-28s", "(outside any range)");
+    st3(f, tp_jobj(ms, "untracked"));
+    fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, "untracked"));
+    const cJSON *w;
+    int shown = 0;
+    cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
+        if (shown++ < 3)
+            fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n",
+                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "untracked_ms"));
+    if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
+}
+
+void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
+    const cJSON *c = tp_jobj(rep, "clocks");
+    if (c) {
+        fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
+                tp_jnum(c, "hosts"), tp_jnum(c, "hosts") == 1 ? "" : "s", tp_jnum(c, "collectives_matched"));
+        if (tp_jnum(c, "hosts") <= 1) {
+            fprintf(f, "; %s\n", tp_jstr(c, "note"));
+        } else {
+            fprintf(f, " (%.0f with GPU-timed ends); %s\n", tp_jnum(c, "collectives_with_ends"),
+                    tp_jstr(c, "status"));
+            const cJSON *h;
+            cJSON_ArrayForEach(h, tp_jobj(c, "per_host")) {
+                fprintf(f, "  %s%-20s offset %+.1f us", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : Y,
+                        safe(tp_jstr(h, "host")), tp_jnum(h, "offset_us"));
+                if (cJSON_IsTrue(tp_jobj(h, "reference"))) fputs(" (reference)", f);
+                else if (cJSON_IsTrue(tp_jobj(h, "aligned")))
+                    fprintf(f, " from %.0f collectives", tp_jnum(h, "collectives_used"));
+                if (tp_jhas(h, "residual_median_us"))
+                    fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
+                            tp_jnum(h, "residual_median_us"), tp_jnum(h, "residual_max_us"));
+                if (tp_jobj(h, "note")) fprintf(f, "; %s", tp_jstr(h, "note"));
+                fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : N);
+            }
+        }
+    }
+    const cJSON *t = tp_jobj(rep, "throughput");
+    if (t) {
+        fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %.0f rank%s)", B, N, tp_jnum(t, "step_ms"),
+                tp_jnum(t, "ranks"), tp_jnum(t, "ranks") == 1 ? "" : "s");
+        if (tp_jhas(t, "samples_per_s"))
+            fprintf(f, "; %.1f samples/s (%.0f per step per rank)", tp_jnum(t, "samples_per_s"),
+                    tp_jnum(t, "samples_per_step"));
+        if (tp_jhas(t, "tokens_per_s"))
+            fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", tp_jnum(t, "tokens_per_s"),
+                    tp_jnum(t, "tokens_per_s_per_gpu"), tp_jnum(t, "tokens_per_step"));
+        fputc('\n', f);
+        const cJSON *m = tp_jobj(t, "model");
+        if (m)
+            fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(tp_jstr(m, "spec")),
+                    tp_jnum(m, "flops_per_token") / 1e9, tp_jstr(m, "formula"));
+        if (tp_jobj(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(tp_jstr(t, "model_error")), N);
+        if (tp_jobj(t, "note")) fprintf(f, "  note: %s\n", tp_jstr(t, "note"));
+        if (tp_jhas(t, "tflops_per_gpu")) {
+            fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
+                    tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(t, "tflops_per_gpu"));
+            if (tp_jhas(t, "mfu"))
+                fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
+                        100 * tp_jnum(t, "mfu"), N, tp_jnum(t, "peak_tflops"), safe(tp_jstr(t, "dtype")), safe(tp_jstr(t, "gpu")),
+                        tp_jstr(t, "peak_source"));
+            else if (tp_jobj(t, "mfu_note"))
+                fprintf(f, "; no MFU: %s", tp_jstr(t, "mfu_note"));
+            fputc('\n', f);
+        } else if (tp_jobj(tp_jobj(t, "invalid"), "tflops_per_gpu")) {
+            /* never printed as a result: flagged, with what to check */
+            const cJSON *inv = tp_jobj(t, "invalid"), *x = tp_jobj(inv, "tflops_per_gpu");
+            fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
+                       "%.1f TFLOP/s per GPU",
+                    Y, tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(x, "value"));
+            if (tp_jobj(inv, "mfu"))
+                fprintf(f, ", MFU %.1f %%", 100 * tp_jnum(tp_jobj(inv, "mfu"), "value"));
+            fprintf(f, ": %s%s\n", tp_jstr(x, "reason"), N);
+        }
+    }
+    const cJSON *s = tp_jobj(rep, "stragglers");
+    if (s) {
+        fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
+                   "earliest rank, ms)\n",
+                B, N, tp_jnum(s, "median_step_ms"));
+        fprintf(f, "  %-8s %-20s %10s %12s %10s %10s %10s %6s\n", "rank", "host", "step ms",
+                "collectives", "lag p50", "lag p90", "lag/step", "");
+        const cJSON *r;
+        cJSON_ArrayForEach(r, tp_jobj(s, "ranks")) {
+            int named = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, tp_jobj(s, "named")) named |= tp_jnum(e, "rank") == tp_jnum(r, "rank");
+            fprintf(f, "  %s%-8.0f ", named ? Y : "", tp_jnum(r, "rank"));
+            tp_text_put(f, tp_jstr(r, "host"), 20, 20);
+            fprintf(f, " %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
+                    tp_jnum(r, "lag_ms_median"), tp_jnum(r, "lag_ms_p90"), tp_jnum(r, "lag_ms_per_step"),
+                    named ? "<-" : "", named ? N : "");
+        }
+        fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", tp_jnum(s, "lag_threshold_ms"),
+                tp_jnum(s, "step_threshold_ms"));
+        if (!cJSON_GetArraySize(tp_jobj(s, "named"))) fputs("; no straggler", f);
+        fputc('\n', f);
+        if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
+    }
+}

@@ -1,0 +1,547 @@
+/*
+ * energy.c — the rank's NVML section: energy over the measured steps, power, clocks,
+ * temperature, memory and clock-event reasons of the rank's GPUs (energy.h), and the GPU
+ * devices' capacity from CUPTI's device record or NVML.
+ */
+#define _GNU_SOURCE
+#include "analysis/energy.h"
+#include "analysis/stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/gpu.h"
+#include "analysis/model.h"
+#include "capture/nvml_abi.h"
+/* ------------------------------------------------------------------ NVML (energy) */
+
+/* The GPU sampler's counters (capture/nvml.c), "gpu<i>.<metric>" with i the NVML index, one
+ * series per GPU and metric. */
+enum { NV_ENERGY, NV_POWER, NV_POWER_LIMIT, NV_SM, NV_TEMP, NV_MEM, NV_UTIL, NV_EVENTS,
+       NV_POWER_INSTANT, NV_N };
+static const char *const nv_suffix[NV_N] = {"energy_j",     "power_w", "power_limit_w",
+                                            "sm_clock_mhz", "temp_c",  "mem_used_bytes",
+                                            "util_percent", "clock_event_reasons",
+                                            "power_instant_w"};
+
+/* The NVML energy counter's update period on recent GPUs, and so the resolution of an
+ * energy figure over a short span: PETSc's PetscLogGpuEnergyMeter documents energy readings
+ * "updated every 20-100ms" on newer GPUs; Zeus (ml-energy, release v0.6.1) found the counter's
+ * update period longer than short measurement windows (which then read 0 J); Yang et al.,
+ * "Part-time Power Measurements: nvidia-smi's Lack of Attention" (arXiv:2312.02741, 2023)
+ * find A100 and H100 power refreshed every 100 ms from a 25 ms window. The upper bound is
+ * taken: a step shorter than this is covered by at most one or two counter updates. */
+#define NV_COUNTER_PERIOD_MS 100.0
+
+typedef struct nv_series {
+    uint64_t *ts;
+    double *v;
+    size_t n, cap;
+} nv_series;
+
+typedef struct nv_dev {
+    unsigned idx;
+    nv_series s[NV_N];
+} nv_dev;
+
+/* Clock-event bits (nvml_abi.h) that mean the clocks are held down; GPU idle, application
+ * clock settings, sync boost and display clocks are reported but are not throttling. */
+#define NV_THROTTLE_MASK                                                                       \
+    (NVML_CLOCKS_EVENT_SW_POWER_CAP | NVML_CLOCKS_EVENT_HW_SLOWDOWN |                          \
+     NVML_CLOCKS_EVENT_SW_THERMAL_SLOWDOWN | NVML_CLOCKS_EVENT_HW_THERMAL_SLOWDOWN |           \
+     NVML_CLOCKS_EVENT_HW_POWER_BRAKE_SLOWDOWN)
+
+static const struct { unsigned long long bit; const char *name; } nv_reasons[] = {
+    {NVML_CLOCKS_EVENT_GPU_IDLE, "GPU idle"},
+    {NVML_CLOCKS_EVENT_APPLICATIONS_CLOCKS_SETTING, "applications clocks setting"},
+    {NVML_CLOCKS_EVENT_SW_POWER_CAP, "SW power cap"},
+    {NVML_CLOCKS_EVENT_HW_SLOWDOWN, "HW slowdown"},
+    {NVML_CLOCKS_EVENT_SYNC_BOOST, "sync boost"},
+    {NVML_CLOCKS_EVENT_SW_THERMAL_SLOWDOWN, "SW thermal slowdown"},
+    {NVML_CLOCKS_EVENT_HW_THERMAL_SLOWDOWN, "HW thermal slowdown"},
+    {NVML_CLOCKS_EVENT_HW_POWER_BRAKE_SLOWDOWN, "HW power brake slowdown"},
+    {NVML_CLOCKS_EVENT_DISPLAY_CLOCK_SETTING, "display clock setting"},
+};
+
+_Static_assert(sizeof nv_reasons / sizeof *nv_reasons == TP_NVML_NREASONS,
+               "TP_NVML_NREASONS is the size of the reason table");
+
+size_t tp_nvml_reasons(unsigned long long mask, const char **names, size_t max) {
+    size_t n = 0;
+    for (size_t r = 0; r < TP_NVML_NREASONS && n < max; r++)
+        if (mask & nv_reasons[r].bit) names[n++] = nv_reasons[r].name;
+    return n;
+}
+
+static int nv_push(nv_series *s, uint64_t ts, double v) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        uint64_t *nt = realloc(s->ts, cap * sizeof *nt);
+        if (!nt) return -1;
+        s->ts = nt;
+        double *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) return -1;
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->ts[s->n] = ts;
+    s->v[s->n++] = v;
+    return 0;
+}
+
+/* The energy counter at time t, linear between the samples around it; 0 outside them (the
+ * counter is not extrapolated: a step not bracketed by samples gets no energy). */
+static int nv_energy_at(const nv_series *s, uint64_t t, double *out) {
+    if (!s->n || t < s->ts[0] || t > s->ts[s->n - 1]) return 0;
+    size_t lo = 0, hi = s->n - 1; /* last sample at or before t */
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (s->ts[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    if (lo + 1 >= s->n || s->ts[lo] == t) {
+        *out = s->v[lo];
+    } else {
+        double f = (double)(t - s->ts[lo]) / (double)(s->ts[lo + 1] - s->ts[lo]);
+        *out = s->v[lo] + f * (s->v[lo + 1] - s->v[lo]);
+    }
+    return 1;
+}
+
+/* The integral of a sampled power series (W) over [a, b], in J: trapezoids between the
+ * samples, the power interpolated linearly at a and b. 0 when the samples do not cover
+ * [a, b] (nothing is extrapolated). */
+static int nv_integral(const nv_series *s, uint64_t a, uint64_t b, double *out) {
+    if (s->n < 2 || b <= a || a < s->ts[0] || b > s->ts[s->n - 1]) return 0;
+    size_t lo = 0, hi = s->n - 1; /* last sample at or before a */
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (s->ts[mid] <= a) lo = mid;
+        else hi = mid - 1;
+    }
+    double sum = 0;
+    uint64_t t = a;
+    size_t i = lo;
+    while (t < b) {
+        while (i + 1 < s->n && s->ts[i + 1] <= t) i++;
+        if (i + 1 >= s->n) break; /* cannot happen: b is at or before the last sample */
+        uint64_t e = s->ts[i + 1] < b ? s->ts[i + 1] : b;
+        double w = (double)(s->ts[i + 1] - s->ts[i]);
+        double p0 = s->v[i] + (s->v[i + 1] - s->v[i]) * ((double)(t - s->ts[i]) / w);
+        double p1 = s->v[i] + (s->v[i + 1] - s->v[i]) * ((double)(e - s->ts[i]) / w);
+        sum += 0.5 * (p0 + p1) * (double)(e - t) / 1e9;
+        t = e;
+    }
+    *out = sum;
+    return 1;
+}
+
+/* The median time between consecutive samples of s, in ms (0 with fewer than two). */
+static double nv_interval_ms(const nv_series *s) {
+    if (s->n < 2) return 0;
+    uint64_t *d = malloc((s->n - 1) * sizeof *d);
+    if (!d) return 0;
+    for (size_t i = 1; i < s->n; i++) d[i - 1] = s->ts[i] - s->ts[i - 1];
+    qsort(d, s->n - 1, sizeof *d, tp_cmp_u64);
+    double ms = (double)d[(s->n - 1) / 2] / 1e6;
+    free(d);
+    return ms;
+}
+
+/* A GPU's energy over a window: from the energy counter, else from the power samples. */
+typedef struct nv_energy {
+    int ok;
+    double joules;
+    uint64_t a, b;         /* the window it covers */
+    const char *method;    /* "counter" | "integrated_power" */
+    const char *series;    /* the counter series read, or the power series integrated */
+    double interval_ms;    /* median sample interval of that series */
+    char why[400];         /* !ok: why there is none */
+} nv_energy;
+
+/* Energy of GPU g (NVML index idx, samples of process p) over [w0, w1] (per_step), or over
+ * all its samples (!per_step). t0: the rank's start, for the times a reason gives. */
+static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uint64_t w0,
+                         uint64_t w1, uint64_t t0, nv_energy *E) {
+    memset(E, 0, sizeof *E);
+    const nv_series *es = &g->s[NV_ENERGY];
+    /* the instantaneous field where the GPU gives it: nvmlDeviceGetPowerUsage is a 1 s
+     * average on Ampere (except GA100) and newer (NVML API reference), which smears short
+     * spans */
+    int inst = g->s[NV_POWER_INSTANT].n >= 2;
+    const nv_series *ps = inst ? &g->s[NV_POWER_INSTANT] : &g->s[NV_POWER];
+    char k[64];
+    snprintf(k, sizeof k, "gpu.%u.energy_counter", g->idx);
+    const char *missing = tp_meta(p, k); /* the sampler's reason, when it has one */
+    const nv_series *used = es->n >= 2 ? es : ps;
+    E->method = es->n >= 2 ? "counter" : "integrated_power";
+    E->series = es->n >= 2 ? nv_suffix[NV_ENERGY] : nv_suffix[inst ? NV_POWER_INSTANT : NV_POWER];
+    E->interval_ms = nv_interval_ms(used);
+    if (used->n < 2) {
+        if (missing)
+            snprintf(E->why, sizeof E->why,
+                     "no energy counter (%s) and fewer than two power samples",
+                     missing);
+        else if (es->n + ps->n == 0)
+            snprintf(E->why, sizeof E->why, "no energy or power sample");
+        else if (!es->n)
+            snprintf(E->why, sizeof E->why,
+                     "no energy counter sampled and fewer than two power samples");
+        else
+            snprintf(E->why, sizeof E->why,
+                     "a single sample: the sampling ended after its first pass");
+        return;
+    }
+    uint64_t a = per_step ? w0 : used->ts[0], b = per_step ? w1 : used->ts[used->n - 1];
+    double ea, eb;
+    if (b > a && used == es && nv_energy_at(es, a, &ea) && nv_energy_at(es, b, &eb)) {
+        E->joules = eb - ea;
+        E->ok = 1;
+    } else if (b > a && used == ps && nv_integral(ps, a, b, &ea)) {
+        E->joules = ea;
+        E->ok = 1;
+    } else if (b <= a) {
+        snprintf(E->why, sizeof E->why, "the samples span no time");
+    } else {
+        snprintf(E->why, sizeof E->why, "the %s samples (%.3f s to %.3f s after the rank started) "
+                                        "do not cover the measured steps (%.3f s to %.3f s)",
+                 used == es ? "energy counter's" : "power",
+                 ((double)used->ts[0] - (double)t0) / 1e9,
+                 ((double)used->ts[used->n - 1] - (double)t0) / 1e9, ((double)a - (double)t0) / 1e9,
+                 ((double)b - (double)t0) / 1e9);
+    }
+    E->a = a;
+    E->b = b;
+}
+
+static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, int *found) {
+    char k[64];
+    snprintf(k, sizeof k, "gpu.%u.%s", idx, key);
+    const char *v = tp_meta(p, k);
+    *found = v != NULL;
+    return v ? atof(v) : 0;
+}
+
+
+
+void tp_memory_capacity(cJSON *devices_json, const tp_gpu_result *gpu, const tp_nvml_result *nvml,
+                        const tp_process *p) {
+    cJSON *d = devices_json ? devices_json->child : NULL;
+    for (size_t i = 0; i < gpu->ndevices && d; i++, d = d->next) {
+        tp_gpu_device_result *dev = &gpu->devices[i];
+        char k[48];
+        unsigned ord = dev->device;
+        snprintf(k, sizeof k, "cuda.%u.name", ord);
+        if (tp_meta(p, k)) cJSON_AddStringToObject(d, "name", tp_meta(p, k));
+        snprintf(k, sizeof k, "cuda.%u.uuid", ord);
+        if (tp_meta(p, k)) cJSON_AddStringToObject(d, "uuid", tp_meta(p, k));
+        snprintf(k, sizeof k, "cuda.%u.sm_count", ord);
+        if (tp_meta(p, k)) cJSON_AddNumberToObject(d, "sm_count", atof(tp_meta(p, k)));
+        snprintf(k, sizeof k, "cuda.%u.memory_total_bytes", ord);
+        double cap = tp_meta(p, k) ? atof(tp_meta(p, k)) : 0;
+        for (size_t j = 0; j < nvml->ngpus && !(cap > 0); j++) {
+            const tp_nvml_gpu_result *g = &nvml->gpus[j];
+            if (g->has_cuda_device && g->cuda_device == (int)ord && g->has_mem_total &&
+                g->mem_total_bytes > 0 && !g->shared_by_mig)
+                cap = g->mem_total_bytes;
+        }
+        if (cap > 0) {
+            cJSON_AddNumberToObject(d, "memory_capacity_bytes", cap);
+            cJSON_AddNumberToObject(d, "memory_peak_share", dev->memory_peak_bytes / cap);
+        }
+    }
+}
+
+/* Per GPU of the rank: energy over the measured steps (nv_energy_of: the energy counter, or
+ * the power samples integrated), average power (that energy over the steps' span: the
+ * energy-weighted mean, not the mean of power samples), the power samples' mean and max, the
+ * power limit, SM clock min/mean/max, temperature max, memory used peak against the total,
+ * utilisation mean, and the clock-event reasons seen. The gauges are read inside the
+ * measured steps' span (first start to last end), or over the whole run without steps.
+ * The samples are those of the process tp_gpu_samples_for names; the rank's GPUs among them
+ * are found by UUID (tp_rank_gpu_links), never by position once the rank named its devices.
+ * A GPU in MIG mode is shared by its MIG instances: its energy is shown, flagged, and not
+ * counted as the rank's own. Adds "nvml" to the rank (nothing when there are no samples). */
+void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
+                       const tp_process *rank_p, const tp_step *meas, size_t nm) {
+    memset(out, 0, sizeof *out);
+    nv_dev *dv = NULL;
+    size_t nd = 0;
+    int oom = 0;
+    const tp_process *p = tp_gpu_samples_for(run, rank_p);
+    if (!p) return;
+    tp_gpu_link links[64];
+    size_t unmatched = 0;
+    size_t nlinks = tp_rank_gpu_links(rank_p, p, links, 64, &unmatched);
+    /* the rank's GPUs are known and none was sampled there: say so, show none */
+    int none_sampled = !nlinks && unmatched;
+    /* without a link, a rank that sampled itself shows what it sampled; another process's
+     * samples are every GPU of the host, which the rank may share */
+    int all_of_host = !nlinks && !unmatched && p != rank_p;
+    for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
+        const tp_thread *t = &p->threads[ti];
+        for (size_t k = 0; k < t->ncounters && !oom; k++) {
+            const char *name = t->counters[k].name;
+            unsigned long idx;
+            const char *metric = tp_gpu_counter(name, &idx);
+            if (!metric || idx > 1u << 16) continue;
+            int m = -1;
+            for (int j = 0; j < NV_N && m < 0; j++)
+                if (!strcmp(metric, nv_suffix[j])) m = j;
+            if (m < 0) continue;
+            int ok = !nlinks && !none_sampled;
+            for (size_t a = 0; a < nlinks; a++) ok |= links[a].index == idx;
+            if (!ok) continue;
+            size_t d = 0;
+            while (d < nd && dv[d].idx != idx) d++;
+            if (d == nd) {
+                nv_dev *n2 = realloc(dv, (nd + 1) * sizeof *n2);
+                if (!n2) { oom = 1; break; }
+                dv = n2;
+                memset(&dv[nd], 0, sizeof dv[nd]);
+                dv[nd++].idx = (unsigned)idx;
+            }
+            if (nv_push(&dv[d].s[m], t->counters[k].ts, t->counters[k].value)) oom = 1;
+        }
+    }
+    if (oom || (!nd && !none_sampled)) goto out;
+    /* NVML indices in order */
+    for (size_t i = 1; i < nd; i++)
+        for (size_t j = i; j > 0 && dv[j - 1].idx > dv[j].idx; j--) {
+            nv_dev tmp = dv[j];
+            dv[j] = dv[j - 1];
+            dv[j - 1] = tmp;
+        }
+    int per_step = meas && nm > 0;
+    uint64_t w0 = per_step ? meas[0].start : 0, w1 = per_step ? meas[nm - 1].end : UINT64_MAX;
+    out->gpus = nd ? calloc(nd, sizeof *out->gpus) : NULL;
+    if (nd && !out->gpus) goto out;
+    out->present = 1;
+    out->shared_with_other_ranks = p != rank_p && all_of_host;
+    cJSON *nj = cJSON_AddObjectToObject(rank_json, "nvml");
+    cJSON_AddStringToObject(nj, "per", per_step ? "step" : "run");
+    if (p != rank_p) {
+        char by[48];
+        if (p->role == TP_ROLE_SAMPLER) snprintf(by, sizeof by, "node sampler");
+        else tp_process_label(p, by, sizeof by);
+        cJSON_AddStringToObject(nj, "sampled_by", by);
+        cJSON_AddNumberToObject(nj, "sampler_pid", p->hdr.pid);
+        if (all_of_host) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+    }
+    if (nlinks) {
+        const char *const how[] = {"", "uuid", "mig_parent", "position"};
+        cJSON_AddStringToObject(nj, "rank_gpus_by", how[links[0].by]);
+    }
+    if (none_sampled) {
+        /* the rank's own devices, by UUID: none of them is among the sampled GPUs */
+        cJSON *ns = cJSON_AddArrayToObject(nj, "rank_gpus_not_sampled");
+        for (size_t a = 0; a < unmatched && a < 64; a++)
+            cJSON_AddItemToArray(ns, cJSON_CreateString(links[a].uuid));
+    }
+    const char *match = tp_meta(p, "nvml.match");
+    if (match) cJSON_AddStringToObject(nj, "device_match", match);
+    const char *drv = tp_meta(p, "nvml.driver_version");
+    if (drv) cJSON_AddStringToObject(nj, "driver_version", drv);
+    const char *hz = tp_meta(p, "nvml.hz");
+    if (hz) cJSON_AddNumberToObject(nj, "hz", atof(hz));
+    cJSON *ga = cJSON_AddArrayToObject(nj, "gpus");
+    double sum_e = 0, sum_w = 0, mean_step_ms = 0;
+    int all_e = 1;
+    const char *method = NULL; /* of the GPUs with energy: one, or "mixed" */
+    int any_mig = 0;            /* a GPU shared by MIG instances: no sum is the rank's own */
+    for (size_t i = 0; per_step && i < nm; i++)
+        mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
+    if (per_step) mean_step_ms /= (double)nm;
+    for (size_t d = 0; d < nd; d++) {
+        nv_dev *g = &dv[d];
+        tp_nvml_gpu_result *R = &out->gpus[out->ngpus++];
+        R->index = g->idx;
+        cJSON *gj = cJSON_CreateObject();
+        cJSON_AddItemToArray(ga, gj);
+        cJSON_AddNumberToObject(gj, "index", g->idx);
+        const tp_gpu_link *lk = NULL;
+        for (size_t a = 0; a < nlinks; a++)
+            if (links[a].index == g->idx) lk = &links[a];
+        int ord = lk ? lk->cuda_ordinal : tp_cuda_ordinal_of(rank_p, p, g->idx);
+        if (ord >= 0) {
+            R->has_cuda_device = 1;
+            R->cuda_device = ord;
+            cJSON_AddNumberToObject(gj, "cuda_device", ord);
+        }
+        char k[64];
+        snprintf(k, sizeof k, "gpu.%u.name", g->idx);
+        R->name = tp_meta(p, k);
+        if (R->name) cJSON_AddStringToObject(gj, "name", R->name);
+        snprintf(k, sizeof k, "gpu.%u.uuid", g->idx);
+        R->uuid = tp_meta(p, k);
+        if (R->uuid) cJSON_AddStringToObject(gj, "uuid", R->uuid);
+        /* MIG mode: power, energy and clocks are the whole GPU's (NVML reports them per
+         * physical GPU), shared by every MIG instance on it */
+        snprintf(k, sizeof k, "gpu.%u.mig_uuids", g->idx);
+        int mig = (lk && lk->by == TP_GPU_BY_MIG_PARENT) || (tp_meta(p, k) && *tp_meta(p, k));
+        if (mig) {
+            R->shared_by_mig = 1;
+            cJSON_AddBoolToObject(gj, "shared_by_mig_instances", 1);
+            if (lk && lk->by == TP_GPU_BY_MIG_PARENT)
+                cJSON_AddStringToObject(gj, "mig_device", lk->uuid);
+            any_mig = 1;
+        }
+        size_t ns = 0;
+        for (int m = 0; m < NV_N; m++)
+            if (g->s[m].n > ns) ns = g->s[m].n;
+        cJSON_AddNumberToObject(gj, "samples", (double)ns);
+        /* counters of one thread arrive in time order; sort anyway if they do not */
+        for (int m = 0; m < NV_N; m++) {
+            nv_series *s = &g->s[m];
+            for (size_t i = 1; i < s->n; i++)
+                for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
+                    uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
+                    double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
+                }
+        }
+        /* energy: over [start of the first measured step, end of the last] (the time between
+         * steps, logging or a checkpoint, belongs to them, as Megatron-LM's energy per
+         * iteration counts a whole log interval), or over the run without steps */
+        nv_energy E;
+        nv_energy_of(p, g, per_step, w0, w1, rank_p->hdr.start_mono_ns, &E);
+        double e = E.joules, watts = 0;
+        int have_e = E.ok;
+        cJSON_AddStringToObject(gj, "energy_method", E.ok ? E.method : "none");
+        char ck[64];
+        snprintf(ck, sizeof ck, "gpu.%u.energy_counter", g->idx);
+        if (tp_meta(p, ck)) cJSON_AddStringToObject(gj, "energy_counter", tp_meta(p, ck));
+        if (E.ok) {
+            cJSON_AddStringToObject(gj, "energy_series", E.series);
+            cJSON_AddNumberToObject(gj, "sample_interval_ms", E.interval_ms);
+            watts = e / ((double)(E.b - E.a) / 1e9);
+            if (method && strcmp(method, E.method)) method = "mixed";
+            else method = E.method;
+        } else {
+            cJSON_AddStringToObject(gj, "energy_unavailable", E.why);
+        }
+        if (per_step) {
+            cJSON_AddNumberToObject(gj, "steps_with_energy", E.ok ? (double)nm : 0);
+            if (E.ok) {
+                cJSON_AddNumberToObject(gj, "energy_per_step_j", e / (double)nm);
+                cJSON_AddNumberToObject(gj, "energy_per_step_wh", e / (double)nm / 3600.0);
+                /* A counter update or a power reading every ~100 ms (at best) resolves little
+                 * of a shorter step: the per-step figure is an average over the span, not a
+                 * measurement of one step. */
+                double res = E.method[0] == 'c' ? NV_COUNTER_PERIOD_MS
+                             : E.interval_ms > NV_COUNTER_PERIOD_MS ? E.interval_ms
+                                                                    : NV_COUNTER_PERIOD_MS;
+                cJSON_AddNumberToObject(gj, "energy_resolution_ms", res);
+                cJSON_AddBoolToObject(gj, "energy_approximate", mean_step_ms < res);
+                /* the power samples' integral beside the counter's, as a cross-check */
+                double pj;
+                if (E.method[0] == 'c' && nv_integral(&g->s[NV_POWER], w0, w1, &pj))
+                    cJSON_AddNumberToObject(gj, "energy_per_step_from_power_j", pj / (double)nm);
+            }
+        }
+        if (E.ok) {
+            cJSON_AddNumberToObject(gj, "energy_j", e);
+            cJSON_AddNumberToObject(gj, "avg_power_w", watts);
+            sum_e += per_step ? e / (double)nm : e;
+        } else {
+            all_e = 0;
+        }
+        if (have_e) sum_w += watts;
+        /* gauges inside the window */
+        double mn[NV_N], mx[NV_N], sm[NV_N];
+        size_t cnt[NV_N];
+        unsigned long long mask = 0;
+        size_t throttled = 0;
+        for (int m = 0; m < NV_N; m++) {
+            mn[m] = mx[m] = sm[m] = 0;
+            cnt[m] = 0;
+            const nv_series *s = &g->s[m];
+            for (size_t i = 0; i < s->n; i++) {
+                if (s->ts[i] < w0 || s->ts[i] > w1) continue;
+                double v = s->v[i];
+                if (!cnt[m]++ || v < mn[m]) mn[m] = v;
+                if (cnt[m] == 1 || v > mx[m]) mx[m] = v;
+                sm[m] += v;
+                if (m == NV_EVENTS) {
+                    unsigned long long b = (unsigned long long)v;
+                    mask |= b;
+                    throttled += (b & NV_THROTTLE_MASK) != 0;
+                }
+            }
+        }
+        if (cnt[NV_POWER]) {
+            R->has_power = 1;
+            R->power_mean_w = sm[NV_POWER] / (double)cnt[NV_POWER];
+            R->power_max_w = mx[NV_POWER];
+            cJSON_AddNumberToObject(gj, "power_mean_w", R->power_mean_w);
+            cJSON_AddNumberToObject(gj, "power_max_w", R->power_max_w);
+        }
+        int found;
+        double lim = nv_meta_num(p, g->idx, "power_limit_w", &found);
+        if (cnt[NV_POWER_LIMIT]) lim = mx[NV_POWER_LIMIT], found = 1;
+        if (found) {
+            R->has_power_limit = 1;
+            R->power_limit_w = lim;
+            cJSON_AddNumberToObject(gj, "power_limit_w", lim);
+        }
+        if (cnt[NV_SM]) {
+            R->has_sm_clock = 1;
+            R->sm_clock_mhz_min = mn[NV_SM];
+            R->sm_clock_mhz_mean = sm[NV_SM] / (double)cnt[NV_SM];
+            R->sm_clock_mhz_max = mx[NV_SM];
+            cJSON_AddNumberToObject(gj, "sm_clock_mhz_min", R->sm_clock_mhz_min);
+            cJSON_AddNumberToObject(gj, "sm_clock_mhz_mean", R->sm_clock_mhz_mean);
+            cJSON_AddNumberToObject(gj, "sm_clock_mhz_max", R->sm_clock_mhz_max);
+        }
+        if (cnt[NV_TEMP]) {
+            R->has_temp = 1;
+            R->temp_c_max = mx[NV_TEMP];
+            cJSON_AddNumberToObject(gj, "temp_c_max", R->temp_c_max);
+        }
+        double total = nv_meta_num(p, g->idx, "memory_total_bytes", &found);
+        if (cnt[NV_MEM]) {
+            R->has_mem_used = 1;
+            R->mem_used_peak_bytes = mx[NV_MEM];
+            cJSON_AddNumberToObject(gj, "mem_used_peak_bytes", R->mem_used_peak_bytes);
+            if (found && total > 0) {
+                R->has_mem_used_share = 1;
+                R->mem_used_peak_share = mx[NV_MEM] / total;
+                cJSON_AddNumberToObject(gj, "mem_used_peak_share", R->mem_used_peak_share);
+            }
+        }
+        if (found) {
+            R->has_mem_total = 1;
+            R->mem_total_bytes = total;
+            cJSON_AddNumberToObject(gj, "mem_total_bytes", total);
+        }
+        if (cnt[NV_UTIL])
+            cJSON_AddNumberToObject(gj, "util_percent_mean", sm[NV_UTIL] / (double)cnt[NV_UTIL]);
+        if (cnt[NV_EVENTS]) {
+            R->has_clock_events = 1;
+            R->clock_event_mask = mask;
+            R->throttled = throttled > 0;
+            R->throttled_share = (double)throttled / (double)cnt[NV_EVENTS];
+            cJSON *cj = cJSON_AddObjectToObject(gj, "clock_events");
+            cJSON_AddNumberToObject(cj, "mask", (double)mask);
+            cJSON *names = cJSON_AddArrayToObject(cj, "reasons");
+            for (size_t r = 0; r < sizeof nv_reasons / sizeof *nv_reasons; r++)
+                if (mask & nv_reasons[r].bit)
+                    cJSON_AddItemToArray(names, cJSON_CreateString(nv_reasons[r].name));
+            cJSON_AddBoolToObject(cj, "throttled", throttled > 0);
+            cJSON_AddNumberToObject(cj, "throttled_share",
+                                    (double)throttled / (double)cnt[NV_EVENTS]);
+        }
+    }
+    if (nd > 1 && all_e && !any_mig) {
+        cJSON_AddNumberToObject(nj, per_step ? "energy_per_step_j" : "energy_j", sum_e);
+        cJSON_AddNumberToObject(nj, "avg_power_w", sum_w);
+    }
+    if (method) cJSON_AddStringToObject(nj, "energy_method", method);
+out:
+    for (size_t d = 0; d < nd; d++)
+        for (int m = 0; m < NV_N; m++) {
+            free(dv[d].s[m].ts);
+            free(dv[d].s[m].v);
+        }
+    free(dv);
+}
+

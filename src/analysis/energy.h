@@ -1,0 +1,38 @@
+/*
+ * energy.h — the rank's NVML section (energy.c): per GPU of the rank, energy over the
+ * measured steps (the energy counter, or the power samples integrated), power, SM clocks,
+ * temperature, memory used and the clock-event reasons; and the capacity of the rank's CUDA
+ * devices (CUPTI's device record, else NVML's total memory).
+ */
+#ifndef TPROF_ENERGY_H
+#define TPROF_ENERGY_H
+
+#include <cjson/cJSON.h>
+
+#include "analysis/model.h"
+#include "analysis/results.h"
+#include "analysis/steps.h"
+
+/* Computes the rank's NVML figures into *out (results.h; zeroed first; out->gpus allocated,
+ * freed by tp_rank_result_free) and adds "nvml" to the rank's JSON (nothing when no process
+ * sampled the rank's GPUs). meas/nm: the measured steps (nm 0: the whole run). Out of memory:
+ * the section is left out. */
+void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
+                       const tp_process *rank_p, const tp_step *meas, size_t nm);
+
+/* The clock-event reasons NVML names (nvml_abi.h), in bit order; at most this many. */
+#define TP_NVML_NREASONS 9
+
+/* The names of the reasons set in mask, into names[0..max), in the table's order; returns
+ * how many. The strings are static. */
+size_t tp_nvml_reasons(unsigned long long mask, const char **names, size_t max);
+
+/* Each CUDA device of the rank's "gpu" section (gpu->devices, the same order as the JSON
+ * array `devices_json`) gets what CUPTI's device record said of it (cuda.<ordinal>.*: name,
+ * UUID, SM count) and its capacity, from that record or else NVML's total memory of the GPU
+ * with that CUDA ordinal (not one shared by MIG instances), with the allocator peak's share
+ * of it. */
+void tp_memory_capacity(cJSON *devices_json, const tp_gpu_result *gpu, const tp_nvml_result *nvml,
+                        const tp_process *p);
+
+#endif /* TPROF_ENERGY_H */

@@ -1,0 +1,43 @@
+/*
+ * results.c — helpers of the typed analysis results (results.h).
+ */
+#include "analysis/results.h"
+
+#include <stdlib.h>
+
+#include "analysis/stats.h"
+
+tp_stat5 tp_stat5_of(double *v, size_t n) {
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    if (n > 1) qsort(v, n, sizeof *v, tp_cmp_double);
+    return (tp_stat5){n ? sum / (double)n : 0, tp_pct_double(v, n, 0.5), tp_pct_double(v, n, 0.9),
+                      n ? v[0] : 0, n ? v[n - 1] : 0};
+}
+
+const tp_rank_result *tp_results_rank(const tp_run_results *r, int rank) {
+    for (size_t i = 0; i < r->nranks; i++)
+        if (r->ranks[i].rank == rank) return &r->ranks[i];
+    return NULL;
+}
+
+const tp_nvml_gpu_result *tp_results_first_gpu(const tp_rank_result *rr) {
+    return rr && rr->nvml.ngpus ? &rr->nvml.gpus[0] : NULL;
+}
+
+void tp_rank_result_free(tp_rank_result *rr) {
+    free(rr->gpu.devices);
+    free(rr->nvml.gpus);
+    rr->gpu.devices = NULL;
+    rr->nvml.gpus = NULL;
+    rr->gpu.ndevices = rr->nvml.ngpus = 0;
+}
+
+void tp_run_results_free(tp_run_results *r) {
+    for (size_t i = 0; i < r->nranks; i++) tp_rank_result_free(&r->ranks[i]);
+    free(r->ranks);
+    free(r->stragglers.named);
+    r->ranks = NULL;
+    r->stragglers.named = NULL;
+    r->nranks = r->stragglers.nnamed = 0;
+}
