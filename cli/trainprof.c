@@ -3,7 +3,8 @@
  *
  * A client of the library and of the analysis code only, as curl's tool is of libcurl.
  * `run` never changes what the profiled program does: it sets the injection variables,
- * runs the command with them, forwards SIGTERM (and a SIGINT sent with kill) to it, waits,
+ * runs the command with them in a process group of its own (given the terminal when this
+ * process holds it), forwards the SIGTERM, SIGINT, SIGHUP and SIGQUIT it gets to it, waits,
  * writes the reports next to the rank files, and exits with the command's own status
  * (re-raising the command's terminating signal on itself).
  */
@@ -16,6 +17,7 @@
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -647,11 +650,50 @@ static int cmd_export(int argc, char **argv) {
 
 static pid_t g_child = -1;
 
-static void forward_signal(int sig, siginfo_t *si, void *uc) {
-    (void)uc;
-    /* a terminal's SIGINT already reached the whole process group, child included:
-     * forward only signals sent to us alone (kill, timeout, a batch system) */
-    if (g_child > 0 && (sig == SIGTERM || sig == SIGHUP || si->si_code <= 0)) kill(g_child, sig);
+/* The job runs in a process group of its own (job_start), so that no signal reaches it both
+ * directly and through this process: whatever reaches `trainprof run` (a kill of its pid, or
+ * of the process group it was started in) did not reach the job, and is forwarded once. */
+static void forward_signal(int sig) {
+    if (g_child > 0) kill(g_child, sig);
+}
+
+/* Gives the terminal's foreground to process group `pg`, as a shell does for a job:
+ * SIGTTOU blocked for the call, which a process outside the foreground group would
+ * otherwise get (tcsetpgrp(3)). The calling thread's mask is restored before returning. */
+static void tty_give(int ttyfd, pid_t pg) {
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    (void)tcsetpgrp(ttyfd, pg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The controlling terminal when this process's group is its foreground group (the job is
+ * then given the foreground for its life), else -1. Close-on-exec: the job never holds it. */
+static int tty_foreground(void) {
+    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (tcgetpgrp(fd) != getpgrp()) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The job stopped on a terminal's job-control signal (Ctrl-Z, or a terminal read or write
+ * from the background): this process stops with the same signal, so that the shell that
+ * started it sees its job stopped and takes the terminal back; once continued (`fg`, `bg`),
+ * it hands the terminal on to the job if it holds it itself, and continues the job. A stop
+ * by SIGSTOP is left to whoever sent it, who will continue the job: this process never stops
+ * on it (nobody would continue it). In an orphaned process group the kernel discards the
+ * stop signal (POSIX, 2.4.3): this process then continues the job at once. */
+static void job_stopped(pid_t job, int sig, int ttyfd) {
+    if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU) return;
+    if (ttyfd >= 0 && tcgetpgrp(ttyfd) == job) tty_give(ttyfd, getpgrp());
+    kill(getpid(), sig);
+    if (ttyfd >= 0 && tcgetpgrp(ttyfd) == getpgrp()) tty_give(ttyfd, job);
+    kill(-job, SIGCONT);
 }
 
 /* Whether NVML loads and initialises here, and how many GPUs it sees (the sampler itself
@@ -1189,8 +1231,8 @@ static int cmd_run(int argc, char **argv) {
     static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
     struct sigaction sa, old_sa[4];
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = forward_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_handler = forward_signal;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &sa, &old_sa[k]);
 
@@ -1223,16 +1265,30 @@ static int cmd_run(int argc, char **argv) {
         else unsetenv("TRAINPROF_METRICS_PORT");
     }
 
+    /* The job in a process group of its own: a signal sent to the group this process was
+     * started in (a shell's `kill %1`, kill -INT -PGID, a batch system) reaches it once,
+     * forwarded, instead of twice (directly and forwarded), and one sent to this process
+     * alone is forwarded as before. When that group holds the terminal's foreground, the
+     * job is given it, as a shell gives it to a job: Ctrl-C, Ctrl-\ and Ctrl-Z go to the
+     * job's processes only, and it reads and writes the terminal as it does bare. */
+    int ttyfd = tty_foreground();
     fflush(NULL);
     pid_t launcher = getpid();
     time_t run_started = time(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "trainprof run: fork: %s\n", strerror(errno));
+        if (ttyfd >= 0) close(ttyfd);
         run_unlock(lockpath, lockfd);
         return 1;
     }
     if (pid == 0) {
+        /* both here and in the parent, so that neither can run ahead of it (as shells do) */
+        setpgid(0, 0);
+        if (ttyfd >= 0) {
+            tty_give(ttyfd, getpid());
+            close(ttyfd);
+        }
         for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
         /* The job ends with its launcher: if this process dies (even by SIGKILL, which it
          * cannot forward), the kernel sends the job SIGTERM, as a forwarded SIGTERM would
@@ -1249,15 +1305,26 @@ static int cmd_run(int argc, char **argv) {
         /* as shells do: 127 not found, 126 found but not executable */
         _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
     }
+    setpgid(pid, pid); /* fails (harmlessly) once the child has exec'ed: it did it itself */
+    if (ttyfd >= 0) tty_give(ttyfd, pid);
     g_child = pid;
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
+    for (;;) {
+        if (waitpid(pid, &status, WUNTRACED) < 0) {
+            if (errno == EINTR) continue;
             status = 1 << 8;
             break;
         }
+        if (!WIFSTOPPED(status)) break;
+        job_stopped(pid, WSTOPSIG(status), ttyfd);
     }
     g_child = -1;
+    /* the terminal back to this process's group, for the report, unless the shell or another
+     * job has taken it meanwhile */
+    if (ttyfd >= 0) {
+        if (tcgetpgrp(ttyfd) == pid) tty_give(ttyfd, getpgrp());
+        close(ttyfd);
+    }
     /* the job is over: a signal now ends the report phase at once (reports are written
      * through temporary files, so none is left half-written) */
     for (int k = 0; k < 4; k++) sigaction(fwd_sigs[k], &old_sa[k], NULL);
