@@ -1,12 +1,10 @@
 /*
- * common.h — what the trainprof command's subcommands share (docs/design.md §7): usage
- * errors and number parsing, the option tables every command parses its arguments with and
- * prints its usage from, output files replaced only by complete ones, loading a run, and the
- * report options of `report`, `diff` and `run`.
+ * common.h — what the trainprof command's subcommands share (docs/design.md §7): the option
+ * tables (options.h), output files replaced only by complete ones, loading a run, the report
+ * options of `report`, `diff` and `run`, and the checks `run` and `serve` share.
  *
  * The command is single-threaded apart from the library session `run` and `serve` start in
- * their own process; nothing here is called from a signal handler. Every `die_*` function
- * prints one line on stderr and exits with EXIT_USAGE (2).
+ * their own process; nothing here is called from a signal handler.
  */
 #ifndef TPROF_CLI_COMMON_H
 #define TPROF_CLI_COMMON_H
@@ -18,86 +16,7 @@
 #include "format/reader.h"
 #include "trainprof.h"
 
-#define EXIT_USAGE 2
-
-/* "trainprof CMD: <fmt with arg>" and "Try 'trainprof CMD --help'." on stderr, then exit(2).
- * cmd NULL: the command itself ("trainprof: ...", "Try 'trainprof --help'."). */
-_Noreturn void die_usage(const char *cmd, const char *fmt, const char *arg);
-
-/* v as a decimal integer in [lo, hi], else "OPT needs an integer from LO to HI" and exit(2). */
-int parse_int(const char *cmd, const char *opt, const char *v, int lo, int hi);
-/* v as a number in [lo, hi], else "OPT needs a number from LO to HI" and exit(2). */
-double parse_num(const char *cmd, const char *opt, const char *v, double lo, double hi);
-/* The variable's value when set and non-empty, else def. */
-const char *env_or(const char *name, const char *def);
-
-/* ------------------------------------------------------------------ option tables */
-
-typedef enum cli_kind {
-    CLI_FLAG,  /* "--name" alone */
-    CLI_VALUE, /* "--name VALUE", "-n VALUE" or "--name=VALUE"; never empty */
-} cli_kind;
-
-/* One option of a command. */
-typedef struct cli_opt {
-    int id;           /* the command's code for it, which cli_next returns */
-    const char *lng;  /* "--output" */
-    const char *shrt; /* "-o", or NULL */
-    cli_kind kind;
-    const char *arg;  /* the value's name in the usage ("DIR"); NULL for a flag */
-    /* the usage text; a second line and more are indented under the first. NULL: the
-     * option is described on another option's line (--samples-per-step) */
-    const char *help;
-} cli_opt;
-
-/* A command's options and its usage text, which is printed as
- * head, then one line (or more) per option with help, then tail(). */
-typedef struct cli_cmd {
-    const char *name; /* "run", as in "trainprof run: ..." */
-    const char *head; /* usage line, description and the options' title */
-    const cli_opt *opts;
-    size_t nopts;
-    void (*tail)(FILE *f); /* after the options, or NULL */
-    int dash_is_option;    /* a lone "-" is an (unknown) option rather than an operand */
-} cli_cmd;
-
-/* Option codes shared by several commands; each command numbers its own from OPT_OWN. */
-enum {
-    CLI_OPERAND = -1, /* cli_next: argv[*i] is not an option */
-    OPT_HELP = 0,
-    OPT_TOKENS,  /* the throughput and MFU inputs: report_opt_set */
-    OPT_SAMPLES,
-    OPT_FLOPS,
-    OPT_MODEL,
-    OPT_DTYPE,
-    OPT_OWN = 16,
-};
-
-#define CLI_HELP_OPT {OPT_HELP, "--help", "-h", CLI_FLAG, NULL, "this text"}
-/* --tokens-per-step, --samples-per-step, --flops-per-step, --model, --dtype (report, run) */
-#define CLI_THROUGHPUT_OPTS                                                                  \
-    {OPT_TOKENS, "--tokens-per-step", NULL, CLI_VALUE, "N",                                  \
-     "tokens one rank processes per step (the global batch / world\n"                        \
-     "size); --samples-per-step N likewise in samples: throughput"},                         \
-    {OPT_SAMPLES, "--samples-per-step", NULL, CLI_VALUE, "N", NULL},                         \
-    {OPT_FLOPS, "--flops-per-step", NULL, CLI_VALUE, "N",                                    \
-     "model FLOPs per step per rank, for TFLOP/s and MFU; or"},                              \
-    {OPT_MODEL, "--model", NULL, CLI_VALUE, "SPEC",                                          \
-     "a transformer: layers=,hidden=,heads=,seq=,vocab= [,ffn=,groups=,\n"                   \
-     "experts=,topk=,moe_ffn=,kv_channels=,gated=1,dtype=] (Megatron-LM's\n"                 \
-     "FLOPs formula, with --tokens-per-step)"},                                              \
-    {OPT_DTYPE, "--dtype", NULL, CLI_VALUE, "T",                                             \
-     "peak rate for MFU: bf16 (default), fp16, fp8, tf32, fp32"}
-
-/* The option at argv[*i]: its id, with *val set for a CLI_VALUE one (and *i moved past the
- * value when it was the next argument); CLI_OPERAND when argv[*i] is not an option ("-"
- * unless dash_is_option, or a word not starting with '-'). An unknown option, a missing or
- * empty value: a usage error (exit 2) with the messages "unknown option '%s'", "option %s
- * needs a value", "option %s needs a non-empty value". */
-int cli_next(const cli_cmd *c, int argc, char **argv, int *i, const char **val);
-
-/* The usage text of c (head, options, tail) on f. */
-void cli_usage(const cli_cmd *c, FILE *f);
+#include "options.h"
 
 /* ------------------------------------------------------------------ output files */
 
@@ -137,6 +56,21 @@ typedef struct report_args {
 /* The defaults and the environment twins (TRAINPROF_STEP_NAME, TRAINPROF_WARMUP, checked
  * as --warmup is) of report, diff and run. */
 void report_args_init(report_args *a, const char *cmd);
+
+/* --tokens-per-step, --samples-per-step, --flops-per-step, --model, --dtype (report, run) */
+#define CLI_THROUGHPUT_OPTS                                                                  \
+    {OPT_TOKENS, "--tokens-per-step", NULL, CLI_VALUE, "N",                                  \
+     "tokens one rank processes per step (the global batch / world\n"                        \
+     "size); --samples-per-step N likewise in samples: throughput"},                         \
+    {OPT_SAMPLES, "--samples-per-step", NULL, CLI_VALUE, "N", NULL},                         \
+    {OPT_FLOPS, "--flops-per-step", NULL, CLI_VALUE, "N",                                    \
+     "model FLOPs per step per rank, for TFLOP/s and MFU; or"},                              \
+    {OPT_MODEL, "--model", NULL, CLI_VALUE, "SPEC",                                          \
+     "a transformer: layers=,hidden=,heads=,seq=,vocab= [,ffn=,groups=,\n"                   \
+     "experts=,topk=,moe_ffn=,kv_channels=,gated=1,dtype=] (Megatron-LM's\n"                 \
+     "FLOPs formula, with --tokens-per-step)"},                                              \
+    {OPT_DTYPE, "--dtype", NULL, CLI_VALUE, "T",                                             \
+     "peak rate for MFU: bf16 (default), fp16, fp8, tf32, fp32"}
 
 /* Sets one of OPT_TOKENS .. OPT_DTYPE from its value, checked: 1 when id was one of them,
  * 0 otherwise; a bad value is a usage error. */
