@@ -172,30 +172,28 @@ static void tty_give(int ttyfd, pid_t pg) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* The controlling terminal when this process's group is its foreground group (the job is
- * then given the foreground for its life), else -1. Close-on-exec: the job never holds it. */
-static int tty_foreground(void) {
-    int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    if (tcgetpgrp(fd) != getpgrp()) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+/* The controlling terminal, or -1 (none: a batch job, a daemon). Close-on-exec: the job never
+ * holds it. */
+static int tty_open(void) {
+    return open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 }
 
-/* The job stopped on a terminal's job-control signal (Ctrl-Z, or a terminal read or write
- * from the background): this process stops with the same signal, so that the shell that
+/* The job stopped. On a terminal's job-control signal (Ctrl-Z, or a terminal read or write
+ * from the background) this process stops with the same signal, so that the shell that
  * started it sees its job stopped and takes the terminal back; once continued (`fg`, `bg`),
- * it hands the terminal on to the job if it holds it itself, and continues the job. A stop
- * by SIGSTOP is left to whoever sent it, who will continue the job: this process never stops
- * on it (nobody would continue it). In an orphaned process group the kernel discards the
- * stop signal (POSIX, 2.4.3): this process then continues the job at once. */
+ * it hands the terminal on to the job if it holds it itself, and continues the job. When
+ * this process holds the terminal already (a run started in the background, then `fg`), the
+ * job is given it and continued at once. Without a controlling terminal such a stop, like
+ * one by SIGSTOP, came from kill(): it is left to whoever sent it, who will continue the job
+ * (this process never stops on it: nobody would continue it). In an orphaned process group
+ * the kernel discards the stop signal (POSIX, 2.4.3): this process then continues the job at
+ * once. */
 static void job_stopped(pid_t job, int sig, int ttyfd) {
-    if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU) return;
-    if (ttyfd >= 0 && tcgetpgrp(ttyfd) == job) tty_give(ttyfd, getpgrp());
-    kill(getpid(), sig);
-    if (ttyfd >= 0 && tcgetpgrp(ttyfd) == getpgrp()) tty_give(ttyfd, job);
+    if (ttyfd < 0 || (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)) return;
+    pid_t fg = tcgetpgrp(ttyfd);
+    if (fg == job) tty_give(ttyfd, getpgrp());
+    if (fg != getpgrp() || sig == SIGTSTP) kill(getpid(), sig);
+    if (tcgetpgrp(ttyfd) == getpgrp()) tty_give(ttyfd, job);
     kill(-job, SIGCONT);
 }
 
@@ -775,7 +773,8 @@ static int job_run(char *exe, char **cmd, int *status, time_t *started) {
      * alone is forwarded as before. When that group holds the terminal's foreground, the
      * job is given it, as a shell gives it to a job: Ctrl-C, Ctrl-\ and Ctrl-Z go to the
      * job's processes only, and it reads and writes the terminal as it does bare. */
-    int ttyfd = tty_foreground();
+    int ttyfd = tty_open();
+    int tty_fg = ttyfd >= 0 && tcgetpgrp(ttyfd) == getpgrp();
     fflush(NULL);
     pid_t launcher = getpid();
     *started = time(NULL);
@@ -788,10 +787,8 @@ static int job_run(char *exe, char **cmd, int *status, time_t *started) {
     if (pid == 0) {
         /* both here and in the parent, so that neither can run ahead of it (as shells do) */
         setpgid(0, 0);
-        if (ttyfd >= 0) {
-            tty_give(ttyfd, getpid());
-            close(ttyfd);
-        }
+        if (tty_fg) tty_give(ttyfd, getpid());
+        if (ttyfd >= 0) close(ttyfd);
         forward_end();
         /* The job ends with its launcher: if this process dies (even by SIGKILL, which it
          * cannot forward), the kernel sends the job SIGTERM, as a forwarded SIGTERM would
@@ -809,7 +806,7 @@ static int job_run(char *exe, char **cmd, int *status, time_t *started) {
         _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
     }
     setpgid(pid, pid); /* fails (harmlessly) once the child has exec'ed: it did it itself */
-    if (ttyfd >= 0) tty_give(ttyfd, pid);
+    if (tty_fg) tty_give(ttyfd, pid);
     g_child = pid;
     for (;;) {
         if (waitpid(pid, status, WUNTRACED) < 0) {

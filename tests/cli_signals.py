@@ -13,7 +13,9 @@ status), which must be equal and must be one signal:
   - Ctrl-C typed on a terminal (a pty whose foreground group is the command's), after the
     job has read a line from that terminal;
   - Ctrl-Z, `fg` and Ctrl-C in an interactive bash on a pty: the job stops and continues
-    with its terminal as it does bare.
+    with its terminal as it does bare;
+  - started in the background (&) in that bash, the job stops on its read of the terminal,
+    and `fg` gives it the terminal: it reads the line typed, then Ctrl-C.
 """
 import os
 import pty
@@ -194,6 +196,41 @@ def ctrl_z(mode):
     return counts(count), rc
 
 
+def bg_fg(mode):
+    """Interactive bash on a pty: start the command in the background (&); its read of the
+    terminal stops it (SIGTTIN); `fg`, a line typed, Ctrl-C."""
+    d, count = fresh("bgfg")
+    cmd = " ".join("'%s'" % a for a in argv_for(mode, d, count, "read")) + " &\n"
+    bash = "/bin/bash"
+
+    def steps(master, out, pump):
+        os.write(master, b"PS1='$ '; stty -echo\n")
+        time.sleep(0.3)
+        os.write(master, cmd.encode())
+        pid = wait_for(lambda: pump() or (read(count).startswith("ready") and job_pid(count)),
+                       "ready")
+        wait_for(lambda: pump() or stat_state(pid) == "T", "the job stopped on its read")
+        os.write(master, b"fg\n")
+        wait_for(lambda: pump() or stat_state(pid) not in ("T", "gone"), "the job continued")
+        time.sleep(0.3)
+        os.write(master, b"hello\r")
+        wait_for(lambda: pump() or "line " in read(count), "the line read from the tty")
+        os.write(master, b"\x03")
+        wait_for(lambda: pump() or ("int " in read(count) and stat_state(pid) == "gone"),
+                 "the job's end")
+        time.sleep(0.5)
+        pump()
+        out.clear()
+        os.write(master, b'echo "r"c=$?\n')
+        wait_for(lambda: pump() or re.search(rb"\brc=\d", out), "the command's status")
+        os.write(master, b"exit\n")
+
+    _, out = pty_run([bash, "--norc", "--noprofile", "--noediting", "-i"], steps)
+    m = re.search(r"\brc=(\d+)", out)
+    line = [l for l in read(count).splitlines() if l.startswith("line")]
+    return counts(count), m.group(1) if m else "?", line
+
+
 def compare(name, fn, *args):
     try:
         bare = fn("bare", *args)
@@ -213,8 +250,10 @@ def compare(name, fn, *args):
 for sig in (signal.SIGINT, signal.SIGTERM):
     for target, times in (("group", 3), ("alone", 1)):
         for _ in range(times):
-            compare("%s to the %s" % (sig.name, target), killed, target, sig)
+            where = "its group" if target == "group" else "it alone"
+            compare("%s to %s" % (sig.name, where), killed, target, sig)
 compare("Ctrl-C on a terminal", ctrl_c)
 if os.path.exists("/bin/bash"):
     compare("Ctrl-Z, fg, Ctrl-C in bash", ctrl_z)
+    compare("&, read, fg, Ctrl-C in bash", bg_fg)
 sys.exit(1 if fails else 0)
