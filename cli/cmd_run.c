@@ -186,13 +186,14 @@ static int tty_open(void) {
  * job is given it and continued at once. Without a controlling terminal such a stop, like
  * one by SIGSTOP, came from kill(): it is left to whoever sent it, who will continue the job
  * (this process never stops on it: nobody would continue it). In an orphaned process group
- * the kernel discards the stop signal (POSIX, 2.4.3): this process then continues the job at
- * once. */
+ * the kernel discards the stop signal: this process then continues the job at
+ * once (POSIX.1-2017, XSH 2.4.3, Signal Actions). */
 static void job_stopped(pid_t job, int sig, int ttyfd) {
     if (ttyfd < 0 || (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)) return;
     pid_t fg = tcgetpgrp(ttyfd);
     if (fg == job) tty_give(ttyfd, getpgrp());
-    if (fg != getpgrp() || sig == SIGTSTP) kill(getpid(), sig);
+    /* raise: directed at this thread, so the stop has taken effect when it returns */
+    if (fg != getpgrp() || sig == SIGTSTP) raise(sig);
     if (tcgetpgrp(ttyfd) == getpgrp()) tty_give(ttyfd, job);
     kill(-job, SIGCONT);
 }
