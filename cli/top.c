@@ -4,6 +4,7 @@
  * figures from two successive scrapes, and shows them with ncurses, or once as plain text. */
 #define _POSIX_C_SOURCE 200809L
 #include "top.h"
+#include "options.h"
 #include "top_parse.h"
 
 #include <errno.h>
@@ -30,7 +31,34 @@
 #define TOP_CONNECT_S 1.0
 #define TOP_TOTAL_S 2.0
 
-const char *const top_help =
+enum { OPT_ENDPOINTS = OPT_OWN, OPT_PORT_RANGE, OPT_INTERVAL, OPT_ONCE };
+
+static const cli_opt top_opts[] = {
+    {OPT_ENDPOINTS, "--endpoints", NULL, CLI_VALUE, "LIST",
+     "comma-separated HOST:PORT ([V6ADDR]:PORT for IPv6)"},
+    {OPT_PORT_RANGE, "--port-range", NULL, CLI_VALUE, "[HOST:]BASE:N",
+     "the N ports BASE..BASE+N-1 on HOST (127.0.0.1)"},
+    {OPT_INTERVAL, "--interval", NULL, CLI_VALUE, "S",
+     "seconds between scrapes (default 2; 0.1 to 3600)"},
+    {OPT_ONCE, "--once", NULL, CLI_FLAG, NULL,
+     "print one plain-text table to stdout and exit: 0 when at\n"
+     "least one endpoint answered, 1 otherwise (two scrapes\n"
+     "min(S, 1) s apart, for the window figures)"},
+    {OPT_HELP, "--help", "-h", CLI_FLAG, NULL, NULL},
+};
+
+static void top_tail(FILE *f) {
+    fputs("\n"
+          "TRAINPROF_METRICS_TOKEN, when set, is sent as the bearer token.\n"
+#ifndef TPROF_HAVE_NCURSES
+          "\nThis build has no ncurses: only --once is available.\n"
+#endif
+          ,
+          f);
+}
+
+static const cli_cmd top_cmd = {
+    "top",
     "usage: trainprof top [--endpoints HOST:PORT,...] [--port-range [HOST:]BASE:N]\n"
     "                     [--interval S] [--once]\n"
     "\n"
@@ -40,19 +68,13 @@ const char *const top_help =
     "over the interval, tokens/s, GPU utilisation, power and memory, or why the endpoint\n"
     "does not answer; a header with totals. Keys: q quits, arrows / PgUp / PgDn scroll.\n"
     "\n"
-    "options:\n"
-    "  --endpoints LIST        comma-separated HOST:PORT ([V6ADDR]:PORT for IPv6)\n"
-    "  --port-range [HOST:]BASE:N  the N ports BASE..BASE+N-1 on HOST (127.0.0.1)\n"
-    "  --interval S            seconds between scrapes (default 2; 0.1 to 3600)\n"
-    "  --once                  print one plain-text table to stdout and exit: 0 when at\n"
-    "                          least one endpoint answered, 1 otherwise (two scrapes\n"
-    "                          min(S, 1) s apart, for the window figures)\n"
-    "\n"
-    "TRAINPROF_METRICS_TOKEN, when set, is sent as the bearer token.\n"
-#ifndef TPROF_HAVE_NCURSES
-    "\nThis build has no ncurses: only --once is available.\n"
-#endif
-    ;
+    "options:\n",
+    top_opts,
+    sizeof top_opts / sizeof *top_opts,
+    top_tail,
+    1,
+    26,
+};
 
 typedef struct gpu_fig {
     char id[16];
@@ -745,33 +767,20 @@ int cmd_top(int argc, char **argv) {
     double interval = 2.0;
     int once = 0;
     for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-        const char *names[] = {"--endpoints", "--port-range", "--interval"};
-        int which = -1;
-        for (int k = 0; k < 3; k++) {
-            size_t l = strlen(names[k]);
-            if (!strncmp(a, names[k], l) && (a[l] == 0 || a[l] == '=')) {
-                which = k;
-                if (a[l] == '=') val = a + l + 1;
-                else if (i + 1 < argc) val = argv[++i];
-                else return usage("option %s needs a value", names[k]);
-            }
-        }
-        if (which == 0) endpoints = val;
-        else if (which == 1) range = val;
-        else if (which == 2) {
+        const char *val;
+        switch (cli_next(&top_cmd, argc, argv, &i, &val)) {
+        case OPT_HELP: cli_usage(&top_cmd, stdout); return 0;
+        case OPT_ENDPOINTS: endpoints = val; break;
+        case OPT_PORT_RANGE: range = val; break;
+        case OPT_INTERVAL: {
             char *end = NULL;
             interval = strtod(val, &end);
             if (!end || *end || end == val || !(interval >= 0.1 && interval <= 3600))
                 return usage("--interval needs seconds from 0.1 to 3600, got '%s'", val);
-        } else if (!strcmp(a, "--once")) {
-            once = 1;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(top_help, stdout);
-            return 0;
-        } else {
-            return usage(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
+            break;
+        }
+        case OPT_ONCE: once = 1; break;
+        default: return usage("unexpected argument '%s'", argv[i]);
         }
     }
     if (!endpoints && !range)

@@ -3,8 +3,6 @@
 #ifndef TPROF_TOP_H
 #define TPROF_TOP_H
 
-extern const char *const top_help;
-
 /* argv after "top"; returns the exit status (0 = at least one endpoint answered, 1 = none,
  * 2 = usage error). */
 int cmd_top(int argc, char **argv);

@@ -3,7 +3,7 @@
 
 Run by ctest as the test `lint` (tests/lint.cmake), so `make check` fails on a violation;
 alone: `python3 scripts/lint.py [--root DIR] [CHECK ...]`, CHECK among columns, tracker,
-prefix, layers, results (default: all). Prints one line per violation, `path:line: [check] what`,
+prefix, layers, results, private (default: all). Prints one line per violation, `path:line: [check] what`,
 and exits 1 if there is any, 0 otherwise. Reads files only; needs Python 3.8 and nothing
 else, and takes well under a second on the tree.
 
@@ -28,6 +28,8 @@ The checks:
            helpers of analysis/jsonget.h, or including jsonget.h) in a file of RESULTS_ONLY:
            the analyses and rules there read the typed results of src/analysis/results.h,
            so a key renamed in the document cannot switch a rule off
+  private  a file of src/analysis, src/export, cli or python/src that reaches a header of
+           NEVER_INCLUDED (src/core/internal.h), directly or through the headers it includes
 """
 import argparse
 import os
@@ -109,6 +111,7 @@ LAYERS = {
     "src/export": ("include", "src/format", "src/analysis"),
     "cli": ("include", "src/format", "src/analysis", "src/export"),
     "python/src": ("include",),
+    "src/common": ("include",),
     "examples": ("include",),
 }
 # The crossings that exist today, each a header-only definition shared between the runtime
@@ -120,9 +123,11 @@ LAYER_CROSSINGS = {
     ("src/analysis/mfu.c", "src/core/per_step.h"),
     ("src/analysis/energy.c", "src/capture/nvml_abi.h"),
     ("src/analysis/report.c", "src/timers/timers_format.h"),
-    ("cli/trainprof.c", "src/core/config.h"),
-    ("cli/trainprof.c", "src/core/kwindow.h"),
-    ("cli/trainprof.c", "src/core/per_step.h"),
+    ("cli/cmd_run.c", "src/core/config.h"),
+    ("cli/cmd_run.c", "src/core/kwindow.h"),
+    ("cli/cmd_run.c", "src/core/per_step.h"),
+    ("cli/common.c", "src/core/per_step.h"),
+    ("cli/common.c", "src/capture/nvml_shared.h"),
     ("python/src/_trainprof.c", "src/capture/comm_ext.h"),
 }
 # Calls from src/core to functions src/capture defines that are not capture sources' hooks
@@ -153,6 +158,16 @@ CAPTURE_DEF_RE = re.compile(r"^(?!static\b)[A-Za-z_][\w \t\*]*?[\s\*](tprof__\w+
                             re.MULTILINE)
 CALL_RE = re.compile(r"\b(tprof__\w+)\s*\(")
 
+# Headers that a layer may not reach at all, directly or through the headers it includes, and
+# that no crossing can allow: the runtime's private header (the session's state and hooks)
+# is no business of the offline analysis, the exporters, the command or the Python module,
+# which use the public API and the shared headers above.
+NEVER_INCLUDED = {
+    "src/analysis": ("src/core/internal.h",),
+    "src/export": ("src/core/internal.h",),
+    "cli": ("src/core/internal.h",),
+    "python/src": ("src/core/internal.h",),
+}
 # Where #include "x" is looked for, after the including file's own directory: the include
 # directories the build gives (src/ and include/; tests/ for tests and bench only).
 INCLUDE_ROOTS = ("src", "include")
@@ -335,6 +350,40 @@ def check_layers(root, out):
                    "LAYER_CROSSINGS (and from docs/design.md §2.3)" % (rel, dep))
 
 
+def includes_of(root, rel, cache):
+    """The project headers rel includes, resolved: [(line, header)]."""
+    if rel not in cache:
+        found = []
+        for n, line in enumerate((read_text(root, rel) or "").split("\n"), 1):
+            m = INCLUDE_RE.match(line)
+            dep = m and resolve(root, rel, m.group(1), m.group(2))
+            if dep:
+                found.append((n, dep))
+        cache[rel] = found
+    return cache[rel]
+
+
+def check_never_included(root, out):
+    cache = {}
+    for rel in c_sources(root):
+        banned = NEVER_INCLUDED.get(layer_of(rel))
+        if not banned:
+            continue
+        for n, first in includes_of(root, rel, cache):
+            seen, todo, path = set(), [(first, [first])], None
+            while todo and path is None:
+                h, chain = todo.pop()
+                if h in banned:
+                    path = chain
+                elif h not in seen:
+                    seen.add(h)
+                    todo += [(d, chain + [d]) for _, d in includes_of(root, h, cache)]
+            if path:
+                out.append("%s:%d: [private] %s (%s) reaches %s (%s): the runtime's private "
+                           "header, never included above src/core (docs/design.md §2.3)"
+                           % (rel, n, rel, layer_of(rel), path[-1], " -> ".join(path)))
+
+
 def check_results(root, out):
     for rel in RESULTS_ONLY:
         text = read_text(root, rel)
@@ -395,7 +444,7 @@ def check_env(root, out):
 
 CHECKS = {"columns": check_columns, "tracker": check_tracker, "prefix": check_prefix,
           "layers": check_layers, "sources": check_sources,
-          "env": check_env, "results": check_results}
+          "env": check_env, "results": check_results, "private": check_never_included}
 
 
 def main():
@@ -403,7 +452,7 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root (default: this script's parent directory)")
     ap.add_argument("checks", nargs="*", metavar="CHECK",
-                    help="columns, tracker, prefix, layers, sources, env, results (default: all)")
+                    help="columns, tracker, prefix, layers, sources, env, results, private (default: all)")
     a = ap.parse_args()
     for name in a.checks:
         if name not in CHECKS:

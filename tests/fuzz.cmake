@@ -13,7 +13,8 @@
 set(TPROF_FUZZ_TARGETS rankfile metrics report_json)
 set(fuzz_src_rankfile fuzz/fuzz_rankfile.c)
 set(fuzz_libs_rankfile tprof_analysis)
-set(fuzz_src_metrics fuzz/fuzz_metrics.c ${CMAKE_SOURCE_DIR}/cli/top_parse.c)
+set(fuzz_src_metrics fuzz/fuzz_metrics.c ${CMAKE_SOURCE_DIR}/cli/top_parse.c
+  ${CMAKE_SOURCE_DIR}/cli/options.c)
 set(fuzz_libs_metrics m)
 set(fuzz_src_report_json fuzz/fuzz_report_json.c)
 set(fuzz_libs_report_json tprof_analysis)

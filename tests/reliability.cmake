@@ -27,11 +27,21 @@ add_test(NAME cli_errors
 set_tests_properties(cli_errors PROPERTIES TIMEOUT 120 LABELS "cli"
   ENVIRONMENT "TPROF_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 
+# The signals a job gets under `trainprof run`, counted by sigcount_prog, against the same
+# job bare: a kill of the process group, of the started process alone, a terminal's Ctrl-C
+# and Ctrl-Z (cli_signals.sh, driving cli_signals.py on ptys).
+add_executable(sigcount_prog ${CMAKE_CURRENT_SOURCE_DIR}/sigcount_prog.c)
+add_test(NAME cli_signals
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli_signals.sh $<TARGET_FILE:trainprof_cli>
+          $<TARGET_FILE:sigcount_prog>)
+set_tests_properties(cli_signals PROPERTIES TIMEOUT 300 LABELS "cli"
+  ENVIRONMENT "TPROF_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+
 # `trainprof run` preloads libtrainprof into programs that are not built with ASan (sh,
 # true) or whose own ASan runtime then loads after the preloaded library; ASan accepts
 # that only when told not to insist on being first.
 if(TPROF_SANITIZE STREQUAL "address")
-  set_property(TEST test_reliability cli_errors APPEND PROPERTY ENVIRONMENT
+  set_property(TEST test_reliability cli_errors cli_signals APPEND PROPERTY ENVIRONMENT
     "ASAN_OPTIONS=verify_asan_link_order=0")
 endif()
 

@@ -1,10 +1,12 @@
 /*
- * nvml_shared.h — what capture/nvml.c shares with the EnergyMonitor (core/energy.c): the
+ * nvml_shared.h — the one NVML loader (nvml_shared.c), shared by the sampler (capture/nvml.c),
+ * the EnergyMonitor (core/energy.c) and the trainprof command (cli/common.c): the
  * dlopen'ed libnvidia-ml function table, NVML initialisation with a readable reason on
  * failure, and the rules that choose GPUs (CUDA_VISIBLE_DEVICES, UUIDs, the local rank).
  *
- * One copy of the library per process: the table is loaded once, under a lock, and never
- * unloaded (NVML may still run threads of its own; docs/design.md §1 keeps vendor libraries
+ * Each copy of this code (libtrainprof's, hidden, and the trainprof command's) loads the table
+ * once, under a lock (the dynamic loader maps libnvidia-ml once per process), and never
+ * unloads it (NVML may still run threads of its own; docs/design.md §1 keeps vendor libraries
  * mapped). nvmlInit/nvmlShutdown are reference counted by NVML itself, so the sampler and
  * each monitor init and shut down on their own. NVML calls are thread safe (NVML documents
  * them so), so the table may be used from any thread.
@@ -78,6 +80,12 @@ int tprof__nvml_lookup(const tprof__nvml_api *api, const char *spec, tprof__nvml
  * MPI_LOCALRANKID, PMIX_LOCAL_RANK, SLURM_LOCALID, first one set), or -1. `var` (may be
  * NULL) gets the variable's name. */
 int tprof__nvml_local_rank(const char **var);
+
+/* Every device NVML sees, in NVML (PCI) order: the number written to all (at most max). */
+size_t tprof__nvml_enumerate(const tprof__nvml_api *api, tprof__nvml_dev *all, size_t max);
+
+/* NVML's text for r (never NULL). */
+const char *tprof__nvml_str(const tprof__nvml_api *api, nvmlReturn_t r);
 
 /* The total-energy counter in mJ; 0 or -1 (unsupported, or NVML failed). Can take
  * milliseconds: never call it on a hot path. */

@@ -126,39 +126,7 @@ static struct {
        .busy = PTHREAD_MUTEX_INITIALIZER,
        .flush_lock = PTHREAD_MUTEX_INITIALIZER, .flush_cond = PTHREAD_COND_INITIALIZER};
 
-/* ---------------------------------------------------------------- errors, version, log */
-
-const char *tprof_strerror(int err) {
-    switch (err) {
-#define TPROF__ERR_CASE(name, value, text) \
-    case value:                            \
-        return text;
-        TPROF_ERROR_TABLE(TPROF__ERR_CASE)
-#undef TPROF__ERR_CASE
-    }
-    return "unknown error";
-}
-
-const char *tprof_version(void) { return TPROF_VERSION_STRING; }
-
-#ifndef TPROF_BUILD_TYPE
-#define TPROF_BUILD_TYPE "unknown"
-#endif
-#ifndef TPROF_CUDA_HEADERS
-#define TPROF_CUDA_HEADERS "no"
-#endif
-
-const char *tprof_build_info(void) {
-    return "trainprof " TPROF_VERSION_STRING " (" TPROF_BUILD_TYPE ", "
-#if defined(__clang__)
-           "clang " __clang_version__
-#elif defined(__GNUC__)
-           "gcc " __VERSION__
-#else
-           "cc"
-#endif
-           ", CUDA headers at build: " TPROF_CUDA_HEADERS ")";
-}
+/* ---------------------------------------------------------------- log */
 
 void tprof__log(int level, const char *fmt, ...) {
     if (level > tprof__log_level) return;

@@ -1,0 +1,96 @@
+/*
+ * cmd_report.c — `trainprof report DIR`: the report of a run's rank files, as text, JSON or
+ * one self-contained HTML file (docs/cli.md).
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "export/html.h"
+
+enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_STEP_NAME, OPT_DATA_NAMES, OPT_WARMUP, OPT_TOP };
+
+static const cli_opt report_opts_table[] = {
+    {OPT_FORMAT, "--format", NULL, CLI_VALUE, "text|json|html",
+     "default text [TRAINPROF_FORMAT]; html is one self-contained\n"
+     "file (inline CSS and SVG plots, no script, no network)"},
+    {OPT_OUTPUT, "--output", "-o", CLI_VALUE, "FILE", "write there instead of standard output"},
+    {OPT_STEP_NAME, "--step-name", NULL, CLI_VALUE, "NAME", "as for run [TRAINPROF_STEP_NAME]"},
+    {OPT_WARMUP, "--warmup", NULL, CLI_VALUE, "N", "warm-up steps, default 1 [TRAINPROF_WARMUP]"},
+    {OPT_DATA_NAMES, "--data-names", NULL, CLI_VALUE, "A,B,...",
+     "range names that mark data loading (case-insensitive)\n"
+     "[TRAINPROF_DATA_NAMES]; default data,batch,loader,get_batch,\n"
+     "batch-generator"},
+    {OPT_TOP, "--top", NULL, CLI_VALUE, "N", "rows in the top-range tables, default 15"},
+    CLI_THROUGHPUT_OPTS,
+    CLI_HELP_OPT,
+};
+
+static const cli_cmd report_cmd = {
+    "report",
+    "usage: trainprof report DIR [options]\n"
+    "\n"
+    "Reports on the rank files in DIR (or one .tprof file): processes and ranks, steps\n"
+    "(count, mean, p50, p90, max; warm-up apart), top ranges by inclusive and exclusive time\n"
+    "per step, and the share of data loading. Damaged files are named and read as far as\n"
+    "they are valid.\n"
+    "\n"
+    "options (environment twin in brackets):\n",
+    report_opts_table,
+    sizeof report_opts_table / sizeof *report_opts_table,
+    NULL,
+    0,
+};
+
+int cmd_report(int argc, char **argv) {
+    const char *dir = NULL, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
+    report_args a;
+    report_args_init(&a, "report");
+    const char *dn = env_or("TRAINPROF_DATA_NAMES", NULL);
+    for (int i = 0; i < argc; i++) {
+        int id = cli_next(&report_cmd, argc, argv, &i, &v);
+        switch (id) {
+        case OPT_HELP: cli_usage(&report_cmd, stdout); return 0;
+        case OPT_FORMAT: format = v; break;
+        case OPT_OUTPUT: out = v; break;
+        case OPT_STEP_NAME: a.step_name = v; break;
+        case OPT_DATA_NAMES: dn = v; break;
+        case OPT_WARMUP: a.warmup = parse_int("report", "--warmup", v, 0, 1 << 30); break;
+        case OPT_TOP: a.top = parse_int("report", "--top", v, 1, 100000); break;
+        case CLI_OPERAND:
+            if (dir) die_usage("report", "unexpected argument '%s'", argv[i]);
+            dir = argv[i];
+            break;
+        default: report_opt_set(&a, id, v, "report"); break;
+        }
+    }
+    if (!dir) die_usage("report", "%s", "missing DIR (a trainprof run directory)");
+    if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html"))
+        die_usage("report", "unknown format '%s' (text, json or html)", format);
+    char *dncopy = dn ? strdup(dn) : NULL;
+    a.data_names = dncopy;
+    tp_run run;
+    if (load_run(dir, &run) != 0) {
+        free(dncopy);
+        return 1;
+    }
+    cJSON *rep = make_report(&run, &a);
+    int rc = 1;
+    outfile of;
+    if (rep && out_open(&of, out) == 0) {
+        tp_report_opts o;
+        report_opts(&a, &o);
+        int w = !strcmp(format, "json") ? tp_report_write_json(rep, of.f)
+                : !strcmp(format, "html")
+                    ? tp_html_write(rep, &run, &o, of.f)
+                    : tp_report_write_text(rep, of.f,
+                                           of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
+        rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+    }
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    free(dncopy);
+    return rc;
+}

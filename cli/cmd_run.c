@@ -1,0 +1,931 @@
+/*
+ * cmd_run.c — `trainprof run [options] -- CMD [ARGS...]` (docs/cli.md): runs CMD with the
+ * trainprof library injected, then writes and prints the reports.
+ *
+ * `run` never changes what the profiled program does: it sets the injection variables,
+ * runs the command with them in a process group of its own (given the terminal when this
+ * process holds it), forwards the SIGTERM, SIGINT, SIGHUP and SIGQUIT it gets to it, waits,
+ * writes the reports next to the rank files, and exits with the command's own status
+ * (re-raising the command's terminating signal on itself). cmd_run is its steps in order:
+ * run_parse, run_prepare (command, library, output directory and its lock),
+ * run_environment (what every process of the job inherits), node_sampler_begin, job_run
+ * (spawn, forward, wait), run_reports, exit_as.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analysis/mfu.h"
+#include "analysis/model.h"
+#include "common.h"
+#include "core/config.h"
+#include "core/kwindow.h"
+#include "core/per_step.h"
+#include "export/html.h"
+#include "format/reader.h"
+#include "trainprof.h"
+
+/* ------------------------------------------------------------------ options */
+
+enum {
+    OPT_OUTPUT = OPT_OWN,
+    OPT_STEP_NAME,
+    OPT_WARMUP,
+    OPT_RING_KB,
+    OPT_SAMPLE_HZ,
+    OPT_KERNEL_STEPS,
+    OPT_NO_REPORT,
+    OPT_METRICS_PORT,
+    OPT_PYTHON,
+};
+
+static const cli_opt run_opts_table[] = {
+    {OPT_OUTPUT, "--output", "-o", CLI_VALUE, "DIR",
+     "output directory [TRAINPROF_DIR]; default trainprof-DATE-TIME;\n"
+     "must not already hold rank files"},
+    {OPT_STEP_NAME, "--step-name", NULL, CLI_VALUE, "NAME",
+     "range that marks a step: exact name, or a glob with * or ?\n"
+     "[TRAINPROF_STEP_NAME]; default: API steps, ProfilerStep#*,\n"
+     "train_step, training_step, step, iteration, train_iter"},
+    {OPT_WARMUP, "--warmup", NULL, CLI_VALUE, "N",
+     "steps excluded from the statistics [TRAINPROF_WARMUP]; default 1"},
+    {OPT_RING_KB, "--ring-kb", NULL, CLI_VALUE, "N",
+     "per-thread event ring in KiB [TRAINPROF_RING_KB]; default 4096"},
+    {OPT_SAMPLE_HZ, "--sample-hz", NULL, CLI_VALUE, "N",
+     "process sampler (CPU, RSS, threads, context switches) per second\n"
+     "[TRAINPROF_SAMPLE_HZ]; default 10, 0 = off"},
+    {OPT_KERNEL_STEPS, "--kernel-steps", NULL, CLI_VALUE, "A-B",
+     "GPU kernel/copy capture (CUPTI) only in steps A to B (also A,\n"
+     "A-), numbered from 0 as the report numbers them; the rest is\n"
+     "recorded in every step [TRAINPROF_KERNEL_STEPS]"},
+    {OPT_NO_REPORT, "--no-report", NULL, CLI_FLAG, NULL,
+     "do not print the report (it is still written) [TRAINPROF_QUIET]"},
+    {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",
+     "live Prometheus metrics: each process serves /metrics on PORT +\n"
+     "its local rank, on 127.0.0.1 [TRAINPROF_METRICS_PORT;\n"
+     "TRAINPROF_METRICS_ADDR, TRAINPROF_METRICS_TOKEN]; the node's GPUs\n"
+     "on PORT + 1000 [TRAINPROF_METRICS_NODE_PORT]; docs/metrics.md"},
+    {OPT_PYTHON, "--python", NULL, CLI_FLAG, NULL,
+     "instrument PyTorch programs with no code change: every Python\n"
+     "process gets trainprof's sitecustomize (PYTHONPATH), which calls\n"
+     "trainprof.torch.autostart() when torch is imported: steps at\n"
+     "optimizer steps, data/forward/backward/optimizer ranges,\n"
+     "torch.distributed traffic [TRAINPROF_PYTHON=1]; the module is\n"
+     "found beside the library (BUILD/python) or in\n"
+     "[TRAINPROF_PYTHON_DIR]; docs/python.md"},
+    CLI_THROUGHPUT_OPTS,
+    CLI_HELP_OPT,
+};
+
+/* The variables the library reads that have no option of `run`: the one place that lists
+ * them for the usage. */
+/* After the options: the library's variables, printed from the table they are read through
+ * (core/config.h), so that --help cannot drift from what the library reads. */
+static void run_env_help(FILE *f) {
+    fputs("\nTRAINPROF_LIB: the library run injects (default: beside this program).\n", f);
+    tprof__config_print_env(f);
+}
+
+static const cli_cmd run_cmd = {
+    "run",
+    "usage: trainprof run [options] -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD and every process it starts with the trainprof library injected: NVTX3 ranges\n"
+    "(NVTX_INJECTION64_PATH), GPU activity through CUPTI (CUDA_INJECTION64_PATH), and the\n"
+    "library preloaded so every process gets signal-safe flushing and run metadata. Each\n"
+    "process that records something writes DIR/<host>-<pid>.tprof.\n"
+    "When CMD ends, writes DIR/report.txt, DIR/report.json and DIR/report.html and prints\n"
+    "the report.\n"
+    "The exit status is CMD's.\n"
+    "\n"
+    "options (environment twin in brackets):\n",
+    run_opts_table,
+    sizeof run_opts_table / sizeof *run_opts_table,
+    run_env_help,
+    1,
+};
+
+/* What the command line asks for. */
+typedef struct run_opts {
+    const char *dir; /* -o, or TRAINPROF_DIR; NULL: a fresh trainprof-DATE-TIME */
+    report_args a;
+    const char *ring_kb, *sample_hz, *kernel_steps, *metrics_port;
+    char mport[16]; /* metrics_port's copy (setenv replaces the variable's string) */
+    int quiet, python;
+    char **cmd; /* CMD ARGS..., NULL-terminated */
+} run_opts;
+
+/* What run_prepare found and made. */
+typedef struct run_plan {
+    char exe[PATH_MAX];   /* CMD resolved on PATH */
+    char lib[PATH_MAX];   /* libtrainprof.so */
+    char pydir[PATH_MAX]; /* --python: the directory holding trainprof/ */
+    char defdir[96];
+    const char *dir;       /* the output directory as the user named it */
+    char absdir[PATH_MAX]; /* and its absolute path */
+    char lockpath[PATH_MAX + 32];
+    int lockfd;
+    char run_id[64];
+} run_plan;
+
+/* ------------------------------------------------------------------ helpers */
+
+static pid_t g_child = -1;
+
+/* The job runs in a process group of its own (job_run), so that no signal reaches it both
+ * directly and through this process: whatever reaches `trainprof run` (a kill of its pid, or
+ * of the process group it was started in) did not reach the job, and is forwarded once. */
+static void forward_signal(int sig) {
+    if (g_child > 0) kill(g_child, sig);
+}
+
+/* Gives the terminal's foreground to process group `pg`, as a shell does for a job:
+ * SIGTTOU blocked for the call, which a process outside the foreground group would
+ * otherwise get (tcsetpgrp(3)). The calling thread's mask is restored before returning. */
+static void tty_give(int ttyfd, pid_t pg) {
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    (void)tcsetpgrp(ttyfd, pg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The controlling terminal, or -1 (none: a batch job, a daemon). Close-on-exec: the job never
+ * holds it. */
+static int tty_open(void) {
+    return open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+}
+
+/* The job stopped. On a terminal's job-control signal (Ctrl-Z, or a terminal read or write
+ * from the background) this process stops with the same signal, so that the shell that
+ * started it sees its job stopped and takes the terminal back; once continued (`fg`, `bg`),
+ * it hands the terminal on to the job if it holds it itself, and continues the job. When
+ * this process holds the terminal already (a run started in the background, then `fg`), the
+ * job is given it and continued at once. Without a controlling terminal such a stop, like
+ * one by SIGSTOP, came from kill(): it is left to whoever sent it, who will continue the job
+ * (this process never stops on it: nobody would continue it). In an orphaned process group
+ * the kernel discards the stop signal: this process then continues the job at
+ * once (POSIX.1-2017, XSH 2.4.3, Signal Actions). */
+static void job_stopped(pid_t job, int sig, int ttyfd) {
+    if (ttyfd < 0 || (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)) return;
+    pid_t fg = tcgetpgrp(ttyfd);
+    if (fg == job) tty_give(ttyfd, getpgrp());
+    /* raise: directed at this thread, so the stop has taken effect when it returns */
+    if (fg != getpgrp() || sig == SIGTSTP) raise(sig);
+    if (tcgetpgrp(ttyfd) == getpgrp()) tty_give(ttyfd, job);
+    kill(-job, SIGCONT);
+}
+
+/* The node sampler runs when NVML initialises and sees a GPU, and TRAINPROF_NVML_HZ is not 0. */
+static int node_sampler_wanted(void) {
+    const char *hz = getenv("TRAINPROF_NVML_HZ");
+    if (hz && *hz && strtoul(hz, NULL, 10) == 0) return 0;
+    char why[256];
+    return probe_nvml(why, sizeof why) > 0; /* no driver or no GPU: the ranks will say so */
+}
+
+/* Starts this process's own recording session: no ranges, no process sampler, only the
+ * NVML sampler on the session's flusher thread, into the run directory; the report sees
+ * the file's role and uses its GPU series for the ranks of this host. Signals stay ours
+ * (TRAINPROF_NO_SIGNALS). A failure only means no node samples: the job is unaffected. */
+static void node_sampler_start(const char *dir, const char *run_id) {
+    const char *ns = getenv("TRAINPROF_NO_SIGNALS");
+    char *had = ns ? strdup(ns) : NULL;
+    setenv("TRAINPROF_NO_SIGNALS", "1", 1);
+    tprof_config c;
+    tprof_config_init(&c);
+    c.output_dir = dir;
+    c.run_id = run_id;
+    c.sample_hz = 0;
+    const char *hz = getenv("TRAINPROF_NVML_HZ");
+    if (hz && *hz) c.nvml_hz = (uint32_t)strtoul(hz, NULL, 10);
+    int rc = tprof_init(&c);
+    /* the job inherits the environment: its processes take their signals as usual */
+    if (had) setenv("TRAINPROF_NO_SIGNALS", had, 1);
+    else unsetenv("TRAINPROF_NO_SIGNALS");
+    free(had);
+    if (rc != TPROF_OK) {
+        fprintf(stderr, "trainprof run: no node GPU sampler (the session did not start)\n");
+        return;
+    }
+    tprof_set_metadata("trainprof.role", "node-sampler");
+    tprof_flush(); /* one flusher pass: NVML is open and the first sample taken */
+}
+
+/* Absolute path of libtrainprof.so: $TRAINPROF_LIB, else beside the executable or in
+ * ../lib relative to it. */
+static int find_library(char *out, size_t n) {
+    const char *env = getenv("TRAINPROF_LIB");
+    if (env && *env) {
+        if (!realpath(env, out) || access(out, R_OK) != 0) {
+            fprintf(stderr, "trainprof run: TRAINPROF_LIB=%s: %s\n", env, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return -1;
+    exe[k] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    static const char *const rel[] = {"libtrainprof.so", "../lib/libtrainprof.so",
+                                      "../lib64/libtrainprof.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+        char cand[PATH_MAX + 64];
+        snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
+        if (realpath(cand, out) && access(out, R_OK) == 0 && strlen(out) < n) return 0;
+    }
+    fprintf(stderr, "trainprof run: cannot find libtrainprof.so beside %s; set TRAINPROF_LIB\n",
+            exe);
+    return -1;
+}
+
+/* The directory holding the trainprof Python package built with this CLI (for --python):
+ * TRAINPROF_PYTHON_DIR, else python/ beside the library (a build tree) or beside this
+ * binary, else lib/trainprof/python of an installation (cmake --install). It must hold
+ * trainprof/_autostart/sitecustomize.py. */
+static int find_python_dir(const char *lib, char *out, size_t n) {
+    char cands[4][PATH_MAX + 64];
+    size_t nc = 0;
+    const char *env = getenv("TRAINPROF_PYTHON_DIR");
+    if (env && *env) {
+        snprintf(cands[nc++], sizeof cands[0], "%s", env);
+    } else {
+        const char *slash = strrchr(lib, '/');
+        snprintf(cands[nc++], sizeof cands[0], "%.*s/python", (int)(slash ? slash - lib : 1),
+                 slash ? lib : ".");
+        char exe[PATH_MAX];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (k > 0) {
+            exe[k] = 0;
+            char *es = strrchr(exe, '/');
+            if (es) *es = 0;
+            snprintf(cands[nc++], sizeof cands[0], "%s/python", exe);
+            snprintf(cands[nc++], sizeof cands[0], "%s/../lib/trainprof/python", exe);
+        }
+    }
+    for (size_t i = 0; i < nc; i++) {
+        char probe[PATH_MAX + 128];
+        if (!realpath(cands[i], out) || strlen(out) + 1 > n) continue;
+        snprintf(probe, sizeof probe, "%s/trainprof/_autostart/sitecustomize.py", out);
+        if (access(probe, R_OK) == 0) return 0;
+    }
+    fprintf(stderr, "trainprof run: --python: no trainprof Python package found (looked in "
+                    "%s%s); build it (CMake builds it when the Python headers are installed) "
+                    "or set TRAINPROF_PYTHON_DIR to the directory holding trainprof/\n",
+            cands[0], nc > 1 ? " and beside this binary" : "");
+    return -1;
+}
+
+static int find_command(const char *cmd, char *out, size_t n) {
+    if (strchr(cmd, '/')) {
+        struct stat st;
+        if (stat(cmd, &st) != 0 || !S_ISREG(st.st_mode) || access(cmd, X_OK) != 0) return -1;
+        snprintf(out, n, "%s", cmd);
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+    char *copy = strdup(path);
+    if (!copy) return -1;
+    int found = -1;
+    for (char *d = strtok(copy, ":"); d && found; d = strtok(NULL, ":")) {
+        snprintf(out, n, "%s/%s", *d ? d : ".", cmd);
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) found = 0;
+    }
+    free(copy);
+    return found;
+}
+
+static int mkdir_p(const char *path) {
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int dir_has_rank_files(const char *dir) {
+    tp_run probe;
+    char err[64];
+    int rc = tp_run_load(dir, &probe, err, sizeof err);
+    int has = rc == TPROF_OK || probe.nerrors > 0;
+    tp_run_free(&probe);
+    return has;
+}
+
+/* The processes that opened rank files in `dir` and are still alive (a launcher such as
+ * mpirun may exit before its ranks have written the end of their files, e.g. on SIGTERM),
+ * read from each file's header; this process (the node sampler) left out. */
+static int writers_alive(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int alive = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        tprof_reader *rd;
+        if (tprof__reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
+        int32_t pid = tprof__reader_header(rd)->pid;
+        tprof__reader_close(rd);
+        if (pid <= 0 || pid == (int32_t)getpid()) continue;
+        if (kill(pid, 0) == 0 || errno == EPERM) alive++;
+    }
+    closedir(d);
+    return alive;
+}
+
+/* The processes of this run that could not create their rank files: each left a symbolic
+ * link <host>-<pid>.tprof-create-failed whose target is the reason (core/writer.h; it takes
+ * them no descriptor, which may be what they lacked). Each is said on stderr; older ones (of
+ * an earlier run in the same directory) are left out by their time. How many. */
+static int report_create_failures(const char *dir, time_t since) {
+    static const char suffix[] = ".tprof-create-failed";
+    const size_t sl = sizeof suffix - 1;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l <= sl || strcmp(e->d_name + l - sl, suffix)) continue;
+        char path[PATH_MAX], why[256];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || st.st_mtime < since) continue;
+        ssize_t k = readlink(path, why, sizeof why - 1);
+        if (k < 0) k = 0;
+        why[k] = 0;
+        fprintf(stderr, "trainprof run: process %.*s could not create its rank file: %s; it "
+                        "recorded nothing\n", (int)(l - sl), e->d_name, k ? why : "reason unknown");
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Waits (at most `ms`) for the job's remaining processes to finish their rank files. */
+static void wait_for_writers(const char *dir, int ms) {
+    int n = writers_alive(dir), said = 0;
+    for (int waited = 0; n > 0 && waited < ms; waited += 100) {
+        if (!said++)
+            fprintf(stderr, "trainprof run: waiting for %d process%s still writing rank files\n",
+                    n, n == 1 ? "" : "es");
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        n = writers_alive(dir);
+    }
+    if (n > 0)
+        fprintf(stderr, "trainprof run: %d process%s still running after %d s; reporting what "
+                        "is written\n", n, n == 1 ? "" : "es", ms / 1000);
+}
+
+
+/* Takes the run lock of a directory: `path` opened and locked with flock(LOCK_EX), which the
+ * kernel drops when this process ends however it ends (SIGKILL included), so a lock file a
+ * dead run left behind is taken over and never mistaken for a live run (a pid written in
+ * it could belong to another process by now; it is there for people to read). Returns the
+ * descriptor to keep until the run ends (close-on-exec: the job never holds it), -2 when
+ * another live run holds the lock (its pid, as it wrote it, in `owner`), -1 on error. */
+static int run_lock(const char *path, char *owner, size_t n) {
+    for (int tries = 0; tries < 100; tries++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            ssize_t k = read(fd, owner, n - 1);
+            owner[k > 0 ? (size_t)k : 0] = 0;
+            owner[strcspn(owner, "\n")] = 0;
+            close(fd);
+            if (e == EWOULDBLOCK) return -2;
+            errno = e;
+            return -1;
+        }
+        /* the file may have been unlinked by the run that held it, just before it let go:
+         * then the lock is on a file nobody else will see; take the one at the path */
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            char me[24];
+            int len = snprintf(me, sizeof me, "%d\n", (int)getpid());
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, me, (size_t)len, 0) != len) {
+                /* the pid is informative only: the lock is held */
+            }
+            return fd;
+        }
+        close(fd);
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
+static void run_unlock(const char *path, int fd) {
+    unlink(path); /* while still holding it: the next run then makes a new file */
+    close(fd);
+}
+/* ------------------------------------------------------------------ the steps */
+
+/* The options, checked (with their environment twins) before anything is started. -1 to go
+ * on, else the exit status (0 after --help). */
+static int run_parse(int argc, char **argv, run_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->dir = env_or("TRAINPROF_DIR", NULL);
+    report_args_init(&o->a, "run");
+    o->metrics_port = env_or("TRAINPROF_METRICS_PORT", NULL);
+    o->quiet = getenv("TRAINPROF_QUIET") != NULL;
+    const char *pyenv = getenv("TRAINPROF_PYTHON");
+    o->python = pyenv && *pyenv && strcmp(pyenv, "0") != 0;
+    const char *v;
+    uint64_t lo, hi;
+    int i = 0;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        }
+        int id = cli_next(&run_cmd, argc, argv, &i, &v);
+        if (id == CLI_OPERAND) break; /* the command starts here (no "--") */
+        switch (id) {
+        case OPT_HELP: cli_usage(&run_cmd, stdout); return 0;
+        case OPT_OUTPUT: o->dir = v; break;
+        case OPT_STEP_NAME: o->a.step_name = v; break;
+        case OPT_WARMUP: o->a.warmup = parse_int("run", "--warmup", v, 0, 1 << 30); break;
+        case OPT_RING_KB:
+            o->ring_kb = v;
+            parse_int("run", "--ring-kb", v, 64, 1 << 22);
+            break;
+        case OPT_SAMPLE_HZ:
+            o->sample_hz = v;
+            parse_int("run", "--sample-hz", v, 0, 1000);
+            break;
+        case OPT_KERNEL_STEPS:
+            o->kernel_steps = v;
+            if (tprof__kwin_parse(v, &lo, &hi) != 0)
+                die_usage("run", "--kernel-steps needs A-B, A or A- (step numbers, A <= B), "
+                                 "got '%s'", v);
+            break;
+        case OPT_METRICS_PORT:
+            o->metrics_port = v;
+            parse_int("run", "--metrics-port", v, 0, 65535);
+            break;
+        case OPT_NO_REPORT: o->quiet = 1; break;
+        case OPT_PYTHON: o->python = 1; break;
+        default: report_opt_set(&o->a, id, v, "run"); break;
+        }
+    }
+    if (!o->kernel_steps) { /* the environment twin is checked as the option is */
+        const char *ks = env_or("TRAINPROF_KERNEL_STEPS", NULL);
+        if (ks && tprof__kwin_parse(ks, &lo, &hi) != 0)
+            die_usage("run", "TRAINPROF_KERNEL_STEPS needs A-B, A or A- (step numbers, A <= B), "
+                             "got '%s'", ks);
+    }
+    if (i >= argc) die_usage("run", "%s", "missing the command to run (trainprof run -- CMD ...)");
+    o->cmd = argv + i;
+    return -1;
+}
+
+/* A fresh output directory in the current one: trainprof-DATE-TIME, or -2, -3, ... for two
+ * runs started in the same second. 0, or -1 with a line on stderr. */
+static int make_default_dir(char *out, size_t n) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char base[64];
+    strftime(base, sizeof base, "trainprof-%Y%m%d-%H%M%S", &tm);
+    for (int k = 1; k < 1000; k++) {
+        if (k == 1) snprintf(out, n, "%s", base);
+        else snprintf(out, n, "%s-%d", base, k);
+        if (mkdir(out, 0755) == 0) return 0;
+        if (errno != EEXIST) break;
+    }
+    fprintf(stderr, "trainprof run: cannot create an output directory here (%s): %s\n", out,
+            strerror(errno));
+    return -1;
+}
+
+/* The command, the library (and the Python package), the output directory, created and
+ * locked for this run, with no rank files of another run in it. -1 to go on (the lock is
+ * then held: run_unlock), else the exit status. */
+static int run_prepare(const run_opts *o, run_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->lockfd = -1;
+    char **cmd = o->cmd;
+    if (find_command(cmd[0], p->exe, sizeof p->exe) != 0) {
+        /* as shells answer: 126 when the path names something that cannot be run */
+        struct stat sb;
+        int there = strchr(cmd[0], '/') && stat(cmd[0], &sb) == 0;
+        fprintf(stderr, "trainprof run: %s: %s\n", cmd[0],
+                there ? "not executable" : "command not found or not executable");
+        return there ? 126 : 127;
+    }
+    if (find_library(p->lib, sizeof p->lib) != 0) return 1;
+    if (o->python && find_python_dir(p->lib, p->pydir, sizeof p->pydir) != 0) return 1;
+
+    p->dir = o->dir;
+    if (!p->dir) {
+        if (make_default_dir(p->defdir, sizeof p->defdir) != 0) return 1;
+        p->dir = p->defdir;
+    }
+    const char *dir = p->dir;
+    struct stat dst;
+    if (stat(dir, &dst) == 0 && !S_ISDIR(dst.st_mode)) {
+        fprintf(stderr, "trainprof run: %s exists and is not a directory\n", dir);
+        return 1;
+    }
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "trainprof run: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    if (!realpath(dir, p->absdir) || access(p->absdir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "trainprof run: %s is not a writable directory: %s\n", dir,
+                strerror(errno));
+        return 1;
+    }
+    /* one run per directory: the lock is a flock() on this file, held for the whole run */
+    snprintf(p->lockpath, sizeof p->lockpath, "%s/.trainprof-run.lock", p->absdir);
+    char owner[32] = "";
+    int lockfd = run_lock(p->lockpath, owner, sizeof owner);
+    if (lockfd == -2) {
+        fprintf(stderr, "trainprof run: %s is in use by another trainprof run (pid %s holds "
+                        "%s)\n", dir, owner[0] ? owner : "?", p->lockpath);
+        return 1;
+    }
+    if (lockfd < 0) {
+        fprintf(stderr, "trainprof run: cannot lock %s: %s\n", p->lockpath, strerror(errno));
+        return 1;
+    }
+    if (dir_has_rank_files(p->absdir)) {
+        fprintf(stderr, "trainprof run: %s already holds rank files from another run; "
+                        "choose another -o DIR\n", dir);
+        run_unlock(p->lockpath, lockfd);
+        return 1;
+    }
+    p->lockfd = lockfd;
+    return -1;
+}
+
+/* The run's id: the directory's name, at most 63 bytes, never cutting a UTF-8 character. */
+static void make_run_id(const char *absdir, char *run_id, size_t n) {
+    const char *base = strrchr(absdir, '/');
+    snprintf(run_id, n, "%.63s", base ? base + 1 : absdir);
+    for (size_t k = strlen(run_id); k > 0 && ((unsigned char)run_id[k - 1] & 0x80); k--) {
+        unsigned char c = (unsigned char)run_id[k - 1];
+        if (c >= 0xC0) { /* lead byte: complete only if all its continuation bytes fit */
+            size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            if (strlen(run_id) - (k - 1) < want) run_id[k - 1] = 0;
+            break;
+        }
+    }
+}
+
+/* The injection variables: the library as the NVTX, CUDA and NCCL tool of every process,
+ * preloaded with the PMPI wrappers. 0, or -1 (out of memory). */
+static int set_injection(const char *lib) {
+    const char *pre = getenv("LD_PRELOAD");
+    /* the PMPI wrappers (built when Open MPI was found) sit beside libtrainprof.so; they link
+     * no MPI library, so preloading them into a program without MPI changes nothing */
+    char mpilib[PATH_MAX + 32] = "";
+    const char *slash = strrchr(lib, '/');
+    snprintf(mpilib, sizeof mpilib, "%.*s/libtrainprof_mpi.so", (int)(slash ? slash - lib : 1),
+             slash ? lib : ".");
+    if (access(mpilib, R_OK) != 0) mpilib[0] = 0;
+    size_t plen = strlen(lib) + strlen(mpilib) + (pre ? strlen(pre) : 0) + 3;
+    char *preload = malloc(plen);
+    if (!preload) return -1;
+    snprintf(preload, plen, "%s%s%s%s%s", lib, mpilib[0] ? ":" : "", mpilib,
+             pre && *pre ? ":" : "", pre && *pre ? pre : "");
+    const char *old_nvtx = getenv("NVTX_INJECTION64_PATH");
+    if (old_nvtx && *old_nvtx && strcmp(old_nvtx, lib))
+        fprintf(stderr, "trainprof run: replacing NVTX_INJECTION64_PATH=%s (another NVTX tool, "
+                        "e.g. Nsight Systems, cannot be attached at the same time)\n", old_nvtx);
+    setenv("NVTX_INJECTION64_PATH", lib, 1);
+    /* one CUDA injection tool per process: one attached first (Nsight Systems around us) keeps
+     * its place and GPU activity capture backs off; a trainprof library left in the
+     * environment (another build) is replaced */
+    const char *old_cuda = getenv("CUDA_INJECTION64_PATH");
+    const char *old_base = old_cuda ? strrchr(old_cuda, '/') : NULL;
+    old_base = old_base ? old_base + 1 : old_cuda;
+    if (old_cuda && *old_cuda && strcmp(old_cuda, lib) && strncmp(old_base, "libtrainprof", 12)) {
+        fprintf(stderr, "trainprof run: CUDA_INJECTION64_PATH=%s belongs to another CUDA tool "
+                        "(Nsight Systems?), attached first: GPU activity capture off, all else "
+                        "is captured\n", old_cuda);
+        setenv("TRAINPROF_CUPTI_YIELDED", old_cuda, 1);
+    } else {
+        unsetenv("TRAINPROF_CUPTI_YIELDED");
+        setenv("CUDA_INJECTION64_PATH", lib, 1);
+    }
+    /* NCCL (also the copy inside PyTorch) dlopens the profiler plugin named here */
+    const char *old_nccl = getenv("NCCL_PROFILER_PLUGIN");
+    if (old_nccl && *old_nccl && strcmp(old_nccl, lib))
+        fprintf(stderr, "trainprof run: replacing NCCL_PROFILER_PLUGIN=%s (NCCL loads one "
+                        "profiler plugin)\n", old_nccl);
+    setenv("NCCL_PROFILER_PLUGIN", lib, 1);
+    setenv("LD_PRELOAD", preload, 1);
+    free(preload);
+    return 0;
+}
+
+/* The throughput figures go to the ranks, which keep them in their files' metadata (a later
+ * `trainprof report` of the files has them) and feed the live counters. */
+static void set_throughput(const report_args *a) {
+    double x[4] = {a->tokens_per_step, a->samples_per_step, a->flops_per_step, 0};
+    tp_model_desc m; /* --model with --tokens-per-step: the report's formula, for the live
+                      * counters only (the files keep the model, not a FLOPs figure) */
+    if (a->model && x[0] > 0 && tp_model_parse(a->model, &m, NULL, 0) == 0)
+        x[3] = tp_model_flops(&m, x[0]);
+    for (int k = 0; k < 4; k++) {
+        char num[64];
+        snprintf(num, sizeof num, "%.17g", x[k]);
+        if (x[k] > 0 && x[k] <= TPROF_MAX_FLOPS_PER_STEP)
+            setenv(k < TPROF_PER_STEP_N ? tprof__per_step_env(k) : "TRAINPROF_MODEL_FLOPS_PER_STEP",
+                   num, 1);
+    }
+    if (a->model) setenv("TRAINPROF_MODEL", a->model, 1);
+    if (a->dtype) setenv("TRAINPROF_DTYPE", a->dtype, 1);
+}
+
+/* The environment every process of the job inherits. 0, or -1 (out of memory). */
+static int run_environment(run_opts *o, run_plan *p) {
+    make_run_id(p->absdir, p->run_id, sizeof p->run_id);
+    setenv("TRAINPROF_DIR", p->absdir, 1);
+    setenv("TRAINPROF_RUN_ID", p->run_id, 1);
+    if (set_injection(p->lib) != 0) return -1;
+    if (o->a.step_name) setenv("TRAINPROF_STEP_NAME", o->a.step_name, 1);
+    if (o->ring_kb) setenv("TRAINPROF_RING_KB", o->ring_kb, 1);
+    if (o->sample_hz) setenv("TRAINPROF_SAMPLE_HZ", o->sample_hz, 1);
+    if (o->kernel_steps) setenv("TRAINPROF_KERNEL_STEPS", o->kernel_steps, 1);
+    if (o->metrics_port) {
+        /* the environment twin is checked as the option is; a copy, as setenv below
+         * replaces the variable's string */
+        parse_int("run", "TRAINPROF_METRICS_PORT", o->metrics_port, 0, 65535);
+        snprintf(o->mport, sizeof o->mport, "%s", o->metrics_port);
+        o->metrics_port = o->mport;
+        setenv("TRAINPROF_METRICS_PORT", o->metrics_port, 1);
+        const char *maddr = getenv("TRAINPROF_METRICS_ADDR");
+        if (maddr && *maddr) warn_exposed("run", maddr); /* once, not once per rank */
+    }
+    set_throughput(&o->a);
+    if (o->python) {
+        /* the autostart directory first (its sitecustomize chains to the one it hides),
+         * then the package itself; nothing is installed into the user's environment */
+        const char *pp = getenv("PYTHONPATH");
+        size_t len = 2 * strlen(p->pydir) + (pp ? strlen(pp) : 0) + 64;
+        char *ppv = malloc(len);
+        if (!ppv) return -1;
+        snprintf(ppv, len, "%s/trainprof/_autostart:%s%s%s", p->pydir, p->pydir,
+                 pp && *pp ? ":" : "", pp && *pp ? pp : "");
+        setenv("PYTHONPATH", ppv, 1);
+        free(ppv);
+        setenv("TRAINPROF_PYTHON", "1", 1);
+    }
+    return 0;
+}
+
+/* One NVML sampler per node, in this process: the job's processes then leave NVML alone
+ * (NVML sampled inside a process whose GPU activity CUPTI records can hang; docs/design.md),
+ * and ranks sharing a node do not sample the same GPUs twice. Started before the job, so that
+ * its first step lies between two samples; with --metrics-port it serves the node's GPU
+ * metrics (PORT + 1000 unless TRAINPROF_METRICS_NODE_PORT says otherwise; 0 there: none).
+ * 1 when it runs (tprof_shutdown ends it), else 0. */
+static int node_sampler_begin(const run_opts *o, const run_plan *p) {
+    if (!node_sampler_wanted()) return 0;
+    const char *metrics_port = o->metrics_port;
+    char me[24];
+    snprintf(me, sizeof me, "%d", (int)getpid());
+    setenv("TRAINPROF_NVML_SAMPLER", me, 1);
+    const char *np = getenv("TRAINPROF_METRICS_NODE_PORT");
+    long node_port = np && *np ? strtol(np, NULL, 10)
+                     : metrics_port && atoi(metrics_port) > 0 ? atoi(metrics_port) + 1000
+                                                              : 0;
+    if (metrics_port && node_port > 0 && node_port <= 65535) {
+        char pn[16];
+        snprintf(pn, sizeof pn, "%ld", node_port);
+        setenv("TRAINPROF_METRICS_PORT", pn, 1);
+        setenv("TRAINPROF_METRICS_RANK_OFFSET", "0", 1);
+    } else {
+        unsetenv("TRAINPROF_METRICS_PORT");
+    }
+    node_sampler_start(p->absdir, p->run_id);
+    unsetenv("TRAINPROF_METRICS_RANK_OFFSET");
+    if (metrics_port) setenv("TRAINPROF_METRICS_PORT", metrics_port, 1);
+    else unsetenv("TRAINPROF_METRICS_PORT");
+    return 1;
+}
+
+static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { N_FWD = sizeof fwd_sigs / sizeof *fwd_sigs };
+static struct sigaction g_old_sa[N_FWD];
+
+/* From here until forward_end, the signals to forward are taken by forward_signal, which
+ * passes them to the job once it runs (and drops them before: nothing is started yet). */
+static void forward_begin(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int k = 0; k < N_FWD; k++) sigaction(fwd_sigs[k], &sa, &g_old_sa[k]);
+}
+
+/* The dispositions as they were (in the job before it execs: it inherits them unchanged). */
+static void forward_end(void) {
+    for (int k = 0; k < N_FWD; k++) sigaction(fwd_sigs[k], &g_old_sa[k], NULL);
+}
+
+/* Runs the command and waits for it, forwarding signals (forward_begin was called): its
+ * wait status in *status and the time it started in *started. 0, or -1 when it could not be
+ * started (fork failed). */
+static int job_run(char *exe, char **cmd, int *status, time_t *started) {
+
+    /* The job in a process group of its own: a signal sent to the group this process was
+     * started in (a shell's `kill %1`, kill -INT -PGID, a batch system) reaches it once,
+     * forwarded, instead of twice (directly and forwarded), and one sent to this process
+     * alone is forwarded as before. When that group holds the terminal's foreground, the
+     * job is given it, as a shell gives it to a job: Ctrl-C, Ctrl-\ and Ctrl-Z go to the
+     * job's processes only, and it reads and writes the terminal as it does bare. */
+    int ttyfd = tty_open();
+    int tty_fg = ttyfd >= 0 && tcgetpgrp(ttyfd) == getpgrp();
+    fflush(NULL);
+    pid_t launcher = getpid();
+    *started = time(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "trainprof run: fork: %s\n", strerror(errno));
+        if (ttyfd >= 0) close(ttyfd);
+        return -1;
+    }
+    if (pid == 0) {
+        /* both here and in the parent, so that neither can run ahead of it (as shells do) */
+        setpgid(0, 0);
+        if (tty_fg) tty_give(ttyfd, getpid());
+        if (ttyfd >= 0) close(ttyfd);
+        forward_end();
+        /* The job ends with its launcher: if this process dies (even by SIGKILL, which it
+         * cannot forward), the kernel sends the job SIGTERM, as a forwarded SIGTERM would
+         * (launchers such as torchrun and mpirun pass it on to their workers; a bare job
+         * finishes its rank file on it). The setting belongs to this process only: its
+         * children do not inherit it, and the kernel clears it when it execs a set-user-ID
+         * or file-capability program (prctl(2)). A launcher that died before the prctl
+         * leaves this process re-parented: do not start the job then. (Should prctl fail,
+         * the job runs as it would have without it.) */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != launcher) _exit(128 + SIGTERM);
+        execv(exe, cmd);
+        int err = errno;
+        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", exe, strerror(err));
+        /* as shells do: 127 not found, 126 found but not executable */
+        _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
+    }
+    setpgid(pid, pid); /* fails (harmlessly) once the child has exec'ed: it did it itself */
+    if (tty_fg) tty_give(ttyfd, pid);
+    g_child = pid;
+    for (;;) {
+        if (waitpid(pid, status, WUNTRACED) < 0) {
+            if (errno == EINTR) continue;
+            *status = 1 << 8;
+            break;
+        }
+        if (!WIFSTOPPED(*status)) break;
+        job_stopped(pid, WSTOPSIG(*status), ttyfd);
+    }
+    g_child = -1;
+    /* the terminal back to this process's group, for the report, unless the shell or another
+     * job has taken it meanwhile */
+    if (ttyfd >= 0) {
+        if (tcgetpgrp(ttyfd) == pid) tty_give(ttyfd, getpgrp());
+        close(ttyfd);
+    }
+    return 0;
+}
+
+/* report.txt, report.json and report.html in the run directory, and the text on stdout
+ * (unless --no-report); one line on stderr says which were written. */
+static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
+    cJSON *rep = make_report(run, &o->a);
+    if (!rep) return;
+    static const char *const names[3] = {"report.txt", "report.json", "report.html"};
+    int ok[3] = {0, 0, 0};
+    char path[PATH_MAX + 32];
+    outfile of;
+    snprintf(path, sizeof path, "%s/report.txt", absdir);
+    if (out_open(&of, path) == 0)
+        ok[0] = out_close(&of, tp_report_write_text(rep, of.f, 0) == 0) == 0;
+    snprintf(path, sizeof path, "%s/report.json", absdir);
+    if (out_open(&of, path) == 0)
+        ok[1] = out_close(&of, tp_report_write_json(rep, of.f) == 0) == 0;
+    snprintf(path, sizeof path, "%s/report.html", absdir);
+    tp_report_opts ho;
+    report_opts(&o->a, &ho);
+    if (out_open(&of, path) == 0)
+        ok[2] = out_close(&of, tp_html_write(rep, run, &ho, of.f) == 0) == 0;
+    if (!o->quiet) {
+        fputc('\n', stdout);
+        tp_report_write_text(rep, stdout, isatty(1) && !getenv("NO_COLOR"));
+    }
+    if (ok[0] && ok[1] && ok[2]) {
+        fprintf(stderr, "trainprof: rank files and reports in %s\n", absdir);
+    } else {
+        /* say only what is true: which reports are there, which are not */
+        char made[64] = "", missed[64] = "";
+        for (int k = 0; k < 3; k++) {
+            char *b = ok[k] ? made : missed;
+            size_t bl = strlen(b);
+            snprintf(b + bl, sizeof made - bl, "%s%s", bl ? ", " : "", names[k]);
+        }
+        fprintf(stderr, "trainprof: rank files in %s; %s%s%s not written\n", absdir,
+                made[0] ? made : "", made[0] ? " written, " : "", missed);
+    }
+    cJSON_Delete(rep);
+}
+
+/* The report phase: once the job's last writers are done, the reports of what they wrote.
+ * Its failure is said but never changes the exit status. */
+static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
+                        time_t started) {
+    /* a launcher can end before its ranks (mpirun on SIGTERM): give them the time their
+     * signal handlers take to finish the files (3 s each at most), then report */
+    wait_for_writers(p->absdir, 10000);
+    if (node_sampler) tprof_shutdown(); /* its last sample, then the end of its file */
+    tp_run run;
+    char err[PATH_MAX + 128];
+    unsetenv("LD_PRELOAD");
+    if (tp_run_load(p->absdir, &run, err, sizeof err) != TPROF_OK) {
+        fprintf(stderr, "trainprof run: no report: %s\n", err);
+        int uncreated = report_create_failures(p->absdir, started);
+        if (run.nerrors == 0 && uncreated == 0)
+            fprintf(stderr, "trainprof run: no process recorded anything (a program must use "
+                            "NVTX3 or the trainprof API to record ranges)\n");
+    } else {
+        report_create_failures(p->absdir, started);
+        write_reports(o, p->absdir, &run);
+    }
+    tp_run_free(&run);
+}
+
+/* The job's exit status as this process's: the same code, or death by the same signal. */
+static int exit_as(int status) {
+    fflush(NULL);
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        signal(sig, SIG_DFL);
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, sig);
+        sigprocmask(SIG_UNBLOCK, &s, NULL);
+        raise(sig);
+        return 128 + sig;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o;
+    int rc = run_parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    run_plan p;
+    rc = run_prepare(&o, &p);
+    if (rc >= 0) return rc;
+    if (run_environment(&o, &p) != 0) {
+        run_unlock(p.lockpath, p.lockfd);
+        return 1;
+    }
+    forward_begin();
+    int node_sampler = node_sampler_begin(&o, &p);
+    int status = 0;
+    time_t started;
+    int started_ok = job_run(p.exe, o.cmd, &status, &started) == 0;
+    /* the job is over: a signal now ends the report phase at once (reports are written
+     * through temporary files, so none is left half-written) */
+    forward_end();
+    if (!started_ok) {
+        run_unlock(p.lockpath, p.lockfd);
+        return 1;
+    }
+    run_reports(&o, &p, node_sampler, started);
+    run_unlock(p.lockpath, p.lockfd);
+    return exit_as(status);
+}

@@ -1,0 +1,204 @@
+/*
+ * common.c — what the trainprof command's subcommands share (common.h): output files,
+ * loading a run, the report options, and the checks `run` and `serve` share (an exposed
+ * endpoint, NVML).
+ */
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/mfu.h"
+#include "analysis/model.h"
+#include "capture/nvml_shared.h"
+#include "core/per_step.h"
+
+/* ------------------------------------------------------------------ output files */
+
+int out_open(outfile *o, const char *path) {
+    o->path = path;
+    o->tmp[0] = 0;
+    if (!path || !strcmp(path, "-")) {
+        o->f = stdout;
+        return 0;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        o->f = fopen(path, "w"); /* a device or a pipe: write into it */
+        if (!o->f) {
+            fprintf(stderr, "trainprof: cannot write %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(o->target, sizeof o->target, "%s", path);
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && !realpath(path, o->target))
+        snprintf(o->target, sizeof o->target, "%s", path);
+    snprintf(o->tmp, sizeof o->tmp, "%.*s.tmp.%d", (int)(sizeof o->tmp - 24), o->target,
+             (int)getpid());
+    o->f = fopen(o->tmp, "w");
+    if (!o->f) {
+        fprintf(stderr, "trainprof: cannot write %s: %s\n", path, strerror(errno));
+        o->tmp[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int out_close(outfile *o, int ok) {
+    if (o->f == stdout) {
+        int bad = fflush(stdout) != 0 || ferror(stdout) || !ok;
+        if (bad) fprintf(stderr, "trainprof: writing to standard output failed%s%s\n",
+                         errno ? ": " : "", errno ? strerror(errno) : "");
+        return bad ? -1 : 0;
+    }
+    int bad = fclose(o->f) != 0 || !ok;
+    if (!o->tmp[0]) { /* written directly */
+        if (bad) fprintf(stderr, "trainprof: writing %s failed\n", o->path);
+        return bad ? -1 : 0;
+    }
+    if (bad) {
+        unlink(o->tmp);
+        fprintf(stderr, "trainprof: writing %s failed\n", o->path);
+        return -1;
+    }
+    if (rename(o->tmp, o->target) != 0) {
+        fprintf(stderr, "trainprof: cannot write %s: %s\n", o->path, strerror(errno));
+        unlink(o->tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int load_run(const char *dir, tp_run *run) {
+    char err[PATH_MAX + 128];
+    int rc = tp_run_load(dir, run, err, sizeof err);
+    if (rc != TPROF_OK) {
+        fprintf(stderr, "trainprof: %s\n", err[0] ? err : tprof_strerror(rc));
+        for (size_t i = 0; i < run->nerrors; i++) fprintf(stderr, "  %s\n", run->errors[i]);
+        tp_run_free(run);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ report options */
+
+/* Splits "a,b,c" into a NULL-free array (the string is modified). */
+static size_t split_names(char *s, const char **out, size_t max) {
+    size_t n = 0;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
+        if (*tok) out[n++] = tok;
+    return n;
+}
+
+void report_args_init(report_args *a, const char *cmd) {
+    memset(a, 0, sizeof *a);
+    a->step_name = env_or("TRAINPROF_STEP_NAME", NULL);
+    a->warmup = 1;
+    a->top = 15;
+    const char *wu = env_or("TRAINPROF_WARMUP", NULL);
+    if (wu) a->warmup = parse_int(cmd, "TRAINPROF_WARMUP", wu, 0, 1 << 30);
+}
+
+int report_opt_set(report_args *a, int id, const char *v, const char *cmd) {
+    static const char *const num_opts[TPROF_PER_STEP_N] = {
+        "--tokens-per-step", "--samples-per-step", "--flops-per-step"};
+    double *dst[TPROF_PER_STEP_N] = {&a->tokens_per_step, &a->samples_per_step,
+                                     &a->flops_per_step};
+    if (id >= OPT_TOKENS && id < OPT_TOKENS + TPROF_PER_STEP_N) {
+        int k = id - OPT_TOKENS;
+        double x;
+        if (!tprof__per_step_parse(tprof__per_step_key(k), v, &x)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%s needs a number > 0 and at most %g, got '%.60s'",
+                     num_opts[k], tprof__per_step_max(tprof__per_step_key(k)), v);
+            die_usage(cmd, "%s", msg);
+        }
+        *dst[k] = x;
+        return 1;
+    }
+    if (id == OPT_MODEL) {
+        tp_model_desc m;
+        char err[256];
+        if (tp_model_parse(v, &m, err, sizeof err) != 0) die_usage(cmd, "--model: %s", err);
+        a->model = v;
+        return 1;
+    }
+    if (id == OPT_DTYPE) {
+        if (!tp_dtype_known(v))
+            die_usage(cmd, "--dtype needs bf16, fp16, fp8, tf32 or fp32, got '%s'", v);
+        a->dtype = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* The report options of the command line; the HTML writer needs them too (its per-step
+ * plots use the same step rule). */
+void report_opts(const report_args *a, tp_report_opts *o) {
+    tp_report_opts_init(o);
+    o->step_name = a->step_name;
+    o->warmup = a->warmup;
+    if (a->top > 0) o->top_n = a->top;
+    o->tokens_per_step = a->tokens_per_step;
+    o->samples_per_step = a->samples_per_step;
+    o->flops_per_step = a->flops_per_step;
+    o->model = a->model;
+    o->dtype = a->dtype;
+    static const char *names[64];
+    if (a->data_names) {
+        static size_t nnames;
+        if (!nnames) nnames = split_names(a->data_names, names, 64); /* strtok: split once */
+        o->ndata_names = nnames;
+        o->data_names = names;
+    }
+}
+
+cJSON *make_report(const tp_run *run, const report_args *a) {
+    tp_report_opts o;
+    report_opts(a, &o);
+    return tp_report_build(run, &o);
+}
+
+/* ------------------------------------------------------------------ run and serve */
+
+/* One line when an endpoint will listen beyond this host without a token: anyone who reaches
+ * the port then reads the job's and the node's figures (rank names, host names, timer names)
+ * and may switch detailed capture (POST /capture). Loopback is 127.0.0.0/8 and ::1
+ * (RFC 1122 3.2.1.3, RFC 4291 2.5.3), IPv4-mapped included; another address, or one that
+ * does not parse, warns. */
+void warn_exposed(const char *cmd, const char *addr) {
+    const char *tok = getenv("TRAINPROF_METRICS_TOKEN");
+    if (tok && *tok) return;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, addr, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127) return;
+    if (inet_pton(AF_INET6, addr, &a6) == 1 &&
+        (IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127)))
+        return;
+    fprintf(stderr,
+            "trainprof %s: warning: listening on %s with no token: anyone who can reach the port "
+            "can read /metrics and switch capture (POST /capture); set TRAINPROF_METRICS_TOKEN "
+            "to require \"Authorization: Bearer <token>\"\n",
+            cmd, addr);
+}
+
+int probe_nvml(char *why, size_t n) {
+    const tprof__nvml_api *api = tprof__nvml_load(why, n);
+    if (!api) return -1;
+    if (tprof__nvml_init(api, why, n) != 0) return -1;
+    unsigned int ngpu = 0;
+    int rc = -1;
+    if (api->get_count(&ngpu) != NVML_SUCCESS || ngpu == 0) snprintf(why, n, "NVML sees no GPU");
+    else rc = (int)ngpu;
+    api->nvmlShutdown();
+    return rc;
+}

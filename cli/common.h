@@ -1,0 +1,106 @@
+/*
+ * common.h — what the trainprof command's subcommands share (docs/design.md §7): the option
+ * tables (options.h), output files replaced only by complete ones, loading a run, the report
+ * options of `report`, `diff` and `run`, and the checks `run` and `serve` share.
+ *
+ * The command is single-threaded apart from the library session `run` and `serve` start in
+ * their own process; nothing here is called from a signal handler.
+ */
+#ifndef TPROF_CLI_COMMON_H
+#define TPROF_CLI_COMMON_H
+
+#include <limits.h>
+#include <stdio.h>
+
+#include "analysis/report.h"
+#include "format/reader.h"
+#include "trainprof.h"
+
+#include "options.h"
+
+/* ------------------------------------------------------------------ output files */
+
+/* Writes through a temporary file renamed into place, so a failure leaves nothing behind
+ * and an existing file is replaced only by a complete one. A symlink is written through (the
+ * temporary file goes beside its target, which the rename replaces, so the link stays); a
+ * path that exists and is not a regular file (/dev/null, a FIFO, a terminal) is written
+ * directly, never replaced. NULL or "-": standard output. */
+typedef struct outfile {
+    FILE *f;
+    char tmp[PATH_MAX];
+    char target[PATH_MAX]; /* what the rename replaces: path, or a symlink's target */
+    const char *path;
+} outfile;
+
+/* 0, or -1 with a line on stderr. */
+int out_open(outfile *o, const char *path);
+/* Finishes o: `ok` 0 (the writer failed) discards the temporary file. 0, or -1 with a line
+ * on stderr. */
+int out_close(outfile *o, int ok);
+
+/* tp_run_load with its errors on stderr: 0, or -1 (run freed). */
+int load_run(const char *dir, tp_run *run);
+
+/* ------------------------------------------------------------------ report options */
+
+typedef struct report_args {
+    const char *step_name;
+    int warmup;
+    char *data_names; /* "a,b,c", split in place by report_opts (once) */
+    int top;
+    /* throughput and MFU inputs (0 / NULL: from the rank files' metadata) */
+    double tokens_per_step, samples_per_step, flops_per_step;
+    const char *model, *dtype;
+} report_args;
+
+/* The defaults and the environment twins (TRAINPROF_STEP_NAME, TRAINPROF_WARMUP, checked
+ * as --warmup is) of report, diff and run. */
+void report_args_init(report_args *a, const char *cmd);
+
+/* --tokens-per-step, --samples-per-step, --flops-per-step, --model, --dtype (report, run) */
+#define CLI_THROUGHPUT_OPTS                                                                  \
+    {OPT_TOKENS, "--tokens-per-step", NULL, CLI_VALUE, "N",                                  \
+     "tokens one rank processes per step (the global batch / world\n"                        \
+     "size); --samples-per-step N likewise in samples: throughput"},                         \
+    {OPT_SAMPLES, "--samples-per-step", NULL, CLI_VALUE, "N", NULL},                         \
+    {OPT_FLOPS, "--flops-per-step", NULL, CLI_VALUE, "N",                                    \
+     "model FLOPs per step per rank, for TFLOP/s and MFU; or"},                              \
+    {OPT_MODEL, "--model", NULL, CLI_VALUE, "SPEC",                                          \
+     "a transformer: layers=,hidden=,heads=,seq=,vocab= [,ffn=,groups=,\n"                   \
+     "experts=,topk=,moe_ffn=,kv_channels=,gated=1,dtype=] (Megatron-LM's\n"                 \
+     "FLOPs formula, with --tokens-per-step)"},                                              \
+    {OPT_DTYPE, "--dtype", NULL, CLI_VALUE, "T",                                             \
+     "peak rate for MFU: bf16 (default), fp16, fp8, tf32, fp32"}
+
+/* Sets one of OPT_TOKENS .. OPT_DTYPE from its value, checked: 1 when id was one of them,
+ * 0 otherwise; a bad value is a usage error. */
+int report_opt_set(report_args *a, int id, const char *v, const char *cmd);
+
+/* The report options of the command line; the HTML writer needs them too (its per-step
+ * plots use the same step rule). The strings stay a's. */
+void report_opts(const report_args *a, tp_report_opts *o);
+
+/* The report of a run (caller owns it: cJSON_Delete), or NULL. */
+cJSON *make_report(const tp_run *run, const report_args *a);
+
+/* ------------------------------------------------------------------ run and serve */
+
+/* One line on stderr when an endpoint will listen on a non-loopback address without a
+ * token (TRAINPROF_METRICS_TOKEN). */
+void warn_exposed(const char *cmd, const char *addr);
+
+/* Whether NVML loads and initialises here, with the runtime's own loader
+ * (capture/nvml_shared.h), and how many GPUs it sees: the count, or -1 with `why` filled. For
+ * `run`'s node sampler and for `serve`. NVML stays loaded (as in the runtime). */
+int probe_nvml(char *why, size_t n);
+
+/* ------------------------------------------------------------------ the commands */
+
+/* Each takes the arguments after its name and returns the process's exit status. */
+int cmd_run(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+
+#endif /* TPROF_CLI_COMMON_H */
