@@ -8,8 +8,9 @@
  * Who owns what (writes it; others only read, as noted):
  *  - session.c: cfg, dir, run_id, no_file, api_cfg, pid, start_rt, start_mono, key,
  *    key_made, threads/snap (allocated), wake (sem_init): all set while the state is
- *    STARTING, before the flusher exists, and read-only while it runs. flusher and
- *    flusher_running (start, shutdown), stop (shutdown), flush_asked (tprof_flush). The
+ *    STARTING, before the flusher exists, and read-only while it runs. flusher_running
+ *    (start, shutdown) and the thread handle `flusher` (set by tprof__flusher_start, joined
+ *    or detached by shutdown), stop (shutdown), flush_asked (tprof_flush). The
  *    registries (domains, cats, caps), the process stream it appends to (proc, proc_len,
  *    proc_cap, proc_dropped) and the registry of threads (threads, nthreads, next_serial);
  *    lost_threads and lost_events (recording threads, atomically).
@@ -18,8 +19,10 @@
  *    also takes the process stream (proc, under lock), removes the threads it freed from
  *    the registry (under lock), and writes alive_ns, io_since_ns (read by the waiters'
  *    stall check), end_written, flusher_up, flush_gen and flusher_done (under flush_lock).
- *    The signal side (signal handlers, atomics only): pending_signal, fatal_signal,
- *    final_done, which the flusher and tprof_shutdown read.
+ *    Its signal side (called from signal handlers, atomics only) sets pending_signal and
+ *    fatal_signal, which the flusher takes; final_done is set by the flusher once the file
+ *    is finished (or by the emergency end on the flusher's own fault) and read by the
+ *    handler's wait and tprof_shutdown.
  *  - fork.c: in a forked child, where only the forking thread exists, it resets every
  *    field that describes the parent's session (locks, rings, flusher, signal state).
  *
