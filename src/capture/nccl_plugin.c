@@ -535,7 +535,7 @@ tp_nccl_result tprof__nccl_state(void *eHandle, tp_nccl_state st, tp_nccl_state_
     return TP_NCCL_SUCCESS;
 }
 
-/* Called by the flusher on every pass (core/session.c): writes events NCCL stopped but
+/* Called by the flusher on every pass (core/flusher.c): writes events NCCL stopped but
  * whose channels stopped reporting for TP_NCCL_STALE_NS, or all of them when `final`. A scan
  * of the pool's bitmap, skipped entirely while nothing waits. */
 static void nccl_sweep(int final) {

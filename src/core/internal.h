@@ -138,7 +138,7 @@ static inline void tprof__commit(tprof__thread *t, uint32_t size) {
 }
 
 /* A non-application recording thread waits (bounded) for room in its ring instead of
- * dropping (session.c). 1 when there is room. */
+ * dropping (flusher.c). 1 when there is room. */
 int tprof__ring_wait_room(tprof__thread *t, uint32_t bytes, int max_ms);
 
 /* Name reference for a record: the id of `name` in t's table (interning it and emitting

@@ -33,7 +33,7 @@
  * Async-signal safety: the handler takes no lock another thread may hold across a call.
  * A slot's lock is a spin flag held only with every signal blocked and only around a copy,
  * so it is never held by the interrupted context of the same thread. The flusher is woken
- * through a semaphore (sem_post) and waited for in 1 ms nanosleep steps (session.c), so the
+ * through a semaphore (sem_post) and waited for in 1 ms nanosleep steps (flusher.c), so the
  * session holds no descriptor the job could close or reuse. A fatal signal on the flusher
  * thread itself, or a fault inside the fatal path, ends the process at once: no wait on a
  * thread that cannot answer, no loop.

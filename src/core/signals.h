@@ -1,7 +1,7 @@
 /*
- * signals.h — what the session (session.c) and the signal code (signals.c) ask of each
- * other. signals.c owns every signal disposition trainprof touches; session.c owns the
- * flusher and the rank file. Internal to libtrainprof.
+ * signals.h — what the session (session.c, flusher.c) and the signal code (signals.c) ask
+ * of each other. signals.c owns every signal disposition trainprof touches; flusher.c owns
+ * the flusher and, through core/writer.c, the rank file. Internal to libtrainprof.
  */
 #ifndef TPROF_SIGNALS_H
 #define TPROF_SIGNALS_H
@@ -10,7 +10,7 @@
  * interrupted thread may hold a lock the flusher needs, and the process must die anyway. */
 #define TPROF__SIGNAL_FLUSH_MS 3000
 
-/* ---- session.c -> signals.c */
+/* ---- session.c, flusher.c -> signals.c */
 
 /* Puts trainprof's handler in front of every signal whose default action ends the process
  * and that the process has not ignored (TRAINPROF_NO_SIGNALS=1: none). Called once the
@@ -22,7 +22,7 @@ void tprof__signals_install(void);
  * interrupted thread may be anywhere, even inside a driver holding its locks. */
 int tprof__signal_synchronous(int sig);
 
-/* ---- signals.c -> session.c; each async-signal-safe (no lock, no allocation) */
+/* ---- signals.c -> flusher.c; each async-signal-safe (no lock, no allocation) */
 
 /* The job's own handler runs for SIGTERM/SIGINT: ask the flusher to make what is written
  * durable (it does not wait). */

@@ -116,7 +116,7 @@ typedef struct tprof__writer_stats {
 } tprof__writer_stats;
 void tprof__writer_get_stats(tprof__writer_stats *out);
 
-/* Implemented by session.c: called by the writer around each system call that may block on
+/* Implemented by flusher.c: called by the writer around each system call that may block on
  * storage (write, ftruncate, fsync), so that the flusher holds none of the session's locks
  * there (fork() waits for a flusher that is between such calls, never inside one). */
 void tprof__flusher_io_begin(void);
