@@ -43,7 +43,7 @@
 #include "source.h"
 #include "threads.h"
 #include "writer.h"
-#include "session_state.h" /* last: it defines S */
+#include "session_state.h"
 
 _Atomic int tprof__g_state = TPROF__UNINIT;
 __thread tprof__thread *tprof__tls __attribute__((tls_model("initial-exec")));
@@ -102,20 +102,20 @@ uint64_t tprof__realtime_now(void) {
 /* ------------------------------------------------------------------ process stream */
 
 static int proc_append(const void *rec, size_t n) {
-    if (S.proc_len + n > TPROF__PROC_MAX) {
-        S.proc_dropped++;
+    if (tprof__S.proc_len + n > TPROF__PROC_MAX) {
+        tprof__S.proc_dropped++;
         return TPROF_ERR_LIMIT;
     }
-    if (S.proc_len + n > S.proc_cap) {
-        size_t cap = S.proc_cap ? S.proc_cap : 4096;
-        while (cap < S.proc_len + n) cap *= 2;
-        uint8_t *p = realloc(S.proc, cap);
+    if (tprof__S.proc_len + n > tprof__S.proc_cap) {
+        size_t cap = tprof__S.proc_cap ? tprof__S.proc_cap : 4096;
+        while (cap < tprof__S.proc_len + n) cap *= 2;
+        uint8_t *p = realloc(tprof__S.proc, cap);
         if (!p) return TPROF_ERR_NO_MEMORY;
-        S.proc = p;
-        S.proc_cap = cap;
+        tprof__S.proc = p;
+        tprof__S.proc_cap = cap;
     }
-    memcpy(S.proc + S.proc_len, rec, n);
-    S.proc_len += n;
+    memcpy(tprof__S.proc + tprof__S.proc_len, rec, n);
+    tprof__S.proc_len += n;
     return TPROF_OK;
 }
 
@@ -145,7 +145,7 @@ static size_t build_record(uint8_t *out, uint16_t kind, uint32_t arg, uint64_t t
     return total;
 }
 
-/* caller holds S.lock */
+/* caller holds tprof__S.lock */
 int tprof__proc_record_locked(uint16_t kind, uint32_t arg, const void *payload,
                               size_t pl_bytes, const char *s1, const char *s2) {
     _Alignas(8) uint8_t rec[2 * TPROF_MAX_INLINE + 64];
@@ -155,9 +155,9 @@ int tprof__proc_record_locked(uint16_t kind, uint32_t arg, const void *payload,
 
 int tprof__proc_record(uint16_t kind, uint32_t arg, const void *payload, size_t pl_bytes,
                        const char *s1, const char *s2) {
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&tprof__S.lock);
     int rc = tprof__proc_record_locked(kind, arg, payload, pl_bytes, s1, s2);
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&tprof__S.lock);
     return rc;
 }
 
@@ -191,57 +191,59 @@ static char *xstrdup(const char *s) {
  * the count that covers it, so the API's push_ex takes no lock once its domain exists. */
 uint32_t tprof__domain_id(const char *name) {
     if (!name || !*name) return 0;
-    uint32_t n = atomic_load_explicit(&S.ndomains, memory_order_acquire);
+    uint32_t n = atomic_load_explicit(&tprof__S.ndomains, memory_order_acquire);
     for (uint32_t i = 0; i < n; i++)
-        if (!strcmp(S.domains[i], name)) return i + 1;
-    pthread_mutex_lock(&S.lock);
+        if (!strcmp(tprof__S.domains[i], name)) return i + 1;
+    pthread_mutex_lock(&tprof__S.lock);
     uint32_t id = 0;
-    n = atomic_load_explicit(&S.ndomains, memory_order_relaxed);
+    n = atomic_load_explicit(&tprof__S.ndomains, memory_order_relaxed);
     for (uint32_t i = 0; i < n; i++)
-        if (!strcmp(S.domains[i], name)) { id = i + 1; break; }
+        if (!strcmp(tprof__S.domains[i], name)) { id = i + 1; break; }
     if (!id && n < TPROF__MAX_DOMAINS) {
         char *copy = xstrdup(name);
         if (copy) {
-            S.domains[n] = copy;
-            atomic_store_explicit(&S.ndomains, n + 1, memory_order_release);
+            tprof__S.domains[n] = copy;
+            atomic_store_explicit(&tprof__S.ndomains, n + 1, memory_order_release);
             id = n + 1;
             if (atomic_load(&tprof__g_state) == TPROF__ON)
                 tprof__proc_record_locked(TPROF_REC_DOMAIN, id, NULL, 0, copy, NULL);
         }
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&tprof__S.lock);
     return id; /* 0 (the default domain) past the bound */
 }
 
 const char *tprof__domain_name(uint32_t domain) {
-    uint32_t n = atomic_load_explicit(&S.ndomains, memory_order_acquire);
-    return domain >= 1 && domain <= n ? S.domains[domain - 1] : NULL;
+    uint32_t n = atomic_load_explicit(&tprof__S.ndomains, memory_order_acquire);
+    return domain >= 1 && domain <= n ? tprof__S.domains[domain - 1] : NULL;
 }
 
 const char *tprof__category_name(uint32_t domain, uint32_t category) {
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&tprof__S.lock);
     const char *n = NULL;
-    for (uint32_t i = 0; i < S.ncats; i++)
-        if (S.cats[i].domain == domain && S.cats[i].id == category) n = S.cats[i].name;
-    pthread_mutex_unlock(&S.lock);
+    for (uint32_t i = 0; i < tprof__S.ncats; i++)
+        if (tprof__S.cats[i].domain == domain && tprof__S.cats[i].id == category)
+            n = tprof__S.cats[i].name;
+    pthread_mutex_unlock(&tprof__S.lock);
     return n; /* names live as long as the process (replaced ones are not freed while read) */
 }
 
 void tprof__name_category(uint32_t domain, uint32_t category, const char *name) {
     if (!name) return;
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&tprof__S.lock);
     struct tprof__cat *c = NULL;
-    for (uint32_t i = 0; i < S.ncats; i++)
-        if (S.cats[i].domain == domain && S.cats[i].id == category) c = &S.cats[i];
+    for (uint32_t i = 0; i < tprof__S.ncats; i++)
+        if (tprof__S.cats[i].domain == domain && tprof__S.cats[i].id == category)
+            c = &tprof__S.cats[i];
     char *copy = xstrdup(name);
-    if (copy && !c && S.ncats < 65536) {
-        if (S.ncats == S.cat_cap) {
-            uint32_t cap = S.cat_cap ? S.cat_cap * 2 : 16;
-            struct tprof__cat *n = realloc(S.cats, cap * sizeof *n);
-            if (n) { S.cats = n; S.cat_cap = cap; }
+    if (copy && !c && tprof__S.ncats < 65536) {
+        if (tprof__S.ncats == tprof__S.cat_cap) {
+            uint32_t cap = tprof__S.cat_cap ? tprof__S.cat_cap * 2 : 16;
+            struct tprof__cat *n = realloc(tprof__S.cats, cap * sizeof *n);
+            if (n) { tprof__S.cats = n; tprof__S.cat_cap = cap; }
         }
-        if (S.ncats < S.cat_cap) {
-            c = &S.cats[S.ncats++];
+        if (tprof__S.ncats < tprof__S.cat_cap) {
+            c = &tprof__S.cats[tprof__S.ncats++];
             c->domain = domain;
             c->id = category;
             c->name = NULL;
@@ -256,22 +258,22 @@ void tprof__name_category(uint32_t domain, uint32_t category, const char *name) 
             tprof__proc_record_locked(TPROF_REC_CATEGORY, category, &pl, sizeof pl, c->name, NULL);
     }
     free(copy);
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&tprof__S.lock);
 }
 
 void tprof__capability(const char *name, const char *status) {
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&tprof__S.lock);
     struct tprof__kv *kv = NULL;
-    for (uint32_t i = 0; i < S.ncaps; i++)
-        if (!strcmp(S.caps[i].key, name)) kv = &S.caps[i];
+    for (uint32_t i = 0; i < tprof__S.ncaps; i++)
+        if (!strcmp(tprof__S.caps[i].key, name)) kv = &tprof__S.caps[i];
     if (!kv) {
-        struct tprof__kv *n = realloc(S.caps, (S.ncaps + 1) * sizeof *n);
+        struct tprof__kv *n = realloc(tprof__S.caps, (tprof__S.ncaps + 1) * sizeof *n);
         if (n) {
-            S.caps = n;
-            kv = &S.caps[S.ncaps];
+            tprof__S.caps = n;
+            kv = &tprof__S.caps[tprof__S.ncaps];
             kv->key = xstrdup(name);
             kv->value = NULL;
-            if (kv->key) S.ncaps++;
+            if (kv->key) tprof__S.ncaps++;
             else kv = NULL;
         }
     }
@@ -283,25 +285,25 @@ void tprof__capability(const char *name, const char *status) {
         if (atomic_load(&tprof__g_state) == TPROF__ON && kv->value)
             tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, kv->value);
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&tprof__S.lock);
 }
 
 /* Re-emit everything the process stream must hold at the start of a file (a new session
- * or a forked child): domains, categories, capabilities. Caller holds S.lock. */
+ * or a forked child): domains, categories, capabilities. Caller holds tprof__S.lock. */
 static void emit_registries_locked(void) {
-    uint32_t nd = atomic_load(&S.ndomains);
+    uint32_t nd = atomic_load(&tprof__S.ndomains);
     for (uint32_t i = 0; i < nd; i++)
-        tprof__proc_record_locked(TPROF_REC_DOMAIN, i + 1, NULL, 0, S.domains[i], NULL);
-    for (uint32_t i = 0; i < S.ncats; i++) {
-        tprof_pl_category pl = {S.cats[i].domain, 0};
-        tprof__proc_record_locked(TPROF_REC_CATEGORY, S.cats[i].id, &pl, sizeof pl, S.cats[i].name,
-                           NULL);
+        tprof__proc_record_locked(TPROF_REC_DOMAIN, i + 1, NULL, 0, tprof__S.domains[i], NULL);
+    for (uint32_t i = 0; i < tprof__S.ncats; i++) {
+        tprof_pl_category pl = {tprof__S.cats[i].domain, 0};
+        tprof__proc_record_locked(TPROF_REC_CATEGORY, tprof__S.cats[i].id, &pl, sizeof pl,
+                                  tprof__S.cats[i].name, NULL);
     }
-    for (uint32_t i = 0; i < S.ncaps; i++) {
+    for (uint32_t i = 0; i < tprof__S.ncaps; i++) {
         char key[160];
-        snprintf(key, sizeof key, "capability.%s", S.caps[i].key);
-        if (S.caps[i].value)
-            tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, S.caps[i].value);
+        snprintf(key, sizeof key, "capability.%s", tprof__S.caps[i].key);
+        if (tprof__S.caps[i].value)
+            tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, tprof__S.caps[i].value);
     }
 }
 
@@ -324,8 +326,8 @@ static size_t floor_pow2(size_t n) {
  * each of its events, this first one included, is counted as dropped. */
 static tprof__thread *over_limit(void) {
     tprof__tls = TPROF__OVER_LIMIT;
-    atomic_fetch_add(&S.lost_threads, 1);
-    atomic_fetch_add_explicit(&S.lost_events, 1, memory_order_relaxed);
+    atomic_fetch_add(&tprof__S.lost_threads, 1);
+    atomic_fetch_add_explicit(&tprof__S.lost_events, 1, memory_order_relaxed);
     return NULL;
 }
 
@@ -343,7 +345,7 @@ tprof__thread *tprof__thread_slow(void) {
     if (t == TPROF__DEAD_THREAD) return NULL;
     if (t == TPROF__OVER_LIMIT) {
         /* every event of a thread beyond max_threads is a drop, reported as such */
-        atomic_fetch_add_explicit(&S.lost_events, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&tprof__S.lost_events, 1, memory_order_relaxed);
         return NULL;
     }
     if (t) return t;
@@ -351,32 +353,32 @@ tprof__thread *tprof__thread_slow(void) {
     /* Allocated and registered under the session lock, which fork_prepare takes: a fork()
      * on another thread between the two would leave the allocations, in the child, to a
      * thread that does not exist there. The lock is held for allocations only, never I/O. */
-    size_t ring = floor_pow2(S.cfg.ring_bytes);
-    pthread_mutex_lock(&S.lock);
-    int full = S.nthreads >= S.cfg.max_threads;
+    size_t ring = floor_pow2(tprof__S.cfg.ring_bytes);
+    pthread_mutex_lock(&tprof__S.lock);
+    int full = tprof__S.nthreads >= tprof__S.cfg.max_threads;
     t = full ? NULL : calloc(1, sizeof *t);
     if (t) t->buf = aligned_alloc(64, ring);
     if (t) {
         /* start small; grow up to max_strings */
         t->str_cap = 64;
         t->strs = calloc(t->str_cap, sizeof *t->strs);
-        t->str_max = S.cfg.max_strings;
+        t->str_max = tprof__S.cfg.max_strings;
     }
     if (t && t->buf && t->strs) {
         t->mask = ring - 1;
         t->os_tid = (uint32_t)syscall(SYS_gettid);
-        t->serial = ++S.next_serial;
-        S.threads[S.nthreads++] = t;
+        t->serial = ++tprof__S.next_serial;
+        tprof__S.threads[tprof__S.nthreads++] = t;
     } else if (t) {
         free(t->buf);
         free(t->strs);
         free(t);
         t = NULL;
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&tprof__S.lock);
     if (!t) return over_limit();
     tprof__tls = t;
-    if (S.key_made) pthread_setspecific(S.key, t);
+    if (tprof__S.key_made) pthread_setspecific(tprof__S.key, t);
     return t;
 }
 
@@ -452,7 +454,7 @@ static void write_start_metadata_locked(void) {
     const char *kw = tprof__env(TPROF__OPT_KERNEL_STEPS);
     if (kw && *kw && tprof__kwin_active())
         tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, "kernel_steps", kw);
-    tprof_pl_clock pl = {S.start_rt, S.start_mono, 0};
+    tprof_pl_clock pl = {tprof__S.start_rt, tprof__S.start_mono, 0};
     tprof__proc_record_locked(TPROF_REC_CLOCK, 0, &pl, sizeof pl, NULL, NULL);
     emit_registries_locked();
 }
@@ -462,48 +464,50 @@ static void atexit_shutdown(void) { tprof_shutdown(); }
 /* Caller holds nothing; state is STARTING. Returns the final state. */
 static int start_locked_cfg(const tprof_config *cfg) {
     tprof__log_level = cfg->log_level;
-    S.cfg = *cfg;
+    tprof__S.cfg = *cfg;
     /* TRAINPROF_NO_FILE=1: a session that feeds the live metrics and writes nothing (no
      * directory, no rank file; `trainprof serve`); records are drained and dropped */
     const char *nf = tprof__env(TPROF__OPT_NO_FILE);
-    S.no_file = nf && !strcmp(nf, "1");
-    if (!cfg->enabled || (!S.no_file && (!cfg->output_dir || !*cfg->output_dir)))
+    tprof__S.no_file = nf && !strcmp(nf, "1");
+    if (!cfg->enabled || (!tprof__S.no_file && (!cfg->output_dir || !*cfg->output_dir)))
         return TPROF__OFF;
     if (cfg->ring_bytes < TPROF__MIN_RING) {
         tprof__log(TPROF_LOG_WARN, "ring size %zu below %u bytes; using the minimum",
                    cfg->ring_bytes, TPROF__MIN_RING);
-        S.cfg.ring_bytes = TPROF__MIN_RING;
+        tprof__S.cfg.ring_bytes = TPROF__MIN_RING;
     }
-    if (S.cfg.max_threads == 0) S.cfg.max_threads = 1;
-    if (S.cfg.max_strings > (1u << 24)) S.cfg.max_strings = 1u << 24;
-    if (cfg->output_dir != S.dir)
-        snprintf(S.dir, sizeof S.dir, "%s", S.no_file || !cfg->output_dir ? "" : cfg->output_dir);
-    if (cfg->run_id != S.run_id)
-        snprintf(S.run_id, sizeof S.run_id, "%s", cfg->run_id ? cfg->run_id : "");
-    if (!S.no_file && mkdir(S.dir, 0755) != 0 && errno != EEXIST) {
-        tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; recording is off", S.dir,
+    if (tprof__S.cfg.max_threads == 0) tprof__S.cfg.max_threads = 1;
+    if (tprof__S.cfg.max_strings > (1u << 24)) tprof__S.cfg.max_strings = 1u << 24;
+    if (cfg->output_dir != tprof__S.dir)
+        snprintf(tprof__S.dir, sizeof tprof__S.dir, "%s",
+                 tprof__S.no_file || !cfg->output_dir ? "" : cfg->output_dir);
+    if (cfg->run_id != tprof__S.run_id)
+        snprintf(tprof__S.run_id, sizeof tprof__S.run_id, "%s", cfg->run_id ? cfg->run_id : "");
+    if (!tprof__S.no_file && mkdir(tprof__S.dir, 0755) != 0 && errno != EEXIST) {
+        tprof__log(TPROF_LOG_ERROR, "cannot create %s: %s; recording is off", tprof__S.dir,
                    strerror(errno));
         return TPROF__OFF;
     }
-    if (!S.no_file && access(S.dir, W_OK) != 0) {
-        tprof__log(TPROF_LOG_ERROR, "%s is not writable; recording is off", S.dir);
+    if (!tprof__S.no_file && access(tprof__S.dir, W_OK) != 0) {
+        tprof__log(TPROF_LOG_ERROR, "%s is not writable; recording is off", tprof__S.dir);
         return TPROF__OFF;
     }
-    free(S.threads);
-    free(S.snap);
-    S.threads = calloc(S.cfg.max_threads, sizeof *S.threads);
-    S.snap = calloc(S.cfg.max_threads, sizeof *S.snap);
-    if (!S.threads || !S.snap) return TPROF__OFF;
-    S.start_mono = tprof__now();
-    S.start_rt = tprof__realtime_now();
-    S.pid = getpid();
-    if (!S.key_made) S.key_made = pthread_key_create(&S.key, thread_exit) == 0;
-    if (sem_init(&S.wake, 0, 0) != 0) return TPROF__OFF;
-    tprof__writer_setup(S.dir, S.run_id, S.start_rt, S.start_mono, S.no_file);
+    free(tprof__S.threads);
+    free(tprof__S.snap);
+    tprof__S.threads = calloc(tprof__S.cfg.max_threads, sizeof *tprof__S.threads);
+    tprof__S.snap = calloc(tprof__S.cfg.max_threads, sizeof *tprof__S.snap);
+    if (!tprof__S.threads || !tprof__S.snap) return TPROF__OFF;
+    tprof__S.start_mono = tprof__now();
+    tprof__S.start_rt = tprof__realtime_now();
+    tprof__S.pid = getpid();
+    if (!tprof__S.key_made) tprof__S.key_made = pthread_key_create(&tprof__S.key, thread_exit) == 0;
+    if (sem_init(&tprof__S.wake, 0, 0) != 0) return TPROF__OFF;
+    tprof__writer_setup(tprof__S.dir, tprof__S.run_id, tprof__S.start_rt, tprof__S.start_mono,
+                        tprof__S.no_file);
     tprof__kwin_init();
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&tprof__S.lock);
     write_start_metadata_locked();
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&tprof__S.lock);
     /* the flusher must not inherit a signal mask that lets it take SIGTERM; it blocks
      * everything itself */
     static int once; /* before the flusher exists: a fork from now on goes through them */
@@ -516,7 +520,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
         tprof__log(TPROF_LOG_ERROR, "cannot start the flusher thread; recording is off");
         return TPROF__OFF;
     }
-    S.flusher_running = 1;
+    tprof__S.flusher_running = 1;
     tprof__signals_install();
     return TPROF__ON;
 }
@@ -524,7 +528,7 @@ static int start_locked_cfg(const tprof_config *cfg) {
 /* What a session does once it records: the live metrics, and the capability lines the
  * capture sources know at start (core/source.h). */
 static void session_started(void) {
-    tprof__metrics_session_start(S.start_rt);
+    tprof__metrics_session_start(tprof__S.start_rt);
     tprof__sources_capability();
 }
 
@@ -534,10 +538,10 @@ int tprof_init(const tprof_config *cfg) {
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__STARTING))
         return TPROF_ERR_ALREADY;
     int st = start_locked_cfg(cfg);
-    /* keep the configuration (its strings now point into S) for a forked child */
-    S.api_cfg = 1;
-    S.cfg.output_dir = S.dir[0] ? S.dir : NULL;
-    S.cfg.run_id = S.run_id;
+    /* keep the configuration (its strings now point into tprof__S) for a forked child */
+    tprof__S.api_cfg = 1;
+    tprof__S.cfg.output_dir = tprof__S.dir[0] ? tprof__S.dir : NULL;
+    tprof__S.cfg.run_id = tprof__S.run_id;
     tprof__session_set_state(st);
     if (st == TPROF__ON) session_started();
     return st == TPROF__ON ? TPROF_OK : TPROF_ERR_DISABLED;
@@ -555,8 +559,8 @@ int tprof_enabled(void) {
         return st == TPROF__ON;
     }
     tprof_config cfg;
-    if (S.api_cfg) {
-        cfg = S.cfg; /* a forked child of a tprof_init() session: same configuration */
+    if (tprof__S.api_cfg) {
+        cfg = tprof__S.cfg; /* a forked child of a tprof_init() session: same configuration */
     } else {
         tprof_config_init(&cfg);
         tprof_config_from_env(&cfg);
@@ -571,14 +575,14 @@ int tprof_enabled(void) {
 }
 
 int tprof_flush(void) {
-    if (atomic_load(&tprof__g_state) != TPROF__ON || !S.flusher_running)
+    if (atomic_load(&tprof__g_state) != TPROF__ON || !tprof__S.flusher_running)
         return TPROF_ERR_DISABLED;
-    atomic_store(&S.flush_asked, 1); /* write now even while backing off after an error */
-    pthread_mutex_lock(&S.flush_lock);
-    uint64_t target = S.flush_gen + 2; /* a full pass that started after this call */
+    atomic_store(&tprof__S.flush_asked, 1); /* write now even while backing off after an error */
+    pthread_mutex_lock(&tprof__S.flush_lock);
+    uint64_t target = tprof__S.flush_gen + 2; /* a full pass that started after this call */
     tprof__flusher_wake();
     int stalled = 0;
-    while (S.flush_gen < target && !S.flusher_done) {
+    while (tprof__S.flush_gen < target && !tprof__S.flusher_done) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100000000L;
@@ -586,19 +590,19 @@ int tprof_flush(void) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (pthread_cond_timedwait(&S.flush_cond, &S.flush_lock, &ts) == ETIMEDOUT) {
+        if (pthread_cond_timedwait(&tprof__S.flush_cond, &tprof__S.flush_lock, &ts) == ETIMEDOUT) {
             if ((stalled = tprof__flusher_stalled())) break;
             tprof__flusher_wake();
         }
     }
-    pthread_mutex_unlock(&S.flush_lock);
+    pthread_mutex_unlock(&tprof__S.flush_lock);
     return stalled || tprof__writer_failing() ? TPROF_ERR_IO : TPROF_OK;
 }
 
 /* Waits for the flusher to finish its work, as long as it shows progress. 1 when it did. */
 static int wait_flusher_done(void) {
-    pthread_mutex_lock(&S.flush_lock);
-    while (!S.flusher_done) {
+    pthread_mutex_lock(&tprof__S.flush_lock);
+    while (!tprof__S.flusher_done) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50000000L;
@@ -606,26 +610,26 @@ static int wait_flusher_done(void) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (pthread_cond_timedwait(&S.flush_cond, &S.flush_lock, &ts) == ETIMEDOUT &&
-            !S.flusher_done && tprof__flusher_stalled())
+        if (pthread_cond_timedwait(&tprof__S.flush_cond, &tprof__S.flush_lock, &ts) == ETIMEDOUT &&
+            !tprof__S.flusher_done && tprof__flusher_stalled())
             break;
     }
-    int done = S.flusher_done;
-    pthread_mutex_unlock(&S.flush_lock);
+    int done = tprof__S.flusher_done;
+    pthread_mutex_unlock(&tprof__S.flush_lock);
     return done;
 }
 
 /* The flusher may be finishing the file for a fatal signal: let it (bounded), so that
  * exit() on another thread neither cuts the file short nor ends it a second time. */
 static void wait_signal_end(void) {
-    for (int i = 0; i < TPROF__SIGNAL_FLUSH_MS / 10 && !atomic_load(&S.final_done); i++) {
+    for (int i = 0; i < TPROF__SIGNAL_FLUSH_MS / 10 && !atomic_load(&tprof__S.final_done); i++) {
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
     }
 }
 
 int tprof_shutdown(void) {
-    if (atomic_load(&S.fatal_signal)) {
+    if (atomic_load(&tprof__S.fatal_signal)) {
         wait_signal_end();
         return TPROF_OK;
     }
@@ -635,34 +639,34 @@ int tprof_shutdown(void) {
     }
     int expected = TPROF__ON;
     if (!atomic_compare_exchange_strong(&tprof__g_state, &expected, TPROF__DOWN)) {
-        if (atomic_load(&S.fatal_signal)) wait_signal_end();
+        if (atomic_load(&tprof__S.fatal_signal)) wait_signal_end();
         return TPROF_OK;
     }
     tprof__session_set_state(TPROF__DOWN);
     /* the calling thread's ring stays registered (it may still record and be ignored) */
     int rc = TPROF_OK;
-    if (S.flusher_running) {
+    if (tprof__S.flusher_running) {
         /* the flusher writes the rest, the end record, and closes the file */
-        atomic_store(&S.stop, 1);
+        atomic_store(&tprof__S.stop, 1);
         tprof__flusher_wake();
         if (wait_flusher_done()) {
-            pthread_join(S.flusher, NULL);
-        } else if (atomic_load(&S.end_written)) {
-            pthread_detach(S.flusher); /* the end is written; only fsync is still waiting */
+            pthread_join(tprof__S.flusher, NULL);
+        } else if (atomic_load(&tprof__S.end_written)) {
+            pthread_detach(tprof__S.flusher); /* the end is written; only fsync is still waiting */
         } else {
-            pthread_detach(S.flusher); /* it finishes on its own if storage ever answers */
+            pthread_detach(tprof__S.flusher); /* it finishes on its own if storage ever answers */
             tprof__log(TPROF_LOG_WARN,
                        "the rank file's storage has not answered for %d ms; not waiting for "
                        "it (the file may lack its end)", TPROF__STALL_MS);
             rc = TPROF_ERR_IO;
         }
-        S.flusher_running = 0;
+        tprof__S.flusher_running = 0;
     }
     tprof__metrics_session_stop(); /* joins the endpoint's thread */
     return rc;
 }
 
-pid_t tprof__session_pid(void) { return S.pid; }
+pid_t tprof__session_pid(void) { return tprof__S.pid; }
 
 const char *tprof_output_path(void) {
     return atomic_load(&tprof__g_state) == TPROF__ON ? tprof__writer_path() : NULL;

@@ -1,5 +1,5 @@
 /*
- * session_state.h — the session state `S`, shared by the three files that make up the
+ * session_state.h — the session state `tprof__S`, shared by the three files that make up the
  * session: session.c (start, registries, process stream, threads, shutdown), flusher.c (the
  * flusher thread, its passes, the end record, stall detection, the session's side of signal
  * handling) and fork.c (pthread_atfork handlers). Private to those three: nothing else in
@@ -40,8 +40,7 @@
  * takes them so, as the flusher does); the flusher takes flush_lock while it holds busy,
  * never while it holds lock, and no thread takes lock while it holds flush_lock.
  *
- * `S` names the one instance, tprof__S (defined in session.c), so that the code of the
- * three files reads as it did when they were one: include this header last.
+ * The one instance is tprof__S, defined in session.c (hidden: not exported by the library).
  */
 #ifndef TPROF_SESSION_STATE_H
 #define TPROF_SESSION_STATE_H
@@ -109,7 +108,7 @@ struct tprof__session {
     uint8_t *pend;
     size_t pend_len, pend_cap;
     _Atomic int fatal_signal; /* a signal whose default action will end the process */
-    int api_cfg;            /* started by tprof_init: a forked child restarts from S.cfg */
+    int api_cfg;            /* started by tprof_init: a forked child restarts from tprof__S.cfg */
     pid_t pid;              /* the process the session belongs to */
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cond;
@@ -131,7 +130,6 @@ struct tprof__session {
 };
 
 extern struct tprof__session tprof__S;
-#define S tprof__S
 
 /* ---- session.c */
 
@@ -142,7 +140,7 @@ void tprof__session_set_state(int st);
 uint64_t tprof__realtime_now(void);
 
 /* Appends a record to the process stream (TPROF_ERR_LIMIT past TPROF__PROC_MAX, counted as
- * a drop). Caller holds S.lock. */
+ * a drop). Caller holds tprof__S.lock. */
 int tprof__proc_record_locked(uint16_t kind, uint32_t arg, const void *payload,
                               size_t pl_bytes, const char *s1, const char *s2);
 
