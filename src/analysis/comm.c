@@ -633,19 +633,6 @@ done:;
 
 /* ------------------------------------------------------------------ small helpers */
 
-/* mean, nearest-rank median and max of v[0..n) (v is sorted in place) as {"mean","p50","max"} */
-static cJSON *stats(double *v, size_t n) {
-    cJSON *o = cJSON_CreateObject();
-    if (!n) return o;
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += v[i];
-    qsort(v, n, sizeof *v, tp_cmp_double);
-    cJSON_AddNumberToObject(o, "mean", sum / (double)n);
-    cJSON_AddNumberToObject(o, "p50", tp_pct_double(v, n, 0.5));
-    cJSON_AddNumberToObject(o, "max", v[n - 1]);
-    return o;
-}
-
 static void hex_id(char *buf, size_t n, uint64_t h) {
     snprintf(buf, n, "0x%016" PRIx64, h);
 }
@@ -665,19 +652,7 @@ static int push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t e
 
 /* ------------------------------------------------------------------ per-rank table */
 
-typedef struct row {
-    uint64_t hash;
-    uint32_t op, nranks, rank;
-    const char *name;
-    uint64_t first;       /* first host start of the communicator (for ordering) */
-    uint64_t count, bytes, timed, unfinished, enqueue_only, in_steps, bytes_in_steps;
-    uint64_t time_ns;     /* sum over the timed ops */
-    uint64_t bw_ops, bw_ns; /* ops with a real duration (not an NCCL enqueue), their time */
-    double bw_size;       /* and their nccl-tests S */
-    uint64_t src[3];
-    uint32_t dtypes;      /* bit d: an op of enum tprof_comm_dtype d */
-    size_t op0;           /* index in p->comm of one of its ops (source, backend) */
-} row;
+typedef tp_comm_row_result row;
 
 static int cmp_row(const void *a, const void *b) {
     const row *x = a, *y = b;
@@ -692,6 +667,25 @@ static int cmp_cref(const void *a, const void *b) {
     const cref *x = a, *y = b;
     if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
     return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+int tp_comm_row_bw(const tp_comm_row_result *r, double *algbw_gbs, double *bw_time_ms) {
+    double factor = tp_comm_bus_factor(r->op, r->nranks);
+    if (!(r->bw_ns && r->bw_size > 0 && factor > 0)) {
+        *algbw_gbs = *bw_time_ms = 0;
+        return 0;
+    }
+    *algbw_gbs = r->bw_size / (double)r->bw_ns; /* bytes per ns = GB/s (GB = 1e9) */
+    *bw_time_ms = (double)r->bw_ns / 1e6;
+    return 1;
+}
+
+static const char *time_source(const double src[3]) {
+    int kinds = (src[0] > 0) + (src[1] > 0) + (src[2] > 0);
+    return kinds > 1                       ? "mixed"
+           : src[TP_COMM_TIME_GPU] > 0    ? "gpu"
+           : src[TP_COMM_TIME_KERNEL] > 0 ? "kernel"
+                                          : "host";
 }
 
 static cJSON *row_json(const row *r, size_t nst) {
@@ -709,19 +703,15 @@ static cJSON *row_json(const row *r, size_t nst) {
     if (r->timed) cJSON_AddNumberToObject(e, "mean_us", (double)r->time_ns / 1e3 / (double)r->timed);
     double factor = tp_comm_bus_factor(r->op, r->nranks);
     cJSON_AddNumberToObject(e, "bus_factor", factor);
-    if (r->bw_ns && r->bw_size > 0 && factor > 0) {
-        double algbw = r->bw_size / (double)r->bw_ns; /* bytes per ns = GB/s (GB = 1e9) */
+    double algbw, bw_ms;
+    if (tp_comm_row_bw(r, &algbw, &bw_ms)) {
         cJSON_AddNumberToObject(e, "algbw_gbs", algbw);
         cJSON_AddNumberToObject(e, "busbw_gbs", algbw * factor);
         cJSON_AddNumberToObject(e, "bw_ops", (double)r->bw_ops);
-        cJSON_AddNumberToObject(e, "bw_time_ms", (double)r->bw_ns / 1e6);
+        cJSON_AddNumberToObject(e, "bw_time_ms", bw_ms);
     }
-    int kinds = (r->src[0] > 0) + (r->src[1] > 0) + (r->src[2] > 0);
-    cJSON_AddStringToObject(e, "time_source",
-                            kinds > 1            ? "mixed"
-                            : r->src[TP_COMM_TIME_GPU] ? "gpu"
-                            : r->src[TP_COMM_TIME_KERNEL] ? "kernel"
-                                                          : "host");
+    const double src[3] = {(double)r->src[0], (double)r->src[1], (double)r->src[2]};
+    cJSON_AddStringToObject(e, "time_source", time_source(src));
     cJSON *s = cJSON_AddObjectToObject(e, "time_sources");
     for (int k = 2; k >= 0; k--) cJSON_AddNumberToObject(s, tp_comm_src_name((tp_comm_src)k), (double)r->src[k]);
     if (r->enqueue_only) cJSON_AddNumberToObject(e, "enqueue_only", (double)r->enqueue_only);
@@ -732,7 +722,6 @@ static cJSON *row_json(const row *r, size_t nst) {
     }
     return e;
 }
-
 /* Rows per (communicator, op) from the resolved ops. Returns the rows (caller frees) or NULL
  * when out of memory; *nrows gets their number. */
 static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_step *st,
@@ -803,15 +792,15 @@ static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_ste
 
 /* ------------------------------------------------------------------ exposure */
 
-/* Exposed and overlapped communication per window (measured step, or the whole run). */
-static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *tm,
+/* Exposed and overlapped communication per window (measured step, or the whole run) into *x. */
+static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p, const tp_comm_time *tm,
                              const tp_step *st, size_t nst) {
-    cJSON *x = cJSON_AddObjectToObject(c, "exposure");
+    x->present = 1;
     tp_step whole = {p->first_ts, p->end_mono, 0, 0};
     const tp_step *win = nst ? st : &whole;
     size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
-    cJSON_AddStringToObject(x, "per", nst ? "step" : "run");
-    uint32_t devs[64];
+    x->per_step = nst > 0;
+    uint32_t *devs = x->devices;
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
         if (p->gpu[i].type != TPROF_REC_GPU_KERNEL) continue;
@@ -851,13 +840,10 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
                          : "only the host enqueue times of NCCL ops (no GPU interval, no CUPTI "
                            "kernels): the time on the GPU is unknown";
     }
-    cJSON_AddStringToObject(x, "basis", basis);
-    cJSON_AddStringToObject(x, "note", note);
+    x->basis = basis;
+    x->note = note;
     if (!strcmp(basis, "none") || !nw) return;
-    if (ndev) {
-        cJSON *jd = cJSON_AddArrayToObject(x, "devices");
-        for (size_t d = 0; d < ndev; d++) cJSON_AddItemToArray(jd, cJSON_CreateNumber(devs[d]));
-    }
+    x->ndevices = ndev;
 
     size_t nd = ndev ? ndev : 1; /* host basis: one "device", the process */
     uint64_t *cw = calloc(nw * 3, sizeof *cw);     /* per window: comm, compute, union */
@@ -927,22 +913,24 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
                 worst = w;
             }
         }
-        cJSON_AddNumberToObject(x, "windows", (double)nw);
-        cJSON_AddNumberToObject(x, "window_ms", (double)tot_w / 1e6 / (double)nw);
-        const struct { const char *key; const uint64_t *v; } series[3] = {
-            {"comm_ms", cm}, {"exposed_ms", ex}, {"overlapped_ms", ov}};
+        x->has_figures = 1;
+        x->windows = nw;
+        x->window_ms = (double)tot_w / 1e6 / (double)nw;
+        const struct { tp_stat5 *out; const uint64_t *v; } series[3] = {
+            {&x->comm_ms, cm}, {&x->exposed_ms, ex}, {&x->overlapped_ms, ov}};
         for (int s = 0; s < 3; s++) {
             for (size_t w = 0; w < nw; w++) tmp[w] = (double)series[s].v[w] / 1e6;
-            cJSON_AddItemToObject(x, series[s].key, stats(tmp, nw));
+            *series[s].out = tp_stat5_of(tmp, nw);
         }
-        cJSON_AddNumberToObject(x, "exposed_share", tot_w ? (double)tot_e / (double)tot_w : 0);
-        cJSON_AddNumberToObject(x, "overlapped_share", tot_w ? (double)tot_o / (double)tot_w : 0);
+        x->exposed_share = tot_w ? (double)tot_e / (double)tot_w : 0;
+        x->overlapped_share = tot_w ? (double)tot_o / (double)tot_w : 0;
         for (size_t w = 0; w < nw; w++) {
             uint64_t len = win[w].end - win[w].start;
             tmp[w] = len ? (double)ex[w] / (double)len : 0;
         }
-        cJSON_AddItemToObject(x, "exposed_share_per_window", stats(tmp, nw));
-        if (nst) cJSON_AddNumberToObject(x, "worst_step", (double)st[worst].app_step);
+        x->exposed_share_per_window = tp_stat5_of(tmp, nw);
+        x->has_worst_step = nst > 0;
+        if (nst) x->worst_step = (double)st[worst].app_step;
     }
     free(cw);
     free(ex);
@@ -953,6 +941,37 @@ static void exposure_section(cJSON *c, const tp_process *p, const tp_comm_time *
     free(sc);
     free(sk);
     free(su);
+}
+
+/* {"mean","p50","max"} of a per-window series */
+static cJSON *stats_json(const tp_stat5 *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "mean", s->mean);
+    cJSON_AddNumberToObject(o, "p50", s->p50);
+    cJSON_AddNumberToObject(o, "max", s->max);
+    return o;
+}
+
+static void exposure_json(cJSON *c, const tp_comm_exposure_result *x) {
+    cJSON *j = cJSON_AddObjectToObject(c, "exposure");
+    cJSON_AddStringToObject(j, "per", x->per_step ? "step" : "run");
+    cJSON_AddStringToObject(j, "basis", x->basis);
+    cJSON_AddStringToObject(j, "note", x->note);
+    if (x->ndevices) {
+        cJSON *jd = cJSON_AddArrayToObject(j, "devices");
+        for (size_t d = 0; d < x->ndevices; d++)
+            cJSON_AddItemToArray(jd, cJSON_CreateNumber(x->devices[d]));
+    }
+    if (!x->has_figures) return;
+    cJSON_AddNumberToObject(j, "windows", (double)x->windows);
+    cJSON_AddNumberToObject(j, "window_ms", x->window_ms);
+    cJSON_AddItemToObject(j, "comm_ms", stats_json(&x->comm_ms));
+    cJSON_AddItemToObject(j, "exposed_ms", stats_json(&x->exposed_ms));
+    cJSON_AddItemToObject(j, "overlapped_ms", stats_json(&x->overlapped_ms));
+    cJSON_AddNumberToObject(j, "exposed_share", x->exposed_share);
+    cJSON_AddNumberToObject(j, "overlapped_share", x->overlapped_share);
+    cJSON_AddItemToObject(j, "exposed_share_per_window", stats_json(&x->exposed_share_per_window));
+    if (x->has_worst_step) cJSON_AddNumberToObject(j, "worst_step", x->worst_step);
 }
 
 int tp_comm_is_kernel(const tp_gpu_op *g) { return is_comm_kernel(g); }
@@ -998,7 +1017,8 @@ static int nccl_backend(const char *desc) {
     return sp && nc && nc < sp;
 }
 
-static void torch_group(cJSON *e, const tp_process *p, uint64_t hash, uint32_t size, int nccl) {
+
+static const char *torch_group(const tp_process *p, uint64_t hash, uint32_t size, int nccl) {
     char key[40];
     snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)hash);
     const char *d = tp_meta(p, key);
@@ -1018,12 +1038,12 @@ static void torch_group(cJSON *e, const tp_process *p, uint64_t hash, uint32_t s
         }
         if (hits != 1) d = NULL;
     }
-    if (d) cJSON_AddStringToObject(e, "torch_group", d);
+    return d;
 }
 
 /* How far the kernel-channel intervals moved to agree with CUPTI (tp_comm_resolve): the
  * median, least and most shift over the ops checked, in us; nothing when none was. */
-static void placement_json(cJSON *c, const tp_process *p, const tp_comm_time *tm) {
+static void placement(tp_comm_result *c, const tp_process *p, const tp_comm_time *tm) {
     size_t n = 0;
     double *v = malloc((p->ncomm ? p->ncomm : 1) * sizeof *v);
     if (!v) return;
@@ -1031,104 +1051,159 @@ static void placement_json(cJSON *c, const tp_process *p, const tp_comm_time *tm
         if (tm[i].checked) v[n++] = (double)tm[i].shift_ns / 1e3;
     if (n) {
         qsort(v, n, sizeof *v, tp_cmp_double);
-        cJSON *x = cJSON_AddObjectToObject(c, "channel_placement");
-        cJSON_AddNumberToObject(x, "ops", (double)n);
-        cJSON_AddNumberToObject(x, "shift_us_p50", tp_pct_double(v, n, 0.5));
-        cJSON_AddNumberToObject(x, "shift_us_min", v[0]);
-        cJSON_AddNumberToObject(x, "shift_us_max", v[n - 1]);
+        c->has_placement = 1;
+        c->placement_ops = (double)n;
+        c->shift_us_p50 = tp_pct_double(v, n, 0.5);
+        c->shift_us_min = v[0];
+        c->shift_us_max = v[n - 1];
     }
     free(v);
 }
 
-void tp_comm_rank_section(cJSON *rs, const tp_process *p, const tp_step *st, size_t nst) {
+/* The communicators of the rank from its rows (sorted by communicator), most time first. */
+static void communicators(tp_comm_result *c, const tp_process *p) {
+    const row *rows = c->rows;
+    size_t nrows = c->nrows;
+    cref *cs = malloc((nrows ? nrows : 1) * sizeof *cs);
+    if (!cs) return;
+    size_t ncs = 0;
+    for (size_t i = 0; i < nrows; i++) {
+        if (!i || rows[i].hash != rows[i - 1].hash) {
+            if (ncs) cs[ncs - 1].b = i;
+            cs[ncs++] = (cref){i, nrows, 0, rows[i].hash};
+        }
+        cs[ncs - 1].time_ns += (double)rows[i].time_ns;
+    }
+    if (ncs > 1) qsort(cs, ncs, sizeof *cs, cmp_cref); /* most time first */
+    c->comms = calloc(ncs ? ncs : 1, sizeof *c->comms);
+    if (!c->comms) {
+        free(cs);
+        return;
+    }
+    c->ncomms = ncs;
+    for (size_t k = 0; k < ncs; k++) {
+        tp_comm_communicator_result *e = &c->comms[k];
+        e->hash = cs[k].hash;
+        hex_id(e->id, sizeof e->id, cs[k].hash);
+        for (size_t i = cs[k].a; i < cs[k].b; i++)
+            if (rows[i].nranks > e->size) e->size = rows[i].nranks;
+        e->rank = rows[cs[k].a].rank;
+        /* NCCL's init told the node count and the name (when one was given) */
+        char key[40];
+        snprintf(key, sizeof key, "nccl.comm.%016llx", (unsigned long long)cs[k].hash);
+        const char *desc = tp_meta(p, key);
+        unsigned nn = 0;
+        const char *nm = desc ? strstr(desc, "nnodes=") : NULL;
+        if (nm && sscanf(nm, "nnodes=%u", &nn) == 1 && nn) e->nodes = nn;
+        const char *na = desc ? strstr(desc, " name=") : NULL;
+        if (na && strcmp(na + 6, "-")) e->name = na + 6;
+        e->torch_group = torch_group(p, cs[k].hash, e->size, 1);
+        /* who recorded it, and the backend that carried it (gloo, nccl, mpi, ...) */
+        const tp_comm_op *o0 = &p->comm[rows[cs[k].a].op0];
+        e->source = tp_comm_source_name(o0->source);
+        tp_comm_backend(p, o0, e->backend, sizeof e->backend);
+        e->rows = &rows[cs[k].a];
+        e->nrows = cs[k].b - cs[k].a;
+    }
+    free(cs);
+}
+
+/* The rank's figures: see tp_comm_rank_section. */
+static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *st, size_t nst) {
+    memset(c, 0, sizeof *c);
+    c->present = 1;
     int any_comm_kernel = 0;
     for (size_t i = 0; i < p->ngpu && !any_comm_kernel; i++) any_comm_kernel = is_comm_kernel(&p->gpu[i]);
-    cJSON *c = cJSON_AddObjectToObject(rs, "communication");
-    size_t nmpi = 0, ntorch = 0;
     for (size_t i = 0; i < p->ncomm; i++) {
-        nmpi += p->comm[i].source == TPROF_COMM_SRC_MPI;
-        ntorch += p->comm[i].source == TPROF_COMM_SRC_TORCH;
+        c->mpi_ops += p->comm[i].source == TPROF_COMM_SRC_MPI;
+        c->torch_ops += p->comm[i].source == TPROF_COMM_SRC_TORCH;
     }
-    cJSON_AddNumberToObject(c, "ops", (double)p->ncomm);
-    cJSON_AddNumberToObject(c, "nccl_ops", (double)(p->ncomm - nmpi - ntorch));
-    cJSON_AddNumberToObject(c, "mpi_ops", (double)nmpi);
-    if (ntorch) {
-        cJSON_AddNumberToObject(c, "torch_ops", (double)ntorch);
-        /* the backends torch.distributed's ops went through, in order of first use */
-        cJSON *tb = cJSON_AddArrayToObject(c, "torch_backends");
-        for (size_t i = 0; i < p->ncomm; i++) {
-            if (p->comm[i].source != TPROF_COMM_SRC_TORCH) continue;
-            char be[32];
-            tp_comm_backend(p, &p->comm[i], be, sizeof be);
-            int seen = 0;
-            const cJSON *x;
-            cJSON_ArrayForEach(x, tb) seen |= !strcmp(x->valuestring, be);
-            if (!seen) cJSON_AddItemToArray(tb, cJSON_CreateString(be));
-        }
+    c->ops = p->ncomm;
+    c->nccl_ops = p->ncomm - c->mpi_ops - c->torch_ops;
+    /* the backends torch.distributed's ops went through, in order of first use */
+    for (size_t i = 0; i < p->ncomm && c->torch_ops; i++) {
+        if (p->comm[i].source != TPROF_COMM_SRC_TORCH) continue;
+        char be[32];
+        tp_comm_backend(p, &p->comm[i], be, sizeof be);
+        int seen = 0;
+        for (size_t k = 0; k < c->ntorch_backends && !seen; k++) seen = !strcmp(c->torch_backends[k], be);
+        if (seen) continue;
+        char (*nb)[32] = realloc(c->torch_backends, (c->ntorch_backends + 1) * sizeof *nb);
+        if (!nb) break;
+        c->torch_backends = nb;
+        memcpy(c->torch_backends[c->ntorch_backends++], be, sizeof be);
     }
     /* NCCL events refused because the plugin's pool was full (at least this many) */
     const char *drops = tp_meta(p, "nccl.pool_drops");
-    if (drops && strtod(drops, NULL) > 0)
-        cJSON_AddNumberToObject(c, "nccl_ops_not_recorded", strtod(drops, NULL));
-    cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
+    if (drops && strtod(drops, NULL) > 0) {
+        c->has_not_recorded = 1;
+        c->nccl_ops_not_recorded = strtod(drops, NULL);
+    }
     if (!p->ncomm && !any_comm_kernel) {
-        cJSON_AddStringToObject(c, "note", "no communication recorded");
+        c->nothing = 1;
         return;
     }
     tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
     if (!tm) return;
+    c->resolved = 1;
     tp_comm_resolve(p, tm); /* on failure it leaves host intervals, still valid */
-    placement_json(c, p, tm);
-    size_t nrows = 0;
-    row *rows = build_rows(p, tm, st, nst, &nrows);
-    cref *cs = rows ? malloc((nrows ? nrows : 1) * sizeof *cs) : NULL;
-    if (cs) {
-        size_t ncs = 0;
-        for (size_t i = 0; i < nrows; i++) {
-            if (!i || rows[i].hash != rows[i - 1].hash) {
-                if (ncs) cs[ncs - 1].b = i;
-                cs[ncs++] = (cref){i, nrows, 0, rows[i].hash};
-            }
-            cs[ncs - 1].time_ns += (double)rows[i].time_ns;
-        }
-        if (ncs > 1) qsort(cs, ncs, sizeof *cs, cmp_cref); /* most time first */
-        char id[24];
-        for (size_t k = 0; k < ncs; k++) {
-            cJSON *e = cJSON_CreateObject();
-            hex_id(id, sizeof id, cs[k].hash);
-            cJSON_AddStringToObject(e, "id", id);
-            uint32_t size = 0;
-            for (size_t i = cs[k].a; i < cs[k].b; i++)
-                if (rows[i].nranks > size) size = rows[i].nranks;
-            cJSON_AddNumberToObject(e, "size", size);
-            cJSON_AddNumberToObject(e, "rank", rows[cs[k].a].rank);
-            /* NCCL's init told the node count and the name (when one was given) */
-            char key[40];
-            snprintf(key, sizeof key, "nccl.comm.%016llx", (unsigned long long)cs[k].hash);
-            const char *desc = tp_meta(p, key);
-            unsigned nn = 0;
-            const char *nm = desc ? strstr(desc, "nnodes=") : NULL;
-            if (nm && sscanf(nm, "nnodes=%u", &nn) == 1 && nn)
-                cJSON_AddNumberToObject(e, "nodes", nn);
-            const char *na = desc ? strstr(desc, " name=") : NULL;
-            if (na && strcmp(na + 6, "-")) cJSON_AddStringToObject(e, "name", na + 6);
-            torch_group(e, p, cs[k].hash, size, 1);
-            /* who recorded it, and the backend that carried it (gloo, nccl, mpi, ...) */
-            const tp_comm_op *o0 = &p->comm[rows[cs[k].a].op0];
-            char be[32];
-            cJSON_AddStringToObject(e, "source", tp_comm_source_name(o0->source));
-            cJSON_AddStringToObject(e, "backend", tp_comm_backend(p, o0, be, sizeof be));
-            cJSON *jo = cJSON_AddArrayToObject(e, "ops");
-            for (size_t i = cs[k].a; i < cs[k].b; i++) cJSON_AddItemToArray(jo, row_json(&rows[i], nst));
-            cJSON_AddItemToArray(jc, e);
-        }
-    }
-    exposure_section(c, p, tm, st, nst);
-    free(cs);
-    free(rows);
+    placement(c, p, tm);
+    c->rows = build_rows(p, tm, st, nst, &c->nrows);
+    if (c->rows) communicators(c, p);
+    exposure_compute(&c->exposure, p, tm, st, nst);
     free(tm);
 }
 
+/* The document's "communication" of the rank, from its figures. */
+static void rank_json(cJSON *rs, const tp_comm_result *c, size_t nst) {
+    cJSON *j = cJSON_AddObjectToObject(rs, "communication");
+    cJSON_AddNumberToObject(j, "ops", (double)c->ops);
+    cJSON_AddNumberToObject(j, "nccl_ops", (double)c->nccl_ops);
+    cJSON_AddNumberToObject(j, "mpi_ops", (double)c->mpi_ops);
+    if (c->torch_ops) {
+        cJSON_AddNumberToObject(j, "torch_ops", (double)c->torch_ops);
+        cJSON *tb = cJSON_AddArrayToObject(j, "torch_backends");
+        for (size_t i = 0; i < c->ntorch_backends; i++)
+            cJSON_AddItemToArray(tb, cJSON_CreateString(c->torch_backends[i]));
+    }
+    if (c->has_not_recorded)
+        cJSON_AddNumberToObject(j, "nccl_ops_not_recorded", c->nccl_ops_not_recorded);
+    cJSON *jc = cJSON_AddArrayToObject(j, "communicators");
+    if (c->nothing) {
+        cJSON_AddStringToObject(j, "note", "no communication recorded");
+        return;
+    }
+    if (!c->resolved) return;
+    if (c->has_placement) {
+        cJSON *x = cJSON_AddObjectToObject(j, "channel_placement");
+        cJSON_AddNumberToObject(x, "ops", c->placement_ops);
+        cJSON_AddNumberToObject(x, "shift_us_p50", c->shift_us_p50);
+        cJSON_AddNumberToObject(x, "shift_us_min", c->shift_us_min);
+        cJSON_AddNumberToObject(x, "shift_us_max", c->shift_us_max);
+    }
+    for (size_t k = 0; k < c->ncomms; k++) {
+        const tp_comm_communicator_result *x = &c->comms[k];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", x->id);
+        cJSON_AddNumberToObject(e, "size", x->size);
+        cJSON_AddNumberToObject(e, "rank", x->rank);
+        if (x->nodes) cJSON_AddNumberToObject(e, "nodes", x->nodes);
+        if (x->name) cJSON_AddStringToObject(e, "name", x->name);
+        if (x->torch_group) cJSON_AddStringToObject(e, "torch_group", x->torch_group);
+        cJSON_AddStringToObject(e, "source", x->source);
+        cJSON_AddStringToObject(e, "backend", x->backend);
+        cJSON *jo = cJSON_AddArrayToObject(e, "ops");
+        for (size_t i = 0; i < x->nrows; i++) cJSON_AddItemToArray(jo, row_json(&x->rows[i], nst));
+        cJSON_AddItemToArray(jc, e);
+    }
+    exposure_json(j, &c->exposure);
+}
+
+void tp_comm_rank_section(cJSON *rs, tp_comm_result *out, const tp_process *p, const tp_step *st,
+                          size_t nst) {
+    rank_compute(out, p, st, nst);
+    rank_json(rs, out, nst);
+}
 /* ------------------------------------------------------------------ across ranks */
 
 
@@ -1252,77 +1327,75 @@ static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
     return NULL;
 }
 
-cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
-                           double warn_share, double crit_share) {
-    int world = 0, nrank_procs = 0;
-    for (size_t i = 0; i < run->nprocs; i++) {
-        if (run->procs[i].role != TP_ROLE_RANK) continue;
-        nrank_procs++;
-        if (run->procs[i].world_size > world) world = run->procs[i].world_size;
+/* Adds rank rr's communicators to xc (one entry per id across the ranks). Returns 0, or -1
+ * when out of memory. */
+static int gather_rank(xcomm **xcp, size_t *nxc, const tp_rank_result *rr) {
+    const tp_comm_result *c = &rr->comm;
+    for (size_t ci = 0; c->present && ci < c->ncomms; ci++) {
+        const tp_comm_communicator_result *rc = &c->comms[ci];
+        xcomm *xc = *xcp;
+        size_t k = 0;
+        while (k < *nxc && strcmp(xc[k].id, rc->id)) k++;
+        if (k == *nxc) {
+            xcomm *n2 = realloc(xc, (*nxc + 1) * sizeof *n2);
+            if (!n2) return -1;
+            *xcp = xc = n2;
+            memset(&xc[*nxc], 0, sizeof *xc);
+            xc[*nxc].id = rc->id;
+            xc[*nxc].p2p_only = 1;
+            (*nxc)++;
+        }
+        xcomm *x = &xc[k];
+        if ((double)rc->size > x->size) x->size = rc->size;
+        member *m2 = realloc(x->m, (x->nm + 1) * sizeof *m2);
+        if (!m2) return -1;
+        x->m = m2;
+        /* through double, as the document's number is read back: a forged rank beyond INT_MAX
+         * converts as it always has */
+        x->m[x->nm++] = (member){rr->rank, (int)(double)rc->rank};
+        for (size_t ri = 0; ri < rc->nrows; ri++) {
+            const tp_comm_row_result *ro = &rc->rows[ri];
+            const char *op = ro->name;
+            if (strcmp(op, "Send") && strcmp(op, "Recv")) x->p2p_only = 0;
+            size_t q = 0;
+            while (q < x->nops && strcmp(x->ops[q].op, op)) q++;
+            if (q == x->nops) {
+                xop *o2 = realloc(x->ops, (x->nops + 1) * sizeof *o2);
+                if (!o2) return -1;
+                x->ops = o2;
+                memset(&x->ops[q], 0, sizeof *x->ops);
+                x->ops[q].op = op;
+                x->nops++;
+            }
+            xop *o = &x->ops[q];
+            double cnt = (double)ro->count, by = (double)ro->bytes, t = (double)ro->time_ns / 1e6;
+            if (cnt > o->count_max) o->count_max = cnt;
+            if (!o->ranks || cnt < o->count_min) o->count_min = cnt;
+            if (by > o->bytes_max) o->bytes_max = by;
+            o->ranks++;
+            o->count += cnt;
+            o->timed += (double)ro->timed;
+            o->time_ms += t;
+            x->time_ms += t;
+            /* S of the ops with a real duration, back from algbw = S / t */
+            double algbw, bw_ms;
+            tp_comm_row_bw(ro, &algbw, &bw_ms);
+            o->size_bytes += algbw * bw_ms * 1e6;
+            o->bw_time_ms += bw_ms;
+            o->factor = tp_comm_bus_factor(ro->op, ro->nranks);
+            o->enqueue_only += (double)ro->enqueue_only;
+            for (int z = 0; z < 3; z++) o->src[z] += (double)ro->src[z];
+        }
     }
-    if (world <= 0) world = nrank_procs;
-    cJSON *c = cJSON_AddObjectToObject(rep, "communication");
-    cJSON_AddNumberToObject(c, "world_size", world);
+    return 0;
+}
+
+/* The run's communicators across the ranks ("communicators"), into c. */
+static void communicators_json(cJSON *c, const tp_run *run, const tp_run_results *res, int world) {
     xcomm *xc = NULL;
     size_t nxc = 0;
     int oom = 0;
-    const cJSON *r, *rc, *ro;
-    cJSON_ArrayForEach(r, ranks) {
-        int rank = (int)tp_jnum(r, "rank");
-        cJSON_ArrayForEach(rc, tp_jobj(tp_jobj(r, "communication"), "communicators")) {
-            const char *id = tp_jstr(rc, "id");
-            size_t k = 0;
-            while (k < nxc && strcmp(xc[k].id, id)) k++;
-            if (k == nxc) {
-                xcomm *n2 = realloc(xc, (nxc + 1) * sizeof *n2);
-                if (!n2) { oom = 1; break; }
-                xc = n2;
-                memset(&xc[nxc], 0, sizeof *xc);
-                xc[nxc].id = id;
-                xc[nxc].p2p_only = 1;
-                nxc++;
-            }
-            xcomm *x = &xc[k];
-            if (tp_jnum(rc, "size") > x->size) x->size = tp_jnum(rc, "size");
-            member *m2 = realloc(x->m, (x->nm + 1) * sizeof *m2);
-            if (!m2) { oom = 1; break; }
-            x->m = m2;
-            x->m[x->nm++] = (member){rank, (int)tp_jnum(rc, "rank")};
-            cJSON_ArrayForEach(ro, tp_jobj(rc, "ops")) {
-                const char *op = tp_jstr(ro, "op");
-                if (strcmp(op, "Send") && strcmp(op, "Recv")) x->p2p_only = 0;
-                size_t q = 0;
-                while (q < x->nops && strcmp(x->ops[q].op, op)) q++;
-                if (q == x->nops) {
-                    xop *o2 = realloc(x->ops, (x->nops + 1) * sizeof *o2);
-                    if (!o2) { oom = 1; break; }
-                    x->ops = o2;
-                    memset(&x->ops[q], 0, sizeof *x->ops);
-                    x->ops[q].op = op;
-                    x->nops++;
-                }
-                xop *o = &x->ops[q];
-                double cnt = tp_jnum(ro, "count"), by = tp_jnum(ro, "bytes"), t = tp_jnum(ro, "time_ms");
-                if (cnt > o->count_max) o->count_max = cnt;
-                if (!o->ranks || cnt < o->count_min) o->count_min = cnt;
-                if (by > o->bytes_max) o->bytes_max = by;
-                o->ranks++;
-                o->count += cnt;
-                o->timed += tp_jnum(ro, "timed");
-                o->time_ms += t;
-                x->time_ms += t;
-                /* S of the ops with a real duration, back from algbw = S / t */
-                o->size_bytes += tp_jnum(ro, "algbw_gbs") * tp_jnum(ro, "bw_time_ms") * 1e6;
-                o->bw_time_ms += tp_jnum(ro, "bw_time_ms");
-                o->factor = tp_jnum(ro, "bus_factor");
-                o->enqueue_only += tp_jnum(ro, "enqueue_only");
-                const cJSON *s = tp_jobj(ro, "time_sources");
-                for (int z = 0; z < 3; z++) o->src[z] += tp_jnum(s, tp_comm_src_name((tp_comm_src)z));
-            }
-            if (oom) break;
-        }
-        if (oom) break;
-    }
+    for (size_t i = 0; i < res->nranks && !oom; i++) oom = gather_rank(&xc, &nxc, &res->ranks[i]);
     if (nxc > 1) qsort(xc, nxc, sizeof *xc, cmp_xcomm);
     cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
     for (size_t k = 0; k < nxc && !oom; k++) {
@@ -1369,11 +1442,7 @@ cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJ
                 cJSON_AddNumberToObject(oj, "algbw_gbs", algbw);
                 cJSON_AddNumberToObject(oj, "busbw_gbs", algbw * o->factor);
             }
-            int kinds = (o->src[0] > 0) + (o->src[1] > 0) + (o->src[2] > 0);
-            cJSON_AddStringToObject(oj, "time_source", kinds > 1 ? "mixed"
-                                                       : o->src[TP_COMM_TIME_GPU] > 0 ? "gpu"
-                                                       : o->src[TP_COMM_TIME_KERNEL] > 0 ? "kernel"
-                                                                                      : "host");
+            cJSON_AddStringToObject(oj, "time_source", time_source(o->src));
             if (o->enqueue_only > 0) cJSON_AddNumberToObject(oj, "enqueue_only", o->enqueue_only);
             cJSON_AddItemToArray(jo, oj);
         }
@@ -1384,38 +1453,89 @@ cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJ
         free(xc[k].ops);
     }
     free(xc);
+}
+
+/* The exposed-communication finding on the worst rank (see tp_comm_run_section). */
+static cJSON *exposure_finding(const tp_rank_result *worst, size_t n, double mean, size_t over,
+                               double warn_share, double crit_share) {
+    const tp_comm_exposure_result *wx = &worst->comm.exposure;
+    double ws = wx->exposed_share;
+    /* exposed communication over 10 % of the step is a warning (docs/design.md §5.2), over
+     * 30 % critical: then communication takes more of the step than any single phase
+     * usually does (thresholds in tp_report_opts) */
+    int step = wx->per_step;
+    const char *sev = ws > crit_share ? "critical" : "warning";
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "exposed communication is %.1f %% of the %s time on rank %.0f (%.2f ms of "
+             "%.2f ms per %s; %.2f ms more overlapped with compute); mean over %zu "
+             "rank%s %.1f %%: %s",
+             100 * ws, step ? "step" : "run", (double)worst->rank, wx->exposed_ms.mean,
+             wx->window_ms, step ? "step" : "run", wx->overlapped_ms.mean, n, n == 1 ? "" : "s",
+             100 * mean,
+             !strcmp(wx->basis, "host")
+                 ? "time the process spent blocked in communication instead of computing"
+                 : "communication the GPU could not hide behind compute");
+    cJSON *fd = cJSON_CreateObject();
+    cJSON_AddStringToObject(fd, "id", "exposed_communication");
+    cJSON_AddStringToObject(fd, "severity", sev);
+    cJSON_AddNumberToObject(fd, "rank", worst->rank);
+    cJSON_AddStringToObject(fd, "message", msg);
+    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
+    cJSON_AddStringToObject(ev, "per", step ? "step" : "run");
+    cJSON_AddStringToObject(ev, "basis", wx->basis);
+    cJSON_AddNumberToObject(ev, "exposed_share", ws);
+    cJSON_AddNumberToObject(ev, "exposed_ms", wx->exposed_ms.mean);
+    cJSON_AddNumberToObject(ev, "overlapped_ms", wx->overlapped_ms.mean);
+    cJSON_AddNumberToObject(ev, "window_ms", wx->window_ms);
+    cJSON_AddNumberToObject(ev, "mean_exposed_share", mean);
+    cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
+    cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
+    return fd;
+}
+
+cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
+                           cJSON *findings, double warn_share, double crit_share) {
+    int world = 0, nrank_procs = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        if (run->procs[i].role != TP_ROLE_RANK) continue;
+        nrank_procs++;
+        if (run->procs[i].world_size > world) world = run->procs[i].world_size;
+    }
+    if (world <= 0) world = nrank_procs;
+    cJSON *c = cJSON_AddObjectToObject(rep, "communication");
+    cJSON_AddNumberToObject(c, "world_size", world);
+    communicators_json(c, run, res, world);
 
     /* exposure across ranks */
     cJSON *found = NULL; /* the finding appended */
     cJSON *xe = cJSON_AddObjectToObject(c, "exposure");
     cJSON *jr = cJSON_AddArrayToObject(xe, "ranks");
-    size_t n = 0, cap = (size_t)cJSON_GetArraySize(ranks);
+    size_t n = 0, cap = res->nranks;
     double *shares = malloc((cap ? cap : 1) * sizeof *shares);
-    const cJSON *worst = NULL, *worst_x = NULL;
-    const char *per = NULL;
+    const tp_rank_result *worst = NULL;
+    int per = -1; /* per_step of the ranks so far; -1 none yet */
     int mixed = 0;
-    cJSON_ArrayForEach(r, ranks) {
-        const cJSON *x = tp_jobj(tp_jobj(r, "communication"), "exposure");
-        if (!x || !tp_jobj(x, "exposed_share")) continue;
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        const tp_comm_exposure_result *x = &r->comm.exposure;
+        if (!r->comm.present || !x->has_figures) continue;
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "rank", tp_jnum(r, "rank"));
-        cJSON_AddStringToObject(e, "per", tp_jstr(x, "per"));
-        cJSON_AddStringToObject(e, "basis", tp_jstr(x, "basis"));
-        cJSON_AddNumberToObject(e, "exposed_share", tp_jnum(x, "exposed_share"));
-        cJSON_AddNumberToObject(e, "exposed_ms_mean", tp_jnum(tp_jobj(x, "exposed_ms"), "mean"));
-        cJSON_AddNumberToObject(e, "exposed_ms_p50", tp_jnum(tp_jobj(x, "exposed_ms"), "p50"));
-        cJSON_AddNumberToObject(e, "overlapped_ms_mean", tp_jnum(tp_jobj(x, "overlapped_ms"), "mean"));
-        cJSON_AddNumberToObject(e, "window_ms", tp_jnum(x, "window_ms"));
+        cJSON_AddNumberToObject(e, "rank", r->rank);
+        cJSON_AddStringToObject(e, "per", x->per_step ? "step" : "run");
+        cJSON_AddStringToObject(e, "basis", x->basis);
+        cJSON_AddNumberToObject(e, "exposed_share", x->exposed_share);
+        cJSON_AddNumberToObject(e, "exposed_ms_mean", x->exposed_ms.mean);
+        cJSON_AddNumberToObject(e, "exposed_ms_p50", x->exposed_ms.p50);
+        cJSON_AddNumberToObject(e, "overlapped_ms_mean", x->overlapped_ms.mean);
+        cJSON_AddNumberToObject(e, "window_ms", x->window_ms);
         cJSON_AddItemToArray(jr, e);
-        if (per && strcmp(per, tp_jstr(x, "per"))) mixed = 1;
-        per = tp_jstr(x, "per");
-        if (shares && n < cap) shares[n++] = tp_jnum(x, "exposed_share");
-        if (!worst || tp_jnum(x, "exposed_share") > tp_jnum(worst_x, "exposed_share")) {
-            worst = r;
-            worst_x = x;
-        }
+        if (per >= 0 && per != x->per_step) mixed = 1;
+        per = x->per_step;
+        if (shares && n < cap) shares[n++] = x->exposed_share;
+        if (!worst || x->exposed_share > worst->comm.exposure.exposed_share) worst = r;
     }
-    cJSON_AddStringToObject(xe, "per", mixed ? "mixed" : per ? per : "step");
+    cJSON_AddStringToObject(xe, "per", mixed ? "mixed" : per == 0 ? "run" : "step");
     cJSON *th = cJSON_AddObjectToObject(xe, "thresholds");
     cJSON_AddNumberToObject(th, "warning", warn_share);
     cJSON_AddNumberToObject(th, "critical", crit_share);
@@ -1429,46 +1549,14 @@ cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJ
         mean /= (double)n;
         qsort(shares, n, sizeof *shares, tp_cmp_double);
         double median = tp_pct_double(shares, n, 0.5);
+        double ws = worst->comm.exposure.exposed_share;
         cJSON_AddNumberToObject(xe, "mean_exposed_share", mean);
         cJSON_AddNumberToObject(xe, "median_exposed_share", median);
-        cJSON_AddNumberToObject(xe, "worst_rank", tp_jnum(worst, "rank"));
-        cJSON_AddNumberToObject(xe, "worst_exposed_share", tp_jnum(worst_x, "exposed_share"));
-        double ws = tp_jnum(worst_x, "exposed_share");
-        /* exposed communication over 10 % of the step is a warning (docs/design.md §5.2), over
-         * 30 % critical: then communication takes more of the step than any single phase
-         * usually does (thresholds in tp_report_opts) */
+        cJSON_AddNumberToObject(xe, "worst_rank", worst->rank);
+        cJSON_AddNumberToObject(xe, "worst_exposed_share", ws);
         if (findings && ws > warn_share) {
-            int step = !strcmp(tp_jstr(worst_x, "per"), "step");
-            const char *sev = ws > crit_share ? "critical" : "warning";
-            char msg[400];
-            snprintf(msg, sizeof msg,
-                     "exposed communication is %.1f %% of the %s time on rank %.0f (%.2f ms of "
-                     "%.2f ms per %s; %.2f ms more overlapped with compute); mean over %zu "
-                     "rank%s %.1f %%: %s",
-                     100 * ws, step ? "step" : "run", tp_jnum(worst, "rank"),
-                     tp_jnum(tp_jobj(worst_x, "exposed_ms"), "mean"), tp_jnum(worst_x, "window_ms"),
-                     step ? "step" : "run", tp_jnum(tp_jobj(worst_x, "overlapped_ms"), "mean"), n,
-                     n == 1 ? "" : "s", 100 * mean,
-                     !strcmp(tp_jstr(worst_x, "basis"), "host")
-                         ? "time the process spent blocked in communication instead of computing"
-                         : "communication the GPU could not hide behind compute");
-            cJSON *fd = cJSON_CreateObject();
-            cJSON_AddStringToObject(fd, "id", "exposed_communication");
-            cJSON_AddStringToObject(fd, "severity", sev);
-            cJSON_AddNumberToObject(fd, "rank", tp_jnum(worst, "rank"));
-            cJSON_AddStringToObject(fd, "message", msg);
-            cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-            cJSON_AddStringToObject(ev, "per", tp_jstr(worst_x, "per"));
-            cJSON_AddStringToObject(ev, "basis", tp_jstr(worst_x, "basis"));
-            cJSON_AddNumberToObject(ev, "exposed_share", ws);
-            cJSON_AddNumberToObject(ev, "exposed_ms", tp_jnum(tp_jobj(worst_x, "exposed_ms"), "mean"));
-            cJSON_AddNumberToObject(ev, "overlapped_ms", tp_jnum(tp_jobj(worst_x, "overlapped_ms"), "mean"));
-            cJSON_AddNumberToObject(ev, "window_ms", tp_jnum(worst_x, "window_ms"));
-            cJSON_AddNumberToObject(ev, "mean_exposed_share", mean);
-            cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
-            cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
-            cJSON_AddItemToArray(findings, fd);
-            found = fd;
+            found = exposure_finding(worst, n, mean, over, warn_share, crit_share);
+            cJSON_AddItemToArray(findings, found);
         }
     }
     free(shares);

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 #include "analysis/steps.h"
 
 /* Where an op's duration came from (order of preference: comm.c, part 1; docs/design.md §5.2). */
@@ -83,16 +84,23 @@ const char *tp_comm_source_name(uint32_t source);
 /* 1 when g is a kernel of the communication class (tp_kernel_class). */
 int tp_comm_is_kernel(const tp_gpu_op *g);
 
-/* Adds "communication" to a rank's JSON. st/nst: the measured steps (NULL/0: the whole run
- * of the process is one window). */
-void tp_comm_rank_section(cJSON *rank, const tp_process *p, const tp_step *st, size_t nst);
+/* The rank's communication: fills *out (results.h; its arrays owned by it, freed with
+ * tp_rank_result_free; strings into p's run) and adds "communication" to the rank's JSON
+ * from it. st/nst: the measured steps (NULL/0: the whole run of the process is one window). */
+void tp_comm_rank_section(cJSON *rank, tp_comm_result *out, const tp_process *p,
+                          const tp_step *st, size_t nst);
+
+/* algbw (GB/s, GB = 1e9 bytes) and the time it is over (ms) of a row's ops with a real
+ * duration, the document's "algbw_gbs" and "bw_time_ms": 1 when the row has them, else 0 with
+ * both set to 0 (no such op, or an op without a bandwidth). */
+int tp_comm_row_bw(const tp_comm_row_result *r, double *algbw_gbs, double *bw_time_ms);
 
 /* Adds the run-level "communication" (communicators across ranks, exposure across ranks)
- * from the ranks' sections, and appends the exposed-communication finding to `findings` when
- * the worst rank's exposed share exceeds warn_share (warning) or crit_share (critical).
- * Returns that finding (owned by `findings`), or NULL when none. */
-cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
-                           double warn_share, double crit_share);
+ * from the ranks' typed results (res->ranks[].comm), and appends the exposed-communication
+ * finding to `findings` when the worst rank's exposed share exceeds warn_share (warning) or
+ * crit_share (critical). Returns that finding (owned by `findings`), or NULL when none. */
+cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
+                           cJSON *findings, double warn_share, double crit_share);
 
 /* Text rendering of the rank's and the run's sections (B/N: bold on/off sequences). */
 void tp_comm_rank_text(FILE *f, const cJSON *comm);

@@ -153,7 +153,10 @@ static int by_first(const void *a, const void *b) {
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, size_t nm) {
+/* Megatron's timers of the rank (ranges of category "timers" in the "trainprof" domain) into
+ * *out, and the rank's "timers" from it. */
+static void timers_section(cJSON *rs, tp_timers_result *out, const tp_process *p,
+                           const tp_step *meas, size_t nm) {
     uint32_t dom = 0;
     for (uint32_t d = 1; d < p->ndomains; d++)
         if (p->domains[d] && !strcmp(p->domains[d], "trainprof")) dom = d;
@@ -187,17 +190,28 @@ static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, 
     }
     if (!n) return;
     if (n > 1) qsort(v, n, sizeof *v, by_first);
+    out->rows = malloc(n * sizeof *out->rows);
+    if (!out->rows) {
+        free(v);
+        return;
+    }
+    out->present = 1;
+    out->per_step = meas != NULL;
+    out->nrows = n;
+    for (size_t i = 0; i < n; i++)
+        out->rows[i] = (tp_timer_row){v[i].name, v[i].ns / 1e6 / (meas && nm ? (double)nm : 1.0),
+                                      (double)v[i].count};
+    free(v);
     cJSON *jt = cJSON_AddObjectToObject(rs, "timers");
-    cJSON_AddStringToObject(jt, "per", meas ? "step" : "run");
+    cJSON_AddStringToObject(jt, "per", out->per_step ? "step" : "run");
     cJSON *rows = cJSON_AddArrayToObject(jt, "rows");
     for (size_t i = 0; i < n; i++) {
         cJSON *row = cJSON_CreateObject();
-        cJSON_AddStringToObject(row, "name", v[i].name);
-        cJSON_AddNumberToObject(row, "ms", v[i].ns / 1e6 / (meas && nm ? (double)nm : 1.0));
-        cJSON_AddNumberToObject(row, "count", (double)v[i].count);
+        cJSON_AddStringToObject(row, "name", out->rows[i].name);
+        cJSON_AddNumberToObject(row, "ms", out->rows[i].ms);
+        cJSON_AddNumberToObject(row, "count", out->rows[i].count);
         cJSON_AddItemToArray(rows, row);
     }
-    free(v);
 }
 
 /* The process sampler's counters (capture/procfs.c): CPU %, RSS, threads, switches. */
@@ -424,10 +438,10 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     agg_free(&tab);
     agg_free(&unclosed);
 
-    timers_section(rs, p, per_step ? meas : NULL, nm);
+    timers_section(rs, &out->timers, p, per_step ? meas : NULL, nm);
     tp_gpu_section(rs, &out->gpu, p, per_step ? meas : NULL, per_step ? nm : 0, total_step_ns,
                    o->top_n);
-    tp_comm_rank_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0);
+    tp_comm_rank_section(rs, &out->comm, p, per_step ? meas : NULL, per_step ? nm : 0);
     process_section(rs, p);
     tp_energy_section(rs, &out->nvml, run, p, meas, nm);
     tp_memory_capacity(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rs, "gpu"),
@@ -460,20 +474,18 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     return rs;
 }
 
-/* Megatron's timers tables across ranks, from each rank's timers section: the same text
+/* Megatron's timers tables across ranks, from each rank's timers (res): the same text
  * Megatron prints, with ms per measured step as the unit (normalizer 1 on per-step values). */
-static void cross_rank_timers(cJSON *rep, const cJSON *ranks) {
+static void cross_rank_timers(cJSON *rep, const tp_run_results *res) {
     const char **names = NULL;
     size_t n = 0;
     int world = 0;
-    const cJSON *r, *row;
-    cJSON_ArrayForEach(r, ranks) {
-        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(r, "timers");
-        if (!tm) continue;
-        int rank = (int)cJSON_GetObjectItemCaseSensitive(r, "rank")->valuedouble;
-        if (rank + 1 > world) world = rank + 1;
-        cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(tm, "rows")) {
-            const char *nm = cJSON_GetObjectItemCaseSensitive(row, "name")->valuestring;
+    for (size_t ri = 0; ri < res->nranks; ri++) {
+        const tp_rank_result *r = &res->ranks[ri];
+        if (!r->timers.present) continue;
+        if (r->rank + 1 > world) world = r->rank + 1;
+        for (size_t k = 0; k < r->timers.nrows; k++) {
+            const char *nm = r->timers.rows[k].name;
             size_t i = 0;
             while (i < n && strcmp(names[i], nm)) i++;
             if (i < n) continue;
@@ -486,21 +498,18 @@ static void cross_rank_timers(cJSON *rep, const cJSON *ranks) {
     if (!n || world <= 0) { free(names); return; }
     double *m = calloc((size_t)world * n, sizeof *m);
     if (!m) { free(names); return; }
-    const char *per = "step";
-    cJSON_ArrayForEach(r, ranks) {
-        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(r, "timers");
-        if (!tm) continue;
-        per = cJSON_GetObjectItemCaseSensitive(tm, "per")->valuestring;
-        int rank = (int)cJSON_GetObjectItemCaseSensitive(r, "rank")->valuedouble;
-        cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(tm, "rows")) {
-            const char *nm = cJSON_GetObjectItemCaseSensitive(row, "name")->valuestring;
+    int per_step = 1;
+    for (size_t ri = 0; ri < res->nranks; ri++) {
+        const tp_rank_result *r = &res->ranks[ri];
+        if (!r->timers.present) continue;
+        per_step = r->timers.per_step;
+        for (size_t k = 0; k < r->timers.nrows; k++)
             for (size_t i = 0; i < n; i++)
-                if (!strcmp(names[i], nm))
-                    m[(size_t)rank * n + i] = cJSON_GetObjectItemCaseSensitive(row, "ms")->valuedouble / 1e3;
-        }
+                if (!strcmp(names[i], r->timers.rows[k].name))
+                    m[(size_t)r->rank * n + i] = r->timers.rows[k].ms / 1e3;
     }
     cJSON *jt = cJSON_AddObjectToObject(rep, "timers");
-    cJSON_AddStringToObject(jt, "per", per);
+    cJSON_AddStringToObject(jt, "per", per_step ? "step" : "run");
     cJSON *mm = cJSON_AddArrayToObject(jt, "min_max");
     for (size_t i = 0; i < n; i++) {
         double mn = 0, mx = 0;
@@ -716,11 +725,11 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
             left--;
         }
     }
-    cross_rank_timers(rep, ranks);
+    cross_rank_timers(rep, &res);
     /* findings: rules that name a problem, with the figures that show it (severity
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");
-    cJSON *comm_finding = tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share,
+    cJSON *comm_finding = tp_comm_run_section(rep, run, &res, findings, o->comm_warn_share,
                                               o->comm_crit_share);
     /* clocks, throughput/MFU, stragglers and the diagnosis rules */
     tp_diagnose_run(rep, run, &res, findings, comm_finding, o);
