@@ -733,7 +733,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
                                               o->comm_crit_share);
     /* clocks, throughput/MFU, stragglers and the diagnosis rules */
     tp_diagnose_run(rep, run, &res, findings, comm_finding, o);
-    tp_ended_section(rep, findings, run); /* ranks killed by a signal or cut short */
+    tp_ended_section(rep, findings, run, &res.ended); /* ranks killed by a signal or cut short */
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);

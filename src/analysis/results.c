@@ -46,6 +46,9 @@ void tp_run_results_free(tp_run_results *r) {
     for (size_t i = 0; i < r->nranks; i++) tp_rank_result_free(&r->ranks[i]);
     free(r->ranks);
     free(r->stragglers.named);
+    free(r->ended.ranks);
+    r->ended.ranks = NULL;
+    r->ended.n = 0;
     r->ranks = NULL;
     r->stragglers.named = NULL;
     r->nranks = r->stragglers.nnamed = 0;

@@ -254,12 +254,32 @@ typedef struct tp_stragglers_result {
     tp_straggler *named;     /* owned */
 } tp_stragglers_result;
 
+/* A rank that ended early ("ended_early[]"; ended.h): killed by a signal, or its file has no
+ * end record. The pointers lead into the loaded run (model.h). */
+typedef struct tp_ended_rank {
+    const struct tp_process *proc;
+    int by_signal;           /* the end record names a signal; else no end record */
+    int signal;
+    char signal_name[24];    /* "SIGTERM", ...; "" without a signal */
+    double ended_s;          /* from the process's start to its file's end */
+    const struct tp_thread *thread;     /* of last_range */
+    const struct tp_range *last_range;  /* the innermost open range, else the last ended; or NULL */
+    const struct tp_comm_op *last_collective; /* the op it started last, or NULL */
+} tp_ended_rank;
+
+/* The ranks that ended early ("ended_early"), in the run's process order. */
+typedef struct tp_ended_result {
+    size_t n;
+    tp_ended_rank *ranks;    /* owned */
+} tp_ended_result;
+
 /* Everything the run-level analyses and the rules read. */
 typedef struct tp_run_results {
     size_t nranks;
     tp_rank_result *ranks;   /* owned, in rank order (as the document's "ranks") */
     tp_throughput_result throughput;
     tp_stragglers_result stragglers;
+    tp_ended_result ended;
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */
