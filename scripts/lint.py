@@ -70,6 +70,8 @@ LONG_LINES_ALLOWED = {
 # diagnosis rules, stragglers and throughput, and the sections that fill the results.
 RESULTS_ONLY = (
     "src/analysis/breakdown.c",
+    "src/analysis/comm_rank.c",
+    "src/analysis/comm_run.c",
     "src/analysis/diagnose.c",
     "src/analysis/energy.c",
     "src/analysis/gpu.c",

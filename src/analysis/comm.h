@@ -1,8 +1,9 @@
 /*
- * comm.h — the communication analysis (comm.c): per communicator and collective, count,
- * bytes, time, algbw and busbw (nccl-tests definitions); per step and rank, communication
- * time split into exposed and overlapped; the exposed-communication finding; and the timing
- * rule the Chrome export shares with the report.
+ * comm.h — the communication analysis (comm.c: the timing rule, names and factors;
+ * comm_rank.c: a rank's section; comm_run.c: across ranks; comm_text.c: the text): per
+ * communicator and collective, count, bytes, time, algbw and busbw (nccl-tests
+ * definitions); per step and rank, communication time split into exposed and overlapped; the
+ * exposed-communication finding; and the timing rule the Chrome export shares with the report.
  */
 #ifndef TPROF_COMM_H
 #define TPROF_COMM_H
@@ -80,6 +81,22 @@ const char *tp_comm_backend(const tp_process *p, const tp_comm_op *o, char *buf,
 
 /* "nccl", "mpi", "torch" or "unknown": the record's source (TPROF_COMM_SRC_*). */
 const char *tp_comm_source_name(uint32_t source);
+
+/* The op's name in the document ("AllReduce", ...; the record's own name for an op outside
+ * the table). Points into a static table or into p's run. */
+const char *tp_comm_op_name(const tp_comm_op *o);
+
+/* Appends [s, e) to *v (grown with realloc; *n used, *cap allocated) when e > s. Returns 0, or
+ * -1 when out of memory (*v unchanged). */
+int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t e);
+
+/* Whether a torch.pg.* description names an NCCL backend ("backend=nccl ...", or
+ * "backend=cpu:gloo,cuda:nccl ..." for a default group). */
+int tp_comm_nccl_backend(const char *desc);
+
+/* The document's "time_source" of ops timed src[k] times by each tp_comm_src k: "gpu",
+ * "kernel", "host", or "mixed" when more than one. */
+const char *tp_comm_time_source(const double src[3]);
 
 /* 1 when g is a kernel of the communication class (tp_kernel_class). */
 int tp_comm_is_kernel(const tp_gpu_op *g);
