@@ -76,6 +76,7 @@ RESULTS_ONLY = (
     "src/analysis/energy.c",
     "src/analysis/gpu.c",
     "src/analysis/mfu.c",
+    "src/analysis/report.c",
     "src/analysis/results.c",
 )
 JSON_READ_RE = re.compile(r"\b(cJSON_Get\w*|cJSON_ArrayForEach|tp_j(obj|num|str|has))\s*\(|"
