@@ -72,10 +72,13 @@ LONG_LINES_ALLOWED = {
 # diagnosis rules, stragglers and throughput, and the sections that fill the results.
 RESULTS_ONLY = (
     "src/analysis/breakdown.c",
+    "src/analysis/comm_rank.c",
+    "src/analysis/comm_run.c",
     "src/analysis/diagnose.c",
     "src/analysis/energy.c",
     "src/analysis/gpu.c",
     "src/analysis/mfu.c",
+    "src/analysis/report.c",
     "src/analysis/results.c",
 )
 JSON_READ_RE = re.compile(r"\b(cJSON_Get\w*|cJSON_ArrayForEach|tp_j(obj|num|str|has))\s*\(|"

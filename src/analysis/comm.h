@@ -1,8 +1,9 @@
 /*
- * comm.h — the communication analysis (comm.c): per communicator and collective, count,
- * bytes, time, algbw and busbw (nccl-tests definitions); per step and rank, communication
- * time split into exposed and overlapped; the exposed-communication finding; and the timing
- * rule the Chrome export shares with the report.
+ * comm.h — the communication analysis (comm.c: the timing rule, names and factors;
+ * comm_rank.c: a rank's section; comm_run.c: across ranks; comm_text.c: the text): per
+ * communicator and collective, count, bytes, time, algbw and busbw (nccl-tests
+ * definitions); per step and rank, communication time split into exposed and overlapped; the
+ * exposed-communication finding; and the timing rule the Chrome export shares with the report.
  */
 #ifndef TPROF_COMM_H
 #define TPROF_COMM_H
@@ -13,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 #include "analysis/steps.h"
 
 /* Where an op's duration came from (order of preference: comm.c, part 1; docs/design.md §5.2). */
@@ -80,19 +82,42 @@ const char *tp_comm_backend(const tp_process *p, const tp_comm_op *o, char *buf,
 /* "nccl", "mpi", "torch" or "unknown": the record's source (TPROF_COMM_SRC_*). */
 const char *tp_comm_source_name(uint32_t source);
 
+/* The op's name in the document ("AllReduce", ...; the record's own name for an op outside
+ * the table). Points into a static table or into p's run. */
+const char *tp_comm_op_name(const tp_comm_op *o);
+
+/* Appends [s, e) to *v (grown with realloc; *n used, *cap allocated) when e > s. Returns 0, or
+ * -1 when out of memory (*v unchanged). */
+int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t e);
+
+/* Whether a torch.pg.* description names an NCCL backend ("backend=nccl ...", or
+ * "backend=cpu:gloo,cuda:nccl ..." for a default group). */
+int tp_comm_nccl_backend(const char *desc);
+
+/* The document's "time_source" of ops timed src[k] times by each tp_comm_src k: "gpu",
+ * "kernel", "host", or "mixed" when more than one. */
+const char *tp_comm_time_source(const double src[3]);
+
 /* 1 when g is a kernel of the communication class (tp_kernel_class). */
 int tp_comm_is_kernel(const tp_gpu_op *g);
 
-/* Adds "communication" to a rank's JSON. st/nst: the measured steps (NULL/0: the whole run
- * of the process is one window). */
-void tp_comm_rank_section(cJSON *rank, const tp_process *p, const tp_step *st, size_t nst);
+/* The rank's communication: fills *out (results.h; its arrays owned by it, freed with
+ * tp_rank_result_free; strings into p's run) and adds "communication" to the rank's JSON
+ * from it. st/nst: the measured steps (NULL/0: the whole run of the process is one window). */
+void tp_comm_rank_section(cJSON *rank, tp_comm_result *out, const tp_process *p,
+                          const tp_step *st, size_t nst);
+
+/* algbw (GB/s, GB = 1e9 bytes) and the time it is over (ms) of a row's ops with a real
+ * duration, the document's "algbw_gbs" and "bw_time_ms": 1 when the row has them, else 0 with
+ * both set to 0 (no such op, or an op without a bandwidth). */
+int tp_comm_row_bw(const tp_comm_row_result *r, double *algbw_gbs, double *bw_time_ms);
 
 /* Adds the run-level "communication" (communicators across ranks, exposure across ranks)
- * from the ranks' sections, and appends the exposed-communication finding to `findings` when
- * the worst rank's exposed share exceeds warn_share (warning) or crit_share (critical).
- * Returns that finding (owned by `findings`), or NULL when none. */
-cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const cJSON *ranks, cJSON *findings,
-                           double warn_share, double crit_share);
+ * from the ranks' typed results (res->ranks[].comm), and appends the exposed-communication
+ * finding to `findings` when the worst rank's exposed share exceeds warn_share (warning) or
+ * crit_share (critical). Returns that finding (owned by `findings`), or NULL when none. */
+cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
+                           cJSON *findings, double warn_share, double crit_share);
 
 /* Text rendering of the rank's and the run's sections (B/N: bold on/off sequences). */
 void tp_comm_rank_text(FILE *f, const cJSON *comm);

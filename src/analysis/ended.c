@@ -12,6 +12,7 @@
 
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis/jsonget.h"
@@ -90,66 +91,87 @@ static cJSON *range_json(const tp_process *p, const tp_thread *th, const tp_rang
     return j;
 }
 
-void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run) {
+/* The ranks that ended early into *out. Returns 0, or -1 when out of memory. */
+static int ended_compute(tp_ended_result *out, const tp_run *run) {
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        if (p->role != TP_ROLE_RANK || (p->complete && !p->end_signal)) continue;
+        tp_ended_rank *nr = realloc(out->ranks, (out->n + 1) * sizeof *nr);
+        if (!nr) return -1;
+        out->ranks = nr;
+        tp_ended_rank *e = &out->ranks[out->n++];
+        memset(e, 0, sizeof *e);
+        e->proc = p;
+        e->by_signal = p->complete;
+        if (p->complete) {
+            e->signal = p->end_signal;
+            tp_signal_name(p->end_signal, e->signal_name, sizeof e->signal_name);
+        }
+        e->ended_s = rel_s(p, p->end_mono);
+        e->last_range = last_range(p, &e->thread);
+        e->last_collective = last_collective(p);
+    }
+    return 0;
+}
+
+static cJSON *rank_json(const tp_ended_rank *x, const char *label) {
+    const tp_process *p = x->proc;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "rank", p->rank);
+    cJSON_AddStringToObject(e, "label", label);
+    cJSON_AddStringToObject(e, "host", p->hdr.host);
+    cJSON_AddNumberToObject(e, "pid", p->hdr.pid);
+    if (x->by_signal) {
+        cJSON_AddStringToObject(e, "reason", "signal");
+        cJSON_AddNumberToObject(e, "signal", x->signal);
+        cJSON_AddStringToObject(e, "signal_name", x->signal_name);
+    } else {
+        cJSON_AddStringToObject(e, "reason", "no end record");
+    }
+    cJSON_AddNumberToObject(e, "ended_s", x->ended_s);
+    if (x->last_range)
+        cJSON_AddItemToObject(e, "last_range", range_json(p, x->thread, x->last_range));
+    const tp_comm_op *c = x->last_collective;
+    if (c) {
+        cJSON *jc = cJSON_AddObjectToObject(e, "last_collective");
+        char id[24];
+        snprintf(id, sizeof id, "0x%016" PRIx64, c->comm_hash);
+        cJSON_AddStringToObject(jc, "op", c->name);
+        cJSON_AddStringToObject(jc, "communicator", id);
+        cJSON_AddNumberToObject(jc, "seq", c->seq);
+        cJSON_AddNumberToObject(jc, "bytes", (double)c->bytes);
+        cJSON_AddNumberToObject(jc, "nranks", c->nranks);
+        cJSON_AddStringToObject(jc, "source", source_name(c->source));
+        cJSON_AddStringToObject(jc, "state",
+                                (c->flags & TPROF_COMM_F_UNFINISHED) || c->end < c->start
+                                    ? "in flight"
+                                    : "completed");
+        cJSON_AddNumberToObject(jc, "start_s", rel_s(p, c->start));
+    }
+    return e;
+}
+
+void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_result *out) {
+    if (ended_compute(out, run) || !out->n) return;
     cJSON *arr = cJSON_CreateArray();
     if (!arr) return;
     char msg[512];
     size_t len = 0;
-    int count = 0;
     cJSON *ev_ranks = cJSON_CreateArray();
-    for (size_t i = 0; i < run->nprocs; i++) {
-        const tp_process *p = &run->procs[i];
-        if (p->role != TP_ROLE_RANK || (p->complete && !p->end_signal)) continue;
-        cJSON *e = cJSON_CreateObject();
-        char label[64], sname[24] = "";
-        tp_process_label(p, label, sizeof label);
-        cJSON_AddNumberToObject(e, "rank", p->rank);
-        cJSON_AddStringToObject(e, "label", label);
-        cJSON_AddStringToObject(e, "host", p->hdr.host);
-        cJSON_AddNumberToObject(e, "pid", p->hdr.pid);
-        if (p->complete) {
-            cJSON_AddStringToObject(e, "reason", "signal");
-            cJSON_AddNumberToObject(e, "signal", p->end_signal);
-            cJSON_AddStringToObject(e, "signal_name",
-                                    tp_signal_name(p->end_signal, sname, sizeof sname));
-        } else {
-            cJSON_AddStringToObject(e, "reason", "no end record");
-        }
-        cJSON_AddNumberToObject(e, "ended_s", rel_s(p, p->end_mono));
-        const tp_thread *th = NULL;
-        const tp_range *r = last_range(p, &th);
-        if (r) cJSON_AddItemToObject(e, "last_range", range_json(p, th, r));
-        const tp_comm_op *c = last_collective(p);
-        if (c) {
-            cJSON *jc = cJSON_AddObjectToObject(e, "last_collective");
-            char id[24];
-            snprintf(id, sizeof id, "0x%016" PRIx64, c->comm_hash);
-            cJSON_AddStringToObject(jc, "op", c->name);
-            cJSON_AddStringToObject(jc, "communicator", id);
-            cJSON_AddNumberToObject(jc, "seq", c->seq);
-            cJSON_AddNumberToObject(jc, "bytes", (double)c->bytes);
-            cJSON_AddNumberToObject(jc, "nranks", c->nranks);
-            cJSON_AddStringToObject(jc, "source", source_name(c->source));
-            cJSON_AddStringToObject(jc, "state",
-                                    (c->flags & TPROF_COMM_F_UNFINISHED) || c->end < c->start
-                                        ? "in flight"
-                                        : "completed");
-            cJSON_AddNumberToObject(jc, "start_s", rel_s(p, c->start));
-        }
-        cJSON_AddItemToArray(arr, e);
-        cJSON_AddItemToArray(ev_ranks, cJSON_CreateNumber(p->rank));
+    for (size_t i = 0; i < out->n; i++) {
+        const tp_ended_rank *x = &out->ranks[i];
+        char label[64];
+        tp_process_label(x->proc, label, sizeof label);
+        cJSON_AddItemToArray(arr, rank_json(x, label));
+        cJSON_AddItemToArray(ev_ranks, cJSON_CreateNumber(x->proc->rank));
         if (len < sizeof msg) {
-            int w = snprintf(msg + len, sizeof msg - len, "%s%s (%s)", count ? ", " : "", label,
-                             p->complete ? sname : "no end record");
+            int w = snprintf(msg + len, sizeof msg - len, "%s%s (%s)", i ? ", " : "", label,
+                             x->by_signal ? x->signal_name : "no end record");
             if (w > 0) len += (size_t)w;
         }
-        count++;
     }
-    if (!count) {
-        cJSON_Delete(arr);
-        cJSON_Delete(ev_ranks);
-        return;
-    }
+    int count = (int)out->n;
     cJSON_AddItemToObject(rep, "ended_early", arr);
     if (!findings) {
         cJSON_Delete(ev_ranks);

@@ -12,11 +12,13 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 
-/* When some rank ended early, adds "ended_early" (an array, one entry per such rank) to
- * `rep` and a finding "ended_early" (critical) to `findings` (docs/report-json.md).
- * Reads `run` only; not thread safe with writers of `rep`. */
-void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run);
+/* Fills *out with the ranks that ended early (its array owned by it, freed by
+ * tp_run_results_free; pointers into `run`) and, when there are some, adds "ended_early"
+ * (an array, one entry per such rank) to `rep` and a finding "ended_early" (critical) to
+ * `findings` (docs/report-json.md) from it. Not thread safe with writers of `rep`. */
+void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_result *out);
 
 /* The text form of rep's "ended_early" (nothing without it). B/N/Y: bold, normal and
  * warning colour sequences ("" without colour). */

@@ -444,10 +444,10 @@ static void capture_pauses(cJSON *g, const tp_process *p) {
     }
 }
 
-void tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const tp_step *st,
-                    size_t nst, uint64_t step_ns, int top_n) {
+cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const tp_step *st,
+                       size_t nst, uint64_t step_ns, int top_n) {
     memset(out, 0, sizeof *out);
-    if (!p->ngpu && !p->napi && !p->ngmem) return;
+    if (!p->ngpu && !p->napi && !p->ngmem) return NULL;
     /* A kernel-capture window (TRAINPROF_KERNEL_STEPS): GPU figures are per step of the
      * measured steps that began while capture was on. */
     const char *kw = tp_meta(p, "kernel_steps");
@@ -466,7 +466,7 @@ void tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const tp
         nst = b - a;
     }
     const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
-    if (!apis) return;
+    if (!apis) return NULL;
     for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
     if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
     uint64_t lag = nst ? launch_lag(p, apis) : 0;
@@ -641,4 +641,5 @@ void tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const tp
     free(sp);
     free(att);
     free(apis);
+    return jd;
 }

@@ -13,9 +13,10 @@
 /* Computes the rank's GPU figures into *out (results.h; zeroed first; out->devices is
  * allocated, freed by tp_rank_result_free) and adds "gpu" to the rank's JSON (nothing when
  * the process has no GPU records). st/nst: the measured steps (NULL/0: the whole run);
- * step_ns: their total length. */
-void tp_gpu_section(cJSON *rank, tp_gpu_result *out, const tp_process *p, const tp_step *st,
-                    size_t nst, uint64_t step_ns, int top_n);
+ * step_ns: their total length. Returns the section's "devices" array (owned by the rank's
+ * JSON), to which later sections add what they know of each device, or NULL without one. */
+cJSON *tp_gpu_section(cJSON *rank, tp_gpu_result *out, const tp_process *p, const tp_step *st,
+                      size_t nst, uint64_t step_ns, int top_n);
 
 /* Makes p's GPU records agree with their streams' order, once, as the loader's last step
  * (model.c), so that the report, the step breakdown and every export see the same records.

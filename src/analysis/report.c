@@ -3,7 +3,7 @@
  * inclusive and exclusive time per step, and the share of data loading.
  *
  * Everything is computed into a cJSON document first (report.json), and the text report is
- * rendered from that document. Range times are counted only inside measured (non-warm-up)
+ * rendered from that document (report_text.c). Range times are counted only inside measured (non-warm-up)
  * steps, clipped to each step's window, so a range that straddles a step boundary is
  * split correctly and threads other than the step thread (a loader thread) count too.
  * Exclusive time inside the window is prorated from the range's whole exclusive share.
@@ -11,7 +11,6 @@
 #define _GNU_SOURCE
 #include "analysis/report.h"
 #include "analysis/stats.h"
-#include "analysis/jsonget.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -153,7 +152,10 @@ static int by_first(const void *a, const void *b) {
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, size_t nm) {
+/* Megatron's timers of the rank (ranges of category "timers" in the "trainprof" domain) into
+ * *out, and the rank's "timers" from it. */
+static void timers_section(cJSON *rs, tp_timers_result *out, const tp_process *p,
+                           const tp_step *meas, size_t nm) {
     uint32_t dom = 0;
     for (uint32_t d = 1; d < p->ndomains; d++)
         if (p->domains[d] && !strcmp(p->domains[d], "trainprof")) dom = d;
@@ -187,17 +189,28 @@ static void timers_section(cJSON *rs, const tp_process *p, const tp_step *meas, 
     }
     if (!n) return;
     if (n > 1) qsort(v, n, sizeof *v, by_first);
+    out->rows = malloc(n * sizeof *out->rows);
+    if (!out->rows) {
+        free(v);
+        return;
+    }
+    out->present = 1;
+    out->per_step = meas != NULL;
+    out->nrows = n;
+    for (size_t i = 0; i < n; i++)
+        out->rows[i] = (tp_timer_row){v[i].name, v[i].ns / 1e6 / (meas && nm ? (double)nm : 1.0),
+                                      (double)v[i].count};
+    free(v);
     cJSON *jt = cJSON_AddObjectToObject(rs, "timers");
-    cJSON_AddStringToObject(jt, "per", meas ? "step" : "run");
+    cJSON_AddStringToObject(jt, "per", out->per_step ? "step" : "run");
     cJSON *rows = cJSON_AddArrayToObject(jt, "rows");
     for (size_t i = 0; i < n; i++) {
         cJSON *row = cJSON_CreateObject();
-        cJSON_AddStringToObject(row, "name", v[i].name);
-        cJSON_AddNumberToObject(row, "ms", v[i].ns / 1e6 / (meas && nm ? (double)nm : 1.0));
-        cJSON_AddNumberToObject(row, "count", (double)v[i].count);
+        cJSON_AddStringToObject(row, "name", out->rows[i].name);
+        cJSON_AddNumberToObject(row, "ms", out->rows[i].ms);
+        cJSON_AddNumberToObject(row, "count", out->rows[i].count);
         cJSON_AddItemToArray(rows, row);
     }
-    free(v);
 }
 
 /* The process sampler's counters (capture/procfs.c): CPU %, RSS, threads, switches. */
@@ -424,15 +437,13 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     agg_free(&tab);
     agg_free(&unclosed);
 
-    timers_section(rs, p, per_step ? meas : NULL, nm);
-    tp_gpu_section(rs, &out->gpu, p, per_step ? meas : NULL, per_step ? nm : 0, total_step_ns,
-                   o->top_n);
-    tp_comm_rank_section(rs, p, per_step ? meas : NULL, per_step ? nm : 0);
+    timers_section(rs, &out->timers, p, per_step ? meas : NULL, nm);
+    cJSON *devices = tp_gpu_section(rs, &out->gpu, p, per_step ? meas : NULL,
+                                    per_step ? nm : 0, total_step_ns, o->top_n);
+    tp_comm_rank_section(rs, &out->comm, p, per_step ? meas : NULL, per_step ? nm : 0);
     process_section(rs, p);
     tp_energy_section(rs, &out->nvml, run, p, meas, nm);
-    tp_memory_capacity(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rs, "gpu"),
-                                                        "devices"),
-                       &out->gpu, &out->nvml, p);
+    tp_memory_capacity(devices, &out->gpu, &out->nvml, p);
     tp_breakdown_section(rs, &out->breakdown, p, &s, o->data_names, o->ndata_names);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
@@ -460,20 +471,18 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     return rs;
 }
 
-/* Megatron's timers tables across ranks, from each rank's timers section: the same text
+/* Megatron's timers tables across ranks, from each rank's timers (res): the same text
  * Megatron prints, with ms per measured step as the unit (normalizer 1 on per-step values). */
-static void cross_rank_timers(cJSON *rep, const cJSON *ranks) {
+static void cross_rank_timers(cJSON *rep, const tp_run_results *res) {
     const char **names = NULL;
     size_t n = 0;
     int world = 0;
-    const cJSON *r, *row;
-    cJSON_ArrayForEach(r, ranks) {
-        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(r, "timers");
-        if (!tm) continue;
-        int rank = (int)cJSON_GetObjectItemCaseSensitive(r, "rank")->valuedouble;
-        if (rank + 1 > world) world = rank + 1;
-        cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(tm, "rows")) {
-            const char *nm = cJSON_GetObjectItemCaseSensitive(row, "name")->valuestring;
+    for (size_t ri = 0; ri < res->nranks; ri++) {
+        const tp_rank_result *r = &res->ranks[ri];
+        if (!r->timers.present) continue;
+        if (r->rank + 1 > world) world = r->rank + 1;
+        for (size_t k = 0; k < r->timers.nrows; k++) {
+            const char *nm = r->timers.rows[k].name;
             size_t i = 0;
             while (i < n && strcmp(names[i], nm)) i++;
             if (i < n) continue;
@@ -486,21 +495,18 @@ static void cross_rank_timers(cJSON *rep, const cJSON *ranks) {
     if (!n || world <= 0) { free(names); return; }
     double *m = calloc((size_t)world * n, sizeof *m);
     if (!m) { free(names); return; }
-    const char *per = "step";
-    cJSON_ArrayForEach(r, ranks) {
-        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(r, "timers");
-        if (!tm) continue;
-        per = cJSON_GetObjectItemCaseSensitive(tm, "per")->valuestring;
-        int rank = (int)cJSON_GetObjectItemCaseSensitive(r, "rank")->valuedouble;
-        cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(tm, "rows")) {
-            const char *nm = cJSON_GetObjectItemCaseSensitive(row, "name")->valuestring;
+    int per_step = 1;
+    for (size_t ri = 0; ri < res->nranks; ri++) {
+        const tp_rank_result *r = &res->ranks[ri];
+        if (!r->timers.present) continue;
+        per_step = r->timers.per_step;
+        for (size_t k = 0; k < r->timers.nrows; k++)
             for (size_t i = 0; i < n; i++)
-                if (!strcmp(names[i], nm))
-                    m[(size_t)rank * n + i] = cJSON_GetObjectItemCaseSensitive(row, "ms")->valuedouble / 1e3;
-        }
+                if (!strcmp(names[i], r->timers.rows[k].name))
+                    m[(size_t)r->rank * n + i] = r->timers.rows[k].ms / 1e3;
     }
     cJSON *jt = cJSON_AddObjectToObject(rep, "timers");
-    cJSON_AddStringToObject(jt, "per", per);
+    cJSON_AddStringToObject(jt, "per", per_step ? "step" : "run");
     cJSON *mm = cJSON_AddArrayToObject(jt, "min_max");
     for (size_t i = 0; i < n; i++) {
         double mn = 0, mx = 0;
@@ -716,519 +722,18 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
             left--;
         }
     }
-    cross_rank_timers(rep, ranks);
+    cross_rank_timers(rep, &res);
     /* findings: rules that name a problem, with the figures that show it (severity
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");
-    cJSON *comm_finding = tp_comm_run_section(rep, run, ranks, findings, o->comm_warn_share,
+    cJSON *comm_finding = tp_comm_run_section(rep, run, &res, findings, o->comm_warn_share,
                                               o->comm_crit_share);
     /* clocks, throughput/MFU, stragglers and the diagnosis rules */
     tp_diagnose_run(rep, run, &res, findings, comm_finding, o);
-    tp_ended_section(rep, findings, run); /* ranks killed by a signal or cut short */
+    tp_ended_section(rep, findings, run, &res.ended); /* ranks killed by a signal or cut short */
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);
     tp_run_results_free(&res);
     return rep;
-}
-
-/* ------------------------------------------------------------------ text rendering */
-
-
-/* s as shown in the report (text.h): valid UTF-8, control characters as '?', so a file or
- * thread name cannot disturb the terminal; at most 255 bytes, cut between characters with a
- * mark. Uses one of two static buffers. */
-static const char *printable(const char *s) {
-    static char bufs[2][256];
-    static int which;
-    return tp_text_fit(bufs[which ^= 1], sizeof bufs[0], s, -1);
-}
-
-static const char *basename_of(const char *p) {
-    const char *s = strrchr(p, '/');
-    return printable(s ? s + 1 : p);
-}
-
-/* Names are printed in a fixed-width column: long ones are cut between characters and end
- * with TP_TEXT_CUT (text.h). */
-static void put_name(FILE *f, const char *s, int width) { tp_text_put(f, s, width, width); }
-
-static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
-    if (!g) return;
-    int per_step = !strcmp(tp_jstr(g, "per"), "step");
-    const char *unit = per_step ? "per step" : "in total";
-    const cJSON *kw = tp_jobj(g, "kernel_steps");
-    if (kw) {
-        if (cJSON_IsTrue(tp_jobj(kw, "opened")))
-            fprintf(f, "  GPU activity captured only in steps %s (--kernel-steps): %.0f of the "
-                       "%.0f measured steps; GPU figures are per step of those\n",
-                    printable(tp_jstr(kw, "spec")), tp_jnum(kw, "measured_steps_in_window"),
-                    tp_jnum(kw, "measured_steps"));
-        else
-            fprintf(f, "  GPU activity capture was limited to steps %s (--kernel-steps), which "
-                       "never began: no GPU activity recorded\n",
-                    printable(tp_jstr(kw, "spec")));
-    }
-    const cJSON *d;
-    cJSON_ArrayForEach(d, tp_jobj(g, "capture_paused")) {
-        fprintf(f, "  GPU activity paused%s%s%s from %.3f s to %.3f s%s: no GPU records then\n",
-                tp_jobj(d, "reason") ? " for " : "", tp_jobj(d, "reason") ? printable(tp_jstr(d, "reason")) : "",
-                "", tp_jnum(d, "from_s"), tp_jnum(d, "to_s"),
-                cJSON_IsTrue(tp_jobj(d, "never_resumed")) ? " (never resumed)" : "");
-    }
-    cJSON_ArrayForEach(d, tp_jobj(g, "devices")) {
-        fprintf(f, "  %sGPU %.0f%s", B, tp_jnum(d, "device"), N);
-        if (tp_jobj(d, "name")) { /* the driver's text */
-            fputs(" (", f);
-            tp_fput_printable(f, tp_jstr(d, "name"));
-            if (tp_jobj(d, "sm_count")) fprintf(f, ", %.0f SMs", tp_jnum(d, "sm_count"));
-            fputc(')', f);
-        }
-        fputc(':', f);
-        if (tp_jobj(d, "busy_share")) fprintf(f, " busy %.1f %% of the step,", 100 * tp_jnum(d, "busy_share"));
-        fprintf(f, " kernels %.2f ms %s (%.0f launches), memcpy/memset %.2f ms\n",
-                tp_jnum(d, "kernel_ms"), unit, tp_jnum(d, "kernels"), tp_jnum(d, "memcpy_memset_ms"));
-        const cJSON *c = tp_jobj(d, "kernel_ms_by_class"), *k;
-        fprintf(f, "    by class:");
-        cJSON_ArrayForEach(k, c) fprintf(f, " %s %.2f ms;", k->string, k->valuedouble);
-        fprintf(f, "\n    copies host->device %.1f MB, device->host %.1f MB %s; device memory peak %.1f MiB",
-                tp_jnum(d, "h2d_bytes") / 1e6, tp_jnum(d, "d2h_bytes") / 1e6, unit,
-                tp_jnum(d, "memory_peak_bytes") / 1048576.0);
-        if (tp_jobj(d, "memory_capacity_bytes"))
-            fprintf(f, " (%.1f %% of %.1f GiB)", 100 * tp_jnum(d, "memory_peak_share"),
-                    tp_jnum(d, "memory_capacity_bytes") / 1073741824.0);
-        fputc('\n', f);
-    }
-    fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n",
-            tp_jnum(g, "host_syncs"), unit, tp_jnum(g, "host_sync_blocked_ms"));
-    const cJSON *lost = tp_jobj(g, "records_stopped");
-    if (lost)
-        fprintf(f, "  warning: GPU records stopped %.1f s into the measured steps while %.0f steps "
-                   "went on for %.1f s: %s\n",
-                tp_jnum(lost, "after_s"), tp_jnum(lost, "steps_without_gpu_records"), tp_jnum(lost, "span_s"),
-                tp_jstr(lost, "likely_cause"));
-    if (tp_jnum(g, "cupti_records_dropped") > 0)
-        fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
-                tp_jnum(g, "cupti_records_dropped"));
-    const cJSON *ovh = tp_jobj(g, "cupti_overhead");
-    if (ovh) { /* CUPTI's own time, then the driver's that CUPTI reported */
-        const double nd = tp_jnum(ovh, "driver_records");
-        for (int driver = 0; driver < 2; driver++) {
-            const double n = driver ? nd : tp_jnum(ovh, "records") - nd;
-            if (n <= 0) continue;
-            fprintf(f, driver ? "  driver time reported by CUPTI: %.3f ms %s (%.0f records)"
-                              : "  CUPTI's own overhead: %.3f ms %s (%.0f records)",
-                    tp_jnum(ovh, driver ? "driver_ms" : "ms"), unit, n);
-            const cJSON *k;
-            int first = 1, full = 0;
-            cJSON_ArrayForEach(k, tp_jobj(ovh, "by_kind")) {
-                if ((strcmp(tp_jstr(k, "source"), "driver") == 0) != driver) continue;
-                fprintf(f, "%s%s %.3f ms", first ? ": " : "; ", tp_jstr(k, "name"), tp_jnum(k, "ms"));
-                full |= !strcmp(tp_jstr(k, "name"), "command buffer full") && tp_jnum(k, "ms") > 0;
-                first = 0;
-            }
-            if (full) fputs(" (a launch waited for room in a GPU command queue: the host ran ahead of "
-                            "the GPU)", f);
-            fputc('\n', f);
-        }
-    }
-    if (tp_jnum(g, "records_clipped") > 0)
-        fprintf(f, "  note: %.0f GPU %s clipped to %s stream's order (%.3f ms of recorded time "
-                   "removed): a record cannot end after the next one on its stream begins, nor "
-                   "after a synchronisation of its stream returned\n",
-                tp_jnum(g, "records_clipped"),
-                tp_jnum(g, "records_clipped") == 1 ? "record" : "records",
-                tp_jnum(g, "records_clipped") == 1 ? "its" : "their", tp_jnum(g, "records_clipped_ms"));
-    if (tp_jnum(g, "cupti_records_untimed") > 0)
-        fprintf(f, "  note: %.0f CUPTI records had no start or end time (work still running when "
-                   "its buffer was flushed, as at exit): left out\n",
-                tp_jnum(g, "cupti_records_untimed"));
-    const cJSON *rows = tp_jobj(g, "top_kernels"), *row;
-    if (!cJSON_GetArraySize(rows)) return;
-    fprintf(f, "\n  top kernels (%s)\n  %-60s %9s %11s %10s %7s\n", unit, "kernel", "count",
-            "total ms", "mean us", "share");
-    cJSON_ArrayForEach(row, rows) {
-        fputs("  ", f);
-        put_name(f, tp_jstr(row, "name"), 60);
-        fprintf(f, " %9.1f %11.3f %10.1f %6.1f%%\n", tp_jnum(row, "count_per_unit"),
-                tp_jnum(row, "total_ms"), tp_jnum(row, "mean_us"), 100 * tp_jnum(row, "share"));
-    }
-}
-
-/* The "nvml" section of a rank: a line per GPU for energy and power, one for clocks,
- * temperature, memory and utilisation, one for the clock-event reasons. */
-static void nvml_text(FILE *f, const cJSON *nv) {
-    if (!nv) return;
-    int per_step = !strcmp(tp_jstr(nv, "per"), "step");
-    if (tp_jobj(nv, "sampled_by")) {
-        if (!strcmp(tp_jstr(nv, "sampled_by"), "node sampler"))
-            fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)",
-                    tp_jnum(nv, "sampler_pid"));
-        else
-            fprintf(f, "  NVML sampled by %s (pid %.0f)", tp_jstr(nv, "sampled_by"),
-                    tp_jnum(nv, "sampler_pid"));
-        fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(nv, "shared_with_other_ranks"))
-                               ? ": this rank's GPU is not known, every GPU of the host is shown"
-                               : "");
-    }
-    if (tp_jobj(nv, "rank_gpus_not_sampled")) {
-        fputs("  NVML: this rank's GPU", f);
-        const cJSON *u;
-        int first = 1;
-        cJSON_ArrayForEach(u, tp_jobj(nv, "rank_gpus_not_sampled")) {
-            fputs(first ? " " : ", ", f);
-            tp_fput_printable(f, u->valuestring);
-            first = 0;
-        }
-        fputs(" was not among the GPUs sampled: no energy or power for it\n", f);
-    }
-    const cJSON *g;
-    cJSON_ArrayForEach(g, tp_jobj(nv, "gpus")) {
-        fprintf(f, "  NVML GPU %.0f", tp_jnum(g, "index"));
-        if (tp_jobj(g, "name")) fprintf(f, " %s", printable(tp_jstr(g, "name")));
-        if (tp_jobj(g, "uuid")) fprintf(f, " (%s)", printable(tp_jstr(g, "uuid")));
-        fputc(':', f);
-        if (tp_jobj(g, "avg_power_w")) {
-            if (per_step)
-                fprintf(f, " %.1f J per step (%.4f Wh) over %.0f step%s,", tp_jnum(g, "energy_per_step_j"),
-                        tp_jnum(g, "energy_per_step_wh"), tp_jnum(g, "steps_with_energy"),
-                        tp_jnum(g, "steps_with_energy") == 1 ? "" : "s");
-            else
-                fprintf(f, " %.1f J in total,", tp_jnum(g, "energy_j"));
-            fprintf(f, " %.1f W average", tp_jnum(g, "avg_power_w"));
-            if (!strcmp(tp_jstr(g, "energy_method"), "integrated_power"))
-                fprintf(f, ", integrated from %s samples every %.0f ms (no energy counter)",
-                        tp_jstr(g, "energy_series"), tp_jnum(g, "sample_interval_ms"));
-        } else {
-            fputs(" no energy (", f);
-            tp_fput_printable(f, tp_jstr(g, "energy_unavailable"));
-            fputc(')', f);
-        }
-        if (tp_jobj(g, "power_max_w"))
-            fprintf(f, "; power samples %.1f W mean, %.1f W max", tp_jnum(g, "power_mean_w"),
-                    tp_jnum(g, "power_max_w"));
-        if (tp_jobj(g, "power_limit_w")) fprintf(f, "; limit %.0f W", tp_jnum(g, "power_limit_w"));
-        fputc('\n', f);
-        if (cJSON_IsTrue(tp_jobj(g, "shared_by_mig_instances"))) {
-            fputs("    MIG mode", f);
-            if (tp_jobj(g, "mig_device")) {
-                fputs(" (this rank's MIG device ", f);
-                tp_fput_printable(f, tp_jstr(g, "mig_device"));
-                fputc(')', f);
-            }
-            fputs(": energy and power are the whole GPU's, shared by its MIG instances, not "
-                  "this rank's own\n", f);
-        }
-        if (cJSON_IsTrue(tp_jobj(g, "energy_approximate")))
-            fprintf(f, "    energy per step approximate: the steps are shorter than the %s (about "
-                       "%.0f ms), so it is the span's energy shared out, not each step's\n",
-                    !strcmp(tp_jstr(g, "energy_method"), "counter")
-                        ? "energy counter's update period"
-                        : "interval of the power readings",
-                    tp_jnum(g, "energy_resolution_ms"));
-        fputs("   ", f);
-        if (tp_jobj(g, "sm_clock_mhz_max"))
-            fprintf(f, " SM clock %.0f / %.0f / %.0f MHz (min/mean/max);", tp_jnum(g, "sm_clock_mhz_min"),
-                    tp_jnum(g, "sm_clock_mhz_mean"), tp_jnum(g, "sm_clock_mhz_max"));
-        if (tp_jobj(g, "temp_c_max")) fprintf(f, " %.0f C max;", tp_jnum(g, "temp_c_max"));
-        if (tp_jobj(g, "mem_used_peak_bytes")) {
-            fprintf(f, " memory used peak %.2f GiB", tp_jnum(g, "mem_used_peak_bytes") / 1073741824.0);
-            if (tp_jobj(g, "mem_used_peak_share"))
-                fprintf(f, " of %.2f GiB (%.0f %%)", tp_jnum(g, "mem_total_bytes") / 1073741824.0,
-                        100 * tp_jnum(g, "mem_used_peak_share"));
-            fputc(';', f);
-        }
-        if (tp_jobj(g, "util_percent_mean")) fprintf(f, " utilisation %.0f %% mean", tp_jnum(g, "util_percent_mean"));
-        fputc('\n', f);
-        const cJSON *ce = tp_jobj(g, "clock_events");
-        if (ce) {
-            fputs("    clock events:", f);
-            const cJSON *r;
-            int first = 1;
-            cJSON_ArrayForEach(r, tp_jobj(ce, "reasons")) {
-                fprintf(f, "%s%s", first ? " " : ", ", r->valuestring);
-                first = 0;
-            }
-            if (first) fputs(" none", f);
-            if (cJSON_IsTrue(tp_jobj(ce, "throttled")))
-                fprintf(f, " (throttled in %.0f %% of samples)", 100 * tp_jnum(ce, "throttled_share"));
-            fputc('\n', f);
-        }
-    }
-    if (tp_jobj(nv, "avg_power_w"))
-        fprintf(f, "  NVML GPUs together: %.1f J %s, %.1f W average\n",
-                per_step ? tp_jnum(nv, "energy_per_step_j") : tp_jnum(nv, "energy_j"),
-                per_step ? "per step" : "in total", tp_jnum(nv, "avg_power_w"));
-    if (!strcmp(tp_jstr(nv, "device_match"), "index"))
-        fprintf(f, "  note: CUDA_VISIBLE_DEVICES held indices, read in NVML's PCI order (CUDA's "
-                   "order agrees on identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n");
-}
-
-static int write_text(const cJSON *rep, FILE *f, int color) {
-    const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
-    const char *Y = color ? "\033[33m" : "";
-    const cJSON *run = tp_jobj(rep, "run");
-    fprintf(f, "%strainprof report%s %s\n", B, N, tp_jstr(run, "dir"));
-    fprintf(f, "run: %.0f process%s (%.0f rank%s, %.0f helper%s%s), %.2f s, %.0f events, %.0f dropped\n",
-            tp_jnum(run, "processes"), tp_jnum(run, "processes") == 1 ? "" : "es", tp_jnum(run, "ranks"),
-            tp_jnum(run, "ranks") == 1 ? "" : "s", tp_jnum(run, "helpers"),
-            tp_jnum(run, "helpers") == 1 ? "" : "s",
-            tp_jnum(run, "node_samplers") > 0 ? ", GPU sampler of the node" : "",
-            tp_jnum(run, "duration_s"), tp_jnum(run, "events"), tp_jnum(run, "events_dropped"));
-    if (tp_jnum(run, "events_dropped") > 0)
-        fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y, tp_jnum(run, "events_dropped"),
-                tp_jnum(run, "threads_over_limit") > 0
-                    ? "threads beyond TRAINPROF_MAX_THREADS record nothing (raise it), and "
-                      "full rings drop events (raise TRAINPROF_RING_KB)"
-                    : "rings were full (raise TRAINPROF_RING_KB)",
-                N);
-    if (tp_jnum(run, "records_lost_to_write_errors") > 0)
-        fprintf(f, "%s  warning: %.0f records lost to write errors (%s: %s): the rank file "
-                   "could not take them; the figures below lack them%s\n",
-                Y, tp_jnum(run, "records_lost_to_write_errors"),
-                printable(tp_jstr(run, "first_write_error_errno")),
-                printable(tp_jstr(run, "first_write_error")), N);
-    if (tp_jnum(run, "distinct_run_ids") > 1)
-        fprintf(f, "%s  warning: these rank files come from %.0f different runs (run ids differ)%s\n",
-                Y, tp_jnum(run, "distinct_run_ids"), N);
-    fprintf(f, "capabilities:\n");
-    const cJSON *c;
-    cJSON_ArrayForEach(c, tp_jobj(rep, "capabilities")) {
-        fprintf(f, "  %-6s %s %s\n", c->string, cJSON_IsTrue(tp_jobj(c, "found")) ? "yes" : "no ",
-                tp_jstr(c, "status"));
-    }
-
-    fprintf(f, "\n%sprocesses%s\n  %-18s %-24s %7s %9s %8s %9s  %s\n", B, N, "role", "host:pid",
-            "threads", "events", "dropped", "duration", "file");
-    const cJSON *p;
-    cJSON_ArrayForEach(p, tp_jobj(rep, "processes")) {
-        char hp[96];
-        snprintf(hp, sizeof hp, "%s:%.0f", tp_jstr(p, "host"), tp_jnum(p, "pid"));
-        /* padded by columns, not bytes: a host name may hold any character */
-        fputs("  ", f);
-        tp_text_put(f, tp_jstr(p, "label"), -1, 18);
-        fputc(' ', f);
-        tp_text_put(f, hp, -1, 24);
-        fprintf(f, " %7.0f %9.0f %8.0f %7.2f s  %s%s\n", tp_jnum(p, "threads"), tp_jnum(p, "events"), tp_jnum(p, "events_dropped"),
-                tp_jnum(p, "duration_s"), basename_of(tp_jstr(p, "file")),
-                cJSON_IsTrue(tp_jobj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
-        const cJSON *d;
-        cJSON_ArrayForEach(d, tp_jobj(p, "damage"))
-            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(tp_jstr(p, "file")),
-                    printable(d->valuestring), N);
-        const cJSON *we = tp_jobj(p, "write_errors");
-        if (we)
-            fprintf(f, "%s    %.0f records lost to write errors (%s: %s) in %.0f chunk(s)%s\n", Y,
-                    tp_jnum(we, "records_lost"), printable(tp_jstr(we, "first_errno")),
-                    printable(tp_jstr(we, "first_error")), tp_jnum(we, "chunks_lost"), N);
-        if (tp_jnum(p, "rank_file_reopened") > 0)
-            fprintf(f, "    the program closed the rank file's descriptor: reopened %.0f time(s)\n",
-                    tp_jnum(p, "rank_file_reopened"));
-        if (tp_jnum(p, "unmatched_pops") > 0) {
-            fprintf(f, "    %.0f range pop(s) with no open range on their thread (ignored):",
-                    tp_jnum(p, "unmatched_pops"));
-            const cJSON *t;
-            int first = 1;
-            cJSON_ArrayForEach(t, tp_jobj(p, "unmatched_pops_by_thread")) {
-                fprintf(f, "%s %.0f on ", first ? "" : ",", tp_jnum(t, "count"));
-                if (tp_jobj(t, "thread")) {
-                    fputs("thread \"", f);
-                    tp_fput_printable(f, tp_jstr(t, "thread"));
-                    fputs("\" ", f);
-                } else {
-                    fputs("an unnamed thread ", f);
-                }
-                fprintf(f, "(tid %.0f, first at %.3f s)", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
-                first = 0;
-            }
-            if (tp_jnum(p, "unmatched_pops_after_drops") > 0)
-                fprintf(f, "; %.0f after dropped events: their push was likely dropped by the "
-                           "thread's full ring",
-                        tp_jnum(p, "unmatched_pops_after_drops"));
-            fputc('\n', f);
-        }
-        if (tp_jnum(p, "unmatched_range_ends") > 0)
-            fprintf(f, "    %.0f range end(s) for unknown ids (ignored)\n",
-                    tp_jnum(p, "unmatched_range_ends"));
-    }
-    const cJSON *e;
-    cJSON_ArrayForEach(e, tp_jobj(rep, "unreadable_files"))
-        fprintf(f, "%s  unreadable: %s%s\n", Y, e->valuestring, N);
-
-    const cJSON *r;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        const cJSON *s = tp_jobj(r, "steps");
-        fprintf(f, "\n%s%s%s (%s:%.0f)\n", B, tp_jstr(r, "label"), N, tp_jstr(r, "host"), tp_jnum(r, "pid"));
-        if (!s) continue;
-        if (tp_jnum(s, "count") == 0) {
-            fprintf(f, "  steps: none found (%s%s%s). Mark steps with tprof_step_begin/end, an "
-                       "NVTX range named \"step\", or pass --step-name NAME.\n",
-                    tp_jobj(s, "requested_name") ? "no range named \"" : "tried API steps, ProfilerStep#*, train_step, training_step, step, iteration, train_iter",
-                    tp_jobj(s, "requested_name") ? tp_jstr(s, "requested_name") : "",
-                    tp_jobj(s, "requested_name") ? "\"" : "");
-        } else {
-            int api = !strcmp(tp_jstr(s, "name"), "tprof_step_begin/end"); /* says it already */
-            fprintf(f, "  steps: %.0f from %s%s%s%s%s%s%s, %.0f warm-up\n", tp_jnum(s, "count"),
-                    tp_jstr(s, "source"), api ? "" : " \"", api ? "" : printable(tp_jstr(s, "name")),
-                    api ? "" : "\"", tp_jobj(s, "thread") ? " (thread " : "",
-                    tp_jobj(s, "thread") ? printable(tp_jstr(s, "thread")) : "", tp_jobj(s, "thread") ? ")" : "",
-                    tp_jnum(s, "warmup"));
-            if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
-            if (tp_jnum(s, "measured") > 0)
-                fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
-                        tp_jnum(s, "mean_ms"), tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
-                        tp_jnum(s, "min_ms"));
-            const cJSON *mx = tp_jobj(s, "missing");
-            if (mx) {
-                fprintf(f, "%s  missing: %.0f step(s) (", Y, tp_jnum(mx, "count"));
-                const cJSON *m;
-                int first = 1;
-                cJSON_ArrayForEach(m, tp_jobj(mx, "ranges")) {
-                    double a = cJSON_GetArrayItem(m, 0)->valuedouble;
-                    double b = cJSON_GetArrayItem(m, 1)->valuedouble;
-                    fprintf(f, "%s%.0f", first ? "" : ", ", a);
-                    if (b != a) fprintf(f, "-%.0f", b);
-                    first = 0;
-                }
-                if (tp_jnum(mx, "ranges_left_out") > 0) fputs(", ...", f);
-                fprintf(f, "): %s%s\n", tp_jstr(mx, "flag"), N);
-            }
-            const cJSON *dx = tp_jobj(s, "dropped_events");
-            if (dx) {
-                fprintf(f, "%s  flagged: %.0f of %.0f measured steps built on dropped events (%.0f "
-                           "dropped by full rings inside them",
-                        Y, tp_jnum(dx, "steps_touched"), tp_jnum(s, "measured"),
-                        tp_jnum(dx, "events_in_steps"));
-                if (tp_jnum(dx, "events_unplaced") > 0)
-                    fprintf(f, ", %.0f at unknown times", tp_jnum(dx, "events_unplaced"));
-                fprintf(f, "): %s%s\n", tp_jstr(dx, "flag"), N);
-            }
-            const cJSON *w;
-            int shown = 0, nw = cJSON_GetArraySize(tp_jobj(s, "warmup_ms"));
-            cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
-                if (shown == 8) { /* the JSON has them all */
-                    fprintf(f, ", ... (%d in all)", nw);
-                    break;
-                }
-                fprintf(f, "%s%.2f", shown ? ", " : "  warm-up step(s): ", w->valuedouble);
-                shown++;
-            }
-            if (shown) fprintf(f, " ms (not in the statistics)\n");
-        }
-        const cJSON *pr = tp_jobj(r, "process");
-        if (pr) {
-            /* a CPU figure past its bound is not printed here: the flagged lines say why */
-            const cJSON *inv = tp_jobj(pr, "invalid");
-            fputs("  process: CPU ", f);
-            if (!tp_jhas(pr, "cpu_percent_max") && !tp_jobj(inv, "cpu_percent_max")) {
-                fputs("not sampled (a rate needs 100 ms); ", f);
-            } else {
-                if (tp_jhas(pr, "cpu_percent_mean")) fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
-                else fputs("mean flagged, ", f);
-                if (tp_jhas(pr, "cpu_percent_max")) fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
-                else fputs("max flagged; ", f);
-            }
-            fprintf(f, "RSS peak %.1f MiB; %.0f threads; %.0f context switches/s (%.0f samples)\n",
-                    tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
-                    tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
-        }
-        tp_figures_text(f, r, Y, N);
-        nvml_text(f, tp_jobj(r, "nvml"));
-        gpu_text(f, tp_jobj(r, "gpu"), B, N);
-        tp_comm_rank_text(f, tp_jobj(r, "communication"));
-        tp_breakdown_text(f, tp_jobj(r, "breakdown"));
-        const cJSON *dl = tp_jobj(r, "data_loading");
-        const cJSON *rg = tp_jobj(r, "ranges");
-        int per_step = !strcmp(tp_jstr(rg, "per"), "step");
-        if (dl && cJSON_IsTrue(tp_jobj(dl, "found")))
-            fprintf(f, "  data loading: %.2f ms %s = %.1f %% of the %s (%s)\n",
-                    per_step ? tp_jnum(dl, "ms_per_step") : tp_jnum(dl, "ms_total"),
-                    per_step ? "per step" : "in total", 100 * tp_jnum(dl, "share"),
-                    per_step ? "step" : "run", tp_jstr(dl, "where"));
-        else if (dl)
-            fprintf(f, "  data loading: no range named like data loading (data, batch, loader, "
-                       "get_batch, batch-generator)\n");
-        const cJSON *u;
-        int firstu = 1;
-        cJSON_ArrayForEach(u, tp_jobj(rg, "unclosed")) {
-            const char *dom = tp_jstr(u, "domain");
-            fprintf(f, "%s%s%s%s (%.0f)", firstu ? "  never closed (left out of the tables): " : ", ",
-                    dom, *dom ? "::" : "", tp_jstr(u, "name"), tp_jnum(u, "count"));
-            firstu = 0;
-        }
-        if (!firstu) fputc('\n', f);
-        static const char *const tables[2][2] = {{"top_inclusive", "inclusive"},
-                                                 {"top_exclusive", "exclusive"}};
-        for (int ti = 0; ti < 2; ti++) {
-            const cJSON *rows = tp_jobj(rg, tables[ti][0]);
-            if (!cJSON_GetArraySize(rows)) continue;
-            fprintf(f, "\n  top ranges by %s time per %s\n  %-40s %9s %12s %7s %12s\n", tables[ti][1],
-                    per_step ? "step" : "run", "name", per_step ? "count/st" : "count",
-                    "incl ms", "share", "excl ms");
-            const cJSON *row;
-            cJSON_ArrayForEach(row, rows) {
-                /* "domain::name", whole: the column cut alone shortens it */
-                const char *dom = tp_jstr(row, "domain"), *name = tp_jstr(row, "name");
-                size_t nl = strlen(dom) + strlen(name) + 3;
-                char *nm = malloc(nl);
-                if (nm) snprintf(nm, nl, "%s%s%s", dom, *dom ? "::" : "", name);
-                fputs("  ", f);
-                put_name(f, nm ? nm : name, 40);
-                free(nm);
-                fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", tp_jnum(row, "count_per_unit"),
-                        tp_jnum(row, "inclusive_ms"),
-                        100 * tp_jnum(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
-                        tp_jnum(row, "exclusive_ms"));
-            }
-        }
-    }
-    tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
-    tp_diagnose_text(f, rep, B, N, Y); /* clocks, throughput, stragglers */
-    const cJSON *tm = tp_jobj(rep, "timers");
-    if (tm) {
-        fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
-                !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run, in total");
-        if (tp_jobj(tm, "megatron_minmax")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_minmax"));
-        if (tp_jobj(tm, "megatron_all")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_all"));
-    }
-    tp_ended_text(f, rep, B, N, Y);
-    const cJSON *fd;
-    int firstf = 1;
-    cJSON_ArrayForEach(fd, tp_jobj(rep, "findings")) {
-        if (firstf) fprintf(f, "\n%sfindings%s\n", B, N);
-        firstf = 0;
-        const char *sev = tp_jstr(fd, "severity");
-        fprintf(f, "%s  %s: %s%s\n", !strcmp(sev, "critical") || !strcmp(sev, "warning") ? Y : "",
-                sev, tp_jstr(fd, "message"), N);
-        if (tp_jobj(fd, "recommendation")) fprintf(f, "    try: %s\n", tp_jstr(fd, "recommendation"));
-    }
-    fflush(f);
-    return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
-}
-
-/* The text is rendered in memory and written through tp_utf8_write, so whatever a section
- * prints (names from the program, text of other tools), the report is valid UTF-8; the
- * sections themselves cut names between characters (text.h). */
-int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
-    if (!mf) return write_text(rep, f, color); /* no memory: unguarded, still cut right */
-    int rc = write_text(rep, mf, color);
-    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
-    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
-    free(buf);
-    fflush(f);
-    if (ferror(f)) rc = TPROF_ERR_IO;
-    return rc;
-}
-
-int tp_report_write_json(const cJSON *rep, FILE *f) {
-    char *s = cJSON_Print(rep);
-    if (!s) return TPROF_ERR_NO_MEMORY;
-    fputs(s, f);
-    fputc('\n', f);
-    cJSON_free(s);
-    fflush(f);
-    return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
 }

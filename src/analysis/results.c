@@ -28,6 +28,15 @@ const tp_nvml_gpu_result *tp_results_first_gpu(const tp_rank_result *rr) {
 void tp_rank_result_free(tp_rank_result *rr) {
     free(rr->gpu.devices);
     free(rr->nvml.gpus);
+    free(rr->comm.torch_backends);
+    free(rr->comm.comms);
+    free(rr->comm.rows);
+    free(rr->timers.rows);
+    rr->comm.torch_backends = NULL;
+    rr->comm.comms = NULL;
+    rr->comm.rows = NULL;
+    rr->timers.rows = NULL;
+    rr->comm.ntorch_backends = rr->comm.ncomms = rr->comm.nrows = rr->timers.nrows = 0;
     rr->gpu.devices = NULL;
     rr->nvml.gpus = NULL;
     rr->gpu.ndevices = rr->nvml.ngpus = 0;
@@ -37,6 +46,9 @@ void tp_run_results_free(tp_run_results *r) {
     for (size_t i = 0; i < r->nranks; i++) tp_rank_result_free(&r->ranks[i]);
     free(r->ranks);
     free(r->stragglers.named);
+    free(r->ended.ranks);
+    r->ended.ranks = NULL;
+    r->ended.n = 0;
     r->ranks = NULL;
     r->stragglers.named = NULL;
     r->nranks = r->stragglers.nnamed = 0;

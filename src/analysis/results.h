@@ -21,6 +21,7 @@
 #define TPROF_RESULTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* mean, median, 90th percentile, min, max of a per-step series (nearest-rank percentiles) */
 typedef struct tp_stat5 {
@@ -119,6 +120,89 @@ typedef struct tp_nvml_result {
     tp_nvml_gpu_result *gpus;    /* owned, in NVML index order */
 } tp_nvml_result;
 
+/* Megatron's timers of the rank ("timers"; report.c): time per timer name, first start first. */
+typedef struct tp_timer_row {
+    const char *name;        /* into the loaded run */
+    double ms;               /* per measured step (per_step) or over the run */
+    double count;
+} tp_timer_row;
+
+typedef struct tp_timers_result {
+    int present;
+    int per_step;
+    size_t nrows;
+    tp_timer_row *rows;      /* owned */
+} tp_timers_result;
+
+/* One op of a communicator in the rank ("communication.communicators[].ops[]"; comm.c): the
+ * sums over the rank's ops of that name on that communicator. The document's derived figures
+ * (time_ms, mean_us, algbw_gbs, busbw_gbs, bus_factor, per-step counts) come from these with
+ * tp_comm_row_bw and tp_comm_bus_factor (comm.h). */
+typedef struct tp_comm_row_result {
+    uint64_t hash;           /* the communicator's id */
+    uint32_t op;             /* enum tprof_comm_op */
+    uint32_t nranks, rank;   /* the communicator's size (largest seen) and this rank's place */
+    const char *name;        /* the op's name in the document */
+    uint64_t first;          /* ns, first host start on the communicator (for ordering) */
+    uint64_t count, bytes, timed, unfinished, enqueue_only, in_steps, bytes_in_steps;
+    uint64_t time_ns;        /* sum over the timed ops */
+    uint64_t bw_ops, bw_ns;  /* ops with a real duration (not an NCCL enqueue), their time */
+    double bw_size;          /* and their nccl-tests size S, bytes */
+    uint64_t src[3];         /* timed ops per time source (tp_comm_src) */
+    uint32_t dtypes;         /* bit d: an op of enum tprof_comm_dtype d */
+    size_t op0;              /* index in the process's comm ops of one of its ops */
+} tp_comm_row_result;
+
+/* One communicator of the rank ("communication.communicators[]"), most time first. */
+typedef struct tp_comm_communicator_result {
+    char id[24];             /* "0x" and 16 hex digits of the hash */
+    uint64_t hash;
+    uint32_t size, rank;     /* largest size of its ops; this rank's place in it */
+    unsigned nodes;          /* from NCCL's init; 0 = not known */
+    const char *name;        /* NCCL's name for it, or NULL (into the run's metadata) */
+    const char *torch_group; /* trainprof.torch's description, or NULL (the run's metadata) */
+    const char *source;      /* who recorded it: "nccl", "mpi", "torch" (static) */
+    char backend[32];        /* what carried it: "nccl", "gloo", ... */
+    size_t nrows;
+    const tp_comm_row_result *rows; /* into tp_comm_result.rows */
+} tp_comm_communicator_result;
+
+/* Exposed and overlapped communication of the rank ("communication.exposure"). */
+typedef struct tp_comm_exposure_result {
+    int present;
+    int per_step;            /* windows are the measured steps (1) or the whole run (0) */
+    const char *basis;       /* "gpu", "host" or "none" (static) */
+    const char *note;        /* what the basis counts (static) */
+    size_t ndevices;         /* the CUDA devices compared (GPU basis) */
+    uint32_t devices[64];
+    int has_figures;         /* the figures below were computed */
+    size_t windows;
+    double window_ms;        /* mean window */
+    tp_stat5 comm_ms, exposed_ms, overlapped_ms, exposed_share_per_window; /* per window */
+    double exposed_share, overlapped_share; /* of all the windows' time */
+    int has_worst_step;
+    double worst_step;       /* the application's step number with the largest exposed share */
+} tp_comm_exposure_result;
+
+/* The rank's communication ("communication"; comm.h). */
+typedef struct tp_comm_result {
+    int present;
+    size_t ops, nccl_ops, mpi_ops, torch_ops;
+    size_t ntorch_backends;
+    char (*torch_backends)[32]; /* owned: torch.distributed's backends, in order of first use */
+    int has_not_recorded;
+    double nccl_ops_not_recorded; /* NCCL ops the plugin's full pool refused (at least) */
+    int nothing;             /* no op and no communication kernel: "note", nothing below */
+    int resolved;            /* the ops were timed: placement, communicators and exposure */
+    int has_placement;       /* kernel-channel intervals checked against CUPTI */
+    double placement_ops, shift_us_p50, shift_us_min, shift_us_max;
+    size_t ncomms;
+    tp_comm_communicator_result *comms; /* owned */
+    size_t nrows;
+    tp_comm_row_result *rows;           /* owned; each communicator's rows are consecutive */
+    tp_comm_exposure_result exposure;
+} tp_comm_result;
+
 /* One rank of the report ("ranks[]"). */
 typedef struct tp_rank_result {
     int rank;
@@ -128,6 +212,8 @@ typedef struct tp_rank_result {
     tp_breakdown_result breakdown;
     tp_gpu_result gpu;
     tp_nvml_result nvml;
+    tp_comm_result comm;
+    tp_timers_result timers;
 } tp_rank_result;
 
 /* Throughput ("throughput"; mfu.h): the inputs the rules use. */
@@ -168,12 +254,32 @@ typedef struct tp_stragglers_result {
     tp_straggler *named;     /* owned */
 } tp_stragglers_result;
 
+/* A rank that ended early ("ended_early[]"; ended.h): killed by a signal, or its file has no
+ * end record. The pointers lead into the loaded run (model.h). */
+typedef struct tp_ended_rank {
+    const struct tp_process *proc;
+    int by_signal;           /* the end record names a signal; else no end record */
+    int signal;
+    char signal_name[24];    /* "SIGTERM", ...; "" without a signal */
+    double ended_s;          /* from the process's start to its file's end */
+    const struct tp_thread *thread;     /* of last_range */
+    const struct tp_range *last_range;  /* the innermost open range, else the last ended; or NULL */
+    const struct tp_comm_op *last_collective; /* the op it started last, or NULL */
+} tp_ended_rank;
+
+/* The ranks that ended early ("ended_early"), in the run's process order. */
+typedef struct tp_ended_result {
+    size_t n;
+    tp_ended_rank *ranks;    /* owned */
+} tp_ended_result;
+
 /* Everything the run-level analyses and the rules read. */
 typedef struct tp_run_results {
     size_t nranks;
     tp_rank_result *ranks;   /* owned, in rank order (as the document's "ranks") */
     tp_throughput_result throughput;
     tp_stragglers_result stragglers;
+    tp_ended_result ended;
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

@@ -1,0 +1,524 @@
+/*
+ * comm_rank.c — the communication of one rank (comm.h, part 2 and 3 of comm.c's rules): its
+ * ops summed per communicator and op with count, bytes, time and bandwidth, and its exposed
+ * and overlapped communication per step. rank_compute fills the typed result
+ * (tp_comm_result, results.h); rank_json writes the document's "communication" from it.
+ */
+#define _GNU_SOURCE
+#include "analysis/comm.h"
+
+#include <stdio.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/gpu.h"
+#include "analysis/stats.h"
+#include "format/format.h"
+#include "trainprof.h"
+
+/* ------------------------------------------------------------------ per-rank table */
+
+typedef tp_comm_row_result row;
+
+static int cmp_row(const void *a, const void *b) {
+    const row *x = a, *y = b;
+    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+typedef struct cref { size_t a, b; double time_ns; uint64_t hash; } cref;
+
+static int cmp_cref(const void *a, const void *b) {
+    const cref *x = a, *y = b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static cJSON *row_json(const row *r, size_t nst) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "op", r->name);
+    cJSON_AddNumberToObject(e, "count", (double)r->count);
+    cJSON_AddNumberToObject(e, "bytes", (double)r->bytes);
+    if (r->dtypes) /* the element type, when the source said (NCCL does) */
+        cJSON_AddStringToObject(e, "datatype",
+                                r->dtypes & (r->dtypes - 1)
+                                    ? "mixed"
+                                    : tprof__comm_dtype_name((uint32_t)__builtin_ctz(r->dtypes)));
+    cJSON_AddNumberToObject(e, "timed", (double)r->timed);
+    cJSON_AddNumberToObject(e, "time_ms", (double)r->time_ns / 1e6);
+    if (r->timed)
+        cJSON_AddNumberToObject(e, "mean_us", (double)r->time_ns / 1e3 / (double)r->timed);
+    double factor = tp_comm_bus_factor(r->op, r->nranks);
+    cJSON_AddNumberToObject(e, "bus_factor", factor);
+    double algbw, bw_ms;
+    if (tp_comm_row_bw(r, &algbw, &bw_ms)) {
+        cJSON_AddNumberToObject(e, "algbw_gbs", algbw);
+        cJSON_AddNumberToObject(e, "busbw_gbs", algbw * factor);
+        cJSON_AddNumberToObject(e, "bw_ops", (double)r->bw_ops);
+        cJSON_AddNumberToObject(e, "bw_time_ms", bw_ms);
+    }
+    const double src[3] = {(double)r->src[0], (double)r->src[1], (double)r->src[2]};
+    cJSON_AddStringToObject(e, "time_source", tp_comm_time_source(src));
+    cJSON *s = cJSON_AddObjectToObject(e, "time_sources");
+    for (int k = 2; k >= 0; k--)
+        cJSON_AddNumberToObject(s, tp_comm_src_name((tp_comm_src)k), (double)r->src[k]);
+    if (r->enqueue_only) cJSON_AddNumberToObject(e, "enqueue_only", (double)r->enqueue_only);
+    if (r->unfinished) cJSON_AddNumberToObject(e, "unfinished", (double)r->unfinished);
+    if (nst) {
+        cJSON_AddNumberToObject(e, "count_per_step", (double)r->in_steps / (double)nst);
+        cJSON_AddNumberToObject(e, "bytes_per_step", (double)r->bytes_in_steps / (double)nst);
+    }
+    return e;
+}
+/* Rows per (communicator, op) from the resolved ops. Returns the rows (caller frees) or NULL
+ * when out of memory; *nrows gets their number. */
+static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_step *st,
+                       size_t nst, size_t *nrows) {
+    row *v = malloc((p->ncomm ? p->ncomm : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        const tp_comm_op *o = &p->comm[i];
+        row *r = &v[i];
+        memset(r, 0, sizeof *r);
+        r->hash = o->comm_hash;
+        r->op = o->op < TPROF_COMM_OP_COUNT ? o->op : TPROF_COMM_UNKNOWN;
+        r->name = tp_comm_op_name(o);
+        r->nranks = o->nranks;
+        r->rank = o->rank;
+        r->first = o->start;
+        r->op0 = i;
+        r->count = 1;
+        r->bytes = o->bytes;
+        r->dtypes = o->dtype && o->dtype < TPROF_DTYPE_COUNT ? 1u << o->dtype : 0;
+        /* an op never stopped has no real end unless the GPU side gave one */
+        int untimed = (o->flags & TPROF_COMM_F_UNFINISHED) && tm[i].src == TP_COMM_TIME_HOST;
+        r->unfinished = untimed;
+        if (!untimed) {
+            r->timed = 1;
+            r->time_ns = tm[i].end - tm[i].start;
+            r->src[tm[i].src] = 1;
+            r->enqueue_only = !tp_comm_host_timed(o) && tm[i].src == TP_COMM_TIME_HOST;
+            if (!r->enqueue_only) { /* an enqueue says nothing about the transfer's speed */
+                r->bw_ops = 1;
+                r->bw_ns = r->time_ns;
+                r->bw_size = (double)tp_comm_size_bytes(r->op, o->bytes, o->nranks);
+            }
+        }
+        if (nst && tp_steps_overlap(st, nst, o->start, o->start + 1)) {
+            r->in_steps = 1;
+            r->bytes_in_steps = o->bytes;
+        }
+    }
+    if (p->ncomm > 1) qsort(v, p->ncomm, sizeof *v, cmp_row);
+    size_t n = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        row *r = &v[i];
+        if (n && v[n - 1].hash == r->hash && v[n - 1].op == r->op &&
+            !strcmp(v[n - 1].name, r->name)) {
+            row *d = &v[n - 1];
+            if (r->first < d->first) d->first = r->first;
+            if (r->nranks > d->nranks) d->nranks = r->nranks;
+            d->count += r->count;
+            d->bytes += r->bytes;
+            d->timed += r->timed;
+            d->unfinished += r->unfinished;
+            d->enqueue_only += r->enqueue_only;
+            d->in_steps += r->in_steps;
+            d->bytes_in_steps += r->bytes_in_steps;
+            d->time_ns += r->time_ns;
+            d->bw_ops += r->bw_ops;
+            d->bw_ns += r->bw_ns;
+            d->bw_size += r->bw_size;
+            for (int k = 0; k < 3; k++) d->src[k] += r->src[k];
+            d->dtypes |= r->dtypes;
+        } else {
+            v[n++] = *r;
+        }
+    }
+    *nrows = n;
+    return v;
+}
+
+/* ------------------------------------------------------------------ exposure */
+
+/* Exposed and overlapped communication per window (measured step, or the whole run) into *x. */
+static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
+                             const tp_comm_time *tm, const tp_step *st, size_t nst) {
+    x->present = 1;
+    tp_step whole = {p->first_ts, p->end_mono, 0, 0};
+    const tp_step *win = nst ? st : &whole;
+    size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
+    x->per_step = nst > 0;
+    uint32_t *devs = x->devices;
+    size_t ndev = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        if (p->gpu[i].type != TPROF_REC_GPU_KERNEL) continue;
+        size_t k = 0;
+        while (k < ndev && devs[k] != p->gpu[i].device) k++;
+        if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
+    }
+    size_t nmpi = 0, ngpu_time = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        nmpi += tp_comm_host_timed(&p->comm[i]);
+        ngpu_time += tm[i].src != TP_COMM_TIME_HOST && !tp_comm_host_timed(&p->comm[i]);
+    }
+    int comm_kernels = 0;
+    for (size_t i = 0; i < p->ngpu && !comm_kernels; i++)
+        comm_kernels = tp_comm_is_kernel(&p->gpu[i]);
+    const char *basis, *note;
+    if (ndev && !comm_kernels && !ngpu_time && !nmpi) {
+        basis = "none";
+        note = "NCCL ops with only host enqueue times and no NCCL kernel in the CUPTI records: "
+               "the time on the GPU is unknown";
+    } else if (ndev) {
+        basis = "gpu";
+        note = nmpi ? "communication = NCCL kernels (CUPTI; the ops' GPU intervals on a device "
+                      "without them), and MPI calls (the host is blocked in them); compute = "
+                      "every other kernel on the device"
+                    : "communication = NCCL kernels (CUPTI; the ops' GPU intervals on a device "
+                      "without them); compute = every other kernel on the device";
+    } else if (nmpi) {
+        basis = "host";
+        note = "no GPU records: a CPU job; communication = the MPI and torch.distributed calls "
+               "(gloo, mpi, ...) with nonblocking ones from issue to observed completion; "
+               "exposed = the time the host was blocked in a call or a wait, overlapped = the "
+               "rest, when it was free to compute";
+    } else {
+        basis = "none";
+        note = ngpu_time ? "NCCL GPU intervals but no CUPTI kernel records: what ran beside them "
+                           "is unknown, so no split is made"
+                         : "only the host enqueue times of NCCL ops (no GPU interval, no CUPTI "
+                           "kernels): the time on the GPU is unknown";
+    }
+    x->basis = basis;
+    x->note = note;
+    if (!strcmp(basis, "none") || !nw) return;
+    x->ndevices = ndev;
+
+    size_t nd = ndev ? ndev : 1; /* host basis: one "device", the process */
+    uint64_t *cw = calloc(nw * 3, sizeof *cw);     /* per window: comm, compute, union */
+    uint64_t *ex = calloc(nw, sizeof *ex), *ov = calloc(nw, sizeof *ov),
+             *cm = calloc(nw, sizeof *cm);
+    double *tmp = malloc(nw * sizeof *tmp);
+    uint8_t *cls = malloc(p->ngpu ? p->ngpu : 1); /* 1 communication kernel, 2 compute kernel */
+    tp_span *sc = NULL, *sk = NULL, *su = NULL;
+    size_t nsc = 0, csc = 0, nsk = 0, csk = 0, nsu = 0, csu = 0;
+    int oom = !cw || !ex || !ov || !cm || !tmp || !cls;
+    for (size_t i = 0; !oom && i < p->ngpu; i++)
+        cls[i] = p->gpu[i].type != TPROF_REC_GPU_KERNEL ? 0 : tp_comm_is_kernel(&p->gpu[i]) ? 1 : 2;
+    int first = 1;
+    for (size_t d = 0; d < nd && !oom; d++) {
+        nsc = nsk = nsu = 0;
+        for (size_t i = 0; ndev && i < p->ngpu && !oom; i++) {
+            if (cls[i] != 2 || p->gpu[i].device != devs[d]) continue;
+            oom |= tp_comm_push_span(&sk, &nsk, &csk, p->gpu[i].start, p->gpu[i].end);
+        }
+        if (!oom) oom |= tp_comm_device_spans(p, tm, ndev > 0, ndev ? devs[d] : 0, &sc, &nsc, &csc);
+        for (size_t i = 0; i < nsc && !oom; i++)
+            oom |= tp_comm_push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
+        for (size_t i = 0; i < nsk && !oom; i++)
+            oom |= tp_comm_push_span(&su, &nsu, &csu, sk[i].s, sk[i].e);
+        if (oom) break;
+        if (!ndev) {
+            /* Host basis: the process is blocked in the blocking calls and the waits (sc:
+             * exposed); the nonblocking ops in flight (an MPI I* op, an async torch
+             * collective, DDP's bucket all-reduces: call to observed completion) are
+             * communication too, but the host was free to compute meanwhile: overlapped,
+             * except where it also waited. */
+            for (size_t i = 0; i < p->ncomm && !oom; i++) {
+                const tp_comm_op *o = &p->comm[i];
+                if (tp_comm_host_timed(o) && (o->flags & TPROF_COMM_F_NONBLOCKING) &&
+                    !(o->flags & TPROF_COMM_F_UNFINISHED))
+                    oom |= tp_comm_push_span(&su, &nsu, &csu, o->start, o->end);
+            }
+            if (oom) break;
+            tp_steps_union_each(sc, nsc, win, nw, ex);
+            tp_steps_union_each(su, nsu, win, nw, cm);
+            for (size_t w = 0; w < nw; w++) ov[w] = cm[w] > ex[w] ? cm[w] - ex[w] : 0;
+            break;
+        }
+        tp_steps_union_each(sc, nsc, win, nw, cw);
+        tp_steps_union_each(sk, nsk, win, nw, cw + nw);
+        tp_steps_union_each(su, nsu, win, nw, cw + 2 * nw);
+        for (size_t w = 0; w < nw; w++) {
+            uint64_t e = cw[2 * nw + w] - cw[nw + w]; /* |C ∪ K| - |K| = |C \ K| */
+            uint64_t o = cw[w] - e;                  /* |C ∩ K| */
+            if (first || e > ex[w]) {
+                ex[w] = e;
+                ov[w] = o;
+                cm[w] = cw[w];
+            }
+        }
+        first = 0;
+    }
+    if (!oom) {
+        uint64_t tot_w = 0, tot_e = 0, tot_o = 0;
+        size_t worst = 0;
+        double worst_share = -1;
+        for (size_t w = 0; w < nw; w++) {
+            uint64_t len = win[w].end - win[w].start;
+            tot_w += len;
+            tot_e += ex[w];
+            tot_o += ov[w];
+            double sh = len ? (double)ex[w] / (double)len : 0;
+            if (sh > worst_share) {
+                worst_share = sh;
+                worst = w;
+            }
+        }
+        x->has_figures = 1;
+        x->windows = nw;
+        x->window_ms = (double)tot_w / 1e6 / (double)nw;
+        const struct { tp_stat5 *out; const uint64_t *v; } series[3] = {
+            {&x->comm_ms, cm}, {&x->exposed_ms, ex}, {&x->overlapped_ms, ov}};
+        for (int s = 0; s < 3; s++) {
+            for (size_t w = 0; w < nw; w++) tmp[w] = (double)series[s].v[w] / 1e6;
+            *series[s].out = tp_stat5_of(tmp, nw);
+        }
+        x->exposed_share = tot_w ? (double)tot_e / (double)tot_w : 0;
+        x->overlapped_share = tot_w ? (double)tot_o / (double)tot_w : 0;
+        for (size_t w = 0; w < nw; w++) {
+            uint64_t len = win[w].end - win[w].start;
+            tmp[w] = len ? (double)ex[w] / (double)len : 0;
+        }
+        x->exposed_share_per_window = tp_stat5_of(tmp, nw);
+        x->has_worst_step = nst > 0;
+        if (nst) x->worst_step = (double)st[worst].app_step;
+    }
+    free(cw);
+    free(ex);
+    free(ov);
+    free(cm);
+    free(tmp);
+    free(cls);
+    free(sc);
+    free(sk);
+    free(su);
+}
+
+/* {"mean","p50","max"} of a per-window series */
+static cJSON *stats_json(const tp_stat5 *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "mean", s->mean);
+    cJSON_AddNumberToObject(o, "p50", s->p50);
+    cJSON_AddNumberToObject(o, "max", s->max);
+    return o;
+}
+
+static void exposure_json(cJSON *c, const tp_comm_exposure_result *x) {
+    cJSON *j = cJSON_AddObjectToObject(c, "exposure");
+    cJSON_AddStringToObject(j, "per", x->per_step ? "step" : "run");
+    cJSON_AddStringToObject(j, "basis", x->basis);
+    cJSON_AddStringToObject(j, "note", x->note);
+    if (x->ndevices) {
+        cJSON *jd = cJSON_AddArrayToObject(j, "devices");
+        for (size_t d = 0; d < x->ndevices; d++)
+            cJSON_AddItemToArray(jd, cJSON_CreateNumber(x->devices[d]));
+    }
+    if (!x->has_figures) return;
+    cJSON_AddNumberToObject(j, "windows", (double)x->windows);
+    cJSON_AddNumberToObject(j, "window_ms", x->window_ms);
+    cJSON_AddItemToObject(j, "comm_ms", stats_json(&x->comm_ms));
+    cJSON_AddItemToObject(j, "exposed_ms", stats_json(&x->exposed_ms));
+    cJSON_AddItemToObject(j, "overlapped_ms", stats_json(&x->overlapped_ms));
+    cJSON_AddNumberToObject(j, "exposed_share", x->exposed_share);
+    cJSON_AddNumberToObject(j, "overlapped_share", x->overlapped_share);
+    cJSON_AddItemToObject(j, "exposed_share_per_window", stats_json(&x->exposed_share_per_window));
+    if (x->has_worst_step) cJSON_AddNumberToObject(j, "worst_step", x->worst_step);
+}
+
+/* The torch.distributed process group a communicator serves (docs/python.md, "NCCL and
+ * torch records"): trainprof.torch writes `torch.pg.<id>` = "backend=B size=N ranks=..."
+ * for each group it saw, id = the hash its own records carry. A torch-recorded communicator
+ * has that id. An NCCL communicator (whose ops torch does not record, so nothing counts
+ * twice) gets the one NCCL group of its size, when exactly one has that size. */
+static const char *torch_group(const tp_process *p, uint64_t hash, uint32_t size, int nccl) {
+    char key[40];
+    snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)hash);
+    const char *d = tp_meta(p, key);
+    if (!d && nccl) {
+        /* the process's groups with an NCCL backend ("nccl", or "cpu:gloo,cuda:nccl" for a
+         * default group) of this size */
+        char want[32];
+        snprintf(want, sizeof want, " size=%u ", size);
+        size_t hits = 0;
+        for (size_t i = 0; i < p->nmeta; i++) {
+            const tp_kv *kv = &p->meta[i];
+            if (strncmp(kv->key, "torch.pg.", 9) || !tp_comm_nccl_backend(kv->value)) continue;
+            if (strncmp(strchr(kv->value, ' '), want, strlen(want))) continue;
+            if (d && !strcmp(d, kv->value)) continue; /* the same group written again */
+            d = kv->value;
+            hits++;
+        }
+        if (hits != 1) d = NULL;
+    }
+    return d;
+}
+
+/* How far the kernel-channel intervals moved to agree with CUPTI (tp_comm_resolve): the
+ * median, least and most shift over the ops checked, in us; nothing when none was. */
+static void placement(tp_comm_result *c, const tp_process *p, const tp_comm_time *tm) {
+    size_t n = 0;
+    double *v = malloc((p->ncomm ? p->ncomm : 1) * sizeof *v);
+    if (!v) return;
+    for (size_t i = 0; i < p->ncomm; i++)
+        if (tm[i].checked) v[n++] = (double)tm[i].shift_ns / 1e3;
+    if (n) {
+        qsort(v, n, sizeof *v, tp_cmp_double);
+        c->has_placement = 1;
+        c->placement_ops = (double)n;
+        c->shift_us_p50 = tp_pct_double(v, n, 0.5);
+        c->shift_us_min = v[0];
+        c->shift_us_max = v[n - 1];
+    }
+    free(v);
+}
+
+/* The communicators of the rank from its rows (sorted by communicator), most time first. */
+static void communicators(tp_comm_result *c, const tp_process *p) {
+    const row *rows = c->rows;
+    size_t nrows = c->nrows;
+    cref *cs = malloc((nrows ? nrows : 1) * sizeof *cs);
+    if (!cs) return;
+    size_t ncs = 0;
+    for (size_t i = 0; i < nrows; i++) {
+        if (!i || rows[i].hash != rows[i - 1].hash) {
+            if (ncs) cs[ncs - 1].b = i;
+            cs[ncs++] = (cref){i, nrows, 0, rows[i].hash};
+        }
+        cs[ncs - 1].time_ns += (double)rows[i].time_ns;
+    }
+    if (ncs > 1) qsort(cs, ncs, sizeof *cs, cmp_cref); /* most time first */
+    c->comms = calloc(ncs ? ncs : 1, sizeof *c->comms);
+    if (!c->comms) {
+        free(cs);
+        return;
+    }
+    c->ncomms = ncs;
+    for (size_t k = 0; k < ncs; k++) {
+        tp_comm_communicator_result *e = &c->comms[k];
+        e->hash = cs[k].hash;
+        snprintf(e->id, sizeof e->id, "0x%016" PRIx64, cs[k].hash);
+        for (size_t i = cs[k].a; i < cs[k].b; i++)
+            if (rows[i].nranks > e->size) e->size = rows[i].nranks;
+        e->rank = rows[cs[k].a].rank;
+        /* NCCL's init told the node count and the name (when one was given) */
+        char key[40];
+        snprintf(key, sizeof key, "nccl.comm.%016llx", (unsigned long long)cs[k].hash);
+        const char *desc = tp_meta(p, key);
+        unsigned nn = 0;
+        const char *nm = desc ? strstr(desc, "nnodes=") : NULL;
+        if (nm && sscanf(nm, "nnodes=%u", &nn) == 1 && nn) e->nodes = nn;
+        const char *na = desc ? strstr(desc, " name=") : NULL;
+        if (na && strcmp(na + 6, "-")) e->name = na + 6;
+        e->torch_group = torch_group(p, cs[k].hash, e->size, 1);
+        /* who recorded it, and the backend that carried it (gloo, nccl, mpi, ...) */
+        const tp_comm_op *o0 = &p->comm[rows[cs[k].a].op0];
+        e->source = tp_comm_source_name(o0->source);
+        tp_comm_backend(p, o0, e->backend, sizeof e->backend);
+        e->rows = &rows[cs[k].a];
+        e->nrows = cs[k].b - cs[k].a;
+    }
+    free(cs);
+}
+
+/* The rank's figures: see tp_comm_rank_section. */
+static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *st, size_t nst) {
+    memset(c, 0, sizeof *c);
+    c->present = 1;
+    int any_comm_kernel = 0;
+    for (size_t i = 0; i < p->ngpu && !any_comm_kernel; i++)
+        any_comm_kernel = tp_comm_is_kernel(&p->gpu[i]);
+    for (size_t i = 0; i < p->ncomm; i++) {
+        c->mpi_ops += p->comm[i].source == TPROF_COMM_SRC_MPI;
+        c->torch_ops += p->comm[i].source == TPROF_COMM_SRC_TORCH;
+    }
+    c->ops = p->ncomm;
+    c->nccl_ops = p->ncomm - c->mpi_ops - c->torch_ops;
+    /* the backends torch.distributed's ops went through, in order of first use */
+    for (size_t i = 0; i < p->ncomm && c->torch_ops; i++) {
+        if (p->comm[i].source != TPROF_COMM_SRC_TORCH) continue;
+        char be[32];
+        tp_comm_backend(p, &p->comm[i], be, sizeof be);
+        int seen = 0;
+        for (size_t k = 0; k < c->ntorch_backends && !seen; k++)
+            seen = !strcmp(c->torch_backends[k], be);
+        if (seen) continue;
+        char (*nb)[32] = realloc(c->torch_backends, (c->ntorch_backends + 1) * sizeof *nb);
+        if (!nb) break;
+        c->torch_backends = nb;
+        memcpy(c->torch_backends[c->ntorch_backends++], be, sizeof be);
+    }
+    /* NCCL events refused because the plugin's pool was full (at least this many) */
+    const char *drops = tp_meta(p, "nccl.pool_drops");
+    if (drops && strtod(drops, NULL) > 0) {
+        c->has_not_recorded = 1;
+        c->nccl_ops_not_recorded = strtod(drops, NULL);
+    }
+    if (!p->ncomm && !any_comm_kernel) {
+        c->nothing = 1;
+        return;
+    }
+    tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
+    if (!tm) return;
+    c->resolved = 1;
+    tp_comm_resolve(p, tm); /* on failure it leaves host intervals, still valid */
+    placement(c, p, tm);
+    c->rows = build_rows(p, tm, st, nst, &c->nrows);
+    if (c->rows) communicators(c, p);
+    exposure_compute(&c->exposure, p, tm, st, nst);
+    free(tm);
+}
+
+/* The document's "communication" of the rank, from its figures. */
+static void rank_json(cJSON *rs, const tp_comm_result *c, size_t nst) {
+    cJSON *j = cJSON_AddObjectToObject(rs, "communication");
+    cJSON_AddNumberToObject(j, "ops", (double)c->ops);
+    cJSON_AddNumberToObject(j, "nccl_ops", (double)c->nccl_ops);
+    cJSON_AddNumberToObject(j, "mpi_ops", (double)c->mpi_ops);
+    if (c->torch_ops) {
+        cJSON_AddNumberToObject(j, "torch_ops", (double)c->torch_ops);
+        cJSON *tb = cJSON_AddArrayToObject(j, "torch_backends");
+        for (size_t i = 0; i < c->ntorch_backends; i++)
+            cJSON_AddItemToArray(tb, cJSON_CreateString(c->torch_backends[i]));
+    }
+    if (c->has_not_recorded)
+        cJSON_AddNumberToObject(j, "nccl_ops_not_recorded", c->nccl_ops_not_recorded);
+    cJSON *jc = cJSON_AddArrayToObject(j, "communicators");
+    if (c->nothing) {
+        cJSON_AddStringToObject(j, "note", "no communication recorded");
+        return;
+    }
+    if (!c->resolved) return;
+    if (c->has_placement) {
+        cJSON *x = cJSON_AddObjectToObject(j, "channel_placement");
+        cJSON_AddNumberToObject(x, "ops", c->placement_ops);
+        cJSON_AddNumberToObject(x, "shift_us_p50", c->shift_us_p50);
+        cJSON_AddNumberToObject(x, "shift_us_min", c->shift_us_min);
+        cJSON_AddNumberToObject(x, "shift_us_max", c->shift_us_max);
+    }
+    for (size_t k = 0; k < c->ncomms; k++) {
+        const tp_comm_communicator_result *x = &c->comms[k];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", x->id);
+        cJSON_AddNumberToObject(e, "size", x->size);
+        cJSON_AddNumberToObject(e, "rank", x->rank);
+        if (x->nodes) cJSON_AddNumberToObject(e, "nodes", x->nodes);
+        if (x->name) cJSON_AddStringToObject(e, "name", x->name);
+        if (x->torch_group) cJSON_AddStringToObject(e, "torch_group", x->torch_group);
+        cJSON_AddStringToObject(e, "source", x->source);
+        cJSON_AddStringToObject(e, "backend", x->backend);
+        cJSON *jo = cJSON_AddArrayToObject(e, "ops");
+        for (size_t i = 0; i < x->nrows; i++) cJSON_AddItemToArray(jo, row_json(&x->rows[i], nst));
+        cJSON_AddItemToArray(jc, e);
+    }
+    exposure_json(j, &c->exposure);
+}
+
+void tp_comm_rank_section(cJSON *rs, tp_comm_result *out, const tp_process *p, const tp_step *st,
+                          size_t nst) {
+    rank_compute(out, p, st, nst);
+    rank_json(rs, out, nst);
+}

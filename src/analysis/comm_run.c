@@ -1,0 +1,379 @@
+/*
+ * comm_run.c — the run-level communication (comm.h): the communicators across the ranks
+ * (members, traffic, a guess at their role, per-op figures over the ranks) and the exposed
+ * communication across the ranks with its finding. It reads the ranks' typed results
+ * (tp_rank_result.comm, results.h), never their sections of the document.
+ */
+#define _GNU_SOURCE
+#include "analysis/comm.h"
+
+#include <stdio.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/gpu.h"
+#include "analysis/stats.h"
+#include "format/format.h"
+#include "trainprof.h"
+
+/* ------------------------------------------------------------------ across ranks */
+
+
+typedef struct xop {
+    const char *op;
+    double count_max, count_min, bytes_max, ranks, count, timed, time_ms, bw_time_ms, size_bytes,
+        factor, enqueue_only;
+    double src[3];
+} xop;
+
+typedef struct member { int rank, comm_rank; } member;
+
+typedef struct xcomm {
+    const char *id;
+    double size;
+    member *m;
+    size_t nm;
+    xop *ops;
+    size_t nops;
+    int p2p_only;
+    double time_ms;
+} xcomm;
+
+static int cmp_member(const void *a, const void *b) {
+    const member *x = a, *y = b;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int cmp_xcomm(const void *a, const void *b) {
+    const xcomm *x = a, *y = b;
+    if (x->time_ms != y->time_ms) return x->time_ms < y->time_ms ? 1 : -1;
+    return strcmp(x->id, y->id);
+}
+
+/* A guess at what a communicator is for (docs/design.md §5.2: by size, members and traffic),
+ * with the reason; Megatron-LM's default rank order puts tensor-parallel groups on consecutive
+ * ranks and data-parallel groups at a stride. */
+static void guess_role(const xcomm *c, int world, char *role, size_t nr, char *basis, size_t nb) {
+    int size = (int)c->size;
+    if (size <= 1) {
+        snprintf(role, nr, "single rank");
+        snprintf(basis, nb, "size 1: no traffic between ranks");
+    } else if (c->p2p_only && c->nops) {
+        snprintf(role, nr, "pipeline");
+        snprintf(basis, nb, "only Send/Recv traffic");
+    } else if (world > 1 && size == world) {
+        snprintf(role, nr, "world/data-parallel");
+        snprintf(basis, nb, "spans all %d ranks of the world", world);
+    } else if ((int)c->nm == size) {
+        int stride = c->m[1].rank - c->m[0].rank, even = 1;
+        for (size_t i = 2; i < c->nm; i++) even &= c->m[i].rank - c->m[i - 1].rank == stride;
+        if (even && stride == 1) {
+            snprintf(role, nr, "tensor-parallel");
+            snprintf(basis, nb, "%d consecutive world ranks with collectives: Megatron-LM puts "
+                                "tensor-parallel groups on adjacent ranks", size);
+        } else if (even) {
+            snprintf(role, nr, "data-parallel");
+            snprintf(basis, nb, "%d world ranks at a stride of %d with collectives; could also "
+                                "be context- or expert-parallel", size, stride);
+        } else {
+            snprintf(role, nr, "subgroup");
+            snprintf(basis, nb, "%d world ranks without a regular stride", size);
+        }
+    } else {
+        snprintf(role, nr, "tensor- or data-parallel subgroup");
+        snprintf(basis, nb, "%d of %d ranks with collectives; members not all in this run's files",
+                 size, world);
+    }
+}
+
+/* Whether a torch.pg.* description ("backend=B size=N ranks=a,b,...") lists exactly x's
+ * members (x->m sorted by world rank, no repeats), each once. */
+static int same_members(const char *desc, const xcomm *x) {
+    const char *r = strstr(desc, " ranks=");
+    if (!r) return 0;
+    r += 7;
+    unsigned char *seen = calloc(x->nm ? x->nm : 1, 1);
+    if (!seen) return 0;
+    size_t n = 0;
+    int ok = 0;
+    while (*r) {
+        char *end;
+        long v = strtol(r, &end, 10);
+        if (end == r || n >= x->nm) break;
+        member key = {(int)v, 0};
+        const member *hit = bsearch(&key, x->m, x->nm, sizeof *x->m, cmp_member);
+        if (!hit || seen[hit - x->m]++) break;
+        n++;
+        if (*end != ',') {
+            ok = *end == 0 && n == x->nm;
+            break;
+        }
+        r = end + 1;
+    }
+    free(seen);
+    return ok;
+}
+
+/* The torch.distributed group of communicator x, from trainprof.torch's torch.pg.* metadata
+ * in any rank file: the one with x's id (torch's own records, gloo/mpi), else an NCCL-backend
+ * group whose member list is exactly x's world ranks when all of them were seen (an NCCL
+ * communicator: NCCL's id is not torch's; Megatron's gloo twin of a data-parallel group has
+ * the same members and must not be taken). Tells apart groups of the same size (a tensor- and a
+ * data-parallel group of 2), which the per-rank match by size cannot. NULL when none. */
+static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
+    char key[40];
+    unsigned long long id = strtoull(x->id, NULL, 16);
+    snprintf(key, sizeof key, "torch.pg.%016llx", id);
+    for (size_t pi = 0; pi < run->nprocs; pi++) {
+        const char *d = tp_meta(&run->procs[pi], key);
+        if (d) return d;
+    }
+    if (x->nm < 2 || (double)x->nm != x->size) return NULL;
+    for (size_t pi = 0; pi < run->nprocs; pi++) {
+        const tp_process *p = &run->procs[pi];
+        for (size_t i = 0; i < p->nmeta; i++)
+            if (!strncmp(p->meta[i].key, "torch.pg.", 9) &&
+                tp_comm_nccl_backend(p->meta[i].value) && same_members(p->meta[i].value, x))
+                return p->meta[i].value;
+    }
+    return NULL;
+}
+
+/* Adds rank rr's communicators to xc (one entry per id across the ranks). Returns 0, or -1
+ * when out of memory. */
+static int gather_rank(xcomm **xcp, size_t *nxc, const tp_rank_result *rr) {
+    const tp_comm_result *c = &rr->comm;
+    for (size_t ci = 0; c->present && ci < c->ncomms; ci++) {
+        const tp_comm_communicator_result *rc = &c->comms[ci];
+        xcomm *xc = *xcp;
+        size_t k = 0;
+        while (k < *nxc && strcmp(xc[k].id, rc->id)) k++;
+        if (k == *nxc) {
+            xcomm *n2 = realloc(xc, (*nxc + 1) * sizeof *n2);
+            if (!n2) return -1;
+            *xcp = xc = n2;
+            memset(&xc[*nxc], 0, sizeof *xc);
+            xc[*nxc].id = rc->id;
+            xc[*nxc].p2p_only = 1;
+            (*nxc)++;
+        }
+        xcomm *x = &xc[k];
+        if ((double)rc->size > x->size) x->size = rc->size;
+        member *m2 = realloc(x->m, (x->nm + 1) * sizeof *m2);
+        if (!m2) return -1;
+        x->m = m2;
+        /* through double, as the document's number is read back: a forged rank beyond INT_MAX
+         * converts as it always has */
+        x->m[x->nm++] = (member){rr->rank, (int)(double)rc->rank};
+        for (size_t ri = 0; ri < rc->nrows; ri++) {
+            const tp_comm_row_result *ro = &rc->rows[ri];
+            const char *op = ro->name;
+            if (strcmp(op, "Send") && strcmp(op, "Recv")) x->p2p_only = 0;
+            size_t q = 0;
+            while (q < x->nops && strcmp(x->ops[q].op, op)) q++;
+            if (q == x->nops) {
+                xop *o2 = realloc(x->ops, (x->nops + 1) * sizeof *o2);
+                if (!o2) return -1;
+                x->ops = o2;
+                memset(&x->ops[q], 0, sizeof *x->ops);
+                x->ops[q].op = op;
+                x->nops++;
+            }
+            xop *o = &x->ops[q];
+            double cnt = (double)ro->count, by = (double)ro->bytes, t = (double)ro->time_ns / 1e6;
+            if (cnt > o->count_max) o->count_max = cnt;
+            if (!o->ranks || cnt < o->count_min) o->count_min = cnt;
+            if (by > o->bytes_max) o->bytes_max = by;
+            o->ranks++;
+            o->count += cnt;
+            o->timed += (double)ro->timed;
+            o->time_ms += t;
+            x->time_ms += t;
+            /* S of the ops with a real duration, back from algbw = S / t */
+            double algbw, bw_ms;
+            tp_comm_row_bw(ro, &algbw, &bw_ms);
+            o->size_bytes += algbw * bw_ms * 1e6;
+            o->bw_time_ms += bw_ms;
+            o->factor = tp_comm_bus_factor(ro->op, ro->nranks);
+            o->enqueue_only += (double)ro->enqueue_only;
+            for (int z = 0; z < 3; z++) o->src[z] += (double)ro->src[z];
+        }
+    }
+    return 0;
+}
+
+/* The run's communicators across the ranks ("communicators"), into c. */
+static void communicators_json(cJSON *c, const tp_run *run, const tp_run_results *res, int world) {
+    xcomm *xc = NULL;
+    size_t nxc = 0;
+    int oom = 0;
+    for (size_t i = 0; i < res->nranks && !oom; i++) oom = gather_rank(&xc, &nxc, &res->ranks[i]);
+    if (nxc > 1) qsort(xc, nxc, sizeof *xc, cmp_xcomm);
+    cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
+    for (size_t k = 0; k < nxc && !oom; k++) {
+        xcomm *x = &xc[k];
+        if (x->nm > 1) qsort(x->m, x->nm, sizeof *x->m, cmp_member);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", x->id);
+        cJSON_AddNumberToObject(e, "size", x->size);
+        cJSON_AddNumberToObject(e, "ranks_seen", (double)x->nm);
+        if (x->nm > 1) { /* several rank files show this id: who is in it */
+            cJSON *jm = cJSON_AddArrayToObject(e, "members");
+            for (size_t i = 0; i < x->nm; i++) {
+                cJSON *m = cJSON_CreateObject();
+                cJSON_AddNumberToObject(m, "rank", x->m[i].rank);
+                cJSON_AddNumberToObject(m, "comm_rank", x->m[i].comm_rank);
+                cJSON_AddItemToArray(jm, m);
+            }
+        } else if (x->nm == 1) {
+            cJSON_AddNumberToObject(e, "rank", x->m[0].rank);
+            cJSON_AddNumberToObject(e, "comm_rank", x->m[0].comm_rank);
+        }
+        cJSON_AddStringToObject(e, "traffic",
+                                x->p2p_only && x->nops ? "point-to-point" : "collective");
+        const char *tg = torch_group_by_members(x, run);
+        if (tg) cJSON_AddStringToObject(e, "torch_group", tg);
+        char role[64], basis[200];
+        guess_role(x, world, role, sizeof role, basis, sizeof basis);
+        cJSON_AddStringToObject(e, "role_guess", role);
+        cJSON_AddStringToObject(e, "role_basis", basis);
+        cJSON *jo = cJSON_AddArrayToObject(e, "ops");
+        for (size_t q = 0; q < x->nops; q++) {
+            xop *o = &x->ops[q];
+            cJSON *oj = cJSON_CreateObject();
+            cJSON_AddStringToObject(oj, "op", o->op);
+            cJSON_AddNumberToObject(oj, "ranks", o->ranks);
+            cJSON_AddNumberToObject(oj, "count_per_rank", o->count_max);
+            /* ranks that saw fewer (a damaged or cut-short rank file, a rank that left) */
+            if (o->count_min < o->count_max)
+                cJSON_AddNumberToObject(oj, "count_min_rank", o->count_min);
+            cJSON_AddNumberToObject(oj, "bytes_per_rank", o->bytes_max);
+            if (o->count_max > 0)
+                cJSON_AddNumberToObject(oj, "bytes_per_op", o->bytes_max / o->count_max);
+            if (o->timed > 0) cJSON_AddNumberToObject(oj, "mean_ms", o->time_ms / o->timed);
+            if (o->bw_time_ms > 0 && o->size_bytes > 0 && o->factor > 0) {
+                double algbw = o->size_bytes / (o->bw_time_ms * 1e6);
+                cJSON_AddNumberToObject(oj, "algbw_gbs", algbw);
+                cJSON_AddNumberToObject(oj, "busbw_gbs", algbw * o->factor);
+            }
+            cJSON_AddStringToObject(oj, "time_source", tp_comm_time_source(o->src));
+            if (o->enqueue_only > 0) cJSON_AddNumberToObject(oj, "enqueue_only", o->enqueue_only);
+            cJSON_AddItemToArray(jo, oj);
+        }
+        cJSON_AddItemToArray(jc, e);
+    }
+    for (size_t k = 0; k < nxc; k++) {
+        free(xc[k].m);
+        free(xc[k].ops);
+    }
+    free(xc);
+}
+
+/* The exposed-communication finding on the worst rank (see tp_comm_run_section). */
+static cJSON *exposure_finding(const tp_rank_result *worst, size_t n, double mean, size_t over,
+                               double warn_share, double crit_share) {
+    const tp_comm_exposure_result *wx = &worst->comm.exposure;
+    double ws = wx->exposed_share;
+    /* exposed communication over 10 % of the step is a warning (docs/design.md §5.2), over
+     * 30 % critical: then communication takes more of the step than any single phase
+     * usually does (thresholds in tp_report_opts) */
+    int step = wx->per_step;
+    const char *sev = ws > crit_share ? "critical" : "warning";
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "exposed communication is %.1f %% of the %s time on rank %.0f (%.2f ms of "
+             "%.2f ms per %s; %.2f ms more overlapped with compute); mean over %zu "
+             "rank%s %.1f %%: %s",
+             100 * ws, step ? "step" : "run", (double)worst->rank, wx->exposed_ms.mean,
+             wx->window_ms, step ? "step" : "run", wx->overlapped_ms.mean, n, n == 1 ? "" : "s",
+             100 * mean,
+             !strcmp(wx->basis, "host")
+                 ? "time the process spent blocked in communication instead of computing"
+                 : "communication the GPU could not hide behind compute");
+    cJSON *fd = cJSON_CreateObject();
+    cJSON_AddStringToObject(fd, "id", "exposed_communication");
+    cJSON_AddStringToObject(fd, "severity", sev);
+    cJSON_AddNumberToObject(fd, "rank", worst->rank);
+    cJSON_AddStringToObject(fd, "message", msg);
+    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
+    cJSON_AddStringToObject(ev, "per", step ? "step" : "run");
+    cJSON_AddStringToObject(ev, "basis", wx->basis);
+    cJSON_AddNumberToObject(ev, "exposed_share", ws);
+    cJSON_AddNumberToObject(ev, "exposed_ms", wx->exposed_ms.mean);
+    cJSON_AddNumberToObject(ev, "overlapped_ms", wx->overlapped_ms.mean);
+    cJSON_AddNumberToObject(ev, "window_ms", wx->window_ms);
+    cJSON_AddNumberToObject(ev, "mean_exposed_share", mean);
+    cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
+    cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
+    return fd;
+}
+
+cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
+                           cJSON *findings, double warn_share, double crit_share) {
+    int world = 0, nrank_procs = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        if (run->procs[i].role != TP_ROLE_RANK) continue;
+        nrank_procs++;
+        if (run->procs[i].world_size > world) world = run->procs[i].world_size;
+    }
+    if (world <= 0) world = nrank_procs;
+    cJSON *c = cJSON_AddObjectToObject(rep, "communication");
+    cJSON_AddNumberToObject(c, "world_size", world);
+    communicators_json(c, run, res, world);
+
+    /* exposure across ranks */
+    cJSON *found = NULL; /* the finding appended */
+    cJSON *xe = cJSON_AddObjectToObject(c, "exposure");
+    cJSON *jr = cJSON_AddArrayToObject(xe, "ranks");
+    size_t n = 0, cap = res->nranks;
+    double *shares = malloc((cap ? cap : 1) * sizeof *shares);
+    const tp_rank_result *worst = NULL;
+    int per = -1; /* per_step of the ranks so far; -1 none yet */
+    int mixed = 0;
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        const tp_comm_exposure_result *x = &r->comm.exposure;
+        if (!r->comm.present || !x->has_figures) continue;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", r->rank);
+        cJSON_AddStringToObject(e, "per", x->per_step ? "step" : "run");
+        cJSON_AddStringToObject(e, "basis", x->basis);
+        cJSON_AddNumberToObject(e, "exposed_share", x->exposed_share);
+        cJSON_AddNumberToObject(e, "exposed_ms_mean", x->exposed_ms.mean);
+        cJSON_AddNumberToObject(e, "exposed_ms_p50", x->exposed_ms.p50);
+        cJSON_AddNumberToObject(e, "overlapped_ms_mean", x->overlapped_ms.mean);
+        cJSON_AddNumberToObject(e, "window_ms", x->window_ms);
+        cJSON_AddItemToArray(jr, e);
+        if (per >= 0 && per != x->per_step) mixed = 1;
+        per = x->per_step;
+        if (shares && n < cap) shares[n++] = x->exposed_share;
+        if (!worst || x->exposed_share > worst->comm.exposure.exposed_share) worst = r;
+    }
+    cJSON_AddStringToObject(xe, "per", mixed ? "mixed" : per == 0 ? "run" : "step");
+    cJSON *th = cJSON_AddObjectToObject(xe, "thresholds");
+    cJSON_AddNumberToObject(th, "warning", warn_share);
+    cJSON_AddNumberToObject(th, "critical", crit_share);
+    if (n && shares) {
+        double mean = 0;
+        size_t over = 0;
+        for (size_t i = 0; i < n; i++) {
+            mean += shares[i];
+            over += shares[i] > warn_share;
+        }
+        mean /= (double)n;
+        qsort(shares, n, sizeof *shares, tp_cmp_double);
+        double median = tp_pct_double(shares, n, 0.5);
+        double ws = worst->comm.exposure.exposed_share;
+        cJSON_AddNumberToObject(xe, "mean_exposed_share", mean);
+        cJSON_AddNumberToObject(xe, "median_exposed_share", median);
+        cJSON_AddNumberToObject(xe, "worst_rank", worst->rank);
+        cJSON_AddNumberToObject(xe, "worst_exposed_share", ws);
+        if (findings && ws > warn_share) {
+            found = exposure_finding(worst, n, mean, over, warn_share, crit_share);
+            cJSON_AddItemToArray(findings, found);
+        }
+    }
+    free(shares);
+    return found;
+}
