@@ -4,7 +4,7 @@
  *
  * `run` never changes what the profiled program does: it sets the injection variables,
  * runs the command with them in a process group of its own (given the terminal when this
- * process holds it), forwards the SIGTERM, SIGINT, SIGHUP and SIGQUIT it gets to it, waits,
+ * process holds it), forwards the signals it gets to it (fwd_sigs), waits,
  * writes the reports next to the rank files, and exits with the command's own status
  * (re-raising the command's terminating signal on itself). cmd_run is its steps in order:
  * run_parse, run_prepare (command, library, output directory and its lock),
@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -150,7 +151,11 @@ static pid_t g_child = -1;
 /* The job runs in a process group of its own (job_run), so that no signal reaches it both
  * directly and through this process: whatever reaches `trainprof run` (a kill of its pid, or
  * of the process group it was started in) did not reach the job, and is forwarded once. */
-static void forward_signal(int sig) {
+static void forward_signal(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    /* one this process raised on itself (a SIGPIPE for its own write to a pipe nobody
+     * reads: the kernel names the writer as sender) is not the job's business */
+    if (si && si->si_code == SI_USER && si->si_pid == getpid()) return;
     if (g_child > 0) kill(g_child, sig);
 }
 
@@ -737,7 +742,14 @@ static int node_sampler_begin(const run_opts *o, const run_plan *p) {
     return 1;
 }
 
-static const int fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+/* Every signal whose default action ends a process that can come from outside (kill(2), a
+ * batch system's warning before preemption, a terminal hang-up) is passed to the job, which
+ * decides what it means; none ends this process first (which would leave the job without
+ * its launcher: PR_SET_PDEATHSIG would then end it with SIGTERM, not the signal sent).
+ * Those the kernel raises on this process's own faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGXCPU, SIGXFSZ, SIGSYS) are not in the list. */
+static const int fwd_sigs[] = {SIGTERM, SIGINT,  SIGHUP,    SIGQUIT, SIGUSR1,
+                               SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGPIPE};
 enum { N_FWD = sizeof fwd_sigs / sizeof *fwd_sigs };
 static struct sigaction g_old_sa[N_FWD];
 
@@ -746,8 +758,8 @@ static struct sigaction g_old_sa[N_FWD];
 static void forward_begin(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_sigaction = forward_signal;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     for (int k = 0; k < N_FWD; k++) sigaction(fwd_sigs[k], &sa, &g_old_sa[k]);
 }
@@ -891,6 +903,10 @@ static int exit_as(int status) {
     fflush(NULL);
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
+        /* no core of this process: with a core_pattern without %p it would replace the
+         * job's own core file (core(5)); the job's wait status had the core flag, ours not */
+        struct rlimit nocore = {0, 0};
+        setrlimit(RLIMIT_CORE, &nocore);
         signal(sig, SIG_DFL);
         sigset_t s;
         sigemptyset(&s);
@@ -921,6 +937,11 @@ int cmd_run(int argc, char **argv) {
     /* the job is over: a signal now ends the report phase at once (reports are written
      * through temporary files, so none is left half-written) */
     forward_end();
+    /* the report phase writes to standard output and error, which may be a pipe whose
+     * reader is gone (`trainprof run ... | head`): a failed write, not SIGPIPE, so that the
+     * exit status stays the job's (the job itself was started with the disposition as it
+     * was) */
+    signal(SIGPIPE, SIG_IGN);
     if (!started_ok) {
         run_unlock(p.lockpath, p.lockfd);
         return 1;

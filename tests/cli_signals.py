@@ -16,6 +16,13 @@ status), which must be equal and must be one signal:
     with its terminal as it does bare;
   - started in the background (&) in that bash, the job stops on its read of the terminal,
     and `fg` gives it the terminal: it reads the line typed, then Ctrl-C.
+Signals sent to `trainprof run` are SIGINT, SIGTERM and SIGUSR1 (a batch system's warning
+before preemption): each must reach the job once, never end `trainprof run` first.
+And `trainprof run`'s own ending must not change the job's:
+  - with standard output and error a pipe that nobody reads, its exit status is the job's
+    (trainprof run's messages there must not end it by SIGPIPE);
+  - when the job dies of a signal that dumps core, trainprof run dies of the same signal
+    without a core of its own, which would overwrite the job's (a core_pattern without %p).
 """
 import os
 import pty
@@ -26,7 +33,7 @@ import subprocess
 import sys
 import time
 
-TP, PROG, TMP = sys.argv[1], sys.argv[2], sys.argv[3]
+TP, PROG, TMP = (os.path.abspath(a) for a in sys.argv[1:4])
 os.makedirs(TMP, exist_ok=True)
 fails = 0
 seq = 0
@@ -241,18 +248,73 @@ def compare(name, fn, *args):
     print("%-28s bare %-40s trainprof run %s" % (name, bare, under))
     if bare != under:
         fail("%s: bare %s, under trainprof run %s" % (name, bare, under))
-    if "int 1 term 0" not in bare[0] and "int 0 term 1" not in bare[0]:
+    got = [int(w) for w in bare[0].split()[1::2] if w.isdigit()]
+    if sum(got) != 1:
         fail("%s: the bare job did not get exactly one signal: %s" % (name, bare))
 
 
 # a doubled signal can merge with the first while that one is still pending (standard
 # signals do not queue): the group cases are repeated so that a double shows
-for sig in (signal.SIGINT, signal.SIGTERM):
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
     for target, times in (("group", 3), ("alone", 1)):
         for _ in range(times):
             where = "its group" if target == "group" else "it alone"
             compare("%s to %s" % (sig.name, where), killed, target, sig)
 compare("Ctrl-C on a terminal", ctrl_c)
+
+
+def closed_pipe(mode):
+    """A job that writes nothing and exits 5, its stdout and stderr a pipe already closed."""
+    d, _ = fresh("pipe")
+    r, w = os.pipe()
+    os.close(r)
+    argv = ["/bin/sh", "-c", "exit 5"]
+    if mode != "bare":
+        argv = [TP, "run", "-o", os.path.join(d, "run"), "--"] + argv
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=w, stderr=w)
+    os.close(w)
+    return p.wait(timeout=60)
+
+
+def core_dump(mode):
+    """A job that aborts with core dumps allowed: the raw wait status of what was started."""
+    d, _ = fresh("core")
+    argv = ["/bin/sh", "-c", "kill -ABRT $$"]
+    if mode != "bare":
+        argv = [TP, "run", "-o", os.path.join(d, "run"), "--"] + argv
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import resource
+            resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2)
+        except (ValueError, OSError):
+            pass
+        os.chdir(d)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        try:
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    _, st = os.waitpid(pid, 0)
+    return st
+
+
+bare, under = closed_pipe("bare"), closed_pipe("run")
+print("%-28s bare %-40s trainprof run %s" % ("output to a closed pipe", bare, under))
+if bare != under:
+    fail("output to a closed pipe: exit status bare %s, under trainprof run %s" % (bare, under))
+bare, under = core_dump("bare"), core_dump("run")
+print("%-28s bare %-40s trainprof run %s" % ("abort, cores allowed",
+      "signal %d core %d" % (os.WTERMSIG(bare), os.WCOREDUMP(bare)),
+      "signal %d core %d" % (os.WTERMSIG(under), os.WCOREDUMP(under))))
+if not os.WIFSIGNALED(under) or os.WTERMSIG(under) != signal.SIGABRT:
+    fail("abort: trainprof run did not end by SIGABRT (status %#x)" % under)
+elif os.WCOREDUMP(under):
+    fail("abort: trainprof run dumped a core of its own beside the job's")
+elif not os.WCOREDUMP(bare):
+    print("  (this system dumps no core for the bare job: the check above could not fail)")
 if os.path.exists("/bin/bash"):
     compare("Ctrl-Z, fg, Ctrl-C in bash", ctrl_z)
     compare("&, read, fg, Ctrl-C in bash", bg_fg)

@@ -1,16 +1,17 @@
 /*
  * sigcount_prog.c — the job tests/cli_signals.py runs bare and under `trainprof run` to
- * count the SIGINTs and SIGTERMs that reach it: the counts and the exit status of the two
- * must be equal, whoever sends the signal (the terminal, a kill of the process group, a
- * kill of the launcher alone).
+ * count the SIGINTs, SIGTERMs and SIGUSR1s that reach it: the counts and the exit status of
+ * the two must be equal, whoever sends the signal (the terminal, a kill of the process
+ * group, a kill of the launcher alone).
  *
  *   sigcount_prog FILE [read]
  *
  * Writes "ready PID" to FILE (through a renamed temporary file, so the reader never sees
  * a part of it); with "read", then reads one line from standard input (the terminal in the
- * pty cases) and appends "line TEXT". Then it waits for the first SIGINT or SIGTERM, waits
- * 500 ms more, so that a second copy of the signal has arrived if one was sent, appends
- * "int N term M" and exits with N + M: 1 when the signal reached it once.
+ * pty cases) and appends "line TEXT". Then it waits for the first SIGINT, SIGTERM or
+ * SIGUSR1, waits 500 ms more, so that a second copy of the signal has arrived if one was
+ * sent, appends "int N term M usr1 K" and exits with N + M + K: 1 when the signal reached it
+ * once.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,10 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t n_int, n_term;
+static volatile sig_atomic_t n_int, n_term, n_usr1;
 
 static void on_signal(int sig) {
     if (sig == SIGINT) n_int++;
+    else if (sig == SIGUSR1) n_usr1++;
     else n_term++;
 }
 
@@ -60,10 +62,12 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGUSR1);
     sigprocmask(SIG_BLOCK, &block, &old);
 
     char text[512];
@@ -78,12 +82,13 @@ int main(int argc, char **argv) {
         snprintf(text, sizeof text, "line %s\n", line);
         put(argv[1], "a", text);
     }
-    while (n_int + n_term == 0) sigsuspend(&old);
+    while (n_int + n_term + n_usr1 == 0) sigsuspend(&old);
     sigprocmask(SIG_SETMASK, &old, NULL);
     struct timespec ts = {0, 500000000};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
-    snprintf(text, sizeof text, "int %d term %d\n", (int)n_int, (int)n_term);
+    snprintf(text, sizeof text, "int %d term %d usr1 %d\n", (int)n_int, (int)n_term,
+             (int)n_usr1);
     put(argv[1], "a", text);
-    return n_int + n_term;
+    return n_int + n_term + n_usr1;
 }
