@@ -333,6 +333,50 @@ static void test_closed_descriptors(void **state) {
     tp_run_free(&run);
 }
 
+/* A program that puts a file of its own on descriptor 2 (and over the rank file's, so that
+ * the writer has something to warn about): its file holds its own bytes only. */
+static void body_stderr_taken(void) {
+    start(0);
+    ranges("before", 10);
+    CHECK(tprof_flush() == TPROF_OK, 40);
+    const char *path = tprof_output_path();
+    CHECK(path != NULL, 41);
+    int rank_fd = fd_of(path);
+    CHECK(rank_fd >= 0, 42);
+    char mine_path[PATH_MAX];
+    snprintf(mine_path, sizeof mine_path, "%s/job.txt", g_dir);
+    int mine = open(mine_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(mine >= 0, 43);
+    CHECK(dup2(mine, 2) == 2, 44);
+    CHECK(dup2(mine, rank_fd) == rank_fd, 45);
+    static const char own[] = "the program's own line\n";
+    CHECK(write(2, own, sizeof own - 1) == (ssize_t)(sizeof own - 1), 46);
+    ranges("after", 10); /* the writer finds its descriptor taken, reopens, and warns */
+    CHECK(tprof_flush() == TPROF_OK, 47);
+}
+
+static void test_stderr_taken(void **state) {
+    (void)state;
+    fresh_dir("stderr");
+    in_child(body_stderr_taken);
+    char mine_path[PATH_MAX];
+    snprintf(mine_path, sizeof mine_path, "%s/job.txt", g_dir);
+    FILE *f = fopen(mine_path, "r");
+    assert_non_null(f);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if (strcmp(buf, "the program's own line\n"))
+        fprintf(stderr, "the program's file on descriptor 2 holds:\n%s\n", buf);
+    assert_string_equal(buf, "the program's own line\n");
+    tp_run run;
+    load(&run);
+    assert_int_equal(count_ranges(&run.procs[0], "after"), 10);
+    expect_meta(&run.procs[0], "rank_file.reopened", "1");
+    tp_run_free(&run);
+}
+
 /* ----------------------------------------------------- storage that does not answer */
 
 #define BLOCK_S 8
@@ -724,6 +768,7 @@ static void test_closed_mid_chunk(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_descriptors),
+        cmocka_unit_test(test_stderr_taken),
         cmocka_unit_test(test_closed_mid_chunk),
         cmocka_unit_test(test_blocked_writer),
         cmocka_unit_test(test_exit_with_blocked_writer),

@@ -254,6 +254,9 @@ void tprof__metrics_gpu_total_memory(unsigned idx, const char *uuid, double byte
 int tprof__kwin_request(int on);
 
 void tprof__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Remembers which file descriptor 2 is (called as a session starts): later messages are
+ * dropped when the program has put another file on descriptor 2, or closed it. */
+void tprof__log_bind_stderr(void);
 extern int tprof__log_level;
 
 uint64_t tprof__hash(const char *s, size_t *len);

@@ -71,8 +71,39 @@ struct tprof__session tprof__S = {.lock = PTHREAD_MUTEX_INITIALIZER,
 
 /* ---------------------------------------------------------------- log */
 
+/* What standard error was when the session started (dev, inode), so that a message never
+ * lands in a file the program later put on descriptor 2 for its own data (dup2 over it, or
+ * every descriptor closed and reopened): 0 not bound, 1 bound, 2 closed at the start. */
+static struct {
+    _Atomic int bound;
+    dev_t dev;
+    ino_t ino;
+} g_stderr;
+
+void tprof__log_bind_stderr(void) {
+    struct stat st;
+    if (fstat(2, &st) == 0) {
+        g_stderr.dev = st.st_dev;
+        g_stderr.ino = st.st_ino;
+        atomic_store(&g_stderr.bound, 1);
+    } else {
+        atomic_store(&g_stderr.bound, 2);
+    }
+}
+
+/* 1 when descriptor 2 is still the standard error the session started with (or no session
+ * has bound it yet). */
+static int stderr_ours(void) {
+    int b = atomic_load(&g_stderr.bound);
+    if (!b) return 1;
+    struct stat st;
+    if (fstat(2, &st) != 0) return 0;
+    return b == 1 && st.st_dev == g_stderr.dev && st.st_ino == g_stderr.ino;
+}
+
 void tprof__log(int level, const char *fmt, ...) {
     if (level > tprof__log_level) return;
+    if (!stderr_ours()) return; /* the program's own file now: say nothing into it */
     char buf[1024];
     static const char *names[] = {"error", "warning", "info", "debug"};
     int n = snprintf(buf, sizeof buf, "trainprof[%d]: %s: ", (int)getpid(),
@@ -464,6 +495,7 @@ static void atexit_shutdown(void) { tprof_shutdown(); }
 /* Caller holds nothing; state is STARTING. Returns the final state. */
 static int start_locked_cfg(const tprof_config *cfg) {
     tprof__log_level = cfg->log_level;
+    tprof__log_bind_stderr();
     tprof__S.cfg = *cfg;
     /* TRAINPROF_NO_FILE=1: a session that feeds the live metrics and writes nothing (no
      * directory, no rank file; `trainprof serve`); records are drained and dropped */
