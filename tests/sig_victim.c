@@ -14,8 +14,11 @@
  *                 of nested deliveries with and without SA_NODEFER, sa_mask deferral,
  *                 whether the handler ran on the alternate stack, EPIPE with SIGPIPE
  *                 ignored.
- *   resethand SIG installs a handler for SIG with SA_RESETHAND, starts the session, sends
+ *   resethand SIG [late|sysv]
+ *                 installs a handler for SIG with SA_RESETHAND, starts the session, sends
  *                 SIG twice: the second one takes the default action (the process dies).
+ *                 late: the session starts first, then the handler is installed; sysv:
+ *                 likewise, installed with sysv_signal() (one shot, SA_NODEFER).
  *   fatal KIND N  pushes "outer", records N ranges "work", pushes "last" and then dies by
  *                 KIND: abort, segv (raise), segv_real (a write through NULL), bus (raise),
  *                 bus_real (a mapped page past the end of its file), fpe_real (integer
@@ -343,9 +346,15 @@ static int mode_behave(void) {
 
 /* ------------------------------------------------------------------ resethand */
 
-static int mode_resethand(int sig) {
-    set(sig, (void (*)(void))h_print, SA_RESETHAND, 0);
-    start_session();
+static int mode_resethand(int sig, const char *how) {
+    if (!strcmp(how, "late") || !strcmp(how, "sysv")) {
+        start_session();
+        if (!strcmp(how, "late")) set(sig, (void (*)(void))h_print, SA_RESETHAND, 0);
+        else if (sysv_signal(sig, h_print) == SIG_ERR) return 3;
+    } else {
+        set(sig, (void (*)(void))h_print, SA_RESETHAND, 0);
+        start_session();
+    }
     raise(sig);
     raise(sig); /* the default action: the process ends here */
     printf("survived a second %s\n", strsignal(sig));
@@ -496,7 +505,8 @@ int main(int argc, char **argv) {
     const char *m = argv[1];
     if (!strcmp(m, "report")) return mode_report();
     if (!strcmp(m, "behave")) return mode_behave();
-    if (!strcmp(m, "resethand") && argc > 2) return mode_resethand(atoi(argv[2]));
+    if (!strcmp(m, "resethand") && argc > 2)
+        return mode_resethand(atoi(argv[2]), argc > 3 ? argv[3] : "");
     if (!strcmp(m, "fatal") && argc > 3) return mode_fatal(argv[2], atoi(argv[3]));
     if (!strcmp(m, "flusher") && argc > 2) return mode_flusher(atoi(argv[2]));
     if (!strcmp(m, "race") && argc > 3) return mode_race(atoi(argv[2]), atoi(argv[3]));

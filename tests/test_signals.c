@@ -325,12 +325,13 @@ static void test_signal_behaviour(void **state) {
 /* ================================================================== 3. SA_RESETHAND */
 
 /* A handler set with SA_RESETHAND runs once; the second signal takes the default action,
- * and with trainprof the file is finished first. */
-static void resethand(int sig) {
+ * and with trainprof the file is finished first, whether the handler was set before the
+ * session started or after it (with sigaction, or sysv_signal's one shot). */
+static void resethand(int sig, const char *how) {
     char dir[PATH_MAX], num[8];
     scratch(dir, sizeof dir, "resethand");
     fmt(num, sizeof num, "%d", sig);
-    const char *args[] = {"resethand", num, NULL};
+    const char *args[] = {"resethand", num, how, NULL};
     outcome ref, prof;
     same_as_reference(args, dir, &ref, &prof);
     assert_string_equal("handler 1\n", ref.out);
@@ -347,11 +348,19 @@ static void resethand(int sig) {
 
 static void test_resethand_sigint(void **state) {
     (void)state;
-    resethand(SIGINT);
+    resethand(SIGINT, "before");
 }
 static void test_resethand_sighup(void **state) {
     (void)state;
-    resethand(SIGHUP);
+    resethand(SIGHUP, "before");
+}
+static void test_resethand_late_sigterm(void **state) {
+    (void)state;
+    resethand(SIGTERM, "late");
+}
+static void test_sysv_signal_late_sigusr1(void **state) {
+    (void)state;
+    resethand(SIGUSR1, "sysv");
 }
 
 /* ================================================================== 4. fatal signals */
@@ -856,6 +865,8 @@ int main(void) {
         cmocka_unit_test(test_signal_behaviour),
         cmocka_unit_test(test_resethand_sigint),
         cmocka_unit_test(test_resethand_sighup),
+        cmocka_unit_test(test_resethand_late_sigterm),
+        cmocka_unit_test(test_sysv_signal_late_sigusr1),
         cmocka_unit_test(test_fatal_signals),
         cmocka_unit_test(test_fatal_report),
         cmocka_unit_test(test_fatal_race),

@@ -25,7 +25,8 @@
  *    session started goes into the kernel as given (the job owns that signal from then on);
  *    SIG_DFL set later brings trainprof's handler back in front of it, so that a job
  *    handler that restores the default and re-raises (faulthandler, PyTorch's worker
- *    handlers) still ends with a finished file.
+ *    handlers) still ends with a finished file; so does a one-shot handler (SA_RESETHAND,
+ *    sysv_signal) set later, whose reset to the default the kernel would do unseen.
  * A disposition set behind our back (a raw rt_sigaction, a runtime such as Go's) replaces
  * ours in the kernel; from then on the signal is the job's and queries pass through: a slot
  * is used only while the kernel holds on_signal.
@@ -163,11 +164,15 @@ static void put_ours(sigaction_fn sa, int sig, const struct sigaction *job) {
 }
 
 #if TPROF__INTERPOSE
-/* The job just set SIG_DFL in the kernel: keep it as the kernel reports it, and put
- * on_signal back in front of it. Caller holds the slot. */
-static void take_default(sigaction_fn sa, int sig) {
+/* The job just set an action in the kernel. SIG_DFL, or a one-shot handler (SA_RESETHAND,
+ * which the kernel would turn back into SIG_DFL without any call we could see): keep it as
+ * the kernel reports it, and put on_signal back in front of it, so that the default action,
+ * now or after the one shot, still finishes the file. Any other handler stays in the
+ * kernel as given. Caller holds the slot. */
+static void take_kernel(sigaction_fn sa, int sig) {
     struct sigaction now;
-    if (sa(sig, NULL, &now) != 0 || now.sa_handler != SIG_DFL) return;
+    if (sa(sig, NULL, &now) != 0 || now.sa_handler == SIG_IGN || is_ours(&now)) return;
+    if (now.sa_handler != SIG_DFL && !(now.sa_flags & SA_RESETHAND)) return;
     g_slot[sig].job = now;
     put_ours(sa, sig, &now);
 }
@@ -289,7 +294,7 @@ static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction
     }
     if (!translating(sig)) return sa(sig, act, old);
     int own = owning();
-    int to_default = own && act && act->sa_handler == SIG_DFL; /* act may alias old */
+    int setting = own && act != NULL; /* act may alias old */
     int e = errno;
     sigset_t saved;
     slot_lock(sig, &saved);
@@ -299,7 +304,7 @@ static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction
         e = errno;
     } else {
         if (old) *old = is_ours(&k) ? g_slot[sig].job : k;
-        if (to_default) take_default(sa, sig);
+        if (setting) take_kernel(sa, sig);
     }
     slot_unlock(sig, &saved);
     errno = e;
@@ -331,7 +336,7 @@ static sighandler_t signal_via(int which, int sig, sighandler_t h) {
     int e = errno;
     if (prev != SIG_ERR) {
         if ((void (*)(void))prev == (void (*)(void))on_signal) prev = g_slot[sig].job.sa_handler;
-        if (own && h == SIG_DFL) take_default(real_sigaction(), sig);
+        if (own) take_kernel(real_sigaction(), sig);
     }
     slot_unlock(sig, &saved);
     errno = e;
@@ -365,7 +370,7 @@ TPROF_API sighandler_t sigset(int sig, sighandler_t disp) {
     sigset_t saved;
     slot_lock(sig, &saved);
     if ((void (*)(void))prev == (void (*)(void))on_signal) prev = g_slot[sig].job.sa_handler;
-    if (own && disp == SIG_DFL) take_default(real_sigaction(), sig);
+    if (own && disp != SIG_HOLD) take_kernel(real_sigaction(), sig);
     slot_unlock(sig, &saved);
     errno = e;
     return prev;
