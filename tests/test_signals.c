@@ -830,6 +830,59 @@ static void test_report_ended_early(void **state) {
     synth_rmtree(dir);
 }
 
+/* Rank 0 ends normally; of its helper processes one crashed (SIGSEGV), one was stopped from
+ * outside (SIGTERM, as a data loader stops its workers) and one ended normally: only the
+ * crash is named, as a helper, with a warning (not the ranks' critical finding). */
+static void test_report_helper_crashed(void **state) {
+    (void)state;
+    char dir[PATH_MAX];
+    assert_int_equal(0, synth_tmpdir(dir, sizeof dir, "helpers"));
+    const int sigs[4] = {0, SIGSEGV, SIGTERM, 0};
+    for (int i = 0; i < 4; i++) {
+        synth_file *f = synth_open(dir, "node0", 100 + i, RT0, MONO0);
+        assert_non_null(f);
+        if (i == 0) synth_rank(f, 0, 1);
+        synth_thread(f, 1, 100 + i);
+        synth_push(f, 1, MONO0 + 1 * MS, i == 0 ? "step" : "load", 0, 0);
+        if (i != 1) synth_pop(f, 1, MONO0 + (i == 0 ? 8 : 2) * MS, 0);
+        end_record(f, MONO0 + 9 * MS, sigs[i]);
+        assert_int_equal(0, synth_close(f));
+    }
+    tp_run run;
+    char err[256];
+    assert_int_equal(TPROF_OK, tp_run_load(dir, &run, err, sizeof err));
+    const tp_process *crashed = NULL;
+    for (size_t i = 0; i < run.nprocs; i++)
+        if (run.procs[i].hdr.pid == 101) crashed = &run.procs[i];
+    assert_non_null(crashed);
+    assert_int_equal(TP_ROLE_HELPER, crashed->role);
+    char label[64];
+    tp_process_label(crashed, label, sizeof label);
+    cJSON *rep = tp_report_build(&run, NULL);
+    assert_non_null(rep);
+    const cJSON *ee = tp_jobj(rep, "ended_early");
+    assert_int_equal(1, cJSON_GetArraySize(ee));
+    const cJSON *e = cJSON_GetArrayItem(ee, 0);
+    assert_int_equal(101, (int)tp_jnum(e, "pid"));
+    assert_string_equal("helper", tp_jstr(e, "role"));
+    assert_string_equal("SIGSEGV", tp_jstr(e, "signal_name"));
+    assert_string_equal("load", tp_jstr(tp_jobj(e, "last_range"), "name"));
+    const cJSON *fd, *helper = NULL, *ranks = NULL;
+    cJSON_ArrayForEach(fd, tp_jobj(rep, "findings")) {
+        if (!strcmp(tp_jstr(fd, "id"), "helper_crashed")) helper = fd;
+        if (!strcmp(tp_jstr(fd, "id"), "ended_early")) ranks = fd;
+    }
+    assert_null(ranks);
+    assert_non_null(helper);
+    assert_string_equal("warning", tp_jstr(helper, "severity"));
+    char want[160];
+    snprintf(want, sizeof want, "1 helper process crashed: %s (SIGSEGV)", label);
+    assert_string_equal(want, tp_jstr(helper, "message"));
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ================================================================== main */
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
@@ -876,6 +929,7 @@ int main(void) {
         cmocka_unit_test(test_python_sigint),
         cmocka_unit_test(test_python_faulthandler),
         cmocka_unit_test(test_report_ended_early),
+        cmocka_unit_test(test_report_helper_crashed),
     };
     return cmocka_run_group_tests_name("signals", tests, group_setup, group_teardown);
 }

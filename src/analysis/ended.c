@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 #include "analysis/jsonget.h"
@@ -91,12 +92,27 @@ static cJSON *range_json(const tp_process *p, const tp_thread *th, const tp_rang
     return j;
 }
 
-/* The ranks that ended early into *out. Returns 0, or -1 when out of memory. */
+/* Signals that mean a process crashed (its own fault or abort), as opposed to one ended from
+ * outside (SIGTERM, SIGKILL: how launchers and PyTorch's DataLoader stop their helpers). */
+static int crash_signal(int sig) {
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT ||
+           sig == SIGSYS || sig == SIGTRAP;
+}
+
+/* Whether p goes into "ended_early": a rank whose file does not end normally, or a helper
+ * process (a data-loader worker, a launcher's child) that crashed. */
+static int ended_early(const tp_process *p) {
+    if (p->role == TP_ROLE_RANK) return !p->complete || p->end_signal;
+    return p->role == TP_ROLE_HELPER && p->complete && crash_signal(p->end_signal);
+}
+
+/* The ranks that ended early, and the helpers that crashed, into *out. Returns 0, or -1
+ * when out of memory. */
 static int ended_compute(tp_ended_result *out, const tp_run *run) {
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
-        if (p->role != TP_ROLE_RANK || (p->complete && !p->end_signal)) continue;
+        if (!ended_early(p)) continue;
         tp_ended_rank *nr = realloc(out->ranks, (out->n + 1) * sizeof *nr);
         if (!nr) return -1;
         out->ranks = nr;
@@ -120,6 +136,7 @@ static cJSON *rank_json(const tp_ended_rank *x, const char *label) {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddNumberToObject(e, "rank", p->rank);
     cJSON_AddStringToObject(e, "label", label);
+    if (p->role == TP_ROLE_HELPER) cJSON_AddStringToObject(e, "role", "helper");
     cJSON_AddStringToObject(e, "host", p->hdr.host);
     cJSON_AddNumberToObject(e, "pid", p->hdr.pid);
     if (x->by_signal) {
@@ -152,44 +169,69 @@ static cJSON *rank_json(const tp_ended_rank *x, const char *label) {
     return e;
 }
 
+/* The finding of the ranks (role RANK) or of the helpers in out: "N ranks ended early: ..."
+ * (critical) or "N helper processes crashed: ..." (warning). NULL when there are none. */
+static cJSON *ended_finding(const tp_ended_result *out, int helpers) {
+    char msg[512];
+    size_t len = 0;
+    int count = 0;
+    cJSON *ev_ranks = cJSON_CreateArray();
+    for (size_t i = 0; i < out->n; i++) {
+        const tp_ended_rank *x = &out->ranks[i];
+        if ((x->proc->role == TP_ROLE_HELPER) != helpers) continue;
+        char label[64];
+        tp_process_label(x->proc, label, sizeof label);
+        cJSON_AddItemToArray(ev_ranks, cJSON_CreateNumber(helpers ? x->proc->helper_of
+                                                                  : x->proc->rank));
+        if (len < sizeof msg) {
+            int w = snprintf(msg + len, sizeof msg - len, "%s%s (%s)", count ? ", " : "", label,
+                             x->by_signal ? x->signal_name : "no end record");
+            if (w > 0) len += (size_t)w;
+        }
+        count++;
+    }
+    if (!count) {
+        cJSON_Delete(ev_ranks);
+        return NULL;
+    }
+    if (len >= sizeof msg) memcpy(msg + sizeof msg - 5, "...", 4);
+    char text[600];
+    if (helpers)
+        snprintf(text, sizeof text, "%d helper process%s crashed: %s", count,
+                 count == 1 ? "" : "es", msg);
+    else
+        snprintf(text, sizeof text, "%d rank%s ended early: %s", count, count == 1 ? "" : "s",
+                 msg);
+    cJSON *fd = cJSON_CreateObject();
+    cJSON_AddStringToObject(fd, "id", helpers ? "helper_crashed" : "ended_early");
+    cJSON_AddStringToObject(fd, "severity", helpers ? "warning" : "critical");
+    cJSON_AddStringToObject(fd, "message", text);
+    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
+    cJSON_AddItemToObject(ev, "ranks", ev_ranks);
+    cJSON_AddStringToObject(fd, "recommendation",
+                            helpers ? "a crashed data-loader worker or other helper can stall or "
+                                      "end its rank; see \"ended early\" for the range it was in"
+                                    : "the figures of these ranks stop where their files end; see "
+                                      "\"ended early\" for the range and collective each was in");
+    return fd;
+}
+
 void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_result *out) {
     if (ended_compute(out, run) || !out->n) return;
     cJSON *arr = cJSON_CreateArray();
     if (!arr) return;
-    char msg[512];
-    size_t len = 0;
-    cJSON *ev_ranks = cJSON_CreateArray();
     for (size_t i = 0; i < out->n; i++) {
         const tp_ended_rank *x = &out->ranks[i];
         char label[64];
         tp_process_label(x->proc, label, sizeof label);
         cJSON_AddItemToArray(arr, rank_json(x, label));
-        cJSON_AddItemToArray(ev_ranks, cJSON_CreateNumber(x->proc->rank));
-        if (len < sizeof msg) {
-            int w = snprintf(msg + len, sizeof msg - len, "%s%s (%s)", i ? ", " : "", label,
-                             x->by_signal ? x->signal_name : "no end record");
-            if (w > 0) len += (size_t)w;
-        }
     }
-    int count = (int)out->n;
     cJSON_AddItemToObject(rep, "ended_early", arr);
-    if (!findings) {
-        cJSON_Delete(ev_ranks);
-        return;
+    if (!findings) return;
+    for (int helpers = 0; helpers < 2; helpers++) {
+        cJSON *fd = ended_finding(out, helpers);
+        if (fd) cJSON_AddItemToArray(findings, fd);
     }
-    if (len >= sizeof msg) memcpy(msg + sizeof msg - 5, "...", 4);
-    char text[600];
-    snprintf(text, sizeof text, "%d rank%s ended early: %s", count, count == 1 ? "" : "s", msg);
-    cJSON *fd = cJSON_CreateObject();
-    cJSON_AddStringToObject(fd, "id", "ended_early");
-    cJSON_AddStringToObject(fd, "severity", "critical");
-    cJSON_AddStringToObject(fd, "message", text);
-    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-    cJSON_AddItemToObject(ev, "ranks", ev_ranks);
-    cJSON_AddStringToObject(fd, "recommendation",
-                            "the figures of these ranks stop where their files end; see "
-                            "\"ended early\" for the range and collective each was in");
-    cJSON_AddItemToArray(findings, fd);
 }
 
 void tp_ended_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
