@@ -196,6 +196,41 @@ static void test_noise_only(void **state) {
     unload(&b);
 }
 
+/* A report.json edited by hand (a step time of -5 ms in one rank, 1e308 in the other):
+ * neither figure is compared or printed, both are counted and named. */
+static void test_impossible_figures(void **state) {
+    (void)state;
+    side a, b;
+    load(&a, 5.0, 3, "diff-i1");
+    load(&b, 5.0, 4, "diff-i2");
+    cJSON *r;
+    int k = 0;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(b.rep, "ranks")) {
+        cJSON *steps = cJSON_GetObjectItem(r, "steps");
+        cJSON_ReplaceItemInObject(steps, "mean_ms", cJSON_CreateNumber(k++ ? 1e308 : -5));
+    }
+    assert_int_equal(k, 2);
+    cJSON *d = diff(&a, &b, 0);
+    /* each rank's step row and the "all ranks" row: 4 figures left out */
+    assert_int_equal((int)num(cJSON_GetObjectItem(d, "b"), "invalid_figures"), 4);
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "a"), "invalid_figures"));
+    cJSON *all = row(d, "step_time", "all ranks");
+    assert_null(cJSON_GetObjectItem(all, "b"));
+    assert_false(sig(all));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_diff_write_text(d, mf), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "B: 4 figure(s) of its report.json left out"));
+    assert_null(strstr(buf, "inf"));
+    assert_null(strstr(buf, "-5.000"));
+    free(buf);
+    cJSON_Delete(d);
+    unload(&a);
+    unload(&b);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--write")) {
         write_run(argv[2], atof(argv[3]), strtoull(argv[4], NULL, 10));
@@ -204,6 +239,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_20_percent_slower),
         cmocka_unit_test(test_noise_only),
+        cmocka_unit_test(test_impossible_figures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

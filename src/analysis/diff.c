@@ -76,6 +76,7 @@ typedef struct mtab {
     metric *m;
     size_t n, cap;
     int oom;
+    unsigned invalid[2]; /* figures of a report.json left out (see push_json), per side */
 } mtab;
 
 static metric *mt_get(mtab *t, int sec, const char *key) {
@@ -114,7 +115,16 @@ static void push(mtab *t, int side, int sec, const char *key, const double *v, s
     if (m) ms_push(t, &m->s[side], v, n);
 }
 
+/* Every figure a diff reads from a report.json is a time, an energy or a count: one that is
+ * negative, not finite or beyond any run (1e12: 30 years in ms) was edited or damaged, and
+ * is left out and counted (the diff names the count), never compared. */
+#define TP_DIFF_FIGURE_MAX 1e12
+
 static void push_json(mtab *t, int side, int sec, const char *key, double v) {
+    if (!isfinite(v) || v < 0 || v > TP_DIFF_FIGURE_MAX) {
+        t->invalid[side]++;
+        return;
+    }
     metric *m = mt_get(t, sec, key);
     if (!m) return;
     m->s[side].json_sum += v;
@@ -499,6 +509,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
         cJSON_AddStringToObject(s, "dir", tp_jstr(tp_jobj(side[i]->rep, "run"), "dir"));
         cJSON_AddNumberToObject(s, "ranks", cJSON_GetArraySize(tp_jobj(side[i]->rep, "ranks")));
         cJSON_AddBoolToObject(s, "per_step_values", side[i]->run != NULL);
+        if (t.invalid[i]) cJSON_AddNumberToObject(s, "invalid_figures", t.invalid[i]);
     }
     cJSON *rule = cJSON_AddObjectToObject(d, "rule");
     cJSON_AddNumberToObject(rule, "noise_k", o->noise_k);
@@ -608,6 +619,13 @@ static int write_text(const cJSON *d, FILE *f) {
                "being the standard error of the difference of the per-step means (ranks pooled); "
                "without per-step values (report.json only) when it is > %.0f %% of A\n",
             tp_jnum(rule, "noise_k"), 100 * tp_jnum(rule, "min_rel"), 100 * tp_jnum(rule, "unknown_rel"));
+    for (int i = 0; i < 2; i++) {
+        const cJSON *sd = i ? b : a;
+        if (tp_jhas(sd, "invalid_figures"))
+            fprintf(f, "%s: %.0f figure(s) of its report.json left out: negative, not finite or "
+                       "beyond any run (an edited or damaged file)\n",
+                    i ? "B" : "A", tp_jnum(sd, "invalid_figures"));
+    }
     for (int sec = 0; sec < SEC_N; sec++) {
         const cJSON *rows = tp_jobj(tp_jobj(d, "sections"), sec_name[sec]), *r;
         if (!cJSON_GetArraySize(rows)) continue;
