@@ -15,7 +15,8 @@ status), which must be equal and must be one signal:
   - Ctrl-Z, `fg` and Ctrl-C in an interactive bash on a pty: the job stops and continues
     with its terminal as it does bare;
   - started in the background (&) in that bash, the job stops on its read of the terminal,
-    and `fg` gives it the terminal: it reads the line typed, then Ctrl-C.
+    and `fg` gives it the terminal: it reads the line typed, then Ctrl-C;
+  - Ctrl-C while a bash script runs the command in a loop ends the script as it does bare.
 Signals sent to `trainprof run` are SIGINT, SIGTERM and SIGUSR1 (a batch system's warning
 before preemption): each must reach the job once, never end `trainprof run` first.
 And `trainprof run`'s own ending must not change the job's:
@@ -300,6 +301,31 @@ def core_dump(mode):
     _, st = os.waitpid(pid, 0)
     return st
 
+
+def script_loop(mode):
+    """A non-interactive bash script on a pty runs the command (sleep 5) in a loop; Ctrl-C
+    must end the script, not only the command (bash's wait-and-cooperative-exit needs the
+    script to get the terminal's SIGINT itself, and the command to die of it)."""
+    d, _ = fresh("loop")
+    cmd = "/bin/sleep 5"
+    if mode != "bare":
+        cmd = "'%s' run -o '%s' --no-report -- %s" % (TP, os.path.join(d, "run"), cmd)
+    script = "for i in 1 2 3; do %s; echo iter $i; done; echo LOOPEND" % cmd
+    t0 = time.time()
+
+    def steps(master, out, pump):
+        time.sleep(1.0)
+        os.write(master, b"\x03")
+
+    rc, out = pty_run(["/bin/bash", "-c", script], steps)
+    return rc, "iter" in out or "LOOPEND" in out, time.time() - t0 < 4.5
+
+
+if os.path.exists("/bin/bash"):
+    compare_plain = script_loop("bare"), script_loop("run")
+    print("%-28s bare %-40s trainprof run %s" % ("Ctrl-C in a script's loop", *compare_plain))
+    if compare_plain[0] != compare_plain[1]:
+        fail("Ctrl-C in a script's loop: bare %s, under trainprof run %s" % compare_plain)
 
 bare, under = closed_pipe("bare"), closed_pipe("run")
 print("%-28s bare %-40s trainprof run %s" % ("output to a closed pipe", bare, under))
