@@ -457,9 +457,10 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
         uint64_t u = tp_steps_union(dv, ndv, per_step ? meas : NULL, nm);
         out->data.ms = ms(u) / per;
         out->data.share = denom > 0 ? (double)u / denom : 0;
-        cJSON_AddStringToObject(dl, "where", s.source == TP_STEPS_NONE ? "all threads"
-                                             : data_on_step_thread      ? "step thread"
-                                                                        : "other threads");
+        out->data.where = s.source == TP_STEPS_NONE ? "all threads"
+                          : data_on_step_thread      ? "step thread"
+                                                     : "other threads";
+        cJSON_AddStringToObject(dl, "where", out->data.where);
         cJSON_AddNumberToObject(dl, per_step ? "ms_per_step" : "ms_total", out->data.ms);
         cJSON_AddNumberToObject(dl, "share", out->data.share);
     }
@@ -539,14 +540,15 @@ static const char *const known_caps[][2] = {
     {"mpi", "no process called MPI_Init under trainprof run (or the build had no MPI)"},
 };
 
-cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
+int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
+    memset(out, 0, sizeof *out);
     tp_report_opts def;
     if (!o) {
         tp_report_opts_init(&def);
         o = &def;
     }
     cJSON *rep = cJSON_CreateObject();
-    if (!rep) return NULL;
+    if (!rep) return TPROF_ERR_NO_MEMORY;
     cJSON_AddStringToObject(rep, "schema", "trainprof.report");
     cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
     cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
@@ -711,7 +713,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     res.ranks = nranks ? calloc((size_t)nranks, sizeof *res.ranks) : NULL;
     if (nranks && !res.ranks) {
         cJSON_Delete(rep);
-        return NULL;
+        return TPROF_ERR_NO_MEMORY;
     }
     /* ranks in rank order */
     for (int want = 0, left = nranks; left > 0 && want < 1 << 20; want++) {
@@ -734,6 +736,24 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);
-    tp_run_results_free(&res);
-    return rep;
+    out->doc = rep;
+    out->res = res;
+    out->run = run;
+    return TPROF_OK;
+}
+
+void tp_report_free(tp_report *r) {
+    if (!r) return;
+    cJSON_Delete(r->doc);
+    tp_run_results_free(&r->res);
+    memset(r, 0, sizeof *r);
+}
+
+cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
+    tp_report r;
+    if (tp_report_make(run, o, &r) != TPROF_OK) return NULL;
+    cJSON *doc = r.doc;
+    r.doc = NULL;
+    tp_report_free(&r);
+    return doc;
 }
