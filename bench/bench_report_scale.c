@@ -145,12 +145,13 @@ int main(int argc, char **argv) {
     double t1 = now_s();
     tp_report_opts o;
     tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
-    if (!rep) return 1;
+    tp_report tr;
+    if (tp_report_make(&run, &o, &tr) != 0) return 1;
+    cJSON *rep = tr.doc;
     double t2 = now_s();
     FILE *devnull = fopen("/dev/null", "w");
     if (!devnull) return 1;
-    tp_report_write_text(rep, devnull, 0);
+    tp_report_write_text(&tr, devnull, 0);
     double t3 = now_s();
     char path[4200];
     snprintf(path, sizeof path, "%s/report.html", dir);
@@ -165,7 +166,7 @@ int main(int argc, char **argv) {
         dropped += run.procs[i].dropped;
     }
     int64_t html_bytes = synth_file_size(path);
-    cJSON_Delete(rep);
+    tp_report_free(&tr);
     tp_run_free(&run);
 
     double total = t4 - t0, rss = peak_rss_mb();

@@ -102,7 +102,9 @@ static int diff_load(const char *dir, const report_args *a, diff_in *in) {
     int is_json = S_ISREG(st.st_mode) && dl > 5 && !strcmp(dir + dl - 5, ".json");
     if (!is_json && tp_run_load(dir, &in->run, err, sizeof err) == TPROF_OK) {
         in->have_run = 1;
-        in->rep = make_report(&in->run, a);
+        tp_report_opts o; /* diff reads the document: a report.json read back is the same */
+        report_opts(a, &o);
+        in->rep = tp_report_build(&in->run, &o);
         return in->rep ? 0 : -1;
     }
     if (!is_json) tp_run_free(&in->run);

@@ -76,20 +76,21 @@ int cmd_report(int argc, char **argv) {
         free(dncopy);
         return 1;
     }
-    cJSON *rep = make_report(&run, &a);
+    tp_report rep;
+    int made = make_report(&run, &a, &rep) == TPROF_OK;
     int rc = 1;
     outfile of;
-    if (rep && out_open(&of, out) == 0) {
+    if (made && out_open(&of, out) == 0) {
         tp_report_opts o;
         report_opts(&a, &o);
-        int w = !strcmp(format, "json") ? tp_report_write_json(rep, of.f)
+        int w = !strcmp(format, "json") ? tp_report_write_json(rep.doc, of.f)
                 : !strcmp(format, "html")
-                    ? tp_html_write(rep, &run, &o, of.f)
-                    : tp_report_write_text(rep, of.f,
+                    ? tp_html_write(rep.doc, &run, &o, of.f)
+                    : tp_report_write_text(&rep, of.f,
                                            of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
     }
-    cJSON_Delete(rep);
+    if (made) tp_report_free(&rep);
     tp_run_free(&run);
     free(dncopy);
     return rc;

@@ -975,26 +975,26 @@ static int job_run(char *exe, char **cmd, int *status, time_t *started) {
 /* report.txt, report.json and report.html in the run directory, and the text on stdout
  * (unless --no-report); one line on stderr says which were written. */
 static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
-    cJSON *rep = make_report(run, &o->a);
-    if (!rep) return;
+    tp_report rep;
+    if (make_report(run, &o->a, &rep) != TPROF_OK) return;
     static const char *const names[3] = {"report.txt", "report.json", "report.html"};
     int ok[3] = {0, 0, 0};
     char path[PATH_MAX + 32];
     outfile of;
     snprintf(path, sizeof path, "%s/report.txt", absdir);
     if (out_open(&of, path) == 0)
-        ok[0] = out_close(&of, tp_report_write_text(rep, of.f, 0) == 0) == 0;
+        ok[0] = out_close(&of, tp_report_write_text(&rep, of.f, 0) == 0) == 0;
     snprintf(path, sizeof path, "%s/report.json", absdir);
     if (out_open(&of, path) == 0)
-        ok[1] = out_close(&of, tp_report_write_json(rep, of.f) == 0) == 0;
+        ok[1] = out_close(&of, tp_report_write_json(rep.doc, of.f) == 0) == 0;
     snprintf(path, sizeof path, "%s/report.html", absdir);
     tp_report_opts ho;
     report_opts(&o->a, &ho);
     if (out_open(&of, path) == 0)
-        ok[2] = out_close(&of, tp_html_write(rep, run, &ho, of.f) == 0) == 0;
+        ok[2] = out_close(&of, tp_html_write(rep.doc, run, &ho, of.f) == 0) == 0;
     if (!o->quiet) {
         fputc('\n', stdout);
-        tp_report_write_text(rep, stdout, isatty(1) && !getenv("NO_COLOR"));
+        tp_report_write_text(&rep, stdout, isatty(1) && !getenv("NO_COLOR"));
     }
     if (ok[0] && ok[1] && ok[2]) {
         fprintf(stderr, "trainprof: rank files and reports in %s\n", absdir);
@@ -1009,7 +1009,7 @@ static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
         fprintf(stderr, "trainprof: rank files in %s; %s%s%s not written\n", absdir,
                 made[0] ? made : "", made[0] ? " written, " : "", missed);
     }
-    cJSON_Delete(rep);
+    tp_report_free(&rep);
 }
 
 /* The report phase: once the job's last writers are done, the reports of what they wrote.

@@ -162,10 +162,10 @@ void report_opts(const report_args *a, tp_report_opts *o) {
     }
 }
 
-cJSON *make_report(const tp_run *run, const report_args *a) {
+int make_report(const tp_run *run, const report_args *a, tp_report *out) {
     tp_report_opts o;
     report_opts(a, &o);
-    return tp_report_build(run, &o);
+    return tp_report_make(run, &o, out);
 }
 
 /* ------------------------------------------------------------------ run and serve */

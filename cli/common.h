@@ -80,8 +80,9 @@ int report_opt_set(report_args *a, int id, const char *v, const char *cmd);
  * plots use the same step rule). The strings stay a's. */
 void report_opts(const report_args *a, tp_report_opts *o);
 
-/* The report of a run (caller owns it: cJSON_Delete), or NULL. */
-cJSON *make_report(const tp_run *run, const report_args *a);
+/* The report of a run into *out (the document and its typed results; tp_report_free).
+ * Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. */
+int make_report(const tp_run *run, const report_args *a, tp_report *out);
 
 /* ------------------------------------------------------------------ run and serve */
 

@@ -1,18 +1,30 @@
 /*
- * report_text.h — test helper: the text report of `rep` (tp_report_write_text, no colour) in
- * memory; the caller frees it. Include after <cmocka.h>, <stdio.h> and "analysis/report.h".
+ * report_text.h — test helper: the text report of a run (tp_report_make with opts o, NULL for
+ * the defaults; tp_report_write_text, no colour) in memory; the caller frees it. Include after
+ * <cmocka.h>, <stdio.h> and "analysis/report.h".
  */
 #ifndef TPROF_TEST_REPORT_TEXT_H
 #define TPROF_TEST_REPORT_TEXT_H
 
-static __attribute__((unused)) char *report_text(const cJSON *rep) {
+static __attribute__((unused)) char *report_text(const tp_run *run, const tp_report_opts *o) {
+    tp_report rep;
+    assert_int_equal(tp_report_make(run, o, &rep), 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);
     assert_non_null(mf);
-    assert_int_equal(tp_report_write_text(rep, mf, 0), 0);
+    assert_int_equal(tp_report_write_text(&rep, mf, 0), 0);
     fclose(mf);
+    tp_report_free(&rep);
     return buf;
+}
+
+/* The same with the default options but `warmup` warm-up steps. */
+static __attribute__((unused)) char *report_text_warmup(const tp_run *run, int warmup) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.warmup = warmup;
+    return report_text(run, &o);
 }
 
 #endif

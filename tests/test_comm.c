@@ -232,7 +232,7 @@ static void test_exposed_overlapped(void **state) {
     NEAR(num(ev, "overlapped_ms"), 10.0);
     NEAR(num(ev, "window_ms"), 100.0);
     NEAR(num(ev, "threshold"), 0.1);
-    char *t = report_text(rep);
+    char *t = report_text_warmup(&run, 0);
     assert_non_null(strstr(t, "exposed communication: 20.00 ms per step = 20.0 % of the step"));
     assert_non_null(strstr(t, "warning: exposed communication is 20.0 % of the step time on rank 0"));
     free(t);
@@ -418,7 +418,7 @@ static void test_duration_sources(void **state) {
     /* the Send/Recv-only communicator is guessed to be pipeline-parallel */
     assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "role_guess"), "pipeline");
     assert_string_equal(str(run_comm(rep, "0x000000000000000d"), "traffic"), "point-to-point");
-    char *t = report_text(rep);
+    char *t = report_text_warmup(&run, 0);
     assert_non_null(strstr(t, "[time: kernel]"));
     assert_non_null(strstr(t, "are the enqueue only"));
     free(t);
@@ -479,7 +479,7 @@ static void test_channel_placement(void **state) {
     assert_non_null(pl);
     NEAR(num(pl, "ops"), 100);
     assert_true(num(pl, "shift_us_p50") >= 29.0 && num(pl, "shift_us_p50") <= 30.0);
-    char *t = report_text(rep);
+    char *t = report_text_warmup(&run, 0);
     assert_non_null(strstr(t, "NCCL's GPU times checked against CUPTI's NCCL kernels: moved by -29."));
     free(t);
     cJSON_Delete(rep);
@@ -664,7 +664,7 @@ static void test_torch_group_by_members(void **state) {
     cJSON *rc;
     cJSON_ArrayForEach(rc, cJSON_GetObjectItem(rank_comm(rep, 0), "communicators"))
         assert_null(cJSON_GetObjectItem(rc, "torch_group"));
-    char *text = report_text(rep);
+    char *text = report_text_warmup(&run, 0);
     assert_non_null(strstr(text, "torch group \"backend=cpu:gloo,cuda:nccl size=2 ranks=3,1\""));
     free(text);
     cJSON_Delete(rep);
@@ -791,7 +791,7 @@ static void test_finding_thresholds(void **state) {
         cJSON *rep = finding_for(cases[i].ms, &run, dir, sizeof dir);
         cJSON *fs = cJSON_GetObjectItem(rep, "findings");
         assert_true(cJSON_IsArray(fs));
-        char *t = report_text(rep);
+        char *t = report_text_warmup(&run, 0);
         if (!cases[i].severity) {
             assert_int_equal(cJSON_GetArraySize(fs), 0);
             assert_null(strstr(t, "findings"));
@@ -842,7 +842,7 @@ static void test_empty(void **state) {
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(rc, "communicators")), 0);
     assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(rc, "exposure"), "worst_rank"));
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "findings")), 0);
-    char *t = report_text(rep);
+    char *t = report_text_warmup(&run, 0);
     assert_non_null(strstr(t, "communication: none recorded"));
     free(t);
     char *buf = NULL;

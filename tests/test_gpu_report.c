@@ -71,8 +71,8 @@ static const char *jstr(const cJSON *j, const char *path) {
 }
 
 /* The report's text, asserting it holds `want`. */
-static void text_has(const cJSON *rep, const char *want) {
-    char *text = report_text(rep);
+static void text_has(const tp_run *run, const char *want) {
+    char *text = report_text(run, NULL);
     if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
     free(text);
 }
@@ -161,8 +161,8 @@ static void test_stream_order_clip(void **state) {
     assert_true(jnum(rep, "ranks.0.breakdown.share.compute") == 5000000.0 / 12000000.0);
     assert_true(jnum(rep, "ranks.0.breakdown.share.memcpy_memset") == 5000.0 / 12000000.0);
     assert_true(fabs(jnum(rep, "ranks.0.breakdown.share.busy") - 5005000.0 / 12000000.0) < 1e-15);
-    text_has(rep, "GPU 0: busy 41.7 % of the step,");
-    text_has(rep, "1 GPU record clipped to its stream's order (11.075 ms of recorded time removed)");
+    text_has(&run, "GPU 0: busy 41.7 % of the step,");
+    text_has(&run, "1 GPU record clipped to its stream's order (11.075 ms of recorded time removed)");
 
     /* the export: the copy's slice lasts 5 us, says what CUPTI recorded, and the busy time
      * of the exported slices inside the measured step is the report's */
@@ -308,12 +308,12 @@ static void test_energy_integrated_power(void **state) {
                         "answered \"Not Supported\" (3)) and fewer than two power samples");
     assert_null(jget(rep, "ranks.0.nvml.energy_per_step_j")); /* not every GPU has energy */
     assert_string_equal(jstr(rep, "ranks.0.nvml.energy_method"), "integrated_power");
-    text_has(rep, "NVML GPU 0 (GPU-00000000-0000-4000-8000-000000000000): 9.3 J per step (0.0026 Wh) "
+    text_has(&run, "NVML GPU 0 (GPU-00000000-0000-4000-8000-000000000000): 9.3 J per step (0.0026 Wh) "
                   "over 3 steps, 116.7 W average, integrated from power_instant_w samples every "
                   "20 ms (no energy counter)");
-    text_has(rep, "energy per step approximate: the steps are shorter than the interval of the "
+    text_has(&run, "energy per step approximate: the steps are shorter than the interval of the "
                   "power readings (about 100 ms)");
-    text_has(rep, "NVML GPU 1: no energy (the power samples (0.200 s to 0.300 s after the rank "
+    text_has(&run, "NVML GPU 1: no energy (the power samples (0.200 s to 0.300 s after the rank "
                   "started) do not cover the measured steps (0.050 s to 0.290 s))");
     cJSON_Delete(rep);
     tp_run_free(&run);
@@ -417,7 +417,7 @@ static void test_gpu_identity_not_sampled(void **state) {
     assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.nvml.rank_gpus_not_sampled")), 1);
     assert_string_equal(jstr(rep, "ranks.0.nvml.rank_gpus_not_sampled.0"), UU[2]);
     assert_null(jget(rep, "ranks.0.nvml.shared_with_other_ranks"));
-    text_has(rep, "NVML: this rank's GPU GPU-22222222-2222-4222-8222-222222222222 was not among "
+    text_has(&run, "NVML: this rank's GPU GPU-22222222-2222-4222-8222-222222222222 was not among "
                   "the GPUs sampled: no energy or power for it");
     char names[256];
     exported_gpu_counters(&run, 0, names, sizeof names);
@@ -466,7 +466,7 @@ static void test_gpu_identity_reversed_order(void **state) {
     assert_true(jnum(rep, "ranks.1.nvml.gpus.0.cuda_device") == 1.0);
     assert_true(fabs(jnum(rep, "ranks.1.nvml.gpus.0.energy_per_step_j") - 1.0) < 1e-9);
     assert_string_equal(jstr(rep, "ranks.1.nvml.sampled_by"), "rank 0");
-    text_has(rep, "NVML sampled by rank 0 (pid 60)");
+    text_has(&run, "NVML sampled by rank 0 (pid 60)");
     char names[256];
     exported_gpu_counters(&run, 0, names, sizeof names);
     assert_string_equal(names, "gpu1.power_w");
@@ -515,7 +515,7 @@ static void test_gpu_identity_mig(void **state) {
         assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.mig_device"), MIG_B);
         assert_true(fabs(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j") - 3.0) < 1e-9);
         assert_null(jget(rep, "ranks.0.nvml.energy_per_step_j"));
-        text_has(rep, "MIG mode (this rank's MIG device MIG-bbbbbbbb-bbbb-5bbb-8bbb-bbbbbbbbbbbb): "
+        text_has(&run, "MIG mode (this rank's MIG device MIG-bbbbbbbb-bbbb-5bbb-8bbb-bbbbbbbbbbbb): "
                       "energy and power are the whole GPU's, shared by its MIG instances, not "
                       "this rank's own");
         cJSON_Delete(rep);

@@ -462,7 +462,7 @@ static void test_pool_full(void **state) {
                                          "communication");
     assert_true(cJSON_GetObjectItem(c, "nccl_ops_not_recorded")->valuedouble ==
                 (double)(OVERFILL - got));
-    char *text = report_text(rep);
+    char *text = report_text(&run, &o);
     char want[96];
     snprintf(want, sizeof want, "at least %zu NCCL ops not recorded", (size_t)(OVERFILL - got));
     if (!strstr(text, want)) fail_msg("text report lacks \"%s\"", want);

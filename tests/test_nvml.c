@@ -383,7 +383,7 @@ static void test_report_energy(void **state) {
     assert_string_equal(jstr(rep, "ranks.0.nvml.driver_version"), "999.99.99-fake");
     assert_non_null(strstr(jstr(rep, "capabilities.nvml.status"), "sampling 2 GPUs"));
     /* the text report has the same figures */
-    char *text = report_text(rep);
+    char *text = report_text(&run, &o);
     char line[128];
     snprintf(line, sizeof line, "NVML GPU 0 Fake GPU 0 (%s): %.1f J per step", UUID0,
              jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j"));
@@ -441,7 +441,7 @@ static void test_report_energy_without_counter(void **state) {
     assert_true(cJSON_IsFalse(jget(rep, "ranks.0.nvml.gpus.0.energy_approximate")));
     assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.1.energy_series"), "power_w");
     assert_near(jnum(rep, "ranks.0.nvml.gpus.1.energy_j"), ramp, 0.02, "gpu1 J");
-    char *text = report_text(rep);
+    char *text = report_text(&run, &o);
     assert_non_null(strstr(text, "integrated from power_instant_w samples every"));
     assert_null(strstr(text, ": no energy ("));
     free(text);

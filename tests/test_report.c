@@ -138,7 +138,10 @@ static void test_counters_only(void **state) {
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "ranges"), "top_inclusive")), 0);
     char buf[8192];
     FILE *mf = fmemopen(buf, sizeof buf, "w");
-    assert_int_equal(tp_report_write_text(rep, mf, 0), 0);
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, NULL, &tr), 0);
+    assert_int_equal(tp_report_write_text(&tr, mf, 0), 0);
+    tp_report_free(&tr);
     fclose(mf);
     assert_non_null(strstr(buf, "steps: none found"));
     cJSON_Delete(rep);
@@ -419,7 +422,7 @@ static void test_gpu_section(void **state) {
     cJSON *k0o = cJSON_GetArrayItem(cJSON_GetObjectItem(ovh, "by_kind"), 0);
     assert_string_equal(cJSON_GetObjectItem(k0o, "name")->valuestring, "CUPTI buffer flush");
     assert_true(fabs(num(k0o, "ms") - 0.2) < 1e-9);
-    char *text = report_text(rep);
+    char *text = report_text(&run, NULL);
     assert_non_null(strstr(text, "3 CUPTI records had no start or end time"));
     assert_non_null(strstr(text, "CUPTI's own overhead: 0.300 ms per step (4 records): CUPTI buffer "
                                  "flush 0.200 ms; CUPTI instrumentation 0.100 ms\n"));
@@ -573,7 +576,7 @@ static void test_gpu_by_uuid(void **state) {
     assert_true(num(d0, "sm_count") == 132.0);
     assert_true(num(d0, "memory_capacity_bytes") == 150000000000.0);
     assert_true(fabs(num(d0, "memory_peak_share") - 0.2) < 1e-12);
-    char *text = report_text(rep);
+    char *text = report_text(&run, NULL);
     assert_non_null(strstr(text, "GPU 0 (NVIDIA H200, 132 SMs):"));
     assert_null(strstr(text, "overhead"));
     assert_null(cJSON_GetObjectItem(rank0_gpu(rep), "cupti_overhead"));

@@ -813,7 +813,10 @@ static void test_report_ended_early(void **state) {
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);
     assert_non_null(mf);
-    assert_int_equal(TPROF_OK, tp_report_write_text(rep, mf, 0));
+    tp_report tr;
+    assert_int_equal(TPROF_OK, tp_report_make(&run, NULL, &tr));
+    assert_int_equal(TPROF_OK, tp_report_write_text(&tr, mf, 0));
+    tp_report_free(&tr);
     fclose(mf);
     if (!strstr(buf, "\nended early\n"
                      "  rank 1 (node0:101): killed by SIGABRT (signal 6) at 0.007 s\n"

@@ -230,7 +230,7 @@ static void test_orphan_pops_per_thread(void **state) {
     assert_string_equal(str(l, "thread"), "loader");
     NEAR(num(l, "count"), 2);
     NEAR(num(l, "first_s"), 0.007);
-    char *text = report_text(rep);
+    char *text = report_text_warmup(&run, 0);
     assert_non_null(strstr(text, "2 on thread \"loader\" (tid 301, first at 0.007 s)"));
     free(text);
     cJSON_Delete(rep);
@@ -299,7 +299,7 @@ static void test_text_valid_utf8_and_cut_marks(void **state) {
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = report_warmup(&run, 0);
-    char *text = report_text(rep);
+    char *text = report_text_warmup(&run, 0);
     assert_true(utf8_valid((const unsigned char *)text, strlen(text)));
     /* the breakdown's 28 columns: "a" and 26 é, then the mark */
     snprintf(want, sizeof want, "    a%s\xE2\x80\xA6 ", rep_str("\xC3\xA9", 26, e26, sizeof e26));
@@ -322,7 +322,7 @@ static void test_text_valid_utf8_and_cut_marks(void **state) {
     tp_report_opts_init(&o);
     o.step_name = "st\xFF" "ep\xC3";
     rep = tp_report_build(&run, &o);
-    text = report_text(rep);
+    text = report_text(&run, &o);
     assert_true(utf8_valid((const unsigned char *)text, strlen(text)));
     assert_string_equal(str(cJSON_GetObjectItem(rank0(rep), "steps"), "requested_name"),
                         "st\xEF\xBF\xBD" "ep\xEF\xBF\xBD");
@@ -402,7 +402,7 @@ static void test_impossible_figures_flagged(void **state) {
     const cJSON *fd;
     cJSON_ArrayForEach(fd, cJSON_GetObjectItem(rep, "findings"))
         assert_string_not_equal(str(fd, "id"), "memory_peak");
-    char *text = report_text(rep);
+    char *text = report_text(&run, &o);
     assert_null(strstr(text, "; MFU"));
     assert_null(strstr(text, "  model FLOPs"));
     assert_non_null(strstr(text, "flagged, not a result: model FLOPs 1e+16 per step per rank (option) "
@@ -465,7 +465,7 @@ static void test_drops_flag_steps(void **state) {
         NEAR(num(x, "steps_touched"), wrapped ? 2 : 1);
         NEAR(num(x, "events_in_steps"), 7);
         assert_null(cJSON_GetObjectItem(x, "events_unplaced"));
-        char *text = report_text(rep);
+        char *text = report_text_warmup(&run, 0);
         char want[200];
         snprintf(want, sizeof want, "flagged: %d of 6 measured steps built on dropped events (7 "
                                     "dropped by full rings inside them)", wrapped ? 2 : 1);
@@ -550,7 +550,7 @@ static void test_drops_missing_steps(void **state) {
     const cJSON *pt = cJSON_GetArrayItem(cJSON_GetObjectItem(jp, "unmatched_pops_by_thread"), 0);
     NEAR(num(pt, "count"), 3);
     NEAR(num(pt, "after_drops"), 2);
-    char *text = report_text(rep);
+    char *text = report_text_warmup(&run, 0);
     assert_non_null(strstr(text, "missing: 2 step(s) (2-3): the thread's full ring dropped"));
     assert_non_null(strstr(text, "3 range pop(s) with no open range on their thread (ignored): "
                                  "3 on an unnamed thread (tid 610, first at 0.005 s); 2 after "
@@ -606,7 +606,7 @@ static void test_text_columns_and_domains(void **state) {
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = report_warmup(&run, 0);
-    char *text = report_text(rep);
+    char *text = report_text_warmup(&run, 0);
     char want[200];
     snprintf(want, sizeof want, "\n  %-18s %s%17s %7d ", "rank 0", "h\xEF\xBF\xBDx:620", "", 1);
     if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
@@ -683,7 +683,7 @@ static void test_torch_gloo_counted(void **state) {
     const cJSON *cm = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "communicators"), 0);
     assert_string_equal(str(cm, "source"), "torch");
     assert_string_equal(str(cm, "backend"), "gloo");
-    char *text = report_text(rep);
+    char *text = report_text_warmup(&run, 0);
     assert_non_null(strstr(text, "9 ops (0 NCCL, 0 MPI, 9 torch.distributed over gloo)"));
     assert_non_null(strstr(text, "comm 0x00000000000000ab via gloo"));
     free(text);

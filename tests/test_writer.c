@@ -325,7 +325,7 @@ static void test_closed_descriptors(void **state) {
     no_damage(p);
     expect_meta(p, "rank_file.reopened", "2"); /* once after each closing */
     cJSON *rep = tp_report_build(&run, NULL);
-    char *text = report_text(rep);
+    char *text = report_text(&run, NULL);
     assert_non_null(
         strstr(text, "the program closed the rank file's descriptor: reopened 2 time(s)"));
     free(text);
@@ -546,7 +546,7 @@ static void test_file_size_limit(void **state) {
     assert_non_null(we);
     assert_int_equal((int)cJSON_GetObjectItem(we, "chunks_lost")->valuedouble, 5);
     assert_string_equal(cJSON_GetObjectItem(we, "first_errno")->valuestring, "EFBIG");
-    char *text = report_text(rep);
+    char *text = report_text(&run, NULL);
     char want[200];
     snprintf(want, sizeof want, "1000 records lost to write errors (EFBIG: %s)", strerror(EFBIG));
     if (!strstr(text, want)) fprintf(stderr, "%s", text);
@@ -595,7 +595,7 @@ static void test_disk_full(void **state) {
     if (!strstr(p->damage[0], want)) fprintf(stderr, "damage: %s\n", p->damage[0]);
     assert_non_null(strstr(p->damage[0], want));
     cJSON *rep = tp_report_build(&run, NULL);
-    char *text = report_text(rep);
+    char *text = report_text(&run, NULL);
     snprintf(want, sizeof want, "1000 records lost to write errors (ENOSPC: %s)", strerror(ENOSPC));
     assert_non_null(strstr(text, want));
     free(text);

@@ -119,8 +119,12 @@ int tp_comm_row_bw(const tp_comm_row_result *r, double *algbw_gbs, double *bw_ti
 cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
                            cJSON *findings, double warn_share, double crit_share);
 
-/* Text rendering of the rank's and the run's sections (B/N: bold on/off sequences). */
-void tp_comm_rank_text(FILE *f, const cJSON *comm);
+/* Text rendering of the rank's section from its typed results (comm_rank_text.c) and of the
+ * run's from the document (comm_text.c; B/N: bold on/off sequences). */
+void tp_comm_rank_text(FILE *f, const tp_comm_result *comm);
 void tp_comm_run_text(FILE *f, const cJSON *comm, const char *B, const char *N);
+
+/* Writes a byte count as "12 B", "1.5 KiB", ... "TiB" (binary units). */
+void tp_comm_put_bytes(FILE *f, double bytes);
 
 #endif /* TPROF_COMM_H */

@@ -520,5 +520,6 @@ static void rank_json(cJSON *rs, const tp_comm_result *c, size_t nst) {
 void tp_comm_rank_section(cJSON *rs, tp_comm_result *out, const tp_process *p, const tp_step *st,
                           size_t nst) {
     rank_compute(out, p, st, nst);
+    out->nsteps = nst;
     rank_json(rs, out, nst);
 }

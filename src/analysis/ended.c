@@ -16,7 +16,6 @@
 #include <signal.h>
 #include <string.h>
 
-#include "analysis/jsonget.h"
 
 const char *tp_signal_name(int sig, char *buf, size_t n) {
     static const char *const names[] = {
@@ -71,6 +70,21 @@ static const char *source_name(uint32_t s) {
                                        : "unknown";
 }
 
+/* r and the open ranges around it into chain (64 entries), r first, its parent next: a
+ * synchronous range's parents, up to 64. Returns how many. */
+static size_t range_chain(const tp_thread *th, const tp_range *r, const tp_range **chain) {
+    size_t n = 0;
+    for (const tp_range *x = r; x && n < 64;
+         x = x->parent >= 0 && (size_t)x->parent < th->nranges ? &th->ranges[x->parent] : NULL)
+        chain[n++] = x;
+    return n;
+}
+
+/* The last collective's "state": NCCL or MPI never saw it stop, or it completed. */
+static const char *op_state(const tp_comm_op *c) {
+    return (c->flags & TPROF_COMM_F_UNFINISHED) || c->end < c->start ? "in flight" : "completed";
+}
+
 static cJSON *range_json(const tp_process *p, const tp_thread *th, const tp_range *r) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "name", r->name);
@@ -78,12 +92,8 @@ static cJSON *range_json(const tp_process *p, const tp_thread *th, const tp_rang
     if (dom && *dom) cJSON_AddStringToObject(j, "domain", dom);
     int open = (r->flags & TP_R_UNCLOSED) != 0;
     cJSON_AddBoolToObject(j, "open", open);
-    /* the open ranges around it, outermost first (a synchronous range's parents) */
     const tp_range *chain[64];
-    size_t n = 0;
-    for (const tp_range *x = r; x && n < 64;
-         x = x->parent >= 0 && (size_t)x->parent < th->nranges ? &th->ranges[x->parent] : NULL)
-        chain[n++] = x;
+    size_t n = range_chain(th, r, chain);
     cJSON *st = cJSON_AddArrayToObject(j, "stack");
     for (size_t i = n; i-- > 0;) cJSON_AddItemToArray(st, cJSON_CreateString(chain[i]->name));
     if (th->name) cJSON_AddStringToObject(j, "thread", th->name);
@@ -160,10 +170,7 @@ static cJSON *rank_json(const tp_ended_rank *x, const char *label) {
         cJSON_AddNumberToObject(jc, "bytes", (double)c->bytes);
         cJSON_AddNumberToObject(jc, "nranks", c->nranks);
         cJSON_AddStringToObject(jc, "source", source_name(c->source));
-        cJSON_AddStringToObject(jc, "state",
-                                (c->flags & TPROF_COMM_F_UNFINISHED) || c->end < c->start
-                                    ? "in flight"
-                                    : "completed");
+        cJSON_AddStringToObject(jc, "state", op_state(c));
         cJSON_AddNumberToObject(jc, "start_s", rel_s(p, c->start));
     }
     return e;
@@ -234,43 +241,46 @@ void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_r
     }
 }
 
-void tp_ended_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
-    const cJSON *arr = tp_jobj(rep, "ended_early");
-    if (!cJSON_GetArraySize(arr)) return;
-    fprintf(f, "\n%sended early%s\n", B, N);
-    const cJSON *e;
-    cJSON_ArrayForEach(e, arr) {
-        fprintf(f, "%s  %s (", Y, tp_jstr(e, "label"));
-        tp_fput_printable(f, tp_jstr(e, "host"));
-        fprintf(f, ":%.0f): ", tp_jnum(e, "pid"));
-        if (!strcmp(tp_jstr(e, "reason"), "signal"))
-            fprintf(f, "killed by %s (signal %.0f)", tp_jstr(e, "signal_name"),
-                    tp_jnum(e, "signal"));
-        else
-            fputs("no end record (SIGKILL, the node failed, or the file was cut short)", f);
-        fprintf(f, " at %.3f s%s\n", tp_jnum(e, "ended_s"), N);
-        const cJSON *r = tp_jobj(e, "last_range");
-        if (r) {
-            fputs(cJSON_IsTrue(tp_jobj(r, "open")) ? "    in range " : "    last range ", f);
-            const cJSON *s;
-            int first = 1;
-            cJSON_ArrayForEach(s, tp_jobj(r, "stack")) {
-                if (!first) fputs(" > ", f);
-                tp_fput_printable(f, s->valuestring);
-                first = 0;
-            }
-            fprintf(f, " (thread %.0f%s", tp_jnum(r, "tid"), tp_jobj(r, "thread") ? " " : "");
-            if (tp_jobj(r, "thread")) tp_fput_printable(f, tp_jstr(r, "thread"));
-            fprintf(f, ", from %.3f s)\n", tp_jnum(r, "start_s"));
+/* The text of one rank that ended early: how, and where it was. */
+static void rank_text(FILE *f, const tp_ended_rank *x, const char *N, const char *Y) {
+    const tp_process *p = x->proc;
+    char label[64];
+    tp_process_label(p, label, sizeof label);
+    fprintf(f, "%s  %s (", Y, label);
+    tp_fput_printable(f, p->hdr.host);
+    fprintf(f, ":%.0f): ", (double)p->hdr.pid);
+    if (x->by_signal)
+        fprintf(f, "killed by %s (signal %d)", x->signal_name, x->signal);
+    else
+        fputs("no end record (SIGKILL, the node failed, or the file was cut short)", f);
+    fprintf(f, " at %.3f s%s\n", x->ended_s, N);
+    const tp_range *r = x->last_range;
+    if (r) {
+        const tp_thread *th = x->thread;
+        fputs(r->flags & TP_R_UNCLOSED ? "    in range " : "    last range ", f);
+        const tp_range *chain[64];
+        for (size_t i = range_chain(th, r, chain); i-- > 0;) { /* outermost first */
+            tp_fput_printable(f, chain[i]->name);
+            if (i) fputs(" > ", f);
         }
-        const cJSON *c = tp_jobj(e, "last_collective");
-        if (c) {
-            fputs("    last collective ", f);
-            tp_fput_printable(f, tp_jstr(c, "op"));
-            fprintf(f, " #%.0f on communicator %s (%.0f ranks, %.0f bytes, %s), %s, from %.3f s\n",
-                    tp_jnum(c, "seq"), tp_jstr(c, "communicator"), tp_jnum(c, "nranks"),
-                    tp_jnum(c, "bytes"), tp_jstr(c, "source"), tp_jstr(c, "state"),
-                    tp_jnum(c, "start_s"));
-        }
+        fprintf(f, " (thread %.0f%s", (double)th->os_tid, th->name ? " " : "");
+        if (th->name) tp_fput_printable(f, th->name);
+        fprintf(f, ", from %.3f s)\n", rel_s(p, r->start));
     }
+    const tp_comm_op *c = x->last_collective;
+    if (c) {
+        fputs("    last collective ", f);
+        tp_fput_printable(f, c->name);
+        fprintf(f, " #%.0f on communicator 0x%016" PRIx64 " (%.0f ranks, %.0f bytes, %s), %s, "
+                   "from %.3f s\n",
+                (double)c->seq, c->comm_hash, (double)c->nranks, (double)c->bytes,
+                source_name(c->source), op_state(c), rel_s(p, c->start));
+    }
+}
+
+void tp_ended_text(FILE *f, const tp_ended_result *e, const char *B, const char *N,
+                   const char *Y) {
+    if (!e || !e->n) return;
+    fprintf(f, "\n%sended early%s\n", B, N);
+    for (size_t i = 0; i < e->n; i++) rank_text(f, &e->ranks[i], N, Y);
 }

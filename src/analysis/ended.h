@@ -20,9 +20,11 @@
  * `findings` (docs/report-json.md) from it. Not thread safe with writers of `rep`. */
 void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_result *out);
 
-/* The text form of rep's "ended_early" (nothing without it). B/N/Y: bold, normal and
- * warning colour sequences ("" without colour). */
-void tp_ended_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y);
+/* The text form of the ranks that ended early (nothing without them), from the results
+ * tp_ended_section filled. B/N/Y: bold, normal and warning colour sequences ("" without
+ * colour). */
+void tp_ended_text(FILE *f, const tp_ended_result *e, const char *B, const char *N,
+                   const char *Y);
 
 /* "SIGABRT" for 6 ..., "SIGRTMIN+3", else "signal N"; buf holds at least 24 bytes. */
 const char *tp_signal_name(int sig, char *buf, size_t n);

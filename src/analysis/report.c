@@ -457,9 +457,10 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
         uint64_t u = tp_steps_union(dv, ndv, per_step ? meas : NULL, nm);
         out->data.ms = ms(u) / per;
         out->data.share = denom > 0 ? (double)u / denom : 0;
-        cJSON_AddStringToObject(dl, "where", s.source == TP_STEPS_NONE ? "all threads"
-                                             : data_on_step_thread      ? "step thread"
-                                                                        : "other threads");
+        out->data.where = s.source == TP_STEPS_NONE ? "all threads"
+                          : data_on_step_thread      ? "step thread"
+                                                     : "other threads";
+        cJSON_AddStringToObject(dl, "where", out->data.where);
         cJSON_AddNumberToObject(dl, per_step ? "ms_per_step" : "ms_total", out->data.ms);
         cJSON_AddNumberToObject(dl, "share", out->data.share);
     }
@@ -539,18 +540,9 @@ static const char *const known_caps[][2] = {
     {"mpi", "no process called MPI_Init under trainprof run (or the build had no MPI)"},
 };
 
-cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
-    tp_report_opts def;
-    if (!o) {
-        tp_report_opts_init(&def);
-        o = &def;
-    }
-    cJSON *rep = cJSON_CreateObject();
-    if (!rep) return NULL;
-    cJSON_AddStringToObject(rep, "schema", "trainprof.report");
-    cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
-    cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
-
+/* The document's "run": its span, events and drops over every file; the ranks counted into
+ * *nranks. */
+static void run_summary(cJSON *rep, const tp_run *run, int *nranks_out) {
     uint64_t t0 = UINT64_MAX, t1 = 0, events = 0, dropped = 0;
     int nranks = 0, nhelpers = 0, nsamplers = 0;
     for (size_t i = 0; i < run->nprocs; i++) {
@@ -565,6 +557,7 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         else if (p->role == TP_ROLE_SAMPLER) nsamplers++;
         else nhelpers++;
     }
+    *nranks_out = nranks;
     cJSON *jr = cJSON_AddObjectToObject(rep, "run");
     cJSON_AddStringToObject(jr, "dir", run->dir);
     cJSON_AddStringToObject(jr, "run_id", run->nprocs ? run->procs[0].hdr.run_id : "");
@@ -610,7 +603,11 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
         cJSON_AddStringToObject(jr, "first_write_error_errno", en ? en : "");
         cJSON_AddStringToObject(jr, "first_write_error", et ? et : "");
     }
+}
 
+/* "capabilities": what each source reported in the first file that names it, else why it
+ * is absent (known_caps). */
+static void capabilities(cJSON *rep, const tp_run *run) {
     cJSON *caps = cJSON_AddObjectToObject(rep, "capabilities");
     for (size_t c = 0; c < sizeof known_caps / sizeof *known_caps; c++) {
         char key[64];
@@ -623,104 +620,131 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
                                                strncmp(found, "off", 3));
         cJSON_AddStringToObject(cj, "status", found ? found : known_caps[c][1]);
     }
+}
 
-    cJSON *procs = cJSON_AddArrayToObject(rep, "processes");
-    for (size_t i = 0; i < run->nprocs; i++) {
-        const tp_process *p = &run->procs[i];
-        cJSON *jp = cJSON_CreateObject();
-        char label[64];
-        tp_process_label(p, label, sizeof label);
-        cJSON_AddStringToObject(jp, "label", label);
-        cJSON_AddStringToObject(jp, "role", p->role == TP_ROLE_RANK      ? "rank"
-                                            : p->role == TP_ROLE_SAMPLER ? "node-sampler"
-                                                                         : "helper");
-        cJSON_AddNumberToObject(jp, "rank", p->rank);
-        if (p->rank_implied) cJSON_AddBoolToObject(jp, "rank_implied", 1);
-        cJSON_AddNumberToObject(jp, "world_size", p->world_size);
-        cJSON_AddStringToObject(jp, "host", p->hdr.host);
-        cJSON_AddNumberToObject(jp, "pid", p->hdr.pid);
-        cJSON_AddNumberToObject(jp, "ppid", p->hdr.ppid);
-        const char *cmd = tp_meta(p, "cmdline");
-        if (cmd) cJSON_AddStringToObject(jp, "cmdline", cmd);
-        cJSON_AddStringToObject(jp, "file", p->path);
-        cJSON_AddNumberToObject(jp, "threads", (double)p->nthreads);
-        cJSON_AddNumberToObject(jp, "events", (double)p->events);
-        cJSON_AddNumberToObject(jp, "events_dropped", (double)p->dropped);
-        cJSON_AddNumberToObject(jp, "duration_s",
-                                p->end_mono > p->hdr.start_mono_ns
-                                    ? (double)(p->end_mono - p->hdr.start_mono_ns) / 1e9 : 0);
-        cJSON_AddBoolToObject(jp, "complete", p->complete);
-        const char *wr = tp_meta(p, "write_errors.records");
-        if (wr) {
-            cJSON *we = cJSON_AddObjectToObject(jp, "write_errors");
-            const char *v;
-            cJSON_AddNumberToObject(we, "records_lost", atof(wr));
-            cJSON_AddNumberToObject(we, "chunks_lost",
-                                    (v = tp_meta(p, "write_errors.chunks")) ? atof(v) : 0);
-            cJSON_AddNumberToObject(we, "bytes_lost",
-                                    (v = tp_meta(p, "write_errors.bytes")) ? atof(v) : 0);
-            v = tp_meta(p, "write_errors.first_errno");
-            cJSON_AddStringToObject(we, "first_errno", v ? v : "");
-            v = tp_meta(p, "write_errors.first_error");
-            cJSON_AddStringToObject(we, "first_error", v ? v : "");
-        }
-        const char *ro = tp_meta(p, "rank_file.reopened");
-        if (ro) cJSON_AddNumberToObject(jp, "rank_file_reopened", atof(ro));
-        if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
-        uint64_t pops = 0, pops_dropped = 0;
+/* One process's entry of "processes": identity, counts, write errors, unmatched pops and
+ * damage. */
+static cJSON *process_json(const tp_process *p) {
+    cJSON *jp = cJSON_CreateObject();
+    if (!jp) return NULL;
+    char label[64];
+    tp_process_label(p, label, sizeof label);
+    cJSON_AddStringToObject(jp, "label", label);
+    cJSON_AddStringToObject(jp, "role", p->role == TP_ROLE_RANK      ? "rank"
+                                        : p->role == TP_ROLE_SAMPLER ? "node-sampler"
+                                                                     : "helper");
+    cJSON_AddNumberToObject(jp, "rank", p->rank);
+    if (p->rank_implied) cJSON_AddBoolToObject(jp, "rank_implied", 1);
+    cJSON_AddNumberToObject(jp, "world_size", p->world_size);
+    cJSON_AddStringToObject(jp, "host", p->hdr.host);
+    cJSON_AddNumberToObject(jp, "pid", p->hdr.pid);
+    cJSON_AddNumberToObject(jp, "ppid", p->hdr.ppid);
+    const char *cmd = tp_meta(p, "cmdline");
+    if (cmd) cJSON_AddStringToObject(jp, "cmdline", cmd);
+    cJSON_AddStringToObject(jp, "file", p->path);
+    cJSON_AddNumberToObject(jp, "threads", (double)p->nthreads);
+    cJSON_AddNumberToObject(jp, "events", (double)p->events);
+    cJSON_AddNumberToObject(jp, "events_dropped", (double)p->dropped);
+    cJSON_AddNumberToObject(jp, "duration_s",
+                            p->end_mono > p->hdr.start_mono_ns
+                                ? (double)(p->end_mono - p->hdr.start_mono_ns) / 1e9 : 0);
+    cJSON_AddBoolToObject(jp, "complete", p->complete);
+    const char *wr = tp_meta(p, "write_errors.records");
+    if (wr) {
+        cJSON *we = cJSON_AddObjectToObject(jp, "write_errors");
+        const char *v;
+        cJSON_AddNumberToObject(we, "records_lost", atof(wr));
+        cJSON_AddNumberToObject(we, "chunks_lost",
+                                (v = tp_meta(p, "write_errors.chunks")) ? atof(v) : 0);
+        cJSON_AddNumberToObject(we, "bytes_lost",
+                                (v = tp_meta(p, "write_errors.bytes")) ? atof(v) : 0);
+        v = tp_meta(p, "write_errors.first_errno");
+        cJSON_AddStringToObject(we, "first_errno", v ? v : "");
+        v = tp_meta(p, "write_errors.first_error");
+        cJSON_AddStringToObject(we, "first_error", v ? v : "");
+    }
+    const char *ro = tp_meta(p, "rank_file.reopened");
+    if (ro) cJSON_AddNumberToObject(jp, "rank_file_reopened", atof(ro));
+    if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
+    uint64_t pops = 0, pops_dropped = 0;
+    for (size_t k = 0; k < p->nthreads; k++) {
+        pops += p->threads[k].unmatched_pops;
+        pops_dropped += p->threads[k].unmatched_pops_after_drops;
+    }
+    if (pops) {
+        /* NVTX keeps a stack per thread (and domain), so a pop with nothing open is a
+         * mistake of one thread: say which; or, after the thread's full ring dropped
+         * events, most likely a push that was dropped: say how many */
+        cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
+        if (pops_dropped)
+            cJSON_AddNumberToObject(jp, "unmatched_pops_after_drops", (double)pops_dropped);
+        cJSON *pt = cJSON_AddArrayToObject(jp, "unmatched_pops_by_thread");
         for (size_t k = 0; k < p->nthreads; k++) {
-            pops += p->threads[k].unmatched_pops;
-            pops_dropped += p->threads[k].unmatched_pops_after_drops;
+            const tp_thread *t = &p->threads[k];
+            if (!t->unmatched_pops) continue;
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "tid", t->os_tid);
+            if (t->name) cJSON_AddStringToObject(e, "thread", t->name);
+            cJSON_AddNumberToObject(e, "count", (double)t->unmatched_pops);
+            if (t->unmatched_pops_after_drops)
+                cJSON_AddNumberToObject(e, "after_drops",
+                                        (double)t->unmatched_pops_after_drops);
+            cJSON_AddNumberToObject(e, "first_s",
+                                    t->first_unmatched_pop_ts > p->hdr.start_mono_ns
+                                        ? (double)(t->first_unmatched_pop_ts - p->hdr.start_mono_ns) / 1e9
+                                        : 0);
+            cJSON_AddItemToArray(pt, e);
         }
-        if (pops) {
-            /* NVTX keeps a stack per thread (and domain), so a pop with nothing open is a
-             * mistake of one thread: say which; or, after the thread's full ring dropped
-             * events, most likely a push that was dropped: say how many */
-            cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
-            if (pops_dropped)
-                cJSON_AddNumberToObject(jp, "unmatched_pops_after_drops", (double)pops_dropped);
-            cJSON *pt = cJSON_AddArrayToObject(jp, "unmatched_pops_by_thread");
-            for (size_t k = 0; k < p->nthreads; k++) {
-                const tp_thread *t = &p->threads[k];
-                if (!t->unmatched_pops) continue;
-                cJSON *e = cJSON_CreateObject();
-                cJSON_AddNumberToObject(e, "tid", t->os_tid);
-                if (t->name) cJSON_AddStringToObject(e, "thread", t->name);
-                cJSON_AddNumberToObject(e, "count", (double)t->unmatched_pops);
-                if (t->unmatched_pops_after_drops)
-                    cJSON_AddNumberToObject(e, "after_drops",
-                                            (double)t->unmatched_pops_after_drops);
-                cJSON_AddNumberToObject(e, "first_s",
-                                        t->first_unmatched_pop_ts > p->hdr.start_mono_ns
-                                            ? (double)(t->first_unmatched_pop_ts - p->hdr.start_mono_ns) / 1e9
-                                            : 0);
-                cJSON_AddItemToArray(pt, e);
-            }
-        }
-        cJSON *dmg = cJSON_AddArrayToObject(jp, "damage");
-        for (size_t k = 0; k < p->ndamage; k++)
-            cJSON_AddItemToArray(dmg, cJSON_CreateString(p->damage[k]));
-        cJSON_AddItemToArray(procs, jp);
     }
-    cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
-    for (size_t i = 0; i < run->nerrors; i++)
-        cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
+    cJSON *dmg = cJSON_AddArrayToObject(jp, "damage");
+    for (size_t k = 0; k < p->ndamage; k++)
+        cJSON_AddItemToArray(dmg, cJSON_CreateString(p->damage[k]));
+    return jp;
+}
 
+/* "ranks": each rank's section, in rank order, and its results into res->ranks (nranks of
+ * them). Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. */
+static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o, int nranks,
+                         tp_run_results *res) {
     cJSON *ranks = cJSON_AddArrayToObject(rep, "ranks");
-    tp_run_results res = {0};
-    res.ranks = nranks ? calloc((size_t)nranks, sizeof *res.ranks) : NULL;
-    if (nranks && !res.ranks) {
-        cJSON_Delete(rep);
-        return NULL;
-    }
-    /* ranks in rank order */
+    res->ranks = nranks ? calloc((size_t)nranks, sizeof *res->ranks) : NULL;
+    if (nranks && !res->ranks) return TPROF_ERR_NO_MEMORY;
     for (int want = 0, left = nranks; left > 0 && want < 1 << 20; want++) {
         for (size_t i = 0; i < run->nprocs; i++) {
             const tp_process *p = &run->procs[i];
             if (p->role != TP_ROLE_RANK || p->rank != want) continue;
-            cJSON_AddItemToArray(ranks, rank_section(run, p, o, &res.ranks[res.nranks++]));
+            cJSON_AddItemToArray(ranks, rank_section(run, p, o, &res->ranks[res->nranks++]));
             left--;
         }
+    }
+    return TPROF_OK;
+}
+
+int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
+    memset(out, 0, sizeof *out);
+    tp_report_opts def;
+    if (!o) {
+        tp_report_opts_init(&def);
+        o = &def;
+    }
+    cJSON *rep = cJSON_CreateObject();
+    if (!rep) return TPROF_ERR_NO_MEMORY;
+    cJSON_AddStringToObject(rep, "schema", "trainprof.report");
+    cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
+    cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
+    int nranks = 0;
+    run_summary(rep, run, &nranks);
+    capabilities(rep, run);
+    cJSON *procs = cJSON_AddArrayToObject(rep, "processes");
+    for (size_t i = 0; i < run->nprocs; i++)
+        cJSON_AddItemToArray(procs, process_json(&run->procs[i]));
+    cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
+    for (size_t i = 0; i < run->nerrors; i++)
+        cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
+    tp_run_results res = {0};
+    if (rank_sections(rep, run, o, nranks, &res) != TPROF_OK) {
+        cJSON_Delete(rep);
+        return TPROF_ERR_NO_MEMORY;
     }
     cross_rank_timers(rep, &res);
     /* findings: rules that name a problem, with the figures that show it (severity
@@ -734,6 +758,24 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);
-    tp_run_results_free(&res);
-    return rep;
+    out->doc = rep;
+    out->res = res;
+    out->run = run;
+    return TPROF_OK;
+}
+
+void tp_report_free(tp_report *r) {
+    if (!r) return;
+    cJSON_Delete(r->doc);
+    tp_run_results_free(&r->res);
+    memset(r, 0, sizeof *r);
+}
+
+cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o) {
+    tp_report r;
+    if (tp_report_make(run, o, &r) != TPROF_OK) return NULL;
+    cJSON *doc = r.doc;
+    r.doc = NULL;
+    tp_report_free(&r);
+    return doc;
 }

@@ -1,6 +1,7 @@
 /*
- * report.h — the run report: computed once as a JSON document (schema in
- * docs/report-json.md), from which the text form is rendered, so the two never disagree.
+ * report.h — the run report: computed once into typed results (results.h) and, from them,
+ * the JSON document (schema in docs/report-json.md); the text form reads the same results,
+ * so the two never disagree.
  */
 #ifndef TPROF_REPORT_H
 #define TPROF_REPORT_H
@@ -10,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 
 #define TP_REPORT_SCHEMA_VERSION 1
 
@@ -52,11 +54,30 @@ typedef struct tp_report_opts {
  * 30 % of the step. */
 void tp_report_opts_init(tp_report_opts *o);
 
-/* Builds the report of a loaded run; NULL only when out of memory. Free with cJSON_Delete. */
+/* A built report: the document and the typed results it was written from. Owns both
+ * (tp_report_free); the results' strings point into `run`, which must outlive the report.
+ * Not thread safe. */
+typedef struct tp_report {
+    cJSON *doc;             /* report.json's document */
+    tp_run_results res;     /* what the analyses computed (results.h) */
+    const tp_run *run;      /* the run it reports on (not owned) */
+} tp_report;
+
+/* Builds the report of a loaded run into *out (o NULL: defaults). Returns TPROF_OK, or
+ * TPROF_ERR_NO_MEMORY with *out empty. */
+int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out);
+
+/* Frees what tp_report_make allocated; *r reads empty after. NULL-safe. */
+void tp_report_free(tp_report *r);
+
+/* The document alone (tp_report_make, the results freed); NULL only when out of memory.
+ * Free with cJSON_Delete. For the readers of the JSON (tests, diff, the HTML writer). */
 cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o);
 
-/* Render. Return 0 or TPROF_ERR_IO. `color` adds ANSI colour (only for terminals). */
-int tp_report_write_text(const cJSON *rep, FILE *f, int color);
+/* Render. Return 0 or TPROF_ERR_IO. `color` adds ANSI colour (only for terminals). The
+ * text reads the report's typed results and the run (steps, processes, ranges: the parts
+ * not yet typed come from the document, see docs/design.md §8). */
+int tp_report_write_text(const tp_report *rep, FILE *f, int color);
 int tp_report_write_json(const cJSON *rep, FILE *f);
 
 #endif /* TPROF_REPORT_H */

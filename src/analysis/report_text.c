@@ -1,7 +1,8 @@
 /*
- * report_text.c — the text report (report.h), rendered from the report document that
- * tp_report_build made: run summary, steps per rank, top ranges, GPU, NVML, communication,
- * findings.
+ * report_text.c — the text report (report.h) of what tp_report_make built: run summary,
+ * steps per rank, top ranges, GPU, NVML, communication, findings. The parts with typed
+ * results (results.h: steps, data loading, communication of a rank, the ranks that ended
+ * early) are read from them; the others still from the document (docs/design.md §8).
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
@@ -272,9 +273,8 @@ static void nvml_text(FILE *f, const cJSON *nv) {
                    "order agrees on identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n");
 }
 
-static int write_text(const cJSON *rep, FILE *f, int color) {
-    const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
-    const char *Y = color ? "\033[33m" : "";
+/* The run's summary line, its warnings and the capabilities. */
+static void run_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
     const cJSON *run = tp_jobj(rep, "run");
     fprintf(f, "%strainprof report%s %s\n", B, N, tp_jstr(run, "dir"));
     fprintf(
@@ -309,7 +309,36 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
         fprintf(f, "  %-6s %s %s\n", c->string, cJSON_IsTrue(tp_jobj(c, "found")) ? "yes" : "no ",
                 tp_jstr(c, "status"));
     }
+}
 
+/* A process's unmatched range pops, by thread. */
+static void pops_text(FILE *f, const cJSON *p) {
+    fprintf(f, "    %.0f range pop(s) with no open range on their thread (ignored):",
+            tp_jnum(p, "unmatched_pops"));
+    const cJSON *t;
+    int first = 1;
+    cJSON_ArrayForEach(t, tp_jobj(p, "unmatched_pops_by_thread")) {
+        fprintf(f, "%s %.0f on ", first ? "" : ",", tp_jnum(t, "count"));
+        if (tp_jobj(t, "thread")) {
+            fputs("thread \"", f);
+            tp_fput_printable(f, tp_jstr(t, "thread"));
+            fputs("\" ", f);
+        } else {
+            fputs("an unnamed thread ", f);
+        }
+        fprintf(f, "(tid %.0f, first at %.3f s)", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
+        first = 0;
+    }
+    if (tp_jnum(p, "unmatched_pops_after_drops") > 0)
+        fprintf(f, "; %.0f after dropped events: their push was likely dropped by the "
+                   "thread's full ring",
+                tp_jnum(p, "unmatched_pops_after_drops"));
+    fputc('\n', f);
+}
+
+/* The processes table, with each file's damage and lost records, and the unreadable files. */
+static void processes_text(FILE *f, const cJSON *rep, const char *B, const char *N,
+                           const char *Y) {
     fprintf(f, "\n%sprocesses%s\n  %-18s %-24s %7s %9s %8s %9s  %s\n", B, N, "role", "host:pid",
             "threads", "events", "dropped", "duration", "file");
     const cJSON *p;
@@ -337,29 +366,7 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
         if (tp_jnum(p, "rank_file_reopened") > 0)
             fprintf(f, "    the program closed the rank file's descriptor: reopened %.0f time(s)\n",
                     tp_jnum(p, "rank_file_reopened"));
-        if (tp_jnum(p, "unmatched_pops") > 0) {
-            fprintf(f, "    %.0f range pop(s) with no open range on their thread (ignored):",
-                    tp_jnum(p, "unmatched_pops"));
-            const cJSON *t;
-            int first = 1;
-            cJSON_ArrayForEach(t, tp_jobj(p, "unmatched_pops_by_thread")) {
-                fprintf(f, "%s %.0f on ", first ? "" : ",", tp_jnum(t, "count"));
-                if (tp_jobj(t, "thread")) {
-                    fputs("thread \"", f);
-                    tp_fput_printable(f, tp_jstr(t, "thread"));
-                    fputs("\" ", f);
-                } else {
-                    fputs("an unnamed thread ", f);
-                }
-                fprintf(f, "(tid %.0f, first at %.3f s)", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
-                first = 0;
-            }
-            if (tp_jnum(p, "unmatched_pops_after_drops") > 0)
-                fprintf(f, "; %.0f after dropped events: their push was likely dropped by the "
-                           "thread's full ring",
-                        tp_jnum(p, "unmatched_pops_after_drops"));
-            fputc('\n', f);
-        }
+        if (tp_jnum(p, "unmatched_pops") > 0) pops_text(f, p);
         if (tp_jnum(p, "unmatched_range_ends") > 0)
             fprintf(f, "    %.0f range end(s) for unknown ids (ignored)\n",
                     tp_jnum(p, "unmatched_range_ends"));
@@ -367,154 +374,170 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
     const cJSON *e;
     cJSON_ArrayForEach(e, tp_jobj(rep, "unreadable_files"))
         fprintf(f, "%s  unreadable: %s%s\n", Y, e->valuestring, N);
+}
 
-    const cJSON *r;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        const cJSON *s = tp_jobj(r, "steps");
-        fprintf(f, "\n%s%s%s (%s:%.0f)\n", B, tp_jstr(r, "label"), N, tp_jstr(r, "host"),
-                tp_jnum(r, "pid"));
-        if (!s) continue;
-        if (tp_jnum(s, "count") == 0) {
-            fprintf(
-                f,
-                "  steps: none found (%s%s%s). Mark steps with tprof_step_begin/end, an "
-                "NVTX range named \"step\", or pass --step-name NAME.\n",
-                tp_jobj(s, "requested_name")
-                    ? "no range named \""
-                    : "tried API steps, ProfilerStep#*, train_step, training_step, step, "
-                      "iteration, train_iter",
-                tp_jobj(s, "requested_name") ? tp_jstr(s, "requested_name") : "",
-                tp_jobj(s, "requested_name") ? "\"" : "");
-        } else {
-            int api = !strcmp(tp_jstr(s, "name"), "tprof_step_begin/end"); /* says it already */
-            fprintf(f, "  steps: %.0f from %s%s%s%s%s%s%s, %.0f warm-up\n", tp_jnum(s, "count"),
-                    tp_jstr(s, "source"), api ? "" : " \"",
-                    api ? "" : printable(tp_jstr(s, "name")), api ? "" : "\"",
-                    tp_jobj(s, "thread") ? " (thread " : "",
-                    tp_jobj(s, "thread") ? printable(tp_jstr(s, "thread")) : "",
-                    tp_jobj(s, "thread") ? ")" : "", tp_jnum(s, "warmup"));
-            if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
-            if (tp_jnum(s, "measured") > 0)
-                fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
-                        tp_jnum(s, "mean_ms"), tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"),
-                        tp_jnum(s, "max_ms"), tp_jnum(s, "min_ms"));
-            const cJSON *mx = tp_jobj(s, "missing");
-            if (mx) {
-                fprintf(f, "%s  missing: %.0f step(s) (", Y, tp_jnum(mx, "count"));
-                const cJSON *m;
-                int first = 1;
-                cJSON_ArrayForEach(m, tp_jobj(mx, "ranges")) {
-                    double a = cJSON_GetArrayItem(m, 0)->valuedouble;
-                    double b = cJSON_GetArrayItem(m, 1)->valuedouble;
-                    fprintf(f, "%s%.0f", first ? "" : ", ", a);
-                    if (b != a) fprintf(f, "-%.0f", b);
-                    first = 0;
-                }
-                if (tp_jnum(mx, "ranges_left_out") > 0) fputs(", ...", f);
-                fprintf(f, "): %s%s\n", tp_jstr(mx, "flag"), N);
-            }
-            const cJSON *dx = tp_jobj(s, "dropped_events");
-            if (dx) {
-                fprintf(f, "%s  flagged: %.0f of %.0f measured steps built on dropped events (%.0f "
-                           "dropped by full rings inside them",
-                        Y, tp_jnum(dx, "steps_touched"), tp_jnum(s, "measured"),
-                        tp_jnum(dx, "events_in_steps"));
-                if (tp_jnum(dx, "events_unplaced") > 0)
-                    fprintf(f, ", %.0f at unknown times", tp_jnum(dx, "events_unplaced"));
-                fprintf(f, "): %s%s\n", tp_jstr(dx, "flag"), N);
-            }
-            const cJSON *w;
-            int shown = 0, nw = cJSON_GetArraySize(tp_jobj(s, "warmup_ms"));
-            cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
-                if (shown == 8) { /* the JSON has them all */
-                    fprintf(f, ", ... (%d in all)", nw);
-                    break;
-                }
-                fprintf(f, "%s%.2f", shown ? ", " : "  warm-up step(s): ", w->valuedouble);
-                shown++;
-            }
-            if (shown) fprintf(f, " ms (not in the statistics)\n");
+/* The steps of a rank: where they came from, their statistics, the missing and flagged ones,
+ * the warm-up. */
+static void steps_text(FILE *f, const tp_steps_result *sr, const cJSON *s, const char *N,
+                       const char *Y) {
+    if (sr->count == 0) {
+        fprintf(
+            f,
+            "  steps: none found (%s%s%s). Mark steps with tprof_step_begin/end, an "
+            "NVTX range named \"step\", or pass --step-name NAME.\n",
+            tp_jobj(s, "requested_name")
+                ? "no range named \""
+                : "tried API steps, ProfilerStep#*, train_step, training_step, step, "
+                  "iteration, train_iter",
+            tp_jobj(s, "requested_name") ? tp_jstr(s, "requested_name") : "",
+            tp_jobj(s, "requested_name") ? "\"" : "");
+        return;
+    }
+    int api = !strcmp(tp_jstr(s, "name"), "tprof_step_begin/end"); /* says it already */
+    fprintf(f, "  steps: %zu from %s%s%s%s%s%s%s, %zu warm-up\n", sr->count,
+            tp_jstr(s, "source"), api ? "" : " \"", api ? "" : printable(tp_jstr(s, "name")),
+            api ? "" : "\"", tp_jobj(s, "thread") ? " (thread " : "",
+            tp_jobj(s, "thread") ? printable(tp_jstr(s, "thread")) : "",
+            tp_jobj(s, "thread") ? ")" : "", sr->warmup);
+    if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
+    if (sr->measured > 0)
+        fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
+                sr->mean_ms, tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
+                tp_jnum(s, "min_ms"));
+    const cJSON *mx = tp_jobj(s, "missing");
+    if (mx) {
+        fprintf(f, "%s  missing: %.0f step(s) (", Y, tp_jnum(mx, "count"));
+        const cJSON *m;
+        int first = 1;
+        cJSON_ArrayForEach(m, tp_jobj(mx, "ranges")) {
+            double a = cJSON_GetArrayItem(m, 0)->valuedouble;
+            double b = cJSON_GetArrayItem(m, 1)->valuedouble;
+            fprintf(f, "%s%.0f", first ? "" : ", ", a);
+            if (b != a) fprintf(f, "-%.0f", b);
+            first = 0;
         }
-        const cJSON *pr = tp_jobj(r, "process");
-        if (pr) {
-            /* a CPU figure past its bound is not printed here: the flagged lines say why */
-            const cJSON *inv = tp_jobj(pr, "invalid");
-            fputs("  process: CPU ", f);
-            if (!tp_jhas(pr, "cpu_percent_max") && !tp_jobj(inv, "cpu_percent_max")) {
-                fputs("not sampled (a rate needs 100 ms); ", f);
-            } else {
-                if (tp_jhas(pr, "cpu_percent_mean"))
-                    fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
-                else fputs("mean flagged, ", f);
-                if (tp_jhas(pr, "cpu_percent_max"))
-                    fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
-                else fputs("max flagged; ", f);
-            }
-            fprintf(f, "RSS peak %.1f MiB; %.0f threads; %.0f context switches/s (%.0f samples)\n",
-                    tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
-                    tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
+        if (tp_jnum(mx, "ranges_left_out") > 0) fputs(", ...", f);
+        fprintf(f, "): %s%s\n", tp_jstr(mx, "flag"), N);
+    }
+    const cJSON *dx = tp_jobj(s, "dropped_events");
+    if (dx) {
+        fprintf(f, "%s  flagged: %.0f of %zu measured steps built on dropped events (%.0f "
+                   "dropped by full rings inside them",
+                Y, tp_jnum(dx, "steps_touched"), sr->measured, tp_jnum(dx, "events_in_steps"));
+        if (tp_jnum(dx, "events_unplaced") > 0)
+            fprintf(f, ", %.0f at unknown times", tp_jnum(dx, "events_unplaced"));
+        fprintf(f, "): %s%s\n", tp_jstr(dx, "flag"), N);
+    }
+    const cJSON *w;
+    int shown = 0, nw = cJSON_GetArraySize(tp_jobj(s, "warmup_ms"));
+    cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
+        if (shown == 8) { /* the JSON has them all */
+            fprintf(f, ", ... (%d in all)", nw);
+            break;
         }
-        tp_figures_text(f, r, Y, N);
-        nvml_text(f, tp_jobj(r, "nvml"));
-        gpu_text(f, tp_jobj(r, "gpu"), B, N);
-        tp_comm_rank_text(f, tp_jobj(r, "communication"));
-        tp_breakdown_text(f, tp_jobj(r, "breakdown"));
-        const cJSON *dl = tp_jobj(r, "data_loading");
-        const cJSON *rg = tp_jobj(r, "ranges");
-        int per_step = !strcmp(tp_jstr(rg, "per"), "step");
-        if (dl && cJSON_IsTrue(tp_jobj(dl, "found")))
-            fprintf(f, "  data loading: %.2f ms %s = %.1f %% of the %s (%s)\n",
-                    per_step ? tp_jnum(dl, "ms_per_step") : tp_jnum(dl, "ms_total"),
-                    per_step ? "per step" : "in total", 100 * tp_jnum(dl, "share"),
-                    per_step ? "step" : "run", tp_jstr(dl, "where"));
-        else if (dl)
-            fprintf(f, "  data loading: no range named like data loading (data, batch, loader, "
-                       "get_batch, batch-generator)\n");
-        const cJSON *u;
-        int firstu = 1;
-        cJSON_ArrayForEach(u, tp_jobj(rg, "unclosed")) {
-            const char *dom = tp_jstr(u, "domain");
-            fprintf(f, "%s%s%s%s (%.0f)",
-                    firstu ? "  never closed (left out of the tables): " : ", ", dom,
-                    *dom ? "::" : "", tp_jstr(u, "name"), tp_jnum(u, "count"));
-            firstu = 0;
-        }
-        if (!firstu) fputc('\n', f);
-        static const char *const tables[2][2] = {{"top_inclusive", "inclusive"},
-                                                 {"top_exclusive", "exclusive"}};
-        for (int ti = 0; ti < 2; ti++) {
-            const cJSON *rows = tp_jobj(rg, tables[ti][0]);
-            if (!cJSON_GetArraySize(rows)) continue;
-            fprintf(f, "\n  top ranges by %s time per %s\n  %-40s %9s %12s %7s %12s\n",
-                    tables[ti][1], per_step ? "step" : "run", "name",
-                    per_step ? "count/st" : "count", "incl ms", "share", "excl ms");
-            const cJSON *row;
-            cJSON_ArrayForEach(row, rows) {
-                /* "domain::name", whole: the column cut alone shortens it */
-                const char *dom = tp_jstr(row, "domain"), *name = tp_jstr(row, "name");
-                size_t nl = strlen(dom) + strlen(name) + 3;
-                char *nm = malloc(nl);
-                if (nm) snprintf(nm, nl, "%s%s%s", dom, *dom ? "::" : "", name);
-                fputs("  ", f);
-                put_name(f, nm ? nm : name, 40);
-                free(nm);
-                fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", tp_jnum(row, "count_per_unit"),
-                        tp_jnum(row, "inclusive_ms"),
-                        100 * tp_jnum(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
-                        tp_jnum(row, "exclusive_ms"));
-            }
+        fprintf(f, "%s%.2f", shown ? ", " : "  warm-up step(s): ", w->valuedouble);
+        shown++;
+    }
+    if (shown) fprintf(f, " ms (not in the statistics)\n");
+}
+
+/* The process sampler's line of a rank. */
+static void process_text(FILE *f, const cJSON *pr) {
+    if (!pr) return;
+    /* a CPU figure past its bound is not printed here: the flagged lines say why */
+    const cJSON *inv = tp_jobj(pr, "invalid");
+    fputs("  process: CPU ", f);
+    if (!tp_jhas(pr, "cpu_percent_max") && !tp_jobj(inv, "cpu_percent_max")) {
+        fputs("not sampled (a rate needs 100 ms); ", f);
+    } else {
+        if (tp_jhas(pr, "cpu_percent_mean"))
+            fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
+        else fputs("mean flagged, ", f);
+        if (tp_jhas(pr, "cpu_percent_max"))
+            fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
+        else fputs("max flagged; ", f);
+    }
+    fprintf(f, "RSS peak %.1f MiB; %.0f threads; %.0f context switches/s (%.0f samples)\n",
+            tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
+            tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
+}
+
+/* The data-loading line of a rank (results.h tp_data_result). */
+static void data_text(FILE *f, const tp_data_result *d) {
+    if (d->found)
+        fprintf(f, "  data loading: %.2f ms %s = %.1f %% of the %s (%s)\n", d->ms,
+                d->per_step ? "per step" : "in total", 100 * d->share,
+                d->per_step ? "step" : "run", d->where);
+    else
+        fprintf(f, "  data loading: no range named like data loading (data, batch, loader, "
+                   "get_batch, batch-generator)\n");
+}
+
+/* The ranges never closed and the top-range tables of a rank. */
+static void ranges_text(FILE *f, const cJSON *rg) {
+    int per_step = !strcmp(tp_jstr(rg, "per"), "step");
+    const cJSON *u;
+    int firstu = 1;
+    cJSON_ArrayForEach(u, tp_jobj(rg, "unclosed")) {
+        const char *dom = tp_jstr(u, "domain");
+        fprintf(f, "%s%s%s%s (%.0f)", firstu ? "  never closed (left out of the tables): " : ", ",
+                dom, *dom ? "::" : "", tp_jstr(u, "name"), tp_jnum(u, "count"));
+        firstu = 0;
+    }
+    if (!firstu) fputc('\n', f);
+    static const char *const tables[2][2] = {{"top_inclusive", "inclusive"},
+                                             {"top_exclusive", "exclusive"}};
+    for (int ti = 0; ti < 2; ti++) {
+        const cJSON *rows = tp_jobj(rg, tables[ti][0]);
+        if (!cJSON_GetArraySize(rows)) continue;
+        fprintf(f, "\n  top ranges by %s time per %s\n  %-40s %9s %12s %7s %12s\n", tables[ti][1],
+                per_step ? "step" : "run", "name", per_step ? "count/st" : "count", "incl ms",
+                "share", "excl ms");
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rows) {
+            /* "domain::name", whole: the column cut alone shortens it */
+            const char *dom = tp_jstr(row, "domain"), *name = tp_jstr(row, "name");
+            size_t nl = strlen(dom) + strlen(name) + 3;
+            char *nm = malloc(nl);
+            if (nm) snprintf(nm, nl, "%s%s%s", dom, *dom ? "::" : "", name);
+            fputs("  ", f);
+            put_name(f, nm ? nm : name, 40);
+            free(nm);
+            fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", tp_jnum(row, "count_per_unit"),
+                    tp_jnum(row, "inclusive_ms"),
+                    100 * tp_jnum(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
+                    tp_jnum(row, "exclusive_ms"));
         }
     }
-    tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
-    tp_diagnose_text(f, rep, B, N, Y); /* clocks, throughput, stragglers */
-    const cJSON *tm = tp_jobj(rep, "timers");
-    if (tm) {
-        fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
-                !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run, in total");
-        if (tp_jobj(tm, "megatron_minmax")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_minmax"));
-        if (tp_jobj(tm, "megatron_all")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_all"));
-    }
-    tp_ended_text(f, rep, B, N, Y);
+}
+
+/* One rank: rr its typed results, r its section of the document (the parts not typed yet). */
+static void rank_text(FILE *f, const tp_rank_result *rr, const cJSON *r, const char *B,
+                      const char *N, const char *Y) {
+    fprintf(f, "\n%s%s%s (%s:%.0f)\n", B, tp_jstr(r, "label"), N, tp_jstr(r, "host"),
+            tp_jnum(r, "pid"));
+    if (!rr->steps.present) return;
+    steps_text(f, &rr->steps, tp_jobj(r, "steps"), N, Y);
+    process_text(f, tp_jobj(r, "process"));
+    tp_figures_text(f, r, Y, N);
+    nvml_text(f, tp_jobj(r, "nvml"));
+    gpu_text(f, tp_jobj(r, "gpu"), B, N);
+    tp_comm_rank_text(f, &rr->comm);
+    tp_breakdown_text(f, tp_jobj(r, "breakdown"));
+    data_text(f, &rr->data);
+    ranges_text(f, tp_jobj(r, "ranges"));
+}
+
+static void timers_text(FILE *f, const cJSON *tm, const char *B, const char *N) {
+    if (!tm) return;
+    fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
+            !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run, in total");
+    if (tp_jobj(tm, "megatron_minmax")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_minmax"));
+    if (tp_jobj(tm, "megatron_all")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_all"));
+}
+
+static void findings_text(FILE *f, const cJSON *rep, const char *B, const char *N,
+                          const char *Y) {
     const cJSON *fd;
     int firstf = 1;
     cJSON_ArrayForEach(fd, tp_jobj(rep, "findings")) {
@@ -526,6 +549,23 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
         if (tp_jobj(fd, "recommendation"))
             fprintf(f, "    try: %s\n", tp_jstr(fd, "recommendation"));
     }
+}
+
+static int write_text(const tp_report *report, FILE *f, int color) {
+    const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
+    const char *Y = color ? "\033[33m" : "";
+    const cJSON *rep = report->doc;
+    run_text(f, rep, B, N, Y);
+    processes_text(f, rep, B, N, Y);
+    /* the document's ranks are the results' ranks, in the same order (report.c) */
+    const cJSON *r = tp_jobj(rep, "ranks") ? tp_jobj(rep, "ranks")->child : NULL;
+    for (size_t i = 0; i < report->res.nranks && r; i++, r = r->next)
+        rank_text(f, &report->res.ranks[i], r, B, N, Y);
+    tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
+    tp_diagnose_text(f, rep, B, N, Y); /* clocks, throughput, stragglers */
+    timers_text(f, tp_jobj(rep, "timers"), B, N);
+    tp_ended_text(f, &report->res.ended, B, N, Y);
+    findings_text(f, rep, B, N, Y);
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
 }
@@ -533,7 +573,7 @@ static int write_text(const cJSON *rep, FILE *f, int color) {
 /* The text is rendered in memory and written through tp_utf8_write, so whatever a section
  * prints (names from the program, text of other tools), the report is valid UTF-8; the
  * sections themselves cut names between characters (text.h). */
-int tp_report_write_text(const cJSON *rep, FILE *f, int color) {
+int tp_report_write_text(const tp_report *rep, FILE *f, int color) {
     char *buf = NULL;
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);

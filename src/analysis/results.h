@@ -52,6 +52,7 @@ typedef struct tp_data_result {
     int per_step;          /* ms_per_step is per measured step; else ms_total over the run */
     double ms;             /* per measured step (per_step) or in total */
     double share;          /* of the measured steps' time (or of the run) */
+    const char *where;     /* "step thread", "other threads" or "all threads" (static) */
 } tp_data_result;
 
 /* The step breakdown ("breakdown"; breakdown.h). The figures below `windows` are filled for
@@ -201,6 +202,7 @@ typedef struct tp_comm_result {
     size_t nrows;
     tp_comm_row_result *rows;           /* owned; each communicator's rows are consecutive */
     tp_comm_exposure_result exposure;
+    size_t nsteps;           /* measured steps the per-step counts are over; 0: the whole run */
 } tp_comm_result;
 
 /* One rank of the report ("ranks[]"). */

@@ -140,9 +140,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     tp_report_opts o;
     tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
+    tp_report tr;
+    cJSON *rep = NULL;
+    if (tp_report_make(&run, &o, &tr) == 0) {
+        tp_report_write_text(&tr, g_null, 0); /* (the JSON form is cJSON's printer alone) */
+        rep = tr.doc;
+        tr.doc = NULL;
+        tp_report_free(&tr);
+    }
     if (rep) {
-        tp_report_write_text(rep, g_null, 0); /* (the JSON form is cJSON's printer alone) */
         tp_html_write(rep, &run, &o, g_null);
         tp_diff_side side = {"fuzz", rep, &run, &o};
         cJSON *d = tp_diff_build(&side, &side, NULL);
