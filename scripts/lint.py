@@ -52,7 +52,6 @@ LONG_LINES_ALLOWED = {
     "src/analysis/figures.c",
     "src/analysis/gpu.c",
     "src/analysis/mfu.c",
-    "src/analysis/model.c",
     "src/analysis/report.c",
     "src/export/chrome.c",
     "src/export/html.c",
