@@ -1,5 +1,5 @@
-# MPI capture (src/capture/mpi_pmpi.c, libtrainprof_mpi.so; docs/mpi.md). Built only with
-# Open MPI (top-level CMakeLists.txt sets TPROF_HAVE_MPI).
+# MPI capture (src/capture/mpi_pmpi.c and mpi_track.c, libtrainprof_mpi.so; docs/mpi.md).
+# Built only with Open MPI (top-level CMakeLists.txt sets TPROF_HAVE_MPI).
 #   test_mpi        unit: the wrappers' ids, bytes, tables, nonblocking tracking, the timers
 #                   hook, error codes and threads, in singleton MPI processes (no mpirun)
 #   test_mpi_inert  the library in a process without any MPI: loads, and its MPI_* entry

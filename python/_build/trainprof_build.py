@@ -16,6 +16,7 @@ extension to that copy instead (same SONAME): one library, one session per proce
 Headers: TRAINPROF_INCLUDE_DIR, default ../include.
 """
 import base64
+import glob
 import hashlib
 import os
 import re
@@ -95,7 +96,8 @@ def _compile(work, libdir):
     from setuptools import Distribution, Extension
     from setuptools.command.build_ext import build_ext
 
-    ext = Extension("trainprof._trainprof", [os.path.join(HERE, "src", "_trainprof.c")],
+    sources = sorted(glob.glob(os.path.join(HERE, "src", "*.c")))  # _trainprof.c and its parts
+    ext = Extension("trainprof._trainprof", sources,
                     include_dirs=[_include_dir(), os.path.join(ROOT, "src")], library_dirs=[libdir],
                     libraries=["trainprof"], extra_compile_args=["-std=c11"],
                     extra_link_args=["-Wl,-rpath,$ORIGIN"])

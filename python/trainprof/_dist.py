@@ -1,6 +1,6 @@
 """torch.distributed as trainprof's collectives hook (tprof_set_collectives).
 
-The C callbacks of the hook (python/src/_trainprof.c) call these functions; they move the
+The C callbacks of the hook (python/src/collectives.c) call these functions; they move the
 Timers' [world x timers] float32 matrix and the EnergyMonitor's joules with
 torch.distributed over the default (world) process group: all_gather_into_tensor when the
 backend supports it (NCCL on torch >= 1.13), else the list form of all_gather (gloo, older

@@ -55,27 +55,24 @@ void tp_clocks_free(tp_clocks *c) {
     memset(c, 0, sizeof *c);
 }
 
-int tp_clocks_build(const tp_run *run, tp_clocks *c) {
-    memset(c, 0, sizeof *c);
-    size_t nr = 0, ne = 0;
+/* The ranks in rank order; the hosts, in order of their first rank; each rank's clock mapped
+ * through the start pair of its host's first rank file. *ne: the ranks' comm records. */
+static int clocks_ranks(const tp_run *run, tp_clocks *c, size_t *ne) {
+    size_t nr = 0;
+    *ne = 0;
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].role == TP_ROLE_RANK) {
             nr++;
-            ne += run->procs[i].ncomm;
+            *ne += run->procs[i].ncomm;
         }
     c->rank = malloc((nr ? nr : 1) * sizeof *c->rank);
     c->host_of = calloc(nr ? nr : 1, sizeof *c->host_of);
     c->map_ns = calloc(nr ? nr : 1, sizeof *c->map_ns);
     c->hosts = calloc(nr ? nr : 1, sizeof *c->hosts);
-    entry *e = malloc((ne ? ne : 1) * sizeof *e);
-    int64_t *tmp = NULL;
-    double *res = NULL;
-    if (!c->rank || !c->host_of || !c->map_ns || !c->hosts || !e) goto oom;
+    if (!c->rank || !c->host_of || !c->map_ns || !c->hosts) return TPROF_ERR_NO_MEMORY;
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].role == TP_ROLE_RANK) c->rank[c->nranks++] = &run->procs[i];
     if (nr > 1) qsort(c->rank, nr, sizeof *c->rank, cmp_rankp);
-    /* hosts, in order of their first rank; each host's clock mapped through the start pair
-     * of its first rank file */
     for (size_t r = 0; r < nr; r++) {
         const tp_process *p = c->rank[r];
         size_t h = 0;
@@ -92,13 +89,17 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
         const tp_process *ref = c->rank[first];
         c->map_ns[r] = (int64_t)ref->hdr.start_realtime_ns - (int64_t)ref->hdr.start_mono_ns;
     }
-    /* collectives of every rank */
-    ne = 0;
-    for (size_t r = 0; r < nr; r++) {
+    return TPROF_OK;
+}
+
+/* The collectives of every rank into e (room for every comm record); *ne: how many. */
+static int clocks_entries(const tp_clocks *c, entry *e, size_t *ne) {
+    *ne = 0;
+    for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
         if (!p->ncomm) continue;
         tp_comm_time *tm = malloc(p->ncomm * sizeof *tm);
-        if (!tm) goto oom;
+        if (!tm) return TPROF_ERR_NO_MEMORY;
         tp_comm_resolve(p, tm);
         for (size_t i = 0; i < p->ncomm; i++) {
             const tp_comm_op *o = &p->comm[i];
@@ -107,15 +108,21 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
             if (o->flags & TPROF_COMM_F_UNFINISHED) continue;
             int mpi = tp_comm_host_timed(o);
             int timed = mpi || tm[i].src != TP_COMM_TIME_HOST;
-            e[ne++] = (entry){o->comm_hash, o->op, o->seq, r, tm[i].start, tm[i].end,
-                              timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};
+            e[(*ne)++] = (entry){o->comm_hash, o->op, o->seq, r, tm[i].start, tm[i].end,
+                                 timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};
         }
         free(tm);
     }
+    return TPROF_OK;
+}
+
+/* The entries grouped into collectives (same communicator, op and sequence number), one
+ * arrival per rank; a collective seen on fewer than two ranks is left out. */
+static int clocks_group(tp_clocks *c, entry *e, size_t ne) {
     if (ne > 1) qsort(e, ne, sizeof *e, cmp_entry);
     c->arr = malloc((ne ? ne : 1) * sizeof *c->arr);
     c->coll = malloc((ne ? ne : 1) * sizeof *c->coll);
-    if (!c->arr || !c->coll) goto oom;
+    if (!c->arr || !c->coll) return TPROF_ERR_NO_MEMORY;
     for (size_t a = 0; a < ne;) {
         size_t b = a + 1;
         while (b < ne && e[b].hash == e[a].hash && e[b].op == e[a].op && e[b].seq == e[a].seq) b++;
@@ -130,13 +137,13 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
         else c->narr = first;
         a = b;
     }
-    /* host offsets: each unaligned host against the hosts aligned so far */
-    size_t maxn = 1;
-    for (size_t k = 0; k < c->ncoll; k++)
-        if (c->coll[k].n > maxn) maxn = c->coll[k].n;
-    tmp = malloc((maxn * 2 + c->ncoll + 1) * sizeof *tmp);
-    if (!tmp) goto oom;
-    int64_t *ra = tmp, *hb = tmp + maxn, *d = tmp + 2 * maxn;
+    return TPROF_OK;
+}
+
+/* Host offsets: each unaligned host against the hosts aligned so far, then every rank's map
+ * and arrival moved by its host's offset. ra, hb: room for the largest collective's
+ * arrivals; d: for one difference per collective. */
+static void clocks_align(tp_clocks *c, int64_t *ra, int64_t *hb, int64_t *d) {
     for (size_t pass = 1; pass < c->nhosts; pass++) {
         int progress = 0;
         for (size_t h = 1; h < c->nhosts; h++) {
@@ -163,15 +170,17 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
         }
         if (!progress) break;
     }
-    for (size_t r = 0; r < nr; r++)
+    for (size_t r = 0; r < c->nranks; r++)
         c->map_ns[r] = tp_add_sat(c->map_ns[r], c->hosts[c->host_of[r]].offset_ns);
     for (size_t i = 0; i < c->narr; i++) {
         c->arr[i].start = tp_add_sat(c->arr[i].start, c->map_ns[c->arr[i].rank]);
         c->arr[i].end = tp_add_sat(c->arr[i].end, c->map_ns[c->arr[i].rank]);
     }
-    /* residual: each arrival's end against the collective's median end */
-    res = malloc((c->narr ? c->narr : 1) * sizeof *res);
-    if (!res) goto oom;
+}
+
+/* Residual: each arrival's end against the collective's median end, per host. ra: room for
+ * the largest collective's arrivals; res: for every arrival. */
+static void clocks_residuals(tp_clocks *c, int64_t *ra, double *res) {
     for (size_t h = 0; h < c->nhosts; h++) {
         size_t n = 0;
         for (size_t k = 0; k < c->ncoll; k++) {
@@ -198,6 +207,27 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
             c->hosts[h].resid_max_us = res[n - 1];
         }
     }
+}
+
+int tp_clocks_build(const tp_run *run, tp_clocks *c) {
+    memset(c, 0, sizeof *c);
+    size_t ne = 0;
+    entry *e = NULL;
+    int64_t *tmp = NULL;
+    double *res = NULL;
+    if (clocks_ranks(run, c, &ne) != TPROF_OK) goto oom;
+    e = malloc((ne ? ne : 1) * sizeof *e);
+    if (!e || clocks_entries(c, e, &ne) != TPROF_OK || clocks_group(c, e, ne) != TPROF_OK)
+        goto oom;
+    size_t maxn = 1;
+    for (size_t k = 0; k < c->ncoll; k++)
+        if (c->coll[k].n > maxn) maxn = c->coll[k].n;
+    tmp = malloc((maxn * 2 + c->ncoll + 1) * sizeof *tmp);
+    if (!tmp) goto oom;
+    clocks_align(c, tmp, tmp + maxn, tmp + 2 * maxn);
+    res = malloc((c->narr ? c->narr : 1) * sizeof *res);
+    if (!res) goto oom;
+    clocks_residuals(c, tmp, res);
     free(res);
     free(tmp);
     free(e);

@@ -1,6 +1,6 @@
 /*
  * comm_ext.h — the two entry points libtrainprof.so exports for capture libraries that live
- * outside it (today libtrainprof_mpi.so, the PMPI wrappers: capture/mpi_pmpi.c).
+ * outside it (today libtrainprof_mpi.so, the PMPI wrappers: capture/mpi_pmpi.c over mpi_track.c).
  *
  * Those libraries cannot reach the internal recording API (it is hidden, and inline over
  * the session's private state), yet they must write into the same per-thread rings as

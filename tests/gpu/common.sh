@@ -25,7 +25,7 @@ python_module() {
     local ext inc
     ext=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
     inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-    gcc -O2 -shared -fPIC -fvisibility=hidden -I"$inc" -Iinclude -Isrc python/src/_trainprof.c \
+    gcc -O2 -shared -fPIC -fvisibility=hidden -I"$inc" -Iinclude -Isrc python/src/*.c \
         -L$C -ltrainprof -o $PYD/trainprof/_trainprof$ext >> $S 2>&1 ||
         echo "python module: build failed" >> $S
     export TRAINPROF_PYTHON_DIR=$PYD

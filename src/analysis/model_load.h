@@ -1,0 +1,105 @@
+/*
+ * model_load.h — what the two halves of the rank-file loader share: the per-file loading state
+ * (model.c reads a file and assembles the run; model_records.c turns each record into the
+ * model and keeps the run's string pool). Private to src/analysis/model*.c. Not thread safe:
+ * one loader reads one file on one thread.
+ */
+#ifndef TP_MODEL_LOAD_H
+#define TP_MODEL_LOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analysis/model.h"
+#include "format/reader.h"
+
+/* ------------------------------------------------------------------ string pool */
+
+/* What the loader derives from a kernel name once: its demangled form and class. Keyed by
+ * the interned name's address (one address per distinct name in a run). */
+typedef struct tp_kname {
+    const char *raw, *shown;
+    uint8_t cls;
+} tp_kname;
+
+typedef struct tp_pool {
+    char **slots; /* open addressing by FNV hash */
+    size_t cap, count;
+    tp_kname *kn; /* open addressing by address */
+    size_t kn_cap, kn_count;
+    char *arena;
+    size_t arena_left;
+    char **blocks;
+    size_t nblocks;
+} tp_pool;
+
+/* the smallest STRING or DOMAIN record: header, one byte of name and its NUL, padded to 8 */
+#define MIN_NAMED_REC 24u
+
+/* ------------------------------------------------------------------ growth helpers */
+
+#define PUSH(arr, n, cap, val)                                            \
+    do {                                                                  \
+        if ((n) == (cap)) {                                               \
+            size_t nc_ = (cap) ? (cap) * 2 : 16;                          \
+            void *np_ = realloc((arr), nc_ * sizeof *(arr));              \
+            if (!np_) return TPROF_ERR_NO_MEMORY;                         \
+            (arr) = np_;                                                  \
+            (cap) = nc_;                                                  \
+        }                                                                 \
+        (arr)[(n)++] = (val);                                             \
+    } while (0)
+
+/* ------------------------------------------------------------------ loading one file */
+
+typedef struct stack {
+    uint32_t domain;
+    int32_t *idx;
+    size_t n, cap;
+} stack;
+
+typedef struct tload { /* per-thread state while reading */
+    const char **strs;
+    size_t nstrs, cap_strs;
+    stack *stacks;
+    size_t nstacks;
+    size_t drop_open; /* index + 1 in p->drops of the window waiting for its end, else 0 */
+    int drop_wrap;    /* the open window's drain may still continue past the ring's end */
+} tload;
+
+typedef struct pending_end {
+    uint64_t id, ts;
+    uint32_t os_tid;
+} pending_end;
+
+typedef struct loader {
+    tp_run *run;
+    tp_process *p;
+    tload *tl; /* indexed like p->threads */
+    pending_end *ends;
+    size_t nends, cap_ends;
+    uint64_t bad_records;
+    /* String and domain ids are handed out densely from 1, one per record of at least
+     * MIN_NAMED_REC bytes, so none can exceed what the file could hold; a larger id is damage,
+     * which must not make the tables grow (a 24-byte record would cost gigabytes). */
+    uint64_t max_id;
+    struct { uint64_t tid; const char *name; } pending[64]; /* names of unseen threads */
+    size_t npending;
+} loader;
+
+/* A line in the process's damage list (what the report shows of a damaged file). */
+void tp_load_damage(tp_process *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The index in p->threads of the thread with this serial (added when new), or -1 on no memory. */
+int tp_load_thread_index(loader *L, uint32_t serial, uint32_t os_tid);
+/* A process-level record (metadata, domains, categories, drops, ...): 0 or a TPROF_ERR_*. */
+int tp_load_proc_record(loader *L, const tprof_rec *r);
+/* One record of thread ti, to its kind's handler: 0, or TPROF_ERR_NO_MEMORY. */
+int tp_load_thread_record(loader *L, int ti, const tprof_rec *r);
+/* Widens thread t's first/last timestamps to ts (0: no time). */
+void tp_load_seen(tp_thread *t, uint64_t ts);
+/* Copies s into dst as valid UTF-8 (bad bytes become U+FFFD); dst has room for 3*n+1. */
+size_t tp_load_utf8(const char *s, size_t n, char *dst);
+/* Frees the run's string pool (tp_run_free). */
+void tp_load_pool_free(struct tp_pool *p);
+
+#endif /* TP_MODEL_LOAD_H */

@@ -1,0 +1,514 @@
+/*
+ * model_records.c — the loader's record handlers: each record of a rank file into the model of
+ * model.h (one handler per kind of thread record, process records, thread names, kernel
+ * names demangled and classified once), and the run's string pool every name is interned in.
+ * model.c reads the files and assembles the run around them.
+ */
+#define _GNU_SOURCE
+#include "analysis/model.h"
+#include "analysis/gpu.h"
+#include "analysis/text.h"
+
+#include <dirent.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "analysis/model_load.h"
+#include "trainprof.h"
+
+/* ------------------------------------------------------------------ string pool */
+
+static uint64_t fnv(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Copies s into dst as valid UTF-8 (bad bytes become U+FFFD); dst has room for 3*n+1. */
+size_t tp_load_utf8(const char *s, size_t n, char *dst) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int bad;
+        size_t k = tp_utf8_next(s + i, n - i, &cp, &bad);
+        memcpy(dst + o, bad ? "\xEF\xBF\xBD" : s + i, bad ? 3 : k);
+        o += bad ? 3 : k;
+        i += k;
+    }
+    dst[o] = 0;
+    return o;
+}
+
+static char *pool_alloc(tp_pool *p, size_t n) {
+    if (n > p->arena_left) {
+        size_t sz = n > 65536 ? n : 65536;
+        char **b = realloc(p->blocks, (p->nblocks + 1) * sizeof *b);
+        if (!b) return NULL;
+        p->blocks = b;
+        char *blk = malloc(sz);
+        if (!blk) return NULL;
+        p->blocks[p->nblocks++] = blk;
+        p->arena = blk;
+        p->arena_left = sz;
+    }
+    char *r = p->arena;
+    p->arena += n;
+    p->arena_left -= n;
+    return r;
+}
+
+const char *tp_intern(tp_run *run, const char *s) {
+    tp_pool *p = run->pool;
+    if (!s) s = "(null)";
+    size_t n = strlen(s);
+    char stackbuf[512];
+    char *clean = 3 * n + 1 <= sizeof stackbuf ? stackbuf : malloc(3 * n + 1);
+    if (!clean) return "(out of memory)";
+    n = tp_load_utf8(s, n, clean);
+    if ((p->count + 1) * 2 > p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        char **ns = calloc(cap, sizeof *ns);
+        if (!ns) {
+            if (clean != stackbuf) free(clean);
+            return "(out of memory)";
+        }
+        for (size_t i = 0; i < p->cap; i++) {
+            if (!p->slots[i]) continue;
+            size_t j = fnv(p->slots[i], strlen(p->slots[i])) & (cap - 1);
+            while (ns[j]) j = (j + 1) & (cap - 1);
+            ns[j] = p->slots[i];
+        }
+        free(p->slots);
+        p->slots = ns;
+        p->cap = cap;
+    }
+    size_t j = fnv(clean, n) & (p->cap - 1);
+    while (p->slots[j]) {
+        if (!strcmp(p->slots[j], clean)) {
+            if (clean != stackbuf) free(clean);
+            return p->slots[j];
+        }
+        j = (j + 1) & (p->cap - 1);
+    }
+    char *copy = pool_alloc(p, n + 1);
+    if (copy) {
+        memcpy(copy, clean, n + 1);
+        p->slots[j] = copy;
+        p->count++;
+    }
+    if (clean != stackbuf) free(clean);
+    return copy ? copy : "(out of memory)";
+}
+
+void tp_load_pool_free(tp_pool *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->nblocks; i++) free(p->blocks[i]);
+    free(p->blocks);
+    free(p->slots);
+    free(p->kn);
+    free(p);
+}
+
+void tp_load_damage(tp_process *p, const char *fmt, ...) {
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char **d = realloc(p->damage, (p->ndamage + 1) * sizeof *d);
+    if (!d) return;
+    p->damage = d;
+    p->damage[p->ndamage] = strdup(line);
+    if (p->damage[p->ndamage]) p->ndamage++;
+}
+
+int tp_load_thread_index(loader *L, uint32_t serial, uint32_t os_tid) {
+    tp_process *p = L->p;
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (p->threads[i].serial == serial) return (int)i;
+    tp_thread *nt = realloc(p->threads, (p->nthreads + 1) * sizeof *nt);
+    if (!nt) return -1;
+    p->threads = nt;
+    tload *ntl = realloc(L->tl, (p->nthreads + 1) * sizeof *ntl);
+    if (!ntl) return -1;
+    L->tl = ntl;
+    memset(&p->threads[p->nthreads], 0, sizeof *nt);
+    memset(&L->tl[p->nthreads], 0, sizeof *ntl);
+    p->threads[p->nthreads].serial = serial;
+    p->threads[p->nthreads].os_tid = os_tid;
+    return (int)p->nthreads++;
+}
+
+/* C++ kernel names as people read them (Kineto shows them demangled too). */
+extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
+
+static const char *demangled(tp_run *run, const char *name) {
+    if (strncmp(name, "_Z", 2)) return name;
+    int status = 0;
+    char *d = __cxa_demangle(name, NULL, NULL, &status);
+    if (status || !d) return name;
+    const char *r = tp_intern(run, d);
+    free(d);
+    return r;
+}
+
+static size_t kn_slot(const tp_kname *t, size_t cap, const char *raw) {
+    size_t j = (size_t)(((uintptr_t)raw >> 3) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+    while (t[j].raw && t[j].raw != raw) j = (j + 1) & (cap - 1);
+    return j;
+}
+
+/* A kernel's shown name and class, derived once per distinct (interned) name: a run holds
+ * millions of kernel records but a few thousand names, and demangling and the class match
+ * cost microseconds each. */
+static void kernel_name(tp_run *run, const char *raw, tp_gpu_op *op) {
+    tp_pool *p = run->pool;
+    if ((p->kn_count + 1) * 2 > p->kn_cap) {
+        size_t cap = p->kn_cap ? p->kn_cap * 2 : 1024;
+        tp_kname *nt = calloc(cap, sizeof *nt);
+        if (!nt) { /* no memo: derive it every time */
+            op->name = demangled(run, raw);
+            op->cls = (uint8_t)tp_kernel_class_id(op->name);
+            return;
+        }
+        for (size_t i = 0; i < p->kn_cap; i++)
+            if (p->kn[i].raw) nt[kn_slot(nt, cap, p->kn[i].raw)] = p->kn[i];
+        free(p->kn);
+        p->kn = nt;
+        p->kn_cap = cap;
+    }
+    size_t j = kn_slot(p->kn, p->kn_cap, raw);
+    if (!p->kn[j].raw) {
+        const char *shown = demangled(run, raw);
+        p->kn[j] = (tp_kname){raw, shown, (uint8_t)tp_kernel_class_id(shown)};
+        p->kn_count++;
+    }
+    op->name = p->kn[j].shown;
+    op->cls = p->kn[j].cls;
+}
+
+static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl) {
+    if (r->arg == TPROF_INLINE_NAME) {
+        const char *s = tprof__rec_inline(r, pl);
+        return tp_intern(L->run, s ? s : "(bad name)");
+    }
+    if (r->arg >= 1 && r->arg <= tl->nstrs && tl->strs[r->arg - 1]) return tl->strs[r->arg - 1];
+    return tp_intern(L->run, "(unknown name)");
+}
+
+static stack *stack_for(tload *tl, uint32_t domain) {
+    for (size_t i = 0; i < tl->nstacks; i++)
+        if (tl->stacks[i].domain == domain) return &tl->stacks[i];
+    stack *ns = realloc(tl->stacks, (tl->nstacks + 1) * sizeof *ns);
+    if (!ns) return NULL;
+    tl->stacks = ns;
+    memset(&ns[tl->nstacks], 0, sizeof *ns);
+    ns[tl->nstacks].domain = domain;
+    return &ns[tl->nstacks++];
+}
+
+void tp_load_seen(tp_thread *t, uint64_t ts) {
+    if (!ts) return;
+    if (!t->first_ts || ts < t->first_ts) t->first_ts = ts;
+    if (ts > t->last_ts) t->last_ts = ts;
+}
+
+
+static int add_domain(tp_run *run, tp_process *p, uint32_t id, const char *name, uint64_t max_id) {
+    if (id == 0 || id > 1u << 20 || id > max_id) return 0;
+    if (id >= p->ndomains) {
+        const char **nd = realloc(p->domains, (id + 1) * sizeof *nd);
+        if (!nd) return TPROF_ERR_NO_MEMORY;
+        for (size_t i = p->ndomains; i <= id; i++) nd[i] = NULL;
+        p->domains = nd;
+        p->ndomains = id + 1;
+    }
+    p->domains[id] = tp_intern(run, name);
+    return 0;
+}
+
+static int add_meta(tp_run *run, tp_process *p, const char *k, const char *v) {
+    tp_kv kv = {tp_intern(run, k), tp_intern(run, v)};
+    PUSH(p->meta, p->nmeta, p->cap_meta, kv);
+    return 0;
+}
+
+int tp_load_proc_record(loader *L, const tprof_rec *r) {
+    tp_process *p = L->p;
+    switch (r->kind) {
+    case TPROF_REC_META: {
+        const char *k = tprof__rec_inline(r, 0);
+        if (!k) return 0;
+        const char *v = k + strlen(k) + 1;
+        if ((const uint8_t *)v >= (const uint8_t *)r + r->size) v = "";
+        return add_meta(L->run, p, k, v);
+    }
+    case TPROF_REC_DOMAIN: {
+        const char *n = tprof__rec_inline(r, 0);
+        return add_domain(L->run, p, r->arg, n ? n : "(bad domain)", L->max_id);
+    }
+    case TPROF_REC_CATEGORY: {
+        if (r->size < sizeof *r + sizeof(tprof_pl_category)) return 0;
+        const tprof_pl_category *pl = (const void *)(r + 1);
+        const char *n = tprof__rec_inline(r, sizeof *pl);
+        struct tp_category *nc =
+            realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
+        if (!nc) return TPROF_ERR_NO_MEMORY;
+        p->categories = nc;
+        nc[p->ncategories++] =
+            (struct tp_category){pl->domain, r->arg, tp_intern(L->run, n ? n : "")};
+        return 0;
+    }
+    case TPROF_REC_END_OF_FILE: {
+        if (r->size < sizeof *r + sizeof(tprof_pl_clock)) return 0;
+        const tprof_pl_clock *pl = (const void *)(r + 1);
+        p->complete = 1;
+        p->end_signal = r->arg > 255 ? 255 : (int)r->arg; /* any nonzero value: a signal */
+        if (pl->mono_ns < TPROF_TIME_MAX) p->end_mono = pl->mono_ns;
+        p->end_dropped = pl->dropped_total;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Kinds whose ts_ns is a time the model keeps. */
+static int timed_kind(uint16_t kind) {
+    return (kind >= TPROF_REC_PUSH && kind <= TPROF_REC_STEP_END) ||
+           (kind >= TPROF_REC_GPU_KERNEL && kind <= TPROF_REC_GPU_API) ||
+           kind == TPROF_REC_COMM_OP || kind == TPROF_REC_GPU_OVERHEAD;
+}
+
+/* What a handler returns for a record too short for its payload or with a value no writer
+ * produces: the record is counted in bad_records and skipped, the file read on. */
+#define REC_BAD 1
+
+static int rec_string(loader *L, tload *tl, const tprof_rec *r) {
+    const char *s = tprof__rec_inline(r, 0);
+    if (!s || r->arg == 0 || r->arg > 1u << 26 || r->arg > L->max_id) return 0;
+    while (tl->nstrs < r->arg) PUSH(tl->strs, tl->nstrs, tl->cap_strs, NULL);
+    tl->strs[r->arg - 1] = tp_intern(L->run, s);
+    return 0;
+}
+
+static int rec_push(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_push)) return REC_BAD;
+    const tprof_pl_push *pl = (const void *)(r + 1);
+    stack *st = stack_for(tl, pl->domain);
+    if (!st) return TPROF_ERR_NO_MEMORY;
+    tp_range rg = {rec_name(L, tl, r, sizeof *pl), r->ts_ns, 0, 0,
+                   st->n ? st->idx[st->n - 1] : -1, pl->domain, pl->category,
+                   (uint16_t)(st->n > 65535 ? 65535 : st->n), TP_R_UNCLOSED, 0};
+    PUSH(t->ranges, t->nranges, t->cap_ranges, rg);
+    PUSH(st->idx, st->n, st->cap, (int32_t)(t->nranges - 1));
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+static int rec_pop(tp_thread *t, tload *tl, const tprof_rec *r) {
+    stack *st = NULL;
+    if (r->arg == TPROF_POP_ANY) {
+        /* the innermost open range of any domain: the latest pushed */
+        for (size_t i = 0; i < tl->nstacks; i++)
+            if (tl->stacks[i].n &&
+                (!st || tl->stacks[i].idx[tl->stacks[i].n - 1] > st->idx[st->n - 1]))
+                st = &tl->stacks[i];
+        if (!st) st = stack_for(tl, 0);
+    } else {
+        st = stack_for(tl, r->arg);
+    }
+    if (!st) return TPROF_ERR_NO_MEMORY;
+    t->events++;
+    tp_load_seen(t, r->ts_ns);
+    if (!st->n) {
+        if (!t->unmatched_pops++) t->first_unmatched_pop_ts = r->ts_ns;
+        /* t->dropped already holds this chunk's count, read before its records: a drop
+         * window of the thread opened at or before this chunk, starting before this pop */
+        if (t->dropped) t->unmatched_pops_after_drops++;
+        return 0;
+    }
+    tp_range *rg = &t->ranges[st->idx[--st->n]];
+    rg->end = r->ts_ns < rg->start ? rg->start : r->ts_ns;
+    rg->flags &= (uint16_t)~TP_R_UNCLOSED;
+    return 0;
+}
+
+static int rec_start(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_start)) return REC_BAD;
+    const tprof_pl_start *pl = (const void *)(r + 1);
+    tp_range rg = {rec_name(L, tl, r, sizeof *pl), r->ts_ns, 0, 0, -1, pl->domain,
+                   pl->category, 0, TP_R_ASYNC | TP_R_UNCLOSED, 0};
+    /* the id rides in child_ns until ends are matched */
+    rg.child_ns = pl->id;
+    PUSH(t->ranges, t->nranges, t->cap_ranges, rg);
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+static int rec_end(loader *L, tp_thread *t, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_u64)) return REC_BAD;
+    pending_end e = {((const tprof_pl_u64 *)(r + 1))->value, r->ts_ns, t->os_tid};
+    PUSH(L->ends, L->nends, L->cap_ends, e);
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+static int rec_mark(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_push)) return REC_BAD;
+    const tprof_pl_push *pl = (const void *)(r + 1);
+    tp_mark m = {rec_name(L, tl, r, sizeof *pl), r->ts_ns, pl->domain, pl->category};
+    PUSH(t->marks, t->nmarks, t->cap_marks, m);
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+static int rec_counter(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_counter)) return REC_BAD;
+    tp_counter c = {rec_name(L, tl, r, sizeof(tprof_pl_counter)), r->ts_ns,
+                    ((const tprof_pl_counter *)(r + 1))->value};
+    PUSH(t->counters, t->ncounters, t->cap_counters, c);
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+/* STEP_BEGIN and STEP_END */
+static int rec_step(tp_thread *t, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_u64)) return REC_BAD;
+    tp_stepev s = {((const tprof_pl_u64 *)(r + 1))->value, r->ts_ns,
+                   r->kind == TPROF_REC_STEP_BEGIN};
+    PUSH(t->steps, t->nsteps, t->cap_steps, s);
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+/* GPU_KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_SYNC, GPU_OVERHEAD and GPU_API */
+static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_gpu)) return REC_BAD;
+    const tprof_pl_gpu *pl = (const void *)(r + 1);
+    if (pl->end_ns >= TPROF_TIME_MAX) return REC_BAD;
+    tp_gpu_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns, pl->bytes, NULL,
+                    pl->device, pl->stream, pl->correlation, pl->kind, pl->os_tid, pl->graph,
+                    r->kind, TP_KC_OTHER};
+    if (r->kind == TPROF_REC_GPU_KERNEL) kernel_name(L->run, rec_name(L, tl, r, sizeof *pl), &op);
+    else if (r->kind == TPROF_REC_GPU_API || r->kind == TPROF_REC_GPU_OVERHEAD)
+        op.name = rec_name(L, tl, r, sizeof *pl);
+    if (r->kind == TPROF_REC_GPU_API) PUSH(L->p->api, L->p->napi, L->p->cap_api, op);
+    else if (r->kind == TPROF_REC_GPU_OVERHEAD) PUSH(L->p->ovh, L->p->novh, L->p->cap_ovh, op);
+    else PUSH(L->p->gpu, L->p->ngpu, L->p->cap_gpu, op);
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+static int rec_gpu_memory(loader *L, tp_thread *t, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_gpu_mem)) return REC_BAD;
+    const tprof_pl_gpu_mem *pl = (const void *)(r + 1);
+    tp_gpu_mem m = {r->ts_ns, pl->address, pl->bytes, pl->device, pl->op, pl->memory_kind};
+    PUSH(L->p->gmem, L->p->ngmem, L->p->cap_gmem, m);
+    t->events++;
+    return 0;
+}
+
+static int rec_comm(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_comm)) return REC_BAD;
+    const tprof_pl_comm *pl = (const void *)(r + 1);
+    if (pl->end_ns >= TPROF_TIME_MAX ||
+        ((pl->flags & TPROF_COMM_F_GPU_TIME) &&
+         (pl->gpu_start_ns >= TPROF_TIME_MAX || pl->gpu_end_ns >= TPROF_TIME_MAX)))
+        return REC_BAD;
+    /* NCCL, MPI and torch.distributed number ranks with an int; the analyses do too */
+    if (pl->nranks > INT32_MAX || pl->rank > INT32_MAX) return REC_BAD;
+    tp_comm_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns,
+                     pl->flags & TPROF_COMM_F_GPU_TIME ? pl->gpu_start_ns : 0,
+                     pl->flags & TPROF_COMM_F_GPU_TIME
+                         ? (pl->gpu_end_ns < pl->gpu_start_ns ? pl->gpu_start_ns
+                                                              : pl->gpu_end_ns)
+                         : 0,
+                     pl->bytes,
+                     pl->count, pl->comm_hash, rec_name(L, tl, r, sizeof *pl), pl->seq,
+                     pl->nranks, pl->rank, pl->op, pl->algo, pl->proto, pl->peer,
+                     pl->flags, pl->nchannels, pl->source, t->os_tid, pl->dtype};
+    PUSH(L->p->comm, L->p->ncomm, L->p->cap_comm, op);
+    tp_load_seen(t, r->ts_ns);
+    t->events++;
+    return 0;
+}
+
+static int rec_gpu_drops(loader *L, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_u64)) return REC_BAD;
+    uint64_t v = ((const tprof_pl_u64 *)(r + 1))->value;
+    if (v > L->p->cupti_dropped) L->p->cupti_dropped = v;
+    return 0;
+}
+
+static int rec_thread_name(loader *L, const tprof_rec *r, size_t body) {
+    if (body < sizeof(tprof_pl_u64)) return REC_BAD;
+    uint64_t tid = ((const tprof_pl_u64 *)(r + 1))->value;
+    const char *n = tprof__rec_inline(r, sizeof(tprof_pl_u64));
+    if (!n) return 0;
+    /* NVTX may name another thread: apply to the thread with that os tid if known,
+     * else remember it on this thread when it is its own id */
+    int target = -1;
+    for (size_t i = 0; i < L->p->nthreads; i++)
+        if (L->p->threads[i].os_tid == tid) target = (int)i;
+    if (target >= 0) L->p->threads[target].name = tp_intern(L->run, n);
+    else if (L->npending < sizeof L->pending / sizeof L->pending[0]) {
+        L->pending[L->npending].tid = tid;
+        L->pending[L->npending++].name = tp_intern(L->run, n);
+    }
+    return 0;
+}
+
+/* One record of thread ti, to its kind's handler. 0, or TPROF_ERR_NO_MEMORY. */
+int tp_load_thread_record(loader *L, int ti, const tprof_rec *r) {
+    tp_thread *t = &L->p->threads[ti];
+    tload *tl = &L->tl[ti];
+    size_t body = r->size - sizeof *r;
+    if (timed_kind(r->kind) && r->ts_ns >= TPROF_TIME_MAX) {
+        L->bad_records++; /* no clock's reading (format.h) */
+        return 0;
+    }
+    int rc;
+    switch (r->kind) {
+    case TPROF_REC_STRING: rc = rec_string(L, tl, r); break;
+    case TPROF_REC_PUSH: rc = rec_push(L, t, tl, r, body); break;
+    case TPROF_REC_POP: rc = rec_pop(t, tl, r); break;
+    case TPROF_REC_START: rc = rec_start(L, t, tl, r, body); break;
+    case TPROF_REC_END: rc = rec_end(L, t, r, body); break;
+    case TPROF_REC_MARK: rc = rec_mark(L, t, tl, r, body); break;
+    case TPROF_REC_COUNTER: rc = rec_counter(L, t, tl, r, body); break;
+    case TPROF_REC_STEP_BEGIN:
+    case TPROF_REC_STEP_END: rc = rec_step(t, r, body); break;
+    case TPROF_REC_GPU_KERNEL:
+    case TPROF_REC_GPU_MEMCPY:
+    case TPROF_REC_GPU_MEMSET:
+    case TPROF_REC_GPU_SYNC:
+    case TPROF_REC_GPU_OVERHEAD:
+    case TPROF_REC_GPU_API: rc = rec_gpu(L, t, tl, r, body); break;
+    case TPROF_REC_GPU_MEMORY: rc = rec_gpu_memory(L, t, r, body); break;
+    case TPROF_REC_COMM_OP: rc = rec_comm(L, t, tl, r, body); break;
+    case TPROF_REC_GPU_DROPS: rc = rec_gpu_drops(L, r, body); break;
+    case TPROF_REC_THREAD_NAME: rc = rec_thread_name(L, r, body); break;
+    default: rc = 0; /* PAD and kinds this reader does not know */
+    }
+    if (rc == REC_BAD) {
+        L->bad_records++;
+        return 0;
+    }
+    return rc;
+}
