@@ -664,16 +664,6 @@ static int write_text(const cJSON *d, FILE *f) {
 
 /* Rendered in memory and written as valid UTF-8 (text.h): the reports compared may come
  * from report.json files of any origin. */
-int tp_diff_write_text(const cJSON *d, FILE *f) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
-    if (!mf) return write_text(d, f);
-    int rc = write_text(d, mf);
-    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
-    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
-    free(buf);
-    fflush(f);
-    if (ferror(f)) rc = TPROF_ERR_IO;
-    return rc;
-}
+static int render_text(FILE *out, const void *ctx) { return write_text(ctx, out); }
+
+int tp_diff_write_text(const cJSON *d, FILE *f) { return tp_utf8_render(f, render_text, d); }

@@ -573,18 +573,19 @@ static int write_text(const tp_report *report, FILE *f, int color) {
 /* The text is rendered in memory and written through tp_utf8_write, so whatever a section
  * prints (names from the program, text of other tools), the report is valid UTF-8; the
  * sections themselves cut names between characters (text.h). */
+struct text_ctx {
+    const tp_report *rep;
+    int color;
+};
+
+static int render_text(FILE *out, const void *ctx) {
+    const struct text_ctx *c = ctx;
+    return write_text(c->rep, out, c->color);
+}
+
 int tp_report_write_text(const tp_report *rep, FILE *f, int color) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
-    if (!mf) return write_text(rep, f, color); /* no memory: unguarded, still cut right */
-    int rc = write_text(rep, mf, color);
-    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
-    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
-    free(buf);
-    fflush(f);
-    if (ferror(f)) rc = TPROF_ERR_IO;
-    return rc;
+    struct text_ctx c = {rep, color};
+    return tp_utf8_render(f, render_text, &c);
 }
 
 int tp_report_write_json(const cJSON *rep, FILE *f) {

@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "analysis/text.h"
 
+#include "trainprof.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +163,20 @@ int tp_utf8_write(FILE *f, const char *buf, size_t len) {
     }
     if (len > run && fwrite(buf + run, 1, len - run, f) != len - run) return -1;
     return 0;
+}
+
+int tp_utf8_render(FILE *f, int (*fn)(FILE *out, const void *ctx), const void *ctx) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    if (!mf) return fn(f, ctx); /* no memory: unguarded, still cut right */
+    int rc = fn(mf, ctx);
+    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
+    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
+    free(buf);
+    fflush(f);
+    if (ferror(f)) rc = TPROF_ERR_IO;
+    return rc;
 }
 
 static int valid(const char *s) {

@@ -48,6 +48,13 @@ const char *tp_text_fit(char *buf, size_t n, const char *s, int max_cols);
  * -1 on a write error. */
 int tp_utf8_write(FILE *f, const char *buf, size_t len);
 
+/* Runs fn(out, ctx) into memory, then writes what it printed to f through tp_utf8_write,
+ * so that a whole text document is valid UTF-8 whatever its parts print; without memory for
+ * the buffer, fn writes to f directly. Returns fn's result (TPROF_OK or an error
+ * code), TPROF_ERR_NO_MEMORY when the buffer could not be completed, TPROF_ERR_IO when
+ * writing f failed. f is flushed. */
+int tp_utf8_render(FILE *f, int (*fn)(FILE *out, const void *ctx), const void *ctx);
+
 /* Replaces, in place, every string value and key of the JSON tree that is not valid UTF-8 by
  * its cleaned form (invalid bytes as U+FFFD), so that cJSON never prints invalid UTF-8. */
 void tp_json_clean_utf8(cJSON *root);
