@@ -17,3 +17,12 @@ void *tprof__next_symbol(const char *name) {
     }
     return f;
 }
+
+void *tprof__next_symbol_cached(void **slot, const char *name) {
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = tprof__next_symbol(name);
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}

@@ -17,4 +17,9 @@
  * constructor and keep the pointers. Thread-safe. */
 void *tprof__next_symbol(const char *name);
 
+/* tprof__next_symbol(name), looked up once and kept in *slot (atomically: a racing second
+ * lookup finds the same answer). Thread-safe; async-signal-safe once *slot is filled, so
+ * callers fill their slots from a constructor. */
+void *tprof__next_symbol_cached(void **slot, const char *name);
+
 #endif

@@ -192,12 +192,7 @@ static const char *const k_next_names[N_COUNT] = {
 static void *g_next[N_COUNT];
 
 static void *next_of(int which) {
-    void *f = __atomic_load_n(&g_next[which], __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = tprof__next_symbol(k_next_names[which]);
-        __atomic_store_n(&g_next[which], f, __ATOMIC_RELEASE);
-    }
-    return f;
+    return tprof__next_symbol_cached(&g_next[which], k_next_names[which]);
 }
 
 __attribute__((constructor)) static void resolve_next(void) {

@@ -109,12 +109,7 @@ static const char *const k_real_names[7] = {"sigaction",     "signal", "bsd_sign
                                             "siginterrupt"};
 
 static void *real(int which) {
-    void *f = __atomic_load_n(&g_real[which], __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = tprof__next_symbol(k_real_names[which]);
-        __atomic_store_n(&g_real[which], f, __ATOMIC_RELEASE);
-    }
-    return f;
+    return tprof__next_symbol_cached(&g_real[which], k_real_names[which]);
 }
 
 static sigaction_fn real_sigaction(void) { return (sigaction_fn)real(R_SIGACTION); }
