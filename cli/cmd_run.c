@@ -171,12 +171,6 @@ static int g_done[NSIG];                   /* ... and dealt with (main loop) */
 static volatile sig_atomic_t g_code[NSIG]; /* si_code of the latest */
 static uint64_t g_when[NSIG];              /* CLOCK_MONOTONIC ns of the latest */
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void wake_main(void) {
     int e = errno;
     if (g_wake[1] >= 0) {
@@ -192,7 +186,7 @@ static void forward_signal(int sig, siginfo_t *si, void *uc) {
      * reads: the kernel names the writer as sender) is not the job's business */
     if (si && si->si_code == SI_USER && si->si_pid == getpid()) return;
     g_code[sig] = si ? si->si_code : SI_USER;
-    g_when[sig] = mono_ns();
+    g_when[sig] = tprof_now_ns();
     g_recv[sig]++;
     wake_main();
 }
@@ -211,7 +205,7 @@ typedef struct sig_report {
 
 static int g_watch_fd = -1;
 static void watcher_signal(int sig) {
-    sig_report r = {sig, 0, mono_ns()};
+    sig_report r = {sig, 0, tprof_now_ns()};
     ssize_t w = write(g_watch_fd, &r, sizeof r);
     (void)w;
 }
@@ -244,7 +238,7 @@ static int watcher_got(int fd, int sig, uint64_t when) {
                 return 1;
             }
         }
-        uint64_t now = mono_ns();
+        uint64_t now = tprof_now_ns();
         if (fd < 0 || now >= when + win) return 0;
         struct pollfd pf = {fd, POLLIN, 0};
         int ms = (int)((when + win - now) / 1000000ull) + 1;
