@@ -229,6 +229,52 @@ static void test_lost_step_end(void **state) {
     synth_rmtree(dir);
 }
 
+/* trainprof.torch's steps (metadata trainprof.torch.steps = iteration): API steps 0..4 that
+ * begin every 10 ms and end at 7 ms (the optimizer's return), with step 3 lost (a damaged
+ * chunk). Each step runs to the next one's begin (10 ms), except step 2, followed by a
+ * missing step, and the last: they keep their 7 ms. Without the metadata the same events
+ * give 7 ms steps; a step name the user gives wins over both. */
+static void test_iteration_steps(void **state) {
+    (void)state;
+    char dir[512];
+    for (int iter = 0; iter < 2; iter++) {
+        synth_file *f = open_run(dir, sizeof dir, "report-iter", 7, 0);
+        if (iter) synth_meta(f, "trainprof.torch.steps", "iteration");
+        for (uint64_t s = 0; s < 6; s++) {
+            if (s == 3) continue;
+            synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+            synth_push(f, 1, T0 + s * 10 * MS + MS, "iter", 0, 0);
+            synth_pop(f, 1, T0 + s * 10 * MS + 2 * MS, 0);
+            synth_step_end(f, 1, T0 + s * 10 * MS + 7 * MS, s);
+        }
+        synth_end_of_file(f, T0 + 70 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+        tp_run run;
+        load_run(dir, &run);
+        tp_steps st;
+        assert_int_equal(tp_find_steps(&run.procs[0], NULL, 0, &st), 0);
+        assert_int_equal(st.source, iter ? TP_STEPS_ITERATION : TP_STEPS_API);
+        assert_int_equal(st.nsteps, 5);
+        const uint64_t want[5] = {0, 1, 2, 4, 5};
+        for (size_t i = 0; i < st.nsteps; i++) {
+            uint64_t len = iter && (want[i] == 0 || want[i] == 1 || want[i] == 4) ? 10 : 7;
+            assert_int_equal(st.steps[i].app_step, want[i]);
+            assert_int_equal(st.steps[i].end - st.steps[i].start, len * MS);
+        }
+        tp_steps_free(&st);
+        assert_int_equal(tp_find_steps(&run.procs[0], "iter", 0, &st), 0);
+        assert_int_equal(st.source, TP_STEPS_NAMED);
+        assert_int_equal(st.nsteps, 5);
+        for (size_t i = 0; i < st.nsteps; i++) assert_int_equal(st.steps[i].end - st.steps[i].start, MS);
+        tp_steps_free(&st);
+        assert_int_equal(tp_find_steps(&run.procs[0], "no-such-range", 0, &st), 0);
+        assert_int_equal(st.source, iter ? TP_STEPS_ITERATION : TP_STEPS_API);
+        tp_steps_free(&st);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+}
+
 /* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
  * median launch delay (0.1 ms) would place its launch in step 1, but its neighbours on the
  * same stream, launched at 9.0 and 9.9 ms (in the warm-up step, queue 0.8 ms deep), bound
@@ -624,6 +670,7 @@ int main(void) {
         cmocka_unit_test(test_sync_device_two_gpus),
         cmocka_unit_test(test_cut_step_left_out),
         cmocka_unit_test(test_lost_step_end),
+        cmocka_unit_test(test_iteration_steps),
         cmocka_unit_test(test_gpu_records_stop),
         cmocka_unit_test(test_gpu_by_uuid),
         cmocka_unit_test(test_gpu_in_use),

@@ -3,13 +3,17 @@
 ``instrument(model=None, optimizer=None, dataloader=None)`` records, into this process's rank
 file (docs/python.md, "trainprof.torch"):
 
-- **steps**: a step begins at the first data fetch, forward or backward after the previous
-  optimizer step (or at the optimizer step itself) and ends when ``optimizer.step()``
-  returns (``tprof_step_begin/end``, numbered from 0 on the thread that trains);
+- **steps**: training iterations. A step begins at the first data fetch, forward or
+  backward after the previous optimizer step (or at the optimizer step itself) and its end
+  is written when ``optimizer.step()`` returns (``tprof_step_begin/end``, numbered from 0 on
+  the thread that trains); the metadata ``trainprof.torch.steps = iteration`` tells the
+  report to read each step as running to the next one's begin, so that the work after the
+  optimizer belongs to its iteration;
 - **phases** as ranges at the top of the step: ``data`` (each DataLoader iterator fetch, and
   ``iter(loader)``, which starts workers), ``forward`` (the top-level module: forward pre and
-  post hooks), ``backward`` (each ``torch.autograd.backward`` call, which ``Tensor.backward``
-  makes: the same on torch 1.13 and 2.x, and it holds DDP's gradient reduction) and
+  post hooks), ``backward`` (each call into the autograd engine's ``run_backward``:
+  ``torch.autograd.backward``, ``Tensor.backward``, ``torch.autograd.grad`` and programs that
+  call the engine directly, as Megatron-LM does; it holds DDP's gradient reduction) and
   ``optimizer`` (``optimizer.step()``: a wrapper on torch 1.13, whose optimizers have no step
   hooks; ``register_step_pre_hook``/``register_step_post_hook`` where they exist);
 - **torch.distributed collectives** (all_reduce, all_gather, all_gather_into_tensor,
@@ -66,6 +70,8 @@ class _State:
         self.group_ordinal = {}     # (backend, ranks) -> count, for duplicate groups
         self.opt_param_ids = []     # per optimizer: frozenset of id(param)
         self.cuda_counters = False
+        self.rule_written = False
+        self.train_thread = None    # threading.get_ident() of the thread whose steps are recorded
 
 
 _S = _State()
@@ -103,12 +109,21 @@ def current_cuda_stream():
 def _ensure_step():
     if not _S.in_step:
         _S.in_step = True
+        if _S.train_thread is None:
+            _S.train_thread = threading.get_ident()
         _tp.step_begin(_S.step)
 
 
 def _end_step():
     if not _S.in_step:
         _tp.step_begin(_S.step)
+    if not _S.rule_written:
+        # how the report reads these steps (docs/python.md): a training iteration runs from
+        # its first data fetch, forward or backward to the next one's, so the work after the
+        # optimizer (parameter copies, loss reduction, logging) belongs to its iteration;
+        # the last ends here, at its optimizer step's return
+        _S.rule_written = True
+        _tp.set_metadata("trainprof.torch.steps", "iteration")
     _tp.step_end(_S.step)
     _S.step += 1
     _S.in_step = False
@@ -194,24 +209,87 @@ def _instrument_module(module):
 
 def _backward_wrapper(orig):
     def backward(*args, **kwargs):
-        _ensure_step()
-        _tp.push("backward")
+        if not _bw_enter():
+            return orig(*args, **kwargs)
         try:
             return orig(*args, **kwargs)
         finally:
-            _tp.pop()
+            _bw_leave()
     backward.__wrapped__ = orig
     backward.__doc__ = orig.__doc__
     return backward
 
 
+_bw = threading.local()
+
+
+def _bw_enter():
+    """Opens the backward phase for one call into the autograd engine: on the thread that
+    trains (the one whose steps are recorded, or the first to reach here), outside any other
+    backward of that thread. A backward run inside a backward (reentrant activation
+    checkpointing, on the engine's own threads) or elsewhere is work of the same phase, not a
+    phase of its own. Returns whether it opened one."""
+    if getattr(_bw, "depth", 0):
+        return False
+    tid = threading.get_ident()
+    if _S.train_thread is None:
+        _S.train_thread = tid
+    elif _S.train_thread != tid:
+        return False
+    _bw.depth = 1
+    _ensure_step()
+    _tp.push("backward")
+    return True
+
+
+def _bw_leave():
+    _tp.pop()
+    _bw.depth = 0
+
+
+class _Engine:
+    """Stands in for torch's autograd engine object (``Variable._execution_engine``): every
+    backward pass enters the engine through its ``run_backward``, whether it comes from
+    ``torch.autograd.backward``, ``Tensor.backward``, ``torch.autograd.grad`` or a program
+    that calls the engine directly, as Megatron-LM's pipeline schedules do
+    (megatron/core/pipeline_parallel/schedules.py, custom_backward). Everything else
+    (queue_callback, is_checkpoint_valid, ...) goes to the engine unchanged."""
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine):
+        object.__setattr__(self, "_engine", engine)
+
+    def run_backward(self, *args, **kwargs):
+        eng = object.__getattribute__(self, "_engine")
+        if not _bw_enter():
+            return eng.run_backward(*args, **kwargs)
+        try:
+            return eng.run_backward(*args, **kwargs)
+        finally:
+            _bw_leave()
+
+    def __getattr__(self, name):
+        return getattr(object.__getattribute__(self, "_engine"), name)
+
+    def __setattr__(self, name, value):
+        setattr(object.__getattribute__(self, "_engine"), name, value)
+
+
 def _patch_backward():
-    autograd = _torch().autograd
+    torch = _torch()
     with _lock:
         if "autograd.backward" in _S.patched:
             return
         _S.patched.add("autograd.backward")
-        autograd.backward = _backward_wrapper(autograd.backward)
+    try:
+        var = torch.autograd.variable.Variable
+        eng = var.__dict__["_execution_engine"]
+        if not callable(getattr(eng, "run_backward", None)):
+            raise AttributeError("run_backward")
+        var._execution_engine = _Engine(eng)
+        _S.patched.add("autograd engine")
+    except Exception:  # another torch: the public entry points at least
+        torch.autograd.backward = _backward_wrapper(torch.autograd.backward)
 
 
 # ------------------------------------------------------------------------------ data

@@ -310,9 +310,8 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     cJSON_AddStringToObject(js, "source", tp_step_source_name(s.source));
     if (s.name) cJSON_AddStringToObject(js, "name", s.name);
     if (o->step_name) cJSON_AddStringToObject(js, "requested_name", o->step_name);
-    if (o->step_name && s.source == TP_STEPS_API)
-        cJSON_AddStringToObject(js, "note", "--step-name ignored: the program marks its steps "
-                                            "with tprof_step_begin/end, which take precedence");
+    if (o->step_name && *o->step_name && s.source != TP_STEPS_NAMED)
+        cJSON_AddStringToObject(js, "note", "no range of this rank matches --step-name");
     cJSON_AddNumberToObject(js, "count", (double)s.nsteps);
     cJSON_AddNumberToObject(js, "warmup", (double)s.nwarmup);
     size_t nm = s.nsteps - s.nwarmup;

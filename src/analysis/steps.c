@@ -18,6 +18,9 @@ const char *tp_step_source_name(tp_step_source s) {
     case TP_STEPS_NAMED: return "ranges named by --step-name";
     case TP_STEPS_PROFILER: return "PyTorch ProfilerStep#N ranges";
     case TP_STEPS_DEFAULT_NAME: return "ranges with a common step name";
+    case TP_STEPS_ITERATION:
+        return "training iterations of trainprof.torch, from one iteration's first data fetch, "
+               "forward or backward to the next";
     default: return "none found";
     }
 }
@@ -161,14 +164,15 @@ static int from_api(const tp_process *p, tp_steps *out) {
 
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out) {
     memset(out, 0, sizeof *out);
-    int r = from_api(p, out);
-    if (r > 0) {
-        out->source = TP_STEPS_API;
-        out->name = "tprof_step_begin/end";
-    }
-    if (r == 0 && step_name && *step_name && (r = from_ranges(p, step_name, out)) > 0) {
+    int r = 0;
+    if (step_name && *step_name && (r = from_ranges(p, step_name, out)) > 0) {
         out->source = TP_STEPS_NAMED;
         out->name = step_name;
+    }
+    if (r == 0 && (r = from_api(p, out)) > 0) {
+        const char *rule = tp_meta(p, "trainprof.torch.steps");
+        out->source = rule && !strcmp(rule, "iteration") ? TP_STEPS_ITERATION : TP_STEPS_API;
+        out->name = "tprof_step_begin/end";
     }
     if (r == 0 && (!step_name || !*step_name)) {
         if ((r = from_ranges(p, TPROF_PROFILER_STEP_GLOB, out)) > 0) {
@@ -198,8 +202,13 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
         out->steps[kept++] = s;
     }
     out->nsteps = kept;
+    if (out->source == TP_STEPS_ITERATION) /* each to the next one's begin (steps.h) */
+        for (size_t i = 0; i + 1 < out->nsteps; i++)
+            if (out->steps[i + 1].app_step == out->steps[i].app_step + 1)
+                out->steps[i].end = out->steps[i + 1].start;
     for (size_t i = 0; i < out->nsteps; i++) {
-        if (out->source != TP_STEPS_API) out->steps[i].app_step = i;
+        if (out->source != TP_STEPS_API && out->source != TP_STEPS_ITERATION)
+            out->steps[i].app_step = i;
         out->steps[i].warmup = (int)i < warmup;
     }
     out->nwarmup = out->nsteps < (size_t)(warmup < 0 ? 0 : warmup) ? out->nsteps : (size_t)warmup;

@@ -1,12 +1,24 @@
 /*
  * steps.h — the step rule of docs/design.md §4, the same for the report and for live use.
  *
- * Sources, in order: explicit API steps (tprof_step_begin/end); ranges whose name matches
- * the configured step name (exact, or a glob when it holds '*' or '?'); PyTorch's
- * "ProfilerStep#*"; then the common names "train_step", "training_step", "step",
- * "iteration", "train_iter". The first thread of the process on which the chosen source
- * appears defines the steps; they are numbered from 0 in time order; the first
- * `warmup` steps are warm-up.
+ * Sources, in order: ranges whose name matches the step name the user gave (exact, or a glob
+ * when it holds '*' or '?'): what the user asks for wins; explicit API steps
+ * (tprof_step_begin/end), read as training iterations when trainprof.torch made them (below);
+ * then, without a step name, PyTorch's "ProfilerStep#*" and the common names "train_step",
+ * "training_step", "step", "iteration", "train_iter".
+ *
+ * Training iterations (TP_STEPS_ITERATION): trainprof.torch begins a step at the first data
+ * fetch, forward or backward after an optimizer step and ends it when optimizer.step()
+ * returns, and marks its process with metadata trainprof.torch.steps = "iteration". Such a
+ * step is read as running to the next step's begin, so the work a training loop does after
+ * its optimizer step (Megatron-LM: parameter copies, loss reduction, logging) is in its
+ * iteration and the step time is the iteration period a framework logs (Megatron-LM's
+ * "elapsed time per iteration", megatron/training/training.py); torch.profiler's
+ * ProfilerStep#N ranges are delimited the same way, from one step() call to the next. The
+ * last step, and a step followed by missing ones, end where the program ended them.
+ *
+ * The first thread of the process on which the chosen source appears defines the steps;
+ * they are numbered from 0 in time order; the first `warmup` steps are warm-up.
  */
 #ifndef TPROF_STEPS_H
 #define TPROF_STEPS_H
@@ -18,7 +30,8 @@ typedef enum tp_step_source {
     TP_STEPS_API,
     TP_STEPS_NAMED,       /* --step-name */
     TP_STEPS_PROFILER,    /* ProfilerStep#N */
-    TP_STEPS_DEFAULT_NAME /* one of the common names */
+    TP_STEPS_DEFAULT_NAME, /* one of the common names */
+    TP_STEPS_ITERATION    /* API steps of trainprof.torch, boundary to boundary */
 } tp_step_source;
 
 typedef struct tp_step {

@@ -724,7 +724,8 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
     /* Only API steps need events of their own: every other source is a range already in
      * the trace, and a duplicate would break nesting. */
     uint32_t step_tid = 0;
-    int api = st.source == TP_STEPS_API && st.thread < p->nthreads;
+    int api = (st.source == TP_STEPS_API || st.source == TP_STEPS_ITERATION) &&
+              st.thread < p->nthreads;
     if (api) step_tid = p->threads[st.thread].os_tid;
 
     for (size_t t = 0; t < p->nthreads && rc == TPROF_OK; t++) {

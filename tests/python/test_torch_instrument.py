@@ -45,7 +45,57 @@ dist.destroy_process_group()
 """
 
 
+ITERATIONS = ("training iterations of trainprof.torch, from one iteration's first data fetch, "
+              "forward or backward to the next")
+
+# A Megatron-LM-like loop: backward by calling the autograd engine directly, as
+# megatron/core/pipeline_parallel/schedules.py (custom_backward) does; a reentrant
+# activation checkpoint, whose backward runs a backward inside the backward; and 40 ms of
+# work after the optimizer step (Megatron's parameter copy, loss reduction and logging).
+ENGINE_LOOP = r"""
+import time, torch, torch.utils.checkpoint as ckpt
+from torch.autograd.variable import Variable
+import trainprof.torch as tt
+torch.manual_seed(3)
+lin1, lin2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+model = torch.nn.Sequential(lin1, torch.nn.GELU(), lin2)
+opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+assert tt.instrument(model=model, optimizer=opt)
+for i in range(6):
+    x = torch.randn(8, 16, requires_grad=True)
+    h = ckpt.checkpoint(lambda t: torch.nn.functional.gelu(lin1(t)), x)
+    loss = model(x).sum() + lin2(h).sum()
+    Variable._execution_engine.run_backward(
+        tensors=(loss,), grad_tensors=(torch.ones_like(loss),), keep_graph=False,
+        create_graph=False, inputs=tuple(), allow_unreachable=True, accumulate_grad=True)
+    opt.step()
+    time.sleep(0.04)
+    opt.zero_grad()
+assert "autograd engine" in tt.instrumented()["patched"]
+"""
+
+
 class TorchInstrumentTest(unittest.TestCase):
+    def test_backward_through_the_engine_and_iteration_steps(self):
+        d = tphelp.workdir("torch_engine")
+        p = tphelp.run_child(ENGINE_LOOP, outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rep = tphelp.report(d, "--warmup", "0")
+        r = rep["ranks"][0]
+        self.assertEqual(r["steps"]["source"], ITERATIONS)
+        self.assertEqual(r["steps"]["count"], 6)
+        ev = tphelp.chrome(d)
+        bw = [e for e in ev if e.get("name") == "backward" and e.get("ph") == "X"]
+        # one per iteration: the checkpoint's backward inside it is not a second phase
+        self.assertEqual(len(bw), 6, bw)
+        steps = sorted((e for e in ev if e.get("ph") == "X" and
+                        str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+        self.assertEqual(len(steps), 6)
+        for a, b in zip(steps, steps[1:]):  # boundary to boundary: the 40 ms tail is inside
+            self.assertAlmostEqual(a["ts"] + a["dur"], b["ts"], places=2)
+            self.assertGreaterEqual(a["dur"], 40000)
+        self.assertLess(steps[-1]["dur"], 40000)  # the last ends at its optimizer step
+
     def test_steps_phases_collectives_and_identical_loss(self):
         d = tphelp.workdir("torch_instrument")
         p = tphelp.run_child(LOOP % True, outdir=d)
@@ -56,7 +106,7 @@ class TorchInstrumentTest(unittest.TestCase):
         rep = tphelp.report(d)
         r = rep["ranks"][0]
         self.assertEqual(r["steps"]["count"], 8)  # 64 samples / batch 8 = 8 optimizer steps
-        self.assertEqual(r["steps"]["source"], "tprof_step_begin/end calls")
+        self.assertEqual(r["steps"]["source"], ITERATIONS)
         names = {x["name"] for x in r["breakdown"]["ranges"]}
         self.assertTrue({"data", "forward", "backward", "optimizer"} <= names, names)
         comm = r["communication"]

@@ -59,8 +59,8 @@ def chrome(d, name="trace.json"):
         return json.load(f)["traceEvents"]
 
 
-def report(d):
-    p = subprocess.run([CLI, "report", d, "--format", "json"], check=True,
+def report(d, *args):
+    p = subprocess.run([CLI, "report", d, "--format", "json", *args], check=True,
                        capture_output=True, text=True)
     return json.loads(p.stdout)
 
