@@ -275,6 +275,48 @@ static void test_iteration_steps(void **state) {
     }
 }
 
+/* torchrun's agent (no rank of its own) is the parent of ranks 0 and 1 on host h; rank 2 on
+ * host g has a parent of the same pid on its own host: the agent is named the launcher of
+ * ranks 0-1, by torchrun. A process of no rank that launched none stays "process <pid>". */
+static void test_launcher_role(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-launcher"), 0);
+    const struct { const char *host; int32_t pid, ppid; int rank; } pr[] = {
+        {"h", 100, 1, -1}, {"h", 101, 100, 0}, {"h", 102, 100, 1}, {"g", 101, 100, 2},
+        {"h", 300, 1, -1}};
+    for (size_t i = 0; i < sizeof pr / sizeof *pr; i++) {
+        synth_header h = {pr[i].host, pr[i].pid, pr[i].ppid, 1700000000000000000ull, T0,
+                          "run", "test", NULL};
+        synth_file *f = synth_open_ex(dir, &h);
+        assert_non_null(f);
+        if (pr[i].rank >= 0) synth_rank(f, pr[i].rank, 3);
+        if (pr[i].pid == 100)
+            synth_meta(f, "cmdline", "/usr/bin/python3 /usr/local/bin/torchrun --nproc_per_node=2 t.py");
+        synth_push(f, 1, T0 + MS, "x", 0, 0);
+        synth_pop(f, 1, T0 + 2 * MS, 0);
+        synth_end_of_file(f, T0 + 3 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    tp_run run;
+    load_run(dir, &run);
+    int seen = 0;
+    for (size_t i = 0; i < run.nprocs; i++) {
+        char label[64];
+        tp_process_label(&run.procs[i], label, sizeof label);
+        if (run.procs[i].hdr.pid == 100) {
+            assert_string_equal(label, "launcher of ranks 0-1 (torchrun)");
+            seen++;
+        } else if (run.procs[i].hdr.pid == 300) {
+            assert_string_equal(label, "process 300");
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 2);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
  * median launch delay (0.1 ms) would place its launch in step 1, but its neighbours on the
  * same stream, launched at 9.0 and 9.9 ms (in the warm-up step, queue 0.8 ms deep), bound
@@ -671,6 +713,7 @@ int main(void) {
         cmocka_unit_test(test_cut_step_left_out),
         cmocka_unit_test(test_lost_step_end),
         cmocka_unit_test(test_iteration_steps),
+        cmocka_unit_test(test_launcher_role),
         cmocka_unit_test(test_gpu_records_stop),
         cmocka_unit_test(test_gpu_by_uuid),
         cmocka_unit_test(test_gpu_in_use),

@@ -545,10 +545,17 @@ static void assign_roles(tp_run *run) {
         if (p->role == TP_ROLE_SAMPLER) continue;
         if (p->rank < 0) {
             p->role = TP_ROLE_HELPER;
-            /* attach to the rank whose pid is its parent, if any */
-            for (size_t k = 0; k < run->nprocs; k++)
-                if (run->procs[k].rank >= 0 && run->procs[k].hdr.pid == p->hdr.ppid)
-                    p->helper_of = run->procs[k].rank;
+            /* attach to the rank whose pid is its parent, if any; or, being the parent of
+             * ranks (a launcher: torchrun's agent, mpirun), say whose */
+            for (size_t k = 0; k < run->nprocs; k++) {
+                const tp_process *q = &run->procs[k];
+                if (q->rank < 0 || strcmp(q->hdr.host, p->hdr.host)) continue;
+                if (q->hdr.pid == p->hdr.ppid) p->helper_of = q->rank;
+                if (q->hdr.ppid == p->hdr.pid) {
+                    if (!p->launched++ || q->rank < p->launched_lo) p->launched_lo = q->rank;
+                    if (p->launched == 1 || q->rank > p->launched_hi) p->launched_hi = q->rank;
+                }
+            }
             continue;
         }
         p->role = TP_ROLE_RANK;

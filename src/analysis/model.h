@@ -156,6 +156,9 @@ typedef struct tp_process {
     int rank_implied;                 /* no launcher told: the report assumed rank 0 */
     tp_role role;
     int helper_of;                    /* rank a helper belongs to, -1 if none */
+    int launched;                     /* ranks on its host whose parent it is: a launcher
+                                       * (torchrun's agent, mpirun); 0 otherwise */
+    int launched_lo, launched_hi;     /* the lowest and highest of those ranks */
     tp_kv *meta;
     size_t nmeta, cap_meta;
     const char **domains; /* [0] = "" (default) */

@@ -221,7 +221,18 @@ void tp_process_label(const tp_process *p, char *buf, size_t n) {
     if (p->role == TP_ROLE_RANK) snprintf(buf, n, "rank %d", p->rank);
     else if (p->role == TP_ROLE_SAMPLER) snprintf(buf, n, "node GPU sampler");
     else if (p->helper_of >= 0) snprintf(buf, n, "helper of rank %d", p->helper_of);
-    else snprintf(buf, n, "process %d", (int)p->hdr.pid);
+    else if (p->launched) {
+        /* torchrun (torch/distributed/run.py) is the launcher PyTorch's docs use */
+        const char *cmd = tp_meta(p, "cmdline");
+        const char *by = cmd && (strstr(cmd, "torchrun") || strstr(cmd, "torch.distributed.run") ||
+                                 strstr(cmd, "torch/distributed/run"))
+                             ? " (torchrun)"
+                             : "";
+        if (p->launched_lo == p->launched_hi)
+            snprintf(buf, n, "launcher of rank %d%s", p->launched_lo, by);
+        else
+            snprintf(buf, n, "launcher of ranks %d-%d%s", p->launched_lo, p->launched_hi, by);
+    } else snprintf(buf, n, "process %d", (int)p->hdr.pid);
 }
 
 void tp_json_string(FILE *f, const char *s) {
