@@ -71,6 +71,8 @@ class _State:
         self.opt_param_ids = []     # per optimizer: frozenset of id(param)
         self.cuda_counters = False
         self.rule_written = False
+        self.capturing = 0          # CUDA graph captures open on the training thread
+        self.step_in_capture = False  # an optimizer step ran inside the open capture
         self.train_thread = None    # threading.get_ident() of the thread whose steps are recorded
 
 
@@ -107,6 +109,8 @@ def current_cuda_stream():
 # ------------------------------------------------------------------------------ steps
 
 def _ensure_step():
+    if _S.capturing:
+        return  # recording a CUDA graph runs nothing on the GPU: not an iteration
     if not _S.in_step:
         _S.in_step = True
         if _S.train_thread is None:
@@ -115,6 +119,9 @@ def _ensure_step():
 
 
 def _end_step():
+    if _S.capturing:
+        _S.step_in_capture = True  # the graph being captured holds the optimizer step
+        return
     if not _S.in_step:
         _tp.step_begin(_S.step)
     if not _S.rule_written:
@@ -775,6 +782,70 @@ def _patch_ddp_class():
     ddp.__init__ = __init__
 
 
+# ------------------------------------------------------------------------------ CUDA graphs
+
+def _patch_cuda_graphs():
+    """A training iteration captured once in a CUDA graph and replayed (torch.cuda.graphs,
+    the "whole network capture" of PyTorch's CUDA graphs documentation): while a graph is
+    captured nothing runs on the GPU, so the capture is a range ("cuda graph capture") and
+    no step; a graph whose capture held an optimizer step is a step graph, and each of its
+    replays on the training thread is one iteration ("cuda graph replay" range, the step
+    ending at its return). Graphs of parts of a step (per-layer graphs, torch.compile's
+    graph trees) hold no optimizer step and change nothing."""
+    torch = _torch()
+    try:
+        cls = torch.cuda.graphs.CUDAGraph
+        orig_begin, orig_end, orig_replay = cls.capture_begin, cls.capture_end, cls.replay
+    except Exception:
+        return
+    with _lock:
+        if "CUDAGraph" in _S.patched:
+            return
+        _S.patched.add("CUDAGraph")
+
+    def on_train_thread():
+        return _S.train_thread is None or _S.train_thread == threading.get_ident()
+
+    def capture_begin(self, *args, **kwargs):
+        r = orig_begin(self, *args, **kwargs)
+        if on_train_thread():
+            _tp.push("cuda graph capture")
+            if not _S.capturing:
+                _S.step_in_capture = False
+            _S.capturing += 1
+            self._trainprof_capturing = True
+        return r
+
+    def capture_end(self, *args, **kwargs):
+        try:
+            return orig_end(self, *args, **kwargs)
+        finally:
+            if getattr(self, "_trainprof_capturing", False):
+                self._trainprof_capturing = False
+                _S.capturing -= 1
+                _tp.pop()
+                if _S.step_in_capture:
+                    self._trainprof_step_graph = True
+                    _S.step_in_capture = False
+
+    def replay(self, *args, **kwargs):
+        if not getattr(self, "_trainprof_step_graph", False) or not on_train_thread():
+            return orig_replay(self, *args, **kwargs)
+        _ensure_step()
+        _tp.push("cuda graph replay")
+        try:
+            return orig_replay(self, *args, **kwargs)
+        finally:
+            _tp.pop()
+            _end_step()
+
+    for name, fn, orig in (("capture_begin", capture_begin, orig_begin),
+                           ("capture_end", capture_end, orig_end), ("replay", replay, orig_replay)):
+        fn.__wrapped__ = orig
+        fn.__doc__ = orig.__doc__
+        setattr(cls, name, fn)
+
+
 # ------------------------------------------------------------------------------ torch.profiler
 
 def _patch_profiler():
@@ -831,6 +902,7 @@ def instrument(model=None, optimizer=None, dataloader=None):
     _patch_backward()
     _patch_distributed()
     _patch_profiler()
+    _patch_cuda_graphs()
     _S.cuda_counters = bool(torch.cuda.is_available())
     if dataloader is not None:
         if not isinstance(dataloader, torch.utils.data.DataLoader):

@@ -75,6 +75,73 @@ assert "autograd engine" in tt.instrumented()["patched"]
 """
 
 
+# A training step captured once in a CUDA graph and replayed, as PyTorch's CUDA graphs
+# documentation shows it (warm-up iterations, one capture, replays into static tensors).
+# This CPU build has no CUDA graphs, so a stand-in class takes torch.cuda.graphs.CUDAGraph's
+# place before instrument(): the capture runs the iteration's Python (as a real capture does,
+# recording instead of launching), each replay takes 20 ms (the GPU running the graph).
+GRAPH_LOOP = r"""
+import time, torch
+import torch.cuda.graphs as graphs
+
+
+class Graph:
+    def capture_begin(self, *a, **k):
+        pass
+
+    def capture_end(self):
+        pass
+
+    def replay(self):
+        time.sleep(0.02)
+
+
+graphs.CUDAGraph = torch.cuda.CUDAGraph = Graph
+import trainprof.torch as tt
+torch.manual_seed(3)
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+assert tt.instrument(model=model, optimizer=opt)
+static_x = torch.randn(8, 16)
+for i in range(2):  # warm-up, eager
+    model(static_x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+part = Graph()  # a graph of part of a step (no optimizer step in it): no step of its own
+part.capture_begin(); model(static_x); part.capture_end()
+g = Graph()
+g.capture_begin()
+model(static_x).sum().backward()
+opt.step()
+g.capture_end()
+for i in range(5):
+    static_x.copy_(torch.randn(8, 16))
+    part.replay()
+    g.replay()
+"""
+
+
+class TorchInstrumentTest(unittest.TestCase):
+    def test_cuda_graph_replays_are_the_steps(self):
+        d = tphelp.workdir("torch_graph")
+        p = tphelp.run_child(GRAPH_LOOP, outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rep = tphelp.report(d, "--warmup", "0")
+        r = rep["ranks"][0]
+        self.assertEqual(r["steps"]["count"], 7)  # 2 eager iterations and 5 replays
+        ev = tphelp.chrome(d)
+        self.assertEqual(len(tphelp.complete(ev, "cuda graph capture")), 2)
+        self.assertEqual(len(tphelp.complete(ev, "cuda graph replay")), 5)
+        steps = sorted((e for e in ev if e.get("ph") == "X" and
+                        str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+        rep_ev = sorted(tphelp.complete(ev, "cuda graph replay"), key=lambda e: e["ts"])
+        # each replay in its own step: steps 2..6 (the first replay's step also holds the
+        # part graph's replay, and the step before it the captures)
+        for s, e in zip(steps[2:], rep_ev):
+            self.assertLessEqual(s["ts"], e["ts"])
+            self.assertGreaterEqual(s["ts"] + s["dur"], e["ts"] + e["dur"] - 0.01)
+            self.assertGreaterEqual(s["dur"], 20000)
+
 class TorchInstrumentTest(unittest.TestCase):
     def test_backward_through_the_engine_and_iteration_steps(self):
         d = tphelp.workdir("torch_engine")
