@@ -8,6 +8,7 @@ iteration with --log-interval 1: "elapsed time per iteration (ms)", "throughput 
 "energy per GPU (J/iter/GPU)" (--log-energy: NVML's energy counter, summed over the GPUs,
 per iteration and GPU). Iterations 11..N are compared (the report's --warmup 10)."""
 import argparse
+import gzip
 import json
 import os
 import re
@@ -61,6 +62,18 @@ def phases(rank):
     return {}, None
 
 
+def profiler_kernel_ms(path, active):
+    """Kernel time per iteration in a torch.profiler Chrome trace: the "kernel" events' sum
+    over the profiled iterations (the schedule's active steps)."""
+    try:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+            ev = json.load(f)["traceEvents"]
+    except Exception as e:  # noqa: BLE001
+        print("  torch.profiler trace %s: not read (%s)" % (path, e))
+        return None
+    return sum(e.get("dur", 0) for e in ev if e.get("cat") == "kernel") / 1e3 / active
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layout", required=True)
@@ -68,12 +81,15 @@ def main():
     ap.add_argument("--bare", required=True)
     ap.add_argument("--runs", type=int, required=True)
     ap.add_argument("--dir", required=True)
+    ap.add_argument("--trace", help="Megatron's torch.profiler trace of rank 0 (bare run)")
+    ap.add_argument("--active", type=int, default=5, help="iterations in that trace")
     a = ap.parse_args()
     bare = megatron_lines(a.bare)
     print("== %s: Megatron-LM pretrain_gpt.py, %d GPU(s), iterations 11-%d"
           % (a.layout, a.world, bare[-1]["iter"] if bare else 0))
     findings = []
     ratios = []
+    prof_ms = profiler_kernel_ms(a.trace, a.active) if a.trace else None
     for r in range(1, a.runs + 1):
         log = os.path.join(a.dir, "%s-tp%d.log" % (a.layout, r))
         rj = os.path.join(a.dir, "%s-run%d.json" % (a.layout, r))
@@ -99,6 +115,11 @@ def main():
         mf = [x["tflops"] * 1e12 * x["ms"] / 1e3 for x in meg if "tflops" in x and "ms" in x]
         line("model FLOPs per iteration per GPU", fl / 1e12 if fl else None,
              st.mean(mf) / 1e12 if mf else None, 0.005, " T")
+        if prof_ms is not None:
+            r0 = next((x for x in ranks if x["rank"] == 0), None)
+            dev = (r0 or {}).get("gpu", {}).get("devices", [])
+            line("kernel time per iteration (ms)", dev[0]["kernel_ms"] if dev else None,
+                 prof_ms, 0.01)
         for x in ranks:
             ph, outside = phases(x)
             if ph:

@@ -43,7 +43,7 @@ meg() { # meg LAYOUT LOG [trainprof run options --]
     esac
     (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout "$TIMEOUT" "$@" torchrun \
         --nproc_per_node=$n --master_port=$((29500 + RANDOM % 1000)) pretrain_gpt.py \
-        $args $par) > "$log" 2>&1
+        $args $par ${MEG_EXTRA:-}) > "$log" 2>&1
 }
 
 { nvidia-smi -L; python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)"
@@ -55,6 +55,13 @@ for layout in $LAYOUTS; do
     tokens=$((16 * 1024 / world))
     meg "$layout" "$OUT/$layout-bare.log"
     echo "$layout bare: exit status $?" >> "$OUT/status.txt"
+    # Megatron's own torch.profiler window (iterations 20-24), for kernel time per iteration;
+    # it writes <tensorboard-dir>/../torch_profile/rank-<r>.json.gz
+    rm -rf "$OUT/$layout-prof"
+    MEG_EXTRA="--profile --use-pytorch-profiler --profile-step-start 20 --profile-step-end 25
+        --profile-ranks 0 --tensorboard-dir $OUT/$layout-prof/tb" \
+        meg "$layout" "$OUT/$layout-prof.log"
+    echo "$layout bare with torch.profiler: exit status $?" >> "$OUT/status.txt"
     for r in $(seq "$RUNS"); do
         rm -rf "$OUT/$layout-run$r"
         meg "$layout" "$OUT/$layout-tp$r.log" "$TP" run --python -o "$OUT/$layout-run$r" \
@@ -66,5 +73,7 @@ for layout in $LAYOUTS; do
             --tokens-per-step "$tokens" > "$OUT/$layout-run$r.txt" 2>&1
     done
     python3 "$HERE/megatron_compare.py" --layout "$layout" --world "$world" \
-        --bare "$OUT/$layout-bare.log" --runs "$RUNS" --dir "$OUT" | tee -a "$OUT/compare.txt"
+        --bare "$OUT/$layout-bare.log" --runs "$RUNS" --dir "$OUT" \
+        --trace "$OUT/$layout-prof/torch_profile/rank-0.json.gz" --active 5 |
+        tee -a "$OUT/compare.txt"
 done

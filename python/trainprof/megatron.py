@@ -63,3 +63,61 @@ class EnergyMonitor(_trainprof.EnergyMonitor):
     """Megatron-LM's ``EnergyMonitor()``: ``setup()``, ``resume()``, ``pause()``,
     ``lap()`` and ``get_total()`` (collective; joules summed over every rank's GPUs, 0.0
     without NVML) and ``shutdown()``."""
+
+
+# ---------------------------------------------------------------- Megatron-LM's own timers
+
+class _Recorded:
+    """What ``megatron.core.timers.Timers.__call__`` returns, once trainprof watches it: the
+    program's timer (a real one, or the shared dummy above ``--timing-log-level``) and, for
+    each start and stop, the same edge on a trainprof timer of the same name. The program's
+    timer runs first, so a real one's own synchronisation and barrier happen where Megatron
+    puts them and the interval recorded is the one it measures; a dummy's interval is the
+    host time between the calls, with no synchronisation added. Everything else (elapsed,
+    reset, active_time, ...) is the program's timer's."""
+    __slots__ = ("_t", "_o")
+
+    def __init__(self, timer, ours):
+        self._t = timer
+        self._o = ours
+
+    def start(self, barrier=False):
+        self._t.start(barrier=barrier)
+        self._o.start()
+
+    def stop(self, barrier=False):
+        self._t.stop(barrier=barrier)
+        self._o.stop()
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+
+def watch_megatron_timers(module):
+    """Records the intervals of Megatron-LM's own timers (``megatron.core.timers``, the
+    module given) under their names as trainprof timer ranges (domain "trainprof",
+    category "timers": the report's "timers" section), at every ``--timing-log-level``: a
+    timer above the level is Megatron's shared dummy, and its calls still mark the interval.
+    Called by ``trainprof run --python`` when the program imports that module; does nothing
+    when trainprof is not recording or the module has no ``Timers``."""
+    if not _trainprof.enabled():
+        return False
+    cls = getattr(module, "Timers", None)
+    if cls is None or getattr(cls, "_trainprof_watched", False):
+        return False
+    orig_call = cls.__call__
+    ours = _trainprof.Timers(0, "max")
+
+    def __call__(self, name, *args, **kwargs):
+        t = orig_call(self, name, *args, **kwargs)
+        cache = self.__dict__.setdefault("_trainprof_recorded", {})
+        r = cache.get(name)
+        if r is None or r._t is not t:
+            r = cache[name] = _Recorded(t, ours(name, 0))
+        return r
+
+    __call__.__wrapped__ = orig_call
+    __call__.__doc__ = orig_call.__doc__
+    cls.__call__ = __call__
+    cls._trainprof_watched = True
+    return True

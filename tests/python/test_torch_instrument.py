@@ -142,7 +142,6 @@ class TorchInstrumentTest(unittest.TestCase):
             self.assertGreaterEqual(s["ts"] + s["dur"], e["ts"] + e["dur"] - 0.01)
             self.assertGreaterEqual(s["dur"], 20000)
 
-class TorchInstrumentTest(unittest.TestCase):
     def test_backward_through_the_engine_and_iteration_steps(self):
         d = tphelp.workdir("torch_engine")
         p = tphelp.run_child(ENGINE_LOOP, outdir=d)

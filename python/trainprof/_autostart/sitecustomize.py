@@ -2,9 +2,11 @@
 
 `trainprof run --python` puts this file's directory first on PYTHONPATH, so that every Python
 process of the job imports it at startup (the `site` module imports `sitecustomize`). It
-costs one import-system hook and nothing else until the program imports torch; then it
+costs two import-system hooks and nothing else until the program imports torch; then it
 calls trainprof.torch.autostart(), which instruments the optimizers, DataLoaders, model and
-collectives the program creates (docs/python.md). A `sitecustomize` this one hides (the
+collectives the program creates (docs/python.md); and when it imports Megatron-LM's
+megatron.core.timers, trainprof.megatron.watch_megatron_timers() records those timers'
+intervals under their names. A `sitecustomize` this one hides (the
 interpreter's own, e.g. Debian's, or the user's) still runs: it is found on the rest of
 sys.path and executed first. Nothing is installed into the user's environment.
 """
@@ -43,12 +45,25 @@ def _on_torch():
                          % (os.getpid(), type(e).__name__, e))
 
 
-class _TorchWatcher:
-    """A one-shot meta-path finder: when `torch` is first imported, wraps its loader so that
-    autostart runs right after torch/__init__.py has executed."""
+def _on_megatron_timers(module):
+    try:
+        import trainprof.megatron as tm
+        tm.watch_megatron_timers(module)
+    except Exception as e:
+        sys.stderr.write("trainprof: --python: Megatron-LM's timers not recorded in pid %d "
+                         "(%s: %s)\n" % (os.getpid(), type(e).__name__, e))
+
+
+class _Watcher:
+    """A one-shot meta-path finder: when module `name` is first imported, wraps its loader
+    so that `then(module)` runs right after the module's code has executed."""
+
+    def __init__(self, name, then):
+        self.name = name
+        self.then = then
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != self.name:
             return None
         try:
             sys.meta_path.remove(self)
@@ -60,10 +75,11 @@ class _TorchWatcher:
             return spec
         loader = spec.loader
         orig = loader.exec_module
+        then = self.then
 
         def exec_module(module):
             orig(module)
-            _on_torch()
+            then(module)
 
         loader.exec_module = exec_module
         return spec
@@ -77,4 +93,9 @@ if os.environ.get("TRAINPROF_PYTHON", "") not in ("", "0") and os.environ.get("T
     if "torch" in sys.modules:  # imported by the chained sitecustomize
         _on_torch()
     else:
-        sys.meta_path.insert(0, _TorchWatcher())
+        sys.meta_path.insert(0, _Watcher("torch", lambda module: _on_torch()))
+    # Megatron-LM's own timers (megatron/core/timers.py), recorded under their names
+    if "megatron.core.timers" in sys.modules:
+        _on_megatron_timers(sys.modules["megatron.core.timers"])
+    else:
+        sys.meta_path.insert(0, _Watcher("megatron.core.timers", _on_megatron_timers))
