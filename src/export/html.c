@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "analysis/steps.h"
+#include "export/html_svg.h"
 #include "trainprof.h"
 
 /* ------------------------------------------------------------------ JSON access */
@@ -50,15 +51,10 @@ void tp_html_escape(FILE *f, const char *s) {
 
 #define E(s) tp_html_escape(f, (s))
 
-static void fnum(FILE *f, double v, int prec) {
-    if (!isfinite(v)) fputs("-", f);
-    else fprintf(f, "%.*f", prec, v);
-}
-
 /* A table cell holding a number, or "-" when the member is absent. */
 static void td_num(FILE *f, const cJSON *o, const char *k, int prec, double scale) {
     fputs("<td class=\"n\">", f);
-    if (tp_jhas(o, k)) fnum(f, tp_jnum(o, k) * scale, prec);
+    if (tp_jhas(o, k)) tp_html_num(f, tp_jnum(o, k) * scale, prec);
     else fputs("-", f);
     fputs("</td>", f);
 }
@@ -70,9 +66,6 @@ static void bytes_text(FILE *f, double b) {
     fprintf(f, i ? "%.2f %s" : "%.0f %s", b, u[i]);
 }
 
-static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                      "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-#define NPAL (sizeof palette / sizeof *palette)
 
 /* ------------------------------------------------------------------ generic JSON view */
 
@@ -170,146 +163,6 @@ static void gen_value(FILE *f, const cJSON *v, int depth) {
     }
 }
 
-/* ------------------------------------------------------------------ SVG plots */
-
-enum { CW = 760, CH = 230, ML = 64, MR = 16, MT = 12, MB = 40 };
-
-typedef struct hseries {
-    const char *label;
-    const double *x, *y; /* x NULL: the index plus x0 */
-    double x0;
-    size_t n;
-} hseries;
-
-static double nice_step(double range, int n) {
-    if (!(range > 0)) return 1;
-    double raw = range / n, mag = pow(10, floor(log10(raw))), r = raw / mag;
-    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
-}
-
-static void tick_label(FILE *f, double v, double step) {
-    int prec = step >= 1 ? 0 : (int)ceil(-log10(step));
-    if (prec > 6) prec = 6;
-    fnum(f, v, prec);
-}
-
-/* Averages series s into at most TP_HTML_MAX_POINTS buckets of consecutive samples;
- * returns how many points went into bx/by (allocated by the caller with that size). */
-static size_t downsample(const hseries *s, double *bx, double *by) {
-    size_t n = s->n, nb = n <= TP_HTML_MAX_POINTS ? n : TP_HTML_MAX_POINTS;
-    for (size_t b = 0; b < nb; b++) {
-        size_t i0 = b * n / nb, i1 = (b + 1) * n / nb;
-        double sx = 0, sy = 0;
-        for (size_t i = i0; i < i1; i++) {
-            sx += s->x ? s->x[i] : s->x0 + (double)i;
-            sy += s->y[i];
-        }
-        bx[b] = sx / (double)(i1 - i0);
-        by[b] = sy / (double)(i1 - i0);
-    }
-    return nb;
-}
-
-static void legend(FILE *f, const char *const *labels, size_t n, size_t color0) {
-    fputs("<div class=\"legend\">", f);
-    for (size_t i = 0; i < n; i++) {
-        fprintf(f, "<span><i style=\"background:%s\"></i>", palette[(color0 + i) % NPAL]);
-        E(labels[i]);
-        fputs("</span>", f);
-    }
-    fputs("</div>", f);
-}
-
-/* A line chart of one or more series, y from 0. Each series is one polyline (class
- * "series", data-points = its points after downsampling). */
-static void svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabel,
-                      const hseries *s, size_t ns) {
-    double x0 = INFINITY, x1 = -INFINITY, y1 = 0;
-    double *bx = malloc(TP_HTML_MAX_POINTS * sizeof *bx), *by = malloc(TP_HTML_MAX_POINTS * sizeof *by);
-    if (!bx || !by) {
-        free(bx);
-        free(by);
-        return;
-    }
-    for (size_t k = 0; k < ns; k++) {
-        size_t nb = downsample(&s[k], bx, by);
-        for (size_t i = 0; i < nb; i++) {
-            if (bx[i] < x0) x0 = bx[i];
-            if (bx[i] > x1) x1 = bx[i];
-            if (by[i] > y1 && isfinite(by[i])) y1 = by[i];
-        }
-    }
-    if (!isfinite(x0)) x0 = 0, x1 = 1;
-    if (x1 <= x0) x1 = x0 + 1;
-    if (y1 <= 0) y1 = 1;
-    double ys = nice_step(y1, 5);
-    y1 = ceil(y1 * 1.02 / ys) * ys;
-    double pw = CW - ML - MR, ph = CH - MT - MB;
-    fprintf(f, "<svg class=\"chart\" id=\"");
-    E(id);
-    fprintf(f, "\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
-            CW, CH, CW, CH);
-    fputs("<g class=\"axes\">", f);
-    for (double y = 0; y <= y1 + ys / 2; y += ys) {
-        double py = MT + ph - y / y1 * ph;
-        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", ML,
-                CW - MR, py, py);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 4, py + 4);
-        tick_label(f, y, ys);
-        fputs("</text>", f);
-    }
-    double xs = nice_step(x1 - x0, 8);
-    for (double x = ceil(x0 / xs) * xs; x <= x1 + 1e-9 * xs; x += xs) {
-        double px = ML + (x - x0) / (x1 - x0) * pw;
-        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"tick\"/>", px, px,
-                MT + (int)ph, MT + (int)ph + 4);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", px, MT + (int)ph + 16);
-        tick_label(f, x, xs);
-        fputs("</text>", f);
-    }
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"label\">", ML + pw / 2,
-            CH - 4);
-    E(xlabel);
-    fprintf(f, "</text><text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" "
-               "text-anchor=\"middle\" class=\"label\">",
-            MT + ph / 2, MT + ph / 2);
-    E(ylabel);
-    fputs("</text></g>\n", f);
-    for (size_t k = 0; k < ns; k++) {
-        size_t nb = downsample(&s[k], bx, by);
-        const char *col = palette[k % NPAL];
-        fprintf(f, "<polyline class=\"series\" data-label=\"");
-        E(s[k].label);
-        fprintf(f, "\" data-points=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-                nb, col);
-        for (size_t i = 0; i < nb; i++)
-            fprintf(f, "%s%.1f,%.1f", i ? " " : "", ML + (bx[i] - x0) / (x1 - x0) * pw,
-                    MT + ph - (isfinite(by[i]) ? by[i] : 0) / y1 * ph);
-        fputs("\"/>\n", f);
-        if (nb == 1)
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-                    ML + (bx[0] - x0) / (x1 - x0) * pw, MT + ph - by[0] / y1 * ph, col);
-    }
-    fputs("</svg>\n", f);
-    const char *labels[64];
-    size_t nl = ns < 64 ? ns : 64;
-    for (size_t k = 0; k < nl; k++) labels[k] = s[k].label;
-    if (ns > 1) legend(f, labels, nl, 0);
-    free(bx);
-    free(by);
-}
-
-/* ------------------------------------------------------------------ per-step series */
-
-typedef struct rank_series {
-    const cJSON *json; /* the rank's entry in the document */
-    int rank;
-    double *ms; /* measured steps' lengths */
-    size_t n;
-    size_t first; /* number of the first measured step */
-} rank_series;
-
 static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report_opts *o,
                             rank_series **out) {
     int nr = cJSON_GetArraySize(tp_jobj(rep, "ranks"));
@@ -319,7 +172,6 @@ static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report
     if (!v) return 0;
     cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
         rank_series *rs = &v[n++];
-        rs->json = r;
         rs->rank = (int)tp_jnum(r, "rank");
         const tp_process *p = tp_rank_process(run, tp_jstr(r, "host"), tp_jnum(r, "pid"));
         tp_steps s;
@@ -335,77 +187,6 @@ static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report
     }
     *out = v;
     return n;
-}
-
-static void step_chart(FILE *f, const rank_series *rs, size_t nr) {
-    hseries *s = calloc(nr ? nr : 1, sizeof *s);
-    char (*labels)[32] = calloc(nr ? nr : 1, sizeof *labels);
-    size_t ns = 0;
-    if (!s || !labels) goto out;
-    for (size_t i = 0; i < nr; i++) {
-        if (!rs[i].n) continue;
-        snprintf(labels[ns], sizeof labels[ns], "rank %d", rs[i].rank);
-        s[ns] = (hseries){labels[ns], NULL, rs[i].ms, (double)rs[i].first, rs[i].n};
-        ns++;
-    }
-    if (ns) svg_lines(f, "step-time", "step", "step time (ms)", s, ns);
-    else fputs("<p class=\"note\">No measured steps: no step-time plot.</p>\n", f);
-out:
-    free(s);
-    free(labels);
-}
-
-/* Rank x step heatmap of step time: steps averaged into at most TP_HTML_MAX_COLS columns;
- * one rect (class "cell") per rank and column, colour from the smallest to the largest. */
-static void heatmap(FILE *f, const rank_series *rs, size_t nr) {
-    size_t maxn = 0, first = SIZE_MAX;
-    for (size_t i = 0; i < nr; i++) {
-        if (rs[i].n > maxn) maxn = rs[i].n;
-        if (rs[i].n && rs[i].first < first) first = rs[i].first;
-    }
-    if (!maxn) return;
-    size_t bucket = (maxn + TP_HTML_MAX_COLS - 1) / TP_HTML_MAX_COLS, ncols = (maxn + bucket - 1) / bucket;
-    double lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < nr; i++)
-        for (size_t j = 0; j < rs[i].n; j++) {
-            if (rs[i].ms[j] < lo) lo = rs[i].ms[j];
-            if (rs[i].ms[j] > hi) hi = rs[i].ms[j];
-        }
-    int rowh = nr > 32 ? 8 : 18, left = 70;
-    double cellw = (double)(CW - left - MR) / (double)ncols;
-    int h = MT + (int)nr * rowh + 40;
-    fprintf(f, "<svg class=\"chart\" id=\"heatmap\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" data-columns=\"%zu\" "
-               "data-steps-per-column=\"%zu\">\n",
-            CW, h, CW, h, ncols, bucket);
-    for (size_t i = 0; i < nr; i++) {
-        int y = MT + (int)i * rowh;
-        if (rowh >= 12) fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">rank %d</text>",
-                                left - 4, y + rowh - 5, rs[i].rank);
-        for (size_t c = 0; c < ncols; c++) {
-            size_t j0 = c * bucket, j1 = j0 + bucket;
-            if (j0 >= rs[i].n) break;
-            if (j1 > rs[i].n) j1 = rs[i].n;
-            double sum = 0;
-            for (size_t j = j0; j < j1; j++) sum += rs[i].ms[j];
-            double v = sum / (double)(j1 - j0), t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
-            /* pale yellow (fast) to dark red (slow) */
-            int cr = (int)(255 - 75 * t), cg = (int)(245 - 225 * t), cb = (int)(200 - 180 * t);
-            fprintf(f, "<rect class=\"cell\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-                       "fill=\"rgb(%d,%d,%d)\"><title>rank %d, step ",
-                    left + (double)c * cellw, y, cellw + 0.05, rowh - 1, cr, cg, cb, rs[i].rank);
-            if (j1 - j0 == 1) fprintf(f, "%zu", rs[i].first + j0);
-            else fprintf(f, "%zu-%zu", rs[i].first + j0, rs[i].first + j1 - 1);
-            fprintf(f, ": %.3f ms</title></rect>\n", v);
-        }
-    }
-    int y = MT + (int)nr * rowh + 14;
-    fprintf(f, "<text x=\"%d\" y=\"%d\">step %zu</text>", left, y, first);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">step %zu</text>", CW - MR, y,
-            first + maxn - 1);
-    fprintf(f, "<text x=\"%d\" y=\"%d\">colour: %.3f ms (pale) to %.3f ms (dark)%s</text>", left,
-            y + 16, lo, hi, bucket > 1 ? "; a column is the mean of consecutive steps" : "");
-    fputs("</svg>\n", f);
 }
 
 /* ------------------------------------------------------------------ breakdown */
@@ -549,7 +330,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
                       "can make a bar longer than the step). The black tick is the mean step "
                       "time.");
     int rowh = 24, left = 70, h = MT + n * rowh + 30;
-    double pw = CW - left - MR, xs = nice_step(xmax, 6);
+    double pw = CW - left - MR, xs = tp_svg_nice_step(xmax, 6);
     xmax = ceil(xmax / xs) * xs;
     fprintf(f, "<svg class=\"chart\" id=\"breakdown\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
@@ -559,7 +340,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"grid\"/>", px, px, MT,
                 MT + n * rowh);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", px, MT + n * rowh + 14);
-        tick_label(f, x, xs);
+        tp_svg_tick_label(f, x, xs);
         fputs("</text>", f);
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"label\">ms per step</text>\n",
@@ -575,7 +356,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
             fprintf(f, "<rect class=\"seg\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
                        "fill=\"%s\"><title>rank %d, ",
                     left + x / xmax * pw, y + 2, rows[i].ms[k] / xmax * pw, rowh - 4,
-                    palette[j % NPAL], rows[i].rank);
+                    tp_svg_palette[j % TP_SVG_NPAL], rows[i].rank);
             E(rows[i].seg[k]);
             fprintf(f, ": %.3f ms</title></rect>\n", rows[i].ms[k]);
             x += rows[i].ms[k];
@@ -587,7 +368,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
         }
     }
     fputs("</svg>\n", f);
-    legend(f, labels, nl, 0);
+    tp_svg_legend(f, labels, nl, 0);
     free(rows);
 }
 
@@ -680,7 +461,7 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
             fputs("<figure><figcaption>", f);
             E(nvm_title[m]);
             fputs("</figcaption>", f);
-            svg_lines(f, id, "seconds since the run started", nvm_title[m], hs, nh);
+            tp_svg_lines(f, id, "seconds since the run started", nvm_title[m], hs, nh);
             fputs("</figure>", f);
         }
         fputs("</div>\n", f);
@@ -806,7 +587,7 @@ static void comm_table(FILE *f, const cJSON *rep) {
             fputs("</td>", f);
             td_num(f, op, "mean_ms", 3, 1);
             fputs("<td class=\"n\">", f);
-            if (tp_jhas(op, "mean_ms")) fnum(f, tp_jnum(op, "mean_ms") * tp_jnum(op, "count_per_rank"), 2);
+            if (tp_jhas(op, "mean_ms")) tp_html_num(f, tp_jnum(op, "mean_ms") * tp_jnum(op, "count_per_rank"), 2);
             else fputs("-", f);
             fputs("</td>", f);
             td_num(f, op, "algbw_gbs", 2, 1);
@@ -832,7 +613,7 @@ static void comm_table(FILE *f, const cJSON *rep) {
             td_num(f, r, "overlapped_ms_mean", 3, 1);
             td_num(f, r, "window_ms", 3, 1);
             fputs("<td class=\"n\">", f);
-            fnum(f, 100 * tp_jnum(r, "exposed_share"), 1);
+            tp_html_num(f, 100 * tp_jnum(r, "exposed_share"), 1);
             fputs(" %</td></tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -860,7 +641,7 @@ static void kernels_tables(FILE *f, const cJSON *rep) {
             td_num(f, k, "total_ms", 3, 1);
             td_num(f, k, "mean_us", 1, 1);
             fputs("<td class=\"n\">", f);
-            fnum(f, 100 * tp_jnum(k, "share"), 1);
+            tp_html_num(f, 100 * tp_jnum(k, "share"), 1);
             fputs(" %</td></tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -996,9 +777,9 @@ int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, 
     rank_series *rs = NULL;
     size_t nr = run ? collect_steps(rep, run, o, &rs) : 0;
     if (run) {
-        step_chart(f, rs, nr);
+        tp_svg_step_chart(f, rs, nr);
         fputs("<h3>Step time per rank and step</h3>\n", f);
-        heatmap(f, rs, nr);
+        tp_svg_heatmap(f, rs, nr);
     } else {
         fputs("<p class=\"note\">Per-step plots need the rank files.</p>\n", f);
     }
