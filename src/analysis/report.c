@@ -350,6 +350,9 @@ static void steps_result(tp_steps_result *out, const tp_process *p, const tp_rep
             out->missing[i][1] = (double)s->missing[i].e;
         }
         out->missing_left_out = s->nmissing > 100 ? s->nmissing - 100 : 0;
+        out->missing_flag = "the thread's full ring dropped their begin or end: the step "
+                            "statistics do not cover them, and they are likely the slowest "
+                            "(the ring fills when a step records most)";
     }
     const tp_step *meas = tp_steps_measured(s);
     size_t nm = out->measured;
@@ -401,10 +404,7 @@ static void steps_json(cJSON *rs, const tp_steps_result *s) {
             cJSON_AddItemToArray(mr, cJSON_CreateDoubleArray(s->missing[i], 2));
         if (s->missing_left_out)
             cJSON_AddNumberToObject(mx, "ranges_left_out", (double)s->missing_left_out);
-        cJSON_AddStringToObject(mx, "flag", "the thread's full ring dropped their begin or end: "
-                                            "the step statistics do not cover them, and they are "
-                                            "likely the slowest (the ring fills when a step "
-                                            "records most)");
+        cJSON_AddStringToObject(mx, "flag", s->missing_flag);
     }
     if (s->has_thread) {
         if (s->thread) cJSON_AddStringToObject(js, "thread", s->thread);

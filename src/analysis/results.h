@@ -60,6 +60,7 @@ typedef struct tp_steps_result {
     size_t nmissing;            /* ranges of them listed (at most 100) */
     double (*missing)[2];       /* owned: [first, last] step number of each range */
     size_t missing_left_out;    /* ranges beyond those listed */
+    const char *missing_flag;   /* what the statistics miss because of them (static) */
     int has_dropped;       /* measured steps overlap dropped events (or lost records) */
     double steps_touched, events_in_steps;
     uint64_t events_unplaced;   /* dropped at unknown times plus records lost to write errors */
