@@ -696,7 +696,7 @@ static void timers_json(cJSON *rep, const tp_run_timers_result *t) {
     if (t->megatron_all) cJSON_AddStringToObject(jt, "megatron_all", t->megatron_all);
 }
 
-static const char *const known_caps[][2] = {
+static const char *const known_caps[TP_NCAPABILITIES][2] = {
     {"nvtx", "no NVTX call reached trainprof (the program uses no NVTX3, or ran outside "
              "trainprof run)"},
     {"cupti", "no process used CUDA under trainprof run (or the build had no CUPTI headers)"},
@@ -707,85 +707,104 @@ static const char *const known_caps[][2] = {
     {"mpi", "no process called MPI_Init under trainprof run (or the build had no MPI)"},
 };
 
-/* The document's "run": its span, events and drops over every file; the ranks counted into
- * *nranks. */
-static void run_summary(cJSON *rep, const tp_run *run, int *nranks_out) {
-    uint64_t t0 = UINT64_MAX, t1 = 0, events = 0, dropped = 0;
-    int nranks = 0, nhelpers = 0, nsamplers = 0;
+/* The run's summary into *out: its span, events and drops over every file. */
+static void run_summary(tp_run_summary *out, const tp_run *run) {
+    uint64_t t0 = UINT64_MAX, t1 = 0;
+    memset(out, 0, sizeof *out);
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
         uint64_t s = tp_to_realtime(p, p->first_ts ? p->first_ts : p->hdr.start_mono_ns);
         uint64_t e = tp_to_realtime(p, p->end_mono);
         if (s < t0) t0 = s;
         if (e > t1) t1 = e;
-        events += p->events;
-        dropped += p->dropped;
-        if (p->role == TP_ROLE_RANK) nranks++;
-        else if (p->role == TP_ROLE_SAMPLER) nsamplers++;
-        else nhelpers++;
+        out->events += p->events;
+        out->events_dropped += p->dropped;
+        if (p->role == TP_ROLE_RANK) out->ranks++;
+        else if (p->role == TP_ROLE_SAMPLER) out->node_samplers++;
+        else out->helpers++;
     }
-    *nranks_out = nranks;
-    cJSON *jr = cJSON_AddObjectToObject(rep, "run");
-    cJSON_AddStringToObject(jr, "dir", run->dir);
-    cJSON_AddStringToObject(jr, "run_id", run->nprocs ? run->procs[0].hdr.run_id : "");
+    out->dir = run->dir;
+    out->run_id = run->nprocs ? run->procs[0].hdr.run_id : "";
     /* files of different runs in one directory: say so, the figures mix them */
-    int nruns = run->nprocs ? 1 : 0;
+    out->distinct_run_ids = run->nprocs ? 1 : 0;
     for (size_t i = 1; i < run->nprocs; i++) {
         int seen = 0;
         for (size_t k = 0; k < i && !seen; k++)
             seen = !strcmp(run->procs[i].hdr.run_id, run->procs[k].hdr.run_id);
-        nruns += !seen;
+        out->distinct_run_ids += !seen;
     }
-    if (nruns > 1) cJSON_AddNumberToObject(jr, "distinct_run_ids", nruns);
-    cJSON_AddNumberToObject(jr, "processes", (double)run->nprocs);
-    cJSON_AddNumberToObject(jr, "ranks", nranks);
-    cJSON_AddNumberToObject(jr, "helpers", nhelpers);
-    cJSON_AddNumberToObject(jr, "node_samplers", nsamplers);
-    char t0s[32]; /* exact: a double would round nanoseconds since 1970 */
-    snprintf(t0s, sizeof t0s, "%llu", t0 == UINT64_MAX ? 0ull : (unsigned long long)t0);
-    cJSON_AddRawToObject(jr, "start_realtime_ns", t0s);
-    cJSON_AddNumberToObject(jr, "duration_s", t1 > t0 && t0 != UINT64_MAX ? (double)(t1 - t0) / 1e9 : 0);
-    cJSON_AddNumberToObject(jr, "events", (double)events);
-    cJSON_AddNumberToObject(jr, "events_dropped", (double)dropped);
-    double over = 0;
+    out->processes = run->nprocs;
+    out->start_realtime_ns = t0 == UINT64_MAX ? 0 : t0;
+    out->duration_s = t1 > t0 && t0 != UINT64_MAX ? (double)(t1 - t0) / 1e9 : 0;
     for (size_t i = 0; i < run->nprocs; i++) {
         const char *v = tp_meta(&run->procs[i], "threads_over_limit");
-        if (v) over += atof(v);
+        if (v) out->threads_over_limit += atof(v);
     }
-    if (over > 0) cJSON_AddNumberToObject(jr, "threads_over_limit", over);
     /* records the writer could not write (disk full, quota, file size limit, I/O error):
      * counted in the file by the writer (metadata write_errors.*, docs/format.md) */
-    double wlost = 0;
     const tp_process *wfirst = NULL;
     for (size_t i = 0; i < run->nprocs; i++) {
         const char *v = tp_meta(&run->procs[i], "write_errors.records");
         if (!v) continue;
-        wlost += atof(v);
+        out->records_lost_to_write_errors += atof(v);
         if (!wfirst) wfirst = &run->procs[i];
     }
     if (wfirst) {
-        cJSON_AddNumberToObject(jr, "records_lost_to_write_errors", wlost);
+        out->has_write_errors = 1;
         const char *en = tp_meta(wfirst, "write_errors.first_errno");
         const char *et = tp_meta(wfirst, "write_errors.first_error");
-        cJSON_AddStringToObject(jr, "first_write_error_errno", en ? en : "");
-        cJSON_AddStringToObject(jr, "first_write_error", et ? et : "");
+        out->first_write_error_errno = en ? en : "";
+        out->first_write_error = et ? et : "";
     }
 }
 
-/* "capabilities": what each source reported in the first file that names it, else why it
- * is absent (known_caps). */
-static void capabilities(cJSON *rep, const tp_run *run) {
-    cJSON *caps = cJSON_AddObjectToObject(rep, "capabilities");
-    for (size_t c = 0; c < sizeof known_caps / sizeof *known_caps; c++) {
+/* The document's "run" from the summary. */
+static void run_json(cJSON *rep, const tp_run_summary *r) {
+    cJSON *jr = cJSON_AddObjectToObject(rep, "run");
+    cJSON_AddStringToObject(jr, "dir", r->dir);
+    cJSON_AddStringToObject(jr, "run_id", r->run_id);
+    if (r->distinct_run_ids > 1) cJSON_AddNumberToObject(jr, "distinct_run_ids", r->distinct_run_ids);
+    cJSON_AddNumberToObject(jr, "processes", (double)r->processes);
+    cJSON_AddNumberToObject(jr, "ranks", r->ranks);
+    cJSON_AddNumberToObject(jr, "helpers", r->helpers);
+    cJSON_AddNumberToObject(jr, "node_samplers", r->node_samplers);
+    char t0s[32]; /* exact: a double would round nanoseconds since 1970 */
+    snprintf(t0s, sizeof t0s, "%llu", (unsigned long long)r->start_realtime_ns);
+    cJSON_AddRawToObject(jr, "start_realtime_ns", t0s);
+    cJSON_AddNumberToObject(jr, "duration_s", r->duration_s);
+    cJSON_AddNumberToObject(jr, "events", (double)r->events);
+    cJSON_AddNumberToObject(jr, "events_dropped", (double)r->events_dropped);
+    if (r->threads_over_limit > 0)
+        cJSON_AddNumberToObject(jr, "threads_over_limit", r->threads_over_limit);
+    if (r->has_write_errors) {
+        cJSON_AddNumberToObject(jr, "records_lost_to_write_errors", r->records_lost_to_write_errors);
+        cJSON_AddStringToObject(jr, "first_write_error_errno", r->first_write_error_errno);
+        cJSON_AddStringToObject(jr, "first_write_error", r->first_write_error);
+    }
+}
+
+/* The capabilities into caps: what each source reported in the first file that names it,
+ * else why it is absent (known_caps). */
+static void capabilities(tp_capability *caps, const tp_run *run) {
+    for (size_t c = 0; c < TP_NCAPABILITIES; c++) {
         char key[64];
         snprintf(key, sizeof key, "capability.%s", known_caps[c][0]);
         const char *found = NULL;
         for (size_t i = 0; i < run->nprocs && !found; i++) found = tp_meta(&run->procs[i], key);
-        cJSON *cj = cJSON_AddObjectToObject(caps, known_caps[c][0]);
+        caps[c].name = known_caps[c][0];
         /* a capability that reported itself unavailable or off was not captured */
-        cJSON_AddBoolToObject(cj, "found", found && strncmp(found, "unavailable", 11) &&
-                                               strncmp(found, "off", 3));
-        cJSON_AddStringToObject(cj, "status", found ? found : known_caps[c][1]);
+        caps[c].found = found && strncmp(found, "unavailable", 11) && strncmp(found, "off", 3);
+        caps[c].status = found ? found : known_caps[c][1];
+    }
+}
+
+/* The document's "capabilities". */
+static void capabilities_json(cJSON *rep, const tp_capability *caps) {
+    cJSON *cj = cJSON_AddObjectToObject(rep, "capabilities");
+    for (size_t c = 0; c < TP_NCAPABILITIES; c++) {
+        cJSON *e = cJSON_AddObjectToObject(cj, caps[c].name);
+        cJSON_AddBoolToObject(e, "found", caps[c].found);
+        cJSON_AddStringToObject(e, "status", caps[c].status);
     }
 }
 
@@ -899,16 +918,18 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     cJSON_AddStringToObject(rep, "schema", "trainprof.report");
     cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
     cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
-    int nranks = 0;
-    run_summary(rep, run, &nranks);
-    capabilities(rep, run);
+    tp_run_results res = {0};
+    run_summary(&res.run, run);
+    run_json(rep, &res.run);
+    int nranks = res.run.ranks;
+    capabilities(res.caps, run);
+    capabilities_json(rep, res.caps);
     cJSON *procs = cJSON_AddArrayToObject(rep, "processes");
     for (size_t i = 0; i < run->nprocs; i++)
         cJSON_AddItemToArray(procs, process_json(&run->procs[i]));
     cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
     for (size_t i = 0; i < run->nerrors; i++)
         cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
-    tp_run_results res = {0};
     if (rank_sections(rep, run, o, nranks, &res) != TPROF_OK) {
         cJSON_Delete(rep);
         return TPROF_ERR_NO_MEMORY;

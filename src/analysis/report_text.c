@@ -274,41 +274,38 @@ static void nvml_text(FILE *f, const cJSON *nv) {
 }
 
 /* The run's summary line, its warnings and the capabilities. */
-static void run_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
-    const cJSON *run = tp_jobj(rep, "run");
-    fprintf(f, "%strainprof report%s %s\n", B, N, tp_jstr(run, "dir"));
+static void run_text(FILE *f, const tp_run_results *res, const char *B, const char *N,
+                     const char *Y) {
+    const tp_run_summary *run = &res->run;
+    fprintf(f, "%strainprof report%s %s\n", B, N, run->dir);
     fprintf(
         f,
-        "run: %.0f process%s (%.0f rank%s, %.0f helper%s%s), %.2f s, %.0f events, %.0f dropped\n",
-        tp_jnum(run, "processes"), tp_jnum(run, "processes") == 1 ? "" : "es",
-        tp_jnum(run, "ranks"), tp_jnum(run, "ranks") == 1 ? "" : "s", tp_jnum(run, "helpers"),
-        tp_jnum(run, "helpers") == 1 ? "" : "s",
-        tp_jnum(run, "node_samplers") > 0 ? ", GPU sampler of the node" : "",
-        tp_jnum(run, "duration_s"), tp_jnum(run, "events"), tp_jnum(run, "events_dropped"));
-    if (tp_jnum(run, "events_dropped") > 0)
+        "run: %zu process%s (%d rank%s, %d helper%s%s), %.2f s, %.0f events, %.0f dropped\n",
+        run->processes, run->processes == 1 ? "" : "es", run->ranks, run->ranks == 1 ? "" : "s",
+        run->helpers, run->helpers == 1 ? "" : "s",
+        run->node_samplers > 0 ? ", GPU sampler of the node" : "", run->duration_s,
+        (double)run->events, (double)run->events_dropped);
+    if (run->events_dropped > 0)
         fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y,
-                tp_jnum(run, "events_dropped"),
-                tp_jnum(run, "threads_over_limit") > 0
+                (double)run->events_dropped,
+                run->threads_over_limit > 0
                     ? "threads beyond TRAINPROF_MAX_THREADS record nothing (raise it), and "
                       "full rings drop events (raise TRAINPROF_RING_KB)"
                     : "rings were full (raise TRAINPROF_RING_KB)",
                 N);
-    if (tp_jnum(run, "records_lost_to_write_errors") > 0)
+    if (run->has_write_errors && run->records_lost_to_write_errors > 0)
         fprintf(f, "%s  warning: %.0f records lost to write errors (%s: %s): the rank file "
                    "could not take them; the figures below lack them%s\n",
-                Y, tp_jnum(run, "records_lost_to_write_errors"),
-                printable(tp_jstr(run, "first_write_error_errno")),
-                printable(tp_jstr(run, "first_write_error")), N);
-    if (tp_jnum(run, "distinct_run_ids") > 1)
+                Y, run->records_lost_to_write_errors, printable(run->first_write_error_errno),
+                printable(run->first_write_error), N);
+    if (run->distinct_run_ids > 1)
         fprintf(f,
-                "%s  warning: these rank files come from %.0f different runs (run ids differ)%s\n",
-                Y, tp_jnum(run, "distinct_run_ids"), N);
+                "%s  warning: these rank files come from %d different runs (run ids differ)%s\n",
+                Y, run->distinct_run_ids, N);
     fprintf(f, "capabilities:\n");
-    const cJSON *c;
-    cJSON_ArrayForEach(c, tp_jobj(rep, "capabilities")) {
-        fprintf(f, "  %-6s %s %s\n", c->string, cJSON_IsTrue(tp_jobj(c, "found")) ? "yes" : "no ",
-                tp_jstr(c, "status"));
-    }
+    for (size_t c = 0; c < TP_NCAPABILITIES; c++)
+        fprintf(f, "  %-6s %s %s\n", res->caps[c].name, res->caps[c].found ? "yes" : "no ",
+                res->caps[c].status);
 }
 
 /* A process's unmatched range pops, by thread. */
@@ -536,7 +533,7 @@ static int write_text(const tp_report *report, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
     const cJSON *rep = report->doc;
-    run_text(f, rep, B, N, Y);
+    run_text(f, &report->res, B, N, Y);
     processes_text(f, rep, B, N, Y);
     /* the document's ranks are the results' ranks, in the same order (report.c) */
     const cJSON *r = tp_jobj(rep, "ranks") ? tp_jobj(rep, "ranks")->child : NULL;

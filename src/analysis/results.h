@@ -334,6 +334,31 @@ typedef struct tp_ended_result {
     tp_ended_rank *ranks;    /* owned */
 } tp_ended_result;
 
+/* The run as a whole ("run"; report.c): its span, events and drops over every file. */
+typedef struct tp_run_summary {
+    const char *dir;         /* the run directory (the loaded run's) */
+    const char *run_id;      /* of the first file; "" without files (into the run) */
+    int distinct_run_ids;    /* over 1: the files come from different runs */
+    size_t processes;
+    int ranks, helpers, node_samplers;
+    uint64_t start_realtime_ns; /* earliest first event, ns since 1970; 0 without files */
+    double duration_s;
+    uint64_t events, events_dropped;
+    double threads_over_limit;  /* threads that recorded nothing: over TRAINPROF_MAX_THREADS */
+    int has_write_errors;       /* some file counted records lost to write errors */
+    double records_lost_to_write_errors;
+    const char *first_write_error_errno, *first_write_error; /* of the first such file */
+} tp_run_summary;
+
+/* One capture source's capability ("capabilities.<name>"). */
+typedef struct tp_capability {
+    const char *name;        /* "nvtx", "cupti", "nccl", "nvml", "mpi" (static) */
+    int found;               /* it reported itself and was not unavailable or off */
+    const char *status;      /* what it reported (into the run), or why it is absent (static) */
+} tp_capability;
+
+#define TP_NCAPABILITIES 5
+
 /* Megatron's timers across ranks ("timers"; report.c). */
 typedef struct tp_run_timer_row {
     const char *name;        /* into the loaded run */
@@ -358,6 +383,8 @@ typedef struct tp_run_results {
     tp_stragglers_result stragglers;
     tp_ended_result ended;
     tp_run_timers_result timers;
+    tp_run_summary run;
+    tp_capability caps[TP_NCAPABILITIES];
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

@@ -163,30 +163,30 @@ static void gen_value(FILE *f, const cJSON *v, int depth) {
     }
 }
 
-static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report_opts *o,
+/* The measured steps' lengths of each rank of res, found again in the run with the report's
+ * step rule (the results summarise them). Returns the number of ranks in *out (owned). */
+static size_t collect_steps(const tp_run_results *res, const tp_run *run, const tp_report_opts *o,
                             rank_series **out) {
-    int nr = cJSON_GetArraySize(tp_jobj(rep, "ranks"));
-    rank_series *v = calloc(nr > 0 ? (size_t)nr : 1, sizeof *v);
-    size_t n = 0;
-    const cJSON *r;
+    rank_series *v = calloc(res->nranks ? res->nranks : 1, sizeof *v);
     if (!v) return 0;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        rank_series *rs = &v[n++];
-        rs->rank = (int)tp_jnum(r, "rank");
-        const tp_process *p = tp_rank_process(run, tp_jstr(r, "host"), tp_jnum(r, "pid"));
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        rank_series *rs = &v[i];
+        rs->rank = r->rank;
+        const tp_process *p = tp_rank_process(run, r->host, r->pid);
         tp_steps s;
         if (!p || tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) continue;
         size_t nm = s.nsteps - s.nwarmup;
         if (nm && (rs->ms = malloc(nm * sizeof *rs->ms))) {
-            for (size_t i = 0; i < nm; i++)
-                rs->ms[i] = (double)(s.steps[s.nwarmup + i].end - s.steps[s.nwarmup + i].start) / 1e6;
+            for (size_t k = 0; k < nm; k++)
+                rs->ms[k] = (double)(s.steps[s.nwarmup + k].end - s.steps[s.nwarmup + k].start) / 1e6;
             rs->n = nm;
             rs->first = s.nwarmup;
         }
         tp_steps_free(&s);
     }
     *out = v;
-    return n;
+    return res->nranks;
 }
 
 /* ------------------------------------------------------------------ breakdown */
@@ -529,31 +529,40 @@ static void findings_section(FILE *f, const cJSON *rep) {
     fputs("</ul>\n", f);
 }
 
-static void steps_table(FILE *f, const cJSON *rep) {
+/* A table cell holding v, or "-" when it was not computed (has 0). */
+static void td_opt(FILE *f, int has, double v, int prec) {
+    fputs("<td class=\"n\">", f);
+    if (has) tp_html_num(f, v, prec);
+    else fputs("-", f);
+    fputs("</td>", f);
+}
+
+/* One row per rank: where its steps came from and their statistics (results.h). */
+static void steps_table(FILE *f, const tp_run_results *res) {
     fputs("<table class=\"grid\" id=\"steps-table\"><tr><th>rank</th><th>host:pid</th><th>step "
           "source</th><th>steps</th><th>warm-up</th><th>mean ms</th><th>p50 ms</th><th>p90 "
           "ms</th><th>min ms</th><th>max ms</th></tr>\n",
           f);
-    const cJSON *r;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        const cJSON *s = tp_jobj(r, "steps");
-        fprintf(f, "<tr><td>%.0f</td><td>", tp_jnum(r, "rank"));
-        E(tp_jstr(r, "host"));
-        fprintf(f, ":%.0f</td><td>", tp_jnum(r, "pid"));
-        E(tp_jstr(s, "source"));
-        if (tp_jobj(s, "name")) {
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        const tp_steps_result *s = &r->steps;
+        fprintf(f, "<tr><td>%d</td><td>", r->rank);
+        E(r->host);
+        fprintf(f, ":%d</td><td>", r->pid);
+        E(s->present ? s->source : "");
+        if (s->name) {
             fputs(" &ldquo;", f);
-            E(tp_jstr(s, "name"));
+            E(s->name);
             fputs("&rdquo;", f);
         }
         fputs("</td>", f);
-        td_num(f, s, "count", 0, 1);
-        td_num(f, s, "warmup", 0, 1);
-        td_num(f, s, "mean_ms", 3, 1);
-        td_num(f, s, "p50_ms", 3, 1);
-        td_num(f, s, "p90_ms", 3, 1);
-        td_num(f, s, "min_ms", 3, 1);
-        td_num(f, s, "max_ms", 3, 1);
+        td_opt(f, s->present, (double)s->count, 0);
+        td_opt(f, s->present, (double)s->warmup, 0);
+        td_opt(f, s->has_stats, s->mean_ms, 3);
+        td_opt(f, s->has_stats, s->p50_ms, 3);
+        td_opt(f, s->has_stats, s->p90_ms, 3);
+        td_opt(f, s->has_stats, s->min_ms, 3);
+        td_opt(f, s->has_stats, s->max_ms, 3);
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -649,34 +658,38 @@ static void kernels_tables(FILE *f, const cJSON *rep) {
 }
 
 /* Megatron-style timers: one row per timer, min and max over ranks, then each rank. */
-static void timers_table(FILE *f, const cJSON *rep) {
-    const cJSON *tm = tp_jobj(rep, "timers");
-    if (!tm) return;
-    fprintf(f, "<h2 id=\"timers\">Timers</h2>\n<p class=\"note\">Megatron-LM style timers, ms per %s.</p>\n",
-            !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run (in total)");
-    fputs("<table class=\"grid\" id=\"timers-table\"><tr><th>timer</th><th>min ms</th><th>max ms</th>", f);
-    const cJSON *r, *e;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) if (tp_jobj(r, "timers"))
-        fprintf(f, "<th>rank %.0f</th>", tp_jnum(r, "rank"));
+static void timers_table(FILE *f, const tp_run_results *res) {
+    const tp_run_timers_result *tm = &res->timers;
+    if (!tm->present) return;
+    fprintf(f, "<h2 id=\"timers\">Timers</h2>\n<p class=\"note\">Megatron-LM style timers, ms "
+               "per %s.</p>\n",
+            tm->per_step ? "measured step" : "run (in total)");
+    fputs("<table class=\"grid\" id=\"timers-table\"><tr><th>timer</th><th>min ms</th>"
+          "<th>max ms</th>", f);
+    for (size_t i = 0; i < res->nranks; i++)
+        if (res->ranks[i].timers.present) fprintf(f, "<th>rank %d</th>", res->ranks[i].rank);
     fputs("</tr>\n", f);
-    cJSON_ArrayForEach(e, tp_jobj(tm, "min_max")) {
+    for (size_t k = 0; k < tm->nrows; k++) {
+        const tp_run_timer_row *e = &tm->rows[k];
         fputs("<tr><td class=\"name\">", f);
-        E(tp_jstr(e, "name"));
+        E(e->name);
         fputs("</td>", f);
-        td_num(f, e, "min_ms", 3, 1);
-        td_num(f, e, "max_ms", 3, 1);
-        cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-            const cJSON *rt = tp_jobj(r, "timers"), *row, *hit = NULL;
-            if (!rt) continue;
-            cJSON_ArrayForEach(row, tp_jobj(rt, "rows")) if (!strcmp(tp_jstr(row, "name"), tp_jstr(e, "name"))) hit = row;
-            td_num(f, hit, "ms", 3, 1);
+        td_opt(f, e->has_minmax, e->min_ms, 3);
+        td_opt(f, e->has_minmax, e->max_ms, 3);
+        for (size_t i = 0; i < res->nranks; i++) {
+            const tp_timers_result *rt = &res->ranks[i].timers;
+            if (!rt->present) continue;
+            const tp_timer_row *hit = NULL;
+            for (size_t j = 0; j < rt->nrows; j++)
+                if (!strcmp(rt->rows[j].name, e->name)) hit = &rt->rows[j];
+            td_opt(f, hit != NULL, hit ? hit->ms : 0, 3);
         }
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
-    if (tp_jobj(tm, "megatron_minmax")) {
+    if (tm->megatron_minmax) {
         fputs("<pre>", f);
-        E(tp_jstr(tm, "megatron_minmax"));
+        E(tm->megatron_minmax);
         fputs("</pre>\n", f);
     }
 }
@@ -736,46 +749,49 @@ static const char css[] =
     "details{margin:6px 0;border:1px solid #eee;padding:4px 8px}summary{cursor:pointer;font-weight:600}"
     "pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}nav a{margin-right:12px}";
 
-int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, FILE *f) {
+int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_opts *o,
+                  FILE *f) {
     tp_report_opts def;
     if (!o) {
         tp_report_opts_init(&def);
         o = &def;
     }
-    const cJSON *rj = tp_jobj(rep, "run");
+    const cJSON *rep = report->doc; /* for the generic views of the document */
+    const tp_run_results *res = &report->res;
+    const tp_run_summary *rj = &res->run;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
           "<meta name=\"generator\" content=\"trainprof\">\n<title>trainprof report: ",
           f);
-    E(tp_jstr(rj, "run_id"));
+    E(rj->run_id);
     fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>trainprof report: ", css);
-    E(tp_jstr(rj, "run_id"));
+    E(rj->run_id);
     fputs("</h1>\n<p>", f);
-    E(tp_jstr(rj, "dir"));
-    fprintf(f, " &mdash; %.0f rank%s, %.0f process%s, %.2f s, %.0f events, %.0f dropped; "
+    E(rj->dir);
+    fprintf(f, " &mdash; %d rank%s, %zu process%s, %.2f s, %.0f events, %.0f dropped; "
                "trainprof ",
-            tp_jnum(rj, "ranks"), tp_jnum(rj, "ranks") == 1 ? "" : "s", tp_jnum(rj, "processes"),
-            tp_jnum(rj, "processes") == 1 ? "" : "es", tp_jnum(rj, "duration_s"), tp_jnum(rj, "events"),
-            tp_jnum(rj, "events_dropped"));
-    E(tp_jstr(rep, "trainprof_version"));
+            rj->ranks, rj->ranks == 1 ? "" : "s", rj->processes, rj->processes == 1 ? "" : "es",
+            rj->duration_s, (double)rj->events, (double)rj->events_dropped);
+    E(tprof_version());
     fputs("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
           "<a href=\"#breakdown-h\">breakdown</a><a href=\"#communication\">communication</a>"
           "<a href=\"#kernels\">kernels</a><a href=\"#nvml\">GPU samples</a>"
           "<a href=\"#timers\">timers</a><a href=\"#ranks\">ranks</a></nav>\n",
           f);
-    if (tp_jnum(rj, "events_dropped") > 0)
+    if (rj->events_dropped > 0)
         fprintf(f, "<p class=\"note\">warning: %.0f events were dropped.</p>\n",
-                tp_jnum(rj, "events_dropped"));
-    if (tp_jnum(rj, "distinct_run_ids") > 1)
-        fprintf(f, "<p class=\"note\">warning: these rank files come from %.0f different runs.</p>\n",
-                tp_jnum(rj, "distinct_run_ids"));
+                (double)rj->events_dropped);
+    if (rj->distinct_run_ids > 1)
+        fprintf(f, "<p class=\"note\">warning: these rank files come from %d different "
+                   "runs.</p>\n",
+                rj->distinct_run_ids);
 
     findings_section(f, rep);
 
     fputs("<h2 id=\"steps\">Step time</h2>\n", f);
-    steps_table(f, rep);
+    steps_table(f, res);
     rank_series *rs = NULL;
-    size_t nr = run ? collect_steps(rep, run, o, &rs) : 0;
+    size_t nr = run ? collect_steps(res, run, o, &rs) : 0;
     if (run) {
         tp_svg_step_chart(f, rs, nr);
         fputs("<h3>Step time per rank and step</h3>\n", f);
@@ -796,7 +812,7 @@ int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, 
     if (run) nvml_curves(f, rep, run);
     else fputs("<p class=\"note\">The sample series need the rank files.</p>\n", f);
 
-    timers_table(f, rep);
+    timers_table(f, res);
 
     /* sections added to the document after this renderer was written */
     const cJSON *c;
