@@ -139,7 +139,8 @@ static void test_html_report(void **state) {
     /* the header, the steps and the timers tables come from the typed results: with their
      * copies taken out of the document, they still show the run's figures below */
     cJSON *rk;
-    cJSON_ArrayForEach(rk, cJSON_GetObjectItem(rep, "ranks")) cJSON_DeleteItemFromObject(rk, "steps");
+    cJSON_ArrayForEach(rk, cJSON_GetObjectItem(rep, "ranks"))
+        cJSON_DeleteItemFromObject(rk, "steps");
     cJSON_DeleteItemFromObject(rep, "timers");
     cJSON_DeleteItemFromObject(rep, "run");
     /* a section this renderer does not know: shown generically */
@@ -192,8 +193,9 @@ static void test_html_report(void **state) {
     /* timers table */
     assert_non_null(strstr(buf, "id=\"timers-table\""));
     /* rank 0's timer: 4 ms per measured step, the only rank with timers */
-    assert_non_null(strstr(buf, "<tr><td class=\"name\">fwd&lt;b&gt;&quot;&#39;</td><td class=\"n\">"
-                                "4.000</td><td class=\"n\">4.000</td><td class=\"n\">4.000</td></tr>"));
+    assert_non_null(strstr(buf, "<tr><td class=\"name\">fwd&lt;b&gt;&quot;&#39;</td>"
+                                "<td class=\"n\">4.000</td><td class=\"n\">4.000</td>"
+                                "<td class=\"n\">4.000</td></tr>"));
     /* the header: 2 ranks, 2 processes */
     assert_non_null(strstr(buf, " &mdash; 2 ranks, 2 processes, "));
     /* every tag balanced is checked by html_check.py; here: one document */

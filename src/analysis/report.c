@@ -1,12 +1,14 @@
 /*
- * report.c — the report document and its text: run summary, steps per rank, the top ranges by
- * inclusive and exclusive time per step, and the share of data loading.
+ * report.c — the report: run summary, capabilities, processes, and per rank its steps, the top
+ * ranges by inclusive and exclusive time per step, the share of data loading and the other
+ * rank sections; then the run-level analyses and rules.
  *
- * Everything is computed into a cJSON document first (report.json), and the text report is
- * rendered from that document (report_text.c). Range times are counted only inside measured (non-warm-up)
- * steps, clipped to each step's window, so a range that straddles a step boundary is
- * split correctly and threads other than the step thread (a loader thread) count too.
- * Exclusive time inside the window is prorated from the range's whole exclusive share.
+ * Each part is computed into its typed result (results.h) first and written into the cJSON
+ * document (report.json) from those values by a writer apart; the text (report_text.c) and
+ * the HTML read the results. Range times are counted only inside measured (non-warm-up)
+ * steps, clipped to each step's window, so a range that straddles a step boundary is split
+ * correctly and threads other than the step thread (a loader thread) count too. Exclusive
+ * time inside the window is prorated from the range's whole exclusive share.
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
@@ -465,8 +467,8 @@ static int scan_range(range_scan *sc, const tp_range *r, const tp_report_opts *o
              * would make the shares add up past 100 % */
             uint64_t child = r->child_ns > dur ? dur : r->child_ns;
             double excl = (r->flags & TP_R_ASYNC) ? 0.0
-                          : dur == 0              ? (double)in
-                                                  : (double)in * (double)(dur - child) / (double)dur;
+                          : dur == 0 ? (double)in
+                                     : (double)in * (double)(dur - child) / (double)dur;
             a->count++;
             /* recursion: the enclosing range of the same name holds this time */
             if (!(r->flags & TP_R_NESTED_SAME)) a->incl_ns += (double)in;
@@ -763,7 +765,8 @@ static void run_json(cJSON *rep, const tp_run_summary *r) {
     cJSON *jr = cJSON_AddObjectToObject(rep, "run");
     cJSON_AddStringToObject(jr, "dir", r->dir);
     cJSON_AddStringToObject(jr, "run_id", r->run_id);
-    if (r->distinct_run_ids > 1) cJSON_AddNumberToObject(jr, "distinct_run_ids", r->distinct_run_ids);
+    if (r->distinct_run_ids > 1)
+        cJSON_AddNumberToObject(jr, "distinct_run_ids", r->distinct_run_ids);
     cJSON_AddNumberToObject(jr, "processes", (double)r->processes);
     cJSON_AddNumberToObject(jr, "ranks", r->ranks);
     cJSON_AddNumberToObject(jr, "helpers", r->helpers);
@@ -777,7 +780,8 @@ static void run_json(cJSON *rep, const tp_run_summary *r) {
     if (r->threads_over_limit > 0)
         cJSON_AddNumberToObject(jr, "threads_over_limit", r->threads_over_limit);
     if (r->has_write_errors) {
-        cJSON_AddNumberToObject(jr, "records_lost_to_write_errors", r->records_lost_to_write_errors);
+        cJSON_AddNumberToObject(jr, "records_lost_to_write_errors",
+                                r->records_lost_to_write_errors);
         cJSON_AddStringToObject(jr, "first_write_error_errno", r->first_write_error_errno);
         cJSON_AddStringToObject(jr, "first_write_error", r->first_write_error);
     }

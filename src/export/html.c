@@ -3,12 +3,14 @@
  * script and no network access, so that the file can be mailed, attached to a bug report
  * or opened on an air-gapped cluster and look the same everywhere.
  *
- * Everything shown comes from the report's JSON document, so that the HTML, the text and
- * report.json never disagree; the only exception is what the document summarises rather
- * than lists (step times per step, the NVML sample series), which is read from the loaded
- * run with the same step rule (steps.c) the report used. Sections this file does not know
- * (added to the document later: throughput, stragglers, ...) are rendered generically as
- * nested tables, so a new section shows up in the HTML the day it appears in the JSON.
+ * Everything shown comes from the report (report.h): its typed results, from which the JSON
+ * document is written, so that the HTML, the text and report.json never disagree, and the
+ * document itself for the sections not typed yet and the generic views; the only exception is
+ * what the report summarises rather than lists (step times per step, the NVML sample series),
+ * which is read from the loaded run with the same step rule (steps.c) the report used.
+ * Sections this file does not know (added to the document later: throughput, stragglers, ...)
+ * are rendered generically as nested tables, so a new section shows up in the HTML the day it
+ * appears in the JSON.
  *
  * Names in a run come from user programs (range names, kernel names, hosts): every string
  * goes through tp_html_escape, in text and in attributes alike. Long series are averaged
@@ -179,7 +181,8 @@ static size_t collect_steps(const tp_run_results *res, const tp_run *run, const 
         size_t nm = s.nsteps - s.nwarmup;
         if (nm && (rs->ms = malloc(nm * sizeof *rs->ms))) {
             for (size_t k = 0; k < nm; k++)
-                rs->ms[k] = (double)(s.steps[s.nwarmup + k].end - s.steps[s.nwarmup + k].start) / 1e6;
+                rs->ms[k] = (double)(s.steps[s.nwarmup + k].end - s.steps[s.nwarmup + k].start)
+                            / 1e6;
             rs->n = nm;
             rs->first = s.nwarmup;
         }
