@@ -149,6 +149,55 @@ static void test_counters_only(void **state) {
     synth_rmtree(dir);
 }
 
+/* The text is rendered from the typed results (results.h), not from the document read back:
+ * with the rank's "steps" and "ranges" taken out of the document after the report was built,
+ * the text still shows the 2 measured steps of 20 ms and the range tables (rec: 15 ms
+ * inclusive, 75 % of the step; a: 4 ms inclusive, 2 ms exclusive). */
+static void test_text_from_results(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = open_run(dir, sizeof dir, "report-typed", 3, 0);
+    for (uint64_t s = 0; s < 3; s++) {
+        uint64_t b = T0 + s * 20 * MS;
+        synth_step_begin(f, 1, b, s);
+        synth_push(f, 1, b, "rec", 0, 0);
+        synth_pop(f, 1, b + 15 * MS, 0);
+        synth_push(f, 1, b + 15 * MS, "a", 0, 0);
+        synth_push(f, 1, b + 16 * MS, "b", 0, 0);
+        synth_pop(f, 1, b + 18 * MS, 0);
+        synth_pop(f, 1, b + 19 * MS, 0);
+        synth_step_end(f, 1, b + 20 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 60 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, NULL, &tr), 0);
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(tr.doc, "ranks"), 0);
+    cJSON_DeleteItemFromObject(r0, "steps");
+    cJSON_DeleteItemFromObject(r0, "ranges");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(tp_report_write_text(&tr, mf, 0), 0);
+    fclose(mf);
+    tp_report_free(&tr);
+    assert_non_null(strstr(buf, "  steps: 3 from tprof_step_begin/end calls, 1 warm-up\n"));
+    assert_non_null(strstr(buf, "  step time: mean 20.00 ms  p50 20.00  p90 20.00  max 20.00  "
+                                "min 20.00 ms\n"));
+    assert_non_null(strstr(buf, "  warm-up step(s): 20.00 ms (not in the statistics)\n"));
+    assert_non_null(strstr(buf, "\n  top ranges by inclusive time per step\n"));
+    assert_non_null(strstr(buf, "  rec                                           1.00       "
+                                "15.000   75.0%       15.000\n"));
+    assert_non_null(strstr(buf, "  a                                             1.00        "
+                                "4.000   20.0%        2.000\n"));
+    free(buf);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ GPU figures */
 
 /* a kernel on device 0, stream 7, recorded by thread serial 2 (CUPTI's worker) */
@@ -706,6 +755,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recursion_and_cross_domain_exclusive),
         cmocka_unit_test(test_counters_only),
+        cmocka_unit_test(test_text_from_results),
         cmocka_unit_test(test_gpu_section),
         cmocka_unit_test(test_gpu_unknown_launch),
         cmocka_unit_test(test_sync_device_from_stream),

@@ -143,14 +143,11 @@ static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_ste
 
 /* ------------------------------------------------------------------ exposure */
 
-/* Exposed and overlapped communication per window (measured step, or the whole run) into *x. */
-static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
-                             const tp_comm_time *tm, const tp_step *st, size_t nst) {
-    x->present = 1;
-    tp_step whole = {p->first_ts, p->end_mono, 0, 0};
-    const tp_step *win = nst ? st : &whole;
-    size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
-    x->per_step = nst > 0;
+/* The devices the rank's kernels ran on (x->devices, at most 64) and what the exposure can be
+ * measured against (x->basis, x->note): "gpu" with kernel records, "host" for a CPU job's
+ * MPI or torch.distributed calls, else "none". Returns the number of devices. */
+static size_t exposure_basis(tp_comm_exposure_result *x, const tp_process *p,
+                             const tp_comm_time *tm) {
     uint32_t *devs = x->devices;
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
@@ -194,6 +191,59 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
     }
     x->basis = basis;
     x->note = note;
+    return ndev;
+}
+
+/* The exposure figures of x from the per-window exposed (ex), overlapped (ov) and
+ * communication (cm) ns of the nw windows win; tmp: room for nw doubles. */
+static void exposure_figures(tp_comm_exposure_result *x, const tp_step *win, size_t nw,
+                             const uint64_t *ex, const uint64_t *ov, const uint64_t *cm,
+                             double *tmp, const tp_step *st, size_t nst) {
+    uint64_t tot_w = 0, tot_e = 0, tot_o = 0;
+    size_t worst = 0;
+    double worst_share = -1;
+    for (size_t w = 0; w < nw; w++) {
+        uint64_t len = win[w].end - win[w].start;
+        tot_w += len;
+        tot_e += ex[w];
+        tot_o += ov[w];
+        double sh = len ? (double)ex[w] / (double)len : 0;
+        if (sh > worst_share) {
+            worst_share = sh;
+            worst = w;
+        }
+    }
+    x->has_figures = 1;
+    x->windows = nw;
+    x->window_ms = (double)tot_w / 1e6 / (double)nw;
+    const struct { tp_stat5 *out; const uint64_t *v; } series[3] = {
+        {&x->comm_ms, cm}, {&x->exposed_ms, ex}, {&x->overlapped_ms, ov}};
+    for (int s = 0; s < 3; s++) {
+        for (size_t w = 0; w < nw; w++) tmp[w] = (double)series[s].v[w] / 1e6;
+        *series[s].out = tp_stat5_of(tmp, nw);
+    }
+    x->exposed_share = tot_w ? (double)tot_e / (double)tot_w : 0;
+    x->overlapped_share = tot_w ? (double)tot_o / (double)tot_w : 0;
+    for (size_t w = 0; w < nw; w++) {
+        uint64_t len = win[w].end - win[w].start;
+        tmp[w] = len ? (double)ex[w] / (double)len : 0;
+    }
+    x->exposed_share_per_window = tp_stat5_of(tmp, nw);
+    x->has_worst_step = nst > 0;
+    if (nst) x->worst_step = (double)st[worst].app_step;
+}
+
+/* Exposed and overlapped communication per window (measured step, or the whole run) into *x. */
+static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
+                             const tp_comm_time *tm, const tp_step *st, size_t nst) {
+    x->present = 1;
+    tp_step whole = {p->first_ts, p->end_mono, 0, 0};
+    const tp_step *win = nst ? st : &whole;
+    size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
+    x->per_step = nst > 0;
+    size_t ndev = exposure_basis(x, p, tm);
+    const uint32_t *devs = x->devices;
+    const char *basis = x->basis;
     if (!strcmp(basis, "none") || !nw) return;
     x->ndevices = ndev;
 
@@ -253,40 +303,7 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
         }
         first = 0;
     }
-    if (!oom) {
-        uint64_t tot_w = 0, tot_e = 0, tot_o = 0;
-        size_t worst = 0;
-        double worst_share = -1;
-        for (size_t w = 0; w < nw; w++) {
-            uint64_t len = win[w].end - win[w].start;
-            tot_w += len;
-            tot_e += ex[w];
-            tot_o += ov[w];
-            double sh = len ? (double)ex[w] / (double)len : 0;
-            if (sh > worst_share) {
-                worst_share = sh;
-                worst = w;
-            }
-        }
-        x->has_figures = 1;
-        x->windows = nw;
-        x->window_ms = (double)tot_w / 1e6 / (double)nw;
-        const struct { tp_stat5 *out; const uint64_t *v; } series[3] = {
-            {&x->comm_ms, cm}, {&x->exposed_ms, ex}, {&x->overlapped_ms, ov}};
-        for (int s = 0; s < 3; s++) {
-            for (size_t w = 0; w < nw; w++) tmp[w] = (double)series[s].v[w] / 1e6;
-            *series[s].out = tp_stat5_of(tmp, nw);
-        }
-        x->exposed_share = tot_w ? (double)tot_e / (double)tot_w : 0;
-        x->overlapped_share = tot_w ? (double)tot_o / (double)tot_w : 0;
-        for (size_t w = 0; w < nw; w++) {
-            uint64_t len = win[w].end - win[w].start;
-            tmp[w] = len ? (double)ex[w] / (double)len : 0;
-        }
-        x->exposed_share_per_window = tp_stat5_of(tmp, nw);
-        x->has_worst_step = nst > 0;
-        if (nst) x->worst_step = (double)st[worst].app_step;
-    }
+    if (!oom) exposure_figures(x, win, nw, ex, ov, cm, tmp, st, nst);
     free(cw);
     free(ex);
     free(ov);

@@ -203,44 +203,88 @@ static void straggler_gpu(tp_straggler *e, const tp_run_results *res, const tp_c
     }
 }
 
+/* Per rank of the clocks (c->rank[r]): its measured steps' window mapped to the reference
+ * clock, matched collectives and their start lags, its mean step. Arrays of n, owned. */
+typedef struct strag_work {
+    size_t n;
+    int64_t *w0, *w1;
+    size_t *cnt;
+    double *lmed, *lmean, *lp90, *step, *tmp, *lps;
+    int *has_step;
+    tp_steps *steps;
+} strag_work;
+
+static void strag_free(strag_work *w) {
+    free(w->w0);
+    free(w->w1);
+    free(w->cnt);
+    free(w->lmed);
+    free(w->lmean);
+    free(w->lp90);
+    free(w->step);
+    free(w->tmp);
+    free(w->has_step);
+    free(w->lps);
+    for (size_t r = 0; w->steps && r < w->n; r++) tp_steps_free(&w->steps[r]);
+    free(w->steps);
+}
+
+/* Fills w for the n ranks of c. Returns 0, or -1 when out of memory (w still freeable). */
+static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
+                         const tp_clocks *c, const tp_report_opts *o) {
+    w->n = n;
+    w->w0 = calloc(n, sizeof *w->w0);
+    w->w1 = calloc(n, sizeof *w->w1);
+    w->cnt = calloc(n, sizeof *w->cnt);
+    w->lmed = calloc(n, sizeof *w->lmed);
+    w->lmean = calloc(n, sizeof *w->lmean);
+    w->lp90 = calloc(n, sizeof *w->lp90);
+    w->step = calloc(n, sizeof *w->step);
+    w->tmp = calloc(n, sizeof *w->tmp);
+    w->lps = calloc(n, sizeof *w->lps);
+    w->has_step = calloc(n, sizeof *w->has_step);
+    w->steps = calloc(n, sizeof *w->steps);
+    if (!w->w0 || !w->w1 || !w->cnt || !w->lmed || !w->lmean || !w->lp90 || !w->step ||
+        !w->tmp || !w->has_step || !w->lps || !w->steps)
+        return -1;
+    for (size_t r = 0; r < n; r++) {
+        tp_steps *s = &w->steps[r];
+        if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) memset(s, 0, sizeof *s);
+        else if (s->nsteps > s->nwarmup) {
+            w->w0[r] = tp_add_sat((int64_t)s->steps[s->nwarmup].start, c->map_ns[r]);
+            w->w1[r] = tp_add_sat((int64_t)s->steps[s->nsteps - 1].end, c->map_ns[r]);
+        }
+        const tp_rank_result *rr = tp_results_rank(res, c->rank[r]->rank);
+        w->has_step[r] = rr && rr->steps.measured > 0;
+        w->step[r] = rr ? rr->steps.mean_ms : 0;
+    }
+    tp_clocks_lags(c, w->w0, w->w1, w->cnt, w->lmed, w->lmean, w->lp90);
+    /* The criterion: lag per step, each measured step's largest start lag of the rank (a
+     * collective it starts inside that step, after the earliest rank), the median over
+     * steps. The median over all collectives misses a straggler whenever one collective per
+     * step absorbs its delay: under DDP the first gradient all-reduce of a step waits for
+     * the late rank, and the later buckets, queued behind it on the same NCCL stream, start
+     * nearly together (a rank sleeping 15 ms per step can show a median lag under 1 ms).
+     * Without steps, the median lag stands in. */
+    step_lags(c, w->steps, w->lps);
+    for (size_t r = 0; r < n; r++)
+        if (!w->steps[r].nsteps || w->steps[r].nsteps <= w->steps[r].nwarmup)
+            w->lps[r] = w->lmed[r];
+    return 0;
+}
+
 static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks *c,
                                const tp_report_opts *o) {
     tp_stragglers_result *out = &res->stragglers;
     memset(out, 0, sizeof *out);
     size_t n = c->nranks;
     if (n < 2) return;
-    int64_t *w0 = calloc(n, sizeof *w0), *w1 = calloc(n, sizeof *w1);
-    size_t *cnt = calloc(n, sizeof *cnt);
-    double *lmed = calloc(n, sizeof *lmed), *lmean = calloc(n, sizeof *lmean);
-    double *lp90 = calloc(n, sizeof *lp90), *step = calloc(n, sizeof *step);
-    double *tmp = calloc(n, sizeof *tmp), *lps = calloc(n, sizeof *lps);
-    int *has_step = calloc(n, sizeof *has_step);
-    tp_steps *steps = calloc(n, sizeof *steps);
-    if (!w0 || !w1 || !cnt || !lmed || !lmean || !lp90 || !step || !tmp || !has_step || !lps ||
-        !steps)
-        goto out;
-    for (size_t r = 0; r < n; r++) {
-        tp_steps *s = &steps[r];
-        if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) memset(s, 0, sizeof *s);
-        else if (s->nsteps > s->nwarmup) {
-            w0[r] = tp_add_sat((int64_t)s->steps[s->nwarmup].start, c->map_ns[r]);
-            w1[r] = tp_add_sat((int64_t)s->steps[s->nsteps - 1].end, c->map_ns[r]);
-        }
-        const tp_rank_result *rr = tp_results_rank(res, c->rank[r]->rank);
-        has_step[r] = rr && rr->steps.measured > 0;
-        step[r] = rr ? rr->steps.mean_ms : 0;
-    }
-    tp_clocks_lags(c, w0, w1, cnt, lmed, lmean, lp90);
-    /* The criterion: lag per step, each measured step's largest start lag of the rank (a
-     * collective it starts inside that step, after the earliest rank), the median over
-     * steps. The median over all collectives misses a straggler whenever one collective per
-     * step absorbs its delay: under DDP the first gradient all-reduce of a step waits for
-     * the late rank, and the later buckets, queued behind it on the same NCCL stream, start
-     * nearly together (on 2 x H200 a rank sleeping 15 ms per step had a median lag of
-     * 0.94 ms). Without steps, the median lag stands in. */
-    step_lags(c, steps, lps);
-    for (size_t r = 0; r < n; r++)
-        if (!steps[r].nsteps || steps[r].nsteps <= steps[r].nwarmup) lps[r] = lmed[r];
+    strag_work w = {0};
+    if (strag_measure(&w, n, res, c, o)) goto out;
+    size_t *cnt = w.cnt;
+    double *lmed = w.lmed, *lmean = w.lmean, *lp90 = w.lp90, *step = w.step, *tmp = w.tmp;
+    double *lps = w.lps;
+    int *has_step = w.has_step;
     size_t ns = 0, nl = 0;
     for (size_t r = 0; r < n; r++)
         if (has_step[r]) tmp[ns++] = step[r];
@@ -342,18 +386,7 @@ static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks 
         cJSON_AddItemToArray(named, straggler_json(e));
     }
 out:
-    free(w0);
-    free(w1);
-    free(cnt);
-    free(lmed);
-    free(lmean);
-    free(lp90);
-    free(step);
-    free(tmp);
-    free(has_step);
-    free(lps);
-    for (size_t r = 0; steps && r < n; r++) tp_steps_free(&steps[r]);
-    free(steps);
+    strag_free(&w);
 }
 
 /* ------------------------------------------------------------------ rules */

@@ -48,6 +48,12 @@ void tp_figures_check_results(tp_rank_result *rr) {
     }
 }
 
+double tp_figures_cpu_limit(const tp_process *p) {
+    const char *c = tp_meta(p, "process.host_cpus");
+    double cpus = c ? atof(c) : 0;
+    return cpus >= 1 ? 100 * cpus : INFINITY;
+}
+
 void tp_figures_check_rank(cJSON *rank, const tp_process *p) {
     /* CPU time cannot exceed wall time times the CPUs the host has online (proc(5): the
      * process's utime + stime; sysconf(_SC_NPROCESSORS_ONLN), written by the sampler) */
@@ -55,6 +61,7 @@ void tp_figures_check_rank(cJSON *rank, const tp_process *p) {
     if (pr) {
         const char *c = tp_meta(p, "process.host_cpus");
         double cpus = c ? atof(c) : 0;
+        double hi = tp_figures_cpu_limit(p);
         char why[200];
         if (cpus >= 1)
             snprintf(why, sizeof why, "above 100 %% per core: the host has %.0f CPUs online, so "
@@ -63,7 +70,6 @@ void tp_figures_check_rank(cJSON *rank, const tp_process *p) {
         else
             snprintf(why, sizeof why, "negative: CPU time cannot decrease; the sample's CPU time or "
                                       "clock is wrong");
-        double hi = cpus >= 1 ? 100 * cpus : INFINITY;
         bound(pr, "cpu_percent_mean", 0, hi, why);
         bound(pr, "cpu_percent_max", 0, hi, why);
     }

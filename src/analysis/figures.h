@@ -33,6 +33,11 @@ void tp_figure_flag(cJSON *sec, const char *key, double limit, const char *reaso
  * against their whole. */
 void tp_figures_check_rank(cJSON *rank, const tp_process *p);
 
+/* The bound of a process's CPU %: 100 x the CPUs its host had online (metadata
+ * process.host_cpus, written by the process sampler); INFINITY when the file does not say.
+ * CPU time cannot exceed wall time times the CPUs online (proc(5): utime + stime). */
+double tp_figures_cpu_limit(const tp_process *p);
+
 /* 1 when x is finite and inside [lo, hi] (up to rounding): the one bound test of the
  * document's checks and of tp_figures_check_results. */
 int tp_figure_in_bounds(double x, double lo, double hi);

@@ -1,12 +1,14 @@
 /*
- * report.c — the report document and its text: run summary, steps per rank, the top ranges by
- * inclusive and exclusive time per step, and the share of data loading.
+ * report.c — the report: run summary, capabilities, processes, and per rank its steps, the top
+ * ranges by inclusive and exclusive time per step, the share of data loading and the other
+ * rank sections; then the run-level analyses and rules.
  *
- * Everything is computed into a cJSON document first (report.json), and the text report is
- * rendered from that document (report_text.c). Range times are counted only inside measured (non-warm-up)
- * steps, clipped to each step's window, so a range that straddles a step boundary is
- * split correctly and threads other than the step thread (a loader thread) count too.
- * Exclusive time inside the window is prorated from the range's whole exclusive share.
+ * Each part is computed into its typed result (results.h) first and written into the cJSON
+ * document (report.json) from those values by a writer apart; the text (report_text.c) and
+ * the HTML read the results. Range times are counted only inside measured (non-warm-up)
+ * steps, clipped to each step's window, so a range that straddles a step boundary is split
+ * correctly and threads other than the step thread (a loader thread) count too. Exclusive
+ * time inside the window is prorated from the range's whole exclusive share.
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
@@ -120,20 +122,35 @@ static int by_excl(const void *a, const void *b) {
     return x->excl_ns < y->excl_ns ? 1 : x->excl_ns > y->excl_ns ? -1 : strcmp(x->name, y->name);
 }
 
-static cJSON *range_rows(agg *v, size_t n, int top, double denom_ns, double per,
-                         const tp_process *p) {
+/* The first `top` rows of v (sorted) as range rows: times per `per` windows, shares of
+ * denom_ns. Returns the rows (owned by the caller) and their number in *nout; NULL when
+ * there are none or out of memory. */
+static tp_range_row *range_rows(const agg *v, size_t n, int top, double denom_ns, double per,
+                                const tp_process *p, size_t *nout) {
+    size_t k = top > 0 && (size_t)top < n ? (size_t)top : top > 0 ? n : 0;
+    tp_range_row *rows = k ? malloc(k * sizeof *rows) : NULL;
+    *nout = rows ? k : 0;
+    for (size_t i = 0; i < *nout; i++)
+        rows[i] = (tp_range_row){v[i].name, tp_domain_name(p, v[i].domain), (double)v[i].count,
+                                 (double)v[i].count / per, v[i].incl_ns / 1e6 / per,
+                                 v[i].excl_ns / 1e6 / per,
+                                 denom_ns > 0 ? v[i].incl_ns / denom_ns : 0,
+                                 denom_ns > 0 ? v[i].excl_ns / denom_ns : 0};
+    return rows;
+}
+
+static cJSON *range_rows_json(const tp_range_row *v, size_t n) {
     cJSON *arr = cJSON_CreateArray();
-    for (size_t i = 0; i < n && (int)i < top; i++) {
+    for (size_t i = 0; i < n; i++) {
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "name", v[i].name);
-        const char *d = tp_domain_name(p, v[i].domain);
-        if (*d) cJSON_AddStringToObject(r, "domain", d);
-        cJSON_AddNumberToObject(r, "count", (double)v[i].count);
-        cJSON_AddNumberToObject(r, "count_per_unit", (double)v[i].count / per);
-        cJSON_AddNumberToObject(r, "inclusive_ms", v[i].incl_ns / 1e6 / per);
-        cJSON_AddNumberToObject(r, "exclusive_ms", v[i].excl_ns / 1e6 / per);
-        cJSON_AddNumberToObject(r, "inclusive_share", denom_ns > 0 ? v[i].incl_ns / denom_ns : 0);
-        cJSON_AddNumberToObject(r, "exclusive_share", denom_ns > 0 ? v[i].excl_ns / denom_ns : 0);
+        if (*v[i].domain) cJSON_AddStringToObject(r, "domain", v[i].domain);
+        cJSON_AddNumberToObject(r, "count", v[i].count);
+        cJSON_AddNumberToObject(r, "count_per_unit", v[i].count_per_unit);
+        cJSON_AddNumberToObject(r, "inclusive_ms", v[i].inclusive_ms);
+        cJSON_AddNumberToObject(r, "exclusive_ms", v[i].exclusive_ms);
+        cJSON_AddNumberToObject(r, "inclusive_share", v[i].inclusive_share);
+        cJSON_AddNumberToObject(r, "exclusive_share", v[i].exclusive_share);
         cJSON_AddItemToArray(arr, r);
     }
     return arr;
@@ -213,8 +230,9 @@ static void timers_section(cJSON *rs, tp_timers_result *out, const tp_process *p
     }
 }
 
-/* The process sampler's counters (capture/procfs.c): CPU %, RSS, threads, switches. */
-static void process_section(cJSON *rs, const tp_process *p) {
+/* The process sampler's counters (capture/procfs.c) into *out: CPU %, RSS, threads,
+ * switches; a CPU figure past the host's bound (figures.h) is not a result. */
+static void process_section(tp_process_sampler_result *out, const tp_process *p) {
     static const char *const keys[4] = {"process.cpu_percent", "process.rss_bytes",
                                         "process.threads", "process.ctx_switches_per_s"};
     double sum[4] = {0}, mx[4] = {0};
@@ -230,21 +248,45 @@ static void process_section(cJSON *rs, const tp_process *p) {
                 }
     }
     if (!n[1]) return;
-    cJSON *pj = cJSON_AddObjectToObject(rs, "process");
-    cJSON_AddNumberToObject(pj, "samples", (double)n[1]);
+    out->present = 1;
+    out->samples = (double)n[1];
+    out->cpu_sampled = n[0] > 0;
     if (n[0]) {
-        cJSON_AddNumberToObject(pj, "cpu_percent_mean", sum[0] / (double)n[0]);
-        cJSON_AddNumberToObject(pj, "cpu_percent_max", mx[0]);
+        out->cpu_percent_mean = sum[0] / (double)n[0];
+        out->cpu_percent_max = mx[0];
     }
-    cJSON_AddNumberToObject(pj, "rss_peak_bytes", mx[1]);
-    if (n[2]) cJSON_AddNumberToObject(pj, "threads_max", mx[2]);
-    if (n[3]) cJSON_AddNumberToObject(pj, "ctx_switches_per_s_mean", sum[3] / (double)n[3]);
+    /* an impossible CPU figure is flagged, not a result (figures.h) */
+    double hi = tp_figures_cpu_limit(p);
+    out->has_cpu_mean = out->cpu_sampled && tp_figure_in_bounds(out->cpu_percent_mean, 0, hi);
+    out->has_cpu_max = out->cpu_sampled && tp_figure_in_bounds(out->cpu_percent_max, 0, hi);
+    out->rss_peak_bytes = mx[1];
+    out->has_threads = n[2] > 0;
+    out->threads_max = mx[2];
+    out->has_ctx_switches = n[3] > 0;
+    out->ctx_switches_per_s_mean = n[3] ? sum[3] / (double)n[3] : 0;
 }
 
-/* The measured steps whose figures miss dropped events: those overlapping a window in which
- * a thread's ring dropped events (model.h, tp_drop_window), and all of them when events were
- * dropped at unknown times. Adds "dropped_events" to the steps section when any is. */
-static void drops_on_steps(cJSON *js, const tp_process *p, const tp_step *meas, size_t nm) {
+/* The rank's "process", with every figure as computed: tp_figures_check_rank then moves an
+ * impossible CPU figure to "invalid", as process_section clears its has_* flag. */
+static void sampler_json(cJSON *rs, const tp_process_sampler_result *pr) {
+    if (!pr->present) return;
+    cJSON *pj = cJSON_AddObjectToObject(rs, "process");
+    cJSON_AddNumberToObject(pj, "samples", pr->samples);
+    if (pr->cpu_sampled) {
+        cJSON_AddNumberToObject(pj, "cpu_percent_mean", pr->cpu_percent_mean);
+        cJSON_AddNumberToObject(pj, "cpu_percent_max", pr->cpu_percent_max);
+    }
+    cJSON_AddNumberToObject(pj, "rss_peak_bytes", pr->rss_peak_bytes);
+    if (pr->has_threads) cJSON_AddNumberToObject(pj, "threads_max", pr->threads_max);
+    if (pr->has_ctx_switches)
+        cJSON_AddNumberToObject(pj, "ctx_switches_per_s_mean", pr->ctx_switches_per_s_mean);
+}
+
+/* The measured steps whose figures miss dropped events into *out (has_dropped): those
+ * overlapping a window in which a thread's ring dropped events (model.h, tp_drop_window),
+ * and all of them when events were dropped at unknown times. */
+static void drops_on_steps(tp_steps_result *out, const tp_process *p, const tp_step *meas,
+                           size_t nm) {
     uint8_t *hit = calloc(nm, 1);
     if (!hit) return;
     uint64_t events = 0, touched = 0;
@@ -271,18 +313,261 @@ static void drops_on_steps(cJSON *js, const tp_process *p, const tp_step *meas, 
     uint64_t lost = wl ? strtoull(wl, NULL, 10) : 0;
     uint64_t unplaced = p->drops_unplaced + lost;
     if (!touched && !unplaced) return;
-    cJSON *x = cJSON_AddObjectToObject(js, "dropped_events");
-    cJSON_AddNumberToObject(x, "steps_touched", (double)(unplaced ? nm : touched));
-    cJSON_AddNumberToObject(x, "events_in_steps", (double)events);
-    if (unplaced) cJSON_AddNumberToObject(x, "events_unplaced", (double)unplaced);
-    if (lost) cJSON_AddNumberToObject(x, "records_lost_to_write_errors", (double)lost);
-    cJSON_AddStringToObject(x, "flag", lost ? "records were lost to write errors at times not "
-                                              "known: any step's figures may miss them"
-                                       : p->drops_unplaced
-                                           ? "events were dropped at times not known: any step's "
-                                             "figures may miss them"
-                                           : "the step statistics, breakdown and ranges of these "
-                                             "steps miss the events dropped in them");
+    out->has_dropped = 1;
+    out->steps_touched = (double)(unplaced ? nm : touched);
+    out->events_in_steps = (double)events;
+    out->events_unplaced = unplaced;
+    out->records_lost = lost;
+    out->dropped_flag = lost ? "records were lost to write errors at times not known: any "
+                               "step's figures may miss them"
+                        : p->drops_unplaced
+                            ? "events were dropped at times not known: any step's figures may "
+                              "miss them"
+                            : "the step statistics, breakdown and ranges of these steps miss "
+                              "the events dropped in them";
+}
+
+/* The rank's steps into *out from the steps found (s); *total_step_ns: the measured steps'
+ * time. */
+static void steps_result(tp_steps_result *out, const tp_process *p, const tp_report_opts *o,
+                         const tp_steps *s, uint64_t *total_step_ns) {
+    out->present = 1;
+    out->count = s->nsteps;
+    out->warmup = s->nwarmup;
+    out->measured = s->nsteps - s->nwarmup;
+    out->source = tp_step_source_name(s->source);
+    out->name = s->name;
+    out->requested_name = o->step_name;
+    if (o->step_name && *o->step_name && s->source != TP_STEPS_NAMED)
+        out->note = "no range of this rank matches --step-name";
+    if (s->nmissing_steps) {
+        /* ranges, not numbers: a forged file's gap could name billions */
+        out->missing_count = s->nmissing_steps;
+        size_t k = s->nmissing < 100 ? s->nmissing : 100;
+        out->missing = k ? malloc(k * sizeof *out->missing) : NULL;
+        out->nmissing = out->missing ? k : 0;
+        for (size_t i = 0; i < out->nmissing; i++) {
+            out->missing[i][0] = (double)s->missing[i].s;
+            out->missing[i][1] = (double)s->missing[i].e;
+        }
+        out->missing_left_out = s->nmissing > 100 ? s->nmissing - 100 : 0;
+        out->missing_flag = "the thread's full ring dropped their begin or end: the step "
+                            "statistics do not cover them, and they are likely the slowest "
+                            "(the ring fills when a step records most)";
+    }
+    const tp_step *meas = tp_steps_measured(s);
+    size_t nm = out->measured;
+    *total_step_ns = 0;
+    if (s->source != TP_STEPS_NONE) {
+        const tp_thread *st = &p->threads[s->thread];
+        out->has_thread = 1;
+        out->thread = st->name;
+        out->tid = st->os_tid;
+        out->warmup_ms = s->nwarmup ? malloc(s->nwarmup * sizeof *out->warmup_ms) : NULL;
+        for (size_t i = 0; out->warmup_ms && i < s->nwarmup; i++)
+            out->warmup_ms[i] = ms(s->steps[i].end - s->steps[i].start);
+    }
+    if (!nm) return;
+    uint64_t *d = malloc(nm * sizeof *d);
+    if (d) {
+        for (size_t i = 0; i < nm; i++) {
+            d[i] = meas[i].end - meas[i].start;
+            *total_step_ns += d[i];
+        }
+        qsort(d, nm, sizeof *d, tp_cmp_u64);
+        out->has_stats = 1;
+        out->mean_ms = ms(*total_step_ns) / (double)nm;
+        out->p50_ms = ms(tp_pct_u64(d, nm, 0.5));
+        out->p90_ms = ms(tp_pct_u64(d, nm, 0.9));
+        out->min_ms = ms(d[0]);
+        out->max_ms = ms(d[nm - 1]);
+        out->first_ms = ms(meas[0].start - p->first_ts);
+        free(d);
+    }
+    drops_on_steps(out, p, meas, nm);
+}
+
+/* The rank's "steps" from its results. */
+static void steps_json(cJSON *rs, const tp_steps_result *s) {
+    cJSON *js = cJSON_AddObjectToObject(rs, "steps");
+    cJSON_AddStringToObject(js, "source", s->source);
+    if (s->name) cJSON_AddStringToObject(js, "name", s->name);
+    if (s->requested_name) cJSON_AddStringToObject(js, "requested_name", s->requested_name);
+    if (s->note) cJSON_AddStringToObject(js, "note", s->note);
+    cJSON_AddNumberToObject(js, "count", (double)s->count);
+    cJSON_AddNumberToObject(js, "warmup", (double)s->warmup);
+    cJSON_AddNumberToObject(js, "measured", (double)s->measured);
+    if (s->missing_count) {
+        cJSON *mx = cJSON_AddObjectToObject(js, "missing");
+        cJSON_AddNumberToObject(mx, "count", (double)s->missing_count);
+        cJSON *mr = cJSON_AddArrayToObject(mx, "ranges");
+        for (size_t i = 0; i < s->nmissing; i++)
+            cJSON_AddItemToArray(mr, cJSON_CreateDoubleArray(s->missing[i], 2));
+        if (s->missing_left_out)
+            cJSON_AddNumberToObject(mx, "ranges_left_out", (double)s->missing_left_out);
+        cJSON_AddStringToObject(mx, "flag", s->missing_flag);
+    }
+    if (s->has_thread) {
+        if (s->thread) cJSON_AddStringToObject(js, "thread", s->thread);
+        cJSON_AddNumberToObject(js, "tid", s->tid);
+        cJSON *wu = cJSON_AddArrayToObject(js, "warmup_ms");
+        for (size_t i = 0; s->warmup_ms && i < s->warmup; i++)
+            cJSON_AddItemToArray(wu, cJSON_CreateNumber(s->warmup_ms[i]));
+    }
+    if (s->has_stats) {
+        cJSON_AddNumberToObject(js, "mean_ms", s->mean_ms);
+        cJSON_AddNumberToObject(js, "p50_ms", s->p50_ms);
+        cJSON_AddNumberToObject(js, "p90_ms", s->p90_ms);
+        cJSON_AddNumberToObject(js, "min_ms", s->min_ms);
+        cJSON_AddNumberToObject(js, "max_ms", s->max_ms);
+        cJSON_AddNumberToObject(js, "first_ms", s->first_ms);
+    }
+    if (s->has_dropped) {
+        cJSON *x = cJSON_AddObjectToObject(js, "dropped_events");
+        cJSON_AddNumberToObject(x, "steps_touched", s->steps_touched);
+        cJSON_AddNumberToObject(x, "events_in_steps", s->events_in_steps);
+        if (s->events_unplaced)
+            cJSON_AddNumberToObject(x, "events_unplaced", (double)s->events_unplaced);
+        if (s->records_lost)
+            cJSON_AddNumberToObject(x, "records_lost_to_write_errors", (double)s->records_lost);
+        cJSON_AddStringToObject(x, "flag", s->dropped_flag);
+    }
+}
+
+/* What one pass over the rank's ranges gathers: rows by (name, domain) inside the measured
+ * steps (or the run), the ranges never closed, and the data-loading spans. */
+typedef struct range_scan {
+    aggtab tab, unclosed;
+    tp_span *dv;              /* data-named ranges' spans */
+    size_t ndv, capdv;
+    int data_on_step_thread;  /* found on the step thread (else on other threads) */
+} range_scan;
+
+/* One range into the scan; pass 0 aggregates, pass 1 only looks for data loading off the
+ * step thread. Returns 0, or -1 when out of memory for the data spans. */
+static int scan_range(range_scan *sc, const tp_range *r, const tp_report_opts *o, int pass,
+                      int step_thread, int no_steps, const tp_step *meas, size_t nm) {
+    uint64_t dur = r->end - r->start;
+    if (r->flags & TP_R_UNCLOSED) {
+        /* never closed: its end is only where the file ends, so its time would be invented;
+         * listed apart instead */
+        if (pass == 0) {
+            agg *u = agg_get(&sc->unclosed, r->name, r->domain);
+            if (u) u->count++;
+        }
+        return 0;
+    }
+    uint64_t in = meas ? tp_steps_overlap(meas, nm, r->start, r->end) : dur;
+    if (pass == 0 && in) {
+        agg *a = agg_get(&sc->tab, r->name, r->domain);
+        if (a) {
+            /* exclusive time is the synchronous nesting's: a start/end range (a timer,
+             * NCCL's async ranges) overlaps others without nesting, and counting all of it
+             * would make the shares add up past 100 % */
+            uint64_t child = r->child_ns > dur ? dur : r->child_ns;
+            double excl = (r->flags & TP_R_ASYNC) ? 0.0
+                          : dur == 0 ? (double)in
+                                     : (double)in * (double)(dur - child) / (double)dur;
+            a->count++;
+            /* recursion: the enclosing range of the same name holds this time */
+            if (!(r->flags & TP_R_NESTED_SAME)) a->incl_ns += (double)in;
+            a->excl_ns += excl;
+        }
+    }
+    /* data loading: prefer the step thread; else any thread (pass 1) */
+    if (in && is_data_name(o, r->name) && (pass == 1 || step_thread || no_steps)) {
+        if (sc->ndv == sc->capdv) {
+            size_t cap = sc->capdv ? sc->capdv * 2 : 64;
+            tp_span *n2 = realloc(sc->dv, cap * sizeof *n2);
+            if (!n2) return -1;
+            sc->dv = n2;
+            sc->capdv = cap;
+        }
+        sc->dv[sc->ndv++] = (tp_span){r->start, r->end};
+        if (pass == 0) sc->data_on_step_thread = 1;
+    }
+    return 0;
+}
+
+/* Every range of the rank into sc; meas NULL: over the whole run. */
+static void scan_ranges(range_scan *sc, const tp_process *p, const tp_report_opts *o,
+                        const tp_steps *s, const tp_step *meas, size_t nm) {
+    for (int pass = 0; pass < 2 && !sc->ndv; pass++) {
+        for (size_t ti = 0; ti < p->nthreads; ti++) {
+            const tp_thread *t = &p->threads[ti];
+            int step_thread = s->source != TP_STEPS_NONE && ti == s->thread;
+            for (size_t k = 0; k < t->nranges; k++)
+                if (scan_range(sc, &t->ranges[k], o, pass, step_thread,
+                               s->source == TP_STEPS_NONE, meas, nm))
+                    break;
+        }
+    }
+}
+
+/* The range tables into *out from the scan (its rows sorted in place). */
+static void ranges_result(tp_ranges_result *out, range_scan *sc, const tp_process *p, int top,
+                          int per_step, double per, double denom) {
+    out->present = 1;
+    out->per_step = per_step;
+    aggtab *tab = &sc->tab;
+    if (tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_incl);
+    out->top_inclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->ninclusive);
+    if (tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_excl);
+    out->top_exclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->nexclusive);
+    out->distinct_names = tab->n;
+    size_t nu = sc->unclosed.n;
+    out->unclosed = nu ? calloc(nu, sizeof *out->unclosed) : NULL;
+    out->nunclosed = out->unclosed ? nu : 0;
+    for (size_t i = 0; i < out->nunclosed; i++) {
+        const agg *u = &sc->unclosed.v[i];
+        out->unclosed[i].name = u->name;
+        out->unclosed[i].domain = tp_domain_name(p, u->domain);
+        out->unclosed[i].count = (double)u->count;
+    }
+}
+
+/* The rank's "ranges" from its results. */
+static void ranges_json(cJSON *rs, const tp_ranges_result *rg) {
+    cJSON *jr = cJSON_AddObjectToObject(rs, "ranges");
+    cJSON_AddStringToObject(jr, "per", rg->per_step ? "step" : "run");
+    cJSON_AddItemToObject(jr, "top_inclusive", range_rows_json(rg->top_inclusive, rg->ninclusive));
+    cJSON_AddItemToObject(jr, "top_exclusive", range_rows_json(rg->top_exclusive, rg->nexclusive));
+    cJSON_AddNumberToObject(jr, "distinct_names", (double)rg->distinct_names);
+    cJSON *uc = cJSON_AddArrayToObject(jr, "unclosed");
+    for (size_t i = 0; i < rg->nunclosed; i++) {
+        cJSON *u = cJSON_CreateObject();
+        cJSON_AddStringToObject(u, "name", rg->unclosed[i].name);
+        if (*rg->unclosed[i].domain) cJSON_AddStringToObject(u, "domain", rg->unclosed[i].domain);
+        cJSON_AddNumberToObject(u, "count", rg->unclosed[i].count);
+        cJSON_AddItemToArray(uc, u);
+    }
+}
+
+/* The rank's data loading into *out: the union of the data-named spans of the scan. */
+static void data_result(tp_data_result *out, range_scan *sc, const tp_steps *s,
+                        const tp_step *meas, size_t nm, double per, double denom) {
+    out->found = sc->ndv > 0;
+    out->per_step = meas != NULL;
+    if (!sc->ndv) return;
+    uint64_t u = tp_steps_union(sc->dv, sc->ndv, meas, nm);
+    out->ms = ms(u) / per;
+    out->share = denom > 0 ? (double)u / denom : 0;
+    out->where = s->source == TP_STEPS_NONE ? "all threads"
+                 : sc->data_on_step_thread  ? "step thread"
+                                            : "other threads";
+}
+
+/* The rank's "data_loading" from its results. */
+static void data_json(cJSON *rs, const tp_data_result *d, const tp_report_opts *o) {
+    cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
+    cJSON *names = cJSON_AddArrayToObject(dl, "names");
+    for (size_t i = 0; i < o->ndata_names; i++)
+        cJSON_AddItemToArray(names, cJSON_CreateString(o->data_names[i]));
+    cJSON_AddBoolToObject(dl, "found", d->found);
+    if (!d->found) return;
+    cJSON_AddStringToObject(dl, "where", d->where);
+    cJSON_AddNumberToObject(dl, d->per_step ? "ms_per_step" : "ms_total", d->ms);
+    cJSON_AddNumberToObject(dl, "share", d->share);
 }
 
 /* The rank's section of the document; its figures also into *out (results.h), which the
@@ -292,178 +577,45 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     memset(out, 0, sizeof *out);
     out->rank = p->rank;
     out->host = p->hdr.host;
+    out->pid = p->hdr.pid;
+    tp_process_label(p, out->label, sizeof out->label);
     cJSON *rs = cJSON_CreateObject();
-    char label[64];
-    tp_process_label(p, label, sizeof label);
     cJSON_AddNumberToObject(rs, "rank", p->rank);
-    cJSON_AddStringToObject(rs, "label", label);
+    cJSON_AddStringToObject(rs, "label", out->label);
     cJSON_AddStringToObject(rs, "host", p->hdr.host);
     cJSON_AddNumberToObject(rs, "pid", p->hdr.pid);
 
     tp_steps s;
     if (tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) return rs;
-    out->steps.present = 1;
-    out->steps.count = s.nsteps;
-    out->steps.warmup = s.nwarmup;
-    out->steps.measured = s.nsteps - s.nwarmup;
-    cJSON *js = cJSON_AddObjectToObject(rs, "steps");
-    cJSON_AddStringToObject(js, "source", tp_step_source_name(s.source));
-    if (s.name) cJSON_AddStringToObject(js, "name", s.name);
-    if (o->step_name) cJSON_AddStringToObject(js, "requested_name", o->step_name);
-    if (o->step_name && *o->step_name && s.source != TP_STEPS_NAMED)
-        cJSON_AddStringToObject(js, "note", "no range of this rank matches --step-name");
-    cJSON_AddNumberToObject(js, "count", (double)s.nsteps);
-    cJSON_AddNumberToObject(js, "warmup", (double)s.nwarmup);
-    size_t nm = s.nsteps - s.nwarmup;
-    cJSON_AddNumberToObject(js, "measured", (double)nm);
-    if (s.nmissing_steps) {
-        /* ranges, not numbers: a forged file's gap could name billions */
-        cJSON *mx = cJSON_AddObjectToObject(js, "missing");
-        cJSON_AddNumberToObject(mx, "count", (double)s.nmissing_steps);
-        cJSON *mr = cJSON_AddArrayToObject(mx, "ranges");
-        for (size_t i = 0; i < s.nmissing && i < 100; i++) {
-            const double v[2] = {(double)s.missing[i].s, (double)s.missing[i].e};
-            cJSON_AddItemToArray(mr, cJSON_CreateDoubleArray(v, 2));
-        }
-        if (s.nmissing > 100)
-            cJSON_AddNumberToObject(mx, "ranges_left_out", (double)(s.nmissing - 100));
-        cJSON_AddStringToObject(mx, "flag", "the thread's full ring dropped their begin or end: "
-                                            "the step statistics do not cover them, and they are "
-                                            "likely the slowest (the ring fills when a step "
-                                            "records most)");
-    }
-    const tp_step *meas = tp_steps_measured(&s);
     uint64_t total_step_ns = 0;
-    if (s.source != TP_STEPS_NONE) {
-        const tp_thread *st = &p->threads[s.thread];
-        if (st->name) cJSON_AddStringToObject(js, "thread", st->name);
-        cJSON_AddNumberToObject(js, "tid", st->os_tid);
-        cJSON *wu = cJSON_AddArrayToObject(js, "warmup_ms");
-        for (size_t i = 0; i < s.nwarmup; i++)
-            cJSON_AddItemToArray(wu, cJSON_CreateNumber(ms(s.steps[i].end - s.steps[i].start)));
-    }
-    if (nm) {
-        uint64_t *d = malloc(nm * sizeof *d);
-        if (d) {
-            for (size_t i = 0; i < nm; i++) {
-                d[i] = meas[i].end - meas[i].start;
-                total_step_ns += d[i];
-            }
-            qsort(d, nm, sizeof *d, tp_cmp_u64);
-            out->steps.mean_ms = ms(total_step_ns) / (double)nm;
-            cJSON_AddNumberToObject(js, "mean_ms", out->steps.mean_ms);
-            cJSON_AddNumberToObject(js, "p50_ms", ms(tp_pct_u64(d, nm, 0.5)));
-            cJSON_AddNumberToObject(js, "p90_ms", ms(tp_pct_u64(d, nm, 0.9)));
-            cJSON_AddNumberToObject(js, "min_ms", ms(d[0]));
-            cJSON_AddNumberToObject(js, "max_ms", ms(d[nm - 1]));
-            cJSON_AddNumberToObject(js, "first_ms", ms(meas[0].start - p->first_ts));
-            free(d);
-        }
-        drops_on_steps(js, p, meas, nm);
-    }
-
+    steps_result(&out->steps, p, o, &s, &total_step_ns);
+    steps_json(rs, &out->steps);
+    size_t nm = s.nsteps - s.nwarmup;
     /* top ranges: inside measured steps when there are some, else over the whole run */
     int per_step = nm > 0;
+    const tp_step *meas = per_step ? tp_steps_measured(&s) : NULL;
     double per = per_step ? (double)nm : 1.0;
     double denom = per_step ? (double)total_step_ns
                             : (double)(p->end_mono > p->first_ts ? p->end_mono - p->first_ts : 0);
-    aggtab tab = {0}, unclosed = {0};
-    tp_span *dv = NULL;
-    size_t ndv = 0, capdv = 0;
-    int data_on_step_thread = 0;
-    for (int pass = 0; pass < 2 && !ndv; pass++) {
-        for (size_t ti = 0; ti < p->nthreads; ti++) {
-            const tp_thread *t = &p->threads[ti];
-            int step_thread = s.source != TP_STEPS_NONE && ti == s.thread;
-            for (size_t k = 0; k < t->nranges; k++) {
-                const tp_range *r = &t->ranges[k];
-                uint64_t dur = r->end - r->start;
-                if (r->flags & TP_R_UNCLOSED) {
-                    /* never closed: its end is only where the file ends, so its time
-                     * would be invented; listed apart instead */
-                    if (pass == 0) {
-                        agg *u = agg_get(&unclosed, r->name, r->domain);
-                        if (u) u->count++;
-                    }
-                    continue;
-                }
-                uint64_t in = per_step ? tp_steps_overlap(meas, nm, r->start, r->end) : dur;
-                if (pass == 0 && in) {
-                    agg *a = agg_get(&tab, r->name, r->domain);
-                    if (a) {
-                        /* exclusive time is the synchronous nesting's: a start/end range
-                         * (a timer, NCCL's async ranges) overlaps others without nesting,
-                         * and counting all of it would make the shares add up past 100 % */
-                        double excl = (r->flags & TP_R_ASYNC) ? 0.0
-                                      : dur == 0 ? (double)in
-                                                 : (double)in * (double)(dur - (r->child_ns > dur ? dur : r->child_ns)) / (double)dur;
-                        a->count++;
-                        /* recursion: the enclosing range of the same name holds this time */
-                        if (!(r->flags & TP_R_NESTED_SAME)) a->incl_ns += (double)in;
-                        a->excl_ns += excl;
-                    }
-                }
-                /* data loading: prefer the step thread; else any thread (pass 1) */
-                if (in && is_data_name(o, r->name) && (pass == 1 || step_thread || s.source == TP_STEPS_NONE)) {
-                    if (ndv == capdv) {
-                        capdv = capdv ? capdv * 2 : 64;
-                        tp_span *n2 = realloc(dv, capdv * sizeof *n2);
-                        if (!n2) break;
-                        dv = n2;
-                    }
-                    dv[ndv++] = (tp_span){r->start, r->end};
-                    if (pass == 0) data_on_step_thread = 1;
-                }
-            }
-        }
-    }
-    cJSON *jr = cJSON_AddObjectToObject(rs, "ranges");
-    cJSON_AddStringToObject(jr, "per", per_step ? "step" : "run");
-    if (tab.n > 1) qsort(tab.v, tab.n, sizeof *tab.v, by_incl);
-    cJSON_AddItemToObject(jr, "top_inclusive", range_rows(tab.v, tab.n, o->top_n, denom, per, p));
-    if (tab.n > 1) qsort(tab.v, tab.n, sizeof *tab.v, by_excl);
-    cJSON_AddItemToObject(jr, "top_exclusive", range_rows(tab.v, tab.n, o->top_n, denom, per, p));
-    cJSON_AddNumberToObject(jr, "distinct_names", (double)tab.n);
-    cJSON *uc = cJSON_AddArrayToObject(jr, "unclosed");
-    for (size_t i = 0; i < unclosed.n; i++) {
-        cJSON *u = cJSON_CreateObject();
-        cJSON_AddStringToObject(u, "name", unclosed.v[i].name);
-        const char *d = tp_domain_name(p, unclosed.v[i].domain);
-        if (*d) cJSON_AddStringToObject(u, "domain", d);
-        cJSON_AddNumberToObject(u, "count", (double)unclosed.v[i].count);
-        cJSON_AddItemToArray(uc, u);
-    }
-    agg_free(&tab);
-    agg_free(&unclosed);
+    range_scan sc = {0};
+    scan_ranges(&sc, p, o, &s, meas, nm);
+    ranges_result(&out->ranges, &sc, p, o->top_n, per_step, per, denom);
+    ranges_json(rs, &out->ranges);
+    agg_free(&sc.tab);
+    agg_free(&sc.unclosed);
 
-    timers_section(rs, &out->timers, p, per_step ? meas : NULL, nm);
-    cJSON *devices = tp_gpu_section(rs, &out->gpu, p, per_step ? meas : NULL,
-                                    per_step ? nm : 0, total_step_ns, o->top_n);
-    tp_comm_rank_section(rs, &out->comm, p, per_step ? meas : NULL, per_step ? nm : 0);
-    process_section(rs, p);
-    tp_energy_section(rs, &out->nvml, run, p, meas, nm);
+    timers_section(rs, &out->timers, p, meas, nm);
+    cJSON *devices = tp_gpu_section(rs, &out->gpu, p, meas, per_step ? nm : 0, total_step_ns,
+                                    o->top_n);
+    tp_comm_rank_section(rs, &out->comm, p, meas, per_step ? nm : 0);
+    process_section(&out->process, p);
+    sampler_json(rs, &out->process);
+    tp_energy_section(rs, &out->nvml, run, p, tp_steps_measured(&s), nm);
     tp_memory_capacity(devices, &out->gpu, &out->nvml, p);
     tp_breakdown_section(rs, &out->breakdown, p, &s, o->data_names, o->ndata_names);
-
-    cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
-    cJSON *names = cJSON_AddArrayToObject(dl, "names");
-    for (size_t i = 0; i < o->ndata_names; i++)
-        cJSON_AddItemToArray(names, cJSON_CreateString(o->data_names[i]));
-    out->data.found = ndv > 0;
-    out->data.per_step = per_step;
-    cJSON_AddBoolToObject(dl, "found", ndv > 0);
-    if (ndv) {
-        uint64_t u = tp_steps_union(dv, ndv, per_step ? meas : NULL, nm);
-        out->data.ms = ms(u) / per;
-        out->data.share = denom > 0 ? (double)u / denom : 0;
-        out->data.where = s.source == TP_STEPS_NONE ? "all threads"
-                          : data_on_step_thread      ? "step thread"
-                                                     : "other threads";
-        cJSON_AddStringToObject(dl, "where", out->data.where);
-        cJSON_AddNumberToObject(dl, per_step ? "ms_per_step" : "ms_total", out->data.ms);
-        cJSON_AddNumberToObject(dl, "share", out->data.share);
-    }
-    free(dv);
+    data_result(&out->data, &sc, &s, meas, nm, per, denom);
+    data_json(rs, &out->data, o);
+    free(sc.dv);
     tp_steps_free(&s);
     /* before any rule reads the figures: the impossible ones leave the section and the results */
     tp_figures_check_rank(rs, p);
@@ -471,9 +623,10 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     return rs;
 }
 
-/* Megatron's timers tables across ranks, from each rank's timers (res): the same text
- * Megatron prints, with ms per measured step as the unit (normalizer 1 on per-step values). */
-static void cross_rank_timers(cJSON *rep, const tp_run_results *res) {
+/* Megatron's timers tables across ranks into *out, from each rank's timers (res): the same
+ * text Megatron prints, with ms per measured step as the unit (normalizer 1 on per-step
+ * values). */
+static void cross_rank_timers(tp_run_timers_result *out, const tp_run_results *res) {
     const char **names = NULL;
     size_t n = 0;
     int world = 0;
@@ -492,43 +645,59 @@ static void cross_rank_timers(cJSON *rep, const tp_run_results *res) {
             names[n++] = nm;
         }
     }
-    if (!n || world <= 0) { free(names); return; }
-    double *m = calloc((size_t)world * n, sizeof *m);
-    if (!m) { free(names); return; }
-    int per_step = 1;
+    double *m = n && world > 0 ? calloc((size_t)world * n, sizeof *m) : NULL;
+    out->rows = m ? calloc(n, sizeof *out->rows) : NULL;
+    if (!out->rows) {
+        free(m);
+        free(names);
+        return;
+    }
+    out->per_step = 1;
     for (size_t ri = 0; ri < res->nranks; ri++) {
         const tp_rank_result *r = &res->ranks[ri];
         if (!r->timers.present) continue;
-        per_step = r->timers.per_step;
+        out->per_step = r->timers.per_step;
         for (size_t k = 0; k < r->timers.nrows; k++)
             for (size_t i = 0; i < n; i++)
                 if (!strcmp(names[i], r->timers.rows[k].name))
                     m[(size_t)r->rank * n + i] = r->timers.rows[k].ms / 1e3;
     }
-    cJSON *jt = cJSON_AddObjectToObject(rep, "timers");
-    cJSON_AddStringToObject(jt, "per", per_step ? "step" : "run");
-    cJSON *mm = cJSON_AddArrayToObject(jt, "min_max");
+    out->present = 1;
+    out->nrows = n;
     for (size_t i = 0; i < n; i++) {
         double mn = 0, mx = 0;
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "name", names[i]);
-        if (tprof__timers_minmax(m, world, n, i, &mn, &mx)) {
-            cJSON_AddNumberToObject(e, "min_ms", mn * 1e3);
-            cJSON_AddNumberToObject(e, "max_ms", mx * 1e3);
-        }
-        cJSON_AddItemToArray(mm, e);
+        out->rows[i].name = names[i];
+        out->rows[i].has_minmax = tprof__timers_minmax(m, world, n, i, &mn, &mx) != 0;
+        out->rows[i].min_ms = mn * 1e3;
+        out->rows[i].max_ms = mx * 1e3;
     }
-    char *t1 = tprof__timers_format(TPROF_TIMERS_MINMAX, names, n, m, world, 1.0);
-    char *t2 = world > 1 ? tprof__timers_format(TPROF_TIMERS_ALL, names, n, m, world, 1.0) : NULL;
-    if (t1) cJSON_AddStringToObject(jt, "megatron_minmax", t1);
-    if (t2) cJSON_AddStringToObject(jt, "megatron_all", t2);
-    free(t1);
-    free(t2);
+    out->megatron_minmax = tprof__timers_format(TPROF_TIMERS_MINMAX, names, n, m, world, 1.0);
+    if (world > 1)
+        out->megatron_all = tprof__timers_format(TPROF_TIMERS_ALL, names, n, m, world, 1.0);
     free(m);
     free(names);
 }
 
-static const char *const known_caps[][2] = {
+/* The run's "timers" from its results. */
+static void timers_json(cJSON *rep, const tp_run_timers_result *t) {
+    if (!t->present) return;
+    cJSON *jt = cJSON_AddObjectToObject(rep, "timers");
+    cJSON_AddStringToObject(jt, "per", t->per_step ? "step" : "run");
+    cJSON *mm = cJSON_AddArrayToObject(jt, "min_max");
+    for (size_t i = 0; i < t->nrows; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", t->rows[i].name);
+        if (t->rows[i].has_minmax) {
+            cJSON_AddNumberToObject(e, "min_ms", t->rows[i].min_ms);
+            cJSON_AddNumberToObject(e, "max_ms", t->rows[i].max_ms);
+        }
+        cJSON_AddItemToArray(mm, e);
+    }
+    if (t->megatron_minmax) cJSON_AddStringToObject(jt, "megatron_minmax", t->megatron_minmax);
+    if (t->megatron_all) cJSON_AddStringToObject(jt, "megatron_all", t->megatron_all);
+}
+
+static const char *const known_caps[TP_NCAPABILITIES][2] = {
     {"nvtx", "no NVTX call reached trainprof (the program uses no NVTX3, or ran outside "
              "trainprof run)"},
     {"cupti", "no process used CUDA under trainprof run (or the build had no CUPTI headers)"},
@@ -539,85 +708,106 @@ static const char *const known_caps[][2] = {
     {"mpi", "no process called MPI_Init under trainprof run (or the build had no MPI)"},
 };
 
-/* The document's "run": its span, events and drops over every file; the ranks counted into
- * *nranks. */
-static void run_summary(cJSON *rep, const tp_run *run, int *nranks_out) {
-    uint64_t t0 = UINT64_MAX, t1 = 0, events = 0, dropped = 0;
-    int nranks = 0, nhelpers = 0, nsamplers = 0;
+/* The run's summary into *out: its span, events and drops over every file. */
+static void run_summary(tp_run_summary *out, const tp_run *run) {
+    uint64_t t0 = UINT64_MAX, t1 = 0;
+    memset(out, 0, sizeof *out);
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
         uint64_t s = tp_to_realtime(p, p->first_ts ? p->first_ts : p->hdr.start_mono_ns);
         uint64_t e = tp_to_realtime(p, p->end_mono);
         if (s < t0) t0 = s;
         if (e > t1) t1 = e;
-        events += p->events;
-        dropped += p->dropped;
-        if (p->role == TP_ROLE_RANK) nranks++;
-        else if (p->role == TP_ROLE_SAMPLER) nsamplers++;
-        else nhelpers++;
+        out->events += p->events;
+        out->events_dropped += p->dropped;
+        if (p->role == TP_ROLE_RANK) out->ranks++;
+        else if (p->role == TP_ROLE_SAMPLER) out->node_samplers++;
+        else out->helpers++;
     }
-    *nranks_out = nranks;
-    cJSON *jr = cJSON_AddObjectToObject(rep, "run");
-    cJSON_AddStringToObject(jr, "dir", run->dir);
-    cJSON_AddStringToObject(jr, "run_id", run->nprocs ? run->procs[0].hdr.run_id : "");
+    out->dir = run->dir;
+    out->run_id = run->nprocs ? run->procs[0].hdr.run_id : "";
     /* files of different runs in one directory: say so, the figures mix them */
-    int nruns = run->nprocs ? 1 : 0;
+    out->distinct_run_ids = run->nprocs ? 1 : 0;
     for (size_t i = 1; i < run->nprocs; i++) {
         int seen = 0;
         for (size_t k = 0; k < i && !seen; k++)
             seen = !strcmp(run->procs[i].hdr.run_id, run->procs[k].hdr.run_id);
-        nruns += !seen;
+        out->distinct_run_ids += !seen;
     }
-    if (nruns > 1) cJSON_AddNumberToObject(jr, "distinct_run_ids", nruns);
-    cJSON_AddNumberToObject(jr, "processes", (double)run->nprocs);
-    cJSON_AddNumberToObject(jr, "ranks", nranks);
-    cJSON_AddNumberToObject(jr, "helpers", nhelpers);
-    cJSON_AddNumberToObject(jr, "node_samplers", nsamplers);
-    char t0s[32]; /* exact: a double would round nanoseconds since 1970 */
-    snprintf(t0s, sizeof t0s, "%llu", t0 == UINT64_MAX ? 0ull : (unsigned long long)t0);
-    cJSON_AddRawToObject(jr, "start_realtime_ns", t0s);
-    cJSON_AddNumberToObject(jr, "duration_s", t1 > t0 && t0 != UINT64_MAX ? (double)(t1 - t0) / 1e9 : 0);
-    cJSON_AddNumberToObject(jr, "events", (double)events);
-    cJSON_AddNumberToObject(jr, "events_dropped", (double)dropped);
-    double over = 0;
+    out->processes = run->nprocs;
+    out->start_realtime_ns = t0 == UINT64_MAX ? 0 : t0;
+    out->duration_s = t1 > t0 && t0 != UINT64_MAX ? (double)(t1 - t0) / 1e9 : 0;
     for (size_t i = 0; i < run->nprocs; i++) {
         const char *v = tp_meta(&run->procs[i], "threads_over_limit");
-        if (v) over += atof(v);
+        if (v) out->threads_over_limit += atof(v);
     }
-    if (over > 0) cJSON_AddNumberToObject(jr, "threads_over_limit", over);
     /* records the writer could not write (disk full, quota, file size limit, I/O error):
      * counted in the file by the writer (metadata write_errors.*, docs/format.md) */
-    double wlost = 0;
     const tp_process *wfirst = NULL;
     for (size_t i = 0; i < run->nprocs; i++) {
         const char *v = tp_meta(&run->procs[i], "write_errors.records");
         if (!v) continue;
-        wlost += atof(v);
+        out->records_lost_to_write_errors += atof(v);
         if (!wfirst) wfirst = &run->procs[i];
     }
     if (wfirst) {
-        cJSON_AddNumberToObject(jr, "records_lost_to_write_errors", wlost);
+        out->has_write_errors = 1;
         const char *en = tp_meta(wfirst, "write_errors.first_errno");
         const char *et = tp_meta(wfirst, "write_errors.first_error");
-        cJSON_AddStringToObject(jr, "first_write_error_errno", en ? en : "");
-        cJSON_AddStringToObject(jr, "first_write_error", et ? et : "");
+        out->first_write_error_errno = en ? en : "";
+        out->first_write_error = et ? et : "";
     }
 }
 
-/* "capabilities": what each source reported in the first file that names it, else why it
- * is absent (known_caps). */
-static void capabilities(cJSON *rep, const tp_run *run) {
-    cJSON *caps = cJSON_AddObjectToObject(rep, "capabilities");
-    for (size_t c = 0; c < sizeof known_caps / sizeof *known_caps; c++) {
+/* The document's "run" from the summary. */
+static void run_json(cJSON *rep, const tp_run_summary *r) {
+    cJSON *jr = cJSON_AddObjectToObject(rep, "run");
+    cJSON_AddStringToObject(jr, "dir", r->dir);
+    cJSON_AddStringToObject(jr, "run_id", r->run_id);
+    if (r->distinct_run_ids > 1)
+        cJSON_AddNumberToObject(jr, "distinct_run_ids", r->distinct_run_ids);
+    cJSON_AddNumberToObject(jr, "processes", (double)r->processes);
+    cJSON_AddNumberToObject(jr, "ranks", r->ranks);
+    cJSON_AddNumberToObject(jr, "helpers", r->helpers);
+    cJSON_AddNumberToObject(jr, "node_samplers", r->node_samplers);
+    char t0s[32]; /* exact: a double would round nanoseconds since 1970 */
+    snprintf(t0s, sizeof t0s, "%llu", (unsigned long long)r->start_realtime_ns);
+    cJSON_AddRawToObject(jr, "start_realtime_ns", t0s);
+    cJSON_AddNumberToObject(jr, "duration_s", r->duration_s);
+    cJSON_AddNumberToObject(jr, "events", (double)r->events);
+    cJSON_AddNumberToObject(jr, "events_dropped", (double)r->events_dropped);
+    if (r->threads_over_limit > 0)
+        cJSON_AddNumberToObject(jr, "threads_over_limit", r->threads_over_limit);
+    if (r->has_write_errors) {
+        cJSON_AddNumberToObject(jr, "records_lost_to_write_errors",
+                                r->records_lost_to_write_errors);
+        cJSON_AddStringToObject(jr, "first_write_error_errno", r->first_write_error_errno);
+        cJSON_AddStringToObject(jr, "first_write_error", r->first_write_error);
+    }
+}
+
+/* The capabilities into caps: what each source reported in the first file that names it,
+ * else why it is absent (known_caps). */
+static void capabilities(tp_capability *caps, const tp_run *run) {
+    for (size_t c = 0; c < TP_NCAPABILITIES; c++) {
         char key[64];
         snprintf(key, sizeof key, "capability.%s", known_caps[c][0]);
         const char *found = NULL;
         for (size_t i = 0; i < run->nprocs && !found; i++) found = tp_meta(&run->procs[i], key);
-        cJSON *cj = cJSON_AddObjectToObject(caps, known_caps[c][0]);
+        caps[c].name = known_caps[c][0];
         /* a capability that reported itself unavailable or off was not captured */
-        cJSON_AddBoolToObject(cj, "found", found && strncmp(found, "unavailable", 11) &&
-                                               strncmp(found, "off", 3));
-        cJSON_AddStringToObject(cj, "status", found ? found : known_caps[c][1]);
+        caps[c].found = found && strncmp(found, "unavailable", 11) && strncmp(found, "off", 3);
+        caps[c].status = found ? found : known_caps[c][1];
+    }
+}
+
+/* The document's "capabilities". */
+static void capabilities_json(cJSON *rep, const tp_capability *caps) {
+    cJSON *cj = cJSON_AddObjectToObject(rep, "capabilities");
+    for (size_t c = 0; c < TP_NCAPABILITIES; c++) {
+        cJSON *e = cJSON_AddObjectToObject(cj, caps[c].name);
+        cJSON_AddBoolToObject(e, "found", caps[c].found);
+        cJSON_AddStringToObject(e, "status", caps[c].status);
     }
 }
 
@@ -731,21 +921,24 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     cJSON_AddStringToObject(rep, "schema", "trainprof.report");
     cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
     cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
-    int nranks = 0;
-    run_summary(rep, run, &nranks);
-    capabilities(rep, run);
+    tp_run_results res = {0};
+    run_summary(&res.run, run);
+    run_json(rep, &res.run);
+    int nranks = res.run.ranks;
+    capabilities(res.caps, run);
+    capabilities_json(rep, res.caps);
     cJSON *procs = cJSON_AddArrayToObject(rep, "processes");
     for (size_t i = 0; i < run->nprocs; i++)
         cJSON_AddItemToArray(procs, process_json(&run->procs[i]));
     cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
     for (size_t i = 0; i < run->nerrors; i++)
         cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
-    tp_run_results res = {0};
     if (rank_sections(rep, run, o, nranks, &res) != TPROF_OK) {
         cJSON_Delete(rep);
         return TPROF_ERR_NO_MEMORY;
     }
-    cross_rank_timers(rep, &res);
+    cross_rank_timers(&res.timers, &res);
+    timers_json(rep, &res.timers);
     /* findings: rules that name a problem, with the figures that show it (severity
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");

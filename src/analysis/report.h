@@ -71,12 +71,12 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out);
 void tp_report_free(tp_report *r);
 
 /* The document alone (tp_report_make, the results freed); NULL only when out of memory.
- * Free with cJSON_Delete. For the readers of the JSON (tests, diff, the HTML writer). */
+ * Free with cJSON_Delete. For the readers of the JSON (tests, diff). */
 cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o);
 
 /* Render. Return 0 or TPROF_ERR_IO. `color` adds ANSI colour (only for terminals). The
- * text reads the report's typed results and the run (steps, processes, ranges: the parts
- * not yet typed come from the document, see docs/design.md §8). */
+ * text reads the report's typed results (the parts not yet typed come from the document:
+ * docs/design.md §5.1, §8). */
 int tp_report_write_text(const tp_report *rep, FILE *f, int color);
 int tp_report_write_json(const cJSON *rep, FILE *f);
 

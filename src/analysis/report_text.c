@@ -1,8 +1,9 @@
 /*
  * report_text.c — the text report (report.h) of what tp_report_make built: run summary,
  * steps per rank, top ranges, GPU, NVML, communication, findings. The parts with typed
- * results (results.h: steps, data loading, communication of a rank, the ranks that ended
- * early) are read from them; the others still from the document (docs/design.md §8).
+ * results (results.h: run summary, capabilities, a rank's steps, process sampler, ranges,
+ * data loading and communication, the timers across ranks, the ranks that ended early) are
+ * read from them; the others still from the document (docs/design.md §5.1, §8).
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
@@ -274,41 +275,38 @@ static void nvml_text(FILE *f, const cJSON *nv) {
 }
 
 /* The run's summary line, its warnings and the capabilities. */
-static void run_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
-    const cJSON *run = tp_jobj(rep, "run");
-    fprintf(f, "%strainprof report%s %s\n", B, N, tp_jstr(run, "dir"));
+static void run_text(FILE *f, const tp_run_results *res, const char *B, const char *N,
+                     const char *Y) {
+    const tp_run_summary *run = &res->run;
+    fprintf(f, "%strainprof report%s %s\n", B, N, run->dir);
     fprintf(
         f,
-        "run: %.0f process%s (%.0f rank%s, %.0f helper%s%s), %.2f s, %.0f events, %.0f dropped\n",
-        tp_jnum(run, "processes"), tp_jnum(run, "processes") == 1 ? "" : "es",
-        tp_jnum(run, "ranks"), tp_jnum(run, "ranks") == 1 ? "" : "s", tp_jnum(run, "helpers"),
-        tp_jnum(run, "helpers") == 1 ? "" : "s",
-        tp_jnum(run, "node_samplers") > 0 ? ", GPU sampler of the node" : "",
-        tp_jnum(run, "duration_s"), tp_jnum(run, "events"), tp_jnum(run, "events_dropped"));
-    if (tp_jnum(run, "events_dropped") > 0)
+        "run: %zu process%s (%d rank%s, %d helper%s%s), %.2f s, %.0f events, %.0f dropped\n",
+        run->processes, run->processes == 1 ? "" : "es", run->ranks, run->ranks == 1 ? "" : "s",
+        run->helpers, run->helpers == 1 ? "" : "s",
+        run->node_samplers > 0 ? ", GPU sampler of the node" : "", run->duration_s,
+        (double)run->events, (double)run->events_dropped);
+    if (run->events_dropped > 0)
         fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y,
-                tp_jnum(run, "events_dropped"),
-                tp_jnum(run, "threads_over_limit") > 0
+                (double)run->events_dropped,
+                run->threads_over_limit > 0
                     ? "threads beyond TRAINPROF_MAX_THREADS record nothing (raise it), and "
                       "full rings drop events (raise TRAINPROF_RING_KB)"
                     : "rings were full (raise TRAINPROF_RING_KB)",
                 N);
-    if (tp_jnum(run, "records_lost_to_write_errors") > 0)
+    if (run->has_write_errors && run->records_lost_to_write_errors > 0)
         fprintf(f, "%s  warning: %.0f records lost to write errors (%s: %s): the rank file "
                    "could not take them; the figures below lack them%s\n",
-                Y, tp_jnum(run, "records_lost_to_write_errors"),
-                printable(tp_jstr(run, "first_write_error_errno")),
-                printable(tp_jstr(run, "first_write_error")), N);
-    if (tp_jnum(run, "distinct_run_ids") > 1)
+                Y, run->records_lost_to_write_errors, printable(run->first_write_error_errno),
+                printable(run->first_write_error), N);
+    if (run->distinct_run_ids > 1)
         fprintf(f,
-                "%s  warning: these rank files come from %.0f different runs (run ids differ)%s\n",
-                Y, tp_jnum(run, "distinct_run_ids"), N);
+                "%s  warning: these rank files come from %d different runs (run ids differ)%s\n",
+                Y, run->distinct_run_ids, N);
     fprintf(f, "capabilities:\n");
-    const cJSON *c;
-    cJSON_ArrayForEach(c, tp_jobj(rep, "capabilities")) {
-        fprintf(f, "  %-6s %s %s\n", c->string, cJSON_IsTrue(tp_jobj(c, "found")) ? "yes" : "no ",
-                tp_jstr(c, "status"));
-    }
+    for (size_t c = 0; c < TP_NCAPABILITIES; c++)
+        fprintf(f, "  %-6s %s %s\n", res->caps[c].name, res->caps[c].found ? "yes" : "no ",
+                res->caps[c].status);
 }
 
 /* A process's unmatched range pops, by thread. */
@@ -378,88 +376,74 @@ static void processes_text(FILE *f, const cJSON *rep, const char *B, const char 
 
 /* The steps of a rank: where they came from, their statistics, the missing and flagged ones,
  * the warm-up. */
-static void steps_text(FILE *f, const tp_steps_result *sr, const cJSON *s, const char *N,
-                       const char *Y) {
+static void steps_text(FILE *f, const tp_steps_result *sr, const char *N, const char *Y) {
     if (sr->count == 0) {
         fprintf(
             f,
             "  steps: none found (%s%s%s). Mark steps with tprof_step_begin/end, an "
             "NVTX range named \"step\", or pass --step-name NAME.\n",
-            tp_jobj(s, "requested_name")
+            sr->requested_name
                 ? "no range named \""
                 : "tried API steps, ProfilerStep#*, train_step, training_step, step, "
                   "iteration, train_iter",
-            tp_jobj(s, "requested_name") ? tp_jstr(s, "requested_name") : "",
-            tp_jobj(s, "requested_name") ? "\"" : "");
+            sr->requested_name ? sr->requested_name : "", sr->requested_name ? "\"" : "");
         return;
     }
-    int api = !strcmp(tp_jstr(s, "name"), "tprof_step_begin/end"); /* says it already */
-    fprintf(f, "  steps: %zu from %s%s%s%s%s%s%s, %zu warm-up\n", sr->count,
-            tp_jstr(s, "source"), api ? "" : " \"", api ? "" : printable(tp_jstr(s, "name")),
-            api ? "" : "\"", tp_jobj(s, "thread") ? " (thread " : "",
-            tp_jobj(s, "thread") ? printable(tp_jstr(s, "thread")) : "",
-            tp_jobj(s, "thread") ? ")" : "", sr->warmup);
-    if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
+    const char *name = sr->name ? sr->name : "";
+    int api = !strcmp(name, "tprof_step_begin/end"); /* says it already */
+    fprintf(f, "  steps: %zu from %s%s%s%s%s%s%s, %zu warm-up\n", sr->count, sr->source,
+            api ? "" : " \"", api ? "" : printable(name), api ? "" : "\"",
+            sr->thread ? " (thread " : "", sr->thread ? printable(sr->thread) : "",
+            sr->thread ? ")" : "", sr->warmup);
+    if (sr->note) fprintf(f, "  note: %s\n", sr->note);
     if (sr->measured > 0)
         fprintf(f, "  step time: mean %.2f ms  p50 %.2f  p90 %.2f  max %.2f  min %.2f ms\n",
-                sr->mean_ms, tp_jnum(s, "p50_ms"), tp_jnum(s, "p90_ms"), tp_jnum(s, "max_ms"),
-                tp_jnum(s, "min_ms"));
-    const cJSON *mx = tp_jobj(s, "missing");
-    if (mx) {
-        fprintf(f, "%s  missing: %.0f step(s) (", Y, tp_jnum(mx, "count"));
-        const cJSON *m;
-        int first = 1;
-        cJSON_ArrayForEach(m, tp_jobj(mx, "ranges")) {
-            double a = cJSON_GetArrayItem(m, 0)->valuedouble;
-            double b = cJSON_GetArrayItem(m, 1)->valuedouble;
-            fprintf(f, "%s%.0f", first ? "" : ", ", a);
+                sr->mean_ms, sr->p50_ms, sr->p90_ms, sr->max_ms, sr->min_ms);
+    if (sr->missing_count) {
+        fprintf(f, "%s  missing: %.0f step(s) (", Y, (double)sr->missing_count);
+        for (size_t i = 0; i < sr->nmissing; i++) {
+            double a = sr->missing[i][0], b = sr->missing[i][1];
+            fprintf(f, "%s%.0f", i ? ", " : "", a);
             if (b != a) fprintf(f, "-%.0f", b);
-            first = 0;
         }
-        if (tp_jnum(mx, "ranges_left_out") > 0) fputs(", ...", f);
-        fprintf(f, "): %s%s\n", tp_jstr(mx, "flag"), N);
+        if (sr->missing_left_out) fputs(", ...", f);
+        fprintf(f, "): %s%s\n", sr->missing_flag, N);
     }
-    const cJSON *dx = tp_jobj(s, "dropped_events");
-    if (dx) {
+    if (sr->has_dropped) {
         fprintf(f, "%s  flagged: %.0f of %zu measured steps built on dropped events (%.0f "
                    "dropped by full rings inside them",
-                Y, tp_jnum(dx, "steps_touched"), sr->measured, tp_jnum(dx, "events_in_steps"));
-        if (tp_jnum(dx, "events_unplaced") > 0)
-            fprintf(f, ", %.0f at unknown times", tp_jnum(dx, "events_unplaced"));
-        fprintf(f, "): %s%s\n", tp_jstr(dx, "flag"), N);
+                Y, sr->steps_touched, sr->measured, sr->events_in_steps);
+        if (sr->events_unplaced > 0)
+            fprintf(f, ", %.0f at unknown times", (double)sr->events_unplaced);
+        fprintf(f, "): %s%s\n", sr->dropped_flag, N);
     }
-    const cJSON *w;
-    int shown = 0, nw = cJSON_GetArraySize(tp_jobj(s, "warmup_ms"));
-    cJSON_ArrayForEach(w, tp_jobj(s, "warmup_ms")) {
-        if (shown == 8) { /* the JSON has them all */
-            fprintf(f, ", ... (%d in all)", nw);
+    size_t nw = sr->warmup_ms ? sr->warmup : 0;
+    for (size_t i = 0; i < nw; i++) {
+        if (i == 8) { /* the JSON has them all */
+            fprintf(f, ", ... (%zu in all)", nw);
             break;
         }
-        fprintf(f, "%s%.2f", shown ? ", " : "  warm-up step(s): ", w->valuedouble);
-        shown++;
+        fprintf(f, "%s%.2f", i ? ", " : "  warm-up step(s): ", sr->warmup_ms[i]);
     }
-    if (shown) fprintf(f, " ms (not in the statistics)\n");
+    if (nw) fprintf(f, " ms (not in the statistics)\n");
 }
 
 /* The process sampler's line of a rank. */
-static void process_text(FILE *f, const cJSON *pr) {
-    if (!pr) return;
+static void process_text(FILE *f, const tp_process_sampler_result *pr) {
+    if (!pr->present) return;
     /* a CPU figure past its bound is not printed here: the flagged lines say why */
-    const cJSON *inv = tp_jobj(pr, "invalid");
     fputs("  process: CPU ", f);
-    if (!tp_jhas(pr, "cpu_percent_max") && !tp_jobj(inv, "cpu_percent_max")) {
+    if (!pr->cpu_sampled) {
         fputs("not sampled (a rate needs 100 ms); ", f);
     } else {
-        if (tp_jhas(pr, "cpu_percent_mean"))
-            fprintf(f, "%.0f %% mean, ", tp_jnum(pr, "cpu_percent_mean"));
+        if (pr->has_cpu_mean) fprintf(f, "%.0f %% mean, ", pr->cpu_percent_mean);
         else fputs("mean flagged, ", f);
-        if (tp_jhas(pr, "cpu_percent_max"))
-            fprintf(f, "%.0f %% max; ", tp_jnum(pr, "cpu_percent_max"));
+        if (pr->has_cpu_max) fprintf(f, "%.0f %% max; ", pr->cpu_percent_max);
         else fputs("max flagged; ", f);
     }
     fprintf(f, "RSS peak %.1f MiB; %.0f threads; %.0f context switches/s (%.0f samples)\n",
-            tp_jnum(pr, "rss_peak_bytes") / 1048576.0, tp_jnum(pr, "threads_max"),
-            tp_jnum(pr, "ctx_switches_per_s_mean"), tp_jnum(pr, "samples"));
+            pr->rss_peak_bytes / 1048576.0, pr->threads_max, pr->ctx_switches_per_s_mean,
+            pr->samples);
 }
 
 /* The data-loading line of a rank (results.h tp_data_result). */
@@ -474,39 +458,34 @@ static void data_text(FILE *f, const tp_data_result *d) {
 }
 
 /* The ranges never closed and the top-range tables of a rank. */
-static void ranges_text(FILE *f, const cJSON *rg) {
-    int per_step = !strcmp(tp_jstr(rg, "per"), "step");
-    const cJSON *u;
-    int firstu = 1;
-    cJSON_ArrayForEach(u, tp_jobj(rg, "unclosed")) {
-        const char *dom = tp_jstr(u, "domain");
-        fprintf(f, "%s%s%s%s (%.0f)", firstu ? "  never closed (left out of the tables): " : ", ",
-                dom, *dom ? "::" : "", tp_jstr(u, "name"), tp_jnum(u, "count"));
-        firstu = 0;
+static void ranges_text(FILE *f, const tp_ranges_result *rg) {
+    if (!rg->present) return;
+    for (size_t i = 0; i < rg->nunclosed; i++) {
+        const tp_range_row *u = &rg->unclosed[i];
+        fprintf(f, "%s%s%s%s (%.0f)", i ? ", " : "  never closed (left out of the tables): ",
+                u->domain, *u->domain ? "::" : "", u->name, u->count);
     }
-    if (!firstu) fputc('\n', f);
-    static const char *const tables[2][2] = {{"top_inclusive", "inclusive"},
-                                             {"top_exclusive", "exclusive"}};
+    if (rg->nunclosed) fputc('\n', f);
     for (int ti = 0; ti < 2; ti++) {
-        const cJSON *rows = tp_jobj(rg, tables[ti][0]);
-        if (!cJSON_GetArraySize(rows)) continue;
-        fprintf(f, "\n  top ranges by %s time per %s\n  %-40s %9s %12s %7s %12s\n", tables[ti][1],
-                per_step ? "step" : "run", "name", per_step ? "count/st" : "count", "incl ms",
-                "share", "excl ms");
-        const cJSON *row;
-        cJSON_ArrayForEach(row, rows) {
+        const tp_range_row *rows = ti == 0 ? rg->top_inclusive : rg->top_exclusive;
+        size_t n = ti == 0 ? rg->ninclusive : rg->nexclusive;
+        if (!n) continue;
+        fprintf(f, "\n  top ranges by %s time per %s\n  %-40s %9s %12s %7s %12s\n",
+                ti == 0 ? "inclusive" : "exclusive", rg->per_step ? "step" : "run", "name",
+                rg->per_step ? "count/st" : "count", "incl ms", "share", "excl ms");
+        for (size_t i = 0; i < n; i++) {
             /* "domain::name", whole: the column cut alone shortens it */
-            const char *dom = tp_jstr(row, "domain"), *name = tp_jstr(row, "name");
+            const char *dom = rows[i].domain, *name = rows[i].name;
             size_t nl = strlen(dom) + strlen(name) + 3;
             char *nm = malloc(nl);
             if (nm) snprintf(nm, nl, "%s%s%s", dom, *dom ? "::" : "", name);
             fputs("  ", f);
             put_name(f, nm ? nm : name, 40);
             free(nm);
-            fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", tp_jnum(row, "count_per_unit"),
-                    tp_jnum(row, "inclusive_ms"),
-                    100 * tp_jnum(row, ti == 0 ? "inclusive_share" : "exclusive_share"),
-                    tp_jnum(row, "exclusive_ms"));
+            fprintf(f, " %9.2f %12.3f %6.1f%% %12.3f\n", rows[i].count_per_unit,
+                    rows[i].inclusive_ms,
+                    100 * (ti == 0 ? rows[i].inclusive_share : rows[i].exclusive_share),
+                    rows[i].exclusive_ms);
         }
     }
 }
@@ -514,26 +493,26 @@ static void ranges_text(FILE *f, const cJSON *rg) {
 /* One rank: rr its typed results, r its section of the document (the parts not typed yet). */
 static void rank_text(FILE *f, const tp_rank_result *rr, const cJSON *r, const char *B,
                       const char *N, const char *Y) {
-    fprintf(f, "\n%s%s%s (%s:%.0f)\n", B, tp_jstr(r, "label"), N, tp_jstr(r, "host"),
-            tp_jnum(r, "pid"));
+    fprintf(f, "\n%s%s%s (%s:%d)\n", B, rr->label, N, rr->host, rr->pid);
     if (!rr->steps.present) return;
-    steps_text(f, &rr->steps, tp_jobj(r, "steps"), N, Y);
-    process_text(f, tp_jobj(r, "process"));
+    steps_text(f, &rr->steps, N, Y);
+    process_text(f, &rr->process);
     tp_figures_text(f, r, Y, N);
     nvml_text(f, tp_jobj(r, "nvml"));
     gpu_text(f, tp_jobj(r, "gpu"), B, N);
     tp_comm_rank_text(f, &rr->comm);
     tp_breakdown_text(f, tp_jobj(r, "breakdown"));
     data_text(f, &rr->data);
-    ranges_text(f, tp_jobj(r, "ranges"));
+    ranges_text(f, &rr->ranges);
 }
 
-static void timers_text(FILE *f, const cJSON *tm, const char *B, const char *N) {
-    if (!tm) return;
+/* Megatron's timers across ranks, in Megatron-LM's own text. */
+static void timers_text(FILE *f, const tp_run_timers_result *tm, const char *B, const char *N) {
+    if (!tm->present) return;
     fprintf(f, "\n%stimers%s (Megatron-LM format; ms per %s)\n", B, N,
-            !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run, in total");
-    if (tp_jobj(tm, "megatron_minmax")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_minmax"));
-    if (tp_jobj(tm, "megatron_all")) fprintf(f, "%s\n", tp_jstr(tm, "megatron_all"));
+            tm->per_step ? "measured step" : "run, in total");
+    if (tm->megatron_minmax) fprintf(f, "%s\n", tm->megatron_minmax);
+    if (tm->megatron_all) fprintf(f, "%s\n", tm->megatron_all);
 }
 
 static void findings_text(FILE *f, const cJSON *rep, const char *B, const char *N,
@@ -555,7 +534,7 @@ static int write_text(const tp_report *report, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
     const cJSON *rep = report->doc;
-    run_text(f, rep, B, N, Y);
+    run_text(f, &report->res, B, N, Y);
     processes_text(f, rep, B, N, Y);
     /* the document's ranks are the results' ranks, in the same order (report.c) */
     const cJSON *r = tp_jobj(rep, "ranks") ? tp_jobj(rep, "ranks")->child : NULL;
@@ -563,7 +542,7 @@ static int write_text(const tp_report *report, FILE *f, int color) {
         rank_text(f, &report->res.ranks[i], r, B, N, Y);
     tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
     tp_diagnose_text(f, rep, B, N, Y); /* clocks, throughput, stragglers */
-    timers_text(f, tp_jobj(rep, "timers"), B, N);
+    timers_text(f, &report->res.timers, B, N);
     tp_ended_text(f, &report->res.ended, B, N, Y);
     findings_text(f, rep, B, N, Y);
     fflush(f);

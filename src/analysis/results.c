@@ -4,6 +4,7 @@
 #include "analysis/results.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "analysis/stats.h"
 
@@ -32,6 +33,16 @@ void tp_rank_result_free(tp_rank_result *rr) {
     free(rr->comm.comms);
     free(rr->comm.rows);
     free(rr->timers.rows);
+    free(rr->steps.warmup_ms);
+    free(rr->steps.missing);
+    free(rr->ranges.top_inclusive);
+    free(rr->ranges.top_exclusive);
+    free(rr->ranges.unclosed);
+    rr->steps.warmup_ms = NULL;
+    rr->steps.missing = NULL;
+    rr->ranges.top_inclusive = rr->ranges.top_exclusive = rr->ranges.unclosed = NULL;
+    rr->ranges.ninclusive = rr->ranges.nexclusive = rr->ranges.nunclosed = 0;
+    rr->steps.nmissing = 0;
     rr->comm.torch_backends = NULL;
     rr->comm.comms = NULL;
     rr->comm.rows = NULL;
@@ -47,6 +58,10 @@ void tp_run_results_free(tp_run_results *r) {
     free(r->ranks);
     free(r->stragglers.named);
     free(r->ended.ranks);
+    free(r->timers.rows);
+    free(r->timers.megatron_minmax);
+    free(r->timers.megatron_all);
+    memset(&r->timers, 0, sizeof r->timers);
     r->ended.ranks = NULL;
     r->ended.n = 0;
     r->ranks = NULL;

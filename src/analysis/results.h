@@ -44,6 +44,28 @@ typedef struct tp_steps_result {
     int present;           /* steps were looked for (the section exists) */
     size_t count, warmup, measured;
     double mean_ms;        /* mean measured step; 0 without measured steps */
+    const char *source;    /* tp_step_source_name: "api", "named", ... "none" (static) */
+    const char *name;      /* the range name or pattern matched, or NULL (static, or the
+                            * report options' step_name: lives as long as they do) */
+    const char *requested_name; /* the options' step_name, or NULL */
+    const char *note;      /* why the requested name was not used, or NULL (static) */
+    int has_thread;        /* steps were found on a thread (source not "none") */
+    const char *thread;    /* its name, or NULL (into the run) */
+    uint32_t tid;          /* its OS thread id */
+    double *warmup_ms;     /* owned: the warm-up steps' lengths, `warmup` of them */
+    int has_stats;         /* the measured steps' statistics below were computed */
+    double p50_ms, p90_ms, min_ms, max_ms;
+    double first_ms;       /* from the process's first event to the first measured step */
+    uint64_t missing_count;     /* step numbers lost to drops (API steps); 0: none */
+    size_t nmissing;            /* ranges of them listed (at most 100) */
+    double (*missing)[2];       /* owned: [first, last] step number of each range */
+    size_t missing_left_out;    /* ranges beyond those listed */
+    const char *missing_flag;   /* what the statistics miss because of them (static) */
+    int has_dropped;       /* measured steps overlap dropped events (or lost records) */
+    double steps_touched, events_in_steps;
+    uint64_t events_unplaced;   /* dropped at unknown times plus records lost to write errors */
+    uint64_t records_lost;      /* records lost to write errors */
+    const char *dropped_flag;   /* what the figures of those steps miss (static) */
 } tp_steps_result;
 
 /* Data loading ("data_loading"): the union of the data-named ranges inside the steps. */
@@ -135,6 +157,39 @@ typedef struct tp_timers_result {
     tp_timer_row *rows;      /* owned */
 } tp_timers_result;
 
+/* One row of a rank's range tables ("ranges.top_inclusive[]", "top_exclusive[]", "unclosed[]";
+ * report.c): times per measured step (per_step) or over the run; shares of the steps' time
+ * (or of the rank's span). An "unclosed" row has its name, domain and count only. */
+typedef struct tp_range_row {
+    const char *name;        /* into the loaded run */
+    const char *domain;      /* "" for the default domain (into the run, or static) */
+    double count, count_per_unit;
+    double inclusive_ms, exclusive_ms, inclusive_share, exclusive_share;
+} tp_range_row;
+
+/* The rank's ranges ("ranges"): the top rows by inclusive and by exclusive time. */
+typedef struct tp_ranges_result {
+    int present;
+    int per_step;
+    size_t ninclusive, nexclusive, nunclosed;
+    tp_range_row *top_inclusive, *top_exclusive; /* owned, at most the options' top_n each */
+    tp_range_row *unclosed;  /* owned: the ranges never closed, left out of the tables */
+    size_t distinct_names;
+} tp_ranges_result;
+
+/* The process sampler's figures of the rank ("process"; capture/procfs.c). A CPU figure past
+ * its bound (figures.h) has its has_* flag cleared while cpu_sampled stays set. */
+typedef struct tp_process_sampler_result {
+    int present;             /* the sampler recorded the RSS at least once */
+    double samples;
+    int cpu_sampled;         /* a CPU rate was sampled (needs 100 ms between samples) */
+    int has_cpu_mean, has_cpu_max;
+    double cpu_percent_mean, cpu_percent_max;
+    double rss_peak_bytes;
+    int has_threads, has_ctx_switches;
+    double threads_max, ctx_switches_per_s_mean;
+} tp_process_sampler_result;
+
 /* One op of a communicator in the rank ("communication.communicators[].ops[]"; comm.c): the
  * sums over the rank's ops of that name on that communicator. The document's derived figures
  * (time_ms, mean_us, algbw_gbs, busbw_gbs, bus_factor, per-step counts) come from these with
@@ -216,6 +271,10 @@ typedef struct tp_rank_result {
     tp_nvml_result nvml;
     tp_comm_result comm;
     tp_timers_result timers;
+    char label[64];          /* tp_process_label: "rank N", with its kind */
+    int pid;
+    tp_ranges_result ranges;
+    tp_process_sampler_result process;
 } tp_rank_result;
 
 /* Throughput ("throughput"; mfu.h): the inputs the rules use. */
@@ -275,6 +334,47 @@ typedef struct tp_ended_result {
     tp_ended_rank *ranks;    /* owned */
 } tp_ended_result;
 
+/* The run as a whole ("run"; report.c): its span, events and drops over every file. */
+typedef struct tp_run_summary {
+    const char *dir;         /* the run directory (the loaded run's) */
+    const char *run_id;      /* of the first file; "" without files (into the run) */
+    int distinct_run_ids;    /* over 1: the files come from different runs */
+    size_t processes;
+    int ranks, helpers, node_samplers;
+    uint64_t start_realtime_ns; /* earliest first event, ns since 1970; 0 without files */
+    double duration_s;
+    uint64_t events, events_dropped;
+    double threads_over_limit;  /* threads that recorded nothing: over TRAINPROF_MAX_THREADS */
+    int has_write_errors;       /* some file counted records lost to write errors */
+    double records_lost_to_write_errors;
+    const char *first_write_error_errno, *first_write_error; /* of the first such file */
+} tp_run_summary;
+
+/* One capture source's capability ("capabilities.<name>"). */
+typedef struct tp_capability {
+    const char *name;        /* "nvtx", "cupti", "nccl", "nvml", "mpi" (static) */
+    int found;               /* it reported itself and was not unavailable or off */
+    const char *status;      /* what it reported (into the run), or why it is absent (static) */
+} tp_capability;
+
+#define TP_NCAPABILITIES 5
+
+/* Megatron's timers across ranks ("timers"; report.c). */
+typedef struct tp_run_timer_row {
+    const char *name;        /* into the loaded run */
+    int has_minmax;          /* some rank has the timer */
+    double min_ms, max_ms;   /* over the ranks that have it */
+} tp_run_timer_row;
+
+typedef struct tp_run_timers_result {
+    int present;
+    int per_step;            /* ms per measured step (1) or over the run (0) */
+    size_t nrows;
+    tp_run_timer_row *rows;  /* owned, first use first */
+    char *megatron_minmax;   /* owned: Megatron's min/max table text, or NULL */
+    char *megatron_all;      /* owned: its per-rank table (more than one rank), or NULL */
+} tp_run_timers_result;
+
 /* Everything the run-level analyses and the rules read. */
 typedef struct tp_run_results {
     size_t nranks;
@@ -282,6 +382,9 @@ typedef struct tp_run_results {
     tp_throughput_result throughput;
     tp_stragglers_result stragglers;
     tp_ended_result ended;
+    tp_run_timers_result timers;
+    tp_run_summary run;
+    tp_capability caps[TP_NCAPABILITIES];
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

@@ -3,12 +3,14 @@
  * script and no network access, so that the file can be mailed, attached to a bug report
  * or opened on an air-gapped cluster and look the same everywhere.
  *
- * Everything shown comes from the report's JSON document, so that the HTML, the text and
- * report.json never disagree; the only exception is what the document summarises rather
- * than lists (step times per step, the NVML sample series), which is read from the loaded
- * run with the same step rule (steps.c) the report used. Sections this file does not know
- * (added to the document later: throughput, stragglers, ...) are rendered generically as
- * nested tables, so a new section shows up in the HTML the day it appears in the JSON.
+ * Everything shown comes from the report (report.h): its typed results, from which the JSON
+ * document is written, so that the HTML, the text and report.json never disagree, and the
+ * document itself for the sections not typed yet and the generic views; the only exception is
+ * what the report summarises rather than lists (step times per step, the NVML sample series),
+ * which is read from the loaded run with the same step rule (steps.c) the report used.
+ * Sections this file does not know (added to the document later: throughput, stragglers, ...)
+ * are rendered generically as nested tables, so a new section shows up in the HTML the day it
+ * appears in the JSON.
  *
  * Names in a run come from user programs (range names, kernel names, hosts): every string
  * goes through tp_html_escape, in text and in attributes alike. Long series are averaged
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "analysis/steps.h"
+#include "export/html_svg.h"
 #include "trainprof.h"
 
 /* ------------------------------------------------------------------ JSON access */
@@ -50,15 +53,10 @@ void tp_html_escape(FILE *f, const char *s) {
 
 #define E(s) tp_html_escape(f, (s))
 
-static void fnum(FILE *f, double v, int prec) {
-    if (!isfinite(v)) fputs("-", f);
-    else fprintf(f, "%.*f", prec, v);
-}
-
 /* A table cell holding a number, or "-" when the member is absent. */
 static void td_num(FILE *f, const cJSON *o, const char *k, int prec, double scale) {
     fputs("<td class=\"n\">", f);
-    if (tp_jhas(o, k)) fnum(f, tp_jnum(o, k) * scale, prec);
+    if (tp_jhas(o, k)) tp_html_num(f, tp_jnum(o, k) * scale, prec);
     else fputs("-", f);
     fputs("</td>", f);
 }
@@ -70,9 +68,6 @@ static void bytes_text(FILE *f, double b) {
     fprintf(f, i ? "%.2f %s" : "%.0f %s", b, u[i]);
 }
 
-static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                      "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-#define NPAL (sizeof palette / sizeof *palette)
 
 /* ------------------------------------------------------------------ generic JSON view */
 
@@ -170,242 +165,31 @@ static void gen_value(FILE *f, const cJSON *v, int depth) {
     }
 }
 
-/* ------------------------------------------------------------------ SVG plots */
-
-enum { CW = 760, CH = 230, ML = 64, MR = 16, MT = 12, MB = 40 };
-
-typedef struct hseries {
-    const char *label;
-    const double *x, *y; /* x NULL: the index plus x0 */
-    double x0;
-    size_t n;
-} hseries;
-
-static double nice_step(double range, int n) {
-    if (!(range > 0)) return 1;
-    double raw = range / n, mag = pow(10, floor(log10(raw))), r = raw / mag;
-    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
-}
-
-static void tick_label(FILE *f, double v, double step) {
-    int prec = step >= 1 ? 0 : (int)ceil(-log10(step));
-    if (prec > 6) prec = 6;
-    fnum(f, v, prec);
-}
-
-/* Averages series s into at most TP_HTML_MAX_POINTS buckets of consecutive samples;
- * returns how many points went into bx/by (allocated by the caller with that size). */
-static size_t downsample(const hseries *s, double *bx, double *by) {
-    size_t n = s->n, nb = n <= TP_HTML_MAX_POINTS ? n : TP_HTML_MAX_POINTS;
-    for (size_t b = 0; b < nb; b++) {
-        size_t i0 = b * n / nb, i1 = (b + 1) * n / nb;
-        double sx = 0, sy = 0;
-        for (size_t i = i0; i < i1; i++) {
-            sx += s->x ? s->x[i] : s->x0 + (double)i;
-            sy += s->y[i];
-        }
-        bx[b] = sx / (double)(i1 - i0);
-        by[b] = sy / (double)(i1 - i0);
-    }
-    return nb;
-}
-
-static void legend(FILE *f, const char *const *labels, size_t n, size_t color0) {
-    fputs("<div class=\"legend\">", f);
-    for (size_t i = 0; i < n; i++) {
-        fprintf(f, "<span><i style=\"background:%s\"></i>", palette[(color0 + i) % NPAL]);
-        E(labels[i]);
-        fputs("</span>", f);
-    }
-    fputs("</div>", f);
-}
-
-/* A line chart of one or more series, y from 0. Each series is one polyline (class
- * "series", data-points = its points after downsampling). */
-static void svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabel,
-                      const hseries *s, size_t ns) {
-    double x0 = INFINITY, x1 = -INFINITY, y1 = 0;
-    double *bx = malloc(TP_HTML_MAX_POINTS * sizeof *bx), *by = malloc(TP_HTML_MAX_POINTS * sizeof *by);
-    if (!bx || !by) {
-        free(bx);
-        free(by);
-        return;
-    }
-    for (size_t k = 0; k < ns; k++) {
-        size_t nb = downsample(&s[k], bx, by);
-        for (size_t i = 0; i < nb; i++) {
-            if (bx[i] < x0) x0 = bx[i];
-            if (bx[i] > x1) x1 = bx[i];
-            if (by[i] > y1 && isfinite(by[i])) y1 = by[i];
-        }
-    }
-    if (!isfinite(x0)) x0 = 0, x1 = 1;
-    if (x1 <= x0) x1 = x0 + 1;
-    if (y1 <= 0) y1 = 1;
-    double ys = nice_step(y1, 5);
-    y1 = ceil(y1 * 1.02 / ys) * ys;
-    double pw = CW - ML - MR, ph = CH - MT - MB;
-    fprintf(f, "<svg class=\"chart\" id=\"");
-    E(id);
-    fprintf(f, "\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
-            CW, CH, CW, CH);
-    fputs("<g class=\"axes\">", f);
-    for (double y = 0; y <= y1 + ys / 2; y += ys) {
-        double py = MT + ph - y / y1 * ph;
-        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", ML,
-                CW - MR, py, py);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 4, py + 4);
-        tick_label(f, y, ys);
-        fputs("</text>", f);
-    }
-    double xs = nice_step(x1 - x0, 8);
-    for (double x = ceil(x0 / xs) * xs; x <= x1 + 1e-9 * xs; x += xs) {
-        double px = ML + (x - x0) / (x1 - x0) * pw;
-        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"tick\"/>", px, px,
-                MT + (int)ph, MT + (int)ph + 4);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", px, MT + (int)ph + 16);
-        tick_label(f, x, xs);
-        fputs("</text>", f);
-    }
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"label\">", ML + pw / 2,
-            CH - 4);
-    E(xlabel);
-    fprintf(f, "</text><text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" "
-               "text-anchor=\"middle\" class=\"label\">",
-            MT + ph / 2, MT + ph / 2);
-    E(ylabel);
-    fputs("</text></g>\n", f);
-    for (size_t k = 0; k < ns; k++) {
-        size_t nb = downsample(&s[k], bx, by);
-        const char *col = palette[k % NPAL];
-        fprintf(f, "<polyline class=\"series\" data-label=\"");
-        E(s[k].label);
-        fprintf(f, "\" data-points=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-                nb, col);
-        for (size_t i = 0; i < nb; i++)
-            fprintf(f, "%s%.1f,%.1f", i ? " " : "", ML + (bx[i] - x0) / (x1 - x0) * pw,
-                    MT + ph - (isfinite(by[i]) ? by[i] : 0) / y1 * ph);
-        fputs("\"/>\n", f);
-        if (nb == 1)
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-                    ML + (bx[0] - x0) / (x1 - x0) * pw, MT + ph - by[0] / y1 * ph, col);
-    }
-    fputs("</svg>\n", f);
-    const char *labels[64];
-    size_t nl = ns < 64 ? ns : 64;
-    for (size_t k = 0; k < nl; k++) labels[k] = s[k].label;
-    if (ns > 1) legend(f, labels, nl, 0);
-    free(bx);
-    free(by);
-}
-
-/* ------------------------------------------------------------------ per-step series */
-
-typedef struct rank_series {
-    const cJSON *json; /* the rank's entry in the document */
-    int rank;
-    double *ms; /* measured steps' lengths */
-    size_t n;
-    size_t first; /* number of the first measured step */
-} rank_series;
-
-static size_t collect_steps(const cJSON *rep, const tp_run *run, const tp_report_opts *o,
+/* The measured steps' lengths of each rank of res, found again in the run with the report's
+ * step rule (the results summarise them). Returns the number of ranks in *out (owned). */
+static size_t collect_steps(const tp_run_results *res, const tp_run *run, const tp_report_opts *o,
                             rank_series **out) {
-    int nr = cJSON_GetArraySize(tp_jobj(rep, "ranks"));
-    rank_series *v = calloc(nr > 0 ? (size_t)nr : 1, sizeof *v);
-    size_t n = 0;
-    const cJSON *r;
+    rank_series *v = calloc(res->nranks ? res->nranks : 1, sizeof *v);
     if (!v) return 0;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        rank_series *rs = &v[n++];
-        rs->json = r;
-        rs->rank = (int)tp_jnum(r, "rank");
-        const tp_process *p = tp_rank_process(run, tp_jstr(r, "host"), tp_jnum(r, "pid"));
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        rank_series *rs = &v[i];
+        rs->rank = r->rank;
+        const tp_process *p = tp_rank_process(run, r->host, r->pid);
         tp_steps s;
         if (!p || tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) continue;
         size_t nm = s.nsteps - s.nwarmup;
         if (nm && (rs->ms = malloc(nm * sizeof *rs->ms))) {
-            for (size_t i = 0; i < nm; i++)
-                rs->ms[i] = (double)(s.steps[s.nwarmup + i].end - s.steps[s.nwarmup + i].start) / 1e6;
+            for (size_t k = 0; k < nm; k++)
+                rs->ms[k] = (double)(s.steps[s.nwarmup + k].end - s.steps[s.nwarmup + k].start)
+                            / 1e6;
             rs->n = nm;
             rs->first = s.nwarmup;
         }
         tp_steps_free(&s);
     }
     *out = v;
-    return n;
-}
-
-static void step_chart(FILE *f, const rank_series *rs, size_t nr) {
-    hseries *s = calloc(nr ? nr : 1, sizeof *s);
-    char (*labels)[32] = calloc(nr ? nr : 1, sizeof *labels);
-    size_t ns = 0;
-    if (!s || !labels) goto out;
-    for (size_t i = 0; i < nr; i++) {
-        if (!rs[i].n) continue;
-        snprintf(labels[ns], sizeof labels[ns], "rank %d", rs[i].rank);
-        s[ns] = (hseries){labels[ns], NULL, rs[i].ms, (double)rs[i].first, rs[i].n};
-        ns++;
-    }
-    if (ns) svg_lines(f, "step-time", "step", "step time (ms)", s, ns);
-    else fputs("<p class=\"note\">No measured steps: no step-time plot.</p>\n", f);
-out:
-    free(s);
-    free(labels);
-}
-
-/* Rank x step heatmap of step time: steps averaged into at most TP_HTML_MAX_COLS columns;
- * one rect (class "cell") per rank and column, colour from the smallest to the largest. */
-static void heatmap(FILE *f, const rank_series *rs, size_t nr) {
-    size_t maxn = 0, first = SIZE_MAX;
-    for (size_t i = 0; i < nr; i++) {
-        if (rs[i].n > maxn) maxn = rs[i].n;
-        if (rs[i].n && rs[i].first < first) first = rs[i].first;
-    }
-    if (!maxn) return;
-    size_t bucket = (maxn + TP_HTML_MAX_COLS - 1) / TP_HTML_MAX_COLS, ncols = (maxn + bucket - 1) / bucket;
-    double lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < nr; i++)
-        for (size_t j = 0; j < rs[i].n; j++) {
-            if (rs[i].ms[j] < lo) lo = rs[i].ms[j];
-            if (rs[i].ms[j] > hi) hi = rs[i].ms[j];
-        }
-    int rowh = nr > 32 ? 8 : 18, left = 70;
-    double cellw = (double)(CW - left - MR) / (double)ncols;
-    int h = MT + (int)nr * rowh + 40;
-    fprintf(f, "<svg class=\"chart\" id=\"heatmap\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" data-columns=\"%zu\" "
-               "data-steps-per-column=\"%zu\">\n",
-            CW, h, CW, h, ncols, bucket);
-    for (size_t i = 0; i < nr; i++) {
-        int y = MT + (int)i * rowh;
-        if (rowh >= 12) fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">rank %d</text>",
-                                left - 4, y + rowh - 5, rs[i].rank);
-        for (size_t c = 0; c < ncols; c++) {
-            size_t j0 = c * bucket, j1 = j0 + bucket;
-            if (j0 >= rs[i].n) break;
-            if (j1 > rs[i].n) j1 = rs[i].n;
-            double sum = 0;
-            for (size_t j = j0; j < j1; j++) sum += rs[i].ms[j];
-            double v = sum / (double)(j1 - j0), t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
-            /* pale yellow (fast) to dark red (slow) */
-            int cr = (int)(255 - 75 * t), cg = (int)(245 - 225 * t), cb = (int)(200 - 180 * t);
-            fprintf(f, "<rect class=\"cell\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-                       "fill=\"rgb(%d,%d,%d)\"><title>rank %d, step ",
-                    left + (double)c * cellw, y, cellw + 0.05, rowh - 1, cr, cg, cb, rs[i].rank);
-            if (j1 - j0 == 1) fprintf(f, "%zu", rs[i].first + j0);
-            else fprintf(f, "%zu-%zu", rs[i].first + j0, rs[i].first + j1 - 1);
-            fprintf(f, ": %.3f ms</title></rect>\n", v);
-        }
-    }
-    int y = MT + (int)nr * rowh + 14;
-    fprintf(f, "<text x=\"%d\" y=\"%d\">step %zu</text>", left, y, first);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">step %zu</text>", CW - MR, y,
-            first + maxn - 1);
-    fprintf(f, "<text x=\"%d\" y=\"%d\">colour: %.3f ms (pale) to %.3f ms (dark)%s</text>", left,
-            y + 16, lo, hi, bucket > 1 ? "; a column is the mean of consecutive steps" : "");
-    fputs("</svg>\n", f);
+    return res->nranks;
 }
 
 /* ------------------------------------------------------------------ breakdown */
@@ -549,7 +333,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
                       "can make a bar longer than the step). The black tick is the mean step "
                       "time.");
     int rowh = 24, left = 70, h = MT + n * rowh + 30;
-    double pw = CW - left - MR, xs = nice_step(xmax, 6);
+    double pw = CW - left - MR, xs = tp_svg_nice_step(xmax, 6);
     xmax = ceil(xmax / xs) * xs;
     fprintf(f, "<svg class=\"chart\" id=\"breakdown\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
@@ -559,7 +343,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"grid\"/>", px, px, MT,
                 MT + n * rowh);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", px, MT + n * rowh + 14);
-        tick_label(f, x, xs);
+        tp_svg_tick_label(f, x, xs);
         fputs("</text>", f);
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"label\">ms per step</text>\n",
@@ -575,7 +359,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
             fprintf(f, "<rect class=\"seg\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
                        "fill=\"%s\"><title>rank %d, ",
                     left + x / xmax * pw, y + 2, rows[i].ms[k] / xmax * pw, rowh - 4,
-                    palette[j % NPAL], rows[i].rank);
+                    tp_svg_palette[j % TP_SVG_NPAL], rows[i].rank);
             E(rows[i].seg[k]);
             fprintf(f, ": %.3f ms</title></rect>\n", rows[i].ms[k]);
             x += rows[i].ms[k];
@@ -587,7 +371,7 @@ static void breakdown_chart(FILE *f, const cJSON *rep) {
         }
     }
     fputs("</svg>\n", f);
-    legend(f, labels, nl, 0);
+    tp_svg_legend(f, labels, nl, 0);
     free(rows);
 }
 
@@ -680,7 +464,7 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
             fputs("<figure><figcaption>", f);
             E(nvm_title[m]);
             fputs("</figcaption>", f);
-            svg_lines(f, id, "seconds since the run started", nvm_title[m], hs, nh);
+            tp_svg_lines(f, id, "seconds since the run started", nvm_title[m], hs, nh);
             fputs("</figure>", f);
         }
         fputs("</div>\n", f);
@@ -748,31 +532,40 @@ static void findings_section(FILE *f, const cJSON *rep) {
     fputs("</ul>\n", f);
 }
 
-static void steps_table(FILE *f, const cJSON *rep) {
+/* A table cell holding v, or "-" when it was not computed (has 0). */
+static void td_opt(FILE *f, int has, double v, int prec) {
+    fputs("<td class=\"n\">", f);
+    if (has) tp_html_num(f, v, prec);
+    else fputs("-", f);
+    fputs("</td>", f);
+}
+
+/* One row per rank: where its steps came from and their statistics (results.h). */
+static void steps_table(FILE *f, const tp_run_results *res) {
     fputs("<table class=\"grid\" id=\"steps-table\"><tr><th>rank</th><th>host:pid</th><th>step "
           "source</th><th>steps</th><th>warm-up</th><th>mean ms</th><th>p50 ms</th><th>p90 "
           "ms</th><th>min ms</th><th>max ms</th></tr>\n",
           f);
-    const cJSON *r;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        const cJSON *s = tp_jobj(r, "steps");
-        fprintf(f, "<tr><td>%.0f</td><td>", tp_jnum(r, "rank"));
-        E(tp_jstr(r, "host"));
-        fprintf(f, ":%.0f</td><td>", tp_jnum(r, "pid"));
-        E(tp_jstr(s, "source"));
-        if (tp_jobj(s, "name")) {
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        const tp_steps_result *s = &r->steps;
+        fprintf(f, "<tr><td>%d</td><td>", r->rank);
+        E(r->host);
+        fprintf(f, ":%d</td><td>", r->pid);
+        E(s->present ? s->source : "");
+        if (s->name) {
             fputs(" &ldquo;", f);
-            E(tp_jstr(s, "name"));
+            E(s->name);
             fputs("&rdquo;", f);
         }
         fputs("</td>", f);
-        td_num(f, s, "count", 0, 1);
-        td_num(f, s, "warmup", 0, 1);
-        td_num(f, s, "mean_ms", 3, 1);
-        td_num(f, s, "p50_ms", 3, 1);
-        td_num(f, s, "p90_ms", 3, 1);
-        td_num(f, s, "min_ms", 3, 1);
-        td_num(f, s, "max_ms", 3, 1);
+        td_opt(f, s->present, (double)s->count, 0);
+        td_opt(f, s->present, (double)s->warmup, 0);
+        td_opt(f, s->has_stats, s->mean_ms, 3);
+        td_opt(f, s->has_stats, s->p50_ms, 3);
+        td_opt(f, s->has_stats, s->p90_ms, 3);
+        td_opt(f, s->has_stats, s->min_ms, 3);
+        td_opt(f, s->has_stats, s->max_ms, 3);
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -806,7 +599,7 @@ static void comm_table(FILE *f, const cJSON *rep) {
             fputs("</td>", f);
             td_num(f, op, "mean_ms", 3, 1);
             fputs("<td class=\"n\">", f);
-            if (tp_jhas(op, "mean_ms")) fnum(f, tp_jnum(op, "mean_ms") * tp_jnum(op, "count_per_rank"), 2);
+            if (tp_jhas(op, "mean_ms")) tp_html_num(f, tp_jnum(op, "mean_ms") * tp_jnum(op, "count_per_rank"), 2);
             else fputs("-", f);
             fputs("</td>", f);
             td_num(f, op, "algbw_gbs", 2, 1);
@@ -832,7 +625,7 @@ static void comm_table(FILE *f, const cJSON *rep) {
             td_num(f, r, "overlapped_ms_mean", 3, 1);
             td_num(f, r, "window_ms", 3, 1);
             fputs("<td class=\"n\">", f);
-            fnum(f, 100 * tp_jnum(r, "exposed_share"), 1);
+            tp_html_num(f, 100 * tp_jnum(r, "exposed_share"), 1);
             fputs(" %</td></tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -860,7 +653,7 @@ static void kernels_tables(FILE *f, const cJSON *rep) {
             td_num(f, k, "total_ms", 3, 1);
             td_num(f, k, "mean_us", 1, 1);
             fputs("<td class=\"n\">", f);
-            fnum(f, 100 * tp_jnum(k, "share"), 1);
+            tp_html_num(f, 100 * tp_jnum(k, "share"), 1);
             fputs(" %</td></tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -868,34 +661,38 @@ static void kernels_tables(FILE *f, const cJSON *rep) {
 }
 
 /* Megatron-style timers: one row per timer, min and max over ranks, then each rank. */
-static void timers_table(FILE *f, const cJSON *rep) {
-    const cJSON *tm = tp_jobj(rep, "timers");
-    if (!tm) return;
-    fprintf(f, "<h2 id=\"timers\">Timers</h2>\n<p class=\"note\">Megatron-LM style timers, ms per %s.</p>\n",
-            !strcmp(tp_jstr(tm, "per"), "step") ? "measured step" : "run (in total)");
-    fputs("<table class=\"grid\" id=\"timers-table\"><tr><th>timer</th><th>min ms</th><th>max ms</th>", f);
-    const cJSON *r, *e;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) if (tp_jobj(r, "timers"))
-        fprintf(f, "<th>rank %.0f</th>", tp_jnum(r, "rank"));
+static void timers_table(FILE *f, const tp_run_results *res) {
+    const tp_run_timers_result *tm = &res->timers;
+    if (!tm->present) return;
+    fprintf(f, "<h2 id=\"timers\">Timers</h2>\n<p class=\"note\">Megatron-LM style timers, ms "
+               "per %s.</p>\n",
+            tm->per_step ? "measured step" : "run (in total)");
+    fputs("<table class=\"grid\" id=\"timers-table\"><tr><th>timer</th><th>min ms</th>"
+          "<th>max ms</th>", f);
+    for (size_t i = 0; i < res->nranks; i++)
+        if (res->ranks[i].timers.present) fprintf(f, "<th>rank %d</th>", res->ranks[i].rank);
     fputs("</tr>\n", f);
-    cJSON_ArrayForEach(e, tp_jobj(tm, "min_max")) {
+    for (size_t k = 0; k < tm->nrows; k++) {
+        const tp_run_timer_row *e = &tm->rows[k];
         fputs("<tr><td class=\"name\">", f);
-        E(tp_jstr(e, "name"));
+        E(e->name);
         fputs("</td>", f);
-        td_num(f, e, "min_ms", 3, 1);
-        td_num(f, e, "max_ms", 3, 1);
-        cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-            const cJSON *rt = tp_jobj(r, "timers"), *row, *hit = NULL;
-            if (!rt) continue;
-            cJSON_ArrayForEach(row, tp_jobj(rt, "rows")) if (!strcmp(tp_jstr(row, "name"), tp_jstr(e, "name"))) hit = row;
-            td_num(f, hit, "ms", 3, 1);
+        td_opt(f, e->has_minmax, e->min_ms, 3);
+        td_opt(f, e->has_minmax, e->max_ms, 3);
+        for (size_t i = 0; i < res->nranks; i++) {
+            const tp_timers_result *rt = &res->ranks[i].timers;
+            if (!rt->present) continue;
+            const tp_timer_row *hit = NULL;
+            for (size_t j = 0; j < rt->nrows; j++)
+                if (!strcmp(rt->rows[j].name, e->name)) hit = &rt->rows[j];
+            td_opt(f, hit != NULL, hit ? hit->ms : 0, 3);
         }
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
-    if (tp_jobj(tm, "megatron_minmax")) {
+    if (tm->megatron_minmax) {
         fputs("<pre>", f);
-        E(tp_jstr(tm, "megatron_minmax"));
+        E(tm->megatron_minmax);
         fputs("</pre>\n", f);
     }
 }
@@ -955,50 +752,53 @@ static const char css[] =
     "details{margin:6px 0;border:1px solid #eee;padding:4px 8px}summary{cursor:pointer;font-weight:600}"
     "pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}nav a{margin-right:12px}";
 
-int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, FILE *f) {
+int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_opts *o,
+                  FILE *f) {
     tp_report_opts def;
     if (!o) {
         tp_report_opts_init(&def);
         o = &def;
     }
-    const cJSON *rj = tp_jobj(rep, "run");
+    const cJSON *rep = report->doc; /* for the generic views of the document */
+    const tp_run_results *res = &report->res;
+    const tp_run_summary *rj = &res->run;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
           "<meta name=\"generator\" content=\"trainprof\">\n<title>trainprof report: ",
           f);
-    E(tp_jstr(rj, "run_id"));
+    E(rj->run_id);
     fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>trainprof report: ", css);
-    E(tp_jstr(rj, "run_id"));
+    E(rj->run_id);
     fputs("</h1>\n<p>", f);
-    E(tp_jstr(rj, "dir"));
-    fprintf(f, " &mdash; %.0f rank%s, %.0f process%s, %.2f s, %.0f events, %.0f dropped; "
+    E(rj->dir);
+    fprintf(f, " &mdash; %d rank%s, %zu process%s, %.2f s, %.0f events, %.0f dropped; "
                "trainprof ",
-            tp_jnum(rj, "ranks"), tp_jnum(rj, "ranks") == 1 ? "" : "s", tp_jnum(rj, "processes"),
-            tp_jnum(rj, "processes") == 1 ? "" : "es", tp_jnum(rj, "duration_s"), tp_jnum(rj, "events"),
-            tp_jnum(rj, "events_dropped"));
-    E(tp_jstr(rep, "trainprof_version"));
+            rj->ranks, rj->ranks == 1 ? "" : "s", rj->processes, rj->processes == 1 ? "" : "es",
+            rj->duration_s, (double)rj->events, (double)rj->events_dropped);
+    E(tprof_version());
     fputs("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
           "<a href=\"#breakdown-h\">breakdown</a><a href=\"#communication\">communication</a>"
           "<a href=\"#kernels\">kernels</a><a href=\"#nvml\">GPU samples</a>"
           "<a href=\"#timers\">timers</a><a href=\"#ranks\">ranks</a></nav>\n",
           f);
-    if (tp_jnum(rj, "events_dropped") > 0)
+    if (rj->events_dropped > 0)
         fprintf(f, "<p class=\"note\">warning: %.0f events were dropped.</p>\n",
-                tp_jnum(rj, "events_dropped"));
-    if (tp_jnum(rj, "distinct_run_ids") > 1)
-        fprintf(f, "<p class=\"note\">warning: these rank files come from %.0f different runs.</p>\n",
-                tp_jnum(rj, "distinct_run_ids"));
+                (double)rj->events_dropped);
+    if (rj->distinct_run_ids > 1)
+        fprintf(f, "<p class=\"note\">warning: these rank files come from %d different "
+                   "runs.</p>\n",
+                rj->distinct_run_ids);
 
     findings_section(f, rep);
 
     fputs("<h2 id=\"steps\">Step time</h2>\n", f);
-    steps_table(f, rep);
+    steps_table(f, res);
     rank_series *rs = NULL;
-    size_t nr = run ? collect_steps(rep, run, o, &rs) : 0;
+    size_t nr = run ? collect_steps(res, run, o, &rs) : 0;
     if (run) {
-        step_chart(f, rs, nr);
+        tp_svg_step_chart(f, rs, nr);
         fputs("<h3>Step time per rank and step</h3>\n", f);
-        heatmap(f, rs, nr);
+        tp_svg_heatmap(f, rs, nr);
     } else {
         fputs("<p class=\"note\">Per-step plots need the rank files.</p>\n", f);
     }
@@ -1015,7 +815,7 @@ int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, 
     if (run) nvml_curves(f, rep, run);
     else fputs("<p class=\"note\">The sample series need the rank files.</p>\n", f);
 
-    timers_table(f, rep);
+    timers_table(f, res);
 
     /* sections added to the document after this renderer was written */
     const cJSON *c;

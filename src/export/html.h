@@ -18,13 +18,13 @@
 #define TP_HTML_MAX_POINTS 400
 #define TP_HTML_MAX_COLS 120
 
-/* Writes the HTML report of `rep` (tp_report_build's document) to f. `run` is the run the
- * document was built from, for the per-step step times (line chart, rank x step heatmap) and
- * the NVML curves; NULL leaves those plots out (a note says so). `o` gives the step rule the
- * report used (NULL: the defaults). Sections the renderer does not know (added to the JSON
- * later) are shown generically. Every string from the run is escaped. Returns 0, or
- * TPROF_ERR_IO when writing failed. */
-int tp_html_write(const cJSON *rep, const tp_run *run, const tp_report_opts *o, FILE *f);
+/* Writes the HTML report of `rep` (tp_report_make's report: its typed results and, for the
+ * generic views, its document) to f. `run` is the run the report was built from, for the
+ * per-step step times (line chart, rank x step heatmap) and the NVML curves; NULL leaves those
+ * plots out (a note says so). `o` gives the step rule the report used (NULL: the defaults).
+ * Sections the renderer does not know (added to the JSON later) are shown generically. Every
+ * string from the run is escaped. Returns 0, or TPROF_ERR_IO when writing failed. */
+int tp_html_write(const tp_report *rep, const tp_run *run, const tp_report_opts *o, FILE *f);
 
 /* Writes `s` with &, <, >, " and ' escaped: safe in element text and quoted attributes. */
 void tp_html_escape(FILE *f, const char *s);

@@ -1,0 +1,220 @@
+/*
+ * html_svg.c — the SVG plots of the HTML report (html.c): line charts, the rank x step
+ * heatmap of step times, their axes, ticks and legends. Drawn as inline SVG so the report needs
+ * no script and no network access (html.h).
+ *
+ * Every label goes through tp_html_escape. Series longer than TP_HTML_MAX_POINTS are averaged
+ * into that many buckets of consecutive samples, a heatmap into at most TP_HTML_MAX_COLS
+ * columns, so the file stays small whatever the run's length.
+ */
+#include "export/html_svg.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define E(s) tp_html_escape(f, (s))
+
+const char *const tp_svg_palette[TP_SVG_NPAL] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                                 "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+                                                 "#9c755f", "#bab0ac"};
+
+void tp_html_num(FILE *f, double v, int prec) {
+    if (!isfinite(v)) fputs("-", f);
+    else fprintf(f, "%.*f", prec, v);
+}
+
+double tp_svg_nice_step(double range, int n) {
+    if (!(range > 0)) return 1;
+    double raw = range / n, mag = pow(10, floor(log10(raw))), r = raw / mag;
+    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
+}
+
+void tp_svg_tick_label(FILE *f, double v, double step) {
+    int prec = step >= 1 ? 0 : (int)ceil(-log10(step));
+    if (prec > 6) prec = 6;
+    tp_html_num(f, v, prec);
+}
+
+/* Averages series s into at most TP_HTML_MAX_POINTS buckets of consecutive samples;
+ * returns how many points went into bx/by (allocated by the caller with that size). */
+static size_t downsample(const hseries *s, double *bx, double *by) {
+    size_t n = s->n, nb = n <= TP_HTML_MAX_POINTS ? n : TP_HTML_MAX_POINTS;
+    for (size_t b = 0; b < nb; b++) {
+        size_t i0 = b * n / nb, i1 = (b + 1) * n / nb;
+        double sx = 0, sy = 0;
+        for (size_t i = i0; i < i1; i++) {
+            sx += s->x ? s->x[i] : s->x0 + (double)i;
+            sy += s->y[i];
+        }
+        bx[b] = sx / (double)(i1 - i0);
+        by[b] = sy / (double)(i1 - i0);
+    }
+    return nb;
+}
+
+void tp_svg_legend(FILE *f, const char *const *labels, size_t n, size_t color0) {
+    fputs("<div class=\"legend\">", f);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "<span><i style=\"background:%s\"></i>",
+                tp_svg_palette[(color0 + i) % TP_SVG_NPAL]);
+        E(labels[i]);
+        fputs("</span>", f);
+    }
+    fputs("</div>", f);
+}
+
+/* A line chart of one or more series, y from 0. Each series is one polyline (class
+ * "series", data-points = its points after downsampling). */
+void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabel,
+                      const hseries *s, size_t ns) {
+    double x0 = INFINITY, x1 = -INFINITY, y1 = 0;
+    double *bx = malloc(TP_HTML_MAX_POINTS * sizeof *bx);
+    double *by = malloc(TP_HTML_MAX_POINTS * sizeof *by);
+    if (!bx || !by) {
+        free(bx);
+        free(by);
+        return;
+    }
+    for (size_t k = 0; k < ns; k++) {
+        size_t nb = downsample(&s[k], bx, by);
+        for (size_t i = 0; i < nb; i++) {
+            if (bx[i] < x0) x0 = bx[i];
+            if (bx[i] > x1) x1 = bx[i];
+            if (by[i] > y1 && isfinite(by[i])) y1 = by[i];
+        }
+    }
+    if (!isfinite(x0)) x0 = 0, x1 = 1;
+    if (x1 <= x0) x1 = x0 + 1;
+    if (y1 <= 0) y1 = 1;
+    double ys = tp_svg_nice_step(y1, 5);
+    y1 = ceil(y1 * 1.02 / ys) * ys;
+    double pw = CW - ML - MR, ph = CH - MT - MB;
+    fprintf(f, "<svg class=\"chart\" id=\"");
+    E(id);
+    fprintf(f, "\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
+            CW, CH, CW, CH);
+    fputs("<g class=\"axes\">", f);
+    for (double y = 0; y <= y1 + ys / 2; y += ys) {
+        double py = MT + ph - y / y1 * ph;
+        fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", ML,
+                CW - MR, py, py);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 4, py + 4);
+        tp_svg_tick_label(f, y, ys);
+        fputs("</text>", f);
+    }
+    double xs = tp_svg_nice_step(x1 - x0, 8);
+    for (double x = ceil(x0 / xs) * xs; x <= x1 + 1e-9 * xs; x += xs) {
+        double px = ML + (x - x0) / (x1 - x0) * pw;
+        fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"tick\"/>", px, px,
+                MT + (int)ph, MT + (int)ph + 4);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", px, MT + (int)ph + 16);
+        tp_svg_tick_label(f, x, xs);
+        fputs("</text>", f);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"label\">", ML + pw / 2,
+            CH - 4);
+    E(xlabel);
+    fprintf(f, "</text><text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" "
+               "text-anchor=\"middle\" class=\"label\">",
+            MT + ph / 2, MT + ph / 2);
+    E(ylabel);
+    fputs("</text></g>\n", f);
+    for (size_t k = 0; k < ns; k++) {
+        size_t nb = downsample(&s[k], bx, by);
+        const char *col = tp_svg_palette[k % TP_SVG_NPAL];
+        fprintf(f, "<polyline class=\"series\" data-label=\"");
+        E(s[k].label);
+        fprintf(f, "\" data-points=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                   "points=\"",
+                nb, col);
+        for (size_t i = 0; i < nb; i++)
+            fprintf(f, "%s%.1f,%.1f", i ? " " : "", ML + (bx[i] - x0) / (x1 - x0) * pw,
+                    MT + ph - (isfinite(by[i]) ? by[i] : 0) / y1 * ph);
+        fputs("\"/>\n", f);
+        if (nb == 1)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                    ML + (bx[0] - x0) / (x1 - x0) * pw, MT + ph - by[0] / y1 * ph, col);
+    }
+    fputs("</svg>\n", f);
+    const char *labels[64];
+    size_t nl = ns < 64 ? ns : 64;
+    for (size_t k = 0; k < nl; k++) labels[k] = s[k].label;
+    if (ns > 1) tp_svg_legend(f, labels, nl, 0);
+    free(bx);
+    free(by);
+}
+
+void tp_svg_step_chart(FILE *f, const rank_series *rs, size_t nr) {
+    hseries *s = calloc(nr ? nr : 1, sizeof *s);
+    char (*labels)[32] = calloc(nr ? nr : 1, sizeof *labels);
+    size_t ns = 0;
+    if (!s || !labels) goto out;
+    for (size_t i = 0; i < nr; i++) {
+        if (!rs[i].n) continue;
+        snprintf(labels[ns], sizeof labels[ns], "rank %d", rs[i].rank);
+        s[ns] = (hseries){labels[ns], NULL, rs[i].ms, (double)rs[i].first, rs[i].n};
+        ns++;
+    }
+    if (ns) tp_svg_lines(f, "step-time", "step", "step time (ms)", s, ns);
+    else fputs("<p class=\"note\">No measured steps: no step-time plot.</p>\n", f);
+out:
+    free(s);
+    free(labels);
+}
+
+/* Rank x step tp_svg_heatmap of step time: steps averaged into at most TP_HTML_MAX_COLS columns;
+ * one rect (class "cell") per rank and column, colour from the smallest to the largest. */
+void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
+    size_t maxn = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < nr; i++) {
+        if (rs[i].n > maxn) maxn = rs[i].n;
+        if (rs[i].n && rs[i].first < first) first = rs[i].first;
+    }
+    if (!maxn) return;
+    size_t bucket = (maxn + TP_HTML_MAX_COLS - 1) / TP_HTML_MAX_COLS;
+    size_t ncols = (maxn + bucket - 1) / bucket;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < rs[i].n; j++) {
+            if (rs[i].ms[j] < lo) lo = rs[i].ms[j];
+            if (rs[i].ms[j] > hi) hi = rs[i].ms[j];
+        }
+    int rowh = nr > 32 ? 8 : 18, left = 70;
+    double cellw = (double)(CW - left - MR) / (double)ncols;
+    int h = MT + (int)nr * rowh + 40;
+    fprintf(f, "<svg class=\"chart\" id=\"heatmap\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" "
+               "data-columns=\"%zu\" data-steps-per-column=\"%zu\">\n",
+            CW, h, CW, h, ncols, bucket);
+    for (size_t i = 0; i < nr; i++) {
+        int y = MT + (int)i * rowh;
+        if (rowh >= 12) fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">rank %d</text>",
+                                left - 4, y + rowh - 5, rs[i].rank);
+        for (size_t c = 0; c < ncols; c++) {
+            size_t j0 = c * bucket, j1 = j0 + bucket;
+            if (j0 >= rs[i].n) break;
+            if (j1 > rs[i].n) j1 = rs[i].n;
+            double sum = 0;
+            for (size_t j = j0; j < j1; j++) sum += rs[i].ms[j];
+            double v = sum / (double)(j1 - j0), t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+            /* pale yellow (fast) to dark red (slow) */
+            int cr = (int)(255 - 75 * t), cg = (int)(245 - 225 * t), cb = (int)(200 - 180 * t);
+            fprintf(f, "<rect class=\"cell\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                       "fill=\"rgb(%d,%d,%d)\"><title>rank %d, step ",
+                    left + (double)c * cellw, y, cellw + 0.05, rowh - 1, cr, cg, cb, rs[i].rank);
+            if (j1 - j0 == 1) fprintf(f, "%zu", rs[i].first + j0);
+            else fprintf(f, "%zu-%zu", rs[i].first + j0, rs[i].first + j1 - 1);
+            fprintf(f, ": %.3f ms</title></rect>\n", v);
+        }
+    }
+    int y = MT + (int)nr * rowh + 14;
+    fprintf(f, "<text x=\"%d\" y=\"%d\">step %zu</text>", left, y, first);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">step %zu</text>", CW - MR, y,
+            first + maxn - 1);
+    fprintf(f, "<text x=\"%d\" y=\"%d\">colour: %.3f ms (pale) to %.3f ms (dark)%s</text>", left,
+            y + 16, lo, hi, bucket > 1 ? "; a column is the mean of consecutive steps" : "");
+    fputs("</svg>\n", f);
+}
+

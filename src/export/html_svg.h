@@ -1,0 +1,62 @@
+/*
+ * html_svg.h — private to the HTML report (html.c): the SVG plots of html_svg.c and the
+ * chart geometry and colours the report's own charts share with them. Not thread safe (they
+ * write to the caller's FILE); no function here allocates beyond the call.
+ */
+#ifndef TPROF_HTML_SVG_H
+#define TPROF_HTML_SVG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "export/html.h"
+
+/* A chart's size and margins, in SVG user units (pixels at 100 % zoom). */
+enum { CW = 760, CH = 230, ML = 64, MR = 16, MT = 12, MB = 40 };
+
+/* The series colours, used in turn. */
+#define TP_SVG_NPAL 10
+extern const char *const tp_svg_palette[TP_SVG_NPAL];
+
+/* One series of a line chart: n points (x[i], y[i]); x NULL: x is x0 + i. Not owned. */
+typedef struct hseries {
+    const char *label;
+    const double *x, *y;
+    double x0;
+    size_t n;
+} hseries;
+
+/* One rank's measured step times for the step plots. */
+typedef struct rank_series {
+    int rank;
+    double *ms;   /* measured steps' lengths, ms; owned by the caller */
+    size_t n;
+    size_t first; /* number of the first measured step */
+} rank_series;
+
+/* v with prec decimals, "-" when not finite. */
+void tp_html_num(FILE *f, double v, int prec);
+
+/* A round step (1, 2 or 5 times a power of ten) giving about n ticks over range. */
+double tp_svg_nice_step(double range, int n);
+
+/* A tick's value v, with as many decimals as the tick step needs (6 at most). */
+void tp_svg_tick_label(FILE *f, double v, double step);
+
+/* A legend: n labels with the colours color0, color0 + 1, ... */
+void tp_svg_legend(FILE *f, const char *const *labels, size_t n, size_t color0);
+
+/* A line chart of ns series, y from 0, with the SVG element id `id`. Each series is one
+ * polyline (class "series", data-points = its points after averaging into at most
+ * TP_HTML_MAX_POINTS). Draws nothing when out of memory. */
+void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabel,
+                  const hseries *s, size_t ns);
+
+/* The step-time line chart of nr ranks (a note when none has measured steps). */
+void tp_svg_step_chart(FILE *f, const rank_series *rs, size_t nr);
+
+/* The rank x step heatmap of step time: steps averaged into at most TP_HTML_MAX_COLS
+ * columns; one rect (class "cell") per rank and column. Nothing without measured steps. */
+void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr);
+
+#endif /* TPROF_HTML_SVG_H */
