@@ -461,15 +461,30 @@ static void rule_launch_bound(void **st) {
     (void)st;
     scen sc = base();
     sc.short_kernels = 1;
+    /* short gaps are 25 % of the step: past the 20 % threshold, but not by a quarter of it
+     * (diag_band): near the threshold on both ranks, not a finding */
     cJSON *rep = run_scen(&sc, "launch", NULL);
+    assert_null(finding(rep, "launch_bound"));
+    const cJSON *near = J(J(rep, "diagnosis"), "near");
+    assert_int_equal(cJSON_GetArraySize(near), 2);
+    const cJSON *nr = cJSON_GetArrayItem(near, 0);
+    assert_string_equal(cJSON_GetObjectItem(nr, "id")->valuestring, "launch_bound");
+    NEAR(N(nr, "value"), 0.25, 1e-9);
+    NEAR(N(nr, "threshold"), 0.2, 1e-9);
+    NEAR(N(nr, "finding_from"), 0.25, 1e-9);
+    cJSON_Delete(rep);
+    /* a threshold of 18 %: past it by more than a quarter (22.5 %): a finding, nothing near */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.launch_idle_share = 0.18;
+    rep = run_scen(&sc, "launch1", &o);
     const cJSON *f = finding(rep, "launch_bound");
     assert_non_null(f);
     NEAR(N(J(f, "evidence"), "kernel_median_us"), 10, 1e-9);
-    assert_true(N(J(f, "evidence"), "idle_other_short_gaps_share") > 0.2);
+    NEAR(N(J(f, "evidence"), "idle_other_short_gaps_share"), 0.25, 1e-9);
+    assert_null(J(J(rep, "diagnosis"), "near"));
     cJSON_Delete(rep);
     /* the same idle with long kernels is not launch-bound */
-    tp_report_opts o;
-    tp_report_opts_init(&o);
     o.launch_kernel_us = 5;
     rep = run_scen(&sc, "launch2", &o);
     assert_null(finding(rep, "launch_bound"));

@@ -38,6 +38,7 @@ void tp_diagnose_opts_init(tp_report_opts *o) {
     o->power_limit_share = 0.97;
     o->busy_share = 0.80;
     o->diag_min_steps = 3;
+    o->diag_band = 0.25;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -396,6 +397,7 @@ out:
 typedef struct ctx {
     const tp_run_results *res;
     cJSON *findings;
+    cJSON *near;         /* diagnosis.near: values past a threshold but inside its band */
     cJSON *comm_finding; /* the exposed-communication finding of comm.c, or NULL */
     const tp_report_opts *o;
 } ctx;
@@ -426,6 +428,34 @@ static void add_ranks(cJSON *ev, const int *rk, size_t n) {
 
 #define MAXR 4096
 
+/* Where a share of the step sits against its threshold. The shares of identical runs of one
+ * job differ by a few points of the step (launch gaps, synchronisation waits and idle time
+ * move with the host's scheduling), so a value just past a threshold is as likely to fall
+ * short of it in the next run: a finding needs a margin of diag_band (a quarter) of the
+ * threshold beyond it, and a value past the threshold but inside the margin is listed as
+ * near it, never as a finding. Four identical runs then give the same findings unless a share
+ * moves by a quarter of its threshold. */
+enum { LV_BELOW = 0, LV_NEAR = 1, LV_OVER = 2 };
+
+static int level_above(double v, double thr, const tp_report_opts *o) {
+    return v > thr * (1 + o->diag_band) ? LV_OVER : v > thr ? LV_NEAR : LV_BELOW;
+}
+
+/* Adds {id, rank, value, threshold, finding_from, unit} to diagnosis.near; the unit is "share"
+ * (of the step) or "ms per sample". */
+static void add_near(const ctx *c, const rule *ru, int rank, double v, double thr, double from) {
+    if (!c->near) return;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", ru->id);
+    int per_sample = !strcmp(ru->id, "data_loading") && thr == c->o->data_ms_per_sample;
+    cJSON_AddStringToObject(e, "unit", per_sample ? "ms per sample" : "share");
+    cJSON_AddNumberToObject(e, "rank", rank);
+    cJSON_AddNumberToObject(e, "value", v);
+    cJSON_AddNumberToObject(e, "threshold", thr);
+    cJSON_AddNumberToObject(e, "finding_from", from);
+    cJSON_AddItemToArray(c->near, e);
+}
+
 /* the GPU breakdown per measured step, over enough steps to be a pattern */
 static int gpu_steps(const tp_breakdown_result *b, const tp_report_opts *o) {
     return b->present && b->gpu_basis && b->per_step && (double)b->windows >= o->diag_min_steps;
@@ -446,9 +476,18 @@ static int rule_data(const ctx *c, const rule *ru) {
         double per_sample = samples > 0 && dl->found && dl->per_step ? dl->ms / samples : 0;
         double start = b->present && b->gpu_basis && b->per_step ? b->share[TP_BD_START_IDLE_DATA]
                                                                  : 0;
-        int hit = share > c->o->data_share || per_sample > c->o->data_ms_per_sample ||
-                  start > c->o->data_start_idle_share;
-        if (!hit) continue;
+        int ls = level_above(share, c->o->data_share, c->o);
+        int lp = level_above(per_sample, c->o->data_ms_per_sample, c->o);
+        int lt = level_above(start, c->o->data_start_idle_share, c->o);
+        int lv = ls > lp ? ls : lp;
+        lv = lt > lv ? lt : lv;
+        if (lv == LV_NEAR) {
+            double v = ls == LV_NEAR ? share : lt == LV_NEAR ? start : per_sample;
+            double thr = ls == LV_NEAR ? c->o->data_share
+                         : lt == LV_NEAR ? c->o->data_start_idle_share : c->o->data_ms_per_sample;
+            add_near(c, ru, r->rank, v, thr, thr * (1 + c->o->diag_band));
+        }
+        if (lv != LV_OVER) continue;
         if (n < MAXR) rk[n++] = r->rank;
         double v = share + start;
         if (v > wv) { wv = v; worst = r; }
@@ -481,29 +520,38 @@ static int rule_data(const ctx *c, const rule *ru) {
     return 1;
 }
 
-/* A rule over each rank's GPU breakdown: value(b) > threshold. */
-typedef double (*bval)(const tp_breakdown_result *b, const tp_report_opts *o, int *hit);
+/* A rule over each rank's GPU breakdown: its level (LV_*), the value shown and, for a value
+ * near the threshold, the threshold and where a finding begins. */
+typedef double (*bval)(const tp_breakdown_result *b, const tp_report_opts *o, int *level,
+                       double *thr, double *from);
 
-static const tp_rank_result *worst_gpu_rank(const ctx *c, bval f, int *rk, size_t *n, double *wv) {
+static const tp_rank_result *worst_gpu_rank(const ctx *c, const rule *ru, bval f, int *rk,
+                                            size_t *n, double *wv) {
     const tp_rank_result *worst = NULL;
     *n = 0;
     *wv = -INFINITY;
     for (size_t i = 0; i < c->res->nranks; i++) {
         const tp_rank_result *r = &c->res->ranks[i];
         if (!gpu_steps(&r->breakdown, c->o)) continue;
-        int hit = 0;
-        double v = f(&r->breakdown, c->o, &hit);
-        if (!hit) continue;
+        int lv = LV_BELOW;
+        double thr = 0, from = 0;
+        double v = f(&r->breakdown, c->o, &lv, &thr, &from);
+        if (lv == LV_NEAR) add_near(c, ru, r->rank, v < 0 ? -v : v, thr, from);
+        if (lv != LV_OVER) continue;
         if (*n < MAXR) rk[(*n)++] = r->rank;
         if (v > *wv) { *wv = v; worst = r; }
     }
     return worst;
 }
 
-static double v_launch(const tp_breakdown_result *b, const tp_report_opts *o, int *hit) {
+static double v_launch(const tp_breakdown_result *b, const tp_report_opts *o, int *level,
+                       double *thr, double *from) {
     double other = b->share[TP_BD_IDLE_OTHER_SHORT_GAPS];
-    *hit = other > o->launch_idle_share && b->kernel_median_us < o->launch_kernel_us &&
-           b->kernels_per_step >= 20 && b->idle_gaps_per_step >= 10;
+    int shape = b->kernel_median_us < o->launch_kernel_us && b->kernels_per_step >= 20 &&
+                b->idle_gaps_per_step >= 10;
+    *level = shape ? level_above(other, o->launch_idle_share, o) : LV_BELOW;
+    *thr = o->launch_idle_share;
+    *from = *thr * (1 + o->diag_band);
     return other;
 }
 
@@ -511,7 +559,7 @@ static int rule_launch(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n;
     double wv;
-    const tp_rank_result *w = worst_gpu_rank(c, v_launch, rk, &n, &wv);
+    const tp_rank_result *w = worst_gpu_rank(c, ru, v_launch, rk, &n, &wv);
     if (!w) return 0;
     const tp_breakdown_result *b = &w->breakdown;
     char msg[512];
@@ -536,9 +584,12 @@ static int rule_launch(const ctx *c, const rule *ru) {
     return 1;
 }
 
-static double v_sync(const tp_breakdown_result *b, const tp_report_opts *o, int *hit) {
+static double v_sync(const tp_breakdown_result *b, const tp_report_opts *o, int *level,
+                     double *thr, double *from) {
     double s = b->share[TP_BD_IDLE_HOST_SYNC];
-    *hit = s > o->host_sync_share;
+    *level = level_above(s, o->host_sync_share, o);
+    *thr = o->host_sync_share;
+    *from = *thr * (1 + o->diag_band);
     return s;
 }
 
@@ -546,7 +597,7 @@ static int rule_sync(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n;
     double wv;
-    const tp_rank_result *w = worst_gpu_rank(c, v_sync, rk, &n, &wv);
+    const tp_rank_result *w = worst_gpu_rank(c, ru, v_sync, rk, &n, &wv);
     if (!w) return 0;
     const tp_breakdown_result *b = &w->breakdown;
     const tp_gpu_result *g = &w->gpu;
@@ -566,9 +617,13 @@ static int rule_sync(const ctx *c, const rule *ru) {
     return 1;
 }
 
-static double v_busy(const tp_breakdown_result *b, const tp_report_opts *o, int *hit) {
+static double v_busy(const tp_breakdown_result *b, const tp_report_opts *o, int *level,
+                     double *thr, double *from) {
     double busy = b->has_parts ? b->busy_share : 0;
-    *hit = busy < o->busy_share;
+    /* the band on the idle side: idle past (1 - busy_share) by a quarter of it */
+    *level = level_above(1 - busy, 1 - o->busy_share, o);
+    *thr = o->busy_share;
+    *from = 1 - (1 - o->busy_share) * (1 + o->diag_band);
     return -busy; /* the least busy is the worst */
 }
 
@@ -576,7 +631,7 @@ static int rule_busy(const ctx *c, const rule *ru) {
     int rk[MAXR];
     size_t n;
     double wv;
-    const tp_rank_result *w = worst_gpu_rank(c, v_busy, rk, &n, &wv);
+    const tp_rank_result *w = worst_gpu_rank(c, ru, v_busy, rk, &n, &wv);
     if (!w) return 0;
     const tp_breakdown_result *b = &w->breakdown;
     /* the largest idle part names where to look */
@@ -835,8 +890,9 @@ static const rule rules[] = {
 
 static void diagnosis(cJSON *rep, const tp_run_results *res, cJSON *findings,
                       cJSON *comm_finding, const tp_report_opts *o) {
-    ctx c = {res, findings, comm_finding, o};
     cJSON *d = cJSON_AddObjectToObject(rep, "diagnosis");
+    cJSON *near = cJSON_CreateArray();
+    ctx c = {res, findings, near, comm_finding, o};
     cJSON *ra = cJSON_AddArrayToObject(d, "rules");
     for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
         const rule *ru = &rules[i];
@@ -868,8 +924,11 @@ static void diagnosis(cJSON *rep, const tp_run_results *res, cJSON *findings,
         {"host_sync_share", o->host_sync_share}, {"memory_share", o->memory_share},
         {"straggler_share", o->straggler_share}, {"throttle_share", o->throttle_share},
         {"clock_drop_share", o->clock_drop_share}, {"power_limit_share", o->power_limit_share},
-        {"busy_share", o->busy_share}, {"diag_min_steps", o->diag_min_steps}};
+        {"busy_share", o->busy_share}, {"diag_min_steps", o->diag_min_steps},
+        {"diag_band", o->diag_band}};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) cJSON_AddNumberToObject(th, t[i].k, t[i].v);
+    if (near->child) cJSON_AddItemToObject(d, "near", near);
+    else cJSON_Delete(near);
 }
 
 void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, cJSON *findings,

@@ -47,6 +47,8 @@ typedef struct tp_report_opts {
     double power_limit_share;       /* power at this share of the enforced limit: 0.97 */
     double busy_share;              /* GPU busy below this share of the step: 0.80 */
     int diag_min_steps;             /* rules over steps need this many measured steps: 3 */
+    double diag_band;               /* a share rule fires past its threshold by this part of
+                                     * it (0.25); nearer it is "near", not a finding */
 } tp_report_opts;
 
 /* Defaults: warm-up 1, top 15, data names data, batch, loader, get_batch,

@@ -528,6 +528,19 @@ static void findings_text(FILE *f, const cJSON *rep, const char *B, const char *
         if (tp_jobj(fd, "recommendation"))
             fprintf(f, "    try: %s\n", tp_jstr(fd, "recommendation"));
     }
+    const cJSON *nr, *near = tp_jobj(tp_jobj(rep, "diagnosis"), "near");
+    if (cJSON_GetArraySize(near))
+        fprintf(f, "\n%snear a threshold%s (not findings: the shares of identical runs move by a "
+                   "few points, so a finding needs a margin of %.0f %% of its threshold)\n",
+                B, N, 100 * tp_jnum(tp_jobj(tp_jobj(rep, "diagnosis"), "thresholds"), "diag_band"));
+    cJSON_ArrayForEach(nr, near) {
+        int share = !strcmp(tp_jstr(nr, "unit"), "share");
+        double k = share ? 100 : 1;
+        const char *u = share ? " %" : " ms per sample";
+        fprintf(f, "  %s, rank %.0f: %.1f%s (threshold %.1f%s, a finding from %.1f%s)\n",
+                tp_jstr(nr, "id"), tp_jnum(nr, "rank"), k * tp_jnum(nr, "value"), u,
+                k * tp_jnum(nr, "threshold"), u, k * tp_jnum(nr, "finding_from"), u);
+    }
 }
 
 static int write_text(const tp_report *report, FILE *f, int color) {
