@@ -366,6 +366,40 @@ static void test_launcher_role(void **state) {
     synth_rmtree(dir);
 }
 
+/* NVML measured by trainprof run's node sampler: the rank's file (read first) says its own
+ * sampling is off for that reason, the sampler's says what it sampled. The run has NVML, and
+ * its line is the sampler's; with only the rank's line it has none. */
+static void test_capability_from_any_process(void **state) {
+    (void)state;
+    char dir[512];
+    for (int with_sampler = 1; with_sampler >= 0; with_sampler--) {
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-caps"), 0);
+        synth_file *f = synth_open(dir, "a", 10, 1700000000000000000ull, T0);
+        synth_rank(f, 0, 1);
+        synth_meta(f, "capability.nvml", "off: sampled by trainprof run's node sampler (pid 11)");
+        synth_end_of_file(f, T0 + MS, 0);
+        assert_int_equal(synth_close(f), 0);
+        if (with_sampler) {
+            f = synth_open(dir, "b", 11, 1700000000000000000ull, T0);
+            synth_meta(f, "trainprof.role", "node-sampler");
+            synth_meta(f, "capability.nvml", "sampling 1 GPU (NVML index 0) at 10 Hz");
+            synth_end_of_file(f, T0 + MS, 0);
+            assert_int_equal(synth_close(f), 0);
+        }
+        tp_run run;
+        load_run(dir, &run);
+        cJSON *rep = default_report(&run);
+        const cJSON *nv = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "capabilities"), "nvml");
+        assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(nv, "found")), with_sampler);
+        assert_string_equal(cJSON_GetObjectItem(nv, "status")->valuestring,
+                            with_sampler ? "sampling 1 GPU (NVML index 0) at 10 Hz"
+                                         : "off: sampled by trainprof run's node sampler (pid 11)");
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+}
+
 /* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
  * median launch delay (0.1 ms) would place its launch in step 1, but its neighbours on the
  * same stream, launched at 9.0 and 9.9 ms (in the warm-up step, queue 0.8 ms deep), bound
@@ -764,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_lost_step_end),
         cmocka_unit_test(test_iteration_steps),
         cmocka_unit_test(test_launcher_role),
+        cmocka_unit_test(test_capability_from_any_process),
         cmocka_unit_test(test_gpu_records_stop),
         cmocka_unit_test(test_gpu_by_uuid),
         cmocka_unit_test(test_gpu_in_use),

@@ -792,12 +792,19 @@ static void capabilities(tp_capability *caps, const tp_run *run) {
     for (size_t c = 0; c < TP_NCAPABILITIES; c++) {
         char key[64];
         snprintf(key, sizeof key, "capability.%s", known_caps[c][0]);
-        const char *found = NULL;
-        for (size_t i = 0; i < run->nprocs && !found; i++) found = tp_meta(&run->procs[i], key);
+        /* a capability that reported itself unavailable or off was not captured there; any
+         * process that captured it makes it captured (the node sampler measures NVML while
+         * the ranks say theirs is off for it), and its line is the one shown */
+        const char *first = NULL, *on = NULL;
+        for (size_t i = 0; i < run->nprocs && !on; i++) {
+            const char *v = tp_meta(&run->procs[i], key);
+            if (!v) continue;
+            if (!first) first = v;
+            if (strncmp(v, "unavailable", 11) && strncmp(v, "off", 3)) on = v;
+        }
         caps[c].name = known_caps[c][0];
-        /* a capability that reported itself unavailable or off was not captured */
-        caps[c].found = found && strncmp(found, "unavailable", 11) && strncmp(found, "off", 3);
-        caps[c].status = found ? found : known_caps[c][1];
+        caps[c].found = on != NULL;
+        caps[c].status = on ? on : first ? first : known_caps[c][1];
     }
 }
 
