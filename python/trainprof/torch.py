@@ -67,6 +67,7 @@ class _State:
         self.modules = set()        # id() of modules with forward hooks
         self.patched = set()        # names of what is patched process-wide
         self.groups = {}            # id(pg) -> _Group
+        self.group_names = {}       # id(pg) -> the group_desc given to new_group
         self.group_ordinal = {}     # (backend, ranks) -> count, for duplicate groups
         self.opt_param_ids = []     # per optimizer: frozenset of id(param)
         self.cuda_counters = False
@@ -392,6 +393,17 @@ def _group(dist, group):
     g.desc = "backend=%s size=%d ranks=%s" % (g.backend, g.size,
                                                ",".join(map(str, ranks)) or "?")
     _tp.set_metadata("torch.pg.%016x" % g.hash, g.desc)
+    # the group's own name: torch 2.4+ keeps new_group(group_desc=...) on the group, and
+    # Megatron-LM names every group it makes by its parallel dimension
+    # (megatron/core/parallel_state.py: TENSOR_MODEL_PARALLEL_GROUP, DATA_PARALLEL_GROUP, ...)
+    name = _S.group_names.get(id(pg))
+    if name is None:
+        try:
+            name = pg.group_desc
+        except Exception:  # an older torch
+            name = None
+    if isinstance(name, str) and name and name != "undefined":
+        _tp.set_metadata("torch.pg_name.%016x" % g.hash, name)
     _S.groups[id(pg)] = g
     return g
 
@@ -584,6 +596,19 @@ def _patch_distributed():
         for mod in (c10d, dist):  # the same function under both names
             if getattr(mod, fname, None) is orig:
                 setattr(mod, fname, w)
+    orig_new_group = getattr(c10d, "new_group", None)
+    if orig_new_group is not None:
+        def new_group(*args, **kwargs):
+            pg = orig_new_group(*args, **kwargs)
+            desc = kwargs.get("group_desc")
+            if isinstance(desc, str) and desc:  # a torch whose groups do not keep it
+                _S.group_names[id(pg)] = desc
+            return pg
+        new_group.__wrapped__ = orig_new_group
+        new_group.__doc__ = orig_new_group.__doc__
+        for mod in (c10d, dist):
+            if getattr(mod, "new_group", None) is orig_new_group:
+                setattr(mod, "new_group", new_group)
     _patch_ddp_class()
 
 
