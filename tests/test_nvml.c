@@ -921,9 +921,8 @@ static void test_monitor_world_sum(void **state) {
     assert_int_equal(g_refs(), 0);
 }
 
-/* The shared loader's failures are codes of the public table, each naming what went wrong:
- * a device that no spec matches is not found, a counter the GPU lacks or a driver that does
- * not initialise is unavailable. */
+/* The shared loader's failures are codes of the public table: a device no spec matches is
+ * not found; a counter the GPU lacks, a driver that does not initialise, unavailable. */
 static void test_shared_loader_codes(void **state) {
     (void)state;
     char why[256] = "";
