@@ -30,6 +30,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "json_path.h"
 #include "report_text.h"
 #include "analysis/steps.h"
 #include "trainprof.h"
@@ -214,30 +215,6 @@ static size_t count_gpu_counters(const tp_process *p) {
         for (size_t k = 0; k < p->threads[i].ncounters; k++)
             n += !strncmp(p->threads[i].counters[k].name, "gpu", 3);
     return n;
-}
-
-/* "a.0.b" through objects and arrays */
-static const cJSON *jget(const cJSON *j, const char *path) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && j;
-         tok = strtok_r(NULL, ".", &save)) {
-        if (cJSON_IsArray(j)) j = cJSON_GetArrayItem(j, atoi(tok));
-        else j = cJSON_GetObjectItemCaseSensitive(j, tok);
-    }
-    return j;
-}
-
-static double jnum(const cJSON *j, const char *path) {
-    const cJSON *v = jget(j, path);
-    if (!cJSON_IsNumber(v)) fail_msg("%s is not a number", path);
-    return v->valuedouble;
-}
-
-static const char *jstr(const cJSON *j, const char *path) {
-    const cJSON *v = jget(j, path);
-    if (!cJSON_IsString(v)) fail_msg("%s is not a string", path);
-    return v->valuestring;
 }
 
 static void assert_near(double got, double want, double rel, const char *what) {
