@@ -66,7 +66,8 @@ static void test_render_formats(void **state) {
     size_t len;
     assert_int_equal(tprof__m_render(0, &out, &len), 0);
     assert_int_equal(strlen(out), len);
-    assert_non_null(strstr(out, "# HELP t_requests_total requests\\nserved\n# TYPE t_requests_total counter\n"));
+    assert_non_null(strstr(out, "# HELP t_requests_total requests\\nserved\n"
+                                "# TYPE t_requests_total counter\n"));
     assert_non_null(strstr(out, "t_requests_total{job=\"j1\",op=\"AllReduce\"} 3.5\n"));
     assert_non_null(strstr(out, "t_requests_total{job=\"j1\",op=\"we\\\"ird\\\\\\n\"} 1\n"));
     assert_non_null(strstr(out, "# HELP t_temp_celsius a \\\\ gauge\n"));
@@ -174,7 +175,8 @@ static void test_busy_counter(void **state) {
         if (t > 8.0 && t < 30.0) continue;
         double r = t == 0 ? 0 : busy_in(t - 0.25, t, busy, nb) / 0.25;
         tprof__m_integrate(se, &st, r, (uint64_t)(t * 1e9), 5000000000ull);
-        tprof__m_integrate(se, &st, 1.0, (uint64_t)(t * 1e9), 5000000000ull); /* same time: nothing */
+        /* the same time again: nothing */
+        tprof__m_integrate(se, &st, 1.0, (uint64_t)(t * 1e9), 5000000000ull);
         assert_int_equal(tprof__m_render(0, &out, &len), 0);
         double v = sample(out, "t_busy_seconds_total{gpu=\"0\"}");
         free(out);
