@@ -28,24 +28,12 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/steps.h"
+#include "fmt.h"
 #include "rel_common.h"
 #include "trainprof.h"
 
 extern char **environ;
 char g_root[PATH_MAX];
-
-/* snprintf that never truncates silently (and keeps -Wformat-truncation quiet about
- * paths that are PATH_MAX long only in theory). */
-void fmt(char *out, size_t n, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int k = vsnprintf(out, n, f, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= n) {
-        fprintf(stderr, "path or text too long: %s\n", out);
-        abort();
-    }
-}
 
 /* ================================================================== small helpers */
 

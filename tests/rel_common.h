@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "fmt.h"
 
 #define WAIT_MS 30000 /* the longest a victim may take to report or to end */
 
@@ -36,8 +37,6 @@ int rel_group_teardown(void **state);
 
 /* ------------------------------------------------------------------ small helpers */
 
-/* snprintf that aborts rather than truncate. */
-void fmt(char *out, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
 /* A fresh directory g_root/TAG-XXXXXX in out. */
 void scratch(char *out, size_t n, const char *tag);
 /* The whole file, NUL-terminated (malloc'ed, the caller frees), its length in *len (may be
