@@ -4,7 +4,7 @@
  *
  * `run` never changes what the profiled program does: it sets the injection variables,
  * runs the command with them in its own process group, forwards the signals sent to it
- * alone (fwd_sigs; see "signals" below), waits,
+ * alone (run_signals.c), waits,
  * writes the reports next to the rank files, and exits with the command's own status
  * (re-raising the command's terminating signal on itself). cmd_run is its steps in order:
  * run_parse, run_prepare (command, library, output directory and its lock),
@@ -15,8 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +37,7 @@
 #include "core/per_step.h"
 #include "export/html.h"
 #include "format/reader.h"
+#include "run_signals.h"
 #include "trainprof.h"
 
 /* ------------------------------------------------------------------ options */
@@ -145,181 +144,6 @@ typedef struct run_plan {
 } run_plan;
 
 /* ------------------------------------------------------------------ helpers */
-
-/* ------------------------------------------------------------------ signals
- *
- * The job runs in this process's own process group, as any command a shell starts: the
- * terminal's Ctrl-C, Ctrl-\ and Ctrl-Z, a shell's `kill %1`, `timeout`, a batch system's
- * killpg reach every process of the job directly, the job reads and writes the terminal as
- * it does bare, and a script or `make` around `trainprof run` sees the interrupt itself.
- * A signal sent to this process alone (kill PID: a container's PID 1, a scheduler that
- * signals the step's first process) must be passed on; one sent to the whole group must
- * not, or the job would get it twice. The two look alike here (si_code SI_USER either
- * way), so a watcher process in the same group tells them apart: it gets every group
- * signal at the same moment, and reports each (signal, time) on a pipe. A signal this
- * process got is forwarded unless it came from the terminal (SI_KERNEL: delivered to the
- * whole foreground group) or the watcher got the same signal within TP_RUN_SIG_MATCH_MS,
- * in both cases only while the job is still in this group (a job that made a group of its
- * own, as Ray does, gets everything forwarded). */
-
-#define TP_RUN_SIG_MATCH_MS 1000
-
-static pid_t g_child = -1;
-static int g_wake[2] = {-1, -1};         /* self-pipe: a signal or SIGCHLD arrived */
-static volatile sig_atomic_t g_recv[NSIG]; /* signals received (handler) ... */
-static int g_done[NSIG];                   /* ... and dealt with (main loop) */
-static volatile sig_atomic_t g_code[NSIG]; /* si_code of the latest */
-static uint64_t g_when[NSIG];              /* CLOCK_MONOTONIC ns of the latest */
-
-static void wake_main(void) {
-    int e = errno;
-    if (g_wake[1] >= 0) {
-        ssize_t w = write(g_wake[1], "s", 1);
-        (void)w; /* a full pipe already wakes the loop */
-    }
-    errno = e;
-}
-
-static void forward_signal(int sig, siginfo_t *si, void *uc) {
-    (void)uc;
-    /* one this process raised on itself (a SIGPIPE for its own write to a pipe nobody
-     * reads: the kernel names the writer as sender) is not the job's business */
-    if (si && si->si_code == SI_USER && si->si_pid == getpid()) return;
-    g_code[sig] = si ? si->si_code : SI_USER;
-    g_when[sig] = tprof_now_ns();
-    g_recv[sig]++;
-    wake_main();
-}
-
-static void on_child(int sig) {
-    (void)sig;
-    wake_main();
-}
-
-/* The watcher: one (signal, time) report per signal it gets. */
-typedef struct sig_report {
-    int32_t sig;
-    int32_t used;
-    uint64_t ns;
-} sig_report;
-
-static int g_watch_fd = -1;
-static void watcher_signal(int sig) {
-    sig_report r = {sig, 0, tprof_now_ns()};
-    ssize_t w = write(g_watch_fd, &r, sizeof r);
-    (void)w;
-}
-
-/* Reports read from the watcher, the latest kept. */
-#define TP_RUN_REPORTS 64
-static sig_report g_reports[TP_RUN_REPORTS];
-static unsigned g_nreports;
-
-static void read_reports(int fd) {
-    sig_report r;
-    while (fd >= 0 && read(fd, &r, sizeof r) == (ssize_t)sizeof r) {
-        r.used = 0;
-        g_reports[g_nreports++ % TP_RUN_REPORTS] = r;
-    }
-}
-
-/* Whether the watcher got `sig` within TP_RUN_SIG_MATCH_MS of `when` (waiting for its report
- * until then); a report matches one signal only. */
-static int watcher_got(int fd, int sig, uint64_t when) {
-    const uint64_t win = (uint64_t)TP_RUN_SIG_MATCH_MS * 1000000ull;
-    for (;;) {
-        read_reports(fd);
-        unsigned n = g_nreports < TP_RUN_REPORTS ? g_nreports : TP_RUN_REPORTS;
-        for (unsigned i = 0; i < n; i++) {
-            sig_report *r = &g_reports[i];
-            uint64_t d = r->ns > when ? r->ns - when : when - r->ns;
-            if (r->sig == sig && !r->used && d <= win) {
-                r->used = 1;
-                return 1;
-            }
-        }
-        uint64_t now = tprof_now_ns();
-        if (fd < 0 || now >= when + win) return 0;
-        struct pollfd pf = {fd, POLLIN, 0};
-        int ms = (int)((when + win - now) / 1000000ull) + 1;
-        if (poll(&pf, 1, ms) < 0 && errno != EINTR) return 0;
-    }
-}
-
-/* Starts the watcher in this process's group: it holds no descriptor but its pipe, ends
- * with this process (PR_SET_PDEATHSIG) or when killed, and catches the signals to forward.
- * Returns its pid (the pipe's reading end in *fd), or -1 without one (every signal from
- * outside is then forwarded, as before there was one). */
-static pid_t watcher_start(const int *sigs, int n, int *fd) {
-    int p[2];
-    *fd = -1;
-    if (pipe2(p, O_CLOEXEC) != 0) return -1;
-    /* the signals held from here until the watcher has its handlers (in the watcher) and
-     * until it is known (here): none is lost, none meets the wrong handler */
-    sigset_t held, old;
-    sigemptyset(&held);
-    for (int k = 0; k < n; k++) sigaddset(&held, sigs[k]);
-    pthread_sigmask(SIG_BLOCK, &held, &old);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(0);
-        prctl(PR_SET_NAME, "trainprof-sig");
-        g_watch_fd = p[1];
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = watcher_signal;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        for (int k = 0; k < n; k++) sigaction(sigs[k], &sa, NULL);
-        for (int f = 0; f < 1024; f++)
-            if (f != p[1]) close(f);
-        watcher_signal(0); /* ready */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        for (;;) pause();
-    }
-    close(p[1]);
-    if (pid > 0) {
-        /* started once it says so (bounded: without it, every signal is forwarded) */
-        sig_report r;
-        struct pollfd pf = {p[0], POLLIN, 0};
-        int ok = 0;
-        for (int i = 0; i < 50 && !ok; i++) {
-            if (poll(&pf, 1, 100) > 0) ok = read(p[0], &r, sizeof r) == (ssize_t)sizeof r;
-            else if (waitpid(pid, NULL, WNOHANG) == pid) break;
-        }
-        if (!ok) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            pid = -1;
-        }
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (pid < 0) {
-        close(p[0]);
-        return -1;
-    }
-    fcntl(p[0], F_SETFL, O_NONBLOCK);
-    *fd = p[0];
-    return pid;
-}
-
-/* What the main loop does with the signals received since it last looked. */
-static void forward_pending(pid_t job, int watch_fd, const int *sigs, int n) {
-    for (int k = 0; k < n; k++) {
-        int sig = sigs[k];
-        while (g_done[sig] != g_recv[sig]) {
-            g_done[sig]++;
-            int same_group = getpgid(job) == getpgrp();
-            if (same_group && g_code[sig] == SI_KERNEL) continue; /* the terminal's */
-            if (same_group && watcher_got(watch_fd, sig, g_when[sig])) continue;
-            kill(job, sig);
-        }
-    }
-    read_reports(watch_fd); /* the watcher's own copies of signals dealt with above */
-}
 
 /* The node sampler runs when NVML initialises and sees a GPU, and TRAINPROF_NVML_HZ is not 0. */
 static int node_sampler_wanted(void) {
@@ -866,63 +690,23 @@ static int node_sampler_begin(const run_opts *o, const run_plan *p) {
     return 1;
 }
 
-/* Every signal whose default action ends a process that can come from outside (kill(2), a
- * batch system's warning before preemption, a terminal hang-up) is passed to the job, which
- * decides what it means; none ends this process first (which would leave the job without
- * its launcher: PR_SET_PDEATHSIG would then end it with SIGTERM, not the signal sent).
- * Those the kernel raises on this process's own faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
- * SIGXCPU, SIGXFSZ, SIGSYS) are not in the list. */
-static const int fwd_sigs[] = {SIGTERM, SIGINT,  SIGHUP,    SIGQUIT, SIGUSR1,
-                               SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGPIPE};
-enum { N_FWD = sizeof fwd_sigs / sizeof *fwd_sigs };
-static struct sigaction g_old_sa[N_FWD], g_old_chld;
-
-/* From here until forward_end, the signals to forward are taken by forward_signal, which
- * wakes the main loop (job_run) to pass them to the job (and they are dropped before the
- * job runs: nothing is started yet). */
-static void forward_begin(void) {
-    if (g_wake[0] < 0 && pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0) g_wake[0] = g_wake[1] = -1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = forward_signal;
-    sa.sa_flags = SA_RESTART | SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    for (int k = 0; k < N_FWD; k++) sigaction(fwd_sigs[k], &sa, &g_old_sa[k]);
-    struct sigaction ch;
-    memset(&ch, 0, sizeof ch);
-    ch.sa_handler = on_child;
-    ch.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigemptyset(&ch.sa_mask);
-    sigaction(SIGCHLD, &ch, &g_old_chld);
-}
-
-/* The dispositions as they were (in the job before it execs: it inherits them unchanged). */
-static void forward_end(void) {
-    for (int k = 0; k < N_FWD; k++) sigaction(fwd_sigs[k], &g_old_sa[k], NULL);
-    sigaction(SIGCHLD, &g_old_chld, NULL);
-}
-
-/* Runs the command and waits for it, forwarding signals (forward_begin was called): its
+/* Runs the command and waits for it, forwarding signals (run_signals_begin was called): its
  * wait status in *status and the time it started in *started. 0, or -1 when it could not be
  * started (fork failed). */
 static int job_run(char *exe, char **cmd, int *status, time_t *started) {
-    int watch_fd;
-    pid_t watcher = watcher_start(fwd_sigs, N_FWD, &watch_fd);
+    run_watch watch;
+    run_watch_start(&watch);
     fflush(NULL);
     pid_t launcher = getpid();
     *started = time(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "trainprof run: fork: %s\n", strerror(errno));
-        if (watcher > 0) {
-            kill(watcher, SIGKILL);
-            waitpid(watcher, NULL, 0);
-            close(watch_fd);
-        }
+        run_watch_stop(&watch);
         return -1;
     }
     if (pid == 0) {
-        forward_end();
+        run_signals_end();
         /* The job ends with its launcher: if this process dies (even by SIGKILL, which it
          * cannot forward), the kernel sends the job SIGTERM, as a forwarded SIGTERM would
          * (launchers such as torchrun and mpirun pass it on to their workers; a bare job
@@ -938,31 +722,19 @@ static int job_run(char *exe, char **cmd, int *status, time_t *started) {
         /* as shells do: 127 not found, 126 found but not executable */
         _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
     }
-    g_child = pid;
     for (;;) {
-        forward_pending(pid, watch_fd, fwd_sigs, N_FWD);
+        run_signals_forward(pid, &watch);
         pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid) break;
         if (r < 0 && errno != EINTR) {
             *status = 1 << 8;
             break;
         }
-        /* until a signal or the job's end (SIGCHLD) writes to the self-pipe; the timeout
-         * only bounds a wake-up lost to a full pipe */
-        struct pollfd pf = {g_wake[0], POLLIN, 0};
-        if (poll(&pf, g_wake[0] >= 0 ? 1 : 0, 1000) > 0) {
-            char buf[64];
-            while (read(g_wake[0], buf, sizeof buf) > 0) {
-            }
-        }
+        /* until a signal or the job's end (SIGCHLD); the timeout only bounds a wake-up lost
+         * to a full self-pipe */
+        run_signals_wait(1000);
     }
-    g_child = -1;
-    if (watcher > 0) {
-        kill(watcher, SIGKILL);
-        while (waitpid(watcher, NULL, 0) < 0 && errno == EINTR) {
-        }
-        close(watch_fd);
-    }
+    run_watch_stop(&watch);
     return 0;
 }
 
@@ -1061,14 +833,14 @@ int cmd_run(int argc, char **argv) {
         run_unlock(p.lockpath, p.lockfd);
         return 1;
     }
-    forward_begin();
+    run_signals_begin();
     int node_sampler = node_sampler_begin(&o, &p);
     int status = 0;
     time_t started;
     int started_ok = job_run(p.exe, o.cmd, &status, &started) == 0;
     /* the job is over: a signal now ends the report phase at once (reports are written
      * through temporary files, so none is left half-written) */
-    forward_end();
+    run_signals_end();
     /* the report phase writes to standard output and error, which may be a pipe whose
      * reader is gone (`trainprof run ... | head`): a failed write, not SIGPIPE, so that the
      * exit status stays the job's (the job itself was started with the disposition as it

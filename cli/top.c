@@ -336,20 +336,22 @@ static void snap_init(snap *s) {
     s->flops_total = s->flops_ps = NAN;
 }
 
-static void scrape(endpoint *e, const char *token) {
-    char *buf = NULL;
-    size_t len = 0;
-    char err[160];
+/* What a scrape does with the endpoint's answer: `buf` (len bytes, NUL-terminated,
+ * malloc'ed; freed here), received at time t (s), parsed as an HTTP/1.x response or, with
+ * `body_only`, taken as the body of a 200 response. Sets the endpoint's status line and
+ * makes the parsed samples its current snapshot (the current one becoming the previous). The
+ * fuzz target (tests/fuzz/fuzz_metrics.c) feeds its input through here. */
+static void ingest(endpoint *e, char *buf, size_t len, double t, int body_only) {
     snap s;
     snap_init(&s);
-    s.t = now_s();
-    if (http_get(e->host, e->port, token, &buf, &len, err, sizeof err) != 0) {
-        e->up = 0;
-        snprintf(e->status, sizeof e->status, "%s", err);
-        return;
-    }
+    s.t = t;
     tp_http_resp r;
-    if (tp_http_parse(buf, len, &r, err, sizeof err) != 0) {
+    char err[160];
+    if (body_only) {
+        r.status = 200;
+        r.body = buf;
+        r.body_len = len;
+    } else if (tp_http_parse(buf, len, &r, err, sizeof err) != 0) {
         e->up = 0;
         snprintf(e->status, sizeof e->status, "bad response: %s", err);
         free(buf);
@@ -378,6 +380,19 @@ static void scrape(endpoint *e, const char *token) {
         snprintf(e->status, sizeof e->status, "ok");
     if (e->cur.valid) e->prev = e->cur;
     e->cur = s;
+}
+
+static void scrape(endpoint *e, const char *token) {
+    char *buf = NULL;
+    size_t len = 0;
+    char err[160];
+    double t = now_s();
+    if (http_get(e->host, e->port, token, &buf, &len, err, sizeof err) != 0) {
+        e->up = 0;
+        snprintf(e->status, sizeof e->status, "%s", err);
+        return;
+    }
+    ingest(e, buf, len, t, 0);
 }
 
 static void scrape_all(endpoint *eps, int n, const char *token) {

@@ -3,7 +3,7 @@
 
 Run by ctest as the test `lint` (tests/lint.cmake), so `make check` fails on a violation;
 alone: `python3 scripts/lint.py [--root DIR] [CHECK ...]`, CHECK among columns, tracker,
-prefix, layers, results, private (default: all). Prints one line per violation, `path:line: [check] what`,
+prefix, layers, sources, env, results, private, size, minus-one (default: all). Prints one line per violation, `path:line: [check] what`,
 and exits 1 if there is any, 0 otherwise. Reads files only; needs Python 3.8 and nothing
 else, and takes well under a second on the tree.
 
@@ -30,6 +30,11 @@ The checks:
            so a key renamed in the document cannot switch a rule off
   private  a file of src/analysis, src/export, cli or python/src that reaches a header of
            NEVER_INCLUDED (src/core/internal.h), directly or through the headers it includes
+  size     a C source file over MAX_FILE_LINES (1000) lines or a function over
+           MAX_FUNCTION_LINES (150), other than those in SIZE_ALLOWED (each with its reason)
+  minus-one a function of src/ named tprof_, tprof__ or tp_, not static, returning int, that
+           returns both a success code (0, TPROF_OK, TPROF_ERR_*) and a bare -1: the failure
+           has a code in include/trainprof.h (other than MINUS_ONE_ALLOWED)
 """
 import argparse
 import os
@@ -42,7 +47,8 @@ SKIP_DIRS = {"__pycache__", "node_modules"}  # and hidden directories and build*
 
 # Files allowed lines over MAX_COLUMNS: the report sections and their tests and the live
 # metrics feed, which together hold most of the tree's long lines and which the typed analysis
-# results of docs/design.md §8 rewrite. Everything else is held to the limit.
+# results of docs/design.md §8 rewrite (in the tests, mostly one assertion a line on an
+# expected JSON value or metric line). Everything else is held to the limit.
 LONG_LINES_ALLOWED = {
     "src/analysis/breakdown.c",
     "src/analysis/clocks.c",
@@ -57,12 +63,13 @@ LONG_LINES_ALLOWED = {
     "src/export/html.c",
     "src/core/metrics_feed.c",
     "bench/bench_report_scale.c",
-    "tests/test_comm.c",
+    "tests/test_comm_groups.c",
+    "tests/test_comm_times.c",
     "tests/test_diagnose.c",
     "tests/test_diff.c",
     "tests/test_gpu_report.c",
     "tests/test_html.c",
-    "tests/test_metrics.c",
+    "tests/test_metrics_endpoint.c",
     "tests/test_report.c",
     "tests/test_truth.c",
 }
@@ -119,9 +126,12 @@ LAYERS = {
     "examples": ("include",),
 }
 # The crossings that exist today, each a header-only definition shared between the runtime
-# and the offline side (docs/design.md §2.3 says why each, and §8 where they go).
+# and the offline side or, for the NVML loader and nvtx_abi.h, between parts of the runtime
+# (docs/design.md §2.3 says why each, and §8 where they go). Each is one shared definition
+# that two layers must agree on; a copy in each layer would be the duplicate to avoid.
 LAYER_CROSSINGS = {
     ("src/core/energy.c", "src/capture/nvml_shared.h"),
+    ("src/core/nvtx_emit.c", "src/capture/nvtx_abi.h"),
     ("src/core/metrics_feed.c", "src/capture/nvml_shared.h"),
     ("src/analysis/steps.c", "src/core/step_names.h"),
     ("src/analysis/mfu.c", "src/core/per_step.h"),
@@ -140,7 +150,9 @@ CORE_CAPTURE_CALLS = {
     # the table of capture sources itself: core's one way in (src/capture/sources.c)
     ("src/core/sources_run.c", "tprof__sources"),
     # the NVML loader that lives beside the NVML sampler, used by the EnergyMonitor and the
-    # live metrics' local rank: a library, not the sampler; it goes to the shared NVML loader
+    # live metrics' local rank: a library, not the sampler. It stays here until it moves to
+    # src/common with nvml_abi.h (docs/design.md §8), which also needs its one configuration
+    # read (TRAINPROF_NVML_LIB, core/config.h) handed in by its callers
     ("src/core/energy.c", "tprof__nvml_load"),
     ("src/core/energy.c", "tprof__nvml_init"),
     ("src/core/energy.c", "tprof__nvml_visible"),
@@ -148,14 +160,6 @@ CORE_CAPTURE_CALLS = {
     ("src/core/energy.c", "tprof__nvml_lookup"),
     ("src/core/energy.c", "tprof__nvml_energy_mj"),
     ("src/core/metrics_feed.c", "tprof__nvml_local_rank"),
-    # NVTX emission to another attached tool while the session does not record: an output
-    # of the recording calls, not a source (capture/nvtx_emit.c)
-    ("src/core/session.c", "tprof__nvtx_emit_setup"),
-    ("src/core/record.c", "tprof__emit_push"),
-    ("src/core/record.c", "tprof__emit_pop"),
-    ("src/core/record.c", "tprof__emit_start"),
-    ("src/core/record.c", "tprof__emit_end"),
-    ("src/core/record.c", "tprof__emit_mark"),
 }
 # A function defined (not declared, not static) at file scope, named tprof__<x>.
 CAPTURE_DEF_RE = re.compile(r"^(?!static\b)[A-Za-z_][\w \t\*]*?[\s\*](tprof__\w+)\s*\([^;{]*\)\s*\{",
@@ -433,6 +437,151 @@ def check_sources(root, out):
                    "CORE_CAPTURE_CALLS" % (rel, name))
 
 
+MAX_FILE_LINES = 1000
+MAX_FUNCTION_LINES = 150
+# Where the size limits hold: every C source of the tree (src, cli, python, tests, bench,
+# examples), each file and each function defined in it.
+# The files (path, None) and functions (path, name) allowed over the limits, each with the
+# reason. Like LAYER_CROSSINGS, the list only shrinks: an entry within the limits must leave.
+SIZE_ALLOWED = {
+    ("examples/char_lm.c", None):
+        "the demo is one file that a single compiler command builds (its header comment)",
+    ("examples/char_lm.c", "train"):
+        "the demo's step loop, one piece so that a reader follows a step's phases in order",
+    ("src/export/html.c", None): "being split",
+    ("src/analysis/energy.c", "tp_energy_section"): "being split",
+    ("src/analysis/gpu.c", "tp_gpu_section"): "being split",
+    ("src/analysis/breakdown.c", "gpu_basis"): "being split",
+    ("src/analysis/breakdown.c", "cpu_basis"): "being split",
+    ("src/analysis/report.c", "rank_section"): "being split",
+    ("src/analysis/diagnose.c", "stragglers_section"): "being split",
+    ("src/analysis/comm_rank.c", "exposure_compute"): "being split",
+}
+# The name of the function a file-scope "{" opens: the last identifier before the "(" of its
+# parameter list, in a header that is no initializer (=) and no struct, union or enum body.
+FUNC_HEAD_RE = re.compile(r"([A-Za-z_]\w*)\s*\([^()]*(?:\([^()]*\)[^()]*)*\)\s*$")
+AGGREGATE_RE = re.compile(r"\b(struct|union|enum)\b|=")
+
+
+def blank_preprocessor(text):
+    """text (comments and strings already blanked) with preprocessor lines blanked too,
+    continuation lines included, so that a macro's braces do not count as code."""
+    lines = text.split("\n")
+    cont = False
+    for i, line in enumerate(lines):
+        if cont or line.lstrip().startswith("#"):
+            cont = line.rstrip().endswith("\\")
+            lines[i] = ""
+    return "\n".join(lines)
+
+
+def functions_of(text):
+    """[(name, first line, last line, header, body)] of the functions text defines at file
+    scope: lines from the one of the name to the one of the closing brace; the header is the
+    code before the "{" (return type, name, parameters), the body the braces and what they
+    hold, comments and strings blanked."""
+    code = blank_preprocessor(strip_c(text))
+    found, depth, head_start, i = [], 0, 0, 0
+    opened = None
+    for i, c in enumerate(code):
+        if c == "{":
+            if depth == 0:
+                head = code[head_start:i]
+                m = FUNC_HEAD_RE.search(head)
+                if m and not AGGREGATE_RE.search(head[:m.start()].split(";")[-1] + m.group(0)):
+                    opened = (m.group(1), code.count("\n", 0, head_start + m.start(1)) + 1,
+                              head.split(";")[-1].split("}")[-1].strip(), i)
+                else:
+                    opened = None
+            depth += 1
+        elif c == "}":
+            depth = max(depth - 1, 0)
+            if depth == 0:
+                if opened:
+                    found.append((opened[0], opened[1], code.count("\n", 0, i) + 1,
+                                  opened[2], code[opened[3]:i + 1]))
+                opened = None
+                head_start = i + 1
+        elif c == ";" and depth == 0:
+            head_start = i + 1
+    return found
+
+
+def check_size(root, out):
+    over = set()
+    for rel in c_sources(root):
+        text = read_text(root, rel)
+        if text is None:
+            continue
+        nlines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        if nlines > MAX_FILE_LINES:
+            over.add((rel, None))
+            if (rel, None) not in SIZE_ALLOWED:
+                out.append("%s:%d: [size] %d lines, more than %d: split it along its seams"
+                           % (rel, nlines, nlines, MAX_FILE_LINES))
+        for name, first, last, _, _ in functions_of(text):
+            n = last - first + 1
+            if n <= MAX_FUNCTION_LINES:
+                continue
+            over.add((rel, name))
+            if (rel, name) not in SIZE_ALLOWED:
+                out.append("%s:%d: [size] %s is %d lines, more than %d: split it into steps"
+                           % (rel, first, name, n, MAX_FUNCTION_LINES))
+    for rel, name in sorted(set(SIZE_ALLOWED) - over, key=lambda k: (k[0], k[1] or "")):
+        out.append("scripts/lint.py: [size] %s%s is within the limits: remove it from "
+                   "SIZE_ALLOWED" % (rel, " " + name if name else ""))
+
+
+# The functions the minus-one check holds to the error codes: the project's own (tprof_,
+# tprof__, tp_), not static, returning int, in src/. A function that returns a code of the
+# table (TPROF_OK, TPROF_ERR_*) or 0 for success and a bare -1 for a failure mixes the two
+# conventions: the failure has a name in the table (include/trainprof.h), which says what
+# went wrong. A function whose int is a value (an index, a count, a port) with -1 for "none"
+# returns no success code and is not held. Functions of another name (libc's, interposed)
+# keep their own contract.
+MINUS_ONE_DIRS = ("src",)
+PROJECT_FUNC_RE = re.compile(r"^tp(rof)?_")
+RETURN_MINUS_ONE_RE = re.compile(r"\breturn\s*\(?\s*-\s*1\s*\)?\s*;")
+RETURN_CODE_RE = re.compile(r"\breturn\s*\(?\s*(0|TPROF_OK|TPROF_ERR_\w+)\s*\)?\s*;")
+# The functions left for now, each with the reason (the list only shrinks).
+MINUS_ONE_ALLOWED = {
+    ("src/analysis/comm.c", "tp_comm_push_span"): "being converted with the typed results",
+    ("src/analysis/comm.c", "tp_comm_device_spans"): "being converted with the typed results",
+    ("src/analysis/mfu.c", "tp_model_parse"): "being converted with the typed results",
+    ("src/analysis/text.c", "tp_utf8_write"): "being converted with the typed results",
+}
+
+
+def check_minus_one(root, out):
+    used = set()
+    for top in MINUS_ONE_DIRS:
+        for rel in walk(root, top):
+            rel = os.path.normpath(rel)
+            if not rel.endswith(".c"):
+                continue
+            text = read_text(root, rel) or ""
+            for name, first, _, head, body in functions_of(text):
+                rtype = head[:head.rfind(name)].split()
+                if (not PROJECT_FUNC_RE.match(name) or "static" in rtype or not rtype
+                        or rtype[-1] != "int" or "*" in head[:head.rfind(name)]):
+                    continue
+                if not RETURN_CODE_RE.search(body):
+                    continue
+                m = RETURN_MINUS_ONE_RE.search(body)
+                if not m:
+                    continue
+                if (rel, name) in MINUS_ONE_ALLOWED:
+                    used.add((rel, name))
+                    continue
+                line = first + body.count("\n", 0, m.start())
+                out.append("%s:%d: [minus-one] %s returns a bare -1 beside the error codes: "
+                           "return the code of include/trainprof.h that names the failure"
+                           % (rel, line, name))
+    for rel, name in sorted(set(MINUS_ONE_ALLOWED) - used):
+        out.append("scripts/lint.py: [minus-one] %s %s no longer returns a bare -1: remove it "
+                   "from MINUS_ONE_ALLOWED" % (rel, name))
+
+
 GETENV_RE = re.compile(r'\bgetenv\s*\(\s*"TRAINPROF_')
 
 
@@ -448,7 +597,8 @@ def check_env(root, out):
 
 CHECKS = {"columns": check_columns, "tracker": check_tracker, "prefix": check_prefix,
           "layers": check_layers, "sources": check_sources,
-          "env": check_env, "results": check_results, "private": check_never_included}
+          "env": check_env, "results": check_results, "private": check_never_included,
+          "size": check_size, "minus-one": check_minus_one}
 
 
 def main():
@@ -456,7 +606,8 @@ def main():
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     help="the repository root (default: this script's parent directory)")
     ap.add_argument("checks", nargs="*", metavar="CHECK",
-                    help="columns, tracker, prefix, layers, sources, env, results, private (default: all)")
+                    help="columns, tracker, prefix, layers, sources, env, results, private, size, "
+                         "minus-one (default: all)")
     a = ap.parse_args()
     for name in a.checks:
         if name not in CHECKS:

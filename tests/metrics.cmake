@@ -5,9 +5,13 @@
 # 200 concurrent connections and slow clients ("storm"). `promtool check metrics` runs on a
 # scrape when promtool is installed; the test's own check of the text format always runs.
 if(TPROF_HAVE_MHD)
-  tprof_add_unit(test_metrics test_metrics.c ${CMAKE_SOURCE_DIR}/src/core/metrics.c
+  # the registry (core/metrics.c compiled in) and a session's endpoint, each its executable
+  tprof_add_unit(test_metrics_registry test_metrics_registry.c metrics_check.c
+                 ${CMAKE_SOURCE_DIR}/src/core/metrics.c
                  LIBS trainprof Threads::Threads m LABELS tsan)
-  add_test(NAME metrics_storm COMMAND test_metrics storm)
+  tprof_add_unit(test_metrics_endpoint test_metrics_endpoint.c metrics_check.c
+                 LIBS trainprof Threads::Threads m LABELS tsan)
+  add_test(NAME metrics_storm COMMAND test_metrics_endpoint storm)
   set_tests_properties(metrics_storm PROPERTIES TIMEOUT 180 LABELS "unit;tsan"
     ENVIRONMENT "${TPROF_TEST_ENV}")
   # The endpoint's descriptors stay out of the job's way: a job that closes every

@@ -35,13 +35,8 @@ static int g_rank, g_n, g_bad;
 
 typedef uint64_t (*id_fn)(const int *, int, const int *, int, uint32_t);
 
-int main(int argc, char **argv) {
-    int provided = 0;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_n);
-    const int next = (g_rank + 1) % g_n, prev = (g_rank + g_n - 1) % g_n;
-
+/* 1-10: collectives on the world, each with a known count, type and root. */
+static void collectives(int prev) {
     /* 1. Barrier */
     CHECK(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
     /* 2. Bcast 100 ints from 0: 400 bytes, root 0 */
@@ -99,26 +94,36 @@ int main(int argc, char **argv) {
     MPI_Bcast(tb, 2, t3, 0, MPI_COMM_WORLD);
     CHECK(tb[5] == 5.5);
     MPI_Type_free(&t3);
+}
 
+/* The communicators of 11 (freed at the end). */
+typedef struct comms {
+    MPI_Comm dup, rev, solo, lazy;
+} comms;
+
+/* 11-16: a duplicate, a reversed split, singletons, and an idup, each used once. */
+static void communicators(comms *c) {
     /* 11. communicators: a duplicate, a reversed split, singletons, and an idup (a
      * constructor the library does not wrap: its id is learned on first use) */
-    MPI_Comm dup, rev, solo, lazy;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    MPI_Comm_split(MPI_COMM_WORLD, 0, g_n - g_rank, &rev);
-    MPI_Comm_split(MPI_COMM_WORLD, g_rank, 0, &solo);
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->dup);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, g_n - g_rank, &c->rev);
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank, 0, &c->solo);
     MPI_Request ir;
-    MPI_Comm_idup(MPI_COMM_WORLD, &lazy, &ir);
+    MPI_Comm_idup(MPI_COMM_WORLD, &c->lazy, &ir);
     MPI_Wait(&ir, MPI_STATUS_IGNORE); /* 12. a Wait on a request we did not track */
     int rr_rank = -1;
-    MPI_Comm_rank(rev, &rr_rank);
+    MPI_Comm_rank(c->rev, &rr_rank);
     CHECK(rr_rank == g_n - 1 - g_rank);
-    MPI_Barrier(dup);  /* 13 */
-    MPI_Barrier(rev);  /* 14 */
-    MPI_Barrier(solo); /* 15 */
+    MPI_Barrier(c->dup);  /* 13 */
+    MPI_Barrier(c->rev);  /* 14 */
+    MPI_Barrier(c->solo); /* 15 */
     int one = 1, sum1 = 0;
-    MPI_Allreduce(&one, &sum1, 1, MPI_INT, MPI_SUM, lazy); /* 16: 4 bytes */
+    MPI_Allreduce(&one, &sum1, 1, MPI_INT, MPI_SUM, c->lazy); /* 16: 4 bytes */
     CHECK(sum1 == g_n);
+}
 
+/* 17-22: point-to-point and nonblocking calls. */
+static void point_to_point(int next, int prev) {
     /* 17. ring exchange, nonblocking: Irecv from prev, Isend to next, 1000 bytes; Waitall */
     char sbuf[1000], rbuf[1000];
     memset(sbuf, g_rank + 1, sizeof sbuf);
@@ -155,9 +160,12 @@ int main(int argc, char **argv) {
         MPI_Recv(rd3, 3, MPI_DOUBLE, 0, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         CHECK(rd3[2] == 3.5);
     }
+}
 
-    /* the collectives hook: installed by libtrainprof_mpi over its own communicator; its
-     * traffic must leave no record */
+/* The collectives hook: installed by libtrainprof_mpi over its own communicator; its traffic
+ * must leave no record. 1 when its all_gather, all_reduce and barrier gave the right
+ * answers. */
+static int check_hook(void) {
     tprof_collectives hook;
     tprof_get_collectives(&hook);
     int hook_ok = hook.world_size == g_n && hook.rank == g_rank && hook.all_gather;
@@ -172,8 +180,11 @@ int main(int argc, char **argv) {
         free(all);
     }
     CHECK(hook_ok);
+    return hook_ok;
+}
 
-    /* the ids the records must carry, from the library's own function */
+/* Prints the ids the records must carry, from the library's own function. */
+static void print_ids(void) {
     id_fn id = (id_fn)dlsym(RTLD_DEFAULT, "tprof__mpi_comm_id");
     if (id) {
         int *w = malloc((size_t)g_n * sizeof *w), *rv_ = malloc((size_t)g_n * sizeof *rv_);
@@ -194,14 +205,28 @@ int main(int argc, char **argv) {
         printf("mpi_prog: rank %d: tprof__mpi_comm_id not found (libtrainprof_mpi not loaded)\n",
                g_rank);
     }
+}
+
+int main(int argc, char **argv) {
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_n);
+    const int next = (g_rank + 1) % g_n, prev = (g_rank + g_n - 1) % g_n;
+    collectives(prev);
+    comms c;
+    communicators(&c);
+    point_to_point(next, prev);
+    int hook_ok = check_hook();
+    print_ids();
     printf("mpi_prog: rank %d of %d hook=%s results=%s\n", g_rank, g_n, hook_ok ? "ok" : "bad",
            g_bad ? "bad" : "ok");
     fflush(stdout);
 
-    MPI_Comm_free(&dup);
-    MPI_Comm_free(&rev);
-    MPI_Comm_free(&solo);
-    MPI_Comm_free(&lazy);
+    MPI_Comm_free(&c.dup);
+    MPI_Comm_free(&c.rev);
+    MPI_Comm_free(&c.solo);
+    MPI_Comm_free(&c.lazy);
     MPI_Finalize();
     return g_bad;
 }

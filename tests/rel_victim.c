@@ -1,8 +1,9 @@
 /*
- * rel_victim.c — the program the reliability tests (test_reliability.c) profile, kill, fork
- * and feed hostile names to. It is linked with libtrainprof and starts its session lazily
- * from TRAINPROF_DIR (set by the test, or by `trainprof run`), except in `forkinit`, which
- * calls tprof_init() with no environment at all.
+ * rel_victim.c — the program the reliability tests (test_kill_fork.c,
+ * test_damaged_files.c) profile, kill, fork and feed hostile names to. It is linked with
+ * libtrainprof and starts its session lazily from TRAINPROF_DIR (set by the test, or by
+ * `trainprof run`), except in `forkinit`, which calls tprof_init() with no environment at
+ * all.
  *
  * Every mode that the test must follow writes progress lines to a file descriptor it is
  * given (a pipe), always AFTER the events the line speaks of were flushed, so that what
@@ -300,7 +301,7 @@ static int mode_gen(int steps) {
 
 /* ---------------------------------------------------------------------- names */
 
-/* Kept in sync with the expectations in test_reliability.c (names_expected). */
+/* Kept in sync with the expectations in test_damaged_files.c (names_expected). */
 static const char *const hostile[] = {
     "quote\"back\\slash",
     "new\nline\ttab\rcr",

@@ -1,6 +1,6 @@
-# Reliability tests (included by tests/CMakeLists.txt): signals, fork, damaged rank files
-# and hostile names (test_reliability, driving the helper program rel_victim and the
-# trainprof command), ring stress with exact drop accounting and bounded memory
+# Reliability tests (included by tests/CMakeLists.txt): signals and fork (test_kill_fork),
+# damaged rank files and hostile names (test_damaged_files), both driving the helper program
+# rel_victim and the trainprof command, ring stress with exact drop accounting and bounded memory
 # (test_stress, also run under ThreadSanitizer by `make check-tsan`), and the command
 # line's error paths (cli_errors.sh).
 
@@ -9,13 +9,17 @@
 add_executable(rel_victim ${CMAKE_CURRENT_SOURCE_DIR}/rel_victim.c)
 target_link_libraries(rel_victim PRIVATE trainprof Threads::Threads)
 
-tprof_add_unit(test_reliability ${CMAKE_CURRENT_SOURCE_DIR}/test_reliability.c
-  LIBS tprof_analysis trainprof
-  LABELS reliability)
-target_compile_definitions(test_reliability PRIVATE
-  REL_VICTIM="$<TARGET_FILE:rel_victim>"
-  TPROF_CLI="$<TARGET_FILE:trainprof_cli>")
-add_dependencies(test_reliability rel_victim trainprof_cli)
+# test_kill_fork: signals and fork of a profiled process; test_damaged_files: damaged rank
+# files and hostile names. Both drive rel_victim and the command through rel_common.c.
+foreach(t test_kill_fork test_damaged_files)
+  tprof_add_unit(${t} ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c ${CMAKE_CURRENT_SOURCE_DIR}/rel_common.c
+    LIBS tprof_analysis trainprof
+    LABELS reliability)
+  target_compile_definitions(${t} PRIVATE
+    REL_VICTIM="$<TARGET_FILE:rel_victim>"
+    TPROF_CLI="$<TARGET_FILE:trainprof_cli>")
+  add_dependencies(${t} rel_victim trainprof_cli)
+endforeach()
 
 tprof_add_unit(test_stress ${CMAKE_CURRENT_SOURCE_DIR}/test_stress.c
   LIBS tprof_analysis trainprof Threads::Threads
@@ -41,7 +45,7 @@ set_tests_properties(cli_signals PROPERTIES TIMEOUT 300 LABELS "cli"
 # true) or whose own ASan runtime then loads after the preloaded library; ASan accepts
 # that only when told not to insist on being first.
 if(TPROF_SANITIZE STREQUAL "address")
-  set_property(TEST test_reliability cli_errors cli_signals APPEND PROPERTY ENVIRONMENT
+  set_property(TEST test_kill_fork test_damaged_files cli_errors cli_signals APPEND PROPERTY ENVIRONMENT
     "ASAN_OPTIONS=verify_asan_link_order=0")
 endif()
 

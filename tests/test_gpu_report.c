@@ -23,6 +23,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "json_path.h"
 #include "report_text.h"
 #include "export/chrome.h"
 #include "format/format.h"
@@ -44,30 +45,6 @@ static cJSON *default_report(const tp_run *run) {
     cJSON *rep = tp_report_build(run, &o);
     assert_non_null(rep);
     return rep;
-}
-
-/* "a.0.b" through objects and arrays; NULL when absent */
-static const cJSON *jget(const cJSON *j, const char *path) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && j;
-         tok = strtok_r(NULL, ".", &save)) {
-        if (cJSON_IsArray(j)) j = cJSON_GetArrayItem(j, atoi(tok));
-        else j = cJSON_GetObjectItemCaseSensitive(j, tok);
-    }
-    return j;
-}
-
-static double jnum(const cJSON *j, const char *path) {
-    const cJSON *v = jget(j, path);
-    if (!cJSON_IsNumber(v)) fail_msg("%s is not a number", path);
-    return v->valuedouble;
-}
-
-static const char *jstr(const cJSON *j, const char *path) {
-    const cJSON *v = jget(j, path);
-    if (!cJSON_IsString(v)) fail_msg("%s is not a string", path);
-    return v->valuestring;
 }
 
 /* The report's text, asserting it holds `want`. */

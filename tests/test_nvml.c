@@ -30,11 +30,13 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "json_path.h"
 #include "report_text.h"
 #include "analysis/steps.h"
 #include "trainprof.h"
 #include "synth.h"
 #include "format/format.h"
+#include "capture/nvml_shared.h"
 
 #define CHILD_PREFIX "nvml"
 #include "child.h" /* fresh_dir, g_dir, load */
@@ -213,30 +215,6 @@ static size_t count_gpu_counters(const tp_process *p) {
         for (size_t k = 0; k < p->threads[i].ncounters; k++)
             n += !strncmp(p->threads[i].counters[k].name, "gpu", 3);
     return n;
-}
-
-/* "a.0.b" through objects and arrays */
-static const cJSON *jget(const cJSON *j, const char *path) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && j;
-         tok = strtok_r(NULL, ".", &save)) {
-        if (cJSON_IsArray(j)) j = cJSON_GetArrayItem(j, atoi(tok));
-        else j = cJSON_GetObjectItemCaseSensitive(j, tok);
-    }
-    return j;
-}
-
-static double jnum(const cJSON *j, const char *path) {
-    const cJSON *v = jget(j, path);
-    if (!cJSON_IsNumber(v)) fail_msg("%s is not a number", path);
-    return v->valuedouble;
-}
-
-static const char *jstr(const cJSON *j, const char *path) {
-    const cJSON *v = jget(j, path);
-    if (!cJSON_IsString(v)) fail_msg("%s is not a string", path);
-    return v->valuestring;
 }
 
 static void assert_near(double got, double want, double rel, const char *what) {
@@ -920,6 +898,35 @@ static void test_monitor_world_sum(void **state) {
     assert_int_equal(g_refs(), 0);
 }
 
+/* The shared loader's failures are codes of the public table: a device no spec matches is
+ * not found; a counter the GPU lacks, a driver that does not initialise, unavailable. */
+static void test_shared_loader_codes(void **state) {
+    (void)state;
+    char why[256] = "";
+    const tprof__nvml_api *api = tprof__nvml_load(why, sizeof why);
+    if (!api) fail_msg("the fake NVML did not load: %s", why);
+    assert_int_equal(tprof__nvml_init(api, why, sizeof why), TPROF_OK);
+    tprof__nvml_dev d;
+    assert_int_equal(tprof__nvml_lookup(api, "1", &d), TPROF_OK);
+    assert_string_equal(d.uuid, UUID1);
+    assert_int_equal(tprof__nvml_lookup(api, "GPU-ffffffff", &d), TPROF_ERR_NOT_FOUND);
+    assert_int_equal(tprof__nvml_lookup(api, "7", &d), TPROF_ERR_NOT_FOUND);
+    assert_int_equal(tprof__nvml_lookup(api, NULL, &d), TPROF_ERR_INVALID_ARG);
+    uint64_t mj = 0;
+    assert_int_equal(tprof__nvml_lookup(api, "0", &d), TPROF_OK);
+    assert_int_equal(tprof__nvml_energy_mj(api, d.dev, &mj), TPROF_OK);
+    setenv("FAKE_NVML_NO_ENERGY", "1", 1);
+    int no_counter = tprof__nvml_energy_mj(api, d.dev, &mj);
+    unsetenv("FAKE_NVML_NO_ENERGY"); /* before any assertion: the later tests need it */
+    assert_int_equal(no_counter, TPROF_ERR_UNAVAILABLE);
+    api->nvmlShutdown();
+    setenv("FAKE_NVML_INIT_FAIL", "1", 1);
+    int init = tprof__nvml_init(api, why, sizeof why);
+    unsetenv("FAKE_NVML_INIT_FAIL");
+    assert_int_equal(init, TPROF_ERR_UNAVAILABLE);
+    assert_non_null(strstr(why, "no NVIDIA driver loaded"));
+}
+
 static void test_helpers(void **state) {
     (void)state;
     assert_true(tprof_energy_joules_per_step(10.0, 4) == 2.5);
@@ -963,6 +970,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_monitor_devices),
         cmocka_unit_test(test_monitor_without_counter),
         cmocka_unit_test(test_monitor_world_sum),
+        cmocka_unit_test(test_shared_loader_codes),
         cmocka_unit_test(test_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,6 +46,7 @@
 #include "analysis/jsonget.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "fmt.h"
 #include "format/format.h"
 #include "synth.h"
 #include "trainprof.h"
@@ -61,18 +62,6 @@
 
 extern char **environ;
 static char g_root[PATH_MAX];
-
-static void fmt(char *out, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void fmt(char *out, size_t n, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int k = vsnprintf(out, n, f, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= n) {
-        fprintf(stderr, "text too long: %s\n", out);
-        abort();
-    }
-}
 
 static void scratch(char *out, size_t n, const char *tag) {
     fmt(out, n, "%s/%s-XXXXXX", g_root, tag);

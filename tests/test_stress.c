@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "analysis/model.h"
+#include "fmt.h"
 #include "trainprof.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -92,20 +93,6 @@ static int free_run(void **state) {
     (void)state;
     tp_run_free(&g_run);
     return 0;
-}
-
-/* snprintf that never truncates silently (and keeps -Wformat-truncation quiet about
- * paths that are PATH_MAX long only in theory). */
-static void fmt(char *out, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void fmt(char *out, size_t n, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int k = vsnprintf(out, n, f, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= n) {
-        fprintf(stderr, "path or text too long: %s\n", out);
-        abort();
-    }
 }
 
 static uint64_t now_ns(void) {

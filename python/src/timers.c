@@ -117,18 +117,27 @@ static inline int get_barrier_arg(PyObject *const *args, Py_ssize_t nargs, PyObj
     return 0;
 }
 
+/* start(barrier=False) and stop(barrier=False) past their fast path (no argument): the
+ * argument checked, the hook registered for a barrier, then `edge` (tprof_timer_start or
+ * tprof_timer_stop); `fname` names the method in a TypeError. */
+static PyObject *timer_edge(TimerObject *t, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames, const char *fname,
+                            void (*edge)(tprof_timer *, int)) {
+    int barrier;
+    if (get_barrier_arg(args, nargs, kwnames, fname, &barrier) < 0) return NULL;
+    if (barrier && ensure_hook() < 0) return NULL;
+    edge(t->tm, barrier);
+    if (pending_raise()) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *timer_start(TimerObject *t, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
     if (TP_LIKELY(nargs == 0 && !kwnames)) {
         tprof_timer_start(t->tm, 0);
         Py_RETURN_NONE;
     }
-    int barrier;
-    if (get_barrier_arg(args, nargs, kwnames, "start", &barrier) < 0) return NULL;
-    if (barrier && ensure_hook() < 0) return NULL;
-    tprof_timer_start(t->tm, barrier);
-    if (pending_raise()) return NULL;
-    Py_RETURN_NONE;
+    return timer_edge(t, args, nargs, kwnames, "start", tprof_timer_start);
 }
 
 static PyObject *timer_stop(TimerObject *t, PyObject *const *args, Py_ssize_t nargs,
@@ -137,12 +146,7 @@ static PyObject *timer_stop(TimerObject *t, PyObject *const *args, Py_ssize_t na
         tprof_timer_stop(t->tm, 0);
         Py_RETURN_NONE;
     }
-    int barrier;
-    if (get_barrier_arg(args, nargs, kwnames, "stop", &barrier) < 0) return NULL;
-    if (barrier && ensure_hook() < 0) return NULL;
-    tprof_timer_stop(t->tm, barrier);
-    if (pending_raise()) return NULL;
-    Py_RETURN_NONE;
+    return timer_edge(t, args, nargs, kwnames, "stop", tprof_timer_stop);
 }
 
 static PyObject *timer_reset(TimerObject *t, PyObject *unused) {
@@ -538,22 +542,24 @@ static PyObject *timers_string_common(TimersObject *ts, const coll_args *a, int 
     return s;
 }
 
-static PyObject *timers_get_all_timers_string(TimersObject *ts, PyObject *args, PyObject *kwds) {
+/* get_all_timers_string and json: the same arguments (names=None, normalizer=1.0,
+ * reset=True, barrier=False), the text or the JSON document. */
+static PyObject *timers_text(TimersObject *ts, PyObject *args, PyObject *kwds, int json) {
     static char *kw[] = {"names", "normalizer", "reset", "barrier", NULL};
     coll_args a = {NULL, 1.0, 1, 0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Odpp:get_all_timers_string", kw, &a.names,
-                                     &a.normalizer, &a.reset, &a.barrier))
+    const char *fmt = json ? "|Odpp:json" : "|Odpp:get_all_timers_string";
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kw, &a.names, &a.normalizer, &a.reset,
+                                     &a.barrier))
         return NULL;
-    return timers_string_common(ts, &a, 0);
+    return timers_string_common(ts, &a, json);
+}
+
+static PyObject *timers_get_all_timers_string(TimersObject *ts, PyObject *args, PyObject *kwds) {
+    return timers_text(ts, args, kwds, 0);
 }
 
 static PyObject *timers_json(TimersObject *ts, PyObject *args, PyObject *kwds) {
-    static char *kw[] = {"names", "normalizer", "reset", "barrier", NULL};
-    coll_args a = {NULL, 1.0, 1, 0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Odpp:json", kw, &a.names, &a.normalizer,
-                                     &a.reset, &a.barrier))
-        return NULL;
-    return timers_string_common(ts, &a, 1);
+    return timers_text(ts, args, kwds, 1);
 }
 
 /* log(names=None, rank=None, normalizer=1.0, reset=True, barrier=False, file=None) */

@@ -20,6 +20,8 @@
 
 #include "../core/config.h"
 #include "nvml_shared.h"
+#include "trainprof.h"
+
 /* ------------------------------------------------------------------ the loader */
 
 static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -105,13 +107,14 @@ int tprof__nvml_init(const tprof__nvml_api *api, char *why, size_t whylen) {
         else
             snprintf(why, whylen, "nvmlInit failed: %s (%d)", tprof__nvml_str(api, r), r);
     }
-    return -1;
+    return TPROF_ERR_UNAVAILABLE;
 }
 
 int tprof__nvml_energy_mj(const tprof__nvml_api *api, nvmlDevice_t dev, uint64_t *mj) {
-    if (!api->nvmlDeviceGetTotalEnergyConsumption) return -1;
+    if (!api->nvmlDeviceGetTotalEnergyConsumption) return TPROF_ERR_UNAVAILABLE;
     unsigned long long v = 0;
-    if (api->nvmlDeviceGetTotalEnergyConsumption(dev, &v) != NVML_SUCCESS) return -1;
+    if (api->nvmlDeviceGetTotalEnergyConsumption(dev, &v) != NVML_SUCCESS)
+        return TPROF_ERR_UNAVAILABLE;
     *mj = (uint64_t)v;
     return 0;
 }
@@ -256,13 +259,13 @@ size_t tprof__nvml_visible(const tprof__nvml_api *api, tprof__nvml_dev *out, siz
 }
 
 int tprof__nvml_lookup(const tprof__nvml_api *api, const char *spec, tprof__nvml_dev *out) {
-    if (!spec) return -1;
+    if (!spec) return TPROF_ERR_INVALID_ARG;
     tprof__nvml_dev all[TPROF__NVML_MAX_GPUS];
     size_t nall = tprof__nvml_enumerate(api, all, TPROF__NVML_MAX_GPUS);
     while (isspace((unsigned char)*spec)) spec++;
     int is_index;
     int k = match_token(all, nall, spec, 1, &is_index);
-    if (k < 0) return -1;
+    if (k < 0) return TPROF_ERR_NOT_FOUND;
     *out = all[k];
     return 0;
 }

@@ -38,8 +38,8 @@ typedef struct tprof__nvml_api {
 const tprof__nvml_api *tprof__nvml_load(char *why, size_t whylen);
 
 /* nvmlInitWithFlags(NO_GPUS) where the library has it, else nvmlInit_v2 / nvmlInit. Returns
- * 0, or -1 with a reason in `why` ("no NVIDIA driver loaded", NVML's error string). Each
- * success must be paired with api->nvmlShutdown(). */
+ * 0, or TPROF_ERR_UNAVAILABLE with a reason in `why` ("no NVIDIA driver loaded", NVML's error
+ * string). Each success must be paired with api->nvmlShutdown(). */
 int tprof__nvml_init(const tprof__nvml_api *api, char *why, size_t whylen);
 
 /* An NVML device chosen for this process. */
@@ -72,8 +72,9 @@ size_t tprof__nvml_visible(const tprof__nvml_api *api, tprof__nvml_dev *out, siz
                            tprof__nvml_match *match, char *note, size_t notelen);
 
 /* One device named by `spec`: "GPU-<uuid or unique prefix>", a UUID or prefix without the
- * "GPU-" (as torch prints it), or a decimal NVML index. Case-insensitive. Returns 0, or -1
- * when nothing (or more than one device) matches. */
+ * "GPU-" (as torch prints it), or a decimal NVML index. Case-insensitive. Returns 0,
+ * TPROF_ERR_NOT_FOUND when nothing (or more than one device) matches, TPROF_ERR_INVALID_ARG
+ * for a NULL spec. */
 int tprof__nvml_lookup(const tprof__nvml_api *api, const char *spec, tprof__nvml_dev *out);
 
 /* The node-local rank from the launcher (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
@@ -87,8 +88,8 @@ size_t tprof__nvml_enumerate(const tprof__nvml_api *api, tprof__nvml_dev *all, s
 /* NVML's text for r (never NULL). */
 const char *tprof__nvml_str(const tprof__nvml_api *api, nvmlReturn_t r);
 
-/* The total-energy counter in mJ; 0 or -1 (unsupported, or NVML failed). Can take
- * milliseconds: never call it on a hot path. */
+/* The total-energy counter in mJ; 0, or TPROF_ERR_UNAVAILABLE (unsupported, or NVML
+ * failed). Can take milliseconds: never call it on a hot path. */
 int tprof__nvml_energy_mj(const tprof__nvml_api *api, nvmlDevice_t dev, uint64_t *mj);
 
 #endif /* TPROF_NVML_SHARED_H */

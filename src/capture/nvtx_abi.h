@@ -3,7 +3,7 @@
  * own minimal declarations, docs/design.md §6.6; ids and layouts from the NVTX3 headers
  * nvtx3/nvtxDetail/nvtxInit.h and nvtxTypes.h, checked against those of CUDA 13.0). Used by the
  * capture side (we are the tool: nvtx_inject.c) and the emission side (we are the application:
- * nvtx_emit.c).
+ * core/nvtx_emit.c).
  */
 #ifndef TPROF_NVTX_ABI_H
 #define TPROF_NVTX_ABI_H

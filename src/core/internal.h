@@ -188,7 +188,7 @@ void tprof__name_category(uint32_t domain, uint32_t category, const char *name);
 /* Capabilities found or missing, for the report ("nvtx" -> "injected into 2 libraries"). */
 void tprof__capability(const char *name, const char *status);
 
-/* NVTX emission to another attached tool while we do not record (capture/nvtx_emit.c). */
+/* NVTX emission to another attached tool while we do not record (core/nvtx_emit.c). */
 extern int tprof__emit_on;
 void tprof__nvtx_emit_setup(void);
 void tprof__emit_push(uint32_t domain, const char *name, uint32_t category);

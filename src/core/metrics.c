@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "metrics.h"
+#include "trainprof.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -422,7 +423,7 @@ int tprof__m_render(int openmetrics, char **out, size_t *len) {
     else if (!b.p) put(&b, "", 0);
     if (b.oom) {
         free(b.p);
-        return -1;
+        return TPROF_ERR_NO_MEMORY;
     }
     *out = b.p;
     *len = b.n;

@@ -97,8 +97,8 @@ void tprof__m_integrate(int series, tprof__m_integ *st, double ratio, uint64_t n
 void tprof__m_set_const_labels(const char *const *labels);
 
 /* Renders every series. *out is malloc'ed (the caller frees), *len its length. Returns 0,
- * or -1 without memory. `openmetrics`: OpenMetrics 1.0 (family names without `_total`,
- * `# EOF`), else Prometheus text 0.0.4. */
+ * or TPROF_ERR_NO_MEMORY (nothing in *out). `openmetrics`: OpenMetrics 1.0 (family names
+ * without `_total`, `# EOF`), else Prometheus text 0.0.4. */
 int tprof__m_render(int openmetrics, char **out, size_t *len);
 
 /* -------------------------------------------------- the endpoint (core/metrics_http.c) */

@@ -440,23 +440,23 @@ static int failed(int e, const void *data, size_t len, int keep) {
     }
     /* the space the failed chunk held may take the counts */
     if (W.fd >= 0 && ours(W.fd)) put_status();
-    return -1;
+    return TPROF_ERR_IO;
 }
 
 int tprof__writer_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const void *data,
                         size_t len, int keep) {
     if (W.no_file) return 0;
-    if (W.create_failed) return -1; /* said once; there is no file to count into */
+    if (W.create_failed) return TPROF_ERR_IO; /* said once; there is no file to count into */
     int force = W.force;
     W.force = 0;
     if (atomic_load_explicit(&W.failing, memory_order_relaxed) && !force &&
         tprof__now() < W.retry_at) {
         if (!keep) count_lost(data, len, 0, 0);
-        return -1;
+        return TPROF_ERR_IO;
     }
     if (ensure_fd() != 0) {
         int e = errno;
-        if (W.create_failed) return -1;
+        if (W.create_failed) return TPROF_ERR_IO;
         return failed(e, data, len, keep);
     }
     if (put_chunk(serial, os_tid, dropped, data, len, 0) != 0)
@@ -506,11 +506,11 @@ int tprof__writer_thread_chunk(tprof__thread *t, uint64_t dropped, const void *d
     }
     if (t->w_defs_len == 0 && tprof__writer_chunk(t->serial, t->os_tid, dropped, data, len, 1) == 0)
         return 0;
-    if (W.no_file || W.create_failed) return -1;
+    if (W.no_file || W.create_failed) return TPROF_ERR_IO;
     size_t kept_bytes;
     uint64_t kept = keep_defs(t, data, len, &kept_bytes);
     count_lost(data, len, kept, kept_bytes);
-    return -1;
+    return TPROF_ERR_IO;
 }
 
 void tprof__writer_thread_gone(tprof__thread *t) {

@@ -52,9 +52,9 @@ void tprof__writer_setup(const char *dir, const char *run_id, uint64_t start_rea
                          uint64_t start_mono_ns, int no_file);
 
 /* Appends one chunk (header, then len bytes of whole records) of thread `serial`. Creates the
- * file on first use. Returns 0 when the chunk is in the file, -1 when not: then, unless
- * `keep` (the caller keeps the data and offers it again, as the flusher does for the process
- * stream), its records are counted as lost to write errors. */
+ * file on first use. Returns 0 when the chunk is in the file, TPROF_ERR_IO when not: then,
+ * unless `keep` (the caller keeps the data and offers it again, as the flusher does for the
+ * process stream), its records are counted as lost to write errors. */
 int tprof__writer_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const void *data,
                         size_t len, int keep);
 

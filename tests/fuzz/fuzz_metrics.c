@@ -11,59 +11,20 @@
  * as the body of a 200 response (most of the fuzzing then goes to the text format).
  *
  * top.c is included rather than linked: its figures are static functions, and this target
- * must run the same code as the command. The part of top.c's scrape() that follows the
- * socket read is repeated in feed() below, line for line.
+ * must run the same code as the command: feed() hands each scrape to top.c's ingest(), what
+ * top's scrape() calls after the socket read.
  */
 #include "../../cli/top.c"
 
 #include <stdint.h>
 
 static void feed(endpoint *e, const uint8_t *data, size_t len, double t) {
-    snap s;
-    snap_init(&s);
-    s.t = t;
     /* http_get hands over a NUL-terminated malloc'd copy of what it received */
     char *buf = malloc(len + 1);
     if (!buf) return;
     memcpy(buf, data, len);
     buf[len] = 0;
-    tp_http_resp r;
-    char err[160];
-    if (len >= 7 && !memcmp(buf, "HTTP/1.", 7)) {
-        if (tp_http_parse(buf, len, &r, err, sizeof err) != 0) {
-            e->up = 0;
-            snprintf(e->status, sizeof e->status, "bad response: %s", err);
-            free(buf);
-            return;
-        }
-    } else {
-        r.status = 200;
-        r.body = buf;
-        r.body_len = len;
-    }
-    if (r.status != 200) {
-        e->up = 0;
-        snprintf(e->status, sizeof e->status, "HTTP %d%s", r.status,
-                 r.status == 401 ? " (TRAINPROF_METRICS_TOKEN?)" : "");
-        free(buf);
-        return;
-    }
-    tp_prom_stats st;
-    tp_prom_parse(r.body, r.body_len, on_sample, &s, &st);
-    free(buf);
-    s.valid = 1;
-    s.nsamples = st.samples;
-    s.bad = st.bad;
-    e->up = 1;
-    if (st.bad)
-        snprintf(e->status, sizeof e->status, "ok, %zu malformed line%s skipped", st.bad,
-                 st.bad == 1 ? "" : "s");
-    else if (!st.samples)
-        snprintf(e->status, sizeof e->status, "ok, no samples");
-    else
-        snprintf(e->status, sizeof e->status, "ok");
-    if (e->cur.valid) e->prev = e->cur;
-    e->cur = s;
+    ingest(e, buf, len, t, !(len >= 7 && !memcmp(buf, "HTTP/1.", 7)));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

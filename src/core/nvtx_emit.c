@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/config.h"
-#include "../core/internal.h"
-#include "nvtx_abi.h"
+#include "../capture/nvtx_abi.h"
+#include "config.h"
+#include "internal.h"
 
 int tprof__emit_on;
 

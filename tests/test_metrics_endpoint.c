@@ -1,12 +1,11 @@
 /*
- * test_metrics.c — the live metrics (docs/metrics.md): the registry's text formats (core/metrics.c,
- * compiled in), and the endpoint of a real session on an ephemeral loopback port: step
- * metrics from API steps, OpenMetrics negotiation, the token, the capture toggle, malformed
- * and oversized requests, a slow client and 200 concurrent connections while a job steps,
- * 160 slow clients (slowloris) beside 8 scrapes; label values that are not UTF-8 (a rank, a
- * timer name cut inside a character, an invalid byte); the busy-time counter from known busy
- * intervals. Every scrape checked here passes the test's own check of the text format and,
- * when promtool is installed, `promtool check metrics`.
+ * test_metrics_endpoint.c — the live metrics' endpoint of a real session on an ephemeral
+ * loopback port (docs/metrics.md): step metrics from API steps, OpenMetrics negotiation,
+ * the token, the capture toggle, malformed and oversized requests, a slow client and 200
+ * concurrent connections while a job steps ("storm", its own ctest), 160 slow clients
+ * (slowloris) beside 8 scrapes; label values that are not UTF-8 (a rank, a timer name cut
+ * inside a character, an invalid byte). Every scrape checked here passes the test's own
+ * check of the text format and, when promtool is installed, `promtool check metrics`.
  *
  * One session per process: each endpoint case runs in a forked child that sets its
  * TRAINPROF_METRICS_* variables, starts a session and checks with CHECK (exit status).
@@ -39,27 +38,13 @@
 #include "core/metrics.h"
 #include "trainprof.h"
 
+#include "metrics_check.h"
+
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
 #else
 #define SANITIZED 0
 #endif
-
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) {                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-            _exit(1);                                                               \
-        }                                                                           \
-    } while (0)
-
-static char g_dir[512];
-
-static void fresh_dir(const char *tag) {
-    const char *base = getenv("TPROF_TEST_TMP");
-    snprintf(g_dir, sizeof g_dir, "%s/metrics-%s-XXXXXX", base && *base ? base : "/tmp", tag);
-    assert_non_null(mkdtemp(g_dir));
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -142,286 +127,6 @@ static int http(int port, const char *method, const char *path, const char *extr
     return http_raw(port, req, (size_t)n, resp);
 }
 
-/* The value of the sample line starting with `prefix` (name{labels} up to the space) */
-static double sample(const char *text, const char *prefix) {
-    const char *p = text;
-    size_t pl = strlen(prefix);
-    while ((p = strstr(p, prefix))) {
-        if ((p == text || p[-1] == '\n')) {
-            const char *sp = strchr(p + pl, ' ');
-            const char *nl = strchr(p + pl, '\n');
-            if (sp && (!nl || sp < nl)) return strtod(sp + 1, NULL);
-        }
-        p += pl;
-    }
-    return NAN;
-}
-
-/* -------------------------------------------- the text format, checked by the test */
-
-/* Length of the well-formed UTF-8 sequence at p (Unicode 3.9, table 3-7), or 0. Written
- * apart from the registry's own decoder so that the check does not share its mistakes. */
-static size_t utf8_ok(const unsigned char *p) {
-    static const struct { unsigned char lo, hi, lo2, hi2; int len; } t[] = {
-        {0xC2, 0xDF, 0x80, 0xBF, 2}, {0xE0, 0xE0, 0xA0, 0xBF, 3}, {0xE1, 0xEC, 0x80, 0xBF, 3},
-        {0xED, 0xED, 0x80, 0x9F, 3}, {0xEE, 0xEF, 0x80, 0xBF, 3}, {0xF0, 0xF0, 0x90, 0xBF, 4},
-        {0xF1, 0xF3, 0x80, 0xBF, 4}, {0xF4, 0xF4, 0x80, 0x8F, 4}};
-    if (p[0] && p[0] < 0x80) return 1;
-    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
-        if (p[0] < t[i].lo || p[0] > t[i].hi) continue;
-        if (p[1] < t[i].lo2 || p[1] > t[i].hi2) return 0;
-        for (int k = 2; k < t[i].len; k++)
-            if (p[k] < 0x80 || p[k] > 0xBF) return 0;
-        return (size_t)t[i].len;
-    }
-    return 0;
-}
-
-static int name_char(char c, int first, int colon) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-           (colon && c == ':') || (!first && c >= '0' && c <= '9');
-}
-
-/* Checks `text` against the Prometheus text format 0.0.4 (and OpenMetrics' `# EOF`): valid
- * UTF-8 throughout; every line a `# HELP`/`# TYPE` comment or a sample `name{k="v",...}
- * value`, label values with only the escapes \\, \" and \n. Returns NULL, or a message
- * naming the first bad line (static buffer). This check runs whether promtool is there or
- * not. */
-static const char *exposition_error(const char *text) {
-    static char why[300];
-    const unsigned char *u = (const unsigned char *)text;
-    for (size_t i = 0; u[i];) {
-        size_t l = utf8_ok(u + i);
-        if (!l) {
-            snprintf(why, sizeof why, "byte %zu (0x%02x) is not UTF-8", i, u[i]);
-            return why;
-        }
-        i += l;
-    }
-    int line = 0;
-    for (const char *p = text; *p;) {
-        line++;
-        const char *nl = strchr(p, '\n');
-        if (!nl) {
-            snprintf(why, sizeof why, "line %d has no line feed", line);
-            return why;
-        }
-        const char *q = p;
-#define BAD(what)                                                                        \
-    do {                                                                                 \
-        snprintf(why, sizeof why, "line %d, column %d: %s: %.*s", line, (int)(q - p) + 1, \
-                 what, (int)(nl - p > 120 ? 120 : nl - p), p);                           \
-        return why;                                                                      \
-    } while (0)
-        if (*q == '#') {
-            if (!strncmp(q, "# EOF\n", 6) && !nl[1]) break;
-            if (strncmp(q, "# HELP ", 7) && strncmp(q, "# TYPE ", 7)) BAD("unknown comment");
-            q += 7;
-            if (!name_char(*q, 1, 1)) BAD("metric name");
-            while (name_char(*q, 0, 1)) q++;
-            if (q != nl && *q != ' ') BAD("after the metric name");
-            p = nl + 1;
-            continue;
-        }
-        if (!name_char(*q, 1, 1)) BAD("metric name");
-        while (name_char(*q, 0, 1)) q++;
-        if (*q == '{') {
-            q++;
-            while (*q != '}') {
-                if (!name_char(*q, 1, 0)) BAD("label name");
-                while (name_char(*q, 0, 0)) q++;
-                if (q[0] != '=' || q[1] != '"') BAD("label without =\"");
-                q += 2;
-                while (*q != '"') {
-                    if (q >= nl) BAD("label value runs past the line");
-                    if (*q == '\\') {
-                        if (q[1] != '\\' && q[1] != '"' && q[1] != 'n') BAD("unknown escape");
-                        q++;
-                    }
-                    q++;
-                }
-                q++;
-                if (*q == ',') q++;
-                else if (*q != '}') BAD("after a label value");
-            }
-            q++;
-        }
-        if (*q != ' ') BAD("no space before the value");
-        q++;
-        char *end;
-        if (!strncmp(q, "+Inf", 4) || !strncmp(q, "-Inf", 4)) end = (char *)q + 4;
-        else if (!strncmp(q, "NaN", 3)) end = (char *)q + 3;
-        else {
-            strtod(q, &end);
-            if (end == q) BAD("value");
-        }
-        if (end != nl && *end != ' ') BAD("after the value");
-        p = nl + 1;
-#undef BAD
-    }
-    return NULL;
-}
-
-/* ---------------------------------------------------------------- registry formats */
-
-static void test_render_formats(void **state) {
-    (void)state;
-    assert_int_equal(tprof__m_enable(), 0);
-    static const double b[] = {0.01, 0.1, 1};
-    int c = tprof__m_family("t_requests_total", "requests\nserved", TPROF_M_COUNTER, NULL, 0);
-    int g = tprof__m_family("t_temp_celsius", "a \\ gauge", TPROF_M_GAUGE, NULL, 0);
-    int h = tprof__m_family("t_lat_seconds", "latency", TPROF_M_HISTOGRAM, b, 3);
-    assert_true(c >= 0 && g >= 0 && h >= 0);
-    assert_int_equal(tprof__m_family("t_requests_total", "x", TPROF_M_COUNTER, NULL, 0), c);
-    assert_int_equal(tprof__m_family("bad name", "x", TPROF_M_GAUGE, NULL, 0), -1);
-    int s1 = tprof__m_series(c, (const char *const[]){"op", "AllReduce", NULL});
-    int s2 = tprof__m_series(c, (const char *const[]){"op", "we\"ird\\\n", NULL});
-    assert_int_equal(tprof__m_series(c, (const char *const[]){"op", "AllReduce", NULL}), s1);
-    tprof__m_add(s1, 3);
-    tprof__m_add(s1, 0.5);
-    tprof__m_add(s2, 1);
-    int sg = tprof__m_series(g, NULL);
-    tprof__m_set(sg, -2.25);
-    int sh = tprof__m_series(h, (const char *const[]){"rank", "0", NULL});
-    tprof__m_observe(sh, 0.005);
-    tprof__m_observe(sh, 0.05);
-    tprof__m_observe(sh, 0.05);
-    tprof__m_observe(sh, 5);
-    tprof__m_set_const_labels((const char *const[]){"job", "j1", NULL});
-    char *out;
-    size_t len;
-    assert_int_equal(tprof__m_render(0, &out, &len), 0);
-    assert_int_equal(strlen(out), len);
-    assert_non_null(strstr(out, "# HELP t_requests_total requests\\nserved\n# TYPE t_requests_total counter\n"));
-    assert_non_null(strstr(out, "t_requests_total{job=\"j1\",op=\"AllReduce\"} 3.5\n"));
-    assert_non_null(strstr(out, "t_requests_total{job=\"j1\",op=\"we\\\"ird\\\\\\n\"} 1\n"));
-    assert_non_null(strstr(out, "# HELP t_temp_celsius a \\\\ gauge\n"));
-    assert_non_null(strstr(out, "t_temp_celsius{job=\"j1\"} -2.25\n"));
-    assert_non_null(strstr(out, "t_lat_seconds_bucket{job=\"j1\",rank=\"0\",le=\"0.01\"} 1\n"));
-    assert_non_null(strstr(out, "t_lat_seconds_bucket{job=\"j1\",rank=\"0\",le=\"0.1\"} 3\n"));
-    assert_non_null(strstr(out, "t_lat_seconds_bucket{job=\"j1\",rank=\"0\",le=\"1\"} 3\n"));
-    assert_non_null(strstr(out, "t_lat_seconds_bucket{job=\"j1\",rank=\"0\",le=\"+Inf\"} 4\n"));
-    assert_non_null(strstr(out, "t_lat_seconds_count{job=\"j1\",rank=\"0\"} 4\n"));
-    assert_true(fabs(sample(out, "t_lat_seconds_sum{") - 5.105) < 1e-9);
-    assert_null(strstr(out, "# EOF"));
-    free(out);
-    assert_int_equal(tprof__m_render(1, &out, &len), 0);
-    assert_non_null(strstr(out, "# TYPE t_requests counter\n"));
-    assert_non_null(strstr(out, "t_requests_total{job=\"j1\",op=\"AllReduce\"} 3.5\n"));
-    assert_true(len > 6 && !strcmp(out + len - 6, "# EOF\n"));
-    free(out);
-    tprof__m_set_const_labels((const char *const[]){NULL});
-}
-
-/* Label values hold whatever bytes a host name, an environment variable or a user's timer
- * name held: each comes out valid UTF-8 (a maximal invalid subpart -> one U+FFFD) and
- * escaped, so that the scrape stays parsable. Cuts to a size fall between characters. */
-#define FFFD "\xEF\xBF\xBD"
-static void promtool_check(const char *text);
-static void test_label_utf8(void **state) {
-    (void)state;
-    fresh_dir("utf8");
-    assert_int_equal(tprof__m_enable(), 0);
-    int g = tprof__m_family("t_utf8_info", "labels of any bytes", TPROF_M_GAUGE, NULL, 0);
-    static const struct { const char *in, *out; } v[] = {
-        {"a\xff" "b", "a" FFFD "b"},               /* a byte that is never UTF-8 */
-        {"cut\xE2\x82", "cut" FFFD},               /* a 3-byte character cut after 2 */
-        {"\xE2\x82" "x\xE2", FFFD "x" FFFD},        /* cut, then a lone lead byte */
-        {"\xC0\xAF", FFFD FFFD},                   /* overlong '/' */
-        {"\xED\xA0\x80", FFFD FFFD FFFD},           /* a surrogate */
-        {"\xF4\x90\x80\x80", FFFD FFFD FFFD FFFD},   /* above U+10FFFF */
-        {"\xF0\x9F\x98", "" FFFD},                  /* a 4-byte character cut after 3 */
-        {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
-        {"q\"b\\n\nl\xff", "q\\\"b\\\\n\\nl" FFFD},  /* escapes beside a bad byte */
-    };
-    char want[400];
-    char *out;
-    size_t len;
-    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
-        int se = tprof__m_series(g, (const char *const[]){"v", v[i].in, NULL});
-        assert_true(se >= 0);
-        tprof__m_set(se, (double)i);
-    }
-    assert_int_equal(tprof__m_render(0, &out, &len), 0);
-    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
-        snprintf(want, sizeof want, "\nt_utf8_info{v=\"%s\"} %zu\n", v[i].out, i);
-        if (!strstr(out, want)) fprintf(stderr, "case %zu: no line %s", i, want + 1);
-        assert_non_null(strstr(out, want));
-    }
-    const char *bad = exposition_error(out);
-    if (bad) fprintf(stderr, "%s\n", bad);
-    assert_null(bad);
-    promtool_check(out);
-    free(out);
-    /* raw labels are refused unless valid UTF-8 */
-    assert_int_equal(tprof__m_series_raw(g, "v=\"\xff\""), -1);
-    /* cuts between characters: "ab" + U+20AC (3 bytes) + "c" */
-    const char *s = "ab\xE2\x82\xAC" "c";
-    assert_int_equal(tprof__m_utf8_cut(s, 0), 0);
-    assert_int_equal(tprof__m_utf8_cut(s, 2), 2);
-    assert_int_equal(tprof__m_utf8_cut(s, 3), 2);
-    assert_int_equal(tprof__m_utf8_cut(s, 4), 2);
-    assert_int_equal(tprof__m_utf8_cut(s, 5), 5);
-    assert_int_equal(tprof__m_utf8_cut(s, 6), 6);
-    assert_int_equal(tprof__m_utf8_cut(s, 60), 6);
-    const char *e = "\xF0\x9F\x98\x80!"; /* U+1F600 */
-    for (size_t m = 0; m < 4; m++) assert_int_equal(tprof__m_utf8_cut(e, m), 0);
-    assert_int_equal(tprof__m_utf8_cut(e, 4), 4);
-}
-
-/* The busy-time counter fed by sampled utilisation (tprof__m_integrate, as the NVML sampler
- * feeds trainprof_gpu_busy_seconds_total): a GPU busy during known intervals, sampled every
- * 250 ms with the fraction of the past 250 ms it was busy (what NVML reports when its period
- * is the sampler's) -> the counter equals the busy seconds. A stall of the sampler (22 s
- * without a sample) adds nothing, rather than stretching one sample over it. */
-static double busy_in(double a, double b, const double (*iv)[2], size_t n) {
-    double t = 0;
-    for (size_t i = 0; i < n; i++) {
-        double lo = iv[i][0] > a ? iv[i][0] : a, hi = iv[i][1] < b ? iv[i][1] : b;
-        if (hi > lo) t += hi - lo;
-    }
-    return t;
-}
-
-static void test_busy_counter(void **state) {
-    (void)state;
-    assert_int_equal(tprof__m_enable(), 0);
-    int c = tprof__m_family("t_busy_seconds_total", "busy", TPROF_M_COUNTER, NULL, 0);
-    int se = tprof__m_series(c, (const char *const[]){"gpu", "0", NULL});
-    assert_true(se >= 0);
-    /* [1, 3): whole periods; [5.25, 5.5) one; [6.125, 6.375) halves of two; [29.5, 31) half
-     * before the stall ends at 30 (unseen), 1 s after */
-    static const double busy[][2] = {{1.0, 3.0}, {5.25, 5.5}, {6.125, 6.375}, {29.5, 31.0}};
-    const size_t nb = sizeof busy / sizeof *busy;
-    tprof__m_integ st = {0};
-    double prev = 0, seen = 0;
-    char *out;
-    size_t len;
-    for (int k = 0; k <= 124; k++) { /* 0 .. 31 s; none in (8, 30) */
-        double t = k * 0.25;
-        if (t > 8.0 && t < 30.0) continue;
-        double r = t == 0 ? 0 : busy_in(t - 0.25, t, busy, nb) / 0.25;
-        tprof__m_integrate(se, &st, r, (uint64_t)(t * 1e9), 5000000000ull);
-        tprof__m_integrate(se, &st, 1.0, (uint64_t)(t * 1e9), 5000000000ull); /* same time: nothing */
-        assert_int_equal(tprof__m_render(0, &out, &len), 0);
-        double v = sample(out, "t_busy_seconds_total{gpu=\"0\"}");
-        free(out);
-        assert_true(v >= prev); /* monotonic */
-        prev = v;
-        if (t <= 8.0 || t > 30.0) seen = v;
-    }
-    /* 2 + 0.25 + 0.25 + 1: the 0.5 s busy in (29.5, 30] fell in the stall */
-    fprintf(stderr, "busy counter: %.17g s (busy 4.0 s, of which 3.5 s sampled)\n", seen);
-    assert_true(seen == 3.5);
-    /* a reading past 100 % counts the interval once, no more */
-    tprof__m_integrate(se, &st, 1.7, (uint64_t)(31.5 * 1e9), 5000000000ull);
-    assert_int_equal(tprof__m_render(0, &out, &len), 0);
-    assert_true(sample(out, "t_busy_seconds_total{gpu=\"0\"}") == 4.0);
-    free(out);
-}
-
-/* --------------------------------------------------------------- endpoint cases */
-
 /* In the child: a session on g_dir with the endpoint on an ephemeral port. */
 static int start_child_session(const char *token) {
     setenv("TRAINPROF_METRICS_PORT", "0", 1);
@@ -451,30 +156,6 @@ static void run_child(void (*body)(void)) {
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
-}
-
-static void promtool_check(const char *text) {
-    const char *bad = exposition_error(text);
-    if (bad) fprintf(stderr, "scrape not in the text format: %s\n", bad);
-    CHECK(bad == NULL);
-    if (system("command -v promtool >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "promtool not installed: `promtool check metrics` skipped\n");
-        return;
-    }
-    char path[600];
-    snprintf(path, sizeof path, "%s/scrape.txt", g_dir);
-    FILE *f = fopen(path, "w");
-    CHECK(f);
-    fputs(text, f);
-    fclose(f);
-    char cmd[1400];
-    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' >'%s.out' 2>&1", path, path);
-    int rc = system(cmd);
-    if (rc != 0) {
-        snprintf(cmd, sizeof cmd, "cat '%s.out' >&2", path);
-        if (system(cmd)) {}
-    }
-    CHECK(rc == 0);
 }
 
 static void body_steps(void) {
@@ -1037,9 +718,6 @@ static void test_endpoint_off(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest unit[] = {
-        cmocka_unit_test(test_render_formats),
-        cmocka_unit_test(test_label_utf8),
-        cmocka_unit_test(test_busy_counter),
         cmocka_unit_test(test_endpoint_utf8),
         cmocka_unit_test(test_endpoint_comm),
         cmocka_unit_test(test_endpoint_timers),
