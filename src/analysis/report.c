@@ -438,13 +438,16 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     agg_free(&unclosed);
 
     timers_section(rs, &out->timers, p, per_step ? meas : NULL, nm);
-    cJSON *devices = tp_gpu_section(rs, &out->gpu, p, per_step ? meas : NULL,
-                                    per_step ? nm : 0, total_step_ns, o->top_n);
+    /* the GPU's devices take their capacity from NVML: both computed before either is written */
+    tp_gpu_compute(&out->gpu, p, per_step ? meas : NULL, per_step ? nm : 0, total_step_ns, o->top_n);
+    tp_nvml_compute(&out->nvml, run, p, meas, nm);
+    tp_memory_capacity(&out->gpu, &out->nvml, p);
+    tp_gpu_json(rs, &out->gpu);
     tp_comm_rank_section(rs, &out->comm, p, per_step ? meas : NULL, per_step ? nm : 0);
     process_section(rs, p);
-    tp_energy_section(rs, &out->nvml, run, p, meas, nm);
-    tp_memory_capacity(devices, &out->gpu, &out->nvml, p);
-    tp_breakdown_section(rs, &out->breakdown, p, &s, o->data_names, o->ndata_names);
+    tp_nvml_json(rs, &out->nvml);
+    tp_breakdown_compute(&out->breakdown, p, &s, o->data_names, o->ndata_names);
+    tp_breakdown_json(rs, &out->breakdown);
 
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
