@@ -147,7 +147,6 @@ int main(int argc, char **argv) {
     tp_report_opts_init(&o);
     tp_report tr;
     if (tp_report_make(&run, &o, &tr) != 0) return 1;
-    cJSON *rep = tr.doc;
     double t2 = now_s();
     FILE *devnull = fopen("/dev/null", "w");
     if (!devnull) return 1;
@@ -156,7 +155,7 @@ int main(int argc, char **argv) {
     char path[4200];
     snprintf(path, sizeof path, "%s/report.html", dir);
     FILE *hf = fopen(path, "w");
-    if (!hf || tp_html_write(rep, &run, &o, hf) != 0) return 1;
+    if (!hf || tp_html_write(&tr, &o, hf) != 0) return 1;
     fclose(hf);
     double t4 = now_s();
     fclose(devnull);

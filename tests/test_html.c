@@ -123,8 +123,9 @@ static void test_html_report(void **state) {
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
     tp_report_opts o;
     tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(&run, &o);
-    assert_non_null(rep);
+    tp_report report;
+    assert_int_equal(tp_report_make(&run, &o, &report), 0);
+    cJSON *rep = report.doc;
     /* a finding with hostile text, as a later rule could write one */
     cJSON *fs = cJSON_GetObjectItem(rep, "findings");
     if (!fs) fs = cJSON_AddArrayToObject(rep, "findings");
@@ -142,7 +143,7 @@ static void test_html_report(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);
-    assert_int_equal(tp_html_write(rep, &run, &o, mf), 0);
+    assert_int_equal(tp_html_write(&report, &o, mf), 0);
     fclose(mf);
 
     /* nothing from the run came through as markup */
@@ -191,14 +192,16 @@ static void test_html_report(void **state) {
 
     /* without the run: tables only, a note instead of the per-step plots */
     mf = open_memstream(&buf, &len);
-    assert_int_equal(tp_html_write(rep, NULL, NULL, mf), 0);
+    tp_report no_run = report;
+    no_run.run = NULL;
+    assert_int_equal(tp_html_write(&no_run, NULL, mf), 0);
     fclose(mf);
     assert_null(strstr(buf, "id=\"step-time\""));
     assert_non_null(strstr(buf, "Per-step plots need the rank files"));
     free(buf);
 
     /* long series are downsampled */
-    cJSON_Delete(rep);
+    tp_report_free(&report);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -209,12 +212,13 @@ static char *html_of(const char *dir, size_t *len) {
     tp_run run;
     char err[256];
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    cJSON *rep = tp_report_build(&run, NULL);
+    tp_report rep;
+    assert_int_equal(tp_report_make(&run, NULL, &rep), 0);
     char *buf = NULL;
     FILE *mf = open_memstream(&buf, len);
-    assert_int_equal(tp_html_write(rep, &run, NULL, mf), 0);
+    assert_int_equal(tp_html_write(&rep, NULL, mf), 0);
     fclose(mf);
-    cJSON_Delete(rep);
+    tp_report_free(&rep);
     tp_run_free(&run);
     return buf;
 }

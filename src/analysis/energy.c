@@ -484,7 +484,8 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
     if (W.per_step) {
         W.w0 = meas[0].start;
         W.w1 = meas[nm - 1].end;
-        for (size_t i = 0; i < nm; i++) W.mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
+        for (size_t i = 0; i < nm; i++)
+            W.mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
         W.mean_step_ms /= (double)nm;
     }
     out->gpus = nd ? calloc(nd, sizeof *out->gpus) : NULL;
@@ -494,7 +495,8 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
     out->shared_with_other_ranks = all_of_host;
     if (p != rank_p) {
         out->has_sampled_by = 1;
-        if (p->role == TP_ROLE_SAMPLER) snprintf(out->sampled_by, sizeof out->sampled_by, "node sampler");
+        if (p->role == TP_ROLE_SAMPLER)
+            snprintf(out->sampled_by, sizeof out->sampled_by, "node sampler");
         else tp_process_label(p, out->sampled_by, sizeof out->sampled_by);
         out->sampler_pid = p->hdr.pid;
     }
@@ -627,7 +629,8 @@ void tp_nvml_json(cJSON *rank_json, const tp_nvml_result *nv) {
     cJSON *ga = cJSON_AddArrayToObject(nj, "gpus");
     for (size_t d = 0; d < nv->ngpus; d++) nv_gpu_json(ga, &nv->gpus[d], nv->per_step);
     if (nv->has_total) {
-        cJSON_AddNumberToObject(nj, nv->per_step ? "energy_per_step_j" : "energy_j", nv->total_energy_j);
+        cJSON_AddNumberToObject(nj, nv->per_step ? "energy_per_step_j" : "energy_j",
+                                nv->total_energy_j);
         cJSON_AddNumberToObject(nj, "avg_power_w", nv->total_avg_power_w);
     }
     if (nv->energy_method) cJSON_AddStringToObject(nj, "energy_method", nv->energy_method);

@@ -163,7 +163,8 @@ static void gpu_text(FILE *f, const tp_gpu_result *g, const char *B, const char 
 static void nvml_source_text(FILE *f, const tp_nvml_result *nv) {
     if (nv->has_sampled_by) {
         if (!strcmp(nv->sampled_by, "node sampler"))
-            fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)", nv->sampler_pid);
+            fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)",
+                    nv->sampler_pid);
         else
             fprintf(f, "  NVML sampled by %s (pid %.0f)", nv->sampled_by, nv->sampler_pid);
         fprintf(f, "%s\n", nv->shared_with_other_ranks

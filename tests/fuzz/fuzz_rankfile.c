@@ -141,21 +141,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tp_report_opts o;
     tp_report_opts_init(&o);
     tp_report tr;
-    cJSON *rep = NULL;
     if (tp_report_make(&run, &o, &tr) == 0) {
         tp_report_write_text(&tr, g_null, 0); /* (the JSON form is cJSON's printer alone) */
-        rep = tr.doc;
-        tr.doc = NULL;
-        tp_report_free(&tr);
-    }
-    if (rep) {
-        tp_html_write(rep, &run, &o, g_null);
-        tp_diff_side side = {"fuzz", rep, &run, &o};
+        tp_html_write(&tr, &o, g_null);
+        tp_diff_side side = {"fuzz", tr.doc, &run, &o};
         cJSON *d = tp_diff_build(&side, &side, NULL);
         if (d) tp_diff_write_text(d, g_null);
         cJSON_Delete(d);
+        tp_report_free(&tr);
     }
-    cJSON_Delete(rep);
     tp_export_opts eo = {NULL, 1};
     tp_export_chrome(&run, g_null, &eo);
     for (size_t i = 0; i < run.nprocs; i++)
