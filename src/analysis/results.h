@@ -12,8 +12,8 @@
  * is 0 reads 0 and a rule must not use it. A figure flagged impossible (figures.h) is
  * cleared the same way, as the document moves it to "invalid".
  *
- * Ownership: tp_run_results owns its rank array and each rank's nvml.gpus / gpu.devices
- * arrays (tp_run_results_free). Strings point into the loaded run (tp_run) or into static
+ * Ownership: tp_run_results owns its rank array and the arrays of each rank's results
+ * (the pointers marked "owned"; tp_rank_result_free, tp_run_results_free). Strings point into the loaded run (tp_run) or into static
  * tables, never into the cJSON document: they live as long as the run.
  * Not thread safe; built once per report by tp_report_build.
  */
