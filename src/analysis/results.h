@@ -13,8 +13,9 @@
  * cleared the same way, as the document moves it to "invalid".
  *
  * Ownership: tp_run_results owns its rank array and the arrays of each rank's results
- * (the pointers marked "owned"; tp_rank_result_free, tp_run_results_free). Strings point into the loaded run (tp_run) or into static
- * tables, never into the cJSON document: they live as long as the run.
+ * (the pointers marked "owned"; tp_rank_result_free, tp_run_results_free). Strings point
+ * into the loaded run (tp_run) or into static tables, never into the cJSON document: they
+ * live as long as the run.
  * Not thread safe; built once per report by tp_report_build.
  */
 #ifndef TPROF_RESULTS_H
