@@ -71,7 +71,7 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out);
 void tp_report_free(tp_report *r);
 
 /* The document alone (tp_report_make, the results freed); NULL only when out of memory.
- * Free with cJSON_Delete. For the readers of the JSON (tests, diff, the HTML writer). */
+ * Free with cJSON_Delete. For the readers of the JSON (tests, diff). */
 cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o);
 
 /* Render. Return 0 or TPROF_ERR_IO. `color` adds ANSI colour (only for terminals). The
