@@ -1,8 +1,9 @@
 /*
  * report_text.c — the text report (report.h) of what tp_report_make built: run summary,
  * steps per rank, top ranges, GPU, NVML, communication, findings. The parts with typed
- * results (results.h: steps, data loading, communication of a rank, the ranks that ended
- * early) are read from them; the others still from the document (docs/design.md §8).
+ * results (results.h: steps, data loading, GPU, NVML, breakdown and communication of a rank,
+ * the ranks that ended early) are read from them; the others still from the document
+ * (docs/design.md §8).
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
