@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
     char path[4200];
     snprintf(path, sizeof path, "%s/report.html", dir);
     FILE *hf = fopen(path, "w");
-    if (!hf || tp_html_write(&tr, &run, &o, hf) != 0) return 1;
+    if (!hf || tp_html_write(&tr, &o, hf) != 0) return 1;
     fclose(hf);
     double t4 = now_s();
     fclose(devnull);

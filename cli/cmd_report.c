@@ -85,7 +85,7 @@ int cmd_report(int argc, char **argv) {
         report_opts(&a, &o);
         int w = !strcmp(format, "json") ? tp_report_write_json(rep.doc, of.f)
                 : !strcmp(format, "html")
-                    ? tp_html_write(&rep, &run, &o, of.f)
+                    ? tp_html_write(&rep, &o, of.f)
                     : tp_report_write_text(&rep, of.f,
                                            of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;

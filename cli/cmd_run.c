@@ -757,7 +757,7 @@ static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
     tp_report_opts ho;
     report_opts(&o->a, &ho);
     if (out_open(&of, path) == 0)
-        ok[2] = out_close(&of, tp_html_write(&rep, run, &ho, of.f) == 0) == 0;
+        ok[2] = out_close(&of, tp_html_write(&rep, &ho, of.f) == 0) == 0;
     if (!o->quiet) {
         fputc('\n', stdout);
         tp_report_write_text(&rep, stdout, isatty(1) && !getenv("NO_COLOR"));

@@ -448,10 +448,6 @@ SIZE_ALLOWED = {
         "the demo is one file that a single compiler command builds (its header comment)",
     ("examples/char_lm.c", "train"):
         "the demo's step loop, one piece so that a reader follows a step's phases in order",
-    ("src/analysis/energy.c", "tp_energy_section"): "being split",
-    ("src/analysis/gpu.c", "tp_gpu_section"): "being split",
-    ("src/analysis/breakdown.c", "gpu_basis"): "being split",
-    ("src/analysis/breakdown.c", "cpu_basis"): "being split",
 }
 # The name of the function a file-scope "{" opens: the last identifier before the "(" of its
 # parameter list, in a header that is no initializer (=) and no struct, union or enum body.

@@ -123,9 +123,9 @@ static void test_html_report(void **state) {
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
     tp_report_opts o;
     tp_report_opts_init(&o);
-    tp_report tr;
-    assert_int_equal(tp_report_make(&run, &o, &tr), 0);
-    cJSON *rep = tr.doc;
+    tp_report report;
+    assert_int_equal(tp_report_make(&run, &o, &report), 0);
+    cJSON *rep = report.doc;
     /* a finding with hostile text, as a later rule could write one */
     cJSON *fs = cJSON_GetObjectItem(rep, "findings");
     if (!fs) fs = cJSON_AddArrayToObject(rep, "findings");
@@ -150,7 +150,7 @@ static void test_html_report(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);
-    assert_int_equal(tp_html_write(&tr, &run, &o, mf), 0);
+    assert_int_equal(tp_html_write(&report, &o, mf), 0);
     fclose(mf);
 
     /* nothing from the run came through as markup */
@@ -205,14 +205,16 @@ static void test_html_report(void **state) {
 
     /* without the run: tables only, a note instead of the per-step plots */
     mf = open_memstream(&buf, &len);
-    assert_int_equal(tp_html_write(&tr, NULL, NULL, mf), 0);
+    tp_report no_run = report;
+    no_run.run = NULL;
+    assert_int_equal(tp_html_write(&no_run, NULL, mf), 0);
     fclose(mf);
     assert_null(strstr(buf, "id=\"step-time\""));
     assert_non_null(strstr(buf, "Per-step plots need the rank files"));
     free(buf);
 
     /* long series are downsampled */
-    tp_report_free(&tr);
+    tp_report_free(&report);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -223,15 +225,85 @@ static char *html_of(const char *dir, size_t *len) {
     tp_run run;
     char err[256];
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
-    tp_report tr;
-    assert_int_equal(tp_report_make(&run, NULL, &tr), 0);
+    tp_report rep;
+    assert_int_equal(tp_report_make(&run, NULL, &rep), 0);
     char *buf = NULL;
     FILE *mf = open_memstream(&buf, len);
-    assert_int_equal(tp_html_write(&tr, &run, NULL, mf), 0);
+    assert_int_equal(tp_html_write(&rep, NULL, mf), 0);
     fclose(mf);
-    tp_report_free(&tr);
+    tp_report_free(&rep);
     tp_run_free(&run);
     return buf;
+}
+
+/* rep rendered as HTML (as_html) or text, into a string the caller frees. */
+static char *render(const tp_report *rep, int as_html) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(as_html ? tp_html_write(rep, NULL, mf) : tp_report_write_text(rep, mf, 0), 0);
+    fclose(mf);
+    return buf;
+}
+
+/* The part of html from `from` up to `to` (a copy the caller frees; "" when absent). */
+static char *between(const char *html, const char *from, const char *to) {
+    const char *a = strstr(html, from), *b = a ? strstr(a, to) : NULL;
+    return strndup(a && b ? a : "", a && b ? (size_t)(b - a) : 0);
+}
+
+/* The GPU, NVML and breakdown parts of the text, the kernel tables and the breakdown chart
+ * of the HTML come from the typed results (results.h), not back from the document: with
+ * the ranks' "gpu", "nvml" and "breakdown" removed from the document they are unchanged.
+ * Rank 0 of write_run, per measured step (4 steps, 140 ms in all): ampere_sgemm_nn once, 3 ms
+ * (60 % of the 5 ms of kernels), 5 ms of compute (14.3 % of the steps); its power samples
+ * inside the steps' span (14 to 140 ms after T0: 110 to 200 W) average 155 W. */
+static void test_html_text_typed(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-typed"), 0);
+    write_run(dir);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report rep;
+    assert_int_equal(tp_report_make(&run, NULL, &rep), 0);
+    char *h1 = render(&rep, 1), *t1 = render(&rep, 0);
+    cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(rep.doc, "ranks")) {
+        cJSON_DeleteItemFromObject(r, "gpu");
+        cJSON_DeleteItemFromObject(r, "nvml");
+        cJSON_DeleteItemFromObject(r, "breakdown");
+    }
+    char *h2 = render(&rep, 1), *t2 = render(&rep, 0);
+    assert_string_equal(t2, t1);
+    char line[256];
+    snprintf(line, sizeof line, "  %-60s %9.1f %11.3f %10.1f %6.1f%%\n", "ampere_sgemm_nn", 1.0,
+             3.0, 3000.0, 60.0);
+    assert_non_null(strstr(t2, line));
+    snprintf(line, sizeof line, "    %-28s%8.2f %8.2f %8.2f  %5.1f %%\n", "compute kernels", 5.0,
+             5.0, 5.0, 100 * 20.0 / 140.0);
+    assert_non_null(strstr(t2, line));
+    assert_non_null(strstr(t2, "; power samples 155.0 W mean, 200.0 W max"));
+    assert_non_null(strstr(h2, "<td class=\"name\">ampere_sgemm_nn</td><td>gemm</td>"
+                               "<td class=\"n\">1.0</td><td class=\"n\">3.000</td>"
+                               "<td class=\"n\">3000.0</td><td class=\"n\">60.0 %</td>"));
+    assert_non_null(strstr(h2, "<title>rank 0, compute: 5.000 ms</title>"));
+    /* the curated sections: breakdown, communication and kernels */
+    char *c1 = between(h1, "<h2 id=\"breakdown-h\">", "<h2 id=\"nvml\">");
+    char *c2 = between(h2, "<h2 id=\"breakdown-h\">", "<h2 id=\"nvml\">");
+    assert_true(strlen(c1) > 1000);
+    assert_string_equal(c2, c1);
+    free(c1);
+    free(c2);
+    free(h1);
+    free(h2);
+    free(t1);
+    free(t2);
+    tp_report_free(&rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
 }
 
 /* A run directory with one rank file: rank 0 of 1, process 7, its step thread (serial 1). */
@@ -302,6 +374,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_html_report),
         cmocka_unit_test(test_html_downsampled),
         cmocka_unit_test(test_html_cpu_breakdown),
+        cmocka_unit_test(test_html_text_typed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

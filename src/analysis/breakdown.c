@@ -26,11 +26,6 @@ cJSON *tp_stat5_json(const tp_stat5 *s) {
     return o;
 }
 
-cJSON *tp_stats5(double *v, size_t n) {
-    tp_stat5 s = tp_stat5_of(v, n);
-    return tp_stat5_json(&s);
-}
-
 int tp_is_blocking_sync(const char *n) {
     if (!n) return 0;
     if (strstr(n, "Synchronize")) return 1;
@@ -142,11 +137,14 @@ static const char *const cname[TP_BD_NPARTS] = {
     "step", "compute", "exposed_comm", "overlapped_comm", "memcpy_memset", "idle", "idle_data",
     "idle_host_sync", "idle_other", "start_idle", "start_idle_data", "idle_other_short_gaps"};
 
-static void gpu_basis(cJSON *b, tp_breakdown_result *out, const tp_process *p,
-                      const tp_steps *st, const tp_step *win, size_t nw, size_t nwarm,
-                      const char *const *names, size_t nn) {
-    /* main device: most kernel time */
-    uint32_t devs[64];
+const char *tp_bd_part_name(tp_bd_part part) {
+    return part >= 0 && part < TP_BD_NPARTS ? cname[part] : "";
+}
+
+/* The main device: the most kernel time (of at most 64 devices); *ndev: how many ran
+ * kernels. */
+static uint32_t main_device(const tp_process *p, size_t *ndevp) {
+    uint32_t devs[64] = {0};
     double dns[64];
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
@@ -163,14 +161,28 @@ static void gpu_basis(cJSON *b, tp_breakdown_result *out, const tp_process *p,
     size_t best = 0;
     for (size_t k = 1; k < ndev; k++)
         if (dns[k] > dns[best]) best = k;
-    uint32_t dev = devs[best];
-    cJSON_AddNumberToObject(b, "device", dev);
-    if (ndev > 1) cJSON_AddNumberToObject(b, "devices", (double)ndev);
+    *ndevp = ndev;
+    return devs[best];
+}
 
-    spans K = {0}, C = {0}, KC = {0}, U = {0}, D = {0}, S = {0};
-    uint64_t *len = NULL;
-    double *val = NULL, *kd = NULL, *gaps = NULL;
-    size_t nkd = 0, ngaps = 0;
+/* The span sets of the main device: compute kernels (K), communication (C), both (KC), all
+ * work (U), data loading (D) and the host's blocking synchronisations (S). */
+typedef struct gpu_sets {
+    spans K, C, KC, U, D, S;
+} gpu_sets;
+
+static void gpu_sets_free(gpu_sets *g) {
+    free(g->K.v);
+    free(g->C.v);
+    free(g->KC.v);
+    free(g->U.v);
+    free(g->D.v);
+    free(g->S.v);
+}
+
+/* Fills g (merged); returns -1 when out of memory. */
+static int gpu_sets_build(gpu_sets *g, const tp_process *p, const tp_steps *st, uint32_t dev,
+                          const char *const *names, size_t nn) {
     tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
     int oom = !tm;
     if (!oom) tp_comm_resolve(p, tm);
@@ -178,68 +190,71 @@ static void gpu_basis(cJSON *b, tp_breakdown_result *out, const tp_process *p,
         const tp_gpu_op *o = &p->gpu[i];
         if (o->device != dev || o->type == TPROF_REC_GPU_SYNC) continue;
         if (o->type == TPROF_REC_GPU_KERNEL) {
-            if (!tp_comm_is_kernel(o)) oom |= add(&K, o->start, o->end) || add(&KC, o->start, o->end);
+            if (!tp_comm_is_kernel(o)) oom |= add(&g->K, o->start, o->end) || add(&g->KC, o->start, o->end);
         } else {
-            oom |= add(&U, o->start, o->end); /* memcpy / memset */
+            oom |= add(&g->U, o->start, o->end); /* memcpy / memset */
         }
     }
-    if (!oom) oom |= tp_comm_device_spans(p, tm, 1, dev, &C.v, &C.n, &C.cap) != 0;
-    for (size_t i = 0; !oom && i < C.n; i++) oom |= add(&KC, C.v[i].s, C.v[i].e);
-    for (size_t i = 0; !oom && i < KC.n; i++) oom |= add(&U, KC.v[i].s, KC.v[i].e);
-    if (!oom) oom |= data_spans(p, st, names, nn, &D);
+    if (!oom) oom |= tp_comm_device_spans(p, tm, 1, dev, &g->C.v, &g->C.n, &g->C.cap) != 0;
+    for (size_t i = 0; !oom && i < g->C.n; i++) oom |= add(&g->KC, g->C.v[i].s, g->C.v[i].e);
+    for (size_t i = 0; !oom && i < g->KC.n; i++) oom |= add(&g->U, g->KC.v[i].s, g->KC.v[i].e);
+    if (!oom) oom |= data_spans(p, st, names, nn, &g->D);
     for (size_t i = 0; !oom && i < p->napi; i++)
-        if (tp_is_blocking_sync(p->api[i].name)) oom |= add(&S, p->api[i].start, p->api[i].end);
-    len = calloc(nw * C_N, sizeof *len);
-    val = malloc(nw * sizeof *val);
-    kd = malloc((p->ngpu ? p->ngpu : 1) * sizeof *kd);
-    uint64_t *nk = calloc(nw, sizeof *nk), *ng = calloc(nw, sizeof *ng);
-    if (oom || !len || !val || !kd || !nk || !ng) goto out;
-    merge(&K);
-    merge(&C);
-    merge(&KC);
-    merge(&U);
-    merge(&S);
-    gaps = malloc((U.n + nw + 1) * sizeof *gaps);
-    if (!gaps) goto out;
-    for (size_t w = 0; w < nw; w++) {
-        uint64_t a = win[w].start, e = win[w].end;
-        uint64_t *L = len + w * C_N;
-        uint64_t k = covered(&K, a, e), kc = covered(&KC, a, e), c = covered(&C, a, e);
-        uint64_t u = covered(&U, a, e);
-        L[C_STEP] = e - a;
-        L[C_COMPUTE] = k;
-        L[C_EXPOSED] = kc - k;
-        L[C_OVERLAP] = c - (kc - k);
-        L[C_COPY] = u - kc;
-        L[C_IDLE] = (e - a) - u;
-        /* the idle gaps, one by one */
-        uint64_t t = a;
-        size_t i = first_after(&U, a);
-        for (;;) {
-            uint64_t gs = t, ge = i < U.n && U.v[i].s < e ? U.v[i].s : e;
-            if (ge > gs) {
-                uint64_t dd = covered(&D, gs, ge), rest = ge - gs - dd;
-                L[C_DATA] += dd;
-                if (touches(&S, gs, ge)) {
-                    L[C_SYNC] += rest;
-                } else {
-                    L[C_OTHER] += rest;
-                    if (ge - gs < SHORT_GAP_NS) L[C_SHORT] += rest;
-                }
-                if (gs == a) {
-                    L[C_START] = ge - gs;
-                    L[C_START_DATA] = dd;
-                }
-                ng[w]++;
-                if (w >= nwarm) gaps[ngaps++] = (double)(ge - gs) / 1e3;
+        if (tp_is_blocking_sync(p->api[i].name)) oom |= add(&g->S, p->api[i].start, p->api[i].end);
+    free(tm);
+    if (oom) return -1;
+    merge(&g->K);
+    merge(&g->C);
+    merge(&g->KC);
+    merge(&g->U);
+    merge(&g->S);
+    return 0;
+}
+
+/* Window w's parts into L[TP_BD_NPARTS]; its idle gaps counted in *ng and, for a measured
+ * window, their lengths (us) appended to gaps. */
+static void gpu_window(const gpu_sets *g, uint64_t a, uint64_t e, uint64_t *L, uint64_t *ng,
+                       int measured, double *gaps, size_t *ngaps) {
+    uint64_t k = covered(&g->K, a, e), kc = covered(&g->KC, a, e), c = covered(&g->C, a, e);
+    uint64_t u = covered(&g->U, a, e);
+    L[C_STEP] = e - a;
+    L[C_COMPUTE] = k;
+    L[C_EXPOSED] = kc - k;
+    L[C_OVERLAP] = c - (kc - k);
+    L[C_COPY] = u - kc;
+    L[C_IDLE] = (e - a) - u;
+    /* the idle gaps, one by one */
+    uint64_t t = a;
+    size_t i = first_after(&g->U, a);
+    for (;;) {
+        uint64_t gs = t, ge = i < g->U.n && g->U.v[i].s < e ? g->U.v[i].s : e;
+        if (ge > gs) {
+            uint64_t dd = covered(&g->D, gs, ge), rest = ge - gs - dd;
+            L[C_DATA] += dd;
+            if (touches(&g->S, gs, ge)) {
+                L[C_SYNC] += rest;
+            } else {
+                L[C_OTHER] += rest;
+                if (ge - gs < SHORT_GAP_NS) L[C_SHORT] += rest;
             }
-            if (i >= U.n || U.v[i].s >= e) break;
-            t = U.v[i].e > t ? U.v[i].e : t;
-            i++;
-            if (t >= e) break;
+            if (gs == a) {
+                L[C_START] = ge - gs;
+                L[C_START_DATA] = dd;
+            }
+            (*ng)++;
+            if (measured) gaps[(*ngaps)++] = (double)(ge - gs) / 1e3;
         }
+        if (i >= g->U.n || g->U.v[i].s >= e) break;
+        t = g->U.v[i].e > t ? g->U.v[i].e : t;
+        i++;
+        if (t >= e) break;
     }
-    /* kernels: count per window (by start), durations over the measured windows */
+}
+
+/* Kernels of the device: counted per window (by start), durations (us) over the measured
+ * windows into kd. */
+static void gpu_kernels(const tp_process *p, uint32_t dev, const tp_step *win, size_t nw,
+                        size_t nwarm, uint64_t *nk, double *kd, size_t *nkd) {
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->device != dev || o->type != TPROF_REC_GPU_KERNEL) continue;
@@ -251,27 +266,27 @@ static void gpu_basis(cJSON *b, tp_breakdown_result *out, const tp_process *p,
         }
         if (!lo || o->start >= win[lo - 1].end) continue;
         nk[lo - 1]++;
-        if (lo - 1 >= nwarm) kd[nkd++] = (double)(o->end - o->start) / 1e3;
+        if (lo - 1 >= nwarm) kd[(*nkd)++] = (double)(o->end - o->start) / 1e3;
     }
+}
+
+/* The breakdown's figures from the windows' parts len[nw * TP_BD_NPARTS]. */
+static void gpu_figures(tp_breakdown_result *out, const uint64_t *len, const uint64_t *nk,
+                        const uint64_t *ng, double *kd, size_t nkd, double *gaps, size_t ngaps,
+                        double *val, const tp_steps *st, const tp_step *win, size_t nw,
+                        size_t nwarm) {
     size_t nm = nw - nwarm;
-    cJSON *jm = cJSON_AddObjectToObject(b, "ms");
     for (int c = 0; c < C_N; c++) {
         for (size_t w = 0; w < nm; w++) val[w] = (double)len[(nwarm + w) * C_N + c] / 1e6;
         out->ms[c] = tp_stat5_of(val, nm);
-        cJSON_AddItemToObject(jm, cname[c], tp_stat5_json(&out->ms[c]));
     }
     uint64_t tot[C_N] = {0};
     for (size_t w = nwarm; w < nw; w++)
         for (int c = 0; c < C_N; c++) tot[c] += len[w * C_N + c];
-    cJSON *js = cJSON_AddObjectToObject(b, "share");
     double T = tot[C_STEP] ? (double)tot[C_STEP] : 1;
     for (int c = C_COMPUTE; c < C_N; c++) out->share[c] = (double)tot[c] / T;
     out->busy_share = 1.0 - (double)tot[C_IDLE] / T;
     out->has_parts = 1;
-    for (int c = C_COMPUTE; c <= C_OTHER; c++) cJSON_AddNumberToObject(js, cname[c], out->share[c]);
-    cJSON_AddNumberToObject(js, "start_idle_data", out->share[C_START_DATA]);
-    cJSON_AddNumberToObject(js, "idle_other_short_gaps", out->share[C_SHORT]);
-    cJSON_AddNumberToObject(js, "busy", out->busy_share);
     uint64_t kt = 0, gt = 0;
     for (size_t w = nwarm; w < nw; w++) {
         kt += nk[w];
@@ -283,10 +298,6 @@ static void gpu_basis(cJSON *b, tp_breakdown_result *out, const tp_process *p,
     out->idle_gaps_per_step = nm ? (double)gt / (double)nm : 0;
     if (ngaps > 1) qsort(gaps, ngaps, sizeof *gaps, tp_cmp_double);
     out->idle_gap_median_us = tp_pct_double(gaps, ngaps, 0.5);
-    cJSON_AddNumberToObject(b, "kernels_per_step", out->kernels_per_step);
-    cJSON_AddNumberToObject(b, "kernel_median_us", out->kernel_median_us);
-    cJSON_AddNumberToObject(b, "idle_gaps_per_step", out->idle_gaps_per_step);
-    cJSON_AddNumberToObject(b, "idle_gap_median_us", out->idle_gap_median_us);
     /* the worst step by idle time */
     size_t worst = nwarm;
     for (size_t w = nwarm; w < nw; w++)
@@ -294,27 +305,39 @@ static void gpu_basis(cJSON *b, tp_breakdown_result *out, const tp_process *p,
     if (nm && st->source != TP_STEPS_NONE) {
         out->has_most_idle_step = 1;
         out->most_idle_step = (double)win[worst].app_step;
-        cJSON_AddNumberToObject(b, "most_idle_step", out->most_idle_step);
     }
-    cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
-    for (size_t w = 0; w < nwarm; w++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "step", (double)win[w].app_step);
-        for (int c = 0; c < C_N; c++) {
-            char key[40];
-            snprintf(key, sizeof key, "%s_ms", cname[c]);
-            cJSON_AddNumberToObject(o, key, (double)len[w * C_N + c] / 1e6);
-        }
-        cJSON_AddItemToArray(wu, o);
+    out->warmup = nwarm ? calloc(nwarm, sizeof *out->warmup) : NULL;
+    for (size_t w = 0; w < nwarm && out->warmup; w++) {
+        tp_bd_warmup *x = &out->warmup[out->nwarmup++];
+        x->step = (double)win[w].app_step;
+        for (int c = 0; c < C_N; c++) x->ms[c] = (double)len[w * C_N + c] / 1e6;
     }
-out:
-    free(tm);
-    free(K.v);
-    free(C.v);
-    free(KC.v);
-    free(U.v);
-    free(D.v);
-    free(S.v);
+}
+
+static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps *st,
+                      const tp_step *win, size_t nw, size_t nwarm, const char *const *names,
+                      size_t nn) {
+    uint32_t dev = main_device(p, &out->ndevices);
+    out->has_device = 1;
+    out->device = dev;
+    gpu_sets g = {0};
+    uint64_t *len = NULL;
+    double *val = NULL, *kd = NULL, *gaps = NULL;
+    size_t nkd = 0, ngaps = 0;
+    int oom = gpu_sets_build(&g, p, st, dev, names, nn) != 0;
+    len = calloc(nw * C_N, sizeof *len);
+    val = malloc(nw * sizeof *val);
+    kd = malloc((p->ngpu ? p->ngpu : 1) * sizeof *kd);
+    uint64_t *nk = calloc(nw, sizeof *nk), *ng = calloc(nw, sizeof *ng);
+    if (!oom) gaps = malloc((g.U.n + nw + 1) * sizeof *gaps);
+    if (!oom && len && val && kd && nk && ng && gaps) {
+        for (size_t w = 0; w < nw; w++)
+            gpu_window(&g, win[w].start, win[w].end, len + w * C_N, &ng[w], w >= nwarm, gaps,
+                       &ngaps);
+        gpu_kernels(p, dev, win, nw, nwarm, nk, kd, &nkd);
+        gpu_figures(out, len, nk, ng, kd, nkd, gaps, ngaps, val, st, win, nw, nwarm);
+    }
+    gpu_sets_free(&g);
     free(len);
     free(val);
     free(kd);
@@ -415,14 +438,9 @@ static void attribute(nrow *rows, uint32_t row, uint64_t *cov, const tp_step *wi
     }
 }
 
-/* The CPU breakdown (breakdown.h): each instant of a window goes to one range, so the rows
- * and the untracked rest add up to the window. Candidates: the step thread's top-level
- * ranges under the step, and the process ranges (NVTX start/end: they may start and end on
- * different threads and need not nest) that started or ended on the step thread; an instant
- * covered by several goes to the first in cand_before's order. One sweep over the
- * candidates' ends with a heap of the open ones: O(n log n). */
-static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const tp_step *win,
-                      size_t nw, size_t nwarm) {
+/* The thread whose view the CPU breakdown takes: the step thread, or without steps the
+ * thread with the most top-level range time. */
+static const tp_thread *cpu_thread(const tp_process *p, const tp_steps *st) {
     const tp_thread *t = st->source != TP_STEPS_NONE ? &p->threads[st->thread] : NULL;
     if (!t) { /* no steps: the thread with the most range time */
         double bestns = -1;
@@ -434,13 +452,18 @@ static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
             if (ns > bestns) { bestns = ns; t = &p->threads[ti]; }
         }
     }
+    return t;
+}
+
+/* The ranges that take part (see cpu_basis), as candidates *cvp[0..*ncand) and the rows
+ * they add to, *rowsp[0..*nr). Returns -1 when out of memory (what was built is kept for
+ * the caller to free). */
+static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step *win, size_t nw,
+                          nrow **rowsp, size_t *nrp, cand **cvp, size_t *ncandp) {
     nrow *rows = NULL;
-    size_t nr = 0, ncand = 0, capc = 0;
     cand *cv = NULL;
-    uint32_t *order = NULL, *heap = NULL;
-    uint64_t *cov = calloc(nw, sizeof *cov);
-    double *val = malloc(nw * sizeof *val);
-    int oom = !cov || !val;
+    size_t nr = 0, ncand = 0, capc = 0;
+    int oom = 0;
     for (size_t ti = 0; t && !oom && ti < p->nthreads; ti++) {
         const tp_thread *th = &p->threads[ti];
         for (size_t k = 0; !oom && k < th->nranges; k++) {
@@ -481,55 +504,55 @@ static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
             cv[ncand++] = (cand){r->start, r->end, (uint32_t)i, (uint8_t)process};
         }
     }
-    order = malloc((ncand ? ncand : 1) * sizeof *order);
-    heap = malloc((ncand ? ncand : 1) * sizeof *heap);
-    if (oom || !order || !heap) goto out;
-    /* the sweep: at each change, the open candidate first in precedence owns the time up
-     * to the next change; candidates that ended are dropped from the heap lazily */
+    *rowsp = rows;
+    *nrp = nr;
+    *cvp = cv;
+    *ncandp = ncand;
+    return oom ? -1 : 0;
+}
+
+/* The sweep: at each change, the open candidate first in precedence owns the time up to the
+ * next change; candidates that ended are dropped from the heap lazily. order and heap have
+ * room for ncand entries. */
+static void cpu_sweep(const cand *cv, size_t ncand, uint32_t *order, uint32_t *heap, nrow *rows,
+                      uint64_t *cov, const tp_step *win, size_t nw, size_t nwarm) {
     for (size_t i = 0; i < ncand; i++) order[i] = (uint32_t)i;
-    qsort_r(order, ncand, sizeof *order, by_cand_start, cv);
-    {
-        size_t nh = 0, next = 0;
-        uint64_t now = ncand ? cv[order[0]].s : 0;
-        while (next < ncand || nh) {
-            while (next < ncand && cv[order[next]].s <= now) {
-                heap_push(heap, &nh, cv, order[next++]);
-            }
-            while (nh && cv[heap[0]].e <= now) heap_pop(heap, &nh, cv);
-            if (!nh) {
-                if (next < ncand) now = cv[order[next]].s;
-                continue;
-            }
-            /* the owner keeps the time until it ends or another candidate starts */
-            uint64_t until = cv[heap[0]].e;
-            if (next < ncand && cv[order[next]].s < until) until = cv[order[next]].s;
-            attribute(rows, cv[heap[0]].row, cov, win, nw, nwarm, now, until);
-            now = until;
+    qsort_r(order, ncand, sizeof *order, by_cand_start, (void *)cv);
+    size_t nh = 0, next = 0;
+    uint64_t now = ncand ? cv[order[0]].s : 0;
+    while (next < ncand || nh) {
+        while (next < ncand && cv[order[next]].s <= now) heap_push(heap, &nh, cv, order[next++]);
+        while (nh && cv[heap[0]].e <= now) heap_pop(heap, &nh, cv);
+        if (!nh) {
+            if (next < ncand) now = cv[order[next]].s;
+            continue;
         }
+        /* the owner keeps the time until it ends or another candidate starts */
+        uint64_t until = cv[heap[0]].e;
+        if (next < ncand && cv[order[next]].s < until) until = cv[order[next]].s;
+        attribute(rows, cv[heap[0]].row, cov, win, nw, nwarm, now, until);
+        now = until;
     }
-    /* rows that never owned any time (wholly inside another range) are not shown */
-    {
-        size_t k = 0;
-        for (size_t i = 0; i < nr; i++) {
-            uint64_t any = 0;
-            for (size_t w = 0; w < nw && !any; w++) any = rows[i].per[w];
-            if (any) rows[k++] = rows[i];
-            else free(rows[i].per);
-        }
-        nr = k;
-    }
-    if (nr > 1) qsort(rows, nr, sizeof *rows, by_total);
+}
+
+/* The CPU breakdown's rows (rows[0..nr), most time first), the untracked rest and the
+ * warm-up steps into *out. val: room for nw values. */
+static void cpu_results(tp_breakdown_result *out, const tp_process *p, const nrow *rows,
+                        size_t nr, const uint64_t *cov, double *val, const tp_step *win,
+                        size_t nw, size_t nwarm) {
     size_t nm = nw - nwarm;
     double T = 0;
     for (size_t w = nwarm; w < nw; w++) T += (double)(win[w].end - win[w].start);
-    cJSON *jr = cJSON_AddArrayToObject(b, "ranges");
     size_t shown = nr < CPU_ROWS ? nr : CPU_ROWS;
-    for (size_t i = 0; i <= shown && i < nr; i++) {
+    size_t nrows = shown < nr ? shown + 1 : shown;
+    out->ranges = calloc(nrows ? nrows : 1, sizeof *out->ranges);
+    out->warmup = calloc(nwarm ? nwarm : 1, sizeof *out->warmup);
+    if (!out->ranges || !out->warmup) return;
+    for (size_t i = 0; i < nrows; i++) {
         int rest = i == CPU_ROWS; /* the remaining names together */
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", rest ? "(other ranges)" : rows[i].name);
-        if (!rest && *tp_domain_name(p, rows[i].domain))
-            cJSON_AddStringToObject(o, "domain", tp_domain_name(p, rows[i].domain));
+        tp_bd_range *o = &out->ranges[out->nranges++];
+        o->name = rest ? "(other ranges)" : rows[i].name;
+        if (!rest && *tp_domain_name(p, rows[i].domain)) o->domain = tp_domain_name(p, rows[i].domain);
         double tot = 0;
         for (size_t w = 0; w < nm; w++) {
             double v = 0;
@@ -537,39 +560,68 @@ static void cpu_basis(cJSON *b, const tp_process *p, const tp_steps *st, const t
             val[w] = v / 1e6;
             tot += v;
         }
-        cJSON_AddItemToObject(o, "ms", tp_stats5(val, nm));
-        cJSON_AddNumberToObject(o, "share", T > 0 ? tot / T : 0);
-        cJSON_AddItemToArray(jr, o);
+        o->ms = tp_stat5_of(val, nm);
+        o->share = T > 0 ? tot / T : 0;
     }
-    cJSON *jm = cJSON_AddObjectToObject(b, "ms");
     for (size_t w = 0; w < nm; w++) val[w] = (double)(win[nwarm + w].end - win[nwarm + w].start) / 1e6;
-    cJSON_AddItemToObject(jm, "step", tp_stats5(val, nm));
+    out->step_ms = tp_stat5_of(val, nm);
     double un = 0;
     for (size_t w = 0; w < nm; w++) {
         uint64_t l = win[nwarm + w].end - win[nwarm + w].start, c = cov[nwarm + w];
         val[w] = (double)(l > c ? l - c : 0) / 1e6;
         un += val[w];
     }
-    cJSON_AddItemToObject(jm, "untracked", tp_stats5(val, nm));
-    cJSON *js = cJSON_AddObjectToObject(b, "share");
-    cJSON_AddNumberToObject(js, "untracked", T > 0 ? un * 1e6 / T : 0);
-    cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
+    out->untracked_ms = tp_stat5_of(val, nm);
+    out->untracked_share = T > 0 ? un * 1e6 / T : 0;
     for (size_t w = 0; w < nwarm; w++) {
-        cJSON *o = cJSON_CreateObject();
+        tp_bd_warmup *x = &out->warmup[out->nwarmup++];
         uint64_t l = win[w].end - win[w].start;
-        cJSON_AddNumberToObject(o, "step", (double)win[w].app_step);
-        cJSON_AddNumberToObject(o, "step_ms", (double)l / 1e6);
-        cJSON *rr = cJSON_AddArrayToObject(o, "ranges");
-        for (size_t i = 0; i < nr && i < CPU_ROWS; i++) {
-            if (!rows[i].per[w]) continue;
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "name", rows[i].name);
-            cJSON_AddNumberToObject(e, "ms", (double)rows[i].per[w] / 1e6);
-            cJSON_AddItemToArray(rr, e);
-        }
-        cJSON_AddNumberToObject(o, "untracked_ms", (double)(l > cov[w] ? l - cov[w] : 0) / 1e6);
-        cJSON_AddItemToArray(wu, o);
+        x->step = (double)win[w].app_step;
+        x->step_ms = (double)l / 1e6;
+        for (size_t i = 0; i < nr && i < CPU_ROWS; i++)
+            if (rows[i].per[w]) {
+                x->ranges[x->nranges].name = rows[i].name;
+                x->ranges[x->nranges++].ms = (double)rows[i].per[w] / 1e6;
+            }
+        x->untracked_ms = (double)(l > cov[w] ? l - cov[w] : 0) / 1e6;
     }
+    out->has_cpu = 1;
+}
+
+_Static_assert(CPU_ROWS == TP_BD_CPU_ROWS, "results.h holds the rows shown");
+
+/* The CPU breakdown (breakdown.h): each instant of a window goes to one range, so the rows
+ * and the untracked rest add up to the window. Candidates: the step thread's top-level
+ * ranges under the step, and the process ranges (NVTX start/end: they may start and end on
+ * different threads and need not nest) that started or ended on the step thread; an instant
+ * covered by several goes to the first in cand_before's order. One sweep over the
+ * candidates' ends with a heap of the open ones: O(n log n). */
+static void cpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps *st,
+                      const tp_step *win, size_t nw, size_t nwarm) {
+    const tp_thread *t = cpu_thread(p, st);
+    nrow *rows = NULL;
+    size_t nr = 0, ncand = 0;
+    cand *cv = NULL;
+    uint32_t *order = NULL, *heap = NULL;
+    uint64_t *cov = calloc(nw, sizeof *cov);
+    double *val = malloc(nw * sizeof *val);
+    int oom = !cov || !val;
+    if (!oom) oom = cpu_candidates(p, t, win, nw, &rows, &nr, &cv, &ncand) != 0;
+    order = malloc((ncand ? ncand : 1) * sizeof *order);
+    heap = malloc((ncand ? ncand : 1) * sizeof *heap);
+    if (oom || !order || !heap) goto out;
+    cpu_sweep(cv, ncand, order, heap, rows, cov, win, nw, nwarm);
+    /* rows that never owned any time (wholly inside another range) are not shown */
+    size_t k = 0;
+    for (size_t i = 0; i < nr; i++) {
+        uint64_t any = 0;
+        for (size_t w = 0; w < nw && !any; w++) any = rows[i].per[w];
+        if (any) rows[k++] = rows[i];
+        else free(rows[i].per);
+    }
+    nr = k;
+    if (nr > 1) qsort(rows, nr, sizeof *rows, by_total);
+    cpu_results(out, p, rows, nr, cov, val, win, nw, nwarm);
 out:
     for (size_t i = 0; i < nr; i++) free(rows[i].per);
     free(rows);
@@ -580,8 +632,8 @@ out:
     free(val);
 }
 
-void tp_breakdown_section(cJSON *rank, tp_breakdown_result *out, const tp_process *p,
-                          const tp_steps *s, const char *const *names, size_t nn) {
+void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s,
+                          const char *const *names, size_t nn) {
     memset(out, 0, sizeof *out);
     tp_step whole = {p->first_ts, p->end_mono, 0, 0};
     const tp_step *win = s->nsteps ? s->steps : &whole;
@@ -594,10 +646,82 @@ void tp_breakdown_section(cJSON *rank, tp_breakdown_result *out, const tp_proces
     out->gpu_basis = kernels;
     out->per_step = s->nsteps > 0;
     out->windows = nw - nwarm;
+    if (kernels) gpu_basis(out, p, s, win, nw, nwarm, names, nn);
+    else cpu_basis(out, p, s, win, nw, nwarm);
+}
+
+/* ------------------------------------------------------------------ the document */
+
+static void gpu_json(cJSON *b, const tp_breakdown_result *r) {
+    cJSON_AddNumberToObject(b, "device", r->device);
+    if (r->ndevices > 1) cJSON_AddNumberToObject(b, "devices", (double)r->ndevices);
+    if (!r->has_parts) return;
+    cJSON *jm = cJSON_AddObjectToObject(b, "ms");
+    for (int c = 0; c < C_N; c++) cJSON_AddItemToObject(jm, cname[c], tp_stat5_json(&r->ms[c]));
+    cJSON *js = cJSON_AddObjectToObject(b, "share");
+    for (int c = C_COMPUTE; c <= C_OTHER; c++) cJSON_AddNumberToObject(js, cname[c], r->share[c]);
+    cJSON_AddNumberToObject(js, "start_idle_data", r->share[C_START_DATA]);
+    cJSON_AddNumberToObject(js, "idle_other_short_gaps", r->share[C_SHORT]);
+    cJSON_AddNumberToObject(js, "busy", r->busy_share);
+    cJSON_AddNumberToObject(b, "kernels_per_step", r->kernels_per_step);
+    cJSON_AddNumberToObject(b, "kernel_median_us", r->kernel_median_us);
+    cJSON_AddNumberToObject(b, "idle_gaps_per_step", r->idle_gaps_per_step);
+    cJSON_AddNumberToObject(b, "idle_gap_median_us", r->idle_gap_median_us);
+    if (r->has_most_idle_step) cJSON_AddNumberToObject(b, "most_idle_step", r->most_idle_step);
+    cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
+    for (size_t w = 0; w < r->nwarmup; w++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "step", r->warmup[w].step);
+        for (int c = 0; c < C_N; c++) {
+            char key[40];
+            snprintf(key, sizeof key, "%s_ms", cname[c]);
+            cJSON_AddNumberToObject(o, key, r->warmup[w].ms[c]);
+        }
+        cJSON_AddItemToArray(wu, o);
+    }
+}
+
+static void cpu_json(cJSON *b, const tp_breakdown_result *r) {
+    if (!r->has_cpu) return;
+    cJSON *jr = cJSON_AddArrayToObject(b, "ranges");
+    for (size_t i = 0; i < r->nranges; i++) {
+        const tp_bd_range *x = &r->ranges[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", x->name);
+        if (x->domain) cJSON_AddStringToObject(o, "domain", x->domain);
+        cJSON_AddItemToObject(o, "ms", tp_stat5_json(&x->ms));
+        cJSON_AddNumberToObject(o, "share", x->share);
+        cJSON_AddItemToArray(jr, o);
+    }
+    cJSON *jm = cJSON_AddObjectToObject(b, "ms");
+    cJSON_AddItemToObject(jm, "step", tp_stat5_json(&r->step_ms));
+    cJSON_AddItemToObject(jm, "untracked", tp_stat5_json(&r->untracked_ms));
+    cJSON *js = cJSON_AddObjectToObject(b, "share");
+    cJSON_AddNumberToObject(js, "untracked", r->untracked_share);
+    cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
+    for (size_t w = 0; w < r->nwarmup; w++) {
+        const tp_bd_warmup *x = &r->warmup[w];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "step", x->step);
+        cJSON_AddNumberToObject(o, "step_ms", x->step_ms);
+        cJSON *rr = cJSON_AddArrayToObject(o, "ranges");
+        for (size_t i = 0; i < x->nranges; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", x->ranges[i].name);
+            cJSON_AddNumberToObject(e, "ms", x->ranges[i].ms);
+            cJSON_AddItemToArray(rr, e);
+        }
+        cJSON_AddNumberToObject(o, "untracked_ms", x->untracked_ms);
+        cJSON_AddItemToArray(wu, o);
+    }
+}
+
+void tp_breakdown_json(cJSON *rank, const tp_breakdown_result *r) {
+    if (!r->present) return;
     cJSON *b = cJSON_AddObjectToObject(rank, "breakdown");
-    cJSON_AddStringToObject(b, "basis", kernels ? "gpu" : "cpu");
-    cJSON_AddStringToObject(b, "per", s->nsteps ? "step" : "run");
-    cJSON_AddNumberToObject(b, "windows", (double)(nw - nwarm));
-    if (kernels) gpu_basis(b, out, p, s, win, nw, nwarm, names, nn);
-    else cpu_basis(b, p, s, win, nw, nwarm);
+    cJSON_AddStringToObject(b, "basis", r->gpu_basis ? "gpu" : "cpu");
+    cJSON_AddStringToObject(b, "per", r->per_step ? "step" : "run");
+    cJSON_AddNumberToObject(b, "windows", (double)r->windows);
+    if (r->gpu_basis) gpu_json(b, r);
+    else cpu_json(b, r);
 }

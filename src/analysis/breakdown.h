@@ -24,15 +24,19 @@
 #include "analysis/steps.h"
 
 /* Computes the breakdown into *out (results.h; zeroed first, present = 0 when nothing was
- * measured) and adds "breakdown" to a rank's JSON. s: the rank's steps (warm-up ones are
- * shown apart); without steps the whole process is one window (per "run"). data_names: the
- * range names that mark data loading (case-insensitive, as the report's data_loading). */
-void tp_breakdown_section(cJSON *rank, tp_breakdown_result *out, const tp_process *p,
-                          const tp_steps *s, const char *const *data_names, size_t ndata_names);
+ * measured; out->ranges and out->warmup allocated, freed by tp_rank_result_free). s: the
+ * rank's steps (warm-up ones are kept apart); without steps the whole process is one window
+ * (per "run"). data_names: the range names that mark data loading (case-insensitive, as the
+ * report's data_loading). Out of memory: the figures after the basis are left out
+ * (has_parts / has_cpu 0). Time O(n log n) in the process's records. */
+void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s,
+                          const char *const *data_names, size_t ndata_names);
 
-/* {"mean","p50","p90","min","max"} of v[0..n) (sorted in place; nearest-rank percentiles). */
-cJSON *tp_stats5(double *v, size_t n);
-/* The same object from computed statistics. */
+/* Adds "breakdown" to a rank's JSON from *b (docs/report-json.md; nothing when !b->present). */
+void tp_breakdown_json(cJSON *rank, const tp_breakdown_result *b);
+
+/* {"mean","p50","p90","min","max"} of computed statistics (a new object, owned by the
+ * caller). */
 cJSON *tp_stat5_json(const tp_stat5 *s);
 
 /* 1 for the CUDA calls that block the host until the device is done: names with

@@ -1,6 +1,7 @@
 /*
- * diagnose_text.c — the text of the run-level sections (clocks, throughput, stragglers) and
- * of a rank's step breakdown (diagnose.h), rendered from the report document.
+ * diagnose_text.c — the text of the run-level sections (clocks, throughput, stragglers),
+ * rendered from the report document, and of a rank's step breakdown (diagnose.h), rendered
+ * from its typed result (results.h).
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
@@ -21,86 +22,90 @@ static const char *safe(const char *s) {
 
 /* ------------------------------------------------------------------ text */
 
-static void st3(FILE *f, const cJSON *s) {
-    fprintf(f, "%8.2f %8.2f %8.2f", tp_jnum(s, "mean"), tp_jnum(s, "p50"), tp_jnum(s, "p90"));
+static void st3(FILE *f, const tp_stat5 *s) {
+    fprintf(f, "%8.2f %8.2f %8.2f", s->mean, s->p50, s->p90);
 }
 
-void tp_breakdown_text(FILE *f, const cJSON *b) {
-    if (!b) return;
-    int step = !strcmp(tp_jstr(b, "per"), "step");
-    const cJSON *ms = tp_jobj(b, "ms"), *sh = tp_jobj(b, "share");
-    if (!strcmp(tp_jstr(b, "basis"), "gpu")) {
-        fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the step)\n",
-                tp_jnum(b, "device"), "where work ran", tp_jnum(b, "windows"),
-                step ? "measured steps" : "window (no steps)");
-        static const char *const rows[][2] = {
-            {"compute", "compute kernels"}, {"exposed_comm", "exposed communication"},
-            {"memcpy_memset", "memcpy/memset"}, {"idle_data", "idle: data loading"},
-            {"idle_host_sync", "idle: host synchronisation"}, {"idle_other", "idle: other"},
-            {"overlapped_comm", "(overlapped communication)"}};
-        for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-            fprintf(f, "    %-28s", rows[i][1]);
-            st3(f, tp_jobj(ms, rows[i][0]));
-            fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, rows[i][0]));
-        }
-        fprintf(f, "    busy %.1f %%; %.0f kernels per step (median %.1f us); %.0f idle gaps per "
-                   "step (median %.1f us)",
-                100 * tp_jnum(sh, "busy"), tp_jnum(b, "kernels_per_step"), tp_jnum(b, "kernel_median_us"),
-                tp_jnum(b, "idle_gaps_per_step"), tp_jnum(b, "idle_gap_median_us"));
-        if (tp_jnum(tp_jobj(ms, "start_idle"), "mean") > 0)
-            fprintf(f, "; idle at step start %.2f ms (%.2f ms of it in data loading)",
-                    tp_jnum(tp_jobj(ms, "start_idle"), "mean"), tp_jnum(tp_jobj(ms, "start_idle_data"), "mean"));
-        fputc('\n', f);
-        const cJSON *w;
-        int shown = 0;
-        cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
-            if (shown++ < 3) /* the first warm-up steps; the JSON has them all */
-            fprintf(f, "    warm-up step %.0f: %.2f ms = compute %.2f, exposed communication %.2f, "
-                       "memcpy/memset %.2f, idle %.2f (data %.2f, sync %.2f, other %.2f)\n",
-                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "compute_ms"), tp_jnum(w, "exposed_comm_ms"),
-                    tp_jnum(w, "memcpy_memset_ms"), tp_jnum(w, "idle_ms"), tp_jnum(w, "idle_data_ms"),
-                    tp_jnum(w, "idle_host_sync_ms"), tp_jnum(w, "idle_other_ms"));
-        if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
+/* The GPU basis: the parts of the step, the idle figures, the first warm-up steps. */
+static void breakdown_gpu_text(FILE *f, const tp_breakdown_result *b) {
+    fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the step)\n",
+            (double)b->device, "where work ran", (double)b->windows,
+            b->per_step ? "measured steps" : "window (no steps)");
+    static const struct { tp_bd_part part; const char *label; } rows[] = {
+        {TP_BD_COMPUTE, "compute kernels"}, {TP_BD_EXPOSED_COMM, "exposed communication"},
+        {TP_BD_MEMCPY, "memcpy/memset"}, {TP_BD_IDLE_DATA, "idle: data loading"},
+        {TP_BD_IDLE_HOST_SYNC, "idle: host synchronisation"}, {TP_BD_IDLE_OTHER, "idle: other"},
+        {TP_BD_OVERLAPPED_COMM, "(overlapped communication)"}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        fprintf(f, "    %-28s", rows[i].label);
+        st3(f, &b->ms[rows[i].part]);
+        fprintf(f, "  %5.1f %%\n", 100 * b->share[rows[i].part]);
+    }
+    fprintf(f, "    busy %.1f %%; %.0f kernels per step (median %.1f us); %.0f idle gaps per "
+               "step (median %.1f us)",
+            100 * b->busy_share, b->kernels_per_step, b->kernel_median_us, b->idle_gaps_per_step,
+            b->idle_gap_median_us);
+    if (b->ms[TP_BD_START_IDLE].mean > 0)
+        fprintf(f, "; idle at step start %.2f ms (%.2f ms of it in data loading)",
+                b->ms[TP_BD_START_IDLE].mean, b->ms[TP_BD_START_IDLE_DATA].mean);
+    fputc('\n', f);
+    for (size_t i = 0; i < b->nwarmup && i < 3; i++) { /* the first ones; the JSON has them all */
+        const double *w = b->warmup[i].ms;
+        fprintf(f, "    warm-up step %.0f: %.2f ms = compute %.2f, exposed communication %.2f, "
+                   "memcpy/memset %.2f, idle %.2f (data %.2f, sync %.2f, other %.2f)\n",
+                b->warmup[i].step, w[TP_BD_STEP], w[TP_BD_COMPUTE], w[TP_BD_EXPOSED_COMM],
+                w[TP_BD_MEMCPY], w[TP_BD_IDLE], w[TP_BD_IDLE_DATA], w[TP_BD_IDLE_HOST_SYNC],
+                w[TP_BD_IDLE_OTHER]);
+    }
+    if (b->nwarmup > 3)
+        fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", (int)b->nwarmup - 3);
+}
+
+/* A range row's name in the 28-column name field, with its domain when it has one: one name
+ * may be a row in two domains (a Megatron timer, domain trainprof, beside the program's
+ * range of the same name), which the domain tells apart. */
+static void range_name(FILE *f, const tp_bd_range *r) {
+    if (!r->domain) {
+        tp_text_put(f, r->name, 28, 28);
+        return;
+    }
+    char db[64];
+    tp_text_fit(db, sizeof db, r->domain, 12);
+    int dc = 0;
+    for (size_t i = 0, n = strlen(db); i < n;) {
+        uint32_t cp;
+        int bad;
+        i += tp_utf8_next(db + i, n - i, &cp, &bad);
+        dc += tp_text_width(cp);
+    }
+    int nc = tp_text_put(f, r->name, 28 - 3 - dc, 0);
+    fprintf(f, " [%s]", db);
+    for (int c = nc + 3 + dc; c < 28; c++) fputc(' ', f);
+}
+
+void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
+    if (!b->present) return;
+    if (b->gpu_basis) {
+        breakdown_gpu_text(f, b);
         return;
     }
     fprintf(f, "  step breakdown (CPU: top-level ranges under the step, %.0f %s; ms: mean, p50, "
                "p90; share)\n",
-            tp_jnum(b, "windows"), step ? "measured steps" : "window (no steps)");
-    const cJSON *r;
-    cJSON_ArrayForEach(r, tp_jobj(b, "ranges")) {
+            (double)b->windows, b->per_step ? "measured steps" : "window (no steps)");
+    for (size_t i = 0; i < b->nranges; i++) {
         fputs("    ", f);
-        /* one name may be a row in two domains (a Megatron timer, domain trainprof, beside
-         * the program's range of the same name): the domain tells them apart */
-        const char *dom = tp_jobj(r, "domain") ? tp_jstr(r, "domain") : NULL;
-        if (dom && *dom) {
-            char db[64];
-            tp_text_fit(db, sizeof db, dom, 12);
-            int dc = 0;
-            for (size_t i = 0, n = strlen(db); i < n;) {
-                uint32_t cp;
-                int bad;
-                i += tp_utf8_next(db + i, n - i, &cp, &bad);
-                dc += tp_text_width(cp);
-            }
-            int nc = tp_text_put(f, tp_jstr(r, "name"), 28 - 3 - dc, 0);
-            fprintf(f, " [%s]", db);
-            for (int c = nc + 3 + dc; c < 28; c++) fputc(' ', f);
-        } else {
-            tp_text_put(f, tp_jstr(r, "name"), 28, 28);
-        }
-        st3(f, tp_jobj(r, "ms"));
-        fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(r, "share"));
+        range_name(f, &b->ranges[i]);
+        st3(f, &b->ranges[i].ms);
+        fprintf(f, "  %5.1f %%\n", 100 * b->ranges[i].share);
     }
     fprintf(f, "    %-28s", "(outside any range)");
-    st3(f, tp_jobj(ms, "untracked"));
-    fprintf(f, "  %5.1f %%\n", 100 * tp_jnum(sh, "untracked"));
-    const cJSON *w;
-    int shown = 0;
-    cJSON_ArrayForEach(w, tp_jobj(b, "warmup"))
-        if (shown++ < 3)
-            fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n",
-                    tp_jnum(w, "step"), tp_jnum(w, "step_ms"), tp_jnum(w, "untracked_ms"));
-    if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
+    st3(f, &b->untracked_ms);
+    fprintf(f, "  %5.1f %%\n", 100 * b->untracked_share);
+    for (size_t i = 0; i < b->nwarmup && i < 3; i++)
+        fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n", b->warmup[i].step,
+                b->warmup[i].step_ms, b->warmup[i].untracked_ms);
+    if (b->nwarmup > 3)
+        fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", (int)b->nwarmup - 3);
 }
 
 void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {

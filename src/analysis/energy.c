@@ -224,19 +224,20 @@ static double nv_meta_num(const tp_process *p, unsigned idx, const char *key, in
 
 
 
-void tp_memory_capacity(cJSON *devices_json, const tp_gpu_result *gpu, const tp_nvml_result *nvml,
-                        const tp_process *p) {
-    cJSON *d = devices_json ? devices_json->child : NULL;
-    for (size_t i = 0; i < gpu->ndevices && d; i++, d = d->next) {
+void tp_memory_capacity(tp_gpu_result *gpu, const tp_nvml_result *nvml, const tp_process *p) {
+    for (size_t i = 0; i < gpu->ndevices; i++) {
         tp_gpu_device_result *dev = &gpu->devices[i];
         char k[48];
         unsigned ord = dev->device;
         snprintf(k, sizeof k, "cuda.%u.name", ord);
-        if (tp_meta(p, k)) cJSON_AddStringToObject(d, "name", tp_meta(p, k));
+        dev->name = tp_meta(p, k);
         snprintf(k, sizeof k, "cuda.%u.uuid", ord);
-        if (tp_meta(p, k)) cJSON_AddStringToObject(d, "uuid", tp_meta(p, k));
+        dev->uuid = tp_meta(p, k);
         snprintf(k, sizeof k, "cuda.%u.sm_count", ord);
-        if (tp_meta(p, k)) cJSON_AddNumberToObject(d, "sm_count", atof(tp_meta(p, k)));
+        if (tp_meta(p, k)) {
+            dev->has_sm_count = 1;
+            dev->sm_count = atof(tp_meta(p, k));
+        }
         snprintf(k, sizeof k, "cuda.%u.memory_total_bytes", ord);
         double cap = tp_meta(p, k) ? atof(tp_meta(p, k)) : 0;
         for (size_t j = 0; j < nvml->ngpus && !(cap > 0); j++) {
@@ -246,38 +247,21 @@ void tp_memory_capacity(cJSON *devices_json, const tp_gpu_result *gpu, const tp_
                 cap = g->mem_total_bytes;
         }
         if (cap > 0) {
-            cJSON_AddNumberToObject(d, "memory_capacity_bytes", cap);
-            cJSON_AddNumberToObject(d, "memory_peak_share", dev->memory_peak_bytes / cap);
+            dev->has_capacity = 1;
+            dev->memory_capacity_bytes = cap;
+            dev->memory_peak_share = dev->memory_peak_bytes / cap;
         }
     }
 }
 
-/* Per GPU of the rank: energy over the measured steps (nv_energy_of: the energy counter, or
- * the power samples integrated), average power (that energy over the steps' span: the
- * energy-weighted mean, not the mean of power samples), the power samples' mean and max, the
- * power limit, SM clock min/mean/max, temperature max, memory used peak against the total,
- * utilisation mean, and the clock-event reasons seen. The gauges are read inside the
- * measured steps' span (first start to last end), or over the whole run without steps.
- * The samples are those of the process tp_gpu_samples_for names; the rank's GPUs among them
- * are found by UUID (tp_rank_gpu_links), never by position once the rank named its devices.
- * A GPU in MIG mode is shared by its MIG instances: its energy is shown, flagged, and not
- * counted as the rank's own. Adds "nvml" to the rank (nothing when there are no samples). */
-void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
-                       const tp_process *rank_p, const tp_step *meas, size_t nm) {
-    memset(out, 0, sizeof *out);
+/* The sampler's series of the GPUs in view, into *dv (NVML index order): the linked GPUs,
+ * or every GPU sampled when the rank's are not known (none when they are known and none was
+ * sampled). Returns -1 when out of memory. */
+static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlinks,
+                      int none_sampled, nv_dev **dvp, size_t *ndp) {
     nv_dev *dv = NULL;
     size_t nd = 0;
     int oom = 0;
-    const tp_process *p = tp_gpu_samples_for(run, rank_p);
-    if (!p) return;
-    tp_gpu_link links[64];
-    size_t unmatched = 0;
-    size_t nlinks = tp_rank_gpu_links(rank_p, p, links, 64, &unmatched);
-    /* the rank's GPUs are known and none was sampled there: say so, show none */
-    int none_sampled = !nlinks && unmatched;
-    /* without a link, a rank that sampled itself shows what it sampled; another process's
-     * samples are every GPU of the host, which the rank may share */
-    int all_of_host = !nlinks && !unmatched && p != rank_p;
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
         const tp_thread *t = &p->threads[ti];
         for (size_t k = 0; k < t->ncounters && !oom; k++) {
@@ -304,7 +288,6 @@ void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
             if (nv_push(&dv[d].s[m], t->counters[k].ts, t->counters[k].value)) oom = 1;
         }
     }
-    if (oom || (!nd && !none_sampled)) goto out;
     /* NVML indices in order */
     for (size_t i = 1; i < nd; i++)
         for (size_t j = i; j > 0 && dv[j - 1].idx > dv[j].idx; j--) {
@@ -312,230 +295,244 @@ void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
             dv[j] = dv[j - 1];
             dv[j - 1] = tmp;
         }
-    int per_step = meas && nm > 0;
-    uint64_t w0 = per_step ? meas[0].start : 0, w1 = per_step ? meas[nm - 1].end : UINT64_MAX;
+    *dvp = dv;
+    *ndp = nd;
+    return oom ? -1 : 0;
+}
+
+/* The gauges of GPU g inside [w0, w1]: power, limit, SM clock, temperature, memory,
+ * utilisation and the clock-event reasons. */
+static void nv_gauges(tp_nvml_gpu_result *R, const nv_dev *g, const tp_process *p, uint64_t w0,
+                      uint64_t w1) {
+    double mn[NV_N], mx[NV_N], sm[NV_N];
+    size_t cnt[NV_N];
+    unsigned long long mask = 0;
+    size_t throttled = 0;
+    for (int m = 0; m < NV_N; m++) {
+        mn[m] = mx[m] = sm[m] = 0;
+        cnt[m] = 0;
+        const nv_series *s = &g->s[m];
+        for (size_t i = 0; i < s->n; i++) {
+            if (s->ts[i] < w0 || s->ts[i] > w1) continue;
+            double v = s->v[i];
+            if (!cnt[m]++ || v < mn[m]) mn[m] = v;
+            if (cnt[m] == 1 || v > mx[m]) mx[m] = v;
+            sm[m] += v;
+            if (m == NV_EVENTS) {
+                unsigned long long b = (unsigned long long)v;
+                mask |= b;
+                throttled += (b & NV_THROTTLE_MASK) != 0;
+            }
+        }
+    }
+    if (cnt[NV_POWER]) {
+        R->has_power = 1;
+        R->power_mean_w = sm[NV_POWER] / (double)cnt[NV_POWER];
+        R->power_max_w = mx[NV_POWER];
+    }
+    int found;
+    double lim = nv_meta_num(p, g->idx, "power_limit_w", &found);
+    if (cnt[NV_POWER_LIMIT]) lim = mx[NV_POWER_LIMIT], found = 1;
+    if (found) {
+        R->has_power_limit = 1;
+        R->power_limit_w = lim;
+    }
+    if (cnt[NV_SM]) {
+        R->has_sm_clock = 1;
+        R->sm_clock_mhz_min = mn[NV_SM];
+        R->sm_clock_mhz_mean = sm[NV_SM] / (double)cnt[NV_SM];
+        R->sm_clock_mhz_max = mx[NV_SM];
+    }
+    if (cnt[NV_TEMP]) {
+        R->has_temp = 1;
+        R->temp_c_max = mx[NV_TEMP];
+    }
+    double total = nv_meta_num(p, g->idx, "memory_total_bytes", &found);
+    if (cnt[NV_MEM]) {
+        R->has_mem_used = 1;
+        R->mem_used_peak_bytes = mx[NV_MEM];
+        if (found && total > 0) {
+            R->has_mem_used_share = 1;
+            R->mem_used_peak_share = mx[NV_MEM] / total;
+        }
+    }
+    if (found) {
+        R->has_mem_total = 1;
+        R->mem_total_bytes = total;
+    }
+    if (cnt[NV_UTIL]) {
+        R->has_util = 1;
+        R->util_percent_mean = sm[NV_UTIL] / (double)cnt[NV_UTIL];
+    }
+    if (cnt[NV_EVENTS]) {
+        R->has_clock_events = 1;
+        R->clock_event_mask = mask;
+        R->throttled = throttled > 0;
+        R->throttled_share = (double)throttled / (double)cnt[NV_EVENTS];
+    }
+}
+
+/* The window the figures cover: the measured steps' span, or the whole run. */
+typedef struct nv_window {
+    int per_step;
+    uint64_t w0, w1;
+    size_t nm;
+    double mean_step_ms;
+} nv_window;
+
+/* GPU g's identity (CUDA ordinal by its link, MIG), samples and energy over the window. */
+static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const tp_process *rank_p,
+                   const tp_gpu_link *links, size_t nlinks, const nv_window *W) {
+    R->index = g->idx;
+    const tp_gpu_link *lk = NULL;
+    for (size_t a = 0; a < nlinks; a++)
+        if (links[a].index == g->idx) lk = &links[a];
+    int ord = lk ? lk->cuda_ordinal : tp_cuda_ordinal_of(rank_p, p, g->idx);
+    if (ord >= 0) {
+        R->has_cuda_device = 1;
+        R->cuda_device = ord;
+    }
+    char k[64];
+    snprintf(k, sizeof k, "gpu.%u.name", g->idx);
+    R->name = tp_meta(p, k);
+    snprintf(k, sizeof k, "gpu.%u.uuid", g->idx);
+    R->uuid = tp_meta(p, k);
+    /* MIG mode: power, energy and clocks are the whole GPU's (NVML reports them per
+     * physical GPU), shared by every MIG instance on it */
+    snprintf(k, sizeof k, "gpu.%u.mig_uuids", g->idx);
+    R->shared_by_mig = (lk && lk->by == TP_GPU_BY_MIG_PARENT) || (tp_meta(p, k) && *tp_meta(p, k));
+    if (lk && lk->by == TP_GPU_BY_MIG_PARENT) R->mig_device = lk->uuid;
+    for (int m = 0; m < NV_N; m++)
+        if (g->s[m].n > R->samples) R->samples = g->s[m].n;
+    /* counters of one thread arrive in time order; sort anyway if they do not */
+    for (int m = 0; m < NV_N; m++) {
+        nv_series *s = &g->s[m];
+        for (size_t i = 1; i < s->n; i++)
+            for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
+                uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
+                double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
+            }
+    }
+    /* energy: over [start of the first measured step, end of the last] (the time between
+     * steps, logging or a checkpoint, belongs to them, as Megatron-LM's energy per
+     * iteration counts a whole log interval), or over the run without steps */
+    nv_energy E;
+    nv_energy_of(p, g, W->per_step, W->w0, W->w1, rank_p->hdr.start_mono_ns, &E);
+    R->has_energy = E.ok;
+    R->energy_method = E.ok ? E.method : "none";
+    snprintf(k, sizeof k, "gpu.%u.energy_counter", g->idx);
+    R->energy_counter = tp_meta(p, k);
+    if (E.ok) {
+        R->energy_series = E.series;
+        R->sample_interval_ms = E.interval_ms;
+        R->energy_j = E.joules;
+        R->avg_power_w = E.joules / ((double)(E.b - E.a) / 1e9);
+    } else {
+        _Static_assert(sizeof R->energy_unavailable == sizeof E.why, "the reason fits");
+        memcpy(R->energy_unavailable, E.why, sizeof E.why);
+    }
+    R->has_per_step_energy = W->per_step;
+    if (W->per_step && E.ok) {
+        double e = E.joules, nm = (double)W->nm;
+        R->steps_with_energy = W->nm;
+        R->energy_per_step_j = e / nm;
+        R->energy_per_step_wh = e / nm / 3600.0;
+        /* A counter update or a power reading every ~100 ms (at best) resolves little of a
+         * shorter step: the per-step figure is an average over the span, not a measurement
+         * of one step. */
+        R->energy_resolution_ms = E.method[0] == 'c' ? NV_COUNTER_PERIOD_MS
+                                  : E.interval_ms > NV_COUNTER_PERIOD_MS ? E.interval_ms
+                                                                         : NV_COUNTER_PERIOD_MS;
+        R->energy_approximate = W->mean_step_ms < R->energy_resolution_ms;
+        /* the power samples' integral beside the counter's, as a cross-check */
+        double pj;
+        if (E.method[0] == 'c' && nv_integral(&g->s[NV_POWER], W->w0, W->w1, &pj)) {
+            R->has_energy_from_power = 1;
+            R->energy_per_step_from_power_j = pj / nm;
+        }
+    }
+    nv_gauges(R, g, p, W->w0, W->w1);
+}
+
+/* Per GPU of the rank: energy over the measured steps (nv_energy_of: the energy counter, or
+ * the power samples integrated), average power (that energy over the steps' span: the
+ * energy-weighted mean, not the mean of power samples), the power samples' mean and max, the
+ * power limit, SM clock min/mean/max, temperature max, memory used peak against the total,
+ * utilisation mean, and the clock-event reasons seen. The gauges are read inside the
+ * measured steps' span (first start to last end), or over the whole run without steps.
+ * The samples are those of the process tp_gpu_samples_for names; the rank's GPUs among them
+ * are found by UUID (tp_rank_gpu_links), never by position once the rank named its devices.
+ * A GPU in MIG mode is shared by its MIG instances: its energy is shown, flagged, and not
+ * counted as the rank's own. */
+void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *rank_p,
+                     const tp_step *meas, size_t nm) {
+    memset(out, 0, sizeof *out);
+    nv_dev *dv = NULL;
+    size_t nd = 0;
+    const tp_process *p = tp_gpu_samples_for(run, rank_p);
+    if (!p) return;
+    tp_gpu_link links[64];
+    size_t unmatched = 0;
+    size_t nlinks = tp_rank_gpu_links(rank_p, p, links, 64, &unmatched);
+    /* the rank's GPUs are known and none was sampled: say so, show none */
+    int none_sampled = !nlinks && unmatched;
+    /* without a link, a rank that sampled itself shows what it sampled; another process's
+     * samples are every GPU of the host, which the rank may share */
+    int all_of_host = !nlinks && !unmatched && p != rank_p;
+    if (nv_collect(p, links, nlinks, none_sampled, &dv, &nd) || (!nd && !none_sampled)) goto out;
+    nv_window W = {meas && nm > 0, 0, UINT64_MAX, nm, 0};
+    if (W.per_step) {
+        W.w0 = meas[0].start;
+        W.w1 = meas[nm - 1].end;
+        for (size_t i = 0; i < nm; i++)
+            W.mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
+        W.mean_step_ms /= (double)nm;
+    }
     out->gpus = nd ? calloc(nd, sizeof *out->gpus) : NULL;
     if (nd && !out->gpus) goto out;
     out->present = 1;
-    out->shared_with_other_ranks = p != rank_p && all_of_host;
-    cJSON *nj = cJSON_AddObjectToObject(rank_json, "nvml");
-    cJSON_AddStringToObject(nj, "per", per_step ? "step" : "run");
+    out->per_step = W.per_step;
+    out->shared_with_other_ranks = all_of_host;
     if (p != rank_p) {
-        char by[48];
-        if (p->role == TP_ROLE_SAMPLER) snprintf(by, sizeof by, "node sampler");
-        else tp_process_label(p, by, sizeof by);
-        cJSON_AddStringToObject(nj, "sampled_by", by);
-        cJSON_AddNumberToObject(nj, "sampler_pid", p->hdr.pid);
-        if (all_of_host) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+        out->has_sampled_by = 1;
+        if (p->role == TP_ROLE_SAMPLER)
+            snprintf(out->sampled_by, sizeof out->sampled_by, "node sampler");
+        else tp_process_label(p, out->sampled_by, sizeof out->sampled_by);
+        out->sampler_pid = p->hdr.pid;
     }
-    if (nlinks) {
-        const char *const how[] = {"", "uuid", "mig_parent", "position"};
-        cJSON_AddStringToObject(nj, "rank_gpus_by", how[links[0].by]);
-    }
-    if (none_sampled) {
-        /* the rank's own devices, by UUID: none of them is among the sampled GPUs */
-        cJSON *ns = cJSON_AddArrayToObject(nj, "rank_gpus_not_sampled");
-        for (size_t a = 0; a < unmatched && a < 64; a++)
-            cJSON_AddItemToArray(ns, cJSON_CreateString(links[a].uuid));
-    }
-    const char *match = tp_meta(p, "nvml.match");
-    if (match) cJSON_AddStringToObject(nj, "device_match", match);
-    const char *drv = tp_meta(p, "nvml.driver_version");
-    if (drv) cJSON_AddStringToObject(nj, "driver_version", drv);
+    static const char *const how[] = {"", "uuid", "mig_parent", "position"};
+    if (nlinks) out->rank_gpus_by = how[links[0].by];
+    out->has_not_sampled = none_sampled;
+    /* the rank's own devices, by UUID: none of them is among the sampled GPUs */
+    for (size_t a = 0; none_sampled && a < unmatched && a < 64; a++)
+        out->not_sampled[out->nnot_sampled++] = links[a].uuid;
+    out->device_match = tp_meta(p, "nvml.match");
+    out->driver_version = tp_meta(p, "nvml.driver_version");
     const char *hz = tp_meta(p, "nvml.hz");
-    if (hz) cJSON_AddNumberToObject(nj, "hz", atof(hz));
-    cJSON *ga = cJSON_AddArrayToObject(nj, "gpus");
-    double sum_e = 0, sum_w = 0, mean_step_ms = 0;
-    int all_e = 1;
-    const char *method = NULL; /* of the GPUs with energy: one, or "mixed" */
-    int any_mig = 0;            /* a GPU shared by MIG instances: no sum is the rank's own */
-    for (size_t i = 0; per_step && i < nm; i++)
-        mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
-    if (per_step) mean_step_ms /= (double)nm;
+    out->has_hz = hz != NULL;
+    out->hz = hz ? atof(hz) : 0;
+    double sum_e = 0, sum_w = 0;
+    int all_e = 1, any_mig = 0; /* a GPU shared by MIG instances: no sum is the rank's own */
     for (size_t d = 0; d < nd; d++) {
-        nv_dev *g = &dv[d];
         tp_nvml_gpu_result *R = &out->gpus[out->ngpus++];
-        R->index = g->idx;
-        cJSON *gj = cJSON_CreateObject();
-        cJSON_AddItemToArray(ga, gj);
-        cJSON_AddNumberToObject(gj, "index", g->idx);
-        const tp_gpu_link *lk = NULL;
-        for (size_t a = 0; a < nlinks; a++)
-            if (links[a].index == g->idx) lk = &links[a];
-        int ord = lk ? lk->cuda_ordinal : tp_cuda_ordinal_of(rank_p, p, g->idx);
-        if (ord >= 0) {
-            R->has_cuda_device = 1;
-            R->cuda_device = ord;
-            cJSON_AddNumberToObject(gj, "cuda_device", ord);
-        }
-        char k[64];
-        snprintf(k, sizeof k, "gpu.%u.name", g->idx);
-        R->name = tp_meta(p, k);
-        if (R->name) cJSON_AddStringToObject(gj, "name", R->name);
-        snprintf(k, sizeof k, "gpu.%u.uuid", g->idx);
-        R->uuid = tp_meta(p, k);
-        if (R->uuid) cJSON_AddStringToObject(gj, "uuid", R->uuid);
-        /* MIG mode: power, energy and clocks are the whole GPU's (NVML reports them per
-         * physical GPU), shared by every MIG instance on it */
-        snprintf(k, sizeof k, "gpu.%u.mig_uuids", g->idx);
-        int mig = (lk && lk->by == TP_GPU_BY_MIG_PARENT) || (tp_meta(p, k) && *tp_meta(p, k));
-        if (mig) {
-            R->shared_by_mig = 1;
-            cJSON_AddBoolToObject(gj, "shared_by_mig_instances", 1);
-            if (lk && lk->by == TP_GPU_BY_MIG_PARENT)
-                cJSON_AddStringToObject(gj, "mig_device", lk->uuid);
-            any_mig = 1;
-        }
-        size_t ns = 0;
-        for (int m = 0; m < NV_N; m++)
-            if (g->s[m].n > ns) ns = g->s[m].n;
-        cJSON_AddNumberToObject(gj, "samples", (double)ns);
-        /* counters of one thread arrive in time order; sort anyway if they do not */
-        for (int m = 0; m < NV_N; m++) {
-            nv_series *s = &g->s[m];
-            for (size_t i = 1; i < s->n; i++)
-                for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
-                    uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
-                    double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
-                }
-        }
-        /* energy: over [start of the first measured step, end of the last] (the time between
-         * steps, logging or a checkpoint, belongs to them, as Megatron-LM's energy per
-         * iteration counts a whole log interval), or over the run without steps */
-        nv_energy E;
-        nv_energy_of(p, g, per_step, w0, w1, rank_p->hdr.start_mono_ns, &E);
-        double e = E.joules, watts = 0;
-        int have_e = E.ok;
-        cJSON_AddStringToObject(gj, "energy_method", E.ok ? E.method : "none");
-        char ck[64];
-        snprintf(ck, sizeof ck, "gpu.%u.energy_counter", g->idx);
-        if (tp_meta(p, ck)) cJSON_AddStringToObject(gj, "energy_counter", tp_meta(p, ck));
-        if (E.ok) {
-            cJSON_AddStringToObject(gj, "energy_series", E.series);
-            cJSON_AddNumberToObject(gj, "sample_interval_ms", E.interval_ms);
-            watts = e / ((double)(E.b - E.a) / 1e9);
-            if (method && strcmp(method, E.method)) method = "mixed";
-            else method = E.method;
-        } else {
-            cJSON_AddStringToObject(gj, "energy_unavailable", E.why);
-        }
-        if (per_step) {
-            cJSON_AddNumberToObject(gj, "steps_with_energy", E.ok ? (double)nm : 0);
-            if (E.ok) {
-                cJSON_AddNumberToObject(gj, "energy_per_step_j", e / (double)nm);
-                cJSON_AddNumberToObject(gj, "energy_per_step_wh", e / (double)nm / 3600.0);
-                /* A counter update or a power reading every ~100 ms (at best) resolves little
-                 * of a shorter step: the per-step figure is an average over the span, not a
-                 * measurement of one step. */
-                double res = E.method[0] == 'c' ? NV_COUNTER_PERIOD_MS
-                             : E.interval_ms > NV_COUNTER_PERIOD_MS ? E.interval_ms
-                                                                    : NV_COUNTER_PERIOD_MS;
-                cJSON_AddNumberToObject(gj, "energy_resolution_ms", res);
-                cJSON_AddBoolToObject(gj, "energy_approximate", mean_step_ms < res);
-                /* the power samples' integral beside the counter's, as a cross-check */
-                double pj;
-                if (E.method[0] == 'c' && nv_integral(&g->s[NV_POWER], w0, w1, &pj))
-                    cJSON_AddNumberToObject(gj, "energy_per_step_from_power_j", pj / (double)nm);
-            }
-        }
-        if (E.ok) {
-            cJSON_AddNumberToObject(gj, "energy_j", e);
-            cJSON_AddNumberToObject(gj, "avg_power_w", watts);
-            sum_e += per_step ? e / (double)nm : e;
+        nv_gpu(R, &dv[d], p, rank_p, links, nlinks, &W);
+        any_mig |= R->shared_by_mig;
+        if (R->has_energy) {
+            /* of the GPUs with energy: one method, or "mixed" */
+            if (out->energy_method && strcmp(out->energy_method, R->energy_method))
+                out->energy_method = "mixed";
+            else out->energy_method = R->energy_method;
+            sum_e += W.per_step ? R->energy_j / (double)nm : R->energy_j;
+            sum_w += R->avg_power_w;
         } else {
             all_e = 0;
         }
-        if (have_e) sum_w += watts;
-        /* gauges inside the window */
-        double mn[NV_N], mx[NV_N], sm[NV_N];
-        size_t cnt[NV_N];
-        unsigned long long mask = 0;
-        size_t throttled = 0;
-        for (int m = 0; m < NV_N; m++) {
-            mn[m] = mx[m] = sm[m] = 0;
-            cnt[m] = 0;
-            const nv_series *s = &g->s[m];
-            for (size_t i = 0; i < s->n; i++) {
-                if (s->ts[i] < w0 || s->ts[i] > w1) continue;
-                double v = s->v[i];
-                if (!cnt[m]++ || v < mn[m]) mn[m] = v;
-                if (cnt[m] == 1 || v > mx[m]) mx[m] = v;
-                sm[m] += v;
-                if (m == NV_EVENTS) {
-                    unsigned long long b = (unsigned long long)v;
-                    mask |= b;
-                    throttled += (b & NV_THROTTLE_MASK) != 0;
-                }
-            }
-        }
-        if (cnt[NV_POWER]) {
-            R->has_power = 1;
-            R->power_mean_w = sm[NV_POWER] / (double)cnt[NV_POWER];
-            R->power_max_w = mx[NV_POWER];
-            cJSON_AddNumberToObject(gj, "power_mean_w", R->power_mean_w);
-            cJSON_AddNumberToObject(gj, "power_max_w", R->power_max_w);
-        }
-        int found;
-        double lim = nv_meta_num(p, g->idx, "power_limit_w", &found);
-        if (cnt[NV_POWER_LIMIT]) lim = mx[NV_POWER_LIMIT], found = 1;
-        if (found) {
-            R->has_power_limit = 1;
-            R->power_limit_w = lim;
-            cJSON_AddNumberToObject(gj, "power_limit_w", lim);
-        }
-        if (cnt[NV_SM]) {
-            R->has_sm_clock = 1;
-            R->sm_clock_mhz_min = mn[NV_SM];
-            R->sm_clock_mhz_mean = sm[NV_SM] / (double)cnt[NV_SM];
-            R->sm_clock_mhz_max = mx[NV_SM];
-            cJSON_AddNumberToObject(gj, "sm_clock_mhz_min", R->sm_clock_mhz_min);
-            cJSON_AddNumberToObject(gj, "sm_clock_mhz_mean", R->sm_clock_mhz_mean);
-            cJSON_AddNumberToObject(gj, "sm_clock_mhz_max", R->sm_clock_mhz_max);
-        }
-        if (cnt[NV_TEMP]) {
-            R->has_temp = 1;
-            R->temp_c_max = mx[NV_TEMP];
-            cJSON_AddNumberToObject(gj, "temp_c_max", R->temp_c_max);
-        }
-        double total = nv_meta_num(p, g->idx, "memory_total_bytes", &found);
-        if (cnt[NV_MEM]) {
-            R->has_mem_used = 1;
-            R->mem_used_peak_bytes = mx[NV_MEM];
-            cJSON_AddNumberToObject(gj, "mem_used_peak_bytes", R->mem_used_peak_bytes);
-            if (found && total > 0) {
-                R->has_mem_used_share = 1;
-                R->mem_used_peak_share = mx[NV_MEM] / total;
-                cJSON_AddNumberToObject(gj, "mem_used_peak_share", R->mem_used_peak_share);
-            }
-        }
-        if (found) {
-            R->has_mem_total = 1;
-            R->mem_total_bytes = total;
-            cJSON_AddNumberToObject(gj, "mem_total_bytes", total);
-        }
-        if (cnt[NV_UTIL])
-            cJSON_AddNumberToObject(gj, "util_percent_mean", sm[NV_UTIL] / (double)cnt[NV_UTIL]);
-        if (cnt[NV_EVENTS]) {
-            R->has_clock_events = 1;
-            R->clock_event_mask = mask;
-            R->throttled = throttled > 0;
-            R->throttled_share = (double)throttled / (double)cnt[NV_EVENTS];
-            cJSON *cj = cJSON_AddObjectToObject(gj, "clock_events");
-            cJSON_AddNumberToObject(cj, "mask", (double)mask);
-            cJSON *names = cJSON_AddArrayToObject(cj, "reasons");
-            for (size_t r = 0; r < sizeof nv_reasons / sizeof *nv_reasons; r++)
-                if (mask & nv_reasons[r].bit)
-                    cJSON_AddItemToArray(names, cJSON_CreateString(nv_reasons[r].name));
-            cJSON_AddBoolToObject(cj, "throttled", throttled > 0);
-            cJSON_AddNumberToObject(cj, "throttled_share",
-                                    (double)throttled / (double)cnt[NV_EVENTS]);
-        }
     }
     if (nd > 1 && all_e && !any_mig) {
-        cJSON_AddNumberToObject(nj, per_step ? "energy_per_step_j" : "energy_j", sum_e);
-        cJSON_AddNumberToObject(nj, "avg_power_w", sum_w);
+        out->has_total = 1;
+        out->total_energy_j = sum_e;
+        out->total_avg_power_w = sum_w;
     }
-    if (method) cJSON_AddStringToObject(nj, "energy_method", method);
 out:
     for (size_t d = 0; d < nd; d++)
         for (int m = 0; m < NV_N; m++) {
@@ -545,3 +542,96 @@ out:
     free(dv);
 }
 
+/* ------------------------------------------------------------------ the document */
+
+static void nv_gpu_json(cJSON *ga, const tp_nvml_gpu_result *R, int per_step) {
+    cJSON *gj = cJSON_CreateObject();
+    cJSON_AddItemToArray(ga, gj);
+    cJSON_AddNumberToObject(gj, "index", R->index);
+    if (R->has_cuda_device) cJSON_AddNumberToObject(gj, "cuda_device", R->cuda_device);
+    if (R->name) cJSON_AddStringToObject(gj, "name", R->name);
+    if (R->uuid) cJSON_AddStringToObject(gj, "uuid", R->uuid);
+    if (R->shared_by_mig) cJSON_AddBoolToObject(gj, "shared_by_mig_instances", 1);
+    if (R->mig_device) cJSON_AddStringToObject(gj, "mig_device", R->mig_device);
+    cJSON_AddNumberToObject(gj, "samples", (double)R->samples);
+    cJSON_AddStringToObject(gj, "energy_method", R->energy_method);
+    if (R->energy_counter) cJSON_AddStringToObject(gj, "energy_counter", R->energy_counter);
+    if (R->has_energy) {
+        cJSON_AddStringToObject(gj, "energy_series", R->energy_series);
+        cJSON_AddNumberToObject(gj, "sample_interval_ms", R->sample_interval_ms);
+    } else {
+        cJSON_AddStringToObject(gj, "energy_unavailable", R->energy_unavailable);
+    }
+    if (per_step) {
+        cJSON_AddNumberToObject(gj, "steps_with_energy", (double)R->steps_with_energy);
+        if (R->has_energy) {
+            cJSON_AddNumberToObject(gj, "energy_per_step_j", R->energy_per_step_j);
+            cJSON_AddNumberToObject(gj, "energy_per_step_wh", R->energy_per_step_wh);
+            cJSON_AddNumberToObject(gj, "energy_resolution_ms", R->energy_resolution_ms);
+            cJSON_AddBoolToObject(gj, "energy_approximate", R->energy_approximate);
+            if (R->has_energy_from_power)
+                cJSON_AddNumberToObject(gj, "energy_per_step_from_power_j",
+                                        R->energy_per_step_from_power_j);
+        }
+    }
+    if (R->has_energy) {
+        cJSON_AddNumberToObject(gj, "energy_j", R->energy_j);
+        cJSON_AddNumberToObject(gj, "avg_power_w", R->avg_power_w);
+    }
+    if (R->has_power) {
+        cJSON_AddNumberToObject(gj, "power_mean_w", R->power_mean_w);
+        cJSON_AddNumberToObject(gj, "power_max_w", R->power_max_w);
+    }
+    if (R->has_power_limit) cJSON_AddNumberToObject(gj, "power_limit_w", R->power_limit_w);
+    if (R->has_sm_clock) {
+        cJSON_AddNumberToObject(gj, "sm_clock_mhz_min", R->sm_clock_mhz_min);
+        cJSON_AddNumberToObject(gj, "sm_clock_mhz_mean", R->sm_clock_mhz_mean);
+        cJSON_AddNumberToObject(gj, "sm_clock_mhz_max", R->sm_clock_mhz_max);
+    }
+    if (R->has_temp) cJSON_AddNumberToObject(gj, "temp_c_max", R->temp_c_max);
+    if (R->has_mem_used) {
+        cJSON_AddNumberToObject(gj, "mem_used_peak_bytes", R->mem_used_peak_bytes);
+        if (R->has_mem_used_share)
+            cJSON_AddNumberToObject(gj, "mem_used_peak_share", R->mem_used_peak_share);
+    }
+    if (R->has_mem_total) cJSON_AddNumberToObject(gj, "mem_total_bytes", R->mem_total_bytes);
+    if (R->has_util) cJSON_AddNumberToObject(gj, "util_percent_mean", R->util_percent_mean);
+    if (R->has_clock_events) {
+        cJSON *cj = cJSON_AddObjectToObject(gj, "clock_events");
+        cJSON_AddNumberToObject(cj, "mask", (double)R->clock_event_mask);
+        cJSON *names = cJSON_AddArrayToObject(cj, "reasons");
+        const char *rn[TP_NVML_NREASONS];
+        size_t nr = tp_nvml_reasons(R->clock_event_mask, rn, TP_NVML_NREASONS);
+        for (size_t r = 0; r < nr; r++) cJSON_AddItemToArray(names, cJSON_CreateString(rn[r]));
+        cJSON_AddBoolToObject(cj, "throttled", R->throttled);
+        cJSON_AddNumberToObject(cj, "throttled_share", R->throttled_share);
+    }
+}
+
+void tp_nvml_json(cJSON *rank_json, const tp_nvml_result *nv) {
+    if (!nv->present) return;
+    cJSON *nj = cJSON_AddObjectToObject(rank_json, "nvml");
+    cJSON_AddStringToObject(nj, "per", nv->per_step ? "step" : "run");
+    if (nv->has_sampled_by) {
+        cJSON_AddStringToObject(nj, "sampled_by", nv->sampled_by);
+        cJSON_AddNumberToObject(nj, "sampler_pid", nv->sampler_pid);
+        if (nv->shared_with_other_ranks) cJSON_AddBoolToObject(nj, "shared_with_other_ranks", 1);
+    }
+    if (nv->rank_gpus_by) cJSON_AddStringToObject(nj, "rank_gpus_by", nv->rank_gpus_by);
+    if (nv->has_not_sampled) {
+        cJSON *ns = cJSON_AddArrayToObject(nj, "rank_gpus_not_sampled");
+        for (size_t a = 0; a < nv->nnot_sampled; a++)
+            cJSON_AddItemToArray(ns, cJSON_CreateString(nv->not_sampled[a]));
+    }
+    if (nv->device_match) cJSON_AddStringToObject(nj, "device_match", nv->device_match);
+    if (nv->driver_version) cJSON_AddStringToObject(nj, "driver_version", nv->driver_version);
+    if (nv->has_hz) cJSON_AddNumberToObject(nj, "hz", nv->hz);
+    cJSON *ga = cJSON_AddArrayToObject(nj, "gpus");
+    for (size_t d = 0; d < nv->ngpus; d++) nv_gpu_json(ga, &nv->gpus[d], nv->per_step);
+    if (nv->has_total) {
+        cJSON_AddNumberToObject(nj, nv->per_step ? "energy_per_step_j" : "energy_j",
+                                nv->total_energy_j);
+        cJSON_AddNumberToObject(nj, "avg_power_w", nv->total_avg_power_w);
+    }
+    if (nv->energy_method) cJSON_AddStringToObject(nj, "energy_method", nv->energy_method);
+}

@@ -14,11 +14,15 @@
 #include "analysis/steps.h"
 
 /* Computes the rank's NVML figures into *out (results.h; zeroed first; out->gpus allocated,
- * freed by tp_rank_result_free) and adds "nvml" to the rank's JSON (nothing when no process
- * sampled the rank's GPUs). meas/nm: the measured steps (nm 0: the whole run). Out of memory:
- * the section is left out. */
-void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
-                       const tp_process *rank_p, const tp_step *meas, size_t nm);
+ * freed by tp_rank_result_free; present = 0 when no process sampled the rank's GPUs, or out
+ * of memory). meas/nm: the measured steps (nm 0: the whole run). Strings in *out point into
+ * the run or are static. Time O(samples); the samples of one GPU are sorted if they are not
+ * in time order. */
+void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *rank_p,
+                     const tp_step *meas, size_t nm);
+
+/* Adds "nvml" to the rank's JSON from *nv (docs/report-json.md; nothing when !nv->present). */
+void tp_nvml_json(cJSON *rank_json, const tp_nvml_result *nv);
 
 /* The clock-event reasons NVML names (nvml_abi.h), in bit order; at most this many. */
 #define TP_NVML_NREASONS 9
@@ -27,12 +31,10 @@ void tp_energy_section(cJSON *rank_json, tp_nvml_result *out, const tp_run *run,
  * how many. The strings are static. */
 size_t tp_nvml_reasons(unsigned long long mask, const char **names, size_t max);
 
-/* Each CUDA device of the rank's "gpu" section (gpu->devices, the same order as the JSON
- * array `devices_json`) gets what CUPTI's device record said of it (cuda.<ordinal>.*: name,
- * UUID, SM count) and its capacity, from that record or else NVML's total memory of the GPU
- * with that CUDA ordinal (not one shared by MIG instances), with the allocator peak's share
- * of it. */
-void tp_memory_capacity(cJSON *devices_json, const tp_gpu_result *gpu, const tp_nvml_result *nvml,
-                        const tp_process *p);
+/* Each CUDA device of the rank's GPU result (gpu->devices) gets what CUPTI's device record
+ * said of it (cuda.<ordinal>.*: name, UUID, SM count) and its capacity, from that record or
+ * else NVML's total memory of the GPU with that CUDA ordinal (not one shared by MIG
+ * instances), with the allocator peak's share of it. Call before tp_gpu_json. */
+void tp_memory_capacity(tp_gpu_result *gpu, const tp_nvml_result *nvml, const tp_process *p);
 
 #endif /* TPROF_ENERGY_H */

@@ -45,6 +45,17 @@ void tp_figures_check_results(tp_rank_result *rr) {
             g->has_mem_used_share = 0;
             g->mem_used_peak_share = 0;
         }
+        if (g->has_util && !tp_figure_in_bounds(g->util_percent_mean, 0, 100)) {
+            g->has_util = 0;
+            g->util_percent_mean = 0;
+        }
+    }
+    for (size_t i = 0; i < rr->gpu.ndevices; i++) {
+        tp_gpu_device_result *d = &rr->gpu.devices[i];
+        if (d->has_busy_share && !tp_figure_in_bounds(d->busy_share, 0, 1)) {
+            d->has_busy_share = 0;
+            d->busy_share = 0;
+        }
     }
 }
 

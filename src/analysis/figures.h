@@ -42,8 +42,10 @@ double tp_figures_cpu_limit(const tp_process *p);
  * document's checks and of tp_figures_check_results. */
 int tp_figure_in_bounds(double x, double lo, double hi);
 
-/* The same checks on the typed results of a rank, for the figures the rules read: an NVML
- * memory-used share outside [0, 1] is cleared (has_mem_used_share = 0). */
+/* The same checks on the typed results of a rank, so that the rules and the renderers that
+ * read them see what the document keeps: an NVML memory-used share outside [0, 1], an NVML
+ * utilisation outside 0-100 % and a device's busy share outside [0, 1] are cleared (their
+ * has_* flag 0). */
 void tp_figures_check_results(tp_rank_result *rr);
 
 /* Writes one line per flagged figure anywhere under `root` ("invalid" objects), indented by

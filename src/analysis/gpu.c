@@ -67,9 +67,10 @@ static int driver_overhead(uint32_t kind) {
 }
 
 /* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
- * per unit: CUPTI's own ("ms") and the driver's ("driver_ms"), and by what was done, most
- * first. Nothing without records in the steps. */
-static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, size_t nst, double per) {
+ * per unit: CUPTI's own (overhead_ms) and the driver's (overhead_driver_ms), and by what was
+ * done, most first. Nothing without records in the steps. */
+static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
+                           double per) {
     if (!p->novh) return;
     enum { MAXK = 16 };
     const char *names[MAXK];
@@ -96,21 +97,18 @@ static void cupti_overhead(cJSON *g, const tp_process *p, const tp_step *st, siz
         ms[k] += (double)in / 1e6;
     }
     if (!n) return; /* all outside the measured steps */
-    cJSON *c = cJSON_AddObjectToObject(g, "cupti_overhead");
-    cJSON_AddNumberToObject(c, "records", (double)n);
-    cJSON_AddNumberToObject(c, "ms", total / per);
-    cJSON_AddNumberToObject(c, "driver_records", (double)nd);
-    cJSON_AddNumberToObject(c, "driver_ms", driver / per);
-    cJSON *by = cJSON_AddArrayToObject(c, "by_kind");
-    for (size_t done = 0; done < nk; done++) { /* most first: a few kinds, a selection */
+    out->has_overhead = 1;
+    out->overhead_records = n;
+    out->overhead_ms = total / per;
+    out->overhead_driver_records = nd;
+    out->overhead_driver_ms = driver / per;
+    out->overhead_kinds = calloc(nk ? nk : 1, sizeof *out->overhead_kinds);
+    for (size_t done = 0; out->overhead_kinds && done < nk; done++) { /* most first */
         size_t best = 0;
         for (size_t k = 1; k < nk; k++)
             if (ms[k] > ms[best]) best = k;
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "name", names[best]);
-        cJSON_AddStringToObject(e, "source", drv[best] ? "driver" : "cupti");
-        cJSON_AddNumberToObject(e, "ms", ms[best] / per);
-        cJSON_AddItemToArray(by, e);
+        out->overhead_kinds[out->noverhead_kinds++] =
+            (tp_gpu_overhead){names[best], drv[best], ms[best] / per};
         ms[best] = -1;
     }
 }
@@ -414,87 +412,76 @@ const tp_gpu_clip *tp_gpu_clip_of(const tp_process *p, const tp_gpu_op *o) {
 
 /* GPU capture paused for another CUPTI client (tprof_gpu_capture_pause; trainprof.torch does
  * it around torch.profiler): metadata gpu_capture.pauses = "start-end,..." (ns), and
- * gpu_capture.paused_since_ns for a pause never resumed (until the end of the file). Shown
+ * gpu_capture.paused_since_ns for a pause never resumed (until the end of the file). Kept
  * as seconds from the process's start, with the reason trainprof.torch writes. */
-static void capture_pauses(cJSON *g, const tp_process *p) {
+static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     const char *l = tp_meta(p, "gpu_capture.pauses"), *open = tp_meta(p, "gpu_capture.paused_since_ns");
     if ((!l || !*l) && (!open || !*open)) return;
-    cJSON *a = cJSON_AddArrayToObject(g, "capture_paused");
+    out->has_pauses = 1;
     double t0 = (double)p->hdr.start_mono_ns;
     const char *why = tp_meta(p, "gpu_capture.pause_reason");
+    size_t cap = 0;
     for (const char *q = l ? l : ""; *q;) {
         unsigned long long x, y;
         int n = 0;
         if (sscanf(q, "%llu-%llu%n", &x, &y, &n) != 2) break;
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "from_s", ((double)x - t0) / 1e9);
-        cJSON_AddNumberToObject(e, "to_s", ((double)y - t0) / 1e9);
-        if (why) cJSON_AddStringToObject(e, "reason", why);
-        cJSON_AddItemToArray(a, e);
+        if (out->npauses == cap) {
+            size_t c2 = cap ? 2 * cap : 8;
+            tp_gpu_pause *v = realloc(out->pauses, (c2 + 1) * sizeof *v); /* + the open one */
+            if (!v) return;
+            out->pauses = v;
+            cap = c2;
+        }
+        out->pauses[out->npauses++] = (tp_gpu_pause){((double)x - t0) / 1e9, ((double)y - t0) / 1e9, 0, why};
         q += n;
         if (*q == ',') q++;
     }
     if (open && *open) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "from_s", ((double)strtoull(open, NULL, 10) - t0) / 1e9);
-        cJSON_AddNumberToObject(e, "to_s", ((double)p->end_mono - t0) / 1e9);
-        cJSON_AddBoolToObject(e, "never_resumed", 1);
-        if (why) cJSON_AddStringToObject(e, "reason", why);
-        cJSON_AddItemToArray(a, e);
+        if (!cap) {
+            out->pauses = malloc(sizeof *out->pauses);
+            if (!out->pauses) return;
+        }
+        out->pauses[out->npauses++] =
+            (tp_gpu_pause){((double)strtoull(open, NULL, 10) - t0) / 1e9, ((double)p->end_mono - t0) / 1e9, 1, why};
     }
 }
 
-cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const tp_step *st,
-                       size_t nst, uint64_t step_ns, int top_n) {
-    memset(out, 0, sizeof *out);
-    if (!p->ngpu && !p->napi && !p->ngmem) return NULL;
-    /* A kernel-capture window (TRAINPROF_KERNEL_STEPS): GPU figures are per step of the
-     * measured steps that began while capture was on. */
+/* A kernel-capture window (TRAINPROF_KERNEL_STEPS): the GPU figures are per step of the
+ * measured steps that began while capture was on, so *st, *nst and *step_ns are narrowed
+ * to those. */
+static void kernel_window(tp_gpu_result *out, const tp_process *p, const tp_step **st,
+                          size_t *nst, uint64_t *step_ns) {
     const char *kw = tp_meta(p, "kernel_steps");
+    if (!kw) return;
     const char *kon = tp_meta(p, "kernel_steps.on_ns"), *koff = tp_meta(p, "kernel_steps.off_ns");
-    size_t nall = nst;
-    if (kw && nst) {
+    out->has_kernel_steps = 1;
+    out->kernel_steps_spec = kw;
+    out->kernel_steps_measured = *nst;
+    out->kernel_steps_opened = kon != NULL;
+    if (*nst) {
         uint64_t on = kon ? strtoull(kon, NULL, 10) : UINT64_MAX;
         uint64_t off = koff ? strtoull(koff, NULL, 10) : UINT64_MAX;
-        size_t a = 0;
-        while (a < nst && st[a].start < on) a++;
+        size_t a = 0, n = *nst;
+        while (a < n && (*st)[a].start < on) a++;
         size_t b = a;
-        while (b < nst && st[b].start < off) b++;
-        step_ns = 0; /* the window's steps only */
-        for (size_t k = a; k < b; k++) step_ns += st[k].end - st[k].start;
-        st += a;
-        nst = b - a;
+        while (b < n && (*st)[b].start < off) b++;
+        *step_ns = 0; /* the window's steps only */
+        for (size_t k = a; k < b; k++) *step_ns += (*st)[k].end - (*st)[k].start;
+        *st += a;
+        *nst = b - a;
     }
-    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
-    if (!apis) return NULL;
-    for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
-    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
-    uint64_t lag = nst ? launch_lag(p, apis) : 0;
-    double per = nst ? (double)nst : 1.0;
-    cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
-    out->present = 1;
-    if (nst) cJSON_AddNumberToObject(g, "launch_lag_ms", (double)lag / 1e6);
-    cJSON_AddStringToObject(g, "per", nst ? "step" : "run");
-    if (kw) {
-        cJSON *w = cJSON_AddObjectToObject(g, "kernel_steps");
-        cJSON_AddStringToObject(w, "spec", kw);
-        cJSON_AddNumberToObject(w, "measured_steps_in_window", (double)nst);
-        cJSON_AddNumberToObject(w, "measured_steps", (double)nall);
-        cJSON_AddBoolToObject(w, "opened", kon != NULL);
-    }
-    capture_pauses(g, p);
-    if (p->cupti_dropped) cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)p->cupti_dropped);
-    const char *untimed = tp_meta(p, "cupti.untimed_records"); /* left out by the capture */
-    if (untimed && strtod(untimed, NULL) > 0)
-        cJSON_AddNumberToObject(g, "cupti_records_untimed", strtod(untimed, NULL));
-    cupti_overhead(g, p, st, nst, per);
-    /* records that contradicted their stream's order, as the loader clipped them (whole run:
-     * the figures below are built on the clipped records) */
-    if (p->nclips) {
-        cJSON_AddNumberToObject(g, "records_clipped", (double)p->nclips);
-        cJSON_AddNumberToObject(g, "records_clipped_ms", (double)p->clipped_ns / 1e6);
-    }
-    /* devices present */
+    out->kernel_steps_in_window = *nst;
+}
+
+_Static_assert(TP_GPU_NCLASSES == TP_KC_COUNT, "results.h keeps one figure per kernel class");
+
+/* Per device the GPU ran work on (at most 64): busy time (the union of everything it ran,
+ * so overlapping streams count once), kernel time by class, copies, and the allocator's
+ * peak. att[i]: the ns of p->gpu[i] that count for the measured steps; sp: room for p->ngpu
+ * spans. */
+static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
+                           tp_span *sp, const tp_step *st, size_t nst, uint64_t step_ns,
+                           double per) {
     uint32_t devs[64];
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
@@ -503,21 +490,10 @@ cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const 
         while (k < ndev && devs[k] != p->gpu[i].device) k++;
         if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
     }
-    tp_span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
-    /* each op's ns that count for the measured steps, once for the tables below */
-    uint64_t *att = malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
-    if (att && launch_times(p, apis, lag, att) != 0) {
-        free(att);
-        att = NULL;
-    }
-    for (size_t i = 0; att && i < p->ngpu; i++) att[i] = attributed(&p->gpu[i], att[i], st, nst);
-    krow *rows = NULL;
-    size_t nrows = 0, caprows = 0;
-    cJSON *jd = cJSON_AddArrayToObject(g, "devices");
-    out->devices = ndev && sp && att ? calloc(ndev, sizeof *out->devices) : NULL;
-    for (size_t d = 0; d < ndev && sp && att; d++) {
+    out->devices = ndev ? calloc(ndev, sizeof *out->devices) : NULL;
+    for (size_t d = 0; d < ndev && out->devices; d++) {
         size_t n = 0, nk = 0;
-        double cls_ns[5] = {0}, copy_ns = 0, kernel_ns = 0;
+        double cls_ns[TP_KC_COUNT] = {0}, copy_ns = 0, kernel_ns = 0;
         uint64_t h2d = 0, d2h = 0;
         for (size_t i = 0; i < p->ngpu; i++) {
             const tp_gpu_op *o = &p->gpu[i];
@@ -526,10 +502,7 @@ cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const 
             uint64_t in = att[i];
             if (nst && !in) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
-                const char *c = tp_kernel_class_name(o->cls);
-                size_t ci = 0;
-                while (ci < 4 && strcmp(classes[ci].cls, c)) ci++;
-                cls_ns[ci] += (double)in;
+                cls_ns[o->cls < TP_KC_OTHER ? o->cls : TP_KC_OTHER] += (double)in;
                 kernel_ns += (double)in;
                 nk++;
             } else {
@@ -540,20 +513,18 @@ cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const 
                 }
             }
         }
-        /* busy: the union of everything the device ran, so overlapping streams count once */
         uint64_t busy = nst ? tp_steps_union(sp, n, st, nst) : 0;
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "device", devs[d]);
-        if (nst) cJSON_AddNumberToObject(e, "busy_share", step_ns ? (double)busy / (double)step_ns : 0);
-        cJSON_AddNumberToObject(e, "busy_ms", (double)busy / 1e6 / per);
-        cJSON_AddNumberToObject(e, "kernels", (double)nk / per);
-        cJSON_AddNumberToObject(e, "kernel_ms", kernel_ns / 1e6 / per);
-        cJSON *jc = cJSON_AddObjectToObject(e, "kernel_ms_by_class");
-        for (size_t ci = 0; ci < 4; ci++) cJSON_AddNumberToObject(jc, classes[ci].cls, cls_ns[ci] / 1e6 / per);
-        cJSON_AddNumberToObject(jc, "other", cls_ns[4] / 1e6 / per);
-        cJSON_AddNumberToObject(e, "memcpy_memset_ms", copy_ns / 1e6 / per);
-        cJSON_AddNumberToObject(e, "h2d_bytes", (double)h2d / per);
-        cJSON_AddNumberToObject(e, "d2h_bytes", (double)d2h / per);
+        tp_gpu_device_result *D = &out->devices[out->ndevices++];
+        D->device = devs[d];
+        D->has_busy_share = nst > 0;
+        D->busy_share = nst && step_ns ? (double)busy / (double)step_ns : 0;
+        D->busy_ms = (double)busy / 1e6 / per;
+        D->kernels = (double)nk / per;
+        D->kernel_ms = kernel_ns / 1e6 / per;
+        for (size_t ci = 0; ci < TP_KC_COUNT; ci++) D->kernel_ms_by_class[ci] = cls_ns[ci] / 1e6 / per;
+        D->memcpy_memset_ms = copy_ns / 1e6 / per;
+        D->h2d_bytes = (double)h2d / per;
+        D->d2h_bytes = (double)d2h / per;
         /* device-memory peak: running sum of allocations minus releases */
         int64_t cur = 0, peak = 0;
         for (size_t i = 0; i < p->ngmem; i++) {
@@ -562,12 +533,15 @@ cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const 
             cur = tp_mem_step(cur, m->bytes, m->op == 1);
             if (cur > peak) peak = cur;
         }
-        cJSON_AddNumberToObject(e, "memory_peak_bytes", (double)peak);
-        cJSON_AddItemToArray(jd, e);
-        if (out->devices)
-            out->devices[out->ndevices++] = (tp_gpu_device_result){devs[d], (double)peak};
+        D->memory_peak_bytes = (double)peak;
     }
-    /* top kernels over all devices */
+}
+
+/* The top_n kernels by time over all devices, and the total kernel time. */
+static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t *att, size_t nst,
+                        double per, int top_n) {
+    krow *rows = NULL;
+    size_t nrows = 0, caprows = 0;
     for (size_t i = 0; att && i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
@@ -590,19 +564,21 @@ cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const 
     double ktot = 0;
     for (size_t k = 0; k < nrows; k++) ktot += rows[k].ns;
     if (nrows > 1) qsort(rows, nrows, sizeof *rows, by_ns);
-    cJSON *jt = cJSON_AddArrayToObject(g, "top_kernels");
-    for (size_t k = 0; k < nrows && (int)k < top_n; k++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "name", rows[k].name);
-        cJSON_AddStringToObject(e, "class", tp_kernel_class(rows[k].name));
-        cJSON_AddNumberToObject(e, "count_per_unit", (double)rows[k].count / per);
-        cJSON_AddNumberToObject(e, "total_ms", rows[k].ns / 1e6 / per);
-        cJSON_AddNumberToObject(e, "mean_us", rows[k].count ? rows[k].ns / 1e3 / (double)rows[k].count : 0);
-        cJSON_AddNumberToObject(e, "share", ktot > 0 ? rows[k].ns / ktot : 0);
-        cJSON_AddItemToArray(jt, e);
-    }
-    cJSON_AddNumberToObject(g, "kernel_ms_total", ktot / 1e6 / per);
-    /* host synchronisations: CUDA calls that wait for the device */
+    size_t shown = top_n > 0 ? (nrows < (size_t)top_n ? nrows : (size_t)top_n) : 0;
+    out->kernels = shown ? calloc(shown, sizeof *out->kernels) : NULL;
+    for (size_t k = 0; k < shown && out->kernels; k++)
+        out->kernels[out->nkernels++] = (tp_gpu_kernel){
+            rows[k].name, tp_kernel_class(rows[k].name), (double)rows[k].count / per,
+            rows[k].ns / 1e6 / per, rows[k].count ? rows[k].ns / 1e3 / (double)rows[k].count : 0,
+            ktot > 0 ? rows[k].ns / ktot : 0};
+    out->kernel_ms_total = ktot / 1e6 / per;
+    free(rows);
+}
+
+/* Host synchronisations (CUDA calls that wait for the device) in the measured steps, and
+ * whether GPU records stopped while the steps went on. */
+static void host_side(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
+                      double per) {
     uint64_t nsync = 0;
     double blocked = 0;
     for (size_t i = 0; i < p->napi; i++) {
@@ -624,22 +600,158 @@ cJSON *tp_gpu_section(cJSON *rs, tp_gpu_result *out, const tp_process *p, const 
         size_t silent = 0;
         for (size_t i = 0; i < nst; i++) silent += st[i].start > last_gpu;
         if (silent >= 2) {
-            cJSON *lost = cJSON_AddObjectToObject(g, "records_stopped");
-            cJSON_AddNumberToObject(lost, "after_s", (double)(last_gpu - st[0].start) / 1e9);
-            cJSON_AddNumberToObject(lost, "span_s", (double)(st[nst - 1].end - last_gpu) / 1e9);
-            cJSON_AddNumberToObject(lost, "steps_without_gpu_records", (double)silent);
-            cJSON_AddStringToObject(lost, "likely_cause",
-                                    "another CUPTI client (torch.profiler, Nsight) took over the "
-                                    "activity API; GPU figures cover only the steps before");
+            out->has_records_stopped = 1;
+            out->stopped_after_s = (double)(last_gpu - st[0].start) / 1e9;
+            out->stopped_span_s = (double)(st[nst - 1].end - last_gpu) / 1e9;
+            out->steps_without_gpu_records = silent;
+            out->stopped_cause = "another CUPTI client (torch.profiler, Nsight) took over the "
+                                 "activity API; GPU figures cover only the steps before";
         }
     }
     out->host_syncs = (double)nsync / per;
     out->host_sync_blocked_ms = blocked / 1e6 / per;
-    cJSON_AddNumberToObject(g, "host_syncs", out->host_syncs);
-    cJSON_AddNumberToObject(g, "host_sync_blocked_ms", out->host_sync_blocked_ms);
-    free(rows);
+}
+
+void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
+                    uint64_t step_ns, int top_n) {
+    memset(out, 0, sizeof *out);
+    if (!p->ngpu && !p->napi && !p->ngmem) return;
+    tp_gpu_result kwin = {0};
+    kernel_window(&kwin, p, &st, &nst, &step_ns);
+    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    if (!apis) return;
+    *out = kwin;
+    for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
+    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
+    uint64_t lag = nst ? launch_lag(p, apis) : 0;
+    double per = nst ? (double)nst : 1.0;
+    out->present = 1;
+    out->per_step = nst > 0;
+    out->has_launch_lag = nst > 0;
+    out->launch_lag_ms = (double)lag / 1e6;
+    capture_pauses(out, p);
+    out->cupti_records_dropped = p->cupti_dropped;
+    const char *untimed = tp_meta(p, "cupti.untimed_records"); /* left out by the capture */
+    if (untimed && strtod(untimed, NULL) > 0) out->cupti_records_untimed = strtod(untimed, NULL);
+    cupti_overhead(out, p, st, nst, per);
+    /* records that contradicted their stream's order, as the loader clipped them (whole run:
+     * the figures below are built on the clipped records) */
+    out->records_clipped = p->nclips;
+    out->records_clipped_ms = (double)p->clipped_ns / 1e6;
+    tp_span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
+    /* each op's ns that count for the measured steps, once for the tables below */
+    uint64_t *att = malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
+    if (att && launch_times(p, apis, lag, att) != 0) {
+        free(att);
+        att = NULL;
+    }
+    for (size_t i = 0; att && i < p->ngpu; i++) att[i] = attributed(&p->gpu[i], att[i], st, nst);
+    if (sp && att) device_figures(out, p, att, sp, st, nst, step_ns, per);
+    top_kernels(out, p, att, nst, per, top_n);
+    host_side(out, p, st, nst, per);
     free(sp);
     free(att);
     free(apis);
-    return jd;
+}
+
+/* ------------------------------------------------------------------ the document */
+
+static void overhead_json(cJSON *g, const tp_gpu_result *r) {
+    cJSON *c = cJSON_AddObjectToObject(g, "cupti_overhead");
+    cJSON_AddNumberToObject(c, "records", (double)r->overhead_records);
+    cJSON_AddNumberToObject(c, "ms", r->overhead_ms);
+    cJSON_AddNumberToObject(c, "driver_records", (double)r->overhead_driver_records);
+    cJSON_AddNumberToObject(c, "driver_ms", r->overhead_driver_ms);
+    cJSON *by = cJSON_AddArrayToObject(c, "by_kind");
+    for (size_t k = 0; k < r->noverhead_kinds; k++) {
+        const tp_gpu_overhead *o = &r->overhead_kinds[k];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", o->name);
+        cJSON_AddStringToObject(e, "source", o->driver ? "driver" : "cupti");
+        cJSON_AddNumberToObject(e, "ms", o->ms);
+        cJSON_AddItemToArray(by, e);
+    }
+}
+
+static void device_json(cJSON *jd, const tp_gpu_device_result *D) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "device", D->device);
+    if (D->has_busy_share) cJSON_AddNumberToObject(e, "busy_share", D->busy_share);
+    cJSON_AddNumberToObject(e, "busy_ms", D->busy_ms);
+    cJSON_AddNumberToObject(e, "kernels", D->kernels);
+    cJSON_AddNumberToObject(e, "kernel_ms", D->kernel_ms);
+    cJSON *jc = cJSON_AddObjectToObject(e, "kernel_ms_by_class");
+    for (int ci = 0; ci < TP_KC_COUNT; ci++)
+        cJSON_AddNumberToObject(jc, tp_kernel_class_name(ci), D->kernel_ms_by_class[ci]);
+    cJSON_AddNumberToObject(e, "memcpy_memset_ms", D->memcpy_memset_ms);
+    cJSON_AddNumberToObject(e, "h2d_bytes", D->h2d_bytes);
+    cJSON_AddNumberToObject(e, "d2h_bytes", D->d2h_bytes);
+    cJSON_AddNumberToObject(e, "memory_peak_bytes", D->memory_peak_bytes);
+    if (D->name) cJSON_AddStringToObject(e, "name", D->name);
+    if (D->uuid) cJSON_AddStringToObject(e, "uuid", D->uuid);
+    if (D->has_sm_count) cJSON_AddNumberToObject(e, "sm_count", D->sm_count);
+    if (D->has_capacity) {
+        cJSON_AddNumberToObject(e, "memory_capacity_bytes", D->memory_capacity_bytes);
+        cJSON_AddNumberToObject(e, "memory_peak_share", D->memory_peak_share);
+    }
+    cJSON_AddItemToArray(jd, e);
+}
+
+void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
+    if (!r->present) return;
+    cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
+    if (r->has_launch_lag) cJSON_AddNumberToObject(g, "launch_lag_ms", r->launch_lag_ms);
+    cJSON_AddStringToObject(g, "per", r->per_step ? "step" : "run");
+    if (r->has_kernel_steps) {
+        cJSON *w = cJSON_AddObjectToObject(g, "kernel_steps");
+        cJSON_AddStringToObject(w, "spec", r->kernel_steps_spec);
+        cJSON_AddNumberToObject(w, "measured_steps_in_window", (double)r->kernel_steps_in_window);
+        cJSON_AddNumberToObject(w, "measured_steps", (double)r->kernel_steps_measured);
+        cJSON_AddBoolToObject(w, "opened", r->kernel_steps_opened);
+    }
+    if (r->has_pauses) {
+        cJSON *a = cJSON_AddArrayToObject(g, "capture_paused");
+        for (size_t i = 0; i < r->npauses; i++) {
+            const tp_gpu_pause *x = &r->pauses[i];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "from_s", x->from_s);
+            cJSON_AddNumberToObject(e, "to_s", x->to_s);
+            if (x->never_resumed) cJSON_AddBoolToObject(e, "never_resumed", 1);
+            if (x->reason) cJSON_AddStringToObject(e, "reason", x->reason);
+            cJSON_AddItemToArray(a, e);
+        }
+    }
+    if (r->cupti_records_dropped)
+        cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)r->cupti_records_dropped);
+    if (r->cupti_records_untimed > 0)
+        cJSON_AddNumberToObject(g, "cupti_records_untimed", r->cupti_records_untimed);
+    if (r->has_overhead) overhead_json(g, r);
+    if (r->records_clipped) {
+        cJSON_AddNumberToObject(g, "records_clipped", (double)r->records_clipped);
+        cJSON_AddNumberToObject(g, "records_clipped_ms", r->records_clipped_ms);
+    }
+    cJSON *jd = cJSON_AddArrayToObject(g, "devices");
+    for (size_t d = 0; d < r->ndevices; d++) device_json(jd, &r->devices[d]);
+    cJSON *jt = cJSON_AddArrayToObject(g, "top_kernels");
+    for (size_t k = 0; k < r->nkernels; k++) {
+        const tp_gpu_kernel *x = &r->kernels[k];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", x->name);
+        cJSON_AddStringToObject(e, "class", x->cls);
+        cJSON_AddNumberToObject(e, "count_per_unit", x->count_per_unit);
+        cJSON_AddNumberToObject(e, "total_ms", x->total_ms);
+        cJSON_AddNumberToObject(e, "mean_us", x->mean_us);
+        cJSON_AddNumberToObject(e, "share", x->share);
+        cJSON_AddItemToArray(jt, e);
+    }
+    cJSON_AddNumberToObject(g, "kernel_ms_total", r->kernel_ms_total);
+    if (r->has_records_stopped) {
+        cJSON *lost = cJSON_AddObjectToObject(g, "records_stopped");
+        cJSON_AddNumberToObject(lost, "after_s", r->stopped_after_s);
+        cJSON_AddNumberToObject(lost, "span_s", r->stopped_span_s);
+        cJSON_AddNumberToObject(lost, "steps_without_gpu_records", (double)r->steps_without_gpu_records);
+        cJSON_AddStringToObject(lost, "likely_cause", r->stopped_cause);
+    }
+    cJSON_AddNumberToObject(g, "host_syncs", r->host_syncs);
+    cJSON_AddNumberToObject(g, "host_sync_blocked_ms", r->host_sync_blocked_ms);
 }

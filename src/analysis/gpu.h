@@ -10,13 +10,16 @@
 #include "analysis/results.h"
 #include "analysis/steps.h"
 
-/* Computes the rank's GPU figures into *out (results.h; zeroed first; out->devices is
- * allocated, freed by tp_rank_result_free) and adds "gpu" to the rank's JSON (nothing when
- * the process has no GPU records). st/nst: the measured steps (NULL/0: the whole run);
- * step_ns: their total length. Returns the section's "devices" array (owned by the rank's
- * JSON), to which later sections add what they know of each device, or NULL without one. */
-cJSON *tp_gpu_section(cJSON *rank, tp_gpu_result *out, const tp_process *p, const tp_step *st,
-                      size_t nst, uint64_t step_ns, int top_n);
+/* Computes the rank's GPU figures into *out (results.h; zeroed first; present = 0 when the
+ * process has no GPU records, or out of memory). st/nst: the measured steps (NULL/0: the
+ * whole run); step_ns: their total length; top_n: rows of the top-kernel table. The arrays
+ * of *out are allocated, freed by tp_rank_result_free. Time O(records log records). */
+void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
+                    uint64_t step_ns, int top_n);
+
+/* Adds "gpu" to the rank's JSON from *g (docs/report-json.md; nothing when !g->present).
+ * The devices' capacity (tp_memory_capacity, energy.h) must be filled in before. */
+void tp_gpu_json(cJSON *rank, const tp_gpu_result *g);
 
 /* Makes p's GPU records agree with their streams' order, once, as the loader's last step
  * (model.c), so that the report, the step breakdown and every export see the same records.

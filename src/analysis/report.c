@@ -605,14 +605,17 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     agg_free(&sc.unclosed);
 
     timers_section(rs, &out->timers, p, meas, nm);
-    cJSON *devices = tp_gpu_section(rs, &out->gpu, p, meas, per_step ? nm : 0, total_step_ns,
-                                    o->top_n);
+    /* the GPU's devices take their capacity from NVML: both computed before either is written */
+    tp_gpu_compute(&out->gpu, p, meas, per_step ? nm : 0, total_step_ns, o->top_n);
+    tp_nvml_compute(&out->nvml, run, p, tp_steps_measured(&s), nm);
+    tp_memory_capacity(&out->gpu, &out->nvml, p);
+    tp_gpu_json(rs, &out->gpu);
     tp_comm_rank_section(rs, &out->comm, p, meas, per_step ? nm : 0);
     process_section(&out->process, p);
     sampler_json(rs, &out->process);
-    tp_energy_section(rs, &out->nvml, run, p, tp_steps_measured(&s), nm);
-    tp_memory_capacity(devices, &out->gpu, &out->nvml, p);
-    tp_breakdown_section(rs, &out->breakdown, p, &s, o->data_names, o->ndata_names);
+    tp_nvml_json(rs, &out->nvml);
+    tp_breakdown_compute(&out->breakdown, p, &s, o->data_names, o->ndata_names);
+    tp_breakdown_json(rs, &out->breakdown);
     data_result(&out->data, &sc, &s, meas, nm, per, denom);
     data_json(rs, &out->data, o);
     free(sc.dv);

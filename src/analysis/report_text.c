@@ -2,8 +2,9 @@
  * report_text.c — the text report (report.h) of what tp_report_make built: run summary,
  * steps per rank, top ranges, GPU, NVML, communication, findings. The parts with typed
  * results (results.h: run summary, capabilities, a rank's steps, process sampler, ranges,
- * data loading and communication, the timers across ranks, the ranks that ended early) are
- * read from them; the others still from the document (docs/design.md §5.1, §8).
+ * data loading, GPU, NVML, breakdown and communication, the timers across ranks, the ranks
+ * that ended early) are read from them; the others still from the document (docs/design.md
+ * §5.1, §8).
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
@@ -46,230 +47,231 @@ static const char *basename_of(const char *p) {
  * with TP_TEXT_CUT (text.h). */
 static void put_name(FILE *f, const char *s, int width) { tp_text_put(f, s, width, width); }
 
-static void gpu_text(FILE *f, const cJSON *g, const char *B, const char *N) {
-    if (!g) return;
-    int per_step = !strcmp(tp_jstr(g, "per"), "step");
-    const char *unit = per_step ? "per step" : "in total";
-    const cJSON *kw = tp_jobj(g, "kernel_steps");
-    if (kw) {
-        if (cJSON_IsTrue(tp_jobj(kw, "opened")))
+/* The GPU's capture notes: the kernel-capture window and the pauses. */
+static void gpu_capture_text(FILE *f, const tp_gpu_result *g) {
+    if (g->has_kernel_steps) {
+        if (g->kernel_steps_opened)
             fprintf(f, "  GPU activity captured only in steps %s (--kernel-steps): %.0f of the "
                        "%.0f measured steps; GPU figures are per step of those\n",
-                    printable(tp_jstr(kw, "spec")), tp_jnum(kw, "measured_steps_in_window"),
-                    tp_jnum(kw, "measured_steps"));
+                    printable(g->kernel_steps_spec), (double)g->kernel_steps_in_window,
+                    (double)g->kernel_steps_measured);
         else
             fprintf(f, "  GPU activity capture was limited to steps %s (--kernel-steps), which "
                        "never began: no GPU activity recorded\n",
-                    printable(tp_jstr(kw, "spec")));
+                    printable(g->kernel_steps_spec));
     }
-    const cJSON *d;
-    cJSON_ArrayForEach(d, tp_jobj(g, "capture_paused")) {
+    for (size_t i = 0; i < g->npauses; i++) {
+        const tp_gpu_pause *d = &g->pauses[i];
         fprintf(f, "  GPU activity paused%s%s%s from %.3f s to %.3f s%s: no GPU records then\n",
-                tp_jobj(d, "reason") ? " for " : "",
-                tp_jobj(d, "reason") ? printable(tp_jstr(d, "reason")) : "", "",
-                tp_jnum(d, "from_s"), tp_jnum(d, "to_s"),
-                cJSON_IsTrue(tp_jobj(d, "never_resumed")) ? " (never resumed)" : "");
+                d->reason ? " for " : "", d->reason ? printable(d->reason) : "", "", d->from_s,
+                d->to_s, d->never_resumed ? " (never resumed)" : "");
     }
-    cJSON_ArrayForEach(d, tp_jobj(g, "devices")) {
-        fprintf(f, "  %sGPU %.0f%s", B, tp_jnum(d, "device"), N);
-        if (tp_jobj(d, "name")) { /* the driver's text */
-            fputs(" (", f);
-            tp_fput_printable(f, tp_jstr(d, "name"));
-            if (tp_jobj(d, "sm_count")) fprintf(f, ", %.0f SMs", tp_jnum(d, "sm_count"));
-            fputc(')', f);
-        }
-        fputc(':', f);
-        if (tp_jobj(d, "busy_share"))
-            fprintf(f, " busy %.1f %% of the step,", 100 * tp_jnum(d, "busy_share"));
-        fprintf(f, " kernels %.2f ms %s (%.0f launches), memcpy/memset %.2f ms\n",
-                tp_jnum(d, "kernel_ms"), unit, tp_jnum(d, "kernels"),
-                tp_jnum(d, "memcpy_memset_ms"));
-        const cJSON *c = tp_jobj(d, "kernel_ms_by_class"), *k;
-        fprintf(f, "    by class:");
-        cJSON_ArrayForEach(k, c) fprintf(f, " %s %.2f ms;", k->string, k->valuedouble);
-        fprintf(
-            f,
+}
+
+/* A CUDA device of the rank: busy time, kernels by class, copies, memory. */
+static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *unit,
+                            const char *B, const char *N) {
+    fprintf(f, "  %sGPU %.0f%s", B, (double)d->device, N);
+    if (d->name) { /* the driver's text */
+        fputs(" (", f);
+        tp_fput_printable(f, d->name);
+        if (d->has_sm_count) fprintf(f, ", %.0f SMs", d->sm_count);
+        fputc(')', f);
+    }
+    fputc(':', f);
+    if (d->has_busy_share) fprintf(f, " busy %.1f %% of the step,", 100 * d->busy_share);
+    fprintf(f, " kernels %.2f ms %s (%.0f launches), memcpy/memset %.2f ms\n", d->kernel_ms,
+            unit, d->kernels, d->memcpy_memset_ms);
+    fprintf(f, "    by class:");
+    for (int c = 0; c < TP_GPU_NCLASSES; c++)
+        fprintf(f, " %s %.2f ms;", tp_kernel_class_name(c), d->kernel_ms_by_class[c]);
+    fprintf(f,
             "\n    copies host->device %.1f MB, device->host %.1f MB %s; device memory peak "
             "%.1f MiB",
-            tp_jnum(d, "h2d_bytes") / 1e6, tp_jnum(d, "d2h_bytes") / 1e6, unit,
-            tp_jnum(d, "memory_peak_bytes") / 1048576.0);
-        if (tp_jobj(d, "memory_capacity_bytes"))
-            fprintf(f, " (%.1f %% of %.1f GiB)", 100 * tp_jnum(d, "memory_peak_share"),
-                    tp_jnum(d, "memory_capacity_bytes") / 1073741824.0);
+            d->h2d_bytes / 1e6, d->d2h_bytes / 1e6, unit, d->memory_peak_bytes / 1048576.0);
+    if (d->has_capacity)
+        fprintf(f, " (%.1f %% of %.1f GiB)", 100 * d->memory_peak_share,
+                d->memory_capacity_bytes / 1073741824.0);
+    fputc('\n', f);
+}
+
+/* CUPTI's own time, then the driver's that CUPTI reported. */
+static void gpu_overhead_text(FILE *f, const tp_gpu_result *g, const char *unit) {
+    if (!g->has_overhead) return;
+    const double nd = (double)g->overhead_driver_records;
+    for (int driver = 0; driver < 2; driver++) {
+        const double n = driver ? nd : (double)g->overhead_records - nd;
+        if (n <= 0) continue;
+        fprintf(f, driver ? "  driver time reported by CUPTI: %.3f ms %s (%.0f records)"
+                          : "  CUPTI's own overhead: %.3f ms %s (%.0f records)",
+                driver ? g->overhead_driver_ms : g->overhead_ms, unit, n);
+        int first = 1, full = 0;
+        for (size_t i = 0; i < g->noverhead_kinds; i++) {
+            const tp_gpu_overhead *k = &g->overhead_kinds[i];
+            if (k->driver != driver) continue;
+            fprintf(f, "%s%s %.3f ms", first ? ": " : "; ", k->name, k->ms);
+            full |= !strcmp(k->name, "command buffer full") && k->ms > 0;
+            first = 0;
+        }
+        if (full)
+            fputs(" (a launch waited for room in a GPU command queue: the host ran ahead of "
+                  "the GPU)",
+                  f);
         fputc('\n', f);
     }
-    fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n",
-            tp_jnum(g, "host_syncs"), unit, tp_jnum(g, "host_sync_blocked_ms"));
-    const cJSON *lost = tp_jobj(g, "records_stopped");
-    if (lost)
+}
+
+static void gpu_text(FILE *f, const tp_gpu_result *g, const char *B, const char *N) {
+    if (!g->present) return;
+    const char *unit = g->per_step ? "per step" : "in total";
+    gpu_capture_text(f, g);
+    for (size_t i = 0; i < g->ndevices; i++) gpu_device_text(f, &g->devices[i], unit, B, N);
+    fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n", g->host_syncs,
+            unit, g->host_sync_blocked_ms);
+    if (g->has_records_stopped)
         fprintf(f,
                 "  warning: GPU records stopped %.1f s into the measured steps while %.0f steps "
                 "went on for %.1f s: %s\n",
-                tp_jnum(lost, "after_s"), tp_jnum(lost, "steps_without_gpu_records"),
-                tp_jnum(lost, "span_s"), tp_jstr(lost, "likely_cause"));
-    if (tp_jnum(g, "cupti_records_dropped") > 0)
+                g->stopped_after_s, (double)g->steps_without_gpu_records, g->stopped_span_s,
+                g->stopped_cause);
+    if (g->cupti_records_dropped)
         fprintf(f, "  warning: CUPTI dropped %.0f records (its buffers were full)\n",
-                tp_jnum(g, "cupti_records_dropped"));
-    const cJSON *ovh = tp_jobj(g, "cupti_overhead");
-    if (ovh) { /* CUPTI's own time, then the driver's that CUPTI reported */
-        const double nd = tp_jnum(ovh, "driver_records");
-        for (int driver = 0; driver < 2; driver++) {
-            const double n = driver ? nd : tp_jnum(ovh, "records") - nd;
-            if (n <= 0) continue;
-            fprintf(f, driver ? "  driver time reported by CUPTI: %.3f ms %s (%.0f records)"
-                              : "  CUPTI's own overhead: %.3f ms %s (%.0f records)",
-                    tp_jnum(ovh, driver ? "driver_ms" : "ms"), unit, n);
-            const cJSON *k;
-            int first = 1, full = 0;
-            cJSON_ArrayForEach(k, tp_jobj(ovh, "by_kind")) {
-                if ((strcmp(tp_jstr(k, "source"), "driver") == 0) != driver) continue;
-                fprintf(f, "%s%s %.3f ms", first ? ": " : "; ", tp_jstr(k, "name"),
-                        tp_jnum(k, "ms"));
-                full |= !strcmp(tp_jstr(k, "name"), "command buffer full") && tp_jnum(k, "ms") > 0;
-                first = 0;
-            }
-            if (full)
-                fputs(" (a launch waited for room in a GPU command queue: the host ran ahead of "
-                      "the GPU)",
-                      f);
-            fputc('\n', f);
-        }
-    }
-    if (tp_jnum(g, "records_clipped") > 0)
+                (double)g->cupti_records_dropped);
+    gpu_overhead_text(f, g, unit);
+    if (g->records_clipped)
         fprintf(f,
                 "  note: %.0f GPU %s clipped to %s stream's order (%.3f ms of recorded time "
                 "removed): a record cannot end after the next one on its stream begins, nor "
                 "after a synchronisation of its stream returned\n",
-                tp_jnum(g, "records_clipped"),
-                tp_jnum(g, "records_clipped") == 1 ? "record" : "records",
-                tp_jnum(g, "records_clipped") == 1 ? "its" : "their",
-                tp_jnum(g, "records_clipped_ms"));
-    if (tp_jnum(g, "cupti_records_untimed") > 0)
+                (double)g->records_clipped, g->records_clipped == 1 ? "record" : "records",
+                g->records_clipped == 1 ? "its" : "their", g->records_clipped_ms);
+    if (g->cupti_records_untimed > 0)
         fprintf(f, "  note: %.0f CUPTI records had no start or end time (work still running when "
                    "its buffer was flushed, as at exit): left out\n",
-                tp_jnum(g, "cupti_records_untimed"));
-    const cJSON *rows = tp_jobj(g, "top_kernels"), *row;
-    if (!cJSON_GetArraySize(rows)) return;
+                g->cupti_records_untimed);
+    if (!g->nkernels) return;
     fprintf(f, "\n  top kernels (%s)\n  %-60s %9s %11s %10s %7s\n", unit, "kernel", "count",
             "total ms", "mean us", "share");
-    cJSON_ArrayForEach(row, rows) {
+    for (size_t i = 0; i < g->nkernels; i++) {
+        const tp_gpu_kernel *row = &g->kernels[i];
         fputs("  ", f);
-        put_name(f, tp_jstr(row, "name"), 60);
-        fprintf(f, " %9.1f %11.3f %10.1f %6.1f%%\n", tp_jnum(row, "count_per_unit"),
-                tp_jnum(row, "total_ms"), tp_jnum(row, "mean_us"), 100 * tp_jnum(row, "share"));
+        put_name(f, row->name, 60);
+        fprintf(f, " %9.1f %11.3f %10.1f %6.1f%%\n", row->count_per_unit, row->total_ms,
+                row->mean_us, 100 * row->share);
+    }
+}
+
+/* Who sampled NVML for the rank, and the rank's GPUs that were not sampled. */
+static void nvml_source_text(FILE *f, const tp_nvml_result *nv) {
+    if (nv->has_sampled_by) {
+        if (!strcmp(nv->sampled_by, "node sampler"))
+            fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)",
+                    nv->sampler_pid);
+        else
+            fprintf(f, "  NVML sampled by %s (pid %.0f)", nv->sampled_by, nv->sampler_pid);
+        fprintf(f, "%s\n", nv->shared_with_other_ranks
+                               ? ": this rank's GPU is not known, every GPU of the host is shown"
+                               : "");
+    }
+    if (nv->has_not_sampled) {
+        fputs("  NVML: this rank's GPU", f);
+        int first = 1;
+        for (size_t a = 0; a < nv->nnot_sampled; a++) {
+            if (!nv->not_sampled[a]) continue; /* the document has no entry for it either */
+            fputs(first ? " " : ", ", f);
+            tp_fput_printable(f, nv->not_sampled[a]);
+            first = 0;
+        }
+        fputs(" was not among the GPUs sampled: no energy or power for it\n", f);
+    }
+}
+
+/* One NVML GPU's energy and power line, and its MIG and approximation notes. */
+static void nvml_energy_text(FILE *f, const tp_nvml_gpu_result *g, int per_step) {
+    if (g->has_energy) {
+        if (per_step)
+            fprintf(f, " %.1f J per step (%.4f Wh) over %.0f step%s,", g->energy_per_step_j,
+                    g->energy_per_step_wh, (double)g->steps_with_energy,
+                    g->steps_with_energy == 1 ? "" : "s");
+        else
+            fprintf(f, " %.1f J in total,", g->energy_j);
+        fprintf(f, " %.1f W average", g->avg_power_w);
+        if (!strcmp(g->energy_method, "integrated_power"))
+            fprintf(f, ", integrated from %s samples every %.0f ms (no energy counter)",
+                    g->energy_series, g->sample_interval_ms);
+    } else {
+        fputs(" no energy (", f);
+        tp_fput_printable(f, g->energy_unavailable);
+        fputc(')', f);
+    }
+    if (g->has_power)
+        fprintf(f, "; power samples %.1f W mean, %.1f W max", g->power_mean_w, g->power_max_w);
+    if (g->has_power_limit) fprintf(f, "; limit %.0f W", g->power_limit_w);
+    fputc('\n', f);
+    if (g->shared_by_mig) {
+        fputs("    MIG mode", f);
+        if (g->mig_device) {
+            fputs(" (this rank's MIG device ", f);
+            tp_fput_printable(f, g->mig_device);
+            fputc(')', f);
+        }
+        fputs(": energy and power are the whole GPU's, shared by its MIG instances, not "
+              "this rank's own\n", f);
+    }
+    if (g->energy_approximate)
+        fprintf(f, "    energy per step approximate: the steps are shorter than the %s (about "
+                   "%.0f ms), so it is the span's energy shared out, not each step's\n",
+                !strcmp(g->energy_method, "counter") ? "energy counter's update period"
+                                                     : "interval of the power readings",
+                g->energy_resolution_ms);
+}
+
+/* One NVML GPU's gauges: clocks, temperature, memory, utilisation; clock-event reasons. */
+static void nvml_gauges_text(FILE *f, const tp_nvml_gpu_result *g) {
+    fputs("   ", f);
+    if (g->has_sm_clock)
+        fprintf(f, " SM clock %.0f / %.0f / %.0f MHz (min/mean/max);", g->sm_clock_mhz_min,
+                g->sm_clock_mhz_mean, g->sm_clock_mhz_max);
+    if (g->has_temp) fprintf(f, " %.0f C max;", g->temp_c_max);
+    if (g->has_mem_used) {
+        fprintf(f, " memory used peak %.2f GiB", g->mem_used_peak_bytes / 1073741824.0);
+        if (g->has_mem_used_share)
+            fprintf(f, " of %.2f GiB (%.0f %%)", g->mem_total_bytes / 1073741824.0,
+                    100 * g->mem_used_peak_share);
+        fputc(';', f);
+    }
+    if (g->has_util) fprintf(f, " utilisation %.0f %% mean", g->util_percent_mean);
+    fputc('\n', f);
+    if (g->has_clock_events) {
+        fputs("    clock events:", f);
+        const char *names[TP_NVML_NREASONS];
+        size_t n = tp_nvml_reasons(g->clock_event_mask, names, TP_NVML_NREASONS);
+        for (size_t r = 0; r < n; r++) fprintf(f, "%s%s", r ? ", " : " ", names[r]);
+        if (!n) fputs(" none", f);
+        if (g->throttled)
+            fprintf(f, " (throttled in %.0f %% of samples)", 100 * g->throttled_share);
+        fputc('\n', f);
     }
 }
 
 /* The "nvml" section of a rank: a line per GPU for energy and power, one for clocks,
  * temperature, memory and utilisation, one for the clock-event reasons. */
-static void nvml_text(FILE *f, const cJSON *nv) {
-    if (!nv) return;
-    int per_step = !strcmp(tp_jstr(nv, "per"), "step");
-    if (tp_jobj(nv, "sampled_by")) {
-        if (!strcmp(tp_jstr(nv, "sampled_by"), "node sampler"))
-            fprintf(f, "  NVML sampled by trainprof run's node sampler (pid %.0f)",
-                    tp_jnum(nv, "sampler_pid"));
-        else
-            fprintf(f, "  NVML sampled by %s (pid %.0f)", tp_jstr(nv, "sampled_by"),
-                    tp_jnum(nv, "sampler_pid"));
-        fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(nv, "shared_with_other_ranks"))
-                               ? ": this rank's GPU is not known, every GPU of the host is shown"
-                               : "");
-    }
-    if (tp_jobj(nv, "rank_gpus_not_sampled")) {
-        fputs("  NVML: this rank's GPU", f);
-        const cJSON *u;
-        int first = 1;
-        cJSON_ArrayForEach(u, tp_jobj(nv, "rank_gpus_not_sampled")) {
-            fputs(first ? " " : ", ", f);
-            tp_fput_printable(f, u->valuestring);
-            first = 0;
-        }
-        fputs(" was not among the GPUs sampled: no energy or power for it\n", f);
-    }
-    const cJSON *g;
-    cJSON_ArrayForEach(g, tp_jobj(nv, "gpus")) {
-        fprintf(f, "  NVML GPU %.0f", tp_jnum(g, "index"));
-        if (tp_jobj(g, "name")) fprintf(f, " %s", printable(tp_jstr(g, "name")));
-        if (tp_jobj(g, "uuid")) fprintf(f, " (%s)", printable(tp_jstr(g, "uuid")));
+static void nvml_text(FILE *f, const tp_nvml_result *nv) {
+    if (!nv->present) return;
+    nvml_source_text(f, nv);
+    for (size_t i = 0; i < nv->ngpus; i++) {
+        const tp_nvml_gpu_result *g = &nv->gpus[i];
+        fprintf(f, "  NVML GPU %.0f", (double)g->index);
+        if (g->name) fprintf(f, " %s", printable(g->name));
+        if (g->uuid) fprintf(f, " (%s)", printable(g->uuid));
         fputc(':', f);
-        if (tp_jobj(g, "avg_power_w")) {
-            if (per_step)
-                fprintf(f, " %.1f J per step (%.4f Wh) over %.0f step%s,",
-                        tp_jnum(g, "energy_per_step_j"), tp_jnum(g, "energy_per_step_wh"),
-                        tp_jnum(g, "steps_with_energy"),
-                        tp_jnum(g, "steps_with_energy") == 1 ? "" : "s");
-            else
-                fprintf(f, " %.1f J in total,", tp_jnum(g, "energy_j"));
-            fprintf(f, " %.1f W average", tp_jnum(g, "avg_power_w"));
-            if (!strcmp(tp_jstr(g, "energy_method"), "integrated_power"))
-                fprintf(f, ", integrated from %s samples every %.0f ms (no energy counter)",
-                        tp_jstr(g, "energy_series"), tp_jnum(g, "sample_interval_ms"));
-        } else {
-            fputs(" no energy (", f);
-            tp_fput_printable(f, tp_jstr(g, "energy_unavailable"));
-            fputc(')', f);
-        }
-        if (tp_jobj(g, "power_max_w"))
-            fprintf(f, "; power samples %.1f W mean, %.1f W max", tp_jnum(g, "power_mean_w"),
-                    tp_jnum(g, "power_max_w"));
-        if (tp_jobj(g, "power_limit_w")) fprintf(f, "; limit %.0f W", tp_jnum(g, "power_limit_w"));
-        fputc('\n', f);
-        if (cJSON_IsTrue(tp_jobj(g, "shared_by_mig_instances"))) {
-            fputs("    MIG mode", f);
-            if (tp_jobj(g, "mig_device")) {
-                fputs(" (this rank's MIG device ", f);
-                tp_fput_printable(f, tp_jstr(g, "mig_device"));
-                fputc(')', f);
-            }
-            fputs(": energy and power are the whole GPU's, shared by its MIG instances, not "
-                  "this rank's own\n", f);
-        }
-        if (cJSON_IsTrue(tp_jobj(g, "energy_approximate")))
-            fprintf(f, "    energy per step approximate: the steps are shorter than the %s (about "
-                       "%.0f ms), so it is the span's energy shared out, not each step's\n",
-                    !strcmp(tp_jstr(g, "energy_method"), "counter")
-                        ? "energy counter's update period"
-                        : "interval of the power readings",
-                    tp_jnum(g, "energy_resolution_ms"));
-        fputs("   ", f);
-        if (tp_jobj(g, "sm_clock_mhz_max"))
-            fprintf(f, " SM clock %.0f / %.0f / %.0f MHz (min/mean/max);",
-                    tp_jnum(g, "sm_clock_mhz_min"), tp_jnum(g, "sm_clock_mhz_mean"),
-                    tp_jnum(g, "sm_clock_mhz_max"));
-        if (tp_jobj(g, "temp_c_max")) fprintf(f, " %.0f C max;", tp_jnum(g, "temp_c_max"));
-        if (tp_jobj(g, "mem_used_peak_bytes")) {
-            fprintf(f, " memory used peak %.2f GiB",
-                    tp_jnum(g, "mem_used_peak_bytes") / 1073741824.0);
-            if (tp_jobj(g, "mem_used_peak_share"))
-                fprintf(f, " of %.2f GiB (%.0f %%)", tp_jnum(g, "mem_total_bytes") / 1073741824.0,
-                        100 * tp_jnum(g, "mem_used_peak_share"));
-            fputc(';', f);
-        }
-        if (tp_jobj(g, "util_percent_mean"))
-            fprintf(f, " utilisation %.0f %% mean", tp_jnum(g, "util_percent_mean"));
-        fputc('\n', f);
-        const cJSON *ce = tp_jobj(g, "clock_events");
-        if (ce) {
-            fputs("    clock events:", f);
-            const cJSON *r;
-            int first = 1;
-            cJSON_ArrayForEach(r, tp_jobj(ce, "reasons")) {
-                fprintf(f, "%s%s", first ? " " : ", ", r->valuestring);
-                first = 0;
-            }
-            if (first) fputs(" none", f);
-            if (cJSON_IsTrue(tp_jobj(ce, "throttled")))
-                fprintf(f, " (throttled in %.0f %% of samples)",
-                        100 * tp_jnum(ce, "throttled_share"));
-            fputc('\n', f);
-        }
+        nvml_energy_text(f, g, nv->per_step);
+        nvml_gauges_text(f, g);
     }
-    if (tp_jobj(nv, "avg_power_w"))
-        fprintf(f, "  NVML GPUs together: %.1f J %s, %.1f W average\n",
-                per_step ? tp_jnum(nv, "energy_per_step_j") : tp_jnum(nv, "energy_j"),
-                per_step ? "per step" : "in total", tp_jnum(nv, "avg_power_w"));
-    if (!strcmp(tp_jstr(nv, "device_match"), "index"))
+    if (nv->has_total)
+        fprintf(f, "  NVML GPUs together: %.1f J %s, %.1f W average\n", nv->total_energy_j,
+                nv->per_step ? "per step" : "in total", nv->total_avg_power_w);
+    if (nv->device_match && !strcmp(nv->device_match, "index"))
         fprintf(f, "  note: CUDA_VISIBLE_DEVICES held indices, read in NVML's PCI order (CUDA's "
                    "order agrees on identical GPUs or with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n");
 }
@@ -498,10 +500,10 @@ static void rank_text(FILE *f, const tp_rank_result *rr, const cJSON *r, const c
     steps_text(f, &rr->steps, N, Y);
     process_text(f, &rr->process);
     tp_figures_text(f, r, Y, N);
-    nvml_text(f, tp_jobj(r, "nvml"));
-    gpu_text(f, tp_jobj(r, "gpu"), B, N);
+    nvml_text(f, &rr->nvml);
+    gpu_text(f, &rr->gpu, B, N);
     tp_comm_rank_text(f, &rr->comm);
-    tp_breakdown_text(f, tp_jobj(r, "breakdown"));
+    tp_breakdown_text(f, &rr->breakdown);
     data_text(f, &rr->data);
     ranges_text(f, &rr->ranges);
 }

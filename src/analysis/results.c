@@ -27,6 +27,18 @@ const tp_nvml_gpu_result *tp_results_first_gpu(const tp_rank_result *rr) {
 }
 
 void tp_rank_result_free(tp_rank_result *rr) {
+    free(rr->gpu.pauses);
+    free(rr->gpu.overhead_kinds);
+    free(rr->gpu.kernels);
+    free(rr->breakdown.ranges);
+    free(rr->breakdown.warmup);
+    rr->gpu.pauses = NULL;
+    rr->gpu.overhead_kinds = NULL;
+    rr->gpu.kernels = NULL;
+    rr->breakdown.ranges = NULL;
+    rr->breakdown.warmup = NULL;
+    rr->gpu.npauses = rr->gpu.noverhead_kinds = rr->gpu.nkernels = 0;
+    rr->breakdown.nranges = rr->breakdown.nwarmup = 0;
     free(rr->gpu.devices);
     free(rr->nvml.gpus);
     free(rr->comm.torch_backends);

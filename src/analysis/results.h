@@ -12,9 +12,10 @@
  * is 0 reads 0 and a rule must not use it. A figure flagged impossible (figures.h) is
  * cleared the same way, as the document moves it to "invalid".
  *
- * Ownership: tp_run_results owns its rank array and each rank's nvml.gpus / gpu.devices
- * arrays (tp_run_results_free). Strings point into the loaded run (tp_run) or into static
- * tables, never into the cJSON document: they live as long as the run.
+ * Ownership: tp_run_results owns its rank array and the arrays of each rank's results
+ * (the pointers marked "owned"; tp_rank_result_free, tp_run_results_free). Strings point
+ * into the loaded run (tp_run) or into static tables, never into the cJSON document: they
+ * live as long as the run.
  * Not thread safe; built once per report by tp_report_build.
  */
 #ifndef TPROF_RESULTS_H
@@ -78,12 +79,15 @@ typedef struct tp_data_result {
 } tp_data_result;
 
 /* The step breakdown ("breakdown"; breakdown.h). The figures below `windows` are filled for
- * the GPU basis only. */
+ * the GPU basis only, those from `has_cpu` on for the CPU basis only. */
 typedef struct tp_breakdown_result {
     int present;
     int gpu_basis;         /* "basis": "gpu" (1) or "cpu" (0) */
     int per_step;          /* "per": "step" (1) or "run" (0) */
     size_t windows;        /* measured steps (or 1 window without steps) */
+    int has_device;        /* GPU basis: the device was chosen (figures may still be missing) */
+    uint32_t device;       /* CUDA ordinal of the main device: the most kernel time */
+    size_t ndevices;       /* devices with kernels ("devices" in the document when over 1) */
     int has_parts;         /* ms and share below were computed */
     tp_stat5 ms[TP_BD_NPARTS];
     double share[TP_BD_NPARTS];  /* TP_BD_STEP unused; TP_BD_IDLE_DATA.. of the step */
@@ -91,21 +95,69 @@ typedef struct tp_breakdown_result {
     double kernels_per_step, kernel_median_us, idle_gaps_per_step, idle_gap_median_us;
     int has_most_idle_step;
     double most_idle_step; /* the application's step number with the most idle time */
+    int has_cpu;           /* CPU basis: the rows below were computed */
+    size_t nranges;        /* at most TP_BD_CPU_ROWS + 1: the last is "(other ranges)" */
+    struct tp_bd_range *ranges;  /* owned: ranges under the step, most time first */
+    tp_stat5 step_ms, untracked_ms; /* CPU basis: per measured step */
+    double untracked_share;
+    size_t nwarmup;
+    struct tp_bd_warmup *warmup; /* owned: the warm-up steps, either basis */
 } tp_breakdown_result;
 
-/* One CUDA device of the rank's GPU activity ("gpu.devices[]"; gpu.h). */
+/* The kernel classes (TP_KC_COUNT of model.h; gpu.c checks that they agree). */
+#define TP_GPU_NCLASSES 5
+
+/* One CUDA device of the rank's GPU activity ("gpu.devices[]"; gpu.h). Time and counts are
+ * per measured step (tp_gpu_result.per_step) or in total. */
 typedef struct tp_gpu_device_result {
     unsigned device;       /* CUDA ordinal */
     double memory_peak_bytes;  /* the allocator's peak from CUPTI's memory records */
+    int has_busy_share;    /* per step only; cleared when impossible (figures.h) */
+    double busy_share;     /* of the measured steps' time */
+    double busy_ms, kernels, kernel_ms;
+    double kernel_ms_by_class[TP_GPU_NCLASSES]; /* TP_KC_* order (model.h, gpu.h) */
+    double memcpy_memset_ms, h2d_bytes, d2h_bytes;
+    /* from CUPTI's device record or NVML (tp_memory_capacity): */
+    const char *name, *uuid;   /* NULL when not recorded */
+    int has_sm_count;
+    double sm_count;
+    int has_capacity;
+    double memory_capacity_bytes, memory_peak_share;
 } tp_gpu_device_result;
 
 /* The rank's GPU activity ("gpu"; gpu.h). */
 typedef struct tp_gpu_result {
     int present;
-    double host_syncs;     /* blocking synchronisations per step (or in total) */
-    double host_sync_blocked_ms;
+    int per_step;          /* figures per measured step (1) or over the run (0) */
+    int has_launch_lag;
+    double launch_lag_ms;  /* median launch-to-start delay */
+    int has_kernel_steps;  /* a kernel-capture window (TRAINPROF_KERNEL_STEPS) */
+    const char *kernel_steps_spec;
+    size_t kernel_steps_in_window, kernel_steps_measured;
+    int kernel_steps_opened;
+    int has_pauses;        /* the capture was paused (the list may still be empty) */
+    size_t npauses;
+    struct tp_gpu_pause *pauses;   /* owned */
+    uint64_t cupti_records_dropped;
+    double cupti_records_untimed;  /* 0: none */
+    int has_overhead;      /* CUPTI overhead records in the measured steps */
+    size_t overhead_records, overhead_driver_records;
+    double overhead_ms, overhead_driver_ms;
+    size_t noverhead_kinds;
+    struct tp_gpu_overhead *overhead_kinds; /* owned: by kind, most time first */
+    size_t records_clipped;
+    double records_clipped_ms;
     size_t ndevices;
     tp_gpu_device_result *devices; /* owned */
+    size_t nkernels;
+    struct tp_gpu_kernel *kernels; /* owned: the top kernels, most time first */
+    double kernel_ms_total;
+    int has_records_stopped; /* GPU records stopped while the steps went on */
+    double stopped_after_s, stopped_span_s;
+    size_t steps_without_gpu_records;
+    const char *stopped_cause;     /* static */
+    double host_syncs;     /* blocking synchronisations per step (or in total) */
+    double host_sync_blocked_ms;
 } tp_gpu_result;
 
 /* One GPU of the NVML samples of the rank ("nvml.gpus[]"), over the measured steps' span. */
@@ -115,6 +167,21 @@ typedef struct tp_nvml_gpu_result {
     int has_cuda_device;
     int cuda_device;           /* the CUDA ordinal of this GPU in the rank */
     int shared_by_mig;         /* in MIG mode: power, energy and clocks are the whole GPU's */
+    const char *mig_device;    /* the rank's MIG device UUID, or NULL */
+    size_t samples;            /* of its longest series */
+    int has_energy;            /* energy_* and avg_power_w below were computed */
+    const char *energy_method; /* "counter", "integrated_power" (static) */
+    const char *energy_counter;/* the sampler's reason for no counter, or NULL */
+    const char *energy_series; /* the series read (static) */
+    double sample_interval_ms;
+    char energy_unavailable[400]; /* !has_energy: why */
+    int has_per_step_energy;   /* the figures below are per measured step */
+    size_t steps_with_energy;
+    double energy_per_step_j, energy_per_step_wh, energy_resolution_ms;
+    int energy_approximate;    /* the steps are shorter than the resolution */
+    int has_energy_from_power;
+    double energy_per_step_from_power_j;
+    double energy_j, avg_power_w;
     int has_sm_clock;
     double sm_clock_mhz_min, sm_clock_mhz_mean, sm_clock_mhz_max;
     int has_power;
@@ -129,19 +196,88 @@ typedef struct tp_nvml_gpu_result {
     double mem_used_peak_share;
     int has_mem_total;
     double mem_total_bytes;
+    int has_util;              /* cleared when impossible (figures.h) */
+    double util_percent_mean;
     int has_clock_events;
     int throttled;             /* a throttling reason set in some sample */
     double throttled_share;    /* of the samples with clock events */
     unsigned long long clock_event_mask;
 } tp_nvml_gpu_result;
 
-/* The rank's NVML section ("nvml"). */
+/* The rank's NVML section ("nvml"). Strings point into the loaded run or are static. */
 typedef struct tp_nvml_result {
     int present;
+    int per_step;                /* over the measured steps' span (1) or the run (0) */
     int shared_with_other_ranks; /* the samples are every GPU of the host: the rank's is unknown */
+    int has_sampled_by;          /* another process sampled: */
+    char sampled_by[48];         /* "node sampler" or its label */
+    double sampler_pid;
+    const char *rank_gpus_by;    /* "uuid", "mig_parent", "position"; NULL: not linked */
+    int has_not_sampled;         /* the rank's GPUs are known and none was sampled: */
+    size_t nnot_sampled;
+    const char *not_sampled[64]; /* their UUIDs */
+    const char *device_match, *driver_version; /* NULL when not written */
+    int has_hz;
+    double hz;
+    int has_total;               /* the GPUs together (more than one, all with energy) */
+    double total_energy_j;       /* per measured step (per_step) or over the run */
+    double total_avg_power_w;
+    const char *energy_method;   /* of the GPUs with energy: one, "mixed", or NULL */
     size_t ngpus;
     tp_nvml_gpu_result *gpus;    /* owned, in NVML index order */
 } tp_nvml_result;
+
+/* ------------------------------------------------------------------ GPU details
+ * The rows of the GPU, NVML and breakdown results above (gpu.c, energy.c, breakdown.c). */
+
+/* A span in which GPU capture was paused ("gpu.capture_paused[]"), in s from the process's
+ * start. */
+typedef struct tp_gpu_pause {
+    double from_s, to_s;
+    int never_resumed;
+    const char *reason;    /* NULL when none was written */
+} tp_gpu_pause;
+
+/* CUPTI overhead of one kind ("gpu.cupti_overhead.by_kind[]"). */
+typedef struct tp_gpu_overhead {
+    const char *name;
+    int driver;            /* the driver's time ("source": "driver"), else CUPTI's own */
+    double ms;             /* per measured step (or in total) */
+} tp_gpu_overhead;
+
+/* A top kernel ("gpu.top_kernels[]"). */
+typedef struct tp_gpu_kernel {
+    const char *name;      /* into the loaded run */
+    const char *cls;       /* its class (gpu.h; static) */
+    double count_per_unit, total_ms, mean_us;
+    double share;          /* of all kernel time */
+} tp_gpu_kernel;
+
+/* Rows of the CPU breakdown: at most this many ranges, then "(other ranges)". */
+#define TP_BD_CPU_ROWS 8
+
+/* A range row of the CPU breakdown ("breakdown.ranges[]"). */
+typedef struct tp_bd_range {
+    const char *name;      /* into the loaded run, or "(other ranges)" (static) */
+    const char *domain;    /* NULL: the default domain (or the rest) */
+    tp_stat5 ms;           /* per measured step */
+    double share;          /* of the measured steps' time */
+} tp_bd_range;
+
+/* A warm-up step of the breakdown ("breakdown.warmup[]"). */
+typedef struct tp_bd_warmup {
+    double step;                   /* the application's step number */
+    double ms[TP_BD_NPARTS];       /* GPU basis: each part */
+    double step_ms, untracked_ms;  /* CPU basis */
+    size_t nranges;
+    struct {
+        const char *name;
+        double ms;
+    } ranges[TP_BD_CPU_ROWS];      /* CPU basis: the rows' time in this step, when any */
+} tp_bd_warmup;
+
+/* The document's name of a breakdown part ("compute", ...; static). */
+const char *tp_bd_part_name(tp_bd_part part);
 
 /* Megatron's timers of the rank ("timers"; report.c): time per timer name, first start first. */
 typedef struct tp_timer_row {

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "export/html_svg.h"
 #include "trainprof.h"
@@ -210,98 +211,65 @@ static void bd_add(bd_row *b, const char *label, double v) {
     }
 }
 
-static int ends_with(const char *s, const char *suf) {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && !strcmp(s + n - m, suf);
-}
-
-/* A "breakdown" section in the rank (breakdown.c, when the report has one): for a CPU job
- * (a "ranges" array), each range's mean ms per step and the untracked rest; else the members of
- * its "ms" object (or of the section itself) in ms per step (an object with a numeric
- * "mean", "mean_ms" or "ms", or a number under a key ending "_ms"), in document order. Only
- * the parts that partition the step are stacked: totals, the step itself, overlapped
- * communication (hidden under compute), and start-of-step idle (part of idle) are left out,
- * and so is "idle" when its parts (idle_*) are given, and a detail of a part (a key that
- * extends another part's key, itself a part: idle_other_short_gaps). Returns the segments. */
-static int bd_from_section(bd_row *b, const cJSON *bd) {
-    const cJSON *c, *src = cJSON_IsObject(tp_jobj(bd, "ms")) ? tp_jobj(bd, "ms") : bd;
-    if (cJSON_IsArray(tp_jobj(bd, "ranges"))) {
-        /* a CPU job's split of wall time by range (basis "cpu"): each range's mean, then what
-         * no range covered */
-        cJSON_ArrayForEach(c, tp_jobj(bd, "ranges")) {
-            const char *nm = tp_jstr(c, "name");
-            if (nm) bd_add(b, nm, tp_jnum(tp_jobj(c, "ms"), "mean"));
-        }
-        if (tp_jobj(src, "untracked")) bd_add(b, "untracked", tp_jnum(tp_jobj(src, "untracked"), "mean"));
+/* The rank's step breakdown (breakdown.h), in ms per measured step: for a CPU job each range's
+ * mean and the untracked rest; for a GPU job the parts that partition the step: compute,
+ * exposed communication, copies and idle by its parts (the step itself, overlapped
+ * communication, hidden under compute, and start-of-step idle, a part of idle, are left
+ * out). Returns the segments. */
+static int bd_from_result(bd_row *b, const tp_breakdown_result *bd) {
+    if (!bd->gpu_basis) {
+        for (size_t i = 0; i < bd->nranges; i++) bd_add(b, bd->ranges[i].name, bd->ranges[i].ms.mean);
+        if (bd->has_cpu) bd_add(b, "untracked", bd->untracked_ms.mean);
         return b->nseg;
     }
-    int idle_parts = 0;
-    cJSON_ArrayForEach(c, src) idle_parts |= c->string && !strncmp(c->string, "idle_", 5);
-    cJSON_ArrayForEach(c, src) {
-        const char *k = c->string;
-        if (!k || strstr(k, "total") || strstr(k, "step") || strstr(k, "window") ||
-            strstr(k, "wall") || strstr(k, "share") || !strncmp(k, "overlapped", 10) ||
-            !strncmp(k, "start_", 6) || (idle_parts && !strcmp(k, "idle")))
-            continue;
-        /* a detail of a part ("idle_other_short_gaps" of "idle_other") is inside it */
-        const cJSON *q;
-        int detail = 0;
-        cJSON_ArrayForEach(q, src) {
-            size_t n = q->string ? strlen(q->string) : 0;
-            detail |= q != c && n && strchr(q->string, '_') && !strncmp(k, q->string, n) && k[n] == '_';
-        }
-        if (detail) continue;
-        if (cJSON_IsNumber(c) && ends_with(k, "_ms")) bd_add(b, k, c->valuedouble);
-        else if (cJSON_IsObject(c)) {
-            const char *m = tp_jhas(c, "mean_ms") ? "mean_ms" : tp_jhas(c, "ms") ? "ms"
-                            : tp_jhas(c, "mean")  ? "mean" : NULL;
-            if (m) bd_add(b, k, tp_jnum(c, m));
-        }
-    }
+    if (!bd->has_parts) return b->nseg;
+    static const tp_bd_part parts[] = {TP_BD_COMPUTE,   TP_BD_EXPOSED_COMM,   TP_BD_MEMCPY,
+                                       TP_BD_IDLE_DATA, TP_BD_IDLE_HOST_SYNC, TP_BD_IDLE_OTHER};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+        bd_add(b, tp_bd_part_name(parts[i]), bd->ms[parts[i]].mean);
     return b->nseg;
 }
 
 /* Without one: the GPU's kernel classes (compute), exposed communication, copies and idle
- * time of the busiest device, from the gpu and communication sections; for a rank without
- * GPU records, data loading and the rest of the step. */
-static void bd_fallback(bd_row *b, const cJSON *r) {
-    const cJSON *g = tp_jobj(r, "gpu"), *dev = NULL, *d;
-    cJSON_ArrayForEach(d, tp_jobj(g, "devices")) if (!dev || tp_jnum(d, "kernel_ms") > tp_jnum(dev, "kernel_ms")) dev = d;
-    double data = tp_jnum(tp_jobj(r, "data_loading"), "ms_per_step");
+ * time of the busiest device, from the rank's GPU and communication results; for a rank
+ * without GPU records, data loading and the rest of the step. */
+static void bd_fallback(bd_row *b, const tp_rank_result *rr) {
+    const tp_gpu_device_result *dev = NULL;
+    for (size_t i = 0; i < rr->gpu.ndevices; i++)
+        if (!dev || rr->gpu.devices[i].kernel_ms > dev->kernel_ms) dev = &rr->gpu.devices[i];
+    double data = rr->data.found && rr->data.per_step ? rr->data.ms : 0;
     if (!dev) {
         bd_add(b, "data loading", data);
         bd_add(b, "other (host)", b->step_ms - data);
         return;
     }
-    const cJSON *cls = tp_jobj(dev, "kernel_ms_by_class"), *c;
-    cJSON_ArrayForEach(c, cls) if (strcmp(c->string, "communication") && cJSON_IsNumber(c))
-        bd_add(b, c->string, c->valuedouble);
-    const cJSON *ex = tp_jobj(tp_jobj(r, "communication"), "exposure");
-    if (tp_jobj(ex, "exposed_ms")) {
-        bd_add(b, "communication (exposed)", tp_jnum(tp_jobj(ex, "exposed_ms"), "mean"));
-    } else {
-        bd_add(b, "communication kernels", tp_jnum(cls, "communication"));
-    }
-    bd_add(b, "memcpy/memset", tp_jnum(dev, "memcpy_memset_ms"));
-    if (tp_jhas(dev, "busy_share")) bd_add(b, "GPU idle", b->step_ms * (1 - tp_jnum(dev, "busy_share")));
+    for (int c = 0; c < TP_GPU_NCLASSES; c++)
+        if (c != TP_KC_COMM) bd_add(b, tp_kernel_class_name(c), dev->kernel_ms_by_class[c]);
+    const tp_comm_result *cm = &rr->comm;
+    if (!cm->nothing && cm->resolved && cm->exposure.has_figures)
+        bd_add(b, "communication (exposed)", cm->exposure.exposed_ms.mean);
+    else
+        bd_add(b, "communication kernels", dev->kernel_ms_by_class[TP_KC_COMM]);
+    bd_add(b, "memcpy/memset", dev->memcpy_memset_ms);
+    if (dev->has_busy_share) bd_add(b, "GPU idle", b->step_ms * (1 - dev->busy_share));
 }
 
-static void breakdown_chart(FILE *f, const cJSON *rep) {
-    int nr = cJSON_GetArraySize(tp_jobj(rep, "ranks"));
+static void breakdown_chart(FILE *f, const tp_run_results *res) {
+    int nr = (int)res->nranks;
     if (nr <= 0) return;
     bd_row *rows = calloc((size_t)nr, sizeof *rows);
     if (!rows) return;
-    const cJSON *r;
     int n = 0, generic = 0;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *rr = &res->ranks[i];
         bd_row *b = &rows[n++];
-        b->rank = (int)tp_jnum(r, "rank");
-        b->step_ms = tp_jnum(tp_jobj(r, "steps"), "mean_ms");
-        if (tp_jobj(r, "breakdown") && bd_from_section(b, tp_jobj(r, "breakdown")) >= 2) {
+        b->rank = rr->rank;
+        b->step_ms = rr->steps.mean_ms;
+        if (rr->breakdown.present && bd_from_result(b, &rr->breakdown) >= 2) {
             generic = 1;
         } else {
             b->nseg = 0;
-            bd_fallback(b, r);
+            bd_fallback(b, rr);
         }
     }
     /* one colour per label across ranks */
@@ -476,13 +444,13 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
     free(v);
 }
 
-static void nvml_curves(FILE *f, const cJSON *rep, const tp_run *run) {
-    double t0 = tp_jnum(tp_jobj(rep, "run"), "start_realtime_ns");
-    if (t0 <= 0) {
-        for (size_t i = 0; i < run->nprocs; i++) {
-            double s = (double)tp_to_realtime(&run->procs[i], run->procs[i].first_ts);
-            if (t0 <= 0 || s < t0) t0 = s;
-        }
+/* The NVML series of every process that sampled, against seconds since the first process
+ * began. */
+static void nvml_curves(FILE *f, const tp_run *run) {
+    double t0 = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        double s = (double)tp_to_realtime(&run->procs[i], run->procs[i].first_ts);
+        if (t0 <= 0 || s < t0) t0 = s;
     }
     int chart_no = 0;
     for (size_t i = 0; i < run->nprocs; i++) nvml_process(f, &run->procs[i], t0, &chart_no);
@@ -632,28 +600,36 @@ static void comm_table(FILE *f, const cJSON *rep) {
     }
 }
 
-static void kernels_tables(FILE *f, const cJSON *rep) {
-    const cJSON *r;
+/* A table cell holding a number. */
+static void td_val(FILE *f, double v, int prec) {
+    fputs("<td class=\"n\">", f);
+    tp_html_num(f, v, prec);
+    fputs("</td>", f);
+}
+
+static void kernels_tables(FILE *f, const tp_run_results *res) {
     int any = 0;
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        const cJSON *g = tp_jobj(r, "gpu"), *k;
-        if (!cJSON_GetArraySize(tp_jobj(g, "top_kernels"))) continue;
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *rr = &res->ranks[i];
+        const tp_gpu_result *g = &rr->gpu;
+        if (!g->nkernels) continue;
         if (!any++) fputs("<h2 id=\"kernels\">Top kernels</h2>\n", f);
-        int per_step = !strcmp(tp_jstr(g, "per"), "step");
-        fprintf(f, "<h3>rank %.0f</h3>\n<table class=\"grid kernels\"><tr><th>kernel</th><th>class</th>"
+        const char *unit = g->per_step ? "step" : "run";
+        fprintf(f, "<h3>rank %d</h3>\n<table class=\"grid kernels\"><tr><th>kernel</th><th>class</th>"
                    "<th>count per %s</th><th>ms per %s</th><th>mean us</th><th>share</th></tr>\n",
-                tp_jnum(r, "rank"), per_step ? "step" : "run", per_step ? "step" : "run");
-        cJSON_ArrayForEach(k, tp_jobj(g, "top_kernels")) {
+                rr->rank, unit, unit);
+        for (size_t k = 0; k < g->nkernels; k++) {
+            const tp_gpu_kernel *x = &g->kernels[k];
             fputs("<tr><td class=\"name\">", f);
-            E(tp_jstr(k, "name"));
+            E(x->name);
             fputs("</td><td>", f);
-            E(tp_jstr(k, "class"));
+            E(x->cls);
             fputs("</td>", f);
-            td_num(f, k, "count_per_unit", 1, 1);
-            td_num(f, k, "total_ms", 3, 1);
-            td_num(f, k, "mean_us", 1, 1);
+            td_val(f, x->count_per_unit, 1);
+            td_val(f, x->total_ms, 3);
+            td_val(f, x->mean_us, 1);
             fputs("<td class=\"n\">", f);
-            tp_html_num(f, 100 * tp_jnum(k, "share"), 1);
+            tp_html_num(f, 100 * x->share, 1);
             fputs(" %</td></tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -752,8 +728,8 @@ static const char css[] =
     "details{margin:6px 0;border:1px solid #eee;padding:4px 8px}summary{cursor:pointer;font-weight:600}"
     "pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}nav a{margin-right:12px}";
 
-int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_opts *o,
-                  FILE *f) {
+int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
+    const tp_run *run = report->run;
     tp_report_opts def;
     if (!o) {
         tp_report_opts_init(&def);
@@ -806,13 +782,13 @@ int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_op
     free(rs);
 
     fputs("<h2 id=\"breakdown-h\">Step breakdown</h2>\n", f);
-    breakdown_chart(f, rep);
+    breakdown_chart(f, &report->res);
 
     comm_table(f, rep);
-    kernels_tables(f, rep);
+    kernels_tables(f, &report->res);
 
     fputs("<h2 id=\"nvml\">GPU power, utilisation and memory (NVML)</h2>\n", f);
-    if (run) nvml_curves(f, rep, run);
+    if (run) nvml_curves(f, run);
     else fputs("<p class=\"note\">The sample series need the rank files.</p>\n", f);
 
     timers_table(f, res);

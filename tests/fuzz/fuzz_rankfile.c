@@ -143,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tp_report tr;
     if (tp_report_make(&run, &o, &tr) == 0) {
         tp_report_write_text(&tr, g_null, 0); /* (the JSON form is cJSON's printer alone) */
-        tp_html_write(&tr, &run, &o, g_null);
+        tp_html_write(&tr, &o, g_null);
         tp_diff_side side = {"fuzz", tr.doc, &run, &o};
         cJSON *d = tp_diff_build(&side, &side, NULL);
         if (d) tp_diff_write_text(d, g_null);
