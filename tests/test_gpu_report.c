@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/gpu.h"
 #include "analysis/model.h"
+#include "analysis/text.h"
 #include "analysis/report.h"
 #include "json_path.h"
 #include "report_text.h"
@@ -501,8 +503,152 @@ static void test_gpu_identity_mig(void **state) {
     }
 }
 
+/* Attention in its forms is attention (fused kernels by their names; the unfused form by its
+ * softmax over the scores), a loss's log-softmax is not, GEMMs and NCCL stay theirs. */
+static void test_kernel_classes(void **state) {
+    (void)state;
+    static const struct { const char *name, *cls; } k[] = {
+        {"void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, "
+         "10, false, true>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, "
+         "int, bool)", "attention"},
+        {"void (anonymous namespace)::softmax_warp_backward<c10::BFloat16, c10::BFloat16, float, "
+         "10, false, true>", "attention"},
+        {"void scaled_masked_softmax_warp_forward<__nv_bfloat16, __nv_bfloat16, float, 11>",
+         "attention"},
+        {"void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>",
+         "attention"},
+        {"fmha_cutlassF_bf16_aligned_64x128_rf_sm80", "attention"},
+        {"cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128",
+         "attention"},
+        {"void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+         "at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>", "elementwise/norm"},
+        {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "gemm"},
+        {"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+         "communication"},
+        {"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>",
+         "elementwise/norm"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) assert_string_equal(tp_kernel_class(k[i].name), k[i].cls);
+}
+
+/* PyTorch's elementwise kernels as CUPTI names them: the same first 150 characters, the
+ * functor deep inside. Their short forms for a 60-column table stay apart, keep the kernel's
+ * name at the start and show the functor; a short name stays whole. */
+#define EW(F) "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<" \
+    "at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, " F " > >(" \
+    "at::TensorIteratorBase&, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, " \
+    "c10::BFloat16, " F " > const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<" \
+    "at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, " F " > >(" \
+    "at::TensorIteratorBase&)::{lambda(int)#1})"
+static void test_kernel_short_names(void **state) {
+    (void)state;
+    const char *names[4] = {EW("at::native::binary_internal::MulFunctor<float>"),
+                            EW("at::native::CUDAFunctor_add<c10::BFloat16>"),
+                            EW("at::native::binary_internal::DivFunctor<float>"),
+                            "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"};
+    enum { SIZE = 4 * 60 + 1 };
+    char out[4][SIZE];
+    tp_kernel_short_names(names, 4, 60, &out[0][0], SIZE);
+    const char *want[3] = {"MulFunctor", "CUDAFunctor_add", "DivFunctor"};
+    for (int i = 0; i < 3; i++) {
+        assert_true(strncmp(out[i], "elementwise_kernel<128, 2, ", 27) == 0);
+        assert_non_null(strstr(out[i], want[i]));
+        size_t cols = 0; /* ASCII but the cut marks (3 bytes, 1 column) */
+        for (const char *c = out[i]; *c; c++) cols += ((unsigned char)*c & 0xC0) != 0x80;
+        assert_true(cols <= 60);
+        for (int k = 0; k < i; k++) assert_string_not_equal(out[i], out[k]);
+    }
+    assert_string_equal(out[3], names[3]);
+    char one[256];
+    assert_string_equal(tp_kernel_simplify(one, sizeof one,
+                                           "void at::native::(anonymous namespace)::"
+                                           "softmax_warp_forward<float, float, float, 10, false, "
+                                           "true>(float*, float const*, int, int, int)"),
+                        "softmax_warp_forward<float, float, float, 10, false, true>");
+}
+
+/* A GPU rank with trainprof.torch's phases on its step thread: 4 steps of 20 ms (the first
+ * warm-up), in each data 0-1 ms, forward 1-6 ms, backward 6-16 ms, optimizer 16-18 ms and 2 ms
+ * outside any phase, with a kernel under the backward; a graph launch of 3 kernels in each
+ * step; and one 5 ms kernel after the last step. The phases and the rest add up to the step;
+ * the graph figures are per step; the kernel after the steps is reported as in no step. */
+static void test_phases_graphs_after(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-phases"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 1, 50);
+    synth_thread(f, 2, 51);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "trainprof.torch.steps", "iteration");
+    uint32_t corr = 1;
+    static const struct { const char *name; uint64_t a, b; } ph[] = {
+        {"data", 0, 1}, {"forward", 1, 6}, {"backward", 6, 16}, {"optimizer", 16, 18}};
+    for (uint64_t k = 0; k < 4; k++) {
+        uint64_t t = T0 + k * 20 * MS;
+        synth_step_begin(f, 1, t, k);
+        for (size_t i = 0; i < 4; i++) {
+            synth_push(f, 1, t + ph[i].a * MS, ph[i].name, 0, 0);
+            synth_pop(f, 1, t + ph[i].b * MS, 0);
+        }
+        synth_step_end(f, 1, t + 18 * MS, k);
+        synth_kernel(f, 2, t + 7 * MS, t + 15 * MS, 0, 7, corr++, "sm90_xmma_gemm_bf16");
+        tprof_pl_gpu gl = {t + 17 * MS + 10 * US, 0, 0, 0, corr, 0, 50, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, t + 17 * MS, &gl, sizeof gl,
+                  "cudaGraphLaunch", sizeof "cudaGraphLaunch");
+        for (uint32_t g = 0; g < 3; g++) {
+            tprof_pl_gpu kr = {t + 17 * MS + (g + 1) * 300 * US, 0, 0, 7, corr, 0, 0, 9};
+            synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, t + 17 * MS + g * 300 * US + 100 * US,
+                      &kr, sizeof kr, "graph_node_kernel", sizeof "graph_node_kernel");
+        }
+        corr++;
+    }
+    synth_kernel(f, 2, T0 + 100 * MS, T0 + 105 * MS, 0, 7, corr++, "cleanup_kernel");
+    synth_end_of_file(f, T0 + 110 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    const cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    const cJSON *ph_j = cJSON_GetObjectItem(r0, "phases");
+    assert_non_null(ph_j);
+    double want[4] = {1, 5, 10, 2}, sum = 0;
+    const cJSON *row;
+    int seen = 0;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItem(ph_j, "ranges")) {
+        const char *n = cJSON_GetObjectItem(row, "name")->valuestring;
+        double ms = jnum(row, "ms.mean");
+        for (size_t i = 0; i < 4; i++)
+            if (!strcmp(n, ph[i].name)) {
+                assert_true(fabs(ms - want[i]) < 1e-9);
+                seen++;
+            }
+        sum += ms;
+    }
+    assert_int_equal(seen, 4);
+    /* iteration steps run to the next begin: 20 ms, of which 2 outside any phase (the last
+     * step ends at its optimizer: 18 ms, nothing outside) */
+    double step = jnum(ph_j, "ms.step.mean"), out = jnum(ph_j, "ms.untracked.mean");
+    assert_true(fabs(sum + out - step) < 1e-9);
+    assert_true(fabs(step - (20 + 20 + 18) / 3.0) < 1e-9);
+    const cJSON *g = cJSON_GetObjectItem(r0, "gpu");
+    assert_true(fabs(jnum(g, "cuda_graphs.launches") - 1) < 1e-9);
+    assert_true(fabs(jnum(g, "cuda_graphs.kernels") - 3) < 1e-9);
+    assert_true(fabs(jnum(g, "after_last_step.kernels") - 1) < 1e-9);
+    assert_true(fabs(jnum(g, "after_last_step.kernel_ms") - 5) < 1e-9);
+    cJSON_Delete(rep);
+    text_has(&run, "phases (host: top-level ranges of the step thread, 3 measured steps");
+    text_has(&run, "CUDA graphs: 1.0 graph launches per step running 3.0 kernels (3.0 kernels per launch)");
+    text_has(&run, "note: 5.0 ms of GPU kernels (1 kernel) ran after the last measured step");
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_classes),
+        cmocka_unit_test(test_kernel_short_names),
+        cmocka_unit_test(test_phases_graphs_after),
         cmocka_unit_test(test_stream_order_clip),
         cmocka_unit_test(test_stream_order_next_and_graph),
         cmocka_unit_test(test_energy_integrated_power),

@@ -650,6 +650,23 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
     else cpu_basis(out, p, s, win, nw, nwarm);
 }
 
+void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s) {
+    memset(out, 0, sizeof *out);
+    if (s->nsteps <= s->nwarmup) return;
+    int kernels = 0;
+    for (size_t i = 0; i < p->ngpu && !kernels; i++) kernels = p->gpu[i].type == TPROF_REC_GPU_KERNEL;
+    if (!kernels) return;
+    out->present = 1;
+    out->per_step = 1;
+    out->windows = s->nsteps - s->nwarmup;
+    cpu_basis(out, p, s, s->steps, s->nsteps, s->nwarmup);
+    if (!out->nranges) { /* no range on the step thread: no phases to show */
+        free(out->ranges);
+        free(out->warmup);
+        memset(out, 0, sizeof *out);
+    }
+}
+
 /* ------------------------------------------------------------------ the document */
 
 static void gpu_json(cJSON *b, const tp_breakdown_result *r) {
@@ -724,4 +741,12 @@ void tp_breakdown_json(cJSON *rank, const tp_breakdown_result *r) {
     cJSON_AddNumberToObject(b, "windows", (double)r->windows);
     if (r->gpu_basis) gpu_json(b, r);
     else cpu_json(b, r);
+}
+
+void tp_phases_json(cJSON *rank, const tp_breakdown_result *r) {
+    if (!r->present || !r->has_cpu) return;
+    cJSON *b = cJSON_AddObjectToObject(rank, "phases");
+    cJSON_AddStringToObject(b, "per", "step");
+    cJSON_AddNumberToObject(b, "windows", (double)r->windows);
+    cpu_json(b, r);
 }

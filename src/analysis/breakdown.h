@@ -35,6 +35,17 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
 /* Adds "breakdown" to a rank's JSON from *b (docs/report-json.md; nothing when !b->present). */
 void tp_breakdown_json(cJSON *rank, const tp_breakdown_result *b);
 
+/* The phases of the step for a rank whose breakdown is on the GPU basis: the host side of
+ * the step split as the CPU basis splits it (each instant of a measured step to one top-level
+ * range of the step thread: trainprof.torch's data, forward, backward and optimizer, or the
+ * program's own), with the rest outside any phase, so the rows and the rest add up to the
+ * step. Zeroed, present = 0, for a rank whose breakdown is the CPU one already (it is these
+ * rows) or without measured steps. Ownership and cost as tp_breakdown_compute. */
+void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s);
+
+/* Adds "phases" to a rank's JSON from *b (docs/report-json.md; nothing when !b->present). */
+void tp_phases_json(cJSON *rank, const tp_breakdown_result *b);
+
 /* {"mean","p50","p90","min","max"} of computed statistics (a new object, owned by the
  * caller). */
 cJSON *tp_stat5_json(const tp_stat5 *s);

@@ -32,6 +32,9 @@ void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, cJSON *
 /* Text: a rank's breakdown (indented two spaces), and the run-level sections. B/N: bold
  * on/off; Y: the warning colour. */
 void tp_breakdown_text(FILE *f, const tp_breakdown_result *breakdown);
+
+/* The phases table of a rank (tp_phases_compute): nothing when it has none. */
+void tp_phases_text(FILE *f, const tp_breakdown_result *phases);
 void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y);
 
 #endif

@@ -83,6 +83,27 @@ static void range_name(FILE *f, const tp_bd_range *r) {
     for (int c = nc + 3 + dc; c < 28; c++) fputc(' ', f);
 }
 
+/* The CPU basis's rows and the rest, named `rest`. */
+static void cpu_rows_text(FILE *f, const tp_breakdown_result *b, const char *rest) {
+    for (size_t i = 0; i < b->nranges; i++) {
+        fputs("    ", f);
+        range_name(f, &b->ranges[i]);
+        st3(f, &b->ranges[i].ms);
+        fprintf(f, "  %5.1f %%\n", 100 * b->ranges[i].share);
+    }
+    fprintf(f, "    %-28s", rest);
+    st3(f, &b->untracked_ms);
+    fprintf(f, "  %5.1f %%\n", 100 * b->untracked_share);
+}
+
+void tp_phases_text(FILE *f, const tp_breakdown_result *b) {
+    if (!b->present || !b->has_cpu) return;
+    fprintf(f, "  phases (host: top-level ranges of the step thread, %.0f measured steps; ms: "
+               "mean, p50, p90; share of the step)\n",
+            (double)b->windows);
+    cpu_rows_text(f, b, "(outside any phase)");
+}
+
 void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
     if (!b->present) return;
     if (b->gpu_basis) {
@@ -92,15 +113,7 @@ void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
     fprintf(f, "  step breakdown (CPU: top-level ranges under the step, %.0f %s; ms: mean, p50, "
                "p90; share)\n",
             (double)b->windows, b->per_step ? "measured steps" : "window (no steps)");
-    for (size_t i = 0; i < b->nranges; i++) {
-        fputs("    ", f);
-        range_name(f, &b->ranges[i]);
-        st3(f, &b->ranges[i].ms);
-        fprintf(f, "  %5.1f %%\n", 100 * b->ranges[i].share);
-    }
-    fprintf(f, "    %-28s", "(outside any range)");
-    st3(f, &b->untracked_ms);
-    fprintf(f, "  %5.1f %%\n", 100 * b->untracked_share);
+    cpu_rows_text(f, b, "(outside any range)");
     for (size_t i = 0; i < b->nwarmup && i < 3; i++)
         fprintf(f, "    warm-up step %.0f: %.2f ms, %.2f ms outside any range\n", b->warmup[i].step,
                 b->warmup[i].step_ms, b->warmup[i].untracked_ms);

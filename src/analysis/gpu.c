@@ -22,25 +22,46 @@
 
 #include "format/format.h"
 
-/* Kernel classes by name, first match wins (case-insensitive substrings). */
+/* Kernel classes by name, first match wins (case-insensitive substrings), unless a name also
+ * holds one of the class's exclusions.
+ * Attention in its forms: fused kernels name themselves (FlashAttention's flash_fwd/flash::,
+ * PyTorch SDPA's fmha_cutlass (memory-efficient) and pytorch_flash, cuDNN's *sdpa* and *mha*
+ * engines as Transformer Engine runs them, TE's fused_attn); the unfused form (Megatron-LM's
+ * --transformer-impl local, a plain softmax(QK^T)V) runs a softmax kernel over the scores
+ * (PyTorch's softmax_warp_forward/backward, cunn_SoftMax*, Megatron's fused
+ * scaled_masked_softmax and scaled_upper_triang_masked_softmax), counted here as attention,
+ * and batched GEMMs that a kernel name does not tell from the others (counted as gemm). A
+ * log-softmax is the loss's, not attention's. */
 static const struct {
     const char *cls;
     const char *const pats[16];
+    const char *const unless[4];
 } classes[] = {
-    {"communication", {"nccl", "allreduce", "all_reduce", "allgather", "reducescatter", NULL}},
-    {"attention", {"flash", "fmha", "attention", "attn", "sdpa", NULL}},
-    {"gemm", {"gemm", "cutlass", "cublas", "xmma", "wgmma", "matmul", "nvjet", "sm90_", "sm80_", NULL}},
+    {"communication", {"nccl", "allreduce", "all_reduce", "allgather", "reducescatter", NULL},
+     {NULL}},
+    {"attention", {"flash", "fmha", "attention", "attn", "sdpa", "mha", "softmax", NULL},
+     {"logsoftmax", "log_softmax", NULL}},
+    {"gemm", {"gemm", "cutlass", "cublas", "xmma", "wgmma", "matmul", "nvjet", "sm90_", "sm80_", NULL},
+     {NULL}},
     {"elementwise/norm", {"elementwise", "vectorized", "reduce", "norm", "softmax", "dropout",
-                          "gelu", "silu", "relu", "adam", "foreach", "multi_tensor_apply", NULL}},
+                          "gelu", "silu", "relu", "adam", "foreach", "multi_tensor_apply", NULL},
+     {NULL}},
 };
 
 /* the table's order is TP_KC_*'s */
 _Static_assert(sizeof classes / sizeof *classes == TP_KC_OTHER, "one row per class but other");
 
+static int excluded(const char *name, const char *const *unless) {
+    for (size_t k = 0; unless[k]; k++)
+        if (strcasestr(name, unless[k])) return 1;
+    return 0;
+}
+
 int tp_kernel_class_id(const char *name) {
     for (size_t c = 0; name && c < sizeof classes / sizeof *classes; c++)
         for (size_t k = 0; classes[c].pats[k]; k++)
-            if (strcasestr(name, classes[c].pats[k])) return (int)c;
+            if (strcasestr(name, classes[c].pats[k]) && !excluded(name, classes[c].unless))
+                return (int)c;
     return TP_KC_OTHER;
 }
 
@@ -577,6 +598,42 @@ static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t 
 
 /* Host synchronisations (CUDA calls that wait for the device) in the measured steps, and
  * whether GPU records stopped while the steps went on. */
+static int is_graph_launch(const char *n) {
+    return n && (!strncmp(n, "cudaGraphLaunch", 15) || !strncmp(n, "cuGraphLaunch", 13));
+}
+
+/* CUDA graph launches in the measured steps and the kernels that ran as graph nodes there
+ * (a graph launch is one host call for all its kernels: kernels per launch is what a graph
+ * saves), and the kernels that started after the last measured step: work no step holds (a
+ * program whose steps the report did not find, or work after the loop). att: as
+ * device_figures'; NULL leaves the graph kernels out. */
+static void graphs_and_after(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
+                             const tp_step *st, size_t nst, double per) {
+    uint64_t launches = 0, gk = 0;
+    for (size_t i = 0; i < p->napi; i++) {
+        const tp_gpu_op *a = &p->api[i];
+        if (!is_graph_launch(a->name)) continue;
+        if (nst && !tp_steps_overlap(st, nst, a->start, a->end > a->start ? a->end : a->start + 1))
+            continue;
+        launches++;
+    }
+    uint64_t after_ns = 0;
+    size_t after = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->type != TPROF_REC_GPU_KERNEL) continue;
+        if (o->graph && att && (!nst || att[i])) gk++;
+        if (nst && o->start >= st[nst - 1].end) {
+            after++;
+            after_ns += o->end - o->start;
+        }
+    }
+    out->graph_launches = (double)launches / per;
+    out->graph_kernels = (double)gk / per;
+    out->kernels_after_steps = after;
+    out->kernel_ms_after_steps = (double)after_ns / 1e6;
+}
+
 static void host_side(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
                       double per) {
     uint64_t nsync = 0;
@@ -627,6 +684,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     double per = nst ? (double)nst : 1.0;
     out->present = 1;
     out->per_step = nst > 0;
+    out->steps_measured = nst;
     out->has_launch_lag = nst > 0;
     out->launch_lag_ms = (double)lag / 1e6;
     capture_pauses(out, p);
@@ -649,6 +707,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     if (sp && att) device_figures(out, p, att, sp, st, nst, step_ns, per);
     top_kernels(out, p, att, nst, per, top_n);
     host_side(out, p, st, nst, per);
+    graphs_and_after(out, p, att, st, nst, per);
     free(sp);
     free(att);
     free(apis);
@@ -754,4 +813,14 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
     }
     cJSON_AddNumberToObject(g, "host_syncs", r->host_syncs);
     cJSON_AddNumberToObject(g, "host_sync_blocked_ms", r->host_sync_blocked_ms);
+    if (r->graph_launches > 0 || r->graph_kernels > 0) {
+        cJSON *jg = cJSON_AddObjectToObject(g, "cuda_graphs");
+        cJSON_AddNumberToObject(jg, "launches", r->graph_launches);
+        cJSON_AddNumberToObject(jg, "kernels", r->graph_kernels);
+    }
+    if (r->kernels_after_steps) {
+        cJSON *ja = cJSON_AddObjectToObject(g, "after_last_step");
+        cJSON_AddNumberToObject(ja, "kernels", (double)r->kernels_after_steps);
+        cJSON_AddNumberToObject(ja, "kernel_ms", r->kernel_ms_after_steps);
+    }
 }

@@ -616,6 +616,8 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     tp_nvml_json(rs, &out->nvml);
     tp_breakdown_compute(&out->breakdown, p, &s, o->data_names, o->ndata_names);
     tp_breakdown_json(rs, &out->breakdown);
+    tp_phases_compute(&out->phases, p, &s);
+    tp_phases_json(rs, &out->phases);
     data_result(&out->data, &sc, &s, meas, nm, per, denom);
     data_json(rs, &out->data, o);
     free(sc.dv);

@@ -128,6 +128,21 @@ static void gpu_text(FILE *f, const tp_gpu_result *g, const char *B, const char 
     for (size_t i = 0; i < g->ndevices; i++) gpu_device_text(f, &g->devices[i], unit, B, N);
     fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n", g->host_syncs,
             unit, g->host_sync_blocked_ms);
+    if (g->graph_launches > 0 || g->graph_kernels > 0) {
+        fprintf(f, "  CUDA graphs: %.1f graph launches %s running %.1f kernels", g->graph_launches,
+                unit, g->graph_kernels);
+        if (g->graph_launches > 0)
+            fprintf(f, " (%.1f kernels per launch)", g->graph_kernels / g->graph_launches);
+        fputc('\n', f);
+    }
+    /* work no step holds: worth a line when it is not a trailing crumb */
+    double all_ms = g->kernel_ms_total * (g->per_step ? (double)g->steps_measured : 1.0);
+    if (g->kernels_after_steps && g->kernel_ms_after_steps >= 1.0 &&
+        g->kernel_ms_after_steps >= 0.01 * all_ms)
+        fprintf(f, "  note: %.1f ms of GPU kernels (%zu kernel%s) ran after the last measured "
+                   "step, in no step: the step figures do not cover them\n",
+                g->kernel_ms_after_steps, g->kernels_after_steps,
+                g->kernels_after_steps == 1 ? "" : "s");
     if (g->has_records_stopped)
         fprintf(f,
                 "  warning: GPU records stopped %.1f s into the measured steps while %.0f steps "
@@ -152,13 +167,24 @@ static void gpu_text(FILE *f, const tp_gpu_result *g, const char *B, const char 
     if (!g->nkernels) return;
     fprintf(f, "\n  top kernels (%s)\n  %-60s %9s %11s %10s %7s\n", unit, "kernel", "count",
             "total ms", "mean us", "share");
+    /* short forms that keep rows apart (PyTorch's elementwise kernels differ only deep in
+     * their template arguments) */
+    enum { SHORT = 4 * 60 + 1 };
+    char *shortn = malloc(g->nkernels * SHORT);
+    const char **names = malloc(g->nkernels * sizeof *names);
+    if (shortn && names) {
+        for (size_t i = 0; i < g->nkernels; i++) names[i] = g->kernels[i].name;
+        tp_kernel_short_names(names, g->nkernels, 60, shortn, SHORT);
+    }
     for (size_t i = 0; i < g->nkernels; i++) {
         const tp_gpu_kernel *row = &g->kernels[i];
         fputs("  ", f);
-        put_name(f, row->name, 60);
+        put_name(f, shortn && names ? shortn + i * SHORT : row->name, 60);
         fprintf(f, " %9.1f %11.3f %10.1f %6.1f%%\n", row->count_per_unit, row->total_ms,
                 row->mean_us, 100 * row->share);
     }
+    free(shortn);
+    free(names);
 }
 
 /* Who sampled NVML for the rank, and the rank's GPUs that were not sampled. */
@@ -504,6 +530,7 @@ static void rank_text(FILE *f, const tp_rank_result *rr, const cJSON *r, const c
     gpu_text(f, &rr->gpu, B, N);
     tp_comm_rank_text(f, &rr->comm);
     tp_breakdown_text(f, &rr->breakdown);
+    tp_phases_text(f, &rr->phases);
     data_text(f, &rr->data);
     ranges_text(f, &rr->ranges);
 }

@@ -32,6 +32,11 @@ void tp_rank_result_free(tp_rank_result *rr) {
     free(rr->gpu.kernels);
     free(rr->breakdown.ranges);
     free(rr->breakdown.warmup);
+    free(rr->phases.ranges);
+    free(rr->phases.warmup);
+    rr->phases.ranges = NULL;
+    rr->phases.warmup = NULL;
+    rr->phases.nranges = rr->phases.nwarmup = 0;
     rr->gpu.pauses = NULL;
     rr->gpu.overhead_kinds = NULL;
     rr->gpu.kernels = NULL;

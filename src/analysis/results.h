@@ -158,6 +158,13 @@ typedef struct tp_gpu_result {
     const char *stopped_cause;     /* static */
     double host_syncs;     /* blocking synchronisations per step (or in total) */
     double host_sync_blocked_ms;
+    /* CUDA graphs: launches (cudaGraphLaunch, cuGraphLaunch) per step (or in total) and the
+     * kernels that ran as nodes of a graph; 0 without graphs */
+    double graph_launches, graph_kernels;
+    /* kernels that started after the last measured step ended: in no step (whole run) */
+    size_t kernels_after_steps;
+    double kernel_ms_after_steps;
+    size_t steps_measured; /* the steps the per-step figures are over (0: in total) */
 } tp_gpu_result;
 
 /* One GPU of the NVML samples of the rank ("nvml.gpus[]"), over the measured steps' span. */
@@ -411,6 +418,7 @@ typedef struct tp_rank_result {
     int pid;
     tp_ranges_result ranges;
     tp_process_sampler_result process;
+    tp_breakdown_result phases; /* "phases": the CPU basis's rows for a GPU-basis rank */
 } tp_rank_result;
 
 /* Throughput ("throughput"; mfu.h): the inputs the rules use. */

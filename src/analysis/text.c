@@ -11,6 +11,7 @@
 
 #include "trainprof.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,4 +230,107 @@ static void clean_item(cJSON *it) {
 
 void tp_json_clean_utf8(cJSON *root) {
     if (root) clean_item(root);
+}
+
+const char *tp_kernel_simplify(char *buf, size_t n, const char *name) {
+    if (!n) return buf;
+    size_t o = 0;
+    const char *s = name ? name : "";
+    if (!strncmp(s, "void ", 5)) s += 5;
+    while (*s && o + 1 < n) {
+        if (!strncmp(s, "(anonymous namespace)::", 23)) {
+            s += 23;
+            continue;
+        }
+        /* an identifier followed by "::" is a qualifier: skip both */
+        if (isalpha((unsigned char)*s) || *s == '_') {
+            const char *e = s;
+            while (isalnum((unsigned char)*e) || *e == '_') e++;
+            if (e[0] == ':' && e[1] == ':' && (o == 0 || !isalnum((unsigned char)buf[o - 1]))) {
+                s = e + 2;
+                continue;
+            }
+            while (s < e && o + 1 < n) buf[o++] = *s++;
+            continue;
+        }
+        buf[o++] = *s++;
+    }
+    buf[o] = 0;
+    /* a trailing parameter list "(...)" at the top level (not inside <>) */
+    if (o && buf[o - 1] == ')') {
+        int depth = 0, angle = 0;
+        for (size_t i = o; i-- > 0;) {
+            char c = buf[i];
+            if (c == ')') depth++;
+            else if (c == '(' && --depth == 0) {
+                for (size_t k = 0; k < i; k++) angle += buf[k] == '<' ? 1 : buf[k] == '>' ? -1 : 0;
+                if (angle == 0 && i > 0) buf[i] = 0;
+                break;
+            }
+        }
+    }
+    return buf;
+}
+
+/* columns of the first `bytes` bytes of s (UTF-8) */
+static int cols_of(const char *s, size_t bytes) {
+    int c = 0;
+    for (size_t i = 0; i < bytes;) {
+        uint32_t cp;
+        int bad;
+        i += tp_utf8_next(s + i, bytes - i, &cp, &bad);
+        c += bad ? 1 : tp_text_width(cp);
+    }
+    return c;
+}
+
+/* the byte offset of the character at or before `at` in s (never inside a sequence) */
+static size_t char_start(const char *s, size_t at) {
+    while (at > 0 && ((unsigned char)s[at] & 0xC0) == 0x80) at--;
+    return at;
+}
+
+void tp_kernel_short_names(const char *const *names, size_t n, int cols, char *out, size_t size) {
+    if (cols < 8) cols = 8;
+    for (size_t i = 0; i < n; i++) tp_kernel_simplify(out + i * size, size, names[i]);
+    /* the longest prefix each shares with another, different row: before any is shortened */
+    size_t *common = calloc(n ? n : 1, sizeof *common);
+    if (!common) {
+        for (size_t i = 0; i < n; i++) {
+            char buf[1024];
+            tp_text_fit(buf, sizeof buf, out + i * size, cols);
+            snprintf(out + i * size, size, "%s", buf);
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < n; k++) {
+            const char *s = out + i * size, *t = out + k * size;
+            if (k == i || !strcmp(s, t)) continue;
+            size_t c = 0;
+            while (s[c] && s[c] == t[c]) c++;
+            if (c > common[i]) common[i] = c;
+        }
+    for (size_t i = 0; i < n; i++) {
+        char *s = out + i * size;
+        size_t len = strlen(s);
+        if (cols_of(s, len) <= cols) continue;
+        char buf[1024];
+        if (cols_of(s, common[i]) < cols - 1) {
+            tp_text_fit(buf, sizeof buf, s, cols);
+        } else {
+            /* the start (the kernel and its first arguments), then from a little before the
+             * first difference */
+            size_t head = char_start(s, 28 < len ? 28 : len);
+            size_t from = char_start(s, common[i] > 12 ? common[i] - 12 : 0);
+            if (from < head) from = head;
+            int room = cols - cols_of(s, head) - 1;
+            memcpy(buf, s, head);
+            memcpy(buf + head, TP_TEXT_CUT, sizeof TP_TEXT_CUT - 1);
+            size_t at = head + sizeof TP_TEXT_CUT - 1;
+            tp_text_fit(buf + at, sizeof buf - at, s + from, room);
+        }
+        snprintf(s, size, "%s", buf);
+    }
+    free(common);
 }

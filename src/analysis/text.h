@@ -55,6 +55,22 @@ int tp_utf8_write(FILE *f, const char *buf, size_t len);
  * writing f failed. f is flushed. */
 int tp_utf8_render(FILE *f, int (*fn)(FILE *out, const void *ctx), const void *ctx);
 
+/* The short form of a C++ kernel name, for a column of a table (CUPTI gives demangled names
+ * hundreds of characters long, and PyTorch's elementwise kernels differ only deep inside
+ * their template arguments): the return type ("void "), namespace qualifiers ("at::native::",
+ * "(anonymous namespace)::") and a trailing parameter list are dropped into buf (n bytes,
+ * always NUL-terminated; the name cut to n - 1 bytes when longer). */
+const char *tp_kernel_simplify(char *buf, size_t n, const char *name);
+
+/* Puts the simplified forms of n names (tp_kernel_simplify, each in a buffer of `size`
+ * bytes of out, n x size bytes) so that rows that differ stay apart within `cols` columns:
+ * a form that fits is whole; one that does not and whose first cols - 1 characters tell it
+ * from every other row's is cut there (TP_TEXT_CUT); otherwise it keeps its start, then,
+ * after a cut mark, the part around the first character where it differs from the row most
+ * like it, and ends with a cut mark when more follows. Rows whose simplified names are equal
+ * stay equal. size >= 4 * cols + 1. */
+void tp_kernel_short_names(const char *const *names, size_t n, int cols, char *out, size_t size);
+
 /* Replaces, in place, every string value and key of the JSON tree that is not valid UTF-8 by
  * its cleaned form (invalid bytes as U+FFFD), so that cJSON never prints invalid UTF-8. */
 void tp_json_clean_utf8(cJSON *root);
