@@ -54,12 +54,15 @@ def line(name, ours, theirs, tol, unit=""):
 
 
 def phases(rank):
-    """Per-step ms of each top-level phase on the step thread, and the rest, from the
-    report's "phases" section (or the CPU breakdown's ranges where the report has none)."""
+    """Per-step ms (means) of each phase of the rank's "phases" section (the host's top-level
+    ranges of the step thread: data, forward, backward, optimizer, Megatron's timers in the
+    gaps) and of the time outside any phase."""
     ph = rank.get("phases")
-    if ph:
-        return {p["name"]: p["ms"] for p in ph.get("rows", [])}, ph.get("outside_ms")
-    return {}, None
+    if not ph:
+        return {}, None
+    rows = {r["name"] + (" [%s]" % r["domain"] if "domain" in r else ""): r["ms"]["mean"]
+            for r in ph.get("ranges", [])}
+    return rows, ph.get("ms", {}).get("untracked", {}).get("mean")
 
 
 def profiler_kernel_ms(path, active):
@@ -131,6 +134,14 @@ def main():
                          100 * ph.get("backward", 0) / x["steps"]["mean_ms"]))
             else:
                 print("  rank %s: no phases section in the report" % x["rank"])
+        r0 = ranks[0] if ranks else {}
+        tm = [(t["name"], round(t["ms"], 2)) for t in r0.get("timers", {}).get("rows", [])]
+        print("  Megatron's own timers (rank %s, ms per step): %s" % (r0.get("rank"), tm or "none"))
+        dev = r0.get("gpu", {}).get("devices", [{}])[0]
+        print("  kernel time by class (ms per step): %s" % dev.get("kernel_ms_by_class"))
+        print("  processes: %s" % ", ".join(p.get("label", "?") for p in rep.get("processes", [])))
+        nv = rep.get("capabilities", {}).get("nvml", {})
+        print("  capability nvml: %s (%s)" % ("yes" if nv.get("found") else "no", nv.get("status")))
         ids = sorted("%s%s" % (f["id"], ":%s" % f["rank"] if "rank" in f else "")
                      for f in rep.get("findings", []))
         findings.append(ids)

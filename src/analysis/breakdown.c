@@ -660,6 +660,12 @@ void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_s
     out->per_step = 1;
     out->windows = s->nsteps - s->nwarmup;
     cpu_basis(out, p, s, s->steps, s->nsteps, s->nwarmup);
+    /* rows with time only in warm-up steps (a CUDA graph's capture) are no phase of the
+     * measured steps */
+    size_t k = 0;
+    for (size_t i = 0; i < out->nranges; i++)
+        if (out->ranges[i].ms.max > 0) out->ranges[k++] = out->ranges[i];
+    out->nranges = k;
     if (!out->nranges) { /* no range on the step thread: no phases to show */
         free(out->ranges);
         free(out->warmup);

@@ -80,7 +80,7 @@ static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *
     }
     fputc(':', f);
     if (d->has_busy_share) fprintf(f, " busy %.1f %% of the step,", 100 * d->busy_share);
-    fprintf(f, " kernels %.2f ms %s (%.0f launches), memcpy/memset %.2f ms\n", d->kernel_ms,
+    fprintf(f, " kernels %.2f ms %s (%.0f kernels), memcpy/memset %.2f ms\n", d->kernel_ms,
             unit, d->kernels, d->memcpy_memset_ms);
     fprintf(f, "    by class:");
     for (int c = 0; c < TP_GPU_NCLASSES; c++)
