@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/megatron.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "report_text.h"
@@ -398,6 +399,48 @@ static void test_capability_from_any_process(void **state) {
         tp_run_free(&run);
         synth_rmtree(dir);
     }
+}
+
+/* The Megatron-LM configuration of the reference runs, as torchrun starts it: its arguments
+ * read back, and advice that names only what the job did not do. A command line that is no
+ * Megatron training script gets none. */
+static void test_megatron_args_and_advice(void **state) {
+    (void)state;
+    tp_megatron_args a;
+    tp_megatron_args_parse(
+        "/usr/bin/python3 -u pretrain_gpt.py --mock-data --transformer-impl local --bf16 "
+        "--num-layers 4 --micro-batch-size 4 --global-batch-size 16 "
+        "--no-gradient-accumulation-fusion --no-masked-softmax-fusion --no-bias-dropout-fusion "
+        "--no-bias-gelu-fusion --no-persist-layer-norm --tensor-model-parallel-size=2", &a);
+    assert_int_equal(a.found, 1);
+    assert_string_equal(a.transformer_impl, "local");
+    assert_int_equal(a.micro_batch, 4);
+    assert_int_equal(a.tp, 2);
+    assert_int_equal(a.fusions_off, TP_MEG_NO_GRADIENT_ACCUMULATION_FUSION |
+                                        TP_MEG_NO_MASKED_SOFTMAX_FUSION |
+                                        TP_MEG_NO_BIAS_DROPOUT_FUSION | TP_MEG_NO_BIAS_GELU_FUSION |
+                                        TP_MEG_NO_PERSIST_LAYER_NORM);
+    char buf[1024];
+    assert_true(tp_megatron_advice(&a, "launch_bound", buf, sizeof buf) > 0);
+    assert_string_equal(buf,
+        "--transformer-impl transformer_engine instead of local (fused attention, LayerNorm and "
+        "GEMM kernels: fewer, larger kernels); turn the fusions back on (drop "
+        "--no-masked-softmax-fusion --no-bias-dropout-fusion --no-bias-gelu-fusion "
+        "--no-gradient-accumulation-fusion --no-persist-layer-norm); CUDA graphs "
+        "(--cuda-graph-impl local or transformer_engine) to replay the step's launches; a larger "
+        "--micro-batch-size (now 4) with fewer micro-batches per step");
+    tp_megatron_advice(&a, "exposed_communication", buf, sizeof buf);
+    assert_non_null(strstr(buf, "--overlap-grad-reduce"));
+    assert_non_null(strstr(buf, "--tp-comm-overlap"));
+    assert_int_equal(tp_megatron_advice(&a, "host_sync", buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    /* what the job already does is not advised */
+    tp_megatron_args_parse("python pretrain_gpt.py --overlap-grad-reduce "
+                           "--use-distributed-optimizer --overlap-param-gather", &a);
+    assert_int_equal(tp_megatron_advice(&a, "exposed_communication", buf, sizeof buf), 0);
+    tp_megatron_args_parse("python train.py --lr 1e-4 --micro-batch-size 4", &a);
+    assert_int_equal(a.found, 0);
+    assert_int_equal(tp_megatron_advice(&a, "launch_bound", buf, sizeof buf), 0);
 }
 
 /* A kernel of unknown launch (driver API) just after the warm-up step ended: the run's
@@ -799,6 +842,7 @@ int main(void) {
         cmocka_unit_test(test_iteration_steps),
         cmocka_unit_test(test_launcher_role),
         cmocka_unit_test(test_capability_from_any_process),
+        cmocka_unit_test(test_megatron_args_and_advice),
         cmocka_unit_test(test_gpu_records_stop),
         cmocka_unit_test(test_gpu_by_uuid),
         cmocka_unit_test(test_gpu_in_use),
