@@ -187,7 +187,8 @@ size_t tp_megatron_advice(const tp_megatron_args *a, const char *id, char *buf, 
         if (a->micro_batch > 1)
             clause(buf, n, &len, "a smaller --micro-batch-size (now %d)", a->micro_batch);
     } else if (!strcmp(id, "data_loading")) {
-        clause(buf, n, &len, "more --num-workers (now %d)", a->num_workers >= 0 ? a->num_workers : 2);
+        clause(buf, n, &len, "more --num-workers (now %d)",
+               a->num_workers >= 0 ? a->num_workers : 2);
     }
     if (len >= n) len = n - 1;
     return len;
