@@ -114,10 +114,11 @@ int tp_comm_row_bw(const tp_comm_row_result *r, double *algbw_gbs, double *bw_ti
 
 /* Adds the run-level "communication" (communicators across ranks, exposure across ranks)
  * from the ranks' typed results (res->ranks[].comm), and appends the exposed-communication
- * finding to `findings` when the worst rank's exposed share exceeds warn_share (warning) or
- * crit_share (critical). Returns that finding (owned by `findings`), or NULL when none. */
-cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
-                           cJSON *findings, double warn_share, double crit_share);
+ * finding to res->findings (findings.h) when the worst rank's exposed share exceeds
+ * warn_share (warning) or crit_share (critical). Returns that finding's index in
+ * res->findings, or SIZE_MAX when none. */
+size_t tp_comm_run_section(cJSON *rep, const tp_run *run, tp_run_results *res,
+                           double warn_share, double crit_share);
 
 /* Text rendering of the rank's section from its typed results (comm_rank_text.c) and of the
  * run's from the document (comm_text.c; B/N: bold on/off sequences). */

@@ -9,9 +9,11 @@
 
 #include <stdio.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/findings.h"
 #include "analysis/gpu.h"
 #include "analysis/stats.h"
 #include "format/format.h"
@@ -270,9 +272,10 @@ static void communicators_json(cJSON *c, const tp_run *run, const tp_run_results
     free(xc);
 }
 
-/* The exposed-communication finding on the worst rank (see tp_comm_run_section). */
-static cJSON *exposure_finding(const tp_rank_result *worst, size_t n, double mean, size_t over,
-                               double warn_share, double crit_share) {
+/* The exposed-communication finding on the worst rank (see tp_comm_run_section): its index
+ * in fs, or SIZE_MAX when out of memory. */
+static size_t exposure_finding(tp_findings_result *fs, const tp_rank_result *worst, size_t n,
+                               double mean, size_t over, double warn_share, double crit_share) {
     const tp_comm_exposure_result *wx = &worst->comm.exposure;
     double ws = wx->exposed_share;
     /* exposed communication over 10 % of the step is a warning (docs/design.md §5.2), over
@@ -291,26 +294,22 @@ static cJSON *exposure_finding(const tp_rank_result *worst, size_t n, double mea
              !strcmp(wx->basis, "host")
                  ? "time the process spent blocked in communication instead of computing"
                  : "communication the GPU could not hide behind compute");
-    cJSON *fd = cJSON_CreateObject();
-    cJSON_AddStringToObject(fd, "id", "exposed_communication");
-    cJSON_AddStringToObject(fd, "severity", sev);
-    cJSON_AddNumberToObject(fd, "rank", worst->rank);
-    cJSON_AddStringToObject(fd, "message", msg);
-    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-    cJSON_AddStringToObject(ev, "per", step ? "step" : "run");
-    cJSON_AddStringToObject(ev, "basis", wx->basis);
-    cJSON_AddNumberToObject(ev, "exposed_share", ws);
-    cJSON_AddNumberToObject(ev, "exposed_ms", wx->exposed_ms.mean);
-    cJSON_AddNumberToObject(ev, "overlapped_ms", wx->overlapped_ms.mean);
-    cJSON_AddNumberToObject(ev, "window_ms", wx->window_ms);
-    cJSON_AddNumberToObject(ev, "mean_exposed_share", mean);
-    cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
-    cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
-    return fd;
+    tp_finding *ev = tp_finding_add(fs, "exposed_communication", sev, worst->rank, msg, NULL);
+    if (!ev) return SIZE_MAX;
+    tp_ev_string(ev, "per", step ? "step" : "run");
+    tp_ev_string(ev, "basis", wx->basis);
+    tp_ev_number(ev, "exposed_share", ws);
+    tp_ev_number(ev, "exposed_ms", wx->exposed_ms.mean);
+    tp_ev_number(ev, "overlapped_ms", wx->overlapped_ms.mean);
+    tp_ev_number(ev, "window_ms", wx->window_ms);
+    tp_ev_number(ev, "mean_exposed_share", mean);
+    tp_ev_number(ev, "ranks_over_warning", (double)over);
+    tp_ev_number(ev, "threshold", ws > crit_share ? crit_share : warn_share);
+    return fs->n - 1;
 }
 
-cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
-                           cJSON *findings, double warn_share, double crit_share) {
+size_t tp_comm_run_section(cJSON *rep, const tp_run *run, tp_run_results *res,
+                           double warn_share, double crit_share) {
     int world = 0, nrank_procs = 0;
     for (size_t i = 0; i < run->nprocs; i++) {
         if (run->procs[i].role != TP_ROLE_RANK) continue;
@@ -323,7 +322,7 @@ cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *
     communicators_json(c, run, res, world);
 
     /* exposure across ranks */
-    cJSON *found = NULL; /* the finding appended */
+    size_t found = SIZE_MAX; /* the finding appended */
     cJSON *xe = cJSON_AddObjectToObject(c, "exposure");
     cJSON *jr = cJSON_AddArrayToObject(xe, "ranks");
     size_t n = 0, cap = res->nranks;
@@ -369,10 +368,9 @@ cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *
         cJSON_AddNumberToObject(xe, "median_exposed_share", median);
         cJSON_AddNumberToObject(xe, "worst_rank", worst->rank);
         cJSON_AddNumberToObject(xe, "worst_exposed_share", ws);
-        if (findings && ws > warn_share) {
-            found = exposure_finding(worst, n, mean, over, warn_share, crit_share);
-            cJSON_AddItemToArray(findings, found);
-        }
+        if (ws > warn_share)
+            found = exposure_finding(&res->findings, worst, n, mean, over, warn_share,
+                                     crit_share);
     }
     free(shares);
     return found;

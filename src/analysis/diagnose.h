@@ -22,12 +22,13 @@
 void tp_diagnose_opts_init(tp_report_opts *o);
 
 /* Adds "clocks", "throughput", "stragglers" and "diagnosis" to the report and appends the
- * rules' findings to `findings`. res: the ranks' typed results (results.h), which the
- * stragglers, throughput and the rules read; the run-level results (throughput, stragglers)
- * are filled in it. comm_finding: the exposed-communication finding comm.c appended (it gets
- * the rule's recommendation), or NULL. */
-void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, cJSON *findings,
-                     cJSON *comm_finding, const tp_report_opts *o);
+ * rules' findings to res->findings (findings.h; the caller writes them). res: the ranks'
+ * typed results (results.h), which the stragglers, throughput and the rules read; the
+ * run-level results (throughput, stragglers, findings) are filled in it. comm_finding: the
+ * index in res->findings of the exposed-communication finding comm_run.c appended (it gets
+ * the rule's recommendation), or SIZE_MAX. */
+void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t comm_finding,
+                     const tp_report_opts *o);
 
 /* Text: a rank's breakdown (indented two spaces), and the run-level sections. B/N: bold
  * on/off; Y: the warning colour. */

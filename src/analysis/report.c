@@ -23,6 +23,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
+#include "analysis/findings.h"
 #include "analysis/ended.h"
 #include "analysis/energy.h"
 #include "analysis/figures.h"
@@ -949,11 +950,12 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     /* findings: rules that name a problem, with the figures that show it (severity
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");
-    cJSON *comm_finding = tp_comm_run_section(rep, run, &res, findings, o->comm_warn_share,
+    size_t comm_finding = tp_comm_run_section(rep, run, &res, o->comm_warn_share,
                                               o->comm_crit_share);
     /* clocks, throughput/MFU, stragglers and the diagnosis rules */
-    tp_diagnose_run(rep, run, &res, findings, comm_finding, o);
-    tp_ended_section(rep, findings, run, &res.ended); /* ranks killed by a signal or cut short */
+    tp_diagnose_run(rep, run, &res, comm_finding, o);
+    tp_ended_section(rep, &res.findings, run, &res.ended); /* killed by a signal or cut short */
+    tp_findings_json(findings, &res.findings);
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);

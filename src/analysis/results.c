@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/findings.h"
 #include "analysis/stats.h"
 
 tp_stat5 tp_stat5_of(double *v, size_t n) {
@@ -61,6 +62,7 @@ void tp_run_results_free(tp_run_results *r) {
     free(r->timers.rows);
     free(r->timers.megatron_minmax);
     free(r->timers.megatron_all);
+    tp_findings_free(&r->findings);
     memset(&r->timers, 0, sizeof r->timers);
     r->ended.ranks = NULL;
     r->ended.n = 0;

@@ -375,6 +375,58 @@ typedef struct tp_run_timers_result {
     char *megatron_all;      /* owned: its per-rank table (more than one rank), or NULL */
 } tp_run_timers_result;
 
+/* One figure of a finding's evidence ("findings[].evidence.<key>"), in the document's order. */
+typedef enum tp_evidence_kind {
+    TP_EV_NUMBER,            /* num */
+    TP_EV_BOOL,              /* num: 0 or 1 */
+    TP_EV_STRING,            /* str */
+    TP_EV_INTS,              /* ints[0..n): a list of numbers (ranks) */
+    TP_EV_STRINGS,           /* strs[0..n): a list of names */
+    TP_EV_STRAGGLER          /* straggler: the named straggler's figures (an object) */
+} tp_evidence_kind;
+
+typedef struct tp_evidence {
+    const char *key;         /* static */
+    tp_evidence_kind kind;
+    double num;
+    const char *str;         /* static, or into the loaded run */
+    size_t n;
+    int *ints;               /* owned */
+    const char **strs;       /* owned array of static names */
+    const tp_straggler *straggler; /* into tp_run_results.stragglers.named */
+} tp_evidence;
+
+/* A finding ("findings[]"): a rule that names a problem, with the figures that show it. */
+typedef struct tp_finding {
+    const char *id;          /* the rule's id (static) */
+    const char *severity;    /* "warning" or "critical" (static) */
+    int has_rank;
+    int rank;                /* the rank it names (the worst one) */
+    char *message;           /* owned; names in it are made safe for a terminal (text.h) */
+    const char *recommendation; /* static, or NULL */
+    int recommendation_last; /* the document puts the recommendation after the evidence */
+    size_t nev;
+    tp_evidence *ev;         /* owned, in the document's order */
+} tp_finding;
+
+/* A rank whose value is past a rule's threshold but inside its band ("diagnosis.near[]"). */
+typedef struct tp_near {
+    const char *id;          /* the rule's id (static) */
+    const char *unit;        /* "share" (of the step) or "ms per sample" (static) */
+    int rank;
+    double value, threshold, finding_from;
+} tp_near;
+
+/* The findings of the run, in the order the analyses appended them (communication, the
+ * diagnosis rules, the ranks that ended early), and the values near a threshold. */
+typedef struct tp_findings_result {
+    size_t n;
+    tp_finding *items;       /* owned */
+    size_t nnear;
+    tp_near *near;           /* owned */
+    double diag_band;        /* the band of the thresholds (tp_report_opts.diag_band) */
+} tp_findings_result;
+
 /* Everything the run-level analyses and the rules read. */
 typedef struct tp_run_results {
     size_t nranks;
@@ -385,6 +437,7 @@ typedef struct tp_run_results {
     tp_run_timers_result timers;
     tp_run_summary run;
     tp_capability caps[TP_NCAPABILITIES];
+    tp_findings_result findings;
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */
