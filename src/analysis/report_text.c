@@ -515,31 +515,27 @@ static void timers_text(FILE *f, const tp_run_timers_result *tm, const char *B, 
     if (tm->megatron_all) fprintf(f, "%s\n", tm->megatron_all);
 }
 
-static void findings_text(FILE *f, const cJSON *rep, const char *B, const char *N,
+static void findings_text(FILE *f, const tp_findings_result *fs, const char *B, const char *N,
                           const char *Y) {
-    const cJSON *fd;
-    int firstf = 1;
-    cJSON_ArrayForEach(fd, tp_jobj(rep, "findings")) {
-        if (firstf) fprintf(f, "\n%sfindings%s\n", B, N);
-        firstf = 0;
-        const char *sev = tp_jstr(fd, "severity");
+    for (size_t i = 0; i < fs->n; i++) {
+        const tp_finding *fd = &fs->items[i];
+        if (!i) fprintf(f, "\n%sfindings%s\n", B, N);
+        const char *sev = fd->severity;
         fprintf(f, "%s  %s: %s%s\n", !strcmp(sev, "critical") || !strcmp(sev, "warning") ? Y : "",
-                sev, tp_jstr(fd, "message"), N);
-        if (tp_jobj(fd, "recommendation"))
-            fprintf(f, "    try: %s\n", tp_jstr(fd, "recommendation"));
+                sev, fd->message, N);
+        if (fd->recommendation) fprintf(f, "    try: %s\n", fd->recommendation);
     }
-    const cJSON *nr, *near = tp_jobj(tp_jobj(rep, "diagnosis"), "near");
-    if (cJSON_GetArraySize(near))
+    if (fs->nnear)
         fprintf(f, "\n%snear a threshold%s (not findings: the shares of identical runs move by a "
                    "few points, so a finding needs a margin of %.0f %% of its threshold)\n",
-                B, N, 100 * tp_jnum(tp_jobj(tp_jobj(rep, "diagnosis"), "thresholds"), "diag_band"));
-    cJSON_ArrayForEach(nr, near) {
-        int share = !strcmp(tp_jstr(nr, "unit"), "share");
+                B, N, 100 * fs->diag_band);
+    for (size_t i = 0; i < fs->nnear; i++) {
+        const tp_near *nr = &fs->near[i];
+        int share = !strcmp(nr->unit, "share");
         double k = share ? 100 : 1;
         const char *u = share ? " %" : " ms per sample";
-        fprintf(f, "  %s, rank %.0f: %.1f%s (threshold %.1f%s, a finding from %.1f%s)\n",
-                tp_jstr(nr, "id"), tp_jnum(nr, "rank"), k * tp_jnum(nr, "value"), u,
-                k * tp_jnum(nr, "threshold"), u, k * tp_jnum(nr, "finding_from"), u);
+        fprintf(f, "  %s, rank %d: %.1f%s (threshold %.1f%s, a finding from %.1f%s)\n", nr->id,
+                nr->rank, k * nr->value, u, k * nr->threshold, u, k * nr->finding_from, u);
     }
 }
 
@@ -557,7 +553,7 @@ static int write_text(const tp_report *report, FILE *f, int color) {
     tp_diagnose_text(f, rep, B, N, Y); /* clocks, throughput, stragglers */
     timers_text(f, &report->res.timers, B, N);
     tp_ended_text(f, &report->res.ended, B, N, Y);
-    findings_text(f, rep, B, N, Y);
+    findings_text(f, &report->res.findings, B, N, Y);
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
 }

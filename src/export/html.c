@@ -491,45 +491,172 @@ static void nvml_curves(FILE *f, const cJSON *rep, const tp_run *run) {
 
 /* ------------------------------------------------------------------ tables */
 
-static void findings_section(FILE *f, const cJSON *rep) {
-    const cJSON *fs = tp_jobj(rep, "findings"), *fd;
+/* A number as the generic view writes it: integers whole, else 6 significant digits. */
+static void num_text(FILE *f, double d) {
+    if (d == floor(d) && fabs(d) < 1e15) fprintf(f, "%.0f", d);
+    else fprintf(f, "%.6g", d);
+}
+
+/* Key/value rows of a table class="kv", as the generic view lays out an object. */
+static void kv_key(FILE *f, const char *k) {
+    fputs("<tr><th>", f);
+    E(k);
+    fputs("</th><td>", f);
+}
+
+static void kv_num(FILE *f, const char *k, double v) {
+    kv_key(f, k);
+    num_text(f, v);
+    fputs("</td></tr>", f);
+}
+
+static void kv_str(FILE *f, const char *k, const char *v) {
+    kv_key(f, k);
+    E(v);
+    fputs("</td></tr>", f);
+}
+
+static void kv_bool(FILE *f, const char *k, int v) {
+    kv_key(f, k);
+    fputs(v ? "true" : "false", f);
+    fputs("</td></tr>", f);
+}
+
+/* A named straggler's figures (results.h), the rows of its "stragglers.named[]" object. */
+static void straggler_kv(FILE *f, const tp_straggler *e) {
+    fputs("<table class=\"kv\">", f);
+    kv_num(f, "rank", e->rank);
+    kv_str(f, "host", e->host);
+    kv_str(f, "by", e->by);
+    if (e->has_lag) {
+        kv_num(f, "lag_ms", e->lag_ms);
+        kv_num(f, "lag_ms_per_step", e->lag_ms_per_step);
+        kv_num(f, "lag_excess_ms", e->lag_excess_ms);
+    }
+    if (e->has_step) {
+        kv_num(f, "step_ms", e->step_ms);
+        kv_num(f, "step_excess_ms", e->step_excess_ms);
+    }
+    if (e->gpu) {
+        kv_key(f, "gpu");
+        fputs("<table class=\"kv\">", f);
+        kv_num(f, "index", e->gpu->index);
+        if (e->gpu->name) kv_str(f, "name", e->gpu->name);
+        if (e->gpu->uuid) kv_str(f, "uuid", e->gpu->uuid);
+        fputs("</table></td></tr>", f);
+    } else if (e->has_cuda_device) {
+        kv_num(f, "cuda_device", e->cuda_device);
+    }
+    if (e->gpu_unknown)
+        kv_str(f, "gpu_note", "the rank's GPU is not known (NVML shows every GPU of the host): "
+                              "no comparison");
+    if (e->vs_present) {
+        kv_key(f, "vs_others");
+        if (!e->nvs) fputs("{}", f);
+        else fputs("<table class=\"kv\">", f);
+        for (size_t q = 0; q < e->nvs; q++) {
+            kv_key(f, e->vs[q].key);
+            fputs("<table class=\"kv\">", f);
+            kv_num(f, "rank", e->vs[q].rank);
+            kv_num(f, "others_median", e->vs[q].others_median);
+            kv_bool(f, "differs", e->vs[q].differs);
+            fputs("</table></td></tr>", f);
+        }
+        if (e->nvs) fputs("</table>", f);
+        fputs("</td></tr>", f);
+        if (e->compared) kv_bool(f, "gpu_differs", e->gpu_differs);
+    }
+    fputs("</table>", f);
+}
+
+/* One figure of a finding's evidence: numbers, names, lists (at most 50 shown). */
+static void evidence_value(FILE *f, const tp_evidence *e) {
+    switch (e->kind) {
+    case TP_EV_NUMBER: num_text(f, e->num); break;
+    case TP_EV_BOOL: fputs(e->num != 0 ? "true" : "false", f); break;
+    case TP_EV_STRING: E(e->str); break;
+    case TP_EV_STRAGGLER: straggler_kv(f, e->straggler); break;
+    case TP_EV_INTS:
+    case TP_EV_STRINGS:
+        if (!e->n) fputs("[]", f);
+        for (size_t i = 0; i < e->n; i++) {
+            if (i == 50) {
+                fprintf(f, ", &hellip; (%zu in all)", e->n);
+                break;
+            }
+            if (i) fputs(", ", f);
+            if (e->kind == TP_EV_INTS) fprintf(f, "%d", e->ints[i]);
+            else E(e->strs[i]);
+        }
+        break;
+    }
+}
+
+static void recommendation_html(FILE *f, const tp_finding *fd) {
+    fputs("<div class=\"evidence\"><b>recommendation</b> ", f);
+    E(fd->recommendation);
+    fputs("</div>", f);
+}
+
+/* The values near a threshold (not findings), after the findings. */
+static void near_list(FILE *f, const tp_findings_result *fs) {
+    if (!fs->nnear) return;
+    fprintf(f, "<h3>Near a threshold</h3>\n<p class=\"note\">Not findings: the shares of "
+               "identical runs move by a few points, so a finding needs a margin of %.0f %% of "
+               "its threshold.</p>\n<ul class=\"near\">\n",
+            100 * fs->diag_band);
+    for (size_t i = 0; i < fs->nnear; i++) {
+        const tp_near *nr = &fs->near[i];
+        int share = !strcmp(nr->unit, "share");
+        double k = share ? 100 : 1;
+        const char *u = share ? " %" : " ms per sample";
+        fputs("<li><code>", f);
+        E(nr->id);
+        fprintf(f, "</code> rank %d: %.1f%s (threshold %.1f%s, a finding from %.1f%s)</li>\n",
+                nr->rank, k * nr->value, u, k * nr->threshold, u, k * nr->finding_from, u);
+    }
+    fputs("</ul>\n", f);
+}
+
+/* The findings (results.h), each with its evidence in the document's order. */
+static void findings_section(FILE *f, const tp_findings_result *fs) {
     fputs("<h2 id=\"findings\">Findings</h2>\n", f);
-    if (!cJSON_GetArraySize(fs)) {
+    if (!fs->n) {
         fputs("<p class=\"ok\">No rule found a problem.</p>\n", f);
+        near_list(f, fs);
         return;
     }
     fputs("<ul class=\"findings\">\n", f);
-    cJSON_ArrayForEach(fd, fs) {
-        const char *sev = tp_jstr(fd, "severity");
+    for (size_t i = 0; i < fs->n; i++) {
+        const tp_finding *fd = &fs->items[i];
+        const char *sev = fd->severity;
         fputs("<li class=\"finding sev-", f);
         for (const char *c = sev; *c; c++) fputc(isalnum((unsigned char)*c) ? *c : '_', f);
         fputs("\"><span class=\"sev\">", f);
         E(*sev ? sev : "note");
-        fputs("</span> ", f);
-        if (tp_jobj(fd, "id")) {
-            fputs("<code>", f);
-            E(tp_jstr(fd, "id"));
-            fputs("</code> ", f);
-        }
-        if (tp_jhas(fd, "rank")) fprintf(f, "(rank %.0f) ", tp_jnum(fd, "rank"));
+        fputs("</span> <code>", f);
+        E(fd->id);
+        fputs("</code> ", f);
+        if (fd->has_rank) fprintf(f, "(rank %d) ", fd->rank);
         fputs("<span class=\"msg\">", f);
-        E(tp_jstr(fd, "message"));
+        E(fd->message);
         fputs("</span>", f);
-        const cJSON *c;
-        cJSON_ArrayForEach(c, fd) {
-            const char *k = c->string;
-            if (!strcmp(k, "id") || !strcmp(k, "severity") || !strcmp(k, "message") ||
-                !strcmp(k, "rank"))
-                continue;
-            fputs("<div class=\"evidence\"><b>", f);
-            E(k);
-            fputs("</b> ", f);
-            gen_value(f, c, 1);
-            fputs("</div>", f);
+        if (fd->recommendation && !fd->recommendation_last) recommendation_html(f, fd);
+        fputs("<div class=\"evidence\"><b>evidence</b> ", f);
+        if (!fd->nev) fputs("{}", f);
+        else fputs("<table class=\"kv\">", f);
+        for (size_t k = 0; k < fd->nev; k++) {
+            kv_key(f, fd->ev[k].key);
+            evidence_value(f, &fd->ev[k]);
+            fputs("</td></tr>", f);
         }
+        if (fd->nev) fputs("</table>", f);
+        fputs("</div>", f);
+        if (fd->recommendation && fd->recommendation_last) recommendation_html(f, fd);
         fputs("</li>\n", f);
     }
     fputs("</ul>\n", f);
+    near_list(f, fs);
 }
 
 /* A table cell holding v, or "-" when it was not computed (has 0). */
@@ -789,7 +916,7 @@ int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_op
                    "runs.</p>\n",
                 rj->distinct_run_ids);
 
-    findings_section(f, rep);
+    findings_section(f, &res->findings);
 
     fputs("<h2 id=\"steps\">Step time</h2>\n", f);
     steps_table(f, res);
