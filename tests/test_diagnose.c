@@ -20,6 +20,8 @@
 #include "analysis/mfu.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "analysis/results.h"
+#include "export/html.h"
 #include "capture/nvml_abi.h"
 #include "format/format.h"
 #include "synth.h"
@@ -647,6 +649,101 @@ static void rule_gpu_busy(void **st) {
     cJSON_Delete(rep);
 }
 
+/* The text or the HTML (html != 0) of the report of scenario sc, in a malloc'd string; the
+ * typed findings are checked with check() first. */
+static char *render_scen(const scen *sc, const char *tag, const tp_report_opts *o, int html,
+                         void (*check)(const tp_findings_result *)) {
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, tag), 0);
+    for (int r = 0; r < sc->nranks; r++) write_rank(dir, sc, r);
+    tp_run run;
+    char err[256] = "";
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, o, &tr), 0);
+    if (check) check(&tr.res.findings);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(html ? tp_html_write(&tr, &run, o, mf) : tp_report_write_text(&tr, mf, 0), 0);
+    fclose(mf);
+    tp_report_free(&tr);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    return buf;
+}
+
+static void check_near(const tp_findings_result *fs) {
+    for (size_t i = 0; i < fs->n; i++) assert_string_not_equal(fs->items[i].id, "launch_bound");
+    assert_int_equal(fs->nnear, 2);
+    assert_string_equal(fs->near[1].id, "launch_bound");
+    assert_string_equal(fs->near[1].unit, "share");
+    assert_int_equal(fs->near[1].rank, 1);
+    NEAR(fs->near[1].value, 0.25, 1e-9);
+    NEAR(fs->diag_band, 0.25, 1e-12);
+}
+
+static void check_launch(const tp_findings_result *fs) {
+    const tp_finding *f = NULL;
+    for (size_t i = 0; i < fs->n; i++)
+        if (!strcmp(fs->items[i].id, "launch_bound")) f = &fs->items[i];
+    assert_non_null(f);
+    assert_string_equal(f->id, "launch_bound");
+    assert_string_equal(f->severity, "warning");
+    assert_true(f->has_rank);
+    assert_non_null(f->recommendation);
+    /* the evidence in the document's order: kernels per step first, the ranks last */
+    assert_true(f->nev >= 2);
+    assert_int_equal(f->ev[f->nev - 1].kind, TP_EV_INTS);
+    assert_string_equal(f->ev[f->nev - 1].key, "ranks");
+    assert_int_equal(f->ev[f->nev - 1].n, 2);
+    assert_int_equal(f->ev[f->nev - 1].ints[1], 1);
+    int seen = 0;
+    for (size_t k = 0; k < f->nev; k++)
+        if (!strcmp(f->ev[k].key, "kernel_median_us")) {
+            assert_int_equal(f->ev[k].kind, TP_EV_NUMBER);
+            NEAR(f->ev[k].num, 10, 1e-9);
+            seen = 1;
+        }
+    assert_true(seen);
+    assert_int_equal(fs->nnear, 0);
+}
+
+/* The findings and the values near a threshold are typed results: the text and the HTML
+ * render them, the HTML with its own list of the values near a threshold. */
+static void findings_typed_rendered(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.short_kernels = 1; /* short gaps 25 % of the step: near the 20 % threshold */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    char *t = render_scen(&sc, "ntext", &o, 0, check_near);
+    assert_non_null(strstr(t, "near a threshold (not findings: the shares of identical runs "
+                              "move by a few points, so a finding needs a margin of 25 % of "
+                              "its threshold)\n"
+                              "  launch_bound, rank 0: 25.0 % (threshold 20.0 %, a finding from "
+                              "25.0 %)\n"));
+    free(t);
+    char *h = render_scen(&sc, "nhtml", &o, 1, check_near);
+    assert_non_null(strstr(h, "<ul class=\"near\">\n<li><code>launch_bound</code> rank 0: 25.0 % "
+                              "(threshold 20.0 %, a finding from 25.0 %)</li>\n"
+                              "<li><code>launch_bound</code> rank 1: 25.0 %"));
+    free(h);
+    o.launch_idle_share = 0.18; /* past it by more than a quarter: a finding */
+    t = render_scen(&sc, "ftext", &o, 0, check_launch);
+    assert_non_null(strstr(t, "\nfindings\n  warning: "));
+    assert_non_null(strstr(t, " looks launch-bound: "));
+    assert_null(strstr(t, "near a threshold"));
+    free(t);
+    h = render_scen(&sc, "fhtml", &o, 1, check_launch);
+    assert_non_null(strstr(h, "<code>launch_bound</code> (rank "));
+    assert_non_null(strstr(h, "<tr><th>kernel_median_us</th><td>10</td></tr>"));
+    assert_non_null(strstr(h, "<tr><th>ranks</th><td>0, 1</td></tr></table></div>"));
+    assert_null(strstr(h, "<ul class=\"near\">"));
+    free(h);
+}
+
 static void rule_exposed_comm_registered(void **st) {
     (void)st;
     scen sc = base(); /* comm [5,9) beside compute [1,8.5): 0.5 ms = 5 % exposed */
@@ -688,6 +785,7 @@ int main(void) {
         cmocka_unit_test(rule_throttling),
         cmocka_unit_test(rule_gpu_busy),
         cmocka_unit_test(rule_exposed_comm_registered),
+        cmocka_unit_test(findings_typed_rendered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
