@@ -63,6 +63,10 @@ void tp_run_results_free(tp_run_results *r) {
     free(r->timers.megatron_minmax);
     free(r->timers.megatron_all);
     tp_findings_free(&r->findings);
+    for (size_t i = 0; i < r->nprocs; i++) free(r->procs[i].pops);
+    free(r->procs);
+    r->procs = NULL;
+    r->nprocs = 0;
     memset(&r->timers, 0, sizeof r->timers);
     r->ended.ranks = NULL;
     r->ended.n = 0;

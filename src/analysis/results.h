@@ -375,6 +375,39 @@ typedef struct tp_run_timers_result {
     char *megatron_all;      /* owned: its per-rank table (more than one rank), or NULL */
 } tp_run_timers_result;
 
+/* A thread's range pops with no open range ("processes[].unmatched_pops_by_thread[]"). */
+typedef struct tp_pops_thread {
+    uint32_t tid;            /* OS thread id */
+    const char *thread;      /* its name, or NULL (into the run) */
+    double count, after_drops; /* pops; of them after the thread's ring dropped events */
+    double first_s;          /* the first one, s from the process's start */
+} tp_pops_thread;
+
+/* One process of the run ("processes[]"; processes.c), in the run's order. */
+typedef struct tp_process_result {
+    char label[64];          /* tp_process_label: "rank 0", "launcher of ranks 0-7 (torchrun)" */
+    const char *role;        /* "rank", "node-sampler" or "helper" (static) */
+    int rank, world_size;
+    int rank_implied;        /* the rank was implied: the launcher gave none */
+    const char *host;        /* into the run */
+    double pid, ppid;
+    const char *cmdline;     /* or NULL (into the run) */
+    const char *file;        /* the rank file's path (into the run) */
+    double threads, events, events_dropped, duration_s;
+    int complete;            /* the file has its end record */
+    int has_write_errors;
+    double records_lost, chunks_lost, bytes_lost;
+    const char *first_errno, *first_error; /* "" when not written (into the run, or static) */
+    int has_reopened;
+    double rank_file_reopened; /* the program closed the file's descriptor: reopens */
+    double unmatched_range_ends; /* ends for unknown range ids; 0: none */
+    double unmatched_pops, unmatched_pops_after_drops;
+    size_t npops;
+    tp_pops_thread *pops;    /* owned: the threads with unmatched pops */
+    size_t ndamage;
+    char *const *damage;     /* what the loader found damaged in the file (into the run) */
+} tp_process_result;
+
 /* One figure of a finding's evidence ("findings[].evidence.<key>"), in the document's order. */
 typedef enum tp_evidence_kind {
     TP_EV_NUMBER,            /* num */
@@ -438,6 +471,8 @@ typedef struct tp_run_results {
     tp_run_summary run;
     tp_capability caps[TP_NCAPABILITIES];
     tp_findings_result findings;
+    size_t nprocs;
+    tp_process_result *procs;  /* owned, in the run's process order ("processes") */
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */
