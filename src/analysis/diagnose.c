@@ -885,7 +885,8 @@ void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t 
         stragglers_section(rep, res, &c, o);
         tp_clocks_free(&c);
     }
-    tp_throughput_section(rep, &res->throughput, run, res, o->tokens_per_step,
-                          o->samples_per_step, o->flops_per_step, o->model, o->dtype);
+    tp_throughput_compute(&res->throughput, run, res, o->tokens_per_step, o->samples_per_step,
+                          o->flops_per_step, o->model, o->dtype);
+    tp_throughput_json(rep, &res->throughput);
     diagnosis(rep, res, comm_finding, o);
 }

@@ -33,6 +33,7 @@ void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t 
 /* Text: a rank's breakdown (indented two spaces), and the run-level sections. B/N: bold
  * on/off; Y: the warning colour. */
 void tp_breakdown_text(FILE *f, const cJSON *breakdown);
-void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y);
+void tp_diagnose_text(FILE *f, const cJSON *rep, const tp_run_results *res, const char *B,
+                      const char *N, const char *Y);
 
 #endif

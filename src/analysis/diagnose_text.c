@@ -103,7 +103,46 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
     if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
 }
 
-void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
+/* Throughput, model FLOPs and MFU; a figure past its peak is flagged, never a result. */
+static void throughput_text(FILE *f, const tp_throughput_result *t, const char *B,
+                            const char *N, const char *Y) {
+    if (!t->present) return;
+    fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %zu rank%s)", B, N, t->step_ms,
+            t->ranks, t->ranks == 1 ? "" : "s");
+    if (t->samples_source)
+        fprintf(f, "; %.1f samples/s (%.0f per step per rank)", t->samples_per_s,
+                t->samples_per_step);
+    if (t->tokens_source)
+        fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", t->tokens_per_s,
+                t->tokens_per_s_per_gpu, t->tokens_per_step);
+    fputc('\n', f);
+    if (t->has_model)
+        fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(t->model_spec),
+                t->flops_per_token / 1e9, t->model_formula);
+    if (t->has_model_error) fprintf(f, "%s  model: %s%s\n", Y, safe(t->model_error), N);
+    if (t->note) fprintf(f, "  note: %s\n", t->note);
+    if (t->flops_source && !t->tflops_flagged.flagged) {
+        fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
+                t->flops_per_step, t->flops_source, t->tflops_per_gpu);
+        if (t->has_peak && !t->mfu_flagged.flagged)
+            fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
+                    100 * t->mfu, N, t->peak_tflops, safe(t->dtype), safe(t->gpu),
+                    t->peak_source);
+        else if (t->mfu_note)
+            fprintf(f, "; no MFU: %s", t->mfu_note);
+        fputc('\n', f);
+    } else if (t->flops_source) {
+        /* never printed as a result: flagged, with what to check */
+        fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
+                   "%.1f TFLOP/s per GPU",
+                Y, t->flops_per_step, t->flops_source, t->tflops_flagged.value);
+        if (t->mfu_flagged.flagged) fprintf(f, ", MFU %.1f %%", 100 * t->mfu_flagged.value);
+        fprintf(f, ": %s%s\n", t->flag_reason, N);
+    }
+}
+
+void tp_diagnose_text(FILE *f, const cJSON *rep, const tp_run_results *res, const char *B,
+                      const char *N, const char *Y) {
     const cJSON *c = tp_jobj(rep, "clocks");
     if (c) {
         fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
@@ -128,44 +167,7 @@ void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, c
             }
         }
     }
-    const cJSON *t = tp_jobj(rep, "throughput");
-    if (t) {
-        fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %.0f rank%s)", B, N, tp_jnum(t, "step_ms"),
-                tp_jnum(t, "ranks"), tp_jnum(t, "ranks") == 1 ? "" : "s");
-        if (tp_jhas(t, "samples_per_s"))
-            fprintf(f, "; %.1f samples/s (%.0f per step per rank)", tp_jnum(t, "samples_per_s"),
-                    tp_jnum(t, "samples_per_step"));
-        if (tp_jhas(t, "tokens_per_s"))
-            fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", tp_jnum(t, "tokens_per_s"),
-                    tp_jnum(t, "tokens_per_s_per_gpu"), tp_jnum(t, "tokens_per_step"));
-        fputc('\n', f);
-        const cJSON *m = tp_jobj(t, "model");
-        if (m)
-            fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(tp_jstr(m, "spec")),
-                    tp_jnum(m, "flops_per_token") / 1e9, tp_jstr(m, "formula"));
-        if (tp_jobj(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(tp_jstr(t, "model_error")), N);
-        if (tp_jobj(t, "note")) fprintf(f, "  note: %s\n", tp_jstr(t, "note"));
-        if (tp_jhas(t, "tflops_per_gpu")) {
-            fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
-                    tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(t, "tflops_per_gpu"));
-            if (tp_jhas(t, "mfu"))
-                fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
-                        100 * tp_jnum(t, "mfu"), N, tp_jnum(t, "peak_tflops"), safe(tp_jstr(t, "dtype")), safe(tp_jstr(t, "gpu")),
-                        tp_jstr(t, "peak_source"));
-            else if (tp_jobj(t, "mfu_note"))
-                fprintf(f, "; no MFU: %s", tp_jstr(t, "mfu_note"));
-            fputc('\n', f);
-        } else if (tp_jobj(tp_jobj(t, "invalid"), "tflops_per_gpu")) {
-            /* never printed as a result: flagged, with what to check */
-            const cJSON *inv = tp_jobj(t, "invalid"), *x = tp_jobj(inv, "tflops_per_gpu");
-            fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
-                       "%.1f TFLOP/s per GPU",
-                    Y, tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(x, "value"));
-            if (tp_jobj(inv, "mfu"))
-                fprintf(f, ", MFU %.1f %%", 100 * tp_jnum(tp_jobj(inv, "mfu"), "value"));
-            fprintf(f, ": %s%s\n", tp_jstr(x, "reason"), N);
-        }
-    }
+    throughput_text(f, &res->throughput, B, N, Y);
     const cJSON *s = tp_jobj(rep, "stragglers");
     if (s) {
         fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "

@@ -277,10 +277,50 @@ typedef struct tp_rank_result {
     tp_process_sampler_result process;
 } tp_rank_result;
 
-/* Throughput ("throughput"; mfu.h): the inputs the rules use. */
+/* A figure past its hard bound, moved to the section's "invalid" (figures.h). */
+typedef struct tp_flagged_figure {
+    int flagged;
+    double value, limit;
+} tp_flagged_figure;
+
+/* Throughput, model FLOPs and MFU ("throughput"; mfu.h), every figure of the section.
+ * Per-step inputs are per rank; sources are "option", "metadata" or "model" (static). */
 typedef struct tp_throughput_result {
-    int present;
+    int present;             /* some rank has measured steps */
+    double step_ms;          /* mean over ranks of their mean measured step */
+    size_t ranks;
     double samples_per_step; /* per rank and step; 0 = unknown */
+    const char *samples_source;  /* NULL: samples per step unknown; else the figures below */
+    double samples_per_s, samples_per_s_per_gpu;
+    double tokens_per_step;
+    const char *tokens_source;   /* NULL: tokens per step unknown */
+    double tokens_per_s, tokens_per_s_per_gpu;
+    int has_model_error;
+    char model_error[200];   /* why the model description was refused */
+    int has_model;           /* a model description was parsed: */
+    const char *model_spec;  /* as given (the options' or the run's metadata) */
+    const char *model_source; /* "option" or "metadata" */
+    size_t nmodel;
+    struct {
+        const char *key;     /* "layers", "hidden", ... in the document's order (static) */
+        double v;
+    } model[11];
+    int model_gated;
+    double flops_per_token;  /* Megatron-LM's formula for one token */
+    const char *model_formula; /* where the formula comes from (static) */
+    const char *note;        /* static, or NULL */
+    const char *flops_source; /* NULL: no FLOPs, none of the figures below */
+    double flops_per_step;
+    double tflops_per_gpu;   /* achieved; see tflops_flagged */
+    char dtype[16];          /* the dtype of the peak */
+    const char *gpu;         /* the first NVML GPU's name, or NULL (into the run) */
+    int has_peak;
+    double peak_tflops;
+    const char *peak_entry, *peak_source; /* the peak table's row and its reference (static) */
+    double mfu;              /* tflops_per_gpu / peak_tflops; see mfu_flagged */
+    const char *mfu_note;    /* why there is no MFU (static), or NULL */
+    tp_flagged_figure mfu_flagged, tflops_flagged; /* past the peak: not results */
+    char flag_reason[400];   /* why (both share it) */
 } tp_throughput_result;
 
 /* A rank named a straggler ("stragglers.named[]"; diagnose.c). */
