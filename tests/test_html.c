@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/findings.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "export/html.h"
@@ -126,16 +127,12 @@ static void test_html_report(void **state) {
     tp_report tr;
     assert_int_equal(tp_report_make(&run, &o, &tr), 0);
     cJSON *rep = tr.doc;
-    /* a finding with hostile text, as a later rule could write one */
-    cJSON *fs = cJSON_GetObjectItem(rep, "findings");
-    if (!fs) fs = cJSON_AddArrayToObject(rep, "findings");
-    cJSON *fd = cJSON_CreateObject();
-    cJSON_AddStringToObject(fd, "id", "test_rule");
-    cJSON_AddStringToObject(fd, "severity", "critical");
-    cJSON_AddStringToObject(fd, "message", "slow <kernel> " EVIL_KERNEL);
-    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-    cJSON_AddNumberToObject(ev, "ratio_known", 4.25);
-    cJSON_AddItemToArray(fs, fd);
+    /* a finding with hostile text, as a later rule could write one (the findings are typed
+     * results: the HTML renders them, not the document) */
+    tp_finding *fd = tp_finding_add(&tr.res.findings, "test_rule", "critical", -1,
+                                    "slow <kernel> " EVIL_KERNEL, NULL);
+    assert_non_null(fd);
+    tp_ev_number(fd, "ratio_known", 4.25);
     /* the header, the steps and the timers tables come from the typed results: with their
      * copies taken out of the document, they still show the run's figures below */
     cJSON *rk;

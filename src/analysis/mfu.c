@@ -350,12 +350,10 @@ void tp_throughput_compute(tp_throughput_result *out, const tp_run *run,
     mfu_figures(out, dt ? dt : "bf16");
 }
 
-/* sec.invalid[key] = {value, limit, reason} (figures.h), for a flagged figure. */
-static void flagged_json(cJSON *sec, const char *key, const tp_flagged_figure *x,
+/* inv[key] = {value, limit, reason} (figures.h), for a flagged figure. */
+static void flagged_json(cJSON *inv, const char *key, const tp_flagged_figure *x,
                          const char *reason) {
     if (!x->flagged) return;
-    cJSON *inv = cJSON_GetObjectItemCaseSensitive(sec, "invalid");
-    if (!inv) inv = cJSON_AddObjectToObject(sec, "invalid");
     cJSON *e = cJSON_AddObjectToObject(inv, key);
     cJSON_AddNumberToObject(e, "value", x->value);
     cJSON_AddNumberToObject(e, "limit", x->limit);
@@ -404,6 +402,8 @@ void tp_throughput_json(cJSON *rep, const tp_throughput_result *r) {
         if (!r->mfu_flagged.flagged) cJSON_AddNumberToObject(t, "mfu", r->mfu);
     }
     if (r->mfu_note) cJSON_AddStringToObject(t, "mfu_note", r->mfu_note);
-    flagged_json(t, "mfu", &r->mfu_flagged, r->flag_reason);
-    flagged_json(t, "tflops_per_gpu", &r->tflops_flagged, r->flag_reason);
+    if (!r->mfu_flagged.flagged && !r->tflops_flagged.flagged) return;
+    cJSON *inv = cJSON_AddObjectToObject(t, "invalid");
+    flagged_json(inv, "mfu", &r->mfu_flagged, r->flag_reason);
+    flagged_json(inv, "tflops_per_gpu", &r->tflops_flagged, r->flag_reason);
 }
