@@ -744,6 +744,39 @@ static void findings_typed_rendered(void **st) {
     free(h);
 }
 
+/* The HTML's throughput section is rendered from the typed throughput, with labels and
+ * units, and not dumped a second time as a generic section; a TFLOP/s past the GPU's peak is
+ * shown flagged, never as a result. */
+static void throughput_html(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.meta_model = "layers=12,hidden=768,heads=12,seq=1024,vocab=50257";
+    sc.meta_tokens = "8192";
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    char *h = render_scen(&sc, "tphtml", &o, 1, NULL);
+    /* 8192 x 797815296 FLOPs per token (Megatron-LM's formula) in 10 ms: 653.6 TFLOP/s, 66.1 %
+     * of the H100's 989.5 */
+    assert_non_null(strstr(h, "<h2 id=\"throughput\">Throughput</h2>\n<table class=\"kv\" "
+                              "id=\"throughput-table\"><tr><th>step time</th><td>10.00 ms (mean "
+                              "over 2 ranks)</td></tr><tr><th>tokens/s</th><td>1638400 in total, "
+                              "819200 per GPU (8192 per step per rank, from the rank files' "
+                              "metadata)</td></tr>"));
+    assert_non_null(strstr(h, "<tr><th>model FLOPs per token</th><td>0.798 GFLOP (Megatron-LM "
+                              "num_floating_point_operations (megatron/training/training.py))"));
+    assert_non_null(strstr(h, "<tr><th>TFLOP/s per GPU</th><td>653.6</td></tr><tr><th>MFU</th>"
+                              "<td><b>66.1 %</b> of 989.5 TFLOP/s dense bf16 peak (NVIDIA H100"));
+    assert_null(strstr(h, "<h2 class=\"generic\">throughput</h2>"));
+    free(h);
+    o.flops_per_step = 1e16; /* 1e6 TFLOP/s: past any peak */
+    h = render_scen(&sc, "tphtml2", &o, 1, NULL);
+    assert_non_null(strstr(h, "<tr><th>TFLOP/s per GPU</th><td><span class=\"flagged\">flagged, "
+                              "not a result: 1000000.0 (limit 989.5)</span></td></tr>"));
+    assert_non_null(strstr(h, "<span class=\"flagged\">flagged, not a result: 101061.1 %</span>"));
+    assert_null(strstr(h, "<b>101061.1 %</b>"));
+    free(h);
+}
+
 static void rule_exposed_comm_registered(void **st) {
     (void)st;
     scen sc = base(); /* comm [5,9) beside compute [1,8.5): 0.5 ms = 5 % exposed */
@@ -786,6 +819,7 @@ int main(void) {
         cmocka_unit_test(rule_gpu_busy),
         cmocka_unit_test(rule_exposed_comm_registered),
         cmocka_unit_test(findings_typed_rendered),
+        cmocka_unit_test(throughput_html),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

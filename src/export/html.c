@@ -8,7 +8,7 @@
  * document itself for the sections not typed yet and the generic views; the only exception is
  * what the report summarises rather than lists (step times per step, the NVML sample series),
  * which is read from the loaded run with the same step rule (steps.c) the report used.
- * Sections this file does not know (added to the document later: throughput, stragglers, ...)
+ * Sections this file does not know (added to the document later: stragglers, clocks, ...)
  * are rendered generically as nested tables, so a new section shows up in the HTML the day it
  * appears in the JSON.
  *
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "analysis/steps.h"
+#include "export/html_sections.h"
 #include "export/html_svg.h"
 #include "trainprof.h"
 
@@ -491,174 +492,6 @@ static void nvml_curves(FILE *f, const cJSON *rep, const tp_run *run) {
 
 /* ------------------------------------------------------------------ tables */
 
-/* A number as the generic view writes it: integers whole, else 6 significant digits. */
-static void num_text(FILE *f, double d) {
-    if (d == floor(d) && fabs(d) < 1e15) fprintf(f, "%.0f", d);
-    else fprintf(f, "%.6g", d);
-}
-
-/* Key/value rows of a table class="kv", as the generic view lays out an object. */
-static void kv_key(FILE *f, const char *k) {
-    fputs("<tr><th>", f);
-    E(k);
-    fputs("</th><td>", f);
-}
-
-static void kv_num(FILE *f, const char *k, double v) {
-    kv_key(f, k);
-    num_text(f, v);
-    fputs("</td></tr>", f);
-}
-
-static void kv_str(FILE *f, const char *k, const char *v) {
-    kv_key(f, k);
-    E(v);
-    fputs("</td></tr>", f);
-}
-
-static void kv_bool(FILE *f, const char *k, int v) {
-    kv_key(f, k);
-    fputs(v ? "true" : "false", f);
-    fputs("</td></tr>", f);
-}
-
-/* A named straggler's figures (results.h), the rows of its "stragglers.named[]" object. */
-static void straggler_kv(FILE *f, const tp_straggler *e) {
-    fputs("<table class=\"kv\">", f);
-    kv_num(f, "rank", e->rank);
-    kv_str(f, "host", e->host);
-    kv_str(f, "by", e->by);
-    if (e->has_lag) {
-        kv_num(f, "lag_ms", e->lag_ms);
-        kv_num(f, "lag_ms_per_step", e->lag_ms_per_step);
-        kv_num(f, "lag_excess_ms", e->lag_excess_ms);
-    }
-    if (e->has_step) {
-        kv_num(f, "step_ms", e->step_ms);
-        kv_num(f, "step_excess_ms", e->step_excess_ms);
-    }
-    if (e->gpu) {
-        kv_key(f, "gpu");
-        fputs("<table class=\"kv\">", f);
-        kv_num(f, "index", e->gpu->index);
-        if (e->gpu->name) kv_str(f, "name", e->gpu->name);
-        if (e->gpu->uuid) kv_str(f, "uuid", e->gpu->uuid);
-        fputs("</table></td></tr>", f);
-    } else if (e->has_cuda_device) {
-        kv_num(f, "cuda_device", e->cuda_device);
-    }
-    if (e->gpu_unknown)
-        kv_str(f, "gpu_note", "the rank's GPU is not known (NVML shows every GPU of the host): "
-                              "no comparison");
-    if (e->vs_present) {
-        kv_key(f, "vs_others");
-        if (!e->nvs) fputs("{}", f);
-        else fputs("<table class=\"kv\">", f);
-        for (size_t q = 0; q < e->nvs; q++) {
-            kv_key(f, e->vs[q].key);
-            fputs("<table class=\"kv\">", f);
-            kv_num(f, "rank", e->vs[q].rank);
-            kv_num(f, "others_median", e->vs[q].others_median);
-            kv_bool(f, "differs", e->vs[q].differs);
-            fputs("</table></td></tr>", f);
-        }
-        if (e->nvs) fputs("</table>", f);
-        fputs("</td></tr>", f);
-        if (e->compared) kv_bool(f, "gpu_differs", e->gpu_differs);
-    }
-    fputs("</table>", f);
-}
-
-/* One figure of a finding's evidence: numbers, names, lists (at most 50 shown). */
-static void evidence_value(FILE *f, const tp_evidence *e) {
-    switch (e->kind) {
-    case TP_EV_NUMBER: num_text(f, e->num); break;
-    case TP_EV_BOOL: fputs(e->num != 0 ? "true" : "false", f); break;
-    case TP_EV_STRING: E(e->str); break;
-    case TP_EV_STRAGGLER: straggler_kv(f, e->straggler); break;
-    case TP_EV_INTS:
-    case TP_EV_STRINGS:
-        if (!e->n) fputs("[]", f);
-        for (size_t i = 0; i < e->n; i++) {
-            if (i == 50) {
-                fprintf(f, ", &hellip; (%zu in all)", e->n);
-                break;
-            }
-            if (i) fputs(", ", f);
-            if (e->kind == TP_EV_INTS) fprintf(f, "%d", e->ints[i]);
-            else E(e->strs[i]);
-        }
-        break;
-    }
-}
-
-static void recommendation_html(FILE *f, const tp_finding *fd) {
-    fputs("<div class=\"evidence\"><b>recommendation</b> ", f);
-    E(fd->recommendation);
-    fputs("</div>", f);
-}
-
-/* The values near a threshold (not findings), after the findings. */
-static void near_list(FILE *f, const tp_findings_result *fs) {
-    if (!fs->nnear) return;
-    fprintf(f, "<h3>Near a threshold</h3>\n<p class=\"note\">Not findings: the shares of "
-               "identical runs move by a few points, so a finding needs a margin of %.0f %% of "
-               "its threshold.</p>\n<ul class=\"near\">\n",
-            100 * fs->diag_band);
-    for (size_t i = 0; i < fs->nnear; i++) {
-        const tp_near *nr = &fs->near[i];
-        int share = !strcmp(nr->unit, "share");
-        double k = share ? 100 : 1;
-        const char *u = share ? " %" : " ms per sample";
-        fputs("<li><code>", f);
-        E(nr->id);
-        fprintf(f, "</code> rank %d: %.1f%s (threshold %.1f%s, a finding from %.1f%s)</li>\n",
-                nr->rank, k * nr->value, u, k * nr->threshold, u, k * nr->finding_from, u);
-    }
-    fputs("</ul>\n", f);
-}
-
-/* The findings (results.h), each with its evidence in the document's order. */
-static void findings_section(FILE *f, const tp_findings_result *fs) {
-    fputs("<h2 id=\"findings\">Findings</h2>\n", f);
-    if (!fs->n) {
-        fputs("<p class=\"ok\">No rule found a problem.</p>\n", f);
-        near_list(f, fs);
-        return;
-    }
-    fputs("<ul class=\"findings\">\n", f);
-    for (size_t i = 0; i < fs->n; i++) {
-        const tp_finding *fd = &fs->items[i];
-        const char *sev = fd->severity;
-        fputs("<li class=\"finding sev-", f);
-        for (const char *c = sev; *c; c++) fputc(isalnum((unsigned char)*c) ? *c : '_', f);
-        fputs("\"><span class=\"sev\">", f);
-        E(*sev ? sev : "note");
-        fputs("</span> <code>", f);
-        E(fd->id);
-        fputs("</code> ", f);
-        if (fd->has_rank) fprintf(f, "(rank %d) ", fd->rank);
-        fputs("<span class=\"msg\">", f);
-        E(fd->message);
-        fputs("</span>", f);
-        if (fd->recommendation && !fd->recommendation_last) recommendation_html(f, fd);
-        fputs("<div class=\"evidence\"><b>evidence</b> ", f);
-        if (!fd->nev) fputs("{}", f);
-        else fputs("<table class=\"kv\">", f);
-        for (size_t k = 0; k < fd->nev; k++) {
-            kv_key(f, fd->ev[k].key);
-            evidence_value(f, &fd->ev[k]);
-            fputs("</td></tr>", f);
-        }
-        if (fd->nev) fputs("</table>", f);
-        fputs("</div>", f);
-        if (fd->recommendation && fd->recommendation_last) recommendation_html(f, fd);
-        fputs("</li>\n", f);
-    }
-    fputs("</ul>\n", f);
-    near_list(f, fs);
-}
-
 /* A table cell holding v, or "-" when it was not computed (has 0). */
 static void td_opt(FILE *f, int has, double v, int prec) {
     fputs("<td class=\"n\">", f);
@@ -832,7 +665,8 @@ static int known(const char *k, const char *const *list) {
 
 static const char *const top_known[] = {"schema", "schema_version", "trainprof_version", "run",
                                         "capabilities", "processes", "unreadable_files", "ranks",
-                                        "timers", "communication", "findings", NULL};
+                                        "timers", "communication", "findings", "throughput",
+                                        NULL};
 static const char *const rank_shown[] = {"rank", "label", "host", "pid", NULL};
 
 /* Everything about each rank, in collapsible blocks (no script: <details>). */
@@ -877,7 +711,8 @@ static const char css[] =
     "margin:8px 0;background:#fafafa}li.sev-warning{border-color:#e0a000}li.sev-critical{border-color:#d00}"
     ".sev{font-weight:700;text-transform:uppercase;font-size:12px}.evidence{font-size:12px;margin-top:4px}"
     "details{margin:6px 0;border:1px solid #eee;padding:4px 8px}summary{cursor:pointer;font-weight:600}"
-    "pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}nav a{margin-right:12px}";
+    "pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}nav a{margin-right:12px}"
+    ".flagged{color:#b00}";
 
 int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_opts *o,
                   FILE *f) {
@@ -904,7 +739,8 @@ int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_op
             rj->duration_s, (double)rj->events, (double)rj->events_dropped);
     E(tprof_version());
     fputs("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
-          "<a href=\"#breakdown-h\">breakdown</a><a href=\"#communication\">communication</a>"
+          "<a href=\"#throughput\">throughput</a><a href=\"#breakdown-h\">breakdown</a>"
+          "<a href=\"#communication\">communication</a>"
           "<a href=\"#kernels\">kernels</a><a href=\"#nvml\">GPU samples</a>"
           "<a href=\"#timers\">timers</a><a href=\"#ranks\">ranks</a></nav>\n",
           f);
@@ -916,7 +752,7 @@ int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_op
                    "runs.</p>\n",
                 rj->distinct_run_ids);
 
-    findings_section(f, &res->findings);
+    tp_html_findings(f, &res->findings);
 
     fputs("<h2 id=\"steps\">Step time</h2>\n", f);
     steps_table(f, res);
@@ -931,6 +767,8 @@ int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_op
     }
     for (size_t i = 0; i < nr; i++) free(rs[i].ms);
     free(rs);
+
+    tp_html_throughput(f, &res->throughput);
 
     fputs("<h2 id=\"breakdown-h\">Step breakdown</h2>\n", f);
     breakdown_chart(f, rep);
