@@ -22,6 +22,7 @@
 #include "analysis/mfu.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
+#include "trainprof.h"
 
 void tp_diagnose_opts_init(tp_report_opts *o) {
     o->tokens_per_step = o->samples_per_step = o->flops_per_step = 0;
@@ -881,7 +882,9 @@ void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t 
                      const tp_report_opts *o) {
     tp_clocks c;
     if (tp_clocks_build(run, &c) == 0) {
-        tp_clocks_json(rep, &c);
+        if (tp_clocks_result_fill(&res->clocks, &c) != TPROF_OK)
+            tp_clocks_result_free(&res->clocks); /* out of memory: no "clocks" */
+        tp_clocks_json(rep, &res->clocks);
         stragglers_section(rep, res, &c, o);
         tp_clocks_free(&c);
     }

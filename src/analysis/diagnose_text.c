@@ -103,6 +103,30 @@ void tp_breakdown_text(FILE *f, const cJSON *b) {
     if (shown > 3) fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", shown - 3);
 }
 
+/* Clock alignment across hosts: each host's offset and how well the collectives agree. */
+static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const char *N,
+                        const char *Y) {
+    if (!c->present) return;
+    fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
+            c->hosts, c->hosts == 1 ? "" : "s", c->collectives_matched);
+    if (c->hosts <= 1) {
+        fprintf(f, "; %s\n", c->note ? c->note : "");
+        return;
+    }
+    fprintf(f, " (%.0f with GPU-timed ends); %s\n", c->collectives_with_ends, c->status);
+    for (size_t i = 0; i < c->nper_host; i++) {
+        const tp_host_clock_result *h = &c->per_host[i];
+        fprintf(f, "  %s%-20s offset %+.1f us", h->aligned ? "" : Y, safe(h->host), h->offset_us);
+        if (h->reference) fputs(" (reference)", f);
+        else if (h->aligned) fprintf(f, " from %.0f collectives", h->collectives_used);
+        if (h->has_residual)
+            fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
+                    h->residual_median_us, h->residual_max_us);
+        if (h->note) fprintf(f, "; %s", h->note);
+        fprintf(f, "%s\n", h->aligned ? "" : N);
+    }
+}
+
 /* Throughput, model FLOPs and MFU; a figure past its peak is flagged, never a result. */
 static void throughput_text(FILE *f, const tp_throughput_result *t, const char *B,
                             const char *N, const char *Y) {
@@ -143,30 +167,7 @@ static void throughput_text(FILE *f, const tp_throughput_result *t, const char *
 
 void tp_diagnose_text(FILE *f, const cJSON *rep, const tp_run_results *res, const char *B,
                       const char *N, const char *Y) {
-    const cJSON *c = tp_jobj(rep, "clocks");
-    if (c) {
-        fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
-                tp_jnum(c, "hosts"), tp_jnum(c, "hosts") == 1 ? "" : "s", tp_jnum(c, "collectives_matched"));
-        if (tp_jnum(c, "hosts") <= 1) {
-            fprintf(f, "; %s\n", tp_jstr(c, "note"));
-        } else {
-            fprintf(f, " (%.0f with GPU-timed ends); %s\n", tp_jnum(c, "collectives_with_ends"),
-                    tp_jstr(c, "status"));
-            const cJSON *h;
-            cJSON_ArrayForEach(h, tp_jobj(c, "per_host")) {
-                fprintf(f, "  %s%-20s offset %+.1f us", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : Y,
-                        safe(tp_jstr(h, "host")), tp_jnum(h, "offset_us"));
-                if (cJSON_IsTrue(tp_jobj(h, "reference"))) fputs(" (reference)", f);
-                else if (cJSON_IsTrue(tp_jobj(h, "aligned")))
-                    fprintf(f, " from %.0f collectives", tp_jnum(h, "collectives_used"));
-                if (tp_jhas(h, "residual_median_us"))
-                    fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
-                            tp_jnum(h, "residual_median_us"), tp_jnum(h, "residual_max_us"));
-                if (tp_jobj(h, "note")) fprintf(f, "; %s", tp_jstr(h, "note"));
-                fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : N);
-            }
-        }
-    }
+    clocks_text(f, &res->clocks, B, N, Y);
     throughput_text(f, &res->throughput, B, N, Y);
     const cJSON *s = tp_jobj(rep, "stragglers");
     if (s) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/clocks.h"
 #include "analysis/findings.h"
 #include "analysis/stats.h"
 
@@ -63,6 +64,7 @@ void tp_run_results_free(tp_run_results *r) {
     free(r->timers.megatron_minmax);
     free(r->timers.megatron_all);
     tp_findings_free(&r->findings);
+    tp_clocks_result_free(&r->clocks);
     for (size_t i = 0; i < r->nprocs; i++) free(r->procs[i].pops);
     free(r->procs);
     r->procs = NULL;

@@ -323,6 +323,41 @@ typedef struct tp_throughput_result {
     char flag_reason[400];   /* why (both share it) */
 } tp_throughput_result;
 
+/* One host of the clock alignment ("clocks.per_host[]"; clocks.c). */
+typedef struct tp_host_clock_result {
+    const char *host;        /* into the run */
+    size_t nranks;
+    int *ranks;              /* owned: the ranks on it */
+    int reference;           /* the first host: the others are aligned to it */
+    int aligned;
+    double offset_us;
+    double collectives_used; /* matched collectives the offset came from (not the reference) */
+    int has_residual;
+    double residual_median_us, residual_max_us;
+    const char *note;        /* why it is not aligned (static), or NULL */
+} tp_host_clock_result;
+
+/* Clock alignment across hosts ("clocks"). */
+typedef struct tp_clocks_result {
+    int present;
+    double hosts, collectives_matched, collectives_with_ends;
+    const char *status;      /* "single host", "aligned" or "partly aligned" (static) */
+    const char *note;        /* with one host (static), or NULL */
+    const char *method;      /* with several (static), or NULL */
+    size_t nper_host;
+    tp_host_clock_result *per_host; /* owned */
+} tp_clocks_result;
+
+/* One rank of the stragglers' table ("stragglers.ranks[]"). */
+typedef struct tp_straggler_rank {
+    int rank;
+    const char *host;        /* into the run */
+    int has_step;
+    double step_ms;
+    double collectives;      /* matched collectives inside its measured steps */
+    double lag_ms_median, lag_ms_mean, lag_ms_p90, lag_ms_per_step; /* with collectives */
+} tp_straggler_rank;
+
 /* A rank named a straggler ("stragglers.named[]"; diagnose.c). */
 typedef struct tp_straggler {
     int rank;
@@ -353,6 +388,14 @@ typedef struct tp_stragglers_result {
     double median_step_ms, lag_threshold_ms, step_threshold_ms;
     size_t nnamed;
     tp_straggler *named;     /* owned */
+    double floor_ms;         /* straggler_share of the median step: the least threshold */
+    const char *rule;        /* the criterion in words (static) */
+    size_t nranks;
+    tp_straggler_rank *ranks; /* owned, in the clocks' rank order */
+    const char *note;        /* static, or NULL */
+    int has_lag_mad, has_step_mad;
+    double lag_mad_ms, step_mad_ms;
+    int has_thresholds;      /* the thresholds and "named" were written */
 } tp_stragglers_result;
 
 /* A rank that ended early ("ended_early[]"; ended.h): killed by a signal, or its file has no
@@ -513,6 +556,7 @@ typedef struct tp_run_results {
     tp_findings_result findings;
     size_t nprocs;
     tp_process_result *procs;  /* owned, in the run's process order ("processes") */
+    tp_clocks_result clocks;
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */
