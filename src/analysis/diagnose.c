@@ -237,97 +237,33 @@ static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
     return 0;
 }
 
-static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks *c,
-                               const tp_report_opts *o) {
-    tp_stragglers_result *out = &res->stragglers;
-    memset(out, 0, sizeof *out);
-    size_t n = c->nranks;
-    if (n < 2) return;
-    strag_work w = {0};
-    if (strag_measure(&w, n, res, c, o)) goto out;
-    size_t *cnt = w.cnt;
-    double *lmed = w.lmed, *lmean = w.lmean, *lp90 = w.lp90, *step = w.step, *tmp = w.tmp;
-    double *lps = w.lps;
-    int *has_step = w.has_step;
-    size_t ns = 0, nl = 0;
-    for (size_t r = 0; r < n; r++)
-        if (has_step[r]) tmp[ns++] = step[r];
-    double med_step = median(tmp, ns);
-    for (size_t r = 0; r < n; r++)
-        if (cnt[r]) nl++;
-    cJSON *sj = cJSON_AddObjectToObject(rep, "stragglers");
-    out->present = 1;
-    out->median_step_ms = med_step;
-    cJSON_AddNumberToObject(sj, "median_step_ms", med_step);
-    double floor_ms = o->straggler_share * med_step;
-    cJSON_AddNumberToObject(sj, "floor_ms", floor_ms);
-    cJSON_AddStringToObject(sj, "rule",
-                            n > 2 ? "a rank whose collective start lag per step (or mean step "
-                                    "time) exceeds the median over ranks by more than max(3 x "
-                                    "1.4826 x MAD, 5 % of the median step time)"
-                                  : "with two ranks: the one that arrives last at matched "
-                                    "collectives (lag per step) by more than 5 % of the median "
-                                    "step time, or whose step time exceeds the other's by as much");
-    cJSON *ra = cJSON_AddArrayToObject(sj, "ranks");
-    for (size_t r = 0; r < n; r++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "rank", c->rank[r]->rank);
-        cJSON_AddStringToObject(e, "host", c->rank[r]->hdr.host);
-        if (has_step[r]) cJSON_AddNumberToObject(e, "step_ms", step[r]);
-        cJSON_AddNumberToObject(e, "collectives", (double)cnt[r]);
-        if (cnt[r]) {
-            cJSON_AddNumberToObject(e, "lag_ms_median", lmed[r]);
-            cJSON_AddNumberToObject(e, "lag_ms_mean", lmean[r]);
-            cJSON_AddNumberToObject(e, "lag_ms_p90", lp90[r]);
-            cJSON_AddNumberToObject(e, "lag_ms_per_step", lps[r]);
-        }
-        cJSON_AddItemToArray(ra, e);
+/* The table of the ranks: step time, matched collectives and their start lags. */
+static int strag_ranks(tp_stragglers_result *out, const strag_work *w, const tp_clocks *c) {
+    out->ranks = calloc(w->n, sizeof *out->ranks);
+    if (!out->ranks) return -1;
+    for (size_t r = 0; r < w->n; r++) {
+        tp_straggler_rank *e = &out->ranks[out->nranks++];
+        e->rank = c->rank[r]->rank;
+        e->host = c->rank[r]->hdr.host;
+        e->has_step = w->has_step[r];
+        e->step_ms = w->step[r];
+        e->collectives = (double)w->cnt[r];
+        e->lag_ms_median = w->lmed[r];
+        e->lag_ms_mean = w->lmean[r];
+        e->lag_ms_p90 = w->lp90[r];
+        e->lag_ms_per_step = w->lps[r];
     }
-    if (!nl) cJSON_AddStringToObject(sj, "note", "no collective matched across ranks inside the "
-                                                 "measured steps: step times only");
-    /* threshold per criterion: >2 ranks, the MAD rule about the median; 2 ranks, the gap */
-    double lag_mid = 0, lag_thr = floor_ms, step_mid = med_step, step_thr = floor_ms;
-    size_t k = 0;
-    for (size_t r = 0; r < n; r++)
-        if (cnt[r]) tmp[k++] = lps[r];
-    if (nl > 2) {
-        lag_mid = median(tmp, k);
-        for (size_t i = 0; i < k; i++) tmp[i] = fabs(tmp[i] - lag_mid);
-        double mad = median(tmp, k);
-        cJSON_AddNumberToObject(sj, "lag_mad_ms", mad);
-        if (MAD_K * mad > lag_thr) lag_thr = MAD_K * mad;
-    } else if (nl == 2) {
-        lag_mid = tmp[0] < tmp[1] ? tmp[0] : tmp[1]; /* the earlier rank */
-    }
-    if (ns > 2) {
-        k = 0;
-        for (size_t r = 0; r < n; r++)
-            if (has_step[r]) tmp[k++] = fabs(step[r] - med_step);
-        double mad = median(tmp, k);
-        cJSON_AddNumberToObject(sj, "step_mad_ms", mad);
-        if (MAD_K * mad > step_thr) step_thr = MAD_K * mad;
-    } else if (ns == 2) {
-        step_mid = INFINITY;
-        for (size_t r = 0; r < n; r++)
-            if (has_step[r] && step[r] < step_mid) step_mid = step[r];
-    }
-    out->lag_threshold_ms = lag_thr;
-    out->step_threshold_ms = step_thr;
-    cJSON_AddNumberToObject(sj, "lag_threshold_ms", lag_thr);
-    cJSON_AddNumberToObject(sj, "step_threshold_ms", step_thr);
-    cJSON *named = cJSON_AddArrayToObject(sj, "named");
-    if (!ns) {
-        /* without steps there is no scale for "late": lags are shown, nobody is named */
-        cJSON_DeleteItemFromObjectCaseSensitive(sj, "note");
-        cJSON_AddStringToObject(sj, "note", "no measured steps: collective lags shown, no "
-                                            "straggler named (the threshold is a share of "
-                                            "the step)");
-        goto out;
-    }
+    return 0;
+}
+
+/* The ranks past a threshold, named with their figures and GPU. */
+static void strag_name(tp_stragglers_result *out, const strag_work *w, const tp_run_results *res,
+                       const tp_clocks *c, size_t ns, size_t nl, double lag_mid, double step_mid) {
+    size_t n = w->n;
     out->named = calloc(n, sizeof *out->named);
     for (size_t r = 0; r < n && out->named; r++) {
-        int by_lag = nl >= 2 && cnt[r] && lps[r] - lag_mid > lag_thr;
-        int by_step = ns >= 2 && has_step[r] && step[r] - step_mid > step_thr;
+        int by_lag = nl >= 2 && w->cnt[r] && w->lps[r] - lag_mid > out->lag_threshold_ms;
+        int by_step = ns >= 2 && w->has_step[r] && w->step[r] - step_mid > out->step_threshold_ms;
         if (!by_lag && !by_step) continue;
         tp_straggler *e = &out->named[out->nnamed++];
         e->rank = c->rank[r]->rank;
@@ -335,22 +271,121 @@ static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks 
         e->by = by_lag && by_step ? "collective lag and step time"
                 : by_lag          ? "collective lag"
                                   : "step time";
-        if (cnt[r]) {
+        if (w->cnt[r]) {
             e->has_lag = 1;
-            e->lag_ms = lmed[r];
-            e->lag_ms_per_step = lps[r];
-            e->lag_excess_ms = lps[r] - lag_mid;
+            e->lag_ms = w->lmed[r];
+            e->lag_ms_per_step = w->lps[r];
+            e->lag_excess_ms = w->lps[r] - lag_mid;
         }
-        if (has_step[r]) {
+        if (w->has_step[r]) {
             e->has_step = 1;
-            e->step_ms = step[r];
-            e->step_excess_ms = step[r] - (ns == 2 ? step_mid : med_step);
+            e->step_ms = w->step[r];
+            e->step_excess_ms = w->step[r] - (ns == 2 ? step_mid : out->median_step_ms);
         }
-        straggler_gpu(e, res, c, r, tmp);
-        cJSON_AddItemToArray(named, tp_straggler_json(e));
+        straggler_gpu(e, res, c, r, w->tmp);
     }
+}
+
+static void stragglers_compute(tp_run_results *res, const tp_clocks *c, const tp_report_opts *o) {
+    tp_stragglers_result *out = &res->stragglers;
+    memset(out, 0, sizeof *out);
+    size_t n = c->nranks;
+    if (n < 2) return;
+    strag_work w = {0};
+    if (strag_measure(&w, n, res, c, o) || strag_ranks(out, &w, c)) goto out;
+    double *tmp = w.tmp;
+    size_t ns = 0, nl = 0;
+    for (size_t r = 0; r < n; r++)
+        if (w.has_step[r]) tmp[ns++] = w.step[r];
+    double med_step = median(tmp, ns);
+    for (size_t r = 0; r < n; r++)
+        if (w.cnt[r]) nl++;
+    out->present = 1;
+    out->median_step_ms = med_step;
+    double floor_ms = o->straggler_share * med_step;
+    out->floor_ms = floor_ms;
+    out->rule = n > 2 ? "a rank whose collective start lag per step (or mean step time) exceeds "
+                        "the median over ranks by more than max(3 x 1.4826 x MAD, 5 % of the "
+                        "median step time)"
+                      : "with two ranks: the one that arrives last at matched collectives (lag "
+                        "per step) by more than 5 % of the median step time, or whose step time "
+                        "exceeds the other's by as much";
+    if (!nl) out->note = "no collective matched across ranks inside the measured steps: step "
+                         "times only";
+    /* threshold per criterion: >2 ranks, the MAD rule about the median; 2 ranks, the gap */
+    double lag_mid = 0, lag_thr = floor_ms, step_mid = med_step, step_thr = floor_ms;
+    size_t k = 0;
+    for (size_t r = 0; r < n; r++)
+        if (w.cnt[r]) tmp[k++] = w.lps[r];
+    if (nl > 2) {
+        lag_mid = median(tmp, k);
+        for (size_t i = 0; i < k; i++) tmp[i] = fabs(tmp[i] - lag_mid);
+        double mad = median(tmp, k);
+        out->has_lag_mad = 1;
+        out->lag_mad_ms = mad;
+        if (MAD_K * mad > lag_thr) lag_thr = MAD_K * mad;
+    } else if (nl == 2) {
+        lag_mid = tmp[0] < tmp[1] ? tmp[0] : tmp[1]; /* the earlier rank */
+    }
+    if (ns > 2) {
+        k = 0;
+        for (size_t r = 0; r < n; r++)
+            if (w.has_step[r]) tmp[k++] = fabs(w.step[r] - med_step);
+        double mad = median(tmp, k);
+        out->has_step_mad = 1;
+        out->step_mad_ms = mad;
+        if (MAD_K * mad > step_thr) step_thr = MAD_K * mad;
+    } else if (ns == 2) {
+        step_mid = INFINITY;
+        for (size_t r = 0; r < n; r++)
+            if (w.has_step[r] && w.step[r] < step_mid) step_mid = w.step[r];
+    }
+    out->lag_threshold_ms = lag_thr;
+    out->step_threshold_ms = step_thr;
+    if (!ns) {
+        /* without steps there is no scale for "late": lags are shown, nobody is named */
+        out->note = "no measured steps: collective lags shown, no straggler named (the threshold "
+                    "is a share of the step)";
+        out->note_last = 1;
+        goto out;
+    }
+    strag_name(out, &w, res, c, ns, nl, lag_mid, step_mid);
 out:
     strag_free(&w);
+}
+
+/* The document's "stragglers" from the typed result. */
+static void stragglers_json(cJSON *rep, const tp_stragglers_result *s) {
+    if (!s->present) return;
+    cJSON *sj = cJSON_AddObjectToObject(rep, "stragglers");
+    cJSON_AddNumberToObject(sj, "median_step_ms", s->median_step_ms);
+    cJSON_AddNumberToObject(sj, "floor_ms", s->floor_ms);
+    cJSON_AddStringToObject(sj, "rule", s->rule);
+    cJSON *ra = cJSON_AddArrayToObject(sj, "ranks");
+    for (size_t r = 0; r < s->nranks; r++) {
+        const tp_straggler_rank *x = &s->ranks[r];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", x->rank);
+        cJSON_AddStringToObject(e, "host", x->host);
+        if (x->has_step) cJSON_AddNumberToObject(e, "step_ms", x->step_ms);
+        cJSON_AddNumberToObject(e, "collectives", x->collectives);
+        if (x->collectives > 0) {
+            cJSON_AddNumberToObject(e, "lag_ms_median", x->lag_ms_median);
+            cJSON_AddNumberToObject(e, "lag_ms_mean", x->lag_ms_mean);
+            cJSON_AddNumberToObject(e, "lag_ms_p90", x->lag_ms_p90);
+            cJSON_AddNumberToObject(e, "lag_ms_per_step", x->lag_ms_per_step);
+        }
+        cJSON_AddItemToArray(ra, e);
+    }
+    if (s->note && !s->note_last) cJSON_AddStringToObject(sj, "note", s->note);
+    if (s->has_lag_mad) cJSON_AddNumberToObject(sj, "lag_mad_ms", s->lag_mad_ms);
+    if (s->has_step_mad) cJSON_AddNumberToObject(sj, "step_mad_ms", s->step_mad_ms);
+    cJSON_AddNumberToObject(sj, "lag_threshold_ms", s->lag_threshold_ms);
+    cJSON_AddNumberToObject(sj, "step_threshold_ms", s->step_threshold_ms);
+    cJSON *named = cJSON_AddArrayToObject(sj, "named");
+    for (size_t i = 0; i < s->nnamed; i++)
+        cJSON_AddItemToArray(named, tp_straggler_json(&s->named[i]));
+    if (s->note && s->note_last) cJSON_AddStringToObject(sj, "note", s->note);
 }
 
 /* ------------------------------------------------------------------ rules */
@@ -885,7 +920,8 @@ void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t 
         if (tp_clocks_result_fill(&res->clocks, &c) != TPROF_OK)
             tp_clocks_result_free(&res->clocks); /* out of memory: no "clocks" */
         tp_clocks_json(rep, &res->clocks);
-        stragglers_section(rep, res, &c, o);
+        stragglers_compute(res, &c, o);
+        stragglers_json(rep, &res->stragglers);
         tp_clocks_free(&c);
     }
     tp_throughput_compute(&res->throughput, run, res, o->tokens_per_step, o->samples_per_step,

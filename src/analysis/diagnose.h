@@ -30,10 +30,11 @@ void tp_diagnose_opts_init(tp_report_opts *o);
 void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t comm_finding,
                      const tp_report_opts *o);
 
-/* Text: a rank's breakdown (indented two spaces), and the run-level sections. B/N: bold
+/* Text: a rank's breakdown (indented two spaces; from its section of the document), and the
+ * run-level sections clocks, throughput and stragglers (from the typed results). B/N: bold
  * on/off; Y: the warning colour. */
 void tp_breakdown_text(FILE *f, const cJSON *breakdown);
-void tp_diagnose_text(FILE *f, const cJSON *rep, const tp_run_results *res, const char *B,
-                      const char *N, const char *Y);
+void tp_diagnose_text(FILE *f, const tp_run_results *res, const char *B, const char *N,
+                      const char *Y);
 
 #endif

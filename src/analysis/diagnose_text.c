@@ -1,6 +1,7 @@
 /*
- * diagnose_text.c — the text of the run-level sections (clocks, throughput, stragglers) and
- * of a rank's step breakdown (diagnose.h), rendered from the report document.
+ * diagnose_text.c — the text of the run-level sections (clocks, throughput, stragglers),
+ * rendered from the typed results (results.h), and of a rank's step breakdown (diagnose.h),
+ * rendered from its section of the report document.
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
@@ -127,6 +128,32 @@ static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const
     }
 }
 
+/* The stragglers' table: each rank's step and collective start lags, the named ones marked. */
+static void stragglers_text(FILE *f, const tp_stragglers_result *s, const char *B,
+                            const char *N, const char *Y) {
+    if (!s->present) return;
+    fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
+               "earliest rank, ms)\n",
+            B, N, s->median_step_ms);
+    fprintf(f, "  %-8s %-20s %10s %12s %10s %10s %10s %6s\n", "rank", "host", "step ms",
+            "collectives", "lag p50", "lag p90", "lag/step", "");
+    for (size_t i = 0; i < s->nranks; i++) {
+        const tp_straggler_rank *r = &s->ranks[i];
+        int named = 0, lag = r->collectives > 0;
+        for (size_t k = 0; k < s->nnamed; k++) named |= s->named[k].rank == r->rank;
+        fprintf(f, "  %s%-8d ", named ? Y : "", r->rank);
+        tp_text_put(f, r->host, 20, 20);
+        fprintf(f, " %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", r->has_step ? r->step_ms : 0,
+                r->collectives, lag ? r->lag_ms_median : 0, lag ? r->lag_ms_p90 : 0,
+                lag ? r->lag_ms_per_step : 0, named ? "<-" : "", named ? N : "");
+    }
+    fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", s->lag_threshold_ms,
+            s->step_threshold_ms);
+    if (!s->nnamed) fputs("; no straggler", f);
+    fputc('\n', f);
+    if (s->note) fprintf(f, "  note: %s\n", s->note);
+}
+
 /* Throughput, model FLOPs and MFU; a figure past its peak is flagged, never a result. */
 static void throughput_text(FILE *f, const tp_throughput_result *t, const char *B,
                             const char *N, const char *Y) {
@@ -165,32 +192,9 @@ static void throughput_text(FILE *f, const tp_throughput_result *t, const char *
     }
 }
 
-void tp_diagnose_text(FILE *f, const cJSON *rep, const tp_run_results *res, const char *B,
-                      const char *N, const char *Y) {
+void tp_diagnose_text(FILE *f, const tp_run_results *res, const char *B, const char *N,
+                      const char *Y) {
     clocks_text(f, &res->clocks, B, N, Y);
     throughput_text(f, &res->throughput, B, N, Y);
-    const cJSON *s = tp_jobj(rep, "stragglers");
-    if (s) {
-        fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
-                   "earliest rank, ms)\n",
-                B, N, tp_jnum(s, "median_step_ms"));
-        fprintf(f, "  %-8s %-20s %10s %12s %10s %10s %10s %6s\n", "rank", "host", "step ms",
-                "collectives", "lag p50", "lag p90", "lag/step", "");
-        const cJSON *r;
-        cJSON_ArrayForEach(r, tp_jobj(s, "ranks")) {
-            int named = 0;
-            const cJSON *e;
-            cJSON_ArrayForEach(e, tp_jobj(s, "named")) named |= tp_jnum(e, "rank") == tp_jnum(r, "rank");
-            fprintf(f, "  %s%-8.0f ", named ? Y : "", tp_jnum(r, "rank"));
-            tp_text_put(f, tp_jstr(r, "host"), 20, 20);
-            fprintf(f, " %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
-                    tp_jnum(r, "lag_ms_median"), tp_jnum(r, "lag_ms_p90"), tp_jnum(r, "lag_ms_per_step"),
-                    named ? "<-" : "", named ? N : "");
-        }
-        fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", tp_jnum(s, "lag_threshold_ms"),
-                tp_jnum(s, "step_threshold_ms"));
-        if (!cJSON_GetArraySize(tp_jobj(s, "named"))) fputs("; no straggler", f);
-        fputc('\n', f);
-        if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
-    }
+    stragglers_text(f, &res->stragglers, B, N, Y);
 }

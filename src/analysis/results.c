@@ -59,6 +59,9 @@ void tp_run_results_free(tp_run_results *r) {
     for (size_t i = 0; i < r->nranks; i++) tp_rank_result_free(&r->ranks[i]);
     free(r->ranks);
     free(r->stragglers.named);
+    free(r->stragglers.ranks);
+    r->stragglers.ranks = NULL;
+    r->stragglers.nranks = 0;
     free(r->ended.ranks);
     free(r->timers.rows);
     free(r->timers.megatron_minmax);

@@ -393,9 +393,9 @@ typedef struct tp_stragglers_result {
     size_t nranks;
     tp_straggler_rank *ranks; /* owned, in the clocks' rank order */
     const char *note;        /* static, or NULL */
+    int note_last;           /* no measured steps: the note follows "named" in the document */
     int has_lag_mad, has_step_mad;
     double lag_mad_ms, step_mad_ms;
-    int has_thresholds;      /* the thresholds and "named" were written */
 } tp_stragglers_result;
 
 /* A rank that ended early ("ended_early[]"; ended.h): killed by a signal, or its file has no
