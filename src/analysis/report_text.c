@@ -547,7 +547,7 @@ static int write_text(const tp_report *report, FILE *f, int color) {
     const cJSON *r = tp_jobj(rep, "ranks") ? tp_jobj(rep, "ranks")->child : NULL;
     for (size_t i = 0; i < report->res.nranks && r; i++, r = r->next)
         rank_text(f, &report->res.ranks[i], r, B, N, Y);
-    tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
+    tp_comm_run_text(f, &report->res.comm, B, N);
     tp_diagnose_text(f, &report->res, B, N, Y); /* clocks, throughput, stragglers */
     timers_text(f, &report->res.timers, B, N);
     tp_ended_text(f, &report->res.ended, B, N, Y);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis/clocks.h"
+#include "analysis/comm.h"
 #include "analysis/findings.h"
 #include "analysis/stats.h"
 
@@ -68,6 +69,7 @@ void tp_run_results_free(tp_run_results *r) {
     free(r->timers.megatron_all);
     tp_findings_free(&r->findings);
     tp_clocks_result_free(&r->clocks);
+    tp_comm_run_result_free(&r->comm);
     for (size_t i = 0; i < r->nprocs; i++) free(r->procs[i].pops);
     free(r->procs);
     r->procs = NULL;

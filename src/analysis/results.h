@@ -283,6 +283,56 @@ typedef struct tp_flagged_figure {
     double value, limit;
 } tp_flagged_figure;
 
+/* One op of a communicator across the ranks ("communication.communicators[].ops[]";
+ * comm_run.c): counts per rank (the most any rank saw), bytes, timing, bandwidth. */
+typedef struct tp_comm_xop_result {
+    const char *op;          /* static */
+    double ranks;            /* ranks that ran it */
+    double count_per_rank;   /* the most any rank saw */
+    int has_count_min;       /* some rank saw fewer: */
+    double count_min_rank;
+    double bytes_per_rank;
+    int has_bytes_per_op;
+    double bytes_per_op;
+    int has_mean;
+    double mean_ms;          /* mean over the timed ops */
+    int has_bw;
+    double algbw_gbs, busbw_gbs;
+    const char *time_source; /* tp_comm_time_source (static) */
+    double enqueue_only;     /* ops timed by their NCCL enqueue only; 0: none */
+} tp_comm_xop_result;
+
+/* One communicator across the ranks ("communication.communicators[]"), most time first. */
+typedef struct tp_comm_xcomm_result {
+    const char *id;          /* into the ranks' results */
+    double size;
+    size_t nmembers;         /* rank files that show it ("ranks_seen") */
+    struct {
+        int rank, comm_rank;
+    } *members;              /* owned, by world rank */
+    const char *traffic;     /* "point-to-point" or "collective" (static) */
+    const char *torch_group; /* trainprof.torch's description, or NULL (into the run) */
+    char role_guess[64], role_basis[200];
+    size_t nops;
+    tp_comm_xop_result *ops; /* owned */
+} tp_comm_xcomm_result;
+
+/* The run's communication ("communication"; comm_run.c). */
+typedef struct tp_comm_run_result {
+    int present;
+    int world_size;
+    size_t ncomms;
+    tp_comm_xcomm_result *comms; /* owned */
+    size_t nexposed;
+    const tp_rank_result **exposed; /* owned array: the ranks with exposure figures */
+    const char *per;         /* "step", "run" or "mixed" (static) */
+    double warn_share, crit_share;
+    int has_summary;         /* some rank has exposure figures: */
+    double mean_exposed_share, median_exposed_share;
+    int worst_rank;
+    double worst_exposed_share;
+} tp_comm_run_result;
+
 /* Throughput, model FLOPs and MFU ("throughput"; mfu.h), every figure of the section.
  * Per-step inputs are per rank; sources are "option", "metadata" or "model" (static). */
 typedef struct tp_throughput_result {
@@ -557,6 +607,7 @@ typedef struct tp_run_results {
     size_t nprocs;
     tp_process_result *procs;  /* owned, in the run's process order ("processes") */
     tp_clocks_result clocks;
+    tp_comm_run_result comm;
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

@@ -531,10 +531,10 @@ static void steps_table(FILE *f, const tp_run_results *res) {
     fputs("</table>\n", f);
 }
 
-static void comm_table(FILE *f, const cJSON *rep) {
-    const cJSON *comm = tp_jobj(rep, "communication"), *c, *op;
+/* The communicators across the ranks, one row per op, and the exposure per rank (results.h). */
+static void comm_table(FILE *f, const tp_comm_run_result *comm) {
     fputs("<h2 id=\"communication\">Communication</h2>\n", f);
-    if (!cJSON_GetArraySize(tp_jobj(comm, "communicators"))) {
+    if (!comm->ncomms) {
         fputs("<p class=\"note\">No communication recorded.</p>\n", f);
         return;
     }
@@ -543,53 +543,51 @@ static void comm_table(FILE *f, const cJSON *rep) {
           "rank</th><th>mean ms</th><th>time ms per rank</th><th>algbw GB/s</th><th>busbw "
           "GB/s</th><th>timing</th></tr>\n",
           f);
-    cJSON_ArrayForEach(c, tp_jobj(comm, "communicators")) {
-        cJSON_ArrayForEach(op, tp_jobj(c, "ops")) {
+    for (size_t k = 0; k < comm->ncomms; k++) {
+        const tp_comm_xcomm_result *c = &comm->comms[k];
+        for (size_t q = 0; q < c->nops; q++) {
+            const tp_comm_xop_result *op = &c->ops[q];
             fputs("<tr><td><code>", f);
-            E(tp_jstr(c, "id"));
-            fprintf(f, "</code></td><td class=\"n\">%.0f</td><td>", tp_jnum(c, "size"));
-            E(tp_jstr(c, "role_guess"));
+            E(c->id);
+            fprintf(f, "</code></td><td class=\"n\">%.0f</td><td>", c->size);
+            E(c->role_guess);
             fputs("</td><td>", f);
-            E(tp_jstr(op, "op"));
+            E(op->op);
             fputs("</td>", f);
-            td_num(f, op, "ranks", 0, 1);
-            td_num(f, op, "count_per_rank", 0, 1);
+            td_opt(f, 1, op->ranks, 0);
+            td_opt(f, 1, op->count_per_rank, 0);
             fputs("<td class=\"n\">", f);
-            bytes_text(f, tp_jnum(op, "bytes_per_rank"));
+            bytes_text(f, op->bytes_per_rank);
             fputs("</td>", f);
-            td_num(f, op, "mean_ms", 3, 1);
-            fputs("<td class=\"n\">", f);
-            if (tp_jhas(op, "mean_ms")) tp_html_num(f, tp_jnum(op, "mean_ms") * tp_jnum(op, "count_per_rank"), 2);
-            else fputs("-", f);
-            fputs("</td>", f);
-            td_num(f, op, "algbw_gbs", 2, 1);
-            td_num(f, op, "busbw_gbs", 2, 1);
+            td_opt(f, op->has_mean, op->mean_ms, 3);
+            td_opt(f, op->has_mean, op->mean_ms * op->count_per_rank, 2);
+            td_opt(f, op->has_bw, op->algbw_gbs, 2);
+            td_opt(f, op->has_bw, op->busbw_gbs, 2);
             fputs("<td>", f);
-            E(tp_jstr(op, "time_source"));
+            E(op->time_source);
             fputs("</td></tr>\n", f);
         }
     }
     fputs("</table>\n", f);
-    const cJSON *ex = tp_jobj(comm, "exposure");
-    if (cJSON_GetArraySize(tp_jobj(ex, "ranks"))) {
-        fputs("<h3>Exposed communication per rank</h3>\n<table class=\"grid\"><tr><th>rank</th>"
-              "<th>basis</th><th>exposed ms</th><th>overlapped ms</th><th>window ms</th>"
-              "<th>exposed share</th></tr>\n",
-              f);
-        const cJSON *r;
-        cJSON_ArrayForEach(r, tp_jobj(ex, "ranks")) {
-            fprintf(f, "<tr><td>%.0f</td><td>", tp_jnum(r, "rank"));
-            E(tp_jstr(r, "basis"));
-            fputs("</td>", f);
-            td_num(f, r, "exposed_ms_mean", 3, 1);
-            td_num(f, r, "overlapped_ms_mean", 3, 1);
-            td_num(f, r, "window_ms", 3, 1);
-            fputs("<td class=\"n\">", f);
-            tp_html_num(f, 100 * tp_jnum(r, "exposed_share"), 1);
-            fputs(" %</td></tr>\n", f);
-        }
-        fputs("</table>\n", f);
+    if (!comm->nexposed) return;
+    fputs("<h3>Exposed communication per rank</h3>\n<table class=\"grid\"><tr><th>rank</th>"
+          "<th>basis</th><th>exposed ms</th><th>overlapped ms</th><th>window ms</th>"
+          "<th>exposed share</th></tr>\n",
+          f);
+    for (size_t i = 0; i < comm->nexposed; i++) {
+        const tp_rank_result *r = comm->exposed[i];
+        const tp_comm_exposure_result *x = &r->comm.exposure;
+        fprintf(f, "<tr><td>%d</td><td>", r->rank);
+        E(x->basis);
+        fputs("</td>", f);
+        td_opt(f, 1, x->exposed_ms.mean, 3);
+        td_opt(f, 1, x->overlapped_ms.mean, 3);
+        td_opt(f, 1, x->window_ms, 3);
+        fputs("<td class=\"n\">", f);
+        tp_html_num(f, 100 * x->exposed_share, 1);
+        fputs(" %</td></tr>\n", f);
     }
+    fputs("</table>\n", f);
 }
 
 static void kernels_tables(FILE *f, const cJSON *rep) {
@@ -773,7 +771,7 @@ int tp_html_write(const tp_report *report, const tp_run *run, const tp_report_op
     fputs("<h2 id=\"breakdown-h\">Step breakdown</h2>\n", f);
     breakdown_chart(f, rep);
 
-    comm_table(f, rep);
+    comm_table(f, &res->comm);
     kernels_tables(f, rep);
 
     fputs("<h2 id=\"nvml\">GPU power, utilisation and memory (NVML)</h2>\n", f);
