@@ -777,6 +777,58 @@ static void throughput_html(void **st) {
     free(h);
 }
 
+/* The text of the run-level sections is rendered from the typed results: with their
+ * copies taken out of the document, the clocks, throughput, stragglers, communication,
+ * processes and findings still show the run's figures. */
+static void text_from_typed_results(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.nranks = 4;
+    sc.hosts = 2;
+    sc.clock_err = 3 * (int64_t)MS + 1234;
+    sc.lag_rank = 2;
+    sc.lag = 1500 * US;
+    sc.meta_tokens = "8192";
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "typedtext"), 0);
+    for (int r = 0; r < sc.nranks; r++) write_rank(dir, &sc, r);
+    tp_run run;
+    char err[256] = "";
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, NULL, &tr), 0);
+    static const char *const keys[] = {"clocks", "throughput", "stragglers", "communication",
+                                       "processes", "findings", "diagnosis"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(tr.doc, keys[i]);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(tp_report_write_text(&tr, mf, 0), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "\n  rank 2             node1:102                      1       102 "));
+    assert_non_null(strstr(buf, "  comm 0xabcdef0123456789: size 4, seen on 4 rank files (world "
+                                "ranks 0, 1, 2, 3); guess: world/data-parallel"));
+    assert_non_null(strstr(buf, "  exposed communication: mean 3.8 % of the step over 4 ranks, "
+                                "median 5.0 %, worst rank 0 (5.0 %)\n"));
+    /* host 1's wall clock 3.001234 ms ahead: its offset takes it back */
+    assert_non_null(strstr(buf, "clocks: 2 hosts, 6 collectives matched across ranks (6 with "
+                                "GPU-timed ends); aligned\n"));
+    assert_non_null(strstr(buf, "  node1                offset -3001.2 us from 6 collectives"));
+    assert_non_null(strstr(buf, "throughput: step 10.00 ms (mean over 4 ranks); 3276800 tokens/s, "
+                                "819200 per GPU (8192 per step per rank)\n"));
+    assert_non_null(strstr(buf, "\n  2        node1                     10.00            5      "
+                                "1.500      1.500      1.500     <-\n"));
+    assert_non_null(strstr(buf, "  thresholds: lag 0.500 ms, step 0.500 ms\n"));
+    assert_non_null(strstr(buf, "\nfindings\n  warning: rank 2 (host node1, GPU 0 NVIDIA H100 "
+                                "80GB HBM3) is a straggler (collective lag)"));
+    free(buf);
+    tp_report_free(&tr);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void rule_exposed_comm_registered(void **st) {
     (void)st;
     scen sc = base(); /* comm [5,9) beside compute [1,8.5): 0.5 ms = 5 % exposed */
@@ -820,6 +872,7 @@ int main(void) {
         cmocka_unit_test(rule_exposed_comm_registered),
         cmocka_unit_test(findings_typed_rendered),
         cmocka_unit_test(throughput_html),
+        cmocka_unit_test(text_from_typed_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
