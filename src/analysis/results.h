@@ -12,9 +12,11 @@
  * is 0 reads 0 and a rule must not use it. A figure flagged impossible (figures.h) is
  * cleared the same way, as the document moves it to "invalid".
  *
- * Ownership: tp_run_results owns its rank array and each rank's nvml.gpus / gpu.devices
- * arrays (tp_run_results_free). Strings point into the loaded run (tp_run) or into static
- * tables, never into the cJSON document: they live as long as the run.
+ * Ownership: tp_run_results owns every array marked "owned" below: its ranks and their
+ * arrays, the processes, the findings (their messages and evidence), the clocks' hosts, the
+ * stragglers and the communicators across ranks (tp_run_results_free). Strings point into
+ * the loaded run (tp_run), into the report options or into static tables, never into the
+ * cJSON document: they live as long as the run.
  * Not thread safe; built once per report by tp_report_build.
  */
 #ifndef TPROF_RESULTS_H
