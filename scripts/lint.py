@@ -53,7 +53,6 @@ LONG_LINES_ALLOWED = {
     "src/analysis/breakdown.c",
     "src/analysis/clocks.c",
     "src/analysis/comm.c",
-    "src/analysis/diagnose_text.c",
     "src/analysis/diff.c",
     "src/analysis/figures.c",
     "src/analysis/gpu.c",

@@ -20,6 +20,8 @@
 #include "analysis/mfu.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "analysis/results.h"
+#include "export/html.h"
 #include "capture/nvml_abi.h"
 #include "format/format.h"
 #include "synth.h"
@@ -647,6 +649,186 @@ static void rule_gpu_busy(void **st) {
     cJSON_Delete(rep);
 }
 
+/* The text or the HTML (html != 0) of the report of scenario sc, in a malloc'd string; the
+ * typed findings are checked with check() first. */
+static char *render_scen(const scen *sc, const char *tag, const tp_report_opts *o, int html,
+                         void (*check)(const tp_findings_result *)) {
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, tag), 0);
+    for (int r = 0; r < sc->nranks; r++) write_rank(dir, sc, r);
+    tp_run run;
+    char err[256] = "";
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, o, &tr), 0);
+    if (check) check(&tr.res.findings);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(html ? tp_html_write(&tr, o, mf) : tp_report_write_text(&tr, mf, 0), 0);
+    fclose(mf);
+    tp_report_free(&tr);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    return buf;
+}
+
+static void check_near(const tp_findings_result *fs) {
+    for (size_t i = 0; i < fs->n; i++) assert_string_not_equal(fs->items[i].id, "launch_bound");
+    assert_int_equal(fs->nnear, 2);
+    assert_string_equal(fs->near[1].id, "launch_bound");
+    assert_string_equal(fs->near[1].unit, "share");
+    assert_int_equal(fs->near[1].rank, 1);
+    NEAR(fs->near[1].value, 0.25, 1e-9);
+    NEAR(fs->diag_band, 0.25, 1e-12);
+}
+
+static void check_launch(const tp_findings_result *fs) {
+    const tp_finding *f = NULL;
+    for (size_t i = 0; i < fs->n; i++)
+        if (!strcmp(fs->items[i].id, "launch_bound")) f = &fs->items[i];
+    assert_non_null(f);
+    assert_string_equal(f->id, "launch_bound");
+    assert_string_equal(f->severity, "warning");
+    assert_true(f->has_rank);
+    assert_non_null(f->recommendation);
+    /* the evidence in the document's order: kernels per step first, the ranks last */
+    assert_true(f->nev >= 2);
+    assert_int_equal(f->ev[f->nev - 1].kind, TP_EV_INTS);
+    assert_string_equal(f->ev[f->nev - 1].key, "ranks");
+    assert_int_equal(f->ev[f->nev - 1].n, 2);
+    assert_int_equal(f->ev[f->nev - 1].ints[1], 1);
+    int seen = 0;
+    for (size_t k = 0; k < f->nev; k++)
+        if (!strcmp(f->ev[k].key, "kernel_median_us")) {
+            assert_int_equal(f->ev[k].kind, TP_EV_NUMBER);
+            NEAR(f->ev[k].num, 10, 1e-9);
+            seen = 1;
+        }
+    assert_true(seen);
+    assert_int_equal(fs->nnear, 0);
+}
+
+/* The findings and the values near a threshold are typed results: the text and the HTML
+ * render them, the HTML with its own list of the values near a threshold. */
+static void findings_typed_rendered(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.short_kernels = 1; /* short gaps 25 % of the step: near the 20 % threshold */
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    char *t = render_scen(&sc, "ntext", &o, 0, check_near);
+    assert_non_null(strstr(t, "near a threshold (not findings: the shares of identical runs "
+                              "move by a few points, so a finding needs a margin of 25 % of "
+                              "its threshold)\n"
+                              "  launch_bound, rank 0: 25.0 % (threshold 20.0 %, a finding from "
+                              "25.0 %)\n"));
+    free(t);
+    char *h = render_scen(&sc, "nhtml", &o, 1, check_near);
+    assert_non_null(strstr(h, "<ul class=\"near\">\n<li><code>launch_bound</code> rank 0: 25.0 % "
+                              "(threshold 20.0 %, a finding from 25.0 %)</li>\n"
+                              "<li><code>launch_bound</code> rank 1: 25.0 %"));
+    free(h);
+    o.launch_idle_share = 0.18; /* past it by more than a quarter: a finding */
+    t = render_scen(&sc, "ftext", &o, 0, check_launch);
+    assert_non_null(strstr(t, "\nfindings\n  warning: "));
+    assert_non_null(strstr(t, " looks launch-bound: "));
+    assert_null(strstr(t, "near a threshold"));
+    free(t);
+    h = render_scen(&sc, "fhtml", &o, 1, check_launch);
+    assert_non_null(strstr(h, "<code>launch_bound</code> (rank "));
+    assert_non_null(strstr(h, "<tr><th>kernel_median_us</th><td>10</td></tr>"));
+    assert_non_null(strstr(h, "<tr><th>ranks</th><td>0, 1</td></tr></table></div>"));
+    assert_null(strstr(h, "<ul class=\"near\">"));
+    free(h);
+}
+
+/* The HTML's throughput section is rendered from the typed throughput, with labels and
+ * units, and not dumped a second time as a generic section; a TFLOP/s past the GPU's peak is
+ * shown flagged, never as a result. */
+static void throughput_html(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.meta_model = "layers=12,hidden=768,heads=12,seq=1024,vocab=50257";
+    sc.meta_tokens = "8192";
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    char *h = render_scen(&sc, "tphtml", &o, 1, NULL);
+    /* 8192 x 797815296 FLOPs per token (Megatron-LM's formula) in 10 ms: 653.6 TFLOP/s, 66.1 %
+     * of the H100's 989.5 */
+    assert_non_null(strstr(h, "<h2 id=\"throughput\">Throughput</h2>\n<table class=\"kv\" "
+                              "id=\"throughput-table\"><tr><th>step time</th><td>10.00 ms (mean "
+                              "over 2 ranks)</td></tr><tr><th>tokens/s</th><td>1638400 in total, "
+                              "819200 per GPU (8192 per step per rank, from the rank files' "
+                              "metadata)</td></tr>"));
+    assert_non_null(strstr(h, "<tr><th>model FLOPs per token</th><td>0.798 GFLOP (Megatron-LM "
+                              "num_floating_point_operations (megatron/training/training.py))"));
+    assert_non_null(strstr(h, "<tr><th>TFLOP/s per GPU</th><td>653.6</td></tr><tr><th>MFU</th>"
+                              "<td><b>66.1 %</b> of 989.5 TFLOP/s dense bf16 peak (NVIDIA H100"));
+    assert_null(strstr(h, "<h2 class=\"generic\">throughput</h2>"));
+    free(h);
+    o.flops_per_step = 1e16; /* 1e6 TFLOP/s: past any peak */
+    h = render_scen(&sc, "tphtml2", &o, 1, NULL);
+    assert_non_null(strstr(h, "<tr><th>TFLOP/s per GPU</th><td><span class=\"flagged\">flagged, "
+                              "not a result: 1000000.0 (limit 989.5)</span></td></tr>"));
+    assert_non_null(strstr(h, "<span class=\"flagged\">flagged, not a result: 101061.1 %</span>"));
+    assert_null(strstr(h, "<b>101061.1 %</b>"));
+    free(h);
+}
+
+/* The text of the run-level sections is rendered from the typed results: with their
+ * copies taken out of the document, the clocks, throughput, stragglers, communication,
+ * processes and findings still show the run's figures. */
+static void text_from_typed_results(void **st) {
+    (void)st;
+    scen sc = base();
+    sc.nranks = 4;
+    sc.hosts = 2;
+    sc.clock_err = 3 * (int64_t)MS + 1234;
+    sc.lag_rank = 2;
+    sc.lag = 1500 * US;
+    sc.meta_tokens = "8192";
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "typedtext"), 0);
+    for (int r = 0; r < sc.nranks; r++) write_rank(dir, &sc, r);
+    tp_run run;
+    char err[256] = "";
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, NULL, &tr), 0);
+    static const char *const keys[] = {"clocks", "throughput", "stragglers", "communication",
+                                       "processes", "findings", "diagnosis"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(tr.doc, keys[i]);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(tp_report_write_text(&tr, mf, 0), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "\n  rank 2             node1:102                      1       102 "));
+    assert_non_null(strstr(buf, "  comm 0xabcdef0123456789: size 4, seen on 4 rank files (world "
+                                "ranks 0, 1, 2, 3); guess: world/data-parallel"));
+    assert_non_null(strstr(buf, "  exposed communication: mean 3.8 % of the step over 4 ranks, "
+                                "median 5.0 %, worst rank 0 (5.0 %)\n"));
+    /* host 1's wall clock 3.001234 ms ahead: its offset takes it back */
+    assert_non_null(strstr(buf, "clocks: 2 hosts, 6 collectives matched across ranks (6 with "
+                                "GPU-timed ends); aligned\n"));
+    assert_non_null(strstr(buf, "  node1                offset -3001.2 us from 6 collectives"));
+    assert_non_null(strstr(buf, "throughput: step 10.00 ms (mean over 4 ranks); 3276800 tokens/s, "
+                                "819200 per GPU (8192 per step per rank)\n"));
+    assert_non_null(strstr(buf, "\n  2        node1                     10.00            5      "
+                                "1.500      1.500      1.500     <-\n"));
+    assert_non_null(strstr(buf, "  thresholds: lag 0.500 ms, step 0.500 ms\n"));
+    assert_non_null(strstr(buf, "\nfindings\n  warning: rank 2 (host node1, GPU 0 NVIDIA H100 "
+                                "80GB HBM3) is a straggler (collective lag)"));
+    free(buf);
+    tp_report_free(&tr);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void rule_exposed_comm_registered(void **st) {
     (void)st;
     scen sc = base(); /* comm [5,9) beside compute [1,8.5): 0.5 ms = 5 % exposed */
@@ -688,6 +870,9 @@ int main(void) {
         cmocka_unit_test(rule_throttling),
         cmocka_unit_test(rule_gpu_busy),
         cmocka_unit_test(rule_exposed_comm_registered),
+        cmocka_unit_test(findings_typed_rendered),
+        cmocka_unit_test(throughput_html),
+        cmocka_unit_test(text_from_typed_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/findings.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "export/html.h"
@@ -123,19 +124,15 @@ static void test_html_report(void **state) {
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
     tp_report_opts o;
     tp_report_opts_init(&o);
-    tp_report report;
-    assert_int_equal(tp_report_make(&run, &o, &report), 0);
-    cJSON *rep = report.doc;
-    /* a finding with hostile text, as a later rule could write one */
-    cJSON *fs = cJSON_GetObjectItem(rep, "findings");
-    if (!fs) fs = cJSON_AddArrayToObject(rep, "findings");
-    cJSON *fd = cJSON_CreateObject();
-    cJSON_AddStringToObject(fd, "id", "test_rule");
-    cJSON_AddStringToObject(fd, "severity", "critical");
-    cJSON_AddStringToObject(fd, "message", "slow <kernel> " EVIL_KERNEL);
-    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-    cJSON_AddNumberToObject(ev, "ratio_known", 4.25);
-    cJSON_AddItemToArray(fs, fd);
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, &o, &tr), 0);
+    cJSON *rep = tr.doc;
+    /* a finding with hostile text, as a later rule could write one (the findings are typed
+     * results: the HTML renders them, not the document) */
+    tp_finding *fd = tp_finding_add(&tr.res.findings, "test_rule", "critical", -1,
+                                    "slow <kernel> " EVIL_KERNEL, NULL);
+    assert_non_null(fd);
+    tp_ev_number(fd, "ratio_known", 4.25);
     /* the header, the steps and the timers tables come from the typed results: with their
      * copies taken out of the document, they still show the run's figures below */
     cJSON *rk;
@@ -150,7 +147,7 @@ static void test_html_report(void **state) {
     char *buf = NULL;
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);
-    assert_int_equal(tp_html_write(&report, &o, mf), 0);
+    assert_int_equal(tp_html_write(&tr, &o, mf), 0);
     fclose(mf);
 
     /* nothing from the run came through as markup */
@@ -205,7 +202,7 @@ static void test_html_report(void **state) {
 
     /* without the run: tables only, a note instead of the per-step plots */
     mf = open_memstream(&buf, &len);
-    tp_report no_run = report;
+    tp_report no_run = tr;
     no_run.run = NULL;
     assert_int_equal(tp_html_write(&no_run, NULL, mf), 0);
     fclose(mf);
@@ -214,7 +211,7 @@ static void test_html_report(void **state) {
     free(buf);
 
     /* long series are downsampled */
-    tp_report_free(&report);
+    tp_report_free(&tr);
     tp_run_free(&run);
     synth_rmtree(dir);
 }

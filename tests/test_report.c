@@ -363,6 +363,22 @@ static void test_launcher_role(void **state) {
         }
     }
     assert_int_equal(seen, 2);
+    /* the text's role column is as wide as the longest label (32 columns here), so every
+     * row's host:pid starts in the same column */
+    tp_report tr;
+    assert_int_equal(tp_report_make(&run, NULL, &tr), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(tp_report_write_text(&tr, mf, 0), 0);
+    fclose(mf);
+    assert_non_null(strstr(buf, "\nprocesses\n  role                             host:pid   "));
+    assert_non_null(strstr(buf, "\n  launcher of ranks 0-1 (torchrun) h:100    "));
+    assert_non_null(strstr(buf, "\n  rank 0                           h:101    "));
+    assert_non_null(strstr(buf, "\n  process 300                      h:300    "));
+    free(buf);
+    tp_report_free(&tr);
     tp_run_free(&run);
     synth_rmtree(dir);
 }

@@ -240,50 +240,86 @@ oom:
     return TPROF_ERR_NO_MEMORY;
 }
 
-void tp_clocks_json(cJSON *rep, const tp_clocks *c) {
-    cJSON *j = cJSON_AddObjectToObject(rep, "clocks");
-    cJSON_AddNumberToObject(j, "hosts", (double)c->nhosts);
-    cJSON_AddNumberToObject(j, "collectives_matched", (double)c->ncoll);
+int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
+    memset(out, 0, sizeof *out);
+    out->present = 1;
+    out->hosts = (double)c->nhosts;
+    out->collectives_matched = (double)c->ncoll;
     size_t usable = 0;
     for (size_t k = 0; k < c->ncoll; k++) {
         size_t ok = 0;
         for (size_t i = 0; i < c->coll[k].n; i++) ok += c->arr[c->coll[k].first + i].end_ok;
         usable += ok >= 2;
     }
-    cJSON_AddNumberToObject(j, "collectives_with_ends", (double)usable);
+    out->collectives_with_ends = (double)usable;
     if (c->nhosts <= 1) {
-        cJSON_AddStringToObject(j, "status", "single host");
-        cJSON_AddStringToObject(j, "note", c->nhosts ? "every rank is on one host and shares its "
-                                                       "monotonic clock: no alignment needed"
-                                                     : "no rank");
-        return;
+        out->status = "single host";
+        out->note = c->nhosts ? "every rank is on one host and shares its monotonic clock: no "
+                                "alignment needed"
+                              : "no rank";
+        return TPROF_OK;
     }
     int all = 1;
     for (size_t h = 0; h < c->nhosts; h++) all &= c->hosts[h].aligned;
-    cJSON_AddStringToObject(j, "status", all ? "aligned" : "partly aligned");
-    cJSON_AddStringToObject(j, "method",
-                            "start pairs (realtime, monotonic) of each host's first rank file, "
-                            "then per host the median offset that makes the ends of matched "
-                            "collectives agree");
-    cJSON *ha = cJSON_AddArrayToObject(j, "per_host");
+    out->status = all ? "aligned" : "partly aligned";
+    out->method = "start pairs (realtime, monotonic) of each host's first rank file, then per "
+                  "host the median offset that makes the ends of matched collectives agree";
+    out->per_host = calloc(c->nhosts, sizeof *out->per_host);
+    if (!out->per_host) return TPROF_ERR_NO_MEMORY;
     for (size_t h = 0; h < c->nhosts; h++) {
         const tp_host_clock *x = &c->hosts[h];
+        tp_host_clock_result *o = &out->per_host[out->nper_host++];
+        o->host = x->host;
+        o->ranks = malloc((c->nranks ? c->nranks : 1) * sizeof *o->ranks);
+        if (!o->ranks) return TPROF_ERR_NO_MEMORY;
+        for (size_t r = 0; r < c->nranks; r++)
+            if (c->host_of[r] == h) o->ranks[o->nranks++] = c->rank[r]->rank;
+        o->reference = h == 0;
+        o->aligned = x->aligned;
+        o->offset_us = (double)x->offset_ns / 1e3;
+        o->collectives_used = (double)x->shared;
+        o->has_residual = x->nresid > 0;
+        o->residual_median_us = x->resid_median_us;
+        o->residual_max_us = x->resid_max_us;
+        if (!x->aligned)
+            o->note = "no timed collective shared with an aligned host: its wall clock (start "
+                      "pair) is used as it is";
+    }
+    return TPROF_OK;
+}
+
+void tp_clocks_result_free(tp_clocks_result *r) {
+    for (size_t h = 0; h < r->nper_host; h++) free(r->per_host[h].ranks);
+    free(r->per_host);
+    memset(r, 0, sizeof *r);
+}
+
+void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
+    if (!c->present) return;
+    cJSON *j = cJSON_AddObjectToObject(rep, "clocks");
+    cJSON_AddNumberToObject(j, "hosts", c->hosts);
+    cJSON_AddNumberToObject(j, "collectives_matched", c->collectives_matched);
+    cJSON_AddNumberToObject(j, "collectives_with_ends", c->collectives_with_ends);
+    cJSON_AddStringToObject(j, "status", c->status);
+    if (c->note) cJSON_AddStringToObject(j, "note", c->note);
+    if (!c->method) return;
+    cJSON_AddStringToObject(j, "method", c->method);
+    cJSON *ha = cJSON_AddArrayToObject(j, "per_host");
+    for (size_t h = 0; h < c->nper_host; h++) {
+        const tp_host_clock_result *x = &c->per_host[h];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "host", x->host);
         cJSON *rk = cJSON_AddArrayToObject(o, "ranks");
-        for (size_t r = 0; r < c->nranks; r++)
-            if (c->host_of[r] == h) cJSON_AddItemToArray(rk, cJSON_CreateNumber(c->rank[r]->rank));
-        if (h == 0) cJSON_AddBoolToObject(o, "reference", 1);
+        for (size_t r = 0; r < x->nranks; r++) cJSON_AddItemToArray(rk, cJSON_CreateNumber(x->ranks[r]));
+        if (x->reference) cJSON_AddBoolToObject(o, "reference", 1);
         cJSON_AddBoolToObject(o, "aligned", x->aligned);
-        cJSON_AddNumberToObject(o, "offset_us", (double)x->offset_ns / 1e3);
-        if (h) cJSON_AddNumberToObject(o, "collectives_used", (double)x->shared);
-        if (x->nresid) {
-            cJSON_AddNumberToObject(o, "residual_median_us", x->resid_median_us);
-            cJSON_AddNumberToObject(o, "residual_max_us", x->resid_max_us);
+        cJSON_AddNumberToObject(o, "offset_us", x->offset_us);
+        if (!x->reference) cJSON_AddNumberToObject(o, "collectives_used", x->collectives_used);
+        if (x->has_residual) {
+            cJSON_AddNumberToObject(o, "residual_median_us", x->residual_median_us);
+            cJSON_AddNumberToObject(o, "residual_max_us", x->residual_max_us);
         }
-        if (!x->aligned)
-            cJSON_AddStringToObject(o, "note", "no timed collective shared with an aligned host: "
-                                               "its wall clock (start pair) is used as it is");
+        if (x->note) cJSON_AddStringToObject(o, "note", x->note);
         cJSON_AddItemToArray(ha, o);
     }
 }

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 
 typedef struct tp_arrival {
     size_t rank;         /* index in tp_clocks.rank */
@@ -60,8 +61,14 @@ typedef struct tp_clocks {
 int tp_clocks_build(const tp_run *run, tp_clocks *c);
 void tp_clocks_free(tp_clocks *c);
 
-/* Adds "clocks" to the report. */
-void tp_clocks_json(cJSON *rep, const tp_clocks *c);
+/* The alignment as typed results (results.h; per_host and its ranks owned by out, freed by
+ * tp_clocks_result_free; host names into the run). Returns TPROF_OK or TPROF_ERR_NO_MEMORY
+ * (out still freeable). */
+int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c);
+void tp_clocks_result_free(tp_clocks_result *r);
+
+/* Adds "clocks" to the report from r (nothing when r->present is 0). */
+void tp_clocks_json(cJSON *rep, const tp_clocks_result *r);
 
 /* Collective start lag of each rank: at every matched collective whose start on that rank
  * lies inside [w0[r], w1[r]] (aligned ns; w1 = 0: no window, all count), its start minus the

@@ -112,17 +112,22 @@ void tp_comm_rank_section(cJSON *rank, tp_comm_result *out, const tp_process *p,
  * both set to 0 (no such op, or an op without a bandwidth). */
 int tp_comm_row_bw(const tp_comm_row_result *r, double *algbw_gbs, double *bw_time_ms);
 
-/* Adds the run-level "communication" (communicators across ranks, exposure across ranks)
- * from the ranks' typed results (res->ranks[].comm), and appends the exposed-communication
- * finding to `findings` when the worst rank's exposed share exceeds warn_share (warning) or
- * crit_share (critical). Returns that finding (owned by `findings`), or NULL when none. */
-cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
-                           cJSON *findings, double warn_share, double crit_share);
+/* Computes the run-level communication (communicators across ranks, exposure across ranks)
+ * into res->comm from the ranks' typed results (res->ranks[].comm; free it with
+ * tp_comm_run_result_free, which tp_run_results_free calls), adds "communication" to the
+ * report from it, and appends the exposed-communication
+ * finding to res->findings (findings.h) when the worst rank's exposed share exceeds
+ * warn_share (warning) or crit_share (critical). Returns that finding's index in
+ * res->findings, or SIZE_MAX when none. */
+size_t tp_comm_run_section(cJSON *rep, const tp_run *run, tp_run_results *res,
+                           double warn_share, double crit_share);
 
-/* Text rendering of the rank's section from its typed results (comm_rank_text.c) and of the
- * run's from the document (comm_text.c; B/N: bold on/off sequences). */
+void tp_comm_run_result_free(tp_comm_run_result *r);
+
+/* Text rendering of the rank's section (comm_rank_text.c) and of the run's (comm_text.c),
+ * from their typed results. B/N: bold on/off sequences. */
 void tp_comm_rank_text(FILE *f, const tp_comm_result *comm);
-void tp_comm_run_text(FILE *f, const cJSON *comm, const char *B, const char *N);
+void tp_comm_run_text(FILE *f, const tp_comm_run_result *comm, const char *B, const char *N);
 
 /* Writes a byte count as "12 B", "1.5 KiB", ... "TiB" (binary units). */
 void tp_comm_put_bytes(FILE *f, double bytes);

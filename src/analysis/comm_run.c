@@ -9,9 +9,11 @@
 
 #include <stdio.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/findings.h"
 #include "analysis/gpu.h"
 #include "analysis/stats.h"
 #include "format/format.h"
@@ -203,66 +205,61 @@ static int gather_rank(xcomm **xcp, size_t *nxc, const tp_rank_result *rr) {
     return 0;
 }
 
-/* The run's communicators across the ranks ("communicators"), into c. */
-static void communicators_json(cJSON *c, const tp_run *run, const tp_run_results *res, int world) {
+/* Communicator x's typed result (members sorted here); its figures per op. Returns 0, or -1
+ * when out of memory. */
+static int xcomm_result(tp_comm_xcomm_result *e, xcomm *x, const tp_run *run, int world) {
+    if (x->nm > 1) qsort(x->m, x->nm, sizeof *x->m, cmp_member);
+    e->id = x->id;
+    e->size = x->size;
+    e->nmembers = x->nm;
+    e->members = calloc(x->nm ? x->nm : 1, sizeof *e->members);
+    e->ops = calloc(x->nops ? x->nops : 1, sizeof *e->ops);
+    if (!e->members || !e->ops) return -1;
+    for (size_t i = 0; i < x->nm; i++) {
+        e->members[i].rank = x->m[i].rank;
+        e->members[i].comm_rank = x->m[i].comm_rank;
+    }
+    e->traffic = x->p2p_only && x->nops ? "point-to-point" : "collective";
+    e->torch_group = torch_group_by_members(x, run);
+    guess_role(x, world, e->role_guess, sizeof e->role_guess, e->role_basis,
+               sizeof e->role_basis);
+    for (size_t q = 0; q < x->nops; q++) {
+        const xop *o = &x->ops[q];
+        tp_comm_xop_result *r = &e->ops[e->nops++];
+        r->op = o->op;
+        r->ranks = o->ranks;
+        r->count_per_rank = o->count_max;
+        /* ranks that saw fewer (a damaged or cut-short rank file, a rank that left) */
+        r->has_count_min = o->count_min < o->count_max;
+        r->count_min_rank = o->count_min;
+        r->bytes_per_rank = o->bytes_max;
+        r->has_bytes_per_op = o->count_max > 0;
+        r->bytes_per_op = o->count_max > 0 ? o->bytes_max / o->count_max : 0;
+        r->has_mean = o->timed > 0;
+        r->mean_ms = o->timed > 0 ? o->time_ms / o->timed : 0;
+        if (o->bw_time_ms > 0 && o->size_bytes > 0 && o->factor > 0) {
+            r->has_bw = 1;
+            r->algbw_gbs = o->size_bytes / (o->bw_time_ms * 1e6);
+            r->busbw_gbs = r->algbw_gbs * o->factor;
+        }
+        r->time_source = tp_comm_time_source(o->src);
+        r->enqueue_only = o->enqueue_only;
+    }
+    return 0;
+}
+
+/* The run's communicators across the ranks, most time first, into out (none when out of
+ * memory). */
+static void communicators_compute(tp_comm_run_result *out, const tp_run *run,
+                                  const tp_run_results *res, int world) {
     xcomm *xc = NULL;
     size_t nxc = 0;
     int oom = 0;
     for (size_t i = 0; i < res->nranks && !oom; i++) oom = gather_rank(&xc, &nxc, &res->ranks[i]);
     if (nxc > 1) qsort(xc, nxc, sizeof *xc, cmp_xcomm);
-    cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
-    for (size_t k = 0; k < nxc && !oom; k++) {
-        xcomm *x = &xc[k];
-        if (x->nm > 1) qsort(x->m, x->nm, sizeof *x->m, cmp_member);
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "id", x->id);
-        cJSON_AddNumberToObject(e, "size", x->size);
-        cJSON_AddNumberToObject(e, "ranks_seen", (double)x->nm);
-        if (x->nm > 1) { /* several rank files show this id: who is in it */
-            cJSON *jm = cJSON_AddArrayToObject(e, "members");
-            for (size_t i = 0; i < x->nm; i++) {
-                cJSON *m = cJSON_CreateObject();
-                cJSON_AddNumberToObject(m, "rank", x->m[i].rank);
-                cJSON_AddNumberToObject(m, "comm_rank", x->m[i].comm_rank);
-                cJSON_AddItemToArray(jm, m);
-            }
-        } else if (x->nm == 1) {
-            cJSON_AddNumberToObject(e, "rank", x->m[0].rank);
-            cJSON_AddNumberToObject(e, "comm_rank", x->m[0].comm_rank);
-        }
-        cJSON_AddStringToObject(e, "traffic",
-                                x->p2p_only && x->nops ? "point-to-point" : "collective");
-        const char *tg = torch_group_by_members(x, run);
-        if (tg) cJSON_AddStringToObject(e, "torch_group", tg);
-        char role[64], basis[200];
-        guess_role(x, world, role, sizeof role, basis, sizeof basis);
-        cJSON_AddStringToObject(e, "role_guess", role);
-        cJSON_AddStringToObject(e, "role_basis", basis);
-        cJSON *jo = cJSON_AddArrayToObject(e, "ops");
-        for (size_t q = 0; q < x->nops; q++) {
-            xop *o = &x->ops[q];
-            cJSON *oj = cJSON_CreateObject();
-            cJSON_AddStringToObject(oj, "op", o->op);
-            cJSON_AddNumberToObject(oj, "ranks", o->ranks);
-            cJSON_AddNumberToObject(oj, "count_per_rank", o->count_max);
-            /* ranks that saw fewer (a damaged or cut-short rank file, a rank that left) */
-            if (o->count_min < o->count_max)
-                cJSON_AddNumberToObject(oj, "count_min_rank", o->count_min);
-            cJSON_AddNumberToObject(oj, "bytes_per_rank", o->bytes_max);
-            if (o->count_max > 0)
-                cJSON_AddNumberToObject(oj, "bytes_per_op", o->bytes_max / o->count_max);
-            if (o->timed > 0) cJSON_AddNumberToObject(oj, "mean_ms", o->time_ms / o->timed);
-            if (o->bw_time_ms > 0 && o->size_bytes > 0 && o->factor > 0) {
-                double algbw = o->size_bytes / (o->bw_time_ms * 1e6);
-                cJSON_AddNumberToObject(oj, "algbw_gbs", algbw);
-                cJSON_AddNumberToObject(oj, "busbw_gbs", algbw * o->factor);
-            }
-            cJSON_AddStringToObject(oj, "time_source", tp_comm_time_source(o->src));
-            if (o->enqueue_only > 0) cJSON_AddNumberToObject(oj, "enqueue_only", o->enqueue_only);
-            cJSON_AddItemToArray(jo, oj);
-        }
-        cJSON_AddItemToArray(jc, e);
-    }
+    out->comms = oom || !nxc ? NULL : calloc(nxc, sizeof *out->comms);
+    for (size_t k = 0; k < nxc && out->comms; k++)
+        if (xcomm_result(&out->comms[out->ncomms++], &xc[k], run, world)) break;
     for (size_t k = 0; k < nxc; k++) {
         free(xc[k].m);
         free(xc[k].ops);
@@ -270,9 +267,58 @@ static void communicators_json(cJSON *c, const tp_run *run, const tp_run_results
     free(xc);
 }
 
-/* The exposed-communication finding on the worst rank (see tp_comm_run_section). */
-static cJSON *exposure_finding(const tp_rank_result *worst, size_t n, double mean, size_t over,
-                               double warn_share, double crit_share) {
+/* The document's "communicators" from the typed results, into c. */
+static void communicators_json(cJSON *c, const tp_comm_run_result *r) {
+    cJSON *jc = cJSON_AddArrayToObject(c, "communicators");
+    for (size_t k = 0; k < r->ncomms; k++) {
+        const tp_comm_xcomm_result *x = &r->comms[k];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", x->id);
+        cJSON_AddNumberToObject(e, "size", x->size);
+        cJSON_AddNumberToObject(e, "ranks_seen", (double)x->nmembers);
+        if (x->nmembers > 1) { /* several rank files show this id: who is in it */
+            cJSON *jm = cJSON_AddArrayToObject(e, "members");
+            for (size_t i = 0; i < x->nmembers; i++) {
+                cJSON *m = cJSON_CreateObject();
+                cJSON_AddNumberToObject(m, "rank", x->members[i].rank);
+                cJSON_AddNumberToObject(m, "comm_rank", x->members[i].comm_rank);
+                cJSON_AddItemToArray(jm, m);
+            }
+        } else if (x->nmembers == 1) {
+            cJSON_AddNumberToObject(e, "rank", x->members[0].rank);
+            cJSON_AddNumberToObject(e, "comm_rank", x->members[0].comm_rank);
+        }
+        cJSON_AddStringToObject(e, "traffic", x->traffic);
+        if (x->torch_group) cJSON_AddStringToObject(e, "torch_group", x->torch_group);
+        cJSON_AddStringToObject(e, "role_guess", x->role_guess);
+        cJSON_AddStringToObject(e, "role_basis", x->role_basis);
+        cJSON *jo = cJSON_AddArrayToObject(e, "ops");
+        for (size_t q = 0; q < x->nops; q++) {
+            const tp_comm_xop_result *o = &x->ops[q];
+            cJSON *oj = cJSON_CreateObject();
+            cJSON_AddStringToObject(oj, "op", o->op);
+            cJSON_AddNumberToObject(oj, "ranks", o->ranks);
+            cJSON_AddNumberToObject(oj, "count_per_rank", o->count_per_rank);
+            if (o->has_count_min) cJSON_AddNumberToObject(oj, "count_min_rank", o->count_min_rank);
+            cJSON_AddNumberToObject(oj, "bytes_per_rank", o->bytes_per_rank);
+            if (o->has_bytes_per_op) cJSON_AddNumberToObject(oj, "bytes_per_op", o->bytes_per_op);
+            if (o->has_mean) cJSON_AddNumberToObject(oj, "mean_ms", o->mean_ms);
+            if (o->has_bw) {
+                cJSON_AddNumberToObject(oj, "algbw_gbs", o->algbw_gbs);
+                cJSON_AddNumberToObject(oj, "busbw_gbs", o->busbw_gbs);
+            }
+            cJSON_AddStringToObject(oj, "time_source", o->time_source);
+            if (o->enqueue_only > 0) cJSON_AddNumberToObject(oj, "enqueue_only", o->enqueue_only);
+            cJSON_AddItemToArray(jo, oj);
+        }
+        cJSON_AddItemToArray(jc, e);
+    }
+}
+
+/* The exposed-communication finding on the worst rank (see tp_comm_run_section): its index
+ * in fs, or SIZE_MAX when out of memory. */
+static size_t exposure_finding(tp_findings_result *fs, const tp_rank_result *worst, size_t n,
+                               double mean, size_t over, double warn_share, double crit_share) {
     const tp_comm_exposure_result *wx = &worst->comm.exposure;
     double ws = wx->exposed_share;
     /* exposed communication over 10 % of the step is a warning (docs/design.md §5.2), over
@@ -291,50 +337,68 @@ static cJSON *exposure_finding(const tp_rank_result *worst, size_t n, double mea
              !strcmp(wx->basis, "host")
                  ? "time the process spent blocked in communication instead of computing"
                  : "communication the GPU could not hide behind compute");
-    cJSON *fd = cJSON_CreateObject();
-    cJSON_AddStringToObject(fd, "id", "exposed_communication");
-    cJSON_AddStringToObject(fd, "severity", sev);
-    cJSON_AddNumberToObject(fd, "rank", worst->rank);
-    cJSON_AddStringToObject(fd, "message", msg);
-    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-    cJSON_AddStringToObject(ev, "per", step ? "step" : "run");
-    cJSON_AddStringToObject(ev, "basis", wx->basis);
-    cJSON_AddNumberToObject(ev, "exposed_share", ws);
-    cJSON_AddNumberToObject(ev, "exposed_ms", wx->exposed_ms.mean);
-    cJSON_AddNumberToObject(ev, "overlapped_ms", wx->overlapped_ms.mean);
-    cJSON_AddNumberToObject(ev, "window_ms", wx->window_ms);
-    cJSON_AddNumberToObject(ev, "mean_exposed_share", mean);
-    cJSON_AddNumberToObject(ev, "ranks_over_warning", (double)over);
-    cJSON_AddNumberToObject(ev, "threshold", ws > crit_share ? crit_share : warn_share);
-    return fd;
+    tp_finding *ev = tp_finding_add(fs, "exposed_communication", sev, worst->rank, msg, NULL);
+    if (!ev) return SIZE_MAX;
+    tp_ev_string(ev, "per", step ? "step" : "run");
+    tp_ev_string(ev, "basis", wx->basis);
+    tp_ev_number(ev, "exposed_share", ws);
+    tp_ev_number(ev, "exposed_ms", wx->exposed_ms.mean);
+    tp_ev_number(ev, "overlapped_ms", wx->overlapped_ms.mean);
+    tp_ev_number(ev, "window_ms", wx->window_ms);
+    tp_ev_number(ev, "mean_exposed_share", mean);
+    tp_ev_number(ev, "ranks_over_warning", (double)over);
+    tp_ev_number(ev, "threshold", ws > crit_share ? crit_share : warn_share);
+    return fs->n - 1;
 }
 
-cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *res,
-                           cJSON *findings, double warn_share, double crit_share) {
-    int world = 0, nrank_procs = 0;
-    for (size_t i = 0; i < run->nprocs; i++) {
-        if (run->procs[i].role != TP_ROLE_RANK) continue;
-        nrank_procs++;
-        if (run->procs[i].world_size > world) world = run->procs[i].world_size;
-    }
-    if (world <= 0) world = nrank_procs;
-    cJSON *c = cJSON_AddObjectToObject(rep, "communication");
-    cJSON_AddNumberToObject(c, "world_size", world);
-    communicators_json(c, run, res, world);
-
-    /* exposure across ranks */
-    cJSON *found = NULL; /* the finding appended */
-    cJSON *xe = cJSON_AddObjectToObject(c, "exposure");
-    cJSON *jr = cJSON_AddArrayToObject(xe, "ranks");
-    size_t n = 0, cap = res->nranks;
-    double *shares = malloc((cap ? cap : 1) * sizeof *shares);
+/* Exposure across the ranks into out: the ranks with figures, their mean and median share,
+ * the worst rank. Returns the worst, or NULL without figures. */
+static const tp_rank_result *exposure_compute_run(tp_comm_run_result *out,
+                                                  const tp_run_results *res, double *shares,
+                                                  size_t *n, size_t *over) {
     const tp_rank_result *worst = NULL;
     int per = -1; /* per_step of the ranks so far; -1 none yet */
     int mixed = 0;
-    for (size_t i = 0; i < res->nranks; i++) {
+    *n = 0;
+    out->exposed = calloc(res->nranks ? res->nranks : 1, sizeof *out->exposed);
+    for (size_t i = 0; i < res->nranks && out->exposed; i++) {
         const tp_rank_result *r = &res->ranks[i];
         const tp_comm_exposure_result *x = &r->comm.exposure;
         if (!r->comm.present || !x->has_figures) continue;
+        out->exposed[out->nexposed++] = r;
+        if (per >= 0 && per != x->per_step) mixed = 1;
+        per = x->per_step;
+        if (shares) shares[(*n)++] = x->exposed_share;
+        if (!worst || x->exposed_share > worst->comm.exposure.exposed_share) worst = r;
+    }
+    out->per = mixed ? "mixed" : per == 0 ? "run" : "step";
+    if (!*n || !worst) return NULL;
+    double mean = 0;
+    *over = 0;
+    for (size_t i = 0; i < *n; i++) {
+        mean += shares[i];
+        *over += shares[i] > out->warn_share;
+    }
+    mean /= (double)*n;
+    out->has_summary = 1;
+    out->mean_exposed_share = mean;
+    qsort(shares, *n, sizeof *shares, tp_cmp_double);
+    out->median_exposed_share = tp_pct_double(shares, *n, 0.5);
+    out->worst_rank = worst->rank;
+    out->worst_exposed_share = worst->comm.exposure.exposed_share;
+    return worst;
+}
+
+/* The document's "communication" from out. */
+static void comm_run_json(cJSON *rep, const tp_comm_run_result *out) {
+    cJSON *c = cJSON_AddObjectToObject(rep, "communication");
+    cJSON_AddNumberToObject(c, "world_size", out->world_size);
+    communicators_json(c, out);
+    cJSON *xe = cJSON_AddObjectToObject(c, "exposure");
+    cJSON *jr = cJSON_AddArrayToObject(xe, "ranks");
+    for (size_t i = 0; i < out->nexposed; i++) {
+        const tp_rank_result *r = out->exposed[i];
+        const tp_comm_exposure_result *x = &r->comm.exposure;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", r->rank);
         cJSON_AddStringToObject(e, "per", x->per_step ? "step" : "run");
@@ -345,35 +409,52 @@ cJSON *tp_comm_run_section(cJSON *rep, const tp_run *run, const tp_run_results *
         cJSON_AddNumberToObject(e, "overlapped_ms_mean", x->overlapped_ms.mean);
         cJSON_AddNumberToObject(e, "window_ms", x->window_ms);
         cJSON_AddItemToArray(jr, e);
-        if (per >= 0 && per != x->per_step) mixed = 1;
-        per = x->per_step;
-        if (shares && n < cap) shares[n++] = x->exposed_share;
-        if (!worst || x->exposed_share > worst->comm.exposure.exposed_share) worst = r;
     }
-    cJSON_AddStringToObject(xe, "per", mixed ? "mixed" : per == 0 ? "run" : "step");
+    cJSON_AddStringToObject(xe, "per", out->per);
     cJSON *th = cJSON_AddObjectToObject(xe, "thresholds");
-    cJSON_AddNumberToObject(th, "warning", warn_share);
-    cJSON_AddNumberToObject(th, "critical", crit_share);
-    if (n && shares) {
-        double mean = 0;
-        size_t over = 0;
-        for (size_t i = 0; i < n; i++) {
-            mean += shares[i];
-            over += shares[i] > warn_share;
-        }
-        mean /= (double)n;
-        qsort(shares, n, sizeof *shares, tp_cmp_double);
-        double median = tp_pct_double(shares, n, 0.5);
-        double ws = worst->comm.exposure.exposed_share;
-        cJSON_AddNumberToObject(xe, "mean_exposed_share", mean);
-        cJSON_AddNumberToObject(xe, "median_exposed_share", median);
-        cJSON_AddNumberToObject(xe, "worst_rank", worst->rank);
-        cJSON_AddNumberToObject(xe, "worst_exposed_share", ws);
-        if (findings && ws > warn_share) {
-            found = exposure_finding(worst, n, mean, over, warn_share, crit_share);
-            cJSON_AddItemToArray(findings, found);
-        }
+    cJSON_AddNumberToObject(th, "warning", out->warn_share);
+    cJSON_AddNumberToObject(th, "critical", out->crit_share);
+    if (!out->has_summary) return;
+    cJSON_AddNumberToObject(xe, "mean_exposed_share", out->mean_exposed_share);
+    cJSON_AddNumberToObject(xe, "median_exposed_share", out->median_exposed_share);
+    cJSON_AddNumberToObject(xe, "worst_rank", out->worst_rank);
+    cJSON_AddNumberToObject(xe, "worst_exposed_share", out->worst_exposed_share);
+}
+
+void tp_comm_run_result_free(tp_comm_run_result *r) {
+    for (size_t k = 0; k < r->ncomms; k++) {
+        free(r->comms[k].members);
+        free(r->comms[k].ops);
     }
+    free(r->comms);
+    free(r->exposed);
+    memset(r, 0, sizeof *r);
+}
+
+size_t tp_comm_run_section(cJSON *rep, const tp_run *run, tp_run_results *res,
+                           double warn_share, double crit_share) {
+    tp_comm_run_result *out = &res->comm;
+    memset(out, 0, sizeof *out);
+    int world = 0, nrank_procs = 0;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        if (run->procs[i].role != TP_ROLE_RANK) continue;
+        nrank_procs++;
+        if (run->procs[i].world_size > world) world = run->procs[i].world_size;
+    }
+    if (world <= 0) world = nrank_procs;
+    out->present = 1;
+    out->world_size = world;
+    out->warn_share = warn_share;
+    out->crit_share = crit_share;
+    communicators_compute(out, run, res, world);
+    size_t found = SIZE_MAX; /* the finding appended */
+    size_t n = 0, over = 0;
+    double *shares = malloc((res->nranks ? res->nranks : 1) * sizeof *shares);
+    const tp_rank_result *worst = exposure_compute_run(out, res, shares, &n, &over);
+    if (worst && out->worst_exposed_share > warn_share)
+        found = exposure_finding(&res->findings, worst, n, out->mean_exposed_share, over,
+                                 warn_share, crit_share);
     free(shares);
+    comm_run_json(rep, out);
     return found;
 }

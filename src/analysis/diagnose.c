@@ -18,9 +18,11 @@
 
 #include "analysis/clocks.h"
 #include "analysis/energy.h"
+#include "analysis/findings.h"
 #include "analysis/mfu.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
+#include "trainprof.h"
 
 void tp_diagnose_opts_init(tp_report_opts *o) {
     o->tokens_per_step = o->samples_per_step = o->flops_per_step = 0;
@@ -123,45 +125,6 @@ static int gpu_figure(const tp_nvml_gpu_result *g, size_t q, double *v) {
     case 1: *v = g->power_mean_w; return g->has_power;
     default: *v = g->temp_c_max; return g->has_temp;
     }
-}
-
-/* A named straggler's JSON ("stragglers.named[]", and a straggler finding's evidence). */
-static cJSON *straggler_json(const tp_straggler *e) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "rank", e->rank);
-    cJSON_AddStringToObject(j, "host", e->host);
-    cJSON_AddStringToObject(j, "by", e->by);
-    if (e->has_lag) {
-        cJSON_AddNumberToObject(j, "lag_ms", e->lag_ms);
-        cJSON_AddNumberToObject(j, "lag_ms_per_step", e->lag_ms_per_step);
-        cJSON_AddNumberToObject(j, "lag_excess_ms", e->lag_excess_ms);
-    }
-    if (e->has_step) {
-        cJSON_AddNumberToObject(j, "step_ms", e->step_ms);
-        cJSON_AddNumberToObject(j, "step_excess_ms", e->step_excess_ms);
-    }
-    if (e->gpu) {
-        cJSON *gj = cJSON_AddObjectToObject(j, "gpu");
-        cJSON_AddNumberToObject(gj, "index", e->gpu->index);
-        if (e->gpu->name) cJSON_AddStringToObject(gj, "name", e->gpu->name);
-        if (e->gpu->uuid) cJSON_AddStringToObject(gj, "uuid", e->gpu->uuid);
-    } else if (e->has_cuda_device) {
-        cJSON_AddNumberToObject(j, "cuda_device", e->cuda_device);
-    }
-    if (e->gpu_unknown)
-        cJSON_AddStringToObject(j, "gpu_note", "the rank's GPU is not known (NVML shows every "
-                                               "GPU of the host): no comparison");
-    if (e->vs_present) {
-        cJSON *dj = cJSON_AddObjectToObject(j, "vs_others");
-        for (size_t q = 0; q < e->nvs; q++) {
-            cJSON *v = cJSON_AddObjectToObject(dj, e->vs[q].key);
-            cJSON_AddNumberToObject(v, "rank", e->vs[q].rank);
-            cJSON_AddNumberToObject(v, "others_median", e->vs[q].others_median);
-            cJSON_AddBoolToObject(v, "differs", e->vs[q].differs);
-        }
-        if (e->compared) cJSON_AddBoolToObject(j, "gpu_differs", e->gpu_differs);
-    }
-    return j;
 }
 
 /* Its GPU, and how its clocks, power and temperature compare with the other ranks'.
@@ -274,97 +237,33 @@ static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
     return 0;
 }
 
-static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks *c,
-                               const tp_report_opts *o) {
-    tp_stragglers_result *out = &res->stragglers;
-    memset(out, 0, sizeof *out);
-    size_t n = c->nranks;
-    if (n < 2) return;
-    strag_work w = {0};
-    if (strag_measure(&w, n, res, c, o)) goto out;
-    size_t *cnt = w.cnt;
-    double *lmed = w.lmed, *lmean = w.lmean, *lp90 = w.lp90, *step = w.step, *tmp = w.tmp;
-    double *lps = w.lps;
-    int *has_step = w.has_step;
-    size_t ns = 0, nl = 0;
-    for (size_t r = 0; r < n; r++)
-        if (has_step[r]) tmp[ns++] = step[r];
-    double med_step = median(tmp, ns);
-    for (size_t r = 0; r < n; r++)
-        if (cnt[r]) nl++;
-    cJSON *sj = cJSON_AddObjectToObject(rep, "stragglers");
-    out->present = 1;
-    out->median_step_ms = med_step;
-    cJSON_AddNumberToObject(sj, "median_step_ms", med_step);
-    double floor_ms = o->straggler_share * med_step;
-    cJSON_AddNumberToObject(sj, "floor_ms", floor_ms);
-    cJSON_AddStringToObject(sj, "rule",
-                            n > 2 ? "a rank whose collective start lag per step (or mean step "
-                                    "time) exceeds the median over ranks by more than max(3 x "
-                                    "1.4826 x MAD, 5 % of the median step time)"
-                                  : "with two ranks: the one that arrives last at matched "
-                                    "collectives (lag per step) by more than 5 % of the median "
-                                    "step time, or whose step time exceeds the other's by as much");
-    cJSON *ra = cJSON_AddArrayToObject(sj, "ranks");
-    for (size_t r = 0; r < n; r++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "rank", c->rank[r]->rank);
-        cJSON_AddStringToObject(e, "host", c->rank[r]->hdr.host);
-        if (has_step[r]) cJSON_AddNumberToObject(e, "step_ms", step[r]);
-        cJSON_AddNumberToObject(e, "collectives", (double)cnt[r]);
-        if (cnt[r]) {
-            cJSON_AddNumberToObject(e, "lag_ms_median", lmed[r]);
-            cJSON_AddNumberToObject(e, "lag_ms_mean", lmean[r]);
-            cJSON_AddNumberToObject(e, "lag_ms_p90", lp90[r]);
-            cJSON_AddNumberToObject(e, "lag_ms_per_step", lps[r]);
-        }
-        cJSON_AddItemToArray(ra, e);
+/* The table of the ranks: step time, matched collectives and their start lags. */
+static int strag_ranks(tp_stragglers_result *out, const strag_work *w, const tp_clocks *c) {
+    out->ranks = calloc(w->n, sizeof *out->ranks);
+    if (!out->ranks) return -1;
+    for (size_t r = 0; r < w->n; r++) {
+        tp_straggler_rank *e = &out->ranks[out->nranks++];
+        e->rank = c->rank[r]->rank;
+        e->host = c->rank[r]->hdr.host;
+        e->has_step = w->has_step[r];
+        e->step_ms = w->step[r];
+        e->collectives = (double)w->cnt[r];
+        e->lag_ms_median = w->lmed[r];
+        e->lag_ms_mean = w->lmean[r];
+        e->lag_ms_p90 = w->lp90[r];
+        e->lag_ms_per_step = w->lps[r];
     }
-    if (!nl) cJSON_AddStringToObject(sj, "note", "no collective matched across ranks inside the "
-                                                 "measured steps: step times only");
-    /* threshold per criterion: >2 ranks, the MAD rule about the median; 2 ranks, the gap */
-    double lag_mid = 0, lag_thr = floor_ms, step_mid = med_step, step_thr = floor_ms;
-    size_t k = 0;
-    for (size_t r = 0; r < n; r++)
-        if (cnt[r]) tmp[k++] = lps[r];
-    if (nl > 2) {
-        lag_mid = median(tmp, k);
-        for (size_t i = 0; i < k; i++) tmp[i] = fabs(tmp[i] - lag_mid);
-        double mad = median(tmp, k);
-        cJSON_AddNumberToObject(sj, "lag_mad_ms", mad);
-        if (MAD_K * mad > lag_thr) lag_thr = MAD_K * mad;
-    } else if (nl == 2) {
-        lag_mid = tmp[0] < tmp[1] ? tmp[0] : tmp[1]; /* the earlier rank */
-    }
-    if (ns > 2) {
-        k = 0;
-        for (size_t r = 0; r < n; r++)
-            if (has_step[r]) tmp[k++] = fabs(step[r] - med_step);
-        double mad = median(tmp, k);
-        cJSON_AddNumberToObject(sj, "step_mad_ms", mad);
-        if (MAD_K * mad > step_thr) step_thr = MAD_K * mad;
-    } else if (ns == 2) {
-        step_mid = INFINITY;
-        for (size_t r = 0; r < n; r++)
-            if (has_step[r] && step[r] < step_mid) step_mid = step[r];
-    }
-    out->lag_threshold_ms = lag_thr;
-    out->step_threshold_ms = step_thr;
-    cJSON_AddNumberToObject(sj, "lag_threshold_ms", lag_thr);
-    cJSON_AddNumberToObject(sj, "step_threshold_ms", step_thr);
-    cJSON *named = cJSON_AddArrayToObject(sj, "named");
-    if (!ns) {
-        /* without steps there is no scale for "late": lags are shown, nobody is named */
-        cJSON_DeleteItemFromObjectCaseSensitive(sj, "note");
-        cJSON_AddStringToObject(sj, "note", "no measured steps: collective lags shown, no "
-                                            "straggler named (the threshold is a share of "
-                                            "the step)");
-        goto out;
-    }
+    return 0;
+}
+
+/* The ranks past a threshold, named with their figures and GPU. */
+static void strag_name(tp_stragglers_result *out, const strag_work *w, const tp_run_results *res,
+                       const tp_clocks *c, size_t ns, size_t nl, double lag_mid, double step_mid) {
+    size_t n = w->n;
     out->named = calloc(n, sizeof *out->named);
     for (size_t r = 0; r < n && out->named; r++) {
-        int by_lag = nl >= 2 && cnt[r] && lps[r] - lag_mid > lag_thr;
-        int by_step = ns >= 2 && has_step[r] && step[r] - step_mid > step_thr;
+        int by_lag = nl >= 2 && w->cnt[r] && w->lps[r] - lag_mid > out->lag_threshold_ms;
+        int by_step = ns >= 2 && w->has_step[r] && w->step[r] - step_mid > out->step_threshold_ms;
         if (!by_lag && !by_step) continue;
         tp_straggler *e = &out->named[out->nnamed++];
         e->rank = c->rank[r]->rank;
@@ -372,22 +271,121 @@ static void stragglers_section(cJSON *rep, tp_run_results *res, const tp_clocks 
         e->by = by_lag && by_step ? "collective lag and step time"
                 : by_lag          ? "collective lag"
                                   : "step time";
-        if (cnt[r]) {
+        if (w->cnt[r]) {
             e->has_lag = 1;
-            e->lag_ms = lmed[r];
-            e->lag_ms_per_step = lps[r];
-            e->lag_excess_ms = lps[r] - lag_mid;
+            e->lag_ms = w->lmed[r];
+            e->lag_ms_per_step = w->lps[r];
+            e->lag_excess_ms = w->lps[r] - lag_mid;
         }
-        if (has_step[r]) {
+        if (w->has_step[r]) {
             e->has_step = 1;
-            e->step_ms = step[r];
-            e->step_excess_ms = step[r] - (ns == 2 ? step_mid : med_step);
+            e->step_ms = w->step[r];
+            e->step_excess_ms = w->step[r] - (ns == 2 ? step_mid : out->median_step_ms);
         }
-        straggler_gpu(e, res, c, r, tmp);
-        cJSON_AddItemToArray(named, straggler_json(e));
+        straggler_gpu(e, res, c, r, w->tmp);
     }
+}
+
+static void stragglers_compute(tp_run_results *res, const tp_clocks *c, const tp_report_opts *o) {
+    tp_stragglers_result *out = &res->stragglers;
+    memset(out, 0, sizeof *out);
+    size_t n = c->nranks;
+    if (n < 2) return;
+    strag_work w = {0};
+    if (strag_measure(&w, n, res, c, o) || strag_ranks(out, &w, c)) goto out;
+    double *tmp = w.tmp;
+    size_t ns = 0, nl = 0;
+    for (size_t r = 0; r < n; r++)
+        if (w.has_step[r]) tmp[ns++] = w.step[r];
+    double med_step = median(tmp, ns);
+    for (size_t r = 0; r < n; r++)
+        if (w.cnt[r]) nl++;
+    out->present = 1;
+    out->median_step_ms = med_step;
+    double floor_ms = o->straggler_share * med_step;
+    out->floor_ms = floor_ms;
+    out->rule = n > 2 ? "a rank whose collective start lag per step (or mean step time) exceeds "
+                        "the median over ranks by more than max(3 x 1.4826 x MAD, 5 % of the "
+                        "median step time)"
+                      : "with two ranks: the one that arrives last at matched collectives (lag "
+                        "per step) by more than 5 % of the median step time, or whose step time "
+                        "exceeds the other's by as much";
+    if (!nl) out->note = "no collective matched across ranks inside the measured steps: step "
+                         "times only";
+    /* threshold per criterion: >2 ranks, the MAD rule about the median; 2 ranks, the gap */
+    double lag_mid = 0, lag_thr = floor_ms, step_mid = med_step, step_thr = floor_ms;
+    size_t k = 0;
+    for (size_t r = 0; r < n; r++)
+        if (w.cnt[r]) tmp[k++] = w.lps[r];
+    if (nl > 2) {
+        lag_mid = median(tmp, k);
+        for (size_t i = 0; i < k; i++) tmp[i] = fabs(tmp[i] - lag_mid);
+        double mad = median(tmp, k);
+        out->has_lag_mad = 1;
+        out->lag_mad_ms = mad;
+        if (MAD_K * mad > lag_thr) lag_thr = MAD_K * mad;
+    } else if (nl == 2) {
+        lag_mid = tmp[0] < tmp[1] ? tmp[0] : tmp[1]; /* the earlier rank */
+    }
+    if (ns > 2) {
+        k = 0;
+        for (size_t r = 0; r < n; r++)
+            if (w.has_step[r]) tmp[k++] = fabs(w.step[r] - med_step);
+        double mad = median(tmp, k);
+        out->has_step_mad = 1;
+        out->step_mad_ms = mad;
+        if (MAD_K * mad > step_thr) step_thr = MAD_K * mad;
+    } else if (ns == 2) {
+        step_mid = INFINITY;
+        for (size_t r = 0; r < n; r++)
+            if (w.has_step[r] && w.step[r] < step_mid) step_mid = w.step[r];
+    }
+    out->lag_threshold_ms = lag_thr;
+    out->step_threshold_ms = step_thr;
+    if (!ns) {
+        /* without steps there is no scale for "late": lags are shown, nobody is named */
+        out->note = "no measured steps: collective lags shown, no straggler named (the threshold "
+                    "is a share of the step)";
+        out->note_last = 1;
+        goto out;
+    }
+    strag_name(out, &w, res, c, ns, nl, lag_mid, step_mid);
 out:
     strag_free(&w);
+}
+
+/* The document's "stragglers" from the typed result. */
+static void stragglers_json(cJSON *rep, const tp_stragglers_result *s) {
+    if (!s->present) return;
+    cJSON *sj = cJSON_AddObjectToObject(rep, "stragglers");
+    cJSON_AddNumberToObject(sj, "median_step_ms", s->median_step_ms);
+    cJSON_AddNumberToObject(sj, "floor_ms", s->floor_ms);
+    cJSON_AddStringToObject(sj, "rule", s->rule);
+    cJSON *ra = cJSON_AddArrayToObject(sj, "ranks");
+    for (size_t r = 0; r < s->nranks; r++) {
+        const tp_straggler_rank *x = &s->ranks[r];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", x->rank);
+        cJSON_AddStringToObject(e, "host", x->host);
+        if (x->has_step) cJSON_AddNumberToObject(e, "step_ms", x->step_ms);
+        cJSON_AddNumberToObject(e, "collectives", x->collectives);
+        if (x->collectives > 0) {
+            cJSON_AddNumberToObject(e, "lag_ms_median", x->lag_ms_median);
+            cJSON_AddNumberToObject(e, "lag_ms_mean", x->lag_ms_mean);
+            cJSON_AddNumberToObject(e, "lag_ms_p90", x->lag_ms_p90);
+            cJSON_AddNumberToObject(e, "lag_ms_per_step", x->lag_ms_per_step);
+        }
+        cJSON_AddItemToArray(ra, e);
+    }
+    if (s->note && !s->note_last) cJSON_AddStringToObject(sj, "note", s->note);
+    if (s->has_lag_mad) cJSON_AddNumberToObject(sj, "lag_mad_ms", s->lag_mad_ms);
+    if (s->has_step_mad) cJSON_AddNumberToObject(sj, "step_mad_ms", s->step_mad_ms);
+    cJSON_AddNumberToObject(sj, "lag_threshold_ms", s->lag_threshold_ms);
+    cJSON_AddNumberToObject(sj, "step_threshold_ms", s->step_threshold_ms);
+    cJSON *named = cJSON_AddArrayToObject(sj, "named");
+    for (size_t i = 0; i < s->nnamed; i++)
+        cJSON_AddItemToArray(named, tp_straggler_json(&s->named[i]));
+    if (s->note && s->note_last) cJSON_AddStringToObject(sj, "note", s->note);
 }
 
 /* ------------------------------------------------------------------ rules */
@@ -396,9 +394,8 @@ out:
  * it tests, so a figure renamed in the document cannot switch it off. */
 typedef struct ctx {
     const tp_run_results *res;
-    cJSON *findings;
-    cJSON *near;         /* diagnosis.near: values past a threshold but inside its band */
-    cJSON *comm_finding; /* the exposed-communication finding of comm.c, or NULL */
+    tp_findings_result *fs;  /* the findings, and diagnosis.near: values past a threshold but
+                              * inside its band */
     const tp_report_opts *o;
 } ctx;
 
@@ -410,20 +407,13 @@ struct rule {
     int (*eval)(const ctx *, const rule *); /* number of findings appended; NULL: comm.c */
 };
 
-static cJSON *finding(const ctx *c, const rule *ru, const char *sev, int rank, const char *msg) {
-    cJSON *fd = cJSON_CreateObject();
-    cJSON_AddStringToObject(fd, "id", ru->id);
-    cJSON_AddStringToObject(fd, "severity", sev);
-    if (rank >= 0) cJSON_AddNumberToObject(fd, "rank", rank);
-    cJSON_AddStringToObject(fd, "message", msg);
-    cJSON_AddStringToObject(fd, "recommendation", ru->recommendation);
-    cJSON_AddItemToArray(c->findings, fd);
-    return cJSON_AddObjectToObject(fd, "evidence");
+static tp_finding *finding(const ctx *c, const rule *ru, const char *sev, int rank,
+                           const char *msg) {
+    return tp_finding_add(c->fs, ru->id, sev, rank, msg, ru->recommendation);
 }
 
-static void add_ranks(cJSON *ev, const int *rk, size_t n) {
-    cJSON *a = cJSON_AddArrayToObject(ev, "ranks");
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(rk[i]));
+static void add_ranks(tp_finding *ev, const int *rk, size_t n) {
+    tp_ev_ints(ev, "ranks", rk, n);
 }
 
 #define MAXR 4096
@@ -441,19 +431,11 @@ static int level_above(double v, double thr, const tp_report_opts *o) {
     return v > thr * (1 + o->diag_band) ? LV_OVER : v > thr ? LV_NEAR : LV_BELOW;
 }
 
-/* Adds {id, rank, value, threshold, finding_from, unit} to diagnosis.near; the unit is "share"
- * (of the step) or "ms per sample". */
+/* Adds {id, unit, rank, value, threshold, finding_from} to diagnosis.near; the unit is
+ * "share" (of the step) or "ms per sample". */
 static void add_near(const ctx *c, const rule *ru, int rank, double v, double thr, double from) {
-    if (!c->near) return;
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "id", ru->id);
     int per_sample = !strcmp(ru->id, "data_loading") && thr == c->o->data_ms_per_sample;
-    cJSON_AddStringToObject(e, "unit", per_sample ? "ms per sample" : "share");
-    cJSON_AddNumberToObject(e, "rank", rank);
-    cJSON_AddNumberToObject(e, "value", v);
-    cJSON_AddNumberToObject(e, "threshold", thr);
-    cJSON_AddNumberToObject(e, "finding_from", from);
-    cJSON_AddItemToArray(c->near, e);
+    tp_near_add(c->fs, ru->id, per_sample ? "ms per sample" : "share", rank, v, thr, from);
 }
 
 /* the GPU breakdown per measured step, over enough steps to be a pattern */
@@ -506,16 +488,16 @@ static int rule_data(const ctx *c, const rule *ru) {
     if (start > 0)
         snprintf(msg + len, sizeof msg - (size_t)len, "; the GPU waits idle for it at step start "
                                                        "for %.1f %% of the step", 100 * start);
-    cJSON *ev = finding(c, ru, "warning", worst->rank, msg);
-    cJSON_AddNumberToObject(ev, "data_share", share);
-    cJSON_AddNumberToObject(ev, "data_ms_per_step", ms);
-    if (samples > 0) cJSON_AddNumberToObject(ev, "data_ms_per_sample", ms / samples);
-    cJSON_AddNumberToObject(ev, "start_idle_data_share", start);
+    tp_finding *ev = finding(c, ru, "warning", worst->rank, msg);
+    tp_ev_number(ev, "data_share", share);
+    tp_ev_number(ev, "data_ms_per_step", ms);
+    if (samples > 0) tp_ev_number(ev, "data_ms_per_sample", ms / samples);
+    tp_ev_number(ev, "start_idle_data_share", start);
     if (b->has_parts)
-        cJSON_AddNumberToObject(ev, "start_idle_data_ms_p90", b->ms[TP_BD_START_IDLE_DATA].p90);
-    cJSON_AddNumberToObject(ev, "threshold_share", c->o->data_share);
-    cJSON_AddNumberToObject(ev, "threshold_ms_per_sample", c->o->data_ms_per_sample);
-    cJSON_AddNumberToObject(ev, "threshold_start_idle_share", c->o->data_start_idle_share);
+        tp_ev_number(ev, "start_idle_data_ms_p90", b->ms[TP_BD_START_IDLE_DATA].p90);
+    tp_ev_number(ev, "threshold_share", c->o->data_share);
+    tp_ev_number(ev, "threshold_ms_per_sample", c->o->data_ms_per_sample);
+    tp_ev_number(ev, "threshold_start_idle_share", c->o->data_start_idle_share);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -570,16 +552,16 @@ static int rule_launch(const ctx *c, const rule *ru) {
                               "blame add up to %.1f %% of the step",
              w->rank, b->kernels_per_step, b->kernel_median_us, b->idle_gaps_per_step,
              b->idle_gap_median_us, 100 * wv);
-    cJSON *ev = finding(c, ru, "warning", w->rank, msg);
-    cJSON_AddNumberToObject(ev, "idle_other_short_gaps_share", wv);
-    cJSON_AddNumberToObject(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
-    cJSON_AddNumberToObject(ev, "kernels_per_step", b->kernels_per_step);
-    cJSON_AddNumberToObject(ev, "kernel_median_us", b->kernel_median_us);
-    cJSON_AddNumberToObject(ev, "idle_gaps_per_step", b->idle_gaps_per_step);
-    cJSON_AddNumberToObject(ev, "idle_gap_median_us", b->idle_gap_median_us);
-    cJSON_AddNumberToObject(ev, "threshold_idle_share", c->o->launch_idle_share);
-    cJSON_AddNumberToObject(ev, "threshold_kernel_us", c->o->launch_kernel_us);
-    if (b->has_most_idle_step) cJSON_AddNumberToObject(ev, "most_idle_step", b->most_idle_step);
+    tp_finding *ev = finding(c, ru, "warning", w->rank, msg);
+    tp_ev_number(ev, "idle_other_short_gaps_share", wv);
+    tp_ev_number(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
+    tp_ev_number(ev, "kernels_per_step", b->kernels_per_step);
+    tp_ev_number(ev, "kernel_median_us", b->kernel_median_us);
+    tp_ev_number(ev, "idle_gaps_per_step", b->idle_gaps_per_step);
+    tp_ev_number(ev, "idle_gap_median_us", b->idle_gap_median_us);
+    tp_ev_number(ev, "threshold_idle_share", c->o->launch_idle_share);
+    tp_ev_number(ev, "threshold_kernel_us", c->o->launch_kernel_us);
+    if (b->has_most_idle_step) tp_ev_number(ev, "most_idle_step", b->most_idle_step);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -607,12 +589,12 @@ static int rule_sync(const ctx *c, const rule *ru) {
                               "%.1f synchronising calls per step block the host %.2f ms",
              w->rank, 100 * wv, b->ms[TP_BD_IDLE_HOST_SYNC].mean, g->host_syncs,
              g->host_sync_blocked_ms);
-    cJSON *ev = finding(c, ru, "warning", w->rank, msg);
-    cJSON_AddNumberToObject(ev, "idle_host_sync_share", wv);
-    cJSON_AddNumberToObject(ev, "idle_host_sync_ms", b->ms[TP_BD_IDLE_HOST_SYNC].mean);
-    cJSON_AddNumberToObject(ev, "host_syncs_per_step", g->host_syncs);
-    cJSON_AddNumberToObject(ev, "host_sync_blocked_ms", g->host_sync_blocked_ms);
-    cJSON_AddNumberToObject(ev, "threshold", c->o->host_sync_share);
+    tp_finding *ev = finding(c, ru, "warning", w->rank, msg);
+    tp_ev_number(ev, "idle_host_sync_share", wv);
+    tp_ev_number(ev, "idle_host_sync_ms", b->ms[TP_BD_IDLE_HOST_SYNC].mean);
+    tp_ev_number(ev, "host_syncs_per_step", g->host_syncs);
+    tp_ev_number(ev, "host_sync_blocked_ms", g->host_sync_blocked_ms);
+    tp_ev_number(ev, "threshold", c->o->host_sync_share);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -647,13 +629,13 @@ static int rule_busy(const ctx *c, const rule *ru) {
                               "idle %.1f %%, mostly %s (%.1f %%)",
              -100 * wv, w->rank, 100 * c->o->busy_share, 100 * b->share[TP_BD_IDLE],
              parts[big].what, 100 * b->share[parts[big].part]);
-    cJSON *ev = finding(c, ru, "warning", w->rank, msg);
-    cJSON_AddNumberToObject(ev, "busy_share", -wv);
-    cJSON_AddNumberToObject(ev, "idle_data_share", b->share[TP_BD_IDLE_DATA]);
-    cJSON_AddNumberToObject(ev, "idle_host_sync_share", b->share[TP_BD_IDLE_HOST_SYNC]);
-    cJSON_AddNumberToObject(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
-    cJSON_AddNumberToObject(ev, "threshold", c->o->busy_share);
-    if (b->has_most_idle_step) cJSON_AddNumberToObject(ev, "most_idle_step", b->most_idle_step);
+    tp_finding *ev = finding(c, ru, "warning", w->rank, msg);
+    tp_ev_number(ev, "busy_share", -wv);
+    tp_ev_number(ev, "idle_data_share", b->share[TP_BD_IDLE_DATA]);
+    tp_ev_number(ev, "idle_host_sync_share", b->share[TP_BD_IDLE_HOST_SYNC]);
+    tp_ev_number(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
+    tp_ev_number(ev, "threshold", c->o->busy_share);
+    if (b->has_most_idle_step) tp_ev_number(ev, "most_idle_step", b->most_idle_step);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -701,12 +683,12 @@ static int rule_memory(const ctx *c, const rule *ru) {
                               "GiB): little headroom; fragmentation or a longer sequence can "
                               "run out of memory",
              worst->rank, 100 * wv, wpeak / 1073741824.0, wtot / 1073741824.0);
-    cJSON *ev = finding(c, ru, "warning", worst->rank, msg);
-    cJSON_AddNumberToObject(ev, "peak_share", wv);
-    cJSON_AddNumberToObject(ev, "peak_bytes", wpeak);
-    cJSON_AddNumberToObject(ev, "capacity_bytes", wtot);
-    cJSON_AddStringToObject(ev, "source", wsrc);
-    cJSON_AddNumberToObject(ev, "threshold", c->o->memory_share);
+    tp_finding *ev = finding(c, ru, "warning", worst->rank, msg);
+    tp_ev_number(ev, "peak_share", wv);
+    tp_ev_number(ev, "peak_bytes", wpeak);
+    tp_ev_number(ev, "capacity_bytes", wtot);
+    tp_ev_string(ev, "source", wsrc);
+    tp_ev_number(ev, "threshold", c->o->memory_share);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -743,11 +725,11 @@ static int rule_straggler(const ctx *c, const rule *ru) {
                                       "%.2f ms beyond the others (threshold %.2f ms)%s",
                      e->rank, safe(e->host), gpu, e->by, e->step_ms, e->step_excess_ms,
                      sj->step_threshold_ms, diff);
-        cJSON *ev = finding(c, ru, "warning", e->rank, msg);
-        cJSON_AddItemToObject(ev, "straggler", straggler_json(e));
-        cJSON_AddNumberToObject(ev, "median_step_ms", sj->median_step_ms);
-        cJSON_AddNumberToObject(ev, "lag_threshold_ms", sj->lag_threshold_ms);
-        cJSON_AddNumberToObject(ev, "step_threshold_ms", sj->step_threshold_ms);
+        tp_finding *ev = finding(c, ru, "warning", e->rank, msg);
+        tp_ev_straggler(ev, "straggler", e);
+        tp_ev_number(ev, "median_step_ms", sj->median_step_ms);
+        tp_ev_number(ev, "lag_threshold_ms", sj->lag_threshold_ms);
+        tp_ev_number(ev, "step_threshold_ms", sj->step_threshold_ms);
         add_ranks(ev, &e->rank, 1);
         fired++;
     }
@@ -804,10 +786,10 @@ static int rule_throttle(const ctx *c, const rule *ru) {
     if (wpower)
         snprintf(msg + ml, sizeof msg - ml, " (power up to %.0f W of a %.0f W limit)",
                  wg->power_max_w, wg->power_limit_w);
-    cJSON *ev = finding(c, ru, "warning", worst->rank, msg);
-    cJSON_AddNumberToObject(ev, "gpu", wg->index);
-    cJSON_AddBoolToObject(ev, "clock_throttled", wthermal);
-    cJSON_AddBoolToObject(ev, "power_at_limit", wpower);
+    tp_finding *ev = finding(c, ru, "warning", worst->rank, msg);
+    tp_ev_number(ev, "gpu", wg->index);
+    tp_ev_bool(ev, "clock_throttled", wthermal);
+    tp_ev_bool(ev, "power_at_limit", wpower);
     const struct { const char *k; int has; double v; } figs[] = {
         {"sm_clock_mhz_min", wg->has_sm_clock, wg->sm_clock_mhz_min},
         {"sm_clock_mhz_max", wg->has_sm_clock, wg->sm_clock_mhz_max},
@@ -815,15 +797,14 @@ static int rule_throttle(const ctx *c, const rule *ru) {
         {"power_limit_w", wg->has_power_limit, wg->power_limit_w},
         {"temp_c_max", wg->has_temp, wg->temp_c_max}};
     for (size_t i = 0; i < sizeof figs / sizeof *figs; i++)
-        if (figs[i].has) cJSON_AddNumberToObject(ev, figs[i].k, figs[i].v);
+        if (figs[i].has) tp_ev_number(ev, figs[i].k, figs[i].v);
     if (wg->has_clock_events) {
-        cJSON_AddNumberToObject(ev, "throttled_share", wg->throttled_share);
-        cJSON *ra = cJSON_AddArrayToObject(ev, "reasons");
-        for (size_t i = 0; i < nr; i++) cJSON_AddItemToArray(ra, cJSON_CreateString(names[i]));
+        tp_ev_number(ev, "throttled_share", wg->throttled_share);
+        tp_ev_strings(ev, "reasons", names, nr);
     }
-    cJSON_AddNumberToObject(ev, "threshold_throttle_share", c->o->throttle_share);
-    cJSON_AddNumberToObject(ev, "threshold_clock_drop_share", c->o->clock_drop_share);
-    cJSON_AddNumberToObject(ev, "threshold_power_limit_share", c->o->power_limit_share);
+    tp_ev_number(ev, "threshold_throttle_share", c->o->throttle_share);
+    tp_ev_number(ev, "threshold_clock_drop_share", c->o->clock_drop_share);
+    tp_ev_number(ev, "threshold_power_limit_share", c->o->power_limit_share);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -888,11 +869,11 @@ static const rule rules[] = {
      rule_busy},
 };
 
-static void diagnosis(cJSON *rep, const tp_run_results *res, cJSON *findings,
-                      cJSON *comm_finding, const tp_report_opts *o) {
+static void diagnosis(cJSON *rep, tp_run_results *res, size_t comm_finding,
+                      const tp_report_opts *o) {
     cJSON *d = cJSON_AddObjectToObject(rep, "diagnosis");
-    cJSON *near = cJSON_CreateArray();
-    ctx c = {res, findings, near, comm_finding, o};
+    ctx c = {res, &res->findings, o};
+    res->findings.diag_band = o->diag_band;
     cJSON *ra = cJSON_AddArrayToObject(d, "rules");
     for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
         const rule *ru = &rules[i];
@@ -901,9 +882,10 @@ static void diagnosis(cJSON *rep, const tp_run_results *res, cJSON *findings,
             fired = ru->eval(&c, ru);
         } else {
             /* implemented in comm.c, which has no recommendation: give its finding this one */
-            if (c.comm_finding) {
+            if (comm_finding < res->findings.n) {
                 fired = 1;
-                cJSON_AddStringToObject(c.comm_finding, "recommendation", ru->recommendation);
+                res->findings.items[comm_finding].recommendation = ru->recommendation;
+                res->findings.items[comm_finding].recommendation_last = 1;
             }
         }
         cJSON *e = cJSON_CreateObject();
@@ -927,19 +909,23 @@ static void diagnosis(cJSON *rep, const tp_run_results *res, cJSON *findings,
         {"busy_share", o->busy_share}, {"diag_min_steps", o->diag_min_steps},
         {"diag_band", o->diag_band}};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) cJSON_AddNumberToObject(th, t[i].k, t[i].v);
-    if (near->child) cJSON_AddItemToObject(d, "near", near);
-    else cJSON_Delete(near);
+    cJSON *near = tp_near_json(&res->findings);
+    if (near) cJSON_AddItemToObject(d, "near", near);
 }
 
-void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, cJSON *findings,
-                     cJSON *comm_finding, const tp_report_opts *o) {
+void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t comm_finding,
+                     const tp_report_opts *o) {
     tp_clocks c;
     if (tp_clocks_build(run, &c) == 0) {
-        tp_clocks_json(rep, &c);
-        stragglers_section(rep, res, &c, o);
+        if (tp_clocks_result_fill(&res->clocks, &c) != TPROF_OK)
+            tp_clocks_result_free(&res->clocks); /* out of memory: no "clocks" */
+        tp_clocks_json(rep, &res->clocks);
+        stragglers_compute(res, &c, o);
+        stragglers_json(rep, &res->stragglers);
         tp_clocks_free(&c);
     }
-    tp_throughput_section(rep, &res->throughput, run, res, o->tokens_per_step,
-                          o->samples_per_step, o->flops_per_step, o->model, o->dtype);
-    diagnosis(rep, res, findings, comm_finding, o);
+    tp_throughput_compute(&res->throughput, run, res, o->tokens_per_step, o->samples_per_step,
+                          o->flops_per_step, o->model, o->dtype);
+    tp_throughput_json(rep, &res->throughput);
+    diagnosis(rep, res, comm_finding, o);
 }

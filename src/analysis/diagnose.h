@@ -22,19 +22,22 @@
 void tp_diagnose_opts_init(tp_report_opts *o);
 
 /* Adds "clocks", "throughput", "stragglers" and "diagnosis" to the report and appends the
- * rules' findings to `findings`. res: the ranks' typed results (results.h), which the
- * stragglers, throughput and the rules read; the run-level results (throughput, stragglers)
- * are filled in it. comm_finding: the exposed-communication finding comm.c appended (it gets
- * the rule's recommendation), or NULL. */
-void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, cJSON *findings,
-                     cJSON *comm_finding, const tp_report_opts *o);
+ * rules' findings to res->findings (findings.h; the caller writes them). res: the ranks'
+ * typed results (results.h), which the stragglers, throughput and the rules read; the
+ * run-level results (throughput, stragglers, findings) are filled in it. comm_finding: the
+ * index in res->findings of the exposed-communication finding comm_run.c appended (it gets
+ * the rule's recommendation), or SIZE_MAX. */
+void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t comm_finding,
+                     const tp_report_opts *o);
 
-/* Text: a rank's breakdown (indented two spaces), and the run-level sections. B/N: bold
+/* Text: a rank's breakdown (indented two spaces; from its section of the document), and the
+ * run-level sections clocks, throughput and stragglers (from the typed results). B/N: bold
  * on/off; Y: the warning colour. */
 void tp_breakdown_text(FILE *f, const tp_breakdown_result *breakdown);
 
 /* The phases table of a rank (tp_phases_compute): nothing when it has none. */
 void tp_phases_text(FILE *f, const tp_breakdown_result *phases);
-void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y);
+void tp_diagnose_text(FILE *f, const tp_run_results *res, const char *B, const char *N,
+                      const char *Y);
 
 #endif

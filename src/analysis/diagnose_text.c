@@ -1,7 +1,7 @@
 /*
  * diagnose_text.c — the text of the run-level sections (clocks, throughput, stragglers),
- * rendered from the report document, and of a rank's step breakdown (diagnose.h), rendered
- * from its typed result (results.h).
+ * rendered from the typed results (results.h), and of a rank's step breakdown and phases
+ * (diagnose.h), rendered from their typed results too.
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
@@ -121,91 +121,97 @@ void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
         fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", (int)b->nwarmup - 3);
 }
 
-void tp_diagnose_text(FILE *f, const cJSON *rep, const char *B, const char *N, const char *Y) {
-    const cJSON *c = tp_jobj(rep, "clocks");
-    if (c) {
-        fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
-                tp_jnum(c, "hosts"), tp_jnum(c, "hosts") == 1 ? "" : "s", tp_jnum(c, "collectives_matched"));
-        if (tp_jnum(c, "hosts") <= 1) {
-            fprintf(f, "; %s\n", tp_jstr(c, "note"));
-        } else {
-            fprintf(f, " (%.0f with GPU-timed ends); %s\n", tp_jnum(c, "collectives_with_ends"),
-                    tp_jstr(c, "status"));
-            const cJSON *h;
-            cJSON_ArrayForEach(h, tp_jobj(c, "per_host")) {
-                fprintf(f, "  %s%-20s offset %+.1f us", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : Y,
-                        safe(tp_jstr(h, "host")), tp_jnum(h, "offset_us"));
-                if (cJSON_IsTrue(tp_jobj(h, "reference"))) fputs(" (reference)", f);
-                else if (cJSON_IsTrue(tp_jobj(h, "aligned")))
-                    fprintf(f, " from %.0f collectives", tp_jnum(h, "collectives_used"));
-                if (tp_jhas(h, "residual_median_us"))
-                    fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
-                            tp_jnum(h, "residual_median_us"), tp_jnum(h, "residual_max_us"));
-                if (tp_jobj(h, "note")) fprintf(f, "; %s", tp_jstr(h, "note"));
-                fprintf(f, "%s\n", cJSON_IsTrue(tp_jobj(h, "aligned")) ? "" : N);
-            }
-        }
+/* Clock alignment across hosts: each host's offset and how well the collectives agree. */
+static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const char *N,
+                        const char *Y) {
+    if (!c->present) return;
+    fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
+            c->hosts, c->hosts == 1 ? "" : "s", c->collectives_matched);
+    if (c->hosts <= 1) {
+        fprintf(f, "; %s\n", c->note ? c->note : "");
+        return;
     }
-    const cJSON *t = tp_jobj(rep, "throughput");
-    if (t) {
-        fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %.0f rank%s)", B, N, tp_jnum(t, "step_ms"),
-                tp_jnum(t, "ranks"), tp_jnum(t, "ranks") == 1 ? "" : "s");
-        if (tp_jhas(t, "samples_per_s"))
-            fprintf(f, "; %.1f samples/s (%.0f per step per rank)", tp_jnum(t, "samples_per_s"),
-                    tp_jnum(t, "samples_per_step"));
-        if (tp_jhas(t, "tokens_per_s"))
-            fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", tp_jnum(t, "tokens_per_s"),
-                    tp_jnum(t, "tokens_per_s_per_gpu"), tp_jnum(t, "tokens_per_step"));
+    fprintf(f, " (%.0f with GPU-timed ends); %s\n", c->collectives_with_ends, c->status);
+    for (size_t i = 0; i < c->nper_host; i++) {
+        const tp_host_clock_result *h = &c->per_host[i];
+        fprintf(f, "  %s%-20s offset %+.1f us", h->aligned ? "" : Y, safe(h->host), h->offset_us);
+        if (h->reference) fputs(" (reference)", f);
+        else if (h->aligned) fprintf(f, " from %.0f collectives", h->collectives_used);
+        if (h->has_residual)
+            fprintf(f, "; collective ends disagree by %.1f us median, %.1f us max",
+                    h->residual_median_us, h->residual_max_us);
+        if (h->note) fprintf(f, "; %s", h->note);
+        fprintf(f, "%s\n", h->aligned ? "" : N);
+    }
+}
+
+/* The stragglers' table: each rank's step and collective start lags, the named ones marked. */
+static void stragglers_text(FILE *f, const tp_stragglers_result *s, const char *B,
+                            const char *N, const char *Y) {
+    if (!s->present) return;
+    fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
+               "earliest rank, ms)\n",
+            B, N, s->median_step_ms);
+    fprintf(f, "  %-8s %-20s %10s %12s %10s %10s %10s %6s\n", "rank", "host", "step ms",
+            "collectives", "lag p50", "lag p90", "lag/step", "");
+    for (size_t i = 0; i < s->nranks; i++) {
+        const tp_straggler_rank *r = &s->ranks[i];
+        int named = 0, lag = r->collectives > 0;
+        for (size_t k = 0; k < s->nnamed; k++) named |= s->named[k].rank == r->rank;
+        fprintf(f, "  %s%-8d ", named ? Y : "", r->rank);
+        tp_text_put(f, r->host, 20, 20);
+        fprintf(f, " %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", r->has_step ? r->step_ms : 0,
+                r->collectives, lag ? r->lag_ms_median : 0, lag ? r->lag_ms_p90 : 0,
+                lag ? r->lag_ms_per_step : 0, named ? "<-" : "", named ? N : "");
+    }
+    fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", s->lag_threshold_ms,
+            s->step_threshold_ms);
+    if (!s->nnamed) fputs("; no straggler", f);
+    fputc('\n', f);
+    if (s->note) fprintf(f, "  note: %s\n", s->note);
+}
+
+/* Throughput, model FLOPs and MFU; a figure past its peak is flagged, never a result. */
+static void throughput_text(FILE *f, const tp_throughput_result *t, const char *B,
+                            const char *N, const char *Y) {
+    if (!t->present) return;
+    fprintf(f, "\n%sthroughput%s: step %.2f ms (mean over %zu rank%s)", B, N, t->step_ms,
+            t->ranks, t->ranks == 1 ? "" : "s");
+    if (t->samples_source)
+        fprintf(f, "; %.1f samples/s (%.0f per step per rank)", t->samples_per_s,
+                t->samples_per_step);
+    if (t->tokens_source)
+        fprintf(f, "; %.0f tokens/s, %.0f per GPU (%.0f per step per rank)", t->tokens_per_s,
+                t->tokens_per_s_per_gpu, t->tokens_per_step);
+    fputc('\n', f);
+    if (t->has_model)
+        fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(t->model_spec),
+                t->flops_per_token / 1e9, t->model_formula);
+    if (t->has_model_error) fprintf(f, "%s  model: %s%s\n", Y, safe(t->model_error), N);
+    if (t->note) fprintf(f, "  note: %s\n", t->note);
+    if (t->flops_source && !t->tflops_flagged.flagged) {
+        fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
+                t->flops_per_step, t->flops_source, t->tflops_per_gpu);
+        if (t->has_peak && !t->mfu_flagged.flagged)
+            fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
+                    100 * t->mfu, N, t->peak_tflops, safe(t->dtype), safe(t->gpu),
+                    t->peak_source);
+        else if (t->mfu_note)
+            fprintf(f, "; no MFU: %s", t->mfu_note);
         fputc('\n', f);
-        const cJSON *m = tp_jobj(t, "model");
-        if (m)
-            fprintf(f, "  model: %s -> %.3f GFLOP per token (%s)\n", safe(tp_jstr(m, "spec")),
-                    tp_jnum(m, "flops_per_token") / 1e9, tp_jstr(m, "formula"));
-        if (tp_jobj(t, "model_error")) fprintf(f, "%s  model: %s%s\n", Y, safe(tp_jstr(t, "model_error")), N);
-        if (tp_jobj(t, "note")) fprintf(f, "  note: %s\n", tp_jstr(t, "note"));
-        if (tp_jhas(t, "tflops_per_gpu")) {
-            fprintf(f, "  model FLOPs %.3g per step per rank (%s): %.1f TFLOP/s per GPU",
-                    tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(t, "tflops_per_gpu"));
-            if (tp_jhas(t, "mfu"))
-                fprintf(f, "; %sMFU %.1f %%%s of %.1f TFLOP/s dense %s peak (%s; %s)", B,
-                        100 * tp_jnum(t, "mfu"), N, tp_jnum(t, "peak_tflops"), safe(tp_jstr(t, "dtype")), safe(tp_jstr(t, "gpu")),
-                        tp_jstr(t, "peak_source"));
-            else if (tp_jobj(t, "mfu_note"))
-                fprintf(f, "; no MFU: %s", tp_jstr(t, "mfu_note"));
-            fputc('\n', f);
-        } else if (tp_jobj(tp_jobj(t, "invalid"), "tflops_per_gpu")) {
-            /* never printed as a result: flagged, with what to check */
-            const cJSON *inv = tp_jobj(t, "invalid"), *x = tp_jobj(inv, "tflops_per_gpu");
-            fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
-                       "%.1f TFLOP/s per GPU",
-                    Y, tp_jnum(t, "flops_per_step"), tp_jstr(t, "flops_source"), tp_jnum(x, "value"));
-            if (tp_jobj(inv, "mfu"))
-                fprintf(f, ", MFU %.1f %%", 100 * tp_jnum(tp_jobj(inv, "mfu"), "value"));
-            fprintf(f, ": %s%s\n", tp_jstr(x, "reason"), N);
-        }
+    } else if (t->flops_source) {
+        /* never printed as a result: flagged, with what to check */
+        fprintf(f, "%s  flagged, not a result: model FLOPs %.3g per step per rank (%s) give "
+                   "%.1f TFLOP/s per GPU",
+                Y, t->flops_per_step, t->flops_source, t->tflops_flagged.value);
+        if (t->mfu_flagged.flagged) fprintf(f, ", MFU %.1f %%", 100 * t->mfu_flagged.value);
+        fprintf(f, ": %s%s\n", t->flag_reason, N);
     }
-    const cJSON *s = tp_jobj(rep, "stragglers");
-    if (s) {
-        fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
-                   "earliest rank, ms)\n",
-                B, N, tp_jnum(s, "median_step_ms"));
-        fprintf(f, "  %-8s %-20s %10s %12s %10s %10s %10s %6s\n", "rank", "host", "step ms",
-                "collectives", "lag p50", "lag p90", "lag/step", "");
-        const cJSON *r;
-        cJSON_ArrayForEach(r, tp_jobj(s, "ranks")) {
-            int named = 0;
-            const cJSON *e;
-            cJSON_ArrayForEach(e, tp_jobj(s, "named")) named |= tp_jnum(e, "rank") == tp_jnum(r, "rank");
-            fprintf(f, "  %s%-8.0f ", named ? Y : "", tp_jnum(r, "rank"));
-            tp_text_put(f, tp_jstr(r, "host"), 20, 20);
-            fprintf(f, " %10.2f %12.0f %10.3f %10.3f %10.3f %6s%s\n", tp_jnum(r, "step_ms"), tp_jnum(r, "collectives"),
-                    tp_jnum(r, "lag_ms_median"), tp_jnum(r, "lag_ms_p90"), tp_jnum(r, "lag_ms_per_step"),
-                    named ? "<-" : "", named ? N : "");
-        }
-        fprintf(f, "  thresholds: lag %.3f ms, step %.3f ms", tp_jnum(s, "lag_threshold_ms"),
-                tp_jnum(s, "step_threshold_ms"));
-        if (!cJSON_GetArraySize(tp_jobj(s, "named"))) fputs("; no straggler", f);
-        fputc('\n', f);
-        if (tp_jobj(s, "note")) fprintf(f, "  note: %s\n", tp_jstr(s, "note"));
-    }
+}
+
+void tp_diagnose_text(FILE *f, const tp_run_results *res, const char *B, const char *N,
+                      const char *Y) {
+    clocks_text(f, &res->clocks, B, N, Y);
+    throughput_text(f, &res->throughput, B, N, Y);
+    stragglers_text(f, &res->stragglers, B, N, Y);
 }

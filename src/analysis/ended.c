@@ -9,6 +9,7 @@
  * in flight when its source never saw it stop.
  */
 #include "analysis/ended.h"
+#include "analysis/findings.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -177,19 +178,20 @@ static cJSON *rank_json(const tp_ended_rank *x, const char *label) {
 }
 
 /* The finding of the ranks (role RANK) or of the helpers in out: "N ranks ended early: ..."
- * (critical) or "N helper processes crashed: ..." (warning). NULL when there are none. */
-static cJSON *ended_finding(const tp_ended_result *out, int helpers) {
+ * (critical) or "N helper processes crashed: ..." (warning), appended to fs when there are
+ * some. */
+static void ended_finding(tp_findings_result *fs, const tp_ended_result *out, int helpers) {
     char msg[512];
     size_t len = 0;
     int count = 0;
-    cJSON *ev_ranks = cJSON_CreateArray();
+    int *rk = malloc((out->n ? out->n : 1) * sizeof *rk);
+    if (!rk) return;
     for (size_t i = 0; i < out->n; i++) {
         const tp_ended_rank *x = &out->ranks[i];
         if ((x->proc->role == TP_ROLE_HELPER) != helpers) continue;
         char label[64];
         tp_process_label(x->proc, label, sizeof label);
-        cJSON_AddItemToArray(ev_ranks, cJSON_CreateNumber(helpers ? x->proc->helper_of
-                                                                  : x->proc->rank));
+        rk[count] = helpers ? x->proc->helper_of : x->proc->rank;
         if (len < sizeof msg) {
             int w = snprintf(msg + len, sizeof msg - len, "%s%s (%s)", count ? ", " : "", label,
                              x->by_signal ? x->signal_name : "no end record");
@@ -198,8 +200,8 @@ static cJSON *ended_finding(const tp_ended_result *out, int helpers) {
         count++;
     }
     if (!count) {
-        cJSON_Delete(ev_ranks);
-        return NULL;
+        free(rk);
+        return;
     }
     if (len >= sizeof msg) memcpy(msg + sizeof msg - 5, "...", 4);
     char text[600];
@@ -209,21 +211,20 @@ static cJSON *ended_finding(const tp_ended_result *out, int helpers) {
     else
         snprintf(text, sizeof text, "%d rank%s ended early: %s", count, count == 1 ? "" : "s",
                  msg);
-    cJSON *fd = cJSON_CreateObject();
-    cJSON_AddStringToObject(fd, "id", helpers ? "helper_crashed" : "ended_early");
-    cJSON_AddStringToObject(fd, "severity", helpers ? "warning" : "critical");
-    cJSON_AddStringToObject(fd, "message", text);
-    cJSON *ev = cJSON_AddObjectToObject(fd, "evidence");
-    cJSON_AddItemToObject(ev, "ranks", ev_ranks);
-    cJSON_AddStringToObject(fd, "recommendation",
-                            helpers ? "a crashed data-loader worker or other helper can stall or "
-                                      "end its rank; see \"ended early\" for the range it was in"
-                                    : "the figures of these ranks stop where their files end; see "
-                                      "\"ended early\" for the range and collective each was in");
-    return fd;
+    tp_finding *fd = tp_finding_add(
+        fs, helpers ? "helper_crashed" : "ended_early", helpers ? "warning" : "critical", -1,
+        text,
+        helpers ? "a crashed data-loader worker or other helper can stall or end its rank; see "
+                  "\"ended early\" for the range it was in"
+                : "the figures of these ranks stop where their files end; see \"ended early\" "
+                  "for the range and collective each was in");
+    if (fd) fd->recommendation_last = 1;
+    tp_ev_ints(fd, "ranks", rk, (size_t)count);
+    free(rk);
 }
 
-void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_result *out) {
+void tp_ended_section(cJSON *rep, tp_findings_result *fs, const tp_run *run,
+                      tp_ended_result *out) {
     if (ended_compute(out, run) || !out->n) return;
     cJSON *arr = cJSON_CreateArray();
     if (!arr) return;
@@ -234,11 +235,7 @@ void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_r
         cJSON_AddItemToArray(arr, rank_json(x, label));
     }
     cJSON_AddItemToObject(rep, "ended_early", arr);
-    if (!findings) return;
-    for (int helpers = 0; helpers < 2; helpers++) {
-        cJSON *fd = ended_finding(out, helpers);
-        if (fd) cJSON_AddItemToArray(findings, fd);
-    }
+    for (int helpers = 0; fs && helpers < 2; helpers++) ended_finding(fs, out, helpers);
 }
 
 /* The text of one rank that ended early: how, and where it was. */

@@ -16,9 +16,11 @@
 
 /* Fills *out with the ranks that ended early (its array owned by it, freed by
  * tp_run_results_free; pointers into `run`) and, when there are some, adds "ended_early"
- * (an array, one entry per such rank) to `rep` and a finding "ended_early" (critical) to
- * `findings` (docs/report-json.md) from it. Not thread safe with writers of `rep`. */
-void tp_ended_section(cJSON *rep, cJSON *findings, const tp_run *run, tp_ended_result *out);
+ * (an array, one entry per such rank) to `rep` and appends a finding "ended_early"
+ * (critical) and one "helper_crashed" (warning) to fs (findings.h; NULL: none) from it
+ * (docs/report-json.md). Not thread safe with writers of `rep`. */
+void tp_ended_section(cJSON *rep, tp_findings_result *fs, const tp_run *run,
+                      tp_ended_result *out);
 
 /* The text form of the ranks that ended early (nothing without them), from the results
  * tp_ended_section filled. B/N/Y: bold, normal and warning colour sequences ("" without

@@ -3,7 +3,6 @@
  */
 #define _GNU_SOURCE
 #include "analysis/mfu.h"
-#include "analysis/figures.h"
 #include "core/per_step.h"
 
 #include <ctype.h>
@@ -225,13 +224,72 @@ static void impossible_reason(char *buf, size_t n, const char *fsrc, double peak
                          "impossible; check %s", peak, in);
 }
 
-void tp_throughput_section(cJSON *rep, tp_throughput_result *out, const tp_run *run,
+/* The model's figures in the document's order (topk and moe_ffn only with experts). */
+static void model_figures(tp_throughput_result *out, const tp_model_desc *md) {
+    const struct { const char *k; double v; } f[] = {
+        {"layers", md->layers}, {"hidden", md->hidden}, {"ffn", md->ffn}, {"heads", md->heads},
+        {"groups", md->groups}, {"kv_channels", md->kv_channels}, {"vocab", md->vocab},
+        {"seq", md->seq}, {"experts", md->experts}, {"topk", md->topk}, {"moe_ffn", md->moe_ffn}};
+    out->nmodel = 0;
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        if ((!strcmp(f[i].k, "topk") || !strcmp(f[i].k, "moe_ffn")) && md->experts <= 0) continue;
+        out->model[out->nmodel].key = f[i].k;
+        out->model[out->nmodel++].v = f[i].v;
+    }
+    out->model_gated = md->gated;
+    out->flops_per_token = tp_model_flops(md, 1);
+    out->model_formula = "Megatron-LM num_floating_point_operations "
+                         "(megatron/training/training.py)";
+}
+
+/* TFLOP/s per GPU against this GPU's peak (MFU) and against the fastest GPU of the table:
+ * a figure past a peak cannot be true and is flagged, not reported. */
+static void mfu_figures(tp_throughput_result *out, const char *dt) {
+    double tf = out->tflops_per_gpu;
+    snprintf(out->dtype, sizeof out->dtype, "%s", dt);
+    if (out->gpu) {
+        const char *entry, *source;
+        double peak = tp_peak_tflops(out->gpu, dt, &entry, &source);
+        if (peak > 0) {
+            out->has_peak = 1;
+            out->peak_tflops = peak;
+            out->peak_entry = entry;
+            out->peak_source = source;
+            out->mfu = tf / peak;
+            if (!(tf <= peak)) { /* above the peak, or not a number */
+                impossible_reason(out->flag_reason, sizeof out->flag_reason, out->flops_source,
+                                  peak, out->gpu, dt);
+                out->mfu_flagged = (tp_flagged_figure){1, out->mfu, 1};
+                out->tflops_flagged = (tp_flagged_figure){1, tf, peak};
+            }
+        } else {
+            out->mfu_note = entry ? "no peak rate in the table for this dtype on this GPU"
+                                  : "GPU not in the peak table";
+        }
+    } else {
+        out->mfu_note = "GPU model unknown (no NVML metadata): no MFU";
+    }
+    /* without this GPU's peak, still no GPU in the table reaches past the fastest */
+    double top = 0;
+    for (size_t i = 0; i < sizeof peaks / sizeof *peaks; i++) {
+        const double v[] = {peaks[i].bf16, peaks[i].fp16, peaks[i].fp8, peaks[i].tf32, peaks[i].fp32};
+        for (size_t k = 0; k < sizeof v / sizeof *v; k++)
+            if (v[k] > top) top = v[k];
+    }
+    if (!out->tflops_flagged.flagged && !(tf <= top)) {
+        impossible_reason(out->flag_reason, sizeof out->flag_reason, out->flops_source, top,
+                          NULL, dt);
+        out->tflops_flagged = (tp_flagged_figure){1, tf, top};
+    }
+}
+
+void tp_throughput_compute(tp_throughput_result *out, const tp_run *run,
                            const tp_run_results *res, double tokens, double samples,
                            double flops, const char *model, const char *dtype) {
     memset(out, 0, sizeof *out);
     /* step time: the mean over ranks of their mean measured step (equal in a synchronous job) */
     double sum = 0;
-    size_t n = 0, nranks = res->nranks;
+    size_t n = 0;
     const char *gpu = NULL;
     for (size_t i = 0; i < res->nranks; i++) {
         const tp_rank_result *r = &res->ranks[i];
@@ -243,106 +301,109 @@ void tp_throughput_section(cJSON *rep, tp_throughput_result *out, const tp_run *
     }
     if (!n) return;
     out->present = 1;
-    cJSON *t = cJSON_AddObjectToObject(rep, "throughput");
+    out->gpu = gpu;
+    out->ranks = res->nranks;
+    double nranks = (double)res->nranks;
     double step_s = sum / (double)n / 1e3;
-    cJSON_AddNumberToObject(t, "step_ms", step_s * 1e3);
-    cJSON_AddNumberToObject(t, "ranks", (double)nranks);
-    const char *src;
-    samples = pick(samples, run, "samples_per_step", &src);
-    if (src) {
+    out->step_ms = step_s * 1e3;
+    samples = pick(samples, run, "samples_per_step", &out->samples_source);
+    if (out->samples_source) {
         out->samples_per_step = samples;
-        cJSON_AddNumberToObject(t, "samples_per_step", samples);
-        cJSON_AddStringToObject(t, "samples_per_step_source", src);
-        cJSON_AddNumberToObject(t, "samples_per_s", samples * (double)nranks / step_s);
-        cJSON_AddNumberToObject(t, "samples_per_s_per_gpu", samples / step_s);
+        out->samples_per_s = samples * nranks / step_s;
+        out->samples_per_s_per_gpu = samples / step_s;
     }
-    tokens = pick(tokens, run, "tokens_per_step", &src);
-    if (src) {
-        cJSON_AddNumberToObject(t, "tokens_per_step", tokens);
-        cJSON_AddStringToObject(t, "tokens_per_step_source", src);
-        cJSON_AddNumberToObject(t, "tokens_per_s", tokens * (double)nranks / step_s);
-        cJSON_AddNumberToObject(t, "tokens_per_s_per_gpu", tokens / step_s);
+    tokens = pick(tokens, run, "tokens_per_step", &out->tokens_source);
+    if (out->tokens_source) {
+        out->tokens_per_step = tokens;
+        out->tokens_per_s = tokens * nranks / step_s;
+        out->tokens_per_s_per_gpu = tokens / step_s;
     }
     const char *fsrc;
     flops = pick(flops, run, "flops_per_step", &fsrc);
     const char *mspec = model ? model : run_meta(run, "model");
     tp_model_desc md;
-    char err[200] = "";
-    int have_model = mspec && tp_model_parse(mspec, &md, err, sizeof err) == 0;
-    if (mspec && !have_model) cJSON_AddStringToObject(t, "model_error", err);
+    int have_model = mspec && tp_model_parse(mspec, &md, out->model_error,
+                                             sizeof out->model_error) == 0;
+    out->has_model_error = mspec && !have_model;
     if (have_model) {
-        cJSON *m = cJSON_AddObjectToObject(t, "model");
-        cJSON_AddStringToObject(m, "spec", mspec);
-        cJSON_AddStringToObject(m, "source", model ? "option" : "metadata");
-        const struct { const char *k; double v; } f[] = {
-            {"layers", md.layers}, {"hidden", md.hidden}, {"ffn", md.ffn}, {"heads", md.heads},
-            {"groups", md.groups}, {"kv_channels", md.kv_channels}, {"vocab", md.vocab},
-            {"seq", md.seq}, {"experts", md.experts}, {"topk", md.topk}, {"moe_ffn", md.moe_ffn}};
-        for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
-            if ((!strcmp(f[i].k, "topk") || !strcmp(f[i].k, "moe_ffn")) && md.experts <= 0) continue;
-            cJSON_AddNumberToObject(m, f[i].k, f[i].v);
-        }
-        cJSON_AddBoolToObject(m, "gated", md.gated);
-        cJSON_AddNumberToObject(m, "flops_per_token", tp_model_flops(&md, 1));
-        cJSON_AddStringToObject(m, "formula", "Megatron-LM num_floating_point_operations "
-                                              "(megatron/training/training.py)");
+        out->has_model = 1;
+        out->model_spec = mspec;
+        out->model_source = model ? "option" : "metadata";
+        model_figures(out, &md);
     }
     if (fsrc && have_model)
-        cJSON_AddStringToObject(t, "note", "flops_per_step is given, so the model's formula is "
-                                           "not used for the FLOPs");
+        out->note = "flops_per_step is given, so the model's formula is not used for the FLOPs";
     if (!fsrc && have_model) {
         if (tokens > 0) {
             flops = tp_model_flops(&md, tokens);
             fsrc = "model";
         } else {
-            cJSON_AddStringToObject(t, "note", "a model is given but no tokens per step: "
-                                               "pass --tokens-per-step to get its FLOPs");
+            out->note = "a model is given but no tokens per step: pass --tokens-per-step to get "
+                        "its FLOPs";
         }
     }
-    if (fsrc) {
-        cJSON_AddNumberToObject(t, "flops_per_step", flops);
-        cJSON_AddStringToObject(t, "flops_source", fsrc);
-        double tf = step_s > 0 ? flops / step_s / 1e12 : INFINITY;
-        cJSON_AddNumberToObject(t, "tflops_per_gpu", tf);
-        int tf_flagged = 0; /* moved to "invalid" against this GPU's peak */
-        const char *dt = dtype ? dtype : have_model && md.dtype[0] ? md.dtype : run_meta(run, "dtype");
-        if (!dt) dt = "bf16";
-        cJSON_AddStringToObject(t, "dtype", dt);
-        if (gpu) {
-            cJSON_AddStringToObject(t, "gpu", gpu);
-            const char *entry, *source;
-            double peak = tp_peak_tflops(gpu, dt, &entry, &source);
-            if (peak > 0) {
-                cJSON_AddNumberToObject(t, "peak_tflops", peak);
-                cJSON_AddStringToObject(t, "peak_entry", entry);
-                cJSON_AddStringToObject(t, "peak_source", source);
-                cJSON_AddNumberToObject(t, "mfu", tf / peak);
-                if (!(tf <= peak)) { /* above the peak, or not a number */
-                    tf_flagged = 1;
-                    char why[400];
-                    impossible_reason(why, sizeof why, fsrc, peak, gpu, dt);
-                    tp_figure_flag(t, "mfu", 1, why);
-                    tp_figure_flag(t, "tflops_per_gpu", peak, why);
-                }
-            } else {
-                cJSON_AddStringToObject(t, "mfu_note", entry ? "no peak rate in the table for "
-                                                               "this dtype on this GPU"
-                                                             : "GPU not in the peak table");
-            }
-        } else {
-            cJSON_AddStringToObject(t, "mfu_note", "GPU model unknown (no NVML metadata): no MFU");
-        }
-        /* without this GPU's peak, still no GPU in the table reaches past the fastest */
-        double top = 0;
-        for (size_t i = 0; i < sizeof peaks / sizeof *peaks; i++) {
-            const double v[] = {peaks[i].bf16, peaks[i].fp16, peaks[i].fp8, peaks[i].tf32, peaks[i].fp32};
-            for (size_t k = 0; k < sizeof v / sizeof *v; k++)
-                if (v[k] > top) top = v[k];
-        }
-        if (!tf_flagged && !(tf <= top)) {
-            char why[400];
-            impossible_reason(why, sizeof why, fsrc, top, NULL, dt);
-            tp_figure_flag(t, "tflops_per_gpu", top, why);
-        }
+    if (!fsrc) return;
+    out->flops_source = fsrc;
+    out->flops_per_step = flops;
+    out->tflops_per_gpu = step_s > 0 ? flops / step_s / 1e12 : INFINITY;
+    const char *dt = dtype ? dtype : have_model && md.dtype[0] ? md.dtype : run_meta(run, "dtype");
+    mfu_figures(out, dt ? dt : "bf16");
+}
+
+/* inv[key] = {value, limit, reason} (figures.h), for a flagged figure. */
+static void flagged_json(cJSON *inv, const char *key, const tp_flagged_figure *x,
+                         const char *reason) {
+    if (!x->flagged) return;
+    cJSON *e = cJSON_AddObjectToObject(inv, key);
+    cJSON_AddNumberToObject(e, "value", x->value);
+    cJSON_AddNumberToObject(e, "limit", x->limit);
+    cJSON_AddStringToObject(e, "reason", reason);
+}
+
+void tp_throughput_json(cJSON *rep, const tp_throughput_result *r) {
+    if (!r->present) return;
+    cJSON *t = cJSON_AddObjectToObject(rep, "throughput");
+    cJSON_AddNumberToObject(t, "step_ms", r->step_ms);
+    cJSON_AddNumberToObject(t, "ranks", (double)r->ranks);
+    if (r->samples_source) {
+        cJSON_AddNumberToObject(t, "samples_per_step", r->samples_per_step);
+        cJSON_AddStringToObject(t, "samples_per_step_source", r->samples_source);
+        cJSON_AddNumberToObject(t, "samples_per_s", r->samples_per_s);
+        cJSON_AddNumberToObject(t, "samples_per_s_per_gpu", r->samples_per_s_per_gpu);
     }
+    if (r->tokens_source) {
+        cJSON_AddNumberToObject(t, "tokens_per_step", r->tokens_per_step);
+        cJSON_AddStringToObject(t, "tokens_per_step_source", r->tokens_source);
+        cJSON_AddNumberToObject(t, "tokens_per_s", r->tokens_per_s);
+        cJSON_AddNumberToObject(t, "tokens_per_s_per_gpu", r->tokens_per_s_per_gpu);
+    }
+    if (r->has_model_error) cJSON_AddStringToObject(t, "model_error", r->model_error);
+    if (r->has_model) {
+        cJSON *m = cJSON_AddObjectToObject(t, "model");
+        cJSON_AddStringToObject(m, "spec", r->model_spec);
+        cJSON_AddStringToObject(m, "source", r->model_source);
+        for (size_t i = 0; i < r->nmodel; i++)
+            cJSON_AddNumberToObject(m, r->model[i].key, r->model[i].v);
+        cJSON_AddBoolToObject(m, "gated", r->model_gated);
+        cJSON_AddNumberToObject(m, "flops_per_token", r->flops_per_token);
+        cJSON_AddStringToObject(m, "formula", r->model_formula);
+    }
+    if (r->note) cJSON_AddStringToObject(t, "note", r->note);
+    if (!r->flops_source) return;
+    cJSON_AddNumberToObject(t, "flops_per_step", r->flops_per_step);
+    cJSON_AddStringToObject(t, "flops_source", r->flops_source);
+    if (!r->tflops_flagged.flagged) cJSON_AddNumberToObject(t, "tflops_per_gpu", r->tflops_per_gpu);
+    cJSON_AddStringToObject(t, "dtype", r->dtype);
+    if (r->gpu) cJSON_AddStringToObject(t, "gpu", r->gpu);
+    if (r->has_peak) {
+        cJSON_AddNumberToObject(t, "peak_tflops", r->peak_tflops);
+        cJSON_AddStringToObject(t, "peak_entry", r->peak_entry);
+        cJSON_AddStringToObject(t, "peak_source", r->peak_source);
+        if (!r->mfu_flagged.flagged) cJSON_AddNumberToObject(t, "mfu", r->mfu);
+    }
+    if (r->mfu_note) cJSON_AddStringToObject(t, "mfu_note", r->mfu_note);
+    if (!r->mfu_flagged.flagged && !r->tflops_flagged.flagged) return;
+    cJSON *inv = cJSON_AddObjectToObject(t, "invalid");
+    flagged_json(inv, "mfu", &r->mfu_flagged, r->flag_reason);
+    flagged_json(inv, "tflops_per_gpu", &r->tflops_flagged, r->flag_reason);
 }

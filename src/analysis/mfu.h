@@ -44,14 +44,19 @@ double tp_model_flops(const tp_model_desc *m, double tokens);
 double tp_peak_tflops(const char *gpu_name, const char *dtype, const char **entry,
                       const char **source);
 
-/* Adds "throughput" to the report from the ranks' step times (res: the ranks' results), and
- * the inputs the rules read to *out (zeroed first): samples/s, tokens/s, model
- * FLOPs per step per rank, TFLOP/s per GPU and MFU, as far as the inputs allow. Per-step
- * inputs are per rank (a rank's share of the global batch: the global batch / the world
- * size); given values (> 0, or a non-NULL model) win over the rank files' metadata
- * (tokens_per_step, samples_per_step, flops_per_step, model, dtype). dtype NULL: bf16. */
-void tp_throughput_section(cJSON *rep, tp_throughput_result *out, const tp_run *run,
+/* Computes the throughput section into *out (zeroed first) from the ranks' step times (res:
+ * the ranks' results): samples/s, tokens/s, model FLOPs per step per rank, TFLOP/s per GPU
+ * and MFU, as far as the inputs allow; a TFLOP/s past the GPU's peak (or the table's fastest)
+ * is flagged (figures.h). Per-step inputs are per rank (a rank's share of the global batch:
+ * the global batch / the world size); given values (> 0, or a non-NULL model) win over the
+ * rank files' metadata (tokens_per_step, samples_per_step, flops_per_step, model, dtype).
+ * dtype NULL: bf16. Strings of *out point into run, model, dtype or static tables. */
+void tp_throughput_compute(tp_throughput_result *out, const tp_run *run,
                            const tp_run_results *res, double tokens, double samples,
                            double flops, const char *model, const char *dtype);
+
+/* Adds "throughput" to the report from r (nothing when r->present is 0); a flagged figure is
+ * in its "invalid" (figures.h, docs/report-json.md). */
+void tp_throughput_json(cJSON *rep, const tp_throughput_result *r);
 
 #endif

@@ -23,10 +23,12 @@
 #include "analysis/breakdown.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
+#include "analysis/findings.h"
 #include "analysis/ended.h"
 #include "analysis/energy.h"
 #include "analysis/figures.h"
 #include "analysis/gpu.h"
+#include "analysis/processes.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
 #include "timers/timers_format.h"
@@ -823,86 +825,6 @@ static void capabilities_json(cJSON *rep, const tp_capability *caps) {
     }
 }
 
-/* One process's entry of "processes": identity, counts, write errors, unmatched pops and
- * damage. */
-static cJSON *process_json(const tp_process *p) {
-    cJSON *jp = cJSON_CreateObject();
-    if (!jp) return NULL;
-    char label[64];
-    tp_process_label(p, label, sizeof label);
-    cJSON_AddStringToObject(jp, "label", label);
-    cJSON_AddStringToObject(jp, "role", p->role == TP_ROLE_RANK      ? "rank"
-                                        : p->role == TP_ROLE_SAMPLER ? "node-sampler"
-                                                                     : "helper");
-    cJSON_AddNumberToObject(jp, "rank", p->rank);
-    if (p->rank_implied) cJSON_AddBoolToObject(jp, "rank_implied", 1);
-    cJSON_AddNumberToObject(jp, "world_size", p->world_size);
-    cJSON_AddStringToObject(jp, "host", p->hdr.host);
-    cJSON_AddNumberToObject(jp, "pid", p->hdr.pid);
-    cJSON_AddNumberToObject(jp, "ppid", p->hdr.ppid);
-    const char *cmd = tp_meta(p, "cmdline");
-    if (cmd) cJSON_AddStringToObject(jp, "cmdline", cmd);
-    cJSON_AddStringToObject(jp, "file", p->path);
-    cJSON_AddNumberToObject(jp, "threads", (double)p->nthreads);
-    cJSON_AddNumberToObject(jp, "events", (double)p->events);
-    cJSON_AddNumberToObject(jp, "events_dropped", (double)p->dropped);
-    cJSON_AddNumberToObject(jp, "duration_s",
-                            p->end_mono > p->hdr.start_mono_ns
-                                ? (double)(p->end_mono - p->hdr.start_mono_ns) / 1e9 : 0);
-    cJSON_AddBoolToObject(jp, "complete", p->complete);
-    const char *wr = tp_meta(p, "write_errors.records");
-    if (wr) {
-        cJSON *we = cJSON_AddObjectToObject(jp, "write_errors");
-        const char *v;
-        cJSON_AddNumberToObject(we, "records_lost", atof(wr));
-        cJSON_AddNumberToObject(we, "chunks_lost",
-                                (v = tp_meta(p, "write_errors.chunks")) ? atof(v) : 0);
-        cJSON_AddNumberToObject(we, "bytes_lost",
-                                (v = tp_meta(p, "write_errors.bytes")) ? atof(v) : 0);
-        v = tp_meta(p, "write_errors.first_errno");
-        cJSON_AddStringToObject(we, "first_errno", v ? v : "");
-        v = tp_meta(p, "write_errors.first_error");
-        cJSON_AddStringToObject(we, "first_error", v ? v : "");
-    }
-    const char *ro = tp_meta(p, "rank_file.reopened");
-    if (ro) cJSON_AddNumberToObject(jp, "rank_file_reopened", atof(ro));
-    if (p->unknown_ends) cJSON_AddNumberToObject(jp, "unmatched_range_ends", (double)p->unknown_ends);
-    uint64_t pops = 0, pops_dropped = 0;
-    for (size_t k = 0; k < p->nthreads; k++) {
-        pops += p->threads[k].unmatched_pops;
-        pops_dropped += p->threads[k].unmatched_pops_after_drops;
-    }
-    if (pops) {
-        /* NVTX keeps a stack per thread (and domain), so a pop with nothing open is a
-         * mistake of one thread: say which; or, after the thread's full ring dropped
-         * events, most likely a push that was dropped: say how many */
-        cJSON_AddNumberToObject(jp, "unmatched_pops", (double)pops);
-        if (pops_dropped)
-            cJSON_AddNumberToObject(jp, "unmatched_pops_after_drops", (double)pops_dropped);
-        cJSON *pt = cJSON_AddArrayToObject(jp, "unmatched_pops_by_thread");
-        for (size_t k = 0; k < p->nthreads; k++) {
-            const tp_thread *t = &p->threads[k];
-            if (!t->unmatched_pops) continue;
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddNumberToObject(e, "tid", t->os_tid);
-            if (t->name) cJSON_AddStringToObject(e, "thread", t->name);
-            cJSON_AddNumberToObject(e, "count", (double)t->unmatched_pops);
-            if (t->unmatched_pops_after_drops)
-                cJSON_AddNumberToObject(e, "after_drops",
-                                        (double)t->unmatched_pops_after_drops);
-            cJSON_AddNumberToObject(e, "first_s",
-                                    t->first_unmatched_pop_ts > p->hdr.start_mono_ns
-                                        ? (double)(t->first_unmatched_pop_ts - p->hdr.start_mono_ns) / 1e9
-                                        : 0);
-            cJSON_AddItemToArray(pt, e);
-        }
-    }
-    cJSON *dmg = cJSON_AddArrayToObject(jp, "damage");
-    for (size_t k = 0; k < p->ndamage; k++)
-        cJSON_AddItemToArray(dmg, cJSON_CreateString(p->damage[k]));
-    return jp;
-}
-
 /* "ranks": each rank's section, in rank order, and its results into res->ranks (nranks of
  * them). Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. */
 static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o, int nranks,
@@ -939,9 +861,14 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     int nranks = res.run.ranks;
     capabilities(res.caps, run);
     capabilities_json(rep, res.caps);
+    if (tp_processes_compute(&res, run) != TPROF_OK) {
+        tp_run_results_free(&res);
+        cJSON_Delete(rep);
+        return TPROF_ERR_NO_MEMORY;
+    }
     cJSON *procs = cJSON_AddArrayToObject(rep, "processes");
-    for (size_t i = 0; i < run->nprocs; i++)
-        cJSON_AddItemToArray(procs, process_json(&run->procs[i]));
+    for (size_t i = 0; i < res.nprocs; i++)
+        cJSON_AddItemToArray(procs, tp_process_json(&res.procs[i]));
     cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
     for (size_t i = 0; i < run->nerrors; i++)
         cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
@@ -954,11 +881,12 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     /* findings: rules that name a problem, with the figures that show it (severity
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");
-    cJSON *comm_finding = tp_comm_run_section(rep, run, &res, findings, o->comm_warn_share,
+    size_t comm_finding = tp_comm_run_section(rep, run, &res, o->comm_warn_share,
                                               o->comm_crit_share);
     /* clocks, throughput/MFU, stragglers and the diagnosis rules */
-    tp_diagnose_run(rep, run, &res, findings, comm_finding, o);
-    tp_ended_section(rep, findings, run, &res.ended); /* ranks killed by a signal or cut short */
+    tp_diagnose_run(rep, run, &res, comm_finding, o);
+    tp_ended_section(rep, &res.findings, run, &res.ended); /* killed by a signal or cut short */
+    tp_findings_json(findings, &res.findings);
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);

@@ -19,6 +19,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
+#include "analysis/processes.h"
 #include "analysis/ended.h"
 #include "analysis/energy.h"
 #include "analysis/figures.h"
@@ -338,68 +339,65 @@ static void run_text(FILE *f, const tp_run_results *res, const char *B, const ch
 }
 
 /* A process's unmatched range pops, by thread. */
-static void pops_text(FILE *f, const cJSON *p) {
+static void pops_text(FILE *f, const tp_process_result *p) {
     fprintf(f, "    %.0f range pop(s) with no open range on their thread (ignored):",
-            tp_jnum(p, "unmatched_pops"));
-    const cJSON *t;
-    int first = 1;
-    cJSON_ArrayForEach(t, tp_jobj(p, "unmatched_pops_by_thread")) {
-        fprintf(f, "%s %.0f on ", first ? "" : ",", tp_jnum(t, "count"));
-        if (tp_jobj(t, "thread")) {
+            p->unmatched_pops);
+    for (size_t i = 0; i < p->npops; i++) {
+        const tp_pops_thread *t = &p->pops[i];
+        fprintf(f, "%s %.0f on ", i ? "," : "", t->count);
+        if (t->thread) {
             fputs("thread \"", f);
-            tp_fput_printable(f, tp_jstr(t, "thread"));
+            tp_fput_printable(f, t->thread);
             fputs("\" ", f);
         } else {
             fputs("an unnamed thread ", f);
         }
-        fprintf(f, "(tid %.0f, first at %.3f s)", tp_jnum(t, "tid"), tp_jnum(t, "first_s"));
-        first = 0;
+        fprintf(f, "(tid %u, first at %.3f s)", (unsigned)t->tid, t->first_s);
     }
-    if (tp_jnum(p, "unmatched_pops_after_drops") > 0)
+    if (p->unmatched_pops_after_drops > 0)
         fprintf(f, "; %.0f after dropped events: their push was likely dropped by the "
                    "thread's full ring",
-                tp_jnum(p, "unmatched_pops_after_drops"));
+                p->unmatched_pops_after_drops);
     fputc('\n', f);
 }
 
-/* The processes table, with each file's damage and lost records, and the unreadable files. */
-static void processes_text(FILE *f, const cJSON *rep, const char *B, const char *N,
-                           const char *Y) {
-    fprintf(f, "\n%sprocesses%s\n  %-18s %-24s %7s %9s %8s %9s  %s\n", B, N, "role", "host:pid",
-            "threads", "events", "dropped", "duration", "file");
-    const cJSON *p;
-    cJSON_ArrayForEach(p, tp_jobj(rep, "processes")) {
+/* The processes table, with each file's damage and lost records, and the unreadable files.
+ * The role column is as wide as the longest label (at least 18 columns), so a long label
+ * ("launcher of ranks 0-7 (torchrun)") keeps the rows in line. */
+static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run,
+                           const char *B, const char *N, const char *Y) {
+    int w = tp_processes_label_cols(res, 18);
+    fprintf(f, "\n%sprocesses%s\n  %-*s %-24s %7s %9s %8s %9s  %s\n", B, N, w, "role",
+            "host:pid", "threads", "events", "dropped", "duration", "file");
+    for (size_t i = 0; i < res->nprocs; i++) {
+        const tp_process_result *p = &res->procs[i];
         char hp[96];
-        snprintf(hp, sizeof hp, "%s:%.0f", tp_jstr(p, "host"), tp_jnum(p, "pid"));
+        snprintf(hp, sizeof hp, "%s:%.0f", p->host, p->pid);
         /* padded by columns, not bytes: a host name may hold any character */
         fputs("  ", f);
-        tp_text_put(f, tp_jstr(p, "label"), -1, 18);
+        tp_text_put(f, p->label, -1, w);
         fputc(' ', f);
         tp_text_put(f, hp, -1, 24);
-        fprintf(
-            f, " %7.0f %9.0f %8.0f %7.2f s  %s%s\n", tp_jnum(p, "threads"), tp_jnum(p, "events"),
-            tp_jnum(p, "events_dropped"), tp_jnum(p, "duration_s"), basename_of(tp_jstr(p, "file")),
-            cJSON_IsTrue(tp_jobj(p, "rank_implied")) ? "  (rank implied: no launcher rank)" : "");
-        const cJSON *d;
-        cJSON_ArrayForEach(d, tp_jobj(p, "damage"))
-            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(tp_jstr(p, "file")),
-                    printable(d->valuestring), N);
-        const cJSON *we = tp_jobj(p, "write_errors");
-        if (we)
+        fprintf(f, " %7.0f %9.0f %8.0f %7.2f s  %s%s\n", p->threads, p->events,
+                p->events_dropped, p->duration_s, basename_of(p->file),
+                p->rank_implied ? "  (rank implied: no launcher rank)" : "");
+        for (size_t k = 0; k < p->ndamage; k++)
+            fprintf(f, "%s    damage in %s: %s%s\n", Y, basename_of(p->file),
+                    printable(p->damage[k]), N);
+        if (p->has_write_errors)
             fprintf(f, "%s    %.0f records lost to write errors (%s: %s) in %.0f chunk(s)%s\n", Y,
-                    tp_jnum(we, "records_lost"), printable(tp_jstr(we, "first_errno")),
-                    printable(tp_jstr(we, "first_error")), tp_jnum(we, "chunks_lost"), N);
-        if (tp_jnum(p, "rank_file_reopened") > 0)
+                    p->records_lost, printable(p->first_errno), printable(p->first_error),
+                    p->chunks_lost, N);
+        if (p->rank_file_reopened > 0)
             fprintf(f, "    the program closed the rank file's descriptor: reopened %.0f time(s)\n",
-                    tp_jnum(p, "rank_file_reopened"));
-        if (tp_jnum(p, "unmatched_pops") > 0) pops_text(f, p);
-        if (tp_jnum(p, "unmatched_range_ends") > 0)
+                    p->rank_file_reopened);
+        if (p->unmatched_pops > 0) pops_text(f, p);
+        if (p->unmatched_range_ends > 0)
             fprintf(f, "    %.0f range end(s) for unknown ids (ignored)\n",
-                    tp_jnum(p, "unmatched_range_ends"));
+                    p->unmatched_range_ends);
     }
-    const cJSON *e;
-    cJSON_ArrayForEach(e, tp_jobj(rep, "unreadable_files"))
-        fprintf(f, "%s  unreadable: %s%s\n", Y, e->valuestring, N);
+    for (size_t i = 0; run && i < run->nerrors; i++)
+        fprintf(f, "%s  unreadable: %s%s\n", Y, run->errors[i], N);
 }
 
 /* The steps of a rank: where they came from, their statistics, the missing and flagged ones,
@@ -544,31 +542,27 @@ static void timers_text(FILE *f, const tp_run_timers_result *tm, const char *B, 
     if (tm->megatron_all) fprintf(f, "%s\n", tm->megatron_all);
 }
 
-static void findings_text(FILE *f, const cJSON *rep, const char *B, const char *N,
+static void findings_text(FILE *f, const tp_findings_result *fs, const char *B, const char *N,
                           const char *Y) {
-    const cJSON *fd;
-    int firstf = 1;
-    cJSON_ArrayForEach(fd, tp_jobj(rep, "findings")) {
-        if (firstf) fprintf(f, "\n%sfindings%s\n", B, N);
-        firstf = 0;
-        const char *sev = tp_jstr(fd, "severity");
+    for (size_t i = 0; i < fs->n; i++) {
+        const tp_finding *fd = &fs->items[i];
+        if (!i) fprintf(f, "\n%sfindings%s\n", B, N);
+        const char *sev = fd->severity;
         fprintf(f, "%s  %s: %s%s\n", !strcmp(sev, "critical") || !strcmp(sev, "warning") ? Y : "",
-                sev, tp_jstr(fd, "message"), N);
-        if (tp_jobj(fd, "recommendation"))
-            fprintf(f, "    try: %s\n", tp_jstr(fd, "recommendation"));
+                sev, fd->message, N);
+        if (fd->recommendation) fprintf(f, "    try: %s\n", fd->recommendation);
     }
-    const cJSON *nr, *near = tp_jobj(tp_jobj(rep, "diagnosis"), "near");
-    if (cJSON_GetArraySize(near))
+    if (fs->nnear)
         fprintf(f, "\n%snear a threshold%s (not findings: the shares of identical runs move by a "
                    "few points, so a finding needs a margin of %.0f %% of its threshold)\n",
-                B, N, 100 * tp_jnum(tp_jobj(tp_jobj(rep, "diagnosis"), "thresholds"), "diag_band"));
-    cJSON_ArrayForEach(nr, near) {
-        int share = !strcmp(tp_jstr(nr, "unit"), "share");
+                B, N, 100 * fs->diag_band);
+    for (size_t i = 0; i < fs->nnear; i++) {
+        const tp_near *nr = &fs->near[i];
+        int share = !strcmp(nr->unit, "share");
         double k = share ? 100 : 1;
         const char *u = share ? " %" : " ms per sample";
-        fprintf(f, "  %s, rank %.0f: %.1f%s (threshold %.1f%s, a finding from %.1f%s)\n",
-                tp_jstr(nr, "id"), tp_jnum(nr, "rank"), k * tp_jnum(nr, "value"), u,
-                k * tp_jnum(nr, "threshold"), u, k * tp_jnum(nr, "finding_from"), u);
+        fprintf(f, "  %s, rank %d: %.1f%s (threshold %.1f%s, a finding from %.1f%s)\n", nr->id,
+                nr->rank, k * nr->value, u, k * nr->threshold, u, k * nr->finding_from, u);
     }
 }
 
@@ -577,16 +571,16 @@ static int write_text(const tp_report *report, FILE *f, int color) {
     const char *Y = color ? "\033[33m" : "";
     const cJSON *rep = report->doc;
     run_text(f, &report->res, B, N, Y);
-    processes_text(f, rep, B, N, Y);
+    processes_text(f, &report->res, report->run, B, N, Y);
     /* the document's ranks are the results' ranks, in the same order (report.c) */
     const cJSON *r = tp_jobj(rep, "ranks") ? tp_jobj(rep, "ranks")->child : NULL;
     for (size_t i = 0; i < report->res.nranks && r; i++, r = r->next)
         rank_text(f, &report->res.ranks[i], r, B, N, Y);
-    tp_comm_run_text(f, tp_jobj(rep, "communication"), B, N);
-    tp_diagnose_text(f, rep, B, N, Y); /* clocks, throughput, stragglers */
+    tp_comm_run_text(f, &report->res.comm, B, N);
+    tp_diagnose_text(f, &report->res, B, N, Y); /* clocks, throughput, stragglers */
     timers_text(f, &report->res.timers, B, N);
     tp_ended_text(f, &report->res.ended, B, N, Y);
-    findings_text(f, rep, B, N, Y);
+    findings_text(f, &report->res.findings, B, N, Y);
     fflush(f);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
 }

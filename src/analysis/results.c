@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/clocks.h"
+#include "analysis/comm.h"
+#include "analysis/findings.h"
 #include "analysis/stats.h"
 
 tp_stat5 tp_stat5_of(double *v, size_t n) {
@@ -74,10 +77,20 @@ void tp_run_results_free(tp_run_results *r) {
     for (size_t i = 0; i < r->nranks; i++) tp_rank_result_free(&r->ranks[i]);
     free(r->ranks);
     free(r->stragglers.named);
+    free(r->stragglers.ranks);
+    r->stragglers.ranks = NULL;
+    r->stragglers.nranks = 0;
     free(r->ended.ranks);
     free(r->timers.rows);
     free(r->timers.megatron_minmax);
     free(r->timers.megatron_all);
+    tp_findings_free(&r->findings);
+    tp_clocks_result_free(&r->clocks);
+    tp_comm_run_result_free(&r->comm);
+    for (size_t i = 0; i < r->nprocs; i++) free(r->procs[i].pops);
+    free(r->procs);
+    r->procs = NULL;
+    r->nprocs = 0;
     memset(&r->timers, 0, sizeof r->timers);
     r->ended.ranks = NULL;
     r->ended.n = 0;

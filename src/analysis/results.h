@@ -12,10 +12,11 @@
  * is 0 reads 0 and a rule must not use it. A figure flagged impossible (figures.h) is
  * cleared the same way, as the document moves it to "invalid".
  *
- * Ownership: tp_run_results owns its rank array and the arrays of each rank's results
- * (the pointers marked "owned"; tp_rank_result_free, tp_run_results_free). Strings point
- * into the loaded run (tp_run) or into static tables, never into the cJSON document: they
- * live as long as the run.
+ * Ownership: tp_run_results owns every array marked "owned" below: its ranks and their
+ * arrays, the processes, the findings (their messages and evidence), the clocks' hosts, the
+ * stragglers and the communicators across ranks (tp_run_results_free). Strings point into
+ * the loaded run (tp_run), into the report options or into static tables, never into the
+ * cJSON document: they live as long as the run.
  * Not thread safe; built once per report by tp_report_build.
  */
 #ifndef TPROF_RESULTS_H
@@ -421,11 +422,136 @@ typedef struct tp_rank_result {
     tp_breakdown_result phases; /* "phases": the CPU basis's rows for a GPU-basis rank */
 } tp_rank_result;
 
-/* Throughput ("throughput"; mfu.h): the inputs the rules use. */
-typedef struct tp_throughput_result {
+/* A figure past its hard bound, moved to the section's "invalid" (figures.h). */
+typedef struct tp_flagged_figure {
+    int flagged;
+    double value, limit;
+} tp_flagged_figure;
+
+/* One op of a communicator across the ranks ("communication.communicators[].ops[]";
+ * comm_run.c): counts per rank (the most any rank saw), bytes, timing, bandwidth. */
+typedef struct tp_comm_xop_result {
+    const char *op;          /* static */
+    double ranks;            /* ranks that ran it */
+    double count_per_rank;   /* the most any rank saw */
+    int has_count_min;       /* some rank saw fewer: */
+    double count_min_rank;
+    double bytes_per_rank;
+    int has_bytes_per_op;
+    double bytes_per_op;
+    int has_mean;
+    double mean_ms;          /* mean over the timed ops */
+    int has_bw;
+    double algbw_gbs, busbw_gbs;
+    const char *time_source; /* tp_comm_time_source (static) */
+    double enqueue_only;     /* ops timed by their NCCL enqueue only; 0: none */
+} tp_comm_xop_result;
+
+/* One communicator across the ranks ("communication.communicators[]"), most time first. */
+typedef struct tp_comm_xcomm_result {
+    const char *id;          /* into the ranks' results */
+    double size;
+    size_t nmembers;         /* rank files that show it ("ranks_seen") */
+    struct {
+        int rank, comm_rank;
+    } *members;              /* owned, by world rank */
+    const char *traffic;     /* "point-to-point" or "collective" (static) */
+    const char *torch_group; /* trainprof.torch's description, or NULL (into the run) */
+    char role_guess[64], role_basis[200];
+    size_t nops;
+    tp_comm_xop_result *ops; /* owned */
+} tp_comm_xcomm_result;
+
+/* The run's communication ("communication"; comm_run.c). */
+typedef struct tp_comm_run_result {
     int present;
+    int world_size;
+    size_t ncomms;
+    tp_comm_xcomm_result *comms; /* owned */
+    size_t nexposed;
+    const tp_rank_result **exposed; /* owned array: the ranks with exposure figures */
+    const char *per;         /* "step", "run" or "mixed" (static) */
+    double warn_share, crit_share;
+    int has_summary;         /* some rank has exposure figures: */
+    double mean_exposed_share, median_exposed_share;
+    int worst_rank;
+    double worst_exposed_share;
+} tp_comm_run_result;
+
+/* Throughput, model FLOPs and MFU ("throughput"; mfu.h), every figure of the section.
+ * Per-step inputs are per rank; sources are "option", "metadata" or "model" (static). */
+typedef struct tp_throughput_result {
+    int present;             /* some rank has measured steps */
+    double step_ms;          /* mean over ranks of their mean measured step */
+    size_t ranks;
     double samples_per_step; /* per rank and step; 0 = unknown */
+    const char *samples_source;  /* NULL: samples per step unknown; else the figures below */
+    double samples_per_s, samples_per_s_per_gpu;
+    double tokens_per_step;
+    const char *tokens_source;   /* NULL: tokens per step unknown */
+    double tokens_per_s, tokens_per_s_per_gpu;
+    int has_model_error;
+    char model_error[200];   /* why the model description was refused */
+    int has_model;           /* a model description was parsed: */
+    const char *model_spec;  /* as given (the options' or the run's metadata) */
+    const char *model_source; /* "option" or "metadata" */
+    size_t nmodel;
+    struct {
+        const char *key;     /* "layers", "hidden", ... in the document's order (static) */
+        double v;
+    } model[11];
+    int model_gated;
+    double flops_per_token;  /* Megatron-LM's formula for one token */
+    const char *model_formula; /* where the formula comes from (static) */
+    const char *note;        /* static, or NULL */
+    const char *flops_source; /* NULL: no FLOPs, none of the figures below */
+    double flops_per_step;
+    double tflops_per_gpu;   /* achieved; see tflops_flagged */
+    char dtype[16];          /* the dtype of the peak */
+    const char *gpu;         /* the first NVML GPU's name, or NULL (into the run) */
+    int has_peak;
+    double peak_tflops;
+    const char *peak_entry, *peak_source; /* the peak table's row and its reference (static) */
+    double mfu;              /* tflops_per_gpu / peak_tflops; see mfu_flagged */
+    const char *mfu_note;    /* why there is no MFU (static), or NULL */
+    tp_flagged_figure mfu_flagged, tflops_flagged; /* past the peak: not results */
+    char flag_reason[400];   /* why (both share it) */
 } tp_throughput_result;
+
+/* One host of the clock alignment ("clocks.per_host[]"; clocks.c). */
+typedef struct tp_host_clock_result {
+    const char *host;        /* into the run */
+    size_t nranks;
+    int *ranks;              /* owned: the ranks on it */
+    int reference;           /* the first host: the others are aligned to it */
+    int aligned;
+    double offset_us;
+    double collectives_used; /* matched collectives the offset came from (not the reference) */
+    int has_residual;
+    double residual_median_us, residual_max_us;
+    const char *note;        /* why it is not aligned (static), or NULL */
+} tp_host_clock_result;
+
+/* Clock alignment across hosts ("clocks"). */
+typedef struct tp_clocks_result {
+    int present;
+    double hosts, collectives_matched, collectives_with_ends;
+    const char *status;      /* "single host", "aligned" or "partly aligned" (static) */
+    const char *note;        /* with one host (static), or NULL */
+    const char *method;      /* with several (static), or NULL */
+    size_t nper_host;
+    tp_host_clock_result *per_host; /* owned */
+} tp_clocks_result;
+
+/* One rank of the stragglers' table ("stragglers.ranks[]"). */
+typedef struct tp_straggler_rank {
+    int rank;
+    const char *host;        /* into the run */
+    int has_step;
+    double step_ms;
+    double collectives;      /* matched collectives inside its measured steps */
+    double lag_ms_median, lag_ms_mean, lag_ms_p90, lag_ms_per_step; /* with collectives */
+} tp_straggler_rank;
 
 /* A rank named a straggler ("stragglers.named[]"; diagnose.c). */
 typedef struct tp_straggler {
@@ -457,6 +583,14 @@ typedef struct tp_stragglers_result {
     double median_step_ms, lag_threshold_ms, step_threshold_ms;
     size_t nnamed;
     tp_straggler *named;     /* owned */
+    double floor_ms;         /* straggler_share of the median step: the least threshold */
+    const char *rule;        /* the criterion in words (static) */
+    size_t nranks;
+    tp_straggler_rank *ranks; /* owned, in the clocks' rank order */
+    const char *note;        /* static, or NULL */
+    int note_last;           /* no measured steps: the note follows "named" in the document */
+    int has_lag_mad, has_step_mad;
+    double lag_mad_ms, step_mad_ms;
 } tp_stragglers_result;
 
 /* A rank that ended early ("ended_early[]"; ended.h): killed by a signal, or its file has no
@@ -519,6 +653,91 @@ typedef struct tp_run_timers_result {
     char *megatron_all;      /* owned: its per-rank table (more than one rank), or NULL */
 } tp_run_timers_result;
 
+/* A thread's range pops with no open range ("processes[].unmatched_pops_by_thread[]"). */
+typedef struct tp_pops_thread {
+    uint32_t tid;            /* OS thread id */
+    const char *thread;      /* its name, or NULL (into the run) */
+    double count, after_drops; /* pops; of them after the thread's ring dropped events */
+    double first_s;          /* the first one, s from the process's start */
+} tp_pops_thread;
+
+/* One process of the run ("processes[]"; processes.c), in the run's order. */
+typedef struct tp_process_result {
+    char label[64];          /* tp_process_label: "rank 0", "launcher of ranks 0-7 (torchrun)" */
+    const char *role;        /* "rank", "node-sampler" or "helper" (static) */
+    int rank, world_size;
+    int rank_implied;        /* the rank was implied: the launcher gave none */
+    const char *host;        /* into the run */
+    double pid, ppid;
+    const char *cmdline;     /* or NULL (into the run) */
+    const char *file;        /* the rank file's path (into the run) */
+    double threads, events, events_dropped, duration_s;
+    int complete;            /* the file has its end record */
+    int has_write_errors;
+    double records_lost, chunks_lost, bytes_lost;
+    const char *first_errno, *first_error; /* "" when not written (into the run, or static) */
+    int has_reopened;
+    double rank_file_reopened; /* the program closed the file's descriptor: reopens */
+    double unmatched_range_ends; /* ends for unknown range ids; 0: none */
+    double unmatched_pops, unmatched_pops_after_drops;
+    size_t npops;
+    tp_pops_thread *pops;    /* owned: the threads with unmatched pops */
+    size_t ndamage;
+    char *const *damage;     /* what the loader found damaged in the file (into the run) */
+} tp_process_result;
+
+/* One figure of a finding's evidence ("findings[].evidence.<key>"), in the document's order. */
+typedef enum tp_evidence_kind {
+    TP_EV_NUMBER,            /* num */
+    TP_EV_BOOL,              /* num: 0 or 1 */
+    TP_EV_STRING,            /* str */
+    TP_EV_INTS,              /* ints[0..n): a list of numbers (ranks) */
+    TP_EV_STRINGS,           /* strs[0..n): a list of names */
+    TP_EV_STRAGGLER          /* straggler: the named straggler's figures (an object) */
+} tp_evidence_kind;
+
+typedef struct tp_evidence {
+    const char *key;         /* static */
+    tp_evidence_kind kind;
+    double num;
+    const char *str;         /* static, or into the loaded run */
+    size_t n;
+    int *ints;               /* owned */
+    const char **strs;       /* owned array of static names */
+    const tp_straggler *straggler; /* into tp_run_results.stragglers.named */
+} tp_evidence;
+
+/* A finding ("findings[]"): a rule that names a problem, with the figures that show it. */
+typedef struct tp_finding {
+    const char *id;          /* the rule's id (static) */
+    const char *severity;    /* "warning" or "critical" (static) */
+    int has_rank;
+    int rank;                /* the rank it names (the worst one) */
+    char *message;           /* owned; names in it are made safe for a terminal (text.h) */
+    const char *recommendation; /* static, or NULL */
+    int recommendation_last; /* the document puts the recommendation after the evidence */
+    size_t nev;
+    tp_evidence *ev;         /* owned, in the document's order */
+} tp_finding;
+
+/* A rank whose value is past a rule's threshold but inside its band ("diagnosis.near[]"). */
+typedef struct tp_near {
+    const char *id;          /* the rule's id (static) */
+    const char *unit;        /* "share" (of the step) or "ms per sample" (static) */
+    int rank;
+    double value, threshold, finding_from;
+} tp_near;
+
+/* The findings of the run, in the order the analyses appended them (communication, the
+ * diagnosis rules, the ranks that ended early), and the values near a threshold. */
+typedef struct tp_findings_result {
+    size_t n;
+    tp_finding *items;       /* owned */
+    size_t nnear;
+    tp_near *near;           /* owned */
+    double diag_band;        /* the band of the thresholds (tp_report_opts.diag_band) */
+} tp_findings_result;
+
 /* Everything the run-level analyses and the rules read. */
 typedef struct tp_run_results {
     size_t nranks;
@@ -529,6 +748,11 @@ typedef struct tp_run_results {
     tp_run_timers_result timers;
     tp_run_summary run;
     tp_capability caps[TP_NCAPABILITIES];
+    tp_findings_result findings;
+    size_t nprocs;
+    tp_process_result *procs;  /* owned, in the run's process order ("processes") */
+    tp_clocks_result clocks;
+    tp_comm_run_result comm;
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

@@ -8,7 +8,7 @@
  * document itself for the sections not typed yet and the generic views; the only exception is
  * what the report summarises rather than lists (step times per step, the NVML sample series),
  * which is read from the loaded run with the same step rule (steps.c) the report used.
- * Sections this file does not know (added to the document later: throughput, stragglers, ...)
+ * Sections this file does not know (added to the document later: stragglers, clocks, ...)
  * are rendered generically as nested tables, so a new section shows up in the HTML the day it
  * appears in the JSON.
  *
@@ -27,6 +27,7 @@
 
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
+#include "export/html_sections.h"
 #include "export/html_svg.h"
 #include "trainprof.h"
 
@@ -53,14 +54,6 @@ void tp_html_escape(FILE *f, const char *s) {
 }
 
 #define E(s) tp_html_escape(f, (s))
-
-/* A table cell holding a number, or "-" when the member is absent. */
-static void td_num(FILE *f, const cJSON *o, const char *k, int prec, double scale) {
-    fputs("<td class=\"n\">", f);
-    if (tp_jhas(o, k)) tp_html_num(f, tp_jnum(o, k) * scale, prec);
-    else fputs("-", f);
-    fputs("</td>", f);
-}
 
 static void bytes_text(FILE *f, double b) {
     static const char *const u[] = {"B", "kB", "MB", "GB", "TB"};
@@ -459,47 +452,6 @@ static void nvml_curves(FILE *f, const tp_run *run) {
 
 /* ------------------------------------------------------------------ tables */
 
-static void findings_section(FILE *f, const cJSON *rep) {
-    const cJSON *fs = tp_jobj(rep, "findings"), *fd;
-    fputs("<h2 id=\"findings\">Findings</h2>\n", f);
-    if (!cJSON_GetArraySize(fs)) {
-        fputs("<p class=\"ok\">No rule found a problem.</p>\n", f);
-        return;
-    }
-    fputs("<ul class=\"findings\">\n", f);
-    cJSON_ArrayForEach(fd, fs) {
-        const char *sev = tp_jstr(fd, "severity");
-        fputs("<li class=\"finding sev-", f);
-        for (const char *c = sev; *c; c++) fputc(isalnum((unsigned char)*c) ? *c : '_', f);
-        fputs("\"><span class=\"sev\">", f);
-        E(*sev ? sev : "note");
-        fputs("</span> ", f);
-        if (tp_jobj(fd, "id")) {
-            fputs("<code>", f);
-            E(tp_jstr(fd, "id"));
-            fputs("</code> ", f);
-        }
-        if (tp_jhas(fd, "rank")) fprintf(f, "(rank %.0f) ", tp_jnum(fd, "rank"));
-        fputs("<span class=\"msg\">", f);
-        E(tp_jstr(fd, "message"));
-        fputs("</span>", f);
-        const cJSON *c;
-        cJSON_ArrayForEach(c, fd) {
-            const char *k = c->string;
-            if (!strcmp(k, "id") || !strcmp(k, "severity") || !strcmp(k, "message") ||
-                !strcmp(k, "rank"))
-                continue;
-            fputs("<div class=\"evidence\"><b>", f);
-            E(k);
-            fputs("</b> ", f);
-            gen_value(f, c, 1);
-            fputs("</div>", f);
-        }
-        fputs("</li>\n", f);
-    }
-    fputs("</ul>\n", f);
-}
-
 /* A table cell holding v, or "-" when it was not computed (has 0). */
 static void td_opt(FILE *f, int has, double v, int prec) {
     fputs("<td class=\"n\">", f);
@@ -539,10 +491,10 @@ static void steps_table(FILE *f, const tp_run_results *res) {
     fputs("</table>\n", f);
 }
 
-static void comm_table(FILE *f, const cJSON *rep) {
-    const cJSON *comm = tp_jobj(rep, "communication"), *c, *op;
+/* The communicators across the ranks, one row per op, and the exposure per rank (results.h). */
+static void comm_table(FILE *f, const tp_comm_run_result *comm) {
     fputs("<h2 id=\"communication\">Communication</h2>\n", f);
-    if (!cJSON_GetArraySize(tp_jobj(comm, "communicators"))) {
+    if (!comm->ncomms) {
         fputs("<p class=\"note\">No communication recorded.</p>\n", f);
         return;
     }
@@ -551,53 +503,51 @@ static void comm_table(FILE *f, const cJSON *rep) {
           "rank</th><th>mean ms</th><th>time ms per rank</th><th>algbw GB/s</th><th>busbw "
           "GB/s</th><th>timing</th></tr>\n",
           f);
-    cJSON_ArrayForEach(c, tp_jobj(comm, "communicators")) {
-        cJSON_ArrayForEach(op, tp_jobj(c, "ops")) {
+    for (size_t k = 0; k < comm->ncomms; k++) {
+        const tp_comm_xcomm_result *c = &comm->comms[k];
+        for (size_t q = 0; q < c->nops; q++) {
+            const tp_comm_xop_result *op = &c->ops[q];
             fputs("<tr><td><code>", f);
-            E(tp_jstr(c, "id"));
-            fprintf(f, "</code></td><td class=\"n\">%.0f</td><td>", tp_jnum(c, "size"));
-            E(tp_jstr(c, "role_guess"));
+            E(c->id);
+            fprintf(f, "</code></td><td class=\"n\">%.0f</td><td>", c->size);
+            E(c->role_guess);
             fputs("</td><td>", f);
-            E(tp_jstr(op, "op"));
+            E(op->op);
             fputs("</td>", f);
-            td_num(f, op, "ranks", 0, 1);
-            td_num(f, op, "count_per_rank", 0, 1);
+            td_opt(f, 1, op->ranks, 0);
+            td_opt(f, 1, op->count_per_rank, 0);
             fputs("<td class=\"n\">", f);
-            bytes_text(f, tp_jnum(op, "bytes_per_rank"));
+            bytes_text(f, op->bytes_per_rank);
             fputs("</td>", f);
-            td_num(f, op, "mean_ms", 3, 1);
-            fputs("<td class=\"n\">", f);
-            if (tp_jhas(op, "mean_ms")) tp_html_num(f, tp_jnum(op, "mean_ms") * tp_jnum(op, "count_per_rank"), 2);
-            else fputs("-", f);
-            fputs("</td>", f);
-            td_num(f, op, "algbw_gbs", 2, 1);
-            td_num(f, op, "busbw_gbs", 2, 1);
+            td_opt(f, op->has_mean, op->mean_ms, 3);
+            td_opt(f, op->has_mean, op->mean_ms * op->count_per_rank, 2);
+            td_opt(f, op->has_bw, op->algbw_gbs, 2);
+            td_opt(f, op->has_bw, op->busbw_gbs, 2);
             fputs("<td>", f);
-            E(tp_jstr(op, "time_source"));
+            E(op->time_source);
             fputs("</td></tr>\n", f);
         }
     }
     fputs("</table>\n", f);
-    const cJSON *ex = tp_jobj(comm, "exposure");
-    if (cJSON_GetArraySize(tp_jobj(ex, "ranks"))) {
-        fputs("<h3>Exposed communication per rank</h3>\n<table class=\"grid\"><tr><th>rank</th>"
-              "<th>basis</th><th>exposed ms</th><th>overlapped ms</th><th>window ms</th>"
-              "<th>exposed share</th></tr>\n",
-              f);
-        const cJSON *r;
-        cJSON_ArrayForEach(r, tp_jobj(ex, "ranks")) {
-            fprintf(f, "<tr><td>%.0f</td><td>", tp_jnum(r, "rank"));
-            E(tp_jstr(r, "basis"));
-            fputs("</td>", f);
-            td_num(f, r, "exposed_ms_mean", 3, 1);
-            td_num(f, r, "overlapped_ms_mean", 3, 1);
-            td_num(f, r, "window_ms", 3, 1);
-            fputs("<td class=\"n\">", f);
-            tp_html_num(f, 100 * tp_jnum(r, "exposed_share"), 1);
-            fputs(" %</td></tr>\n", f);
-        }
-        fputs("</table>\n", f);
+    if (!comm->nexposed) return;
+    fputs("<h3>Exposed communication per rank</h3>\n<table class=\"grid\"><tr><th>rank</th>"
+          "<th>basis</th><th>exposed ms</th><th>overlapped ms</th><th>window ms</th>"
+          "<th>exposed share</th></tr>\n",
+          f);
+    for (size_t i = 0; i < comm->nexposed; i++) {
+        const tp_rank_result *r = comm->exposed[i];
+        const tp_comm_exposure_result *x = &r->comm.exposure;
+        fprintf(f, "<tr><td>%d</td><td>", r->rank);
+        E(x->basis);
+        fputs("</td>", f);
+        td_opt(f, 1, x->exposed_ms.mean, 3);
+        td_opt(f, 1, x->overlapped_ms.mean, 3);
+        td_opt(f, 1, x->window_ms, 3);
+        fputs("<td class=\"n\">", f);
+        tp_html_num(f, 100 * x->exposed_share, 1);
+        fputs(" %</td></tr>\n", f);
     }
+    fputs("</table>\n", f);
 }
 
 /* A table cell holding a number. */
@@ -681,7 +631,8 @@ static int known(const char *k, const char *const *list) {
 
 static const char *const top_known[] = {"schema", "schema_version", "trainprof_version", "run",
                                         "capabilities", "processes", "unreadable_files", "ranks",
-                                        "timers", "communication", "findings", NULL};
+                                        "timers", "communication", "findings", "throughput",
+                                        NULL};
 static const char *const rank_shown[] = {"rank", "label", "host", "pid", NULL};
 
 /* Everything about each rank, in collapsible blocks (no script: <details>). */
@@ -726,7 +677,8 @@ static const char css[] =
     "margin:8px 0;background:#fafafa}li.sev-warning{border-color:#e0a000}li.sev-critical{border-color:#d00}"
     ".sev{font-weight:700;text-transform:uppercase;font-size:12px}.evidence{font-size:12px;margin-top:4px}"
     "details{margin:6px 0;border:1px solid #eee;padding:4px 8px}summary{cursor:pointer;font-weight:600}"
-    "pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}nav a{margin-right:12px}";
+    "pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}nav a{margin-right:12px}"
+    ".flagged{color:#b00}";
 
 int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
     const tp_run *run = report->run;
@@ -753,7 +705,8 @@ int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
             rj->duration_s, (double)rj->events, (double)rj->events_dropped);
     E(tprof_version());
     fputs("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
-          "<a href=\"#breakdown-h\">breakdown</a><a href=\"#communication\">communication</a>"
+          "<a href=\"#throughput\">throughput</a><a href=\"#breakdown-h\">breakdown</a>"
+          "<a href=\"#communication\">communication</a>"
           "<a href=\"#kernels\">kernels</a><a href=\"#nvml\">GPU samples</a>"
           "<a href=\"#timers\">timers</a><a href=\"#ranks\">ranks</a></nav>\n",
           f);
@@ -765,7 +718,7 @@ int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
                    "runs.</p>\n",
                 rj->distinct_run_ids);
 
-    findings_section(f, rep);
+    tp_html_findings(f, &res->findings);
 
     fputs("<h2 id=\"steps\">Step time</h2>\n", f);
     steps_table(f, res);
@@ -781,10 +734,12 @@ int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
     for (size_t i = 0; i < nr; i++) free(rs[i].ms);
     free(rs);
 
+    tp_html_throughput(f, &res->throughput);
+
     fputs("<h2 id=\"breakdown-h\">Step breakdown</h2>\n", f);
     breakdown_chart(f, &report->res);
 
-    comm_table(f, rep);
+    comm_table(f, &res->comm);
     kernels_tables(f, &report->res);
 
     fputs("<h2 id=\"nvml\">GPU power, utilisation and memory (NVML)</h2>\n", f);
