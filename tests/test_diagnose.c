@@ -53,6 +53,7 @@ typedef struct scen {
     double alloc_share;          /* CUPTI's allocation records: peak / total (0: none) */
     int throttle, power_at_limit;
     const char *meta_model, *meta_tokens;
+    const char *cmdline;         /* metadata "cmdline" of every rank */
 } scen;
 
 static scen base(void) {
@@ -93,6 +94,7 @@ static void write_rank(const char *dir, const scen *sc, int r) {
     }
     if (sc->meta_model) synth_meta(f, "model", sc->meta_model);
     if (sc->meta_tokens) synth_meta(f, "tokens_per_step", sc->meta_tokens);
+    if (sc->cmdline) synth_meta(f, "cmdline", sc->cmdline);
     synth_thread(f, 1, 100 + r);
     uint32_t corr = 1;
     uint64_t step = sc->step;
@@ -486,6 +488,20 @@ static void rule_launch_bound(void **st) {
     NEAR(N(J(f, "evidence"), "idle_other_short_gaps_share"), 0.25, 1e-9);
     assert_null(J(J(rep, "diagnosis"), "near"));
     cJSON_Delete(rep);
+    /* the same finding in a Megatron-LM job: advice in its arguments, only what it did not do */
+    sc.cmdline = "/usr/bin/python3 pretrain_gpt.py --transformer-impl local --micro-batch-size 4 "
+                 "--global-batch-size 16 --no-masked-softmax-fusion";
+    rep = run_scen(&sc, "launch-meg", &o);
+    f = finding(rep, "launch_bound");
+    assert_non_null(f);
+    assert_string_equal(cJSON_GetObjectItem(f, "megatron")->valuestring,
+                        "--transformer-impl transformer_engine instead of local (fused attention, "
+                        "LayerNorm and GEMM kernels: fewer, larger kernels); turn the fusions back "
+                        "on (drop --no-masked-softmax-fusion); CUDA graphs (--cuda-graph-impl local "
+                        "or transformer_engine) to replay the step's launches; a larger "
+                        "--micro-batch-size (now 4) with fewer micro-batches per step");
+    cJSON_Delete(rep);
+    sc.cmdline = NULL;
     /* the same idle with long kernels is not launch-bound */
     o.launch_kernel_us = 5;
     rep = run_scen(&sc, "launch2", &o);

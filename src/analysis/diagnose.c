@@ -19,6 +19,7 @@
 #include "analysis/clocks.h"
 #include "analysis/energy.h"
 #include "analysis/findings.h"
+#include "analysis/megatron.h"
 #include "analysis/mfu.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
@@ -913,6 +914,19 @@ static void diagnosis(cJSON *rep, tp_run_results *res, size_t comm_finding,
     if (near) cJSON_AddItemToObject(d, "near", near);
 }
 
+/* For a Megatron-LM job (its arguments on a rank's command line), each finding's advice in
+ * its arguments: only what the job did not do already (megatron.h). */
+static void megatron_advice(tp_run_results *res, const tp_run *run) {
+    tp_megatron_args a;
+    tp_megatron_args_of(run, &a);
+    if (!a.found) return;
+    for (size_t i = 0; i < res->findings.n; i++) {
+        char buf[1024];
+        if (tp_megatron_advice(&a, res->findings.items[i].id, buf, sizeof buf))
+            res->findings.items[i].megatron = strdup(buf); /* NULL without memory: no advice */
+    }
+}
+
 void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t comm_finding,
                      const tp_report_opts *o) {
     tp_clocks c;
@@ -928,4 +942,5 @@ void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t 
                           o->flops_per_step, o->model, o->dtype);
     tp_throughput_json(rep, &res->throughput);
     diagnosis(rep, res, comm_finding, o);
+    megatron_advice(res, run);
 }

@@ -155,6 +155,7 @@ void tp_findings_json(cJSON *arr, const tp_findings_result *fs) {
         for (size_t k = 0; k < f->nev; k++) evidence_json(ev, &f->ev[k]);
         if (f->recommendation && f->recommendation_last)
             cJSON_AddStringToObject(fd, "recommendation", f->recommendation);
+        if (f->megatron) cJSON_AddStringToObject(fd, "megatron", f->megatron);
         cJSON_AddItemToArray(arr, fd);
     }
 }
@@ -185,6 +186,7 @@ void tp_findings_free(tp_findings_result *fs) {
         }
         free(f->ev);
         free(f->message);
+        free(f->megatron);
     }
     free(fs->items);
     free(fs->near);

@@ -551,6 +551,7 @@ static void findings_text(FILE *f, const tp_findings_result *fs, const char *B, 
         fprintf(f, "%s  %s: %s%s\n", !strcmp(sev, "critical") || !strcmp(sev, "warning") ? Y : "",
                 sev, fd->message, N);
         if (fd->recommendation) fprintf(f, "    try: %s\n", fd->recommendation);
+        if (fd->megatron) fprintf(f, "    in Megatron-LM's arguments: %s\n", fd->megatron);
     }
     if (fs->nnear)
         fprintf(f, "\n%snear a threshold%s (not findings: the shares of identical runs move by a "

@@ -716,6 +716,8 @@ typedef struct tp_finding {
     char *message;           /* owned; names in it are made safe for a terminal (text.h) */
     const char *recommendation; /* static, or NULL */
     int recommendation_last; /* the document puts the recommendation after the evidence */
+    char *megatron;          /* owned, or NULL: the advice in Megatron-LM's arguments, when
+                              * the job is Megatron-LM (megatron.h) */
     size_t nev;
     tp_evidence *ev;         /* owned, in the document's order */
 } tp_finding;

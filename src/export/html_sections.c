@@ -175,6 +175,11 @@ void tp_html_findings(FILE *f, const tp_findings_result *fs) {
         if (fd->nev) fputs("</table>", f);
         fputs("</div>", f);
         if (fd->recommendation && fd->recommendation_last) recommendation_html(f, fd);
+        if (fd->megatron) {
+            fputs("<div class=\"evidence\"><b>in Megatron-LM's arguments</b> ", f);
+            E(fd->megatron);
+            fputs("</div>", f);
+        }
         fputs("</li>\n", f);
     }
     fputs("</ul>\n", f);
