@@ -142,6 +142,77 @@ static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
     return NULL;
 }
 
+/* The parallel dimension Megatron-LM's group names stand for (megatron/core/parallel_state.py,
+ * the group_desc it gives torch.distributed.new_group), most specific first; NULL for a name
+ * not in the table. */
+static const char *megatron_dimension(const char *name) {
+    static const struct { const char *prefix, *dim; } t[] = {
+        {"EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", "expert tensor and model parallel"},
+        {"EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP",
+         "expert tensor, model and pipeline parallel"},
+        {"EXPERT_TENSOR_PARALLEL_GROUP", "expert tensor parallel"},
+        {"EXPERT_MODEL_PARALLEL_GROUP", "expert model parallel"},
+        {"EXPERT_DATA_PARALLEL_GROUP", "expert data parallel"},
+        {"TENSOR_AND_DATA_PARALLEL_GROUP", "tensor and data parallel"},
+        {"TENSOR_AND_CONTEXT_PARALLEL_GROUP", "tensor and context parallel"},
+        {"TENSOR_MODEL_PARALLEL_GROUP", "tensor parallel"},
+        {"PIPELINE_MODEL_PARALLEL_GROUP", "pipeline parallel"},
+        {"DATA_PARALLEL_GROUP_WITH_CP", "data parallel (with context parallel)"},
+        {"INTRA_PARTIAL_DATA_PARALLEL_GROUP", "data parallel (partial, distributed optimizer)"},
+        {"DATA_PARALLEL_GROUP", "data parallel"},
+        {"CONTEXT_PARALLEL_GROUP", "context parallel"},
+        {"MODEL_PARALLEL_GROUP", "model parallel (tensor and pipeline)"},
+        {"POSITION_EMBEDDING_GROUP", "position embedding (first pipeline stages)"},
+        {"EMBEDDING_GROUP", "embedding (first and last pipeline stages)"},
+        {"default_pg", "world (the default group)"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strncmp(name, t[i].prefix, strlen(t[i].prefix))) return t[i].dim;
+    return NULL;
+}
+
+/* The names of the torch groups with x's id or, for an NCCL communicator, with exactly x's
+ * members (trainprof.torch's torch.pg_name.<id> beside torch.pg.<id>), into e; and the role
+ * they give. Several NCCL groups can share one member list (Megatron-LM's tensor- and
+ * model-parallel groups without pipeline parallelism): all their names are listed, and the
+ * role is theirs only when they agree. */
+static void group_names(tp_comm_xcomm_result *e, const xcomm *x, const tp_run *run) {
+    const char *dims[8];
+    size_t nd = 0, len = 0;
+    unsigned long long id = strtoull(x->id, NULL, 16);
+    e->group_names[0] = 0;
+    for (size_t pi = 0; pi < run->nprocs; pi++) {
+        const tp_process *p = &run->procs[pi];
+        for (size_t i = 0; i < p->nmeta; i++) {
+            const char *k = p->meta[i].key;
+            if (strncmp(k, "torch.pg.", 9)) continue;
+            int mine = strtoull(k + 9, NULL, 16) == id;
+            if (!mine && !(x->nm >= 2 && (double)x->nm == x->size &&
+                           tp_comm_nccl_backend(p->meta[i].value) &&
+                           same_members(p->meta[i].value, x)))
+                continue;
+            char nk[48];
+            snprintf(nk, sizeof nk, "torch.pg_name.%s", k + 9);
+            const char *name = tp_meta(p, nk);
+            if (!name || strstr(e->group_names, name)) continue;
+            int w = snprintf(e->group_names + len, sizeof e->group_names - len, "%s%s",
+                             len ? " or " : "", name);
+            if (w < 0 || (size_t)w >= sizeof e->group_names - len) break;
+            len += (size_t)w;
+            if (nd < 8) dims[nd++] = megatron_dimension(name);
+        }
+        if (len) break; /* the names from one rank file: every member wrote the same */
+    }
+    if (!nd) return;
+    for (size_t i = 1; i < nd; i++)
+        if (!dims[i] || !dims[0] || strcmp(dims[i], dims[0])) return;
+    if (!dims[0]) return;
+    snprintf(e->role_guess, sizeof e->role_guess, "%s", dims[0]);
+    snprintf(e->role_basis, sizeof e->role_basis, "the program named the group %.100s "
+             "(Megatron-LM's parallel groups, megatron/core/parallel_state.py)", e->group_names);
+    e->role_named = 1;
+}
+
 /* Adds rank rr's communicators to xc (one entry per id across the ranks). Returns 0, or -1
  * when out of memory. */
 static int gather_rank(xcomm **xcp, size_t *nxc, const tp_rank_result *rr) {
@@ -223,6 +294,7 @@ static int xcomm_result(tp_comm_xcomm_result *e, xcomm *x, const tp_run *run, in
     e->torch_group = torch_group_by_members(x, run);
     guess_role(x, world, e->role_guess, sizeof e->role_guess, e->role_basis,
                sizeof e->role_basis);
+    group_names(e, x, run);
     for (size_t q = 0; q < x->nops; q++) {
         const xop *o = &x->ops[q];
         tp_comm_xop_result *r = &e->ops[e->nops++];
@@ -290,7 +362,9 @@ static void communicators_json(cJSON *c, const tp_comm_run_result *r) {
         }
         cJSON_AddStringToObject(e, "traffic", x->traffic);
         if (x->torch_group) cJSON_AddStringToObject(e, "torch_group", x->torch_group);
+        if (x->group_names[0]) cJSON_AddStringToObject(e, "group_names", x->group_names);
         cJSON_AddStringToObject(e, "role_guess", x->role_guess);
+        if (x->role_named) cJSON_AddBoolToObject(e, "role_named", 1);
         cJSON_AddStringToObject(e, "role_basis", x->role_basis);
         cJSON *jo = cJSON_AddArrayToObject(e, "ops");
         for (size_t q = 0; q < x->nops; q++) {

@@ -45,7 +45,12 @@ void tp_comm_run_text(FILE *f, const tp_comm_run_result *c, const char *B, const
             tp_fput_printable(f, e->torch_group);
             fputc('"', f);
         }
-        fprintf(f, "; guess: %s (%s)\n", e->role_guess, e->role_basis);
+        if (e->group_names[0]) {
+            fputs("; named ", f);
+            tp_fput_printable(f, e->group_names);
+        }
+        fprintf(f, "; %s: %s (%s)\n", e->role_named ? "role" : "guess", e->role_guess,
+                e->role_basis);
         for (size_t q = 0; q < e->nops; q++) {
             const tp_comm_xop_result *o = &e->ops[q];
             if (o->has_count_min)

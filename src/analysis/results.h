@@ -460,6 +460,11 @@ typedef struct tp_comm_xcomm_result {
     char role_guess[64], role_basis[200];
     size_t nops;
     tp_comm_xop_result *ops; /* owned */
+    /* the names the program gave the torch group(s) with these members (new_group's
+     * group_desc, as Megatron-LM names its groups), " or " between several groups of the
+     * same members; "" when none was named. role_named: the role comes from a name. */
+    char group_names[200];
+    int role_named;
 } tp_comm_xcomm_result;
 
 /* The run's communication ("communication"; comm_run.c). */

@@ -121,7 +121,35 @@ for i in range(5):
 """
 
 
+# A process group named as Megatron-LM names its groups (torch 2.4+ takes group_desc; this
+# torch does not, so a stand-in accepts it, as the newer new_group does)
+NAMED_GROUP = r"""
+import os, socket, torch, torch.distributed as dist
+orig = dist.new_group
+def new_group(*args, group_desc=None, **kwargs):
+    return orig(*args, **kwargs)
+dist.new_group = dist.distributed_c10d.new_group = new_group
+import trainprof.torch as tt
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+assert tt.instrument()
+tp = dist.new_group(ranks=[0], group_desc="TENSOR_MODEL_PARALLEL_GROUP")
+dist.all_reduce(torch.ones(8), group=tp)
+dist.destroy_process_group()
+"""
+
+
 class TorchInstrumentTest(unittest.TestCase):
+    def test_group_named_as_megatron_names_it(self):
+        d = tphelp.workdir("torch_named_group")
+        p = tphelp.run_child(NAMED_GROUP, outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        comms = tphelp.report(d)["communication"]["communicators"]
+        named = [c for c in comms if c.get("group_names") == "TENSOR_MODEL_PARALLEL_GROUP"]
+        self.assertEqual(len(named), 1, comms)
+        self.assertEqual(named[0]["role_guess"], "tensor parallel")
+        self.assertTrue(named[0]["role_named"])
+
     def test_cuda_graph_replays_are_the_steps(self):
         d = tphelp.workdir("torch_graph")
         p = tphelp.run_child(GRAPH_LOOP, outdir=d)
