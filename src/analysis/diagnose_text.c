@@ -5,7 +5,6 @@
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
-#include "analysis/jsonget.h"
 
 #include <string.h>
 

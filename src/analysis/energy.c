@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/energy.h"
+#include "analysis/figures.h"
 #include "analysis/stats.h"
 
 #include <stdlib.h>
@@ -606,6 +607,10 @@ static void nv_gpu_json(cJSON *ga, const tp_nvml_gpu_result *R, int per_step) {
         cJSON_AddBoolToObject(cj, "throttled", R->throttled);
         cJSON_AddNumberToObject(cj, "throttled_share", R->throttled_share);
     }
+    cJSON *inv = NULL;
+    tp_figure_invalid_json(&inv, gj, "util_percent_mean", &R->util_flagged, tp_flag_reason_util);
+    tp_figure_invalid_json(&inv, gj, "mem_used_peak_share", &R->mem_used_share_flagged,
+                           tp_flag_reason_mem_share);
 }
 
 void tp_nvml_json(cJSON *rank_json, const tp_nvml_result *nv) {

@@ -11,7 +11,7 @@
  * (results.h) is cleared the same way, so the diagnosis rules never act on it
  * (docs/report-json.md, "Impossible figures").
  *
- * Not thread safe on one document; no allocation beyond the cJSON nodes added.
+ * Not thread safe on one result; no allocation beyond the cJSON nodes a writer adds.
  */
 #ifndef TPROF_FIGURES_H
 #define TPROF_FIGURES_H
@@ -23,33 +23,36 @@
 #include "analysis/model.h"
 #include "analysis/results.h"
 
-/* Moves the number sec[key] into sec.invalid[key] = { value, limit, reason }. Nothing when
- * sec has no number at key. */
-void tp_figure_flag(cJSON *sec, const char *key, double limit, const char *reason);
-
-/* Checks the figures of a rank's section (built for process p) that have a hard bound, and
- * flags those past it: process CPU % against 100 % x the host's CPUs (metadata
- * process.host_cpus), NVML utilisation against 100 %, NVML memory used and GPU busy time
- * against their whole. */
-void tp_figures_check_rank(cJSON *rank, const tp_process *p);
-
 /* The bound of a process's CPU %: 100 x the CPUs its host had online (metadata
  * process.host_cpus, written by the process sampler); INFINITY when the file does not say.
  * CPU time cannot exceed wall time times the CPUs online (proc(5): utime + stime). */
 double tp_figures_cpu_limit(const tp_process *p);
 
-/* 1 when x is finite and inside [lo, hi] (up to rounding): the one bound test of the
- * document's checks and of tp_figures_check_results. */
+/* 1 when x is finite and inside [lo, hi] (up to rounding): the one bound test. */
 int tp_figure_in_bounds(double x, double lo, double hi);
 
-/* The same checks on the typed results of a rank, so that the rules and the renderers that
- * read them see what the document keeps: an NVML memory-used share outside [0, 1], an NVML
- * utilisation outside 0-100 % and a device's busy share outside [0, 1] are cleared (their
- * has_* flag 0). */
-void tp_figures_check_results(tp_rank_result *rr);
+/* The checks, each on a section's typed results right after it is computed and before it is
+ * written: a figure past its bound has its has_* flag cleared and its *_flagged set (value,
+ * bound), and the section's writer puts it in the section's "invalid" object.
+ *   process: CPU % mean and max against 100 % x the host's CPUs (p's metadata);
+ *   NVML GPUs: utilisation against 0-100 %, memory used against the GPU's memory;
+ *   GPU devices: busy share against the steps' time. */
+void tp_figures_check_process(tp_process_sampler_result *pr, const tp_process *p);
+void tp_figures_check_nvml(tp_nvml_result *nv);
+void tp_figures_check_gpu(tp_gpu_result *g);
 
-/* Writes one line per flagged figure anywhere under `root` ("invalid" objects), indented by
- * two spaces and prefixed "flagged, not a result:". Y/N: highlight on/off sequences. */
-void tp_figures_text(FILE *f, const cJSON *root, const char *Y, const char *N);
+/* The reasons given for the flagged NVML and GPU figures (the process's is in its result). */
+extern const char tp_flag_reason_util[], tp_flag_reason_mem_share[], tp_flag_reason_busy[];
+
+/* Adds { "value", "limit", "reason" } under `key` to the section's "invalid" object, when f
+ * is flagged: *inv, created in sec on first use (the caller starts with NULL). For the section
+ * writers. */
+void tp_figure_invalid_json(cJSON **inv, cJSON *sec, const char *key, const tp_flagged_figure *f,
+                            const char *reason);
+
+/* Writes one line per flagged figure of a rank, in the document's order (its GPU devices, its
+ * process, its NVML GPUs), indented by two spaces and prefixed "flagged, not a result:".
+ * Y/N: highlight on/off sequences. */
+void tp_figures_text(FILE *f, const tp_rank_result *rr, const char *Y, const char *N);
 
 #endif /* TPROF_FIGURES_H */

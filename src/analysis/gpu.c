@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
 #include "analysis/gpu.h"
+#include "analysis/figures.h"
 #include "analysis/stats.h"
 
 #include <stdlib.h>
@@ -753,6 +754,8 @@ static void device_json(cJSON *jd, const tp_gpu_device_result *D) {
         cJSON_AddNumberToObject(e, "memory_capacity_bytes", D->memory_capacity_bytes);
         cJSON_AddNumberToObject(e, "memory_peak_share", D->memory_peak_share);
     }
+    cJSON *inv = NULL;
+    tp_figure_invalid_json(&inv, e, "busy_share", &D->busy_share_flagged, tp_flag_reason_busy);
     cJSON_AddItemToArray(jd, e);
 }
 

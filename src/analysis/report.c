@@ -258,9 +258,8 @@ static void process_section(tp_process_sampler_result *out, const tp_process *p)
         out->cpu_percent_max = mx[0];
     }
     /* an impossible CPU figure is flagged, not a result (figures.h) */
-    double hi = tp_figures_cpu_limit(p);
-    out->has_cpu_mean = out->cpu_sampled && tp_figure_in_bounds(out->cpu_percent_mean, 0, hi);
-    out->has_cpu_max = out->cpu_sampled && tp_figure_in_bounds(out->cpu_percent_max, 0, hi);
+    out->has_cpu_mean = out->has_cpu_max = out->cpu_sampled;
+    tp_figures_check_process(out, p);
     out->rss_peak_bytes = mx[1];
     out->has_threads = n[2] > 0;
     out->threads_max = mx[2];
@@ -268,20 +267,21 @@ static void process_section(tp_process_sampler_result *out, const tp_process *p)
     out->ctx_switches_per_s_mean = n[3] ? sum[3] / (double)n[3] : 0;
 }
 
-/* The rank's "process", with every figure as computed: tp_figures_check_rank then moves an
- * impossible CPU figure to "invalid", as process_section clears its has_* flag. */
+/* The rank's "process"; an impossible CPU figure in its "invalid" (figures.h). */
 static void sampler_json(cJSON *rs, const tp_process_sampler_result *pr) {
     if (!pr->present) return;
     cJSON *pj = cJSON_AddObjectToObject(rs, "process");
     cJSON_AddNumberToObject(pj, "samples", pr->samples);
-    if (pr->cpu_sampled) {
-        cJSON_AddNumberToObject(pj, "cpu_percent_mean", pr->cpu_percent_mean);
-        cJSON_AddNumberToObject(pj, "cpu_percent_max", pr->cpu_percent_max);
-    }
+    if (pr->has_cpu_mean) cJSON_AddNumberToObject(pj, "cpu_percent_mean", pr->cpu_percent_mean);
+    if (pr->has_cpu_max) cJSON_AddNumberToObject(pj, "cpu_percent_max", pr->cpu_percent_max);
     cJSON_AddNumberToObject(pj, "rss_peak_bytes", pr->rss_peak_bytes);
     if (pr->has_threads) cJSON_AddNumberToObject(pj, "threads_max", pr->threads_max);
     if (pr->has_ctx_switches)
         cJSON_AddNumberToObject(pj, "ctx_switches_per_s_mean", pr->ctx_switches_per_s_mean);
+    cJSON *inv = NULL;
+    tp_figure_invalid_json(&inv, pj, "cpu_percent_mean", &pr->cpu_mean_flagged,
+                           pr->cpu_flag_reason);
+    tp_figure_invalid_json(&inv, pj, "cpu_percent_max", &pr->cpu_max_flagged, pr->cpu_flag_reason);
 }
 
 /* The measured steps whose figures miss dropped events into *out (has_dropped): those
@@ -611,6 +611,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     tp_gpu_compute(&out->gpu, p, meas, per_step ? nm : 0, total_step_ns, o->top_n);
     tp_nvml_compute(&out->nvml, run, p, tp_steps_measured(&s), nm);
     tp_memory_capacity(&out->gpu, &out->nvml, p);
+    /* before any is written or read: impossible figures leave the results (figures.h) */
+    tp_figures_check_gpu(&out->gpu);
+    tp_figures_check_nvml(&out->nvml);
     tp_gpu_json(rs, &out->gpu);
     tp_comm_rank_section(rs, &out->comm, p, meas, per_step ? nm : 0);
     process_section(&out->process, p);
@@ -624,9 +627,6 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     data_json(rs, &out->data, o);
     free(sc.dv);
     tp_steps_free(&s);
-    /* before any rule reads the figures: the impossible ones leave the section and the results */
-    tp_figures_check_rank(rs, p);
-    tp_figures_check_results(out);
     return rs;
 }
 

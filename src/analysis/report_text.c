@@ -8,7 +8,6 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
-#include "analysis/jsonget.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -516,14 +515,14 @@ static void ranges_text(FILE *f, const tp_ranges_result *rg) {
     }
 }
 
-/* One rank: rr its typed results, r its section of the document (the parts not typed yet). */
-static void rank_text(FILE *f, const tp_rank_result *rr, const cJSON *r, const char *B,
-                      const char *N, const char *Y) {
+/* One rank, from its typed results. */
+static void rank_text(FILE *f, const tp_rank_result *rr, const char *B, const char *N,
+                      const char *Y) {
     fprintf(f, "\n%s%s%s (%s:%d)\n", B, rr->label, N, rr->host, rr->pid);
     if (!rr->steps.present) return;
     steps_text(f, &rr->steps, N, Y);
     process_text(f, &rr->process);
-    tp_figures_text(f, r, Y, N);
+    tp_figures_text(f, rr, Y, N);
     nvml_text(f, &rr->nvml);
     gpu_text(f, &rr->gpu, B, N);
     tp_comm_rank_text(f, &rr->comm);
@@ -570,13 +569,9 @@ static void findings_text(FILE *f, const tp_findings_result *fs, const char *B, 
 static int write_text(const tp_report *report, FILE *f, int color) {
     const char *B = color ? "\033[1m" : "", *N = color ? "\033[0m" : "";
     const char *Y = color ? "\033[33m" : "";
-    const cJSON *rep = report->doc;
     run_text(f, &report->res, B, N, Y);
     processes_text(f, &report->res, report->run, B, N, Y);
-    /* the document's ranks are the results' ranks, in the same order (report.c) */
-    const cJSON *r = tp_jobj(rep, "ranks") ? tp_jobj(rep, "ranks")->child : NULL;
-    for (size_t i = 0; i < report->res.nranks && r; i++, r = r->next)
-        rank_text(f, &report->res.ranks[i], r, B, N, Y);
+    for (size_t i = 0; i < report->res.nranks; i++) rank_text(f, &report->res.ranks[i], B, N, Y);
     tp_comm_run_text(f, &report->res.comm, B, N);
     tp_diagnose_text(f, &report->res, B, N, Y); /* clocks, throughput, stragglers */
     timers_text(f, &report->res.timers, B, N);

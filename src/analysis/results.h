@@ -108,6 +108,13 @@ typedef struct tp_breakdown_result {
 /* The kernel classes (TP_KC_COUNT of model.h; gpu.c checks that they agree). */
 #define TP_GPU_NCLASSES 5
 
+/* A figure past its hard bound, moved to the section's "invalid" (figures.h): its value
+ * and the bound it passed; `flagged` 0: the figure is a result. */
+typedef struct tp_flagged_figure {
+    int flagged;
+    double value, limit;
+} tp_flagged_figure;
+
 /* One CUDA device of the rank's GPU activity ("gpu.devices[]"; gpu.h). Time and counts are
  * per measured step (tp_gpu_result.per_step) or in total. */
 typedef struct tp_gpu_device_result {
@@ -124,6 +131,7 @@ typedef struct tp_gpu_device_result {
     double sm_count;
     int has_capacity;
     double memory_capacity_bytes, memory_peak_share;
+    tp_flagged_figure busy_share_flagged; /* busy_share past 1 (has_busy_share then 0) */
 } tp_gpu_device_result;
 
 /* The rank's GPU activity ("gpu"; gpu.h). */
@@ -210,6 +218,7 @@ typedef struct tp_nvml_gpu_result {
     int throttled;             /* a throttling reason set in some sample */
     double throttled_share;    /* of the samples with clock events */
     unsigned long long clock_event_mask;
+    tp_flagged_figure util_flagged, mem_used_share_flagged; /* past their bounds (figures.h) */
 } tp_nvml_gpu_result;
 
 /* The rank's NVML section ("nvml"). Strings point into the loaded run or are static. */
@@ -329,6 +338,8 @@ typedef struct tp_process_sampler_result {
     int cpu_sampled;         /* a CPU rate was sampled (needs 100 ms between samples) */
     int has_cpu_mean, has_cpu_max;
     double cpu_percent_mean, cpu_percent_max;
+    tp_flagged_figure cpu_mean_flagged, cpu_max_flagged; /* past 100 % x the host's CPUs */
+    char cpu_flag_reason[200];
     double rss_peak_bytes;
     int has_threads, has_ctx_switches;
     double threads_max, ctx_switches_per_s_mean;
@@ -421,12 +432,6 @@ typedef struct tp_rank_result {
     tp_process_sampler_result process;
     tp_breakdown_result phases; /* "phases": the CPU basis's rows for a GPU-basis rank */
 } tp_rank_result;
-
-/* A figure past its hard bound, moved to the section's "invalid" (figures.h). */
-typedef struct tp_flagged_figure {
-    int flagged;
-    double value, limit;
-} tp_flagged_figure;
 
 /* One op of a communicator across the ranks ("communication.communicators[].ops[]";
  * comm_run.c): counts per rank (the most any rank saw), bytes, timing, bandwidth. */
