@@ -320,6 +320,11 @@ static void test_iteration_steps(void **state) {
         assert_int_equal(tp_find_steps(&run.procs[0], "no-such-range", 0, &st), 0);
         assert_int_equal(st.source, iter ? TP_STEPS_ITERATION : TP_STEPS_API);
         tp_steps_free(&st);
+        /* one process, no communication: the text says why there is none */
+        char *text = report_text(&run, NULL);
+        assert_non_null(strstr(text, "communication: none recorded (world size 1: a collective "
+                                     "has no peer"));
+        free(text);
         tp_run_free(&run);
         synth_rmtree(dir);
     }

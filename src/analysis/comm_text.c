@@ -23,7 +23,10 @@ void tp_comm_put_bytes(FILE *f, double b) {
 void tp_comm_run_text(FILE *f, const tp_comm_run_result *c, const char *B, const char *N) {
     if (!c->present) return;
     if (!c->ncomms && !c->has_summary) {
-        fprintf(f, "\n%scommunication%s: none recorded\n", B, N);
+        fprintf(f, "\n%scommunication%s: none recorded%s\n", B, N,
+                c->world_size == 1 ? " (world size 1: a collective has no peer, so NCCL or MPI "
+                                     "calls move no data and take no time worth recording)"
+                                   : "");
         return;
     }
     fprintf(f, "\n%scommunication%s (across ranks; roles are guesses from size, members and "
