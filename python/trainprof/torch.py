@@ -74,7 +74,7 @@ class _State:
         self.rule_written = False
         self.capturing = 0          # CUDA graph captures open on the training thread
         self.step_in_capture = False  # an optimizer step ran inside the open capture
-        self.train_thread = None    # threading.get_ident() of the thread whose steps are recorded
+        self.train_thread = None    # get_ident() of the thread of the first backward
 
 
 _S = _State()
@@ -114,8 +114,6 @@ def _ensure_step():
         return  # recording a CUDA graph runs nothing on the GPU: not an iteration
     if not _S.in_step:
         _S.in_step = True
-        if _S.train_thread is None:
-            _S.train_thread = threading.get_ident()
         _tp.step_begin(_S.step)
 
 
@@ -233,10 +231,10 @@ _bw = threading.local()
 
 def _bw_enter():
     """Opens the backward phase for one call into the autograd engine: on the thread that
-    trains (the one whose steps are recorded, or the first to reach here), outside any other
-    backward of that thread. A backward run inside a backward (reentrant activation
-    checkpointing, on the engine's own threads) or elsewhere is work of the same phase, not a
-    phase of its own. Returns whether it opened one."""
+    trains (the one that ran the first backward; a DataLoader's prefetching thread never
+    does), outside any other backward of that thread. A backward run inside a backward
+    (reentrant activation checkpointing, on the engine's own threads) or elsewhere is work of
+    the same phase, not a phase of its own. Returns whether it opened one."""
     if getattr(_bw, "depth", 0):
         return False
     tid = threading.get_ident()
