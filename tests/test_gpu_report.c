@@ -567,6 +567,54 @@ static void test_kernel_short_names(void **state) {
                         "softmax_warp_forward<float, float, float, 10, false, true>");
 }
 
+/* Kernels that differ only where the short form drops text: the same kernel in two
+ * namespaces, two overloads, an empty name beside one made of qualifiers only. Each keeps
+ * its whole name (bar "void ") so that no two rows read alike; a kernel alone in its short
+ * form is still simplified. Then 3,000 names alike in their first 80 characters (a unique
+ * number at the end) stay apart and within 60 columns. */
+static void test_kernel_short_names_apart(void **state) {
+    (void)state;
+    const char *names[7] = {"void ns1::kern<float>(float*, int)",
+                            "void ns2::kern<float>(float*, int)",
+                            "void overload(float*)",
+                            "void overload(double*)",
+                            "",
+                            "a::b::",
+                            "void at::native::lone_kernel<4>(int)"};
+    const char *want[7] = {"ns1::kern<float>(float*, int)", "ns2::kern<float>(float*, int)",
+                           "overload(float*)", "overload(double*)", "", "a::b::",
+                           "lone_kernel<4>"};
+    enum { SIZE = 4 * 60 + 1, MANY = 3000 };
+    char out[7][SIZE];
+    tp_kernel_short_names(names, 7, 60, &out[0][0], SIZE);
+    for (int i = 0; i < 7; i++) assert_string_equal(out[i], want[i]);
+
+    char(*raw)[128] = malloc(MANY * sizeof *raw);
+    const char **many = malloc(MANY * sizeof *many);
+    char *short_many = malloc((size_t)MANY * SIZE);
+    assert_non_null(raw);
+    assert_non_null(many);
+    assert_non_null(short_many);
+    for (int i = 0; i < MANY; i++) {
+        snprintf(raw[i], sizeof raw[i], "void at::native::a_long_templated_kernel_name_prefix"
+                 "_that_is_the_same_for_all_of_them_%06d", (i * 7919) % MANY);
+        many[i] = raw[i];
+    }
+    tp_kernel_short_names(many, MANY, 60, short_many, SIZE);
+    for (int i = 0; i < MANY; i++) {
+        const char *s = short_many + (size_t)i * SIZE;
+        char tail[16];
+        snprintf(tail, sizeof tail, "_%06d", (i * 7919) % MANY);
+        assert_non_null(strstr(s, tail)); /* the number that tells it apart is shown */
+        size_t cols = 0;
+        for (const char *c = s; *c; c++) cols += ((unsigned char)*c & 0xC0) != 0x80;
+        assert_true(cols <= 60);
+    }
+    free(raw);
+    free(many);
+    free(short_many);
+}
+
 /* A GPU rank with trainprof.torch's phases on its step thread: 4 steps of 20 ms (the first
  * warm-up), in each data 0-1 ms, forward 1-6 ms, backward 6-16 ms, optimizer 16-18 ms and 2 ms
  * outside any phase, with a kernel under the backward; a graph launch of 3 kernels in each
@@ -648,6 +696,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_classes),
         cmocka_unit_test(test_kernel_short_names),
+        cmocka_unit_test(test_kernel_short_names_apart),
         cmocka_unit_test(test_phases_graphs_after),
         cmocka_unit_test(test_stream_order_clip),
         cmocka_unit_test(test_stream_order_next_and_graph),

@@ -151,6 +151,29 @@ def _cuda_counters():
 
 # ------------------------------------------------------------------------------ optimizer
 
+_opt = threading.local()
+
+
+def _opt_enter(opt):
+    """Whether this step of opt is the outermost optimizer step of the thread: an optimizer
+    whose step runs another optimizer's step (torch's ZeroRedundancyOptimizer, itself an
+    Optimizer, steps its local optimizer inside its own) makes one iteration, not two. A step that raised without its post hook (torch 2.x) leaves opt as the
+    outermost, so that its next step counts again."""
+    outer = getattr(_opt, "outer", None)
+    if outer is not None and outer is not opt:
+        return False
+    _opt.outer = opt
+    return True
+
+
+def _opt_leave(opt):
+    """Whether opt's step that returns now is the outermost one (see _opt_enter)."""
+    if getattr(_opt, "outer", None) is not opt:
+        return False
+    _opt.outer = None
+    return True
+
+
 def _instrument_optimizer(opt):
     with _lock:
         if any(o is opt for o in _S.optimizers):
@@ -161,12 +184,14 @@ def _instrument_optimizer(opt):
     if hasattr(opt, "register_step_pre_hook") and hasattr(opt, "register_step_post_hook"):
         # torch 2.x: the optimizer's own hooks (they survive LR schedulers and re-wrapping)
         def pre(o, args, kwargs):
-            _ensure_step()
-            _tp.push("optimizer")
+            if _opt_enter(opt):
+                _ensure_step()
+                _tp.push("optimizer")
 
         def post(o, args, kwargs):
-            _tp.pop()
-            _end_step()
+            if _opt_leave(opt):
+                _tp.pop()
+                _end_step()
 
         opt.register_step_pre_hook(pre)
         opt.register_step_post_hook(post)
@@ -176,11 +201,14 @@ def _instrument_optimizer(opt):
     orig = opt.step
 
     def step(self, *args, **kwargs):
+        if not _opt_enter(opt):
+            return orig(*args, **kwargs)
         _ensure_step()
         _tp.push("optimizer")
         try:
             return orig(*args, **kwargs)
         finally:
+            _opt_leave(opt)
             _tp.pop()
             _end_step()
 

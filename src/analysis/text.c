@@ -290,12 +290,41 @@ static size_t char_start(const char *s, size_t at) {
     return at;
 }
 
+typedef struct {
+    const char *s; /* the row's form in out */
+    size_t i;      /* the row */
+} srow;
+
+static int by_form(const void *a, const void *b) {
+    return strcmp(((const srow *)a)->s, ((const srow *)b)->s);
+}
+
+static const char *raw_name(const char *const *names, size_t i) {
+    return names[i] ? names[i] : "";
+}
+
+static size_t shared_prefix(const char *a, const char *b) {
+    size_t c = 0;
+    while (a[c] && a[c] == b[c]) c++;
+    return c;
+}
+
+/* r: the n rows sorted by form. The rows of [a, b) have one form; the end of that run. */
+static size_t run_end(const srow *r, size_t n, size_t a) {
+    size_t b = a + 1;
+    while (b < n && !strcmp(r[b].s, r[a].s)) b++;
+    return b;
+}
+
 void tp_kernel_short_names(const char *const *names, size_t n, int cols, char *out, size_t size) {
     if (cols < 8) cols = 8;
     for (size_t i = 0; i < n; i++) tp_kernel_simplify(out + i * size, size, names[i]);
     /* the longest prefix each shares with another, different row: before any is shortened */
     size_t *common = calloc(n ? n : 1, sizeof *common);
-    if (!common) {
+    srow *r = malloc((n ? n : 1) * sizeof *r);
+    if (!common || !r) {
+        free(common);
+        free(r);
         for (size_t i = 0; i < n; i++) {
             char buf[1024];
             tp_text_fit(buf, sizeof buf, out + i * size, cols);
@@ -303,14 +332,38 @@ void tp_kernel_short_names(const char *const *names, size_t n, int cols, char *o
         }
         return;
     }
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < n; k++) {
-            const char *s = out + i * size, *t = out + k * size;
-            if (k == i || !strcmp(s, t)) continue;
-            size_t c = 0;
-            while (s[c] && s[c] == t[c]) c++;
-            if (c > common[i]) common[i] = c;
+    for (size_t i = 0; i < n; i++) r[i] = (srow){out + i * size, i};
+    qsort(r, n, sizeof *r, by_form);
+    /* different kernels that simplify alike (the same name in two namespaces, overloads that
+     * differ in their parameters only) keep their whole names, bar "void ", so that their
+     * rows stay apart */
+    int undone = 0;
+    for (size_t a = 0; a < n;) {
+        size_t b = run_end(r, n, a);
+        int differ = 0;
+        for (size_t k = a + 1; k < b && !differ; k++)
+            differ = strcmp(raw_name(names, r[k].i), raw_name(names, r[a].i)) != 0;
+        for (size_t k = a; differ && k < b; k++) {
+            const char *raw = raw_name(names, r[k].i);
+            snprintf(out + r[k].i * size, size, "%s", strncmp(raw, "void ", 5) ? raw : raw + 5);
+            undone = 1;
         }
+        a = b;
+    }
+    if (undone) qsort(r, n, sizeof *r, by_form);
+    /* in sorted order the different row most like a row is the nearest one of another form,
+     * before or after its run: n log n, not n^2, for thousands of rows alike in their start */
+    for (size_t a = 0; a < n;) {
+        size_t b = run_end(r, n, a), c = 0;
+        if (a > 0) c = shared_prefix(r[a].s, r[a - 1].s);
+        if (b < n) {
+            size_t d = shared_prefix(r[a].s, r[b].s);
+            if (d > c) c = d;
+        }
+        for (size_t k = a; k < b; k++) common[r[k].i] = c;
+        a = b;
+    }
+    free(r);
     for (size_t i = 0; i < n; i++) {
         char *s = out + i * size;
         size_t len = strlen(s);

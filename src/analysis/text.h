@@ -67,8 +67,10 @@ const char *tp_kernel_simplify(char *buf, size_t n, const char *name);
  * a form that fits is whole; one that does not and whose first cols - 1 characters tell it
  * from every other row's is cut there (TP_TEXT_CUT); otherwise it keeps its start, then,
  * after a cut mark, the part around the first character where it differs from the row most
- * like it, and ends with a cut mark when more follows. Rows whose simplified names are equal
- * stay equal. size >= 4 * cols + 1. */
+ * like it, and ends with a cut mark when more follows. Different names whose simplified forms
+ * are equal (one kernel name in two namespaces, overloads) are not simplified, bar a leading
+ * "void ", so that their rows stay apart; equal names stay equal. O(n log n) comparisons.
+ * size >= 4 * cols + 1. */
 void tp_kernel_short_names(const char *const *names, size_t n, int cols, char *out, size_t size);
 
 /* Replaces, in place, every string value and key of the JSON tree that is not valid UTF-8 by

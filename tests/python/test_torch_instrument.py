@@ -75,6 +75,28 @@ assert "autograd engine" in tt.instrumented()["patched"]
 """
 
 
+# An optimizer whose step runs another optimizer's step: torch's ZeroRedundancyOptimizer (an
+# Optimizer) steps its local SGD inside its own step. Both are instrumented, as autostart
+# instruments every optimizer it sees constructed. 4 iterations.
+NESTED_OPT_LOOP = r"""
+import socket, torch, torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
+import trainprof.torch as tt
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+torch.manual_seed(3)
+model = torch.nn.Linear(8, 1)
+opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
+tt.instrument(model=model, optimizer=[opt, opt.optim])  # False when not recording
+for i in range(4):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    print("loss", loss.item().hex())
+dist.destroy_process_group()
+"""
+
 # A training step captured once in a CUDA graph and replayed, as PyTorch's CUDA graphs
 # documentation shows it (warm-up iterations, one capture, replays into static tensors).
 # This CPU build has no CUDA graphs, so a stand-in class takes torch.cuda.graphs.CUDAGraph's
@@ -169,6 +191,19 @@ class TorchInstrumentTest(unittest.TestCase):
             self.assertLessEqual(s["ts"], e["ts"])
             self.assertGreaterEqual(s["ts"] + s["dur"], e["ts"] + e["dur"] - 0.01)
             self.assertGreaterEqual(s["dur"], 20000)
+
+    def test_nested_optimizer_step_is_one_iteration(self):
+        d = tphelp.workdir("torch_nested_opt")
+        p = tphelp.run_child(NESTED_OPT_LOOP, outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        q = tphelp.run_child(NESTED_OPT_LOOP)  # not recording: nothing instrumented
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertEqual(p.stdout.split(), q.stdout.split())  # bitwise: float.hex
+        rep = tphelp.report(d, "--warmup", "0")
+        self.assertEqual(rep["ranks"][0]["steps"]["count"], 4)
+        ev = tphelp.chrome(d)
+        opt = [e for e in ev if e.get("name") == "optimizer" and e.get("ph") == "X"]
+        self.assertEqual(len(opt), 4, opt)  # the inner step is inside the outer's range
 
     def test_backward_through_the_engine_and_iteration_steps(self):
         d = tphelp.workdir("torch_engine")
