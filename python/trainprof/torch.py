@@ -64,7 +64,7 @@ class _State:
         self.step = 0
         self.in_step = False
         self.optimizers = []        # instrumented optimizers (kept alive: few)
-        self.modules = set()        # id() of modules with forward hooks
+        self.models = {}            # id(model) -> weakref of the models (forward phase)
         self.patched = set()        # names of what is patched process-wide
         self.groups = {}            # id(pg) -> _Group
         self.group_names = {}       # id(pg) -> the group_desc given to new_group
@@ -83,7 +83,7 @@ _S = _State()
 def instrumented():
     """What is instrumented now: a dict for tests and curiosity."""
     return {"step": _S.step, "in_step": _S.in_step, "optimizers": len(_S.optimizers),
-            "modules": len(_S.modules), "patched": sorted(_S.patched)}
+            "modules": len(_S.models), "patched": sorted(_S.patched)}
 
 
 def _torch():
@@ -217,25 +217,52 @@ def _instrument_optimizer(opt):
 
 # ------------------------------------------------------------------------------ model
 
+def _is_model(module):
+    # by id, never by the module's own __hash__/__eq__ (a subclass may define them, or make
+    # itself unhashable): this runs for every module call of the program
+    r = _S.models.get(id(module))
+    return r is not None and r() is module
+
+
 def _fwd_pre(module, inputs):
-    _ensure_step()
-    _tp.push("forward")
+    if _is_model(module):
+        _ensure_step()
+        _tp.push("forward")
 
 
 def _fwd_post(module, inputs, output):
-    _tp.pop()
+    if _is_model(module):
+        _tp.pop()
+
+
+def _module_hooks():
+    """The forward phase comes from torch's global module hooks
+    (torch.nn.modules.module.register_module_forward_pre_hook/_forward_hook), which run for
+    every module and act for the instrumented models only: hooks put on the model itself
+    would be part of it, pickled with it by torch.save (a checkpoint that then needs
+    trainprof to load) and compiled by torch.jit.script (which rejects them)."""
+    with _lock:
+        if "module hooks" in _S.patched:
+            return
+        _S.patched.add("module hooks")
+    mm = _torch().nn.modules.module
+    mm.register_module_forward_pre_hook(_fwd_pre)
+    try:  # torch 2.1+: the post hook runs even when forward raises
+        mm.register_module_forward_hook(_fwd_post, always_call=True)
+    except TypeError:
+        mm.register_module_forward_hook(_fwd_post)
 
 
 def _instrument_module(module):
     with _lock:
-        if id(module) in _S.modules:
+        if _is_model(module):
             return
-        _S.modules.add(id(module))
-    module.register_forward_pre_hook(_fwd_pre)
-    try:  # torch 2.1+: the post hook runs even when forward raises
-        module.register_forward_hook(_fwd_post, always_call=True)
-    except TypeError:
-        module.register_forward_hook(_fwd_post)
+        try:
+            ref = weakref.ref(module)
+        except TypeError:  # not weakly referenceable: kept alive (models live as long)
+            ref = (lambda m: lambda: m)(module)
+        _S.models[id(module)] = ref
+    _module_hooks()
     ddp = _ddp_class()
     if ddp is not None and isinstance(module, ddp):
         _install_ddp_hook(module)

@@ -161,6 +161,24 @@ dist.destroy_process_group()
 """
 
 
+# What the program does with its model must not see trainprof: torch.save of the whole
+# model, loaded by an interpreter without trainprof, and torch.jit.script of the model
+SAVE_AND_SCRIPT = r"""
+import sys, torch
+import trainprof.torch as tt
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+assert tt.instrument(model=model, optimizer=opt)
+for i in range(3):
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+assert not model._forward_pre_hooks and not model._forward_hooks
+torch.save(model, sys.argv[1])
+scripted = torch.jit.script(model)
+print("scripted", float(scripted(torch.ones(1, 4)).sum()) == float(model(torch.ones(1, 4)).sum()))
+"""
+
+
 class TorchInstrumentTest(unittest.TestCase):
     def test_group_named_as_megatron_names_it(self):
         d = tphelp.workdir("torch_named_group")
@@ -171,6 +189,25 @@ class TorchInstrumentTest(unittest.TestCase):
         self.assertEqual(len(named), 1, comms)
         self.assertEqual(named[0]["role_guess"], "tensor parallel")
         self.assertTrue(named[0]["role_named"])
+
+    def test_model_saved_and_scripted_without_trainprof_in_it(self):
+        d = tphelp.workdir("torch_save_script")
+        path = os.path.join(d, "model.pt")
+        code = SAVE_AND_SCRIPT.replace("sys.argv[1]", repr(path))
+        p = tphelp.run_child(code, outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("scripted True", p.stdout)
+        # a plain interpreter, trainprof nowhere on its path, loads the checkpoint
+        env = tphelp.child_env()
+        env.pop("PYTHONPATH", None)
+        q = subprocess.run([tphelp.PY, "-c", "import sys, torch; m = torch.load(%r); "
+                            "assert 'trainprof' not in sys.modules; print(type(m).__name__)"
+                            % path], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertIn("Sequential", q.stdout)
+        rep = tphelp.report(d, "--warmup", "0")
+        names = {x["name"] for x in rep["ranks"][0]["ranges"]["top_inclusive"]}
+        self.assertIn("forward", names)
 
     def test_cuda_graph_replays_are_the_steps(self):
         d = tphelp.workdir("torch_graph")
