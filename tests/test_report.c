@@ -330,6 +330,30 @@ static void test_iteration_steps(void **state) {
     }
 }
 
+/* A step ended twice (trainprof.torch ends an iteration again at each optimizer step that
+ * follows the first with nothing between): the last end is the step's. */
+static void test_step_ended_twice(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = open_run(dir, sizeof dir, "report-end-twice", 7, 0);
+    for (uint64_t s = 0; s < 2; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + s * 10 * MS + 7 * MS, s);
+        synth_step_end(f, 1, T0 + s * 10 * MS + 8 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 30 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    tp_steps st;
+    assert_int_equal(tp_find_steps(&run.procs[0], NULL, 0, &st), 0);
+    assert_int_equal(st.nsteps, 2);
+    for (size_t i = 0; i < 2; i++) assert_int_equal(st.steps[i].end - st.steps[i].start, 8 * MS);
+    tp_steps_free(&st);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* torchrun's agent (no rank of its own) is the parent of ranks 0 and 1 on host h; rank 2 on
  * host g has a parent of the same pid on its own host: the agent is named the launcher of
  * ranks 0-1, by torchrun. A process of no rank that launched none stays "process <pid>". */
@@ -861,6 +885,7 @@ int main(void) {
         cmocka_unit_test(test_cut_step_left_out),
         cmocka_unit_test(test_lost_step_end),
         cmocka_unit_test(test_iteration_steps),
+        cmocka_unit_test(test_step_ended_twice),
         cmocka_unit_test(test_launcher_role),
         cmocka_unit_test(test_capability_from_any_process),
         cmocka_unit_test(test_megatron_args_and_advice),

@@ -72,6 +72,7 @@ class _State:
         self.opt_param_ids = []     # per optimizer: frozenset of id(param)
         self.cuda_counters = False
         self.rule_written = False
+        self.after_opt = False      # an optimizer step ended the step; nothing since
         self.capturing = 0          # CUDA graph captures open on the training thread
         self.step_in_capture = False  # an optimizer step ran inside the open capture
         self.train_thread = None    # get_ident() of the thread of the first backward
@@ -110,6 +111,7 @@ def current_cuda_stream():
 # ------------------------------------------------------------------------------ steps
 
 def _ensure_step():
+    _S.after_opt = False
     if _S.capturing:
         return  # recording a CUDA graph runs nothing on the GPU: not an iteration
     if not _S.in_step:
@@ -133,8 +135,30 @@ def _end_step():
     _tp.step_end(_S.step)
     _S.step += 1
     _S.in_step = False
+    _S.after_opt = True
     if _S.cuda_counters:
         _cuda_counters()
+
+
+def _opt_begin():
+    """An optimizer step begins. Optimizer steps that follow one another with no data fetch,
+    forward or backward between them are one iteration (Megatron-LM's ChainedOptimizer steps
+    one optimizer per parameter group in turn): such a step continues the iteration the
+    previous one ended. Returns whether it continues one."""
+    if _S.after_opt and not _S.capturing:
+        return True
+    _ensure_step()
+    return False
+
+
+def _opt_end(continued):
+    """The optimizer step begun by _opt_begin returns: it ends its iteration, or, continuing
+    one, ends that iteration again (the report takes an iteration's last end)."""
+    if continued:
+        _tp.step_end(_S.step - 1)
+        _S.after_opt = True
+        return
+    _end_step()
 
 
 def _cuda_counters():
@@ -157,8 +181,9 @@ _opt = threading.local()
 def _opt_enter(opt):
     """Whether this step of opt is the outermost optimizer step of the thread: an optimizer
     whose step runs another optimizer's step (torch's ZeroRedundancyOptimizer, itself an
-    Optimizer, steps its local optimizer inside its own) makes one iteration, not two. A step that raised without its post hook (torch 2.x) leaves opt as the
-    outermost, so that its next step counts again."""
+    Optimizer, steps its local optimizer inside its own) makes one iteration, not two. A
+    step that raised without its post hook (torch 2.x) leaves opt as the outermost, so that
+    its next step counts again."""
     outer = getattr(_opt, "outer", None)
     if outer is not None and outer is not opt:
         return False
@@ -185,13 +210,13 @@ def _instrument_optimizer(opt):
         # torch 2.x: the optimizer's own hooks (they survive LR schedulers and re-wrapping)
         def pre(o, args, kwargs):
             if _opt_enter(opt):
-                _ensure_step()
+                _opt.continued = _opt_begin()
                 _tp.push("optimizer")
 
         def post(o, args, kwargs):
             if _opt_leave(opt):
                 _tp.pop()
-                _end_step()
+                _opt_end(getattr(_opt, "continued", False))
 
         opt.register_step_pre_hook(pre)
         opt.register_step_post_hook(post)
@@ -203,14 +228,14 @@ def _instrument_optimizer(opt):
     def step(self, *args, **kwargs):
         if not _opt_enter(opt):
             return orig(*args, **kwargs)
-        _ensure_step()
+        continued = _opt_begin()
         _tp.push("optimizer")
         try:
             return orig(*args, **kwargs)
         finally:
             _opt_leave(opt)
             _tp.pop()
-            _end_step()
+            _opt_end(continued)
 
     opt.step = types.MethodType(step, opt)
 

@@ -141,7 +141,13 @@ static int from_api(const tp_process *p, tp_steps *out) {
         int lost = dropped_in(p, t->os_tid, e->ts, next->ts);
         int closed = e->begin && (next->begin ? !lost || next->step == e->step + 1
                                               : next->step == e->step);
-        if (closed) out->steps[out->nsteps++] = (tp_step){e->ts, next->ts, e->step, 0};
+        /* ends of the same number one after another: the last one ends the step
+         * (trainprof.torch ends an iteration again at each optimizer step that follows) */
+        size_t last = k + 1;
+        while (closed && !next->begin && last + 1 < t->nsteps && !t->steps[last + 1].begin &&
+               t->steps[last + 1].step == e->step)
+            last++;
+        if (closed) out->steps[out->nsteps++] = (tp_step){e->ts, t->steps[last].ts, e->step, 0};
         if (!lost) continue;
         uint64_t lo = e->begin && !closed ? e->step : e->step + 1;
         if (next->begin && next->step == 0) continue;
