@@ -627,7 +627,7 @@ static int rule_busy(const ctx *c, const rule *ru) {
         if (b->share[parts[i].part] > b->share[parts[big].part]) big = i;
     char msg[512];
     snprintf(msg, sizeof msg, "GPU busy only %.1f %% of the step on rank %d (below %.0f %%): "
-                              "idle %.1f %%, mostly %s (%.1f %%)",
+                              "idle %.1f %%, mostly %s: %.1f %%",
              -100 * wv, w->rank, 100 * c->o->busy_share, 100 * b->share[TP_BD_IDLE],
              parts[big].what, 100 * b->share[parts[big].part]);
     tp_finding *ev = finding(c, ru, "warning", w->rank, msg);
