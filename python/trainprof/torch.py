@@ -1002,6 +1002,9 @@ def instrument(model=None, optimizer=None, dataloader=None):
     if not _tp.enabled():
         return False
     torch = _torch()
+    if "trainprof.torch" not in _S.patched:
+        _S.patched.add("trainprof.torch")
+        _tp.set_metadata("trainprof.torch", "instrumented")  # the report's steps note
     _patch_backward()
     _patch_distributed()
     _patch_profiler()

@@ -340,6 +340,7 @@ static void steps_result(tp_steps_result *out, const tp_process *p, const tp_rep
     out->source = tp_step_source_name(s->source);
     out->name = s->name;
     out->requested_name = o->step_name;
+    out->torch_hooks = tp_meta(p, "trainprof.torch") != NULL;
     if (o->step_name && *o->step_name && s->source != TP_STEPS_NAMED)
         out->note = "no range of this rank matches --step-name";
     if (s->nmissing_steps) {

@@ -402,6 +402,12 @@ static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run
 /* The steps of a rank: where they came from, their statistics, the missing and flagged ones,
  * the warm-up. */
 static void steps_text(FILE *f, const tp_steps_result *sr, const char *N, const char *Y) {
+    if (sr->count == 0 && sr->torch_hooks && !sr->requested_name) {
+        fputs("  steps: none found: trainprof.torch makes a step of each optimizer step "
+              "(torch.optim.Optimizer.step()), and this process made none. Mark steps with "
+              "trainprof.step(), tprof_step_begin/end, or pass --step-name NAME.\n", f);
+        return;
+    }
     if (sr->count == 0) {
         fprintf(
             f,

@@ -51,6 +51,7 @@ typedef struct tp_steps_result {
                             * report options' step_name: lives as long as they do) */
     const char *requested_name; /* the options' step_name, or NULL */
     const char *note;      /* why the requested name was not used, or NULL (static) */
+    int torch_hooks;       /* trainprof.torch instrumented the process (metadata) */
     int has_thread;        /* steps were found on a thread (source not "none") */
     const char *thread;    /* its name, or NULL (into the run) */
     uint32_t tid;          /* its OS thread id */

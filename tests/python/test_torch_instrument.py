@@ -239,6 +239,19 @@ class TorchInstrumentTest(unittest.TestCase):
         opt = [x for x in r["ranges"]["top_inclusive"] if x["name"] == "optimizer"]
         self.assertEqual(opt[0]["count"], 8)
 
+    def test_no_optimizer_step_says_where_steps_come_from(self):
+        d = tphelp.workdir("torch_noopt")
+        p = tphelp.run_child("import torch, trainprof.torch as tt\n"
+                             "m = torch.nn.Linear(2, 2)\n"
+                             "assert tt.instrument(model=m)\n"
+                             "for i in range(3): m(torch.ones(1, 2)).sum().backward()\n",
+                             outdir=d)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        q = subprocess.run([tphelp.CLI, "report", d], capture_output=True, text=True,
+                           timeout=120)
+        self.assertIn("steps: none found: trainprof.torch makes a step of each optimizer step",
+                      q.stdout)
+
     def test_cuda_graph_replays_are_the_steps(self):
         d = tphelp.workdir("torch_graph")
         p = tphelp.run_child(GRAPH_LOOP, outdir=d)
