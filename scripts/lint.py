@@ -537,12 +537,7 @@ PROJECT_FUNC_RE = re.compile(r"^tp(rof)?_")
 RETURN_MINUS_ONE_RE = re.compile(r"\breturn\s*\(?\s*-\s*1\s*\)?\s*;")
 RETURN_CODE_RE = re.compile(r"\breturn\s*\(?\s*(0|TPROF_OK|TPROF_ERR_\w+)\s*\)?\s*;")
 # The functions left for now, each with the reason (the list only shrinks).
-MINUS_ONE_ALLOWED = {
-    ("src/analysis/comm.c", "tp_comm_push_span"): "being converted with the typed results",
-    ("src/analysis/comm.c", "tp_comm_device_spans"): "being converted with the typed results",
-    ("src/analysis/mfu.c", "tp_model_parse"): "being converted with the typed results",
-    ("src/analysis/text.c", "tp_utf8_write"): "being converted with the typed results",
-}
+MINUS_ONE_ALLOWED = {}
 
 
 def check_minus_one(root, out):
