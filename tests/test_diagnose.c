@@ -22,7 +22,7 @@
 #include "analysis/report.h"
 #include "analysis/results.h"
 #include "export/html.h"
-#include "capture/nvml_abi.h"
+#include "common/nvml_abi.h"
 #include "format/format.h"
 #include "synth.h"
 #include "trainprof.h"
