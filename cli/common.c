@@ -16,7 +16,8 @@
 
 #include "analysis/mfu.h"
 #include "analysis/model.h"
-#include "capture/nvml_shared.h"
+#include "common/nvml_shared.h"
+#include "core/config.h"
 #include "core/per_step.h"
 
 /* ------------------------------------------------------------------ output files */
@@ -192,7 +193,7 @@ void warn_exposed(const char *cmd, const char *addr) {
 }
 
 int probe_nvml(char *why, size_t n) {
-    const tprof__nvml_api *api = tprof__nvml_load(why, n);
+    const tprof__nvml_api *api = tprof__nvml_load(tprof__env(TPROF__OPT_NVML_LIB), why, n);
     if (!api) return -1;
     if (tprof__nvml_init(api, why, n) != 0) return -1;
     unsigned int ngpu = 0;

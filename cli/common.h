@@ -90,9 +90,10 @@ int make_report(const tp_run *run, const report_args *a, tp_report *out);
  * token (TRAINPROF_METRICS_TOKEN). */
 void warn_exposed(const char *cmd, const char *addr);
 
-/* Whether NVML loads and initialises here, with the runtime's own loader
- * (capture/nvml_shared.h), and how many GPUs it sees: the count, or -1 with `why` filled. For
- * `run`'s node sampler and for `serve`. NVML stays loaded (as in the runtime). */
+/* Whether NVML loads and initialises here, with the runtime's own loader (common/nvml_shared.h,
+ * loading TRAINPROF_NVML_LIB as the libraries do), and how many GPUs it sees: the count, or -1
+ * with `why` filled. For `run`'s node sampler and for `serve`. NVML stays loaded (as in the
+ * runtime). */
 int probe_nvml(char *why, size_t n);
 
 /* ------------------------------------------------------------------ the commands */

@@ -1,48 +1,41 @@
 /*
  * char_lm.c - trainprof's bundled demo: a small program that really trains.
  *
- * It fits a character-level language model to a text file (by default the
- * Shakespeare sonnets in examples/data/). The model is a Bengio-style MLP:
- * the embeddings of the previous CONTEXT characters are concatenated, passed
- * through one tanh hidden layer, and a softmax over the vocabulary predicts
- * the next character. Forward pass, backward pass and the Adam optimizer are
- * written out by hand so the program needs nothing beyond libc, libm and
- * pthreads, and so every phase of a training step is plain CPU work that a
- * profiler can attribute.
+ * It fits a character-level language model to a text file (by default the Shakespeare sonnets in
+ * examples/data/). The model is a Bengio-style MLP: the embeddings of the previous CONTEXT
+ * characters are concatenated, passed through one tanh hidden layer, and a softmax over the
+ * vocabulary predicts the next character. Forward pass, backward pass and the Adam optimizer are
+ * written out by hand so the program needs nothing beyond libc, libm and pthreads, and so every
+ * phase of a training step is plain CPU work that a profiler can attribute.
  *
- * The point of the file is to give trainprof a realistic workload shape: a
- * loader thread builds batches (random windows of text, encoded to ids) and
- * hands them over through a small bounded queue, while the main thread runs
- * the step loop. Each step is wrapped in an NVTX-style range "step" with the
- * nested phases "data", "forward", "backward" and "optimizer"; the loader's
- * work on each batch is the range "load_batch" on the thread named "loader".
- * --data-delay-us makes the loader artificially slow, so the "data" phase
- * (the main thread waiting for input) grows and dominates - the classic
- * input-bound profile the toolkit should be able to point out.
+ * The point of the file is to give trainprof a realistic workload shape: a loader thread builds
+ * batches (random windows of text, encoded to ids) and hands them over through a small bounded
+ * queue, while the main thread runs the step loop. Each step is wrapped in an NVTX-style range
+ * "step" with the nested phases "data", "forward", "backward" and "optimizer"; the loader's work
+ * on each batch is the range "load_batch" on the thread named "loader". --data-delay-us makes the
+ * loader artificially slow, so the "data" phase (the main thread waiting for input) grows and
+ * dominates - the classic input-bound profile the toolkit should be able to point out.
  *
- * Build (with NVTX from the CUDA toolkit instead of trainprof):
- *   gcc -std=c11 -O2 -D_GNU_SOURCE -DCHAR_LM_USE_NVTX -I/usr/local/cuda/include \
- *       examples/char_lm.c -o char_lm -lm -lpthread -ldl
- * Without -DCHAR_LM_USE_NVTX it includes trainprof.h and links against
- * trainprof. -DCHAR_LM_DATA_DIR='"/abs/path/examples/data"' tells the binary
- * where the bundled text is; otherwise it looks relative to its own location.
+ * Build (the ranges from NVTX of the CUDA toolkit, the timers from trainprof), in the repository:
+ *   gcc -std=c11 -O2 -D_GNU_SOURCE -DCHAR_LM_USE_NVTX -I/usr/local/cuda/include -Iinclude \
+ *       examples/char_lm.c -o char_lm -Lbuild -ltrainprof -lm -lpthread -ldl
+ * Without -DCHAR_LM_USE_NVTX the ranges come from trainprof too. -DCHAR_LM_DATA_DIR=
+ * '"/abs/path/examples/data"' tells the binary where the bundled text is; otherwise it looks
+ * relative to its own location.
  *
- * A run is deterministic for a given --seed: the loader draws its windows
- * from its own seeded generator and batches are consumed in order.
+ * A run is deterministic for a given --seed: the loader draws its windows from its own seeded
+ * generator and batches are consumed in order.
  *
- * Data-parallel mode (built with -DTPROF_EXAMPLE_MPI and linked with MPI: the
- * char_lm_mpi executable; `mpirun -np 2 char_lm_mpi --steps N`). Every rank
- * holds the whole model and reads its own shard of the text (rank r draws its
- * windows from the r-th of world-size equal slices); rank 0's initial
- * parameters are broadcast (MPI_Bcast) so that all replicas start equal; after
- * each backward pass the gradients are summed with one MPI_Allreduce and
- * divided by the world size (the "allreduce" range and Megatron's
- * "all-grads-sync" timer), so every rank applies the same Adam step. Logged
- * losses are means over all ranks (one 8-byte MPI_Allreduce per log line, one
- * 16-byte one for the final figures); rank 0 prints them, and the timers are
- * logged by the last rank as in Megatron, aggregated across ranks through
- * trainprof's collectives hook (installed by libtrainprof_mpi.so, which
- * `trainprof run` preloads; without it each rank's timers are its own).
+ * Data-parallel mode (built with -DTPROF_EXAMPLE_MPI and linked with MPI: the char_lm_mpi
+ * executable; `mpirun -np 2 char_lm_mpi --steps N`). Every rank holds the whole model and reads
+ * its own shard of the text (rank r draws its windows from the r-th of world-size equal slices);
+ * rank 0's initial parameters are broadcast (MPI_Bcast) so that all replicas start equal; after
+ * each backward pass the gradients are summed with one MPI_Allreduce and divided by the world size
+ * (the "allreduce" range and Megatron's "all-grads-sync" timer), so every rank applies the same
+ * Adam step. Logged losses are means over all ranks (one 8-byte MPI_Allreduce per log line, one
+ * 16-byte one for the final figures); rank 0 prints them, and the timers are logged by the last
+ * rank as in Megatron, aggregated across ranks through trainprof's collectives hook (installed by
+ * libtrainprof_mpi.so, which `trainprof run` preloads; without it each rank's timers are its own).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* syscall(), readlink(), nanosleep() */
@@ -52,6 +45,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,8 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Timers always come from trainprof (Megatron-LM's Timers API and log format); the
- * ranges come from NVTX when the toolkit's headers are there, else from trainprof too. */
+/* Timers always come from trainprof (Megatron-LM's Timers API and log format); the ranges come
+ * from NVTX when the toolkit's headers are there, else from trainprof too. */
 #include "trainprof.h"
 
 #ifdef TPROF_EXAMPLE_MPI
@@ -80,8 +74,8 @@
 #define NAME_THREAD(name) tprof_name_thread(name)
 #endif
 
-/* Fixed architecture constants. Only the sizes worth experimenting with from
- * the command line (batch, hidden) are flags. */
+/* Fixed architecture constants. Only the sizes worth experimenting with from the command line
+ * (batch, hidden) are flags. */
 enum {
     CONTEXT = 6,       /* characters of history the model sees */
     EMBED = 16,        /* embedding width per character */
@@ -90,7 +84,6 @@ enum {
 };
 
 #define DATA_FILE_NAME "sonnets.txt"
-
 #define DEFAULT_STEPS 1000
 #define DEFAULT_BATCH 64
 #define DEFAULT_HIDDEN 96
@@ -101,9 +94,21 @@ enum {
 /* This process's place in the data-parallel job (rank 0 of 1 without MPI). */
 static int g_rank = 0, g_world = 1;
 
-/* ------------------------------------------------------------------------ */
-/* Random numbers: splitmix64, small and identical on every platform, which is
- * what makes runs reproducible (rand() differs between libcs). */
+/* Prints "char_lm: <message>" on stderr, in one write so that ranks' lines do not interleave;
+ * returns false, for `return fail(...)`. */
+static bool fail(const char *fmt, ...)
+{
+    char msg[4096 + 256]; /* a path and the words around it */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "char_lm: %s\n", msg);
+    return false;
+}
+
+/* ---- Random numbers: splitmix64, small and identical on every platform, which is what makes
+ * runs reproducible (rand() differs between libcs). */
 
 static uint64_t rng_next(uint64_t *state)
 {
@@ -125,8 +130,7 @@ static size_t rng_below(uint64_t *state, size_t n)
     return (size_t)(rng_next(state) % (uint64_t)n);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Corpus: the raw text, re-encoded as dense ids 0..vocab-1. */
+/* ---- Corpus: the raw text, re-encoded as dense ids 0..vocab-1. */
 
 typedef struct {
     unsigned char *ids; /* text, one id per character */
@@ -139,36 +143,24 @@ static bool corpus_load(Corpus *c, const char *path)
 {
     memset(c, 0, sizeof *c);
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "char_lm: cannot open %s: %s\n", path, strerror(errno));
-        return false;
-    }
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap)
-            break;
-        unsigned char *bigger = realloc(buf, cap * 2);
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
+    if (!f)
+        return fail("cannot open %s: %s", path, strerror(errno));
+    /* Read in doubling chunks, which works for a pipe as well as for a file. */
+    size_t cap = 1 << 15, len = 0;
+    unsigned char *buf = NULL, *bigger;
+    do {
         cap *= 2;
-    }
-    bool read_error = ferror(f);
+        if (!(bigger = realloc(buf, cap)))
+            break;
+        buf = bigger;
+        len += fread(buf + len, 1, cap - len, f);
+    } while (len == cap);
+    bool read_ok = bigger && !ferror(f);
     fclose(f);
-    if (!buf || read_error) {
-        fprintf(stderr, "char_lm: cannot read %s\n", path);
+    if (!read_ok || len < (size_t)CONTEXT + 2) {
         free(buf);
-        return false;
-    }
-    if (len < (size_t)CONTEXT + 2) {
-        fprintf(stderr, "char_lm: %s is too short to train on (%zu bytes)\n", path, len);
-        free(buf);
-        return false;
+        return read_ok ? fail("%s is too short to train on (%zu bytes)", path, len)
+                       : fail("cannot read %s", path);
     }
 
     /* Ids follow byte order, so the same text always gives the same ids. */
@@ -189,14 +181,7 @@ static bool corpus_load(Corpus *c, const char *path)
     return true;
 }
 
-static void corpus_free(Corpus *c)
-{
-    free(c->ids);
-    c->ids = NULL;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Batches and the bounded queue between loader and trainer. */
+/* ---- Batches and the bounded queue between loader and trainer. */
 
 typedef struct {
     int *ctx; /* batch x CONTEXT input ids */
@@ -218,13 +203,12 @@ static void batch_free(Batch *b)
 }
 
 /*
- * Ring of QUEUE_SLOTS preallocated batches. Slots [head, head+count) are full
- * and belong to the consumer; slot head+count is the one the producer fills
- * next. The producer fills it *outside* the lock - the expensive part must not
- * block the consumer - which is safe because a pop advances head and shrinks
- * count together, so that index never changes under the producer. The
- * consumer takes a batch by swapping buffer pointers with the slot, so no
- * batch data is copied and nothing is allocated while training.
+ * Ring of QUEUE_SLOTS preallocated batches. Slots [head, head+count) are full and belong to the
+ * consumer; slot head+count is the one the producer fills next. The producer fills it *outside*
+ * the lock - the expensive part must not block the consumer - which is safe because a pop
+ * advances head and shrinks count together, so that index never changes under the producer. The
+ * consumer takes a batch by swapping buffer pointers with the slot, so no batch data is copied
+ * and nothing is allocated while training.
  */
 typedef struct {
     pthread_mutex_t mu;
@@ -254,8 +238,8 @@ static void sleep_us(long us)
         ;
 }
 
-/* Fill one batch with random windows of the text slice [lo, hi): CONTEXT ids as
- * input, the id after them as target. */
+/* Fill one batch with random windows of the text slice [lo, hi): CONTEXT ids as input, the id
+ * after them as target. */
 static void fill_batch(Batch *b, int batch, const Corpus *c, size_t lo, size_t hi,
                        uint64_t *rng)
 {
@@ -304,9 +288,8 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
-/* Take the next batch, blocking until the loader has one. The caller's
- * buffers go back into the ring for reuse. Returns false only if the loader
- * finished early, which would be a bug. */
+/* Take the next batch, blocking until the loader has one. The caller's buffers go back into the
+ * ring for reuse. Returns false only if the loader finished early, which would be a bug. */
 static bool queue_pop(BatchQueue *q, Batch *out)
 {
     pthread_mutex_lock(&q->mu);
@@ -325,9 +308,8 @@ static bool queue_pop(BatchQueue *q, Batch *out)
     return ok;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Model. All parameters live in one flat array (and likewise gradients and
- * Adam moments) so the optimizer is a single loop over everything. */
+/* ---- Model. All parameters live in one flat array (and likewise gradients and Adam moments)
+ * so the optimizer is a single loop over everything. */
 
 typedef struct {
     float *emb; /* vocab x EMBED */
@@ -350,6 +332,11 @@ typedef struct {
     float *dx;     /* batch x (CONTEXT*EMBED) */
     long adam_t;
 } Model;
+
+/* The model's buffers, in the order of model_init's sizes. */
+#define MODEL_BUFFERS(m)                                                                     \
+    {&(m)->params, &(m)->grads, &(m)->adam_m, &(m)->adam_v, &(m)->x, &(m)->h, &(m)->probs, \
+     &(m)->dpre, &(m)->dx}
 
 static ParamView carve(float *base, int vocab, int hidden)
 {
@@ -378,24 +365,19 @@ static bool model_init(Model *m, int vocab, int hidden, int batch, uint64_t seed
     m->n_params = (size_t)vocab * EMBED + in * hidden + hidden + (size_t)hidden * vocab + vocab;
 
     /* calloc: gradients and Adam moments must start at zero anyway. */
-    m->params = calloc(m->n_params, sizeof(float));
-    m->grads = calloc(m->n_params, sizeof(float));
-    m->adam_m = calloc(m->n_params, sizeof(float));
-    m->adam_v = calloc(m->n_params, sizeof(float));
-    m->x = calloc((size_t)batch * in, sizeof(float));
-    m->h = calloc((size_t)batch * hidden, sizeof(float));
-    m->probs = calloc((size_t)batch * vocab, sizeof(float));
-    m->dpre = calloc((size_t)batch * hidden, sizeof(float));
-    m->dx = calloc((size_t)batch * in, sizeof(float));
-    if (!m->params || !m->grads || !m->adam_m || !m->adam_v || !m->x || !m->h ||
-        !m->probs || !m->dpre || !m->dx)
-        return false;
+    float **bufs[] = MODEL_BUFFERS(m);
+    const size_t counts[] = {m->n_params, m->n_params, m->n_params, m->n_params,
+                             (size_t)batch * in, (size_t)batch * hidden,
+                             (size_t)batch * vocab, (size_t)batch * hidden, (size_t)batch * in};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (!(*bufs[i] = calloc(counts[i], sizeof(float))))
+            return false;
     m->p = carve(m->params, vocab, hidden);
     m->g = carve(m->grads, vocab, hidden);
 
-    /* Scales: unit-ish embeddings; Xavier-like W1 keeps tanh out of
-     * saturation; a small W2 makes the initial prediction nearly uniform, so
-     * the first loss is close to ln(vocab). Biases start at zero. */
+    /* Scales: unit-ish embeddings; Xavier-like W1 keeps tanh out of saturation; a small W2
+     * makes the initial prediction nearly uniform, so the first loss is close to ln(vocab).
+     * Biases start at zero. */
     uint64_t rng = seed;
     fill_uniform(m->p.emb, (size_t)vocab * EMBED, 1.0f, &rng);
     fill_uniform(m->p.w1, in * hidden, sqrtf(3.0f / (float)in), &rng);
@@ -405,22 +387,16 @@ static bool model_init(Model *m, int vocab, int hidden, int batch, uint64_t seed
 
 static void model_free(Model *m)
 {
-    free(m->params);
-    free(m->grads);
-    free(m->adam_m);
-    free(m->adam_v);
-    free(m->x);
-    free(m->h);
-    free(m->probs);
-    free(m->dpre);
-    free(m->dx);
+    float **bufs[] = MODEL_BUFFERS(m);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(*bufs[i]);
     memset(m, 0, sizeof *m);
 }
 
-/* Dot product with four independent partial sums. A single running sum is a
- * chain of dependent adds that runs at the FP-add latency; four chains keep
- * the adder busy and make the backward pass much faster at -O2 (the compiler
- * may not reorder float adds by itself, as that changes rounding). */
+/* Dot product with four independent partial sums. A single running sum is a chain of dependent
+ * adds that runs at the FP-add latency; four chains keep the adder busy and make the backward
+ * pass much faster at -O2 (the compiler may not reorder float adds by itself, as that changes
+ * rounding). */
 static float dot(const float *a, const float *b, int n)
 {
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
@@ -436,8 +412,8 @@ static float dot(const float *a, const float *b, int n)
     return (s0 + s1) + (s2 + s3);
 }
 
-/* out[k] += scale * in[k]. The matrix products are built from these row
- * updates so that every inner loop walks memory contiguously. */
+/* out[k] += scale * in[k]. The matrix products are built from these row updates so that every
+ * inner loop walks memory contiguously. */
 static void axpy(float *out, float scale, const float *in, int n)
 {
     for (int k = 0; k < n; k++)
@@ -472,9 +448,9 @@ static double model_forward(Model *m, const Batch *b)
         memcpy(z, p->b2, sizeof(float) * V);
         for (int j = 0; j < H; j++)
             axpy(z, h[j], p->w2 + (size_t)j * V, V);
-        /* Softmax with the max subtracted so expf cannot overflow; the loss
-         * comes from the log-sum-exp rather than log(prob) so it stays finite
-         * even when a probability underflows. */
+        /* Softmax with the max subtracted so expf cannot overflow; the loss comes from the
+         * log-sum-exp rather than log(prob) so it stays finite even when a probability
+         * underflows. */
         float zmax = z[0];
         for (int v = 1; v < V; v++)
             zmax = z[v] > zmax ? z[v] : zmax;
@@ -496,8 +472,7 @@ static double model_forward(Model *m, const Batch *b)
 static void model_backward(Model *m, const Batch *b)
 {
     const int B = m->batch, H = m->hidden, V = m->vocab, IN = CONTEXT * EMBED;
-    const ParamView *p = &m->p;
-    const ParamView *g = &m->g;
+    const ParamView *p = &m->p, *g = &m->g;
 
     memset(m->grads, 0, sizeof(float) * m->n_params);
 
@@ -558,8 +533,7 @@ static void model_adam(Model *m, float lr)
     }
 }
 
-/* ------------------------------------------------------------------------ */
-/* Command line. */
+/* ---- Command line. */
 
 typedef struct {
     long steps, batch, hidden, log_every, delay_us, timing_level;
@@ -597,11 +571,8 @@ static bool parse_long(const char *flag, const char *s, long min, long max, long
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max) {
-        fprintf(stderr, "char_lm: %s expects an integer in [%ld, %ld], got '%s'\n",
-                flag, min, max, s);
-        return false;
-    }
+    if (errno || end == s || *end || v < min || v > max)
+        return fail("%s expects an integer in [%ld, %ld], got '%s'", flag, min, max, s);
     *out = v;
     return true;
 }
@@ -609,18 +580,22 @@ static bool parse_long(const char *flag, const char *s, long min, long max, long
 /* Returns 0 to run, 1 when --help was handled, 2 on a usage error. */
 static int parse_args(int argc, char **argv, Options *o)
 {
-    *o = (Options){
-        .steps = DEFAULT_STEPS,
-        .batch = DEFAULT_BATCH,
-        .hidden = DEFAULT_HIDDEN,
-        .log_every = DEFAULT_LOG_EVERY,
-        .delay_us = 0,
-        .timing_level = 2,
-        .timing_option = TPROF_TIMERS_MINMAX,
-        .seed = DEFAULT_SEED,
-        .lr = DEFAULT_LR,
-        .data = NULL,
+    *o = (Options){.steps = DEFAULT_STEPS, .batch = DEFAULT_BATCH, .hidden = DEFAULT_HIDDEN,
+                   .log_every = DEFAULT_LOG_EVERY, .timing_level = 2,
+                   .timing_option = TPROF_TIMERS_MINMAX, .seed = DEFAULT_SEED, .lr = DEFAULT_LR};
+    /* The flags; the integer ones with their range and field, the others (no field) below. */
+    const struct {
+        const char *name;
+        long min, max;
+        long *out;
+    } flags[] = {
+        {"--steps", 1, 100000000, &o->steps}, {"--batch", 1, 1 << 20, &o->batch},
+        {"--hidden", 1, 1 << 16, &o->hidden}, {"--log-every", 0, LONG_MAX, &o->log_every},
+        {"--data-delay-us", 0, 60L * 1000000, &o->delay_us},
+        {"--timing-log-level", 0, 2, &o->timing_level}, {"--lr", 0, 0, NULL},
+        {"--seed", 0, 0, NULL}, {"--data", 0, 0, NULL}, {"--timing-log-option", 0, 0, NULL},
     };
+    static const char *const timing_options[] = {"max", "minmax", "all"}; /* enum order */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -631,73 +606,42 @@ static int parse_args(int argc, char **argv, Options *o)
         /* Accept both "--flag value" and "--flag=value". */
         const char *eq = strchr(arg, '=');
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
-        const char *value = NULL;
-        static const char *const known[] = {"--steps", "--batch", "--hidden", "--lr",
-                                            "--seed", "--data", "--log-every",
-                                            "--data-delay-us", "--timing-log-level",
-                                            "--timing-log-option"};
-        const char *flag = NULL;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            if (strlen(known[k]) == name_len && strncmp(arg, known[k], name_len) == 0)
-                flag = known[k];
-        if (!flag) {
+        size_t f = 0;
+        while (f < sizeof flags / sizeof flags[0] &&
+               !(strlen(flags[f].name) == name_len && strncmp(arg, flags[f].name, name_len) == 0))
+            f++;
+        if (f == sizeof flags / sizeof flags[0]) {
             fprintf(stderr, "char_lm: unknown option '%s' (see --help)\n", arg);
             return 2;
         }
-        if (eq) {
-            value = eq + 1;
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
+        const char *flag = flags[f].name;
+        const char *value = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!value) {
             fprintf(stderr, "char_lm: %s needs a value (see --help)\n", flag);
             return 2;
         }
-
-        bool ok = true;
-        if (strcmp(flag, "--steps") == 0) {
-            ok = parse_long(flag, value, 1, 100000000, &o->steps);
-        } else if (strcmp(flag, "--batch") == 0) {
-            ok = parse_long(flag, value, 1, 1 << 20, &o->batch);
-        } else if (strcmp(flag, "--hidden") == 0) {
-            ok = parse_long(flag, value, 1, 1 << 16, &o->hidden);
-        } else if (strcmp(flag, "--log-every") == 0) {
-            ok = parse_long(flag, value, 0, LONG_MAX, &o->log_every);
-        } else if (strcmp(flag, "--data-delay-us") == 0) {
-            ok = parse_long(flag, value, 0, 60L * 1000000, &o->delay_us);
-        } else if (strcmp(flag, "--timing-log-level") == 0) {
-            ok = parse_long(flag, value, 0, 2, &o->timing_level);
+        bool ok = false;
+        char *end;
+        errno = 0;
+        if (flags[f].out) {
+            ok = parse_long(flag, value, flags[f].min, flags[f].max, flags[f].out);
         } else if (strcmp(flag, "--timing-log-option") == 0) {
-            ok = true;
-            if (strcmp(value, "max") == 0)
-                o->timing_option = TPROF_TIMERS_MAX;
-            else if (strcmp(value, "minmax") == 0)
-                o->timing_option = TPROF_TIMERS_MINMAX;
-            else if (strcmp(value, "all") == 0)
-                o->timing_option = TPROF_TIMERS_ALL;
-            else {
-                fprintf(stderr, "char_lm: --timing-log-option expects max, minmax or all, "
-                                "got '%s'\n", value);
-                ok = false;
-            }
+            for (int k = 0; k < 3 && !ok; k++)
+                if (strcmp(value, timing_options[k]) == 0) {
+                    o->timing_option = (tprof_timers_option)k;
+                    ok = true;
+                }
+            ok = ok || fail("--timing-log-option expects max, minmax or all, got '%s'", value);
         } else if (strcmp(flag, "--seed") == 0) {
-            char *end;
-            errno = 0;
             o->seed = strtoull(value, &end, 10);
-            ok = !errno && end != value && !*end && value[0] != '-';
-            if (!ok)
-                fprintf(stderr, "char_lm: --seed expects a non-negative integer, got '%s'\n",
-                        value);
+            ok = (!errno && end != value && !*end && value[0] != '-') ||
+                 fail("--seed expects a non-negative integer, got '%s'", value);
         } else if (strcmp(flag, "--lr") == 0) {
-            char *end;
-            errno = 0;
             o->lr = strtod(value, &end);
-            ok = !errno && end != value && !*end && o->lr > 0.0 && o->lr < 10.0;
-            if (!ok)
-                fprintf(stderr, "char_lm: --lr expects a number in (0, 10), got '%s'\n", value);
+            ok = (!errno && end != value && !*end && o->lr > 0.0 && o->lr < 10.0) ||
+                 fail("--lr expects a number in (0, 10), got '%s'", value);
         } else { /* --data */
-            ok = value[0] != '\0';
-            if (!ok)
-                fprintf(stderr, "char_lm: --data expects a path\n");
+            ok = value[0] != '\0' || fail("--data expects a path");
             o->data = value;
         }
         if (!ok)
@@ -706,44 +650,33 @@ static int parse_args(int argc, char **argv, Options *o)
     return 0;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Locating the bundled text when --data is not given. */
-
-static bool readable(const char *path)
-{
-    return access(path, R_OK) == 0;
-}
+/* ---- Locating the bundled text when --data is not given. */
 
 /* Directory of the running executable, from /proc or failing that argv[0]. */
 static bool exe_dir(const char *argv0, char *dir, size_t size)
 {
     ssize_t n = readlink("/proc/self/exe", dir, size - 1);
-    if (n > 0) {
+    if (n > 0)
         dir[n] = '\0';
-    } else {
-        if (!argv0 || !strchr(argv0, '/') || strlen(argv0) >= size)
-            return false;
+    else if (!argv0 || !strchr(argv0, '/') || strlen(argv0) >= size)
+        return false;
+    else
         strcpy(dir, argv0);
-    }
     char *slash = strrchr(dir, '/');
     if (!slash)
         return false;
-    if (slash == dir)
-        slash[1] = '\0'; /* executable in "/" */
-    else
-        *slash = '\0';
+    slash[slash == dir] = '\0'; /* an executable in "/" keeps the "/" */
     return true;
 }
 
-/* Writes the first existing candidate into out. The build's compile-time
- * directory wins; the executable-relative guesses cover a binary that sits
- * next to data/ (examples/), in the repository root, or in a build directory
- * one level below it. */
+/* Writes the first existing candidate into out. The build's compile-time directory wins; the
+ * executable-relative guesses cover a binary that sits next to data/ (examples/), in the
+ * repository root, or in a build directory one level below it. */
 static bool find_default_data(const char *argv0, char *out, size_t size)
 {
 #ifdef CHAR_LM_DATA_DIR
     snprintf(out, size, "%s/%s", CHAR_LM_DATA_DIR, DATA_FILE_NAME);
-    if (readable(out))
+    if (access(out, R_OK) == 0)
         return true;
 #endif
     char dir[4096];
@@ -752,14 +685,13 @@ static bool find_default_data(const char *argv0, char *out, size_t size)
     static const char *const rel[] = {"data", "examples/data", "../examples/data"};
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
         int n = snprintf(out, size, "%s/%s/%s", dir, rel[i], DATA_FILE_NAME);
-        if (n > 0 && (size_t)n < size && readable(out))
+        if (n > 0 && (size_t)n < size && access(out, R_OK) == 0)
             return true;
     }
     return false;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Data parallelism (MPI builds; without MPI these are the one-process cases). */
+/* ---- Data parallelism (MPI builds; without MPI these are the one-process cases). */
 
 /* Sum v[0..n-1] over the ranks, in place. */
 static void sum_over_ranks(double *v, int n)
@@ -767,20 +699,13 @@ static void sum_over_ranks(double *v, int n)
 #ifdef TPROF_EXAMPLE_MPI
     MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 #else
-    (void)v;
-    (void)n;
+    (void)v, (void)n;
 #endif
 }
 
 #ifdef TPROF_EXAMPLE_MPI
-/* Bytes of gradients each rank all-reduces per step. */
-static size_t grad_bytes(const Model *m)
-{
-    return m->n_params * sizeof(float);
-}
-
-/* Mean of the gradients over the ranks: one MPI_Allreduce (sum) per step, then
- * the division by the world size, as DistributedDataParallel averages. */
+/* Mean of the gradients over the ranks: one MPI_Allreduce (sum) per step, then the division by
+ * the world size, as DistributedDataParallel averages. */
 static bool allreduce_grads(Model *m)
 {
     if (MPI_Allreduce(MPI_IN_PLACE, m->grads, (int)m->n_params, MPI_FLOAT, MPI_SUM,
@@ -793,246 +718,260 @@ static bool allreduce_grads(Model *m)
 }
 #endif
 
-static int train(int argc, char **argv)
-{
+/* ---- The training run: its state, the setup, one step's phases, the log lines, the teardown. */
+
+/* Zeroed before use, so that the teardown frees exactly what the setup got to. */
+typedef struct {
     Options opt;
-    int rc = parse_args(argc, argv, &opt);
-    if (rc == 1)
-        return 0;
-    if (rc != 0)
-        return 2;
-
     char data_path[4096];
-    if (opt.data) {
-        snprintf(data_path, sizeof data_path, "%s", opt.data);
-    } else if (!find_default_data(argc > 0 ? argv[0] : NULL, data_path, sizeof data_path)) {
-        fprintf(stderr,
-                "char_lm: cannot find the bundled %s (looked in the build's data directory "
-                "and next to the executable); pass --data PATH\n",
-                DATA_FILE_NAME);
-        return 1;
-    }
-
-    NAME_THREAD("main");
-
     Corpus corpus;
-    if (!corpus_load(&corpus, data_path))
-        return 1;
-    /* this rank's shard: the r-th of g_world equal slices (the last takes the rest) */
-    size_t shard_lo = corpus.len / (size_t)g_world * (size_t)g_rank;
-    size_t shard_hi = g_rank == g_world - 1 ? corpus.len
-                                             : shard_lo + corpus.len / (size_t)g_world;
-    if (shard_hi - shard_lo < (size_t)CONTEXT + 2) {
-        fprintf(stderr, "char_lm: %s is too short to give %d ranks a shard each\n", data_path,
-                g_world);
-        corpus_free(&corpus);
-        return 1;
-    }
-
-    const int batch = (int)opt.batch;
     Model model;
-    tprof_timers *timers = NULL; /* before any goto out */
     BatchQueue queue;
-    memset(&queue, 0, sizeof queue);
-    Batch cur = {NULL, NULL};
-    bool queue_ready = false, loader_started = false;
+    Batch cur;
+    bool queue_ready, loader_started;
     pthread_t loader;
     LoaderArgs largs;
-    int exit_code = 1;
+    tprof_timers *timers;
+    tprof_timer *t_interval, *t_batch, *t_fwd, *t_bwd, *t_opt, *t_sync;
+    /* Single-batch losses are noisy, so logged losses are means over the steps since the
+     * previous log line, and the final figure is the mean of the last FINAL_WINDOW steps (with
+     * the default --log-every it equals the last log line). The initial figure is the first
+     * batch's loss. */
+    double recent[FINAL_WINDOW], initial_loss, log_sum;
+    long log_count;
+} Run;
 
-    if (!model_init(&model, corpus.vocab, (int)opt.hidden, batch, opt.seed)) {
-        fprintf(stderr, "char_lm: out of memory\n");
-        goto out;
+/* The text, this rank's shard of it and the model; false (the message printed) on failure. */
+static bool setup_data_and_model(Run *r, const char *argv0)
+{
+    if (r->opt.data) {
+        snprintf(r->data_path, sizeof r->data_path, "%s", r->opt.data);
+    } else if (!find_default_data(argv0, r->data_path, sizeof r->data_path)) {
+        return fail("cannot find the bundled %s (looked in the build's data directory and next "
+                    "to the executable); pass --data PATH", DATA_FILE_NAME);
     }
+    NAME_THREAD("main");
+    if (!corpus_load(&r->corpus, r->data_path))
+        return false;
+    /* this rank's shard: the r-th of g_world equal slices (the last takes the rest) */
+    size_t len = r->corpus.len;
+    size_t lo = len / (size_t)g_world * (size_t)g_rank;
+    size_t hi = g_rank == g_world - 1 ? len : lo + len / (size_t)g_world;
+    if (hi - lo < (size_t)CONTEXT + 2)
+        return fail("%s is too short to give %d ranks a shard each", r->data_path, g_world);
+    r->largs = (LoaderArgs){.queue = &r->queue, .corpus = &r->corpus, .lo = lo, .hi = hi,
+                            .batches = r->opt.steps, .batch = (int)r->opt.batch,
+                            .seed = r->opt.seed, .delay_us = r->opt.delay_us};
+    if (!model_init(&r->model, r->corpus.vocab, (int)r->opt.hidden, (int)r->opt.batch,
+                    r->opt.seed))
+        return fail("out of memory");
 #ifdef TPROF_EXAMPLE_MPI
     /* every replica starts from rank 0's parameters */
-    if (model.n_params > INT_MAX ||
-        MPI_Bcast(model.params, (int)model.n_params, MPI_FLOAT, 0, MPI_COMM_WORLD) !=
-            MPI_SUCCESS) {
-        fprintf(stderr, "char_lm: cannot broadcast the initial parameters\n");
-        goto out;
-    }
+    if (r->model.n_params > INT_MAX ||
+        MPI_Bcast(r->model.params, (int)r->model.n_params, MPI_FLOAT, 0, MPI_COMM_WORLD) !=
+            MPI_SUCCESS)
+        return fail("cannot broadcast the initial parameters");
 #endif
-    bool batches_ok = batch_alloc(&cur, batch);
+    return true;
+}
+
+/* The batch buffers, the queue and the loader thread; false (the message printed) on failure. */
+static bool start_loader(Run *r)
+{
+    bool batches_ok = batch_alloc(&r->cur, (int)r->opt.batch);
     for (int s = 0; s < QUEUE_SLOTS; s++)
-        batches_ok = batch_alloc(&queue.slots[s], batch) && batches_ok;
-    if (!batches_ok) {
-        fprintf(stderr, "char_lm: out of memory\n");
-        goto out;
-    }
-    if (pthread_mutex_init(&queue.mu, NULL) != 0 ||
-        pthread_cond_init(&queue.not_empty, NULL) != 0 ||
-        pthread_cond_init(&queue.not_full, NULL) != 0) {
-        fprintf(stderr, "char_lm: cannot initialise the batch queue\n");
-        goto out;
-    }
-    queue_ready = true;
+        batches_ok = batch_alloc(&r->queue.slots[s], (int)r->opt.batch) && batches_ok;
+    if (!batches_ok)
+        return fail("out of memory");
+    if (pthread_mutex_init(&r->queue.mu, NULL) != 0 ||
+        pthread_cond_init(&r->queue.not_empty, NULL) != 0 ||
+        pthread_cond_init(&r->queue.not_full, NULL) != 0)
+        return fail("cannot initialise the batch queue");
+    r->queue_ready = true;
+    if (pthread_create(&r->loader, NULL, loader_main, &r->largs) != 0)
+        return fail("cannot start the loader thread");
+    r->loader_started = true;
+    return true;
+}
 
-    largs = (LoaderArgs){.queue = &queue, .corpus = &corpus, .lo = shard_lo, .hi = shard_hi,
-                         .batches = opt.steps,
-                         .batch = batch, .seed = opt.seed, .delay_us = opt.delay_us};
-    if (pthread_create(&loader, NULL, loader_main, &largs) != 0) {
-        fprintf(stderr, "char_lm: cannot start the loader thread\n");
-        goto out;
-    }
-    loader_started = true;
-
-    if (g_rank == 0) {
-        printf("char_lm: %s, %zu chars, vocab %d, context %d, embed %d, hidden %ld, "
-               "batch %ld, steps %ld, lr %g, seed %llu, %zu params\n",
-               data_path, corpus.len, corpus.vocab, CONTEXT, EMBED, opt.hidden, opt.batch,
-               opt.steps, opt.lr, opt.seed, model.n_params);
+/* Rank 0's opening lines: the run's figures and the loss a uniform guess would have. */
+static void print_banner(const Run *r)
+{
+    if (g_rank != 0)
+        return;
+    printf("char_lm: %s, %zu chars, vocab %d, context %d, embed %d, hidden %ld, "
+           "batch %ld, steps %ld, lr %g, seed %llu, %zu params\n",
+           r->data_path, r->corpus.len, r->corpus.vocab, CONTEXT, EMBED, r->opt.hidden,
+           r->opt.batch, r->opt.steps, r->opt.lr, r->opt.seed, r->model.n_params);
 #ifdef TPROF_EXAMPLE_MPI
-        printf("char_lm: data-parallel over %d rank%s (MPI): batch %ld per rank, %ld in all; "
-               "all-reduce of %zu gradient bytes per step\n",
-               g_world, g_world == 1 ? "" : "s", opt.batch, opt.batch * g_world,
-               grad_bytes(&model));
-        /* without a registered hook the library answers "rank 0 of 1" with no context */
-        tprof_collectives hook;
-        tprof_get_collectives(&hook);
-        if (hook.ctx && hook.world_size == g_world)
-            printf("char_lm: timers aggregate across %d ranks through the collectives hook\n",
-                   hook.world_size);
-        else if (g_world > 1)
-            printf("char_lm: no cross-rank timers hook (run under `trainprof run`, or preload "
-                   "libtrainprof_mpi.so): each rank's timers are its own\n");
+    printf("char_lm: data-parallel over %d rank%s (MPI): batch %ld per rank, %ld in all; "
+           "all-reduce of %zu gradient bytes per step\n",
+           g_world, g_world == 1 ? "" : "s", r->opt.batch, r->opt.batch * g_world,
+           r->model.n_params * sizeof(float));
+    /* without a registered hook the library answers "rank 0 of 1" with no context */
+    tprof_collectives hook;
+    tprof_get_collectives(&hook);
+    if (hook.ctx && hook.world_size == g_world)
+        printf("char_lm: timers aggregate across %d ranks through the collectives hook\n",
+               hook.world_size);
+    else if (g_world > 1)
+        printf("char_lm: no cross-rank timers hook (run under `trainprof run`, or preload "
+               "libtrainprof_mpi.so): each rank's timers are its own\n");
 #endif
-        printf("uniform-guess loss ln(%d) = %.4f\n", corpus.vocab, log((double)corpus.vocab));
+    printf("uniform-guess loss ln(%d) = %.4f\n", r->corpus.vocab, log((double)r->corpus.vocab));
+    fflush(stdout);
+}
+
+/* Megatron-LM's timer names and levels for the phases (megatron/training/training.py,
+ * megatron/core/pipeline_parallel/schedules.py); the interval timer starts now. */
+static bool create_timers(Run *r)
+{
+    if (tprof_timers_create((int)r->opt.timing_level, r->opt.timing_option, &r->timers) !=
+        TPROF_OK)
+        return fail("cannot create the timers");
+    r->t_interval = tprof_timer_get(r->timers, "interval-time", 0);
+    r->t_batch = tprof_timer_get(r->timers, "batch-generator", 2);
+    r->t_fwd = tprof_timer_get(r->timers, "forward-compute", 2);
+    r->t_bwd = tprof_timer_get(r->timers, "backward-compute", 2);
+    r->t_opt = tprof_timer_get(r->timers, "optimizer", 1);
+#ifdef TPROF_EXAMPLE_MPI
+    r->t_sync = tprof_timer_get(r->timers, "all-grads-sync", 1);
+#endif
+    tprof_timer_start(r->t_interval, 0);
+    return true;
+}
+
+/* A phase of a step: its NVTX range around its Megatron timer. */
+static void phase_begin(const char *name, tprof_timer *t)
+{
+    RANGE_PUSH(name);
+    tprof_timer_start(t, 0);
+}
+
+static void phase_end(tprof_timer *t)
+{
+    tprof_timer_stop(t, 0);
+    RANGE_POP();
+}
+
+/* One training step in the range "step": data, forward, backward, (allreduce,) optimizer. False
+ * (the message printed) when the loader stopped early or the all-reduce failed. */
+static bool train_step(Run *r, long step, double *loss)
+{
+    RANGE_PUSH("step");
+    phase_begin("data", r->t_batch);
+    bool got = queue_pop(&r->queue, &r->cur);
+    phase_end(r->t_batch);
+    if (!got) {
+        RANGE_POP(); /* step */
+        return fail("loader stopped early");
+    }
+    phase_begin("forward", r->t_fwd);
+    *loss = model_forward(&r->model, &r->cur);
+    phase_end(r->t_fwd);
+    phase_begin("backward", r->t_bwd);
+    model_backward(&r->model, &r->cur);
+    phase_end(r->t_bwd);
+#ifdef TPROF_EXAMPLE_MPI
+    phase_begin("allreduce", r->t_sync);
+    bool synced = allreduce_grads(&r->model);
+    phase_end(r->t_sync);
+    if (!synced) {
+        RANGE_POP(); /* step */
+        return fail("gradient all-reduce failed at step %ld", step);
+    }
+#else
+    (void)step;
+#endif
+    phase_begin("optimizer", r->t_opt);
+    model_adam(&r->model, (float)r->opt.lr);
+    phase_end(r->t_opt);
+    RANGE_POP(); /* step */
+    return true;
+}
+
+/* Counts a step's loss and, every --log-every steps and at the last, prints the mean loss over
+ * the ranks since the previous line and then the timers, as Megatron's training_log does
+ * (average ms per iteration since the last line). */
+static void log_step(Run *r, long step, double loss)
+{
+    if (step == 1)
+        r->initial_loss = loss;
+    r->recent[(step - 1) % FINAL_WINDOW] = loss;
+    r->log_sum += loss;
+    r->log_count++;
+    if (r->opt.log_every <= 0 || (step % r->opt.log_every != 0 && step != r->opt.steps))
+        return;
+    double mean = r->log_sum; /* then summed over the ranks */
+    sum_over_ranks(&mean, 1);
+    if (g_rank == 0) {
+        printf("step %ld loss %.4f\n", step, mean / (double)(r->log_count * g_world));
         fflush(stdout);
     }
+    tprof_timers_log(r->timers, NULL, 0, (double)r->log_count, 1, 0, -1, stdout);
+    r->log_sum = 0.0;
+    r->log_count = 0;
+}
 
-    /* Single-batch losses are noisy, so logged losses are means over the
-     * steps since the previous log line, and the final figure is the mean of
-     * the last FINAL_WINDOW steps (with the default --log-every it equals the
-     * last log line). The initial figure is the first batch's loss. */
-    /* Megatron-LM's timer names and levels for these phases (megatron/training/training.py,
-     * megatron/core/pipeline_parallel/schedules.py) */
-    if (tprof_timers_create((int)opt.timing_level, opt.timing_option, &timers) != TPROF_OK) {
-        fprintf(stderr, "char_lm: cannot create the timers\n");
-        goto out;
+/* The step loop and the final figures; false when a step failed or the loss diverged. */
+static bool train_loop(Run *r)
+{
+    for (long step = 1; step <= r->opt.steps; step++) {
+        double loss = 0.0;
+        if (!train_step(r, step, &loss))
+            return false;
+        if (!isfinite(loss))
+            return fail("loss diverged at step %ld (try a smaller --lr)", step);
+        log_step(r, step, loss);
     }
-    tprof_timer *t_interval = tprof_timer_get(timers, "interval-time", 0);
-    tprof_timer *t_batch = tprof_timer_get(timers, "batch-generator", 2);
-    tprof_timer *t_fwd = tprof_timer_get(timers, "forward-compute", 2);
-    tprof_timer *t_bwd = tprof_timer_get(timers, "backward-compute", 2);
-    tprof_timer *t_opt = tprof_timer_get(timers, "optimizer", 1);
-#ifdef TPROF_EXAMPLE_MPI
-    tprof_timer *t_sync = tprof_timer_get(timers, "all-grads-sync", 1);
-#endif
-    tprof_timer_start(t_interval, 0);
+    long n = r->opt.steps < FINAL_WINDOW ? r->opt.steps : FINAL_WINDOW;
+    double final_sum = 0.0;
+    for (long i = 0; i < n; i++)
+        final_sum += r->recent[i];
+    double fin[2] = {final_sum / (double)n, r->initial_loss}; /* summed over the ranks */
+    sum_over_ranks(fin, 2);
+    if (g_rank == 0)
+        printf("final loss %.4f (initial %.4f)\n", fin[0] / g_world, fin[1] / g_world);
+    return true;
+}
 
-    double recent[FINAL_WINDOW];
-    double initial_loss = 0.0, log_sum = 0.0;
-    long log_count = 0;
-    bool train_ok = true;
-
-    for (long step = 1; step <= opt.steps; step++) {
-        RANGE_PUSH("step");
-
-        RANGE_PUSH("data");
-        tprof_timer_start(t_batch, 0);
-        bool got = queue_pop(&queue, &cur);
-        tprof_timer_stop(t_batch, 0);
-        RANGE_POP();
-        if (!got) {
-            RANGE_POP();
-            fprintf(stderr, "char_lm: loader stopped early\n");
-            train_ok = false;
-            break;
-        }
-
-        RANGE_PUSH("forward");
-        tprof_timer_start(t_fwd, 0);
-        double loss = model_forward(&model, &cur);
-        tprof_timer_stop(t_fwd, 0);
-        RANGE_POP();
-
-        RANGE_PUSH("backward");
-        tprof_timer_start(t_bwd, 0);
-        model_backward(&model, &cur);
-        tprof_timer_stop(t_bwd, 0);
-        RANGE_POP();
-
-#ifdef TPROF_EXAMPLE_MPI
-        RANGE_PUSH("allreduce");
-        tprof_timer_start(t_sync, 0);
-        bool synced = allreduce_grads(&model);
-        tprof_timer_stop(t_sync, 0);
-        RANGE_POP();
-        if (!synced) {
-            RANGE_POP(); /* step */
-            fprintf(stderr, "char_lm: gradient all-reduce failed at step %ld\n", step);
-            train_ok = false;
-            break;
-        }
-#endif
-
-        RANGE_PUSH("optimizer");
-        tprof_timer_start(t_opt, 0);
-        model_adam(&model, (float)opt.lr);
-        tprof_timer_stop(t_opt, 0);
-        RANGE_POP();
-
-        RANGE_POP(); /* step */
-
-        if (!isfinite(loss)) {
-            fprintf(stderr, "char_lm: loss diverged at step %ld (try a smaller --lr)\n", step);
-            train_ok = false;
-            break;
-        }
-        if (step == 1)
-            initial_loss = loss;
-        recent[(step - 1) % FINAL_WINDOW] = loss;
-        log_sum += loss;
-        log_count++;
-        if (opt.log_every > 0 && (step % opt.log_every == 0 || step == opt.steps)) {
-            double mean = log_sum; /* then summed over the ranks */
-            sum_over_ranks(&mean, 1);
-            if (g_rank == 0) {
-                printf("step %ld loss %.4f\n", step, mean / (double)(log_count * g_world));
-                fflush(stdout);
-            }
-            /* as Megatron's training_log: average ms per iteration since the last line */
-            tprof_timers_log(timers, NULL, 0, (double)log_count, 1, 0, -1, stdout);
-            log_sum = 0.0;
-            log_count = 0;
-        }
+static void teardown(Run *r)
+{
+    tprof_timers_destroy(r->timers);
+    if (r->loader_started) {
+        /* After a normal run the loader has already produced its last batch; on an early exit
+         * this wakes it so the join cannot hang. */
+        pthread_mutex_lock(&r->queue.mu);
+        r->queue.stop = true;
+        pthread_cond_broadcast(&r->queue.not_full);
+        pthread_mutex_unlock(&r->queue.mu);
+        pthread_join(r->loader, NULL);
     }
-
-    if (train_ok) {
-        long n = opt.steps < FINAL_WINDOW ? opt.steps : FINAL_WINDOW;
-        double final_sum = 0.0;
-        for (long i = 0; i < n; i++)
-            final_sum += recent[i];
-        double fin[2] = {final_sum / (double)n, initial_loss}; /* summed over the ranks */
-        sum_over_ranks(fin, 2);
-        if (g_rank == 0)
-            printf("final loss %.4f (initial %.4f)\n", fin[0] / g_world, fin[1] / g_world);
-        exit_code = 0;
-    }
-
-out:
-    tprof_timers_destroy(timers);
-    if (loader_started) {
-        /* After a normal run the loader has already produced its last batch;
-         * on an early exit this wakes it so the join cannot hang. */
-        pthread_mutex_lock(&queue.mu);
-        queue.stop = true;
-        pthread_cond_broadcast(&queue.not_full);
-        pthread_mutex_unlock(&queue.mu);
-        pthread_join(loader, NULL);
-    }
-    if (queue_ready) {
-        pthread_cond_destroy(&queue.not_full);
-        pthread_cond_destroy(&queue.not_empty);
-        pthread_mutex_destroy(&queue.mu);
+    if (r->queue_ready) {
+        pthread_cond_destroy(&r->queue.not_full);
+        pthread_cond_destroy(&r->queue.not_empty);
+        pthread_mutex_destroy(&r->queue.mu);
     }
     for (int s = 0; s < QUEUE_SLOTS; s++)
-        batch_free(&queue.slots[s]);
-    batch_free(&cur);
-    model_free(&model);
-    corpus_free(&corpus);
-    return exit_code;
+        batch_free(&r->queue.slots[s]);
+    batch_free(&r->cur);
+    model_free(&r->model);
+    free(r->corpus.ids);
+}
+
+static int train(int argc, char **argv)
+{
+    static Run run; /* static: zeroed, and the 4 KiB path stays off the stack */
+    int rc = parse_args(argc, argv, &run.opt);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    bool ok = setup_data_and_model(&run, argc > 0 ? argv[0] : NULL) && start_loader(&run);
+    if (ok) {
+        print_banner(&run);
+        ok = create_timers(&run) && train_loop(&run);
+    }
+    teardown(&run);
+    return ok ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -1048,8 +987,8 @@ int main(int argc, char **argv)
 #endif
     int rc = train(argc, argv);
 #ifdef TPROF_EXAMPLE_MPI
-    /* a rank that failed mid-run leaves the others blocked in a collective: end them all
-     * (usage errors and --help happen alike on every rank, so they finalize normally) */
+    /* a rank that failed mid-run leaves the others blocked in a collective: end them all (usage
+     * errors and --help happen alike on every rank, so they finalize normally) */
     if (rc == 1 && g_world > 1)
         MPI_Abort(MPI_COMM_WORLD, 1);
     MPI_Finalize();

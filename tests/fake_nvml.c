@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "capture/nvml_abi.h"
+#include "common/nvml_abi.h"
 
 #define FAKE_API __attribute__((visibility("default")))
 #define MAX_GPUS 4

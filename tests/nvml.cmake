@@ -6,7 +6,7 @@ target_link_libraries(fake_nvml PRIVATE Threads::Threads)
 set_target_properties(fake_nvml PROPERTIES C_VISIBILITY_PRESET hidden)
 
 # the shared NVML loader compiled in (as the command does: the library keeps its copy hidden)
-tprof_add_unit(test_nvml test_nvml.c synth.c ${CMAKE_SOURCE_DIR}/src/capture/nvml_shared.c LIBS trainprof tprof_analysis Threads::Threads
+tprof_add_unit(test_nvml test_nvml.c synth.c ${CMAKE_SOURCE_DIR}/src/common/nvml_shared.c LIBS trainprof tprof_analysis Threads::Threads
                ${CMAKE_DL_LIBS} m LABELS tsan)
 target_compile_definitions(test_nvml PRIVATE FAKE_NVML_PATH="$<TARGET_FILE:fake_nvml>")
 add_dependencies(test_nvml fake_nvml)

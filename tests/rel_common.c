@@ -30,6 +30,7 @@
 #include "analysis/steps.h"
 #include "fmt.h"
 #include "rel_common.h"
+#include "spawn.h"
 #include "trainprof.h"
 
 extern char **environ;
@@ -194,18 +195,7 @@ pid_t spawn(const char *const argv[], const char *const env[], const char *out_p
     putenv((char *)"TRAINPROF_SAMPLE_HZ=0");
     putenv((char *)"TRAINPROF_NVML_HZ=0");
     for (size_t i = 0; env && env[i]; i++) putenv((char *)env[i]);
-    int in = open("/dev/null", O_RDONLY);
-    if (in >= 0) dup2(in, 0);
-    if (out_path) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, 1);
-    }
-    if (err_path) {
-        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, 2);
-    }
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
+    spawn_exec(argv, out_path, err_path);
 }
 
 int wait_for(pid_t pid) {

@@ -22,7 +22,7 @@
 #include "analysis/report.h"
 #include "analysis/results.h"
 #include "export/html.h"
-#include "capture/nvml_abi.h"
+#include "common/nvml_abi.h"
 #include "format/format.h"
 #include "synth.h"
 #include "trainprof.h"
@@ -350,9 +350,14 @@ static void megatron_flops(void **st) {
     assert_int_equal(tp_model_parse("layers=1,hidden=768,heads=12,seq=8,vocab=8,gated=1", &m, err,
                                     sizeof err), 0);
     NEAR(m.ffn, 2048, 1e-9); /* int(8*768/3 / 64) * 64 */
-    assert_int_equal(tp_model_parse("layers=1,hidden=768", &m, err, sizeof err), -1);
-    assert_int_equal(tp_model_parse("layers=1,bogus=2", &m, err, sizeof err), -1);
-    assert_int_equal(tp_model_parse("layers=x", &m, err, sizeof err), -1);
+    assert_int_equal(tp_model_parse("layers=1,hidden=768", &m, err, sizeof err),
+                     TPROF_ERR_INVALID_ARG);
+    assert_string_equal(err, "the model needs layers, hidden, heads, seq and vocab (> 0)");
+    assert_int_equal(tp_model_parse("layers=1,bogus=2", &m, err, sizeof err), TPROF_ERR_INVALID_ARG);
+    assert_int_equal(tp_model_parse("layers=x", &m, err, sizeof err), TPROF_ERR_INVALID_ARG);
+    assert_string_equal(err, "layers needs a whole number from 0 to 1e9, got 'x'");
+    /* without a buffer for the reason, as `run` checks a spec */
+    assert_int_equal(tp_model_parse("layers=1,layers=2", &m, NULL, 0), TPROF_ERR_INVALID_ARG);
 }
 
 static void peak_table(void **st) {

@@ -36,7 +36,7 @@
 #include "trainprof.h"
 #include "synth.h"
 #include "format/format.h"
-#include "capture/nvml_shared.h"
+#include "common/nvml_shared.h"
 
 #define CHILD_PREFIX "nvml"
 #include "child.h" /* fresh_dir, g_dir, load */
@@ -903,7 +903,7 @@ static void test_monitor_world_sum(void **state) {
 static void test_shared_loader_codes(void **state) {
     (void)state;
     char why[256] = "";
-    const tprof__nvml_api *api = tprof__nvml_load(why, sizeof why);
+    const tprof__nvml_api *api = tprof__nvml_load(FAKE_NVML_PATH, why, sizeof why);
     if (!api) fail_msg("the fake NVML did not load: %s", why);
     assert_int_equal(tprof__nvml_init(api, why, sizeof why), TPROF_OK);
     tprof__nvml_dev d;

@@ -47,6 +47,7 @@
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "fmt.h"
+#include "spawn.h"
 #include "format/format.h"
 #include "synth.h"
 #include "trainprof.h"
@@ -129,18 +130,7 @@ static pid_t spawn(const char *const argv[], const char *const env[], const char
         setrlimit(RLIMIT_CORE, &rl);
     }
     if (cwd && chdir(cwd) != 0) _exit(126);
-    int in = open("/dev/null", O_RDONLY);
-    if (in >= 0) dup2(in, 0);
-    if (out_path) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, 1);
-    }
-    if (err_path) {
-        int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) dup2(fd, 2);
-    }
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
+    spawn_exec(argv, out_path, err_path);
 }
 
 /* The wait status of pid, or -1 when it did not end within ms (it is then killed). */

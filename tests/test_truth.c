@@ -21,11 +21,13 @@
 #include <string.h>
 
 #include "analysis/model.h"
+#include "analysis/text.h"
 #include "analysis/report.h"
 #include "report_text.h"
 #include "export/chrome.h"
 #include "format/format.h"
 #include "synth.h"
+#include "trainprof.h"
 
 static const uint64_t T0 = 1000000000ull, MS = 1000000ull;
 static const uint64_t RT0 = 1700000000000000000ull;
@@ -273,6 +275,34 @@ static const char *rep_str(const char *s, int n, char *buf, size_t cap) {
  * names were cut at 255 bytes, inside an é), and a --step-name holding invalid bytes. The
  * text and JSON reports must be valid UTF-8, every cut name must end with the mark, and the
  * invalid bytes must show as U+FFFD. */
+/* tp_utf8_write: each invalid byte becomes U+FFFD, the valid ones pass as they are; a stream
+ * that refuses the bytes (a full device, unbuffered so the write itself fails; a stream open
+ * for reading) gives TPROF_ERR_IO, with or without a replacement to write. */
+static void test_utf8_write_codes(void **state) {
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_non_null(mf);
+    assert_int_equal(tp_utf8_write(mf, "ab\xff" "cd\n", 6), TPROF_OK);
+    assert_int_equal(fclose(mf), 0);
+    assert_int_equal(len, 8);
+    assert_memory_equal(buf, "ab\xef\xbf\xbd" "cd\n", 8);
+    free(buf);
+
+    FILE *full = fopen("/dev/full", "w");
+    assert_non_null(full);
+    assert_int_equal(setvbuf(full, NULL, _IONBF, 0), 0);
+    assert_int_equal(tp_utf8_write(full, "valid", 5), TPROF_ERR_IO);
+    assert_int_equal(tp_utf8_write(full, "\xff", 1), TPROF_ERR_IO);
+    fclose(full);
+    FILE *ro = fopen("/dev/null", "r");
+    assert_non_null(ro);
+    assert_int_equal(tp_utf8_write(ro, "x\xffy", 3), TPROF_ERR_IO);
+    assert_int_equal(tp_utf8_write(ro, "", 0), TPROF_OK); /* nothing to write */
+    fclose(ro);
+}
+
 static void test_text_valid_utf8_and_cut_marks(void **state) {
     (void)state;
     char dir[512], e30[128], e26[128], cjk30[128], cjk19[128], e200[512], e126[512];
@@ -769,6 +799,7 @@ static void test_torch_backends_and_twins(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utf8_write_codes),
         cmocka_unit_test(test_process_range_across_threads),
         cmocka_unit_test(test_unclosed_ends_at_thread_last_event),
         cmocka_unit_test(test_orphan_pops_per_thread),

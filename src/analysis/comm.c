@@ -637,7 +637,7 @@ int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t 
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 256;
         tp_span *nv = realloc(*v, nc * sizeof *nv);
-        if (!nv) return -1;
+        if (!nv) return TPROF_ERR_NO_MEMORY;
         *v = nv;
         *cap = nc;
     }
@@ -673,7 +673,8 @@ int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_de
     size_t n0 = *n;
     for (size_t i = 0; has_device && i < p->ngpu; i++) {
         if (p->gpu[i].device != device || !is_comm_kernel(&p->gpu[i])) continue;
-        if (tp_comm_push_span(v, n, cap, p->gpu[i].start, p->gpu[i].end)) return -1;
+        int rc = tp_comm_push_span(v, n, cap, p->gpu[i].start, p->gpu[i].end);
+        if (rc != TPROF_OK) return rc;
     }
     /* The ops' own GPU intervals count only on a device without CUPTI NCCL kernels:
      * they come from NCCL's globaltimer, mapped onto the host clock by calibration, while
@@ -686,11 +687,12 @@ int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_de
             /* blocking calls and waits: the host was blocked; a nonblocking op's span
              * (start to observed completion) was free time, its Wait counts instead */
             if (!(o->flags & (TPROF_COMM_F_UNFINISHED | TPROF_COMM_F_NONBLOCKING)) &&
-                tp_comm_push_span(v, n, cap, o->start, o->end))
-                return -1;
+                tp_comm_push_span(v, n, cap, o->start, o->end) != TPROF_OK)
+                return TPROF_ERR_NO_MEMORY;
         } else if (has_device && !cupti_comm && tm[i].src == TP_COMM_TIME_GPU &&
                    tm[i].device >= 0 && (uint32_t)tm[i].device == device) {
-            if (tp_comm_push_span(v, n, cap, tm[i].start, tm[i].end)) return -1;
+            if (tp_comm_push_span(v, n, cap, tm[i].start, tm[i].end) != TPROF_OK)
+                return TPROF_ERR_NO_MEMORY;
         }
     }
     return 0;

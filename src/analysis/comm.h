@@ -63,7 +63,8 @@ double tp_comm_bus_factor(uint32_t op, uint32_t nranks);
  * communicated: its communication-class kernels (CUPTI); the ops' own GPU intervals on it
  * when it has no such kernel; and the blocking MPI calls and waits (the host is blocked in
  * them). has_device 0: no GPU records (a CPU job), only the MPI calls. tm: tp_comm_resolve's
- * output for p. Returns 0, or -1 when out of memory. */
+ * output for p. Returns TPROF_OK (0), or TPROF_ERR_NO_MEMORY (the spans appended so far stay
+ * in *v). */
 int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_device,
                          uint32_t device, tp_span **v, size_t *n, size_t *cap);
 
@@ -86,8 +87,8 @@ const char *tp_comm_source_name(uint32_t source);
  * the table). Points into a static table or into p's run. */
 const char *tp_comm_op_name(const tp_comm_op *o);
 
-/* Appends [s, e) to *v (grown with realloc; *n used, *cap allocated) when e > s. Returns 0, or
- * -1 when out of memory (*v unchanged). */
+/* Appends [s, e) to *v (grown with realloc; *n used, *cap allocated) when e > s. Returns
+ * TPROF_OK (0), or TPROF_ERR_NO_MEMORY (*v unchanged). */
 int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t e);
 
 /* Whether a torch.pg.* description names an NCCL backend ("backend=nccl ...", or

@@ -13,7 +13,7 @@
 
 #include "analysis/gpu.h"
 #include "analysis/model.h"
-#include "capture/nvml_abi.h"
+#include "common/nvml_abi.h"
 /* ------------------------------------------------------------------ NVML (energy) */
 
 /* The GPU sampler's counters (capture/nvml.c), "gpu<i>.<metric>" with i the NVML index, one

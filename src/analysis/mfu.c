@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "analysis/mfu.h"
 #include "core/per_step.h"
+#include "trainprof.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -35,14 +36,14 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
         const char *eq = memchr(c, '=', len);
         if (!eq) {
             snprintf(err, errlen, "'%.*s' is not KEY=VALUE", (int)len, c);
-            return -1;
+            return TPROF_ERR_INVALID_ARG;
         }
         size_t kl = (size_t)(eq - c);
         char val[32];
         size_t vl = len - kl - 1;
         if (vl >= sizeof val) {
             snprintf(err, errlen, "the value of '%.*s' is too long", (int)kl, c);
-            return -1;
+            return TPROF_ERR_INVALID_ARG;
         }
         memcpy(val, eq + 1, vl);
         val[vl] = 0;
@@ -52,18 +53,18 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
             snprintf(err, errlen, "unknown key '%.*s' (layers, hidden, ffn, heads, groups, vocab, "
                                   "seq, experts, topk, moe_ffn, kv_channels, gated, dtype)",
                      (int)kl, c);
-            return -1;
+            return TPROF_ERR_INVALID_ARG;
         }
         if (seen & (1u << k)) {
             snprintf(err, errlen, "'%s' is given twice", keys[k]);
-            return -1;
+            return TPROF_ERR_INVALID_ARG;
         }
         seen |= 1u << k;
         if (!strcmp(keys[k], "dtype")) {
             for (char *q = val; *q; q++) *q = (char)tolower((unsigned char)*q);
             if (!tp_dtype_known(val)) {
                 snprintf(err, errlen, "unknown dtype '%s' (bf16, fp16, fp8, tf32, fp32)", val);
-                return -1;
+                return TPROF_ERR_INVALID_ARG;
             }
             memcpy(m->dtype, val, strlen(val) + 1);
         } else {
@@ -73,7 +74,7 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
             double v = strtod(val, &e);
             if (e == val || *e || !(v >= 0) || v > 1e9 || v != floor(v)) {
                 snprintf(err, errlen, "%s needs a whole number from 0 to 1e9, got '%s'", keys[k], val);
-                return -1;
+                return TPROF_ERR_INVALID_ARG;
             }
             if (!strcmp(keys[k], "gated")) m->gated = v != 0;
             else *slot[k] = v;
@@ -82,28 +83,28 @@ int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen)
     }
     if (!(m->layers > 0 && m->hidden > 0 && m->heads > 0 && m->seq > 0 && m->vocab > 0)) {
         snprintf(err, errlen, "the model needs layers, hidden, heads, seq and vocab (> 0)");
-        return -1;
+        return TPROF_ERR_INVALID_ARG;
     }
     if (m->groups <= 0) m->groups = m->heads;
     if (fmod(m->heads, m->groups) != 0) {
         snprintf(err, errlen, "heads (%.0f) is not a multiple of groups (%.0f)", m->heads, m->groups);
-        return -1;
+        return TPROF_ERR_INVALID_ARG;
     }
     if (m->kv_channels <= 0 && fmod(m->hidden, m->heads) != 0) {
         snprintf(err, errlen, "hidden (%.0f) is not a multiple of heads (%.0f): give kv_channels",
                  m->hidden, m->heads);
-        return -1;
+        return TPROF_ERR_INVALID_ARG;
     }
     if (m->experts > 0 && m->topk > m->experts) {
         snprintf(err, errlen, "topk (%.0f) is larger than experts (%.0f)", m->topk, m->experts);
-        return -1;
+        return TPROF_ERR_INVALID_ARG;
     }
     if (m->kv_channels <= 0) m->kv_channels = m->hidden / m->heads;
     /* Megatron-LM's default FFN size: 4h, or with SwiGLU int(4h·2/3 / 64)·64 (arguments.py) */
     if (m->ffn <= 0) m->ffn = m->gated ? floor(4 * m->hidden * 2 / 3 / 64) * 64 : 4 * m->hidden;
     if (m->moe_ffn <= 0) m->moe_ffn = m->ffn;
     if (m->topk <= 0) m->topk = 1;
-    return 0;
+    return TPROF_OK;
 }
 
 /* Megatron-LM num_floating_point_operations (megatron/training/training.py), standard transformer,

@@ -30,8 +30,9 @@ int tp_dtype_known(const char *dtype);
 /* Parses "layers=12,hidden=768,heads=12,seq=1024,vocab=50257[,ffn=,groups=,experts=,topk=,
  * moe_ffn=,kv_channels=,gated=0|1,dtype=bf16|fp16|fp8|tf32|fp32]". Needs layers, hidden,
  * heads, seq and vocab; defaults: groups = heads, kv_channels = hidden/heads, ffn = 4·hidden
- * (gated: Megatron's int(8·hidden/3 / 64)·64), moe_ffn = ffn, topk = 1. Returns 0, or -1
- * with a reason in err: a key given twice, a size that is not a whole number
+ * (gated: Megatron's int(8·hidden/3 / 64)·64), moe_ffn = ffn, topk = 1. Returns TPROF_OK (0),
+ * or TPROF_ERR_INVALID_ARG with a reason in err (NUL-terminated, cut to errlen; err may be
+ * NULL with errlen 0): a key given twice, a size that is not a whole number
  * from 0 to 1e9, heads not a multiple of groups, hidden not a multiple of heads without
  * kv_channels, topk above experts, an unknown dtype. */
 int tp_model_parse(const char *spec, tp_model_desc *m, char *err, size_t errlen);

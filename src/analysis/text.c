@@ -156,14 +156,14 @@ int tp_utf8_write(FILE *f, const char *buf, size_t len) {
         int bad;
         size_t k = tp_utf8_next(buf + i, len - i, &cp, &bad);
         if (bad) {
-            if (i > run && fwrite(buf + run, 1, i - run, f) != i - run) return -1;
-            if (fwrite(REPLACEMENT, 1, 3, f) != 3) return -1;
+            if (i > run && fwrite(buf + run, 1, i - run, f) != i - run) return TPROF_ERR_IO;
+            if (fwrite(REPLACEMENT, 1, 3, f) != 3) return TPROF_ERR_IO;
             run = i + 1;
         }
         i += k;
     }
-    if (len > run && fwrite(buf + run, 1, len - run, f) != len - run) return -1;
-    return 0;
+    if (len > run && fwrite(buf + run, 1, len - run, f) != len - run) return TPROF_ERR_IO;
+    return TPROF_OK;
 }
 
 int tp_utf8_render(FILE *f, int (*fn)(FILE *out, const void *ctx), const void *ctx) {
@@ -173,7 +173,7 @@ int tp_utf8_render(FILE *f, int (*fn)(FILE *out, const void *ctx), const void *c
     if (!mf) return fn(f, ctx); /* no memory: unguarded, still cut right */
     int rc = fn(mf, ctx);
     if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
-    if (buf && tp_utf8_write(f, buf, len) != 0) rc = TPROF_ERR_IO;
+    if (buf && tp_utf8_write(f, buf, len) != TPROF_OK) rc = TPROF_ERR_IO;
     free(buf);
     fflush(f);
     if (ferror(f)) rc = TPROF_ERR_IO;

@@ -44,8 +44,8 @@ int tp_text_put(FILE *f, const char *s, int max_cols, int pad);
 const char *tp_text_fit(char *buf, size_t n, const char *s, int max_cols);
 
 /* Writes len bytes to f with every invalid byte replaced by U+FFFD (control characters are
- * kept: this guards whole documents, newlines and colour sequences included). Returns 0, or
- * -1 on a write error. */
+ * kept: this guards whole documents, newlines and colour sequences included). Returns TPROF_OK
+ * (0), or TPROF_ERR_IO when a write failed (errno says why; part may have been written). */
 int tp_utf8_write(FILE *f, const char *buf, size_t len);
 
 /* Runs fn(out, ctx) into memory, then writes what it printed to f through tp_utf8_write,

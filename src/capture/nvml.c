@@ -3,7 +3,7 @@
  * energy, utilisation, memory, SM clock, temperature, the enforced power limit and the
  * clock-event (throttle) reasons as counters "gpu<i>.*" (i = NVML index), at
  * TRAINPROF_NVML_HZ (default 10). The library is loaded, and the GPUs chosen, by the loader
- * shared with the EnergyMonitor and the trainprof command (nvml_shared.c).
+ * shared with the EnergyMonitor and the trainprof command (common/nvml_shared.c).
  *
  * Like the process sampler (procfs.c) it runs on the flusher thread, called once per flusher
  * pass (tprof__nvml_tick), so it has no thread of its own and exists only in processes that
@@ -40,7 +40,7 @@
 #include "../core/config.h"
 #include "../core/internal.h"
 #include "../core/metrics.h"
-#include "nvml_shared.h"
+#include "../common/nvml_shared.h"
 #include "../core/source.h"
 
 /* ------------------------------------------------------------------ the sampler */
@@ -229,7 +229,8 @@ static void sampler_start(uint32_t hz) {
         return;
     }
     char reason[400];
-    const tprof__nvml_api *api = tprof__nvml_load(reason, sizeof reason);
+    const tprof__nvml_api *api =
+        tprof__nvml_load(tprof__env(TPROF__OPT_NVML_LIB), reason, sizeof reason);
     if (!api) {
         snprintf(why, sizeof why, "%s", reason); /* sampler_off says "unavailable" */
         sampler_off(TPROF_LOG_INFO, why);

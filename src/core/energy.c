@@ -21,8 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "internal.h"
-#include "../capture/nvml_shared.h"
+#include "../common/nvml_shared.h"
 
 typedef struct egpu {
     tprof__nvml_dev d;
@@ -51,7 +52,7 @@ int tprof_energy_setup(const char *const *devices, size_t ndevices, tprof_energy
     *out = NULL;
     if (ndevices && !devices) return TPROF_ERR_INVALID_ARG;
     char why[400];
-    const tprof__nvml_api *api = tprof__nvml_load(why, sizeof why);
+    const tprof__nvml_api *api = tprof__nvml_load(tprof__env(TPROF__OPT_NVML_LIB), why, sizeof why);
     if (!api || tprof__nvml_init(api, why, sizeof why) != 0) {
         /* a monitor with no GPU: its calls return zeros and still take part in the
          * collectives, so ranks with and without NVML stay in step */

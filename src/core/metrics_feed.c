@@ -26,7 +26,7 @@
 #include "config.h"
 #include "internal.h"
 #include "metrics.h"
-#include "../capture/nvml_shared.h"
+#include "../common/nvml_shared.h"
 #include "step_names.h"
 #include "per_step.h"
 

@@ -1,6 +1,8 @@
 /*
  * nvml_shared.h — the one NVML loader (nvml_shared.c), shared by the sampler (capture/nvml.c),
- * the EnergyMonitor (core/energy.c) and the trainprof command (cli/common.c): the
+ * the EnergyMonitor (core/energy.c), the live metrics (core/metrics_feed.c, the local rank)
+ * and the trainprof command (cli/common.c); it lives in src/common, which every layer may
+ * include and which includes nothing above the public header (docs/design.md §2.3): the
  * dlopen'ed libnvidia-ml function table, NVML initialisation with a readable reason on
  * failure, and the rules that choose GPUs (CUDA_VISIBLE_DEVICES, UUIDs, the local rank).
  *
@@ -31,11 +33,13 @@ typedef struct tprof__nvml_api {
     char path[256]; /* what was loaded */
 } tprof__nvml_api;
 
-/* The function table, loading $TRAINPROF_NVML_LIB (when set: tests use a fake) or else
- * libnvidia-ml.so.1, then libnvidia-ml.so, on first use. NULL when the library or one of
- * its required entry points is missing; `why` (may be NULL) then gets one line. Thread safe;
- * a failure is remembered (one attempt per process). */
-const tprof__nvml_api *tprof__nvml_load(char *why, size_t whylen);
+/* The function table, loading `lib` (non-empty: the caller's TRAINPROF_NVML_LIB, read through
+ * core/config.h; tests name a fake) or else libnvidia-ml.so.1, then libnvidia-ml.so, on first
+ * use. NULL when the library or one of its required entry points is missing; `why` (may be
+ * NULL) then gets one line. Thread safe; the first call loads and decides for the process (one
+ * attempt, a failure remembered), so a later call's `lib` is not read: every caller passes
+ * the same variable. */
+const tprof__nvml_api *tprof__nvml_load(const char *lib, char *why, size_t whylen);
 
 /* nvmlInitWithFlags(NO_GPUS) where the library has it, else nvmlInit_v2 / nvmlInit. Returns
  * 0, or TPROF_ERR_UNAVAILABLE with a reason in `why` ("no NVIDIA driver loaded", NVML's error

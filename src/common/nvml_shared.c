@@ -1,11 +1,13 @@
 /*
  * nvml_shared.c — the one NVML loader (nvml_shared.h): the dlopen'ed libnvidia-ml function
  * table, NVML initialisation with a readable reason on failure, and the rules that choose a
- * process's GPUs. Compiled into libtrainprof (the sampler, capture/nvml.c, and the
- * EnergyMonitor, core/energy.c) and into the trainprof command (`run` and `serve` ask it
- * whether NVML works before they start a node sampler), so that both decide the same way on
- * the same machine (docs/design.md §2.3). It depends on nothing of the session: no log, no
- * configuration, only the environment variables named in nvml_shared.h.
+ * process's GPUs. Compiled into libtrainprof (the sampler, capture/nvml.c, the EnergyMonitor,
+ * core/energy.c, and the live metrics, core/metrics_feed.c) and into the trainprof command
+ * (`run` and `serve` ask it whether NVML works before they start a node sampler), so that both
+ * decide the same way on the same machine (docs/design.md §2.3). It depends on nothing of the
+ * session: no log and no configuration (the library to load comes from the caller, which reads
+ * TRAINPROF_NVML_LIB from core/config.h's table), only the launchers' and CUDA's environment
+ * variables named in nvml_shared.h.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -18,7 +20,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "../core/config.h"
 #include "nvml_shared.h"
 #include "trainprof.h"
 
@@ -29,8 +30,7 @@ static int g_load_state; /* 0 not tried, 1 loaded, -1 failed */
 static tprof__nvml_api g_api;
 static char g_load_why[384];
 
-static int load_locked(void) {
-    const char *env = tprof__env(TPROF__OPT_NVML_LIB);
+static int load_locked(const char *env) {
     static const char *const names[] = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
     void *h = NULL;
     char err[256] = "";
@@ -79,9 +79,9 @@ static int load_locked(void) {
     return 1;
 }
 
-const tprof__nvml_api *tprof__nvml_load(char *why, size_t whylen) {
+const tprof__nvml_api *tprof__nvml_load(const char *lib, char *why, size_t whylen) {
     pthread_mutex_lock(&g_load_lock);
-    if (!g_load_state) g_load_state = load_locked() ? 1 : -1;
+    if (!g_load_state) g_load_state = load_locked(lib) ? 1 : -1;
     int ok = g_load_state > 0;
     if (!ok && why && whylen) snprintf(why, whylen, "%s", g_load_why);
     pthread_mutex_unlock(&g_load_lock);
