@@ -220,7 +220,9 @@ double tp_finding_step_share(const tp_finding *f) {
     if (!strcmp(f->id, "launch_bound"))
         return ev_num(f, "idle_other_short_gaps_share", &v) ? v : 0;
     if (!strcmp(f->id, "host_sync")) return ev_num(f, "idle_host_sync_share", &v) ? v : 0;
-    if (!strcmp(f->id, "gpu_busy")) return ev_num(f, "busy_share", &v) ? 1 - v : 0;
+    /* GPU idle that no specific rule explains: the data-loading and host-sync parts of the
+     * idle time have rules of their own, which lead when they fire */
+    if (!strcmp(f->id, "gpu_busy")) return ev_num(f, "idle_other_share", &v) ? v : 0;
     if (!strcmp(f->id, "straggler")) {
         for (size_t k = 0; k < f->nev; k++) {
             const tp_straggler *s = f->ev[k].kind == TP_EV_STRAGGLER ? f->ev[k].straggler : NULL;
@@ -304,8 +306,19 @@ void tp_headline_build(tp_run_results *res) {
     const tp_findings_result *fs = &res->findings;
     size_t best = 0;
     double best_share = 0;
+    /* the idle time a launch-bound finding names is part of gpu_busy's "other" idle, and the
+     * ranks waiting at collectives for a named straggler show it as exposed communication:
+     * there the specific finding is the cause, the other its symptom */
+    double launch = 0;
+    int straggler = 0;
+    for (size_t i = 0; i < fs->n; i++) {
+        if (!strcmp(fs->items[i].id, "launch_bound")) launch = tp_finding_step_share(&fs->items[i]);
+        straggler |= !strcmp(fs->items[i].id, "straggler");
+    }
     for (size_t i = 0; i < fs->n; i++) {
         double s = tp_finding_step_share(&fs->items[i]);
+        if (!strcmp(fs->items[i].id, "gpu_busy")) s = s > launch ? s - launch : 0;
+        if (straggler && !strcmp(fs->items[i].id, "exposed_communication")) s = 0;
         if (!h->has_finding || sev_rank(fs->items[i].severity) > sev_rank(fs->items[best].severity) ||
             (sev_rank(fs->items[i].severity) == sev_rank(fs->items[best].severity) && s > best_share)) {
             h->has_finding = 1;
