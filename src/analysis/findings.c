@@ -227,7 +227,8 @@ double tp_finding_step_share(const tp_finding *f) {
         for (size_t k = 0; k < f->nev; k++) {
             const tp_straggler *s = f->ev[k].kind == TP_EV_STRAGGLER ? f->ev[k].straggler : NULL;
             if (!s || !ev_num(f, "median_step_ms", &w) || w <= 0) continue;
-            double lag = s->has_lag ? s->lag_excess_ms : 0, step = s->has_step ? s->step_excess_ms : 0;
+            double lag = s->has_lag ? s->lag_excess_ms : 0;
+            double step = s->has_step ? s->step_excess_ms : 0;
             return (lag > step ? lag : step) / w;
         }
     }
@@ -252,7 +253,9 @@ static const char *finding_title(const char *id) {
     return id;
 }
 
-static int sev_rank(const char *sev) { return !strcmp(sev, "critical") ? 2 : !strcmp(sev, "warning"); }
+static int sev_rank(const char *sev) {
+    return !strcmp(sev, "critical") ? 2 : !strcmp(sev, "warning");
+}
 
 /* Appends a formatted line (cut to the line's size, between characters: text.h). */
 static void hl_line(tp_headline *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -277,7 +280,8 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
             nsteps++;
         }
         const tp_breakdown_result *b = &r->breakdown;
-        if (b->present && b->gpu_basis && b->has_parts && (!h->has_busy || b->busy_share < h->busy_share)) {
+        if (b->present && b->gpu_basis && b->has_parts &&
+            (!h->has_busy || b->busy_share < h->busy_share)) {
             h->has_busy = 1;
             h->busy_share = b->busy_share;
             h->busy_rank = r->rank;
@@ -319,8 +323,9 @@ void tp_headline_build(tp_run_results *res) {
         double s = tp_finding_step_share(&fs->items[i]);
         if (!strcmp(fs->items[i].id, "gpu_busy")) s = s > launch ? s - launch : 0;
         if (straggler && !strcmp(fs->items[i].id, "exposed_communication")) s = 0;
-        if (!h->has_finding || sev_rank(fs->items[i].severity) > sev_rank(fs->items[best].severity) ||
-            (sev_rank(fs->items[i].severity) == sev_rank(fs->items[best].severity) && s > best_share)) {
+        int sev = sev_rank(fs->items[i].severity);
+        int best_sev = h->has_finding ? sev_rank(fs->items[best].severity) : -1;
+        if (sev > best_sev || (sev == best_sev && s > best_share)) {
             h->has_finding = 1;
             best = i;
             best_share = s;
