@@ -509,17 +509,14 @@ typedef struct cand {
     const char *key;
     double a, b;      /* ms per step; 0 where absent */
     size_t order;     /* the document's order: ties keep it */
+    double rank;      /* |b - a| in steps of 0.1 % of the step's change (explain) */
 } cand;
-
-static double cand_step_change; /* the step's change, for the order of cands (qsort) */
 
 /* Largest share of the step's change first, in steps of 0.1 % of it (figures that move
  * together, such as a data range and the GPU idle under it, keep the document's order). */
 static int by_share(const void *x, const void *y) {
     const cand *p = x, *q = y;
-    double d = fabs(cand_step_change) > 0 ? fabs(cand_step_change) : 1;
-    double sp = round(1000 * fabs(p->b - p->a) / d), sq = round(1000 * fabs(q->b - q->a) / d);
-    if (sp != sq) return sp < sq ? 1 : -1;
+    if (p->rank != q->rank) return p->rank < q->rank ? 1 : -1;
     /* the data-loading ranges before the GPU idle under them and their phase: the cause */
     int dp = p->sec == SEC_PARTS && !strcmp(p->key, DATA_KEY);
     int dq = q->sec == SEC_PARTS && !strcmp(q->key, DATA_KEY);
@@ -541,7 +538,8 @@ static void explain(cJSON *e, cand *c, size_t n, double step_a, double step_b, i
         if (step_a != 0) cJSON_AddNumberToObject(st, "delta_rel", change / step_a);
     }
     cJSON_AddBoolToObject(st, "significant", step_sig);
-    cand_step_change = change;
+    double unit = fabs(change) > 0 ? fabs(change) : 1;
+    for (size_t i = 0; i < n; i++) c[i].rank = round(1000 * fabs(c[i].b - c[i].a) / unit);
     if (n > 1) qsort(c, n, sizeof *c, by_share);
     cJSON *ra = cJSON_AddArrayToObject(e, "ranked");
     for (size_t i = 0; i < n; i++) {
