@@ -2,5 +2,14 @@
 # breakdown, clock alignment, FLOPs/MFU, stragglers and every diagnosis rule, on synthetic runs.
 tprof_add_unit(test_diagnose
   ${CMAKE_CURRENT_LIST_DIR}/test_diagnose.c
+  ${CMAKE_CURRENT_LIST_DIR}/diag_scen.c
+  ${CMAKE_CURRENT_LIST_DIR}/synth.c
+  LIBS tprof_analysis LABELS diagnose)
+
+# The report's headline (src/analysis/findings.c): each rule's finding leads the text, JSON and
+# HTML on the job where it fires; "no bottleneck found" with the figures on a clean one.
+tprof_add_unit(test_headline
+  ${CMAKE_CURRENT_LIST_DIR}/test_headline.c
+  ${CMAKE_CURRENT_LIST_DIR}/diag_scen.c
   ${CMAKE_CURRENT_LIST_DIR}/synth.c
   LIBS tprof_analysis LABELS diagnose)

@@ -24,150 +24,17 @@
 #include "export/html.h"
 #include "common/nvml_abi.h"
 #include "format/format.h"
+#include "diag_scen.h"
 #include "synth.h"
 #include "trainprof.h"
 
-static const uint64_t T0 = 1000000000ull, MS = 1000000ull, US = 1000ull;
-static const uint64_t RT0 = 1700000000000000000ull;
-static const uint64_t HASH = 0xabcdef0123456789ull;
 
 #define NEAR(a, b, eps) assert_true(fabs((double)(a) - (double)(b)) < (eps))
-
-/* ------------------------------------------------------------------ a synthetic job */
-
-typedef struct scen {
-    int nranks, hosts;           /* ranks split over hosts in order (hosts 1 or 2) */
-    int steps;                   /* including one warm-up */
-    uint64_t step;               /* step length */
-    double end_frac;             /* GPU work ends at this fraction of the step (0.9) */
-    uint64_t data;               /* data range at step start, GPU idle under it */
-    int data_over_busy;          /* the data range lies over busy GPU time instead */
-    int sync;                    /* a blocking sync call covers the idle tail */
-    int short_kernels;           /* compute as 10 us kernels with 10 us gaps */
-    int lag_rank;                /* this rank reaches the collective later by lag (-1: none) */
-    uint64_t lag;
-    int buckets;                 /* small collectives after the main one, every rank on time
-                                  * (DDP's later buckets, queued behind the first) */
-    int64_t clock_err;           /* host 1's start pair claims a realtime off by this */
-    double mem_share;            /* NVML memory used / total */
-    double alloc_share;          /* CUPTI's allocation records: peak / total (0: none) */
-    int throttle, power_at_limit;
-    const char *meta_model, *meta_tokens;
-    const char *cmdline;         /* metadata "cmdline" of every rank */
-} scen;
-
-static scen base(void) {
-    scen s;
-    memset(&s, 0, sizeof s);
-    s.nranks = 2;
-    s.hosts = 1;
-    s.steps = 6;
-    s.step = 10 * MS;
-    s.end_frac = 0.9;
-    s.lag_rank = -1;
-    s.mem_share = 0.5;
-    return s;
-}
-
-static void api(synth_file *f, uint64_t s, uint64_t e, const char *name) {
-    tprof_pl_gpu pl = {e, 0, 0, 0, 0, 0, 0, 0};
-    size_t n = strlen(name) + 1;
-    synth_raw(f, 1, TPROF_REC_GPU_API, TPROF_INLINE_NAME, s, &pl, sizeof pl, name, n);
-}
-
-static void write_rank(const char *dir, const scen *sc, int r) {
-    int host = sc->hosts > 1 && r >= sc->nranks / 2;
-    char hn[16];
-    snprintf(hn, sizeof hn, "node%d", host);
-    /* true time u (ns since the job's start) is monotonic base + u on each host; host 1's
-     * start pair is off by clock_err */
-    uint64_t mono0 = host ? 7 * T0 : T0;
-    synth_file *f = synth_open(dir, hn, 100 + r, RT0 + (uint64_t)(host ? sc->clock_err : 0), mono0);
-    assert_non_null(f);
-    synth_rank(f, r, sc->nranks);
-    synth_meta(f, "gpu.0.name", "NVIDIA H100 80GB HBM3");
-    synth_meta(f, "gpu.0.memory_total_bytes", "85899345920");
-    synth_meta(f, "nvml.devices", "0"); /* NVML index 0 is CUDA device 0 */
-    if (sc->alloc_share > 0) {
-        tprof_pl_gpu_mem m = {0x1000, (uint64_t)(sc->alloc_share * 85899345920.0), 0, 1, 3, 0};
-        synth_raw(f, 1, TPROF_REC_GPU_MEMORY, 0, mono0 + MS / 2, &m, sizeof m, NULL, 0);
-    }
-    if (sc->meta_model) synth_meta(f, "model", sc->meta_model);
-    if (sc->meta_tokens) synth_meta(f, "tokens_per_step", sc->meta_tokens);
-    if (sc->cmdline) synth_meta(f, "cmdline", sc->cmdline);
-    synth_thread(f, 1, 100 + r);
-    uint32_t corr = 1;
-    uint64_t step = sc->step;
-    for (int i = 0; i < sc->steps; i++) {
-        uint64_t t = mono0 + MS + (uint64_t)i * step;
-        uint64_t lag = r == sc->lag_rank ? sc->lag : 0;
-        uint64_t end = t + (uint64_t)(sc->end_frac * (double)step);
-        uint64_t comp_end = end - step / 20 + lag; /* compute ends 5 % before the work */
-        uint64_t comm_start = end - (uint64_t)(0.4 * (double)step) + lag;
-        synth_step_begin(f, 1, t, (uint64_t)i);
-        uint64_t c0 = t + (sc->data_over_busy ? 0 : sc->data);
-        if (sc->data) {
-            uint64_t d0 = sc->data_over_busy ? t + 2 * MS : t;
-            synth_push(f, 1, d0, "data", 0, 0);
-            synth_pop(f, 1, d0 + sc->data, 0);
-        }
-        if (sc->short_kernels) {
-            for (uint64_t k = c0; k + 10 * US <= comp_end; k += 20 * US)
-                synth_kernel(f, 1, k, k + 10 * US, 0, 7, corr++, "elementwise_kernel");
-        } else {
-            synth_kernel(f, 1, c0, comp_end, 0, 7, corr++, "sm90_xmma_gemm_bf16");
-        }
-        /* the collective: GPU interval and the NCCL kernel on its own stream; every rank's
-         * ends at `end` (true time), the late rank's starts later */
-        synth_kernel(f, 1, comm_start, end, 0, 9, corr++,
-                     "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
-        tprof_pl_comm c;
-        memset(&c, 0, sizeof c);
-        c.op = TPROF_COMM_ALLREDUCE;
-        c.comm_hash = HASH;
-        c.nranks = (uint32_t)sc->nranks;
-        c.rank = (uint32_t)r;
-        c.bytes = 1 << 20;
-        c.count = c.bytes / 4;
-        c.seq = (uint32_t)(i * (1 + sc->buckets));
-        c.end_ns = comm_start - 50 * US;
-        c.peer = TPROF_COMM_NO_PEER;
-        c.source = TPROF_COMM_SRC_NCCL;
-        c.flags = TPROF_COMM_F_GPU_TIME;
-        c.gpu_start_ns = comm_start;
-        c.gpu_end_ns = end;
-        synth_comm(f, 1, comm_start - 60 * US, &c, NULL);
-        for (int b = 1; b <= sc->buckets; b++) {
-            uint64_t b0 = end + (uint64_t)b * 20 * US;
-            c.seq = (uint32_t)(i * (1 + sc->buckets) + b);
-            c.end_ns = b0 - 50 * US;
-            c.gpu_start_ns = b0;
-            c.gpu_end_ns = b0 + 10 * US;
-            synth_comm(f, 1, b0 - 60 * US, &c, NULL);
-        }
-        if (sc->sync) api(f, end - 10 * US, t + step - 5 * US, "cudaStreamSynchronize");
-        /* NVML gauges, two samples per step */
-        for (int h = 0; h < 2; h++) {
-            uint64_t ts = t + (uint64_t)h * step / 2 + step / 4;
-            int thr = sc->throttle && h == 1;
-            synth_counter(f, 1, ts, "gpu0.sm_clock_mhz", thr ? 1400 : 1980);
-            synth_counter(f, 1, ts, "gpu0.clock_event_reasons",
-                          thr ? (double)NVML_CLOCKS_EVENT_SW_THERMAL_SLOWDOWN : 0);
-            synth_counter(f, 1, ts, "gpu0.power_w", sc->power_at_limit ? 699 : 400);
-            synth_counter(f, 1, ts, "gpu0.power_limit_w", 700);
-            synth_counter(f, 1, ts, "gpu0.temp_c", 50);
-            synth_counter(f, 1, ts, "gpu0.mem_used_bytes", sc->mem_share * 85899345920.0);
-        }
-        synth_step_end(f, 1, t + step, (uint64_t)i);
-    }
-    synth_end_of_file(f, mono0 + MS + (uint64_t)sc->steps * step + MS, 0);
-    assert_int_equal(synth_close(f), 0);
-}
 
 static cJSON *run_scen(const scen *sc, const char *tag, tp_report_opts *o) {
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, tag), 0);
-    for (int r = 0; r < sc->nranks; r++) write_rank(dir, sc, r);
+    for (int r = 0; r < sc->nranks; r++) scen_write_rank(dir, sc, r);
     tp_run run;
     char err[256] = "";
     int rc = tp_run_load(dir, &run, err, sizeof err);
@@ -214,7 +81,7 @@ static const cJSON *rank(const cJSON *rep, int r) { return cJSON_GetArrayItem(J(
 
 static void breakdown_gpu_exact(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.data = 1 * MS;
     cJSON *rep = run_scen(&sc, "bd-gpu", NULL);
     const cJSON *b = J(rank(rep, 0), "breakdown");
@@ -289,7 +156,7 @@ static void breakdown_cpu(void **st) {
 
 static void clocks_two_hosts(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.nranks = 4;
     sc.hosts = 2;
     sc.clock_err = 3 * (int64_t)MS + 1234; /* host 1's wall clock runs 3.001234 ms ahead */
@@ -311,7 +178,7 @@ static void clocks_two_hosts(void **st) {
 
 static void clocks_one_host(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     cJSON *rep = run_scen(&sc, "clk1", NULL);
     const cJSON *c = J(rep, "clocks");
     assert_int_equal((int)N(c, "hosts"), 1);
@@ -380,7 +247,7 @@ static void peak_table(void **st) {
 
 static void throughput_mfu(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.meta_model = "layers=12,hidden=768,heads=12,seq=1024,vocab=50257";
     sc.meta_tokens = "8192";
     cJSON *rep = run_scen(&sc, "mfu", NULL);
@@ -416,7 +283,7 @@ static void throughput_mfu(void **st) {
 
 static void clean_run_is_silent(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.nranks = 4;
     cJSON *rep = run_scen(&sc, "clean", NULL);
     if (count_findings(rep)) {
@@ -434,7 +301,7 @@ static void clean_run_is_silent(void **st) {
 
 static void rule_data_loading(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.data = 3 * MS; /* 30 % of the step, GPU idle under it */
     cJSON *rep = run_scen(&sc, "data", NULL);
     const cJSON *f = finding(rep, "data_loading");
@@ -468,7 +335,7 @@ static void rule_data_loading(void **st) {
 
 static void rule_launch_bound(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.short_kernels = 1;
     /* short gaps are 25 % of the step: past the 20 % threshold, but not by a quarter of it
      * (diag_band): near the threshold on both ranks, not a finding */
@@ -516,7 +383,7 @@ static void rule_launch_bound(void **st) {
 
 static void rule_host_sync(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.sync = 1; /* the 1 ms idle tail sits under cudaStreamSynchronize */
     cJSON *rep = run_scen(&sc, "sync", NULL);
     const cJSON *b = J(rank(rep, 1), "breakdown");
@@ -536,7 +403,7 @@ static void rule_host_sync(void **st) {
 
 static void rule_memory(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.mem_share = 0.95;
     cJSON *rep = run_scen(&sc, "mem", NULL);
     const cJSON *f = finding(rep, "memory_peak");
@@ -560,7 +427,7 @@ static void rule_memory(void **st) {
 
 static void rule_straggler_many(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.nranks = 4;
     sc.lag_rank = 2;
     sc.lag = 1500 * US; /* 15 % of the step late at every collective */
@@ -586,7 +453,7 @@ static void rule_straggler_many(void **st) {
 
 static void rule_straggler_two(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.lag_rank = 1;
     sc.lag = 800 * US;
     sc.throttle = 1; /* both throttle alike: the GPU does not differ */
@@ -609,7 +476,7 @@ static void rule_straggler_two(void **st) {
  * collectives is 0; the lag per step (each step's largest, median over steps) names it. */
 static void rule_straggler_first_bucket(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.lag_rank = 1;
     sc.lag = 1500 * US;
     sc.buckets = 8;
@@ -626,7 +493,7 @@ static void rule_straggler_first_bucket(void **st) {
 
 static void rule_throttling(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.throttle = 1;
     cJSON *rep = run_scen(&sc, "thr", NULL);
     const cJSON *f = finding(rep, "throttling");
@@ -653,7 +520,7 @@ static void rule_throttling(void **st) {
 
 static void rule_gpu_busy(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.end_frac = 0.6; /* 40 % idle at the end of each step */
     cJSON *rep = run_scen(&sc, "busy", NULL);
     const cJSON *f = finding(rep, "gpu_busy");
@@ -676,7 +543,7 @@ static char *render_scen(const scen *sc, const char *tag, const tp_report_opts *
                          void (*check)(const tp_findings_result *)) {
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, tag), 0);
-    for (int r = 0; r < sc->nranks; r++) write_rank(dir, sc, r);
+    for (int r = 0; r < sc->nranks; r++) scen_write_rank(dir, sc, r);
     tp_run run;
     char err[256] = "";
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
@@ -735,7 +602,7 @@ static void check_launch(const tp_findings_result *fs) {
  * render them, the HTML with its own list of the values near a threshold. */
 static void findings_typed_rendered(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.short_kernels = 1; /* short gaps 25 % of the step: near the 20 % threshold */
     tp_report_opts o;
     tp_report_opts_init(&o);
@@ -770,7 +637,7 @@ static void findings_typed_rendered(void **st) {
  * shown flagged, never as a result. */
 static void throughput_html(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.meta_model = "layers=12,hidden=768,heads=12,seq=1024,vocab=50257";
     sc.meta_tokens = "8192";
     tp_report_opts o;
@@ -803,7 +670,7 @@ static void throughput_html(void **st) {
  * processes and findings still show the run's figures. */
 static void text_from_typed_results(void **st) {
     (void)st;
-    scen sc = base();
+    scen sc = scen_base();
     sc.nranks = 4;
     sc.hosts = 2;
     sc.clock_err = 3 * (int64_t)MS + 1234;
@@ -812,7 +679,7 @@ static void text_from_typed_results(void **st) {
     sc.meta_tokens = "8192";
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "typedtext"), 0);
-    for (int r = 0; r < sc.nranks; r++) write_rank(dir, &sc, r);
+    for (int r = 0; r < sc.nranks; r++) scen_write_rank(dir, &sc, r);
     tp_run run;
     char err[256] = "";
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
@@ -852,7 +719,7 @@ static void text_from_typed_results(void **st) {
 
 static void rule_exposed_comm_registered(void **st) {
     (void)st;
-    scen sc = base(); /* comm [5,9) beside compute [1,8.5): 0.5 ms = 5 % exposed */
+    scen sc = scen_base(); /* comm [5,9) beside compute [1,8.5): 0.5 ms = 5 % exposed */
     tp_report_opts o;
     tp_report_opts_init(&o);
     o.comm_warn_share = 0.04;

@@ -33,10 +33,11 @@ static double noise(uint64_t *s) {
     return (double)(*s >> 11) / (double)(1ull << 52) - 1.0;
 }
 
-/* Two ranks, 41 steps (the first warm-up). A step: the GEMM kernel gemm_ms (+-3 %), then an
+/* Two ranks, 41 steps (the first warm-up). A step: a "data" range of data_ms (+-3 %; none
+ * when 0) with the GPU idle under it, then the GEMM kernel gemm_ms (+-3 %), then an
  * elementwise kernel 2 ms (+-3 %), then an AllReduce of 8 MB whose GPU interval lasts 1 ms
  * (+-3 %), then 0.5 ms of host time (+-0.2 ms): the step is their sum. */
-static void write_run(const char *dir, double gemm_ms, uint64_t seed) {
+static void write_run_data(const char *dir, double gemm_ms, double data_ms, uint64_t seed) {
     for (int r = 0; r < 2; r++) {
         uint64_t s = seed * 1000 + (uint64_t)r + 1;
         synth_file *f = synth_open(dir, "h", 300 + r, 1700000000000000000ull, T0);
@@ -47,7 +48,14 @@ static void write_run(const char *dir, double gemm_ms, uint64_t seed) {
         uint64_t b = T0 + MS;
         for (uint64_t st = 0; st < 41; st++) {
             synth_step_begin(f, 1, b, st);
-            uint64_t t = b + 100 * US;
+            uint64_t t = b;
+            if (data_ms > 0) {
+                uint64_t dl = (uint64_t)(data_ms * (1 + 0.03 * noise(&s)) * (double)MS);
+                synth_push(f, 1, t, "data", 0, 0);
+                synth_pop(f, 1, t + dl, 0);
+                t += dl;
+            }
+            t += 100 * US;
             uint64_t g = (uint64_t)(gemm_ms * (1 + 0.03 * noise(&s)) * (double)MS);
             synth_kernel(f, 2, t, t + g, 0, 7, (uint32_t)(st * 10 + 1), "ampere_sgemm_128x64_nn");
             t += g;
@@ -79,19 +87,27 @@ static void write_run(const char *dir, double gemm_ms, uint64_t seed) {
     }
 }
 
+static void write_run(const char *dir, double gemm_ms, uint64_t seed) {
+    write_run_data(dir, gemm_ms, 0, seed);
+}
+
 typedef struct side {
     char dir[512];
     tp_run run;
     cJSON *rep;
 } side;
 
-static void load(side *s, double gemm_ms, uint64_t seed, const char *tag) {
+static void load_data(side *s, double gemm_ms, double data_ms, uint64_t seed, const char *tag) {
     assert_int_equal(synth_tmpdir(s->dir, sizeof s->dir, tag), 0);
-    write_run(s->dir, gemm_ms, seed);
+    write_run_data(s->dir, gemm_ms, data_ms, seed);
     char err[256];
     assert_int_equal(tp_run_load(s->dir, &s->run, err, sizeof err), 0);
     s->rep = tp_report_build(&s->run, NULL);
     assert_non_null(s->rep);
+}
+
+static void load(side *s, double gemm_ms, uint64_t seed, const char *tag) {
+    load_data(s, gemm_ms, 0, seed, tag);
 }
 
 static void unload(side *s) {
@@ -231,6 +247,67 @@ static void test_impossible_figures(void **state) {
     unload(&b);
 }
 
+/* Only the data loader slowed: 0.05 ms -> 8 ms per step, the rest the same. The step grows by
+ * about 8 ms (8.6 -> 16.5 ms), and diff's text leads with it: its second line is the step's
+ * change, data loading first; the JSON's "explained" ranks data loading first, with nearly
+ * all the change, and no kernel class or collective (unchanged) among the figures. */
+static void test_data_loader_slowed(void **state) {
+    (void)state;
+    side a, b;
+    load_data(&a, 5.0, 0.05, 5, "diff-d1");
+    load_data(&b, 5.0, 8.0, 6, "diff-d2");
+    cJSON *d = diff(&a, &b, 1);
+    print_text(d);
+    cJSON *ex = cJSON_GetObjectItem(d, "explained");
+    cJSON *st = cJSON_GetObjectItem(ex, "step_ms");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(st, "significant")));
+    assert_true(fabs(num(st, "delta") - 7.95) < 0.3);
+    cJSON *ranked = cJSON_GetObjectItem(ex, "ranked");
+    assert_true(cJSON_GetArraySize(ranked) >= 1);
+    cJSON *top = cJSON_GetArrayItem(ranked, 0);
+    assert_string_equal(cJSON_GetObjectItem(top, "section")->valuestring, "step_parts");
+    assert_string_equal(cJSON_GetObjectItem(top, "key")->valuestring, "data loading");
+    assert_true(fabs(num(top, "share_of_change") - 1.0) < 0.05);
+    assert_true(num(top, "a_share") < 0.01);
+    assert_true(fabs(num(top, "b_share") - 7.95 / 16.5) < 0.03);
+    /* the data range itself is a part of the step ("data loading") and a phase ("data") */
+    int part = 0, phase = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, ranked) {
+        const char *sec = cJSON_GetObjectItem(e, "section")->valuestring;
+        const char *key = cJSON_GetObjectItem(e, "key")->valuestring;
+        part |= !strcmp(sec, "step_parts") && !strcmp(key, "data loading");
+        phase |= !strcmp(sec, "phases") && !strcmp(key, "data");
+        assert_string_not_equal(sec, "gpu_classes");
+        assert_string_not_equal(sec, "communication");
+    }
+    assert_true(part && phase);
+    assert_true(sig(row(d, "step_parts", "data loading")));
+    assert_false(sig(row(d, "step_parts", "compute")));
+    /* text: "trainprof diff", then the step's change explained, data loading first */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    assert_int_equal(tp_diff_write_text(d, mf), 0);
+    fclose(mf);
+    const char *lead = "trainprof diff\nstep time +9";
+    assert_true(!strncmp(buf, lead, strlen(lead)));
+    const char *l2 = buf + strlen("trainprof diff\n");
+    const char *colon = strstr(l2, " ms): ");
+    assert_non_null(colon);
+    assert_true(colon < strchr(l2, '\n'));
+    const char *first = colon + strlen(" ms): ");
+    const char *comma = strstr(first, "), ");
+    const char *eol = strchr(first, '\n');
+    const char *item_end = comma && comma < eol ? comma : eol;
+    assert_true(!strncmp(first, "data loading 0.6 % -> 4", 23));
+    assert_true(first + 23 < item_end);
+    free(buf);
+    cJSON_Delete(d);
+    unload(&a);
+    unload(&b);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--write")) {
         write_run(argv[2], atof(argv[3]), strtoull(argv[4], NULL, 10));
@@ -240,6 +317,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_kernel_20_percent_slower),
         cmocka_unit_test(test_noise_only),
         cmocka_unit_test(test_impossible_figures),
+        cmocka_unit_test(test_data_loader_slowed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

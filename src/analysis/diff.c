@@ -46,14 +46,30 @@ void tp_diff_opts_init(tp_diff_opts *o) {
 
 /* ------------------------------------------------------------------ metrics */
 
-enum { SEC_STEP, SEC_CLASS, SEC_KERNEL, SEC_COMM, SEC_ENERGY, SEC_N };
-static const char *const sec_name[SEC_N] = {"step_time", "gpu_classes", "kernels",
-                                            "communication", "energy"};
-static const char *const sec_title[SEC_N] = {"step time (ms)", "GPU kernel time by class (ms per step)",
+enum { SEC_STEP, SEC_PARTS, SEC_PHASE, SEC_CLASS, SEC_KERNEL, SEC_COMM, SEC_ENERGY, SEC_N };
+static const char *const sec_name[SEC_N] = {"step_time", "step_parts", "phases", "gpu_classes",
+                                            "kernels", "communication", "energy"};
+static const char *const sec_title[SEC_N] = {"step time (ms)",
+                                             "parts of the step (ms per step, from the reports)",
+                                             "phases of the step (ms per step, from the reports)",
+                                             "GPU kernel time by class (ms per step)",
                                              "top kernels (ms per step)",
                                              "communication (ms per step, by op and communicator size)",
                                              "energy (J per step)"};
-static const char *const sec_unit[SEC_N] = {"ms", "ms", "ms", "ms", "J"};
+static const char *const sec_unit[SEC_N] = {"ms", "ms", "ms", "ms", "ms", "ms", "J"};
+
+/* The parts of the step a diff explains the change of the step time with: the data-loading
+ * ranges (the CPU's time in them, either basis) and the GPU breakdown's parts (docs/design.md
+ * §5.2: compute, exposed communication, copies, and the idle time by what the CPU was doing).
+ * Key in the document, key of the row (the words of the explanation). */
+static const struct { const char *doc, *key; } bd_parts[] = {
+    {"compute", "compute"},
+    {"exposed_comm", "exposed communication"},
+    {"memcpy_memset", "memory copies (memcpy/memset)"},
+    {"idle_data", "GPU idle under data loading"},
+    {"idle_host_sync", "GPU idle under host sync"},
+    {"idle_other", "GPU idle, other"}};
+#define DATA_KEY "data loading"
 
 /* One side of a figure: per-step samples (model), or the sum of report values over the
  * ranks that have it (report.json only). */
@@ -418,6 +434,35 @@ static void rank_json(mtab *t, int side, const cJSON *r) {
     }
 }
 
+/* The parts and phases of a rank's step, from its report (means per measured step: the
+ * per-step values of the breakdown are not in the rank files' records, so their noise is
+ * unknown and the unknown_rel rule applies). */
+static void rank_parts(mtab *t, int side, const cJSON *r) {
+    const cJSON *dl = tp_jobj(r, "data_loading");
+    if (cJSON_IsTrue(tp_jobj(dl, "found")) && tp_jhas(dl, "ms_per_step"))
+        push_json(t, side, SEC_PARTS, DATA_KEY, tp_jnum(dl, "ms_per_step"));
+    const cJSON *b = tp_jobj(r, "breakdown"), *ph = NULL;
+    if (strcmp(tp_jstr(b, "per"), "step")) return;
+    if (!strcmp(tp_jstr(b, "basis"), "gpu")) {
+        const cJSON *ms = tp_jobj(b, "ms");
+        for (size_t i = 0; i < sizeof bd_parts / sizeof *bd_parts; i++)
+            if (tp_jhas(tp_jobj(ms, bd_parts[i].doc), "mean"))
+                push_json(t, side, SEC_PARTS, bd_parts[i].key,
+                          tp_jnum(tp_jobj(ms, bd_parts[i].doc), "mean"));
+        ph = tp_jobj(r, "phases");
+        if (strcmp(tp_jstr(ph, "per"), "step")) ph = NULL;
+    } else {
+        ph = b;
+    }
+    const cJSON *x;
+    cJSON_ArrayForEach(x, tp_jobj(ph, "ranges"))
+        if (tp_jhas(tp_jobj(x, "ms"), "mean"))
+            push_json(t, side, SEC_PHASE, tp_jstr(x, "name"), tp_jnum(tp_jobj(x, "ms"), "mean"));
+    if (ph && tp_jhas(tp_jobj(tp_jobj(ph, "ms"), "untracked"), "mean"))
+        push_json(t, side, SEC_PHASE, "(untracked)",
+                  tp_jnum(tp_jobj(tp_jobj(ph, "ms"), "untracked"), "mean"));
+}
+
 /* ------------------------------------------------------------------ statistics */
 
 typedef struct stat {
@@ -458,6 +503,60 @@ static void add_num(cJSON *o, const char *k, double v) {
     if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
 }
 
+/* A figure that changed beyond noise and can explain a change of the step time. */
+typedef struct cand {
+    int sec;
+    const char *key;
+    double a, b;      /* ms per step; 0 where absent */
+    size_t order;     /* the document's order: ties keep it */
+    double rank;      /* |b - a| in steps of 0.1 % of the step's change (explain) */
+} cand;
+
+/* Largest share of the step's change first, in steps of 0.1 % of it (figures that move
+ * together, such as a data range and the GPU idle under it, keep the document's order). */
+static int by_share(const void *x, const void *y) {
+    const cand *p = x, *q = y;
+    if (p->rank != q->rank) return p->rank < q->rank ? 1 : -1;
+    /* the data-loading ranges before the GPU idle under them and their phase: the cause */
+    int dp = p->sec == SEC_PARTS && !strcmp(p->key, DATA_KEY);
+    int dq = q->sec == SEC_PARTS && !strcmp(q->key, DATA_KEY);
+    if (dp != dq) return dq - dp;
+    return p->order < q->order ? -1 : p->order > q->order;
+}
+
+/* The explanation of the step time's change ("explained"): the candidates ranked by their
+ * share of it, each with its share of the step in A and in B. */
+static void explain(cJSON *e, cand *c, size_t n, double step_a, double step_b, int step_sig) {
+    if (!e) return;
+    int has = isfinite(step_a) && isfinite(step_b);
+    double change = has ? step_b - step_a : 0;
+    cJSON *st = cJSON_AddObjectToObject(e, "step_ms");
+    add_num(st, "a", step_a);
+    add_num(st, "b", step_b);
+    if (has) {
+        cJSON_AddNumberToObject(st, "delta", change);
+        if (step_a != 0) cJSON_AddNumberToObject(st, "delta_rel", change / step_a);
+    }
+    cJSON_AddBoolToObject(st, "significant", step_sig);
+    double unit = fabs(change) > 0 ? fabs(change) : 1;
+    for (size_t i = 0; i < n; i++) c[i].rank = round(1000 * fabs(c[i].b - c[i].a) / unit);
+    if (n > 1) qsort(c, n, sizeof *c, by_share);
+    cJSON *ra = cJSON_AddArrayToObject(e, "ranked");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "section", sec_name[c[i].sec]);
+        cJSON_AddStringToObject(o, "key", c[i].key);
+        cJSON_AddNumberToObject(o, "a_ms", c[i].a);
+        cJSON_AddNumberToObject(o, "b_ms", c[i].b);
+        cJSON_AddNumberToObject(o, "delta_ms", c[i].b - c[i].a);
+        if (has && step_a > 0) cJSON_AddNumberToObject(o, "a_share", c[i].a / step_a);
+        if (has && step_b > 0) cJSON_AddNumberToObject(o, "b_share", c[i].b / step_b);
+        if (has && change != 0)
+            cJSON_AddNumberToObject(o, "share_of_change", (c[i].b - c[i].a) / change);
+        cJSON_AddItemToArray(ra, o);
+    }
+}
+
 static int by_key(const void *a, const void *b) {
     const metric *x = a, *y = b;
     if (x->sec != y->sec) return x->sec - y->sec;
@@ -465,6 +564,31 @@ static int by_key(const void *a, const void *b) {
     int xa = !strcmp(x->key, "all ranks"), ya = !strcmp(y->key, "all ranks");
     if (xa != ya) return ya - xa;
     return strverscmp(x->key, y->key);
+}
+
+/* The document's head: schema, the two sides, the rule. */
+static cJSON *diff_head(const tp_diff_side *const side[2], const mtab *t, const tp_diff_opts *o) {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "schema", "trainprof.diff");
+    cJSON_AddNumberToObject(d, "schema_version", TP_DIFF_SCHEMA_VERSION);
+    cJSON_AddStringToObject(d, "trainprof_version", tprof_version());
+    for (int i = 0; i < 2; i++) {
+        cJSON *s = cJSON_AddObjectToObject(d, i ? "b" : "a");
+        cJSON_AddStringToObject(s, "label", side[i]->label ? side[i]->label : "");
+        cJSON_AddStringToObject(s, "dir", tp_jstr(tp_jobj(side[i]->rep, "run"), "dir"));
+        cJSON_AddNumberToObject(s, "ranks", cJSON_GetArraySize(tp_jobj(side[i]->rep, "ranks")));
+        cJSON_AddBoolToObject(s, "per_step_values", side[i]->run != NULL);
+        if (t->invalid[i]) cJSON_AddNumberToObject(s, "invalid_figures", t->invalid[i]);
+    }
+    cJSON *rule = cJSON_AddObjectToObject(d, "rule");
+    cJSON_AddNumberToObject(rule, "noise_k", o->noise_k);
+    cJSON_AddNumberToObject(rule, "min_rel", o->min_rel);
+    cJSON_AddNumberToObject(rule, "unknown_rel", o->unknown_rel);
+    cJSON_AddStringToObject(rule, "text",
+                            "significant when |delta| > noise_k x sqrt(sdA^2/nA + sdB^2/nB) over "
+                            "the per-step values (ranks pooled) and |delta| > min_rel x A; "
+                            "without per-step values, |delta| > unknown_rel x A");
+    return d;
 }
 
 cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff_opts *o) {
@@ -491,6 +615,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
                 rank_samples(&t, i, side[i]->run, p, r, op, &kern, &comm);
             else
                 rank_json(&t, i, r);
+            rank_parts(&t, i, r);
         }
     }
     /* the baseline's step time, for the relative floor of figures present in one run only */
@@ -499,27 +624,14 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
         if (t.m[i].sec == SEC_STEP && !strcmp(t.m[i].key, "all ranks")) base_step = stat_of(&t.m[i].s[0]).mean;
     if (t.n > 1) qsort(t.m, t.n, sizeof *t.m, by_key);
 
-    cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "schema", "trainprof.diff");
-    cJSON_AddNumberToObject(d, "schema_version", TP_DIFF_SCHEMA_VERSION);
-    cJSON_AddStringToObject(d, "trainprof_version", tprof_version());
-    for (int i = 0; i < 2; i++) {
-        cJSON *s = cJSON_AddObjectToObject(d, i ? "b" : "a");
-        cJSON_AddStringToObject(s, "label", side[i]->label ? side[i]->label : "");
-        cJSON_AddStringToObject(s, "dir", tp_jstr(tp_jobj(side[i]->rep, "run"), "dir"));
-        cJSON_AddNumberToObject(s, "ranks", cJSON_GetArraySize(tp_jobj(side[i]->rep, "ranks")));
-        cJSON_AddBoolToObject(s, "per_step_values", side[i]->run != NULL);
-        if (t.invalid[i]) cJSON_AddNumberToObject(s, "invalid_figures", t.invalid[i]);
-    }
-    cJSON *rule = cJSON_AddObjectToObject(d, "rule");
-    cJSON_AddNumberToObject(rule, "noise_k", o->noise_k);
-    cJSON_AddNumberToObject(rule, "min_rel", o->min_rel);
-    cJSON_AddNumberToObject(rule, "unknown_rel", o->unknown_rel);
-    cJSON_AddStringToObject(rule, "text",
-                            "significant when |delta| > noise_k x sqrt(sdA^2/nA + sdB^2/nB) over "
-                            "the per-step values (ranks pooled) and |delta| > min_rel x A; "
-                            "without per-step values, |delta| > unknown_rel x A");
+    cJSON *d = diff_head(side, &t, o);
+    cJSON *expl = cJSON_AddObjectToObject(d, "explained");
     cJSON *secs = cJSON_AddObjectToObject(d, "sections");
+    cand *cands = calloc(t.n ? t.n : 1, sizeof *cands);
+    size_t ncand = 0;
+    double step_a = NAN, step_b = NAN;
+    int step_sig = 0;
+    if (!cands) t.oom = 1;
     cJSON *sig = cJSON_AddArrayToObject(d, "significant");
     for (int sec = 0; sec < SEC_N; sec++) cJSON_AddArrayToObject(secs, sec_name[sec]);
     for (size_t i = 0; i < t.n; i++) {
@@ -572,6 +684,20 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
                           only->mean > o->min_rel * base_step && base_step > 0;
         }
         cJSON_AddBoolToObject(row, "significant", significant);
+        if (m->sec == SEC_STEP && !strcmp(m->key, "all ranks")) {
+            step_a = sa.present ? sa.mean : NAN;
+            step_b = sb.present ? sb.mean : NAN;
+            step_sig = significant;
+        }
+        /* what can explain a change of the step time: ms per step of a part, a phase, a
+         * kernel class or a communication op (the kernels are in their classes) */
+        if (significant && cands &&
+            (m->sec == SEC_PARTS || m->sec == SEC_PHASE || m->sec == SEC_CLASS || m->sec == SEC_COMM))
+        {
+            cands[ncand] = (cand){m->sec, m->key, sa.present ? sa.mean : 0,
+                                  sb.present ? sb.mean : 0, ncand};
+            ncand++;
+        }
         if (significant) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "section", sec_name[m->sec]);
@@ -579,19 +705,23 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
             char msg[512];
             if (sa.present && sb.present)
                 snprintf(msg, sizeof msg, "%s %s: %.4g -> %.4g %s (%+.1f %%%s)",
-                         m->sec == SEC_STEP ? "step time" : m->sec == SEC_CLASS ? "kernel class"
+                         m->sec == SEC_STEP ? "step time" : m->sec == SEC_PARTS ? "step part"
+                         : m->sec == SEC_PHASE ? "phase" : m->sec == SEC_CLASS ? "kernel class"
                          : m->sec == SEC_KERNEL ? "kernel" : m->sec == SEC_COMM ? "communication" : "energy",
                          m->key, sa.mean, sb.mean, m->sec == SEC_STEP ? "ms" : m->sec == SEC_ENERGY ? "J per step" : "ms per step",
                          sa.mean != 0 ? 100 * delta / sa.mean : INFINITY,
                          isfinite(noise) ? "" : ", noise unknown");
             else
                 snprintf(msg, sizeof msg, "%s %s: only in %s (%.4g ms per step)",
-                         m->sec == SEC_KERNEL ? "kernel" : m->sec == SEC_COMM ? "communication" : "kernel class",
+                         m->sec == SEC_KERNEL ? "kernel" : m->sec == SEC_COMM ? "communication"
+                         : m->sec == SEC_PARTS ? "step part" : m->sec == SEC_PHASE ? "phase" : "kernel class",
                          m->key, sa.present ? "A" : "B", sa.present ? sa.mean : sb.mean);
             cJSON_AddStringToObject(e, "message", msg);
             cJSON_AddItemToArray(sig, e);
         }
     }
+    explain(expl, cands, ncand, step_a, step_b, step_sig);
+    free(cands);
     if (t.oom) cJSON_AddStringToObject(d, "error", "out of memory: the comparison is partial");
     for (size_t i = 0; i < t.n; i++) {
         free(t.m[i].key);
@@ -612,9 +742,61 @@ static void put_num(FILE *f, const cJSON *o, const char *k, int w) {
     else fprintf(f, " %*s", w, "-");
 }
 
+/* What a row of the explanation is, in words: the phase's or the op's name with what it is. */
+static void explain_what(FILE *f, const cJSON *x) {
+    const char *sec = tp_jstr(x, "section");
+    fputs(!strcmp(sec, "phases") ? "phase " : !strcmp(sec, "gpu_classes") ? "kernels: "
+          : !strcmp(sec, "communication") ? "communication " : "", f);
+    tp_text_put(f, tp_jstr(x, "key"), 60, 0);
+}
+
+/* The lead: the step's change and the (at most 3) figures that explain most of it. */
+#define EXPLAIN_LEAD 3
+static void explain_text(FILE *f, const cJSON *e) {
+    const cJSON *st = tp_jobj(e, "step_ms"), *ra = tp_jobj(e, "ranked"), *x;
+    if (!tp_jhas(st, "delta")) return;
+    if (tp_jhas(st, "delta_rel")) fprintf(f, "step time %+.1f %%", 100 * tp_jnum(st, "delta_rel"));
+    else fprintf(f, "step time %+.3f ms", tp_jnum(st, "delta"));
+    fprintf(f, " (%.3f -> %.3f ms%s)", tp_jnum(st, "a"), tp_jnum(st, "b"),
+            cJSON_IsTrue(tp_jobj(st, "significant")) ? "" : ", within noise");
+    /* figures that moved by the same amount (to 0.1 % of the change) are views of one change
+     * (a data range, the GPU idle under it, its phase): one item, the others named with it */
+    int i = 0, shown = 0, also = 0, left = 0;
+    double change = fabs(tp_jnum(st, "delta")) > 0 ? fabs(tp_jnum(st, "delta")) : 1, last = NAN;
+    cJSON_ArrayForEach(x, ra) {
+        double key = round(1000 * fabs(tp_jnum(x, "delta_ms")) / change);
+        if (shown && key == last) {
+            if (i == EXPLAIN_LEAD && !also) { left++; continue; }
+            fputs(also++ ? ", " : "; with it ", f);
+            explain_what(f, x);
+            continue;
+        }
+        if (shown) fputc(')', f);
+        shown = 0;
+        if (i == EXPLAIN_LEAD) { left++; continue; }
+        fputs(i++ ? ", " : ": ", f);
+        explain_what(f, x);
+        if (tp_jhas(x, "a_share") && tp_jhas(x, "b_share"))
+            fprintf(f, " %.1f %% -> %.1f %% of the step", 100 * tp_jnum(x, "a_share"),
+                    100 * tp_jnum(x, "b_share"));
+        fprintf(f, " (%+.3f ms", tp_jnum(x, "delta_ms"));
+        if (tp_jhas(x, "share_of_change"))
+            fprintf(f, ", %.0f %% of the change", 100 * tp_jnum(x, "share_of_change"));
+        shown = 1;
+        also = 0;
+        last = key;
+    }
+    if (shown) fputc(')', f);
+    if (!i) fputs(": no part, phase, kernel class or collective changed beyond noise", f);
+    else if (left) fprintf(f, "; %d more below", left);
+    fputc('\n', f);
+}
+
 static int write_text(const cJSON *d, FILE *f) {
     const cJSON *a = tp_jobj(d, "a"), *b = tp_jobj(d, "b"), *rule = tp_jobj(d, "rule");
-    fprintf(f, "trainprof diff\n  A: %s\n  B: %s\n", tp_jstr(a, "label"), tp_jstr(b, "label"));
+    fputs("trainprof diff\n", f);
+    explain_text(f, tp_jobj(d, "explained"));
+    fprintf(f, "  A: %s\n  B: %s\n", tp_jstr(a, "label"), tp_jstr(b, "label"));
     fprintf(f, "rule: a change is significant when |B - A| > %.0f x noise and > %.0f %% of A, noise "
                "being the standard error of the difference of the per-step means (ranks pooled); "
                "without per-step values (report.json only) when it is > %.0f %% of A\n",

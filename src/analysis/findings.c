@@ -1,11 +1,16 @@
 /*
- * findings.c — the typed findings and their writer (findings.h).
+ * findings.c — the typed findings, their writer, and the report's headline built from them
+ * (findings.h).
  */
 #define _GNU_SOURCE
 #include "analysis/findings.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "analysis/text.h"
 
 tp_finding *tp_finding_add(tp_findings_result *fs, const char *id, const char *severity,
                            int rank, const char *msg, const char *rec) {
@@ -191,4 +196,214 @@ void tp_findings_free(tp_findings_result *fs) {
     free(fs->items);
     free(fs->near);
     memset(fs, 0, sizeof *fs);
+}
+
+/* ------------------------------------------------------------------ headline */
+
+static int ev_num(const tp_finding *f, const char *key, double *v) {
+    for (size_t k = 0; k < f->nev; k++)
+        if (f->ev[k].kind == TP_EV_NUMBER && !strcmp(f->ev[k].key, key)) {
+            *v = f->ev[k].num;
+            return 1;
+        }
+    return 0;
+}
+
+double tp_finding_step_share(const tp_finding *f) {
+    double v = 0, w = 0;
+    if (!strcmp(f->id, "data_loading")) {
+        ev_num(f, "data_share", &v);
+        ev_num(f, "start_idle_data_share", &w);
+        return v > w ? v : w;
+    }
+    if (!strcmp(f->id, "exposed_communication")) return ev_num(f, "exposed_share", &v) ? v : 0;
+    if (!strcmp(f->id, "launch_bound"))
+        return ev_num(f, "idle_other_short_gaps_share", &v) ? v : 0;
+    if (!strcmp(f->id, "host_sync")) return ev_num(f, "idle_host_sync_share", &v) ? v : 0;
+    /* GPU idle that no specific rule explains: the data-loading and host-sync parts of the
+     * idle time have rules of their own, which lead when they fire */
+    if (!strcmp(f->id, "gpu_busy")) return ev_num(f, "idle_other_share", &v) ? v : 0;
+    if (!strcmp(f->id, "straggler")) {
+        for (size_t k = 0; k < f->nev; k++) {
+            const tp_straggler *s = f->ev[k].kind == TP_EV_STRAGGLER ? f->ev[k].straggler : NULL;
+            if (!s || !ev_num(f, "median_step_ms", &w) || w <= 0) continue;
+            double lag = s->has_lag ? s->lag_excess_ms : 0;
+            double step = s->has_step ? s->step_excess_ms : 0;
+            return (lag > step ? lag : step) / w;
+        }
+    }
+    return 0;
+}
+
+/* What the rule names, in words, for the headline. */
+static const char *finding_title(const char *id) {
+    static const struct { const char *id, *title; } t[] = {
+        {"data_loading", "data loading"},
+        {"exposed_communication", "exposed communication"},
+        {"launch_bound", "kernel launch overhead"},
+        {"host_sync", "host synchronisation"},
+        {"memory_peak", "GPU memory"},
+        {"straggler", "a straggler rank"},
+        {"throttling", "GPU throttling"},
+        {"gpu_busy", "GPU idle"},
+        {"ended_early", "ranks ended early"},
+        {"helper_crashed", "a helper process crashed"}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strcmp(t[i].id, id)) return t[i].title;
+    return id;
+}
+
+static int sev_rank(const char *sev) {
+    return !strcmp(sev, "critical") ? 2 : !strcmp(sev, "warning");
+}
+
+/* Appends a formatted line (cut to the line's size, between characters: text.h). */
+static void hl_line(tp_headline *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void hl_line(tp_headline *h, const char *fmt, ...) {
+    if (h->nlines >= TP_HEADLINE_LINES) return;
+    char raw[4 * TP_HEADLINE_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    va_end(ap);
+    tp_text_fit(h->lines[h->nlines++], TP_HEADLINE_LINE_MAX, raw, -1);
+}
+
+/* The run's figures: mean step, least GPU busy, most exposed communication, most data loading. */
+static void hl_figures(tp_headline *h, const tp_run_results *res) {
+    double steps = 0;
+    size_t nsteps = 0;
+    for (size_t i = 0; i < res->nranks; i++) {
+        const tp_rank_result *r = &res->ranks[i];
+        if (r->steps.measured > 0) {
+            steps += r->steps.mean_ms;
+            nsteps++;
+        }
+        const tp_breakdown_result *b = &r->breakdown;
+        if (b->present && b->gpu_basis && b->has_parts &&
+            (!h->has_busy || b->busy_share < h->busy_share)) {
+            h->has_busy = 1;
+            h->busy_share = b->busy_share;
+            h->busy_rank = r->rank;
+        }
+        if (r->data.found && (!h->has_data || r->data.share > h->data_share)) {
+            h->has_data = 1;
+            h->data_share = r->data.share;
+            h->data_rank = r->rank;
+        }
+    }
+    if (nsteps) {
+        h->has_step = 1;
+        h->step_ms = steps / (double)nsteps;
+    }
+    if (res->comm.present && res->comm.has_summary) {
+        h->has_exposed = 1;
+        h->exposed_share = res->comm.worst_exposed_share;
+        h->exposed_rank = res->comm.worst_rank;
+    }
+}
+
+void tp_headline_build(tp_run_results *res) {
+    tp_headline *h = &res->headline;
+    memset(h, 0, sizeof *h);
+    hl_figures(h, res);
+    const tp_findings_result *fs = &res->findings;
+    size_t best = 0;
+    double best_share = 0;
+    /* the idle time a launch-bound finding names is part of gpu_busy's "other" idle, and the
+     * ranks waiting at collectives for a named straggler show it as exposed communication:
+     * there the specific finding is the cause, the other its symptom */
+    double launch = 0;
+    int straggler = 0;
+    for (size_t i = 0; i < fs->n; i++) {
+        if (!strcmp(fs->items[i].id, "launch_bound")) launch = tp_finding_step_share(&fs->items[i]);
+        straggler |= !strcmp(fs->items[i].id, "straggler");
+    }
+    for (size_t i = 0; i < fs->n; i++) {
+        double s = tp_finding_step_share(&fs->items[i]);
+        if (!strcmp(fs->items[i].id, "gpu_busy")) s = s > launch ? s - launch : 0;
+        if (straggler && !strcmp(fs->items[i].id, "exposed_communication")) s = 0;
+        int sev = sev_rank(fs->items[i].severity);
+        int best_sev = h->has_finding ? sev_rank(fs->items[best].severity) : -1;
+        if (sev > best_sev || (sev == best_sev && s > best_share)) {
+            h->has_finding = 1;
+            best = i;
+            best_share = s;
+        }
+    }
+    if (h->has_finding) {
+        const tp_finding *f = &fs->items[best];
+        h->finding = best;
+        h->step_share = best_share;
+        hl_line(h, "bottleneck: %s (%s, %s): %s", finding_title(f->id), f->severity, f->id,
+                f->message);
+        if (f->recommendation) {
+            /* the first thing to try: the recommendation up to its first ';' */
+            const char *semi = strchr(f->recommendation, ';');
+            int len = semi ? (int)(semi - f->recommendation) : (int)strlen(f->recommendation);
+            hl_line(h, "first try: %.*s", len, f->recommendation);
+        }
+        if (fs->n > 1) {
+            char ids[TP_HEADLINE_LINE_MAX] = "";
+            size_t l = 0;
+            for (size_t i = 0; i < fs->n && l < sizeof ids; i++)
+                if (i != best)
+                    l += (size_t)snprintf(ids + l, sizeof ids - l, "%s%s (%s)", l ? ", " : "",
+                                          fs->items[i].id, fs->items[i].severity);
+            hl_line(h, "also: %zu more finding%s below: %s", fs->n - 1, fs->n == 2 ? "" : "s", ids);
+        }
+        return;
+    }
+    char fig[TP_HEADLINE_LINE_MAX] = "";
+    size_t l = 0;
+    if (h->has_step)
+        l += (size_t)snprintf(fig + l, sizeof fig - l, "step %.2f ms", h->step_ms);
+    if (h->has_busy && l < sizeof fig)
+        l += (size_t)snprintf(fig + l, sizeof fig - l, "%sGPU busy %.1f %% of the step (rank %d, "
+                              "the least)", l ? ", " : "", 100 * h->busy_share, h->busy_rank);
+    if (h->has_exposed && l < sizeof fig)
+        l += (size_t)snprintf(fig + l, sizeof fig - l, "%sexposed communication %.1f %% (rank %d, "
+                              "the most)", l ? ", " : "", 100 * h->exposed_share, h->exposed_rank);
+    if (h->has_data && l < sizeof fig)
+        l += (size_t)snprintf(fig + l, sizeof fig - l, "%sdata loading %.1f %% (rank %d, the most)",
+                              l ? ", " : "", 100 * h->data_share, h->data_rank);
+    if (l) hl_line(h, "no bottleneck found: %s", fig);
+    else hl_line(h, "no bottleneck found: no measured steps to judge (the rules need steps)");
+    if (fs->nnear)
+        hl_line(h, "near a threshold: %zu value%s past a threshold but inside its band, listed "
+                   "below (not findings)", fs->nnear, fs->nnear == 1 ? "" : "s");
+}
+
+cJSON *tp_headline_json(const tp_run_results *res) {
+    const tp_headline *h = &res->headline;
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON *lines = cJSON_AddArrayToObject(j, "lines");
+    for (size_t i = 0; i < h->nlines; i++)
+        cJSON_AddItemToArray(lines, cJSON_CreateString(h->lines[i]));
+    if (h->has_finding) {
+        const tp_finding *f = &res->findings.items[h->finding];
+        cJSON_AddStringToObject(j, "finding", f->id);
+        cJSON_AddStringToObject(j, "severity", f->severity);
+        if (f->has_rank) cJSON_AddNumberToObject(j, "rank", f->rank);
+        cJSON_AddNumberToObject(j, "step_share", h->step_share);
+    } else {
+        cJSON_AddNullToObject(j, "finding");
+    }
+    cJSON *fig = cJSON_AddObjectToObject(j, "figures");
+    if (h->has_step) cJSON_AddNumberToObject(fig, "step_ms", h->step_ms);
+    if (h->has_busy) {
+        cJSON_AddNumberToObject(fig, "gpu_busy_share", h->busy_share);
+        cJSON_AddNumberToObject(fig, "gpu_busy_rank", h->busy_rank);
+    }
+    if (h->has_exposed) {
+        cJSON_AddNumberToObject(fig, "exposed_comm_share", h->exposed_share);
+        cJSON_AddNumberToObject(fig, "exposed_comm_rank", h->exposed_rank);
+    }
+    if (h->has_data) {
+        cJSON_AddNumberToObject(fig, "data_share", h->data_share);
+        cJSON_AddNumberToObject(fig, "data_rank", h->data_rank);
+    }
+    cJSON_AddNumberToObject(j, "near", (double)res->findings.nnear);
+    return j;
 }

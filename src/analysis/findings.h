@@ -41,4 +41,18 @@ cJSON *tp_straggler_json(const tp_straggler *e);
 
 void tp_findings_free(tp_findings_result *fs);
 
+/* The share of the step the finding explains, from its evidence: data loading, exposed
+ * communication, launch-bound or host-sync idle, GPU idle no other rule explains (gpu_busy's
+ * "other" idle), a straggler's excess
+ * over the median step; 0 for a finding that is not a part of the step (memory, throttling,
+ * ranks that ended early). O(evidence). */
+double tp_finding_step_share(const tp_finding *f);
+
+/* Builds res->headline (results.h) from the findings and the ranks' results: call after every
+ * finding was appended. No allocation; never fails. */
+void tp_headline_build(tp_run_results *res);
+
+/* The document's "headline" object from it (NULL when out of memory). */
+cJSON *tp_headline_json(const tp_run_results *res);
+
 #endif

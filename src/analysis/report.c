@@ -853,6 +853,9 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     }
     cJSON *rep = cJSON_CreateObject();
     if (!rep) return TPROF_ERR_NO_MEMORY;
+    /* the headline leads the document: its place is taken now, its value written last,
+     * once the findings it is built from are known */
+    cJSON_AddNullToObject(rep, "headline");
     cJSON_AddStringToObject(rep, "schema", "trainprof.report");
     cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
     cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
@@ -888,6 +891,9 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     tp_diagnose_run(rep, run, &res, comm_finding, o);
     tp_ended_section(rep, &res.findings, run, &res.ended); /* killed by a signal or cut short */
     tp_findings_json(findings, &res.findings);
+    tp_headline_build(&res);
+    cJSON *headline = tp_headline_json(&res);
+    if (headline) cJSON_ReplaceItemInObject(rep, "headline", headline);
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);

@@ -307,6 +307,9 @@ static void run_text(FILE *f, const tp_run_results *res, const char *B, const ch
                      const char *Y) {
     const tp_run_summary *run = &res->run;
     fprintf(f, "%strainprof report%s %s\n", B, N, run->dir);
+    const tp_headline *h = &res->headline;
+    for (size_t i = 0; i < h->nlines; i++)
+        fprintf(f, "%s%s%s\n", !i ? (h->has_finding ? Y : B) : "", h->lines[i], !i ? N : "");
     fprintf(
         f,
         "run: %zu process%s (%d rank%s, %d helper%s%s), %.2f s, %.0f events, %.0f dropped\n",

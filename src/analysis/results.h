@@ -751,6 +751,34 @@ typedef struct tp_findings_result {
     double diag_band;        /* the band of the thresholds (tp_report_opts.diag_band) */
 } tp_findings_result;
 
+/* The report's headline ("headline", the document's first key; findings.c): one to three
+ * lines that lead the text, the HTML and the JSON. With findings, the leading one: critical
+ * before warning, then the largest share of the step it explains (tp_finding_step_share),
+ * then the first appended; its line names the rule, its figures and the first thing to try.
+ * Without, "no bottleneck found" and the figures that show it (below). */
+#define TP_HEADLINE_LINES 3
+#define TP_HEADLINE_LINE_MAX 640
+
+typedef struct tp_headline {
+    size_t nlines;
+    char lines[TP_HEADLINE_LINES][TP_HEADLINE_LINE_MAX]; /* terminal-safe (text.h) */
+    int has_finding;
+    size_t finding;          /* index in tp_run_results.findings.items */
+    double step_share;       /* of the leading finding; 0: not a share of the step */
+    /* the run's figures (each with its flag), with or without a finding */
+    int has_step;
+    double step_ms;          /* mean measured step, over the ranks with steps */
+    int has_busy;
+    double busy_share;       /* the least busy rank's GPU busy share (GPU breakdown) */
+    int busy_rank;
+    int has_exposed;
+    double exposed_share;    /* the rank with the most exposed communication */
+    int exposed_rank;
+    int has_data;
+    double data_share;       /* the rank with the largest data-loading share */
+    int data_rank;
+} tp_headline;
+
 /* Everything the run-level analyses and the rules read. */
 typedef struct tp_run_results {
     size_t nranks;
@@ -766,6 +794,7 @@ typedef struct tp_run_results {
     tp_process_result *procs;  /* owned, in the run's process order ("processes") */
     tp_clocks_result clocks;
     tp_comm_run_result comm;
+    tp_headline headline;    /* built last, from the findings and the ranks */
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

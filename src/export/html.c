@@ -629,7 +629,7 @@ static int known(const char *k, const char *const *list) {
     return 0;
 }
 
-static const char *const top_known[] = {"schema", "schema_version", "trainprof_version", "run",
+static const char *const top_known[] = {"headline", "schema", "schema_version", "trainprof_version", "run",
                                         "capabilities", "processes", "unreadable_files", "ranks",
                                         "timers", "communication", "findings", "throughput",
                                         NULL};
@@ -667,6 +667,9 @@ static const char css[] =
     "font-variant-numeric:tabular-nums}td.name{max-width:520px;word-break:break-all;font-family:monospace;"
     "font-size:12px}table.kv{font-size:12px}table.kv th{background:#fafafa}"
     ".note{color:#666;font-size:12px}.ok{color:#2a7a2a}"
+    "div.headline{border-left:6px solid #2a7a2a;padding:4px 12px;margin:12px 0;background:#f6f6f6}"
+    "div.headline.sev-warning{border-color:#c80}div.headline.sev-critical{border-color:#c00}"
+    "div.headline p{margin:4px 0}"
     "svg.chart{display:block;background:#fff;border:1px solid #eee;margin:6px 0}"
     "svg text{font:11px sans-serif;fill:#444}svg text.label{fill:#222;font-size:12px}"
     "svg line.grid{stroke:#eee}svg line.tick{stroke:#999}svg line.steptick{stroke:#000;stroke-width:2}"
@@ -718,6 +721,7 @@ int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
                    "runs.</p>\n",
                 rj->distinct_run_ids);
 
+    tp_html_headline(f, res);
     tp_html_findings(f, &res->findings);
 
     fputs("<h2 id=\"steps\">Step time</h2>\n", f);

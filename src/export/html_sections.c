@@ -140,6 +140,20 @@ static void near_list(FILE *f, const tp_findings_result *fs) {
     fputs("</ul>\n", f);
 }
 
+void tp_html_headline(FILE *f, const tp_run_results *res) {
+    const tp_headline *h = &res->headline;
+    const char *sev = h->has_finding ? res->findings.items[h->finding].severity : "ok";
+    fputs("<div id=\"headline\" class=\"headline sev-", f);
+    for (const char *c = sev; *c; c++) fputc(isalnum((unsigned char)*c) ? *c : '_', f);
+    fputs("\">", f);
+    for (size_t i = 0; i < h->nlines; i++) {
+        fputs(i ? "<p>" : "<p><b>", f);
+        E(h->lines[i]);
+        fputs(i ? "</p>" : "</b></p>", f);
+    }
+    fputs("</div>\n", f);
+}
+
 /* The findings (results.h), each with its evidence in the document's order. */
 void tp_html_findings(FILE *f, const tp_findings_result *fs) {
     fputs("<h2 id=\"findings\">Findings</h2>\n", f);

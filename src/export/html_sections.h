@@ -16,6 +16,10 @@
  * threshold. */
 void tp_html_findings(FILE *f, const tp_findings_result *fs);
 
+/* The headline (results.h: tp_headline), before the findings: its lines, the first in bold,
+ * in a block of the leading finding's severity ("ok" without one). */
+void tp_html_headline(FILE *f, const tp_run_results *res);
+
 /* "Throughput": step time, samples/s and tokens/s (total and per GPU), the model and its
  * FLOPs per token with the formula's source, TFLOP/s per GPU and MFU against the peak with
  * its source; a figure past its bound shown flagged, never as a result. */

@@ -1,0 +1,44 @@
+/*
+ * diag_scen.h — a synthetic training job for the tests of the run-level analyses
+ * (test_diagnose.c, test_headline.c): ranks with steps, GPU kernels, a collective, NVML
+ * samples, and the knobs that make each diagnosis rule fire (data loading, host sync, short
+ * kernels, a late rank, memory, throttling).
+ */
+#ifndef TPROF_TEST_DIAG_SCEN_H
+#define TPROF_TEST_DIAG_SCEN_H
+
+#include <stdint.h>
+
+static const uint64_t T0 = 1000000000ull, MS = 1000000ull, US = 1000ull;
+static const uint64_t RT0 = 1700000000000000000ull;
+static const uint64_t HASH = 0xabcdef0123456789ull;
+
+typedef struct scen {
+    int nranks, hosts;           /* ranks split over hosts in order (hosts 1 or 2) */
+    int steps;                   /* including one warm-up */
+    uint64_t step;               /* step length */
+    double end_frac;             /* GPU work ends at this fraction of the step (0.9) */
+    uint64_t data;               /* data range at step start, GPU idle under it */
+    int data_over_busy;          /* the data range lies over busy GPU time instead */
+    int sync;                    /* a blocking sync call covers the idle tail */
+    int short_kernels;           /* compute as 10 us kernels with 10 us gaps */
+    int lag_rank;                /* this rank reaches the collective later by lag (-1: none) */
+    uint64_t lag;
+    int buckets;                 /* small collectives after the main one, every rank on time
+                                  * (DDP's later buckets, queued behind the first) */
+    int64_t clock_err;           /* host 1's start pair claims a realtime off by this */
+    double mem_share;            /* NVML memory used / total */
+    double alloc_share;          /* CUPTI's allocation records: peak / total (0: none) */
+    int throttle, power_at_limit;
+    const char *meta_model, *meta_tokens;
+    const char *cmdline;         /* metadata "cmdline" of every rank */
+} scen;
+
+/* Two ranks on one host, 6 steps of 10 ms (one warm-up), GPU work to 0.9 of the step, NVML
+ * memory at half the capacity, no late rank. */
+scen scen_base(void);
+
+/* Writes rank r of sc into dir (cmocka asserts on failure). */
+void scen_write_rank(const char *dir, const scen *sc, int r);
+
+#endif
