@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "capture/nvml_abi.h"
+#include "common/nvml_abi.h"
 #include "diag_scen.h"
 #include "format/format.h"
 #include "synth.h"
