@@ -131,10 +131,11 @@ LAYERS = {
     "src/common": ("include",),
     "examples": ("include",),
 }
-# The crossings that exist today, each a header-only definition shared between the runtime
-# and the offline side or, for nvtx_abi.h, between parts of the runtime (docs/design.md §2.3
-# says why each, and §8 where they go). Each is one shared definition
-# that two layers must agree on; a copy in each layer would be the duplicate to avoid.
+# The crossings that exist today (docs/design.md §2.3 says why each, and §8 where they go).
+# Each is one shared definition that two layers must agree on, a copy in each layer being the
+# duplicate to avoid: a header-only one (between the runtime and the offline side, or for
+# nvtx_abi.h between parts of the runtime), the Timers text format that both sides compile
+# in, or the declarations of the bridge libtrainprof.so exports (comm_ext.h).
 LAYER_CROSSINGS = {
     ("src/core/nvtx_emit.c", "src/capture/nvtx_abi.h"),
     ("src/analysis/steps.c", "src/core/step_names.h"),
