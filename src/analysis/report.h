@@ -77,8 +77,7 @@ void tp_report_free(tp_report *r);
 cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o);
 
 /* Render. Return 0 or TPROF_ERR_IO. `color` adds ANSI colour (only for terminals). The
- * text reads the report's typed results (the parts not yet typed come from the document:
- * docs/design.md §5.1, §8). */
+ * text reads only the report's typed results (docs/design.md §5.1). */
 int tp_report_write_text(const tp_report *rep, FILE *f, int color);
 int tp_report_write_json(const cJSON *rep, FILE *f);
 

@@ -1,10 +1,9 @@
 /*
  * report_text.c — the text report (report.h) of what tp_report_make built: run summary,
- * steps per rank, top ranges, GPU, NVML, communication, findings. The parts with typed
- * results (results.h: run summary, capabilities, a rank's steps, process sampler, ranges,
- * data loading, GPU, NVML, breakdown and communication, the timers across ranks, the ranks
- * that ended early) are read from them; the others still from the document (docs/design.md
- * §5.1, §8).
+ * steps per rank, top ranges, GPU, NVML, communication, findings. Every part is read from
+ * the typed results (results.h), never from the document (docs/design.md §5.1; the lint
+ * check `results` holds this file to it); this file also writes the document out as JSON
+ * (tp_report_write_json).
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"

@@ -5,12 +5,13 @@
  *
  * Everything shown comes from the report (report.h): its typed results, from which the JSON
  * document is written, so that the HTML, the text and report.json never disagree, and the
- * document itself for the sections not typed yet and the generic views; the only exception is
- * what the report summarises rather than lists (step times per step, the NVML sample series),
- * which is read from the loaded run with the same step rule (steps.c) the report used.
- * Sections this file does not know (added to the document later: stragglers, clocks, ...)
- * are rendered generically as nested tables, so a new section shows up in the HTML the day it
- * appears in the JSON.
+ * document itself for the generic views only: every rank's sections in collapsible blocks,
+ * the capabilities, processes and unreadable-files tables, and the sections this file does
+ * not render by name (clocks, stragglers, diagnosis, ended_early, and any added to the
+ * document later), shown as nested tables so that a new section appears in the HTML the day
+ * it appears in the JSON. The one exception is what the report summarises rather than lists
+ * (step times per step, the NVML sample series), which is read from the loaded run with the
+ * same step rule (steps.c) the report used.
  *
  * Names in a run come from user programs (range names, kernel names, hosts): every string
  * goes through tp_html_escape, in text and in attributes alike. Long series are averaged
