@@ -387,7 +387,7 @@ static void test_channel_placement(void **state) {
 /* A kernel-capture window: 400 AllReduces (communicator 0x30, device 0) every 5 ms, each
  * kernel 20 us, issued 100 us ahead; CUPTI recorded the kernels of the first 200 only. The
  * channel intervals (3 us after kernel start to 1 us before its end) are placed 29 us late
- * plus a drift of 12 ppm (12 us per second, as a DDP run on 2 x H200 showed). The first
+ * plus a drift of 12 ppm (12 us per second, as measured under DDP on H200 hosts). The first
  * 200 ops are timed by their kernels; the last 200 by their channel intervals, moved by the
  * error extrapolated along the drift measured in the window: each centred on where its
  * kernel ran within 1 us (holding the window's last value would be up to 12 us off). */

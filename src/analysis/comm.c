@@ -278,9 +278,9 @@ static int cmp_first(const void *a, const void *b) {
  * their issue-to-kernel-start delays (ns); with `out`, records the matches and marks the
  * kernels taken. */
 /* How long before an op's host start its kernel may start: NCCL starts the op's Coll event
- * after it launched the kernel, and on an idle GPU the kernel runs at once (seen 3-4 us
- * before the event's start on 2 x H200, NCCL 2.28). Without this the first op after an idle
- * spell skipped its own kernel and every later op took its successor's. */
+ * after it launched the kernel, and on an idle GPU the kernel runs at once (measured 3-4 us
+ * before the event's start on H200s with NCCL 2.28). Without this slack the first op after
+ * an idle spell would skip its own kernel and every later op take its successor's. */
 #define ISSUE_SLACK_NS 50000u
 
 static size_t align(const tp_process *p, const oref *ops, size_t nops, const kref *k, size_t nk,
@@ -322,14 +322,14 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
 
 /* How far a kernel-channel interval may stick out of its CUPTI kernel when the placement
  * could not be checked against CUPTI (below): the plugin's calibration of the GPU timer to
- * host time was seen 3-31 us off CUPTI's placement on 2 x H200. */
+ * host time measured 3-31 us off CUPTI's placement (H200s, NCCL 2.28). */
 #define KCH_SLACK_NS 100000u
 
 /* Placement of the kernel-channel intervals, checked against CUPTI. The plugin maps NCCL's
  * GPU timer to host time by the smallest host-minus-GPU difference it saw; CUPTI places the
  * kernel of the same op on the host clock by its own means. Where ops have both (a matched
  * kernel that runs the op alone, and channel events), the difference of the two intervals'
- * centres is the plugin's placement error. On 2 x H200 it was 26-31 us in an all-reduce
+ * centres is the plugin's placement error. Measured on H200s: 26-31 us in an all-reduce
  * loop, every op within 1.5 us of its neighbours, and 19-87 us over a DDP run on another
  * host, where it drifted by 12-14 us per second (12-14 ppm: the GPU timer and
  * CLOCK_MONOTONIC run at slightly different rates; 0.2-1 ppm on the loop's hosts). So the
@@ -344,7 +344,7 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
 #define CAL_CHUNK 32
 #define CAL_CHUNK_NS 200000000ull
 /* the fastest drift a point may follow on with, 50 us per second: common crystal oscillators
- * are rated +-20-50 ppm, and 12-14 ppm was seen */
+ * are rated +-20-50 ppm, and H200 hosts measured 12-14 ppm (below) */
 #define CAL_DRIFT_RATE 50e-6
 
 /* A pair (one op: its kernel's start, its centre difference) or a point (a chunk: its
@@ -364,7 +364,7 @@ static int follows(const cal_point *last, const cal_point *c) {
 }
 
 /* The points of the pairs v[0..n) (sorted by device, then time) into pts; returns how many
- * (0 when out of memory: no placement check, the old slack applies). A stretch of wrong
+ * (0 when out of memory: no placement check, KCH_SLACK_NS applies). A stretch of wrong
  * matches (each op given its successor's kernel, as after CUPTI lost a record) with evenly
  * spaced kernels looks like a steady placement error too, off by the spacing: so the points
  * must also follow on from each other. The walk starts at the point nearest the median of
@@ -424,7 +424,7 @@ static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
 
 /* One device's points: pts[a, b) in time order, and the least-squares slope of the error
  * against time over them, used beyond the ends (0 when the points span under CAL_SPAN_NS or
- * the slope is beyond CAL_MAX_RATE: no clock pair drifts that fast). On 2 x H200 a DDP run
+ * the slope is beyond CAL_MAX_RATE: no clock pair drifts that fast). A DDP run on two H200s
  * drifted by 12 and 14 us per second (12-14 ppm) on its two ranks, steadily: with the
  * points of the run's first half, the slope's line met the second half's errors within
  * 1.3 us, where the last point's value was 15-17 us off by the end. */

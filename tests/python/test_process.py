@@ -40,10 +40,10 @@ class BindingTest(unittest.TestCase):
 
 
 class ForkTest(unittest.TestCase):
-    # Runs under the ASan build too. It once hung there: the session starts at the first
-    # range and the fork followed at once, while the new flusher thread was still inside
-    # ASan's setup of it, in malloc; the child inherited that allocator lock held. The
-    # session now waits for its flusher to run before recording (flusher.c, tprof__flusher_start).
+    # Runs under the ASan build too, where a fork right after the first range (which starts
+    # the session) could catch the new flusher thread inside ASan's setup of it, in malloc,
+    # and the child would inherit that allocator lock held: the session waits for its flusher
+    # to run before recording (flusher.c, tprof__flusher_start).
     def test_forked_child_records_its_own_file(self):
         d = tphelp.workdir("fork")
         p = tphelp.run_child(r'''
