@@ -1,6 +1,7 @@
 /*
- * comm_ext.h — the two entry points libtrainprof.so exports for capture libraries that live
- * outside it (today libtrainprof_mpi.so, the PMPI wrappers: capture/mpi_pmpi.c over mpi_track.c).
+ * comm_ext.h — the entry points libtrainprof.so exports for capture that lives outside it:
+ * libtrainprof_mpi.so, the PMPI wrappers (capture/mpi_pmpi.c over mpi_track.c), and the Python
+ * module's comm bridge for trainprof.torch (python/src/session.c).
  *
  * Those libraries cannot reach the internal recording API (it is hidden, and inline over
  * the session's private state), yet they must write into the same per-thread rings as
