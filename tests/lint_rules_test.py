@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""lint_rules_test.py — scripts/lint.py's size and minus-one checks on planted trees: each
-fails on a violation placed in a scratch tree, with the exact line it prints, and passes on
-the same tree within the rules. Usage: lint_rules_test.py LINT_PY SCRATCH_DIR."""
+"""lint_rules_test.py — scripts/lint.py's checks on planted trees (size, minus-one, layers,
+sources, results, tracker): each fails on a violation placed in a scratch tree, with the exact
+line it prints, and passes on the same tree within the rules. Usage: lint_rules_test.py
+LINT_PY SCRATCH_DIR."""
 import os
 import shutil
 import subprocess
 import sys
+
+
+ISSUE, TRK = "iss" + "ue 23", "tick" + "et"
 
 
 def plant(root, files):
@@ -86,6 +90,44 @@ def main():
                                                    "        return TPROF_ERR_INVALID_ARG;")})
     lines = lint(lint_py, root, "minus-one", ("src/core/codes.c",))
     expect(lines, [], "minus-one: the code instead of -1 passes")
+
+    # layers: core includes the analysis; sources: core calls a capture source by name;
+    # results: an analysis reads the report document back; tracker: a tracker's item named in a
+    # comment (the planted words are joined at run time, so that this file passes the check)
+    bad = {"src/analysis/report.h": "/* r */\n",
+           "src/core/up.c": "#include \"analysis/report.h\"\nint tprof__up(void) { return 0; }\n",
+           "src/capture/cupti.c": "void tprof__cupti_tick(void) {}\n",
+           "src/capture/cupti.h": "void tprof__cupti_tick(void);\n",
+           "src/core/calls.c": "#include \"capture/cupti.h\"\n"
+                               "void tprof__g(void) { tprof__cupti_tick(); }\n",
+           "src/analysis/report.c": "#include <cjson/cJSON.h>\nstatic double f(const cJSON *o) "
+                                    "{ return cJSON_GetObjectItemCaseSensitive(o, \"x\")"
+                                    "->valuedouble; }\n",
+           "src/core/why.c": "/* as " + ISSUE + " asked */\nint tprof__why(void) { return 0; }\n"}
+    plant(root, bad)
+    expect(lint(lint_py, root, "layers", ("src/core/up.c",)),
+           ["src/core/up.c:1: [layers] src/core/up.c (src/core) includes src/analysis/report.h "
+            "(src/analysis): not below it in docs/design.md §2.3"], "layers: core above analysis")
+    expect(lint(lint_py, root, "sources", ("src/core/calls.c",)),
+           ["src/core/calls.c:2: [sources] core calls the capture source's tprof__cupti_tick by "
+            "name: give the source a member of tprof__source (src/core/source.h) and loop over "
+            "the table"], "sources: a capture source called by name from core")
+    expect(lint(lint_py, root, "results", ("src/analysis/report.c",)),
+           ["src/analysis/report.c:2: [results] \"cJSON_GetObjectItemCaseSensitive(\" reads the "
+            "report document: read the typed results (src/analysis/results.h)"],
+           "results: an analysis reading the document")
+    expect(lint(lint_py, root, "tracker", ("src/core/why.c",)),
+           ["src/core/why.c:1: [tracker] \"%s\": state the rule and its reason, not the %s"
+            % (ISSUE, TRK)], "tracker: a tracker's item named in a comment")
+    plant(root, {"src/analysis/report.h": "/* r */\n",
+                 "src/analysis/report.c": "#include \"analysis/report.h\"\nint tp_r(void) "
+                                          "{ return 0; }\n",
+                 "src/core/why.c": "/* the rule, with its reason */\nint tprof__why(void) "
+                                   "{ return 0; }\n"})
+    for check, files in (("layers", ("src/analysis/report.c",)),
+                         ("results", ("src/analysis/report.c",)),
+                         ("tracker", ("src/core/why.c",))):
+        expect(lint(lint_py, root, check, files), [], "%s: the tree within the rule passes" % check)
     shutil.rmtree(root, ignore_errors=True)
 
 
