@@ -620,8 +620,17 @@ static void test_kernel_short_names_apart(void **state) {
  * outside any phase, with a kernel under the backward; a graph launch of 3 kernels in each
  * step; and one 5 ms kernel after the last step. The phases and the rest add up to the step;
  * the graph figures are per step; the kernel after the steps is reported as in no step. */
+static void phases_run(int wrap);
+
 static void test_phases_graphs_after(void **state) {
     (void)state;
+    phases_run(0);
+    /* the program's own "step" range around the phases (19.5 of 20 ms): the phases are
+     * still the ranges inside it, not "step" */
+    phases_run(1);
+}
+
+static void phases_run(int wrap) {
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-phases"), 0);
     synth_file *f = synth_open(dir, "h", 50, RT0, T0);
@@ -635,10 +644,12 @@ static void test_phases_graphs_after(void **state) {
     for (uint64_t k = 0; k < 4; k++) {
         uint64_t t = T0 + k * 20 * MS;
         synth_step_begin(f, 1, t, k);
+        if (wrap) synth_push(f, 1, t, "step", 0, 0);
         for (size_t i = 0; i < 4; i++) {
             synth_push(f, 1, t + ph[i].a * MS, ph[i].name, 0, 0);
             synth_pop(f, 1, t + ph[i].b * MS, 0);
         }
+        if (wrap) synth_pop(f, 1, t + 18 * MS, 0);
         synth_step_end(f, 1, t + 18 * MS, k);
         synth_kernel(f, 2, t + 7 * MS, t + 15 * MS, 0, 7, corr++, "sm90_xmma_gemm_bf16");
         tprof_pl_gpu gl = {t + 17 * MS + 10 * US, 0, 0, 0, corr, 0, 50, 0};
@@ -665,6 +676,7 @@ static void test_phases_graphs_after(void **state) {
     int seen = 0;
     cJSON_ArrayForEach(row, cJSON_GetObjectItem(ph_j, "ranges")) {
         const char *n = cJSON_GetObjectItem(row, "name")->valuestring;
+        assert_string_not_equal(n, "step");
         double ms = jnum(row, "ms.mean");
         for (size_t i = 0; i < 4; i++)
             if (!strcmp(n, ph[i].name)) {

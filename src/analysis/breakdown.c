@@ -379,6 +379,17 @@ static int is_window(const tp_step *win, size_t nw, const tp_range *r) {
     return w < nw && win[w].start == r->start && win[w].end == r->end;
 }
 
+/* A top-level range with ranges inside it that holds at least 90 % of the step it starts in:
+ * the program's own step range under API steps (trainprof.torch's iterations around a loop
+ * that marks "step" itself). The phases look inside it. */
+static int is_container(const tp_step *win, size_t nw, const tp_range *r) {
+    if (r->parent >= 0 || !r->child_ns || r->end <= r->start) return 0;
+    size_t w = first_window(win, nw, r->start);
+    if (w >= nw || r->start < win[w].start) return 0;
+    uint64_t len = win[w].end - win[w].start;
+    return len && (r->end - r->start) * 10 >= len * 9 && !is_window(win, nw, r);
+}
+
 /* A range that takes part in the CPU breakdown, with the row it adds to. */
 typedef struct cand {
     uint64_t s, e;
@@ -459,7 +470,7 @@ static const tp_thread *cpu_thread(const tp_process *p, const tp_steps *st) {
  * they add to, *rowsp[0..*nr). Returns -1 when out of memory (what was built is kept for
  * the caller to free). */
 static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step *win, size_t nw,
-                          nrow **rowsp, size_t *nrp, cand **cvp, size_t *ncandp) {
+                          int descend, nrow **rowsp, size_t *nrp, cand **cvp, size_t *ncandp) {
     nrow *rows = NULL;
     cand *cv = NULL;
     size_t nr = 0, ncand = 0, capc = 0;
@@ -481,6 +492,10 @@ static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step
                 if (th != t) continue;
                 int top = r->parent >= 0 ? is_window(win, nw, &t->ranges[r->parent])
                                          : !is_window(win, nw, r);
+                /* descending (the phases): a container's children take its place */
+                if (descend && r->parent >= 0 && is_container(win, nw, &t->ranges[r->parent]))
+                    top = 1;
+                if (descend && is_container(win, nw, r)) top = 0;
                 if (!top) continue;
             }
             if (r->end <= r->start || !nw || r->end <= win[0].start || r->start >= win[nw - 1].end)
@@ -597,7 +612,7 @@ _Static_assert(CPU_ROWS == TP_BD_CPU_ROWS, "results.h holds the rows shown");
  * covered by several goes to the first in cand_before's order. One sweep over the
  * candidates' ends with a heap of the open ones: O(n log n). */
 static void cpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps *st,
-                      const tp_step *win, size_t nw, size_t nwarm) {
+                      const tp_step *win, size_t nw, size_t nwarm, int descend) {
     const tp_thread *t = cpu_thread(p, st);
     nrow *rows = NULL;
     size_t nr = 0, ncand = 0;
@@ -606,7 +621,7 @@ static void cpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_st
     uint64_t *cov = calloc(nw, sizeof *cov);
     double *val = malloc(nw * sizeof *val);
     int oom = !cov || !val;
-    if (!oom) oom = cpu_candidates(p, t, win, nw, &rows, &nr, &cv, &ncand) != 0;
+    if (!oom) oom = cpu_candidates(p, t, win, nw, descend, &rows, &nr, &cv, &ncand) != 0;
     order = malloc((ncand ? ncand : 1) * sizeof *order);
     heap = malloc((ncand ? ncand : 1) * sizeof *heap);
     if (oom || !order || !heap) goto out;
@@ -647,7 +662,7 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
     out->per_step = s->nsteps > 0;
     out->windows = nw - nwarm;
     if (kernels) gpu_basis(out, p, s, win, nw, nwarm, names, nn);
-    else cpu_basis(out, p, s, win, nw, nwarm);
+    else cpu_basis(out, p, s, win, nw, nwarm, 0);
 }
 
 void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s) {
@@ -659,7 +674,7 @@ void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_s
     out->present = 1;
     out->per_step = 1;
     out->windows = s->nsteps - s->nwarmup;
-    cpu_basis(out, p, s, s->steps, s->nsteps, s->nwarmup);
+    cpu_basis(out, p, s, s->steps, s->nsteps, s->nwarmup, 1);
     /* rows with time only in warm-up steps (a CUDA graph's capture) are no phase of the
      * measured steps */
     size_t k = 0;
