@@ -625,8 +625,8 @@ static void phases_run(int wrap);
 static void test_phases_graphs_after(void **state) {
     (void)state;
     phases_run(0);
-    /* the program's own "step" range around the phases (19.5 of 20 ms): the phases are
-     * still the ranges inside it, not "step" */
+    /* the program's own "step" range around the phases: the phases are still the ranges
+     * inside it, not "step" */
     phases_run(1);
 }
 

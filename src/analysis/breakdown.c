@@ -379,15 +379,19 @@ static int is_window(const tp_step *win, size_t nw, const tp_range *r) {
     return w < nw && win[w].start == r->start && win[w].end == r->end;
 }
 
-/* A top-level range with ranges inside it that holds at least 90 % of the step it starts in:
- * the program's own step range under API steps (trainprof.torch's iterations around a loop
- * that marks "step" itself). The phases look inside it. */
-static int is_container(const tp_step *win, size_t nw, const tp_range *r) {
-    if (r->parent >= 0 || !r->child_ns || r->end <= r->start) return 0;
-    size_t w = first_window(win, nw, r->start);
-    if (w >= nw || r->start < win[w].start) return 0;
-    uint64_t len = win[w].end - win[w].start;
-    return len && (r->end - r->start) * 10 >= len * 9 && !is_window(win, nw, r);
+/* The phase names trainprof.torch writes (docs/python.md). A top-level range of the step
+ * thread with one of them directly inside it is the program's own step range (a loop that
+ * marks "step" itself under trainprof.torch's iterations): the phases look inside it. Marks
+ * such ranges of thread t in holds[] (t->nranges entries). */
+static void phase_holders(const tp_thread *t, uint8_t *holds) {
+    static const char *const phases[] = {"data", "forward", "backward", "optimizer"};
+    for (size_t k = 0; k < t->nranges; k++) {
+        const tp_range *r = &t->ranges[k];
+        if (r->parent < 0 || (size_t)r->parent >= t->nranges) continue;
+        if (t->ranges[r->parent].parent >= 0) continue;
+        for (size_t i = 0; i < sizeof phases / sizeof *phases; i++)
+            if (r->name && !strcmp(r->name, phases[i])) holds[r->parent] = 1;
+    }
 }
 
 /* A range that takes part in the CPU breakdown, with the row it adds to. */
@@ -475,6 +479,8 @@ static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step
     cand *cv = NULL;
     size_t nr = 0, ncand = 0, capc = 0;
     int oom = 0;
+    uint8_t *holds = descend && t ? calloc(t->nranges ? t->nranges : 1, 1) : NULL;
+    if (holds) phase_holders(t, holds);
     for (size_t ti = 0; t && !oom && ti < p->nthreads; ti++) {
         const tp_thread *th = &p->threads[ti];
         for (size_t k = 0; !oom && k < th->nranges; k++) {
@@ -492,10 +498,10 @@ static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step
                 if (th != t) continue;
                 int top = r->parent >= 0 ? is_window(win, nw, &t->ranges[r->parent])
                                          : !is_window(win, nw, r);
-                /* descending (the phases): a container's children take its place */
-                if (descend && r->parent >= 0 && is_container(win, nw, &t->ranges[r->parent]))
-                    top = 1;
-                if (descend && is_container(win, nw, r)) top = 0;
+                /* descending (the phases): a range holding the phases gives way to the
+                 * ranges inside it */
+                if (holds && r->parent >= 0 && holds[r->parent]) top = 1;
+                if (holds && holds[k]) top = 0;
                 if (!top) continue;
             }
             if (r->end <= r->start || !nw || r->end <= win[0].start || r->start >= win[nw - 1].end)
@@ -519,6 +525,7 @@ static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step
             cv[ncand++] = (cand){r->start, r->end, (uint32_t)i, (uint8_t)process};
         }
     }
+    free(holds);
     *rowsp = rows;
     *nrp = nr;
     *cvp = cv;
