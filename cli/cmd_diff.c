@@ -127,8 +127,10 @@ int cmd_diff(int argc, char **argv) {
     tp_diff_opts dop;
     tp_diff_opts_init(&dop);
     int nd = 0;
+    int rest = 0; /* after "--": operands only */
     for (int i = 0; i < argc; i++) {
-        switch (cli_next(&diff_cmd, argc, argv, &i, &v)) {
+        switch (rest ? CLI_OPERAND : cli_next(&diff_cmd, argc, argv, &i, &v)) {
+        case CLI_END: rest = 1; break;
         case OPT_HELP: cli_usage(&diff_cmd, stdout); return 0;
         case OPT_FORMAT: format = v; break;
         case OPT_OUTPUT: out = v; break;
@@ -165,6 +167,7 @@ int cmd_diff(int argc, char **argv) {
         int w =
             !strcmp(format, "json") ? tp_report_write_json(d, of.f) : tp_diff_write_text(d, of.f);
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+        if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
     }
     cJSON_Delete(d);
     for (int i = 0; i < 2; i++) {

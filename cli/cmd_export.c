@@ -1,5 +1,5 @@
 /*
- * cmd_export.c — `trainprof export DIR --format chrome`: a run as Chrome Trace Event JSON
+ * cmd_export.c — `trainprof export DIR [--format chrome]`: a run as Chrome Trace Event JSON
  * (export/chrome.h), one merged file or one file per rank (docs/cli.md).
  */
 #define _GNU_SOURCE
@@ -13,7 +13,8 @@
 enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_PER_RANK, OPT_STEP_NAME };
 
 static const cli_opt export_opts[] = {
-    {OPT_FORMAT, "--format", NULL, CLI_VALUE, "chrome", "the only format in this version"},
+    {OPT_FORMAT, "--format", NULL, CLI_VALUE, "chrome",
+     "the only format in this version, and the default"},
     {OPT_OUTPUT, "--output", "-o", CLI_VALUE, "FILE", "merged trace file"},
     {OPT_PER_RANK, "--per-rank", NULL, CLI_VALUE, "OUTDIR",
      "one file per rank (OUTDIR is created)"},
@@ -23,7 +24,7 @@ static const cli_opt export_opts[] = {
 
 static const cli_cmd export_cmd = {
     "export",
-    "usage: trainprof export DIR --format chrome [-o FILE | --per-rank OUTDIR]\n"
+    "usage: trainprof export DIR [--format chrome] [-o FILE | --per-rank OUTDIR]\n"
     "\n"
     "Writes Chrome Trace Event JSON that Perfetto UI and chrome://tracing open, shaped like\n"
     "PyTorch profiler traces: one merged file with pid = rank (default DIR/trace.json), or\n"
@@ -38,10 +39,12 @@ static const cli_cmd export_cmd = {
 };
 
 int cmd_export(int argc, char **argv) {
-    const char *dir = NULL, *format = NULL, *out = NULL, *per_rank = NULL, *v;
+    const char *dir = NULL, *format = "chrome", *out = NULL, *per_rank = NULL, *v;
     tp_export_opts eo = {env_or("TRAINPROF_STEP_NAME", NULL), 1};
+    int rest = 0; /* after "--": operands only */
     for (int i = 0; i < argc; i++) {
-        switch (cli_next(&export_cmd, argc, argv, &i, &v)) {
+        switch (rest ? CLI_OPERAND : cli_next(&export_cmd, argc, argv, &i, &v)) {
+        case CLI_END: rest = 1; break;
         case OPT_HELP: cli_usage(&export_cmd, stdout); return 0;
         case OPT_FORMAT: format = v; break;
         case OPT_OUTPUT: out = v; break;
@@ -54,7 +57,6 @@ int cmd_export(int argc, char **argv) {
         }
     }
     if (!dir) die_usage("export", "%s", "missing DIR (a trainprof run directory)");
-    if (!format) die_usage("export", "%s", "missing --format (chrome)");
     if (strcmp(format, "chrome")) die_usage("export", "unknown format '%s' (chrome)", format);
     if (out && per_rank) die_usage("export", "%s", "-o and --per-rank exclude each other");
     tp_run run;

@@ -49,9 +49,11 @@ int cmd_report(int argc, char **argv) {
     report_args a;
     report_args_init(&a, "report");
     const char *dn = env_or("TRAINPROF_DATA_NAMES", NULL);
+    int rest = 0; /* after "--": operands only */
     for (int i = 0; i < argc; i++) {
-        int id = cli_next(&report_cmd, argc, argv, &i, &v);
+        int id = rest ? CLI_OPERAND : cli_next(&report_cmd, argc, argv, &i, &v);
         switch (id) {
+        case CLI_END: rest = 1; break;
         case OPT_HELP: cli_usage(&report_cmd, stdout); return 0;
         case OPT_FORMAT: format = v; break;
         case OPT_OUTPUT: out = v; break;
@@ -89,6 +91,7 @@ int cmd_report(int argc, char **argv) {
                     : tp_report_write_text(&rep, of.f,
                                            of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+        if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
     }
     if (made) tp_report_free(&rep);
     tp_run_free(&run);

@@ -417,11 +417,11 @@ static int run_parse(int argc, char **argv, run_opts *o) {
     uint64_t lo, hi;
     int i = 0;
     for (; i < argc; i++) {
-        if (!strcmp(argv[i], "--")) {
+        int id = cli_next(&run_cmd, argc, argv, &i, &v);
+        if (id == CLI_END) { /* the command follows "--" */
             i++;
             break;
         }
-        int id = cli_next(&run_cmd, argc, argv, &i, &v);
         if (id == CLI_OPERAND) break; /* the command starts here (no "--") */
         switch (id) {
         case OPT_HELP: cli_usage(&run_cmd, stdout); return 0;

@@ -14,10 +14,20 @@
 
 enum { OPT_LISTEN = OPT_OWN, OPT_NVML_HZ, OPT_SAMPLE_HZ };
 
+/* The default port: not 9400, dcgm-exporter's default (NVIDIA DCGM-Exporter documentation),
+ * since both run on the same GPU nodes. Prometheus's port list for exporters
+ * (github.com/prometheus/prometheus/wiki/Default-port-allocations) hands out 9100-9999, a
+ * range now fully allocated, so any port there is some other exporter's. 10464 lies above
+ * it, below Linux's ephemeral range (32768-60999, net.ipv4.ip_local_port_range), and is the
+ * port `trainprof run --metrics-port 9464` (docs/metrics.md's example) gives its node sampler
+ * (PORT + 1000), which serves the same series: one scrape target per node for the GPU
+ * series whichever of the two runs there. */
+#define SERVE_DEFAULT_LISTEN "127.0.0.1:10464"
+
 static const cli_opt serve_opts[] = {
     {OPT_LISTEN, "--listen", NULL, CLI_VALUE, "ADDR:PORT",
      "numeric address and port [TRAINPROF_SERVE_LISTEN]; default\n"
-     "127.0.0.1:9400; PORT alone = on 127.0.0.1, [V6]:PORT for IPv6,\n"
+     "127.0.0.1:10464; PORT alone = on 127.0.0.1, [V6]:PORT for IPv6,\n"
      "port 0 = an ephemeral one (printed on stderr); a bearer token\n"
      "from TRAINPROF_METRICS_TOKEN"},
     {OPT_NVML_HZ, "--nvml-hz", NULL, CLI_VALUE, "N",
@@ -45,7 +55,7 @@ static const cli_cmd serve_cmd = {
 };
 
 int cmd_serve(int argc, char **argv) {
-    const char *listen = env_or("TRAINPROF_SERVE_LISTEN", "127.0.0.1:9400");
+    const char *listen = env_or("TRAINPROF_SERVE_LISTEN", SERVE_DEFAULT_LISTEN);
     int nvml_hz =
         parse_int("serve", "TRAINPROF_NVML_HZ", env_or("TRAINPROF_NVML_HZ", "10"), 0, 100);
     int sample_hz =
@@ -53,6 +63,9 @@ int cmd_serve(int argc, char **argv) {
     const char *v;
     for (int i = 0; i < argc; i++) {
         switch (cli_next(&serve_cmd, argc, argv, &i, &v)) {
+        case CLI_END: /* serve takes no operand: none may follow "--" */
+            if (i + 1 < argc) die_usage("serve", "unexpected argument '%s'", argv[i + 1]);
+            break;
         case OPT_HELP: cli_usage(&serve_cmd, stdout); return 0;
         case OPT_LISTEN: listen = v; break;
         case OPT_NVML_HZ: nvml_hz = parse_int("serve", "--nvml-hz", v, 0, 100); break;

@@ -47,6 +47,9 @@ const char *env_or(const char *name, const char *def) {
 
 /* ------------------------------------------------------------------ option tables */
 
+/* The value of a CLI_VALUE option o at argv[*i], in the spellings getopt_long(3) accepts:
+ * "--name VALUE", "--name=VALUE", "-n VALUE" and "-nVALUE" (the value attached to the short
+ * name). 1 with *val set (and *i moved past a separate value), 0 when argv[*i] is not o. */
 static int value_opt(const cli_cmd *c, const cli_opt *o, int argc, char **argv, int *i,
                      const char **val) {
     const char *a = argv[*i];
@@ -57,6 +60,8 @@ static int value_opt(const cli_cmd *c, const cli_opt *o, int argc, char **argv, 
         *val = argv[++*i];
     } else if (!strncmp(a, o->lng, n) && a[n] == '=') {
         *val = a + n + 1;
+    } else if (o->shrt && !strncmp(a, o->shrt, strlen(o->shrt))) {
+        *val = a + strlen(o->shrt);
     } else {
         return 0;
     }
@@ -67,10 +72,14 @@ static int value_opt(const cli_cmd *c, const cli_opt *o, int argc, char **argv, 
 int cli_next(const cli_cmd *c, int argc, char **argv, int *i, const char **val) {
     const char *a = argv[*i];
     *val = NULL;
+    if (!strcmp(a, "--")) return CLI_END;
     for (size_t k = 0; k < c->nopts; k++) {
         const cli_opt *o = &c->opts[k];
         if (o->kind == CLI_FLAG) {
             if (!strcmp(a, o->lng) || (o->shrt && !strcmp(a, o->shrt))) return o->id;
+            size_t n = strlen(o->lng);
+            if (!strncmp(a, o->lng, n) && a[n] == '=')
+                die_usage(c->name, "option %s takes no value", o->lng);
         } else if (value_opt(c, o, argc, argv, i, val)) {
             return o->id;
         }

@@ -29,7 +29,7 @@ const char *env_or(const char *name, const char *def);
 
 typedef enum cli_kind {
     CLI_FLAG,  /* "--name" alone */
-    CLI_VALUE, /* "--name VALUE", "-n VALUE" or "--name=VALUE"; never empty */
+    CLI_VALUE, /* "--name VALUE", "--name=VALUE", "-n VALUE" or "-nVALUE"; never empty */
 } cli_kind;
 
 /* One option of a command. */
@@ -59,6 +59,7 @@ typedef struct cli_cmd {
 /* Option codes shared by several commands; each command numbers its own from OPT_OWN. */
 enum {
     CLI_OPERAND = -1, /* cli_next: argv[*i] is not an option */
+    CLI_END = -2,     /* cli_next: argv[*i] is "--": every argument after it is an operand */
     OPT_HELP = 0,
     OPT_TOKENS,  /* the throughput and MFU inputs: report_opt_set */
     OPT_SAMPLES,
@@ -69,11 +70,14 @@ enum {
 };
 
 #define CLI_HELP_OPT {OPT_HELP, "--help", "-h", CLI_FLAG, NULL, "this text"}
-/* The option at argv[*i]: its id, with *val set for a CLI_VALUE one (and *i moved past the
- * value when it was the next argument); CLI_OPERAND when argv[*i] is not an option ("-"
- * unless dash_is_option, or a word not starting with '-'). An unknown option, a missing or
- * empty value: a usage error (exit 2) with the messages "unknown option '%s'", "option %s
- * needs a value", "option %s needs a non-empty value". */
+/* The option at argv[*i], parsed as getopt_long(3) does without permutation or
+ * abbreviation: its id, with *val set for a CLI_VALUE one (and *i moved past the value when
+ * it was the next argument); CLI_END when argv[*i] is "--" (the caller then takes every
+ * later argument as an operand, even one starting with '-'); CLI_OPERAND when argv[*i] is
+ * not an option ("-" unless dash_is_option, or a word not starting with '-'). An unknown
+ * option, a missing or empty value, a value given to a flag: a usage error (exit 2) with
+ * the messages "unknown option '%s'", "option %s needs a value", "option %s needs a
+ * non-empty value", "option %s takes no value". */
 int cli_next(const cli_cmd *c, int argc, char **argv, int *i, const char **val);
 
 /* The usage text of c (head, options, tail) on f. */

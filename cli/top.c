@@ -784,6 +784,9 @@ int cmd_top(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *val;
         switch (cli_next(&top_cmd, argc, argv, &i, &val)) {
+        case CLI_END: /* top takes no operand: none may follow "--" */
+            if (i + 1 < argc) return usage("unexpected argument '%s'", argv[i + 1]);
+            break;
         case OPT_HELP: cli_usage(&top_cmd, stdout); return 0;
         case OPT_ENDPOINTS: endpoints = val; break;
         case OPT_PORT_RANGE: range = val; break;

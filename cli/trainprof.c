@@ -24,7 +24,7 @@ static const struct command {
     {"run", "run [options] -- CMD [ARGS...]",
      "run CMD (any launcher) under the profiler, then report", cmd_run},
     {"report", "report DIR [options]", "report on the rank files of a run", cmd_report},
-    {"export", "export DIR --format chrome ...",
+    {"export", "export DIR [-o FILE] ...",
      "write a Chrome/Perfetto trace (PyTorch profiler shape)", cmd_export},
     {"diff", "diff RUN_A RUN_B [options]", "what changed between two runs, beyond noise",
      cmd_diff},

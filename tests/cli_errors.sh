@@ -92,7 +92,13 @@ expect "report: --model hidden % heads" 2 "hidden (65) is not a multiple of head
 expect "report: --model heads % groups" 2 "heads (2) is not a multiple of groups (3)" \
     "$TP" report "$EMPTY" --model "$M,groups=3"
 expect "export: missing DIR" 2 "missing DIR" "$TP" export
-expect "export: missing format" 2 "missing --format" "$TP" export "$EMPTY"
+expect "export: no --format (chrome is the default)" 1 "no .tprof rank files found" \
+    "$TP" export "$EMPTY"
+expect "top: a value given to a flag" 2 "option --once takes no value" \
+    "$TP" top --endpoints 127.0.0.1:1 --once=1
+expect "serve: an operand after --" 2 "unexpected argument 'x'" "$TP" serve -- x
+expect "report: --output= empty" 2 "option --output needs a non-empty value" \
+    "$TP" report "$EMPTY" --output=
 expect "export: bad format" 2 "unknown format 'bogus'" \
     "$TP" export "$EMPTY" --format bogus -o "$T/keep"
 expect "export: -o with --per-rank" 2 "exclude each other" \

@@ -31,6 +31,14 @@ add_test(NAME cli_errors
 set_tests_properties(cli_errors PROPERTIES TIMEOUT 120 LABELS "cli"
   ENVIRONMENT "TPROF_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
 
+# The option spellings getopt_long accepts (-oFILE, --name=VALUE, "--") on every command,
+# export's default format, and the "wrote FILE" line of report, export and diff.
+add_test(NAME cli_options
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli_options.sh $<TARGET_FILE:trainprof_cli>
+          $<TARGET_FILE:rel_victim>)
+set_tests_properties(cli_options PROPERTIES TIMEOUT 120 LABELS "cli"
+  ENVIRONMENT "TPROF_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+
 # The signals a job gets under `trainprof run`, counted by sigcount_prog, against the same
 # job bare: a kill of the process group, of the started process alone, a terminal's Ctrl-C
 # and Ctrl-Z (cli_signals.sh, driving cli_signals.py on ptys).
@@ -45,7 +53,7 @@ set_tests_properties(cli_signals PROPERTIES TIMEOUT 300 LABELS "cli"
 # true) or whose own ASan runtime then loads after the preloaded library; ASan accepts
 # that only when told not to insist on being first.
 if(TPROF_SANITIZE STREQUAL "address")
-  set_property(TEST test_kill_fork test_damaged_files cli_errors cli_signals APPEND PROPERTY ENVIRONMENT
+  set_property(TEST test_kill_fork test_damaged_files cli_errors cli_options cli_signals APPEND PROPERTY ENVIRONMENT
     "ASAN_OPTIONS=verify_asan_link_order=0")
 endif()
 
