@@ -362,6 +362,181 @@ static void test_html_downsampled(void **state) {
     synth_rmtree(dir);
 }
 
+/* The fill of the first rect whose title starts with `title`, e.g. "rank 0, step 476-"
+ * (a copy the caller frees; NULL when absent). */
+static char *fill_of(const char *html, const char *title) {
+    char key[160];
+    snprintf(key, sizeof key, "<title>%s", title);
+    const char *t = strstr(html, key);
+    if (!t) return NULL;
+    const char *r = t;
+    while (r > html && strncmp(r, "<rect ", 6)) r--;
+    const char *p = strstr(r, "fill=\"");
+    if (!p || p > t) return NULL;
+    p += 6;
+    return strndup(p, strcspn(p, "\""));
+}
+
+/* A long run with a slow phase: 3000 measured steps of 1 ms (a warm-up step first), steps
+ * 1001-2000 1.2 ms each, step 100 0.5 ms and step 2500 stalled for 2 s. In columns of 25
+ * steps the phases' cells are 1.0 and 1.2 ms (the stalled column 80.96 ms, step 100's
+ * 0.98 ms): scaled on the cells' 2nd to 98th percentile, 1.0 to 1.2 ms, the slow phase is
+ * dark and the rest pale. Scaled on single steps (0.5 ms to 2 s) both would be the same
+ * pale colour and the phase invisible. */
+static void test_html_heatmap_binned(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = one_rank(dir, sizeof dir, "html-heat");
+    uint64_t b = T0;
+    for (uint64_t s = 0; s <= 3000; s++) {
+        uint64_t len = s >= 1001 && s <= 2000 ? 1200000 : s == 100 ? 500000 : s == 2500 ? 2000 * MS : MS;
+        synth_step_begin(f, 1, b, s);
+        b += len;
+        synth_step_end(f, 1, b, s);
+    }
+    synth_end_of_file(f, b + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    size_t len = 0;
+    char *buf = html_of(dir, &len);
+    assert_int_equal(count_in_svg(buf, "heatmap", "<rect class=\"cell\""), 120);
+    assert_non_null(strstr(buf, "rank 0, step 1476-1500: 1.200 ms"));
+    assert_non_null(strstr(buf, "rank 0, step 476-500: 1.000 ms"));
+    assert_non_null(strstr(buf, "rank 0, step 2476-2500: 80.960 ms"));
+    char *fast = fill_of(buf, "rank 0, step 476-"), *slow = fill_of(buf, "rank 0, step 1476-");
+    char *stall = fill_of(buf, "rank 0, step 2476-"), *low = fill_of(buf, "rank 0, step 76-");
+    assert_non_null(fast);
+    assert_non_null(slow);
+    assert_non_null(stall);
+    assert_non_null(low);
+    /* the ends of the scale: pale yellow for the fast phase, dark red for the slow one; the
+     * cells beyond the scale drawn at its ends */
+    assert_string_equal(fast, "rgb(255,245,200)");
+    assert_string_equal(slow, "rgb(180,20,20)");
+    assert_string_equal(stall, "rgb(180,20,20)");
+    assert_string_equal(low, "rgb(255,245,200)");
+    assert_non_null(strstr(buf, "colour: 1.000 ms (pale) to 1.200 ms (dark)"));
+    free(fast);
+    free(slow);
+    free(stall);
+    free(low);
+    free(buf);
+    synth_rmtree(dir);
+}
+
+/* Every in-page link (href="#x") of html has its target (id="x"); returns how many links. */
+static size_t check_anchors(const char *html) {
+    size_t n = 0;
+    for (const char *p = html; (p = strstr(p, "href=\"#")); n++) {
+        p += 7;
+        size_t k = strcspn(p, "\"");
+        char key[128];
+        snprintf(key, sizeof key, "id=\"%.*s\"", (int)k, p);
+        if (!strstr(html, key)) fail_msg("dead link: #%.*s", (int)k, p);
+    }
+    return n;
+}
+
+/* The navigation's links all go somewhere: with kernels and timers (write_run) it links to
+ * both sections, without them (a CPU job) to neither. */
+static void test_html_anchors(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-anchors"), 0);
+    write_run(dir);
+    size_t len = 0;
+    char *buf = html_of(dir, &len);
+    assert_int_equal(check_anchors(buf), 9);
+    assert_non_null(strstr(buf, "<a href=\"#kernels\">"));
+    assert_non_null(strstr(buf, "<a href=\"#timers\">"));
+    free(buf);
+    synth_rmtree(dir);
+
+    synth_file *f = one_rank(dir, sizeof dir, "html-anchors-cpu");
+    for (uint64_t s = 0; s < 3; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 31 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    buf = html_of(dir, &len);
+    assert_int_equal(check_anchors(buf), 7);
+    assert_null(strstr(buf, "id=\"kernels\""));
+    assert_null(strstr(buf, "id=\"timers\""));
+    free(buf);
+    synth_rmtree(dir);
+}
+
+/* A CPU job's run whose steps (4 measured, 10 ms) hold the ranges names[0..n-1], 3 ms each
+ * one after the other; its HTML report. */
+static char *phases_run(const char *tag, const char *const *names, int n) {
+    char dir[512];
+    synth_file *f = one_rank(dir, sizeof dir, tag);
+    for (uint64_t s = 0; s < 5; s++) {
+        uint64_t b = T0 + s * 10 * MS;
+        synth_step_begin(f, 1, b, s);
+        for (int k = 0; k < n; k++) {
+            synth_push(f, 1, b + (uint64_t)k * 3 * MS, names[k], 0, 0);
+            synth_pop(f, 1, b + (uint64_t)(k + 1) * 3 * MS, 0);
+        }
+        synth_step_end(f, 1, b + 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 51 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    size_t len = 0;
+    char *buf = html_of(dir, &len);
+    synth_rmtree(dir);
+    return buf;
+}
+
+/* A phase's colour comes from its name: "backward" and a name of the program's own
+ * ("zz_custom") have the same fill in a run where they come first and in one where another
+ * phase comes before them; two fixed names differ. */
+static void test_html_phase_colours(void **state) {
+    (void)state;
+    static const char *const one[] = {"backward", "zz_custom"};
+    static const char *const two[] = {"aaa_load", "forward", "backward", "zz_custom"};
+    char *h1 = phases_run("html-ph1", one, 2), *h2 = phases_run("html-ph2", two, 4);
+    assert_non_null(strstr(h1, "<title>rank 0, backward: 3.000 ms</title>"));
+    assert_non_null(strstr(h2, "<title>rank 0, backward: 3.000 ms</title>"));
+    char *b1 = fill_of(h1, "rank 0, backward:"), *b2 = fill_of(h2, "rank 0, backward:");
+    char *z1 = fill_of(h1, "rank 0, zz_custom:"), *z2 = fill_of(h2, "rank 0, zz_custom:");
+    char *fw = fill_of(h2, "rank 0, forward:");
+    assert_non_null(b1);
+    assert_non_null(z1);
+    assert_non_null(fw);
+    assert_string_equal(b2, b1);
+    assert_string_equal(z2, z1);
+    assert_string_not_equal(fw, b1);
+    /* the legend shows the same colour as the bars */
+    char key[96];
+    snprintf(key, sizeof key, "<i style=\"background:%s\"></i>backward</span>", b1);
+    assert_non_null(strstr(h1, key));
+    assert_non_null(strstr(h2, key));
+    free(b1);
+    free(b2);
+    free(z1);
+    free(z2);
+    free(fw);
+    free(h1);
+    free(h2);
+}
+
+/* Bytes read in binary units, as in the text report: 5 AllReduces of 4,000,000 bytes per
+ * rank are 20,000,000 bytes, 19.07 MiB. */
+static void test_html_units(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-units"), 0);
+    write_run(dir);
+    size_t len = 0;
+    char *buf = html_of(dir, &len);
+    assert_non_null(strstr(buf, "<td class=\"n\">19.07 MiB</td>"));
+    assert_null(strstr(buf, " MB<"));
+    assert_null(strstr(buf, " kB<"));
+    free(buf);
+    synth_rmtree(dir);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write")) {
         write_run(argv[2]);
@@ -372,6 +547,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_html_downsampled),
         cmocka_unit_test(test_html_cpu_breakdown),
         cmocka_unit_test(test_html_text_typed),
+        cmocka_unit_test(test_html_heatmap_binned),
+        cmocka_unit_test(test_html_anchors),
+        cmocka_unit_test(test_html_phase_colours),
+        cmocka_unit_test(test_html_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,10 +56,12 @@ void tp_html_escape(FILE *f, const char *s) {
 
 #define E(s) tp_html_escape(f, (s))
 
+/* Bytes in binary units (IEC 80000-13: KiB = 1024 B), as the text report writes them
+ * (comm_text.c), so a figure reads the same in both. */
 static void bytes_text(FILE *f, double b) {
-    static const char *const u[] = {"B", "kB", "MB", "GB", "TB"};
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
-    while (fabs(b) >= 1000 && i < 4) b /= 1000, i++;
+    while (fabs(b) >= 1024 && i < 4) b /= 1024, i++;
     fprintf(f, i ? "%.2f %s" : "%.0f %s", b, u[i]);
 }
 
@@ -266,7 +268,8 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
             bd_fallback(b, rr);
         }
     }
-    /* one colour per label across ranks */
+    /* the labels across ranks, for the legend; a label's colour comes from its name
+     * (tp_svg_phase_colour), so a phase looks the same in every report */
     const char *labels[64];
     size_t nl = 0;
     double xmax = 0;
@@ -316,12 +319,10 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
                 y + rowh - 8, rows[i].rank);
         double x = 0;
         for (int k = 0; k < rows[i].nseg; k++) {
-            size_t j = 0;
-            while (j < nl && strcmp(labels[j], rows[i].seg[k])) j++;
             fprintf(f, "<rect class=\"seg\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
                        "fill=\"%s\"><title>rank %d, ",
                     left + x / xmax * pw, y + 2, rows[i].ms[k] / xmax * pw, rowh - 4,
-                    tp_svg_palette[j % TP_SVG_NPAL], rows[i].rank);
+                    tp_svg_phase_colour(rows[i].seg[k]), rows[i].rank);
             E(rows[i].seg[k]);
             fprintf(f, ": %.3f ms</title></rect>\n", rows[i].ms[k]);
             x += rows[i].ms[k];
@@ -333,7 +334,9 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
         }
     }
     fputs("</svg>\n", f);
-    tp_svg_legend(f, labels, nl, 0);
+    const char *fills[64];
+    for (size_t j = 0; j < nl; j++) fills[j] = tp_svg_phase_colour(labels[j]);
+    tp_svg_legend_fills(f, labels, fills, nl);
     free(rows);
 }
 
@@ -558,6 +561,13 @@ static void td_val(FILE *f, double v, int prec) {
     fputs("</td>", f);
 }
 
+/* Whether kernels_tables writes anything: some rank has kernels. */
+static int has_kernels(const tp_run_results *res) {
+    for (size_t i = 0; i < res->nranks; i++)
+        if (res->ranks[i].gpu.nkernels) return 1;
+    return 0;
+}
+
 static void kernels_tables(FILE *f, const tp_run_results *res) {
     int any = 0;
     for (size_t i = 0; i < res->nranks; i++) {
@@ -708,12 +718,16 @@ int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
             rj->ranks, rj->ranks == 1 ? "" : "s", rj->processes, rj->processes == 1 ? "" : "es",
             rj->duration_s, (double)rj->events, (double)rj->events_dropped);
     E(tprof_version());
+    /* a link for each section the page has: the kernels and timers sections are written only
+     * when there is something in them (kernels_tables, timers_table) */
     fputs("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
           "<a href=\"#throughput\">throughput</a><a href=\"#breakdown-h\">breakdown</a>"
-          "<a href=\"#communication\">communication</a>"
-          "<a href=\"#kernels\">kernels</a><a href=\"#nvml\">GPU samples</a>"
-          "<a href=\"#timers\">timers</a><a href=\"#ranks\">ranks</a></nav>\n",
+          "<a href=\"#communication\">communication</a>",
           f);
+    if (has_kernels(res)) fputs("<a href=\"#kernels\">kernels</a>", f);
+    fputs("<a href=\"#nvml\">GPU samples</a>", f);
+    if (res->timers.present) fputs("<a href=\"#timers\">timers</a>", f);
+    fputs("<a href=\"#ranks\">ranks</a></nav>\n", f);
     if (rj->events_dropped > 0)
         fprintf(f, "<p class=\"note\">warning: %.0f events were dropped.</p>\n",
                 (double)rj->events_dropped);

@@ -12,12 +12,52 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define E(s) tp_html_escape(f, (s))
 
 const char *const tp_svg_palette[TP_SVG_NPAL] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
                                                  "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
                                                  "#9c755f", "#bab0ac"};
+
+/* Tableau 20, the categorical palette of Tableau Software as Vega publishes it (scheme
+ * "tableau20", https://vega.github.io/vega/docs/schemes/): ten hues, each dark then light. */
+static const char *const phase_palette[20] = {
+    "#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f", "#8cd17d", "#b6992d",
+    "#f1ce63", "#499894", "#86bcb6", "#e15759", "#ff9d9a", "#79706e", "#bab0ac",
+    "#d37295", "#fabfd2", "#b07aa1", "#d4a6c8", "#9d7660", "#d7b5a6"};
+
+/* The names the breakdown chart draws for most runs, with distinct colours among the names
+ * that share a chart: a program's phases (trainprof.torch) and the untracked rest; the GPU
+ * breakdown's parts (breakdown.c); the kernel classes (gpu.c) and the rest of the fallback
+ * bar (html.c). Names meaning the same wait share a hue (data loading is blue in each). */
+static const struct {
+    const char *name;
+    unsigned char colour;
+} phase_fixed[] = {
+    {"data", 0},           {"forward", 4},          {"backward", 2},
+    {"optimizer", 16},     {"untracked", 13},       {"compute", 4},
+    {"exposed_comm", 10},  {"memcpy_memset", 6},    {"idle_data", 0},
+    {"idle_host_sync", 8}, {"idle_other", 12},      {"gemm", 4},
+    {"attention", 5},      {"elementwise/norm", 7}, {"other", 3},
+    {"communication (exposed)", 10}, {"communication kernels", 11},
+    {"memcpy/memset", 6},  {"GPU idle", 12},        {"data loading", 0},
+    {"other (host)", 13},
+};
+
+const char *tp_svg_phase_colour(const char *name) {
+    if (!name) name = "";
+    for (size_t i = 0; i < sizeof phase_fixed / sizeof *phase_fixed; i++)
+        if (!strcmp(name, phase_fixed[i].name)) return phase_palette[phase_fixed[i].colour];
+    /* any other name: 32-bit FNV-1a of its bytes (Fowler, Noll and Vo,
+     * http://www.isthe.com/chongo/tech/comp/fnv/), so it depends on the name alone */
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return phase_palette[h % 20];
+}
 
 void tp_html_num(FILE *f, double v, int prec) {
     if (!isfinite(v)) fputs("-", f);
@@ -58,6 +98,17 @@ void tp_svg_legend(FILE *f, const char *const *labels, size_t n, size_t color0) 
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "<span><i style=\"background:%s\"></i>",
                 tp_svg_palette[(color0 + i) % TP_SVG_NPAL]);
+        E(labels[i]);
+        fputs("</span>", f);
+    }
+    fputs("</div>", f);
+}
+
+void tp_svg_legend_fills(FILE *f, const char *const *labels, const char *const *fills,
+                         size_t n) {
+    fputs("<div class=\"legend\">", f);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "<span><i style=\"background:%s\"></i>", fills[i]);
         E(labels[i]);
         fputs("</span>", f);
     }
@@ -164,8 +215,50 @@ out:
     free(labels);
 }
 
-/* Rank x step tp_svg_heatmap of step time: steps averaged into at most TP_HTML_MAX_COLS columns;
- * one rect (class "cell") per rank and column, colour from the smallest to the largest. */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The mean of rank series r's steps j0 .. j1 - 1 (j1 > j0). */
+static double bin_mean(const rank_series *r, size_t j0, size_t j1) {
+    double sum = 0;
+    for (size_t j = j0; j < j1; j++) sum += r->ms[j];
+    return sum / (double)(j1 - j0);
+}
+
+/* The colour scale of the heatmap: from the 2nd to the 98th percentile (nearest rank) of the
+ * cells' values, the column means, as seaborn.heatmap's robust=True scales its colours
+ * (https://seaborn.pydata.org/generated/seaborn.heatmap.html). Scaling on the cells, not on
+ * single steps, keeps the range to what the columns can show: a column averages up to
+ * hundreds of steps, and one stalled step would otherwise set a top no column reaches. The
+ * percentiles keep one stalled column from doing the same. A cell outside is drawn at the
+ * end of the scale. Without memory: the cells' smallest and largest. */
+static void heat_scale(const rank_series *rs, size_t nr, size_t bucket, size_t ncells,
+                       double *lo, double *hi) {
+    double *v = malloc((ncells ? ncells : 1) * sizeof *v);
+    size_t n = 0;
+    *lo = INFINITY;
+    *hi = -INFINITY;
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j0 = 0; j0 < rs[i].n; j0 += bucket) {
+            size_t j1 = j0 + bucket < rs[i].n ? j0 + bucket : rs[i].n;
+            double m = bin_mean(&rs[i], j0, j1);
+            if (m < *lo) *lo = m;
+            if (m > *hi) *hi = m;
+            if (v && n < ncells) v[n++] = m;
+        }
+    if (v && n) {
+        qsort(v, n, sizeof *v, cmp_double);
+        size_t k_lo = (size_t)ceil(0.02 * (double)n), k_hi = (size_t)ceil(0.98 * (double)n);
+        *lo = v[k_lo ? k_lo - 1 : 0];
+        *hi = v[k_hi ? k_hi - 1 : 0];
+    }
+    free(v);
+}
+
+/* Rank x step heatmap of step time: steps averaged into at most TP_HTML_MAX_COLS columns;
+ * one rect (class "cell") per rank and column, coloured on the cells' values (heat_scale). */
 void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
     size_t maxn = 0, first = SIZE_MAX;
     for (size_t i = 0; i < nr; i++) {
@@ -175,12 +268,8 @@ void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
     if (!maxn) return;
     size_t bucket = (maxn + TP_HTML_MAX_COLS - 1) / TP_HTML_MAX_COLS;
     size_t ncols = (maxn + bucket - 1) / bucket;
-    double lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < nr; i++)
-        for (size_t j = 0; j < rs[i].n; j++) {
-            if (rs[i].ms[j] < lo) lo = rs[i].ms[j];
-            if (rs[i].ms[j] > hi) hi = rs[i].ms[j];
-        }
+    double lo, hi;
+    heat_scale(rs, nr, bucket, nr * ncols, &lo, &hi);
     int rowh = nr > 32 ? 8 : 18, left = 70;
     double cellw = (double)(CW - left - MR) / (double)ncols;
     int h = MT + (int)nr * rowh + 40;
@@ -196,11 +285,12 @@ void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
             size_t j0 = c * bucket, j1 = j0 + bucket;
             if (j0 >= rs[i].n) break;
             if (j1 > rs[i].n) j1 = rs[i].n;
-            double sum = 0;
-            for (size_t j = j0; j < j1; j++) sum += rs[i].ms[j];
-            double v = sum / (double)(j1 - j0), t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+            double v = bin_mean(&rs[i], j0, j1), t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+            if (t < 0) t = 0;
+            if (t > 1) t = 1;
             /* pale yellow (fast) to dark red (slow) */
-            int cr = (int)(255 - 75 * t), cg = (int)(245 - 225 * t), cb = (int)(200 - 180 * t);
+            int cr = (int)lround(255 - 75 * t), cg = (int)lround(245 - 225 * t),
+                cb = (int)lround(200 - 180 * t);
             fprintf(f, "<rect class=\"cell\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
                        "fill=\"rgb(%d,%d,%d)\"><title>rank %d, step ",
                     left + (double)c * cellw, y, cellw + 0.05, rowh - 1, cr, cg, cb, rs[i].rank);
@@ -213,8 +303,9 @@ void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
     fprintf(f, "<text x=\"%d\" y=\"%d\">step %zu</text>", left, y, first);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">step %zu</text>", CW - MR, y,
             first + maxn - 1);
-    fprintf(f, "<text x=\"%d\" y=\"%d\">colour: %.3f ms (pale) to %.3f ms (dark)%s</text>", left,
-            y + 16, lo, hi, bucket > 1 ? "; a column is the mean of consecutive steps" : "");
+    fprintf(f, "<text x=\"%d\" y=\"%d\">colour: %.3f ms (pale) to %.3f ms (dark), the "
+               "2nd to 98th percentile of the cells%s</text>",
+            left, y + 16, lo, hi,
+            bucket > 1 ? "; a cell is the mean of consecutive steps" : "");
     fputs("</svg>\n", f);
 }
-

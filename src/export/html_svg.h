@@ -34,6 +34,12 @@ typedef struct rank_series {
     size_t first; /* number of the first measured step */
 } rank_series;
 
+/* The fill of a phase (a segment of the step breakdown) named `name`: a static string
+ * ("#rrggbb") that depends on the name alone, so a phase has the same colour in every report.
+ * The common names have fixed, distinct colours; any other one a colour of Tableau 20 picked
+ * by a hash of the name (two such names can share one; the legend and titles name them). */
+const char *tp_svg_phase_colour(const char *name);
+
 /* v with prec decimals, "-" when not finite. */
 void tp_html_num(FILE *f, double v, int prec);
 
@@ -46,6 +52,10 @@ void tp_svg_tick_label(FILE *f, double v, double step);
 /* A legend: n labels with the colours color0, color0 + 1, ... */
 void tp_svg_legend(FILE *f, const char *const *labels, size_t n, size_t color0);
 
+/* A legend: n labels, label i with the fill fills[i]. */
+void tp_svg_legend_fills(FILE *f, const char *const *labels, const char *const *fills,
+                         size_t n);
+
 /* A line chart of ns series, y from 0, with the SVG element id `id`. Each series is one
  * polyline (class "series", data-points = its points after averaging into at most
  * TP_HTML_MAX_POINTS). Draws nothing when out of memory. */
@@ -56,7 +66,9 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
 void tp_svg_step_chart(FILE *f, const rank_series *rs, size_t nr);
 
 /* The rank x step heatmap of step time: steps averaged into at most TP_HTML_MAX_COLS
- * columns; one rect (class "cell") per rank and column. Nothing without measured steps. */
+ * columns; one rect (class "cell") per rank and column, its colour scaled from the 2nd to the
+ * 98th percentile of the cells' values (not of single steps), so long runs show their
+ * phases. Nothing without measured steps. Allocates one double per cell for the call. */
 void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr);
 
 #endif /* TPROF_HTML_SVG_H */
