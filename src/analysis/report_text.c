@@ -85,9 +85,10 @@ static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *
     for (int c = 0; c < TP_GPU_NCLASSES; c++)
         fprintf(f, " %s %.2f ms;", tp_kernel_class_name(c), d->kernel_ms_by_class[c]);
     fprintf(f,
-            "\n    copies host->device %.1f MB, device->host %.1f MB %s; device memory peak "
+            "\n    copies host->device %.1f MiB, device->host %.1f MiB %s; device memory peak "
             "%.1f MiB",
-            d->h2d_bytes / 1e6, d->d2h_bytes / 1e6, unit, d->memory_peak_bytes / 1048576.0);
+            d->h2d_bytes / 1048576.0, d->d2h_bytes / 1048576.0, unit,
+            d->memory_peak_bytes / 1048576.0);
     if (d->has_capacity)
         fprintf(f, " (%.1f %% of %.1f GiB)", 100 * d->memory_peak_share,
                 d->memory_capacity_bytes / 1073741824.0);
