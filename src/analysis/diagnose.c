@@ -432,11 +432,11 @@ static int level_above(double v, double thr, const tp_report_opts *o) {
     return v > thr * (1 + o->diag_band) ? LV_OVER : v > thr ? LV_NEAR : LV_BELOW;
 }
 
-/* Adds {id, unit, rank, value, threshold, finding_from} to diagnosis.near; the unit is
- * "share" (of the step) or "ms per sample". */
-static void add_near(const ctx *c, const rule *ru, int rank, double v, double thr, double from) {
-    int per_sample = !strcmp(ru->id, "data_loading") && thr == c->o->data_ms_per_sample;
-    tp_near_add(c->fs, ru->id, per_sample ? "ms per sample" : "share", rank, v, thr, from);
+/* Adds {id, unit, rank, value, threshold, finding_from} to diagnosis.near; unit is "share"
+ * (of the step) or "ms per sample" (static). */
+static void add_near(const ctx *c, const rule *ru, const char *unit, int rank, double v,
+                     double thr, double from) {
+    tp_near_add(c->fs, ru->id, unit, rank, v, thr, from);
 }
 
 /* the GPU breakdown per measured step, over enough steps to be a pattern */
@@ -468,7 +468,8 @@ static int rule_data(const ctx *c, const rule *ru) {
             double v = ls == LV_NEAR ? share : lt == LV_NEAR ? start : per_sample;
             double thr = ls == LV_NEAR ? c->o->data_share
                          : lt == LV_NEAR ? c->o->data_start_idle_share : c->o->data_ms_per_sample;
-            add_near(c, ru, r->rank, v, thr, thr * (1 + c->o->diag_band));
+            const char *unit = ls == LV_NEAR || lt == LV_NEAR ? "share" : "ms per sample";
+            add_near(c, ru, unit, r->rank, v, thr, thr * (1 + c->o->diag_band));
         }
         if (lv != LV_OVER) continue;
         if (n < MAXR) rk[n++] = r->rank;
@@ -519,7 +520,7 @@ static const tp_rank_result *worst_gpu_rank(const ctx *c, const rule *ru, bval f
         int lv = LV_BELOW;
         double thr = 0, from = 0;
         double v = f(&r->breakdown, c->o, &lv, &thr, &from);
-        if (lv == LV_NEAR) add_near(c, ru, r->rank, v < 0 ? -v : v, thr, from);
+        if (lv == LV_NEAR) add_near(c, ru, "share", r->rank, v < 0 ? -v : v, thr, from);
         if (lv != LV_OVER) continue;
         if (*n < MAXR) rk[(*n)++] = r->rank;
         if (v > *wv) { *wv = v; worst = r; }
