@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/megatron.h"
 
 #include <stdio.h>
 #include <inttypes.h>
@@ -142,35 +143,6 @@ static const char *torch_group_by_members(const xcomm *x, const tp_run *run) {
     return NULL;
 }
 
-/* The parallel dimension Megatron-LM's group names stand for (megatron/core/parallel_state.py,
- * the group_desc it gives torch.distributed.new_group), most specific first; NULL for a name
- * not in the table. */
-static const char *megatron_dimension(const char *name) {
-    static const struct { const char *prefix, *dim; } t[] = {
-        {"EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", "expert tensor and model parallel"},
-        {"EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP",
-         "expert tensor, model and pipeline parallel"},
-        {"EXPERT_TENSOR_PARALLEL_GROUP", "expert tensor parallel"},
-        {"EXPERT_MODEL_PARALLEL_GROUP", "expert model parallel"},
-        {"EXPERT_DATA_PARALLEL_GROUP", "expert data parallel"},
-        {"TENSOR_AND_DATA_PARALLEL_GROUP", "tensor and data parallel"},
-        {"TENSOR_AND_CONTEXT_PARALLEL_GROUP", "tensor and context parallel"},
-        {"TENSOR_MODEL_PARALLEL_GROUP", "tensor parallel"},
-        {"PIPELINE_MODEL_PARALLEL_GROUP", "pipeline parallel"},
-        {"DATA_PARALLEL_GROUP_WITH_CP", "data parallel (with context parallel)"},
-        {"INTRA_PARTIAL_DATA_PARALLEL_GROUP", "data parallel (partial, distributed optimizer)"},
-        {"DATA_PARALLEL_GROUP", "data parallel"},
-        {"CONTEXT_PARALLEL_GROUP", "context parallel"},
-        {"MODEL_PARALLEL_GROUP", "model parallel (tensor and pipeline)"},
-        {"POSITION_EMBEDDING_GROUP", "position embedding (first pipeline stages)"},
-        {"EMBEDDING_GROUP", "embedding (first and last pipeline stages)"},
-        {"default_pg", "world (the default group)"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
-        if (!strncmp(name, t[i].prefix, strlen(t[i].prefix))) return t[i].dim;
-    return NULL;
-}
-
 /* The names of the torch groups with x's id or, for an NCCL communicator, with exactly x's
  * members (trainprof.torch's torch.pg_name.<id> beside torch.pg.<id>), into e; and the role
  * they give. Several NCCL groups can share one member list (Megatron-LM's tensor- and
@@ -199,7 +171,7 @@ static void group_names(tp_comm_xcomm_result *e, const xcomm *x, const tp_run *r
                              len ? " or " : "", name);
             if (w < 0 || (size_t)w >= sizeof e->group_names - len) break;
             len += (size_t)w;
-            if (nd < 8) dims[nd++] = megatron_dimension(name);
+            if (nd < 8) dims[nd++] = tp_megatron_group_dimension(name);
         }
         if (len) break; /* the names from one rank file: every member wrote the same */
     }

@@ -193,3 +193,30 @@ size_t tp_megatron_advice(const tp_megatron_args *a, const char *id, char *buf, 
     if (len >= n) len = n - 1;
     return len;
 }
+
+/* most specific first: a prefix table (names carry suffixes such as _GLOO or _WITH_CP) */
+const char *tp_megatron_group_dimension(const char *name) {
+    static const struct { const char *prefix, *dim; } t[] = {
+        {"EXPERT_TENSOR_AND_MODEL_PARALLEL_GROUP", "expert tensor and model parallel"},
+        {"EXPERT_TENSOR_MODEL_PIPELINE_PARALLEL_GROUP",
+         "expert tensor, model and pipeline parallel"},
+        {"EXPERT_TENSOR_PARALLEL_GROUP", "expert tensor parallel"},
+        {"EXPERT_MODEL_PARALLEL_GROUP", "expert model parallel"},
+        {"EXPERT_DATA_PARALLEL_GROUP", "expert data parallel"},
+        {"TENSOR_AND_DATA_PARALLEL_GROUP", "tensor and data parallel"},
+        {"TENSOR_AND_CONTEXT_PARALLEL_GROUP", "tensor and context parallel"},
+        {"TENSOR_MODEL_PARALLEL_GROUP", "tensor parallel"},
+        {"PIPELINE_MODEL_PARALLEL_GROUP", "pipeline parallel"},
+        {"DATA_PARALLEL_GROUP_WITH_CP", "data parallel (with context parallel)"},
+        {"INTRA_PARTIAL_DATA_PARALLEL_GROUP", "data parallel (partial, distributed optimizer)"},
+        {"DATA_PARALLEL_GROUP", "data parallel"},
+        {"CONTEXT_PARALLEL_GROUP", "context parallel"},
+        {"MODEL_PARALLEL_GROUP", "model parallel (tensor and pipeline)"},
+        {"POSITION_EMBEDDING_GROUP", "position embedding (first pipeline stages)"},
+        {"EMBEDDING_GROUP", "embedding (first and last pipeline stages)"},
+        {"default_pg", "world (the default group)"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strncmp(name, t[i].prefix, strlen(t[i].prefix))) return t[i].dim;
+    return NULL;
+}

@@ -56,4 +56,9 @@ void tp_megatron_args_of(const tp_run *run, tp_megatron_args *out);
  * its length; 0 (buf "") when there is nothing to add. */
 size_t tp_megatron_advice(const tp_megatron_args *a, const char *finding_id, char *buf, size_t n);
 
+/* The parallel dimension a Megatron-LM process-group name stands for (the group_desc
+ * megatron/core/parallel_state.py gives torch.distributed.new_group: "TENSOR_MODEL_PARALLEL_GROUP"
+ * -> "tensor parallel", ...; static), or NULL for a name not Megatron-LM's. */
+const char *tp_megatron_group_dimension(const char *name);
+
 #endif /* TPROF_MEGATRON_H */
