@@ -51,10 +51,15 @@ static int script_is_training(const char *tok, size_t len) {
     return bl > 11 && !strncmp(base, "pretrain_", 9) && !strncmp(base + bl - 3, ".py", 3);
 }
 
-void tp_megatron_args_parse(const char *cmdline, tp_megatron_args *out) {
+/* No Megatron-LM job: found 0, the defaults of what it did not give. */
+static void args_none(tp_megatron_args *out) {
     memset(out, 0, sizeof *out);
     out->tp = 1;
     out->num_workers = -1;
+}
+
+void tp_megatron_args_parse(const char *cmdline, tp_megatron_args *out) {
+    args_none(out);
     if (!cmdline) return;
     int script = 0, mbs = 0, gbs = 0;
     const char *p = cmdline;
@@ -106,9 +111,7 @@ void tp_megatron_args_parse(const char *cmdline, tp_megatron_args *out) {
         p += len;
     }
     if (!script && !(mbs && gbs)) {
-        memset(out, 0, sizeof *out);
-        out->tp = 1;
-        out->num_workers = -1;
+        args_none(out);
         return;
     }
     out->found = 1;
