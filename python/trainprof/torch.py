@@ -295,12 +295,7 @@ def _instrument_module(module):
 
 def _backward_wrapper(orig):
     def backward(*args, **kwargs):
-        if not _bw_enter():
-            return orig(*args, **kwargs)
-        try:
-            return orig(*args, **kwargs)
-        finally:
-            _bw_leave()
+        return _as_backward(orig, args, kwargs)
     backward.__wrapped__ = orig
     backward.__doc__ = orig.__doc__
     return backward
@@ -333,6 +328,16 @@ def _bw_leave():
     _bw.depth = 0
 
 
+def _as_backward(fn, args, kwargs):
+    """fn(*args, **kwargs) as the backward phase, when _bw_enter opens one."""
+    if not _bw_enter():
+        return fn(*args, **kwargs)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _bw_leave()
+
+
 class _Engine:
     """Stands in for torch's autograd engine object (``Variable._execution_engine``): every
     backward pass enters the engine through its ``run_backward``, whether it comes from
@@ -346,13 +351,7 @@ class _Engine:
         object.__setattr__(self, "_engine", engine)
 
     def run_backward(self, *args, **kwargs):
-        eng = object.__getattribute__(self, "_engine")
-        if not _bw_enter():
-            return eng.run_backward(*args, **kwargs)
-        try:
-            return eng.run_backward(*args, **kwargs)
-        finally:
-            _bw_leave()
+        return _as_backward(object.__getattribute__(self, "_engine").run_backward, args, kwargs)
 
     def __getattr__(self, name):
         return getattr(object.__getattribute__(self, "_engine"), name)
