@@ -2,9 +2,10 @@
 # Installs the Debian packages trainprof needs to build and test. As root it runs apt-get;
 # otherwise it prints the command to run. Used by `make demo`, `make check` and .ci/run.
 # --test-extras (.ci/run) adds what some tests need and otherwise skip (status 77): a real
-# Prometheus server and promtool (prometheus_scrape), headless Chromium (html_browser),
-# Debian's CPU PyTorch 1.13 for /usr/bin/python3 (the torch and train_gpt tests), and clang
-# with its libFuzzer and sanitizer runtimes (the fuzz_run_* tests, tests/fuzz/README.md).
+# Prometheus server and promtool (prometheus_scrape), headless Chromium (html_browser,
+# html_shot), Debian's CPU PyTorch 1.13 for /usr/bin/python3 (the torch and train_gpt tests),
+# and clang with its libFuzzer and sanitizer runtimes (the fuzz_run_* tests,
+# tests/fuzz/README.md).
 set -e
 PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libcmocka-dev python3 python3-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev"
 [ "${1:-}" = "--test-extras" ] && PKGS="$PKGS prometheus chromium python3-torch clang libclang-rt-14-dev"

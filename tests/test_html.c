@@ -4,7 +4,9 @@
  * number of points, bars and cells, and the figures appear.
  *
  * `test_html --write DIR` only writes the synthetic run into DIR (for html_check.py and the
- * headless Chromium test, tests/html_browser.sh, which render it through the CLI).
+ * headless Chromium test, tests/html_browser.sh, which render it through the CLI);
+ * `test_html --write-long DIR` writes the 30,000-step run of write_long_run (for the
+ * screenshot test, tests/html_shot.sh).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -78,6 +80,42 @@ static void write_run(const char *dir) {
                 synth_counter(f, 2, T0 + (uint64_t)i * 14 * MS, "gpu0.power_w", 100 + 10 * i);
                 synth_counter(f, 2, T0 + (uint64_t)i * 14 * MS, "gpu0.util_percent", 50);
             }
+        synth_end_of_file(f, b + MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+}
+
+/* A long run with structure the eye should see: 2 ranks, 30,001 steps each (the first, 50 ms,
+ * the warm-up), so 30,000 measured steps, which the heatmap averages in 120 columns of 250.
+ * A step lasts 1 ms on rank 0 and 1.05 ms on rank 1, plus a jitter of -80 to +80 us that
+ * repeats every 10 steps and sums to 0 over them; steps 12,001-18,000 (the columns 48-71) are
+ * 0.3 ms slower, every 1,000th step (a checkpoint) lasts 30 ms, and three single steps stall
+ * for 105 ms (rank 0's steps 5,123 and 24,321, rank 1's 9,876): single steps span 0.92 to
+ * 105 ms. Column means (rank 0 / rank 1): 1.000 / 1.050 ms, 1.300 / 1.350 ms in the slow
+ * stretch; every fourth column (the one holding a checkpoint) (30 - d) / 250 ms more, where d
+ * is the time the checkpoint step would have had (jitter -80 us: rank 0's 1.116 ms), a stalled
+ * step's column (105 - d) / 250 ms more (1.416 ms). */
+#define LONG_STEPS 30000
+static void write_long_run(const char *dir) {
+    static const int jitter_us[10] = {-80, 40, -60, 80, 0, -20, 60, -40, 20, 0};
+    for (int r = 0; r < 2; r++) {
+        synth_file *f = synth_open(dir, r ? "node1" : "node0", 300 + r, 1700000000000000000ull, T0);
+        assert_non_null(f);
+        synth_rank(f, r, 2);
+        synth_thread(f, 1, (uint32_t)(300 + r));
+        uint64_t b = T0;
+        for (uint64_t s = 0; s <= LONG_STEPS; s++) {
+            int64_t us = 1000 + 50 * r + jitter_us[s % 10];
+            if (s >= 12001 && s <= 18000) us += 300;
+            if (s == 0) us = 50000;
+            else if (s % 1000 == 0) us = 30000;
+            if ((r == 0 && (s == 5123 || s == 24321)) || (r == 1 && s == 9876)) us = 105000;
+            synth_step_begin(f, 1, b, s);
+            b += (uint64_t)us * 1000;
+            synth_step_end(f, 1, b, s);
+            /* a chunk per 500 steps (1,000 records): the reader walks many chunks */
+            if (s % 500 == 499) synth_flush(f);
+        }
         synth_end_of_file(f, b + MS, 0);
         assert_int_equal(synth_close(f), 0);
     }
@@ -466,6 +504,35 @@ static void test_html_anchors(void **state) {
     synth_rmtree(dir);
 }
 
+/* The 30,000-step run of the screenshot test (write_long_run): 120 columns of 250 steps per
+ * rank, whose means are those the run was written with; the colour scale spans the 2nd (1.000
+ * ms, rank 0's plain columns) to the 98th percentile of the 240 cells (1.465 ms, the 236th:
+ * rank 1's six slow columns holding a checkpoint, 1.350 + (30 - 1.27) / 250; only rank 1's
+ * stalled column, 1.582 ms, lies above them); no link to the kernels or timers, which the
+ * run has not. */
+static void test_html_long_run(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-long-run"), 0);
+    write_long_run(dir);
+    size_t len = 0;
+    char *buf = html_of(dir, &len);
+    assert_int_equal(count_in_svg(buf, "heatmap", "<rect class=\"cell\""), 240);
+    assert_non_null(strstr(buf, "data-columns=\"120\" data-steps-per-column=\"250\""));
+    assert_non_null(strstr(buf, "rank 0, step 1-250: 1.000 ms"));
+    assert_non_null(strstr(buf, "rank 1, step 1-250: 1.050 ms"));
+    assert_non_null(strstr(buf, "rank 0, step 12001-12250: 1.300 ms"));
+    assert_non_null(strstr(buf, "rank 1, step 17751-18000: 1.465 ms"));
+    assert_non_null(strstr(buf, "rank 0, step 751-1000: 1.116 ms"));
+    assert_non_null(strstr(buf, "rank 0, step 5001-5250: 1.416 ms"));
+    assert_non_null(strstr(buf, "rank 1, step 9751-10000: 1.582 ms"));
+    assert_non_null(strstr(buf, "rank 1, step 29751-30000: 1.166 ms"));
+    assert_non_null(strstr(buf, "colour: 1.000 ms (pale) to 1.465 ms (dark)"));
+    assert_int_equal(check_anchors(buf), 7);
+    free(buf);
+    synth_rmtree(dir);
+}
+
 /* A CPU job's run whose steps (4 measured, 10 ms) hold the ranges names[0..n-1], 3 ms each
  * one after the other; its HTML report. */
 static char *phases_run(const char *tag, const char *const *names, int n) {
@@ -542,6 +609,10 @@ int main(int argc, char **argv) {
         write_run(argv[2]);
         return 0;
     }
+    if (argc == 3 && !strcmp(argv[1], "--write-long")) {
+        write_long_run(argv[2]);
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_html_report),
         cmocka_unit_test(test_html_downsampled),
@@ -549,6 +620,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_html_text_typed),
         cmocka_unit_test(test_html_heatmap_binned),
         cmocka_unit_test(test_html_anchors),
+        cmocka_unit_test(test_html_long_run),
         cmocka_unit_test(test_html_phase_colours),
         cmocka_unit_test(test_html_units),
     };
