@@ -17,7 +17,7 @@ anti-aliased edges out):
   - structure: the standard deviation of the columns' luma (the mean over the ranks) is at
     least STD_FLOOR; a heatmap of one colour, blank or uniform, has 0;
   - the slow stretch: the mean luma of its columns (steps 12,001-18,000: columns 48-71 of
-    250 steps) differs from that of the other columns by at least SLOW_FLOOR.
+    250 steps) is below that of the other columns by at least SLOW_FLOOR (darker: slower).
 Luma Y' = 0.2126 R' + 0.7152 G' + 0.0722 B' (ITU-R BT.709-6, item 3.2) on the 0-255 values.
 The heatmap's ramp runs from rgb(255,245,200) (luma 243.9) to rgb(180,20,20) (54.0): the
 floors are about a tenth and a fifth of its 190.
