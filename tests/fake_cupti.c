@@ -21,6 +21,13 @@
  *       SMs, 141 GiB, 1980 MHz, compute capability 9.0, UUID bytes 0x10 + i
  *   fake_cupti_enabled()   activity kinds enabled now
  *   fake_cupti_flushes()   cuptiActivityFlushAll calls, and fake_cupti_forced() those forced
+ *   fake_cupti_api_exit()  a CUDA call returns: the subscriber's callback (cuptiSubscribe,
+ *       when its runtime domain is enabled) runs at CUPTI_API_EXIT; returns 1 if it ran
+ *   fake_cupti_attached()  1 while CUPTI is attached: cuptiFinalize detaches it, and any
+ *       other CUPTI call attaches it again (CUPTI's lazy initialisation)
+ *   fake_cupti_finalizes(), fake_cupti_registers(), fake_cupti_subscribers()  calls of
+ *       cuptiFinalize, of cuptiActivityRegisterCallbacks, and subscribers held now
+ *   FAKE_CUPTI_SUBSCRIBE_FAIL=1  cuptiSubscribe answers "multiple subscribers"
  */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -34,6 +41,10 @@
 static CUpti_BuffersCallbackRequestFunc g_req;
 static CUpti_BuffersCallbackCompleteFunc g_done;
 static int g_enabled, g_flushes, g_forced;
+static int g_attached = 1, g_finalizes, g_registers;
+static CUpti_CallbackFunc g_sub_fn;
+static int g_sub_held, g_sub_runtime;
+#define ATTACH() (g_attached = 1) /* any CUPTI call but cuptiFinalize */
 
 #define SLOT ((sizeof(CUpti_ActivityKernel10) + 7) & ~(size_t)7)
 
@@ -52,33 +63,40 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                   CUpti_BuffersCallbackCompleteFunc done) {
+    ATTACH();
     const char *f = getenv("FAKE_CUPTI_REGISTER_FAIL");
     if (f && !strcmp(f, "1")) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     g_req = req;
     g_done = done;
+    g_registers++;
     return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f) {
+    ATTACH();
     (void)f;
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
+    ATTACH();
     (void)k;
     g_enabled++;
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
+    ATTACH();
     (void)k;
     g_enabled--;
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
+    ATTACH();
     g_flushes++;
     g_forced += (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t ms) {
+    ATTACH();
     (void)ms;
     return CUPTI_SUCCESS;
 }
@@ -218,3 +236,52 @@ EXPORT uintptr_t fake_cupti_mig_device(uint32_t id) { return device_record(id, 1
 EXPORT int fake_cupti_enabled(void) { return g_enabled; }
 EXPORT int fake_cupti_flushes(void) { return g_flushes; }
 EXPORT int fake_cupti_forced(void) { return g_forced; }
+
+EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
+    (void)ud;
+    ATTACH();
+    const char *f = getenv("FAKE_CUPTI_SUBSCRIBE_FAIL");
+    if ((f && !strcmp(f, "1")) || g_sub_held) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    g_sub_fn = fn;
+    g_sub_held = 1;
+    g_sub_runtime = 0;
+    *sub = (CUpti_SubscriberHandle)&g_sub_fn;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub) {
+    (void)sub;
+    ATTACH();
+    g_sub_held = 0;
+    g_sub_fn = NULL;
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle sub, CUpti_CallbackDomain d) {
+    (void)sub;
+    ATTACH();
+    if (d == CUPTI_CB_DOMAIN_RUNTIME_API) g_sub_runtime = (int)on;
+    return CUPTI_SUCCESS;
+}
+/* detaches: subscribers, callbacks and kinds are gone */
+EXPORT CUptiResult cuptiFinalize(void) {
+    g_finalizes++;
+    g_attached = 0;
+    g_sub_held = 0;
+    g_sub_fn = NULL;
+    g_enabled = 0;
+    g_req = NULL;
+    g_done = NULL;
+    return CUPTI_SUCCESS;
+}
+EXPORT int fake_cupti_api_exit(void) {
+    if (!g_sub_held || !g_sub_runtime || !g_sub_fn) return 0;
+    CUpti_CallbackData cb;
+    memset(&cb, 0, sizeof cb);
+    cb.callbackSite = CUPTI_API_EXIT;
+    cb.functionName = "cudaLaunchKernel";
+    g_sub_fn(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cb);
+    return 1;
+}
+EXPORT int fake_cupti_attached(void) { return g_attached; }
+EXPORT int fake_cupti_finalizes(void) { return g_finalizes; }
+EXPORT int fake_cupti_registers(void) { return g_registers; }
+EXPORT int fake_cupti_subscribers(void) { return g_sub_held; }

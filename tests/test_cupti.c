@@ -11,6 +11,12 @@
  *              disables the kinds and force-flushes, resume enables them again; CUPTI's
  *              overhead records come back with what CUPTI did, on its thread or device; a
  *              device record becomes the cuda.<ordinal>.* metadata (UUID in NVML's spelling)
+ *   detach     a kernel-capture window (TRAINPROF_KERNEL_STEPS=1-1): the kinds go off as step 2
+ *              begins; as step 3 begins a callback is subscribed, and at the exit of the next
+ *              CUDA call CUPTI is flushed and detached (cuptiFinalize); from then on no CUPTI
+ *              call attaches it again, not a pause, a resume, nor the end of the session,
+ *              and the window's kernels are in the file. TRAINPROF_CUPTI_DETACH=0 keeps
+ *              CUPTI attached; with another subscriber, CUPTI stays attached
  *   mapped     a libcupti the process mapped before CUDA started (libcupti.so.99 here) is
  *              the one used: no second copy is loaded
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
@@ -167,6 +173,78 @@ static void mapped_body(void) {
     CHECK(dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD) == NULL, 43);
 }
 
+
+typedef int (*fake_int_fn)(void);
+static fake_int_fn fake_fn(void *h, const char *name) {
+    fake_int_fn f;
+    *(void **)&f = dlsym(h, name);
+    return f;
+}
+
+/* the detach scenario; want_detach: whether CUPTI should end detached */
+static void detach_run(int want_detach) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_KERNEL_STEPS", "1-1", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 40);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 41);
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"), api_exit = fake_fn(h, "fake_cupti_api_exit"),
+                attached = fake_fn(h, "fake_cupti_attached"), fin = fake_fn(h, "fake_cupti_finalizes"),
+                subs = fake_fn(h, "fake_cupti_subscribers");
+    CHECK(deliver && enabled && api_exit && attached && fin && subs, 42);
+    CHECK(enabled() == 1, 43); /* device records only, until the window */
+    tprof_step_begin(0);
+    tprof_step_end(0);
+    tprof_step_begin(1);
+    CHECK(enabled() == 9, 44);
+    CHECK(deliver(3, 0, g_t0) != 0, 45);
+    tprof_step_end(1);
+    tprof_step_begin(2); /* the window closes: kinds off, still attached */
+    CHECK(enabled() == 1 && fin() == 0 && subs() == 0, 46);
+    tprof_step_end(2);
+    tprof_step_begin(3); /* one step later: the detach is asked for */
+    CHECK(subs() == (want_detach ? 1 : 0), 47);
+    CHECK(api_exit() == want_detach, 48); /* the next CUDA call returns */
+    CHECK(fin() == want_detach && attached() == !want_detach, 49);
+    tprof_step_end(3);
+    tprof_step_begin(4);
+    tprof_step_end(4);
+    CHECK(tprof_gpu_capture_pause() == TPROF_OK, 50);
+    CHECK(tprof_gpu_capture_resume() == TPROF_OK, 51);
+    CHECK(tprof_shutdown() == TPROF_OK, 52);
+    CHECK(attached() == !want_detach && fin() == want_detach, 53);
+    _exit(0);
+}
+static void detach_body(void) { detach_run(1); }
+static void stay_body(void) {
+    setenv("TRAINPROF_CUPTI_DETACH", "0", 1);
+    detach_run(0);
+}
+static void other_subscriber_body(void) {
+    setenv("FAKE_CUPTI_SUBSCRIBE_FAIL", "1", 1);
+    detach_run(0);
+}
+
+static void test_detach(void **state) {
+    (void)state;
+    void (*bodies[])(void) = {detach_body, stay_body, other_subscriber_body};
+    for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+        fresh_dir("detach");
+        g_t0 = mono_ns() + 1000000000ull;
+        in_child(bodies[i]);
+        tp_run run;
+        load(&run);
+        const tp_process *p = &run.procs[0];
+        size_t kernels = 0;
+        for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+        assert_int_equal(kernels, 3); /* the window's, whether detached or not */
+        tp_run_free(&run);
+    }
+}
+
 static void test_mapped(void **state) {
     (void)state;
     fresh_dir("mapped");
@@ -227,6 +305,7 @@ static void test_backoff(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_detach),
         cmocka_unit_test(test_mapped),
         cmocka_unit_test(test_backoff),
     };

@@ -46,7 +46,11 @@
     X(cuptiSetThreadIdType)                                                              \
     X(cuptiActivityEnableRuntimeApi)                                                     \
     X(cuptiActivityEnableDriverApi)                                                      \
-    X(cuptiGetCallbackName)
+    X(cuptiGetCallbackName)                                                              \
+    X(cuptiSubscribe)                                                                    \
+    X(cuptiUnsubscribe)                                                                  \
+    X(cuptiEnableDomain)                                                                 \
+    X(cuptiFinalize)
 
 static struct {
 #define CUPTI_FN_PTR(name) __typeof__(&name) name;
@@ -73,6 +77,20 @@ static int g_paused;
 static int g_want = 1;
 static uint64_t g_pause_ns;
 static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.pauses */
+
+/* Detaching between windows. Turning the activity kinds off does not give the job its speed
+ * back: CUPTI keeps its hooks in the driver once a kind has been on. cuptiFinalize detaches
+ * CUPTI from the process, and any later CUPTI call attaches it again (CUPTI's lazy
+ * initialisation; cupti_activity.h, cuptiFinalize). CUPTI asks that it be called at the exit
+ * of a CUDA API call, or after the records are complete and flushed: the detach is asked for
+ * one step after the window closed (kwindow.c calls the window off twice), when the window's
+ * last kernels have long finished, and done by a callback at the exit of the next runtime or
+ * driver call (subscribed for that only). While detached no CUPTI function is called, as
+ * any would attach CUPTI again. TRAINPROF_CUPTI_DETACH=0 keeps CUPTI attached. */
+enum { DETACH_NO = 0, DETACH_ASKED = 1, DETACH_DONE = 2 };
+static _Atomic int g_detach; /* DETACH_*, changed under g_pause_lock */
+static CUpti_SubscriberHandle g_sub; /* the detach callback's, while DETACH_ASKED */
+static int reattach(void);
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -664,10 +682,83 @@ static void enable_chosen(int on) {
     if (!on && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(0);
 }
 
+/* Under g_pause_lock, once detached: our buffer and timestamp callbacks go back in (the first
+ * of these calls attaches CUPTI again); the caller then turns the kinds on. */
+static int reattach(void) {
+    if (F.cuptiActivityRegisterTimestampCallback)
+        F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
+    CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+        tprof__log(TPROF_LOG_WARN, "GPU activity capture stays off: CUPTI could not be attached "
+                   "again (%s)", result(r));
+        return -1;
+    }
+    if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
+    atomic_store(&g_enabled, 0);
+    atomic_store(&g_detach, DETACH_NO);
+    tprof__log(TPROF_LOG_INFO, "CUPTI attached again");
+    return 0;
+}
+
+static void CUPTIAPI detach_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                                     const void *data) {
+    (void)ud;
+    (void)cbid;
+    const CUpti_CallbackData *cb = data;
+    if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) || !cb ||
+        cb->callbackSite != CUPTI_API_EXIT || atomic_load(&g_detach) != DETACH_ASKED)
+        return;
+    /* a window opening (or a pause) on another thread holds the lock: try again at the
+     * next call rather than wait inside the job's CUDA call */
+    if (pthread_mutex_trylock(&g_pause_lock) != 0) return;
+    if (atomic_load(&g_detach) == DETACH_ASKED && !atomic_load(&g_enabled)) {
+        F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        CUptiResult r = F.cuptiFinalize();
+        atomic_store(&g_detach, r == CUPTI_SUCCESS ? DETACH_DONE : DETACH_NO);
+        if (r != CUPTI_SUCCESS)
+            tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+        else
+            tprof__log(TPROF_LOG_INFO, "CUPTI detached until the next window");
+    }
+    pthread_mutex_unlock(&g_pause_lock);
+}
+
+/* Under g_pause_lock, with the kinds off: subscribe the detach callback (one subscriber per
+ * process: when another tool holds it, CUPTI stays attached, said once). */
+static void ask_detach(void) {
+    static int said;
+    const char *v = tprof__env(TPROF__OPT_CUPTI_DETACH);
+    if ((v && !strcmp(v, "0")) || !F.cuptiFinalize || !F.cuptiSubscribe || !F.cuptiEnableDomain ||
+        atomic_load(&g_detach) != DETACH_NO)
+        return;
+    CUpti_SubscriberHandle sub;
+    CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)detach_callback, NULL);
+    if (r == CUPTI_SUCCESS) {
+        g_sub = sub;
+        atomic_store(&g_detach, DETACH_ASKED);
+        F.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+        F.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    } else if (!said++) {
+        tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+    }
+}
+
 static void cupti_window(int on) {
     pthread_mutex_lock(&g_pause_lock);
     g_want = on;
-    if (atomic_load(&g_ready) && !g_paused) enable_chosen(on);
+    if (atomic_load(&g_ready) && !g_paused) {
+        if (on && atomic_load(&g_detach) == DETACH_DONE && reattach() != 0) {
+            pthread_mutex_unlock(&g_pause_lock);
+            return;
+        }
+        if (on && atomic_load(&g_detach) == DETACH_ASKED) { /* not done yet: no need now */
+            atomic_store(&g_detach, DETACH_NO);
+            if (F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
+        }
+        if (!on && !atomic_load(&g_enabled)) ask_detach(); /* the second "off": settled */
+        enable_chosen(on);
+    }
     pthread_mutex_unlock(&g_pause_lock);
 }
 
@@ -680,6 +771,15 @@ int tprof_gpu_capture_pause(void) {
         return TPROF_ERR_ALREADY;
     }
     g_paused = 1;
+    if (atomic_load(&g_detach) == DETACH_DONE) { /* nothing held: no call that attaches */
+        g_pause_ns = tprof__now();
+        pthread_mutex_unlock(&g_pause_lock);
+        goto paused;
+    }
+    if (atomic_load(&g_detach) == DETACH_ASKED) { /* the other client's: no detach under it */
+        atomic_store(&g_detach, DETACH_NO);
+        if (F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
+    }
     enable_chosen(0); /* flushes: what ran before the pause arrives now */
     /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel still
      * running: counted as untimed), also when the kinds were already off, so that none is
@@ -687,6 +787,7 @@ int tprof_gpu_capture_pause(void) {
     if (F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     g_pause_ns = tprof__now();
     pthread_mutex_unlock(&g_pause_lock);
+paused:;
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
     tprof__set_meta("gpu_capture.paused_since_ns", v);
@@ -701,6 +802,19 @@ int tprof_gpu_capture_resume(void) {
     if (!g_paused) {
         pthread_mutex_unlock(&g_pause_lock);
         return TPROF_ERR_INVALID_ARG;
+    }
+    if (atomic_load(&g_detach) == DETACH_DONE && !g_want) { /* between windows: stay apart */
+        g_paused = 0;
+        size_t len = strlen(g_pauses);
+        if (len + 48 < sizeof g_pauses)
+            snprintf(g_pauses + len, sizeof g_pauses - len, "%s%llu-%llu", len ? "," : "",
+                     (unsigned long long)g_pause_ns, (unsigned long long)tprof__now());
+        char v[sizeof g_pauses];
+        memcpy(v, g_pauses, sizeof v);
+        pthread_mutex_unlock(&g_pause_lock);
+        tprof__set_meta("gpu_capture.pauses", v);
+        tprof__set_meta("gpu_capture.paused_since_ns", "");
+        return TPROF_OK;
     }
     /* the other client (Kineto) registered its own buffer callbacks, and may have torn
      * CUPTI down at its end: ours go back in, with our clock */
@@ -740,7 +854,8 @@ static int cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_
 
 /* At shutdown: ask CUPTI to hand back what it holds (called before the final flush). */
 static void cupti_flush(void) {
-    if (atomic_load(&g_active) && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(1);
+    if (atomic_load(&g_active) && atomic_load(&g_detach) != DETACH_DONE && F.cuptiActivityFlushAll)
+        F.cuptiActivityFlushAll(1);
 }
 
 /* When `trainprof run` left CUDA_INJECTION64_PATH to another CUDA tool attached first

@@ -77,6 +77,8 @@
     X(CUPTI_KINDS, "TRAINPROF_CUPTI_KINDS", TEXT,                                            \
       "kernel,memcpy,memset,memory,sync,runtime,overhead", 0, 0,                             \
       "GPU activity kinds to capture; add driver for driver-API launches")                   \
+    X(CUPTI_DETACH, "TRAINPROF_CUPTI_DETACH", TEXT, "", 0, 0,                                \
+      "0: CUPTI stays attached between capture windows")                                     \
     X(CUPTI_CALLS, "TRAINPROF_CUPTI_CALLS", TEXT, "", 0, 0,                                  \
       "all: every CUDA runtime call, not only those that launch, copy, set, sync, allocate") \
     X(CUPTI_POOL, "TRAINPROF_CUPTI_POOL", TEXT, "", 0, 0,                                    \

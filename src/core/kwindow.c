@@ -48,6 +48,7 @@ static _Atomic int g_pat = -1;   /* index in patterns() of the pattern that coun
 static _Atomic uint64_t g_next;  /* number of the next range-marked step */
 static _Atomic int g_api;        /* tprof_step_begin was called: names no longer count */
 static const char *g_user_pat;   /* TRAINPROF_STEP_NAME, or NULL */
+static _Atomic int g_settle;     /* the window closed: one more "off" at the next step */
 static _Atomic int g_req;        /* detail request pending: 0 none, 1 off, 2 on */
 
 static const char *const k_defaults[] = {TPROF_DEFAULT_STEP_NAMES};
@@ -58,6 +59,7 @@ void tprof__kwin_init(void) {
     atomic_store(&g_state, KW_OFF);
     atomic_store(&tprof__kwin_watch, 0);
     atomic_store(&g_req, 0);
+    atomic_store(&g_settle, 0);
     const char *u0 = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u0 && *u0 ? u0 : NULL; /* step names also count for detail requests */
     atomic_store(&g_pat, -1);
@@ -100,7 +102,8 @@ static int apply_request(uint64_t k) {
     if (!r) return 0;
     int on = r == 2;
     atomic_store(&g_state, on ? KW_MANUAL_ON : KW_MANUAL_OFF);
-    atomic_store(&tprof__kwin_watch, 0);
+    atomic_store(&g_settle, !on);
+    atomic_store(&tprof__kwin_watch, !on);
     if (atomic_load(&g_req)) atomic_store(&tprof__kwin_watch, 1);
     tprof__sources_window(on);
     char v[32];
@@ -117,6 +120,13 @@ int tprof__kwin_active(void) { return atomic_load(&g_state) != KW_OFF; }
 static void step_began(uint64_t k) {
     if (atomic_load(&g_req) && apply_request(k)) return;
     int s = atomic_load(&g_state);
+    /* a step after the window closed, its last kernels have finished: the sources may now
+     * let go of what they kept (CUPTI detaches: capture/cupti.c) */
+    if ((s == KW_AFTER || s == KW_MANUAL_OFF) && atomic_exchange(&g_settle, 0)) {
+        atomic_store(&tprof__kwin_watch, 0);
+        tprof__sources_window(0);
+        return;
+    }
     if (s == KW_BEFORE && k >= g_lo && k <= g_hi) {
         if (atomic_compare_exchange_strong(&g_state, &s, KW_INSIDE)) {
             char v[32];
@@ -127,7 +137,7 @@ static void step_began(uint64_t k) {
         }
     } else if ((s == KW_BEFORE || s == KW_INSIDE) && k > g_hi) {
         if (atomic_compare_exchange_strong(&g_state, &s, KW_AFTER)) {
-            atomic_store(&tprof__kwin_watch, 0);
+            atomic_store(&g_settle, 1); /* the watch stays on for one more step */
             tprof__sources_window(0);
             char v[32];
             snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());

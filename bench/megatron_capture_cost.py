@@ -1,0 +1,206 @@
+"""megatron_capture_cost.py — what GPU capture costs a real launch-bound job, measured on
+Megatron-LM's own pretrain_gpt.py (the configuration of bench/megatron_reference.sh), in
+rotated rounds of one call, each mode against the bare run of the same round:
+
+  bare       no profiler
+  default    `trainprof run --python` as a user runs it (the default capture plan)
+  window     `trainprof run --python --kernel-steps A-B`: GPU activity in steps A..B only
+  full       `trainprof run --python` with GPU activity in every step (TRAINPROF_KERNEL_STEPS
+             unset, TRAINPROF_GPU_CAPTURE=all where the CLI knows it)
+  nocupti    `trainprof run --python` with TRAINPROF_CUPTI=0 (the CUPTI-off pace)
+  plain      `trainprof run` (no --python) with TRAINPROF_CUPTI=0: injection, NVTX, NCCL
+             plugin and the process sampler without the Python hooks
+  torchprof  bare, with Megatron's own torch.profiler window (--profile
+             --use-pytorch-profiler --profile-step-start A+1 --profile-step-end B+2)
+
+Iteration times are Megatron's own ("elapsed time per iteration (ms)", --log-interval 1).
+Trainprof's step k is Megatron's iteration k+1 (Megatron numbers from 1). For each run the
+iterations are split into before the window (11..A), inside (A+1..B+1) and after (B+3..N:
+the iteration after the window is left out, it holds torch.profiler's trace export and our
+window's closing flush), and each part's median is divided by the same part of the bare run
+of the same round. Per mode it prints the median ratio over the rounds with its spread and a
+95 % interval (t distribution over the rounds), against the targets:
+
+  default (all iterations 11..N)     <= 1.01 (95 % interval upper end <= 1.02)
+  after / before (window, default)   within 1 %
+  inside: window vs torchprof        window's slowdown <= torch.profiler's
+
+  python3 bench/megatron_capture_cost.py MEGATRON_DIR OUTDIR [--rounds 4] [--iters 60]
+      [--window 30-34] [--modes bare,default,window,torchprof] [--trainprof PATH]
+"""
+import argparse
+import json
+import os
+import random
+import re
+import statistics as st
+import subprocess
+import sys
+import time
+
+ITER = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([0-9.]+)")
+# two-sided 95 % t quantiles by degrees of freedom (NIST/SEMATECH e-Handbook, table 1.3.6.7.2)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+       9: 2.262, 10: 2.228}
+
+ARGS = ("--mock-data --tokenizer-type NullTokenizer --vocab-size 32000 --transformer-impl local "
+        "--bf16 --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+        "--max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 16 "
+        "--lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --log-interval 1 --eval-iters 0 "
+        "--eval-interval 100000 --no-gradient-accumulation-fusion --no-masked-softmax-fusion "
+        "--no-bias-dropout-fusion --no-bias-gelu-fusion --no-persist-layer-norm "
+        "--distributed-backend nccl --seed 1234").split()
+
+
+def iterations(log):
+    out = {}
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = ITER.search(line)
+            if m:
+                out[int(m.group(1))] = float(m.group(2))
+    return out
+
+
+def run(mode, a, b, args, outdir, tag):
+    log = os.path.join(outdir, "%s.log" % tag)
+    cmd = ["torchrun", "--nproc_per_node=1", "--master_port=%d" % (29500 + random.randint(0, 999)),
+           "pretrain_gpt.py"] + ARGS + ["--train-iters", str(args.iters)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = args.megatron + ":" + env.get("PYTHONPATH", "")
+    pre = []
+    if mode == "torchprof":
+        cmd += ["--profile", "--use-pytorch-profiler", "--profile-step-start", str(a + 1),
+                "--profile-step-end", str(b + 2), "--profile-ranks", "0",
+                "--tensorboard-dir", os.path.join(outdir, tag + "-tb")]
+    elif mode != "bare":
+        pre = [args.trainprof, "run", "--no-report", "-o", os.path.join(outdir, tag)]
+        if mode != "plain":
+            pre.insert(2, "--python")
+        if mode == "window" or mode.startswith("window-"):
+            pre += ["--kernel-steps", "%d-%d" % (a, b)]
+        elif mode == "full":
+            env["TRAINPROF_GPU_CAPTURE"] = "all"
+        elif mode in ("nocupti", "plain") or mode.startswith("nocupti-"):
+            env["TRAINPROF_CUPTI"] = "0"
+        for kv in args.mode_env:  # MODE:VAR=VALUE, for variants of a mode
+            m, _, assign = kv.partition(":")
+            if m == mode:
+                k, _, v = assign.partition("=")
+                env[k] = v
+        pre += ["--"]
+    t0 = time.time()
+    with open(log, "w") as f:
+        rc = subprocess.call(pre + cmd, cwd=args.megatron, env=env, stdout=f,
+                             stderr=subprocess.STDOUT, timeout=args.timeout)
+    return log, rc, time.time() - t0
+
+
+def parts(it, a, b, n):
+    """Megatron iteration numbers of before / inside / after the window (trainprof steps a..b)."""
+    return {"before": [i for i in range(11, a + 1) if i in it],
+            "inside": [i for i in range(a + 1, b + 2) if i in it],
+            "after": [i for i in range(b + 3, n + 1) if i in it],
+            "all": [i for i in range(11, n + 1) if i in it]}
+
+
+def interval(v):
+    if len(v) < 2:
+        return (v[0], v[0]) if v else (None, None)
+    m, s = st.mean(v), st.stdev(v)
+    h = T95.get(len(v) - 1, 2.0) * s / len(v) ** 0.5
+    return m - h, m + h
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("megatron")
+    ap.add_argument("outdir")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--iters", type=int, default=60)
+    ap.add_argument("--window", default="30-34")
+    ap.add_argument("--modes", default="bare,default,window,torchprof")
+    ap.add_argument("--trainprof", default="trainprof")
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--mode-env", action="append", default=[],
+                    help="MODE:VAR=VALUE, set for that mode's runs (modes nocupti-NAME and "
+                         "window-NAME are variants of nocupti and window)")
+    ap.add_argument("--budget", type=float, default=0, help="stop starting rounds after S s")
+    args = ap.parse_args()
+    args.megatron = os.path.abspath(args.megatron)
+    os.makedirs(args.outdir, exist_ok=True)
+    a, b = (int(x) for x in args.window.split("-"))
+    modes = args.modes.split(",")
+    if "bare" not in modes:
+        modes.insert(0, "bare")
+    rows = []  # (round, mode, part medians)
+    start = time.time()
+    for r in range(args.rounds):
+        if args.budget and time.time() - start > args.budget:
+            print("stopped after %d rounds: time budget" % r)
+            break
+        order = modes[r % len(modes):] + modes[:r % len(modes)]  # rotated
+        for mode in order:
+            log, rc, secs = run(mode, a, b, args, args.outdir, "r%d-%s" % (r, mode))
+            it = iterations(log)
+            p = parts(it, a, b, args.iters)
+            med = {k: (st.median([it[i] for i in v]) if v else None) for k, v in p.items()}
+            rows.append({"round": r, "mode": mode, "rc": rc, "secs": round(secs, 1),
+                         "iters": len(it), "median_ms": med})
+            print("round %d %-9s rc %d %5.1f s %3d iterations: %s" % (
+                r, mode, rc, secs, len(it),
+                " ".join("%s %.2f" % (k, v) for k, v in med.items() if v is not None)),
+                flush=True)
+    with open(os.path.join(args.outdir, "rows.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    bare = {x["round"]: x["median_ms"] for x in rows if x["mode"] == "bare"}
+
+    def ratios(mode, part):
+        out = []
+        for x in rows:
+            base = bare.get(x["round"], {}).get(part)
+            v = x["median_ms"].get(part)
+            if x["mode"] == mode and base and v:
+                out.append(v / base)
+        return out
+
+    print("\nper mode, ms/iteration over bare of the same round (median of the rounds, "
+          "min..max, 95 % interval of the mean):")
+    for mode in modes:
+        if mode == "bare":
+            continue
+        for part in ("all", "before", "inside", "after"):
+            v = ratios(mode, part)
+            if not v:
+                continue
+            lo, hi = interval(v)
+            print("  %-9s %-6s x%.4f (%.4f..%.4f) 95%% [%.4f, %.4f] n=%d" % (
+                mode, part, st.median(v), min(v), max(v), lo, hi, len(v)))
+    print("\ntargets:")
+    d = ratios("default", "all")
+    if d:
+        lo, hi = interval(d)
+        ok = st.median(d) <= 1.01 and hi <= 1.02
+        print("  default mode, iterations 11-%d: x%.4f, 95 %% upper %.4f; target <= 1.01, "
+              "upper <= 1.02: %s" % (args.iters, st.median(d), hi, "PASS" if ok else "MISS"))
+    for mode in ("window", "default"):
+        bef, aft = ratios(mode, "before"), ratios(mode, "after")
+        if bef and aft:
+            q = st.median(aft) / st.median(bef)
+            print("  %s: after the window / before it: %.4f; target within 1 %%: %s" % (
+                mode, q, "PASS" if abs(q - 1) <= 0.01 else "MISS"))
+    for mode in modes:
+        if mode.startswith("window-"):
+            bef, aft = ratios(mode, "before"), ratios(mode, "after")
+            if bef and aft:
+                print("  %s: after the window / before it: %.4f" % (
+                    mode, st.median(aft) / st.median(bef)))
+    w, t = ratios("window", "inside"), ratios("torchprof", "inside")
+    if w and t:
+        print("  inside the window: trainprof x%.4f, torch.profiler x%.4f; target trainprof <= "
+              "torch.profiler: %s" % (st.median(w), st.median(t),
+                                      "PASS" if st.median(w) <= st.median(t) else "MISS"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
