@@ -80,6 +80,9 @@ unset PKG_CONFIG_PATH
 # the installed tree moved: RUNPATHs and the CMake package are relative
 mv "$A" "$B"
 TP=$B/bin/trainprof
+# the command loads the library of its own tree, with no LD_LIBRARY_PATH (RUNPATH)
+env -u LD_LIBRARY_PATH ldd "$TP" | grep -q "libtrainprof.so.0 => $B/" ||
+    fail "the moved command does not load the moved library: $(env -u LD_LIBRARY_PATH ldd "$TP")"
 
 # (b) find_package
 "$CMAKE" -S "$SRC/tests/install_consumer" -B "$DIR/consumer" -DCMAKE_PREFIX_PATH="$B" \
