@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -181,8 +182,21 @@ static void node_sampler_start(const char *dir, const char *run_id) {
     tprof_flush(); /* one flusher pass: NVML is open and the first sample taken */
 }
 
+/* dl_iterate_phdr callback: the path of the libtrainprof this command was loaded with. */
+static int loaded_library(struct dl_phdr_info *info, size_t size, void *path) {
+    (void)size;
+    const char *name = info->dlpi_name, *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    if (strncmp(base, "libtrainprof.so", 15) != 0) return 0;
+    snprintf(path, PATH_MAX, "%s", name);
+    return 1;
+}
+
 /* Absolute path of libtrainprof.so: $TRAINPROF_LIB, else beside the executable or in
- * ../lib relative to it. */
+ * ../lib or ../lib64 relative to it (a build tree, an installation), else the copy the
+ * dynamic linker loaded for this command, which it found through the command's RUNPATH
+ * wherever the installation's libdir is (GNUInstallDirs: lib/<multiarch> under /usr on
+ * Debian) and which an installation without the unversioned libtrainprof.so link also has. */
 static int find_library(char *out, size_t n) {
     const char *env = getenv("TRAINPROF_LIB");
     if (env && *env) {
@@ -205,6 +219,10 @@ static int find_library(char *out, size_t n) {
         snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
         if (realpath(cand, out) && access(out, R_OK) == 0 && strlen(out) < n) return 0;
     }
+    char loaded[PATH_MAX] = "";
+    if (dl_iterate_phdr(loaded_library, loaded) && realpath(loaded, out) &&
+        access(out, R_OK) == 0 && strlen(out) < n)
+        return 0;
     fprintf(stderr, "trainprof run: cannot find libtrainprof.so beside %s; set TRAINPROF_LIB\n",
             exe);
     return -1;
