@@ -87,8 +87,8 @@ static void *block_take(tprof_strtab *t, size_t need) {
         size_t left = t->limit > t->used ? t->limit - t->used : 0;
         if (left < sizeof *b + need) return NULL;
         /* near the limit, half of what is left: the rest stays for the index to double */
-        if (sizeof *b + size > left / 2) size = left / 2 > sizeof *b + need ? left / 2 - sizeof *b
-                                                                             : need;
+        size_t half = left / 2;
+        if (sizeof *b + size > half) size = half > sizeof *b + need ? half - sizeof *b : need;
         tprof_strtab_block *nb = malloc(sizeof *nb + size);
         if (!nb) return NULL;
         nb->next = b;
