@@ -25,6 +25,15 @@ if(TPROF_HAVE_NVTX3)
   target_link_libraries(bench_nvtx PRIVATE ZLIB::ZLIB Threads::Threads ${CMAKE_DL_LIBS})
   # the injected library must exist before the benchmark runs
   add_dependencies(bench_nvtx trainprof)
+
+  # 2 M unique names through nvtxDomainRegisterStringA, injected and with no tool; target 2 s.
+  add_executable(bench_nvtx_strings ${CMAKE_CURRENT_SOURCE_DIR}/bench_nvtx_strings.c)
+  target_compile_definitions(bench_nvtx_strings PRIVATE
+    TPROF_LIB_PATH="$<TARGET_FILE:trainprof>")
+  target_include_directories(bench_nvtx_strings PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_include_directories(bench_nvtx_strings SYSTEM PRIVATE ${TPROF_CUDA_ROOT}/include)
+  target_link_libraries(bench_nvtx_strings PRIVATE ${CMAKE_DL_LIBS})
+  add_dependencies(bench_nvtx_strings trainprof)
 endif()
 
 # Writer throughput into a rank file on one core, and reader / model-load throughput.

@@ -9,6 +9,14 @@ if(TPROF_HAVE_NVTX3)
   target_compile_definitions(test_nvtx PRIVATE
     TPROF_CLI="$<TARGET_FILE:trainprof_cli>" NVTX_PROG="$<TARGET_FILE:nvtx_prog>")
   add_dependencies(test_nvtx nvtx_prog trainprof_cli trainprof)
+  # many registered strings, and past TRAINPROF_NVTX_STRINGS_KB
+  add_executable(nvtx_strings_prog nvtx_strings_prog.c)
+  target_include_directories(nvtx_strings_prog PRIVATE ${TPROF_CUDA_ROOT}/include)
+  target_link_libraries(nvtx_strings_prog PRIVATE ${CMAKE_DL_LIBS})
+  tprof_add_unit(test_nvtx_strings_run test_nvtx_strings_run.c LIBS ${CJSON_LIBRARY})
+  target_compile_definitions(test_nvtx_strings_run PRIVATE
+    TPROF_CLI="$<TARGET_FILE:trainprof_cli>" NVTX_STRINGS_PROG="$<TARGET_FILE:nvtx_strings_prog>")
+  add_dependencies(test_nvtx_strings_run nvtx_strings_prog trainprof_cli trainprof)
 endif()
 
 add_test(NAME demo_char_lm
@@ -29,4 +37,9 @@ set_tests_properties(orphan_writer PROPERTIES TIMEOUT 120 LABELS "cli;no-asan"
 
 # CUPTI's activity buffers, reused and zeroed (capture/bufpool.c); no GPU needed
 tprof_add_unit(test_bufpool test_bufpool.c ${CMAKE_SOURCE_DIR}/src/capture/bufpool.c
+  LIBS Threads::Threads LABELS tsan)
+
+# NVTX's registered strings: the table compiled in (capture/nvtx_strings.c); two threads at
+# once under TSan
+tprof_add_unit(test_nvtx_strings test_nvtx_strings.c ${CMAKE_SOURCE_DIR}/src/capture/nvtx_strings.c
   LIBS Threads::Threads LABELS tsan)

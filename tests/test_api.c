@@ -368,6 +368,61 @@ static void test_string_bound(void **state) {
     tp_run_free(&run);
 }
 
+/* Past TRAINPROF_MAX_STRINGS (here 4) names go inline: the report still counts every name
+ * exactly. op_<i> is pushed i + 1 times, the rounds interleaved (so interned and inline
+ * names alternate on the thread) and every name written into one reused buffer (so the
+ * pointer cache sees the same pointer with other contents). */
+#define ENV_BOUND_NAMES 24
+
+static void body_bound_env(void) {
+    setenv("TRAINPROF_MAX_STRINGS", "4", 1);
+    tprof_config c;
+    tprof_config_init(&c);
+    c.output_dir = g_dir;
+    c.sample_hz = 0;
+    c.nvml_hz = 0;
+    CHECK(tprof_config_from_env(&c) == TPROF_OK && c.max_strings == 4, 20);
+    CHECK(tprof_init(&c) == TPROF_OK, 21);
+    char name[32];
+    for (int round = 0; round < ENV_BOUND_NAMES; round++)
+        for (int i = round; i < ENV_BOUND_NAMES; i++) {
+            snprintf(name, sizeof name, "op_%d", i);
+            tprof_range_push(name);
+            tprof_range_pop();
+        }
+}
+
+static void test_string_bound_env_report(void **state) {
+    (void)state;
+    fresh_dir("boundenv");
+    in_child(body_bound_env);
+    tp_run run;
+    load(&run);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.top_n = 1000;
+    cJSON *rep = tp_report_build(&run, &o);
+    assert_non_null(rep);
+    const cJSON *ranges = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rep, "ranks"), 0), "ranges");
+    assert_int_equal((int)jnum(ranges, "distinct_names"), ENV_BOUND_NAMES);
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(ranges, "top_inclusive");
+    assert_int_equal(cJSON_GetArraySize(rows), ENV_BOUND_NAMES);
+    int seen[ENV_BOUND_NAMES] = {0};
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+        const char *n = cJSON_GetObjectItemCaseSensitive(row, "name")->valuestring;
+        int i = -1, used = 0;
+        assert_int_equal(sscanf(n, "op_%d%n", &i, &used), 1);
+        assert_int_equal(used, (int)strlen(n));
+        assert_true(i >= 0 && i < ENV_BOUND_NAMES);
+        assert_int_equal(seen[i]++, 0);
+        assert_int_equal((int)jnum(row, "count"), i + 1);
+    }
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+}
+
 /* ------------------------------------------------------------------ process sampler */
 
 static void body_procfs(void) {
@@ -500,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_cross_thread_and_misuse),
         cmocka_unit_test(test_steps_metadata_report),
         cmocka_unit_test(test_string_bound),
+        cmocka_unit_test(test_string_bound_env_report),
         cmocka_unit_test(test_procfs_sampler),
         cmocka_unit_test(test_disabled_without_dir),
         cmocka_unit_test(test_init_errors),

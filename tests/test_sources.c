@@ -107,6 +107,7 @@ const tprof__source tprof__source_procfs = {.name = "procfs"};
 const tprof__source tprof__source_nvml = {.name = "nvml"};
 const tprof__source tprof__source_cuda_devices = {.name = "cuda_devices"};
 const tprof__source tprof__source_nccl = {.name = "nccl"};
+const tprof__source tprof__source_nvtx = {.name = "nvtx"};
 
 static void test_capture_table(void **state) {
     (void)state;
@@ -117,7 +118,7 @@ static void test_capture_table(void **state) {
         size_t k = strlen(names);
         snprintf(names + k, sizeof names - k, "%s%s", i ? "," : "", t[i]->name);
     }
-    assert_string_equal(names, "procfs,nvml,cuda_devices,nccl");
+    assert_string_equal(names, "procfs,nvml,cuda_devices,nccl,nvtx");
 }
 
 int main(void) {

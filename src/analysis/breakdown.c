@@ -470,6 +470,48 @@ static const tp_thread *cpu_thread(const tp_process *p, const tp_steps *st) {
     return t;
 }
 
+/* Rows by (name, domain): names are interned in the run's pool, so the pointer is the key.
+ * An open-addressing index of row numbers + 1 (0: empty), kept at most half full, so a run
+ * with millions of distinct names costs a probe per range, not a scan of the rows. */
+typedef struct row_index {
+    uint32_t *slot;
+    size_t cap;
+} row_index;
+
+static size_t row_hash(const char *name, uint32_t domain, size_t mask) {
+    uint64_t h = ((uint64_t)(uintptr_t)name ^ ((uint64_t)domain << 32)) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & mask;
+}
+
+/* The row of (name, domain), or nr when there is none yet; *at gets its slot. */
+static size_t row_find(const row_index *x, const nrow *rows, size_t nr, const char *name,
+                       uint32_t domain, size_t *at) {
+    size_t mask = x->cap - 1, j = row_hash(name, domain, mask);
+    for (; x->slot[j]; j = (j + 1) & mask) {
+        const nrow *r = &rows[x->slot[j] - 1];
+        if (r->name == name && r->domain == domain) break;
+    }
+    *at = j;
+    return x->slot[j] ? x->slot[j] - 1 : nr;
+}
+
+/* Room for one more row (doubling); -1 when out of memory. */
+static int row_index_room(row_index *x, const nrow *rows, size_t nr) {
+    if ((nr + 1) * 2 <= x->cap) return 0;
+    size_t cap = x->cap ? x->cap * 2 : 64;
+    uint32_t *s = calloc(cap, sizeof *s);
+    if (!s) return -1;
+    free(x->slot);
+    x->slot = s;
+    x->cap = cap;
+    for (size_t i = 0; i < nr; i++) {
+        size_t j;
+        row_find(x, rows, i, rows[i].name, rows[i].domain, &j);
+        s[j] = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
 /* The ranges that take part (see cpu_basis), as candidates *cvp[0..*ncand) and the rows
  * they add to, *rowsp[0..*nr). Returns -1 when out of memory (what was built is kept for
  * the caller to free). */
@@ -477,7 +519,8 @@ static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step
                           int descend, nrow **rowsp, size_t *nrp, cand **cvp, size_t *ncandp) {
     nrow *rows = NULL;
     cand *cv = NULL;
-    size_t nr = 0, ncand = 0, capc = 0;
+    size_t nr = 0, capr = 0, ncand = 0, capc = 0;
+    row_index x = {NULL, 0};
     int oom = 0;
     uint8_t *holds = descend && t ? calloc(t->nranges ? t->nranges : 1, 1) : NULL;
     if (holds) phase_holders(t, holds);
@@ -506,14 +549,20 @@ static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step
             }
             if (r->end <= r->start || !nw || r->end <= win[0].start || r->start >= win[nw - 1].end)
                 continue;
-            size_t i = 0;
-            while (i < nr && !(rows[i].name == r->name && rows[i].domain == r->domain)) i++;
+            if (row_index_room(&x, rows, nr) != 0) { oom = 1; break; }
+            size_t at, i = row_find(&x, rows, nr, r->name, r->domain, &at);
             if (i == nr) {
-                nrow *n2 = realloc(rows, (nr + 1) * sizeof *n2);
+                if (nr == capr) {
+                    size_t c2 = capr ? capr * 2 : 64;
+                    nrow *n2 = realloc(rows, c2 * sizeof *n2);
+                    if (!n2) { oom = 1; break; }
+                    rows = n2;
+                    capr = c2;
+                }
                 uint64_t *per = calloc(nw, sizeof *per);
-                if (!n2 || !per) { free(per); if (n2) rows = n2; oom = 1; break; }
-                rows = n2;
+                if (!per) { oom = 1; break; }
                 rows[nr++] = (nrow){r->name, r->domain, 0, per};
+                x.slot[at] = (uint32_t)nr;
             }
             if (ncand == capc) {
                 size_t c2 = capc ? capc * 2 : 256;
@@ -526,6 +575,7 @@ static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step
         }
     }
     free(holds);
+    free(x.slot);
     *rowsp = rows;
     *nrp = nr;
     *cvp = cv;

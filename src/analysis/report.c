@@ -748,6 +748,9 @@ static void run_summary(tp_run_summary *out, const tp_run *run) {
     for (size_t i = 0; i < run->nprocs; i++) {
         const char *v = tp_meta(&run->procs[i], "threads_over_limit");
         if (v) out->threads_over_limit += atof(v);
+        /* events named "(registered string past the limit)" instead of their string */
+        v = tp_meta(&run->procs[i], "nvtx.strings_over_limit");
+        if (v) out->nvtx_strings_over_limit += atof(v);
     }
     /* records the writer could not write (disk full, quota, file size limit, I/O error):
      * counted in the file by the writer (metadata write_errors.*, docs/format.md) */
@@ -786,6 +789,8 @@ static void run_json(cJSON *rep, const tp_run_summary *r) {
     cJSON_AddNumberToObject(jr, "events_dropped", (double)r->events_dropped);
     if (r->threads_over_limit > 0)
         cJSON_AddNumberToObject(jr, "threads_over_limit", r->threads_over_limit);
+    if (r->nvtx_strings_over_limit > 0)
+        cJSON_AddNumberToObject(jr, "nvtx_strings_over_limit", r->nvtx_strings_over_limit);
     if (r->has_write_errors) {
         cJSON_AddNumberToObject(jr, "records_lost_to_write_errors",
                                 r->records_lost_to_write_errors);

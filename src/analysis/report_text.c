@@ -325,6 +325,11 @@ static void run_text(FILE *f, const tp_run_results *res, const char *B, const ch
                       "full rings drop events (raise TRAINPROF_RING_KB)"
                     : "rings were full (raise TRAINPROF_RING_KB)",
                 N);
+    if (run->nvtx_strings_over_limit > 0)
+        fprintf(f, "%s  warning: %.0f NVTX string registrations were past "
+                   "TRAINPROF_NVTX_STRINGS_KB: their events are named \"(registered string "
+                   "past the limit)\" (raise it)%s\n",
+                Y, run->nvtx_strings_over_limit, N);
     if (run->has_write_errors && run->records_lost_to_write_errors > 0)
         fprintf(f, "%s  warning: %.0f records lost to write errors (%s: %s): the rank file "
                    "could not take them; the figures below lack them%s\n",

@@ -634,6 +634,7 @@ typedef struct tp_run_summary {
     double duration_s;
     uint64_t events, events_dropped;
     double threads_over_limit;  /* threads that recorded nothing: over TRAINPROF_MAX_THREADS */
+    double nvtx_strings_over_limit; /* NVTX string registrations past TRAINPROF_NVTX_STRINGS_KB */
     int has_write_errors;       /* some file counted records lost to write errors */
     double records_lost_to_write_errors;
     const char *first_write_error_errno, *first_write_error; /* of the first such file */

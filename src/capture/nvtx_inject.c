@@ -18,14 +18,17 @@
 #include <stdlib.h>
 #include <wchar.h>
 
+#include "../core/config.h"
 #include "../core/internal.h"
+#include "../core/source.h"
 
 #include "nvtx_abi.h"
+#include "nvtx_strings.h"
 
 /* Our handles: a domain handle points at one of these, and a registered-string handle
- * at a tprof_regstr. Both live for the life of the process (the library is nodelete). */
+ * at a tprof_regstr (nvtx_strings.h). Both live for the life of the process (the library is
+ * nodelete). */
 typedef struct tprof_domain { uint32_t id; } tprof_domain;
-typedef struct tprof_regstr { char *str; struct tprof_regstr *next; } tprof_regstr;
 
 /* ---------------------------------------------------------------- strings */
 
@@ -64,7 +67,7 @@ static const char *attr_name(const tnvtx_attr *a) {
         return a->message ? (const char *)a->message : "(null)";
     case TNVTX_MSG_UNICODE:
         return wide_to_utf8((const wchar_t *)a->message);
-    case TNVTX_MSG_REGISTERED:
+    case TNVTX_MSG_REGISTERED: /* a handle we gave out: its holder, read without a lock */
         return a->message ? ((const tprof_regstr *)a->message)->str : "(null)";
     default:
         return "(unnamed)";
@@ -185,37 +188,59 @@ static void h_dname_category_w(const void *d, uint32_t c, const wchar_t *n) {
 }
 
 static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static tprof_regstr *g_regstrs;
-static uint32_t g_nregstrs;
 static tprof_domain *g_domains[4096];
 static uint32_t g_ndomains;
 
-/* Registered strings are deduplicated by content, so a library that registers the same
- * name in a loop does not grow memory; at most 1<<16 distinct ones. */
-static const void *register_string(const char *s) {
-    if (!s) s = "(null)";
-    pthread_mutex_lock(&g_reg_lock);
-    tprof_regstr *r = g_regstrs;
-    while (r && strcmp(r->str, s) != 0) r = r->next;
-    if (!r && g_nregstrs < (1u << 16)) {
-        r = malloc(sizeof *r);
-        if (r) {
-            size_t n = strlen(s) + 1;
-            r->str = malloc(n);
-            if (r->str) {
-                memcpy(r->str, s, n);
-                r->next = g_regstrs;
-                g_regstrs = r;
-                g_nregstrs++;
-            } else {
-                free(r);
-                r = NULL;
-            }
-        }
-    }
-    pthread_mutex_unlock(&g_reg_lock);
-    return r; /* NULL past the bound: the application then sees an unregistered string */
+/* Registered strings, deduplicated by content (a library that registers the same name in a
+ * loop does not grow memory), within TRAINPROF_NVTX_STRINGS_KB (set at the first
+ * registration). */
+static tprof_strtab g_strings = TPROF_STRTAB_INIT(0);
+static pthread_once_t g_strings_once = PTHREAD_ONCE_INIT;
+
+static void strings_limit(void) {
+    const tprof__option *o = tprof__option_row(TPROF__OPT_NVTX_STRINGS_KB);
+    uint64_t kb = strtoull(o->def, NULL, 10);
+    tprof__env_uint(TPROF__OPT_NVTX_STRINGS_KB, &kb); /* clamped to the row's max */
+    tprof__strtab_set_limit(&g_strings, (size_t)kb << 10);
 }
+
+/* Never NULL: past the limit, the holder that says so (counted, nvtx.strings_over_limit). */
+static const tprof_regstr *register_string(const char *s) {
+    pthread_once(&g_strings_once, strings_limit);
+    return tprof__strtab_register(&g_strings, s ? s : "(null)");
+}
+
+/* The source's part (core/source.h): the count of registrations past the limit reaches the
+ * rank file as metadata nvtx.strings_over_limit, written on each flusher pass where it grew
+ * and before the last flush of a shutdown or of a signal, so the file holds the total. */
+static tprof__meta_max g_over_meta = TPROF__META_MAX_INIT;
+
+static void over_limit_write(void) {
+    uint64_t n = tprof__strtab_refused(&g_strings);
+    if (n) tprof__set_meta_max(&g_over_meta, "nvtx.strings_over_limit", n);
+}
+static void over_limit_start(const tprof_config *cfg) { /* a new file says it again */
+    (void)cfg;
+    pthread_mutex_lock(&g_over_meta.lock);
+    g_over_meta.written = 0;
+    pthread_mutex_unlock(&g_over_meta.lock);
+}
+static uint64_t over_limit_tick(int final) {
+    (void)final;
+    over_limit_write();
+    return 0;
+}
+/* In the child only this thread runs: a lock another thread of the parent held would stay
+ * held, so the counter's state starts afresh (the count itself is the process's). */
+static void over_limit_after_fork(void) { g_over_meta = (tprof__meta_max)TPROF__META_MAX_INIT; }
+
+const tprof__source tprof__source_nvtx = {
+    .name = "nvtx",
+    .start = over_limit_start,
+    .tick = over_limit_tick,
+    .flush = over_limit_write,
+    .after_fork = over_limit_after_fork,
+};
 
 static const void *h_dregister_a(const void *d, const char *s) {
     (void)d;

@@ -7,9 +7,11 @@
  * and no stub.
  *
  * The order is the order of every loop, and core keeps it:
- *  - ticks, each flusher pass: the process sampler, NVML, the CUDA devices, the NCCL sweep;
+ *  - ticks, each flusher pass: the process sampler, NVML, the CUDA devices, the NCCL sweep,
+ *    NVTX's count of registered strings past its limit;
  *  - flush, before the last pass of a shutdown or of a signal sent from outside: CUPTI's
- *    buffers, then the NCCL operations still waiting for their kernel channels.
+ *    buffers, then the NCCL operations still waiting for their kernel channels, then that
+ *    NVTX count.
  */
 #include "../core/source.h"
 
@@ -20,6 +22,7 @@ extern const tprof__source tprof__source_cuda_devices;
 extern const tprof__source tprof__source_cupti;
 #endif
 extern const tprof__source tprof__source_nccl;
+extern const tprof__source tprof__source_nvtx;
 
 static const tprof__source *const g_table[] = {
     &tprof__source_procfs,
@@ -29,6 +32,7 @@ static const tprof__source *const g_table[] = {
     &tprof__source_cupti,
 #endif
     &tprof__source_nccl,
+    &tprof__source_nvtx,
 };
 
 const tprof__source *const *tprof__sources(size_t *n) {

@@ -42,6 +42,9 @@
       "flush period, ms (SIGKILL loses at most this much)")                                  \
     X(MAX_STRINGS, "TRAINPROF_MAX_STRINGS", UINT, "8192", 0, 16777216,                       \
       "interned names per thread")                                                           \
+    X(NVTX_STRINGS_KB, "TRAINPROF_NVTX_STRINGS_KB", UINT, "262144", 0, 16777216,             \
+      "memory for NVTX registered strings, KiB; those past it are counted and named "        \
+      "\"(registered string past the limit)\"")                                              \
     X(SAMPLE_HZ, "TRAINPROF_SAMPLE_HZ", UINT, "10", 0, 1000,                                 \
       "process sampler (CPU, RSS, threads, context switches) per second; 0 = off")           \
     X(NVML_HZ, "TRAINPROF_NVML_HZ", UINT, "10", 0, 100, "GPU sampling rate (NVML); 0 = off") \
