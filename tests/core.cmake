@@ -12,7 +12,7 @@ if(TPROF_HAVE_NVTX3)
   # many registered strings, and past TRAINPROF_NVTX_STRINGS_KB
   add_executable(nvtx_strings_prog nvtx_strings_prog.c)
   target_include_directories(nvtx_strings_prog PRIVATE ${TPROF_CUDA_ROOT}/include)
-  target_link_libraries(nvtx_strings_prog PRIVATE ${CMAKE_DL_LIBS})
+  target_link_libraries(nvtx_strings_prog PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
   tprof_add_unit(test_nvtx_strings_run test_nvtx_strings_run.c LIBS ${CJSON_LIBRARY})
   target_compile_definitions(test_nvtx_strings_run PRIVATE
     TPROF_CLI="$<TARGET_FILE:trainprof_cli>" NVTX_STRINGS_PROG="$<TARGET_FILE:nvtx_strings_prog>")

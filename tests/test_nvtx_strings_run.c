@@ -153,10 +153,25 @@ static void test_past_the_limit(void **state) {
     cJSON_Delete(rep);
 }
 
+/* fork() while another thread registers: every child registers and exits (none hangs on a
+ * lock its parent's registering thread held at the fork) */
+static void test_fork_while_registering(void **state) {
+    (void)state;
+    const char *base = getenv("TPROF_TEST_TMP");
+    char dir[512], out[600];
+    snprintf(dir, sizeof dir, "%s/nvtxstr-fork-XXXXXX", base && *base ? base : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/run", dir);
+    char *run_argv[] = {TPROF_CLI, "run", "--no-report", "-o", out, "--", NVTX_STRINGS_PROG,
+                        "--fork", "60", NULL};
+    assert_int_equal(run_cmd(run_argv, NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_registered_name),
         cmocka_unit_test(test_past_the_limit),
+        cmocka_unit_test(test_fork_while_registering),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

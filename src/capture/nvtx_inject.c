@@ -204,8 +204,24 @@ static void strings_limit(void) {
     tprof__strtab_set_limit(&g_strings, (size_t)kb << 10);
 }
 
+/* A fork() while another thread registers must not leave the child a lock nobody will
+ * release (its next registration would hang the job) nor a table caught half-grown: the
+ * registration locks are taken around fork and released on both sides. Installed at the
+ * first registration or domain, before any of these locks is used. */
+static void fork_prepare(void) {
+    pthread_mutex_lock(&g_reg_lock);
+    pthread_mutex_lock(&g_strings.lock);
+}
+static void fork_release(void) {
+    pthread_mutex_unlock(&g_strings.lock);
+    pthread_mutex_unlock(&g_reg_lock);
+}
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void fork_install(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+
 /* Never NULL: past the limit, the holder that says so (counted, nvtx.strings_over_limit). */
 static const tprof_regstr *register_string(const char *s) {
+    pthread_once(&g_fork_once, fork_install);
     pthread_once(&g_strings_once, strings_limit);
     return tprof__strtab_register(&g_strings, s ? s : "(null)");
 }
@@ -253,6 +269,7 @@ static const void *h_dregister_w(const void *d, const wchar_t *s) {
 
 static const void *create_domain(const char *name) {
     uint32_t id = tprof__domain_id(name ? name : "(null)");
+    pthread_once(&g_fork_once, fork_install);
     pthread_mutex_lock(&g_reg_lock);
     tprof_domain *d = NULL;
     for (uint32_t i = 0; i < g_ndomains; i++)
@@ -296,6 +313,7 @@ static uint64_t g_next_dynamic_id = TNVTX_SCHEMA_ID_DYNAMIC_START; /* under g_re
  * Registering the same (domain, id, name) again takes no new entry. */
 static uint64_t register_schema(uint32_t domain, uint64_t wanted, const char *name) {
     const tprof_regstr *r = name ? register_string(name) : NULL;
+    pthread_once(&g_fork_once, fork_install);
     pthread_mutex_lock(&g_reg_lock);
     if (wanted >= g_next_dynamic_id && wanted < UINT64_MAX) g_next_dynamic_id = wanted + 1;
     uint64_t id = wanted ? wanted : g_next_dynamic_id++;
