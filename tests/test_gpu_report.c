@@ -236,6 +236,45 @@ static void test_stream_order_next_and_graph(void **state) {
  * shorter than a power reading's resolution (100 ms): flagged approximate.
  * GPU 1: no energy counter and its power samples begin only at T0 + 200 ms; GPU 2: no
  * energy counter and no power at all (temperature only). */
+
+/* ------------------------------------------------------------------ repeated correlation ids */
+
+/* CUPTI detached between two capture windows and attached again may number its records from
+ * 1 again: correlation id 5 names a cudaLaunchKernel in the warm-up step (window 1) and another
+ * in the measured step (window 2). Each kernel belongs to the launch that began last before it
+ * started, so only the second kernel counts for the measured step: 1 ms of kernel time (taking
+ * the measured step's launch for both counted 2 ms). Steps of 10 ms: warm-up [T0, T0+10 ms],
+ * then the measured one. */
+static void test_repeated_correlation_ids(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-corr"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 1, 50);
+    synth_thread(f, 2, 51);
+    synth_rank(f, 0, 1);
+    for (uint32_t s = 0; s < 2; s++) {
+        synth_step_begin(f, 1, T0 + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + (s + 1) * 10 * MS, s);
+    }
+    for (uint32_t s = 0; s < 2; s++) {
+        uint64_t b = T0 + s * 10 * MS + MS;
+        tprof_pl_gpu launch = {b + 10 * US, 0, 0, 0, 5, 211, 50, 0};
+        synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b, &launch, sizeof launch,
+                  "cudaLaunchKernel", sizeof "cudaLaunchKernel");
+        synth_kernel(f, 2, b + 50 * US, b + 50 * US + MS, 0, 7, 5, "gemm_kernel");
+    }
+    synth_end_of_file(f, T0 + 21 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    assert_true(jnum(rep, "ranks.0.gpu.devices.0.kernel_ms") == 1.0);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_energy_integrated_power(void **state) {
     (void)state;
     char dir[512];
@@ -711,6 +750,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_short_names_apart),
         cmocka_unit_test(test_phases_graphs_after),
         cmocka_unit_test(test_stream_order_clip),
+        cmocka_unit_test(test_repeated_correlation_ids),
         cmocka_unit_test(test_stream_order_next_and_graph),
         cmocka_unit_test(test_energy_integrated_power),
         cmocka_unit_test(test_gpu_identity_not_sampled),

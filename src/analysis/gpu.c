@@ -135,9 +135,18 @@ static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_ste
     }
 }
 
-static int by_corr(const void *a, const void *b) {
+static int corr_only(const void *a, const void *b) {
     const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
     return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
+}
+
+/* by correlation id, then start: ids may repeat within a file when CUPTI was detached between
+ * capture windows and attached again (its ids may start over) */
+static int by_corr(const void *a, const void *b) {
+    int c = corr_only(a, b);
+    if (c) return c;
+    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
+    return x->start < y->start ? -1 : x->start > y->start;
 }
 
 /* GPU work belongs to the step whose thread launched it (docs/design.md §4): the launch's time is
@@ -149,8 +158,16 @@ static const tp_gpu_op *launch_of(const tp_gpu_op *o, const tp_gpu_op *const *ap
     if (!napi || !o->correlation) return NULL;
     tp_gpu_op key = *o;
     const tp_gpu_op *kp = &key;
-    const tp_gpu_op *const *hit = bsearch(&kp, apis, napi, sizeof *apis, by_corr);
-    return hit ? *hit : NULL;
+    const tp_gpu_op *const *hit = bsearch(&kp, apis, napi, sizeof *apis, corr_only);
+    if (!hit) return NULL;
+    /* of the calls with this id (one per attachment of CUPTI), the last that began before
+     * the work started: a launch precedes its kernel */
+    const tp_gpu_op *const *lo = hit, *const *hi = hit, *const *end = apis + napi;
+    while (lo > apis && lo[-1]->correlation == o->correlation) lo--;
+    while (hi + 1 < end && hi[1]->correlation == o->correlation) hi++;
+    const tp_gpu_op *const *best = lo;
+    for (const tp_gpu_op *const *q = lo; q <= hi && (*q)->start <= o->start; q++) best = q;
+    return *best;
 }
 
 static int by_stream_start(const void *a, const void *b, void *ctx) {
