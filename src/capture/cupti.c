@@ -90,6 +90,11 @@ static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.paus
 enum { DETACH_NO = 0, DETACH_ASKED = 1, DETACH_DONE = 2 };
 static _Atomic int g_detach; /* DETACH_*, changed under g_pause_lock */
 static CUpti_SubscriberHandle g_sub; /* the detach callback's, while DETACH_ASKED */
+/* Correlation ids as written: CUPTI's plus g_corr_base, which becomes the largest id written
+ * so far (g_corr_max) each time CUPTI is attached again, whose ids may start over; every
+ * record of an attachment is delivered before it detaches (a forced flush), so the ids of a
+ * file stay unique. */
+static _Atomic uint32_t g_corr_base, g_corr_max;
 static int reattach(void);
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
@@ -184,6 +189,15 @@ static void emit_gpu(tprof__thread *t, uint16_t kind, const char *name, uint64_t
     }
     if (!dst) return;
     *dst = *pl;
+    if (dst->correlation) {
+        /* unique within the file across attachments of CUPTI (g_corr_base) */
+        dst->correlation += atomic_load_explicit(&g_corr_base, memory_order_relaxed);
+        uint32_t m = atomic_load_explicit(&g_corr_max, memory_order_relaxed);
+        while (dst->correlation > m &&
+               !atomic_compare_exchange_weak_explicit(&g_corr_max, &m, dst->correlation,
+                                                      memory_order_relaxed, memory_order_relaxed)) {
+        }
+    }
     tprof__commit(t, size);
 }
 
@@ -697,6 +711,7 @@ static int reattach(void) {
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
     atomic_store(&g_enabled, 0);
     atomic_store(&g_detach, DETACH_NO);
+    atomic_store(&g_corr_base, atomic_load(&g_corr_max));
     tprof__log(TPROF_LOG_INFO, "CUPTI attached again");
     return 0;
 }
