@@ -335,6 +335,8 @@ static void test_paused_throughout(void **state) {
     char *text = report_text(&run, NULL);
     text_has(text, "GPU activity recorded in no measured step (0 of 20)");
     text_has(text, "capture was paused for torch.profiler");
+    text_has(text, "no bottleneck found: step 20.00 ms, GPU activity not captured in any "
+                   "measured step (rank 0)");
     text_lacks(text, "busy 0.0 %");
     text_lacks(text, "idle 100");
     free(text);

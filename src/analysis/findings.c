@@ -287,6 +287,10 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
             h->busy_rank = r->rank;
             h->busy_steps = r->capture.limited ? r->capture.steps : NULL;
         }
+        if (b->present && b->gpu_basis && b->not_captured && !h->has_not_captured) {
+            h->has_not_captured = 1;
+            h->not_captured_rank = r->rank;
+        }
         if (r->data.found && (!h->has_data || r->data.share > h->data_share)) {
             h->has_data = 1;
             h->data_share = r->data.share;
@@ -367,6 +371,9 @@ void tp_headline_build(tp_run_results *res) {
     if (h->has_exposed && l < sizeof fig)
         l += (size_t)snprintf(fig + l, sizeof fig - l, "%sexposed communication %.1f %% (rank %d, "
                               "the most)", l ? ", " : "", 100 * h->exposed_share, h->exposed_rank);
+    if (h->has_not_captured && l < sizeof fig)
+        l += (size_t)snprintf(fig + l, sizeof fig - l, "%sGPU activity not captured in any "
+                              "measured step (rank %d)", l ? ", " : "", h->not_captured_rank);
     if (h->has_data && l < sizeof fig)
         l += (size_t)snprintf(fig + l, sizeof fig - l, "%sdata loading %.1f %% (rank %d, the most)",
                               l ? ", " : "", 100 * h->data_share, h->data_rank);

@@ -696,8 +696,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
      * the figures below are built on the clipped records) */
     out->records_clipped = p->nclips;
     out->records_clipped_ms = (double)p->clipped_ns / 1e6;
-    kinds_seen kinds = {0, 0, cap->present ? cap->complete_until_ns : UINT64_MAX,
-                        cap->complete_until_s};
+    kinds_seen kinds = {0, 0, cap->complete_until_ns, cap->complete_until_s};
     for (size_t i = 0; i < p->ngpu; i++) {
         kinds.copies |= p->gpu[i].type == TPROF_REC_GPU_MEMCPY;
         kinds.memsets |= p->gpu[i].type == TPROF_REC_GPU_MEMSET;

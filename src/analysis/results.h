@@ -832,6 +832,8 @@ typedef struct tp_headline {
     const char *busy_steps;  /* the steps that share is over when GPU activity was not
                               * recorded in every measured step ("30-34"; into the rank's
                               * capture result), else NULL */
+    int has_not_captured;    /* a rank with GPU records captured none of its measured steps */
+    int not_captured_rank;   /* the first such rank */
     int has_exposed;
     double exposed_share;    /* the rank with the most exposed communication */
     int exposed_rank;
