@@ -705,7 +705,8 @@ out:
 }
 
 void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s,
-                          const char *const *names, size_t nn) {
+                          const tp_steps *cap, const char *not_captured,
+                          const char *captured_words, const char *const *names, size_t nn) {
     memset(out, 0, sizeof *out);
     tp_step whole = {p->first_ts, p->end_mono, 0, 0};
     const tp_step *win = s->nsteps ? s->steps : &whole;
@@ -718,8 +719,26 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
     out->gpu_basis = kernels;
     out->per_step = s->nsteps > 0;
     out->windows = nw - nwarm;
-    if (kernels) gpu_basis(out, p, s, win, nw, nwarm, names, nn);
-    else cpu_basis(out, p, s, win, nw, nwarm, 0);
+    if (!kernels) {
+        cpu_basis(out, p, s, win, nw, nwarm, 0);
+        return;
+    }
+    /* the GPU basis is over the steps in which GPU activity was recorded: a step without
+     * records is not an idle GPU */
+    if (s->nsteps && cap) {
+        out->windows = cap->nsteps - cap->nwarmup;
+        if (out->windows < nw - nwarm) {
+            out->measured_all = nw - nwarm;
+            out->captured_steps = captured_words;
+        }
+        if (!out->windows) {
+            out->not_captured = not_captured ? not_captured : "";
+            return;
+        }
+        gpu_basis(out, p, cap, cap->steps, cap->nsteps, cap->nwarmup, names, nn);
+        return;
+    }
+    gpu_basis(out, p, s, win, nw, nwarm, names, nn);
 }
 
 void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s) {
@@ -748,6 +767,12 @@ void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_s
 /* ------------------------------------------------------------------ the document */
 
 static void gpu_json(cJSON *b, const tp_breakdown_result *r) {
+    if (r->not_captured) { /* no step was captured: no part is known */
+        cJSON_AddStringToObject(b, "not_captured", r->not_captured);
+        cJSON_AddNullToObject(b, "ms");
+        cJSON_AddNullToObject(b, "share");
+        return;
+    }
     cJSON_AddNumberToObject(b, "device", r->device);
     if (r->ndevices > 1) cJSON_AddNumberToObject(b, "devices", (double)r->ndevices);
     if (!r->has_parts) return;

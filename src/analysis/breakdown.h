@@ -26,11 +26,17 @@
 /* Computes the breakdown into *out (results.h; zeroed first, present = 0 when nothing was
  * measured; out->ranges and out->warmup allocated, freed by tp_rank_result_free). s: the
  * rank's steps (warm-up ones are kept apart); without steps the whole process is one window
- * (per "run"). data_names: the range names that mark data loading (case-insensitive, as the
+ * (per "run"). cap: the steps in which GPU activity was recorded (capture.h; NULL: all of
+ * s), the windows of the GPU basis; with measured steps and none captured, the GPU basis
+ * has no parts and out->not_captured = not_captured; over fewer steps than measured,
+ * out->captured_steps = captured_words (both strings live as long as the result, or NULL).
+ * data_names: the range names that mark data loading (case-insensitive, as the
  * report's data_loading). Out of memory: the figures after the basis are left out
  * (has_parts / has_cpu 0). Time O(n log n) in the process's records. */
 void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s,
-                          const char *const *data_names, size_t ndata_names);
+                          const tp_steps *cap, const char *not_captured,
+                          const char *captured_words, const char *const *data_names,
+                          size_t ndata_names);
 
 /* Adds "breakdown" to a rank's JSON from *b (docs/report-json.md; nothing when !b->present). */
 void tp_breakdown_json(cJSON *rank, const tp_breakdown_result *b);

@@ -104,9 +104,11 @@ int tp_comm_is_kernel(const tp_gpu_op *g);
 
 /* The rank's communication: fills *out (results.h; its arrays owned by it, freed with
  * tp_rank_result_free; strings into p's run) and adds "communication" to the rank's JSON
- * from it. st/nst: the measured steps (NULL/0: the whole run of the process is one window). */
+ * from it. st/nst: the measured steps (NULL/0: the whole run of the process is one window);
+ * cst/ncst: those of them in which GPU activity was recorded (capture.h), the windows of the
+ * exposure on the GPU basis (none of them with measured steps: no exposure figures). */
 void tp_comm_rank_section(cJSON *rank, tp_comm_result *out, const tp_process *p,
-                          const tp_step *st, size_t nst);
+                          const tp_step *st, size_t nst, const tp_step *cst, size_t ncst);
 
 /* algbw (GB/s, GB = 1e9 bytes) and the time it is over (ms) of a row's ops with a real
  * duration, the document's "algbw_gbs" and "bw_time_ms": 1 when the row has them, else 0 with

@@ -235,15 +235,27 @@ static void exposure_figures(tp_comm_exposure_result *x, const tp_step *win, siz
 
 /* Exposed and overlapped communication per window (measured step, or the whole run) into *x. */
 static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
-                             const tp_comm_time *tm, const tp_step *st, size_t nst) {
+                             const tp_comm_time *tm, const tp_step *st, size_t nst,
+                             const tp_step *cst, size_t ncst) {
     x->present = 1;
-    tp_step whole = {p->first_ts, p->end_mono, 0, 0};
-    const tp_step *win = nst ? st : &whole;
-    size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
     x->per_step = nst > 0;
     size_t ndev = exposure_basis(x, p, tm);
     const uint32_t *devs = x->devices;
     const char *basis = x->basis;
+    /* on the GPU basis compute is the kernels: only the steps in which GPU activity was
+     * recorded (capture.h) have them, the others would read as all exposed */
+    if (!strcmp(basis, "gpu") && nst) {
+        st = cst;
+        nst = ncst;
+        if (!nst) {
+            x->note = "no measured step was captured (GPU activity not recorded): the exposure "
+                      "on the GPU is not known";
+            return;
+        }
+    }
+    tp_step whole = {p->first_ts, p->end_mono, 0, 0};
+    const tp_step *win = nst ? st : &whole;
+    size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
     if (!strcmp(basis, "none") || !nw) return;
     x->ndevices = ndev;
 
@@ -442,7 +454,8 @@ static void communicators(tp_comm_result *c, const tp_process *p) {
 }
 
 /* The rank's figures: see tp_comm_rank_section. */
-static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *st, size_t nst) {
+static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *st, size_t nst,
+                         const tp_step *cst, size_t ncst) {
     memset(c, 0, sizeof *c);
     c->present = 1;
     int any_comm_kernel = 0;
@@ -485,7 +498,7 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
     placement(c, p, tm);
     c->rows = build_rows(p, tm, st, nst, &c->nrows);
     if (c->rows) communicators(c, p);
-    exposure_compute(&c->exposure, p, tm, st, nst);
+    exposure_compute(&c->exposure, p, tm, st, nst, cst, ncst);
     free(tm);
 }
 
@@ -535,8 +548,8 @@ static void rank_json(cJSON *rs, const tp_comm_result *c, size_t nst) {
 }
 
 void tp_comm_rank_section(cJSON *rs, tp_comm_result *out, const tp_process *p, const tp_step *st,
-                          size_t nst) {
-    rank_compute(out, p, st, nst);
+                          size_t nst, const tp_step *cst, size_t ncst) {
+    rank_compute(out, p, st, nst, cst, ncst);
     out->nsteps = nst;
     rank_json(rs, out, nst);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/capture.h"
 #include "analysis/clocks.h"
 #include "analysis/energy.h"
 #include "analysis/findings.h"
@@ -439,6 +440,23 @@ static void add_near(const ctx *c, const rule *ru, const char *unit, int rank, d
     tp_near_add(c->fs, ru->id, unit, rank, v, thr, from);
 }
 
+/* A rule over the GPU figures of rank r names the steps they are over when GPU activity was
+ * not recorded in every measured step: in its message (appended to msg, n bytes) and its
+ * evidence (capture_ev). */
+static void capture_note(char *msg, size_t n, const tp_rank_result *r) {
+    const tp_capture_result *c = &r->capture;
+    if (!c->limited) return;
+    char w[200];
+    size_t l = strlen(msg);
+    if (l < n) snprintf(msg + l, n - l, "; %s", tp_capture_words(c, w, sizeof w));
+}
+
+static void capture_ev(tp_finding *ev, const tp_rank_result *r) {
+    if (!r->capture.limited) return;
+    tp_ev_number(ev, "captured_steps", (double)r->capture.captured);
+    tp_ev_number(ev, "measured_steps", (double)r->capture.measured);
+}
+
 /* the GPU breakdown per measured step, over enough steps to be a pattern */
 static int gpu_steps(const tp_breakdown_result *b, const tp_report_opts *o) {
     return b->present && b->gpu_basis && b->per_step && (double)b->windows >= o->diag_min_steps;
@@ -554,6 +572,7 @@ static int rule_launch(const ctx *c, const rule *ru) {
                               "blame add up to %.1f %% of the step",
              w->rank, b->kernels_per_step, b->kernel_median_us, b->idle_gaps_per_step,
              b->idle_gap_median_us, 100 * wv);
+    capture_note(msg, sizeof msg, w);
     tp_finding *ev = finding(c, ru, "warning", w->rank, msg);
     tp_ev_number(ev, "idle_other_short_gaps_share", wv);
     tp_ev_number(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
@@ -564,6 +583,7 @@ static int rule_launch(const ctx *c, const rule *ru) {
     tp_ev_number(ev, "threshold_idle_share", c->o->launch_idle_share);
     tp_ev_number(ev, "threshold_kernel_us", c->o->launch_kernel_us);
     if (b->has_most_idle_step) tp_ev_number(ev, "most_idle_step", b->most_idle_step);
+    capture_ev(ev, w);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -591,12 +611,14 @@ static int rule_sync(const ctx *c, const rule *ru) {
                               "%.1f synchronising calls per step block the host %.2f ms",
              w->rank, 100 * wv, b->ms[TP_BD_IDLE_HOST_SYNC].mean, g->host_syncs,
              g->host_sync_blocked_ms);
+    capture_note(msg, sizeof msg, w);
     tp_finding *ev = finding(c, ru, "warning", w->rank, msg);
     tp_ev_number(ev, "idle_host_sync_share", wv);
     tp_ev_number(ev, "idle_host_sync_ms", b->ms[TP_BD_IDLE_HOST_SYNC].mean);
     tp_ev_number(ev, "host_syncs_per_step", g->host_syncs);
     tp_ev_number(ev, "host_sync_blocked_ms", g->host_sync_blocked_ms);
     tp_ev_number(ev, "threshold", c->o->host_sync_share);
+    capture_ev(ev, w);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -631,6 +653,7 @@ static int rule_busy(const ctx *c, const rule *ru) {
                               "idle %.1f %%, mostly %s: %.1f %%",
              -100 * wv, w->rank, 100 * c->o->busy_share, 100 * b->share[TP_BD_IDLE],
              parts[big].what, 100 * b->share[parts[big].part]);
+    capture_note(msg, sizeof msg, w);
     tp_finding *ev = finding(c, ru, "warning", w->rank, msg);
     tp_ev_number(ev, "busy_share", -wv);
     tp_ev_number(ev, "idle_data_share", b->share[TP_BD_IDLE_DATA]);
@@ -638,6 +661,7 @@ static int rule_busy(const ctx *c, const rule *ru) {
     tp_ev_number(ev, "idle_other_share", b->share[TP_BD_IDLE_OTHER]);
     tp_ev_number(ev, "threshold", c->o->busy_share);
     if (b->has_most_idle_step) tp_ev_number(ev, "most_idle_step", b->most_idle_step);
+    capture_ev(ev, w);
     add_ranks(ev, rk, n);
     return 1;
 }
@@ -666,6 +690,7 @@ static int rule_memory(const ctx *c, const rule *ru) {
         const tp_nvml_gpu_result *g0 = tp_results_first_gpu(r);
         double total = g0 && g0->has_mem_total ? g0->mem_total_bytes : 0;
         for (size_t k = 0; k < r->gpu.ndevices; k++) {
+            if (!r->gpu.devices[k].has_memory_peak) continue; /* not captured */
             double pk = r->gpu.devices[k].memory_peak_bytes;
             double s = total > 0 ? pk / total : 0;
             if (s > best) {

@@ -27,9 +27,21 @@ static void st3(FILE *f, const tp_stat5 *s) {
 
 /* The GPU basis: the parts of the step, the idle figures, the first warm-up steps. */
 static void breakdown_gpu_text(FILE *f, const tp_breakdown_result *b) {
-    fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the step)\n",
-            (double)b->device, "where work ran", (double)b->windows,
-            b->per_step ? "measured steps" : "window (no steps)");
+    if (b->not_captured) {
+        fprintf(f, "  step breakdown (GPU): not captured: %s\n", b->not_captured);
+        return;
+    }
+    if (b->captured_steps)
+        fprintf(f, "  step breakdown (GPU %.0f, where work ran, %.0f of %.0f measured steps: "
+                   "those in which GPU activity was recorded, steps %s; ms: mean, p50, p90; "
+                   "share of the step)\n",
+                (double)b->device, (double)b->windows, (double)b->measured_all,
+                b->captured_steps);
+    else
+        fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the "
+                   "step)\n",
+                (double)b->device, "where work ran", (double)b->windows,
+                b->per_step ? "measured steps" : "window (no steps)");
     static const struct { tp_bd_part part; const char *label; } rows[] = {
         {TP_BD_COMPUTE, "compute kernels"}, {TP_BD_EXPOSED_COMM, "exposed communication"},
         {TP_BD_MEMCPY, "memcpy/memset"}, {TP_BD_IDLE_DATA, "idle: data loading"},

@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/diff.h"
+#include "analysis/capture.h"
 #include "analysis/jsonget.h"
 #include "analysis/stats.h"
 
@@ -292,7 +293,7 @@ static int class_index(const char *c) {
 static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process *p,
                          const cJSON *r, const tp_report_opts *o, const keyset *kern,
                          const keyset *comm) {
-    tp_steps s;
+    tp_steps s, cs = {0};
     if (tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) { t->oom = 1; return; }
     size_t nm = s.nsteps - s.nwarmup;
     const tp_step *st = tp_steps_measured(&s);
@@ -309,19 +310,24 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
     push(t, side, SEC_STEP, key, v, nm);
     push(t, side, SEC_STEP, "all ranks", v, nm);
 
-    /* kernels: per class and per listed kernel, ms per step */
+    /* kernels: per class and per listed kernel, ms per step of the steps in which GPU
+     * activity was recorded (capture.h): a step without records ran kernels all the same */
     size_t nk = 0;
     for (size_t i = 0; i < p->ngpu; i++) nk += p->gpu[i].type == TPROF_REC_GPU_KERNEL;
-    if (nk) {
+    tp_capture_result cr;
+    if (nk && tp_capture_compute(&cr, &cs, p, &s) != TPROF_OK) goto oom;
+    const tp_step *cst = tp_steps_measured(&cs);
+    size_t ncm = cs.nsteps - cs.nwarmup;
+    if (nk && ncm) {
         size_t nkey = kern->n, nslot = 1024;
-        kv = calloc((NCLS + nkey) * nm, sizeof *kv);
+        kv = calloc((NCLS + nkey) * ncm, sizeof *kv);
         slots = calloc(nslot, sizeof *slots);
         size_t used = 0;
         if (!kv || !slots) goto oom;
         for (size_t i = 0; i < p->ngpu; i++) {
             const tp_gpu_op *g = &p->gpu[i];
             if (g->type != TPROF_REC_GPU_KERNEL) continue;
-            size_t si = step_of(st, nm, g->start);
+            size_t si = step_of(cst, ncm, g->start);
             if (si == SIZE_MAX) continue;
             size_t h = ((uintptr_t)g->name >> 3) * 0x9E3779B97F4A7C15ull >> 20 & (nslot - 1);
             while (slots[h].name && slots[h].name != g->name) h = (h + 1) & (nslot - 1);
@@ -346,11 +352,11 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
                 used++;
             }
             double d = (double)(g->end > g->start ? g->end - g->start : 0) / 1e6;
-            kv[(size_t)slots[h].cls * nm + si] += d;
-            if (slots[h].key >= 0) kv[(NCLS + (size_t)slots[h].key) * nm + si] += d;
+            kv[(size_t)slots[h].cls * ncm + si] += d;
+            if (slots[h].key >= 0) kv[(NCLS + (size_t)slots[h].key) * ncm + si] += d;
         }
-        for (int c = 0; c < NCLS; c++) push(t, side, SEC_CLASS, classes[c], kv + (size_t)c * nm, nm);
-        for (size_t k = 0; k < nkey; k++) push(t, side, SEC_KERNEL, kern->k[k], kv + (NCLS + k) * nm, nm);
+        for (int c = 0; c < NCLS; c++) push(t, side, SEC_CLASS, classes[c], kv + (size_t)c * ncm, ncm);
+        for (size_t k = 0; k < nkey; k++) push(t, side, SEC_KERNEL, kern->k[k], kv + (NCLS + k) * ncm, ncm);
     }
 
     /* communication: per op and communicator size, ms per step of the ops issued in it */
@@ -392,6 +398,7 @@ out:
     free(slots);
     free(ct);
     free(cv);
+    tp_steps_free(&cs);
     tp_steps_free(&s);
 }
 

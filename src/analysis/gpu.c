@@ -485,34 +485,29 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     }
 }
 
-/* A kernel-capture window (TRAINPROF_KERNEL_STEPS): the GPU figures are per step of the
- * measured steps that began while capture was on, so *st, *nst and *step_ns are narrowed
- * to those. */
-static void kernel_window(tp_gpu_result *out, const tp_process *p, const tp_step **st,
-                          size_t *nst, uint64_t *step_ns) {
+/* A kernel-capture window (TRAINPROF_KERNEL_STEPS): its spec, whether it opened, and how many
+ * of the measured steps were captured (the GPU figures are over those: capture.h). */
+static void kernel_window(tp_gpu_result *out, const tp_process *p, const tp_capture_result *cap,
+                          size_t nst) {
     const char *kw = tp_meta(p, "kernel_steps");
     if (!kw) return;
-    const char *kon = tp_meta(p, "kernel_steps.on_ns"), *koff = tp_meta(p, "kernel_steps.off_ns");
     out->has_kernel_steps = 1;
     out->kernel_steps_spec = kw;
-    out->kernel_steps_measured = *nst;
-    out->kernel_steps_opened = kon != NULL;
-    if (*nst) {
-        uint64_t on = kon ? strtoull(kon, NULL, 10) : UINT64_MAX;
-        uint64_t off = koff ? strtoull(koff, NULL, 10) : UINT64_MAX;
-        size_t a = 0, n = *nst;
-        while (a < n && (*st)[a].start < on) a++;
-        size_t b = a;
-        while (b < n && (*st)[b].start < off) b++;
-        *step_ns = 0; /* the window's steps only */
-        for (size_t k = a; k < b; k++) *step_ns += (*st)[k].end - (*st)[k].start;
-        *st += a;
-        *nst = b - a;
-    }
-    out->kernel_steps_in_window = *nst;
+    out->kernel_steps_measured = cap->present ? cap->measured : nst;
+    out->kernel_steps_opened = tp_meta(p, "kernel_steps.on_ns") != NULL;
+    out->kernel_steps_in_window = nst;
 }
 
 _Static_assert(TP_GPU_NCLASSES == TP_KC_COUNT, "results.h keeps one figure per kernel class");
+
+/* Which record kinds the process holds at all: a kind with none was not captured (CUPTI's
+ * kind off: TRAINPROF_CUPTI_KINDS), and its figures are unknown rather than 0. memory_until:
+ * allocation records before this time (capture.h: complete_until_ns) make the peak. */
+typedef struct kinds_seen {
+    int copies, memsets;
+    uint64_t memory_until;
+    double memory_until_s;
+} kinds_seen;
 
 /* Per device the GPU ran work on (at most 64): busy time (the union of everything it ran,
  * so overlapping streams count once), kernel time by class, copies, and the allocator's
@@ -520,7 +515,7 @@ _Static_assert(TP_GPU_NCLASSES == TP_KC_COUNT, "results.h keeps one figure per k
  * spans. */
 static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
                            tp_span *sp, const tp_step *st, size_t nst, uint64_t step_ns,
-                           double per) {
+                           double per, const kinds_seen kinds) {
     uint32_t devs[64];
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
@@ -561,18 +556,28 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
         D->kernels = (double)nk / per;
         D->kernel_ms = kernel_ns / 1e6 / per;
         for (size_t ci = 0; ci < TP_KC_COUNT; ci++) D->kernel_ms_by_class[ci] = cls_ns[ci] / 1e6 / per;
+        D->has_memcpy_memset = kinds.copies || kinds.memsets;
         D->memcpy_memset_ms = copy_ns / 1e6 / per;
+        D->has_copies = kinds.copies;
         D->h2d_bytes = (double)h2d / per;
         D->d2h_bytes = (double)d2h / per;
-        /* device-memory peak: running sum of allocations minus releases */
+        /* device-memory peak: running sum of allocations minus releases, over the records
+         * of the time capture was on from the start (before it, nothing allocated; after
+         * it first went off, allocations went unseen and the sum would be off by them) */
         int64_t cur = 0, peak = 0;
+        size_t nmem = 0;
         for (size_t i = 0; i < p->ngmem; i++) {
             const tp_gpu_mem *m = &p->gmem[i];
             if (m->device != devs[d] || m->memory_kind != 3) continue; /* device memory */
+            if (m->ts >= kinds.memory_until) continue;
+            nmem++;
             cur = tp_mem_step(cur, m->bytes, m->op == 1);
             if (cur > peak) peak = cur;
         }
+        D->has_memory_peak = nmem > 0;
         D->memory_peak_bytes = (double)peak;
+        D->has_memory_peak_until = nmem > 0 && kinds.memory_until != UINT64_MAX;
+        D->memory_peak_until_s = kinds.memory_until_s;
     }
 }
 
@@ -664,56 +669,55 @@ static void host_side(tp_gpu_result *out, const tp_process *p, const tp_step *st
         nsync++;
         blocked += (double)in;
     }
-    /* Another CUPTI client (torch.profiler, Nsight) that takes over the activity API later
-     * silences ours: GPU records stop while the steps go on. Say so, with the span. */
-    uint64_t last_gpu = 0;
-    for (size_t i = 0; i < p->ngpu; i++)
-        if (p->gpu[i].end > last_gpu) last_gpu = p->gpu[i].end;
-    for (size_t i = 0; i < p->napi; i++)
-        if (p->api[i].end > last_gpu) last_gpu = p->api[i].end;
-    if (nst && last_gpu && st[nst - 1].end > last_gpu + 1000000000ull) {
-        size_t silent = 0;
-        for (size_t i = 0; i < nst; i++) silent += st[i].start > last_gpu;
-        if (silent >= 2) {
-            out->has_records_stopped = 1;
-            out->stopped_after_s = (double)(last_gpu - st[0].start) / 1e9;
-            out->stopped_span_s = (double)(st[nst - 1].end - last_gpu) / 1e9;
-            out->steps_without_gpu_records = silent;
-            out->stopped_cause = "another CUPTI client (torch.profiler, Nsight) took over the "
-                                 "activity API; GPU figures cover only the steps before";
-        }
-    }
+    /* the synchronisations are runtime-API records: without any, CUPTI's runtime kind was off
+     * and their number is unknown, not 0 */
+    out->has_host_syncs = p->napi > 0;
     out->host_syncs = (double)nsync / per;
     out->host_sync_blocked_ms = blocked / 1e6 / per;
 }
 
 void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
-                    uint64_t step_ns, int top_n) {
+                    uint64_t step_ns, int top_n, const tp_capture_result *cap) {
     memset(out, 0, sizeof *out);
-    if (!p->ngpu && !p->napi && !p->ngmem) return;
-    tp_gpu_result kwin = {0};
-    kernel_window(&kwin, p, &st, &nst, &step_ns);
-    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
-    if (!apis) return;
-    *out = kwin;
-    for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
-    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
-    uint64_t lag = nst ? launch_lag(p, apis) : 0;
-    double per = nst ? (double)nst : 1.0;
+    if (!p->ngpu && !p->napi && !p->ngmem && !(cap->present && !cap->captured)) return;
+    kernel_window(out, p, cap, nst);
     out->present = 1;
-    out->per_step = nst > 0;
-    out->steps_measured = nst;
-    out->has_launch_lag = nst > 0;
-    out->launch_lag_ms = (double)lag / 1e6;
     capture_pauses(out, p);
     out->cupti_records_dropped = p->cupti_dropped;
     const char *untimed = tp_meta(p, "cupti.untimed_records"); /* left out by the capture */
     if (untimed && strtod(untimed, NULL) > 0) out->cupti_records_untimed = strtod(untimed, NULL);
+    /* GPU records that stopped while the steps went on (capture.c found them) */
+    out->has_records_stopped = cap->has_records_stopped;
+    out->stopped_after_s = cap->stopped_after_s;
+    out->stopped_span_s = cap->stopped_span_s;
+    out->steps_without_gpu_records = cap->steps_without_gpu_records;
+    out->stopped_cause = "another CUPTI client (torch.profiler, Nsight) took over the activity "
+                         "API; GPU figures cover only the steps before";
+    if (cap->present && !cap->captured) { /* measured steps, none captured: no figure */
+        out->per_step = 1;
+        out->not_captured = cap->not_captured;
+        return;
+    }
+    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    if (!apis) return;
+    for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
+    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
+    uint64_t lag = nst ? launch_lag(p, apis) : 0;
+    double per = nst ? (double)nst : 1.0;
+    out->per_step = nst > 0;
+    out->steps_measured = nst;
+    out->has_launch_lag = nst > 0;
+    out->launch_lag_ms = (double)lag / 1e6;
     cupti_overhead(out, p, st, nst, per);
     /* records that contradicted their stream's order, as the loader clipped them (whole run:
      * the figures below are built on the clipped records) */
     out->records_clipped = p->nclips;
     out->records_clipped_ms = (double)p->clipped_ns / 1e6;
+    kinds_seen kinds = {0, 0, cap->complete_until_ns, cap->complete_until_s};
+    for (size_t i = 0; i < p->ngpu; i++) {
+        kinds.copies |= p->gpu[i].type == TPROF_REC_GPU_MEMCPY;
+        kinds.memsets |= p->gpu[i].type == TPROF_REC_GPU_MEMSET;
+    }
     tp_span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
     /* each op's ns that count for the measured steps, once for the tables below */
     uint64_t *att = malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
@@ -722,7 +726,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         att = NULL;
     }
     for (size_t i = 0; att && i < p->ngpu; i++) att[i] = attributed(&p->gpu[i], att[i], st, nst);
-    if (sp && att) device_figures(out, p, att, sp, st, nst, step_ns, per);
+    if (sp && att) device_figures(out, p, att, sp, st, nst, step_ns, per, kinds);
     top_kernels(out, p, att, nst, per, top_n);
     host_side(out, p, st, nst, per);
     graphs_and_after(out, p, att, st, nst, per);
@@ -750,6 +754,11 @@ static void overhead_json(cJSON *g, const tp_gpu_result *r) {
     }
 }
 
+static void num_or_null(cJSON *o, const char *key, int known, double v) {
+    if (known) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
 static void device_json(cJSON *jd, const tp_gpu_device_result *D) {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddNumberToObject(e, "device", D->device);
@@ -760,20 +769,32 @@ static void device_json(cJSON *jd, const tp_gpu_device_result *D) {
     cJSON *jc = cJSON_AddObjectToObject(e, "kernel_ms_by_class");
     for (int ci = 0; ci < TP_KC_COUNT; ci++)
         cJSON_AddNumberToObject(jc, tp_kernel_class_name(ci), D->kernel_ms_by_class[ci]);
-    cJSON_AddNumberToObject(e, "memcpy_memset_ms", D->memcpy_memset_ms);
-    cJSON_AddNumberToObject(e, "h2d_bytes", D->h2d_bytes);
-    cJSON_AddNumberToObject(e, "d2h_bytes", D->d2h_bytes);
-    cJSON_AddNumberToObject(e, "memory_peak_bytes", D->memory_peak_bytes);
+    /* a kind not captured is null: unknown, not 0 */
+    num_or_null(e, "memcpy_memset_ms", D->has_memcpy_memset, D->memcpy_memset_ms);
+    num_or_null(e, "h2d_bytes", D->has_copies, D->h2d_bytes);
+    num_or_null(e, "d2h_bytes", D->has_copies, D->d2h_bytes);
+    num_or_null(e, "memory_peak_bytes", D->has_memory_peak, D->memory_peak_bytes);
+    if (D->has_memory_peak_until)
+        cJSON_AddNumberToObject(e, "memory_peak_until_s", D->memory_peak_until_s);
     if (D->name) cJSON_AddStringToObject(e, "name", D->name);
     if (D->uuid) cJSON_AddStringToObject(e, "uuid", D->uuid);
     if (D->has_sm_count) cJSON_AddNumberToObject(e, "sm_count", D->sm_count);
     if (D->has_capacity) {
         cJSON_AddNumberToObject(e, "memory_capacity_bytes", D->memory_capacity_bytes);
-        cJSON_AddNumberToObject(e, "memory_peak_share", D->memory_peak_share);
+        num_or_null(e, "memory_peak_share", D->has_memory_peak, D->memory_peak_share);
     }
     cJSON *inv = NULL;
     tp_figure_invalid_json(&inv, e, "busy_share", &D->busy_share_flagged, tp_flag_reason_busy);
     cJSON_AddItemToArray(jd, e);
+}
+
+static void stopped_json(cJSON *g, const tp_gpu_result *r) {
+    if (!r->has_records_stopped) return;
+    cJSON *lost = cJSON_AddObjectToObject(g, "records_stopped");
+    cJSON_AddNumberToObject(lost, "after_s", r->stopped_after_s);
+    cJSON_AddNumberToObject(lost, "span_s", r->stopped_span_s);
+    cJSON_AddNumberToObject(lost, "steps_without_gpu_records", (double)r->steps_without_gpu_records);
+    cJSON_AddStringToObject(lost, "likely_cause", r->stopped_cause);
 }
 
 void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
@@ -800,6 +821,12 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
             cJSON_AddItemToArray(a, e);
         }
     }
+    if (r->not_captured) { /* measured steps, none captured: no figure is known */
+        cJSON_AddStringToObject(g, "not_captured", r->not_captured);
+        static const char *const none[] = {"devices", "top_kernels", "kernel_ms_total",
+                                           "host_syncs", "host_sync_blocked_ms"};
+        for (size_t i = 0; i < sizeof none / sizeof *none; i++) cJSON_AddNullToObject(g, none[i]);
+    }
     if (r->cupti_records_dropped)
         cJSON_AddNumberToObject(g, "cupti_records_dropped", (double)r->cupti_records_dropped);
     if (r->cupti_records_untimed > 0)
@@ -808,6 +835,10 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
     if (r->records_clipped) {
         cJSON_AddNumberToObject(g, "records_clipped", (double)r->records_clipped);
         cJSON_AddNumberToObject(g, "records_clipped_ms", r->records_clipped_ms);
+    }
+    if (r->not_captured) {
+        stopped_json(g, r);
+        return;
     }
     cJSON *jd = cJSON_AddArrayToObject(g, "devices");
     for (size_t d = 0; d < r->ndevices; d++) device_json(jd, &r->devices[d]);
@@ -824,15 +855,9 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
         cJSON_AddItemToArray(jt, e);
     }
     cJSON_AddNumberToObject(g, "kernel_ms_total", r->kernel_ms_total);
-    if (r->has_records_stopped) {
-        cJSON *lost = cJSON_AddObjectToObject(g, "records_stopped");
-        cJSON_AddNumberToObject(lost, "after_s", r->stopped_after_s);
-        cJSON_AddNumberToObject(lost, "span_s", r->stopped_span_s);
-        cJSON_AddNumberToObject(lost, "steps_without_gpu_records", (double)r->steps_without_gpu_records);
-        cJSON_AddStringToObject(lost, "likely_cause", r->stopped_cause);
-    }
-    cJSON_AddNumberToObject(g, "host_syncs", r->host_syncs);
-    cJSON_AddNumberToObject(g, "host_sync_blocked_ms", r->host_sync_blocked_ms);
+    stopped_json(g, r);
+    num_or_null(g, "host_syncs", r->has_host_syncs, r->host_syncs);
+    num_or_null(g, "host_sync_blocked_ms", r->has_host_syncs, r->host_sync_blocked_ms);
     if (r->graph_launches > 0 || r->graph_kernels > 0) {
         cJSON *jg = cJSON_AddObjectToObject(g, "cuda_graphs");
         cJSON_AddNumberToObject(jg, "launches", r->graph_launches);

@@ -11,11 +11,13 @@
 #include "analysis/steps.h"
 
 /* Computes the rank's GPU figures into *out (results.h; zeroed first; present = 0 when the
- * process has no GPU records, or out of memory). st/nst: the measured steps (NULL/0: the
- * whole run); step_ns: their total length; top_n: rows of the top-kernel table. The arrays
- * of *out are allocated, freed by tp_rank_result_free. Time O(records log records). */
+ * process has no GPU records, or out of memory). st/nst: the captured measured steps
+ * (capture.h; NULL/0 without measured steps: the whole run); step_ns: their total length;
+ * top_n: rows of the top-kernel table; cap: the rank's capture (with measured steps and
+ * none captured, out->not_captured and no figure). The arrays of *out are allocated, freed
+ * by tp_rank_result_free. Time O(records log records). */
 void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
-                    uint64_t step_ns, int top_n);
+                    uint64_t step_ns, int top_n, const tp_capture_result *cap);
 
 /* Adds "gpu" to the rank's JSON from *g (docs/report-json.md; nothing when !g->present).
  * The devices' capacity (tp_memory_capacity, energy.h) must be filled in before. */

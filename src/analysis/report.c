@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "analysis/breakdown.h"
+#include "analysis/capture.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
 #include "analysis/findings.h"
@@ -608,25 +609,36 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     agg_free(&sc.unclosed);
 
     timers_section(rs, &out->timers, p, meas, nm);
+    /* the steps in which GPU activity was recorded: every GPU figure is over them alone */
+    tp_steps cap;
+    /* out of memory for the copy: every step stands for itself (capture not present) */
+    const tp_steps *capp = tp_capture_compute(&out->capture, &cap, p, &s) == TPROF_OK ? &cap : &s;
+    tp_capture_json(rs, &out->capture);
+    const tp_step *cmeas = tp_steps_measured(capp);
+    size_t ncm = capp->nsteps - capp->nwarmup;
+    uint64_t cap_ns = 0;
+    for (size_t i = 0; i < ncm; i++) cap_ns += cmeas[i].end - cmeas[i].start;
     /* the GPU's devices take their capacity from NVML: both computed before either is written */
-    tp_gpu_compute(&out->gpu, p, meas, per_step ? nm : 0, total_step_ns, o->top_n);
+    tp_gpu_compute(&out->gpu, p, cmeas, per_step ? ncm : 0, cap_ns, o->top_n, &out->capture);
     tp_nvml_compute(&out->nvml, run, p, tp_steps_measured(&s), nm);
     tp_memory_capacity(&out->gpu, &out->nvml, p);
     /* before any is written or read: impossible figures leave the results (figures.h) */
     tp_figures_check_gpu(&out->gpu);
     tp_figures_check_nvml(&out->nvml);
     tp_gpu_json(rs, &out->gpu);
-    tp_comm_rank_section(rs, &out->comm, p, meas, per_step ? nm : 0);
+    tp_comm_rank_section(rs, &out->comm, p, meas, per_step ? nm : 0, cmeas, per_step ? ncm : 0);
     process_section(&out->process, p);
     sampler_json(rs, &out->process);
     tp_nvml_json(rs, &out->nvml);
-    tp_breakdown_compute(&out->breakdown, p, &s, o->data_names, o->ndata_names);
+    tp_breakdown_compute(&out->breakdown, p, &s, capp, out->capture.not_captured,
+                         out->capture.steps, o->data_names, o->ndata_names);
     tp_breakdown_json(rs, &out->breakdown);
     tp_phases_compute(&out->phases, p, &s);
     tp_phases_json(rs, &out->phases);
     data_result(&out->data, &sc, &s, meas, nm, per, denom);
     data_json(rs, &out->data, o);
     free(sc.dv);
+    tp_steps_free(&cap);
     tp_steps_free(&s);
     return rs;
 }

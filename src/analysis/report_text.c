@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "analysis/breakdown.h"
+#include "analysis/capture.h"
 #include "analysis/comm.h"
 #include "analysis/diagnose.h"
 #include "analysis/processes.h"
@@ -46,19 +47,17 @@ static const char *basename_of(const char *p) {
  * with TP_TEXT_CUT (text.h). */
 static void put_name(FILE *f, const char *s, int width) { tp_text_put(f, s, width, width); }
 
-/* The GPU's capture notes: the kernel-capture window and the pauses. */
-static void gpu_capture_text(FILE *f, const tp_gpu_result *g) {
-    if (g->has_kernel_steps) {
-        if (g->kernel_steps_opened)
-            fprintf(f, "  GPU activity captured only in steps %s (--kernel-steps): %.0f of the "
-                       "%.0f measured steps; GPU figures are per step of those\n",
-                    printable(g->kernel_steps_spec), (double)g->kernel_steps_in_window,
-                    (double)g->kernel_steps_measured);
-        else
-            fprintf(f, "  GPU activity capture was limited to steps %s (--kernel-steps), which "
-                       "never began: no GPU activity recorded\n",
-                    printable(g->kernel_steps_spec));
-    }
+/* The GPU's capture notes: the steps the figures are over (capture.h), a kernel-capture
+ * window that never opened, and the pauses. */
+static void gpu_capture_text(FILE *f, const tp_gpu_result *g, const tp_capture_result *cap) {
+    tp_capture_text(f, cap);
+    if (g->has_kernel_steps && !g->kernel_steps_opened)
+        fprintf(f, "  GPU activity capture was limited to steps %s (--kernel-steps), which "
+                   "never began: no GPU activity recorded\n",
+                printable(g->kernel_steps_spec));
+    else if (g->has_kernel_steps && !cap->limited)
+        fprintf(f, "  GPU activity captured in steps %s (--kernel-steps): every measured step\n",
+                printable(g->kernel_steps_spec));
     for (size_t i = 0; i < g->npauses; i++) {
         const tp_gpu_pause *d = &g->pauses[i];
         fprintf(f, "  GPU activity paused%s%s%s from %.3f s to %.3f s%s: no GPU records then\n",
@@ -67,7 +66,8 @@ static void gpu_capture_text(FILE *f, const tp_gpu_result *g) {
     }
 }
 
-/* A CUDA device of the rank: busy time, kernels by class, copies, memory. */
+/* A CUDA device of the rank: busy time, kernels by class, copies, memory. A kind CUPTI did
+ * not capture reads "not captured": unknown, not 0. */
 static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *unit,
                             const char *B, const char *N) {
     fprintf(f, "  %sGPU %.0f%s", B, (double)d->device, N);
@@ -79,19 +79,29 @@ static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *
     }
     fputc(':', f);
     if (d->has_busy_share) fprintf(f, " busy %.1f %% of the step,", 100 * d->busy_share);
-    fprintf(f, " kernels %.2f ms %s (%.0f kernels), memcpy/memset %.2f ms\n", d->kernel_ms,
-            unit, d->kernels, d->memcpy_memset_ms);
+    fprintf(f, " kernels %.2f ms %s (%.0f kernels), ", d->kernel_ms, unit, d->kernels);
+    if (d->has_memcpy_memset) fprintf(f, "memcpy/memset %.2f ms\n", d->memcpy_memset_ms);
+    else fputs("memcpy/memset not captured\n", f);
     fprintf(f, "    by class:");
     for (int c = 0; c < TP_GPU_NCLASSES; c++)
         fprintf(f, " %s %.2f ms;", tp_kernel_class_name(c), d->kernel_ms_by_class[c]);
-    fprintf(f,
-            "\n    copies host->device %.1f MiB, device->host %.1f MiB %s; device memory peak "
-            "%.1f MiB",
-            d->h2d_bytes / 1048576.0, d->d2h_bytes / 1048576.0, unit,
-            d->memory_peak_bytes / 1048576.0);
+    if (d->has_copies)
+        fprintf(f, "\n    copies host->device %.1f MiB, device->host %.1f MiB %s;",
+                d->h2d_bytes / 1048576.0, d->d2h_bytes / 1048576.0, unit);
+    else
+        fputs("\n    copies not captured (no copy record: CUPTI's memcpy kind off, or no copy "
+              "ran);", f);
+    if (!d->has_memory_peak) {
+        fputs(" device memory peak not captured (no allocation record while capture was on "
+              "from the start)\n", f);
+        return;
+    }
+    fprintf(f, " device memory peak %.1f MiB", d->memory_peak_bytes / 1048576.0);
     if (d->has_capacity)
         fprintf(f, " (%.1f %% of %.1f GiB)", 100 * d->memory_peak_share,
                 d->memory_capacity_bytes / 1073741824.0);
+    if (d->has_memory_peak_until)
+        fprintf(f, " up to %.3f s, when capture first went off", d->memory_peak_until_s);
     fputc('\n', f);
 }
 
@@ -103,7 +113,8 @@ static void gpu_overhead_text(FILE *f, const tp_gpu_result *g, const char *unit)
         const double n = driver ? nd : (double)g->overhead_records - nd;
         if (n <= 0) continue;
         fprintf(f, driver ? "  driver time reported by CUPTI: %.3f ms %s (%.0f records)"
-                          : "  CUPTI's own overhead: %.3f ms %s (%.0f records)",
+                          : "  CUPTI's own overhead, the part its records show: %.3f ms %s "
+                            "(%.0f records)",
                 driver ? g->overhead_driver_ms : g->overhead_ms, unit, n);
         int first = 1, full = 0;
         for (size_t i = 0; i < g->noverhead_kinds; i++) {
@@ -121,13 +132,29 @@ static void gpu_overhead_text(FILE *f, const tp_gpu_result *g, const char *unit)
     }
 }
 
-static void gpu_text(FILE *f, const tp_gpu_result *g, const char *B, const char *N) {
-    if (!g->present) return;
+static void gpu_text(FILE *f, const tp_gpu_result *g, const tp_capture_result *cap,
+                     const char *B, const char *N) {
+    if (!g->present) {
+        tp_capture_text(f, cap);
+        return;
+    }
     const char *unit = g->per_step ? "per step" : "in total";
-    gpu_capture_text(f, g);
+    gpu_capture_text(f, g, cap);
+    if (g->not_captured) {
+        if (g->has_records_stopped)
+            fprintf(f, "  warning: GPU records stopped %.1f s into the measured steps while %.0f "
+                       "steps went on for %.1f s: %s\n",
+                    g->stopped_after_s, (double)g->steps_without_gpu_records, g->stopped_span_s,
+                    g->stopped_cause);
+        return;
+    }
     for (size_t i = 0; i < g->ndevices; i++) gpu_device_text(f, &g->devices[i], unit, B, N);
-    fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n", g->host_syncs,
-            unit, g->host_sync_blocked_ms);
+    if (g->has_host_syncs)
+        fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n", g->host_syncs,
+                unit, g->host_sync_blocked_ms);
+    else
+        fputs("  host synchronisations: not captured (no CUDA runtime record: CUPTI's runtime "
+              "kind off)\n", f);
     if (g->graph_launches > 0 || g->graph_kernels > 0) {
         fprintf(f, "  CUDA graphs: %.1f graph launches %s running %.1f kernels", g->graph_launches,
                 unit, g->graph_kernels);
@@ -538,7 +565,7 @@ static void rank_text(FILE *f, const tp_rank_result *rr, const char *B, const ch
     process_text(f, &rr->process);
     tp_figures_text(f, rr, Y, N);
     nvml_text(f, &rr->nvml);
-    gpu_text(f, &rr->gpu, B, N);
+    gpu_text(f, &rr->gpu, &rr->capture, B, N);
     tp_comm_rank_text(f, &rr->comm);
     tp_breakdown_text(f, &rr->breakdown);
     tp_phases_text(f, &rr->phases);

@@ -41,6 +41,44 @@ typedef enum tp_bd_part {
     TP_BD_START_IDLE_DATA, TP_BD_IDLE_OTHER_SHORT_GAPS, TP_BD_NPARTS
 } tp_bd_part;
 
+/* Why some measured steps were not captured (tp_capture_result.limited_by, bits). */
+#define TP_CAP_KERNEL_STEPS 1u   /* the kernel-capture window (--kernel-steps) */
+#define TP_CAP_DETAIL 2u         /* the metrics endpoint's detail on/off */
+#define TP_CAP_PAUSED 4u         /* paused for another CUPTI client (gpu_capture.pauses) */
+#define TP_CAP_STOPPED 8u        /* GPU records stopped while the steps went on */
+
+/* Runs of captured step numbers kept (the rest are counted in ranges_left_out). */
+#define TP_CAPTURE_RANGES 8
+
+/* The measured steps in which GPU activity was recorded ("gpu_capture"; capture.h): the
+ * steps every GPU figure of the rank is over, and the step time they cost. */
+typedef struct tp_capture_result {
+    int present;           /* the rank's GPU activity was captured, or meant to be, and it has
+                            * measured steps */
+    int limited;           /* some measured step was not captured (the section is written) */
+    unsigned limited_by;   /* TP_CAP_* */
+    size_t measured, captured;
+    size_t nranges;        /* runs of consecutive captured steps, at most TP_CAPTURE_RANGES */
+    double ranges[TP_CAPTURE_RANGES][2]; /* [first, last] application step numbers */
+    size_t ranges_left_out;
+    char steps[128];       /* the runs in words: "30-34", "10-15, 22"; "" when none */
+    char not_captured[240]; /* captured == 0: why, in words; else "" */
+    /* capture on from the start of the process until this time (CLOCK_MONOTONIC ns;
+     * UINT64_MAX: never off; 0: not on at the start): the allocator's records before it
+     * are complete, so a device-memory peak can be read from them */
+    uint64_t complete_until_ns;
+    double complete_until_s; /* the same in s from the process's start (UINT64_MAX: -1) */
+    int has_records_stopped; /* GPU records stopped while the steps went on */
+    double stopped_after_s, stopped_span_s;
+    size_t steps_without_gpu_records;
+    /* the capture's cost: median captured step against the median of the others */
+    int has_cost;          /* a result */
+    int cost_flagged;      /* computed but not a result: cost_reason says why */
+    double cost_ms, cost_share, captured_median_ms, other_median_ms, other_spread_ms;
+    size_t cost_captured, cost_other, cost_skipped;
+    char cost_reason[200];
+} tp_capture_result;
+
 /* The rank's steps (the document's "steps"; steps.h). */
 typedef struct tp_steps_result {
     int present;           /* steps were looked for (the section exists) */
@@ -86,7 +124,13 @@ typedef struct tp_breakdown_result {
     int present;
     int gpu_basis;         /* "basis": "gpu" (1) or "cpu" (0) */
     int per_step;          /* "per": "step" (1) or "run" (0) */
-    size_t windows;        /* measured steps (or 1 window without steps) */
+    size_t windows;        /* measured steps (or 1 window without steps); GPU basis: the
+                            * captured ones (capture.h) */
+    const char *not_captured; /* GPU basis, measured steps but none captured: why (into the
+                               * rank's capture result); no part is known */
+    const char *captured_steps; /* GPU basis over fewer steps than measured: which ones, in
+                                 * words (into the rank's capture result); else NULL */
+    size_t measured_all;   /* with captured_steps: every measured step */
     int has_device;        /* GPU basis: the device was chosen (figures may still be missing) */
     uint32_t device;       /* CUDA ordinal of the main device: the most kernel time */
     size_t ndevices;       /* devices with kernels ("devices" in the document when over 1) */
@@ -120,11 +164,20 @@ typedef struct tp_flagged_figure {
  * per measured step (tp_gpu_result.per_step) or in total. */
 typedef struct tp_gpu_device_result {
     unsigned device;       /* CUDA ordinal */
-    double memory_peak_bytes;  /* the allocator's peak from CUPTI's memory records */
+    /* the allocator's peak from CUPTI's memory records of the time capture was on from the
+     * start (tp_capture_result.complete_until_ns); has_memory_peak 0: no such record, the
+     * peak is not captured (unknown, not 0) */
+    int has_memory_peak;
+    double memory_peak_bytes;
+    int has_memory_peak_until; /* capture went off later: the peak is up to then */
+    double memory_peak_until_s; /* s from the process's start */
     int has_busy_share;    /* per step only; cleared when impossible (figures.h) */
     double busy_share;     /* of the measured steps' time */
     double busy_ms, kernels, kernel_ms;
     double kernel_ms_by_class[TP_GPU_NCLASSES]; /* TP_KC_* order (model.h, gpu.h) */
+    /* copies and memsets: the process holds no record of the kind at all (has_* 0) when
+     * CUPTI's kind was off: not captured, unknown rather than 0 */
+    int has_memcpy_memset, has_copies;
     double memcpy_memset_ms, h2d_bytes, d2h_bytes;
     /* from CUPTI's device record or NVML (tp_memory_capacity): */
     const char *name, *uuid;   /* NULL when not recorded */
@@ -141,7 +194,8 @@ typedef struct tp_gpu_result {
     int per_step;          /* figures per measured step (1) or over the run (0) */
     int has_launch_lag;
     double launch_lag_ms;  /* median launch-to-start delay */
-    int has_kernel_steps;  /* a kernel-capture window (TRAINPROF_KERNEL_STEPS) */
+    int has_kernel_steps;  /* a kernel-capture window (TRAINPROF_KERNEL_STEPS); in_window:
+                            * the captured measured steps (capture.h) */
     const char *kernel_steps_spec;
     size_t kernel_steps_in_window, kernel_steps_measured;
     int kernel_steps_opened;
@@ -162,10 +216,13 @@ typedef struct tp_gpu_result {
     size_t nkernels;
     struct tp_gpu_kernel *kernels; /* owned: the top kernels, most time first */
     double kernel_ms_total;
+    const char *not_captured; /* measured steps, none captured: why (into the rank's
+                               * capture result); no figure below is known */
     int has_records_stopped; /* GPU records stopped while the steps went on */
     double stopped_after_s, stopped_span_s;
     size_t steps_without_gpu_records;
     const char *stopped_cause;     /* static */
+    int has_host_syncs;    /* runtime-API records exist (CUPTI's runtime kind was on) */
     double host_syncs;     /* blocking synchronisations per step (or in total) */
     double host_sync_blocked_ms;
     /* CUDA graphs: launches (cudaGraphLaunch, cuGraphLaunch) per step (or in total) and the
@@ -432,6 +489,7 @@ typedef struct tp_rank_result {
     tp_ranges_result ranges;
     tp_process_sampler_result process;
     tp_breakdown_result phases; /* "phases": the CPU basis's rows for a GPU-basis rank */
+    tp_capture_result capture; /* the steps the GPU figures are over */
 } tp_rank_result;
 
 /* One op of a communicator across the ranks ("communication.communicators[].ops[]";
@@ -772,6 +830,11 @@ typedef struct tp_headline {
     int has_busy;
     double busy_share;       /* the least busy rank's GPU busy share (GPU breakdown) */
     int busy_rank;
+    const char *busy_steps;  /* the steps that share is over when GPU activity was not
+                              * recorded in every measured step ("30-34"; into the rank's
+                              * capture result), else NULL */
+    int has_not_captured;    /* a rank with GPU records captured none of its measured steps */
+    int not_captured_rank;   /* the first such rank */
     int has_exposed;
     double exposed_share;    /* the rank with the most exposed communication */
     int exposed_rank;

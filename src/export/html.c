@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/capture.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "export/html_sections.h"
@@ -250,6 +251,20 @@ static void bd_fallback(bd_row *b, const tp_rank_result *rr) {
     if (dev->has_busy_share) bd_add(b, "GPU idle", b->step_ms * (1 - dev->busy_share));
 }
 
+/* The ranks whose GPU figures are over fewer steps than measured (capture.h), one note each:
+ * the steps in which GPU activity was recorded. */
+static void capture_notes(FILE *f, const tp_run_results *res) {
+    for (size_t i = 0; i < res->nranks; i++) {
+        char w[256];
+        if (!*tp_capture_words(&res->ranks[i].capture, w, sizeof w)) continue;
+        fprintf(f, "<p class=\"note capture\">rank %d: ", res->ranks[i].rank);
+        E(w);
+        fputs(res->ranks[i].capture.captured ? ": its GPU figures are over those steps only"
+                                             : ": its GPU figures are not captured", f);
+        fputs(".</p>\n", f);
+    }
+}
+
 static void breakdown_chart(FILE *f, const tp_run_results *res) {
     int nr = (int)res->nranks;
     if (nr <= 0) return;
@@ -263,6 +278,9 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
         b->step_ms = rr->steps.mean_ms;
         if (rr->breakdown.present && bd_from_result(b, &rr->breakdown) >= 2) {
             generic = 1;
+            /* GPU parts over the captured steps add up to their mean, not every step's */
+            if (rr->breakdown.gpu_basis && rr->breakdown.captured_steps)
+                b->step_ms = rr->breakdown.ms[TP_BD_STEP].mean;
         } else {
             b->nseg = 0;
             bd_fallback(b, rr);
@@ -297,6 +315,7 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
                       "communication, copies and GPU idle time (kernels on concurrent streams "
                       "can make a bar longer than the step). The black tick is the mean step "
                       "time.");
+    capture_notes(f, res);
     int rowh = 24, left = 70, h = MT + n * rowh + 30;
     double pw = CW - left - MR, xs = tp_svg_nice_step(xmax, 6);
     xmax = ceil(xmax / xs) * xs;
@@ -574,7 +593,10 @@ static void kernels_tables(FILE *f, const tp_run_results *res) {
         const tp_rank_result *rr = &res->ranks[i];
         const tp_gpu_result *g = &rr->gpu;
         if (!g->nkernels) continue;
-        if (!any++) fputs("<h2 id=\"kernels\">Top kernels</h2>\n", f);
+        if (!any++) {
+            fputs("<h2 id=\"kernels\">Top kernels</h2>\n", f);
+            capture_notes(f, res);
+        }
         const char *unit = g->per_step ? "step" : "run";
         fprintf(f, "<h3>rank %d</h3>\n<table class=\"grid kernels\"><tr><th>kernel</th><th>class</th>"
                    "<th>count per %s</th><th>ms per %s</th><th>mean us</th><th>share</th></tr>\n",

@@ -1,0 +1,379 @@
+/*
+ * capture.c — the steps in which GPU activity was recorded (capture.h has the rule), and the
+ * step time that recording cost, measured in the run itself: the median captured step
+ * against the median of the steps run with capture off.
+ *
+ * The timeline of capture on/off is rebuilt from the metadata the runtime writes when it
+ * switches (docs/format.md): every value of kernel_steps.on_ns/off_ns and
+ * capture.detail_on_ns/off_ns (the file keeps each one, the last wins only for readers
+ * asking for one value), applied in time order from the initial state (off before a
+ * kernel-capture window opens, else on); the pauses are gpu_capture.pauses' spans and an
+ * open gpu_capture.paused_since_ns.
+ */
+#define _GNU_SOURCE
+#include "analysis/capture.h"
+#include "analysis/stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainprof.h"
+
+/* GPU records end this long before the steps do, over at least two steps: the records
+ * stopped (another CUPTI client took the activity API over), rather than a quiet tail. */
+#define STOPPED_NS 1000000000ull
+
+/* Sides of the cost with fewer steps than this are no measurement. */
+#define COST_MIN_STEPS 3
+
+typedef struct cap_event {
+    uint64_t t;
+    int on;
+    unsigned why; /* TP_CAP_KERNEL_STEPS or TP_CAP_DETAIL */
+} cap_event;
+
+static int by_time(const void *a, const void *b) {
+    const cap_event *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* The switches of capture in p's metadata, in time order; *n of them (NULL when none or out
+ * of memory: *oom then set). */
+static cap_event *events(const tp_process *p, size_t *n, int *oom) {
+    static const struct { const char *key; int on; unsigned why; } keys[] = {
+        {"kernel_steps.on_ns", 1, TP_CAP_KERNEL_STEPS},
+        {"kernel_steps.off_ns", 0, TP_CAP_KERNEL_STEPS},
+        {"capture.detail_on_ns", 1, TP_CAP_DETAIL},
+        {"capture.detail_off_ns", 0, TP_CAP_DETAIL}};
+    size_t k = 0;
+    for (size_t i = 0; i < p->nmeta; i++)
+        for (size_t j = 0; j < sizeof keys / sizeof *keys; j++)
+            k += !strcmp(p->meta[i].key, keys[j].key);
+    *n = 0;
+    if (!k) return NULL;
+    cap_event *v = malloc(k * sizeof *v);
+    if (!v) {
+        *oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < p->nmeta; i++)
+        for (size_t j = 0; j < sizeof keys / sizeof *keys; j++)
+            if (!strcmp(p->meta[i].key, keys[j].key) && *p->meta[i].value)
+                v[(*n)++] = (cap_event){strtoull(p->meta[i].value, NULL, 10), keys[j].on,
+                                        keys[j].why};
+    qsort(v, *n, sizeof *v, by_time);
+    return v;
+}
+
+/* The pauses: gpu_capture.pauses ("start-end,..." ns) and an open gpu_capture.paused_since_ns
+ * (until the end of the file), as spans into *v (*n); -1 when out of memory. */
+static int pauses(const tp_process *p, tp_span **v, size_t *n) {
+    const char *l = tp_meta(p, "gpu_capture.pauses");
+    const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
+    size_t cap = 1;
+    for (const char *q = l; q && *q; q++) cap += *q == ',';
+    if (l && *l) cap++;
+    *v = malloc(cap * sizeof **v);
+    *n = 0;
+    if (!*v) return -1;
+    for (const char *q = l ? l : ""; *q && *n + 1 < cap;) {
+        unsigned long long x, y;
+        int k = 0;
+        if (sscanf(q, "%llu-%llu%n", &x, &y, &k) != 2) break;
+        if (y > x) (*v)[(*n)++] = (tp_span){x, y};
+        q += k;
+        if (*q == ',') q++;
+    }
+    if (open && *open) (*v)[(*n)++] = (tp_span){strtoull(open, NULL, 10), UINT64_MAX};
+    return 0;
+}
+
+static int overlaps(const tp_span *v, size_t n, uint64_t s, uint64_t e) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i].s < (e > s ? e : s + 1) && v[i].e > s) return 1;
+    return 0;
+}
+
+/* 1 when GPU activity capture applies to p: it has GPU records, or CUPTI started in it
+ * (a window that never opened leaves no record but the capability line). */
+static int applies(const tp_process *p) {
+    if (p->ngpu || p->napi || p->ngmem || p->novh) return 1;
+    const char *c = tp_meta(p, "capability.cupti");
+    return c && !strncmp(c, "activity capture", 16);
+}
+
+/* The runs of captured measured steps as numbers and words. */
+static void step_runs(tp_capture_result *out, const tp_step *meas, size_t nm, const uint8_t *in) {
+    size_t len = 0;
+    for (size_t i = 0; i < nm; i++) {
+        if (!in[i] || (i && in[i - 1] && meas[i].app_step == meas[i - 1].app_step + 1)) continue;
+        size_t j = i;
+        while (j + 1 < nm && in[j + 1] && meas[j + 1].app_step == meas[j].app_step + 1) j++;
+        if (out->nranges < TP_CAPTURE_RANGES) {
+            out->ranges[out->nranges][0] = (double)meas[i].app_step;
+            out->ranges[out->nranges++][1] = (double)meas[j].app_step;
+            if (len < sizeof out->steps) {
+                int w = j > i ? snprintf(out->steps + len, sizeof out->steps - len, "%s%llu-%llu",
+                                         len ? ", " : "", (unsigned long long)meas[i].app_step,
+                                         (unsigned long long)meas[j].app_step)
+                              : snprintf(out->steps + len, sizeof out->steps - len, "%s%llu",
+                                         len ? ", " : "", (unsigned long long)meas[i].app_step);
+                len += w > 0 ? (size_t)w : 0;
+            }
+        } else {
+            out->ranges_left_out++;
+        }
+    }
+    if (out->ranges_left_out && len + 6 < sizeof out->steps)
+        snprintf(out->steps + len, sizeof out->steps - len, ", ...");
+}
+
+/* Why nothing was captured, in words. */
+static void none_reason(tp_capture_result *out, const tp_process *p) {
+    char *b = out->not_captured;
+    size_t n = sizeof out->not_captured, l = 0;
+    l += (size_t)snprintf(b, n, "no measured step was captured");
+    const char *kw = tp_meta(p, "kernel_steps");
+    if ((out->limited_by & TP_CAP_KERNEL_STEPS) && kw && l < n)
+        l += (size_t)snprintf(b + l, n - l, tp_meta(p, "kernel_steps.on_ns")
+                                                ? "; the --kernel-steps window %.40s held none"
+                                                : "; the --kernel-steps window %.40s never began",
+                              kw);
+    if ((out->limited_by & TP_CAP_DETAIL) && l < n)
+        l += (size_t)snprintf(b + l, n - l, "; the metrics endpoint turned detailed capture off");
+    if ((out->limited_by & TP_CAP_PAUSED) && l < n) {
+        const char *why = tp_meta(p, "gpu_capture.pause_reason");
+        int named = why && *why;
+        l += (size_t)snprintf(b + l, n - l, "; capture was paused%s%.60s", named ? " for " : "",
+                              named ? why : "");
+    }
+    if ((out->limited_by & TP_CAP_STOPPED) && l < n)
+        snprintf(b + l, n - l,
+                 "; GPU records stopped (another CUPTI client took the activity API)");
+}
+
+/* The capture's cost: the captured measured steps against those run with capture off by the
+ * window or the metrics endpoint, leaving out the first of them after each captured run (its
+ * start switches capture off, which flushes CUPTI's buffers: that time is the capture's, in a
+ * step that counts as not captured). Steps not captured because capture was paused or the
+ * records stopped ran under another client: they are neither side. */
+static void cost(tp_capture_result *out, const tp_step *meas, size_t nm, const uint8_t *in,
+                 const unsigned *why) {
+    double *a = malloc((nm ? nm : 1) * sizeof *a), *o = malloc((nm ? nm : 1) * sizeof *o);
+    size_t na = 0, no = 0, skipped = 0;
+    if (!a || !o) goto out;
+    for (size_t i = 0; i < nm; i++) {
+        double ms = (double)(meas[i].end - meas[i].start) / 1e6;
+        if (in[i]) {
+            a[na++] = ms;
+        } else if (i && in[i - 1]) {
+            skipped++;
+        } else if (!(why[i] & (TP_CAP_PAUSED | TP_CAP_STOPPED))) {
+            o[no++] = ms;
+        }
+    }
+    if (!na || !no) goto out;
+    qsort(a, na, sizeof *a, tp_cmp_double);
+    qsort(o, no, sizeof *o, tp_cmp_double);
+    out->captured_median_ms = tp_pct_double(a, na, 0.5);
+    out->other_median_ms = tp_pct_double(o, no, 0.5);
+    out->other_spread_ms = tp_pct_double(o, no, 0.9) - tp_pct_double(o, no, 0.1);
+    out->cost_ms = out->captured_median_ms - out->other_median_ms;
+    out->cost_share = out->other_median_ms > 0 ? out->cost_ms / out->other_median_ms : 0;
+    out->cost_captured = na;
+    out->cost_other = no;
+    out->cost_skipped = skipped;
+    double d = out->cost_ms < 0 ? -out->cost_ms : out->cost_ms;
+    if (na < COST_MIN_STEPS || no < COST_MIN_STEPS) {
+        out->cost_flagged = 1;
+        snprintf(out->cost_reason, sizeof out->cost_reason,
+                 "fewer than %d steps on a side (%zu captured, %zu others)", COST_MIN_STEPS, na,
+                 no);
+    } else if (out->other_spread_ms > d) {
+        out->cost_flagged = 1;
+        snprintf(out->cost_reason, sizeof out->cost_reason,
+                 "the other steps' spread (p90-p10 %.2f ms) exceeds the difference",
+                 out->other_spread_ms);
+    } else {
+        out->has_cost = 1;
+    }
+out:
+    free(a);
+    free(o);
+}
+
+/* GPU records that stopped while the captured steps went on: those steps are taken out
+ * (in[] cleared, why[] set) and the span noted. */
+static void records_stopped(tp_capture_result *out, const tp_process *p, const tp_step *meas,
+                            size_t nm, uint8_t *in, unsigned *why) {
+    uint64_t last = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i].end > last) last = p->gpu[i].end;
+    for (size_t i = 0; i < p->napi; i++)
+        if (p->api[i].end > last) last = p->api[i].end;
+    size_t first = SIZE_MAX, lastc = SIZE_MAX, silent = 0;
+    for (size_t i = 0; i < nm; i++) {
+        if (!in[i]) continue;
+        if (first == SIZE_MAX) first = i;
+        lastc = i;
+        silent += meas[i].start > last;
+    }
+    if (!last || first == SIZE_MAX || meas[lastc].end <= last + STOPPED_NS || silent < 2) return;
+    out->has_records_stopped = 1;
+    out->stopped_after_s = (double)(last - meas[first].start) / 1e9;
+    out->stopped_span_s = (double)(meas[lastc].end - last) / 1e9;
+    out->steps_without_gpu_records = silent;
+    for (size_t i = 0; i < nm; i++)
+        if (in[i] && meas[i].start > last) {
+            in[i] = 0;
+            why[i] = TP_CAP_STOPPED;
+        }
+}
+
+int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *p,
+                       const tp_steps *s) {
+    memset(out, 0, sizeof *out);
+    memset(cap, 0, sizeof *cap);
+    cap->source = s->source;
+    cap->name = s->name;
+    cap->thread = s->thread;
+    out->complete_until_ns = UINT64_MAX;
+    out->complete_until_s = -1;
+    size_t n = s->nsteps, nm = n - s->nwarmup;
+    cap->steps = malloc((n ? n : 1) * sizeof *cap->steps);
+    uint8_t *in = calloc(n ? n : 1, 1);
+    unsigned *why = calloc(n ? n : 1, sizeof *why);
+    tp_span *pz = NULL;
+    size_t npz = 0, nev = 0;
+    int oom = !cap->steps || !in || !why;
+    cap_event *ev = oom ? NULL : events(p, &nev, &oom);
+    if (!oom && pauses(p, &pz, &npz) != 0) oom = 1;
+    if (oom) {
+        free(in);
+        free(why);
+        free(ev);
+        free(pz);
+        tp_steps_free(cap);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    int use = applies(p);
+    int on = !tp_meta(p, "kernel_steps");
+    unsigned off_why = TP_CAP_KERNEL_STEPS;
+    /* the allocator's records are complete from the start until capture first went off */
+    if (!on) out->complete_until_ns = 0;
+    for (size_t k = 0; on && k < nev; k++)
+        if (!ev[k].on) {
+            out->complete_until_ns = ev[k].t;
+            break;
+        }
+    if (npz && pz[0].s < out->complete_until_ns) out->complete_until_ns = pz[0].s;
+    for (size_t k = 1; k < npz; k++)
+        if (pz[k].s < out->complete_until_ns) out->complete_until_ns = pz[k].s;
+    if (out->complete_until_ns && out->complete_until_ns != UINT64_MAX)
+        out->complete_until_s =
+            out->complete_until_ns > p->hdr.start_mono_ns
+                ? (double)(out->complete_until_ns - p->hdr.start_mono_ns) / 1e9 : 0;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        const tp_step *st = &s->steps[i];
+        for (; k < nev && ev[k].t <= st->start; k++) {
+            on = ev[k].on;
+            if (!on) off_why = ev[k].why;
+        }
+        if (!use) in[i] = 1;
+        else if (!on) why[i] = off_why;
+        else if (overlaps(pz, npz, st->start, st->end)) why[i] = TP_CAP_PAUSED;
+        else in[i] = 1;
+    }
+    const tp_step *meas = tp_steps_measured(s);
+    if (use && nm) records_stopped(out, p, meas, nm, in + s->nwarmup, why + s->nwarmup);
+    for (size_t i = 0; i < n; i++) {
+        if (!in[i]) continue;
+        cap->steps[cap->nsteps++] = s->steps[i];
+        cap->nwarmup += i < s->nwarmup;
+    }
+    out->present = use && nm > 0;
+    out->measured = nm;
+    for (size_t i = 0; i < nm; i++) {
+        out->captured += in[s->nwarmup + i];
+        out->limited_by |= why[s->nwarmup + i];
+    }
+    out->limited = out->present && out->captured < nm;
+    if (out->limited) {
+        step_runs(out, meas, nm, in + s->nwarmup);
+        if (!out->captured) none_reason(out, p);
+        cost(out, meas, nm, in + s->nwarmup, why + s->nwarmup);
+    }
+    free(in);
+    free(why);
+    free(ev);
+    free(pz);
+    return TPROF_OK;
+}
+
+const char *tp_capture_words(const tp_capture_result *c, char *buf, size_t n) {
+    if (!n) return buf;
+    *buf = 0;
+    if (!c->limited) return buf;
+    if (!c->captured)
+        snprintf(buf, n, "GPU activity recorded in no measured step (0 of %zu)", c->measured);
+    else
+        snprintf(buf, n, "GPU activity recorded in step%s %s (%zu of %zu measured steps)",
+                 c->captured == 1 ? "" : "s", c->steps, c->captured, c->measured);
+    return buf;
+}
+
+static void cost_fields(cJSON *o, const tp_capture_result *c) {
+    cJSON_AddNumberToObject(o, "ms_per_step", c->cost_ms);
+    cJSON_AddNumberToObject(o, "share", c->cost_share);
+    cJSON_AddNumberToObject(o, "captured_median_ms", c->captured_median_ms);
+    cJSON_AddNumberToObject(o, "other_median_ms", c->other_median_ms);
+    cJSON_AddNumberToObject(o, "other_spread_ms", c->other_spread_ms);
+    cJSON_AddNumberToObject(o, "captured_steps", (double)c->cost_captured);
+    cJSON_AddNumberToObject(o, "other_steps", (double)c->cost_other);
+    cJSON_AddNumberToObject(o, "skipped_steps", (double)c->cost_skipped);
+}
+
+void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
+    if (!c->limited) return;
+    static const struct { unsigned bit; const char *name; } causes[] = {
+        {TP_CAP_KERNEL_STEPS, "kernel_steps"}, {TP_CAP_DETAIL, "detail"},
+        {TP_CAP_PAUSED, "paused"}, {TP_CAP_STOPPED, "records_stopped"}};
+    cJSON *j = cJSON_AddObjectToObject(rank, "gpu_capture");
+    cJSON_AddNumberToObject(j, "measured_steps", (double)c->measured);
+    cJSON_AddNumberToObject(j, "captured_steps", (double)c->captured);
+    cJSON *r = cJSON_AddArrayToObject(j, "steps");
+    for (size_t i = 0; i < c->nranges; i++)
+        cJSON_AddItemToArray(r, cJSON_CreateDoubleArray(c->ranges[i], 2));
+    if (c->ranges_left_out)
+        cJSON_AddNumberToObject(j, "steps_left_out", (double)c->ranges_left_out);
+    cJSON *why = cJSON_AddArrayToObject(j, "limited_by");
+    for (size_t i = 0; i < sizeof causes / sizeof *causes; i++)
+        if (c->limited_by & causes[i].bit)
+            cJSON_AddItemToArray(why, cJSON_CreateString(causes[i].name));
+    if (!c->captured) cJSON_AddStringToObject(j, "not_captured", c->not_captured);
+    if (c->has_cost) {
+        cost_fields(cJSON_AddObjectToObject(j, "cost"), c);
+    } else if (c->cost_flagged) {
+        cJSON *f = cJSON_AddObjectToObject(j, "cost_flagged");
+        cost_fields(f, c);
+        cJSON_AddStringToObject(f, "reason", c->cost_reason);
+    }
+}
+
+void tp_capture_text(FILE *f, const tp_capture_result *c) {
+    if (!c->limited) return;
+    char w[256];
+    tp_capture_words(c, w, sizeof w);
+    if (!c->captured) fprintf(f, "  %s: %s; GPU figures: not captured\n", w, c->not_captured);
+    else fprintf(f, "  %s: the GPU figures are over those steps only\n", w);
+    if (!c->has_cost && !c->cost_flagged) return;
+    fprintf(f, "  capture cost: %s%+.2f ms per step (%+.1f %%) while GPU activity was recorded "
+               "(median of %zu captured steps vs median of %zu other steps",
+            c->has_cost ? "" : "flagged, not a result: ", c->cost_ms, 100 * c->cost_share,
+            c->cost_captured, c->cost_other);
+    if (c->cost_skipped)
+        fprintf(f, "; %zu step%s right after capture went off left out: %s the closing flush",
+                c->cost_skipped, c->cost_skipped == 1 ? "" : "s",
+                c->cost_skipped == 1 ? "it holds" : "they hold");
+    fprintf(f, ")%s%s\n", c->has_cost ? "" : ": ", c->has_cost ? "" : c->cost_reason);
+}

@@ -1,0 +1,49 @@
+/*
+ * capture.h — the steps in which GPU activity was recorded (capture.c).
+ *
+ * GPU activity (CUPTI) is not always recorded in every step: a kernel-capture window
+ * (--kernel-steps, metadata kernel_steps.on_ns / kernel_steps.off_ns), the metrics endpoint's
+ * detail on/off (capture.detail_on_ns / capture.detail_off_ns), pauses for another CUPTI
+ * client such as torch.profiler (gpu_capture.pauses, gpu_capture.paused_since_ns), or GPU
+ * records that stop while the steps go on (another client took the activity API without
+ * trainprof knowing). A step in which nothing was recorded is not an idle GPU: every figure
+ * derived from GPU records (the GPU section, the step breakdown's GPU parts, the exposure of
+ * communication on the GPU basis, the rules over them, the headline, diff's kernel samples)
+ * is over the captured steps only.
+ *
+ * A measured step is captured when it began while capture was on and no pause overlaps it.
+ * Host-only figures (step time, phases, energy) keep every measured step.
+ */
+#ifndef TPROF_CAPTURE_H
+#define TPROF_CAPTURE_H
+
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "analysis/model.h"
+#include "analysis/results.h"
+#include "analysis/steps.h"
+
+/* The captured steps of process p among its steps s, into *out (results.h; zeroed first) and
+ * *cap: a copy of s holding only the captured steps (the captured warm-up steps first,
+ * cap->nwarmup of them; no missing list), freed with tp_steps_free. A process whose GPU
+ * activity capture does not apply (no GPU records and no capture metadata) has every step
+ * captured and out->present 0. Also the capture's cost (tp_capture_result). Returns TPROF_OK
+ * or TPROF_ERR_NO_MEMORY (*cap then empty). Time O(steps + metadata + GPU records). */
+int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *p,
+                       const tp_steps *s);
+
+/* Adds "gpu_capture" to the rank's JSON when some measured step was not captured
+ * (docs/report-json.md). */
+void tp_capture_json(cJSON *rank, const tp_capture_result *c);
+
+/* "GPU activity recorded in steps 30-34 (5 of 50 measured steps)" into buf (n bytes), for the
+ * text, the HTML and the findings; "" when every measured step was captured. Returns buf. */
+const char *tp_capture_words(const tp_capture_result *c, char *buf, size_t n);
+
+/* The rank's capture lines for the text report (two-space indent): which steps, and the
+ * capture's cost. Nothing when every measured step was captured. */
+void tp_capture_text(FILE *f, const tp_capture_result *c);
+
+#endif

@@ -1,0 +1,356 @@
+/*
+ * test_capture_window.c — the report over the steps in which GPU activity was recorded
+ * (analysis/capture.c), on synthetic runs (tests/synth.c) with known answers:
+ *  - a kernel-capture window (--kernel-steps 8-11) in 20 measured steps: the window's steps
+ *    are 10 ms slower and the GPU is 50 % busy in them. Every GPU figure (the GPU section,
+ *    the step breakdown, the gpu_busy finding, the headline) is over those 4 steps, not
+ *    averaged over the 20; the memory peak without a memory record reads "not captured";
+ *    the capture cost is +10 ms per step, measured against the 15 steps run with capture
+ *    off (the first one after the window, which holds the closing flush, left out);
+ *  - the metrics endpoint turning detail off after step 10: the first steps against the
+ *    pace with CUPTI off, and the memory peak up to the moment capture went off;
+ *  - capture paused for another CUPTI client (gpu_capture.pauses) in steps 5-7: those steps
+ *    are not captured, never idle; the memory peak is read up to the pause only;
+ *  - a pause never resumed before the measured steps: no GPU figure and no GPU finding.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "export/html.h"
+#include "format/format.h"
+#include "json_path.h"
+#include "report_text.h"
+#include "synth.h"
+
+static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
+#define RT0 1700000000000000000ull
+
+/* ------------------------------------------------------------------ helpers */
+
+static void load_run(const char *dir, tp_run *run) {
+    char err[256];
+    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
+}
+
+static cJSON *report_json(const tp_run *run) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(run, &o);
+    assert_non_null(rep);
+    return rep;
+}
+
+static void near(double got, double want, const char *what) {
+    if (fabs(got - want) > 1e-9 * (fabs(want) > 1 ? fabs(want) : 1))
+        fail_msg("%s: %.12g, want %.12g", what, got, want);
+}
+
+static void text_has(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+}
+
+static void text_lacks(const char *text, const char *bad) {
+    if (strstr(text, bad)) fail_msg("\"%s\" in:\n%s", bad, text);
+}
+
+static const cJSON *finding(const cJSON *rep, const char *id) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, jget(rep, "findings")) {
+        const cJSON *x = jget(f, "id");
+        if (cJSON_IsString(x) && !strcmp(x->valuestring, id)) return f;
+    }
+    return NULL;
+}
+
+static void meta_u64(synth_file *f, const char *key, uint64_t v) {
+    char s[32];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)v);
+    synth_meta(f, key, s);
+}
+
+/* A kernel of `len` ns at the start of a step, launched by a cudaLaunchKernel on the step
+ * thread 10 us earlier (correlation id `corr`), as CUPTI records it on its buffer thread. */
+static void launch(synth_file *f, uint64_t at, uint64_t len, uint32_t corr) {
+    tprof_pl_gpu api = {at - 5 * US, 0, 0, 7, corr, 211, 40, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, at - 10 * US, &api, sizeof api,
+              "cudaLaunchKernel", sizeof "cudaLaunchKernel");
+    synth_kernel(f, 2, at, at + len, 0, 7, corr, "ampere_sgemm_128x64_nn");
+}
+
+/* A device-memory allocation (op 1) of `bytes` at `ts`. */
+static void alloc(synth_file *f, uint64_t ts, uint64_t address, uint64_t bytes) {
+    tprof_pl_gpu_mem m = {address, bytes, 0, 1, 3, 7};
+    synth_raw(f, 2, TPROF_REC_GPU_MEMORY, 0, ts, &m, sizeof m, NULL, 0);
+}
+
+/* ------------------------------------------------------------------ kernel window */
+
+/* API steps 0-20 (step 0 warm-up, 20 measured), --kernel-steps 8-11: capture on just before
+ * step 8 begins, off just before step 12 begins (kwindow.c). Steps take 20 ms, the window's
+ * 30 ms (the capture's cost: +10 ms) and step 12 45 ms (the closing flush). In each window
+ * step one 15 ms kernel: the GPU is busy 15 of 30 ms, 50 %. No memory record. */
+static void window_run(char *dir, size_t n) {
+    assert_int_equal(synth_tmpdir(dir, n, "kwin"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti",
+               "activity capture in the steps of TRAINPROF_KERNEL_STEPS=8-11");
+    synth_meta(f, "kernel_steps", "8-11");
+    uint64_t t = T0;
+    for (uint32_t k = 0; k <= 20; k++) {
+        uint64_t len = k >= 8 && k <= 11 ? 30 * MS : k == 12 ? 45 * MS : 20 * MS;
+        if (k == 8) meta_u64(f, "kernel_steps.on_ns", t - 2 * US);
+        if (k == 12) meta_u64(f, "kernel_steps.off_ns", t - 2 * US);
+        synth_step_begin(f, 1, t, k);
+        if (k >= 8 && k <= 11) launch(f, t + 100 * US, 15 * MS, 100 + k);
+        synth_step_end(f, 1, t + len, k);
+        t += len;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_window_gpu_figures(void **state) {
+    (void)state;
+    char dir[512];
+    window_run(dir, sizeof dir);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_json(&run);
+    /* the GPU section and the breakdown: 15 ms of 30 ms in each of the 4 window steps
+     * (averaged over the 20 measured steps it read 60 / 440 = 13.6 % and 3 ms) */
+    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
+    near(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1.0, "kernels per step");
+    near(jnum(rep, "ranks.0.breakdown.windows"), 4, "breakdown windows");
+    near(jnum(rep, "ranks.0.breakdown.share.busy"), 0.5, "breakdown busy");
+    near(jnum(rep, "ranks.0.breakdown.ms.compute.mean"), 15.0, "compute ms per captured step");
+    near(jnum(rep, "ranks.0.breakdown.kernels_per_step"), 1.0, "breakdown kernels per step");
+    near(jnum(rep, "headline.figures.gpu_busy_share"), 0.5, "headline busy");
+    assert_string_equal(jstr(rep, "headline.figures.gpu_busy_steps"), "8-11");
+    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 4, "captured");
+    near(jnum(rep, "ranks.0.gpu_capture.measured_steps"), 20, "measured");
+    near(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 8, "first captured step");
+    near(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), 11, "last captured step");
+    /* the gpu_busy rule reads the same 50 % */
+    const cJSON *busy = finding(rep, "gpu_busy");
+    assert_non_null(busy);
+    near(jnum(busy, "evidence.busy_share"), 0.5, "gpu_busy evidence");
+    near(jnum(busy, "evidence.captured_steps"), 4, "gpu_busy captured steps");
+    /* no memory record: the peak is unknown, not 0 */
+    assert_true(cJSON_IsNull(jget(rep, "ranks.0.gpu.devices.0.memory_peak_bytes")));
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    text_has(text, "GPU activity recorded in steps 8-11 (4 of 20 measured steps)");
+    text_has(text, "busy 50.0 % of the step");
+    text_has(text, "GPU busy only 50.0 % of the step on rank 0");
+    text_has(text, "; GPU activity recorded in steps 8-11 (4 of 20 measured steps)\n");
+    text_has(text, "device memory peak not captured");
+    text_lacks(text, "device memory peak 0.0 MiB");
+    free(text);
+    /* the HTML names the steps beside the breakdown and the kernels */
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, NULL, &r), 0);
+    char *html = NULL;
+    size_t hl = 0;
+    FILE *hf = open_memstream(&html, &hl);
+    assert_non_null(hf);
+    assert_int_equal(tp_html_write(&r, NULL, hf), 0);
+    fclose(hf);
+    tp_report_free(&r);
+    text_has(html, "rank 0: GPU activity recorded in steps 8-11 (4 of 20 measured steps): its "
+                   "GPU figures are over those steps only");
+    free(html);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+static void test_window_capture_cost(void **state) {
+    (void)state;
+    char dir[512];
+    window_run(dir, sizeof dir);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_json(&run);
+    /* captured: steps 8-11 at 30 ms; others: 1-7 and 13-20 at 20 ms (step 12, the first
+     * after the window, holds the flush and is left out) */
+    near(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "cost ms");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.5, "cost share");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.captured_steps"), 4, "cost captured");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 15, "cost others");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.other_spread_ms"), 0.0, "cost spread");
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    text_has(text, "capture cost: +10.00 ms per step (+50.0 %) while GPU activity was recorded "
+                   "(median of 4 captured steps vs median of 15 other steps");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* API steps 0-20 (step 0 warm-up), capture on from the start until the metrics endpoint
+ * turns detail off as step 11 begins (capture.detail_off_ns). Steps 1-10 take 25 ms with a
+ * 5 ms kernel, step 11 (the flush) 40 ms, steps 12-20 20 ms: the first steps against the
+ * pace with CUPTI off, +5 ms (+25 %). 1 GiB allocated in step 2. */
+static void detail_run(char *dir, size_t n) {
+    assert_int_equal(synth_tmpdir(dir, n, "kdetail"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    uint64_t t = T0;
+    for (uint32_t k = 0; k <= 20; k++) {
+        uint64_t len = k <= 10 ? 25 * MS : k == 11 ? 40 * MS : 20 * MS;
+        if (k == 11) meta_u64(f, "capture.detail_off_ns", t - 2 * US);
+        synth_step_begin(f, 1, t, k);
+        if (k <= 10) launch(f, t + 100 * US, 5 * MS, 100 + k);
+        if (k == 2) alloc(f, t + 200 * US, 0x1000, 1ull << 30);
+        synth_step_end(f, 1, t + len, k);
+        t += len;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_detail_off(void **state) {
+    (void)state;
+    char dir[512];
+    detail_run(dir, sizeof dir);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_json(&run);
+    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 10, "captured");
+    assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "detail");
+    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.2, "busy 5 of 25 ms");
+    near(jnum(rep, "ranks.0.breakdown.share.busy"), 0.2, "breakdown busy");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 5.0, "cost ms");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.25, "cost share");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 9, "cost others");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
+    /* the allocator's records are complete until capture went off: 1 GiB up to then */
+    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1073741824.0, "memory peak");
+    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_until_s"),
+         (double)(11 * 25 * MS - 2 * US) / 1e9, "memory peak until");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* ------------------------------------------------------------------ pauses */
+
+/* API steps 0-20 of 20 ms (step 0 warm-up), capture on throughout but paused for
+ * torch.profiler from the start of step 5 to the end of step 7 (gpu_capture.pauses). Each
+ * step but the paused ones runs one 10 ms kernel: 50 % busy. 1 GiB is allocated in step 2
+ * and 2 GiB in step 10, after the pause (the allocations made during it are unknown, so the
+ * running sum is not read past the pause: the peak is 1 GiB up to the pause). */
+static void pause_run(char *dir, size_t n, int never_resumed) {
+    assert_int_equal(synth_tmpdir(dir, n, "kpause"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    uint64_t t = T0, from = T0 + 5 * 20 * MS, to = T0 + 8 * 20 * MS; /* steps 5 to 7 */
+    if (never_resumed) from = T0 + 20 * MS; /* from step 1: every measured step */
+    char v[64];
+    snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)from, (unsigned long long)to);
+    synth_meta(f, "gpu_capture.pause_reason", "torch.profiler");
+    if (never_resumed) meta_u64(f, "gpu_capture.paused_since_ns", from);
+    else synth_meta(f, "gpu_capture.pauses", v);
+    for (uint32_t k = 0; k <= 20; k++) {
+        synth_step_begin(f, 1, t, k);
+        int paused = never_resumed ? k >= 1 : k >= 5 && k <= 7;
+        if (!paused) launch(f, t + 100 * US, 10 * MS, 100 + k);
+        if (k == 2 && !never_resumed) alloc(f, t + 200 * US, 0x1000, 1ull << 30);
+        if (k == 10 && !never_resumed) alloc(f, t + 200 * US, 0x80001000, 2ull << 30);
+        synth_step_end(f, 1, t + 20 * MS, k);
+        t += 20 * MS;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_paused_steps_not_idle(void **state) {
+    (void)state;
+    char dir[512];
+    pause_run(dir, sizeof dir, 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_json(&run);
+    /* 17 captured steps, each 10 of 20 ms busy (with the paused ones as idle: 170 / 400 =
+     * 42.5 %, 0.85 kernels per step) */
+    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
+    near(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1.0, "kernels per step");
+    near(jnum(rep, "ranks.0.breakdown.windows"), 17, "breakdown windows");
+    near(jnum(rep, "ranks.0.breakdown.share.busy"), 0.5, "breakdown busy");
+    near(jnum(rep, "ranks.0.breakdown.ms.idle.max"), 10.0, "no step all idle");
+    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 17, "captured");
+    assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "paused");
+    near(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), 4, "captured before the pause");
+    near(jnum(rep, "ranks.0.gpu_capture.steps.1.0"), 8, "captured after the pause");
+    /* the peak of the allocations seen before the pause: 1 GiB, not 3 */
+    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1073741824.0, "memory peak");
+    /* the paused steps ran under torch.profiler: no side of the capture's cost */
+    assert_null(jget(rep, "ranks.0.gpu_capture.cost"));
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    text_has(text, "GPU activity recorded in steps 1-4, 8-20 (17 of 20 measured steps)");
+    text_has(text, "busy 50.0 % of the step");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+static void test_paused_throughout(void **state) {
+    (void)state;
+    char dir[512];
+    pause_run(dir, sizeof dir, 1);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_json(&run);
+    /* kernels in the warm-up step only, then paused: no measured step captured */
+    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 0, "captured");
+    assert_true(cJSON_IsString(jget(rep, "ranks.0.gpu.not_captured")));
+    assert_true(cJSON_IsNull(jget(rep, "ranks.0.gpu.devices")));
+    assert_true(cJSON_IsNull(jget(rep, "ranks.0.breakdown.ms")));
+    assert_false(cJSON_IsNumber(jget(rep, "headline.figures.gpu_busy_share")));
+    assert_null(finding(rep, "gpu_busy"));
+    assert_null(finding(rep, "launch_bound"));
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    text_has(text, "GPU activity recorded in no measured step (0 of 20)");
+    text_has(text, "capture was paused for torch.profiler");
+    text_has(text, "no bottleneck found: step 20.00 ms, GPU activity not captured in any "
+                   "measured step (rank 0)");
+    text_lacks(text, "busy 0.0 %");
+    text_lacks(text, "idle 100");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_window_gpu_figures),
+        cmocka_unit_test(test_window_capture_cost),
+        cmocka_unit_test(test_detail_off),
+        cmocka_unit_test(test_paused_steps_not_idle),
+        cmocka_unit_test(test_paused_throughout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
