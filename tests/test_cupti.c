@@ -191,9 +191,11 @@ static void detach_run(int want_detach) {
     CHECK(h != NULL, 41);
     uintptr_t (*deliver)(int, int, uint64_t) =
         (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
-    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"), api_exit = fake_fn(h, "fake_cupti_api_exit"),
-                attached = fake_fn(h, "fake_cupti_attached"), fin = fake_fn(h, "fake_cupti_finalizes"),
-                subs = fake_fn(h, "fake_cupti_subscribers");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled");
+    fake_int_fn api_exit = fake_fn(h, "fake_cupti_api_exit");
+    fake_int_fn attached = fake_fn(h, "fake_cupti_attached");
+    fake_int_fn fin = fake_fn(h, "fake_cupti_finalizes");
+    fake_int_fn subs = fake_fn(h, "fake_cupti_subscribers");
     CHECK(deliver && enabled && api_exit && attached && fin && subs, 42);
     CHECK(enabled() == 1, 43); /* device records only, until the window */
     tprof_step_begin(0);
