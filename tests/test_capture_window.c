@@ -101,6 +101,8 @@ static void alloc(synth_file *f, uint64_t ts, uint64_t address, uint64_t bytes) 
  * step 8 begins, off just before step 12 begins (kwindow.c). Steps take 20 ms, the window's
  * 30 ms (the capture's cost: +10 ms) and step 12 45 ms (the closing flush). In each window
  * step one 15 ms kernel: the GPU is busy 15 of 30 ms, 50 %. No memory record. */
+static const char *g_kinds; /* cupti.kinds of window_run's file, NULL: none (older files) */
+
 static void window_run(char *dir, size_t n) {
     assert_int_equal(synth_tmpdir(dir, n, "kwin"), 0);
     synth_file *f = synth_open(dir, "h", 40, RT0, T0);
@@ -110,6 +112,7 @@ static void window_run(char *dir, size_t n) {
     synth_meta(f, "capability.cupti",
                "activity capture in the steps of TRAINPROF_KERNEL_STEPS=8-11");
     synth_meta(f, "kernel_steps", "8-11");
+    if (g_kinds) synth_meta(f, "cupti.kinds", g_kinds);
     uint64_t t = T0;
     for (uint32_t k = 0; k <= 20; k++) {
         uint64_t len = k >= 8 && k <= 11 ? 30 * MS : k == 12 ? 45 * MS : 20 * MS;
@@ -176,6 +179,32 @@ static void test_window_gpu_figures(void **state) {
     free(html);
     tp_run_free(&run);
     synth_rmtree(dir);
+}
+
+/* A file that names the kinds CUPTI had on (cupti.kinds): copies on and none recorded is a
+ * known 0; copies off is unknown (null), as without the list */
+static void test_kinds_named(void **state) {
+    (void)state;
+    const char *lists[] = {"kernel,memcpy,memset,runtime", "kernel,runtime"};
+    for (int i = 0; i < 2; i++) {
+        char dir[512];
+        g_kinds = lists[i];
+        window_run(dir, sizeof dir);
+        g_kinds = NULL;
+        tp_run run;
+        load_run(dir, &run);
+        cJSON *rep = report_json(&run);
+        const cJSON *h2d = jget(rep, "ranks.0.gpu.devices.0.h2d_bytes");
+        if (i == 0) {
+            assert_true(cJSON_IsNumber(h2d));
+            assert_true(h2d->valuedouble == 0.0);
+        } else {
+            assert_true(cJSON_IsNull(h2d));
+        }
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
 }
 
 static void test_window_capture_cost(void **state) {
@@ -348,6 +377,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_gpu_figures),
         cmocka_unit_test(test_window_capture_cost),
+        cmocka_unit_test(test_kinds_named),
         cmocka_unit_test(test_detail_off),
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),

@@ -140,6 +140,8 @@ static void test_capture(void **state) {
     assert_int_equal(in->device, 0);
     assert_int_equal(in->end - in->start, 50000);
     assert_string_equal(tp_meta(p, "cupti.untimed_records"), "4");
+    assert_string_equal(tp_meta(p, "cupti.kinds"),
+                        "kernel,memcpy,memset,memory,sync,runtime,overhead");
     /* the device record */
     assert_string_equal(tp_meta(p, "cuda.1.uuid"), "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
     assert_string_equal(tp_meta(p, "cuda.1.name"), "Fake H200");

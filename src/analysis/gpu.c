@@ -509,6 +509,14 @@ typedef struct kinds_seen {
     double memory_until_s;
 } kinds_seen;
 
+/* `name` is an item of the comma-separated `list` */
+static int kind_listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *q = list; (q = strstr(q, name)) != NULL; q += n)
+        if ((q == list || q[-1] == ',') && (q[n] == ',' || q[n] == 0)) return 1;
+    return 0;
+}
+
 /* Per device the GPU ran work on (at most 64): busy time (the union of everything it ran,
  * so overlapping streams count once), kernel time by class, copies, and the allocator's
  * peak. att[i]: the ns of p->gpu[i] that count for the measured steps; sp: room for p->ngpu
@@ -714,6 +722,13 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     out->records_clipped = p->nclips;
     out->records_clipped_ms = (double)p->clipped_ns / 1e6;
     kinds_seen kinds = {0, 0, cap->complete_until_ns, cap->complete_until_s};
+    /* files that name the kinds CUPTI was asked for (cupti.kinds): a kind that was on and
+     * left no record ran nothing, a known 0; older files: a kind with no record is unknown */
+    const char *on = tp_meta(p, "cupti.kinds");
+    if (on) {
+        kinds.copies = kind_listed(on, "memcpy");
+        kinds.memsets = kind_listed(on, "memset");
+    }
     for (size_t i = 0; i < p->ngpu; i++) {
         kinds.copies |= p->gpu[i].type == TPROF_REC_GPU_MEMCPY;
         kinds.memsets |= p->gpu[i].type == TPROF_REC_GPU_MEMSET;

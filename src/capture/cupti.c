@@ -604,10 +604,15 @@ int InitializeInjection(void) {
     tprof__set_meta("cupti.sync_device", "context");
     int enabled = 0;
     const char *want = tprof__env(TPROF__OPT_CUPTI_KINDS);
+    char names[128] = ""; /* the metadata cupti.kinds: readers tell "none ran" from "off" */
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
         if (kind_wanted(want, kinds[i].name)) {
             g_chosen[g_nchosen++] = kinds[i].kind;
             enabled++;
+            if (!strstr(names, kinds[i].name)) {
+                size_t l = strlen(names);
+                snprintf(names + l, sizeof names - l, "%s%s", l ? "," : "", kinds[i].name);
+            }
         }
     /* Opt-in (TRAINPROF_CUPTI_KINDS=...,driver): driver-API launches only. cuBLASLt, Triton
      * and CUTLASS launch through the driver API; these records tie their kernels to the
@@ -616,7 +621,10 @@ int InitializeInjection(void) {
     if (want && kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi) {
         g_chosen[g_nchosen++] = CUPTI_ACTIVITY_KIND_DRIVER;
         enabled++;
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%sdriver", l ? "," : "");
     }
+    tprof__set_meta("cupti.kinds", names);
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
     /* the devices' descriptions (one record each), whatever the kinds and the window */
     F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
