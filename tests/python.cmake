@@ -32,9 +32,9 @@ if(TPROF_HAVE_PYTHON)
   # never in trainprof's code; the plain build runs it
   set_tests_properties(python_torch_gloo python_torch_instrument PROPERTIES LABELS "python;no-asan")
   # the wheel (pyproject.toml, scripts/build-wheel.sh) for each Python 3.10-3.13 here, each in
-  # a fresh venv, and `run --python` never hiding the program's own module; about 2 minutes
-  # of building on two cores (one wheel per Python), hence the timeout; pip's downloads and
-  # the auditwheel venv are kept in testtmp. Skipped (77) without PyPI.
+  # a fresh venv, and `run --python` never hiding the program's own module. One wheel build
+  # per Python: the timeout leaves room for a loaded machine; pip's downloads, the
+  # auditwheel venv and the ccache are kept in testtmp. Skipped (77) without PyPI.
   if(NOT TPROF_SANITIZE)
     add_test(NAME python_wheel
       COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/python/wheel_test.sh ${Python3_EXECUTABLE}

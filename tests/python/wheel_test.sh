@@ -14,8 +14,9 @@
 #    (--system-site-packages, for its torch) train.py is a CPU PyTorch loop with no trainprof
 #    call (examples/pytorch/train_gpt.py): 4 optimizer steps, forward and backward phases.
 # The console script is exec: `trainprof run` keeps the shell's pid, CMD's exit status
-# passes through, and CMD ignores the signals the shell ignores, but SIGPIPE and SIGXFSZ,
-# which Python ignores, are back to their default.
+# passes through, CMD ignores the signals the shell ignores, but SIGPIPE and SIGXFSZ, which
+# Python ignores, are back to their default, and in the C locale CMD gets no LC_CTYPE
+# (Python sets LC_CTYPE=C.UTF-8 in its own environment, PEP 538).
 # --python never hides the program's own module: the BUILD TREE's command (its module is for
 # PY) runs a venv of another Python that has the wheel: the job imports the venv's trainprof
 # and records its steps; a venv without trainprof prints one line and runs unchanged (exit
@@ -103,7 +104,7 @@ assert libs == {os.path.join(pkg, "libtrainprof.so.0")}, libs
 policy = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "libz.so.1",
           "libpthread.so.0", "libdl.so.2", "librt.so.1", "ld-linux-x86-64.so.2"}
 env = {k: v for k, v in os.environ.items() if not k.startswith("LD_")}
-elves, vendored, newest = [], set(), (2, 0)
+elves, vendored, newest = [], set(), (2, 0)  # vendored: resolved inside the wheel
 for d, _, files in os.walk(site):
     for f in files:
         p = os.path.join(d, f)
@@ -132,8 +133,9 @@ assert {"trainprof/_bin/trainprof", "trainprof/libtrainprof.so.0"} <= set(elves)
 assert any(re.match(r"trainprof\.libs/libcjson-[0-9a-f]+\.so", v) for v in vendored), vendored
 tag = re.search(r"-manylinux_(\d+)_(\d+)_x86_64\.whl$", whl)
 assert tag and (int(tag.group(1)), int(tag.group(2))) == newest, (whl, newest)
-print("  %d ELF files, vendored %s; tag manylinux_%d_%d = newest GLIBC symbol version"
-      % (len(elves), sorted(vendored), newest[0], newest[1]))
+print("  %d ELF files; libraries found in the wheel: %s; the rest on the policy's list; "
+      "tag manylinux_%d_%d = newest GLIBC symbol version" % (len(elves), sorted(vendored),
+                                                            newest[0], newest[1]))
 PY
     case $py in
     "$PY")
@@ -169,7 +171,10 @@ pid=$(echo "$got" | sed -n 's/^pid //p')
     { echo "$got"; echo "FAIL: CMD's ignored signals are not $want"; exit 1; }
 rc=0; "$V/bin/trainprof" run --no-report -o "$DIR/exit3" -- sh -c 'exit 3' 2>/dev/null || rc=$?
 [ "$rc" = 3 ] || { echo "FAIL: exit status $rc through the console script, not 3"; exit 1; }
-echo "console script: exec (pid $pid), CMD's exit status 3, CMD's SigIgn $want"
+lc=$(env -i PATH="$PATH" "$V/bin/trainprof" run --no-report -o "$DIR/env" -- \
+    sh -c 'echo "[${LC_CTYPE-unset}]"' 2>/dev/null)
+[ "$lc" = "[unset]" ] || { echo "FAIL: in the C locale CMD's LC_CTYPE is $lc, not unset"; exit 1; }
+echo "console script: exec (pid $pid), CMD's exit status 3, CMD's SigIgn $want, LC_CTYPE unset"
 
 # never shadow: the build tree's command (its module is for PY) with another Python's venv
 if [ -z "$other" ]; then
