@@ -2,7 +2,8 @@
 
 `trainprof run --python` puts this file's directory first on PYTHONPATH, so that every Python
 process of the job imports it at startup (the `site` module imports `sitecustomize`). It
-costs two import-system hooks and nothing else until the program imports torch; then it
+costs one look-up of `trainprof` on the path and two import-system hooks (three when the
+command's package is used) and nothing else until the program imports torch; then it
 calls trainprof.torch.autostart(), which instruments the optimizers, DataLoaders, model and
 collectives the program creates (docs/python.md); and when it imports Megatron-LM's
 megatron.core.timers, trainprof.megatron.watch_megatron_timers() records those timers'
