@@ -86,9 +86,10 @@ static const cli_opt run_opts_table[] = {
      "process gets trainprof's sitecustomize (PYTHONPATH), which calls\n"
      "trainprof.torch.autostart() when torch is imported: steps at\n"
      "optimizer steps, data/forward/backward/optimizer ranges,\n"
-     "torch.distributed traffic [TRAINPROF_PYTHON=1]; the module is\n"
-     "found beside the library (BUILD/python) or in\n"
-     "[TRAINPROF_PYTHON_DIR]; docs/python.md"},
+     "torch.distributed traffic [TRAINPROF_PYTHON=1]; the program's\n"
+     "own trainprof module is used, else this command's when it is\n"
+     "built for that Python (found beside the library: BUILD/python,\n"
+     "the wheel's package; or in [TRAINPROF_PYTHON_DIR]); docs/python.md"},
     CLI_THROUGHPUT_OPTS,
     CLI_HELP_OPT,
 };
@@ -193,10 +194,12 @@ static int loaded_library(struct dl_phdr_info *info, size_t size, void *path) {
 }
 
 /* Absolute path of libtrainprof.so: $TRAINPROF_LIB, else beside the executable or in
- * ../lib or ../lib64 relative to it (a build tree, an installation), else the copy the
- * dynamic linker loaded for this command, which it found through the command's RUNPATH
- * wherever the installation's libdir is (GNUInstallDirs: lib/<multiarch> under /usr on
- * Debian) and which an installation without the unversioned libtrainprof.so link also has. */
+ * ../lib or ../lib64 relative to it (a build tree, an installation), or, in the wheel
+ * (cmake/wheel.cmake: the command in trainprof/_bin), the package's libtrainprof.so.0 in the
+ * directory above, else the copy the dynamic linker loaded for this command, which it found
+ * through the command's RUNPATH wherever the installation's libdir is (GNUInstallDirs:
+ * lib/<multiarch> under /usr on Debian) and which an installation without the unversioned
+ * libtrainprof.so link also has. */
 static int find_library(char *out, size_t n) {
     const char *env = getenv("TRAINPROF_LIB");
     if (env && *env) {
@@ -213,7 +216,7 @@ static int find_library(char *out, size_t n) {
     char *slash = strrchr(exe, '/');
     if (slash) *slash = 0;
     static const char *const rel[] = {"libtrainprof.so", "../lib/libtrainprof.so",
-                                      "../lib64/libtrainprof.so"};
+                                      "../lib64/libtrainprof.so", "../libtrainprof.so.0"};
     for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
         char cand[PATH_MAX + 64];
         snprintf(cand, sizeof cand, "%s/%s", exe, rel[i]);
@@ -229,11 +232,12 @@ static int find_library(char *out, size_t n) {
 }
 
 /* The directory holding the trainprof Python package built with this CLI (for --python):
- * TRAINPROF_PYTHON_DIR, else python/ beside the library (a build tree) or beside this
- * binary, else lib/trainprof/python of an installation (cmake --install). It must hold
- * trainprof/_autostart/sitecustomize.py. */
+ * TRAINPROF_PYTHON_DIR, else python/ beside the library (a build tree), the directory above
+ * the library when the library sits in the package (the wheel: site-packages), python/
+ * beside this binary, else lib/trainprof/python of an installation (cmake --install). It must
+ * hold trainprof/_autostart/sitecustomize.py. */
 static int find_python_dir(const char *lib, char *out, size_t n) {
-    char cands[4][PATH_MAX + 64];
+    char cands[5][PATH_MAX + 64];
     size_t nc = 0;
     const char *env = getenv("TRAINPROF_PYTHON_DIR");
     if (env && *env) {
@@ -242,6 +246,10 @@ static int find_python_dir(const char *lib, char *out, size_t n) {
         const char *slash = strrchr(lib, '/');
         snprintf(cands[nc++], sizeof cands[0], "%.*s/python", (int)(slash ? slash - lib : 1),
                  slash ? lib : ".");
+        /* the wheel's layout: the library in the package, site-packages/trainprof/ */
+        size_t dl = slash ? (size_t)(slash - lib) : 0, pl = strlen("/trainprof");
+        if (dl > pl && memcmp(lib + dl - pl, "/trainprof", pl) == 0)
+            snprintf(cands[nc++], sizeof cands[0], "%.*s", (int)(dl - pl), lib);
         char exe[PATH_MAX];
         ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (k > 0) {
@@ -662,14 +670,17 @@ static int run_environment(run_opts *o, run_plan *p) {
     }
     set_throughput(&o->a);
     if (o->python) {
-        /* the autostart directory first (its sitecustomize chains to the one it hides),
-         * then the package itself; nothing is installed into the user's environment */
+        /* the autostart directory only, first (its sitecustomize chains to the one it
+         * hides): the package itself is not put on the path, where it would hide the
+         * interpreter's own trainprof, and could be built for another Python. The
+         * sitecustomize uses the interpreter's own, else this package when its extension
+         * is built for that interpreter. Nothing is installed into the user's environment */
         const char *pp = getenv("PYTHONPATH");
-        size_t len = 2 * strlen(p->pydir) + (pp ? strlen(pp) : 0) + 64;
+        size_t len = strlen(p->pydir) + (pp ? strlen(pp) : 0) + 64;
         char *ppv = malloc(len);
         if (!ppv) return -1;
-        snprintf(ppv, len, "%s/trainprof/_autostart:%s%s%s", p->pydir, p->pydir,
-                 pp && *pp ? ":" : "", pp && *pp ? pp : "");
+        snprintf(ppv, len, "%s/trainprof/_autostart%s%s", p->pydir, pp && *pp ? ":" : "",
+                 pp && *pp ? pp : "");
         setenv("PYTHONPATH", ppv, 1);
         free(ppv);
         setenv("TRAINPROF_PYTHON", "1", 1);

@@ -4,11 +4,13 @@
 # --test-extras (.ci/run) adds what some tests need and otherwise skip (status 77): a real
 # Prometheus server and promtool (prometheus_scrape), headless Chromium (html_browser,
 # html_shot), Debian's CPU PyTorch 1.13 for /usr/bin/python3 (the torch and train_gpt tests),
-# and clang with its libFuzzer and sanitizer runtimes (the fuzz_run_* tests,
-# tests/fuzz/README.md).
+# clang with its libFuzzer and sanitizer runtimes (the fuzz_run_* tests,
+# tests/fuzz/README.md), and ccache, with which the wheel test (python_wheel) compiles the
+# library once for its wheels. python3-pip and python3-venv: `pip wheel .` and the venvs of
+# scripts/build-wheel.sh.
 set -e
-PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libcmocka-dev python3 python3-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev"
-[ "${1:-}" = "--test-extras" ] && PKGS="$PKGS prometheus chromium python3-torch clang libclang-rt-14-dev"
+PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libcmocka-dev python3 python3-dev python3-pip python3-venv libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev"
+[ "${1:-}" = "--test-extras" ] && PKGS="$PKGS prometheus chromium python3-torch clang libclang-rt-14-dev ccache"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

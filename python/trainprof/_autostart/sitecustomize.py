@@ -2,19 +2,31 @@
 
 `trainprof run --python` puts this file's directory first on PYTHONPATH, so that every Python
 process of the job imports it at startup (the `site` module imports `sitecustomize`). It
-costs two import-system hooks and nothing else until the program imports torch; then it
+costs one look-up of `trainprof` on the path and two import-system hooks (three when the
+command's package is used) and nothing else until the program imports torch; then it
 calls trainprof.torch.autostart(), which instruments the optimizers, DataLoaders, model and
 collectives the program creates (docs/python.md); and when it imports Megatron-LM's
 megatron.core.timers, trainprof.megatron.watch_megatron_timers() records those timers'
 intervals under their names. A `sitecustomize` this one hides (the
 interpreter's own, e.g. Debian's, or the user's) still runs: it is found on the rest of
 sys.path and executed first. Nothing is installed into the user's environment.
+
+Which `trainprof` module: only this directory is put on PYTHONPATH, never the package around
+it, so the interpreter's own trainprof (installed in its environment, or on the user's
+PYTHONPATH) is the one imported, as without trainprof run. Only when the interpreter has none
+is the package around this file (the one of the `trainprof` command that runs the job) used,
+and only when its extension is built for this interpreter (a file name suffix of
+importlib.machinery.EXTENSION_SUFFIXES): a finder placed after all others resolves the name
+`trainprof` to it, so nothing else of the directory that holds it becomes importable.
+Otherwise the process says so in one line on stderr (once per Python version in a job) and
+runs unchanged.
 """
 
 import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_PKG = os.path.dirname(_HERE)  # the trainprof package of the command running the job
 
 
 def _chain():
@@ -34,6 +46,47 @@ def _chain():
     except Exception as e:  # as site.py does: report and go on
         sys.stderr.write("Error in sitecustomize (%s, run by trainprof's): %s: %s\n"
                          % (spec.origin, type(e).__name__, e))
+
+
+class _Fallback:
+    """The last meta-path finder: `trainprof` is the package _PKG when no other finder
+    (the interpreter's own path) has one. Submodules are found in the package's __path__."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "trainprof":
+            return None
+        import importlib.util
+        return importlib.util.spec_from_file_location(
+            "trainprof", os.path.join(_PKG, "__init__.py"), submodule_search_locations=[_PKG])
+
+
+def _use_module():
+    """The interpreter's own trainprof, else the command's when it fits this interpreter
+    (True), else one line on stderr (False)."""
+    import importlib.machinery
+    import importlib.util
+    if importlib.util.find_spec("trainprof") is not None:  # any finder, e.g. an editable install
+        return True
+    try:
+        exts = [f for f in os.listdir(_PKG) if f.startswith("_trainprof.")]
+    except OSError:
+        exts = []
+    if any(f == "_trainprof" + s for f in exts for s in importlib.machinery.EXTENSION_SUFFIXES):
+        sys.meta_path.append(_Fallback())
+        return True
+    mine = "%d.%d" % sys.version_info[:2]
+    told = os.environ.get("TRAINPROF_PYTHON_NOTICE", "").split(",")
+    if mine in told:
+        return False
+    # the command's interpreter, from its extension's name (_trainprof.cpython-311-...)
+    import re
+    built = sorted({"%s.%s" % m.groups() for f in exts
+                    for m in [re.match(r"_trainprof\.cpython-(\d)(\d+)", f)] if m})
+    sys.stderr.write("trainprof: --python: no trainprof module for Python %s in this "
+                     "environment%s: pip install trainprof\n"
+                     % (mine, " (the CLI's is for %s)" % ", ".join(built) if built else ""))
+    os.environ["TRAINPROF_PYTHON_NOTICE"] = ",".join([t for t in told if t] + [mine])
+    return False
 
 
 def _on_torch():
@@ -89,7 +142,8 @@ class _Watcher:
 
 
 _chain()
-if os.environ.get("TRAINPROF_PYTHON", "") not in ("", "0") and os.environ.get("TRAINPROF_DIR"):
+if (os.environ.get("TRAINPROF_PYTHON", "") not in ("", "0") and os.environ.get("TRAINPROF_DIR")
+        and _use_module()):
     if "torch" in sys.modules:  # imported by the chained sitecustomize
         _on_torch()
     else:
