@@ -317,6 +317,7 @@ static size_t run_end(const srow *r, size_t n, size_t a) {
 }
 
 void tp_kernel_short_names(const char *const *names, size_t n, int cols, char *out, size_t size) {
+    if (!out || !n || !size) return; /* nothing to name (and gcc -O3 then sees out non-null) */
     if (cols < 8) cols = 8;
     for (size_t i = 0; i < n; i++) tp_kernel_simplify(out + i * size, size, names[i]);
     /* the longest prefix each shares with another, different row: before any is shortened */
