@@ -255,7 +255,8 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub) {
     g_sub_fn = NULL;
     return CUPTI_SUCCESS;
 }
-EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle sub, CUpti_CallbackDomain d) {
+EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle sub,
+                                     CUpti_CallbackDomain d) {
     (void)sub;
     ATTACH();
     if (d == CUPTI_CB_DOMAIN_RUNTIME_API) g_sub_runtime = (int)on;
@@ -278,7 +279,8 @@ EXPORT int fake_cupti_api_exit(void) {
     memset(&cb, 0, sizeof cb);
     cb.callbackSite = CUPTI_API_EXIT;
     cb.functionName = "cudaLaunchKernel";
-    g_sub_fn(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cb);
+    g_sub_fn(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+             &cb);
     return 1;
 }
 EXPORT int fake_cupti_attached(void) { return g_attached; }
