@@ -49,6 +49,7 @@ enum {
     OPT_WARMUP,
     OPT_RING_KB,
     OPT_SAMPLE_HZ,
+    OPT_GPU_CAPTURE,
     OPT_KERNEL_STEPS,
     OPT_NO_REPORT,
     OPT_METRICS_PORT,
@@ -70,10 +71,16 @@ static const cli_opt run_opts_table[] = {
     {OPT_SAMPLE_HZ, "--sample-hz", NULL, CLI_VALUE, "N",
      "process sampler (CPU, RSS, threads, context switches) per second\n"
      "[TRAINPROF_SAMPLE_HZ]; default 10, 0 = off"},
+    {OPT_GPU_CAPTURE, "--gpu-capture", NULL, CLI_VALUE, "PLAN",
+     "GPU activity capture (CUPTI kernels, copies, ...) plan\n"
+     "[TRAINPROF_GPU_CAPTURE]: all (every step; default), off (none,\n"
+     "CUPTI not loaded), A-B[,C-D...] (steps A to B inclusive, A: one\n"
+     "step, last may be A-: to the end) or A-B/N (A-B, then every N\n"
+     "steps again, N > B-A+1); steps numbered from 0 as the report\n"
+     "numbers them; the rest is recorded in every step"},
     {OPT_KERNEL_STEPS, "--kernel-steps", NULL, CLI_VALUE, "A-B",
-     "GPU kernel/copy capture (CUPTI) only in steps A to B (also A,\n"
-     "A-), numbered from 0 as the report numbers them; the rest is\n"
-     "recorded in every step [TRAINPROF_KERNEL_STEPS]"},
+     "older spelling of --gpu-capture A-B (one window: A-B, A, A-)\n"
+     "[TRAINPROF_KERNEL_STEPS]; not with --gpu-capture"},
     {OPT_NO_REPORT, "--no-report", NULL, CLI_FLAG, NULL,
      "do not print the report (it is still written) [TRAINPROF_QUIET]"},
     {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",
@@ -126,7 +133,7 @@ static const cli_cmd run_cmd = {
 typedef struct run_opts {
     const char *dir; /* -o, or TRAINPROF_DIR; NULL: a fresh trainprof-DATE-TIME */
     report_args a;
-    const char *ring_kb, *sample_hz, *kernel_steps, *metrics_port;
+    const char *ring_kb, *sample_hz, *gpu_capture, *kernel_steps, *metrics_port;
     char mport[16]; /* metrics_port's copy (setenv replaces the variable's string) */
     int quiet, python;
     char **cmd; /* CMD ARGS..., NULL-terminated */
@@ -429,6 +436,43 @@ static void run_unlock(const char *path, int fd) {
 }
 /* ------------------------------------------------------------------ the steps */
 
+/* A malformed capture plan (`what` names the option or the variable): one line, exit 2. */
+static void bad_plan(const char *what, const char *why, const char *v) {
+    fprintf(stderr, "trainprof run: %s %s, got '%s'\n", what, why, v);
+    exit(EXIT_USAGE);
+}
+
+/* The GPU capture plan of --gpu-capture, --kernel-steps and their environment twins, checked
+ * before anything is started: an option beats both variables; both options, or both
+ * variables without an option, are an error. */
+static void check_plan(run_opts *o, int gpu_opt, int ks_opt) {
+    tprof__kplan plan;
+    uint64_t lo, hi;
+    const char *why;
+    if (gpu_opt && ks_opt) {
+        fprintf(stderr, "trainprof run: --gpu-capture and --kernel-steps both given: "
+                        "--kernel-steps A-B is --gpu-capture A-B, keep one\n");
+        exit(EXIT_USAGE);
+    }
+    if (!gpu_opt && !ks_opt) {
+        o->gpu_capture = env_or("TRAINPROF_GPU_CAPTURE", NULL);
+        o->kernel_steps = env_or("TRAINPROF_KERNEL_STEPS", NULL);
+        if (o->gpu_capture && !*o->gpu_capture) o->gpu_capture = NULL;
+        if (o->kernel_steps && !*o->kernel_steps) o->kernel_steps = NULL;
+        if (o->gpu_capture && o->kernel_steps) {
+            fprintf(stderr, "trainprof run: TRAINPROF_GPU_CAPTURE and TRAINPROF_KERNEL_STEPS "
+                            "both set: keep one\n");
+            exit(EXIT_USAGE);
+        }
+    }
+    const int env = !gpu_opt && !ks_opt;
+    if (o->gpu_capture && (why = tprof__kplan_parse(o->gpu_capture, &plan)))
+        bad_plan(env ? "TRAINPROF_GPU_CAPTURE:" : "--gpu-capture:", why, o->gpu_capture);
+    if (o->kernel_steps && tprof__kwin_parse(o->kernel_steps, &lo, &hi) != 0)
+        bad_plan(env ? "TRAINPROF_KERNEL_STEPS needs" : "--kernel-steps needs",
+                 "A-B, A or A- (step numbers, A <= B)", o->kernel_steps);
+}
+
 /* The options, checked (with their environment twins) before anything is started. -1 to go
  * on, else the exit status (0 after --help). */
 static int run_parse(int argc, char **argv, run_opts *o) {
@@ -440,8 +484,7 @@ static int run_parse(int argc, char **argv, run_opts *o) {
     const char *pyenv = getenv("TRAINPROF_PYTHON");
     o->python = pyenv && *pyenv && strcmp(pyenv, "0") != 0;
     const char *v;
-    uint64_t lo, hi;
-    int i = 0;
+    int i = 0, gpu_opt = 0, ks_opt = 0;
     for (; i < argc; i++) {
         int id = cli_next(&run_cmd, argc, argv, &i, &v);
         if (id == CLI_END) { /* the command follows "--" */
@@ -462,11 +505,13 @@ static int run_parse(int argc, char **argv, run_opts *o) {
             o->sample_hz = v;
             parse_int("run", "--sample-hz", v, 0, 1000);
             break;
+        case OPT_GPU_CAPTURE:
+            o->gpu_capture = v;
+            gpu_opt = 1;
+            break;
         case OPT_KERNEL_STEPS:
             o->kernel_steps = v;
-            if (tprof__kwin_parse(v, &lo, &hi) != 0)
-                die_usage("run", "--kernel-steps needs A-B, A or A- (step numbers, A <= B), "
-                                 "got '%s'", v);
+            ks_opt = 1;
             break;
         case OPT_METRICS_PORT:
             o->metrics_port = v;
@@ -477,12 +522,7 @@ static int run_parse(int argc, char **argv, run_opts *o) {
         default: report_opt_set(&o->a, id, v, "run"); break;
         }
     }
-    if (!o->kernel_steps) { /* the environment twin is checked as the option is */
-        const char *ks = env_or("TRAINPROF_KERNEL_STEPS", NULL);
-        if (ks && tprof__kwin_parse(ks, &lo, &hi) != 0)
-            die_usage("run", "TRAINPROF_KERNEL_STEPS needs A-B, A or A- (step numbers, A <= B), "
-                             "got '%s'", ks);
-    }
+    check_plan(o, gpu_opt, ks_opt);
     if (i >= argc) die_usage("run", "%s", "missing the command to run (trainprof run -- CMD ...)");
     o->cmd = argv + i;
     return -1;
@@ -657,7 +697,14 @@ static int run_environment(run_opts *o, run_plan *p) {
     if (o->a.step_name) setenv("TRAINPROF_STEP_NAME", o->a.step_name, 1);
     if (o->ring_kb) setenv("TRAINPROF_RING_KB", o->ring_kb, 1);
     if (o->sample_hz) setenv("TRAINPROF_SAMPLE_HZ", o->sample_hz, 1);
-    if (o->kernel_steps) setenv("TRAINPROF_KERNEL_STEPS", o->kernel_steps, 1);
+    /* one spelling reaches the job: the one checked (an option beats the other variable) */
+    if (o->gpu_capture) {
+        setenv("TRAINPROF_GPU_CAPTURE", o->gpu_capture, 1);
+        unsetenv("TRAINPROF_KERNEL_STEPS");
+    } else if (o->kernel_steps) {
+        setenv("TRAINPROF_KERNEL_STEPS", o->kernel_steps, 1);
+        unsetenv("TRAINPROF_GPU_CAPTURE");
+    }
     if (o->metrics_port) {
         /* the environment twin is checked as the option is; a copy, as setenv below
          * replaces the variable's string */

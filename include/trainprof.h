@@ -266,11 +266,12 @@ TPROF_API int tprof_name_thread(const char *name);
  * back before the other client registers (records up to the pause are kept; work still
  * running then has no end yet and is counted as untimed, cupti.untimed_records);
  * resume registers trainprof's buffer and timestamp callbacks again (the other client
- * replaced them) and turns the kinds back on, unless the kernel-capture window
- * (TRAINPROF_KERNEL_STEPS) has closed meanwhile. Every pause/resume interval goes into the
- * rank file's metadata (`gpu_capture.pauses` = "start-end,..." in CLOCK_MONOTONIC ns) and
- * the report says GPU activity was paused then. Any thread; takes a lock and calls CUPTI
- * (milliseconds: not for a hot path). Errors: TPROF_ERR_DISABLED (not recording),
+ * replaced them) and turns the kinds back on, unless the GPU capture plan
+ * (TRAINPROF_GPU_CAPTURE, TRAINPROF_KERNEL_STEPS) is between windows then. Every
+ * pause/resume interval goes into the rank file's metadata (`gpu_capture.pauses` =
+ * "start-end,..." in CLOCK_MONOTONIC ns) and the report says GPU activity was paused then.
+ * Any thread; takes a lock and calls CUPTI (milliseconds: not for a hot path). Errors:
+ * TPROF_ERR_DISABLED (not recording),
  * TPROF_ERR_UNAVAILABLE (no CUPTI capture in this process: built without CUPTI headers, no
  * CUDA, or CUPTI unavailable; or, from resume, CUPTI refused the callbacks: still paused),
  * TPROF_ERR_ALREADY (pause while paused), TPROF_ERR_INVALID_ARG (resume while not paused). */

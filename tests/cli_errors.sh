@@ -221,6 +221,36 @@ expect "run: --kernel-steps overflow" 2 "--kernel-steps needs A-B" \
 expect "run: TRAINPROF_KERNEL_STEPS garbage" 2 "TRAINPROF_KERNEL_STEPS needs A-B" \
     env TRAINPROF_KERNEL_STEPS=abc "$TP" run -o "$T/k3" -- true
 
+# ------------------------------------------------------------------ --gpu-capture and its twin
+# a malformed plan: status 2, one line naming what is wrong, the job never started (it would
+# create $T/ran) and no output directory made
+plan_error() {
+    name=$1 pat=$2
+    shift 2
+    expect "$name" 2 "$pat" "$@" touch "$T/ran"
+    [ "$(wc -l <"$T/err")" -eq 1 ] || fail "$name: not one line: $(cat "$T/err")"
+    absent "$T/ran" "$name"
+    absent "$T/g" "$name"
+}
+plan_error "run: --gpu-capture N too small" "trainprof run: --gpu-capture: A-B/N needs N > B-A+1" \
+    "$TP" run -o "$T/g" --gpu-capture 2-3/2 --
+plan_error "run: --gpu-capture overlapping" "--gpu-capture: windows must be ascending" \
+    "$TP" run -o "$T/g" --gpu-capture=1-4,3-5 --
+plan_error "run: --gpu-capture garbage" "--gpu-capture: a window is A-B, A or A-" \
+    "$TP" run -o "$T/g" --gpu-capture sometimes --
+plan_error "run: TRAINPROF_GPU_CAPTURE garbage" "TRAINPROF_GPU_CAPTURE: /N repeats one window only" \
+    env TRAINPROF_GPU_CAPTURE=1,5/9 "$TP" run -o "$T/g" --
+plan_error "run: both spellings" "--gpu-capture and --kernel-steps both given" \
+    "$TP" run -o "$T/g" --gpu-capture 1-2 --kernel-steps 1-2 --
+plan_error "run: both variables" "TRAINPROF_GPU_CAPTURE and TRAINPROF_KERNEL_STEPS both set" \
+    env TRAINPROF_GPU_CAPTURE=1-2 TRAINPROF_KERNEL_STEPS=1-2 "$TP" run -o "$T/g" --
+plan_error "run: --kernel-steps a list" "--kernel-steps needs A-B, A or A-" \
+    "$TP" run -o "$T/g" --kernel-steps 1-2,5-6 --
+# an option wins over the other spelling's variable, and a good plan runs the job
+n=$((n + 1))
+TRAINPROF_KERNEL_STEPS=abc "$TP" run -o "$T/g2" --no-report --gpu-capture 0-1/4 -- true \
+    >"$T/out" 2>"$T/err" </dev/null || fail "run --gpu-capture 0-1/4: status $?: $(cat "$T/err")"
+
 # ------------------------------------------------------------------ one run per directory
 mkdir -p "$T/locked"
 # a run in progress holds flock(2) on the file (here, this shell through descriptor 9)

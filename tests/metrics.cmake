@@ -10,7 +10,7 @@ if(TPROF_HAVE_MHD)
                  ${CMAKE_SOURCE_DIR}/src/core/metrics.c
                  LIBS trainprof Threads::Threads m LABELS tsan)
   tprof_add_unit(test_metrics_endpoint test_metrics_endpoint.c metrics_check.c
-                 LIBS trainprof Threads::Threads m LABELS tsan)
+                 LIBS trainprof tprof_analysis Threads::Threads m LABELS tsan)
   add_test(NAME metrics_storm COMMAND test_metrics_endpoint storm)
   set_tests_properties(metrics_storm PROPERTIES TIMEOUT 180 LABELS "unit;tsan"
     ENVIRONMENT "${TPROF_TEST_ENV}")

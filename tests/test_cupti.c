@@ -17,6 +17,11 @@
  *              call attaches it again, not a pause, a resume, nor the end of the session,
  *              and the window's kernels are in the file. TRAINPROF_CUPTI_DETACH=0 keeps
  *              CUPTI attached; with another subscriber, CUPTI stays attached
+ *   plan       a capture plan of repeated windows (TRAINPROF_GPU_CAPTURE=2-3/5) over 15 steps:
+ *              the kinds are on in steps 2, 3, 7, 8, 12 and 13 only; one step after each
+ *              window CUPTI detaches at the next CUDA call, and each later window attaches it
+ *              again; every window's kernels are in the file, and its times in
+ *              gpu_capture.windows. The plan "off" does not load CUPTI at all
  *   mapped     a libcupti the process mapped before CUDA started (libcupti.so.99 here) is
  *              the one used: no second copy is loaded
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
@@ -249,6 +254,109 @@ static void test_detach(void **state) {
     }
 }
 
+/* "2-3/5" over steps 0..14, one CUDA call returning in each step. Windows open as steps 2, 7,
+ * 12 begin and close as 4, 9, 14 begin. Kinds on (fake_cupti_enabled): the device kind from
+ * the start, the 8 chosen kinds inside the windows; cuptiFinalize drops them all, and a
+ * re-attach turns on the 8 chosen ones only (the devices were described). So, per step:
+ * 1 before the first window, 9 in it, 1 at step 4 (closed, still attached), 0 from step 5's
+ * CUDA call on (detached: step 4 + 1 asks, the call detaches), 8 in 7-8, 0 at 9 (closed),
+ * 0 after 10's detach, 8 in 12-13, 0 at 14. cuptiFinalize: 1 from step 5, 2 from step 10;
+ * cuptiActivityRegisterCallbacks: 1 at start, 2 from step 7, 3 from step 12. */
+static void plan_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "2-3/5", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 60);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 61);
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"),
+                api_exit = fake_fn(h, "fake_cupti_api_exit"),
+                attached = fake_fn(h, "fake_cupti_attached"),
+                fin = fake_fn(h, "fake_cupti_finalizes"), regs = fake_fn(h, "fake_cupti_registers");
+    CHECK(deliver && enabled && api_exit && attached && fin && regs, 62);
+    static const int want_on[15] = {1, 1, 9, 9, 1, 0, 0, 8, 8, 0, 0, 0, 8, 8, 0};
+    static const int want_fin[15] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2};
+    static const int want_reg[15] = {1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3};
+    for (int k = 0; k < 15; k++) {
+        tprof_step_begin((uint64_t)k);
+        int inside = want_on[k] >= 8;
+        if (inside && (k == 2 || k == 7 || k == 12)) /* one kernel per window */
+            CHECK(deliver(1, 0, g_t0 + (uint64_t)k * 1000000) != 0, 63);
+        api_exit(); /* a CUDA call of the step returns */
+        if (enabled() != want_on[k] || fin() != want_fin[k] || regs() != want_reg[k] ||
+            attached() != (want_fin[k] == 0 || want_reg[k] > want_fin[k])) {
+            fprintf(stderr, "step %d: enabled %d (want %d), finalizes %d (%d), registers %d "
+                            "(%d), attached %d\n", k, enabled(), want_on[k], fin(), want_fin[k],
+                    regs(), want_reg[k], attached());
+            _exit(64);
+        }
+        tprof_step_end((uint64_t)k);
+    }
+    CHECK(tprof_shutdown() == TPROF_OK, 65);
+    CHECK(fin() == 2 && regs() == 3, 66);
+    _exit(0);
+}
+
+static void test_plan(void **state) {
+    (void)state;
+    fresh_dir("plan");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(plan_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    if (!strstr(status_of(&run),
+                "activity capture in the steps of the capture plan 2-3/5: 8 kinds"))
+        fail_msg("capability.cupti: %s", status_of(&run));
+    size_t kernels = 0;
+    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    assert_int_equal(kernels, 3); /* one per window, re-attached or not */
+    /* three windows, in order, each between its steps' begin records */
+    const char *w = tp_meta(p, "gpu_capture.windows");
+    assert_non_null(w);
+    uint64_t t[6];
+    for (int i = 0; i < 6; i++) {
+        char *e;
+        t[i] = strtoull(w, &e, 10);
+        assert_int_equal(*e, i == 5 ? 0 : i % 2 ? ',' : '-');
+        w = e + 1;
+    }
+    const tp_stepev *ev = NULL;
+    for (size_t k = 0; k < p->nthreads; k++)
+        if (p->threads[k].nsteps) ev = p->threads[k].steps;
+    assert_non_null(ev);
+    static const int at[6] = {2, 4, 7, 9, 12, 14}; /* begin of step k is event 2k */
+    for (int i = 0; i < 6; i++) {
+        if (i) assert_true(t[i] > t[i - 1]);
+        assert_true(t[i] >= ev[2 * at[i] - 1].ts && t[i] <= ev[2 * at[i]].ts);
+    }
+    tp_run_free(&run);
+}
+
+/* "off": CUPTI is never loaded, so no kind is ever enabled; the capability says why */
+static void plan_off_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "off", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 70);
+    CHECK(dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD) == NULL, 71);
+    one_step();
+    CHECK(tprof_gpu_capture_pause() == TPROF_ERR_UNAVAILABLE, 72);
+}
+
+static void test_plan_off(void **state) {
+    (void)state;
+    fresh_dir("planoff");
+    in_child(plan_off_body);
+    tp_run run;
+    load(&run);
+    assert_string_equal(status_of(&run), "off (TRAINPROF_GPU_CAPTURE=off)");
+    assert_string_equal(tp_meta(&run.procs[0], "gpu_capture"), "off");
+    tp_run_free(&run);
+}
+
 static void test_mapped(void **state) {
     (void)state;
     fresh_dir("mapped");
@@ -310,6 +418,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture),
         cmocka_unit_test(test_detach),
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_plan_off),
         cmocka_unit_test(test_mapped),
         cmocka_unit_test(test_backoff),
     };

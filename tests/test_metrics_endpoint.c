@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analysis/model.h"
 #include "capture/comm_ext.h"
 #include "core/metrics.h"
 #include "trainprof.h"
@@ -716,6 +717,62 @@ static void test_endpoint_off(void **state) {
     run_child(body_off);
 }
 
+/* The capture toggle over a plan of one window, 1-2 (TRAINPROF_GPU_CAPTURE): the window
+ * opens at step 1 and closes at 3; detail=on applies at step 4, detail=off at step 6, and all
+ * of it is the one list gpu_capture.windows. Under the plan "off" CUPTI was never loaded:
+ * the toggle is refused. */
+static void body_plan_toggle(void) {
+    setenv("TRAINPROF_GPU_CAPTURE", "1-2", 1);
+    int port = start_child_session(NULL);
+    for (uint64_t s = 0; s < 8; s++) {
+        if (s == 4) CHECK(http(port, "POST", "/capture?detail=on", NULL, NULL) == 202);
+        if (s == 6) CHECK(http(port, "POST", "/capture?detail=off", NULL, NULL) == 202);
+        tprof_step_begin(s);
+        sleep_ms(1);
+        tprof_step_end(s);
+    }
+    unsetenv("TRAINPROF_GPU_CAPTURE");
+}
+
+static void body_plan_off_toggle(void) {
+    setenv("TRAINPROF_GPU_CAPTURE", "off", 1);
+    int port = start_child_session(NULL);
+    CHECK(http(port, "POST", "/capture?detail=on", NULL, NULL) == 409);
+    unsetenv("TRAINPROF_GPU_CAPTURE");
+}
+
+static void test_endpoint_plan_toggle(void **state) {
+    (void)state;
+    fresh_dir("plan-toggle");
+    run_child(body_plan_toggle);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load(g_dir, &run, err, sizeof err), TPROF_OK);
+    assert_int_equal(run.nprocs, 1);
+    const tp_process *p = &run.procs[0];
+    const char *w = tp_meta(p, "gpu_capture.windows");
+    assert_non_null(w);
+    uint64_t t[4];
+    for (int i = 0; i < 4; i++) {
+        char *e;
+        t[i] = strtoull(w, &e, 10);
+        assert_int_equal(*e, i == 3 ? 0 : i % 2 ? ',' : '-');
+        w = e + 1;
+    }
+    const tp_stepev *ev = NULL;
+    for (size_t k = 0; k < p->nthreads; k++)
+        if (p->threads[k].nsteps) ev = p->threads[k].steps;
+    assert_non_null(ev);
+    static const int at[4] = {1, 3, 4, 6}; /* the begin of step k is event 2k */
+    for (int i = 0; i < 4; i++) {
+        if (i) assert_true(t[i] > t[i - 1]);
+        assert_true(t[i] >= ev[2 * at[i] - 1].ts && t[i] <= ev[2 * at[i]].ts);
+    }
+    tp_run_free(&run);
+    fresh_dir("plan-off-toggle");
+    run_child(body_plan_off_toggle);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest unit[] = {
         cmocka_unit_test(test_endpoint_utf8),
@@ -723,6 +780,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_endpoint_timers),
         cmocka_unit_test(test_endpoint_off),
         cmocka_unit_test(test_endpoint_steps),
+        cmocka_unit_test(test_endpoint_plan_toggle),
         cmocka_unit_test(test_endpoint_token),
         cmocka_unit_test(test_endpoint_malformed),
         cmocka_unit_test(test_endpoint_slowloris),

@@ -62,8 +62,8 @@ static _Atomic int g_active;       /* records are being delivered to us */
 static _Atomic int g_starting;     /* InitializeInjection runs: CUPTI is coming (nvml.c) */
 static _Atomic uint64_t g_cupti_dropped;
 
-/* The activity kinds chosen at start (TRAINPROF_CUPTI_KINDS), enabled at once or when the
- * kernel-capture window opens. */
+/* The activity kinds chosen at start (TRAINPROF_CUPTI_KINDS), enabled at once or when a
+ * window of the capture plan opens (core/kwindow.c). */
 static CUpti_ActivityKind g_chosen[16];
 static size_t g_nchosen;
 static _Atomic int g_ready;   /* callbacks registered, g_chosen final */
@@ -83,7 +83,7 @@ static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.paus
  * CUPTI from the process, and any later CUPTI call attaches it again (CUPTI's lazy
  * initialisation; cupti_activity.h, cuptiFinalize). CUPTI asks that it be called at the exit
  * of a CUDA API call, or after the records are complete and flushed: the detach is asked for
- * one step after the window closed (kwindow.c calls the window off twice), when the window's
+ * one step after each window closed (kwindow.c calls the window off twice), when the window's
  * last kernels have long finished, and done by a callback at the exit of the next runtime or
  * driver call (subscribed for that only). While detached no CUPTI function is called, as
  * any would attach CUPTI again. TRAINPROF_CUPTI_DETACH=0 keeps CUPTI attached. */
@@ -554,13 +554,20 @@ int InitializeInjection(void) {
      * (the NVML sampler keeps off then; see nvml.c) */
     const char *off = tprof__env(TPROF__OPT_CUPTI);
     int disabled = off && !strcmp(off, "0");
-    if (!disabled) atomic_store(&g_starting, 1);
+    /* the capture plan "off": no GPU activity, so CUPTI is not even loaded (nothing of it
+     * attaches to the driver) */
+    int planned_off = !disabled && tprof__kwin_plan_off();
+    if (!disabled && !planned_off) atomic_store(&g_starting, 1);
     if (!tprof_enabled()) { /* no session: nothing to record into */
         atomic_store(&g_starting, 0);
         return 1;
     }
     if (disabled) {
         tprof__capability("cupti", "off (TRAINPROF_CUPTI=0)");
+        return 1;
+    }
+    if (planned_off) {
+        tprof__capability("cupti", "off (TRAINPROF_GPU_CAPTURE=off)");
         return 1;
     }
     char which[256] = "";
@@ -628,8 +635,8 @@ int InitializeInjection(void) {
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
     /* the devices' descriptions (one record each), whatever the kinds and the window */
     F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
-    /* with a kernel-capture window (core/kwindow.c) the kinds go on when its first step
-     * begins; if that already happened (CUDA initialised late), now */
+    /* with a capture plan of windows (core/kwindow.c) the kinds go on when a window's first
+     * step begins; if that already happened (CUDA initialised late), now */
     pthread_mutex_lock(&g_pause_lock);
     atomic_store(&g_ready, 1);
     int on_now = tprof__kwin_capture_now();
@@ -640,9 +647,9 @@ int InitializeInjection(void) {
     char status[640];
     if (tprof__kwin_active())
         snprintf(status, sizeof status,
-                 "activity capture in the steps of TRAINPROF_KERNEL_STEPS=%.40s: %d kinds, "
+                 "activity capture in the steps of the capture plan %.60s: %d kinds, "
                  "%.256s, API %u, %s",
-                 tprof__env(TPROF__OPT_KERNEL_STEPS), enabled, which, version, bufs);
+                 tprof__kwin_spec(), enabled, which, version, bufs);
     else
         snprintf(status, sizeof status, "activity capture on: %d kinds, %.256s, API %u, %s",
                  enabled, which, version, bufs);

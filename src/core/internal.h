@@ -220,13 +220,18 @@ void tprof__cuda_describe(unsigned ordinal, const unsigned char uuid[16], const 
 void tprof__cuda_describe_mig(unsigned ordinal, const unsigned char mig_uuid[16],
                               const unsigned char *gpu_uuid);
 
-/* The kernel-capture window (core/kwindow.c; TRAINPROF_KERNEL_STEPS). tprof__kwin_watch is
- * 1 while step boundaries must be reported: range pushes/starts pass their names to
- * tprof__kwin_name, tprof_step_begin its number to tprof__kwin_api_step. */
+/* The GPU capture plan (core/kwindow.c; TRAINPROF_GPU_CAPTURE, TRAINPROF_KERNEL_STEPS).
+ * tprof__kwin_watch is 1 while step boundaries must be reported: range pushes/starts pass
+ * their names to tprof__kwin_name, tprof_step_begin its number to tprof__kwin_api_step. */
 extern _Atomic int tprof__kwin_watch;
 void tprof__kwin_init(void);
-int tprof__kwin_capture_now(void); /* GPU activity wanted now: no window, or inside it */
-int tprof__kwin_active(void);      /* a window was configured */
+int tprof__kwin_capture_now(void); /* GPU activity wanted now: "all", or inside a window;
+                                    * lock-free, any thread */
+int tprof__kwin_active(void);      /* the plan is not "all" (or a detail request came) */
+int tprof__kwin_plan_off(void);    /* TRAINPROF_GPU_CAPTURE=off: before a session too */
+const char *tprof__kwin_spec(void); /* the plan in effect as given ("all" by default) */
+/* the plan's metadata as a file starts, through `put` (which must not call back here) */
+void tprof__kwin_start_meta(void (*put)(const char *key, const char *value));
 void tprof__kwin_name(const char *name);
 void tprof__kwin_api_step(uint64_t step);
 
@@ -250,7 +255,7 @@ void tprof__metrics_process(double cpu_s, double rss_bytes, double threads, doub
 void tprof__metrics_gpu(unsigned idx, const char *uuid, const char *suffix, double v);
 void tprof__metrics_gpu_total_memory(unsigned idx, const char *uuid, double bytes);
 /* POST /capture?detail=on|off (core/kwindow.c): detailed capture on (1) or off (0) from the
- * next step that begins. 0 when accepted. */
+ * next step that begins. 0 when accepted; TPROF_ERR_UNAVAILABLE under the plan "off". */
 int tprof__kwin_request(int on);
 
 void tprof__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

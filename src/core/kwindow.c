@@ -1,30 +1,45 @@
 /*
- * kwindow.c — the kernel-capture window: GPU activity (CUPTI) recorded only for a range of
- * training steps, as Megatron-LM's --profile-step-start/--profile-step-end do, so that a
- * long run pays for kernel capture only there. Everything else (ranges, timers, NCCL, NVML)
- * is recorded throughout.
+ * kwindow.c — the GPU capture plan: GPU activity (CUPTI) recorded only in windows of
+ * training steps, as Megatron-LM's --profile-step-start/--profile-step-end do for one, so
+ * that a long run pays for kernel capture only there. Everything else (ranges, timers, NCCL,
+ * NVML, the process sampler) is recorded throughout.
  *
- * Set with TRAINPROF_KERNEL_STEPS (`trainprof run --kernel-steps`): "A-B" (steps A to B
- * inclusive), "A" (step A only) or "A-" (from step A to the end). Steps are numbered as the
- * report numbers them: by the application's own number when it calls tprof_step_begin(n),
- * else from 0 in the order the step ranges begin (the first range whose name matches
- * TRAINPROF_STEP_NAME, or PyTorch's ProfilerStep#*, or a common step name: step_names.h;
- * the first pattern seen is the one counted, so "iteration" ranges around "step" ranges do
- * not count twice).
+ * Set with TRAINPROF_GPU_CAPTURE (`trainprof run --gpu-capture`; syntax in kwindow.h): "all"
+ * (every step, the default), "off" (no GPU activity: capture/cupti.c does not even load
+ * CUPTI), windows "A-B,C-D,..." or one window repeated, "A-B/N". TRAINPROF_KERNEL_STEPS
+ * (`--kernel-steps`) is the older spelling of one window; when both are set the plan wins.
+ * Steps are numbered as the report numbers them: by the application's own number when it
+ * calls tprof_step_begin(n), else from 0 in the order the step ranges begin (the first range
+ * whose name matches TRAINPROF_STEP_NAME, or PyTorch's ProfilerStep#*, or a common step
+ * name: step_names.h; the first pattern seen is the one counted, so "iteration" ranges around
+ * "step" ranges do not count twice).
  *
- * Capture turns on when step A begins and off when the first step after B begins (so the
- * GPU work of step B that runs after its range closed is kept), or at the end of the run.
- * The CUPTI calls happen then, on the thread that began the step: twice per run.
+ * Each window opens when a step inside it begins and closes when the first step after it
+ * begins (so the GPU work of its last step that runs after its range closed is kept), or at
+ * the end of the run; one step after it closed the sources are told "off" a second time, when
+ * its last kernels have long finished (CUPTI detaches then: capture/cupti.c). The CUPTI calls
+ * happen on the thread that began the step: three per window. Windows are only ever passed
+ * forwards: a step number past a window's end moves to the first window not yet over (in
+ * constant time for "A-B/N"), one below the window ahead changes nothing.
  *
  * The metrics endpoint's POST /capture?detail=on|off (tprof__kwin_request) asks for capture
- * on or off from the next step that begins, whatever the window said: it sets the flag the
- * hot path already reads, so the request costs the job nothing until it is applied, once.
+ * on or off from the next step that begins, whatever the plan said, and the plan no longer
+ * applies from then on: it sets the flag the hot path already reads, so the request costs
+ * the job nothing until it is applied, once.
  *
- * Hot-path cost: while the window has not closed, each range push/start reads one atomic
- * flag and compares the name with the step pattern(s) (tens of ns); after it closed, or
- * without a window, one relaxed load of a flag that is 0.
+ * What was captured is written as metadata (docs/format.md): gpu_capture (the plan),
+ * gpu_capture.windows ("on_ns-off_ns,...", CLOCK_MONOTONIC, rewritten at each change of
+ * capture, an open one as "on_ns-", within KW_LIST_BYTES: later windows are only counted,
+ * gpu_capture.windows_left_out), and for readers of one window kernel_steps,
+ * kernel_steps.on_ns and kernel_steps.off_ns: the plan's first window.
+ *
+ * Hot-path cost: while a window is ahead or open (or a request or the second "off" is
+ * pending), each range push/start reads one atomic flag and compares the name with the step
+ * pattern(s) (tens of ns), and a step that begins takes a mutex no other hot path takes;
+ * after the last window closed, or with "all" or "off", one relaxed load of a flag that is 0.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,75 +54,209 @@
 
 _Atomic int tprof__kwin_watch; /* 1 while steps must be counted */
 
-enum { KW_OFF = 0, KW_BEFORE = 1, KW_INSIDE = 2, KW_AFTER = 3,
-       KW_MANUAL_ON = 4, KW_MANUAL_OFF = 5 /* set through the metrics endpoint */ };
+enum { KW_ALL = 0,    /* no window: capture everything */
+       KW_NONE = 1,   /* plan "off": capture nothing, ever */
+       KW_BEFORE = 2, /* a window ahead (g_widx), capture off */
+       KW_INSIDE = 3, /* in window g_widx */
+       KW_AFTER = 4,  /* no window ahead */
+       KW_MANUAL_ON = 5, KW_MANUAL_OFF = 6 /* set through the metrics endpoint */ };
 
-static _Atomic int g_state;      /* KW_*; KW_OFF = no window: capture everything */
-static uint64_t g_lo, g_hi;      /* inclusive; g_hi = UINT64_MAX for "A-" */
+/* Whole entries of gpu_capture.windows fit in one metadata value (TPROF_MAX_INLINE): at
+ * least 94 windows of 20-digit times. */
+#define KW_LIST_BYTES 3968
+_Static_assert(KW_LIST_BYTES < TPROF_MAX_INLINE, "the list is never cut by the writer");
+
+static _Atomic int g_state;      /* KW_*: read without the lock (capture_now, CUPTI's start) */
 static _Atomic int g_pat = -1;   /* index in patterns() of the pattern that counts */
 static _Atomic uint64_t g_next;  /* number of the next range-marked step */
 static _Atomic int g_api;        /* tprof_step_begin was called: names no longer count */
 static const char *g_user_pat;   /* TRAINPROF_STEP_NAME, or NULL */
-static _Atomic int g_settle;     /* the window closed: one more "off" at the next step */
 static _Atomic int g_req;        /* detail request pending: 0 none, 1 off, 2 on */
+
+/* Changed under g_lock, by the thread that begins a step (the lock orders the transitions
+ * and the metadata they write; it is taken before the sources' window and the session's
+ * lock, never after them). */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static tprof__kplan g_plan;
+static char g_spec[TPROF__KPLAN_SPEC_MAX + 1]; /* the plan as given ("all" by default) */
+static uint64_t g_widx, g_lo, g_hi;  /* the window ahead or open */
+static int g_settle;             /* a window closed: one more "off" at the next step */
+static int g_first_on, g_first_off; /* kernel_steps.on_ns / off_ns written */
+static uint64_t g_on_since;      /* capture on since (ns), 0: off */
+static char g_list[KW_LIST_BYTES]; /* the closed windows, "on-off,..." */
+static size_t g_list_len;
+static int g_list_full;          /* a window did not fit: later ones are only counted */
+static uint64_t g_left_out;
 
 static const char *const k_defaults[] = {TPROF_DEFAULT_STEP_NAMES};
 #define N_DEFAULTS (sizeof k_defaults / sizeof *k_defaults)
 
-void tprof__kwin_init(void) {
-    const char *spec = tprof__env(TPROF__OPT_KERNEL_STEPS);
-    atomic_store(&g_state, KW_OFF);
-    atomic_store(&tprof__kwin_watch, 0);
-    atomic_store(&g_req, 0);
-    atomic_store(&g_settle, 0);
-    const char *u0 = tprof__env(TPROF__OPT_STEP_NAME);
-    g_user_pat = u0 && *u0 ? u0 : NULL; /* step names also count for detail requests */
-    atomic_store(&g_pat, -1);
-    atomic_store(&g_next, 0);
-    atomic_store(&g_api, 0);
-    if (!spec || !*spec) return;
-    if (tprof__kwin_parse(spec, &g_lo, &g_hi) != 0) {
-        tprof__log(TPROF_LOG_WARN,
-                   "TRAINPROF_KERNEL_STEPS=\"%s\" is not A-B, A or A-: GPU activity is "
-                   "captured in every step",
-                   spec);
+/* The window g_widx, moved on to the first one whose end is not below step k: 0, or -1 when
+ * the plan has no window left. */
+static int seek_window(uint64_t k) {
+    if (g_plan.every && g_hi < k) { /* the first i with hi0 + i * every >= k, directly */
+        uint64_t d = k - g_plan.hi[0]; /* > 0: g_hi >= hi0 */
+        uint64_t i = d / g_plan.every + (d % g_plan.every != 0);
+        if (i > g_widx) g_widx = i;
+    }
+    for (;;) {
+        if (tprof__kplan_window(&g_plan, g_widx, &g_lo, &g_hi) != 0) return -1;
+        if (g_hi >= k) return 0;
+        g_widx++;
+    }
+}
+
+/* Under g_lock: gpu_capture.windows, the closed windows and the open one ("on_ns-"). */
+static void write_list(void) {
+    char v[KW_LIST_BYTES + 32];
+    memcpy(v, g_list, g_list_len + 1);
+    if (g_on_since)
+        snprintf(v + g_list_len, sizeof v - g_list_len, "%s%llu-", g_list_len ? "," : "",
+                 (unsigned long long)g_on_since);
+    tprof__set_meta("gpu_capture.windows", v);
+}
+
+/* Capture went on (1) or off (0) at `now` (under g_lock): the list of windows follows. Once a
+ * window did not fit, later ones are only counted (the list holds the first ones). */
+static void note_capture(int on, uint64_t now) {
+    if (on == (g_on_since != 0)) return;
+    if (on) {
+        g_on_since = now ? now : 1;
+        /* the closed form is longer than the open one: only a window that will fit shows */
+        if (!g_list_full && g_list_len + 43 < KW_LIST_BYTES) write_list();
         return;
     }
-    const char *u = tprof__env(TPROF__OPT_STEP_NAME);
-    g_user_pat = u && *u ? u : NULL;
-    atomic_store(&g_pat, -1);
-    atomic_store(&g_next, 0);
-    atomic_store(&g_api, 0);
-    atomic_store(&g_state, KW_BEFORE);
-    atomic_store(&tprof__kwin_watch, 1);
+    char e[48];
+    int w = snprintf(e, sizeof e, "%s%llu-%llu", g_list_len ? "," : "",
+                     (unsigned long long)g_on_since, (unsigned long long)now);
+    g_on_since = 0;
+    if (!g_list_full && w > 0 && g_list_len + (size_t)w < KW_LIST_BYTES) {
+        memcpy(g_list + g_list_len, e, (size_t)w + 1);
+        g_list_len += (size_t)w;
+        write_list();
+        return;
+    }
+    g_list_full = 1;
+    char c[24];
+    snprintf(c, sizeof c, "%llu", (unsigned long long)++g_left_out);
+    tprof__set_meta("gpu_capture.windows_left_out", c);
 }
 
-int tprof__kwin_capture_now(void) {
-    int s = atomic_load(&g_state);
-    return s == KW_OFF || s == KW_INSIDE || s == KW_MANUAL_ON;
-}
-
-int tprof__kwin_request(int on) {
-    atomic_store(&g_req, on ? 2 : 1);
-    atomic_store(&tprof__kwin_watch, 1); /* after the request: see apply_request */
+/* The plan from the environment into g_plan and g_spec; 0, or -1 (with the warning) when
+ * it is malformed: then every step is captured. */
+static int read_plan(void) {
+    const char *gc = tprof__env(TPROF__OPT_GPU_CAPTURE);
+    const char *ks = tprof__env(TPROF__OPT_KERNEL_STEPS);
+    g_plan.mode = TPROF__KPLAN_ALL;
+    snprintf(g_spec, sizeof g_spec, "all");
+    if (gc && *gc) {
+        if (ks && *ks)
+            tprof__log(TPROF_LOG_WARN, "TRAINPROF_KERNEL_STEPS=\"%.40s\" ignored: "
+                       "TRAINPROF_GPU_CAPTURE is set", ks);
+        const char *why = tprof__kplan_parse(gc, &g_plan);
+        if (why) {
+            tprof__log(TPROF_LOG_WARN, "TRAINPROF_GPU_CAPTURE=\"%.60s\" ignored (%s): GPU "
+                       "activity is captured in every step", gc, why);
+            return -1;
+        }
+        snprintf(g_spec, sizeof g_spec, "%s", gc);
+        return 0;
+    }
+    if (!ks || !*ks) return 0;
+    uint64_t lo, hi;
+    if (tprof__kwin_parse(ks, &lo, &hi) != 0 || strlen(ks) > TPROF__KPLAN_SPEC_MAX) {
+        tprof__log(TPROF_LOG_WARN,
+                   "TRAINPROF_KERNEL_STEPS=\"%.60s\" is not A-B, A or A-: GPU activity is "
+                   "captured in every step",
+                   ks);
+        return -1;
+    }
+    g_plan.mode = TPROF__KPLAN_WINDOWS;
+    g_plan.n = 1;
+    g_plan.every = 0;
+    g_plan.lo[0] = lo;
+    g_plan.hi[0] = hi;
+    snprintf(g_spec, sizeof g_spec, "%s", ks);
     return 0;
 }
 
-/* On the thread that begins a step. The watch flag is cleared before the request is taken
- * and raised again if one came in since, so a request is never left unseen. */
-static int apply_request(uint64_t k) {
+int tprof__kwin_plan_off(void) {
+    const char *gc = tprof__env(TPROF__OPT_GPU_CAPTURE);
+    return gc && !strcmp(gc, "off");
+}
+
+void tprof__kwin_init(void) {
+    /* a forked child's copy may be held by a thread that is not in the child */
+    pthread_mutex_init(&g_lock, NULL);
+    atomic_store(&g_state, KW_ALL);
+    atomic_store(&tprof__kwin_watch, 0);
+    atomic_store(&g_req, 0);
+    const char *u = tprof__env(TPROF__OPT_STEP_NAME);
+    g_user_pat = u && *u ? u : NULL; /* step names also count for detail requests */
+    atomic_store(&g_pat, -1);
+    atomic_store(&g_next, 0);
+    atomic_store(&g_api, 0);
+    g_settle = g_first_on = g_first_off = g_list_full = 0;
+    g_list_len = 0;
+    g_list[0] = 0;
+    g_left_out = 0;
+    g_widx = 0;
+    read_plan();
+    g_on_since = g_plan.mode == TPROF__KPLAN_ALL ? tprof__now() : 0;
+    if (g_plan.mode == TPROF__KPLAN_OFF) {
+        atomic_store(&g_state, KW_NONE);
+    } else if (g_plan.mode == TPROF__KPLAN_WINDOWS) {
+        g_hi = 0;
+        seek_window(0);
+        atomic_store(&g_state, KW_BEFORE);
+        atomic_store(&tprof__kwin_watch, 1);
+    }
+}
+
+/* As the file starts (the session's writer, `put`): the plan, and its first window as the one
+ * window of older readers. */
+void tprof__kwin_start_meta(void (*put)(const char *key, const char *value)) {
+    put("gpu_capture", g_spec);
+    if (g_plan.mode != TPROF__KPLAN_WINDOWS) return;
+    uint64_t lo, hi;
+    if (tprof__kplan_window(&g_plan, 0, &lo, &hi) != 0) return;
+    char v[48];
+    if (hi == UINT64_MAX) snprintf(v, sizeof v, "%llu-", (unsigned long long)lo);
+    else if (hi == lo) snprintf(v, sizeof v, "%llu", (unsigned long long)lo);
+    else snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)lo, (unsigned long long)hi);
+    put("kernel_steps", v);
+    put("gpu_capture.windows", ""); /* none opened yet */
+}
+
+const char *tprof__kwin_spec(void) { return g_spec; }
+
+int tprof__kwin_active(void) { return atomic_load(&g_state) != KW_ALL; }
+
+int tprof__kwin_capture_now(void) {
     int s = atomic_load(&g_state);
-    if (s != KW_BEFORE && s != KW_INSIDE) atomic_store(&tprof__kwin_watch, 0);
+    return s == KW_ALL || s == KW_INSIDE || s == KW_MANUAL_ON;
+}
+
+int tprof__kwin_request(int on) {
+    if (atomic_load(&g_state) == KW_NONE) return TPROF_ERR_UNAVAILABLE; /* CUPTI never loaded */
+    atomic_store(&g_req, on ? 2 : 1);
+    atomic_store(&tprof__kwin_watch, 1); /* after the request: see step_began */
+    return 0;
+}
+
+/* Under g_lock, on the thread that begins a step: a pending detail request. 1 if one was
+ * applied. */
+static int apply_request(uint64_t k) {
     int r = atomic_exchange(&g_req, 0);
     if (!r) return 0;
     int on = r == 2;
     atomic_store(&g_state, on ? KW_MANUAL_ON : KW_MANUAL_OFF);
-    atomic_store(&g_settle, !on);
-    atomic_store(&tprof__kwin_watch, !on);
-    if (atomic_load(&g_req)) atomic_store(&tprof__kwin_watch, 1);
+    g_settle = !on;
     tprof__sources_window(on);
+    uint64_t now = tprof__now();
+    note_capture(on, now);
     char v[32];
-    snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
+    snprintf(v, sizeof v, "%llu", (unsigned long long)now);
     tprof__set_meta(on ? "capture.detail_on_ns" : "capture.detail_off_ns", v);
     tprof__metrics_detail(on);
     tprof__log(TPROF_LOG_INFO, "detailed capture %s at step %llu (metrics endpoint)",
@@ -115,36 +264,68 @@ static int apply_request(uint64_t k) {
     return 1;
 }
 
-int tprof__kwin_active(void) { return atomic_load(&g_state) != KW_OFF; }
+/* Under g_lock: the window g_widx opens at step k. */
+static void open_window(uint64_t k) {
+    g_settle = 0; /* a window right after the last: CUPTI stays attached */
+    atomic_store(&g_state, KW_INSIDE);
+    uint64_t now = tprof__now();
+    if (!g_first_on) {
+        g_first_on = 1;
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)now);
+        tprof__set_meta("kernel_steps.on_ns", v);
+    }
+    note_capture(1, now);
+    tprof__sources_window(1);
+    tprof__log(TPROF_LOG_INFO, "kernel capture on at step %llu", (unsigned long long)k);
+}
+
+/* Under g_lock: the open window closes at step k; `more`: a window is ahead. */
+static void close_window(uint64_t k, int more) {
+    atomic_store(&g_state, more ? KW_BEFORE : KW_AFTER);
+    g_settle = 1; /* the watch stays on for one more step */
+    tprof__sources_window(0);
+    uint64_t now = tprof__now();
+    if (!g_first_off) {
+        g_first_off = 1;
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)now);
+        tprof__set_meta("kernel_steps.off_ns", v);
+    }
+    note_capture(0, now);
+    tprof__log(TPROF_LOG_INFO, "kernel capture off at step %llu", (unsigned long long)k);
+}
 
 static void step_began(uint64_t k) {
-    if (atomic_load(&g_req) && apply_request(k)) return;
-    int s = atomic_load(&g_state);
-    /* a step after the window closed, its last kernels have finished: the sources may now
-     * let go of what they kept (CUPTI detaches: capture/cupti.c) */
-    if ((s == KW_AFTER || s == KW_MANUAL_OFF) && atomic_exchange(&g_settle, 0)) {
-        atomic_store(&tprof__kwin_watch, 0);
-        tprof__sources_window(0);
-        return;
-    }
-    if (s == KW_BEFORE && k >= g_lo && k <= g_hi) {
-        if (atomic_compare_exchange_strong(&g_state, &s, KW_INSIDE)) {
-            char v[32];
-            snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
-            tprof__set_meta("kernel_steps.on_ns", v);
-            tprof__sources_window(1);
-            tprof__log(TPROF_LOG_INFO, "kernel capture on at step %llu", (unsigned long long)k);
+    pthread_mutex_lock(&g_lock);
+    int settle = g_settle; /* pending since an earlier step */
+    if (!(atomic_load(&g_req) && apply_request(k))) {
+        int s = atomic_load(&g_state);
+        if (s == KW_INSIDE && k > g_hi) {
+            int ahead = seek_window(k) == 0;
+            /* with steps numbered past the gap the next window may already be here:
+             * capture then stays on */
+            if (!ahead || g_lo > k) close_window(k, ahead);
+        } else if (s == KW_BEFORE && k >= g_lo) {
+            if (seek_window(k) != 0) atomic_store(&g_state, KW_AFTER);
+            else if (g_lo <= k) open_window(k);
         }
-    } else if ((s == KW_BEFORE || s == KW_INSIDE) && k > g_hi) {
-        if (atomic_compare_exchange_strong(&g_state, &s, KW_AFTER)) {
-            atomic_store(&g_settle, 1); /* the watch stays on for one more step */
+        /* a step after a window closed (its last kernels have finished): the sources may
+         * now let go of what they kept (CUPTI detaches: capture/cupti.c) */
+        if (settle && g_settle) {
+            g_settle = 0;
             tprof__sources_window(0);
-            char v[32];
-            snprintf(v, sizeof v, "%llu", (unsigned long long)tprof__now());
-            tprof__set_meta("kernel_steps.off_ns", v);
-            tprof__log(TPROF_LOG_INFO, "kernel capture off at step %llu", (unsigned long long)k);
         }
     }
+    /* The watch is cleared before a pending request is looked at and raised again if one
+     * came in since (tprof__kwin_request stores the request, then the watch), so a request
+     * is never left unseen. */
+    int s = atomic_load(&g_state);
+    if (s != KW_BEFORE && s != KW_INSIDE && !g_settle) {
+        atomic_store(&tprof__kwin_watch, 0);
+        if (atomic_load(&g_req)) atomic_store(&tprof__kwin_watch, 1);
+    }
+    pthread_mutex_unlock(&g_lock);
 }
 
 /* Pattern i: 0 = the user's, 1 = ProfilerStep#*, 2.. = the defaults. */

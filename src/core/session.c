@@ -437,6 +437,11 @@ static void read_rank_env(void) {
     }
 }
 
+/* caller holds tprof__S.lock */
+static void meta_locked(const char *key, const char *value) {
+    tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, value);
+}
+
 static void write_start_metadata_locked(void) {
     char buf[4096];
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -482,9 +487,7 @@ static void write_start_metadata_locked(void) {
         tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, "model", v);
     if ((v = tprof__env(TPROF__OPT_DTYPE)) && *v)
         tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, "dtype", v);
-    const char *kw = tprof__env(TPROF__OPT_KERNEL_STEPS);
-    if (kw && *kw && tprof__kwin_active())
-        tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, "kernel_steps", kw);
+    tprof__kwin_start_meta(meta_locked); /* gpu_capture, kernel_steps */
     tprof_pl_clock pl = {tprof__S.start_rt, tprof__S.start_mono, 0};
     tprof__proc_record_locked(TPROF_REC_CLOCK, 0, &pl, sizeof pl, NULL, NULL);
     emit_registries_locked();
