@@ -207,6 +207,61 @@ static void test_kinds_named(void **state) {
     }
 }
 
+
+/* A capture plan "5-7/10" over API steps 0-24 (step 0 warm-up): windows at steps 5-7, 15-17
+ * and an open one from step 25 on, as gpu_capture.windows lists them ("on-off,on-off,on-");
+ * kernel_steps.* name the first window only. Steps take 20 ms, captured ones 30 ms with a
+ * 15 ms kernel: the GPU figures are over the 6 captured steps (busy 50 %) and the capture costs
+ * +10 ms a step (the first step after each window, which holds the closing flush, left out). */
+static void test_plan_windows(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "plan"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti",
+               "activity capture in the steps of TRAINPROF_GPU_CAPTURE=5-7/10");
+    synth_meta(f, "gpu_capture", "5-7/10");
+    synth_meta(f, "kernel_steps", "5-7");
+    uint64_t t = T0, on[3] = {0}, off[2] = {0};
+    char list[128] = "";
+    for (uint32_t k = 0; k <= 24; k++) {
+        int in = (k >= 5 && k <= 7) || (k >= 15 && k <= 17);
+        uint64_t len = in ? 30 * MS : 20 * MS;
+        if (k == 5 || k == 15) on[k / 10] = t - 2 * US;
+        if (k == 8 || k == 18) off[k / 10] = t - 2 * US;
+        if (k == 5) meta_u64(f, "kernel_steps.on_ns", t - 2 * US);
+        if (k == 8) meta_u64(f, "kernel_steps.off_ns", t - 2 * US);
+        synth_step_begin(f, 1, t, k);
+        if (in) launch(f, t + 100 * US, 15 * MS, 100 + k);
+        synth_step_end(f, 1, t + len, k);
+        t += len;
+    }
+    on[2] = t + MS; /* the third window opens after the last measured step */
+    snprintf(list, sizeof list, "%llu-%llu,%llu-%llu,%llu-", (unsigned long long)on[0],
+             (unsigned long long)off[0], (unsigned long long)on[1], (unsigned long long)off[1],
+             (unsigned long long)on[2]);
+    synth_meta(f, "gpu_capture.windows", list);
+    synth_end_of_file(f, t + 2 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = report_json(&run);
+    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 6, "captured");
+    near(jnum(rep, "ranks.0.gpu_capture.steps.1.0"), 15, "second window's first step");
+    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
+    near(jnum(rep, "ranks.0.breakdown.windows"), 6, "breakdown windows");
+    near(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "capture cost ms");
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    text_has(text, "GPU activity recorded in steps 5-7, 15-17 (6 of 24 measured steps)");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_window_capture_cost(void **state) {
     (void)state;
     char dir[512];
@@ -378,6 +433,7 @@ int main(void) {
         cmocka_unit_test(test_window_gpu_figures),
         cmocka_unit_test(test_window_capture_cost),
         cmocka_unit_test(test_kinds_named),
+        cmocka_unit_test(test_plan_windows),
         cmocka_unit_test(test_detail_off),
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),

@@ -4,9 +4,10 @@
  * against the median of the steps run with capture off.
  *
  * The timeline of capture on/off is rebuilt from the metadata the runtime writes when it
- * switches (docs/format.md): every value of kernel_steps.on_ns/off_ns and
- * capture.detail_on_ns/off_ns (the file keeps each one, the last wins only for readers
- * asking for one value), applied in time order from the initial state (off before a
+ * switches (docs/format.md): the windows of a capture plan (gpu_capture.windows), or in files
+ * written before plans every value of kernel_steps.on_ns/off_ns and capture.detail_on_ns/off_ns
+ * (the file keeps each one, the last wins only for readers asking for one value), applied in
+ * time order from the initial state (off before a
  * kernel-capture window opens, else on); the pauses are gpu_capture.pauses' spans and an
  * open gpu_capture.paused_since_ns.
  */
@@ -40,6 +41,34 @@ static int by_time(const void *a, const void *b) {
 /* The switches of capture in p's metadata, in time order; *n of them (NULL when none or out
  * of memory: *oom then set). */
 static cap_event *events(const tp_process *p, size_t *n, int *oom) {
+    /* a file of a capture plan lists every window, the metrics endpoint's switches included
+     * (gpu_capture.windows "on-off,...", an open one "on-"): that list, when present */
+    const char *wl = tp_meta(p, "gpu_capture.windows");
+    if (wl && *wl) {
+        size_t cap = 2;
+        for (const char *q = wl; *q; q++) cap += 2 * (*q == ',');
+        cap += 2;
+        cap_event *v = malloc(cap * sizeof *v);
+        *n = 0;
+        if (!v) {
+            *oom = 1;
+            return NULL;
+        }
+        for (const char *q = wl; *q && *n + 2 <= cap;) {
+            char *e;
+            unsigned long long on = strtoull(q, &e, 10);
+            if (e == q || *e != '-') break;
+            v[(*n)++] = (cap_event){on, 1, TP_CAP_KERNEL_STEPS};
+            q = e + 1;
+            unsigned long long off = strtoull(q, &e, 10);
+            if (e != q) v[(*n)++] = (cap_event){off, 0, TP_CAP_KERNEL_STEPS};
+            q = e;
+            if (*q != ',') break;
+            q++;
+        }
+        qsort(v, *n, sizeof *v, by_time);
+        return v;
+    }
     static const struct { const char *key; int on; unsigned why; } keys[] = {
         {"kernel_steps.on_ns", 1, TP_CAP_KERNEL_STEPS},
         {"kernel_steps.off_ns", 0, TP_CAP_KERNEL_STEPS},
