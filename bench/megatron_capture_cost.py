@@ -5,8 +5,9 @@ rotated rounds of one call, each mode against the bare run of the same round:
   bare       no profiler
   default    `trainprof run --python` as a user runs it (the default capture plan)
   window     `trainprof run --python --kernel-steps A-B`: GPU activity in steps A..B only
-  full       `trainprof run --python` with GPU activity in every step (TRAINPROF_KERNEL_STEPS
-             unset, TRAINPROF_GPU_CAPTURE=all where the CLI knows it)
+  plan       `trainprof run --python --gpu-capture PLAN` (--plan; the parts below are those of
+             --window, the plan's first window)
+  full       `trainprof run --python --gpu-capture all`: GPU activity in every step
   nocupti    `trainprof run --python` with TRAINPROF_CUPTI=0 (the CUPTI-off pace)
   plain      `trainprof run` (no --python) with TRAINPROF_CUPTI=0: injection, NVTX, NCCL
              plugin and the process sampler without the Python hooks
@@ -79,8 +80,10 @@ def run(mode, a, b, args, outdir, tag):
             pre.insert(2, "--python")
         if mode == "window" or mode.startswith("window-"):
             pre += ["--kernel-steps", "%d-%d" % (a, b)]
+        elif mode == "plan":
+            pre += ["--gpu-capture", args.plan]
         elif mode == "full":
-            env["TRAINPROF_GPU_CAPTURE"] = "all"
+            pre += ["--gpu-capture", "all"]
         elif mode in ("nocupti", "plain") or mode.startswith("nocupti-"):
             env["TRAINPROF_CUPTI"] = "0"
         for kv in args.mode_env:  # MODE:VAR=VALUE, for variants of a mode
@@ -119,6 +122,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--iters", type=int, default=60)
     ap.add_argument("--window", default="30-34")
+    ap.add_argument("--plan", default="30-34/100", help="the plan of mode plan")
     ap.add_argument("--modes", default="bare,default,window,torchprof")
     ap.add_argument("--trainprof", default="trainprof")
     ap.add_argument("--timeout", type=int, default=300)

@@ -622,6 +622,47 @@ static void make_run_id(const char *absdir, char *run_id, size_t n) {
     }
 }
 
+/* ld.so splits LD_PRELOAD at spaces and colons and has no escape: a library whose path holds
+ * one (an installation under "My Files", a venv in such a directory) is preloaded through a
+ * link in a directory of our own whose path holds none, removed when the job is over
+ * (preload_cleanup). The other variables name one path each and take it as it is. */
+static char g_preload_dir[64];
+static char g_preload_links[2][96];
+
+static void preload_cleanup(void) {
+    for (size_t i = 0; i < 2; i++)
+        if (g_preload_links[i][0]) unlink(g_preload_links[i]);
+    if (g_preload_dir[0]) rmdir(g_preload_dir);
+}
+
+/* path, or a link to it without spaces or colons, into out (slot: which link). -1 when a link
+ * was needed and could not be made (the caller says so in one line). */
+static int preload_path(const char *path, size_t slot, char *out, size_t n) {
+    if (!strpbrk(path, " :\t\n")) {
+        snprintf(out, n, "%s", path);
+        return 0;
+    }
+    if (!g_preload_dir[0]) {
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || !*tmp || strpbrk(tmp, " :\t\n") || strlen(tmp) > 24) tmp = "/tmp";
+        snprintf(g_preload_dir, sizeof g_preload_dir, "%s/trainprof-preload-XXXXXX", tmp);
+        if (!mkdtemp(g_preload_dir)) {
+            g_preload_dir[0] = 0;
+            return -1;
+        }
+    }
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(g_preload_links[slot], sizeof g_preload_links[slot], "%s/%s", g_preload_dir,
+             strpbrk(base, " :\t\n") ? (slot ? "libtrainprof_mpi.so" : "libtrainprof.so") : base);
+    if (symlink(path, g_preload_links[slot]) != 0) {
+        g_preload_links[slot][0] = 0;
+        return -1;
+    }
+    snprintf(out, n, "%s", g_preload_links[slot]);
+    return 0;
+}
+
 /* The injection variables: the library as the NVTX, CUDA and NCCL tool of every process,
  * preloaded with the PMPI wrappers. 0, or -1 (out of memory). */
 static int set_injection(const char *lib) {
@@ -633,10 +674,19 @@ static int set_injection(const char *lib) {
     snprintf(mpilib, sizeof mpilib, "%.*s/libtrainprof_mpi.so", (int)(slash ? slash - lib : 1),
              slash ? lib : ".");
     if (access(mpilib, R_OK) != 0) mpilib[0] = 0;
-    size_t plen = strlen(lib) + strlen(mpilib) + (pre ? strlen(pre) : 0) + 3;
+    char plib[PATH_MAX + 32], pmpi[PATH_MAX + 32] = "";
+    if (preload_path(lib, 0, plib, sizeof plib) != 0 ||
+        (mpilib[0] && preload_path(mpilib, 1, pmpi, sizeof pmpi) != 0)) {
+        fprintf(stderr, "trainprof run: %s holds a space or colon, which LD_PRELOAD cannot "
+                        "hold, and no link could be made in /tmp (%s): set TRAINPROF_LIB to a "
+                        "copy in a path without them\n", lib, strerror(errno));
+        preload_cleanup();
+        return -2;
+    }
+    size_t plen = strlen(plib) + strlen(pmpi) + (pre ? strlen(pre) : 0) + 3;
     char *preload = malloc(plen);
     if (!preload) return -1;
-    snprintf(preload, plen, "%s%s%s%s%s", lib, mpilib[0] ? ":" : "", mpilib,
+    snprintf(preload, plen, "%s%s%s%s%s", plib, pmpi[0] ? ":" : "", pmpi,
              pre && *pre ? ":" : "", pre && *pre ? pre : "");
     const char *old_nvtx = getenv("NVTX_INJECTION64_PATH");
     if (old_nvtx && *old_nvtx && strcmp(old_nvtx, lib))
@@ -906,6 +956,7 @@ int cmd_run(int argc, char **argv) {
     rc = run_prepare(&o, &p);
     if (rc >= 0) return rc;
     if (run_environment(&o, &p) != 0) {
+        preload_cleanup();
         run_unlock(p.lockpath, p.lockfd);
         return 1;
     }
@@ -923,9 +974,11 @@ int cmd_run(int argc, char **argv) {
      * was) */
     signal(SIGPIPE, SIG_IGN);
     if (!started_ok) {
+        preload_cleanup();
         run_unlock(p.lockpath, p.lockfd);
         return 1;
     }
+    preload_cleanup();
     run_reports(&o, &p, node_sampler, started);
     run_unlock(p.lockpath, p.lockfd);
     return exit_as(status);

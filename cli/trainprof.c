@@ -6,6 +6,7 @@
  * cmd_serve.c), parsing its options from a table that also prints its usage (common.h).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +52,14 @@ static void main_usage(FILE *f) {
           f);
 }
 
+/* 0 when what was printed reached standard output, else 1 with one line (a closed or full
+ * standard output is an error a script must see, as for the reports) */
+static int stdout_written(const char *what) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    fprintf(stderr, "trainprof %s: cannot write to standard output: %s\n", what, strerror(errno));
+    return 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         main_usage(stderr);
@@ -59,13 +68,13 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
         main_usage(stdout);
-        return 0;
+        return stdout_written("--help");
     }
     if (!strcmp(c, "--version") || !strcmp(c, "version")) {
         /* the build line starts with "trainprof <version>" */
         printf("%s\nrank file format %u, report schema %d\n", tprof_build_info(),
                TPROF_FORMAT_VERSION, TP_REPORT_SCHEMA_VERSION);
-        return 0;
+        return stdout_written("--version");
     }
     for (int k = 0; k < N_COMMANDS; k++)
         if (!strcmp(c, commands[k].name)) return commands[k].fn(argc - 2, argv + 2);

@@ -294,6 +294,15 @@ cuda=*libtrainprof*) ;;
 esac
 grep -q "belongs to another CUDA tool" "$T/err" && fail "run with an old trainprof library: backed off"
 
+# --version and --help whose output cannot be written: status 1 and one line, not 0
+n=$((n + 1))
+st=0; "$TP" --version >/dev/full 2>"$T/err" || st=$?
+[ "$st" = 1 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q "cannot write to standard output" "$T/err" ||
+    fail "--version to a full device: status $st, $(cat "$T/err")"
+n=$((n + 1))
+st=0; "$TP" --help >&- 2>"$T/err" || st=$?
+[ "$st" = 1 ] || fail "--help to a closed standard output: status $st"
+
 expect "run: empty --step-name" 2 "needs a non-empty value" "$TP" run --step-name "" -- true
 expect "run: -o followed by --" 2 "needs a value" "$TP" run -o -- true
 

@@ -128,4 +128,17 @@ LD_LIBRARY_PATH="$B/$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$DIR/other/bi
     run --no-report -o "$DIR/run-ld" -- "$DIR/consumer/install_prog" 2 ||
     fail "trainprof run from $DIR/other/bin"
 check_run "$DIR/run-ld" 2
+
+# (e) an installation whose path holds a space: LD_PRELOAD cannot (ld.so splits it there), so
+# the job is preloaded through a link in a directory of trainprof's own, gone afterwards
+S="$DIR/with space"
+rm -rf "$S" && cp -a "$B" "$S"
+"$S/bin/trainprof" run --no-report -o "$DIR/run-space" -- \
+    sh -c 'grep -c "/libtrainprof.so" /proc/$$/maps; echo "$LD_PRELOAD"' \
+    >"$DIR/space.out" 2>"$DIR/space.err" || fail "trainprof run from a path with a space"
+if grep -q "cannot be preloaded" "$DIR/space.err"; then cat "$DIR/space.err"; fail "ld.so refused LD_PRELOAD"; fi
+[ "$(head -1 "$DIR/space.out")" -ge 1 ] || fail "the job had no libtrainprof mapped"
+link=$(sed -n 2p "$DIR/space.out" | cut -d: -f1)
+case $link in *" "*|"") fail "LD_PRELOAD holds a space or nothing: $link" ;; esac
+[ ! -e "$link" ] || fail "the preload link $link was left behind"
 echo "install ok"

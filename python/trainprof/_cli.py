@@ -18,6 +18,20 @@ import sys
 _EXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bin", "trainprof")
 
 
+def _installed_exe():
+    """The command of the installed distribution, when the trainprof imported is another one
+    (a build tree or an installation on PYTHONPATH, ahead of site-packages): the wheel's
+    files as its metadata lists them (importlib.metadata), else None."""
+    try:
+        from importlib import metadata
+        for f in metadata.distribution("trainprof").files or ():
+            if f.as_posix() == "trainprof/_bin/trainprof":
+                return str(f.locate())
+    except Exception:  # no distribution metadata (not pip-installed)
+        pass
+    return None
+
+
 def _initial_environ():
     """The environment this process was started with (bytes to bytes; the first of a
     repeated name, as getenv(3) finds it), or None where /proc cannot tell."""
@@ -41,10 +55,11 @@ def main():
             signal.signal(sig, signal.SIG_DFL)
     env = _initial_environ()
     argv = [sys.argv[0]] + sys.argv[1:]
+    exe = _EXE if os.access(_EXE, os.X_OK) else (_installed_exe() or _EXE)
     try:
         if env is None:
-            os.execv(_EXE, argv)
-        os.execve(_EXE, argv, env)
+            os.execv(exe, argv)
+        os.execve(exe, argv, env)
     except OSError as e:
-        sys.stderr.write("trainprof: cannot run %s: %s\n" % (_EXE, e.strerror))
+        sys.stderr.write("trainprof: cannot run %s: %s\n" % (exe, e.strerror))
         return 126

@@ -191,11 +191,13 @@ else
     py=$(find_python "$other")
     "$py" -m venv --without-pip "$DIR/bare"
     rc=0
-    "$TP" run --python --no-report -o "$DIR/bare-run" -- "$DIR/bare/bin/python" -c \
-        'print("job ran")' > "$DIR/bare.out" 2> "$DIR/bare.err" || rc=$?
+    # two sibling processes of that Python (as ranks started side by side): one line in all
+    "$TP" run --python --no-report -o "$DIR/bare-run" -- sh -c \
+        '"$0" -c "print(\"job ran\")" && "$0" -c "pass"' "$DIR/bare/bin/python" \
+        > "$DIR/bare.out" 2> "$DIR/bare.err" || rc=$?
     [ "$rc" = 0 ] && [ "$(cat "$DIR/bare.out")" = "job ran" ] ||
         { cat "$DIR/bare.out" "$DIR/bare.err"; echo "FAIL: bare venv: exit $rc"; exit 1; }
-    line="trainprof: --python: no trainprof module for Python $other in this environment (the CLI's is for $MY): pip install trainprof"
+    line="trainprof: --python: no trainprof module for Python $other in this environment (the CLI's is for $MY): install trainprof into it (pip install . in a trainprof checkout)"
     [ "$(grep -c "^trainprof: --python" "$DIR/bare.err")" = 1 ] && grep -qxF "$line" "$DIR/bare.err" ||
         { cat "$DIR/bare.err"; echo "FAIL: not the one line: $line"; exit 1; }
     echo "  $other venv without trainprof: exit 0 and the one line"

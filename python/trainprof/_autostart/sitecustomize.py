@@ -78,12 +78,24 @@ def _use_module():
     told = os.environ.get("TRAINPROF_PYTHON_NOTICE", "").split(",")
     if mine in told:
         return False
+    # once per job and Python version, siblings included (ranks started side by side): the
+    # first process to create the marker in the run's directory says it
+    run_dir = os.environ.get("TRAINPROF_DIR")
+    if run_dir:
+        try:
+            os.close(os.open(os.path.join(run_dir, ".python-notice-" + mine),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return False
+        except OSError:
+            pass
     # the command's interpreter, from its extension's name (_trainprof.cpython-311-...)
     import re
     built = sorted({"%s.%s" % m.groups() for f in exts
                     for m in [re.match(r"_trainprof\.cpython-(\d)(\d+)", f)] if m})
     sys.stderr.write("trainprof: --python: no trainprof module for Python %s in this "
-                     "environment%s: pip install trainprof\n"
+                     "environment%s: install trainprof into it (pip install . in a trainprof "
+                     "checkout)\n"
                      % (mine, " (the CLI's is for %s)" % ", ".join(built) if built else ""))
     os.environ["TRAINPROF_PYTHON_NOTICE"] = ",".join([t for t in told if t] + [mine])
     return False
