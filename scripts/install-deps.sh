@@ -7,7 +7,7 @@
 # and clang with its libFuzzer and sanitizer runtimes (the fuzz_run_* tests,
 # tests/fuzz/README.md).
 set -e
-PKGS="build-essential cmake pkg-config zlib1g-dev libcjson-dev libcmocka-dev python3 python3-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev"
+PKGS="build-essential cmake pkg-config zlib1g-dev libzstd-dev libcjson-dev libcmocka-dev python3 python3-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev"
 [ "${1:-}" = "--test-extras" ] && PKGS="$PKGS prometheus chromium python3-torch clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
