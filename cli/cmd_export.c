@@ -7,10 +7,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analysis/clocks.h"
 #include "common.h"
 #include "export/chrome.h"
+#include "export/compress.h"
 
-enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_PER_RANK, OPT_STEP_NAME };
+enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_PER_RANK, OPT_STEP_NAME, OPT_COMPRESS };
 
 static const cli_opt export_opts[] = {
     {OPT_FORMAT, "--format", NULL, CLI_VALUE, "chrome",
@@ -19,6 +21,10 @@ static const cli_opt export_opts[] = {
     {OPT_PER_RANK, "--per-rank", NULL, CLI_VALUE, "OUTDIR",
      "one file per rank (OUTDIR is created)"},
     {OPT_STEP_NAME, "--step-name", NULL, CLI_VALUE, "NAME", "as for report [TRAINPROF_STEP_NAME]"},
+    {OPT_COMPRESS, "--compress", NULL, CLI_VALUE, "gz|zst",
+     "compress the files whose names trainprof chooses (DIR/trace.json.gz,\n"
+     "OUTDIR/rank<N>.json.zst); -o FILE is compressed when its name ends in\n"
+     ".gz or .zst"},
     CLI_HELP_OPT,
 };
 
@@ -29,7 +35,8 @@ static const cli_cmd export_cmd = {
     "Writes Chrome Trace Event JSON that Perfetto UI and chrome://tracing open, shaped like\n"
     "PyTorch profiler traces: one merged file with pid = rank (default DIR/trace.json), or\n"
     "with --per-rank one file per rank (OUTDIR/rank<N>.json) with distributedInfo, as HTA\n"
-    "expects.\n"
+    "expects. Events of all hosts are on one clock: the report's alignment (offsets\n"
+    "from matched collectives), written into the trace's metadata.\n"
     "\n"
     "options:\n",
     export_opts,
@@ -40,7 +47,8 @@ static const cli_cmd export_cmd = {
 
 int cmd_export(int argc, char **argv) {
     const char *dir = NULL, *format = "chrome", *out = NULL, *per_rank = NULL, *v;
-    tp_export_opts eo = {env_or("TRAINPROF_STEP_NAME", NULL), 1};
+    tp_export_opts eo = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL};
+    tp_compress zc = TP_COMPRESS_NONE;
     int rest = 0; /* after "--": operands only */
     for (int i = 0; i < argc; i++) {
         switch (rest ? CLI_OPERAND : cli_next(&export_cmd, argc, argv, &i, &v)) {
@@ -50,6 +58,12 @@ int cmd_export(int argc, char **argv) {
         case OPT_OUTPUT: out = v; break;
         case OPT_PER_RANK: per_rank = v; break;
         case OPT_STEP_NAME: eo.step_name = v; break;
+        case OPT_COMPRESS:
+            if (!strcmp(v, "gz") || !strcmp(v, "gzip")) zc = TP_COMPRESS_GZIP;
+            else if (!strcmp(v, "zst") || !strcmp(v, "zstd")) zc = TP_COMPRESS_ZSTD;
+            else if (!strcmp(v, "none")) zc = TP_COMPRESS_NONE;
+            else die_usage("export", "unknown compression '%s' (gz, zst, none)", v);
+            break;
         default: /* an operand */
             if (dir) die_usage("export", "unexpected argument '%s'", argv[i]);
             dir = argv[i];
@@ -59,17 +73,30 @@ int cmd_export(int argc, char **argv) {
     if (!dir) die_usage("export", "%s", "missing DIR (a trainprof run directory)");
     if (strcmp(format, "chrome")) die_usage("export", "unknown format '%s' (chrome)", format);
     if (out && per_rank) die_usage("export", "%s", "-o and --per-rank exclude each other");
+    /* -o names its file, and its name says how it is compressed */
+    if (out && zc != TP_COMPRESS_NONE && tp_compress_by_name(out) != zc)
+        die_usage("export", "-o %s: its name decides its compression (.gz, .zst); "
+                            "--compress is for the names trainprof chooses", out);
+    if (!tp_compress_available(zc)) {
+        fprintf(stderr, "trainprof: this trainprof was built without libzstd (install "
+                        "libzstd-dev and rebuild): no .zst output\n");
+        return 1;
+    }
     tp_run run;
     if (load_run(dir, &run) != 0) return 1;
     int rc = 0;
+    /* the report's clock alignment, once for every file; unusable start pairs named */
+    tp_clocks_result ckr;
+    if (tp_clocks_compute(&run, &ckr) == TPROF_OK) eo.clocks = &ckr;
+    for (size_t i = 0; i < ckr.nissues; i++) fprintf(stderr, "trainprof: %s\n", ckr.issues[i].line);
     if (!per_rank) {
         char def[PATH_MAX];
         struct stat st;
         if (!out) {
             if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-                snprintf(def, sizeof def, "%s/trace.json", dir);
+                snprintf(def, sizeof def, "%s/trace.json%s", dir, tp_compress_suffix(zc));
             else
-                snprintf(def, sizeof def, "%s.trace.json", dir);
+                snprintf(def, sizeof def, "%s.trace.json%s", dir, tp_compress_suffix(zc));
             out = def;
         }
         outfile of;
@@ -82,6 +109,7 @@ int cmd_export(int argc, char **argv) {
     } else {
         if (mkdir(per_rank, 0755) != 0 && errno != EEXIST) {
             fprintf(stderr, "trainprof: cannot create %s: %s\n", per_rank, strerror(errno));
+            tp_clocks_result_free(&ckr);
             tp_run_free(&run);
             return 1;
         }
@@ -90,7 +118,8 @@ int cmd_export(int argc, char **argv) {
             const tp_process *p = &run.procs[i];
             if (p->role != TP_ROLE_RANK) continue;
             char path[PATH_MAX];
-            snprintf(path, sizeof path, "%s/rank%d.json", per_rank, p->rank);
+            snprintf(path, sizeof path, "%s/rank%d.json%s", per_rank, p->rank,
+                     tp_compress_suffix(zc));
             outfile of;
             if (out_open(&of, path) != 0) { rc = 1; break; }
             int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
@@ -99,6 +128,7 @@ int cmd_export(int argc, char **argv) {
         }
         if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);
     }
+    tp_clocks_result_free(&ckr);
     tp_run_free(&run);
     return rc;
 }

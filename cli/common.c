@@ -17,17 +17,44 @@
 #include "analysis/mfu.h"
 #include "analysis/model.h"
 #include "common/nvml_shared.h"
+#include "export/compress.h"
 #include "core/config.h"
 #include "core/per_step.h"
 
 /* ------------------------------------------------------------------ output files */
 
+/* Puts the compressor the name asks for over o->f (see outfile). */
+static int out_compress(outfile *o) {
+    tp_compress c = tp_compress_by_name(o->path);
+    if (c == TP_COMPRESS_NONE) return 0;
+    FILE *z = tp_compress_open(o->f, c);
+    if (!z) {
+        fprintf(stderr, "trainprof: cannot write %s: %s compression: %s\n", o->path,
+                tp_compress_name(c), strerror(errno));
+        fclose(o->f);
+        o->f = NULL;
+        if (o->tmp[0]) unlink(o->tmp);
+        return -1;
+    }
+    o->raw = o->f;
+    o->f = z;
+    return 0;
+}
+
 int out_open(outfile *o, const char *path) {
     o->path = path;
     o->tmp[0] = 0;
+    o->raw = NULL;
     if (!path || !strcmp(path, "-")) {
         o->f = stdout;
         return 0;
+    }
+    /* refused before anything is created: never plain text under a compressed name */
+    if (!tp_compress_available(tp_compress_by_name(path))) {
+        fprintf(stderr, "trainprof: cannot write %s: this trainprof was built without libzstd "
+                        "(install libzstd-dev and rebuild), so it writes no .zst file\n",
+                path);
+        return -1;
     }
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -36,7 +63,7 @@ int out_open(outfile *o, const char *path) {
             fprintf(stderr, "trainprof: cannot write %s: %s\n", path, strerror(errno));
             return -1;
         }
-        return 0;
+        return out_compress(o);
     }
     snprintf(o->target, sizeof o->target, "%s", path);
     struct stat lst;
@@ -50,7 +77,7 @@ int out_open(outfile *o, const char *path) {
         o->tmp[0] = 0;
         return -1;
     }
-    return 0;
+    return out_compress(o);
 }
 
 int out_close(outfile *o, int ok) {
@@ -60,7 +87,13 @@ int out_close(outfile *o, int ok) {
                          errno ? ": " : "", errno ? strerror(errno) : "");
         return bad ? -1 : 0;
     }
-    int bad = fclose(o->f) != 0 || !ok;
+    int bad = 0;
+    if (o->raw) { /* the compressed stream's end goes into the file before it is closed */
+        bad = fclose(o->f) != 0;
+        o->f = o->raw;
+        o->raw = NULL;
+    }
+    bad |= fclose(o->f) != 0 || !ok;
     if (!o->tmp[0]) { /* written directly */
         if (bad) fprintf(stderr, "trainprof: writing %s failed\n", o->path);
         return bad ? -1 : 0;

@@ -24,15 +24,18 @@
  * and an existing file is replaced only by a complete one. A symlink is written through (the
  * temporary file goes beside its target, which the rename replaces, so the link stays); a
  * path that exists and is not a regular file (/dev/null, a FIFO, a terminal) is written
- * directly, never replaced. NULL or "-": standard output. */
+ * directly, never replaced. NULL or "-": standard output. A name ending in ".gz" or ".zst"
+ * is written gzip- or zstd-compressed (export/compress.h): f is then the compressing stream
+ * over raw, and out_close ends the compressed stream before the file is renamed into place. */
 typedef struct outfile {
     FILE *f;
+    FILE *raw; /* the file under f's compressor, or NULL */
     char tmp[PATH_MAX];
     char target[PATH_MAX]; /* what the rename replaces: path, or a symlink's target */
     const char *path;
 } outfile;
 
-/* 0, or -1 with a line on stderr. */
+/* 0, or -1 with a line on stderr (also for ".zst" in a build without libzstd). */
 int out_open(outfile *o, const char *path);
 /* Finishes o: `ok` 0 (the writer failed) discards the temporary file. 0, or -1 with a line
  * on stderr. */

@@ -4,3 +4,13 @@ tprof_add_unit(test_chrome
   ${CMAKE_CURRENT_LIST_DIR}/test_chrome.c
   ${CMAKE_CURRENT_LIST_DIR}/synth.c
   LIBS tprof_analysis LABELS export)
+# The files the command writes: .gz/.zst output decompressed (zlib, libzstd) against the plain
+# bytes, and unusable clock pairs named (test_export_cli drives build/trainprof).
+tprof_add_unit(test_export_cli
+  ${CMAKE_CURRENT_LIST_DIR}/test_export_cli.c
+  ${CMAKE_CURRENT_LIST_DIR}/synth.c
+  LIBS tprof_analysis LABELS export)
+target_compile_definitions(test_export_cli PRIVATE
+  TPROF_CLI="$<TARGET_FILE:trainprof_cli>"
+  TPROF_HAVE_ZSTD=$<BOOL:${TPROF_HAVE_ZSTD}>)
+add_dependencies(test_export_cli trainprof_cli)

@@ -20,19 +20,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/clocks.h"
 #include "analysis/model.h"
 #include "export/chrome.h"
+#include "format/format.h"
 #include "synth.h"
 #include "trainprof.h"
 
 /* Rank 0 starts at RT0 on the wall clock and MONO0 on its monotonic clock; rank 1 starts
- * 250 ns later in wall time, with an unrelated monotonic clock (another host). */
+ * 250 ns later in wall time, with an unrelated monotonic clock (another host); the helper
+ * of rank 0 starts 10 us after it on the same host, so on the same monotonic clock. */
 #define RT0 1700000000000000000ull
 #define MONO0 5000000000ull
 #define RT1 (RT0 + 250)
 #define MONO1 9000000000ull
 #define RTH (RT0 + 10000)
-#define MONOH 7000000000ull
+#define MONOH (MONO0 + 10000)
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -703,13 +706,202 @@ static void test_write_error(void **state) {
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
+/* ------------------------------------------------------------------ clocks across hosts */
+
+#define MSEC 1000000ull
+#define SKEW (250 * MSEC) /* hostB's realtime clock runs this far ahead */
+#define B_START (3 * MSEC) /* hostB's rank starts this long after hostA's, in true time */
+
+/* An MPI barrier of rank `rank` (of 2) on communicator 0xb0, entered at `start`, left at
+ * `end` (monotonic of its file): host-timed, so its end counts for alignment. */
+static void barrier(synth_file *f, uint32_t seq, uint32_t rank, uint64_t start, uint64_t end) {
+    tprof_pl_comm c;
+    memset(&c, 0, sizeof c);
+    c.op = TPROF_COMM_BARRIER;
+    c.comm_hash = 0xb0;
+    c.seq = seq;
+    c.nranks = 2;
+    c.rank = rank;
+    c.end_ns = end;
+    c.peer = TPROF_COMM_NO_PEER;
+    c.source = TPROF_COMM_SRC_MPI;
+    synth_comm(f, 1, start, &c, NULL);
+}
+
+/* Two hosts: rank 0 on hostA (pair RT0, MONO0), rank 1 on hostB, which starts B_START later
+ * in true time and whose realtime clock is SKEW ahead. Times below are true ns after RT0.
+ * Barrier k (1..5) is left by both ranks at 10k + 2 ms; rank 0 enters it at 10k ms, rank 1
+ * at 10k + 1 ms. Rank 0's "produce" is [20, 20.5] ms, rank 1's "consume" [20.6, 21] ms. */
+static void write_two_hosts(const char *dir) {
+    synth_file *a = synth_open(dir, "hostA", 100, RT0, MONO0);
+    synth_file *b = synth_open(dir, "hostB", 200, RT0 + B_START + SKEW, MONO1);
+    assert_non_null(a);
+    assert_non_null(b);
+    synth_rank(a, 0, 2);
+    synth_rank(b, 1, 2);
+    synth_thread(a, 1, 100);
+    synth_thread(b, 1, 200);
+#define TA(t) (MONO0 + (t))
+#define TB(t) (MONO1 + (t) - B_START)
+    for (uint32_t k = 1; k <= 5; k++) {
+        uint64_t e = 10 * MSEC * k + 2 * MSEC;
+        barrier(a, k, 0, TA(10 * MSEC * k), TA(e));
+        barrier(b, k, 1, TB(10 * MSEC * k + MSEC), TB(e));
+    }
+    synth_push(a, 1, TA(20 * MSEC), "produce", 0, 0);
+    synth_pop(a, 1, TA(20 * MSEC + 500000), 0);
+    synth_push(b, 1, TB(20 * MSEC + 600000), "consume", 0, 0);
+    synth_pop(b, 1, TB(21 * MSEC), 0);
+    synth_end_of_file(a, TA(60 * MSEC), 0);
+    synth_end_of_file(b, TB(60 * MSEC), 0);
+#undef TA
+#undef TB
+    assert_int_equal(synth_close(a), 0);
+    assert_int_equal(synth_close(b), 0);
+}
+
+/* The end (ns after the base) of the Barrier with sequence number seq on pid. */
+static long long barrier_end(const out *o, double pid, double seq) {
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o->events) {
+        if (!is(ev, "X", "Barrier") || num(ev, "pid") != pid) continue;
+        if (cJSON_GetNumberValue(arg(ev, "seq")) == seq)
+            return ns(num(ev, "ts")) + ns(num(ev, "dur"));
+    }
+    fail_msg("no Barrier seq %.0f on pid %.0f", seq, pid);
+    return 0;
+}
+
+static void test_two_hosts(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-hosts"), 0);
+    write_two_hosts(dir);
+    tp_run run;
+    load(dir, &run);
+    out o = export_run(&run, -1, NULL);
+    assert_well_formed(&o);
+    /* the base is rank 0's start; every barrier ends at the same time on both ranks */
+    assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000000000000,"));
+    for (int k = 1; k <= 5; k++) {
+        long long e0 = barrier_end(&o, 0, k), e1 = barrier_end(&o, 1, k);
+        assert_int_equal(e0, (long long)(10 * MSEC * (unsigned)k + 2 * MSEC));
+        assert_true(llabs(e1 - e0) < (long long)MSEC);
+        assert_int_equal(e1, e0);
+    }
+    /* the order across hosts is the true one, at the true times */
+    const cJSON *prod = find(&o, "X", "produce", 0), *cons = find(&o, "X", "consume", 0);
+    assert_us(prod, "ts", 20 * MSEC);
+    assert_us(cons, "ts", 20 * MSEC + 600000);
+    assert_true(num(cons, "ts") > num(prod, "ts") + num(prod, "dur"));
+    /* the offsets and how they were found */
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(o.root, "trainprof.clock_offsets");
+    assert_int_equal((long long)num(off, "hostA"), 0);
+    assert_int_equal((long long)num(off, "hostB"), -(long long)SKEW);
+    const cJSON *al = cJSON_GetObjectItemCaseSensitive(o.root, "trainprof.clock_alignment");
+    assert_string_equal(str(al, "status"), "aligned");
+    const cJSON *hb = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(al, "hosts"), 1);
+    assert_string_equal(str(hb, "host"), "hostB");
+    assert_string_equal(str(hb, "found_by"), "matched collectives");
+    assert_int_equal(num(hb, "collectives_used"), 5);
+    const cJSON *bad = cJSON_GetObjectItemCaseSensitive(al, "unusable_clock_pairs");
+    assert_int_equal(cJSON_GetArraySize(bad), 0);
+    out_free(&o);
+
+    /* a rank's own file is on the same clock */
+    o = export_run(&run, 1, NULL);
+    cons = find(&o, "X", "consume", 0);
+    assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000003000000,"));
+    assert_us(cons, "ts", 20 * MSEC + 600000 - B_START);
+    out_free(&o);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* One host, two ranks on one monotonic clock: rank 0's file has a zeroed start pair, rank 1's
+ * is good (RT0, MONO0). Rank 0 is placed through rank 1's pair, and named. */
+static void test_zeroed_pair(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-zeroed"), 0);
+    synth_file *z = synth_open(dir, "hostZ", 300, 0, 0);
+    synth_file *g = synth_open(dir, "hostZ", 301, RT0, MONO0);
+    assert_non_null(z);
+    assert_non_null(g);
+    synth_rank(z, 0, 2);
+    synth_rank(g, 1, 2);
+    synth_push(z, 1, MONO0 + 1000000, "r0", 0, 0);
+    synth_pop(z, 1, MONO0 + 2000000, 0);
+    synth_push(g, 1, MONO0 + 1500000, "r1", 0, 0);
+    synth_pop(g, 1, MONO0 + 2500000, 0);
+    synth_end_of_file(z, MONO0 + 3000000, 0);
+    synth_end_of_file(g, MONO0 + 3000000, 0);
+    assert_int_equal(synth_close(z), 0);
+    assert_int_equal(synth_close(g), 0);
+    tp_run run;
+    load(dir, &run);
+
+    /* the report's result names it, with what placed it */
+    tp_clocks c;
+    tp_clocks_result r;
+    assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
+    assert_int_equal(tp_clocks_result_fill(&r, &c), TPROF_OK);
+    tp_clocks_free(&c);
+    const char *want = "clock pair of hostZ:300 is not usable (realtime and monotonic are zero): "
+                       "placed by the clock pair of hostZ:301 (same host, same monotonic clock)";
+    assert_int_equal(r.nissues, 1);
+    assert_string_equal(r.issues[0].line, want);
+    assert_int_equal(r.issues[0].rank, 0);
+
+    tp_export_opts eo = {NULL, 1, &r};
+    out o = export_run(&run, -1, &eo);
+    assert_well_formed(&o);
+    assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000000000000,"));
+    assert_us(find(&o, "X", "r0", 0), "ts", 1000000);
+    assert_us(find(&o, "X", "r1", 0), "ts", 1500000);
+    const cJSON *al = cJSON_GetObjectItemCaseSensitive(o.root, "trainprof.clock_alignment");
+    const cJSON *bad = cJSON_GetObjectItemCaseSensitive(al, "unusable_clock_pairs");
+    assert_int_equal(cJSON_GetArraySize(bad), 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetArrayItem(bad, 0)), want);
+    out_free(&o);
+    tp_clocks_result_free(&r);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Each impossible pair is named for what is wrong with it; a plausible one is not. */
+static void test_pair_problems(void **state) {
+    (void)state;
+    tp_process p;
+    memset(&p, 0, sizeof p);
+    const uint64_t now = RT0 + 1000 * MSEC;
+    p.end_mono = MONO0 + MSEC;
+    struct { uint64_t rt, mono; const char *want; } t[] = {
+        {RT0, MONO0, NULL},
+        {0, 0, "realtime and monotonic are zero"},
+        {0, MONO0, "realtime is zero"},
+        {RT0, 0, "monotonic is zero"},
+        {946684799000000000ull, MONO0, "realtime before 2000-01-01"},
+        {now + 86400000000000ull + 1, MONO0, "realtime more than a day in the future"},
+        {RT0, MONO0 + MSEC + 1, "monotonic after the file's end"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        p.hdr.start_realtime_ns = t[i].rt;
+        p.hdr.start_mono_ns = t[i].mono;
+        const char *got = tp_clock_pair_problem(&p, now);
+        if (t[i].want) assert_string_equal(got, t[i].want);
+        else assert_null(got);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merged),    cmocka_unit_test(test_per_rank),
         cmocka_unit_test(test_api_steps), cmocka_unit_test(test_escaping),
         cmocka_unit_test(test_unclosed),  cmocka_unit_test(test_tid_reuse),
         cmocka_unit_test(test_many),      cmocka_unit_test(test_damaged),
-        cmocka_unit_test(test_write_error),
+        cmocka_unit_test(test_write_error), cmocka_unit_test(test_two_hosts),
+        cmocka_unit_test(test_zeroed_pair), cmocka_unit_test(test_pair_problems),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

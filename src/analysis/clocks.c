@@ -6,8 +6,10 @@
 #include "analysis/stats.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "analysis/comm.h"
 #include "format/format.h"
@@ -45,7 +47,29 @@ static int cmp_rankp(const void *a, const void *b) {
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
+/* 2000-01-01T00:00:00Z in ns since 1970 (946684800 s, POSIX time) */
+#define RT_MIN_NS 946684800000000000LL
+#define DAY_NS 86400000000000LL
+
+const char *tp_clock_pair_problem(const tp_process *p, uint64_t now_rt) {
+    uint64_t rt = p->hdr.start_realtime_ns, mono = p->hdr.start_mono_ns;
+    if (!rt && !mono) return "realtime and monotonic are zero";
+    if (!rt) return "realtime is zero";
+    if (!mono) return "monotonic is zero";
+    if (rt < (uint64_t)RT_MIN_NS) return "realtime before 2000-01-01";
+    if (now_rt && rt > now_rt + (uint64_t)DAY_NS) return "realtime more than a day in the future";
+    if (mono > p->end_mono) return "monotonic after the file's end";
+    return NULL;
+}
+
+/* The process's first time: its first event, else its start pair's monotonic reading. */
+static uint64_t first_time(const tp_process *p) {
+    return p->first_ts ? p->first_ts : p->hdr.start_mono_ns;
+}
+
 void tp_clocks_free(tp_clocks *c) {
+    free(c->proc_map_ns);
+    free(c->proc_problem);
     free(c->rank);
     free(c->host_of);
     free(c->map_ns);
@@ -55,8 +79,10 @@ void tp_clocks_free(tp_clocks *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* The ranks in rank order; the hosts, in order of their first rank; each rank's clock mapped
- * through the start pair of its host's first rank file. *ne: the ranks' comm records. */
+/* The ranks in rank order; the hosts, in order of their first rank; each host's pair (its
+ * first rank file with a usable one) and the reference; each rank's clock mapped through its
+ * host's pair, or, for a host without one, so that its first event falls on the reference's
+ * first event. *ne: the ranks' comm records. */
 static int clocks_ranks(const tp_run *run, tp_clocks *c, size_t *ne) {
     size_t nr = 0;
     *ne = 0;
@@ -77,17 +103,38 @@ static int clocks_ranks(const tp_run *run, tp_clocks *c, size_t *ne) {
         const tp_process *p = c->rank[r];
         size_t h = 0;
         while (h < c->nhosts && strcmp(c->hosts[h].host, p->hdr.host)) h++;
-        if (h == c->nhosts) {
-            c->hosts[h].host = p->hdr.host;
-            c->hosts[h].aligned = h == 0;
-            c->nhosts++;
-        }
+        if (h == c->nhosts) c->hosts[c->nhosts++].host = p->hdr.host;
         c->host_of[r] = h;
-        size_t first = r;
+        if (!c->hosts[h].pair_of && !c->proc_problem[p - run->procs]) c->hosts[h].pair_of = p;
+    }
+    c->ref = 0;
+    while (c->ref < c->nhosts && !c->hosts[c->ref].pair_of) c->ref++;
+    if (c->ref == c->nhosts) c->ref = 0; /* no usable pair at all: monotonic as it is */
+    if (c->nhosts) c->hosts[c->ref].aligned = 1;
+    /* the reference's first event, aligned */
+    int64_t ref_first = 0;
+    const tp_process *rp = c->hosts[c->ref].pair_of;
+    for (size_t r = 0; r < nr && c->nhosts; r++)
+        if (c->host_of[r] == c->ref) {
+            const tp_process *p = c->rank[r];
+            int64_t base = rp ? (int64_t)rp->hdr.start_realtime_ns - (int64_t)rp->hdr.start_mono_ns
+                              : 0;
+            ref_first = tp_add_sat((int64_t)first_time(p), base);
+            break;
+        }
+    for (size_t r = 0; r < nr; r++) {
+        const tp_host_clock *hc = &c->hosts[c->host_of[r]];
+        if (hc->pair_of) {
+            c->map_ns[r] = (int64_t)hc->pair_of->hdr.start_realtime_ns -
+                           (int64_t)hc->pair_of->hdr.start_mono_ns;
+            continue;
+        }
+        size_t first = r; /* the host's first rank */
         for (size_t k = 0; k < r; k++)
-            if (c->host_of[k] == h) { first = k; break; }
-        const tp_process *ref = c->rank[first];
-        c->map_ns[r] = (int64_t)ref->hdr.start_realtime_ns - (int64_t)ref->hdr.start_mono_ns;
+            if (c->host_of[k] == c->host_of[r]) { first = k; break; }
+        c->map_ns[r] = c->host_of[r] == c->ref && !rp
+                           ? 0
+                           : tp_sub_sat(ref_first, (int64_t)first_time(c->rank[first]));
     }
     return TPROF_OK;
 }
@@ -146,7 +193,7 @@ static int clocks_group(tp_clocks *c, entry *e, size_t ne) {
 static void clocks_align(tp_clocks *c, int64_t *ra, int64_t *hb, int64_t *d) {
     for (size_t pass = 1; pass < c->nhosts; pass++) {
         int progress = 0;
-        for (size_t h = 1; h < c->nhosts; h++) {
+        for (size_t h = 0; h < c->nhosts; h++) {
             if (c->hosts[h].aligned) continue;
             size_t nd = 0;
             for (size_t k = 0; k < c->ncoll; k++) {
@@ -209,12 +256,43 @@ static void clocks_residuals(tp_clocks *c, int64_t *ra, double *res) {
     }
 }
 
+/* Every process of the run onto the aligned clock: through its host's mapping when a rank
+ * shares its host (one monotonic clock), else through its own pair, else with its first
+ * event on the reference's first event. */
+static void clocks_procs(const tp_run *run, tp_clocks *c) {
+    int64_t ref_first = 0;
+    for (size_t r = 0; r < c->nranks; r++)
+        if (c->host_of[r] == c->ref) {
+            ref_first = tp_add_sat((int64_t)first_time(c->rank[r]), c->map_ns[r]);
+            break;
+        }
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        size_t r = 0;
+        while (r < c->nranks && strcmp(c->hosts[c->host_of[r]].host, p->hdr.host)) r++;
+        if (r < c->nranks) c->proc_map_ns[i] = c->map_ns[r];
+        else if (!c->proc_problem[i])
+            c->proc_map_ns[i] = (int64_t)p->hdr.start_realtime_ns - (int64_t)p->hdr.start_mono_ns;
+        else c->proc_map_ns[i] = c->nranks ? tp_sub_sat(ref_first, (int64_t)first_time(p)) : 0;
+    }
+}
+
 int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     memset(c, 0, sizeof *c);
     size_t ne = 0;
     entry *e = NULL;
     int64_t *tmp = NULL;
     double *res = NULL;
+    c->run = run;
+    c->proc_map_ns = calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_map_ns);
+    c->proc_problem = calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_problem);
+    if (!c->proc_map_ns || !c->proc_problem) goto oom;
+    struct timespec now;
+    uint64_t now_rt = clock_gettime(CLOCK_REALTIME, &now) == 0
+                          ? (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec
+                          : 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        c->proc_problem[i] = tp_clock_pair_problem(&run->procs[i], now_rt);
     if (clocks_ranks(run, c, &ne) != TPROF_OK) goto oom;
     e = malloc((ne ? ne : 1) * sizeof *e);
     if (!e || clocks_entries(c, e, &ne) != TPROF_OK || clocks_group(c, e, ne) != TPROF_OK)
@@ -228,6 +306,7 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     res = malloc((c->narr ? c->narr : 1) * sizeof *res);
     if (!res) goto oom;
     clocks_residuals(c, tmp, res);
+    clocks_procs(run, c);
     free(res);
     free(tmp);
     free(e);
@@ -238,6 +317,51 @@ oom:
     free(e);
     tp_clocks_free(c);
     return TPROF_ERR_NO_MEMORY;
+}
+
+/* How host h was placed (static; tp_host_clock_result.found_by). */
+static const char *found_by(const tp_clocks *c, size_t h) {
+    if (h == c->ref) return c->hosts[h].pair_of ? "reference" : "reference, monotonic clock";
+    if (c->hosts[h].aligned) return "matched collectives";
+    return c->hosts[h].pair_of ? "start pair only" : "reference's start";
+}
+
+/* The issue of process i: what placed it, and its line. */
+static int clock_issue(const tp_clocks *c, size_t i, tp_clock_issue *o) {
+    const tp_process *p = &c->run->procs[i];
+    o->host = p->hdr.host;
+    o->pid = (int)p->hdr.pid;
+    o->rank = p->role == TP_ROLE_RANK ? p->rank : -1;
+    o->problem = c->proc_problem[i];
+    size_t h = 0;
+    while (h < c->nhosts && strcmp(c->hosts[h].host, p->hdr.host)) h++;
+    char how[192];
+    if (h < c->nhosts && c->hosts[h].pair_of) {
+        o->placed_by = "the clock pair of another file of its host";
+        snprintf(how, sizeof how, "the clock pair of %s:%d (same host, same monotonic clock)",
+                 c->hosts[h].pair_of->hdr.host, (int)c->hosts[h].pair_of->hdr.pid);
+    } else if (h < c->nhosts && h != c->ref && c->hosts[h].aligned) {
+        o->placed_by = "matched collectives";
+        snprintf(how, sizeof how, "%zu matched collectives with aligned hosts",
+                 c->hosts[h].shared);
+    } else if (h < c->nhosts && h == c->ref) {
+        o->placed_by = "its monotonic clock";
+        snprintf(how, sizeof how, "its monotonic clock (no usable clock pair in the run)");
+    } else if (c->nranks) {
+        o->placed_by = "its first event at the reference's first event";
+        snprintf(how, sizeof how,
+                 "its first event at the reference host's first event (no usable clock pair "
+                 "on its host, no collective shared)");
+    } else {
+        o->placed_by = "its monotonic clock";
+        snprintf(how, sizeof how, "its monotonic clock (no rank to align to)");
+    }
+    size_t n = strlen(p->hdr.host) + strlen(o->problem) + strlen(how) + 80;
+    o->line = malloc(n);
+    if (!o->line) return TPROF_ERR_NO_MEMORY;
+    snprintf(o->line, n, "clock pair of %s:%d is not usable (%s): placed by %s", p->hdr.host,
+             o->pid, o->problem, how);
+    return TPROF_OK;
 }
 
 int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
@@ -252,6 +376,53 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
         usable += ok >= 2;
     }
     out->collectives_with_ends = (double)usable;
+    size_t np = c->run ? c->run->nprocs : 0, nbad = 0;
+    out->proc_map_ns = malloc((np ? np : 1) * sizeof *out->proc_map_ns);
+    out->proc_pair_ok = malloc(np ? np : 1);
+    if (!out->proc_map_ns || !out->proc_pair_ok) return TPROF_ERR_NO_MEMORY;
+    out->nprocs = np;
+    for (size_t i = 0; i < np; i++) {
+        out->proc_map_ns[i] = c->proc_map_ns[i];
+        out->proc_pair_ok[i] = !c->proc_problem[i];
+        nbad += c->proc_problem[i] != NULL;
+    }
+    if (nbad) {
+        out->issues = calloc(nbad, sizeof *out->issues);
+        if (!out->issues) return TPROF_ERR_NO_MEMORY;
+        for (size_t i = 0; i < np; i++)
+            if (c->proc_problem[i] && clock_issue(c, i, &out->issues[out->nissues++]) != TPROF_OK)
+                return TPROF_ERR_NO_MEMORY;
+    }
+    out->per_host = calloc(c->nhosts ? c->nhosts : 1, sizeof *out->per_host);
+    if (!out->per_host) return TPROF_ERR_NO_MEMORY;
+    for (size_t h = 0; h < c->nhosts; h++) {
+        const tp_host_clock *x = &c->hosts[h];
+        tp_host_clock_result *o = &out->per_host[out->nper_host++];
+        o->host = x->host;
+        o->ranks = malloc((c->nranks ? c->nranks : 1) * sizeof *o->ranks);
+        if (!o->ranks) return TPROF_ERR_NO_MEMORY;
+        for (size_t r = 0; r < c->nranks; r++)
+            if (c->host_of[r] == h) {
+                if (!o->nranks) o->map_ns = c->map_ns[r];
+                o->ranks[o->nranks++] = c->rank[r]->rank;
+            }
+        o->reference = h == c->ref;
+        o->aligned = x->aligned;
+        o->offset_ns = x->offset_ns;
+        o->offset_us = (double)x->offset_ns / 1e3;
+        o->found_by = found_by(c, h);
+        o->collectives_used = (double)x->shared;
+        o->has_residual = x->nresid > 0;
+        o->residual_median_us = x->resid_median_us;
+        o->residual_max_us = x->resid_max_us;
+        if (!x->aligned)
+            o->note = x->pair_of
+                          ? "no timed collective shared with an aligned host: its wall clock "
+                            "(start pair) is used as it is"
+                          : "no timed collective shared with an aligned host and no usable "
+                            "clock pair: its first event is placed at the reference's first "
+                            "event";
+    }
     if (c->nhosts <= 1) {
         out->status = "single host";
         out->note = c->nhosts ? "every rank is on one host and shares its monotonic clock: no "
@@ -262,35 +433,29 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
     int all = 1;
     for (size_t h = 0; h < c->nhosts; h++) all &= c->hosts[h].aligned;
     out->status = all ? "aligned" : "partly aligned";
-    out->method = "start pairs (realtime, monotonic) of each host's first rank file, then per "
-                  "host the median offset that makes the ends of matched collectives agree";
-    out->per_host = calloc(c->nhosts, sizeof *out->per_host);
-    if (!out->per_host) return TPROF_ERR_NO_MEMORY;
-    for (size_t h = 0; h < c->nhosts; h++) {
-        const tp_host_clock *x = &c->hosts[h];
-        tp_host_clock_result *o = &out->per_host[out->nper_host++];
-        o->host = x->host;
-        o->ranks = malloc((c->nranks ? c->nranks : 1) * sizeof *o->ranks);
-        if (!o->ranks) return TPROF_ERR_NO_MEMORY;
-        for (size_t r = 0; r < c->nranks; r++)
-            if (c->host_of[r] == h) o->ranks[o->nranks++] = c->rank[r]->rank;
-        o->reference = h == 0;
-        o->aligned = x->aligned;
-        o->offset_us = (double)x->offset_ns / 1e3;
-        o->collectives_used = (double)x->shared;
-        o->has_residual = x->nresid > 0;
-        o->residual_median_us = x->resid_median_us;
-        o->residual_max_us = x->resid_max_us;
-        if (!x->aligned)
-            o->note = "no timed collective shared with an aligned host: its wall clock (start "
-                      "pair) is used as it is";
-    }
+    out->method = "start pairs (realtime, monotonic) of each host's first rank file with a "
+                  "usable pair, then per host the median offset that makes the ends of matched "
+                  "collectives agree";
     return TPROF_OK;
+}
+
+int tp_clocks_compute(const tp_run *run, tp_clocks_result *out) {
+    tp_clocks c;
+    memset(out, 0, sizeof *out);
+    int rc = tp_clocks_build(run, &c);
+    if (rc != TPROF_OK) return rc;
+    rc = tp_clocks_result_fill(out, &c);
+    tp_clocks_free(&c);
+    return rc;
 }
 
 void tp_clocks_result_free(tp_clocks_result *r) {
     for (size_t h = 0; h < r->nper_host; h++) free(r->per_host[h].ranks);
     free(r->per_host);
+    for (size_t i = 0; i < r->nissues; i++) free(r->issues[i].line);
+    free(r->issues);
+    free(r->proc_map_ns);
+    free(r->proc_pair_ok);
     memset(r, 0, sizeof *r);
 }
 
@@ -302,6 +467,20 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
     cJSON_AddNumberToObject(j, "collectives_with_ends", c->collectives_with_ends);
     cJSON_AddStringToObject(j, "status", c->status);
     if (c->note) cJSON_AddStringToObject(j, "note", c->note);
+    if (c->nissues) {
+        cJSON *ia = cJSON_AddArrayToObject(j, "unusable_clock_pairs");
+        for (size_t i = 0; i < c->nissues; i++) {
+            const tp_clock_issue *x = &c->issues[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "host", x->host);
+            cJSON_AddNumberToObject(o, "pid", x->pid);
+            if (x->rank >= 0) cJSON_AddNumberToObject(o, "rank", x->rank);
+            cJSON_AddStringToObject(o, "problem", x->problem);
+            cJSON_AddStringToObject(o, "placed_by", x->placed_by);
+            cJSON_AddStringToObject(o, "line", x->line);
+            cJSON_AddItemToArray(ia, o);
+        }
+    }
     if (!c->method) return;
     cJSON_AddStringToObject(j, "method", c->method);
     cJSON *ha = cJSON_AddArrayToObject(j, "per_host");
@@ -314,6 +493,7 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
         if (x->reference) cJSON_AddBoolToObject(o, "reference", 1);
         cJSON_AddBoolToObject(o, "aligned", x->aligned);
         cJSON_AddNumberToObject(o, "offset_us", x->offset_us);
+        cJSON_AddStringToObject(o, "found_by", x->found_by);
         if (!x->reference) cJSON_AddNumberToObject(o, "collectives_used", x->collectives_used);
         if (x->has_residual) {
             cJSON_AddNumberToObject(o, "residual_median_us", x->residual_median_us);

@@ -3,13 +3,17 @@
  * and clock offsets per host refined so that the ends of matched collectives agree.
  *
  * Each rank's times are CLOCK_MONOTONIC of its host. A host's ranks share that clock, so all
- * of them are mapped onto the wall clock through the start pair (realtime, monotonic) of the
- * host's first rank file; a host other than the reference (the host of the lowest rank) then
- * gets an offset: the median, over the collectives it shares with hosts already aligned, of
- * how far its ranks' ends lie from theirs. Only collectives whose ends agree by nature count
- * (AllReduce, AllGather, ReduceScatter, AllToAll, Barrier: no rank finishes before every rank
- * has contributed), timed on the GPU (an NCCL GPU interval or matched kernel) or, for MPI,
- * by the blocking call; an NCCL op with only its host enqueue time does not count.
+ * of them, and the host's other processes, are mapped onto the wall clock through one start
+ * pair (realtime, monotonic): that of the host's first rank file whose pair is usable
+ * (tp_clock_pair_problem). A host with none starts where the reference starts (its first
+ * event at the reference's first event) until collectives place it. A host other than the
+ * reference (the first host, in rank order, with a usable pair; else the host of the lowest
+ * rank) then gets an offset: the median, over the collectives it shares with hosts already
+ * aligned, of how far its ranks' ends lie from theirs. Only collectives whose ends agree by
+ * nature count (AllReduce, AllGather, ReduceScatter, AllToAll, Barrier: no rank finishes
+ * before every rank has contributed), timed on the GPU (an NCCL GPU interval or matched
+ * kernel) or, for MPI, by the blocking call; an NCCL op with only its host enqueue time does
+ * not count.
  * Collectives are matched by communicator id, op and sequence number (NCCL's per-communicator
  * seq; the MPI wrappers' seq per communicator).
  */
@@ -37,6 +41,7 @@ typedef struct tp_coll {
 
 typedef struct tp_host_clock {
     const char *host;
+    const tp_process *pair_of; /* the file whose start pair maps the host; NULL: none usable */
     int64_t offset_ns;   /* added to the start-pair mapping */
     int aligned;         /* reference, or offset found from shared collectives */
     size_t shared;       /* collectives used for the offset */
@@ -45,6 +50,10 @@ typedef struct tp_host_clock {
 } tp_host_clock;
 
 typedef struct tp_clocks {
+    const tp_run *run;
+    size_t ref;              /* the reference host */
+    int64_t *proc_map_ns;    /* per run->procs[i]: aligned ns = monotonic ns + proc_map_ns[i] */
+    const char **proc_problem; /* per run->procs[i]: tp_clock_pair_problem, NULL when usable */
     size_t nranks;
     const tp_process **rank; /* rank processes in rank order */
     size_t *host_of;         /* host index of each rank */
@@ -57,15 +66,38 @@ typedef struct tp_clocks {
     size_t narr;
 } tp_clocks;
 
-/* Matches the collectives and aligns the hosts. Returns 0 or TPROF_ERR_NO_MEMORY. */
+/* Why the start clock pair of p cannot map its monotonic times onto the wall clock (static
+ * text), or NULL when it can: a zero realtime or monotonic reading (never read: the clocks
+ * were not read, or the header was zeroed), realtime before 2000-01-01 (no clock of a
+ * running host: an unset RTC counts from 1970), realtime more than a day after `now_rt`
+ * (the wall clock of the analysis, ns since 1970; 0: not checked), or monotonic after the
+ * file's own end (the pair was read when the session started, before every record). */
+const char *tp_clock_pair_problem(const tp_process *p, uint64_t now_rt);
+
+/* Matches the collectives and aligns the hosts, and maps every process of the run (ranks
+ * and helpers) onto the aligned wall clock (proc_map_ns). Pairs are checked against the
+ * wall clock at the call. Returns 0 or TPROF_ERR_NO_MEMORY. */
 int tp_clocks_build(const tp_run *run, tp_clocks *c);
 void tp_clocks_free(tp_clocks *c);
 
-/* The alignment as typed results (results.h; per_host and its ranks owned by out, freed by
- * tp_clocks_result_free; host names into the run). Returns TPROF_OK or TPROF_ERR_NO_MEMORY
- * (out still freeable). */
+/* The alignment as typed results (results.h; per_host and its ranks, proc_map_ns and the
+ * unusable pairs owned by out, freed by tp_clocks_result_free; host names into the run).
+ * Returns TPROF_OK or TPROF_ERR_NO_MEMORY (out still freeable). */
 int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c);
 void tp_clocks_result_free(tp_clocks_result *r);
+
+/* tp_clocks_build, then tp_clocks_result_fill, the tp_clocks freed: the result alone, as the
+ * exporter and the export command need it. Returns TPROF_OK or TPROF_ERR_NO_MEMORY (out
+ * still freeable). */
+int tp_clocks_compute(const tp_run *run, tp_clocks_result *out);
+
+/* The aligned wall-clock time (ns since 1970) of monotonic time `mono` of run->procs[i]
+ * under r; without r (or r not filled), the process's own start pair. */
+static inline int64_t tp_clocks_aligned(const tp_clocks_result *r, const tp_process *p,
+                                        size_t i, uint64_t mono) {
+    if (r && r->proc_map_ns && i < r->nprocs) return (int64_t)mono + r->proc_map_ns[i];
+    return (int64_t)(mono - p->hdr.start_mono_ns + p->hdr.start_realtime_ns);
+}
 
 /* Adds "clocks" to the report from r (nothing when r->present is 0). */
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *r);

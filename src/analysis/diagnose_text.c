@@ -138,11 +138,11 @@ static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const
     if (!c->present) return;
     fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
             c->hosts, c->hosts == 1 ? "" : "s", c->collectives_matched);
-    if (c->hosts <= 1) {
-        fprintf(f, "; %s\n", c->note ? c->note : "");
-        return;
-    }
-    fprintf(f, " (%.0f with GPU-timed ends); %s\n", c->collectives_with_ends, c->status);
+    if (c->hosts <= 1) fprintf(f, "; %s\n", c->note ? c->note : "");
+    else fprintf(f, " (%.0f with GPU-timed ends); %s\n", c->collectives_with_ends, c->status);
+    /* a file whose start pair could not be used: named, with what placed it instead */
+    for (size_t i = 0; i < c->nissues; i++) fprintf(f, "  %s%s%s\n", Y, safe(c->issues[i].line), N);
+    if (c->hosts <= 1) return;
     for (size_t i = 0; i < c->nper_host; i++) {
         const tp_host_clock_result *h = &c->per_host[i];
         fprintf(f, "  %s%-20s offset %+.1f us", h->aligned ? "" : Y, safe(h->host), h->offset_us);

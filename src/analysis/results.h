@@ -595,11 +595,27 @@ typedef struct tp_host_clock_result {
     int reference;           /* the first host: the others are aligned to it */
     int aligned;
     double offset_us;
+    int64_t offset_ns;       /* the same, exact */
+    int64_t map_ns;          /* aligned wall ns = monotonic ns of the host + map_ns */
+    const char *found_by;    /* how the mapping was found (static): "reference", "matched
+                              * collectives", "start pair only", "reference's start" */
     double collectives_used; /* matched collectives the offset came from (not the reference) */
     int has_residual;
     double residual_median_us, residual_max_us;
     const char *note;        /* why it is not aligned (static), or NULL */
 } tp_host_clock_result;
+
+/* A rank file whose start clock pair was not used ("clocks.unusable_clock_pairs[]"). */
+typedef struct tp_clock_issue {
+    const char *host;        /* into the run */
+    int pid, rank;           /* rank -1: not a rank */
+    const char *problem;     /* tp_clock_pair_problem (static) */
+    const char *placed_by;   /* (static) "the clock pair of another file of its host",
+                              * "matched collectives", "the reference's start",
+                              * "its host's first event at the reference's first event" */
+    char *line;              /* owned: "clock pair of HOST:PID is not usable (...): placed by
+                              * ..." */
+} tp_clock_issue;
 
 /* Clock alignment across hosts ("clocks"). */
 typedef struct tp_clocks_result {
@@ -609,7 +625,12 @@ typedef struct tp_clocks_result {
     const char *note;        /* with one host (static), or NULL */
     const char *method;      /* with several (static), or NULL */
     size_t nper_host;
-    tp_host_clock_result *per_host; /* owned */
+    tp_host_clock_result *per_host; /* owned; every host (one with a single host too) */
+    size_t nprocs;
+    int64_t *proc_map_ns;    /* owned, per run->procs[i]: aligned ns = monotonic + map */
+    unsigned char *proc_pair_ok; /* owned, per run->procs[i]: its start pair is usable */
+    size_t nissues;
+    tp_clock_issue *issues;  /* owned */
 } tp_clocks_result;
 
 /* One rank of the stragglers' table ("stragglers.ranks[]"). */

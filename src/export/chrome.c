@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/clocks.h"
 #include "analysis/comm.h"
 #include "analysis/gpu.h"
 #include "analysis/stats.h"
@@ -36,6 +37,8 @@
 
 typedef struct cw {
     FILE *f;
+    const tp_run *run;
+    const tp_clocks_result *ck; /* the aligned clock (tp_clocks_aligned) */
     uint64_t base_rt;    /* baseTimeNanoseconds */
     int64_t last_rel;    /* latest event time written, ns after base */
     int have_last;
@@ -149,7 +152,42 @@ static void put_double(FILE *f, double v) {
 
 static int64_t rel_ns(const cw *w, const tp_process *p, uint64_t mono) {
     /* unsigned wrap-around gives the right signed difference for events before the base */
-    return (int64_t)(tp_to_realtime(p, mono) - w->base_rt);
+    return (int64_t)((uint64_t)tp_clocks_aligned(w->ck, p, (size_t)(p - w->run->procs), mono) -
+                     w->base_rt);
+}
+
+/* The run's clock alignment as metadata: each host's offset (ns added to its start-pair
+ * mapping) and how it was found, and each rank file whose start pair was not used. */
+static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
+    fputs("\"trainprof.clock_offsets\": {", out);
+    for (size_t h = 0; h < ck->nper_host; h++) {
+        fputs(h ? ", " : "", out);
+        put_raw_string(out, ck->per_host[h].host);
+        fprintf(out, ": %" PRId64, ck->per_host[h].offset_ns);
+    }
+    fputs("},\n\"trainprof.clock_alignment\": {\"status\": ", out);
+    tp_json_string(out, ck->status ? ck->status : "unknown");
+    fputs(", \"hosts\": [", out);
+    for (size_t h = 0; h < ck->nper_host; h++) {
+        const tp_host_clock_result *x = &ck->per_host[h];
+        fputs(h ? ", {\"host\": " : "{\"host\": ", out);
+        put_raw_string(out, x->host);
+        fprintf(out, ", \"offset_ns\": %" PRId64 ", \"found_by\": ", x->offset_ns);
+        tp_json_string(out, x->found_by);
+        if (!x->reference && x->aligned)
+            fprintf(out, ", \"collectives_used\": %.0f", x->collectives_used);
+        if (x->has_residual) {
+            fputs(", \"residual_median_us\": ", out);
+            put_double(out, x->residual_median_us);
+        }
+        fputc('}', out);
+    }
+    fputs("], \"unusable_clock_pairs\": [", out);
+    for (size_t i = 0; i < ck->nissues; i++) {
+        fputs(i ? ", " : "", out);
+        put_raw_string(out, ck->issues[i].line);
+    }
+    fputs("]},\n", out);
 }
 
 static void note_time(cw *w, int64_t rel) {
@@ -789,16 +827,32 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         return rc;
     }
 
-    cw w = {.f = out};
-    /* the base: the earliest start among the processes, but in one rank's file not that of
-     * the process whose NVML samples come with it (the rank's own start stays the base, as
-     * Kineto's traces have it) */
+    /* the same alignment as the report's: borrowed, else computed here as it does */
+    tp_clocks_result own = {0};
+    const tp_clocks_result *ck = opts->clocks;
+    if (!ck || ck->nprocs != run->nprocs) {
+        if ((rc = tp_clocks_compute(run, &own)) != TPROF_OK) {
+            tp_clocks_result_free(&own);
+            free(pids);
+            return rc;
+        }
+        ck = &own;
+    }
+
+    cw w = {.f = out, .run = run, .ck = ck};
+    /* the base: the earliest start among the processes (aligned; a process whose start pair
+     * is unusable starts at its first event), but in one rank's file not that of the process
+     * whose NVML samples come with it (the rank's own start stays the base, as Kineto's
+     * traces have it) */
     const tp_process *rp = nsel ? &run->procs[sel[0]] : NULL;
     const tp_process *src = merged || !rp ? NULL : tp_gpu_samples_for(run, rp);
     int have_base = 0;
     for (size_t i = 0; i < nsel; i++) {
-        if (!merged && &run->procs[sel[i]] == src && src != rp) continue;
-        uint64_t s = run->procs[sel[i]].hdr.start_realtime_ns;
+        const tp_process *p = &run->procs[sel[i]];
+        if (!merged && p == src && src != rp) continue;
+        uint64_t first = ck->proc_pair_ok[sel[i]] || !p->first_ts ? p->hdr.start_mono_ns
+                                                                  : p->first_ts;
+        uint64_t s = (uint64_t)tp_clocks_aligned(ck, p, sel[i], first);
         if (!have_base || s < w.base_rt) w.base_rt = s;
         have_base = 1;
     }
@@ -833,12 +887,14 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     }
     fprintf(out, "\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": %" PRIu64 ",\n",
             w.base_rt);
+    write_clock_meta(out, ck);
     {
         const char *dir = run->dir ? run->dir : "";
         size_t n = strlen(dir) + 40;
         char *tn = malloc(n);
         if (!tn) {
             free(pids);
+            tp_clocks_result_free(&own);
             return TPROF_ERR_NO_MEMORY;
         }
         if (merged) snprintf(tn, n, "trainprof %s", dir);
@@ -890,6 +946,7 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         fputs("\n]\n}\n", out);
     }
     free(pids);
+    tp_clocks_result_free(&own);
     if (rc == TPROF_OK && (fflush(out) != 0 || ferror(out))) rc = TPROF_ERR_IO;
     return rc;
 }

@@ -9,13 +9,23 @@
 #include <stdio.h>
 
 #include "analysis/model.h"
+#include "analysis/results.h"
 
 typedef struct tp_export_opts {
     const char *step_name; /* as for the report; NULL = the default rule */
     int warmup;            /* warm-up steps (only used to label steps) */
+    /* The run's clock alignment as the report computes it (clocks.h: tp_clocks_build, then
+     * tp_clocks_result_fill), borrowed; NULL: the exporter computes it the same way. */
+    const tp_clocks_result *clocks;
 } tp_export_opts;
 
-/* One merged trace of every process of the run: pid = rank for ranks (helpers keep their
+/* Times: every event goes out on the aligned wall clock of the report (clocks.h): a host's
+ * processes through one start pair, each other host moved by the offset that makes matched
+ * collectives end together; the offsets, how each was found and any rank file whose start
+ * pair was not usable are in the trace's "trainprof.clock_offsets" and
+ * "trainprof.clock_alignment" (docs/cli.md).
+ *
+ * One merged trace of every process of the run: pid = rank for ranks (helpers keep their
  * OS pid), tid = OS thread id. Returns 0 or a negative tprof_err (TPROF_ERR_IO when
  * writing fails). */
 int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts);
