@@ -85,20 +85,20 @@ def command(mode, tmp):
         env.update(CUDA_INJECTION64_PATH=lib, TRAINPROF_DIR=out, TRAINPROF_SAMPLE_HZ="0")
         return [py] + script, env
     if mode == "trainprof":
-        return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+        return [a.trainprof, "run", "--quiet", "-o", out, "--", py] + script, env
     if mode.startswith("kinds="):  # the floor with more CUPTI kinds: kinds=kernel+runtime
         env.update(CUDA_INJECTION64_PATH=lib, TRAINPROF_DIR=out,
                    TRAINPROF_CUPTI_KINDS=mode[6:].replace("+", ","), TRAINPROF_SAMPLE_HZ="0")
         return [py] + script, env
     if mode == "nonvml":  # full capture without the node's NVML sampler
         env["TRAINPROF_NVML_HZ"] = "0"
-        return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+        return [a.trainprof, "run", "--quiet", "-o", out, "--", py] + script, env
     if mode == "nokernels":
         env["TRAINPROF_CUPTI"] = "0"
-        return [a.trainprof, "run", "--no-report", "-o", out, "--", py] + script, env
+        return [a.trainprof, "run", "--quiet", "-o", out, "--", py] + script, env
     if mode == "pyhooks":
         env["TRAINPROF_CUPTI"] = "0"
-        return [a.trainprof, "run", "--python", "--no-report", "-o", out, "--", py] + script, env
+        return [a.trainprof, "run", "--python", "--quiet", "-o", out, "--", py] + script, env
     if mode == "torchprof":
         return [py, os.path.join(here, "torchprof_wrap.py")] + script, env
     raise SystemExit("unknown mode " + mode)

@@ -52,6 +52,7 @@ enum {
     OPT_GPU_CAPTURE,
     OPT_KERNEL_STEPS,
     OPT_NO_REPORT,
+    OPT_QUIET,
     OPT_METRICS_PORT,
     OPT_PYTHON,
 };
@@ -81,8 +82,11 @@ static const cli_opt run_opts_table[] = {
     {OPT_KERNEL_STEPS, "--kernel-steps", NULL, CLI_VALUE, "A-B",
      "older spelling of --gpu-capture A-B (one window: A-B, A, A-)\n"
      "[TRAINPROF_KERNEL_STEPS]; not with --gpu-capture"},
-    {OPT_NO_REPORT, "--no-report", NULL, CLI_FLAG, NULL,
+    {OPT_QUIET, "--quiet", "-q", CLI_FLAG, NULL,
      "do not print the report (it is still written) [TRAINPROF_QUIET]"},
+    {OPT_NO_REPORT, "--no-report", NULL, CLI_FLAG, NULL,
+     "no report at all: the run is not even read (the rank files stay;\n"
+     "trainprof report DIR makes it later) [TRAINPROF_NO_REPORT]"},
     {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",
      "live Prometheus metrics: each process serves /metrics on PORT +\n"
      "its local rank, on 127.0.0.1 [TRAINPROF_METRICS_PORT;\n"
@@ -135,7 +139,7 @@ typedef struct run_opts {
     report_args a;
     const char *ring_kb, *sample_hz, *gpu_capture, *kernel_steps, *metrics_port;
     char mport[16]; /* metrics_port's copy (setenv replaces the variable's string) */
-    int quiet, python;
+    int quiet, python, no_report;
     char **cmd; /* CMD ARGS..., NULL-terminated */
 } run_opts;
 
@@ -481,6 +485,7 @@ static int run_parse(int argc, char **argv, run_opts *o) {
     report_args_init(&o->a, "run");
     o->metrics_port = env_or("TRAINPROF_METRICS_PORT", NULL);
     o->quiet = getenv("TRAINPROF_QUIET") != NULL;
+    o->no_report = getenv("TRAINPROF_NO_REPORT") != NULL;
     const char *pyenv = getenv("TRAINPROF_PYTHON");
     o->python = pyenv && *pyenv && strcmp(pyenv, "0") != 0;
     const char *v;
@@ -517,7 +522,8 @@ static int run_parse(int argc, char **argv, run_opts *o) {
             o->metrics_port = v;
             parse_int("run", "--metrics-port", v, 0, 65535);
             break;
-        case OPT_NO_REPORT: o->quiet = 1; break;
+        case OPT_QUIET: o->quiet = 1; break;
+        case OPT_NO_REPORT: o->no_report = 1; break;
         case OPT_PYTHON: o->python = 1; break;
         default: report_opt_set(&o->a, id, v, "run"); break;
         }
@@ -912,6 +918,12 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
      * signal handlers take to finish the files (3 s each at most), then report */
     wait_for_writers(p->absdir, 10000);
     if (node_sampler) tprof_shutdown(); /* its last sample, then the end of its file */
+    if (o->no_report) { /* nothing read: a long run's report needs memory this node may lack */
+        report_create_failures(p->absdir, started);
+        fprintf(stderr, "trainprof: rank files in %s (no report: trainprof report %s)\n",
+                p->absdir, p->absdir);
+        return;
+    }
     tp_run run;
     char err[PATH_MAX + 128];
     unsetenv("LD_PRELOAD");

@@ -143,7 +143,7 @@ absent "$EMPTY/trace.json" "export: no rank files"
 # ------------------------------------------------------------------ a real run, then bad outputs
 GOOD="$T/good"
 n=$((n + 1))
-"$TP" run -o "$GOOD" --no-report -- "$VICTIM" gen 3 >"$T/out" 2>"$T/err"
+"$TP" run -o "$GOOD" --quiet -- "$VICTIM" gen 3 >"$T/out" 2>"$T/err"
 st=$?
 [ "$st" -eq 0 ] || fail "run of rel_victim: status $st: $(cat "$T/err")"
 ls "$GOOD"/*.tprof >/dev/null 2>&1 || fail "run of rel_victim left no rank file"
@@ -193,7 +193,7 @@ expect_status() {
     name=$1 want=$2 dir=$3
     shift 3
     n=$((n + 1))
-    "$TP" run -o "$dir" --no-report -- "$@" >"$T/out" 2>"$T/err" </dev/null
+    "$TP" run -o "$dir" --quiet -- "$@" >"$T/out" 2>"$T/err" </dev/null
     st=$?
     [ "$st" -eq "$want" ] || fail "$name: status $st, expected $want: $(cat "$T/err")"
 }
@@ -248,7 +248,7 @@ plan_error "run: --kernel-steps a list" "--kernel-steps needs A-B, A or A-" \
     "$TP" run -o "$T/g" --kernel-steps 1-2,5-6 --
 # an option wins over the other spelling's variable, and a good plan runs the job
 n=$((n + 1))
-TRAINPROF_KERNEL_STEPS=abc "$TP" run -o "$T/g2" --no-report --gpu-capture 0-1/4 -- true \
+TRAINPROF_KERNEL_STEPS=abc "$TP" run -o "$T/g2" --quiet --gpu-capture 0-1/4 -- true \
     >"$T/out" 2>"$T/err" </dev/null || fail "run --gpu-capture 0-1/4: status $?: $(cat "$T/err")"
 
 # ------------------------------------------------------------------ one run per directory
@@ -264,14 +264,14 @@ exec 9<&-
 mkdir -p "$T/stale"
 echo 2147483646 >"$T/stale/.trainprof-run.lock"  # no such pid: a killed run's lock
 n=$((n + 1))
-"$TP" run --no-report -o "$T/stale" -- true >/dev/null 2>"$T/err" || fail "run: stale lock refused: $(cat "$T/err")"
+"$TP" run --quiet -o "$T/stale" -- true >/dev/null 2>"$T/err" || fail "run: stale lock refused: $(cat "$T/err")"
 [ ! -e "$T/stale/.trainprof-run.lock" ] || fail "run: the lock was left behind"
 # another CUDA tool attached first (Nsight Systems around `trainprof run`) keeps
 # CUDA_INJECTION64_PATH: GPU activity capture backs off with one line, and the report says why;
 # a trainprof library of another build left in the environment is replaced
 n=$((n + 1))
 OTHER=/opt/nvidia/nsight-systems/libToolsInjection64.so
-CUDA_INJECTION64_PATH=$OTHER "$TP" run -o "$T/nsys" --no-report -- \
+CUDA_INJECTION64_PATH=$OTHER "$TP" run -o "$T/nsys" --quiet -- \
     sh -c 'echo "cuda=$CUDA_INJECTION64_PATH"; exec "$0" gen 1' "$VICTIM" >"$T/out" 2>"$T/err" ||
     fail "run under another CUDA tool: $(cat "$T/err")"
 grep -q "CUDA_INJECTION64_PATH=$OTHER belongs to another CUDA tool" "$T/err" ||
@@ -285,7 +285,7 @@ st = rep["capabilities"]["cupti"]["status"]
 assert st == "off: another CUDA tool holds CUDA_INJECTION64_PATH (%s)" % sys.argv[2], st
 PY
 n=$((n + 1))
-CUDA_INJECTION64_PATH=/old/build/libtrainprof.so.0 "$TP" run -o "$T/oldtp" --no-report -- \
+CUDA_INJECTION64_PATH=/old/build/libtrainprof.so.0 "$TP" run -o "$T/oldtp" --quiet -- \
     sh -c 'echo "cuda=$CUDA_INJECTION64_PATH"' >"$T/out" 2>"$T/err" || fail "run with an old trainprof: $(cat "$T/err")"
 case "$(cat "$T/out")" in
 cuda=/old/*) fail "run with an old trainprof library: not replaced" ;;

@@ -40,9 +40,16 @@ same() { cmp -s "$1" "$2" || fail "$3: $2 differs from $1"; }
 cd "$T" || exit 1
 # two runs of rel_victim: -oDIR (attached) for the first, --output=DIR for the second, and
 # the command after "--" in both
-ok "run -oDIR" "$TP" run -o"$T/ra" --no-report -- "$VICTIM" gen 3
+# --no-report: the run is not read, no report is written, one line says where the files are
+"$TP" run -o "$T/nr" --no-report -- "$VICTIM" gen 3 >"$T/nr.out" 2>"$T/nr.err" ||
+    fail "run --no-report: $(cat "$T/nr.err")"
+ls "$T/nr"/report.* >/dev/null 2>&1 && fail "run --no-report wrote a report: $(ls "$T/nr")"
+grep -q "no report: trainprof report $T/nr" "$T/nr.err" || fail "run --no-report: $(cat "$T/nr.err")"
+[ -s "$T/nr.out" ] && fail "run --no-report printed: $(cat "$T/nr.out")"
+"$TP" report "$T/nr" >/dev/null || fail "report after run --no-report"
+ok "run -oDIR" "$TP" run -o"$T/ra" --quiet -- "$VICTIM" gen 3
 ls "$T/ra"/*.tprof >/dev/null 2>&1 || fail "run -oDIR: no rank file in $T/ra"
-ok "run --output=DIR" "$TP" run --output="$T/rb" --no-report -- "$VICTIM" gen 4
+ok "run --output=DIR" "$TP" run --output="$T/rb" --quiet -- "$VICTIM" gen 4
 ls "$T/rb"/*.tprof >/dev/null 2>&1 || fail "run --output=DIR: no rank file in $T/rb"
 
 # report: the text on stdout is the reference for every spelling of -o

@@ -76,7 +76,7 @@ def argv_for(mode, d, count, *extra):
     job = [PROG, count, *extra]
     if mode == "bare":
         return job
-    return [TP, "run", "--no-report", "-o", os.path.join(d, "run"), "--", *job]
+    return [TP, "run", "--quiet", "-o", os.path.join(d, "run"), "--", *job]
 
 
 def job_pid(count):
@@ -309,7 +309,7 @@ def script_loop(mode):
     d, _ = fresh("loop")
     cmd = "/bin/sleep 5"
     if mode != "bare":
-        cmd = "'%s' run -o '%s' --no-report -- %s" % (TP, os.path.join(d, "run"), cmd)
+        cmd = "'%s' run -o '%s' --quiet -- %s" % (TP, os.path.join(d, "run"), cmd)
     script = "for i in 1 2 3; do %s; echo iter $i; done; echo LOOPEND" % cmd
     t0 = time.time()
 

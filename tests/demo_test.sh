@@ -5,7 +5,7 @@
 set -eu
 TP=$1 LM=$2 DIR=$3
 rm -rf "$DIR"
-"$TP" run --no-report -o "$DIR" -- "$LM" --steps 80 --log-every 40 > "$DIR.out"
+"$TP" run --quiet -o "$DIR" -- "$LM" --steps 80 --log-every 40 > "$DIR.out"
 grep -q "final loss" "$DIR.out"
 "$TP" export "$DIR" --format chrome -o "$DIR/trace.json"
 python3 - "$DIR" "$DIR.out" <<'PY'

@@ -101,7 +101,7 @@ check_run "$DIR/run-cmake" 4
 
 # (c) the installed `trainprof run --python`
 if [ "$PY" != - ]; then
-    "$B/bin/trainprof" run --python --no-report -o "$DIR/run-py" -- "$PY" -c '
+    "$B/bin/trainprof" run --python --quiet -o "$DIR/run-py" -- "$PY" -c '
 import os, sys, trainprof
 pkg = os.path.join(sys.argv[1], "lib", "trainprof", "python", "trainprof")
 assert os.path.dirname(trainprof.__file__) == pkg, (trainprof.__file__, pkg)
@@ -125,7 +125,7 @@ fi
 # (d) the command where ../lib does not hold the library: found as the dynamic linker loaded it
 mkdir -p "$DIR/other/bin" && cp "$B/bin/trainprof" "$DIR/other/bin/"
 LD_LIBRARY_PATH="$B/$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$DIR/other/bin/trainprof" \
-    run --no-report -o "$DIR/run-ld" -- "$DIR/consumer/install_prog" 2 ||
+    run --quiet -o "$DIR/run-ld" -- "$DIR/consumer/install_prog" 2 ||
     fail "trainprof run from $DIR/other/bin"
 check_run "$DIR/run-ld" 2
 
@@ -133,7 +133,7 @@ check_run "$DIR/run-ld" 2
 # the job is preloaded through a link in a directory of trainprof's own, gone afterwards
 S="$DIR/with space"
 rm -rf "$S" && cp -a "$B" "$S"
-"$S/bin/trainprof" run --no-report -o "$DIR/run-space" -- \
+"$S/bin/trainprof" run --quiet -o "$DIR/run-space" -- \
     sh -c 'grep -c "/libtrainprof.so" /proc/$$/maps; echo "$LD_PRELOAD"' \
     >"$DIR/space.out" 2>"$DIR/space.err" || fail "trainprof run from a path with a space"
 if grep -q "cannot be preloaded" "$DIR/space.err"; then cat "$DIR/space.err"; fail "ld.so refused LD_PRELOAD"; fi

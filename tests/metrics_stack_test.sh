@@ -69,7 +69,7 @@ trap - EXIT
 # 2. run, with its node sampler on the fake NVML
 PORT=$(free_port)
 STACK_DEPTH_OUT=$OUT LD_PRELOAD=$SHIM TRAINPROF_NVML_LIB=$FAKE RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
-    "$TP" run --no-report -o "$DIR/run" --metrics-port "$PORT" --tokens-per-step 4096 \
+    "$TP" run --quiet -o "$DIR/run" --metrics-port "$PORT" --tokens-per-step 4096 \
     -- "$LM" --steps 4000 --log-every 0 > "$DIR/run.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true' EXIT

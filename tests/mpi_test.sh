@@ -36,11 +36,11 @@ if [ "$MODE" = prog ]; then
     out=$(LD_PRELOAD="$MPILIB" /bin/echo inert-ok)
     [ "$out" = inert-ok ] || { echo "FAIL: /bin/echo with libtrainprof_mpi preloaded: $out"; exit 1; }
     rc=0
-    timeout 120 "$TP" run --no-report -o "$DIR" -- timeout 100 "$MPIRUN" $MPIFLAGS -np 2 "$BIN" \
+    timeout 120 "$TP" run --quiet -o "$DIR" -- timeout 100 "$MPIRUN" $MPIFLAGS -np 2 "$BIN" \
         > "$DIR.out" 2>&1 || rc=$?
 elif [ "$MODE" = char_lm ]; then
     rc=0
-    timeout 200 "$TP" run --no-report -o "$DIR" -- timeout 180 "$MPIRUN" $MPIFLAGS -np 2 "$BIN" \
+    timeout 200 "$TP" run --quiet -o "$DIR" -- timeout 180 "$MPIRUN" $MPIFLAGS -np 2 "$BIN" \
         --steps $STEPS --log-every 10 > "$DIR.out" 2>&1 || rc=$?
 else
     echo "usage: mpi_test.sh prog|char_lm TP DUMP MPILIB BIN DIR"

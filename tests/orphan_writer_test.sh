@@ -8,7 +8,7 @@ TP=$1 LM=$2 DIR=$3
 rm -rf "$DIR"
 export TRAINPROF_NVML_HZ=0 # no node sampler file: the only .tprof is the rank's
 # the launcher leaves once its rank has opened its file (at most 20 s), the rank runs on
-"$TP" run --no-report -o "$DIR" -- sh -c "\"$LM\" --steps 400 --log-every 1000 >/dev/null &
+"$TP" run --quiet -o "$DIR" -- sh -c "\"$LM\" --steps 400 --log-every 1000 >/dev/null &
     i=0; while [ \$i -lt 200 ] && ! ls \"$DIR\"/*.tprof >/dev/null 2>&1; do sleep 0.1; i=\$((i+1)); done" \
     > "$DIR.log" 2>&1
 grep -q "waiting for 1 process still writing rank files" "$DIR.log"

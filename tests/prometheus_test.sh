@@ -28,7 +28,7 @@ scrape_configs:
 YML
 promtool check config "$DIR/prometheus.yml" > "$DIR/promtool.log" 2>&1 || {
     cat "$DIR/promtool.log" >&2; exit 1; }
-"$TP" run --no-report -o "$DIR/run" --metrics-port "$JOBPORT" \
+"$TP" run --quiet -o "$DIR/run" --metrics-port "$JOBPORT" \
     -- "$LM" --steps 1000000 --log-every 0 > "$DIR/run.log" 2>&1 &
 job=$!
 prometheus --config.file="$DIR/prometheus.yml" --storage.tsdb.path="$DIR/tsdb" \

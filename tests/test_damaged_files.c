@@ -595,7 +595,7 @@ static void test_hostile_run_dir(void **state) {
     char parent[PATH_MAX], dir[PATH_MAX + 32];
     scratch(parent, sizeof parent, "hostile-dir");
     fmt(dir, sizeof dir, "%s/run-\xff\xfe-\x01-\"q\"", parent);
-    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--no-report", "--", REL_VICTIM, "names",
+    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--quiet", "--", REL_VICTIM, "names",
                           NULL};
     char *err;
     int st = run_capture(argv, NULL, NULL, &err);

@@ -212,7 +212,7 @@ static void signal_via_cli(int sig) {
     fmt(dir, sizeof dir, "%s/run", parent);
     progress pr;
     progress_open(&pr);
-    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--no-report", "--",
+    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--quiet", "--",
                           REL_VICTIM, "loop", pr.wr_text, NULL};
     unsigned long long last;
     int st = kill_after_progress(argv, NULL, &pr, 3, sig, &last);

@@ -58,7 +58,7 @@ static int setup(void **state) {
     char truth[600];
     snprintf(truth, sizeof truth, "%s/truth.txt", g_dir);
     setenv("NVTX_PROG_TRUTH", truth, 1);
-    char *run_argv[] = {TPROF_CLI, "run", "--no-report", "-o", out, "--", NVTX_PROG, NULL};
+    char *run_argv[] = {TPROF_CLI, "run", "--quiet", "-o", out, "--", NVTX_PROG, NULL};
     if (run_cmd(run_argv) != 0) return -1;
     char trace[700];
     snprintf(trace, sizeof trace, "%s/trace.json", out);

@@ -70,7 +70,7 @@ static cJSON *run_prog(const char *tag, long n, const char *kb, char **text) {
     snprintf(nstr, sizeof nstr, "%ld", n);
     if (kb) setenv("TRAINPROF_NVTX_STRINGS_KB", kb, 1);
     else unsetenv("TRAINPROF_NVTX_STRINGS_KB");
-    char *run_argv[] = {TPROF_CLI, "run", "--no-report", "-o", out, "--", NVTX_STRINGS_PROG,
+    char *run_argv[] = {TPROF_CLI, "run", "--quiet", "-o", out, "--", NVTX_STRINGS_PROG,
                         nstr, NULL};
     assert_int_equal(run_cmd(run_argv, NULL), 0);
     unsetenv("TRAINPROF_NVTX_STRINGS_KB");
@@ -162,7 +162,7 @@ static void test_fork_while_registering(void **state) {
     snprintf(dir, sizeof dir, "%s/nvtxstr-fork-XXXXXX", base && *base ? base : "/tmp");
     assert_non_null(mkdtemp(dir));
     snprintf(out, sizeof out, "%s/run", dir);
-    char *run_argv[] = {TPROF_CLI, "run", "--no-report", "-o", out, "--", NVTX_STRINGS_PROG,
+    char *run_argv[] = {TPROF_CLI, "run", "--quiet", "-o", out, "--", NVTX_STRINGS_PROG,
                         "--fork", "60", NULL};
     assert_int_equal(run_cmd(run_argv, NULL), 0);
 }

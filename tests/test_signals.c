@@ -517,7 +517,7 @@ static void test_run_sigkill(void **state) {
     assert_int_equal(0, pipe(fds));
     char fdtext[16];
     fmt(fdtext, sizeof fdtext, "%d", fds[1]);
-    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--no-report", "--", SIG_VICTIM, "loop",
+    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--quiet", "--", SIG_VICTIM, "loop",
                           fdtext, NULL};
     pid_t tp = spawn(argv, NULL, cwd, NULL, NULL);
     close(fds[1]);
@@ -533,7 +533,7 @@ static void test_run_sigkill(void **state) {
     {
         char ep[PATH_MAX + 8];
         fmt(ep, sizeof ep, "%s/second.err", cwd);
-        const char *a2[] = {TPROF_CLI, "run", "-o", dir, "--no-report", "--", "/bin/true", NULL};
+        const char *a2[] = {TPROF_CLI, "run", "-o", dir, "--quiet", "--", "/bin/true", NULL};
         int st = wait_within(spawn(a2, NULL, cwd, NULL, ep), WAIT_MS);
         err2 = slurp(ep);
         assert_non_null(err2);
@@ -567,7 +567,7 @@ static void test_run_sigkill(void **state) {
      * refused only for the rank files in it */
     char ep[PATH_MAX + 8];
     fmt(ep, sizeof ep, "%s/third.err", cwd);
-    const char *a3[] = {TPROF_CLI, "run", "-o", dir, "--no-report", "--", "/bin/true", NULL};
+    const char *a3[] = {TPROF_CLI, "run", "-o", dir, "--quiet", "--", "/bin/true", NULL};
     st = wait_within(spawn(a3, NULL, cwd, NULL, ep), WAIT_MS);
     char *e3 = slurp(ep);
     assert_non_null(e3);
@@ -592,7 +592,7 @@ static void test_run_stale_lock(void **state) {
     fclose(f);
     char ep[PATH_MAX + 8];
     fmt(ep, sizeof ep, "%s/run.err", cwd);
-    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--no-report", "--", "/bin/true", NULL};
+    const char *argv[] = {TPROF_CLI, "run", "-o", dir, "--quiet", "--", "/bin/true", NULL};
     int st = wait_within(spawn(argv, NULL, cwd, NULL, ep), WAIT_MS);
     char *e = slurp(ep);
     assert_non_null(e);

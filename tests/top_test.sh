@@ -36,7 +36,7 @@ free_port() {
 
 if [ "$MODE" = job ]; then
     P=$(free_port)
-    TRAINPROF_METRICS_NODE_PORT=0 "$TP" run --no-report -o "$T/run" --metrics-port "$P" \
+    TRAINPROF_METRICS_NODE_PORT=0 "$TP" run --quiet -o "$T/run" --metrics-port "$P" \
         --tokens-per-step 512 --flops-per-step 3e11 -- "$CHAR_LM" --steps 3000 >"$T/run.out" 2>&1 &
     RUN=$!
     PIDS="$RUN"

@@ -24,7 +24,7 @@ port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 ARGS="--device cpu --model tiny --steps $STEPS --log-every 5 --seed 7"
 
 rc=0
-"$TP" run --python --no-report -o "$DIR" -- \
+"$TP" run --python --quiet -o "$DIR" -- \
     sh "$LAUNCH" 2 "$(port)" timeout 150 "$PY" "$SCRIPT" $ARGS > "$DIR.out" 2>&1 || rc=$?
 cat "$DIR.out"
 [ "$rc" -eq 0 ] || { echo "FAIL: trainprof run --python exited $rc"; exit 1; }

@@ -56,7 +56,7 @@ if "$TP" run --help 2>/dev/null | grep -q -- '--python'; then
     PYFLAG=--python
 fi
 rc=0
-"$TP" run $PYFLAG --no-report -o "$DIR" -- sh "$DIR.launch.sh" > "$DIR.out" 2>&1 || rc=$?
+"$TP" run $PYFLAG --quiet -o "$DIR" -- sh "$DIR.launch.sh" > "$DIR.out" 2>&1 || rc=$?
 cat "$DIR.out"
 if [ "$rc" -ne 0 ]; then
     echo "FAIL: trainprof run exited $rc"

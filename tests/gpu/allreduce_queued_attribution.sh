@@ -10,7 +10,7 @@ TAG=${TAG:-a}
 
 if [ "${SKIP_CHECKS:-0}" != 1 ]; then
 say "B: all-reduce loop 1-256 MiB, ops queued behind a spin kernel"
-timeout 200 $TP run --no-report -o $W/ar -- torchrun --nproc_per_node=2 tests/gpu/allreduce_loop.py --json $W/ar_times.json > $W/ar.out 2>&1
+timeout 200 $TP run --quiet -o $W/ar -- torchrun --nproc_per_node=2 tests/gpu/allreduce_loop.py --json $W/ar_times.json > $W/ar.out 2>&1
 echo "rc=$? t=$(( $(date +%s) - t0 ))s" >> $S
 grep allreduce $W/ar.out >> $S
 $C/comm_dump $W/ar > $W/ar/comm.csv 2>>$S
@@ -19,9 +19,9 @@ $TP report $W/ar 2>/dev/null | grep -A12 '^  communication' | head -14 >> $S
 
 say "F: steps 10-59: trainprof default, trainprof with driver records, torch.profiler"
 export CUDA_VISIBLE_DEVICES=0
-timeout 150 $TP run --no-report --warmup 10 -o $W/xc -- python3 examples/pytorch/train_gpt.py --steps 60 > $W/xc.out 2>&1
+timeout 150 $TP run --quiet --warmup 10 -o $W/xc -- python3 examples/pytorch/train_gpt.py --steps 60 > $W/xc.out 2>&1
 echo "rc=$? t=$(( $(date +%s) - t0 ))s" >> $S
-TRAINPROF_CUPTI_KINDS=kernel,memcpy,memset,memory,sync,runtime,driver timeout 150 $TP run --no-report --warmup 10 -o $W/xcd -- python3 examples/pytorch/train_gpt.py --steps 60 > $W/xcd.out 2>&1
+TRAINPROF_CUPTI_KINDS=kernel,memcpy,memset,memory,sync,runtime,driver timeout 150 $TP run --quiet --warmup 10 -o $W/xcd -- python3 examples/pytorch/train_gpt.py --steps 60 > $W/xcd.out 2>&1
 echo "rc=$? t=$(( $(date +%s) - t0 ))s" >> $S
 for d in xc xcd; do python3 -c "
 import json; r=json.load(open('$W/$d/report.json'))['ranks'][0]; g=r['gpu']

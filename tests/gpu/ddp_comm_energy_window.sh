@@ -31,7 +31,7 @@ PY
 sed -n '/^rank 0/,$p' $W/ddp/report.txt | head -80 >> $S
 
 say "B: all-reduce loop 1-256 MiB under trainprof run"
-timeout 200 $TP run --no-report -o $W/ar -- torchrun --nproc_per_node=2 tests/gpu/allreduce_loop.py --json $W/ar_times.json > $W/ar.out 2>&1
+timeout 200 $TP run --quiet -o $W/ar -- torchrun --nproc_per_node=2 tests/gpu/allreduce_loop.py --json $W/ar_times.json > $W/ar.out 2>&1
 echo "rc=$? t=$(( $(date +%s) - t0 ))s" >> $S
 grep allreduce $W/ar.out >> $S
 $C/comm_dump $W/ar > $W/ar/comm.csv 2>>$S

@@ -16,7 +16,7 @@ TP=$C/trainprof
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv > $OUT/gpu.txt 2>&1
 $TP run -o /tmp/g1 -- python3 examples/pytorch/train_gpt.py --steps 150 --energy-check > $OUT/g1.txt 2>&1
 $TP report /tmp/g1 --format json -o $OUT/g1.json
-$TP run --no-report -o /tmp/g2 -- python3 examples/pytorch/train_gpt.py --steps 60 > /dev/null 2>&1
+$TP run --quiet -o /tmp/g2 -- python3 examples/pytorch/train_gpt.py --steps 60 > /dev/null 2>&1
 $TP report /tmp/g2 --warmup 10 --format json | python3 -c "import json,sys; r=json.load(sys.stdin)['ranks'][0]; print('trainprof: kernel time %.4f ms per step over %d steps' % (r['gpu']['kernel_ms_total'], r['steps']['measured']))" > $OUT/xcheck.txt
 python3 examples/pytorch/train_gpt.py --steps 60 --torch-profiler 10:60 2>&1 | grep torch.profiler >> $OUT/xcheck.txt
 nvcc -O2 -o /tmp/gpu_timer tests/gpu/gpu_timer.cu -Iinclude -L$C -ltrainprof > $OUT/timer.txt 2>&1 && /tmp/gpu_timer >> $OUT/timer.txt 2>&1

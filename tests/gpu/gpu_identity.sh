@@ -28,7 +28,7 @@ NG=$(grep -c GPU- $W/gpus.txt)
 say "1. CUDA_VISIBLE_DEVICES=1,0: the rank's GPU by UUID"
 if [ "$NG" -ge 2 ]; then
     U1=$(awk -F', ' '$1 == 1 {print $2}' $W/gpus.txt)
-    CUDA_VISIBLE_DEVICES=1,0 $TP run --no-report -o $W/rev -- \
+    CUDA_VISIBLE_DEVICES=1,0 $TP run --quiet -o $W/rev -- \
         python3 examples/pytorch/train_gpt.py --steps 30 > $W/rev.txt 2>&1
     lap $?
     $TP report $W/rev --format json -o $W/rev.json
@@ -47,7 +47,7 @@ else
 fi
 
 say "2. energy method"
-$TP run --no-report -o $W/e -- python3 examples/pytorch/train_gpt.py --steps 60 > $W/e.txt 2>&1
+$TP run --quiet -o $W/e -- python3 examples/pytorch/train_gpt.py --steps 60 > $W/e.txt 2>&1
 lap $?
 $TP report $W/e --format json -o $W/e.json
 python3 - "$W/e.json" >> $S 2>&1 <<'EOF'
@@ -80,7 +80,7 @@ grep -i "clipped" $W/e/report.txt >> $S 2>/dev/null
 say "4. MIG"
 MIG=$(nvidia-smi -L 2>/dev/null | sed -n 's/.*(UUID: \(MIG-[^)]*\)).*/\1/p' | head -1)
 if [ -n "$MIG" ]; then
-    CUDA_VISIBLE_DEVICES=$MIG $TP run --no-report -o $W/mig -- \
+    CUDA_VISIBLE_DEVICES=$MIG $TP run --quiet -o $W/mig -- \
         python3 examples/pytorch/train_gpt.py --steps 20 > $W/mig.txt 2>&1
     lap $?
     $TP report $W/mig --format json -o $W/mig.json

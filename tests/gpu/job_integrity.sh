@@ -94,7 +94,7 @@ if [[ $PARTS == *C* ]]; then
             if [ $mode = bare ]; then
                 $job > $W/sig_${sig}_$mode.log 2>&1 &
             else
-                $TP run -o $W/sig_$sig --no-report -- $job > $W/sig_${sig}_$mode.log 2>&1 &
+                $TP run -o $W/sig_$sig --quiet -- $job > $W/sig_${sig}_$mode.log 2>&1 &
             fi
             p=$!
             sleep ${SLEEP:-25}
@@ -124,7 +124,7 @@ except KeyboardInterrupt:
 PY
     for mode in bare tp; do
         if [ $mode = bare ]; then python3 $W/block.py > $W/block_$mode.log 2>&1 &
-        else $TP run -o $W/block_run --no-report -- python3 $W/block.py > $W/block_$mode.log 2>&1 & fi
+        else $TP run -o $W/block_run --quiet -- python3 $W/block.py > $W/block_$mode.log 2>&1 & fi
         p=$!
         for i in $(seq 100); do grep -q ready $W/block_$mode.log 2>/dev/null && break; sleep 0.2; done
         t=$(date +%s%N)

@@ -89,7 +89,7 @@ class MegatronOwnTimersTest(unittest.TestCase):
         env = tphelp.child_env(PYTHONPATH=os.environ.get("PYTHONPATH", "") + ":" +
                                os.path.join(d, "pkg"))
         out = os.path.join(d, "run")
-        p = subprocess.run([tphelp.CLI, "run", "--python", "--no-report", "-o", out, "--",
+        p = subprocess.run([tphelp.CLI, "run", "--python", "--quiet", "-o", out, "--",
                             tphelp.PY, "-c", TIMED_LOOP], env=env, capture_output=True,
                            text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

@@ -356,7 +356,7 @@ class TorchInstrumentTest(unittest.TestCase):
                 "print('ok')\n")
         env = tphelp.child_env(PYTHONPATH=os.environ.get("PYTHONPATH", "") + ":" + user)
         out = os.path.join(d, "run")
-        p = subprocess.run([tphelp.CLI, "run", "--python", "--no-report", "-o", out, "--",
+        p = subprocess.run([tphelp.CLI, "run", "--python", "--quiet", "-o", out, "--",
                             tphelp.PY, "-c", code], env=env, capture_output=True, text=True,
                            timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

@@ -34,7 +34,7 @@ def run_child(code, outdir=None, under_run=False, env=None, timeout=120):
     code = textwrap.dedent(code)
     env = child_env(**(env or {}))
     if under_run:
-        cmd = [CLI, "run", "--no-report", "-o", outdir, "--", PY, "-c", code]
+        cmd = [CLI, "run", "--quiet", "-o", outdir, "--", PY, "-c", code]
     else:
         cmd = [PY, "-c", code]
         if outdir:

@@ -140,13 +140,13 @@ PY
     case $py in
     "$PY")
         # Debian's torch, no trainprof call in the program
-        PATH="$V/bin:$PATH" trainprof run --python --no-report -o "$DIR/run-$v" -- python \
+        PATH="$V/bin:$PATH" trainprof run --python --quiet -o "$DIR/run-$v" -- python \
             "$SRC/examples/pytorch/train_gpt.py" --device cpu --model tiny --steps 4 --seed 7 \
             > "$DIR/run-$v.out" 2>&1 || { cat "$DIR/run-$v.out"; echo "FAIL: run $v"; exit 1; }
         grep -q "not instrumented" "$DIR/run-$v.out" && { cat "$DIR/run-$v.out"; exit 1; }
         check_report "$DIR/run-$v" 4 forward backward ;;
     *)
-        (cd "$DIR" && PATH="$V/bin:$PATH" trainprof run --python --no-report -o "$DIR/run-$v" \
+        (cd "$DIR" && PATH="$V/bin:$PATH" trainprof run --python --quiet -o "$DIR/run-$v" \
             -- python train.py) > "$DIR/run-$v.out" 2>&1 ||
             { cat "$DIR/run-$v.out"; echo "FAIL: run $v"; exit 1; }
         grep -qx "module $SITE/trainprof/__init__.py" "$DIR/run-$v.out" ||
@@ -162,16 +162,16 @@ done
 V=$DIR/venv-$(echo $tested | cut -d' ' -f1)
 want=$(sh -c 'grep ^SigIgn /proc/self/status' | sed 's/^SigIgn:[[:space:]]*//')
 want=$(printf '%016x' $(( 0x$want & ~0x1001000 )))  # less SIGPIPE (13) and SIGXFSZ (25)
-got=$(sh -c 'echo "pid $$"; exec "$0" run --no-report -o "$1" -- sh -c \
+got=$(sh -c 'echo "pid $$"; exec "$0" run --quiet -o "$1" -- sh -c \
         "echo ppid \$PPID; grep ^SigIgn /proc/self/status"' "$V/bin/trainprof" "$DIR/exec" \
         2>/dev/null)
 pid=$(echo "$got" | sed -n 's/^pid //p')
 [ "$(echo "$got" | sed -n 's/^ppid //p')" = "$pid" ] || { echo "$got"; echo "FAIL: not exec"; exit 1; }
 [ "$(echo "$got" | sed -n 's/^SigIgn:[[:space:]]*//p')" = "$want" ] ||
     { echo "$got"; echo "FAIL: CMD's ignored signals are not $want"; exit 1; }
-rc=0; "$V/bin/trainprof" run --no-report -o "$DIR/exit3" -- sh -c 'exit 3' 2>/dev/null || rc=$?
+rc=0; "$V/bin/trainprof" run --quiet -o "$DIR/exit3" -- sh -c 'exit 3' 2>/dev/null || rc=$?
 [ "$rc" = 3 ] || { echo "FAIL: exit status $rc through the console script, not 3"; exit 1; }
-lc=$(env -i PATH="$PATH" "$V/bin/trainprof" run --no-report -o "$DIR/env" -- \
+lc=$(env -i PATH="$PATH" "$V/bin/trainprof" run --quiet -o "$DIR/env" -- \
     sh -c 'echo "[${LC_CTYPE-unset}]"' 2>/dev/null)
 [ "$lc" = "[unset]" ] || { echo "FAIL: in the C locale CMD's LC_CTYPE is $lc, not unset"; exit 1; }
 echo "console script: exec (pid $pid), CMD's exit status 3, CMD's SigIgn $want, LC_CTYPE unset"
@@ -181,7 +181,7 @@ if [ -z "$other" ]; then
     echo "NOTE: no Python other than $MY: the no-shadow checks need one"
 else
     Vo=$DIR/venv-$other
-    (cd "$DIR" && "$TP" run --python --no-report -o "$DIR/shadow" -- "$Vo/bin/python" train.py) \
+    (cd "$DIR" && "$TP" run --python --quiet -o "$DIR/shadow" -- "$Vo/bin/python" train.py) \
         > "$DIR/shadow.out" 2>&1 || { cat "$DIR/shadow.out"; echo "FAIL: shadow run"; exit 1; }
     SITE=$("$Vo/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
     grep -qx "module $SITE/trainprof/__init__.py" "$DIR/shadow.out" ||
@@ -192,7 +192,7 @@ else
     "$py" -m venv --without-pip "$DIR/bare"
     rc=0
     # two sibling processes of that Python (as ranks started side by side): one line in all
-    "$TP" run --python --no-report -o "$DIR/bare-run" -- sh -c \
+    "$TP" run --python --quiet -o "$DIR/bare-run" -- sh -c \
         '"$0" -c "print(\"job ran\")" && "$0" -c "pass"' "$DIR/bare/bin/python" \
         > "$DIR/bare.out" 2> "$DIR/bare.err" || rc=$?
     [ "$rc" = 0 ] && [ "$(cat "$DIR/bare.out")" = "job ran" ] ||
@@ -203,7 +203,7 @@ else
     echo "  $other venv without trainprof: exit 0 and the one line"
 fi
 # PY without trainprof on its path: the command's own package, nothing else of its directory
-(cd "$DIR" && "$TP" run --python --no-report -o "$DIR/own" -- "$PY" -c \
+(cd "$DIR" && "$TP" run --python --quiet -o "$DIR/own" -- "$PY" -c \
     'import sys, trainprof; print("module", trainprof.__file__); print("path", ":".join(sys.path))') \
     > "$DIR/own.out" 2>&1 || { cat "$DIR/own.out"; echo "FAIL: own run"; exit 1; }
 grep -qx "module $BUILD/python/trainprof/__init__.py" "$DIR/own.out" &&
