@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -12,7 +13,8 @@
 #include "export/chrome.h"
 #include "export/compress.h"
 
-enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_PER_RANK, OPT_STEP_NAME, OPT_COMPRESS };
+enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_PER_RANK, OPT_STEP_NAME, OPT_COMPRESS, OPT_RANKS,
+       OPT_STEPS, OPT_TIME };
 
 static const cli_opt export_opts[] = {
     {OPT_FORMAT, "--format", NULL, CLI_VALUE, "chrome",
@@ -25,6 +27,13 @@ static const cli_opt export_opts[] = {
      "compress the files whose names trainprof chooses (DIR/trace.json.gz,\n"
      "OUTDIR/rank<N>.json.zst); -o FILE is compressed when its name ends in\n"
      ".gz or .zst"},
+    {OPT_RANKS, "--ranks", NULL, CLI_VALUE, "LIST",
+     "only these ranks (and their helpers), e.g. 0,8-15"},
+    {OPT_STEPS, "--steps", NULL, CLI_VALUE, "A-B",
+     "only events that overlap steps A to B (of the lowest selected rank\n"
+     "with steps; numbered as the report numbers them)"},
+    {OPT_TIME, "--time", NULL, CLI_VALUE, "S:E",
+     "only events that overlap seconds S to E from the trace's start"},
     CLI_HELP_OPT,
 };
 
@@ -45,9 +54,58 @@ static const cli_cmd export_cmd = {
     0,
 };
 
+/* "0,8-15" into a fresh array (*n entries); at most 1,048,576 ranks; NULL when malformed */
+/* One line when the selection matched nothing to export. */
+static void selection_missing(const tp_export_opts *eo) {
+    if (eo->has_steps)
+        fprintf(stderr, "trainprof export: no selected rank has steps %llu-%llu (nothing "
+                        "written)\n", (unsigned long long)eo->step_lo,
+                (unsigned long long)eo->step_hi);
+    else
+        fprintf(stderr, "trainprof export: no process of the selected ranks (nothing "
+                        "written)\n");
+}
+
+static int *parse_ranks(const char *s, size_t *n) {
+    size_t cap = 16;
+    int *v = malloc(cap * sizeof *v);
+    *n = 0;
+    if (!v) return NULL;
+    for (const char *q = s; *q;) {
+        char *e;
+        errno = 0;
+        long a = strtol(q, &e, 10), b;
+        if (e == q || a < 0 || a > 1048575 || errno) goto bad;
+        b = a;
+        if (*e == '-') {
+            q = e + 1;
+            b = strtol(q, &e, 10);
+            if (e == q || b < a || b > 1048575 || errno) goto bad;
+        }
+        for (long r = a; r <= b; r++) {
+            if (*n == cap) {
+                if (cap >= 1048576) goto bad;
+                int *w = realloc(v, 2 * cap * sizeof *v);
+                if (!w) goto bad;
+                v = w;
+                cap *= 2;
+            }
+            v[(*n)++] = (int)r;
+        }
+        if (*e == ',') e++;
+        else if (*e) goto bad;
+        q = e;
+    }
+    if (*n) return v;
+bad:
+    free(v);
+    return NULL;
+}
+
 int cmd_export(int argc, char **argv) {
     const char *dir = NULL, *format = "chrome", *out = NULL, *per_rank = NULL, *v;
-    tp_export_opts eo = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL};
+    tp_export_opts eo = {env_or("TRAINPROF_STEP_NAME", NULL), 1, NULL, NULL, 0, 0, 0, 0, 0, 0, 0};
+    int *ranks = NULL;
     tp_compress zc = TP_COMPRESS_NONE;
     int rest = 0; /* after "--": operands only */
     for (int i = 0; i < argc; i++) {
@@ -58,6 +116,36 @@ int cmd_export(int argc, char **argv) {
         case OPT_OUTPUT: out = v; break;
         case OPT_PER_RANK: per_rank = v; break;
         case OPT_STEP_NAME: eo.step_name = v; break;
+        case OPT_RANKS:
+            free(ranks);
+            if (!(ranks = parse_ranks(v, &eo.n_ranks)))
+                die_usage("export", "--ranks %s: not a list of ranks such as 0,8-15", v);
+            eo.ranks = ranks;
+            break;
+        case OPT_STEPS: {
+            unsigned long long a, b;
+            int k = 0;
+            if (sscanf(v, "%llu-%llu%n", &a, &b, &k) == 2 && !v[k] && b >= a) {
+            } else if (sscanf(v, "%llu%n", &a, &k) == 1 && !v[k]) {
+                b = a;
+            } else {
+                die_usage("export", "--steps %s: not A-B or A", v);
+            }
+            eo.has_steps = 1;
+            eo.step_lo = a;
+            eo.step_hi = b;
+            break;
+        }
+        case OPT_TIME: {
+            double a, b;
+            int k = 0;
+            if (sscanf(v, "%lf:%lf%n", &a, &b, &k) != 2 || v[k] || !(b >= a) || a < 0)
+                die_usage("export", "--time %s: not S:E seconds (0 <= S <= E)", v);
+            eo.has_time = 1;
+            eo.t_lo = a;
+            eo.t_hi = b;
+            break;
+        }
         case OPT_COMPRESS:
             if (!strcmp(v, "gz") || !strcmp(v, "gzip")) zc = TP_COMPRESS_GZIP;
             else if (!strcmp(v, "zst") || !strcmp(v, "zstd")) zc = TP_COMPRESS_ZSTD;
@@ -104,6 +192,7 @@ int cmd_export(int argc, char **argv) {
         else {
             int w = tp_export_chrome(&run, of.f, &eo);
             rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+            if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
             if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
         }
     } else {
@@ -117,6 +206,11 @@ int cmd_export(int argc, char **argv) {
         for (size_t i = 0; i < run.nprocs && !rc; i++) {
             const tp_process *p = &run.procs[i];
             if (p->role != TP_ROLE_RANK) continue;
+            if (eo.ranks) {
+                size_t k = 0;
+                while (k < eo.n_ranks && eo.ranks[k] != p->rank) k++;
+                if (k == eo.n_ranks) continue;
+            }
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/rank%d.json%s", per_rank, p->rank,
                      tp_compress_suffix(zc));
@@ -124,11 +218,13 @@ int cmd_export(int argc, char **argv) {
             if (out_open(&of, path) != 0) { rc = 1; break; }
             int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
             rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+            if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
             n++;
         }
         if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);
     }
     tp_clocks_result_free(&ckr);
     tp_run_free(&run);
+    free(ranks);
     return rc;
 }

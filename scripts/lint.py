@@ -58,6 +58,7 @@ LONG_LINES_ALLOWED = {
     "src/analysis/mfu.c",
     "src/analysis/report.c",
     "src/export/chrome.c",
+    "src/export/chrome_comm.c",
     "src/export/html.c",
     "src/core/metrics_feed.c",
     "bench/bench_report_scale.c",

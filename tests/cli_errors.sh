@@ -154,6 +154,11 @@ cp "$GOOD/trace.json" "$T/trace.orig"
 ls -A "$GOOD" >"$T/good.list"
 
 expect "run: dir already used" 1 "already holds rank files" "$TP" run -o "$GOOD" -- true
+expect "export: bad --ranks" 2 "not a list of ranks" "$TP" export "$GOOD" --ranks 3-1 -o "$T/sel.json"
+expect "export: bad --steps" 2 "not A-B or A" "$TP" export "$GOOD" --steps x -o "$T/sel.json"
+expect "export: bad --time" 2 "not S:E seconds" "$TP" export "$GOOD" --time 5:1 -o "$T/sel.json"
+expect "export: steps no rank has" 1 "no selected rank has steps 900-901" \
+    "$TP" export "$GOOD" --steps 900-901 -o "$T/sel.json"
 expect "report: -o under /proc" 1 "cannot write $NOPE/r.json" \
     "$TP" report "$GOOD" --format json -o "$NOPE"/r.json
 expect "report: -o below a file" 1 "cannot write $T/afile/r.txt" \

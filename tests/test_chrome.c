@@ -499,6 +499,75 @@ static void test_api_steps(void **state) {
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
+
+/* ------------------------------------------------------------------ selection */
+
+/* Two ranks on one host (one clock), 6 API steps of 10 ms each, a "work" range at 1-3 ms of
+ * every step and a counter at each step's start. Selected: rank 1, steps 2-3 -> rank 1's two
+ * "work" ranges of those steps, its ProfilerStep#2/#3 and the counters at 20 and 30 ms,
+ * nothing of rank 0; seconds 0.015-0.025 -> the work ranges at 21-23 ms of both ranks. */
+static void write_sel_run(const char *dir) {
+    for (uint32_t r = 0; r < 2; r++) {
+        synth_file *f = synth_open(dir, "n", 200 + r, RT0, MONO0);
+        synth_thread(f, 1, 200 + r);
+        synth_rank(f, r, 2);
+        for (uint32_t k = 0; k < 6; k++) {
+            uint64_t b = MONO0 + k * 10000000ull;
+            synth_step_begin(f, 1, b, k);
+            synth_counter(f, 1, b, "loss", 1.0 + k);
+            synth_push(f, 1, b + 1000000, "work", 0, 0);
+            synth_pop(f, 1, b + 3000000, 0);
+            synth_step_end(f, 1, b + 10000000, k);
+        }
+        synth_end_of_file(f, MONO0 + 61000000, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+}
+
+static void test_selection(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "chrome-sel"), 0);
+    write_sel_run(dir);
+    tp_run run;
+    load(dir, &run);
+    const int one[] = {1};
+    tp_export_opts opts = {NULL, 1, NULL, one, 1, 1, 0, 2, 3, 0, 0};
+    out o = export_run(&run, -1, &opts);
+    assert_well_formed(&o);
+    assert_int_equal(count(&o, "X", "work"), 2);
+    assert_int_equal(count(&o, "X", "ProfilerStep#2"), 1);
+    assert_int_equal(count(&o, "X", "ProfilerStep#3"), 1);
+    assert_int_equal(count(&o, "X", "ProfilerStep#1"), 0);
+    assert_int_equal(count(&o, "X", "ProfilerStep#4"), 0);
+    assert_int_equal(count(&o, "C", "loss"), 2); /* at the starts of steps 2 and 3 */
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o.events) {
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
+        if (!cJSON_IsString(ph) || !strcmp(ph->valuestring, "M")) continue;
+        assert_int_equal(num(ev, "pid"), 1); /* rank 1 only */
+    }
+    assert_us(find(&o, "X", "work", 0), "ts", 21000000);
+    out_free(&o);
+    /* seconds 0.015-0.025 of the trace: steps 1 and 2 overlap it, on both ranks; the work
+     * ranges of steps 1 (11-13 ms) and 2 (21-23 ms) only */
+    tp_export_opts t = {NULL, 1, NULL, NULL, 0, 0, 1, 0, 0, 0.015, 0.025};
+    o = export_run(&run, -1, &t);
+    assert_well_formed(&o);
+    assert_int_equal(count(&o, "X", "work"), 2); /* 21-23 ms, once on each rank */
+    out_free(&o);
+    /* steps no rank has: nothing to export */
+    tp_export_opts none = {NULL, 1, NULL, NULL, 0, 1, 0, 40, 41, 0, 0};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(tp_export_chrome(&run, f, &none), TPROF_ERR_NOT_FOUND);
+    fclose(f);
+    free(text);
+    tp_run_free(&run);
+    assert_int_equal(synth_rmtree(dir), 0);
+}
+
 /* ------------------------------------------------------------------ awkward input */
 
 static void test_escaping(void **state) {
@@ -902,6 +971,7 @@ int main(void) {
         cmocka_unit_test(test_many),      cmocka_unit_test(test_damaged),
         cmocka_unit_test(test_write_error), cmocka_unit_test(test_two_hosts),
         cmocka_unit_test(test_zeroed_pair), cmocka_unit_test(test_pair_problems),
+        cmocka_unit_test(test_selection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

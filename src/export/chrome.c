@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "export/chrome.h"
+#include "export/chrome_cw.h"
 
 #include <inttypes.h>
 #include <locale.h>
@@ -35,26 +36,15 @@
  * (2^22) and any plausible rank, so they collide with neither. */
 #define SYNTH_PID_BASE 1000000000LL
 
-typedef struct cw {
-    FILE *f;
-    const tp_run *run;
-    const tp_clocks_result *ck; /* the aligned clock (tp_clocks_aligned) */
-    uint64_t base_rt;    /* baseTimeNanoseconds */
-    int64_t last_rel;    /* latest event time written, ns after base */
-    int have_last;
-    uint64_t next_async; /* ids of b/e pairs, unique in the file */
-    int nevents;         /* for the separators */
-    /* In one rank's file, the NVML counters ("gpu<i>.*") of the process that sampled the
-     * rank's GPUs (tp_gpu_samples_for): with gpu_filter, only those of the GPUs in gpu_allow
-     * (the rank's, found by UUID; none when its GPUs were not sampled), else all of them (the
-     * rank's GPUs are not known). gpu_only: that process is another one (the node sampler,
-     * or the host's rank that sampled): only its NVML counters, inside the rank's own span
-     * (the base to gpu_until, ns after the base). */
-    int gpu_only, gpu_filter;
-    int64_t gpu_until;
-    const unsigned *gpu_allow;
-    size_t ngpu_allow;
-} cw;
+
+/* Whether an event over [ts, te] (ns after the base) is in the selected window [lo, hi):
+ * an interval that overlaps it (touching an end is not overlapping: the step before a
+ * selected one ends where it begins), an instant inside it. */
+int tp_cw_in_win(const cw *w, int64_t ts, int64_t te) {
+    if (!w->win) return 1;
+    if (te <= ts) return ts >= w->win_lo && ts < w->win_hi;
+    return te > w->win_lo && ts < w->win_hi;
+}
 
 /* Whether counter `name` goes into the file (see cw.gpu_only). */
 static int counter_wanted(const cw *w, const char *name, int64_t ts) {
@@ -134,7 +124,7 @@ static void put_us(FILE *f, int64_t ns) {
 
 /* A finite double, shortest form that reads back exactly. printf follows LC_NUMERIC, and
  * a program that set a decimal-comma locale must not get invalid JSON. */
-static void put_double(FILE *f, double v) {
+void tp_cw_put_double(FILE *f, double v) {
     char buf[64];
     snprintf(buf, sizeof buf, "%.15g", v);
     if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
@@ -150,7 +140,7 @@ static void put_double(FILE *f, double v) {
     fputs(buf, f);
 }
 
-static int64_t rel_ns(const cw *w, const tp_process *p, uint64_t mono) {
+int64_t tp_cw_rel_ns(const cw *w, const tp_process *p, uint64_t mono) {
     /* unsigned wrap-around gives the right signed difference for events before the base */
     return (int64_t)((uint64_t)tp_clocks_aligned(w->ck, p, (size_t)(p - w->run->procs), mono) -
                      w->base_rt);
@@ -178,7 +168,7 @@ static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
             fprintf(out, ", \"collectives_used\": %.0f", x->collectives_used);
         if (x->has_residual) {
             fputs(", \"residual_median_us\": ", out);
-            put_double(out, x->residual_median_us);
+            tp_cw_put_double(out, x->residual_median_us);
         }
         fputc('}', out);
     }
@@ -190,18 +180,18 @@ static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
     fputs("]},\n", out);
 }
 
-static void note_time(cw *w, int64_t rel) {
+void tp_cw_note_time(cw *w, int64_t rel) {
     if (!w->have_last || rel > w->last_rel) w->last_rel = rel;
     w->have_last = 1;
 }
 
 /* Starts an event object: separator, phase, pid and tid. */
-static void ev_open(cw *w, const char *ph, int64_t pid, uint32_t tid) {
+void tp_cw_ev_open(cw *w, const char *ph, int64_t pid, uint32_t tid) {
     fputs(w->nevents++ ? ",\n" : "\n", w->f);
     fprintf(w->f, "{\"ph\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%" PRIu32, ph, pid, tid);
 }
 
-static void put_ts(cw *w, const char *key, int64_t rel) {
+void tp_cw_put_ts(cw *w, const char *key, int64_t rel) {
     fprintf(w->f, ",\"%s\":", key);
     put_us(w->f, rel);
 }
@@ -229,8 +219,8 @@ static void put_args(cw *w, const tp_process *p, uint32_t domain, uint32_t categ
     fputc('}', f);
 }
 
-static void write_meta(cw *w, int64_t pid, uint32_t tid, const char *what, const char *key) {
-    ev_open(w, "M", pid, tid);
+void tp_cw_write_meta(cw *w, int64_t pid, uint32_t tid, const char *what, const char *key) {
+    tp_cw_ev_open(w, "M", pid, tid);
     fprintf(w->f, ",\"name\":\"%s\",\"ts\":0.000,\"args\":{\"%s\":", what, key);
 }
 
@@ -240,15 +230,19 @@ static void step_name(char *buf, size_t n, uint64_t app_step) {
     snprintf(buf, n, "ProfilerStep#%" PRIu64, app_step);
 }
 
-static void write_complete(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
-                           const char *name, uint64_t start, uint64_t end) {
-    int64_t ts = rel_ns(w, p, start), te = rel_ns(w, p, end);
-    ev_open(w, "X", pid, tid);
+/* Opens an X event (the caller writes its args and closes it); 0 when it is outside the
+ * selected window and nothing was written. */
+static int write_complete(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
+                          const char *name, uint64_t start, uint64_t end) {
+    int64_t ts = tp_cw_rel_ns(w, p, start), te = tp_cw_rel_ns(w, p, end);
+    if (!tp_cw_in_win(w, ts, te)) return 0;
+    tp_cw_ev_open(w, "X", pid, tid);
     fputs(",\"cat\":\"user_annotation\",\"name\":", w->f);
     tp_json_string(w->f, name);
-    put_ts(w, "ts", ts);
-    put_ts(w, "dur", te - ts);
-    note_time(w, te);
+    tp_cw_put_ts(w, "ts", ts);
+    tp_cw_put_ts(w, "dur", te - ts);
+    tp_cw_note_time(w, te);
+    return 1;
 }
 
 /* An async b/e pair. The e goes on the thread that ended the range when it is known;
@@ -256,21 +250,22 @@ static void write_complete(cw *w, const tp_process *p, int64_t pid, uint32_t tid
 static void write_async(cw *w, const tp_process *p, int64_t pid, uint32_t tid, uint32_t end_tid,
                         const char *name, uint64_t start, uint64_t end, const tp_range *r,
                         const char *extra) {
+    int64_t ts = tp_cw_rel_ns(w, p, start), te = tp_cw_rel_ns(w, p, end);
+    if (!tp_cw_in_win(w, ts, te)) return;
     uint64_t id = ++w->next_async;
-    int64_t ts = rel_ns(w, p, start), te = rel_ns(w, p, end);
-    ev_open(w, "b", pid, tid);
+    tp_cw_ev_open(w, "b", pid, tid);
     fprintf(w->f, ",\"cat\":\"async_range\",\"id\":\"%" PRIu64 "\",\"name\":", id);
     tp_json_string(w->f, name);
-    put_ts(w, "ts", ts);
+    tp_cw_put_ts(w, "ts", ts);
     if (r) put_args(w, p, r->domain, r->category, r->flags & TP_R_UNCLOSED, extra);
     else put_args(w, p, 0, 0, 0, extra);
     fputc('}', w->f);
-    ev_open(w, "e", pid, end_tid ? end_tid : tid);
+    tp_cw_ev_open(w, "e", pid, end_tid ? end_tid : tid);
     fprintf(w->f, ",\"cat\":\"async_range\",\"id\":\"%" PRIu64 "\",\"name\":", id);
     tp_json_string(w->f, name);
-    put_ts(w, "ts", te);
+    tp_cw_put_ts(w, "ts", te);
     fputc('}', w->f);
-    note_time(w, te);
+    tp_cw_note_time(w, te);
 }
 
 static int cmp_item(const void *a, const void *b) {
@@ -363,15 +358,16 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
         if (it->kind == IT_STEP) {
             const tp_step *s = &steps->steps[it->idx];
             step_name(name, sizeof name, s->app_step);
-            write_complete(w, p, pid, tid, name, s->start, s->end);
-            fprintf(w->f, ",\"args\":{\"step\":%" PRIu64 "%s}}", s->app_step,
-                    s->warmup ? ",\"warmup\":true" : "");
+            if (write_complete(w, p, pid, tid, name, s->start, s->end))
+                fprintf(w->f, ",\"args\":{\"step\":%" PRIu64 "%s}}", s->app_step,
+                        s->warmup ? ",\"warmup\":true" : "");
         } else {
             const tp_range *r = &p->threads[it->thread].ranges[it->idx];
             if (keep) {
-                write_complete(w, p, pid, tid, r->name, r->start, r->end);
-                put_args(w, p, r->domain, r->category, r->flags & TP_R_UNCLOSED, NULL);
-                fputc('}', w->f);
+                if (write_complete(w, p, pid, tid, r->name, r->start, r->end)) {
+                    put_args(w, p, r->domain, r->category, r->flags & TP_R_UNCLOSED, NULL);
+                    fputc('}', w->f);
+                }
             } else {
                 write_async(w, p, pid, tid, 0, r->name, r->start, r->end, r, NULL);
             }
@@ -390,28 +386,29 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
         }
         for (size_t k = 0; k < th->nmarks; k++) {
             const tp_mark *m = &th->marks[k];
-            int64_t ts = rel_ns(w, p, m->ts);
-            ev_open(w, "i", pid, tid);
+            int64_t ts = tp_cw_rel_ns(w, p, m->ts);
+            if (!tp_cw_in_win(w, ts, ts)) continue;
+            tp_cw_ev_open(w, "i", pid, tid);
             fputs(",\"s\":\"t\",\"cat\":\"mark\",\"name\":", w->f);
             tp_json_string(w->f, m->name);
-            put_ts(w, "ts", ts);
+            tp_cw_put_ts(w, "ts", ts);
             put_args(w, p, m->domain, m->category, 0, NULL);
             fputc('}', w->f);
-            note_time(w, ts);
+            tp_cw_note_time(w, ts);
         }
         for (size_t k = 0; k < th->ncounters; k++) {
             const tp_counter *c = &th->counters[k];
             if (!isfinite(c->value)) continue; /* JSON has no NaN or Inf */
-            int64_t ts = rel_ns(w, p, c->ts);
-            if (!counter_wanted(w, c->name, ts)) continue;
-            ev_open(w, "C", pid, tid);
+            int64_t ts = tp_cw_rel_ns(w, p, c->ts);
+            if (!counter_wanted(w, c->name, ts) || !tp_cw_in_win(w, ts, ts)) continue;
+            tp_cw_ev_open(w, "C", pid, tid);
             fputs(",\"name\":", w->f);
             tp_json_string(w->f, c->name);
-            put_ts(w, "ts", ts);
+            tp_cw_put_ts(w, "ts", ts);
             fputs(",\"args\":{\"value\":", w->f);
-            put_double(w->f, c->value);
+            tp_cw_put_double(w->f, c->value);
             fputs("}}", w->f);
-            note_time(w, ts);
+            tp_cw_note_time(w, ts);
         }
     }
     return ferror(w->f) ? TPROF_ERR_IO : TPROF_OK;
@@ -490,9 +487,9 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
         const tp_gpu_op *o = ops[i];
         uint32_t tid = gpu_tid(o->device, o->stream);
         if (tid != last_tid) {
-            write_meta(w, pid, tid, "thread_name", "name");
+            tp_cw_write_meta(w, pid, tid, "thread_name", "name");
             fprintf(f, "\"GPU %" PRIu32 " stream %" PRIu32 "\"}}", o->device, o->stream);
-            write_meta(w, pid, tid, "thread_sort_index", "sort_index");
+            tp_cw_write_meta(w, pid, tid, "thread_sort_index", "sort_index");
             fprintf(f, "%" PRIu32 "}}", tid);
             last_tid = tid;
         }
@@ -504,13 +501,14 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
         if (i + 1 < n && gpu_tid(ops[i + 1]->device, ops[i + 1]->stream) == tid &&
             ops[i + 1]->start < end)
             end = ops[i + 1]->start > o->start ? ops[i + 1]->start : o->start;
-        int64_t ts = rel_ns(w, p, o->start), te = rel_ns(w, p, end);
+        int64_t ts = tp_cw_rel_ns(w, p, o->start), te = tp_cw_rel_ns(w, p, end);
+        if (!tp_cw_in_win(w, ts, te)) continue;
         const tp_gpu_clip *clip = tp_gpu_clip_of(p, o);
-        ev_open(w, "X", pid, tid);
+        tp_cw_ev_open(w, "X", pid, tid);
         fprintf(f, ",\"cat\":\"%s\",\"name\":", gpu_cat(o));
         tp_json_string(f, gpu_name(o, nb, sizeof nb));
-        put_ts(w, "ts", ts);
-        put_ts(w, "dur", te - ts);
+        tp_cw_put_ts(w, "ts", ts);
+        tp_cw_put_ts(w, "dur", te - ts);
         fprintf(f, ",\"args\":{\"device\":%" PRIu32 ",\"stream\":%" PRIu32
                    ",\"correlation\":%" PRIu32,
                 o->device, o->stream, o->correlation);
@@ -518,7 +516,7 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             fprintf(f, ",\"bytes\":%" PRIu64, o->bytes);
             if (o->end > o->start) {
                 fputs(",\"memory bandwidth (GB/s)\":", f);
-                put_double(f, (double)o->bytes / (double)(o->end - o->start));
+                tp_cw_put_double(f, (double)o->bytes / (double)(o->end - o->start));
             }
         }
         if (o->graph) fprintf(f, ",\"graph\":%" PRIu32, o->graph);
@@ -530,26 +528,26 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
                               : clip->why == TP_CLIP_SYNC ? "stream synchronisation"
                                                           : "next record on the stream");
             fputs(",\"recorded_dur_us\":", f);
-            put_double(f, (double)(clip->recorded_end - o->start) / 1e3);
+            tp_cw_put_double(f, (double)(clip->recorded_end - o->start) / 1e3);
         }
         fputs("}}", f);
-        note_time(w, te);
+        tp_cw_note_time(w, te);
         /* the launch that put it there */
         tp_gpu_op key = *o;
         const tp_gpu_op *kp = &key;
         const tp_gpu_op **hit = p->napi && o->correlation
                                     ? bsearch(&kp, apis, p->napi, sizeof *apis, cmp_api_corr)
                                     : NULL;
-        if (hit) {
+        if (hit && tp_cw_in_win(w, tp_cw_rel_ns(w, p, (*hit)->start), tp_cw_rel_ns(w, p, (*hit)->end))) {
             uint64_t id = flow_base | o->correlation;
-            ev_open(w, "s", pid, (*hit)->os_tid);
+            tp_cw_ev_open(w, "s", pid, (*hit)->os_tid);
             fprintf(f, ",\"cat\":\"ac2g\",\"name\":\"launch\",\"id\":\"%" PRIu64 "\"", id);
-            put_ts(w, "ts", rel_ns(w, p, (*hit)->start));
+            tp_cw_put_ts(w, "ts", tp_cw_rel_ns(w, p, (*hit)->start));
             fputc('}', f);
-            ev_open(w, "f", pid, tid);
+            tp_cw_ev_open(w, "f", pid, tid);
             fprintf(f, ",\"cat\":\"ac2g\",\"name\":\"launch\",\"id\":\"%" PRIu64 "\",\"bp\":\"e\"",
                     id);
-            put_ts(w, "ts", ts);
+            tp_cw_put_ts(w, "ts", ts);
             fputc('}', f);
         }
     }
@@ -557,15 +555,16 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
      * that thread's ranges) */
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *a = &p->api[i];
-        int64_t ts = rel_ns(w, p, a->start), te = rel_ns(w, p, a->end);
-        ev_open(w, "X", pid, a->os_tid);
+        int64_t ts = tp_cw_rel_ns(w, p, a->start), te = tp_cw_rel_ns(w, p, a->end);
+        if (!tp_cw_in_win(w, ts, te)) continue;
+        tp_cw_ev_open(w, "X", pid, a->os_tid);
         fputs(",\"cat\":\"cuda_runtime\",\"name\":", f);
         tp_json_string(f, a->name ? a->name : "cuda runtime call");
-        put_ts(w, "ts", ts);
-        put_ts(w, "dur", te - ts);
+        tp_cw_put_ts(w, "ts", ts);
+        tp_cw_put_ts(w, "dur", te - ts);
         fprintf(f, ",\"args\":{\"cbid\":%" PRIu32 ",\"correlation\":%" PRIu32 "}}", a->kind,
                 a->correlation);
-        note_time(w, te);
+        tp_cw_note_time(w, te);
     }
     /* device memory allocated, per device */
     uint32_t devs[64];
@@ -581,146 +580,16 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             devs[ndev] = m->device;
             cur[ndev++] = 0;
         }
-        cur[d] = tp_mem_step(cur[d], m->bytes, m->op == 1);
-        ev_open(w, "C", pid, 0);
+        cur[d] = tp_mem_step(cur[d], m->bytes, m->op == 1); /* over every record */
+        int64_t mt = tp_cw_rel_ns(w, p, m->ts);
+        if (!tp_cw_in_win(w, mt, mt)) continue;
+        tp_cw_ev_open(w, "C", pid, 0);
         fprintf(f, ",\"name\":\"GPU %" PRIu32 " memory allocated (bytes)\"", m->device);
-        put_ts(w, "ts", rel_ns(w, p, m->ts));
+        tp_cw_put_ts(w, "ts", tp_cw_rel_ns(w, p, m->ts));
         fprintf(f, ",\"args\":{\"bytes\":%" PRId64 "}}", cur[d]);
     }
     free(ops);
     free(apis);
-    return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
-}
-
-/* ------------------------------------------------------------------ communication */
-
-/* Communicator tracks are tids COMM_TID_BASE + k, k the communicator's order of first issue
- * (host start) in the process: above any Linux thread id (pid_max <= 2^22), below the GPU tracks. */
-#define COMM_TID_BASE 0x20000000u
-
-typedef struct cop {
-    uint64_t hash, start, end;
-    size_t i;
-} cop;
-
-static int cmp_cop(const void *a, const void *b) {
-    const cop *x = a, *y = b;
-    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
-    if (x->start != y->start) return x->start < y->start ? -1 : 1;
-    if (x->end != y->end) return x->end > y->end ? -1 : 1; /* enclosing first */
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
-typedef struct cgroup {
-    size_t a, b;
-    uint64_t first;
-} cgroup;
-
-static int cmp_cgroup(const void *a, const void *b) {
-    const cgroup *x = a, *y = b;
-    if (x->first != y->first) return x->first < y->first ? -1 : 1;
-    return x->a < y->a ? -1 : x->a > y->a;
-}
-
-/* One track per communicator with its ops as complete events, timed by the report's rule
- * (analysis/comm.c: the op's GPU interval, else its matched NCCL kernel, else the host
- * interval), with the op's figures and its algbw/busbw (nccl-tests definitions) as args.
- * An op that would overlap the previous one without nesting (NCCL enqueues of one group)
- * is cut at the enclosing op's end and marked "clamped", so viewers keep it. */
-static int write_comm(cw *w, const tp_process *p, int64_t pid) {
-    if (!p->ncomm) return TPROF_OK;
-    FILE *f = w->f;
-    tp_comm_time *tm = malloc(p->ncomm * sizeof *tm);
-    cop *v = malloc(p->ncomm * sizeof *v);
-    cgroup *g = malloc(p->ncomm * sizeof *g);
-    uint64_t *stack = malloc(p->ncomm * sizeof *stack);
-    if (!tm || !v || !g || !stack) {
-        free(tm);
-        free(v);
-        free(g);
-        free(stack);
-        return TPROF_ERR_NO_MEMORY;
-    }
-    tp_comm_resolve(p, tm); /* out of memory leaves host intervals: still a valid trace */
-    for (size_t i = 0; i < p->ncomm; i++) v[i] = (cop){p->comm[i].comm_hash, tm[i].start, tm[i].end, i};
-    qsort(v, p->ncomm, sizeof *v, cmp_cop);
-    size_t ng = 0;
-    for (size_t i = 0; i < p->ncomm; i++) {
-        uint64_t issued = p->comm[v[i].i].start; /* tracks in order of first issue */
-        if (i && v[i].hash == v[i - 1].hash) {
-            if (issued < g[ng - 1].first) g[ng - 1].first = issued;
-            continue;
-        }
-        if (ng) g[ng - 1].b = i;
-        g[ng++] = (cgroup){i, p->ncomm, issued};
-    }
-    qsort(g, ng, sizeof *g, cmp_cgroup);
-    for (size_t k = 0; k < ng; k++) {
-        uint32_t tid = COMM_TID_BASE + (uint32_t)k;
-        const tp_comm_op *o0 = &p->comm[v[g[k].a].i];
-        write_meta(w, pid, tid, "thread_name", "name");
-        fprintf(f, "\"comm 0x%016" PRIx64 " (%" PRIu32 " ranks, rank %" PRIu32 ")\"}}", o0->comm_hash,
-                o0->nranks, o0->rank);
-        write_meta(w, pid, tid, "thread_sort_index", "sort_index");
-        fprintf(f, "%" PRIu32 "}}", tid);
-        size_t sp = 0;
-        for (size_t j = g[k].a; j < g[k].b; j++) {
-            const tp_comm_op *o = &p->comm[v[j].i];
-            const tp_comm_time *t = &tm[v[j].i];
-            uint64_t end = t->end;
-            while (sp && stack[sp - 1] <= t->start) sp--;
-            int clamped = sp && end > stack[sp - 1];
-            if (clamped) end = stack[sp - 1];
-            stack[sp++] = end;
-            const char *name = o->op != TPROF_COMM_UNKNOWN && o->op < TPROF_COMM_OP_COUNT
-                                   ? tprof__comm_op_name(o->op)
-                                   : o->name ? o->name : "Unknown";
-            int64_t ts = rel_ns(w, p, t->start), te = rel_ns(w, p, end);
-            ev_open(w, "X", pid, tid);
-            fputs(",\"cat\":\"comm\",\"name\":", f);
-            tp_json_string(f, name);
-            put_ts(w, "ts", ts);
-            put_ts(w, "dur", te - ts);
-            fputs(",\"args\":{\"op\":", f);
-            tp_json_string(f, name);
-            fprintf(f, ",\"comm\":\"0x%016" PRIx64 "\",\"bytes\":%" PRIu64 ",\"count\":%" PRIu64
-                       ",\"seq\":%" PRIu32 ",\"nranks\":%" PRIu32 ",\"rank\":%" PRIu32,
-                    o->comm_hash, o->bytes, o->count, o->seq, o->nranks, o->rank);
-            if (o->peer != TPROF_COMM_NO_PEER)
-                fprintf(f, ",\"%s\":%" PRIu32,
-                        o->op == TPROF_COMM_SEND || o->op == TPROF_COMM_RECV ? "peer" : "root",
-                        o->peer);
-            /* who recorded it (nccl, mpi, torch) and the backend that carried it (for
-             * torch.distributed: its group's, gloo, nccl, mpi, ucc or a custom one) */
-            char be[32];
-            fprintf(f, ",\"algo\":\"%s\",\"proto\":\"%s\",\"channels\":%" PRIu32
-                       ",\"source\":\"%s\",\"backend\":",
-                    tp_comm_algo_name(o->algo), tp_comm_proto_name(o->proto), o->nchannels,
-                    tp_comm_source_name(o->source));
-            tp_json_string(f, tp_comm_backend(p, o, be, sizeof be));
-            fprintf(f, ",\"time_source\":\"%s\"", tp_comm_src_name(t->src));
-            /* a bandwidth only from a real duration: not from an NCCL enqueue */
-            uint64_t size = tp_comm_size_bytes(o->op, o->bytes, o->nranks);
-            double factor = tp_comm_bus_factor(o->op, o->nranks);
-            int real = t->src != TP_COMM_TIME_HOST || tp_comm_host_timed(o);
-            if (real && size && factor > 0 && t->end > t->start &&
-                !(o->flags & TPROF_COMM_F_UNFINISHED && t->src == TP_COMM_TIME_HOST)) {
-                double algbw = (double)size / (double)(t->end - t->start); /* GB/s, GB = 1e9 */
-                fputs(",\"algbw (GB/s)\":", f);
-                put_double(f, algbw);
-                fputs(",\"busbw (GB/s)\":", f);
-                put_double(f, algbw * factor);
-            }
-            if (o->flags & TPROF_COMM_F_UNFINISHED) fputs(",\"unfinished\":true", f);
-            if (clamped) fputs(",\"clamped\":true", f);
-            fputs("}}", f);
-            note_time(w, te);
-        }
-    }
-    free(tm);
-    free(v);
-    free(g);
-    free(stack);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
 }
 
@@ -735,11 +604,11 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
     char *pname = malloc(ll + hl + 32);
     if (!pname) return TPROF_ERR_NO_MEMORY;
     snprintf(pname, ll + hl + 32, "%s (%s:%d)", label, p->hdr.host, (int)p->hdr.pid);
-    write_meta(w, pid, 0, "process_name", "name");
+    tp_cw_write_meta(w, pid, 0, "process_name", "name");
     put_raw_string(f, pname);
     fputs("}}", f);
     free(pname);
-    write_meta(w, pid, 0, "process_sort_index", "sort_index");
+    tp_cw_write_meta(w, pid, 0, "process_sort_index", "sort_index");
     fprintf(f, "%" PRId64 "}}", sort_index(p));
 
     for (size_t t = 0; t < p->nthreads; t++) {
@@ -750,7 +619,7 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
         const char *tname = NULL;
         for (size_t u = t; u < p->nthreads && !tname; u++)
             if (p->threads[u].os_tid == tid) tname = p->threads[u].name;
-        write_meta(w, pid, tid, "thread_name", "name");
+        tp_cw_write_meta(w, pid, tid, "thread_name", "name");
         if (tname) tp_json_string(f, tname);
         else fprintf(f, "\"thread %" PRIu32 "\"", tid);
         fputs("}}", f);
@@ -775,7 +644,7 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
     }
     tp_steps_free(&st);
     if (rc == TPROF_OK) rc = write_gpu(w, p, pid);
-    if (rc == TPROF_OK) rc = write_comm(w, p, pid);
+    if (rc == TPROF_OK) rc = tp_cw_write_comm(w, p, pid);
     return rc;
 }
 
@@ -811,6 +680,44 @@ static int assign_pids(const tp_run *run, const size_t *sel, size_t nsel, int me
                                : c[i].want;
     free(c);
     return TPROF_OK;
+}
+
+/* The window of opts (tp_export_opts) into w, once the base is known: steps of the lowest
+ * selected rank that has them, and seconds from the base. TPROF_ERR_NOT_FOUND when steps are
+ * asked for and no selected rank has one of them. */
+static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nsel,
+                         const tp_export_opts *opts) {
+    w->win = opts->has_steps || opts->has_time;
+    w->win_lo = INT64_MIN;
+    w->win_hi = INT64_MAX;
+    if (opts->has_time) {
+        w->win_lo = (int64_t)(opts->t_lo * 1e9);
+        w->win_hi = (int64_t)(opts->t_hi * 1e9);
+    }
+    if (!opts->has_steps) return TPROF_OK;
+    const tp_process *ref = NULL;
+    for (size_t i = 0; i < nsel; i++) {
+        const tp_process *p = &run->procs[sel[i]];
+        if (p->role != TP_ROLE_RANK || (ref && ref->rank <= p->rank)) continue;
+        tp_steps st;
+        if (tp_find_steps(p, opts->step_name, opts->warmup, &st) != TPROF_OK) continue;
+        int found = 0;
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (size_t k = 0; k < st.nsteps; k++) {
+            const tp_step *x = &st.steps[k];
+            if (x->app_step < opts->step_lo || x->app_step > opts->step_hi) continue;
+            found = 1;
+            if (x->start < lo) lo = x->start;
+            if (x->end > hi) hi = x->end;
+        }
+        tp_steps_free(&st);
+        if (!found) continue;
+        ref = p;
+        int64_t a = tp_cw_rel_ns(w, p, lo), b = tp_cw_rel_ns(w, p, hi);
+        w->win_lo = opts->has_time && w->win_lo > a ? w->win_lo : a;
+        w->win_hi = opts->has_time && w->win_hi < b ? w->win_hi : b;
+    }
+    return ref ? TPROF_OK : TPROF_ERR_NOT_FOUND;
 }
 
 /* The whole document. rank < 0: the merged form. */
@@ -855,6 +762,12 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         uint64_t s = (uint64_t)tp_clocks_aligned(ck, p, sel[i], first);
         if (!have_base || s < w.base_rt) w.base_rt = s;
         have_base = 1;
+    }
+
+    if ((rc = select_window(&w, run, sel, nsel, opts)) != TPROF_OK) {
+        tp_clocks_result_free(&own);
+        free(pids);
+        return rc;
     }
 
     fputs("{\n\"schemaVersion\": 1,\n", out);
@@ -920,7 +833,7 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
             w.gpu_filter = w.ngpu_allow || unmatched;
         }
         w.gpu_allow = allow;
-        if (w.gpu_only) w.gpu_until = rel_ns(&w, rp, rp->end_mono);
+        if (w.gpu_only) w.gpu_until = tp_cw_rel_ns(&w, rp, rp->end_mono);
         rc = write_process(&w, p, pids[i], opts, &sc);
         if (rc == TPROF_OK && ferror(out)) rc = TPROF_ERR_IO; /* stop early on a full disk */
     }
@@ -935,13 +848,13 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
             last = 0;
             for (size_t i = 0; i < nsel; i++) {
                 const tp_process *p = &run->procs[sel[i]];
-                int64_t e = rel_ns(&w, p, p->end_mono);
+                int64_t e = tp_cw_rel_ns(&w, p, p->end_mono);
                 if (e > last) last = e;
             }
         }
-        ev_open(&w, "i", nsel ? pids[0] : 0, 0);
+        tp_cw_ev_open(&w, "i", nsel ? pids[0] : 0, 0);
         fputs(",\"s\":\"g\",\"cat\":\"global\",\"name\":\"Record Window End\"", out);
-        put_ts(&w, "ts", last);
+        tp_cw_put_ts(&w, "ts", last);
         fputs(",\"args\":{}}", out);
         fputs("\n]\n}\n", out);
     }
@@ -951,6 +864,13 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     return rc;
 }
 
+static int rank_wanted(const tp_export_opts *opts, int rank) {
+    if (!opts || !opts->ranks) return 1;
+    for (size_t i = 0; i < opts->n_ranks; i++)
+        if (opts->ranks[i] == rank) return 1;
+    return 0;
+}
+
 int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts) {
     if (!run || !out) return TPROF_ERR_INVALID_ARG;
     size_t *sel = malloc((run->nprocs ? run->nprocs : 1) * sizeof *sel);
@@ -958,15 +878,27 @@ int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts) {
     /* ranks in rank order first, then helpers in file order: a stable, readable file */
     size_t n = 0;
     for (size_t i = 0; i < run->nprocs; i++)
-        if (run->procs[i].role == TP_ROLE_RANK) sel[n++] = i;
+        if (run->procs[i].role == TP_ROLE_RANK && rank_wanted(opts, run->procs[i].rank))
+            sel[n++] = i;
+    if (!n && opts && opts->ranks) {
+        free(sel);
+        return TPROF_ERR_NOT_FOUND;
+    }
     for (size_t i = 1; i < n; i++) /* insertion sort: few ranks out of order, if any */
         for (size_t k = i; k > 0 && run->procs[sel[k]].rank < run->procs[sel[k - 1]].rank; k--) {
             size_t t = sel[k];
             sel[k] = sel[k - 1];
             sel[k - 1] = t;
         }
-    for (size_t i = 0; i < run->nprocs; i++)
-        if (run->procs[i].role != TP_ROLE_RANK) sel[n++] = i;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        if (p->role == TP_ROLE_RANK) continue;
+        /* a helper with the rank it serves; the rest (node samplers, ...) with every rank */
+        if (opts && opts->ranks &&
+            (p->role != TP_ROLE_HELPER || !rank_wanted(opts, p->helper_of)))
+            continue;
+        sel[n++] = i;
+    }
     int rc = export_sel(run, sel, n, -1, out, opts);
     free(sel);
     return rc;

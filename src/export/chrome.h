@@ -17,6 +17,17 @@ typedef struct tp_export_opts {
     /* The run's clock alignment as the report computes it (clocks.h: tp_clocks_build, then
      * tp_clocks_result_fill), borrowed; NULL: the exporter computes it the same way. */
     const tp_clocks_result *clocks;
+    /* Selection, for runs whose whole trace is too big to open: ranks (borrowed, n_ranks of
+     * them; NULL = every rank; a helper goes with the rank it serves, node samplers and
+     * other processes only when every rank is taken), and the events that overlap a window
+     * of the trace's own time: steps step_lo..step_hi of the lowest selected rank that has
+     * steps (numbered as the report numbers them; has_steps), or seconds t_lo..t_hi from the
+     * trace's start (has_time); both given: their intersection. Metadata events are kept. */
+    const int *ranks;
+    size_t n_ranks;
+    int has_steps, has_time;
+    uint64_t step_lo, step_hi;
+    double t_lo, t_hi;
 } tp_export_opts;
 
 /* Times: every event goes out on the aligned wall clock of the report (clocks.h): a host's
