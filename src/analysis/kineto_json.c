@@ -25,6 +25,10 @@ int tp_kin_fail(kin *k, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* the message quotes the file (a member name): control bytes shown as '?', so the error
+     * stays one line on the terminal */
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     snprintf(k->err, k->errlen, "%s: %s", k->path, msg);
     return TPROF_ERR_FORMAT;
 }

@@ -444,9 +444,12 @@ static int one_event(kst *s) {
         cJSON_Delete(e);
         return rc;
     }
-    if (!has_ts && strchr("XBEbeiIC", *ph) && *ph) {
+    if (!has_ts && *ph && strchr("XBEbeiIC", *ph)) {
+        /* the line is written before the event (which holds ph) is freed */
+        rc = tp_kin_fail(&s->in, "traceEvents[%zu] (ph \"%.8s\") has no \"ts\"", s->event_no,
+                         ph);
         cJSON_Delete(e);
-        return tp_kin_fail(&s->in, "traceEvents[%zu] (ph \"%s\") has no \"ts\"", s->event_no, ph);
+        return rc;
     }
     uint64_t t0 = biased(ts), t1 = biased(ts + (has_dur && dur > 0 ? dur : 0));
     int kind = kind_of(cat);
