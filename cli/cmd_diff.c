@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "analysis/diff.h"
+#include "analysis/kineto.h"
 #include "common.h"
 
 enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_STEP_NAME, OPT_WARMUP, OPT_NOISE_K, OPT_MIN_CHANGE };
@@ -31,7 +32,8 @@ static const cli_cmd diff_cmd = {
     "diff",
     "usage: trainprof diff RUN_A RUN_B [options]\n"
     "\n"
-    "Compares two runs (directories of rank files, or of a report.json, or report.json files):\n"
+    "Compares two runs (directories of rank files, or of a report.json, or report.json files;\n"
+    "torch.profiler traces as for report: a trace file, a quoted glob, a directory of them):\n"
     "step time per rank (mean, p50, p90), GPU kernel time by class, the top kernels (by name),\n"
     "communication (by op and communicator size) and energy per step, and names what changed\n"
     "beyond noise: |B - A| > 3 standard errors of the difference of the per-step means and\n"
@@ -94,13 +96,17 @@ static int diff_load(const char *dir, const report_args *a, diff_in *in) {
     char err[PATH_MAX + 128] = "", why[PATH_MAX + 128] = "";
     memset(in, 0, sizeof *in);
     struct stat st;
-    if (stat(dir, &st) != 0) {
+    int found = stat(dir, &st) == 0;
+    if (!found && !strpbrk(dir, "*?[")) { /* a glob pattern of traces is not a file */
         fprintf(stderr, "trainprof diff: cannot read %s: %s\n", dir, strerror(errno));
         return -1;
     }
     size_t dl = strlen(dir);
-    int is_json = S_ISREG(st.st_mode) && dl > 5 && !strcmp(dir + dl - 5, ".json");
-    if (!is_json && tp_run_load(dir, &in->run, err, sizeof err) == TPROF_OK) {
+    /* a report.json, unless it is a torch.profiler trace (kineto.h) */
+    int is_json = found && S_ISREG(st.st_mode) && dl > 5 && !strcmp(dir + dl - 5, ".json") &&
+                  !tp_kineto_sniff(dir);
+    int rc = is_json ? TPROF_ERR_NOT_FOUND : tp_run_load(dir, &in->run, err, sizeof err);
+    if (rc == TPROF_OK) {
         in->have_run = 1;
         tp_report_opts o; /* diff reads the document: a report.json read back is the same */
         report_opts(a, &o);
@@ -108,6 +114,15 @@ static int diff_load(const char *dir, const report_args *a, diff_in *in) {
         return in->rep ? 0 : -1;
     }
     if (!is_json) tp_run_free(&in->run);
+    if (rc == TPROF_ERR_FORMAT && found && S_ISREG(st.st_mode)) {
+        /* a trace named by the user that cannot be read: its one line says why */
+        fprintf(stderr, "trainprof diff: %s\n", err);
+        return -1;
+    }
+    if (!found) {
+        fprintf(stderr, "trainprof diff: cannot read run %s: %s\n", dir, err);
+        return -1;
+    }
     char path[PATH_MAX + 16];
     if (is_json) snprintf(path, sizeof path, "%s", dir);
     else snprintf(path, sizeof path, "%s/report.json", dir);

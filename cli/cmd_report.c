@@ -30,12 +30,14 @@ static const cli_opt report_opts_table[] = {
 
 static const cli_cmd report_cmd = {
     "report",
-    "usage: trainprof report DIR [options]\n"
+    "usage: trainprof report DIR|FILE... [options]\n"
     "\n"
     "Reports on the rank files in DIR (or one .tprof file): processes and ranks, steps\n"
     "(count, mean, p50, p90, max; warm-up apart), top ranges by inclusive and exclusive time\n"
     "per step, and the share of data loading. Damaged files are named and read as far as\n"
-    "they are valid.\n"
+    "they are valid. torch.profiler (Kineto) traces are read too: trace files\n"
+    "(*.pt.trace.json[.gz], one per rank), a quoted glob of them, or a directory holding\n"
+    "them; a trace that cannot be read whole is named, with what is wrong.\n"
     "\n"
     "options (environment twin in brackets):\n",
     report_opts_table,
@@ -45,11 +47,12 @@ static const cli_cmd report_cmd = {
 };
 
 int cmd_report(int argc, char **argv) {
-    const char *dir = NULL, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
+    const char *ops[64], *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
     report_args a;
     report_args_init(&a, "report");
     const char *dn = env_or("TRAINPROF_DATA_NAMES", NULL);
     int rest = 0; /* after "--": operands only */
+    size_t nops = 0;
     for (int i = 0; i < argc; i++) {
         int id = rest ? CLI_OPERAND : cli_next(&report_cmd, argc, argv, &i, &v);
         switch (id) {
@@ -62,19 +65,20 @@ int cmd_report(int argc, char **argv) {
         case OPT_WARMUP: a.warmup = parse_int("report", "--warmup", v, 0, 1 << 30); break;
         case OPT_TOP: a.top = parse_int("report", "--top", v, 1, 100000); break;
         case CLI_OPERAND:
-            if (dir) die_usage("report", "unexpected argument '%s'", argv[i]);
-            dir = argv[i];
+            if (nops == sizeof ops / sizeof *ops)
+                die_usage("report", "unexpected argument '%s' (64 at most)", argv[i]);
+            ops[nops++] = argv[i];
             break;
         default: report_opt_set(&a, id, v, "report"); break;
         }
     }
-    if (!dir) die_usage("report", "%s", "missing DIR (a trainprof run directory)");
+    if (!nops) die_usage("report", "%s", "missing DIR (a trainprof run directory)");
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html"))
         die_usage("report", "unknown format '%s' (text, json or html)", format);
     char *dncopy = dn ? strdup(dn) : NULL;
     a.data_names = dncopy;
     tp_run run;
-    if (load_run(dir, &run) != 0) {
+    if (load_runs(ops, nops, &run) != 0) {
         free(dncopy);
         return 1;
     }

@@ -111,9 +111,11 @@ int out_close(outfile *o, int ok) {
     return 0;
 }
 
-int load_run(const char *dir, tp_run *run) {
-    char err[PATH_MAX + 128];
-    int rc = tp_run_load(dir, run, err, sizeof err);
+int load_run(const char *dir, tp_run *run) { return load_runs(&dir, 1, run); }
+
+int load_runs(const char *const *ops, size_t n, tp_run *run) {
+    char err[PATH_MAX + 256];
+    int rc = tp_run_load_list(ops, n, run, err, sizeof err);
     if (rc != TPROF_OK) {
         fprintf(stderr, "trainprof: %s\n", err[0] ? err : tprof_strerror(rc));
         for (size_t i = 0; i < run->nerrors; i++) fprintf(stderr, "  %s\n", run->errors[i]);

@@ -43,6 +43,9 @@ int out_close(outfile *o, int ok);
 
 /* tp_run_load with its errors on stderr: 0, or -1 (run freed). */
 int load_run(const char *dir, tp_run *run);
+/* The same over several operands (tp_run_load_list: directories, files, glob patterns;
+ * torch.profiler traces among them). */
+int load_runs(const char *const *ops, size_t n, tp_run *run);
 
 /* ------------------------------------------------------------------ report options */
 

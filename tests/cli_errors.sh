@@ -76,7 +76,7 @@ expect "report: missing DIR" 2 "missing DIR" "$TP" report
 expect "report: unknown flag" 2 "unknown option '--frob'" "$TP" report "$EMPTY" --frob
 expect "report: bad format" 2 "unknown format 'xml'" "$TP" report "$EMPTY" --format xml -o "$T/keep"
 expect "report: bad --top" 2 "--top needs an integer" "$TP" report "$EMPTY" --top 0
-expect "report: two dirs" 2 "unexpected argument" "$TP" report "$EMPTY" "$EMPTY"
+expect "report: two dirs, no rank files" 1 "no .tprof rank files found" "$TP" report "$EMPTY" "$EMPTY"
 # throughput figures a real job cannot have, and model descriptions that describe no model
 M=layers=2,hidden=64,heads=2,seq=32,vocab=100
 expect "run: --flops-per-step 1e300" 2 "--flops-per-step needs a number > 0 and at most 1e+21" \
@@ -106,6 +106,12 @@ expect "export: -o with --per-rank" 2 "exclude each other" \
 absent "$T/x.json" "export: -o with --per-rank"
 absent "$T/pr" "export: -o with --per-rank"
 [ "$(cat "$T/keep")" = KEEP ] || fail "a failing report/export clobbered $T/keep"
+# a torch.profiler trace that is cut short: one line naming it, exit 1
+printf '{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2},' > "$T/cut.pt.trace.json"
+expect "report: truncated trace" 1 \
+    "trainprof: $T/cut.pt.trace.json: the text ends inside \"traceEvents\": truncated?" \
+    "$TP" report "$T/cut.pt.trace.json"
+[ "$(wc -l < "$T/err")" -eq 1 ] || fail "report: truncated trace: more than one line: $(cat "$T/err")"
 
 # ------------------------------------------------------------------ commands that cannot run (127)
 expect "run: no such path" 127 "/no/such/cmd: command not found" \

@@ -1,7 +1,7 @@
 # Fuzz targets (tests/fuzz/README.md): one per reader of input from outside the process —
 # rank files through the report, export and diff (fuzz_rankfile), an endpoint's /metrics
 # answer through `trainprof top` (fuzz_metrics), a report.json read back by `trainprof diff`
-# (fuzz_report_json). Each keeps its corpus in tests/fuzz/corpus/<target>: seeds made from
+# (fuzz_report_json), a torch.profiler trace through the same (fuzz_kineto). Each keeps its corpus in tests/fuzz/corpus/<target>: seeds made from
 # real files and every input that once found a bug.
 #
 # Every build: fuzz_replay_<target> runs the plain driver (fuzz_main.c) over the corpus; in
@@ -10,7 +10,7 @@
 # <build>/fuzz, `cmake --build build --target fuzzers`, which `make check` does) replays the
 # corpus and then fuzzes for TPROF_FUZZ_SECONDS (15) seconds; skipped (77) without clang and
 # its fuzzer runtime, or when the fuzzers were not built.
-set(TPROF_FUZZ_TARGETS rankfile metrics report_json)
+set(TPROF_FUZZ_TARGETS rankfile metrics report_json kineto)
 set(fuzz_src_rankfile fuzz/fuzz_rankfile.c)
 set(fuzz_libs_rankfile tprof_analysis)
 set(fuzz_src_metrics fuzz/fuzz_metrics.c ${CMAKE_SOURCE_DIR}/cli/top_parse.c
@@ -18,6 +18,8 @@ set(fuzz_src_metrics fuzz/fuzz_metrics.c ${CMAKE_SOURCE_DIR}/cli/top_parse.c
 set(fuzz_libs_metrics m)
 set(fuzz_src_report_json fuzz/fuzz_report_json.c)
 set(fuzz_libs_report_json tprof_analysis)
+set(fuzz_src_kineto fuzz/fuzz_kineto.c)
+set(fuzz_libs_kineto tprof_analysis)
 
 if(TPROF_SANITIZE STREQUAL "thread")
   return() # nothing here is concurrent: the TSan build leaves them out

@@ -4,3 +4,6 @@ tprof_add_unit(test_report test_report.c synth.c LIBS tprof_analysis)
 add_test(NAME report_pin COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/report_pin.sh
          $<TARGET_FILE:trainprof_cli> ${CMAKE_SOURCE_DIR})
 set_tests_properties(report_pin PROPERTIES TIMEOUT 60 LABELS "report;unit")
+# torch.profiler / Kineto traces read as runs: known answers, the round trip through our own
+# per-rank export, and one line for a damaged trace.
+tprof_add_unit(test_kineto test_kineto.c synth.c LIBS tprof_analysis LABELS report)

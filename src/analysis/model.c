@@ -17,12 +17,14 @@
 #include <dirent.h>
 #include <ctype.h>
 #include <errno.h>
+#include <glob.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "analysis/kineto.h"
 #include "analysis/model_load.h"
 #include "trainprof.h"
 
@@ -428,6 +430,18 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     return rc;
 }
 
+int tp_load_finish_foreign(tp_process *p) {
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (nesting(&p->threads[i]) != 0) return TPROF_ERR_NO_MEMORY;
+    const char *v;
+    p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
+    p->world_size = (v = tp_meta(p, "world_size")) ? atoi(v) : -1;
+    p->local_rank = (v = tp_meta(p, "local_rank")) ? atoi(v) : -1;
+    gpu_in_start_order(p);
+    if (tp_gpu_clip_to_streams(p) != 0) return TPROF_ERR_NO_MEMORY;
+    return 0;
+}
+
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -439,75 +453,170 @@ static int ends_with(const char *s, const char *suf) {
 
 static void assign_roles(tp_run *run);
 
+/* The files of a run, each with its kind: a rank file, or a torch.profiler trace. */
+typedef struct flist {
+    char **v;
+    unsigned char *kineto;
+    size_t n;
+} flist;
+
+static int add_file(flist *fl, const char *path, int kineto) {
+    char **nv = realloc(fl->v, (fl->n + 1) * sizeof *nv);
+    if (!nv) return TPROF_ERR_NO_MEMORY;
+    fl->v = nv;
+    unsigned char *nk = realloc(fl->kineto, fl->n + 1);
+    if (!nk) return TPROF_ERR_NO_MEMORY;
+    fl->kineto = nk;
+    if (!(fl->v[fl->n] = strdup(path))) return TPROF_ERR_NO_MEMORY;
+    fl->kineto[fl->n++] = (unsigned char)kineto;
+    return 0;
+}
+
+/* A directory's entries that pass `want` (a rank file's name; a trace by content), sorted. */
+static int dir_files(const char *dir, flist *fl, int kineto) {
+    DIR *d = opendir(dir);
+    if (!d) return TPROF_ERR_IO;
+    size_t first = fl->n;
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d)) != NULL) {
+        if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) continue;
+        int name_ok = kineto ? ends_with(e->d_name, ".json") || ends_with(e->d_name, ".json.gz")
+                             : ends_with(e->d_name, ".tprof");
+        if (!name_ok) continue;
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *path = malloc(n);
+        if (!path) {
+            rc = TPROF_ERR_NO_MEMORY;
+            break;
+        }
+        snprintf(path, n, "%s/%s", dir, e->d_name);
+        if (!kineto || tp_kineto_sniff(path)) rc = add_file(fl, path, kineto);
+        free(path);
+    }
+    closedir(d);
+    if (fl->n - first > 1) {
+        /* one call adds files of one kind only: sorting the names keeps the kinds right */
+        qsort(fl->v + first, fl->n - first, sizeof *fl->v, cmp_str);
+    }
+    return rc;
+}
+
+/* The files one operand names: a directory's rank files, else its torch.profiler traces
+ * (*.json, *.json.gz whose content is one); a file (a rank file by its magic, anything
+ * else read as a trace, so that a damaged one is named); or the matches of a glob pattern. */
+static int operand_files(const char *op, flist *fl, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(op, &st) != 0) {
+        int e = errno;
+        glob_t g;
+        if (strpbrk(op, "*?[") && glob(op, 0, NULL, &g) == 0) {
+            int rc = 0;
+            for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
+                struct stat s2;
+                if (stat(g.gl_pathv[i], &s2) == 0 && S_ISDIR(s2.st_mode)) continue;
+                rc = operand_files(g.gl_pathv[i], fl, err, errlen);
+            }
+            globfree(&g);
+            return rc;
+        }
+        snprintf(err, errlen, "%s: %s", op, strpbrk(op, "*?[") ? "no file matches" : strerror(e));
+        return strpbrk(op, "*?[") ? TPROF_ERR_NOT_FOUND : TPROF_ERR_IO;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        size_t before = fl->n;
+        int rc = dir_files(op, fl, 0);
+        if (!rc && fl->n == before) rc = dir_files(op, fl, 1);
+        if (rc == TPROF_ERR_IO) snprintf(err, errlen, "%s: %s", op, strerror(errno));
+        return rc;
+    }
+    char magic[8] = {0};
+    FILE *f = fopen(op, "rb");
+    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f) fclose(f);
+    int tprof = (got == 8 && !memcmp(magic, TPROF_FILE_MAGIC, 8)) || ends_with(op, ".tprof");
+    return add_file(fl, op, !tprof);
+}
+
 int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
+    return tp_run_load_list(&dir, 1, run, err, errlen);
+}
+
+int tp_run_load_list(const char *const *ops, size_t nops, tp_run *run, char *err,
+                     size_t errlen) {
     memset(run, 0, sizeof *run);
+    if (errlen) err[0] = 0;
     run->pool = calloc(1, sizeof *run->pool);
     if (!run->pool) return TPROF_ERR_NO_MEMORY;
     {
-        /* the directory name goes into reports: valid UTF-8, no control bytes */
-        const char *d = dir ? dir : "";
-        size_t n = strlen(d);
+        /* the operands go into reports: valid UTF-8, no control bytes */
+        size_t n = 0;
+        for (size_t i = 0; i < nops; i++) n += strlen(ops[i] ? ops[i] : "") + 1;
+        char *all = malloc(n + 1), *w = all;
         run->dir = malloc(3 * n + 1);
-        if (!run->dir) return TPROF_ERR_NO_MEMORY;
-        tp_load_utf8(d, n, run->dir);
+        if (!all || !run->dir) {
+            free(all);
+            return TPROF_ERR_NO_MEMORY;
+        }
+        *w = 0;
+        for (size_t i = 0; i < nops; i++)
+            w += sprintf(w, "%s%s", i ? " " : "", ops[i] ? ops[i] : "");
+        tp_load_utf8(all, strlen(all), run->dir);
+        free(all);
         for (char *c = run->dir; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     }
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-        return TPROF_ERR_IO;
-    }
-    char **files = NULL;
-    size_t nfiles = 0;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(dir);
-        if (!d) {
-            snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-            return TPROF_ERR_IO;
+    flist fl = {0};
+    int rc = TPROF_OK;
+    for (size_t i = 0; rc == TPROF_OK && i < nops; i++) {
+        size_t before = fl.n;
+        rc = operand_files(ops[i] ? ops[i] : "", &fl, err, errlen);
+        if (rc == TPROF_OK && fl.n == before) {
+            snprintf(err, errlen, "%s: no .tprof rank files found (nor torch.profiler traces: "
+                                  "*.json, *.json.gz holding \"traceEvents\")",
+                     ops[i]);
+            rc = TPROF_ERR_NOT_FOUND;
         }
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (!ends_with(e->d_name, ".tprof")) continue;
-            if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) continue;
-            char **nf = realloc(files, (nfiles + 1) * sizeof *nf);
-            if (!nf) break;
-            files = nf;
-            size_t n = strlen(dir) + strlen(e->d_name) + 2;
-            files[nfiles] = malloc(n);
-            if (!files[nfiles]) break;
-            snprintf(files[nfiles++], n, "%s/%s", dir, e->d_name);
-        }
-        closedir(d);
-    } else {
-        files = malloc(sizeof *files);
-        if (files && (files[0] = strdup(dir))) nfiles = 1;
     }
-    if (!nfiles) {
-        free(files);
-        snprintf(err, errlen, "%s: no .tprof rank files found", dir);
-        return TPROF_ERR_NOT_FOUND;
+    if (rc == TPROF_OK) {
+        run->procs = calloc(fl.n ? fl.n : 1, sizeof *run->procs);
+        if (!run->procs) rc = TPROF_ERR_NO_MEMORY;
     }
-    qsort(files, nfiles, sizeof *files, cmp_str);
-    run->procs = calloc(nfiles, sizeof *run->procs);
-    int rc = run->procs ? TPROF_OK : TPROF_ERR_NO_MEMORY;
-    for (size_t i = 0; i < nfiles; i++) {
-        if (rc == TPROF_OK) {
-            int r = load_file(run, files[i], &run->procs[run->nprocs]);
-            if (r == TPROF_OK) run->nprocs++;
-            else if (r == TPROF_ERR_NO_MEMORY) rc = r;
-            else {
-                /* keep what a damaged-but-opened file had; drop files that never opened */
-                tp_process *p = &run->procs[run->nprocs];
-                if (p->nthreads || p->nmeta) run->nprocs++;
+    size_t nkineto = 0, kineto_ranked = 0;
+    for (size_t i = 0; rc == TPROF_OK && i < fl.n; i++) {
+        tp_process *p = &run->procs[run->nprocs];
+        if (fl.kineto[i]) {
+            /* a trace is read whole or not at all: its one line is the command's error */
+            rc = tp_kineto_load(run, fl.v[i], p, err, errlen);
+            if (rc == TPROF_OK) {
+                run->nprocs++;
+                nkineto++;
+                kineto_ranked += p->rank >= 0;
             }
+            continue;
         }
-        free(files[i]);
+        int r = load_file(run, fl.v[i], p);
+        if (r == TPROF_OK) run->nprocs++;
+        else if (r == TPROF_ERR_NO_MEMORY) rc = r;
+        else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */
     }
-    free(files);
+    for (size_t i = 0; i < fl.n; i++) free(fl.v[i]);
+    free(fl.v);
+    free(fl.kineto);
     if (rc == TPROF_OK && run->nprocs == 0) {
-        snprintf(err, errlen, "%s: no readable rank file (%zu unreadable)", dir, run->nerrors);
+        snprintf(err, errlen, "%s: no readable rank file (%zu unreadable)", run->dir,
+                 run->nerrors);
         rc = TPROF_ERR_FORMAT;
+    }
+    /* traces that name no rank (no distributedInfo, no rank in the file name): in the order
+     * of their names, as the files of one job */
+    if (rc == TPROF_OK && nkineto > 1 && !kineto_ranked) {
+        int r = 0;
+        for (size_t i = 0; i < run->nprocs; i++)
+            if (tp_meta(&run->procs[i], "trainprof.source")) {
+                run->procs[i].rank = r++;
+                run->procs[i].world_size = (int)nkineto;
+            }
     }
     if (rc == TPROF_OK) assign_roles(run);
     return rc;
@@ -571,31 +680,33 @@ static void assign_roles(tp_run *run) {
     }
 }
 
+void tp_load_process_free(tp_process *p) {
+    for (size_t k = 0; k < p->nthreads; k++) {
+        tp_thread *t = &p->threads[k];
+        free(t->ranges);
+        free(t->marks);
+        free(t->counters);
+        free(t->steps);
+    }
+    free(p->threads);
+    free(p->gpu);
+    free(p->clips);
+    free(p->api);
+    free(p->ovh);
+    free(p->gmem);
+    free(p->comm);
+    free(p->drops);
+    free(p->meta);
+    free(p->domains);
+    free(p->categories);
+    for (size_t k = 0; k < p->ndamage; k++) free(p->damage[k]);
+    free(p->damage);
+    memset(p, 0, sizeof *p);
+}
+
 void tp_run_free(tp_run *run) {
     if (!run) return;
-    for (size_t i = 0; i < run->nprocs; i++) {
-        tp_process *p = &run->procs[i];
-        for (size_t k = 0; k < p->nthreads; k++) {
-            tp_thread *t = &p->threads[k];
-            free(t->ranges);
-            free(t->marks);
-            free(t->counters);
-            free(t->steps);
-        }
-        free(p->threads);
-        free(p->gpu);
-        free(p->clips);
-        free(p->api);
-        free(p->ovh);
-        free(p->gmem);
-        free(p->comm);
-        free(p->drops);
-        free(p->meta);
-        free(p->domains);
-        free(p->categories);
-        for (size_t k = 0; k < p->ndamage; k++) free(p->damage[k]);
-        free(p->damage);
-    }
+    for (size_t i = 0; i < run->nprocs; i++) tp_load_process_free(&run->procs[i]);
     free(run->procs);
     for (size_t i = 0; i < run->nerrors; i++) free(run->errors[i]);
     free(run->errors);

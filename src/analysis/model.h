@@ -214,6 +214,14 @@ typedef struct tp_run {
  * negative tprof_err with a message in err when the directory itself cannot be read or
  * holds no rank file. */
 int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen);
+/* The run of several operands, each a directory (its .tprof rank files, else its
+ * torch.profiler traces: *.json and *.json.gz holding "traceEvents"), a file (a rank file by
+ * its magic, anything else read as a torch.profiler trace, kineto.h), or a glob pattern that
+ * matched no file by its own name. tp_run_load is this with one operand. A trace that cannot
+ * be read whole fails the load (TPROF_ERR_FORMAT, err: "PATH: what is wrong"); a damaged
+ * rank file does not (above). */
+int tp_run_load_list(const char *const *ops, size_t nops, tp_run *run, char *err,
+                     size_t errlen);
 void tp_run_free(tp_run *run);
 
 /* Interns `s` (made valid UTF-8) in the run's pool; never NULL. */

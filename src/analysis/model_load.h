@@ -99,6 +99,16 @@ int tp_load_thread_record(loader *L, int ti, const tprof_rec *r);
 void tp_load_seen(tp_thread *t, uint64_t ts);
 /* Copies s into dst as valid UTF-8 (bad bytes become U+FFFD); dst has room for 3*n+1. */
 size_t tp_load_utf8(const char *s, size_t n, char *dst);
+/* A kernel's shown name (demangled) and class into op, derived once per distinct name; `raw`
+ * must be interned in the run (tp_intern): the memo is keyed by its address. */
+void tp_load_kernel_name(tp_run *run, const char *raw, tp_gpu_op *op);
+/* What the rank-file loader does last, for a process another loader filled (kineto_load.c):
+ * each thread's nesting (child_ns, TP_R_NESTED_SAME; parents and start order already set),
+ * rank identity from the metadata, GPU records in start order and clipped to their streams.
+ * 0 or TPROF_ERR_NO_MEMORY. */
+int tp_load_finish_foreign(tp_process *p);
+/* Frees what a process holds (not the process itself, nor its pooled strings). */
+void tp_load_process_free(tp_process *p);
 /* Frees the run's string pool (tp_run_free). */
 void tp_load_pool_free(struct tp_pool *p);
 

@@ -195,6 +195,8 @@ static void kernel_name(tp_run *run, const char *raw, tp_gpu_op *op) {
     op->cls = p->kn[j].cls;
 }
 
+void tp_load_kernel_name(tp_run *run, const char *raw, tp_gpu_op *op) { kernel_name(run, raw, op); }
+
 static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl) {
     if (r->arg == TPROF_INLINE_NAME) {
         const char *s = tprof__rec_inline(r, pl);

@@ -740,6 +740,11 @@ static void run_summary(tp_run_summary *out, const tp_run *run) {
         if (e > t1) t1 = e;
         out->events += p->events;
         out->events_dropped += p->dropped;
+        const char *src = tp_meta(p, "trainprof.source");
+        if (src && !strcmp(src, "torch.profiler")) {
+            out->source = "torch.profiler";
+            out->source_files++;
+        }
         if (p->role == TP_ROLE_RANK) out->ranks++;
         else if (p->role == TP_ROLE_SAMPLER) out->node_samplers++;
         else out->helpers++;
@@ -799,6 +804,10 @@ static void run_json(cJSON *rep, const tp_run_summary *r) {
     cJSON_AddNumberToObject(jr, "duration_s", r->duration_s);
     cJSON_AddNumberToObject(jr, "events", (double)r->events);
     cJSON_AddNumberToObject(jr, "events_dropped", (double)r->events_dropped);
+    if (r->source) {
+        cJSON_AddStringToObject(jr, "source", r->source);
+        cJSON_AddNumberToObject(jr, "source_files", r->source_files);
+    }
     if (r->threads_over_limit > 0)
         cJSON_AddNumberToObject(jr, "threads_over_limit", r->threads_over_limit);
     if (r->nvtx_strings_over_limit > 0)

@@ -344,6 +344,20 @@ static void run_text(FILE *f, const tp_run_results *res, const char *B, const ch
         run->helpers, run->helpers == 1 ? "" : "s",
         run->node_samplers > 0 ? ", GPU sampler of the node" : "", run->duration_s,
         (double)run->events, (double)run->events_dropped);
+    if (run->source) {
+        /* the step rule's source when every rank's is the same (steps.h), else per rank */
+        const char *steps = res->nranks ? res->ranks[0].steps.source : NULL;
+        for (size_t i = 1; steps && i < res->nranks; i++)
+            if (strcmp(res->ranks[i].steps.source, steps)) steps = NULL;
+        fprintf(f, "from torch.profiler traces: %d file%s, %d rank%s, steps from %s; what a "
+                   "trace does not hold (NVML, process samples, NCCL's own records) is not in "
+                   "the trace\n",
+                run->source_files, run->source_files == 1 ? "" : "s", run->ranks,
+                run->ranks == 1 ? "" : "s",
+                !steps                                       ? "each rank's own rule (below)"
+                : !strcmp(steps, "PyTorch ProfilerStep#N ranges") ? "ProfilerStep#N"
+                                                                   : steps);
+    }
     if (run->events_dropped > 0)
         fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y,
                 (double)run->events_dropped,

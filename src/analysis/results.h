@@ -717,6 +717,10 @@ typedef struct tp_run_summary {
     int has_write_errors;       /* some file counted records lost to write errors */
     double records_lost_to_write_errors;
     const char *first_write_error_errno, *first_write_error; /* of the first such file */
+    /* where the processes come from: NULL for trainprof's rank files, "torch.profiler" when
+     * some are torch.profiler (Kineto) traces (kineto.h; metadata trainprof.source) */
+    const char *source;
+    int source_files;           /* the processes read from such traces */
 } tp_run_summary;
 
 /* One capture source's capability ("capabilities.<name>"). */
