@@ -166,6 +166,55 @@ static void test_sigkill_compressed(void **state) {
                   "compressed chunks%s\n", last, m, z, torn ? " and a torn tail" : "");
 }
 
+/* TRAINPROF_COMPRESS: 0 writes every chunk plain in a version 1 file and says so in the
+ * capability; the default (level 1) compresses and says the level. Same program, same
+ * records (gen: 12 steps), both read in full. */
+static void test_compress_option(void **state) {
+    (void)state;
+    static const char *const setting[2] = {"TRAINPROF_COMPRESS=0", NULL};
+    static const char *const cap[2] = {"off (TRAINPROF_COMPRESS=0): chunks written plain",
+                                       "zstd level 1"};
+    for (int k = 0; k < 2; k++) {
+        char dir[PATH_MAX], envdir[PATH_MAX + 16];
+        scratch(dir, sizeof dir, k ? "compress-default" : "compress-0");
+        fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
+        const char *argv[] = {REL_VICTIM, "gen", "12", NULL};
+        const char *env[] = {envdir, "TRAINPROF_FLUSH_MS=5", setting[k], NULL};
+        int st = wait_for(spawn(argv, env, NULL, NULL));
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        char names[4][256], path[PATH_MAX + 300];
+        assert_int_equal(1, tprof_files(dir, names, 4));
+        fmt(path, sizeof path, "%s/%s", dir, names[0]);
+        int torn;
+        int z = compressed_chunks(path, &torn);
+        assert_int_equal(0, torn);
+        size_t n;
+        char *b = slurp(path, &n);
+        assert_non_null(b);
+        tprof_file_header fh;
+        memcpy(&fh, b, sizeof fh);
+        free(b);
+        if (k == 0) {
+            assert_int_equal(0, z);
+            assert_int_equal(1, fh.version);
+        } else {
+            assert_true(z > 0);
+            assert_int_equal(2, fh.version);
+        }
+        tp_run run;
+        load_ok(dir, &run);
+        assert_int_equal(1, run.nprocs);
+        const tp_process *p = &run.procs[0];
+        assert_int_equal(1, p->complete);
+        assert_int_equal(0, p->ndamage);
+        assert_int_equal(12, count_counters(p, "loss"));
+        const char *c = tp_meta(p, "capability.compression");
+        assert_non_null(c);
+        assert_string_equal(cap[k], c);
+        run_done(&run);
+    }
+}
+
 /* SIGTERM while the program is blocked in sleep(): the default action ends the program
  * there, so no code after the sleep may run and the status is death by SIGTERM. The
  * library's handler must not let the program resume while the flusher finishes (it could
@@ -506,6 +555,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_sigterm_direct, release_all),
         cmocka_unit_test_teardown(test_sigint_direct, release_all),
         cmocka_unit_test_teardown(test_sigkill_compressed, release_all),
+        cmocka_unit_test_teardown(test_compress_option, release_all),
         cmocka_unit_test_teardown(test_sigterm_in_sleep, release_all),
         cmocka_unit_test_teardown(test_own_handler, release_all),
         cmocka_unit_test_teardown(test_sigterm_via_cli, release_all),
