@@ -23,6 +23,11 @@ if(TPROF_HAVE_NVTX3)
   target_include_directories(bench_nvtx PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
   target_include_directories(bench_nvtx SYSTEM PRIVATE ${TPROF_CUDA_ROOT}/include)
   target_link_libraries(bench_nvtx PRIVATE ZLIB::ZLIB Threads::Threads ${CMAKE_DL_LIBS})
+  if(TPROF_HAVE_ZSTD) # the rank file's compressed chunks
+    target_compile_definitions(bench_nvtx PRIVATE TPROF_HAVE_ZSTD=1)
+    target_include_directories(bench_nvtx PRIVATE ${ZSTD_INCLUDE_DIR})
+    target_link_libraries(bench_nvtx PRIVATE ${ZSTD_LIBRARY})
+  endif()
   # the injected library must exist before the benchmark runs
   add_dependencies(bench_nvtx trainprof)
 
@@ -37,8 +42,14 @@ if(TPROF_HAVE_NVTX3)
 endif()
 
 # Writer throughput into a rank file on one core, and reader / model-load throughput.
-add_executable(bench_writer ${CMAKE_CURRENT_SOURCE_DIR}/bench_writer.c)
-target_link_libraries(bench_writer PRIVATE trainprof tprof_analysis Threads::Threads)
+# The writer's chunk packer (src/format/zchunk.c, hidden in the library) is compiled in for
+# the GPU-like size figure.
+add_executable(bench_writer ${CMAKE_CURRENT_SOURCE_DIR}/bench_writer.c
+  ${CMAKE_SOURCE_DIR}/src/format/zchunk.c)
+target_link_libraries(bench_writer PRIVATE trainprof tprof_analysis Threads::Threads ${CMAKE_DL_LIBS})
+if(TPROF_HAVE_ZSTD)
+  target_compile_definitions(bench_writer PRIVATE TPROF_HAVE_ZSTD=1)
+endif()
 
 # Megatron-compatible Timers: the dummy above the log level, and enabled start+stop.
 add_executable(bench_timers ${CMAKE_CURRENT_SOURCE_DIR}/bench_timers.c)

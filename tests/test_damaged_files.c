@@ -85,7 +85,7 @@ static void fixture(void) {
 }
 
 typedef struct chunk_pos {
-    uint64_t off, len; /* header offset, payload bytes */
+    uint64_t off, len; /* header offset, payload bytes as stored (compressed or not) */
     uint32_t serial;
 } chunk_pos;
 
@@ -99,7 +99,7 @@ static chunk_pos middle_thread_chunk(const char *path) {
     int n = 0;
     tprof_chunk c;
     while (tprof__reader_next(r, &c) && n < 512)
-        if (c.thread_serial != 0) all[n++] = (chunk_pos){c.file_offset, c.len, c.thread_serial};
+        if (c.thread_serial != 0) all[n++] = (chunk_pos){c.file_offset, c.stored, c.thread_serial};
     assert_int_equal(0, tprof__reader_damage_count(r));
     tprof__reader_close(r);
     if (n < 4) fail_msg("%s has only %d thread chunks", path, n);

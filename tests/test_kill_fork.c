@@ -108,6 +108,113 @@ static void test_sigint_direct(void **state) {
     signal_direct(SIGINT);
 }
 
+/* Compressed chunks of `path`, walking the chunk headers as laid out in the file (no
+ * reader): each must be a whole chunk, save a torn last one (*torn). */
+static int compressed_chunks(const char *path, int *torn) {
+    size_t n;
+    uint8_t *b = (uint8_t *)slurp(path, &n);
+    assert_non_null(b);
+    own(b, free, b);
+    tprof_file_header fh;
+    assert_true(n >= sizeof fh);
+    memcpy(&fh, b, sizeof fh);
+    size_t pos = fh.header_bytes;
+    int z = 0;
+    *torn = 0;
+    while (pos < n) {
+        tprof_chunk_header h;
+        if (n - pos < sizeof h) { *torn = 1; break; }
+        memcpy(&h, b + pos, sizeof h);
+        assert_int_equal(TPROF_CHUNK_MAGIC, h.magic);
+        if (h.payload_bytes > n - pos - sizeof h) { *torn = 1; break; }
+        assert_int_equal(h.crc32, tprof__crc32(0, b + pos + sizeof h, h.payload_bytes));
+        if (h.flags & 1u) z++;
+        pos += sizeof h + tprof__align8(h.payload_bytes);
+    }
+    disown(b);
+    return z;
+}
+
+/* SIGKILL mid-run with compressed chunks (the default): no handler runs, so the file ends
+ * at the last chunk the flusher wrote, and every chunk up to it decompresses by itself:
+ * all the iterations the victim saw flushed are read, in order, without damage other than
+ * the missing end (and a torn last chunk, if the kill cut a write). */
+static void test_sigkill_compressed(void **state) {
+    (void)state;
+    char dir[PATH_MAX], envdir[PATH_MAX + 16];
+    scratch(dir, sizeof dir, "sigkill");
+    fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
+    progress pr;
+    progress_open(&pr);
+    const char *argv[] = {REL_VICTIM, "loop", pr.wr_text, NULL};
+    const char *env[] = {envdir, NULL};
+    unsigned long long last;
+    int st = kill_after_progress(argv, env, &pr, 5, SIGKILL, &last);
+    progress_close(&pr);
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+        fail_msg("victim status 0x%x: expected death by SIGKILL", st);
+    assert_true(last > 0);
+    char names[4][256];
+    assert_int_equal(1, tprof_files(dir, names, 4));
+    char path[PATH_MAX + 300];
+    fmt(path, sizeof path, "%s/%s", dir, names[0]);
+    int torn;
+    int z = compressed_chunks(path, &torn);
+    if (z < 5) fail_msg("%d compressed chunks in %s (expected one per flush at least)", z, path);
+    size_t m = check_loop_file(dir, last, 0);
+    print_message("SIGKILL: victim reported %llu flushed iterations, file holds %zu in %d "
+                  "compressed chunks%s\n", last, m, z, torn ? " and a torn tail" : "");
+}
+
+/* TRAINPROF_COMPRESS: 0 writes every chunk plain in a version 1 file and says so in the
+ * capability; the default (level 1) compresses and says the level. Same program, same
+ * records (gen: 12 steps), both read in full. */
+static void test_compress_option(void **state) {
+    (void)state;
+    static const char *const setting[2] = {"TRAINPROF_COMPRESS=0", NULL};
+    static const char *const cap[2] = {"off (TRAINPROF_COMPRESS=0): chunks written plain",
+                                       "zstd level 1"};
+    for (int k = 0; k < 2; k++) {
+        char dir[PATH_MAX], envdir[PATH_MAX + 16];
+        scratch(dir, sizeof dir, k ? "compress-default" : "compress-0");
+        fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
+        const char *argv[] = {REL_VICTIM, "gen", "12", NULL};
+        const char *env[] = {envdir, "TRAINPROF_FLUSH_MS=5", setting[k], NULL};
+        int st = wait_for(spawn(argv, env, NULL, NULL));
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        char names[4][256], path[PATH_MAX + 300];
+        assert_int_equal(1, tprof_files(dir, names, 4));
+        fmt(path, sizeof path, "%s/%s", dir, names[0]);
+        int torn;
+        int z = compressed_chunks(path, &torn);
+        assert_int_equal(0, torn);
+        size_t n;
+        char *b = slurp(path, &n);
+        assert_non_null(b);
+        tprof_file_header fh;
+        memcpy(&fh, b, sizeof fh);
+        free(b);
+        if (k == 0) {
+            assert_int_equal(0, z);
+            assert_int_equal(1, fh.version);
+        } else {
+            assert_true(z > 0);
+            assert_int_equal(2, fh.version);
+        }
+        tp_run run;
+        load_ok(dir, &run);
+        assert_int_equal(1, run.nprocs);
+        const tp_process *p = &run.procs[0];
+        assert_int_equal(1, p->complete);
+        assert_int_equal(0, p->ndamage);
+        assert_int_equal(12, count_counters(p, "loss"));
+        const char *c = tp_meta(p, "capability.compression");
+        assert_non_null(c);
+        assert_string_equal(cap[k], c);
+        run_done(&run);
+    }
+}
+
 /* SIGTERM while the program is blocked in sleep(): the default action ends the program
  * there, so no code after the sleep may run and the status is death by SIGTERM. The
  * library's handler must not let the program resume while the flusher finishes (it could
@@ -447,6 +554,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_sigterm_direct, release_all),
         cmocka_unit_test_teardown(test_sigint_direct, release_all),
+        cmocka_unit_test_teardown(test_sigkill_compressed, release_all),
+        cmocka_unit_test_teardown(test_compress_option, release_all),
         cmocka_unit_test_teardown(test_sigterm_in_sleep, release_all),
         cmocka_unit_test_teardown(test_own_handler, release_all),
         cmocka_unit_test_teardown(test_sigterm_via_cli, release_all),

@@ -40,6 +40,8 @@
       "threads with a ring; later threads' events are counted as dropped")                   \
     X(FLUSH_MS, "TRAINPROF_FLUSH_MS", UINT, "50", 0, 0,                                      \
       "flush period, ms (SIGKILL loses at most this much)")                                  \
+    X(COMPRESS, "TRAINPROF_COMPRESS", UINT, "1", 0, 19,                                      \
+      "zstd level of the rank file's chunks (libzstd.so.1, loaded when found); 0 = plain")     \
     X(MAX_STRINGS, "TRAINPROF_MAX_STRINGS", UINT, "8192", 0, 16777216,                       \
       "interned names per thread")                                                           \
     X(NVTX_STRINGS_KB, "TRAINPROF_NVTX_STRINGS_KB", UINT, "262144", 0, 16777216,             \

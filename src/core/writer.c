@@ -20,6 +20,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "../format/zchunk.h"
 #include "internal.h"
 #include "writer.h"
 
@@ -95,7 +97,14 @@ static struct {
         int status; /* a chunk of counts: ours, not the program's records */
     } hist[TPROF__HIST];
     unsigned nhist;
-} W = {.fd = -1};
+    /* Compression (format/zchunk.h): the level asked for (0: off), whether libzstd was
+     * tried yet (on the flusher, at the first chunk), the context, and the one output
+     * buffer every chunk is compressed into. */
+    int zlevel, ztried;
+    tprof__zc zc;
+    uint8_t *zbuf;
+    size_t zcap;
+} W = {.fd = -1, .zlevel = 1};
 
 void tprof__writer_setup(const char *dir, const char *run_id, uint64_t start_realtime_ns,
                          uint64_t start_mono_ns, int no_file) {
@@ -104,6 +113,50 @@ void tprof__writer_setup(const char *dir, const char *run_id, uint64_t start_rea
     W.start_rt = start_realtime_ns;
     W.start_mono = start_mono_ns;
     W.no_file = no_file;
+    /* read here, on the thread that starts the session: the flusher reads no environment */
+    uint64_t lv;
+    W.zlevel = tprof__env_uint(TPROF__OPT_COMPRESS, &lv) ? (int)lv : 1;
+}
+
+/* Decides compression once, on the flusher before the file's first chunk (the header's
+ * version says whether chunks may be compressed), and says the outcome as the capability
+ * `compression`: libzstd is loaded here, not when the library is loaded. */
+static void compression_setup(void) {
+    if (W.ztried) return;
+    W.ztried = 1;
+    char why[200], line[240];
+    if (W.zlevel == 0) {
+        tprof__capability("compression", "off (TRAINPROF_COMPRESS=0): chunks written plain");
+        return;
+    }
+    if (tprof__zc_open(&W.zc, W.zlevel, why, sizeof why) != TPROF_OK) {
+        snprintf(line, sizeof line, "unavailable: %s; chunks written plain", why);
+        tprof__log(TPROF_LOG_INFO, "rank file compression %s", line);
+        tprof__capability("compression", line);
+        return;
+    }
+    snprintf(line, sizeof line, "zstd level %d", W.zlevel);
+    tprof__capability("compression", line);
+}
+
+/* The chunk's payload as written: compressed into W.zbuf when that makes it shorter (the
+ * flags and length of *ch say so), else the records themselves. */
+static const void *pack_chunk(tprof_chunk_header *ch, const void *data, size_t len) {
+    if (!W.zc.cctx || len < 256 || len > TPROF_CHUNK_RAW_MAX) return data; /* small: no gain */
+    size_t need = tprof__zc_bound(len);
+    if (need > W.zcap) {
+        /* grows to the largest chunk once (4 MiB and a little): then reused */
+        uint8_t *b = realloc(W.zbuf, need);
+        if (!b) return data;
+        W.zbuf = b;
+        W.zcap = need;
+    }
+    size_t n = tprof__zc_pack(&W.zc, data, len, W.zbuf, W.zcap);
+    if (!n) return data;
+    ch->payload_bytes = (uint32_t)n;
+    ch->flags = TPROF_CHUNK_F_ZSTD;
+    ch->crc32 = tprof__crc32(0, W.zbuf, n);
+    return W.zbuf;
 }
 
 const char *tprof__writer_path(void) {
@@ -153,7 +206,8 @@ void tprof__writer_emergency(const void *buf, size_t n) {
 static void fill_header(tprof_file_header *h) {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, TPROF_FILE_MAGIC, 8);
-    h->version = TPROF_FORMAT_VERSION;
+    /* version 1 readers read a file with no compressed chunk */
+    h->version = W.zc.cctx ? TPROF_FORMAT_VERSION : TPROF_FORMAT_VERSION_MIN;
     h->header_bytes = sizeof *h;
     h->start_realtime_ns = W.start_rt;
     h->start_mono_ns = W.start_mono;
@@ -348,7 +402,10 @@ static void count_lost(const void *data, size_t len, uint64_t kept_records, size
 static int put_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const void *data,
                      size_t len, int status) {
     tprof_chunk_header ch = {TPROF_CHUNK_MAGIC, (uint32_t)len, 0, serial, os_tid, 0, dropped};
-    ch.crc32 = tprof__crc32(0, data, len);
+    compression_setup();
+    /* the counts' own chunks stay plain: a few hundred bytes, written when the disk is full */
+    const void *stored = status ? data : pack_chunk(&ch, data, len);
+    if (stored == data) ch.crc32 = tprof__crc32(0, data, len);
     tprof_file_header h;
     struct iovec v[3];
     int n = 0;
@@ -357,7 +414,7 @@ static int put_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const v
         v[n++] = (struct iovec){&h, sizeof h};
     }
     v[n++] = (struct iovec){&ch, sizeof ch};
-    v[n++] = (struct iovec){(void *)data, len};
+    v[n++] = (struct iovec){(void *)stored, ch.payload_bytes};
     if (write_all(W.fd, v, n) != 0) {
         int e = errno;
         cut_back();
@@ -365,7 +422,7 @@ static int put_chunk(uint32_t serial, uint32_t os_tid, uint64_t dropped, const v
         return -1;
     }
     uint64_t at = W.end == 0 ? sizeof h : W.end;
-    W.end = at + sizeof ch + len;
+    W.end = at + sizeof ch + ch.payload_bytes;
     if (W.nhist == TPROF__HIST) {
         memmove(W.hist, W.hist + 1, (TPROF__HIST - 1) * sizeof W.hist[0]);
         W.nhist--;

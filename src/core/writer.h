@@ -16,6 +16,12 @@
  *    (chunks, records, payload bytes, first errno: metadata write_errors.*, docs/format.md),
  *    one line goes to the log, and writing is tried again later (50 ms, doubling up to 2 s;
  *    at once for an explicit flush), so writing resumes when space returns.
+ *  - Chunks are compressed here, on the flusher, never on a thread that records: zstd at
+ *    TRAINPROF_COMPRESS (default 1; 0 plain), one context and one output buffer reused for
+ *    every chunk (about 0.6 MiB and 4 MiB at level 1: format/zchunk.h), each chunk a frame of
+ *    its own (docs/format.md, "Compressed chunks"). A chunk that does not shrink, or any
+ *    chunk when libzstd.so.1 cannot be loaded, is written plain (capability `compression`
+ *    says which). The write_errors.* byte counts are of records, uncompressed.
  */
 #ifndef TPROF_WRITER_H
 #define TPROF_WRITER_H

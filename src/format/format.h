@@ -13,7 +13,11 @@
 #include <stdint.h>
 
 #define TPROF_FILE_MAGIC "TPROFRK\n"
-#define TPROF_FORMAT_VERSION 1u
+/* Version 2 adds zstd-compressed chunks (TPROF_CHUNK_F_ZSTD); a file holding none is written
+ * as version 1, so that readers of version 1 still read it. Readers take every version from
+ * TPROF_FORMAT_VERSION_MIN up to TPROF_FORMAT_VERSION. */
+#define TPROF_FORMAT_VERSION 2u
+#define TPROF_FORMAT_VERSION_MIN 1u
 #define TPROF_CHUNK_MAGIC 0x48435054u /* "TPCH" little-endian */
 
 /* File header: what is known when the file opens. Fixed size; header_bytes lets a later
@@ -35,8 +39,9 @@ typedef struct tprof_file_header {
 
 /* Chunk header, followed by payload_bytes of records from one thread (serial 0 is the
  * process stream: metadata, domains, categories, the end record). crc32 (zlib polynomial)
- * covers the payload. dropped is the thread's cumulative count of events lost to a full
- * ring at the time of the flush. */
+ * covers the payload as stored (for a compressed chunk: its prefix, the zstd frame and the
+ * padding). dropped is the thread's cumulative count of events lost to a full ring at the
+ * time of the flush. flags: TPROF_CHUNK_F_ZSTD, other bits 0 (readers ignore them). */
 typedef struct tprof_chunk_header {
     uint32_t magic;
     uint32_t payload_bytes;
@@ -46,6 +51,23 @@ typedef struct tprof_chunk_header {
     uint32_t flags;
     uint64_t dropped;
 } tprof_chunk_header;
+
+/* flags bit 0: the payload is a tprof_zchunk prefix, then one zstd frame (RFC 8878) holding
+ * the chunk's records, then zero bytes up to a multiple of 8. Each frame stands alone (no
+ * dictionary, no state shared with other chunks), so any whole chunk decompresses by itself.
+ * payload_bytes = sizeof(tprof_zchunk) + align8(zstd_bytes). */
+#define TPROF_CHUNK_F_ZSTD 1u
+
+/* The records of one chunk, uncompressed, never exceed this: the writer's chunks are at most
+ * 4 MiB (one ring lap or the process stream's bound), and a reader refuses to decompress a
+ * chunk that claims more, so that a hostile header cannot make it allocate without bound. */
+#define TPROF_CHUNK_RAW_MAX (16u << 20)
+
+typedef struct tprof_zchunk {
+    uint32_t raw_bytes;  /* the records' length once decompressed: a multiple of 8, at most
+                          * TPROF_CHUNK_RAW_MAX; the frame's content size must equal it */
+    uint32_t zstd_bytes; /* the frame's length; the padding after it is not part of it */
+} tprof_zchunk;
 
 /* Common record header. size is the whole record in bytes (header included, multiple of 8,
  * at least 8 for PAD). `arg` is kind-specific: for named records the string id, or

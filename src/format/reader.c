@@ -15,6 +15,13 @@
 
 #include "trainprof.h"
 
+#ifndef TPROF_HAVE_ZSTD
+#define TPROF_HAVE_ZSTD 0
+#endif
+#if TPROF_HAVE_ZSTD
+#include <zstd.h>
+#endif
+
 struct tprof_reader {
     const uint8_t *map;
     size_t size;
@@ -23,6 +30,13 @@ struct tprof_reader {
     tprof_damage *damage;
     size_t ndamage, damage_cap;
     int in_bad_run; /* report one damage per run of garbage, not one per byte */
+    char path[256];  /* for the one line about skipped compressed chunks */
+    uint8_t *zbuf;   /* a compressed chunk's records, decompressed */
+    size_t zcap;     /* at most TPROF_CHUNK_RAW_MAX */
+    size_t zskipped; /* compressed chunks a build without libzstd skipped */
+#if TPROF_HAVE_ZSTD
+    ZSTD_DCtx *dctx;
+#endif
 };
 
 static void add_damage(tprof_reader *r, uint64_t off, const char *what) {
@@ -79,9 +93,10 @@ int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t e
     if (memcmp(r->hdr.magic, TPROF_FILE_MAGIC, 8) != 0) {
         snprintf(err, errlen, "not a trainprof rank file (bad magic)");
         rc = TPROF_ERR_FORMAT;
-    } else if (r->hdr.version != TPROF_FORMAT_VERSION) {
-        snprintf(err, errlen, "format version %u, this reader knows %u", r->hdr.version,
-                 TPROF_FORMAT_VERSION);
+    } else if (r->hdr.version < TPROF_FORMAT_VERSION_MIN ||
+               r->hdr.version > TPROF_FORMAT_VERSION) {
+        snprintf(err, errlen, "format version %u, this reader knows %u to %u", r->hdr.version,
+                 TPROF_FORMAT_VERSION_MIN, TPROF_FORMAT_VERSION);
         rc = TPROF_ERR_VERSION;
     } else if (r->hdr.header_bytes < sizeof r->hdr || r->hdr.header_bytes > r->size ||
                (r->hdr.header_bytes & 7)) {
@@ -106,6 +121,7 @@ int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t e
     r->hdr.run_id[sizeof r->hdr.run_id - 1] = 0;
     r->hdr.build[sizeof r->hdr.build - 1] = 0;
     r->pos = r->hdr.header_bytes;
+    snprintf(r->path, sizeof r->path, "%s", path);
     *out = r;
     return TPROF_OK;
 }
@@ -113,6 +129,15 @@ int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t e
 void tprof__reader_close(tprof_reader *r) {
     if (!r) return;
     if (r->map) munmap((void *)r->map, r->size);
+    if (r->zskipped)
+        fprintf(stderr,
+                "trainprof: %s: %zu chunk%s compressed, no zstd in this build (libzstd-dev): "
+                "skipped\n",
+                r->path, r->zskipped, r->zskipped == 1 ? "" : "s");
+#if TPROF_HAVE_ZSTD
+    ZSTD_freeDCtx(r->dctx);
+#endif
+    free(r->zbuf);
     free(r->damage);
     free(r);
 }
@@ -120,6 +145,7 @@ void tprof__reader_close(tprof_reader *r) {
 const tprof_file_header *tprof__reader_header(const tprof_reader *r) { return &r->hdr; }
 uint64_t tprof__reader_size(const tprof_reader *r) { return r->size; }
 size_t tprof__reader_damage_count(const tprof_reader *r) { return r->ndamage; }
+size_t tprof__reader_zstd_skipped(const tprof_reader *r) { return r->zskipped; }
 const tprof_damage *tprof__reader_damage(const tprof_reader *r, size_t i) {
     return i < r->ndamage ? &r->damage[i] : NULL;
 }
@@ -145,6 +171,66 @@ static int valid_chunk_after(const tprof_reader *r, size_t pos) {
     return 0;
 }
 
+/* The records of a compressed chunk whose checksum matched, decompressed into r->zbuf:
+ * NULL with a reason in why when the payload is not what the format says (damage), or
+ * with *skip set when this build cannot decompress it. */
+static const uint8_t *unpack(tprof_reader *r, const uint8_t *p, size_t n, size_t *len,
+                             int *skip, char *why, size_t whylen) {
+    tprof_zchunk zh;
+    *skip = 0;
+    if (n < sizeof zh) {
+        snprintf(why, whylen, "compressed chunk shorter than its prefix");
+        return NULL;
+    }
+    memcpy(&zh, p, sizeof zh);
+    if (zh.zstd_bytes > n - sizeof zh || zh.raw_bytes == 0 || (zh.raw_bytes & 7) ||
+        zh.raw_bytes > TPROF_CHUNK_RAW_MAX) {
+        snprintf(why, whylen, "compressed chunk claims %u bytes in a %u-byte frame", zh.raw_bytes,
+                 zh.zstd_bytes);
+        return NULL;
+    }
+#if TPROF_HAVE_ZSTD
+    if (!r->dctx && !(r->dctx = ZSTD_createDCtx())) {
+        snprintf(why, whylen, "compressed chunk: no memory to decompress");
+        return NULL;
+    }
+    if (zh.raw_bytes > r->zcap) {
+        uint8_t *b = realloc(r->zbuf, zh.raw_bytes);
+        if (!b) {
+            snprintf(why, whylen, "compressed chunk: no memory for %u bytes", zh.raw_bytes);
+            return NULL;
+        }
+        r->zbuf = b;
+        r->zcap = zh.raw_bytes;
+    }
+    /* the frame must say the same size: one frame, nothing more, nothing less */
+    unsigned long long fc = ZSTD_getFrameContentSize(p + sizeof zh, zh.zstd_bytes);
+    if (fc != zh.raw_bytes) {
+        const char *what = fc == ZSTD_CONTENTSIZE_ERROR     ? "unreadable"
+                           : fc == ZSTD_CONTENTSIZE_UNKNOWN ? "absent"
+                                                            : "differs";
+        snprintf(why, whylen, "compressed chunk: frame content size %s, prefix says %u", what,
+                 zh.raw_bytes);
+        return NULL;
+    }
+    size_t got = ZSTD_decompressDCtx(r->dctx, r->zbuf, zh.raw_bytes, p + sizeof zh, zh.zstd_bytes);
+    if (ZSTD_isError(got) || got != zh.raw_bytes) {
+        snprintf(why, whylen, "compressed chunk does not decompress (zstd: %s)",
+                 ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short");
+        return NULL;
+    }
+    *len = got;
+    return r->zbuf;
+#else
+    (void)r;
+    (void)len;
+    (void)why;
+    (void)whylen;
+    *skip = 1;
+    return NULL;
+#endif
+}
+
 int tprof__reader_next(tprof_reader *r, tprof_chunk *c) {
     while (r->pos < r->size) {
         tprof_chunk_header h;
@@ -152,13 +238,28 @@ int tprof__reader_next(tprof_reader *r, tprof_chunk *c) {
         const char *bad = check_chunk(r, r->pos, &h);
         if (!bad) {
             r->in_bad_run = 0;
+            size_t at = r->pos;
+            const uint8_t *payload = r->map + at + sizeof h;
+            r->pos += sizeof h + tprof__align8(h.payload_bytes);
             c->thread_serial = h.thread_serial;
             c->os_tid = h.os_tid;
             c->dropped = h.dropped;
-            c->data = r->map + r->pos + sizeof h;
+            c->data = payload;
             c->len = h.payload_bytes;
-            c->file_offset = r->pos;
-            r->pos += sizeof h + tprof__align8(h.payload_bytes);
+            c->file_offset = at;
+            c->stored = h.payload_bytes;
+            c->compressed = 0;
+            if (h.flags & TPROF_CHUNK_F_ZSTD) {
+                char why[120];
+                int skip;
+                c->compressed = 1;
+                c->data = unpack(r, payload, h.payload_bytes, &c->len, &skip, why, sizeof why);
+                if (!c->data) {
+                    if (skip) r->zskipped++;
+                    else add_damage(r, at, why);
+                    continue; /* the next chunk: this one is whole, only its content is bad */
+                }
+            }
             return 1;
         }
         /* A torn tail is the normal end of a killed process: a header that starts here

@@ -6,6 +6,14 @@
  * in the middle is reported and skipped by scanning forward to the next valid chunk, so
  * one bad sector loses one chunk, not the file. Not thread safe per reader; independent
  * readers may run on different threads.
+ *
+ * Compressed chunks (TPROF_CHUNK_F_ZSTD) are handed out decompressed. Their checksum is
+ * checked first, on the bytes as stored; a chunk whose frame then does not decompress to
+ * exactly the size its prefix claims is damage like any other bad chunk. The reader never
+ * decompresses more than TPROF_CHUNK_RAW_MAX bytes per chunk, so one buffer of at most
+ * 16 MiB per reader bounds what a hostile file makes it allocate. A build without libzstd
+ * skips such chunks, counts them (tprof__reader_zstd_skipped) and says so in one line on
+ * stderr when the reader is closed: they are not damage.
  */
 #ifndef TPROF_READER_H
 #define TPROF_READER_H
@@ -21,9 +29,12 @@ typedef struct tprof_chunk {
     uint32_t thread_serial;
     uint32_t os_tid;
     uint64_t dropped;
-    const uint8_t *data; /* records; valid while the reader is open */
-    size_t len;
+    const uint8_t *data; /* records; valid until the next tprof__reader_next or close
+                          * (a compressed chunk's are in the reader's own buffer) */
+    size_t len;          /* bytes of records at data */
     uint64_t file_offset;
+    size_t stored;       /* payload bytes in the file after the 32-byte header */
+    int compressed;      /* TPROF_CHUNK_F_ZSTD: stored compressed, data decompressed */
 } tprof_chunk;
 
 /* One problem found in a file: byte offset and a short description. */
@@ -42,6 +53,9 @@ uint64_t tprof__reader_size(const tprof_reader *r);
 /* Next valid chunk: returns 1 and fills *c, or 0 at the end. Damage met on the way is
  * appended to the reader's damage list. */
 int tprof__reader_next(tprof_reader *r, tprof_chunk *c);
+
+/* Compressed chunks skipped because this build has no libzstd (0 in a build with it). */
+size_t tprof__reader_zstd_skipped(const tprof_reader *r);
 
 size_t tprof__reader_damage_count(const tprof_reader *r);
 const tprof_damage *tprof__reader_damage(const tprof_reader *r, size_t i);
