@@ -317,7 +317,9 @@ static void test_steps_metadata_report(void **state) {
         step_ns += t->steps[2 * k + 1].ts - t->steps[2 * k].ts;
     double share = jnum(rep, "ranks.0.data_loading.share");
     assert_true(fabs(share - (double)data_ns / (double)step_ns) < 1e-9);
-    assert_true(share > 0.05 && share < 0.6); /* 2 of ~8 ms, wide for a loaded machine */
+    /* 2 of ~8 ms when the sleeps keep time; a loaded machine stretches either sleep, so only
+     * that both parts were seen (the exact figure is checked above against the records) */
+    assert_true(share > 0.0 && share < 1.0);
     /* top inclusive: the longer of compute (6 ms sleeps) and data (2 ms sleeps) as recorded
      * (on a loaded machine a late wake-up can make data the longer), no more than the step */
     uint64_t compute_ns = 0;
