@@ -774,6 +774,14 @@ static void ask_detach(void) {
     }
 }
 
+/* Under g_pause_lock: a detach asked for and not done yet is called off (a window opens
+ * again, or another client takes CUPTI), and its callback unsubscribed. */
+static void cancel_detach(void) {
+    if (atomic_load(&g_detach) != DETACH_ASKED) return;
+    atomic_store(&g_detach, DETACH_NO);
+    if (F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
+}
+
 static void cupti_window(int on) {
     pthread_mutex_lock(&g_pause_lock);
     g_want = on;
@@ -782,10 +790,7 @@ static void cupti_window(int on) {
             pthread_mutex_unlock(&g_pause_lock);
             return;
         }
-        if (on && atomic_load(&g_detach) == DETACH_ASKED) { /* not done yet: no need now */
-            atomic_store(&g_detach, DETACH_NO);
-            if (F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
-        }
+        if (on) cancel_detach(); /* not done yet: no need now */
         if (!on && !atomic_load(&g_enabled)) ask_detach(); /* the second "off": settled */
         enable_chosen(on);
     }
@@ -801,23 +806,17 @@ int tprof_gpu_capture_pause(void) {
         return TPROF_ERR_ALREADY;
     }
     g_paused = 1;
-    if (atomic_load(&g_detach) == DETACH_DONE) { /* nothing held: no call that attaches */
-        g_pause_ns = tprof__now();
-        pthread_mutex_unlock(&g_pause_lock);
-        goto paused;
+    /* detached, CUPTI holds nothing of ours, and any call would attach it again */
+    if (atomic_load(&g_detach) != DETACH_DONE) {
+        cancel_detach(); /* the other client's: no detach under it */
+        enable_chosen(0); /* flushes: what ran before the pause arrives now */
+        /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel
+         * still running: counted as untimed), also when the kinds were already off, so that
+         * none is handed to the next client's callback instead, and lost to us */
+        if (F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
-    if (atomic_load(&g_detach) == DETACH_ASKED) { /* the other client's: no detach under it */
-        atomic_store(&g_detach, DETACH_NO);
-        if (F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
-    }
-    enable_chosen(0); /* flushes: what ran before the pause arrives now */
-    /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel still
-     * running: counted as untimed), also when the kinds were already off, so that none is
-     * handed to the next client's callback instead, and lost to us */
-    if (F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     g_pause_ns = tprof__now();
     pthread_mutex_unlock(&g_pause_lock);
-paused:;
     char v[32];
     snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
     tprof__set_meta("gpu_capture.paused_since_ns", v);
@@ -833,29 +832,22 @@ int tprof_gpu_capture_resume(void) {
         pthread_mutex_unlock(&g_pause_lock);
         return TPROF_ERR_INVALID_ARG;
     }
-    if (atomic_load(&g_detach) == DETACH_DONE && !g_want) { /* between windows: stay apart */
-        g_paused = 0;
-        size_t len = strlen(g_pauses);
-        if (len + 48 < sizeof g_pauses)
-            snprintf(g_pauses + len, sizeof g_pauses - len, "%s%llu-%llu", len ? "," : "",
-                     (unsigned long long)g_pause_ns, (unsigned long long)tprof__now());
-        char v[sizeof g_pauses];
-        memcpy(v, g_pauses, sizeof v);
-        pthread_mutex_unlock(&g_pause_lock);
-        tprof__set_meta("gpu_capture.pauses", v);
-        tprof__set_meta("gpu_capture.paused_since_ns", "");
-        return TPROF_OK;
+    CUptiResult r = CUPTI_SUCCESS;
+    if (atomic_load(&g_detach) == DETACH_DONE) {
+        /* detached: CUPTI stays apart until a window wants it (one opened during the pause) */
+        if (g_want && reattach() != 0) r = CUPTI_ERROR_UNKNOWN;
+    } else {
+        /* the other client (Kineto) registered its own buffer callbacks, and may have torn
+         * CUPTI down at its end: ours go back in, with our clock */
+        if (F.cuptiActivityRegisterTimestampCallback)
+            F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
+        r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
     }
-    /* the other client (Kineto) registered its own buffer callbacks, and may have torn
-     * CUPTI down at its end: ours go back in, with our clock */
-    if (F.cuptiActivityRegisterTimestampCallback)
-        F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
-    CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     int rc = TPROF_OK;
     if (r != CUPTI_SUCCESS) {
         rc = TPROF_ERR_UNAVAILABLE; /* stays paused: another client kept the activity API */
     } else {
-        if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
         g_paused = 0;
         if (g_want) {
             atomic_store(&g_enabled, 0); /* the other client may have turned the kinds off */

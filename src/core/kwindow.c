@@ -244,6 +244,13 @@ int tprof__kwin_request(int on) {
     return 0;
 }
 
+/* key = ns, a time of the switch in the file's metadata */
+static void meta_ns(const char *key, uint64_t ns) {
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)ns);
+    tprof__set_meta(key, v);
+}
+
 /* Under g_lock, on the thread that begins a step: a pending detail request. 1 if one was
  * applied. */
 static int apply_request(uint64_t k) {
@@ -255,9 +262,7 @@ static int apply_request(uint64_t k) {
     tprof__sources_window(on);
     uint64_t now = tprof__now();
     note_capture(on, now);
-    char v[32];
-    snprintf(v, sizeof v, "%llu", (unsigned long long)now);
-    tprof__set_meta(on ? "capture.detail_on_ns" : "capture.detail_off_ns", v);
+    meta_ns(on ? "capture.detail_on_ns" : "capture.detail_off_ns", now);
     tprof__metrics_detail(on);
     tprof__log(TPROF_LOG_INFO, "detailed capture %s at step %llu (metrics endpoint)",
                on ? "on" : "off", (unsigned long long)k);
@@ -271,9 +276,7 @@ static void open_window(uint64_t k) {
     uint64_t now = tprof__now();
     if (!g_first_on) {
         g_first_on = 1;
-        char v[32];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)now);
-        tprof__set_meta("kernel_steps.on_ns", v);
+        meta_ns("kernel_steps.on_ns", now);
     }
     note_capture(1, now);
     tprof__sources_window(1);
@@ -288,9 +291,7 @@ static void close_window(uint64_t k, int more) {
     uint64_t now = tprof__now();
     if (!g_first_off) {
         g_first_off = 1;
-        char v[32];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)now);
-        tprof__set_meta("kernel_steps.off_ns", v);
+        meta_ns("kernel_steps.off_ns", now);
     }
     note_capture(0, now);
     tprof__log(TPROF_LOG_INFO, "kernel capture off at step %llu", (unsigned long long)k);
