@@ -7,7 +7,9 @@
 #ifndef TPROF_TEST_DIAG_SCEN_H
 #define TPROF_TEST_DIAG_SCEN_H
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
+#include <string.h>
 
 static const uint64_t T0 = 1000000000ull, MS = 1000000ull, US = 1000ull;
 static const uint64_t RT0 = 1700000000000000000ull;
@@ -40,5 +42,25 @@ scen scen_base(void);
 
 /* Writes rank r of sc into dir (cmocka asserts on failure). */
 void scen_write_rank(const char *dir, const scen *sc, int r);
+
+/* Reading a scenario's report (include after <cmocka.h>):
+ * J a member, N a number member (asserted), the finding of id (NULL when it did not fire),
+ * how many fired. */
+static __attribute__((unused)) const cJSON *J(const cJSON *o, const char *k) {
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+static __attribute__((unused)) double N(const cJSON *o, const char *k) {
+    const cJSON *v = J(o, k);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+static __attribute__((unused)) const cJSON *finding(const cJSON *rep, const char *id) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, J(rep, "findings")) if (!strcmp(J(f, "id")->valuestring, id)) return f;
+    return NULL;
+}
+static __attribute__((unused)) int count_findings(const cJSON *rep) {
+    return cJSON_GetArraySize(J(rep, "findings"));
+}
 
 #endif

@@ -1,10 +1,25 @@
 /*
- * report_text.h — test helper: the text report of a run (tp_report_make with opts o, NULL for
- * the defaults; tp_report_write_text, no colour) in memory; the caller frees it. Include after
- * <cmocka.h>, <stdio.h> and "analysis/report.h".
+ * report_text.h — test helpers for reports: load_run (a run directory, failing the test with
+ * the loader's message), default_report (the JSON document with the default options; the
+ * caller deletes it) and the text report of a run (tp_report_make with opts o, NULL for the
+ * defaults; tp_report_write_text, no colour) in memory; the caller frees it. Include after
+ * <cmocka.h>, <stdio.h>, "analysis/model.h" and "analysis/report.h".
  */
 #ifndef TPROF_TEST_REPORT_TEXT_H
 #define TPROF_TEST_REPORT_TEXT_H
+
+static __attribute__((unused)) void load_run(const char *dir, tp_run *run) {
+    char err[256];
+    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
+}
+
+static __attribute__((unused)) cJSON *default_report(const tp_run *run) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    cJSON *rep = tp_report_build(run, &o);
+    assert_non_null(rep);
+    return rep;
+}
 
 static __attribute__((unused)) char *report_text(const tp_run *run, const tp_report_opts *o) {
     tp_report rep;

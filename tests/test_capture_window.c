@@ -39,19 +39,6 @@ static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
 
 /* ------------------------------------------------------------------ helpers */
 
-static void load_run(const char *dir, tp_run *run) {
-    char err[256];
-    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
-}
-
-static cJSON *report_json(const tp_run *run) {
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(run, &o);
-    assert_non_null(rep);
-    return rep;
-}
-
 static void near(double got, double want, const char *what) {
     if (fabs(got - want) > 1e-9 * (fabs(want) > 1 ? fabs(want) : 1))
         fail_msg("%s: %.12g, want %.12g", what, got, want);
@@ -133,7 +120,7 @@ static void test_window_gpu_figures(void **state) {
     window_run(dir, sizeof dir);
     tp_run run;
     load_run(dir, &run);
-    cJSON *rep = report_json(&run);
+    cJSON *rep = default_report(&run);
     /* the GPU section and the breakdown: 15 ms of 30 ms in each of the 4 window steps
      * (averaged over the 20 measured steps it read 60 / 440 = 13.6 % and 3 ms) */
     near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
@@ -193,7 +180,7 @@ static void test_kinds_named(void **state) {
         g_kinds = NULL;
         tp_run run;
         load_run(dir, &run);
-        cJSON *rep = report_json(&run);
+        cJSON *rep = default_report(&run);
         const cJSON *h2d = jget(rep, "ranks.0.gpu.devices.0.h2d_bytes");
         if (i == 0) {
             assert_true(cJSON_IsNumber(h2d));
@@ -248,7 +235,7 @@ static void test_plan_windows(void **state) {
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     load_run(dir, &run);
-    cJSON *rep = report_json(&run);
+    cJSON *rep = default_report(&run);
     near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 6, "captured");
     near(jnum(rep, "ranks.0.gpu_capture.steps.1.0"), 15, "second window's first step");
     near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
@@ -268,7 +255,7 @@ static void test_window_capture_cost(void **state) {
     window_run(dir, sizeof dir);
     tp_run run;
     load_run(dir, &run);
-    cJSON *rep = report_json(&run);
+    cJSON *rep = default_report(&run);
     /* captured: steps 8-11 at 30 ms; others: 1-7 and 13-20 at 20 ms (step 12, the first
      * after the window, holds the flush and is left out) */
     near(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "cost ms");
@@ -317,7 +304,7 @@ static void test_detail_off(void **state) {
     detail_run(dir, sizeof dir);
     tp_run run;
     load_run(dir, &run);
-    cJSON *rep = report_json(&run);
+    cJSON *rep = default_report(&run);
     near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 10, "captured");
     assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "detail");
     near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.2, "busy 5 of 25 ms");
@@ -375,7 +362,7 @@ static void test_paused_steps_not_idle(void **state) {
     pause_run(dir, sizeof dir, 0);
     tp_run run;
     load_run(dir, &run);
-    cJSON *rep = report_json(&run);
+    cJSON *rep = default_report(&run);
     /* 17 captured steps, each 10 of 20 ms busy (with the paused ones as idle: 170 / 400 =
      * 42.5 %, 0.85 kernels per step) */
     near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
@@ -406,7 +393,7 @@ static void test_paused_throughout(void **state) {
     pause_run(dir, sizeof dir, 1);
     tp_run run;
     load_run(dir, &run);
-    cJSON *rep = report_json(&run);
+    cJSON *rep = default_report(&run);
     /* kernels in the warm-up step only, then paused: no measured step captured */
     near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 0, "captured");
     assert_true(cJSON_IsString(jget(rep, "ranks.0.gpu.not_captured")));

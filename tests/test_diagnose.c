@@ -60,21 +60,6 @@ static cJSON *run_scen(const scen *sc, const char *tag, tp_report_opts *o) {
     return rep;
 }
 
-static const cJSON *J(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
-static double N(const cJSON *o, const char *k) {
-    const cJSON *v = J(o, k);
-    assert_true(cJSON_IsNumber(v));
-    return v->valuedouble;
-}
-
-static const cJSON *finding(const cJSON *rep, const char *id) {
-    const cJSON *f;
-    cJSON_ArrayForEach(f, J(rep, "findings")) if (!strcmp(J(f, "id")->valuestring, id)) return f;
-    return NULL;
-}
-
-static int count_findings(const cJSON *rep) { return cJSON_GetArraySize(J(rep, "findings")); }
-
 static const cJSON *rank(const cJSON *rep, int r) { return cJSON_GetArrayItem(J(rep, "ranks"), r); }
 
 /* ------------------------------------------------------------------ breakdown */

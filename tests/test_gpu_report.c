@@ -36,19 +36,6 @@ static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
 
 /* ------------------------------------------------------------------ helpers */
 
-static void load_run(const char *dir, tp_run *run) {
-    char err[256];
-    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
-}
-
-static cJSON *default_report(const tp_run *run) {
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(run, &o);
-    assert_non_null(rep);
-    return rep;
-}
-
 /* The report's text, asserting it holds `want`. */
 static void text_has(const tp_run *run, const char *want) {
     char *text = report_text(run, NULL);

@@ -26,23 +26,6 @@
 
 #define NEAR(a, b, eps) assert_true(fabs((double)(a) - (double)(b)) < (eps))
 
-static const cJSON *J(const cJSON *o, const char *k) {
-    return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-static double N(const cJSON *o, const char *k) {
-    const cJSON *v = J(o, k);
-    assert_true(cJSON_IsNumber(v));
-    return v->valuedouble;
-}
-
-static const cJSON *finding(const cJSON *rep, const char *id) {
-    const cJSON *f;
-    cJSON_ArrayForEach(f, J(rep, "findings")) if (!strcmp(J(f, "id")->valuestring, id)) return f;
-    return NULL;
-}
-
-static int count_findings(const cJSON *rep) { return cJSON_GetArraySize(J(rep, "findings")); }
-
 /* The report of sc: its text (line 2 returned in line2, the line after "trainprof report"),
  * its JSON document and its HTML; asserts that the three lead with the same headline and
  * that the JSON's first key is "headline". Returns the document (cJSON_Delete). */

@@ -42,18 +42,6 @@ static cJSON *row(cJSON *rep, const char *table, const char *name, const char *d
 static double num(cJSON *o, const char *k) { return cJSON_GetObjectItem(o, k)->valuedouble; }
 
 /* The synthetic run in dir, loaded into *run (the test fails when it does not load). */
-static void load_run(const char *dir, tp_run *run) {
-    char err[256];
-    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
-}
-
-/* The report of run with the default options. */
-static cJSON *default_report(const tp_run *run) {
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    return tp_report_build(run, &o);
-}
-
 /* The first rank's GPU section of a report (NULL when it has none). */
 static cJSON *rank0_gpu(const cJSON *rep) {
     return cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "gpu");

@@ -46,11 +46,6 @@ static const char *str(const cJSON *o, const char *k) {
     return v->valuestring;
 }
 
-static void load_run(const char *dir, tp_run *run) {
-    char err[256];
-    if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
-}
-
 static cJSON *report_warmup(const tp_run *run, int warmup) {
     tp_report_opts o;
     tp_report_opts_init(&o);
