@@ -17,19 +17,7 @@
 #include "core/config.h"
 #include "core/per_step.h"
 #include "trainprof.h"
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
+#include "slurp.h"
 
 /* The rows between the markers of docs/cli.md are the table's, byte for byte. */
 static void test_docs_match_table(void **state) {

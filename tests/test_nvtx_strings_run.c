@@ -23,38 +23,17 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "slurp.h"
+#include "spawn.h"
 
 #define EXTRA 4 /* nvtx_strings_prog's extra ranges of the last name */
 
 static int run_cmd(char *const argv[], const char *out_path) {
     pid_t pid = fork();
-    if (pid == 0) {
-        if (out_path) {
-            int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (fd < 0 || dup2(fd, 1) < 0) _exit(126);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    if (pid == 0) spawn_exec((const char *const *)argv, out_path, NULL);
     int st;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
 }
 
 /* Runs nvtx_strings_prog N under trainprof with TRAINPROF_NVTX_STRINGS_KB = kb (NULL:
