@@ -206,11 +206,7 @@ int cmd_export(int argc, char **argv) {
         for (size_t i = 0; i < run.nprocs && !rc; i++) {
             const tp_process *p = &run.procs[i];
             if (p->role != TP_ROLE_RANK) continue;
-            if (eo.ranks) {
-                size_t k = 0;
-                while (k < eo.n_ranks && eo.ranks[k] != p->rank) k++;
-                if (k == eo.n_ranks) continue;
-            }
+            if (!tp_export_rank_selected(&eo, p->rank)) continue;
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/rank%d.json%s", per_rank, p->rank,
                      tp_compress_suffix(zc));

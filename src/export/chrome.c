@@ -864,7 +864,7 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     return rc;
 }
 
-static int rank_wanted(const tp_export_opts *opts, int rank) {
+int tp_export_rank_selected(const tp_export_opts *opts, int rank) {
     if (!opts || !opts->ranks) return 1;
     for (size_t i = 0; i < opts->n_ranks; i++)
         if (opts->ranks[i] == rank) return 1;
@@ -878,7 +878,7 @@ int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts) {
     /* ranks in rank order first, then helpers in file order: a stable, readable file */
     size_t n = 0;
     for (size_t i = 0; i < run->nprocs; i++)
-        if (run->procs[i].role == TP_ROLE_RANK && rank_wanted(opts, run->procs[i].rank))
+        if (run->procs[i].role == TP_ROLE_RANK && tp_export_rank_selected(opts, run->procs[i].rank))
             sel[n++] = i;
     if (!n && opts && opts->ranks) {
         free(sel);
@@ -895,7 +895,7 @@ int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts) {
         if (p->role == TP_ROLE_RANK) continue;
         /* a helper with the rank it serves; the rest (node samplers, ...) with every rank */
         if (opts && opts->ranks &&
-            (p->role != TP_ROLE_HELPER || !rank_wanted(opts, p->helper_of)))
+            (p->role != TP_ROLE_HELPER || !tp_export_rank_selected(opts, p->helper_of)))
             continue;
         sel[n++] = i;
     }

@@ -41,6 +41,9 @@ typedef struct tp_export_opts {
  * writing fails). */
 int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts);
 
+/* Whether opts (NULL: every rank) selects `rank` (tp_export_opts.ranks). */
+int tp_export_rank_selected(const tp_export_opts *opts, int rank);
+
 /* One Kineto-shaped trace for `rank` (its rank process and its helpers), with
  * schemaVersion, distributedInfo, baseTimeNanoseconds and pid = OS pid, as torch.profiler
  * writes per rank. Returns TPROF_ERR_NOT_FOUND when no process has that rank. */
