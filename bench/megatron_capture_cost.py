@@ -193,6 +193,15 @@ def main():
             q = st.median(aft) / st.median(bef)
             print("  %s: after the window / before it: %.4f; target within 1 %%: %s" % (
                 mode, q, "PASS" if abs(q - 1) <= 0.01 else "MISS"))
+    for mode in ("window", "default", "plan"):
+        # the same run's steps after the window against its steps before it: no run-to-run
+        # variation in this one
+        q = [x["median_ms"]["after"] / x["median_ms"]["before"] for x in rows
+             if x["mode"] == mode and x["median_ms"].get("after") and x["median_ms"].get("before")]
+        if q:
+            lo, hi = interval(q)
+            print("  %s: after / before within each run: x%.4f (%.4f..%.4f) 95%% [%.4f, %.4f] "
+                  "n=%d" % (mode, st.median(q), min(q), max(q), lo, hi, len(q)))
     for mode in modes:
         if mode.startswith("window-"):
             bef, aft = ratios(mode, "before"), ratios(mode, "after")

@@ -110,5 +110,6 @@ int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_capture(int argc, char **argv);
 
 #endif /* TPROF_CLI_COMMON_H */

@@ -3,7 +3,8 @@
  *
  * A client of the library and of the analysis code only, as curl's tool is of libcurl: each
  * command is a file of its own (cmd_run.c, cmd_report.c, cmd_export.c, cmd_diff.c, top.c,
- * cmd_serve.c), parsing its options from a table that also prints its usage (common.h).
+ * cmd_serve.c, cmd_capture.c), parsing its options from a table that also prints its usage
+ * (common.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,6 +30,8 @@ static const struct command {
      "write a Chrome/Perfetto trace (PyTorch profiler shape)", cmd_export},
     {"diff", "diff RUN_A RUN_B [options]", "what changed between two runs, beyond noise",
      cmd_diff},
+    {"capture", "capture RUN_DIR|PID --steps N",
+     "record GPU activity in N more steps of a running job", cmd_capture},
     {"top", "top --endpoints HOST:PORT,...",
      "live view of a running job's ranks (metrics endpoints)", cmd_top},
     {"serve", "serve [--listen ADDR:PORT]",

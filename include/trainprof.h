@@ -278,6 +278,23 @@ TPROF_API int tprof_name_thread(const char *name);
 TPROF_API int tprof_gpu_capture_pause(void);
 TPROF_API int tprof_gpu_capture_resume(void);
 
+/* Record GPU activity (CUPTI) in `count` steps from step `first` (TPROF_NEXT_STEP: from the
+ * next step that begins), in addition to the capture plan (TRAINPROF_GPU_CAPTURE): a window
+ * asked for while the job runs, as `trainprof capture` asks one from outside. Steps are
+ * numbered as the report numbers them (tprof_step_begin's numbers, else from 0 in the order
+ * step ranges begin). Ranks that call it at the same point of the same step ask for the same
+ * step numbers. The next step that begins takes the request; a window that touches one open
+ * now extends it; a newer request replaces one not yet begun; steps already past are not
+ * captured (a warning is logged). The window's steps are listed in the rank file's metadata
+ * (gpu_capture.requests = "id:first-last,...", id 0 from this call) and in
+ * gpu_capture.windows when capture went on and off. Any thread; lock-free (a short mutex of
+ * its own); the window opens on the thread that begins the step. Errors: TPROF_ERR_DISABLED
+ * (not recording), TPROF_ERR_UNAVAILABLE (the plan is "off": CUPTI was never loaded),
+ * TPROF_ERR_ALREADY (the plan is "all": every step is captured already),
+ * TPROF_ERR_INVALID_ARG (count 0, or first + count past 2^64). */
+#define TPROF_NEXT_STEP UINT64_MAX
+TPROF_API int tprof_gpu_capture_steps(uint64_t first, uint64_t count);
+
 /* ------------------------------------------------------------------------------------ */
 /* Cross-rank collectives hook. The Timers (and the EnergyMonitor) aggregate across ranks  */
 /* through these callbacks, so trainprof never opens a communicator of its own: the       */

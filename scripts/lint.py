@@ -144,6 +144,7 @@ LAYER_CROSSINGS = {
     ("src/analysis/report.c", "src/timers/timers_format.h"),
     ("cli/cmd_run.c", "src/core/config.h"),
     ("cli/cmd_run.c", "src/core/kwindow.h"),
+    ("cli/cmd_capture.c", "src/core/capture_ctl.h"),
     ("cli/cmd_run.c", "src/core/per_step.h"),
     ("cli/common.c", "src/core/per_step.h"),
     ("cli/common.c", "src/core/config.h"),

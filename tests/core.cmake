@@ -43,3 +43,10 @@ tprof_add_unit(test_bufpool test_bufpool.c ${CMAKE_SOURCE_DIR}/src/capture/bufpo
 # once under TSan
 tprof_add_unit(test_nvtx_strings test_nvtx_strings.c ${CMAKE_SOURCE_DIR}/src/capture/nvtx_strings.c
   LIBS Threads::Threads LABELS tsan)
+
+# GPU capture windows asked for while the job runs (tprof_gpu_capture_steps, trainprof
+# capture; core/kwindow.c, core/capture_ctl.c)
+tprof_add_unit(test_capture_trigger test_capture_trigger.c LIBS trainprof tprof_analysis
+  Threads::Threads)
+target_compile_definitions(test_capture_trigger PRIVATE TPROF_CLI="$<TARGET_FILE:trainprof_cli>")
+add_dependencies(test_capture_trigger trainprof_cli)

@@ -116,6 +116,10 @@ static PyMethodDef module_methods[] = {
     {"gpu_capture_resume", fn_gpu_capture_resume, METH_NOARGS,
      "gpu_capture_resume()\n--\n\nResume what gpu_capture_pause() stopped; 0 or a "
      "negative library code."},
+    {"gpu_capture_steps", fn_gpu_capture_steps, METH_VARARGS,
+     "gpu_capture_steps(first, count)\n--\n\nRecord GPU activity in count steps from step "
+     "first (-1: the next step that begins), on top of the capture plan "
+     "(tprof_gpu_capture_steps); 0 or a negative library code."},
     {"strerror", fn_strerror, METH_O, "strerror(code)\n--\n\nThe text of a library error code."},
     {"init", (PyCFunction)(void (*)(void))fn_init, METH_VARARGS | METH_KEYWORDS,
      "init(output_dir=None, run_id=None, *, ring_bytes=-1, max_threads=-1, "

@@ -85,6 +85,7 @@ PyObject *fn_comm_record(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fn_nccl_recording(PyObject *m, PyObject *unused);
 PyObject *fn_gpu_capture_pause(PyObject *m, PyObject *unused);
 PyObject *fn_gpu_capture_resume(PyObject *m, PyObject *unused);
+PyObject *fn_gpu_capture_steps(PyObject *m, PyObject *args);
 PyObject *fn_strerror(PyObject *m, PyObject *arg);
 PyObject *fn_init(PyObject *m, PyObject *args, PyObject *kwds);
 PyObject *fn_set_collectives(PyObject *m, PyObject *args, PyObject *kwds);

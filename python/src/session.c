@@ -205,3 +205,18 @@ PyObject *fn_gpu_capture_resume(PyObject *m, PyObject *unused) {
     (void)unused;
     return PyLong_FromLong(tprof_gpu_capture_resume());
 }
+
+/* gpu_capture_steps(first, count): tprof_gpu_capture_steps; first -1 is TPROF_NEXT_STEP. The
+ * library's code is returned, never raised. */
+PyObject *fn_gpu_capture_steps(PyObject *m, PyObject *args) {
+    (void)m;
+    long long first;
+    unsigned long long count;
+    if (!PyArg_ParseTuple(args, "LK", &first, &count)) return NULL;
+    if (first < -1) {
+        PyErr_SetString(PyExc_ValueError, "first must be a step number >= 0, or -1 for the next");
+        return NULL;
+    }
+    return PyLong_FromLong(
+        tprof_gpu_capture_steps(first < 0 ? TPROF_NEXT_STEP : (uint64_t)first, count));
+}

@@ -42,6 +42,7 @@ from ._trainprof import (  # noqa: F401  (re-exported API)
     get_collectives,
     gpu_capture_pause,
     gpu_capture_resume,
+    gpu_capture_steps,
     init,
     joules_per_sample,
     joules_per_step,
@@ -76,11 +77,25 @@ __all__ = [
     "ERR_ALREADY", "ERR_DISABLED", "ERR_INVALID_ARG", "ERR_NOT_FOUND", "ERR_UNAVAILABLE",
     "EnergyMonitor", "Error", "Timer", "Timers", "avg_watts", "build_info",
     "clear_collectives", "counter", "enabled", "flush", "get_collectives", "get_rank",
-    "get_world_size", "gpu_capture_pause", "gpu_capture_resume", "init", "joules_per_sample", "joules_per_step", "mark", "name_thread",
+    "get_world_size", "capture", "gpu_capture_pause", "gpu_capture_resume", "gpu_capture_steps", "init", "joules_per_sample", "joules_per_step", "mark", "name_thread",
     "now_ns", "output_path", "pop", "push", "range", "range_end", "range_start",
     "register_torch_distributed", "set_collectives", "set_metadata", "set_rank", "shutdown",
     "step", "step_begin", "step_end", "strerror", "version", "wh_per_sample", "wh_per_step",
 ]
+
+
+def capture(steps: int, start: "int | None" = None) -> int:
+    """Record GPU activity (kernels, copies, CUDA calls) in the next `steps` training steps, or
+    in `steps` steps from step number `start`, on top of the capture plan
+    (`trainprof run --gpu-capture`), without restarting the job: the window that
+    `trainprof capture` opens from outside. Ranks that call it at the same point of the same
+    step capture the same step numbers. Returns 0, or a negative library code, never raises
+    for the library's answer: ERR_ALREADY when every step is captured already (plan "all"),
+    ERR_UNAVAILABLE with plan "off", ERR_DISABLED when not recording, ERR_INVALID_ARG for
+    steps < 1."""
+    if steps < 1:
+        return ERR_INVALID_ARG
+    return gpu_capture_steps(-1 if start is None else start, steps)
 
 
 def get_rank() -> int:

@@ -3,7 +3,7 @@ from ._trainprof import (
     ERR_INVALID_ARG as ERR_INVALID_ARG, ERR_NOT_FOUND as ERR_NOT_FOUND,
     ERR_UNAVAILABLE as ERR_UNAVAILABLE,
     EnergyMonitor as EnergyMonitor, gpu_capture_pause as gpu_capture_pause,
-    gpu_capture_resume as gpu_capture_resume, Error as Error, HEADER_VERSION as HEADER_VERSION,
+    gpu_capture_resume as gpu_capture_resume, gpu_capture_steps as gpu_capture_steps, Error as Error, HEADER_VERSION as HEADER_VERSION,
     Timer as Timer, Timers as Timers, avg_watts as avg_watts, build_info as build_info,
     clear_collectives as clear_collectives, counter as counter, enabled as enabled,
     flush as flush, get_collectives as get_collectives, init as init,
@@ -18,6 +18,9 @@ from ._trainprof import (
 
 __version__: str
 
+def capture(steps: int, start: int | None = None) -> int:
+    """GPU activity in the next `steps` steps (or from step `start`) on top of the capture
+    plan: 0 or a negative library code (tprof_gpu_capture_steps)."""
 def get_rank() -> int: ...
 def get_world_size() -> int: ...
 def register_torch_distributed(force: bool = ...) -> bool:

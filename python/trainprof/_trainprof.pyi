@@ -79,6 +79,9 @@ def gpu_capture_pause() -> int:
     (ERR_UNAVAILABLE without CUPTI capture, ERR_DISABLED when not recording, ERR_ALREADY)."""
 def gpu_capture_resume() -> int:
     """Resume after gpu_capture_pause(): 0 or a negative library code."""
+def gpu_capture_steps(first: int, count: int) -> int:
+    """GPU activity in `count` steps from step `first` (-1: the next step that begins), on
+    top of the capture plan (tprof_gpu_capture_steps): 0 or a negative library code."""
 def _comm_record(name: str, op: int, start_ns: int, end_ns: int, bytes: int, count: int,
                  comm_hash: int, seq: int, nranks: int, rank: int, peer: int,
                  flags: int) -> bool: ...

@@ -415,6 +415,7 @@ static void *flusher_main(void *arg) {
         int stopping = atomic_load(&tprof__S.stop);
         /* the capture sources' periodic work (src/capture/sources.c), on this thread */
         uint64_t due = tprof__sources_tick(stopping);
+        tprof__capture_ctl_tick(stopping);
         if (!stopping) {
             int wait = interval;
             if (due) {
@@ -454,6 +455,7 @@ static void *flusher_main(void *arg) {
         flush_pass(1);
         write_end_record(atomic_load(&tprof__S.fatal_signal)); /* one that came while stopping */
         tprof__writer_close();
+        tprof__capture_ctl_end();
         atomic_store(&tprof__S.final_done, 1); /* a handler waiting for it goes on */
         flusher_busy(0);
     }

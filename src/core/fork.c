@@ -61,6 +61,7 @@ static void fork_child(void) {
     tprof__S.m_freed_drops = 0;
     tprof__metrics_after_fork(); /* the parent's endpoint thread is not in this process */
     tprof__sources_after_fork(); /* e.g. the child's file names its own devices */
+    tprof__capture_ctl_after_fork();
     /* STARTING only when another thread began a start after fork_prepare looked: that
      * thread is not in this process, so this one starts afresh */
     int st = atomic_load(&tprof__g_state);

@@ -234,6 +234,22 @@ const char *tprof__kwin_spec(void); /* the plan in effect as given ("all" by def
 void tprof__kwin_start_meta(void (*put)(const char *key, const char *value));
 void tprof__kwin_name(const char *name);
 void tprof__kwin_api_step(uint64_t step);
+/* A window of `count` steps from step `first` (UINT64_MAX: the next step that begins) on top
+ * of the plan, taken by the next step that begins (`id` names it in gpu_capture.requests; 0
+ * from the API). Any thread, lock-free against steps. 0; TPROF_ERR_UNAVAILABLE (plan "off"),
+ * TPROF_ERR_ALREADY (plan "all": every step is captured), TPROF_ERR_INVALID_ARG (count 0 or
+ * past 64 bits). */
+int tprof__kwin_demand(uint64_t first, uint64_t count, uint64_t id);
+/* The step last begun and the mean time between step beginnings (ns, 0 unknown): 0, or -1
+ * when no step began yet (while the plan counts steps: not with "all" or "off"). */
+int tprof__kwin_progress(uint64_t *step, uint64_t *step_ns);
+
+/* On-demand windows from outside the job (core/capture_ctl.c), on the flusher thread: each
+ * pass (rate-limited inside), the end of the session (the progress file removed), and a
+ * forked child (the parent's file and descriptor left alone). */
+void tprof__capture_ctl_tick(int final);
+void tprof__capture_ctl_end(void);
+void tprof__capture_ctl_after_fork(void);
 
 /* Live metrics (core/metrics_feed.c, docs/metrics.md): the endpoint's life with the session,
  * and what the flusher and the samplers feed while tprof__metrics_on (core/metrics.h) is set.

@@ -72,6 +72,17 @@ static _Atomic uint64_t g_next;  /* number of the next range-marked step */
 static _Atomic int g_api;        /* tprof_step_begin was called: names no longer count */
 static const char *g_user_pat;   /* TRAINPROF_STEP_NAME, or NULL */
 static _Atomic int g_req;        /* detail request pending: 0 none, 1 off, 2 on */
+static _Atomic int g_cap;        /* GPU activity wanted now (the plan or an on-demand window) */
+static _Atomic uint64_t g_cur;   /* the last step begun + 1; 0: none yet */
+static _Atomic uint64_t g_step_ns; /* mean time between step beginnings (ns, moving average) */
+
+/* An on-demand window (tprof__kwin_demand) waiting to be taken by the next step that begins:
+ * g_dem_lock guards only these three numbers and is never held while anything else is
+ * called, so that any thread (the flusher, the job's) may ask without ever waiting on a
+ * step in progress. */
+static pthread_mutex_t g_dem_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_pfirst, g_pcount, g_pid; /* g_pfirst UINT64_MAX: the next step */
+static _Atomic int g_dem_new;
 
 /* Changed under g_lock, by the thread that begins a step (the lock orders the transitions
  * and the metadata they write; it is taken before the sources' window and the session's
@@ -83,6 +94,11 @@ static uint64_t g_widx, g_lo, g_hi;  /* the window ahead or open */
 static int g_settle;             /* a window closed: one more "off" at the next step */
 static int g_first_on, g_first_off; /* kernel_steps.on_ns / off_ns written */
 static uint64_t g_on_since;      /* capture on since (ns), 0: off */
+static int g_dem_ahead, g_dem_in;  /* an on-demand window g_dlo..g_dhi ahead, or open */
+static uint64_t g_dlo, g_dhi, g_did, g_last_begin;
+static uint64_t g_now;           /* when the step being begun began: every switch of it */
+static char g_dem_list[512];     /* gpu_capture.requests: "id:first-last,..." as taken */
+static size_t g_dem_len;
 static char g_list[KW_LIST_BYTES]; /* the closed windows, "on-off,..." */
 static size_t g_list_len;
 static int g_list_full;          /* a window did not fit: later ones are only counted */
@@ -191,6 +207,14 @@ void tprof__kwin_init(void) {
     atomic_store(&g_state, KW_ALL);
     atomic_store(&tprof__kwin_watch, 0);
     atomic_store(&g_req, 0);
+    pthread_mutex_init(&g_dem_lock, NULL);
+    atomic_store(&g_dem_new, 0);
+    atomic_store(&g_cur, 0);
+    atomic_store(&g_step_ns, 0);
+    g_dem_ahead = g_dem_in = 0;
+    g_dem_len = 0;
+    g_dem_list[0] = 0;
+    g_last_begin = 0;
     const char *u = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u && *u ? u : NULL; /* step names also count for detail requests */
     atomic_store(&g_pat, -1);
@@ -203,6 +227,7 @@ void tprof__kwin_init(void) {
     g_widx = 0;
     read_plan();
     g_on_since = g_plan.mode == TPROF__KPLAN_ALL ? tprof__now() : 0;
+    atomic_store(&g_cap, g_plan.mode == TPROF__KPLAN_ALL);
     if (g_plan.mode == TPROF__KPLAN_OFF) {
         atomic_store(&g_state, KW_NONE);
     } else if (g_plan.mode == TPROF__KPLAN_WINDOWS) {
@@ -232,9 +257,36 @@ const char *tprof__kwin_spec(void) { return g_spec; }
 
 int tprof__kwin_active(void) { return atomic_load(&g_state) != KW_ALL; }
 
-int tprof__kwin_capture_now(void) {
+int tprof__kwin_capture_now(void) { return atomic_load(&g_cap); }
+
+static int plan_on(int s) { return s == KW_ALL || s == KW_INSIDE || s == KW_MANUAL_ON; }
+
+int tprof__kwin_demand(uint64_t first, uint64_t count, uint64_t id) {
     int s = atomic_load(&g_state);
-    return s == KW_ALL || s == KW_INSIDE || s == KW_MANUAL_ON;
+    if (s == KW_NONE) return TPROF_ERR_UNAVAILABLE; /* CUPTI never loaded */
+    if (s == KW_ALL) return TPROF_ERR_ALREADY;      /* every step is captured */
+    if (!count || (first != UINT64_MAX && count - 1 > UINT64_MAX - 1 - first))
+        return TPROF_ERR_INVALID_ARG;
+    pthread_mutex_lock(&g_dem_lock);
+    g_pfirst = first;
+    g_pcount = count;
+    g_pid = id;
+    pthread_mutex_unlock(&g_dem_lock);
+    atomic_store(&g_dem_new, 1);
+    atomic_store(&tprof__kwin_watch, 1); /* after the request, as tprof__kwin_request */
+    return 0;
+}
+
+int tprof_gpu_capture_steps(uint64_t first, uint64_t count) {
+    if (!tprof_enabled()) return TPROF_ERR_DISABLED;
+    return tprof__kwin_demand(first, count, 0);
+}
+
+int tprof__kwin_progress(uint64_t *step, uint64_t *step_ns) {
+    uint64_t c = atomic_load(&g_cur);
+    *step = c ? c - 1 : 0;
+    *step_ns = atomic_load(&g_step_ns);
+    return c ? 0 : -1;
 }
 
 int tprof__kwin_request(int on) {
@@ -258,47 +310,110 @@ static int apply_request(uint64_t k) {
     if (!r) return 0;
     int on = r == 2;
     atomic_store(&g_state, on ? KW_MANUAL_ON : KW_MANUAL_OFF);
-    g_settle = !on;
-    tprof__sources_window(on);
-    uint64_t now = tprof__now();
-    note_capture(on, now);
-    meta_ns(on ? "capture.detail_on_ns" : "capture.detail_off_ns", now);
+    meta_ns(on ? "capture.detail_on_ns" : "capture.detail_off_ns", g_now);
     tprof__metrics_detail(on);
     tprof__log(TPROF_LOG_INFO, "detailed capture %s at step %llu (metrics endpoint)",
                on ? "on" : "off", (unsigned long long)k);
     return 1;
 }
 
-/* Under g_lock: the window g_widx opens at step k. */
+/* Under g_lock: the plan's window g_widx opens at step k (capture follows in apply). */
 static void open_window(uint64_t k) {
-    g_settle = 0; /* a window right after the last: CUPTI stays attached */
     atomic_store(&g_state, KW_INSIDE);
-    uint64_t now = tprof__now();
     if (!g_first_on) {
         g_first_on = 1;
-        meta_ns("kernel_steps.on_ns", now);
+        meta_ns("kernel_steps.on_ns", g_now);
     }
-    note_capture(1, now);
-    tprof__sources_window(1);
-    tprof__log(TPROF_LOG_INFO, "kernel capture on at step %llu", (unsigned long long)k);
+    tprof__log(TPROF_LOG_INFO, "kernel capture window of the plan opens at step %llu",
+               (unsigned long long)k);
 }
 
-/* Under g_lock: the open window closes at step k; `more`: a window is ahead. */
+/* Under g_lock: the plan's open window closes at step k; `more`: a window is ahead. */
 static void close_window(uint64_t k, int more) {
     atomic_store(&g_state, more ? KW_BEFORE : KW_AFTER);
-    g_settle = 1; /* the watch stays on for one more step */
-    tprof__sources_window(0);
-    uint64_t now = tprof__now();
     if (!g_first_off) {
         g_first_off = 1;
-        meta_ns("kernel_steps.off_ns", now);
+        meta_ns("kernel_steps.off_ns", g_now);
     }
-    note_capture(0, now);
-    tprof__log(TPROF_LOG_INFO, "kernel capture off at step %llu", (unsigned long long)k);
+    tprof__log(TPROF_LOG_INFO, "kernel capture window of the plan closes at step %llu",
+               (unsigned long long)k);
+}
+
+/* Under g_lock, once per step after the plan's and the on-demand window's changes: capture
+ * is on while the plan's state or an on-demand window says so, and the sources are told only
+ * when the two together change it, so a window that ends where another begins leaves CUPTI
+ * as it is. Going off asks for the second "off" one step later (g_settle: CUPTI detaches
+ * then); going on calls off a pending one. */
+static void apply(uint64_t k) {
+    int on = plan_on(atomic_load(&g_state)) || g_dem_in;
+    if (on == atomic_load(&g_cap)) return;
+    atomic_store(&g_cap, on);
+    g_settle = !on;
+    tprof__sources_window(on);
+    note_capture(on, g_now);
+    tprof__log(TPROF_LOG_INFO, "GPU activity capture %s at step %llu", on ? "on" : "off",
+               (unsigned long long)k);
+}
+
+/* Under g_lock: gpu_capture.requests gets "id:first-last" of an on-demand window taken (the
+ * first ones that fit; later ones are in gpu_capture.windows all the same). */
+static void note_demand(void) {
+    char e[72];
+    int w = snprintf(e, sizeof e, "%s%llu:%llu-%llu", g_dem_len ? "," : "",
+                     (unsigned long long)g_did, (unsigned long long)g_dlo,
+                     (unsigned long long)g_dhi);
+    if (w <= 0 || g_dem_len + (size_t)w >= sizeof g_dem_list) return;
+    memcpy(g_dem_list + g_dem_len, e, (size_t)w + 1);
+    g_dem_len += (size_t)w;
+    tprof__set_meta("gpu_capture.requests", g_dem_list);
+}
+
+/* Under g_lock at step k: a pending on-demand request becomes the window ahead (the next
+ * step: k itself), merged with one open now when they touch; then the window ahead opens
+ * when its first step begins, and the open one closes at the first step past it. A request
+ * whose steps are all past is only logged. */
+static void demand_step(uint64_t k) {
+    if (atomic_exchange(&g_dem_new, 0)) {
+        pthread_mutex_lock(&g_dem_lock);
+        uint64_t first = g_pfirst, count = g_pcount, id = g_pid;
+        pthread_mutex_unlock(&g_dem_lock);
+        if (first == UINT64_MAX) first = k;
+        uint64_t last = count - 1 > UINT64_MAX - first ? UINT64_MAX : first + count - 1;
+        if (last < k) {
+            tprof__log(TPROF_LOG_WARN, "GPU capture request for steps %llu-%llu came at step "
+                       "%llu, after them: nothing captured for it",
+                       (unsigned long long)first, (unsigned long long)last,
+                       (unsigned long long)k);
+        } else if (g_dem_in && first <= g_dhi + 1) {
+            if (last > g_dhi) g_dhi = last;
+        } else {
+            g_dem_ahead = 1;
+            g_dlo = first > k ? first : k;
+            g_dhi = last;
+            g_did = id;
+            if (first < k)
+                tprof__log(TPROF_LOG_WARN, "GPU capture request for steps %llu-%llu came at "
+                           "step %llu: captured from there", (unsigned long long)first,
+                           (unsigned long long)last, (unsigned long long)k);
+            note_demand();
+        }
+    }
+    if (g_dem_in && k > g_dhi) g_dem_in = 0;
+    if (g_dem_ahead && !g_dem_in && k >= g_dlo) {
+        g_dem_ahead = 0;
+        g_dem_in = k <= g_dhi;
+    }
 }
 
 static void step_began(uint64_t k) {
     pthread_mutex_lock(&g_lock);
+    uint64_t now = g_now = tprof__now();
+    if (g_last_begin && now > g_last_begin) {
+        uint64_t d = now - g_last_begin, m = atomic_load(&g_step_ns);
+        atomic_store(&g_step_ns, m ? m - m / 8 + d / 8 : d);
+    }
+    g_last_begin = now;
+    atomic_store(&g_cur, k + 1);
     int settle = g_settle; /* pending since an earlier step */
     if (!(atomic_load(&g_req) && apply_request(k))) {
         int s = atomic_load(&g_state);
@@ -311,20 +426,25 @@ static void step_began(uint64_t k) {
             if (seek_window(k) != 0) atomic_store(&g_state, KW_AFTER);
             else if (g_lo <= k) open_window(k);
         }
-        /* a step after a window closed (its last kernels have finished): the sources may
-         * now let go of what they kept (CUPTI detaches: capture/cupti.c) */
-        if (settle && g_settle) {
-            g_settle = 0;
-            tprof__sources_window(0);
-        }
     }
-    /* The watch is cleared before a pending request is looked at and raised again if one
-     * came in since (tprof__kwin_request stores the request, then the watch), so a request
-     * is never left unseen. */
+    demand_step(k);
+    apply(k);
+    /* a step after capture went off (its last kernels have finished): the sources may now
+     * let go of what they kept (CUPTI detaches: capture/cupti.c) */
+    if (settle && g_settle) {
+        g_settle = 0;
+        tprof__sources_window(0);
+    }
+    /* Steps are counted for as long as a window may still come: from the plan, or asked for
+     * (on-demand windows are possible whenever the plan is not "all" or "off"). The watch is
+     * cleared before pending requests are looked at and raised again if one came in since
+     * (tprof__kwin_request and tprof__kwin_demand store the request, then the watch), so a
+     * request is never left unseen. */
     int s = atomic_load(&g_state);
-    if (s != KW_BEFORE && s != KW_INSIDE && !g_settle) {
+    if ((s == KW_ALL || s == KW_NONE) && !g_settle && !g_dem_ahead && !g_dem_in) {
         atomic_store(&tprof__kwin_watch, 0);
-        if (atomic_load(&g_req)) atomic_store(&tprof__kwin_watch, 1);
+        if (atomic_load(&g_req) || atomic_load(&g_dem_new))
+            atomic_store(&tprof__kwin_watch, 1);
     }
     pthread_mutex_unlock(&g_lock);
 }

@@ -44,6 +44,35 @@ class ForkTest(unittest.TestCase):
     # the session) could catch the new flusher thread inside ASan's setup of it, in malloc,
     # and the child would inherit that allocator lock held: the session waits for its flusher
     # to run before recording (flusher.c, tprof__flusher_start).
+    def test_capture_asks_for_a_window(self):
+        # trainprof.capture reaches tprof_gpu_capture_steps (test_capture_trigger checks the
+        # window it opens): accepted with a plan of windows, ERR_INVALID_ARG for no step,
+        # ERR_ALREADY with plan "all"
+        d = tphelp.workdir("capture")
+        p = tphelp.run_child(r'''
+            import trainprof
+            codes = []
+            for i in range(12):
+                trainprof.step_begin(i)
+                if i == 4:
+                    codes.append(trainprof.capture(steps=3))
+                    codes.append(trainprof.capture(steps=0))
+                trainprof.step_end(i)
+            print(codes)
+        ''', d, env={"TRAINPROF_GPU_CAPTURE": "1000-1001"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        import trainprof
+        self.assertEqual(p.stdout.strip(), str([0, trainprof.ERR_INVALID_ARG]))
+        d2 = tphelp.workdir("capture_all")
+        p = tphelp.run_child(r'''
+            import trainprof
+            trainprof.step_begin(0)
+            print(trainprof.capture(steps=3))
+            trainprof.step_end(0)
+        ''', d2, env={"TRAINPROF_GPU_CAPTURE": "all"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.strip(), str(trainprof.ERR_ALREADY))
+
     def test_forked_child_records_its_own_file(self):
         d = tphelp.workdir("fork")
         p = tphelp.run_child(r'''

@@ -1,0 +1,47 @@
+#!/bin/bash
+# capture_trigger_megatron.sh — a GPU capture window opened from outside a running
+# Megatron-LM job (`trainprof capture RUN_DIR --steps 5 --wait`), no restart: the report must
+# show GPU activity in exactly the steps the command announced. Run on the GPU machine from
+# the repository root after common.sh and python_module (TP exported: the command); MEG is the Megatron-LM folder
+# (megatron/, pretrain_gpt.py, gpt_builders.py, model_provider.py).
+set -u
+TP=${TP:-trainprof}
+MEG=${1:?usage: capture_trigger_megatron.sh MEGATRON_DIR OUTDIR}
+D=${2:?}/trigger
+rm -rf "$D"
+args="--mock-data --tokenizer-type NullTokenizer --vocab-size 32000
+  --transformer-impl local --bf16 --num-layers 4 --hidden-size 1024 --num-attention-heads 16
+  --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 16
+  --train-iters 120 --lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --log-interval 1
+  --eval-iters 0 --eval-interval 100000 --no-gradient-accumulation-fusion
+  --no-masked-softmax-fusion --no-bias-dropout-fusion --no-bias-gelu-fusion
+  --no-persist-layer-norm --distributed-backend nccl --seed 1234"
+(cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout 400 "$TP" run --python --quiet \
+    --gpu-capture 100000-100001 -o "$D" -- torchrun --nproc_per_node=1 \
+    --master_port=$((29500 + RANDOM % 1000)) pretrain_gpt.py $args) > "$D.log" 2>&1 &
+job=$!
+for i in $(seq 600); do
+    s=$(cat "$D"/*.step 2>/dev/null | sed -n 's/.* step=\([0-9]*\) .*/\1/p' | sort -n | tail -1)
+    [ -n "$s" ] && [ "$s" -ge 30 ] && break
+    sleep 0.2
+done
+echo "progress before the request: step ${s:-none}"
+"$TP" capture "$D" --steps 5 --wait --timeout 120 | tee "$D.capture.txt"
+echo "capture: exit status ${PIPESTATUS[0]}"
+wait $job
+echo "job: exit status $?"
+"$TP" report "$D" --format json > "$D.json" 2>/dev/null
+"$TP" report "$D" > "$D.txt" 2>&1
+python3 - "$D.json" "$D.capture.txt" <<'PY'
+import json, re, sys
+rep = json.load(open(sys.argv[1]))
+m = re.search(r"in steps (\d+)-(\d+)", open(sys.argv[2]).read())
+want = [int(m.group(1)), int(m.group(2))] if m else None
+for r in rep["ranks"]:
+    gc = r.get("gpu_capture") or {}
+    got = gc.get("steps")
+    dev = ((r.get("gpu") or {}).get("devices") or [{}])[0]
+    print("rank %s: captured steps %s (asked %s), kernels per step %s, kernel ms per step %s; %s"
+          % (r.get("rank"), got, want, dev.get("kernels"), dev.get("kernel_ms"),
+             "MATCH" if got == [want] else "MISMATCH"))
+PY

@@ -1,0 +1,328 @@
+/*
+ * test_capture_trigger.c — GPU capture windows asked for while the job runs, without a GPU:
+ * kwindow.c records each switch of capture as metadata (gpu_capture.windows) at the moment
+ * CUPTI would be switched, so the test checks, against the "step" ranges the job recorded,
+ * that the windows asked for open and close at exactly the right step boundaries:
+ *  - from the program (tprof_gpu_capture_steps): the next 3 steps after step 5, then steps
+ *    30-31 by number; gpu_capture.requests lists both; plan "all" answers ERR_ALREADY,
+ *    "off" ERR_UNAVAILABLE, a count of 0 ERR_INVALID_ARG;
+ *  - from outside (`trainprof capture DIR --steps 3 --start S`, core/capture_ctl.c): the
+ *    process's progress file tells the step it reached, the command writes the request, and
+ *    the process captures exactly steps S..S+2; a request file older than the session is
+ *    not taken; the progress file is gone when the session ends; with plan "all" the
+ *    command finds no process that can take a window and exits 1.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analysis/model.h"
+#include "core/capture_ctl.h"
+#include "trainprof.h"
+
+#define CHILD_PREFIX "ctrig"
+#include "child.h"
+#include "spawn.h"
+
+#ifndef TPROF_CLI
+#error "TPROF_CLI (the trainprof command) must be defined"
+#endif
+
+static void sleep_ms(long ms) {
+    struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&d, NULL);
+}
+
+/* the i-th range called `name` on any thread, or NULL */
+static const tp_range *nth(const tp_process *p, const char *name, int i) {
+    for (size_t t = 0; t < p->nthreads; t++)
+        for (size_t k = 0; k < p->threads[t].nranges; k++)
+            if (!strcmp(p->threads[t].ranges[k].name, name) && i-- == 0)
+                return &p->threads[t].ranges[k];
+    return NULL;
+}
+
+/* Window w (from 0) of gpu_capture.windows: 0 with on/off, -1 when there is none. */
+static int window(const tp_process *p, int w, uint64_t *on, uint64_t *off) {
+    const char *s = tp_meta(p, "gpu_capture.windows");
+    if (!s) return -1;
+    for (int i = 0; *s; i++) {
+        unsigned long long a, b;
+        int n;
+        if (sscanf(s, "%llu-%llu%n", &a, &b, &n) != 2) return -1;
+        if (i == w) {
+            *on = a;
+            *off = b;
+            return 0;
+        }
+        s += n;
+        if (*s == ',') s++;
+    }
+    return -1;
+}
+
+/* Capture window w covers exactly steps first..last ("step" ranges from 0). */
+static void assert_window(const tp_process *p, int w, int first, int last) {
+    uint64_t on = 0, off = 0;
+    if (window(p, w, &on, &off) != 0)
+        fail_msg("no window %d in gpu_capture.windows \"%s\"", w,
+                 tp_meta(p, "gpu_capture.windows") ? tp_meta(p, "gpu_capture.windows") : "");
+    const tp_range *before = nth(p, "step", first - 1), *begin = nth(p, "step", first);
+    const tp_range *end = nth(p, "step", last), *after = nth(p, "step", last + 1);
+    assert_non_null(begin);
+    assert_non_null(after);
+    if (!(on >= before->end && on <= begin->start))
+        fail_msg("window %d opens at %" PRIu64 ", not between step %d's end %" PRIu64
+                 " and step %d's start %" PRIu64, w, on, first - 1, before->end, first,
+                 begin->start);
+    if (!(off >= end->end && off <= after->start))
+        fail_msg("window %d closes at %" PRIu64 ", not between step %d's end and step %d's "
+                 "start", w, off, last, last + 1);
+}
+
+static int g_nsteps = 40, g_step_ms = 2;
+
+/* "step" ranges; at step 5 the next 3 steps are asked for, at step 20 steps 30-31 */
+static void body_api(void) {
+    for (int i = 0; i < g_nsteps; i++) {
+        tprof_range_push("step");
+        if (i == 5) CHECK(tprof_gpu_capture_steps(TPROF_NEXT_STEP, 3) == TPROF_OK, 10);
+        if (i == 20) CHECK(tprof_gpu_capture_steps(30, 2) == TPROF_OK, 11);
+        if (i == 21) CHECK(tprof_gpu_capture_steps(40, 0) == TPROF_ERR_INVALID_ARG, 12);
+        sleep_ms(g_step_ms);
+        tprof_range_pop();
+    }
+}
+
+static void with_plan(const char *plan) {
+    setenv("TRAINPROF_GPU_CAPTURE", plan, 1);
+    unsetenv("TRAINPROF_KERNEL_STEPS");
+    unsetenv("TRAINPROF_STEP_NAME");
+}
+
+static void api_child(void) {
+    with_plan("100000-100001");
+    start_session();
+    body_api();
+}
+
+static void test_from_the_program(void **state) {
+    (void)state;
+    fresh_dir("api");
+    in_child(api_child);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_window(p, 0, 6, 8);
+    assert_window(p, 1, 30, 31);
+    uint64_t on, off;
+    assert_int_equal(window(p, 2, &on, &off), -1);
+    assert_string_equal(tp_meta(p, "gpu_capture.requests"), "0:6-8,0:30-31");
+    tp_run_free(&run);
+}
+
+static void all_child(void) {
+    with_plan("all");
+    start_session();
+    tprof_range_push("step");
+    CHECK(tprof_gpu_capture_steps(TPROF_NEXT_STEP, 3) == TPROF_ERR_ALREADY, 20);
+    tprof_range_pop();
+}
+
+static void off_child(void) {
+    with_plan("off");
+    start_session();
+    CHECK(tprof_gpu_capture_steps(TPROF_NEXT_STEP, 3) == TPROF_ERR_UNAVAILABLE, 21);
+}
+
+static void test_plans_without_windows(void **state) {
+    (void)state;
+    fresh_dir("all");
+    in_child(all_child);
+    fresh_dir("off");
+    in_child(off_child);
+    /* no session (no TRAINPROF_DIR): not recording */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        unsetenv("TRAINPROF_DIR");
+        _exit(tprof_gpu_capture_steps(TPROF_NEXT_STEP, 3) == TPROF_ERR_DISABLED ? 0 : 22);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* The step in the progress file of dir (the only one), -1 when there is none yet. */
+static long progress_step(void) {
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    long step = -1;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".step") != 0) continue;
+        char path[1024], buf[TPROF_CTL_LINE + 1];
+        snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t r = fread(buf, 1, TPROF_CTL_LINE, f);
+        fclose(f);
+        buf[r] = 0;
+        uint64_t pid, s, ns;
+        int has;
+        char plan[48];
+        if (tprof__ctl_parse_progress(buf, &pid, &has, &s, &ns, plan, sizeof plan) == 0 && has)
+            step = (long)s;
+    }
+    closedir(d);
+    return step;
+}
+
+static int count_step_files(void) {
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) n += strstr(e->d_name, ".step") != NULL;
+    closedir(d);
+    return n;
+}
+
+/* runs `trainprof capture ARGS...` into out (stdout), its exit status */
+static int run_cli(const char *const *args, char *out, size_t n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cli.out", g_dir);
+    const char *argv[16] = {TPROF_CLI, "capture"};
+    int k = 2;
+    for (; args[k - 2] && k < 15; k++) argv[k] = args[k - 2];
+    argv[k] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) spawn_exec(argv, path, NULL);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    FILE *f = fopen(path, "r");
+    size_t r = f ? fread(out, 1, n - 1, f) : 0;
+    if (f) fclose(f);
+    out[r] = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static const char *g_outside_plan;
+
+static void outside_child(void) {
+    with_plan(g_outside_plan);
+    start_session();
+    for (int i = 0; i < g_nsteps; i++) {
+        tprof_range_push("step");
+        sleep_ms(g_step_ms);
+        tprof_range_pop();
+    }
+}
+
+static void test_from_outside(void **state) {
+    (void)state;
+    fresh_dir("out");
+    /* a request left from before the session: never taken */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/" TPROF_CTL_REQUEST, g_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("trainprof-capture 1 id=1 first=5 count=2\n", f);
+    fclose(f);
+    g_outside_plan = "100000-100001";
+    g_nsteps = 700;
+    g_step_ms = 5;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        outside_child();
+        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
+    }
+    long s = -1;
+    for (int i = 0; i < 500 && s < 10; i++) {
+        sleep_ms(10);
+        s = progress_step();
+    }
+    assert_true(s >= 10);
+    /* 1.5 s ahead, so that even a loaded machine's process sees the request in time (it
+     * looks every 0.2 s; the command's own default lead is 0.6 s) */
+    char out[1024], start[32];
+    snprintf(start, sizeof start, "%ld", s + 300);
+    const char *args[] = {g_dir, "--steps", "3", "--start", start, NULL};
+    int rc = run_cli(args, out, sizeof out);
+    if (rc != 0) fail_msg("trainprof capture exited %d: %s", rc, out);
+    unsigned long long a, b;
+    const char *w = strstr(out, "in steps ");
+    assert_non_null(w);
+    assert_int_equal(sscanf(w, "in steps %llu-%llu", &a, &b), 2);
+    assert_int_equal(a, (unsigned long long)s + 300);
+    assert_int_equal(b, a + 2);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(count_step_files(), 0); /* removed as the session ended */
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_window(p, 0, (int)a, (int)b);
+    uint64_t on, off;
+    assert_int_equal(window(p, 1, &on, &off), -1);
+    const char *req = tp_meta(p, "gpu_capture.requests");
+    assert_non_null(req);
+    char want[64];
+    snprintf(want, sizeof want, ":%llu-%llu", a, b);
+    assert_non_null(strstr(req, want));
+    assert_null(strchr(req, ','));
+    tp_run_free(&run);
+}
+
+static void test_outside_plan_all(void **state) {
+    (void)state;
+    fresh_dir("oall");
+    g_outside_plan = "all";
+    g_nsteps = 60;
+    g_step_ms = 5;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        outside_child();
+        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
+    }
+    sleep_ms(100);
+    char out[1024];
+    const char *args[] = {g_dir, "--steps", "3", NULL};
+    assert_int_equal(run_cli(args, out, sizeof out), 1); /* no process can take a window */
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_from_the_program),
+        cmocka_unit_test(test_plans_without_windows),
+        cmocka_unit_test(test_from_outside),
+        cmocka_unit_test(test_outside_plan_all),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
