@@ -68,6 +68,8 @@ def run(mode, a, b, args, outdir, tag):
     cmd = ["torchrun", "--nproc_per_node=1", "--master_port=%d" % (29500 + random.randint(0, 999)),
            "pretrain_gpt.py"] + ARGS + ["--train-iters", str(args.iters)]
     env = dict(os.environ)
+    env.pop("TRAINPROF_GPU_CAPTURE", None)  # "default" is the plan of no setting
+    env.pop("TRAINPROF_KERNEL_STEPS", None)
     env["PYTHONPATH"] = args.megatron + ":" + env.get("PYTHONPATH", "")
     pre = []
     if mode == "torchprof":

@@ -64,7 +64,7 @@ for layout in $LAYOUTS; do
     echo "$layout bare with torch.profiler: exit status $?" >> "$OUT/status.txt"
     for r in $(seq "$RUNS"); do
         rm -rf "$OUT/$layout-run$r"
-        meg "$layout" "$OUT/$layout-tp$r.log" "$TP" run --python -o "$OUT/$layout-run$r" \
+        meg "$layout" "$OUT/$layout-tp$r.log" "$TP" run --python --gpu-capture all -o "$OUT/$layout-run$r" \
             --model "$model" --tokens-per-step "$tokens" --
         echo "$layout trainprof run $r: exit status $?" >> "$OUT/status.txt"
         "$TP" report "$OUT/$layout-run$r" --warmup 10 --model "$model" \

@@ -39,7 +39,8 @@ static const cli_opt capture_opts_table[] = {
 };
 
 static void capture_tail(FILE *f) {
-    fputs("\nThe job's capture plan must have windows (run --gpu-capture A-B, A-B/N, ...):\n"
+    fputs("\nThe job's capture plan must have windows (the default auto, run --gpu-capture\n"
+          "A-B, A-B/N, ...):\n"
           "with \"all\" every step is captured already, with \"off\" CUPTI is not loaded.\n"
           "Exit status: 0 asked (and, with --wait, the window passed), 1 no process could\n"
           "take it or --wait timed out, 2 usage.\n",

@@ -74,8 +74,9 @@ static const cli_opt run_opts_table[] = {
      "[TRAINPROF_SAMPLE_HZ]; default 10, 0 = off"},
     {OPT_GPU_CAPTURE, "--gpu-capture", NULL, CLI_VALUE, "PLAN",
      "GPU activity capture (CUPTI kernels, copies, ...) plan\n"
-     "[TRAINPROF_GPU_CAPTURE]: all (every step; default), off (none,\n"
-     "CUPTI not loaded), A-B[,C-D...] (steps A to B inclusive, A: one\n"
+     "[TRAINPROF_GPU_CAPTURE]: auto (default: from the start through\n"
+     "step 4, then steps 1000-1004, 2000-2004, ...), all (every\n"
+     "step), off (none, CUPTI not loaded), A-B[,C-D...] (steps A to B inclusive, A: one\n"
      "step, last may be A-: to the end) or A-B/N (A-B, then every N\n"
      "steps again, N > B-A+1); steps numbered from 0 as the report\n"
      "numbers them; the rest is recorded in every step"},

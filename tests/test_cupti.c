@@ -70,6 +70,7 @@ static void one_step(void) {
 
 static void capture_body(void) {
     setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1); /* every step: the status says "on" */
     start_session();
     CHECK(InitializeInjection() == 1, 20);
     void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD); /* the copy trainprof loaded */
@@ -172,6 +173,7 @@ static int count_cupti(struct dl_phdr_info *info, size_t size, void *n) {
 static void mapped_body(void) {
     CHECK(dlopen(MAPPED_CUPTI_PATH, RTLD_NOW | RTLD_GLOBAL) != NULL, 40);
     setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1); /* not this one: the mapped one wins */
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
     start_session();
     CHECK(InitializeInjection() == 1, 41);
     int n = 0;
@@ -228,6 +230,59 @@ static void detach_run(int want_detach) {
     _exit(0);
 }
 static void detach_body(void) { detach_run(1); }
+
+/* The default plan, auto: the kinds on from the start (before any step), through step 4;
+ * off as step 5 begins, CUPTI detached a step later; on again for steps 1000-1004. */
+static void auto_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    unsetenv("TRAINPROF_GPU_CAPTURE");
+    unsetenv("TRAINPROF_KERNEL_STEPS");
+    start_session();
+    CHECK(InitializeInjection() == 1, 60);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 61);
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled");
+    fake_int_fn api_exit = fake_fn(h, "fake_cupti_api_exit");
+    fake_int_fn fin = fake_fn(h, "fake_cupti_finalizes");
+    CHECK(enabled && api_exit && fin, 62);
+    CHECK(enabled() == 9, 63); /* before the first step */
+    for (uint64_t k = 0; k < 5; k++) {
+        tprof_step_begin(k);
+        CHECK(enabled() == 9, 64);
+        tprof_step_end(k);
+    }
+    tprof_step_begin(5);
+    CHECK(enabled() == 1, 65); /* device records only */
+    tprof_step_end(5);
+    tprof_step_begin(6); /* a step later: detach at the next CUDA call's exit */
+    CHECK(api_exit() == 1 && fin() == 1, 66);
+    tprof_step_end(6);
+    tprof_step_begin(1000); /* attached again: the 8 kinds (the device kind was for once) */
+    CHECK(enabled() == 8, 67);
+    tprof_step_end(1000);
+    tprof_step_begin(1005);
+    CHECK(enabled() == 0, 68);
+    tprof_step_end(1005);
+}
+
+static void test_plan_auto(void **state) {
+    (void)state;
+    fresh_dir("auto");
+    in_child(auto_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    const char *st = status_of(&run);
+    if (!strstr(st, "in the steps of the capture plan auto")) fail_msg("capability.cupti: %s", st);
+    assert_string_equal(tp_meta(p, "gpu_capture"), "auto");
+    /* two windows: from the start to step 5's beginning, and steps 1000-1004 */
+    const char *w = tp_meta(p, "gpu_capture.windows");
+    assert_non_null(w);
+    unsigned long long a, b, c, d;
+    assert_int_equal(sscanf(w, "%llu-%llu,%llu-%llu", &a, &b, &c, &d), 4);
+    assert_true(a <= p->first_ts && a < b && b < c && c < d); /* on before any event */
+    tp_run_free(&run);
+}
 static void stay_body(void) {
     setenv("TRAINPROF_CUPTI_DETACH", "0", 1);
     detach_run(0);
@@ -420,6 +475,7 @@ int main(void) {
         cmocka_unit_test(test_detach),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_plan_off),
+        cmocka_unit_test(test_plan_auto),
         cmocka_unit_test(test_mapped),
         cmocka_unit_test(test_backoff),
     };

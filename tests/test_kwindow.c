@@ -337,7 +337,15 @@ static void test_plan_parse(void **state) {
     assert_int_equal(p.mode, TPROF__KPLAN_ALL);
     assert_null(tprof__kplan_parse("off", &p));
     assert_int_equal(p.mode, TPROF__KPLAN_OFF);
+    /* the default: on from the start through step 4, then 1000-1004, 2000-2004, ... */
+    assert_null(tprof__kplan_parse("auto", &p));
+    assert_int_equal(p.mode, TPROF__KPLAN_WINDOWS);
+    assert_true(p.from_start);
+    uint64_t w0 = 0, w1 = 0;
+    assert_int_equal(tprof__kplan_window(&p, 2, &w0, &w1), 0);
+    assert_true(w0 == 2000 && w1 == 2004);
     assert_null(tprof__kplan_parse("0-1,5,9-12,20-", &p));
+    assert_false(p.from_start);
     assert_int_equal(p.mode, TPROF__KPLAN_WINDOWS);
     assert_int_equal(p.n, 4);
     assert_int_equal(p.every, 0);

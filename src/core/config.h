@@ -58,8 +58,9 @@
       "no emission to another NVTX tool while not recording")                                \
     X(STEP_NAME, "TRAINPROF_STEP_NAME", TEXT, "", 0, 0,                                      \
       "the range that marks a step (exact name, or a glob with * or ?)")                     \
-    X(GPU_CAPTURE, "TRAINPROF_GPU_CAPTURE", TEXT, "all", 0, 0,                               \
-      "GPU activity capture plan: all, off, steps A-B[,C-D...] or A-B/N (every N steps)")    \
+    X(GPU_CAPTURE, "TRAINPROF_GPU_CAPTURE", TEXT, "auto", 0, 0,                              \
+      "GPU activity capture plan: auto (the start through step 4, then 5 steps every 1000), " \
+      "all, off, steps A-B[,C-D...] or A-B/N (every N steps)")                                \
     X(KERNEL_STEPS, "TRAINPROF_KERNEL_STEPS", TEXT, "", 0, 0,                                \
       "older spelling of TRAINPROF_GPU_CAPTURE=A-B (one window: A-B, A or A-)")              \
     X(TOKENS_PER_STEP, "TRAINPROF_TOKENS_PER_STEP", TEXT, "", 0, 0,                          \

@@ -164,6 +164,7 @@ static int read_plan(void) {
     const char *gc = tprof__env(TPROF__OPT_GPU_CAPTURE);
     const char *ks = tprof__env(TPROF__OPT_KERNEL_STEPS);
     g_plan.mode = TPROF__KPLAN_ALL;
+    g_plan.from_start = 0;
     snprintf(g_spec, sizeof g_spec, "all");
     if (gc && *gc) {
         if (ks && *ks)
@@ -178,7 +179,11 @@ static int read_plan(void) {
         snprintf(g_spec, sizeof g_spec, "%s", gc);
         return 0;
     }
-    if (!ks || !*ks) return 0;
+    if (!ks || !*ks) { /* neither: the default plan */
+        const char *def = tprof__option_row(TPROF__OPT_GPU_CAPTURE)->def;
+        if (tprof__kplan_parse(def, &g_plan) == NULL) snprintf(g_spec, sizeof g_spec, "%s", def);
+        return 0;
+    }
     uint64_t lo, hi;
     if (tprof__kwin_parse(ks, &lo, &hi) != 0 || strlen(ks) > TPROF__KPLAN_SPEC_MAX) {
         tprof__log(TPROF_LOG_WARN,
@@ -192,6 +197,7 @@ static int read_plan(void) {
     g_plan.every = 0;
     g_plan.lo[0] = lo;
     g_plan.hi[0] = hi;
+    g_plan.from_start = 0;
     snprintf(g_spec, sizeof g_spec, "%s", ks);
     return 0;
 }
@@ -234,6 +240,12 @@ void tprof__kwin_init(void) {
         g_hi = 0;
         seek_window(0);
         atomic_store(&g_state, KW_BEFORE);
+        if (g_plan.from_start) { /* the first window is open from now on */
+            atomic_store(&g_state, KW_INSIDE);
+            atomic_store(&g_cap, 1);
+            g_on_since = tprof__now();
+            g_first_on = 1;
+        }
         atomic_store(&tprof__kwin_watch, 1);
     }
 }
@@ -250,7 +262,16 @@ void tprof__kwin_start_meta(void (*put)(const char *key, const char *value)) {
     else if (hi == lo) snprintf(v, sizeof v, "%llu", (unsigned long long)lo);
     else snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)lo, (unsigned long long)hi);
     put("kernel_steps", v);
-    put("gpu_capture.windows", ""); /* none opened yet */
+    if (!g_plan.from_start) {
+        put("gpu_capture.windows", ""); /* none opened yet */
+        return;
+    }
+    /* open since the session started */
+    char on[32];
+    snprintf(on, sizeof on, "%llu", (unsigned long long)g_on_since);
+    put("kernel_steps.on_ns", on);
+    snprintf(on, sizeof on, "%llu-", (unsigned long long)g_on_since);
+    put("gpu_capture.windows", on);
 }
 
 const char *tprof__kwin_spec(void) { return g_spec; }

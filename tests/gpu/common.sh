@@ -11,6 +11,10 @@ set -u
 C=${C:-.devcarry}
 export LD_LIBRARY_PATH=$PWD/$C:$PWD/$C/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
+# The checks compare GPU figures over whole runs: GPU activity in every step, unless a check
+# sets its own plan (an option beats this variable); the default plan is the benches' to
+# measure (bench/megatron_capture_cost.py, which clears it).
+export TRAINPROF_GPU_CAPTURE=${TRAINPROF_GPU_CAPTURE:-all}
 TP=$PWD/$C/trainprof
 W=/tmp/w; rm -rf $W; mkdir -p $W $OUT
 S=$OUT/summary.txt
