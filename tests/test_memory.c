@@ -18,7 +18,8 @@
  *    peak (the forward's end), with its inactive split bytes, and the finding;
  *  - allocation retries 2 give the retries finding;
  *  - an OOM post-mortem (memory.oom.* and the cuda.oom mark) in a process that died right
- *    after (no end record) leads the headline with its figures and the snapshot's command.
+ *    after (no end record) leads the headline with its figures and the snapshot's command;
+ *  - trainprof diff compares the peaks per device: reserved 10 GiB against 12 GiB.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/diff.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "format/format.h"
@@ -338,11 +340,52 @@ static void test_oom_headline(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ diff */
+
+/* The row of `key` in the diff's memory section, or NULL. */
+static const cJSON *mem_row(const cJSON *d, const char *key) {
+    const cJSON *r;
+    cJSON_ArrayForEach(r, jget(d, "sections.memory")) {
+        if (!strcmp(jstr(r, "key"), key)) return r;
+    }
+    return NULL;
+}
+
+static void test_diff_peaks(void **state) {
+    (void)state;
+    char da[512], db[512];
+    tp_run ra, rb;
+    job a = {.reserved = 10 * GIB, .capacity = 80 * GIB};
+    job b = {.leak = 1, .reserved = 12 * GIB, .capacity = 80 * GIB};
+    cJSON *ja = report_of(&a, &ra, da, sizeof da), *jb = report_of(&b, &rb, db, sizeof db);
+    tp_diff_side sa = {"A", ja, &ra, NULL}, sb = {"B", jb, &rb, NULL};
+    cJSON *d = tp_diff_build(&sa, &sb, NULL);
+    assert_non_null(d);
+    const cJSON *r = mem_row(d, "rank 0 GPU 0 peak reserved");
+    assert_non_null(r);
+    near(jnum(r, "a"), 10, "reserved a");
+    near(jnum(r, "b"), 12, "reserved b");
+    assert_string_equal(jstr(r, "unit"), "GiB");
+    assert_true(cJSON_IsTrue(jget(r, "significant")));
+    r = mem_row(d, "rank 0 GPU 0 peak allocated");
+    assert_non_null(r);
+    near(jnum(r, "a"), 9.5, "allocated a");
+    near(jnum(r, "b"), 9.5 + 7 * 64 / 1024.0, "allocated b");
+    cJSON_Delete(d);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    tp_run_free(&ra);
+    tp_run_free(&rb);
+    synth_rmtree(da);
+    synth_rmtree(db);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flat_peaks_bounded), cmocka_unit_test(test_leak),
         cmocka_unit_test(test_peak_threshold),     cmocka_unit_test(test_fragmentation_and_retries),
         cmocka_unit_test(test_oom_headline),
+        cmocka_unit_test(test_diff_peaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
