@@ -1,7 +1,7 @@
 /*
  * test_memory.c — the memory analysis (src/analysis/memory.c, memory_rules.c) on synthetic
- * runs (tests/synth.c) holding the records of the memory contract (docs/format.md
- * "memory"), with known answers:
+ * runs (tests/synth.c) holding the records of the memory contract (docs/report-json.md
+ * "Memory"), with known answers:
  *  - a job of 8 API steps (step 0 warm-up) with trainprof.torch's phases data [0,10) ms,
  *    forward [10,40), backward [40,80), optimizer [80,95) of each 100 ms step and a sample
  *    of the caching allocator at each phase boundary and after the step's end. Allocated

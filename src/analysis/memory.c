@@ -1,6 +1,6 @@
 /*
  * memory.c — the memory timeline of a rank, its fragmentation and the out-of-memory
- * post-mortem (memory.h), computed from the records of docs/format.md ("memory") into
+ * post-mortem (memory.h), computed from the records of docs/report-json.md ("Memory") into
  * tp_memory_result, and written to the document and the text from that struct.
  *
  * Peaks from samples. Between two consecutive samples i-1 and i lies an interval; the

@@ -2,7 +2,7 @@
  * memory.h — a rank's GPU memory over time: the CUDA caching allocator's samples
  * (trainprof.torch's cuda.memory_* counters, one sample per phase boundary), the device
  * allocations CUPTI recorded (cudaMalloc/cudaFree, any program), and the out-of-memory
- * post-mortem (memory.oom.* metadata). The record contract is docs/format.md ("memory").
+ * post-mortem (memory.oom.* metadata). The record contract is docs/report-json.md ("Memory").
  *
  * Per step: the peak allocated and reserved, exact or bounded (tp_mem_bound: the allocator's
  * max_memory_allocated is its peak since the job's last reset, so a step's peak is exact

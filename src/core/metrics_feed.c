@@ -122,7 +122,7 @@ static const struct {
 static int one(int fam) { return tprof__m_series_raw(fam, ""); }
 
 /* The caching allocator's counters that trainprof.torch records at each phase boundary
- * (docs/format.md, "memory"), as live gauges: the flusher sees their COUNTER records as it
+ * (docs/report-json.md, "Memory"), as live gauges: the flusher sees their COUNTER records as it
  * drains the rings, so the training thread does nothing more. */
 static const struct {
     const char *counter, *metric, *help;
