@@ -95,6 +95,7 @@ RESULTS_ONLY = (
     "src/analysis/processes.c",
     "src/analysis/clocks.c",
     "src/analysis/megatron.c",
+    "src/analysis/memory_rules.c",
 )
 JSON_READ_RE = re.compile(r"\b(cJSON_Get\w*|cJSON_ArrayForEach|tp_j(obj|num|str|has))\s*\(|"
                           r'#\s*include\s*"analysis/jsonget\.h"')

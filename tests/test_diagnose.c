@@ -279,7 +279,7 @@ static void clean_run_is_silent(void **st) {
     assert_int_equal(count_findings(rep), 0);
     const cJSON *r;
     cJSON_ArrayForEach(r, J(J(rep, "diagnosis"), "rules")) assert_int_equal((int)N(r, "findings"), 0);
-    assert_int_equal(cJSON_GetArraySize(J(J(rep, "diagnosis"), "rules")), 8);
+    assert_int_equal(cJSON_GetArraySize(J(J(rep, "diagnosis"), "rules")), 12);
     assert_int_equal(cJSON_GetArraySize(J(J(rep, "stragglers"), "named")), 0);
     cJSON_Delete(rep);
 }

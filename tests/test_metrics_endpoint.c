@@ -308,6 +308,39 @@ static void body_comm(void) {
     free(r);
 }
 
+/* The caching allocator's counters (trainprof.torch's samples) as live gauges: allocated,
+ * reserved, their fragmentation 1 - 6/8 = 0.25, then 1 - 7/8 = 0.125 at the next sample
+ * (the names now by their interned ids), and the cumulative retries. */
+static void body_memory(void) {
+    int port = start_child_session(NULL);
+    tprof_counter("cuda.memory_allocated_bytes", 6e9);
+    tprof_counter("cuda.memory_reserved_bytes", 8e9);
+    tprof_counter("cuda.memory_alloc_retries", 3);
+    tprof_counter("other.counter", 5);
+    CHECK(tprof_flush() == TPROF_OK);
+    char *r;
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    CHECK(sample(r, "trainprof_cuda_memory_allocated_bytes") == 6e9);
+    CHECK(sample(r, "trainprof_cuda_memory_reserved_bytes") == 8e9);
+    CHECK(sample(r, "trainprof_cuda_memory_fragmentation_ratio") == 0.25);
+    CHECK(sample(r, "trainprof_cuda_memory_alloc_retries_total") == 3);
+    promtool_check(strstr(r, "\n\n") + 2);
+    free(r);
+    tprof_counter("cuda.memory_allocated_bytes", 7e9);
+    tprof_counter("cuda.memory_reserved_bytes", 8e9);
+    CHECK(tprof_flush() == TPROF_OK);
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    CHECK(sample(r, "trainprof_cuda_memory_allocated_bytes") == 7e9);
+    CHECK(sample(r, "trainprof_cuda_memory_fragmentation_ratio") == 0.125);
+    free(r);
+}
+
+static void test_endpoint_memory(void **state) {
+    (void)state;
+    fresh_dir("memory");
+    run_child(body_memory);
+}
+
 /* Timers gathered for a log set trainprof_timer_elapsed_seconds{timer} to this rank's value. */
 static void body_timers(void) {
     int port = start_child_session(NULL);
@@ -778,6 +811,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_endpoint_utf8),
         cmocka_unit_test(test_endpoint_comm),
         cmocka_unit_test(test_endpoint_timers),
+        cmocka_unit_test(test_endpoint_memory),
         cmocka_unit_test(test_endpoint_off),
         cmocka_unit_test(test_endpoint_steps),
         cmocka_unit_test(test_endpoint_plan_toggle),

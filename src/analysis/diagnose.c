@@ -22,6 +22,7 @@
 #include "analysis/findings.h"
 #include "analysis/megatron.h"
 #include "analysis/mfu.h"
+#include "analysis/memory.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
 #include "trainprof.h"
@@ -36,6 +37,10 @@ void tp_diagnose_opts_init(tp_report_opts *o) {
     o->launch_kernel_us = 50.0;
     o->host_sync_share = 0.05;
     o->memory_share = 0.90;
+    o->fragmentation_share = 0.30;
+    o->fragmentation_min_bytes = 1073741824.0;
+    o->leak_min_steps = 5;
+    o->leak_min_bytes = 1048576.0;
     o->straggler_share = 0.05;
     o->throttle_share = 0.05;
     o->clock_drop_share = 0.05;
@@ -666,58 +671,9 @@ static int rule_busy(const ctx *c, const rule *ru) {
     return 1;
 }
 
-/* memory: NVML's used/total of the rank's GPUs, else CUPTI's allocator peak against the
- * NVML total */
-static int rule_memory(const ctx *c, const rule *ru) {
-    int rk[MAXR];
-    size_t n = 0;
-    const tp_rank_result *worst = NULL;
-    double wv = 0, wpeak = 0, wtot = 0;
-    const char *wsrc = "";
-    for (size_t i = 0; i < c->res->nranks; i++) {
-        const tp_rank_result *r = &c->res->ranks[i];
-        double best = 0, peak = 0, tot = 0;
-        const char *src = "";
-        for (size_t k = 0; k < r->nvml.ngpus; k++) {
-            const tp_nvml_gpu_result *g = &r->nvml.gpus[k];
-            if (g->has_mem_used_share && g->mem_used_peak_share > best) {
-                best = g->mem_used_peak_share;
-                peak = g->mem_used_peak_bytes;
-                tot = g->mem_total_bytes;
-                src = "nvml";
-            }
-        }
-        const tp_nvml_gpu_result *g0 = tp_results_first_gpu(r);
-        double total = g0 && g0->has_mem_total ? g0->mem_total_bytes : 0;
-        for (size_t k = 0; k < r->gpu.ndevices; k++) {
-            if (!r->gpu.devices[k].has_memory_peak) continue; /* not captured */
-            double pk = r->gpu.devices[k].memory_peak_bytes;
-            double s = total > 0 ? pk / total : 0;
-            if (s > best) {
-                best = s;
-                peak = pk;
-                tot = total;
-                src = "cupti";
-            }
-        }
-        if (best <= c->o->memory_share) continue;
-        if (n < MAXR) rk[n++] = r->rank;
-        if (best > wv) { wv = best; worst = r; wpeak = peak; wtot = tot; wsrc = src; }
-    }
-    if (!worst) return 0;
-    char msg[400];
-    snprintf(msg, sizeof msg, "GPU memory peak on rank %d is %.1f %% of capacity (%.2f of %.2f "
-                              "GiB): little headroom; fragmentation or a longer sequence can "
-                              "run out of memory",
-             worst->rank, 100 * wv, wpeak / 1073741824.0, wtot / 1073741824.0);
-    tp_finding *ev = finding(c, ru, "warning", worst->rank, msg);
-    tp_ev_number(ev, "peak_share", wv);
-    tp_ev_number(ev, "peak_bytes", wpeak);
-    tp_ev_number(ev, "capacity_bytes", wtot);
-    tp_ev_string(ev, "source", wsrc);
-    tp_ev_number(ev, "threshold", c->o->memory_share);
-    add_ranks(ev, rk, n);
-    return 1;
+/* the memory rules (memory_rules.c: their tests and thresholds) */
+static int rule_mem(const ctx *c, const rule *ru) {
+    return tp_memory_rule(ru->id, c->res, c->fs, c->o, ru->recommendation);
 }
 
 static int rule_straggler(const ctx *c, const rule *ru) {
@@ -868,13 +824,49 @@ static const rule rules[] = {
      "torch.cuda.synchronize(), nonzero()/boolean indexing; log every N steps and keep metrics "
      "on the GPU; copy with non_blocking=True from pinned memory",
      rule_sync},
+    {"out_of_memory",
+     "the rank files hold an out-of-memory post-mortem (memory.oom.*: PyTorch's "
+     "OutOfMemoryError, or a failed device allocation CUPTI saw); the first OOM, critical",
+     "open the memory snapshot (python -m torch.cuda._memory_viz trace_plot SNAPSHOT -o "
+     "out.html, or https://pytorch.org/memory_viz) to see what filled the GPU; then make "
+     "headroom: a smaller micro-batch with gradient accumulation, activation recomputation "
+     "(torch.utils.checkpoint; Megatron-LM --recompute-activations), optimizer-state sharding "
+     "(ZeRO, arXiv:1910.02054; FSDP), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when "
+     "the largest free block is below the request (PyTorch CUDA semantics, Memory management)",
+     rule_mem},
     {"memory_peak",
-     "a rank's GPU memory peak (NVML used, or the CUDA allocator's peak from CUPTI) above "
-     "memory_share (90 %) of the GPU's capacity",
-     "make headroom: activation checkpointing, a smaller micro-batch with gradient "
-     "accumulation, sharding (FSDP / ZeRO), PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-     "against fragmentation",
-     rule_memory},
+     "a rank's GPU memory peak (NVML used, the CUDA allocator's peak from CUPTI, or the "
+     "caching allocator's reserved peak from trainprof.torch's samples) above memory_share "
+     "(90 %, a convention) of the GPU's capacity",
+     "make headroom: activation recomputation (torch.utils.checkpoint; Megatron-LM "
+     "--recompute-activations), a smaller micro-batch with gradient accumulation, "
+     "optimizer-state sharding (ZeRO, arXiv:1910.02054; FSDP), "
+     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation (PyTorch CUDA "
+     "semantics, Optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF)",
+     rule_mem},
+    {"memory_fragmentation",
+     "at the sampled allocator peak, 1 - allocated/reserved above fragmentation_share (0.30) "
+     "with at least fragmentation_min_bytes (1 GiB) reserved but unallocated",
+     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead of leaving "
+     "unusable split blocks (PyTorch CUDA semantics, Optimizing memory usage with "
+     "PYTORCH_CUDA_ALLOC_CONF); keep tensor shapes steady across steps (pad variable "
+     "sequence lengths to a few buckets)",
+     rule_mem},
+    {"memory_leak",
+     "allocated at the first sample of each measured step: at least leak_min_steps (5) steps, "
+     "never below the step before, rising in at least half of the transitions, and growing by "
+     "at least leak_min_bytes (1 MiB) from the first to the last",
+     "find what keeps tensors across steps: a loss or output appended to a list without "
+     ".item() or .detach() keeps its graph; record the history "
+     "(torch.cuda.memory._record_memory_history) and compare snapshots of two steps "
+     "(PyTorch CUDA semantics, Memory management)",
+     rule_mem},
+    {"memory_alloc_retries",
+     "the caching allocator's num_alloc_retries above 0: cudaMalloc failed, the cache was "
+     "freed and the allocation retried, which synchronises the device",
+     "make headroom as for memory_peak, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+     "when fragmentation is high (PyTorch CUDA semantics, Memory management)",
+     rule_mem},
     {"straggler",
      "a rank whose median collective start lag (or mean step time) exceeds the median over "
      "ranks by more than max(3 x 1.4826 x MAD, straggler_share (5 %) of the median step); with "
@@ -934,6 +926,9 @@ static void diagnosis(cJSON *rep, tp_run_results *res, size_t comm_finding,
         {"straggler_share", o->straggler_share}, {"throttle_share", o->throttle_share},
         {"clock_drop_share", o->clock_drop_share}, {"power_limit_share", o->power_limit_share},
         {"busy_share", o->busy_share}, {"diag_min_steps", o->diag_min_steps},
+        {"fragmentation_share", o->fragmentation_share},
+        {"fragmentation_min_bytes", o->fragmentation_min_bytes},
+        {"leak_min_steps", o->leak_min_steps}, {"leak_min_bytes", o->leak_min_bytes},
         {"diag_band", o->diag_band}};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) cJSON_AddNumberToObject(th, t[i].k, t[i].v);
     cJSON *near = tp_near_json(&res->findings);

@@ -47,17 +47,18 @@ void tp_diff_opts_init(tp_diff_opts *o) {
 
 /* ------------------------------------------------------------------ metrics */
 
-enum { SEC_STEP, SEC_PARTS, SEC_PHASE, SEC_CLASS, SEC_KERNEL, SEC_COMM, SEC_ENERGY, SEC_N };
+enum { SEC_STEP, SEC_PARTS, SEC_PHASE, SEC_CLASS, SEC_KERNEL, SEC_COMM, SEC_ENERGY, SEC_MEMORY, SEC_N };
 static const char *const sec_name[SEC_N] = {"step_time", "step_parts", "phases", "gpu_classes",
-                                            "kernels", "communication", "energy"};
+                                            "kernels", "communication", "energy", "memory"};
 static const char *const sec_title[SEC_N] = {"step time (ms)",
                                              "parts of the step (ms per step, from the reports)",
                                              "phases of the step (ms per step, from the reports)",
                                              "GPU kernel time by class (ms per step)",
                                              "top kernels (ms per step)",
                                              "communication (ms per step, by op and communicator size)",
-                                             "energy (J per step)"};
-static const char *const sec_unit[SEC_N] = {"ms", "ms", "ms", "ms", "ms", "ms", "J"};
+                                             "energy (J per step)",
+                                             "GPU memory peak (GiB per device, from the reports)"};
+static const char *const sec_unit[SEC_N] = {"ms", "ms", "ms", "ms", "ms", "ms", "J", "GiB"};
 
 /* The parts of the step a diff explains the change of the step time with: the data-loading
  * ranges (the CPU's time in them, either basis) and the GPU breakdown's parts (docs/design.md
@@ -441,6 +442,29 @@ static void rank_json(mtab *t, int side, const cJSON *r) {
     }
 }
 
+/* The peaks of a rank's GPU memory, from its report: the caching allocator's allocated and
+ * reserved peaks over the run (memory.*, exact over the run) and CUPTI's device-allocation peak
+ * of each device (gpu.devices[].memory_peak_bytes), in GiB. */
+static void rank_memory(mtab *t, int side, const cJSON *r) {
+    char key[192];
+    const cJSON *m = tp_jobj(r, "memory"), *d;
+    double rank = tp_jnum(r, "rank");
+    static const struct { const char *doc, *what; } peaks[] = {
+        {"peak_allocated_bytes", "allocated"}, {"peak_reserved_bytes", "reserved"}};
+    for (size_t i = 0; m && i < sizeof peaks / sizeof *peaks; i++) {
+        if (!tp_jhas(m, peaks[i].doc)) continue;
+        snprintf(key, sizeof key, "rank %.0f GPU %.0f peak %s", rank, tp_jnum(m, "device"),
+                 peaks[i].what);
+        push_json(t, side, SEC_MEMORY, key, tp_jnum(m, peaks[i].doc) / 1073741824.0);
+    }
+    cJSON_ArrayForEach(d, tp_jobj(tp_jobj(r, "gpu"), "devices")) {
+        if (!tp_jhas(d, "memory_peak_bytes")) continue;
+        snprintf(key, sizeof key, "rank %.0f GPU %.0f device allocations", rank,
+                 tp_jnum(d, "device"));
+        push_json(t, side, SEC_MEMORY, key, tp_jnum(d, "memory_peak_bytes") / 1073741824.0);
+    }
+}
+
 /* The parts and phases of a rank's step, from its report (means per measured step: the
  * per-step values of the breakdown are not in the rank files' records, so their noise is
  * unknown and the unknown_rel rule applies). */
@@ -623,6 +647,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
             else
                 rank_json(&t, i, r);
             rank_parts(&t, i, r);
+            rank_memory(&t, i, r);
         }
     }
     /* the baseline's step time, for the relative floor of figures present in one run only */
@@ -687,7 +712,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
             cJSON_AddStringToObject(row, "only_in", sa.present ? "a" : "b");
             /* present in one run only: a communication op or kernel that appeared or vanished
              * matters when it takes more than min_rel of the step */
-            significant = m->sec != SEC_STEP && m->sec != SEC_ENERGY &&
+            significant = m->sec != SEC_STEP && m->sec != SEC_ENERGY && m->sec != SEC_MEMORY &&
                           only->mean > o->min_rel * base_step && base_step > 0;
         }
         cJSON_AddBoolToObject(row, "significant", significant);
@@ -714,8 +739,10 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
                 snprintf(msg, sizeof msg, "%s %s: %.4g -> %.4g %s (%+.1f %%%s)",
                          m->sec == SEC_STEP ? "step time" : m->sec == SEC_PARTS ? "step part"
                          : m->sec == SEC_PHASE ? "phase" : m->sec == SEC_CLASS ? "kernel class"
-                         : m->sec == SEC_KERNEL ? "kernel" : m->sec == SEC_COMM ? "communication" : "energy",
-                         m->key, sa.mean, sb.mean, m->sec == SEC_STEP ? "ms" : m->sec == SEC_ENERGY ? "J per step" : "ms per step",
+                         : m->sec == SEC_KERNEL ? "kernel" : m->sec == SEC_COMM ? "communication"
+                         : m->sec == SEC_MEMORY ? "GPU memory" : "energy",
+                         m->key, sa.mean, sb.mean, m->sec == SEC_STEP ? "ms" : m->sec == SEC_ENERGY ? "J per step"
+                         : m->sec == SEC_MEMORY ? "GiB" : "ms per step",
                          sa.mean != 0 ? 100 * delta / sa.mean : INFINITY,
                          isfinite(noise) ? "" : ", noise unknown");
             else

@@ -243,6 +243,10 @@ static const char *finding_title(const char *id) {
         {"launch_bound", "kernel launch overhead"},
         {"host_sync", "host synchronisation"},
         {"memory_peak", "GPU memory"},
+        {"out_of_memory", "CUDA out of memory"},
+        {"memory_fragmentation", "GPU memory fragmentation"},
+        {"memory_leak", "a GPU memory leak"},
+        {"memory_alloc_retries", "allocator retries"},
         {"straggler", "a straggler rank"},
         {"throttling", "GPU throttling"},
         {"gpu_busy", "GPU idle"},
@@ -255,6 +259,19 @@ static const char *finding_title(const char *id) {
 
 static int sev_rank(const char *sev) {
     return !strcmp(sev, "critical") ? 2 : !strcmp(sev, "warning");
+}
+
+/* The order findings lead in: an out-of-memory post-mortem first (the job died of it:
+ * every other figure describes a run cut short), then by severity. */
+static int lead_rank(const tp_finding *f) {
+    return !strcmp(f->id, "out_of_memory") ? 3 : sev_rank(f->severity);
+}
+
+/* The value of string evidence `key` of f, or NULL. */
+static const char *ev_str(const tp_finding *f, const char *key) {
+    for (size_t i = 0; i < f->nev; i++)
+        if (f->ev[i].kind == TP_EV_STRING && !strcmp(f->ev[i].key, key)) return f->ev[i].str;
+    return NULL;
 }
 
 /* Appends a formatted line (cut to the line's size, between characters: text.h). */
@@ -328,8 +345,8 @@ void tp_headline_build(tp_run_results *res) {
         double s = tp_finding_step_share(&fs->items[i]);
         if (!strcmp(fs->items[i].id, "gpu_busy")) s = s > launch ? s - launch : 0;
         if (straggler && !strcmp(fs->items[i].id, "exposed_communication")) s = 0;
-        int sev = sev_rank(fs->items[i].severity);
-        int best_sev = h->has_finding ? sev_rank(fs->items[best].severity) : -1;
+        int sev = lead_rank(&fs->items[i]);
+        int best_sev = h->has_finding ? lead_rank(&fs->items[best]) : -1;
         if (sev > best_sev || (sev == best_sev && s > best_share)) {
             h->has_finding = 1;
             best = i;
@@ -340,9 +357,15 @@ void tp_headline_build(tp_run_results *res) {
         const tp_finding *f = &fs->items[best];
         h->finding = best;
         h->step_share = best_share;
-        hl_line(h, "bottleneck: %s (%s, %s): %s", finding_title(f->id), f->severity, f->id,
-                f->message);
-        if (f->recommendation) {
+        const char *snap = !strcmp(f->id, "out_of_memory") ? ev_str(f, "snapshot") : NULL;
+        hl_line(h, "%s: %s (%s, %s): %s", snap || !strcmp(f->id, "out_of_memory")
+                                              ? "the job ran out of memory" : "bottleneck",
+                finding_title(f->id), f->severity, f->id, f->message);
+        if (snap) {
+            hl_line(h, "open the memory snapshot: python -m torch.cuda._memory_viz trace_plot "
+                       "%s -o out.html (the file is beside the rank file; or "
+                       "https://pytorch.org/memory_viz)", snap);
+        } else if (f->recommendation) {
             /* the first thing to try: the recommendation up to its first ';' */
             const char *semi = strchr(f->recommendation, ';');
             int len = semi ? (int)(semi - f->recommendation) : (int)strlen(f->recommendation);

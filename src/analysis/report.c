@@ -29,6 +29,7 @@
 #include "analysis/energy.h"
 #include "analysis/figures.h"
 #include "analysis/gpu.h"
+#include "analysis/memory.h"
 #include "analysis/processes.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
@@ -630,6 +631,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     process_section(&out->process, p);
     sampler_json(rs, &out->process);
     tp_nvml_json(rs, &out->nvml);
+    /* out of memory: the section keeps what was computed (present says whether any) */
+    (void)tp_memory_compute(&out->memory, p, &s, &out->nvml, out->capture.complete_until_ns);
+    tp_memory_json(rs, &out->memory);
     tp_breakdown_compute(&out->breakdown, p, &s, capp, out->capture.not_captured,
                          out->capture.steps, o->data_names, o->ndata_names);
     tp_breakdown_json(rs, &out->breakdown);

@@ -41,6 +41,10 @@ typedef struct tp_report_opts {
     double launch_kernel_us;        /* ... with a median kernel shorter than this: 50 us */
     double host_sync_share;         /* GPU idle behind host synchronisation over this: 0.05 */
     double memory_share;            /* memory peak over this share of capacity: 0.90 */
+    double fragmentation_share;     /* 1 - allocated/reserved at the peak over this: 0.30 */
+    double fragmentation_min_bytes; /* ... with this much reserved unallocated: 1 GiB */
+    int leak_min_steps;             /* leak rule (memory_rules.c): at least these steps: 5 */
+    double leak_min_bytes;          /* ... growing by at least this: 1 MiB */
     double straggler_share;         /* straggler floor: this share of the median step: 0.05 */
     double throttle_share;          /* throttle reasons set in over this share of samples: 0.05 */
     double clock_drop_share;        /* ... with the SM clock this far below its max: 0.05 */

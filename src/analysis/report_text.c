@@ -23,6 +23,7 @@
 #include "analysis/energy.h"
 #include "analysis/figures.h"
 #include "analysis/gpu.h"
+#include "analysis/memory.h"
 #include "analysis/text.h"
 #include "trainprof.h"
 
@@ -580,6 +581,7 @@ static void rank_text(FILE *f, const tp_rank_result *rr, const char *B, const ch
     tp_figures_text(f, rr, Y, N);
     nvml_text(f, &rr->nvml);
     gpu_text(f, &rr->gpu, &rr->capture, B, N);
+    tp_memory_text(f, &rr->memory);
     tp_comm_rank_text(f, &rr->comm);
     tp_breakdown_text(f, &rr->breakdown);
     tp_phases_text(f, &rr->phases);

@@ -2,6 +2,7 @@
  * results.c — helpers of the typed analysis results (results.h).
  */
 #include "analysis/results.h"
+#include "analysis/memory.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,7 @@ void tp_rank_result_free(tp_rank_result *rr) {
     rr->gpu.devices = NULL;
     rr->nvml.gpus = NULL;
     rr->gpu.ndevices = rr->nvml.ngpus = 0;
+    tp_memory_result_free(&rr->memory);
 }
 
 void tp_run_results_free(tp_run_results *r) {

@@ -43,6 +43,7 @@ static struct {
     int dropped, bytes, detail, cpu, rss, threads, ctx, start_time, build;
     int fam_gpu[12], fam_gpu_mem_total, fam_gpu_mem_peak, fam_busy[2];
     int comm_ops, comm_bytes, comm_seconds, comm_hist, timer;
+    int mem[3], mem_frag;
     int host_load[3], host_mem_total, host_mem_avail, host_cpu, net_rx, net_tx, disk_rd, disk_wr;
 } F;
 
@@ -120,6 +121,18 @@ static const struct {
 
 static int one(int fam) { return tprof__m_series_raw(fam, ""); }
 
+/* The caching allocator's counters that trainprof.torch records at each phase boundary
+ * (docs/report-json.md, "Memory"), as live gauges: the flusher sees their COUNTER records as it
+ * drains the rings, so the training thread does nothing more. */
+static const struct {
+    const char *counter, *metric, *help;
+    int type;
+} k_mem[3] = {
+    {"cuda.memory_allocated_bytes", "trainprof_cuda_memory_allocated_bytes", "bytes the CUDA caching allocator has allocated to tensors at its last sample (torch.cuda.memory_allocated)", TPROF_M_GAUGE},
+    {"cuda.memory_reserved_bytes", "trainprof_cuda_memory_reserved_bytes", "bytes the CUDA caching allocator holds from the device at its last sample (torch.cuda.memory_reserved)", TPROF_M_GAUGE},
+    {"cuda.memory_alloc_retries", "trainprof_cuda_memory_alloc_retries_total", "cudaMalloc retries after the caching allocator freed its cache (num_alloc_retries)", TPROF_M_COUNTER},
+};
+
 static void register_families(void) {
     F.step_hist = tprof__m_family("trainprof_step_duration_seconds",
                                   "training step wall time (API steps, else step ranges)", TPROF_M_HISTOGRAM,
@@ -162,6 +175,9 @@ static void register_families(void) {
     F.net_tx = tprof__m_family("trainprof_host_network_transmit_bytes_total", "bytes sent by a network interface (/proc/net/dev; not lo), node samplers only", TPROF_M_COUNTER, NULL, 0);
     F.disk_rd = tprof__m_family("trainprof_host_disk_read_bytes_total", "bytes read from a whole disk (/proc/diskstats sectors x 512; no partitions, loop or ram devices), node samplers only", TPROF_M_COUNTER, NULL, 0);
     F.disk_wr = tprof__m_family("trainprof_host_disk_written_bytes_total", "bytes written to a whole disk (/proc/diskstats), node samplers only", TPROF_M_COUNTER, NULL, 0);
+    for (int i = 0; i < 3; i++)
+        F.mem[i] = tprof__m_family(k_mem[i].metric, k_mem[i].help, k_mem[i].type, NULL, 0);
+    F.mem_frag = tprof__m_family("trainprof_cuda_memory_fragmentation_ratio", "1 - allocated / reserved of the CUDA caching allocator at its last sample (trainprof.torch)", TPROF_M_GAUGE, NULL, 0);
     F.comm_hist = tprof__m_family("trainprof_comm_duration_seconds", "duration of each communication operation", TPROF_M_HISTOGRAM,
                                   k_comm_bounds, (int)(sizeof k_comm_bounds / sizeof *k_comm_bounds));
 }
@@ -390,7 +406,15 @@ typedef struct m_scan {
     uint32_t nids, cap;
     int depth, step_depth; /* step_depth: depth of the open step range, -1 none */
     uint64_t begin_ts;
+    uint32_t mem_id[3];    /* this thread's name ids of k_mem's counters */
+    unsigned mem_known;    /* bit i: mem_id[i] is known */
 } m_scan;
+
+/* The allocator's last allocated and reserved (flusher only), for the fragmentation gauge. */
+static struct {
+    double v[2];
+    unsigned has;
+} M;
 
 static struct {
     int pat;          /* -1 until a step range is seen */
@@ -431,13 +455,58 @@ static int step_id_pattern(const m_scan *m, uint32_t id) {
     return -1;
 }
 
-static void range_rec(tprof__thread *t, const tprof_rec *r, size_t sz) {
+static m_scan *scan_of(tprof__thread *t) {
     m_scan *m = t->m_scan;
     if (!m) {
         m = t->m_scan = calloc(1, sizeof *m);
-        if (!m) return;
-        m->step_depth = -1;
+        if (m) m->step_depth = -1;
     }
+    return m;
+}
+
+/* A STRING record that names one of k_mem's counters: its id, for this thread. */
+static void mem_string(tprof__thread *t, const tprof_rec *r, size_t sz) {
+    const char *body = (const char *)(r + 1);
+    size_t blen = sz - sizeof *r;
+    if (blen < 5 || memcmp(body, "cuda.", 5) != 0 || !memchr(body, 0, blen)) return;
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(body, k_mem[i].counter) != 0) continue;
+        m_scan *m = scan_of(t);
+        if (!m) return;
+        m->mem_id[i] = r->arg;
+        m->mem_known |= 1u << i;
+    }
+}
+
+/* A COUNTER record: one of the allocator's gauges when its name is one of k_mem's. */
+static void mem_counter(tprof__thread *t, const tprof_rec *r, size_t sz) {
+    if (sz < sizeof *r + sizeof(tprof_pl_counter)) return;
+    const char *body = (const char *)(r + 1);
+    int k = -1;
+    if (r->arg == TPROF_INLINE_NAME) {
+        const char *nm = body + sizeof(tprof_pl_counter);
+        size_t nl = sz - sizeof *r - sizeof(tprof_pl_counter);
+        for (int i = 0; i < 3 && k < 0 && nl && memchr(nm, 0, nl); i++)
+            if (!strcmp(nm, k_mem[i].counter)) k = i;
+    } else {
+        const m_scan *m = t->m_scan;
+        for (int i = 0; m && i < 3 && k < 0; i++)
+            if ((m->mem_known & 1u << i) && m->mem_id[i] == r->arg) k = i;
+    }
+    if (k < 0) return;
+    tprof_pl_counter pl;
+    memcpy(&pl, body, sizeof pl);
+    if (!(pl.value >= 0) || !(pl.value < 1e300)) return; /* NaN, negative, infinite */
+    tprof__m_set(one(F.mem[k]), pl.value);
+    if (k == 2) return;
+    M.v[k] = pl.value;
+    M.has |= 1u << k;
+    if (M.has == 3 && M.v[1] > 0) tprof__m_set(one(F.mem_frag), 1 - M.v[0] / M.v[1]);
+}
+
+static void range_rec(tprof__thread *t, const tprof_rec *r, size_t sz) {
+    m_scan *m = scan_of(t);
+    if (!m) return;
     const char *body = (const char *)(r + 1);
     size_t blen = sz - sizeof *r;
     if (r->kind == TPROF_REC_STRING) {
@@ -527,6 +596,8 @@ void tprof__metrics_scan(tprof__thread *t, const uint8_t *p, size_t n) {
         if (off + sz > n) break;
         if (r->kind == TPROF_REC_STRING || r->kind == TPROF_REC_PUSH || r->kind == TPROF_REC_POP)
             range_rec(t, r, sz);
+        if (r->kind == TPROF_REC_STRING) mem_string(t, r, sz);
+        if (r->kind == TPROF_REC_COUNTER) mem_counter(t, r, sz);
         if (r->kind == TPROF_REC_COMM_OP) comm_rec(r, sz);
         if ((r->kind == TPROF_REC_STEP_BEGIN || r->kind == TPROF_REC_STEP_END) &&
             sz >= sizeof *r + sizeof(tprof_pl_u64) && off + sz <= n) {
