@@ -7,6 +7,7 @@ set_tests_properties(report_pin PROPERTIES TIMEOUT 60 LABELS "report;unit")
 # torch.profiler / Kineto traces read as runs: known answers, the round trip through our own
 # per-rank export, and one line for a damaged trace.
 tprof_add_unit(test_kineto test_kineto.c synth.c LIBS tprof_analysis LABELS report)
+target_compile_definitions(test_kineto PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 # The memory timeline, fragmentation, the memory rules and the OOM post-mortem (memory.c,
 # memory_rules.c) on synthetic samples of the caching allocator with known peaks.
 tprof_add_unit(test_memory test_memory.c synth.c LIBS tprof_analysis LABELS report)

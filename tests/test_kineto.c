@@ -7,7 +7,11 @@
  *  - trainprof's own per-rank export of a run, read back, gives the same step count, kernel
  *    time per step and top kernels as the run's own report;
  *  - a malformed or truncated trace fails the load with one line naming the file and what is
- *    wrong.
+ *    wrong;
+ *  - a real trace: one step (ProfilerStep#17) of Megatron-LM's own torch.profiler trace
+ *    (--use-pytorch-profiler, 1 H200, the configuration of bench/megatron_reference.sh; kept
+ *    in tests/data/kineto with the step's runtime calls, CPU operators and the kernels they
+ *    launched) gives its 1,699 kernels and their 52.944977 ms exactly, and its step time.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -216,6 +220,27 @@ static void write_run(const char *dir) {
     assert_int_equal(synth_close(f), 0);
 }
 
+static void test_megatron_trace(void **state) {
+    (void)state;
+    tp_run run;
+    char err[512];
+    const char *path = TPROF_SOURCE_DIR "/tests/data/kineto/megatron_step17.pt.trace.json.gz";
+    assert_int_equal(tp_run_load(path, &run, err, sizeof err), TPROF_OK);
+    assert_int_equal(run.nprocs, 1);
+    tp_report r = make(&run, 0);
+    const tp_rank_result *rk = &r.res.ranks[0];
+    assert_int_equal(rk->steps.count, 1);
+    assert_true(fabs(rk->steps.mean_ms - 202.14745) < 1e-6);
+    const tp_gpu_result *g = &rk->gpu;
+    assert_true(g->present && g->per_step);
+    assert_int_equal(g->ndevices, 1);
+    /* the sum of the trace's 1,699 "kernel" events' dur (us), computed from the file */
+    assert_true(fabs(g->devices[0].kernel_ms - 52.944977) < 1e-6);
+    assert_true(fabs(g->devices[0].kernels - 1699.0) < 1e-9);
+    tp_report_free(&r);
+    tp_run_free(&run);
+}
+
 static void test_round_trip(void **state) {
     (void)state;
     char dir[256], out[300], path[400];
@@ -332,6 +357,7 @@ static void test_damaged(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_trace),
+        cmocka_unit_test(test_megatron_trace),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_damaged),
     };

@@ -4,10 +4,13 @@
 # `trainprof run --python`. Prints the report's OOM headline, its per-step peaks against the
 # job's own torch.cuda.max_memory_allocated(), the leak finding, and whether PyTorch's
 # visualiser reads the snapshot. Run on the GPU machine from the repository root after
-# common.sh and python_module (TP exported: the command); OUTDIR for the runs.
+# common.sh and python_module (TP exported: the command); OUTDIR for the runs. With
+# MEGATRON_DIR, Megatron-LM's pretrain_gpt.py too, with a micro-batch that does not fit
+# (512 sequences of 1024 tokens: its logits alone need about 100 GB).
 set -u
 TP=${TP:-trainprof}
-O=${1:?usage: memory_oom_leak.sh OUTDIR}
+O=${1:?usage: memory_oom_leak.sh OUTDIR [MEGATRON_DIR]}
+MEG=${2:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 for m in grow leak; do
     rm -rf "$O/$m"
@@ -19,6 +22,23 @@ for m in grow leak; do
     head -12 "$O/$m.txt"
     ls "$O/$m"
 done
+if [ -n "$MEG" ]; then
+    rm -rf "$O/megatron"
+    (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout 300 "$TP" run --python --quiet \
+        -o "$O/megatron" -- torchrun --nproc_per_node=1 \
+        --master_port=$((29500 + RANDOM % 1000)) pretrain_gpt.py --mock-data \
+        --tokenizer-type NullTokenizer --vocab-size 32000 --transformer-impl local --bf16 \
+        --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \
+        --max-position-embeddings 1024 --micro-batch-size 512 --global-batch-size 512 \
+        --train-iters 5 --lr 1e-4 --log-interval 1 --eval-iters 0 --eval-interval 100000 \
+        --no-gradient-accumulation-fusion --no-masked-softmax-fusion \
+        --no-bias-dropout-fusion --no-bias-gelu-fusion --no-persist-layer-norm \
+        --distributed-backend nccl --seed 1234) > "$O/megatron.log" 2>&1
+    echo "megatron: exit status $?; $(grep -c OutOfMemoryError "$O/megatron.log") OutOfMemoryError lines"
+    "$TP" report "$O/megatron" > "$O/megatron.txt" 2>&1
+    head -8 "$O/megatron.txt"
+    ls "$O/megatron"
+fi
 snap=$(ls "$O"/grow/*.pickle 2>/dev/null | head -1)
 if [ -n "$snap" ]; then
     python3 -m torch.cuda._memory_viz trace_plot "$snap" -o "$O/snapshot.html" > "$O/viz.log" 2>&1
