@@ -110,7 +110,8 @@ static result measure(const char *dir, int format, uint64_t events) {
         setvbuf(out, NULL, _IOFBF, 1 << 16);
         double t0 = (double)bench_mono_ns();
         tp_perfetto_counts c;
-        int rc = format ? tp_export_perfetto(&run, out, NULL, &c) : tp_export_chrome(&run, out, NULL);
+        int rc = format ? tp_export_perfetto(&run, out, NULL, &c)
+                        : tp_export_chrome(&run, out, NULL);
         fclose(out);
         r.seconds = ((double)bench_mono_ns() - t0) / 1e9;
         struct rusage ru;
