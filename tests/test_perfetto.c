@@ -13,8 +13,9 @@
  *   also under --steps and --ranks.
  * - `test_perfetto --protoc PROTO`: protoc decodes the file against the subset of Perfetto's
  *   published protos in PROTO; exit 77 (skipped) without protoc.
- * - `test_perfetto --trace-processor SCRIPT`: the `perfetto` Python package's trace processor
- *   counts the same events (SCRIPT exits 77 when the package is not importable).
+ * - `test_perfetto --python SCRIPT`: the `perfetto` Python package's copy of Perfetto's full
+ *   trace proto parses the file with no unknown field and the same event counts, and so does
+ *   its trace processor where it can start (SCRIPT exits 77 without the package).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -536,6 +537,13 @@ static void load(const char *dir, tp_run *run) {
     assert_int_equal(rc, TPROF_OK);
 }
 
+static ssize_t failing_write(void *c, const char *buf, size_t n) {
+    (void)c;
+    (void)buf;
+    (void)n;
+    return -1;
+}
+
 static void test_same_as_chrome(void **state) {
     (void)state;
     char dir[512];
@@ -590,6 +598,13 @@ static void test_same_as_chrome(void **state) {
     assert_int_equal(pf.nct, 0);
     assert_int_equal(pf.nin, 1);
     assert_int_equal(find(&pf, "consume")->start, RT0 + 20600000);
+
+    /* a write that fails is TPROF_ERR_IO, as the Chrome export's */
+    cookie_io_functions_t io = {NULL, failing_write, NULL, NULL};
+    FILE *bad = fopencookie(NULL, "w", io);
+    assert_non_null(bad);
+    assert_int_equal(tp_export_perfetto(&run, bad, NULL, NULL), TPROF_ERR_IO);
+    fclose(bad);
 
     /* a selection that matches nothing is the Chrome export's error */
     int r9 = 9;
@@ -684,11 +699,11 @@ static int run_protoc(const char *proto) {
     return bad;
 }
 
-/* The perfetto package's trace processor on the file (the script skips with 77 without it). */
-static int run_trace_processor(const char *script) {
+/* The perfetto package on the file (the script skips with 77 without it). */
+static int run_python(const char *script) {
     char dir[512], file[700], cmd[2000];
     if (write_trace(dir, sizeof dir, file, sizeof file)) return 1;
-    /* slices 23 + instants 2 (trace processor keeps instants as slices of no duration) */
+    /* 23 slices, 2 counters, 2 instants */
     snprintf(cmd, sizeof cmd, "python3 '%s' '%s' 23 2 2", script, file);
     int st = system(cmd);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
@@ -698,7 +713,7 @@ static int run_trace_processor(const char *script) {
 
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--protoc")) return run_protoc(argv[2]);
-    if (argc == 3 && !strcmp(argv[1], "--trace-processor")) return run_trace_processor(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--python")) return run_python(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_varint),
         cmocka_unit_test(test_fields),
