@@ -72,3 +72,10 @@ if(TPROF_HAVE_MHD)
   target_compile_definitions(bench_metrics_scrape PRIVATE TPROF_HAVE_MHD=1)
   target_link_libraries(bench_metrics_scrape PRIVATE trainprof Threads::Threads m ${CMAKE_DL_LIBS})
 endif()
+
+# Trace export at scale: Chrome JSON against the Perfetto protobuf of the same synthetic run
+# (events/s, bytes, peak RSS above the loaded model), each in a child process of its own.
+add_executable(bench_export ${CMAKE_CURRENT_SOURCE_DIR}/bench_export.c
+  ${CMAKE_SOURCE_DIR}/tests/synth.c)
+target_include_directories(bench_export PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(bench_export PRIVATE tprof_analysis)

@@ -1,6 +1,7 @@
 /*
- * cmd_export.c — `trainprof export DIR [--format chrome]`: a run as Chrome Trace Event JSON
- * (export/chrome.h), one merged file or one file per rank (docs/cli.md).
+ * cmd_export.c — `trainprof export DIR [--format chrome|perfetto]`: a run as Chrome Trace
+ * Event JSON (export/chrome.h), one merged file or one file per rank, or as one Perfetto
+ * protobuf trace (export/perfetto.h) (docs/cli.md).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,13 +13,15 @@
 #include "common.h"
 #include "export/chrome.h"
 #include "export/compress.h"
+#include "export/perfetto.h"
 
 enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_PER_RANK, OPT_STEP_NAME, OPT_COMPRESS, OPT_RANKS,
        OPT_STEPS, OPT_TIME };
 
 static const cli_opt export_opts[] = {
-    {OPT_FORMAT, "--format", NULL, CLI_VALUE, "chrome",
-     "the only format in this version, and the default"},
+    {OPT_FORMAT, "--format", NULL, CLI_VALUE, "chrome|perfetto",
+     "Chrome Trace Event JSON (the default), or a Perfetto protobuf trace\n"
+     "(merged only; default DIR/trace.pftrace)"},
     {OPT_OUTPUT, "--output", "-o", CLI_VALUE, "FILE", "merged trace file"},
     {OPT_PER_RANK, "--per-rank", NULL, CLI_VALUE, "OUTDIR",
      "one file per rank (OUTDIR is created)"},
@@ -39,13 +42,15 @@ static const cli_opt export_opts[] = {
 
 static const cli_cmd export_cmd = {
     "export",
-    "usage: trainprof export DIR [--format chrome] [-o FILE | --per-rank OUTDIR]\n"
+    "usage: trainprof export DIR [--format chrome|perfetto] [-o FILE | --per-rank OUTDIR]\n"
     "\n"
     "Writes Chrome Trace Event JSON that Perfetto UI and chrome://tracing open, shaped like\n"
     "PyTorch profiler traces: one merged file with pid = rank (default DIR/trace.json), or\n"
     "with --per-rank one file per rank (OUTDIR/rank<N>.json) with distributedInfo, as HTA\n"
     "expects. Events of all hosts are on one clock: the report's alignment (offsets\n"
-    "from matched collectives), written into the trace's metadata.\n"
+    "from matched collectives), written into the trace's metadata. --format perfetto\n"
+    "writes the same events as a Perfetto protobuf trace (interned names, a track per\n"
+    "thread, GPU stream, communicator and counter), for runs whose JSON is too large.\n"
     "\n"
     "options:\n",
     export_opts,
@@ -159,7 +164,12 @@ int cmd_export(int argc, char **argv) {
         }
     }
     if (!dir) die_usage("export", "%s", "missing DIR (a trainprof run directory)");
-    if (strcmp(format, "chrome")) die_usage("export", "unknown format '%s' (chrome)", format);
+    int perfetto = !strcmp(format, "perfetto");
+    if (strcmp(format, "chrome") && !perfetto)
+        die_usage("export", "unknown format '%s' (chrome, perfetto)", format);
+    if (perfetto && per_rank)
+        die_usage("export", "%s", "--per-rank writes Chrome JSON only; --format perfetto "
+                                  "writes one merged trace (-o FILE)");
     if (out && per_rank) die_usage("export", "%s", "-o and --per-rank exclude each other");
     /* -o names its file, and its name says how it is compressed */
     if (out && zc != TP_COMPRESS_NONE && tp_compress_by_name(out) != zc)
@@ -182,15 +192,18 @@ int cmd_export(int argc, char **argv) {
         struct stat st;
         if (!out) {
             if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-                snprintf(def, sizeof def, "%s/trace.json%s", dir, tp_compress_suffix(zc));
+                snprintf(def, sizeof def, "%s/trace.%s%s", dir, perfetto ? "pftrace" : "json",
+                         tp_compress_suffix(zc));
             else
-                snprintf(def, sizeof def, "%s.trace.json%s", dir, tp_compress_suffix(zc));
+                snprintf(def, sizeof def, "%s.trace.%s%s", dir, perfetto ? "pftrace" : "json",
+                         tp_compress_suffix(zc));
             out = def;
         }
         outfile of;
         if (out_open(&of, out) != 0) rc = 1;
         else {
-            int w = tp_export_chrome(&run, of.f, &eo);
+            int w = perfetto ? tp_export_perfetto(&run, of.f, &eo, NULL)
+                             : tp_export_chrome(&run, of.f, &eo);
             rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
             if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);

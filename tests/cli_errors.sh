@@ -173,8 +173,8 @@ expect "export: -o under /proc" 1 "cannot write $NOPE/t.json" \
     "$TP" export "$GOOD" --format chrome -o "$NOPE"/t.json
 expect "export: --per-rank under /proc" 1 "cannot create $NOPE" \
     "$TP" export "$GOOD" --format chrome --per-rank "$NOPE"/pr
-expect "export: bad format on a good run" 2 "unknown format 'perfetto'" \
-    "$TP" export "$GOOD" --format perfetto
+expect "export: bad format on a good run" 2 "unknown format 'json' (chrome, perfetto)" \
+    "$TP" export "$GOOD" --format json
 same "$GOOD/report.json" "$T/report.json.orig" "failing commands on a good run"
 same "$GOOD/trace.json" "$T/trace.orig" "failing commands on a good run"
 ls -A "$GOOD" | cmp -s - "$T/good.list" || fail "files appeared in $GOOD: $(ls -A "$GOOD")"

@@ -2,8 +2,9 @@
  * test_export_cli.c — the files `trainprof export` and `trainprof report` write, through the
  * command (TPROF_CLI, given by the build): a name ending in .gz or .zst gives a file that
  * zlib or libzstd decompress to exactly the bytes written without compression, for the
- * merged trace, the per-rank traces (--compress) and the report; and a rank file whose start
- * pair is unusable is named in one line by both commands.
+ * merged trace, the per-rank traces (--compress), the Perfetto protobuf trace (--format
+ * perfetto) and the report; and a rank file whose start pair is unusable is named in one line
+ * by both commands.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -230,6 +231,43 @@ static void test_compressed_files(void **state) {
     synth_rmtree(tmp);
 }
 
+/* --format perfetto: the protobuf trace (a Trace's packets: field 1, length-delimited, so its
+ * first byte is 0x0a), plain under its default name and -o FILE, and the same bytes gzip- and
+ * zstd-compressed when the name ends in .gz or .zst; --per-rank is Chrome JSON only. */
+static void test_perfetto_files(void **state) {
+    (void)state;
+    char tmp[512], run[600], p0[700], p1[700];
+    assert_int_equal(synth_tmpdir(tmp, sizeof tmp, "export-cli-pf"), 0);
+    path(run, sizeof run, tmp, "run");
+    assert_int_equal(mkdir(run, 0755), 0);
+    write_run(run, 0);
+    const char *def[] = {TPROF_CLI, "export", run, "--format", "perfetto", NULL};
+    assert_int_equal(cli(tmp, def), 0);
+    path(p0, sizeof p0, run, "trace.pftrace");
+    buf d = slurp(p0);
+    assert_true(d.n > 100);
+    assert_int_equal((unsigned char)d.p[0], 0x0a);
+    path(p0, sizeof p0, tmp, "t.pftrace");
+    const char *plain[] = {TPROF_CLI, "export", run, "--format", "perfetto", "-o", p0, NULL};
+    assert_int_equal(cli(tmp, plain), 0);
+    same(d, slurp(p0));
+    path(p1, sizeof p1, tmp, "t.pftrace.gz");
+    const char *gz[] = {TPROF_CLI, "export", run, "--format", "perfetto", "-o", p1, NULL};
+    assert_int_equal(cli(tmp, gz), 0);
+    same(slurp(p0), gunzip(p1));
+#if TPROF_HAVE_ZSTD
+    path(p1, sizeof p1, tmp, "t.perfetto-trace.zst");
+    const char *zs[] = {TPROF_CLI, "export", run, "--format", "perfetto", "-o", p1, NULL};
+    assert_int_equal(cli(tmp, zs), 0);
+    same(slurp(p0), unzstd(p1));
+#endif
+    const char *pr[] = {TPROF_CLI, "export", run, "--format", "perfetto", "--per-rank", p1, NULL};
+    assert_int_equal(cli(tmp, pr), 2);
+    const char *bad[] = {TPROF_CLI, "export", run, "--format", "pftrace", NULL};
+    assert_int_equal(cli(tmp, bad), 2);
+    synth_rmtree(tmp);
+}
+
 static void test_unusable_pair_named(void **state) {
     (void)state;
     char tmp[512], run[600], p0[700], err[700];
@@ -261,6 +299,7 @@ static void test_unusable_pair_named(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compressed_files),
+        cmocka_unit_test(test_perfetto_files),
         cmocka_unit_test(test_unusable_pair_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,48 +32,6 @@
 #include "format/format.h"
 #include "trainprof.h"
 
-/* Synthetic pids for processes whose preferred pid is taken: above any Linux pid_max
- * (2^22) and any plausible rank, so they collide with neither. */
-#define SYNTH_PID_BASE 1000000000LL
-
-
-/* Whether an event over [ts, te] (ns after the base) is in the selected window [lo, hi):
- * an interval that overlaps it (touching an end is not overlapping: the step before a
- * selected one ends where it begins), an instant inside it. */
-int tp_cw_in_win(const cw *w, int64_t ts, int64_t te) {
-    if (!w->win) return 1;
-    if (te <= ts) return ts >= w->win_lo && ts < w->win_hi;
-    return te > w->win_lo && ts < w->win_hi;
-}
-
-/* Whether counter `name` goes into the file (see cw.gpu_only). */
-static int counter_wanted(const cw *w, const char *name, int64_t ts) {
-    unsigned long idx;
-    int nvml = tp_gpu_counter(name, &idx) != NULL;
-    if (w->gpu_only && (ts < 0 || ts > w->gpu_until || !nvml)) return 0;
-    if (!nvml || !w->gpu_filter) return 1;
-    for (size_t i = 0; i < w->ngpu_allow; i++)
-        if (w->gpu_allow[i] == idx) return 1;
-    return 0;
-}
-
-/* One candidate complete event on a track: a synchronous range or an API step. */
-enum { IT_STEP = 0, IT_RANGE = 1 }; /* steps first among equals: they are kept by force */
-
-typedef struct item {
-    uint64_t start, end; /* monotonic ns of the process */
-    size_t idx;          /* range index in its thread, or step index */
-    uint32_t thread;     /* index in p->threads */
-    uint32_t kind;
-} item;
-
-typedef struct scratch { /* reused across tracks */
-    item *items;
-    size_t cap;
-    uint64_t *stack;
-    item *fixed;
-    size_t cap_fixed;
-} scratch;
 
 /* ------------------------------------------------------------------ small writers */
 
@@ -140,12 +98,6 @@ void tp_cw_put_double(FILE *f, double v) {
     fputs(buf, f);
 }
 
-int64_t tp_cw_rel_ns(const cw *w, const tp_process *p, uint64_t mono) {
-    /* unsigned wrap-around gives the right signed difference for events before the base */
-    return (int64_t)((uint64_t)tp_clocks_aligned(w->ck, p, (size_t)(p - w->run->procs), mono) -
-                     w->base_rt);
-}
-
 /* The run's clock alignment as metadata: each host's offset (ns added to its start-pair
  * mapping) and how it was found, and each rank file whose start pair was not used. */
 static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
@@ -178,11 +130,6 @@ static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
         put_raw_string(out, ck->issues[i].line);
     }
     fputs("]},\n", out);
-}
-
-void tp_cw_note_time(cw *w, int64_t rel) {
-    if (!w->have_last || rel > w->last_rel) w->last_rel = rel;
-    w->have_last = 1;
 }
 
 /* Starts an event object: separator, phase, pid and tid. */
@@ -226,10 +173,6 @@ void tp_cw_write_meta(cw *w, int64_t pid, uint32_t tid, const char *what, const 
 
 /* ------------------------------------------------------------------ ranges and steps */
 
-static void step_name(char *buf, size_t n, uint64_t app_step) {
-    snprintf(buf, n, "ProfilerStep#%" PRIu64, app_step);
-}
-
 /* Opens an X event (the caller writes its args and closes it); 0 when it is outside the
  * selected window and nothing was written. */
 static int write_complete(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
@@ -268,112 +211,42 @@ static void write_async(cw *w, const tp_process *p, int64_t pid, uint32_t tid, u
     tp_cw_note_time(w, te);
 }
 
-static int cmp_item(const void *a, const void *b) {
-    const item *x = a, *y = b;
-    if (x->start != y->start) return x->start < y->start ? -1 : 1;
-    if (x->end != y->end) return x->end > y->end ? -1 : 1; /* parents before children */
-    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
-    if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
+typedef struct track_ctx {
+    cw *w;
+    const tp_process *p;
+    int64_t pid;
+    uint32_t tid;
+} track_ctx;
 
-/* Would [s, e] cross a kept step that starts inside it? Kept steps are disjoint and sorted,
- * so only the last one starting before e can end after e. (A step that started earlier is
- * already on the sweep's stack and is checked there.) */
-static int crosses_step(const item *fixed, size_t n, uint64_t s, uint64_t e) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (fixed[mid].start < e) lo = mid + 1;
-        else hi = mid;
+/* A range or step of the sweep: a complete (X) event when it nests, else an async pair. */
+static int write_slice(void *ctx, const tp_cw_slice *sl) {
+    track_ctx *t = ctx;
+    cw *w = t->w;
+    if (sl->s) {
+        if (!sl->nested)
+            write_async(w, t->p, t->pid, t->tid, 0, sl->name, sl->start, sl->end, NULL,
+                        sl->s->warmup ? "\"warmup\":true" : NULL);
+        else if (write_complete(w, t->p, t->pid, t->tid, sl->name, sl->start, sl->end))
+            fprintf(w->f, ",\"args\":{\"step\":%" PRIu64 "%s}}", sl->s->app_step,
+                    sl->s->warmup ? ",\"warmup\":true" : "");
+    } else if (sl->nested) {
+        if (write_complete(w, t->p, t->pid, t->tid, sl->name, sl->start, sl->end)) {
+            put_args(w, t->p, sl->r->domain, sl->r->category, sl->r->flags & TP_R_UNCLOSED, NULL);
+            fputc('}', w->f);
+        }
+    } else {
+        write_async(w, t->p, t->pid, t->tid, 0, sl->name, sl->start, sl->end, sl->r, NULL);
     }
-    return lo > 0 && fixed[lo - 1].start > s && fixed[lo - 1].end > e;
+    return TPROF_OK;
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t nc = *cap ? *cap : 256;
-    while (nc < need) nc *= 2;
-    void *na = realloc(*arr, nc * elem);
-    if (!na) return TPROF_ERR_NO_MEMORY;
-    *arr = na;
-    *cap = nc;
-    return 0;
-}
-
-/* All events of one track: the threads of p whose os tid is `tid` (a tid can be reused by
- * a later thread, and both then share one row in the viewer, so they must nest together).
- * `steps` is non-NULL when the API steps live on this track. */
+/* All events of one track: the threads of p whose os tid is `tid` (tp_cw_sweep). `steps` is
+ * non-NULL when the API steps live on this track. */
 static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
-                       const tp_steps *steps, scratch *sc) {
-    size_t n = 0, nsteps = steps ? steps->nsteps : 0;
-    for (size_t t = 0; t < p->nthreads; t++) {
-        if (p->threads[t].os_tid != tid) continue;
-        for (size_t k = 0; k < p->threads[t].nranges; k++)
-            n += !(p->threads[t].ranges[k].flags & TP_R_ASYNC);
-    }
-    n += nsteps;
-    if (grow((void **)&sc->items, &sc->cap, n, sizeof *sc->items) ||
-        grow((void **)&sc->fixed, &sc->cap_fixed, nsteps, sizeof *sc->fixed))
-        return TPROF_ERR_NO_MEMORY;
-    uint64_t *stack = realloc(sc->stack, (n ? n : 1) * sizeof *stack);
-    if (!stack) return TPROF_ERR_NO_MEMORY;
-    sc->stack = stack;
-
-    /* API steps first: they do not overlap one another in practice; any that would is
-     * demoted like a range. The kept ones are forced X events, so HTA sees every step. */
-    size_t ni = 0, nfixed = 0;
-    char name[48];
-    for (size_t k = 0; k < nsteps; k++) {
-        const tp_step *s = &steps->steps[k];
-        if (nfixed && s->start < sc->fixed[nfixed - 1].end) {
-            step_name(name, sizeof name, s->app_step);
-            write_async(w, p, pid, tid, 0, name, s->start, s->end, NULL,
-                        s->warmup ? "\"warmup\":true" : NULL);
-            continue;
-        }
-        item it = {s->start, s->end, k, 0, IT_STEP};
-        sc->fixed[nfixed++] = it;
-        sc->items[ni++] = it;
-    }
-    for (size_t t = 0; t < p->nthreads; t++) {
-        const tp_thread *th = &p->threads[t];
-        if (th->os_tid != tid) continue;
-        for (size_t k = 0; k < th->nranges; k++) {
-            if (th->ranges[k].flags & TP_R_ASYNC) continue;
-            sc->items[ni++] = (item){th->ranges[k].start, th->ranges[k].end, k, (uint32_t)t,
-                                     IT_RANGE};
-        }
-    }
-    if (ni > 1) qsort(sc->items, ni, sizeof *sc->items, cmp_item); /* items is NULL when 0 */
-
-    /* The sweep: the stack holds the ends of the kept events still open at this start. */
-    size_t sp = 0;
-    for (size_t i = 0; i < ni; i++) {
-        const item *it = &sc->items[i];
-        while (sp && stack[sp - 1] <= it->start) sp--;
-        int keep = it->kind == IT_STEP ||
-                   ((!sp || it->end <= stack[sp - 1]) &&
-                    !crosses_step(sc->fixed, nfixed, it->start, it->end));
-        if (it->kind == IT_STEP) {
-            const tp_step *s = &steps->steps[it->idx];
-            step_name(name, sizeof name, s->app_step);
-            if (write_complete(w, p, pid, tid, name, s->start, s->end))
-                fprintf(w->f, ",\"args\":{\"step\":%" PRIu64 "%s}}", s->app_step,
-                        s->warmup ? ",\"warmup\":true" : "");
-        } else {
-            const tp_range *r = &p->threads[it->thread].ranges[it->idx];
-            if (keep) {
-                if (write_complete(w, p, pid, tid, r->name, r->start, r->end)) {
-                    put_args(w, p, r->domain, r->category, r->flags & TP_R_UNCLOSED, NULL);
-                    fputc('}', w->f);
-                }
-            } else {
-                write_async(w, p, pid, tid, 0, r->name, r->start, r->end, r, NULL);
-            }
-        }
-        if (keep) stack[sp++] = it->end;
-    }
+                       const tp_steps *steps, tp_cw_scratch *sc) {
+    track_ctx tc = {w, p, pid, tid};
+    int rc = tp_cw_sweep(p, tid, steps, sc, write_slice, &tc);
+    if (rc != TPROF_OK) return rc;
 
     /* Start/end ranges, marks and counters need no ordering. */
     for (size_t t = 0; t < p->nthreads; t++) {
@@ -400,7 +273,7 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
             const tp_counter *c = &th->counters[k];
             if (!isfinite(c->value)) continue; /* JSON has no NaN or Inf */
             int64_t ts = tp_cw_rel_ns(w, p, c->ts);
-            if (!counter_wanted(w, c->name, ts) || !tp_cw_in_win(w, ts, ts)) continue;
+            if (!tp_cw_counter_wanted(w, c->name, ts) || !tp_cw_in_win(w, ts, ts)) continue;
             tp_cw_ev_open(w, "C", pid, tid);
             fputs(",\"name\":", w->f);
             tp_json_string(w->f, c->name);
@@ -416,48 +289,7 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
 
 /* ------------------------------------------------------------------ processes */
 
-static int64_t sort_index(const tp_process *p) {
-    if (p->role == TP_ROLE_RANK) return p->rank;
-    if (p->helper_of >= 0) return p->helper_of; /* next to its rank; ties go by pid */
-    return SYNTH_PID_BASE;                      /* unattached helpers last */
-}
-
 /* ------------------------------------------------------------------ GPU activity */
-
-/* GPU tracks are tids above any thread id: 0x40000000 | device << 16 | stream. */
-static uint32_t gpu_tid(uint32_t device, uint32_t stream) {
-    return 0x40000000u | ((device & 0x3fffu) << 16) | (stream & 0xffffu);
-}
-
-static int cmp_api_corr(const void *a, const void *b) {
-    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
-    return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
-}
-
-static int cmp_op_track(const void *a, const void *b) {
-    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
-    uint32_t tx = gpu_tid(x->device, x->stream), ty = gpu_tid(y->device, y->stream);
-    if (tx != ty) return tx < ty ? -1 : 1;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
-static const char *gpu_cat(const tp_gpu_op *o) {
-    return o->type == TPROF_REC_GPU_KERNEL   ? "kernel"
-           : o->type == TPROF_REC_GPU_MEMCPY ? "gpu_memcpy"
-           : o->type == TPROF_REC_GPU_MEMSET ? "gpu_memset"
-                                             : "cuda_sync";
-}
-
-static const char *gpu_name(const tp_gpu_op *o, char *buf, size_t n) {
-    static const char *const copy_kinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                             "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
-    if (o->type == TPROF_REC_GPU_KERNEL) return o->name ? o->name : "(kernel)";
-    if (o->type == TPROF_REC_GPU_MEMCPY) {
-        snprintf(buf, n, "Memcpy %s", o->kind < 11 ? copy_kinds[o->kind] : "?");
-        return buf;
-    }
-    return o->type == TPROF_REC_GPU_MEMSET ? "Memset" : "Synchronization";
-}
 
 /* Kernels, copies and memsets as complete events on one track per device and stream (as
  * Kineto: the stream is the tid), the CUDA runtime calls on their CPU threads, an ac2g
@@ -466,26 +298,23 @@ static const char *gpu_name(const tp_gpu_op *o, char *buf, size_t n) {
 static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
     FILE *f = w->f;
     if (!p->ngpu && !p->napi && !p->ngmem) return TPROF_OK;
-    const tp_gpu_op **ops = malloc((p->ngpu ? p->ngpu : 1) * sizeof *ops);
+    size_t n = 0;
+    const tp_gpu_op **ops = tp_cw_gpu_ops(p, &n);
     const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
     if (!ops || !apis) {
         free(ops);
         free(apis);
         return TPROF_ERR_NO_MEMORY;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < p->ngpu; i++)
-        if (p->gpu[i].type != TPROF_REC_GPU_SYNC) ops[n++] = &p->gpu[i];
-    if (n > 1) qsort(ops, n, sizeof *ops, cmp_op_track);
     for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
-    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, cmp_api_corr);
+    if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, tp_cw_cmp_api_corr);
     /* flow ids unique in a merged file: the pid in the high bits */
     uint64_t flow_base = (uint64_t)pid << 32;
     char nb[64];
     uint32_t last_tid = 0;
     for (size_t i = 0; i < n; i++) {
         const tp_gpu_op *o = ops[i];
-        uint32_t tid = gpu_tid(o->device, o->stream);
+        uint32_t tid = tp_cw_gpu_tid(o->device, o->stream);
         if (tid != last_tid) {
             tp_cw_write_meta(w, pid, tid, "thread_name", "name");
             fprintf(f, "\"GPU %" PRIu32 " stream %" PRIu32 "\"}}", o->device, o->stream);
@@ -493,20 +322,13 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             fprintf(f, "%" PRIu32 "}}", tid);
             last_tid = tid;
         }
-        /* Records that contradicted their stream's order were clipped by the loader
-         * (tp_gpu_clip_to_streams), as the report sees them. Nodes of one CUDA graph may
-         * overlap on the stream CUPTI names; a viewer rejects overlapping slices on one
-         * track, so only there the slice is shortened for display. */
-        uint64_t end = o->end;
-        if (i + 1 < n && gpu_tid(ops[i + 1]->device, ops[i + 1]->stream) == tid &&
-            ops[i + 1]->start < end)
-            end = ops[i + 1]->start > o->start ? ops[i + 1]->start : o->start;
+        uint64_t end = tp_cw_gpu_end(ops, n, i);
         int64_t ts = tp_cw_rel_ns(w, p, o->start), te = tp_cw_rel_ns(w, p, end);
         if (!tp_cw_in_win(w, ts, te)) continue;
         const tp_gpu_clip *clip = tp_gpu_clip_of(p, o);
         tp_cw_ev_open(w, "X", pid, tid);
-        fprintf(f, ",\"cat\":\"%s\",\"name\":", gpu_cat(o));
-        tp_json_string(f, gpu_name(o, nb, sizeof nb));
+        fprintf(f, ",\"cat\":\"%s\",\"name\":", tp_cw_gpu_cat(o));
+        tp_json_string(f, tp_cw_gpu_name(o, nb, sizeof nb));
         tp_cw_put_ts(w, "ts", ts);
         tp_cw_put_ts(w, "dur", te - ts);
         fprintf(f, ",\"args\":{\"device\":%" PRIu32 ",\"stream\":%" PRIu32
@@ -536,7 +358,7 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
         tp_gpu_op key = *o;
         const tp_gpu_op *kp = &key;
         const tp_gpu_op **hit = p->napi && o->correlation
-                                    ? bsearch(&kp, apis, p->napi, sizeof *apis, cmp_api_corr)
+                                    ? bsearch(&kp, apis, p->napi, sizeof *apis, tp_cw_cmp_api_corr)
                                     : NULL;
         if (hit && tp_cw_in_win(w, tp_cw_rel_ns(w, p, (*hit)->start), tp_cw_rel_ns(w, p, (*hit)->end))) {
             uint64_t id = flow_base | o->correlation;
@@ -594,22 +416,16 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
 }
 
 static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_export_opts *opts,
-                         scratch *sc) {
+                         tp_cw_scratch *sc) {
     FILE *f = w->f;
-    char label[96];
-    tp_process_label(p, label, sizeof label);
-    /* label, host and pid: the viewer shows this string, and a synthetic pid (see
-     * assign_pids) would otherwise hide the real one */
-    size_t hl = strlen(p->hdr.host), ll = strlen(label);
-    char *pname = malloc(ll + hl + 32);
+    char *pname = tp_cw_process_name(p);
     if (!pname) return TPROF_ERR_NO_MEMORY;
-    snprintf(pname, ll + hl + 32, "%s (%s:%d)", label, p->hdr.host, (int)p->hdr.pid);
     tp_cw_write_meta(w, pid, 0, "process_name", "name");
     put_raw_string(f, pname);
     fputs("}}", f);
     free(pname);
     tp_cw_write_meta(w, pid, 0, "process_sort_index", "sort_index");
-    fprintf(f, "%" PRId64 "}}", sort_index(p));
+    fprintf(f, "%" PRId64 "}}", tp_cw_sort_index(p));
 
     for (size_t t = 0; t < p->nthreads; t++) {
         uint32_t tid = p->threads[t].os_tid;
@@ -648,78 +464,6 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
     return rc;
 }
 
-/* pid per exported process: the preferred one (rank, or the OS pid) unless an earlier
- * claimant has it — a helper whose OS pid equals a rank number, or two hosts with the same
- * pid — in which case a synthetic one above any real pid, so rows never merge. */
-typedef struct pid_claim {
-    int64_t want;
-    int prio; /* 0 for ranks: they keep their number */
-    size_t order;
-} pid_claim;
-
-static int cmp_claim(const void *a, const void *b) {
-    const pid_claim *x = a, *y = b;
-    if (x->want != y->want) return x->want < y->want ? -1 : 1;
-    if (x->prio != y->prio) return x->prio < y->prio ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
-}
-
-static int assign_pids(const tp_run *run, const size_t *sel, size_t nsel, int merged,
-                       int64_t *pids) {
-    pid_claim *c = malloc((nsel ? nsel : 1) * sizeof *c);
-    if (!c) return TPROF_ERR_NO_MEMORY;
-    for (size_t i = 0; i < nsel; i++) {
-        const tp_process *p = &run->procs[sel[i]];
-        int rank = merged && p->role == TP_ROLE_RANK;
-        c[i] = (pid_claim){rank ? p->rank : p->hdr.pid, !rank, i};
-    }
-    qsort(c, nsel, sizeof *c, cmp_claim);
-    for (size_t i = 0; i < nsel; i++)
-        pids[c[i].order] = i && c[i].want == c[i - 1].want
-                               ? SYNTH_PID_BASE + (int64_t)c[i].order
-                               : c[i].want;
-    free(c);
-    return TPROF_OK;
-}
-
-/* The window of opts (tp_export_opts) into w, once the base is known: steps of the lowest
- * selected rank that has them, and seconds from the base. TPROF_ERR_NOT_FOUND when steps are
- * asked for and no selected rank has one of them. */
-static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nsel,
-                         const tp_export_opts *opts) {
-    w->win = opts->has_steps || opts->has_time;
-    w->win_lo = INT64_MIN;
-    w->win_hi = INT64_MAX;
-    if (opts->has_time) {
-        w->win_lo = (int64_t)(opts->t_lo * 1e9);
-        w->win_hi = (int64_t)(opts->t_hi * 1e9);
-    }
-    if (!opts->has_steps) return TPROF_OK;
-    const tp_process *ref = NULL;
-    for (size_t i = 0; i < nsel; i++) {
-        const tp_process *p = &run->procs[sel[i]];
-        if (p->role != TP_ROLE_RANK || (ref && ref->rank <= p->rank)) continue;
-        tp_steps st;
-        if (tp_find_steps(p, opts->step_name, opts->warmup, &st) != TPROF_OK) continue;
-        int found = 0;
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (size_t k = 0; k < st.nsteps; k++) {
-            const tp_step *x = &st.steps[k];
-            if (x->app_step < opts->step_lo || x->app_step > opts->step_hi) continue;
-            found = 1;
-            if (x->start < lo) lo = x->start;
-            if (x->end > hi) hi = x->end;
-        }
-        tp_steps_free(&st);
-        if (!found) continue;
-        ref = p;
-        int64_t a = tp_cw_rel_ns(w, p, lo), b = tp_cw_rel_ns(w, p, hi);
-        w->win_lo = opts->has_time && w->win_lo > a ? w->win_lo : a;
-        w->win_hi = opts->has_time && w->win_hi < b ? w->win_hi : b;
-    }
-    return ref ? TPROF_OK : TPROF_ERR_NOT_FOUND;
-}
-
 /* The whole document. rank < 0: the merged form. */
 static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int rank, FILE *out,
                       const tp_export_opts *opts) {
@@ -728,47 +472,19 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     int merged = rank < 0;
     int64_t *pids = malloc((nsel ? nsel : 1) * sizeof *pids);
     if (!pids) return TPROF_ERR_NO_MEMORY;
-    int rc = assign_pids(run, sel, nsel, merged, pids);
+    int rc = tp_cw_assign_pids(run, sel, nsel, merged, pids);
+    cw w = {.f = out};
+    tp_clocks_result own;
+    if (rc == TPROF_OK) rc = tp_cw_setup(&w, run, sel, nsel, merged, opts, &own);
+    else memset(&own, 0, sizeof own);
     if (rc != TPROF_OK) {
-        free(pids);
-        return rc;
-    }
-
-    /* the same alignment as the report's: borrowed, else computed here as it does */
-    tp_clocks_result own = {0};
-    const tp_clocks_result *ck = opts->clocks;
-    if (!ck || ck->nprocs != run->nprocs) {
-        if ((rc = tp_clocks_compute(run, &own)) != TPROF_OK) {
-            tp_clocks_result_free(&own);
-            free(pids);
-            return rc;
-        }
-        ck = &own;
-    }
-
-    cw w = {.f = out, .run = run, .ck = ck};
-    /* the base: the earliest start among the processes (aligned; a process whose start pair
-     * is unusable starts at its first event), but in one rank's file not that of the process
-     * whose NVML samples come with it (the rank's own start stays the base, as Kineto's
-     * traces have it) */
-    const tp_process *rp = nsel ? &run->procs[sel[0]] : NULL;
-    const tp_process *src = merged || !rp ? NULL : tp_gpu_samples_for(run, rp);
-    int have_base = 0;
-    for (size_t i = 0; i < nsel; i++) {
-        const tp_process *p = &run->procs[sel[i]];
-        if (!merged && p == src && src != rp) continue;
-        uint64_t first = ck->proc_pair_ok[sel[i]] || !p->first_ts ? p->hdr.start_mono_ns
-                                                                  : p->first_ts;
-        uint64_t s = (uint64_t)tp_clocks_aligned(ck, p, sel[i], first);
-        if (!have_base || s < w.base_rt) w.base_rt = s;
-        have_base = 1;
-    }
-
-    if ((rc = select_window(&w, run, sel, nsel, opts)) != TPROF_OK) {
         tp_clocks_result_free(&own);
         free(pids);
         return rc;
     }
+    const tp_clocks_result *ck = w.ck;
+    const tp_process *rp = nsel ? &run->procs[sel[0]] : NULL;
+    const tp_process *src = merged || !rp ? NULL : tp_gpu_samples_for(run, rp);
 
     fputs("{\n\"schemaVersion\": 1,\n", out);
     if (!merged) {
@@ -818,7 +534,7 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     }
     fputs(",\n\"traceEvents\": [", out);
 
-    scratch sc = {0};
+    tp_cw_scratch sc = {0};
     unsigned allow[64];
     for (size_t i = 0; i < nsel && rc == TPROF_OK; i++) {
         const tp_process *p = &run->procs[sel[i]];
@@ -837,21 +553,11 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
         rc = write_process(&w, p, pids[i], opts, &sc);
         if (rc == TPROF_OK && ferror(out)) rc = TPROF_ERR_IO; /* stop early on a full disk */
     }
-    free(sc.items);
-    free(sc.stack);
-    free(sc.fixed);
+    tp_cw_scratch_free(&sc);
 
     if (rc == TPROF_OK) {
         /* Kineto closes the window with a global instant at the last timestamp */
-        int64_t last = w.last_rel;
-        if (!w.have_last) {
-            last = 0;
-            for (size_t i = 0; i < nsel; i++) {
-                const tp_process *p = &run->procs[sel[i]];
-                int64_t e = tp_cw_rel_ns(&w, p, p->end_mono);
-                if (e > last) last = e;
-            }
-        }
+        int64_t last = tp_cw_end_time(&w, sel, nsel);
         tp_cw_ev_open(&w, "i", nsel ? pids[0] : 0, 0);
         fputs(",\"s\":\"g\",\"cat\":\"global\",\"name\":\"Record Window End\"", out);
         tp_cw_put_ts(&w, "ts", last);
@@ -864,42 +570,12 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     return rc;
 }
 
-int tp_export_rank_selected(const tp_export_opts *opts, int rank) {
-    if (!opts || !opts->ranks) return 1;
-    for (size_t i = 0; i < opts->n_ranks; i++)
-        if (opts->ranks[i] == rank) return 1;
-    return 0;
-}
-
 int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts) {
     if (!run || !out) return TPROF_ERR_INVALID_ARG;
-    size_t *sel = malloc((run->nprocs ? run->nprocs : 1) * sizeof *sel);
-    if (!sel) return TPROF_ERR_NO_MEMORY;
-    /* ranks in rank order first, then helpers in file order: a stable, readable file */
-    size_t n = 0;
-    for (size_t i = 0; i < run->nprocs; i++)
-        if (run->procs[i].role == TP_ROLE_RANK && tp_export_rank_selected(opts, run->procs[i].rank))
-            sel[n++] = i;
-    if (!n && opts && opts->ranks) {
-        free(sel);
-        return TPROF_ERR_NOT_FOUND;
-    }
-    for (size_t i = 1; i < n; i++) /* insertion sort: few ranks out of order, if any */
-        for (size_t k = i; k > 0 && run->procs[sel[k]].rank < run->procs[sel[k - 1]].rank; k--) {
-            size_t t = sel[k];
-            sel[k] = sel[k - 1];
-            sel[k - 1] = t;
-        }
-    for (size_t i = 0; i < run->nprocs; i++) {
-        const tp_process *p = &run->procs[i];
-        if (p->role == TP_ROLE_RANK) continue;
-        /* a helper with the rank it serves; the rest (node samplers, ...) with every rank */
-        if (opts && opts->ranks &&
-            (p->role != TP_ROLE_HELPER || !tp_export_rank_selected(opts, p->helper_of)))
-            continue;
-        sel[n++] = i;
-    }
-    int rc = export_sel(run, sel, n, -1, out, opts);
+    size_t *sel, n;
+    int rc = tp_cw_select_merged(run, opts, &sel, &n);
+    if (rc != TPROF_OK) return rc;
+    rc = export_sel(run, sel, n, -1, out, opts);
     free(sel);
     return rc;
 }

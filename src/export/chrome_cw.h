@@ -1,8 +1,10 @@
 /*
- * chrome_cw.h — private to the Chrome trace writer (chrome.c, chrome_comm.c): the state of one
- * document being written and the small writers its parts share. Single-threaded: one writer
- * per document. Times are ns after the document's base (baseTimeNanoseconds) on the run's
- * aligned clock (analysis/clocks.h).
+ * chrome_cw.h — private to the trace exporters (chrome.c, chrome_comm.c, perfetto.c and what
+ * they share, export_common.c): the state of one document being written, the small writers
+ * of the Chrome JSON, and the choices both formats make the same way (processes, pids,
+ * clock, window, track sweeps, GPU stream order, communicator tracks). Single-threaded: one
+ * writer per document. Times are ns after the document's base (baseTimeNanoseconds) on the
+ * run's aligned clock (analysis/clocks.h).
  */
 #ifndef TPROF_CHROME_CW_H
 #define TPROF_CHROME_CW_H
@@ -11,7 +13,14 @@
 #include <stdio.h>
 
 #include "analysis/clocks.h"
+#include "analysis/comm.h"
 #include "analysis/model.h"
+#include "analysis/steps.h"
+#include "export/chrome.h"
+
+/* Synthetic pids for processes whose preferred pid is taken: above any Linux pid_max
+ * (2^22) and any plausible rank, so they collide with neither. */
+#define TP_CW_SYNTH_PID_BASE 1000000000LL
 
 typedef struct cw {
     FILE *f;
@@ -53,5 +62,108 @@ void tp_cw_put_ts(cw *w, const char *key, int64_t rel);
 void tp_cw_write_meta(cw *w, int64_t pid, uint32_t tid, const char *what, const char *key);
 /* The communicator tracks of p (chrome_comm.c). 0 or a negative tprof_err. */
 int tp_cw_write_comm(cw *w, const tp_process *p, int64_t pid);
+
+/* ---- shared by the formats (export_common.c) */
+
+/* Whether counter `name` at ts goes into the file (see cw.gpu_only). */
+int tp_cw_counter_wanted(const cw *w, const char *name, int64_t ts);
+/* "rank N (host:pid)": the label, host and pid the viewer shows (a synthetic pid would
+ * otherwise hide the real one). malloc'ed; NULL when out of memory. */
+char *tp_cw_process_name(const tp_process *p);
+/* Ranks by rank, then their helpers, then unattached helpers. */
+int64_t tp_cw_sort_index(const tp_process *p);
+
+/* The processes of a merged trace (tp_export_opts.ranks): ranks in rank order, then the
+ * other processes in file order. *sel is malloc'ed (the caller frees it). 0,
+ * TPROF_ERR_NOT_FOUND when no process has a selected rank, TPROF_ERR_NO_MEMORY. */
+int tp_cw_select_merged(const tp_run *run, const tp_export_opts *opts, size_t **sel,
+                        size_t *n);
+/* pid per exported process: the preferred one (the rank in a merged trace, else the OS
+ * pid) unless an earlier claimant has it (a helper whose OS pid equals a rank number, two
+ * hosts with the same pid): then one above TP_CW_SYNTH_PID_BASE, so rows never merge. */
+int tp_cw_assign_pids(const tp_run *run, const size_t *sel, size_t nsel, int merged,
+                      int64_t *pids);
+/* Fills w's run, clock (opts->clocks, else computed into *own, which the caller frees with
+ * tp_clocks_result_free whatever this returns), base and window. TPROF_ERR_NOT_FOUND when
+ * opts asks for steps that no selected rank has. */
+int tp_cw_setup(cw *w, const tp_run *run, const size_t *sel, size_t nsel, int merged,
+                const tp_export_opts *opts, tp_clocks_result *own);
+/* The trace's last time (ns after the base): the latest event written, else the latest
+ * process end. */
+int64_t tp_cw_end_time(const cw *w, const size_t *sel, size_t nsel);
+
+/* One candidate nested slice of a thread track. */
+typedef struct tp_cw_item {
+    uint64_t start, end; /* monotonic ns of the process */
+    size_t idx;          /* range index in its thread, or step index */
+    uint32_t thread;     /* index in p->threads */
+    uint32_t kind;
+} tp_cw_item;
+
+typedef struct tp_cw_scratch { /* reused across tracks; zero-initialised */
+    tp_cw_item *items;
+    size_t cap;
+    uint64_t *stack;
+    tp_cw_item *fixed;
+    size_t cap_fixed;
+} tp_cw_scratch;
+void tp_cw_scratch_free(tp_cw_scratch *sc);
+
+/* A synchronous range or an API step of a thread track, as the sweep hands it over. */
+typedef struct tp_cw_slice {
+    const char *name;     /* valid during the call only (a step's name is built for it) */
+    uint64_t start, end;  /* monotonic ns of the process */
+    const tp_range *r;    /* the range, or NULL for a step */
+    const tp_step *s;     /* the step, or NULL for a range */
+    int nested;           /* 1: nests with every nested slice before it on the track; 0: it
+                           * would cross one, and goes out as an async slice */
+} tp_cw_slice;
+typedef int (*tp_cw_slice_fn)(void *ctx, const tp_cw_slice *sl);
+
+/* The ranges (not TP_R_ASYNC ones) of p's threads whose os tid is `tid` (a tid can be reused
+ * by a later thread, and both then share one row in a viewer, so they must nest together),
+ * and `steps` (non-NULL when the API steps live on this track), handed to fn: first the steps
+ * that overlap an earlier step (async), then everything else in start order, parents before
+ * children. Viewers drop slices that overlap on one track without nesting, which NVTX allows
+ * (one stack per domain, ranges left open at exit); so a range that would cross a nested
+ * slice kept before it, or a kept step, is handed over with nested = 0. Steps are always
+ * kept. Returns 0, TPROF_ERR_NO_MEMORY, or the first nonzero value of fn (which stops it). */
+int tp_cw_sweep(const tp_process *p, uint32_t tid, const tp_steps *steps, tp_cw_scratch *sc,
+                tp_cw_slice_fn fn, void *ctx);
+
+/* The GPU track of a device and stream (a tid above any thread id):
+ * 0x40000000 | device << 16 | stream. */
+uint32_t tp_cw_gpu_tid(uint32_t device, uint32_t stream);
+/* p's kernels, copies and memsets (not syncs) by track (tp_cw_gpu_tid) and start: malloc'ed,
+ * *n of them; NULL when out of memory. */
+const tp_gpu_op **tp_cw_gpu_ops(const tp_process *p, size_t *n);
+/* The end of ops[i] as shown: records that contradicted their stream's order were clipped by
+ * the loader (tp_gpu_clip_to_streams), as the report sees them; nodes of one CUDA graph may
+ * still overlap on the stream CUPTI names, and a viewer rejects overlapping slices on one
+ * track, so there only the slice is cut at the next one's start. */
+uint64_t tp_cw_gpu_end(const tp_gpu_op *const *ops, size_t n, size_t i);
+/* qsort/bsearch order of pointers to runtime calls by correlation id. */
+int tp_cw_cmp_api_corr(const void *a, const void *b);
+/* An op's category as Kineto names it ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"),
+ * and its name: the kernel's, or "Memcpy HtoD" ... built in buf (n >= 32). */
+const char *tp_cw_gpu_cat(const tp_gpu_op *o);
+const char *tp_cw_gpu_name(const tp_gpu_op *o, char *buf, size_t n);
+
+/* The ops of one communicator as the communicator tracks show them (tp_cw_comm_walk). */
+typedef struct tp_cw_comm_ev {
+    size_t track;             /* the communicator's track: 0, 1, ... in order of first issue */
+    int first;                /* the first op of its track */
+    const tp_comm_op *op;
+    const tp_comm_time *time; /* the report's timing rule (analysis/comm.c) */
+    const char *name;         /* the op's name */
+    uint64_t start, end;      /* as shown: end cut at the enclosing op's end when clamped */
+    int clamped;
+} tp_cw_comm_ev;
+typedef int (*tp_cw_comm_fn)(void *ctx, const tp_cw_comm_ev *ev);
+/* p's communication, one communicator after the other, each's ops in start order (an op
+ * that would overlap the previous one without nesting, as NCCL enqueues of one group do, is
+ * cut at the enclosing op's end and marked clamped). 0, TPROF_ERR_NO_MEMORY, or the first
+ * nonzero value of fn (chrome_comm.c). */
+int tp_cw_comm_walk(const tp_process *p, tp_cw_comm_fn fn, void *ctx);
 
 #endif /* TPROF_CHROME_CW_H */
