@@ -28,6 +28,7 @@
 #include "../core/internal.h"
 #include "../core/source.h"
 #include "bufpool.h"
+#include "comm_ext.h"
 #include "mapped.h"
 
 /* ------------------------------------------------------------------ CUPTI entry points */
@@ -50,6 +51,7 @@
     X(cuptiSubscribe)                                                                    \
     X(cuptiUnsubscribe)                                                                  \
     X(cuptiEnableDomain)                                                                 \
+    X(cuptiEnableCallback)                                                               \
     X(cuptiFinalize)
 
 static struct {
@@ -89,13 +91,20 @@ static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.paus
  * any would attach CUPTI again. TRAINPROF_CUPTI_DETACH=0 keeps CUPTI attached. */
 enum { DETACH_NO = 0, DETACH_ASKED = 1, DETACH_DONE = 2 };
 static _Atomic int g_detach; /* DETACH_*, changed under g_pause_lock */
-static CUpti_SubscriberHandle g_sub; /* the detach callback's, while DETACH_ASKED */
+/* Our one CUPTI subscriber (CUPTI allows one per process), under g_pause_lock: held for the
+ * failed-allocation callbacks while CUPTI is attached (oom_subscribe), and for the detach
+ * callback while DETACH_ASKED; api_callback serves both. */
+static CUpti_SubscriberHandle g_sub;
+static int g_sub_held;
+static _Atomic int g_oom_cbs; /* the allocation callbacks are enabled on g_sub */
 /* Correlation ids as written: CUPTI's plus g_corr_base, which becomes the largest id written
  * so far (g_corr_max) each time CUPTI is attached again, whose ids may start over; every
  * record of an attachment is delivered before it detaches (a forced flush), so the ids of a
  * file stay unique. */
 static _Atomic uint32_t g_corr_base, g_corr_max;
 static int reattach(void);
+static void oom_subscribe(void);
+static void release_subscriber(void);
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -639,6 +648,7 @@ int InitializeInjection(void) {
      * step begins; if that already happened (CUDA initialised late), now */
     pthread_mutex_lock(&g_pause_lock);
     atomic_store(&g_ready, 1);
+    oom_subscribe();
     int on_now = tprof__kwin_capture_now();
     g_want = on_now;
     if (on_now && !g_paused) enable_chosen(1);
@@ -727,18 +737,193 @@ static int reattach(void) {
     atomic_store(&g_enabled, 0);
     atomic_store(&g_detach, DETACH_NO);
     atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+    oom_subscribe(); /* the subscriber went with the detach */
     tprof__log(TPROF_LOG_INFO, "CUPTI attached again");
     return 0;
 }
 
-static void CUPTIAPI detach_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
-                                     const void *data) {
+/* ------------------------------------------------------------------ failed allocations */
+
+/* The device allocations whose failure is an out-of-memory of any program (docs/format.md,
+ * "Memory", source cuda): the runtime's and the driver's allocators of device memory,
+ * including the virtual-memory path (cuMemCreate) PyTorch's expandable segments take. */
+static const CUpti_CallbackId oom_runtime[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020,
+};
+static const CUpti_CallbackId oom_driver[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
+};
+
+/* The bytes a failed call asked for, from its parameters (generated_cuda_*_meta.h); every
+ * struct but the pitched ones has the size second. */
+static uint64_t request_bytes(CUpti_CallbackDomain dom, CUpti_CallbackId cbid, const void *p) {
+    if (!p) return 0;
+    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020) {
+            const cudaMallocPitch_v3020_params *q = p;
+            return (uint64_t)q->width * q->height;
+        }
+        if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020 ||
+            cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020)
+            return ((const cudaMallocFromPoolAsync_v11020_params *)p)->size;
+        return ((const cudaMalloc_v3020_params *)p)->size;
+    }
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2) {
+        const cuMemAllocPitch_v2_params *q = p;
+        return (uint64_t)q->WidthInBytes * q->Height;
+    }
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate) return ((const cuMemCreate_params *)p)->size;
+    return ((const cuMemAlloc_v2_params *)p)->bytesize;
+}
+
+/* The driver's answers at the failure, from the libcuda the process mapped (we are inside
+ * one of its calls): the context's device and its free and total memory. */
+static struct {
+    _Atomic int loaded;
+    CUresult (*mem_info)(size_t *, size_t *);
+    CUresult (*ctx_device)(CUdevice *);
+} D;
+
+static void driver_calls(void) {
+    if (atomic_load(&D.loaded)) return;
+    char path[512];
+    void *h = NULL;
+    if (tprof__mapped("libcuda.so", path, sizeof path, 1))
+        h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (h) {
+        *(void **)&D.mem_info = dlsym(h, "cuMemGetInfo_v2");
+        *(void **)&D.ctx_device = dlsym(h, "cuCtxGetDevice");
+    }
+    atomic_store(&D.loaded, 1);
+}
+
+/* A runtime allocation call in progress on this thread: the driver calls it makes are its
+ * own, one failure, not two. */
+static _Thread_local int t_in_runtime_alloc;
+
+/* At the exit of an allocation call that failed for want of memory: the cuda.oom mark and,
+ * for the process's first OOM, the memory.oom.* keys of source cuda, flushed at once so that
+ * a program that dies of it keeps them. In a PyTorch process whose allocator trainprof.torch
+ * observes, nothing: the caching allocator frees its cache and retries a failed cudaMalloc,
+ * and the observer reports the failure it gives up on. */
+static void oom_callback(CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                         const CUpti_CallbackData *cb) {
+    int failed;
+    if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
+        if (cb->callbackSite == CUPTI_API_ENTER) {
+            t_in_runtime_alloc++;
+            return;
+        }
+        if (t_in_runtime_alloc) t_in_runtime_alloc--;
+        failed = cb->functionReturnValue &&
+                 *(const cudaError_t *)cb->functionReturnValue == cudaErrorMemoryAllocation;
+    } else {
+        if (cb->callbackSite != CUPTI_API_EXIT || t_in_runtime_alloc) return;
+        failed = cb->functionReturnValue &&
+                 *(const CUresult *)cb->functionReturnValue == CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (!failed || tprof__oom_torch()) return;
+    const unsigned n = tprof__oom_begin();
+    tprof_mark("cuda.oom");
+    char v[32];
+    if (n == 1) {
+        tprof__set_meta("memory.oom.source", "cuda");
+        snprintf(v, sizeof v, "%llu",
+                 (unsigned long long)request_bytes(dom, cbid, cb->functionParams));
+        tprof__set_meta("memory.oom.request_bytes", v);
+        driver_calls();
+        CUdevice dev;
+        if (D.ctx_device && D.ctx_device(&dev) == CUDA_SUCCESS) {
+            snprintf(v, sizeof v, "%d", (int)dev);
+            tprof__set_meta("memory.oom.device", v);
+        }
+        size_t free_b, total_b;
+        if (D.mem_info && D.mem_info(&free_b, &total_b) == CUDA_SUCCESS) {
+            snprintf(v, sizeof v, "%llu", (unsigned long long)free_b);
+            tprof__set_meta("memory.oom.free_bytes", v);
+            snprintf(v, sizeof v, "%llu", (unsigned long long)total_b);
+            tprof__set_meta("memory.oom.total_bytes", v);
+        }
+    }
+    snprintf(v, sizeof v, "%u", n);
+    tprof__set_meta("memory.oom.count", v);
+    if (n == 1) tprof_flush();
+}
+
+static int is_oom_cbid(CUpti_CallbackDomain dom, CUpti_CallbackId cbid) {
+    const CUpti_CallbackId *ids = dom == CUPTI_CB_DOMAIN_RUNTIME_API ? oom_runtime : oom_driver;
+    const size_t n = dom == CUPTI_CB_DOMAIN_RUNTIME_API ? sizeof oom_runtime / sizeof *oom_runtime
+                                                        : sizeof oom_driver / sizeof *oom_driver;
+    if (dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == cbid) return 1;
+    return 0;
+}
+
+/* The allocation callbacks on g_sub, on or off (under g_pause_lock, g_sub held). */
+static void oom_callbacks(uint32_t on) {
+    for (size_t i = 0; i < sizeof oom_runtime / sizeof *oom_runtime; i++)
+        F.cuptiEnableCallback(on, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API, oom_runtime[i]);
+    for (size_t i = 0; i < sizeof oom_driver / sizeof *oom_driver; i++)
+        F.cuptiEnableCallback(on, g_sub, CUPTI_CB_DOMAIN_DRIVER_API, oom_driver[i]);
+    atomic_store(&g_oom_cbs, (int)on);
+}
+
+static void detach_now(void);
+
+static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                                  const void *data) {
     (void)ud;
-    (void)cbid;
     const CUpti_CallbackData *cb = data;
-    if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) || !cb ||
-        cb->callbackSite != CUPTI_API_EXIT || atomic_load(&g_detach) != DETACH_ASKED)
+    if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) || !cb) return;
+    if (atomic_load(&g_oom_cbs) && is_oom_cbid(dom, cbid)) oom_callback(dom, cbid, cb);
+    if (cb->callbackSite == CUPTI_API_EXIT && atomic_load(&g_detach) == DETACH_ASKED)
+        detach_now();
+}
+
+/* Under g_pause_lock, CUPTI attached and the subscriber free: subscribe for failed device
+ * allocations (TRAINPROF_MEMORY, default on). Only the allocation calls reach the callback,
+ * and those are rare (caching allocators allocate once and reuse); when another tool holds
+ * CUPTI's one subscriber, failed allocations go unseen, said once. */
+static void oom_subscribe(void) {
+    static int said;
+    int on = 1;
+    tprof__memory_options(&on, NULL);
+    if (!on || g_sub_held || !F.cuptiSubscribe || !F.cuptiEnableCallback) return;
+    CUpti_SubscriberHandle sub;
+    CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
+    if (r != CUPTI_SUCCESS) {
+        if (!said++)
+            tprof__log(TPROF_LOG_INFO, "failed device allocations not seen: %s", result(r));
         return;
+    }
+    g_sub = sub;
+    g_sub_held = 1;
+    oom_callbacks(1);
+}
+
+/* Under g_pause_lock: our subscriber goes (another client may want it, or CUPTI detached). */
+static void release_subscriber(void) {
+    atomic_store(&g_oom_cbs, 0);
+    if (g_sub_held && F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
+    g_sub_held = 0;
+}
+
+/* At the exit of a CUDA call, with a detach asked for: flush and detach (see g_detach). */
+static void detach_now(void) {
     /* a window opening (or a pause) on another thread holds the lock: try again at the
      * next call rather than wait inside the job's CUDA call */
     if (pthread_mutex_trylock(&g_pause_lock) != 0) return;
@@ -746,40 +931,57 @@ static void CUPTIAPI detach_callback(void *ud, CUpti_CallbackDomain dom, CUpti_C
         F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         CUptiResult r = F.cuptiFinalize();
         atomic_store(&g_detach, r == CUPTI_SUCCESS ? DETACH_DONE : DETACH_NO);
-        if (r != CUPTI_SUCCESS)
+        if (r != CUPTI_SUCCESS) {
             tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
-        else
+        } else {
+            /* detached: the subscriber went with CUPTI */
+            atomic_store(&g_oom_cbs, 0);
+            g_sub_held = 0;
             tprof__log(TPROF_LOG_INFO, "CUPTI detached until the next window");
+        }
     }
     pthread_mutex_unlock(&g_pause_lock);
 }
 
-/* Under g_pause_lock, with the kinds off: subscribe the detach callback (one subscriber per
- * process: when another tool holds it, CUPTI stays attached, said once). */
+/* Under g_pause_lock, with the kinds off: the detach callback at the exit of every runtime and
+ * driver call, on our subscriber (one per process: when another tool holds it, CUPTI stays
+ * attached, said once). */
 static void ask_detach(void) {
     static int said;
     const char *v = tprof__env(TPROF__OPT_CUPTI_DETACH);
     if ((v && !strcmp(v, "0")) || !F.cuptiFinalize || !F.cuptiSubscribe || !F.cuptiEnableDomain ||
         atomic_load(&g_detach) != DETACH_NO)
         return;
-    CUpti_SubscriberHandle sub;
-    CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)detach_callback, NULL);
-    if (r == CUPTI_SUCCESS) {
+    if (!g_sub_held) {
+        CUpti_SubscriberHandle sub;
+        CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
+        if (r != CUPTI_SUCCESS) {
+            if (!said++)
+                tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+            return;
+        }
         g_sub = sub;
-        atomic_store(&g_detach, DETACH_ASKED);
-        F.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-        F.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
-    } else if (!said++) {
-        tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+        g_sub_held = 1;
     }
+    atomic_store(&g_detach, DETACH_ASKED);
+    F.cuptiEnableDomain(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+    F.cuptiEnableDomain(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API);
 }
 
 /* Under g_pause_lock: a detach asked for and not done yet is called off (a window opens
- * again, or another client takes CUPTI), and its callback unsubscribed. */
+ * again): the domains go off, and the subscriber keeps the allocation callbacks (or goes, when
+ * it held none). */
 static void cancel_detach(void) {
     if (atomic_load(&g_detach) != DETACH_ASKED) return;
     atomic_store(&g_detach, DETACH_NO);
-    if (F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
+    if (!g_sub_held) return;
+    if (atomic_load(&g_oom_cbs)) {
+        F.cuptiEnableDomain(0, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+        F.cuptiEnableDomain(0, g_sub, CUPTI_CB_DOMAIN_DRIVER_API);
+        oom_callbacks(1);
+    } else {
+        release_subscriber();
+    }
 }
 
 static void cupti_window(int on) {
@@ -809,6 +1011,7 @@ int tprof_gpu_capture_pause(void) {
     /* detached, CUPTI holds nothing of ours, and any call would attach it again */
     if (atomic_load(&g_detach) != DETACH_DONE) {
         cancel_detach(); /* the other client's: no detach under it */
+        release_subscriber(); /* and CUPTI's one subscriber is its to take */
         enable_chosen(0); /* flushes: what ran before the pause arrives now */
         /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel
          * still running: counted as untimed), also when the kinds were already off, so that
@@ -843,6 +1046,7 @@ int tprof_gpu_capture_resume(void) {
             F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
         r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
         if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
+        if (r == CUPTI_SUCCESS) oom_subscribe(); /* unless the other client kept it */
     }
     int rc = TPROF_OK;
     if (r != CUPTI_SUCCESS) {
