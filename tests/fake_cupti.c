@@ -30,9 +30,10 @@
  *   FAKE_CUPTI_SUBSCRIBE_FAIL=1  cuptiSubscribe answers "multiple subscribers"
  *   fake_cupti_alloc(driver, cbid, bytes, ret, nested)  an allocation call returns `ret`: a
  *       runtime (driver 0: cudaMalloc_v3020's parameters) or driver (cuMemAlloc_v2's) call of
- *       `bytes`, its ENTER and EXIT given to the subscriber where its callback (cuptiEnableCallback)
- *       or its domain is on; with `nested`, a runtime call makes a failing cuMemAlloc_v2 of
- *       the same size inside, as the runtime does. Returns the callbacks made
+ *       `bytes`, its ENTER and EXIT given to the subscriber where its callback
+ *       (cuptiEnableCallback) or its domain is on; with `nested`, a runtime call makes a
+ *       failing cuMemAlloc_v2 of the same size inside, as the runtime does. Returns the
+ *       callbacks made
  */
 #define _GNU_SOURCE
 #include <cupti.h>
