@@ -199,7 +199,6 @@ class _Mem:
         self.on = False         # sampling: TRAINPROF_MEMORY, CUDA available, nothing failed
         self.ready = False      # set up once CUDA is initialised (device, observer, history)
         self.phases = []        # open phases of the training loop (data, forward, ...)
-        self.first_oom = True   # the memory.oom.* keys are written for the first OOM only
         self.nested = None      # torch.cuda.memory.memory_stats_as_nested_dict, if there
 
 
@@ -323,8 +322,7 @@ def _oom(device, alloc, total, free):
     _tp.mark("cuda.oom")
     stats = _mem_sample(device)
     meta = _tp.set_metadata
-    if _M.first_oom:
-        _M.first_oom = False
+    if n == 1:  # the keys describe the process's first OOM, whichever source saw it
         meta("memory.oom.source", "torch")
         meta("memory.oom.request_bytes", str(alloc))
         meta("memory.oom.device", str(device))

@@ -102,10 +102,6 @@ static void driver_calls(void) {
     atomic_store(&D.loaded, 1);
 }
 
-/* A runtime allocation call in progress on this thread: the driver calls it makes are its
- * own, one failure, not two. */
-static _Thread_local int t_in_runtime_alloc;
-
 /* At the exit of an allocation call that failed for want of memory: the cuda.oom mark and,
  * for the process's first OOM, the memory.oom.* keys of source cuda, flushed at once so that
  * a program that dies of it keeps them. In a PyTorch process whose allocator trainprof.torch
@@ -114,17 +110,22 @@ static _Thread_local int t_in_runtime_alloc;
 void tprof__cupti_oom_callback(CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
                                const CUpti_CallbackData *cb) {
     if (!is_oom_cbid(dom, cbid)) return;
+    /* the calling thread's ring: nothing is recorded without one; its depth counts the
+     * runtime allocation calls in progress, whose own driver allocations are not a second
+     * failure */
+    tprof__thread *t = tprof__thread_get();
+    if (!t) return;
     int failed;
     if (dom == CUPTI_CB_DOMAIN_RUNTIME_API) {
         if (cb->callbackSite == CUPTI_API_ENTER) {
-            t_in_runtime_alloc++;
+            t->cuda_alloc_depth++;
             return;
         }
-        if (t_in_runtime_alloc) t_in_runtime_alloc--;
+        if (t->cuda_alloc_depth) t->cuda_alloc_depth--;
         failed = cb->functionReturnValue &&
                  *(const cudaError_t *)cb->functionReturnValue == cudaErrorMemoryAllocation;
     } else {
-        if (cb->callbackSite != CUPTI_API_EXIT || t_in_runtime_alloc) return;
+        if (cb->callbackSite != CUPTI_API_EXIT || t->cuda_alloc_depth) return;
         failed = cb->functionReturnValue &&
                  *(const CUresult *)cb->functionReturnValue == CUDA_ERROR_OUT_OF_MEMORY;
     }
