@@ -398,7 +398,7 @@ def _oom_top(top):
     for b, s, f in top:
         while len(json.dumps(f).encode()) - 2 > share:
             i = f.rfind("; ")
-            f = f[:i] if i > 0 else f[:max(0, share // 2)]
+            f = f[:i] if i > 0 else f[:len(f) // 2]  # shorter each time: escapes may grow it
         cut.append((b, s, f))
     while cut and len(dump(cut).encode()) >= _OOM_TOP_BYTES:
         cut.pop()

@@ -226,5 +226,33 @@ class OomTest(unittest.TestCase):
         self.assertEqual(os.listdir(d), files)
 
 
+class TopTest(unittest.TestCase):
+    """memory.oom.top under its bound: frames cut at frame boundaries to an equal share, a
+    frame longer than its share halved until it fits (escaped characters included)."""
+
+    def test_cut(self):
+        import trainprof.torch as tt
+        frame = "/very/long/path/to/the/model/file_%02d.py:%d forward_\u00e9\"q\""
+        top = [(1000 - i, 0, "; ".join(frame % (i, k) for k in range(30))) for i in range(10)]
+        top.append((5, 7, "x" * 5000))
+        v = tt._oom_top(top[:10])
+        self.assertLess(len(v.encode()), 3500)
+        got = json.loads(v)
+        self.assertEqual([e["bytes"] for e in got], [1000 - i for i in range(10)])
+        for i, e in enumerate(got):
+            self.assertTrue(e["frames"].startswith(frame % (i, 0)), e["frames"])
+            self.assertTrue(("; ".join(frame % (i, k) for k in range(30)) + "; ").startswith(
+                e["frames"] + "; "))
+        (one,) = json.loads(tt._oom_top([top[10]]))
+        self.assertEqual(one["frames"], "x" * 2500)  # 5000 halved once fits
+        self.assertLess(len(tt._oom_top([top[10]]).encode()), 3500)
+        # one frame of non-ASCII characters: 6 bytes each once escaped, halved until it fits
+        (wide,) = json.loads(tt._oom_top([(5, 0, "\u00e9" * 3000)]))
+        self.assertEqual(wide["frames"], "\u00e9" * 375)
+        small = [(10, 1, "a.py:1 f")]
+        self.assertEqual(json.loads(tt._oom_top(small)),
+                         [{"bytes": 10, "stream": 1, "frames": "a.py:1 f"}])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
