@@ -14,6 +14,8 @@ if(EXISTS ${TPROF_CUDA_ROOT}/include/cupti.h)
   tprof_add_unit(test_cupti test_cupti.c LIBS trainprof tprof_analysis Threads::Threads
                  ${CMAKE_DL_LIBS} LABELS tsan)
   target_compile_definitions(test_cupti PRIVATE FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>"
-    MAPPED_CUPTI_PATH="$<TARGET_FILE:fake_cupti_mapped>")
-  add_dependencies(test_cupti fake_cupti fake_cupti_mapped)
+    MAPPED_CUPTI_PATH="$<TARGET_FILE:fake_cupti_mapped>" FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
+  # cupti.h: the callback ids and results the failed-allocation scenario gives the fake
+  target_include_directories(test_cupti PRIVATE ${TPROF_CUDA_ROOT}/include)
+  add_dependencies(test_cupti fake_cupti fake_cupti_mapped fake_cuda)
 endif()

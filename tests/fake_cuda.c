@@ -141,6 +141,18 @@ EXPORT int cuCtxGetCurrent(void **ctx) {
     return OK;
 }
 
+/* the scripted device at an out-of-memory (test_cupti): device 1, 512 MiB free of 141 GiB */
+EXPORT int cuCtxGetDevice(int *dev) {
+    *dev = 1;
+    return OK;
+}
+
+EXPORT int cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    *free_bytes = (size_t)512 << 20;
+    *total = (size_t)141 << 30;
+    return OK;
+}
+
 EXPORT int cuCtxSynchronize(void) {
     g_syncs++;
     return g_ctx ? OK : INVALID_CONTEXT;

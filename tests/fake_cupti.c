@@ -28,6 +28,12 @@
  *   fake_cupti_finalizes(), fake_cupti_registers(), fake_cupti_subscribers()  calls of
  *       cuptiFinalize, of cuptiActivityRegisterCallbacks, and subscribers held now
  *   FAKE_CUPTI_SUBSCRIBE_FAIL=1  cuptiSubscribe answers "multiple subscribers"
+ *   fake_cupti_alloc(driver, cbid, bytes, ret, nested)  an allocation call returns `ret`: a
+ *       runtime (driver 0: cudaMalloc_v3020's parameters) or driver (cuMemAlloc_v2's) call of
+ *       `bytes`, its ENTER and EXIT given to the subscriber where its callback
+ *       (cuptiEnableCallback) or its domain is on; with `nested`, a runtime call makes a
+ *       failing cuMemAlloc_v2 of the same size inside, as the runtime does. Returns the
+ *       callbacks made
  */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -43,7 +49,8 @@ static CUpti_BuffersCallbackCompleteFunc g_done;
 static int g_enabled, g_flushes, g_forced;
 static int g_attached = 1, g_finalizes, g_registers;
 static CUpti_CallbackFunc g_sub_fn;
-static int g_sub_held, g_sub_runtime;
+static int g_sub_held, g_sub_runtime, g_sub_driver;
+static unsigned char g_cb_on[2][1024]; /* cuptiEnableCallback: [0] runtime, [1] driver */
 #define ATTACH() (g_attached = 1) /* any CUPTI call but cuptiFinalize */
 
 #define SLOT ((sizeof(CUpti_ActivityKernel10) + 7) & ~(size_t)7)
@@ -244,7 +251,8 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFun
     if ((f && !strcmp(f, "1")) || g_sub_held) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     g_sub_fn = fn;
     g_sub_held = 1;
-    g_sub_runtime = 0;
+    g_sub_runtime = g_sub_driver = 0;
+    memset(g_cb_on, 0, sizeof g_cb_on);
     *sub = (CUpti_SubscriberHandle)&g_sub_fn;
     return CUPTI_SUCCESS;
 }
@@ -253,6 +261,16 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub) {
     ATTACH();
     g_sub_held = 0;
     g_sub_fn = NULL;
+    memset(g_cb_on, 0, sizeof g_cb_on);
+    return CUPTI_SUCCESS;
+}
+EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle sub,
+                                       CUpti_CallbackDomain d, CUpti_CallbackId cb) {
+    (void)sub;
+    ATTACH();
+    if (!g_sub_held || cb >= 1024) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API)
+        g_cb_on[d == CUPTI_CB_DOMAIN_DRIVER_API][cb] = (unsigned char)(on != 0);
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle sub,
@@ -260,6 +278,10 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle sub,
     (void)sub;
     ATTACH();
     if (d == CUPTI_CB_DOMAIN_RUNTIME_API) g_sub_runtime = (int)on;
+    if (d == CUPTI_CB_DOMAIN_DRIVER_API) g_sub_driver = (int)on;
+    /* as CUPTI's: the domain's every callback on or off */
+    if (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API)
+        memset(g_cb_on[d == CUPTI_CB_DOMAIN_DRIVER_API], on != 0, sizeof g_cb_on[0]);
     return CUPTI_SUCCESS;
 }
 /* detaches: subscribers, callbacks and kinds are gone */
@@ -268,6 +290,7 @@ EXPORT CUptiResult cuptiFinalize(void) {
     g_attached = 0;
     g_sub_held = 0;
     g_sub_fn = NULL;
+    memset(g_cb_on, 0, sizeof g_cb_on);
     g_enabled = 0;
     g_req = NULL;
     g_done = NULL;
@@ -287,3 +310,31 @@ EXPORT int fake_cupti_attached(void) { return g_attached; }
 EXPORT int fake_cupti_finalizes(void) { return g_finalizes; }
 EXPORT int fake_cupti_registers(void) { return g_registers; }
 EXPORT int fake_cupti_subscribers(void) { return g_sub_held; }
+
+/* One site of an allocation call at the subscriber, when its callback is on. */
+static int alloc_site(int driver, uint32_t cbid, CUpti_ApiCallbackSite site, const void *params,
+                      const int *ret) {
+    if (!g_sub_held || !g_sub_fn || cbid >= 1024 || !g_cb_on[driver != 0][cbid]) return 0;
+    CUpti_CallbackData cb;
+    memset(&cb, 0, sizeof cb);
+    cb.callbackSite = site;
+    cb.functionParams = params;
+    cb.functionReturnValue = site == CUPTI_API_EXIT ? (void *)(uintptr_t)ret : NULL;
+    g_sub_fn(NULL, driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
+    return 1;
+}
+
+EXPORT int fake_cupti_alloc(int driver, uint32_t cbid, size_t bytes, int ret, int nested) {
+    void *ptr = NULL;
+    CUdeviceptr dptr = 0;
+    cudaMalloc_v3020_params rp = {&ptr, bytes};
+    cuMemAlloc_v2_params dp = {&dptr, bytes};
+    const void *params = driver ? (const void *)&dp : (const void *)&rp;
+    int n = alloc_site(driver, cbid, CUPTI_API_ENTER, params, &ret);
+    if (!driver && nested) {
+        const int dret = CUDA_ERROR_OUT_OF_MEMORY;
+        n += alloc_site(1, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_ENTER, &dp, &dret);
+        n += alloc_site(1, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_API_EXIT, &dp, &dret);
+    }
+    return n + alloc_site(driver, cbid, CUPTI_API_EXIT, params, &ret);
+}

@@ -24,6 +24,14 @@
  *              gpu_capture.windows. The plan "off" does not load CUPTI at all
  *   mapped     a libcupti the process mapped before CUDA started (libcupti.so.99 here) is
  *              the one used: no second copy is loaded
+ *   oom        failed device allocations (subscriber callbacks on the allocation calls only):
+ *              a failed cudaMalloc, with the failed driver allocation inside it, is one OOM
+ *              and a failed cuMemAlloc of its own a second: two cuda.oom marks, the
+ *              memory.oom.* keys of the first (size from the call's parameters, device, free
+ *              and total from the driver the program mapped), flushed at once; a pause gives
+ *              the subscriber up and a resume takes it back; once trainprof.torch observes the
+ *              allocator, failed cudaMallocs are its to report; TRAINPROF_MEMORY=0 subscribes
+ *              nothing
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
  *              activity API, TRAINPROF_CUPTI=0: one capability line each, and the session
  *              records on (a step)
@@ -42,13 +50,19 @@
 #include <string.h>
 #include <time.h>
 
+#include <cupti.h>
+
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "capture/comm_ext.h"
 #include "trainprof.h"
 
 #define CHILD_PREFIX "cupti"
 #include "child.h"
 
+#ifndef FAKE_CUDA_PATH
+#error "FAKE_CUDA_PATH must name the fake libcuda (tests/cupti.cmake)"
+#endif
 #ifndef FAKE_CUPTI_PATH
 #error "FAKE_CUPTI_PATH must name the fake libcupti (tests/cupti.cmake)"
 #endif
@@ -190,8 +204,9 @@ static fake_int_fn fake_fn(void *h, const char *name) {
     return f;
 }
 
-/* the detach scenario; want_detach: whether CUPTI should end detached */
-static void detach_run(int want_detach) {
+/* the detach scenario; want_detach: whether CUPTI should end detached; oom_sub: whether our
+ * subscriber is held for failed allocations from the start (another tool may hold it) */
+static void detach_run(int want_detach, int oom_sub) {
     setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
     setenv("TRAINPROF_KERNEL_STEPS", "1-1", 1);
     start_session();
@@ -214,10 +229,10 @@ static void detach_run(int want_detach) {
     CHECK(deliver(3, 0, g_t0) != 0, 45);
     tprof_step_end(1);
     tprof_step_begin(2); /* the window closes: kinds off, still attached */
-    CHECK(enabled() == 1 && fin() == 0 && subs() == 0, 46);
+    CHECK(enabled() == 1 && fin() == 0 && subs() == oom_sub, 46);
     tprof_step_end(2);
-    tprof_step_begin(3); /* one step later: the detach is asked for */
-    CHECK(subs() == (want_detach ? 1 : 0), 47);
+    tprof_step_begin(3); /* one step later: the detach is asked for (on the same subscriber) */
+    CHECK(subs() == (want_detach || oom_sub), 47);
     CHECK(api_exit() == want_detach, 48); /* the next CUDA call returns */
     CHECK(fin() == want_detach && attached() == !want_detach, 49);
     tprof_step_end(3);
@@ -229,7 +244,7 @@ static void detach_run(int want_detach) {
     CHECK(attached() == !want_detach && fin() == want_detach, 53);
     _exit(0);
 }
-static void detach_body(void) { detach_run(1); }
+static void detach_body(void) { detach_run(1, 1); }
 
 /* The default plan, auto: the kinds on from the start (before any step), through step 4;
  * off as step 5 begins, CUPTI detached a step later; on again for steps 1000-1004. */
@@ -285,16 +300,22 @@ static void test_plan_auto(void **state) {
 }
 static void stay_body(void) {
     setenv("TRAINPROF_CUPTI_DETACH", "0", 1);
-    detach_run(0);
+    detach_run(0, 1);
 }
 static void other_subscriber_body(void) {
     setenv("FAKE_CUPTI_SUBSCRIBE_FAIL", "1", 1);
-    detach_run(0);
+    detach_run(0, 0);
+}
+/* without the failed-allocation callbacks, the detach subscribes for itself */
+static void detach_no_memory_body(void) {
+    setenv("TRAINPROF_MEMORY", "0", 1);
+    detach_run(1, 0);
 }
 
 static void test_detach(void **state) {
     (void)state;
-    void (*bodies[])(void) = {detach_body, stay_body, other_subscriber_body};
+    void (*bodies[])(void) = {detach_body, stay_body, other_subscriber_body,
+                              detach_no_memory_body};
     for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
         fresh_dir("detach");
         g_t0 = mono_ns() + 1000000000ull;
@@ -307,6 +328,81 @@ static void test_detach(void **state) {
         assert_int_equal(kernels, 3); /* the window's, whether detached or not */
         tp_run_free(&run);
     }
+}
+
+typedef int (*fake_alloc_fn)(int, uint32_t, size_t, int, int);
+
+static void oom_run(int memory_on) {
+    /* the program's own driver (the fake), mapped as a CUDA program maps libcuda */
+    CHECK(dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_GLOBAL) != NULL, 70);
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    if (!memory_on) setenv("TRAINPROF_MEMORY", "0", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 71);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 72);
+    fake_alloc_fn alloc;
+    *(void **)&alloc = dlsym(h, "fake_cupti_alloc");
+    fake_int_fn subs = fake_fn(h, "fake_cupti_subscribers");
+    CHECK(alloc && subs, 73);
+    const uint32_t rt = CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+                   drv = CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2;
+    if (!memory_on) {
+        CHECK(subs() == 0, 74);
+        CHECK(alloc(0, rt, 3ull << 30, cudaErrorMemoryAllocation, 1) == 0, 75);
+        return;
+    }
+    CHECK(subs() == 1, 76);
+    /* succeeds: its enter and exit, nothing recorded */
+    CHECK(alloc(0, rt, 1u << 20, cudaSuccess, 0) == 2, 77);
+    /* 3 GiB that fail, the runtime's own driver allocation failing inside: one OOM */
+    CHECK(alloc(0, rt, 3ull << 30, cudaErrorMemoryAllocation, 1) == 4, 78);
+    /* a driver allocation of the program's that fails: the second */
+    CHECK(alloc(1, drv, 4096, CUDA_ERROR_OUT_OF_MEMORY, 0) == 2, 79);
+    /* paused: CUPTI's one subscriber is the other client's to take; resumed: ours again */
+    CHECK(tprof_gpu_capture_pause() == TPROF_OK, 80);
+    CHECK(subs() == 0 && alloc(1, drv, 4096, CUDA_ERROR_OUT_OF_MEMORY, 0) == 0, 81);
+    CHECK(tprof_gpu_capture_resume() == TPROF_OK && subs() == 1, 82);
+    /* trainprof.torch observes PyTorch's allocator: a failed cudaMalloc is no OOM of ours */
+    tprof__oom_torch_observes();
+    CHECK(alloc(0, rt, 1ull << 30, cudaErrorMemoryAllocation, 1) == 4, 83);
+}
+static void oom_body(void) { oom_run(1); }
+static void oom_off_body(void) { oom_run(0); }
+
+static size_t count_marks(const tp_process *p, const char *name) {
+    size_t n = 0;
+    for (size_t t = 0; t < p->nthreads; t++)
+        for (size_t k = 0; k < p->threads[t].nmarks; k++)
+            n += p->threads[t].marks[k].name && !strcmp(p->threads[t].marks[k].name, name);
+    return n;
+}
+
+static void test_oom(void **state) {
+    (void)state;
+    fresh_dir("oom");
+    in_child(oom_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(count_marks(p, "cuda.oom"), 2);
+    static const char *const want[][2] = {
+        {"memory.oom.source", "cuda"},          {"memory.oom.request_bytes", "3221225472"},
+        {"memory.oom.device", "1"},             {"memory.oom.free_bytes", "536870912"},
+        {"memory.oom.total_bytes", "151397597184"}, {"memory.oom.count", "2"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const char *v = tp_meta(p, want[i][0]);
+        if (!v || strcmp(v, want[i][1])) fail_msg("%s = %s, not %s", want[i][0], v, want[i][1]);
+    }
+    assert_null(tp_meta(p, "memory.oom.phase")); /* unknown to the driver's side */
+    tp_run_free(&run);
+    fresh_dir("oom-off");
+    in_child(oom_off_body);
+    load(&run);
+    assert_int_equal(count_marks(&run.procs[0], "cuda.oom"), 0);
+    assert_null(tp_meta(&run.procs[0], "memory.oom.source"));
+    tp_run_free(&run);
 }
 
 /* "2-3/5" over steps 0..14, one CUDA call returning in each step. Windows open as steps 2, 7,
@@ -476,6 +572,7 @@ int main(void) {
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_plan_off),
         cmocka_unit_test(test_plan_auto),
+        cmocka_unit_test(test_oom),
         cmocka_unit_test(test_mapped),
         cmocka_unit_test(test_backoff),
     };

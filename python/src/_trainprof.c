@@ -110,6 +110,14 @@ static PyMethodDef module_methods[] = {
     {"_nccl_recording", fn_nccl_recording, METH_NOARGS,
      "_nccl_recording()\n--\n\nTrue once NCCL's profiler plugin records this process's "
      "collectives (trainprof.torch then leaves NCCL's to it)."},
+    {"_memory_config", fn_memory_config, METH_NOARGS,
+     "_memory_config()\n--\n\n(on, history_entries): TRAINPROF_MEMORY and "
+     "TRAINPROF_MEMORY_HISTORY as the library parses them."},
+    {"_oom_observed", fn_oom_observed, METH_NOARGS,
+     "_oom_observed()\n--\n\ntrainprof.torch's allocator OOM observer is attached: the CUPTI "
+     "callback leaves OOMs to it."},
+    {"_oom_begin", fn_oom_begin, METH_NOARGS,
+     "_oom_begin()\n--\n\nOne more OOM of this process; returns the count so far."},
     {"gpu_capture_pause", fn_gpu_capture_pause, METH_NOARGS,
      "gpu_capture_pause()\n--\n\nStop CUPTI activity capture (tprof_gpu_capture_pause); "
      "returns 0 or a negative library code (e.g. TPROF_ERR_UNAVAILABLE without CUPTI)."},

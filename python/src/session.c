@@ -192,6 +192,33 @@ PyObject *fn_nccl_recording(PyObject *m, PyObject *unused) {
     return PyBool_FromLong(tprof__nccl_recording());
 }
 
+/* _memory_config(): (on, history_entries) from TRAINPROF_MEMORY and TRAINPROF_MEMORY_HISTORY,
+ * parsed by the library's table (tprof__memory_options). */
+PyObject *fn_memory_config(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    int on = 1;
+    uint64_t history = 0;
+    tprof__memory_options(&on, &history);
+    return Py_BuildValue("(OK)", on ? Py_True : Py_False, (unsigned long long)history);
+}
+
+/* _oom_observed(): trainprof.torch's allocator OOM observer is attached; the CUPTI callback
+ * leaves OOMs to it from now on (tprof__oom_torch_observes). */
+PyObject *fn_oom_observed(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    tprof__oom_torch_observes();
+    Py_RETURN_NONE;
+}
+
+/* _oom_begin(): one more OOM of this process; the count so far (tprof__oom_begin). */
+PyObject *fn_oom_begin(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyLong_FromUnsignedLong(tprof__oom_begin());
+}
+
 /* gpu_capture_pause() / gpu_capture_resume(): tprof_gpu_capture_pause/resume; the library's
  * code (0, or a negative TPROF_ERR_*) is returned, never raised. */
 PyObject *fn_gpu_capture_pause(PyObject *m, PyObject *unused) {

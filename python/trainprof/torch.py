@@ -27,9 +27,19 @@ file (docs/python.md, "trainprof.torch"):
   plugin records the same collectives, so torch records none of them (nothing counts
   twice): only the description is written, and the report joins it to the NCCL
   communicator of that size;
-- **CUDA caching-allocator** counters at each step end when CUDA is initialised
-  (``cuda.memory_allocated_bytes``, ``cuda.memory_reserved_bytes``,
-  ``cuda.max_memory_allocated_bytes``);
+- **CUDA caching-allocator samples** once the program initialised CUDA (never before: we
+  never initialise it): the allocator's figures of the current device (allocated, reserved,
+  their peaks, active, inactive split, allocation, free, retry and OOM counts; docs/format.md,
+  "Memory") as counters at each phase boundary (a data fetch's end, the model's forward begin
+  and end, backward begin and end, optimizer begin and end, step end), read from one
+  ``memory_stats`` each; nothing that changes the allocator's state (its peaks stay the
+  job's). ``TRAINPROF_MEMORY=0`` turns it off;
+- **the OOM post-mortem**: an observer on the allocator's out-of-memory path writes a
+  ``cuda.oom`` mark, a sample, the ``memory.oom.*`` metadata (request, free and total, step
+  and phase, the largest live allocations, the largest free block) and PyTorch's memory
+  snapshot beside the rank file, then flushes; the job's OutOfMemoryError is raised as
+  without trainprof. ``TRAINPROF_MEMORY_HISTORY=N`` asks PyTorch to keep its last N
+  allocations with their Python stacks, for the snapshot and the named allocations;
 - **torch.profiler**: trainprof's CUPTI capture is paused while a profiler with CUDA activity
   runs (the two cannot share CUPTI), and the report says so.
 
@@ -39,6 +49,9 @@ torch is imported only by the program: this module touches ``sys.modules["torch"
 ``autostart()`` is what ``trainprof run --python`` calls when the program imports torch.
 """
 
+import json
+import os
+import pickle
 import sys
 import threading
 import types
@@ -70,7 +83,6 @@ class _State:
         self.group_names = {}       # id(pg) -> the group_desc given to new_group
         self.group_ordinal = {}     # (backend, ranks) -> count, for duplicate groups
         self.opt_param_ids = []     # per optimizer: frozenset of id(param)
-        self.cuda_counters = False
         self.rule_written = False
         self.after_opt = False      # an optimizer step ended the step; nothing since
         self.capturing = 0          # CUDA graph captures open on the training thread
@@ -136,8 +148,7 @@ def _end_step():
     _S.step += 1
     _S.in_step = False
     _S.after_opt = True
-    if _S.cuda_counters:
-        _cuda_counters()
+    _mem_sample()
 
 
 def _opt_begin():
@@ -161,16 +172,262 @@ def _opt_end(continued):
     _end_step()
 
 
-def _cuda_counters():
-    cuda = _torch().cuda
+# ------------------------------------------------------------------------------ memory
+
+# One SAMPLE of the CUDA caching allocator (docs/format.md, "Memory"): these counters written
+# back to back, read from one torch.cuda.memory_stats of the current device. Paths into
+# torch._C._cuda_memoryStats's nested dict (torch/cuda/memory.py, memory_stats_as_nested_dict;
+# memory_stats joins the same paths with "."). The last four are cumulative counts.
+_MEM_STATS = (
+    ("cuda.memory_allocated_bytes", ("allocated_bytes", "all", "current")),
+    ("cuda.memory_reserved_bytes", ("reserved_bytes", "all", "current")),
+    ("cuda.max_memory_allocated_bytes", ("allocated_bytes", "all", "peak")),
+    ("cuda.max_memory_reserved_bytes", ("reserved_bytes", "all", "peak")),
+    ("cuda.memory_active_bytes", ("active_bytes", "all", "current")),
+    ("cuda.memory_inactive_split_bytes", ("inactive_split_bytes", "all", "current")),
+    ("cuda.memory_alloc_retries", ("num_alloc_retries",)),
+    ("cuda.memory_allocations", ("allocation", "all", "allocated")),
+    ("cuda.memory_frees", ("allocation", "all", "freed")),
+    ("cuda.memory_ooms", ("num_ooms",)),
+)
+_OOM_TOP = 10          # live allocations named in memory.oom.top
+_OOM_TOP_BYTES = 3500  # memory.oom.top stays under this (metadata values: 4000 at most)
+
+
+class _Mem:
+    def __init__(self):
+        self.on = False         # sampling: TRAINPROF_MEMORY, CUDA available, nothing failed
+        self.ready = False      # set up once CUDA is initialised (device, observer, history)
+        self.phases = []        # open phases of the training loop (data, forward, ...)
+        self.nested = None      # torch.cuda.memory.memory_stats_as_nested_dict, if there
+
+
+_M = _Mem()
+
+
+def _mem_enable(torch):
+    """Whether this process samples the allocator: TRAINPROF_MEMORY (default 1) and a CUDA
+    build with a device (torch.cuda.is_available does not initialise CUDA). The set-up needing
+    CUDA waits for the program to initialise it (_mem_setup)."""
     try:
-        if not cuda.is_initialized():
+        on, _ = _tp._memory_config()
+        _M.on = bool(on) and bool(torch.cuda.is_available())
+        if _M.on:
+            _mem_setup(torch)
+    except Exception:
+        _M.on = False
+
+
+def _stats(dev):
+    """The allocator's statistics of device dev: a nested dict, or memory_stats' flat one."""
+    if _M.nested is not None:
+        return _M.nested(dev)
+    return _torch().cuda.memory_stats(dev)
+
+
+def _stat(stats, path):
+    """The figure at path in a nested or flat statistics dict (0 when the allocator has none)."""
+    v = stats.get(path[0])
+    if isinstance(v, dict):
+        for k in path[1:]:
+            v = v[k]
+        return v
+    return stats.get(".".join(path), 0)
+
+
+def _mem_setup(torch):
+    """Once CUDA is initialised (never initialising it ourselves: attaching an observer would):
+    the sampled device, the allocator's OOM observer, and the allocation history asked for by
+    TRAINPROF_MEMORY_HISTORY. Returns whether CUDA is initialised."""
+    cuda = torch.cuda
+    if not cuda.is_initialized():
+        return False
+    if _M.ready:
+        return True
+    _M.ready = True
+    mem = getattr(cuda, "memory", None)
+    _M.nested = getattr(mem, "memory_stats_as_nested_dict", None)
+    _tp.set_metadata("torch.cuda.device", str(_device(torch)))
+    attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
+    if attach is not None:
+        try:
+            attach(_oom_observer)
+            _tp._oom_observed()
+        except Exception:
+            pass
+    _, history = _tp._memory_config()
+    if history:
+        try:  # torch 2.1+ (torch/cuda/memory.py): stacks of Python frames only
+            mem._record_memory_history(max_entries=int(history), stacks="python")
+            _tp.set_metadata("memory.history_entries", str(int(history)))
+        except Exception:
+            pass
+    return True
+
+
+def _device(torch):
+    get = getattr(torch._C, "_cuda_getDevice", None)
+    return get() if get is not None else torch.cuda.current_device()
+
+
+def _mem_sample(dev=None):
+    """One sample on the current device (or dev), on the calling thread. Any failure turns
+    sampling off for the process: a broken CUDA state must not stop training."""
+    if not _M.on:
+        return
+    try:
+        torch = _torch()
+        if not _M.ready and not _mem_setup(torch):
             return
-        _tp.counter("cuda.memory_allocated_bytes", float(cuda.memory_allocated()))
-        _tp.counter("cuda.memory_reserved_bytes", float(cuda.memory_reserved()))
-        _tp.counter("cuda.max_memory_allocated_bytes", float(cuda.max_memory_allocated()))
-    except Exception:  # a broken CUDA state must not stop training
-        _S.cuda_counters = False
+        if not torch.cuda.is_initialized():
+            return
+        stats = _stats(_device(torch) if dev is None else dev)
+        counter = _tp.counter
+        for name, path in _MEM_STATS:
+            counter(name, float(_stat(stats, path)))
+        return stats
+    except Exception:
+        _M.on = False
+
+
+def _phase_in(name, sample=True):
+    """A phase of the loop begins: one sample inside it (after its range opened), except at a
+    data fetch's begin. The open phases name the phase of an OOM."""
+    _M.phases.append(name)
+    if sample:
+        _mem_sample()
+
+
+def _phase_out():
+    """The phase ends: one sample inside it (before its range closes)."""
+    _mem_sample()
+    if _M.phases:
+        _M.phases.pop()
+
+
+def _oom_observer(device, alloc, total, free):
+    """torch's caching allocator calls this at an OOM, on the allocating thread, with its lock
+    released and before it raises OutOfMemoryError (c10/cuda/CUDACachingAllocator.cpp: the
+    device, the rounded request, the device's total memory (or the limit
+    set_per_process_memory_fraction allowed) and cudaMemGetInfo's free). What it raises would
+    replace the job's OutOfMemoryError: nothing leaves here."""
+    try:
+        _oom(int(device), int(alloc), int(total), int(free))
+    except BaseException:
+        pass
+
+
+def _oom(device, alloc, total, free):
+    n = _tp._oom_begin()
+    _tp.mark("cuda.oom")
+    stats = _mem_sample(device)
+    meta = _tp.set_metadata
+    if n == 1:  # the keys describe the process's first OOM, whichever source saw it
+        meta("memory.oom.source", "torch")
+        meta("memory.oom.request_bytes", str(alloc))
+        meta("memory.oom.device", str(device))
+        meta("memory.oom.free_bytes", str(free))
+        meta("memory.oom.total_bytes", str(total))
+        if stats is not None:
+            meta("memory.oom.allocated_bytes", str(int(_stat(stats, _MEM_STATS[0][1]))))
+            meta("memory.oom.reserved_bytes", str(int(_stat(stats, _MEM_STATS[1][1]))))
+        meta("memory.oom.step", str(_S.step))
+        meta("memory.oom.phase", _M.phases[-1] if _M.phases else "other")
+        meta("memory.oom.count", str(n))
+        _tp.flush()  # the rank file exists now: the snapshot goes beside it
+        try:
+            snap = _torch().cuda.memory._snapshot()
+        except Exception:
+            snap = None
+        if snap is not None:
+            top, largest = _oom_blocks(snap, device)
+            if largest is not None:
+                meta("memory.oom.largest_free_block_bytes", str(largest))
+            meta("memory.oom.top", _oom_top(top))
+            name = _write_snapshot(snap)
+            if name:
+                meta("memory.oom.snapshot", name)
+    else:
+        meta("memory.oom.count", str(n))
+    _tp.flush()  # a process that dies of the error right after keeps all of it
+
+
+def _frames(block):
+    """A block's Python stack as "file:line function; ...", innermost first ("" when the
+    allocation history was not recorded). torch 2.1+ keeps the frames on the block; torch 2.0
+    in its history list."""
+    frames = block.get("frames")
+    if frames is None:
+        hist = block.get("history") or []
+        frames = hist[-1].get("frames", []) if hist else []
+    return "; ".join("%s:%s %s" % (f.get("filename", "?"), f.get("line", 0), f.get("name", "?"))
+                     for f in frames or ())
+
+
+def _oom_blocks(snap, device):
+    """From a memory snapshot (torch.cuda.memory._snapshot): the live allocations of device
+    largest first as (bytes, stream, frames), and the largest inactive block in its segments
+    (None when it has none)."""
+    live, largest = [], None
+    for seg in snap.get("segments", ()):
+        if seg.get("device", device) != device:
+            continue
+        for b in seg.get("blocks", ()):
+            state = b.get("state")
+            if state == "active_allocated":
+                live.append((int(b.get("size", 0)), int(seg.get("stream", 0)), b))
+            elif state == "inactive":
+                size = int(b.get("size", 0))
+                if largest is None or size > largest:
+                    largest = size
+    live.sort(key=lambda x: -x[0])
+    return [(size, stream, _frames(b)) for size, stream, b in live[:_OOM_TOP]], largest
+
+
+def _oom_top(top):
+    """memory.oom.top: a JSON array under _OOM_TOP_BYTES, each entry's frames cut at a frame
+    boundary to an equal share of what the sizes leave, then entries dropped from the end."""
+    def dump(entries):
+        return json.dumps([{"bytes": b, "stream": s, "frames": f} for b, s, f in entries],
+                          separators=(",", ":"))
+    bare = dump([(b, s, "") for b, s, f in top])
+    if len(dump(top).encode()) < _OOM_TOP_BYTES:
+        return dump(top)
+    share = max(0, (_OOM_TOP_BYTES - 1 - len(bare.encode())) // max(1, len(top)))
+    cut = []
+    for b, s, f in top:
+        while len(json.dumps(f).encode()) - 2 > share:
+            i = f.rfind("; ")
+            f = f[:i] if i > 0 else f[:len(f) // 2]  # shorter each time: escapes may grow it
+        cut.append((b, s, f))
+    while cut and len(dump(cut).encode()) >= _OOM_TOP_BYTES:
+        cut.pop()
+    return dump(cut)
+
+
+def _write_snapshot(snap):
+    """The snapshot pickled as torch.cuda.memory._dump_snapshot does, beside this process's
+    rank file under its name (<host>-<pid>.oom-snapshot.pickle: no two ranks collide); written
+    to a temporary name and renamed, so that a reader never sees half of it. Returns the file
+    name, relative to the rank file's directory, or None."""
+    path = _tp.output_path()
+    if not path:
+        return None
+    d, base = os.path.split(path)
+    stem = base[:-len(".tprof")] if base.endswith(".tprof") else base
+    name = stem + ".oom-snapshot.pickle"
+    tmp = os.path.join(d, "." + name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            pickle.dump(snap, f)
+        os.replace(tmp, os.path.join(d, name))
+    except Exception:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return None
+    return name
 
 
 # ------------------------------------------------------------------------------ optimizer
@@ -212,9 +469,11 @@ def _instrument_optimizer(opt):
             if _opt_enter(opt):
                 _opt.continued = _opt_begin()
                 _tp.push("optimizer")
+                _phase_in("optimizer")
 
         def post(o, args, kwargs):
             if _opt_leave(opt):
+                _phase_out()
                 _tp.pop()
                 _opt_end(getattr(_opt, "continued", False))
 
@@ -230,10 +489,12 @@ def _instrument_optimizer(opt):
             return orig(*args, **kwargs)
         continued = _opt_begin()
         _tp.push("optimizer")
+        _phase_in("optimizer")
         try:
             return orig(*args, **kwargs)
         finally:
             _opt_leave(opt)
+            _phase_out()
             _tp.pop()
             _opt_end(continued)
 
@@ -253,10 +514,12 @@ def _fwd_pre(module, inputs):
     if _is_model(module):
         _ensure_step()
         _tp.push("forward")
+        _phase_in("forward")
 
 
 def _fwd_post(module, inputs, output):
     if _is_model(module):
+        _phase_out()
         _tp.pop()
 
 
@@ -320,10 +583,12 @@ def _bw_enter():
     _bw.depth = 1
     _ensure_step()
     _tp.push("backward")
+    _phase_in("backward")
     return True
 
 
 def _bw_leave():
+    _phase_out()
     _tp.pop()
     _bw.depth = 0
 
@@ -392,17 +657,21 @@ def _patch_dataloader():
     def __next__(self):
         _ensure_step()
         _tp.push("data")
+        _phase_in("data", False)
         try:
             return orig_next(self)
         finally:
+            _phase_out()
             _tp.pop()
 
     def __iter__(self):
         _ensure_step()
         _tp.push("data")
+        _phase_in("data", False)
         try:
             return orig_iter(self)
         finally:
+            _phase_out()
             _tp.pop()
 
     __next__.__wrapped__ = orig_next
@@ -1008,7 +1277,9 @@ def instrument(model=None, optimizer=None, dataloader=None):
     _patch_distributed()
     _patch_profiler()
     _patch_cuda_graphs()
-    _S.cuda_counters = bool(torch.cuda.is_available())
+    if "memory" not in _S.patched:
+        _S.patched.add("memory")
+        _mem_enable(torch)
     if dataloader is not None:
         if not isinstance(dataloader, torch.utils.data.DataLoader):
             warnings.warn("trainprof.torch: %r is not a torch DataLoader: its fetches are not "

@@ -38,4 +38,22 @@ TPROF_API int tprof__nccl_recording(void);
  * file. Not hot path (takes the session lock); safe before the session starts. */
 TPROF_API void tprof__capability_ext(const char *name, const char *status);
 
+/* Out-of-memory bookkeeping shared by the two sources of the OOM post-mortem (docs/format.md,
+ * "Memory"): trainprof.torch's allocator observer (source torch) and the CUPTI callback on
+ * failed device allocations (capture/cupti.c, source cuda).
+ * tprof__oom_begin: counts one more OOM of this process and returns the count so far (1 for
+ * the first, whose details the memory.oom.* keys describe). tprof__oom_torch_observes: PyTorch's
+ * caching allocator reports this process's OOMs through trainprof.torch's observer from now on;
+ * a failed cudaMalloc is then no OOM of the job (the allocator frees its cache and retries;
+ * only the failure it gives up on is one), so the CUPTI callback leaves them to the observer
+ * (tprof__oom_torch answers 1). Thread safe, one atomic operation each; never fail. */
+TPROF_API unsigned tprof__oom_begin(void);
+TPROF_API void tprof__oom_torch_observes(void);
+TPROF_API int tprof__oom_torch(void);
+
+/* The memory options of core/config.h's table, parsed by its reader (a bad value is ignored
+ * with one warning): *on = TRAINPROF_MEMORY (default 1), *history = TRAINPROF_MEMORY_HISTORY
+ * (default 0, clamped to the row's maximum). Reads the environment: not for signal handlers. */
+TPROF_API void tprof__memory_options(int *on, uint64_t *history);
+
 #endif /* TPROF_COMM_EXT_H */

@@ -28,6 +28,8 @@
 #include "../core/internal.h"
 #include "../core/source.h"
 #include "bufpool.h"
+#include "comm_ext.h"
+#include "cupti_oom.h"
 #include "mapped.h"
 
 /* ------------------------------------------------------------------ CUPTI entry points */
@@ -50,6 +52,7 @@
     X(cuptiSubscribe)                                                                    \
     X(cuptiUnsubscribe)                                                                  \
     X(cuptiEnableDomain)                                                                 \
+    X(cuptiEnableCallback)                                                               \
     X(cuptiFinalize)
 
 static struct {
@@ -89,13 +92,20 @@ static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.paus
  * any would attach CUPTI again. TRAINPROF_CUPTI_DETACH=0 keeps CUPTI attached. */
 enum { DETACH_NO = 0, DETACH_ASKED = 1, DETACH_DONE = 2 };
 static _Atomic int g_detach; /* DETACH_*, changed under g_pause_lock */
-static CUpti_SubscriberHandle g_sub; /* the detach callback's, while DETACH_ASKED */
+/* Our one CUPTI subscriber (CUPTI allows one per process), under g_pause_lock: held for the
+ * failed-allocation callbacks while CUPTI is attached (oom_subscribe), and for the detach
+ * callback while DETACH_ASKED; api_callback serves both. */
+static CUpti_SubscriberHandle g_sub;
+static int g_sub_held;
+static _Atomic int g_oom_cbs; /* the allocation callbacks are enabled on g_sub */
 /* Correlation ids as written: CUPTI's plus g_corr_base, which becomes the largest id written
  * so far (g_corr_max) each time CUPTI is attached again, whose ids may start over; every
  * record of an attachment is delivered before it detaches (a forced flush), so the ids of a
  * file stay unique. */
 static _Atomic uint32_t g_corr_base, g_corr_max;
 static int reattach(void);
+static void oom_subscribe(void);
+static void release_subscriber(void);
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -639,6 +649,7 @@ int InitializeInjection(void) {
      * step begins; if that already happened (CUDA initialised late), now */
     pthread_mutex_lock(&g_pause_lock);
     atomic_store(&g_ready, 1);
+    oom_subscribe();
     int on_now = tprof__kwin_capture_now();
     g_want = on_now;
     if (on_now && !g_paused) enable_chosen(1);
@@ -727,18 +738,67 @@ static int reattach(void) {
     atomic_store(&g_enabled, 0);
     atomic_store(&g_detach, DETACH_NO);
     atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+    oom_subscribe(); /* the subscriber went with the detach */
     tprof__log(TPROF_LOG_INFO, "CUPTI attached again");
     return 0;
 }
 
-static void CUPTIAPI detach_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
-                                     const void *data) {
+/* ------------------------------------------------------------------ failed allocations */
+
+/* The allocation callbacks on g_sub, on or off (under g_pause_lock, g_sub held). */
+static void oom_callbacks(uint32_t on) {
+    static const CUpti_CallbackDomain doms[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                 CUPTI_CB_DOMAIN_DRIVER_API};
+    for (int d = 0; d < 2; d++) {
+        size_t n;
+        const CUpti_CallbackId *ids = tprof__cupti_oom_ids(doms[d], &n);
+        for (size_t i = 0; i < n; i++) F.cuptiEnableCallback(on, g_sub, doms[d], ids[i]);
+    }
+    atomic_store(&g_oom_cbs, (int)on);
+}
+
+static void detach_now(void);
+
+static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                                  const void *data) {
     (void)ud;
-    (void)cbid;
     const CUpti_CallbackData *cb = data;
-    if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) || !cb ||
-        cb->callbackSite != CUPTI_API_EXIT || atomic_load(&g_detach) != DETACH_ASKED)
+    if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) || !cb) return;
+    if (atomic_load(&g_oom_cbs)) tprof__cupti_oom_callback(dom, cbid, cb);
+    if (cb->callbackSite == CUPTI_API_EXIT && atomic_load(&g_detach) == DETACH_ASKED)
+        detach_now();
+}
+
+/* Under g_pause_lock, CUPTI attached and the subscriber free: subscribe for failed device
+ * allocations (TRAINPROF_MEMORY, default on). Only the allocation calls reach the callback,
+ * and those are rare (caching allocators allocate once and reuse); when another tool holds
+ * CUPTI's one subscriber, failed allocations go unseen, said once. */
+static void oom_subscribe(void) {
+    static int said;
+    int on = 1;
+    tprof__memory_options(&on, NULL);
+    if (!on || g_sub_held || !F.cuptiSubscribe || !F.cuptiEnableCallback) return;
+    CUpti_SubscriberHandle sub;
+    CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
+    if (r != CUPTI_SUCCESS) {
+        if (!said++)
+            tprof__log(TPROF_LOG_INFO, "failed device allocations not seen: %s", result(r));
         return;
+    }
+    g_sub = sub;
+    g_sub_held = 1;
+    oom_callbacks(1);
+}
+
+/* Under g_pause_lock: our subscriber goes (another client may want it, or CUPTI detached). */
+static void release_subscriber(void) {
+    atomic_store(&g_oom_cbs, 0);
+    if (g_sub_held && F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
+    g_sub_held = 0;
+}
+
+/* At the exit of a CUDA call, with a detach asked for: flush and detach (see g_detach). */
+static void detach_now(void) {
     /* a window opening (or a pause) on another thread holds the lock: try again at the
      * next call rather than wait inside the job's CUDA call */
     if (pthread_mutex_trylock(&g_pause_lock) != 0) return;
@@ -746,40 +806,57 @@ static void CUPTIAPI detach_callback(void *ud, CUpti_CallbackDomain dom, CUpti_C
         F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
         CUptiResult r = F.cuptiFinalize();
         atomic_store(&g_detach, r == CUPTI_SUCCESS ? DETACH_DONE : DETACH_NO);
-        if (r != CUPTI_SUCCESS)
+        if (r != CUPTI_SUCCESS) {
             tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
-        else
+        } else {
+            /* detached: the subscriber went with CUPTI */
+            atomic_store(&g_oom_cbs, 0);
+            g_sub_held = 0;
             tprof__log(TPROF_LOG_INFO, "CUPTI detached until the next window");
+        }
     }
     pthread_mutex_unlock(&g_pause_lock);
 }
 
-/* Under g_pause_lock, with the kinds off: subscribe the detach callback (one subscriber per
- * process: when another tool holds it, CUPTI stays attached, said once). */
+/* Under g_pause_lock, with the kinds off: the detach callback at the exit of every runtime and
+ * driver call, on our subscriber (one per process: when another tool holds it, CUPTI stays
+ * attached, said once). */
 static void ask_detach(void) {
     static int said;
     const char *v = tprof__env(TPROF__OPT_CUPTI_DETACH);
     if ((v && !strcmp(v, "0")) || !F.cuptiFinalize || !F.cuptiSubscribe || !F.cuptiEnableDomain ||
         atomic_load(&g_detach) != DETACH_NO)
         return;
-    CUpti_SubscriberHandle sub;
-    CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)detach_callback, NULL);
-    if (r == CUPTI_SUCCESS) {
+    if (!g_sub_held) {
+        CUpti_SubscriberHandle sub;
+        CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
+        if (r != CUPTI_SUCCESS) {
+            if (!said++)
+                tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+            return;
+        }
         g_sub = sub;
-        atomic_store(&g_detach, DETACH_ASKED);
-        F.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-        F.cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
-    } else if (!said++) {
-        tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+        g_sub_held = 1;
     }
+    atomic_store(&g_detach, DETACH_ASKED);
+    F.cuptiEnableDomain(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+    F.cuptiEnableDomain(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API);
 }
 
 /* Under g_pause_lock: a detach asked for and not done yet is called off (a window opens
- * again, or another client takes CUPTI), and its callback unsubscribed. */
+ * again): the domains go off, and the subscriber keeps the allocation callbacks (or goes, when
+ * it held none). */
 static void cancel_detach(void) {
     if (atomic_load(&g_detach) != DETACH_ASKED) return;
     atomic_store(&g_detach, DETACH_NO);
-    if (F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
+    if (!g_sub_held) return;
+    if (atomic_load(&g_oom_cbs)) {
+        F.cuptiEnableDomain(0, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+        F.cuptiEnableDomain(0, g_sub, CUPTI_CB_DOMAIN_DRIVER_API);
+        oom_callbacks(1);
+    } else {
+        release_subscriber();
+    }
 }
 
 static void cupti_window(int on) {
@@ -809,6 +886,7 @@ int tprof_gpu_capture_pause(void) {
     /* detached, CUPTI holds nothing of ours, and any call would attach it again */
     if (atomic_load(&g_detach) != DETACH_DONE) {
         cancel_detach(); /* the other client's: no detach under it */
+        release_subscriber(); /* and CUPTI's one subscriber is its to take */
         enable_chosen(0); /* flushes: what ran before the pause arrives now */
         /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel
          * still running: counted as untimed), also when the kinds were already off, so that
@@ -843,6 +921,7 @@ int tprof_gpu_capture_resume(void) {
             F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
         r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
         if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
+        if (r == CUPTI_SUCCESS) oom_subscribe(); /* unless the other client kept it */
     }
     int rc = TPROF_OK;
     if (r != CUPTI_SUCCESS) {

@@ -102,6 +102,11 @@
       "1: sample NVML in every local rank, not only local rank 0")                           \
     X(NVML_WITH_CUPTI, "TRAINPROF_NVML_WITH_CUPTI", TEXT, "", 0, 0,                          \
       "1: sample NVML in-process even where CUPTI records")                                  \
+    X(MEMORY, "TRAINPROF_MEMORY", UINT, "1", 0, 1,                                           \
+      "0: no PyTorch allocator samples and no OOM post-mortem (docs/python.md)")              \
+    X(MEMORY_HISTORY, "TRAINPROF_MEMORY_HISTORY", UINT, "0", 0, 10000000,                    \
+      "N > 0: PyTorch records its last N allocations with Python stacks (for the OOM "       \
+      "snapshot; about 1 us per allocation)")                                                \
     X(NCCL, "TRAINPROF_NCCL", TEXT, "", 0, 0, "0: the NCCL plugin asks NCCL for nothing")    \
     X(NCCL_KERNEL, "TRAINPROF_NCCL_KERNEL", TEXT, "", 0, 0,                                  \
       "0: no NCCL kernel-channel events (host enqueue times only)")                          \

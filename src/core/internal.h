@@ -65,6 +65,10 @@ typedef struct tprof__thread {
     uint32_t str_count;
     uint32_t str_max;
     void *m_scan;           /* live metrics: the flusher's step-range state (metrics_feed.c) */
+    /* runtime allocation calls in progress (capture/cupti_oom.c): the driver allocations a
+     * cudaMalloc makes are part of it. Here, not in a TLS variable of its own: the library's
+     * TLS is static (initial-exec), and a dlopen'ed library's share of it is scarce */
+    int cuda_alloc_depth;
     /* the flusher's: name definitions (STRING, THREAD_NAME records) of chunks the writer
      * could not write, written ahead of the thread's next chunk (core/writer.c) */
     uint8_t *w_defs;

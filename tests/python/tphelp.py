@@ -67,3 +67,43 @@ def report(d, *args):
 
 def complete(events, name):
     return [e for e in events if e.get("ph") == "X" and e.get("name") == name]
+
+
+def rank_records(path):
+    """The counters, marks and metadata of a rank file written plain (TRAINPROF_COMPRESS=0),
+    read as docs/format.md lays it out: {"counters": [(thread, ts, name, value)], "marks":
+    [(thread, ts, name)], "meta": {key: last value}}, each list in file order."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"TPROFRK\n", path
+    off = struct.unpack_from("<I", data, 12)[0]
+    strings = {}  # (thread, id) -> name
+    out = {"counters": [], "marks": [], "meta": {}}
+    while off + 32 <= len(data):
+        magic, plen, _crc, thread, _tid, flags, _drop = struct.unpack_from("<IIIIIIQ", data, off)
+        assert magic == 0x48435054 and not flags & 1, "chunk at %d" % off
+        p, end = off + 32, off + 32 + plen
+        while p + 16 <= end:
+            kind, size, arg, ts = struct.unpack_from("<HHIQ", data, p)
+            if size == 0:
+                break
+            body = data[p + 16:p + size]
+
+            def name_at(rest):
+                if arg == 0xFFFFFFFF:
+                    return rest.split(b"\0", 1)[0].decode()
+                return strings.get((thread, arg))
+            if kind == 1:
+                strings[(thread, arg)] = body.split(b"\0", 1)[0].decode()
+            elif kind == 7:
+                out["counters"].append((thread, ts, name_at(body[8:]),
+                                        struct.unpack_from("<d", body)[0]))
+            elif kind == 6:
+                out["marks"].append((thread, ts, name_at(body[8:])))
+            elif kind == 10:
+                k, v = body.split(b"\0")[:2]
+                out["meta"][k.decode()] = v.decode()
+            p += size
+        off = end
+    return out

@@ -1,0 +1,264 @@
+"""trainprof.torch's memory capture against a scripted CUDA caching allocator (faketorch.py, a
+stand-in for torch; no torch or GPU needed): the samples at each phase boundary with the
+allocator's exact figures, none before the program initialises CUDA (which trainprof never
+does), the job's max_memory_allocated untouched; the OOM post-mortem (mark, sample, metadata,
+the largest live allocations with their frames, the snapshot pickle beside the rank file) in
+the file of a process killed right after the OOM, the job's own error unchanged even when the
+snapshot fails; TRAINPROF_MEMORY=0 writes nothing and attaches nothing."""
+import json
+import os
+import pickle
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tphelp  # noqa: E402
+
+MiB = 1 << 20
+
+# Three steps of a loop whose allocations are known (faketorch.Allocator): weights 1 MiB at
+# the first CUDA use; forward 3 MiB of activations; backward a 2 MiB temporary, 1 MiB of
+# gradients the first time, the activations freed; the optimizer's 2 MiB state at its first
+# step. OOM_AT: the batch whose forward asks for 100 MiB more (capacity 80 MiB); the process
+# then prints the error it caught and is killed (SIGKILL: nothing of ours runs after).
+LOOP = r"""
+import os, signal, sys
+sys.path.insert(0, %(here)r)
+import faketorch
+torch = faketorch.install(nested=%(nested)r)
+A, MiB = torch.A, 1 << 20
+import trainprof.torch as tt
+F = [{"filename": "train.py", "line": 10 + i, "name": "fn%%d" %% i} for i in range(3)]
+OOM_AT = %(oom_at)r
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        A.alloc(3 * MiB, F)
+        if x == OOM_AT:
+            A.alloc(100 * MiB, F)
+        return x
+
+model = Model()
+model.params = [object()]
+opt = torch.optim.Optimizer(model.params)
+state, grads = [], []
+def do_step():
+    if not state:
+        A.alloc(2 * MiB)
+        state.append(1)
+opt.do_step = do_step
+loader = torch.utils.data.DataLoader([0, 1, 2])
+if %(broken_snapshot)r:
+    def broken(device=None):
+        raise RuntimeError("no snapshot here")
+    torch.cuda.memory._snapshot = broken
+assert tt.instrument(model=model, optimizer=opt, dataloader=loader)
+it = iter(loader)
+print("initialised by trainprof:", A.initialized)
+torch.cuda.init()
+A.alloc(1 * MiB)
+def bw():
+    A.alloc(2 * MiB)
+    A.free(2 * MiB)
+    if not grads:
+        A.alloc(1 * MiB)
+        grads.append(1)
+    A.free(3 * MiB)
+try:
+    for x in it:
+        model(x)
+        torch.autograd.backward(bw)
+        opt.step()
+except torch.cuda.OutOfMemoryError as e:
+    print("observers %%d" %% len(A.observers))
+    print("caught %%s: %%s" %% (type(e).__name__, e), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+print("max_memory_allocated", torch.cuda.max_memory_allocated(), "resets", A.resets,
+      "observers", len(A.observers), "history", A.history)
+"""
+
+# per step: data end, forward begin, forward end, backward begin, backward end, optimizer
+# begin, optimizer end, step end; then the data end of the fetch that ends the loader
+ALLOCATED = [1, 1, 4, 4, 2, 2, 4, 4] + [4, 4, 7, 7, 4, 4, 4, 4] * 2 + [4]
+PEAK = [1, 1, 4, 4, 6, 6, 6, 6] + [6, 6, 7, 7, 9, 9, 9, 9] + [9] * 9
+RESERVED = [2, 2, 4, 4, 6, 6, 6, 6] + [6, 6, 8, 8, 10, 10, 10, 10] + [10] * 9
+COUNTERS = ("cuda.memory_allocated_bytes", "cuda.memory_reserved_bytes",
+            "cuda.max_memory_allocated_bytes", "cuda.max_memory_reserved_bytes",
+            "cuda.memory_active_bytes", "cuda.memory_inactive_split_bytes",
+            "cuda.memory_alloc_retries", "cuda.memory_allocations", "cuda.memory_frees",
+            "cuda.memory_ooms")
+
+
+def run(name, nested=True, oom_at=None, broken_snapshot=False, **env):
+    d = tphelp.workdir(name)
+    code = LOOP % {"here": tphelp.HERE, "nested": nested, "oom_at": oom_at,
+                   "broken_snapshot": broken_snapshot}
+    # no periodic flush: what the file holds was flushed on purpose
+    env = dict({"TRAINPROF_COMPRESS": "0", "TRAINPROF_FLUSH_MS": "600000",
+                "TRAINPROF_SAMPLE_HZ": "0"}, **env)
+    p = tphelp.run_child(code, d, env=env)
+    files = tphelp.rank_files(d)
+    recs = tphelp.rank_records(os.path.join(d, files[0])) if len(files) == 1 else None
+    return d, p, files, recs
+
+
+def series(recs, name):
+    return [v for _, _, n, v in recs["counters"] if n == name]
+
+
+class SamplesTest(unittest.TestCase):
+    def check(self, nested):
+        d, p, files, recs = run("memory-samples-%d" % nested, nested=nested)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = p.stdout.splitlines()
+        self.assertEqual(out[0], "initialised by trainprof: False")
+        # the job's peak as without trainprof (nothing reset it), no history asked for
+        self.assertEqual(out[-1], "max_memory_allocated %d resets 0 observers 1 history None"
+                         % (9 * MiB))
+        self.assertEqual(len(files), 1)
+        mib = lambda xs: [float(x * MiB) for x in xs]  # noqa: E731
+        self.assertEqual(series(recs, "cuda.memory_allocated_bytes"), mib(ALLOCATED))
+        self.assertEqual(series(recs, "cuda.memory_active_bytes"), mib(ALLOCATED))
+        self.assertEqual(series(recs, "cuda.max_memory_allocated_bytes"), mib(PEAK))
+        self.assertEqual(series(recs, "cuda.memory_reserved_bytes"), mib(RESERVED))
+        self.assertEqual(series(recs, "cuda.max_memory_reserved_bytes"), mib(RESERVED))
+        self.assertEqual(series(recs, "cuda.memory_inactive_split_bytes"),
+                         mib([r - a for r, a in zip(RESERVED, ALLOCATED)]))
+        # cumulative counts at each step's end (the 8th sample of each step)
+        self.assertEqual(series(recs, "cuda.memory_allocations")[7::8], [5.0, 7.0, 9.0])
+        self.assertEqual(series(recs, "cuda.memory_frees")[7::8], [2.0, 4.0, 6.0])
+        self.assertEqual(set(series(recs, "cuda.memory_ooms")), {0.0})
+        self.assertEqual(set(series(recs, "cuda.memory_alloc_retries")), {0.0})
+        # one sample = the ten counters back to back, on the thread that ran the hook
+        mem = [(t, n) for t, _, n, _ in recs["counters"] if n.startswith("cuda.memory")
+               or n.startswith("cuda.max_memory")]
+        self.assertEqual([n for _, n in mem], list(COUNTERS) * len(ALLOCATED))
+        self.assertEqual(len({t for t, _ in mem}), 1)
+        self.assertEqual(recs["meta"]["torch.cuda.device"], "0")
+        self.assertNotIn("memory.history_entries", recs["meta"])
+        self.assertEqual(recs["marks"], [])
+
+    def test_nested_stats(self):
+        self.check(True)
+
+    def test_flat_memory_stats(self):
+        self.check(False)
+
+    def test_off(self):
+        d, p, files, recs = run("memory-off", TRAINPROF_MEMORY="0",
+                                TRAINPROF_MEMORY_HISTORY="1000")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.splitlines()[-1], "max_memory_allocated %d resets 0 "
+                         "observers 0 history None" % (9 * MiB))
+        self.assertEqual(len(files), 1)
+        self.assertEqual([n for _, _, n, _ in recs["counters"] if n.startswith("cuda.")], [])
+        self.assertFalse([k for k in recs["meta"] if k.startswith(("memory.", "torch.cuda"))])
+        # an OOM: the job's error, nothing attached, nothing written
+        d, p, files, recs = run("memory-off-oom", oom_at=1, TRAINPROF_MEMORY="0")
+        self.assertEqual(p.returncode, -9, p.stderr)
+        self.assertEqual(p.stdout.splitlines()[-2:], [
+            "observers 0", "caught OutOfMemoryError: CUDA out of memory. Tried to allocate "
+            "%d bytes" % (100 * MiB)])
+        self.assertEqual(written(d), [])
+
+
+def written(d):
+    """The files of a run directory but the sessions' progress files (<host>-<pid>.step, which
+    a killed process leaves behind: docs/format.md), sorted."""
+    return sorted(f for f in os.listdir(d) if not f.endswith(".step"))
+
+
+class OomTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d, cls.p, cls.files, cls.recs = run("memory-oom", oom_at=1,
+                                                TRAINPROF_MEMORY_HISTORY="1000")
+
+    def test_job_error_unchanged(self):
+        self.assertEqual(self.p.returncode, -9, self.p.stderr)
+        self.assertEqual(self.p.stdout.splitlines()[-1], "caught OutOfMemoryError: CUDA out "
+                         "of memory. Tried to allocate %d bytes" % (100 * MiB))
+        self.assertEqual(self.p.stderr, "")
+
+    def test_metadata(self):
+        m = self.recs["meta"]
+        want = {"memory.oom.source": "torch", "memory.oom.request_bytes": str(100 * MiB),
+                "memory.oom.device": "0", "memory.oom.free_bytes": str(72 * MiB),
+                "memory.oom.total_bytes": str(80 * MiB),
+                "memory.oom.allocated_bytes": str(7 * MiB),
+                "memory.oom.reserved_bytes": str(8 * MiB),
+                "memory.oom.largest_free_block_bytes": str(1 * MiB),
+                "memory.oom.step": "1", "memory.oom.phase": "forward",
+                "memory.oom.count": "1", "memory.history_entries": "1000"}
+        self.assertEqual({k: m.get(k) for k in want}, want)
+        frames = "train.py:10 fn0; train.py:11 fn1; train.py:12 fn2"
+        self.assertEqual(json.loads(m["memory.oom.top"]), [
+            {"bytes": 3 * MiB, "stream": 0, "frames": frames},
+            {"bytes": 2 * MiB, "stream": 0, "frames": ""},
+            {"bytes": 1 * MiB, "stream": 0, "frames": ""},
+            {"bytes": 1 * MiB, "stream": 0, "frames": ""}])
+
+    def test_mark_and_sample(self):
+        (mark,) = self.recs["marks"]
+        self.assertEqual(mark[2], "cuda.oom")
+        after = [(n, v) for t, ts, n, v in self.recs["counters"] if ts >= mark[1]]
+        self.assertEqual([n for n, _ in after], list(COUNTERS))
+        self.assertEqual(dict(after)["cuda.memory_allocated_bytes"], 7.0 * MiB)
+        self.assertEqual(dict(after)["cuda.memory_ooms"], 1.0)
+
+    def test_snapshot(self):
+        name = self.recs["meta"]["memory.oom.snapshot"]
+        self.assertEqual(name, self.files[0][:-len(".tprof")] + ".oom-snapshot.pickle")
+        self.assertEqual(written(self.d), sorted([name] + self.files))
+        with open(os.path.join(self.d, name), "rb") as f:
+            snap = pickle.load(f)
+        (seg,) = snap["segments"]
+        self.assertEqual(seg["total_size"], 8 * MiB)
+        self.assertEqual([(b["size"], b["state"]) for b in seg["blocks"]],
+                         [(1 * MiB, "active_allocated"), (1 * MiB, "active_allocated"),
+                          (2 * MiB, "active_allocated"), (3 * MiB, "active_allocated"),
+                          (1 * MiB, "inactive")])
+
+    def test_broken_snapshot(self):
+        d, p, files, recs = run("memory-oom-nosnap", oom_at=1, broken_snapshot=True)
+        self.assertEqual(p.returncode, -9, p.stderr)
+        self.assertEqual(p.stdout.splitlines()[-1], "caught OutOfMemoryError: CUDA out of "
+                         "memory. Tried to allocate %d bytes" % (100 * MiB))
+        m = recs["meta"]
+        self.assertEqual((m.get("memory.oom.source"), m.get("memory.oom.phase")),
+                         ("torch", "forward"))
+        self.assertNotIn("memory.oom.snapshot", m)
+        self.assertNotIn("memory.oom.top", m)
+        self.assertEqual(written(d), files)
+
+
+class TopTest(unittest.TestCase):
+    """memory.oom.top under its bound: frames cut at frame boundaries to an equal share, a
+    frame longer than its share halved until it fits (escaped characters included)."""
+
+    def test_cut(self):
+        import trainprof.torch as tt
+        frame = "/very/long/path/to/the/model/file_%02d.py:%d forward_\u00e9\"q\""
+        top = [(1000 - i, 0, "; ".join(frame % (i, k) for k in range(30))) for i in range(10)]
+        top.append((5, 7, "x" * 5000))
+        v = tt._oom_top(top[:10])
+        self.assertLess(len(v.encode()), 3500)
+        got = json.loads(v)
+        self.assertEqual([e["bytes"] for e in got], [1000 - i for i in range(10)])
+        for i, e in enumerate(got):
+            self.assertTrue(e["frames"].startswith(frame % (i, 0)), e["frames"])
+            self.assertTrue(("; ".join(frame % (i, k) for k in range(30)) + "; ").startswith(
+                e["frames"] + "; "))
+        (one,) = json.loads(tt._oom_top([top[10]]))
+        self.assertEqual(one["frames"], "x" * 2500)  # 5000 halved once fits
+        self.assertLess(len(tt._oom_top([top[10]]).encode()), 3500)
+        # one frame of non-ASCII characters: 6 bytes each once escaped, halved until it fits
+        (wide,) = json.loads(tt._oom_top([(5, 0, "\u00e9" * 3000)]))
+        self.assertEqual(wide["frames"], "\u00e9" * 375)
+        small = [(10, 1, "a.py:1 f")]
+        self.assertEqual(json.loads(tt._oom_top(small)),
+                         [{"bytes": 10, "stream": 1, "frames": "a.py:1 f"}])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
