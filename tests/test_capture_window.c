@@ -168,6 +168,57 @@ static void test_window_gpu_figures(void **state) {
     synth_rmtree(dir);
 }
 
+/* GPU activity in every step (5 steps of 20 ms, a kernel in each) with two device allocations
+ * of 768 MiB that are never released, on a device of `capacity` bytes: past the capacity the
+ * sum cannot be (a release went unrecorded), so the peak is flagged, not shown */
+static void alloc_run(char *dir, size_t n, uint64_t capacity) {
+    assert_int_equal(synth_tmpdir(dir, n, "mpeak"), 0);
+    synth_file *f = synth_open(dir, "h", 42, RT0, T0);
+    synth_thread(f, 1, 42);
+    synth_thread(f, 2, 43);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    meta_u64(f, "cuda.0.memory_total_bytes", capacity);
+    alloc(f, T0 - 2 * MS, 0x1000000, 768ull << 20);
+    alloc(f, T0 - MS, 0x40000000, 768ull << 20);
+    uint64_t t = T0;
+    for (uint32_t k = 0; k < 5; k++) {
+        synth_step_begin(f, 1, t, k);
+        launch(f, t + 100 * US, 5 * MS, 200 + k);
+        synth_step_end(f, 1, t + 20 * MS, k);
+        t += 20 * MS;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_memory_peak_past_capacity(void **state) {
+    (void)state;
+    char dir[512];
+    alloc_run(dir, sizeof dir, 2ull << 30); /* 1.5 GiB of 2 GiB: shown */
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1536.0 * 1048576, "peak");
+    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_share"), 0.75, "share");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    alloc_run(dir, sizeof dir, 1ull << 30); /* 1.5 GiB of 1 GiB: impossible */
+    load_run(dir, &run);
+    rep = default_report(&run);
+    assert_true(cJSON_IsNull(jget(rep, "ranks.0.gpu.devices.0.memory_peak_bytes")));
+    near(jnum(rep, "ranks.0.gpu.devices.0.invalid.memory_peak_share.value"), 1.5, "flagged");
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    text_has(text, "device memory peak not shown (flagged below)");
+    text_has(text, "flagged, not a result: gpu.devices[0].memory_peak_share = 1.5 (limit 1)");
+    text_lacks(text, "device memory peak 1536.0 MiB");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* A file that names the kinds CUPTI had on (cupti.kinds): copies on and none recorded is a
  * known 0; copies off is unknown (null), as without the list */
 static void test_kinds_named(void **state) {
@@ -420,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_window_gpu_figures),
         cmocka_unit_test(test_window_capture_cost),
         cmocka_unit_test(test_kinds_named),
+        cmocka_unit_test(test_memory_peak_past_capacity),
         cmocka_unit_test(test_plan_windows),
         cmocka_unit_test(test_detail_off),
         cmocka_unit_test(test_paused_steps_not_idle),

@@ -23,6 +23,9 @@ const char tp_flag_reason_mem_share[] = "above the GPU's memory: the memory used
                                         "in the rank file does not belong to this GPU";
 const char tp_flag_reason_busy[] = "the GPU was busy longer than the steps lasted: its records "
                                    "contradict the steps' clock";
+const char tp_flag_reason_mem_peak[] = "above the device's memory: CUPTI's device allocation "
+                                       "records sum past what the device holds, so a release or "
+                                       "a failed allocation was recorded as it was not";
 
 /* Checks *x (with its has_* flag) against [lo, hi]: past it, the flag is cleared and *f set. */
 static void check(int *has, double *x, double lo, double hi, tp_flagged_figure *f) {
@@ -68,6 +71,11 @@ void tp_figures_check_gpu(tp_gpu_result *gr) {
     for (size_t i = 0; i < gr->ndevices; i++) {
         tp_gpu_device_result *d = &gr->devices[i];
         check(&d->has_busy_share, &d->busy_share, 0, 1, &d->busy_share_flagged);
+        memset(&d->memory_peak_flagged, 0, sizeof d->memory_peak_flagged);
+        if (d->has_capacity) {
+            check(&d->has_memory_peak, &d->memory_peak_share, 0, 1, &d->memory_peak_flagged);
+            if (d->memory_peak_flagged.flagged) d->memory_peak_bytes = 0;
+        }
     }
 }
 
@@ -94,6 +102,8 @@ void tp_figures_text(FILE *f, const tp_rank_result *rr, const char *Y, const cha
         snprintf(path, sizeof path, "gpu.devices[%zu]", i);
         line(f, path, "busy_share", &rr->gpu.devices[i].busy_share_flagged, tp_flag_reason_busy,
              Y, N);
+        line(f, path, "memory_peak_share", &rr->gpu.devices[i].memory_peak_flagged,
+             tp_flag_reason_mem_peak, Y, N);
     }
     line(f, "process", "cpu_percent_mean", &rr->process.cpu_mean_flagged,
          rr->process.cpu_flag_reason, Y, N);

@@ -42,7 +42,8 @@ void tp_figures_check_nvml(tp_nvml_result *nv);
 void tp_figures_check_gpu(tp_gpu_result *g);
 
 /* The reasons given for the flagged NVML and GPU figures (the process's is in its result). */
-extern const char tp_flag_reason_util[], tp_flag_reason_mem_share[], tp_flag_reason_busy[];
+extern const char tp_flag_reason_util[], tp_flag_reason_mem_share[], tp_flag_reason_busy[],
+    tp_flag_reason_mem_peak[];
 
 /* Adds { "value", "limit", "reason" } under `key` to the section's "invalid" object, when f
  * is flagged: *inv, created in sec on first use (the caller starts with NULL). For the section

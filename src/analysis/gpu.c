@@ -800,6 +800,8 @@ static void device_json(cJSON *jd, const tp_gpu_device_result *D) {
     }
     cJSON *inv = NULL;
     tp_figure_invalid_json(&inv, e, "busy_share", &D->busy_share_flagged, tp_flag_reason_busy);
+    tp_figure_invalid_json(&inv, e, "memory_peak_share", &D->memory_peak_flagged,
+                           tp_flag_reason_mem_peak);
     cJSON_AddItemToArray(jd, e);
 }
 

@@ -92,6 +92,10 @@ static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *
     else
         fputs("\n    copies not captured (no copy record: CUPTI's memcpy kind off, or no copy "
               "ran);", f);
+    if (d->memory_peak_flagged.flagged) {
+        fputs(" device memory peak not shown (flagged below)\n", f);
+        return;
+    }
     if (!d->has_memory_peak) {
         fputs(" device memory peak not captured (no allocation record while capture was on "
               "from the start)\n", f);

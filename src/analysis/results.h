@@ -186,6 +186,9 @@ typedef struct tp_gpu_device_result {
     int has_capacity;
     double memory_capacity_bytes, memory_peak_share;
     tp_flagged_figure busy_share_flagged; /* busy_share past 1 (has_busy_share then 0) */
+    /* memory_peak_share past 1: CUPTI's allocation records sum past the device's memory
+     * (has_memory_peak then 0, and the peak is not shown) */
+    tp_flagged_figure memory_peak_flagged;
 } tp_gpu_device_result;
 
 /* The rank's GPU activity ("gpu"; gpu.h). */
