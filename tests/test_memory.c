@@ -318,6 +318,10 @@ static void test_oom_headline(void **state) {
     near(jnum(rep, "ranks.0.memory.oom.request_bytes"), 2 * GIB, "request");
     near(jnum(rep, "ranks.0.memory.oom.free_bytes"), 1.5 * GIB, "free");
     near(jnum(rep, "ranks.0.memory.oom.step"), 5, "step");
+    /* what grew: 70 GiB allocated at the OOM, 1 GiB at step 4's first sample */
+    near(jnum(rep, "ranks.0.memory.oom.growth.since_step"), 4, "growth since");
+    near(jnum(rep, "ranks.0.memory.oom.growth.from_bytes"), GIB, "growth from");
+    near(jnum(rep, "ranks.0.memory.oom.growth.bytes"), 69 * GIB, "growth");
     assert_string_equal(jstr(rep, "ranks.0.memory.oom.phase"), "backward");
     /* the cuda.oom mark: step 5 starts at 5 x 101 ms, the mark 60 ms into it */
     near(jnum(rep, "ranks.0.memory.oom.at_s"), 0.565, "at");
@@ -332,6 +336,7 @@ static void test_oom_headline(void **state) {
     char *text = report_text(&run, NULL);
     text_has(text, "OUT OF MEMORY (torch, device 0, at 0.565 s)");
     text_has(text, "largest live allocations:");
+    text_has(text, "allocated +69.00 GiB since step 4 began (1.00 GiB then)");
     text_has(text, "train.py:42 forward; model.py:7 attn");
     text_has(text, "(no history recorded)");
     free(text);

@@ -542,6 +542,26 @@ static int oom_result(tp_mem_oom *o, const tp_process *p) {
     return o->present && top ? oom_top(o, top) : TPROF_OK;
 }
 
+/* The OOM's growth: allocated at the OOM against the start of the step before its step (or
+ * of its own step, the first), from that step's first sample. */
+static void oom_growth(tp_memory_result *out) {
+    tp_mem_oom *o = &out->oom;
+    if (!o->present || !o->has_step || !o->has_allocated) return;
+    const tp_mem_step_result *prev = NULL, *same = NULL;
+    for (size_t i = 0; i < out->nsteps; i++) {
+        const tp_mem_step_result *st = &out->steps[i];
+        if (!st->has_start) continue;
+        if (st->step + 1 == o->step) prev = st;
+        else if (st->step == o->step) same = st;
+    }
+    const tp_mem_step_result *best = prev ? prev : same;
+    if (!best) return;
+    o->has_growth = 1;
+    o->growth_step = best->step;
+    o->growth_from_bytes = best->start_allocated_bytes;
+    o->growth_bytes = o->allocated_bytes - best->start_allocated_bytes;
+}
+
 int tp_memory_compute(tp_memory_result *out, const tp_process *p, const tp_steps *s,
                       const tp_nvml_result *nvml, uint64_t complete_until_ns) {
     memset(out, 0, sizeof *out);
@@ -561,6 +581,7 @@ int tp_memory_compute(tp_memory_result *out, const tp_process *p, const tp_steps
     if (rc == TPROF_OK && (n || out->oom.present))
         rc = steps_result(out, v, n, s, ph, nph, complete_until_ns, p);
     if (rc == TPROF_OK) {
+        oom_growth(out);
         run_figures(out, v, n, p);
         leak_series(out);
         capacity(out, p, nvml);
@@ -630,6 +651,14 @@ static void oom_json(cJSON *m, const tp_mem_oom *o) {
     if (o->has_time) cJSON_AddNumberToObject(j, "at_s", o->at_s);
     if (o->has_step) cJSON_AddNumberToObject(j, "step", o->step);
     if (o->phase) cJSON_AddStringToObject(j, "phase", o->phase);
+    if (o->has_growth) {
+        cJSON *g = cJSON_AddObjectToObject(j, "growth");
+        if (g) {
+            cJSON_AddNumberToObject(g, "since_step", o->growth_step);
+            cJSON_AddNumberToObject(g, "from_bytes", o->growth_from_bytes);
+            cJSON_AddNumberToObject(g, "bytes", o->growth_bytes);
+        }
+    }
     if (o->has_device) cJSON_AddNumberToObject(j, "device", o->device);
     const struct {
         const char *k;
@@ -751,6 +780,13 @@ static void oom_text(FILE *f, const tp_mem_oom *o) {
     fputs("): ", f);
     tp_text_put(f, line, 400, 0);
     fputc('\n', f);
+    if (o->has_growth) {
+        char g[32], a[32];
+        fprintf(f, "    allocated %s%s since step %.0f began (%s then)\n",
+                o->growth_bytes < 0 ? "-" : "+",
+                human(fabs(o->growth_bytes), g, sizeof g), o->growth_step,
+                human(o->growth_from_bytes, a, sizeof a));
+    }
     if (o->has_count && o->count > 1)
         fprintf(f, "    %.0f OOMs in the process; the first\n", o->count);
     for (size_t i = 0; i < o->ntop; i++) {

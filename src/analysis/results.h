@@ -542,6 +542,10 @@ typedef struct tp_mem_oom {
     size_t ntop;
     tp_mem_alloc top[TP_MEM_TOP];
     int top_unreadable;          /* memory.oom.top was written but is no JSON array */
+    /* what grew before it: allocated at the OOM against allocated at the start of the step
+     * before the OOM's step (growth_step: that step), from the samples */
+    int has_growth;
+    double growth_step, growth_from_bytes, growth_bytes;
 } tp_mem_oom;
 
 /* The rank's memory ("memory"; memory.h). */
