@@ -99,7 +99,7 @@ static void capture_body(void) {
     uintptr_t (*mig)(uint32_t) = (uintptr_t(*)(uint32_t))dlsym(h, "fake_cupti_mig_device");
     CHECK(deliver && enabled && forced && overhead && device && mig, 22);
     /* kernel, memcpy (two kinds), memset, memory, sync, runtime, overhead; and device */
-    CHECK(enabled() == 9, 23);
+    CHECK(enabled() == 10, 23);
     CHECK(device(1) != 0, 30);
     CHECK(mig(2) != 0, 31);
     one_step();
@@ -110,7 +110,7 @@ static void capture_body(void) {
     CHECK(tprof_gpu_capture_pause() == TPROF_OK, 25);
     CHECK(enabled() == 1 && forced() == 1, 26); /* device records stay on */
     CHECK(tprof_gpu_capture_resume() == TPROF_OK, 27);
-    CHECK(enabled() == 9, 28);
+    CHECK(enabled() == 10, 28);
 }
 
 static const char *status_of(const tp_run *run) {
@@ -126,7 +126,7 @@ static void test_capture(void **state) {
     tp_run run;
     load(&run);
     const char *st = status_of(&run);
-    if (!strstr(st, "activity capture on: 8 kinds, " FAKE_CUPTI_PATH) ||
+    if (!strstr(st, "activity capture on: 9 kinds, " FAKE_CUPTI_PATH) ||
         !strstr(st, "buffers reused"))
         fail_msg("capability.cupti: %s", st);
     const tp_process *p = &run.procs[0];
@@ -161,7 +161,7 @@ static void test_capture(void **state) {
     assert_int_equal(in->end - in->start, 50000);
     assert_string_equal(tp_meta(p, "cupti.untimed_records"), "4");
     assert_string_equal(tp_meta(p, "cupti.kinds"),
-                        "kernel,memcpy,memset,memory,sync,runtime,overhead");
+                        "kernel,memcpy,memset,memory,sync,runtime,overhead,driver");
     /* the device record */
     assert_string_equal(tp_meta(p, "cuda.1.uuid"), "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
     assert_string_equal(tp_meta(p, "cuda.1.name"), "Fake H200");
@@ -225,7 +225,7 @@ static void detach_run(int want_detach, int oom_sub) {
     tprof_step_begin(0);
     tprof_step_end(0);
     tprof_step_begin(1);
-    CHECK(enabled() == 9, 44);
+    CHECK(enabled() == 10, 44);
     CHECK(deliver(3, 0, g_t0) != 0, 45);
     tprof_step_end(1);
     tprof_step_begin(2); /* the window closes: kinds off, still attached */
@@ -260,10 +260,10 @@ static void auto_body(void) {
     fake_int_fn api_exit = fake_fn(h, "fake_cupti_api_exit");
     fake_int_fn fin = fake_fn(h, "fake_cupti_finalizes");
     CHECK(enabled && api_exit && fin, 62);
-    CHECK(enabled() == 9, 63); /* before the first step */
+    CHECK(enabled() == 10, 63); /* before the first step */
     for (uint64_t k = 0; k < 5; k++) {
         tprof_step_begin(k);
-        CHECK(enabled() == 9, 64);
+        CHECK(enabled() == 10, 64);
         tprof_step_end(k);
     }
     tprof_step_begin(5);
@@ -272,8 +272,8 @@ static void auto_body(void) {
     tprof_step_begin(6); /* a step later: detach at the next CUDA call's exit */
     CHECK(api_exit() == 1 && fin() == 1, 66);
     tprof_step_end(6);
-    tprof_step_begin(1000); /* attached again: the 8 kinds (the device kind was for once) */
-    CHECK(enabled() == 8, 67);
+    tprof_step_begin(1000); /* attached again: the 9 kinds (the device kind was for once) */
+    CHECK(enabled() == 9, 67);
     tprof_step_end(1000);
     tprof_step_begin(1005);
     CHECK(enabled() == 0, 68);
@@ -427,12 +427,12 @@ static void plan_body(void) {
                 attached = fake_fn(h, "fake_cupti_attached"),
                 fin = fake_fn(h, "fake_cupti_finalizes"), regs = fake_fn(h, "fake_cupti_registers");
     CHECK(deliver && enabled && api_exit && attached && fin && regs, 62);
-    static const int want_on[15] = {1, 1, 9, 9, 1, 0, 0, 8, 8, 0, 0, 0, 8, 8, 0};
+    static const int want_on[15] = {1, 1, 10, 10, 1, 0, 0, 9, 9, 0, 0, 0, 9, 9, 0};
     static const int want_fin[15] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2};
     static const int want_reg[15] = {1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3};
     for (int k = 0; k < 15; k++) {
         tprof_step_begin((uint64_t)k);
-        int inside = want_on[k] >= 8;
+        int inside = want_on[k] >= 9;
         if (inside && (k == 2 || k == 7 || k == 12)) /* one kernel per window */
             CHECK(deliver(1, 0, g_t0 + (uint64_t)k * 1000000) != 0, 63);
         api_exit(); /* a CUDA call of the step returns */
@@ -459,7 +459,7 @@ static void test_plan(void **state) {
     load(&run);
     const tp_process *p = &run.procs[0];
     if (!strstr(status_of(&run),
-                "activity capture in the steps of the capture plan 2-3/5: 8 kinds"))
+                "activity capture in the steps of the capture plan 2-3/5: 9 kinds"))
         fail_msg("capability.cupti: %s", status_of(&run));
     size_t kernels = 0;
     for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
@@ -515,7 +515,7 @@ static void test_mapped(void **state) {
     tp_run run;
     load(&run);
     if (!strstr(status_of(&run),
-                "activity capture on: 8 kinds, " MAPPED_CUPTI_PATH " (already loaded)"))
+                "activity capture on: 9 kinds, " MAPPED_CUPTI_PATH " (already loaded)"))
         fail_msg("capability.cupti: %s", status_of(&run));
     tp_run_free(&run);
 }

@@ -631,11 +631,14 @@ int InitializeInjection(void) {
                 snprintf(names + l, sizeof names - l, "%s%s", l ? "," : "", kinds[i].name);
             }
         }
-    /* Opt-in (TRAINPROF_CUPTI_KINDS=...,driver): driver-API launches only. cuBLASLt, Triton
-     * and CUTLASS launch through the driver API; these records tie their kernels to the
-     * launching step exactly. Off by default: on an H200 GPT-2 step they cost ~13 % (40.2 ->
-     * 45.6 ms), where the report's estimate from the runtime launches is within ~2 %. */
-    if (want && kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi) {
+    /* Driver-API launches only (the kind "driver", in the default list). cuBLASLt, Triton and
+     * CUTLASS launch through the driver API; these records tie their kernels to the launching
+     * step and thread exactly, and trace readers that link each kernel to its launch (HTA)
+     * drop the kernels without one: Kineto records them too (torch.profiler's traces hold
+     * cuda_driver events). They cost while captured (~13 % of an H200 GPT-2 step, 40.2 ->
+     * 45.6 ms), which the default plan's windows bound; a list without "driver" leaves them
+     * out. */
+    if (kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi) {
         g_chosen[g_nchosen++] = CUPTI_ACTIVITY_KIND_DRIVER;
         enabled++;
         size_t l = strlen(names);

@@ -83,8 +83,8 @@
       "0: serve on PORT itself, not PORT + the local rank")                                  \
     X(CUPTI, "TRAINPROF_CUPTI", TEXT, "", 0, 0, "0: no GPU activity capture")                \
     X(CUPTI_KINDS, "TRAINPROF_CUPTI_KINDS", TEXT,                                            \
-      "kernel,memcpy,memset,memory,sync,runtime,overhead", 0, 0,                             \
-      "GPU activity kinds to capture; add driver for driver-API launches")                   \
+      "kernel,memcpy,memset,memory,sync,runtime,overhead,driver", 0, 0,                      \
+      "GPU activity kinds to capture (driver: driver-API launches, as cuBLASLt makes)")      \
     X(CUPTI_DETACH, "TRAINPROF_CUPTI_DETACH", TEXT, "", 0, 0,                                \
       "0: CUPTI stays attached between capture windows")                                     \
     X(CUPTI_CALLS, "TRAINPROF_CUPTI_CALLS", TEXT, "", 0, 0,                                  \
