@@ -20,6 +20,9 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -214,7 +217,10 @@ static int run_cli(const char *const *args, char *out, size_t n) {
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0) spawn_exec(argv, path, NULL);
+    if (pid == 0) {
+        alarm(30); /* a command that hangs ends (SIGALRM) rather than the test */
+        spawn_exec(argv, path, NULL);
+    }
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
     FILE *f = fopen(path, "r");
@@ -317,12 +323,208 @@ static void test_outside_plan_all(void **state) {
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* waits for pid at most `s` seconds: its wait status, or -1 (then it is killed) */
+static int wait_bounded(pid_t pid, int s) {
+    for (int i = 0; i < s * 100; i++) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return st;
+        sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* this host's name as the session writes it in the progress file's name */
+static void host_name(char *h, size_t n) {
+    memset(h, 0, n);
+    gethostname(h, n - 1);
+    for (char *p = h; *p; p++)
+        if (*p == '/') *p = '_';
+    if (!h[0]) snprintf(h, n, "host");
+}
+
+static void steps_child(void) {
+    outside_child();
+    _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
+}
+
+/* A FIFO named capture.request: the flusher must not block on it (open and read would wait
+ * for a writer forever): the process ends on time with every step in its file. */
+static void test_request_fifo(void **state) {
+    (void)state;
+    fresh_dir("fifo");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/" TPROF_CTL_REQUEST, g_dir);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    g_outside_plan = "auto";
+    g_nsteps = 80;
+    g_step_ms = 5;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) steps_child();
+    int st = wait_bounded(pid, 20);
+    if (st == -1) fail_msg("the process did not end within 20 s (flusher blocked on the FIFO)");
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    unlink(path);
+    tp_run run;
+    load(&run);
+    assert_non_null(nth(&run.procs[0], "step", 79));
+    tp_run_free(&run);
+}
+
+/* Something else already named <host>-<pid>.step when the session starts: a symbolic link
+ * to a file (it must not be written through: the file keeps its bytes) and a FIFO (opening
+ * it for writing must not block the flusher). The process runs and ends all the same. */
+static void hostile_step_name(int fifo) {
+    fresh_dir(fifo ? "sfifo" : "slink");
+    char victim[1024];
+    snprintf(victim, sizeof victim, "%s/victim.txt", g_dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious\n", f);
+    fclose(f);
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    g_outside_plan = "auto";
+    g_nsteps = 60;
+    g_step_ms = 5;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1) _exit(92);
+        close(go[0]);
+        steps_child();
+    }
+    close(go[0]);
+    char host[64], name[1200];
+    host_name(host, sizeof host);
+    snprintf(name, sizeof name, "%s/%.63s-%d" TPROF_CTL_STEP_SUFFIX, g_dir, host, (int)pid);
+    if (fifo) assert_int_equal(mkfifo(name, 0644), 0);
+    else assert_int_equal(symlink(victim, name), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    int st = wait_bounded(pid, 20);
+    if (st == -1) fail_msg("the process did not end within 20 s");
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    char buf[64] = {0};
+    f = fopen(victim, "r");
+    assert_non_null(f);
+    size_t r = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[r] = 0;
+    assert_string_equal(buf, "precious\n");
+    struct stat sb;
+    assert_int_equal(lstat(name, &sb), 0); /* not ours: left as it was */
+    assert_true(fifo ? S_ISFIFO(sb.st_mode) : S_ISLNK(sb.st_mode));
+    unlink(name);
+    unlink(victim);
+    tp_run run;
+    load(&run);
+    assert_non_null(nth(&run.procs[0], "step", 59));
+    tp_run_free(&run);
+}
+
+static void test_step_name_symlink(void **state) {
+    (void)state;
+    hostile_step_name(0);
+}
+
+static void test_step_name_fifo(void **state) {
+    (void)state;
+    hostile_step_name(1);
+}
+
+/* at step 5 the next 3 steps (6-8); at step 7, inside that window, steps 20-21, which do not
+ * touch it */
+static void gap_child(void) {
+    with_plan("100000-100001");
+    start_session();
+    for (int i = 0; i < 30; i++) {
+        tprof_range_push("step");
+        if (i == 5) CHECK(tprof_gpu_capture_steps(TPROF_NEXT_STEP, 3) == TPROF_OK, 30);
+        if (i == 7) CHECK(tprof_gpu_capture_steps(20, 2) == TPROF_OK, 31);
+        sleep_ms(2);
+        tprof_range_pop();
+    }
+}
+
+/* A window asked for while another is open and not touching it: the open one still closes
+ * at its end (step 9 begins), the new one opens at step 20; the steps between are not
+ * captured. */
+static void test_demand_while_open(void **state) {
+    (void)state;
+    fresh_dir("gap");
+    in_child(gap_child);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_window(p, 0, 6, 8);
+    assert_window(p, 1, 20, 21);
+    uint64_t on, off;
+    assert_int_equal(window(p, 2, &on, &off), -1);
+    assert_string_equal(tp_meta(p, "gpu_capture.requests"), "0:6-8,0:20-21");
+    tp_run_free(&run);
+}
+
+static void write_file(const char *name, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Progress files no live process keeps: a FIFO named like one (the command must not block on
+ * it), one whose pid is not the one its name gives, one of pid 0, and one of a live pid
+ * (this test's, on this host) that has not been rewritten for an hour (its process would
+ * rewrite it every 5 s). None is a live process: the command says so and exits 1, at once. */
+static void test_cli_hostile_progress(void **state) {
+    (void)state;
+    fresh_dir("hprog");
+    char host[64], name[256], line[256], path[1024];
+    host_name(host, sizeof host);
+    snprintf(path, sizeof path, "%s/%s-77.step", g_dir, host);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    snprintf(name, sizeof name, "%s-%d.step", host, (int)getppid());
+    snprintf(line, sizeof line, "trainprof-step 1 pid=%d step=900000 step_ns=1000 plan=auto\n",
+             (int)getpid());
+    write_file(name, line); /* live pid inside, another in the name */
+    write_file("otherhost-0.step", "trainprof-step 1 pid=0 step=900000 step_ns=1000 plan=auto\n");
+    snprintf(name, sizeof name, "%s-%d.step", host, (int)getpid());
+    snprintf(line, sizeof line, "trainprof-step 1 pid=%d step=900000 step_ns=1000 plan=auto\n",
+             (int)getpid());
+    write_file(name, line);
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+    char out[1024];
+    const char *args[] = {g_dir, "--steps", "3", NULL};
+    int rc = run_cli(args, out, sizeof out);
+    if (rc != 1) fail_msg("trainprof capture exited %d (1 expected): %s", rc, out);
+    snprintf(path, sizeof path, "%s/" TPROF_CTL_REQUEST, g_dir);
+    assert_int_equal(access(path, F_OK), -1); /* nothing asked */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_from_the_program),
         cmocka_unit_test(test_plans_without_windows),
         cmocka_unit_test(test_from_outside),
         cmocka_unit_test(test_outside_plan_all),
+        cmocka_unit_test(test_request_fifo),
+        cmocka_unit_test(test_step_name_symlink),
+        cmocka_unit_test(test_step_name_fifo),
+        cmocka_unit_test(test_demand_while_open),
+        cmocka_unit_test(test_cli_hostile_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,8 +94,11 @@ static uint64_t g_widx, g_lo, g_hi;  /* the window ahead or open */
 static int g_settle;             /* a window closed: one more "off" at the next step */
 static int g_first_on, g_first_off; /* kernel_steps.on_ns / off_ns written */
 static uint64_t g_on_since;      /* capture on since (ns), 0: off */
-static int g_dem_ahead, g_dem_in;  /* an on-demand window g_dlo..g_dhi ahead, or open */
+static int g_dem_ahead, g_dem_in;  /* an on-demand window g_dlo..g_dhi ahead; one open */
 static uint64_t g_dlo, g_dhi, g_did, g_last_begin;
+static uint64_t g_ihi;           /* the last step of the open one (apart from the one ahead,
+                                  * so that a window asked for while one is open does not
+                                  * stretch the open one over the steps between them) */
 static uint64_t g_now;           /* when the step being begun began: every switch of it */
 static char g_dem_list[512];     /* gpu_capture.requests: "id:first-last,..." as taken */
 static size_t g_dem_len;
@@ -218,6 +221,7 @@ void tprof__kwin_init(void) {
     atomic_store(&g_cur, 0);
     atomic_store(&g_step_ns, 0);
     g_dem_ahead = g_dem_in = 0;
+    g_ihi = 0;
     g_dem_len = 0;
     g_dem_list[0] = 0;
     g_last_begin = 0;
@@ -405,8 +409,8 @@ static void demand_step(uint64_t k) {
                        "%llu, after them: nothing captured for it",
                        (unsigned long long)first, (unsigned long long)last,
                        (unsigned long long)k);
-        } else if (g_dem_in && first <= g_dhi + 1) {
-            if (last > g_dhi) g_dhi = last;
+        } else if (g_dem_in && (g_ihi == UINT64_MAX || first <= g_ihi + 1)) {
+            if (last > g_ihi) g_ihi = last;
         } else {
             g_dem_ahead = 1;
             g_dlo = first > k ? first : k;
@@ -419,10 +423,13 @@ static void demand_step(uint64_t k) {
             note_demand();
         }
     }
-    if (g_dem_in && k > g_dhi) g_dem_in = 0;
-    if (g_dem_ahead && !g_dem_in && k >= g_dlo) {
+    if (g_dem_in && k > g_ihi) g_dem_in = 0;
+    if (g_dem_ahead && k >= g_dlo) { /* begins: on its own, or extending the open one */
         g_dem_ahead = 0;
-        g_dem_in = k <= g_dhi;
+        if (k <= g_dhi) {
+            if (!g_dem_in || g_dhi > g_ihi) g_ihi = g_dhi;
+            g_dem_in = 1;
+        }
     }
 }
 
