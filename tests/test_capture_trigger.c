@@ -514,6 +514,132 @@ static void test_cli_hostile_progress(void **state) {
     assert_int_equal(access(path, F_OK), -1); /* nothing asked */
 }
 
+/* the descriptor of this process open on its progress file, -1 when none */
+static int progress_fd(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    struct dirent *e;
+    int found = -1;
+    while ((e = readdir(d)) != NULL) {
+        char l[300], t[1024];
+        snprintf(l, sizeof l, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(l, t, sizeof t - 1);
+        if (n <= 0) continue;
+        t[n] = 0;
+        if (n > 5 && !strcmp(t + n - 5, ".step")) found = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The program puts a file of its own on the progress file's descriptor number (dup2): the
+ * session must neither write its progress line into it nor close it as it ends. */
+static void dup2_child(void) {
+    with_plan("auto");
+    start_session();
+    int pfd = -1;
+    for (int i = 0; i < 300 && pfd < 0; i++) {
+        tprof_range_push("step");
+        sleep_ms(5);
+        tprof_range_pop();
+        pfd = progress_fd();
+    }
+    CHECK(pfd >= 0, 40);
+    char mine[1024];
+    snprintf(mine, sizeof mine, "%s/mine.txt", g_dir);
+    int fd = open(mine, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && write(fd, "mine\n", 5) == 5, 41);
+    CHECK(dup2(fd, pfd) == pfd, 42);
+    close(fd);
+    for (int i = 0; i < 150; i++) { /* 0.75 s of steps: the flusher writes every 0.2 s */
+        tprof_range_push("step");
+        sleep_ms(5);
+        tprof_range_pop();
+    }
+    CHECK(tprof_shutdown() == TPROF_OK, 43);
+    CHECK(fcntl(pfd, F_GETFD) >= 0, 44); /* still open: the program's */
+    char buf[256] = {0};
+    ssize_t n = pread(pfd, buf, sizeof buf - 1, 0);
+    CHECK(n == 5 && !memcmp(buf, "mine\n", 5), 45);
+    _exit(0);
+}
+
+static void test_progress_fd_taken_over(void **state) {
+    (void)state;
+    fresh_dir("dup2");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) dup2_child();
+    int st = wait_bounded(pid, 30);
+    assert_true(st != -1 && WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(count_step_files(), 0); /* reopened after the takeover, removed at the end */
+}
+
+/* A request that another user wrote (only root can make one here): not taken. */
+static void test_request_of_another_user(void **state) {
+    (void)state;
+    if (geteuid() != 0) skip(); /* chown to another user needs root */
+    fresh_dir("ouser");
+    assert_int_equal(chmod(g_dir, 0777), 0);
+    g_outside_plan = "auto";
+    g_nsteps = 400;
+    g_step_ms = 5;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) steps_child();
+    long s = -1;
+    for (int i = 0; i < 500 && s < 10; i++) {
+        sleep_ms(10);
+        s = progress_step();
+    }
+    assert_true(s >= 10);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char line[160], tmp[1024], path[1024];
+    snprintf(line, sizeof line, "trainprof-capture 1 id=%llu first=%ld count=3\n",
+             (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
+             s + 150);
+    write_file(".req.tmp", line);
+    snprintf(tmp, sizeof tmp, "%s/.req.tmp", g_dir);
+    snprintf(path, sizeof path, "%s/" TPROF_CTL_REQUEST, g_dir);
+    assert_int_equal(chown(tmp, 65534, 65534), 0);
+    assert_int_equal(rename(tmp, path), 0);
+    int st = wait_bounded(pid, 30);
+    assert_true(st != -1 && WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    tp_run run;
+    load(&run);
+    assert_null(tp_meta(&run.procs[0], "gpu_capture.requests"));
+    tp_run_free(&run);
+}
+
+/* A process ended by SIGTERM finishes its file; its progress file goes with it. */
+static void test_progress_gone_on_sigterm(void **state) {
+    (void)state;
+    fresh_dir("term");
+    g_outside_plan = "auto";
+    g_nsteps = 100000;
+    g_step_ms = 5;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) steps_child();
+    long s = -1;
+    for (int i = 0; i < 500 && s < 10; i++) {
+        sleep_ms(10);
+        s = progress_step();
+    }
+    assert_true(s >= 10);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int st = wait_bounded(pid, 30);
+    assert_true(st != -1 && WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGTERM);
+    assert_int_equal(count_step_files(), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_from_the_program),
@@ -525,6 +651,9 @@ int main(void) {
         cmocka_unit_test(test_step_name_fifo),
         cmocka_unit_test(test_demand_while_open),
         cmocka_unit_test(test_cli_hostile_progress),
+        cmocka_unit_test(test_progress_fd_taken_over),
+        cmocka_unit_test(test_request_of_another_user),
+        cmocka_unit_test(test_progress_gone_on_sigterm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
