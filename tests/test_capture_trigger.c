@@ -77,14 +77,17 @@ static int window(const tp_process *p, int w, uint64_t *on, uint64_t *off) {
     return -1;
 }
 
-/* Capture window w covers exactly steps first..last ("step" ranges from 0). */
+static const char *g_step_range = "step"; /* the ranges assert_window counts steps by */
+
+/* Capture window w covers exactly steps first..last (g_step_range ranges from 0). */
 static void assert_window(const tp_process *p, int w, int first, int last) {
     uint64_t on = 0, off = 0;
     if (window(p, w, &on, &off) != 0)
         fail_msg("no window %d in gpu_capture.windows \"%s\"", w,
                  tp_meta(p, "gpu_capture.windows") ? tp_meta(p, "gpu_capture.windows") : "");
-    const tp_range *before = nth(p, "step", first - 1), *begin = nth(p, "step", first);
-    const tp_range *end = nth(p, "step", last), *after = nth(p, "step", last + 1);
+    const tp_range *before = nth(p, g_step_range, first - 1);
+    const tp_range *begin = nth(p, g_step_range, first);
+    const tp_range *end = nth(p, g_step_range, last), *after = nth(p, g_step_range, last + 1);
     assert_non_null(begin);
     assert_non_null(after);
     if (!(on >= before->end && on <= begin->start))
@@ -640,6 +643,49 @@ static void test_progress_gone_on_sigterm(void **state) {
     assert_int_equal(count_step_files(), 0);
 }
 
+static const char *g_names[4]; /* pushed in each step, the step range g_names[0] around them */
+
+static void names_child(void) {
+    start_session();
+    for (int i = 0; i < 20; i++) {
+        tprof_range_push(g_names[0]);
+        for (int j = 1; j < 4; j++) {
+            tprof_range_push(g_names[j]);
+            tprof_range_pop();
+        }
+        if (i == 5) CHECK(tprof_gpu_capture_steps(TPROF_NEXT_STEP, 2) == TPROF_OK, 50);
+        sleep_ms(2);
+        tprof_range_pop();
+    }
+}
+
+/* Step ranges are counted by name, whatever other names the steps hold: names that begin
+ * like a step pattern and are not one ("Prof", "steps", "iter") do not count; a user's
+ * pattern that begins with a glob character ("*_it") does. The window asked for at step 5
+ * is exactly steps 6-7 of those ranges. */
+static void test_step_names_counted(void **state) {
+    (void)state;
+    static const char *const sets[][5] = {
+        {"*_it", "a_it", "forward", "x_iter", "_iter"},
+        {NULL, "ProfilerStep#0", "Prof", "aten::mm", "ProfilerStepX"},
+        {NULL, "step", "steps", "s", "forward"},
+    };
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        fresh_dir("names");
+        with_plan("100000-100001");
+        if (sets[k][0]) setenv("TRAINPROF_STEP_NAME", sets[k][0], 1);
+        for (int j = 0; j < 4; j++) g_names[j] = sets[k][j + 1];
+        in_child(names_child);
+        unsetenv("TRAINPROF_STEP_NAME");
+        tp_run run;
+        load(&run);
+        g_step_range = g_names[0];
+        assert_window(&run.procs[0], 0, 6, 7);
+        g_step_range = "step";
+        tp_run_free(&run);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_from_the_program),
@@ -654,6 +700,7 @@ int main(void) {
         cmocka_unit_test(test_progress_fd_taken_over),
         cmocka_unit_test(test_request_of_another_user),
         cmocka_unit_test(test_progress_gone_on_sigterm),
+        cmocka_unit_test(test_step_names_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
