@@ -193,7 +193,11 @@ static int write_request(const char *dir, uint64_t first, uint64_t count) {
     snprintf(path, sizeof path, "%s/%s", dir, TPROF_CTL_REQUEST);
     int n = snprintf(line, sizeof line, "trainprof-capture 1 id=%" PRIu64 " first=%" PRIu64
                      " count=%" PRIu64 "\n", id, first, count);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a new file of our own: never through a link or into a file someone put under that
+     * name (one left by an earlier command of this pid is removed first) */
+    const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(tmp, fl, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, fl, 0644);
     if (fd < 0 || write(fd, line, (size_t)n) != n || close(fd) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "trainprof capture: %s: %s\n", path, strerror(errno));
         if (fd >= 0) unlink(tmp);

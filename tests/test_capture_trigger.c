@@ -686,6 +686,66 @@ static void test_step_names_counted(void **state) {
     }
 }
 
+/* The command's temporary request file name is already a symbolic link to a file (another
+ * user could put it in a shared run directory): the command must not write through it. */
+static void test_cli_tmp_symlink(void **state) {
+    (void)state;
+    fresh_dir("tmpl");
+    char victim[1024];
+    snprintf(victim, sizeof victim, "%s/victim.txt", g_dir);
+    write_file("victim.txt", "precious\n");
+    g_outside_plan = "auto";
+    g_nsteps = 400;
+    g_step_ms = 5;
+    fflush(NULL);
+    pid_t job = fork();
+    assert_true(job >= 0);
+    if (job == 0) steps_child();
+    long s = -1;
+    for (int i = 0; i < 500 && s < 5; i++) {
+        sleep_ms(10);
+        s = progress_step();
+    }
+    assert_true(s >= 5);
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    char out[1024];
+    snprintf(out, sizeof out, "%s/cli.out", g_dir);
+    const char *argv[] = {TPROF_CLI, "capture", g_dir, "--steps", "2", NULL};
+    pid_t cli = fork();
+    assert_true(cli >= 0);
+    if (cli == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1) _exit(92);
+        alarm(30);
+        spawn_exec(argv, out, NULL);
+    }
+    close(go[0]);
+    char link[1200];
+    snprintf(link, sizeof link, "%s/." TPROF_CTL_REQUEST ".%d", g_dir, (int)cli);
+    assert_int_equal(symlink(victim, link), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    int st;
+    assert_int_equal(waitpid(cli, &st, 0), cli);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0); /* asked all the same */
+    char buf[64] = {0};
+    FILE *f = fopen(victim, "r");
+    assert_non_null(f);
+    size_t r = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[r] = 0;
+    assert_string_equal(buf, "precious\n");
+    struct stat sb;
+    snprintf(link, sizeof link, "%s/" TPROF_CTL_REQUEST, g_dir);
+    assert_int_equal(lstat(link, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode)); /* the request itself is in place */
+    assert_int_equal(waitpid(job, &st, 0), job);
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_from_the_program),
@@ -701,6 +761,7 @@ int main(void) {
         cmocka_unit_test(test_request_of_another_user),
         cmocka_unit_test(test_progress_gone_on_sigterm),
         cmocka_unit_test(test_step_names_counted),
+        cmocka_unit_test(test_cli_tmp_symlink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
