@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,9 +76,9 @@ typedef struct progress {
     uint64_t min_step_ns;           /* the fastest pace seen (0: none known) */
 } progress;
 
-/* The live processes' progress files in dir. A file of this host names a pid that must
- * exist; one of another host must have been rewritten in the last STALE_S seconds (they are
- * rewritten every 5 s). */
+/* The live processes' progress files in dir: plain files named <host>-<pid>.step whose line
+ * names the same pid, rewritten in the last STALE_S seconds (a session rewrites its own
+ * every 5 s), and on this host of a pid that exists. */
 static int scan(const char *dir, progress *pr) {
     memset(pr, 0, sizeof *pr);
     DIR *d = opendir(dir);
@@ -91,14 +92,26 @@ static int scan(const char *dir, progress *pr) {
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
         if (n <= sl || strcmp(e->d_name + n - sl, TPROF_CTL_STEP_SUFFIX) != 0) continue;
+        /* <host>-<pid>.step: the pid of the name, which the line must repeat */
+        const char *dash = NULL;
+        for (const char *p = e->d_name; p < e->d_name + n - sl; p++)
+            if (*p == '-') dash = p;
+        if (!dash) continue;
+        char *pe;
+        errno = 0;
+        unsigned long long npid = strtoull(dash + 1, &pe, 10);
+        if (errno || pe != e->d_name + n - sl || dash[1] < '1' || dash[1] > '9' ||
+            npid > INT_MAX)
+            continue;
         char path[PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        /* never blocking on a FIFO of that name; a plain file only */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
         if (fd < 0) continue;
         char buf[TPROF_CTL_LINE + 1];
-        ssize_t r = read(fd, buf, TPROF_CTL_LINE);
         struct stat st;
-        int have_st = fstat(fd, &st) == 0;
+        int have_st = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+        ssize_t r = have_st ? read(fd, buf, TPROF_CTL_LINE) : -1;
         close(fd);
         if (r <= 0 || !have_st) continue;
         buf[r] = 0;
@@ -107,12 +120,12 @@ static int scan(const char *dir, progress *pr) {
         char plan[48];
         if (tprof__ctl_parse_progress(buf, &pid, &has, &step, &step_ns, plan, sizeof plan))
             continue;
+        if (pid != npid) continue;
+        /* A live session rewrites its file every 5 s at least, on any host; on this one its
+         * pid must exist too (a killed process's file is told at once) */
+        if (time(NULL) - st.st_mtime > STALE_S) continue;
         int here = hl && !strncmp(e->d_name, host, hl) && e->d_name[hl] == '-';
-        if (here) {
-            if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) continue;
-        } else if (time(NULL) - st.st_mtime > STALE_S) {
-            continue;
-        }
+        if (here && kill((pid_t)pid, 0) != 0 && errno == ESRCH) continue;
         pr->live++;
         if (has) {
             if (!pr->with_step || step > pr->max_step) pr->max_step = step;
@@ -180,7 +193,11 @@ static int write_request(const char *dir, uint64_t first, uint64_t count) {
     snprintf(path, sizeof path, "%s/%s", dir, TPROF_CTL_REQUEST);
     int n = snprintf(line, sizeof line, "trainprof-capture 1 id=%" PRIu64 " first=%" PRIu64
                      " count=%" PRIu64 "\n", id, first, count);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a new file of our own: never through a link or into a file someone put under that
+     * name (one left by an earlier command of this pid is removed first) */
+    const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(tmp, fl, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, fl, 0644);
     if (fd < 0 || write(fd, line, (size_t)n) != n || close(fd) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "trainprof capture: %s: %s\n", path, strerror(errno));
         if (fd >= 0) unlink(tmp);

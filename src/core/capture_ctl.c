@@ -43,6 +43,8 @@
 
 static struct {
     int fd;              /* the progress file, -1: not open */
+    dev_t dev;           /* and the file it was opened on: a descriptor that no longer */
+    ino_t ino;           /* names it (the program closed or dup2'd over it) is not ours */
     pid_t pid;           /* whose file it is (a forked child makes its own) */
     char path[PATH_MAX];
     char line[TPROF_CTL_LINE];
@@ -61,6 +63,39 @@ static int wanted(void) {
            strcmp(spec, "off") != 0;
 }
 
+/* The descriptor still names the progress file this session opened. */
+static int still_ours(int fd) {
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == C.dev &&
+           st.st_ino == C.ino;
+}
+
+/* Opens (creates) this process's progress file; the descriptor, or -1 with errno. Never
+ * through a symbolic link, never blocking (a FIFO of that name), never on a file that is not
+ * a plain file of this user with one link: the run directory may hold anything under that
+ * name, and the session writes only a file that is its own. One that exists already is one
+ * this pid left (an exec keeps the pid; a killed process's pid may come again): rewritten. */
+static int open_progress(const char *path) {
+    const int fl = O_WRONLY | O_NOFOLLOW | O_NONBLOCK;
+    int fd = tprof__open_private(path, fl | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno == EEXIST) fd = tprof__open_private(path, fl, 0);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        st.st_nlink != 1) {
+        close(fd);
+        errno = EEXIST;
+        return -1;
+    }
+    if (st.st_size > TPROF_CTL_LINE && ftruncate(fd, TPROF_CTL_LINE) != 0) {
+        close(fd);
+        return -1;
+    }
+    C.dev = st.st_dev;
+    C.ino = st.st_ino;
+    return fd;
+}
+
 static void write_progress(uint64_t now) {
     uint64_t step, step_ns;
     int have = tprof__kwin_progress(&step, &step_ns) == 0;
@@ -76,7 +111,7 @@ static void write_progress(uint64_t now) {
         snprintf(C.path, sizeof C.path, "%.3900s/%.63s-%d" TPROF_CTL_STEP_SUFFIX, tprof__S.dir,
                  host[0] ? host : "host", (int)getpid());
         tprof__flusher_io_begin();
-        C.fd = tprof__open_private(C.path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        C.fd = open_progress(C.path);
         tprof__flusher_io_end();
         if (C.fd < 0) {
             C.failed = 1;
@@ -95,7 +130,9 @@ static void write_progress(uint64_t now) {
     memset(C.line + n, ' ', sizeof C.line - 1 - (size_t)n);
     C.line[sizeof C.line - 1] = '\n';
     tprof__flusher_io_begin();
-    ssize_t w = pwrite(C.fd, C.line, sizeof C.line, 0);
+    ssize_t w = -1;
+    if (still_ours(C.fd)) w = pwrite(C.fd, C.line, sizeof C.line, 0);
+    else C.fd = -1; /* the number is the program's now: reopened at the next write */
     tprof__flusher_io_end();
     if (w == (ssize_t)sizeof C.line) {
         C.last_write = now;
@@ -111,7 +148,7 @@ static void poll_request(void) {
     tprof__flusher_io_begin();
     int rc = stat(path, &st);
     tprof__flusher_io_end();
-    if (rc != 0) return;
+    if (rc != 0 || !S_ISREG(st.st_mode)) return;
     if (st.st_ino == C.req_ino && st.st_size == C.req_size &&
         st.st_mtim.tv_sec == C.req_mtime.tv_sec && st.st_mtim.tv_nsec == C.req_mtime.tv_nsec)
         return;
@@ -120,8 +157,15 @@ static void poll_request(void) {
     C.req_mtime = st.st_mtim;
     char buf[256];
     tprof__flusher_io_begin();
-    int fd = tprof__open_private(path, O_RDONLY, 0);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    /* never blocking (a FIFO put there after the stat), and only a plain file of this user
+     * or of root: anyone else who can write in the directory does not decide what this job
+     * captures */
+    int fd = tprof__open_private(path, O_RDONLY | O_NONBLOCK, 0);
+    struct stat fs;
+    ssize_t n = -1;
+    if (fd >= 0 && fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) &&
+        (fs.st_uid == geteuid() || fs.st_uid == 0))
+        n = read(fd, buf, sizeof buf - 1);
     if (fd >= 0) close(fd);
     tprof__flusher_io_end();
     if (n <= 0) return;
@@ -154,14 +198,17 @@ void tprof__capture_ctl_tick(int final) {
 
 void tprof__capture_ctl_end(void) {
     if (C.fd < 0 || C.pid != getpid()) return;
-    close(C.fd);
+    int ours = still_ours(C.fd);
+    if (ours) close(C.fd); /* else the number is the program's */
     C.fd = -1;
-    unlink(C.path);
+    struct stat st; /* the name still is our file: never remove another's */
+    if (ours && lstat(C.path, &st) == 0 && st.st_dev == C.dev && st.st_ino == C.ino)
+        unlink(C.path);
 }
 
 void tprof__capture_ctl_after_fork(void) {
     /* the parent's descriptor and file stay the parent's; the child makes its own */
-    if (C.fd >= 0) close(C.fd);
+    if (still_ours(C.fd)) close(C.fd);
     C.fd = -1;
     C.last_poll = C.last_write = C.written_step = 0;
     C.failed = 0;

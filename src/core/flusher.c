@@ -383,6 +383,7 @@ static void final_on_signal(int sig) {
         write_end_record(sig);
     }
     tprof__session_set_state(TPROF__DOWN);
+    tprof__capture_ctl_end(); /* the progress file says "alive": not past the process */
 }
 
 /* ------------------------------------------------------------------------ flusher */

@@ -34,8 +34,10 @@
  * kernel_steps.on_ns and kernel_steps.off_ns: the plan's first window.
  *
  * Hot-path cost: while a window is ahead or open (or a request or the second "off" is
- * pending), each range push/start reads one atomic flag and compares the name with the step
- * pattern(s) (tens of ns), and a step that begins takes a mutex no other hot path takes;
+ * pending), each range push/start reads one atomic flag and tests the name's first byte
+ * against those a step pattern may begin with (a few ns); only a name that passes is compared
+ * with the step pattern(s) (tens of ns), and a step that begins takes a mutex no other hot
+ * path takes;
  * after the last window closed, or with "all" or "off", one relaxed load of a flag that is 0.
  */
 #define _GNU_SOURCE
@@ -94,8 +96,11 @@ static uint64_t g_widx, g_lo, g_hi;  /* the window ahead or open */
 static int g_settle;             /* a window closed: one more "off" at the next step */
 static int g_first_on, g_first_off; /* kernel_steps.on_ns / off_ns written */
 static uint64_t g_on_since;      /* capture on since (ns), 0: off */
-static int g_dem_ahead, g_dem_in;  /* an on-demand window g_dlo..g_dhi ahead, or open */
+static int g_dem_ahead, g_dem_in;  /* an on-demand window g_dlo..g_dhi ahead; one open */
 static uint64_t g_dlo, g_dhi, g_did, g_last_begin;
+static uint64_t g_ihi;           /* the last step of the open one (apart from the one ahead,
+                                  * so that a window asked for while one is open does not
+                                  * stretch the open one over the steps between them) */
 static uint64_t g_now;           /* when the step being begun began: every switch of it */
 static char g_dem_list[512];     /* gpu_capture.requests: "id:first-last,..." as taken */
 static size_t g_dem_len;
@@ -106,6 +111,16 @@ static uint64_t g_left_out;
 
 static const char *const k_defaults[] = {TPROF_DEFAULT_STEP_NAMES};
 #define N_DEFAULTS (sizeof k_defaults / sizeof *k_defaults)
+#define N_PATTERNS (2 + N_DEFAULTS)
+
+/* The first bytes a name matched by pattern i may begin with (bit c of g_first[i]; all of
+ * them when the pattern begins with a glob character), and in g_first[N_PATTERNS] those of
+ * any pattern that may count: most range names ("forward", "aten::mm", "nccl:all_reduce")
+ * are told apart from every step pattern by one bit test, so that counting steps, which the
+ * default plan does for the whole run, costs a range push a load and a test rather than a
+ * string compare per pattern and a fnmatch. Set once by tprof__kwin_init. */
+static uint64_t g_first[N_PATTERNS + 1][4];
+static void first_bytes(void);
 
 /* The window g_widx, moved on to the first one whose end is not below step k: 0, or -1 when
  * the plan has no window left. */
@@ -218,11 +233,13 @@ void tprof__kwin_init(void) {
     atomic_store(&g_cur, 0);
     atomic_store(&g_step_ns, 0);
     g_dem_ahead = g_dem_in = 0;
+    g_ihi = 0;
     g_dem_len = 0;
     g_dem_list[0] = 0;
     g_last_begin = 0;
     const char *u = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u && *u ? u : NULL; /* step names also count for detail requests */
+    first_bytes();
     atomic_store(&g_pat, -1);
     atomic_store(&g_next, 0);
     atomic_store(&g_api, 0);
@@ -405,8 +422,8 @@ static void demand_step(uint64_t k) {
                        "%llu, after them: nothing captured for it",
                        (unsigned long long)first, (unsigned long long)last,
                        (unsigned long long)k);
-        } else if (g_dem_in && first <= g_dhi + 1) {
-            if (last > g_dhi) g_dhi = last;
+        } else if (g_dem_in && (g_ihi == UINT64_MAX || first <= g_ihi + 1)) {
+            if (last > g_ihi) g_ihi = last;
         } else {
             g_dem_ahead = 1;
             g_dlo = first > k ? first : k;
@@ -419,10 +436,13 @@ static void demand_step(uint64_t k) {
             note_demand();
         }
     }
-    if (g_dem_in && k > g_dhi) g_dem_in = 0;
-    if (g_dem_ahead && !g_dem_in && k >= g_dlo) {
+    if (g_dem_in && k > g_ihi) g_dem_in = 0;
+    if (g_dem_ahead && k >= g_dlo) { /* begins: on its own, or extending the open one */
         g_dem_ahead = 0;
-        g_dem_in = k <= g_dhi;
+        if (k <= g_dhi) {
+            if (!g_dem_in || g_dhi > g_ihi) g_ihi = g_dhi;
+            g_dem_in = 1;
+        }
     }
 }
 
@@ -471,15 +491,34 @@ static void step_began(uint64_t k) {
 }
 
 /* Pattern i: 0 = the user's, 1 = ProfilerStep#*, 2.. = the defaults. */
+static const char *pattern(int i) {
+    return i == 0 ? g_user_pat : i == 1 ? TPROF_PROFILER_STEP_GLOB : k_defaults[i - 2];
+}
+
 static int matches(int i, const char *name) {
-    const char *pat = i == 0 ? g_user_pat : i == 1 ? TPROF_PROFILER_STEP_GLOB
-                                                   : k_defaults[i - 2];
+    const char *pat = pattern(i);
     return pat && tprof__step_name_matches(name, pat);
+}
+
+/* g_first from the patterns (the user's, when given, is the only one that counts). */
+static void first_bytes(void) {
+    memset(g_first, 0, sizeof g_first);
+    for (int i = 0; i < (int)N_PATTERNS; i++) {
+        const char *pat = pattern(i);
+        if (!pat) continue;
+        unsigned char c = (unsigned char)pat[0];
+        if (strchr("*?[\\", c) && c) memset(g_first[i], 0xff, sizeof g_first[i]);
+        else g_first[i][c >> 6] |= 1ull << (c & 63);
+        if (g_user_pat ? i == 0 : i > 0)
+            for (int w = 0; w < 4; w++) g_first[N_PATTERNS][w] |= g_first[i][w];
+    }
 }
 
 void tprof__kwin_name(const char *name) {
     if (!name || atomic_load_explicit(&g_api, memory_order_relaxed)) return;
     int p = atomic_load_explicit(&g_pat, memory_order_relaxed);
+    unsigned char c = (unsigned char)name[0];
+    if (!(g_first[p < 0 ? (int)N_PATTERNS : p][c >> 6] >> (c & 63) & 1)) return; /* cannot match */
     if (p < 0) {
         /* the user's pattern, when given, is the only one (as in the report) */
         int n = g_user_pat ? 1 : (int)(2 + N_DEFAULTS);
