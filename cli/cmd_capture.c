@@ -256,6 +256,11 @@ int cmd_capture(int argc, char **argv) {
         return 1;
     }
     uint64_t first = start;
+    if (have_start && pr.with_step && start <= pr.max_step) {
+        fprintf(stderr, "trainprof capture: step %" PRIu64 " has begun already (a process is at "
+                "step %" PRIu64 "): give a later --start, or none\n", start, pr.max_step);
+        return 1;
+    }
     if (!have_start) {
         uint64_t lead = 2;
         if (pr.min_step_ns) {

@@ -283,6 +283,9 @@ static void test_from_outside(void **state) {
     assert_non_null(w);
     assert_int_equal(sscanf(w, "in steps %llu-%llu", &a, &b), 2);
     assert_int_equal(a, (unsigned long long)s + 300);
+    /* a first step that has begun already: refused, no request written (one window below) */
+    const char *past[] = {g_dir, "--steps", "2", "--start", "1", NULL};
+    assert_int_equal(run_cli(past, out, sizeof out), 1);
     assert_int_equal(b, a + 2);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
