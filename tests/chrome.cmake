@@ -2,6 +2,7 @@
 # by tests/synth.c, which other areas' tests may reuse.
 tprof_add_unit(test_chrome
   ${CMAKE_CURRENT_LIST_DIR}/test_chrome.c
+  ${CMAKE_CURRENT_LIST_DIR}/hta_run.c
   ${CMAKE_CURRENT_LIST_DIR}/synth.c
   LIBS tprof_analysis LABELS export)
 # The files the command writes: .gz/.zst output decompressed (zlib, libzstd) against the plain
