@@ -42,8 +42,8 @@ int hta_write_run(const char *dir) {
             synth_kernel(f, 2, t + 300 * US, t + (300 + HTA_FWD_US(rank)) * US, 0, 7, c,
                          "gemm_fwd");
             synth_kernel(f, 2, t + 3300 * US, t + 6300 * US, 0, 7, c + 1, "gemm_bwd");
-            synth_kernel(f, 2, t + 6500 * US, t + 7500 * US, 0, 20, c + 2,
-                         "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+            synth_kernel(f, 2, t + (6500 + HTA_NCCL_LATE_US(rank)) * US, t + 7500 * US, 0, 20, c + 2,
+                         "ncclKernel_AllReduce_RING_LL_Sum_float");
             synth_kernel(f, 2, t + 7300 * US, t + 7800 * US, 0, 7, c + 3, "adam");
         }
         synth_end_of_file(f, HTA_MONO0 + (HTA_T0_US + HTA_STEP_US * HTA_NSTEPS + 1000) * US, 0);

@@ -1045,13 +1045,15 @@ static void test_hta_shape(void **state) {
             assert_us(st, "dur", 10000000);
             /* on each stream: its first kernel's start to its last kernel's end */
             assert_us(find_at(&o, "gpu_user_annotation", name, s7, t + 300000), "dur", 7500000);
-            assert_us(find_at(&o, "gpu_user_annotation", name, s20, t + 6500000), "dur", 1000000);
+            long long late = (long long)HTA_NCCL_LATE_US(rank) * 1000;
+            assert_us(find_at(&o, "gpu_user_annotation", name, s20, t + 6500000 + late), "dur",
+                      1000000 - late);
             assert_us(find_at(&o, "gpu_user_annotation", "forward", s7, t + 300000), "dur", fwd);
             assert_us(find_at(&o, "gpu_user_annotation", "layer0", s7, t + 300000), "dur", fwd);
             assert_us(find_at(&o, "gpu_user_annotation", "backward", s7, t + 3300000), "dur",
                       3000000);
-            assert_us(find_at(&o, "gpu_user_annotation", "backward", s20, t + 6500000), "dur",
-                      1000000);
+            assert_us(find_at(&o, "gpu_user_annotation", "backward", s20, t + 6500000 + late),
+                      "dur", 1000000 - late);
             assert_us(find_at(&o, "gpu_user_annotation", "optimizer", s7, t + 7300000), "dur",
                       500000);
             assert_int_equal(num(find_at(&o, "gpu_user_annotation", "forward", s7, t + 300000),
