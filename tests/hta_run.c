@@ -42,7 +42,8 @@ int hta_write_run(const char *dir) {
             synth_kernel(f, 2, t + 300 * US, t + (300 + HTA_FWD_US(rank)) * US, 0, 7, c,
                          "gemm_fwd");
             synth_kernel(f, 2, t + 3300 * US, t + 6300 * US, 0, 7, c + 1, "gemm_bwd");
-            synth_kernel(f, 2, t + (6500 + HTA_NCCL_LATE_US(rank)) * US, t + 7500 * US, 0, 20, c + 2,
+            uint64_t nccl = t + (6500 + HTA_NCCL_LATE_US(rank)) * US;
+            synth_kernel(f, 2, nccl, t + 7500 * US, 0, 20, c + 2,
                          "ncclKernel_AllReduce_RING_LL_Sum_float");
             synth_kernel(f, 2, t + 7300 * US, t + 7800 * US, 0, 7, c + 3, "adam");
         }
