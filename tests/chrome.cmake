@@ -4,6 +4,12 @@ tprof_add_unit(test_chrome
   ${CMAKE_CURRENT_LIST_DIR}/test_chrome.c
   ${CMAKE_CURRENT_LIST_DIR}/synth.c
   LIBS tprof_analysis LABELS export)
+# The per-rank file as HTA reads it, on tests/hta_run.h's run (HTA itself: hta.cmake).
+tprof_add_unit(test_chrome_hta
+  ${CMAKE_CURRENT_LIST_DIR}/test_chrome_hta.c
+  ${CMAKE_CURRENT_LIST_DIR}/hta_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/synth.c
+  LIBS tprof_analysis LABELS export)
 # The files the command writes: .gz/.zst output decompressed (zlib, libzstd) against the plain
 # bytes, and unusable clock pairs named (test_export_cli drives build/trainprof).
 tprof_add_unit(test_export_cli

@@ -240,6 +240,12 @@ void synth_kernel(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, 
     named(f, serial, TPROF_REC_GPU_KERNEL, start, &pl, sizeof pl, name);
 }
 
+void synth_api(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, uint32_t os_tid,
+               uint32_t cbid, uint32_t correlation, const char *name) {
+    tprof_pl_gpu pl = {end, 0, 0, 0, correlation, cbid, os_tid, 0};
+    named(f, serial, TPROF_REC_GPU_API, start, &pl, sizeof pl, name);
+}
+
 void synth_comm(synth_file *f, uint32_t serial, uint64_t start, const struct tprof_pl_comm *pl,
                 const char *name) {
     named(f, serial, TPROF_REC_COMM_OP, start, pl, sizeof *pl,

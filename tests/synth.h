@@ -93,6 +93,11 @@ void synth_thread_name(synth_file *f, uint32_t serial, uint64_t ts, uint64_t nam
 void synth_kernel(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, uint32_t device,
                   uint32_t stream, uint32_t correlation, const char *name);
 
+/* A CUPTI API record (kind GPU_API): the runtime or driver function `name` called by
+ * thread `os_tid` over [start, end], with its CUPTI callback id and correlation id. */
+void synth_api(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, uint32_t os_tid,
+               uint32_t cbid, uint32_t correlation, const char *name);
+
 /* A COMM_OP record starting at `start` with the payload as given (format.h's tprof_pl_comm;
  * its end_ns, gpu_start_ns/gpu_end_ns and flags too). name NULL: the op's own name
  * (tprof__comm_op_name). */

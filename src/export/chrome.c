@@ -176,11 +176,11 @@ void tp_cw_write_meta(cw *w, int64_t pid, uint32_t tid, const char *what, const 
 /* Opens an X event (the caller writes its args and closes it); 0 when it is outside the
  * selected window and nothing was written. */
 static int write_complete(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
-                          const char *name, uint64_t start, uint64_t end) {
+                          const char *cat, const char *name, uint64_t start, uint64_t end) {
     int64_t ts = tp_cw_rel_ns(w, p, start), te = tp_cw_rel_ns(w, p, end);
     if (!tp_cw_in_win(w, ts, te)) return 0;
     tp_cw_ev_open(w, "X", pid, tid);
-    fputs(",\"cat\":\"user_annotation\",\"name\":", w->f);
+    fprintf(w->f, ",\"cat\":\"%s\",\"name\":", cat);
     tp_json_string(w->f, name);
     tp_cw_put_ts(w, "ts", ts);
     tp_cw_put_ts(w, "dur", te - ts);
@@ -211,29 +211,221 @@ static void write_async(cw *w, const tp_process *p, int64_t pid, uint32_t tid, u
     tp_cw_note_time(w, te);
 }
 
+/* ------------------------------------------------------------------ HTA's links */
+
+/* What Holistic Trace Analysis (facebookresearch/HolisticTraceAnalysis: hta/common/trace.py,
+ * hta/analyzers/critical_path_analysis.py) follows in a torch.profiler trace, as Kineto
+ * writes it (pytorch/kineto libkineto/src/output_json.cpp): a CPU operator (cat "cpu_op")
+ * holds the launches made inside it ("External id"), a launch (cat "cuda_runtime" or
+ * "cuda_driver") and its GPU work share CUPTI's "correlation", and a range of the program
+ * shows on each GPU stream it put work on, from its first kernel's start to its last
+ * kernel's end (cat "gpu_user_annotation", Kineto's GpuUserEventMap). */
+
+/* trainprof.torch's phase ranges (docs/python.md): the CPU operators of our traces. Other
+ * ranges (NVTX, the C API) stay user annotations, as record_function ranges are in
+ * Kineto's. */
+static int is_cpu_op(const tp_range *r) {
+    static const char *const ops[] = {"data", "forward", "backward", "optimizer",
+                                      "cuda graph capture", "cuda graph replay"};
+    if (r->domain || (r->flags & TP_R_ASYNC) || !r->name) return 0;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (!strcmp(r->name, ops[i])) return 1;
+    return 0;
+}
+
+typedef struct hta_op {
+    uint64_t start, end, ext;
+    uint32_t tid;
+} hta_op;
+
+/* One process's links, built once per process: O(n log n) in its API calls, GPU records
+ * and ranges. External ids: range k of thread t is base[t] + k + 1, step i is nranges + i +
+ * 1, so that ids are unique in the process without a table. */
+typedef struct hta_index {
+    const tp_gpu_op **launch; /* API calls by (os_tid, start) */
+    size_t nlaunch;
+    const tp_gpu_op **work;   /* kernels, copies and memsets by correlation id */
+    size_t nwork;
+    hta_op *ops;              /* CPU operator ranges by (tid, start) */
+    size_t nops;
+    uint64_t *base;           /* per thread */
+    uint64_t nranges;
+} hta_index;
+
+static int cmp_launch(const void *a, const void *b) {
+    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
+    if (x->os_tid != y->os_tid) return x->os_tid < y->os_tid ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int cmp_hta_op(const void *a, const void *b) {
+    const hta_op *x = a, *y = b;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return x->end > y->end ? -1 : x->end < y->end; /* parents first */
+}
+
+static void hta_free(hta_index *ix) {
+    free(ix->launch);
+    free(ix->work);
+    free(ix->ops);
+    free(ix->base);
+    memset(ix, 0, sizeof *ix);
+}
+
+static int hta_build(const tp_process *p, hta_index *ix) {
+    memset(ix, 0, sizeof *ix);
+    size_t nops = 0;
+    for (size_t t = 0; t < p->nthreads; t++)
+        for (size_t k = 0; k < p->threads[t].nranges; k++)
+            nops += is_cpu_op(&p->threads[t].ranges[k]);
+    ix->launch = malloc((p->napi ? p->napi : 1) * sizeof *ix->launch);
+    ix->work = malloc((p->ngpu ? p->ngpu : 1) * sizeof *ix->work);
+    ix->ops = malloc((nops ? nops : 1) * sizeof *ix->ops);
+    ix->base = malloc((p->nthreads ? p->nthreads : 1) * sizeof *ix->base);
+    if (!ix->launch || !ix->work || !ix->ops || !ix->base) {
+        hta_free(ix);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < p->napi; i++) ix->launch[i] = &p->api[i];
+    ix->nlaunch = p->napi;
+    if (ix->nlaunch > 1) qsort(ix->launch, ix->nlaunch, sizeof *ix->launch, cmp_launch);
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i].type != TPROF_REC_GPU_SYNC && p->gpu[i].correlation)
+            ix->work[ix->nwork++] = &p->gpu[i];
+    if (ix->nwork > 1) qsort(ix->work, ix->nwork, sizeof *ix->work, tp_cw_cmp_api_corr);
+    for (size_t t = 0; t < p->nthreads; t++) {
+        const tp_thread *th = &p->threads[t];
+        ix->base[t] = ix->nranges;
+        for (size_t k = 0; k < th->nranges; k++)
+            if (is_cpu_op(&th->ranges[k]))
+                ix->ops[ix->nops++] = (hta_op){th->ranges[k].start, th->ranges[k].end,
+                                               ix->nranges + k + 1, th->os_tid};
+        ix->nranges += th->nranges;
+    }
+    if (ix->nops > 1) qsort(ix->ops, ix->nops, sizeof *ix->ops, cmp_hta_op);
+    return TPROF_OK;
+}
+
+/* The External id of the innermost CPU operator open on launch a's thread when it was
+ * called, 0 when none. Operators of one thread nest, so the innermost is the latest-starting
+ * one that contains the call; the walk back stops at a bounded number of operators that
+ * ended before it (siblings are disjoint, only ancestors can still contain it). */
+static uint64_t hta_ext_of(const hta_index *ix, const tp_gpu_op *a) {
+    size_t lo = 0, hi = ix->nops;
+    while (lo < hi) { /* first op after (tid, start) */
+        size_t mid = lo + (hi - lo) / 2;
+        const hta_op *o = &ix->ops[mid];
+        if (o->tid < a->os_tid || (o->tid == a->os_tid && o->start <= a->start)) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t i = lo, walked = 0; i > 0 && walked < 256; i--, walked++) {
+        const hta_op *o = &ix->ops[i - 1];
+        if (o->tid != a->os_tid) break;
+        if (o->end > a->start) return o->ext;
+    }
+    return 0;
+}
+
+/* The GPU work of launches that thread `tid` made in [start, end), per device and stream:
+ * the first start and the last end (at most HTA_MAX_STREAMS streams; work on more is left
+ * out of the annotation). Returns how many streams. */
+#define HTA_MAX_STREAMS 64
+typedef struct hta_span {
+    uint32_t device, stream;
+    uint64_t lo, hi;
+} hta_span;
+
+static size_t hta_project(const hta_index *ix, uint32_t tid, uint64_t start, uint64_t end,
+                          hta_span *sp) {
+    size_t lo = 0, hi = ix->nlaunch, n = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const tp_gpu_op *a = ix->launch[mid];
+        if (a->os_tid < tid || (a->os_tid == tid && a->start < start)) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t i = lo; i < ix->nlaunch; i++) {
+        const tp_gpu_op *a = ix->launch[i];
+        if (a->os_tid != tid || a->start >= end) break;
+        if (!a->correlation) continue;
+        size_t l = 0, h = ix->nwork;
+        while (l < h) {
+            size_t mid = l + (h - l) / 2;
+            if (ix->work[mid]->correlation < a->correlation) l = mid + 1;
+            else h = mid;
+        }
+        /* one launch can put many records there (a CUDA graph) */
+        for (; l < ix->nwork && ix->work[l]->correlation == a->correlation; l++) {
+            const tp_gpu_op *o = ix->work[l];
+            size_t k = 0;
+            while (k < n && (sp[k].device != o->device || sp[k].stream != o->stream)) k++;
+            if (k == n) {
+                if (n == HTA_MAX_STREAMS) continue;
+                sp[n++] = (hta_span){o->device, o->stream, o->start, o->end};
+                continue;
+            }
+            if (o->start < sp[k].lo) sp[k].lo = o->start;
+            if (o->end > sp[k].hi) sp[k].hi = o->end;
+        }
+    }
+    return n;
+}
+
 typedef struct track_ctx {
     cw *w;
     const tp_process *p;
     int64_t pid;
     uint32_t tid;
+    const hta_index *ix;
+    const tp_step *steps0; /* the process's steps, for their External ids */
 } track_ctx;
+
+/* A slice kept on its CPU track, as Kineto shows a record_function range on the GPU: on
+ * each stream it launched work on (the kernels' own track), first start to last end. */
+static void write_gpu_annotations(track_ctx *t, const char *name, uint64_t start, uint64_t end,
+                                  uint64_t ext) {
+    hta_span sp[HTA_MAX_STREAMS];
+    size_t n = hta_project(t->ix, t->tid, start, end, sp);
+    for (size_t k = 0; k < n; k++) {
+        int64_t ts = tp_cw_rel_ns(t->w, t->p, sp[k].lo), te = tp_cw_rel_ns(t->w, t->p, sp[k].hi);
+        if (!tp_cw_in_win(t->w, ts, te)) continue;
+        tp_cw_ev_open(t->w, "X", t->pid, tp_cw_gpu_tid(sp[k].device, sp[k].stream));
+        fputs(",\"cat\":\"gpu_user_annotation\",\"name\":", t->w->f);
+        tp_json_string(t->w->f, name);
+        tp_cw_put_ts(t->w, "ts", ts);
+        tp_cw_put_ts(t->w, "dur", te - ts);
+        fprintf(t->w->f, ",\"args\":{\"External id\":%" PRIu64 ",\"device\":%" PRIu32 "}}", ext,
+                sp[k].device);
+        tp_cw_note_time(t->w, te);
+    }
+}
 
 /* A range or step of the sweep: a complete (X) event when it nests, else an async pair. */
 static int write_slice(void *ctx, const tp_cw_slice *sl) {
     track_ctx *t = ctx;
     cw *w = t->w;
+    char extra[48];
     if (sl->s) {
+        uint64_t ext = t->ix->nranges + (uint64_t)(sl->s - t->steps0) + 1;
         if (!sl->nested)
             write_async(w, t->p, t->pid, t->tid, 0, sl->name, sl->start, sl->end, NULL,
                         sl->s->warmup ? "\"warmup\":true" : NULL);
-        else if (write_complete(w, t->p, t->pid, t->tid, sl->name, sl->start, sl->end))
-            fprintf(w->f, ",\"args\":{\"step\":%" PRIu64 "%s}}", sl->s->app_step,
-                    sl->s->warmup ? ",\"warmup\":true" : "");
+        else if (write_complete(w, t->p, t->pid, t->tid, "user_annotation", sl->name, sl->start,
+                                sl->end))
+            fprintf(w->f, ",\"args\":{\"step\":%" PRIu64 ",\"External id\":%" PRIu64 "%s}}",
+                    sl->s->app_step, ext, sl->s->warmup ? ",\"warmup\":true" : "");
+        if (sl->nested && w->rank_file) write_gpu_annotations(t, sl->name, sl->start, sl->end, ext);
     } else if (sl->nested) {
-        if (write_complete(w, t->p, t->pid, t->tid, sl->name, sl->start, sl->end)) {
-            put_args(w, t->p, sl->r->domain, sl->r->category, sl->r->flags & TP_R_UNCLOSED, NULL);
+        const tp_range *r = sl->r;
+        uint64_t ext = t->ix->base[sl->thread] + (uint64_t)(r - t->p->threads[sl->thread].ranges) + 1;
+        snprintf(extra, sizeof extra, "\"External id\":%" PRIu64, ext);
+        if (write_complete(w, t->p, t->pid, t->tid, is_cpu_op(r) ? "cpu_op" : "user_annotation",
+                           sl->name, sl->start, sl->end)) {
+            put_args(w, t->p, r->domain, r->category, r->flags & TP_R_UNCLOSED, extra);
             fputc('}', w->f);
         }
+        if (w->rank_file) write_gpu_annotations(t, sl->name, sl->start, sl->end, ext);
     } else {
         write_async(w, t->p, t->pid, t->tid, 0, sl->name, sl->start, sl->end, sl->r, NULL);
     }
@@ -243,8 +435,8 @@ static int write_slice(void *ctx, const tp_cw_slice *sl) {
 /* All events of one track: the threads of p whose os tid is `tid` (tp_cw_sweep). `steps` is
  * non-NULL when the API steps live on this track. */
 static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
-                       const tp_steps *steps, tp_cw_scratch *sc) {
-    track_ctx tc = {w, p, pid, tid};
+                       const tp_steps *steps, tp_cw_scratch *sc, const hta_index *ix) {
+    track_ctx tc = {w, p, pid, tid, ix, steps ? steps->steps : NULL};
     int rc = tp_cw_sweep(p, tid, steps, sc, write_slice, &tc);
     if (rc != TPROF_OK) return rc;
 
@@ -295,7 +487,15 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
  * Kineto: the stream is the tid), the CUDA runtime calls on their CPU threads, an ac2g
  * flow arrow from each launch to its work (CUPTI's correlation id), and the device memory
  * allocated as a counter track. */
-static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
+/* A launch's category as Kineto names it: the driver API's functions are cu*, the
+ * runtime's cuda* (CUDA Driver API and Runtime API references). */
+static const char *api_cat(const tp_gpu_op *a) {
+    const char *n = a->name ? a->name : "";
+    return n[0] == 'c' && n[1] == 'u' && strncmp(n, "cuda", 4) != 0 ? "cuda_driver"
+                                                                    : "cuda_runtime";
+}
+
+static int write_gpu(cw *w, const tp_process *p, int64_t pid, const hta_index *ix) {
     FILE *f = w->f;
     if (!p->ngpu && !p->napi && !p->ngmem) return TPROF_OK;
     size_t n = 0;
@@ -342,6 +542,14 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             }
         }
         if (o->graph) fprintf(f, ",\"graph\":%" PRIu32, o->graph);
+        /* the launch that put it there, and the CPU operator that made the launch */
+        tp_gpu_op key = *o;
+        const tp_gpu_op *kp = &key;
+        const tp_gpu_op **hit = p->napi && o->correlation
+                                    ? bsearch(&kp, apis, p->napi, sizeof *apis, tp_cw_cmp_api_corr)
+                                    : NULL;
+        uint64_t ext = hit ? hta_ext_of(ix, *hit) : 0;
+        if (ext) fprintf(f, ",\"External id\":%" PRIu64, ext);
         if (clip) {
             /* what CUPTI said, and why it was not believed */
             fputs(",\"clipped\":", f);
@@ -354,12 +562,6 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
         }
         fputs("}}", f);
         tp_cw_note_time(w, te);
-        /* the launch that put it there */
-        tp_gpu_op key = *o;
-        const tp_gpu_op *kp = &key;
-        const tp_gpu_op **hit = p->napi && o->correlation
-                                    ? bsearch(&kp, apis, p->napi, sizeof *apis, tp_cw_cmp_api_corr)
-                                    : NULL;
         if (hit && tp_cw_in_win(w, tp_cw_rel_ns(w, p, (*hit)->start), tp_cw_rel_ns(w, p, (*hit)->end))) {
             uint64_t id = flow_base | o->correlation;
             tp_cw_ev_open(w, "s", pid, (*hit)->os_tid);
@@ -373,19 +575,22 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid) {
             fputc('}', f);
         }
     }
-    /* runtime calls on the threads that made them (sequential on a thread: they nest with
-     * that thread's ranges) */
+    /* runtime and driver calls on the threads that made them (sequential on a thread: they
+     * nest with that thread's ranges) */
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *a = &p->api[i];
         int64_t ts = tp_cw_rel_ns(w, p, a->start), te = tp_cw_rel_ns(w, p, a->end);
         if (!tp_cw_in_win(w, ts, te)) continue;
         tp_cw_ev_open(w, "X", pid, a->os_tid);
-        fputs(",\"cat\":\"cuda_runtime\",\"name\":", f);
+        fprintf(f, ",\"cat\":\"%s\",\"name\":", api_cat(a));
         tp_json_string(f, a->name ? a->name : "cuda runtime call");
         tp_cw_put_ts(w, "ts", ts);
         tp_cw_put_ts(w, "dur", te - ts);
-        fprintf(f, ",\"args\":{\"cbid\":%" PRIu32 ",\"correlation\":%" PRIu32 "}}", a->kind,
+        fprintf(f, ",\"args\":{\"cbid\":%" PRIu32 ",\"correlation\":%" PRIu32, a->kind,
                 a->correlation);
+        uint64_t ext = hta_ext_of(ix, a);
+        if (ext) fprintf(f, ",\"External id\":%" PRIu64, ext);
+        fputs("}}", f);
         tp_cw_note_time(w, te);
     }
     /* device memory allocated, per device */
@@ -444,25 +649,140 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
     tp_steps st;
     int rc = tp_find_steps(p, opts->step_name, opts->warmup, &st);
     if (rc != TPROF_OK) return rc;
-    /* Only API steps need events of their own: every other source is a range already in
-     * the trace, and a duplicate would break nesting. */
+    /* API steps need events of their own; every other source is a range already in the
+     * trace. A rank's file, which HTA reads, names every step ProfilerStep#N as Kineto does
+     * (HTA finds iterations by that name only): a step range gets a twin of the same
+     * interval, which nests with it. */
     uint32_t step_tid = 0;
-    int api = (st.source == TP_STEPS_API || st.source == TP_STEPS_ITERATION) &&
+    int named = st.source == TP_STEPS_NAMED || st.source == TP_STEPS_DEFAULT_NAME;
+    int api = (st.source == TP_STEPS_API || st.source == TP_STEPS_ITERATION ||
+               (w->rank_file && named && strncmp(st.name ? st.name : "", "ProfilerStep", 12))) &&
               st.thread < p->nthreads;
     if (api) step_tid = p->threads[st.thread].os_tid;
+    hta_index ix;
+    rc = hta_build(p, &ix);
+    if (rc != TPROF_OK) {
+        tp_steps_free(&st);
+        return rc;
+    }
 
     for (size_t t = 0; t < p->nthreads && rc == TPROF_OK; t++) {
         uint32_t tid = p->threads[t].os_tid;
         int seen = 0;
         for (size_t u = 0; u < t && !seen; u++) seen = p->threads[u].os_tid == tid;
         if (seen) continue;
-        rc = write_track(w, p, pid, tid, api && tid == step_tid ? &st : NULL, sc);
+        rc = write_track(w, p, pid, tid, api && tid == step_tid ? &st : NULL, sc, &ix);
     }
     tp_steps_free(&st);
-    if (rc == TPROF_OK) rc = write_gpu(w, p, pid);
+    if (rc == TPROF_OK) rc = write_gpu(w, p, pid, &ix);
+    hta_free(&ix);
     if (rc == TPROF_OK) rc = tp_cw_write_comm(w, p, pid);
     return rc;
 }
+
+/* ------------------------------------------------------------------ rank file header */
+
+/* A decimal metadata value, whole: 0 when absent or not a number. */
+static int meta_u64(const tp_process *p, const char *key, uint64_t *v) {
+    const char *s = tp_meta(p, key);
+    if (!s || *s < '0' || *s > '9') return 0;
+    char *e;
+    *v = strtoull(s, &e, 10);
+    return *e == 0;
+}
+
+/* "deviceProperties" as Kineto writes it, from what the rank recorded of its CUDA devices
+ * (cuda.<i>.* metadata, docs/format.md): id, name, totalGlobalMem, computeMajor,
+ * computeMinor, numSms; a property not recorded is left out. */
+static void write_device_props(FILE *out, const tp_process *rk) {
+    fputs("\"deviceProperties\": [", out);
+    int n = 0;
+    for (unsigned i = 0; rk && i < 64; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "cuda.%u.name", i);
+        const char *name = tp_meta(rk, k);
+        if (!name) continue;
+        fprintf(out, "%s{\"id\": %u, \"name\": ", n++ ? ", " : "", i);
+        put_raw_string(out, name);
+        uint64_t v;
+        snprintf(k, sizeof k, "cuda.%u.memory_total_bytes", i);
+        if (meta_u64(rk, k, &v)) fprintf(out, ", \"totalGlobalMem\": %" PRIu64, v);
+        snprintf(k, sizeof k, "cuda.%u.compute_capability", i);
+        const char *cc = tp_meta(rk, k);
+        unsigned maj, min;
+        char tail;
+        if (cc && sscanf(cc, "%u.%u%c", &maj, &min, &tail) == 2)
+            fprintf(out, ", \"computeMajor\": %u, \"computeMinor\": %u", maj, min);
+        snprintf(k, sizeof k, "cuda.%u.sm_count", i);
+        if (meta_u64(rk, k, &v)) fprintf(out, ", \"numSms\": %" PRIu64, v);
+        fputc('}', out);
+    }
+    fputs("],\n", out);
+}
+
+/* The process groups trainprof.torch recorded (torch.pg.<id> = "backend=B size=N
+ * ranks=R0,R1,...", torch.pg_name.<id>), as Kineto's distributedInfo.pg_config entries
+ * (pg_name, pg_desc, backend_config, pg_size, ranks); the count in *count. With
+ * want_backend, instead the backend of the group of `world` ranks, into be (n bytes): the
+ * device backend of a device-mapped one ("cpu:gloo,cuda:nccl" -> nccl). */
+static void write_pg_config(FILE *out, const tp_process *rk, size_t *count, int world,
+                            char *be, size_t n) {
+    static const char pfx[] = "torch.pg.";
+    *count = 0;
+    for (size_t i = 0; rk && i < rk->nmeta; i++) {
+        const tp_kv *kv = &rk->meta[i];
+        if (strncmp(kv->key, pfx, sizeof pfx - 1) || !kv->value) continue;
+        int later = 0; /* the last value of a key wins */
+        for (size_t j = i + 1; j < rk->nmeta && !later; j++) later = !strcmp(rk->meta[j].key, kv->key);
+        if (later) continue;
+        char backend[64] = "", ranks[4096] = "";
+        int size = -1;
+        const char *v = kv->value;
+        const char *b = strstr(v, "backend="), *z = strstr(v, " size="), *r = strstr(v, " ranks=");
+        if (!b || !z || !r) continue;
+        size_t bl = (size_t)(z - (b + 8));
+        if (bl >= sizeof backend) bl = sizeof backend - 1;
+        memcpy(backend, b + 8, bl);
+        backend[bl] = 0;
+        size = atoi(z + 6);
+        snprintf(ranks, sizeof ranks, "%s", r + 7);
+        const char *id = kv->key + sizeof pfx - 1;
+        if (be) {
+            if (size == world && !*be) {
+                const char *c = strstr(backend, "cuda:");
+                const char *src = c ? c + 5 : backend;
+                size_t l = strcspn(src, ",");
+                if (l >= n) l = n - 1;
+                memcpy(be, src, l);
+                be[l] = 0;
+            }
+            continue;
+        }
+        char nk[96];
+        snprintf(nk, sizeof nk, "torch.pg_name.%s", id);
+        const char *desc = tp_meta(rk, nk);
+        fputs((*count)++ ? ", {\"pg_name\": " : "{\"pg_name\": ", out);
+        put_raw_string(out, id);
+        fputs(", \"pg_desc\": ", out);
+        put_raw_string(out, desc ? desc : "undefined");
+        fputs(", \"backend_config\": ", out);
+        put_raw_string(out, backend);
+        fprintf(out, ", \"pg_size\": %d, \"ranks\": [", size);
+        /* a member list ("0,1,2") or "?" when torch did not say */
+        int first = 1;
+        for (const char *q = ranks; *q;) {
+            char *e;
+            long x = strtol(q, &e, 10);
+            if (e == q) break;
+            fprintf(out, "%s%ld", first ? "" : ", ", x);
+            first = 0;
+            q = *e == ',' ? e + 1 : e;
+        }
+        fputs("]}", out);
+    }
+}
+
+/* ------------------------------------------------------------------ documents */
 
 /* The whole document. rank < 0: the merged form. */
 static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int rank, FILE *out,
@@ -473,7 +793,7 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
     int64_t *pids = malloc((nsel ? nsel : 1) * sizeof *pids);
     if (!pids) return TPROF_ERR_NO_MEMORY;
     int rc = tp_cw_assign_pids(run, sel, nsel, merged, pids);
-    cw w = {.f = out};
+    cw w = {.f = out, .rank_file = !merged};
     tp_clocks_result own;
     if (rc == TPROF_OK) rc = tp_cw_setup(&w, run, sel, nsel, merged, opts, &own);
     else memset(&own, 0, sizeof own);
@@ -510,9 +830,19 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
             world = 0;
             for (size_t i = 0; i < run->nprocs; i++) world += run->procs[i].role == TP_ROLE_RANK;
         }
-        fputs("\"deviceProperties\": [],\n\"distributedInfo\": {\"backend\": ", out);
+        /* else the backend of torch.distributed's group of every rank */
+        char pgbe[32] = "";
+        size_t npg = 0;
+        if (rk && !backend) {
+            write_pg_config(out, rk, &npg, world, pgbe, sizeof pgbe);
+            if (*pgbe) backend = pgbe;
+        }
+        write_device_props(out, rk);
+        fputs("\"distributedInfo\": {\"backend\": ", out);
         tp_json_string(out, backend ? backend : "unknown");
-        fprintf(out, ", \"rank\": %d, \"world_size\": %d},\n", rank, world);
+        fprintf(out, ", \"rank\": %d, \"world_size\": %d, \"pg_config\": [", rank, world);
+        write_pg_config(out, rk, &npg, world, NULL, 0);
+        fprintf(out, "], \"pg_count\": %zu},\n", npg);
     }
     fprintf(out, "\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": %" PRIu64 ",\n",
             w.base_rt);

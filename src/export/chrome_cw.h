@@ -44,6 +44,10 @@ typedef struct cw {
     /* the selected window (tp_export_opts), ns after the base; win = 0: everything */
     int win;
     int64_t win_lo, win_hi;
+    /* one rank's file (tp_export_chrome_rank), which HTA reads as torch.profiler's: every
+     * step as ProfilerStep#N and the ranges projected onto the GPU streams
+     * (gpu_user_annotation) too; the merged trace keeps to what the Perfetto export holds */
+    int rank_file;
 } cw;
 
 /* Whether an event over [ts, te] is in the selected window (tp_export_opts). */
@@ -115,6 +119,7 @@ typedef struct tp_cw_slice {
     uint64_t start, end;  /* monotonic ns of the process */
     const tp_range *r;    /* the range, or NULL for a step */
     const tp_step *s;     /* the step, or NULL for a range */
+    uint32_t thread;      /* a range's thread: index in p->threads */
     int nested;           /* 1: nests with every nested slice before it on the track; 0: it
                            * would cross one, and goes out as an async slice */
 } tp_cw_slice;

@@ -109,7 +109,7 @@ void tp_cw_scratch_free(tp_cw_scratch *sc) {
 
 static void step_slice(tp_cw_slice *sl, char *name, size_t n, const tp_step *s, int nested) {
     snprintf(name, n, "ProfilerStep#%" PRIu64, s->app_step);
-    *sl = (tp_cw_slice){name, s->start, s->end, NULL, s, nested};
+    *sl = (tp_cw_slice){name, s->start, s->end, NULL, s, 0, nested};
 }
 
 int tp_cw_sweep(const tp_process *p, uint32_t tid, const tp_steps *steps, tp_cw_scratch *sc,
@@ -169,7 +169,7 @@ int tp_cw_sweep(const tp_process *p, uint32_t tid, const tp_steps *steps, tp_cw_
             step_slice(&sl, name, sizeof name, &steps->steps[it->idx], 1);
         } else {
             const tp_range *r = &p->threads[it->thread].ranges[it->idx];
-            sl = (tp_cw_slice){r->name, r->start, r->end, r, NULL, keep};
+            sl = (tp_cw_slice){r->name, r->start, r->end, r, NULL, it->thread, keep};
         }
         rc = fn(ctx, &sl);
         if (keep) stack[sp++] = it->end;
