@@ -245,6 +245,36 @@ static void outside_child(void) {
     }
 }
 
+static void steps_child(void) {
+    outside_child();
+    _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
+}
+
+/* A child recording `nsteps` "step" ranges of `ms` ms each under the capture plan `plan`
+ * (steps_child); its pid. */
+static pid_t start_steps(const char *plan, int nsteps, int ms) {
+    g_outside_plan = plan;
+    g_nsteps = nsteps;
+    g_step_ms = ms;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) steps_child();
+    return pid;
+}
+
+/* The step in the run directory's progress file once it is at least `at_least` (5 s at
+ * most: the test fails otherwise). */
+static long await_step(long at_least) {
+    long s = -1;
+    for (int i = 0; i < 500 && s < at_least; i++) {
+        sleep_ms(10);
+        s = progress_step();
+    }
+    assert_true(s >= at_least);
+    return s;
+}
+
 static void test_from_outside(void **state) {
     (void)state;
     fresh_dir("out");
@@ -255,22 +285,8 @@ static void test_from_outside(void **state) {
     assert_non_null(f);
     fputs("trainprof-capture 1 id=1 first=5 count=2\n", f);
     fclose(f);
-    g_outside_plan = "100000-100001";
-    g_nsteps = 700;
-    g_step_ms = 5;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        outside_child();
-        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
-    }
-    long s = -1;
-    for (int i = 0; i < 500 && s < 10; i++) {
-        sleep_ms(10);
-        s = progress_step();
-    }
-    assert_true(s >= 10);
+    pid_t pid = start_steps("100000-100001", 700, 5);
+    long s = await_step(10);
     /* 1.5 s ahead, so that even a loaded machine's process sees the request in time (it
      * looks every 0.2 s; the command's own default lead is 0.6 s) */
     char out[1024], start[32];
@@ -310,16 +326,7 @@ static void test_from_outside(void **state) {
 static void test_outside_plan_all(void **state) {
     (void)state;
     fresh_dir("oall");
-    g_outside_plan = "all";
-    g_nsteps = 60;
-    g_step_ms = 5;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        outside_child();
-        _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
-    }
+    pid_t pid = start_steps("all", 60, 5);
     sleep_ms(100);
     char out[1024];
     const char *args[] = {g_dir, "--steps", "3", NULL};
@@ -351,10 +358,6 @@ static void host_name(char *h, size_t n) {
     if (!h[0]) snprintf(h, n, "host");
 }
 
-static void steps_child(void) {
-    outside_child();
-    _exit(tprof_shutdown() == TPROF_OK ? 0 : 91);
-}
 
 /* A FIFO named capture.request: the flusher must not block on it (open and read would wait
  * for a writer forever): the process ends on time with every step in its file. */
@@ -364,13 +367,7 @@ static void test_request_fifo(void **state) {
     char path[1024];
     snprintf(path, sizeof path, "%s/" TPROF_CTL_REQUEST, g_dir);
     assert_int_equal(mkfifo(path, 0644), 0);
-    g_outside_plan = "auto";
-    g_nsteps = 80;
-    g_step_ms = 5;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) steps_child();
+    pid_t pid = start_steps("auto", 80, 5);
     int st = wait_bounded(pid, 20);
     if (st == -1) fail_msg("the process did not end within 20 s (flusher blocked on the FIFO)");
     assert_true(WIFEXITED(st));
@@ -589,19 +586,8 @@ static void test_request_of_another_user(void **state) {
     if (geteuid() != 0) skip(); /* chown to another user needs root */
     fresh_dir("ouser");
     assert_int_equal(chmod(g_dir, 0777), 0);
-    g_outside_plan = "auto";
-    g_nsteps = 400;
-    g_step_ms = 5;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) steps_child();
-    long s = -1;
-    for (int i = 0; i < 500 && s < 10; i++) {
-        sleep_ms(10);
-        s = progress_step();
-    }
-    assert_true(s >= 10);
+    pid_t pid = start_steps("auto", 400, 5);
+    long s = await_step(10);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     char line[160], tmp[1024], path[1024];
@@ -626,19 +612,8 @@ static void test_request_of_another_user(void **state) {
 static void test_progress_gone_on_sigterm(void **state) {
     (void)state;
     fresh_dir("term");
-    g_outside_plan = "auto";
-    g_nsteps = 100000;
-    g_step_ms = 5;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) steps_child();
-    long s = -1;
-    for (int i = 0; i < 500 && s < 10; i++) {
-        sleep_ms(10);
-        s = progress_step();
-    }
-    assert_true(s >= 10);
+    pid_t pid = start_steps("auto", 100000, 5);
+    await_step(10);
     assert_int_equal(kill(pid, SIGTERM), 0);
     int st = wait_bounded(pid, 30);
     assert_true(st != -1 && WIFSIGNALED(st));
@@ -697,19 +672,8 @@ static void test_cli_tmp_symlink(void **state) {
     char victim[1024];
     snprintf(victim, sizeof victim, "%s/victim.txt", g_dir);
     write_file("victim.txt", "precious\n");
-    g_outside_plan = "auto";
-    g_nsteps = 400;
-    g_step_ms = 5;
-    fflush(NULL);
-    pid_t job = fork();
-    assert_true(job >= 0);
-    if (job == 0) steps_child();
-    long s = -1;
-    for (int i = 0; i < 500 && s < 5; i++) {
-        sleep_ms(10);
-        s = progress_step();
-    }
-    assert_true(s >= 5);
+    pid_t job = start_steps("auto", 400, 5);
+    await_step(5);
     int go[2];
     assert_int_equal(pipe(go), 0);
     char out[1024];

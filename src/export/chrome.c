@@ -495,6 +495,21 @@ static const char *api_cat(const tp_gpu_op *a) {
                                                                     : "cuda_runtime";
 }
 
+/* One device-memory counter event (tp_cw_gpu_mem_walk). */
+typedef struct gmem_ctx {
+    cw *w;
+    int64_t pid;
+} gmem_ctx;
+
+static int gmem_counter(void *ctx, uint32_t device, int64_t rel_ns, int64_t bytes) {
+    gmem_ctx *g = ctx;
+    tp_cw_ev_open(g->w, "C", g->pid, 0);
+    fprintf(g->w->f, ",\"name\":\"GPU %" PRIu32 " memory allocated (bytes)\"", device);
+    tp_cw_put_ts(g->w, "ts", rel_ns);
+    fprintf(g->w->f, ",\"args\":{\"bytes\":%" PRId64 "}}", bytes);
+    return 0;
+}
+
 static int write_gpu(cw *w, const tp_process *p, int64_t pid, const hta_index *ix) {
     FILE *f = w->f;
     if (!p->ngpu && !p->napi && !p->ngmem) return TPROF_OK;
@@ -594,27 +609,8 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid, const hta_index *i
         tp_cw_note_time(w, te);
     }
     /* device memory allocated, per device */
-    uint32_t devs[64];
-    int64_t cur[64];
-    size_t ndev = 0;
-    for (size_t i = 0; i < p->ngmem; i++) {
-        const tp_gpu_mem *m = &p->gmem[i];
-        if (m->memory_kind != 3) continue; /* device memory */
-        size_t d = 0;
-        while (d < ndev && devs[d] != m->device) d++;
-        if (d == ndev) {
-            if (ndev == 64) continue;
-            devs[ndev] = m->device;
-            cur[ndev++] = 0;
-        }
-        cur[d] = tp_mem_step(cur[d], m->bytes, m->op == 1); /* over every record */
-        int64_t mt = tp_cw_rel_ns(w, p, m->ts);
-        if (!tp_cw_in_win(w, mt, mt)) continue;
-        tp_cw_ev_open(w, "C", pid, 0);
-        fprintf(f, ",\"name\":\"GPU %" PRIu32 " memory allocated (bytes)\"", m->device);
-        tp_cw_put_ts(w, "ts", tp_cw_rel_ns(w, p, m->ts));
-        fprintf(f, ",\"args\":{\"bytes\":%" PRId64 "}}", cur[d]);
-    }
+    gmem_ctx gc = {w, pid};
+    tp_cw_gpu_mem_walk(w, p, gmem_counter, &gc);
     free(ops);
     free(apis);
     return ferror(f) ? TPROF_ERR_IO : TPROF_OK;

@@ -56,6 +56,13 @@ int tp_cw_in_win(const cw *w, int64_t ts, int64_t te);
 void tp_cw_put_double(FILE *f, double v);
 /* A monotonic time of process p as ns after the base. */
 int64_t tp_cw_rel_ns(const cw *w, const tp_process *p, uint64_t mono);
+/* The device memory allocated on each device of process p, over its CUPTI device-memory
+ * records (the running sum over every record, allocations minus releases; the first 64
+ * devices): for each record inside the window, fn(ctx, device, time after the base (ns),
+ * bytes allocated then). Stops at the first fn that returns non-zero. */
+void tp_cw_gpu_mem_walk(const cw *w, const tp_process *p,
+                        int (*fn)(void *ctx, uint32_t device, int64_t rel_ns, int64_t bytes),
+                        void *ctx);
 /* Keeps the latest event time written (the document's end). */
 void tp_cw_note_time(cw *w, int64_t rel);
 /* Opens an event object: the separator, "ph", "pid", "tid". */

@@ -14,6 +14,7 @@
 
 #include "analysis/clocks.h"
 #include "analysis/gpu.h"
+#include "analysis/stats.h"
 #include "analysis/steps.h"
 #include "format/format.h"
 #include "trainprof.h"
@@ -387,4 +388,27 @@ int tp_cw_select_merged(const tp_run *run, const tp_export_opts *opts, size_t **
     *sel_out = sel;
     *n_out = n;
     return TPROF_OK;
+}
+
+void tp_cw_gpu_mem_walk(const cw *w, const tp_process *p,
+                        int (*fn)(void *ctx, uint32_t device, int64_t rel_ns, int64_t bytes),
+                        void *ctx) {
+    uint32_t devs[64];
+    int64_t cur[64];
+    size_t ndev = 0;
+    for (size_t i = 0; i < p->ngmem; i++) {
+        const tp_gpu_mem *m = &p->gmem[i];
+        if (m->memory_kind != 3) continue; /* device memory */
+        size_t d = 0;
+        while (d < ndev && devs[d] != m->device) d++;
+        if (d == ndev) {
+            if (ndev == 64) continue;
+            devs[ndev] = m->device;
+            cur[ndev++] = 0;
+        }
+        cur[d] = tp_mem_step(cur[d], m->bytes, m->op == 1); /* over every record */
+        int64_t mt = tp_cw_rel_ns(w, p, m->ts);
+        if (!tp_cw_in_win(w, mt, mt)) continue;
+        if (fn(ctx, m->device, mt, cur[d])) return;
+    }
 }

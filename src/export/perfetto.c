@@ -533,30 +533,17 @@ static void write_api(proc_ctx *c, const tp_gpu_op **apis) {
 }
 
 /* Device memory allocated, per device (as the Chrome trace's counter). */
-static void write_gmem(proc_ctx *c) {
-    pw *x = c->x;
-    const tp_process *p = c->p;
-    uint32_t devs[64];
-    int64_t cur[64];
-    size_t ndev = 0;
+static int gmem_value(void *ctx, uint32_t device, int64_t rel_ns, int64_t bytes) {
+    pw *x = ctx;
     char name[64];
-    for (size_t i = 0; i < p->ngmem && x->rc == TPROF_OK; i++) {
-        const tp_gpu_mem *m = &p->gmem[i];
-        if (m->memory_kind != 3) continue; /* device memory */
-        size_t d = 0;
-        while (d < ndev && devs[d] != m->device) d++;
-        if (d == ndev) {
-            if (ndev == 64) continue;
-            devs[ndev] = m->device;
-            cur[ndev++] = 0;
-        }
-        cur[d] = tp_mem_step(cur[d], m->bytes, m->op == 1); /* over every record */
-        int64_t mt = tp_cw_rel_ns(&x->w, p, m->ts);
-        if (!tp_cw_in_win(&x->w, mt, mt)) continue;
-        snprintf(name, sizeof name, "GPU %" PRIu32 " memory allocated (bytes)", m->device);
-        uint64_t u = counter_track(x, name, 1);
-        if (u) counter_value(x, u, mt, 0, 0, cur[d]);
-    }
+    snprintf(name, sizeof name, "GPU %" PRIu32 " memory allocated (bytes)", device);
+    uint64_t u = counter_track(x, name, 1);
+    if (u) counter_value(x, u, rel_ns, 0, 0, bytes);
+    return x->rc != TPROF_OK;
+}
+
+static void write_gmem(proc_ctx *c) {
+    tp_cw_gpu_mem_walk(&c->x->w, c->p, gmem_value, c->x);
 }
 
 static void write_gpu(proc_ctx *c) {
