@@ -252,6 +252,21 @@ void synth_comm(synth_file *f, uint32_t serial, uint64_t start, const struct tpr
           name ? name : tprof__comm_op_name(pl->op));
 }
 
+void synth_mpi_barrier(synth_file *f, uint32_t serial, uint64_t comm, uint32_t seq,
+                       uint32_t rank, uint32_t nranks, uint64_t start, uint64_t end) {
+    tprof_pl_comm c;
+    memset(&c, 0, sizeof c);
+    c.op = TPROF_COMM_BARRIER;
+    c.comm_hash = comm;
+    c.seq = seq;
+    c.nranks = nranks;
+    c.rank = rank;
+    c.end_ns = end;
+    c.peer = TPROF_COMM_NO_PEER;
+    c.source = TPROF_COMM_SRC_MPI;
+    synth_comm(f, serial, start, &c, NULL);
+}
+
 void synth_meta(synth_file *f, const char *key, const char *value) {
     size_t kl = strlen(key) + 1, vl = strlen(value) + 1;
     char *kv = malloc(kl + vl);

@@ -104,6 +104,11 @@ void synth_api(synth_file *f, uint32_t serial, uint64_t start, uint64_t end, uin
 struct tprof_pl_comm;
 void synth_comm(synth_file *f, uint32_t serial, uint64_t start, const struct tprof_pl_comm *pl,
                 const char *name);
+/* An MPI barrier (host-timed, so its end counts for clock alignment) of rank `rank` of
+ * `nranks` on communicator `comm`, sequence number `seq`, entered at `start` and left at
+ * `end` (monotonic of its file), on thread `serial`. */
+void synth_mpi_barrier(synth_file *f, uint32_t serial, uint64_t comm, uint32_t seq,
+                       uint32_t rank, uint32_t nranks, uint64_t start, uint64_t end);
 
 /* --- process-stream records (serial 0) */
 void synth_meta(synth_file *f, const char *key, const char *value);

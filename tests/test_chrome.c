@@ -725,17 +725,7 @@ static void test_write_error(void **state) {
 /* An MPI barrier of rank `rank` (of 2) on communicator 0xb0, entered at `start`, left at
  * `end` (monotonic of its file): host-timed, so its end counts for alignment. */
 static void barrier(synth_file *f, uint32_t seq, uint32_t rank, uint64_t start, uint64_t end) {
-    tprof_pl_comm c;
-    memset(&c, 0, sizeof c);
-    c.op = TPROF_COMM_BARRIER;
-    c.comm_hash = 0xb0;
-    c.seq = seq;
-    c.nranks = 2;
-    c.rank = rank;
-    c.end_ns = end;
-    c.peer = TPROF_COMM_NO_PEER;
-    c.source = TPROF_COMM_SRC_MPI;
-    synth_comm(f, 1, start, &c, NULL);
+    synth_mpi_barrier(f, 1, 0xb0, seq, rank, 2, start, end);
 }
 
 /* Two hosts: rank 0 on hostA (pair RT0, MONO0), rank 1 on hostB, which starts B_START later

@@ -172,17 +172,7 @@ static void test_nested(void **state) {
 /* ------------------------------------------------------------------ the run */
 
 static void barrier(synth_file *f, uint32_t seq, uint32_t rank, uint64_t start, uint64_t end) {
-    tprof_pl_comm c;
-    memset(&c, 0, sizeof c);
-    c.op = TPROF_COMM_BARRIER;
-    c.comm_hash = 0xb0;
-    c.seq = seq;
-    c.nranks = 2;
-    c.rank = rank;
-    c.end_ns = end;
-    c.peer = TPROF_COMM_NO_PEER;
-    c.source = TPROF_COMM_SRC_MPI;
-    synth_comm(f, 1, start, &c, NULL);
+    synth_mpi_barrier(f, 1, 0xb0, seq, rank, 2, start, end);
 }
 
 /* Times are true ns after RT0 (hostA's clock). Rank 0: steps 1-3 at [10k+3, 10k+8] ms,
