@@ -13,15 +13,15 @@
 
 #define CO_UNUSED __attribute__((unused))
 
-typedef struct out {
+typedef struct chrome_out {
     char *text;
     size_t len;
     cJSON *root;
     cJSON *events;
-} out;
+} chrome_out;
 
-static CO_UNUSED out export_run(const tp_run *run, int rank, const tp_export_opts *opts) {
-    out o = {0};
+static CO_UNUSED chrome_out export_run(const tp_run *run, int rank, const tp_export_opts *opts) {
+    chrome_out o = {0};
     FILE *f = open_memstream(&o.text, &o.len);
     assert_non_null(f);
     int rc = rank < 0 ? tp_export_chrome(run, f, opts) : tp_export_chrome_rank(run, rank, f, opts);
@@ -35,7 +35,7 @@ static CO_UNUSED out export_run(const tp_run *run, int rank, const tp_export_opt
     return o;
 }
 
-static CO_UNUSED void out_free(out *o) {
+static CO_UNUSED void out_free(chrome_out *o) {
     cJSON_Delete(o->root);
     free(o->text);
 }
@@ -67,7 +67,7 @@ static CO_UNUSED int is(const cJSON *ev, const char *ph, const char *name) {
     return p && !strcmp(p, ph) && (!name || (n && !strcmp(n, name)));
 }
 
-static CO_UNUSED size_t count(const out *o, const char *ph, const char *name) {
+static CO_UNUSED size_t count(const chrome_out *o, const char *ph, const char *name) {
     size_t n = 0;
     const cJSON *ev;
     cJSON_ArrayForEach(ev, o->events) n += is(ev, ph, name);

@@ -42,7 +42,7 @@
 #include "chrome_out.h"
 
 /* The nth event with this phase and name (NULL name: any), or fail. */
-static const cJSON *find(const out *o, const char *ph, const char *name, size_t nth) {
+static const cJSON *find(const chrome_out *o, const char *ph, const char *name, size_t nth) {
     const cJSON *ev;
     cJSON_ArrayForEach(ev, o->events) if (is(ev, ph, name) && nth-- == 0) return ev;
     fail_msg("no event ph=%s name=%s", ph, name ? name : "(any)");
@@ -50,7 +50,7 @@ static const cJSON *find(const out *o, const char *ph, const char *name, size_t 
 }
 
 /* The async end event matching a begin, by cat and id. */
-static const cJSON *find_end(const out *o, const cJSON *b) {
+static const cJSON *find_end(const chrome_out *o, const cJSON *b) {
     const cJSON *ev;
     cJSON_ArrayForEach(ev, o->events) {
         if (!is(ev, "e", NULL)) continue;
@@ -61,7 +61,7 @@ static const cJSON *find_end(const out *o, const cJSON *b) {
     return NULL;
 }
 
-static const cJSON *meta(const out *o, const char *what, double pid, double tid) {
+static const cJSON *meta(const chrome_out *o, const char *what, double pid, double tid) {
     const cJSON *ev;
     cJSON_ArrayForEach(ev, o->events) {
         if (is(ev, "M", what) && num(ev, "pid") == pid && (tid < 0 || num(ev, "tid") == tid))
@@ -104,7 +104,7 @@ static int cmp_aev(const void *a, const void *b) {
 
 /* What Perfetto insists on: on every (pid, tid), X events nest or are disjoint; and every
  * async begin has exactly one end with the same id, not earlier. */
-static void assert_well_formed(const out *o) {
+static void assert_well_formed(const chrome_out *o) {
     size_t n = (size_t)cJSON_GetArraySize(o->events), k = 0, na = 0;
     span *sp = calloc(n ? n : 1, sizeof *sp);
     aev *av = calloc(n ? n : 1, sizeof *av);
@@ -227,7 +227,7 @@ static void test_merged(void **state) {
     tp_run run;
     load(dir, &run);
     assert_int_equal(run.nprocs, 3);
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_well_formed(&o);
 
     assert_int_equal(num(o.root, "schemaVersion"), 1);
@@ -334,7 +334,7 @@ static void test_per_rank(void **state) {
     tp_run run;
     load(dir, &run);
 
-    out o = export_run(&run, 0, NULL);
+    chrome_out o = export_run(&run, 0, NULL);
     assert_well_formed(&o);
     const cJSON *di = cJSON_GetObjectItemCaseSensitive(o.root, "distributedInfo");
     assert_true(cJSON_IsObject(di));
@@ -399,7 +399,7 @@ static void test_api_steps(void **state) {
     tp_run run;
     load(dir, &run);
     tp_export_opts opts = {NULL, 1};
-    out o = export_run(&run, 0, &opts);
+    chrome_out o = export_run(&run, 0, &opts);
     assert_well_formed(&o);
 
     const cJSON *s5 = find(&o, "X", "ProfilerStep#5", 0);
@@ -474,7 +474,7 @@ static void test_selection(void **state) {
     load(dir, &run);
     const int one[] = {1};
     tp_export_opts opts = {NULL, 1, NULL, one, 1, 1, 0, 2, 3, 0, 0};
-    out o = export_run(&run, -1, &opts);
+    chrome_out o = export_run(&run, -1, &opts);
     assert_well_formed(&o);
     assert_int_equal(count(&o, "X", "work"), 2);
     assert_int_equal(count(&o, "X", "ProfilerStep#2"), 1);
@@ -534,7 +534,7 @@ static void test_escaping(void **state) {
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     load(dir, &run);
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_well_formed(&o);
     const cJSON *x = find(&o, "X", clean, 0);
     assert_string_equal(cJSON_GetStringValue(arg(x, "domain")), "dom\"ain\\");
@@ -572,7 +572,7 @@ static void test_unclosed(void **state) {
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     load(dir, &run);
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_well_formed(&o);
     const cJSON *root = find(&o, "X", "root", 0);
     assert_true(cJSON_IsTrue(arg(root, "unclosed")));
@@ -606,7 +606,7 @@ static void test_tid_reuse(void **state) {
     tp_run run;
     load(dir, &run);
     assert_int_equal(run.procs[0].nthreads, 2);
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_well_formed(&o);
     assert_int_equal(count(&o, "X", "first"), 1);
     assert_int_equal(count(&o, "b", "second"), 1);
@@ -646,7 +646,7 @@ static void test_many(void **state) {
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     load(dir, &run);
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_well_formed(&o);
     size_t x = count(&o, "X", NULL), b = count(&o, "b", NULL);
     assert_int_equal(x + b, pushes);
@@ -684,7 +684,7 @@ static void test_damaged(void **state) {
     tp_run run;
     load(dir, &run);
     assert_true(run.procs[0].ndamage >= 2);
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_well_formed(&o);
     assert_int_equal(count(&o, "X", "kept"), 1);
     assert_int_equal(count(&o, "X", "flipped") + count(&o, "b", "flipped"), 0);
@@ -761,7 +761,7 @@ static void write_two_hosts(const char *dir) {
 }
 
 /* The end (ns after the base) of the Barrier with sequence number seq on pid. */
-static long long barrier_end(const out *o, double pid, double seq) {
+static long long barrier_end(const chrome_out *o, double pid, double seq) {
     const cJSON *ev;
     cJSON_ArrayForEach(ev, o->events) {
         if (!is(ev, "X", "Barrier") || num(ev, "pid") != pid) continue;
@@ -779,7 +779,7 @@ static void test_two_hosts(void **state) {
     write_two_hosts(dir);
     tp_run run;
     load(dir, &run);
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_well_formed(&o);
     /* the base is rank 0's start; every barrier ends at the same time on both ranks */
     assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000000000000,"));
@@ -854,7 +854,7 @@ static void test_zeroed_pair(void **state) {
     assert_int_equal(r.issues[0].rank, 0);
 
     tp_export_opts eo = {NULL, 1, &r};
-    out o = export_run(&run, -1, &eo);
+    chrome_out o = export_run(&run, -1, &eo);
     assert_well_formed(&o);
     assert_non_null(strstr(o.text, "\"baseTimeNanoseconds\": 1700000000000000000,"));
     assert_us(find(&o, "X", "r0", 0), "ts", 1000000);

@@ -34,7 +34,7 @@ static void assert_us(const cJSON *ev, const char *key, long long want_ns) {
 /* ------------------------------------------------------------------ what HTA reads */
 
 /* The X event of this cat and name on (pid, tid) starting at ts_ns, or fail. */
-static const cJSON *find_at(const out *o, const char *cat, const char *name, double tid,
+static const cJSON *find_at(const chrome_out *o, const char *cat, const char *name, double tid,
                             long long ts_ns) {
     const cJSON *ev;
     cJSON_ArrayForEach(ev, o->events) {
@@ -45,7 +45,7 @@ static const cJSON *find_at(const out *o, const char *cat, const char *name, dou
     return NULL;
 }
 
-static size_t count_cat(const out *o, const char *cat) {
+static size_t count_cat(const chrome_out *o, const char *cat) {
     size_t n = 0;
     const cJSON *ev;
     cJSON_ArrayForEach(ev, o->events) n += str(ev, "cat") && !strcmp(str(ev, "cat"), cat);
@@ -65,7 +65,7 @@ static void test_hta_shape(void **state) {
     tp_run run;
     load(dir, &run);
     for (int rank = 0; rank < 2; rank++) {
-        out o = export_run(&run, rank, NULL);
+        chrome_out o = export_run(&run, rank, NULL);
         const cJSON *di = cJSON_GetObjectItemCaseSensitive(o.root, "distributedInfo");
         assert_string_equal(str(di, "backend"), "nccl");
         assert_int_equal(num(di, "rank"), rank);
@@ -147,7 +147,7 @@ static void test_hta_shape(void **state) {
         out_free(&o);
     }
     /* the merged trace holds what the Perfetto export holds: no GPU projections */
-    out o = export_run(&run, -1, NULL);
+    chrome_out o = export_run(&run, -1, NULL);
     assert_int_equal(count_cat(&o, "gpu_user_annotation"), 0);
     assert_int_equal(count_cat(&o, "cuda_driver"), 6);
     out_free(&o);

@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <cjson/cJSON.h>
+
 #include "analysis/comm.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
@@ -35,6 +37,7 @@
 #include "format/format.h"
 #include "synth.h"
 #include "trainprof.h"
+#include "chrome_out.h"
 
 static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
 #define RT0 1700000000000000000ull
@@ -238,6 +241,23 @@ static void test_megatron_trace(void **state) {
     assert_true(fabs(g->devices[0].kernel_ms - 52.944977) < 1e-6);
     assert_true(fabs(g->devices[0].kernels - 1699.0) < 1e-9);
     tp_report_free(&r);
+    /* exported per rank again, as HTA reads torch.profiler's: its 9,496 operators stay
+     * "cpu_op" (HTA's critical path nodes), holding the launches made inside them ("External
+     * id"), and its 48 annotations stay "user_annotation" */
+    chrome_out o = export_run(&run, 0, NULL);
+    size_t ops = 0, notes = 0, linked = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, o.events) {
+        const char *cat = str(ev, "cat");
+        if (!cat || !is(ev, "X", NULL)) continue;
+        ops += !strcmp(cat, "cpu_op");
+        notes += !strcmp(cat, "user_annotation");
+        linked += !strcmp(cat, "cuda_runtime") && arg(ev, "External id");
+    }
+    assert_int_equal(ops, 9496);
+    assert_int_equal(notes, 48);
+    assert_true(linked > 3000); /* 3,325 of the 3,718 runtime calls lie inside an operator */
+    out_free(&o);
     tp_run_free(&run);
 }
 

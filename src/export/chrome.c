@@ -221,13 +221,18 @@ static void write_async(cw *w, const tp_process *p, int64_t pid, uint32_t tid, u
  * shows on each GPU stream it put work on, from its first kernel's start to its last
  * kernel's end (cat "gpu_user_annotation", Kineto's GpuUserEventMap). */
 
-/* trainprof.torch's phase ranges (docs/python.md): the CPU operators of our traces. Other
- * ranges (NVTX, the C API) stay user annotations, as record_function ranges are in
- * Kineto's. */
-static int is_cpu_op(const tp_range *r) {
+/* trainprof.torch's phase ranges (docs/python.md), and the operators of a torch.profiler
+ * trace read as a run (category "cpu_op", analysis/kineto_load.c): the CPU operators of our
+ * traces. Other ranges (NVTX, the C API) stay user annotations, as record_function ranges
+ * are in Kineto's. */
+static int is_cpu_op(const tp_process *p, const tp_range *r) {
     static const char *const ops[] = {"data", "forward", "backward", "optimizer",
                                       "cuda graph capture", "cuda graph replay"};
     if (r->domain || (r->flags & TP_R_ASYNC) || !r->name) return 0;
+    if (r->category) {
+        const char *c = tp_category_name(p, r->domain, r->category);
+        if (c && !strcmp(c, "cpu_op")) return 1;
+    }
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
         if (!strcmp(r->name, ops[i])) return 1;
     return 0;
@@ -278,7 +283,7 @@ static int hta_build(const tp_process *p, hta_index *ix) {
     size_t nops = 0;
     for (size_t t = 0; t < p->nthreads; t++)
         for (size_t k = 0; k < p->threads[t].nranges; k++)
-            nops += is_cpu_op(&p->threads[t].ranges[k]);
+            nops += is_cpu_op(p, &p->threads[t].ranges[k]);
     ix->launch = malloc((p->napi ? p->napi : 1) * sizeof *ix->launch);
     ix->work = malloc((p->ngpu ? p->ngpu : 1) * sizeof *ix->work);
     ix->ops = malloc((nops ? nops : 1) * sizeof *ix->ops);
@@ -298,7 +303,7 @@ static int hta_build(const tp_process *p, hta_index *ix) {
         const tp_thread *th = &p->threads[t];
         ix->base[t] = ix->nranges;
         for (size_t k = 0; k < th->nranges; k++)
-            if (is_cpu_op(&th->ranges[k]))
+            if (is_cpu_op(p, &th->ranges[k]))
                 ix->ops[ix->nops++] = (hta_op){th->ranges[k].start, th->ranges[k].end,
                                                ix->nranges + k + 1, th->os_tid};
         ix->nranges += th->nranges;
@@ -420,7 +425,7 @@ static int write_slice(void *ctx, const tp_cw_slice *sl) {
         const tp_range *r = sl->r;
         uint64_t ext = t->ix->base[sl->thread] + (uint64_t)(r - t->p->threads[sl->thread].ranges) + 1;
         snprintf(extra, sizeof extra, "\"External id\":%" PRIu64, ext);
-        if (write_complete(w, t->p, t->pid, t->tid, is_cpu_op(r) ? "cpu_op" : "user_annotation",
+        if (write_complete(w, t->p, t->pid, t->tid, is_cpu_op(t->p, r) ? "cpu_op" : "user_annotation",
                            sl->name, sl->start, sl->end)) {
             put_args(w, t->p, r->domain, r->category, r->flags & TP_R_UNCLOSED, extra);
             fputc('}', w->f);
