@@ -208,12 +208,14 @@ _M = _Mem()
 
 
 def _mem_enable(torch):
-    """Whether this process samples the allocator: TRAINPROF_MEMORY (default 1) and a CUDA
-    build with a device (torch.cuda.is_available does not initialise CUDA). The set-up needing
-    CUDA waits for the program to initialise it (_mem_setup)."""
+    """Whether this process samples the allocator: TRAINPROF_MEMORY (default 1). Whether CUDA
+    is there is known once the program initialised it (_mem_setup): torch.cuda.is_available
+    is never asked, since it initialises the CUDA driver (cudaGetDeviceCount), which
+    "poisons fork" (torch.cuda.is_available's documentation): a child forked after it could
+    not use CUDA, and CUDA_VISIBLE_DEVICES set after it would no longer apply."""
     try:
         on, _M.history = _tp._memory_config()  # once: a malformed value warns once
-        _M.on = bool(on) and bool(torch.cuda.is_available())
+        _M.on = bool(on) and hasattr(torch, "cuda")
         if _M.on:
             _mem_setup(torch)
     except Exception:

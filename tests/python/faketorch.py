@@ -38,6 +38,9 @@ class Allocator:
         self.resets = 0       # reset_peak_memory_stats calls
         self.stats_calls = 0
         self.c_stats_calls = 0  # of which through torch._C._cuda_memoryStats
+        self.available_calls = 0  # torch.cuda.is_available: cudaGetDeviceCount initialises
+        # the driver, which breaks CUDA in children forked after it (PyTorch's
+        # PYTORCH_NVML_BASED_CUDA_CHECK, "CUDA Environment Variables")
 
     def alloc(self, n, frames=()):
         if self.allocated + n > CAPACITY:
@@ -183,6 +186,10 @@ def install(nested=True):
     def init():
         A.initialized = True
 
+    def available():
+        A.available_calls += 1
+        return True
+
     def attach(obs):
         init()  # as torch's: attaching initialises CUDA (torch/csrc/cuda/Module.cpp)
         A.observers.append(obs)
@@ -201,7 +208,7 @@ def install(nested=True):
     if nested:
         memory.memory_stats_as_nested_dict = lambda device=None: A.nested()
     torch.cuda = types.SimpleNamespace(
-        is_available=lambda: True,
+        is_available=available,
         is_initialized=lambda: A.initialized,
         init=init,
         current_device=lambda: 0,
