@@ -430,13 +430,14 @@ def _write_snapshot(snap):
         with open(tmp, "wb") as f:
             pickle.dump(snap, f)
         os.replace(tmp, os.path.join(d, name))
+        return name
     except Exception:
+        return None
+    finally:  # an interrupted write too (KeyboardInterrupt) leaves no temporary file
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        return None
-    return name
 
 
 # ------------------------------------------------------------------------------ optimizer

@@ -252,6 +252,34 @@ class OomTest(unittest.TestCase):
         self.assertEqual(written(d), files)
 
 
+class SnapshotWriteTest(unittest.TestCase):
+    """The snapshot's write interrupted (a KeyboardInterrupt while pickling, as a Ctrl-C
+    during a long write) or failing leaves no file: not under the final name, and not the
+    temporary one."""
+
+    def test_interrupted(self):
+        import types
+        import trainprof.torch as tt
+        d = tphelp.workdir("memory-snapwrite")
+
+        class Interrupt:
+            def __reduce__(self):
+                raise KeyboardInterrupt
+
+        saved = tt._tp
+        tt._tp = types.SimpleNamespace(output_path=lambda: os.path.join(d, "h-7.tprof"))
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                tt._write_snapshot({"segments": [Interrupt()]})
+            self.assertEqual(os.listdir(d), [])
+            self.assertIsNone(tt._write_snapshot({"segments": [lambda: 0]}))  # unpicklable
+            self.assertEqual(os.listdir(d), [])
+            self.assertEqual(tt._write_snapshot({"segments": []}), "h-7.oom-snapshot.pickle")
+            self.assertEqual(os.listdir(d), ["h-7.oom-snapshot.pickle"])
+        finally:
+            tt._tp = saved
+
+
 class TopTest(unittest.TestCase):
     """memory.oom.top under its bound: frames cut at frame boundaries to an equal share, a
     frame longer than its share halved until it fits (escaped characters included)."""
