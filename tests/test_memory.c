@@ -239,6 +239,10 @@ static void test_leak(void **state) {
     near(jnum(f, "evidence.last_step"), 7, "last step");
     near(jnum(f, "evidence.steps"), 7, "steps");
     near(jnum(f, "evidence.rises"), 6, "rises");
+    /* the same series comes from a job whose batch (or sequence) grows each step while it
+     * holds the last step's outputs: the message names both causes */
+    text_has(jstr(f, "message"), "something keeps tensors alive across steps, or what the "
+                                 "step keeps grows (a batch or sequence that grows each step)");
     cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -345,6 +349,87 @@ static void test_oom_headline(void **state) {
     synth_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ hostile rank files */
+
+/* Four counters of one sample, back to back. */
+static void sample4(synth_file *f, uint64_t ts, double alloc, double resv, double maxa,
+                    double maxr) {
+    synth_counter(f, 1, ts, "cuda.memory_allocated_bytes", alloc);
+    synth_counter(f, 1, ts + 1 * US, "cuda.memory_reserved_bytes", resv);
+    synth_counter(f, 1, ts + 2 * US, "cuda.max_memory_allocated_bytes", maxa);
+    synth_counter(f, 1, ts + 3 * US, "cuda.max_memory_reserved_bytes", maxr);
+}
+
+/* A rank file that contradicts itself: step 1's sample has 12 GiB allocated of 8 GiB reserved
+ * (the allocator allocates inside what it reserved), step 2 a negative and a 2^70-byte
+ * allocated, the capacity is "inf", the OOM's request negative, its step and device
+ * negative, one of its top allocations negative, and its snapshot name a shell command
+ * with a path. The figures from the consistent samples stay (fragmentation 1 - 3/4 at step
+ * 2's 3 GiB); none of the contradicting values is printed, and no command is built from the
+ * name. */
+static void test_hostile_values(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "memhostile"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 1, 50);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "torch.cuda.device", "0");
+    synth_meta(f, "cuda.0.memory_total_bytes", "inf");
+    synth_meta(f, "memory.oom.source", "torch");
+    synth_meta(f, "memory.oom.request_bytes", "-2147483648");
+    synth_meta(f, "memory.oom.total_bytes", "85899345920");
+    synth_meta(f, "memory.oom.step", "-3");
+    synth_meta(f, "memory.oom.device", "-1");
+    synth_meta(f, "memory.oom.phase", "forward");
+    synth_meta(f, "memory.oom.snapshot", "../../x; rm -rf ~ #.pickle");
+    synth_meta(f, "memory.oom.top", "[{\"bytes\":-5,\"stream\":0,\"frames\":\"neg\"},"
+                                    "{\"bytes\":1048576,\"stream\":0,\"frames\":\"ok\"}]");
+    const double A[3] = {2 * GIB, 12 * GIB, 3 * GIB}, R[3] = {4 * GIB, 8 * GIB, 4 * GIB};
+    uint64_t t = T0;
+    for (uint32_t k = 0; k < 3; k++) {
+        synth_step_begin(f, 1, t, k);
+        sample4(f, t + 10 * MS, A[k], R[k], A[k], R[k]);
+        if (k == 2) {
+            synth_counter(f, 1, t + 20 * MS, "cuda.memory_allocated_bytes", -1 * GIB);
+            synth_counter(f, 1, t + 30 * MS, "cuda.memory_allocated_bytes", 0x1p70);
+        }
+        synth_step_end(f, 1, t + 90 * MS, k);
+        t += 100 * MS;
+    }
+    synth_end_of_file(f, t, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    near(jnum(rep, "ranks.0.memory.samples"), 3, "samples");
+    near(jnum(rep, "ranks.0.memory.fragmentation.share"), 0.25, "fragmentation");
+    near(jnum(rep, "ranks.0.memory.fragmentation.allocated_bytes"), 3 * GIB, "at");
+    assert_null(jget(rep, "ranks.0.memory.capacity_bytes"));
+    assert_null(jget(rep, "ranks.0.memory.oom.request_bytes"));
+    assert_null(jget(rep, "ranks.0.memory.oom.step"));
+    assert_null(jget(rep, "ranks.0.memory.oom.device"));
+    near(jnum(rep, "ranks.0.memory.oom.total_bytes"), 80 * GIB, "total");
+    near(jnum(rep, "ranks.0.memory.oom.top.0.bytes"), MIB, "top 0");
+    assert_null(jget(rep, "ranks.0.memory.oom.top.1"));
+    assert_null(jget(rep, "ranks.0.memory.oom.snapshot"));
+    assert_null(jget(rep, "ranks.0.memory.oom.snapshot_open"));
+    assert_true(cJSON_IsTrue(jget(rep, "ranks.0.memory.oom.snapshot_unusable")));
+    char *doc = cJSON_Print(rep);
+    if (strstr(doc, "rm -rf")) fail_msg("the snapshot name reached the document:\n%s", doc);
+    free(doc);
+    char *text = report_text(&run, NULL);
+    if (strstr(text, "rm -rf") || strstr(text, "trace_plot ..") || strstr(text, "-2.00 GiB") ||
+        strstr(text, "-1024.0 MiB") || strstr(text, "step -3"))
+        fail_msg("a contradicting value or the name in the text:\n%s", text);
+    text_has(text, "OUT OF MEMORY (torch): phase (forward), total 80.00 GiB\n");
+    text_has(text, "snapshot: its name in the rank file is not a plain file name; not shown");
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ diff */
 
 /* The row of `key` in the diff's memory section, or NULL. */
@@ -389,7 +474,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flat_peaks_bounded), cmocka_unit_test(test_leak),
         cmocka_unit_test(test_peak_threshold),     cmocka_unit_test(test_fragmentation_and_retries),
-        cmocka_unit_test(test_oom_headline),
+        cmocka_unit_test(test_oom_headline),      cmocka_unit_test(test_hostile_values),
         cmocka_unit_test(test_diff_peaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

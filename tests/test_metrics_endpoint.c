@@ -333,6 +333,27 @@ static void body_memory(void) {
     CHECK(sample(r, "trainprof_cuda_memory_allocated_bytes") == 7e9);
     CHECK(sample(r, "trainprof_cuda_memory_fragmentation_ratio") == 0.125);
     free(r);
+    /* a sample the flusher drained half-written (its allocated, not yet its reserved): the
+     * ratio stays the last whole sample's, never 1 - 12/8 from two samples */
+    tprof_counter("cuda.memory_allocated_bytes", 12e9);
+    CHECK(tprof_flush() == TPROF_OK);
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    CHECK(sample(r, "trainprof_cuda_memory_allocated_bytes") == 12e9);
+    CHECK(sample(r, "trainprof_cuda_memory_fragmentation_ratio") == 0.125);
+    free(r);
+    tprof_counter("cuda.memory_reserved_bytes", 16e9);
+    CHECK(tprof_flush() == TPROF_OK);
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    CHECK(sample(r, "trainprof_cuda_memory_fragmentation_ratio") == 0.25);
+    free(r);
+    /* more allocated than reserved: no ratio from it */
+    tprof_counter("cuda.memory_allocated_bytes", 9e9);
+    tprof_counter("cuda.memory_reserved_bytes", 4e9);
+    CHECK(tprof_flush() == TPROF_OK);
+    CHECK(http(port, "GET", "/metrics", NULL, &r) == 200);
+    CHECK(sample(r, "trainprof_cuda_memory_reserved_bytes") == 4e9);
+    CHECK(sample(r, "trainprof_cuda_memory_fragmentation_ratio") == 0.25);
+    free(r);
 }
 
 static void test_endpoint_memory(void **state) {

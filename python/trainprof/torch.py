@@ -32,8 +32,9 @@ file (docs/python.md, "trainprof.torch"):
   their peaks, active, inactive split, allocation, free, retry and OOM counts; docs/format.md,
   "Memory") as counters at each phase boundary (a data fetch's end, the model's forward begin
   and end, backward begin and end, optimizer begin and end, step end), read from one
-  ``memory_stats`` each; nothing that changes the allocator's state (its peaks stay the
-  job's). ``TRAINPROF_MEMORY=0`` turns it off;
+  ``torch._C._cuda_memoryStats`` call each (``memory_stats`` where torch lacks it); nothing
+  that changes the allocator's state (its peaks stay the job's). ``TRAINPROF_MEMORY=0``
+  turns it off;
 - **the OOM post-mortem**: an observer on the allocator's out-of-memory path writes a
   ``cuda.oom`` mark, a sample, the ``memory.oom.*`` metadata (request, free and total, step
   and phase, the largest live allocations, the largest free block) and PyTorch's memory
@@ -175,7 +176,7 @@ def _opt_end(continued):
 # ------------------------------------------------------------------------------ memory
 
 # One SAMPLE of the CUDA caching allocator (docs/format.md, "Memory"): these counters written
-# back to back, read from one torch.cuda.memory_stats of the current device. Paths into
+# back to back, read from one statistics call of the current device (_stats). Paths into
 # torch._C._cuda_memoryStats's nested dict (torch/cuda/memory.py, memory_stats_as_nested_dict;
 # memory_stats joins the same paths with "."). The last four are cumulative counts.
 _MEM_STATS = (
@@ -199,19 +200,22 @@ class _Mem:
         self.on = False         # sampling: TRAINPROF_MEMORY, CUDA available, nothing failed
         self.ready = False      # set up once CUDA is initialised (device, observer, history)
         self.phases = []        # open phases of the training loop (data, forward, ...)
-        self.nested = None      # torch.cuda.memory.memory_stats_as_nested_dict, if there
+        self.stats = None       # the allocator's statistics of a device, nested (_mem_setup)
+        self.history = 0        # TRAINPROF_MEMORY_HISTORY, read once (_mem_enable)
 
 
 _M = _Mem()
 
 
 def _mem_enable(torch):
-    """Whether this process samples the allocator: TRAINPROF_MEMORY (default 1) and a CUDA
-    build with a device (torch.cuda.is_available does not initialise CUDA). The set-up needing
-    CUDA waits for the program to initialise it (_mem_setup)."""
+    """Whether this process samples the allocator: TRAINPROF_MEMORY (default 1). Whether CUDA
+    is there is known once the program initialised it (_mem_setup): torch.cuda.is_available
+    is never asked, since it initialises the CUDA driver (cudaGetDeviceCount), which
+    "poisons fork" (torch.cuda.is_available's documentation): a child forked after it could
+    not use CUDA, and CUDA_VISIBLE_DEVICES set after it would no longer apply."""
     try:
-        on, _ = _tp._memory_config()
-        _M.on = bool(on) and bool(torch.cuda.is_available())
+        on, _M.history = _tp._memory_config()  # once: a malformed value warns once
+        _M.on = bool(on) and hasattr(torch, "cuda")
         if _M.on:
             _mem_setup(torch)
     except Exception:
@@ -220,8 +224,8 @@ def _mem_enable(torch):
 
 def _stats(dev):
     """The allocator's statistics of device dev: a nested dict, or memory_stats' flat one."""
-    if _M.nested is not None:
-        return _M.nested(dev)
+    if _M.stats is not None:
+        return _M.stats(dev)
     return _torch().cuda.memory_stats(dev)
 
 
@@ -246,7 +250,12 @@ def _mem_setup(torch):
         return True
     _M.ready = True
     mem = getattr(cuda, "memory", None)
-    _M.nested = getattr(mem, "memory_stats_as_nested_dict", None)
+    # torch._C._cuda_memoryStats(device) is the C function that memory_stats_as_nested_dict
+    # wraps (after is_initialized and _get_device_index, which the sample has done) and that
+    # memory_stats flattens into a sorted dict of dotted keys in Python (torch/cuda/memory.py),
+    # several times the C call's cost
+    _M.stats = getattr(torch._C, "_cuda_memoryStats", None) or getattr(
+        mem, "memory_stats_as_nested_dict", None)
     _tp.set_metadata("torch.cuda.device", str(_device(torch)))
     attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
     if attach is not None:
@@ -255,7 +264,7 @@ def _mem_setup(torch):
             _tp._oom_observed()
         except Exception:
             pass
-    _, history = _tp._memory_config()
+    history = _M.history
     if history:
         try:  # torch 2.1+ (torch/cuda/memory.py): stacks of Python frames only
             mem._record_memory_history(max_entries=int(history), stacks="python")
@@ -421,13 +430,14 @@ def _write_snapshot(snap):
         with open(tmp, "wb") as f:
             pickle.dump(snap, f)
         os.replace(tmp, os.path.join(d, name))
+        return name
     except Exception:
+        return None
+    finally:  # an interrupted write too (KeyboardInterrupt) leaves no temporary file
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        return None
-    return name
 
 
 # ------------------------------------------------------------------------------ optimizer

@@ -73,6 +73,11 @@ typedef struct phase_span {
     int phase;
 } phase_span;
 
+/* A byte figure or a count the allocator can have written: finite, not negative, under
+ * 2^60 (an exbibyte: no device holds near it, and a count that high is never reached in a
+ * run). Anything else is a corrupt or hostile record, left out rather than printed. */
+static int plausible(double v) { return isfinite(v) && v >= 0 && v < 0x1p60; }
+
 static int counter_index(const char *name) {
     if (strncmp(name, "cuda.", 5) != 0) return -1;
     for (int k = 0; k < M_N; k++)
@@ -100,7 +105,7 @@ static int collect_samples(const tp_process *p, sample **out, size_t *n) {
         int open = 0;
         for (size_t i = 0; i < th->ncounters; i++) {
             int k = counter_index(th->counters[i].name);
-            if (k < 0 || !isfinite(th->counters[i].value)) continue;
+            if (k < 0 || !plausible(th->counters[i].value)) continue;
             if (!open || (v[len - 1].has & (1u << k))) {
                 if (len == cap) {
                     size_t nc = cap ? cap * 2 : 64;
@@ -385,8 +390,10 @@ static void run_figures(tp_memory_result *out, const sample *v, size_t n, const 
         else if (x->has & 1u << M_ALLOC) acc_add(&pa, TP_MEM_AT_LEAST, x->v[M_ALLOC]);
         if (x->has & 1u << M_MAX_RESV) acc_add(&pr, TP_MEM_EXACT, x->v[M_MAX_RESV]);
         else if (x->has & 1u << M_RESV) acc_add(&pr, TP_MEM_AT_LEAST, x->v[M_RESV]);
+        /* the allocator allocates inside what it reserved: a sample that says otherwise
+         * has no fragmentation to give */
         if ((x->has & 1u << M_ALLOC) && (x->has & 1u << M_RESV) &&
-            (!at || x->v[M_ALLOC] > at->v[M_ALLOC]))
+            x->v[M_ALLOC] <= x->v[M_RESV] && (!at || x->v[M_ALLOC] > at->v[M_ALLOC]))
             at = x;
         if (x->has & 1u << M_RETRIES) {
             out->has_alloc_retries = 1;
@@ -437,14 +444,16 @@ static void leak_series(tp_memory_result *out) {
     out->leak_monotonic = mono && n > 0;
 }
 
+static int meta_num(const tp_process *p, const char *key, double *v);
+
 static void capacity(tp_memory_result *out, const tp_process *p, const tp_nvml_result *nvml) {
     unsigned d = out->has_device ? out->device : 0;
     char k[48];
     snprintf(k, sizeof k, "cuda.%u.memory_total_bytes", d);
-    const char *c = tp_meta(p, k);
-    if (c && atof(c) > 0) {
+    double c;
+    if (meta_num(p, k, &c) && c > 0) {
         out->has_capacity = 1;
-        out->capacity_bytes = atof(c);
+        out->capacity_bytes = c;
         out->capacity_source = "cuda";
         return;
     }
@@ -465,7 +474,7 @@ static int meta_num(const tp_process *p, const char *key, double *v) {
     if (!s || !*s) return 0;
     char *end;
     double x = strtod(s, &end);
-    if (end == s || !isfinite(x)) return 0;
+    if (end == s || !plausible(x)) return 0;
     *v = x;
     return 1;
 }
@@ -484,10 +493,10 @@ static int oom_top(tp_mem_oom *o, const char *json) {
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes");
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "stream");
         const cJSON *fr = cJSON_GetObjectItemCaseSensitive(e, "frames");
-        if (!cJSON_IsNumber(b)) continue;
+        if (!cJSON_IsNumber(b) || !plausible(b->valuedouble)) continue;
         tp_mem_alloc *t = &o->top[o->ntop];
         t->bytes = b->valuedouble;
-        t->stream = cJSON_IsNumber(st) ? st->valuedouble : 0;
+        t->stream = cJSON_IsNumber(st) && plausible(st->valuedouble) ? st->valuedouble : 0;
         t->frames = strdup(cJSON_IsString(fr) && fr->valuestring ? fr->valuestring : "");
         if (!t->frames) {
             cJSON_Delete(a);
@@ -497,6 +506,17 @@ static int oom_top(tp_mem_oom *o, const char *json) {
     }
     cJSON_Delete(a);
     return TPROF_OK;
+}
+
+/* Whether s is a file name that the report may print inside a command to paste into a shell
+ * and that names a file in the rank file's directory: what the writer makes of a rank file's
+ * name (<host>-<pid>.oom-snapshot.pickle; host names are letters, digits, '-' and '.',
+ * RFC 1123 §2.1), with '_' and '+'; no separator, no leading '.' or '-' (no "..", no hidden
+ * file, no option), nothing the shell would read. */
+static int plain_file_name(const char *s) {
+    size_t n = strlen(s);
+    if (!n || n > 255 || s[0] == '.' || s[0] == '-') return 0;
+    return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-") == n;
 }
 
 static int oom_result(tp_mem_oom *o, const tp_process *p) {
@@ -529,6 +549,10 @@ static int oom_result(tp_mem_oom *o, const tp_process *p) {
     o->phase = tp_meta(p, "memory.oom.phase");
     o->snapshot = tp_meta(p, "memory.oom.snapshot");
     if (o->snapshot && !*o->snapshot) o->snapshot = NULL;
+    if (o->snapshot && !plain_file_name(o->snapshot)) {
+        o->snapshot = NULL;
+        o->snapshot_unusable = 1;
+    }
     o->present |= o->source != NULL;
     for (size_t t = 0; t < p->nthreads && o->present; t++)
         for (size_t i = 0; i < p->threads[t].nmarks; i++) {
@@ -690,6 +714,7 @@ static void oom_json(cJSON *m, const tp_mem_oom *o) {
         cJSON_AddItemToArray(top, e);
     }
     if (o->top_unreadable) cJSON_AddTrueToObject(j, "top_unreadable");
+    if (o->snapshot_unusable) cJSON_AddTrueToObject(j, "snapshot_unusable");
 }
 
 void tp_memory_json(cJSON *rank, const tp_memory_result *m) {
@@ -763,7 +788,9 @@ void tp_memory_oom_line(const tp_mem_oom *o, char *buf, size_t n) {
     if (o->phase) PUT("%s(%s)", l ? " " : "phase ", o->phase);
     if (o->has_request) PUT("%srequest %s", l ? ": " : "", human(o->request_bytes, a, sizeof a));
     if (o->has_free) PUT("%s%s free", l ? ", " : "", human(o->free_bytes, b, sizeof b));
-    if (o->has_total) PUT(" of %s", human(o->total_bytes, c, sizeof c));
+    if (o->has_total)
+        PUT("%s%s", o->has_free ? " of " : l ? ", total " : "total ",
+            human(o->total_bytes, c, sizeof c));
     if (o->has_allocated) PUT("; allocated %s", human(o->allocated_bytes, d, sizeof d));
     if (o->has_reserved) PUT(", reserved %s", human(o->reserved_bytes, e, sizeof e));
     if (o->has_largest_free)
@@ -803,6 +830,8 @@ static void oom_text(FILE *f, const tp_mem_oom *o) {
         fputs("; open: python -m torch.cuda._memory_viz trace_plot ", f);
         tp_text_put(f, o->snapshot, 200, 0);
         fputs(" -o out.html (or drop it on https://pytorch.org/memory_viz)\n", f);
+    } else if (o->snapshot_unusable) {
+        fputs("    snapshot: its name in the rank file is not a plain file name; not shown\n", f);
     }
 }
 

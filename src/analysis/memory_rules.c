@@ -170,12 +170,13 @@ static int rule_leak(const tp_run_results *res, tp_findings_result *fs, const tp
     if (!worst) return 0;
     const tp_memory_result *m = &worst->memory;
     double g = m->leak_last_bytes - m->leak_first_bytes;
-    char msg[400];
+    char msg[512];
     snprintf(msg, sizeof msg,
              "GPU memory grows from step to step on rank %d and never comes "
              "back down: allocated at step start %.1f MiB at step %.0f, %.1f "
              "MiB at step %.0f (+%.1f MiB over %zu steps, %.2f MiB per step): "
-             "something keeps tensors alive across steps",
+             "something keeps tensors alive across steps, or what the step keeps grows (a "
+             "batch or sequence that grows each step)",
              worst->rank, m->leak_first_bytes / 1048576.0, m->leak_first_step,
              m->leak_last_bytes / 1048576.0, m->leak_last_step, g / 1048576.0, m->leak_steps,
              g / 1048576.0 / (double)(m->leak_steps - 1));

@@ -67,6 +67,7 @@ typedef struct tp_mem_oom {
     double device, step;
     const char *phase;           /* into the run, or NULL */
     const char *snapshot;        /* file name beside the rank file (into the run), or NULL */
+    int snapshot_unusable;       /* memory.oom.snapshot was no plain file name: not shown */
     int has_count;
     double count;                /* OOMs in the process; the figures describe the first */
     int has_time;

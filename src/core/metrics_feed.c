@@ -408,13 +408,9 @@ typedef struct m_scan {
     uint64_t begin_ts;
     uint32_t mem_id[3];    /* this thread's name ids of k_mem's counters */
     unsigned mem_known;    /* bit i: mem_id[i] is known */
+    int mem_has_alloc;     /* mem_alloc is this thread's allocated, not yet followed by reserved */
+    double mem_alloc;
 } m_scan;
-
-/* The allocator's last allocated and reserved (flusher only), for the fragmentation gauge. */
-static struct {
-    double v[2];
-    unsigned has;
-} M;
 
 static struct {
     int pat;          /* -1 until a step range is seen */
@@ -498,10 +494,20 @@ static void mem_counter(tprof__thread *t, const tprof_rec *r, size_t sz) {
     memcpy(&pl, body, sizeof pl);
     if (!(pl.value >= 0) || !(pl.value < 1e300)) return; /* NaN, negative, infinite */
     tprof__m_set(one(F.mem[k]), pl.value);
-    if (k == 2) return;
-    M.v[k] = pl.value;
-    M.has |= 1u << k;
-    if (M.has == 3 && M.v[1] > 0) tprof__m_set(one(F.mem_frag), 1 - M.v[0] / M.v[1]);
+    /* The ratio of one sample: its allocated with the reserved that follows it on the same
+     * thread (a sample is written back to back on one thread; the flusher may drain it half
+     * written, and other threads' samples may be of another device). The allocator
+     * allocates inside what it reserved: a pair that says otherwise gives no ratio. */
+    m_scan *m = scan_of(t);
+    if (!m || k == 2) return;
+    if (k == 0) {
+        m->mem_alloc = pl.value;
+        m->mem_has_alloc = 1;
+        return;
+    }
+    if (m->mem_has_alloc && pl.value > 0 && m->mem_alloc <= pl.value)
+        tprof__m_set(one(F.mem_frag), 1 - m->mem_alloc / pl.value);
+    m->mem_has_alloc = 0;
 }
 
 static void range_rec(tprof__thread *t, const tprof_rec *r, size_t sz) {

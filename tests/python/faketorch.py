@@ -4,7 +4,8 @@ sys.modules["torch"]; it holds just what trainprof.torch touches: nn.Module with
 forward hooks, an Optimizer with step hooks, a DataLoader and its iterator class,
 autograd.backward, and torch.cuda with the allocator's API as torch/cuda/memory.py gives it
 (memory_stats, memory_stats_as_nested_dict, max_memory_allocated, _snapshot,
-_record_memory_history, torch._C._cuda_attach_out_of_memory_observer).
+_record_memory_history, torch._C._cuda_attach_out_of_memory_observer and the
+torch._C._cuda_memoryStats that memory_stats_as_nested_dict wraps).
 
 The allocator (device 0, 80 MiB): alloc(n) adds n bytes to the allocated figure (its peak
 follows) as one allocation; reserved grows in 2 MiB segments to hold what is allocated and
@@ -36,6 +37,10 @@ class Allocator:
         self.history = None   # (max_entries, stacks) once _record_memory_history was called
         self.resets = 0       # reset_peak_memory_stats calls
         self.stats_calls = 0
+        self.c_stats_calls = 0  # of which through torch._C._cuda_memoryStats
+        self.available_calls = 0  # torch.cuda.is_available: cudaGetDeviceCount initialises
+        # the driver, which breaks CUDA in children forked after it (PyTorch's
+        # PYTORCH_NVML_BASED_CUDA_CHECK, "CUDA Environment Variables")
 
     def alloc(self, n, frames=()):
         if self.allocated + n > CAPACITY:
@@ -105,7 +110,7 @@ A = Allocator()
 
 def install(nested=True):
     """The fake as sys.modules["torch"]; nested=False leaves out memory_stats_as_nested_dict
-    (a torch with only the flat memory_stats)."""
+    and torch._C._cuda_memoryStats (a torch with only the flat memory_stats)."""
     torch = types.ModuleType("torch")
     torch.A = A
 
@@ -181,6 +186,10 @@ def install(nested=True):
     def init():
         A.initialized = True
 
+    def available():
+        A.available_calls += 1
+        return True
+
     def attach(obs):
         init()  # as torch's: attaching initialises CUDA (torch/csrc/cuda/Module.cpp)
         A.observers.append(obs)
@@ -199,7 +208,7 @@ def install(nested=True):
     if nested:
         memory.memory_stats_as_nested_dict = lambda device=None: A.nested()
     torch.cuda = types.SimpleNamespace(
-        is_available=lambda: True,
+        is_available=available,
         is_initialized=lambda: A.initialized,
         init=init,
         current_device=lambda: 0,
@@ -211,5 +220,10 @@ def install(nested=True):
         memory=memory)
     torch._C = types.SimpleNamespace(_cuda_getDevice=lambda: 0,
                                      _cuda_attach_out_of_memory_observer=attach)
+    if nested:
+        def c_stats(device):  # what memory_stats_as_nested_dict returns, called directly
+            A.c_stats_calls += 1
+            return A.nested()
+        torch._C._cuda_memoryStats = c_stats
     sys.modules["torch"] = torch
     return torch

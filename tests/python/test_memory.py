@@ -54,7 +54,7 @@ if %(broken_snapshot)r:
     torch.cuda.memory._snapshot = broken
 assert tt.instrument(model=model, optimizer=opt, dataloader=loader)
 it = iter(loader)
-print("initialised by trainprof:", A.initialized)
+print("initialised by trainprof:", A.initialized, "is_available calls", A.available_calls)
 torch.cuda.init()
 A.alloc(1 * MiB)
 def bw():
@@ -73,6 +73,7 @@ except torch.cuda.OutOfMemoryError as e:
     print("observers %%d" %% len(A.observers))
     print("caught %%s: %%s" %% (type(e).__name__, e), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
+print("stats calls", A.stats_calls, "through torch._C", A.c_stats_calls)
 print("max_memory_allocated", torch.cuda.max_memory_allocated(), "resets", A.resets,
       "observers", len(A.observers), "history", A.history)
 """
@@ -111,7 +112,8 @@ class SamplesTest(unittest.TestCase):
         d, p, files, recs = run("memory-samples-%d" % nested, nested=nested)
         self.assertEqual(p.returncode, 0, p.stderr)
         out = p.stdout.splitlines()
-        self.assertEqual(out[0], "initialised by trainprof: False")
+        # nor did it ask whether CUDA is available (the driver would be initialised)
+        self.assertEqual(out[0], "initialised by trainprof: False is_available calls 0")
         # the job's peak as without trainprof (nothing reset it), no history asked for
         self.assertEqual(out[-1], "max_memory_allocated %d resets 0 observers 1 history None"
                          % (9 * MiB))
@@ -134,6 +136,10 @@ class SamplesTest(unittest.TestCase):
                or n.startswith("cuda.max_memory")]
         self.assertEqual([n for _, n in mem], list(COUNTERS) * len(ALLOCATED))
         self.assertEqual(len({t for t, _ in mem}), 1)
+        # one statistics call per sample, torch's C function itself where torch has it
+        # (memory_stats_as_nested_dict only wraps it; memory_stats flattens its dict in Python)
+        self.assertEqual(out[-2], "stats calls %d through torch._C %d"
+                         % (len(ALLOCATED), len(ALLOCATED) if nested else 0))
         self.assertEqual(recs["meta"]["torch.cuda.device"], "0")
         self.assertNotIn("memory.history_entries", recs["meta"])
         self.assertEqual(recs["marks"], [])
@@ -143,6 +149,20 @@ class SamplesTest(unittest.TestCase):
 
     def test_flat_memory_stats(self):
         self.check(False)
+
+    def test_malformed_env(self):
+        """A malformed TRAINPROF_MEMORY or TRAINPROF_MEMORY_HISTORY: one warning each, the
+        default (sampling on, no history), the job's figures untouched."""
+        d, p, files, recs = run("memory-malformed", TRAINPROF_MEMORY="abc",
+                                TRAINPROF_MEMORY_HISTORY="-5")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([ln.split(": ", 1)[1] for ln in p.stderr.splitlines()], [
+            "warning: ignoring TRAINPROF_MEMORY=abc: not a non-negative integer",
+            "warning: ignoring TRAINPROF_MEMORY_HISTORY=-5: not a non-negative integer"])
+        self.assertEqual(p.stdout.splitlines()[-1], "max_memory_allocated %d resets 0 "
+                         "observers 1 history None" % (9 * MiB))
+        self.assertEqual(len(series(recs, "cuda.memory_allocated_bytes")), len(ALLOCATED))
+        self.assertNotIn("memory.history_entries", recs["meta"])
 
     def test_off(self):
         d, p, files, recs = run("memory-off", TRAINPROF_MEMORY="0",
@@ -230,6 +250,34 @@ class OomTest(unittest.TestCase):
         self.assertNotIn("memory.oom.snapshot", m)
         self.assertNotIn("memory.oom.top", m)
         self.assertEqual(written(d), files)
+
+
+class SnapshotWriteTest(unittest.TestCase):
+    """The snapshot's write interrupted (a KeyboardInterrupt while pickling, as a Ctrl-C
+    during a long write) or failing leaves no file: not under the final name, and not the
+    temporary one."""
+
+    def test_interrupted(self):
+        import types
+        import trainprof.torch as tt
+        d = tphelp.workdir("memory-snapwrite")
+
+        class Interrupt:
+            def __reduce__(self):
+                raise KeyboardInterrupt
+
+        saved = tt._tp
+        tt._tp = types.SimpleNamespace(output_path=lambda: os.path.join(d, "h-7.tprof"))
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                tt._write_snapshot({"segments": [Interrupt()]})
+            self.assertEqual(os.listdir(d), [])
+            self.assertIsNone(tt._write_snapshot({"segments": [lambda: 0]}))  # unpicklable
+            self.assertEqual(os.listdir(d), [])
+            self.assertEqual(tt._write_snapshot({"segments": []}), "h-7.oom-snapshot.pickle")
+            self.assertEqual(os.listdir(d), ["h-7.oom-snapshot.pickle"])
+        finally:
+            tt._tp = saved
 
 
 class TopTest(unittest.TestCase):
