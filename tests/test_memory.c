@@ -71,6 +71,8 @@ typedef struct job {
     double capacity;     /* cuda.0.memory_total_bytes; 0: none */
     double retries_last; /* cumulative retries at the last sample */
     int oom;             /* post-mortem after step 5's backward, no end record */
+    int cuda_fail;       /* a failed cudaMalloc seen by CUPTI in step 2's forward, then the
+                          * run goes on (the caching allocator retried) */
 } job;
 
 static double base(const job *j, uint32_t k) {
@@ -133,6 +135,12 @@ static void mem_run(char *dir, size_t n, const job *j) {
         sample(f, t + 10 * MS, B, maxa, j, r);
         phase(f, t + 10 * MS + 10 * US, t + 40 * MS, "forward");
         sample(f, t + 10 * MS + 20 * US, B, maxa, j, r);
+        if (j->cuda_fail && k == 2) {
+            synth_mark(f, 1, t + 20 * MS, "cuda.oom", 0, 0);
+            synth_meta(f, "memory.oom.source", "cuda");
+            synth_meta(f, "memory.oom.request_bytes", "2147483648");
+            synth_meta(f, "memory.oom.count", "1");
+        }
         if (B + 7 * GIB > maxa) maxa = B + 7 * GIB;
         sample(f, t + 40 * MS, B + 7 * GIB, maxa, j, r);
         phase(f, t + 40 * MS + 10 * US, t + 80 * MS, "backward");
@@ -305,6 +313,27 @@ static void test_fragmentation_and_retries(void **state) {
 
 /* ------------------------------------------------------------------ OOM */
 
+/* A failed device allocation the program carried on from (PyTorch's caching allocator frees
+ * its cache and retries): no out_of_memory finding, no post-mortem, said as such. */
+static void test_failed_allocation_carried_on(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    job j = {.reserved = 16 * GIB, .capacity = 80 * GIB, .cuda_fail = 1};
+    cJSON *rep = report_of(&j, &run, dir, sizeof dir);
+    assert_null(finding(rep, "out_of_memory"));
+    assert_true(cJSON_IsTrue(jget(rep, "ranks.0.memory.oom.recovered")));
+    near(jnum(rep, "ranks.0.memory.oom.steps_after"), 5, "steps after"); /* steps 3-7 */
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    text_has(text, "a device allocation failed at ");
+    text_has(text, "and the program carried on for 5 more steps: not an out-of-memory end");
+    assert_null(strstr(text, "OUT OF MEMORY"));
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_oom_headline(void **state) {
     (void)state;
     char dir[512];
@@ -474,7 +503,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flat_peaks_bounded), cmocka_unit_test(test_leak),
         cmocka_unit_test(test_peak_threshold),     cmocka_unit_test(test_fragmentation_and_retries),
-        cmocka_unit_test(test_oom_headline),      cmocka_unit_test(test_hostile_values),
+        cmocka_unit_test(test_oom_headline),
+        cmocka_unit_test(test_failed_allocation_carried_on),      cmocka_unit_test(test_hostile_values),
         cmocka_unit_test(test_diff_peaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

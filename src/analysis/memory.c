@@ -566,6 +566,20 @@ static int oom_result(tp_mem_oom *o, const tp_process *p) {
     return o->present && top ? oom_top(o, top) : TPROF_OK;
 }
 
+/* A failed device allocation seen through CUPTI (source "cuda") that whole steps followed:
+ * the program carried on (a caching allocator retries after freeing its cache), so it is no
+ * out-of-memory end. */
+static void oom_recovered(tp_mem_oom *o, const tp_process *p, const tp_steps *s) {
+    if (!o->present || !o->source || strcmp(o->source, "cuda") != 0 || !o->has_time || !s)
+        return;
+    uint64_t at = p->first_ts + (uint64_t)(o->at_s * 1e9);
+    size_t n = 0;
+    for (size_t i = 0; i < s->nsteps; i++) n += s->steps[i].start > at && s->steps[i].end > s->steps[i].start;
+    if (!n) return;
+    o->recovered = 1;
+    o->steps_after = n;
+}
+
 /* The OOM's growth: allocated at the OOM against the start of the step before its step (or
  * of its own step, the first), from that step's first sample. */
 static void oom_growth(tp_memory_result *out) {
@@ -605,6 +619,7 @@ int tp_memory_compute(tp_memory_result *out, const tp_process *p, const tp_steps
     if (rc == TPROF_OK && (n || out->oom.present))
         rc = steps_result(out, v, n, s, ph, nph, complete_until_ns, p);
     if (rc == TPROF_OK) {
+        oom_recovered(&out->oom, p, s);
         oom_growth(out);
         run_figures(out, v, n, p);
         leak_series(out);
@@ -715,6 +730,10 @@ static void oom_json(cJSON *m, const tp_mem_oom *o) {
     }
     if (o->top_unreadable) cJSON_AddTrueToObject(j, "top_unreadable");
     if (o->snapshot_unusable) cJSON_AddTrueToObject(j, "snapshot_unusable");
+    if (o->recovered) {
+        cJSON_AddTrueToObject(j, "recovered");
+        cJSON_AddNumberToObject(j, "steps_after", (double)o->steps_after);
+    }
 }
 
 void tp_memory_json(cJSON *rank, const tp_memory_result *m) {
@@ -801,6 +820,15 @@ void tp_memory_oom_line(const tp_mem_oom *o, char *buf, size_t n) {
 static void oom_text(FILE *f, const tp_mem_oom *o) {
     char line[512];
     tp_memory_oom_line(o, line, sizeof line);
+    if (o->recovered) {
+        fputs("    a device allocation failed", f);
+        if (o->has_time) fprintf(f, " at %.3f s", o->at_s);
+        fputs(" (", f);
+        tp_text_put(f, line, 400, 0);
+        fprintf(f, ") and the program carried on for %zu more steps: not an out-of-memory end "
+                "(a caching allocator frees its cache and retries)\n", o->steps_after);
+        return;
+    }
     fprintf(f, "    OUT OF MEMORY (%s", o->source ? o->source : "?");
     if (o->has_device) fprintf(f, ", device %.0f", o->device);
     if (o->has_time) fprintf(f, ", at %.3f s", o->at_s);

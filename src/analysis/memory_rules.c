@@ -226,7 +226,8 @@ static int rule_oom(const tp_run_results *res, tp_findings_result *fs, const tp_
     int rk[MAXR];
     size_t n = 0;
     for (size_t i = 0; i < res->nranks; i++) {
-        if (!res->ranks[i].memory.oom.present) continue;
+        /* a failed allocation the program carried on from is no out-of-memory end */
+        if (!res->ranks[i].memory.oom.present || res->ranks[i].memory.oom.recovered) continue;
         if (n < sizeof rk / sizeof *rk) rk[n++] = res->ranks[i].rank;
         const tp_mem_oom *a = &res->ranks[i].memory.oom;
         if (!first ||

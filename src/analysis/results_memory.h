@@ -79,6 +79,11 @@ typedef struct tp_mem_oom {
      * before the OOM's step (growth_step: that step), from the samples */
     int has_growth;
     double growth_step, growth_from_bytes, growth_bytes;
+    /* a failed device allocation (source "cuda") after which whole steps still ran: PyTorch's
+     * caching allocator frees its cache and retries, so the program carried on; no
+     * post-mortem, no out_of_memory finding */
+    int recovered;
+    size_t steps_after;
 } tp_mem_oom;
 
 /* The rank's memory ("memory"; memory.h). */
