@@ -327,7 +327,8 @@ static void test_failed_allocation_carried_on(void **state) {
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
     text_has(text, "a device allocation failed at ");
-    text_has(text, "and the program carried on for 5 more steps: not an out-of-memory end");
+    text_has(text, "and the program carried on for 5 more steps: not an out-of-memory "
+                   "end");
     assert_null(strstr(text, "OUT OF MEMORY"));
     free(text);
     tp_run_free(&run);
@@ -504,7 +505,8 @@ int main(void) {
         cmocka_unit_test(test_flat_peaks_bounded), cmocka_unit_test(test_leak),
         cmocka_unit_test(test_peak_threshold),     cmocka_unit_test(test_fragmentation_and_retries),
         cmocka_unit_test(test_oom_headline),
-        cmocka_unit_test(test_failed_allocation_carried_on),      cmocka_unit_test(test_hostile_values),
+        cmocka_unit_test(test_failed_allocation_carried_on),
+        cmocka_unit_test(test_hostile_values),
         cmocka_unit_test(test_diff_peaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -574,7 +574,8 @@ static void oom_recovered(tp_mem_oom *o, const tp_process *p, const tp_steps *s)
         return;
     uint64_t at = p->first_ts + (uint64_t)(o->at_s * 1e9);
     size_t n = 0;
-    for (size_t i = 0; i < s->nsteps; i++) n += s->steps[i].start > at && s->steps[i].end > s->steps[i].start;
+    for (size_t i = 0; i < s->nsteps; i++)
+        n += s->steps[i].start > at && s->steps[i].end > s->steps[i].start;
     if (!n) return;
     o->recovered = 1;
     o->steps_after = n;
