@@ -2,11 +2,22 @@
  * report_text.h — test helpers for reports: load_run (a run directory, failing the test with
  * the loader's message), default_report (the JSON document with the default options; the
  * caller deletes it) and the text report of a run (tp_report_make with opts o, NULL for the
- * defaults; tp_report_write_text, no colour) in memory; the caller frees it. Include after
+ * defaults; tp_report_write_text, no colour) in memory; the caller frees it; report_has and
+ * report_lacks fail the test when a text lacks (has) a string. Include after
  * <cmocka.h>, <stdio.h>, "analysis/model.h" and "analysis/report.h".
  */
 #ifndef TPROF_TEST_REPORT_TEXT_H
 #define TPROF_TEST_REPORT_TEXT_H
+
+#include <string.h>
+
+static __attribute__((unused)) void report_has(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
+}
+
+static __attribute__((unused)) void report_lacks(const char *text, const char *bad) {
+    if (strstr(text, bad)) fail_msg("\"%s\" in:\n%s", bad, text);
+}
 
 static __attribute__((unused)) void load_run(const char *dir, tp_run *run) {
     char err[256];

@@ -39,28 +39,6 @@ static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
 
 /* ------------------------------------------------------------------ helpers */
 
-static void near(double got, double want, const char *what) {
-    if (fabs(got - want) > 1e-9 * (fabs(want) > 1 ? fabs(want) : 1))
-        fail_msg("%s: %.12g, want %.12g", what, got, want);
-}
-
-static void text_has(const char *text, const char *want) {
-    if (!strstr(text, want)) fail_msg("no \"%s\" in:\n%s", want, text);
-}
-
-static void text_lacks(const char *text, const char *bad) {
-    if (strstr(text, bad)) fail_msg("\"%s\" in:\n%s", bad, text);
-}
-
-static const cJSON *finding(const cJSON *rep, const char *id) {
-    const cJSON *f;
-    cJSON_ArrayForEach(f, jget(rep, "findings")) {
-        const cJSON *x = jget(f, "id");
-        if (cJSON_IsString(x) && !strcmp(x->valuestring, id)) return f;
-    }
-    return NULL;
-}
-
 static void meta_u64(synth_file *f, const char *key, uint64_t v) {
     char s[32];
     snprintf(s, sizeof s, "%llu", (unsigned long long)v);
@@ -123,33 +101,33 @@ static void test_window_gpu_figures(void **state) {
     cJSON *rep = default_report(&run);
     /* the GPU section and the breakdown: 15 ms of 30 ms in each of the 4 window steps
      * (averaged over the 20 measured steps it read 60 / 440 = 13.6 % and 3 ms) */
-    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
-    near(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1.0, "kernels per step");
-    near(jnum(rep, "ranks.0.breakdown.windows"), 4, "breakdown windows");
-    near(jnum(rep, "ranks.0.breakdown.share.busy"), 0.5, "breakdown busy");
-    near(jnum(rep, "ranks.0.breakdown.ms.compute.mean"), 15.0, "compute ms per captured step");
-    near(jnum(rep, "ranks.0.breakdown.kernels_per_step"), 1.0, "breakdown kernels per step");
-    near(jnum(rep, "headline.figures.gpu_busy_share"), 0.5, "headline busy");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1.0, "kernels per step");
+    jnear(jnum(rep, "ranks.0.breakdown.windows"), 4, "breakdown windows");
+    jnear(jnum(rep, "ranks.0.breakdown.share.busy"), 0.5, "breakdown busy");
+    jnear(jnum(rep, "ranks.0.breakdown.ms.compute.mean"), 15.0, "compute ms per captured step");
+    jnear(jnum(rep, "ranks.0.breakdown.kernels_per_step"), 1.0, "breakdown kernels per step");
+    jnear(jnum(rep, "headline.figures.gpu_busy_share"), 0.5, "headline busy");
     assert_string_equal(jstr(rep, "headline.figures.gpu_busy_steps"), "8-11");
-    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 4, "captured");
-    near(jnum(rep, "ranks.0.gpu_capture.measured_steps"), 20, "measured");
-    near(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 8, "first captured step");
-    near(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), 11, "last captured step");
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 4, "captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.measured_steps"), 20, "measured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 8, "first captured step");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), 11, "last captured step");
     /* the gpu_busy rule reads the same 50 % */
-    const cJSON *busy = finding(rep, "gpu_busy");
+    const cJSON *busy = jfinding(rep, "gpu_busy");
     assert_non_null(busy);
-    near(jnum(busy, "evidence.busy_share"), 0.5, "gpu_busy evidence");
-    near(jnum(busy, "evidence.captured_steps"), 4, "gpu_busy captured steps");
+    jnear(jnum(busy, "evidence.busy_share"), 0.5, "gpu_busy evidence");
+    jnear(jnum(busy, "evidence.captured_steps"), 4, "gpu_busy captured steps");
     /* no memory record: the peak is unknown, not 0 */
     assert_true(cJSON_IsNull(jget(rep, "ranks.0.gpu.devices.0.memory_peak_bytes")));
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
-    text_has(text, "GPU activity recorded in steps 8-11 (4 of 20 measured steps)");
-    text_has(text, "busy 50.0 % of the step");
-    text_has(text, "GPU busy only 50.0 % of the step on rank 0");
-    text_has(text, "; GPU activity recorded in steps 8-11 (4 of 20 measured steps)\n");
-    text_has(text, "device memory peak not captured");
-    text_lacks(text, "device memory peak 0.0 MiB");
+    report_has(text, "GPU activity recorded in steps 8-11 (4 of 20 measured steps)");
+    report_has(text, "busy 50.0 % of the step");
+    report_has(text, "GPU busy only 50.0 % of the step on rank 0");
+    report_has(text, "; GPU activity recorded in steps 8-11 (4 of 20 measured steps)\n");
+    report_has(text, "device memory peak not captured");
+    report_lacks(text, "device memory peak 0.0 MiB");
     free(text);
     /* the HTML names the steps beside the breakdown and the kernels */
     tp_report r;
@@ -161,7 +139,7 @@ static void test_window_gpu_figures(void **state) {
     assert_int_equal(tp_html_write(&r, NULL, hf), 0);
     fclose(hf);
     tp_report_free(&r);
-    text_has(html, "rank 0: GPU activity recorded in steps 8-11 (4 of 20 measured steps): its "
+    report_has(html, "rank 0: GPU activity recorded in steps 8-11 (4 of 20 measured steps): its "
                    "GPU figures are over those steps only");
     free(html);
     tp_run_free(&run);
@@ -199,8 +177,8 @@ static void test_memory_peak_past_capacity(void **state) {
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
-    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1536.0 * 1048576, "peak");
-    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_share"), 0.75, "share");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1536.0 * 1048576, "peak");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_share"), 0.75, "share");
     cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -208,12 +186,12 @@ static void test_memory_peak_past_capacity(void **state) {
     load_run(dir, &run);
     rep = default_report(&run);
     assert_true(cJSON_IsNull(jget(rep, "ranks.0.gpu.devices.0.memory_peak_bytes")));
-    near(jnum(rep, "ranks.0.gpu.devices.0.invalid.memory_peak_share.value"), 1.5, "flagged");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.invalid.memory_peak_share.value"), 1.5, "flagged");
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
-    text_has(text, "device memory peak not shown (flagged below)");
-    text_has(text, "flagged, not a result: gpu.devices[0].memory_peak_share = 1.5 (limit 1)");
-    text_lacks(text, "device memory peak 1536.0 MiB");
+    report_has(text, "device memory peak not shown (flagged below)");
+    report_has(text, "flagged, not a result: gpu.devices[0].memory_peak_share = 1.5 (limit 1)");
+    report_lacks(text, "device memory peak 1536.0 MiB");
     free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -287,14 +265,14 @@ static void test_plan_windows(void **state) {
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
-    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 6, "captured");
-    near(jnum(rep, "ranks.0.gpu_capture.steps.1.0"), 15, "second window's first step");
-    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
-    near(jnum(rep, "ranks.0.breakdown.windows"), 6, "breakdown windows");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "capture cost ms");
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 6, "captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.1.0"), 15, "second window's first step");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
+    jnear(jnum(rep, "ranks.0.breakdown.windows"), 6, "breakdown windows");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "capture cost ms");
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
-    text_has(text, "GPU activity recorded in steps 5-7, 15-17 (6 of 24 measured steps)");
+    report_has(text, "GPU activity recorded in steps 5-7, 15-17 (6 of 24 measured steps)");
     free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -309,15 +287,15 @@ static void test_window_capture_cost(void **state) {
     cJSON *rep = default_report(&run);
     /* captured: steps 8-11 at 30 ms; others: 1-7 and 13-20 at 20 ms (step 12, the first
      * after the window, holds the flush and is left out) */
-    near(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "cost ms");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.5, "cost share");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.captured_steps"), 4, "cost captured");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 15, "cost others");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.other_spread_ms"), 0.0, "cost spread");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "cost ms");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.5, "cost share");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.captured_steps"), 4, "cost captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 15, "cost others");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_spread_ms"), 0.0, "cost spread");
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
-    text_has(text, "capture cost: +10.00 ms per step (+50.0 %) while GPU activity was recorded "
+    report_has(text, "capture cost: +10.00 ms per step (+50.0 %) while GPU activity was recorded "
                    "(median of 4 captured steps vs median of 15 other steps");
     free(text);
     tp_run_free(&run);
@@ -356,17 +334,17 @@ static void test_detail_off(void **state) {
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
-    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 10, "captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 10, "captured");
     assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "detail");
-    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.2, "busy 5 of 25 ms");
-    near(jnum(rep, "ranks.0.breakdown.share.busy"), 0.2, "breakdown busy");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 5.0, "cost ms");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.25, "cost share");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 9, "cost others");
-    near(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.2, "busy 5 of 25 ms");
+    jnear(jnum(rep, "ranks.0.breakdown.share.busy"), 0.2, "breakdown busy");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 5.0, "cost ms");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.25, "cost share");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 9, "cost others");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
     /* the allocator's records are complete until capture went off: 1 GiB up to then */
-    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1073741824.0, "memory peak");
-    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_until_s"),
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1073741824.0, "memory peak");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_until_s"),
          (double)(11 * 25 * MS - 2 * US) / 1e9, "memory peak until");
     cJSON_Delete(rep);
     tp_run_free(&run);
@@ -416,23 +394,23 @@ static void test_paused_steps_not_idle(void **state) {
     cJSON *rep = default_report(&run);
     /* 17 captured steps, each 10 of 20 ms busy (with the paused ones as idle: 170 / 400 =
      * 42.5 %, 0.85 kernels per step) */
-    near(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
-    near(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1.0, "kernels per step");
-    near(jnum(rep, "ranks.0.breakdown.windows"), 17, "breakdown windows");
-    near(jnum(rep, "ranks.0.breakdown.share.busy"), 0.5, "breakdown busy");
-    near(jnum(rep, "ranks.0.breakdown.ms.idle.max"), 10.0, "no step all idle");
-    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 17, "captured");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.5, "gpu busy_share");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1.0, "kernels per step");
+    jnear(jnum(rep, "ranks.0.breakdown.windows"), 17, "breakdown windows");
+    jnear(jnum(rep, "ranks.0.breakdown.share.busy"), 0.5, "breakdown busy");
+    jnear(jnum(rep, "ranks.0.breakdown.ms.idle.max"), 10.0, "no step all idle");
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 17, "captured");
     assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "paused");
-    near(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), 4, "captured before the pause");
-    near(jnum(rep, "ranks.0.gpu_capture.steps.1.0"), 8, "captured after the pause");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), 4, "captured before the pause");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.1.0"), 8, "captured after the pause");
     /* the peak of the allocations seen before the pause: 1 GiB, not 3 */
-    near(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1073741824.0, "memory peak");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1073741824.0, "memory peak");
     /* the paused steps ran under torch.profiler: no side of the capture's cost */
     assert_null(jget(rep, "ranks.0.gpu_capture.cost"));
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
-    text_has(text, "GPU activity recorded in steps 1-4, 8-20 (17 of 20 measured steps)");
-    text_has(text, "busy 50.0 % of the step");
+    report_has(text, "GPU activity recorded in steps 1-4, 8-20 (17 of 20 measured steps)");
+    report_has(text, "busy 50.0 % of the step");
     free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -446,21 +424,21 @@ static void test_paused_throughout(void **state) {
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
     /* kernels in the warm-up step only, then paused: no measured step captured */
-    near(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 0, "captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 0, "captured");
     assert_true(cJSON_IsString(jget(rep, "ranks.0.gpu.not_captured")));
     assert_true(cJSON_IsNull(jget(rep, "ranks.0.gpu.devices")));
     assert_true(cJSON_IsNull(jget(rep, "ranks.0.breakdown.ms")));
     assert_false(cJSON_IsNumber(jget(rep, "headline.figures.gpu_busy_share")));
-    assert_null(finding(rep, "gpu_busy"));
-    assert_null(finding(rep, "launch_bound"));
+    assert_null(jfinding(rep, "gpu_busy"));
+    assert_null(jfinding(rep, "launch_bound"));
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
-    text_has(text, "GPU activity recorded in no measured step (0 of 20)");
-    text_has(text, "capture was paused for torch.profiler");
-    text_has(text, "no bottleneck found: step 20.00 ms, GPU activity not captured in any "
+    report_has(text, "GPU activity recorded in no measured step (0 of 20)");
+    report_has(text, "capture was paused for torch.profiler");
+    report_has(text, "no bottleneck found: step 20.00 ms, GPU activity not captured in any "
                    "measured step (rank 0)");
-    text_lacks(text, "busy 0.0 %");
-    text_lacks(text, "idle 100");
+    report_lacks(text, "busy 0.0 %");
+    report_lacks(text, "idle 100");
     free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
