@@ -83,10 +83,8 @@ static int scan(const char *dir, progress *pr) {
     memset(pr, 0, sizeof *pr);
     DIR *d = opendir(dir);
     if (!d) return -1;
-    char host[64] = {0};
-    gethostname(host, sizeof host - 1);
-    for (char *p = host; *p; p++)
-        if (*p == '/') *p = '_';
+    char host[64];
+    tprof__file_host(host);
     size_t hl = strlen(host), sl = strlen(TPROF_CTL_STEP_SUFFIX);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
@@ -124,7 +122,7 @@ static int scan(const char *dir, progress *pr) {
         /* A live session rewrites its file every 5 s at least, on any host; on this one its
          * pid must exist too (a killed process's file is told at once) */
         if (time(NULL) - st.st_mtime > STALE_S) continue;
-        int here = hl && !strncmp(e->d_name, host, hl) && e->d_name[hl] == '-';
+        int here = !strncmp(e->d_name, host, hl) && e->d_name[hl] == '-';
         if (here && kill((pid_t)pid, 0) != 0 && errno == ESRCH) continue;
         pr->live++;
         if (has) {

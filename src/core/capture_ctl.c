@@ -104,12 +104,10 @@ static void write_progress(uint64_t now) {
         now - C.last_write < (uint64_t)TPROF__CTL_ALIVE_MS * 1000000u)
         return;
     if (C.fd < 0 || C.pid != getpid()) {
-        char host[64] = {0};
-        gethostname(host, sizeof host - 1);
-        for (char *p = host; *p; p++)
-            if (*p == '/') *p = '_';
+        char host[64];
+        tprof__file_host(host);
         snprintf(C.path, sizeof C.path, "%.3900s/%.63s-%d" TPROF_CTL_STEP_SUFFIX, tprof__S.dir,
-                 host[0] ? host : "host", (int)getpid());
+                 host, (int)getpid());
         tprof__flusher_io_begin();
         C.fd = open_progress(C.path);
         tprof__flusher_io_end();

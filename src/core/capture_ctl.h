@@ -11,10 +11,23 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TPROF_CTL_REQUEST "capture.request" /* in the run directory */
 #define TPROF_CTL_STEP_SUFFIX ".step"       /* <host>-<pid>.step beside the rank file */
 #define TPROF_CTL_LINE 128                  /* bytes of a progress file, newline included */
+
+/* This host's name as the run directory's file names spell it (<host>-<pid>.tprof, its
+ * .tprof-create-failed marker, <host>-<pid>.step): at most 63 bytes, '/' (which a file name
+ * cannot hold) as '_', "host" when the system gives no name. The session names its files
+ * with it and `trainprof capture` tells this host's files by it. */
+static inline void tprof__file_host(char out[64]) {
+    memset(out, 0, 64);
+    gethostname(out, 63);
+    for (char *p = out; *p; p++)
+        if (*p == '/') *p = '_';
+    if (!out[0]) memcpy(out, "host", 5);
+}
 
 /* `key=` followed by a decimal number in `s` (a whole word): 0 with *v, else -1. */
 static inline int tprof__ctl_u64(const char *s, const char *key, uint64_t *v) {

@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "capture_ctl.h"
 #include "config.h"
 #include "../format/zchunk.h"
 #include "internal.h"
@@ -286,18 +287,16 @@ static void cut_back(void) {
  * exists (a process that exec'd keeps its pid, and its earlier image's file must survive).
  * 0, or -1 with errno. */
 static int create_file(void) {
-    char host[64] = {0};
-    gethostname(host, sizeof host - 1);
-    for (char *p = host; *p; p++)
-        if (*p == '/') *p = '_';
+    char host[64];
+    tprof__file_host(host);
     int fd = -1;
     for (int k = 0; k < 1000; k++) {
         if (k == 0)
-            snprintf(W.path, sizeof W.path, "%.3900s/%.63s-%d.tprof", W.dir,
-                     host[0] ? host : "host", (int)getpid());
+            snprintf(W.path, sizeof W.path, "%.3900s/%.63s-%d.tprof", W.dir, host,
+                     (int)getpid());
         else
-            snprintf(W.path, sizeof W.path, "%.3900s/%.63s-%d.%d.tprof", W.dir,
-                     host[0] ? host : "host", (int)getpid(), k);
+            snprintf(W.path, sizeof W.path, "%.3900s/%.63s-%d.%d.tprof", W.dir, host,
+                     (int)getpid(), k);
         fd = tprof__open_private(W.path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
         if (fd >= 0 || errno != EEXIST) break;
     }
@@ -587,12 +586,10 @@ void tprof__writer_status(void) {
  * whose target is the reason. symlink(2) takes no descriptor, and `trainprof run` reads it
  * back with readlink(2) (docs/format.md). */
 static void leave_create_marker(void) {
-    char host[64] = {0}, path[PATH_MAX], why[160];
-    gethostname(host, sizeof host - 1);
-    for (char *p = host; *p; p++)
-        if (*p == '/') *p = '_';
-    snprintf(path, sizeof path, "%.3900s/%.63s-%d.tprof-create-failed", W.dir,
-             host[0] ? host : "host", (int)getpid());
+    char host[64], path[PATH_MAX], why[160];
+    tprof__file_host(host);
+    snprintf(path, sizeof path, "%.3900s/%.63s-%d.tprof-create-failed", W.dir, host,
+             (int)getpid());
     char name[32];
     snprintf(why, sizeof why, "%s (%s)", strerror(W.create_errno),
              errno_name(W.create_errno, name, sizeof name));
