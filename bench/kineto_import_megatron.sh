@@ -19,13 +19,8 @@ OUT=$(mkdir -p "${2:?}" && cd "$2" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 TP=${TRAINPROF:-trainprof}
 ITERS=${ITERS:-30}
-args="--mock-data --tokenizer-type NullTokenizer --vocab-size 32000
-  --transformer-impl local --bf16 --num-layers 4 --hidden-size 1024 --num-attention-heads 16
-  --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 16
-  --train-iters $ITERS --lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --log-interval 1
-  --eval-iters 0 --eval-interval 100000 --no-gradient-accumulation-fusion
-  --no-masked-softmax-fusion --no-bias-dropout-fusion --no-bias-gelu-fusion
-  --no-persist-layer-norm --distributed-backend nccl --seed 1234"
+ARGS_FILE=$HERE/megatron_args.txt
+args="$(grep -v '^#' "$ARGS_FILE") --train-iters $ITERS"
 meg() { # meg LOG EXTRA [trainprof run ... --]
     local log=$1 extra=$2; shift 2
     (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout "${TIMEOUT:-600}" "$@" torchrun \

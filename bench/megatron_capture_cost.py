@@ -44,13 +44,9 @@ ITER = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?elapsed time per iteration \(m
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
        9: 2.262, 10: 2.228}
 
-ARGS = ("--mock-data --tokenizer-type NullTokenizer --vocab-size 32000 --transformer-impl local "
-        "--bf16 --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
-        "--max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 16 "
-        "--lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --log-interval 1 --eval-iters 0 "
-        "--eval-interval 100000 --no-gradient-accumulation-fusion --no-masked-softmax-fusion "
-        "--no-bias-dropout-fusion --no-bias-gelu-fusion --no-persist-layer-norm "
-        "--distributed-backend nccl --seed 1234").split()
+# bench/megatron_args.txt: the configuration the other Megatron-LM benches run
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "megatron_args.txt")) as _f:
+    ARGS = " ".join(l for l in _f if not l.startswith("#")).split()
 
 
 def iterations(log):

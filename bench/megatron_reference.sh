@@ -26,13 +26,8 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$NGPU" -ge 1 ] || { echo "megatron_reference: no GPU (nvidia-smi -L lists none)"; exit 1; }
 if [ "$NGPU" -ge 2 ]; then LAYOUTS=${PAR:-tp2 dp2}; else LAYOUTS=1gpu; fi
 
-args="--mock-data --tokenizer-type NullTokenizer --vocab-size 32000
-  --transformer-impl local --bf16 --num-layers 4 --hidden-size 1024 --num-attention-heads 16
-  --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 16
-  --train-iters $ITERS --lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --log-interval 1
-  --eval-iters 0 --eval-interval 100000 --no-gradient-accumulation-fusion
-  --no-masked-softmax-fusion --no-bias-dropout-fusion --no-bias-gelu-fusion
-  --no-persist-layer-norm --distributed-backend nccl --seed 1234 --log-throughput --log-energy"
+ARGS_FILE=$HERE/megatron_args.txt
+args="$(grep -v '^#' "$ARGS_FILE") --train-iters $ITERS --log-throughput --log-energy"
 model="layers=4,hidden=1024,heads=16,seq=1024,vocab=32000"
 
 meg() { # meg LAYOUT LOG [trainprof run options --]

@@ -9,13 +9,8 @@ TP=${TP:-trainprof}
 MEG=${1:?usage: capture_trigger_megatron.sh MEGATRON_DIR OUTDIR}
 D=${2:?}/trigger
 rm -rf "$D"
-args="--mock-data --tokenizer-type NullTokenizer --vocab-size 32000
-  --transformer-impl local --bf16 --num-layers 4 --hidden-size 1024 --num-attention-heads 16
-  --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 16
-  --train-iters 120 --lr 1e-4 --min-lr 1e-5 --lr-decay-style cosine --log-interval 1
-  --eval-iters 0 --eval-interval 100000 --no-gradient-accumulation-fusion
-  --no-masked-softmax-fusion --no-bias-dropout-fusion --no-bias-gelu-fusion
-  --no-persist-layer-norm --distributed-backend nccl --seed 1234"
+ARGS_FILE=$(dirname "$0")/../../bench/megatron_args.txt
+args="$(grep -v '^#' "$ARGS_FILE") --train-iters 120"
 # the default capture plan (auto: the start through step 4), whatever common.sh exported
 (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout 400 env -u TRAINPROF_GPU_CAPTURE \
     "$TP" run --python --quiet -o "$D" -- torchrun --nproc_per_node=1 \
