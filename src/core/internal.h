@@ -233,7 +233,7 @@ int tprof__kwin_capture_now(void); /* GPU activity wanted now: "all", or inside 
                                     * lock-free, any thread */
 int tprof__kwin_active(void);      /* the plan is not "all" (or a detail request came) */
 int tprof__kwin_plan_off(void);    /* TRAINPROF_GPU_CAPTURE=off: before a session too */
-const char *tprof__kwin_spec(void); /* the plan in effect as given ("all" by default) */
+const char *tprof__kwin_spec(void); /* the plan in effect as given ("auto" by default) */
 /* the plan's metadata as a file starts, through `put` (which must not call back here) */
 void tprof__kwin_start_meta(void (*put)(const char *key, const char *value));
 void tprof__kwin_name(const char *name);

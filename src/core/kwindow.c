@@ -4,10 +4,11 @@
  * that a long run pays for kernel capture only there. Everything else (ranges, timers, NCCL,
  * NVML, the process sampler) is recorded throughout.
  *
- * Set with TRAINPROF_GPU_CAPTURE (`trainprof run --gpu-capture`; syntax in kwindow.h): "all"
- * (every step, the default), "off" (no GPU activity: capture/cupti.c does not even load
- * CUPTI), windows "A-B,C-D,..." or one window repeated, "A-B/N". TRAINPROF_KERNEL_STEPS
- * (`--kernel-steps`) is the older spelling of one window; when both are set the plan wins.
+ * Set with TRAINPROF_GPU_CAPTURE (`trainprof run --gpu-capture`; syntax in kwindow.h): "auto"
+ * (the default: from the start through step 4, then five steps every thousand), "all" (every
+ * step), "off" (no GPU activity: capture/cupti.c does not even load CUPTI), windows
+ * "A-B,C-D,..." or one window repeated, "A-B/N". TRAINPROF_KERNEL_STEPS (`--kernel-steps`)
+ * is the older spelling of one window; when both are set the plan wins.
  * Steps are numbered as the report numbers them: by the application's own number when it
  * calls tprof_step_begin(n), else from 0 in the order the step ranges begin (the first range
  * whose name matches TRAINPROF_STEP_NAME, or PyTorch's ProfilerStep#*, or a common step
@@ -91,7 +92,7 @@ static _Atomic int g_dem_new;
  * lock, never after them). */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static tprof__kplan g_plan;
-static char g_spec[TPROF__KPLAN_SPEC_MAX + 1]; /* the plan as given ("all" by default) */
+static char g_spec[TPROF__KPLAN_SPEC_MAX + 1]; /* the plan as given ("auto" by default) */
 static uint64_t g_widx, g_lo, g_hi;  /* the window ahead or open */
 static int g_settle;             /* a window closed: one more "off" at the next step */
 static int g_first_on, g_first_off; /* kernel_steps.on_ns / off_ns written */
