@@ -12,7 +12,8 @@
 # `trainprof run --python --kernel-steps 15-18` (trainprof numbers steps from 0: the same
 # iterations). Prints kernel time per step three ways (the trace's own kernel events summed in
 # Python, trainprof's import of the trace, trainprof's capture) with the targets.
-# Environment: TRAINPROF (the command), ITERS (30), TIMEOUT (600).
+# Environment: TRAINPROF (the command), ITERS (30), TIMEOUT (600), MEGATRON_EXTRA (arguments
+# after the configuration's, which override it: argparse keeps the last of a repeated option).
 set -u
 MEG=$(cd "${1:?usage: kineto_import_megatron.sh MEGATRON_DIR OUTDIR}" && pwd)
 OUT=$(mkdir -p "${2:?}" && cd "$2" && pwd)
@@ -20,7 +21,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TP=${TRAINPROF:-trainprof}
 ITERS=${ITERS:-30}
 ARGS_FILE=$HERE/megatron_args.txt
-args="$(grep -v '^#' "$ARGS_FILE") --train-iters $ITERS"
+args="$(grep -v '^#' "$ARGS_FILE") ${MEGATRON_EXTRA:-} --train-iters $ITERS"
 meg() { # meg LOG EXTRA [trainprof run ... --]
     local log=$1 extra=$2; shift 2
     (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout "${TIMEOUT:-600}" "$@" torchrun \

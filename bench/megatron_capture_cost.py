@@ -26,8 +26,16 @@ of the same round. Per mode it prints the median ratio over the rounds with its 
   after / before (window, default)   within 1 %
   inside: window vs torchprof        window's slowdown <= torch.profiler's
 
+A mode named MODE-NAME (default-nomem, nocupti-x, window-y) is MODE with the variables that
+--mode-env gives it. --pair A/B prints each round's A over B of the same round (the memory
+sampling's cost: default/default-nomem with --mode-env default-nomem:TRAINPROF_MEMORY=0).
+--taskset CPUS pins every run, bare included, to the same CPUs: the reference configuration
+is bound by the host's launch pace, and a run that lands on other cores than the previous one
+moves by several per cent.
+
   python3 bench/megatron_capture_cost.py MEGATRON_DIR OUTDIR [--rounds 4] [--iters 60]
       [--window 30-34] [--modes bare,default,window,torchprof] [--trainprof PATH]
+      [--taskset CPUS] [--pair A/B] [--extra "MEGATRON ARGS"]
 """
 import argparse
 import json
@@ -62,7 +70,7 @@ def iterations(log):
 def run(mode, a, b, args, outdir, tag):
     log = os.path.join(outdir, "%s.log" % tag)
     cmd = ["torchrun", "--nproc_per_node=1", "--master_port=%d" % (29500 + random.randint(0, 999)),
-           "pretrain_gpt.py"] + ARGS + ["--train-iters", str(args.iters)]
+           "pretrain_gpt.py"] + ARGS + args.extra.split() + ["--train-iters", str(args.iters)]
     env = dict(os.environ)
     env.pop("TRAINPROF_GPU_CAPTURE", None)  # "default" is the plan of no setting
     env.pop("TRAINPROF_KERNEL_STEPS", None)
@@ -90,6 +98,8 @@ def run(mode, a, b, args, outdir, tag):
                 k, _, v = assign.partition("=")
                 env[k] = v
         pre += ["--"]
+    if args.taskset:
+        pre = ["taskset", "-c", args.taskset] + pre
     t0 = time.time()
     with open(log, "w") as f:
         rc = subprocess.call(pre + cmd, cwd=args.megatron, env=env, stdout=f,
@@ -128,6 +138,10 @@ def main():
                     help="MODE:VAR=VALUE, set for that mode's runs (modes nocupti-NAME and "
                          "window-NAME are variants of nocupti and window)")
     ap.add_argument("--budget", type=float, default=0, help="stop starting rounds after S s")
+    ap.add_argument("--taskset", default="", help="CPUS: every run pinned to these (taskset -c)")
+    ap.add_argument("--pair", action="append", default=[],
+                    help="A/B: mode A over mode B of the same round, per round")
+    ap.add_argument("--extra", default="", help="Megatron arguments after the configuration's")
     args = ap.parse_args()
     args.megatron = os.path.abspath(args.megatron)
     os.makedirs(args.outdir, exist_ok=True)
@@ -157,10 +171,12 @@ def main():
         json.dump(rows, f, indent=1)
     bare = {x["round"]: x["median_ms"] for x in rows if x["mode"] == "bare"}
 
-    def ratios(mode, part):
+    def ratios(mode, part, over="bare"):
+        base_of = bare if over == "bare" else {
+            x["round"]: x["median_ms"] for x in rows if x["mode"] == over}
         out = []
         for x in rows:
-            base = bare.get(x["round"], {}).get(part)
+            base = base_of.get(x["round"], {}).get(part)
             v = x["median_ms"].get(part)
             if x["mode"] == mode and base and v:
                 out.append(v / base)
@@ -178,6 +194,14 @@ def main():
             lo, hi = interval(v)
             print("  %-9s %-6s x%.4f (%.4f..%.4f) 95%% [%.4f, %.4f] n=%d" % (
                 mode, part, st.median(v), min(v), max(v), lo, hi, len(v)))
+    for pair in args.pair:
+        num, _, den = pair.partition("/")
+        v = ratios(num, "all", den)
+        if v:
+            lo, hi = interval(v)
+            print("  %s over %s, iterations 11-%d: x%.4f (%.4f..%.4f) 95%% [%.4f, %.4f] n=%d; "
+                  "target <= 1.01: %s" % (num, den, args.iters, st.median(v), min(v), max(v), lo,
+                                          hi, len(v), "PASS" if st.median(v) <= 1.01 else "MISS"))
     print("\ntargets:")
     d = ratios("default", "all")
     if d:

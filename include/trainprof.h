@@ -295,6 +295,13 @@ TPROF_API int tprof_gpu_capture_resume(void);
 #define TPROF_NEXT_STEP UINT64_MAX
 TPROF_API int tprof_gpu_capture_steps(uint64_t first, uint64_t count);
 
+/* Whether the step running now is one the GPU capture plan (TRAINPROF_GPU_CAPTURE) or an
+ * on-demand window chose for detail: 1 or 0; 0 when not recording or when the plan is "off".
+ * The plan is followed whether CUPTI is there or not, so a program can add its own detail to
+ * the same steps (trainprof.torch samples the allocator at module boundaries in them). The
+ * answer changes when a step begins. Any thread; one atomic load, no lock, no error. */
+TPROF_API int tprof_gpu_capture_on(void);
+
 /* ------------------------------------------------------------------------------------ */
 /* Cross-rank collectives hook. The Timers (and the EnergyMonitor) aggregate across ranks  */
 /* through these callbacks, so trainprof never opens a communicator of its own: the       */

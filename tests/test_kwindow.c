@@ -111,6 +111,17 @@ static void body_api(void) {
     }
 }
 
+/* API steps 0 to 9, each writing what tprof_gpu_capture_on said inside it (on.<n> = 0|1) */
+static void body_on(void) {
+    for (uint64_t n = 0; n < 10; n++) {
+        tprof_step_begin(n);
+        char k[16];
+        snprintf(k, sizeof k, "on.%u", (unsigned)n);
+        tprof_set_metadata(k, tprof_gpu_capture_on() ? "1" : "0");
+        tprof_step_end(n);
+    }
+}
+
 /* the i-th range called `name` on any thread, or NULL */
 static const tp_range *nth(const tp_process *p, const char *name, int i) {
     for (size_t t = 0; t < p->nthreads; t++)
@@ -233,6 +244,30 @@ static void test_plan_repeated(void **state) {
 }
 
 /* "1,4-5,9-": one step, two steps, then to the end (written open, "on-") */
+static void on_steps(const char *plan, const char *want) {
+    run_plan(plan, NULL, body_on);
+    tp_run run;
+    load(&run);
+    char got[11] = {0};
+    for (int n = 0; n < 10; n++) {
+        char k[16];
+        snprintf(k, sizeof k, "on.%d", n);
+        const char *v = tp_meta(&run.procs[0], k);
+        got[n] = v ? v[0] : '?';
+    }
+    assert_string_equal(got, want);
+    tp_run_free(&run);
+}
+
+/* tprof_gpu_capture_on answers for the step begun, by the plan, without CUPTI */
+static void test_capture_on(void **state) {
+    (void)state;
+    on_steps("2-3,7-", "0011000111");
+    on_steps("auto", "1111100000");
+    on_steps("off", "0000000000");
+    on_steps("all", "1111111111");
+}
+
 static void test_plan_list(void **state) {
     (void)state;
     run_plan("1,4-5,9-", NULL, body_ranges15);
@@ -410,6 +445,7 @@ int main(void) {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_plan_parse),
         cmocka_unit_test(test_plan_repeated),
+        cmocka_unit_test(test_capture_on),
         cmocka_unit_test(test_plan_list),
         cmocka_unit_test(test_plan_jump),
         cmocka_unit_test(test_plan_bound),

@@ -19,7 +19,12 @@
  *  - allocation retries 2 give the retries finding;
  *  - an OOM post-mortem (memory.oom.* and the cuda.oom mark) in a process that died right
  *    after (no end record) leads the headline with its figures and the snapshot's command;
- *  - trainprof diff compares the peaks per device: reserved 10 GiB against 12 GiB.
+ *  - trainprof diff compares the peaks per device: reserved 10 GiB against 12 GiB;
+ *  - module detail (trainprof.torch's "nn.Module: NAME" ranges with a sample at each end,
+ *    in steps 0 and 1 only): a peak of B+9 GiB inside blocks.0.mlp (nested in blocks.0)
+ *    names that module for step 0's exact peak; step 1's peak is only bounded, its largest
+ *    sample (B+7.5 GiB, at the mlp's end) is named with its module; later steps name none;
+ *    the OOM's module (memory.oom.module) is in its headline.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -55,6 +60,7 @@ typedef struct job {
     int oom;             /* post-mortem after step 5's backward, no end record */
     int cuda_fail;       /* a failed cudaMalloc seen by CUPTI in step 2's forward, then the
                           * run goes on (the caching allocator retried) */
+    int modules;         /* module ranges and samples in the forward of steps 0 and 1 */
 } job;
 
 static double base(const job *j, uint32_t k) {
@@ -89,6 +95,7 @@ static void oom_meta(synth_file *f) {
     synth_meta(f, "memory.oom.largest_free_block_bytes", "1073741824");
     synth_meta(f, "memory.oom.step", "5");
     synth_meta(f, "memory.oom.phase", "backward");
+    synth_meta(f, "memory.oom.module", "decoder.layers.3");
     synth_meta(f, "memory.oom.snapshot", "h-50.oom.pickle");
     synth_meta(f, "memory.oom.count", "1");
     synth_meta(f, "memory.oom.top",
@@ -115,8 +122,27 @@ static void mem_run(char *dir, size_t n, const job *j) {
         synth_step_begin(f, 1, t, k);
         phase(f, t, t + 10 * MS, "data");
         sample(f, t + 10 * MS, B, maxa, j, r);
-        phase(f, t + 10 * MS + 10 * US, t + 40 * MS, "forward");
-        sample(f, t + 10 * MS + 20 * US, B, maxa, j, r);
+        if (j->modules && k < 2) { /* the forward with its modules, nested as recorded */
+            synth_push(f, 1, t + 10 * MS + 10 * US, "forward", 0, 0);
+            sample(f, t + 10 * MS + 20 * US, B, maxa, j, r);
+            synth_push(f, 1, t + 11 * MS, "nn.Module: embed", 0, 0);
+            sample(f, t + 11 * MS + 10 * US, B, maxa, j, r);
+            sample(f, t + 14 * MS, B + GIB, maxa, j, r);
+            synth_pop(f, 1, t + 14 * MS + 10 * US, 0);
+            synth_push(f, 1, t + 15 * MS, "nn.Module: blocks.0", 0, 0);
+            sample(f, t + 15 * MS + 10 * US, B + GIB, maxa, j, r);
+            synth_push(f, 1, t + 20 * MS, "nn.Module: blocks.0.mlp", 0, 0);
+            sample(f, t + 20 * MS + 10 * US, B + 2 * GIB, maxa, j, r);
+            if (B + 9 * GIB > maxa) maxa = B + 9 * GIB;
+            sample(f, t + 28 * MS, B + 7.5 * GIB, maxa, j, r);
+            synth_pop(f, 1, t + 28 * MS + 10 * US, 0);
+            sample(f, t + 29 * MS, B + 7 * GIB, maxa, j, r);
+            synth_pop(f, 1, t + 29 * MS + 10 * US, 0);
+            synth_pop(f, 1, t + 40 * MS, 0);
+        } else {
+            phase(f, t + 10 * MS + 10 * US, t + 40 * MS, "forward");
+            sample(f, t + 10 * MS + 20 * US, B, maxa, j, r);
+        }
         if (j->cuda_fail && k == 2) {
             synth_mark(f, 1, t + 20 * MS, "cuda.oom", 0, 0);
             synth_meta(f, "memory.oom.source", "cuda");
@@ -327,8 +353,9 @@ static void test_oom_headline(void **state) {
     assert_string_equal(jstr(rep, "headline.severity"), "critical");
     const char *l0 = jstr(rep, "headline.lines.0");
     if (strncmp(l0, "the job ran out of memory", 25) != 0) fail_msg("line 0: %s", l0);
-    report_has(l0, "step 5 (backward): request 2.00 GiB, 1.50 GiB free of 80.00 GiB; allocated "
-                 "70.00 GiB, reserved 76.00 GiB, largest free block 1.00 GiB");
+    report_has(l0, "step 5 (backward, in decoder.layers.3): request 2.00 GiB, 1.50 GiB free of "
+                   "80.00 GiB; allocated 70.00 GiB, reserved 76.00 GiB, largest free block "
+                   "1.00 GiB");
     report_has(jstr(rep, "headline.lines.1"),
              "python -m torch.cuda._memory_viz trace_plot h-50.oom.pickle -o out.html");
     jnear(jnum(rep, "ranks.0.memory.oom.request_bytes"), 2 * GIB, "request");
@@ -339,6 +366,7 @@ static void test_oom_headline(void **state) {
     jnear(jnum(rep, "ranks.0.memory.oom.growth.from_bytes"), GIB, "growth from");
     jnear(jnum(rep, "ranks.0.memory.oom.growth.bytes"), 69 * GIB, "growth");
     assert_string_equal(jstr(rep, "ranks.0.memory.oom.phase"), "backward");
+    assert_string_equal(jstr(rep, "ranks.0.memory.oom.module"), "decoder.layers.3");
     /* the cuda.oom mark: step 5 starts at 5 x 101 ms, the mark 60 ms into it */
     jnear(jnum(rep, "ranks.0.memory.oom.at_s"), 0.565, "at");
     jnear(jnum(rep, "ranks.0.memory.oom.top.0.bytes"), 4 * GIB, "top 0");
@@ -453,6 +481,37 @@ static const cJSON *mem_row(const cJSON *d, const char *key) {
     return NULL;
 }
 
+static void test_module_of_peak(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    job j = {.reserved = 12 * GIB, .capacity = 80 * GIB, .modules = 1};
+    cJSON *rep = report_of(&j, &run, dir, sizeof dir);
+    /* step 0: the allocator's peak rose inside blocks.0.mlp, which is inside blocks.0 */
+    jnear(jnum(rep, "ranks.0.memory.steps.0.peak_allocated_bytes"), 10 * GIB, "step 0 peak");
+    assert_string_equal(jstr(rep, "ranks.0.memory.steps.0.peak_allocated_bound"), "exact");
+    assert_string_equal(jstr(rep, "ranks.0.memory.steps.0.peak_phase"), "forward");
+    assert_string_equal(jstr(rep, "ranks.0.memory.steps.0.peak_module"), "blocks.0.mlp");
+    /* step 1: bounded; its largest sample, taken as blocks.0.mlp ended */
+    assert_string_equal(jstr(rep, "ranks.0.memory.steps.1.peak_allocated_bound"), "at_most");
+    assert_null(jget(rep, "ranks.0.memory.steps.1.peak_module"));
+    assert_string_equal(jstr(rep, "ranks.0.memory.steps.1.largest_sample.module"),
+                        "blocks.0.mlp");
+    jnear(jnum(rep, "ranks.0.memory.steps.1.largest_sample.allocated_bytes"), 8.5 * GIB,
+          "step 1 largest sample");
+    /* no module ranges in step 2: nothing named */
+    assert_null(jget(rep, "ranks.0.memory.steps.2.largest_sample"));
+    assert_null(jget(rep, "ranks.0.memory.steps.2.peak_module"));
+    char *text = report_text(&run, NULL);
+    report_has(text, "peak phase, module");
+    report_has(text, "forward, blocks.0.mlp");
+    report_has(text, "(largest sample 8.50 GiB in blocks.0.mlp)");
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_diff_peaks(void **state) {
     (void)state;
     char da[512], db[512];
@@ -489,7 +548,7 @@ int main(void) {
         cmocka_unit_test(test_oom_headline),
         cmocka_unit_test(test_failed_allocation_carried_on),
         cmocka_unit_test(test_hostile_values),
-        cmocka_unit_test(test_diff_peaks),
+        cmocka_unit_test(test_diff_peaks),          cmocka_unit_test(test_module_of_peak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,6 +128,9 @@ static PyMethodDef module_methods[] = {
      "gpu_capture_steps(first, count)\n--\n\nRecord GPU activity in count steps from step "
      "first (-1: the next step that begins), on top of the capture plan "
      "(tprof_gpu_capture_steps); 0 or a negative library code."},
+    {"_gpu_capture_on", fn_gpu_capture_on, METH_NOARGS,
+     "_gpu_capture_on()\n--\n\nWhether the step running now is one the GPU capture plan or "
+     "an on-demand window chose for detail (tprof_gpu_capture_on)."},
     {"strerror", fn_strerror, METH_O, "strerror(code)\n--\n\nThe text of a library error code."},
     {"init", (PyCFunction)(void (*)(void))fn_init, METH_VARARGS | METH_KEYWORDS,
      "init(output_dir=None, run_id=None, *, ring_bytes=-1, max_threads=-1, "

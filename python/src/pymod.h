@@ -89,6 +89,7 @@ PyObject *fn_oom_begin(PyObject *m, PyObject *unused);
 PyObject *fn_gpu_capture_pause(PyObject *m, PyObject *unused);
 PyObject *fn_gpu_capture_resume(PyObject *m, PyObject *unused);
 PyObject *fn_gpu_capture_steps(PyObject *m, PyObject *args);
+PyObject *fn_gpu_capture_on(PyObject *m, PyObject *unused);
 PyObject *fn_strerror(PyObject *m, PyObject *arg);
 PyObject *fn_init(PyObject *m, PyObject *args, PyObject *kwds);
 PyObject *fn_set_collectives(PyObject *m, PyObject *args, PyObject *kwds);

@@ -235,6 +235,13 @@ PyObject *fn_gpu_capture_resume(PyObject *m, PyObject *unused) {
 
 /* gpu_capture_steps(first, count): tprof_gpu_capture_steps; first -1 is TPROF_NEXT_STEP. The
  * library's code is returned, never raised. */
+/* _gpu_capture_on(): tprof_gpu_capture_on, as a bool. */
+PyObject *fn_gpu_capture_on(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return PyBool_FromLong(tprof_gpu_capture_on());
+}
+
 PyObject *fn_gpu_capture_steps(PyObject *m, PyObject *args) {
     (void)m;
     long long first;

@@ -35,6 +35,15 @@ file (docs/python.md, "trainprof.torch"):
   ``torch._C._cuda_memoryStats`` call each (``memory_stats`` where torch lacks it); nothing
   that changes the allocator's state (its peaks stay the job's). ``TRAINPROF_MEMORY=0``
   turns it off;
+- **module detail** in the steps the GPU capture plan chose (``auto``: the first steps, then
+  five every thousand; an on-demand window; ``tprof_gpu_capture_on``): a range
+  ``nn.Module: NAME`` around the forward of each of the model's modules down to
+  ``_MODULE_DEPTH`` names below it (``decoder.layers.3``: wrappers with one child and no
+  parameters of their own, as DDP and Megatron-LM's Float16Module, are looked through; the
+  model itself goes by its class name, ``GPTModel``, for its own code), with
+  an allocator sample at its begin and end, so the report names the module where a step's
+  peak fell. In every step the name of the innermost module whose forward runs is kept (a
+  list append and pop per module call) for the OOM post-mortem (``memory.oom.module``);
 - **the OOM post-mortem**: an observer on the allocator's out-of-memory path writes a
   ``cuda.oom`` mark, a sample, the ``memory.oom.*`` metadata (request, free and total, step
   and phase, the largest live allocations, the largest free block) and PyTorch's memory
@@ -130,6 +139,8 @@ def _ensure_step():
     if not _S.in_step:
         _S.in_step = True
         _tp.step_begin(_S.step)
+        # the plan switches as the step begins (core/kwindow.c)
+        _D.detail = _M.on and _D.balanced and _tp._gpu_capture_on()
 
 
 def _end_step():
@@ -191,6 +202,10 @@ _MEM_STATS = (
     ("cuda.memory_frees", ("allocation", "all", "freed")),
     ("cuda.memory_ooms", ("num_ooms",)),
 )
+_MODULE_DEPTH = 3      # names below the model that get module detail ("decoder.layers.3"):
+                       # a few dozen modules per forward, at one sample each way (17 us on an
+                       # H200 host) a few ms per step, paid in the plan's steps only
+_MODULE_PREFIX = "nn.Module: "  # the ranges' names, as torch.profiler names module events
 _OOM_TOP = 10          # live allocations named in memory.oom.top
 _OOM_TOP_BYTES = 3500  # memory.oom.top stays under this (metadata values: 4000 at most)
 
@@ -205,6 +220,61 @@ class _Mem:
 
 
 _M = _Mem()
+
+
+class _Mods:
+    def __init__(self):
+        self.names = {}         # id(module) -> range name, for the models' modules (_mod_names)
+        self.roots = set()      # id() of the models whose modules are named
+        self.detail = False     # this step is one of the plan's: ranges and samples per module
+        self.balanced = False   # the forward post hook runs even when forward raises
+
+
+_D = _Mods()
+_mod_tls = threading.local()  # .stack: (range name, pushed) of the module forwards running
+
+
+def _mod_names(model):
+    """Names the modules of an instrumented model, once: the model's wrappers (one child, no
+    parameters of their own) are looked through, then every module down to _MODULE_DEPTH
+    names below gets its range name."""
+    _D.roots.add(id(model))
+    if not _D.balanced:
+        return  # without always_call a raising forward would leave a range open
+    try:
+        m = model
+        for _ in range(8):
+            kids = list(m.children())
+            if len(kids) != 1 or any(True for _ in m.parameters(recurse=False)):
+                break
+            m = kids[0]
+        # the model's own code (Megatron-LM's GPTModel computes its loss outside any child)
+        # goes by its class name
+        _D.names.setdefault(id(m), _MODULE_PREFIX + type(m).__name__)
+        for name, sub in m.named_modules():
+            if name and name.count(".") < _MODULE_DEPTH:
+                _D.names.setdefault(id(sub), _MODULE_PREFIX + name)
+    except Exception:
+        pass
+
+
+def _mod_enter(name):
+    st = getattr(_mod_tls, "stack", None)
+    if st is None:
+        st = _mod_tls.stack = []
+    detail = _D.detail
+    st.append((name, detail))
+    if detail:
+        _tp.push(name)
+        _mem_sample()
+
+
+def _mod_leave(name):
+    st = getattr(_mod_tls, "stack", None)
+    if st and st[-1][0] == name:
+        if st.pop()[1]:
+            _mem_sample()
+            _tp.pop()
 
 
 def _mem_enable(torch):
@@ -342,6 +412,9 @@ def _oom(device, alloc, total, free):
             meta("memory.oom.reserved_bytes", str(int(_stat(stats, _MEM_STATS[1][1]))))
         meta("memory.oom.step", str(_S.step))
         meta("memory.oom.phase", _M.phases[-1] if _M.phases else "other")
+        st = getattr(_mod_tls, "stack", None)
+        if st:
+            meta("memory.oom.module", st[-1][0][len(_MODULE_PREFIX):])
         meta("memory.oom.count", str(n))
         _tp.flush()  # the rank file exists now: the snapshot goes beside it
         try:
@@ -525,9 +598,17 @@ def _fwd_pre(module, inputs):
         _ensure_step()
         _tp.push("forward")
         _phase_in("forward")
+        if id(module) not in _D.roots:
+            _mod_names(module)
+    name = _D.names.get(id(module))
+    if name is not None:
+        _mod_enter(name)
 
 
 def _fwd_post(module, inputs, output):
+    name = _D.names.get(id(module))
+    if name is not None:
+        _mod_leave(name)
     if _is_model(module):
         _phase_out()
         _tp.pop()
@@ -547,6 +628,9 @@ def _module_hooks():
     mm.register_module_forward_pre_hook(_fwd_pre)
     try:  # torch 2.1+: the post hook runs even when forward raises
         mm.register_module_forward_hook(_fwd_post, always_call=True)
+        _D.balanced = True
+        if _S.in_step:  # the model was found inside a step: module detail from now on
+            _D.detail = _M.on and _tp._gpu_capture_on()
     except TypeError:
         mm.register_module_forward_hook(_fwd_post)
 

@@ -1,7 +1,7 @@
 /*
  * memory.c — the memory timeline of a rank, its fragmentation and the out-of-memory
  * post-mortem (memory.h), computed from the records of docs/report-json.md ("Memory") into
- * tp_memory_result, and written to the document and the text from that struct.
+ * tp_memory_result, and written to the document from that struct (the text: memory_text.c).
  *
  * Peaks from samples. Between two consecutive samples i-1 and i lies an interval; the
  * allocator's max_memory_allocated reading r_i is its peak since the job's last reset
@@ -163,6 +163,71 @@ static int collect_phases(const tp_process *p, size_t t, phase_span **out, size_
     return TPROF_OK;
 }
 
+/* trainprof.torch's module ranges ("nn.Module: NAME", taken around the model's modules in
+ * the steps of the GPU capture plan, docs/python.md) of thread t, by start, each with the
+ * index of the innermost module range around it (-1: none). */
+typedef struct module_span {
+    uint64_t s, e;
+    const char *name; /* after the prefix, into the run */
+    long parent;
+} module_span;
+
+static int by_module_span(const void *a, const void *b) {
+    const module_span *x = a, *y = b;
+    if (x->s != y->s) return x->s < y->s ? -1 : 1;
+    return x->e > y->e ? -1 : x->e < y->e; /* the outer one first */
+}
+
+static int collect_modules(const tp_process *p, size_t t, module_span **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (t >= p->nthreads) return TPROF_OK;
+    const tp_thread *th = &p->threads[t];
+    const size_t plen = sizeof TP_MODULE_RANGE_PREFIX - 1;
+    size_t len = 0;
+    for (size_t j = 0; j < th->nranges; j++)
+        len += tp_module_range(th->ranges[j].name) && th->ranges[j].end >= th->ranges[j].start;
+    if (!len) return TPROF_OK;
+    module_span *v = malloc(len * sizeof *v);
+    long *stack = malloc(len * sizeof *stack);
+    if (!v || !stack) {
+        free(v);
+        free(stack);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    size_t k = 0;
+    for (size_t j = 0; j < th->nranges; j++) {
+        const tp_range *r = &th->ranges[j];
+        if (tp_module_range(r->name) && r->end >= r->start)
+            v[k++] = (module_span){r->start, r->end, r->name + plen, -1};
+    }
+    qsort(v, k, sizeof *v, by_module_span);
+    size_t depth = 0; /* the spans open around v[i]: ranges of one thread nest */
+    for (size_t i = 0; i < k; i++) {
+        while (depth && !(v[stack[depth - 1]].e >= v[i].e)) depth--;
+        v[i].parent = depth ? stack[depth - 1] : -1;
+        stack[depth++] = (long)i;
+    }
+    free(stack);
+    *out = v;
+    *n = k;
+    return TPROF_OK;
+}
+
+/* The innermost module span that holds all of [a, b], or NULL. The last span to start at
+ * or before a has every span around a among its own enclosing spans (they nest). */
+static const char *module_of(const module_span *v, size_t n, uint64_t a, uint64_t b) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].s <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    for (long i = (long)lo - 1; i >= 0; i = v[i].parent)
+        if (v[i].e >= b) return v[i].name;
+    return NULL;
+}
+
 /* The phase that covers most of (a, b]; PH_OTHER when none does. Spans are sorted by start;
  * phase ranges do not nest into each other in practice, so the scan starts after the last
  * span that ended before a (a linear pass over the intervals in time order). */
@@ -255,6 +320,10 @@ typedef struct step_acc {
     size_t samples;
     int has_start, phase_of_exact;
     double start_alloc, start_resv, best_exact;
+    const char *module_of_exact;  /* the module span around the exact peak's interval */
+    int has_top;                  /* the step's largest allocated sample: */
+    double top_alloc;
+    const char *top_module;       /* the module span it was taken in, or NULL */
     int has_dev;
     double dev_peak;
 } step_acc;
@@ -309,7 +378,7 @@ static int device_peaks(tp_memory_result *out, const tp_process *p, const tp_ste
 
 /* The intervals of the samples into their steps' accumulators. */
 static void intervals_into_steps(const sample *v, size_t n, const tp_steps *s, const phase_span *ph,
-                                 size_t nph, step_acc *acc) {
+                                 size_t nph, const module_span *md, size_t nmd, step_acc *acc) {
     size_t from = 0;
     int after_last = 0;
     for (size_t i = 0; i < n; i++) {
@@ -333,19 +402,25 @@ static void intervals_into_steps(const sample *v, size_t n, const tp_steps *s, c
             if (pa.bound == TP_MEM_EXACT && (a->phase_of_exact == 0 || pa.bytes > a->best_exact)) {
                 a->best_exact = pa.bytes;
                 a->phase_of_exact = phase + 1;
+                a->module_of_exact = module_of(md, nmd, v[i - 1].ts, v[i].ts);
             }
+        }
+        if ((v[i].has & 1u << M_ALLOC) && (!a->has_top || v[i].v[M_ALLOC] > a->top_alloc)) {
+            a->has_top = 1;
+            a->top_alloc = v[i].v[M_ALLOC];
+            a->top_module = module_of(md, nmd, v[i].ts, v[i].ts);
         }
         if (pr.has) acc_add(&a->resv, pr.bound, pr.bytes);
     }
 }
 
 static int steps_result(tp_memory_result *out, const sample *v, size_t n, const tp_steps *s,
-                        const phase_span *ph, size_t nph, uint64_t complete_until,
-                        const tp_process *p) {
+                        const phase_span *ph, size_t nph, const module_span *md, size_t nmd,
+                        uint64_t complete_until, const tp_process *p) {
     if (!s->nsteps) return TPROF_OK;
     step_acc *acc = calloc(s->nsteps, sizeof *acc);
     if (!acc) return TPROF_ERR_NO_MEMORY;
-    intervals_into_steps(v, n, s, ph, nph, acc);
+    intervals_into_steps(v, n, s, ph, nph, md, nmd, acc);
     if (device_peaks(out, p, s, acc, complete_until) != TPROF_OK) {
         free(acc);
         return TPROF_ERR_NO_MEMORY;
@@ -371,7 +446,14 @@ static int steps_result(tp_memory_result *out, const sample *v, size_t n, const 
         r->reserved = acc_peak(&a->resv);
         if (r->allocated.has && r->allocated.bound == TP_MEM_EXACT && a->phase_of_exact &&
             a->best_exact == r->allocated.bytes)
+        {
             r->peak_phase = k_phases[a->phase_of_exact - 1];
+            r->peak_module = a->module_of_exact;
+        }
+        if (a->has_top && a->top_module) {
+            r->top_sample_module = a->top_module;
+            r->top_sample_bytes = a->top_alloc;
+        }
         for (size_t k = 0; k < TP_MEM_NPHASES; k++) r->phase_allocated[k] = acc_peak(&a->phase[k]);
         r->has_device_peak = a->has_dev;
         r->device_peak_bytes = a->dev_peak;
@@ -547,6 +629,8 @@ static int oom_result(tp_mem_oom *o, const tp_process *p) {
     }
     o->source = tp_meta(p, "memory.oom.source");
     o->phase = tp_meta(p, "memory.oom.phase");
+    o->module = tp_meta(p, "memory.oom.module");
+    if (o->module && !*o->module) o->module = NULL;
     o->snapshot = tp_meta(p, "memory.oom.snapshot");
     if (o->snapshot && !*o->snapshot) o->snapshot = NULL;
     if (o->snapshot && !plain_file_name(o->snapshot)) {
@@ -612,13 +696,15 @@ int tp_memory_compute(tp_memory_result *out, const tp_process *p, const tp_steps
     sample *v = NULL;
     size_t n = 0;
     phase_span *ph = NULL;
-    size_t nph = 0;
+    size_t nph = 0, nmd = 0;
+    module_span *md = NULL;
     int rc = collect_samples(p, &v, &n);
     if (rc == TPROF_OK) rc = collect_phases(p, s->nsteps ? s->thread : SIZE_MAX, &ph, &nph);
+    if (rc == TPROF_OK && s->nsteps) rc = collect_modules(p, s->thread, &md, &nmd);
     if (rc == TPROF_OK) rc = oom_result(&out->oom, p);
     out->samples = n;
     if (rc == TPROF_OK && (n || out->oom.present))
-        rc = steps_result(out, v, n, s, ph, nph, complete_until_ns, p);
+        rc = steps_result(out, v, n, s, ph, nph, md, nmd, complete_until_ns, p);
     if (rc == TPROF_OK) {
         oom_recovered(&out->oom, p, s);
         oom_growth(out);
@@ -636,6 +722,7 @@ int tp_memory_compute(tp_memory_result *out, const tp_process *p, const tp_steps
     out->present = n > 0 || out->oom.present;
     free(v);
     free(ph);
+    free(md);
     return rc;
 }
 
@@ -672,6 +759,12 @@ static cJSON *step_json(const tp_mem_step_result *r) {
         peak_json(e, "peak_allocated_bytes", "peak_allocated_bound", &r->allocated);
         peak_json(e, "peak_reserved_bytes", "peak_reserved_bound", &r->reserved);
         if (r->peak_phase) cJSON_AddStringToObject(e, "peak_phase", r->peak_phase);
+        if (r->peak_module) cJSON_AddStringToObject(e, "peak_module", r->peak_module);
+        if (r->top_sample_module) {
+            cJSON *t = cJSON_AddObjectToObject(e, "largest_sample");
+            cJSON_AddNumberToObject(t, "allocated_bytes", r->top_sample_bytes);
+            cJSON_AddStringToObject(t, "module", r->top_sample_module);
+        }
         cJSON *ph = cJSON_AddObjectToObject(e, "phases");
         for (size_t k = 0; k < TP_MEM_NPHASES; k++) {
             const tp_mem_peak *pk = &r->phase_allocated[k];
@@ -691,6 +784,7 @@ static void oom_json(cJSON *m, const tp_mem_oom *o) {
     if (o->has_time) cJSON_AddNumberToObject(j, "at_s", o->at_s);
     if (o->has_step) cJSON_AddNumberToObject(j, "step", o->step);
     if (o->phase) cJSON_AddStringToObject(j, "phase", o->phase);
+    if (o->module) cJSON_AddStringToObject(j, "module", o->module);
     if (o->has_growth) {
         cJSON *g = cJSON_AddObjectToObject(j, "growth");
         if (g) {
@@ -781,140 +875,4 @@ void tp_memory_json(cJSON *rank, const tp_memory_result *m) {
         cJSON_AddItemToArray(st, step_json(&m->steps[i]));
     if (from) cJSON_AddNumberToObject(j, "steps_left_out", (double)from);
     if (m->oom.present) oom_json(j, &m->oom);
-}
-
-/* bytes as GiB, or MiB under one GiB */
-static const char *human(double b, char *buf, size_t n) {
-    if (fabs(b) >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
-    else snprintf(buf, n, "%.1f MiB", b / 1048576.0);
-    return buf;
-}
-
-static const char *peak_str(const tp_mem_peak *pk, char *buf, size_t n) {
-    if (!pk->has || n < 8) return "-";
-    const char *pre = pk->bound == TP_MEM_AT_MOST ? "≤ " : pk->bound == TP_MEM_AT_LEAST ? "≥ " : "";
-    size_t l = strlen(pre);
-    memcpy(buf, pre, l + 1);
-    human(pk->bytes, buf + l, n - l);
-    return buf;
-}
-
-void tp_memory_oom_line(const tp_mem_oom *o, char *buf, size_t n) {
-    char a[32], b[32], c[32], d[32], e[32], f[32];
-    size_t l = 0;
-    buf[0] = 0;
-#define PUT(...) (l < n ? (void)(l += (size_t)snprintf(buf + l, n - l, __VA_ARGS__)) : (void)0)
-    if (o->has_step) PUT("step %.0f", o->step);
-    if (o->phase) PUT("%s(%s)", l ? " " : "phase ", o->phase);
-    if (o->has_request) PUT("%srequest %s", l ? ": " : "", human(o->request_bytes, a, sizeof a));
-    if (o->has_free) PUT("%s%s free", l ? ", " : "", human(o->free_bytes, b, sizeof b));
-    if (o->has_total)
-        PUT("%s%s", o->has_free ? " of " : l ? ", total " : "total ",
-            human(o->total_bytes, c, sizeof c));
-    if (o->has_allocated) PUT("; allocated %s", human(o->allocated_bytes, d, sizeof d));
-    if (o->has_reserved) PUT(", reserved %s", human(o->reserved_bytes, e, sizeof e));
-    if (o->has_largest_free)
-        PUT(", largest free block %s", human(o->largest_free_block_bytes, f, sizeof f));
-#undef PUT
-}
-
-static void oom_text(FILE *f, const tp_mem_oom *o) {
-    char line[512];
-    tp_memory_oom_line(o, line, sizeof line);
-    if (o->recovered) {
-        fputs("    a device allocation failed", f);
-        if (o->has_time) fprintf(f, " at %.3f s", o->at_s);
-        fputs(" (", f);
-        tp_text_put(f, line, 400, 0);
-        fprintf(f, ") and the program carried on for %zu more steps: not an out-of-memory end "
-                "(a caching allocator frees its cache and retries)\n", o->steps_after);
-        return;
-    }
-    fprintf(f, "    OUT OF MEMORY (%s", o->source ? o->source : "?");
-    if (o->has_device) fprintf(f, ", device %.0f", o->device);
-    if (o->has_time) fprintf(f, ", at %.3f s", o->at_s);
-    fputs("): ", f);
-    tp_text_put(f, line, 400, 0);
-    fputc('\n', f);
-    if (o->has_growth) {
-        char g[32], a[32];
-        fprintf(f, "    allocated %s%s since step %.0f began (%s then)\n",
-                o->growth_bytes < 0 ? "-" : "+",
-                human(fabs(o->growth_bytes), g, sizeof g), o->growth_step,
-                human(o->growth_from_bytes, a, sizeof a));
-    }
-    if (o->has_count && o->count > 1)
-        fprintf(f, "    %.0f OOMs in the process; the first\n", o->count);
-    for (size_t i = 0; i < o->ntop; i++) {
-        char h[32];
-        if (!i) fputs("    largest live allocations:\n", f);
-        fprintf(f, "      %10s  stream %-4.0f ", human(o->top[i].bytes, h, sizeof h),
-                o->top[i].stream);
-        tp_text_put(f, *o->top[i].frames ? o->top[i].frames : "(no history recorded)", 160, 0);
-        fputc('\n', f);
-    }
-    if (o->snapshot) {
-        fputs("    snapshot (beside the rank file): ", f);
-        tp_text_put(f, o->snapshot, 200, 0);
-        fputs("; open: python -m torch.cuda._memory_viz trace_plot ", f);
-        tp_text_put(f, o->snapshot, 200, 0);
-        fputs(" -o out.html (or drop it on https://pytorch.org/memory_viz)\n", f);
-    } else if (o->snapshot_unusable) {
-        fputs("    snapshot: its name in the rank file is not a plain file name; not shown\n", f);
-    }
-}
-
-void tp_memory_text(FILE *f, const tp_memory_result *m) {
-    if (!m->present) return;
-    char a[32], b[32], c[32];
-    fprintf(f, "  memory (CUDA caching allocator");
-    if (m->has_device) fprintf(f, ", device %u", m->device);
-    fprintf(f, ", %zu samples", m->samples);
-    if (m->has_capacity)
-        fprintf(f, ", capacity %s from %s", human(m->capacity_bytes, a, sizeof a),
-                m->capacity_source);
-    fputs(")\n", f);
-    if (m->oom.present) oom_text(f, &m->oom);
-    if (m->peak_allocated.has || m->peak_reserved.has) {
-        fprintf(f, "    peak allocated %s", peak_str(&m->peak_allocated, a, sizeof a));
-        if (m->has_shares) fprintf(f, " (%.1f %% of capacity)", 100 * m->peak_allocated_share);
-        fprintf(f, ", reserved %s", peak_str(&m->peak_reserved, b, sizeof b));
-        if (m->has_shares)
-            fprintf(f, " (%.1f %%), headroom %s", 100 * m->peak_reserved_share,
-                    human(m->headroom_bytes, c, sizeof c));
-        fputc('\n', f);
-    }
-    if (m->has_fragmentation) {
-        fprintf(f, "    fragmentation at the sampled peak %.1f %% (allocated %s of %s reserved",
-                100 * m->fragmentation, human(m->frag_allocated_bytes, a, sizeof a),
-                human(m->frag_reserved_bytes, b, sizeof b));
-        if (m->has_inactive_split)
-            fprintf(f, "; inactive split %s", human(m->inactive_split_bytes, c, sizeof c));
-        fputs(")\n", f);
-    }
-    if (m->has_alloc_retries || m->has_ooms) {
-        fputs("   ", f);
-        if (m->has_alloc_retries) fprintf(f, " allocation retries %.0f", m->alloc_retries);
-        if (m->has_ooms) fprintf(f, "%s OOMs %.0f", m->has_alloc_retries ? ";" : "", m->ooms);
-        fputc('\n', f);
-    }
-    if (!m->nsteps) return;
-    /* the first and last steps: where growth shows */
-    fprintf(f, "    %8s  %14s %14s %14s %s\n", "step", "start alloc", "peak alloc", "peak reserved",
-            "peak phase");
-    for (size_t i = 0; i < m->nsteps; i++) {
-        if (m->nsteps > 12 && i == 5) fprintf(f, "    %8s (%zu steps)\n", "...", m->nsteps - 10);
-        if (m->nsteps > 12 && i >= 5 && i < m->nsteps - 5) continue;
-        const tp_mem_step_result *r = &m->steps[i];
-        char d[32], e[32];
-        /* "≤ " and "≥ " take 4 bytes for 2 columns: the width is in bytes */
-        const char *pa = peak_str(&r->allocated, d, sizeof d);
-        const char *pr = peak_str(&r->reserved, e, sizeof e);
-        fprintf(f, "    %8.0f%s %14s %*s %*s %s\n", r->step, r->warmup ? "w" : " ",
-                r->has_start ? human(r->start_allocated_bytes, a, sizeof a) : "-",
-                r->allocated.has && r->allocated.bound != TP_MEM_EXACT ? 16 : 14, pa,
-                r->reserved.has && r->reserved.bound != TP_MEM_EXACT ? 16 : 14, pr,
-                r->peak_phase ? r->peak_phase : "-");
-    }
-    fputs("    (≤: a bound, the allocator's peak did not change in the step; w: warm-up)\n", f);
 }

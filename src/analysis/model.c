@@ -81,6 +81,7 @@ static int nesting(tp_thread *t) {
     qsort_r(idx, n, sizeof *idx, cmp_by_start, t->ranges);
     for (size_t i = 0; i < n; i++) {
         tp_range *r = &t->ranges[idx[i]];
+        if (tp_module_range(r->name)) continue; /* transparent: model.h */
         while (sp && t->ranges[stk[sp - 1]].end < r->end) {
             const tp_range *top = &t->ranges[stk[--sp]];
             nest_slot(tab, cap - 1, top->name, top->domain)->count--;

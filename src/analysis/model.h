@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "format/format.h"
 
@@ -33,6 +34,16 @@ enum {
     TP_R_NESTED_SAME = 4, /* inside a range of the same name and domain (recursion): its
                            * time is already in that ancestor's inclusive time */
 };
+
+/* trainprof.torch's module-detail ranges ("nn.Module: decoder.layers.3", in the GPU capture
+ * plan's steps only: python/trainprof/torch.py): instrumentation around work already inside
+ * a phase, so they are transparent to exclusive time and left out of the per-step range
+ * tables (present in a few steps, a per-step figure of them would be off by the plan's
+ * ratio); the memory analysis names peaks with them. */
+#define TP_MODULE_RANGE_PREFIX "nn.Module: "
+static inline int tp_module_range(const char *name) {
+    return name && !strncmp(name, TP_MODULE_RANGE_PREFIX, sizeof TP_MODULE_RANGE_PREFIX - 1);
+}
 
 typedef struct tp_range {
     const char *name;

@@ -463,7 +463,7 @@ static int scan_range(range_scan *sc, const tp_range *r, const tp_report_opts *o
         return 0;
     }
     uint64_t in = meas ? tp_steps_overlap(meas, nm, r->start, r->end) : dur;
-    if (pass == 0 && in) {
+    if (pass == 0 && in && !tp_module_range(r->name)) {
         agg *a = agg_get(&sc->tab, r->name, r->domain);
         if (a) {
             /* exclusive time is the synchronous nesting's: a start/end range (a timer,

@@ -43,6 +43,13 @@ typedef struct tp_mem_step_result {
     tp_mem_peak allocated, reserved;
     const char *peak_phase;      /* the phase whose interval set an exact allocated peak, or
                                   * NULL (static) */
+    const char *peak_module;     /* with peak_phase: the model's innermost module (a name
+                                  * under the model, "decoder.layers.3") whose forward held
+                                  * that whole interval, or NULL (into the run) */
+    const char *top_sample_module; /* the module the step's largest allocated sample was
+                                  * taken in (module detail: steps of the GPU capture plan),
+                                  * or NULL (into the run); top_sample_bytes is that sample */
+    double top_sample_bytes;
     tp_mem_peak phase_allocated[TP_MEM_NPHASES];
     int has_device_peak;         /* CUPTI's device allocations, complete over the step: */
     double device_peak_bytes;    /* the largest sum live in it */
@@ -66,6 +73,8 @@ typedef struct tp_mem_oom {
     int has_device, has_step;
     double device, step;
     const char *phase;           /* into the run, or NULL */
+    const char *module;          /* the model's innermost module whose forward was running
+                                  * (memory.oom.module), or NULL (into the run) */
     const char *snapshot;        /* file name beside the rank file (into the run), or NULL */
     int snapshot_unusable;       /* memory.oom.snapshot was no plain file name: not shown */
     int has_count;

@@ -321,6 +321,10 @@ int tprof_gpu_capture_steps(uint64_t first, uint64_t count) {
     return tprof__kwin_demand(first, count, 0);
 }
 
+int tprof_gpu_capture_on(void) {
+    return tprof_enabled() && atomic_load(&g_state) != KW_NONE && atomic_load(&g_cap);
+}
+
 int tprof__kwin_progress(uint64_t *step, uint64_t *step_ns) {
     uint64_t c = atomic_load(&g_cur);
     *step = c ? c - 1 : 0;

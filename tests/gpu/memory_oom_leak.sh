@@ -12,6 +12,7 @@ TP=${TP:-trainprof}
 O=${1:?usage: memory_oom_leak.sh OUTDIR [MEGATRON_DIR]}
 MEG=${2:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$O"
 for m in grow leak; do
     rm -rf "$O/$m"
     "$TP" run --python --quiet -o "$O/$m" -- python3 "$HERE/memory_jobs.py" $m > "$O/$m.log" 2>&1
@@ -24,16 +25,13 @@ for m in grow leak; do
 done
 if [ -n "$MEG" ]; then
     rm -rf "$O/megatron"
+    # the benches' configuration (bench/megatron_args.txt) with a micro-batch that does not
+    # fit: argparse keeps the last value of a repeated option
+    args="$(grep -v '^#' "$HERE/../../bench/megatron_args.txt") --micro-batch-size 512
+        --global-batch-size 512 --train-iters 5"
     (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout 300 "$TP" run --python --quiet \
         -o "$O/megatron" -- torchrun --nproc_per_node=1 \
-        --master_port=$((29500 + RANDOM % 1000)) pretrain_gpt.py --mock-data \
-        --tokenizer-type NullTokenizer --vocab-size 32000 --transformer-impl local --bf16 \
-        --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 \
-        --max-position-embeddings 1024 --micro-batch-size 512 --global-batch-size 512 \
-        --train-iters 5 --lr 1e-4 --log-interval 1 --eval-iters 0 --eval-interval 100000 \
-        --no-gradient-accumulation-fusion --no-masked-softmax-fusion \
-        --no-bias-dropout-fusion --no-bias-gelu-fusion --no-persist-layer-norm \
-        --distributed-backend nccl --seed 1234) > "$O/megatron.log" 2>&1
+        --master_port=$((29500 + RANDOM % 1000)) pretrain_gpt.py $args) > "$O/megatron.log" 2>&1
     echo "megatron: exit status $?; $(grep -c OutOfMemoryError "$O/megatron.log") OutOfMemoryError lines"
     "$TP" report "$O/megatron" > "$O/megatron.txt" 2>&1
     head -8 "$O/megatron.txt"

@@ -126,8 +126,26 @@ def install(nested=True):
                 h(self, args, out)
             return out
 
-        def parameters(self):
-            return list(getattr(self, "params", []))
+        def __setattr__(self, name, value):
+            # submodules register as attributes do in torch (Module.__setattr__ -> _modules)
+            if isinstance(value, Module):
+                self.__dict__.setdefault("_modules", {})[name] = value
+            object.__setattr__(self, name, value)
+
+        def children(self):
+            return list(self.__dict__.get("_modules", {}).values())
+
+        def named_modules(self, prefix=""):
+            yield prefix, self
+            for name, m in self.__dict__.get("_modules", {}).items():
+                yield from m.named_modules(prefix + "." + name if prefix else name)
+
+        def parameters(self, recurse=True):
+            own = list(getattr(self, "params", []))
+            if recurse:
+                for m in self.children():
+                    own += m.parameters()
+            return own
 
     module_mod = types.SimpleNamespace(
         register_module_forward_pre_hook=lambda h: pre_hooks.append(h),

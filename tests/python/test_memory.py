@@ -94,9 +94,10 @@ def run(name, nested=True, oom_at=None, broken_snapshot=False, **env):
     d = tphelp.workdir(name)
     code = LOOP % {"here": tphelp.HERE, "nested": nested, "oom_at": oom_at,
                    "broken_snapshot": broken_snapshot}
-    # no periodic flush: what the file holds was flushed on purpose
+    # no periodic flush: what the file holds was flushed on purpose; no step of the capture
+    # plan, so no module detail: the samples are those of the phase boundaries
     env = dict({"TRAINPROF_COMPRESS": "0", "TRAINPROF_FLUSH_MS": "600000",
-                "TRAINPROF_SAMPLE_HZ": "0"}, **env)
+                "TRAINPROF_SAMPLE_HZ": "0", "TRAINPROF_GPU_CAPTURE": "off"}, **env)
     p = tphelp.run_child(code, d, env=env)
     files = tphelp.rank_files(d)
     recs = tphelp.rank_records(os.path.join(d, files[0])) if len(files) == 1 else None
@@ -250,6 +251,127 @@ class OomTest(unittest.TestCase):
         self.assertNotIn("memory.oom.snapshot", m)
         self.assertNotIn("memory.oom.top", m)
         self.assertEqual(written(d), files)
+
+
+# Module detail: a wrapper (one child, no parameters: looked through) around a net of embed,
+# blocks.0 and blocks.1 (each an mlp holding an fc, four names deep: below the depth) and head.
+# Each leaf keeps 1 MiB of activations; in step 1 blocks.0's fc makes a 50 MiB transient (a
+# new high of the allocator's peak, inside blocks.0.mlp); in step 2 head asks for 100 MiB
+# more than the 80 MiB device has. The plan chooses step 1 only (TRAINPROF_GPU_CAPTURE=1-1).
+MODULES = r"""
+import os, signal, sys
+sys.path.insert(0, %(here)r)
+import faketorch
+torch = faketorch.install(nested=True)
+A, MiB = torch.A, 1 << 20
+import trainprof.torch as tt
+acts = []
+
+class Leaf(torch.nn.Module):
+    def __init__(self, peak=False, oom=False):
+        self.peak, self.oom = peak, oom
+    def forward(self, x):
+        A.alloc(1 * MiB)
+        acts.append(1)
+        if self.peak and x == 1:
+            A.alloc(50 * MiB)
+            A.free(50 * MiB)
+        if self.oom and x == 2:
+            A.alloc(100 * MiB)
+        return x
+
+class Mlp(torch.nn.Module):
+    def __init__(self, peak):
+        self.fc = Leaf(peak=peak)
+    def forward(self, x):
+        return self.fc(x)
+
+class Block(torch.nn.Module):
+    def __init__(self, peak):
+        self.mlp = Mlp(peak)
+    def forward(self, x):
+        return self.mlp(x)
+
+class Blocks(torch.nn.Module):  # a container, never called itself (as nn.ModuleList)
+    pass
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        self.params = [object()]
+        self.embed = Leaf()
+        self.blocks = Blocks()
+        setattr(self.blocks, "0", Block(True))
+        setattr(self.blocks, "1", Block(False))
+        self.head = Leaf(oom=True)
+    def forward(self, x):
+        x = self.embed(x)
+        x = getattr(self.blocks, "0")(x)
+        x = getattr(self.blocks, "1")(x)
+        return self.head(x)
+
+class Wrapper(torch.nn.Module):
+    def __init__(self, m):
+        self.module = m
+    def forward(self, x):
+        return self.module(x)
+
+model = Wrapper(Net())
+opt = torch.optim.Optimizer(model.parameters())
+opt.do_step = lambda: None
+assert tt.instrument(model=model, optimizer=opt)
+torch.cuda.init()
+def bw():
+    A.free(len(acts) * MiB)
+    del acts[:]
+try:
+    for x in range(3):
+        model(x)
+        torch.autograd.backward(bw)
+        opt.step()
+except torch.cuda.OutOfMemoryError as e:
+    print("caught", type(e).__name__, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+class ModuleDetailTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = tphelp.workdir("memory-modules")
+        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_FLUSH_MS": "600000",
+               "TRAINPROF_SAMPLE_HZ": "0", "TRAINPROF_GPU_CAPTURE": "1-1"}
+        cls.p = tphelp.run_child(MODULES % {"here": tphelp.HERE}, cls.d, env=env)
+        cls.files = tphelp.rank_files(cls.d)
+
+    def test_job_error_unchanged(self):
+        self.assertEqual(self.p.returncode, -9, self.p.stderr)
+        self.assertEqual(self.p.stdout.splitlines()[-1], "caught OutOfMemoryError")
+
+    def test_ranges_in_the_plans_step_only(self):
+        ev = tphelp.chrome(self.d)
+        mods = sorted(e["name"] for e in ev if e.get("ph") == "X"
+                      and e.get("name", "").startswith("nn.Module: "))
+        # step 1 only (steps 0 and 2 ran the same modules), each module once, none deeper
+        # than the depth (blocks.N.mlp.fc); the wrapper looked through, the net by its class
+        self.assertEqual(mods, ["nn.Module: " + n for n in sorted(
+            ["Net", "embed", "blocks.0", "blocks.0.mlp", "blocks.1", "blocks.1.mlp", "head"])])
+
+    def test_peak_module(self):
+        rep = tphelp.report(self.d)
+        (rank,) = rep["ranks"]
+        steps = {s["step"]: s for s in rank["memory"]["steps"]}
+        # step 1: the allocator's peak rose inside blocks.0.mlp (its fc is below the depth)
+        self.assertEqual(steps[1]["peak_allocated_bound"], "exact")
+        self.assertEqual(steps[1]["peak_allocated_bytes"], 52 * MiB)
+        self.assertEqual(steps[1]["peak_phase"], "forward")
+        self.assertEqual(steps[1]["peak_module"], "blocks.0.mlp")
+        self.assertNotIn("peak_module", steps[0])
+        self.assertNotIn("largest_sample", steps[0])
+
+    def test_oom_module(self):
+        m = tphelp.rank_records(os.path.join(self.d, self.files[0]))["meta"]
+        self.assertEqual((m.get("memory.oom.step"), m.get("memory.oom.phase"),
+                          m.get("memory.oom.module")), ("2", "forward", "head"))
 
 
 class SnapshotWriteTest(unittest.TestCase):
