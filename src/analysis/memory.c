@@ -214,6 +214,11 @@ static int collect_modules(const tp_process *p, size_t t, module_span **out, siz
     return TPROF_OK;
 }
 
+/* How many enclosing spans a lookup climbs: trainprof.torch nests module ranges at most
+ * _MODULE_DEPTH + 1 deep (more only where a module calls itself), so a longer climb is a
+ * hostile file, which gets no module rather than a lookup as long as its nesting. */
+#define MODULE_CLIMB 64
+
 /* The innermost module span that holds all of [a, b], or NULL. The last span to start at
  * or before a has every span around a among its own enclosing spans (they nest). */
 static const char *module_of(const module_span *v, size_t n, uint64_t a, uint64_t b) {
@@ -223,7 +228,8 @@ static const char *module_of(const module_span *v, size_t n, uint64_t a, uint64_
         if (v[mid].s <= a) lo = mid + 1;
         else hi = mid;
     }
-    for (long i = (long)lo - 1; i >= 0; i = v[i].parent)
+    long i = (long)lo - 1;
+    for (int climb = 0; i >= 0 && climb < MODULE_CLIMB; climb++, i = v[i].parent)
         if (v[i].e >= b) return v[i].name;
     return NULL;
 }
