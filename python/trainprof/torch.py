@@ -273,6 +273,15 @@ def _mod_name(module):
     return ref.name if ref is not None and ref() is module else None
 
 
+def _range_name(name):
+    """The range name of a module named name: valid UTF-8 with no NUL, as the library reads
+    names, whatever the program named its modules (a lone surrogate, as surrogateescape
+    decodes an undecodable file name, would make push raise inside the job's forward; a NUL
+    would cut the name), those characters written as Python escapes."""
+    s = (_MODULE_PREFIX + name).encode("utf-8", "backslashreplace").decode("utf-8")
+    return s.replace("\0", "\\x00")
+
+
 def _mod_names(model):
     """Names the modules of an instrumented model, once: the model's wrappers (one child, no
     parameters of their own) are looked through, then every module down to _MODULE_DEPTH
@@ -293,10 +302,10 @@ def _mod_names(model):
         # the model's own code (Megatron-LM's GPTModel computes its loss outside any child)
         # goes by its class name
         if _held(_D.names, m) is None:
-            _hold(_D.names, m, _MODULE_PREFIX + type(m).__name__)
+            _hold(_D.names, m, _range_name(type(m).__name__))
         for name, sub in m.named_modules():
             if name and name.count(".") < _MODULE_DEPTH and _held(_D.names, sub) is None:
-                _hold(_D.names, sub, _MODULE_PREFIX + name)
+                _hold(_D.names, sub, _range_name(name))
     except Exception:
         pass
 

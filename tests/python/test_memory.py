@@ -461,6 +461,57 @@ class IdReuseTest(unittest.TestCase):
         self.assertEqual(mods, ["NetA", "a", "b", "NetB", "c", "d", "Holder", "h"])
 
 
+ODD_NAMES = r"""
+import sys
+sys.path.insert(0, %(here)r)
+import faketorch
+torch = faketorch.install(nested=True)
+import trainprof.torch as tt
+
+class Leaf(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+class Net(torch.nn.Module):  # children named as a ModuleDict keyed by undecodable file names
+    def __init__(self):
+        self.params = [object()]
+        setattr(self, "task_\udcff", Leaf())
+        setattr(self, "a\x00b", Leaf())
+    def forward(self, x):
+        for m in self.children():
+            x = m(x)
+        return x
+
+torch.cuda.init()
+opt = torch.optim.Optimizer([])
+opt.do_step = lambda: None
+m = Net()
+assert tt.instrument(model=m, optimizer=opt)
+m(0)
+opt.step()
+print("done")
+"""
+
+
+class OddNamesTest(unittest.TestCase):
+    """A module whose name is no valid UTF-8 (a lone surrogate, as surrogateescape decodes
+    an undecodable file name) or holds a NUL: the job's forward runs as without trainprof,
+    and the range carries the name escaped, whole."""
+
+    def test_escaped(self):
+        d = tphelp.workdir("memory-oddnames")
+        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_SAMPLE_HZ": "0",
+               "TRAINPROF_GPU_CAPTURE": "all"}
+        p = tphelp.run_child(ODD_NAMES % {"here": tphelp.HERE}, d, env=env)
+        self.assertEqual((p.returncode, p.stdout), (0, "done\n"), p.stderr)
+        ev = tphelp.chrome(d)
+        mods = [e["name"] for e in sorted(
+            (e for e in ev if e.get("ph") == "X" and e.get("name", "").startswith("nn.Module: ")),
+            key=lambda e: e["ts"])]
+        self.assertEqual(mods, ["nn.Module: Net", "nn.Module: task_\\udcff",
+                                "nn.Module: a\\x00b"])
+
+
 class SnapshotWriteTest(unittest.TestCase):
     """The snapshot's write interrupted (a KeyboardInterrupt while pickling, as a Ctrl-C
     during a long write) or failing leaves no file: not under the final name, and not the
