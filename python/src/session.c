@@ -233,8 +233,6 @@ PyObject *fn_gpu_capture_resume(PyObject *m, PyObject *unused) {
     return PyLong_FromLong(tprof_gpu_capture_resume());
 }
 
-/* gpu_capture_steps(first, count): tprof_gpu_capture_steps; first -1 is TPROF_NEXT_STEP. The
- * library's code is returned, never raised. */
 /* _gpu_capture_on(): tprof_gpu_capture_on, as a bool. */
 PyObject *fn_gpu_capture_on(PyObject *m, PyObject *unused) {
     (void)m;
@@ -242,6 +240,8 @@ PyObject *fn_gpu_capture_on(PyObject *m, PyObject *unused) {
     return PyBool_FromLong(tprof_gpu_capture_on());
 }
 
+/* gpu_capture_steps(first, count): tprof_gpu_capture_steps; first -1 is TPROF_NEXT_STEP. The
+ * library's code is returned, never raised. */
 PyObject *fn_gpu_capture_steps(PyObject *m, PyObject *args) {
     (void)m;
     long long first;

@@ -224,8 +224,8 @@ _M = _Mem()
 
 class _Mods:
     def __init__(self):
-        self.names = {}         # id(module) -> range name, for the models' modules (_mod_names)
-        self.roots = set()      # id() of the models whose modules are named
+        self.names = {}         # id(module) -> _Held with its range name (_mod_names)
+        self.roots = {}         # id(model) -> _Held, for the models whose modules are named
         self.detail = False     # this step is one of the plan's: ranges and samples per module
         self.balanced = False   # the forward post hook runs even when forward raises
 
@@ -234,11 +234,62 @@ _D = _Mods()
 _mod_tls = threading.local()  # .stack: (range name, pushed) of the module forwards running
 
 
+class _Held(weakref.ref):
+    """An entry of _D.names or _D.roots: a weak reference to the module, under its id() in
+    table (a lookup per module call, never the module's own __hash__), with its range name.
+    An id() is the object's address, which CPython gives to a new object once the module is
+    freed: the entry leaves its table as the module dies (weak reference callbacks run before
+    the memory is freed), and a lookup also checks that the entry still refers to the module
+    called, so a model deleted and a new one made, or any module of no instrumented model,
+    never wears an old module's name."""
+    __slots__ = ("table", "key", "name")
+
+
+def _held_gone(ref):
+    if ref.table.get(ref.key) is ref:
+        ref.table.pop(ref.key, None)
+
+
+def _hold(table, obj, name=None):
+    """Enters obj (weakly) into table under its id(); False when obj takes no weak reference
+    (torch's modules all do)."""
+    try:
+        ref = _Held(obj, _held_gone)
+    except TypeError:
+        return False
+    ref.table, ref.key, ref.name = table, id(obj), name
+    table[ref.key] = ref
+    return True
+
+
+def _held(table, obj):
+    """obj's entry in table, or None."""
+    ref = table.get(id(obj))
+    return ref if ref is not None and ref() is obj else None
+
+
+def _mod_name(module):
+    ref = _D.names.get(id(module))
+    return ref.name if ref is not None and ref() is module else None
+
+
+def _range_name(name):
+    """The range name of a module named name: valid UTF-8 with no NUL, as the library reads
+    names, whatever the program named its modules (a lone surrogate, as surrogateescape
+    decodes an undecodable file name, would make push raise inside the job's forward; a NUL
+    would cut the name), those characters written as Python escapes."""
+    s = (_MODULE_PREFIX + name).encode("utf-8", "backslashreplace").decode("utf-8")
+    return s.replace("\0", "\\x00")
+
+
 def _mod_names(model):
     """Names the modules of an instrumented model, once: the model's wrappers (one child, no
     parameters of their own) are looked through, then every module down to _MODULE_DEPTH
-    names below gets its range name."""
-    _D.roots.add(id(model))
+    names below gets its range name. A module already named (shared with a model named
+    before) keeps its name."""
+    if not _hold(_D.roots, model):
+        # kept alive by _S.models (no weak reference either): its id is never reused
+        _D.roots[id(model)] = (lambda m: lambda: m)(model)
     if not _D.balanced:
         return  # without always_call a raising forward would leave a range open
     try:
@@ -250,10 +301,11 @@ def _mod_names(model):
             m = kids[0]
         # the model's own code (Megatron-LM's GPTModel computes its loss outside any child)
         # goes by its class name
-        _D.names.setdefault(id(m), _MODULE_PREFIX + type(m).__name__)
+        if _held(_D.names, m) is None:
+            _hold(_D.names, m, _range_name(type(m).__name__))
         for name, sub in m.named_modules():
-            if name and name.count(".") < _MODULE_DEPTH:
-                _D.names.setdefault(id(sub), _MODULE_PREFIX + name)
+            if name and name.count(".") < _MODULE_DEPTH and _held(_D.names, sub) is None:
+                _hold(_D.names, sub, _range_name(name))
     except Exception:
         pass
 
@@ -598,15 +650,16 @@ def _fwd_pre(module, inputs):
         _ensure_step()
         _tp.push("forward")
         _phase_in("forward")
-        if id(module) not in _D.roots:
+        r = _D.roots.get(id(module))
+        if r is None or r() is not module:
             _mod_names(module)
-    name = _D.names.get(id(module))
+    name = _mod_name(module)
     if name is not None:
         _mod_enter(name)
 
 
 def _fwd_post(module, inputs, output):
-    name = _D.names.get(id(module))
+    name = _mod_name(module)
     if name is not None:
         _mod_leave(name)
     if _is_model(module):

@@ -374,6 +374,144 @@ class ModuleDetailTest(unittest.TestCase):
                           m.get("memory.oom.module")), ("2", "forward", "head"))
 
 
+REUSE = r"""
+import sys
+sys.path.insert(0, %(here)r)
+import faketorch
+torch = faketorch.install(nested=True)
+import trainprof.torch as tt
+
+class Leaf(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+class NetA(torch.nn.Module):
+    def __init__(self):
+        self.params = [object()]
+        self.a, self.b = Leaf(), Leaf()
+    def forward(self, x):
+        return self.b(self.a(x))
+
+class NetB(torch.nn.Module):
+    def __init__(self):
+        self.params = [object()]
+        self.c, self.d = Leaf(), Leaf()
+    def forward(self, x):
+        return self.d(self.c(x))
+
+class Holder(torch.nn.Module):  # calls the modules of its list (a list registers none)
+    def __init__(self):
+        self.params = [object()]
+        self.h = Leaf()
+        self.extra = []
+    def forward(self, x):
+        for o in self.extra:
+            o(x)
+        return self.h(x)
+
+def new(cls):
+    # CPython gives a freed object's address to the next object of its size: the first of
+    # these takes the last freed one (no iterator object between: it would take it first)
+    made, i = [], 0
+    while i < 100:
+        o = cls()
+        made.append(o)
+        i += 1
+    return made
+
+torch.cuda.init()
+opt = torch.optim.Optimizer([])
+opt.do_step = lambda: None
+k = Holder()
+m = NetA()
+assert tt.instrument(model=m, optimizer=opt) and tt.instrument(model=k)
+m(0)
+opt.step()
+root = id(m)
+del m
+n = new(NetB)[0]  # the new model at the old one's address
+tt.instrument(model=n)
+n(1)
+opt.step()
+old = {id(n), id(n.c), id(n.d)}
+del n
+k.extra = [o for o in new(Leaf) if id(o) in old]  # modules of no instrumented model
+print(root in old, len(k.extra))
+k(2)
+opt.step()
+"""
+
+
+class IdReuseTest(unittest.TestCase):
+    """Module names belong to the modules named, not to their id(): a model deleted and a new
+    one created at its address gets its own names, and modules of no instrumented model
+    created at the old modules' addresses get no range."""
+
+    def test_new_objects_at_old_ids(self):
+        d = tphelp.workdir("memory-idreuse")
+        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_SAMPLE_HZ": "0",
+               "TRAINPROF_GPU_CAPTURE": "all"}
+        p = tphelp.run_child(REUSE % {"here": tphelp.HERE}, d, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.split(), ["True", "3"])  # the addresses were reused
+        ev = tphelp.chrome(d)
+        mods = [e["name"][len("nn.Module: "):] for e in sorted(
+            (e for e in ev if e.get("ph") == "X" and e.get("name", "").startswith("nn.Module: ")),
+            key=lambda e: e["ts"])]
+        self.assertEqual(mods, ["NetA", "a", "b", "NetB", "c", "d", "Holder", "h"])
+
+
+ODD_NAMES = r"""
+import sys
+sys.path.insert(0, %(here)r)
+import faketorch
+torch = faketorch.install(nested=True)
+import trainprof.torch as tt
+
+class Leaf(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+class Net(torch.nn.Module):  # children named as a ModuleDict keyed by undecodable file names
+    def __init__(self):
+        self.params = [object()]
+        setattr(self, "task_\udcff", Leaf())
+        setattr(self, "a\x00b", Leaf())
+    def forward(self, x):
+        for m in self.children():
+            x = m(x)
+        return x
+
+torch.cuda.init()
+opt = torch.optim.Optimizer([])
+opt.do_step = lambda: None
+m = Net()
+assert tt.instrument(model=m, optimizer=opt)
+m(0)
+opt.step()
+print("done")
+"""
+
+
+class OddNamesTest(unittest.TestCase):
+    """A module whose name is no valid UTF-8 (a lone surrogate, as surrogateescape decodes
+    an undecodable file name) or holds a NUL: the job's forward runs as without trainprof,
+    and the range carries the name escaped, whole."""
+
+    def test_escaped(self):
+        d = tphelp.workdir("memory-oddnames")
+        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_SAMPLE_HZ": "0",
+               "TRAINPROF_GPU_CAPTURE": "all"}
+        p = tphelp.run_child(ODD_NAMES % {"here": tphelp.HERE}, d, env=env)
+        self.assertEqual((p.returncode, p.stdout), (0, "done\n"), p.stderr)
+        ev = tphelp.chrome(d)
+        mods = [e["name"] for e in sorted(
+            (e for e in ev if e.get("ph") == "X" and e.get("name", "").startswith("nn.Module: ")),
+            key=lambda e: e["ts"])]
+        self.assertEqual(mods, ["nn.Module: Net", "nn.Module: task_\\udcff",
+                                "nn.Module: a\\x00b"])
+
+
 class SnapshotWriteTest(unittest.TestCase):
     """The snapshot's write interrupted (a KeyboardInterrupt while pickling, as a Ctrl-C
     during a long write) or failing leaves no file: not under the final name, and not the
