@@ -24,7 +24,8 @@
  *    in steps 0 and 1 only): a peak of B+9 GiB inside blocks.0.mlp (nested in blocks.0)
  *    names that module for step 0's exact peak; step 1's peak is only bounded, its largest
  *    sample (B+7.5 GiB, at the mlp's end) is named with its module; later steps name none;
- *    the OOM's module (memory.oom.module) is in its headline.
+ *    the OOM's module (memory.oom.module) is in its headline; a largest sample taken as a
+ *    module begins is named after the module around it (Net), not the one beginning.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -60,7 +61,8 @@ typedef struct job {
     int oom;             /* post-mortem after step 5's backward, no end record */
     int cuda_fail;       /* a failed cudaMalloc seen by CUPTI in step 2's forward, then the
                           * run goes on (the caching allocator retried) */
-    int modules;         /* module ranges and samples in the forward of steps 0 and 1 */
+    int modules;         /* module ranges and samples in the forward of steps 0 and 1; 2: inside
+                          * a "Net" range, and step 1's largest sample as blocks.0 begins */
 } job;
 
 static double base(const job *j, uint32_t k) {
@@ -125,12 +127,15 @@ static void mem_run(char *dir, size_t n, const job *j) {
         if (j->modules && k < 2) { /* the forward with its modules, nested as recorded */
             synth_push(f, 1, t + 10 * MS + 10 * US, "forward", 0, 0);
             sample(f, t + 10 * MS + 20 * US, B, maxa, j, r);
+            if (j->modules == 2) synth_push(f, 1, t + 10 * MS + 30 * US, "nn.Module: Net", 0, 0);
             synth_push(f, 1, t + 11 * MS, "nn.Module: embed", 0, 0);
             sample(f, t + 11 * MS + 10 * US, B, maxa, j, r);
             sample(f, t + 14 * MS, B + GIB, maxa, j, r);
             synth_pop(f, 1, t + 14 * MS + 10 * US, 0);
             synth_push(f, 1, t + 15 * MS, "nn.Module: blocks.0", 0, 0);
-            sample(f, t + 15 * MS + 10 * US, B + GIB, maxa, j, r);
+            /* modules 2: Net's own code left 8 GiB live before blocks.0 began (then freed) */
+            sample(f, t + 15 * MS + 10 * US, j->modules == 2 && k == 1 ? B + 8 * GIB : B + GIB,
+                   maxa, j, r);
             synth_push(f, 1, t + 20 * MS, "nn.Module: blocks.0.mlp", 0, 0);
             sample(f, t + 20 * MS + 10 * US, B + 2 * GIB, maxa, j, r);
             if (B + 9 * GIB > maxa) maxa = B + 9 * GIB;
@@ -138,6 +143,7 @@ static void mem_run(char *dir, size_t n, const job *j) {
             synth_pop(f, 1, t + 28 * MS + 10 * US, 0);
             sample(f, t + 29 * MS, B + 7 * GIB, maxa, j, r);
             synth_pop(f, 1, t + 29 * MS + 10 * US, 0);
+            if (j->modules == 2) synth_pop(f, 1, t + 30 * MS, 0);
             synth_pop(f, 1, t + 40 * MS, 0);
         } else {
             phase(f, t + 10 * MS + 10 * US, t + 40 * MS, "forward");
@@ -512,6 +518,23 @@ static void test_module_of_peak(void **state) {
     synth_rmtree(dir);
 }
 
+/* A largest sample taken as a module begins is its caller's: allocated came to it before
+ * blocks.0 ran, in Net's own code */
+static void test_module_of_sample(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    job j = {.reserved = 12 * GIB, .capacity = 80 * GIB, .modules = 2};
+    cJSON *rep = report_of(&j, &run, dir, sizeof dir);
+    assert_string_equal(jstr(rep, "ranks.0.memory.steps.0.peak_module"), "blocks.0.mlp");
+    jnear(jnum(rep, "ranks.0.memory.steps.1.largest_sample.allocated_bytes"), 9 * GIB,
+          "step 1 largest sample");
+    assert_string_equal(jstr(rep, "ranks.0.memory.steps.1.largest_sample.module"), "Net");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_diff_peaks(void **state) {
     (void)state;
     char da[512], db[512];
@@ -549,6 +572,7 @@ int main(void) {
         cmocka_unit_test(test_failed_allocation_carried_on),
         cmocka_unit_test(test_hostile_values),
         cmocka_unit_test(test_diff_peaks),          cmocka_unit_test(test_module_of_peak),
+        cmocka_unit_test(test_module_of_sample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,6 +178,11 @@ static int by_module_span(const void *a, const void *b) {
     return x->e > y->e ? -1 : x->e < y->e; /* the outer one first */
 }
 
+/* A module range that can nest: a thread range (an async one need not nest) with an end. */
+static int module_candidate(const tp_range *r) {
+    return tp_module_range(r->name) && !(r->flags & TP_R_ASYNC) && r->end >= r->start;
+}
+
 static int collect_modules(const tp_process *p, size_t t, module_span **out, size_t *n) {
     *out = NULL;
     *n = 0;
@@ -186,7 +191,7 @@ static int collect_modules(const tp_process *p, size_t t, module_span **out, siz
     const size_t plen = sizeof TP_MODULE_RANGE_PREFIX - 1;
     size_t len = 0;
     for (size_t j = 0; j < th->nranges; j++)
-        len += tp_module_range(th->ranges[j].name) && th->ranges[j].end >= th->ranges[j].start;
+        len += module_candidate(&th->ranges[j]);
     if (!len) return TPROF_OK;
     module_span *v = malloc(len * sizeof *v);
     long *stack = malloc(len * sizeof *stack);
@@ -198,7 +203,7 @@ static int collect_modules(const tp_process *p, size_t t, module_span **out, siz
     size_t k = 0;
     for (size_t j = 0; j < th->nranges; j++) {
         const tp_range *r = &th->ranges[j];
-        if (tp_module_range(r->name) && r->end >= r->start)
+        if (module_candidate(r))
             v[k++] = (module_span){r->start, r->end, r->name + plen, -1};
     }
     qsort(v, k, sizeof *v, by_module_span);
@@ -414,7 +419,9 @@ static void intervals_into_steps(const sample *v, size_t n, const tp_steps *s, c
         if ((v[i].has & 1u << M_ALLOC) && (!a->has_top || v[i].v[M_ALLOC] > a->top_alloc)) {
             a->has_top = 1;
             a->top_alloc = v[i].v[M_ALLOC];
-            a->top_module = module_of(md, nmd, v[i].ts, v[i].ts);
+            /* the module that ran as allocated came to this: the one around the interval
+             * that ends at the sample (a sample as a module begins is its caller's) */
+            a->top_module = module_of(md, nmd, i ? v[i - 1].ts : v[i].ts, v[i].ts);
         }
         if (pr.has) acc_add(&a->resv, pr.bound, pr.bytes);
     }

@@ -39,7 +39,10 @@ enum {
  * plan's steps only: python/trainprof/torch.py): instrumentation around work already inside
  * a phase, so they are transparent to exclusive time and left out of the per-step range
  * tables (present in a few steps, a per-step figure of them would be off by the plan's
- * ratio); the memory analysis names peaks with them. */
+ * ratio); the memory analysis names peaks with them. A range of that name from any source is
+ * read the same way: torch.profiler names its module events so (an imported trace's
+ * python_function "nn.Module: Linear_0"), and a program's own range of that name claims to be
+ * one. */
 #define TP_MODULE_RANGE_PREFIX "nn.Module: "
 static inline int tp_module_range(const char *name) {
     return name && !strncmp(name, TP_MODULE_RANGE_PREFIX, sizeof TP_MODULE_RANGE_PREFIX - 1);
