@@ -58,7 +58,8 @@ typedef struct job {
     double reserved;     /* bytes, every sample */
     double capacity;     /* cuda.0.memory_total_bytes; 0: none */
     double retries_last; /* cumulative retries at the last sample */
-    int oom;             /* post-mortem after step 5's backward, no end record */
+    int oom;             /* post-mortem after step 5's backward, no end record; 1 with the
+                          * allocation history on, 2 without */
     int cuda_fail;       /* a failed cudaMalloc seen by CUPTI in step 2's forward, then the
                           * run goes on (the caching allocator retried) */
     int modules;         /* module ranges and samples in the forward of steps 0 and 1; 2: inside
@@ -86,7 +87,8 @@ static void phase(synth_file *f, uint64_t a, uint64_t b, const char *name) {
     synth_pop(f, 1, b, 0);
 }
 
-static void oom_meta(synth_file *f) {
+static void oom_meta(synth_file *f, int history) {
+    if (history) synth_meta(f, "memory.history_entries", "1000");
     synth_meta(f, "memory.oom.source", "torch");
     synth_meta(f, "memory.oom.request_bytes", "2147483648");
     synth_meta(f, "memory.oom.device", "0");
@@ -162,7 +164,7 @@ static void mem_run(char *dir, size_t n, const job *j) {
         if (j->oom && k == 5) {
             synth_mark(f, 1, t + 60 * MS, "cuda.oom", 0, 0);
             sample(f, t + 60 * MS + 10 * US, 70 * GIB, 70 * GIB, j, r);
-            oom_meta(f);
+            oom_meta(f, j->oom == 1);
             break; /* the process dies right after: no end record */
         }
         if (B + 8.5 * GIB > maxa) maxa = B + 8.5 * GIB;
@@ -388,7 +390,18 @@ static void test_oom_headline(void **state) {
     report_has(text, "largest live allocations:");
     report_has(text, "allocated +69.00 GiB since step 4 began (1.00 GiB then)");
     report_has(text, "train.py:42 forward; model.py:7 attn");
-    report_has(text, "(no history recorded)");
+    /* history on: the entry without frames was allocated outside Python */
+    report_has(text, "(no Python stack: allocated from C++");
+    report_lacks(text, "(no history recorded");
+    free(text);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    /* without the history no entry has frames, and the text says how to get them */
+    j.oom = 2;
+    rep = report_of(&j, &run, dir, sizeof dir);
+    text = report_text(&run, NULL);
+    report_has(text, "(no history recorded: TRAINPROF_MEMORY_HISTORY)");
     free(text);
     cJSON_Delete(rep);
     tp_run_free(&run);

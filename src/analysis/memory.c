@@ -643,6 +643,7 @@ static int oom_result(tp_mem_oom *o, const tp_process *p) {
     o->source = tp_meta(p, "memory.oom.source");
     o->phase = tp_meta(p, "memory.oom.phase");
     o->module = tp_meta(p, "memory.oom.module");
+    o->history = tp_meta(p, "memory.history_entries") != NULL;
     if (o->module && !*o->module) o->module = NULL;
     o->snapshot = tp_meta(p, "memory.oom.snapshot");
     if (o->snapshot && !*o->snapshot) o->snapshot = NULL;

@@ -79,7 +79,14 @@ static void oom_text(FILE *f, const tp_mem_oom *o) {
         if (!i) fputs("    largest live allocations:\n", f);
         fprintf(f, "      %10s  stream %-4.0f ", human(o->top[i].bytes, h, sizeof h),
                 o->top[i].stream);
-        tp_text_put(f, *o->top[i].frames ? o->top[i].frames : "(no history recorded)", 160, 0);
+        /* with history on, no frames means no Python stack: autograd's engine threads
+         * allocate a backward's tensors from C++ */
+        tp_text_put(f,
+                    *o->top[i].frames ? o->top[i].frames
+                    : o->history      ? "(no Python stack: allocated from C++, as a backward's "
+                                        "tensors by autograd's engine thread)"
+                                      : "(no history recorded: TRAINPROF_MEMORY_HISTORY)",
+                    160, 0);
         fputc('\n', f);
     }
     if (o->snapshot) {

@@ -84,6 +84,8 @@ typedef struct tp_mem_oom {
     size_t ntop;
     tp_mem_alloc top[TP_MEM_TOP];
     int top_unreadable;          /* memory.oom.top was written but is no JSON array */
+    int history;                 /* allocation history was recorded (memory.history_entries):
+                                  * an entry without frames was allocated outside Python */
     /* what grew before it: allocated at the OOM against allocated at the start of the step
      * before the OOM's step (growth_step: that step), from the samples */
     int has_growth;
