@@ -43,7 +43,9 @@ file (docs/python.md, "trainprof.torch"):
   model itself goes by its class name, ``GPTModel``, for its own code), with
   an allocator sample at its begin and end, so the report names the module where a step's
   peak fell. In every step the name of the innermost module whose forward runs is kept (a
-  list append and pop per module call) for the OOM post-mortem (``memory.oom.module``);
+  list append and pop per module call) for the OOM post-mortem (``memory.oom.module``); a
+  forward unwound past its post hook (torch runs none for a KeyboardInterrupt) has its
+  ranges closed at the loop's next phase;
 - **the OOM post-mortem**: an observer on the allocator's out-of-memory path writes a
   ``cuda.oom`` mark, a sample, the ``memory.oom.*`` metadata (request, free and total, step
   and phase, the largest live allocations, the largest free block) and PyTorch's memory
@@ -133,6 +135,8 @@ def current_cuda_stream():
 # ------------------------------------------------------------------------------ steps
 
 def _ensure_step():
+    if getattr(_mod_tls, "stack", None):
+        _mod_unwound(_mod_tls.stack)  # before this phase's range opens
     _S.after_opt = False
     if _S.capturing:
         return  # recording a CUDA graph runs nothing on the GPU: not an iteration
@@ -231,7 +235,7 @@ class _Mods:
 
 
 _D = _Mods()
-_mod_tls = threading.local()  # .stack: (range name, pushed) of the module forwards running
+_mod_tls = threading.local()  # .stack: _mod_enter's entries of the module forwards running
 
 
 class _Held(weakref.ref):
@@ -310,23 +314,75 @@ def _mod_names(model):
         pass
 
 
-def _mod_enter(name):
+def _mod_enter(name, model, frame):
+    """A forward begins: an instrumented model's (model: its "forward" phase range is open)
+    or a named module's (name; its range is pushed in the plan's steps). The entry holds
+    the frame of torch's Module call that runs the hooks, to tell a call that is still
+    running from one unwound past its post hook (_mod_unwound)."""
     st = getattr(_mod_tls, "stack", None)
     if st is None:
         st = _mod_tls.stack = []
-    detail = _D.detail
-    st.append((name, detail))
-    if detail:
+    pushed = _D.detail and name is not None
+    st.append((name, pushed, frame, model))
+    if pushed:
         _tp.push(name)
         _mem_sample()
 
 
-def _mod_leave(name):
-    st = getattr(_mod_tls, "stack", None)
-    if st and st[-1][0] == name:
-        if st.pop()[1]:
+def _mod_close(entry, sample=True):
+    """Closes what _mod_enter's entry opened, innermost first."""
+    if entry[1]:
+        if sample:
             _mem_sample()
-            _tp.pop()
+        _tp.pop()
+    if entry[3]:
+        if sample:
+            _phase_out()
+        else:  # the last "forward", whatever phase opened after it
+            ph = _M.phases
+            for i in range(len(ph) - 1, -1, -1):
+                if ph[i] == "forward":
+                    del ph[i]
+                    break
+        _tp.pop()
+
+
+def _mod_leave(name, model):
+    st = getattr(_mod_tls, "stack", None)
+    if st and (st[-1][0] != name or st[-1][3] != model):
+        _mod_unwound(st)  # an inner call's exception was caught inside this forward
+    if st and st[-1][0] == name and st[-1][3] == model:
+        _mod_close(st.pop())
+
+
+def _live_frames():
+    """ids of the calling thread's running Python frames."""
+    live = set()
+    f = sys._getframe(1)
+    while f is not None:
+        live.add(id(f))
+        f = f.f_back
+    return live
+
+
+def _mod_unwound(st):
+    """Drops from this thread's stack the calls that an exception unwound without their post
+    hook: torch runs the hooks registered with always_call when forward raises an Exception
+    only (torch/nn/modules/module.py, Module._call_impl: "except Exception"), so a
+    KeyboardInterrupt or SystemExit the program catches, or any exception on torch < 2.1,
+    leaves the entries of the forwards it crossed. A call is running while its frame is one
+    of the thread's (the entries hold their frames: no other frame has their ids). Their
+    ranges are popped, as many as they pushed, so the thread's range stack is as deep as
+    before them; a later OOM names no module that is no longer running; and their frames
+    (with the tensors of the interrupted forward) are let go at the next phase of the loop.
+    O(stack depth), paid only while the stack is not empty (a nested forward, or after such
+    an exception)."""
+    live = _live_frames()
+    dead = [e for e in st if id(e[2]) not in live]
+    if dead:
+        st[:] = [e for e in st if id(e[2]) in live]
+        for e in reversed(dead):
+            _mod_close(e, sample=False)
 
 
 def _mem_enable(torch):
@@ -466,7 +522,10 @@ def _oom(device, alloc, total, free):
         meta("memory.oom.phase", _M.phases[-1] if _M.phases else "other")
         st = getattr(_mod_tls, "stack", None)
         if st:
-            meta("memory.oom.module", st[-1][0][len(_MODULE_PREFIX):])
+            live = _live_frames()
+            names = [e[0] for e in st if e[0] is not None and id(e[2]) in live]
+            if names:
+                meta("memory.oom.module", names[-1][len(_MODULE_PREFIX):])
         meta("memory.oom.count", str(n))
         _tp.flush()  # the rank file exists now: the snapshot goes beside it
         try:
@@ -646,7 +705,8 @@ def _is_model(module):
 
 
 def _fwd_pre(module, inputs):
-    if _is_model(module):
+    model = _is_model(module)
+    if model:
         _ensure_step()
         _tp.push("forward")
         _phase_in("forward")
@@ -654,17 +714,15 @@ def _fwd_pre(module, inputs):
         if r is None or r() is not module:
             _mod_names(module)
     name = _mod_name(module)
-    if name is not None:
-        _mod_enter(name)
+    if name is not None or model:
+        _mod_enter(name, model, sys._getframe(1))
 
 
 def _fwd_post(module, inputs, output):
+    model = _is_model(module)
     name = _mod_name(module)
-    if name is not None:
-        _mod_leave(name)
-    if _is_model(module):
-        _phase_out()
-        _tp.pop()
+    if name is not None or model:
+        _mod_leave(name, model)
 
 
 def _module_hooks():

@@ -115,16 +115,31 @@ def install(nested=True):
     torch.A = A
 
     # ----------------------------------------------------------------- nn
-    pre_hooks, post_hooks = [], []
+    pre_hooks, post_hooks, always = [], [], set()
 
     class Module:
         def __call__(self, *args):
-            for h in list(pre_hooks):
-                h(self, args)
-            out = self.forward(*args)
-            for h in list(post_hooks):
-                h(self, args, out)
-            return out
+            # as torch 2.1+'s Module._call_impl (torch/nn/modules/module.py): the hooks
+            # registered with always_call run when the pre hooks or forward raise an
+            # Exception; a BaseException that is no Exception (KeyboardInterrupt,
+            # SystemExit) unwinds past every hook
+            out, called = None, set()
+            try:
+                for h in list(pre_hooks):
+                    h(self, args)
+                out = self.forward(*args)
+                for h in list(post_hooks):
+                    called.add(id(h))
+                    h(self, args, out)
+                return out
+            except Exception:
+                for h in list(post_hooks):
+                    if id(h) in always and id(h) not in called:
+                        try:
+                            h(self, args, out)
+                        except Exception:
+                            pass
+                raise
 
         def __setattr__(self, name, value):
             # submodules register as attributes do in torch (Module.__setattr__ -> _modules)
@@ -149,7 +164,8 @@ def install(nested=True):
 
     module_mod = types.SimpleNamespace(
         register_module_forward_pre_hook=lambda h: pre_hooks.append(h),
-        register_module_forward_hook=lambda h, always_call=False: post_hooks.append(h))
+        register_module_forward_hook=lambda h, always_call=False: (
+            post_hooks.append(h), always.add(id(h)) if always_call else None)[0])
     torch.nn = types.SimpleNamespace(Module=Module,
                                      modules=types.SimpleNamespace(module=module_mod))
 

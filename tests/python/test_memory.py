@@ -374,6 +374,95 @@ class ModuleDetailTest(unittest.TestCase):
                           m.get("memory.oom.module")), ("2", "forward", "head"))
 
 
+# A KeyboardInterrupt inside a module's forward in the plan's step (1), which the loop catches
+# before running the batch again: torch runs no forward hook for it (always_call hooks run for
+# an Exception only), yet the interrupted forward's ranges end and a later OOM, in step 3's
+# backward, is in no module.
+INTERRUPT = r"""
+import os, signal, sys
+sys.path.insert(0, %(here)r)
+import faketorch
+torch = faketorch.install(nested=True)
+A, MiB = torch.A, 1 << 20
+import trainprof.torch as tt
+
+class Leaf(torch.nn.Module):
+    def __init__(self, ki=False):
+        self.ki = ki
+    def forward(self, x):
+        A.alloc(1 * MiB); A.free(1 * MiB)
+        if self.ki and x == 1:
+            raise KeyboardInterrupt
+        return x
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        self.params = [object()]
+        self.embed = Leaf()
+        self.mid = Leaf(ki=True)
+        self.head = Leaf()
+    def forward(self, x):
+        return self.head(self.mid(self.embed(x)))
+
+model = Net()
+opt = torch.optim.Optimizer(model.parameters())
+opt.do_step = lambda: None
+assert tt.instrument(model=model, optimizer=opt)
+torch.cuda.init()
+def bw():
+    if bw.n == 3:
+        A.alloc(100 * MiB)
+    bw.n += 1
+bw.n = 0
+try:
+    for x in range(5):
+        try:
+            model(x)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            continue
+        torch.autograd.backward(bw)
+        opt.step()
+except torch.cuda.OutOfMemoryError as e:
+    print("caught", type(e).__name__, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+class InterruptedForwardTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = tphelp.workdir("memory-interrupt")
+        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_FLUSH_MS": "600000",
+               "TRAINPROF_SAMPLE_HZ": "0", "TRAINPROF_GPU_CAPTURE": "1-1"}
+        cls.p = tphelp.run_child(INTERRUPT % {"here": tphelp.HERE}, cls.d, env=env)
+
+    def test_job_unchanged(self):
+        self.assertEqual(self.p.returncode, -9, self.p.stderr)
+        self.assertEqual(self.p.stdout.splitlines(), ["interrupted", "caught OutOfMemoryError"])
+        self.assertNotIn("pop()", self.p.stderr)  # no more pops than pushes
+
+    def test_interrupted_ranges_end(self):
+        ev = sorted((e for e in tphelp.chrome(self.d) if e.get("ph") == "X"),
+                    key=lambda e: e["ts"])
+        fwd = [e for e in ev if e["name"] == "forward"]
+        # steps 0, 1 (interrupted), 1 again, 2, 3: each forward its own range
+        self.assertEqual(len(fwd), 5)
+        self.assertLessEqual(fwd[1]["ts"] + fwd[1]["dur"], fwd[2]["ts"])
+        mods = [e["name"][len("nn.Module: "):] for e in ev
+                if e["name"].startswith("nn.Module: ")]
+        self.assertEqual(mods, ["Net", "embed", "mid", "Net", "embed", "mid", "head"])
+        # the interrupted call's ranges lie inside its forward
+        for e in ev[ev.index(fwd[1]) + 1:ev.index(fwd[2])]:
+            self.assertLessEqual(e["ts"] + e["dur"], fwd[2]["ts"], e)
+
+    def test_oom_in_no_module(self):
+        (f,) = tphelp.rank_files(self.d)
+        m = tphelp.rank_records(os.path.join(self.d, f))["meta"]
+        self.assertEqual((m.get("memory.oom.step"), m.get("memory.oom.phase")), ("3", "backward"))
+        self.assertNotIn("memory.oom.module", m)
+
+
 REUSE = r"""
 import sys
 sys.path.insert(0, %(here)r)
