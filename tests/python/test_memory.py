@@ -183,6 +183,21 @@ class SamplesTest(unittest.TestCase):
         self.assertEqual(written(d), [])
 
 
+def run_plan(name, code, plan):
+    """code (a template of %(here)s) run with the GPU capture plan `plan` (module detail in its
+    steps), nothing flushed but on purpose; the run directory and the process."""
+    d = tphelp.workdir(name)
+    env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_FLUSH_MS": "600000",
+           "TRAINPROF_SAMPLE_HZ": "0", "TRAINPROF_GPU_CAPTURE": plan}
+    return d, tphelp.run_child(code % {"here": tphelp.HERE}, d, env=env)
+
+
+def module_ranges(d):
+    """The names after "nn.Module: " of the run's module ranges, in time order."""
+    ev = sorted((e for e in tphelp.chrome(d) if e.get("ph") == "X"), key=lambda e: e["ts"])
+    return [e["name"][len("nn.Module: "):] for e in ev if e["name"].startswith("nn.Module: ")]
+
+
 def written(d):
     """The files of a run directory but the sessions' progress files (<host>-<pid>.step, which
     a killed process leaves behind: docs/format.md), sorted."""
@@ -337,10 +352,7 @@ except torch.cuda.OutOfMemoryError as e:
 class ModuleDetailTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = tphelp.workdir("memory-modules")
-        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_FLUSH_MS": "600000",
-               "TRAINPROF_SAMPLE_HZ": "0", "TRAINPROF_GPU_CAPTURE": "1-1"}
-        cls.p = tphelp.run_child(MODULES % {"here": tphelp.HERE}, cls.d, env=env)
+        cls.d, cls.p = run_plan("memory-modules", MODULES, "1-1")
         cls.files = tphelp.rank_files(cls.d)
 
     def test_job_error_unchanged(self):
@@ -348,13 +360,10 @@ class ModuleDetailTest(unittest.TestCase):
         self.assertEqual(self.p.stdout.splitlines()[-1], "caught OutOfMemoryError")
 
     def test_ranges_in_the_plans_step_only(self):
-        ev = tphelp.chrome(self.d)
-        mods = sorted(e["name"] for e in ev if e.get("ph") == "X"
-                      and e.get("name", "").startswith("nn.Module: "))
         # step 1 only (steps 0 and 2 ran the same modules), each module once, none deeper
         # than the depth (blocks.N.mlp.fc); the wrapper looked through, the net by its class
-        self.assertEqual(mods, ["nn.Module: " + n for n in sorted(
-            ["Net", "embed", "blocks.0", "blocks.0.mlp", "blocks.1", "blocks.1.mlp", "head"])])
+        self.assertEqual(module_ranges(self.d), ["Net", "embed", "blocks.0", "blocks.0.mlp",
+                                                 "blocks.1", "blocks.1.mlp", "head"])
 
     def test_peak_module(self):
         rep = tphelp.report(self.d)
@@ -432,10 +441,7 @@ except torch.cuda.OutOfMemoryError as e:
 class InterruptedForwardTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = tphelp.workdir("memory-interrupt")
-        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_FLUSH_MS": "600000",
-               "TRAINPROF_SAMPLE_HZ": "0", "TRAINPROF_GPU_CAPTURE": "1-1"}
-        cls.p = tphelp.run_child(INTERRUPT % {"here": tphelp.HERE}, cls.d, env=env)
+        cls.d, cls.p = run_plan("memory-interrupt", INTERRUPT, "1-1")
 
     def test_job_unchanged(self):
         self.assertEqual(self.p.returncode, -9, self.p.stderr)
@@ -449,9 +455,8 @@ class InterruptedForwardTest(unittest.TestCase):
         # steps 0, 1 (interrupted), 1 again, 2, 3: each forward its own range
         self.assertEqual(len(fwd), 5)
         self.assertLessEqual(fwd[1]["ts"] + fwd[1]["dur"], fwd[2]["ts"])
-        mods = [e["name"][len("nn.Module: "):] for e in ev
-                if e["name"].startswith("nn.Module: ")]
-        self.assertEqual(mods, ["Net", "embed", "mid", "Net", "embed", "mid", "head"])
+        self.assertEqual(module_ranges(self.d),
+                         ["Net", "embed", "mid", "Net", "embed", "mid", "head"])
         # the interrupted call's ranges lie inside its forward
         for e in ev[ev.index(fwd[1]) + 1:ev.index(fwd[2])]:
             self.assertLessEqual(e["ts"] + e["dur"], fwd[2]["ts"], e)
@@ -537,17 +542,10 @@ class IdReuseTest(unittest.TestCase):
     created at the old modules' addresses get no range."""
 
     def test_new_objects_at_old_ids(self):
-        d = tphelp.workdir("memory-idreuse")
-        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_SAMPLE_HZ": "0",
-               "TRAINPROF_GPU_CAPTURE": "all"}
-        p = tphelp.run_child(REUSE % {"here": tphelp.HERE}, d, env=env)
+        d, p = run_plan("memory-idreuse", REUSE, "all")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.split(), ["True", "3"])  # the addresses were reused
-        ev = tphelp.chrome(d)
-        mods = [e["name"][len("nn.Module: "):] for e in sorted(
-            (e for e in ev if e.get("ph") == "X" and e.get("name", "").startswith("nn.Module: ")),
-            key=lambda e: e["ts"])]
-        self.assertEqual(mods, ["NetA", "a", "b", "NetB", "c", "d", "Holder", "h"])
+        self.assertEqual(module_ranges(d), ["NetA", "a", "b", "NetB", "c", "d", "Holder", "h"])
 
 
 ODD_NAMES = r"""
@@ -588,17 +586,9 @@ class OddNamesTest(unittest.TestCase):
     and the range carries the name escaped, whole."""
 
     def test_escaped(self):
-        d = tphelp.workdir("memory-oddnames")
-        env = {"TRAINPROF_COMPRESS": "0", "TRAINPROF_SAMPLE_HZ": "0",
-               "TRAINPROF_GPU_CAPTURE": "all"}
-        p = tphelp.run_child(ODD_NAMES % {"here": tphelp.HERE}, d, env=env)
+        d, p = run_plan("memory-oddnames", ODD_NAMES, "all")
         self.assertEqual((p.returncode, p.stdout), (0, "done\n"), p.stderr)
-        ev = tphelp.chrome(d)
-        mods = [e["name"] for e in sorted(
-            (e for e in ev if e.get("ph") == "X" and e.get("name", "").startswith("nn.Module: ")),
-            key=lambda e: e["ts"])]
-        self.assertEqual(mods, ["nn.Module: Net", "nn.Module: task_\\udcff",
-                                "nn.Module: a\\x00b"])
+        self.assertEqual(module_ranges(d), ["Net", "task_\\udcff", "a\\x00b"])
 
 
 class SnapshotWriteTest(unittest.TestCase):
