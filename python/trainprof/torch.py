@@ -273,6 +273,7 @@ def _held(table, obj):
 
 
 def _mod_name(module):
+    # _held's lookup, written out: this runs for every module call of the program
     ref = _D.names.get(id(module))
     return ref.name if ref is not None and ref() is module else None
 
@@ -344,7 +345,7 @@ def _mod_close(entry, sample=True):
                 if ph[i] == "forward":
                     del ph[i]
                     break
-        _tp.pop()
+            _tp.pop()
 
 
 def _mod_leave(name, model):
@@ -478,18 +479,20 @@ def _mem_sample(dev=None):
 
 
 def _phase_in(name, sample=True):
-    """A phase of the loop begins: one sample inside it (after its range opened), except at a
+    """A phase of the loop begins: its range opens, then one sample inside it, except at a
     data fetch's begin. The open phases name the phase of an OOM."""
+    _tp.push(name)
     _M.phases.append(name)
     if sample:
         _mem_sample()
 
 
 def _phase_out():
-    """The phase ends: one sample inside it (before its range closes)."""
+    """The phase ends: one sample inside it, then its range closes."""
     _mem_sample()
     if _M.phases:
         _M.phases.pop()
+    _tp.pop()
 
 
 def _oom_observer(device, alloc, total, free):
@@ -662,13 +665,11 @@ def _instrument_optimizer(opt):
         def pre(o, args, kwargs):
             if _opt_enter(opt):
                 _opt.continued = _opt_begin()
-                _tp.push("optimizer")
                 _phase_in("optimizer")
 
         def post(o, args, kwargs):
             if _opt_leave(opt):
                 _phase_out()
-                _tp.pop()
                 _opt_end(getattr(_opt, "continued", False))
 
         opt.register_step_pre_hook(pre)
@@ -682,14 +683,12 @@ def _instrument_optimizer(opt):
         if not _opt_enter(opt):
             return orig(*args, **kwargs)
         continued = _opt_begin()
-        _tp.push("optimizer")
         _phase_in("optimizer")
         try:
             return orig(*args, **kwargs)
         finally:
             _opt_leave(opt)
             _phase_out()
-            _tp.pop()
             _opt_end(continued)
 
     opt.step = types.MethodType(step, opt)
@@ -708,10 +707,8 @@ def _fwd_pre(module, inputs):
     model = _is_model(module)
     if model:
         _ensure_step()
-        _tp.push("forward")
         _phase_in("forward")
-        r = _D.roots.get(id(module))
-        if r is None or r() is not module:
+        if _held(_D.roots, module) is None:
             _mod_names(module)
     name = _mod_name(module)
     if name is not None or model:
@@ -787,14 +784,12 @@ def _bw_enter():
         return False
     _bw.depth = 1
     _ensure_step()
-    _tp.push("backward")
     _phase_in("backward")
     return True
 
 
 def _bw_leave():
     _phase_out()
-    _tp.pop()
     _bw.depth = 0
 
 
@@ -861,23 +856,19 @@ def _patch_dataloader():
 
     def __next__(self):
         _ensure_step()
-        _tp.push("data")
         _phase_in("data", False)
         try:
             return orig_next(self)
         finally:
             _phase_out()
-            _tp.pop()
 
     def __iter__(self):
         _ensure_step()
-        _tp.push("data")
         _phase_in("data", False)
         try:
             return orig_iter(self)
         finally:
             _phase_out()
-            _tp.pop()
 
     __next__.__wrapped__ = orig_next
     __iter__.__wrapped__ = orig_iter
