@@ -278,24 +278,27 @@ static void hta_free(hta_index *ix) {
     memset(ix, 0, sizeof *ix);
 }
 
-static int hta_build(const tp_process *p, hta_index *ix) {
+/* The index of p; the launches and their GPU work (for the GPU annotations, hta_project)
+ * only for a per-rank file (projections), the merged trace writes none. */
+static int hta_build(const tp_process *p, int projections, hta_index *ix) {
     memset(ix, 0, sizeof *ix);
     size_t nops = 0;
     for (size_t t = 0; t < p->nthreads; t++)
         for (size_t k = 0; k < p->threads[t].nranges; k++)
             nops += is_cpu_op(p, &p->threads[t].ranges[k]);
-    ix->launch = malloc((p->napi ? p->napi : 1) * sizeof *ix->launch);
-    ix->work = malloc((p->ngpu ? p->ngpu : 1) * sizeof *ix->work);
+    size_t nlaunch = projections ? p->napi : 0, nwork = projections ? p->ngpu : 0;
+    ix->launch = malloc((nlaunch ? nlaunch : 1) * sizeof *ix->launch);
+    ix->work = malloc((nwork ? nwork : 1) * sizeof *ix->work);
     ix->ops = malloc((nops ? nops : 1) * sizeof *ix->ops);
     ix->base = malloc((p->nthreads ? p->nthreads : 1) * sizeof *ix->base);
     if (!ix->launch || !ix->work || !ix->ops || !ix->base) {
         hta_free(ix);
         return TPROF_ERR_NO_MEMORY;
     }
-    for (size_t i = 0; i < p->napi; i++) ix->launch[i] = &p->api[i];
-    ix->nlaunch = p->napi;
+    for (size_t i = 0; i < nlaunch; i++) ix->launch[i] = &p->api[i];
+    ix->nlaunch = nlaunch;
     if (ix->nlaunch > 1) qsort(ix->launch, ix->nlaunch, sizeof *ix->launch, cmp_launch);
-    for (size_t i = 0; i < p->ngpu; i++)
+    for (size_t i = 0; i < nwork; i++)
         if (p->gpu[i].type != TPROF_REC_GPU_SYNC && p->gpu[i].correlation)
             ix->work[ix->nwork++] = &p->gpu[i];
     if (ix->nwork > 1) qsort(ix->work, ix->nwork, sizeof *ix->work, tp_cw_cmp_api_corr);
@@ -661,7 +664,7 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
               st.thread < p->nthreads;
     if (api) step_tid = p->threads[st.thread].os_tid;
     hta_index ix;
-    rc = hta_build(p, &ix);
+    rc = hta_build(p, w->rank_file, &ix);
     if (rc != TPROF_OK) {
         tp_steps_free(&st);
         return rc;
