@@ -115,9 +115,7 @@ static int scan(const char *dir, progress *pr) {
         buf[r] = 0;
         uint64_t pid, step, step_ns;
         int has;
-        char plan[48];
-        if (tprof__ctl_parse_progress(buf, &pid, &has, &step, &step_ns, plan, sizeof plan))
-            continue;
+        if (tprof__ctl_parse_progress(buf, &pid, &has, &step, &step_ns)) continue;
         if (pid != npid) continue;
         /* A live session rewrites its file every 5 s at least, on any host; on this one its
          * pid must exist too (a killed process's file is told at once) */

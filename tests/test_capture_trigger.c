@@ -191,8 +191,7 @@ static long progress_step(void) {
         buf[r] = 0;
         uint64_t pid, s, ns;
         int has;
-        char plan[48];
-        if (tprof__ctl_parse_progress(buf, &pid, &has, &s, &ns, plan, sizeof plan) == 0 && has)
+        if (tprof__ctl_parse_progress(buf, &pid, &has, &s, &ns) == 0 && has)
             step = (long)s;
     }
     closedir(d);
@@ -349,15 +348,6 @@ static int wait_bounded(pid_t pid, int s) {
     return -1;
 }
 
-/* this host's name as the session writes it in the progress file's name */
-static void host_name(char *h, size_t n) {
-    memset(h, 0, n);
-    gethostname(h, n - 1);
-    for (char *p = h; *p; p++)
-        if (*p == '/') *p = '_';
-    if (!h[0]) snprintf(h, n, "host");
-}
-
 
 /* A FIFO named capture.request: the flusher must not block on it (open and read would wait
  * for a writer forever): the process ends on time with every step in its file. */
@@ -407,7 +397,7 @@ static void hostile_step_name(int fifo) {
     }
     close(go[0]);
     char host[64], name[1200];
-    host_name(host, sizeof host);
+    tprof__file_host(host);
     snprintf(name, sizeof name, "%s/%.63s-%d" TPROF_CTL_STEP_SUFFIX, g_dir, host, (int)pid);
     if (fifo) assert_int_equal(mkfifo(name, 0644), 0);
     else assert_int_equal(symlink(victim, name), 0);
@@ -494,7 +484,7 @@ static void test_cli_hostile_progress(void **state) {
     (void)state;
     fresh_dir("hprog");
     char host[64], name[256], line[256], path[1024];
-    host_name(host, sizeof host);
+    tprof__file_host(host);
     snprintf(path, sizeof path, "%s/%s-77.step", g_dir, host);
     assert_int_equal(mkfifo(path, 0644), 0);
     snprintf(name, sizeof name, "%s-%d.step", host, (int)getppid());
