@@ -38,8 +38,8 @@
  * pending), each range push/start reads one atomic flag and tests the name's first byte
  * against those a step pattern may begin with (a few ns); only a name that passes is compared
  * with the step pattern(s) (tens of ns), and a step that begins takes a mutex no other hot
- * path takes;
- * after the last window closed, or with "all" or "off", one relaxed load of a flag that is 0.
+ * path takes, also after the plan's last window (an on-demand window may still come);
+ * with "all" or "off", one relaxed load of a flag that is 0.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -481,17 +481,10 @@ static void step_began(uint64_t k) {
         g_settle = 0;
         tprof__sources_window(0);
     }
-    /* Steps are counted for as long as a window may still come: from the plan, or asked for
-     * (on-demand windows are possible whenever the plan is not "all" or "off"). The watch is
-     * cleared before pending requests are looked at and raised again if one came in since
-     * (tprof__kwin_request and tprof__kwin_demand store the request, then the watch), so a
-     * request is never left unseen. */
-    int s = atomic_load(&g_state);
-    if ((s == KW_ALL || s == KW_NONE) && !g_settle && !g_dem_ahead && !g_dem_in) {
-        atomic_store(&tprof__kwin_watch, 0);
-        if (atomic_load(&g_req) || atomic_load(&g_dem_new))
-            atomic_store(&tprof__kwin_watch, 1);
-    }
+    /* The watch stays raised: steps are counted for as long as a window may still come,
+     * from the plan or asked for, and on-demand windows are possible whenever the plan is
+     * not "all" or "off", whose states never raise it (a request under "all" moves it to a
+     * manual state first). */
     pthread_mutex_unlock(&g_lock);
 }
 
