@@ -39,6 +39,8 @@
 #include "format/format.h"
 #include "synth.h"
 #include "trainprof.h"
+/* header-only, after the headers it names */
+#include "chrome_out.h"
 
 #define RT0 1700000000000000000ull
 #define MONO0 5000000000ull
@@ -270,14 +272,12 @@ static void sort_events(events *ev) {
 
 /* The Chrome JSON's events on the absolute clock: baseTimeNanoseconds + ts (µs, three
  * decimals: exact ns). */
-static void chrome_events(const char *text, events *ev) {
+static void chrome_events(const chrome_out *o, events *ev) {
     memset(ev, 0, sizeof *ev);
-    const char *bp = strstr(text, "\"baseTimeNanoseconds\": ");
+    const char *bp = strstr(o->text, "\"baseTimeNanoseconds\": ");
     assert_non_null(bp);
     uint64_t base = strtoull(bp + strlen("\"baseTimeNanoseconds\": "), NULL, 10);
-    cJSON *root = cJSON_Parse(text);
-    assert_non_null(root);
-    const cJSON *e, *list = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+    const cJSON *e, *list = o->events;
     cJSON_ArrayForEach(e, list) {
         const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph"));
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
@@ -307,7 +307,6 @@ static void chrome_events(const char *text, events *ev) {
             add(ev->in, &ev->nin, 64, name, t, t);
         }
     }
-    cJSON_Delete(root);
     sort_events(ev);
 }
 
@@ -498,33 +497,23 @@ static const slice *find(const events *e, const char *name) {
 /* Both exports of the run under opts; the protobuf's events in *pf. */
 static void export_both(const tp_run *run, const tp_export_opts *opts, events *pf,
                         tp_perfetto_counts *cnt) {
-    char *text = NULL, *bin = NULL;
-    size_t tlen = 0, blen = 0;
-    FILE *f = open_memstream(&text, &tlen);
-    assert_non_null(f);
-    assert_int_equal(tp_export_chrome(run, f, opts), TPROF_OK);
-    assert_int_equal(fclose(f), 0);
-    f = open_memstream(&bin, &blen);
+    chrome_out co = export_run(run, -1, opts);
+    char *bin = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&bin, &blen);
     assert_non_null(f);
     assert_int_equal(tp_export_perfetto(run, f, opts, cnt), TPROF_OK);
     assert_int_equal(fclose(f), 0);
     assert_int_equal(cnt->bytes, blen);
     static events ch;
-    chrome_events(text, &ch);
+    chrome_events(&co, &ch);
     perfetto_events((const uint8_t *)bin, blen, pf);
     same_events(&ch, pf);
     assert_int_equal(cnt->slices, pf->nsl);
     assert_int_equal(cnt->counters, pf->nct);
     assert_int_equal(cnt->instants, pf->nin);
-    free(text);
+    out_free(&co);
     free(bin);
-}
-
-static void load(const char *dir, tp_run *run) {
-    char err[256] = "";
-    int rc = tp_run_load(dir, run, err, sizeof err);
-    if (rc) fprintf(stderr, "load: %s\n", err);
-    assert_int_equal(rc, TPROF_OK);
 }
 
 static ssize_t failing_write(void *c, const char *buf, size_t n) {
