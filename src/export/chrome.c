@@ -257,12 +257,6 @@ typedef struct hta_index {
     uint64_t nranges;
 } hta_index;
 
-static int cmp_launch(const void *a, const void *b) {
-    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
-    if (x->os_tid != y->os_tid) return x->os_tid < y->os_tid ? -1 : 1;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
 static int cmp_hta_op(const void *a, const void *b) {
     const hta_op *x = a, *y = b;
     if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
@@ -297,7 +291,7 @@ static int hta_build(const tp_process *p, int projections, hta_index *ix) {
     }
     for (size_t i = 0; i < nlaunch; i++) ix->launch[i] = &p->api[i];
     ix->nlaunch = nlaunch;
-    if (ix->nlaunch > 1) qsort(ix->launch, ix->nlaunch, sizeof *ix->launch, cmp_launch);
+    if (ix->nlaunch > 1) qsort(ix->launch, ix->nlaunch, sizeof *ix->launch, tp_cw_cmp_api_thread);
     for (size_t i = 0; i < nwork; i++)
         if (p->gpu[i].type != TPROF_REC_GPU_SYNC && p->gpu[i].correlation)
             ix->work[ix->nwork++] = &p->gpu[i];

@@ -156,6 +156,9 @@ const tp_gpu_op **tp_cw_gpu_ops(const tp_process *p, size_t *n);
 uint64_t tp_cw_gpu_end(const tp_gpu_op *const *ops, size_t n, size_t i);
 /* qsort/bsearch order of pointers to runtime calls by correlation id. */
 int tp_cw_cmp_api_corr(const void *a, const void *b);
+/* qsort order of pointers to runtime calls by thread (os tid), then start, the enclosing
+ * call first, then address: one order for any input. */
+int tp_cw_cmp_api_thread(const void *a, const void *b);
 /* An op's category as Kineto names it ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"),
  * and its name: the kernel's, or "Memcpy HtoD" ... built in buf (n >= 32). */
 const char *tp_cw_gpu_cat(const tp_gpu_op *o);

@@ -217,6 +217,14 @@ int tp_cw_cmp_api_corr(const void *a, const void *b) {
     return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
 }
 
+int tp_cw_cmp_api_thread(const void *a, const void *b) {
+    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
+    if (x->os_tid != y->os_tid) return x->os_tid < y->os_tid ? -1 : 1;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    if (x->end != y->end) return x->end > y->end ? -1 : 1; /* enclosing first */
+    return x < y ? -1 : x > y;
+}
+
 const char *tp_cw_gpu_cat(const tp_gpu_op *o) {
     return o->type == TPROF_REC_GPU_KERNEL   ? "kernel"
            : o->type == TPROF_REC_GPU_MEMCPY ? "gpu_memcpy"

@@ -452,14 +452,6 @@ static uint64_t thread_uuid_of(const proc_ctx *c, uint32_t tid) {
 
 /* ------------------------------------------------------------------ GPU, runtime, comm */
 
-static int cmp_api_thread(const void *a, const void *b) {
-    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
-    if (x->os_tid != y->os_tid) return x->os_tid < y->os_tid ? -1 : 1;
-    if (x->start != y->start) return x->start < y->start ? -1 : 1;
-    if (x->end != y->end) return x->end > y->end ? -1 : 1; /* enclosing first */
-    return x < y ? -1 : x > y;
-}
-
 static int op_cat(const tp_gpu_op *o) {
     return o->type == TPROF_REC_GPU_KERNEL ? CAT_KERNEL
            : o->type == TPROF_REC_GPU_MEMCPY ? CAT_MEMCPY : CAT_MEMSET;
@@ -560,7 +552,7 @@ static void write_gpu(proc_ctx *c) {
         for (size_t i = 0; i < p->napi; i++) by_corr[i] = by_thread[i] = &p->api[i];
         if (p->napi > 1) {
             qsort(by_corr, p->napi, sizeof *by_corr, tp_cw_cmp_api_corr);
-            qsort(by_thread, p->napi, sizeof *by_thread, cmp_api_thread);
+            qsort(by_thread, p->napi, sizeof *by_thread, tp_cw_cmp_api_thread);
         }
         write_gpu_ops(c, ops, n, by_corr);
         write_api(c, by_thread);
