@@ -772,6 +772,19 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Call
         detach_now();
 }
 
+/* Under g_pause_lock: our one subscriber held, subscribing api_callback when it is not yet;
+ * CUPTI's answer (not CUPTI_SUCCESS: another client holds the process's one subscriber). */
+static CUptiResult hold_subscriber(void) {
+    if (g_sub_held) return CUPTI_SUCCESS;
+    CUpti_SubscriberHandle sub;
+    CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
+    if (r == CUPTI_SUCCESS) {
+        g_sub = sub;
+        g_sub_held = 1;
+    }
+    return r;
+}
+
 /* Under g_pause_lock, CUPTI attached and the subscriber free: subscribe for failed device
  * allocations (TRAINPROF_MEMORY, default on). Only the allocation calls reach the callback,
  * and those are rare (caching allocators allocate once and reuse); when another tool holds
@@ -781,15 +794,12 @@ static void oom_subscribe(void) {
     int on = 1;
     tprof__memory_options(&on, NULL);
     if (!on || g_sub_held || !F.cuptiSubscribe || !F.cuptiEnableCallback) return;
-    CUpti_SubscriberHandle sub;
-    CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
+    CUptiResult r = hold_subscriber();
     if (r != CUPTI_SUCCESS) {
         if (!said++)
             tprof__log(TPROF_LOG_INFO, "failed device allocations not seen: %s", result(r));
         return;
     }
-    g_sub = sub;
-    g_sub_held = 1;
     oom_callbacks(1);
 }
 
@@ -830,16 +840,11 @@ static void ask_detach(void) {
     if ((v && !strcmp(v, "0")) || !F.cuptiFinalize || !F.cuptiSubscribe || !F.cuptiEnableDomain ||
         atomic_load(&g_detach) != DETACH_NO)
         return;
-    if (!g_sub_held) {
-        CUpti_SubscriberHandle sub;
-        CUptiResult r = F.cuptiSubscribe(&sub, (CUpti_CallbackFunc)api_callback, NULL);
-        if (r != CUPTI_SUCCESS) {
-            if (!said++)
-                tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
-            return;
-        }
-        g_sub = sub;
-        g_sub_held = 1;
+    CUptiResult r = hold_subscriber();
+    if (r != CUPTI_SUCCESS) {
+        if (!said++)
+            tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+        return;
     }
     atomic_store(&g_detach, DETACH_ASKED);
     F.cuptiEnableDomain(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API);
