@@ -50,6 +50,17 @@ def gpu_ms(path):
     return (devs[0].get("kernel_ms") if devs else None), g.get("per"), ranks[0]
 
 
+def compare(what, a, b, limit):
+    """Prints a against b as a relative difference with its target; whether it is met."""
+    if a is None or not b:
+        print("  %s: no figure" % what)
+        return False
+    d = abs(a / b - 1)
+    print("  %s: %.4f %%; target <= %g %%: %s" % (what, 100 * d, 100 * limit,
+                                                  "met" if d <= limit else "NOT met"))
+    return d <= limit
+
+
 def main():
     trace, imp, run = sys.argv[1:4]
     per = trace_kernel_ms(load(trace))
@@ -60,21 +71,8 @@ def main():
     kr, rper, _ = gpu_ms(run)
     print("kernel ms per step: trace's own sum %s, trainprof's import %s (per %s), "
           "trainprof's capture %s (per %s)" % (own, ki, kper, kr, rper))
-    ok = True
-    if own and ki is not None:
-        d = abs(ki / own - 1)
-        print("  import vs the trace's own sum: %.4f %%; target <= 0.1 %%: %s" % (
-            100 * d, "met" if d <= 0.001 else "NOT met"))
-        ok &= d <= 0.001
-    else:
-        print("  import vs the trace's own sum: no figure"); ok = False
-    if ki is not None and kr is not None:
-        d = abs(ki / kr - 1)
-        print("  import vs trainprof's capture: %.4f %%; target <= 1 %%: %s" % (
-            100 * d, "met" if d <= 0.01 else "NOT met"))
-        ok &= d <= 0.01
-    else:
-        print("  import vs trainprof's capture: no figure"); ok = False
+    ok = compare("import vs the trace's own sum", ki, own, 0.001)
+    ok &= compare("import vs trainprof's capture", ki, kr, 0.01)
     return 0 if ok else 1
 
 
