@@ -98,7 +98,7 @@ static int g_settle;             /* a window closed: one more "off" at the next 
 static int g_first_on, g_first_off; /* kernel_steps.on_ns / off_ns written */
 static uint64_t g_on_since;      /* capture on since (ns), 0: off */
 static int g_dem_ahead, g_dem_in;  /* an on-demand window g_dlo..g_dhi ahead; one open */
-static uint64_t g_dlo, g_dhi, g_did, g_last_begin;
+static uint64_t g_dlo, g_dhi;
 static uint64_t g_ihi;           /* the last step of the open one (apart from the one ahead,
                                   * so that a window asked for while one is open does not
                                   * stretch the open one over the steps between them) */
@@ -237,7 +237,7 @@ void tprof__kwin_init(void) {
     g_ihi = 0;
     g_dem_len = 0;
     g_dem_list[0] = 0;
-    g_last_begin = 0;
+    g_now = 0;
     const char *u = tprof__env(TPROF__OPT_STEP_NAME);
     g_user_pat = u && *u ? u : NULL; /* step names also count for detail requests */
     first_bytes();
@@ -400,10 +400,10 @@ static void apply(uint64_t k) {
 
 /* Under g_lock: gpu_capture.requests gets "id:first-last" of an on-demand window taken (the
  * first ones that fit; later ones are in gpu_capture.windows all the same). */
-static void note_demand(void) {
+static void note_demand(uint64_t id) {
     char e[72];
     int w = snprintf(e, sizeof e, "%s%llu:%llu-%llu", g_dem_len ? "," : "",
-                     (unsigned long long)g_did, (unsigned long long)g_dlo,
+                     (unsigned long long)id, (unsigned long long)g_dlo,
                      (unsigned long long)g_dhi);
     if (w <= 0 || g_dem_len + (size_t)w >= sizeof g_dem_list) return;
     memcpy(g_dem_list + g_dem_len, e, (size_t)w + 1);
@@ -433,12 +433,11 @@ static void demand_step(uint64_t k) {
             g_dem_ahead = 1;
             g_dlo = first > k ? first : k;
             g_dhi = last;
-            g_did = id;
             if (first < k)
                 tprof__log(TPROF_LOG_WARN, "GPU capture request for steps %llu-%llu came at "
                            "step %llu: captured from there", (unsigned long long)first,
                            (unsigned long long)last, (unsigned long long)k);
-            note_demand();
+            note_demand(id);
         }
     }
     if (g_dem_in && k > g_ihi) g_dem_in = 0;
@@ -453,12 +452,12 @@ static void demand_step(uint64_t k) {
 
 static void step_began(uint64_t k) {
     pthread_mutex_lock(&g_lock);
-    uint64_t now = g_now = tprof__now();
-    if (g_last_begin && now > g_last_begin) {
-        uint64_t d = now - g_last_begin, m = atomic_load(&g_step_ns);
+    uint64_t now = tprof__now(), last = g_now; /* the previous step's begin, 0: none */
+    g_now = now;
+    if (last && now > last) {
+        uint64_t d = now - last, m = atomic_load(&g_step_ns);
         atomic_store(&g_step_ns, m ? m - m / 8 + d / 8 : d);
     }
-    g_last_begin = now;
     atomic_store(&g_cur, k + 1);
     int settle = g_settle; /* pending since an earlier step */
     if (!(atomic_load(&g_req) && apply_request(k))) {
