@@ -65,9 +65,7 @@ static int wanted(void) {
 
 /* The descriptor still names the progress file this session opened. */
 static int still_ours(int fd) {
-    struct stat st;
-    return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == C.dev &&
-           st.st_ino == C.ino;
+    return tprof__fd_is(fd, (uint64_t)C.dev, (uint64_t)C.ino, NULL);
 }
 
 /* Opens (creates) this process's progress file; the descriptor, or -1 with errno. Never

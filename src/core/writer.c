@@ -184,15 +184,18 @@ static const char *errno_name(int e, char *buf, size_t n) {
     return buf;
 }
 
-/* The descriptor is the file this writer created: same device and inode. Its size in
- * *size when wanted. */
-static int ours_sized(int fd, uint64_t *size) {
+int tprof__fd_is(int fd, uint64_t dev, uint64_t ino, uint64_t *size) {
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != W.dev ||
-        st.st_ino != W.ino)
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != dev ||
+        (uint64_t)st.st_ino != ino)
         return 0;
     if (size) *size = (uint64_t)st.st_size;
     return 1;
+}
+
+/* The descriptor is the file this writer created. Its size in *size when wanted. */
+static int ours_sized(int fd, uint64_t *size) {
+    return tprof__fd_is(fd, (uint64_t)W.dev, (uint64_t)W.ino, size);
 }
 
 static int ours(int fd) { return ours_sized(fd, NULL); }

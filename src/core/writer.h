@@ -48,6 +48,10 @@ int tprof__fd_private(int fd);
 int tprof__open_private(const char *path, int flags, unsigned mode);
 /* The first descriptor of the reserved range under the current limit. */
 int tprof__fd_reserved_base(void);
+/* Whether fd still names the plain file we opened there (device dev, inode ino): the program
+ * may have closed our descriptor and opened something else under its number. Its size in
+ * *size when size is not NULL. One fstat: async-signal-safe. */
+int tprof__fd_is(int fd, uint64_t dev, uint64_t ino, uint64_t *size);
 
 /* ------------------------------------------------------------------- the writer */
 
