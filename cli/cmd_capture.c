@@ -67,8 +67,10 @@ static const cli_cmd capture_cmd = {
     0,
 };
 
-#define LEAD_NS 600000000ull /* three polls of the sessions: every one has seen the request */
-#define STALE_S 15           /* a progress file not rewritten for this long: process gone */
+/* three polls of the sessions: every one has seen the request */
+#define LEAD_NS (3ull * TPROF__CTL_POLL_MS * 1000000ull)
+/* a progress file not rewritten for three of its rewrite periods: the process is gone */
+#define STALE_S (3 * TPROF__CTL_ALIVE_MS / 1000)
 
 typedef struct progress {
     int live, with_step;            /* live processes; those that began a step */

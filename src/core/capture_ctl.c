@@ -38,9 +38,6 @@
 #include "session_state.h"
 #include "writer.h"
 
-#define TPROF__CTL_POLL_MS 200
-#define TPROF__CTL_ALIVE_MS 5000
-
 static struct {
     int fd;              /* the progress file, -1: not open */
     dev_t dev;           /* and the file it was opened on: a descriptor that no longer */

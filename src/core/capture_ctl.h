@@ -16,6 +16,8 @@
 #define TPROF_CTL_REQUEST "capture.request" /* in the run directory */
 #define TPROF_CTL_STEP_SUFFIX ".step"       /* <host>-<pid>.step beside the rank file */
 #define TPROF_CTL_LINE 128                  /* bytes of a progress file, newline included */
+#define TPROF__CTL_POLL_MS 200              /* the flusher looks for a request this often */
+#define TPROF__CTL_ALIVE_MS 5000            /* and rewrites its progress file at least this often */
 
 /* This host's name as the run directory's file names spell it (<host>-<pid>.tprof, its
  * .tprof-create-failed marker, <host>-<pid>.step): at most 63 bytes, '/' (which a file name
