@@ -11,12 +11,14 @@
  *   in_child(body)   fork, run body in the child, then tprof_shutdown (must succeed); the
  *                    parent asserts the child exited 0
  *   load(run)        the parent: load g_dir, which must hold exactly one process
+ *   nth_range(p, name, i) the parent: the i-th range called name on any thread of p, or NULL
  */
 #ifndef TPROF_TEST_CHILD_H
 #define TPROF_TEST_CHILD_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +76,14 @@ static CHILD_UNUSED void load(tp_run *run) {
     if (rc) fprintf(stderr, "load: %s\n", err);
     assert_int_equal(rc, TPROF_OK);
     assert_int_equal(run->nprocs, 1);
+}
+
+static CHILD_UNUSED const tp_range *nth_range(const tp_process *p, const char *name, int i) {
+    for (size_t t = 0; t < p->nthreads; t++)
+        for (size_t k = 0; k < p->threads[t].nranges; k++)
+            if (!strcmp(p->threads[t].ranges[k].name, name) && i-- == 0)
+                return &p->threads[t].ranges[k];
+    return NULL;
 }
 
 #endif /* TPROF_TEST_CHILD_H */

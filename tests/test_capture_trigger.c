@@ -49,15 +49,6 @@ static void sleep_ms(long ms) {
     nanosleep(&d, NULL);
 }
 
-/* the i-th range called `name` on any thread, or NULL */
-static const tp_range *nth(const tp_process *p, const char *name, int i) {
-    for (size_t t = 0; t < p->nthreads; t++)
-        for (size_t k = 0; k < p->threads[t].nranges; k++)
-            if (!strcmp(p->threads[t].ranges[k].name, name) && i-- == 0)
-                return &p->threads[t].ranges[k];
-    return NULL;
-}
-
 /* Window w (from 0) of gpu_capture.windows: 0 with on/off, -1 when there is none. */
 static int window(const tp_process *p, int w, uint64_t *on, uint64_t *off) {
     const char *s = tp_meta(p, "gpu_capture.windows");
@@ -85,9 +76,10 @@ static void assert_window(const tp_process *p, int w, int first, int last) {
     if (window(p, w, &on, &off) != 0)
         fail_msg("no window %d in gpu_capture.windows \"%s\"", w,
                  tp_meta(p, "gpu_capture.windows") ? tp_meta(p, "gpu_capture.windows") : "");
-    const tp_range *before = nth(p, g_step_range, first - 1);
-    const tp_range *begin = nth(p, g_step_range, first);
-    const tp_range *end = nth(p, g_step_range, last), *after = nth(p, g_step_range, last + 1);
+    const tp_range *before = nth_range(p, g_step_range, first - 1);
+    const tp_range *begin = nth_range(p, g_step_range, first);
+    const tp_range *end = nth_range(p, g_step_range, last);
+    const tp_range *after = nth_range(p, g_step_range, last + 1);
     assert_non_null(begin);
     assert_non_null(after);
     if (!(on >= before->end && on <= begin->start))
@@ -365,7 +357,7 @@ static void test_request_fifo(void **state) {
     unlink(path);
     tp_run run;
     load(&run);
-    assert_non_null(nth(&run.procs[0], "step", 79));
+    assert_non_null(nth_range(&run.procs[0], "step", 79));
     tp_run_free(&run);
 }
 
@@ -421,7 +413,7 @@ static void hostile_step_name(int fifo) {
     unlink(victim);
     tp_run run;
     load(&run);
-    assert_non_null(nth(&run.procs[0], "step", 59));
+    assert_non_null(nth_range(&run.procs[0], "step", 59));
     tp_run_free(&run);
 }
 

@@ -122,15 +122,6 @@ static void body_on(void) {
     }
 }
 
-/* the i-th range called `name` on any thread, or NULL */
-static const tp_range *nth(const tp_process *p, const char *name, int i) {
-    for (size_t t = 0; t < p->nthreads; t++)
-        for (size_t k = 0; k < p->threads[t].nranges; k++)
-            if (!strcmp(p->threads[t].ranges[k].name, name) && i-- == 0)
-                return &p->threads[t].ranges[k];
-    return NULL;
-}
-
 static uint64_t meta_u64(const tp_process *p, const char *key) {
     const char *v = tp_meta(p, key);
     return v ? strtoull(v, NULL, 10) : 0;
@@ -147,8 +138,8 @@ static void test_range_steps(void **state) {
     uint64_t on = meta_u64(p, "kernel_steps.on_ns"), off = meta_u64(p, "kernel_steps.off_ns");
     /* "iteration" is the first step name seen, so iterations are the steps: capture opens
      * as iteration 3 begins and closes as iteration 6 begins */
-    const tp_range *i2 = nth(p, "iteration", 2), *i3 = nth(p, "iteration", 3);
-    const tp_range *i5 = nth(p, "iteration", 5), *i6 = nth(p, "iteration", 6);
+    const tp_range *i2 = nth_range(p, "iteration", 2), *i3 = nth_range(p, "iteration", 3);
+    const tp_range *i5 = nth_range(p, "iteration", 5), *i6 = nth_range(p, "iteration", 6);
     assert_non_null(i6);
     assert_true(on >= i2->end && on <= i3->start);
     assert_true(off >= i5->end && off <= i6->start);
@@ -163,11 +154,12 @@ static void test_api_steps(void **state) {
     const tp_process *p = &run.procs[0];
     uint64_t on = meta_u64(p, "kernel_steps.on_ns"), off = meta_u64(p, "kernel_steps.off_ns");
     /* the "step" range after API step 103 and the one after 105 bracket the switches */
-    const tp_range *s3 = nth(p, "step", 3), *s4 = nth(p, "step", 4), *s5 = nth(p, "step", 5);
+    const tp_range *s3 = nth_range(p, "step", 3), *s4 = nth_range(p, "step", 4);
+    const tp_range *s5 = nth_range(p, "step", 5);
     assert_non_null(s5);
     assert_true(on > s3->end && on < s4->start);
     assert_true(off > s5->end);
-    const tp_range *s6 = nth(p, "step", 6);
+    const tp_range *s6 = nth_range(p, "step", 6);
     assert_true(off < s6->start);
     tp_run_free(&run);
 }
@@ -178,7 +170,7 @@ static void test_open_ended_and_malformed(void **state) {
     tp_run run;
     load(&run);
     const tp_process *p = &run.procs[0];
-    const tp_range *i6 = nth(p, "iteration", 6), *i7 = nth(p, "iteration", 7);
+    const tp_range *i6 = nth_range(p, "iteration", 6), *i7 = nth_range(p, "iteration", 7);
     uint64_t on = meta_u64(p, "kernel_steps.on_ns");
     assert_true(on >= i6->end && on <= i7->start);
     assert_null(tp_meta(p, "kernel_steps.off_ns")); /* open to the end */
@@ -213,7 +205,7 @@ static size_t windows(const tp_process *p, uint64_t *on, uint64_t *off, size_t m
 
 /* the switch at step k lies between the end of iteration k-1 and the start of iteration k */
 static void at_iteration(const tp_process *p, uint64_t t, int k) {
-    const tp_range *a = nth(p, "iteration", k - 1), *b = nth(p, "iteration", k);
+    const tp_range *a = nth_range(p, "iteration", k - 1), *b = nth_range(p, "iteration", k);
     assert_non_null(b);
     if (!(t >= a->end && t <= b->start))
         fail_msg("switch at %llu not between iterations %d and %d", (unsigned long long)t, k - 1,
