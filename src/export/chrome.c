@@ -631,13 +631,9 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
     fprintf(f, "%" PRId64 "}}", tp_cw_sort_index(p));
 
     for (size_t t = 0; t < p->nthreads; t++) {
+        if (!tp_cw_first_of_tid(p, t)) continue;
         uint32_t tid = p->threads[t].os_tid;
-        int seen = 0;
-        for (size_t u = 0; u < t && !seen; u++) seen = p->threads[u].os_tid == tid;
-        if (seen) continue;
-        const char *tname = NULL;
-        for (size_t u = t; u < p->nthreads && !tname; u++)
-            if (p->threads[u].os_tid == tid) tname = p->threads[u].name;
+        const char *tname = tp_cw_thread_name(p, t);
         tp_cw_write_meta(w, pid, tid, "thread_name", "name");
         if (tname) tp_json_string(f, tname);
         else fprintf(f, "\"thread %" PRIu32 "\"", tid);
@@ -665,10 +661,8 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
     }
 
     for (size_t t = 0; t < p->nthreads && rc == TPROF_OK; t++) {
+        if (!tp_cw_first_of_tid(p, t)) continue;
         uint32_t tid = p->threads[t].os_tid;
-        int seen = 0;
-        for (size_t u = 0; u < t && !seen; u++) seen = p->threads[u].os_tid == tid;
-        if (seen) continue;
         rc = write_track(w, p, pid, tid, api && tid == step_tid ? &st : NULL, sc, &ix);
     }
     tp_steps_free(&st);

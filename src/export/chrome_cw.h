@@ -156,6 +156,11 @@ const tp_gpu_op **tp_cw_gpu_ops(const tp_process *p, size_t *n);
 uint64_t tp_cw_gpu_end(const tp_gpu_op *const *ops, size_t n, size_t i);
 /* qsort/bsearch order of pointers to runtime calls by correlation id. */
 int tp_cw_cmp_api_corr(const void *a, const void *b);
+/* Threads of one process that share an os tid (a thread id reused after an exit) are one
+ * track: whether thread index t is the first of p's threads with its tid, and the track's
+ * name, the first name among those threads (NULL: none has one). */
+int tp_cw_first_of_tid(const tp_process *p, size_t t);
+const char *tp_cw_thread_name(const tp_process *p, size_t t);
 /* qsort order of pointers to runtime calls by thread (os tid), then start, the enclosing
  * call first, then address: one order for any input. */
 int tp_cw_cmp_api_thread(const void *a, const void *b);

@@ -217,6 +217,19 @@ int tp_cw_cmp_api_corr(const void *a, const void *b) {
     return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
 }
 
+int tp_cw_first_of_tid(const tp_process *p, size_t t) {
+    for (size_t u = 0; u < t; u++)
+        if (p->threads[u].os_tid == p->threads[t].os_tid) return 0;
+    return 1;
+}
+
+const char *tp_cw_thread_name(const tp_process *p, size_t t) {
+    for (size_t u = t; u < p->nthreads; u++)
+        if (p->threads[u].os_tid == p->threads[t].os_tid && p->threads[u].name)
+            return p->threads[u].name;
+    return NULL;
+}
+
 int tp_cw_cmp_api_thread(const void *a, const void *b) {
     const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
     if (x->os_tid != y->os_tid) return x->os_tid < y->os_tid ? -1 : 1;

@@ -437,13 +437,6 @@ static void write_thread(proc_ctx *c, uint32_t tid, uint64_t track, const tp_ste
     }
 }
 
-/* Whether thread index t is the first of p's threads with its os tid. */
-static int first_of_tid(const tp_process *p, size_t t) {
-    for (size_t u = 0; u < t; u++)
-        if (p->threads[u].os_tid == p->threads[t].os_tid) return 0;
-    return 1;
-}
-
 static uint64_t thread_uuid_of(const proc_ctx *c, uint32_t tid) {
     for (size_t t = 0; t < c->p->nthreads; t++)
         if (c->p->threads[t].os_tid == tid) return c->tuuid[t];
@@ -599,13 +592,11 @@ static void write_process(pw *x, const tp_process *p, int64_t pid, const tp_expo
     proc_ctx c = {x, p, pid, tuuid};
     char tn[32];
     for (size_t t = 0; t < p->nthreads; t++) {
-        if (!first_of_tid(p, t)) {
+        if (!tp_cw_first_of_tid(p, t)) {
             tuuid[t] = thread_uuid_of(&c, p->threads[t].os_tid);
             continue;
         }
-        const char *name = NULL;
-        for (size_t u = t; u < p->nthreads && !name; u++)
-            if (p->threads[u].os_tid == p->threads[t].os_tid) name = p->threads[u].name;
+        const char *name = tp_cw_thread_name(p, t);
         if (!name) {
             snprintf(tn, sizeof tn, "thread %" PRIu32, p->threads[t].os_tid);
             name = tn;
@@ -625,7 +616,7 @@ static void write_process(pw *x, const tp_process *p, int64_t pid, const tp_expo
               st.thread < p->nthreads;
     uint32_t step_tid = api ? p->threads[st.thread].os_tid : 0;
     for (size_t t = 0; t < p->nthreads && x->rc == TPROF_OK; t++) {
-        if (!first_of_tid(p, t)) continue;
+        if (!tp_cw_first_of_tid(p, t)) continue;
         uint32_t tid = p->threads[t].os_tid;
         write_thread(&c, tid, tuuid[t], api && tid == step_tid ? &st : NULL, sc);
     }
