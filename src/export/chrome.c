@@ -560,12 +560,8 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid, const hta_index *i
         }
         if (o->graph) fprintf(f, ",\"graph\":%" PRIu32, o->graph);
         /* the launch that put it there, and the CPU operator that made the launch */
-        tp_gpu_op key = *o;
-        const tp_gpu_op *kp = &key;
-        const tp_gpu_op **hit = p->napi && o->correlation
-                                    ? bsearch(&kp, apis, p->napi, sizeof *apis, tp_cw_cmp_api_corr)
-                                    : NULL;
-        uint64_t ext = hit ? hta_ext_of(ix, *hit) : 0;
+        const tp_gpu_op *hit = tp_cw_launch_of(apis, p->napi, o);
+        uint64_t ext = hit ? hta_ext_of(ix, hit) : 0;
         if (ext) fprintf(f, ",\"External id\":%" PRIu64, ext);
         if (clip) {
             /* what CUPTI said, and why it was not believed */
@@ -579,11 +575,11 @@ static int write_gpu(cw *w, const tp_process *p, int64_t pid, const hta_index *i
         }
         fputs("}}", f);
         tp_cw_note_time(w, te);
-        if (hit && tp_cw_in_win(w, tp_cw_rel_ns(w, p, (*hit)->start), tp_cw_rel_ns(w, p, (*hit)->end))) {
+        if (hit && tp_cw_in_win(w, tp_cw_rel_ns(w, p, hit->start), tp_cw_rel_ns(w, p, hit->end))) {
             uint64_t id = flow_base | o->correlation;
-            tp_cw_ev_open(w, "s", pid, (*hit)->os_tid);
+            tp_cw_ev_open(w, "s", pid, hit->os_tid);
             fprintf(f, ",\"cat\":\"ac2g\",\"name\":\"launch\",\"id\":\"%" PRIu64 "\"", id);
-            tp_cw_put_ts(w, "ts", tp_cw_rel_ns(w, p, (*hit)->start));
+            tp_cw_put_ts(w, "ts", tp_cw_rel_ns(w, p, hit->start));
             fputc('}', f);
             tp_cw_ev_open(w, "f", pid, tid);
             fprintf(f, ",\"cat\":\"ac2g\",\"name\":\"launch\",\"id\":\"%" PRIu64 "\",\"bp\":\"e\"",

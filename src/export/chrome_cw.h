@@ -156,6 +156,9 @@ const tp_gpu_op **tp_cw_gpu_ops(const tp_process *p, size_t *n);
 uint64_t tp_cw_gpu_end(const tp_gpu_op *const *ops, size_t n, size_t i);
 /* qsort/bsearch order of pointers to runtime calls by correlation id. */
 int tp_cw_cmp_api_corr(const void *a, const void *b);
+/* The runtime call that launched GPU record o (its correlation id), in apis (n pointers
+ * sorted by tp_cw_cmp_api_corr), or NULL. */
+const tp_gpu_op *tp_cw_launch_of(const tp_gpu_op *const *apis, size_t n, const tp_gpu_op *o);
 /* Threads of one process that share an os tid (a thread id reused after an exit) are one
  * track: whether thread index t is the first of p's threads with its tid, and the track's
  * name, the first name among those threads (NULL: none has one). */

@@ -217,6 +217,12 @@ int tp_cw_cmp_api_corr(const void *a, const void *b) {
     return x->correlation < y->correlation ? -1 : x->correlation > y->correlation;
 }
 
+const tp_gpu_op *tp_cw_launch_of(const tp_gpu_op *const *apis, size_t n, const tp_gpu_op *o) {
+    if (!n || !o->correlation) return NULL;
+    const tp_gpu_op *const *hit = bsearch(&o, apis, n, sizeof *apis, tp_cw_cmp_api_corr);
+    return hit ? *hit : NULL;
+}
+
 int tp_cw_first_of_tid(const tp_process *p, size_t t) {
     for (size_t u = 0; u < t; u++)
         if (p->threads[u].os_tid == p->threads[t].os_tid) return 0;

@@ -478,14 +478,9 @@ static void write_gpu_ops(proc_ctx *c, const tp_gpu_op **ops, size_t n,
         int64_t ts = tp_cw_rel_ns(&x->w, p, o->start);
         int64_t te = tp_cw_rel_ns(&x->w, p, tp_cw_gpu_end(ops, n, i));
         if (!tp_cw_in_win(&x->w, ts, te)) continue;
-        tp_gpu_op key = *o;
-        const tp_gpu_op *kp = &key;
-        const tp_gpu_op **hit = p->napi && o->correlation
-                                    ? bsearch(&kp, by_corr, p->napi, sizeof *by_corr,
-                                              tp_cw_cmp_api_corr)
-                                    : NULL;
-        uint64_t tflow = hit && tp_cw_in_win(&x->w, tp_cw_rel_ns(&x->w, p, (*hit)->start),
-                                             tp_cw_rel_ns(&x->w, p, (*hit)->end))
+        const tp_gpu_op *hit = tp_cw_launch_of(by_corr, p->napi, o);
+        uint64_t tflow = hit && tp_cw_in_win(&x->w, tp_cw_rel_ns(&x->w, p, hit->start),
+                                             tp_cw_rel_ns(&x->w, p, hit->end))
                              ? flow_base | o->correlation
                              : 0;
         nest_slice(x, ts, te, tp_cw_gpu_name(o, nb, sizeof nb), op_cat(o), 0, tflow);
