@@ -23,6 +23,9 @@
  *   fake_cupti_flushes()   cuptiActivityFlushAll calls, and fake_cupti_forced() those forced
  *   fake_cupti_api_exit()  a CUDA call returns: the subscriber's callback (cuptiSubscribe,
  *       when its runtime domain is enabled) runs at CUPTI_API_EXIT; returns 1 if it ran
+ *   fake_cupti_kind_on(k)  1 while activity kind k is enabled
+ *   fake_cupti_driver_launch(corr)  a cuLaunchKernel with correlation id `corr`: its ENTER
+ *       and EXIT at the subscriber when that call's callback is on; returns 1 if they ran
  *   fake_cupti_attached()  1 while CUPTI is attached: cuptiFinalize detaches it, and any
  *       other CUPTI call attaches it again (CUPTI's lazy initialisation)
  *   fake_cupti_finalizes(), fake_cupti_registers(), fake_cupti_subscribers()  calls of
@@ -84,18 +87,20 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbac
     (void)f;
     return CUPTI_SUCCESS;
 }
+static int g_kind_on[64]; /* per activity kind: enabled now */
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
     ATTACH();
-    (void)k;
     g_enabled++;
+    if ((unsigned)k < 64) g_kind_on[k] = 1;
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
     ATTACH();
-    (void)k;
     g_enabled--;
+    if ((unsigned)k < 64) g_kind_on[k] = 0;
     return CUPTI_SUCCESS;
 }
+EXPORT int fake_cupti_kind_on(int k) { return (unsigned)k < 64 && g_kind_on[k]; }
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     ATTACH();
     g_flushes++;
@@ -122,9 +127,12 @@ EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cb, uint8_t on)
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cb, const char **name) {
-    (void)d;
-    if (cb == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+    if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cb == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
         *name = "cudaLaunchKernel_v7000";
+        return CUPTI_SUCCESS;
+    }
+    if (d == CUPTI_CB_DOMAIN_DRIVER_API && cb == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
+        *name = "cuLaunchKernel";
         return CUPTI_SUCCESS;
     }
     return CUPTI_ERROR_INVALID_PARAMETER;
@@ -304,6 +312,23 @@ EXPORT int fake_cupti_api_exit(void) {
     cb.functionName = "cudaLaunchKernel";
     g_sub_fn(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
              &cb);
+    return 1;
+}
+/* A cuLaunchKernel of the program's: its ENTER and EXIT at the subscriber when the callback of
+ * that call is on, with one correlationData slot between them, as CUPTI passes it. */
+EXPORT int fake_cupti_driver_launch(uint32_t correlation) {
+    const uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+    if (!g_sub_held || !g_sub_fn || !g_cb_on[1][cbid]) return 0;
+    uint64_t slot = 0xdeadbeef; /* CUPTI does not promise it zeroed */
+    CUpti_CallbackData cb;
+    memset(&cb, 0, sizeof cb);
+    cb.functionName = "cuLaunchKernel";
+    cb.correlationData = &slot;
+    cb.correlationId = correlation;
+    cb.callbackSite = CUPTI_API_ENTER;
+    g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
+    cb.callbackSite = CUPTI_API_EXIT;
+    g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
     return 1;
 }
 EXPORT int fake_cupti_attached(void) { return g_attached; }

@@ -98,6 +98,30 @@ static _Atomic int g_detach; /* DETACH_*, changed under g_pause_lock */
 static CUpti_SubscriberHandle g_sub;
 static int g_sub_held;
 static _Atomic int g_oom_cbs; /* the allocation callbacks are enabled on g_sub */
+/* Driver-API launches (the kind "driver": cuBLASLt, Triton and CUTLASS launch through the
+ * driver API). CUPTI's DRIVER activity kind traces every driver call, and the per-call filter
+ * only drops the records: on Megatron-LM's launch-bound configuration a window with it cost
+ * x1.33 per step against x1.17 without it (bench/megatron_capture_cost.py, in-run). So by
+ * default the launches are taken from callbacks on the launch calls alone, on our one
+ * subscriber, and written as the same API records: the callback's correlation id is the one
+ * CUPTI gives the launched kernel's record (cupti_callbacks.h, CUpti_CallbackData::
+ * correlationId). Where the subscriber is another client's, or TRAINPROF_CUPTI_DRIVER=activity,
+ * the activity kind is used as before. */
+enum { DRV_NONE = 0, DRV_CALLBACK = 1, DRV_ACTIVITY = 2 };
+static int g_drv_mode;          /* DRV_*, chosen at start */
+static int g_drv_act_on;        /* the DRIVER kind is enabled (under g_pause_lock) */
+static _Atomic int g_drv_cbs;   /* the launch callbacks are enabled on g_sub and recording */
+static const CUpti_CallbackId drv_launches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunch, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+};
+#define NDRV (sizeof drv_launches / sizeof *drv_launches)
+static char g_drv_names[NDRV][48]; /* their names as API records carry them, set at start */
 /* Correlation ids as written: CUPTI's plus g_corr_base, which becomes the largest id written
  * so far (g_corr_max) each time CUPTI is attached again, whose ids may start over; every
  * record of an attachment is delivered before it detaches (a forced flush), so the ids of a
@@ -639,7 +663,11 @@ int InitializeInjection(void) {
      * 45.6 ms), which the default plan's windows bound; a list without "driver" leaves them
      * out. */
     if (kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi) {
-        g_chosen[g_nchosen++] = CUPTI_ACTIVITY_KIND_DRIVER;
+        const char *how = tprof__env(TPROF__OPT_CUPTI_DRIVER);
+        g_drv_mode = how && !strcmp(how, "activity") ? DRV_ACTIVITY : DRV_CALLBACK;
+        for (size_t i = 0; i < NDRV; i++)
+            snprintf(g_drv_names[i], sizeof g_drv_names[i], "%s",
+                     api_name(CUPTI_CB_DOMAIN_DRIVER_API, drv_launches[i]));
         enabled++;
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%sdriver", l ? "," : "");
@@ -692,23 +720,68 @@ static void apply_api_filters(void) {
             }
         }
     }
-    int driver = 0;
-    for (size_t i = 0; i < g_nchosen; i++) driver |= g_chosen[i] == CUPTI_ACTIVITY_KIND_DRIVER;
-    if (!driver || !F.cuptiActivityEnableDriverApi) return;
-    static const CUpti_CallbackId launches[] = {
-        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-        CUPTI_DRIVER_TRACE_CBID_cuLaunch, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
-        CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
-    };
+    if (!g_drv_act_on || !F.cuptiActivityEnableDriverApi) return;
     for (CUpti_CallbackId cb = 1; cb < CUPTI_DRIVER_TRACE_CBID_SIZE; cb++) {
         int on = 0;
-        for (size_t i = 0; i < sizeof launches / sizeof *launches; i++) on |= launches[i] == cb;
+        for (size_t i = 0; i < NDRV; i++) on |= drv_launches[i] == cb;
         F.cuptiActivityEnableDriverApi(cb, (uint8_t)on);
     }
+}
+
+static CUptiResult hold_subscriber(void);
+
+/* Under g_pause_lock: the driver launches on or off with the chosen kinds, by callbacks on
+ * our subscriber where we hold it or can take it, else by the DRIVER activity kind. */
+static void driver_launches(int on) {
+    if (g_drv_mode == DRV_NONE) return;
+    if (!on) {
+        if (atomic_exchange(&g_drv_cbs, 0) && g_sub_held) {
+            for (size_t i = 0; i < NDRV; i++)
+                F.cuptiEnableCallback(0, g_sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_launches[i]);
+            /* CUPTI's one subscriber is free for another client unless ours still needs it */
+            if (!atomic_load(&g_oom_cbs) && atomic_load(&g_detach) != DETACH_ASKED)
+                release_subscriber();
+        }
+        if (g_drv_act_on && F.cuptiActivityDisable)
+            F.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+        g_drv_act_on = 0;
+        return;
+    }
+    if (g_drv_mode == DRV_CALLBACK && F.cuptiSubscribe && F.cuptiEnableCallback &&
+        hold_subscriber() == CUPTI_SUCCESS) {
+        for (size_t i = 0; i < NDRV; i++)
+            F.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_launches[i]);
+        atomic_store(&g_drv_cbs, 1);
+        return;
+    }
+    F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+    g_drv_act_on = 1;
+}
+
+/* A driver launch's callback, on the launching thread: its times and correlation id as an API
+ * record, as CUPTI's DRIVER record of it would carry them. The entry's time waits in the
+ * call's correlationData. */
+static void driver_launch_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+    size_t i = 0;
+    while (i < NDRV && drv_launches[i] != cbid) i++;
+    if (i == NDRV || !cb->correlationData) return;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        *cb->correlationData = tprof__now();
+        return;
+    }
+    uint64_t start = *cb->correlationData, end = tprof__now();
+    *cb->correlationData = 0;
+    /* an entry seen before the callbacks went on leaves no time: no record */
+    if (!start || start > end || !tprof_enabled()) return;
+    tprof__thread *t = tprof__thread_get();
+    if (!t) return;
+    tprof_pl_gpu pl;
+    memset(&pl, 0, sizeof pl);
+    pl.end_ns = end;
+    pl.correlation = cb->correlationId;
+    pl.kind = (uint32_t)cbid;
+    pl.os_tid = t->os_tid;
+    emit_gpu(t, TPROF_REC_GPU_API, g_drv_names[i], start, &pl);
 }
 
 /* Turns the chosen kinds on or off; off flushes what CUPTI holds (the window's last
@@ -721,6 +794,7 @@ static void enable_chosen(int on) {
         else if (F.cuptiActivityDisable)
             F.cuptiActivityDisable(g_chosen[i]);
     }
+    driver_launches(on);
     if (on) apply_api_filters();
     if (!on && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(0);
 }
@@ -768,6 +842,8 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain dom, CUpti_Call
     const CUpti_CallbackData *cb = data;
     if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) || !cb) return;
     if (atomic_load(&g_oom_cbs)) tprof__cupti_oom_callback(dom, cbid, cb);
+    if (dom == CUPTI_CB_DOMAIN_DRIVER_API && atomic_load(&g_drv_cbs))
+        driver_launch_callback(cbid, cb);
     if (cb->callbackSite == CUPTI_API_EXIT && atomic_load(&g_detach) == DETACH_ASKED)
         detach_now();
 }
@@ -806,6 +882,7 @@ static void oom_subscribe(void) {
 /* Under g_pause_lock: our subscriber goes (another client may want it, or CUPTI detached). */
 static void release_subscriber(void) {
     atomic_store(&g_oom_cbs, 0);
+    atomic_store(&g_drv_cbs, 0);
     if (g_sub_held && F.cuptiUnsubscribe) F.cuptiUnsubscribe(g_sub);
     g_sub_held = 0;
 }

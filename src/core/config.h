@@ -87,6 +87,8 @@
       "GPU activity kinds to capture (driver: driver-API launches, as cuBLASLt makes)")      \
     X(CUPTI_DETACH, "TRAINPROF_CUPTI_DETACH", TEXT, "", 0, 0,                                \
       "0: CUPTI stays attached between capture windows")                                     \
+    X(CUPTI_DRIVER, "TRAINPROF_CUPTI_DRIVER", TEXT, "", 0, 0,                                \
+      "activity: driver-API launches from CUPTI's DRIVER kind, not launch callbacks")       \
     X(CUPTI_CALLS, "TRAINPROF_CUPTI_CALLS", TEXT, "", 0, 0,                                  \
       "all: every CUDA runtime call, not only those that launch, copy, set, sync, allocate") \
     X(CUPTI_POOL, "TRAINPROF_CUPTI_POOL", TEXT, "", 0, 0,                                    \
