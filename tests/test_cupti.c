@@ -35,6 +35,10 @@
  *   driver launches  by callbacks on the launch calls alone, as API records with the
  *              callback's correlation id, none while paused; by CUPTI's DRIVER kind when the
  *              subscriber is another client's or TRAINPROF_CUPTI_DRIVER=activity
+ *   foreign client  another CUPTI client of the program registers its buffers: ours are
+ *              flushed and capture pauses, its subscription gets CUPTI's one subscriber; when
+ *              it turns its kernels off and flushes, the flusher takes capture back; the
+ *              pause is in gpu_capture.pauses, named "another CUPTI client"
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
  *              activity API, TRAINPROF_CUPTI=0: one capability line each, and the session
  *              records on (a step)
@@ -52,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cupti.h>
 
@@ -621,6 +626,74 @@ static void test_driver_launches(void **state) {
     }
 }
 
+/* Another CUPTI client in the program (Kineto under torch.profiler, without trainprof.torch):
+ * its calls reach libcupti through trainprof's definitions, which hand capture over. */
+static void CUPTIAPI other_req(uint8_t **buf, size_t *size, size_t *max) {
+    static uint8_t mem[1 << 16] __attribute__((aligned(8)));
+    *buf = mem;
+    *size = sizeof mem;
+    *max = 0;
+}
+static void CUPTIAPI other_done(CUcontext c, uint32_t s, uint8_t *buf, size_t size, size_t valid) {
+    (void)c, (void)s, (void)buf, (void)size, (void)valid;
+}
+
+static void foreign_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 110);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 111);
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"), regs = fake_fn(h, "fake_cupti_registers"),
+                subs = fake_fn(h, "fake_cupti_subscribers");
+    CHECK(deliver && enabled && regs && subs, 112);
+    tprof_step_begin(0);
+    CHECK(deliver(2, 0, g_t0) != 0, 113);
+    tprof_step_end(0);
+    tprof_step_begin(1);
+    /* the other client starts: ours flushed and paused, its callbacks registered */
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 114);
+    CHECK(enabled() == 1 && subs() == 0 && regs() == 2, 115);
+    CHECK(tprof_gpu_capture_pause() == TPROF_ERR_ALREADY, 116);
+    CHECK(cuptiSubscribe(&(CUpti_SubscriberHandle){0}, NULL, NULL) == CUPTI_SUCCESS, 117);
+    tprof_step_end(1);
+    tprof_step_begin(2);
+    /* its window ends: kernels off, its last records flushed to it */
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 118);
+    CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 119);
+    tprof_step_end(2);
+    for (int i = 0; i < 100 && regs() < 3; i++) usleep(10000); /* the flusher's next pass */
+    CHECK(regs() == 3 && enabled() == 9, 120); /* ours again */
+    tprof_step_begin(3);
+    CHECK(deliver(1, 0, g_t0 + 3000000) != 0, 121);
+    tprof_step_end(3);
+}
+
+static void test_foreign_client(void **state) {
+    (void)state;
+    fresh_dir("foreign");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(foreign_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    size_t kernels = 0;
+    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    assert_int_equal(kernels, 3); /* before and after the other client's window */
+    const char *why = tp_meta(p, "gpu_capture.pause_reason"), *pauses = tp_meta(p, "gpu_capture.pauses");
+    assert_non_null(why);
+    assert_string_equal(why, "another CUPTI client");
+    unsigned long long a = 0, b = 0;
+    assert_non_null(pauses);
+    assert_int_equal(sscanf(pauses, "%llu-%llu", &a, &b), 2);
+    assert_true(a > p->hdr.start_mono_ns && b > a);
+    assert_null(strchr(pauses, ',')); /* one pause */
+    tp_run_free(&run);
+}
+
 static void test_backoff(void **state) {
     (void)state;
     backoff("nolib", "/nonexistent/libcupti.so.13", NULL, NULL,
@@ -643,6 +716,7 @@ int main(void) {
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_mapped),
         cmocka_unit_test(test_driver_launches),
+        cmocka_unit_test(test_foreign_client),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1035,6 +1035,130 @@ int tprof_gpu_capture_resume(void) {
     return rc;
 }
 
+/* ------------------------------------------------------------------ another CUPTI client */
+
+/* CUPTI serves one client per process: a second cuptiActivityRegisterCallbacks takes every
+ * buffer over, and a second subscriber is refused (cupti_activity.h, cupti_callbacks.h). A
+ * program that runs torch.profiler itself (Kineto) would otherwise leave both tools empty.
+ * trainprof.torch hands over from Python; for any other program, `trainprof run` preloads
+ * this library, so its definitions of these CUPTI functions come before libcupti's in the
+ * process's symbol lookup: each notes what the other client does and passes the call on to
+ * libcupti unchanged (RTLD_NEXT). The client's first registration pauses our capture (our
+ * buffers flushed, our subscriber released, the pause named in gpu_capture.pauses and
+ * reported in steps); turning its kernel kind off, then flushing or finalizing, ends its
+ * window, and the flusher resumes ours on its next pass. Our own CUPTI calls go through F,
+ * bound to libcupti itself, and never reach these. A client that never turns its kernels off
+ * keeps us paused, which the report says. */
+enum { FOREIGN_NONE = 0, FOREIGN_HOLDS = 1, FOREIGN_ENDING = 2, FOREIGN_DONE = 3 };
+static _Atomic int g_foreign;
+static _Atomic int g_foreign_paused; /* we paused for it (not for trainprof.torch) */
+static _Atomic uint64_t g_foreign_end_ns;
+
+/* libcupti's function of that name: the next definition after ours in the lookup order, else
+ * the one bound from the libcupti we loaded. */
+static void *next_cupti(const char *name, void *bound) {
+    void *f = dlsym(RTLD_NEXT, name);
+    return f ? f : bound;
+}
+
+static void foreign_claims(void) {
+    if (!atomic_load(&g_ready) || !tprof_enabled()) return;
+    atomic_store(&g_foreign, FOREIGN_HOLDS);
+    pthread_mutex_lock(&g_pause_lock);
+    int ours = g_paused;
+    pthread_mutex_unlock(&g_pause_lock);
+    if (ours) return; /* paused already (trainprof.torch, or this client's earlier window) */
+    tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
+    if (tprof_gpu_capture_pause() == TPROF_OK) {
+        atomic_store(&g_foreign_paused, 1);
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client registered its buffers: GPU activity "
+                   "capture handed over to it");
+    }
+}
+
+static void foreign_ends(int finalized) {
+    int st = atomic_load(&g_foreign);
+    if (st == FOREIGN_HOLDS || (finalized && st == FOREIGN_ENDING)) {
+        atomic_store(&g_foreign_end_ns, tprof__now());
+        atomic_store(&g_foreign, finalized ? FOREIGN_DONE : FOREIGN_ENDING);
+    }
+}
+
+TPROF_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                              CUpti_BuffersCallbackCompleteFunc done);
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                    CUpti_BuffersCallbackCompleteFunc done) {
+    static CUptiResult(CUPTIAPI * real)(CUpti_BuffersCallbackRequestFunc,
+                                        CUpti_BuffersCallbackCompleteFunc);
+    if (!real) *(void **)&real = next_cupti("cuptiActivityRegisterCallbacks", *(void **)&F.cuptiActivityRegisterCallbacks);
+    if (req != buffer_requested) foreign_claims();
+    return real ? real(req, done) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+TPROF_API CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind);
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+    static CUptiResult(CUPTIAPI * real)(CUpti_ActivityKind);
+    if (!real) *(void **)&real = next_cupti("cuptiActivityDisable", *(void **)&F.cuptiActivityDisable);
+    CUptiResult r = real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL)
+        foreign_ends(0);
+    return r;
+}
+
+TPROF_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag);
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+    static CUptiResult(CUPTIAPI * real)(uint32_t);
+    if (!real) *(void **)&real = next_cupti("cuptiActivityFlushAll", *(void **)&F.cuptiActivityFlushAll);
+    CUptiResult r = real ? real(flag) : CUPTI_ERROR_NOT_INITIALIZED;
+    /* the client's last records are its own now: ours may come back */
+    if (atomic_load(&g_foreign) == FOREIGN_ENDING) foreign_ends(1);
+    return r;
+}
+
+TPROF_API CUptiResult CUPTIAPI cuptiFinalize(void);
+CUptiResult CUPTIAPI cuptiFinalize(void) {
+    static CUptiResult(CUPTIAPI * real)(void);
+    if (!real) *(void **)&real = next_cupti("cuptiFinalize", *(void **)&F.cuptiFinalize);
+    CUptiResult r = real ? real() : CUPTI_ERROR_NOT_INITIALIZED;
+    foreign_ends(1);
+    return r;
+}
+
+/* A client subscribing takes CUPTI's one subscriber from us where we hold it: our failed-
+ * allocation and launch callbacks go (driver launches fall back to their activity kind at the
+ * next window), and its subscription succeeds. */
+TPROF_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
+                                              void *ud);
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
+    static CUptiResult(CUPTIAPI * real)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+    if (!real) *(void **)&real = next_cupti("cuptiSubscribe", *(void **)&F.cuptiSubscribe);
+    if (fn != (CUpti_CallbackFunc)api_callback && atomic_load(&g_ready)) {
+        pthread_mutex_lock(&g_pause_lock);
+        if (g_sub_held && atomic_load(&g_detach) != DETACH_ASKED) {
+            release_subscriber();
+            tprof__log(TPROF_LOG_INFO, "another CUPTI client subscribed: failed device "
+                       "allocations and driver launches by callback are its now");
+        }
+        pthread_mutex_unlock(&g_pause_lock);
+    }
+    return real ? real(sub, fn, ud) : CUPTI_ERROR_NOT_INITIALIZED;
+}
+
+/* Flusher: our capture back once the other client's window has ended (its last flush done,
+ * or a second after it turned its kernels off without one). */
+static uint64_t cupti_tick(int final) {
+    (void)final;
+    int st = atomic_load(&g_foreign);
+    if (st != FOREIGN_DONE && !(st == FOREIGN_ENDING &&
+                                tprof__now() - atomic_load(&g_foreign_end_ns) > 1000000000ull))
+        return 0;
+    atomic_store(&g_foreign, FOREIGN_NONE);
+    if (atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK)
+        tprof__log(TPROF_LOG_INFO, "the other CUPTI client's window ended: GPU activity "
+                   "capture taken back");
+    return 0;
+}
+
 /* Recording, or about to: from the moment the driver called InitializeInjection. */
 static int cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_starting); }
 
@@ -1056,6 +1180,7 @@ static int cupti_capability(char *line, size_t n) {
 
 const tprof__source tprof__source_cupti = {
     .name = "cupti",
+    .tick = cupti_tick,
     .flush = cupti_flush,
     .active = cupti_active,
     .window = cupti_window,
