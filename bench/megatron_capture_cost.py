@@ -86,7 +86,7 @@ def run(mode, a, b, args, outdir, tag):
             pre.insert(2, "--python")
         if mode == "window" or mode.startswith("window-"):
             pre += ["--kernel-steps", "%d-%d" % (a, b)]
-        elif mode == "plan":
+        elif mode == "plan" or mode.startswith("plan-"):
             pre += ["--gpu-capture", args.plan]
         elif mode == "full":
             pre += ["--gpu-capture", "all"]
@@ -113,6 +113,42 @@ def parts(it, a, b, n):
             "inside": [i for i in range(a + 1, b + 2) if i in it],
             "after": [i for i in range(b + 3, n + 1) if i in it],
             "all": [i for i in range(11, n + 1) if i in it]}
+
+
+def plan_windows(plan, n):
+    """The trainprof steps of a plan "A-B[,C-D...]" or "A-B/N", as (a, b) pairs below n."""
+    out = []
+    for part in plan.split(","):
+        rng, _, every = part.partition("/")
+        a, b = (int(x) for x in rng.split("-"))
+        step = int(every) if every else 0
+        while a < n:
+            out.append((a, b))
+            if not step:
+                break
+            a, b = a + step, b + step
+    return out
+
+
+def in_run(it, windows, nbefore=4):
+    """Each window's slowdown within its own run: the median of its iterations over the median
+    of the nbefore iterations before it (Megatron iteration = trainprof step + 1; iterations
+    before 11 and the iteration after a window, which holds the window's closing flush or
+    torch.profiler's trace export, are left out). Drift of the machine across a run moves both
+    sides alike, which a comparison with another run cannot cancel."""
+    out = []
+    closed = set(b + 2 for _, b in windows)
+    for a, b in windows:
+        inside = [it[i] for i in range(a + 1, b + 2) if i in it]
+        before = []
+        i = a
+        while i >= 11 and len(before) < nbefore:
+            if i in it and i not in closed and not any(x + 1 <= i <= y + 1 for x, y in windows):
+                before.append(it[i])
+            i -= 1
+        if len(inside) >= 3 and len(before) >= 3:
+            out.append(st.median(inside) / st.median(before))
+    return out
 
 
 def interval(v):
@@ -161,14 +197,24 @@ def main():
             it = iterations(log)
             p = parts(it, a, b, args.iters)
             med = {k: (st.median([it[i] for i in v]) if v else None) for k, v in p.items()}
+            if mode == "torchprof" or mode == "window" or mode.startswith("window-"):
+                wins = [(a, b)]
+            elif mode == "plan" or mode.startswith("plan-"):
+                wins = plan_windows(args.plan, args.iters)
+            else:
+                wins = []
+            inr = in_run(it, wins)
             rows.append({"round": r, "mode": mode, "rc": rc, "secs": round(secs, 1),
-                         "iters": len(it), "median_ms": med})
+                         "iters": len(it), "median_ms": med, "in_run": inr})
+            with open(os.path.join(args.outdir, "rows.json"), "w") as f:
+                json.dump(rows, f, indent=1)  # each run as it ends: a call cut short keeps them
             print("round %d %-9s rc %d %5.1f s %3d iterations: %s" % (
                 r, mode, rc, secs, len(it),
                 " ".join("%s %.2f" % (k, v) for k, v in med.items() if v is not None)),
                 flush=True)
-    with open(os.path.join(args.outdir, "rows.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+            if inr:
+                print("    in-run slowdown per window: %s" % " ".join("x%.4f" % x for x in inr),
+                      flush=True)
     bare = {x["round"]: x["median_ms"] for x in rows if x["mode"] == "bare"}
 
     def ratios(mode, part, over="bare"):
@@ -230,6 +276,19 @@ def main():
             if bef and aft:
                 print("  %s: after the window / before it: %.4f" % (
                     mode, st.median(aft) / st.median(bef)))
+    print("\nin-run slowdown inside windows (window over the iterations before it in the same "
+          "run; median over the mode's windows and rounds, min..max):")
+    inrun = {}
+    for mode in modes:
+        v = [x for row in rows if row["mode"] == mode for x in row.get("in_run", [])]
+        if v:
+            inrun[mode] = st.median(v)
+            print("  %-14s x%.4f (%.4f..%.4f) n=%d" % (mode, st.median(v), min(v), max(v), len(v)))
+    tq = inrun.get("torchprof")
+    for mode, q in inrun.items():
+        if mode != "torchprof" and tq:
+            print("  %s vs torch.profiler, in-run: x%.4f against x%.4f; target <= torch.profiler: "
+                  "%s" % (mode, q, tq, "PASS" if q <= tq else "MISS"))
     w, t = ratios("window", "inside"), ratios("torchprof", "inside")
     if w and t:
         print("  inside the window: trainprof x%.4f, torch.profiler x%.4f; target trainprof <= "

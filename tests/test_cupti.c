@@ -667,6 +667,9 @@ static void foreign_body(void) {
     tprof_step_end(2);
     for (int i = 0; i < 100 && regs() < 3; i++) usleep(10000); /* the flusher's next pass */
     CHECK(regs() == 3 && enabled() == 9, 120); /* ours again */
+    /* the client tidies up after its window: our kinds stay on */
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 122);
+    CHECK(enabled() == 9, 123);
     tprof_step_begin(3);
     CHECK(deliver(1, 0, g_t0 + 3000000) != 0, 121);
     tprof_step_end(3);

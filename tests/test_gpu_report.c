@@ -262,6 +262,42 @@ static void test_repeated_correlation_ids(void **state) {
     synth_rmtree(dir);
 }
 
+/* A driver launch inside a runtime launch of its thread (the runtime's own, as launch
+ * callbacks see it) is dropped; one of the program's own (cuBLASLt's) is kept. */
+static void test_nested_driver_launch(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-drv"), 0);
+    synth_file *f = synth_open(dir, "h", 60, RT0, T0);
+    synth_thread(f, 1, 60);
+    synth_thread(f, 2, 61);
+    synth_rank(f, 0, 1);
+    synth_step_begin(f, 1, T0, 0);
+    synth_step_end(f, 1, T0 + 10 * MS, 0);
+    uint64_t b = T0 + MS;
+    tprof_pl_gpu rt = {b + 10 * US, 0, 0, 0, 5, 211, 60, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b, &rt, sizeof rt, "cudaLaunchKernel",
+              sizeof "cudaLaunchKernel");
+    tprof_pl_gpu inner = {b + 8 * US, 0, 0, 0, 6, 307, 60, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 2 * US, &inner, sizeof inner,
+              "cuLaunchKernel", sizeof "cuLaunchKernel");
+    tprof_pl_gpu own = {b + 30 * US, 0, 0, 0, 7, 307, 60, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 20 * US, &own, sizeof own,
+              "cuLaunchKernel", sizeof "cuLaunchKernel");
+    synth_kernel(f, 2, b + 50 * US, b + 60 * US, 0, 7, 5, "gemm_kernel");
+    synth_kernel(f, 2, b + 70 * US, b + 80 * US, 0, 7, 7, "cublasLt_kernel");
+    synth_end_of_file(f, T0 + 11 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->napi, 2);
+    uint32_t corr[2] = {p->api[0].correlation, p->api[1].correlation};
+    assert_true((corr[0] == 5 && corr[1] == 7) || (corr[0] == 7 && corr[1] == 5));
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_energy_integrated_power(void **state) {
     (void)state;
     char dir[512];
@@ -738,6 +774,7 @@ int main(void) {
         cmocka_unit_test(test_phases_graphs_after),
         cmocka_unit_test(test_stream_order_clip),
         cmocka_unit_test(test_repeated_correlation_ids),
+        cmocka_unit_test(test_nested_driver_launch),
         cmocka_unit_test(test_stream_order_next_and_graph),
         cmocka_unit_test(test_energy_integrated_power),
         cmocka_unit_test(test_gpu_identity_not_sampled),

@@ -53,7 +53,8 @@ file (docs/python.md, "trainprof.torch"):
   without trainprof. ``TRAINPROF_MEMORY_HISTORY=N`` asks PyTorch to keep its last N
   allocations with their Python stacks, for the snapshot and the named allocations;
 - **torch.profiler**: trainprof's CUPTI capture is paused while a profiler with CUDA activity
-  runs (the two cannot share CUPTI), and the report says so.
+  holds CUPTI, from its warm-up (or start) to its stop, also under ``schedule=``, whose wait
+  steps stay captured (the two cannot share CUPTI), and the report names the steps.
 
 It never changes what the program computes: hooks only read clocks and call the library
 (losses are bitwise identical with and without it on CPU: tests/torch_run_test.sh).
@@ -1426,27 +1427,37 @@ def _patch_profiler():
         if "profiler" in _S.patched:
             return
         _S.patched.add("profiler")
-    orig_start, orig_stop = prof.start, prof.stop
+    # Kineto holds CUPTI from prepare_trace (warm-up or recording begins) to stop_trace, also
+    # under profile(schedule=...), whose wait steps leave CUPTI alone: the hand-over follows
+    # those two, so only the steps torch.profiler records go uncaptured. Older torch without
+    # them: start and stop.
+    cls = getattr(getattr(torch.profiler, "profiler", None), "_KinetoProfile", None)
+    if cls is not None and hasattr(cls, "prepare_trace") and hasattr(cls, "stop_trace"):
+        take, give = "prepare_trace", "stop_trace"
+    else:
+        cls, take, give = prof, "start", "stop"
+    orig_take, orig_give = getattr(cls, take), getattr(cls, give)
 
     def uses_cuda(self):
         acts = getattr(self, "activities", None) or ()
         return any(str(a).endswith("CUDA") for a in acts)
 
-    def start(self):
-        if uses_cuda(self):
+    def taken(self, *args, **kwargs):
+        if uses_cuda(self) and not getattr(self, "_trainprof_paused", False):
             _tp.set_metadata("gpu_capture.pause_reason", "torch.profiler")
             self._trainprof_paused = _tp.gpu_capture_pause() == 0
-        return orig_start(self)
+        return orig_take(self, *args, **kwargs)
 
-    def stop(self):
+    def given(self, *args, **kwargs):
         try:
-            return orig_stop(self)
+            return orig_give(self, *args, **kwargs)
         finally:
             if getattr(self, "_trainprof_paused", False):
                 self._trainprof_paused = False
                 _tp.gpu_capture_resume()
 
-    prof.start, prof.stop = start, stop
+    setattr(cls, take, taken)
+    setattr(cls, give, given)
 
 
 # ------------------------------------------------------------------------------ entry points

@@ -250,6 +250,63 @@ static void gpu_in_start_order(tp_process *p) {
         }
 }
 
+/* A CUDA call record is the driver's ("cuLaunchKernel") or the runtime's ("cudaLaunchKernel"). */
+static int driver_call(const char *n) { return n && n[0] == 'c' && n[1] == 'u' && strncmp(n, "cuda", 4); }
+
+static int cmp_call_tid_start(const void *a, const void *b) {
+    const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
+    if (x->os_tid != y->os_tid) return x->os_tid < y->os_tid ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Driver launches are taken from CUPTI callbacks (capture/cupti.c), which fire for the
+ * runtime's own cuLaunchKernel inside each cudaLaunchKernel too: a driver call that lies within
+ * a runtime call of its thread is that call's, and its kernel already has the runtime call as
+ * its launch. Those are dropped, so each kernel has one launch, as CUPTI's DRIVER records
+ * (program calls only) give. Returns 0, or -1 without memory (nothing dropped). */
+static int drop_nested_driver_calls(tp_process *p) {
+    size_t nrt = 0, ndrv = 0;
+    for (size_t i = 0; i < p->napi; i++) {
+        if (driver_call(p->api[i].name)) ndrv++;
+        else nrt++;
+    }
+    if (!ndrv || !nrt) return 0;
+    const tp_gpu_op **rt = malloc(nrt * sizeof *rt);
+    if (!rt) return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < p->napi; i++)
+        if (!driver_call(p->api[i].name)) rt[k++] = &p->api[i];
+    qsort(rt, nrt, sizeof *rt, cmp_call_tid_start);
+    unsigned char *drop = calloc(p->napi, 1);
+    if (!drop) {
+        free(rt);
+        return -1;
+    }
+    for (size_t i = 0; i < p->napi; i++) {
+        const tp_gpu_op *d = &p->api[i];
+        if (!driver_call(d->name)) continue;
+        /* the last runtime call of d's thread that began at or before d */
+        size_t lo = 0, hi = nrt;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const tp_gpu_op *r = rt[mid];
+            if (r->os_tid < d->os_tid || (r->os_tid == d->os_tid && r->start <= d->start))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const tp_gpu_op *r = lo ? rt[lo - 1] : NULL;
+        drop[i] = r && r->os_tid == d->os_tid && r->start <= d->start && d->end <= r->end;
+    }
+    free(rt);
+    size_t w = 0;
+    for (size_t i = 0; i < p->napi; i++)
+        if (!drop[i]) p->api[w++] = p->api[i];
+    p->napi = w;
+    free(drop);
+    return 0;
+}
+
 /* The writer's largest chunk (session.c, TPROF__CHUNK_MAX: it cuts a drain there at a record
  * boundary), and the most a record can take (its size field is 16 bits). */
 #define WRITER_CHUNK_MAX (4u << 20)
@@ -394,6 +451,8 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     }
     tprof__reader_close(rd);
     finish_process(&L);
+    if (drop_nested_driver_calls(p) != 0)
+        tp_load_damage(p, "out of memory while matching driver launches to runtime calls");
     gpu_in_start_order(p);
     if (tp_gpu_clip_to_streams(p) != 0)
         tp_load_damage(p, "out of memory while checking GPU records against their streams' order");

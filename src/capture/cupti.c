@@ -1102,6 +1102,16 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
     CUptiResult r = real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL)
         foreign_ends(0);
+    /* kinds are the process's, not a client's: a client tidying up after its window (Kineto
+     * disables its kinds again as it writes its trace) must not turn ours off once we took
+     * capture back */
+    if (atomic_load(&g_ready) && atomic_load(&g_enabled)) {
+        pthread_mutex_lock(&g_pause_lock);
+        if (!g_paused && atomic_load(&g_enabled))
+            for (size_t i = 0; i < g_nchosen; i++)
+                if (g_chosen[i] == kind) F.cuptiActivityEnable(kind);
+        pthread_mutex_unlock(&g_pause_lock);
+    }
     return r;
 }
 
