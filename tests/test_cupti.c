@@ -37,7 +37,8 @@
  *              subscriber is another client's or TRAINPROF_CUPTI_DRIVER=activity
  *   foreign client  another CUPTI client of the program registers its buffers: ours are
  *              flushed and capture pauses, its subscription gets CUPTI's one subscriber; when
- *              it turns its kernels off and flushes, the flusher takes capture back; the
+ *              it turns its kernels off and flushes, the flusher takes capture back once the
+ *              program begins its next step, and keeps our kinds on when it tidies up; the
  *              pause is in gpu_capture.pauses, named "another CUPTI client"
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
  *              activity API, TRAINPROF_CUPTI=0: one capability line each, and the session
@@ -665,14 +666,43 @@ static void foreign_body(void) {
     CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 118);
     CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 119);
     tprof_step_end(2);
+    usleep(200000); /* flusher passes: not taken back before the program's next step */
+    CHECK(regs() == 2, 124);
+    tprof_step_begin(3);
     for (int i = 0; i < 100 && regs() < 3; i++) usleep(10000); /* the flusher's next pass */
     CHECK(regs() == 3 && enabled() == 9, 120); /* ours again */
     /* the client tidies up after its window: our kinds stay on */
     CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 122);
     CHECK(enabled() == 9, 123);
-    tprof_step_begin(3);
     CHECK(deliver(1, 0, g_t0 + 3000000) != 0, 121);
     tprof_step_end(3);
+}
+
+/* The other client registers before the CUDA driver starts trainprof's CUPTI: trainprof's
+ * starts paused, touching nothing of CUPTI's, and takes capture after the client's window. */
+static void foreign_early_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_GLOBAL); /* the program's libcupti */
+    CHECK(h != NULL, 130);
+    start_session();
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 131);
+    CHECK(InitializeInjection() == 1, 132);
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"), regs = fake_fn(h, "fake_cupti_registers"),
+                subs = fake_fn(h, "fake_cupti_subscribers");
+    CHECK(deliver && enabled && regs && subs, 133);
+    CHECK(regs() == 1 && enabled() == 0 && subs() == 0, 134); /* the client's alone */
+    tprof_step_begin(0);
+    tprof_step_end(0);
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 135);
+    CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 136);
+    tprof_step_begin(1);
+    for (int i = 0; i < 100 && regs() < 2; i++) usleep(10000);
+    CHECK(regs() == 2 && subs() == 1, 137); /* ours, with our subscriber */
+    CHECK(deliver(2, 0, g_t0) != 0, 138);
+    tprof_step_end(1);
 }
 
 static void test_foreign_client(void **state) {
@@ -694,6 +724,22 @@ static void test_foreign_client(void **state) {
     assert_int_equal(sscanf(pauses, "%llu-%llu", &a, &b), 2);
     assert_true(a > p->hdr.start_mono_ns && b > a);
     assert_null(strchr(pauses, ',')); /* one pause */
+    tp_run_free(&run);
+    fresh_dir("foreign-early");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(foreign_early_body);
+    load(&run);
+    p = &run.procs[0];
+    kernels = 0;
+    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    assert_int_equal(kernels, 2);
+    why = tp_meta(p, "gpu_capture.pause_reason");
+    pauses = tp_meta(p, "gpu_capture.pauses");
+    assert_non_null(why);
+    assert_string_equal(why, "another CUPTI client");
+    assert_non_null(pauses);
+    assert_int_equal(sscanf(pauses, "%llu-%llu", &a, &b), 2);
+    assert_true(b > a);
     tp_run_free(&run);
 }
 

@@ -130,6 +130,12 @@ static _Atomic uint32_t g_corr_base, g_corr_max;
 static int reattach(void);
 static void oom_subscribe(void);
 static void release_subscriber(void);
+/* Another client registered with CUPTI before the driver started ours (see "another CUPTI
+ * client" below): ours starts paused, without touching CUPTI, until that client's window
+ * ends; the device records are asked for then. */
+static _Atomic int g_foreign_early;
+static int g_device_pending;
+static _Atomic int g_foreign_paused; /* we paused for another client (not for trainprof.torch) */
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -631,9 +637,12 @@ int InitializeInjection(void) {
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     const char *pool = tprof__env(TPROF__OPT_CUPTI_POOL);
     tprof__bufpool_init(&g_pool, BUF_BYTES, MAX_BUFFERS, !(pool && !strcmp(pool, "0")));
-    if (F.cuptiActivityRegisterTimestampCallback)
+    /* a client that came first keeps CUPTI (its clock, its buffers, its subscriber) */
+    const int early = atomic_load(&g_foreign_early);
+    if (!early && F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
-    CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult r = early ? CUPTI_SUCCESS
+                          : F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (r != CUPTI_SUCCESS) {
         char why[200];
         snprintf(why, sizeof why, "another CUPTI client holds the activity API (%s)", result(r));
@@ -673,14 +682,27 @@ int InitializeInjection(void) {
         snprintf(names + l, sizeof names - l, "%sdriver", l ? "," : "");
     }
     tprof__set_meta("cupti.kinds", names);
-    if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
+    if (!early && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100); /* ms */
     /* the devices' descriptions (one record each), whatever the kinds and the window */
-    F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
+    if (!early) F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
     /* with a capture plan of windows (core/kwindow.c) the kinds go on when a window's first
      * step begins; if that already happened (CUDA initialised late), now */
     pthread_mutex_lock(&g_pause_lock);
     atomic_store(&g_ready, 1);
-    oom_subscribe();
+    if (early) {
+        g_paused = 1;
+        g_pause_ns = tprof__now();
+        g_device_pending = 1;
+        atomic_store(&g_foreign_paused, 1);
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
+        tprof__set_meta("gpu_capture.paused_since_ns", v);
+        tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client registered before CUDA started: GPU "
+                   "activity capture waits for its window to end");
+    } else {
+        oom_subscribe();
+    }
     int on_now = tprof__kwin_capture_now();
     g_want = on_now;
     if (on_now && !g_paused) enable_chosen(1);
@@ -1006,6 +1028,10 @@ int tprof_gpu_capture_resume(void) {
             F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
         r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
         if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
+        if (r == CUPTI_SUCCESS && g_device_pending) { /* started under another client */
+            g_device_pending = 0;
+            F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
+        }
         if (r == CUPTI_SUCCESS) oom_subscribe(); /* unless the other client kept it */
     }
     int rc = TPROF_OK;
@@ -1051,8 +1077,14 @@ int tprof_gpu_capture_resume(void) {
  * keeps us paused, which the report says. */
 enum { FOREIGN_NONE = 0, FOREIGN_HOLDS = 1, FOREIGN_ENDING = 2, FOREIGN_DONE = 3 };
 static _Atomic int g_foreign;
-static _Atomic int g_foreign_paused; /* we paused for it (not for trainprof.torch) */
 static _Atomic uint64_t g_foreign_end_ns;
+static _Atomic uint64_t g_foreign_end_step; /* steps begun (kwindow's count) when it ended */
+
+/* Steps begun so far by the capture plan's count (0 before the first). */
+static uint64_t steps_begun(void) {
+    uint64_t step, ns;
+    return tprof__kwin_progress(&step, &ns) == 0 ? step + 1 : 0;
+}
 
 /* libcupti's function of that name: the next definition after ours in the lookup order, else
  * the one bound from the libcupti we loaded. */
@@ -1062,11 +1094,19 @@ static void *next_cupti(const char *name, void *bound) {
 }
 
 static void foreign_claims(void) {
-    if (!atomic_load(&g_ready) || !tprof_enabled()) return;
+    if (!tprof_enabled()) return;
     atomic_store(&g_foreign, FOREIGN_HOLDS);
+    if (!atomic_load(&g_ready)) { /* before our CUPTI started: it will start paused */
+        atomic_store(&g_foreign_early, 1);
+        atomic_store(&tprof__kwin_watch, 1);
+        return;
+    }
     pthread_mutex_lock(&g_pause_lock);
     int ours = g_paused;
     pthread_mutex_unlock(&g_pause_lock);
+    /* steps are counted from now whatever the plan, so that capture comes back at a step
+     * boundary after the client's window (cupti_tick) */
+    atomic_store(&tprof__kwin_watch, 1);
     if (ours) return; /* paused already (trainprof.torch, or this client's earlier window) */
     tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
     if (tprof_gpu_capture_pause() == TPROF_OK) {
@@ -1080,6 +1120,7 @@ static void foreign_ends(int finalized) {
     int st = atomic_load(&g_foreign);
     if (st == FOREIGN_HOLDS || (finalized && st == FOREIGN_ENDING)) {
         atomic_store(&g_foreign_end_ns, tprof__now());
+        atomic_store(&g_foreign_end_step, steps_begun());
         atomic_store(&g_foreign, finalized ? FOREIGN_DONE : FOREIGN_ENDING);
     }
 }
@@ -1121,7 +1162,9 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     if (!real) *(void **)&real = next_cupti("cuptiActivityFlushAll", *(void **)&F.cuptiActivityFlushAll);
     CUptiResult r = real ? real(flag) : CUPTI_ERROR_NOT_INITIALIZED;
     /* the client's last records are its own now: ours may come back */
-    if (atomic_load(&g_foreign) == FOREIGN_ENDING) foreign_ends(1);
+    int st = atomic_load(&g_foreign);
+    if (st == FOREIGN_ENDING) foreign_ends(1);
+    else if (st == FOREIGN_DONE) atomic_store(&g_foreign_end_ns, tprof__now());
     return r;
 }
 
@@ -1154,14 +1197,19 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackF
     return real ? real(sub, fn, ud) : CUPTI_ERROR_NOT_INITIALIZED;
 }
 
-/* Flusher: our capture back once the other client's window has ended (its last flush done,
- * or a second after it turned its kernels off without one). */
+/* Flusher: our capture back once the other client's window has ended (it turned its kernels
+ * off, and flushed or finalized) and the program began a step since. A client stops from the
+ * program's own thread (torch.profiler's stop, Kineto's trace processing and its forced
+ * flushes included), so a step that begins after that is past all of it; taken back earlier,
+ * each later forced flush of the client's would cut our in-flight records short. A program
+ * whose steps are not seen gets capture back 5 s after the client's last such call. */
 static uint64_t cupti_tick(int final) {
     (void)final;
     int st = atomic_load(&g_foreign);
-    if (st != FOREIGN_DONE && !(st == FOREIGN_ENDING &&
-                                tprof__now() - atomic_load(&g_foreign_end_ns) > 1000000000ull))
-        return 0;
+    if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;
+    int stepped = steps_begun() > atomic_load(&g_foreign_end_step);
+    int quiet = tprof__now() - atomic_load(&g_foreign_end_ns) > 5000000000ull;
+    if (!(stepped && st == FOREIGN_DONE) && !quiet) return 0;
     atomic_store(&g_foreign, FOREIGN_NONE);
     if (atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK)
         tprof__log(TPROF_LOG_INFO, "the other CUPTI client's window ended: GPU activity "
