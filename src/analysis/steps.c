@@ -168,8 +168,39 @@ static int from_api(const tp_process *p, tp_steps *out) {
     return 1;
 }
 
+/* A copy of the steps a slim process keeps (model.h, steps_memo), when they were found with
+ * this step name and warm-up; 1 if copied, 0 if not theirs, -1 out of memory. */
+static int from_memo(const tp_process *p, const char *step_name, int warmup, tp_steps *out) {
+    const tp_steps *m = p->steps_memo;
+    const char *a = step_name && *step_name ? step_name : NULL, *b = p->steps_memo_name;
+    if (!m || warmup != p->steps_memo_warmup || (!a != !b) || (a && strcmp(a, b))) return 0;
+    *out = *m;
+    out->steps = m->nsteps ? malloc(m->nsteps * sizeof *out->steps) : NULL;
+    out->missing = m->nmissing ? malloc(m->nmissing * sizeof *out->missing) : NULL;
+    if ((m->nsteps && !out->steps) || (m->nmissing && !out->missing)) {
+        tp_steps_free(out);
+        return -1;
+    }
+    if (m->nsteps) memcpy(out->steps, m->steps, m->nsteps * sizeof *out->steps);
+    if (m->nmissing) memcpy(out->missing, m->missing, m->nmissing * sizeof *out->missing);
+    return 1;
+}
+
+void tp_process_keep_steps(tp_process *p, tp_steps *found, const char *step_name,
+                           int warmup) {
+    if (p->steps_memo) {
+        tp_steps_free(p->steps_memo);
+        free(p->steps_memo);
+    }
+    p->steps_memo = found;
+    p->steps_memo_name = step_name && *step_name ? step_name : NULL;
+    p->steps_memo_warmup = warmup;
+}
+
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out) {
     memset(out, 0, sizeof *out);
+    int m = from_memo(p, step_name, warmup, out);
+    if (m) return m > 0 ? TPROF_OK : TPROF_ERR_NO_MEMORY;
     int r = 0;
     if (step_name && *step_name && (r = from_ranges(p, step_name, out)) > 0) {
         out->source = TP_STEPS_NAMED;

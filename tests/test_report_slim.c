@@ -1,0 +1,232 @@
+/*
+ * test_report_slim.c — the report of a slim run (tp_run_load_slim: each rank file read again
+ * whole for its section, its bulky records dropped after) is the report of the whole run,
+ * byte for byte in JSON, text and HTML, on one thread and on several; and a slim run holds
+ * no GPU record, API call, allocation or mark and at most a stack of ranges per thread.
+ * Inputs: a synthetic run of four ranks (GPU kernels and API calls, NCCL ops, named steps,
+ * one rank killed inside open ranges, one rank sampling NVML for its host), a node sampler
+ * and a helper; every rank file of the fuzz corpus alone; and the whole corpus as one run
+ * (processes of many kinds sharing ranks, damaged files), with a torch.profiler trace; and the
+ * diagnosis scenarios of diag_scen.c (two hosts, a late rank, memory, throttling, ...).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "export/html.h"
+#include "diag_scen.h"
+#include "format/format.h"
+#include "synth.h"
+
+/* The JSON, text and HTML of the report of `ops` loaded whole or slim, with `threads`
+ * section threads, into one string (owned). */
+static char *render(const char *const *ops, size_t nops, int slim, int threads) {
+    tp_run run;
+    char err[512];
+    int rc = slim ? tp_run_load_slim(ops, nops, &run, err, sizeof err)
+                  : tp_run_load_list(ops, nops, &run, err, sizeof err);
+    if (rc != 0) return strdup(err);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.threads = threads;
+    o.step_name = getenv("SLIM_TEST_STEP_NAME");
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, &o, &r), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    char *json = cJSON_Print(r.doc);
+    fputs(json, f);
+    free(json);
+    assert_int_equal(tp_report_write_text(&r, f, 0), 0);
+    assert_int_equal(tp_html_write(&r, &o, f), 0);
+    if (slim) {
+        /* what stays of a slim run: no bulky record, a stack of ranges at most per thread */
+        for (size_t i = 0; i < run.nprocs; i++) {
+            const tp_process *p = &run.procs[i];
+            if (!p->slim) continue;
+            assert_int_equal(p->ngpu + p->napi + p->novh + p->ngmem, 0);
+            for (size_t t = 0; t < p->nthreads; t++) {
+                assert_int_equal(p->threads[t].nmarks, 0);
+                assert_true(p->threads[t].nranges <= 64);
+            }
+        }
+    }
+    fclose(f);
+    tp_report_free(&r);
+    tp_run_free(&run);
+    return buf;
+}
+
+static void same_reports(const char *const *ops, size_t nops) {
+    char *whole = render(ops, nops, 0, 1);
+    for (int threads = 1; threads <= 3; threads++) {
+        char *slim = render(ops, nops, 1, threads);
+        if (strcmp(whole, slim)) {
+            size_t i = 0;
+            while (whole[i] && whole[i] == slim[i]) i++;
+            size_t from = i > 200 ? i - 200 : 0;
+            fprintf(stderr, "%s (%d threads): differs at byte %zu:\nwhole: %.400s\nslim:  %.400s\n",
+                    ops[0], threads, i, whole + from, slim + from);
+        }
+        assert_string_equal(whole, slim);
+        free(slim);
+    }
+    free(whole);
+}
+
+/* rank r of 4 on host h<r/2>: steps "train_step" (named), kernels and API calls, an
+ * AllReduce per step with its NCCL kernel; rank 1 killed inside open ranges (no end
+ * record); rank 2 samples NVML for its host */
+static void write_rank(const char *dir, int r) {
+    char host[16];
+    snprintf(host, sizeof host, "h%d", r / 2);
+    synth_file *f = synth_open(dir, host, 100 + r, 1700000000000000000ull, T0);
+    synth_rank(f, r, 4);
+    synth_thread(f, 1, 100 + r);
+    synth_thread(f, 2, 200 + r);
+    synth_thread(f, 3, 300 + r);
+    for (int s = 0; s < 6; s++) {
+        uint64_t b = T0 + MS + (uint64_t)s * (10 + (uint64_t)r) * MS;
+        synth_push(f, 1, b, "train_step", 0, 0);
+        synth_push(f, 1, b + MS / 2, "forward", 0, 0);
+        synth_mark(f, 1, b + MS, "marker", 0, 0);
+        synth_api(f, 1, b + MS, b + MS + 20000, 100 + (uint32_t)r, 211, 7 + (uint32_t)s,
+                  "cudaLaunchKernel");
+        synth_kernel(f, 2, b + 2 * MS, b + 6 * MS, 0, 7, 7 + (uint32_t)s, "ampere_gemm_kernel");
+        synth_kernel(f, 2, b + 6 * MS, b + 7 * MS, 0, 7, 100 + (uint32_t)s,
+                     "_ZN2at6native18elementwise_kernelEv");
+        if (r == 1 && s == 5) break; /* killed inside "forward" of "train_step" */
+        synth_pop(f, 1, b + 7 * MS, 0);
+        tprof_pl_comm c;
+        memset(&c, 0, sizeof c);
+        c.end_ns = b + 8 * MS;
+        c.bytes = 1 << 20;
+        c.count = 1 << 18;
+        c.comm_hash = 0xabc;
+        c.seq = (uint32_t)s;
+        c.nranks = 4;
+        c.rank = (uint32_t)r;
+        c.op = TPROF_COMM_ALLREDUCE;
+        synth_comm(f, 1, b + 7 * MS + 1000, &c, NULL);
+        /* its kernel: the clocks' alignment takes the collective's end from it */
+        synth_kernel(f, 2, b + 7 * MS + 5000 + (uint64_t)r * 1000, b + 8 * MS + 500000, 0, 13,
+                     1000 + (uint32_t)s, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+        synth_pop(f, 1, b + 9 * MS, 0);
+        if (r == 2) {
+            synth_counter(f, 3, b, "gpu0.power_w", 300 + s);
+            synth_counter(f, 3, b, "gpu0.util_percent", 80);
+        }
+        synth_flush(f);
+    }
+    if (r != 1) synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void synthetic_run(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim"), 0);
+    for (int r = 0; r < 4; r++) write_rank(dir, r);
+    /* the node sampler of host h0, and a helper of rank 0 (its parent) with a range */
+    synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    for (int s = 0; s < 20; s++)
+        synth_counter(f, 1, T0 + (uint64_t)s * 5 * MS, "gpu0.power_w", 250 + s);
+    synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    synth_header h;
+    memset(&h, 0, sizeof h);
+    h.host = "h0";
+    h.pid = 91;
+    h.ppid = 100;
+    h.start_realtime_ns = 1700000000000000000ull;
+    h.start_mono_ns = T0;
+    f = synth_open_ex(dir, &h);
+    synth_thread(f, 1, 91);
+    synth_push(f, 1, T0 + MS, "data", 0, 0);
+    synth_pop(f, 1, T0 + 3 * MS, 0);
+    synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    setenv("SLIM_TEST_STEP_NAME", "train_step", 1);
+    same_reports(ops, 1);
+    unsetenv("SLIM_TEST_STEP_NAME");
+    synth_rmtree(dir);
+}
+
+/* The diagnosis scenarios (diag_scen.h): the cross-rank analyses (clocks over two hosts,
+ * stragglers, the rules) read what a slim run keeps. */
+static void scenarios(void **state) {
+    (void)state;
+    scen v[8];
+    for (int i = 0; i < 8; i++) v[i] = scen_base();
+    v[1].nranks = 4, v[1].hosts = 2, v[1].clock_err = 3 * (int64_t)MS, v[1].lag_rank = 2,
+    v[1].lag = 2 * MS;
+    v[2].short_kernels = 1, v[2].sync = 1;
+    v[3].data = 2 * MS, v[3].buckets = 3;
+    v[4].alloc_share = 0.95, v[4].mem_share = 0.97;
+    v[5].throttle = 1, v[5].power_at_limit = 1, v[5].meta_model = "llama-7b",
+    v[5].meta_tokens = "4096";
+    v[6].nranks = 3, v[6].data_over_busy = 1, v[6].data = MS;
+    v[7].steps = 2;
+    for (int i = 0; i < 8; i++) {
+        char dir[512];
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-scen"), 0);
+        for (int r = 0; r < v[i].nranks; r++) scen_write_rank(dir, &v[i], r);
+        const char *ops[] = {dir};
+        same_reports(ops, 1);
+        synth_rmtree(dir);
+    }
+}
+
+static void corpus(void **state) {
+    (void)state;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/rankfile", TPROF_SOURCE_DIR);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    size_t files = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        const char *ops[] = {path};
+        same_reports(ops, 1);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 20);
+    const char *ops[] = {dir};
+    same_reports(ops, 1); /* the corpus as one run */
+    /* a torch.profiler trace beside rank files: loaded whole in a slim run */
+    char trace[8192];
+    snprintf(trace, sizeof trace, "%s/tests/data/kineto/megatron_step17.pt.trace.json.gz",
+             TPROF_SOURCE_DIR);
+    const char *mixed[] = {trace, dir};
+    same_reports(mixed, 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(synthetic_run),
+        cmocka_unit_test(scenarios),
+        cmocka_unit_test(corpus),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
