@@ -23,6 +23,8 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "analysis/stats.h"
+#include "analysis/steps.h"
 #include "export/html.h"
 #include "diag_scen.h"
 #include "format/format.h"
@@ -193,6 +195,106 @@ static void scenarios(void **state) {
     }
 }
 
+/* A rank file of 19 MB: the loader gives the pages it has read back as it goes
+ * (tprof__reader_release, in steps of 8 MiB) and sizes its arrays by the slim load's counts;
+ * the report is the same. */
+static void large_rank(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-large"), 0);
+    synth_file *f = synth_open(dir, "h", 7, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 7);
+    synth_thread(f, 2, 8);
+    synth_string(f, 2, 1, "ampere_gemm_kernel");
+    synth_string(f, 2, 2, "flash_fwd_kernel");
+    uint32_t corr = 1;
+    for (int s = 0; s < 2000; s++) {
+        uint64_t b = T0 + MS + (uint64_t)s * 10 * MS;
+        synth_step_begin(f, 1, b, (uint64_t)s);
+        for (int k = 0; k < 150; k++) {
+            uint64_t ks = b + (uint64_t)k * 60 * US + 1000;
+            tprof_pl_gpu pl = {ks + 40 * US + (uint64_t)((s * 7 + k) % 13) * 100, 0, 0, 7,
+                               corr++, 0, 0, 0};
+            synth_raw(f, 2, TPROF_REC_GPU_KERNEL, 1 + (uint32_t)(k % 2), ks, &pl, sizeof pl,
+                      NULL, 0);
+        }
+        synth_step_end(f, 1, b + 10 * MS, (uint64_t)s);
+        synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 30000 * MS, 0);
+    const char *path = synth_path(f);
+    char file[1024];
+    snprintf(file, sizeof file, "%s", path);
+    assert_int_equal(synth_close(f), 0);
+    assert_true(synth_file_size(file) > 16 << 20);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    synth_rmtree(dir);
+}
+
+/* tp_select_double: the value a sort puts at the nearest rank, on arrays with repeats. */
+static void select_matches_sort(void **state) {
+    (void)state;
+    static const double ps[] = {0.01, 0.1, 0.25, 0.5, 0.9, 0.99, 1.0};
+    unsigned seed = 12345;
+    for (size_t n = 1; n <= 300; n++) {
+        double v[300], sorted[300];
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            v[i] = (double)((seed >> 16) % (n % 3 ? 7 : 1000)); /* few or many distinct */
+        }
+        memcpy(sorted, v, n * sizeof *v);
+        qsort(sorted, n, sizeof *sorted, tp_cmp_double);
+        for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+            double w[300];
+            memcpy(w, v, n * sizeof *v);
+            assert_true(tp_select_double(w, n, ps[k]) == tp_pct_double(sorted, n, ps[k]));
+        }
+    }
+    assert_true(tp_select_double(NULL, 0, 0.5) == 0);
+}
+
+/* tp_spans_sort: a few sorted runs are merged, many go to qsort; either way the spans end in
+ * start order, those of equal start in their input order (a stable sort's). */
+typedef struct tagged {
+    tp_span sp;
+    size_t at;
+} tagged;
+
+static int by_start_then_at(const void *a, const void *b) {
+    const tagged *x = a, *y = b;
+    if (x->sp.s != y->sp.s) return x->sp.s < y->sp.s ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static void spans_sort_stable(void **state) {
+    (void)state;
+    unsigned seed = 777;
+    for (int runs = 1; runs <= 40; runs++) {
+        enum { N = 3000 };
+        static tp_span v[N];
+        static tagged ref[N];
+        size_t n = 0;
+        for (int r = 0; r < runs; r++) {
+            uint64_t s = 0;
+            size_t len = (size_t)(N / runs) - (size_t)r % 3;
+            for (size_t i = 0; i < len && n < N; i++, n++) {
+                seed = seed * 1103515245u + 12345u;
+                s += (seed >> 16) % 5; /* repeats within a run and across runs */
+                v[n] = (tp_span){s, s + n}; /* the end tells the spans apart */
+                ref[n] = (tagged){v[n], n};
+            }
+        }
+        qsort(ref, n, sizeof *ref, by_start_then_at);
+        tp_spans_sort(v, n);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(v[i].s == ref[i].sp.s);
+            assert_true(v[i].e == ref[i].sp.e);
+        }
+    }
+}
+
 static void corpus(void **state) {
     (void)state;
     char dir[4096];
@@ -226,6 +328,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(synthetic_run),
         cmocka_unit_test(scenarios),
+        cmocka_unit_test(large_rank),
+        cmocka_unit_test(select_matches_sort),
+        cmocka_unit_test(spans_sort_stable),
         cmocka_unit_test(corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -289,21 +289,39 @@ static void drop_torch_twins(tp_process *p) {
     p->ncomm = k;
 }
 
-/* One rank file into p: whole, or slim (light: model.h, tp_process_slim). A file that cannot
- * be opened goes to run->errors when `note` is set. */
-static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note) {
+/* Room for n records in arr (capacity cap), when n is known (a slim load counted them): a
+ * whole load then takes what the records need, not up to twice that while doubling. */
+#define RESERVE(arr, cap, n)                                                     \
+    do {                                                                         \
+        if ((n) && !(arr) && ((arr) = malloc((n) * sizeof *(arr)))) (cap) = (n); \
+    } while (0)
+
+/* p's record arrays sized by what slim process `sizes` of the same file counted. */
+static void reserve_like(tp_process *p, const tp_process *sizes) {
+    RESERVE(p->gpu, p->cap_gpu, sizes->nrec_gpu);
+    RESERVE(p->api, p->cap_api, sizes->nrec_api);
+    RESERVE(p->ovh, p->cap_ovh, sizes->nrec_ovh);
+    RESERVE(p->gmem, p->cap_gmem, sizes->nrec_gmem);
+    RESERVE(p->comm, p->cap_comm, sizes->ncomm);
+}
+
+/* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
+ * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
+ * to run->errors when `note` is set. */
+static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
+                     const tp_process *sizes) {
     memset(p, 0, sizeof *p);
+    if (sizes) reserve_like(p, sizes);
     p->path = tp_intern(run, path);
     p->helper_of = -1;
     p->rank = p->world_size = p->local_rank = -1;
     tprof_reader *rd;
     char err[200];
     int rc = tprof__reader_open(path, &rd, err, sizeof err);
-    if (rc != TPROF_OK && !note) return rc;
     if (rc != TPROF_OK) {
         char line[512];
         snprintf(line, sizeof line, "%s: %s", path, err);
-        char **e = realloc(run->errors, (run->nerrors + 1) * sizeof *e);
+        char **e = note ? realloc(run->errors, (run->nerrors + 1) * sizeof *e) : NULL;
         if (e) {
             run->errors = e;
             e[run->nerrors] = strdup(line);
@@ -394,6 +412,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
         prev_serial = c.thread_serial;
         prev_dropped = c.dropped;
         prev_len = c.len;
+        tprof__reader_release(rd, c.file_offset); /* the model holds copies of what it keeps */
     }
     for (size_t i = 0; i < tprof__reader_damage_count(rd); i++) {
         const tprof_damage *d = tprof__reader_damage(rd, i);
@@ -565,7 +584,7 @@ int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err
 }
 
 int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out) {
-    int rc = load_file(run, p->path, out, 0, 0);
+    int rc = load_file(run, p->path, out, 0, 0, p);
     if (rc != TPROF_OK) {
         tp_process_free(out);
         return rc;
@@ -636,7 +655,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
             }
             continue;
         }
-        int r = load_file(run, fl.v[i], p, light, 1);
+        int r = load_file(run, fl.v[i], p, light, 1, NULL);
         if (r == TPROF_OK) run->nprocs++;
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */

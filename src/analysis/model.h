@@ -214,6 +214,9 @@ typedef struct tp_process {
     size_t ncomm, cap_comm;
     uint64_t file_bytes;    /* size of its rank file (0 for a trace): what loading it whole
                              * costs, give or take, in memory */
+    size_t nrec_gpu, nrec_api, nrec_ovh, nrec_gmem; /* slim: the GPU records, API calls,
+                             * overhead records and allocations its file holds (what a whole
+                             * load sizes its arrays by); 0 otherwise */
     /* A slim process (tp_process_slim) holds what the run-level analyses and the renderers
      * read after the rank sections, and none of the bulky records: no GPU records, API
      * calls, overhead records, allocations, clips or marks, and of each thread's ranges only

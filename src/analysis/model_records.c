@@ -444,6 +444,10 @@ static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_
     const tprof_pl_gpu *pl = (const void *)(r + 1);
     if (pl->end_ns >= TPROF_TIME_MAX) return REC_BAD;
     if (L->light) { /* counted and timed as when kept (tp_run_load_slim) */
+        tp_process *p = L->p;
+        *(r->kind == TPROF_REC_GPU_API        ? &p->nrec_api
+          : r->kind == TPROF_REC_GPU_OVERHEAD ? &p->nrec_ovh
+                                              : &p->nrec_gpu) += 1;
         tp_load_seen(t, r->ts_ns);
         t->events++;
         return 0;
@@ -466,6 +470,7 @@ static int rec_gpu_memory(loader *L, tp_thread *t, const tprof_rec *r, size_t bo
     if (body < sizeof(tprof_pl_gpu_mem)) return REC_BAD;
     const tprof_pl_gpu_mem *pl = (const void *)(r + 1);
     if (L->light) {
+        L->p->nrec_gmem++;
         t->events++;
         return 0;
     }

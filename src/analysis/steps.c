@@ -278,12 +278,52 @@ static int by_span_start(const void *a, const void *b) {
     return x->s < y->s ? -1 : x->s > y->s;
 }
 
+/* Input made of a few sorted runs (the span sets of an analysis: kernels, then copies, then
+ * communication, each in start order) is merged run by run, in O(n) per pass and
+ * log2(runs) passes; more runs than this go to qsort. */
+#define MERGE_RUNS_MAX 32
+
+/* Merges the sorted runs a[b[0]..b[1]), a[b[1]..b[2]), ... (nb + 1 bounds) into t, pairwise,
+ * stably (the earlier run first on equal starts, as a stable sort keeps them); the bounds
+ * become those of the merged runs. */
+static void merge_pass(const tp_span *a, tp_span *t, size_t *b, size_t *nb) {
+    size_t k = 0;
+    for (size_t r = 0; r < *nb; r += 2) {
+        size_t lo = b[r], mid = b[r + 1], hi = r + 2 <= *nb ? b[r + 2] : mid;
+        size_t i = lo, j = mid, o = lo;
+        while (i < mid && j < hi) t[o++] = a[j].s < a[i].s ? a[j++] : a[i++];
+        while (i < mid) t[o++] = a[i++];
+        while (j < hi) t[o++] = a[j++];
+        b[k++] = lo;
+    }
+    b[k] = b[*nb];
+    *nb = k;
+}
+
 void tp_spans_sort(tp_span *v, size_t nv) {
+    size_t bounds[MERGE_RUNS_MAX + 1], nb = 0;
+    bounds[0] = 0;
     for (size_t i = 1; i < nv; i++)
         if (v[i].s < v[i - 1].s) {
-            qsort(v, nv, sizeof *v, by_span_start);
-            return;
+            if (++nb == MERGE_RUNS_MAX) break;
+            bounds[nb] = i;
         }
+    if (nb == 0) return; /* sorted */
+    tp_span *t = nb < MERGE_RUNS_MAX ? malloc(nv * sizeof *t) : NULL;
+    if (!t) {
+        qsort(v, nv, sizeof *v, by_span_start);
+        return;
+    }
+    bounds[++nb] = nv; /* nb runs, nb + 1 bounds */
+    tp_span *from = v, *to = t;
+    while (nb > 1) {
+        merge_pass(from, to, bounds, &nb);
+        tp_span *x = from;
+        from = to;
+        to = x;
+    }
+    if (from != v) memcpy(v, from, nv * sizeof *v);
+    free(t);
 }
 
 uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n) {
