@@ -18,6 +18,7 @@
 
 #include <dirent.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,8 +139,11 @@ static void write_rank(const char *dir, int r) {
 
 static void synthetic_run(void **state) {
     (void)state;
-    char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim"), 0);
+    char top[512], dir[600];
+    assert_int_equal(synth_tmpdir(top, sizeof top, "report-slim"), 0);
+    /* a directory name that is not UTF-8: the files are read again by the names they had */
+    snprintf(dir, sizeof dir, "%s/run-\xff\xfe-\x01-\"q\"", top);
+    assert_int_equal(mkdir(dir, 0755), 0);
     for (int r = 0; r < 4; r++) write_rank(dir, r);
     /* the node sampler of host h0, and a helper of rank 0 (its parent) with a range */
     synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
@@ -167,7 +171,7 @@ static void synthetic_run(void **state) {
     setenv("SLIM_TEST_STEP_NAME", "train_step", 1);
     same_reports(ops, 1);
     unsetenv("SLIM_TEST_STEP_NAME");
-    synth_rmtree(dir);
+    synth_rmtree(top);
 }
 
 /* The diagnosis scenarios (diag_scen.h): the cross-rank analyses (clocks over two hosts,

@@ -455,6 +455,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     free(L.tl);
     free(L.ends);
     if (light) tp_process_slim(p);
+    if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;
     return rc;
 }
 
@@ -584,7 +585,7 @@ int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err
 }
 
 int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out) {
-    int rc = load_file(run, p->path, out, 0, 0, p);
+    int rc = load_file(run, p->file ? p->file : p->path, out, 0, 0, p);
     if (rc != TPROF_OK) {
         tp_process_free(out);
         return rc;
@@ -823,6 +824,7 @@ void tp_process_free(tp_process *p) {
     for (size_t k = 0; k < p->ndamage; k++) free(p->damage[k]);
     free(p->damage);
     free(p->comm_memo);
+    free(p->file);
     if (p->steps_memo) {
         free(p->steps_memo->steps);
         free(p->steps_memo->missing);

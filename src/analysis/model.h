@@ -227,6 +227,8 @@ typedef struct tp_process {
      * times (comm_memo: tp_comm_resolve answers from them). tp_process_load_whole reads its
      * file again in full. */
     int slim;
+    char *file;                    /* slim: its file's path as opened (owned; path above is
+                                    * made valid UTF-8 for reports, which a path need not be) */
     struct tp_steps *steps_memo;   /* owned; NULL when none kept */
     const char *steps_memo_name;   /* the step name they were found with (NULL: none) */
     int steps_memo_warmup;
