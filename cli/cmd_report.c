@@ -78,7 +78,7 @@ int cmd_report(int argc, char **argv) {
     char *dncopy = dn ? strdup(dn) : NULL;
     a.data_names = dncopy;
     tp_run run;
-    if (load_runs(ops, nops, &run) != 0) {
+    if (load_runs_slim(ops, nops, &run) != 0) {
         free(dncopy);
         return 1;
     }

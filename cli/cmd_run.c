@@ -321,7 +321,8 @@ static int mkdir_p(const char *path) {
 static int dir_has_rank_files(const char *dir) {
     tp_run probe;
     char err[64];
-    int rc = tp_run_load(dir, &probe, err, sizeof err);
+    const char *ops[] = {dir}; /* a probe: the slim read, in bounded memory */
+    int rc = tp_run_load_slim(ops, 1, &probe, err, sizeof err);
     int has = rc == TPROF_OK || probe.nerrors > 0;
     tp_run_free(&probe);
     return has;
@@ -928,7 +929,8 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
     tp_run run;
     char err[PATH_MAX + 128];
     unsetenv("LD_PRELOAD");
-    if (tp_run_load(p->absdir, &run, err, sizeof err) != TPROF_OK) {
+    const char *ops[] = {p->absdir}; /* read for its report alone: in bounded memory */
+    if (tp_run_load_slim(ops, 1, &run, err, sizeof err) != TPROF_OK) {
         fprintf(stderr, "trainprof run: no report: %s\n", err);
         int uncreated = report_create_failures(p->absdir, started);
         if (run.nerrors == 0 && uncreated == 0)

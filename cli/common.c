@@ -111,11 +111,22 @@ int out_close(outfile *o, int ok) {
     return 0;
 }
 
+static int load_runs_as(const char *const *ops, size_t n, tp_run *run, int slim);
+
 int load_run(const char *dir, tp_run *run) { return load_runs(&dir, 1, run); }
 
 int load_runs(const char *const *ops, size_t n, tp_run *run) {
+    return load_runs_as(ops, n, run, 0);
+}
+
+int load_runs_slim(const char *const *ops, size_t n, tp_run *run) {
+    return load_runs_as(ops, n, run, 1);
+}
+
+static int load_runs_as(const char *const *ops, size_t n, tp_run *run, int slim) {
     char err[PATH_MAX + 256];
-    int rc = tp_run_load_list(ops, n, run, err, sizeof err);
+    int rc = slim ? tp_run_load_slim(ops, n, run, err, sizeof err)
+                  : tp_run_load_list(ops, n, run, err, sizeof err);
     if (rc != TPROF_OK) {
         fprintf(stderr, "trainprof: %s\n", err[0] ? err : tprof_strerror(rc));
         for (size_t i = 0; i < run->nerrors; i++) fprintf(stderr, "  %s\n", run->errors[i]);

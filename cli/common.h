@@ -46,6 +46,9 @@ int load_run(const char *dir, tp_run *run);
 /* The same over several operands (tp_run_load_list: directories, files, glob patterns;
  * torch.profiler traces among them). */
 int load_runs(const char *const *ops, size_t n, tp_run *run);
+/* The same for a report alone, in bounded memory (tp_run_load_slim: each rank file is read
+ * again for its section). */
+int load_runs_slim(const char *const *ops, size_t n, tp_run *run);
 
 /* ------------------------------------------------------------------ report options */
 

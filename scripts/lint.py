@@ -142,7 +142,7 @@ LAYER_CROSSINGS = {
     ("src/core/nvtx_emit.c", "src/capture/nvtx_abi.h"),
     ("src/analysis/steps.c", "src/core/step_names.h"),
     ("src/analysis/mfu.c", "src/core/per_step.h"),
-    ("src/analysis/report.c", "src/timers/timers_format.h"),
+    ("src/analysis/report_timers.c", "src/timers/timers_format.h"),
     ("cli/cmd_run.c", "src/core/config.h"),
     ("cli/cmd_run.c", "src/core/kwindow.h"),
     ("cli/cmd_capture.c", "src/core/capture_ctl.h"),

@@ -169,44 +169,89 @@ static uint32_t main_device(const tp_process *p, size_t *ndevp) {
  * work (U), data loading (D) and the host's blocking synchronisations (S). */
 typedef struct gpu_sets {
     spans K, C, KC, U, D, S;
+    int u_is_kc; /* no copies: U shares KC's spans (read only after gpu_sets_build) */
 } gpu_sets;
 
 static void gpu_sets_free(gpu_sets *g) {
     free(g->K.v);
     free(g->C.v);
     free(g->KC.v);
-    free(g->U.v);
+    if (!g->u_is_kc) free(g->U.v);
     free(g->D.v);
     free(g->S.v);
 }
 
-/* Fills g (merged); returns -1 when out of memory. */
+/* Room for n spans in s (one allocation of the size needed, not up to twice it while
+ * doubling: a rank's kernels are millions of spans). */
+static int reserve(spans *s, size_t n) {
+    if (n <= s->cap) return 0;
+    tp_span *nv = realloc(s->v, n * sizeof *nv);
+    if (!nv) return -1;
+    s->v = nv;
+    s->cap = n;
+    return 0;
+}
+
+/* out = the union of a and b, both merged (sorted, disjoint), merged: one pass over the two,
+ * with no sort and no copy beside out. A merged set is the union's components (touching
+ * spans joined), so this is the set merge() makes of a's and b's spans together. */
+static int unite(spans *out, const spans *a, const spans *b) {
+    if (reserve(out, out->n + a->n + b->n)) return -1;
+    size_t i = 0, j = 0;
+    while (i < a->n || j < b->n) {
+        const tp_span *x = j == b->n || (i < a->n && a->v[i].s <= b->v[j].s) ? &a->v[i++]
+                                                                           : &b->v[j++];
+        if (x->e > x->s) out->v[out->n++] = *x;
+    }
+    merge(out);
+    return 0;
+}
+
+/* Fills g (merged); returns -1 when out of memory. Each set is built merged from the merged
+ * sets below it (compute, then with communication, then with copies), which is the set
+ * merging all their spans together makes, with memory for each set once. */
 static int gpu_sets_build(gpu_sets *g, const tp_process *p, const tp_steps *st, uint32_t dev,
                           const char *const *names, size_t nn) {
     tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
     int oom = !tm;
     if (!oom) tp_comm_resolve(p, tm);
+    size_t nk = 0, ncopy = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const tp_gpu_op *o = &p->gpu[i];
+        if (o->device != dev || o->type == TPROF_REC_GPU_SYNC) continue;
+        if (o->type != TPROF_REC_GPU_KERNEL) ncopy++;
+        else nk += !tp_comm_is_kernel(o);
+    }
+    spans copies = {0};
+    oom |= reserve(&g->K, nk) || reserve(&copies, ncopy);
     for (size_t i = 0; !oom && i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->device != dev || o->type == TPROF_REC_GPU_SYNC) continue;
         if (o->type == TPROF_REC_GPU_KERNEL) {
-            if (!tp_comm_is_kernel(o)) oom |= add(&g->K, o->start, o->end) || add(&g->KC, o->start, o->end);
+            if (!tp_comm_is_kernel(o)) oom |= add(&g->K, o->start, o->end);
         } else {
-            oom |= add(&g->U, o->start, o->end); /* memcpy / memset */
+            oom |= add(&copies, o->start, o->end); /* memcpy / memset */
         }
     }
     if (!oom) oom |= tp_comm_device_spans(p, tm, 1, dev, &g->C.v, &g->C.n, &g->C.cap) != 0;
-    for (size_t i = 0; !oom && i < g->C.n; i++) oom |= add(&g->KC, g->C.v[i].s, g->C.v[i].e);
-    for (size_t i = 0; !oom && i < g->KC.n; i++) oom |= add(&g->U, g->KC.v[i].s, g->KC.v[i].e);
+    if (!oom) {
+        merge(&g->K);
+        merge(&g->C);
+        merge(&copies);
+        oom |= unite(&g->KC, &g->K, &g->C);
+        if (!oom && !copies.n) { /* all work is compute and communication */
+            g->U = g->KC;
+            g->u_is_kc = 1;
+        } else if (!oom) {
+            oom |= unite(&g->U, &copies, &g->KC);
+        }
+    }
+    free(copies.v);
     if (!oom) oom |= data_spans(p, st, names, nn, &g->D);
     for (size_t i = 0; !oom && i < p->napi; i++)
         if (tp_is_blocking_sync(p->api[i].name)) oom |= add(&g->S, p->api[i].start, p->api[i].end);
     free(tm);
     if (oom) return -1;
-    merge(&g->K);
-    merge(&g->C);
-    merge(&g->KC);
-    merge(&g->U);
     merge(&g->S);
     return 0;
 }
@@ -293,11 +338,10 @@ static void gpu_figures(tp_breakdown_result *out, const uint64_t *len, const uin
         gt += ng[w];
     }
     out->kernels_per_step = nm ? (double)kt / (double)nm : 0;
-    if (nkd > 1) qsort(kd, nkd, sizeof *kd, tp_cmp_double);
-    out->kernel_median_us = tp_pct_double(kd, nkd, 0.5);
+    /* one percentile of every kernel (or gap) of the run: selected, not sorted */
+    out->kernel_median_us = tp_select_double(kd, nkd, 0.5);
     out->idle_gaps_per_step = nm ? (double)gt / (double)nm : 0;
-    if (ngaps > 1) qsort(gaps, ngaps, sizeof *gaps, tp_cmp_double);
-    out->idle_gap_median_us = tp_pct_double(gaps, ngaps, 0.5);
+    out->idle_gap_median_us = tp_select_double(gaps, ngaps, 0.5);
     /* the worst step by idle time */
     size_t worst = nwarm;
     for (size_t w = nwarm; w < nw; w++)

@@ -486,6 +486,10 @@ static int64_t cal_at(const cal_point *pts, const cal_dev *devs, size_t nd, uint
 }
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
+    if (p->comm_memo) { /* a slim process: resolved while its GPU records were there */
+        if (p->ncomm) memcpy(out, p->comm_memo, p->ncomm * sizeof *out);
+        return TPROF_OK;
+    }
     for (size_t i = 0; i < p->ncomm; i++)
         out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
     if (!p->ncomm) return TPROF_OK;

@@ -40,7 +40,8 @@ typedef struct tp_comm_time {
 } tp_comm_time;
 
 /* Resolves the duration of every op of p: out[i] for p->comm[i] (out holds p->ncomm
- * entries). Returns 0 or TPROF_ERR_NO_MEMORY (out then holds host intervals). */
+ * entries). Returns 0 or TPROF_ERR_NO_MEMORY (out then holds host intervals). A slim process
+ * (model.h) answers from its comm_memo when it has one. */
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out);
 
 const char *tp_comm_src_name(tp_comm_src s); /* "host", "kernel", "gpu" */

@@ -382,7 +382,11 @@ int tp_gpu_clip_to_streams(tp_process *p) {
     if (!n) return 0;
     const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
     size_t *ix = malloc(n * sizeof *ix);
-    clip_sync *ss = malloc(n * sizeof *ss), *cs = malloc(n * sizeof *cs);
+    /* room for the synchronisations only: a run's records are mostly kernels */
+    size_t nsync = 0;
+    for (size_t i = 0; i < n; i++) nsync += p->gpu[i].type == TPROF_REC_GPU_SYNC;
+    clip_sync *ss = malloc((nsync ? nsync : 1) * sizeof *ss);
+    clip_sync *cs = malloc((nsync ? nsync : 1) * sizeof *cs);
     int rc = apis && ix && ss && cs ? 0 : -1;
     for (size_t i = 0; !rc && i < p->napi; i++) apis[i] = &p->api[i];
     if (!rc && p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);

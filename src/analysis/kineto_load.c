@@ -922,6 +922,6 @@ int tp_kineto_load(tp_run *run, const char *path, tp_process *p, char *err, size
     free(s->comm_corr);
     free(s->in.v);
     free(s);
-    if (rc) tp_load_process_free(p);
+    if (rc) tp_process_free(p);
     return rc;
 }

@@ -26,6 +26,7 @@
 
 #include "analysis/kineto.h"
 #include "analysis/model_load.h"
+#include "analysis/steps.h"
 #include "trainprof.h"
 
 static int cmp_end(const void *a, const void *b) {
@@ -201,7 +202,8 @@ static void finish_process(loader *L) {
             rg->end = last > rg->start ? last : rg->start;
         }
     }
-    for (size_t i = 0; i < p->nthreads; i++) nesting(&p->threads[i]);
+    /* a slim process keeps no range that exclusive time or recursion is asked of */
+    for (size_t i = 0; !L->light && i < p->nthreads; i++) nesting(&p->threads[i]);
     /* rank identity from metadata (last value wins) */
     const char *v;
     p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
@@ -344,8 +346,29 @@ static void drop_torch_twins(tp_process *p) {
     p->ncomm = k;
 }
 
-static int load_file(tp_run *run, const char *path, tp_process *p) {
+/* Room for n records in arr (capacity cap), when n is known (a slim load counted them): a
+ * whole load then takes what the records need, not up to twice that while doubling. */
+#define RESERVE(arr, cap, n)                                                     \
+    do {                                                                         \
+        if ((n) && !(arr) && ((arr) = malloc((n) * sizeof *(arr)))) (cap) = (n); \
+    } while (0)
+
+/* p's record arrays sized by what slim process `sizes` of the same file counted. */
+static void reserve_like(tp_process *p, const tp_process *sizes) {
+    RESERVE(p->gpu, p->cap_gpu, sizes->nrec_gpu);
+    RESERVE(p->api, p->cap_api, sizes->nrec_api);
+    RESERVE(p->ovh, p->cap_ovh, sizes->nrec_ovh);
+    RESERVE(p->gmem, p->cap_gmem, sizes->nrec_gmem);
+    RESERVE(p->comm, p->cap_comm, sizes->ncomm);
+}
+
+/* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
+ * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
+ * to run->errors when `note` is set. */
+static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
+                     const tp_process *sizes) {
     memset(p, 0, sizeof *p);
+    if (sizes) reserve_like(p, sizes);
     p->path = tp_intern(run, path);
     p->helper_of = -1;
     p->rank = p->world_size = p->local_rank = -1;
@@ -355,7 +378,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     if (rc != TPROF_OK) {
         char line[512];
         snprintf(line, sizeof line, "%s: %s", path, err);
-        char **e = realloc(run->errors, (run->nerrors + 1) * sizeof *e);
+        char **e = note ? realloc(run->errors, (run->nerrors + 1) * sizeof *e) : NULL;
         if (e) {
             run->errors = e;
             e[run->nerrors] = strdup(line);
@@ -376,6 +399,8 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     L.run = run;
     L.p = p;
     L.max_id = tprof__reader_size(rd) / MIN_NAMED_REC;
+    L.light = light;
+    p->file_bytes = tprof__reader_size(rd);
     tprof_chunk c;
     uint64_t proc_dropped = 0;
     uint32_t prev_serial = 0;
@@ -444,6 +469,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
         prev_serial = c.thread_serial;
         prev_dropped = c.dropped;
         prev_len = c.len;
+        tprof__reader_release(rd, c.file_offset); /* the model holds copies of what it keeps */
     }
     for (size_t i = 0; i < tprof__reader_damage_count(rd); i++) {
         const tprof_damage *d = tprof__reader_damage(rd, i);
@@ -487,6 +513,8 @@ static int load_file(tp_run *run, const char *path, tp_process *p) {
     }
     free(L.tl);
     free(L.ends);
+    if (light) tp_process_slim(p);
+    if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;
     return rc;
 }
 
@@ -602,11 +630,43 @@ int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
     return tp_run_load_list(&dir, 1, run, err, errlen);
 }
 
+static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err, size_t errlen,
+                    int light);
+
 int tp_run_load_list(const char *const *ops, size_t nops, tp_run *run, char *err,
                      size_t errlen) {
+    return run_load(ops, nops, run, err, errlen, 0);
+}
+
+int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err,
+                     size_t errlen) {
+    return run_load(ops, nops, run, err, errlen, 1);
+}
+
+int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out) {
+    int rc = load_file(run, p->file ? p->file : p->path, out, 0, 0, p);
+    if (rc != TPROF_OK) {
+        tp_process_free(out);
+        return rc;
+    }
+    /* what the run decided of it (assign_roles), which one file cannot tell */
+    out->rank = p->rank;
+    out->world_size = p->world_size;
+    out->local_rank = p->local_rank;
+    out->rank_implied = p->rank_implied;
+    out->role = p->role;
+    out->helper_of = p->helper_of;
+    out->launched = p->launched;
+    out->launched_lo = p->launched_lo;
+    out->launched_hi = p->launched_hi;
+    return TPROF_OK;
+}
+
+static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err, size_t errlen,
+                    int light) {
     memset(run, 0, sizeof *run);
     if (errlen) err[0] = 0;
-    run->pool = calloc(1, sizeof *run->pool);
+    run->pool = tp_load_pool_new();
     if (!run->pool) return TPROF_ERR_NO_MEMORY;
     {
         /* the operands go into reports: valid UTF-8, no control bytes */
@@ -655,7 +715,7 @@ int tp_run_load_list(const char *const *ops, size_t nops, tp_run *run, char *err
             }
             continue;
         }
-        int r = load_file(run, fl.v[i], p);
+        int r = load_file(run, fl.v[i], p, light, 1, NULL);
         if (r == TPROF_OK) run->nprocs++;
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */
@@ -740,7 +800,68 @@ static void assign_roles(tp_run *run) {
     }
 }
 
-void tp_load_process_free(tp_process *p) {
+/* The innermost open range of thread th, else the one that ended last: the first of them in
+ * the thread's order (ended.c's last_range, which a slim process must answer alike). */
+static size_t thread_last_range(const tp_thread *th) {
+    size_t best = th->nranges;
+    for (size_t k = 0; k < th->nranges; k++) {
+        const tp_range *r = &th->ranges[k], *b = best < th->nranges ? &th->ranges[best] : NULL;
+        int open = (r->flags & TP_R_UNCLOSED) != 0;
+        int bopen = b && (b->flags & TP_R_UNCLOSED) != 0;
+        if (!b || (open && !bopen) ||
+            (open == bopen && (open ? r->start > b->start : r->end > b->end)))
+            best = k;
+    }
+    return best;
+}
+
+/* Keeps of thread th's ranges its last one (thread_last_range) and the 63 ranges around it at
+ * most (ended.c reads a stack of 64), in their order, parents renumbered. A parent precedes
+ * its child (pushed before it), so the first best of the thread stays the first best. */
+static void slim_ranges(tp_thread *th) {
+    size_t best = thread_last_range(th);
+    size_t idx[64], n = 0;
+    for (size_t x = best; x < th->nranges && n < 64;) {
+        idx[n++] = x;
+        int32_t par = th->ranges[x].parent;
+        x = par >= 0 && (size_t)par < th->nranges ? (size_t)par : th->nranges;
+    }
+    tp_range keep[64];
+    for (size_t i = 0; i < n; i++) { /* idx holds descending indices: reverse */
+        keep[i] = th->ranges[idx[n - 1 - i]];
+        int32_t par = keep[i].parent;
+        keep[i].parent = -1;
+        for (size_t j = 0; j < i; j++)
+            if (par >= 0 && idx[n - 1 - j] == (size_t)par) keep[i].parent = (int32_t)j;
+    }
+    free(th->ranges);
+    th->ranges = n ? malloc(n * sizeof *th->ranges) : NULL;
+    th->nranges = th->cap_ranges = th->ranges ? n : 0;
+    if (th->ranges) memcpy(th->ranges, keep, n * sizeof *keep);
+}
+
+void tp_process_slim(tp_process *p) {
+    free(p->gpu);
+    free(p->clips);
+    free(p->api);
+    free(p->ovh);
+    free(p->gmem);
+    p->gpu = p->api = p->ovh = NULL;
+    p->clips = NULL;
+    p->gmem = NULL;
+    p->ngpu = p->cap_gpu = p->nclips = p->napi = p->cap_api = p->novh = p->cap_ovh = 0;
+    p->ngmem = p->cap_gmem = 0;
+    for (size_t k = 0; k < p->nthreads; k++) {
+        tp_thread *t = &p->threads[k];
+        free(t->marks);
+        t->marks = NULL;
+        t->nmarks = t->cap_marks = 0;
+        slim_ranges(t);
+    }
+    p->slim = 1;
+}
+
+void tp_process_free(tp_process *p) {
     for (size_t k = 0; k < p->nthreads; k++) {
         tp_thread *t = &p->threads[k];
         free(t->ranges);
@@ -761,12 +882,19 @@ void tp_load_process_free(tp_process *p) {
     free(p->categories);
     for (size_t k = 0; k < p->ndamage; k++) free(p->damage[k]);
     free(p->damage);
+    free(p->comm_memo);
+    free(p->file);
+    if (p->steps_memo) {
+        free(p->steps_memo->steps);
+        free(p->steps_memo->missing);
+        free(p->steps_memo);
+    }
     memset(p, 0, sizeof *p);
 }
 
 void tp_run_free(tp_run *run) {
     if (!run) return;
-    for (size_t i = 0; i < run->nprocs; i++) tp_load_process_free(&run->procs[i]);
+    for (size_t i = 0; i < run->nprocs; i++) tp_process_free(&run->procs[i]);
     free(run->procs);
     for (size_t i = 0; i < run->nerrors; i++) free(run->errors[i]);
     free(run->errors);

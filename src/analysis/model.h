@@ -212,6 +212,28 @@ typedef struct tp_process {
     uint64_t clipped_ns;    /* recorded time those clips removed */
     tp_comm_op *comm;       /* communication ops, in file order */
     size_t ncomm, cap_comm;
+    uint64_t file_bytes;    /* size of its rank file (0 for a trace): what loading it whole
+                             * costs, give or take, in memory */
+    size_t nrec_gpu, nrec_api, nrec_ovh, nrec_gmem; /* slim: the GPU records, API calls,
+                             * overhead records and allocations its file holds (what a whole
+                             * load sizes its arrays by); 0 otherwise */
+    /* A slim process (tp_process_slim) holds what the run-level analyses and the renderers
+     * read after the rank sections, and none of the bulky records: no GPU records, API
+     * calls, overhead records, allocations, clips or marks, and of each thread's ranges only
+     * its last (ended.c: the innermost open one, else the last ended) with its enclosing
+     * ranges. What the run-level analyses derive from the records it dropped is kept once
+     * its rank section has read the whole file (report.c): its steps for the report's step
+     * rule (steps_memo: tp_find_steps answers from them) and its communication ops' resolved
+     * times (comm_memo: tp_comm_resolve answers from them). tp_process_load_whole reads its
+     * file again in full. */
+    int slim;
+    char *file;                    /* slim: its file's path as opened (owned; path above is
+                                    * made valid UTF-8 for reports, which a path need not be) */
+    struct tp_steps *steps_memo;   /* owned; NULL when none kept */
+    const char *steps_memo_name;   /* the step name they were found with (NULL: none) */
+    int steps_memo_warmup;
+    struct tp_comm_time *comm_memo; /* owned, ncomm entries (their kernel indices lead
+                                     * nowhere: the GPU records are gone); NULL when none */
 } tp_process;
 
 typedef struct tp_run {
@@ -237,8 +259,28 @@ int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen);
 int tp_run_load_list(const char *const *ops, size_t nops, tp_run *run, char *err,
                      size_t errlen);
 void tp_run_free(tp_run *run);
+/* tp_run_load_list for the report of a large run, in bounded memory: each rank file is read
+ * through once, its counts, metadata, steps, communication ops and samples kept and its bulky
+ * records skipped (the process is slim, above; its counts, times, damage and roles are those
+ * of the whole load); traces are loaded whole. Memory: the slim processes plus one file's
+ * ranges at a time. The report (tp_report_make) then reads each slim
+ * rank's file again, one or a few at a time, for its section. Same errors as
+ * tp_run_load_list. Not thread safe. */
+int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err,
+                     size_t errlen);
+/* Reads slim process p's rank file again in full into *out (a process of the run in every
+ * respect but the steps memo; its strings in run's pool): roles as p's. Free with
+ * tp_process_free. Safe to call from several threads at once on one run (the pool locks);
+ * memory: about out->file_bytes plus the model of that file. 0, or a negative tprof_err
+ * (the file can no longer be read: TPROF_ERR_IO and the like). */
+int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out);
+/* Drops p's bulky records, keeping what a slim process holds (above). */
+void tp_process_slim(tp_process *p);
+/* Frees what a process holds (not the process struct itself, nor its pooled strings). */
+void tp_process_free(tp_process *p);
 
-/* Interns `s` (made valid UTF-8) in the run's pool; never NULL. */
+/* Interns `s` (made valid UTF-8) in the run's pool; never NULL. Thread safe (the pool
+ * locks), so that several loaders can fill one run. */
 const char *tp_intern(tp_run *run, const char *s);
 
 const char *tp_meta(const tp_process *p, const char *key); /* last value, or NULL */

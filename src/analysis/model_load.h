@@ -1,12 +1,13 @@
 /*
  * model_load.h — what the two halves of the rank-file loader share: the per-file loading state
  * (model.c reads a file and assembles the run; model_records.c turns each record into the
- * model and keeps the run's string pool). Private to src/analysis/model*.c. Not thread safe:
- * one loader reads one file on one thread.
+ * model and keeps the run's string pool). Private to src/analysis/model*.c. One loader reads
+ * one file on one thread; several loaders may fill one run at once (the pool locks).
  */
 #ifndef TP_MODEL_LOAD_H
 #define TP_MODEL_LOAD_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,7 +23,12 @@ typedef struct tp_kname {
     uint8_t cls;
 } tp_kname;
 
+/* One lock over the whole pool (interning and the kernel-name memo): loaders of several
+ * files fill one run at once (the report's rank sections, report.c). A string is interned once
+ * per STRING record and a loader keeps its own memo of kernel names (loader.kcache), so the
+ * lock is not taken per event. */
 typedef struct tp_pool {
+    pthread_mutex_t lock;
     char **slots; /* open addressing by FNV hash */
     size_t cap, count;
     tp_kname *kn; /* open addressing by address */
@@ -85,6 +91,8 @@ typedef struct loader {
     uint64_t max_id;
     struct { uint64_t tid; const char *name; } pending[64]; /* names of unseen threads */
     size_t npending;
+    int light; /* tp_run_load_slim: GPU records and allocations counted, not kept */
+    tp_kname kcache[64]; /* this loader's kernel names, by the raw name's address */
 } loader;
 
 /* A line in the process's damage list (what the report shows of a damaged file). */
@@ -102,13 +110,13 @@ size_t tp_load_utf8(const char *s, size_t n, char *dst);
 /* A kernel's shown name (demangled) and class into op, derived once per distinct name; `raw`
  * must be interned in the run (tp_intern): the memo is keyed by its address. */
 void tp_load_kernel_name(tp_run *run, const char *raw, tp_gpu_op *op);
+/* A new, empty pool (tp_load_pool_free), or NULL. */
+struct tp_pool *tp_load_pool_new(void);
 /* What the rank-file loader does last, for a process another loader filled (kineto_load.c):
  * each thread's nesting (child_ns, TP_R_NESTED_SAME; parents and start order already set),
  * rank identity from the metadata, GPU records in start order and clipped to their streams.
  * 0 or TPROF_ERR_NO_MEMORY. */
 int tp_load_finish_foreign(tp_process *p);
-/* Frees what a process holds (not the process itself, nor its pooled strings). */
-void tp_load_process_free(tp_process *p);
 /* Frees the run's string pool (tp_run_free). */
 void tp_load_pool_free(struct tp_pool *p);
 

@@ -65,21 +65,31 @@ static char *pool_alloc(tp_pool *p, size_t n) {
     return r;
 }
 
-const char *tp_intern(tp_run *run, const char *s) {
-    tp_pool *p = run->pool;
+static const char *intern_locked(tp_pool *p, const char *clean, size_t n);
+
+/* tp_intern with the pool's lock held by the caller (locked: 1) or taken here (0). */
+static const char *intern(tp_pool *p, const char *s, int locked) {
     if (!s) s = "(null)";
     size_t n = strlen(s);
     char stackbuf[512];
     char *clean = 3 * n + 1 <= sizeof stackbuf ? stackbuf : malloc(3 * n + 1);
     if (!clean) return "(out of memory)";
     n = tp_load_utf8(s, n, clean);
+    if (!locked) pthread_mutex_lock(&p->lock);
+    const char *r = intern_locked(p, clean, n);
+    if (!locked) pthread_mutex_unlock(&p->lock);
+    if (clean != stackbuf) free(clean);
+    return r;
+}
+
+const char *tp_intern(tp_run *run, const char *s) { return intern(run->pool, s, 0); }
+
+/* `clean` (valid UTF-8, n bytes) in the pool, under its lock. */
+static const char *intern_locked(tp_pool *p, const char *clean, size_t n) {
     if ((p->count + 1) * 2 > p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 1024;
         char **ns = calloc(cap, sizeof *ns);
-        if (!ns) {
-            if (clean != stackbuf) free(clean);
-            return "(out of memory)";
-        }
+        if (!ns) return "(out of memory)";
         for (size_t i = 0; i < p->cap; i++) {
             if (!p->slots[i]) continue;
             size_t j = fnv(p->slots[i], strlen(p->slots[i])) & (cap - 1);
@@ -92,10 +102,7 @@ const char *tp_intern(tp_run *run, const char *s) {
     }
     size_t j = fnv(clean, n) & (p->cap - 1);
     while (p->slots[j]) {
-        if (!strcmp(p->slots[j], clean)) {
-            if (clean != stackbuf) free(clean);
-            return p->slots[j];
-        }
+        if (!strcmp(p->slots[j], clean)) return p->slots[j];
         j = (j + 1) & (p->cap - 1);
     }
     char *copy = pool_alloc(p, n + 1);
@@ -104,8 +111,16 @@ const char *tp_intern(tp_run *run, const char *s) {
         p->slots[j] = copy;
         p->count++;
     }
-    if (clean != stackbuf) free(clean);
     return copy ? copy : "(out of memory)";
+}
+
+tp_pool *tp_load_pool_new(void) {
+    tp_pool *p = calloc(1, sizeof *p);
+    if (p && pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
 }
 
 void tp_load_pool_free(tp_pool *p) {
@@ -114,6 +129,7 @@ void tp_load_pool_free(tp_pool *p) {
     free(p->blocks);
     free(p->slots);
     free(p->kn);
+    pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
@@ -150,12 +166,13 @@ int tp_load_thread_index(loader *L, uint32_t serial, uint32_t os_tid) {
 /* C++ kernel names as people read them (Kineto shows them demangled too). */
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
 
+/* Called with the pool's lock held. */
 static const char *demangled(tp_run *run, const char *name) {
     if (strncmp(name, "_Z", 2)) return name;
     int status = 0;
     char *d = __cxa_demangle(name, NULL, NULL, &status);
     if (status || !d) return name;
-    const char *r = tp_intern(run, d);
+    const char *r = intern(run->pool, d, 1);
     free(d);
     return r;
 }
@@ -169,7 +186,30 @@ static size_t kn_slot(const tp_kname *t, size_t cap, const char *raw) {
 /* A kernel's shown name and class, derived once per distinct (interned) name: a run holds
  * millions of kernel records but a few thousand names, and demangling and the class match
  * cost microseconds each. */
+static void kernel_name_locked(tp_run *run, const char *raw, tp_gpu_op *op);
+
 static void kernel_name(tp_run *run, const char *raw, tp_gpu_op *op) {
+    tp_pool *p = run->pool;
+    pthread_mutex_lock(&p->lock);
+    kernel_name_locked(run, raw, op);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* The memo's answer without the pool's lock when this loader has seen the name before. */
+static void loader_kernel_name(loader *L, const char *raw, tp_gpu_op *op) {
+    tp_kname *c = &L->kcache[((uintptr_t)raw >> 3) % (sizeof L->kcache / sizeof *L->kcache)];
+    if (c->raw != raw) {
+        kernel_name(L->run, raw, op);
+        *c = (tp_kname){raw, op->name, op->cls};
+        return;
+    }
+    op->name = c->shown;
+    op->cls = c->cls;
+}
+
+/* kernel_name under the pool's lock (demangled() interns: the lock is taken once, here, so
+ * the pool's own functions below run unlocked). */
+static void kernel_name_locked(tp_run *run, const char *raw, tp_gpu_op *op) {
     tp_pool *p = run->pool;
     if ((p->kn_count + 1) * 2 > p->kn_cap) {
         size_t cap = p->kn_cap ? p->kn_cap * 2 : 1024;
@@ -403,10 +443,19 @@ static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_
     if (body < sizeof(tprof_pl_gpu)) return REC_BAD;
     const tprof_pl_gpu *pl = (const void *)(r + 1);
     if (pl->end_ns >= TPROF_TIME_MAX) return REC_BAD;
+    if (L->light) { /* counted and timed as when kept (tp_run_load_slim) */
+        tp_process *p = L->p;
+        *(r->kind == TPROF_REC_GPU_API        ? &p->nrec_api
+          : r->kind == TPROF_REC_GPU_OVERHEAD ? &p->nrec_ovh
+                                              : &p->nrec_gpu) += 1;
+        tp_load_seen(t, r->ts_ns);
+        t->events++;
+        return 0;
+    }
     tp_gpu_op op = {r->ts_ns, pl->end_ns < r->ts_ns ? r->ts_ns : pl->end_ns, pl->bytes, NULL,
                     pl->device, pl->stream, pl->correlation, pl->kind, pl->os_tid, pl->graph,
                     r->kind, TP_KC_OTHER};
-    if (r->kind == TPROF_REC_GPU_KERNEL) kernel_name(L->run, rec_name(L, tl, r, sizeof *pl), &op);
+    if (r->kind == TPROF_REC_GPU_KERNEL) loader_kernel_name(L, rec_name(L, tl, r, sizeof *pl), &op);
     else if (r->kind == TPROF_REC_GPU_API || r->kind == TPROF_REC_GPU_OVERHEAD)
         op.name = rec_name(L, tl, r, sizeof *pl);
     if (r->kind == TPROF_REC_GPU_API) PUSH(L->p->api, L->p->napi, L->p->cap_api, op);
@@ -420,6 +469,11 @@ static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_
 static int rec_gpu_memory(loader *L, tp_thread *t, const tprof_rec *r, size_t body) {
     if (body < sizeof(tprof_pl_gpu_mem)) return REC_BAD;
     const tprof_pl_gpu_mem *pl = (const void *)(r + 1);
+    if (L->light) {
+        L->p->nrec_gmem++;
+        t->events++;
+        return 0;
+    }
     tp_gpu_mem m = {r->ts_ns, pl->address, pl->bytes, pl->device, pl->op, pl->memory_kind};
     PUSH(L->p->gmem, L->p->ngmem, L->p->cap_gmem, m);
     t->events++;

@@ -29,11 +29,12 @@
 #include "analysis/energy.h"
 #include "analysis/figures.h"
 #include "analysis/gpu.h"
+#include "analysis/jobs.h"
 #include "analysis/memory.h"
 #include "analysis/processes.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
-#include "timers/timers_format.h"
+#include "analysis/report_timers.h"
 #include "trainprof.h"
 
 static const char *const default_data_names[] = {"data", "batch", "loader", "get_batch",
@@ -158,80 +159,6 @@ static cJSON *range_rows_json(const tp_range_row *v, size_t n) {
         cJSON_AddItemToArray(arr, r);
     }
     return arr;
-}
-
-/* The rank's Timers, rebuilt from their trace ranges (domain "trainprof", category
- * "timers"): ms per measured step (or in total without steps), in order of first use. */
-typedef struct trow {
-    const char *name;
-    uint64_t first, count;
-    double ns;
-} trow;
-
-static int by_first(const void *a, const void *b) {
-    const trow *x = a, *y = b;
-    return x->first < y->first ? -1 : x->first > y->first;
-}
-
-/* Megatron's timers of the rank (ranges of category "timers" in the "trainprof" domain) into
- * *out, and the rank's "timers" from it. */
-static void timers_section(cJSON *rs, tp_timers_result *out, const tp_process *p,
-                           const tp_step *meas, size_t nm) {
-    uint32_t dom = 0;
-    for (uint32_t d = 1; d < p->ndomains; d++)
-        if (p->domains[d] && !strcmp(p->domains[d], "trainprof")) dom = d;
-    if (!dom) return;
-    trow *v = NULL;
-    size_t n = 0, cap = 0;
-    for (size_t ti = 0; ti < p->nthreads; ti++) {
-        const tp_thread *t = &p->threads[ti];
-        for (size_t k = 0; k < t->nranges; k++) {
-            const tp_range *r = &t->ranges[k];
-            /* a timer left running until the process ended counts up to its last event
-             * (Megatron's interval-time is read while running and never stopped) */
-            if (r->domain != dom) continue;
-            const char *cat = tp_category_name(p, r->domain, r->category);
-            if (!cat || strcmp(cat, "timers")) continue;
-            size_t i = 0;
-            while (i < n && v[i].name != r->name) i++; /* names are interned */
-            if (i == n) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 16;
-                    trow *nv = realloc(v, cap * sizeof *nv);
-                    if (!nv) { free(v); return; }
-                    v = nv;
-                }
-                v[n++] = (trow){r->name, r->start, 0, 0};
-            }
-            if (r->start < v[i].first) v[i].first = r->start;
-            v[i].count++;
-            v[i].ns += (double)(meas ? tp_steps_overlap(meas, nm, r->start, r->end) : r->end - r->start);
-        }
-    }
-    if (!n) return;
-    if (n > 1) qsort(v, n, sizeof *v, by_first);
-    out->rows = malloc(n * sizeof *out->rows);
-    if (!out->rows) {
-        free(v);
-        return;
-    }
-    out->present = 1;
-    out->per_step = meas != NULL;
-    out->nrows = n;
-    for (size_t i = 0; i < n; i++)
-        out->rows[i] = (tp_timer_row){v[i].name, v[i].ns / 1e6 / (meas && nm ? (double)nm : 1.0),
-                                      (double)v[i].count};
-    free(v);
-    cJSON *jt = cJSON_AddObjectToObject(rs, "timers");
-    cJSON_AddStringToObject(jt, "per", out->per_step ? "step" : "run");
-    cJSON *rows = cJSON_AddArrayToObject(jt, "rows");
-    for (size_t i = 0; i < n; i++) {
-        cJSON *row = cJSON_CreateObject();
-        cJSON_AddStringToObject(row, "name", out->rows[i].name);
-        cJSON_AddNumberToObject(row, "ms", out->rows[i].ms);
-        cJSON_AddNumberToObject(row, "count", out->rows[i].count);
-        cJSON_AddItemToArray(rows, row);
-    }
 }
 
 /* The process sampler's counters (capture/procfs.c) into *out: CPU %, RSS, threads,
@@ -609,7 +536,7 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     agg_free(&sc.tab);
     agg_free(&sc.unclosed);
 
-    timers_section(rs, &out->timers, p, meas, nm);
+    tp_timers_rank(rs, &out->timers, p, meas, nm);
     /* the steps in which GPU activity was recorded: every GPU figure is over them alone */
     tp_steps cap;
     /* out of memory for the copy: every step stands for itself (capture not present) */
@@ -645,80 +572,6 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     tp_steps_free(&cap);
     tp_steps_free(&s);
     return rs;
-}
-
-/* Megatron's timers tables across ranks into *out, from each rank's timers (res): the same
- * text Megatron prints, with ms per measured step as the unit (normalizer 1 on per-step
- * values). */
-static void cross_rank_timers(tp_run_timers_result *out, const tp_run_results *res) {
-    const char **names = NULL;
-    size_t n = 0;
-    int world = 0;
-    for (size_t ri = 0; ri < res->nranks; ri++) {
-        const tp_rank_result *r = &res->ranks[ri];
-        if (!r->timers.present) continue;
-        if (r->rank + 1 > world) world = r->rank + 1;
-        for (size_t k = 0; k < r->timers.nrows; k++) {
-            const char *nm = r->timers.rows[k].name;
-            size_t i = 0;
-            while (i < n && strcmp(names[i], nm)) i++;
-            if (i < n) continue;
-            const char **nn = realloc(names, (n + 1) * sizeof *nn);
-            if (!nn) { free(names); return; }
-            names = nn;
-            names[n++] = nm;
-        }
-    }
-    double *m = n && world > 0 ? calloc((size_t)world * n, sizeof *m) : NULL;
-    out->rows = m ? calloc(n, sizeof *out->rows) : NULL;
-    if (!out->rows) {
-        free(m);
-        free(names);
-        return;
-    }
-    out->per_step = 1;
-    for (size_t ri = 0; ri < res->nranks; ri++) {
-        const tp_rank_result *r = &res->ranks[ri];
-        if (!r->timers.present) continue;
-        out->per_step = r->timers.per_step;
-        for (size_t k = 0; k < r->timers.nrows; k++)
-            for (size_t i = 0; i < n; i++)
-                if (!strcmp(names[i], r->timers.rows[k].name))
-                    m[(size_t)r->rank * n + i] = r->timers.rows[k].ms / 1e3;
-    }
-    out->present = 1;
-    out->nrows = n;
-    for (size_t i = 0; i < n; i++) {
-        double mn = 0, mx = 0;
-        out->rows[i].name = names[i];
-        out->rows[i].has_minmax = tprof__timers_minmax(m, world, n, i, &mn, &mx) != 0;
-        out->rows[i].min_ms = mn * 1e3;
-        out->rows[i].max_ms = mx * 1e3;
-    }
-    out->megatron_minmax = tprof__timers_format(TPROF_TIMERS_MINMAX, names, n, m, world, 1.0);
-    if (world > 1)
-        out->megatron_all = tprof__timers_format(TPROF_TIMERS_ALL, names, n, m, world, 1.0);
-    free(m);
-    free(names);
-}
-
-/* The run's "timers" from its results. */
-static void timers_json(cJSON *rep, const tp_run_timers_result *t) {
-    if (!t->present) return;
-    cJSON *jt = cJSON_AddObjectToObject(rep, "timers");
-    cJSON_AddStringToObject(jt, "per", t->per_step ? "step" : "run");
-    cJSON *mm = cJSON_AddArrayToObject(jt, "min_max");
-    for (size_t i = 0; i < t->nrows; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "name", t->rows[i].name);
-        if (t->rows[i].has_minmax) {
-            cJSON_AddNumberToObject(e, "min_ms", t->rows[i].min_ms);
-            cJSON_AddNumberToObject(e, "max_ms", t->rows[i].max_ms);
-        }
-        cJSON_AddItemToArray(mm, e);
-    }
-    if (t->megatron_minmax) cJSON_AddStringToObject(jt, "megatron_minmax", t->megatron_minmax);
-    if (t->megatron_all) cJSON_AddStringToObject(jt, "megatron_all", t->megatron_all);
 }
 
 static const char *const known_caps[TP_NCAPABILITIES][2] = {
@@ -856,6 +709,72 @@ static void capabilities_json(cJSON *rep, const tp_capability *caps) {
     }
 }
 
+/* The rank files read whole at once for their sections are kept under this many bytes of
+ * estimated memory, SECTION_COST times the file's size: the model takes about as much as the
+ * records it holds (a 56-byte kernel record, a 64-byte tp_gpu_op) and the analyses' span
+ * sets about as much again (bench_report_scale: 1.18 GB at the peak for a 586 MB file of
+ * 10 M kernels); the pages of the file itself are given back as they are read. One file is
+ * always read, whatever its size. */
+#define SECTION_BUDGET (512ull << 20)
+#define SECTION_COST 2
+
+/* One rank section: the process, where its results and section go, and what it keeps. */
+typedef struct rank_job {
+    size_t proc;          /* index in run->procs */
+    tp_rank_result *out;
+    cJSON *section;
+    tp_steps *steps;      /* a slim rank's steps, found in its whole file (then kept in it) */
+    tp_comm_time *comm;   /* a slim rank's resolved communication times (the same) */
+} rank_job;
+
+/* What rank_sections' jobs share. */
+typedef struct sections {
+    const tp_run *run;
+    const tp_report_opts *o;
+    rank_job *jobs;
+} sections;
+
+static uint64_t section_cost(void *ctx, size_t i) {
+    const sections *sc = ctx;
+    const tp_process *p = &sc->run->procs[sc->jobs[i].proc];
+    return p->slim ? SECTION_COST * p->file_bytes : 0;
+}
+
+/* One rank's section: a slim rank's from its file read again whole (freed after), its steps
+ * kept for the run-level analyses (steps memo, model.h), its strings pointing into the run's
+ * process. A file that can no longer be read gives the section of what the slim process
+ * holds. */
+static void section_job(void *ctx, size_t i) {
+    const sections *sc = ctx;
+    const tp_run *run = sc->run;
+    const tp_report_opts *o = sc->o;
+    rank_job *j = &sc->jobs[i];
+    const tp_process *p = &run->procs[j->proc];
+    if (!p->slim) {
+        j->section = rank_section(run, p, o, j->out);
+        return;
+    }
+    tp_process whole;
+    /* the pool is the run's shared store of strings and locks: loading interns there */
+    if (tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
+        j->section = rank_section(run, p, o, j->out);
+        return;
+    }
+    j->section = rank_section(run, &whole, o, j->out);
+    j->out->host = p->hdr.host; /* the whole process's copy is freed below */
+    j->steps = calloc(1, sizeof *j->steps);
+    if (j->steps && tp_find_steps(&whole, o->step_name, o->warmup, j->steps) != TPROF_OK) {
+        free(j->steps);
+        j->steps = NULL;
+    }
+    j->comm = whole.ncomm ? malloc(whole.ncomm * sizeof *j->comm) : NULL;
+    if (j->comm && tp_comm_resolve(&whole, j->comm) != TPROF_OK) {
+        free(j->comm);
+        j->comm = NULL;
+    }
+    tp_process_free(&whole);
+}
+
 /* "ranks": each rank's section, in rank order, and its results into res->ranks (nranks of
  * them). Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. */
 static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o, int nranks,
@@ -863,14 +782,33 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
     cJSON *ranks = cJSON_AddArrayToObject(rep, "ranks");
     res->ranks = nranks ? calloc((size_t)nranks, sizeof *res->ranks) : NULL;
     if (nranks && !res->ranks) return TPROF_ERR_NO_MEMORY;
+    rank_job *jobs = nranks ? calloc((size_t)nranks, sizeof *jobs) : NULL;
+    if (nranks && !jobs) return TPROF_ERR_NO_MEMORY;
+    size_t n = 0;
     for (int want = 0, left = nranks; left > 0 && want < 1 << 20; want++) {
         for (size_t i = 0; i < run->nprocs; i++) {
             const tp_process *p = &run->procs[i];
             if (p->role != TP_ROLE_RANK || p->rank != want) continue;
-            cJSON_AddItemToArray(ranks, rank_section(run, p, o, &res->ranks[res->nranks++]));
+            jobs[n] = (rank_job){i, &res->ranks[n], NULL, NULL, NULL};
+            n++;
             left--;
         }
     }
+    sections sc = {run, o, jobs};
+    tp_jobs_run(&(tp_jobs){n, o->threads, SECTION_BUDGET, section_cost, section_job, &sc});
+    for (size_t k = 0; k < n; k++) {
+        cJSON_AddItemToArray(ranks, jobs[k].section);
+        /* the run-level analyses and the HTML find the rank's steps and communication times
+         * again (diagnose.c, html.c, clocks.c): a slim rank answers from these */
+        tp_process *p = (tp_process *)&run->procs[jobs[k].proc];
+        if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
+        if (jobs[k].comm) {
+            free(p->comm_memo);
+            p->comm_memo = jobs[k].comm;
+        }
+    }
+    res->nranks = n;
+    free(jobs);
     return TPROF_OK;
 }
 
@@ -910,8 +848,8 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
         cJSON_Delete(rep);
         return TPROF_ERR_NO_MEMORY;
     }
-    cross_rank_timers(&res.timers, &res);
-    timers_json(rep, &res.timers);
+    tp_timers_run(&res.timers, &res);
+    tp_timers_json(rep, &res.timers);
     /* findings: rules that name a problem, with the figures that show it (severity
      * "warning" or "critical"); each analysis appends its own */
     cJSON *findings = cJSON_AddArrayToObject(rep, "findings");

@@ -53,6 +53,8 @@ typedef struct tp_report_opts {
     int diag_min_steps;             /* rules over steps need this many measured steps: 3 */
     double diag_band;               /* a share rule fires past its threshold by this part of
                                      * it (0.25); nearer it is "near", not a finding */
+    int threads;                    /* rank sections computed at once: 0 = one per online
+                                     * core (sysconf), 1 = on the calling thread alone */
 } tp_report_opts;
 
 /* Defaults: warm-up 1, top 15, data names data, batch, loader, get_batch,
@@ -70,7 +72,13 @@ typedef struct tp_report {
 } tp_report;
 
 /* Builds the report of a loaded run into *out (o NULL: defaults). Returns TPROF_OK, or
- * TPROF_ERR_NO_MEMORY with *out empty. */
+ * TPROF_ERR_NO_MEMORY with *out empty. The rank sections are computed by o->threads threads;
+ * a slim rank (tp_run_load_slim) has its file read again whole for its section and freed
+ * after it, the files in flight together kept under a memory budget (report.c,
+ * SECTION_BUDGET), and its steps kept in it for the run-level analyses: the document is the
+ * one of the whole run, byte for byte. The run is read, and only a slim rank's steps memo
+ * and the string pool (which locks) are written; the run must not be used by another
+ * thread meanwhile. */
 int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out);
 
 /* Frees what tp_report_make allocated; *r reads empty after. NULL-safe. */

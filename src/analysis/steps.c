@@ -168,8 +168,39 @@ static int from_api(const tp_process *p, tp_steps *out) {
     return 1;
 }
 
+/* A copy of the steps a slim process keeps (model.h, steps_memo), when they were found with
+ * this step name and warm-up; 1 if copied, 0 if not theirs, -1 out of memory. */
+static int from_memo(const tp_process *p, const char *step_name, int warmup, tp_steps *out) {
+    const tp_steps *m = p->steps_memo;
+    const char *a = step_name && *step_name ? step_name : NULL, *b = p->steps_memo_name;
+    if (!m || warmup != p->steps_memo_warmup || (!a != !b) || (a && strcmp(a, b))) return 0;
+    *out = *m;
+    out->steps = m->nsteps ? malloc(m->nsteps * sizeof *out->steps) : NULL;
+    out->missing = m->nmissing ? malloc(m->nmissing * sizeof *out->missing) : NULL;
+    if ((m->nsteps && !out->steps) || (m->nmissing && !out->missing)) {
+        tp_steps_free(out);
+        return -1;
+    }
+    if (m->nsteps) memcpy(out->steps, m->steps, m->nsteps * sizeof *out->steps);
+    if (m->nmissing) memcpy(out->missing, m->missing, m->nmissing * sizeof *out->missing);
+    return 1;
+}
+
+void tp_process_keep_steps(tp_process *p, tp_steps *found, const char *step_name,
+                           int warmup) {
+    if (p->steps_memo) {
+        tp_steps_free(p->steps_memo);
+        free(p->steps_memo);
+    }
+    p->steps_memo = found;
+    p->steps_memo_name = step_name && *step_name ? step_name : NULL;
+    p->steps_memo_warmup = warmup;
+}
+
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out) {
     memset(out, 0, sizeof *out);
+    int m = from_memo(p, step_name, warmup, out);
+    if (m) return m > 0 ? TPROF_OK : TPROF_ERR_NO_MEMORY;
     int r = 0;
     if (step_name && *step_name && (r = from_ranges(p, step_name, out)) > 0) {
         out->source = TP_STEPS_NAMED;
@@ -247,12 +278,52 @@ static int by_span_start(const void *a, const void *b) {
     return x->s < y->s ? -1 : x->s > y->s;
 }
 
+/* Input made of a few sorted runs (the span sets of an analysis: kernels, then copies, then
+ * communication, each in start order) is merged run by run, in O(n) per pass and
+ * log2(runs) passes; more runs than this go to qsort. */
+#define MERGE_RUNS_MAX 32
+
+/* Merges the sorted runs a[b[0]..b[1]), a[b[1]..b[2]), ... (nb + 1 bounds) into t, pairwise,
+ * stably (the earlier run first on equal starts, as a stable sort keeps them); the bounds
+ * become those of the merged runs. */
+static void merge_pass(const tp_span *a, tp_span *t, size_t *b, size_t *nb) {
+    size_t k = 0;
+    for (size_t r = 0; r < *nb; r += 2) {
+        size_t lo = b[r], mid = b[r + 1], hi = r + 2 <= *nb ? b[r + 2] : mid;
+        size_t i = lo, j = mid, o = lo;
+        while (i < mid && j < hi) t[o++] = a[j].s < a[i].s ? a[j++] : a[i++];
+        while (i < mid) t[o++] = a[i++];
+        while (j < hi) t[o++] = a[j++];
+        b[k++] = lo;
+    }
+    b[k] = b[*nb];
+    *nb = k;
+}
+
 void tp_spans_sort(tp_span *v, size_t nv) {
+    size_t bounds[MERGE_RUNS_MAX + 1], nb = 0;
+    bounds[0] = 0;
     for (size_t i = 1; i < nv; i++)
         if (v[i].s < v[i - 1].s) {
-            qsort(v, nv, sizeof *v, by_span_start);
-            return;
+            if (++nb == MERGE_RUNS_MAX) break;
+            bounds[nb] = i;
         }
+    if (nb == 0) return; /* sorted */
+    tp_span *t = nb < MERGE_RUNS_MAX ? malloc(nv * sizeof *t) : NULL;
+    if (!t) {
+        qsort(v, nv, sizeof *v, by_span_start);
+        return;
+    }
+    bounds[++nb] = nv; /* nb runs, nb + 1 bounds */
+    tp_span *from = v, *to = t;
+    while (nb > 1) {
+        merge_pass(from, to, bounds, &nb);
+        tp_span *x = from;
+        from = to;
+        to = x;
+    }
+    if (from != v) memcpy(v, from, nv * sizeof *v);
+    free(t);
 }
 
 uint64_t tp_steps_union(tp_span *v, size_t nv, const tp_step *st, size_t n) {

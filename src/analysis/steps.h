@@ -63,6 +63,11 @@ typedef struct tp_steps {
  * tp_steps_free. */
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out);
 void tp_steps_free(tp_steps *s);
+/* Keeps in slim process p (model.h) `found` (heap-allocated, owned by p from now on): the
+ * steps tp_find_steps found with this step name and warm-up in p's file loaded whole.
+ * tp_find_steps on p then answers from them for the same name and warm-up. step_name must
+ * outlive p (the report's options). Writes p only. */
+void tp_process_keep_steps(tp_process *p, tp_steps *found, const char *step_name, int warmup);
 
 /* The measured steps of s (those after the warm-up), or NULL when there are none: a run
  * without steps has no array, and even adding 0 to a null pointer is undefined (C11

@@ -34,6 +34,7 @@ struct tprof_reader {
     uint8_t *zbuf;   /* a compressed chunk's records, decompressed */
     size_t zcap;     /* at most TPROF_CHUNK_RAW_MAX */
     size_t zskipped; /* compressed chunks a build without libzstd skipped */
+    size_t released; /* bytes of the mapping from its start given back (tprof__reader_release) */
 #if TPROF_HAVE_ZSTD
     ZSTD_DCtx *dctx;
 #endif
@@ -143,6 +144,19 @@ void tprof__reader_close(tprof_reader *r) {
 }
 
 const tprof_file_header *tprof__reader_header(const tprof_reader *r) { return &r->hdr; }
+
+void tprof__reader_release(tprof_reader *r, uint64_t offset) {
+    /* in steps of 8 MiB: one call per step, not per chunk */
+    const size_t step = 8u << 20;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (offset > r->pos) offset = r->pos; /* never what the reader has not passed */
+    size_t upto = (size_t)offset / page * page;
+    if (upto < r->released + step) return;
+    /* a private read-only mapping of a file: the pages are read again from the file if
+     * touched, so this only lowers the resident set */
+    if (madvise((void *)(r->map + r->released), upto - r->released, MADV_DONTNEED) == 0)
+        r->released = upto;
+}
 uint64_t tprof__reader_size(const tprof_reader *r) { return r->size; }
 size_t tprof__reader_damage_count(const tprof_reader *r) { return r->ndamage; }
 size_t tprof__reader_zstd_skipped(const tprof_reader *r) { return r->zskipped; }

@@ -54,6 +54,13 @@ uint64_t tprof__reader_size(const tprof_reader *r);
  * appended to the reader's damage list. */
 int tprof__reader_next(tprof_reader *r, tprof_chunk *c);
 
+/* Gives the pages of the file below `offset` back to the kernel (madvise MADV_DONTNEED: a
+ * later read of them maps them again from the file): the caller holds no pointer into chunks
+ * that end before it. Bounds a sequential reader's resident set to what it has not passed,
+ * whatever the file's size. Done in steps of 8 MiB; an offset past what tprof__reader_next
+ * returned counts as that. */
+void tprof__reader_release(tprof_reader *r, uint64_t offset);
+
 /* Compressed chunks skipped because this build has no libzstd (0 in a build with it). */
 size_t tprof__reader_zstd_skipped(const tprof_reader *r);
 

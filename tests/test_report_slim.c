@@ -1,0 +1,341 @@
+/*
+ * test_report_slim.c — the report of a slim run (tp_run_load_slim: each rank file read again
+ * whole for its section, its bulky records dropped after) is the report of the whole run,
+ * byte for byte in JSON, text and HTML, on one thread and on several; and a slim run holds
+ * no GPU record, API call, allocation or mark and at most a stack of ranges per thread.
+ * Inputs: a synthetic run of four ranks (GPU kernels and API calls, NCCL ops, named steps,
+ * one rank killed inside open ranges, one rank sampling NVML for its host), a node sampler
+ * and a helper; every rank file of the fuzz corpus alone; and the whole corpus as one run
+ * (processes of many kinds sharing ranks, damaged files), with a torch.profiler trace; and the
+ * diagnosis scenarios of diag_scen.c (two hosts, a late rank, memory, throttling, ...).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "analysis/stats.h"
+#include "analysis/steps.h"
+#include "export/html.h"
+#include "diag_scen.h"
+#include "format/format.h"
+#include "synth.h"
+
+/* The JSON, text and HTML of the report of `ops` loaded whole or slim, with `threads`
+ * section threads, into one string (owned). */
+static char *render(const char *const *ops, size_t nops, int slim, int threads) {
+    tp_run run;
+    char err[512];
+    int rc = slim ? tp_run_load_slim(ops, nops, &run, err, sizeof err)
+                  : tp_run_load_list(ops, nops, &run, err, sizeof err);
+    if (rc != 0) return strdup(err);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.threads = threads;
+    o.step_name = getenv("SLIM_TEST_STEP_NAME");
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, &o, &r), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    char *json = cJSON_Print(r.doc);
+    fputs(json, f);
+    free(json);
+    assert_int_equal(tp_report_write_text(&r, f, 0), 0);
+    assert_int_equal(tp_html_write(&r, &o, f), 0);
+    if (slim) {
+        /* what stays of a slim run: no bulky record, a stack of ranges at most per thread */
+        for (size_t i = 0; i < run.nprocs; i++) {
+            const tp_process *p = &run.procs[i];
+            if (!p->slim) continue;
+            assert_int_equal(p->ngpu + p->napi + p->novh + p->ngmem, 0);
+            for (size_t t = 0; t < p->nthreads; t++) {
+                assert_int_equal(p->threads[t].nmarks, 0);
+                assert_true(p->threads[t].nranges <= 64);
+            }
+        }
+    }
+    fclose(f);
+    tp_report_free(&r);
+    tp_run_free(&run);
+    return buf;
+}
+
+static void same_reports(const char *const *ops, size_t nops) {
+    char *whole = render(ops, nops, 0, 1);
+    for (int threads = 1; threads <= 3; threads++) {
+        char *slim = render(ops, nops, 1, threads);
+        if (strcmp(whole, slim)) {
+            size_t i = 0;
+            while (whole[i] && whole[i] == slim[i]) i++;
+            size_t from = i > 200 ? i - 200 : 0;
+            fprintf(stderr, "%s (%d threads): differs at byte %zu:\nwhole: %.400s\nslim:  %.400s\n",
+                    ops[0], threads, i, whole + from, slim + from);
+        }
+        assert_string_equal(whole, slim);
+        free(slim);
+    }
+    free(whole);
+}
+
+/* rank r of 4 on host h<r/2>: steps "train_step" (named), kernels and API calls, an
+ * AllReduce per step with its NCCL kernel; rank 1 killed inside open ranges (no end
+ * record); rank 2 samples NVML for its host */
+static void write_rank(const char *dir, int r) {
+    char host[16];
+    snprintf(host, sizeof host, "h%d", r / 2);
+    synth_file *f = synth_open(dir, host, 100 + r, 1700000000000000000ull, T0);
+    synth_rank(f, r, 4);
+    synth_thread(f, 1, 100 + r);
+    synth_thread(f, 2, 200 + r);
+    synth_thread(f, 3, 300 + r);
+    for (int s = 0; s < 6; s++) {
+        uint64_t b = T0 + MS + (uint64_t)s * (10 + (uint64_t)r) * MS;
+        synth_push(f, 1, b, "train_step", 0, 0);
+        synth_push(f, 1, b + MS / 2, "forward", 0, 0);
+        synth_mark(f, 1, b + MS, "marker", 0, 0);
+        synth_api(f, 1, b + MS, b + MS + 20000, 100 + (uint32_t)r, 211, 7 + (uint32_t)s,
+                  "cudaLaunchKernel");
+        synth_kernel(f, 2, b + 2 * MS, b + 6 * MS, 0, 7, 7 + (uint32_t)s, "ampere_gemm_kernel");
+        synth_kernel(f, 2, b + 6 * MS, b + 7 * MS, 0, 7, 100 + (uint32_t)s,
+                     "_ZN2at6native18elementwise_kernelEv");
+        if (r == 1 && s == 5) break; /* killed inside "forward" of "train_step" */
+        synth_pop(f, 1, b + 7 * MS, 0);
+        tprof_pl_comm c;
+        memset(&c, 0, sizeof c);
+        c.end_ns = b + 8 * MS;
+        c.bytes = 1 << 20;
+        c.count = 1 << 18;
+        c.comm_hash = 0xabc;
+        c.seq = (uint32_t)s;
+        c.nranks = 4;
+        c.rank = (uint32_t)r;
+        c.op = TPROF_COMM_ALLREDUCE;
+        synth_comm(f, 1, b + 7 * MS + 1000, &c, NULL);
+        /* its kernel: the clocks' alignment takes the collective's end from it */
+        synth_kernel(f, 2, b + 7 * MS + 5000 + (uint64_t)r * 1000, b + 8 * MS + 500000, 0, 13,
+                     1000 + (uint32_t)s, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+        synth_pop(f, 1, b + 9 * MS, 0);
+        if (r == 2) {
+            synth_counter(f, 3, b, "gpu0.power_w", 300 + s);
+            synth_counter(f, 3, b, "gpu0.util_percent", 80);
+        }
+        synth_flush(f);
+    }
+    if (r != 1) synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void synthetic_run(void **state) {
+    (void)state;
+    char top[512], dir[600];
+    assert_int_equal(synth_tmpdir(top, sizeof top, "report-slim"), 0);
+    /* a directory name that is not UTF-8: the files are read again by the names they had */
+    snprintf(dir, sizeof dir, "%s/run-\xff\xfe-\x01-\"q\"", top);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    for (int r = 0; r < 4; r++) write_rank(dir, r);
+    /* the node sampler of host h0, and a helper of rank 0 (its parent) with a range */
+    synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    for (int s = 0; s < 20; s++)
+        synth_counter(f, 1, T0 + (uint64_t)s * 5 * MS, "gpu0.power_w", 250 + s);
+    synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    synth_header h;
+    memset(&h, 0, sizeof h);
+    h.host = "h0";
+    h.pid = 91;
+    h.ppid = 100;
+    h.start_realtime_ns = 1700000000000000000ull;
+    h.start_mono_ns = T0;
+    f = synth_open_ex(dir, &h);
+    synth_thread(f, 1, 91);
+    synth_push(f, 1, T0 + MS, "data", 0, 0);
+    synth_pop(f, 1, T0 + 3 * MS, 0);
+    synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    setenv("SLIM_TEST_STEP_NAME", "train_step", 1);
+    same_reports(ops, 1);
+    unsetenv("SLIM_TEST_STEP_NAME");
+    synth_rmtree(top);
+}
+
+/* The diagnosis scenarios (diag_scen.h): the cross-rank analyses (clocks over two hosts,
+ * stragglers, the rules) read what a slim run keeps. */
+static void scenarios(void **state) {
+    (void)state;
+    scen v[8];
+    for (int i = 0; i < 8; i++) v[i] = scen_base();
+    v[1].nranks = 4, v[1].hosts = 2, v[1].clock_err = 3 * (int64_t)MS, v[1].lag_rank = 2,
+    v[1].lag = 2 * MS;
+    v[2].short_kernels = 1, v[2].sync = 1;
+    v[3].data = 2 * MS, v[3].buckets = 3;
+    v[4].alloc_share = 0.95, v[4].mem_share = 0.97;
+    v[5].throttle = 1, v[5].power_at_limit = 1, v[5].meta_model = "llama-7b",
+    v[5].meta_tokens = "4096";
+    v[6].nranks = 3, v[6].data_over_busy = 1, v[6].data = MS;
+    v[7].steps = 2;
+    for (int i = 0; i < 8; i++) {
+        char dir[512];
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-scen"), 0);
+        for (int r = 0; r < v[i].nranks; r++) scen_write_rank(dir, &v[i], r);
+        const char *ops[] = {dir};
+        same_reports(ops, 1);
+        synth_rmtree(dir);
+    }
+}
+
+/* A rank file of 19 MB: the loader gives the pages it has read back as it goes
+ * (tprof__reader_release, in steps of 8 MiB) and sizes its arrays by the slim load's counts;
+ * the report is the same. */
+static void large_rank(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-large"), 0);
+    synth_file *f = synth_open(dir, "h", 7, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 7);
+    synth_thread(f, 2, 8);
+    synth_string(f, 2, 1, "ampere_gemm_kernel");
+    synth_string(f, 2, 2, "flash_fwd_kernel");
+    uint32_t corr = 1;
+    for (int s = 0; s < 2000; s++) {
+        uint64_t b = T0 + MS + (uint64_t)s * 10 * MS;
+        synth_step_begin(f, 1, b, (uint64_t)s);
+        for (int k = 0; k < 150; k++) {
+            uint64_t ks = b + (uint64_t)k * 60 * US + 1000;
+            tprof_pl_gpu pl = {ks + 40 * US + (uint64_t)((s * 7 + k) % 13) * 100, 0, 0, 7,
+                               corr++, 0, 0, 0};
+            synth_raw(f, 2, TPROF_REC_GPU_KERNEL, 1 + (uint32_t)(k % 2), ks, &pl, sizeof pl,
+                      NULL, 0);
+        }
+        synth_step_end(f, 1, b + 10 * MS, (uint64_t)s);
+        synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 30000 * MS, 0);
+    const char *path = synth_path(f);
+    char file[1024];
+    snprintf(file, sizeof file, "%s", path);
+    assert_int_equal(synth_close(f), 0);
+    assert_true(synth_file_size(file) > 16 << 20);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    synth_rmtree(dir);
+}
+
+/* tp_select_double: the value a sort puts at the nearest rank, on arrays with repeats. */
+static void select_matches_sort(void **state) {
+    (void)state;
+    static const double ps[] = {0.01, 0.1, 0.25, 0.5, 0.9, 0.99, 1.0};
+    unsigned seed = 12345;
+    for (size_t n = 1; n <= 300; n++) {
+        double v[300], sorted[300];
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            v[i] = (double)((seed >> 16) % (n % 3 ? 7 : 1000)); /* few or many distinct */
+        }
+        memcpy(sorted, v, n * sizeof *v);
+        qsort(sorted, n, sizeof *sorted, tp_cmp_double);
+        for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+            double w[300];
+            memcpy(w, v, n * sizeof *v);
+            assert_true(tp_select_double(w, n, ps[k]) == tp_pct_double(sorted, n, ps[k]));
+        }
+    }
+    assert_true(tp_select_double(NULL, 0, 0.5) == 0);
+}
+
+/* tp_spans_sort: a few sorted runs are merged, many go to qsort; either way the spans end in
+ * start order, those of equal start in their input order (a stable sort's). */
+typedef struct tagged {
+    tp_span sp;
+    size_t at;
+} tagged;
+
+static int by_start_then_at(const void *a, const void *b) {
+    const tagged *x = a, *y = b;
+    if (x->sp.s != y->sp.s) return x->sp.s < y->sp.s ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static void spans_sort_stable(void **state) {
+    (void)state;
+    unsigned seed = 777;
+    for (int runs = 1; runs <= 40; runs++) {
+        enum { N = 3000 };
+        static tp_span v[N];
+        static tagged ref[N];
+        size_t n = 0;
+        for (int r = 0; r < runs; r++) {
+            uint64_t s = 0;
+            size_t len = (size_t)(N / runs) - (size_t)r % 3;
+            for (size_t i = 0; i < len && n < N; i++, n++) {
+                seed = seed * 1103515245u + 12345u;
+                s += (seed >> 16) % 5; /* repeats within a run and across runs */
+                v[n] = (tp_span){s, s + n}; /* the end tells the spans apart */
+                ref[n] = (tagged){v[n], n};
+            }
+        }
+        qsort(ref, n, sizeof *ref, by_start_then_at);
+        tp_spans_sort(v, n);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(v[i].s == ref[i].sp.s);
+            assert_true(v[i].e == ref[i].sp.e);
+        }
+    }
+}
+
+static void corpus(void **state) {
+    (void)state;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/rankfile", TPROF_SOURCE_DIR);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    size_t files = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        const char *ops[] = {path};
+        same_reports(ops, 1);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 20);
+    const char *ops[] = {dir};
+    same_reports(ops, 1); /* the corpus as one run */
+    /* a torch.profiler trace beside rank files: loaded whole in a slim run */
+    char trace[8192];
+    snprintf(trace, sizeof trace, "%s/tests/data/kineto/megatron_step17.pt.trace.json.gz",
+             TPROF_SOURCE_DIR);
+    const char *mixed[] = {trace, dir};
+    same_reports(mixed, 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(synthetic_run),
+        cmocka_unit_test(scenarios),
+        cmocka_unit_test(large_rank),
+        cmocka_unit_test(select_matches_sort),
+        cmocka_unit_test(spans_sort_stable),
+        cmocka_unit_test(corpus),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
