@@ -151,6 +151,21 @@ def in_run(it, windows, nbefore=4):
     return out
 
 
+def stated_cost(trainprof, rundir):
+    """What the run's own report says capture cost ("gpu_capture.cost" of rank 0, its share of
+    the step, docs/report-json.md), and whether it is flagged; None without one."""
+    try:
+        out = subprocess.run([trainprof, "report", rundir, "--format", "json"], capture_output=True,
+                             text=True, timeout=300).stdout
+        gc = json.loads(out)["ranks"][0].get("gpu_capture") or {}
+    except Exception:
+        return None
+    for key, flagged in (("cost", False), ("cost_flagged", True)):
+        if gc.get(key) and gc[key].get("share") is not None:
+            return {"share": gc[key]["share"], "flagged": flagged}
+    return None
+
+
 def interval(v):
     if len(v) < 2:
         return (v[0], v[0]) if v else (None, None)
@@ -204,8 +219,10 @@ def main():
             else:
                 wins = []
             inr = in_run(it, wins)
+            stated = stated_cost(args.trainprof, os.path.join(args.outdir, "r%d-%s" % (r, mode))) \
+                if wins and mode != "torchprof" else None
             rows.append({"round": r, "mode": mode, "rc": rc, "secs": round(secs, 1),
-                         "iters": len(it), "median_ms": med, "in_run": inr})
+                         "iters": len(it), "median_ms": med, "in_run": inr, "stated": stated})
             with open(os.path.join(args.outdir, "rows.json"), "w") as f:
                 json.dump(rows, f, indent=1)  # each run as it ends: a call cut short keeps them
             print("round %d %-9s rc %d %5.1f s %3d iterations: %s" % (
@@ -289,6 +306,18 @@ def main():
         if mode != "torchprof" and tq:
             print("  %s vs torch.profiler, in-run: x%.4f against x%.4f; target <= torch.profiler: "
                   "%s" % (mode, q, tq, "PASS" if q <= tq else "MISS"))
+    # the report's own capture cost against what the same run measured (its in-run slowdown)
+    for row in rows:
+        st_ = row.get("stated")
+        if st_ and row.get("in_run"):
+            meas = st.median(row["in_run"]) - 1
+            share = st_["share"] / 100 if st_["share"] > 1 else st_["share"]
+            off = abs(share - meas) / meas if meas > 0 else float("inf")
+            print("  round %d %s: report's capture cost %+.2f %%%s, measured in the run %+.2f %%: "
+                  "%s; target within 25 %%: %s" % (
+                      row["round"], row["mode"], 100 * share, " (flagged)" if st_["flagged"] else "",
+                      100 * meas, "%.0f %% apart" % (100 * off) if off != float("inf") else "n/a",
+                      "PASS" if off <= 0.25 else "MISS"))
     w, t = ratios("window", "inside"), ratios("torchprof", "inside")
     if w and t:
         print("  inside the window: trainprof x%.4f, torch.profiler x%.4f; target trainprof <= "
