@@ -40,6 +40,8 @@
  *              it turns its kernels off and flushes, the flusher takes capture back once the
  *              program begins its next step, and keeps our kinds on when it tidies up; the
  *              pause is in gpu_capture.pauses, named "another CUPTI client"
+ *   private libcupti  the program's libcupti loaded privately (RTLD_LOCAL) and trainprof's
+ *              CUPTI off: the program's calls still reach it, with its answers
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
  *              activity API, TRAINPROF_CUPTI=0: one capability line each, and the session
  *              records on (a step)
@@ -743,6 +745,41 @@ static void test_foreign_client(void **state) {
     tp_run_free(&run);
 }
 
+/* The program's own libcupti is private to the library that uses it (torch's, loaded with
+ * RTLD_LOCAL under Python), so the preloaded definitions cannot find it with RTLD_NEXT, and
+ * trainprof bound none of its own (TRAINPROF_CUPTI=0 here; also before the driver starts
+ * trainprof's CUPTI, or with no session): each call still reaches that libcupti, with its
+ * answer. */
+static void foreign_private_body(void) {
+    setenv("TRAINPROF_CUPTI", "0", 1);
+    void *h = dlopen(MAPPED_CUPTI_PATH, RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL, 140);
+    start_session();
+    CHECK(InitializeInjection() == 1, 141);
+    fake_int_fn regs = fake_fn(h, "fake_cupti_registers"), subs = fake_fn(h, "fake_cupti_subscribers"),
+                flushes = fake_fn(h, "fake_cupti_flushes"), fin = fake_fn(h, "fake_cupti_finalizes");
+    CHECK(regs && subs && flushes && fin, 142);
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS && regs() == 1, 143);
+    CHECK(cuptiSubscribe(&(CUpti_SubscriberHandle){0}, NULL, NULL) == CUPTI_SUCCESS && subs() == 1,
+          144);
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 145);
+    CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS && flushes() == 1,
+          146);
+    CHECK(cuptiFinalize() == CUPTI_SUCCESS && fin() == 1, 147);
+    one_step();
+}
+
+static void test_foreign_private_cupti(void **state) {
+    (void)state;
+    fresh_dir("foreign-private");
+    in_child(foreign_private_body);
+    tp_run run;
+    load(&run);
+    assert_string_equal(status_of(&run), "off (TRAINPROF_CUPTI=0)");
+    assert_null(tp_meta(&run.procs[0], "gpu_capture.pause_reason")); /* nothing of ours ran */
+    tp_run_free(&run);
+}
+
 static void test_backoff(void **state) {
     (void)state;
     backoff("nolib", "/nonexistent/libcupti.so.13", NULL, NULL,
@@ -766,6 +803,7 @@ int main(void) {
         cmocka_unit_test(test_mapped),
         cmocka_unit_test(test_driver_launches),
         cmocka_unit_test(test_foreign_client),
+        cmocka_unit_test(test_foreign_private_cupti),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

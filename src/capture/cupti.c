@@ -1086,12 +1086,40 @@ static uint64_t steps_begun(void) {
     return tprof__kwin_progress(&step, &ns) == 0 ? step + 1 : 0;
 }
 
-/* libcupti's function of that name: the next definition after ours in the lookup order, else
- * the one bound from the libcupti we loaded. */
-static void *next_cupti(const char *name, void *bound) {
-    void *f = dlsym(RTLD_NEXT, name);
-    return f ? f : bound;
+/* libcupti's function of that name, for a call of the program's: the next definition after
+ * ours in the lookup order; else the one bound from the libcupti we loaded; else the program's
+ * own copy among those mapped. The program's copy is often private to the library that uses
+ * it (torch's, a dependency of an extension Python loaded with RTLD_LOCAL): RTLD_NEXT searches
+ * the global scope only, and with TRAINPROF_CUPTI=0, no session, or a client that calls
+ * before the driver started our CUPTI, nothing is bound yet; the call must still reach
+ * libcupti. The answer is kept (once found, in *cache); the mapped copy's reference is kept
+ * too, so that the function stays mapped. NULL: no libcupti in the process. */
+static void *next_cupti(_Atomic(void *) *cache, const char *name, void *bound) {
+    void *f = atomic_load_explicit(cache, memory_order_acquire);
+    if (f) return f;
+    f = dlsym(RTLD_NEXT, name);
+    if (!f) f = bound;
+    if (!f) {
+        char mapped[MAPPED][256];
+        const int n = tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], MAPPED);
+        for (int i = 0; i < n && !f; i++) {
+            void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
+            if (h && !(f = dlsym(h, name))) dlclose(h);
+        }
+    }
+    if (f) atomic_store_explicit(cache, f, memory_order_release);
+    return f;
 }
+
+/* The forwarded call: libcupti's answer, or CUPTI_ERROR_NOT_INITIALIZED where the process has
+ * no libcupti (what the program's call could not have reached either). */
+#define FORWARD(name, args)                                                                \
+    do {                                                                                   \
+        static _Atomic(void *) cache_;                                                     \
+        __typeof__(&name) real_;                                                           \
+        *(void **)&real_ = next_cupti(&cache_, #name, *(void **)&F.name);                  \
+        r = real_ ? real_ args : CUPTI_ERROR_NOT_INITIALIZED;                              \
+    } while (0)
 
 static void foreign_claims(void) {
     if (!tprof_enabled()) return;
@@ -1129,18 +1157,16 @@ TPROF_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallb
                                                               CUpti_BuffersCallbackCompleteFunc done);
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                     CUpti_BuffersCallbackCompleteFunc done) {
-    static CUptiResult(CUPTIAPI * real)(CUpti_BuffersCallbackRequestFunc,
-                                        CUpti_BuffersCallbackCompleteFunc);
-    if (!real) *(void **)&real = next_cupti("cuptiActivityRegisterCallbacks", *(void **)&F.cuptiActivityRegisterCallbacks);
+    CUptiResult r;
     if (req != buffer_requested) foreign_claims();
-    return real ? real(req, done) : CUPTI_ERROR_NOT_INITIALIZED;
+    FORWARD(cuptiActivityRegisterCallbacks, (req, done));
+    return r;
 }
 
 TPROF_API CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind);
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
-    static CUptiResult(CUPTIAPI * real)(CUpti_ActivityKind);
-    if (!real) *(void **)&real = next_cupti("cuptiActivityDisable", *(void **)&F.cuptiActivityDisable);
-    CUptiResult r = real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r;
+    FORWARD(cuptiActivityDisable, (kind));
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL)
         foreign_ends(0);
     /* kinds are the process's, not a client's: a client tidying up after its window (Kineto
@@ -1158,9 +1184,8 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
 
 TPROF_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag);
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
-    static CUptiResult(CUPTIAPI * real)(uint32_t);
-    if (!real) *(void **)&real = next_cupti("cuptiActivityFlushAll", *(void **)&F.cuptiActivityFlushAll);
-    CUptiResult r = real ? real(flag) : CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r;
+    FORWARD(cuptiActivityFlushAll, (flag));
     /* the client's last records are its own now: ours may come back */
     int st = atomic_load(&g_foreign);
     if (st == FOREIGN_ENDING) foreign_ends(1);
@@ -1170,9 +1195,8 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
 
 TPROF_API CUptiResult CUPTIAPI cuptiFinalize(void);
 CUptiResult CUPTIAPI cuptiFinalize(void) {
-    static CUptiResult(CUPTIAPI * real)(void);
-    if (!real) *(void **)&real = next_cupti("cuptiFinalize", *(void **)&F.cuptiFinalize);
-    CUptiResult r = real ? real() : CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r;
+    FORWARD(cuptiFinalize, ());
     foreign_ends(1);
     return r;
 }
@@ -1183,8 +1207,7 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
 TPROF_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
                                               void *ud);
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
-    static CUptiResult(CUPTIAPI * real)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-    if (!real) *(void **)&real = next_cupti("cuptiSubscribe", *(void **)&F.cuptiSubscribe);
+    CUptiResult r;
     if (fn != (CUpti_CallbackFunc)api_callback && atomic_load(&g_ready)) {
         pthread_mutex_lock(&g_pause_lock);
         if (g_sub_held && atomic_load(&g_detach) != DETACH_ASKED) {
@@ -1194,7 +1217,8 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackF
         }
         pthread_mutex_unlock(&g_pause_lock);
     }
-    return real ? real(sub, fn, ud) : CUPTI_ERROR_NOT_INITIALIZED;
+    FORWARD(cuptiSubscribe, (sub, fn, ud));
+    return r;
 }
 
 /* Flusher: our capture back once the other client's window has ended (it turned its kernels
