@@ -8,6 +8,8 @@
  * cuptiActivityGetNextRecord. Environment:
  *   FAKE_CUPTI_VERSION=N          what cuptiGetVersion answers (default: CUPTI_API_VERSION)
  *   FAKE_CUPTI_REGISTER_FAIL=1    cuptiActivityRegisterCallbacks answers "multiple subscribers"
+ *       (read at each call); a NULL callback is refused with CUPTI_ERROR_INVALID_PARAMETER;
+ *       fake_cupti_refuse_next_register() makes the next call alone answer that
  * Test controls (exported, found with dlsym):
  *   fake_cupti_deliver(timed, untimed, t0)  asks trainprof for a buffer, writes `timed` kernels
  *       (i-th: start t0 + i us, end t0 + i us + 500 ns, "fake_kernel_<i mod 3>", device 0,
@@ -71,11 +73,17 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
     return CUPTI_SUCCESS;
 }
 
+static int g_refuse_next;
+EXPORT void fake_cupti_refuse_next_register(void) { g_refuse_next = 1; }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                   CUpti_BuffersCallbackCompleteFunc done) {
     ATTACH();
     const char *f = getenv("FAKE_CUPTI_REGISTER_FAIL");
-    if (f && !strcmp(f, "1")) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    if ((f && !strcmp(f, "1")) || g_refuse_next) {
+        g_refuse_next = 0;
+        return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    }
+    if (!req || !done) return CUPTI_ERROR_INVALID_PARAMETER; /* as cupti_activity.h says */
     g_req = req;
     g_done = done;
     g_registers++;

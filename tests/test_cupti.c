@@ -40,6 +40,9 @@
  *              it turns its kernels off and flushes, the flusher takes capture back once the
  *              program begins its next step, and keeps our kinds on when it tidies up; the
  *              pause is in gpu_capture.pauses, named "another CUPTI client"
+ *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
+ *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
+ *              leaves trainprof's capture on, or has it back at once
  *   private libcupti  the program's libcupti loaded privately (RTLD_LOCAL) and trainprof's
  *              CUPTI off: the program's calls still reach it, with its answers
  *   backs off  no libcupti, a libcupti of another API version, another client holding the
@@ -745,6 +748,56 @@ static void test_foreign_client(void **state) {
     tp_run_free(&run);
 }
 
+/* Another client's registration that CUPTI refuses (a NULL callback; CUPTI's own refusal)
+ * hands nothing over: trainprof's capture goes on, its buffers and subscriber in place; the
+ * same before the driver started trainprof's CUPTI (g_early) */
+static int g_early;
+static void foreign_refused_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_GLOBAL);
+    CHECK(h != NULL, 150);
+    start_session();
+    if (g_early)
+        CHECK(cuptiActivityRegisterCallbacks(NULL, other_done) == CUPTI_ERROR_INVALID_PARAMETER, 151);
+    CHECK(InitializeInjection() == 1, 152);
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"), regs = fake_fn(h, "fake_cupti_registers"),
+                subs = fake_fn(h, "fake_cupti_subscribers");
+    CHECK(deliver && enabled && regs && subs, 153);
+    CHECK(regs() == 1 && enabled() == 9 && subs() == 1, 154);
+    tprof_step_begin(0);
+    CHECK(cuptiActivityRegisterCallbacks(other_req, NULL) == CUPTI_ERROR_INVALID_PARAMETER, 155);
+    CHECK(regs() == 1 && enabled() == 9 && subs() == 1, 156);
+    void (*refuse)(void) = (void (*)(void))dlsym(h, "fake_cupti_refuse_next_register");
+    CHECK(refuse != NULL, 160);
+    refuse();
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) ==
+              CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, 157);
+    CHECK(enabled() == 9 && subs() == 1, 158); /* taken back at once */
+    CHECK(deliver(2, 0, g_t0) != 0, 159);
+    tprof_step_end(0);
+}
+
+static void test_foreign_refused(void **state) {
+    (void)state;
+    for (g_early = 0; g_early < 2; g_early++) {
+        fresh_dir("foreign-refused");
+        g_t0 = mono_ns() + 1000000000ull;
+        in_child(foreign_refused_body);
+        tp_run run;
+        load(&run);
+        const tp_process *p = &run.procs[0];
+        size_t kernels = 0;
+        for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+        assert_int_equal(kernels, 2);
+        assert_null(tp_meta(p, "gpu_capture.paused_since_ns") &&
+                    *tp_meta(p, "gpu_capture.paused_since_ns") ? "paused" : NULL);
+        tp_run_free(&run);
+    }
+}
+
 /* The program's own libcupti is private to the library that uses it (torch's, loaded with
  * RTLD_LOCAL under Python), so the preloaded definitions cannot find it with RTLD_NEXT, and
  * trainprof bound none of its own (TRAINPROF_CUPTI=0 here; also before the driver starts
@@ -804,6 +857,7 @@ int main(void) {
         cmocka_unit_test(test_driver_launches),
         cmocka_unit_test(test_foreign_client),
         cmocka_unit_test(test_foreign_private_cupti),
+        cmocka_unit_test(test_foreign_refused),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

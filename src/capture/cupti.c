@@ -1121,13 +1121,17 @@ static void *next_cupti(_Atomic(void *) *cache, const char *name, void *bound) {
         r = real_ ? real_ args : CUPTI_ERROR_NOT_INITIALIZED;                              \
     } while (0)
 
-static void foreign_claims(void) {
-    if (!tprof_enabled()) return;
-    atomic_store(&g_foreign, FOREIGN_HOLDS);
+/* What foreign_claims did, for foreign_refused to undo. */
+enum { CLAIM_NONE = 0, CLAIM_EARLY = 1, CLAIM_PAUSED = 2, CLAIM_NOTED = 3 };
+
+static int foreign_claims(int *was) {
+    *was = FOREIGN_NONE;
+    if (!tprof_enabled()) return CLAIM_NONE;
+    *was = atomic_exchange(&g_foreign, FOREIGN_HOLDS);
     if (!atomic_load(&g_ready)) { /* before our CUPTI started: it will start paused */
         atomic_store(&g_foreign_early, 1);
         atomic_store(&tprof__kwin_watch, 1);
-        return;
+        return CLAIM_EARLY;
     }
     pthread_mutex_lock(&g_pause_lock);
     int ours = g_paused;
@@ -1135,13 +1139,35 @@ static void foreign_claims(void) {
     /* steps are counted from now whatever the plan, so that capture comes back at a step
      * boundary after the client's window (cupti_tick) */
     atomic_store(&tprof__kwin_watch, 1);
-    if (ours) return; /* paused already (trainprof.torch, or this client's earlier window) */
+    if (ours) return CLAIM_NOTED; /* paused already (trainprof.torch, or this client's earlier window) */
     tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
     if (tprof_gpu_capture_pause() == TPROF_OK) {
         atomic_store(&g_foreign_paused, 1);
         tprof__log(TPROF_LOG_INFO, "another CUPTI client registered its buffers: GPU activity "
                    "capture handed over to it");
+        return CLAIM_PAUSED;
     }
+    return CLAIM_NOTED;
+}
+
+/* CUPTI refused the registration foreign_claims prepared for (cupti_activity.h: a NULL
+ * callback, or another error): the client holds nothing, and our callbacks are still the
+ * registered ones, so what the claim did is undone: the client's earlier state back, and our
+ * capture resumed at once (started normally, when our CUPTI has not started yet). */
+static void foreign_refused(int claim, int was) {
+    if (claim == CLAIM_NONE) return;
+    atomic_store(&g_foreign, was);
+    if (was != FOREIGN_NONE) return; /* an earlier window of the client's goes on */
+    if (claim == CLAIM_EARLY) {
+        pthread_mutex_lock(&g_pause_lock);
+        int started = atomic_load(&g_ready);
+        if (!started) atomic_store(&g_foreign_early, 0);
+        pthread_mutex_unlock(&g_pause_lock);
+        if (!started) return;
+    }
+    if (atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK)
+        tprof__log(TPROF_LOG_INFO, "the other CUPTI client's registration failed: GPU activity "
+                   "capture taken back");
 }
 
 static void foreign_ends(int finalized) {
@@ -1158,8 +1184,11 @@ TPROF_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallb
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                     CUpti_BuffersCallbackCompleteFunc done) {
     CUptiResult r;
-    if (req != buffer_requested) foreign_claims();
+    int was = FOREIGN_NONE, claim = CLAIM_NONE;
+    /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
+    if (req != buffer_requested && req && done) claim = foreign_claims(&was);
     FORWARD(cuptiActivityRegisterCallbacks, (req, done));
+    if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
     return r;
 }
 
