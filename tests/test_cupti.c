@@ -40,6 +40,9 @@
  *              it turns its kernels off and flushes, the flusher takes capture back once the
  *              program begins its next step, and keeps our kinds on when it tidies up; the
  *              pause is in gpu_capture.pauses, named "another CUPTI client"
+ *   foreign finalize  the other client finalizes CUPTI at the end of its window, and again
+ *              under trainprof's capture: capture comes back at the next step each time, and
+ *              the kernels' correlation ids stay unique (1, 2, 3, 4) though CUPTI's start over
  *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
  *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
  *              leaves trainprof's capture on, or has it back at once
@@ -748,6 +751,69 @@ static void test_foreign_client(void **state) {
     tp_run_free(&run);
 }
 
+/* The other client finalizes CUPTI (Kineto with TEARDOWN_CUPTI=1): at the end of its window,
+ * and again from its own callback after trainprof took capture back. CUPTI attached again
+ * may number its records from 1 again: the correlation ids of the file stay unique. After a
+ * finalize under trainprof's own capture, capture comes back at the program's next step. */
+static void foreign_finalize_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 170);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 171);
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"), regs = fake_fn(h, "fake_cupti_registers"),
+                subs = fake_fn(h, "fake_cupti_subscribers"), fin = fake_fn(h, "fake_cupti_finalizes"),
+                attached = fake_fn(h, "fake_cupti_attached");
+    CHECK(deliver && enabled && regs && subs && fin && attached, 172);
+    tprof_step_begin(0);
+    CHECK(deliver(2, 0, g_t0) != 0, 173); /* correlations 1, 2 */
+    tprof_step_end(0);
+    tprof_step_begin(1);
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 174);
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 175);
+    CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 176);
+    CHECK(cuptiFinalize() == CUPTI_SUCCESS && fin() == 1 && !attached(), 177);
+    tprof_step_end(1);
+    tprof_step_begin(2);
+    for (int i = 0; i < 100 && regs() < 3; i++) usleep(10000);
+    CHECK(regs() == 3 && enabled() == 8 && subs() == 1, 178); /* ours again */
+    CHECK(deliver(1, 0, g_t0 + 2000000) != 0, 179); /* CUPTI's correlation 1 again */
+    /* the client's teardown finalizes CUPTI under our capture */
+    CHECK(cuptiFinalize() == CUPTI_SUCCESS && fin() == 2 && !attached(), 180);
+    tprof_step_end(2);
+    tprof_step_begin(3);
+    for (int i = 0; i < 100 && regs() < 4; i++) usleep(10000);
+    CHECK(regs() == 4 && enabled() == 8 && subs() == 1, 181);
+    CHECK(deliver(1, 0, g_t0 + 3000000) != 0, 182); /* and 1 again */
+    tprof_step_end(3);
+}
+
+static void test_foreign_finalize(void **state) {
+    (void)state;
+    fresh_dir("foreign-finalize");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(foreign_finalize_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    uint32_t corr[8];
+    size_t n = 0;
+    for (size_t k = 0; k < p->ngpu; k++)
+        if (p->gpu[k].type == TPROF_REC_GPU_KERNEL && n < 8) corr[n++] = p->gpu[k].correlation;
+    assert_int_equal(n, 4);
+    /* in start order: 1, 2 before; CUPTI's 1 after each re-attach, as 3 and 4 */
+    for (size_t k = 0; k < n; k++) assert_int_equal(corr[k], k + 1);
+    const char *pauses = tp_meta(p, "gpu_capture.pauses");
+    assert_non_null(pauses);
+    unsigned long long a, b, c, d;
+    assert_int_equal(sscanf(pauses, "%llu-%llu,%llu-%llu", &a, &b, &c, &d), 4);
+    assert_true(a < b && b <= c && c < d);
+    tp_run_free(&run);
+}
+
 /* Another client's registration that CUPTI refuses (a NULL callback; CUPTI's own refusal)
  * hands nothing over: trainprof's capture goes on, its buffers and subscriber in place; the
  * same before the driver started trainprof's CUPTI (g_early) */
@@ -858,6 +924,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_client),
         cmocka_unit_test(test_foreign_private_cupti),
         cmocka_unit_test(test_foreign_refused),
+        cmocka_unit_test(test_foreign_finalize),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,6 +136,9 @@ static void release_subscriber(void);
 static _Atomic int g_foreign_early;
 static int g_device_pending;
 static _Atomic int g_foreign_paused; /* we paused for another client (not for trainprof.torch) */
+/* Another client finalized CUPTI since ours was last attached: CUPTI attached again may
+ * number its records from 1 again (see g_corr_base). */
+static _Atomic int g_foreign_finalized;
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -837,6 +840,7 @@ static int reattach(void) {
     atomic_store(&g_enabled, 0);
     atomic_store(&g_detach, DETACH_NO);
     atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+    atomic_store(&g_foreign_finalized, 0);
     oom_subscribe(); /* the subscriber went with the detach */
     tprof__log(TPROF_LOG_INFO, "CUPTI attached again");
     return 0;
@@ -1027,6 +1031,10 @@ int tprof_gpu_capture_resume(void) {
         if (F.cuptiActivityRegisterTimestampCallback)
             F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
         r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        /* the other client finalized CUPTI during the pause: this attachment's ids may start
+         * over, and every record of ours of the last one was delivered at the pause */
+        if (r == CUPTI_SUCCESS && atomic_exchange(&g_foreign_finalized, 0))
+            atomic_store(&g_corr_base, atomic_load(&g_corr_max));
         if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
         if (r == CUPTI_SUCCESS && g_device_pending) { /* started under another client */
             g_device_pending = 0;
@@ -1222,10 +1230,56 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     return r;
 }
 
+/* Under g_pause_lock: another client's cuptiFinalize detached CUPTI while it recorded for us.
+ * The subscriber, callbacks and kinds went with it (cupti_activity.h, cuptiFinalize); no
+ * CUPTI call is made here, as any would attach CUPTI again inside the client's call. */
+static void detached_by_client(void) {
+    atomic_store(&g_detach, DETACH_DONE);
+    atomic_store(&g_oom_cbs, 0);
+    atomic_store(&g_drv_cbs, 0);
+    g_sub_held = 0;
+    g_drv_act_on = 0;
+    atomic_store(&g_enabled, 0);
+    if (!g_want) { /* between windows: as our own detach; the next window attaches again */
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client finalized CUPTI: detached until the "
+                   "next window");
+        return;
+    }
+    g_paused = 1;
+    g_pause_ns = tprof__now();
+    atomic_store(&g_foreign_paused, 1);
+    atomic_store(&tprof__kwin_watch, 1);
+    atomic_store(&g_foreign_end_ns, g_pause_ns);
+    atomic_store(&g_foreign_end_step, steps_begun());
+    atomic_store(&g_foreign, FOREIGN_DONE);
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
+    tprof__set_meta("gpu_capture.paused_since_ns", v);
+    tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
+    tprof__log(TPROF_LOG_INFO, "another CUPTI client finalized CUPTI: GPU activity capture "
+               "comes back at the program's next step");
+}
+
 TPROF_API CUptiResult CUPTIAPI cuptiFinalize(void);
 CUptiResult CUPTIAPI cuptiFinalize(void) {
     CUptiResult r;
+    /* a client finalizing while CUPTI records for us (Kineto's teardown, from its callback
+     * after we took capture back) detaches ours too: our records so far delivered first, as
+     * before our own detach, and our state made that of a detach (a window open: capture
+     * back at the program's next step, as after a client's window) */
+    const int ready = atomic_load(&g_ready);
+    int ours = 0;
+    if (ready) {
+        pthread_mutex_lock(&g_pause_lock);
+        ours = !g_paused && atomic_load(&g_detach) != DETACH_DONE;
+        if (ours && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
     FORWARD(cuptiFinalize, ());
+    if (r == CUPTI_SUCCESS) atomic_store(&g_foreign_finalized, 1);
+    if (ready) {
+        if (ours && r == CUPTI_SUCCESS) detached_by_client();
+        pthread_mutex_unlock(&g_pause_lock);
+    }
     foreign_ends(1);
     return r;
 }
