@@ -27,7 +27,9 @@
  *       when its runtime domain is enabled) runs at CUPTI_API_EXIT; returns 1 if it ran
  *   fake_cupti_kind_on(k)  1 while activity kind k is enabled
  *   fake_cupti_driver_launch(corr)  a cuLaunchKernel with correlation id `corr`: its ENTER
- *       and EXIT at the subscriber when that call's callback is on; returns 1 if they ran
+ *       and EXIT at the subscriber when that call's callback is on; returns 1 if they ran;
+ *       fake_cupti_driver_launch_odd(corr, odd) the same with the EXIT alone (odd 1) or no
+ *       correlationData slot (odd 2)
  *   fake_cupti_attached()  1 while CUPTI is attached: cuptiFinalize detaches it, and any
  *       other CUPTI call attaches it again (CUPTI's lazy initialisation)
  *   fake_cupti_finalizes(), fake_cupti_registers(), fake_cupti_subscribers()  calls of
@@ -324,20 +326,25 @@ EXPORT int fake_cupti_api_exit(void) {
 }
 /* A cuLaunchKernel of the program's: its ENTER and EXIT at the subscriber when the callback of
  * that call is on, with one correlationData slot between them, as CUPTI passes it. */
-EXPORT int fake_cupti_driver_launch(uint32_t correlation) {
+/* With `odd`: 1, the EXIT alone (the callback went on during the call), its slot holding
+ * what it held before; 2, no correlationData slot. */
+EXPORT int fake_cupti_driver_launch_odd(uint32_t correlation, int odd) {
     const uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
     if (!g_sub_held || !g_sub_fn || !g_cb_on[1][cbid]) return 0;
     uint64_t slot = 0xdeadbeef; /* CUPTI does not promise it zeroed */
     CUpti_CallbackData cb;
     memset(&cb, 0, sizeof cb);
     cb.functionName = "cuLaunchKernel";
-    cb.correlationData = &slot;
+    cb.correlationData = odd == 2 ? NULL : &slot;
     cb.correlationId = correlation;
     cb.callbackSite = CUPTI_API_ENTER;
-    g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
+    if (odd != 1) g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
     cb.callbackSite = CUPTI_API_EXIT;
     g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
     return 1;
+}
+EXPORT int fake_cupti_driver_launch(uint32_t correlation) {
+    return fake_cupti_driver_launch_odd(correlation, 0);
 }
 EXPORT int fake_cupti_attached(void) { return g_attached; }
 EXPORT int fake_cupti_finalizes(void) { return g_finalizes; }

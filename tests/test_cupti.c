@@ -33,7 +33,8 @@
  *              allocator, failed cudaMallocs are its to report; TRAINPROF_MEMORY=0 subscribes
  *              nothing
  *   driver launches  by callbacks on the launch calls alone, as API records with the
- *              callback's correlation id, none while paused; by CUPTI's DRIVER kind when the
+ *              callback's correlation id, none while paused, none for an exit whose entry
+ *              was not seen (whatever correlationData held), one without correlationData; by CUPTI's DRIVER kind when the
  *              subscriber is another client's or TRAINPROF_CUPTI_DRIVER=activity
  *   foreign client  another CUPTI client of the program registers its buffers: ours are
  *              flushed and capture pauses, its subscription gets CUPTI's one subscriber; when
@@ -597,6 +598,10 @@ static void driver_body(void) {
     } else {
         CHECK(kind_on(CUPTI_ACTIVITY_KIND_DRIVER) == 0, 95);
         CHECK(launch(1) == 1, 96); /* the launch of the kernel delivered next (correlation 1) */
+        /* a call whose entry was not seen (the callbacks went on during it): no record, whatever
+         * its slot held; a call without the slot: recorded all the same */
+        int (*odd)(uint32_t, int) = (int (*)(uint32_t, int))dlsym(h, "fake_cupti_driver_launch_odd");
+        CHECK(odd && odd(7, 1) == 1 && odd(8, 2) == 1, 102);
         /* paused for another client: no callback of ours, and the subscriber is free */
         CHECK(tprof_gpu_capture_pause() == TPROF_OK, 97);
         CHECK(launch(2) == 0 && kind_on(CUPTI_ACTIVITY_KIND_DRIVER) == 0, 98);
@@ -616,10 +621,10 @@ static void test_driver_launches(void **state) {
         load(&run);
         const tp_process *p = &run.procs[0];
         size_t launches = 0;
-        uint32_t corr[2] = {0, 0};
+        uint32_t corr[4] = {0, 0, 0, 0};
         for (size_t i = 0; i < p->napi; i++) {
             if (strcmp(p->api[i].name, "cuLaunchKernel")) continue;
-            if (launches < 2) corr[launches] = p->api[i].correlation;
+            if (launches < 4) corr[launches] = p->api[i].correlation;
             launches++;
             assert_true(p->api[i].end >= p->api[i].start);
             assert_int_not_equal(p->api[i].os_tid, 0);
@@ -627,9 +632,11 @@ static void test_driver_launches(void **state) {
         if (g_drv_case) {
             assert_int_equal(launches, 0);
         } else {
-            assert_int_equal(launches, 2); /* correlations 1 and 3; none while paused */
+            /* correlations 1, 8 and 3 in call order; none while paused, none without entry */
+            assert_int_equal(launches, 3);
             assert_int_equal(corr[0], 1);
-            assert_int_equal(corr[1], 3);
+            assert_int_equal(corr[1], 8);
+            assert_int_equal(corr[2], 3);
         }
         tp_run_free(&run);
     }
