@@ -34,6 +34,8 @@
  *       other CUPTI call attaches it again (CUPTI's lazy initialisation)
  *   fake_cupti_finalizes(), fake_cupti_registers(), fake_cupti_subscribers()  calls of
  *       cuptiFinalize, of cuptiActivityRegisterCallbacks, and subscribers held now
+ *   fake_cupti_thread_id_type()  the thread id type set (cuptiSetThreadIdType); cuptiFinalize
+ *       resets it to CUPTI's default
  *   FAKE_CUPTI_SUBSCRIBE_FAIL=1  cuptiSubscribe answers "multiple subscribers"
  *   fake_cupti_alloc(driver, cbid, bytes, ret, nested)  an allocation call returns `ret`: a
  *       runtime (driver 0: cudaMalloc_v3020's parameters) or driver (cuMemAlloc_v2's) call of
@@ -122,10 +124,13 @@ EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t ms) {
     (void)ms;
     return CUPTI_SUCCESS;
 }
+static CUpti_ActivityThreadIdType g_tid_type; /* CUPTI's default until set; finalize resets */
 EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t) {
-    (void)t;
+    ATTACH();
+    g_tid_type = t;
     return CUPTI_SUCCESS;
 }
+EXPORT int fake_cupti_thread_id_type(void) { return (int)g_tid_type; }
 EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cb, uint8_t on) {
     (void)cb;
     (void)on;
@@ -312,6 +317,7 @@ EXPORT CUptiResult cuptiFinalize(void) {
     g_enabled = 0;
     g_req = NULL;
     g_done = NULL;
+    g_tid_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
     return CUPTI_SUCCESS;
 }
 EXPORT int fake_cupti_api_exit(void) {

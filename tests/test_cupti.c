@@ -43,7 +43,8 @@
  *              pause is in gpu_capture.pauses, named "another CUPTI client"
  *   foreign finalize  the other client finalizes CUPTI at the end of its window, and again
  *              under trainprof's capture: capture comes back at the next step each time, and
- *              the kernels' correlation ids stay unique (1, 2, 3, 4) though CUPTI's start over
+ *              the kernels' correlation ids stay unique (1, 2, 3, 4) though CUPTI's start over,
+ *              and CUPTI's thread ids are the system's again
  *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
  *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
  *              leaves trainprof's capture on, or has it back at once
@@ -787,6 +788,10 @@ static void foreign_finalize_body(void) {
     tprof_step_begin(2);
     for (int i = 0; i < 100 && regs() < 3; i++) usleep(10000);
     CHECK(regs() == 3 && enabled() == 8 && subs() == 1, 178); /* ours again */
+    /* with our thread ids (the system's, as the driver launches' and the CPU records'), which
+     * the finalize reset */
+    fake_int_fn tid_type = fake_fn(h, "fake_cupti_thread_id_type");
+    CHECK(tid_type && tid_type() == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM, 183);
     CHECK(deliver(1, 0, g_t0 + 2000000) != 0, 179); /* CUPTI's correlation 1 again */
     /* the client's teardown finalizes CUPTI under our capture */
     CHECK(cuptiFinalize() == CUPTI_SUCCESS && fin() == 2 && !attached(), 180);
@@ -794,6 +799,7 @@ static void foreign_finalize_body(void) {
     tprof_step_begin(3);
     for (int i = 0; i < 100 && regs() < 4; i++) usleep(10000);
     CHECK(regs() == 4 && enabled() == 8 && subs() == 1, 181);
+    CHECK(tid_type() == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM, 184);
     CHECK(deliver(1, 0, g_t0 + 3000000) != 0, 182); /* and 1 again */
     tprof_step_end(3);
 }

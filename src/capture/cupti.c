@@ -1048,6 +1048,10 @@ int tprof_gpu_capture_resume(void) {
          * over, and every record of ours of the last one was delivered at the pause */
         if (r == CUPTI_SUCCESS && atomic_exchange(&g_foreign_finalized, 0))
             atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+        /* the thread ids are the process's setting, which the other client may have changed
+         * or its finalize reset: ours (the system's, as our CPU records') again */
+        if (r == CUPTI_SUCCESS && F.cuptiSetThreadIdType)
+            F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
         if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
         if (r == CUPTI_SUCCESS && g_device_pending) { /* started under another client */
             g_device_pending = 0;
