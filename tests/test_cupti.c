@@ -45,6 +45,8 @@
  *              under trainprof's capture: capture comes back at the next step each time, and
  *              the kernels' correlation ids stay unique (1, 2, 3, 4) though CUPTI's start over,
  *              and CUPTI's thread ids are the system's again
+ *   forked child  a child forked from a recording process calls no CUPTI function for
+ *              trainprof: its pause answers ERR_UNAVAILABLE, its shutdown flushes nothing
  *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
  *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
  *              leaves trainprof's capture on, or has it back at once
@@ -827,6 +829,49 @@ static void test_foreign_finalize(void **state) {
     tp_run_free(&run);
 }
 
+/* A child forked from a process that records GPU activity (a DataLoader worker, a helper
+ * process): CUDA cannot be used in it, so nothing of the parent's CUPTI is the child's: its
+ * pause answers ERR_UNAVAILABLE, and neither it, the child's steps nor the child's shutdown
+ * calls CUPTI. */
+static void forked_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 190);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 191);
+    fake_int_fn flushes = fake_fn(h, "fake_cupti_flushes"), enabled = fake_fn(h, "fake_cupti_enabled"),
+                regs = fake_fn(h, "fake_cupti_registers");
+    CHECK(flushes && enabled && regs, 192);
+    one_step();
+    const int f0 = flushes(), e0 = enabled(), r0 = regs();
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, 193);
+    if (pid == 0) {
+        if (tprof_gpu_capture_pause() != TPROF_ERR_UNAVAILABLE) _exit(1);
+        one_step(); /* the child's own file */
+        if (tprof_shutdown() != TPROF_OK) _exit(2);
+        _exit(flushes() == f0 && enabled() == e0 && regs() == r0 ? 0 : 3);
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid, 194);
+    if (!WIFEXITED(st) || WEXITSTATUS(st)) fprintf(stderr, "forked child: status %d\n", st);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, 195);
+}
+
+static void test_forked_child(void **state) {
+    (void)state;
+    fresh_dir("forked");
+    in_child(forked_body);
+    /* the parent's file and the forked child's */
+    char err[256];
+    tp_run run;
+    assert_int_equal(tp_run_load(g_dir, &run, err, sizeof err), TPROF_OK);
+    assert_int_equal(run.nprocs, 2);
+    tp_run_free(&run);
+}
+
 /* Another client's registration that CUPTI refuses (a NULL callback; CUPTI's own refusal)
  * hands nothing over: trainprof's capture goes on, its buffers and subscriber in place; the
  * same before the driver started trainprof's CUPTI (g_early) */
@@ -938,6 +983,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_private_cupti),
         cmocka_unit_test(test_foreign_refused),
         cmocka_unit_test(test_foreign_finalize),
+        cmocka_unit_test(test_forked_child),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1360,10 +1360,32 @@ static int cupti_capability(char *line, size_t n) {
     return 1;
 }
 
+/* In a forked child: CUDA cannot be used in a child forked after CUDA started (NVIDIA's CUDA
+ * C++ Programming Guide), and the parent's CUPTI state is not the child's, so
+ * nothing may call CUPTI for us: capture is left unready (a pause answers ERR_UNAVAILABLE, a
+ * window does nothing), as detached (no flush at the child's end), with no other client's
+ * window to wait for. The lock may have been held by a thread that is not in the child. The
+ * source stays "active" as in the parent, so that the other sources keep off the GPU as
+ * there. The program's own CUPTI calls are passed on unchanged. */
+static void cupti_after_fork(void) {
+    pthread_mutex_init(&g_pause_lock, NULL);
+    atomic_store(&g_ready, 0);
+    atomic_store(&g_detach, DETACH_DONE);
+    atomic_store(&g_enabled, 0);
+    atomic_store(&g_drv_cbs, 0);
+    atomic_store(&g_oom_cbs, 0);
+    g_sub_held = 0;
+    g_paused = 0;
+    atomic_store(&g_foreign, FOREIGN_NONE);
+    atomic_store(&g_foreign_paused, 0);
+    atomic_store(&g_foreign_early, 0);
+}
+
 const tprof__source tprof__source_cupti = {
     .name = "cupti",
     .tick = cupti_tick,
     .flush = cupti_flush,
+    .after_fork = cupti_after_fork,
     .active = cupti_active,
     .window = cupti_window,
     .capability = cupti_capability,
