@@ -47,6 +47,9 @@
  *              and CUPTI's thread ids are the system's again
  *   forked child  a child forked from a recording process calls no CUPTI function for
  *              trainprof: its pause answers ERR_UNAVAILABLE, its shutdown flushes nothing
+ *   subscribe while detaching  another client's cuptiSubscribe while trainprof's detach
+ *              waits for the next CUDA call: the subscription succeeds and gets the calls;
+ *              CUPTI stays attached
  *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
  *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
  *              leaves trainprof's capture on, or has it back at once
@@ -872,6 +875,46 @@ static void test_forked_child(void **state) {
     tp_run_free(&run);
 }
 
+/* Another client subscribes while trainprof's detach waits for the next CUDA call (the step
+ * after a window): the program's subscription succeeds, its callback gets the calls, and
+ * CUPTI stays attached (the detach needs the one subscriber). */
+static int g_other_calls;
+static void CUPTIAPI other_cb(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+    (void)ud, (void)d, (void)id, (void)data;
+    g_other_calls++;
+}
+static void subscribe_detaching_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_KERNEL_STEPS", "1-1", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 200);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 201);
+    fake_int_fn api_exit = fake_fn(h, "fake_cupti_api_exit"), fin = fake_fn(h, "fake_cupti_finalizes"),
+                subs = fake_fn(h, "fake_cupti_subscribers");
+    CHECK(api_exit && fin && subs, 202);
+    for (uint64_t k = 0; k < 3; k++) {
+        tprof_step_begin(k);
+        tprof_step_end(k);
+    }
+    tprof_step_begin(3); /* the detach is asked for: our subscriber waits for a CUDA call */
+    CHECK(subs() == 1, 203);
+    CUpti_SubscriberHandle other;
+    CHECK(cuptiSubscribe(&other, other_cb, NULL) == CUPTI_SUCCESS, 204);
+    CUptiResult (*enable_domain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+    *(void **)&enable_domain = dlsym(h, "cuptiEnableDomain");
+    CHECK(enable_domain && enable_domain(1, other, CUPTI_CB_DOMAIN_RUNTIME_API) == CUPTI_SUCCESS,
+          205);
+    CHECK(api_exit() == 1 && g_other_calls == 1 && fin() == 0, 206);
+    tprof_step_end(3);
+}
+
+static void test_subscribe_while_detaching(void **state) {
+    (void)state;
+    fresh_dir("subscribe-detaching");
+    in_child(subscribe_detaching_body);
+}
+
 /* Another client's registration that CUPTI refuses (a NULL callback; CUPTI's own refusal)
  * hands nothing over: trainprof's capture goes on, its buffers and subscriber in place; the
  * same before the driver started trainprof's CUPTI (g_early) */
@@ -984,6 +1027,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_refused),
         cmocka_unit_test(test_foreign_finalize),
         cmocka_unit_test(test_forked_child),
+        cmocka_unit_test(test_subscribe_while_detaching),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

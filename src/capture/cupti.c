@@ -1303,14 +1303,19 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
 
 /* A client subscribing takes CUPTI's one subscriber from us where we hold it: our failed-
  * allocation and launch callbacks go (driver launches fall back to their activity kind at the
- * next window), and its subscription succeeds. */
+ * next window), a detach waiting for it is called off, and its subscription succeeds. */
 TPROF_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
                                               void *ud);
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
     CUptiResult r;
     if (fn != (CUpti_CallbackFunc)api_callback && atomic_load(&g_ready)) {
         pthread_mutex_lock(&g_pause_lock);
-        if (g_sub_held && atomic_load(&g_detach) != DETACH_ASKED) {
+        if (g_sub_held) {
+            /* a detach waiting for the next CUDA call needs the subscriber, but the program's
+             * call must not fail for it: CUPTI stays attached, the client's anyway */
+            if (atomic_exchange(&g_detach, DETACH_NO) == DETACH_ASKED)
+                tprof__log(TPROF_LOG_INFO, "CUPTI stays attached between windows: another "
+                           "CUPTI client subscribed");
             release_subscriber();
             tprof__log(TPROF_LOG_INFO, "another CUPTI client subscribed: failed device "
                        "allocations and driver launches by callback are its now");
