@@ -1228,9 +1228,12 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
      * capture back */
     if (atomic_load(&g_ready) && atomic_load(&g_enabled)) {
         pthread_mutex_lock(&g_pause_lock);
-        if (!g_paused && atomic_load(&g_enabled))
+        if (!g_paused && atomic_load(&g_enabled)) {
             for (size_t i = 0; i < g_nchosen; i++)
                 if (g_chosen[i] == kind) F.cuptiActivityEnable(kind);
+            /* the driver launches' kind, where they are taken by it */
+            if (kind == CUPTI_ACTIVITY_KIND_DRIVER && g_drv_act_on) F.cuptiActivityEnable(kind);
+        }
         pthread_mutex_unlock(&g_pause_lock);
     }
     return r;
