@@ -9,7 +9,9 @@
  *   FAKE_CUPTI_VERSION=N          what cuptiGetVersion answers (default: CUPTI_API_VERSION)
  *   FAKE_CUPTI_REGISTER_FAIL=1    cuptiActivityRegisterCallbacks answers "multiple subscribers"
  *       (read at each call); a NULL callback is refused with CUPTI_ERROR_INVALID_PARAMETER;
- *       fake_cupti_refuse_next_register() makes the next call alone answer that
+ *       fake_cupti_refuse_next_register() makes the next call alone answer that;
+ *       fake_cupti_after_register(fn) runs fn once, just after the next registration took
+ *       effect (another thread registering at that moment)
  * Test controls (exported, found with dlsym):
  *   fake_cupti_deliver(timed, untimed, t0)  asks trainprof for a buffer, writes `timed` kernels
  *       (i-th: start t0 + i us, end t0 + i us + 500 ns, "fake_kernel_<i mod 3>", device 0,
@@ -78,6 +80,8 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 }
 
 static int g_refuse_next;
+static void (*g_after_register)(void);
+EXPORT void fake_cupti_after_register(void (*fn)(void)) { g_after_register = fn; }
 EXPORT void fake_cupti_refuse_next_register(void) { g_refuse_next = 1; }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                   CUpti_BuffersCallbackCompleteFunc done) {
@@ -91,6 +95,11 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFu
     g_req = req;
     g_done = done;
     g_registers++;
+    if (g_after_register) { /* once */
+        void (*fn)(void) = g_after_register;
+        g_after_register = NULL;
+        fn();
+    }
     return CUPTI_SUCCESS;
 }
 

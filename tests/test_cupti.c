@@ -34,7 +34,8 @@
  *              nothing
  *   driver launches  by callbacks on the launch calls alone, as API records with the
  *              callback's correlation id, none while paused, none for an exit whose entry
- *              was not seen (whatever correlationData held), one without correlationData; by CUPTI's DRIVER kind when the
+ *              was not seen (whatever correlationData held), one without correlationData;
+ *              the DRIVER kind, where used, stays on when another client turns it off; by CUPTI's DRIVER kind when the
  *              subscriber is another client's or TRAINPROF_CUPTI_DRIVER=activity
  *   foreign client  another CUPTI client of the program registers its buffers: ours are
  *              flushed and capture pauses, its subscription gets CUPTI's one subscriber; when
@@ -50,6 +51,9 @@
  *   subscribe while detaching  another client's cuptiSubscribe while trainprof's detach
  *              waits for the next CUDA call: the subscription succeeds and gets the calls;
  *              CUPTI stays attached
+ *   racing start  the other client registers (another thread) just after trainprof's own
+ *              registration as CUDA starts: trainprof starts paused, as for a client that came
+ *              first, and takes capture after the client's window
  *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
  *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
  *              leaves trainprof's capture on, or has it back at once
@@ -919,6 +923,55 @@ static void test_subscribe_while_detaching(void **state) {
     in_child(subscribe_detaching_body);
 }
 
+/* The other client registers on another thread while the driver starts trainprof's CUPTI,
+ * just after trainprof registered: the client holds CUPTI, so trainprof's capture starts
+ * paused, as for a client that came first, and takes over after the client's window. */
+static void register_other(void) {
+    if (cuptiActivityRegisterCallbacks(other_req, other_done) != CUPTI_SUCCESS) _exit(219);
+}
+static void foreign_racing_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_GLOBAL);
+    CHECK(h != NULL, 210);
+    void (*after)(void (*)(void)) = (void (*)(void (*)(void)))dlsym(h, "fake_cupti_after_register");
+    int (*kind_on)(int) = (int (*)(int))dlsym(h, "fake_cupti_kind_on");
+    fake_int_fn regs = fake_fn(h, "fake_cupti_registers");
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    CHECK(after && kind_on && regs && deliver, 211);
+    start_session();
+    after(register_other);
+    CHECK(InitializeInjection() == 1, 212);
+    CHECK(regs() == 2 && !kind_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 213); /* the client's */
+    tprof_step_begin(0);
+    tprof_step_end(0);
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 214);
+    CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 215);
+    tprof_step_begin(1);
+    for (int i = 0; i < 100 && regs() < 3; i++) usleep(10000);
+    CHECK(regs() == 3 && kind_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 216); /* ours */
+    CHECK(deliver(2, 0, g_t0) != 0, 217);
+    tprof_step_end(1);
+}
+
+static void test_foreign_racing_start(void **state) {
+    (void)state;
+    fresh_dir("foreign-racing");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(foreign_racing_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    size_t kernels = 0;
+    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    assert_int_equal(kernels, 2);
+    const char *why = tp_meta(p, "gpu_capture.pause_reason");
+    assert_non_null(why);
+    assert_string_equal(why, "another CUPTI client");
+    tp_run_free(&run);
+}
+
 /* Another client's registration that CUPTI refuses (a NULL callback; CUPTI's own refusal)
  * hands nothing over: trainprof's capture goes on, its buffers and subscriber in place; the
  * same before the driver started trainprof's CUPTI (g_early) */
@@ -1032,6 +1085,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_finalize),
         cmocka_unit_test(test_forked_child),
         cmocka_unit_test(test_subscribe_while_detaching),
+        cmocka_unit_test(test_foreign_racing_start),
         cmocka_unit_test(test_backoff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -692,7 +692,11 @@ int InitializeInjection(void) {
      * step begins; if that already happened (CUDA initialised late), now */
     pthread_mutex_lock(&g_pause_lock);
     atomic_store(&g_ready, 1);
-    if (early) {
+    /* a client that registered on another thread after `early` was read registered after us
+     * (foreign_claims comes before its registration): it holds CUPTI as surely as one that
+     * came first, with the device records we asked for */
+    const int late = !early && atomic_load(&g_foreign_early);
+    if (early || late) {
         g_paused = 1;
         g_pause_ns = tprof__now();
         g_device_pending = 1;
@@ -701,8 +705,8 @@ int InitializeInjection(void) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
         tprof__set_meta("gpu_capture.paused_since_ns", v);
         tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
-        tprof__log(TPROF_LOG_INFO, "another CUPTI client registered before CUDA started: GPU "
-                   "activity capture waits for its window to end");
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client registered %s: GPU activity capture "
+                   "waits for its window to end", late ? "as CUDA started" : "before CUDA started");
     } else {
         oom_subscribe();
     }
@@ -1153,12 +1157,14 @@ static int foreign_claims(int *was) {
     *was = FOREIGN_NONE;
     if (!tprof_enabled()) return CLAIM_NONE;
     *was = atomic_exchange(&g_foreign, FOREIGN_HOLDS);
+    /* g_ready is set under the lock, where InitializeInjection looks at g_foreign_early again */
+    pthread_mutex_lock(&g_pause_lock);
     if (!atomic_load(&g_ready)) { /* before our CUPTI started: it will start paused */
         atomic_store(&g_foreign_early, 1);
         atomic_store(&tprof__kwin_watch, 1);
+        pthread_mutex_unlock(&g_pause_lock);
         return CLAIM_EARLY;
     }
-    pthread_mutex_lock(&g_pause_lock);
     int ours = g_paused;
     pthread_mutex_unlock(&g_pause_lock);
     /* steps are counted from now whatever the plan, so that capture comes back at a step
