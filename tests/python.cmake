@@ -21,7 +21,7 @@ if(TPROF_HAVE_PYTHON)
     list(APPEND py_env "LD_PRELOAD=${tprof_libasan}:${tprof_libstdcxx}"
          "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0")
   endif()
-  foreach(t ranges timers process megatron torch_gloo torch_instrument memory)
+  foreach(t ranges timers process megatron torch_gloo torch_instrument memory profiler_patch)
     add_test(NAME python_${t}
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_${t}.py)
     set_tests_properties(python_${t} PROPERTIES TIMEOUT 240 LABELS "python"
