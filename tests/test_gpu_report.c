@@ -300,7 +300,8 @@ static void test_nested_driver_launch(void **state) {
 
 /* Runtime calls that lie inside one another on a thread (a hostile or unusual file: a call of
  * no duration at the outer call's start, a short one inside it): a driver call inside the
- * outer call is still the runtime's, whatever the order of equal starts. */
+ * outer call is still the runtime's, whatever the order of equal starts; so is one under the
+ * name the capture gives a driver call CUPTI did not name. */
 static void test_nested_driver_launch_nested_runtime(void **state) {
     (void)state;
     char dir[512];
@@ -329,6 +330,10 @@ static void test_nested_driver_launch_nested_runtime(void **state) {
     tprof_pl_gpu first = {b + US / 2, 0, 0, 0, 8, 307, 62, 0};
     synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b, &first, sizeof first,
               "cuLaunchKernel", sizeof "cuLaunchKernel");
+    /* one whose name CUPTI did not give (capture/cupti.c names it "cuda driver call") */
+    tprof_pl_gpu unnamed = {b + 20 * US, 0, 0, 0, 11, 307, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 10 * US, &unnamed, sizeof unnamed,
+              "cuda driver call", sizeof "cuda driver call");
     /* the program's own, after the outer call */
     tprof_pl_gpu own = {b + 130 * US, 0, 0, 0, 7, 307, 62, 0};
     synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 120 * US, &own, sizeof own,
