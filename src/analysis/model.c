@@ -253,7 +253,8 @@ static void gpu_in_start_order(tp_process *p) {
 /* A CUDA call record is the driver's ("cuLaunchKernel", or "cuda driver call", the name the
  * capture gives one CUPTI did not name) or the runtime's ("cudaLaunchKernel"). */
 static int driver_call(const char *n) {
-    return n && n[0] == 'c' && n[1] == 'u' && (strncmp(n, "cuda", 4) || !strcmp(n, "cuda driver call"));
+    return n && n[0] == 'c' && n[1] == 'u' &&
+           (strncmp(n, "cuda", 4) || !strcmp(n, "cuda driver call"));
 }
 
 static int cmp_call_tid_start(const void *a, const void *b) {

@@ -1170,7 +1170,8 @@ static int foreign_claims(int *was) {
     /* steps are counted from now whatever the plan, so that capture comes back at a step
      * boundary after the client's window (cupti_tick) */
     atomic_store(&tprof__kwin_watch, 1);
-    if (ours) return CLAIM_NOTED; /* paused already (trainprof.torch, or this client's earlier window) */
+    /* paused already (trainprof.torch, or this client's earlier window) */
+    if (ours) return CLAIM_NOTED;
     tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
     if (tprof_gpu_capture_pause() == TPROF_OK) {
         atomic_store(&g_foreign_paused, 1);
@@ -1210,8 +1211,9 @@ static void foreign_ends(int finalized) {
     }
 }
 
-TPROF_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
-                                                              CUpti_BuffersCallbackCompleteFunc done);
+TPROF_API CUptiResult CUPTIAPI
+cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                               CUpti_BuffersCallbackCompleteFunc done);
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                     CUpti_BuffersCallbackCompleteFunc done) {
     CUptiResult r;
@@ -1298,7 +1300,8 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
     if (ready) {
         pthread_mutex_lock(&g_pause_lock);
         ours = !g_paused && atomic_load(&g_detach) != DETACH_DONE;
-        if (ours && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        if (ours && F.cuptiActivityFlushAll)
+            F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
     FORWARD(cuptiFinalize, ());
     if (r == CUPTI_SUCCESS) atomic_store(&g_foreign_finalized, 1);
