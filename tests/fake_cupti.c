@@ -55,13 +55,20 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-static CUpti_BuffersCallbackRequestFunc g_req;
-static CUpti_BuffersCallbackCompleteFunc g_done;
-static int g_enabled, g_flushes, g_forced;
-static int g_attached = 1, g_finalizes, g_registers;
-static CUpti_CallbackFunc g_sub_fn;
-static int g_sub_held, g_sub_runtime, g_sub_driver;
-static unsigned char g_cb_on[2][1024]; /* cuptiEnableCallback: [0] runtime, [1] driver */
+/* Atomic: trainprof's flusher thread calls in (taking capture back) while the scenario's own
+ * thread reads the controls. */
+static _Atomic(CUpti_BuffersCallbackRequestFunc) g_req;
+static _Atomic(CUpti_BuffersCallbackCompleteFunc) g_done;
+static _Atomic int g_enabled, g_flushes, g_forced;
+static _Atomic int g_attached = 1, g_finalizes, g_registers;
+static _Atomic(CUpti_CallbackFunc) g_sub_fn;
+static _Atomic int g_sub_held, g_sub_runtime, g_sub_driver;
+static _Atomic unsigned char g_cb_on[2][1024]; /* cuptiEnableCallback: [0] runtime, [1] driver */
+/* the callbacks of domain row d (0 runtime, 1 driver; -1 both) all on or off */
+static void cb_fill(int d, int on) {
+    for (int r = 0; r < 2; r++)
+        for (size_t i = 0; (d < 0 || d == r) && i < 1024; i++) g_cb_on[r][i] = (unsigned char)on;
+}
 #define ATTACH() (g_attached = 1) /* any CUPTI call but cuptiFinalize */
 
 #define SLOT ((sizeof(CUpti_ActivityKernel10) + 7) & ~(size_t)7)
@@ -79,8 +86,8 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
     return CUPTI_SUCCESS;
 }
 
-static int g_refuse_next;
-static void (*g_after_register)(void);
+static _Atomic int g_refuse_next;
+static void (*_Atomic g_after_register)(void);
 EXPORT void fake_cupti_after_register(void (*fn)(void)) { g_after_register = fn; }
 EXPORT void fake_cupti_refuse_next_register(void) { g_refuse_next = 1; }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
@@ -108,7 +115,7 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbac
     (void)f;
     return CUPTI_SUCCESS;
 }
-static int g_kind_on[64]; /* per activity kind: enabled now */
+static _Atomic int g_kind_on[64]; /* per activity kind: enabled now */
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
     ATTACH();
     g_enabled++;
@@ -133,13 +140,13 @@ EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t ms) {
     (void)ms;
     return CUPTI_SUCCESS;
 }
-static CUpti_ActivityThreadIdType g_tid_type; /* CUPTI's default until set; finalize resets */
+static _Atomic int g_tid_type; /* CUPTI's default until set; finalize resets */
 EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t) {
     ATTACH();
-    g_tid_type = t;
+    g_tid_type = (int)t;
     return CUPTI_SUCCESS;
 }
-EXPORT int fake_cupti_thread_id_type(void) { return (int)g_tid_type; }
+EXPORT int fake_cupti_thread_id_type(void) { return g_tid_type; }
 EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cb, uint8_t on) {
     (void)cb;
     (void)on;
@@ -284,7 +291,7 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFun
     g_sub_fn = fn;
     g_sub_held = 1;
     g_sub_runtime = g_sub_driver = 0;
-    memset(g_cb_on, 0, sizeof g_cb_on);
+    cb_fill(-1, 0);
     *sub = (CUpti_SubscriberHandle)&g_sub_fn;
     return CUPTI_SUCCESS;
 }
@@ -293,7 +300,7 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub) {
     ATTACH();
     g_sub_held = 0;
     g_sub_fn = NULL;
-    memset(g_cb_on, 0, sizeof g_cb_on);
+    cb_fill(-1, 0);
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle sub,
@@ -313,7 +320,7 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle sub,
     if (d == CUPTI_CB_DOMAIN_DRIVER_API) g_sub_driver = (int)on;
     /* as CUPTI's: the domain's every callback on or off */
     if (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API)
-        memset(g_cb_on[d == CUPTI_CB_DOMAIN_DRIVER_API], on != 0, sizeof g_cb_on[0]);
+        cb_fill(d == CUPTI_CB_DOMAIN_DRIVER_API, on != 0);
     return CUPTI_SUCCESS;
 }
 /* detaches: subscribers, callbacks and kinds are gone */
@@ -322,11 +329,11 @@ EXPORT CUptiResult cuptiFinalize(void) {
     g_attached = 0;
     g_sub_held = 0;
     g_sub_fn = NULL;
-    memset(g_cb_on, 0, sizeof g_cb_on);
+    cb_fill(-1, 0);
     g_enabled = 0;
     g_req = NULL;
     g_done = NULL;
-    g_tid_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+    g_tid_type = (int)CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
     return CUPTI_SUCCESS;
 }
 EXPORT int fake_cupti_api_exit(void) {
