@@ -12,6 +12,8 @@
  *       fake_cupti_refuse_next_register() makes the next call alone answer that;
  *       fake_cupti_after_register(fn) runs fn once, just after the next registration took
  *       effect (another thread registering at that moment)
+ *   fake_cupti_in_disable(fn)  runs fn once, at the start of the next cuptiActivityDisable
+ *       (another client's call while trainprof is inside one of its own)
  * Test controls (exported, found with dlsym):
  *   fake_cupti_deliver(timed, untimed, t0)  asks trainprof for a buffer, writes `timed` kernels
  *       (i-th: start t0 + i us, end t0 + i us + 500 ns, "fake_kernel_<i mod 3>", device 0,
@@ -122,7 +124,14 @@ EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
     if ((unsigned)k < 64) g_kind_on[k] = 1;
     return CUPTI_SUCCESS;
 }
+static void (*_Atomic g_in_disable)(void);
+EXPORT void fake_cupti_in_disable(void (*fn)(void)) { g_in_disable = fn; }
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
+    void (*fn)(void) = g_in_disable;
+    if (fn) { /* once */
+        g_in_disable = NULL;
+        fn();
+    }
     ATTACH();
     g_enabled--;
     if ((unsigned)k < 64) g_kind_on[k] = 0;

@@ -14,6 +14,8 @@
  *              under trainprof's capture: capture comes back at the next step each time, and
  *              the kernels' correlation ids stay unique (1, 2, 3, 4) though CUPTI's start over,
  *              and CUPTI's thread ids are the system's again
+ *   finalize in our call  the client finalizes while trainprof holds its lock inside a CUPTI
+ *              call of its own: the client does not wait, and the next window attaches again
  *   forked child  a child forked from a recording process calls no CUPTI function for
  *              trainprof: its pause answers ERR_UNAVAILABLE, its shutdown flushes nothing
  *   subscribe while detaching  another client's cuptiSubscribe while trainprof's detach
@@ -76,7 +78,7 @@ static void foreign_body(void) {
     tprof_step_begin(3);
     /* the flusher's next pass: registers, then enables (waited for) */
     for (int i = 0; i < 500 && enabled() < 9; i++) usleep(10000);
-    CHECK(regs() == 3 && enabled() == 9, 120);                 /* ours again */
+    CHECK(regs() == 3 && enabled() == 9, 120); /* ours again */
     /* the client tidies up after its window: our kinds stay on */
     CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 122);
     CHECK(enabled() == 9, 123);
@@ -107,7 +109,7 @@ static void foreign_early_body(void) {
     CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 136);
     tprof_step_begin(1);
     for (int i = 0; i < 500 && subs() < 1; i++) usleep(10000); /* registers, then subscribes */
-    CHECK(regs() == 2 && subs() == 1, 137); /* ours, with our subscriber */
+    CHECK(regs() == 2 && subs() == 1, 137);                    /* ours, with our subscriber */
     CHECK(deliver(2, 0, g_t0) != 0, 138);
     tprof_step_end(1);
 }
@@ -181,7 +183,7 @@ static void foreign_finalize_body(void) {
     tprof_step_end(1);
     tprof_step_begin(2);
     for (int i = 0; i < 500 && enabled() < 8; i++) usleep(10000); /* registers, then enables */
-    CHECK(regs() == 3 && enabled() == 8 && subs() == 1, 178); /* ours again */
+    CHECK(regs() == 3 && enabled() == 8 && subs() == 1, 178);     /* ours again */
     /* with our thread ids (the system's, as the driver launches' and the CPU records'), which
      * the finalize reset */
     fake_int_fn tid_type = fake_fn(h, "fake_cupti_thread_id_type");
@@ -218,6 +220,64 @@ static void test_foreign_finalize(void **state) {
     unsigned long long a, b, c, d;
     assert_int_equal(sscanf(pauses, "%llu-%llu,%llu-%llu", &a, &b, &c, &d), 4);
     assert_true(a < b && b <= c && c < d);
+    tp_run_free(&run);
+}
+
+/* The other client finalizes CUPTI (from its callback, inside a CUDA call) while trainprof is
+ * inside a CUPTI call of its own, holding its lock (here: turning its kinds off as the window
+ * closes, the finalize on the same thread): the client's call does not wait for trainprof,
+ * and trainprof's state is settled after it: the next window attaches CUPTI again, with
+ * trainprof's buffers. */
+static void finalize_client(void) {
+    if (cuptiFinalize() != CUPTI_SUCCESS) _exit(229);
+}
+static void finalize_in_call_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "1-1/4", 1); /* windows at steps 1, 5, ... */
+    start_session();
+    CHECK(InitializeInjection() == 1, 220);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 221);
+    void (*in_disable)(void (*)(void)) =
+        (void (*)(void (*)(void)))dlsym(h, "fake_cupti_in_disable");
+    uintptr_t (*deliver)(int, int, uint64_t) =
+        (uintptr_t(*)(int, int, uint64_t))dlsym(h, "fake_cupti_deliver");
+    fake_int_fn regs = fake_fn(h, "fake_cupti_registers"), fin = fake_fn(h, "fake_cupti_finalizes");
+    CHECK(in_disable && deliver && regs && fin, 222);
+    tprof_step_begin(0);
+    tprof_step_end(0);
+    tprof_step_begin(1); /* the window */
+    CHECK(deliver(1, 0, g_t0) != 0 && regs() == 1, 223);
+    tprof_step_end(1);
+    in_disable(finalize_client);
+    tprof_step_begin(2); /* the window closes: the client finalizes inside our first disable */
+    CHECK(fin() == 1, 224);
+    tprof_step_end(2);
+    for (uint64_t k = 3; k < 5; k++) {
+        tprof_step_begin(k);
+        tprof_step_end(k);
+    }
+    tprof_step_begin(5); /* the next window: attached again, our buffers registered */
+    CHECK(regs() == 2, 225);
+    CHECK(deliver(1, 0, g_t0 + 5000000) != 0, 226);
+    tprof_step_end(5);
+}
+
+static void test_finalize_in_our_call(void **state) {
+    (void)state;
+    fresh_dir("finalize-in-call");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(finalize_in_call_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    uint32_t corr[4];
+    size_t n = 0;
+    for (size_t k = 0; k < p->ngpu; k++)
+        if (p->gpu[k].type == TPROF_REC_GPU_KERNEL && n < 4) corr[n++] = p->gpu[k].correlation;
+    assert_int_equal(n, 2); /* both windows' kernels, with distinct correlation ids */
+    assert_int_equal(corr[0], 1);
+    assert_int_equal(corr[1], 2);
     tp_run_free(&run);
 }
 
@@ -460,6 +520,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_foreign_client),
         cmocka_unit_test(test_foreign_finalize),
+        cmocka_unit_test(test_finalize_in_our_call),
         cmocka_unit_test(test_forked_child),
         cmocka_unit_test(test_subscribe_while_detaching),
         cmocka_unit_test(test_foreign_racing_start),

@@ -987,8 +987,11 @@ static void cancel_detach(void) {
     }
 }
 
+static void settle_client_finalize(void);
+
 static void cupti_window(int on) {
     pthread_mutex_lock(&g_pause_lock);
+    settle_client_finalize();
     g_want = on;
     if (atomic_load(&g_ready) && !g_paused) {
         if (on && atomic_load(&g_detach) == DETACH_DONE && reattach() != 0) {
@@ -1258,6 +1261,10 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     return r;
 }
 
+/* A client's cuptiFinalize seen while another thread held g_pause_lock: settled under the lock
+ * by settle_client_finalize. */
+static _Atomic int g_client_finalize;
+
 /* Under g_pause_lock: another client's cuptiFinalize detached CUPTI while it recorded for us.
  * The subscriber, callbacks and kinds went with it (cupti_activity.h, cuptiFinalize); no
  * CUPTI call is made here, as any would attach CUPTI again inside the client's call. */
@@ -1288,26 +1295,39 @@ static void detached_by_client(void) {
                "comes back at the program's next step");
 }
 
+/* Under g_pause_lock: a client's finalize that could not take the lock, settled now, as
+ * detached_by_client would have (whatever of ours CUPTI held then went with it). */
+static void settle_client_finalize(void) {
+    if (atomic_exchange(&g_client_finalize, 0) && !g_paused &&
+        atomic_load(&g_detach) != DETACH_DONE)
+        detached_by_client();
+}
+
 TPROF_API CUptiResult CUPTIAPI cuptiFinalize(void);
 CUptiResult CUPTIAPI cuptiFinalize(void) {
     CUptiResult r;
     /* a client finalizing while CUPTI records for us (Kineto's teardown, from its callback
      * after we took capture back) detaches ours too: our records so far delivered first, as
      * before our own detach, and our state made that of a detach (a window open: capture
-     * back at the program's next step, as after a client's window) */
+     * back at the program's next step, as after a client's window). The call comes from the
+     * client's callback inside a CUDA call of the program's, so it never waits for our lock:
+     * another thread may hold it across a CUPTI call of ours; then the state is settled by
+     * the next window or flusher pass (settle_client_finalize) */
     const int ready = atomic_load(&g_ready);
+    const int locked = ready && pthread_mutex_trylock(&g_pause_lock) == 0;
     int ours = 0;
-    if (ready) {
-        pthread_mutex_lock(&g_pause_lock);
+    if (locked) {
         ours = !g_paused && atomic_load(&g_detach) != DETACH_DONE;
         if (ours && F.cuptiActivityFlushAll)
             F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
     FORWARD(cuptiFinalize, ());
     if (r == CUPTI_SUCCESS) atomic_store(&g_foreign_finalized, 1);
-    if (ready) {
+    if (locked) {
         if (ours && r == CUPTI_SUCCESS) detached_by_client();
         pthread_mutex_unlock(&g_pause_lock);
+    } else if (ready && r == CUPTI_SUCCESS) {
+        atomic_store(&g_client_finalize, 1);
     }
     foreign_ends(1);
     return r;
@@ -1346,6 +1366,11 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackF
  * whose steps are not seen gets capture back 5 s after the client's last such call. */
 static uint64_t cupti_tick(int final) {
     (void)final;
+    if (atomic_load(&g_client_finalize)) {
+        pthread_mutex_lock(&g_pause_lock);
+        settle_client_finalize();
+        pthread_mutex_unlock(&g_pause_lock);
+    }
     int st = atomic_load(&g_foreign);
     if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;
     int stepped = steps_begun() > atomic_load(&g_foreign_end_step);
@@ -1396,6 +1421,7 @@ static void cupti_after_fork(void) {
     atomic_store(&g_foreign, FOREIGN_NONE);
     atomic_store(&g_foreign_paused, 0);
     atomic_store(&g_foreign_early, 0);
+    atomic_store(&g_client_finalize, 0);
 }
 
 const tprof__source tprof__source_cupti = {
