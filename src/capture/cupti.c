@@ -788,35 +788,29 @@ static void driver_launches(int on) {
 }
 
 /* A driver launch's callback, on the launching thread: its times and correlation id as an API
- * record, as CUPTI's DRIVER record of it would carry them. The entry's time waits in a
- * per-thread slot with the call's correlation id, not in the call's correlationData: CUPTI
- * does not promise that slot zeroed (cupti_callbacks.h, CUpti_CallbackData::correlationData),
- * so an exit whose entry was not seen (the callbacks went on during the call) would read
- * whatever it held as a start, and a NULL slot would lose the launch. Launch calls do not nest
- * on a thread, so one slot per thread is enough. */
-static __thread struct {
-    uint64_t start;       /* 0: no entry pending */
-    uint32_t correlation; /* the entry's */
-    uint32_t cbid;
-} t_launch;
-
+ * record, as CUPTI's DRIVER record of it would carry them. The entry's time waits in the
+ * thread's state with the call's correlation id, not in the call's correlationData: CUPTI does
+ * not promise that slot zeroed (cupti_callbacks.h, CUpti_CallbackData::correlationData), so an
+ * exit whose entry was not seen (the callbacks went on during the call) would read whatever it
+ * held as a start, and a NULL slot would lose the launch. Launch calls do not nest on a
+ * thread, so one entry per thread is enough. */
 static void driver_launch_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     size_t i = 0;
     while (i < NDRV && drv_launches[i] != cbid) i++;
-    if (i == NDRV) return;
-    if (cb->callbackSite == CUPTI_API_ENTER) {
-        t_launch.start = tprof__now();
-        t_launch.correlation = cb->correlationId;
-        t_launch.cbid = (uint32_t)cbid;
-        return;
-    }
-    const uint64_t start = t_launch.start, end = tprof__now();
-    const int same = t_launch.correlation == cb->correlationId && t_launch.cbid == (uint32_t)cbid;
-    t_launch.start = 0;
-    /* an entry not seen, or another call's: no record */
-    if (!start || !same || start > end || !tprof_enabled()) return;
+    if (i == NDRV || !tprof_enabled()) return;
     tprof__thread *t = tprof__thread_get();
     if (!t) return;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        t->launch_start = tprof__now();
+        t->launch_corr = cb->correlationId;
+        t->launch_cbid = (uint32_t)cbid;
+        return;
+    }
+    const uint64_t start = t->launch_start, end = tprof__now();
+    const int same = t->launch_corr == cb->correlationId && t->launch_cbid == (uint32_t)cbid;
+    t->launch_start = 0;
+    /* an entry not seen, or another call's: no record */
+    if (!start || !same || start > end) return;
     tprof_pl_gpu pl;
     memset(&pl, 0, sizeof pl);
     pl.end_ns = end;
