@@ -18,4 +18,11 @@ if(EXISTS ${TPROF_CUDA_ROOT}/include/cupti.h)
   # cupti.h: the callback ids and results the failed-allocation scenario gives the fake
   target_include_directories(test_cupti PRIVATE ${TPROF_CUDA_ROOT}/include)
   add_dependencies(test_cupti fake_cupti fake_cupti_mapped fake_cuda)
+  # another CUPTI client of the program (the hand-over through libtrainprof's definitions)
+  tprof_add_unit(test_cupti_foreign test_cupti_foreign.c LIBS trainprof tprof_analysis
+                 Threads::Threads ${CMAKE_DL_LIBS} LABELS tsan)
+  target_compile_definitions(test_cupti_foreign PRIVATE FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>"
+    MAPPED_CUPTI_PATH="$<TARGET_FILE:fake_cupti_mapped>" FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
+  target_include_directories(test_cupti_foreign PRIVATE ${TPROF_CUDA_ROOT}/include)
+  add_dependencies(test_cupti_foreign fake_cupti fake_cupti_mapped fake_cuda)
 endif()

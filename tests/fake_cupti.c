@@ -8,6 +8,12 @@
  * cuptiActivityGetNextRecord. Environment:
  *   FAKE_CUPTI_VERSION=N          what cuptiGetVersion answers (default: CUPTI_API_VERSION)
  *   FAKE_CUPTI_REGISTER_FAIL=1    cuptiActivityRegisterCallbacks answers "multiple subscribers"
+ *       (read at each call); a NULL callback is refused with CUPTI_ERROR_INVALID_PARAMETER;
+ *       fake_cupti_refuse_next_register() makes the next call alone answer that;
+ *       fake_cupti_after_register(fn) runs fn once, just after the next registration took
+ *       effect (another thread registering at that moment)
+ *   fake_cupti_in_disable(fn)  runs fn once, at the start of the next cuptiActivityDisable
+ *       (another client's call while trainprof is inside one of its own)
  * Test controls (exported, found with dlsym):
  *   fake_cupti_deliver(timed, untimed, t0)  asks trainprof for a buffer, writes `timed` kernels
  *       (i-th: start t0 + i us, end t0 + i us + 500 ns, "fake_kernel_<i mod 3>", device 0,
@@ -25,11 +31,15 @@
  *       when its runtime domain is enabled) runs at CUPTI_API_EXIT; returns 1 if it ran
  *   fake_cupti_kind_on(k)  1 while activity kind k is enabled
  *   fake_cupti_driver_launch(corr)  a cuLaunchKernel with correlation id `corr`: its ENTER
- *       and EXIT at the subscriber when that call's callback is on; returns 1 if they ran
+ *       and EXIT at the subscriber when that call's callback is on; returns 1 if they ran;
+ *       fake_cupti_driver_launch_odd(corr, odd) the same with the EXIT alone (odd 1) or no
+ *       correlationData slot (odd 2)
  *   fake_cupti_attached()  1 while CUPTI is attached: cuptiFinalize detaches it, and any
  *       other CUPTI call attaches it again (CUPTI's lazy initialisation)
  *   fake_cupti_finalizes(), fake_cupti_registers(), fake_cupti_subscribers()  calls of
  *       cuptiFinalize, of cuptiActivityRegisterCallbacks, and subscribers held now
+ *   fake_cupti_thread_id_type()  the thread id type set (cuptiSetThreadIdType); cuptiFinalize
+ *       resets it to CUPTI's default
  *   FAKE_CUPTI_SUBSCRIBE_FAIL=1  cuptiSubscribe answers "multiple subscribers"
  *   fake_cupti_alloc(driver, cbid, bytes, ret, nested)  an allocation call returns `ret`: a
  *       runtime (driver 0: cudaMalloc_v3020's parameters) or driver (cuMemAlloc_v2's) call of
@@ -47,13 +57,20 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-static CUpti_BuffersCallbackRequestFunc g_req;
-static CUpti_BuffersCallbackCompleteFunc g_done;
-static int g_enabled, g_flushes, g_forced;
-static int g_attached = 1, g_finalizes, g_registers;
-static CUpti_CallbackFunc g_sub_fn;
-static int g_sub_held, g_sub_runtime, g_sub_driver;
-static unsigned char g_cb_on[2][1024]; /* cuptiEnableCallback: [0] runtime, [1] driver */
+/* Atomic: trainprof's flusher thread calls in (taking capture back) while the scenario's own
+ * thread reads the controls. */
+static _Atomic(CUpti_BuffersCallbackRequestFunc) g_req;
+static _Atomic(CUpti_BuffersCallbackCompleteFunc) g_done;
+static _Atomic int g_enabled, g_flushes, g_forced;
+static _Atomic int g_attached = 1, g_finalizes, g_registers;
+static _Atomic(CUpti_CallbackFunc) g_sub_fn;
+static _Atomic int g_sub_held, g_sub_runtime, g_sub_driver;
+static _Atomic unsigned char g_cb_on[2][1024]; /* cuptiEnableCallback: [0] runtime, [1] driver */
+/* the callbacks of domain row d (0 runtime, 1 driver; -1 both) all on or off */
+static void cb_fill(int d, int on) {
+    for (int r = 0; r < 2; r++)
+        for (size_t i = 0; (d < 0 || d == r) && i < 1024; i++) g_cb_on[r][i] = (unsigned char)on;
+}
 #define ATTACH() (g_attached = 1) /* any CUPTI call but cuptiFinalize */
 
 #define SLOT ((sizeof(CUpti_ActivityKernel10) + 7) & ~(size_t)7)
@@ -71,14 +88,27 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
     return CUPTI_SUCCESS;
 }
 
+static _Atomic int g_refuse_next;
+static void (*_Atomic g_after_register)(void);
+EXPORT void fake_cupti_after_register(void (*fn)(void)) { g_after_register = fn; }
+EXPORT void fake_cupti_refuse_next_register(void) { g_refuse_next = 1; }
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                   CUpti_BuffersCallbackCompleteFunc done) {
     ATTACH();
     const char *f = getenv("FAKE_CUPTI_REGISTER_FAIL");
-    if (f && !strcmp(f, "1")) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    if ((f && !strcmp(f, "1")) || g_refuse_next) {
+        g_refuse_next = 0;
+        return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    }
+    if (!req || !done) return CUPTI_ERROR_INVALID_PARAMETER; /* as cupti_activity.h says */
     g_req = req;
     g_done = done;
     g_registers++;
+    if (g_after_register) { /* once */
+        void (*fn)(void) = g_after_register;
+        g_after_register = NULL;
+        fn();
+    }
     return CUPTI_SUCCESS;
 }
 
@@ -87,14 +117,21 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbac
     (void)f;
     return CUPTI_SUCCESS;
 }
-static int g_kind_on[64]; /* per activity kind: enabled now */
+static _Atomic int g_kind_on[64]; /* per activity kind: enabled now */
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
     ATTACH();
     g_enabled++;
     if ((unsigned)k < 64) g_kind_on[k] = 1;
     return CUPTI_SUCCESS;
 }
+static void (*_Atomic g_in_disable)(void);
+EXPORT void fake_cupti_in_disable(void (*fn)(void)) { g_in_disable = fn; }
 EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
+    void (*fn)(void) = g_in_disable;
+    if (fn) { /* once */
+        g_in_disable = NULL;
+        fn();
+    }
     ATTACH();
     g_enabled--;
     if ((unsigned)k < 64) g_kind_on[k] = 0;
@@ -112,10 +149,13 @@ EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t ms) {
     (void)ms;
     return CUPTI_SUCCESS;
 }
+static _Atomic int g_tid_type; /* CUPTI's default until set; finalize resets */
 EXPORT CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t) {
-    (void)t;
+    ATTACH();
+    g_tid_type = (int)t;
     return CUPTI_SUCCESS;
 }
+EXPORT int fake_cupti_thread_id_type(void) { return g_tid_type; }
 EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cb, uint8_t on) {
     (void)cb;
     (void)on;
@@ -260,7 +300,7 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFun
     g_sub_fn = fn;
     g_sub_held = 1;
     g_sub_runtime = g_sub_driver = 0;
-    memset(g_cb_on, 0, sizeof g_cb_on);
+    cb_fill(-1, 0);
     *sub = (CUpti_SubscriberHandle)&g_sub_fn;
     return CUPTI_SUCCESS;
 }
@@ -269,7 +309,7 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub) {
     ATTACH();
     g_sub_held = 0;
     g_sub_fn = NULL;
-    memset(g_cb_on, 0, sizeof g_cb_on);
+    cb_fill(-1, 0);
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiEnableCallback(uint32_t on, CUpti_SubscriberHandle sub,
@@ -289,7 +329,7 @@ EXPORT CUptiResult cuptiEnableDomain(uint32_t on, CUpti_SubscriberHandle sub,
     if (d == CUPTI_CB_DOMAIN_DRIVER_API) g_sub_driver = (int)on;
     /* as CUPTI's: the domain's every callback on or off */
     if (d == CUPTI_CB_DOMAIN_RUNTIME_API || d == CUPTI_CB_DOMAIN_DRIVER_API)
-        memset(g_cb_on[d == CUPTI_CB_DOMAIN_DRIVER_API], on != 0, sizeof g_cb_on[0]);
+        cb_fill(d == CUPTI_CB_DOMAIN_DRIVER_API, on != 0);
     return CUPTI_SUCCESS;
 }
 /* detaches: subscribers, callbacks and kinds are gone */
@@ -298,10 +338,11 @@ EXPORT CUptiResult cuptiFinalize(void) {
     g_attached = 0;
     g_sub_held = 0;
     g_sub_fn = NULL;
-    memset(g_cb_on, 0, sizeof g_cb_on);
+    cb_fill(-1, 0);
     g_enabled = 0;
     g_req = NULL;
     g_done = NULL;
+    g_tid_type = (int)CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
     return CUPTI_SUCCESS;
 }
 EXPORT int fake_cupti_api_exit(void) {
@@ -316,20 +357,25 @@ EXPORT int fake_cupti_api_exit(void) {
 }
 /* A cuLaunchKernel of the program's: its ENTER and EXIT at the subscriber when the callback of
  * that call is on, with one correlationData slot between them, as CUPTI passes it. */
-EXPORT int fake_cupti_driver_launch(uint32_t correlation) {
+/* With `odd`: 1, the EXIT alone (the callback went on during the call), its slot holding
+ * what it held before; 2, no correlationData slot. */
+EXPORT int fake_cupti_driver_launch_odd(uint32_t correlation, int odd) {
     const uint32_t cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
     if (!g_sub_held || !g_sub_fn || !g_cb_on[1][cbid]) return 0;
     uint64_t slot = 0xdeadbeef; /* CUPTI does not promise it zeroed */
     CUpti_CallbackData cb;
     memset(&cb, 0, sizeof cb);
     cb.functionName = "cuLaunchKernel";
-    cb.correlationData = &slot;
+    cb.correlationData = odd == 2 ? NULL : &slot;
     cb.correlationId = correlation;
     cb.callbackSite = CUPTI_API_ENTER;
-    g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
+    if (odd != 1) g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
     cb.callbackSite = CUPTI_API_EXIT;
     g_sub_fn(NULL, CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
     return 1;
+}
+EXPORT int fake_cupti_driver_launch(uint32_t correlation) {
+    return fake_cupti_driver_launch_odd(correlation, 0);
 }
 EXPORT int fake_cupti_attached(void) { return g_attached; }
 EXPORT int fake_cupti_finalizes(void) { return g_finalizes; }

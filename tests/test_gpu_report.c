@@ -298,6 +298,63 @@ static void test_nested_driver_launch(void **state) {
     synth_rmtree(dir);
 }
 
+/* Runtime calls that lie inside one another on a thread (a hostile or unusual file: a call of
+ * no duration at the outer call's start, a short one inside it): a driver call inside the
+ * outer call is still the runtime's, whatever the order of equal starts; so is one under the
+ * name the capture gives a driver call CUPTI did not name. */
+static void test_nested_driver_launch_nested_runtime(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gpu-drv-nest"), 0);
+    synth_file *f = synth_open(dir, "h", 62, RT0, T0);
+    synth_thread(f, 1, 62);
+    synth_thread(f, 2, 63);
+    synth_rank(f, 0, 1);
+    synth_step_begin(f, 1, T0, 0);
+    synth_step_end(f, 1, T0 + 10 * MS, 0);
+    const uint64_t b = T0 + MS;
+    /* the outer call, b .. b+100 us; a call of no duration at b; a short one at b+1..b+2 us */
+    tprof_pl_gpu outer = {b + 100 * US, 0, 0, 0, 5, 211, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b, &outer, sizeof outer,
+              "cudaLaunchKernel", sizeof "cudaLaunchKernel");
+    tprof_pl_gpu zero = {b, 0, 0, 0, 9, 10, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b, &zero, sizeof zero,
+              "cudaGetLastError", sizeof "cudaGetLastError");
+    tprof_pl_gpu shortc = {b + 2 * US, 0, 0, 0, 10, 10, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 1 * US, &shortc, sizeof shortc,
+              "cudaPeekAtLastError", sizeof "cudaPeekAtLastError");
+    /* the runtime's own launches, after the short call, and at the outer call's very start */
+    tprof_pl_gpu inner = {b + 8 * US, 0, 0, 0, 6, 307, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 4 * US, &inner, sizeof inner,
+              "cuLaunchKernel", sizeof "cuLaunchKernel");
+    tprof_pl_gpu first = {b + US / 2, 0, 0, 0, 8, 307, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b, &first, sizeof first,
+              "cuLaunchKernel", sizeof "cuLaunchKernel");
+    /* one whose name CUPTI did not give (capture/cupti.c names it "cuda driver call") */
+    tprof_pl_gpu unnamed = {b + 20 * US, 0, 0, 0, 11, 307, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 10 * US, &unnamed, sizeof unnamed,
+              "cuda driver call", sizeof "cuda driver call");
+    /* the program's own, after the outer call */
+    tprof_pl_gpu own = {b + 130 * US, 0, 0, 0, 7, 307, 62, 0};
+    synth_raw(f, 2, TPROF_REC_GPU_API, TPROF_INLINE_NAME, b + 120 * US, &own, sizeof own,
+              "cuLaunchKernel", sizeof "cuLaunchKernel");
+    synth_end_of_file(f, T0 + 11 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    const tp_process *p = &run.procs[0];
+    size_t drv = 0;
+    for (size_t i = 0; i < p->napi; i++)
+        if (!strcmp(p->api[i].name, "cuLaunchKernel")) {
+            drv++;
+            assert_int_equal(p->api[i].correlation, 7);
+        }
+    assert_int_equal(drv, 1);
+    assert_int_equal(p->napi, 4); /* the three runtime calls and the program's launch */
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_energy_integrated_power(void **state) {
     (void)state;
     char dir[512];
@@ -775,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_stream_order_clip),
         cmocka_unit_test(test_repeated_correlation_ids),
         cmocka_unit_test(test_nested_driver_launch),
+        cmocka_unit_test(test_nested_driver_launch_nested_runtime),
         cmocka_unit_test(test_stream_order_next_and_graph),
         cmocka_unit_test(test_energy_integrated_power),
         cmocka_unit_test(test_gpu_identity_not_sampled),

@@ -1443,10 +1443,19 @@ def _patch_profiler():
         return any(str(a).endswith("CUDA") for a in acts)
 
     def taken(self, *args, **kwargs):
+        now = False
         if uses_cuda(self) and not getattr(self, "_trainprof_paused", False):
             _tp.set_metadata("gpu_capture.pause_reason", "torch.profiler")
-            self._trainprof_paused = _tp.gpu_capture_pause() == 0
-        return orig_take(self, *args, **kwargs)
+            now = self._trainprof_paused = _tp.gpu_capture_pause() == 0
+        try:
+            return orig_take(self, *args, **kwargs)
+        except BaseException:
+            # torch.profiler never reaches stop_trace after a failed start: capture comes
+            # back now, or it would stay paused to the end of the run
+            if now:
+                self._trainprof_paused = False
+                _tp.gpu_capture_resume()
+            raise
 
     def given(self, *args, **kwargs):
         try:

@@ -252,8 +252,12 @@ static void gpu_in_start_order(tp_process *p) {
         }
 }
 
-/* A CUDA call record is the driver's ("cuLaunchKernel") or the runtime's ("cudaLaunchKernel"). */
-static int driver_call(const char *n) { return n && n[0] == 'c' && n[1] == 'u' && strncmp(n, "cuda", 4); }
+/* A CUDA call record is the driver's ("cuLaunchKernel", or "cuda driver call", the name the
+ * capture gives one CUPTI did not name) or the runtime's ("cudaLaunchKernel"). */
+static int driver_call(const char *n) {
+    return n && n[0] == 'c' && n[1] == 'u' &&
+           (strncmp(n, "cuda", 4) || !strcmp(n, "cuda driver call"));
+}
 
 static int cmp_call_tid_start(const void *a, const void *b) {
     const tp_gpu_op *x = *(const tp_gpu_op *const *)a, *y = *(const tp_gpu_op *const *)b;
@@ -263,7 +267,7 @@ static int cmp_call_tid_start(const void *a, const void *b) {
 
 /* Driver launches are taken from CUPTI callbacks (capture/cupti.c), which fire for the
  * runtime's own cuLaunchKernel inside each cudaLaunchKernel too: a driver call that lies within
- * a runtime call of its thread is that call's, and its kernel already has the runtime call as
+ * any runtime call of its thread is that call's, and its kernel already has the runtime call as
  * its launch. Those are dropped, so each kernel has one launch, as CUPTI's DRIVER records
  * (program calls only) give. Returns 0, or -1 without memory (nothing dropped). */
 static int drop_nested_driver_calls(tp_process *p) {
@@ -279,11 +283,22 @@ static int drop_nested_driver_calls(tp_process *p) {
     for (size_t i = 0; i < p->napi; i++)
         if (!driver_call(p->api[i].name)) rt[k++] = &p->api[i];
     qsort(rt, nrt, sizeof *rt, cmp_call_tid_start);
+    /* reach[k]: the latest end among the runtime calls of rt[k]'s thread up to rt[k] in start
+     * order. A driver call lies within one of its thread's runtime calls exactly when those
+     * that began at or before it reach past its end: runtime calls may lie inside one another
+     * (or share a start), so the last one to begin is not always the one that holds it. */
+    uint64_t *reach = malloc(nrt * sizeof *reach);
     unsigned char *drop = calloc(p->napi, 1);
-    if (!drop) {
+    if (!drop || !reach) {
         free(rt);
+        free(reach);
+        free(drop);
         return -1;
     }
+    for (size_t j = 0; j < nrt; j++)
+        reach[j] = j && rt[j - 1]->os_tid == rt[j]->os_tid && reach[j - 1] > rt[j]->end
+                       ? reach[j - 1]
+                       : rt[j]->end;
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *d = &p->api[i];
         if (!driver_call(d->name)) continue;
@@ -298,9 +313,10 @@ static int drop_nested_driver_calls(tp_process *p) {
                 hi = mid;
         }
         const tp_gpu_op *r = lo ? rt[lo - 1] : NULL;
-        drop[i] = r && r->os_tid == d->os_tid && r->start <= d->start && d->end <= r->end;
+        drop[i] = r && r->os_tid == d->os_tid && r->start <= d->start && d->end <= reach[lo - 1];
     }
     free(rt);
+    free(reach);
     size_t w = 0;
     for (size_t i = 0; i < p->napi; i++)
         if (!drop[i]) p->api[w++] = p->api[i];

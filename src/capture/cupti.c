@@ -136,6 +136,9 @@ static void release_subscriber(void);
 static _Atomic int g_foreign_early;
 static int g_device_pending;
 static _Atomic int g_foreign_paused; /* we paused for another client (not for trainprof.torch) */
+/* Another client finalized CUPTI since ours was last attached: CUPTI attached again may
+ * number its records from 1 again (see g_corr_base). */
+static _Atomic int g_foreign_finalized;
 
 #define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
 #define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
@@ -689,7 +692,11 @@ int InitializeInjection(void) {
      * step begins; if that already happened (CUDA initialised late), now */
     pthread_mutex_lock(&g_pause_lock);
     atomic_store(&g_ready, 1);
-    if (early) {
+    /* a client that registered on another thread after `early` was read registered after us
+     * (foreign_claims comes before its registration): it holds CUPTI as surely as one that
+     * came first, with the device records we asked for */
+    const int late = !early && atomic_load(&g_foreign_early);
+    if (early || late) {
         g_paused = 1;
         g_pause_ns = tprof__now();
         g_device_pending = 1;
@@ -698,8 +705,8 @@ int InitializeInjection(void) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
         tprof__set_meta("gpu_capture.paused_since_ns", v);
         tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
-        tprof__log(TPROF_LOG_INFO, "another CUPTI client registered before CUDA started: GPU "
-                   "activity capture waits for its window to end");
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client registered %s: GPU activity capture "
+                   "waits for its window to end", late ? "as CUDA started" : "before CUDA started");
     } else {
         oom_subscribe();
     }
@@ -782,21 +789,28 @@ static void driver_launches(int on) {
 
 /* A driver launch's callback, on the launching thread: its times and correlation id as an API
  * record, as CUPTI's DRIVER record of it would carry them. The entry's time waits in the
- * call's correlationData. */
+ * thread's state with the call's correlation id, not in the call's correlationData: CUPTI does
+ * not promise that slot zeroed (cupti_callbacks.h, CUpti_CallbackData::correlationData), so an
+ * exit whose entry was not seen (the callbacks went on during the call) would read whatever it
+ * held as a start, and a NULL slot would lose the launch. Launch calls do not nest on a
+ * thread, so one entry per thread is enough. */
 static void driver_launch_callback(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     size_t i = 0;
     while (i < NDRV && drv_launches[i] != cbid) i++;
-    if (i == NDRV || !cb->correlationData) return;
-    if (cb->callbackSite == CUPTI_API_ENTER) {
-        *cb->correlationData = tprof__now();
-        return;
-    }
-    uint64_t start = *cb->correlationData, end = tprof__now();
-    *cb->correlationData = 0;
-    /* an entry seen before the callbacks went on leaves no time: no record */
-    if (!start || start > end || !tprof_enabled()) return;
+    if (i == NDRV || !tprof_enabled()) return;
     tprof__thread *t = tprof__thread_get();
     if (!t) return;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        t->launch_start = tprof__now();
+        t->launch_corr = cb->correlationId;
+        t->launch_cbid = (uint32_t)cbid;
+        return;
+    }
+    const uint64_t start = t->launch_start, end = tprof__now();
+    const int same = t->launch_corr == cb->correlationId && t->launch_cbid == (uint32_t)cbid;
+    t->launch_start = 0;
+    /* an entry not seen, or another call's: no record */
+    if (!start || !same || start > end) return;
     tprof_pl_gpu pl;
     memset(&pl, 0, sizeof pl);
     pl.end_ns = end;
@@ -837,6 +851,7 @@ static int reattach(void) {
     atomic_store(&g_enabled, 0);
     atomic_store(&g_detach, DETACH_NO);
     atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+    atomic_store(&g_foreign_finalized, 0);
     oom_subscribe(); /* the subscriber went with the detach */
     tprof__log(TPROF_LOG_INFO, "CUPTI attached again");
     return 0;
@@ -966,8 +981,11 @@ static void cancel_detach(void) {
     }
 }
 
+static void settle_client_finalize(void);
+
 static void cupti_window(int on) {
     pthread_mutex_lock(&g_pause_lock);
+    settle_client_finalize();
     g_want = on;
     if (atomic_load(&g_ready) && !g_paused) {
         if (on && atomic_load(&g_detach) == DETACH_DONE && reattach() != 0) {
@@ -1027,6 +1045,14 @@ int tprof_gpu_capture_resume(void) {
         if (F.cuptiActivityRegisterTimestampCallback)
             F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
         r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        /* the other client finalized CUPTI during the pause: this attachment's ids may start
+         * over, and every record of ours of the last one was delivered at the pause */
+        if (r == CUPTI_SUCCESS && atomic_exchange(&g_foreign_finalized, 0))
+            atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+        /* the thread ids are the process's setting, which the other client may have changed
+         * or its finalize reset: ours (the system's, as our CPU records') again */
+        if (r == CUPTI_SUCCESS && F.cuptiSetThreadIdType)
+            F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
         if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
         if (r == CUPTI_SUCCESS && g_device_pending) { /* started under another client */
             g_device_pending = 0;
@@ -1086,34 +1112,91 @@ static uint64_t steps_begun(void) {
     return tprof__kwin_progress(&step, &ns) == 0 ? step + 1 : 0;
 }
 
-/* libcupti's function of that name: the next definition after ours in the lookup order, else
- * the one bound from the libcupti we loaded. */
-static void *next_cupti(const char *name, void *bound) {
-    void *f = dlsym(RTLD_NEXT, name);
-    return f ? f : bound;
+/* libcupti's function of that name, for a call of the program's: the next definition after
+ * ours in the lookup order; else the one bound from the libcupti we loaded; else the program's
+ * own copy among those mapped. The program's copy is often private to the library that uses
+ * it (torch's, a dependency of an extension Python loaded with RTLD_LOCAL): RTLD_NEXT searches
+ * the global scope only, and with TRAINPROF_CUPTI=0, no session, or a client that calls
+ * before the driver started our CUPTI, nothing is bound yet; the call must still reach
+ * libcupti. The answer is kept (once found, in *cache); the mapped copy's reference is kept
+ * too, so that the function stays mapped. NULL: no libcupti in the process. */
+static void *next_cupti(_Atomic(void *) *cache, const char *name, void *bound) {
+    void *f = atomic_load_explicit(cache, memory_order_acquire);
+    if (f) return f;
+    f = dlsym(RTLD_NEXT, name);
+    if (!f) f = bound;
+    if (!f) {
+        char mapped[MAPPED][256];
+        const int n = tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], MAPPED);
+        for (int i = 0; i < n && !f; i++) {
+            void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
+            if (h && !(f = dlsym(h, name))) dlclose(h);
+        }
+    }
+    if (f) atomic_store_explicit(cache, f, memory_order_release);
+    return f;
 }
 
-static void foreign_claims(void) {
-    if (!tprof_enabled()) return;
-    atomic_store(&g_foreign, FOREIGN_HOLDS);
+/* The forwarded call: libcupti's answer, or CUPTI_ERROR_NOT_INITIALIZED where the process has
+ * no libcupti (what the program's call could not have reached either). */
+#define FORWARD(name, args)                                                                \
+    do {                                                                                   \
+        static _Atomic(void *) cache_;                                                     \
+        __typeof__(&name) real_;                                                           \
+        *(void **)&real_ = next_cupti(&cache_, #name, *(void **)&F.name);                  \
+        r = real_ ? real_ args : CUPTI_ERROR_NOT_INITIALIZED;                              \
+    } while (0)
+
+/* What foreign_claims did, for foreign_refused to undo. */
+enum { CLAIM_NONE = 0, CLAIM_EARLY = 1, CLAIM_PAUSED = 2, CLAIM_NOTED = 3 };
+
+static int foreign_claims(int *was) {
+    *was = FOREIGN_NONE;
+    if (!tprof_enabled()) return CLAIM_NONE;
+    *was = atomic_exchange(&g_foreign, FOREIGN_HOLDS);
+    /* g_ready is set under the lock, where InitializeInjection looks at g_foreign_early again */
+    pthread_mutex_lock(&g_pause_lock);
     if (!atomic_load(&g_ready)) { /* before our CUPTI started: it will start paused */
         atomic_store(&g_foreign_early, 1);
         atomic_store(&tprof__kwin_watch, 1);
-        return;
+        pthread_mutex_unlock(&g_pause_lock);
+        return CLAIM_EARLY;
     }
-    pthread_mutex_lock(&g_pause_lock);
     int ours = g_paused;
     pthread_mutex_unlock(&g_pause_lock);
     /* steps are counted from now whatever the plan, so that capture comes back at a step
      * boundary after the client's window (cupti_tick) */
     atomic_store(&tprof__kwin_watch, 1);
-    if (ours) return; /* paused already (trainprof.torch, or this client's earlier window) */
+    /* paused already (trainprof.torch, or this client's earlier window) */
+    if (ours) return CLAIM_NOTED;
     tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
     if (tprof_gpu_capture_pause() == TPROF_OK) {
         atomic_store(&g_foreign_paused, 1);
         tprof__log(TPROF_LOG_INFO, "another CUPTI client registered its buffers: GPU activity "
                    "capture handed over to it");
+        return CLAIM_PAUSED;
     }
+    return CLAIM_NOTED;
+}
+
+/* CUPTI refused the registration foreign_claims prepared for (cupti_activity.h: a NULL
+ * callback, or another error): the client holds nothing, and our callbacks are still the
+ * registered ones, so what the claim did is undone: the client's earlier state back, and our
+ * capture resumed at once (started normally, when our CUPTI has not started yet). */
+static void foreign_refused(int claim, int was) {
+    if (claim == CLAIM_NONE) return;
+    atomic_store(&g_foreign, was);
+    if (was != FOREIGN_NONE) return; /* an earlier window of the client's goes on */
+    if (claim == CLAIM_EARLY) {
+        pthread_mutex_lock(&g_pause_lock);
+        int started = atomic_load(&g_ready);
+        if (!started) atomic_store(&g_foreign_early, 0);
+        pthread_mutex_unlock(&g_pause_lock);
+        if (!started) return;
+    }
+    if (atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK)
+        tprof__log(TPROF_LOG_INFO, "the other CUPTI client's registration failed: GPU activity "
+                   "capture taken back");
 }
 
 static void foreign_ends(int finalized) {
@@ -1125,22 +1208,24 @@ static void foreign_ends(int finalized) {
     }
 }
 
-TPROF_API CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
-                                                              CUpti_BuffersCallbackCompleteFunc done);
+TPROF_API CUptiResult CUPTIAPI
+cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                               CUpti_BuffersCallbackCompleteFunc done);
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                     CUpti_BuffersCallbackCompleteFunc done) {
-    static CUptiResult(CUPTIAPI * real)(CUpti_BuffersCallbackRequestFunc,
-                                        CUpti_BuffersCallbackCompleteFunc);
-    if (!real) *(void **)&real = next_cupti("cuptiActivityRegisterCallbacks", *(void **)&F.cuptiActivityRegisterCallbacks);
-    if (req != buffer_requested) foreign_claims();
-    return real ? real(req, done) : CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r;
+    int was = FOREIGN_NONE, claim = CLAIM_NONE;
+    /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
+    if (req != buffer_requested && req && done) claim = foreign_claims(&was);
+    FORWARD(cuptiActivityRegisterCallbacks, (req, done));
+    if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
+    return r;
 }
 
 TPROF_API CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind);
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
-    static CUptiResult(CUPTIAPI * real)(CUpti_ActivityKind);
-    if (!real) *(void **)&real = next_cupti("cuptiActivityDisable", *(void **)&F.cuptiActivityDisable);
-    CUptiResult r = real ? real(kind) : CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r;
+    FORWARD(cuptiActivityDisable, (kind));
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL)
         foreign_ends(0);
     /* kinds are the process's, not a client's: a client tidying up after its window (Kineto
@@ -1148,9 +1233,12 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
      * capture back */
     if (atomic_load(&g_ready) && atomic_load(&g_enabled)) {
         pthread_mutex_lock(&g_pause_lock);
-        if (!g_paused && atomic_load(&g_enabled))
+        if (!g_paused && atomic_load(&g_enabled)) {
             for (size_t i = 0; i < g_nchosen; i++)
                 if (g_chosen[i] == kind) F.cuptiActivityEnable(kind);
+            /* the driver launches' kind, where they are taken by it */
+            if (kind == CUPTI_ACTIVITY_KIND_DRIVER && g_drv_act_on) F.cuptiActivityEnable(kind);
+        }
         pthread_mutex_unlock(&g_pause_lock);
     }
     return r;
@@ -1158,9 +1246,8 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
 
 TPROF_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag);
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
-    static CUptiResult(CUPTIAPI * real)(uint32_t);
-    if (!real) *(void **)&real = next_cupti("cuptiActivityFlushAll", *(void **)&F.cuptiActivityFlushAll);
-    CUptiResult r = real ? real(flag) : CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r;
+    FORWARD(cuptiActivityFlushAll, (flag));
     /* the client's last records are its own now: ours may come back */
     int st = atomic_load(&g_foreign);
     if (st == FOREIGN_ENDING) foreign_ends(1);
@@ -1168,33 +1255,101 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     return r;
 }
 
+/* A client's cuptiFinalize seen while another thread held g_pause_lock: settled under the lock
+ * by settle_client_finalize. */
+static _Atomic int g_client_finalize;
+
+/* Under g_pause_lock: another client's cuptiFinalize detached CUPTI while it recorded for us.
+ * The subscriber, callbacks and kinds went with it (cupti_activity.h, cuptiFinalize); no
+ * CUPTI call is made here, as any would attach CUPTI again inside the client's call. */
+static void detached_by_client(void) {
+    atomic_store(&g_detach, DETACH_DONE);
+    atomic_store(&g_oom_cbs, 0);
+    atomic_store(&g_drv_cbs, 0);
+    g_sub_held = 0;
+    g_drv_act_on = 0;
+    atomic_store(&g_enabled, 0);
+    if (!g_want) { /* between windows: as our own detach; the next window attaches again */
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client finalized CUPTI: detached until the "
+                   "next window");
+        return;
+    }
+    g_paused = 1;
+    g_pause_ns = tprof__now();
+    atomic_store(&g_foreign_paused, 1);
+    atomic_store(&tprof__kwin_watch, 1);
+    atomic_store(&g_foreign_end_ns, g_pause_ns);
+    atomic_store(&g_foreign_end_step, steps_begun());
+    atomic_store(&g_foreign, FOREIGN_DONE);
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
+    tprof__set_meta("gpu_capture.paused_since_ns", v);
+    tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
+    tprof__log(TPROF_LOG_INFO, "another CUPTI client finalized CUPTI: GPU activity capture "
+               "comes back at the program's next step");
+}
+
+/* Under g_pause_lock: a client's finalize that could not take the lock, settled now, as
+ * detached_by_client would have (whatever of ours CUPTI held then went with it). */
+static void settle_client_finalize(void) {
+    if (atomic_exchange(&g_client_finalize, 0) && !g_paused &&
+        atomic_load(&g_detach) != DETACH_DONE)
+        detached_by_client();
+}
+
 TPROF_API CUptiResult CUPTIAPI cuptiFinalize(void);
 CUptiResult CUPTIAPI cuptiFinalize(void) {
-    static CUptiResult(CUPTIAPI * real)(void);
-    if (!real) *(void **)&real = next_cupti("cuptiFinalize", *(void **)&F.cuptiFinalize);
-    CUptiResult r = real ? real() : CUPTI_ERROR_NOT_INITIALIZED;
+    CUptiResult r;
+    /* a client finalizing while CUPTI records for us (Kineto's teardown, from its callback
+     * after we took capture back) detaches ours too: our records so far delivered first, as
+     * before our own detach, and our state made that of a detach (a window open: capture
+     * back at the program's next step, as after a client's window). The call comes from the
+     * client's callback inside a CUDA call of the program's, so it never waits for our lock:
+     * another thread may hold it across a CUPTI call of ours; then the state is settled by
+     * the next window or flusher pass (settle_client_finalize) */
+    const int ready = atomic_load(&g_ready);
+    const int locked = ready && pthread_mutex_trylock(&g_pause_lock) == 0;
+    int ours = 0;
+    if (locked) {
+        ours = !g_paused && atomic_load(&g_detach) != DETACH_DONE;
+        if (ours && F.cuptiActivityFlushAll)
+            F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
+    FORWARD(cuptiFinalize, ());
+    if (r == CUPTI_SUCCESS) atomic_store(&g_foreign_finalized, 1);
+    if (locked) {
+        if (ours && r == CUPTI_SUCCESS) detached_by_client();
+        pthread_mutex_unlock(&g_pause_lock);
+    } else if (ready && r == CUPTI_SUCCESS) {
+        atomic_store(&g_client_finalize, 1);
+    }
     foreign_ends(1);
     return r;
 }
 
 /* A client subscribing takes CUPTI's one subscriber from us where we hold it: our failed-
  * allocation and launch callbacks go (driver launches fall back to their activity kind at the
- * next window), and its subscription succeeds. */
+ * next window), a detach waiting for it is called off, and its subscription succeeds. */
 TPROF_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
                                               void *ud);
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
-    static CUptiResult(CUPTIAPI * real)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-    if (!real) *(void **)&real = next_cupti("cuptiSubscribe", *(void **)&F.cuptiSubscribe);
+    CUptiResult r;
     if (fn != (CUpti_CallbackFunc)api_callback && atomic_load(&g_ready)) {
         pthread_mutex_lock(&g_pause_lock);
-        if (g_sub_held && atomic_load(&g_detach) != DETACH_ASKED) {
+        if (g_sub_held) {
+            /* a detach waiting for the next CUDA call needs the subscriber, but the program's
+             * call must not fail for it: CUPTI stays attached, the client's anyway */
+            if (atomic_exchange(&g_detach, DETACH_NO) == DETACH_ASKED)
+                tprof__log(TPROF_LOG_INFO, "CUPTI stays attached between windows: another "
+                           "CUPTI client subscribed");
             release_subscriber();
             tprof__log(TPROF_LOG_INFO, "another CUPTI client subscribed: failed device "
                        "allocations and driver launches by callback are its now");
         }
         pthread_mutex_unlock(&g_pause_lock);
     }
-    return real ? real(sub, fn, ud) : CUPTI_ERROR_NOT_INITIALIZED;
+    FORWARD(cuptiSubscribe, (sub, fn, ud));
+    return r;
 }
 
 /* Flusher: our capture back once the other client's window has ended (it turned its kernels
@@ -1205,6 +1360,11 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackF
  * whose steps are not seen gets capture back 5 s after the client's last such call. */
 static uint64_t cupti_tick(int final) {
     (void)final;
+    if (atomic_load(&g_client_finalize)) {
+        pthread_mutex_lock(&g_pause_lock);
+        settle_client_finalize();
+        pthread_mutex_unlock(&g_pause_lock);
+    }
     int st = atomic_load(&g_foreign);
     if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;
     int stepped = steps_begun() > atomic_load(&g_foreign_end_step);
@@ -1236,10 +1396,33 @@ static int cupti_capability(char *line, size_t n) {
     return 1;
 }
 
+/* In a forked child: CUDA cannot be used in a child forked after CUDA started (NVIDIA's CUDA
+ * C++ Programming Guide), and the parent's CUPTI state is not the child's, so
+ * nothing may call CUPTI for us: capture is left unready (a pause answers ERR_UNAVAILABLE, a
+ * window does nothing), as detached (no flush at the child's end), with no other client's
+ * window to wait for. The lock may have been held by a thread that is not in the child. The
+ * source stays "active" as in the parent, so that the other sources keep off the GPU as
+ * there. The program's own CUPTI calls are passed on unchanged. */
+static void cupti_after_fork(void) {
+    pthread_mutex_init(&g_pause_lock, NULL);
+    atomic_store(&g_ready, 0);
+    atomic_store(&g_detach, DETACH_DONE);
+    atomic_store(&g_enabled, 0);
+    atomic_store(&g_drv_cbs, 0);
+    atomic_store(&g_oom_cbs, 0);
+    g_sub_held = 0;
+    g_paused = 0;
+    atomic_store(&g_foreign, FOREIGN_NONE);
+    atomic_store(&g_foreign_paused, 0);
+    atomic_store(&g_foreign_early, 0);
+    atomic_store(&g_client_finalize, 0);
+}
+
 const tprof__source tprof__source_cupti = {
     .name = "cupti",
     .tick = cupti_tick,
     .flush = cupti_flush,
+    .after_fork = cupti_after_fork,
     .active = cupti_active,
     .window = cupti_window,
     .capability = cupti_capability,

@@ -69,6 +69,10 @@ typedef struct tprof__thread {
      * cudaMalloc makes are part of it. Here, not in a TLS variable of its own: the library's
      * TLS is static (initial-exec), and a dlopen'ed library's share of it is scarce */
     int cuda_alloc_depth;
+    /* the driver launch whose entry callback ran and whose exit has not yet (capture/cupti.c):
+     * its entry time (0: none), correlation id and callback id; here for the same reason */
+    uint64_t launch_start;
+    uint32_t launch_corr, launch_cbid;
     /* the flusher's: name definitions (STRING, THREAD_NAME records) of chunks the writer
      * could not write, written ahead of the thread's next chunk (core/writer.c) */
     uint8_t *w_defs;
