@@ -31,11 +31,6 @@ if(TPROF_HAVE_PYTHON)
   # in three aborted at exit ("terminate called without an active exception") inside torch,
   # never in trainprof's code; the plain build runs it
   set_tests_properties(python_torch_gloo python_torch_instrument PROPERTIES LABELS "python;no-asan")
-  # trainprof.torch's torch.profiler patch when the profiler's start raises (a stand-in torch)
-  add_test(NAME python_profiler_patch
-    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_profiler_patch.py)
-  set_tests_properties(python_profiler_patch PROPERTIES TIMEOUT 240 LABELS "python"
-    SKIP_RETURN_CODE 77 ENVIRONMENT "${py_env}")
   # the wheel (pyproject.toml, scripts/build-wheel.sh) for each Python 3.10-3.13 here, each in
   # a fresh venv, and `run --python` never hiding the program's own module. One wheel build
   # per Python: the timeout leaves room for a loaded machine; pip's downloads, the

@@ -3,7 +3,7 @@ below mirrors torch/profiler/profiler.py: _KinetoProfile.prepare_trace takes CUP
 or recording begins, stop_trace gives it back; profile(schedule=...) calls them at the
 schedule's transitions, so its wait steps leave CUPTI alone). trainprof's capture must be
 paused exactly from prepare_trace to stop_trace: under a schedule around the whole loop, the
-wait steps before and the steps after stay captured. The C side of the pause (CUPTI) is
+wait steps before and the steps after stay captured; a warm-up that raises gives capture back. The C side of the pause (CUPTI) is
 tests/test_cupti.c's; here the pause and resume calls are counted."""
 import os
 import sys
@@ -23,10 +23,12 @@ def fake_profiler(torch):
         CPU, CUDA = "ProfilerActivity.CPU", "ProfilerActivity.CUDA"
 
     class _KinetoProfile:
-        def __init__(self, activities=None):
-            self.activities = activities or []
+        def __init__(self, activities=None, fail=False):
+            self.activities, self.fail = activities or [], fail
 
         def prepare_trace(self):
+            if self.fail:
+                raise RuntimeError("Kineto could not start")
             EVENTS.append(("kineto takes CUPTI", self.step_num))
 
         def start_trace(self):
@@ -38,8 +40,8 @@ def fake_profiler(torch):
     class profile(_KinetoProfile):
         """wait, warmup and active steps as torch.profiler.schedule(repeat=1); none: record."""
 
-        def __init__(self, activities=None, schedule=None):
-            super().__init__(activities)
+        def __init__(self, activities=None, schedule=None, fail=False):
+            super().__init__(activities, fail)
             self.sched, self.step_num, self.state = schedule, 0, "none"
 
         def _want(self):
@@ -117,6 +119,18 @@ class HandOverTest(unittest.TestCase):
         p.start()
         p.stop()
         self.assertEqual([e[0] for e in EVENTS],
+                         ["pause", "kineto takes CUPTI", "kineto gives CUPTI back", "resume"])
+
+    def test_start_raises_gives_back(self):
+        # torch.profiler never reaches stop_trace when its warm-up fails: capture comes back
+        p = self.tp.profile(activities=[self.tp.ProfilerActivity.CUDA], fail=True)
+        with self.assertRaises(RuntimeError):
+            p.start()
+        self.assertEqual([e[0] for e in EVENTS], ["pause", "resume"])
+        q = self.tp.profile(activities=[self.tp.ProfilerActivity.CUDA])  # a later one pauses
+        q.start()
+        q.stop()
+        self.assertEqual([e[0] for e in EVENTS][2:],
                          ["pause", "kineto takes CUPTI", "kineto gives CUPTI back", "resume"])
 
     def test_cpu_only_keeps_capture(self):
