@@ -325,6 +325,16 @@ static int drop_nested_driver_calls(tp_process *p) {
     return 0;
 }
 
+/* A rank file's GPU records once read: one launch per kernel, in start order, each clipped to
+ * its stream's order; what memory refuses is said in the process's damage. */
+static void settle_gpu_records(tp_process *p) {
+    if (drop_nested_driver_calls(p) != 0)
+        tp_load_damage(p, "out of memory while matching driver launches to runtime calls");
+    gpu_in_start_order(p);
+    if (tp_gpu_clip_to_streams(p) != 0)
+        tp_load_damage(p, "out of memory while checking GPU records against their streams' order");
+}
+
 /* The writer's largest chunk (session.c, TPROF__CHUNK_MAX: it cuts a drain there at a record
  * boundary), and the most a record can take (its size field is 16 bits). */
 #define WRITER_CHUNK_MAX (4u << 20)
@@ -493,11 +503,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     }
     tprof__reader_close(rd);
     finish_process(&L);
-    if (drop_nested_driver_calls(p) != 0)
-        tp_load_damage(p, "out of memory while matching driver launches to runtime calls");
-    gpu_in_start_order(p);
-    if (tp_gpu_clip_to_streams(p) != 0)
-        tp_load_damage(p, "out of memory while checking GPU records against their streams' order");
+    settle_gpu_records(p);
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
     drop_torch_twins(p);

@@ -29,41 +29,22 @@
 #include "../core/source.h"
 #include "bufpool.h"
 #include "comm_ext.h"
+#include "cupti_lib.h"
 #include "cupti_oom.h"
 #include "mapped.h"
 
 /* ------------------------------------------------------------------ CUPTI entry points */
 
-#define CUPTI_FNS(X)                                                                     \
-    X(cuptiGetVersion)                                                                   \
-    X(cuptiGetResultString)                                                              \
-    X(cuptiActivityRegisterCallbacks)                                                    \
-    X(cuptiActivityRegisterTimestampCallback)                                            \
-    X(cuptiActivityEnable)                                                               \
-    X(cuptiActivityDisable)                                                              \
-    X(cuptiActivityGetNextRecord)                                                        \
-    X(cuptiActivityGetNumDroppedRecords)                                                 \
-    X(cuptiActivityFlushAll)                                                             \
-    X(cuptiActivityFlushPeriod)                                                          \
-    X(cuptiSetThreadIdType)                                                              \
-    X(cuptiActivityEnableRuntimeApi)                                                     \
-    X(cuptiActivityEnableDriverApi)                                                      \
-    X(cuptiGetCallbackName)                                                              \
-    X(cuptiSubscribe)                                                                    \
-    X(cuptiUnsubscribe)                                                                  \
-    X(cuptiEnableDomain)                                                                 \
-    X(cuptiEnableCallback)                                                               \
-    X(cuptiFinalize)
+#define F tprof__cupti_fn
 
-static struct {
-#define CUPTI_FN_PTR(name) __typeof__(&name) name;
-    CUPTI_FNS(CUPTI_FN_PTR)
-#undef CUPTI_FN_PTR
-} F;
+/* Our buffer callbacks registered with CUPTI (the first CUPTI call attaches it). */
+static CUptiResult register_ours(void) {
+    return F.cuptiActivityRegisterCallbacks(tprof__cupti_buffer_requested,
+                                            tprof__cupti_buffer_completed);
+}
 
 static _Atomic int g_active;       /* records are being delivered to us */
 static _Atomic int g_starting;     /* InitializeInjection runs: CUPTI is coming (nvml.c) */
-static _Atomic uint64_t g_cupti_dropped;
 
 /* The activity kinds chosen at start (TRAINPROF_CUPTI_KINDS), enabled at once or when a
  * window of the capture plan opens (core/kwindow.c). */
@@ -122,11 +103,6 @@ static const CUpti_CallbackId drv_launches[] = {
 };
 #define NDRV (sizeof drv_launches / sizeof *drv_launches)
 static char g_drv_names[NDRV][48]; /* their names as API records carry them, set at start */
-/* Correlation ids as written: CUPTI's plus g_corr_base, which becomes the largest id written
- * so far (g_corr_max) each time CUPTI is attached again, whose ids may start over; every
- * record of an attachment is delivered before it detaches (a forced flush), so the ids of a
- * file stay unique. */
-static _Atomic uint32_t g_corr_base, g_corr_max;
 static int reattach(void);
 static void oom_subscribe(void);
 static void release_subscriber(void);
@@ -140,366 +116,9 @@ static _Atomic int g_foreign_paused; /* we paused for another client (not for tr
  * number its records from 1 again (see g_corr_base). */
 static _Atomic int g_foreign_finalized;
 
-#define BUF_BYTES (4u << 20)  /* per buffer: ~19k kernel records (216 bytes each), ~100k calls */
-#define MAX_BUFFERS 64u       /* bound on memory held for CUPTI: 256 MiB at most */
-/* The buffers (bufpool.h): reused, unless TRAINPROF_CUPTI_POOL=0 asks for one fresh buffer
- * per request (for benchmarks: the way before the pool). */
-static tprof_bufpool g_pool;
-/* Interval records whose start or end CUPTI did not know (CUPTI_TIMESTAMP_UNKNOWN, e.g. a
- * kernel still running when a forced flush took its buffer): counted, not recorded, so that
- * nothing is drawn at time zero. Reported as the metadata cupti.untimed_records. */
-static _Atomic uint64_t g_untimed;
-static tprof__meta_max g_untimed_meta = TPROF__META_MAX_INIT;
 
-static const char *const lib_names[] = {
-    "libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
-    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
-};
-
-#define MAPPED 4 /* mapped libcupti copies looked at */
-
-/* The libcupti this process already has (torch loads its own, under whatever version
- * suffix) is the one to use: two copies in one process would both try to own the activity
- * API. Of several mapped copies, the first of our API's major version; else the first, whose
- * version the caller then reports. */
-static void *open_cupti(char *which, size_t n) {
-    char mapped[MAPPED][256];
-    const int nmapped = tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], MAPPED);
-    /* pass 0: a copy of our major version; pass 1: the first one that opens */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < nmapped; i++) {
-            void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
-            if (!h) continue;
-            CUptiResult (*ver)(uint32_t *) =
-                (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
-            uint32_t v = 0;
-            if (pass ||
-                (ver && ver(&v) == CUPTI_SUCCESS && v / 10000 == CUPTI_API_VERSION / 10000)) {
-                snprintf(which, n, "%.200s (already loaded)", mapped[i]);
-                return h;
-            }
-            dlclose(h); /* RTLD_NOLOAD took a reference: give it back */
-        }
-    for (size_t i = 0; i < sizeof lib_names / sizeof *lib_names; i++) {
-        void *h = dlopen(lib_names[i], RTLD_NOW | RTLD_NOLOAD);
-        if (h) {
-            snprintf(which, n, "%s (already loaded)", lib_names[i]);
-            return h;
-        }
-    }
-    const char *env = tprof__env(TPROF__OPT_CUPTI_LIB);
-    if (env && *env) {
-        void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
-        if (h) snprintf(which, n, "%s", env);
-        return h;
-    }
-    for (size_t i = 0; i < sizeof lib_names / sizeof *lib_names; i++) {
-        void *h = dlopen(lib_names[i], RTLD_NOW | RTLD_GLOBAL);
-        if (h) {
-            snprintf(which, n, "%s", lib_names[i]);
-            return h;
-        }
-    }
-    return NULL;
-}
 
 static uint64_t CUPTIAPI timestamp_ns(void) { return tprof__now(); }
-
-/* ------------------------------------------------------------------ buffers */
-
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
-    *max_records = 0; /* fill it */
-    /* NULL when the bound is reached: CUPTI then drops records and counts them */
-    *buffer = tprof__bufpool_get(&g_pool);
-    *size = *buffer ? BUF_BYTES : 0;
-}
-
-static void emit_gpu(tprof__thread *t, uint16_t kind, const char *name, uint64_t start,
-                     const tprof_pl_gpu *pl) {
-    uint32_t size;
-    tprof_pl_gpu *dst;
-    if (name) {
-        dst = tprof__begin_named(t, kind, name, sizeof *dst, start, &size);
-    } else {
-        size = sizeof(tprof_rec) + sizeof *dst;
-        tprof_rec *r = tprof__reserve(t, size);
-        if (!r) return;
-        r->kind = kind;
-        r->size = (uint16_t)size;
-        r->arg = 0;
-        r->ts_ns = start;
-        dst = (tprof_pl_gpu *)(r + 1);
-    }
-    if (!dst) return;
-    *dst = *pl;
-    if (dst->correlation) {
-        /* unique within the file across attachments of CUPTI (g_corr_base) */
-        dst->correlation += atomic_load_explicit(&g_corr_base, memory_order_relaxed);
-        uint32_t m = atomic_load_explicit(&g_corr_max, memory_order_relaxed);
-        while (dst->correlation > m &&
-               !atomic_compare_exchange_weak_explicit(&g_corr_max, &m, dst->correlation,
-                                                      memory_order_relaxed, memory_order_relaxed)) {
-        }
-    }
-    tprof__commit(t, size);
-}
-
-static void emit_mem(tprof__thread *t, uint64_t ts, const tprof_pl_gpu_mem *pl) {
-    const uint32_t size = sizeof(tprof_rec) + sizeof *pl;
-    tprof_rec *r = tprof__reserve(t, size);
-    if (!r) return;
-    r->kind = TPROF_REC_GPU_MEMORY;
-    r->size = size;
-    r->arg = 0;
-    r->ts_ns = ts;
-    memcpy(r + 1, pl, sizeof *pl);
-    tprof__commit(t, size);
-}
-
-/* Name of a runtime API function as users know it ("cudaLaunchKernel", not CUPTI's
- * "cudaLaunchKernel_v7000"), interned by the ring like any name. */
-static const char *api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
-    static __thread char buf[128];
-    const char *n = NULL;
-    if (!F.cuptiGetCallbackName || F.cuptiGetCallbackName(domain, cbid, &n) != CUPTI_SUCCESS || !n)
-        return domain == CUPTI_CB_DOMAIN_DRIVER_API ? "cuda driver call" : "cuda runtime call";
-    snprintf(buf, sizeof buf, "%s", n);
-    char *v = strrchr(buf, '_');
-    if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9') *v = 0;
-    return buf;
-}
-
-/* CUDA context -> device, learned from kernel and copy records: a synchronisation record
- * names its context only. Slots hold (context id << 32) | (device + 1), 0 when free; written
- * once with compare-and-swap, so CUPTI's worker and a flushing thread may both learn. A
- * process has one primary context per device; 32 slots hold any node's GPUs. */
-#define CTX_SLOTS 32
-static _Atomic uint64_t g_ctx_dev[CTX_SLOTS];
-
-static void learn_context(uint32_t ctx, uint32_t dev) {
-    const uint64_t v = ((uint64_t)ctx << 32) | ((uint64_t)dev + 1);
-    for (size_t i = 0; i < CTX_SLOTS; i++) {
-        uint64_t cur = atomic_load_explicit(&g_ctx_dev[i], memory_order_relaxed);
-        if (cur >> 32 == ctx && cur) return;
-        if (!cur && atomic_compare_exchange_strong(&g_ctx_dev[i], &cur, v)) return;
-        if (cur >> 32 == ctx) return; /* another thread stored it first */
-    }
-}
-
-static uint32_t context_device(uint32_t ctx) {
-    for (size_t i = 0; i < CTX_SLOTS; i++) {
-        uint64_t cur = atomic_load_explicit(&g_ctx_dev[i], memory_order_relaxed);
-        if (!cur) break;
-        if (cur >> 32 == ctx) return (uint32_t)(cur & 0xffffffffu) - 1;
-    }
-    return TPROF_DEVICE_UNKNOWN;
-}
-
-/* The fields every device interval record of CUPTI shares, whatever its struct. */
-#define PLACE(pl, r)                      \
-    do {                                  \
-        (pl).end_ns = (r)->end;           \
-        (pl).device = (r)->deviceId;      \
-        (pl).stream = (r)->streamId;      \
-        (pl).correlation = (r)->correlationId; \
-    } while (0)
-
-/* A CUDA device as CUPTI describes it (one record per device, when CUDA starts): into the
- * rank file's metadata under cuda.<ordinal>.* (capture/cuda_devices.c). */
-static void describe_device(const CUpti_ActivityDevice5 *d) {
-    /* CUPTI may also describe GPUs that CUDA_VISIBLE_DEVICES hides: they have no ordinal in
-     * this process */
-    if (!d->isCudaVisible) return;
-    /* CUPTI's clock is in kHz, as the driver's attribute */
-    tprof__cuda_describe((unsigned)d->id, (const unsigned char *)d->uuid.bytes, d->name,
-                         (unsigned)d->numMultiprocessors, (unsigned long long)d->globalMemorySize,
-                         (unsigned)d->coreClockRate, (unsigned)d->computeCapabilityMajor,
-                         (unsigned)d->computeCapabilityMinor);
-    /* a MIG device: CUPTI gives its own UUID (migUuid) beside its GPU's (uuid); the report
-     * joins it to NVML's GPU through either (NVML reports power and energy per GPU only) */
-    if (d->isMigEnabled && memcmp(d->migUuid.bytes, d->uuid.bytes, sizeof d->uuid.bytes))
-        tprof__cuda_describe_mig((unsigned)d->id, (const unsigned char *)d->migUuid.bytes,
-                                 (const unsigned char *)d->uuid.bytes);
-}
-
-/* What an overhead record says CUPTI (or the driver) spent the time on. */
-static const char *overhead_name(CUpti_ActivityOverheadKind k) {
-    switch (k) {
-    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "driver JIT compilation";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "CUPTI buffer flush";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "CUPTI instrumentation";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "CUPTI resource";
-    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING: return "module loading";
-    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "lazy function loading";
-    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "command buffer full";
-    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "CUPTI activity buffer request";
-    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "UVM activity init";
-    default: return "CUPTI overhead";
-    }
-}
-
-/* An interval record's times are unusable: one is unknown (0) or the end precedes the start. */
-#define UNTIMED(r)                                                                   \
-    ((r)->start == CUPTI_TIMESTAMP_UNKNOWN || (r)->end == CUPTI_TIMESTAMP_UNKNOWN || \
-     (r)->end < (r)->start)
-
-/* One CUPTI record into t's ring. Returns 0, or 1 when it was left out for unknown times. */
-static int translate(tprof__thread *t, const CUpti_Activity *rec) {
-    tprof_pl_gpu pl;
-    memset(&pl, 0, sizeof pl);
-    switch (rec->kind) {
-    case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-        const CUpti_ActivityKernel10 *k = (const void *)rec;
-        if (UNTIMED(k)) return 1;
-        PLACE(pl, k);
-        learn_context(k->contextId, k->deviceId);
-        pl.graph = k->graphId;
-        emit_gpu(t, TPROF_REC_GPU_KERNEL, k->name ? k->name : "(unnamed kernel)", k->start, &pl);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const CUpti_ActivityMemcpy6 *m = (const void *)rec;
-        if (UNTIMED(m)) return 1;
-        PLACE(pl, m);
-        learn_context(m->contextId, m->deviceId);
-        pl.bytes = m->bytes;
-        pl.kind = m->copyKind;
-        pl.graph = m->graphId;
-        emit_gpu(t, TPROF_REC_GPU_MEMCPY, NULL, m->start, &pl);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-        const CUpti_ActivityMemcpyPtoP4 *m = (const void *)rec;
-        if (UNTIMED(m)) return 1;
-        PLACE(pl, m);
-        pl.bytes = m->bytes;
-        pl.kind = m->copyKind;
-        emit_gpu(t, TPROF_REC_GPU_MEMCPY, NULL, m->start, &pl);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const CUpti_ActivityMemset4 *m = (const void *)rec;
-        if (UNTIMED(m)) return 1;
-        PLACE(pl, m);
-        pl.bytes = m->bytes;
-        emit_gpu(t, TPROF_REC_GPU_MEMSET, NULL, m->start, &pl);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMORY2: {
-        const CUpti_ActivityMemory4 *m = (const void *)rec;
-        if (m->timestamp == CUPTI_TIMESTAMP_UNKNOWN) return 1;
-        tprof_pl_gpu_mem mp = {m->address, m->bytes, m->deviceId,
-                               (uint32_t)m->memoryOperationType, (uint32_t)m->memoryKind,
-                               m->streamId};
-        emit_mem(t, m->timestamp, &mp);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-        const CUpti_ActivitySynchronization2 *sy = (const void *)rec;
-        if (UNTIMED(sy)) return 1;
-        pl.end_ns = sy->end;
-        pl.device = context_device(sy->contextId); /* CUPTI names the context only */
-        pl.stream = sy->streamId;
-        pl.correlation = sy->correlationId;
-        pl.kind = (uint32_t)sy->type;
-        emit_gpu(t, TPROF_REC_GPU_SYNC, NULL, sy->start, &pl);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_DEVICE:
-        describe_device((const CUpti_ActivityDevice5 *)(const void *)rec);
-        break;
-    case CUPTI_ACTIVITY_KIND_OVERHEAD: { /* CUPTI's own work, and the driver's it reports */
-        const CUpti_ActivityOverhead3 *o = (const void *)rec;
-        if (UNTIMED(o)) return 1;
-        pl.end_ns = o->end;
-        pl.kind = (uint32_t)o->overheadKind;
-        pl.correlation = o->correlationId;
-        pl.device = TPROF_DEVICE_UNKNOWN;
-        if (o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) pl.os_tid = o->objectId.pt.threadId;
-        else if (o->objectKind == CUPTI_ACTIVITY_OBJECT_DEVICE ||
-                 o->objectKind == CUPTI_ACTIVITY_OBJECT_CONTEXT ||
-                 o->objectKind == CUPTI_ACTIVITY_OBJECT_STREAM)
-            pl.device = o->objectId.dcs.deviceId;
-        emit_gpu(t, TPROF_REC_GPU_OVERHEAD, overhead_name(o->overheadKind), o->start, &pl);
-        break;
-    }
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-        const CUpti_ActivityAPI *a = (const void *)rec;
-        if (UNTIMED(a)) return 1;
-        pl.end_ns = a->end;
-        pl.correlation = a->correlationId;
-        pl.kind = (uint32_t)a->cbid;
-        pl.os_tid = a->threadId;
-        emit_gpu(t, TPROF_REC_GPU_API,
-                 api_name(rec->kind == CUPTI_ACTIVITY_KIND_DRIVER ? CUPTI_CB_DOMAIN_DRIVER_API
-                                                                  : CUPTI_CB_DOMAIN_RUNTIME_API,
-                          (uint32_t)a->cbid),
-                 a->start, &pl);
-        break;
-    }
-    default:
-        break; /* others: not recorded */
-    }
-    return 0;
-}
-
-/* Memory CUPTI hands to the client with a record (cupti_activity.h: "Client is responsible
- * for freeing this memory"): a device record's name, an overhead record's details. After
- * translate, and for records not translated (no session). */
-static void release_record(const CUpti_Activity *rec) {
-    if (rec->kind == CUPTI_ACTIVITY_KIND_DEVICE)
-        free((void *)((const CUpti_ActivityDevice5 *)(const void *)rec)->name);
-    else if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
-        free(((const CUpti_ActivityOverhead3 *)(const void *)rec)->overheadData);
-}
-
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-                                      size_t valid) {
-    (void)ctx;
-    (void)size;
-    (void)stream;
-    tprof__thread *t = atomic_load(&g_active) ? tprof__thread_get() : NULL;
-    if (t && buffer) {
-        CUpti_Activity *rec = NULL;
-        /* a buffer holds up to ~100k records, more than the ring takes at once: before each
-         * record, make sure 64 KiB are free, waiting for the flusher if not; one wait that
-         * times out (200 ms) ends the waiting for this buffer, so a stuck flusher costs
-         * each buffer at most that, and the rest drops as counted drops */
-        int may_wait = 1;
-        uint64_t untimed = 0;
-        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-            if (may_wait && !tprof__ring_wait_room(t, 64u << 10, 200)) may_wait = 0;
-            untimed += (uint64_t)translate(t, rec);
-            release_record(rec);
-        }
-        if (untimed) /* two threads may flush at once: the larger total is the one left */
-            tprof__set_meta_max(&g_untimed_meta, "cupti.untimed_records",
-                                atomic_fetch_add(&g_untimed, untimed) + untimed);
-        size_t dropped = 0;
-        if (F.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped) {
-            uint64_t total = atomic_fetch_add(&g_cupti_dropped, dropped) + dropped;
-            const uint32_t sz = sizeof(tprof_rec) + sizeof(tprof_pl_u64);
-            tprof_rec *r = tprof__reserve(t, sz);
-            if (r) {
-                r->kind = TPROF_REC_GPU_DROPS;
-                r->size = sz;
-                r->arg = 0;
-                r->ts_ns = tprof__now();
-                ((tprof_pl_u64 *)(r + 1))->value = total;
-                tprof__commit(t, sz);
-            }
-        }
-    } else if (buffer) { /* nothing to record into: still give back what CUPTI handed over */
-        CUpti_Activity *rec = NULL;
-        while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
-            release_record(rec);
-    }
-    /* back for the next request; a buffer of a client that held CUPTI during a pause is
-     * left to its owner */
-    tprof__bufpool_put(&g_pool, buffer);
-}
 
 /* ------------------------------------------------------------------ set-up */
 
@@ -526,56 +145,7 @@ static int kind_wanted(const char *list, const char *name) {
     return 0;
 }
 
-/* The runtime calls recorded by default: those that put work on the GPU, wait for it or
- * allocate its memory, matched by name prefix ("cudaLaunchKernel_v7000" has the prefix
- * "cudaLaunch"). The analysis needs no other: launches tie GPU work to its step and thread by
- * correlation id, synchronisations and blocking copies are host waits (analysis/gpu.c,
- * breakdown.c). Everything else torch calls per op is a query (cudaGetDevice alone ~250 per
- * GPT-2 step, capture-state and error checks, attribute queries), and each recorded call
- * costs CUPTI a timestamp pair and a record. TRAINPROF_CUPTI_CALLS=all records every call
- * but the queries in quiet_calls below, as Nsight's CUDA API trace does. */
-static const char *const work_calls[] = {
-    "cudaLaunch",           "cudaGraphLaunch",     "cudaMemcpy",            "cudaMemset",
-    "cudaMalloc",           "cudaFree",            "cudaHostAlloc",         "cudaHostRegister",
-    "cudaHostUnregister",   "cudaMemPrefetch",     "cudaDeviceSynchronize", "cudaStreamSynchronize",
-    "cudaEventSynchronize", "cudaStreamWaitEvent", "cudaThreadSynchronize",
-};
 
-/* With TRAINPROF_CUPTI_CALLS=all: every runtime call but these queries. */
-static const CUpti_CallbackId quiet_calls[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_ptsz_v10000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
-    CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveBlocksPerMultiprocessor_v6000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveClusters_v11070,
-    CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPoint_v11030,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPointByVersion_v12050,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaDriverGetVersion_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaRuntimeGetVersion_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
-};
-
-static int is_work_call(const char *name) {
-    for (size_t i = 0; name && i < sizeof work_calls / sizeof *work_calls; i++)
-        if (!strncmp(name, work_calls[i], strlen(work_calls[i]))) return 1;
-    return 0;
-}
-
-static const char *result(CUptiResult r) {
-    const char *s = NULL;
-    if (F.cuptiGetResultString) F.cuptiGetResultString(r, &s);
-    return s ? s : "unknown CUPTI error";
-}
 
 /* Capability statuses that start with "unavailable" or "off" mean "not captured" to the
  * report (tprof__capability). */
@@ -614,7 +184,7 @@ int InitializeInjection(void) {
         return 1;
     }
     char which[256] = "";
-    void *h = open_cupti(which, sizeof which);
+    void *h = tprof__cupti_open(which, sizeof which);
     if (!h) {
         unavailable("no libcupti found (set TRAINPROF_CUPTI_LIB)");
         return 1;
@@ -639,16 +209,17 @@ int InitializeInjection(void) {
     }
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     const char *pool = tprof__env(TPROF__OPT_CUPTI_POOL);
-    tprof__bufpool_init(&g_pool, BUF_BYTES, MAX_BUFFERS, !(pool && !strcmp(pool, "0")));
+    tprof__cupti_pool_init(!(pool && !strcmp(pool, "0")));
     /* a client that came first keeps CUPTI (its clock, its buffers, its subscriber) */
     const int early = atomic_load(&g_foreign_early);
     if (!early && F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
     CUptiResult r = early ? CUPTI_SUCCESS
-                          : F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+                          : register_ours();
     if (r != CUPTI_SUCCESS) {
         char why[200];
-        snprintf(why, sizeof why, "another CUPTI client holds the activity API (%s)", result(r));
+        snprintf(why, sizeof why, "another CUPTI client holds the activity API (%s)",
+                 tprof__cupti_result(r));
         unavailable(why);
         return 1;
     }
@@ -679,7 +250,7 @@ int InitializeInjection(void) {
         g_drv_mode = how && !strcmp(how, "activity") ? DRV_ACTIVITY : DRV_CALLBACK;
         for (size_t i = 0; i < NDRV; i++)
             snprintf(g_drv_names[i], sizeof g_drv_names[i], "%s",
-                     api_name(CUPTI_CB_DOMAIN_DRIVER_API, drv_launches[i]));
+                     tprof__cupti_api_name(CUPTI_CB_DOMAIN_DRIVER_API, drv_launches[i]));
         enabled++;
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%sdriver", l ? "," : "");
@@ -714,7 +285,7 @@ int InitializeInjection(void) {
     g_want = on_now;
     if (on_now && !g_paused) enable_chosen(1);
     pthread_mutex_unlock(&g_pause_lock);
-    const char *bufs = g_pool.reuse ? "buffers reused" : "a fresh buffer per request";
+    const char *bufs = tprof__cupti_pool_reuse() ? "buffers reused" : "a fresh buffer per request";
     char status[640];
     if (tprof__kwin_active())
         snprintf(status, sizeof status,
@@ -732,23 +303,7 @@ int InitializeInjection(void) {
 /* Per-call filters, applied after the kinds are enabled: the runtime calls that only add
  * noise stay out, and driver records (when chosen) are kept for launches only. */
 static void apply_api_filters(void) {
-    if (F.cuptiActivityEnableRuntimeApi) {
-        const char *calls = tprof__env(TPROF__OPT_CUPTI_CALLS);
-        if ((calls && !strcmp(calls, "all")) || !F.cuptiGetCallbackName) {
-            for (size_t i = 0; i < sizeof quiet_calls / sizeof *quiet_calls; i++)
-                F.cuptiActivityEnableRuntimeApi(quiet_calls[i], 0);
-        } else {
-            /* past the ids of the headers we were built with, as long as the libcupti
-             * loaded (it may be newer) names them */
-            for (CUpti_CallbackId cb = 1; cb < 4096; cb++) {
-                const char *n = NULL;
-                if (F.cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cb, &n) != CUPTI_SUCCESS)
-                    n = NULL;
-                if (!n && cb >= CUPTI_RUNTIME_TRACE_CBID_SIZE) break;
-                F.cuptiActivityEnableRuntimeApi(cb, (uint8_t)is_work_call(n));
-            }
-        }
-    }
+    tprof__cupti_runtime_filter(tprof__env(TPROF__OPT_CUPTI_CALLS));
     if (!g_drv_act_on || !F.cuptiActivityEnableDriverApi) return;
     for (CUpti_CallbackId cb = 1; cb < CUPTI_DRIVER_TRACE_CBID_SIZE; cb++) {
         int on = 0;
@@ -817,7 +372,7 @@ static void driver_launch_callback(CUpti_CallbackId cbid, const CUpti_CallbackDa
     pl.correlation = cb->correlationId;
     pl.kind = (uint32_t)cbid;
     pl.os_tid = t->os_tid;
-    emit_gpu(t, TPROF_REC_GPU_API, g_drv_names[i], start, &pl);
+    tprof__cupti_emit_gpu(t, TPROF_REC_GPU_API, g_drv_names[i], start, &pl);
 }
 
 /* Turns the chosen kinds on or off; off flushes what CUPTI holds (the window's last
@@ -840,17 +395,17 @@ static void enable_chosen(int on) {
 static int reattach(void) {
     if (F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
-    CUptiResult r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult r = register_ours();
     if (r != CUPTI_SUCCESS) {
         tprof__log(TPROF_LOG_WARN, "GPU activity capture stays off: CUPTI could not be attached "
-                   "again (%s)", result(r));
+                   "again (%s)", tprof__cupti_result(r));
         return -1;
     }
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
     atomic_store(&g_enabled, 0);
     atomic_store(&g_detach, DETACH_NO);
-    atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+    tprof__cupti_corr_rebase();
     atomic_store(&g_foreign_finalized, 0);
     oom_subscribe(); /* the subscriber went with the detach */
     tprof__log(TPROF_LOG_INFO, "CUPTI attached again");
@@ -910,7 +465,8 @@ static void oom_subscribe(void) {
     CUptiResult r = hold_subscriber();
     if (r != CUPTI_SUCCESS) {
         if (!said++)
-            tprof__log(TPROF_LOG_INFO, "failed device allocations not seen: %s", result(r));
+            tprof__log(TPROF_LOG_INFO, "failed device allocations not seen: %s",
+                       tprof__cupti_result(r));
         return;
     }
     oom_callbacks(1);
@@ -934,7 +490,8 @@ static void detach_now(void) {
         CUptiResult r = F.cuptiFinalize();
         atomic_store(&g_detach, r == CUPTI_SUCCESS ? DETACH_DONE : DETACH_NO);
         if (r != CUPTI_SUCCESS) {
-            tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+            tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s",
+                       tprof__cupti_result(r));
         } else {
             /* detached: the subscriber went with CUPTI */
             atomic_store(&g_oom_cbs, 0);
@@ -957,7 +514,8 @@ static void ask_detach(void) {
     CUptiResult r = hold_subscriber();
     if (r != CUPTI_SUCCESS) {
         if (!said++)
-            tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s", result(r));
+            tprof__log(TPROF_LOG_WARN, "CUPTI stays attached between windows: %s",
+                       tprof__cupti_result(r));
         return;
     }
     atomic_store(&g_detach, DETACH_ASKED);
@@ -1044,11 +602,11 @@ int tprof_gpu_capture_resume(void) {
          * CUPTI down at its end: ours go back in, with our clock */
         if (F.cuptiActivityRegisterTimestampCallback)
             F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
-        r = F.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        r = register_ours();
         /* the other client finalized CUPTI during the pause: this attachment's ids may start
          * over, and every record of ours of the last one was delivered at the pause */
         if (r == CUPTI_SUCCESS && atomic_exchange(&g_foreign_finalized, 0))
-            atomic_store(&g_corr_base, atomic_load(&g_corr_max));
+            tprof__cupti_corr_rebase();
         /* the thread ids are the process's setting, which the other client may have changed
          * or its finalize reset: ours (the system's, as our CPU records') again */
         if (r == CUPTI_SUCCESS && F.cuptiSetThreadIdType)
@@ -1082,7 +640,7 @@ int tprof_gpu_capture_resume(void) {
         tprof__set_meta("gpu_capture.paused_since_ns", "");
         tprof__log(TPROF_LOG_INFO, "GPU activity capture resumed");
     } else {
-        tprof__log(TPROF_LOG_WARN, "GPU activity capture stays paused: %s", result(r));
+        tprof__log(TPROF_LOG_WARN, "GPU activity capture stays paused: %s", tprof__cupti_result(r));
     }
     return rc;
 }
@@ -1126,8 +684,9 @@ static void *next_cupti(_Atomic(void *) *cache, const char *name, void *bound) {
     f = dlsym(RTLD_NEXT, name);
     if (!f) f = bound;
     if (!f) {
-        char mapped[MAPPED][256];
-        const int n = tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], MAPPED);
+        char mapped[TPROF__CUPTI_MAPPED][256];
+        const int n =
+            tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], TPROF__CUPTI_MAPPED);
         for (int i = 0; i < n && !f; i++) {
             void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
             if (h && !(f = dlsym(h, name))) dlclose(h);
@@ -1216,7 +775,7 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     CUptiResult r;
     int was = FOREIGN_NONE, claim = CLAIM_NONE;
     /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
-    if (req != buffer_requested && req && done) claim = foreign_claims(&was);
+    if (req != tprof__cupti_buffer_requested && req && done) claim = foreign_claims(&was);
     FORWARD(cuptiActivityRegisterCallbacks, (req, done));
     if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
     return r;
@@ -1378,6 +937,8 @@ static uint64_t cupti_tick(int final) {
 }
 
 /* Recording, or about to: from the moment the driver called InitializeInjection. */
+int tprof__cupti_delivering(void) { return atomic_load(&g_active); }
+
 static int cupti_active(void) { return atomic_load(&g_active) || atomic_load(&g_starting); }
 
 /* At shutdown: ask CUPTI to hand back what it holds (called before the final flush). */
