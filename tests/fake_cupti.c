@@ -144,6 +144,11 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     g_forced += (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
     return CUPTI_SUCCESS;
 }
+EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *v) {
+    ATTACH();
+    (void)a;
+    return size && v ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
 EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t ms) {
     ATTACH();
     (void)ms;

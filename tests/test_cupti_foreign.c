@@ -62,7 +62,14 @@ static void foreign_body(void) {
     CHECK(deliver(2, 0, g_t0) != 0, 113);
     tprof_step_end(0);
     tprof_step_begin(1);
-    /* the other client starts: ours flushed and paused, its callbacks registered */
+    /* the other client starts by sizing CUPTI's buffers: ours flushed and paused before that
+     * reaches CUPTI; then its callbacks registered */
+    fake_int_fn forced = fake_fn(h, "fake_cupti_forced");
+    int forced_before = forced();
+    size_t bytes = 8u << 20, sz = sizeof bytes;
+    CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &bytes) ==
+              CUPTI_SUCCESS, 125);
+    CHECK(enabled() == 1 && forced() > forced_before && regs() == 1, 126);
     CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 114);
     CHECK(enabled() == 1 && subs() == 0 && regs() == 2, 115);
     CHECK(tprof_gpu_capture_pause() == TPROF_ERR_ALREADY, 116);

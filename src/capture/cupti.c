@@ -670,31 +670,6 @@ static uint64_t steps_begun(void) {
     return tprof__kwin_progress(&step, &ns) == 0 ? step + 1 : 0;
 }
 
-/* libcupti's function of that name, for a call of the program's: the next definition after
- * ours in the lookup order; else the one bound from the libcupti we loaded; else the program's
- * own copy among those mapped. The program's copy is often private to the library that uses
- * it (torch's, a dependency of an extension Python loaded with RTLD_LOCAL): RTLD_NEXT searches
- * the global scope only, and with TRAINPROF_CUPTI=0, no session, or a client that calls
- * before the driver started our CUPTI, nothing is bound yet; the call must still reach
- * libcupti. The answer is kept (once found, in *cache); the mapped copy's reference is kept
- * too, so that the function stays mapped. NULL: no libcupti in the process. */
-static void *next_cupti(_Atomic(void *) *cache, const char *name, void *bound) {
-    void *f = atomic_load_explicit(cache, memory_order_acquire);
-    if (f) return f;
-    f = dlsym(RTLD_NEXT, name);
-    if (!f) f = bound;
-    if (!f) {
-        char mapped[TPROF__CUPTI_MAPPED][256];
-        const int n =
-            tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], TPROF__CUPTI_MAPPED);
-        for (int i = 0; i < n && !f; i++) {
-            void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
-            if (h && !(f = dlsym(h, name))) dlclose(h);
-        }
-    }
-    if (f) atomic_store_explicit(cache, f, memory_order_release);
-    return f;
-}
 
 /* The forwarded call: libcupti's answer, or CUPTI_ERROR_NOT_INITIALIZED where the process has
  * no libcupti (what the program's call could not have reached either). */
@@ -702,7 +677,7 @@ static void *next_cupti(_Atomic(void *) *cache, const char *name, void *bound) {
     do {                                                                                   \
         static _Atomic(void *) cache_;                                                     \
         __typeof__(&name) real_;                                                           \
-        *(void **)&real_ = next_cupti(&cache_, #name, *(void **)&F.name);                  \
+        *(void **)&real_ = tprof__cupti_next(&cache_, #name, *(void **)&F.name);                  \
         r = real_ ? real_ args : CUPTI_ERROR_NOT_INITIALIZED;                              \
     } while (0)
 
@@ -777,6 +752,23 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
     if (req != tprof__cupti_buffer_requested && req && done) claim = foreign_claims(&was);
     FORWARD(cuptiActivityRegisterCallbacks, (req, done));
+    if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
+    return r;
+}
+
+/* A client sizing CUPTI's buffers is about to register (Kineto sets the device buffer size and
+ * pool limit, then registers: libkineto's CuptiActivityApi); CUPTI applies that to the records
+ * still pending in the device buffers, and on an H200 trainprof's records of the steps before
+ * the hand-over then came back without their times when only the registration paused it. So
+ * the claim (our records flushed first) comes at the first of these calls. */
+TPROF_API CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr,
+                                                         size_t *size, void *value);
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *size,
+                                               void *value) {
+    CUptiResult r;
+    int was = FOREIGN_NONE, claim = CLAIM_NONE;
+    if (atomic_load(&g_foreign) == FOREIGN_NONE) claim = foreign_claims(&was);
+    FORWARD(cuptiActivitySetAttribute, (attr, size, value));
     if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
     return r;
 }
@@ -927,8 +919,10 @@ static uint64_t cupti_tick(int final) {
     int st = atomic_load(&g_foreign);
     if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;
     int stepped = steps_begun() > atomic_load(&g_foreign_end_step);
-    int quiet = tprof__now() - atomic_load(&g_foreign_end_ns) > 5000000000ull;
-    if (!(stepped && st == FOREIGN_DONE) && !quiet) return 0;
+    uint64_t now = tprof__now();
+    int quiet = now - atomic_load(&g_foreign_end_ns) > 5000000000ull;
+    /* waiting for the step: passes every 2 ms until then, so that short steps lose few */
+    if (!(stepped && st == FOREIGN_DONE) && !quiet) return now + 2000000;
     atomic_store(&g_foreign, FOREIGN_NONE);
     if (atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK)
         tprof__log(TPROF_LOG_INFO, "the other CUPTI client's window ended: GPU activity "

@@ -138,3 +138,29 @@ void tprof__cupti_runtime_filter(const char *calls) {
         F.cuptiActivityEnableRuntimeApi(cb, (uint8_t)is_work_call(n));
     }
 }
+
+/* libcupti's function of that name, for a call of the program's: the next definition after
+ * ours in the lookup order; else the one bound from the libcupti we loaded; else the program's
+ * own copy among those mapped. The program's copy is often private to the library that uses
+ * it (torch's, a dependency of an extension Python loaded with RTLD_LOCAL): RTLD_NEXT searches
+ * the global scope only, and with TRAINPROF_CUPTI=0, no session, or a client that calls
+ * before the driver started our CUPTI, nothing is bound yet; the call must still reach
+ * libcupti. The answer is kept (once found, in *cache); the mapped copy's reference is kept
+ * too, so that the function stays mapped. NULL: no libcupti in the process. */
+void *tprof__cupti_next(_Atomic(void *) *cache, const char *name, void *bound) {
+    void *f = atomic_load_explicit(cache, memory_order_acquire);
+    if (f) return f;
+    f = dlsym(RTLD_NEXT, name);
+    if (!f) f = bound;
+    if (!f) {
+        char mapped[TPROF__CUPTI_MAPPED][256];
+        const int n =
+            tprof__mapped("libcupti.so", mapped[0], sizeof mapped[0], TPROF__CUPTI_MAPPED);
+        for (int i = 0; i < n && !f; i++) {
+            void *h = dlopen(mapped[i], RTLD_NOW | RTLD_NOLOAD);
+            if (h && !(f = dlsym(h, name))) dlclose(h);
+        }
+    }
+    if (f) atomic_store_explicit(cache, f, memory_order_release);
+    return f;
+}

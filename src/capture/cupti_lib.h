@@ -31,7 +31,8 @@
     X(cuptiUnsubscribe)                                                                  \
     X(cuptiEnableDomain)                                                                 \
     X(cuptiEnableCallback)                                                               \
-    X(cuptiFinalize)
+    X(cuptiFinalize)                                                                     \
+    X(cuptiActivitySetAttribute)
 
 typedef struct tprof__cupti_fns {
 #define CUPTI_FN_PTR(name) __typeof__(&name) name;
@@ -46,6 +47,10 @@ extern tprof__cupti_fns tprof__cupti_fn;
 #define TPROF__CUPTI_MAPPED 4 /* mapped libcupti copies looked at */
 /* The libcupti to use (its handle, or NULL), named in `which`. */
 void *tprof__cupti_open(char *which, size_t n);
+/* libcupti's function `name` for a call the program made to ours (cupti.c defines a few
+ * CUPTI functions to see another client's calls): the next definition in the lookup order,
+ * else `bound`, else one of the mapped copies; kept in *cache; NULL: no libcupti. */
+void *tprof__cupti_next(_Atomic(void *) *cache, const char *name, void *bound);
 /* CUPTI's name of a result, never NULL. */
 const char *tprof__cupti_result(CUptiResult r);
 /* The runtime calls recorded, after CUPTI's RUNTIME kind is enabled: `calls` "all" (every call
