@@ -82,7 +82,8 @@ static _Atomic int g_oom_cbs; /* the allocation callbacks are enabled on g_sub *
 /* Driver-API launches (the kind "driver": cuBLASLt, Triton and CUTLASS launch through the
  * driver API). CUPTI's DRIVER activity kind traces every driver call, and the per-call filter
  * only drops the records: on Megatron-LM's launch-bound configuration a window with it cost
- * x1.33 per step against x1.17 without it (bench/megatron_capture_cost.py, in-run). So by
+ * x1.34 per step against x1.23 with callbacks (bench/results/megatron_window_kinds_h200.txt,
+ * in-run medians). So by
  * default the launches are taken from callbacks on the launch calls alone, on our one
  * subscriber, and written as the same API records: the callback's correlation id is the one
  * CUPTI gives the launched kernel's record (cupti_callbacks.h, CUpti_CallbackData::
