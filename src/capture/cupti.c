@@ -11,8 +11,11 @@
  * CUPTI fills buffers we hand out (a bounded number); its worker thread returns them to
  * bufferCompleted, which turns each record into one of our records in that thread's ring.
  *
- * One process has one CUPTI activity client: if another one (Nsight, torch.profiler) holds
- * CUPTI when we start, registration fails and we back off with one line. CUPTI's vendor
+ * One process has one CUPTI activity client: if another one (Nsight) holds CUPTI when we
+ * start, registration fails and we back off with one line; a client of the program's own
+ * (torch.profiler's Kineto) is followed through our definitions of its CUPTI calls and gets
+ * CUPTI for its window ("another CUPTI client" below). cupti_lib.c finds and binds libcupti,
+ * cupti_records.c owns the buffers and translates the records. CUPTI's vendor
  * library is never linked: dlopen + dlsym, with the prototypes from the CUDA headers we
  * were built with (this file is compiled only when they exist).
  */
