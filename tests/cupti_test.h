@@ -67,6 +67,18 @@ static CHILD_UNUSED const char *status_of(const tp_run *run) {
 }
 
 typedef int (*fake_int_fn)(void);
+/* The correlation ids of p's kernels in start order, the first `max` of them into out;
+ * returns how many kernels p has. */
+static CHILD_UNUSED size_t kernel_corrs(const tp_process *p, uint32_t *out, size_t max) {
+    size_t n = 0;
+    for (size_t k = 0; k < p->ngpu; k++)
+        if (p->gpu[k].type == TPROF_REC_GPU_KERNEL) {
+            if (n < max) out[n] = p->gpu[k].correlation;
+            n++;
+        }
+    return n;
+}
+
 static CHILD_UNUSED fake_int_fn fake_fn(void *h, const char *name) {
     fake_int_fn f;
     *(void **)&f = dlsym(h, name);

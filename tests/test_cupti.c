@@ -279,8 +279,7 @@ static void test_detach(void **state) {
         tp_run run;
         load(&run);
         const tp_process *p = &run.procs[0];
-        size_t kernels = 0;
-        for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+        size_t kernels = kernel_corrs(p, NULL, 0);
         assert_int_equal(kernels, 3); /* the window's, whether detached or not */
         tp_run_free(&run);
     }
@@ -417,8 +416,7 @@ static void test_plan(void **state) {
     if (!strstr(status_of(&run),
                 "activity capture in the steps of the capture plan 2-3/5: 9 kinds"))
         fail_msg("capability.cupti: %s", status_of(&run));
-    size_t kernels = 0;
-    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    size_t kernels = kernel_corrs(p, NULL, 0);
     assert_int_equal(kernels, 3); /* one per window, re-attached or not */
     /* three windows, in order, each between its steps' begin records */
     const char *w = tp_meta(p, "gpu_capture.windows");

@@ -129,8 +129,7 @@ static void test_foreign_client(void **state) {
     tp_run run;
     load(&run);
     const tp_process *p = &run.procs[0];
-    size_t kernels = 0;
-    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    size_t kernels = kernel_corrs(p, NULL, 0);
     assert_int_equal(kernels, 3); /* before and after the other client's window */
     const char *why = tp_meta(p, "gpu_capture.pause_reason"),
                *pauses = tp_meta(p, "gpu_capture.pauses");
@@ -147,8 +146,7 @@ static void test_foreign_client(void **state) {
     in_child(foreign_early_body);
     load(&run);
     p = &run.procs[0];
-    kernels = 0;
-    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    kernels = kernel_corrs(p, NULL, 0);
     assert_int_equal(kernels, 2);
     why = tp_meta(p, "gpu_capture.pause_reason");
     pauses = tp_meta(p, "gpu_capture.pauses");
@@ -216,9 +214,7 @@ static void test_foreign_finalize(void **state) {
     load(&run);
     const tp_process *p = &run.procs[0];
     uint32_t corr[8];
-    size_t n = 0;
-    for (size_t k = 0; k < p->ngpu; k++)
-        if (p->gpu[k].type == TPROF_REC_GPU_KERNEL && n < 8) corr[n++] = p->gpu[k].correlation;
+    size_t n = kernel_corrs(p, corr, 8);
     assert_int_equal(n, 4);
     /* in start order: 1, 2 before; CUPTI's 1 after each re-attach, as 3 and 4 */
     for (size_t k = 0; k < n; k++) assert_int_equal(corr[k], k + 1);
@@ -279,10 +275,8 @@ static void test_finalize_in_our_call(void **state) {
     load(&run);
     const tp_process *p = &run.procs[0];
     uint32_t corr[4];
-    size_t n = 0;
-    for (size_t k = 0; k < p->ngpu; k++)
-        if (p->gpu[k].type == TPROF_REC_GPU_KERNEL && n < 4) corr[n++] = p->gpu[k].correlation;
-    assert_int_equal(n, 2); /* both windows' kernels, with distinct correlation ids */
+    /* both windows' kernels, with distinct correlation ids */
+    assert_int_equal(kernel_corrs(p, corr, 4), 2);
     assert_int_equal(corr[0], 1);
     assert_int_equal(corr[1], 2);
     tp_run_free(&run);
@@ -420,8 +414,7 @@ static void test_foreign_racing_start(void **state) {
     tp_run run;
     load(&run);
     const tp_process *p = &run.procs[0];
-    size_t kernels = 0;
-    for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+    size_t kernels = kernel_corrs(p, NULL, 0);
     assert_int_equal(kernels, 2);
     const char *why = tp_meta(p, "gpu_capture.pause_reason");
     assert_non_null(why);
@@ -473,8 +466,7 @@ static void test_foreign_refused(void **state) {
         tp_run run;
         load(&run);
         const tp_process *p = &run.procs[0];
-        size_t kernels = 0;
-        for (size_t k = 0; k < p->ngpu; k++) kernels += p->gpu[k].type == TPROF_REC_GPU_KERNEL;
+        size_t kernels = kernel_corrs(p, NULL, 0);
         assert_int_equal(kernels, 2);
         assert_null(tp_meta(p, "gpu_capture.paused_since_ns") &&
                             *tp_meta(p, "gpu_capture.paused_since_ns")
