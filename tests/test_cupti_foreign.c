@@ -121,6 +121,40 @@ static void foreign_early_body(void) {
     tprof_step_end(1);
 }
 
+/* A program that only sizes CUPTI's buffers and never registers: the claim made at the sizing
+ * is undone 2 s later, capture back with our own callbacks. */
+static void sizing_only_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 230);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 231);
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"),
+                regs = fake_fn(h, "fake_cupti_registers");
+    CHECK(enabled && regs, 232);
+    size_t bytes = 8u << 20, sz = sizeof bytes;
+    CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &bytes) ==
+              CUPTI_SUCCESS, 233);
+    CHECK(enabled() == 1 && regs() == 1, 234); /* paused for the client to come */
+    for (int i = 0; i < 400 && regs() < 2; i++) usleep(10000);
+    CHECK(regs() == 2 && enabled() == 9, 235); /* none came: ours again */
+}
+
+static void test_sizing_only(void **state) {
+    (void)state;
+    fresh_dir("sizing-only");
+    in_child(sizing_only_body);
+    tp_run run;
+    load(&run);
+    const char *pauses = tp_meta(&run.procs[0], "gpu_capture.pauses");
+    unsigned long long a = 0, b = 0;
+    assert_non_null(pauses);
+    assert_int_equal(sscanf(pauses, "%llu-%llu", &a, &b), 2);
+    assert_true(b - a >= 1900000000ull); /* the 2 s the claim waited */
+    tp_run_free(&run);
+}
+
 static void test_foreign_client(void **state) {
     (void)state;
     fresh_dir("foreign");
@@ -518,6 +552,7 @@ static void test_foreign_private_cupti(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_foreign_client),
+        cmocka_unit_test(test_sizing_only),
         cmocka_unit_test(test_foreign_finalize),
         cmocka_unit_test(test_finalize_in_our_call),
         cmocka_unit_test(test_forked_child),

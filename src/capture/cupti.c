@@ -126,28 +126,6 @@ static uint64_t CUPTIAPI timestamp_ns(void) { return tprof__now(); }
 
 /* ------------------------------------------------------------------ set-up */
 
-/* What TRAINPROF_CUPTI_KINDS may name (default: all of them). */
-static const struct {
-    const char *name;
-    CUpti_ActivityKind kind;
-} kinds[] = {
-    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
-    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
-    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY2},
-    {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
-    {"memory", CUPTI_ACTIVITY_KIND_MEMORY2},
-    {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
-    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
-    {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
-};
-
-static int kind_wanted(const char *list, const char *name) {
-    if (!list || !*list) return 1;
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
-    return 0;
-}
 
 
 
@@ -233,15 +211,9 @@ int InitializeInjection(void) {
     int enabled = 0;
     const char *want = tprof__env(TPROF__OPT_CUPTI_KINDS);
     char names[128] = ""; /* the metadata cupti.kinds: readers tell "none ran" from "off" */
-    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-        if (kind_wanted(want, kinds[i].name)) {
-            g_chosen[g_nchosen++] = kinds[i].kind;
-            enabled++;
-            if (!strstr(names, kinds[i].name)) {
-                size_t l = strlen(names);
-                snprintf(names + l, sizeof names - l, "%s%s", l ? "," : "", kinds[i].name);
-            }
-        }
+    g_nchosen = tprof__cupti_kinds(want, g_chosen, sizeof g_chosen / sizeof *g_chosen, names,
+                                   sizeof names);
+    enabled = (int)g_nchosen;
     /* Driver-API launches only (the kind "driver", in the default list). cuBLASLt, Triton and
      * CUTLASS launch through the driver API; these records tie their kernels to the launching
      * step and thread exactly, and trace readers that link each kernel to its launch (HTA)
@@ -249,7 +221,7 @@ int InitializeInjection(void) {
      * cuda_driver events). They cost while captured (~13 % of an H200 GPT-2 step, 40.2 ->
      * 45.6 ms), which the default plan's windows bound; a list without "driver" leaves them
      * out. */
-    if (kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi) {
+    if (tprof__cupti_kind_wanted(want, "driver") && F.cuptiActivityEnableDriverApi) {
         const char *how = tprof__env(TPROF__OPT_CUPTI_DRIVER);
         g_drv_mode = how && !strcmp(how, "activity") ? DRV_ACTIVITY : DRV_CALLBACK;
         for (size_t i = 0; i < NDRV; i++)
@@ -667,6 +639,10 @@ enum { FOREIGN_NONE = 0, FOREIGN_HOLDS = 1, FOREIGN_ENDING = 2, FOREIGN_DONE = 3
 static _Atomic int g_foreign;
 static _Atomic uint64_t g_foreign_end_ns;
 static _Atomic uint64_t g_foreign_end_step; /* steps begun (kwindow's count) when it ended */
+/* A claim made at a client's buffer sizing waits for its registration: without one within 2 s
+ * (a program that only sets an attribute), it is undone (cupti_tick). */
+static _Atomic int g_sizing_claim, g_sizing_was;
+static _Atomic uint64_t g_sizing_ns;
 
 /* Steps begun so far by the capture plan's count (0 before the first). */
 static uint64_t steps_begun(void) {
@@ -754,7 +730,10 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     CUptiResult r;
     int was = FOREIGN_NONE, claim = CLAIM_NONE;
     /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
-    if (req != tprof__cupti_buffer_requested && req && done) claim = foreign_claims(&was);
+    if (req != tprof__cupti_buffer_requested && req && done) {
+        atomic_store(&g_sizing_claim, CLAIM_NONE); /* the sizing's claim is confirmed */
+        claim = foreign_claims(&was);
+    }
     FORWARD(cuptiActivityRegisterCallbacks, (req, done));
     if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
     return r;
@@ -773,7 +752,13 @@ CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, siz
     int was = FOREIGN_NONE, claim = CLAIM_NONE;
     if (atomic_load(&g_foreign) == FOREIGN_NONE) claim = foreign_claims(&was);
     FORWARD(cuptiActivitySetAttribute, (attr, size, value));
-    if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
+    if (r != CUPTI_SUCCESS) {
+        foreign_refused(claim, was);
+    } else if (claim != CLAIM_NONE) {
+        atomic_store(&g_sizing_was, was);
+        atomic_store(&g_sizing_ns, tprof__now());
+        atomic_store(&g_sizing_claim, claim);
+    }
     return r;
 }
 
@@ -919,6 +904,13 @@ static uint64_t cupti_tick(int final) {
         pthread_mutex_lock(&g_pause_lock);
         settle_client_finalize();
         pthread_mutex_unlock(&g_pause_lock);
+    }
+    int sizing = atomic_load(&g_sizing_claim);
+    if (sizing != CLAIM_NONE) {
+        if (tprof__now() - atomic_load(&g_sizing_ns) < 2000000000ull)
+            return tprof__now() + 100000000; /* look again in 100 ms */
+        if (atomic_exchange(&g_sizing_claim, CLAIM_NONE) == sizing)
+            foreign_refused(sizing, atomic_load(&g_sizing_was));
     }
     int st = atomic_load(&g_foreign);
     if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;

@@ -164,3 +164,40 @@ void *tprof__cupti_next(_Atomic(void *) *cache, const char *name, void *bound) {
     if (f) atomic_store_explicit(cache, f, memory_order_release);
     return f;
 }
+
+/* What TRAINPROF_CUPTI_KINDS may name (default: all of them). */
+static const struct {
+    const char *name;
+    CUpti_ActivityKind kind;
+} kinds[] = {
+    {"kernel", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY},
+    {"memcpy", CUPTI_ACTIVITY_KIND_MEMCPY2},
+    {"memset", CUPTI_ACTIVITY_KIND_MEMSET},
+    {"memory", CUPTI_ACTIVITY_KIND_MEMORY2},
+    {"sync", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+    {"runtime", CUPTI_ACTIVITY_KIND_RUNTIME},
+    {"overhead", CUPTI_ACTIVITY_KIND_OVERHEAD},
+};
+
+int tprof__cupti_kind_wanted(const char *list, const char *name) {
+    if (!list || !*list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
+size_t tprof__cupti_kinds(const char *want, CUpti_ActivityKind *out, size_t max, char *names,
+                          size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds && k < max; i++)
+        if (tprof__cupti_kind_wanted(want, kinds[i].name)) {
+            out[k++] = kinds[i].kind;
+            if (!strstr(names, kinds[i].name)) {
+                size_t l = strlen(names);
+                snprintf(names + l, n - l, "%s%s", l ? "," : "", kinds[i].name);
+            }
+        }
+    return k;
+}

@@ -51,6 +51,12 @@ void *tprof__cupti_open(char *which, size_t n);
  * CUPTI functions to see another client's calls): the next definition in the lookup order,
  * else `bound`, else one of the mapped copies; kept in *cache; NULL: no libcupti. */
 void *tprof__cupti_next(_Atomic(void *) *cache, const char *name, void *bound);
+/* Whether the comma-separated `list` (TRAINPROF_CUPTI_KINDS; NULL or empty: all) names `name`. */
+int tprof__cupti_kind_wanted(const char *list, const char *name);
+/* The activity kinds `want` asks for, into out (at most max; "memcpy" is two kinds), their
+ * names appended once each, comma-separated, to the string names (n bytes). Returns how many. */
+size_t tprof__cupti_kinds(const char *want, CUpti_ActivityKind *out, size_t max, char *names,
+                          size_t n);
 /* CUPTI's name of a result, never NULL. */
 const char *tprof__cupti_result(CUptiResult r);
 /* The runtime calls recorded, after CUPTI's RUNTIME kind is enabled: `calls` "all" (every call
