@@ -77,8 +77,9 @@ static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.paus
 enum { DETACH_NO = 0, DETACH_ASKED = 1, DETACH_DONE = 2 };
 static _Atomic int g_detach; /* DETACH_*, changed under g_pause_lock */
 /* Our one CUPTI subscriber (CUPTI allows one per process), under g_pause_lock: held for the
- * failed-allocation callbacks while CUPTI is attached (oom_subscribe), and for the detach
- * callback while DETACH_ASKED; api_callback serves both. */
+ * failed-allocation callbacks while CUPTI is attached (oom_subscribe), for the driver-launch
+ * callbacks inside windows, and for the detach callback while DETACH_ASKED; api_callback
+ * serves all three. */
 static CUpti_SubscriberHandle g_sub;
 static int g_sub_held;
 static _Atomic int g_oom_cbs; /* the allocation callbacks are enabled on g_sub */
@@ -86,12 +87,11 @@ static _Atomic int g_oom_cbs; /* the allocation callbacks are enabled on g_sub *
  * driver API). CUPTI's DRIVER activity kind traces every driver call, and the per-call filter
  * only drops the records: on Megatron-LM's launch-bound configuration a window with it cost
  * x1.34 per step against x1.23 with callbacks (bench/results/megatron_window_kinds_h200.txt,
- * in-run medians). So by
- * default the launches are taken from callbacks on the launch calls alone, on our one
- * subscriber, and written as the same API records: the callback's correlation id is the one
- * CUPTI gives the launched kernel's record (cupti_callbacks.h, CUpti_CallbackData::
- * correlationId). Where the subscriber is another client's, or TRAINPROF_CUPTI_DRIVER=activity,
- * the activity kind is used as before. */
+ * in-run medians). So by default the launches are taken from callbacks on the launch calls
+ * alone, on our one subscriber, and written as the same API records: the callback's
+ * correlation id is the one CUPTI gives the launched kernel's record (cupti_callbacks.h,
+ * CUpti_CallbackData::correlationId). Where the subscriber is another client's, or
+ * TRAINPROF_CUPTI_DRIVER=activity, the activity kind is used as before. */
 enum { DRV_NONE = 0, DRV_CALLBACK = 1, DRV_ACTIVITY = 2 };
 static int g_drv_mode;          /* DRV_*, chosen at start */
 static int g_drv_act_on;        /* the DRIVER kind is enabled (under g_pause_lock) */
@@ -117,15 +117,12 @@ static _Atomic int g_foreign_early;
 static int g_device_pending;
 static _Atomic int g_foreign_paused; /* we paused for another client (not for trainprof.torch) */
 /* Another client finalized CUPTI since ours was last attached: CUPTI attached again may
- * number its records from 1 again (see g_corr_base). */
+ * number its records from 1 again (tprof__cupti_corr_rebase). */
 static _Atomic int g_foreign_finalized;
-
-
 
 static uint64_t CUPTIAPI timestamp_ns(void) { return tprof__now(); }
 
 /* ------------------------------------------------------------------ set-up */
-
 
 
 
@@ -196,8 +193,7 @@ int InitializeInjection(void) {
     const int early = atomic_load(&g_foreign_early);
     if (!early && F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
-    CUptiResult r = early ? CUPTI_SUCCESS
-                          : register_ours();
+    CUptiResult r = early ? CUPTI_SUCCESS : register_ours();
     if (r != CUPTI_SUCCESS) {
         char why[200];
         snprintf(why, sizeof why, "another CUPTI client holds the activity API (%s)",
@@ -208,12 +204,11 @@ int InitializeInjection(void) {
     atomic_store(&g_active, 1);
     /* readers trust a synchronisation record's device only in files that say this */
     tprof__set_meta("cupti.sync_device", "context");
-    int enabled = 0;
     const char *want = tprof__env(TPROF__OPT_CUPTI_KINDS);
     char names[128] = ""; /* the metadata cupti.kinds: readers tell "none ran" from "off" */
     g_nchosen = tprof__cupti_kinds(want, g_chosen, sizeof g_chosen / sizeof *g_chosen, names,
                                    sizeof names);
-    enabled = (int)g_nchosen;
+    int enabled = (int)g_nchosen;
     /* Driver-API launches only (the kind "driver", in the default list). cuBLASLt, Triton and
      * CUTLASS launch through the driver API; these records tie their kernels to the launching
      * step and thread exactly, and trace readers that link each kernel to its launch (HTA)
@@ -366,19 +361,29 @@ static void enable_chosen(int on) {
     if (!on && F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(0);
 }
 
-/* Under g_pause_lock, once detached: our buffer and timestamp callbacks go back in (the first
- * of these calls attaches CUPTI again); the caller then turns the kinds on. */
-static int reattach(void) {
+/* Under g_pause_lock: our clock and buffer callbacks back in CUPTI, after a detach or another
+ * client's window (the first call attaches CUPTI again where it was detached), with the
+ * process-wide settings ours need: the system's thread ids, as our CPU records carry them
+ * (another client may have changed them, a finalize resets them), and the flush period.
+ * CUPTI's answer to the registration. */
+static CUptiResult attach_ours(void) {
     if (F.cuptiActivityRegisterTimestampCallback)
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
     CUptiResult r = register_ours();
+    if (r != CUPTI_SUCCESS) return r;
+    if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
+    return r;
+}
+
+/* Under g_pause_lock, once detached: attached again; the caller then turns the kinds on. */
+static int reattach(void) {
+    CUptiResult r = attach_ours();
     if (r != CUPTI_SUCCESS) {
         tprof__log(TPROF_LOG_WARN, "GPU activity capture stays off: CUPTI could not be attached "
                    "again (%s)", tprof__cupti_result(r));
         return -1;
     }
-    if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-    if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
     atomic_store(&g_enabled, 0);
     atomic_store(&g_detach, DETACH_NO);
     tprof__cupti_corr_rebase();
@@ -576,18 +581,11 @@ int tprof_gpu_capture_resume(void) {
     } else {
         /* the other client (Kineto) registered its own buffer callbacks, and may have torn
          * CUPTI down at its end: ours go back in, with our clock */
-        if (F.cuptiActivityRegisterTimestampCallback)
-            F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
-        r = register_ours();
+        r = attach_ours();
         /* the other client finalized CUPTI during the pause: this attachment's ids may start
          * over, and every record of ours of the last one was delivered at the pause */
         if (r == CUPTI_SUCCESS && atomic_exchange(&g_foreign_finalized, 0))
             tprof__cupti_corr_rebase();
-        /* the thread ids are the process's setting, which the other client may have changed
-         * or its finalize reset: ours (the system's, as our CPU records') again */
-        if (r == CUPTI_SUCCESS && F.cuptiSetThreadIdType)
-            F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
-        if (r == CUPTI_SUCCESS && F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
         if (r == CUPTI_SUCCESS && g_device_pending) { /* started under another client */
             g_device_pending = 0;
             F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
@@ -629,10 +627,11 @@ int tprof_gpu_capture_resume(void) {
  * trainprof.torch hands over from Python; for any other program, `trainprof run` preloads
  * this library, so its definitions of these CUPTI functions come before libcupti's in the
  * process's symbol lookup: each notes what the other client does and passes the call on to
- * libcupti unchanged (RTLD_NEXT). The client's first registration pauses our capture (our
- * buffers flushed, our subscriber released, the pause named in gpu_capture.pauses and
- * reported in steps); turning its kernel kind off, then flushing or finalizing, ends its
- * window, and the flusher resumes ours on its next pass. Our own CUPTI calls go through F,
+ * libcupti unchanged (RTLD_NEXT). The client's first buffer sizing or registration pauses
+ * our capture (our buffers flushed, our subscriber released, the pause named in
+ * gpu_capture.pauses and reported in steps); turning its kernel kind off, then flushing or
+ * finalizing, ends its window, and the flusher resumes ours once the program begins its next
+ * step (cupti_tick). Our own CUPTI calls go through F,
  * bound to libcupti itself, and never reach these. A client that never turns its kernels off
  * keeps us paused, which the report says. */
 enum { FOREIGN_NONE = 0, FOREIGN_HOLDS = 1, FOREIGN_ENDING = 2, FOREIGN_DONE = 3 };
