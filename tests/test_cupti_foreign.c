@@ -137,7 +137,8 @@ static void sizing_only_body(void) {
     CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &bytes) ==
               CUPTI_SUCCESS, 233);
     CHECK(enabled() == 1 && regs() == 1, 234); /* paused for the client to come */
-    for (int i = 0; i < 400 && regs() < 2; i++) usleep(10000);
+    /* the resume registers, then enables the kinds: wait for both */
+    for (int i = 0; i < 800 && (regs() < 2 || enabled() < 9); i++) usleep(10000);
     CHECK(regs() == 2 && enabled() == 9, 235); /* none came: ours again */
 }
 
