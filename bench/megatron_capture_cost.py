@@ -33,9 +33,19 @@ sampling's cost: default/default-nomem with --mode-env default-nomem:TRAINPROF_M
 is bound by the host's launch pace, and a run that lands on other cores than the previous one
 moves by several per cent.
 
+Most of a run's time is Megatron's start (about 22 s on an H200 host: 17 s of imports, then
+initialisation), not its iterations. --direct starts pretrain_gpt.py as one process with the
+launcher's variables set (torchrun's own start is about 4 s more); --no-compile sets
+TORCH_COMPILE_DISABLE=1: with the configuration's fusions off, torch.compile serves only the
+start-up warm-up of those fusions (megatron/training/initialize.py, _warmup_jit_function),
+which costs 6.7 s per run and runs no step. Both apply to every mode alike. With them, four
+rounds of the four modes fit one 10-minute call. --summarize ROWS_JSON prints the figures of
+an earlier run's rows.json (a call cut short keeps every finished run there).
+
   python3 bench/megatron_capture_cost.py MEGATRON_DIR OUTDIR [--rounds 4] [--iters 60]
       [--window 30-34] [--modes bare,default,window,torchprof] [--trainprof PATH]
-      [--taskset CPUS] [--pair A/B] [--extra "MEGATRON ARGS"]
+      [--taskset CPUS] [--pair A/B] [--extra "MEGATRON ARGS"] [--direct] [--no-compile]
+  python3 bench/megatron_capture_cost.py MEGATRON_DIR OUTDIR --summarize OUTDIR/rows.json
 """
 import argparse
 import json
@@ -69,9 +79,18 @@ def iterations(log):
 
 def run(mode, a, b, args, outdir, tag):
     log = os.path.join(outdir, "%s.log" % tag)
-    cmd = ["torchrun", "--nproc_per_node=1", "--master_port=%d" % (29500 + random.randint(0, 999)),
-           "pretrain_gpt.py"] + ARGS + args.extra.split() + ["--train-iters", str(args.iters)]
+    port = 29500 + random.randint(0, 999)
+    if args.direct:  # one process, the launcher's variables set here (torchrun starts in ~4 s)
+        cmd = [sys.executable, "pretrain_gpt.py"]
+    else:
+        cmd = ["torchrun", "--nproc_per_node=1", "--master_port=%d" % port, "pretrain_gpt.py"]
+    cmd += ARGS + args.extra.split() + ["--train-iters", str(args.iters)]
     env = dict(os.environ)
+    if args.direct:
+        env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if args.no_compile:
+        env["TORCH_COMPILE_DISABLE"] = "1"
     env.pop("TRAINPROF_GPU_CAPTURE", None)  # "default" is the plan of no setting
     env.pop("TRAINPROF_KERNEL_STEPS", None)
     env["PYTHONPATH"] = args.megatron + ":" + env.get("PYTHONPATH", "")
@@ -193,13 +212,32 @@ def main():
     ap.add_argument("--pair", action="append", default=[],
                     help="A/B: mode A over mode B of the same round, per round")
     ap.add_argument("--extra", default="", help="Megatron arguments after the configuration's")
+    ap.add_argument("--direct", action="store_true",
+                    help="run pretrain_gpt.py in one process with RANK, WORLD_SIZE, MASTER_ADDR "
+                    "and MASTER_PORT set, instead of under torchrun")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="TORCH_COMPILE_DISABLE=1 in every run (see the docstring)")
+    ap.add_argument("--no-bare", action="store_true",
+                    help="no bare run in each round (for the in-run figures alone: the window's "
+                    "slowdown and the report's stated cost against it)")
+    ap.add_argument("--summarize", metavar="ROWS_JSON",
+                    help="print the figures of an earlier run's rows.json, running nothing")
     args = ap.parse_args()
     args.megatron = os.path.abspath(args.megatron)
     os.makedirs(args.outdir, exist_ok=True)
     a, b = (int(x) for x in args.window.split("-"))
     modes = args.modes.split(",")
-    if "bare" not in modes:
+    if "bare" not in modes and not args.no_bare:
         modes.insert(0, "bare")
+    if args.summarize:
+        with open(args.summarize) as f:
+            rows = json.load(f)
+        seen = []
+        for x in rows:
+            if x["mode"] not in seen:
+                seen.append(x["mode"])
+        summarize(rows, ["bare"] + [m for m in seen if m != "bare"], args)
+        return 0
     rows = []  # (round, mode, part medians)
     start = time.time()
     for r in range(args.rounds):
@@ -219,10 +257,10 @@ def main():
             else:
                 wins = []
             inr = in_run(it, wins)
-            stated = stated_cost(args.trainprof, os.path.join(args.outdir, "r%d-%s" % (r, mode))) \
-                if wins and mode != "torchprof" else None
             rows.append({"round": r, "mode": mode, "rc": rc, "secs": round(secs, 1),
-                         "iters": len(it), "median_ms": med, "in_run": inr, "stated": stated})
+                         "iters": len(it), "median_ms": med, "in_run": inr, "stated": None,
+                         "dir": os.path.join(args.outdir, "r%d-%s" % (r, mode))
+                         if wins and mode != "torchprof" else None})
             with open(os.path.join(args.outdir, "rows.json"), "w") as f:
                 json.dump(rows, f, indent=1)  # each run as it ends: a call cut short keeps them
             print("round %d %-9s rc %d %5.1f s %3d iterations: %s" % (
@@ -232,6 +270,22 @@ def main():
             if inr:
                 print("    in-run slowdown per window: %s" % " ".join("x%.4f" % x for x in inr),
                       flush=True)
+    # each window run's own report, read after the rounds so that they fit the call first
+    for row in rows:
+        if row["dir"]:
+            row["stated"] = stated_cost(args.trainprof, row["dir"])
+    with open(os.path.join(args.outdir, "rows.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    summarize(rows, modes, args)
+    return 0
+
+
+def summarize(rows, modes, args):
+    """The figures and targets of the runs in rows (each run's dict, as rows.json holds)."""
+    n_iters = max([x["iters"] for x in rows] or [0])
+    print("rounds complete: %d (a round is complete when every mode ran in it)" % len(
+        [r for r in set(x["round"] for x in rows)
+         if set(modes) <= set(x["mode"] for x in rows if x["round"] == r)]))
     bare = {x["round"]: x["median_ms"] for x in rows if x["mode"] == "bare"}
 
     def ratios(mode, part, over="bare"):
@@ -263,7 +317,7 @@ def main():
         if v:
             lo, hi = interval(v)
             print("  %s over %s, iterations 11-%d: x%.4f (%.4f..%.4f) 95%% [%.4f, %.4f] n=%d; "
-                  "target <= 1.01: %s" % (num, den, args.iters, st.median(v), min(v), max(v), lo,
+                  "target <= 1.01: %s" % (num, den, n_iters, st.median(v), min(v), max(v), lo,
                                           hi, len(v), "PASS" if st.median(v) <= 1.01 else "MISS"))
     print("\ntargets:")
     d = ratios("default", "all")
@@ -271,7 +325,7 @@ def main():
         lo, hi = interval(d)
         ok = st.median(d) <= 1.01 and hi <= 1.02
         print("  default mode, iterations 11-%d: x%.4f, 95 %% upper %.4f; target <= 1.01, "
-              "upper <= 1.02: %s" % (args.iters, st.median(d), hi, "PASS" if ok else "MISS"))
+              "upper <= 1.02: %s" % (n_iters, st.median(d), hi, "PASS" if ok else "MISS"))
     for mode in ("window", "default"):
         bef, aft = ratios(mode, "before"), ratios(mode, "after")
         if bef and aft:

@@ -20,6 +20,11 @@
  *       stream 7, correlation i + 1) followed by `untimed` kernels with an unknown start, an
  *       unknown end or an end before the start (in turn), and completes it; returns the
  *       buffer's address (0 when trainprof gave none)
+ *   fake_cupti_hold(n, t0, flushes)  asks trainprof for a buffer and keeps it, as CUPTI keeps
+ *       a buffer whose kernels' times are not in yet: its n kernels (as fake_cupti_deliver's)
+ *       are complete after `flushes` more unforced cuptiActivityFlushAll calls, which then
+ *       deliver it; a forced flush before that delivers it with every kernel untimed.
+ *       Returns 1 when trainprof gave a buffer
  *   fake_cupti_overhead(t0, tid)  a buffer of three overhead records: a buffer flush of
  *       100 us at t0 on thread `tid`, an instrumentation of 50 us at t0 + 200 us on device 0,
  *       and one with an unknown end; returns as fake_cupti_deliver
@@ -50,6 +55,7 @@
  */
 #define _GNU_SOURCE
 #include <cupti.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,10 +144,12 @@ EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) {
     return CUPTI_SUCCESS;
 }
 EXPORT int fake_cupti_kind_on(int k) { return (unsigned)k < 64 && g_kind_on[k]; }
+static void held_flush(int forced);
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     ATTACH();
     g_flushes++;
     g_forced += (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+    held_flush((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0);
     return CUPTI_SUCCESS;
 }
 EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *v) {
@@ -226,6 +234,48 @@ EXPORT uintptr_t fake_cupti_deliver(int timed, int untimed, uint64_t t0) {
     uintptr_t at = (uintptr_t)buf;
     g_done(NULL, 0, buf, size, n * SLOT);
     return at;
+}
+
+/* fake_cupti_hold's buffer: taken by the flush that delivers it (one flush at a time) */
+static struct {
+    uint8_t *_Atomic buf;
+    size_t size;
+    int n;
+    uint64_t t0;
+    _Atomic int flushes;
+    CUpti_BuffersCallbackCompleteFunc done;
+} g_held;
+EXPORT int fake_cupti_hold(int n, uint64_t t0, int flushes) {
+    size_t size = 0, maxrec = 0;
+    uint8_t *buf = NULL;
+    if (!g_req || !g_done || g_held.buf) return 0;
+    g_req(&buf, &size, &maxrec);
+    if (!buf) return 0;
+    g_held.size = size;
+    g_held.n = n;
+    g_held.t0 = t0;
+    g_held.flushes = flushes;
+    g_held.done = g_done; /* delivered to the callbacks that asked for it, as CUPTI does */
+    g_held.buf = buf;
+    return 1;
+}
+static void held_flush(int forced) {
+    if (!g_held.buf || (!forced && --g_held.flushes > 0)) return;
+    uint8_t *buf = atomic_exchange(&g_held.buf, NULL);
+    if (!buf) return;
+    size_t n = 0;
+    for (int i = 0; i < g_held.n && (n + 1) * SLOT <= g_held.size; i++, n++) {
+        CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)(buf + n * SLOT);
+        memset(k, 0, sizeof *k);
+        k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        k->start = g_held.t0 + (uint64_t)i * 1000;
+        k->end = forced ? 0 : k->start + 500; /* forced before its times came: unknown end */
+        k->contextId = 1;
+        k->streamId = 7;
+        k->correlationId = (uint32_t)i + 1;
+        k->name = k_names[i % 3];
+    }
+    g_held.done(NULL, 0, buf, g_held.size, n * SLOT);
 }
 
 EXPORT uintptr_t fake_cupti_overhead(uint64_t t0, uint32_t tid) {

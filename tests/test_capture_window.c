@@ -68,7 +68,12 @@ static void alloc(synth_file *f, uint64_t ts, uint64_t address, uint64_t bytes) 
  * step one 15 ms kernel: the GPU is busy 15 of 30 ms, 50 %. No memory record. */
 static const char *g_kinds; /* cupti.kinds of window_run's file, NULL: none (older files) */
 
-static void window_run(char *dir, size_t n) {
+/* window_run with step k taking lens[k] (21 steps) instead. */
+static void window_run_lens(char *dir, size_t n, const uint64_t *lens);
+
+static void window_run(char *dir, size_t n) { window_run_lens(dir, n, NULL); }
+
+static void window_run_lens(char *dir, size_t n, const uint64_t *lens) {
     assert_int_equal(synth_tmpdir(dir, n, "kwin"), 0);
     synth_file *f = synth_open(dir, "h", 40, RT0, T0);
     synth_thread(f, 1, 40);
@@ -81,6 +86,7 @@ static void window_run(char *dir, size_t n) {
     uint64_t t = T0;
     for (uint32_t k = 0; k <= 20; k++) {
         uint64_t len = k >= 8 && k <= 11 ? 30 * MS : k == 12 ? 45 * MS : 20 * MS;
+        if (lens) len = lens[k];
         if (k == 8) meta_u64(f, "kernel_steps.on_ns", t - 2 * US);
         if (k == 12) meta_u64(f, "kernel_steps.off_ns", t - 2 * US);
         synth_step_begin(f, 1, t, k);
@@ -285,19 +291,49 @@ static void test_window_capture_cost(void **state) {
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
-    /* captured: steps 8-11 at 30 ms; others: 1-7 and 13-20 at 20 ms (step 12, the first
-     * after the window, holds the flush and is left out) */
+    /* captured: steps 8-11 at 30 ms; against the 4 steps before them, 4-7 at 20 ms (step 12,
+     * the first after the window, holds the flush and is left out) */
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 10.0, "cost ms");
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.5, "cost share");
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.captured_steps"), 4, "cost captured");
-    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 15, "cost others");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 4, "cost others");
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_spread_ms"), 0.0, "cost spread");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.noise_ms"), 0.0, "cost noise");
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
     report_has(text, "capture cost: +10.00 ms per step (+50.0 %) while GPU activity was recorded "
-                   "(median of 4 captured steps vs median of 15 other steps");
+                   "(median of 4 captured steps vs median of 4 uncaptured steps beside them");
     free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    /* a pace that drifts: 20 ms before the window, 22 ms in it, 24 ms after it. Against the
+     * steps beside it the window costs +2 ms; against the whole run's others (median 24 ms)
+     * it would read -2 ms */
+    uint64_t lens[21];
+    for (int k = 0; k <= 20; k++) lens[k] = (k <= 7 ? 20 : k <= 11 ? 22 : k == 12 ? 40 : 24) * MS;
+    window_run_lens(dir, sizeof dir, lens);
+    load_run(dir, &run);
+    rep = default_report(&run);
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 2.0, "drift: cost ms");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_median_ms"), 20.0, "drift: others");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    /* steps that jitter by +/-1 ms around 20 ms, the window 0.5 ms slower: the pooled MAD is
+     * 1 ms, sigma 1.4826 ms, two standard errors of the difference 2 * 1.2533 * 1.4826 *
+     * sqrt(1/4 + 1/4) = 2.63 ms: within the noise, flagged */
+    for (int k = 0; k <= 20; k++)
+        lens[k] = (k == 12 ? 40 * MS : (k >= 8 && k <= 11 ? 20 * MS + MS / 2 : 20 * MS)) +
+                  (k % 2 ? MS : 0) - (k % 2 ? 0 : MS);
+    window_run_lens(dir, sizeof dir, lens);
+    load_run(dir, &run);
+    rep = default_report(&run);
+    assert_null(jget(rep, "ranks.0.gpu_capture.cost"));
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost_flagged.ms_per_step"), 0.5, "noisy: cost ms");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost_flagged.noise_ms"),
+          2 * 1.2533 * 1.4826 * sqrt(0.5), "noisy: noise");
+    cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -340,7 +376,7 @@ static void test_detail_off(void **state) {
     jnear(jnum(rep, "ranks.0.breakdown.share.busy"), 0.2, "breakdown busy");
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.ms_per_step"), 5.0, "cost ms");
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.share"), 0.25, "cost share");
-    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 9, "cost others");
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost.other_steps"), 9, "cost others: 12-20, after");
     jnear(jnum(rep, "ranks.0.gpu_capture.cost.skipped_steps"), 1, "cost skipped");
     /* the allocator's records are complete until capture went off: 1 GiB up to then */
     jnear(jnum(rep, "ranks.0.gpu.devices.0.memory_peak_bytes"), 1073741824.0, "memory peak");

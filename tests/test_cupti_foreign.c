@@ -10,6 +10,10 @@
  *              it turns its kernels off and flushes, the flusher takes capture back once the
  *              program begins its next step, and keeps our kinds on when it tidies up; the
  *              pause is in gpu_capture.pauses, named "another CUPTI client"
+ *   subscribe first  the client subscribes before it registers (Kineto in torch 2.11): the
+ *              claim comes at the subscription, and our records whose times CUPTI has not
+ *              filled in yet are flushed unforced until they are complete, none untimed; a
+ *              client that subscribes and never registers has capture back 2 s later
  *   foreign finalize  the other client finalizes CUPTI at the end of its window, and again
  *              under trainprof's capture: capture comes back at the next step each time, and
  *              the kernels' correlation ids stay unique (1, 2, 3, 4) though CUPTI's start over,
@@ -43,6 +47,14 @@ static void CUPTIAPI other_req(uint8_t **buf, size_t *size, size_t *max) {
 }
 static void CUPTIAPI other_done(CUcontext c, uint32_t s, uint8_t *buf, size_t size, size_t valid) {
     (void)c, (void)s, (void)buf, (void)size, (void)valid;
+}
+
+/* The other client's API callback: counts the calls it gets. */
+static int g_other_calls;
+static void CUPTIAPI other_cb(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+                              const void *data) {
+    (void)ud, (void)d, (void)id, (void)data;
+    g_other_calls++;
 }
 
 static void foreign_body(void) {
@@ -147,6 +159,86 @@ static void test_sizing_only(void **state) {
     fresh_dir("sizing-only");
     in_child(sizing_only_body);
     tp_run run;
+    load(&run);
+    const char *pauses = tp_meta(&run.procs[0], "gpu_capture.pauses");
+    unsigned long long a = 0, b = 0;
+    assert_non_null(pauses);
+    assert_int_equal(sscanf(pauses, "%llu-%llu", &a, &b), 2);
+    assert_true(b - a >= 1900000000ull); /* the 2 s the claim waited */
+    tp_run_free(&run);
+}
+
+/* The client unsubscribes through the program's libcupti (h): trainprof defines no
+ * cuptiUnsubscribe. 1 when CUPTI said yes. */
+static int unsubscribe_client(void *h, CUpti_SubscriberHandle sub) {
+    CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) =
+        (CUptiResult(*)(CUpti_SubscriberHandle))dlsym(h, "cuptiUnsubscribe");
+    return unsubscribe && unsubscribe(sub) == CUPTI_SUCCESS;
+}
+
+static void subscribe_first_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 240);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 241);
+    int (*hold)(int, uint64_t, int) = (int (*)(int, uint64_t, int))dlsym(h, "fake_cupti_hold");
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"),
+                regs = fake_fn(h, "fake_cupti_registers");
+    CHECK(hold && enabled && regs, 242);
+    tprof_step_begin(0);
+    CHECK(hold(4, g_t0, 3) == 1, 243); /* complete after three unforced flushes */
+    tprof_step_end(0);
+    tprof_step_begin(1);
+    CUpti_SubscriberHandle sub = 0;
+    CHECK(cuptiSubscribe(&sub, other_cb, NULL) == CUPTI_SUCCESS, 244);
+    CHECK(enabled() == 1 && regs() == 1, 245); /* paused at the subscription */
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 246);
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 247);
+    CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 248);
+    CHECK(unsubscribe_client(h, sub), 249);
+    tprof_step_end(1);
+    tprof_step_begin(2);
+    /* ours again (the fake counts enables less disables: the client's disable of a kind
+     * it never enabled took one off) */
+    for (int i = 0; i < 500 && (regs() < 3 || enabled() < 8); i++) usleep(10000);
+    CHECK(regs() == 3 && enabled() == 8, 250);
+    tprof_step_end(2);
+}
+
+static void subscribe_only_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 260);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 261);
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"),
+                regs = fake_fn(h, "fake_cupti_registers");
+    CHECK(enabled && regs, 262);
+    CUpti_SubscriberHandle sub = 0;
+    CHECK(cuptiSubscribe(&sub, other_cb, NULL) == CUPTI_SUCCESS, 263);
+    CHECK(enabled() == 1 && regs() == 1, 264);
+    CHECK(unsubscribe_client(h, sub), 266);
+    /* no registration came: ours again (the resume registers, then enables) */
+    for (int i = 0; i < 800 && (regs() < 2 || enabled() < 9); i++) usleep(10000);
+    CHECK(regs() == 2 && enabled() == 9, 265);
+}
+
+static void test_subscribe_first(void **state) {
+    (void)state;
+    fresh_dir("subscribe-first");
+    g_t0 = mono_ns() + 1000000000ull;
+    in_child(subscribe_first_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(kernel_corrs(p, NULL, 0), 4); /* every kernel, with its times */
+    assert_null(tp_meta(p, "cupti.untimed_records"));
+    tp_run_free(&run);
+    fresh_dir("subscribe-only");
+    in_child(subscribe_only_body);
     load(&run);
     const char *pauses = tp_meta(&run.procs[0], "gpu_capture.pauses");
     unsigned long long a = 0, b = 0;
@@ -369,12 +461,6 @@ static void test_forked_child(void **state) {
 /* Another client subscribes while trainprof's detach waits for the next CUDA call (the step
  * after a window): the program's subscription succeeds, its callback gets the calls, and
  * CUPTI stays attached (the detach needs the one subscriber). */
-static int g_other_calls;
-static void CUPTIAPI other_cb(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
-                              const void *data) {
-    (void)ud, (void)d, (void)id, (void)data;
-    g_other_calls++;
-}
 static void subscribe_detaching_body(void) {
     setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
     setenv("TRAINPROF_KERNEL_STEPS", "1-1", 1);
@@ -554,6 +640,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_foreign_client),
         cmocka_unit_test(test_sizing_only),
+        cmocka_unit_test(test_subscribe_first),
         cmocka_unit_test(test_foreign_finalize),
         cmocka_unit_test(test_finalize_in_our_call),
         cmocka_unit_test(test_forked_child),

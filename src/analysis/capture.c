@@ -15,6 +15,7 @@
 #include "analysis/capture.h"
 #include "analysis/stats.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,8 @@
 
 /* Sides of the cost with fewer steps than this are no measurement. */
 #define COST_MIN_STEPS 3
+/* Uncaptured steps taken beside each run of captured steps, at least (cost_neighbours). */
+#define COST_LOCAL 4
 
 typedef struct cap_event {
     uint64_t t;
@@ -181,32 +184,86 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
                  "; GPU records stopped (another CUPTI client took the activity API)");
 }
 
-/* The capture's cost: the captured measured steps against those run with capture off by the
- * window or the metrics endpoint, leaving out the first of them after each captured run (its
- * start switches capture off, which flushes CUPTI's buffers: that time is the capture's, in a
- * step that counts as not captured). Steps not captured because capture was paused or the
- * records stopped ran under another client: they are neither side. */
+/* A step that can stand for the pace with capture off: not captured, not the first after a
+ * captured run (its start switches capture off, which flushes CUPTI's buffers: that time is
+ * the capture's, in a step that counts as not captured), and not paused for another client or
+ * after the records stopped (those ran under that client). */
+static int cost_other(const uint8_t *in, const unsigned *why, size_t i) {
+    return !in[i] && !(i && in[i - 1]) && !(why[i] & (TP_CAP_PAUSED | TP_CAP_STOPPED));
+}
+
+/* For the captured run in[i0..i1]: the uncaptured steps next to it into o (used marks those
+ * taken), as many as it has and at least COST_LOCAL: the nearest before it, or, when fewer
+ * than COST_MIN_STEPS precede it (a window at the start of the run), those after it too. */
+static void cost_neighbours(const tp_step *meas, size_t nm, const uint8_t *in,
+                            const unsigned *why, size_t i0, size_t i1, uint8_t *used, double *o,
+                            size_t *no) {
+    size_t want = i1 - i0 + 1 < COST_LOCAL ? COST_LOCAL : i1 - i0 + 1, got = 0;
+    for (size_t j = i0; j-- > 0 && got < want;) {
+        if (in[j]) break; /* the previous window's side is its own */
+        if (used[j] || !cost_other(in, why, j)) continue;
+        used[j] = 1;
+        o[(*no)++] = (double)(meas[j].end - meas[j].start) / 1e6;
+        got++;
+    }
+    if (got >= COST_MIN_STEPS) return;
+    for (size_t j = i1 + 1; j < nm && got < want; j++) {
+        if (in[j]) break;
+        if (used[j] || !cost_other(in, why, j)) continue;
+        used[j] = 1;
+        o[(*no)++] = (double)(meas[j].end - meas[j].start) / 1e6;
+        got++;
+    }
+}
+
+/* The median of v[0..n), sorted ascending: the middle value, or the mean of the two middle
+ * ones (a side holds 3 to a few dozen steps, where the lower of the two would shift it). */
+static double median_sorted(const double *v, size_t n) {
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The median of |v[i]| over v[0..n), v reordered. */
+static double median_abs(double *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = fabs(v[i]);
+    qsort(v, n, sizeof *v, tp_cmp_double);
+    return median_sorted(v, n);
+}
+
+/* The capture's cost: the captured measured steps against the uncaptured steps next to each
+ * run of them (cost_neighbours), not against the whole run: a job's pace drifts over a run
+ * (Megatron-LM on an H200 ran its iterations 2-10 about 1.5 % faster than 11-15, which would
+ * have doubled a 1.5 % cost), and the steps beside a window drift with it. The difference of
+ * the medians is a result when it exceeds twice its standard error, 1.2533 sigma
+ * sqrt(1/na + 1/no) for medians of normal samples (the asymptotic variance of the sample
+ * median, pi sigma^2 / 2n: Kendall and Stuart, The Advanced Theory of Statistics, vol. 1), with
+ * sigma estimated as 1.4826 times the pooled median absolute deviation (its consistency factor
+ * for a normal distribution: Rousseeuw and Croux, JASA 88 (1993)). */
 static void cost(tp_capture_result *out, const tp_step *meas, size_t nm, const uint8_t *in,
                  const unsigned *why) {
     double *a = malloc((nm ? nm : 1) * sizeof *a), *o = malloc((nm ? nm : 1) * sizeof *o);
+    double *dev = malloc((nm ? nm : 1) * sizeof *dev);
+    uint8_t *used = calloc(nm ? nm : 1, 1);
     size_t na = 0, no = 0, skipped = 0;
-    if (!a || !o) goto out;
+    if (!a || !o || !dev || !used) goto out;
     for (size_t i = 0; i < nm; i++) {
-        double ms = (double)(meas[i].end - meas[i].start) / 1e6;
-        if (in[i]) {
-            a[na++] = ms;
-        } else if (i && in[i - 1]) {
-            skipped++;
-        } else if (!(why[i] & (TP_CAP_PAUSED | TP_CAP_STOPPED))) {
-            o[no++] = ms;
+        if (in[i]) a[na++] = (double)(meas[i].end - meas[i].start) / 1e6;
+        else if (i && in[i - 1]) skipped++;
+        if (in[i] && (i + 1 == nm || !in[i + 1])) { /* a captured run ends at i */
+            size_t i0 = i;
+            while (i0 && in[i0 - 1]) i0--;
+            cost_neighbours(meas, nm, in, why, i0, i, used, o, &no);
         }
     }
     if (!na || !no) goto out;
     qsort(a, na, sizeof *a, tp_cmp_double);
     qsort(o, no, sizeof *o, tp_cmp_double);
-    out->captured_median_ms = tp_pct_double(a, na, 0.5);
-    out->other_median_ms = tp_pct_double(o, no, 0.5);
+    out->captured_median_ms = median_sorted(a, na);
+    out->other_median_ms = median_sorted(o, no);
     out->other_spread_ms = tp_pct_double(o, no, 0.9) - tp_pct_double(o, no, 0.1);
+    for (size_t i = 0; i < na; i++) dev[i] = a[i] - out->captured_median_ms;
+    for (size_t i = 0; i < no; i++) dev[na + i] = o[i] - out->other_median_ms;
+    double sigma = 1.4826 * median_abs(dev, na + no); /* the pooled MAD */
+    out->noise_ms = 2 * 1.2533 * sigma * sqrt(1.0 / (double)na + 1.0 / (double)no);
     out->cost_ms = out->captured_median_ms - out->other_median_ms;
     out->cost_share = out->other_median_ms > 0 ? out->cost_ms / out->other_median_ms : 0;
     out->cost_captured = na;
@@ -218,17 +275,19 @@ static void cost(tp_capture_result *out, const tp_step *meas, size_t nm, const u
         snprintf(out->cost_reason, sizeof out->cost_reason,
                  "fewer than %d steps on a side (%zu captured, %zu others)", COST_MIN_STEPS, na,
                  no);
-    } else if (out->other_spread_ms > d) {
+    } else if (d < out->noise_ms) {
         out->cost_flagged = 1;
         snprintf(out->cost_reason, sizeof out->cost_reason,
-                 "the other steps' spread (p90-p10 %.2f ms) exceeds the difference",
-                 out->other_spread_ms);
+                 "the difference is within the noise (+/-%.2f ms: two standard errors)",
+                 out->noise_ms);
     } else {
         out->has_cost = 1;
     }
 out:
     free(a);
     free(o);
+    free(dev);
+    free(used);
 }
 
 /* GPU records that stopped while the captured steps went on: those steps are taken out
@@ -357,6 +416,7 @@ static void cost_fields(cJSON *o, const tp_capture_result *c) {
     cJSON_AddNumberToObject(o, "captured_median_ms", c->captured_median_ms);
     cJSON_AddNumberToObject(o, "other_median_ms", c->other_median_ms);
     cJSON_AddNumberToObject(o, "other_spread_ms", c->other_spread_ms);
+    cJSON_AddNumberToObject(o, "noise_ms", c->noise_ms);
     cJSON_AddNumberToObject(o, "captured_steps", (double)c->cost_captured);
     cJSON_AddNumberToObject(o, "other_steps", (double)c->cost_other);
     cJSON_AddNumberToObject(o, "skipped_steps", (double)c->cost_skipped);
@@ -397,7 +457,7 @@ void tp_capture_text(FILE *f, const tp_capture_result *c) {
     else fprintf(f, "  %s: the GPU figures are over those steps only\n", w);
     if (!c->has_cost && !c->cost_flagged) return;
     fprintf(f, "  capture cost: %s%+.2f ms per step (%+.1f %%) while GPU activity was recorded "
-               "(median of %zu captured steps vs median of %zu other steps",
+               "(median of %zu captured steps vs median of %zu uncaptured steps beside them",
             c->has_cost ? "" : "flagged, not a result: ", c->cost_ms, 100 * c->cost_share,
             c->cost_captured, c->cost_other);
     if (c->cost_skipped)

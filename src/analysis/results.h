@@ -71,10 +71,12 @@ typedef struct tp_capture_result {
     int has_records_stopped; /* GPU records stopped while the steps went on */
     double stopped_after_s, stopped_span_s;
     size_t steps_without_gpu_records;
-    /* the capture's cost: median captured step against the median of the others */
+    /* the capture's cost: median captured step against the median of the uncaptured steps
+     * beside the captured ones */
     int has_cost;          /* a result */
     int cost_flagged;      /* computed but not a result: cost_reason says why */
     double cost_ms, cost_share, captured_median_ms, other_median_ms, other_spread_ms;
+    double noise_ms;       /* two standard errors of cost_ms (capture.c, cost) */
     size_t cost_captured, cost_other, cost_skipped;
     char cost_reason[200];
 } tp_capture_result;

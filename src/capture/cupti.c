@@ -26,9 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/config.h"
 #include "../core/internal.h"
+#include "../core/session_state.h"
 #include "../core/source.h"
 #include "bufpool.h"
 #include "comm_ext.h"
@@ -538,6 +540,28 @@ static void cupti_window(int on) {
     pthread_mutex_unlock(&g_pause_lock);
 }
 
+static void handover_trace(const char *what, unsigned long long arg);
+
+/* Under g_pause_lock, our kinds off: our records in CUPTI's buffers delivered complete where
+ * they can be. CUPTI puts a kernel's times into its record some time after the kernel ends
+ * (a flush delivers "only the buffers whose records are all complete", a forced one the rest
+ * without times; cupti_activity.h, cuptiActivityFlushAll), and on an H200 a client's
+ * registration right after its subscription found about 280 of our records, a dozen short
+ * steps' kernels, still without times: lost to the report. So buffers are flushed unforced
+ * until CUPTI holds none of ours, for at most SETTLE_MS; the caller forces out what is left
+ * (counted untimed). Once per hand-over, inside the client's start (torch.profiler's). */
+#define SETTLE_MS 100
+static void settle_records(void) {
+    if (!F.cuptiActivityFlushAll) return;
+    const uint64_t until = tprof__now() + SETTLE_MS * 1000000ull;
+    for (;;) {
+        F.cuptiActivityFlushAll(0);
+        if (!tprof__cupti_buffers_out() || tprof__now() >= until) return;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
 int tprof_gpu_capture_pause(void) {
     if (!tprof_enabled()) return TPROF_ERR_DISABLED;
     if (!atomic_load(&g_ready)) return TPROF_ERR_UNAVAILABLE;
@@ -552,6 +576,7 @@ int tprof_gpu_capture_pause(void) {
         cancel_detach(); /* the other client's: no detach under it */
         release_subscriber(); /* and CUPTI's one subscriber is its to take */
         enable_chosen(0); /* flushes: what ran before the pause arrives now */
+        settle_records();
         /* and every buffer we gave CUPTI, even one whose records are not complete (a kernel
          * still running: counted as untimed), also when the kinds were already off, so that
          * none is handed to the next client's callback instead, and lost to us */
@@ -563,6 +588,7 @@ int tprof_gpu_capture_pause(void) {
     snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
     tprof__set_meta("gpu_capture.paused_since_ns", v);
     tprof__log(TPROF_LOG_INFO, "GPU activity capture paused");
+    handover_trace("(trainprof) pause", 0);
     return TPROF_OK;
 }
 
@@ -613,6 +639,7 @@ int tprof_gpu_capture_resume(void) {
         tprof__set_meta("gpu_capture.pauses", v);
         tprof__set_meta("gpu_capture.paused_since_ns", "");
         tprof__log(TPROF_LOG_INFO, "GPU activity capture resumed");
+        handover_trace("(trainprof) resume", 0);
     } else {
         tprof__log(TPROF_LOG_WARN, "GPU activity capture stays paused: %s", tprof__cupti_result(r));
     }
@@ -647,6 +674,14 @@ static _Atomic uint64_t g_sizing_ns;
 static uint64_t steps_begun(void) {
     uint64_t step, ns;
     return tprof__kwin_progress(&step, &ns) == 0 ? step + 1 : 0;
+}
+
+/* At debug level (TRAINPROF_LOG=debug): another CUPTI client's call, or our pause or resume,
+ * with the time and the step it came in: what a user reads to follow a hand-over. */
+static void handover_trace(const char *what, unsigned long long arg) {
+    if (tprof__log_level < TPROF_LOG_DEBUG) return;
+    tprof__log(TPROF_LOG_DEBUG, "CUPTI client: %s(%llu) at %.6f s, step %llu", what, arg,
+               (double)tprof__now() / 1e9, (unsigned long long)steps_begun());
 }
 
 
@@ -718,6 +753,9 @@ static void foreign_ends(int finalized) {
         atomic_store(&g_foreign_end_ns, tprof__now());
         atomic_store(&g_foreign_end_step, steps_begun());
         atomic_store(&g_foreign, finalized ? FOREIGN_DONE : FOREIGN_ENDING);
+        /* the flusher looks at the hand-back from now, not after the rest of its sleep (up
+         * to the flush interval: on an H200 20 ms, four short steps, were lost to it) */
+        tprof__flusher_wake();
     }
 }
 
@@ -729,6 +767,7 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     CUptiResult r;
     int was = FOREIGN_NONE, claim = CLAIM_NONE;
     /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
+    if (req != tprof__cupti_buffer_requested) handover_trace("cuptiActivityRegisterCallbacks", 0);
     if (req != tprof__cupti_buffer_requested && req && done) {
         atomic_store(&g_sizing_claim, CLAIM_NONE); /* the sizing's claim is confirmed */
         claim = foreign_claims(&was);
@@ -736,6 +775,19 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     FORWARD(cuptiActivityRegisterCallbacks, (req, done));
     if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
     return r;
+}
+
+/* After a client's call that comes before its registration, and claimed capture (claim):
+ * undone if CUPTI refused the call, else kept for the registration (cupti_tick undoes it
+ * when none comes within 2 s). */
+static void claim_ahead(CUptiResult r, int claim, int was) {
+    if (r != CUPTI_SUCCESS) {
+        foreign_refused(claim, was);
+    } else if (claim != CLAIM_NONE) {
+        atomic_store(&g_sizing_was, was);
+        atomic_store(&g_sizing_ns, tprof__now());
+        atomic_store(&g_sizing_claim, claim);
+    }
 }
 
 /* A client sizing CUPTI's buffers is about to register (Kineto sets the device buffer size and
@@ -749,21 +801,17 @@ CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, siz
                                                void *value) {
     CUptiResult r;
     int was = FOREIGN_NONE, claim = CLAIM_NONE;
+    handover_trace("cuptiActivitySetAttribute", attr);
     if (atomic_load(&g_foreign) == FOREIGN_NONE) claim = foreign_claims(&was);
     FORWARD(cuptiActivitySetAttribute, (attr, size, value));
-    if (r != CUPTI_SUCCESS) {
-        foreign_refused(claim, was);
-    } else if (claim != CLAIM_NONE) {
-        atomic_store(&g_sizing_was, was);
-        atomic_store(&g_sizing_ns, tprof__now());
-        atomic_store(&g_sizing_claim, claim);
-    }
+    claim_ahead(r, claim, was);
     return r;
 }
 
 TPROF_API CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind);
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
     CUptiResult r;
+    handover_trace("cuptiActivityDisable", kind);
     FORWARD(cuptiActivityDisable, (kind));
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL)
         foreign_ends(0);
@@ -786,6 +834,7 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
 TPROF_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag);
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     CUptiResult r;
+    handover_trace("cuptiActivityFlushAll", flag);
     FORWARD(cuptiActivityFlushAll, (flag));
     /* the client's last records are its own now: ours may come back */
     int st = atomic_load(&g_foreign);
@@ -846,6 +895,7 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
      * client's callback inside a CUDA call of the program's, so it never waits for our lock:
      * another thread may hold it across a CUPTI call of ours; then the state is settled by
      * the next window or flusher pass (settle_client_finalize) */
+    handover_trace("cuptiFinalize", 0);
     const int ready = atomic_load(&g_ready);
     const int locked = ready && pthread_mutex_trylock(&g_pause_lock) == 0;
     int ours = 0;
@@ -873,7 +923,13 @@ TPROF_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti
                                               void *ud);
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
     CUptiResult r;
-    if (fn != (CUpti_CallbackFunc)api_callback && atomic_load(&g_ready)) {
+    const int client = fn != (CUpti_CallbackFunc)api_callback;
+    int was = FOREIGN_NONE, claim = CLAIM_NONE;
+    if (client) handover_trace("cuptiSubscribe", 0);
+    /* Kineto subscribes before it registers (torch 2.11 on an H200): the claim comes here,
+     * our records settled before the client's calls reach CUPTI (settle_records) */
+    if (client && atomic_load(&g_foreign) == FOREIGN_NONE) claim = foreign_claims(&was);
+    if (client && atomic_load(&g_ready)) {
         pthread_mutex_lock(&g_pause_lock);
         if (g_sub_held) {
             /* a detach waiting for the next CUDA call needs the subscriber, but the program's
@@ -888,6 +944,7 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackF
         pthread_mutex_unlock(&g_pause_lock);
     }
     FORWARD(cuptiSubscribe, (sub, fn, ud));
+    claim_ahead(r, claim, was);
     return r;
 }
 

@@ -68,6 +68,8 @@ void tprof__cupti_runtime_filter(const char *calls);
  * request (TRAINPROF_CUPTI_POOL=0). Before CUPTI's callbacks are registered. */
 void tprof__cupti_pool_init(int reuse);
 int tprof__cupti_pool_reuse(void);
+/* Buffers of ours that CUPTI holds now (handed out, not yet completed). */
+size_t tprof__cupti_buffers_out(void);
 /* CUPTI's buffer callbacks (cuptiActivityRegisterCallbacks): any thread CUPTI chooses. */
 void CUPTIAPI tprof__cupti_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
 void CUPTIAPI tprof__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,

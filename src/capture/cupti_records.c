@@ -299,12 +299,17 @@ void CUPTIAPI tprof__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint
          * times out (200 ms) ends the waiting for this buffer, so a stuck flusher costs
          * each buffer at most that, and the rest drops as counted drops */
         int may_wait = 1;
-        uint64_t untimed = 0;
+        uint64_t untimed = 0, nrec = 0;
         while (F.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
             if (may_wait && !tprof__ring_wait_room(t, 64u << 10, 200)) may_wait = 0;
             untimed += (uint64_t)translate(t, rec);
+            nrec++;
             release_record(rec);
         }
+        if (untimed)
+            tprof__log(TPROF_LOG_DEBUG, "CUPTI buffer at %.6f s: %llu of %llu records untimed",
+                       (double)tprof__now() / 1e9, (unsigned long long)untimed,
+                       (unsigned long long)nrec);
         if (untimed) /* two threads may flush at once: the larger total is the one left */
             tprof__set_meta_max(&g_untimed_meta, "cupti.untimed_records",
                                 atomic_fetch_add(&g_untimed, untimed) + untimed);
@@ -337,5 +342,7 @@ void tprof__cupti_pool_init(int reuse) {
 }
 
 int tprof__cupti_pool_reuse(void) { return g_pool.reuse; }
+
+size_t tprof__cupti_buffers_out(void) { return tprof__bufpool_out(&g_pool); }
 
 void tprof__cupti_corr_rebase(void) { atomic_store(&g_corr_base, atomic_load(&g_corr_max)); }
