@@ -252,9 +252,7 @@ static void gpu_in_start_order(tp_process *p) {
         }
 }
 
-/* A CUDA call record is the driver's ("cuLaunchKernel", or "cuda driver call", the name the
- * capture gives one CUPTI did not name) or the runtime's ("cudaLaunchKernel"). */
-static int driver_call(const char *n) {
+int tp_driver_call(const char *n) {
     return n && n[0] == 'c' && n[1] == 'u' &&
            (strncmp(n, "cuda", 4) || !strcmp(n, "cuda driver call"));
 }
@@ -273,7 +271,7 @@ static int cmp_call_tid_start(const void *a, const void *b) {
 static int drop_nested_driver_calls(tp_process *p) {
     size_t nrt = 0, ndrv = 0;
     for (size_t i = 0; i < p->napi; i++) {
-        if (driver_call(p->api[i].name)) ndrv++;
+        if (tp_driver_call(p->api[i].name)) ndrv++;
         else nrt++;
     }
     if (!ndrv || !nrt) return 0;
@@ -281,7 +279,7 @@ static int drop_nested_driver_calls(tp_process *p) {
     if (!rt) return -1;
     size_t k = 0;
     for (size_t i = 0; i < p->napi; i++)
-        if (!driver_call(p->api[i].name)) rt[k++] = &p->api[i];
+        if (!tp_driver_call(p->api[i].name)) rt[k++] = &p->api[i];
     qsort(rt, nrt, sizeof *rt, cmp_call_tid_start);
     /* reach[k]: the latest end among the runtime calls of rt[k]'s thread up to rt[k] in start
      * order. A driver call lies within one of its thread's runtime calls exactly when those
@@ -301,7 +299,7 @@ static int drop_nested_driver_calls(tp_process *p) {
                        : rt[j]->end;
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *d = &p->api[i];
-        if (!driver_call(d->name)) continue;
+        if (!tp_driver_call(d->name)) continue;
         /* the last runtime call of d's thread that began at or before d */
         size_t lo = 0, hi = nrt;
         while (lo < hi) {

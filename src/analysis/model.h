@@ -279,6 +279,11 @@ void tp_process_slim(tp_process *p);
 /* Frees what a process holds (not the process struct itself, nor its pooled strings). */
 void tp_process_free(tp_process *p);
 
+/* 1 when a CUDA call record named n is the driver's ("cuLaunchKernel", or "cuda driver call",
+ * the name the capture gives one CUPTI did not name), 0 for the runtime's ("cudaLaunchKernel")
+ * or NULL. The loader and the exports classify calls by this one rule. */
+int tp_driver_call(const char *n);
+
 /* Interns `s` (made valid UTF-8) in the run's pool; never NULL. Thread safe (the pool
  * locks), so that several loaders can fill one run. */
 const char *tp_intern(tp_run *run, const char *s);

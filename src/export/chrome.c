@@ -492,9 +492,7 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
 /* A launch's category as Kineto names it: the driver API's functions are cu*, the
  * runtime's cuda* (CUDA Driver API and Runtime API references). */
 static const char *api_cat(const tp_gpu_op *a) {
-    const char *n = a->name ? a->name : "";
-    return n[0] == 'c' && n[1] == 'u' && strncmp(n, "cuda", 4) != 0 ? "cuda_driver"
-                                                                    : "cuda_runtime";
+    return tp_driver_call(a->name) ? "cuda_driver" : "cuda_runtime";
 }
 
 /* One device-memory counter event (tp_cw_gpu_mem_walk). */
