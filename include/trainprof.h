@@ -264,12 +264,15 @@ TPROF_API int tprof_name_thread(const char *name);
  * cannot share CUPTI's activity API with trainprof; resume after it stopped. Pause turns the
  * activity kinds off and flushes what CUPTI holds, forced, so that every buffer of ours comes
  * back before the other client registers (records up to the pause are kept; work still
- * running then has no end yet and is counted as untimed, cupti.untimed_records);
+ * running then has no end yet and is counted as untimed, cupti.untimed_records), and hands
+ * CUPTI's clock back (the clock the other client registered last, else CUPTI's default);
  * resume registers trainprof's buffer and timestamp callbacks again (the other client
  * replaced them) and turns the kinds back on, unless the GPU capture plan
  * (TRAINPROF_GPU_CAPTURE, TRAINPROF_KERNEL_STEPS) is between windows then. Every
  * pause/resume interval goes into the rank file's metadata (`gpu_capture.pauses` =
- * "start-end,..." in CLOCK_MONOTONIC ns) and the report says GPU activity was paused then.
+ * "start-end,..." in CLOCK_MONOTONIC ns) and the report says GPU activity was paused then,
+ * with the pause's reason: the value last given to tprof_set_metadata for the key
+ * "gpu_capture.pause_reason" before the pause (gpu_capture.pause_reasons, one per pause).
  * Any thread; takes a lock and calls CUPTI (milliseconds: not for a hot path). Errors:
  * TPROF_ERR_DISABLED (not recording),
  * TPROF_ERR_UNAVAILABLE (no CUPTI capture in this process: built without CUPTI headers, no

@@ -25,4 +25,11 @@ if(EXISTS ${TPROF_CUDA_ROOT}/include/cupti.h)
     MAPPED_CUPTI_PATH="$<TARGET_FILE:fake_cupti_mapped>" FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
   target_include_directories(test_cupti_foreign PRIVATE ${TPROF_CUDA_ROOT}/include)
   add_dependencies(test_cupti_foreign fake_cupti fake_cupti_mapped fake_cuda)
+  # CUPTI shared with that client: its calls from CUPTI's callbacks, its clock, its windows
+  tprof_add_unit(test_cupti_share test_cupti_share.c LIBS trainprof tprof_analysis
+                 Threads::Threads ${CMAKE_DL_LIBS} LABELS tsan)
+  target_compile_definitions(test_cupti_share PRIVATE FAKE_CUPTI_PATH="$<TARGET_FILE:fake_cupti>"
+    MAPPED_CUPTI_PATH="$<TARGET_FILE:fake_cupti_mapped>" FAKE_CUDA_PATH="$<TARGET_FILE:fake_cuda>")
+  target_include_directories(test_cupti_share PRIVATE ${TPROF_CUDA_ROOT}/include)
+  add_dependencies(test_cupti_share fake_cupti fake_cupti_mapped fake_cuda)
 endif()

@@ -13,7 +13,11 @@
  *       fake_cupti_after_register(fn) runs fn once, just after the next registration took
  *       effect (another thread registering at that moment)
  *   fake_cupti_in_disable(fn)  runs fn once, at the start of the next cuptiActivityDisable
- *       (another client's call while trainprof is inside one of its own)
+ *       (another client's call while trainprof is inside one of its own);
+ *       fake_cupti_in_enable(kind, fn) the same at the next cuptiActivityEnable of `kind`
+ *   fake_cupti_clock()  what the registered timestamp callback answers now (0: none registered,
+ *       CUPTI's default clock); a NULL callback is refused with CUPTI_ERROR_INVALID_PARAMETER,
+ *       and cuptiFinalize drops it
  * Test controls (exported, found with dlsym):
  *   fake_cupti_deliver(timed, untimed, t0)  asks trainprof for a buffer, writes `timed` kernels
  *       (i-th: start t0 + i us, end t0 + i us + 500 ns, "fake_kernel_<i mod 3>", device 0,
@@ -118,13 +122,30 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFu
     return CUPTI_SUCCESS;
 }
 
+static _Atomic(CUpti_TimestampCallbackFunc) g_clock;
 EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f) {
     ATTACH();
-    (void)f;
+    if (!f) return CUPTI_ERROR_INVALID_PARAMETER; /* as cupti_activity.h says */
+    g_clock = f;
     return CUPTI_SUCCESS;
 }
+EXPORT uint64_t fake_cupti_clock(void) {
+    CUpti_TimestampCallbackFunc f = g_clock;
+    return f ? f() : 0;
+}
 static _Atomic int g_kind_on[64]; /* per activity kind: enabled now */
+static void (*_Atomic g_in_enable)(void);
+static _Atomic int g_in_enable_kind;
+EXPORT void fake_cupti_in_enable(int kind, void (*fn)(void)) {
+    g_in_enable_kind = kind;
+    g_in_enable = fn;
+}
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) {
+    void (*fn)(void) = g_in_enable;
+    if (fn && (int)k == g_in_enable_kind) { /* once */
+        g_in_enable = NULL;
+        fn();
+    }
     ATTACH();
     g_enabled++;
     if ((unsigned)k < 64) g_kind_on[k] = 1;
@@ -397,6 +418,7 @@ EXPORT CUptiResult cuptiFinalize(void) {
     g_enabled = 0;
     g_req = NULL;
     g_done = NULL;
+    g_clock = NULL;
     g_tid_type = (int)CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
     return CUPTI_SUCCESS;
 }

@@ -480,6 +480,77 @@ static void test_paused_throughout(void **state) {
     synth_rmtree(dir);
 }
 
+/* API steps 0-20 of 20 ms as pause_run's, paused in steps 5-7 for torch.profiler and in steps
+ * 12-13 for another CUPTI client (gpu_capture.pause_reasons), each paused step without a
+ * kernel; with `all`, in steps 1-9 for torch.profiler and from step 10 on, never resumed, for
+ * another CUPTI client; with `old`, as a file written before gpu_capture.pause_reasons: the
+ * reason written last (gpu_capture.pause_reason) only. */
+static void reasons_run(char *dir, size_t n, int all, int old) {
+    assert_int_equal(synth_tmpdir(dir, n, "kreasons"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    const uint64_t s = 20 * MS;
+    uint64_t a0 = T0 + 5 * s, a1 = T0 + 8 * s, b0 = T0 + 12 * s, b1 = T0 + 14 * s;
+    if (all) a0 = T0 + s, a1 = b0 = T0 + 10 * s, b1 = UINT64_MAX;
+    char v[96];
+    if (all) snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)a0, (unsigned long long)a1);
+    else snprintf(v, sizeof v, "%llu-%llu,%llu-%llu", (unsigned long long)a0,
+                  (unsigned long long)a1, (unsigned long long)b0, (unsigned long long)b1);
+    synth_meta(f, "gpu_capture.pause_reason", "torch.profiler");
+    synth_meta(f, "gpu_capture.pause_reason", "another CUPTI client");
+    if (!old) synth_meta(f, "gpu_capture.pause_reasons", "torch.profiler,another CUPTI client");
+    synth_meta(f, "gpu_capture.pauses", v);
+    if (all) meta_u64(f, "gpu_capture.paused_since_ns", b0);
+    uint64_t t = T0;
+    for (uint32_t k = 0; k <= 20; k++) {
+        synth_step_begin(f, 1, t, k);
+        int paused = (t >= a0 && t < a1) || (t >= b0 && t < b1);
+        if (!paused) launch(f, t + 100 * US, 10 * MS, 100 + k);
+        synth_step_end(f, 1, t + s, k);
+        t += s;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void test_pause_reasons(void **state) {
+    (void)state;
+    char dir[512];
+    for (int old = 0; old < 2; old++) { /* each pause its reason; an older file: the last */
+        reasons_run(dir, sizeof dir, 0, old);
+        tp_run run;
+        load_run(dir, &run);
+        cJSON *rep = default_report(&run);
+        jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 15, "captured");
+        jnear(jnum(rep, "ranks.0.gpu.capture_paused.1.from_s"), 0.240, "second pause");
+        assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.0.reason"),
+                            old ? "another CUPTI client" : "torch.profiler");
+        assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.1.reason"),
+                            "another CUPTI client");
+        cJSON_Delete(rep);
+        char *text = report_text(&run, NULL);
+        report_has(text, old ? "GPU activity paused for another CUPTI client from 0.100 s"
+                             : "GPU activity paused for torch.profiler from 0.100 s to 0.160 s");
+        report_has(text, "GPU activity paused for another CUPTI client from 0.240 s to 0.280 s");
+        free(text);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+    /* no measured step captured: the report names both reasons, once each */
+    reasons_run(dir, sizeof dir, 1, 0);
+    tp_run run;
+    load_run(dir, &run);
+    char *text = report_text(&run, NULL);
+    report_has(text, "GPU activity recorded in no measured step (0 of 20)");
+    report_has(text, "capture was paused for torch.profiler, another CUPTI client");
+    report_has(text, "GPU activity paused for another CUPTI client from 0.200 s");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_gpu_figures),
@@ -490,6 +561,7 @@ int main(void) {
         cmocka_unit_test(test_detail_off),
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),
+        cmocka_unit_test(test_pause_reasons),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,6 +120,39 @@ static int pauses(const tp_process *p, tp_span **v, size_t *n) {
     return 0;
 }
 
+size_t tp_capture_npauses(const tp_process *p) {
+    const char *l = tp_meta(p, "gpu_capture.pauses");
+    const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
+    size_t n = open && *open;
+    for (const char *q = l ? l : ""; *q;) {
+        unsigned long long x, y;
+        int k = 0;
+        if (sscanf(q, "%llu-%llu%n", &x, &y, &k) != 2) break;
+        n++;
+        q += k;
+        if (*q == ',') q++;
+    }
+    return n;
+}
+
+const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len) {
+    const char *l = tp_meta(p, "gpu_capture.pause_reasons");
+    *len = 0;
+    if (!l) { /* an older file: one reason for all */
+        l = tp_meta(p, "gpu_capture.pause_reason");
+        *len = l ? strlen(l) : 0;
+        return *len ? l : NULL;
+    }
+    for (; i && l; i--) {
+        l = strchr(l, ',');
+        if (l) l++;
+    }
+    if (!l) return NULL;
+    const char *e = strchr(l, ',');
+    *len = e ? (size_t)(e - l) : strlen(l);
+    return *len ? l : NULL;
+}
+
 static int overlaps(const tp_span *v, size_t n, uint64_t s, uint64_t e) {
     for (size_t i = 0; i < n; i++)
         if (v[i].s < (e > s ? e : s + 1) && v[i].e > s) return 1;
@@ -174,10 +207,20 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
     if ((out->limited_by & TP_CAP_DETAIL) && l < n)
         l += (size_t)snprintf(b + l, n - l, "; the metrics endpoint turned detailed capture off");
     if ((out->limited_by & TP_CAP_PAUSED) && l < n) {
-        const char *why = tp_meta(p, "gpu_capture.pause_reason");
-        int named = why && *why;
-        l += (size_t)snprintf(b + l, n - l, "; capture was paused%s%.60s", named ? " for " : "",
-                              named ? why : "");
+        l += (size_t)snprintf(b + l, n - l, "; capture was paused");
+        /* for each reason named, once, in the order of the pauses */
+        const size_t np = tp_capture_npauses(p);
+        int named = 0;
+        for (size_t i = 0; i < np && l < n; i++) {
+            size_t len, lj;
+            const char *w = tp_capture_pause_reason(p, i, &len), *wj = NULL;
+            for (size_t j = 0; w && j < i && !wj; j++)
+                if ((wj = tp_capture_pause_reason(p, j, &lj)) && (lj != len || memcmp(wj, w, len)))
+                    wj = NULL;
+            if (w && !wj)
+                l += (size_t)snprintf(b + l, n - l, "%s%.*s", named++ ? ", " : " for ",
+                                      (int)(len < 60 ? len : 60), w);
+        }
     }
     if ((out->limited_by & TP_CAP_STOPPED) && l < n)
         snprintf(b + l, n - l,

@@ -34,6 +34,16 @@
 int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *p,
                        const tp_steps *s);
 
+/* The pauses of p (gpu_capture.pauses' entries, then one never resumed, gpu_capture.
+ * paused_since_ns): how many. */
+size_t tp_capture_npauses(const tp_process *p);
+/* The reason of p's pause i (numbered as above): *len bytes at the returned address, in p's
+ * metadata (not NUL-terminated); NULL when none was named. Each pause's own, from
+ * gpu_capture.pause_reasons (one comma-separated item per pause, in that order); files
+ * written before it name one reason for every pause (gpu_capture.pause_reason, whose last
+ * value wins). */
+const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len);
+
 /* Adds "gpu_capture" to the rank's JSON when some measured step was not captured
  * (docs/report-json.md). */
 void tp_capture_json(cJSON *rank, const tp_capture_result *c);

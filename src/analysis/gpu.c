@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
+#include "analysis/capture.h"
 #include "analysis/gpu.h"
 #include "analysis/figures.h"
 #include "analysis/stats.h"
@@ -456,36 +457,40 @@ const tp_gpu_clip *tp_gpu_clip_of(const tp_process *p, const tp_gpu_op *o) {
 /* GPU capture paused for another CUPTI client (tprof_gpu_capture_pause; trainprof.torch does
  * it around torch.profiler): metadata gpu_capture.pauses = "start-end,..." (ns), and
  * gpu_capture.paused_since_ns for a pause never resumed (until the end of the file). Kept
- * as seconds from the process's start, with the reason trainprof.torch writes. */
+ * as seconds from the process's start, each with its reason (tp_capture_pause_reason). */
 static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
-    const char *l = tp_meta(p, "gpu_capture.pauses"), *open = tp_meta(p, "gpu_capture.paused_since_ns");
+    const char *l = tp_meta(p, "gpu_capture.pauses");
+    const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
     if ((!l || !*l) && (!open || !*open)) return;
     out->has_pauses = 1;
+    const size_t n = tp_capture_npauses(p);
+    if (!n || !(out->pauses = calloc(n, sizeof *out->pauses))) return;
     double t0 = (double)p->hdr.start_mono_ns;
-    const char *why = tp_meta(p, "gpu_capture.pause_reason");
-    size_t cap = 0;
-    for (const char *q = l ? l : ""; *q;) {
+    for (const char *q = l ? l : ""; *q && out->npauses < n;) {
         unsigned long long x, y;
-        int n = 0;
-        if (sscanf(q, "%llu-%llu%n", &x, &y, &n) != 2) break;
-        if (out->npauses == cap) {
-            size_t c2 = cap ? 2 * cap : 8;
-            tp_gpu_pause *v = realloc(out->pauses, (c2 + 1) * sizeof *v); /* + the open one */
-            if (!v) return;
-            out->pauses = v;
-            cap = c2;
-        }
-        out->pauses[out->npauses++] = (tp_gpu_pause){((double)x - t0) / 1e9, ((double)y - t0) / 1e9, 0, why};
-        q += n;
+        int k = 0;
+        if (sscanf(q, "%llu-%llu%n", &x, &y, &k) != 2) break;
+        out->pauses[out->npauses++] =
+            (tp_gpu_pause){((double)x - t0) / 1e9, ((double)y - t0) / 1e9, 0, NULL};
+        q += k;
         if (*q == ',') q++;
     }
-    if (open && *open) {
-        if (!cap) {
-            out->pauses = malloc(sizeof *out->pauses);
-            if (!out->pauses) return;
-        }
-        out->pauses[out->npauses++] =
-            (tp_gpu_pause){((double)strtoull(open, NULL, 10) - t0) / 1e9, ((double)p->end_mono - t0) / 1e9, 1, why};
+    if (open && *open && out->npauses < n)
+        out->pauses[out->npauses++] = (tp_gpu_pause){((double)strtoull(open, NULL, 10) - t0) / 1e9,
+                                                     ((double)p->end_mono - t0) / 1e9, 1, NULL};
+    /* the reasons, NUL-terminated each in one block */
+    size_t bytes = 0, len;
+    for (size_t i = 0; i < out->npauses; i++)
+        if (tp_capture_pause_reason(p, i, &len)) bytes += len + 1;
+    if (!bytes || !(out->pause_reasons = malloc(bytes))) return;
+    char *w = out->pause_reasons;
+    for (size_t i = 0; i < out->npauses; i++) {
+        const char *r = tp_capture_pause_reason(p, i, &len);
+        if (!r) continue;
+        memcpy(w, r, len);
+        w[len] = 0;
+        out->pauses[i].reason = w;
+        w += len + 1;
     }
 }
 

@@ -32,6 +32,7 @@ const tp_nvml_gpu_result *tp_results_first_gpu(const tp_rank_result *rr) {
 
 void tp_rank_result_free(tp_rank_result *rr) {
     free(rr->gpu.pauses);
+    free(rr->gpu.pause_reasons);
     free(rr->gpu.overhead_kinds);
     free(rr->gpu.kernels);
     free(rr->breakdown.ranges);
@@ -42,6 +43,7 @@ void tp_rank_result_free(tp_rank_result *rr) {
     rr->phases.warmup = NULL;
     rr->phases.nranges = rr->phases.nwarmup = 0;
     rr->gpu.pauses = NULL;
+    rr->gpu.pause_reasons = NULL;
     rr->gpu.overhead_kinds = NULL;
     rr->gpu.kernels = NULL;
     rr->breakdown.ranges = NULL;

@@ -207,6 +207,7 @@ typedef struct tp_gpu_result {
     int has_pauses;        /* the capture was paused (the list may still be empty) */
     size_t npauses;
     struct tp_gpu_pause *pauses;   /* owned */
+    char *pause_reasons;           /* owned: the text pauses[].reason point into (or NULL) */
     uint64_t cupti_records_dropped;
     double cupti_records_untimed;  /* 0: none */
     int has_overhead;      /* CUPTI overhead records in the measured steps */

@@ -13,9 +13,10 @@
  *
  * One process has one CUPTI activity client: if another one (Nsight) holds CUPTI when we
  * start, registration fails and we back off with one line; a client of the program's own
- * (torch.profiler's Kineto) is followed through our definitions of its CUPTI calls and gets
- * CUPTI for its window ("another CUPTI client" below). cupti_lib.c finds and binds libcupti,
- * cupti_records.c owns the buffers and translates the records. CUPTI's vendor
+ * (torch.profiler's Kineto) is followed through our definitions of its CUPTI calls
+ * (cupti_client.c) and gets CUPTI for its window ("another CUPTI client" below: what those
+ * calls need of our capture). cupti_lib.c finds and binds libcupti, cupti_records.c owns the
+ * buffers and translates the records. CUPTI's vendor
  * library is never linked: dlopen + dlsym, with the prototypes from the CUDA headers we
  * were built with (this file is compiled only when they exist).
  */
@@ -26,11 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../core/config.h"
 #include "../core/internal.h"
-#include "../core/session_state.h"
 #include "../core/source.h"
 #include "bufpool.h"
 #include "comm_ext.h"
@@ -66,6 +65,34 @@ static int g_paused;
 static int g_want = 1;
 static uint64_t g_pause_ns;
 static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.pauses */
+/* Their reasons, one item per entry of g_pauses (g_nlisted), in its order: the metadata
+ * gpu_capture.pause_reasons, which also names the pause under way last (g_pause_why). */
+static char g_reasons[2048];
+static size_t g_nlisted;
+static char g_pause_why[64];
+#define CLIENT_WHY "another CUPTI client"
+
+/* g_pause_lock's holder, so that a call of another client's made from inside a CUPTI call of
+ * ours on the same thread (CUPTI runs callbacks inside its calls) never waits for it. Set after
+ * locking, cleared before unlocking: only the holder writes them. */
+static _Atomic(pthread_t) g_lock_owner;
+static _Atomic int g_lock_held;
+
+static void pause_lock(void) {
+    pthread_mutex_lock(&g_pause_lock);
+    atomic_store(&g_lock_owner, pthread_self());
+    atomic_store(&g_lock_held, 1);
+}
+static int pause_trylock(void) {
+    if (pthread_mutex_trylock(&g_pause_lock) != 0) return 0;
+    atomic_store(&g_lock_owner, pthread_self());
+    atomic_store(&g_lock_held, 1);
+    return 1;
+}
+static void pause_unlock(void) {
+    atomic_store(&g_lock_held, 0);
+    pthread_mutex_unlock(&g_pause_lock);
+}
 
 /* Detaching between windows. Turning the activity kinds off does not give the job its speed
  * back: CUPTI keeps its hooks in the driver once a kind has been on. cuptiFinalize detaches
@@ -123,6 +150,60 @@ static _Atomic int g_foreign_paused; /* we paused for another client (not for tr
 static _Atomic int g_foreign_finalized;
 
 static uint64_t CUPTIAPI timestamp_ns(void) { return tprof__now(); }
+
+/* Under g_pause_lock: capture paused now for `why` ("" when none was named: the reason a
+ * program gives tprof_set_metadata("gpu_capture.pause_reason") before it pauses), written with
+ * the pause as the last item of gpu_capture.pause_reasons (commas in it written as ';'). */
+static void paused_now(const char *why) {
+    g_paused = 1;
+    g_pause_ns = tprof__now();
+    size_t i = 0;
+    for (; why && why[i] && i + 1 < sizeof g_pause_why; i++)
+        g_pause_why[i] = why[i] == ',' ? ';' : why[i];
+    g_pause_why[i] = 0;
+    char v[32], r[sizeof g_reasons + sizeof g_pause_why + 1];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
+    snprintf(r, sizeof r, "%s%s%s", g_reasons, g_nlisted ? "," : "", g_pause_why);
+    tprof__set_meta("gpu_capture.paused_since_ns", v);
+    tprof__set_meta("gpu_capture.pause_reasons", r);
+}
+
+/* Under g_pause_lock: paused for another client; gpu_capture.pause_reason too, which readers
+ * of files before gpu_capture.pause_reasons take for every pause. */
+static void paused_for_client(void) {
+    tprof__set_meta("gpu_capture.pause_reason", CLIENT_WHY);
+    paused_now(CLIENT_WHY);
+}
+
+/* Under g_pause_lock: the pause under way ended now; listed with its reason while both lists
+ * have room (the first pauses are kept). */
+static void resumed_now(void) {
+    g_paused = 0;
+    size_t len = strlen(g_pauses), rl = strlen(g_reasons);
+    if (len + 48 < sizeof g_pauses && rl + sizeof g_pause_why + 1 < sizeof g_reasons) {
+        snprintf(g_pauses + len, sizeof g_pauses - len, "%s%llu-%llu", len ? "," : "",
+                 (unsigned long long)g_pause_ns, (unsigned long long)tprof__now());
+        snprintf(g_reasons + rl, sizeof g_reasons - rl, "%s%s", g_nlisted ? "," : "",
+                 g_pause_why);
+        g_nlisted++;
+    }
+    tprof__set_meta("gpu_capture.pauses", g_pauses);
+    tprof__set_meta("gpu_capture.pause_reasons", g_reasons);
+    tprof__set_meta("gpu_capture.paused_since_ns", "");
+}
+
+/* Under g_pause_lock, CUPTI attached, our records flushed: CUPTI's clock handed to the client
+ * that takes CUPTI over. A registered clock cannot be unregistered (a NULL callback is refused,
+ * CUPTI_ERROR_INVALID_PARAMETER; only cuptiFinalize drops it), only replaced: by the one the
+ * client gave CUPTI last, else by CUPTI's own default clock read the same way. CUPTI converts
+ * each record it completes after the change with the new clock (records completed before keep
+ * the previous one), and asks that the clock be registered before the kinds are enabled: the
+ * client's come on after this, and ours after attach_ours registers our clock again. */
+static void clock_handed_over(void) {
+    CUpti_TimestampCallbackFunc c = tprof__cupti_client_clock();
+    if (F.cuptiActivityRegisterTimestampCallback)
+        F.cuptiActivityRegisterTimestampCallback(c ? c : tprof__cupti_default_clock);
+}
 
 /* ------------------------------------------------------------------ set-up */
 
@@ -189,6 +270,7 @@ int InitializeInjection(void) {
         return 1;
     }
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    tprof__cupti_default_clock_init();
     const char *pool = tprof__env(TPROF__OPT_CUPTI_POOL);
     tprof__cupti_pool_init(!(pool && !strcmp(pool, "0")));
     /* a client that came first keeps CUPTI (its clock, its buffers, its subscriber) */
@@ -234,21 +316,17 @@ int InitializeInjection(void) {
     if (!early) F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE);
     /* with a capture plan of windows (core/kwindow.c) the kinds go on when a window's first
      * step begins; if that already happened (CUDA initialised late), now */
-    pthread_mutex_lock(&g_pause_lock);
+    pause_lock();
     atomic_store(&g_ready, 1);
     /* a client that registered on another thread after `early` was read registered after us
-     * (foreign_claims comes before its registration): it holds CUPTI as surely as one that
-     * came first, with the device records we asked for */
+     * (its claim comes before its registration): it holds CUPTI as surely as one that came
+     * first, with the device records we asked for, and gets CUPTI's clock back from ours */
     const int late = !early && atomic_load(&g_foreign_early);
+    if (late) clock_handed_over();
     if (early || late) {
-        g_paused = 1;
-        g_pause_ns = tprof__now();
+        paused_for_client();
         g_device_pending = 1;
         atomic_store(&g_foreign_paused, 1);
-        char v[32];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
-        tprof__set_meta("gpu_capture.paused_since_ns", v);
-        tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
         tprof__log(TPROF_LOG_INFO, "another CUPTI client registered %s: GPU activity capture "
                    "waits for its window to end", late ? "as CUDA started" : "before CUDA started");
     } else {
@@ -257,7 +335,7 @@ int InitializeInjection(void) {
     int on_now = tprof__kwin_capture_now();
     g_want = on_now;
     if (on_now && !g_paused) enable_chosen(1);
-    pthread_mutex_unlock(&g_pause_lock);
+    pause_unlock();
     const char *bufs = tprof__cupti_pool_reuse() ? "buffers reused" : "a fresh buffer per request";
     char status[640];
     if (tprof__kwin_active())
@@ -373,6 +451,7 @@ static CUptiResult attach_ours(void) {
         F.cuptiActivityRegisterTimestampCallback(timestamp_ns);
     CUptiResult r = register_ours();
     if (r != CUPTI_SUCCESS) return r;
+    tprof__cupti_ours_registered();
     if (F.cuptiSetThreadIdType) F.cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     if (F.cuptiActivityFlushPeriod) F.cuptiActivityFlushPeriod(100);
     return r;
@@ -467,9 +546,12 @@ static void release_subscriber(void) {
 static void detach_now(void) {
     /* a window opening (or a pause) on another thread holds the lock: try again at the
      * next call rather than wait inside the job's CUDA call */
-    if (pthread_mutex_trylock(&g_pause_lock) != 0) return;
-    if (atomic_load(&g_detach) == DETACH_ASKED && !atomic_load(&g_enabled)) {
+    if (!pause_trylock()) return;
+    if (atomic_load(&g_detach) == DETACH_ASKED && !atomic_load(&g_enabled))
         F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    /* looked at again: another client subscribing from a callback inside the flush took the
+     * subscriber and called the detach off (tprof__cupti_client_subscribes) */
+    if (atomic_load(&g_detach) == DETACH_ASKED && !atomic_load(&g_enabled)) {
         CUptiResult r = F.cuptiFinalize();
         atomic_store(&g_detach, r == CUPTI_SUCCESS ? DETACH_DONE : DETACH_NO);
         if (r != CUPTI_SUCCESS) {
@@ -482,7 +564,7 @@ static void detach_now(void) {
             tprof__log(TPROF_LOG_INFO, "CUPTI detached until the next window");
         }
     }
-    pthread_mutex_unlock(&g_pause_lock);
+    pause_unlock();
 }
 
 /* Under g_pause_lock, with the kinds off: the detach callback at the exit of every runtime and
@@ -522,25 +604,23 @@ static void cancel_detach(void) {
     }
 }
 
-static void settle_client_finalize(void);
+static void settle_client(void);
 
 static void cupti_window(int on) {
-    pthread_mutex_lock(&g_pause_lock);
-    settle_client_finalize();
+    pause_lock();
+    settle_client();
     g_want = on;
     if (atomic_load(&g_ready) && !g_paused) {
         if (on && atomic_load(&g_detach) == DETACH_DONE && reattach() != 0) {
-            pthread_mutex_unlock(&g_pause_lock);
+            pause_unlock();
             return;
         }
         if (on) cancel_detach(); /* not done yet: no need now */
         if (!on && !atomic_load(&g_enabled)) ask_detach(); /* the second "off": settled */
         enable_chosen(on);
     }
-    pthread_mutex_unlock(&g_pause_lock);
+    pause_unlock();
 }
-
-static void handover_trace(const char *what, unsigned long long arg);
 
 /* Under g_pause_lock, our kinds off: our records in CUPTI's buffers delivered complete where
  * they can be. CUPTI puts a kernel's times into its record some time after the kernel ends
@@ -557,19 +637,13 @@ static void settle_records(void) {
     for (;;) {
         F.cuptiActivityFlushAll(0);
         if (!tprof__cupti_buffers_out() || tprof__now() >= until) return;
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
 }
 
-int tprof_gpu_capture_pause(void) {
-    if (!tprof_enabled()) return TPROF_ERR_DISABLED;
-    if (!atomic_load(&g_ready)) return TPROF_ERR_UNAVAILABLE;
-    pthread_mutex_lock(&g_pause_lock);
-    if (g_paused) {
-        pthread_mutex_unlock(&g_pause_lock);
-        return TPROF_ERR_ALREADY;
-    }
+/* Under g_pause_lock: capture paused for `why` (tprof_gpu_capture_pause says how). */
+static int pause_locked(const char *why) {
+    if (g_paused) return TPROF_ERR_ALREADY;
     g_paused = 1;
     /* detached, CUPTI holds nothing of ours, and any call would attach it again */
     if (atomic_load(&g_detach) != DETACH_DONE) {
@@ -581,23 +655,31 @@ int tprof_gpu_capture_pause(void) {
          * still running: counted as untimed), also when the kinds were already off, so that
          * none is handed to the next client's callback instead, and lost to us */
         if (F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        clock_handed_over();
     }
-    g_pause_ns = tprof__now();
-    pthread_mutex_unlock(&g_pause_lock);
-    char v[32];
-    snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
-    tprof__set_meta("gpu_capture.paused_since_ns", v);
-    tprof__log(TPROF_LOG_INFO, "GPU activity capture paused");
-    handover_trace("(trainprof) pause", 0);
+    paused_now(why);
     return TPROF_OK;
+}
+
+int tprof_gpu_capture_pause(void) {
+    if (!tprof_enabled()) return TPROF_ERR_DISABLED;
+    if (!atomic_load(&g_ready)) return TPROF_ERR_UNAVAILABLE;
+    char why[sizeof g_pause_why];
+    tprof__pause_reason(why, sizeof why);
+    pause_lock();
+    int rc = pause_locked(why);
+    pause_unlock();
+    if (rc == TPROF_OK) tprof__log(TPROF_LOG_INFO, "GPU activity capture paused");
+    if (rc == TPROF_OK) tprof__cupti_handover_trace("(trainprof) pause", 0);
+    return rc;
 }
 
 int tprof_gpu_capture_resume(void) {
     if (!tprof_enabled()) return TPROF_ERR_DISABLED;
     if (!atomic_load(&g_ready)) return TPROF_ERR_UNAVAILABLE;
-    pthread_mutex_lock(&g_pause_lock);
+    pause_lock();
     if (!g_paused) {
-        pthread_mutex_unlock(&g_pause_lock);
+        pause_unlock();
         return TPROF_ERR_INVALID_ARG;
     }
     CUptiResult r = CUPTI_SUCCESS;
@@ -618,234 +700,111 @@ int tprof_gpu_capture_resume(void) {
         }
         if (r == CUPTI_SUCCESS) oom_subscribe(); /* unless the other client kept it */
     }
-    int rc = TPROF_OK;
-    if (r != CUPTI_SUCCESS) {
-        rc = TPROF_ERR_UNAVAILABLE; /* stays paused: another client kept the activity API */
-    } else {
-        g_paused = 0;
+    if (r == CUPTI_SUCCESS) {
+        resumed_now();
         if (g_want) {
             atomic_store(&g_enabled, 0); /* the other client may have turned the kinds off */
             enable_chosen(1);
         }
-        size_t len = strlen(g_pauses);
-        if (len + 48 < sizeof g_pauses)
-            snprintf(g_pauses + len, sizeof g_pauses - len, "%s%llu-%llu", len ? "," : "",
-                     (unsigned long long)g_pause_ns, (unsigned long long)tprof__now());
     }
-    char v[sizeof g_pauses];
-    memcpy(v, g_pauses, sizeof v);
-    pthread_mutex_unlock(&g_pause_lock);
-    if (rc == TPROF_OK) {
-        tprof__set_meta("gpu_capture.pauses", v);
-        tprof__set_meta("gpu_capture.paused_since_ns", "");
-        tprof__log(TPROF_LOG_INFO, "GPU activity capture resumed");
-        handover_trace("(trainprof) resume", 0);
-    } else {
+    pause_unlock();
+    if (r != CUPTI_SUCCESS) { /* stays paused: another client kept the activity API */
         tprof__log(TPROF_LOG_WARN, "GPU activity capture stays paused: %s", tprof__cupti_result(r));
+        return TPROF_ERR_UNAVAILABLE;
     }
-    return rc;
+    tprof__log(TPROF_LOG_INFO, "GPU activity capture resumed");
+    tprof__cupti_handover_trace("(trainprof) resume", 0);
+    return TPROF_OK;
 }
 
 /* ------------------------------------------------------------------ another CUPTI client */
 
-/* CUPTI serves one client per process: a second cuptiActivityRegisterCallbacks takes every
- * buffer over, and a second subscriber is refused (cupti_activity.h, cupti_callbacks.h). A
- * program that runs torch.profiler itself (Kineto) would otherwise leave both tools empty.
- * trainprof.torch hands over from Python; for any other program, `trainprof run` preloads
- * this library, so its definitions of these CUPTI functions come before libcupti's in the
- * process's symbol lookup: each notes what the other client does and passes the call on to
- * libcupti unchanged (RTLD_NEXT). The client's first buffer sizing or registration pauses
- * our capture (our buffers flushed, our subscriber released, the pause named in
- * gpu_capture.pauses and reported in steps); turning its kernel kind off, then flushing or
- * finalizing, ends its window, and the flusher resumes ours once the program begins its next
- * step (cupti_tick). Our own CUPTI calls go through F,
- * bound to libcupti itself, and never reach these. A client that never turns its kernels off
- * keeps us paused, which the report says. */
-enum { FOREIGN_NONE = 0, FOREIGN_HOLDS = 1, FOREIGN_ENDING = 2, FOREIGN_DONE = 3 };
-static _Atomic int g_foreign;
-static _Atomic uint64_t g_foreign_end_ns;
-static _Atomic uint64_t g_foreign_end_step; /* steps begun (kwindow's count) when it ended */
-/* A claim made at a client's buffer sizing waits for its registration: without one within 2 s
- * (a program that only sets an attribute), it is undone (cupti_tick). */
-static _Atomic int g_sizing_claim, g_sizing_was;
-static _Atomic uint64_t g_sizing_ns;
+/* The program's own CUPTI client (cupti_client.c) calls CUPTI on its threads, at times from
+ * inside CUPTI's callbacks (a buffer completed, an API callback), which CUPTI may run while a
+ * CUPTI call of ours holds g_pause_lock: a flush on this thread, or one that waits for
+ * CUPTI's worker thread. Waiting for the lock there would deadlock the program, so those
+ * calls never wait (a subscription briefly, for another thread): what they need of it is
+ * noted and settled under it by the next window or flusher pass (settle_client). */
+static _Atomic int g_client_finalize; /* a client's cuptiFinalize, to settle */
+static _Atomic uint64_t g_kinds_off;  /* kinds it turned off (bit 1 << kind), to settle */
 
-/* Steps begun so far by the capture plan's count (0 before the first). */
-static uint64_t steps_begun(void) {
-    uint64_t step, ns;
-    return tprof__kwin_progress(&step, &ns) == 0 ? step + 1 : 0;
+enum { LOCK_BUSY = 0, LOCK_TAKEN = 1, LOCK_MINE = 2 };
+/* g_pause_lock for a call of the client's: LOCK_TAKEN (the caller unlocks), LOCK_MINE when this
+ * thread holds it (inside a CUPTI call of ours), else LOCK_BUSY after trying for wait_ms. */
+static int lock_for_client(int wait_ms) {
+    for (int i = 0;; i++) {
+        if (pause_trylock()) return LOCK_TAKEN;
+        if (atomic_load(&g_lock_held) && pthread_equal(atomic_load(&g_lock_owner), pthread_self()))
+            return LOCK_MINE;
+        if (i >= wait_ms) return LOCK_BUSY;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
 }
 
-/* At debug level (TRAINPROF_LOG=debug): another CUPTI client's call, or our pause or resume,
- * with the time and the step it came in: what a user reads to follow a hand-over. */
-static void handover_trace(const char *what, unsigned long long arg) {
-    if (tprof__log_level < TPROF_LOG_DEBUG) return;
-    tprof__log(TPROF_LOG_DEBUG, "CUPTI client: %s(%llu) at %.6f s, step %llu", what, arg,
-               (double)tprof__now() / 1e9, (unsigned long long)steps_begun());
-}
-
-
-/* The forwarded call: libcupti's answer, or CUPTI_ERROR_NOT_INITIALIZED where the process has
- * no libcupti (what the program's call could not have reached either). */
-#define FORWARD(name, args)                                                                \
-    do {                                                                                   \
-        static _Atomic(void *) cache_;                                                     \
-        __typeof__(&name) real_;                                                           \
-        *(void **)&real_ = tprof__cupti_next(&cache_, #name, *(void **)&F.name);                  \
-        r = real_ ? real_ args : CUPTI_ERROR_NOT_INITIALIZED;                              \
-    } while (0)
-
-/* What foreign_claims did, for foreign_refused to undo. */
-enum { CLAIM_NONE = 0, CLAIM_EARLY = 1, CLAIM_PAUSED = 2, CLAIM_NOTED = 3 };
-
-static int foreign_claims(int *was) {
-    *was = FOREIGN_NONE;
-    if (!tprof_enabled()) return CLAIM_NONE;
-    *was = atomic_exchange(&g_foreign, FOREIGN_HOLDS);
-    /* g_ready is set under the lock, where InitializeInjection looks at g_foreign_early again */
-    pthread_mutex_lock(&g_pause_lock);
+/* Under g_pause_lock: tprof__cupti_claim's work. */
+static int claim_locked(void) {
     if (!atomic_load(&g_ready)) { /* before our CUPTI started: it will start paused */
         atomic_store(&g_foreign_early, 1);
         atomic_store(&tprof__kwin_watch, 1);
-        pthread_mutex_unlock(&g_pause_lock);
-        return CLAIM_EARLY;
+        return TPROF__CLAIM_EARLY;
     }
-    int ours = g_paused;
-    pthread_mutex_unlock(&g_pause_lock);
     /* steps are counted from now whatever the plan, so that capture comes back at a step
-     * boundary after the client's window (cupti_tick) */
+     * boundary after the client's window (tprof__cupti_client_tick) */
     atomic_store(&tprof__kwin_watch, 1);
-    /* paused already (trainprof.torch, or this client's earlier window) */
-    if (ours) return CLAIM_NOTED;
-    tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
-    if (tprof_gpu_capture_pause() == TPROF_OK) {
-        atomic_store(&g_foreign_paused, 1);
-        tprof__log(TPROF_LOG_INFO, "another CUPTI client registered its buffers: GPU activity "
-                   "capture handed over to it");
-        return CLAIM_PAUSED;
-    }
-    return CLAIM_NOTED;
+    /* paused already (trainprof.torch, or this client's earlier window): noted */
+    if (g_paused) return TPROF__CLAIM_NOTED;
+    tprof__set_meta("gpu_capture.pause_reason", CLIENT_WHY);
+    pause_locked(CLIENT_WHY);
+    atomic_store(&g_foreign_paused, 1);
+    return TPROF__CLAIM_PAUSED;
 }
 
-/* CUPTI refused the registration foreign_claims prepared for (cupti_activity.h: a NULL
- * callback, or another error): the client holds nothing, and our callbacks are still the
- * registered ones, so what the claim did is undone: the client's earlier state back, and our
- * capture resumed at once (started normally, when our CUPTI has not started yet). */
-static void foreign_refused(int claim, int was) {
-    if (claim == CLAIM_NONE) return;
-    atomic_store(&g_foreign, was);
-    if (was != FOREIGN_NONE) return; /* an earlier window of the client's goes on */
-    if (claim == CLAIM_EARLY) {
-        pthread_mutex_lock(&g_pause_lock);
+static void claimed(int claim) {
+    if (claim == TPROF__CLAIM_PAUSED)
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client took CUPTI: GPU activity capture "
+                   "handed over to it");
+}
+
+int tprof__cupti_claim(void) {
+    pause_lock();
+    int claim = claim_locked();
+    pause_unlock();
+    claimed(claim);
+    return claim;
+}
+
+int tprof__cupti_unclaim(int claim) {
+    if (claim == TPROF__CLAIM_EARLY) {
+        pause_lock();
         int started = atomic_load(&g_ready);
         if (!started) atomic_store(&g_foreign_early, 0);
-        pthread_mutex_unlock(&g_pause_lock);
-        if (!started) return;
+        pause_unlock();
+        if (!started) return 0;
     }
-    if (atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK)
-        tprof__log(TPROF_LOG_INFO, "the other CUPTI client's registration failed: GPU activity "
-                   "capture taken back");
+    return atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK;
 }
 
-static void foreign_ends(int finalized) {
-    int st = atomic_load(&g_foreign);
-    if (st == FOREIGN_HOLDS || (finalized && st == FOREIGN_ENDING)) {
-        atomic_store(&g_foreign_end_ns, tprof__now());
-        atomic_store(&g_foreign_end_step, steps_begun());
-        atomic_store(&g_foreign, finalized ? FOREIGN_DONE : FOREIGN_ENDING);
-        /* the flusher looks at the hand-back from now, not after the rest of its sleep (up
-         * to the flush interval: on an H200 20 ms, four short steps, were lost to it) */
-        tprof__flusher_wake();
+/* Under g_pause_lock: the kinds of `off` that are ours back on, while we hold CUPTI. Kinds
+ * are the process's, not a client's: a client tidying up after its window (Kineto disables
+ * its kinds again as it writes its trace) must not turn ours off once we took capture back. */
+static void kinds_back(uint64_t off) {
+    if (!off || g_paused || !atomic_load(&g_enabled)) return;
+    for (size_t i = 0; i < g_nchosen; i++)
+        if ((off >> g_chosen[i]) & 1) F.cuptiActivityEnable(g_chosen[i]);
+    /* the driver launches' kind, where they are taken by it */
+    if (((off >> CUPTI_ACTIVITY_KIND_DRIVER) & 1) && g_drv_act_on)
+        F.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER);
+}
+
+void tprof__cupti_client_disabled(CUpti_ActivityKind kind) {
+    if (!atomic_load(&g_ready) || !atomic_load(&g_enabled) || (unsigned)kind >= 64) return;
+    if (lock_for_client(0) != LOCK_TAKEN) { /* settled by settle_client */
+        atomic_fetch_or(&g_kinds_off, 1ull << kind);
+        return;
     }
+    kinds_back(1ull << kind);
+    pause_unlock();
 }
-
-TPROF_API CUptiResult CUPTIAPI
-cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
-                               CUpti_BuffersCallbackCompleteFunc done);
-CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
-                                                    CUpti_BuffersCallbackCompleteFunc done) {
-    CUptiResult r;
-    int was = FOREIGN_NONE, claim = CLAIM_NONE;
-    /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
-    if (req != tprof__cupti_buffer_requested) handover_trace("cuptiActivityRegisterCallbacks", 0);
-    if (req != tprof__cupti_buffer_requested && req && done) {
-        atomic_store(&g_sizing_claim, CLAIM_NONE); /* the sizing's claim is confirmed */
-        claim = foreign_claims(&was);
-    }
-    FORWARD(cuptiActivityRegisterCallbacks, (req, done));
-    if (r != CUPTI_SUCCESS) foreign_refused(claim, was);
-    return r;
-}
-
-/* After a client's call that comes before its registration, and claimed capture (claim):
- * undone if CUPTI refused the call, else kept for the registration (cupti_tick undoes it
- * when none comes within 2 s). */
-static void claim_ahead(CUptiResult r, int claim, int was) {
-    if (r != CUPTI_SUCCESS) {
-        foreign_refused(claim, was);
-    } else if (claim != CLAIM_NONE) {
-        atomic_store(&g_sizing_was, was);
-        atomic_store(&g_sizing_ns, tprof__now());
-        atomic_store(&g_sizing_claim, claim);
-    }
-}
-
-/* A client sizing CUPTI's buffers is about to register (Kineto sets the device buffer size and
- * pool limit, then registers: libkineto's CuptiActivityApi); CUPTI applies that to the records
- * still pending in the device buffers, and on an H200 trainprof's records of the steps before
- * the hand-over then came back without their times when only the registration paused it. So
- * the claim (our records flushed first) comes at the first of these calls. */
-TPROF_API CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr,
-                                                         size_t *size, void *value);
-CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *size,
-                                               void *value) {
-    CUptiResult r;
-    int was = FOREIGN_NONE, claim = CLAIM_NONE;
-    handover_trace("cuptiActivitySetAttribute", attr);
-    if (atomic_load(&g_foreign) == FOREIGN_NONE) claim = foreign_claims(&was);
-    FORWARD(cuptiActivitySetAttribute, (attr, size, value));
-    claim_ahead(r, claim, was);
-    return r;
-}
-
-TPROF_API CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind);
-CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
-    CUptiResult r;
-    handover_trace("cuptiActivityDisable", kind);
-    FORWARD(cuptiActivityDisable, (kind));
-    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL)
-        foreign_ends(0);
-    /* kinds are the process's, not a client's: a client tidying up after its window (Kineto
-     * disables its kinds again as it writes its trace) must not turn ours off once we took
-     * capture back */
-    if (atomic_load(&g_ready) && atomic_load(&g_enabled)) {
-        pthread_mutex_lock(&g_pause_lock);
-        if (!g_paused && atomic_load(&g_enabled)) {
-            for (size_t i = 0; i < g_nchosen; i++)
-                if (g_chosen[i] == kind) F.cuptiActivityEnable(kind);
-            /* the driver launches' kind, where they are taken by it */
-            if (kind == CUPTI_ACTIVITY_KIND_DRIVER && g_drv_act_on) F.cuptiActivityEnable(kind);
-        }
-        pthread_mutex_unlock(&g_pause_lock);
-    }
-    return r;
-}
-
-TPROF_API CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag);
-CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
-    CUptiResult r;
-    handover_trace("cuptiActivityFlushAll", flag);
-    FORWARD(cuptiActivityFlushAll, (flag));
-    /* the client's last records are its own now: ours may come back */
-    int st = atomic_load(&g_foreign);
-    if (st == FOREIGN_ENDING) foreign_ends(1);
-    else if (st == FOREIGN_DONE) atomic_store(&g_foreign_end_ns, tprof__now());
-    return r;
-}
-
-/* A client's cuptiFinalize seen while another thread held g_pause_lock: settled under the lock
- * by settle_client_finalize. */
-static _Atomic int g_client_finalize;
 
 /* Under g_pause_lock: another client's cuptiFinalize detached CUPTI while it recorded for us.
  * The subscriber, callbacks and kinds went with it (cupti_activity.h, cuptiFinalize); no
@@ -862,126 +821,98 @@ static void detached_by_client(void) {
                    "next window");
         return;
     }
-    g_paused = 1;
-    g_pause_ns = tprof__now();
+    paused_for_client();
     atomic_store(&g_foreign_paused, 1);
     atomic_store(&tprof__kwin_watch, 1);
-    atomic_store(&g_foreign_end_ns, g_pause_ns);
-    atomic_store(&g_foreign_end_step, steps_begun());
-    atomic_store(&g_foreign, FOREIGN_DONE);
-    char v[32];
-    snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
-    tprof__set_meta("gpu_capture.paused_since_ns", v);
-    tprof__set_meta("gpu_capture.pause_reason", "another CUPTI client");
+    tprof__cupti_client_ended();
     tprof__log(TPROF_LOG_INFO, "another CUPTI client finalized CUPTI: GPU activity capture "
                "comes back at the program's next step");
 }
 
-/* Under g_pause_lock: a client's finalize that could not take the lock, settled now, as
- * detached_by_client would have (whatever of ours CUPTI held then went with it). */
-static void settle_client_finalize(void) {
+/* Under g_pause_lock: what the client's calls noted while the lock was held, settled as they
+ * would have done: its finalize (whatever of ours CUPTI held then went with it), then the
+ * kinds of ours it turned off. */
+static void settle_client(void) {
     if (atomic_exchange(&g_client_finalize, 0) && !g_paused &&
         atomic_load(&g_detach) != DETACH_DONE)
         detached_by_client();
+    kinds_back(atomic_exchange(&g_kinds_off, 0));
 }
 
-TPROF_API CUptiResult CUPTIAPI cuptiFinalize(void);
-CUptiResult CUPTIAPI cuptiFinalize(void) {
-    CUptiResult r;
-    /* a client finalizing while CUPTI records for us (Kineto's teardown, from its callback
-     * after we took capture back) detaches ours too: our records so far delivered first, as
-     * before our own detach, and our state made that of a detach (a window open: capture
-     * back at the program's next step, as after a client's window). The call comes from the
-     * client's callback inside a CUDA call of the program's, so it never waits for our lock:
-     * another thread may hold it across a CUPTI call of ours; then the state is settled by
-     * the next window or flusher pass (settle_client_finalize) */
-    handover_trace("cuptiFinalize", 0);
-    const int ready = atomic_load(&g_ready);
-    const int locked = ready && pthread_mutex_trylock(&g_pause_lock) == 0;
-    int ours = 0;
-    if (locked) {
-        ours = !g_paused && atomic_load(&g_detach) != DETACH_DONE;
-        if (ours && F.cuptiActivityFlushAll)
-            F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+/* A client finalizing while CUPTI records for us detaches ours too: our records so far
+ * delivered first, as before our own detach, and our state made that of a detach (a window
+ * open: capture back at the program's next step, as after a client's window). The call comes
+ * from the client's callback inside a CUDA call of the program's, so it never waits for our
+ * lock: another thread may hold it across a CUPTI call of ours; then the state is settled by
+ * the next window or flusher pass. */
+enum { FIN_READY = 1, FIN_LOCKED = 2, FIN_OURS = 4 };
+int tprof__cupti_client_finalizing(void) {
+    if (!atomic_load(&g_ready)) return 0;
+    if (lock_for_client(0) != LOCK_TAKEN) return FIN_READY;
+    int how = FIN_READY | FIN_LOCKED;
+    if (!g_paused && atomic_load(&g_detach) != DETACH_DONE) {
+        how |= FIN_OURS;
+        if (F.cuptiActivityFlushAll) F.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
-    FORWARD(cuptiFinalize, ());
+    return how;
+}
+
+void tprof__cupti_client_finalized(int how, CUptiResult r) {
     if (r == CUPTI_SUCCESS) atomic_store(&g_foreign_finalized, 1);
-    if (locked) {
-        if (ours && r == CUPTI_SUCCESS) detached_by_client();
-        pthread_mutex_unlock(&g_pause_lock);
-    } else if (ready && r == CUPTI_SUCCESS) {
+    if (how & FIN_LOCKED) {
+        if ((how & FIN_OURS) && r == CUPTI_SUCCESS) detached_by_client();
+        pause_unlock();
+    } else if ((how & FIN_READY) && r == CUPTI_SUCCESS) {
         atomic_store(&g_client_finalize, 1);
     }
-    foreign_ends(1);
-    return r;
 }
 
-/* A client subscribing takes CUPTI's one subscriber from us where we hold it: our failed-
- * allocation and launch callbacks go (driver launches fall back to their activity kind at the
- * next window), a detach waiting for it is called off, and its subscription succeeds. */
-TPROF_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
-                                              void *ud);
-CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
-    CUptiResult r;
-    const int client = fn != (CUpti_CallbackFunc)api_callback;
-    int was = FOREIGN_NONE, claim = CLAIM_NONE;
-    if (client) handover_trace("cuptiSubscribe", 0);
-    /* Kineto subscribes before it registers (torch 2.11 on an H200): the claim comes here,
-     * our records settled before the client's calls reach CUPTI (settle_records) */
-    if (client && atomic_load(&g_foreign) == FOREIGN_NONE) claim = foreign_claims(&was);
-    if (client && atomic_load(&g_ready)) {
-        pthread_mutex_lock(&g_pause_lock);
-        if (g_sub_held) {
-            /* a detach waiting for the next CUDA call needs the subscriber, but the program's
-             * call must not fail for it: CUPTI stays attached, the client's anyway */
-            if (atomic_exchange(&g_detach, DETACH_NO) == DETACH_ASKED)
-                tprof__log(TPROF_LOG_INFO, "CUPTI stays attached between windows: another "
-                           "CUPTI client subscribed");
-            release_subscriber();
-            tprof__log(TPROF_LOG_INFO, "another CUPTI client subscribed: failed device "
-                       "allocations and driver launches by callback are its now");
-        }
-        pthread_mutex_unlock(&g_pause_lock);
+/* Our subscriber, where we hold it, goes: our failed-allocation and launch callbacks go
+ * (driver launches fall back to their activity kind at the next window), and a detach waiting
+ * for it is called off. From a callback inside a CUPTI call of ours (LOCK_MINE), this thread
+ * is the lock's holder: it acts as such, and the call it interrupted looks again after it
+ * (detach_now). Another thread's CUPTI call is waited for 100 ms at most: past that our
+ * subscriber stays, and CUPTI refuses the client's. */
+int tprof__cupti_client_subscribes(CUpti_CallbackFunc fn, int claim) {
+    static _Atomic int said;
+    if (fn == (CUpti_CallbackFunc)api_callback || !atomic_load(&g_ready))
+        return TPROF__CLAIM_NONE;
+    const int how = lock_for_client(100);
+    if (how == LOCK_BUSY) {
+        if (!atomic_exchange(&said, 1))
+            tprof__log(TPROF_LOG_WARN, "another CUPTI client subscribed while trainprof was "
+                       "inside a CUPTI call: trainprof's subscriber kept");
+        return TPROF__CLAIM_NONE;
     }
-    FORWARD(cuptiSubscribe, (sub, fn, ud));
-    claim_ahead(r, claim, was);
-    return r;
+    /* Kineto subscribes before it registers (torch 2.11 on an H200): the claim comes here,
+     * our records settled before the client's calls reach CUPTI; not from inside a CUPTI
+     * call of ours (LOCK_MINE), whose records are not settled yet */
+    int claimed_now = claim && how == LOCK_TAKEN ? claim_locked() : TPROF__CLAIM_NONE;
+    if (g_sub_held) {
+        /* a detach waiting for the next CUDA call needs the subscriber, but the program's
+         * call must not fail for it: CUPTI stays attached, the client's anyway */
+        if (atomic_exchange(&g_detach, DETACH_NO) == DETACH_ASKED)
+            tprof__log(TPROF_LOG_INFO, "CUPTI stays attached between windows: another "
+                       "CUPTI client subscribed");
+        release_subscriber();
+        tprof__log(TPROF_LOG_INFO, "another CUPTI client subscribed: failed device "
+                   "allocations and driver launches by callback are its now");
+    }
+    if (how == LOCK_TAKEN) pause_unlock();
+    claimed(claimed_now);
+    return claimed_now;
 }
 
-/* Flusher: our capture back once the other client's window has ended (it turned its kernels
- * off, and flushed or finalized) and the program began a step since. A client stops from the
- * program's own thread (torch.profiler's stop, Kineto's trace processing and its forced
- * flushes included), so a step that begins after that is past all of it; taken back earlier,
- * each later forced flush of the client's would cut our in-flight records short. A program
- * whose steps are not seen gets capture back 5 s after the client's last such call. */
+/* Flusher: what the client's calls noted settled, and its window followed (cupti_client.c). */
 static uint64_t cupti_tick(int final) {
     (void)final;
-    if (atomic_load(&g_client_finalize)) {
-        pthread_mutex_lock(&g_pause_lock);
-        settle_client_finalize();
-        pthread_mutex_unlock(&g_pause_lock);
+    if (atomic_load(&g_client_finalize) || atomic_load(&g_kinds_off)) {
+        pause_lock();
+        settle_client();
+        pause_unlock();
     }
-    int sizing = atomic_load(&g_sizing_claim);
-    if (sizing != CLAIM_NONE) {
-        if (tprof__now() - atomic_load(&g_sizing_ns) < 2000000000ull)
-            return tprof__now() + 100000000; /* look again in 100 ms */
-        if (atomic_exchange(&g_sizing_claim, CLAIM_NONE) == sizing)
-            foreign_refused(sizing, atomic_load(&g_sizing_was));
-    }
-    int st = atomic_load(&g_foreign);
-    if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;
-    int stepped = steps_begun() > atomic_load(&g_foreign_end_step);
-    uint64_t now = tprof__now();
-    int quiet = now - atomic_load(&g_foreign_end_ns) > 5000000000ull;
-    /* waiting for the step: passes every 2 ms until then, so that short steps lose few */
-    if (!(stepped && st == FOREIGN_DONE) && !quiet) return now + 2000000;
-    atomic_store(&g_foreign, FOREIGN_NONE);
-    if (atomic_exchange(&g_foreign_paused, 0) && tprof_gpu_capture_resume() == TPROF_OK)
-        tprof__log(TPROF_LOG_INFO, "the other CUPTI client's window ended: GPU activity "
-                   "capture taken back");
-    return 0;
+    return tprof__cupti_client_tick();
 }
-
 /* Recording, or about to: from the moment the driver called InitializeInjection. */
 int tprof__cupti_delivering(void) { return atomic_load(&g_active); }
 
@@ -1012,6 +943,7 @@ static int cupti_capability(char *line, size_t n) {
  * there. The program's own CUPTI calls are passed on unchanged. */
 static void cupti_after_fork(void) {
     pthread_mutex_init(&g_pause_lock, NULL);
+    atomic_store(&g_lock_held, 0);
     atomic_store(&g_ready, 0);
     atomic_store(&g_detach, DETACH_DONE);
     atomic_store(&g_enabled, 0);
@@ -1019,10 +951,11 @@ static void cupti_after_fork(void) {
     atomic_store(&g_oom_cbs, 0);
     g_sub_held = 0;
     g_paused = 0;
-    atomic_store(&g_foreign, FOREIGN_NONE);
+    tprof__cupti_client_after_fork();
     atomic_store(&g_foreign_paused, 0);
     atomic_store(&g_foreign_early, 0);
     atomic_store(&g_client_finalize, 0);
+    atomic_store(&g_kinds_off, 0);
 }
 
 const tprof__source tprof__source_cupti = {

@@ -1,14 +1,15 @@
 /*
  * cupti_lib.c — which libcupti GPU activity capture uses and what it asks of it: the copy the
  * process already mapped (else the usual places, or TRAINPROF_CUPTI_LIB), its functions as
- * bound (cupti_lib.h), its results' names, and the runtime calls recorded (the work calls by
- * default; every call but a few queries with TRAINPROF_CUPTI_CALLS=all).
+ * bound (cupti_lib.h), its results' names, its default clock, and the runtime calls recorded
+ * (the work calls by default; every call but a few queries with TRAINPROF_CUPTI_CALLS=all).
  */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/config.h"
 #include "../core/internal.h"
@@ -69,6 +70,28 @@ void *tprof__cupti_open(char *which, size_t n) {
         }
     }
     return NULL;
+}
+
+/* CUPTI's default clock (cupti_activity.h, cuptiActivityRegisterTimestampCallback): Linux's
+ * CLOCK_REALTIME, but CLOCK_MONOTONIC_RAW under WSL, where the real-time clock can step back.
+ * Another client that registered no clock of its own expects its records on it (Kineto puts
+ * them beside its CPU events, taken from the system clock). */
+static _Atomic int g_default_clock = CLOCK_REALTIME;
+
+void tprof__cupti_default_clock_init(void) {
+    char rel[256] = "";
+    FILE *f = fopen("/proc/sys/kernel/osrelease", "re");
+    if (!f) return;
+    if (!fgets(rel, sizeof rel, f)) rel[0] = 0;
+    fclose(f);
+    if (strcasestr(rel, "microsoft") || strstr(rel, "WSL"))
+        atomic_store(&g_default_clock, CLOCK_MONOTONIC_RAW);
+}
+
+uint64_t CUPTIAPI tprof__cupti_default_clock(void) {
+    struct timespec ts;
+    clock_gettime((clockid_t)atomic_load(&g_default_clock), &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 const char *tprof__cupti_result(CUptiResult r) {

@@ -83,8 +83,54 @@ void tprof__cupti_corr_rebase(void);
 /* A runtime or driver call's name without its "_vNNNN" suffix; per-thread storage. */
 const char *tprof__cupti_api_name(CUpti_CallbackDomain domain, uint32_t cbid);
 
+/* CUPTI's own clock, as records carry it where no client registered one (cupti_activity.h,
+ * cuptiActivityRegisterTimestampCallback): CLOCK_REALTIME on Linux, CLOCK_MONOTONIC_RAW under
+ * WSL; ns. tprof__cupti_default_clock_init (at start) tells WSL apart. */
+uint64_t CUPTIAPI tprof__cupti_default_clock(void);
+void tprof__cupti_default_clock_init(void);
+
 /* ---- cupti.c */
 /* Records are being delivered to this session (it started CUPTI and was not forked away). */
 int tprof__cupti_delivering(void);
+
+/* What cupti_client.c asks of our capture when the program's own CUPTI client calls CUPTI
+ * (any thread: the client's). A claim: the client's window begins or goes on. */
+enum { TPROF__CLAIM_NONE = 0, TPROF__CLAIM_EARLY = 1, TPROF__CLAIM_PAUSED = 2,
+       TPROF__CLAIM_NOTED = 3 };
+/* Our capture paused for the client (the pause named "another CUPTI client"): CLAIM_EARLY
+ * before our CUPTI started (it will start paused), CLAIM_PAUSED paused now, CLAIM_NOTED paused
+ * already. Waits for our lock (the calls that claim do not come from CUPTI's callbacks). */
+int tprof__cupti_claim(void);
+/* A claim undone, or the client's window over: capture resumed where a claim paused it (after
+ * CLAIM_EARLY: our CUPTI starts normally, when it has not started yet). 1 if it resumed. */
+int tprof__cupti_unclaim(int claim);
+/* The client turned `kind` off: one of ours comes back on while we hold CUPTI. Never waits:
+ * when our lock is held (a CUPTI call of ours, maybe the one this call comes from), it is
+ * noted and settled by the next window or flusher pass. */
+void tprof__cupti_client_disabled(CUpti_ActivityKind kind);
+/* The client subscribes with fn: our subscriber released where we hold it, so that its
+ * subscription succeeds, and with `claim`, our capture claimed for it as tprof__cupti_claim
+ * does (returned; CLAIM_NONE when not). Never waits for a CUPTI call of ours on this thread
+ * (no claim then); for one on another thread, at most 100 ms (the client's subscription is
+ * refused after that, and nothing claimed). */
+int tprof__cupti_client_subscribes(CUpti_CallbackFunc fn, int claim);
+/* Around the client's cuptiFinalize, with libcupti's answer r after it: our records flushed
+ * first and our state made that of a detach, when our lock is free (else settled later). */
+int tprof__cupti_client_finalizing(void);
+void tprof__cupti_client_finalized(int how, CUptiResult r);
+
+/* ---- cupti_client.c */
+/* At debug level (TRAINPROF_LOG=debug): a client's call, or our pause or resume, with the
+ * time and the step it came in: what a user reads to follow a hand-over. */
+void tprof__cupti_handover_trace(const char *what, unsigned long long arg);
+/* The client's window over now (its cuptiFinalize detached our capture). */
+void tprof__cupti_client_ended(void);
+/* Our buffer callbacks are CUPTI's registered ones again. */
+void tprof__cupti_ours_registered(void);
+/* The clock the client gave CUPTI last (NULL: none), given back to it at each hand-over. */
+CUpti_TimestampCallbackFunc tprof__cupti_client_clock(void);
+/* Flusher: the client's window and claims followed; the next pass wanted (as tick), or 0. */
+uint64_t tprof__cupti_client_tick(void);
+void tprof__cupti_client_after_fork(void);
 
 #endif /* TPROF_CUPTI_LIB_H */

@@ -177,6 +177,11 @@ void tprof__thread_name(tprof__thread *t, uint64_t os_tid, const char *name);
 int tprof__proc_record(uint16_t kind, uint32_t arg, const void *payload, size_t pl_bytes,
                        const char *s1, const char *s2);
 int tprof__set_meta(const char *key, const char *value);
+/* The pause reason a program named last (tprof_set_metadata's "gpu_capture.pause_reason",
+ * kept by tprof__pause_reason_named; "" when none), into out (n bytes, truncated): the
+ * reason of its next GPU capture pause. Any thread. */
+void tprof__pause_reason_named(const char *why);
+void tprof__pause_reason(char *out, size_t n);
 /* A count kept in the metadata as it grows (the last value of a key is the one a reader
  * keeps): tprof__set_meta_max writes key = n unless this counter already wrote a value at
  * least as large, so a thread that counted early but writes late cannot leave a smaller

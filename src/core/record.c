@@ -341,5 +341,6 @@ int tprof_set_metadata(const char *key, const char *value) {
     if (!key || !value || !*key || strlen(key) > 255 || strlen(value) > TPROF_MAX_INLINE)
         return TPROF_ERR_INVALID_ARG;
     if (!tprof_enabled()) return TPROF_ERR_DISABLED;
+    if (!strcmp(key, "gpu_capture.pause_reason")) tprof__pause_reason_named(value);
     return tprof__set_meta(key, value);
 }

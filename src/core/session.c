@@ -200,6 +200,23 @@ int tprof__set_meta(const char *key, const char *value) {
     return tprof__proc_record(TPROF_REC_META, 0, NULL, 0, key, value);
 }
 
+/* The reason named last with tprof_set_metadata("gpu_capture.pause_reason"), for the pauses
+ * that follow (capture/cupti.c gives each pause its own); under tprof__S.lock, which a fork
+ * does not copy held. */
+static char g_pause_reason[64];
+
+void tprof__pause_reason_named(const char *why) {
+    pthread_mutex_lock(&tprof__S.lock);
+    snprintf(g_pause_reason, sizeof g_pause_reason, "%s", why);
+    pthread_mutex_unlock(&tprof__S.lock);
+}
+
+void tprof__pause_reason(char *out, size_t n) {
+    pthread_mutex_lock(&tprof__S.lock);
+    snprintf(out, n, "%s", g_pause_reason);
+    pthread_mutex_unlock(&tprof__S.lock);
+}
+
 void tprof__set_meta_max(tprof__meta_max *m, const char *key, uint64_t n) {
     pthread_mutex_lock(&m->lock);
     if (n > m->written) {
