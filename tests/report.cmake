@@ -11,6 +11,9 @@ target_compile_definitions(test_kineto PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_
 # The memory timeline, fragmentation, the memory rules and the OOM post-mortem (memory.c,
 # memory_rules.c) on synthetic samples of the caching allocator with known peaks.
 tprof_add_unit(test_memory test_memory.c synth.c LIBS tprof_analysis LABELS report)
+# Span unions walked in start order and the k-th value selected in passes (spans.c) against
+# sorting every span or value.
+tprof_add_unit(test_spans test_spans.c LIBS tprof_analysis LABELS report)
 # The report of a slim run (tp_run_load_slim, rank files read again for their sections, on
 # several threads) is the report of the whole run, byte for byte.
 tprof_add_unit(test_report_slim test_report_slim.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")

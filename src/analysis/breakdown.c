@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "analysis/comm.h"
+#include "analysis/spans.h"
 #include "format/format.h"
 
 cJSON *tp_stat5_json(const tp_stat5 *s) {
@@ -165,88 +166,61 @@ static uint32_t main_device(const tp_process *p, size_t *ndevp) {
     return devs[best];
 }
 
-/* The span sets of the main device: compute kernels (K), communication (C), both (KC), all
- * work (U), data loading (D) and the host's blocking synchronisations (S). */
+/* The span sets of the main device. Compute kernels (K), communication (C), both (KC) and all
+ * work (U) are unions walked in start order (spans.h) from the GPU records and C's spans: a
+ * rank's kernels are millions of spans, so none of them is copied. Communication (C: its
+ * kernels and ops, a few per op), data loading (D) and the host's blocking synchronisations
+ * (S) are kept merged. */
 typedef struct gpu_sets {
-    spans K, C, KC, U, D, S;
-    int u_is_kc; /* no copies: U shares KC's spans (read only after gpu_sets_build) */
+    const tp_process *p;
+    uint32_t dev;
+    spans C, D, S;
 } gpu_sets;
 
 static void gpu_sets_free(gpu_sets *g) {
-    free(g->K.v);
     free(g->C.v);
-    free(g->KC.v);
-    if (!g->u_is_kc) free(g->U.v);
     free(g->D.v);
     free(g->S.v);
 }
 
-/* Room for n spans in s (one allocation of the size needed, not up to twice it while
- * doubling: a rank's kernels are millions of spans). */
-static int reserve(spans *s, size_t n) {
-    if (n <= s->cap) return 0;
-    tp_span *nv = realloc(s->v, n * sizeof *nv);
-    if (!nv) return -1;
-    s->v = nv;
-    s->cap = n;
-    return 0;
+/* A compute kernel of the device *arg (communication kernels are C's). */
+static int compute_kernel(const tp_gpu_op *o, const void *arg) {
+    return o->device == *(const uint32_t *)arg && o->type == TPROF_REC_GPU_KERNEL &&
+           !tp_comm_is_kernel(o);
 }
 
-/* out = the union of a and b, both merged (sorted, disjoint), merged: one pass over the two,
- * with no sort and no copy beside out. A merged set is the union's components (touching
- * spans joined), so this is the set merge() makes of a's and b's spans together. */
-static int unite(spans *out, const spans *a, const spans *b) {
-    if (reserve(out, out->n + a->n + b->n)) return -1;
-    size_t i = 0, j = 0;
-    while (i < a->n || j < b->n) {
-        const tp_span *x = j == b->n || (i < a->n && a->v[i].s <= b->v[j].s) ? &a->v[i++]
-                                                                           : &b->v[j++];
-        if (x->e > x->s) out->v[out->n++] = *x;
-    }
-    merge(out);
-    return 0;
+/* Any work of the device *arg: kernels, copies, memsets (not its synchronisations). */
+static int device_work(const tp_gpu_op *o, const void *arg) {
+    return o->device == *(const uint32_t *)arg && o->type != TPROF_REC_GPU_SYNC;
 }
 
-/* Fills g (merged); returns -1 when out of memory. Each set is built merged from the merged
- * sets below it (compute, then with communication, then with copies), which is the set
- * merging all their spans together makes, with memory for each set once. */
+/* A union over g's sets: compute kernels (k), all work (w), C (c), any of them, with the
+ * sources' state in src (room for 3). */
+typedef struct union_src {
+    tp_gpu_walk k, w;
+    tp_span_array c;
+} union_src;
+
+static void sets_union(tp_union *u, union_src *src, const gpu_sets *g, int k, int w, int c) {
+    tp_union_init(u);
+    src->k = (tp_gpu_walk){g->p, compute_kernel, &g->dev, 0};
+    src->w = (tp_gpu_walk){g->p, device_work, &g->dev, 0};
+    src->c = (tp_span_array){g->C.v, g->C.n, 0};
+    if (k) tp_union_add(u, tp_gpu_walk_next, &src->k);
+    if (w) tp_union_add(u, tp_gpu_walk_next, &src->w);
+    if (c) tp_union_add(u, tp_span_array_next, &src->c);
+}
+
+/* Fills g's kept sets; returns -1 when out of memory. */
 static int gpu_sets_build(gpu_sets *g, const tp_process *p, const tp_steps *st, uint32_t dev,
                           const char *const *names, size_t nn) {
+    g->p = p;
+    g->dev = dev;
     tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
     int oom = !tm;
     if (!oom) tp_comm_resolve(p, tm);
-    size_t nk = 0, ncopy = 0;
-    for (size_t i = 0; i < p->ngpu; i++) {
-        const tp_gpu_op *o = &p->gpu[i];
-        if (o->device != dev || o->type == TPROF_REC_GPU_SYNC) continue;
-        if (o->type != TPROF_REC_GPU_KERNEL) ncopy++;
-        else nk += !tp_comm_is_kernel(o);
-    }
-    spans copies = {0};
-    oom |= reserve(&g->K, nk) || reserve(&copies, ncopy);
-    for (size_t i = 0; !oom && i < p->ngpu; i++) {
-        const tp_gpu_op *o = &p->gpu[i];
-        if (o->device != dev || o->type == TPROF_REC_GPU_SYNC) continue;
-        if (o->type == TPROF_REC_GPU_KERNEL) {
-            if (!tp_comm_is_kernel(o)) oom |= add(&g->K, o->start, o->end);
-        } else {
-            oom |= add(&copies, o->start, o->end); /* memcpy / memset */
-        }
-    }
     if (!oom) oom |= tp_comm_device_spans(p, tm, 1, dev, &g->C.v, &g->C.n, &g->C.cap) != 0;
-    if (!oom) {
-        merge(&g->K);
-        merge(&g->C);
-        merge(&copies);
-        oom |= unite(&g->KC, &g->K, &g->C);
-        if (!oom && !copies.n) { /* all work is compute and communication */
-            g->U = g->KC;
-            g->u_is_kc = 1;
-        } else if (!oom) {
-            oom |= unite(&g->U, &copies, &g->KC);
-        }
-    }
-    free(copies.v);
+    if (!oom) merge(&g->C);
     if (!oom) oom |= data_spans(p, st, names, nn, &g->D);
     for (size_t i = 0; !oom && i < p->napi; i++)
         if (tp_is_blocking_sync(p->api[i].name)) oom |= add(&g->S, p->api[i].start, p->api[i].end);
@@ -256,68 +230,83 @@ static int gpu_sets_build(gpu_sets *g, const tp_process *p, const tp_steps *st, 
     return 0;
 }
 
-/* Window w's parts into L[TP_BD_NPARTS]; its idle gaps counted in *ng and, for a measured
- * window, their lengths (us) appended to gaps. */
-static void gpu_window(const gpu_sets *g, uint64_t a, uint64_t e, uint64_t *L, uint64_t *ng,
-                       int measured, double *gaps, size_t *ngaps) {
-    uint64_t k = covered(&g->K, a, e), kc = covered(&g->KC, a, e), c = covered(&g->C, a, e);
-    uint64_t u = covered(&g->U, a, e);
-    L[C_STEP] = e - a;
-    L[C_COMPUTE] = k;
-    L[C_EXPOSED] = kc - k;
-    L[C_OVERLAP] = c - (kc - k);
-    L[C_COPY] = u - kc;
-    L[C_IDLE] = (e - a) - u;
-    /* the idle gaps, one by one */
-    uint64_t t = a;
-    size_t i = first_after(&g->U, a);
-    for (;;) {
-        uint64_t gs = t, ge = i < g->U.n && g->U.v[i].s < e ? g->U.v[i].s : e;
-        if (ge > gs) {
-            uint64_t dd = covered(&g->D, gs, ge), rest = ge - gs - dd;
-            L[C_DATA] += dd;
-            if (touches(&g->S, gs, ge)) {
-                L[C_SYNC] += rest;
-            } else {
-                L[C_OTHER] += rest;
-                if (ge - gs < SHORT_GAP_NS) L[C_SHORT] += rest;
-            }
-            if (gs == a) {
-                L[C_START] = ge - gs;
-                L[C_START_DATA] = dd;
-            }
-            (*ng)++;
-            if (measured) gaps[(*ngaps)++] = (double)(ge - gs) / 1e3;
-        }
-        if (i >= g->U.n || g->U.v[i].s >= e) break;
-        t = g->U.v[i].e > t ? g->U.v[i].e : t;
-        i++;
-        if (t >= e) break;
+/* Idle gap [gs, ge) of window w (starting at a) into its parts L. */
+static void gpu_gap(const gpu_sets *g, uint64_t a, uint64_t gs, uint64_t ge, uint64_t *L) {
+    uint64_t dd = covered(&g->D, gs, ge), rest = ge - gs - dd;
+    L[C_DATA] += dd;
+    if (touches(&g->S, gs, ge)) {
+        L[C_SYNC] += rest;
+    } else {
+        L[C_OTHER] += rest;
+        if (ge - gs < SHORT_GAP_NS) L[C_SHORT] += rest;
+    }
+    if (gs == a) {
+        L[C_START] = ge - gs;
+        L[C_START_DATA] = dd;
     }
 }
 
-/* Kernels of the device: counted per window (by start), durations (us) over the measured
- * windows into kd. */
+/* The idle gaps of every window (where no work of the device ran), walking U once in start
+ * order: with len (TP_BD_NPARTS per window) and ng, each gap into its window's parts and
+ * count, *ngaps the gaps of the measured windows (w >= nwarm); with q instead, the lengths
+ * (ns) of the measured windows' gaps into q. L[C_IDLE] is the windows' length less U's
+ * cover, which is their gaps' sum. */
+static void gpu_gaps(const gpu_sets *g, const tp_step *win, size_t nw, size_t nwarm,
+                     uint64_t *len, uint64_t *ng, size_t *ngaps, tp_kth *q) {
+    tp_union u;
+    union_src src;
+    sets_union(&u, &src, g, 0, 1, 1);
+    for (size_t w = 0; w < nw; w++) {
+        uint64_t a = win[w].start, e = win[w].end, t = a, idle = 0;
+        uint64_t *L = len ? len + w * C_N : NULL;
+        const tp_span *c;
+        while ((c = tp_union_peek(&u)) && c->e <= a) tp_union_pop(&u);
+        for (;;) {
+            c = tp_union_peek(&u);
+            uint64_t gs = t, ge = c && c->s < e ? c->s : e;
+            if (ge > gs) {
+                idle += ge - gs;
+                if (L) {
+                    gpu_gap(g, a, gs, ge, L);
+                    ng[w]++;
+                    if (w >= nwarm) (*ngaps)++;
+                } else if (w >= nwarm) {
+                    tp_kth_see(q, ge - gs);
+                }
+            }
+            if (!c || c->s >= e) break;
+            if (c->e > t) t = c->e;
+            /* a component that reaches past the window is the next window's too (the
+             * windows are disjoint and in order: none before it needs one again) */
+            if (c->e > e) break;
+            tp_union_pop(&u);
+            if (t >= e) break;
+        }
+        if (L) L[C_IDLE] = idle;
+    }
+}
+
+/* Kernels of the device: counted per window (by start) into nk, with *nkd those of the
+ * measured windows; with q instead, the durations (ns) of those into q. */
 static void gpu_kernels(const tp_process *p, uint32_t dev, const tp_step *win, size_t nw,
-                        size_t nwarm, uint64_t *nk, double *kd, size_t *nkd) {
+                        size_t nwarm, uint64_t *nk, size_t *nkd, tp_kth *q) {
+    size_t lo = 0; /* windows starting at or before the kernel: kernels are in start order */
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->device != dev || o->type != TPROF_REC_GPU_KERNEL) continue;
-        size_t lo = 0, hi = nw; /* last window starting at or before o->start */
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (win[mid].start <= o->start) lo = mid + 1;
-            else hi = mid;
-        }
+        while (lo < nw && win[lo].start <= o->start) lo++;
         if (!lo || o->start >= win[lo - 1].end) continue;
-        nk[lo - 1]++;
-        if (lo - 1 >= nwarm) kd[(*nkd)++] = (double)(o->end - o->start) / 1e3;
+        if (nk) nk[lo - 1]++;
+        if (lo - 1 < nwarm) continue;
+        if (nk) (*nkd)++;
+        else tp_kth_see(q, o->end - o->start);
     }
 }
 
-/* The breakdown's figures from the windows' parts len[nw * TP_BD_NPARTS]. */
+/* The breakdown's figures from the windows' parts len[nw * TP_BD_NPARTS]; the medians of the
+ * kernels' durations and of the gaps, us. */
 static void gpu_figures(tp_breakdown_result *out, const uint64_t *len, const uint64_t *nk,
-                        const uint64_t *ng, double *kd, size_t nkd, double *gaps, size_t ngaps,
+                        const uint64_t *ng, double kernel_median_us, double gap_median_us,
                         double *val, const tp_steps *st, const tp_step *win, size_t nw,
                         size_t nwarm) {
     size_t nm = nw - nwarm;
@@ -338,10 +327,9 @@ static void gpu_figures(tp_breakdown_result *out, const uint64_t *len, const uin
         gt += ng[w];
     }
     out->kernels_per_step = nm ? (double)kt / (double)nm : 0;
-    /* one percentile of every kernel (or gap) of the run: selected, not sorted */
-    out->kernel_median_us = tp_select_double(kd, nkd, 0.5);
+    out->kernel_median_us = kernel_median_us;
     out->idle_gaps_per_step = nm ? (double)gt / (double)nm : 0;
-    out->idle_gap_median_us = tp_select_double(gaps, ngaps, 0.5);
+    out->idle_gap_median_us = gap_median_us;
     /* the worst step by idle time */
     size_t worst = nwarm;
     for (size_t w = nwarm; w < nw; w++)
@@ -358,6 +346,20 @@ static void gpu_figures(tp_breakdown_result *out, const uint64_t *len, const uin
     }
 }
 
+/* The median (one percentile of every kernel, or gap, of the measured windows: the value a
+ * sort would put there), us, selected in passes over the records rather than from a copy of
+ * millions of durations; n: how many there are. -1 when out of memory. */
+static double gpu_median_us(const gpu_sets *g, const tp_step *win, size_t nw, size_t nwarm,
+                            size_t n, int gaps) {
+    tp_kth q;
+    tp_kth_init(&q, tp_pct_index(n, 0.5));
+    while (tp_kth_pass(&q)) {
+        if (gaps) gpu_gaps(g, win, nw, nwarm, NULL, NULL, NULL, &q);
+        else gpu_kernels(g->p, g->dev, win, nw, nwarm, NULL, NULL, &q);
+    }
+    return q.oom ? -1 : n ? (double)q.value / 1e3 : 0;
+}
+
 static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps *st,
                       const tp_step *win, size_t nw, size_t nwarm, const char *const *names,
                       size_t nn) {
@@ -365,27 +367,42 @@ static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_st
     out->has_device = 1;
     out->device = dev;
     gpu_sets g = {0};
-    uint64_t *len = NULL;
-    double *val = NULL, *kd = NULL, *gaps = NULL;
     size_t nkd = 0, ngaps = 0;
     int oom = gpu_sets_build(&g, p, st, dev, names, nn) != 0;
-    len = calloc(nw * C_N, sizeof *len);
-    val = malloc(nw * sizeof *val);
-    kd = malloc((p->ngpu ? p->ngpu : 1) * sizeof *kd);
+    uint64_t *len = calloc(nw * C_N, sizeof *len);
+    double *val = malloc(nw * sizeof *val);
+    /* per window: compute, compute or communication, communication covered */
+    uint64_t *cov = malloc(nw * 3 * sizeof *cov);
     uint64_t *nk = calloc(nw, sizeof *nk), *ng = calloc(nw, sizeof *ng);
-    if (!oom) gaps = malloc((g.U.n + nw + 1) * sizeof *gaps);
-    if (!oom && len && val && kd && nk && ng && gaps) {
-        for (size_t w = 0; w < nw; w++)
-            gpu_window(&g, win[w].start, win[w].end, len + w * C_N, &ng[w], w >= nwarm, gaps,
-                       &ngaps);
-        gpu_kernels(p, dev, win, nw, nwarm, nk, kd, &nkd);
-        gpu_figures(out, len, nk, ng, kd, nkd, gaps, ngaps, val, st, win, nw, nwarm);
+    if (!oom && len && val && cov && nk && ng) {
+        tp_union u;
+        union_src src;
+        sets_union(&u, &src, &g, 1, 0, 0);
+        tp_union_steps_each(&u, win, nw, cov);
+        sets_union(&u, &src, &g, 1, 0, 1);
+        tp_union_steps_each(&u, win, nw, cov + nw);
+        sets_union(&u, &src, &g, 0, 0, 1);
+        tp_union_steps_each(&u, win, nw, cov + 2 * nw);
+        gpu_gaps(&g, win, nw, nwarm, len, ng, &ngaps, NULL);
+        for (size_t w = 0; w < nw; w++) {
+            uint64_t *L = len + w * C_N, k = cov[w], kc = cov[nw + w], c = cov[2 * nw + w];
+            uint64_t step = win[w].end - win[w].start, busy = step - L[C_IDLE];
+            L[C_STEP] = step;
+            L[C_COMPUTE] = k;
+            L[C_EXPOSED] = kc - k;
+            L[C_OVERLAP] = c - (kc - k);
+            L[C_COPY] = busy - kc;
+        }
+        gpu_kernels(p, dev, win, nw, nwarm, nk, &nkd, NULL);
+        double km = gpu_median_us(&g, win, nw, nwarm, nkd, 0);
+        double gm = gpu_median_us(&g, win, nw, nwarm, ngaps, 1);
+        if (km >= 0 && gm >= 0)
+            gpu_figures(out, len, nk, ng, km, gm, val, st, win, nw, nwarm);
     }
     gpu_sets_free(&g);
     free(len);
     free(val);
-    free(kd);
-    free(gaps);
+    free(cov);
     free(nk);
     free(ng);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "analysis/gpu.h"
+#include "analysis/spans.h"
 #include "analysis/stats.h"
 #include "format/format.h"
 #include "trainprof.h"
@@ -137,8 +138,11 @@ static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_ste
             v[n++] = *r;
         }
     }
+    /* the rows stay in the rank's results for the whole report: one per op was room for the
+     * merge only */
+    row *shrunk = n && n < p->ncomm ? realloc(v, n * sizeof *v) : NULL;
     *nrows = n;
-    return v;
+    return shrunk ? shrunk : v;
 }
 
 /* ------------------------------------------------------------------ exposure */
@@ -233,6 +237,12 @@ static void exposure_figures(tp_comm_exposure_result *x, const tp_step *win, siz
     if (nst) x->worst_step = (double)st[worst].app_step;
 }
 
+/* A compute kernel (not communication) of the device *arg. */
+static int compute_kernel(const tp_gpu_op *o, const void *arg) {
+    return o->device == *(const uint32_t *)arg && o->type == TPROF_REC_GPU_KERNEL &&
+           !tp_comm_is_kernel(o);
+}
+
 /* Exposed and overlapped communication per window (measured step, or the whole run) into *x. */
 static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
                              const tp_comm_time *tm, const tp_step *st, size_t nst,
@@ -264,24 +274,13 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
     uint64_t *ex = calloc(nw, sizeof *ex), *ov = calloc(nw, sizeof *ov),
              *cm = calloc(nw, sizeof *cm);
     double *tmp = malloc(nw * sizeof *tmp);
-    uint8_t *cls = malloc(p->ngpu ? p->ngpu : 1); /* 1 communication kernel, 2 compute kernel */
-    tp_span *sc = NULL, *sk = NULL, *su = NULL;
-    size_t nsc = 0, csc = 0, nsk = 0, csk = 0, nsu = 0, csu = 0;
-    int oom = !cw || !ex || !ov || !cm || !tmp || !cls;
-    for (size_t i = 0; !oom && i < p->ngpu; i++)
-        cls[i] = p->gpu[i].type != TPROF_REC_GPU_KERNEL ? 0 : tp_comm_is_kernel(&p->gpu[i]) ? 1 : 2;
+    tp_span *sc = NULL, *su = NULL;
+    size_t nsc = 0, csc = 0, nsu = 0, csu = 0;
+    int oom = !cw || !ex || !ov || !cm || !tmp;
     int first = 1;
     for (size_t d = 0; d < nd && !oom; d++) {
-        nsc = nsk = nsu = 0;
-        for (size_t i = 0; ndev && i < p->ngpu && !oom; i++) {
-            if (cls[i] != 2 || p->gpu[i].device != devs[d]) continue;
-            oom |= tp_comm_push_span(&sk, &nsk, &csk, p->gpu[i].start, p->gpu[i].end);
-        }
-        if (!oom) oom |= tp_comm_device_spans(p, tm, ndev > 0, ndev ? devs[d] : 0, &sc, &nsc, &csc);
-        for (size_t i = 0; i < nsc && !oom; i++)
-            oom |= tp_comm_push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
-        for (size_t i = 0; i < nsk && !oom; i++)
-            oom |= tp_comm_push_span(&su, &nsu, &csu, sk[i].s, sk[i].e);
+        nsc = nsu = 0;
+        oom |= tp_comm_device_spans(p, tm, ndev > 0, ndev ? devs[d] : 0, &sc, &nsc, &csc);
         if (oom) break;
         if (!ndev) {
             /* Host basis: the process is blocked in the blocking calls and the waits (sc:
@@ -289,6 +288,8 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
              * collective, DDP's bucket all-reduces: call to observed completion) are
              * communication too, but the host was free to compute meanwhile: overlapped,
              * except where it also waited. */
+            for (size_t i = 0; i < nsc && !oom; i++)
+                oom |= tp_comm_push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
             for (size_t i = 0; i < p->ncomm && !oom; i++) {
                 const tp_comm_op *o = &p->comm[i];
                 if (tp_comm_host_timed(o) && (o->flags & TPROF_COMM_F_NONBLOCKING) &&
@@ -301,9 +302,23 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
             for (size_t w = 0; w < nw; w++) ov[w] = cm[w] > ex[w] ? cm[w] - ex[w] : 0;
             break;
         }
-        tp_steps_union_each(sc, nsc, win, nw, cw);
-        tp_steps_union_each(sk, nsk, win, nw, cw + nw);
-        tp_steps_union_each(su, nsu, win, nw, cw + 2 * nw);
+        /* GPU basis: communication C (a few spans per op, sorted here), compute kernels K
+         * (walked from the records, which are in start order: a rank's kernels are millions
+         * of spans) and their union, each per window */
+        tp_spans_sort(sc, nsc);
+        tp_span_array ca = {sc, nsc, 0}, cb = {sc, nsc, 0};
+        tp_gpu_walk ka = {p, compute_kernel, &devs[d], 0}, kb = ka;
+        tp_union uc, uk, uu;
+        tp_union_init(&uc);
+        tp_union_add(&uc, tp_span_array_next, &ca);
+        tp_union_steps_each(&uc, win, nw, cw);
+        tp_union_init(&uk);
+        tp_union_add(&uk, tp_gpu_walk_next, &ka);
+        tp_union_steps_each(&uk, win, nw, cw + nw);
+        tp_union_init(&uu);
+        tp_union_add(&uu, tp_span_array_next, &cb);
+        tp_union_add(&uu, tp_gpu_walk_next, &kb);
+        tp_union_steps_each(&uu, win, nw, cw + 2 * nw);
         for (size_t w = 0; w < nw; w++) {
             uint64_t e = cw[2 * nw + w] - cw[nw + w]; /* |C ∪ K| - |K| = |C \ K| */
             uint64_t o = cw[w] - e;                  /* |C ∩ K| */
@@ -321,9 +336,7 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
     free(ov);
     free(cm);
     free(tmp);
-    free(cls);
     free(sc);
-    free(sk);
     free(su);
 }
 

@@ -15,6 +15,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/capture.h"
 #include "analysis/gpu.h"
+#include "analysis/spans.h"
 #include "analysis/figures.h"
 #include "analysis/stats.h"
 
@@ -173,44 +174,53 @@ static const tp_gpu_op *launch_of(const tp_gpu_op *o, const tp_gpu_op *const *ap
 
 static int by_stream_start(const void *a, const void *b, void *ctx) {
     const tp_gpu_op *g = ctx;
-    const tp_gpu_op *x = &g[*(const size_t *)a], *y = &g[*(const size_t *)b];
+    const tp_gpu_op *x = &g[*(const uint32_t *)a], *y = &g[*(const uint32_t *)b];
     if (x->device != y->device) return x->device < y->device ? -1 : 1;
     if (x->stream != y->stream) return x->stream < y->stream ? -1 : 1;
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* ix[] = the indices of p->gpu grouped by (device, stream), each group in start order: a
+typedef struct skey { uint32_t device, stream; size_t count; } skey;
+
+/* The index in k[0..nk) of o's (device, stream), last: the one found before (runs of one
+ * stream are common); nk when absent. */
+static size_t skey_find(const skey *k, size_t nk, size_t last, const tp_gpu_op *o) {
+    if (last < nk && k[last].device == o->device && k[last].stream == o->stream) return last;
+    size_t j = 0;
+    while (j < nk && !(k[j].device == o->device && k[j].stream == o->stream)) j++;
+    return j;
+}
+
+/* The indices of p->gpu grouped by (device, stream), each group in start order (a new array
+ * of p->ngpu, 4 bytes each: a rank holds millions of records), or NULL when out of memory: a
  * stable counting sort over the ops, which the loader keeps in start order (model.c), so
- * O(n) with a handful of streams. Returns -1 when out of memory. */
-static int stream_groups(const tp_process *p, size_t *ix) {
-    typedef struct { uint32_t device, stream; size_t count; } skey;
+ * O(n) with a handful of streams, in two passes that look each op's stream up again rather
+ * than keep it. */
+static uint32_t *stream_index(const tp_process *p) {
+    size_t n = p->ngpu;
+    if (n > UINT32_MAX) return NULL;
+    uint32_t *ix = malloc((n ? n : 1) * sizeof *ix);
     skey *k = NULL;
     size_t nk = 0, capk = 0, last = 0;
-    uint32_t *g = malloc((p->ngpu ? p->ngpu : 1) * sizeof *g);
-    if (!g) return -1;
-    for (size_t i = 0; i < p->ngpu; i++) {
+    for (size_t i = 0; ix && i < n; i++) {
         const tp_gpu_op *o = &p->gpu[i];
-        size_t j = last;
-        if (!(j < nk && k[j].device == o->device && k[j].stream == o->stream)) {
-            for (j = 0; j < nk && !(k[j].device == o->device && k[j].stream == o->stream); j++) {
-            }
-            if (j == nk) {
-                if (nk == capk) {
-                    capk = capk ? capk * 2 : 16;
-                    skey *nkp = realloc(k, capk * sizeof *nkp);
-                    if (!nkp) {
-                        free(k);
-                        free(g);
-                        return -1;
-                    }
-                    k = nkp;
+        size_t j = skey_find(k, nk, last, o);
+        if (j == nk) {
+            if (nk == capk) {
+                capk = capk ? capk * 2 : 16;
+                skey *nkp = realloc(k, capk * sizeof *nkp);
+                if (!nkp) { /* no memory for the buckets: sort instead */
+                    for (size_t x = 0; x < n; x++) ix[x] = (uint32_t)x;
+                    qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
+                    free(k);
+                    return ix;
                 }
-                k[nk++] = (skey){o->device, o->stream, 0};
+                k = nkp;
             }
+            k[nk++] = (skey){o->device, o->stream, 0};
         }
         last = j;
         k[j].count++;
-        g[i] = (uint32_t)j;
     }
     size_t pos = 0; /* counts -> first positions */
     for (size_t j = 0; j < nk; j++) {
@@ -218,10 +228,13 @@ static int stream_groups(const tp_process *p, size_t *ix) {
         k[j].count = pos;
         pos += c;
     }
-    for (size_t i = 0; i < p->ngpu; i++) ix[k[g[i]].count++] = i;
+    last = 0;
+    for (size_t i = 0; ix && i < n; i++) {
+        last = skey_find(k, nk, last, &p->gpu[i]);
+        ix[k[last].count++] = (uint32_t)i;
+    }
     free(k);
-    free(g);
-    return 0;
+    return ix;
 }
 
 /* When each GPU op was launched (CLOCK_MONOTONIC ns), into when[]. Known: the runtime call
@@ -234,18 +247,10 @@ static int stream_groups(const tp_process *p, size_t *ix) {
 static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint64_t lag,
                         uint64_t *when) {
     size_t n = p->ngpu;
-    size_t *ix = malloc((n ? n : 1) * sizeof *ix);
-    const tp_gpu_op **l = malloc((n ? n : 1) * sizeof *l);
-    if (!ix || !l) {
-        free(ix);
-        free(l);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) l[i] = launch_of(&p->gpu[i], apis, p->napi);
-    if (stream_groups(p, ix) != 0) { /* no memory for the buckets: sort instead */
-        for (size_t i = 0; i < n; i++) ix[i] = i;
-        qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
-    }
+    uint32_t *ix = stream_index(p);
+    if (!ix) return -1;
+    /* each op's launch is looked up where it is needed, not kept: a binary search by
+     * correlation id costs less than an array of millions */
     for (size_t a = 0; a < n;) {
         size_t b = a;
         while (b < n && p->gpu[ix[b]].device == p->gpu[ix[a]].device &&
@@ -255,9 +260,10 @@ static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint6
         uint64_t next_launch = UINT64_MAX, next_lag = lag;
         for (size_t k = b; k-- > a;) {
             const tp_gpu_op *o = &p->gpu[ix[k]];
-            if (l[ix[k]]) {
-                when[ix[k]] = l[ix[k]]->start;
-                next_launch = l[ix[k]]->start;
+            const tp_gpu_op *l = launch_of(o, apis, p->napi);
+            if (l) {
+                when[ix[k]] = l->start;
+                next_launch = l->start;
                 next_lag = o->start >= next_launch ? o->start - next_launch : 0;
                 continue;
             }
@@ -268,13 +274,13 @@ static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint6
         /* forward: never before the previous known launch */
         uint64_t prev_launch = 0;
         for (size_t k = a; k < b; k++) {
-            if (l[ix[k]]) prev_launch = l[ix[k]]->start;
+            const tp_gpu_op *l = launch_of(&p->gpu[ix[k]], apis, p->napi);
+            if (l) prev_launch = l->start;
             else if (when[ix[k]] < prev_launch) when[ix[k]] = prev_launch;
         }
         a = b;
     }
     free(ix);
-    free(l);
     return 0;
 }
 
@@ -382,7 +388,7 @@ int tp_gpu_clip_to_streams(tp_process *p) {
     size_t n = p->ngpu, nss = 0, ncs = 0, cap = 0;
     if (!n) return 0;
     const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
-    size_t *ix = malloc(n * sizeof *ix);
+    uint32_t *ix = stream_index(p);
     /* room for the synchronisations only: a run's records are mostly kernels */
     size_t nsync = 0;
     for (size_t i = 0; i < n; i++) nsync += p->gpu[i].type == TPROF_REC_GPU_SYNC;
@@ -401,10 +407,6 @@ int tp_gpu_clip_to_streams(tp_process *p) {
     if (!rc) {
         prepare_syncs(ss, nss);
         prepare_syncs(cs, ncs);
-        if (stream_groups(p, ix) != 0) {
-            for (size_t i = 0; i < n; i++) ix[i] = i;
-            qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
-        }
     }
     for (size_t a = 0; !rc && a < n;) {
         size_t b = a;
@@ -526,13 +528,17 @@ static int kind_listed(const char *list, const char *name) {
     return 0;
 }
 
+/* The work a device ran (not its synchronisations): its busy time. */
+static int device_work(const tp_gpu_op *o, const void *arg) {
+    return o->device == *(const uint32_t *)arg && o->type != TPROF_REC_GPU_SYNC;
+}
+
 /* Per device the GPU ran work on (at most 64): busy time (the union of everything it ran,
  * so overlapping streams count once), kernel time by class, copies, and the allocator's
- * peak. att[i]: the ns of p->gpu[i] that count for the measured steps; sp: room for p->ngpu
- * spans. */
+ * peak. att[i]: the ns of p->gpu[i] that count for the measured steps. */
 static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
-                           tp_span *sp, const tp_step *st, size_t nst, uint64_t step_ns,
-                           double per, const kinds_seen kinds) {
+                           const tp_step *st, size_t nst, uint64_t step_ns, double per,
+                           const kinds_seen kinds) {
     uint32_t devs[64];
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
@@ -543,13 +549,12 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
     }
     out->devices = ndev ? calloc(ndev, sizeof *out->devices) : NULL;
     for (size_t d = 0; d < ndev && out->devices; d++) {
-        size_t n = 0, nk = 0;
+        size_t nk = 0;
         double cls_ns[TP_KC_COUNT] = {0}, copy_ns = 0, kernel_ns = 0;
         uint64_t h2d = 0, d2h = 0;
         for (size_t i = 0; i < p->ngpu; i++) {
             const tp_gpu_op *o = &p->gpu[i];
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
-            sp[n++] = (tp_span){o->start, o->end}; /* busy: where it ran */
             uint64_t in = att[i];
             if (nst && !in) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
@@ -564,7 +569,14 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
                 }
             }
         }
-        uint64_t busy = nst ? tp_steps_union(sp, n, st, nst) : 0;
+        uint64_t busy = 0; /* where it ran, walked from the records in start order */
+        if (nst) {
+            tp_union u;
+            tp_gpu_walk w = {p, device_work, &devs[d], 0};
+            tp_union_init(&u);
+            tp_union_add(&u, tp_gpu_walk_next, &w);
+            busy = tp_union_steps(&u, st, nst);
+        }
         tp_gpu_device_result *D = &out->devices[out->ndevices++];
         D->device = devs[d];
         D->has_busy_share = nst > 0;
@@ -742,7 +754,6 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         kinds.copies |= p->gpu[i].type == TPROF_REC_GPU_MEMCPY;
         kinds.memsets |= p->gpu[i].type == TPROF_REC_GPU_MEMSET;
     }
-    tp_span *sp = malloc((p->ngpu ? p->ngpu : 1) * sizeof *sp);
     /* each op's ns that count for the measured steps, once for the tables below */
     uint64_t *att = malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
     if (att && launch_times(p, apis, lag, att) != 0) {
@@ -750,11 +761,10 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         att = NULL;
     }
     for (size_t i = 0; att && i < p->ngpu; i++) att[i] = attributed(&p->gpu[i], att[i], st, nst);
-    if (sp && att) device_figures(out, p, att, sp, st, nst, step_ns, per, kinds);
+    if (att) device_figures(out, p, att, st, nst, step_ns, per, kinds);
     top_kernels(out, p, att, nst, per, top_n);
     host_side(out, p, st, nst, per);
     graphs_and_after(out, p, att, st, nst, per);
-    free(sp);
     free(att);
     free(apis);
 }

@@ -860,7 +860,23 @@ static void slim_ranges(tp_thread *th) {
     if (th->ranges) memcpy(th->ranges, keep, n * sizeof *keep);
 }
 
+/* Gives back the room arr (n used of cap) grew to while doubling: a slim process is kept for the
+ * whole report, the doubling's slack of every rank's steps and ops with it. Kept as it is when
+ * the smaller block cannot be had. */
+#define SHRINK(arr, n, cap)                                           \
+    do {                                                              \
+        if ((n) && (n) < (cap)) {                                     \
+            void *np_ = realloc((arr), (n) * sizeof *(arr));          \
+            if (np_) {                                                \
+                (arr) = np_;                                          \
+                (cap) = (n);                                          \
+            }                                                         \
+        }                                                             \
+    } while (0)
+
 void tp_process_slim(tp_process *p) {
+    SHRINK(p->comm, p->ncomm, p->cap_comm);
+    SHRINK(p->drops, p->ndrops, p->cap_drops);
     free(p->gpu);
     free(p->clips);
     free(p->api);
@@ -877,6 +893,8 @@ void tp_process_slim(tp_process *p) {
         t->marks = NULL;
         t->nmarks = t->cap_marks = 0;
         slim_ranges(t);
+        SHRINK(t->steps, t->nsteps, t->cap_steps);
+        SHRINK(t->counters, t->ncounters, t->cap_counters);
     }
     p->slim = 1;
 }

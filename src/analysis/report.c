@@ -710,11 +710,12 @@ static void capabilities_json(cJSON *rep, const tp_capability *caps) {
 }
 
 /* The rank files read whole at once for their sections are kept under this many bytes of
- * estimated memory, SECTION_COST times the file's size: the model takes about as much as the
- * records it holds (a 56-byte kernel record, a 64-byte tp_gpu_op) and the analyses' span
- * sets about as much again (bench_report_scale: 1.18 GB at the peak for a 586 MB file of
- * 10 M kernels); the pages of the file itself are given back as they are read. One file is
- * always read, whatever its size. */
+ * estimated memory, SECTION_COST times the file's size: the model takes a little more than
+ * the records it holds (a 56-byte kernel record, a 64-byte tp_gpu_op), and the analyses walk
+ * the GPU records instead of copying them, keeping at most 12 bytes per record beside them
+ * (gpu.c's launch times); bench_report_scale: 0.77 GB at the peak for a 586 MB file of 10 M
+ * kernels, so the estimate is on the safe side. The pages of the file itself are given back
+ * as they are read. One file is always read, whatever its size. */
 #define SECTION_BUDGET (512ull << 20)
 #define SECTION_COST 2
 
