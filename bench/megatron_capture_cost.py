@@ -40,7 +40,8 @@ TORCH_COMPILE_DISABLE=1: with the configuration's fusions off, torch.compile ser
 start-up warm-up of those fusions (megatron/training/initialize.py, _warmup_jit_function),
 which costs 6.7 s per run and runs no step. Both apply to every mode alike. With them, four
 rounds of the four modes fit one 10-minute call. --summarize ROWS_JSON prints the figures of
-an earlier run's rows.json (a call cut short keeps every finished run there).
+an earlier run's rows.json (a call cut short keeps every finished run there; the reports of
+its window runs, which such a call never read, are read then).
 
   python3 bench/megatron_capture_cost.py MEGATRON_DIR OUTDIR [--rounds 4] [--iters 60]
       [--window 30-34] [--modes bare,default,window,torchprof] [--trainprof PATH]
@@ -236,7 +237,13 @@ def main():
         for x in rows:
             if x["mode"] not in seen:
                 seen.append(x["mode"])
-        summarize(rows, ["bare"] + [m for m in seen if m != "bare"], args)
+        # a call cut short never read its window runs' reports: read them now, where they are
+        for row in rows:
+            if row.get("dir") and row.get("stated") is None and os.path.isdir(row["dir"]):
+                row["stated"] = stated_cost(args.trainprof, row["dir"])
+        # the modes that ran (bare among them only when it did: --no-bare rounds are complete
+        # without it)
+        summarize(rows, sorted(seen, key=lambda m: m != "bare"), args)
         return 0
     rows = []  # (round, mode, part medians)
     start = time.time()
