@@ -28,6 +28,8 @@
  *   racing start  the other client registers (another thread) just after trainprof's own
  *              registration as CUDA starts: trainprof starts paused, as for a client that came
  *              first, and takes capture after the client's window
+ *   subscribe refused  the client subscribes, then CUPTI refuses its registration: capture
+ *              is back at once, not paused to the end of the run
  *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
  *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
  *              leaves trainprof's capture on, or has it back at once
@@ -246,6 +248,50 @@ static void test_subscribe_first(void **state) {
     assert_int_equal(sscanf(pauses, "%llu-%llu", &a, &b), 2);
     assert_true(b - a >= 1900000000ull); /* the 2 s the claim waited */
     tp_run_free(&run);
+}
+
+/* The client subscribes (the claim), then CUPTI refuses its registration: the client holds
+ * nothing of the activity API, so capture is back at once, as after a refused registration
+ * alone; the same when it sized the buffers in between (g_sized). */
+static int g_sized;
+static void subscribe_refused_body(void) {
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    start_session();
+    CHECK(InitializeInjection() == 1, 270);
+    void *h = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, 271);
+    fake_int_fn enabled = fake_fn(h, "fake_cupti_enabled"),
+                regs = fake_fn(h, "fake_cupti_registers");
+    void (*refuse)(void) = (void (*)(void))dlsym(h, "fake_cupti_refuse_next_register");
+    CHECK(enabled && regs && refuse, 272);
+    CUpti_SubscriberHandle sub = 0;
+    CHECK(cuptiSubscribe(&sub, other_cb, NULL) == CUPTI_SUCCESS, 273);
+    CHECK(enabled() == 1 && regs() == 1, 274); /* paused at the subscription */
+    size_t bytes = 8u << 20, sz = sizeof bytes;
+    if (g_sized)
+        CHECK(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &bytes) ==
+                  CUPTI_SUCCESS, 275);
+    refuse();
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) ==
+              CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, 276);
+    /* taken back at once: registered again, the kinds on (the driver launches by their kind,
+     * the client holding the subscriber) */
+    CHECK(regs() == 2 && enabled() == 10, 277);
+    one_step();
+}
+
+static void test_subscribe_refused(void **state) {
+    (void)state;
+    for (g_sized = 0; g_sized < 2; g_sized++) {
+        fresh_dir("subscribe-refused");
+        in_child(subscribe_refused_body);
+        tp_run run;
+        load(&run);
+        const char *open = tp_meta(&run.procs[0], "gpu_capture.paused_since_ns");
+        assert_true(!open || !*open); /* not left paused */
+        tp_run_free(&run);
+    }
 }
 
 static void test_foreign_client(void **state) {
@@ -641,6 +687,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_client),
         cmocka_unit_test(test_sizing_only),
         cmocka_unit_test(test_subscribe_first),
+        cmocka_unit_test(test_subscribe_refused),
         cmocka_unit_test(test_foreign_finalize),
         cmocka_unit_test(test_finalize_in_our_call),
         cmocka_unit_test(test_forked_child),

@@ -120,18 +120,22 @@ cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
                                                     CUpti_BuffersCallbackCompleteFunc done) {
     CUptiResult r;
-    int was = FOREIGN_NONE, claim = TPROF__CLAIM_NONE;
+    int was = FOREIGN_NONE, claim = TPROF__CLAIM_NONE, ahead = TPROF__CLAIM_NONE;
     /* a NULL callback is refused (cupti_activity.h) and takes nothing over */
     const int theirs = req != tprof__cupti_buffer_requested && req && done;
     if (req != tprof__cupti_buffer_requested)
         tprof__cupti_handover_trace("cuptiActivityRegisterCallbacks", 0);
     if (theirs) {
-        atomic_store(&g_sizing_claim, TPROF__CLAIM_NONE); /* the sizing's claim is confirmed */
+        /* the claim of the client's subscription, sizing or clock is this registration's */
+        ahead = atomic_exchange(&g_sizing_claim, TPROF__CLAIM_NONE);
         claim = foreign_claims(&was);
     }
     FORWARD(cuptiActivityRegisterCallbacks, (req, done));
     if (r != CUPTI_SUCCESS) {
         foreign_refused(claim, was);
+        /* and so is its undoing: this claim found the client holding already, so only the
+         * earlier one gives capture back (else it would stay paused to the end of the run) */
+        if (ahead != TPROF__CLAIM_NONE) foreign_refused(ahead, atomic_load(&g_sizing_was));
     } else if (theirs) {
         atomic_store(&g_client_req, req);
         atomic_store(&g_client_done, done);
