@@ -30,6 +30,7 @@
  *              first, and takes capture after the client's window
  *   subscribe refused  the client subscribes, then CUPTI refuses its registration: capture
  *              is back at once, not paused to the end of the run
+ *   hand-over trace  TRAINPROF_LOG=debug prints the client's calls with the time in the run
  *   foreign refused  a registration of the other client's that CUPTI refuses (a NULL
  *              callback, before or after trainprof's CUPTI started; CUPTI's own refusal)
  *              leaves trainprof's capture on, or has it back at once
@@ -292,6 +293,49 @@ static void test_subscribe_refused(void **state) {
         assert_true(!open || !*open); /* not left paused */
         tp_run_free(&run);
     }
+}
+
+/* TRAINPROF_LOG=debug: each call of the client's in stderr, with its time in the run as the
+ * report gives times (from the start of the run, not of the machine's clock). */
+static void trace_body(void) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/stderr.txt", g_dir);
+    CHECK(freopen(path, "w", stderr) != NULL, 280);
+    setenv("TRAINPROF_CUPTI_LIB", FAKE_CUPTI_PATH, 1);
+    setenv("TRAINPROF_GPU_CAPTURE", "all", 1);
+    tprof_config c; /* start_session's, at debug level */
+    tprof_config_init(&c);
+    c.output_dir = g_dir;
+    c.sample_hz = 0;
+    c.nvml_hz = 0;
+    c.log_level = TPROF_LOG_DEBUG;
+    CHECK(tprof_init(&c) == TPROF_OK, 284);
+    CHECK(InitializeInjection() == 1, 281);
+    one_step();
+    CUpti_SubscriberHandle sub = 0;
+    CHECK(cuptiSubscribe(&sub, other_cb, NULL) == CUPTI_SUCCESS, 282);
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 283);
+    fflush(stderr);
+}
+
+static void test_handover_trace(void **state) {
+    (void)state;
+    fresh_dir("trace");
+    const double boot_s = (double)mono_ns() / 1e9;
+    in_child(trace_body);
+    char path[600], line[512];
+    snprintf(path, sizeof path, "%s/stderr.txt", g_dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    double at = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *m = strstr(line, "CUPTI client: cuptiSubscribe(0) at ");
+        if (m) at = strtod(m + strlen("CUPTI client: cuptiSubscribe(0) at "), NULL);
+    }
+    fclose(f);
+    assert_true(at >= 0);
+    /* seconds of the run (under a second here), where the machine's clock reads boot_s */
+    if (boot_s > 30) assert_true(at < 10);
 }
 
 static void test_foreign_client(void **state) {
@@ -688,6 +732,7 @@ int main(void) {
         cmocka_unit_test(test_sizing_only),
         cmocka_unit_test(test_subscribe_first),
         cmocka_unit_test(test_subscribe_refused),
+        cmocka_unit_test(test_handover_trace),
         cmocka_unit_test(test_foreign_finalize),
         cmocka_unit_test(test_finalize_in_our_call),
         cmocka_unit_test(test_forked_child),

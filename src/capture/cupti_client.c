@@ -54,10 +54,16 @@ static uint64_t steps_begun(void) {
     return tprof__kwin_progress(&step, &ns) == 0 ? step + 1 : 0;
 }
 
+/* The time is the run's (from the session's start, as the report gives the pause's times).
+ * Steps are counted from the start under a plan of windows, else only from the client's first
+ * call (a range's step name is matched only while steps are watched), so the count is no step
+ * number. */
 void tprof__cupti_handover_trace(const char *what, unsigned long long arg) {
     if (tprof__log_level < TPROF_LOG_DEBUG) return;
-    tprof__log(TPROF_LOG_DEBUG, "CUPTI client: %s(%llu) at %.6f s, step %llu", what, arg,
-               (double)tprof__now() / 1e9, (unsigned long long)steps_begun());
+    const uint64_t now = tprof__now(), t0 = tprof__S.start_mono;
+    tprof__log(TPROF_LOG_DEBUG, "CUPTI client: %s(%llu) at %.6f s of the run, %llu steps begun "
+               "since steps were counted", what, arg, (double)(now > t0 ? now - t0 : 0) / 1e9,
+               (unsigned long long)steps_begun());
 }
 
 /* The forwarded call: libcupti's answer, or CUPTI_ERROR_NOT_INITIALIZED where the process has

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/session_state.h"
 #include "bufpool.h"
 #include "cupti_lib.h"
 
@@ -306,10 +307,12 @@ void CUPTIAPI tprof__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint
             nrec++;
             release_record(rec);
         }
-        if (untimed)
-            tprof__log(TPROF_LOG_DEBUG, "CUPTI buffer at %.6f s: %llu of %llu records untimed",
-                       (double)tprof__now() / 1e9, (unsigned long long)untimed,
-                       (unsigned long long)nrec);
+        if (untimed) { /* the time in the run, as the hand-over trace gives its calls' */
+            const uint64_t now = tprof__now(), t0 = tprof__S.start_mono;
+            tprof__log(TPROF_LOG_DEBUG, "CUPTI buffer at %.6f s of the run: %llu of %llu "
+                       "records untimed", (double)(now > t0 ? now - t0 : 0) / 1e9,
+                       (unsigned long long)untimed, (unsigned long long)nrec);
+        }
         if (untimed) /* two threads may flush at once: the larger total is the one left */
             tprof__set_meta_max(&g_untimed_meta, "cupti.untimed_records",
                                 atomic_fetch_add(&g_untimed, untimed) + untimed);
