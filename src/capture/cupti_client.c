@@ -154,7 +154,12 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
  * before it reaches CUPTI; the claim waits for the registration or a kind turned on (above).
  * After the call: its answer r. */
 static int announce(int *was) {
-    return atomic_load(&g_foreign) == FOREIGN_NONE ? foreign_claims(was) : TPROF__CLAIM_NONE;
+    *was = FOREIGN_NONE;
+    /* the test and the taking in one step: of two threads announcing at once, one claims */
+    int none = FOREIGN_NONE;
+    if (!tprof_enabled() || !atomic_compare_exchange_strong(&g_foreign, &none, FOREIGN_HOLDS))
+        return TPROF__CLAIM_NONE;
+    return tprof__cupti_claim();
 }
 static void announced(int claim, int was, CUptiResult r) {
     if (r != CUPTI_SUCCESS) {
@@ -270,10 +275,13 @@ TPROF_API CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *ud) {
     CUptiResult r;
     tprof__cupti_handover_trace("cuptiSubscribe", 0);
-    /* a subscription announces the client's registration, as a sizing does (announce) */
-    const int want = tprof_enabled() && atomic_load(&g_foreign) == FOREIGN_NONE;
-    int claim = tprof__cupti_client_subscribes(fn, want), was = FOREIGN_NONE;
-    if (claim != TPROF__CLAIM_NONE) was = atomic_exchange(&g_foreign, FOREIGN_HOLDS);
+    /* a subscription announces the client's registration, as a sizing does (announce): the
+     * window taken in one step with its test, and given up when nothing was claimed */
+    int none = FOREIGN_NONE, was = FOREIGN_NONE;
+    const int want =
+        tprof_enabled() && atomic_compare_exchange_strong(&g_foreign, &none, FOREIGN_HOLDS);
+    int claim = tprof__cupti_client_subscribes(fn, want);
+    if (want && claim == TPROF__CLAIM_NONE) atomic_store(&g_foreign, FOREIGN_NONE);
     FORWARD(cuptiSubscribe, (sub, fn, ud));
     announced(claim, was, r);
     return r;
