@@ -290,7 +290,9 @@ static void cost(tp_capture_result *out, const tp_step *meas, size_t nm, const u
     if (!a || !o || !dev || !used) goto out;
     for (size_t i = 0; i < nm; i++) {
         if (in[i]) a[na++] = (double)(meas[i].end - meas[i].start) / 1e6;
-        else if (i && in[i - 1]) skipped++;
+        /* the first step after a captured run holds the closing flush; one paused for
+         * another client ran under it instead, and is on neither side (cost_other) */
+        else if (i && in[i - 1] && !(why[i] & (TP_CAP_PAUSED | TP_CAP_STOPPED))) skipped++;
         if (in[i] && (i + 1 == nm || !in[i + 1])) { /* a captured run ends at i */
             size_t i0 = i;
             while (i0 && in[i0 - 1]) i0--;
