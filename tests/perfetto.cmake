@@ -5,6 +5,7 @@
 # (skipped without the package; it is no dependency).
 tprof_add_unit(test_perfetto
   ${CMAKE_CURRENT_LIST_DIR}/test_perfetto.c
+  ${CMAKE_CURRENT_LIST_DIR}/export_same.c
   ${CMAKE_CURRENT_LIST_DIR}/synth.c
   LIBS tprof_analysis LABELS export)
 add_test(NAME perfetto_protoc

@@ -37,6 +37,7 @@
 #include "export/pb.h"
 #include "export/perfetto.h"
 #include "format/format.h"
+#include "export_same.h"
 #include "synth.h"
 #include "trainprof.h"
 /* header-only, after the headers it names */
@@ -592,6 +593,7 @@ static void test_same_as_chrome(void **state) {
     assert_int_equal(tp_export_perfetto(&run, f, &o9, NULL), TPROF_ERR_NOT_FOUND);
     fclose(f);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     synth_rmtree(dir);
 }
 
