@@ -181,7 +181,13 @@ int cmd_export(int argc, char **argv) {
         return 1;
     }
     tp_run run;
-    if (load_run(dir, &run) != 0) return 1;
+    if (load_runs_slim(&dir, 1, &run) != 0) return 1;
+    /* read slim: the exporters read each selected rank file again whole while they write it */
+    if (tp_export_fill_memos(&run, &eo) != TPROF_OK) {
+        fprintf(stderr, "trainprof: out of memory\n");
+        tp_run_free(&run);
+        return 1;
+    }
     int rc = 0;
     /* the report's clock alignment, once for every file; unusable start pairs named */
     tp_clocks_result ckr;

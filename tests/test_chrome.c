@@ -24,6 +24,7 @@
 #include "analysis/model.h"
 #include "export/chrome.h"
 #include "format/format.h"
+#include "export_same.h"
 #include "synth.h"
 #include "trainprof.h"
 
@@ -323,6 +324,7 @@ static void test_merged(void **state) {
 
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -373,6 +375,7 @@ static void test_per_rank(void **state) {
     fclose(f);
     free(o.text);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -420,6 +423,7 @@ static void test_api_steps(void **state) {
     assert_int_equal(count(&o, "X", "around"), 1);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 
     /* a ProfilerStep range is already in the trace: no duplicate */
@@ -437,6 +441,7 @@ static void test_api_steps(void **state) {
     assert_int_equal(count(&o, "X", NULL), 1);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -506,6 +511,7 @@ static void test_selection(void **state) {
     fclose(f);
     free(text);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -553,6 +559,7 @@ static void test_escaping(void **state) {
     assert_int_equal(count(&o, "X", clean), 1);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -586,6 +593,7 @@ static void test_unclosed(void **state) {
     assert_us(find_end(&o, u), "ts", 6000000);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -613,6 +621,7 @@ static void test_tid_reuse(void **state) {
     assert_int_equal(count(&o, "M", "thread_name"), 1);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -653,6 +662,7 @@ static void test_many(void **state) {
     assert_true(x > 0 && b > 0);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -691,6 +701,7 @@ static void test_damaged(void **state) {
     assert_int_equal(count(&o, "X", "torn") + count(&o, "b", "torn"), 0);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -713,6 +724,7 @@ static void test_write_error(void **state) {
     }
     assert_int_equal(tp_export_chrome(&run, NULL, NULL), TPROF_ERR_INVALID_ARG);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 
@@ -815,6 +827,7 @@ static void test_two_hosts(void **state) {
     assert_us(cons, "ts", 20 * MSEC + 600000 - B_START);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     synth_rmtree(dir);
 }
 
@@ -866,6 +879,7 @@ static void test_zeroed_pair(void **state) {
     out_free(&o);
     tp_clocks_result_free(&r);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     synth_rmtree(dir);
 }
 

@@ -20,6 +20,7 @@
 #include "analysis/model.h"
 #include "export/chrome.h"
 #include "hta_run.h"
+#include "export_same.h"
 #include "synth.h"
 #include "trainprof.h"
 
@@ -152,6 +153,7 @@ static void test_hta_shape(void **state) {
     assert_int_equal(count_cat(&o, "cuda_driver"), 6);
     out_free(&o);
     tp_run_free(&run);
+    export_same((const char *[]){dir}, 1, NULL); /* slim: the same bytes */
     assert_int_equal(synth_rmtree(dir), 0);
 }
 

@@ -728,11 +728,12 @@ typedef struct rank_job {
     tp_comm_time *comm;   /* a slim rank's resolved communication times (the same) */
 } rank_job;
 
-/* What rank_sections' jobs share. */
+/* What the jobs of rank_sections and tp_run_fill_memos share. */
 typedef struct sections {
     const tp_run *run;
     const tp_report_opts *o;
     rank_job *jobs;
+    int memos_only; /* tp_run_fill_memos: no section, only what a slim rank keeps */
 } sections;
 
 static uint64_t section_cost(void *ctx, size_t i) {
@@ -742,9 +743,9 @@ static uint64_t section_cost(void *ctx, size_t i) {
 }
 
 /* One rank's section: a slim rank's from its file read again whole (freed after), its steps
- * kept for the run-level analyses (steps memo, model.h), its strings pointing into the run's
- * process. A file that can no longer be read gives the section of what the slim process
- * holds. */
+ * and communication times kept for the run-level analyses (memos, model.h), its strings
+ * pointing into the run's process. A file that can no longer be read gives the section of
+ * what the slim process holds, and no memos. */
 static void section_job(void *ctx, size_t i) {
     const sections *sc = ctx;
     const tp_run *run = sc->run;
@@ -752,17 +753,19 @@ static void section_job(void *ctx, size_t i) {
     rank_job *j = &sc->jobs[i];
     const tp_process *p = &run->procs[j->proc];
     if (!p->slim) {
-        j->section = rank_section(run, p, o, j->out);
+        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out);
         return;
     }
     tp_process whole;
     /* the pool is the run's shared store of strings and locks: loading interns there */
     if (tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
-        j->section = rank_section(run, p, o, j->out);
+        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out);
         return;
     }
-    j->section = rank_section(run, &whole, o, j->out);
-    j->out->host = p->hdr.host; /* the whole process's copy is freed below */
+    if (!sc->memos_only) {
+        j->section = rank_section(run, &whole, o, j->out);
+        j->out->host = p->hdr.host; /* the whole process's copy is freed below */
+    }
     j->steps = calloc(1, sizeof *j->steps);
     if (j->steps && tp_find_steps(&whole, o->step_name, o->warmup, j->steps) != TPROF_OK) {
         free(j->steps);
@@ -774,6 +777,25 @@ static void section_job(void *ctx, size_t i) {
         j->comm = NULL;
     }
     tp_process_free(&whole);
+}
+
+/* Runs the n jobs on o->threads threads under the budget, then keeps each slim rank's memos
+ * in it: the process is written only once no job reads the run any more. */
+static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs, size_t n,
+                     int memos_only) {
+    sections sc = {run, o, jobs, memos_only};
+    tp_jobs_run(&(tp_jobs){n, o->threads, SECTION_BUDGET, section_cost, section_job, &sc});
+    for (size_t k = 0; k < n; k++) {
+        /* the run-level analyses, the HTML and the exports find the rank's steps and
+         * communication times again (diagnose.c, html.c, clocks.c, chrome.c): a slim rank
+         * answers from these */
+        tp_process *p = (tp_process *)&run->procs[jobs[k].proc];
+        if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
+        if (jobs[k].comm) {
+            free(p->comm_memo);
+            p->comm_memo = jobs[k].comm;
+        }
+    }
 }
 
 /* "ranks": each rank's section, in rank order, and its results into res->ranks (nranks of
@@ -795,20 +817,30 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
             left--;
         }
     }
-    sections sc = {run, o, jobs};
-    tp_jobs_run(&(tp_jobs){n, o->threads, SECTION_BUDGET, section_cost, section_job, &sc});
-    for (size_t k = 0; k < n; k++) {
-        cJSON_AddItemToArray(ranks, jobs[k].section);
-        /* the run-level analyses and the HTML find the rank's steps and communication times
-         * again (diagnose.c, html.c, clocks.c): a slim rank answers from these */
-        tp_process *p = (tp_process *)&run->procs[jobs[k].proc];
-        if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
-        if (jobs[k].comm) {
-            free(p->comm_memo);
-            p->comm_memo = jobs[k].comm;
-        }
-    }
+    run_jobs(run, o, jobs, n, 0);
+    for (size_t k = 0; k < n; k++) cJSON_AddItemToArray(ranks, jobs[k].section);
     res->nranks = n;
+    free(jobs);
+    return TPROF_OK;
+}
+
+int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char *want) {
+    tp_report_opts def;
+    if (!o) {
+        tp_report_opts_init(&def);
+        o = &def;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        n += run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]);
+    if (!n) return TPROF_OK;
+    rank_job *jobs = calloc(n, sizeof *jobs);
+    if (!jobs) return TPROF_ERR_NO_MEMORY;
+    n = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]))
+            jobs[n++] = (rank_job){i, NULL, NULL, NULL, NULL};
+    run_jobs(run, o, jobs, n, 1);
     free(jobs);
     return TPROF_OK;
 }

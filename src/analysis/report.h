@@ -81,6 +81,16 @@ typedef struct tp_report {
  * thread meanwhile. */
 int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out);
 
+/* For a reader of a slim run other than the report (the export): reads each slim rank of
+ * `run` again whole (those with want[i] set, want indexed as run->procs; NULL: every slim
+ * rank), as the report's rank sections do, and keeps in it what the run-level analyses read:
+ * its steps found with o->step_name and o->warmup (the steps memo; o->step_name must outlive
+ * the run) and its communication ops' resolved times (the comm memo). o NULL: defaults; the
+ * files are read by o->threads threads under the sections' memory budget, one file's model
+ * at a time with one thread. A file that can no longer be read keeps no memo. Returns
+ * TPROF_OK or TPROF_ERR_NO_MEMORY. Writes the run's slim ranks; not thread safe. */
+int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char *want);
+
 /* Frees what tp_report_make allocated; *r reads empty after. NULL-safe. */
 void tp_report_free(tp_report *r);
 

@@ -852,21 +852,31 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
 
     tp_cw_scratch sc = {0};
     unsigned allow[64];
+    size_t nallow = 0;
+    int filter = 0;
+    /* one process in memory at a time: a slim one's file is read again whole just before
+     * its events are written and freed after them */
     for (size_t i = 0; i < nsel && rc == TPROF_OK; i++) {
         const tp_process *p = &run->procs[sel[i]];
-        w.gpu_only = !merged && p != rp && p == src;
-        w.gpu_filter = 0;
-        w.ngpu_allow = 0;
-        if (!merged && p == src) {
+        tp_process whole;
+        const tp_process *q = tp_cw_acquire(&w, sel[i], &whole, &rc);
+        if (!q) break;
+        if (!merged && src && p == rp) {
+            /* the rank's GPUs among the sampler's, found from the rank's GPU records while
+             * they are in memory (the sampler's side is its metadata) */
             size_t unmatched = 0;
             tp_gpu_link l[64];
-            w.ngpu_allow = tp_rank_gpu_links(rp, src, l, 64, &unmatched);
-            for (size_t k = 0; k < w.ngpu_allow; k++) allow[k] = l[k].index;
-            w.gpu_filter = w.ngpu_allow || unmatched;
+            nallow = tp_rank_gpu_links(q, src == rp ? q : src, l, 64, &unmatched);
+            for (size_t k = 0; k < nallow; k++) allow[k] = l[k].index;
+            filter = nallow || unmatched;
         }
+        w.gpu_only = !merged && p != rp && p == src;
+        w.gpu_filter = !merged && p == src ? filter : 0;
+        w.ngpu_allow = !merged && p == src ? nallow : 0;
         w.gpu_allow = allow;
         if (w.gpu_only) w.gpu_until = tp_cw_rel_ns(&w, rp, rp->end_mono);
-        rc = write_process(&w, p, pids[i], opts, &sc);
+        rc = write_process(&w, q, pids[i], opts, &sc);
+        tp_cw_release(&w, q, &whole);
         if (rc == TPROF_OK && ferror(out)) rc = TPROF_ERR_IO; /* stop early on a full disk */
     }
     tp_cw_scratch_free(&sc);

@@ -38,8 +38,28 @@ typedef struct tp_export_opts {
  *
  * One merged trace of every process of the run: pid = rank for ranks (helpers keep their
  * OS pid), tid = OS thread id. Returns 0 or a negative tprof_err (TPROF_ERR_IO when
- * writing fails). */
+ * writing fails, or when a slim process's file can no longer be read).
+ *
+ * `run` may be slim (tp_run_load_slim), for runs too large to hold whole: each selected slim
+ * process's file is read again whole just before its events are written and freed after
+ * them, so that memory is the slim run plus one rank file's model. What the trace takes from
+ * other processes than the one being written (the clock alignment, the --steps window, the
+ * process groups, a node sampler's GPU counters) comes from what a slim process holds and
+ * its memos, which tp_run_fill_memos (report.h) must have filled with opts' step name and
+ * warm-up (the clock alignment of opts->clocks computed after it): the trace is then the
+ * whole run's, byte for byte. The string pool of the run grows by the strings of the files
+ * read (its one lock is why the run is not const there). */
 int tp_export_chrome(const tp_run *run, FILE *out, const tp_export_opts *opts);
+
+/* Prepares slim run `run` (tp_run_load_slim) for the exporters: reads again whole, one at a
+ * time, each rank file that a trace reads beyond its own events (a rank with communication
+ * ops, for the clock alignment; with opts->has_steps, each selected rank, for the window)
+ * and keeps in its slim process its steps (opts' step name and warm-up; opts->step_name
+ * must outlive the run) and communication times (tp_run_fill_memos, report.h). Call it
+ * before computing opts->clocks and before exporting with the same opts. Returns TPROF_OK,
+ * TPROF_ERR_INVALID_ARG or TPROF_ERR_NO_MEMORY; a file that can no longer be read keeps no
+ * memo (its export then fails). Not thread safe. */
+int tp_export_fill_memos(tp_run *run, const tp_export_opts *opts);
 
 /* Whether opts (NULL: every rank) selects `rank` (tp_export_opts.ranks). */
 int tp_export_rank_selected(const tp_export_opts *opts, int rank);

@@ -48,6 +48,11 @@ typedef struct cw {
      * step as ProfilerStep#N and the ranges projected onto the GPU streams
      * (gpu_user_annotation) too; the merged trace keeps to what the Perfetto export holds */
     int rank_file;
+    /* the process being written when it is a slim one's file read again whole
+     * (tp_cw_acquire), and the index in run->procs of the slim process it stands for: its
+     * times map through that process's clock */
+    const tp_process *cur;
+    size_t cur_idx;
 } cw;
 
 /* Whether an event over [ts, te] is in the selected window (tp_export_opts). */
@@ -75,6 +80,14 @@ void tp_cw_write_meta(cw *w, int64_t pid, uint32_t tid, const char *what, const 
 int tp_cw_write_comm(cw *w, const tp_process *p, int64_t pid);
 
 /* ---- shared by the formats (export_common.c) */
+
+/* The process to write for run->procs[i]: that process, or for a slim one (model.h) its file
+ * read again whole into *whole, which w->cur then names until tp_cw_release (so that a trace
+ * holds the whole run's events while memory holds one rank file's model at a time). NULL,
+ * with *rc set (TPROF_ERR_IO and the like: the file can no longer be read), on failure. */
+const tp_process *tp_cw_acquire(cw *w, size_t i, tp_process *whole, int *rc);
+/* Frees what tp_cw_acquire read for process p (nothing for a process of the run). */
+void tp_cw_release(cw *w, const tp_process *p, tp_process *whole);
 
 /* Whether counter `name` at ts goes into the file (see cw.gpu_only). */
 int tp_cw_counter_wanted(const cw *w, const char *name, int64_t ts);

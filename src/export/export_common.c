@@ -14,6 +14,7 @@
 
 #include "analysis/clocks.h"
 #include "analysis/gpu.h"
+#include "analysis/report.h"
 #include "analysis/stats.h"
 #include "analysis/steps.h"
 #include "format/format.h"
@@ -39,9 +40,27 @@ int tp_cw_counter_wanted(const cw *w, const char *name, int64_t ts) {
 }
 
 int64_t tp_cw_rel_ns(const cw *w, const tp_process *p, uint64_t mono) {
+    size_t i = p == w->cur ? w->cur_idx : (size_t)(p - w->run->procs);
     /* unsigned wrap-around gives the right signed difference for events before the base */
-    return (int64_t)((uint64_t)tp_clocks_aligned(w->ck, p, (size_t)(p - w->run->procs), mono) -
-                     w->base_rt);
+    return (int64_t)((uint64_t)tp_clocks_aligned(w->ck, p, i, mono) - w->base_rt);
+}
+
+const tp_process *tp_cw_acquire(cw *w, size_t i, tp_process *whole, int *rc) {
+    const tp_process *p = &w->run->procs[i];
+    *rc = TPROF_OK;
+    if (!p->slim) return p;
+    /* the pool is the run's store of strings: the file's strings are interned there */
+    *rc = tp_process_load_whole((tp_run *)w->run, p, whole);
+    if (*rc != TPROF_OK) return NULL;
+    w->cur = whole;
+    w->cur_idx = i;
+    return whole;
+}
+
+void tp_cw_release(cw *w, const tp_process *p, tp_process *whole) {
+    if (p != whole) return;
+    tp_process_free(whole);
+    w->cur = NULL;
 }
 
 void tp_cw_note_time(cw *w, int64_t rel) {
@@ -438,4 +457,27 @@ void tp_cw_gpu_mem_walk(const cw *w, const tp_process *p,
         if (!tp_cw_in_win(w, mt, mt)) continue;
         if (fn(ctx, m->device, mt, cur[d])) return;
     }
+}
+
+int tp_export_fill_memos(tp_run *run, const tp_export_opts *opts) {
+    static const tp_export_opts no_opts = {NULL, 1};
+    if (!run) return TPROF_ERR_INVALID_ARG;
+    if (!opts) opts = &no_opts;
+    unsigned char *want = calloc(run->nprocs ? run->nprocs : 1, 1);
+    if (!want) return TPROF_ERR_NO_MEMORY;
+    /* a rank's communication times for the clock alignment (every rank's collectives are
+     * matched); its steps for the --steps window (the lowest selected rank's) */
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        want[i] = p->role == TP_ROLE_RANK &&
+                  (p->ncomm || (opts->has_steps && tp_export_rank_selected(opts, p->rank)));
+    }
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.step_name = opts->step_name;
+    o.warmup = opts->warmup;
+    o.threads = 1; /* one file's model in memory at a time */
+    int rc = tp_run_fill_memos(run, &o, want);
+    free(want);
+    return rc;
 }

@@ -151,6 +151,7 @@ typedef struct pw {
     FILE *f;
     tp_pb pkt;
     strmap names;      /* event name -> iid */
+    size_t names_bytes; /* what names holds, about (keys and slots) */
     strmap counters;   /* counter name -> track uuid, for the current process */
     uint64_t next_iid; /* of event names */
     uint64_t next_uuid;
@@ -280,17 +281,36 @@ typedef struct ev {
     int64_t iv;
 } ev;
 
+/* The table of interned names is kept under this many bytes: past it, the sequence's
+ * incremental state is cleared (a packet like the first, which interns the categories again)
+ * and names are interned anew from iid 1, so that what the writer holds across processes is
+ * bounded whatever the number of distinct names in the run (a run of fewer names never gets
+ * there, and its trace does not change). */
+#ifndef TP_PERFETTO_NAMES_MAX_BYTES
+#define TP_PERFETTO_NAMES_MAX_BYTES (64u << 20)
+#endif
+
 static void write_event(pw *x, int64_t rel, const ev *e) {
     if (x->rc != TPROF_OK) return;
     uint64_t iid = 0;
     int added = 0;
     if (e->name) {
+        if (x->names_bytes > TP_PERFETTO_NAMES_MAX_BYTES) {
+            strmap_free(&x->names);
+            x->names_bytes = 0;
+            x->next_iid = 0;
+            write_first(x);
+            if (x->rc != TPROF_OK) return;
+        }
         uint64_t *v = strmap_get(&x->names, e->name, &added);
         if (!v) {
             x->rc = TPROF_ERR_NO_MEMORY;
             return;
         }
-        if (added) *v = ++x->next_iid;
+        if (added) {
+            *v = ++x->next_iid;
+            x->names_bytes += strlen(e->name) + 1 + 2 * (sizeof(char *) + sizeof(uint64_t));
+        }
         iid = *v;
     }
     tp_pb *b = &x->pkt;
@@ -645,8 +665,14 @@ int tp_export_perfetto(const tp_run *run, FILE *out, const tp_export_opts *opts,
         write_first(&x);
         tp_cw_scratch sc = {0};
         uint64_t first_proc = 0;
+        /* one process in memory at a time: a slim one's file is read again whole just
+         * before its events are written and freed after them */
         for (size_t i = 0; i < nsel && x.rc == TPROF_OK; i++) {
-            write_process(&x, &run->procs[sel[i]], pids[i], opts, &sc);
+            tp_process whole;
+            const tp_process *q = tp_cw_acquire(&x.w, sel[i], &whole, &x.rc);
+            if (!q) break;
+            write_process(&x, q, pids[i], opts, &sc);
+            tp_cw_release(&x.w, q, &whole);
             if (!i) first_proc = x.proc_uuid;
             if (x.rc == TPROF_OK && ferror(out)) x.rc = TPROF_ERR_IO; /* a full disk */
         }

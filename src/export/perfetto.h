@@ -38,10 +38,13 @@ typedef struct tp_perfetto_counts {
  * (one packet sequence, trusted_packet_sequence_id 1).
  *
  * Streamed: each TracePacket is written as it is built; beyond what the loaded model holds,
- * memory is one packet, the table of distinct names, and one track's sort order (as the
- * Chrome export). counts (may be NULL) receives what was written. Returns 0 or a negative
- * tprof_err: TPROF_ERR_IO when writing fails, TPROF_ERR_NOT_FOUND when the selection
- * matches nothing (as tp_export_chrome). Single-threaded; out is the caller's. */
+ * memory is one packet, the table of distinct names (at most about 64 MiB: past that the
+ * names are interned anew), and one track's sort order (as the Chrome export). `run` may be
+ * slim, as tp_export_chrome says; the trace is then the whole run's, byte for byte. counts
+ * (may be NULL) receives what was written. Returns 0 or a negative tprof_err: TPROF_ERR_IO
+ * when writing fails (or a slim process's file can no longer be read), TPROF_ERR_NOT_FOUND
+ * when the selection matches nothing (as tp_export_chrome). Single-threaded; out is the
+ * caller's. */
 int tp_export_perfetto(const tp_run *run, FILE *out, const tp_export_opts *opts,
                        tp_perfetto_counts *counts);
 
