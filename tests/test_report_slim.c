@@ -29,6 +29,7 @@
 #include "export/html.h"
 #include "diag_scen.h"
 #include "format/format.h"
+#include "four_ranks.h"
 #include "synth.h"
 
 /* The JSON, text and HTML of the report of `ops` loaded whole or slim, with `threads`
@@ -89,54 +90,6 @@ static void same_reports(const char *const *ops, size_t nops) {
     free(whole);
 }
 
-/* rank r of 4 on host h<r/2>: steps "train_step" (named), kernels and API calls, an
- * AllReduce per step with its NCCL kernel; rank 1 killed inside open ranges (no end
- * record); rank 2 samples NVML for its host */
-static void write_rank(const char *dir, int r) {
-    char host[16];
-    snprintf(host, sizeof host, "h%d", r / 2);
-    synth_file *f = synth_open(dir, host, 100 + r, 1700000000000000000ull, T0);
-    synth_rank(f, r, 4);
-    synth_thread(f, 1, 100 + r);
-    synth_thread(f, 2, 200 + r);
-    synth_thread(f, 3, 300 + r);
-    for (int s = 0; s < 6; s++) {
-        uint64_t b = T0 + MS + (uint64_t)s * (10 + (uint64_t)r) * MS;
-        synth_push(f, 1, b, "train_step", 0, 0);
-        synth_push(f, 1, b + MS / 2, "forward", 0, 0);
-        synth_mark(f, 1, b + MS, "marker", 0, 0);
-        synth_api(f, 1, b + MS, b + MS + 20000, 100 + (uint32_t)r, 211, 7 + (uint32_t)s,
-                  "cudaLaunchKernel");
-        synth_kernel(f, 2, b + 2 * MS, b + 6 * MS, 0, 7, 7 + (uint32_t)s, "ampere_gemm_kernel");
-        synth_kernel(f, 2, b + 6 * MS, b + 7 * MS, 0, 7, 100 + (uint32_t)s,
-                     "_ZN2at6native18elementwise_kernelEv");
-        if (r == 1 && s == 5) break; /* killed inside "forward" of "train_step" */
-        synth_pop(f, 1, b + 7 * MS, 0);
-        tprof_pl_comm c;
-        memset(&c, 0, sizeof c);
-        c.end_ns = b + 8 * MS;
-        c.bytes = 1 << 20;
-        c.count = 1 << 18;
-        c.comm_hash = 0xabc;
-        c.seq = (uint32_t)s;
-        c.nranks = 4;
-        c.rank = (uint32_t)r;
-        c.op = TPROF_COMM_ALLREDUCE;
-        synth_comm(f, 1, b + 7 * MS + 1000, &c, NULL);
-        /* its kernel: the clocks' alignment takes the collective's end from it */
-        synth_kernel(f, 2, b + 7 * MS + 5000 + (uint64_t)r * 1000, b + 8 * MS + 500000, 0, 13,
-                     1000 + (uint32_t)s, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
-        synth_pop(f, 1, b + 9 * MS, 0);
-        if (r == 2) {
-            synth_counter(f, 3, b, "gpu0.power_w", 300 + s);
-            synth_counter(f, 3, b, "gpu0.util_percent", 80);
-        }
-        synth_flush(f);
-    }
-    if (r != 1) synth_end_of_file(f, T0 + 200 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-}
-
 static void synthetic_run(void **state) {
     (void)state;
     char top[512], dir[600];
@@ -144,7 +97,7 @@ static void synthetic_run(void **state) {
     /* a directory name that is not UTF-8: the files are read again by the names they had */
     snprintf(dir, sizeof dir, "%s/run-\xff\xfe-\x01-\"q\"", top);
     assert_int_equal(mkdir(dir, 0755), 0);
-    for (int r = 0; r < 4; r++) write_rank(dir, r);
+    for (int r = 0; r < 4; r++) four_ranks_write(dir, r);
     /* the node sampler of host h0, and a helper of rank 0 (its parent) with a range */
     synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
     synth_meta(f, "trainprof.role", "node-sampler");

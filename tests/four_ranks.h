@@ -1,0 +1,68 @@
+/*
+ * four_ranks.h — a synthetic run of 4 ranks on 2 hosts that the slim-versus-whole tests of the
+ * report (test_report_slim.c) and the export (test_export_slim.c) both read: what a slim load
+ * keeps and drops is all in it. Header-only, one static function per including test.
+ */
+#ifndef TPROF_TESTS_FOUR_RANKS_H
+#define TPROF_TESTS_FOUR_RANKS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "diag_scen.h" /* T0, MS, RT0 */
+#include "format/format.h"
+#include "synth.h"
+
+/* Rank r of 4 on host h<r/2> (host 1's clock 3 ms off): named steps "train_step" with a
+ * phase, a mark, a launch and its kernels, an AllReduce per step with its NCCL kernel (the
+ * alignment reads its end), rank 1 killed inside open ranges, rank 2 sampling NVML. */
+static void four_ranks_write(const char *dir, int r) {
+    char host[16];
+    snprintf(host, sizeof host, "h%d", r / 2);
+    uint64_t rt = RT0 + (r / 2 ? 3 * MS : 0);
+    synth_file *f = synth_open(dir, host, 100 + r, rt, T0);
+    synth_rank(f, r, 4);
+    synth_meta(f, "torch.pg.0", "backend=nccl size=4 ranks=0,1,2,3");
+    synth_thread(f, 1, 100 + r);
+    synth_thread(f, 2, 200 + r);
+    synth_thread(f, 3, 300 + r);
+    for (int s = 0; s < 6; s++) {
+        uint64_t b = T0 + MS + (uint64_t)s * (10 + (uint64_t)r) * MS;
+        synth_push(f, 1, b, "train_step", 0, 0);
+        synth_push(f, 1, b + MS / 2, "forward", 0, 0);
+        synth_mark(f, 1, b + MS, "marker", 0, 0);
+        synth_api(f, 1, b + MS, b + MS + 20000, 100 + (uint32_t)r, 211, 7 + (uint32_t)s,
+                  "cudaLaunchKernel");
+        /* rank 0's work on device 1: the node sampler's GPU 1 is its GPU */
+        synth_kernel(f, 2, b + 2 * MS, b + 6 * MS, r == 0, 7, 7 + (uint32_t)s,
+                     "ampere_gemm_kernel");
+        synth_kernel(f, 2, b + 6 * MS, b + 7 * MS, 0, 7, 100 + (uint32_t)s,
+                     "_ZN2at6native18elementwise_kernelEv");
+        if (r == 1 && s == 5) break; /* killed inside "forward" of "train_step" */
+        synth_pop(f, 1, b + 7 * MS, 0);
+        tprof_pl_comm c;
+        memset(&c, 0, sizeof c);
+        c.end_ns = b + 8 * MS;
+        c.bytes = 1 << 20;
+        c.count = 1 << 18;
+        c.comm_hash = 0xabc;
+        c.seq = (uint32_t)s;
+        c.nranks = 4;
+        c.rank = (uint32_t)r;
+        c.op = TPROF_COMM_ALLREDUCE;
+        synth_comm(f, 1, b + 7 * MS + 1000, &c, NULL);
+        synth_kernel(f, 2, b + 7 * MS + 5000 + (uint64_t)r * 1000, b + 8 * MS + 500000, 0, 13,
+                     1000 + (uint32_t)s, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+        synth_pop(f, 1, b + 9 * MS, 0);
+        if (r == 2) {
+            synth_counter(f, 3, b, "gpu0.power_w", 300 + s);
+            synth_counter(f, 3, b, "gpu0.util_percent", 80);
+        }
+        synth_flush(f);
+    }
+    if (r != 1) synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+#endif /* TPROF_TESTS_FOUR_RANKS_H */
