@@ -71,6 +71,19 @@ static void selection_missing(const tp_export_opts *eo) {
                         "written)\n");
 }
 
+/* After a failed export, the rank files that could not be read again (the exporters read
+ * each one a second time, whole, while writing it: it went away or changed since the run was
+ * read), one line each; nothing when none is the cause. */
+static void files_changed(const tp_run *run) {
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        char why[256];
+        if (p->slim && tp_process_file_check(p, why, sizeof why) != TPROF_OK)
+            fprintf(stderr, "trainprof: %s: %s (it changed while the run was exported; "
+                            "nothing written)\n", p->path, why);
+    }
+}
+
 static int *parse_ranks(const char *s, size_t *n) {
     size_t cap = 16;
     int *v = malloc(cap * sizeof *v);
@@ -212,6 +225,7 @@ int cmd_export(int argc, char **argv) {
                              : tp_export_chrome(&run, of.f, &eo);
             rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
+            else if (w != TPROF_OK) files_changed(&run);
             if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
         }
     } else {
@@ -234,6 +248,7 @@ int cmd_export(int argc, char **argv) {
             int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
             rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
+            else if (w != TPROF_OK) files_changed(&run);
             n++;
         }
         if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);

@@ -32,3 +32,8 @@ tprof_add_unit(test_export_slim
   ${CMAKE_CURRENT_LIST_DIR}/synth.c
   LIBS tprof_analysis LABELS export)
 target_compile_definitions(test_export_slim PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# A rank file changed between the slim load and its whole reads (truncated, deleted).
+tprof_add_unit(test_export_changed
+  ${CMAKE_CURRENT_LIST_DIR}/test_export_changed.c
+  ${CMAKE_CURRENT_LIST_DIR}/synth.c
+  LIBS tprof_analysis LABELS export)

@@ -389,6 +389,30 @@ static void reserve_like(tp_process *p, const tp_process *sizes) {
 /* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
  * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
  * to run->errors when `note` is set. */
+/* Whether two headers (cleaned) are of one process's file: its host, pid, run and start. */
+static int same_process(const tprof_file_header *a, const tprof_file_header *b) {
+    return a->pid == b->pid && a->start_realtime_ns == b->start_realtime_ns &&
+           a->start_mono_ns == b->start_mono_ns && !strcmp(a->host, b->host) &&
+           !strcmp(a->run_id, b->run_id);
+}
+
+/* Opens rank file `path`; for slim process `was` (NULL: none) read again, the bytes it was
+ * read from (a file still being written has grown since) and only when it is still that
+ * process's file (not replaced): else why in err. */
+static int open_again(const char *path, const tp_process *was, tprof_reader **rd, char *err,
+                      size_t n) {
+    int rc = tprof__reader_open_prefix(path, was ? was->file_bytes : 0, rd, err, n);
+    if (rc != TPROF_OK || !was) return rc;
+    tprof_file_header h = *tprof__reader_header(*rd);
+    clean_field(h.host, sizeof h.host);
+    clean_field(h.run_id, sizeof h.run_id);
+    if (same_process(&h, &was->hdr)) return TPROF_OK;
+    tprof__reader_close(*rd);
+    snprintf(err, n, "replaced by the file of another process (%s:%d) since it was read",
+             h.host, (int)h.pid);
+    return TPROF_ERR_FORMAT;
+}
+
 static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
                      const tp_process *sizes) {
     memset(p, 0, sizeof *p);
@@ -398,7 +422,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     p->rank = p->world_size = p->local_rank = -1;
     tprof_reader *rd;
     char err[200];
-    int rc = tprof__reader_open(path, &rd, err, sizeof err);
+    int rc = open_again(path, sizes, &rd, err, sizeof err);
     if (rc != TPROF_OK) {
         char line[512];
         snprintf(line, sizeof line, "%s: %s", path, err);
@@ -661,6 +685,16 @@ int tp_run_load_list(const char *const *ops, size_t nops, tp_run *run, char *err
 int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err,
                      size_t errlen) {
     return run_load(ops, nops, run, err, errlen, 1);
+}
+
+int tp_process_file_check(const tp_process *p, char *why, size_t n) {
+    tprof_reader *rd;
+    char dummy[8];
+    if (!n) why = dummy, n = sizeof dummy;
+    why[0] = 0;
+    int rc = open_again(p->file ? p->file : p->path, p, &rd, why, n);
+    if (rc == TPROF_OK) tprof__reader_close(rd);
+    return rc;
 }
 
 int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out) {

@@ -271,9 +271,16 @@ int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err
 /* Reads slim process p's rank file again in full into *out (a process of the run in every
  * respect but the steps memo; its strings in run's pool): roles as p's. Free with
  * tp_process_free. Safe to call from several threads at once on one run (the pool locks);
- * memory: about out->file_bytes plus the model of that file. 0, or a negative tprof_err
- * (the file can no longer be read: TPROF_ERR_IO and the like). */
+ * memory: about out->file_bytes plus the model of that file. Reads the file's first
+ * p->file_bytes bytes, what the slim load read (a file still being written has grown), so
+ * that the counts the slim process holds are the whole one's. 0, or a negative tprof_err:
+ * the file can no longer be read (TPROF_ERR_IO and the like), is now shorter than then
+ * (TPROF_ERR_TRUNCATED), or is another process's (TPROF_ERR_FORMAT: replaced). */
 int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out);
+/* Why slim process p's file cannot be read again (tp_process_load_whole), as one line into
+ * why (n bytes: "cannot open: ...", "now N bytes, shorter than ..."); 0 when it can be,
+ * else the error tp_process_load_whole would return. Reads the file's header only. */
+int tp_process_file_check(const tp_process *p, char *why, size_t n);
 /* Drops p's bulky records, keeping what a slim process holds (above). */
 void tp_process_slim(tp_process *p);
 /* Frees what a process holds (not the process struct itself, nor its pooled strings). */

@@ -771,7 +771,10 @@ static void section_job(void *ctx, size_t i) {
         free(j->steps);
         j->steps = NULL;
     }
-    j->comm = whole.ncomm ? malloc(whole.ncomm * sizeof *j->comm) : NULL;
+    /* the memo stands in for the slim process's own ncomm ops (tp_comm_resolve copies that
+     * many): a file read again that holds another count cannot give it */
+    j->comm = whole.ncomm && whole.ncomm == p->ncomm ? malloc(whole.ncomm * sizeof *j->comm)
+                                                     : NULL;
     if (j->comm && tp_comm_resolve(&whole, j->comm) != TPROF_OK) {
         free(j->comm);
         j->comm = NULL;

@@ -55,6 +55,11 @@ static void add_damage(tprof_reader *r, uint64_t off, const char *what) {
 }
 
 int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t errlen) {
+    return tprof__reader_open_prefix(path, 0, out, err, errlen);
+}
+
+int tprof__reader_open_prefix(const char *path, uint64_t limit, tprof_reader **out, char *err,
+                              size_t errlen) {
     char dummy[8];
     if (!err) { err = dummy; errlen = sizeof dummy; }
     err[0] = 0;
@@ -76,6 +81,14 @@ int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t e
                  (long long)st.st_size);
         return st.st_size == 0 ? TPROF_ERR_TRUNCATED : TPROF_ERR_FORMAT;
     }
+    if (limit && (uint64_t)st.st_size < limit) {
+        close(fd);
+        snprintf(err, errlen, "now %lld bytes, shorter than the %llu read before",
+                 (long long)st.st_size, (unsigned long long)limit);
+        return TPROF_ERR_TRUNCATED;
+    }
+    /* a file still being written has grown since: its first `limit` bytes are what was read */
+    if (limit) st.st_size = (off_t)limit;
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {

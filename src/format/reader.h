@@ -46,6 +46,11 @@ typedef struct tprof_damage {
 /* Opens `path`. On failure returns a negative tprof_err and writes a one-line reason into
  * err (if non-NULL). The reader owns the mapping; close with tprof__reader_close. */
 int tprof__reader_open(const char *path, tprof_reader **out, char *err, size_t errlen);
+/* tprof__reader_open over the file's first `limit` bytes (0: all of it), for a file read
+ * again that was `limit` bytes long when first read: rank files only grow while written, so
+ * the prefix holds what was read then. A file now shorter fails (TPROF_ERR_TRUNCATED). */
+int tprof__reader_open_prefix(const char *path, uint64_t limit, tprof_reader **out, char *err,
+                              size_t errlen);
 void tprof__reader_close(tprof_reader *r);
 const tprof_file_header *tprof__reader_header(const tprof_reader *r);
 uint64_t tprof__reader_size(const tprof_reader *r);

@@ -1,0 +1,143 @@
+/*
+ * test_export_changed.c — a rank file that changes between the slim load of a run and the
+ * reads of it whole that follow (the memos, the export's write): truncated (a run being
+ * rewritten), or deleted. The slim process's counts are no longer the file's, so what is read
+ * again must not be taken for it: the memos are not kept from it and the export fails
+ * instead of writing a trace that looks complete; tp_process_file_check says why. Replaced
+ * by another process's file too.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analysis/comm.h"
+#include "analysis/model.h"
+#include "export/chrome.h"
+#include "export/perfetto.h"
+#include "four_ranks.h"
+#include "trainprof.h"
+
+/* The slim run of the four-rank run in a fresh directory (dir), rank 0's process in *p0. */
+static void load_four(char *dir, size_t n, tp_run *run, const tp_process **p0) {
+    assert_int_equal(synth_tmpdir(dir, n, "export-changed"), 0);
+    for (int r = 0; r < 4; r++) four_ranks_write(dir, r);
+    const char *ops[] = {dir};
+    char err[256];
+    assert_int_equal(tp_run_load_slim(ops, 1, run, err, sizeof err), 0);
+    *p0 = NULL;
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].role == TP_ROLE_RANK && run->procs[i].rank == 0) *p0 = &run->procs[i];
+    assert_non_null(*p0);
+    assert_int_equal((*p0)->ncomm, 6); /* an AllReduce in each of its 6 steps */
+}
+
+/* Rank 0's file cut to its first step's chunks after the slim load: its memos are not kept
+ * (the 6 communication ops of the slim process would be read from a memo of fewer), and
+ * both exports fail. */
+static void truncated(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    const tp_process *p0;
+    load_four(dir, sizeof dir, &run, &p0);
+    assert_int_equal(synth_truncate(p0->file, (int64_t)p0->file_bytes / 3), 0);
+    char why[200];
+    assert_int_equal(tp_process_file_check(p0, why, sizeof why), TPROF_ERR_TRUNCATED);
+    char want[200];
+    snprintf(want, sizeof want, "now %llu bytes, shorter than the %llu read before",
+             (unsigned long long)(p0->file_bytes / 3), (unsigned long long)p0->file_bytes);
+    assert_string_equal(why, want);
+    assert_int_equal(tp_export_fill_memos(&run, NULL), TPROF_OK);
+    assert_null(p0->comm_memo);
+    tp_comm_time t[6];
+    assert_int_equal(tp_comm_resolve(p0, t), TPROF_OK); /* from what the slim one holds */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(tp_export_chrome(&run, f, NULL), TPROF_ERR_TRUNCATED);
+    fclose(f);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    assert_int_equal(tp_export_perfetto(&run, f, NULL, NULL), TPROF_ERR_TRUNCATED);
+    fclose(f);
+    free(buf);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Rank 0's file deleted after the slim load: both exports fail. */
+static void deleted(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    const tp_process *p0;
+    load_four(dir, sizeof dir, &run, &p0);
+    assert_int_equal(tp_export_fill_memos(&run, NULL), TPROF_OK);
+    assert_non_null(p0->comm_memo);
+    assert_int_equal(unlink(p0->file), 0);
+    char why[200];
+    assert_int_equal(tp_process_file_check(p0, why, sizeof why), TPROF_ERR_IO);
+    assert_string_equal(why, "cannot open: No such file or directory");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_not_equal(tp_export_chrome(&run, f, NULL), TPROF_OK);
+    fclose(f);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    assert_int_not_equal(tp_export_perfetto(&run, f, NULL, NULL), TPROF_OK);
+    fclose(f);
+    free(buf);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Rank 0's file replaced by rank 2's (longer: it also samples NVML) after the slim load:
+ * the prefix read again is another process's, so no memo is kept and both exports fail. */
+static void replaced(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    const tp_process *p0, *p2 = NULL;
+    load_four(dir, sizeof dir, &run, &p0);
+    for (size_t i = 0; i < run.nprocs; i++)
+        if (run.procs[i].role == TP_ROLE_RANK && run.procs[i].rank == 2) p2 = &run.procs[i];
+    assert_non_null(p2);
+    assert_true(p2->file_bytes > p0->file_bytes);
+    assert_int_equal(rename(p2->file, p0->file), 0);
+    char why[200];
+    assert_int_equal(tp_process_file_check(p0, why, sizeof why), TPROF_ERR_FORMAT);
+    assert_string_equal(why, "replaced by the file of another process (h1:102) since it was "
+                             "read");
+    assert_int_equal(tp_export_fill_memos(&run, NULL), TPROF_OK);
+    assert_null(p0->comm_memo);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(tp_export_chrome(&run, f, NULL), TPROF_ERR_FORMAT);
+    fclose(f);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    assert_int_equal(tp_export_perfetto(&run, f, NULL, NULL), TPROF_ERR_FORMAT);
+    fclose(f);
+    free(buf);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(truncated),
+        cmocka_unit_test(deleted),
+        cmocka_unit_test(replaced),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
