@@ -73,14 +73,14 @@ static void selection_missing(const tp_export_opts *eo) {
 
 /* After a failed export, the rank files that could not be read again (the exporters read
  * each one a second time, whole, while writing it: it went away or changed since the run was
- * read), one line each; nothing when none is the cause. */
-static void files_changed(const tp_run *run) {
+ * read), one line each ending in `what` was written; nothing when none is the cause. */
+static void files_changed(const tp_run *run, const char *what) {
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
         char why[256];
         if (p->slim && tp_process_file_check(p, why, sizeof why) != TPROF_OK)
-            fprintf(stderr, "trainprof: %s: %s (it changed while the run was exported; "
-                            "nothing written)\n", p->path, why);
+            fprintf(stderr, "trainprof: %s: %s (it changed while the run was exported; %s)\n",
+                    p->path, why, what);
     }
 }
 
@@ -225,7 +225,7 @@ int cmd_export(int argc, char **argv) {
                              : tp_export_chrome(&run, of.f, &eo);
             rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
-            else if (w != TPROF_OK) files_changed(&run);
+            else if (w != TPROF_OK) files_changed(&run, "nothing written");
             if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
         }
     } else {
@@ -248,7 +248,8 @@ int cmd_export(int argc, char **argv) {
             int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
             rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
-            else if (w != TPROF_OK) files_changed(&run);
+            else if (w != TPROF_OK) files_changed(&run, "the files of the ranks before it "
+                                                              "were written, no later one");
             n++;
         }
         if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);
