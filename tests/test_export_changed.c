@@ -20,6 +20,8 @@
 
 #include "analysis/comm.h"
 #include "analysis/model.h"
+#include "analysis/report.h"
+#include <cjson/cJSON.h>
 #include "export/chrome.h"
 #include "export/perfetto.h"
 #include "four_ranks.h"
@@ -133,11 +135,41 @@ static void replaced(void **state) {
     synth_rmtree(dir);
 }
 
+/* The report of the run with rank 0's file deleted after the slim load: rank 0's section is
+ * what the slim process holds, and the report says why among its unreadable files. */
+static void report_deleted(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    const tp_process *p0;
+    load_four(dir, sizeof dir, &run, &p0);
+    assert_int_equal(unlink(p0->file), 0);
+    assert_int_equal(run.nerrors, 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.threads = 1;
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, &o, &r), TPROF_OK);
+    assert_int_equal(run.nerrors, 1);
+    char want[1024];
+    snprintf(want, sizeof want, "%s: could not be read again for its section (cannot open: No "
+             "such file or directory); the section holds only what its first read kept",
+             p0->path);
+    assert_string_equal(run.errors[0], want);
+    cJSON *u = cJSON_GetObjectItem(r.doc, "unreadable_files");
+    assert_int_equal(cJSON_GetArraySize(u), 1);
+    assert_string_equal(cJSON_GetArrayItem(u, 0)->valuestring, want);
+    tp_report_free(&r);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(truncated),
         cmocka_unit_test(deleted),
         cmocka_unit_test(replaced),
+        cmocka_unit_test(report_deleted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

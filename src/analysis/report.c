@@ -726,6 +726,7 @@ typedef struct rank_job {
     cJSON *section;
     tp_steps *steps;      /* a slim rank's steps, found in its whole file (then kept in it) */
     tp_comm_time *comm;   /* a slim rank's resolved communication times (the same) */
+    int unread;           /* a slim rank whose file could not be read again */
 } rank_job;
 
 /* What the jobs of rank_sections and tp_run_fill_memos share. */
@@ -759,6 +760,7 @@ static void section_job(void *ctx, size_t i) {
     tp_process whole;
     /* the pool is the run's shared store of strings and locks: loading interns there */
     if (tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
+        j->unread = 1;
         if (!sc->memos_only) j->section = rank_section(run, p, o, j->out);
         return;
     }
@@ -782,6 +784,22 @@ static void section_job(void *ctx, size_t i) {
     tp_process_free(&whole);
 }
 
+/* Notes in run->errors (the unreadable files) a slim rank file that could not be read again:
+ * its section holds only what the first read kept (no GPU records, no steps), which would
+ * otherwise read as a rank that had none. */
+static void note_unread(tp_run *run, const tp_process *p) {
+    char why[256], line[768];
+    if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
+        snprintf(why, sizeof why, "out of memory");
+    snprintf(line, sizeof line, "%s: could not be read again for its section (%s); the section "
+                                "holds only what its first read kept", p->path, why);
+    char **e = realloc(run->errors, (run->nerrors + 1) * sizeof *e);
+    if (!e) return;
+    run->errors = e;
+    e[run->nerrors] = strdup(line);
+    if (e[run->nerrors]) run->nerrors++;
+}
+
 /* Runs the n jobs on o->threads threads under the budget, then keeps each slim rank's memos
  * in it: the process is written only once no job reads the run any more. */
 static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs, size_t n,
@@ -793,6 +811,7 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
          * communication times again (diagnose.c, html.c, clocks.c, chrome.c): a slim rank
          * answers from these */
         tp_process *p = (tp_process *)&run->procs[jobs[k].proc];
+        if (jobs[k].unread) note_unread((tp_run *)run, p);
         if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
         if (jobs[k].comm) {
             free(p->comm_memo);
@@ -878,12 +897,13 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     for (size_t i = 0; i < res.nprocs; i++)
         cJSON_AddItemToArray(procs, tp_process_json(&res.procs[i]));
     cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
-    for (size_t i = 0; i < run->nerrors; i++)
-        cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
     if (rank_sections(rep, run, o, nranks, &res) != TPROF_OK) {
         cJSON_Delete(rep);
         return TPROF_ERR_NO_MEMORY;
     }
+    /* after the sections: a rank file that could not be read again for its own is one */
+    for (size_t i = 0; i < run->nerrors; i++)
+        cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
     tp_timers_run(&res.timers, &res);
     tp_timers_json(rep, &res.timers);
     /* findings: rules that name a problem, with the figures that show it (severity

@@ -76,9 +76,11 @@ typedef struct tp_report {
  * a slim rank (tp_run_load_slim) has its file read again whole for its section and freed
  * after it, the files in flight together kept under a memory budget (report.c,
  * SECTION_BUDGET), and its steps kept in it for the run-level analyses: the document is the
- * one of the whole run, byte for byte. The run is read, and only a slim rank's steps memo
- * and the string pool (which locks) are written; the run must not be used by another
- * thread meanwhile. */
+ * one of the whole run, byte for byte. A slim rank whose file can no longer be read again
+ * (gone, shorter, replaced: tp_process_load_whole) has the section of what the slim process
+ * holds, and a line in run->errors (and the report's unreadable files) that says so. The run
+ * is read, and only a slim rank's memos, run->errors and the string pool (which locks) are
+ * written; the run must not be used by another thread meanwhile. */
 int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out);
 
 /* For a reader of a slim run other than the report (the export): reads each slim rank of
