@@ -4,7 +4,7 @@
  * rewritten), or deleted. The slim process's counts are no longer the file's, so what is read
  * again must not be taken for it: the memos are not kept from it and the export fails
  * instead of writing a trace that looks complete; tp_process_file_check says why. Replaced
- * by another process's file too.
+ * by another process's file too; one that grew is read as far as it was.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -71,6 +71,47 @@ static void truncated(void **state) {
     assert_int_equal(tp_export_perfetto(&run, f, NULL, NULL), TPROF_ERR_TRUNCATED);
     fclose(f);
     free(buf);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* The merged Chrome trace of the run into a fresh buffer (freed by the caller). */
+static char *chrome_of(const tp_run *run, size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    assert_int_equal(tp_export_chrome(run, f, NULL), TPROF_OK);
+    fclose(f);
+    return buf;
+}
+
+/* Rank 0's file grows after the slim load (a run still being written: here its chunks once
+ * more): what is read again is what the slim load read, so the trace does not change. */
+static void grown(void **state) {
+    (void)state;
+    char dir[512];
+    tp_run run;
+    const tp_process *p0;
+    load_four(dir, sizeof dir, &run, &p0);
+    assert_int_equal(tp_export_fill_memos(&run, NULL), TPROF_OK);
+    size_t n1, n2;
+    char *before = chrome_of(&run, &n1);
+    FILE *f = fopen(p0->file, "r+b");
+    assert_non_null(f);
+    size_t body = (size_t)p0->file_bytes - sizeof(tprof_file_header);
+    char *chunks = malloc(body);
+    assert_non_null(chunks);
+    assert_int_equal(fseek(f, (long)sizeof(tprof_file_header), SEEK_SET), 0);
+    assert_int_equal(fread(chunks, 1, body, f), body);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    assert_int_equal(fwrite(chunks, 1, body, f), body);
+    fclose(f);
+    free(chunks);
+    assert_int_equal(tp_process_file_check(p0, NULL, 0), TPROF_OK);
+    char *after = chrome_of(&run, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(before, after, n1);
+    free(before);
+    free(after);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -167,6 +208,7 @@ static void report_deleted(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(truncated),
+        cmocka_unit_test(grown),
         cmocka_unit_test(deleted),
         cmocka_unit_test(replaced),
         cmocka_unit_test(report_deleted),
