@@ -386,9 +386,6 @@ static void reserve_like(tp_process *p, const tp_process *sizes) {
     RESERVE(p->comm, p->cap_comm, sizes->ncomm);
 }
 
-/* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
- * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
- * to run->errors when `note` is set. */
 /* Whether two headers (cleaned) are of one process's file: its host, pid, run and start. */
 static int same_process(const tprof_file_header *a, const tprof_file_header *b) {
     return a->pid == b->pid && a->start_realtime_ns == b->start_realtime_ns &&
@@ -413,6 +410,9 @@ static int open_again(const char *path, const tp_process *was, tprof_reader **rd
     return TPROF_ERR_FORMAT;
 }
 
+/* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
+ * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
+ * to run->errors when `note` is set. */
 static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
                      const tp_process *sizes) {
     memset(p, 0, sizeof *p);
