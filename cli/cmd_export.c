@@ -66,6 +66,9 @@ static void selection_missing(const tp_export_opts *eo) {
         fprintf(stderr, "trainprof export: no selected rank has steps %llu-%llu (nothing "
                         "written)\n", (unsigned long long)eo->step_lo,
                 (unsigned long long)eo->step_hi);
+    else if (eo->has_time)
+        fprintf(stderr, "trainprof export: no selected process ran in seconds %g to %g of the "
+                        "trace (nothing written)\n", eo->t_lo, eo->t_hi);
     else
         fprintf(stderr, "trainprof export: no process of the selected ranks (nothing "
                         "written)\n");

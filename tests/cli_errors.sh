@@ -165,6 +165,9 @@ expect "export: bad --steps" 2 "not A-B or A" "$TP" export "$GOOD" --steps x -o 
 expect "export: bad --time" 2 "not S:E seconds" "$TP" export "$GOOD" --time 5:1 -o "$T/sel.json"
 expect "export: steps no rank has" 1 "no selected rank has steps 900-901" \
     "$TP" export "$GOOD" --steps 900-901 -o "$T/sel.json"
+expect "export: seconds no process ran in" 1 "no selected process ran in seconds 9999 to 10000" \
+    "$TP" export "$GOOD" --time 9999:10000 -o "$T/sel.json"
+absent "$T/sel.json" "export: seconds no process ran in"
 expect "report: -o under /proc" 1 "cannot write $NOPE/r.json" \
     "$TP" report "$GOOD" --format json -o "$NOPE"/r.json
 expect "report: -o below a file" 1 "cannot write $T/afile/r.txt" \

@@ -316,9 +316,11 @@ int tp_cw_assign_pids(const tp_run *run, const size_t *sel, size_t nsel, int mer
 
 /* The window of opts (tp_export_opts) into w, once the base is known: steps of the lowest
  * selected rank that has them, and seconds from the base. TPROF_ERR_NOT_FOUND when steps are
- * asked for and no selected rank has one of them. */
+ * asked for and no selected rank has one of them, or, for the merged trace, seconds in
+ * which no selected process ran (a trace of metadata alone would read as an export that
+ * worked). */
 static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nsel,
-                         const tp_export_opts *opts) {
+                         const tp_export_opts *opts, int merged) {
     w->win = opts->has_steps || opts->has_time;
     w->win_lo = INT64_MIN;
     w->win_hi = INT64_MAX;
@@ -326,7 +328,18 @@ static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nse
         w->win_lo = (int64_t)(opts->t_lo * 1e9);
         w->win_hi = (int64_t)(opts->t_hi * 1e9);
     }
-    if (!opts->has_steps) return TPROF_OK;
+    if (!opts->has_steps) {
+        /* the merged trace only: a rank file of --per-rank whose rank ended before the
+         * seconds asked for is written empty, the others' still written */
+        if (!opts->has_time || !merged || !nsel) return TPROF_OK;
+        for (size_t i = 0; i < nsel; i++) {
+            const tp_process *p = &run->procs[sel[i]];
+            if (tp_cw_rel_ns(w, p, p->hdr.start_mono_ns) <= w->win_hi &&
+                tp_cw_rel_ns(w, p, p->end_mono) >= w->win_lo)
+                return TPROF_OK;
+        }
+        return TPROF_ERR_NOT_FOUND;
+    }
     const tp_process *ref = NULL;
     for (size_t i = 0; i < nsel; i++) {
         const tp_process *p = &run->procs[sel[i]];
@@ -380,7 +393,7 @@ int tp_cw_setup(cw *w, const tp_run *run, const size_t *sel, size_t nsel, int me
         if (!have_base || s < w->base_rt) w->base_rt = s;
         have_base = 1;
     }
-    return select_window(w, run, sel, nsel, opts);
+    return select_window(w, run, sel, nsel, opts, merged);
 }
 
 int64_t tp_cw_end_time(const cw *w, const size_t *sel, size_t nsel) {
