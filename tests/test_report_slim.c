@@ -29,7 +29,7 @@
 #include "export/html.h"
 #include "diag_scen.h"
 #include "format/format.h"
-#include "four_ranks.h"
+#include "slim_runs.h"
 #include "synth.h"
 
 /* The JSON, text and HTML of the report of `ops` loaded whole or slim, with `threads`
@@ -252,33 +252,14 @@ static void spans_sort_stable(void **state) {
     }
 }
 
+static void reports_same(const char *const *ops, size_t n, int must_compare) {
+    (void)must_compare; /* same_reports compares whatever loads */
+    same_reports(ops, n);
+}
+
 static void corpus(void **state) {
     (void)state;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/rankfile", TPROF_SOURCE_DIR);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    size_t files = 0;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
-        char path[8192];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        const char *ops[] = {path};
-        same_reports(ops, 1);
-        files++;
-    }
-    closedir(d);
-    assert_true(files >= 20);
-    const char *ops[] = {dir};
-    same_reports(ops, 1); /* the corpus as one run */
-    /* a torch.profiler trace beside rank files: loaded whole in a slim run */
-    char trace[8192];
-    snprintf(trace, sizeof trace, "%s/tests/data/kineto/megatron_step17.pt.trace.json.gz",
-             TPROF_SOURCE_DIR);
-    const char *mixed[] = {trace, dir};
-    same_reports(mixed, 2);
+    slim_corpus(reports_same);
 }
 
 int main(void) {

@@ -1,11 +1,14 @@
 /*
- * four_ranks.h — a synthetic run of 4 ranks on 2 hosts that the slim-versus-whole tests of the
- * report (test_report_slim.c) and the export (test_export_slim.c) both read: what a slim load
- * keeps and drops is all in it. Header-only, one static function per including test.
+ * slim_runs.h — the runs that the slim-versus-whole tests of the report (test_report_slim.c)
+ * and the export (test_export_slim.c) both read: a synthetic run of 4 ranks on 2 hosts, in
+ * which what a slim load keeps and drops is all present, and the fuzz corpus's rank files.
+ * Header-only, static functions for each including test (which provides cmocka, and
+ * TPROF_SOURCE_DIR for the corpus).
  */
-#ifndef TPROF_TESTS_FOUR_RANKS_H
-#define TPROF_TESTS_FOUR_RANKS_H
+#ifndef TPROF_TESTS_SLIM_RUNS_H
+#define TPROF_TESTS_SLIM_RUNS_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -65,4 +68,38 @@ static void four_ranks_write(const char *dir, int r) {
     assert_int_equal(synth_close(f), 0);
 }
 
-#endif /* TPROF_TESTS_FOUR_RANKS_H */
+/* The corpus's rank files (tests/fuzz/corpus/rankfile) each alone, then as one run, then with
+ * a torch.profiler trace beside them, each given to `same` (whole against slim); must_compare
+ * is 1 for the last two, which have something to compare (a damaged file alone may not). */
+#ifdef TPROF_SOURCE_DIR
+static inline void slim_corpus(void (*same)(const char *const *ops, size_t n,
+                                            int must_compare)) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/rankfile", TPROF_SOURCE_DIR);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    size_t files = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        const char *ops[] = {path};
+        same(ops, 1, 0);
+        files++;
+    }
+    closedir(d);
+    assert_true(files >= 20);
+    const char *ops[] = {dir};
+    same(ops, 1, 1); /* the corpus as one run */
+    /* a torch.profiler trace beside rank files: loaded whole in a slim run */
+    char trace[8192];
+    snprintf(trace, sizeof trace, "%s/tests/data/kineto/megatron_step17.pt.trace.json.gz",
+             TPROF_SOURCE_DIR);
+    const char *mixed[] = {trace, dir};
+    same(mixed, 2, 1);
+}
+#endif
+
+#endif /* TPROF_TESTS_SLIM_RUNS_H */
