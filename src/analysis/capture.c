@@ -235,6 +235,16 @@ static int cost_other(const uint8_t *in, const unsigned *why, size_t i) {
     return !in[i] && !(i && in[i - 1]) && !(why[i] & (TP_CAP_PAUSED | TP_CAP_STOPPED));
 }
 
+/* Step j into o (its time in ms) and marked used, when it stands for the pace with capture
+ * off (cost_other) and no other run took it. 1 if taken. */
+static int take_other(const tp_step *meas, const uint8_t *in, const unsigned *why, size_t j,
+                      uint8_t *used, double *o, size_t *no) {
+    if (used[j] || !cost_other(in, why, j)) return 0;
+    used[j] = 1;
+    o[(*no)++] = (double)(meas[j].end - meas[j].start) / 1e6;
+    return 1;
+}
+
 /* For the captured run in[i0..i1]: the uncaptured steps next to it into o (used marks those
  * taken), as many as it has and at least COST_LOCAL: the nearest before it, or, when fewer
  * than COST_MIN_STEPS precede it (a window at the start of the run), those after it too. */
@@ -242,21 +252,12 @@ static void cost_neighbours(const tp_step *meas, size_t nm, const uint8_t *in,
                             const unsigned *why, size_t i0, size_t i1, uint8_t *used, double *o,
                             size_t *no) {
     size_t want = i1 - i0 + 1 < COST_LOCAL ? COST_LOCAL : i1 - i0 + 1, got = 0;
-    for (size_t j = i0; j-- > 0 && got < want;) {
-        if (in[j]) break; /* the previous window's side is its own */
-        if (used[j] || !cost_other(in, why, j)) continue;
-        used[j] = 1;
-        o[(*no)++] = (double)(meas[j].end - meas[j].start) / 1e6;
-        got++;
-    }
+    /* up to the next captured run either way: its side is its own */
+    for (size_t j = i0; j-- > 0 && got < want && !in[j];)
+        got += take_other(meas, in, why, j, used, o, no);
     if (got >= COST_MIN_STEPS) return;
-    for (size_t j = i1 + 1; j < nm && got < want; j++) {
-        if (in[j]) break;
-        if (used[j] || !cost_other(in, why, j)) continue;
-        used[j] = 1;
-        o[(*no)++] = (double)(meas[j].end - meas[j].start) / 1e6;
-        got++;
-    }
+    for (size_t j = i1 + 1; j < nm && got < want && !in[j]; j++)
+        got += take_other(meas, in, why, j, used, o, no);
 }
 
 /* The median of v[0..n), sorted ascending: the middle value, or the mean of the two middle
