@@ -18,6 +18,9 @@
  *              after the window
  *   reasons    a pause named "torch.profiler" (trainprof.torch's), then one for another CUPTI
  *              client: each pause keeps its reason (gpu_capture.pause_reasons)
+ *   no steps   a program whose steps trainprof does not see: capture comes back once the
+ *              client has made no CUPTI call for 1 s (a later call of the client's, a flush,
+ *              puts it off), well within 3 s, never sooner
  */
 #define CHILD_PREFIX "cupti-share"
 #include "cupti_test.h"
@@ -286,6 +289,33 @@ static void test_enable_only(void **state) {
     tp_run_free(&run);
 }
 
+/* ---------------------------------------------------------------- no steps */
+
+static void no_steps_body(void) {
+    share_start("all");
+    fake_int_fn regs = fake_fn(g_h, "fake_cupti_registers");
+    CHECK(regs != NULL, 130);
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 131);
+    CHECK(client_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 132);
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 133);
+    CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 134);
+    usleep(600000);
+    CHECK(regs() == 2, 135); /* still the client's */
+    /* its trace processing flushes once more: the quiet time counts from this call */
+    uint64_t last = mono_ns();
+    CHECK(cuptiActivityFlushAll(0) == CUPTI_SUCCESS, 136);
+    while (regs() < 3 && mono_ns() - last < 3000000000ull) usleep(10000);
+    uint64_t back = mono_ns();
+    CHECK(regs() == 3 && kind_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 137); /* trainprof's */
+    CHECK(back - last >= 1000000000ull, 138);
+}
+
+static void test_no_steps(void **state) {
+    (void)state;
+    fresh_dir("no-steps");
+    in_child(no_steps_body);
+}
+
 /* ---------------------------------------------------------------- reasons */
 
 static void reasons_body(void) {
@@ -336,6 +366,7 @@ int main(void) {
         cmocka_unit_test(test_clock),
         cmocka_unit_test(test_enable_only),
         cmocka_unit_test(test_reasons),
+        cmocka_unit_test(test_no_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,8 @@
 enum { FOREIGN_NONE = 0, FOREIGN_HOLDS = 1, FOREIGN_ENDING = 2, FOREIGN_DONE = 3 };
 static _Atomic int g_foreign;
 static _Atomic uint64_t g_foreign_end_ns;
+/* the time of the client's latest CUPTI call of any kind (tprof__cupti_handover_trace) */
+static _Atomic uint64_t g_client_last_ns;
 static _Atomic uint64_t g_foreign_end_step; /* steps begun (kwindow's count) when it ended */
 /* A claim made at a client's buffer sizing or clock waits for its registration or a kind it
  * turns on: without either within 2 s (a program that only sets an attribute), it is undone
@@ -59,8 +61,9 @@ static uint64_t steps_begun(void) {
  * call (a range's step name is matched only while steps are watched), so the count is no step
  * number. */
 void tprof__cupti_handover_trace(const char *what, unsigned long long arg) {
-    if (tprof__log_level < TPROF_LOG_DEBUG) return;
     const uint64_t now = tprof__now(), t0 = tprof__S.start_mono;
+    atomic_store(&g_client_last_ns, now);
+    if (tprof__log_level < TPROF_LOG_DEBUG) return;
     tprof__log(TPROF_LOG_DEBUG, "CUPTI client: %s(%llu) at %.6f s of the run, %llu steps begun "
                "since steps were counted", what, arg, (double)(now > t0 ? now - t0 : 0) / 1e9,
                (unsigned long long)steps_begun());
@@ -292,7 +295,12 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackF
  * program's own thread (torch.profiler's stop, Kineto's trace processing and its forced
  * flushes included), so a step that begins after that is past all of it; taken back earlier,
  * each later forced flush of the client's would cut our in-flight records short. A program
- * whose steps are not seen gets capture back 5 s after the client's last such call. */
+ * whose steps are not seen gets capture back once the client has made no CUPTI call for
+ * QUIET_NS: Kineto makes its last (a flush, an attribute) as torch.profiler stops and none
+ * while it writes its trace (Megatron-LM on an H200: none in the 2 s of writing), and the
+ * steps run after the trace is written are the program's again. */
+#define QUIET_NS 1000000000ull
+
 uint64_t tprof__cupti_client_tick(void) {
     int sizing = atomic_load(&g_sizing_claim);
     if (sizing != TPROF__CLAIM_NONE) {
@@ -305,7 +313,8 @@ uint64_t tprof__cupti_client_tick(void) {
     if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;
     int stepped = steps_begun() > atomic_load(&g_foreign_end_step);
     uint64_t now = tprof__now();
-    int quiet = now - atomic_load(&g_foreign_end_ns) > 5000000000ull;
+    uint64_t last = atomic_load(&g_foreign_end_ns), call = atomic_load(&g_client_last_ns);
+    int quiet = now - (call > last ? call : last) > QUIET_NS;
     /* waiting for the step: passes every 2 ms until then, so that short steps lose few */
     if (!(stepped && st == FOREIGN_DONE) && !quiet) return now + 2000000;
     atomic_store(&g_foreign, FOREIGN_NONE);
