@@ -394,7 +394,7 @@ static void test_detail_off(void **state) {
  * step but the paused ones runs one 10 ms kernel: 50 % busy. 1 GiB is allocated in step 2
  * and 2 GiB in step 10, after the pause (the allocations made during it are unknown, so the
  * running sum is not read past the pause: the peak is 1 GiB up to the pause). */
-static void pause_run(char *dir, size_t n, int never_resumed) {
+static void pause_run(char *dir, size_t n, int never_resumed, int steps) {
     assert_int_equal(synth_tmpdir(dir, n, "kpause"), 0);
     synth_file *f = synth_open(dir, "h", 40, RT0, T0);
     synth_thread(f, 1, 40);
@@ -409,12 +409,12 @@ static void pause_run(char *dir, size_t n, int never_resumed) {
     if (never_resumed) meta_u64(f, "gpu_capture.paused_since_ns", from);
     else synth_meta(f, "gpu_capture.pauses", v);
     for (uint32_t k = 0; k <= 20; k++) {
-        synth_step_begin(f, 1, t, k);
+        if (steps) synth_step_begin(f, 1, t, k);
         int paused = never_resumed ? k >= 1 : k >= 5 && k <= 7;
         if (!paused) launch(f, t + 100 * US, 10 * MS, 100 + k);
         if (k == 2 && !never_resumed) alloc(f, t + 200 * US, 0x1000, 1ull << 30);
         if (k == 10 && !never_resumed) alloc(f, t + 200 * US, 0x80001000, 2ull << 30);
-        synth_step_end(f, 1, t + 20 * MS, k);
+        if (steps) synth_step_end(f, 1, t + 20 * MS, k);
         t += 20 * MS;
     }
     synth_end_of_file(f, t + MS, 0);
@@ -424,7 +424,7 @@ static void pause_run(char *dir, size_t n, int never_resumed) {
 static void test_paused_steps_not_idle(void **state) {
     (void)state;
     char dir[512];
-    pause_run(dir, sizeof dir, 0);
+    pause_run(dir, sizeof dir, 0, 1);
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
@@ -452,10 +452,36 @@ static void test_paused_steps_not_idle(void **state) {
     synth_rmtree(dir);
 }
 
+/* pause_run's program without steps (a plain `trainprof run` of a program whose steps it cannot
+ * see): the breakdown's one window is the run less the 60 ms paused, not idle in it */
+static void test_paused_without_steps(void **state) {
+    (void)state;
+    char dir[512];
+    pause_run(dir, sizeof dir, 0, 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    double run_s = jnum(rep, "ranks.0.breakdown.run_s"), in_s = run_s - 0.060;
+    jnear(jnum(rep, "ranks.0.breakdown.captured_s"), in_s, "captured time");
+    jnear(jnum(rep, "ranks.0.breakdown.windows"), 1, "one window");
+    jnear(jnum(rep, "ranks.0.breakdown.kernels_per_step"), 18, "kernels of the window");
+    jnear(jnum(rep, "ranks.0.breakdown.share.busy"), 0.180 / in_s, "busy of the captured time");
+    jnear(jnum(rep, "ranks.0.breakdown.ms.step.mean"), 1e3 * in_s, "window ms");
+    jnear(jnum(rep, "ranks.0.breakdown.ms.idle.mean"), 1e3 * in_s - 180, "idle ms");
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    report_has(text, "no steps: the run as one window, the ");
+    report_has(text, "18 kernels in all");
+    report_lacks(text, "idle at step start");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_paused_throughout(void **state) {
     (void)state;
     char dir[512];
-    pause_run(dir, sizeof dir, 1);
+    pause_run(dir, sizeof dir, 1, 1);
     tp_run run;
     load_run(dir, &run);
     cJSON *rep = default_report(&run);
@@ -561,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_detail_off),
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),
+        cmocka_unit_test(test_paused_without_steps),
         cmocka_unit_test(test_pause_reasons),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

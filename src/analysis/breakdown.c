@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
+#include "analysis/capture.h"
 #include "analysis/stats.h"
 
 #include <math.h>
@@ -360,9 +361,11 @@ static double gpu_median_us(const gpu_sets *g, const tp_step *win, size_t nw, si
     return q.oom ? -1 : n ? (double)q.value / 1e3 : 0;
 }
 
+/* fold: the windows are the captured spans of a run without steps, one window cut by the
+ * times GPU activity was not recorded: their parts are summed into that one window. */
 static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps *st,
                       const tp_step *win, size_t nw, size_t nwarm, const char *const *names,
-                      size_t nn) {
+                      size_t nn, int fold) {
     uint32_t dev = main_device(p, &out->ndevices);
     out->has_device = 1;
     out->device = dev;
@@ -396,8 +399,13 @@ static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_st
         gpu_kernels(p, dev, win, nw, nwarm, nk, &nkd, NULL);
         double km = gpu_median_us(&g, win, nw, nwarm, nkd, 0);
         double gm = gpu_median_us(&g, win, nw, nwarm, ngaps, 1);
+        for (size_t w = 1; fold && w < nw; w++) {
+            for (int c = 0; c < C_N; c++) len[c] += len[w * C_N + c];
+            nk[0] += nk[w];
+            ng[0] += ng[w];
+        }
         if (km >= 0 && gm >= 0)
-            gpu_figures(out, len, nk, ng, km, gm, val, st, win, nw, nwarm);
+            gpu_figures(out, len, nk, ng, km, gm, val, st, win, fold ? 1 : nw, nwarm);
     }
     gpu_sets_free(&g);
     free(len);
@@ -796,10 +804,28 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
             out->not_captured = not_captured ? not_captured : "";
             return;
         }
-        gpu_basis(out, p, cap, cap->steps, cap->nsteps, cap->nwarmup, names, nn);
+        gpu_basis(out, p, cap, cap->steps, cap->nsteps, cap->nwarmup, names, nn, 0);
         return;
     }
-    gpu_basis(out, p, s, win, nw, nwarm, names, nn);
+    if (!s->nsteps) {
+        /* no steps: the window is the run, less the times GPU activity was not recorded (a
+         * pause for another CUPTI client is no idle GPU either) */
+        tp_step *sp;
+        size_t ns;
+        if (tp_capture_spans(p, whole.start, whole.end, &sp, &ns) != 0) return;
+        uint64_t in = 0;
+        for (size_t i = 0; i < ns; i++) in += sp[i].end - sp[i].start;
+        if (in < whole.end - whole.start) {
+            out->has_uncaptured = 1;
+            out->captured_s = (double)in / 1e9;
+            out->run_s = (double)(whole.end - whole.start) / 1e9;
+        }
+        if (!ns) out->not_captured = "GPU activity was recorded at no time of the run";
+        else gpu_basis(out, p, s, sp, ns, 0, names, nn, 1);
+        free(sp);
+        return;
+    }
+    gpu_basis(out, p, s, win, nw, nwarm, names, nn, 0);
 }
 
 void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s) {
@@ -828,6 +854,10 @@ void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_s
 /* ------------------------------------------------------------------ the document */
 
 static void gpu_json(cJSON *b, const tp_breakdown_result *r) {
+    if (r->has_uncaptured) {
+        cJSON_AddNumberToObject(b, "captured_s", r->captured_s);
+        cJSON_AddNumberToObject(b, "run_s", r->run_s);
+    }
     if (r->not_captured) { /* no step was captured: no part is known */
         cJSON_AddStringToObject(b, "not_captured", r->not_captured);
         cJSON_AddNullToObject(b, "ms");

@@ -153,6 +153,11 @@ const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len) 
     return *len ? l : NULL;
 }
 
+static int by_span_start(const void *a, const void *b) {
+    const tp_span *x = a, *y = b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
 static int overlaps(const tp_span *v, size_t n, uint64_t s, uint64_t e) {
     for (size_t i = 0; i < n; i++)
         if (v[i].s < (e > s ? e : s + 1) && v[i].e > s) return 1;
@@ -165,6 +170,52 @@ static int applies(const tp_process *p) {
     if (p->ngpu || p->napi || p->ngmem || p->novh) return 1;
     const char *c = tp_meta(p, "capability.cupti");
     return c && !strncmp(c, "activity capture", 16);
+}
+
+int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    size_t nev = 0, npz = 0;
+    int oom = 0;
+    tp_span *pz = NULL;
+    cap_event *ev = applies(p) ? events(p, &nev, &oom) : NULL;
+    if (!oom && applies(p) && pauses(p, &pz, &npz) != 0) oom = 1;
+    /* at most one span per switch and per pause, and the first */
+    tp_step *v = oom ? NULL : malloc((nev + 2 * npz + 2) * sizeof *v);
+    if (!v) {
+        free(ev);
+        free(pz);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    if (npz > 1) qsort(pz, npz, sizeof *pz, by_span_start);
+    /* the capture-on spans, then each cut by the pauses */
+    int on = !applies(p) || !tp_meta(p, "kernel_steps");
+    uint64_t from = t0;
+    size_t k = 0;
+    for (size_t i = 0; i <= nev; i++) {
+        uint64_t t = i < nev ? ev[i].t : t1;
+        if (t > t1) t = t1;
+        if (t < t0) t = t0;
+        if (on && t > from) {
+            uint64_t s = from;
+            for (size_t j = 0; j < npz && s < t; j++) {
+                if (pz[j].e <= s || pz[j].s >= t) continue;
+                if (pz[j].s > s) v[k++] = (tp_step){s, pz[j].s, 0, 0};
+                s = pz[j].e;
+            }
+            if (s < t) v[k++] = (tp_step){s, t, 0, 0};
+        }
+        if (i < nev) {
+            on = ev[i].on;
+            from = t;
+        }
+    }
+    for (size_t i = 0; i < k; i++) v[i].app_step = i;
+    free(ev);
+    free(pz);
+    *out = v;
+    *n = k;
+    return TPROF_OK;
 }
 
 /* The runs of captured measured steps as numbers and words. */

@@ -34,6 +34,14 @@
 int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *p,
                        const tp_steps *s);
 
+/* The spans of [t0, t1) (monotonic ns) in which p's GPU activity was recorded: capture on by
+ * the timeline tp_capture_compute reads (plan windows, the endpoint's switches) and no pause
+ * overlapping, in time order, as windows in *out (app_step: their index; heap, the caller
+ * frees it) and *n. For a run without steps, whose GPU figures are over the time captured.
+ * A process whose capture does not apply (tp_capture_compute) has one span, the whole.
+ * Returns TPROF_OK or TPROF_ERR_NO_MEMORY (*out NULL, *n 0). Time O(metadata log metadata). */
+int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **out, size_t *n);
+
 /* The pauses of p (gpu_capture.pauses' entries, then one never resumed, gpu_capture.
  * paused_since_ns): how many. */
 size_t tp_capture_npauses(const tp_process *p);

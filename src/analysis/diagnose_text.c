@@ -25,6 +25,16 @@ static void st3(FILE *f, const tp_stat5 *s) {
     fprintf(f, "%8.2f %8.2f %8.2f", s->mean, s->p50, s->p90);
 }
 
+/* ", the 12.3 s of 20.0 in which GPU activity was recorded" for a run without steps whose
+ * capture was off or paused part of the time; "" otherwise. */
+static const char *uncaptured_words(const tp_breakdown_result *b) {
+    static _Thread_local char buf[96];
+    if (!b->has_uncaptured) return "";
+    snprintf(buf, sizeof buf, ", the %.3f s of %.3f in which GPU activity was recorded",
+             b->captured_s, b->run_s);
+    return buf;
+}
+
 /* The GPU basis: the parts of the step, the idle figures, the first warm-up steps. */
 static void breakdown_gpu_text(FILE *f, const tp_breakdown_result *b) {
     if (b->not_captured) {
@@ -37,11 +47,13 @@ static void breakdown_gpu_text(FILE *f, const tp_breakdown_result *b) {
                    "share of the step)\n",
                 (double)b->device, (double)b->windows, (double)b->measured_all,
                 b->captured_steps);
+    else if (!b->per_step)
+        fprintf(f, "  step breakdown (GPU %.0f, where work ran; no steps: the run as one window%s;"
+                   " ms in it; share of it)\n", (double)b->device, uncaptured_words(b));
     else
         fprintf(f, "  step breakdown (GPU %.0f, %s, %.0f %s; ms: mean, p50, p90; share of the "
                    "step)\n",
-                (double)b->device, "where work ran", (double)b->windows,
-                b->per_step ? "measured steps" : "window (no steps)");
+                (double)b->device, "where work ran", (double)b->windows, "measured steps");
     static const struct { tp_bd_part part; const char *label; } rows[] = {
         {TP_BD_COMPUTE, "compute kernels"}, {TP_BD_EXPOSED_COMM, "exposed communication"},
         {TP_BD_MEMCPY, "memcpy/memset"}, {TP_BD_IDLE_DATA, "idle: data loading"},
@@ -49,14 +61,18 @@ static void breakdown_gpu_text(FILE *f, const tp_breakdown_result *b) {
         {TP_BD_OVERLAPPED_COMM, "(overlapped communication)"}};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         fprintf(f, "    %-28s", rows[i].label);
-        st3(f, &b->ms[rows[i].part]);
+        if (b->per_step) st3(f, &b->ms[rows[i].part]);
+        else fprintf(f, "%8.2f", b->ms[rows[i].part].mean); /* one window: one value */
         fprintf(f, "  %5.1f %%\n", 100 * b->share[rows[i].part]);
     }
-    fprintf(f, "    busy %.1f %%; %.0f kernels per step (median %.1f us); %.0f idle gaps per "
-               "step (median %.1f us)",
-            100 * b->busy_share, b->kernels_per_step, b->kernel_median_us, b->idle_gaps_per_step,
-            b->idle_gap_median_us);
-    if (b->ms[TP_BD_START_IDLE].mean > 0)
+    const char *per = b->per_step ? " per step" : " in all";
+    fprintf(f, "    busy %.1f %%; %.0f kernels%s (median %.1f us); %.0f idle gaps%s (median %.1f "
+               "us)",
+            100 * b->busy_share, b->kernels_per_step, per, b->kernel_median_us,
+            b->idle_gaps_per_step, per, b->idle_gap_median_us);
+    /* without steps there is no step start: the time before the run's first kernel is its
+     * start-up (loading, initialisation), not a step's idle */
+    if (b->per_step && b->ms[TP_BD_START_IDLE].mean > 0)
         fprintf(f, "; idle at step start %.2f ms (%.2f ms of it in data loading)",
                 b->ms[TP_BD_START_IDLE].mean, b->ms[TP_BD_START_IDLE_DATA].mean);
     fputc('\n', f);

@@ -133,6 +133,11 @@ typedef struct tp_breakdown_result {
     const char *captured_steps; /* GPU basis over fewer steps than measured: which ones, in
                                  * words (into the rank's capture result); else NULL */
     size_t measured_all;   /* with captured_steps: every measured step */
+    /* GPU basis without steps: GPU activity was not recorded the whole run (paused for
+     * another CUPTI client, a plan's window closed): the one window is the captured_s
+     * seconds in which it was, of run_s (capture.h, tp_capture_spans) */
+    int has_uncaptured;
+    double captured_s, run_s;
     int has_device;        /* GPU basis: the device was chosen (figures may still be missing) */
     uint32_t device;       /* CUDA ordinal of the main device: the most kernel time */
     size_t ndevices;       /* devices with kernels ("devices" in the document when over 1) */
