@@ -3,18 +3,31 @@
 # Megatron-LM job (`trainprof capture RUN_DIR --steps 5 --wait`), no restart: the report must
 # show GPU activity in exactly the steps the command announced. Run on the GPU machine from
 # the repository root after common.sh and python_module (TP exported: the command); MEG is the Megatron-LM folder
-# (megatron/, pretrain_gpt.py, gpt_builders.py, model_provider.py).
+# (megatron/, pretrain_gpt.py, gpt_builders.py, model_provider.py). NPROC ranks (default 1)
+# under torchrun, one GPU each. SHARED_GPU=N instead: N ranks on the machine's one GPU, started
+# as N processes with RANK set and LOCAL_RANK=0 (Megatron-LM puts rank k on cuda:LOCAL_RANK)
+# and Megatron's --fake-process-group (collectives that do nothing, torch.testing's fake
+# backend; NCCL takes one GPU per rank): what is checked is that every rank captures the
+# same steps.
 set -u
+NPROC=${NPROC:-1}
 TP=${TP:-trainprof}
 MEG=${1:?usage: capture_trigger_megatron.sh MEGATRON_DIR OUTDIR}
 D=${2:?}/trigger
 rm -rf "$D"
 ARGS_FILE=$(dirname "$0")/../../bench/megatron_args.txt
-args="$(grep -v '^#' "$ARGS_FILE") --train-iters 120"
+args="$(grep -v '^#' "$ARGS_FILE" | tr '\n' ' ') --train-iters 120"
+port=$((29500 + RANDOM % 1000))
+if [ -n "${SHARED_GPU:-}" ]; then
+    launch=(bash -c "for r in \$(seq 0 $((SHARED_GPU - 1))); do RANK=\$r LOCAL_RANK=0 \
+        WORLD_SIZE=$SHARED_GPU LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        python3 pretrain_gpt.py $args --fake-process-group & done; wait")
+else
+    launch=(torchrun --nproc_per_node=$NPROC --master_port=$port pretrain_gpt.py $args)
+fi
 # the default capture plan (auto: the start through step 4), whatever common.sh exported
 (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout 400 env -u TRAINPROF_GPU_CAPTURE \
-    "$TP" run --python --quiet -o "$D" -- torchrun --nproc_per_node=1 \
-    --master_port=$((29500 + RANDOM % 1000)) pretrain_gpt.py $args) > "$D.log" 2>&1 &
+    "$TP" run --python --quiet -o "$D" -- "${launch[@]}") > "$D.log" 2>&1 &
 job=$!
 for i in $(seq 600); do
     s=$(cat "$D"/*.step 2>/dev/null | sed -n 's/.* step=\([0-9]*\) .*/\1/p' | sort -n | tail -1)
