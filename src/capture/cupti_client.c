@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "../core/internal.h"
 #include "../core/session_state.h"
@@ -62,11 +63,13 @@ static uint64_t steps_begun(void) {
  * number. */
 void tprof__cupti_handover_trace(const char *what, unsigned long long arg) {
     const uint64_t now = tprof__now(), t0 = tprof__S.start_mono;
-    atomic_store(&g_client_last_ns, now);
+    /* "(trainprof) ..." is trainprof's own pause or resume, not the client's call */
+    const int ours = !strncmp(what, "(trainprof) ", 12);
+    if (!ours) atomic_store(&g_client_last_ns, now);
     if (tprof__log_level < TPROF_LOG_DEBUG) return;
-    tprof__log(TPROF_LOG_DEBUG, "CUPTI client: %s(%llu) at %.6f s of the run, %llu steps begun "
-               "since steps were counted", what, arg, (double)(now > t0 ? now - t0 : 0) / 1e9,
-               (unsigned long long)steps_begun());
+    tprof__log(TPROF_LOG_DEBUG, "%s: %s(%llu) at %.6f s of the run, %llu steps begun since steps "
+               "were counted", ours ? "trainprof" : "CUPTI client", ours ? what + 12 : what, arg,
+               (double)(now > t0 ? now - t0 : 0) / 1e9, (unsigned long long)steps_begun());
 }
 
 /* The forwarded call: libcupti's answer, or CUPTI_ERROR_NOT_INITIALIZED where the process has
