@@ -468,6 +468,9 @@ static void test_paused_without_steps(void **state) {
     jnear(jnum(rep, "ranks.0.breakdown.share.busy"), 0.180 / in_s, "busy of the captured time");
     jnear(jnum(rep, "ranks.0.breakdown.ms.step.mean"), 1e3 * in_s, "window ms");
     jnear(jnum(rep, "ranks.0.breakdown.ms.idle.mean"), 1e3 * in_s - 180, "idle ms");
+    /* the idle that opens the run: from its first record (the launch, 10 us before the first
+     * kernel) to that kernel; the 100 us after the pause before the next kernel opens no run */
+    jnear(jnum(rep, "ranks.0.breakdown.ms.start_idle.mean"), 0.010, "start idle ms");
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
     report_has(text, "no steps: the run as one window, the ");
