@@ -479,6 +479,19 @@ static void test_paused_without_steps(void **state) {
     /* no step to be a share of: the headline's busy is of the time captured */
     report_has(text, "GPU busy 49.9 % of the time GPU activity was recorded (rank 0");
     free(text);
+    /* the HTML says beside the breakdown what time it is over */
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, NULL, &r), 0);
+    char *html = NULL;
+    size_t hl = 0;
+    FILE *hf = open_memstream(&html, &hl);
+    assert_non_null(hf);
+    assert_int_equal(tp_html_write(&r, NULL, hf), 0);
+    fclose(hf);
+    tp_report_free(&r);
+    report_has(html, "rank 0: no steps; GPU activity recorded 0.361 s of the 0.421 s run: "
+                     "its GPU breakdown is over that time only");
+    free(html);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
