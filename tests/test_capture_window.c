@@ -468,11 +468,59 @@ static void test_paused_without_steps(void **state) {
     jnear(jnum(rep, "ranks.0.breakdown.share.busy"), 0.180 / in_s, "busy of the captured time");
     jnear(jnum(rep, "ranks.0.breakdown.ms.step.mean"), 1e3 * in_s, "window ms");
     jnear(jnum(rep, "ranks.0.breakdown.ms.idle.mean"), 1e3 * in_s - 180, "idle ms");
+    /* the idle that opens the run: from its first record (the launch, 10 us before the first
+     * kernel) to that kernel; the 100 us after the pause before the next kernel opens no run */
+    jnear(jnum(rep, "ranks.0.breakdown.ms.start_idle.mean"), 0.010, "start idle ms");
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
     report_has(text, "no steps: the run as one window, the ");
     report_has(text, "18 kernels in all");
     report_lacks(text, "idle at step start");
+    /* no step to be a share of: the headline's busy is of the time captured */
+    report_has(text, "GPU busy 49.9 % of the time GPU activity was recorded (rank 0");
+    free(text);
+    /* the HTML says beside the breakdown what time it is over */
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, NULL, &r), 0);
+    char *html = NULL;
+    size_t hl = 0;
+    FILE *hf = open_memstream(&html, &hl);
+    assert_non_null(hf);
+    assert_int_equal(tp_html_write(&r, NULL, hf), 0);
+    fclose(hf);
+    tp_report_free(&r);
+    report_has(html, "rank 0: no steps; GPU activity recorded 0.361 s of the 0.421 s run: "
+                     "its GPU breakdown is over that time only");
+    free(html);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* A run without steps whose capture was paused from before its first record (a damaged file:
+ * kernels recorded in a pause): no GPU figure, and the headline says so without naming steps
+ * the run does not have. */
+static void test_paused_before_records_without_steps(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "kpause0"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    meta_u64(f, "gpu_capture.paused_since_ns", T0 - MS);
+    launch(f, T0 + 100 * US, 10 * MS, 100);
+    synth_end_of_file(f, T0 + 20 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    assert_string_equal(jstr(rep, "ranks.0.breakdown.not_captured"),
+                        "GPU activity was recorded at no time of the run");
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    report_has(text, "GPU activity recorded at no time of the run (rank 0)");
+    report_lacks(text, "measured step");
     free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -588,6 +636,7 @@ int main(void) {
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),
         cmocka_unit_test(test_paused_without_steps),
+        cmocka_unit_test(test_paused_before_records_without_steps),
         cmocka_unit_test(test_pause_reasons),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

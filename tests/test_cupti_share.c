@@ -21,6 +21,7 @@
  *   no steps   a program whose steps trainprof does not see: capture comes back once the
  *              client has made no CUPTI call for 1 s (a later call of the client's, a flush,
  *              puts it off), well within 3 s, never sooner
+ *   busy       a client that calls CUPTI without pause keeps it: capture never comes back
  */
 #define CHILD_PREFIX "cupti-share"
 #include "cupti_test.h"
@@ -316,6 +317,28 @@ static void test_no_steps(void **state) {
     in_child(no_steps_body);
 }
 
+/* A client that never stops calling CUPTI (here it flushes without pause for 3 s, after its
+ * window): capture stays the client's throughout, whichever of the two threads reads the
+ * clock last (a call timed after the flusher's clock reading is no quiet second). */
+static void busy_client_body(void) {
+    share_start("all");
+    fake_int_fn regs = fake_fn(g_h, "fake_cupti_registers");
+    CHECK(regs != NULL, 140);
+    CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 141);
+    CHECK(client_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 142);
+    CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 143);
+    uint64_t t0 = mono_ns();
+    while (mono_ns() - t0 < 3000000000ull && regs() == 2)
+        CHECK(cuptiActivityFlushAll(0) == CUPTI_SUCCESS, 144);
+    CHECK(regs() == 2, 145); /* still the client's */
+}
+
+static void test_busy_client(void **state) {
+    (void)state;
+    fresh_dir("busy-client");
+    in_child(busy_client_body);
+}
+
 /* ---------------------------------------------------------------- reasons */
 
 static void reasons_body(void) {
@@ -367,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_enable_only),
         cmocka_unit_test(test_reasons),
         cmocka_unit_test(test_no_steps),
+        cmocka_unit_test(test_busy_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

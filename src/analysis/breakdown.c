@@ -362,7 +362,8 @@ static double gpu_median_us(const gpu_sets *g, const tp_step *win, size_t nw, si
 }
 
 /* fold: the windows are the captured spans of a run without steps, one window cut by the
- * times GPU activity was not recorded: their parts are summed into that one window. */
+ * times GPU activity was not recorded: their parts are summed into that one window, but for
+ * the idle that opens it, the first span's (the gap after a pause opens no step). */
 static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps *st,
                       const tp_step *win, size_t nw, size_t nwarm, const char *const *names,
                       size_t nn, int fold) {
@@ -400,7 +401,8 @@ static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_st
         double km = gpu_median_us(&g, win, nw, nwarm, nkd, 0);
         double gm = gpu_median_us(&g, win, nw, nwarm, ngaps, 1);
         for (size_t w = 1; fold && w < nw; w++) {
-            for (int c = 0; c < C_N; c++) len[c] += len[w * C_N + c];
+            for (int c = 0; c < C_N; c++)
+                if (c != C_START && c != C_START_DATA) len[c] += len[w * C_N + c];
             nk[0] += nk[w];
             ng[0] += ng[w];
         }

@@ -303,10 +303,14 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
             h->busy_share = b->busy_share;
             h->busy_rank = r->rank;
             h->busy_steps = r->capture.limited ? r->capture.steps : NULL;
+            h->busy_of = b->per_step         ? "the step"
+                         : b->has_uncaptured ? "the time GPU activity was recorded"
+                                             : "the run";
         }
         if (b->present && b->gpu_basis && b->not_captured && !h->has_not_captured) {
             h->has_not_captured = 1;
             h->not_captured_rank = r->rank;
+            h->not_captured_run = !b->per_step;
         }
         if (r->data.found && (!h->has_data || r->data.share > h->data_share)) {
             h->has_data = 1;
@@ -387,16 +391,20 @@ void tp_headline_build(tp_run_results *res) {
     if (h->has_step)
         l += (size_t)snprintf(fig + l, sizeof fig - l, "step %.2f ms", h->step_ms);
     if (h->has_busy && l < sizeof fig)
-        l += (size_t)snprintf(fig + l, sizeof fig - l, "%sGPU busy %.1f %% of the step (rank %d, "
-                              "the least%s%s)", l ? ", " : "", 100 * h->busy_share, h->busy_rank,
+        l += (size_t)snprintf(fig + l, sizeof fig - l, "%sGPU busy %.1f %% of %s (rank %d, "
+                              "the least%s%s)", l ? ", " : "", 100 * h->busy_share, h->busy_of,
+                              h->busy_rank,
                               h->busy_steps ? "; GPU activity recorded in steps " : "",
                               h->busy_steps ? h->busy_steps : "");
     if (h->has_exposed && l < sizeof fig)
         l += (size_t)snprintf(fig + l, sizeof fig - l, "%sexposed communication %.1f %% (rank %d, "
                               "the most)", l ? ", " : "", 100 * h->exposed_share, h->exposed_rank);
     if (h->has_not_captured && l < sizeof fig)
-        l += (size_t)snprintf(fig + l, sizeof fig - l, "%sGPU activity not captured in any "
-                              "measured step (rank %d)", l ? ", " : "", h->not_captured_rank);
+        l += (size_t)snprintf(fig + l, sizeof fig - l, "%s%s (rank %d)", l ? ", " : "",
+                              h->not_captured_run ? "GPU activity recorded at no time of the run"
+                                                  : "GPU activity not captured in any measured "
+                                                    "step",
+                              h->not_captured_rank);
     if (h->has_data && l < sizeof fig)
         l += (size_t)snprintf(fig + l, sizeof fig - l, "%sdata loading %.1f %% (rank %d, the most)",
                               l ? ", " : "", 100 * h->data_share, h->data_rank);

@@ -872,8 +872,13 @@ typedef struct tp_headline {
     const char *busy_steps;  /* the steps that share is over when GPU activity was not
                               * recorded in every measured step ("30-34"; into the rank's
                               * capture result), else NULL */
-    int has_not_captured;    /* a rank with GPU records captured none of its measured steps */
+    const char *busy_of;     /* what that share is of, in words: "the step", or for a rank
+                              * without steps "the run" or "the time GPU activity was
+                              * recorded" (static) */
+    int has_not_captured;    /* a rank with GPU records captured none of its measured steps
+                              * (or, without steps, at no time of the run) */
     int not_captured_rank;   /* the first such rank */
+    int not_captured_run;    /* that rank has no steps */
     int has_exposed;
     double exposed_share;    /* the rank with the most exposed communication */
     int exposed_rank;

@@ -315,9 +315,12 @@ uint64_t tprof__cupti_client_tick(void) {
     int st = atomic_load(&g_foreign);
     if (st != FOREIGN_DONE && st != FOREIGN_ENDING) return 0;
     int stepped = steps_begun() > atomic_load(&g_foreign_end_step);
-    uint64_t now = tprof__now();
+    /* the client's times before the clock: a call timed after this thread read the clock
+     * (the client goes on calling meanwhile) would make the difference wrap, a quiet of
+     * centuries */
     uint64_t last = atomic_load(&g_foreign_end_ns), call = atomic_load(&g_client_last_ns);
-    int quiet = now - (call > last ? call : last) > QUIET_NS;
+    uint64_t now = tprof__now(), seen = call > last ? call : last;
+    int quiet = now > seen && now - seen > QUIET_NS;
     /* waiting for the step: passes every 2 ms until then, so that short steps lose few */
     if (!(stepped && st == FOREIGN_DONE) && !quiet) return now + 2000000;
     atomic_store(&g_foreign, FOREIGN_NONE);

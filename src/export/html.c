@@ -252,9 +252,17 @@ static void bd_fallback(bd_row *b, const tp_rank_result *rr) {
 }
 
 /* The ranks whose GPU figures are over fewer steps than measured (capture.h), one note each:
- * the steps in which GPU activity was recorded. */
+ * the steps in which GPU activity was recorded; a rank without steps whose capture was off or
+ * paused part of the run: the time it was recorded, which its breakdown is over. */
 static void capture_notes(FILE *f, const tp_run_results *res) {
     for (size_t i = 0; i < res->nranks; i++) {
+        const tp_breakdown_result *b = &res->ranks[i].breakdown;
+        if (b->present && b->gpu_basis && !b->per_step && b->has_uncaptured) {
+            fprintf(f, "<p class=\"note capture\">rank %d: no steps; GPU activity recorded "
+                       "%.3f s of the %.3f s run: its GPU breakdown is over that time only.</p>\n",
+                    res->ranks[i].rank, b->captured_s, b->run_s);
+            continue;
+        }
         char w[256];
         if (!*tp_capture_words(&res->ranks[i].capture, w, sizeof w)) continue;
         fprintf(f, "<p class=\"note capture\">rank %d: ", res->ranks[i].rank);
