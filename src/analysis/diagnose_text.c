@@ -30,7 +30,7 @@ static void st3(FILE *f, const tp_stat5 *s) {
 static const char *uncaptured_words(const tp_breakdown_result *b) {
     static _Thread_local char buf[96];
     if (!b->has_uncaptured) return "";
-    snprintf(buf, sizeof buf, ", the %.3f s of %.3f in which GPU activity was recorded",
+    snprintf(buf, sizeof buf, ", the %.3f s of %.3f s in which GPU activity was recorded",
              b->captured_s, b->run_s);
     return buf;
 }

@@ -299,10 +299,12 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackF
  * flushes included), so a step that begins after that is past all of it; taken back earlier,
  * each later forced flush of the client's would cut our in-flight records short. A program
  * whose steps are not seen gets capture back once the client has made no CUPTI call for
- * QUIET_NS: Kineto makes its last (a flush, an attribute) as torch.profiler stops and none
+ * QUIET_NS after its flush (QUIET_UNFLUSHED_NS when it turned its kinds off without flushing
+ * or finalizing): Kineto makes its last (a flush, an attribute) as torch.profiler stops and none
  * while it writes its trace (Megatron-LM on an H200: none in the 2 s of writing), and the
  * steps run after the trace is written are the program's again. */
 #define QUIET_NS 1000000000ull
+#define QUIET_UNFLUSHED_NS 5000000000ull
 
 uint64_t tprof__cupti_client_tick(void) {
     int sizing = atomic_load(&g_sizing_claim);
@@ -320,7 +322,10 @@ uint64_t tprof__cupti_client_tick(void) {
      * centuries */
     uint64_t last = atomic_load(&g_foreign_end_ns), call = atomic_load(&g_client_last_ns);
     uint64_t now = tprof__now(), seen = call > last ? call : last;
-    int quiet = now > seen && now - seen > QUIET_NS;
+    /* a client that turned its kinds off but has not flushed may still flush the records it
+     * holds: its buffers go to whoever's callbacks are registered, so ours are not until it
+     * has been quiet for longer */
+    int quiet = now > seen && now - seen > (st == FOREIGN_DONE ? QUIET_NS : QUIET_UNFLUSHED_NS);
     /* waiting for the step: passes every 2 ms until then, so that short steps lose few */
     if (!(stepped && st == FOREIGN_DONE) && !quiet) return now + 2000000;
     atomic_store(&g_foreign, FOREIGN_NONE);
