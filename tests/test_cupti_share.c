@@ -18,6 +18,8 @@
  *              after the window
  *   reasons    a pause named "torch.profiler" (trainprof.torch's), then one for another CUPTI
  *              client: each pause keeps its reason (gpu_capture.pause_reasons)
+ *   many pauses  80 pauses, more than gpu_capture.pauses has room for: the last listed one
+ *              reaches the end of the last pause, and the rest are counted as merged
  *   no steps   a program whose steps trainprof does not see: capture comes back once the
  *              client has made no CUPTI call for 1 s (a later call of the client's, a flush,
  *              puts it off), well within 3 s, never sooner
@@ -339,6 +341,46 @@ static void test_busy_client(void **state) {
     in_child(busy_client_body);
 }
 
+/* ---------------------------------------------------------------- many pauses */
+
+static uint64_t g_last_pause_ns;
+static void many_pauses_body(void) {
+    share_start("all");
+    for (int i = 0; i < 80; i++) {
+        tprof_step_begin((uint64_t)i);
+        CHECK(tprof_gpu_capture_pause() == TPROF_OK, 150);
+        g_last_pause_ns = mono_ns();
+        CHECK(tprof_gpu_capture_resume() == TPROF_OK, 151);
+        tprof_step_end((uint64_t)i);
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)g_last_pause_ns);
+    CHECK(tprof_set_metadata("test.last_pause_ns", v) == TPROF_OK, 152);
+}
+
+static void test_many_pauses(void **state) {
+    (void)state;
+    fresh_dir("many-pauses");
+    in_child(many_pauses_body);
+    tp_run run;
+    load(&run);
+    const tp_process *p = &run.procs[0];
+    const char *pauses = tp_meta(p, "gpu_capture.pauses"),
+               *merged = tp_meta(p, "gpu_capture.pauses_merged"),
+               *last = tp_meta(p, "test.last_pause_ns");
+    assert_non_null(pauses);
+    assert_non_null(merged);
+    assert_non_null(last);
+    size_t listed = 1;
+    for (const char *q = pauses; *q; q++) listed += *q == ',';
+    assert_int_equal(listed + strtoull(merged, NULL, 10), 80);
+    const char *end = strrchr(pauses, '-');
+    assert_non_null(end);
+    /* the last listed pause ends after the last pause began */
+    assert_true(strtoull(end + 1, NULL, 10) >= strtoull(last, NULL, 10));
+    tp_run_free(&run);
+}
+
 /* ---------------------------------------------------------------- reasons */
 
 static void reasons_body(void) {
@@ -390,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_enable_only),
         cmocka_unit_test(test_reasons),
         cmocka_unit_test(test_no_steps),
+        cmocka_unit_test(test_many_pauses),
         cmocka_unit_test(test_busy_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -176,8 +176,11 @@ static void paused_for_client(void) {
 }
 
 /* Under g_pause_lock: the pause under way ended now; listed with its reason while both lists
- * have room (the first pauses are kept). */
+ * have room. Past that, the last listed pause is stretched to end now, so that every paused
+ * time is in the list (the time between, captured or not, reads as paused: a step in it is
+ * "not captured", never idle), and gpu_capture.pauses_merged counts the pauses so joined. */
 static void resumed_now(void) {
+    static unsigned long long merged;
     g_paused = 0;
     size_t len = strlen(g_pauses), rl = strlen(g_reasons);
     if (len + 48 < sizeof g_pauses && rl + sizeof g_pause_why + 1 < sizeof g_reasons) {
@@ -186,6 +189,15 @@ static void resumed_now(void) {
         snprintf(g_reasons + rl, sizeof g_reasons - rl, "%s%s", g_nlisted ? "," : "",
                  g_pause_why);
         g_nlisted++;
+    } else if (len) {
+        char *dash = strrchr(g_pauses, '-');
+        if (dash) { /* the end written over: 20 digits at most, where 48 bytes were free */
+            size_t at = (size_t)(dash + 1 - g_pauses);
+            snprintf(dash + 1, sizeof g_pauses - at, "%llu", (unsigned long long)tprof__now());
+            char n[24];
+            snprintf(n, sizeof n, "%llu", ++merged);
+            tprof__set_meta("gpu_capture.pauses_merged", n);
+        }
     }
     tprof__set_meta("gpu_capture.pauses", g_pauses);
     tprof__set_meta("gpu_capture.pause_reasons", g_reasons);
