@@ -217,6 +217,9 @@ typedef struct tp_process {
     size_t nrec_gpu, nrec_api, nrec_ovh, nrec_gmem; /* slim: the GPU records, API calls,
                              * overhead records and allocations its file holds (what a whole
                              * load sizes its arrays by); 0 otherwise */
+    size_t nrec_ranges;     /* the thread ranges its file holds (pushes and starts), whatever
+                             * a load kept of them (report.c streams a section past
+                             * STREAM_SECTION_RANGES) */
     /* A slim process (tp_process_slim) holds what the run-level analyses and the renderers
      * read after the rank sections, and none of the bulky records: no GPU records, API
      * calls, overhead records, allocations, clips or marks, and of each thread's ranges only

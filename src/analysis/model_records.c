@@ -357,6 +357,7 @@ static int rec_push(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size
     PUSH(st->idx, st->n, st->cap, (int32_t)(t->nranges - 1));
     tp_load_seen(t, r->ts_ns);
     t->events++;
+    L->p->nrec_ranges++;
     return L->rs ? tp_stream_push(L, ti, t->nranges - 1) : 0;
 }
 
@@ -399,6 +400,7 @@ static int rec_start(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, siz
     PUSH(t->ranges, t->nranges, t->cap_ranges, rg);
     tp_load_seen(t, r->ts_ns);
     t->events++;
+    L->p->nrec_ranges++;
     return 0;
 }
 

@@ -500,23 +500,24 @@ static uint64_t section_cost(void *ctx, size_t i) {
     return p->slim ? SECTION_COST * p->file_bytes : 0;
 }
 
-/* A slim rank file past this size has its section's ranges streamed (model.h,
- * tp_range_stream; report_ranges.h): the file is read twice, once keeping every record but
- * of its thread ranges only those the analyses other than the range tables read (keep mode),
- * once for the range tables alone, each range's figures added as it goes and the range
- * dropped (take mode), so that its section does not hold every range (a 56-byte tp_range
- * each, from a file of about 40 bytes a range: a whole read of a 120 s run recording two
- * million ranges a second would take about 14 GB). Below it, one whole read is faster.
- * The figures are the same either way, to the bit (test_report_stream); a file whose
- * ranges cannot be streamed (model.h) is read whole. */
-#define STREAM_SECTION_BYTES (128ull << 20)
+/* A slim rank whose file holds more thread ranges than this has its section's ranges
+ * streamed (model.h, tp_range_stream; report_ranges.h): the file is read twice, once keeping
+ * every record but of its thread ranges only those the analyses other than the range tables
+ * read (keep mode), once for the range tables alone, each range's figures added as it goes
+ * and the range dropped (take mode), so that its section does not hold every range: 56 bytes
+ * each in the model, from about 5 bytes each in a compressed file, so that a 120 s run
+ * recording two million ranges a second would take 14 GB read whole. Below it, one whole
+ * read (at most about 250 MB of ranges) is faster. The figures are the same either way, to
+ * the bit (test_report_stream); a file whose ranges cannot be streamed (model.h) is read
+ * whole. Counted in ranges, not bytes: the file's size says little of them (compressed). */
+#define STREAM_SECTION_RANGES (4u << 20)
 
-/* Whether slim rank p's section streams its ranges (STREAM_SECTION_BYTES, o->stream_sections)
+/* Whether slim rank p's section streams its ranges (STREAM_SECTION_RANGES, o->stream_sections)
  * and could: then 1, with *whole its file in keep mode and *pre the range tables and data
  * loading of its section. 0: read it whole (nothing held). */
 static int stream_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
                           tp_process *whole, tp_rscan *pre) {
-    if (o->stream_sections < 0 || (!o->stream_sections && p->file_bytes <= STREAM_SECTION_BYTES))
+    if (o->stream_sections < 0 || (!o->stream_sections && p->nrec_ranges <= STREAM_SECTION_RANGES))
         return 0;
     tp_rkeep *k = malloc(sizeof *k);
     tp_range_stream ks;

@@ -58,8 +58,9 @@ typedef struct tp_report_opts {
     int stream_sections;            /* for tests: 1 = every slim rank's section streams its
                                      * ranges (2: compacting them from 16 ranges a thread
                                      * on, model.h), -1 = none does, 0 (default) = those of
-                                     * files past report.c's STREAM_SECTION_BYTES; the
-                                     * figures are the same either way */
+                                     * files holding more ranges than report.c's
+                                     * STREAM_SECTION_RANGES; the figures are the same
+                                     * either way */
 } tp_report_opts;
 
 /* Defaults: warm-up 1, top 15, data names data, batch, loader, get_batch,

@@ -1,7 +1,7 @@
 /*
  * report_ranges.c — a rank's range tables and data loading (report_ranges.h): from the
  * whole model, or streamed from its file (model.h, tp_range_stream) for a file whose ranges
- * are too many to hold (report.c, STREAM_SECTION_BYTES).
+ * are too many to hold (report.c, STREAM_SECTION_RANGES).
  */
 #define _GNU_SOURCE
 #include "analysis/report_ranges.h"
