@@ -514,9 +514,9 @@ static uint64_t section_cost(void *ctx, size_t i) {
 
 /* Whether slim rank p's section streams its ranges (STREAM_SECTION_RANGES, o->stream_sections)
  * and could: then 1, with *whole its file in keep mode and *pre the range tables and data
- * loading of its section. 0: read it whole (nothing held). */
+ * loading of its section (not made for memos_only). 0: read it whole (nothing held). */
 static int stream_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                          tp_process *whole, tp_rscan *pre) {
+                          tp_process *whole, tp_rscan *pre, int memos_only) {
     if (o->stream_sections < 0 || (!o->stream_sections && p->nrec_ranges <= STREAM_SECTION_RANGES))
         return 0;
     tp_rkeep *k = malloc(sizeof *k);
@@ -526,6 +526,7 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     int rc = tp_process_load_streamed((tp_run *)run, p, whole, &ks);
     free(k);
     if (rc != TPROF_OK) return 0;
+    if (memos_only) return 1; /* the memos read no range table */
     tp_steps s;
     if (tp_find_steps(whole, o->step_name, o->warmup, &s) != TPROF_OK) {
         tp_process_free(whole);
@@ -559,7 +560,7 @@ static void section_job(void *ctx, size_t i) {
     tp_process whole;
     tp_rscan pre = {0};
     /* the pool is the run's shared store of strings and locks: loading interns there */
-    int streamed = stream_section(run, p, o, &whole, &pre);
+    int streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only);
     if (!streamed && tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
         j->unread = 1;
         if (!sc->memos_only) j->section = rank_section(run, p, o, j->out, NULL);
