@@ -79,3 +79,7 @@ add_executable(bench_export ${CMAKE_CURRENT_SOURCE_DIR}/bench_export.c
   ${CMAKE_SOURCE_DIR}/tests/synth.c)
 target_include_directories(bench_export PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(bench_export PRIVATE tprof_analysis)
+# A job recording ranges as fast as it can, for `trainprof run`'s end-of-run report of a huge
+# single rank file (bench/README.md).
+add_executable(range_job ${CMAKE_CURRENT_SOURCE_DIR}/range_job.c)
+target_link_libraries(range_job PRIVATE trainprof)

@@ -19,7 +19,11 @@
  *                        [--keep] [--dir DIR]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
- * one; --threads sets tp_report_opts.threads (0, the default: one per core).
+ * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
+ * writes one rank recording N NVTX ranges instead (write_ranges_rank: the report of a huge
+ * single rank file, whose section streams its ranges, report.c STREAM_SECTION_RANGES);
+ * --stream 1 or -1 sets tp_report_opts.stream_sections (stream every section, or none).
+ * report.json and report.html are written into the run's directory.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -110,6 +114,53 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
     return synth_close(f);
 }
 
+/* --ranges N: one rank recording about N NVTX ranges, 20003 a step of 10 ms (two million a
+ * second): "train_step" (the steps), "forward" and "backward" inside it, 50 "layer" ranges in
+ * each, and in each layer 159 ranges of 8 names ("op_0".."op_7", every fourth with a "kernel"
+ * range inside), names interned as the library writes them. Its count of ranges into
+ * *written. */
+static int write_ranges_rank(const char *dir, uint64_t nranges, uint64_t *written) {
+    enum { LAYERS = 50, OPS = 159, PER_STEP = 3 + 2 * LAYERS * (1 + OPS + (OPS + 3) / 4) };
+    uint64_t rt0 = 1700000000000000000ull, t0 = 1000000000ull, n = 0;
+    synth_file *f = synth_open(dir, "bench", 1000, rt0, t0);
+    if (!f) return -1;
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 1000);
+    static const char *const names[] = {"train_step", "forward", "backward", "layer", "kernel",
+                                        "op_0", "op_1", "op_2", "op_3", "op_4", "op_5",
+                                        "op_6", "op_7"};
+    for (uint32_t i = 0; i < sizeof names / sizeof *names; i++)
+        synth_string(f, 1, i + 1, names[i]);
+    uint64_t steps = (nranges + PER_STEP - 1) / PER_STEP;
+    for (uint64_t s = 0; s < steps; s++) {
+        uint64_t t = t0 + MS + s * 10 * MS; /* 400 ns an op: 10 ms a step */
+        synth_push_sid(f, 1, t, 1, 0, 0);
+        for (uint32_t ph = 0; ph < 2; ph++) {
+            synth_push_sid(f, 1, t += 100, 2 + ph, 0, 0);
+            for (int l = 0; l < LAYERS; l++) {
+                synth_push_sid(f, 1, t += 100, 4, 0, 0);
+                for (int k = 0; k < OPS; k++) {
+                    synth_push_sid(f, 1, t += 50, 6 + (uint32_t)(k % 8), 0, 0);
+                    if (k % 4 == 0) {
+                        synth_push_sid(f, 1, t += 50, 5, 0, 0);
+                        synth_pop(f, 1, t += 200, 0);
+                        n++;
+                    }
+                    synth_pop(f, 1, t += 300, 0);
+                }
+                synth_pop(f, 1, t += 100, 0);
+            }
+            synth_pop(f, 1, t += 100, 0);
+        }
+        synth_pop(f, 1, t0 + MS + s * 10 * MS + 9900 * 1000, 0);
+        n += 3 + 2 * LAYERS * (1 + OPS);
+        synth_flush(f); /* one chunk a step: the writer's memory stays small */
+    }
+    synth_end_of_file(f, t0 + 2 * MS + steps * 10 * MS, 0);
+    *written = n;
+    return synth_close(f);
+}
+
 static double now_s(void) { return (double)bench_mono_ns() / 1e9; }
 
 static double peak_rss_mb(void) {
@@ -119,19 +170,23 @@ static double peak_rss_mb(void) {
 }
 
 int main(int argc, char **argv) {
-    int ranks = 8, steps = 1000, kernels = 1000, keep = 0, whole = 0, threads = 0;
+    int ranks = 8, steps = 1000, kernels = 1000, keep = 0, whole = 0, threads = 0, stream = 0;
+    uint64_t nranges = 0, written = 0;
     const char *given = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks") && i + 1 < argc) ranks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--stream") && i + 1 < argc) stream = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ranges") && i + 1 < argc)
+            nranges = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) given = argv[++i];
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else {
             fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
-                            "[--whole] [--keep] [--dir DIR]\n", argv[0]);
+                            "[--ranges N] [--stream 1|-1] [--whole] [--keep] [--dir DIR]\n", argv[0]);
             return 2;
         }
     }
@@ -141,12 +196,23 @@ int main(int argc, char **argv) {
     if (!dir) return 1;
     if (given) keep = 1;
     double g0 = now_s();
-    for (int r = 0; !given && r < ranks; r++)
+    if (nranges && !given) {
+        if (write_ranges_rank(dir, nranges, &written) != 0) {
+            fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
+            return 1;
+        }
+        char fp[4200];
+        snprintf(fp, sizeof fp, "%s/bench-1000.tprof", dir);
+        printf("  generated 1 rank of %llu ranges (%lld bytes) in %s (%.1f s, not timed)\n",
+               (unsigned long long)written, (long long)synth_file_size(fp), dir, now_s() - g0);
+        ranks = 1;
+    }
+    for (int r = 0; !given && !nranges && r < ranks; r++)
         if (write_rank(dir, r, ranks, steps, kernels) != 0) {
             fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
             return 1;
         }
-    if (!given)
+    if (!given && !nranges)
         printf("  generated %d ranks x %d steps x %d kernels in %s (%.1f s, not timed)\n", ranks,
                steps, kernels, dir, now_s() - g0);
     else
@@ -169,6 +235,7 @@ int main(int argc, char **argv) {
     tp_report_opts o;
     tp_report_opts_init(&o);
     o.threads = threads;
+    o.stream_sections = stream;
     tp_report tr;
     if (tp_report_make(&run, &o, &tr) != 0) return 1;
     double t2 = now_s();
@@ -182,6 +249,12 @@ int main(int argc, char **argv) {
     if (!hf || tp_html_write(&tr, &o, hf) != 0) return 1;
     fclose(hf);
     double t4 = now_s();
+    /* the document beside it, to compare the streamed and whole sections' (--stream) */
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    FILE *jf = fopen(path, "w");
+    if (!jf || tp_report_write_json(tr.doc, jf) != 0) return 1;
+    fclose(jf);
+    snprintf(path, sizeof path, "%s/report.html", dir);
     fclose(devnull);
     uint64_t events = 0, dropped = 0;
     for (size_t i = 0; i < run.nprocs; i++) {
@@ -209,5 +282,6 @@ int main(int argc, char **argv) {
     if (!keep) bench_rm_dir(dir);
     else printf("  kept %s\n", dir);
     free(dir);
+    if (nranges) return events >= 2 * written ? 0 : 1; /* a push and a pop each */
     return events >= (uint64_t)ranks * (uint64_t)steps * (uint64_t)kernels ? 0 : 1;
 }

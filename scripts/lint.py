@@ -56,7 +56,6 @@ LONG_LINES_ALLOWED = {
     "src/analysis/diff.c",
     "src/analysis/gpu.c",
     "src/analysis/mfu.c",
-    "src/analysis/report.c",
     "src/export/chrome.c",
     "src/export/chrome_comm.c",
     "src/export/html.c",

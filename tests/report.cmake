@@ -18,3 +18,7 @@ tprof_add_unit(test_spans test_spans.c LIBS tprof_analysis LABELS report)
 # several threads) is the report of the whole run, byte for byte.
 tprof_add_unit(test_report_slim test_report_slim.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
 target_compile_definitions(test_report_slim PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# A rank section whose ranges are streamed from its file (model_stream.c, report_ranges.c)
+# reads the same report, byte for byte, as one read whole; the sweep's nesting range by range.
+tprof_add_unit(test_report_stream test_report_stream.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
+target_compile_definitions(test_report_stream PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")

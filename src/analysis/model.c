@@ -147,7 +147,8 @@ static void sync_devices(tp_process *p) {
     }
 }
 
-static void finish_process(loader *L) {
+/* 0, or TPROF_ERR_NO_MEMORY when a streamed load could not hand its last ranges over. */
+static int finish_process(loader *L) {
     tp_process *p = L->p;
     sync_devices(p);
     /* match async ends */
@@ -202,8 +203,12 @@ static void finish_process(loader *L) {
             rg->end = last > rg->start ? last : rg->start;
         }
     }
-    /* a slim process keeps no range that exclusive time or recursion is asked of */
-    for (size_t i = 0; !L->light && i < p->nthreads; i++) nesting(&p->threads[i]);
+    /* a streamed load hands its last ranges over now (model_stream.c: its sweep did the
+     * nesting); a slim process keeps no range that exclusive time or recursion is asked of */
+    int streamed = L->rs != NULL, rc = streamed ? tp_stream_finish(L) : 0;
+    tp_stream_free(L->rs);
+    L->rs = NULL;
+    for (size_t i = 0; !L->light && !streamed && i < p->nthreads; i++) nesting(&p->threads[i]);
     /* rank identity from metadata (last value wins) */
     const char *v;
     p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
@@ -212,6 +217,7 @@ static void finish_process(loader *L) {
     if (L->bad_records)
         tp_load_damage(p, "%llu record(s) with a malformed payload skipped",
                    (unsigned long long)L->bad_records);
+    return rc;
 }
 
 /* Header strings are raw bytes: keep them valid UTF-8 (bad bytes become U+FFFD) without
@@ -414,9 +420,9 @@ static int open_again(const char *path, const tp_process *was, tprof_reader **rd
  * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
  * to run->errors when `note` is set. */
 static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
-                     const tp_process *sizes) {
+                     const tp_process *sizes, tp_range_stream *stream) {
     memset(p, 0, sizeof *p);
-    if (sizes) reserve_like(p, sizes);
+    if (sizes && !light) reserve_like(p, sizes);
     p->path = tp_intern(run, path);
     p->helper_of = -1;
     p->rank = p->world_size = p->local_rank = -1;
@@ -448,6 +454,8 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     L.p = p;
     L.max_id = tprof__reader_size(rd) / MIN_NAMED_REC;
     L.light = light;
+    L.rs = stream || light ? tp_stream_new(stream) : NULL; /* slim: few ranges kept */
+    if ((stream || light) && !L.rs) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->file_bytes = tprof__reader_size(rd);
     tprof_chunk c;
     uint64_t proc_dropped = 0;
@@ -524,7 +532,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
         tp_load_damage(p, "%s at byte %llu", d->what, (unsigned long long)d->offset);
     }
     tprof__reader_close(rd);
-    finish_process(&L);
+    if (finish_process(&L) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
     settle_gpu_records(p);
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
@@ -698,7 +706,13 @@ int tp_process_file_check(const tp_process *p, char *why, size_t n) {
 }
 
 int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out) {
-    int rc = load_file(run, p->file ? p->file : p->path, out, 0, 0, p);
+    return tp_process_load_streamed(run, p, out, NULL);
+}
+
+int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
+                             tp_range_stream *s) {
+    int light = s && !s->keep; /* take mode keeps no GPU record either */
+    int rc = load_file(run, p->file ? p->file : p->path, out, light, 0, p, s);
     if (rc != TPROF_OK) {
         tp_process_free(out);
         return rc;
@@ -769,7 +783,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
             }
             continue;
         }
-        int r = load_file(run, fl.v[i], p, light, 1, NULL);
+        int r = load_file(run, fl.v[i], p, light, 1, NULL, NULL);
         if (r == TPROF_OK) run->nprocs++;
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */

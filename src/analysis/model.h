@@ -217,6 +217,9 @@ typedef struct tp_process {
     size_t nrec_gpu, nrec_api, nrec_ovh, nrec_gmem; /* slim: the GPU records, API calls,
                              * overhead records and allocations its file holds (what a whole
                              * load sizes its arrays by); 0 otherwise */
+    size_t nrec_ranges;     /* the thread ranges its file holds (pushes and starts), whatever
+                             * a load kept of them (report.c streams a section past
+                             * STREAM_SECTION_RANGES) */
     /* A slim process (tp_process_slim) holds what the run-level analyses and the renderers
      * read after the rank sections, and none of the bulky records: no GPU records, API
      * calls, overhead records, allocations, clips or marks, and of each thread's ranges only
@@ -277,6 +280,35 @@ int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err
  * the file can no longer be read (TPROF_ERR_IO and the like), is now shorter than then
  * (TPROF_ERR_TRUNCATED), or is another process's (TPROF_ERR_FORMAT: replaced). */
 int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out);
+/* A rank file read again with its thread ranges in bounded memory (report.c's streamed
+ * sections, for files too large to hold every range). The loader keeps a thread's ranges as it
+ * reads, and each time its array fills it keeps of them only those still open, the start/end
+ * ranges (ended only when the whole file is read) and those the caller asks for:
+ * - keep (keep mode): ranges for which keep() returns nonzero are kept, with every range
+ *   around them (their parents stay true indices). The process holds no nesting figures:
+ *   child_ns is 0 and TP_R_NESTED_SAME unset on every range (only the range tables read them).
+ * - take (take mode, keep NULL): each thread's nesting (child_ns, TP_R_NESTED_SAME, as the
+ *   whole load computes it) is swept as the ranges are read, and every range is handed to
+ *   take() once its figures are final, then dropped: per thread and per (name, domain) in the
+ *   thread's order, the threads in turn for the ranges still held at the end (never closed,
+ *   start/end ranges, and those after them of the same name and domain). Thread ranges whose
+ *   times run backwards on their thread, or that cross (a range ending while one opened later
+ *   inside it on its thread is still open: two domains that do not nest), cannot be swept
+ *   in that order: the stream then sets failed, takes nothing more, and the caller reads the
+ *   file whole instead. GPU records, API calls and allocations are not kept in take mode.
+ * Memory: the model without its ranges (keep mode: as tp_process_load_whole's), plus the
+ * ranges kept, plus the ranges closed since the array was last compacted (at most as many as
+ * are kept, and at least 4096). The callbacks run on the calling thread. */
+typedef struct tp_range_stream {
+    int (*keep)(void *ctx, const tp_process *p, const tp_range *r, const tp_range *parent);
+    void (*take)(void *ctx, size_t thread, const tp_range *r);
+    void *ctx;
+    int failed;        /* out: take mode could not sweep the file (above) */
+    size_t min_ranges; /* for tests: compact from this many ranges a thread (0: 4096) */
+} tp_range_stream;
+/* tp_process_load_whole with its ranges streamed through s (above). Same errors. */
+int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
+                             tp_range_stream *s);
 /* Why slim process p's file cannot be read again (tp_process_load_whole), as one line into
  * why (n bytes: "cannot open: ...", "now N bytes, shorter than ..."); 0 when it can be,
  * else the error tp_process_load_whole would return. Reads the file's header only. */

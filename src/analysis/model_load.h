@@ -93,6 +93,7 @@ typedef struct loader {
     size_t npending;
     int light; /* tp_run_load_slim: GPU records and allocations counted, not kept */
     tp_kname kcache[64]; /* this loader's kernel names, by the raw name's address */
+    struct tp_rstream *rs; /* ranges compacted as they are read (model_stream.c), or NULL */
 } loader;
 
 /* A line in the process's damage list (what the report shows of a damaged file). */
@@ -117,6 +118,22 @@ struct tp_pool *tp_load_pool_new(void);
  * rank identity from the metadata, GPU records in start order and clipped to their streams.
  * 0 or TPROF_ERR_NO_MEMORY. */
 int tp_load_finish_foreign(tp_process *p);
+/* ------------------------------------------------------------------ streamed ranges */
+
+/* The ranges of a file in bounded memory (model.h, tp_range_stream; model_stream.c); pub NULL:
+ * a slim load's, which keeps of each thread's ranges what tp_process_slim would (the last one
+ * and those around it) plus the open ones. NULL on no memory. */
+struct tp_rstream *tp_stream_new(tp_range_stream *pub);
+/* Hooks of the record handlers: thread ti's range k was pushed / popped at ts (0 or
+ * TPROF_ERR_NO_MEMORY); tp_stream_room before a push makes room in a full array. */
+int tp_stream_room(loader *L, size_t ti);
+int tp_stream_push(loader *L, size_t ti, size_t k);
+int tp_stream_pop(loader *L, size_t ti, size_t k, uint64_t ts);
+/* After the ends are matched and the open ranges' ends set (finish_process): the last ranges
+ * handed over (take mode) and the stream's marks cleared. */
+int tp_stream_finish(loader *L);
+void tp_stream_free(struct tp_rstream *s);
+
 /* Frees the run's string pool (tp_run_free). */
 void tp_load_pool_free(struct tp_pool *p);
 

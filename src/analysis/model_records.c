@@ -347,6 +347,9 @@ static int rec_push(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size
     const tprof_pl_push *pl = (const void *)(r + 1);
     stack *st = stack_for(tl, pl->domain);
     if (!st) return TPROF_ERR_NO_MEMORY;
+    size_t ti = (size_t)(t - L->p->threads);
+    /* a streamed load compacts a full array first (model_stream.c), which renumbers */
+    if (L->rs && tp_stream_room(L, ti) != 0) return TPROF_ERR_NO_MEMORY;
     tp_range rg = {rec_name(L, tl, r, sizeof *pl), r->ts_ns, 0, 0,
                    st->n ? st->idx[st->n - 1] : -1, pl->domain, pl->category,
                    (uint16_t)(st->n > 65535 ? 65535 : st->n), TP_R_UNCLOSED, 0};
@@ -354,10 +357,11 @@ static int rec_push(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size
     PUSH(st->idx, st->n, st->cap, (int32_t)(t->nranges - 1));
     tp_load_seen(t, r->ts_ns);
     t->events++;
-    return 0;
+    L->p->nrec_ranges++;
+    return L->rs ? tp_stream_push(L, ti, t->nranges - 1) : 0;
 }
 
-static int rec_pop(tp_thread *t, tload *tl, const tprof_rec *r) {
+static int rec_pop(loader *L, tp_thread *t, tload *tl, const tprof_rec *r) {
     stack *st = NULL;
     if (r->arg == TPROF_POP_ANY) {
         /* the innermost open range of any domain: the latest pushed */
@@ -379,10 +383,11 @@ static int rec_pop(tp_thread *t, tload *tl, const tprof_rec *r) {
         if (t->dropped) t->unmatched_pops_after_drops++;
         return 0;
     }
-    tp_range *rg = &t->ranges[st->idx[--st->n]];
+    size_t k = (size_t)st->idx[--st->n];
+    tp_range *rg = &t->ranges[k];
     rg->end = r->ts_ns < rg->start ? rg->start : r->ts_ns;
     rg->flags &= (uint16_t)~TP_R_UNCLOSED;
-    return 0;
+    return L->rs ? tp_stream_pop(L, (size_t)(t - L->p->threads), k, r->ts_ns) : 0;
 }
 
 static int rec_start(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
@@ -395,6 +400,7 @@ static int rec_start(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, siz
     PUSH(t->ranges, t->nranges, t->cap_ranges, rg);
     tp_load_seen(t, r->ts_ns);
     t->events++;
+    L->p->nrec_ranges++;
     return 0;
 }
 
@@ -543,7 +549,7 @@ int tp_load_thread_record(loader *L, int ti, const tprof_rec *r) {
     switch (r->kind) {
     case TPROF_REC_STRING: rc = rec_string(L, tl, r); break;
     case TPROF_REC_PUSH: rc = rec_push(L, t, tl, r, body); break;
-    case TPROF_REC_POP: rc = rec_pop(t, tl, r); break;
+    case TPROF_REC_POP: rc = rec_pop(L, t, tl, r); break;
     case TPROF_REC_START: rc = rec_start(L, t, tl, r, body); break;
     case TPROF_REC_END: rc = rec_end(L, t, r, body); break;
     case TPROF_REC_MARK: rc = rec_mark(L, t, tl, r, body); break;

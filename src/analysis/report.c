@@ -34,6 +34,7 @@
 #include "analysis/processes.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
+#include "analysis/report_ranges.h"
 #include "analysis/report_timers.h"
 #include "trainprof.h"
 
@@ -52,114 +53,6 @@ void tp_report_opts_init(tp_report_opts *o) {
 }
 
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
-
-static int is_data_name(const tp_report_opts *o, const char *name) {
-    for (size_t i = 0; i < o->ndata_names; i++)
-        if (!strcasecmp(name, o->data_names[i])) return 1;
-    return 0;
-}
-
-typedef struct agg {
-    const char *name;
-    uint32_t domain;
-    uint64_t count;
-    double incl_ns, excl_ns;
-} agg;
-
-/* Rows by (name, domain), with a hash index: PyTorch's per-operator NVTX can give
- * hundreds of thousands of distinct names. Names are interned: pointer equality. */
-typedef struct aggtab {
-    agg *v;
-    size_t n, cap;
-    uint32_t *index; /* slot -> row + 1, 0 = empty; size icap, a power of two */
-    size_t icap;
-} aggtab;
-
-static size_t agg_hash(const char *name, uint32_t domain, size_t mask) {
-    return (size_t)((((uintptr_t)name >> 3) * 0x9E3779B97F4A7C15ull) ^ domain) & mask;
-}
-
-static agg *agg_get(aggtab *t, const char *name, uint32_t domain) {
-    if (t->icap) {
-        for (size_t h = agg_hash(name, domain, t->icap - 1); t->index[h]; h = (h + 1) & (t->icap - 1)) {
-            agg *a = &t->v[t->index[h] - 1];
-            if (a->name == name && a->domain == domain) return a;
-        }
-    }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        agg *nv = realloc(t->v, cap * sizeof *nv);
-        if (!nv) return NULL;
-        t->v = nv;
-        t->cap = cap;
-    }
-    if ((t->n + 1) * 2 > t->icap) { /* rebuild the index at twice the size */
-        size_t icap = t->icap ? t->icap * 2 : 128;
-        uint32_t *ni = calloc(icap, sizeof *ni);
-        if (!ni) return NULL;
-        for (size_t i = 0; i < t->n; i++) {
-            size_t h = agg_hash(t->v[i].name, t->v[i].domain, icap - 1);
-            while (ni[h]) h = (h + 1) & (icap - 1);
-            ni[h] = (uint32_t)i + 1;
-        }
-        free(t->index);
-        t->index = ni;
-        t->icap = icap;
-    }
-    size_t h = agg_hash(name, domain, t->icap - 1);
-    while (t->index[h]) h = (h + 1) & (t->icap - 1);
-    t->index[h] = (uint32_t)t->n + 1;
-    t->v[t->n] = (agg){name, domain, 0, 0, 0};
-    return &t->v[t->n++];
-}
-
-static void agg_free(aggtab *t) {
-    free(t->v);
-    free(t->index);
-}
-
-static int by_incl(const void *a, const void *b) {
-    const agg *x = a, *y = b;
-    return x->incl_ns < y->incl_ns ? 1 : x->incl_ns > y->incl_ns ? -1 : strcmp(x->name, y->name);
-}
-static int by_excl(const void *a, const void *b) {
-    const agg *x = a, *y = b;
-    return x->excl_ns < y->excl_ns ? 1 : x->excl_ns > y->excl_ns ? -1 : strcmp(x->name, y->name);
-}
-
-/* The first `top` rows of v (sorted) as range rows: times per `per` windows, shares of
- * denom_ns. Returns the rows (owned by the caller) and their number in *nout; NULL when
- * there are none or out of memory. */
-static tp_range_row *range_rows(const agg *v, size_t n, int top, double denom_ns, double per,
-                                const tp_process *p, size_t *nout) {
-    size_t k = top > 0 && (size_t)top < n ? (size_t)top : top > 0 ? n : 0;
-    tp_range_row *rows = k ? malloc(k * sizeof *rows) : NULL;
-    *nout = rows ? k : 0;
-    for (size_t i = 0; i < *nout; i++)
-        rows[i] = (tp_range_row){v[i].name, tp_domain_name(p, v[i].domain), (double)v[i].count,
-                                 (double)v[i].count / per, v[i].incl_ns / 1e6 / per,
-                                 v[i].excl_ns / 1e6 / per,
-                                 denom_ns > 0 ? v[i].incl_ns / denom_ns : 0,
-                                 denom_ns > 0 ? v[i].excl_ns / denom_ns : 0};
-    return rows;
-}
-
-static cJSON *range_rows_json(const tp_range_row *v, size_t n) {
-    cJSON *arr = cJSON_CreateArray();
-    for (size_t i = 0; i < n; i++) {
-        cJSON *r = cJSON_CreateObject();
-        cJSON_AddStringToObject(r, "name", v[i].name);
-        if (*v[i].domain) cJSON_AddStringToObject(r, "domain", v[i].domain);
-        cJSON_AddNumberToObject(r, "count", v[i].count);
-        cJSON_AddNumberToObject(r, "count_per_unit", v[i].count_per_unit);
-        cJSON_AddNumberToObject(r, "inclusive_ms", v[i].inclusive_ms);
-        cJSON_AddNumberToObject(r, "exclusive_ms", v[i].exclusive_ms);
-        cJSON_AddNumberToObject(r, "inclusive_share", v[i].inclusive_share);
-        cJSON_AddNumberToObject(r, "exclusive_share", v[i].exclusive_share);
-        cJSON_AddItemToArray(arr, r);
-    }
-    return arr;
-}
 
 /* The process sampler's counters (capture/procfs.c) into *out: CPU %, RSS, threads,
  * switches; a CPU figure past the host's bound (figures.h) is not a result. */
@@ -366,146 +259,11 @@ static void steps_json(cJSON *rs, const tp_steps_result *s) {
     }
 }
 
-/* What one pass over the rank's ranges gathers: rows by (name, domain) inside the measured
- * steps (or the run), the ranges never closed, and the data-loading spans. */
-typedef struct range_scan {
-    aggtab tab, unclosed;
-    tp_span *dv;              /* data-named ranges' spans */
-    size_t ndv, capdv;
-    int data_on_step_thread;  /* found on the step thread (else on other threads) */
-} range_scan;
-
-/* One range into the scan; pass 0 aggregates, pass 1 only looks for data loading off the
- * step thread. Returns 0, or -1 when out of memory for the data spans. */
-static int scan_range(range_scan *sc, const tp_range *r, const tp_report_opts *o, int pass,
-                      int step_thread, int no_steps, const tp_step *meas, size_t nm) {
-    uint64_t dur = r->end - r->start;
-    if (r->flags & TP_R_UNCLOSED) {
-        /* never closed: its end is only where the file ends, so its time would be invented;
-         * listed apart instead */
-        if (pass == 0) {
-            agg *u = agg_get(&sc->unclosed, r->name, r->domain);
-            if (u) u->count++;
-        }
-        return 0;
-    }
-    uint64_t in = meas ? tp_steps_overlap(meas, nm, r->start, r->end) : dur;
-    if (pass == 0 && in && !tp_module_range(r->name)) {
-        agg *a = agg_get(&sc->tab, r->name, r->domain);
-        if (a) {
-            /* exclusive time is the synchronous nesting's: a start/end range (a timer,
-             * NCCL's async ranges) overlaps others without nesting, and counting all of it
-             * would make the shares add up past 100 % */
-            uint64_t child = r->child_ns > dur ? dur : r->child_ns;
-            double excl = (r->flags & TP_R_ASYNC) ? 0.0
-                          : dur == 0 ? (double)in
-                                     : (double)in * (double)(dur - child) / (double)dur;
-            a->count++;
-            /* recursion: the enclosing range of the same name holds this time */
-            if (!(r->flags & TP_R_NESTED_SAME)) a->incl_ns += (double)in;
-            a->excl_ns += excl;
-        }
-    }
-    /* data loading: prefer the step thread; else any thread (pass 1) */
-    if (in && is_data_name(o, r->name) && (pass == 1 || step_thread || no_steps)) {
-        if (sc->ndv == sc->capdv) {
-            size_t cap = sc->capdv ? sc->capdv * 2 : 64;
-            tp_span *n2 = realloc(sc->dv, cap * sizeof *n2);
-            if (!n2) return -1;
-            sc->dv = n2;
-            sc->capdv = cap;
-        }
-        sc->dv[sc->ndv++] = (tp_span){r->start, r->end};
-        if (pass == 0) sc->data_on_step_thread = 1;
-    }
-    return 0;
-}
-
-/* Every range of the rank into sc; meas NULL: over the whole run. */
-static void scan_ranges(range_scan *sc, const tp_process *p, const tp_report_opts *o,
-                        const tp_steps *s, const tp_step *meas, size_t nm) {
-    for (int pass = 0; pass < 2 && !sc->ndv; pass++) {
-        for (size_t ti = 0; ti < p->nthreads; ti++) {
-            const tp_thread *t = &p->threads[ti];
-            int step_thread = s->source != TP_STEPS_NONE && ti == s->thread;
-            for (size_t k = 0; k < t->nranges; k++)
-                if (scan_range(sc, &t->ranges[k], o, pass, step_thread,
-                               s->source == TP_STEPS_NONE, meas, nm))
-                    break;
-        }
-    }
-}
-
-/* The range tables into *out from the scan (its rows sorted in place). */
-static void ranges_result(tp_ranges_result *out, range_scan *sc, const tp_process *p, int top,
-                          int per_step, double per, double denom) {
-    out->present = 1;
-    out->per_step = per_step;
-    aggtab *tab = &sc->tab;
-    if (tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_incl);
-    out->top_inclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->ninclusive);
-    if (tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_excl);
-    out->top_exclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->nexclusive);
-    out->distinct_names = tab->n;
-    size_t nu = sc->unclosed.n;
-    out->unclosed = nu ? calloc(nu, sizeof *out->unclosed) : NULL;
-    out->nunclosed = out->unclosed ? nu : 0;
-    for (size_t i = 0; i < out->nunclosed; i++) {
-        const agg *u = &sc->unclosed.v[i];
-        out->unclosed[i].name = u->name;
-        out->unclosed[i].domain = tp_domain_name(p, u->domain);
-        out->unclosed[i].count = (double)u->count;
-    }
-}
-
-/* The rank's "ranges" from its results. */
-static void ranges_json(cJSON *rs, const tp_ranges_result *rg) {
-    cJSON *jr = cJSON_AddObjectToObject(rs, "ranges");
-    cJSON_AddStringToObject(jr, "per", rg->per_step ? "step" : "run");
-    cJSON_AddItemToObject(jr, "top_inclusive", range_rows_json(rg->top_inclusive, rg->ninclusive));
-    cJSON_AddItemToObject(jr, "top_exclusive", range_rows_json(rg->top_exclusive, rg->nexclusive));
-    cJSON_AddNumberToObject(jr, "distinct_names", (double)rg->distinct_names);
-    cJSON *uc = cJSON_AddArrayToObject(jr, "unclosed");
-    for (size_t i = 0; i < rg->nunclosed; i++) {
-        cJSON *u = cJSON_CreateObject();
-        cJSON_AddStringToObject(u, "name", rg->unclosed[i].name);
-        if (*rg->unclosed[i].domain) cJSON_AddStringToObject(u, "domain", rg->unclosed[i].domain);
-        cJSON_AddNumberToObject(u, "count", rg->unclosed[i].count);
-        cJSON_AddItemToArray(uc, u);
-    }
-}
-
-/* The rank's data loading into *out: the union of the data-named spans of the scan. */
-static void data_result(tp_data_result *out, range_scan *sc, const tp_steps *s,
-                        const tp_step *meas, size_t nm, double per, double denom) {
-    out->found = sc->ndv > 0;
-    out->per_step = meas != NULL;
-    if (!sc->ndv) return;
-    uint64_t u = tp_steps_union(sc->dv, sc->ndv, meas, nm);
-    out->ms = ms(u) / per;
-    out->share = denom > 0 ? (double)u / denom : 0;
-    out->where = s->source == TP_STEPS_NONE ? "all threads"
-                 : sc->data_on_step_thread  ? "step thread"
-                                            : "other threads";
-}
-
-/* The rank's "data_loading" from its results. */
-static void data_json(cJSON *rs, const tp_data_result *d, const tp_report_opts *o) {
-    cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
-    cJSON *names = cJSON_AddArrayToObject(dl, "names");
-    for (size_t i = 0; i < o->ndata_names; i++)
-        cJSON_AddItemToArray(names, cJSON_CreateString(o->data_names[i]));
-    cJSON_AddBoolToObject(dl, "found", d->found);
-    if (!d->found) return;
-    cJSON_AddStringToObject(dl, "where", d->where);
-    cJSON_AddNumberToObject(dl, d->per_step ? "ms_per_step" : "ms_total", d->ms);
-    cJSON_AddNumberToObject(dl, "share", d->share);
-}
-
 /* The rank's section of the document; its figures also into *out (results.h), which the
- * run-level analyses and the rules read. */
+ * run-level analyses and the rules read. pre: the range tables and data loading already
+ * scanned (a streamed section, section_job), else NULL. */
 static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                           tp_rank_result *out) {
+                           tp_rank_result *out, tp_rscan *pre) {
     memset(out, 0, sizeof *out);
     out->rank = p->rank;
     out->host = p->hdr.host;
@@ -529,12 +287,11 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     double per = per_step ? (double)nm : 1.0;
     double denom = per_step ? (double)total_step_ns
                             : (double)(p->end_mono > p->first_ts ? p->end_mono - p->first_ts : 0);
-    range_scan sc = {0};
-    scan_ranges(&sc, p, o, &s, meas, nm);
-    ranges_result(&out->ranges, &sc, p, o->top_n, per_step, per, denom);
-    ranges_json(rs, &out->ranges);
-    agg_free(&sc.tab);
-    agg_free(&sc.unclosed);
+    /* a streamed section's scan was made from its file, the same figures (report_ranges.h) */
+    tp_rscan own = {0}, *sc = pre ? pre : &own;
+    if (!pre) (void)tp_rscan_whole(&own, p, o, &s, meas, nm); /* out of memory: what fitted */
+    tp_rscan_ranges(&out->ranges, sc, p, o->top_n, per_step, per, denom);
+    tp_rscan_ranges_json(rs, &out->ranges);
 
     tp_timers_rank(rs, &out->timers, p, meas, nm);
     /* the steps in which GPU activity was recorded: every GPU figure is over them alone */
@@ -566,9 +323,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     tp_breakdown_json(rs, &out->breakdown);
     tp_phases_compute(&out->phases, p, &s);
     tp_phases_json(rs, &out->phases);
-    data_result(&out->data, &sc, &s, meas, nm, per, denom);
-    data_json(rs, &out->data, o);
-    free(sc.dv);
+    tp_rscan_data(&out->data, sc, &s, meas, nm, per, denom);
+    tp_rscan_data_json(rs, &out->data, o);
+    tp_rscan_free(&own);
     tp_steps_free(&cap);
     tp_steps_free(&s);
     return rs;
@@ -743,6 +500,49 @@ static uint64_t section_cost(void *ctx, size_t i) {
     return p->slim ? SECTION_COST * p->file_bytes : 0;
 }
 
+/* A slim rank whose file holds more thread ranges than this has its section's ranges
+ * streamed (model.h, tp_range_stream; report_ranges.h): the file is read twice, once keeping
+ * every record but of its thread ranges only those the analyses other than the range tables
+ * read (keep mode), once for the range tables alone, each range's figures added as it goes
+ * and the range dropped (take mode), so that its section does not hold every range: 56 bytes
+ * each in the model, from about 5 bytes each in a compressed file, so that a 120 s run
+ * recording two million ranges a second would take 14 GB read whole. Below it, one whole
+ * read (at most about 250 MB of ranges) is faster. The figures are the same either way, to
+ * the bit (test_report_stream); a file whose ranges cannot be streamed (model.h) is read
+ * whole. Counted in ranges, not bytes: the file's size says little of them (compressed). */
+#define STREAM_SECTION_RANGES (4u << 20)
+
+/* Whether slim rank p's section streams its ranges (STREAM_SECTION_RANGES, o->stream_sections)
+ * and could: then 1, with *whole its file in keep mode and *pre the range tables and data
+ * loading of its section (not made for memos_only). 0: read it whole (nothing held). */
+static int stream_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                          tp_process *whole, tp_rscan *pre, int memos_only) {
+    if (o->stream_sections < 0 || (!o->stream_sections && p->nrec_ranges <= STREAM_SECTION_RANGES))
+        return 0;
+    tp_rkeep *k = malloc(sizeof *k);
+    tp_range_stream ks;
+    if (!k) return 0;
+    tp_rscan_keep(&ks, k, o);
+    int rc = tp_process_load_streamed((tp_run *)run, p, whole, &ks);
+    free(k);
+    if (rc != TPROF_OK) return 0;
+    if (memos_only) return 1; /* the memos read no range table */
+    tp_steps s;
+    if (tp_find_steps(whole, o->step_name, o->warmup, &s) != TPROF_OK) {
+        tp_process_free(whole);
+        return 0;
+    }
+    /* as rank_section counts the ranges: inside the measured steps, else over the run */
+    size_t nm = s.nsteps - s.nwarmup;
+    rc = tp_rscan_streamed(pre, (tp_run *)run, p, whole, o, &s,
+                           nm ? tp_steps_measured(&s) : NULL, nm);
+    tp_steps_free(&s);
+    if (rc == 0) return 1;
+    tp_rscan_free(pre);
+    tp_process_free(whole);
+    return 0;
+}
+
 /* One rank's section: a slim rank's from its file read again whole (freed after), its steps
  * and communication times kept for the run-level analyses (memos, model.h), its strings
  * pointing into the run's process. A file that can no longer be read gives the section of
@@ -754,20 +554,23 @@ static void section_job(void *ctx, size_t i) {
     rank_job *j = &sc->jobs[i];
     const tp_process *p = &run->procs[j->proc];
     if (!p->slim) {
-        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out);
+        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out, NULL);
         return;
     }
     tp_process whole;
+    tp_rscan pre = {0};
     /* the pool is the run's shared store of strings and locks: loading interns there */
-    if (tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
+    int streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only);
+    if (!streamed && tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
         j->unread = 1;
-        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out);
+        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out, NULL);
         return;
     }
     if (!sc->memos_only) {
-        j->section = rank_section(run, &whole, o, j->out);
+        j->section = rank_section(run, &whole, o, j->out, streamed ? &pre : NULL);
         j->out->host = p->hdr.host; /* the whole process's copy is freed below */
     }
+    tp_rscan_free(&pre);
     j->steps = calloc(1, sizeof *j->steps);
     if (j->steps && tp_find_steps(&whole, o->step_name, o->warmup, j->steps) != TPROF_OK) {
         free(j->steps);

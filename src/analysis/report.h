@@ -55,6 +55,12 @@ typedef struct tp_report_opts {
                                      * it (0.25); nearer it is "near", not a finding */
     int threads;                    /* rank sections computed at once: 0 = one per online
                                      * core (sysconf), 1 = on the calling thread alone */
+    int stream_sections;            /* for tests: 1 = every slim rank's section streams its
+                                     * ranges (2: compacting them from 16 ranges a thread
+                                     * on, model.h), -1 = none does, 0 (default) = those of
+                                     * files holding more ranges than report.c's
+                                     * STREAM_SECTION_RANGES; the figures are the same
+                                     * either way */
 } tp_report_opts;
 
 /* Defaults: warm-up 1, top 15, data names data, batch, loader, get_batch,

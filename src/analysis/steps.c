@@ -252,6 +252,14 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
     return TPROF_OK;
 }
 
+int tp_step_name_candidate(const char *name, const char *step_name) {
+    if (step_name && *step_name && tprof__step_name_matches(name, step_name)) return 1;
+    if (tprof__step_name_matches(name, TPROF_PROFILER_STEP_GLOB)) return 1;
+    for (size_t i = 0; i < sizeof default_names / sizeof *default_names; i++)
+        if (!strcmp(name, default_names[i])) return 1;
+    return 0;
+}
+
 void tp_steps_free(tp_steps *s) {
     free(s->steps);
     free(s->missing);

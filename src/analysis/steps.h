@@ -62,6 +62,10 @@ typedef struct tp_steps {
  * that would break this, which only damaged times produce, are left out. Free with
  * tp_steps_free. */
 int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_steps *out);
+/* Whether a range named `name` could be a step of tp_find_steps with step_name (NULL or ""
+ * for the default rule): it matches step_name, PyTorch's ProfilerStep#N or a common step
+ * name (docs/design.md §4). Every step range tp_find_steps may take passes. */
+int tp_step_name_candidate(const char *name, const char *step_name);
 void tp_steps_free(tp_steps *s);
 /* Keeps in slim process p (model.h) `found` (heap-allocated, owned by p from now on): the
  * steps tp_find_steps found with this step name and warm-up in p's file loaded whole.

@@ -1,0 +1,62 @@
+/*
+ * report_ranges.h — a rank's range tables and data loading (the section's "ranges" and
+ * "data_loading"), from the whole model of its file or streamed from the file (model.h,
+ * tp_range_stream) when holding every range would cost too much. Private to report*.c.
+ *
+ * The tables add each range's time to its (name, domain) row in its thread's order, one
+ * thread's sums after the other's, so that the two ways read the same figures to the bit.
+ */
+#ifndef TP_REPORT_RANGES_H
+#define TP_REPORT_RANGES_H
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "analysis/steps.h"
+
+struct tp_aggtab;
+
+/* What one pass over the rank's ranges gathers: rows by (name, domain) inside the measured
+ * steps (or the run), the ranges never closed, and the data-loading spans. */
+typedef struct tp_rscan {
+    struct tp_aggtab *tab, *unclosed;
+    tp_span *dv;             /* data-named ranges' spans */
+    size_t ndv, capdv;
+    int data_on_step_thread; /* found on the step thread (else on other threads) */
+} tp_rscan;
+
+/* Every range of p into sc (zeroed first); meas NULL: over the whole run. 0, or
+ * TPROF_ERR_NO_MEMORY (sc then holds what fitted; free it). */
+int tp_rscan_whole(tp_rscan *sc, const tp_process *p, const tp_report_opts *o,
+                   const tp_steps *s, const tp_step *meas, size_t nm);
+/* The same from slim rank `slim`'s file, read again with its ranges streamed (take mode),
+ * the data-loading spans from `kept`: that file read in keep mode with tp_rscan_keep's
+ * predicate, whose steps s are. 0; 1 when the file cannot be streamed (its ranges cross or
+ * run backwards, or it can no longer be read: read it whole instead); or
+ * TPROF_ERR_NO_MEMORY. sc is to be freed in every case. */
+int tp_rscan_streamed(tp_rscan *sc, tp_run *run, const tp_process *slim,
+                      const tp_process *kept, const tp_report_opts *o, const tp_steps *s,
+                      const tp_step *meas, size_t nm);
+/* The keep mode of a streamed read for a rank section under opts o, into *st, with k its
+ * state (both to outlive the read; o too): every range the section's analyses other than the
+ * range tables read (steps.c, breakdown.c, memory.c, report_timers.c, data loading): the
+ * ranges at depth 0 and 1, the start/end ones, those named as a step may be and their
+ * children, the data, phase and module ranges, the trainprof domain's. */
+typedef struct tp_rkeep {
+    const tp_report_opts *o;
+    struct { const char *name; int kind; } memo[1024];
+} tp_rkeep;
+void tp_rscan_keep(tp_range_stream *st, tp_rkeep *k, const tp_report_opts *o);
+void tp_rscan_free(tp_rscan *sc);
+
+/* The range tables into *out from the scan (its rows sorted in place). */
+void tp_rscan_ranges(tp_ranges_result *out, tp_rscan *sc, const tp_process *p, int top,
+                     int per_step, double per, double denom);
+/* The rank's "ranges" from its results. */
+void tp_rscan_ranges_json(cJSON *rs, const tp_ranges_result *rg);
+/* The rank's data loading into *out: the union of the data-named spans of the scan. */
+void tp_rscan_data(tp_data_result *out, tp_rscan *sc, const tp_steps *s, const tp_step *meas,
+                   size_t nm, double per, double denom);
+/* The rank's "data_loading" from its results. */
+void tp_rscan_data_json(cJSON *rs, const tp_data_result *d, const tp_report_opts *o);
+
+#endif /* TP_REPORT_RANGES_H */
