@@ -13,9 +13,37 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/report.h"
 #include "diag_scen.h" /* T0, MS, RT0 */
+#include "export/html.h"
 #include "format/format.h"
 #include "synth.h"
+
+/* The JSON, text and HTML of run's report with options o, written to f: what the
+ * slim-versus-whole tests compare byte for byte. */
+static inline void slim_render(tp_run *run, const tp_report_opts *o, FILE *f) {
+    tp_report r;
+    assert_int_equal(tp_report_make(run, o, &r), 0);
+    char *json = cJSON_Print(r.doc);
+    fputs(json, f);
+    free(json);
+    assert_int_equal(tp_report_write_text(&r, f, 0), 0);
+    assert_int_equal(tp_html_write(&r, o, f), 0);
+    tp_report_free(&r);
+}
+
+/* Fails when a and b differ, first printing both around the first byte that differs. */
+static inline void slim_same(const char *what, const char *label, const char *name_a,
+                             const char *a, const char *name_b, const char *b) {
+    if (strcmp(a, b)) {
+        size_t i = 0;
+        while (a[i] && a[i] == b[i]) i++;
+        size_t from = i > 200 ? i - 200 : 0;
+        fprintf(stderr, "%s (%s): differs at byte %zu:\n%s: %.400s\n%s: %.400s\n", what, label,
+                i, name_a, a + from, name_b, b + from);
+    }
+    assert_string_equal(a, b);
+}
 
 /* Rank r of 4 on host h<r/2> (host 1's clock 3 ms off): named steps "train_step" with a
  * phase, a mark, a launch and its kernels, an AllReduce per step with its NCCL kernel (the

@@ -98,6 +98,20 @@ static void window_run_lens(char *dir, size_t n, const uint64_t *lens) {
     assert_int_equal(synth_close(f), 0);
 }
 
+/* run's HTML report with the default options (owned). */
+static char *html_of(tp_run *run) {
+    tp_report r;
+    assert_int_equal(tp_report_make(run, NULL, &r), 0);
+    char *html = NULL;
+    size_t hl = 0;
+    FILE *hf = open_memstream(&html, &hl);
+    assert_non_null(hf);
+    assert_int_equal(tp_html_write(&r, NULL, hf), 0);
+    fclose(hf);
+    tp_report_free(&r);
+    return html;
+}
+
 static void test_window_gpu_figures(void **state) {
     (void)state;
     char dir[512];
@@ -136,15 +150,7 @@ static void test_window_gpu_figures(void **state) {
     report_lacks(text, "device memory peak 0.0 MiB");
     free(text);
     /* the HTML names the steps beside the breakdown and the kernels */
-    tp_report r;
-    assert_int_equal(tp_report_make(&run, NULL, &r), 0);
-    char *html = NULL;
-    size_t hl = 0;
-    FILE *hf = open_memstream(&html, &hl);
-    assert_non_null(hf);
-    assert_int_equal(tp_html_write(&r, NULL, hf), 0);
-    fclose(hf);
-    tp_report_free(&r);
+    char *html = html_of(&run);
     report_has(html, "rank 0: GPU activity recorded in steps 8-11 (4 of 20 measured steps): its "
                    "GPU figures are over those steps only");
     free(html);
@@ -480,15 +486,7 @@ static void test_paused_without_steps(void **state) {
     report_has(text, "GPU busy 49.9 % of the time GPU activity was recorded (rank 0");
     free(text);
     /* the HTML says beside the breakdown what time it is over */
-    tp_report r;
-    assert_int_equal(tp_report_make(&run, NULL, &r), 0);
-    char *html = NULL;
-    size_t hl = 0;
-    FILE *hf = open_memstream(&html, &hl);
-    assert_non_null(hf);
-    assert_int_equal(tp_html_write(&r, NULL, hf), 0);
-    fclose(hf);
-    tp_report_free(&r);
+    char *html = html_of(&run);
     report_has(html, "rank 0: no steps; GPU activity recorded 0.361 s of the 0.421 s run: "
                      "its GPU breakdown is over that time only");
     free(html);

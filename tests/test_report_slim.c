@@ -44,17 +44,11 @@ static char *render(const char *const *ops, size_t nops, int slim, int threads) 
     tp_report_opts_init(&o);
     o.threads = threads;
     o.step_name = getenv("SLIM_TEST_STEP_NAME");
-    tp_report r;
-    assert_int_equal(tp_report_make(&run, &o, &r), 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    char *json = cJSON_Print(r.doc);
-    fputs(json, f);
-    free(json);
-    assert_int_equal(tp_report_write_text(&r, f, 0), 0);
-    assert_int_equal(tp_html_write(&r, &o, f), 0);
+    slim_render(&run, &o, f);
     if (slim) {
         /* what stays of a slim run: no bulky record, a stack of ranges at most per thread */
         for (size_t i = 0; i < run.nprocs; i++) {
@@ -68,7 +62,6 @@ static char *render(const char *const *ops, size_t nops, int slim, int threads) 
         }
     }
     fclose(f);
-    tp_report_free(&r);
     tp_run_free(&run);
     return buf;
 }
@@ -77,14 +70,9 @@ static void same_reports(const char *const *ops, size_t nops) {
     char *whole = render(ops, nops, 0, 1);
     for (int threads = 1; threads <= 3; threads++) {
         char *slim = render(ops, nops, 1, threads);
-        if (strcmp(whole, slim)) {
-            size_t i = 0;
-            while (whole[i] && whole[i] == slim[i]) i++;
-            size_t from = i > 200 ? i - 200 : 0;
-            fprintf(stderr, "%s (%d threads): differs at byte %zu:\nwhole: %.400s\nslim:  %.400s\n",
-                    ops[0], threads, i, whole + from, slim + from);
-        }
-        assert_string_equal(whole, slim);
+        char label[32];
+        snprintf(label, sizeof label, "%d threads", threads);
+        slim_same(ops[0], label, "whole", whole, "slim ", slim);
         free(slim);
     }
     free(whole);

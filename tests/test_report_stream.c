@@ -45,32 +45,18 @@ static char *render(const char *const *ops, size_t nops, int stream, const char 
     o.threads = 2;
     o.stream_sections = stream == 9 ? 0 : stream;
     o.step_name = step_name;
-    tp_report r;
-    assert_int_equal(tp_report_make(&run, &o, &r), 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    char *json = cJSON_Print(r.doc);
-    fputs(json, f);
-    free(json);
-    assert_int_equal(tp_report_write_text(&r, f, 0), 0);
-    assert_int_equal(tp_html_write(&r, &o, f), 0);
+    slim_render(&run, &o, f);
     fclose(f);
-    tp_report_free(&r);
     tp_run_free(&run);
     return buf;
 }
 
 static void same_text(const char *what, const char *a, const char *b, const char *label) {
-    if (strcmp(a, b)) {
-        size_t i = 0;
-        while (a[i] && a[i] == b[i]) i++;
-        size_t from = i > 200 ? i - 200 : 0;
-        fprintf(stderr, "%s (%s): differs at byte %zu:\nread whole: %.400s\nstreamed:   %.400s\n",
-                what, label, i, a + from, b + from);
-    }
-    assert_string_equal(a, b);
+    slim_same(what, label, "read whole", a, "streamed  ", b);
 }
 
 static void same_reports_named(const char *const *ops, size_t nops, const char *step_name) {
