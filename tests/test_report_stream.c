@@ -3,15 +3,16 @@
  * tp_range_stream; report_ranges.c) reads the same figures as one read whole: the report's
  * JSON, text and HTML byte for byte, streamed (compacting from 4096 ranges a thread, and
  * from 16) against not streamed, and the sweep's nesting (child_ns, recursion) range by
- * range against the whole load's.
+ * range against the whole load's; the sweep's time on a stack thousands of ranges deep.
  * Inputs: synthetic single-rank runs of deep random nesting on three threads (recursion,
  * zero-length ranges, pushes at one time, a second domain, module ranges, Megatron timers,
  * start/end ranges ended on another thread or never, data loading on two threads, ranges
  * across step boundaries), with named steps, API steps, steps at depth 1, no steps, drops
  * and unmatched pops, a killed rank with ranges left open, damaged and cut files; files the
  * sweep cannot take (crossing domains, time running backwards) that fall back to the whole
- * read; the four-rank run of slim_runs.h, the diagnosis scenarios and every rank file of the
- * fuzz corpus (the report_pin inputs among them).
+ * read; recursion 40000 deep and 40000 pushes never popped; the four-rank run of
+ * slim_runs.h, the diagnosis scenarios and every rank file of the fuzz corpus (the
+ * report_pin inputs among them).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "analysis/model.h"
 #include "analysis/report.h"
@@ -352,6 +354,73 @@ static void unsweepable_runs(void **state) {
     }
 }
 
+/* A rank whose stack runs deep: recursion `depth` levels down and back inside a step, then
+ * as many pushes never popped (a pop skipped on every iteration of a loop) with a short range
+ * inside each. */
+static void write_deep(const char *dir, size_t depth, char *path, size_t n) {
+    synth_file *f = synth_open(dir, "s2", 700, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 701);
+    uint64_t t = T0 + MS;
+    for (int s = 0; s < 2; s++) {
+        synth_push(f, 1, t, "train_step", 0, 0);
+        for (size_t k = 0; k < depth; k++)
+            synth_push(f, 1, t += 3, k & 1 ? "rec_a" : "rec_b", 0, 0);
+        for (size_t k = 0; k < depth; k++) synth_pop(f, 1, t += 3, 0);
+        synth_pop(f, 1, t += 3, 0);
+        synth_flush(f);
+    }
+    for (size_t k = 0; k < depth; k++) {
+        synth_push(f, 1, t += 3, "loop", 0, 0);
+        synth_push(f, 1, t += 3, "op_a", 0, 0);
+        synth_pop(f, 1, t += 3, 0);
+        if (k % 1000 == 999) synth_flush(f);
+    }
+    synth_end_of_file(f, t + MS, 0);
+    snprintf(path, n, "%s", synth_path(f));
+    assert_int_equal(synth_close(f), 0);
+}
+
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A deep stack costs the sweep a step per push and pop, as it costs the whole load's sort:
+ * the streamed read of a file 40000 levels deep takes about the whole read's time, not the
+ * square of its depth (which took minutes), and gives the same figures. */
+static void deep_stacks(void **state) {
+    (void)state;
+    char dir[512], path[1024];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-stream-deep"), 0);
+    write_deep(dir, 40000, path, sizeof path);
+    const char *ops[] = {path};
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    tp_process whole, tmp;
+    double t0 = cpu_seconds();
+    assert_int_equal(tp_process_load_whole(&run, &run.procs[0], &whole), 0);
+    double t_whole = cpu_seconds() - t0;
+    tp_process_free(&whole);
+    seen_list got = {0};
+    tp_range_stream st = {NULL, take_seen, &got, 0, 0};
+    t0 = cpu_seconds();
+    assert_int_equal(tp_process_load_streamed(&run, &run.procs[0], &tmp, &st), 0);
+    double t_stream = cpu_seconds() - t0;
+    tp_process_free(&tmp);
+    free(got.v);
+    tp_run_free(&run);
+    assert_false(st.failed);
+    if (t_stream > 4 * t_whole + 0.5)
+        fprintf(stderr, "streamed %.2f s against %.2f s read whole\n", t_stream, t_whole);
+    assert_true(t_stream <= 4 * t_whole + 0.5);
+    assert_true(sweep_matches(path));
+    same_reports(ops, 1);
+    synth_rmtree(dir);
+}
+
 static void four_ranks(void **state) {
     (void)state;
     char dir[512];
@@ -395,6 +464,7 @@ int main(void) {
         cmocka_unit_test(nested_runs),     cmocka_unit_test(damaged_runs),
         cmocka_unit_test(unsweepable_runs), cmocka_unit_test(four_ranks),
         cmocka_unit_test(scenarios),       cmocka_unit_test(corpus),
+        cmocka_unit_test(deep_stacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

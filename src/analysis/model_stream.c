@@ -11,10 +11,14 @@
  * one thread the records come in time order, so when a range is pushed every range on the
  * stack that is already closed ended at or before its start: it pops them all (a range that
  * ends later does; one of no length, which adds nothing to any figure, would have become
- * their child instead). A range still open when a later one is pushed encloses it unless it
- * ends first while the later one is open: that crossing is seen at its pop, and so is a time
- * that runs backwards; either fails the stream (the caller reads the file whole). A range's
- * time reaches its parent at its pop, so a closed range's child_ns is final.
+ * their child instead). The sweep therefore drops a range from its stack at its pop, and
+ * its stack holds the open ranges alone. A range still open when a later one is pushed
+ * encloses it unless it ends first while the later one is open: that crossing is seen at its
+ * pop (it is not on top), and so is a time that runs backwards; either fails the stream (the
+ * caller reads the file whole). A range's time reaches its parent at its pop, so a closed
+ * range's child_ns is final. Recursion is a count per (name, domain) on the stack, as the
+ * whole load's sort keeps it, so that a push and a pop cost a step each however deep the
+ * stack (recursion thousands deep, or pushes never popped).
  *
  * Why the order of the hand-over keeps the sums exact: the range tables add each range's
  * time to its (name, domain) row in the thread's order, the threads in turn; a closed range
@@ -36,10 +40,19 @@
 /* A thread's array is compacted when it is full and holds at least this many ranges. */
 #define STREAM_MIN_RANGES 4096
 
+/* How many ranges of a (name, domain) the sweep's stack holds: open addressing, NULL name =
+ * empty; a row stays once made (at most one per distinct name of the thread). */
+typedef struct nestcount {
+    const char *name;
+    uint32_t domain, count;
+} nestcount;
+
 typedef struct sweep {
-    uint32_t *v; /* the enclosing ranges, indices into the thread's array */
+    uint32_t *v; /* the open ranges, outermost first: indices into the thread's array */
     size_t n, cap;
     uint64_t last_ts; /* the thread's last push or pop the sweep saw */
+    nestcount *cnt;   /* the stack's ranges by (name, domain); ccap slots, a power of two */
+    size_t ncnt, ccap;
 } sweep;
 
 struct tp_rstream {
@@ -57,7 +70,10 @@ struct tp_rstream *tp_stream_new(tp_range_stream *pub) {
 
 void tp_stream_free(struct tp_rstream *s) {
     if (!s) return;
-    for (size_t i = 0; i < s->nsw; i++) free(s->sw[i].v);
+    for (size_t i = 0; i < s->nsw; i++) {
+        free(s->sw[i].v);
+        free(s->sw[i].cnt);
+    }
     free(s->sw);
     free(s);
 }
@@ -84,6 +100,36 @@ static void give_up(struct tp_rstream *s) {
     for (size_t i = 0; i < s->nsw; i++) s->sw[i].n = 0;
 }
 
+static size_t count_slot(const nestcount *tab, size_t mask, const char *name, uint32_t domain) {
+    size_t h = (((uintptr_t)name >> 3) * 0x9E3779B97F4A7C15ull + domain) & mask;
+    while (tab[h].name && (tab[h].name != name || tab[h].domain != domain)) h = (h + 1) & mask;
+    return h;
+}
+
+/* The count of (name, domain) on w's stack, made (at 0) when missing; NULL when out of
+ * memory. */
+static nestcount *count_of(sweep *w, const char *name, uint32_t domain) {
+    if (w->ccap) {
+        nestcount *c = &w->cnt[count_slot(w->cnt, w->ccap - 1, name, domain)];
+        if (c->name) return c;
+    }
+    if (2 * (w->ncnt + 1) > w->ccap) { /* at most half full: rebuild at twice the size */
+        size_t cap = w->ccap ? 2 * w->ccap : 64;
+        nestcount *nt = calloc(cap, sizeof *nt);
+        if (!nt) return NULL;
+        for (size_t i = 0; i < w->ccap; i++)
+            if (w->cnt[i].name)
+                nt[count_slot(nt, cap - 1, w->cnt[i].name, w->cnt[i].domain)] = w->cnt[i];
+        free(w->cnt);
+        w->cnt = nt;
+        w->ccap = cap;
+    }
+    nestcount *c = &w->cnt[count_slot(w->cnt, w->ccap - 1, name, domain)];
+    *c = (nestcount){name, domain, 0};
+    w->ncnt++;
+    return c;
+}
+
 int tp_stream_push(loader *L, size_t ti, size_t k) {
     struct tp_rstream *s = L->rs;
     if (!taking(s)) return 0;
@@ -97,14 +143,8 @@ int tp_stream_push(loader *L, size_t ti, size_t k) {
         return 0;
     }
     w->last_ts = r->start;
-    while (w->n && !(t->ranges[w->v[w->n - 1]].flags & TP_R_UNCLOSED)) w->n--;
-    for (size_t i = 0; i < w->n; i++) {
-        const tp_range *q = &t->ranges[w->v[i]];
-        if (q->name == r->name && q->domain == r->domain) {
-            r->flags |= TP_R_NESTED_SAME;
-            break;
-        }
-    }
+    nestcount *c = count_of(w, r->name, r->domain);
+    if (!c) return TPROF_ERR_NO_MEMORY;
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 16;
         uint32_t *nv = realloc(w->v, cap * sizeof *nv);
@@ -112,6 +152,7 @@ int tp_stream_push(loader *L, size_t ti, size_t k) {
         w->v = nv;
         w->cap = cap;
     }
+    if (c->count++) r->flags |= TP_R_NESTED_SAME;
     w->v[w->n++] = (uint32_t)k;
     return 0;
 }
@@ -129,19 +170,14 @@ int tp_stream_pop(loader *L, size_t ti, size_t k, uint64_t ts) {
         return 0;
     }
     w->last_ts = ts;
-    size_t j = w->n;
-    while (j && w->v[j - 1] != k) {
-        if (t->ranges[w->v[j - 1]].flags & TP_R_UNCLOSED) { /* crossing */
-            give_up(s);
-            return 0;
-        }
-        j--;
-    }
-    if (!j) {
+    /* the stack holds open ranges alone: one above k is a crossing */
+    if (!w->n || w->v[w->n - 1] != k) {
         give_up(s);
         return 0;
     }
-    if (j >= 2) t->ranges[w->v[j - 2]].child_ns += r->end - r->start;
+    w->n--;
+    count_of(w, r->name, r->domain)->count--; /* made at its push */
+    if (w->n) t->ranges[w->v[w->n - 1]].child_ns += r->end - r->start;
     return 0;
 }
 
@@ -284,12 +320,12 @@ int tp_stream_finish(loader *L) {
     int rc = 0;
     for (size_t i = 0; i < p->nthreads; i++) {
         tp_thread *t = &p->threads[i];
-        /* the ranges never closed end now (finish_process): their time reaches their parents
-         * as the whole load's nesting counts it; the ranges under an open one are open */
+        /* the ranges never closed (the sweep's stack) end now (finish_process): their time
+         * reaches their parents as the whole load's nesting counts it */
         sweep *w = taking(s) && i < s->nsw ? &s->sw[i] : NULL;
         for (size_t j = 1; w && j < w->n; j++) {
             const tp_range *r = &t->ranges[w->v[j]];
-            if (r->flags & TP_R_UNCLOSED) t->ranges[w->v[j - 1]].child_ns += r->end - r->start;
+            t->ranges[w->v[j - 1]].child_ns += r->end - r->start;
         }
         if (taking(s) && rc == 0) rc = hand_over(L, i, 1);
         if (s->pub && !s->pub->keep) { /* take mode: the model keeps no range */
