@@ -413,9 +413,11 @@ static void deep_stacks(void **state) {
     free(got.v);
     tp_run_free(&run);
     assert_false(st.failed);
-    if (t_stream > 4 * t_whole + 0.5)
+    /* CPU time, so a loaded machine moves both sides; the bound is far from both a linear pass
+     * (about 1x) and the quadratic one it guards against (80x here: 8.2 s against 0.1 s) */
+    if (t_stream > 10 * t_whole + 1.0)
         fprintf(stderr, "streamed %.2f s against %.2f s read whole\n", t_stream, t_whole);
-    assert_true(t_stream <= 4 * t_whole + 0.5);
+    assert_true(t_stream <= 10 * t_whole + 1.0);
     assert_true(sweep_matches(path));
     same_reports(ops, 1);
     synth_rmtree(dir);
