@@ -48,23 +48,42 @@ static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
     }
     if (best < 0) return 0;
     const tp_thread *t = &p->threads[best];
+    /* per range: 1 its name matches, 2 a range around it does (its own or an ancestor's
+     * match, carried down from the parent: one pass, where walking every ancestor of every
+     * range took time in the square of the depth) */
+    uint8_t *m = malloc(t->nranges ? t->nranges : 1);
+    if (!m) return TPROF_ERR_NO_MEMORY;
     size_t n = 0;
-    for (size_t k = 0; k < t->nranges; k++) n += tprof__step_name_matches(t->ranges[k].name, pat);
+    for (size_t k = 0; k < t->nranges; k++) {
+        m[k] = (uint8_t)tprof__step_name_matches(t->ranges[k].name, pat);
+        n += m[k];
+    }
+    for (size_t k = 0; k < t->nranges; k++) {
+        int32_t q = t->ranges[k].parent;
+        if (q < 0) continue;
+        if ((size_t)q < k) { /* parents come first: its mark is final */
+            if (m[q]) m[k] |= 2;
+            continue;
+        }
+        for (; q >= 0; q = t->ranges[q].parent) /* out of order (damaged): the walk */
+            if (tprof__step_name_matches(t->ranges[q].name, pat)) m[k] |= 2;
+    }
     out->steps = calloc(n ? n : 1, sizeof *out->steps);
-    if (!out->steps) return TPROF_ERR_NO_MEMORY;
+    if (!out->steps) {
+        free(m);
+        return TPROF_ERR_NO_MEMORY;
+    }
     for (size_t k = 0; k < t->nranges; k++) {
         const tp_range *r = &t->ranges[k];
-        if (!tprof__step_name_matches(r->name, pat)) continue;
+        if (!(m[k] & 1)) continue;
         /* a step range nested inside another step range is not a separate step */
-        int nested = 0;
-        for (int32_t q = r->parent; q >= 0; q = t->ranges[q].parent)
-            nested |= tprof__step_name_matches(t->ranges[q].name, pat);
-        if (nested) continue;
+        if (m[k] & 2) continue;
         /* cut short by the end of the file (killed, torn): not a whole step, and its length
          * would only say when recording stopped */
         if (r->flags & TP_R_UNCLOSED) continue;
         out->steps[out->nsteps++] = (tp_step){r->start, r->end, 0, 0};
     }
+    free(m);
     out->thread = (uint32_t)best;
     return 1;
 }
