@@ -555,8 +555,9 @@ static void test_paused_throughout(void **state) {
 /* API steps 0-20 of 20 ms as pause_run's, paused in steps 5-7 for torch.profiler and in steps
  * 12-13 for another CUPTI client (gpu_capture.pause_reasons), each paused step without a
  * kernel; with `all`, in steps 1-9 for torch.profiler and from step 10 on, never resumed, for
- * another CUPTI client; with `old`, as a file written before gpu_capture.pause_reasons: the
- * reason written last (gpu_capture.pause_reason) only. */
+ * another CUPTI client; with `old` 1, as a file written before gpu_capture.pause_reasons: the
+ * reason written last (gpu_capture.pause_reason) only; with `old` 2, damaged: the first pause
+ * listed with its end before its start. */
 static void reasons_run(char *dir, size_t n, int all, int old) {
     assert_int_equal(synth_tmpdir(dir, n, "kreasons"), 0);
     synth_file *f = synth_open(dir, "h", 40, RT0, T0);
@@ -568,11 +569,14 @@ static void reasons_run(char *dir, size_t n, int all, int old) {
     if (all) a0 = T0 + s, a1 = b0 = T0 + 10 * s, b1 = UINT64_MAX;
     char v[96];
     if (all) snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)a0, (unsigned long long)a1);
+    else if (old == 2) /* damaged: the first pause ends before it starts */
+        snprintf(v, sizeof v, "%llu-%llu,%llu-%llu", (unsigned long long)a1,
+                 (unsigned long long)a0, (unsigned long long)b0, (unsigned long long)b1);
     else snprintf(v, sizeof v, "%llu-%llu,%llu-%llu", (unsigned long long)a0,
                   (unsigned long long)a1, (unsigned long long)b0, (unsigned long long)b1);
     synth_meta(f, "gpu_capture.pause_reason", "torch.profiler");
     synth_meta(f, "gpu_capture.pause_reason", "another CUPTI client");
-    if (!old) synth_meta(f, "gpu_capture.pause_reasons", "torch.profiler,another CUPTI client");
+    if (old != 1) synth_meta(f, "gpu_capture.pause_reasons", "torch.profiler,another CUPTI client");
     synth_meta(f, "gpu_capture.pauses", v);
     if (all) meta_u64(f, "gpu_capture.paused_since_ns", b0);
     uint64_t t = T0;
@@ -606,6 +610,25 @@ static void test_pause_reasons(void **state) {
         report_has(text, old ? "GPU activity paused for another CUPTI client from 0.100 s"
                              : "GPU activity paused for torch.profiler from 0.100 s to 0.160 s");
         report_has(text, "GPU activity paused for another CUPTI client from 0.240 s to 0.280 s");
+        free(text);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+    /* a reversed pause is none (as the captured steps read it), and the next keeps its own
+     * reason: no line "from 0.160 s to 0.100 s" */
+    reasons_run(dir, sizeof dir, 0, 2);
+    {
+        tp_run run;
+        load_run(dir, &run);
+        cJSON *rep = default_report(&run);
+        jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 18, "captured");
+        assert_null(jget(rep, "ranks.0.gpu.capture_paused.1"));
+        assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.0.reason"),
+                            "another CUPTI client");
+        cJSON_Delete(rep);
+        char *text = report_text(&run, NULL);
+        report_has(text, "GPU activity paused for another CUPTI client from 0.240 s to 0.280 s");
+        report_lacks(text, "paused for torch.profiler");
         free(text);
         tp_run_free(&run);
         synth_rmtree(dir);

@@ -467,33 +467,49 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     out->has_pauses = 1;
     const size_t n = tp_capture_npauses(p);
     if (!n || !(out->pauses = calloc(n, sizeof *out->pauses))) return;
-    double t0 = (double)p->hdr.start_mono_ns;
-    for (const char *q = l ? l : ""; *q && out->npauses < n;) {
+    /* each kept pause's place in the metadata's list, which numbers the reasons */
+    size_t *at = malloc(n * sizeof *at);
+    if (!at) return;
+    double t0 = (double)p->hdr.start_mono_ns, t1 = ((double)p->end_mono - t0) / 1e9;
+    size_t j = 0;
+    /* a pause that ends before it starts (damaged metadata) is no pause, as capture.c reads
+     * it; times before the process started are shown as its start */
+    for (const char *q = l ? l : ""; *q && j < n; j++) {
         unsigned long long x, y;
         int k = 0;
         if (sscanf(q, "%llu-%llu%n", &x, &y, &k) != 2) break;
-        out->pauses[out->npauses++] =
-            (tp_gpu_pause){((double)x - t0) / 1e9, ((double)y - t0) / 1e9, 0, NULL};
+        double a = ((double)x - t0) / 1e9, b = ((double)y - t0) / 1e9;
+        if (y > x) {
+            at[out->npauses] = j;
+            out->pauses[out->npauses++] = (tp_gpu_pause){a > 0 ? a : 0, b > 0 ? b : 0, 0, NULL};
+        }
         q += k;
         if (*q == ',') q++;
     }
-    if (open && *open && out->npauses < n)
-        out->pauses[out->npauses++] = (tp_gpu_pause){((double)strtoull(open, NULL, 10) - t0) / 1e9,
-                                                     ((double)p->end_mono - t0) / 1e9, 1, NULL};
+    if (open && *open && out->npauses < n) {
+        double a = ((double)strtoull(open, NULL, 10) - t0) / 1e9;
+        if (a < 0) a = 0;
+        at[out->npauses] = j;
+        out->pauses[out->npauses++] = (tp_gpu_pause){a < t1 ? a : t1, t1, 1, NULL};
+    }
     /* the reasons, NUL-terminated each in one block */
     size_t bytes = 0, len;
     for (size_t i = 0; i < out->npauses; i++)
-        if (tp_capture_pause_reason(p, i, &len)) bytes += len + 1;
-    if (!bytes || !(out->pause_reasons = malloc(bytes))) return;
+        if (tp_capture_pause_reason(p, at[i], &len)) bytes += len + 1;
+    if (!bytes || !(out->pause_reasons = malloc(bytes))) {
+        free(at);
+        return;
+    }
     char *w = out->pause_reasons;
     for (size_t i = 0; i < out->npauses; i++) {
-        const char *r = tp_capture_pause_reason(p, i, &len);
+        const char *r = tp_capture_pause_reason(p, at[i], &len);
         if (!r) continue;
         memcpy(w, r, len);
         w[len] = 0;
         out->pauses[i].reason = w;
         w += len + 1;
     }
+    free(at);
 }
 
 /* A kernel-capture window (TRAINPROF_KERNEL_STEPS): its spec, whether it opened, and how many
