@@ -489,6 +489,8 @@ static void test_paused_without_steps(void **state) {
     char *html = html_of(&run);
     report_has(html, "rank 0: no steps; GPU activity recorded 0.361 s of the 0.421 s run: "
                      "its GPU breakdown is over that time only");
+    report_has(html, ">ms in the run (no steps: the run is one window)</text>");
+    report_lacks(html, ">ms per step</text>");
     free(html);
     tp_run_free(&run);
     synth_rmtree(dir);

@@ -278,9 +278,10 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
     if (nr <= 0) return;
     bd_row *rows = calloc((size_t)nr, sizeof *rows);
     if (!rows) return;
-    int n = 0, generic = 0;
+    int n = 0, generic = 0, per_step = 0;
     for (size_t i = 0; i < res->nranks; i++) {
         const tp_rank_result *rr = &res->ranks[i];
+        per_step |= !rr->breakdown.present || rr->breakdown.per_step;
         bd_row *b = &rows[n++];
         b->rank = rr->rank;
         b->step_ms = rr->steps.mean_ms;
@@ -315,14 +316,20 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
         free(rows);
         return;
     }
-    fprintf(f, "<p class=\"note\">%s</p>\n",
-            generic ? "ms per measured step, from the report's breakdown (the parts that add up to "
-                      "the step; overlapped communication runs under compute). The black tick "
-                      "is the mean step time."
-                    : "ms per measured step: kernel time by class on the busiest GPU, exposed "
-                      "communication, copies and GPU idle time (kernels on concurrent streams "
-                      "can make a bar longer than the step). The black tick is the mean step "
-                      "time.");
+    /* no rank has steps: each bar is the run (one window), not a step */
+    const char *per = per_step ? "ms per step" : "ms in the run (no steps: the run is one window)";
+    if (!per_step)
+        fputs("<p class=\"note\">ms in the run: no rank has steps, so each bar is its whole run, "
+              "or the time GPU activity was recorded where capture was off part of it.</p>\n", f);
+    else
+        fprintf(f, "<p class=\"note\">%s</p>\n",
+                generic ? "ms per measured step, from the report's breakdown (the parts that add "
+                          "up to the step; overlapped communication runs under compute). The "
+                          "black tick is the mean step time."
+                        : "ms per measured step: kernel time by class on the busiest GPU, exposed "
+                          "communication, copies and GPU idle time (kernels on concurrent streams "
+                          "can make a bar longer than the step). The black tick is the mean step "
+                          "time.");
     capture_notes(f, res);
     int rowh = 24, left = 70, h = MT + n * rowh + 30;
     double pw = CW - left - MR, xs = tp_svg_nice_step(xmax, 6);
@@ -338,8 +345,8 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
         tp_svg_tick_label(f, x, xs);
         fputs("</text>", f);
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"label\">ms per step</text>\n",
-            left + pw / 2, h - 2);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" class=\"label\">%s</text>\n",
+            left + pw / 2, h - 2, per);
     for (int i = 0; i < n; i++) {
         int y = MT + i * rowh;
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">rank %d</text>", left - 4,
