@@ -105,7 +105,8 @@ static int diff_load(const char *dir, const report_args *a, diff_in *in) {
     /* a report.json, unless it is a torch.profiler trace (kineto.h) */
     int is_json = found && S_ISREG(st.st_mode) && dl > 5 && !strcmp(dir + dl - 5, ".json") &&
                   !tp_kineto_sniff(dir);
-    int rc = is_json ? TPROF_ERR_NOT_FOUND : tp_run_load(dir, &in->run, err, sizeof err);
+    /* slim: the report and the per-step samples read each rank file whole one at a time */
+    int rc = is_json ? TPROF_ERR_NOT_FOUND : tp_run_load_slim(&dir, 1, &in->run, err, sizeof err);
     if (rc == TPROF_OK) {
         in->have_run = 1;
         tp_report_opts o; /* diff reads the document: a report.json read back is the same */

@@ -97,11 +97,17 @@ typedef struct side {
     cJSON *rep;
 } side;
 
+/* The run loaded whole, or slim (`trainprof diff`'s load: each rank file read again whole
+ * for its samples, one at a time) when g_slim is set. */
+static int g_slim;
 static void load_data(side *s, double gemm_ms, double data_ms, uint64_t seed, const char *tag) {
     assert_int_equal(synth_tmpdir(s->dir, sizeof s->dir, tag), 0);
     write_run_data(s->dir, gemm_ms, data_ms, seed);
     char err[256];
-    assert_int_equal(tp_run_load(s->dir, &s->run, err, sizeof err), 0);
+    const char *ops[] = {s->dir};
+    assert_int_equal(g_slim ? tp_run_load_slim(ops, 1, &s->run, err, sizeof err)
+                            : tp_run_load(s->dir, &s->run, err, sizeof err), 0);
+    assert_true(s->run.nprocs > 0 && s->run.procs[0].slim == g_slim);
     s->rep = tp_report_build(&s->run, NULL);
     assert_non_null(s->rep);
 }
@@ -251,6 +257,39 @@ static void test_impossible_figures(void **state) {
  * about 8 ms (8.6 -> 16.5 ms), and diff's text leads with it: its second line is the step's
  * change, data loading first; the JSON's "explained" ranks data loading first, with nearly
  * all the change, and no kernel class or collective (unchanged) among the figures. */
+/* The diff of runs loaded slim, their ranks read again whole one at a time, is the diff of
+ * the runs loaded whole, byte for byte: a slower kernel, and a slower data loader. */
+static char *diff_json(double gemm_a, double gemm_b, double data_a, double data_b) {
+    side a, b;
+    load_data(&a, gemm_a, data_a, 7, "diff-slim-a");
+    load_data(&b, gemm_b, data_b, 8, "diff-slim-b");
+    cJSON *d = diff(&a, &b, 1);
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(d, "a"), "dir"); /* the temporary's name */
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(d, "b"), "dir");
+    char *out = cJSON_Print(d);
+    cJSON_Delete(d);
+    unload(&a);
+    unload(&b);
+    return out;
+}
+
+static void test_slim_load_same_diff(void **state) {
+    (void)state;
+    static const double cases[][4] = {{5.0, 6.0, 0, 0}, {5.0, 5.0, 0.05, 8.0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const double *c = cases[i];
+        g_slim = 0;
+        char *whole = diff_json(c[0], c[1], c[2], c[3]);
+        g_slim = 1;
+        char *slim = diff_json(c[0], c[1], c[2], c[3]);
+        g_slim = 0;
+        assert_non_null(strstr(whole, "\"significant\":\ttrue"));
+        assert_string_equal(whole, slim);
+        free(whole);
+        free(slim);
+    }
+}
+
 static void test_data_loader_slowed(void **state) {
     (void)state;
     side a, b;
@@ -318,6 +357,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_noise_only),
         cmocka_unit_test(test_impossible_figures),
         cmocka_unit_test(test_data_loader_slowed),
+        cmocka_unit_test(test_slim_load_same_diff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

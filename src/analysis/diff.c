@@ -622,6 +622,34 @@ static cJSON *diff_head(const tp_diff_side *const side[2], const mtab *t, const 
     return d;
 }
 
+/* Side i's figures into t: per-step samples where its run is at hand, else its report's. */
+static void side_rows(mtab *t, int i, const tp_diff_side *sd, const keyset *kern,
+                      const keyset *comm) {
+    tp_report_opts ro;
+    const tp_report_opts *op = sd->o;
+    if (!op) {
+        tp_report_opts_init(&ro);
+        op = &ro;
+    }
+    const cJSON *r;
+    cJSON_ArrayForEach(r, tp_jobj(sd->rep, "ranks")) {
+        const tp_process *p = tp_rank_process(sd->run, tp_jstr(r, "host"), tp_jnum(r, "pid"));
+        /* a slim run's rank is read again whole for its samples, one at a time, as the
+         * report reads it for its section (model.h): memory is the slim run and one file */
+        tp_process whole;
+        int reread = p && p->slim &&
+                     tp_process_load_whole((tp_run *)sd->run, p, &whole) == TPROF_OK;
+        if (p && p->slim && !reread) p = NULL; /* unreadable now: the report's figures */
+        if (p && tp_jnum(tp_jobj(r, "steps"), "measured") > 0)
+            rank_samples(t, i, sd->run, reread ? &whole : p, r, op, kern, comm);
+        else
+            rank_json(t, i, r);
+        if (reread) tp_process_free(&whole);
+        rank_parts(t, i, r);
+        rank_memory(t, i, r);
+    }
+}
+
 cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff_opts *o) {
     tp_diff_opts def;
     if (!o) {
@@ -632,24 +660,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
     keyset kern = {0}, comm = {0};
     for (int i = 0; i < 2; i++) collect_keys(side[i]->rep, &kern, &comm, o->top_n);
     mtab t = {0};
-    for (int i = 0; i < 2; i++) {
-        tp_report_opts ro;
-        const tp_report_opts *op = side[i]->o;
-        if (!op) {
-            tp_report_opts_init(&ro);
-            op = &ro;
-        }
-        const cJSON *r;
-        cJSON_ArrayForEach(r, tp_jobj(side[i]->rep, "ranks")) {
-            const tp_process *p = tp_rank_process(side[i]->run, tp_jstr(r, "host"), tp_jnum(r, "pid"));
-            if (p && tp_jnum(tp_jobj(r, "steps"), "measured") > 0)
-                rank_samples(&t, i, side[i]->run, p, r, op, &kern, &comm);
-            else
-                rank_json(&t, i, r);
-            rank_parts(&t, i, r);
-            rank_memory(&t, i, r);
-        }
-    }
+    for (int i = 0; i < 2; i++) side_rows(&t, i, side[i], &kern, &comm);
     /* the baseline's step time, for the relative floor of figures present in one run only */
     double base_step = 0;
     for (size_t i = 0; i < t.n; i++)
