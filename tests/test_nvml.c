@@ -586,7 +586,9 @@ static void test_node_sampler_every_gpu_for_indices(void **state) {
     assert_true(jnum(rep, "ranks.0.nvml.gpus.0.index") == 2.0);
     assert_true(jnum(rep, "ranks.0.nvml.gpus.0.cuda_device") == 0.0);
     assert_string_equal(jstr(rep, "ranks.0.nvml.gpus.0.energy_method"), "counter");
-    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j"), 150.0 * 0.060, 1e-3,
+    /* the fake's counter is read a moment before or after the sampler stamps the sample:
+     * with every core busy (the TSan suite under load) that moment reached 0.34 % of a step */
+    assert_near(jnum(rep, "ranks.0.nvml.gpus.0.energy_per_step_j"), 150.0 * 0.060, 2e-2,
                 "GPU 2 J/step");
     cJSON_Delete(rep);
     tp_run_free(&run);
