@@ -178,8 +178,9 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
     size_t nev = 0, npz = 0;
     int oom = 0;
     tp_span *pz = NULL;
-    cap_event *ev = applies(p) ? events(p, &nev, &oom) : NULL;
-    if (!oom && applies(p) && pauses(p, &pz, &npz) != 0) oom = 1;
+    const int use = applies(p);
+    cap_event *ev = use ? events(p, &nev, &oom) : NULL;
+    if (!oom && use && pauses(p, &pz, &npz) != 0) oom = 1;
     /* at most one span per switch and per pause, and the first */
     tp_step *v = oom ? NULL : malloc((nev + 2 * npz + 2) * sizeof *v);
     if (!v) {
@@ -189,7 +190,7 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
     }
     if (npz > 1) qsort(pz, npz, sizeof *pz, by_span_start);
     /* the capture-on spans, then each cut by the pauses */
-    int on = !applies(p) || !tp_meta(p, "kernel_steps");
+    int on = !use || !tp_meta(p, "kernel_steps");
     uint64_t from = t0;
     size_t k = 0;
     for (size_t i = 0; i <= nev; i++) {

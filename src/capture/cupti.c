@@ -682,7 +682,7 @@ int tprof_gpu_capture_pause(void) {
     int rc = pause_locked(why);
     pause_unlock();
     if (rc == TPROF_OK) tprof__log(TPROF_LOG_INFO, "GPU activity capture paused");
-    if (rc == TPROF_OK) tprof__cupti_handover_trace("(trainprof) pause", 0);
+    if (rc == TPROF_OK) tprof__cupti_own_trace("pause");
     return rc;
 }
 
@@ -725,7 +725,7 @@ int tprof_gpu_capture_resume(void) {
         return TPROF_ERR_UNAVAILABLE;
     }
     tprof__log(TPROF_LOG_INFO, "GPU activity capture resumed");
-    tprof__cupti_handover_trace("(trainprof) resume", 0);
+    tprof__cupti_own_trace("resume");
     return TPROF_OK;
 }
 

@@ -20,7 +20,6 @@
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <stdatomic.h>
-#include <string.h>
 
 #include "../core/internal.h"
 #include "../core/session_state.h"
@@ -61,16 +60,21 @@ static uint64_t steps_begun(void) {
  * Steps are counted from the start under a plan of windows, else only from the client's first
  * call (a range's step name is matched only while steps are watched), so the count is no step
  * number. */
-void tprof__cupti_handover_trace(const char *what, unsigned long long arg) {
-    const uint64_t now = tprof__now(), t0 = tprof__S.start_mono;
-    /* "(trainprof) ..." is trainprof's own pause or resume, not the client's call */
-    const int ours = !strncmp(what, "(trainprof) ", 12);
-    if (!ours) atomic_store(&g_client_last_ns, now);
+static void trace(const char *who, const char *what, unsigned long long arg, uint64_t now) {
     if (tprof__log_level < TPROF_LOG_DEBUG) return;
+    const uint64_t t0 = tprof__S.start_mono;
     tprof__log(TPROF_LOG_DEBUG, "%s: %s(%llu) at %.6f s of the run, %llu steps begun since steps "
-               "were counted", ours ? "trainprof" : "CUPTI client", ours ? what + 12 : what, arg,
-               (double)(now > t0 ? now - t0 : 0) / 1e9, (unsigned long long)steps_begun());
+               "were counted", who, what, arg, (double)(now > t0 ? now - t0 : 0) / 1e9,
+               (unsigned long long)steps_begun());
 }
+
+void tprof__cupti_handover_trace(const char *what, unsigned long long arg) {
+    const uint64_t now = tprof__now();
+    atomic_store(&g_client_last_ns, now);
+    trace("CUPTI client", what, arg, now);
+}
+
+void tprof__cupti_own_trace(const char *what) { trace("trainprof", what, 0, tprof__now()); }
 
 /* The forwarded call: libcupti's answer, or CUPTI_ERROR_NOT_INITIALIZED where the process has
  * no libcupti (what the program's call could not have reached either). */

@@ -120,9 +120,12 @@ int tprof__cupti_client_finalizing(void);
 void tprof__cupti_client_finalized(int how, CUptiResult r);
 
 /* ---- cupti_client.c */
-/* At debug level (TRAINPROF_LOG=debug): a client's call, or our pause or resume, with the
- * time and the step it came in: what a user reads to follow a hand-over. */
+/* A client's CUPTI call: its time kept for the hand-back's quiet time, and at debug level
+ * (TRAINPROF_LOG=debug) the call with the time and the step it came in: what a user reads to
+ * follow a hand-over. */
 void tprof__cupti_handover_trace(const char *what, unsigned long long arg);
+/* Our own pause or resume, at debug level, in the same trace (no client's call). */
+void tprof__cupti_own_trace(const char *what);
 /* The client's window over now (its cuptiFinalize detached our capture). */
 void tprof__cupti_client_ended(void);
 /* Our buffer callbacks are CUPTI's registered ones again. */
