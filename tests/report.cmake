@@ -22,3 +22,6 @@ target_compile_definitions(test_report_slim PRIVATE TPROF_SOURCE_DIR="${CMAKE_SO
 # reads the same report, byte for byte, as one read whole; the sweep's nesting range by range.
 tprof_add_unit(test_report_stream test_report_stream.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
 target_compile_definitions(test_report_stream PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# It renders the fuzz corpus and the synthetic runs four ways each and sweeps 40,000-deep
+# stacks: under TSan with every core busy (suite_under_load) that took past the units' 120 s.
+set_tests_properties(test_report_stream PROPERTIES TIMEOUT 600)
