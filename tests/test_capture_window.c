@@ -526,6 +526,36 @@ static void test_paused_before_records_without_steps(void **state) {
     synth_rmtree(dir);
 }
 
+/* A rank that ended before its first step under the default plan (a window over steps 0-4,
+ * open from the start: Megatron-LM's rank 1 when its dataset helpers failed to import): its
+ * capture line names the plan's steps and says the figures are over the run, not that the
+ * window was "every measured step" of a rank that has none. */
+static void test_plan_without_steps(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "kplan0"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 1, 2);
+    synth_meta(f, "capability.cupti", "activity capture in the steps of the capture plan auto");
+    synth_meta(f, "kernel_steps", "0-4");
+    meta_u64(f, "kernel_steps.on_ns", T0);
+    launch(f, T0 + 100 * US, 10 * MS, 100);
+    synth_end_of_file(f, T0 + 20 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    char *text = report_text(&run, NULL);
+    report_has(text, "GPU activity captured in the capture plan's steps 0-4; this rank has no "
+                     "measured steps, so the GPU figures are over the run");
+    report_lacks(text, "every measured step");
+    report_lacks(text, "--kernel-steps");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_paused_throughout(void **state) {
     (void)state;
     char dir[512];
@@ -660,6 +690,7 @@ int main(void) {
         cmocka_unit_test(test_paused_throughout),
         cmocka_unit_test(test_paused_without_steps),
         cmocka_unit_test(test_paused_before_records_without_steps),
+        cmocka_unit_test(test_plan_without_steps),
         cmocka_unit_test(test_pause_reasons),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

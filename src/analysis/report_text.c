@@ -52,13 +52,19 @@ static void put_name(FILE *f, const char *s, int width) { tp_text_put(f, s, widt
  * window that never opened, and the pauses. */
 static void gpu_capture_text(FILE *f, const tp_gpu_result *g, const tp_capture_result *cap) {
     tp_capture_text(f, cap);
+    /* "the capture plan": --kernel-steps, --gpu-capture, its environment twin and the default
+     * plan all write the window they open as kernel_steps */
     if (g->has_kernel_steps && !g->kernel_steps_opened)
-        fprintf(f, "  GPU activity capture was limited to steps %s (--kernel-steps), which "
+        fprintf(f, "  GPU activity capture was limited to steps %s (the capture plan), which "
                    "never began: no GPU activity recorded\n",
                 printable(g->kernel_steps_spec));
-    else if (g->has_kernel_steps && !cap->limited)
-        fprintf(f, "  GPU activity captured in steps %s (--kernel-steps): every measured step\n",
+    else if (g->has_kernel_steps && !cap->limited && !g->kernel_steps_measured)
+        fprintf(f, "  GPU activity captured in the capture plan's steps %s; this rank has no "
+                   "measured steps, so the GPU figures are over the run\n",
                 printable(g->kernel_steps_spec));
+    else if (g->has_kernel_steps && !cap->limited)
+        fprintf(f, "  GPU activity captured in steps %s (the capture plan): every measured "
+                   "step\n", printable(g->kernel_steps_spec));
     for (size_t i = 0; i < g->npauses; i++) {
         const tp_gpu_pause *d = &g->pauses[i];
         fprintf(f, "  GPU activity paused%s%s%s from %.3f s to %.3f s%s: no GPU records then\n",
