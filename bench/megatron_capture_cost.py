@@ -45,7 +45,7 @@ its window runs, which such a call never read, are read then).
 
   python3 bench/megatron_capture_cost.py MEGATRON_DIR OUTDIR [--rounds 4] [--iters 60]
       [--window 30-34] [--modes bare,default,window,torchprof] [--trainprof PATH]
-      [--taskset CPUS] [--pair A/B] [--extra "MEGATRON ARGS"] [--direct] [--no-compile]
+      [--taskset CPUS] [--pair A/B] [--extra "MEGATRON ARGS"] [--direct] [--no-compile] [--warmup]
   python3 bench/megatron_capture_cost.py MEGATRON_DIR OUTDIR --summarize OUTDIR/rows.json
 """
 import argparse
@@ -152,7 +152,10 @@ def plan_windows(plan, n):
 
 def in_run(it, windows, nbefore=4):
     """Each window's slowdown within its own run: the median of its iterations over the median
-    of the nbefore iterations before it (Megatron iteration = trainprof step + 1; iterations
+    of the iterations before it, as many as the window has and at least nbefore: the baseline
+    the report's own capture cost takes (src/analysis/capture.c, cost_neighbours), so that the
+    two differ by their clocks alone, Megatron's timer against trainprof's steps, not by which
+    steps they sample (Megatron iteration = trainprof step + 1; iterations
     before 11 and the iteration after a window, which holds the window's closing flush or
     torch.profiler's trace export, are left out). Drift of the machine across a run moves both
     sides alike, which a comparison with another run cannot cancel."""
@@ -162,7 +165,7 @@ def in_run(it, windows, nbefore=4):
         inside = [it[i] for i in range(a + 1, b + 2) if i in it]
         before = []
         i = a
-        while i >= 11 and len(before) < nbefore:
+        while i >= 11 and len(before) < max(nbefore, b - a + 1):
             if i in it and i not in closed and not any(x + 1 <= i <= y + 1 for x, y in windows):
                 before.append(it[i])
             i -= 1
@@ -221,6 +224,9 @@ def main():
     ap.add_argument("--no-bare", action="store_true",
                     help="no bare run in each round (for the in-run figures alone: the window's "
                     "slowdown and the report's stated cost against it)")
+    ap.add_argument("--warmup", action="store_true",
+                    help="one bare run before the rounds, its figures left out: the call's first "
+                    "run otherwise meets a cold GPU (higher boost clocks) and a cold page cache")
     ap.add_argument("--summarize", metavar="ROWS_JSON",
                     help="print the figures of an earlier run's rows.json, running nothing")
     args = ap.parse_args()
@@ -246,6 +252,10 @@ def main():
         summarize(rows, sorted(seen, key=lambda m: m != "bare"), args)
         return 0
     rows = []  # (round, mode, part medians)
+    if args.warmup:
+        log, rc, secs = run("bare", a, b, args, args.outdir, "warmup")
+        print("warm-up   bare      rc %d %5.1f s %3d iterations (left out)" % (
+            rc, secs, len(iterations(log))), flush=True)
     start = time.time()
     for r in range(args.rounds):
         if args.budget and time.time() - start > args.budget:
@@ -379,6 +389,19 @@ def summarize(rows, modes, args):
                       row["round"], row["mode"], 100 * share, " (flagged)" if st_["flagged"] else "",
                       100 * meas, "%.0f %% apart" % (100 * off) if off != float("inf") else "n/a",
                       "PASS" if off <= 0.25 else "MISS"))
+    # over the rounds: each run's in-run figure is a few steps on each side, noisy by about
+    # 0.5 % of the step on its own; the medians over the rounds are the mode's figures
+    pairs = [(st.median(row["in_run"]) - 1,
+              row["stated"]["share"] / 100 if row["stated"]["share"] > 1 else row["stated"]["share"])
+             for row in rows if row.get("stated") and row.get("in_run")]
+    if pairs:
+        meas, share = st.median([m for m, _ in pairs]), st.median([s for _, s in pairs])
+        off = abs(share - meas) / meas if meas > 0 else float("inf")
+        print("  over the rounds: report's capture cost %+.2f %%, measured in the runs %+.2f %% "
+              "(medians, n=%d): %s; target within 25 %%: %s" % (
+                  100 * share, 100 * meas, len(pairs),
+                  "%.0f %% apart" % (100 * off) if off != float("inf") else "n/a",
+                  "PASS" if off <= 0.25 else "MISS"))
     w, t = ratios("window", "inside"), ratios("torchprof", "inside")
     if w and t:
         print("  inside the window: trainprof x%.4f, torch.profiler x%.4f; target trainprof <= "

@@ -25,6 +25,13 @@ if [ -n "${SHARED_GPU:-}" ]; then
 else
     launch=(torchrun --nproc_per_node=$NPROC --master_port=$port pretrain_gpt.py $args)
 fi
+# Megatron-LM builds its dataset helpers (megatron/core/datasets/Makefile) on rank 0 and has the
+# other ranks wait at a barrier, which --fake-process-group makes a no-op: rank 1 would import
+# them before they exist and stop before its first step. Built here first, once, on one process.
+if [ -n "${SHARED_GPU:-}" ]; then
+    (cd "$MEG" && python3 -c "from megatron.core.datasets.utils import compile_helpers as c; c()") \
+        > "${2}/helpers.log" 2>&1 || echo "Megatron-LM dataset helpers: build failed"
+fi
 # the default capture plan (auto: the start through step 4), whatever common.sh exported
 (cd "$MEG" && PYTHONPATH=$MEG:${PYTHONPATH:-} timeout 400 env -u TRAINPROF_GPU_CAPTURE \
     "$TP" run --python --quiet -o "$D" -- "${launch[@]}") > "$D.log" 2>&1 &
