@@ -391,8 +391,10 @@ def summarize(rows, modes, args):
                       "PASS" if off <= 0.25 else "MISS"))
     # over the rounds: each run's in-run figure is a few steps on each side, noisy by about
     # 0.5 % of the step on its own; the medians over the rounds are the mode's figures
-    pairs = [(st.median(row["in_run"]) - 1,
-              row["stated"]["share"] / 100 if row["stated"]["share"] > 1 else row["stated"]["share"])
+    def share_of(stated):  # a fraction (older reports gave per cent)
+        return stated["share"] / 100 if stated["share"] > 1 else stated["share"]
+
+    pairs = [(st.median(row["in_run"]) - 1, share_of(row["stated"]))
              for row in rows if row.get("stated") and row.get("in_run")]
     if pairs:
         meas, share = st.median([m for m, _ in pairs]), st.median([s for _, s in pairs])
