@@ -604,6 +604,9 @@ static void reasons_run(char *dir, size_t n, int all, int old) {
     else if (old == 2) /* damaged: the first pause ends before it starts */
         snprintf(v, sizeof v, "%llu-%llu,%llu-%llu", (unsigned long long)a1,
                  (unsigned long long)a0, (unsigned long long)b0, (unsigned long long)b1);
+    else if (old == 3) /* damaged: the first pause does not read */
+        snprintf(v, sizeof v, "%llu-%llux,%llu-%llu", (unsigned long long)a0,
+                 (unsigned long long)a1, (unsigned long long)b0, (unsigned long long)b1);
     else snprintf(v, sizeof v, "%llu-%llu,%llu-%llu", (unsigned long long)a0,
                   (unsigned long long)a1, (unsigned long long)b0, (unsigned long long)b1);
     synth_meta(f, "gpu_capture.pause_reason", "torch.profiler");
@@ -611,6 +614,7 @@ static void reasons_run(char *dir, size_t n, int all, int old) {
     if (old != 1) synth_meta(f, "gpu_capture.pause_reasons", "torch.profiler,another CUPTI client");
     synth_meta(f, "gpu_capture.pauses", v);
     if (all) meta_u64(f, "gpu_capture.paused_since_ns", b0);
+    if (old == 3) synth_meta(f, "gpu_capture.paused_since_ns", "-1"); /* not a time */
     uint64_t t = T0;
     for (uint32_t k = 0; k <= 20; k++) {
         synth_step_begin(f, 1, t, k);
@@ -647,9 +651,11 @@ static void test_pause_reasons(void **state) {
         synth_rmtree(dir);
     }
     /* a reversed pause is none (as the captured steps read it), and the next keeps its own
-     * reason: no line "from 0.160 s to 0.100 s" */
-    reasons_run(dir, sizeof dir, 0, 2);
-    {
+     * reason: no line "from 0.160 s to 0.100 s"; so is one that does not read (the entries
+     * after it still count, each with its reason), and a pause never resumed whose start is
+     * not a time (it read as a pause from the process's start) */
+    for (int damaged = 2; damaged <= 3; damaged++) {
+        reasons_run(dir, sizeof dir, 0, damaged);
         tp_run run;
         load_run(dir, &run);
         cJSON *rep = default_report(&run);
@@ -661,6 +667,7 @@ static void test_pause_reasons(void **state) {
         char *text = report_text(&run, NULL);
         report_has(text, "GPU activity paused for another CUPTI client from 0.240 s to 0.280 s");
         report_lacks(text, "paused for torch.profiler");
+        report_lacks(text, "never resumed");
         free(text);
         tp_run_free(&run);
         synth_rmtree(dir);

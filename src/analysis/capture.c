@@ -97,42 +97,96 @@ static cap_event *events(const tp_process *p, size_t *n, int *oom) {
     return v;
 }
 
-/* The pauses: gpu_capture.pauses ("start-end,..." ns) and an open gpu_capture.paused_since_ns
- * (until the end of the file), as spans into *v (*n); -1 when out of memory. */
-static int pauses(const tp_process *p, tp_span **v, size_t *n) {
+/* The decimal number at *q, digits only (no sign, no space: the runtime writes "%llu"),
+ * into *x, *q moved past it. 0 when there is none or it passes 64 bits. */
+static int read_u64(const char **q, uint64_t *x) {
+    const char *s = *q;
+    uint64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10) return 0;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (s == *q) return 0;
+    *q = s;
+    *x = v;
+    return 1;
+}
+
+/* Calls f(ctx, x, y, at, ok) for each entry of gpu_capture.pauses, in order: ok when it
+ * reads as "start-end" and nothing else; returns the entries' count. */
+static size_t each_pause(const char *l, void (*f)(void *, uint64_t, uint64_t, size_t, int),
+                         void *ctx) {
+    size_t at = 0;
+    for (const char *q = l ? l : ""; *q; at++) {
+        uint64_t x = 0, y = 0;
+        const char *r = q;
+        int ok = read_u64(&r, &x) && *r++ == '-' && read_u64(&r, &y) && (*r == ',' || !*r);
+        if (f) f(ctx, x, y, at, ok);
+        const char *c = strchr(q, ',');
+        if (!c) {
+            at++;
+            break;
+        }
+        q = c + 1;
+    }
+    return at;
+}
+
+typedef struct pause_fill {
+    tp_capture_pause *v;
+    size_t n, cap;
+} pause_fill;
+
+static void fill_pause(void *ctx, uint64_t x, uint64_t y, size_t at, int ok) {
+    pause_fill *pf = ctx;
+    if (ok && y > x && pf->n < pf->cap) pf->v[pf->n++] = (tp_capture_pause){x, y, at, 0};
+}
+
+int tp_capture_pause_list(const tp_process *p, tp_capture_pause **v, size_t *n) {
     const char *l = tp_meta(p, "gpu_capture.pauses");
     const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
-    size_t cap = 1;
-    for (const char *q = l; q && *q; q++) cap += *q == ',';
-    if (l && *l) cap++;
-    *v = malloc(cap * sizeof **v);
+    *v = NULL;
     *n = 0;
-    if (!*v) return -1;
-    for (const char *q = l ? l : ""; *q && *n + 1 < cap;) {
-        unsigned long long x, y;
-        int k = 0;
-        if (sscanf(q, "%llu-%llu%n", &x, &y, &k) != 2) break;
-        if (y > x) (*v)[(*n)++] = (tp_span){x, y};
-        q += k;
-        if (*q == ',') q++;
+    /* a pause never resumed whose start does not read is no pause (it would start at 0) */
+    uint64_t since = 0;
+    const char *r = open;
+    if (open && (!read_u64(&r, &since) || *r)) open = NULL;
+    size_t entries = each_pause(l, NULL, NULL), cap = entries + (open && *open);
+    if (!cap) return TPROF_OK;
+    pause_fill pf = {malloc(cap * sizeof *pf.v), 0, cap};
+    if (!pf.v) return TPROF_ERR_NO_MEMORY;
+    each_pause(l, fill_pause, &pf);
+    if (open && *open)
+        pf.v[pf.n++] = (tp_capture_pause){since, UINT64_MAX, entries, 1};
+    if (!pf.n) {
+        free(pf.v);
+        pf.v = NULL;
     }
-    if (open && *open) (*v)[(*n)++] = (tp_span){strtoull(open, NULL, 10), UINT64_MAX};
+    *v = pf.v;
+    *n = pf.n;
+    return TPROF_OK;
+}
+
+/* The pauses as spans into *v (*n); -1 when out of memory. */
+static int pauses(const tp_process *p, tp_span **v, size_t *n) {
+    tp_capture_pause *l;
+    size_t nl;
+    *v = NULL;
+    *n = 0;
+    if (tp_capture_pause_list(p, &l, &nl) != TPROF_OK) return -1;
+    *v = malloc((nl ? nl : 1) * sizeof **v);
+    if (!*v) {
+        free(l);
+        return -1;
+    }
+    for (size_t i = 0; i < nl; i++) (*v)[(*n)++] = (tp_span){l[i].from_ns, l[i].to_ns};
+    free(l);
     return 0;
 }
 
 size_t tp_capture_npauses(const tp_process *p) {
-    const char *l = tp_meta(p, "gpu_capture.pauses");
     const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
-    size_t n = open && *open;
-    for (const char *q = l ? l : ""; *q;) {
-        unsigned long long x, y;
-        int k = 0;
-        if (sscanf(q, "%llu-%llu%n", &x, &y, &k) != 2) break;
-        n++;
-        q += k;
-        if (*q == ',') q++;
-    }
-    return n;
+    return each_pause(tp_meta(p, "gpu_capture.pauses"), NULL, NULL) + (open && *open);
 }
 
 const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len) {
@@ -253,8 +307,8 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
     const char *kw = tp_meta(p, "kernel_steps");
     if ((out->limited_by & TP_CAP_KERNEL_STEPS) && kw && l < n)
         l += (size_t)snprintf(b + l, n - l, tp_meta(p, "kernel_steps.on_ns")
-                                                ? "; the --kernel-steps window %.40s held none"
-                                                : "; the --kernel-steps window %.40s never began",
+                                                ? "; the capture plan's window %.40s held none"
+                                                : "; the capture plan's window %.40s never began",
                               kw);
     if ((out->limited_by & TP_CAP_DETAIL) && l < n)
         l += (size_t)snprintf(b + l, n - l, "; the metrics endpoint turned detailed capture off");

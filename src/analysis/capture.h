@@ -42,8 +42,24 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
  * Returns TPROF_OK or TPROF_ERR_NO_MEMORY (*out NULL, *n 0). Time O(metadata log metadata). */
 int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **out, size_t *n);
 
-/* The pauses of p (gpu_capture.pauses' entries, then one never resumed, gpu_capture.
- * paused_since_ns): how many. */
+/* One entry of p's pause list (tp_capture_pause_list). */
+typedef struct tp_capture_pause {
+    uint64_t from_ns, to_ns; /* CLOCK_MONOTONIC; to_ns UINT64_MAX: never resumed */
+    size_t at;               /* its place in the list, which numbers its reason */
+    int open;                /* gpu_capture.paused_since_ns: never resumed */
+} tp_capture_pause;
+
+/* The pauses of p, the one reader of their metadata: each entry of gpu_capture.pauses
+ * ("start-end,..." in ns) that reads as a span ending after it starts, in the list's order,
+ * then one never resumed (gpu_capture.paused_since_ns, at: the list's length). An entry
+ * that does not read so (damaged metadata) is no pause: it is skipped and keeps its place,
+ * so that the entries after it keep their reasons. *v is malloc'd (the caller frees it;
+ * NULL when *n is 0). Returns TPROF_OK or TPROF_ERR_NO_MEMORY (*v NULL, *n 0). Time
+ * O(length of the list). */
+int tp_capture_pause_list(const tp_process *p, tp_capture_pause **v, size_t *n);
+
+/* The places of p's pause list (gpu_capture.pauses' entries, read or not, then one never
+ * resumed): how many reasons tp_capture_pause_reason can number. */
 size_t tp_capture_npauses(const tp_process *p);
 /* The reason of p's pause i (numbered as above): *len bytes at the returned address, in p's
  * metadata (not NUL-terminated); NULL when none was named. Each pause's own, from

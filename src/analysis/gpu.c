@@ -24,6 +24,7 @@
 #include <strings.h>
 
 #include "format/format.h"
+#include "trainprof.h"
 
 /* Kernel classes by name, first match wins (case-insensitive substrings), unless a name also
  * holds one of the class's exclusions.
@@ -465,33 +466,27 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
     if ((!l || !*l) && (!open || !*open)) return;
     out->has_pauses = 1;
-    const size_t n = tp_capture_npauses(p);
-    if (!n || !(out->pauses = calloc(n, sizeof *out->pauses))) return;
+    tp_capture_pause *v;
+    size_t n;
+    if (tp_capture_pause_list(p, &v, &n) != TPROF_OK || !n) return;
     /* each kept pause's place in the metadata's list, which numbers the reasons */
     size_t *at = malloc(n * sizeof *at);
-    if (!at) return;
+    if (!at || !(out->pauses = calloc(n, sizeof *out->pauses))) {
+        free(at);
+        free(v);
+        return;
+    }
     double t0 = (double)p->hdr.start_mono_ns, t1 = ((double)p->end_mono - t0) / 1e9;
-    size_t j = 0;
-    /* a pause that ends before it starts (damaged metadata) is no pause, as capture.c reads
-     * it; times before the process started are shown as its start */
-    for (const char *q = l ? l : ""; *q && j < n; j++) {
-        unsigned long long x, y;
-        int k = 0;
-        if (sscanf(q, "%llu-%llu%n", &x, &y, &k) != 2) break;
-        double a = ((double)x - t0) / 1e9, b = ((double)y - t0) / 1e9;
-        if (y > x) {
-            at[out->npauses] = j;
-            out->pauses[out->npauses++] = (tp_gpu_pause){a > 0 ? a : 0, b > 0 ? b : 0, 0, NULL};
-        }
-        q += k;
-        if (*q == ',') q++;
-    }
-    if (open && *open && out->npauses < n) {
-        double a = ((double)strtoull(open, NULL, 10) - t0) / 1e9;
+    /* times before the process started are shown as its start; one never resumed lasts
+     * until the file's end */
+    for (size_t i = 0; i < n; i++) {
+        double a = ((double)v[i].from_ns - t0) / 1e9, b = ((double)v[i].to_ns - t0) / 1e9;
         if (a < 0) a = 0;
-        at[out->npauses] = j;
-        out->pauses[out->npauses++] = (tp_gpu_pause){a < t1 ? a : t1, t1, 1, NULL};
+        at[i] = v[i].at;
+        out->pauses[out->npauses++] = v[i].open ? (tp_gpu_pause){a < t1 ? a : t1, t1, 1, NULL}
+                                                : (tp_gpu_pause){a, b > 0 ? b : 0, 0, NULL};
     }
+    free(v);
     /* the reasons, NUL-terminated each in one block */
     size_t bytes = 0, len;
     for (size_t i = 0; i < out->npauses; i++)
