@@ -137,15 +137,16 @@ static int scan(const char *dir, progress *pr) {
     return 0;
 }
 
-/* The run directory of process `pid`: its TRAINPROF_DIR, relative to its working directory
- * when relative. 0, or -1 with a line on stderr. */
-static int dir_of_pid(const char *arg, char *out, size_t n) {
+/* The TRAINPROF_DIR in process `pid`'s environment, in a static buffer: NULL when it has
+ * none, or -1 in *err (errno) when the environment cannot be read. */
+static const char *env_dir(const char *pid, int *err) {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%s/environ", arg);
+    snprintf(path, sizeof path, "/proc/%s/environ", pid);
     FILE *f = fopen(path, "re");
+    *err = 0;
     if (!f) {
-        fprintf(stderr, "trainprof capture: process %s: %s\n", arg, strerror(errno));
-        return -1;
+        *err = -1;
+        return NULL;
     }
     static char env[1 << 20];
     size_t len = fread(env, 1, sizeof env - 1, f);
@@ -154,6 +155,41 @@ static int dir_of_pid(const char *arg, char *out, size_t n) {
     const char *dir = NULL;
     for (size_t i = 0; i < len; i += strlen(env + i) + 1)
         if (!strncmp(env + i, "TRAINPROF_DIR=", 14) && env[i + 14]) dir = env + i + 14;
+    return dir;
+}
+
+/* `trainprof run`'s own pid (the one its user knows) has no TRAINPROF_DIR: it gives it to
+ * the job. The first child of `pid` that has one, into child (its pid), else 0. */
+static int child_with_dir(const char *pid, char child[24]) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%s/task/%s/children", pid, pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return 0;
+    unsigned long c;
+    int found = 0, err;
+    while (!found && fscanf(f, "%lu", &c) == 1) {
+        snprintf(child, 24, "%lu", c);
+        found = env_dir(child, &err) != NULL;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The run directory of process `pid`: its TRAINPROF_DIR (or that of its first child that has
+ * one: `trainprof run` itself), relative to its working directory when relative. 0, or -1
+ * with a line on stderr. */
+static int dir_of_pid(const char *arg, char *out, size_t n) {
+    int err;
+    const char *dir = env_dir(arg, &err);
+    if (err) {
+        fprintf(stderr, "trainprof capture: process %s: %s\n", arg, strerror(errno));
+        return -1;
+    }
+    static char child[24];
+    if (!dir && child_with_dir(arg, child)) {
+        arg = child;
+        dir = env_dir(arg, &err);
+    }
     if (!dir) {
         fprintf(stderr, "trainprof capture: process %s has no TRAINPROF_DIR in its environment "
                 "(not started by trainprof run, or recording nothing)\n", arg);
@@ -235,6 +271,7 @@ int cmd_capture(int argc, char **argv) {
         }
     }
     if (!target) die_usage("capture", "%s", "missing RUN_DIR or PID");
+    if (!*target) die_usage("capture", "%s", "empty RUN_DIR or PID");
     if (!steps) die_usage("capture", "%s", "missing --steps N");
     char dir[PATH_MAX];
     if (target[strspn(target, "0123456789")] == 0) {

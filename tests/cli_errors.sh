@@ -320,6 +320,25 @@ st=0; "$TP" --help >&- 2>"$T/err" || st=$?
 expect "run: empty --step-name" 2 "needs a non-empty value" "$TP" run --step-name "" -- true
 expect "run: -o followed by --" 2 "needs a value" "$TP" run -o -- true
 
+# ------------------------------------------------------------------ capture
+expect "capture: empty operand" 2 "empty RUN_DIR or PID" "$TP" capture "" --steps 2
+# the pid of `trainprof run` itself, the one its user knows: its job has TRAINPROF_DIR, it
+# does not, and the command takes the job's
+"$TP" run --quiet --no-report -o "$T/cap" -- "$VICTIM" loop 1 >/dev/null 2>&1 </dev/null &
+runpid=$!
+i=0
+until ls "$T/cap" 2>/dev/null | grep -q '[.]step$' || [ $i -ge 100 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+n=$((n + 1))
+"$TP" capture "$runpid" --steps 2 >"$T/out" 2>"$T/err" </dev/null ||
+    fail "capture: trainprof run's pid: status $?: $(cat "$T/err")"
+grep -qF "asked 1 process in $T/cap to capture GPU activity in steps" "$T/out" ||
+    fail "capture: trainprof run's pid: $(cat "$T/out" "$T/err")"
+kill -TERM "$runpid"
+wait "$runpid"
+
 # ------------------------------------------------------------------ the working directory
 [ -z "$(ls -A "$CWD")" ] || fail "commands left files in the working directory: $(ls -A "$CWD")"
 

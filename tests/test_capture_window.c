@@ -11,7 +11,9 @@
  *    pace with CUPTI off, and the memory peak up to the moment capture went off;
  *  - capture paused for another CUPTI client (gpu_capture.pauses) in steps 5-7: those steps
  *    are not captured, never idle; the memory peak is read up to the pause only;
- *  - a pause never resumed before the measured steps: no GPU figure and no GPU finding.
+ *  - a pause never resumed before the measured steps: no GPU figure and no GPU finding;
+ *  - damaged gpu_capture.windows: overlapping entries are their union, reversed or malformed
+ *    ones capture nothing and are counted (windows_ignored) and named in the text.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -285,6 +287,58 @@ static void test_plan_windows(void **state) {
     cJSON_Delete(rep);
     char *text = report_text(&run, NULL);
     report_has(text, "GPU activity recorded in steps 5-7, 15-17 (6 of 24 measured steps)");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* gpu_capture.windows hand-edited or damaged: overlapping entries are one window (their
+ * union), and an entry that ends before it begins, or is not "on-off", captures nothing and
+ * is named; read as independent switches, the reversed entry turned capture on from its
+ * "end" to the end of the run (steps 16-20) and the overlap turned it off inside the other
+ * window (step 8). */
+static void test_damaged_windows(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "dmgwin"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti",
+               "activity capture in the steps of TRAINPROF_GPU_CAPTURE=5-7,12-13");
+    synth_meta(f, "gpu_capture", "5-7,12-13");
+    synth_meta(f, "kernel_steps", "5-7");
+    uint64_t t = T0, at[21];
+    for (uint32_t k = 0; k <= 20; k++) {
+        at[k] = t - 2 * US; /* capture would switch just before step k begins */
+        int in = k >= 5 && k <= 9;
+        synth_step_begin(f, 1, t, k);
+        if (in) launch(f, t + 100 * US, 15 * MS, 100 + k);
+        synth_step_end(f, 1, t + 20 * MS, k);
+        t += 20 * MS;
+    }
+    char list[256];
+    snprintf(list, sizeof list, "%llu-%llu,%llu-%llu,%llu-%llu,x-%llu,-5-%llu",
+             (unsigned long long)at[5], (unsigned long long)at[8], (unsigned long long)at[6],
+             (unsigned long long)at[10], (unsigned long long)at[16], (unsigned long long)at[14],
+             (unsigned long long)at[18], (unsigned long long)at[19]);
+    synth_meta(f, "gpu_capture.windows", list);
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    cJSON *rep = default_report(&run);
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 5, "captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 5, "first captured step");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), 9, "last captured step");
+    assert_null(jget(rep, "ranks.0.gpu_capture.steps.1"));
+    jnear(jnum(rep, "ranks.0.gpu_capture.windows_ignored"), 3, "entries ignored");
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    report_has(text, "GPU activity recorded in steps 5-9 (5 of 20 measured steps)");
+    report_has(text, "damaged metadata: 3 entries of gpu_capture.windows not \"on-off\" or "
+                     "ending before they begin, left out of the captured steps");
     free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
@@ -692,6 +746,7 @@ int main(void) {
         cmocka_unit_test(test_kinds_named),
         cmocka_unit_test(test_memory_peak_past_capacity),
         cmocka_unit_test(test_plan_windows),
+        cmocka_unit_test(test_damaged_windows),
         cmocka_unit_test(test_detail_off),
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),

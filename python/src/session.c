@@ -241,16 +241,41 @@ PyObject *fn_gpu_capture_on(PyObject *m, PyObject *unused) {
 }
 
 /* gpu_capture_steps(first, count): tprof_gpu_capture_steps; first -1 is TPROF_NEXT_STEP. The
- * library's code is returned, never raised. */
+ * library's code is returned, never raised. A count or first that 64 bits cannot hold (a
+ * negative count, 2**64 steps or more, a first step past 2**64 - 2) is ERR_INVALID_ARG, as
+ * the C call answers for a window past 2^64: read modulo 2**64 instead, 2**64 + 3 would ask
+ * for 3 steps and a negative count for nearly 2**64. */
 PyObject *fn_gpu_capture_steps(PyObject *m, PyObject *args) {
     (void)m;
-    long long first;
-    unsigned long long count;
-    if (!PyArg_ParseTuple(args, "LK", &first, &count)) return NULL;
-    if (first < -1) {
-        PyErr_SetString(PyExc_ValueError, "first must be a step number >= 0, or -1 for the next");
+    PyObject *fo, *co;
+    if (!PyArg_ParseTuple(args, "OO", &fo, &co)) return NULL;
+    PyObject *f = PyNumber_Index(fo); /* ints and what stands for one (numpy's) */
+    if (!f) return NULL;
+    PyObject *c = PyNumber_Index(co);
+    if (!c) {
+        Py_DECREF(f);
         return NULL;
     }
-    return PyLong_FromLong(
-        tprof_gpu_capture_steps(first < 0 ? TPROF_NEXT_STEP : (uint64_t)first, count));
+    int over = 0;
+    long long sf = PyLong_AsLongLongAndOverflow(f, &over);
+    long code = TPROF_ERR_INVALID_ARG;
+    if (over < 0 || (!over && sf < -1)) {
+        PyErr_SetString(PyExc_ValueError, "first must be a step number >= 0, or -1 for the next");
+        code = 1;
+    } else {
+        /* above 2**63 - 1 (over > 0): unsigned, up to 2**64 - 2 (2**64 - 1 is the next step) */
+        uint64_t first = over ? (uint64_t)PyLong_AsUnsignedLongLong(f)
+                              : sf < 0 ? TPROF_NEXT_STEP : (uint64_t)sf;
+        int bad = PyErr_Occurred() != NULL || (over && first == TPROF_NEXT_STEP);
+        unsigned long long count = 0;
+        if (!bad) {
+            count = PyLong_AsUnsignedLongLong(c);
+            bad = PyErr_Occurred() != NULL;
+        }
+        if (bad) PyErr_Clear(); /* OverflowError: out of 64 bits */
+        else code = tprof_gpu_capture_steps(first, count);
+    }
+    Py_DECREF(f);
+    Py_DECREF(c);
+    return code > 0 ? NULL : PyLong_FromLong(code);
 }

@@ -92,7 +92,7 @@ def capture(steps: int, start: "int | None" = None) -> int:
     step capture the same step numbers. Returns 0, or a negative library code, never raises
     for the library's answer: ERR_ALREADY when every step is captured already (plan "all"),
     ERR_UNAVAILABLE with plan "off", ERR_DISABLED when not recording, ERR_INVALID_ARG for
-    steps < 1."""
+    steps < 1, steps >= 2**64 or a window past step 2**64 - 2."""
     if steps < 1:
         return ERR_INVALID_ARG
     return gpu_capture_steps(-1 if start is None else start, steps)

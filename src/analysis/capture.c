@@ -15,6 +15,7 @@
 #include "analysis/capture.h"
 #include "analysis/stats.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,35 +42,89 @@ static int by_time(const void *a, const void *b) {
     return x->t < y->t ? -1 : x->t > y->t;
 }
 
+/* A decimal number at q, digits only (no sign, no space, within 64 bits): 0 with *v and *e
+ * past it, else -1. The metadata is the runtime's; a hand-edited or damaged value is
+ * refused rather than read as strtoull would ("-5" as 2^64 - 5, "x" as 0). */
+static int digits(const char *q, uint64_t *v, const char **e) {
+    if (*q < '0' || *q > '9') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(q, &end, 10);
+    if (errno) return -1;
+    *v = x;
+    *e = end;
+    return 0;
+}
+
+static int by_on(const void *a, const void *b) {
+    const tp_span *x = a, *y = b;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* gpu_capture.windows ("on-off,...", an open one "on-") as switches into v (room for two per
+ * entry), in time order: the union of the windows, so that entries the runtime never writes
+ * (overlapping, out of order) cannot turn capture off inside another window or leave it on
+ * after one; an entry that is not "on-off" or "on-", or that ends before it begins, is left
+ * out and counted in *ignored. Returns the switches, SIZE_MAX when out of memory. */
+static size_t window_events(const char *wl, cap_event *v, size_t cap, size_t *ignored) {
+    tp_span *w = malloc((cap / 2 + 1) * sizeof *w);
+    size_t nw = 0, n = 0;
+    if (!w) return SIZE_MAX;
+    for (const char *q = wl; *q;) {
+        uint64_t on, off = UINT64_MAX;
+        const char *e;
+        int ok = nw < cap / 2 && digits(q, &on, &e) == 0 && *e == '-';
+        if (ok) {
+            q = e + 1;
+            if (*q != ',' && *q && (digits(q, &off, &e) != 0 || (*e && *e != ',')))
+                ok = 0;
+            else if (*q && *q != ',')
+                q = e;
+        }
+        if (ok && off >= on) w[nw++] = (tp_span){on, off};
+        else ++*ignored;
+        while (*q && *q != ',') q++; /* past a malformed entry too */
+        if (*q == ',') q++;
+    }
+    qsort(w, nw, sizeof *w, by_on);
+    for (size_t i = 0; i < nw;) {
+        uint64_t s0 = w[i].s, e0 = w[i].e;
+        for (i++; i < nw && e0 != UINT64_MAX && w[i].s <= e0; i++)
+            if (w[i].e > e0) e0 = w[i].e;
+        v[n++] = (cap_event){s0, 1, TP_CAP_KERNEL_STEPS};
+        if (e0 != UINT64_MAX) v[n++] = (cap_event){e0, 0, TP_CAP_KERNEL_STEPS};
+        else break; /* open to the end: later ones are inside it */
+    }
+    free(w);
+    return n;
+}
+
 /* The switches of capture in p's metadata, in time order; *n of them (NULL when none or out
- * of memory: *oom then set). */
-static cap_event *events(const tp_process *p, size_t *n, int *oom) {
+ * of memory: *oom then set). *ignored (may be NULL): entries of gpu_capture.windows left out
+ * as malformed. */
+static cap_event *events(const tp_process *p, size_t *n, int *oom, size_t *ignored) {
+    size_t ign = 0;
+    if (!ignored) ignored = &ign;
+    *ignored = 0;
     /* a file of a capture plan lists every window, the metrics endpoint's switches included
      * (gpu_capture.windows "on-off,...", an open one "on-"): that list, when present */
     const char *wl = tp_meta(p, "gpu_capture.windows");
     if (wl && *wl) {
         size_t cap = 2;
         for (const char *q = wl; *q; q++) cap += 2 * (*q == ',');
-        cap += 2;
         cap_event *v = malloc(cap * sizeof *v);
         *n = 0;
         if (!v) {
             *oom = 1;
             return NULL;
         }
-        for (const char *q = wl; *q && *n + 2 <= cap;) {
-            char *e;
-            unsigned long long on = strtoull(q, &e, 10);
-            if (e == q || *e != '-') break;
-            v[(*n)++] = (cap_event){on, 1, TP_CAP_KERNEL_STEPS};
-            q = e + 1;
-            unsigned long long off = strtoull(q, &e, 10);
-            if (e != q) v[(*n)++] = (cap_event){off, 0, TP_CAP_KERNEL_STEPS};
-            q = e;
-            if (*q != ',') break;
-            q++;
+        *n = window_events(wl, v, cap, ignored);
+        if (*n == SIZE_MAX) {
+            free(v);
+            *n = 0;
+            *oom = 1;
+            return NULL;
         }
-        qsort(v, *n, sizeof *v, by_time);
         return v;
     }
     static const struct { const char *key; int on; unsigned why; } keys[] = {
@@ -233,7 +288,7 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
     int oom = 0;
     tp_span *pz = NULL;
     const int use = applies(p);
-    cap_event *ev = use ? events(p, &nev, &oom) : NULL;
+    cap_event *ev = use ? events(p, &nev, &oom, NULL) : NULL;
     if (!oom && use && pauses(p, &pz, &npz) != 0) oom = 1;
     /* at most one span per switch and per pause, and the first */
     tp_step *v = oom ? NULL : malloc((nev + 2 * npz + 2) * sizeof *v);
@@ -486,7 +541,7 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
     tp_span *pz = NULL;
     size_t npz = 0, nev = 0;
     int oom = !cap->steps || !in || !why;
-    cap_event *ev = oom ? NULL : events(p, &nev, &oom);
+    cap_event *ev = oom ? NULL : events(p, &nev, &oom, &out->windows_ignored);
     if (!oom && pauses(p, &pz, &npz) != 0) oom = 1;
     if (oom) {
         free(in);
@@ -575,7 +630,7 @@ static void cost_fields(cJSON *o, const tp_capture_result *c) {
 }
 
 void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
-    if (!c->limited) return;
+    if (!c->limited && !(c->present && c->windows_ignored)) return;
     static const struct { unsigned bit; const char *name; } causes[] = {
         {TP_CAP_KERNEL_STEPS, "kernel_steps"}, {TP_CAP_DETAIL, "detail"},
         {TP_CAP_PAUSED, "paused"}, {TP_CAP_STOPPED, "records_stopped"}};
@@ -592,6 +647,8 @@ void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
         if (c->limited_by & causes[i].bit)
             cJSON_AddItemToArray(why, cJSON_CreateString(causes[i].name));
     if (!c->captured) cJSON_AddStringToObject(j, "not_captured", c->not_captured);
+    if (c->present && c->windows_ignored)
+        cJSON_AddNumberToObject(j, "windows_ignored", (double)c->windows_ignored);
     if (c->has_cost) {
         cost_fields(cJSON_AddObjectToObject(j, "cost"), c);
     } else if (c->cost_flagged) {
@@ -602,6 +659,11 @@ void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
 }
 
 void tp_capture_text(FILE *f, const tp_capture_result *c) {
+    if (c->present && c->windows_ignored)
+        fprintf(f, "  damaged metadata: %zu entr%s of gpu_capture.windows not \"on-off\" or "
+                   "ending before %s, left out of the captured steps\n",
+                c->windows_ignored, c->windows_ignored == 1 ? "y" : "ies",
+                c->windows_ignored == 1 ? "it begins" : "they begin");
     if (!c->limited) return;
     char w[256];
     tp_capture_words(c, w, sizeof w);

@@ -79,6 +79,8 @@ typedef struct tp_capture_result {
     double noise_ms;       /* two standard errors of cost_ms (capture.c, cost) */
     size_t cost_captured, cost_other, cost_skipped;
     char cost_reason[200];
+    size_t windows_ignored; /* gpu_capture.windows entries malformed or reversed (damaged
+                             * metadata), left out: no step is captured by them */
 } tp_capture_result;
 
 /* The rank's steps (the document's "steps"; steps.h). */

@@ -55,14 +55,24 @@ class ForkTest(unittest.TestCase):
             for i in range(12):
                 trainprof.step_begin(i)
                 if i == 4:
-                    codes.append(trainprof.capture(steps=3))
                     codes.append(trainprof.capture(steps=0))
+                    # what 64 bits cannot hold is refused, never read modulo 2**64 (3 steps
+                    # for 2**64 + 3, nearly 2**64 for -5); a first step past 2**64 - 2 too
+                    codes.append(trainprof.capture(steps=2**64 + 3))
+                    codes.append(trainprof.gpu_capture_steps(-1, -5))
+                    codes.append(trainprof.capture(steps=3, start=2**64 - 1))
+                    codes.append(trainprof.capture(steps=3))
                 trainprof.step_end(i)
             print(codes)
-        ''', d, env={"TRAINPROF_GPU_CAPTURE": "1000-1001"})
+        ''', d, env={"TRAINPROF_GPU_CAPTURE": "1000-1001", "TRAINPROF_COMPRESS": "0"})
         self.assertEqual(p.returncode, 0, p.stderr)
         import trainprof
-        self.assertEqual(p.stdout.strip(), str([0, trainprof.ERR_INVALID_ARG]))
+        bad = trainprof.ERR_INVALID_ARG
+        self.assertEqual(p.stdout.strip(), str([bad, bad, bad, bad, 0]))
+        # the one window taken: the 3 steps asked for last, from the next step
+        files = tphelp.rank_files(d)
+        meta = tphelp.rank_records(os.path.join(d, files[0]))["meta"]
+        self.assertEqual(meta["gpu_capture.requests"], "0:5-7")
         d2 = tphelp.workdir("capture_all")
         p = tphelp.run_child(r'''
             import trainprof
