@@ -152,21 +152,6 @@ static cap_event *events(const tp_process *p, size_t *n, int *oom, size_t *ignor
     return v;
 }
 
-/* The decimal number at *q, digits only (no sign, no space: the runtime writes "%llu"),
- * into *x, *q moved past it. 0 when there is none or it passes 64 bits. */
-static int read_u64(const char **q, uint64_t *x) {
-    const char *s = *q;
-    uint64_t v = 0;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10) return 0;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    if (s == *q) return 0;
-    *q = s;
-    *x = v;
-    return 1;
-}
-
 /* Calls f(ctx, x, y, at, ok) for each entry of gpu_capture.pauses, in order: ok when it
  * reads as "start-end" and nothing else; returns the entries' count. */
 static size_t each_pause(const char *l, void (*f)(void *, uint64_t, uint64_t, size_t, int),
@@ -174,8 +159,8 @@ static size_t each_pause(const char *l, void (*f)(void *, uint64_t, uint64_t, si
     size_t at = 0;
     for (const char *q = l ? l : ""; *q; at++) {
         uint64_t x = 0, y = 0;
-        const char *r = q;
-        int ok = read_u64(&r, &x) && *r++ == '-' && read_u64(&r, &y) && (*r == ',' || !*r);
+        const char *r;
+        int ok = !digits(q, &x, &r) && *r == '-' && !digits(r + 1, &y, &r) && (*r == ',' || !*r);
         if (f) f(ctx, x, y, at, ok);
         const char *c = strchr(q, ',');
         if (!c) {
@@ -204,8 +189,8 @@ int tp_capture_pause_list(const tp_process *p, tp_capture_pause **v, size_t *n) 
     *n = 0;
     /* a pause never resumed whose start does not read is no pause (it would start at 0) */
     uint64_t since = 0;
-    const char *r = open;
-    if (open && (!read_u64(&r, &since) || *r)) open = NULL;
+    const char *r;
+    if (open && (digits(open, &since, &r) || *r)) open = NULL;
     size_t entries = each_pause(l, NULL, NULL), cap = entries + (open && *open);
     if (!cap) return TPROF_OK;
     pause_fill pf = {malloc(cap * sizeof *pf.v), 0, cap};
