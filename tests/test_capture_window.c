@@ -396,6 +396,21 @@ static void test_window_capture_cost(void **state) {
     cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);
+    /* the window 5 ms faster than the steps around it: past the noise (0 here), but no cost
+     * of recording; flagged, not a result */
+    for (int k = 0; k <= 20; k++) lens[k] = (k >= 8 && k <= 11 ? 15 : k == 12 ? 40 : 20) * MS;
+    window_run_lens(dir, sizeof dir, lens);
+    load_run(dir, &run);
+    rep = default_report(&run);
+    assert_null(jget(rep, "ranks.0.gpu_capture.cost"));
+    jnear(jnum(rep, "ranks.0.gpu_capture.cost_flagged.ms_per_step"), -5.0, "faster: cost ms");
+    cJSON_Delete(rep);
+    text = report_text(&run, NULL);
+    report_has(text, "capture cost: flagged, not a result: -5.00 ms per step");
+    report_has(text, "the captured steps ran faster than the steps beside them");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
 }
 
 /* API steps 0-20 (step 0 warm-up), capture on from the start until the metrics endpoint

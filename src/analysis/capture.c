@@ -472,6 +472,13 @@ static void cost(tp_capture_result *out, const tp_step *meas, size_t nm, const u
         snprintf(out->cost_reason, sizeof out->cost_reason,
                  "the difference is within the noise (+/-%.2f ms: two standard errors)",
                  out->noise_ms);
+    } else if (out->cost_ms < 0) {
+        /* recording adds work to each launch and takes none away: captured steps that ran
+         * faster say the job's pace changed beside the window, not what capture cost */
+        out->cost_flagged = 1;
+        snprintf(out->cost_reason, sizeof out->cost_reason,
+                 "the captured steps ran faster than the steps beside them: the job's pace "
+                 "changed, which no cost of recording explains");
     } else {
         out->has_cost = 1;
     }
