@@ -310,9 +310,13 @@ int cmd_capture(int argc, char **argv) {
            pr.live, pr.live == 1 ? "" : "es", dir, first, last);
     if (pr.with_step) {
         printf(" (at step %" PRIu64, pr.max_step);
-        if (pr.min_step_ns)
-            printf(", %.1f ms per step: it begins in about %.1f s", pr.min_step_ns / 1e6,
-                   (double)(first - pr.max_step) * pr.min_step_ns / 1e9);
+        /* a --start far ahead gets no figure that only a clock's range could hold */
+        double in_s = (double)(first - pr.max_step) * pr.min_step_ns / 1e9;
+        if (pr.min_step_ns && in_s <= 7 * 86400.0)
+            printf(", %.1f ms per step: it begins in about %.1f s", pr.min_step_ns / 1e6, in_s);
+        else if (pr.min_step_ns)
+            printf(", %.1f ms per step: it begins in more than a week at that pace",
+                   pr.min_step_ns / 1e6);
         printf(")");
     }
     printf("\n");
