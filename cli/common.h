@@ -110,6 +110,7 @@ int probe_nvml(char *why, size_t n);
 /* Each takes the arguments after its name and returns the process's exit status. */
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_summarize(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

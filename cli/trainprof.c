@@ -2,9 +2,9 @@
  * trainprof.c — the command line (docs/design.md §7): the table of commands and main.
  *
  * A client of the library and of the analysis code only, as curl's tool is of libcurl: each
- * command is a file of its own (cmd_run.c, cmd_report.c, cmd_export.c, cmd_diff.c, top.c,
- * cmd_serve.c, cmd_capture.c), parsing its options from a table that also prints its usage
- * (common.h).
+ * command is a file of its own (cmd_run.c, cmd_report.c, cmd_summarize.c, cmd_export.c,
+ * cmd_diff.c, top.c, cmd_serve.c, cmd_capture.c), parsing its options from a table that also
+ * prints its usage (common.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +26,8 @@ static const struct command {
     {"run", "run [options] -- CMD [ARGS...]",
      "run CMD (any launcher) under the profiler, then report", cmd_run},
     {"report", "report DIR [options]", "report on the rank files of a run", cmd_report},
+    {"summarize", "summarize DIR [options]",
+     "a summary beside each rank file, for faster reports (mpirun, srun)", cmd_summarize},
     {"export", "export DIR [-o FILE] ...",
      "write a Chrome/Perfetto trace (PyTorch profiler shape)", cmd_export},
     {"diff", "diff RUN_A RUN_B [options]", "what changed between two runs, beyond noise",

@@ -33,6 +33,7 @@
 #include "analysis/memory.h"
 #include "analysis/processes.h"
 #include "analysis/steps.h"
+#include "analysis/summary.h"
 #include "analysis/text.h"
 #include "analysis/report_ranges.h"
 #include "analysis/report_timers.h"
@@ -484,20 +485,25 @@ typedef struct rank_job {
     tp_steps *steps;      /* a slim rank's steps, found in its whole file (then kept in it) */
     tp_comm_time *comm;   /* a slim rank's resolved communication times (the same) */
     int unread;           /* a slim rank whose file could not be read again */
+    int sum;              /* a slim rank's summary (summary.h): 1 its key is valid, 0 none,
+                           * -1 stale or damaged (the section is computed from the file) */
+    char *why;            /* tp_report_summarize: why no summary was written (owned) */
 } rank_job;
 
-/* What the jobs of rank_sections and tp_run_fill_memos share. */
+/* What the jobs of rank_sections, tp_run_fill_memos and tp_report_summarize share. */
 typedef struct sections {
     const tp_run *run;
     const tp_report_opts *o;
     rank_job *jobs;
     int memos_only; /* tp_run_fill_memos: no section, only what a slim rank keeps */
+    int summarize;  /* tp_report_summarize: each section into its summary file, then freed */
 } sections;
 
+/* A section read from a valid summary holds no file: it costs nothing against the budget. */
 static uint64_t section_cost(void *ctx, size_t i) {
     const sections *sc = ctx;
     const tp_process *p = &sc->run->procs[sc->jobs[i].proc];
-    return p->slim ? SECTION_COST * p->file_bytes : 0;
+    return p->slim && sc->jobs[i].sum != 1 ? SECTION_COST * p->file_bytes : 0;
 }
 
 /* A slim rank whose file holds more thread ranges than this has its section's ranges
@@ -543,20 +549,69 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     return 0;
 }
 
-/* One rank's section: a slim rank's from its file read again whole (freed after), its steps
- * and communication times kept for the run-level analyses (memos, model.h), its strings
- * pointing into the run's process. A file that can no longer be read gives the section of
- * what the slim process holds, and no memos. */
+/* The section and memos of slim rank j from its summary (summary.h): 1, or 0 when it could
+ * not be read after all (damaged: its job counts it stale and reads the file). */
+static int from_summary(const sections *sc, rank_job *j, const tp_process *p) {
+    tp_summary_parts parts = {.res = j->out};
+    if (tp_summary_read((tp_run *)sc->run, p, sc->o, sc->memos_only, &parts) != 1) {
+        j->sum = -1;
+        return 0;
+    }
+    j->section = parts.section;
+    j->steps = parts.steps;
+    j->comm = parts.comm;
+    return 1;
+}
+
+/* tp_report_summarize: slim rank j's section and memos into its summary file, then freed. */
+static void to_summary(const sections *sc, rank_job *j, const tp_process *p) {
+    char why[256];
+    tp_summary_parts parts = {j->section, j->out, j->steps, j->comm};
+    if (j->unread) {
+        if (tp_process_file_check(p, why, sizeof why) == TPROF_OK) snprintf(why, sizeof why,
+                                                                            "out of memory");
+    } else if (tp_summary_write(sc->run, p, sc->o, &parts, why, sizeof why) == 0) {
+        why[0] = 0;
+    }
+    if (why[0]) {
+        char line[768];
+        snprintf(line, sizeof line, "%s: no summary written: %s", p->path, why);
+        j->why = strdup(line);
+    }
+    cJSON_Delete(j->section);
+    tp_rank_result_free(j->out);
+    if (j->steps) tp_steps_free(j->steps);
+    free(j->steps);
+    free(j->comm);
+    j->section = NULL;
+    j->steps = NULL;
+    j->comm = NULL;
+}
+
+static void section_compute(const sections *sc, rank_job *j, const tp_process *p);
+
+/* One rank's section: a slim rank's from its valid summary, else from its file read again
+ * whole (freed after), its steps and communication times kept for the run-level analyses
+ * (memos, model.h), its strings pointing into the run's process. A file that can no longer be
+ * read gives the section of what the slim process holds, and no memos. tp_report_summarize
+ * writes it into the rank's summary (one already valid is left as it is). */
 static void section_job(void *ctx, size_t i) {
     const sections *sc = ctx;
-    const tp_run *run = sc->run;
-    const tp_report_opts *o = sc->o;
     rank_job *j = &sc->jobs[i];
-    const tp_process *p = &run->procs[j->proc];
+    const tp_process *p = &sc->run->procs[j->proc];
     if (!p->slim) {
-        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out, NULL);
+        if (!sc->memos_only) j->section = rank_section(sc->run, p, sc->o, j->out, NULL);
         return;
     }
+    if (j->sum == 1 && (sc->summarize || from_summary(sc, j, p))) return;
+    section_compute(sc, j, p);
+    if (sc->summarize) to_summary(sc, j, p);
+}
+
+/* section_job's slim rank read from its file. */
+static void section_compute(const sections *sc, rank_job *j, const tp_process *p) {
+    const tp_run *run = sc->run;
+    const tp_report_opts *o = sc->o;
     tp_process whole;
     tp_rscan pre = {0};
     /* the pool is the run's shared store of strings and locks: loading interns there */
@@ -604,23 +659,32 @@ static void note_unread(tp_run *run, const tp_process *p) {
 }
 
 /* Runs the n jobs on o->threads threads under the budget, then keeps each slim rank's memos
- * in it: the process is written only once no job reads the run any more. */
-static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs, size_t n,
-                     int memos_only) {
-    sections sc = {run, o, jobs, memos_only};
+ * in it: the process is written only once no job reads the run any more. First, which slim
+ * ranks have a summary whose key is valid (summary.h): their jobs read it instead of the
+ * file. Returns how many summaries were stale or damaged (their sections computed again). */
+static size_t run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs, size_t n,
+                       int memos_only, int summarize) {
+    sections sc = {run, o, jobs, memos_only, summarize};
+    for (size_t k = 0; k < n; k++) {
+        const tp_process *p = &run->procs[jobs[k].proc];
+        jobs[k].sum = p->slim && p->role == TP_ROLE_RANK ? tp_summary_check(run, p, o) : 0;
+    }
     tp_jobs_run(&(tp_jobs){n, o->threads, SECTION_BUDGET, section_cost, section_job, &sc});
+    size_t stale = 0;
     for (size_t k = 0; k < n; k++) {
         /* the run-level analyses, the HTML and the exports find the rank's steps and
          * communication times again (diagnose.c, html.c, clocks.c, chrome.c): a slim rank
          * answers from these */
         tp_process *p = (tp_process *)&run->procs[jobs[k].proc];
-        if (jobs[k].unread) note_unread((tp_run *)run, p);
+        stale += jobs[k].sum < 0;
+        if (jobs[k].unread && !summarize) note_unread((tp_run *)run, p);
         if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
         if (jobs[k].comm) {
             free(p->comm_memo);
             p->comm_memo = jobs[k].comm;
         }
     }
+    return stale;
 }
 
 /* "ranks": each rank's section, in rank order, and its results into res->ranks (nranks of
@@ -637,12 +701,12 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
         for (size_t i = 0; i < run->nprocs; i++) {
             const tp_process *p = &run->procs[i];
             if (p->role != TP_ROLE_RANK || p->rank != want) continue;
-            jobs[n] = (rank_job){i, &res->ranks[n], NULL, NULL, NULL};
+            jobs[n] = (rank_job){i, &res->ranks[n], NULL, NULL, NULL, 0, 0, NULL};
             n++;
             left--;
         }
     }
-    run_jobs(run, o, jobs, n, 0);
+    res->summaries_stale = run_jobs(run, o, jobs, n, 0, 0);
     for (size_t k = 0; k < n; k++) cJSON_AddItemToArray(ranks, jobs[k].section);
     res->nranks = n;
     free(jobs);
@@ -664,9 +728,46 @@ int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char 
     n = 0;
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]))
-            jobs[n++] = (rank_job){i, NULL, NULL, NULL, NULL};
-    run_jobs(run, o, jobs, n, 1);
+            jobs[n++] = (rank_job){i, NULL, NULL, NULL, NULL, 0, 0, NULL};
+    (void)run_jobs(run, o, jobs, n, 1, 0);
     free(jobs);
+    return TPROF_OK;
+}
+
+int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned char *want,
+                        tp_summarize_stats *st) {
+    memset(st, 0, sizeof *st);
+    tp_report_opts def;
+    if (!o) {
+        tp_report_opts_init(&def);
+        o = &def;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        n += run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]);
+    rank_job *jobs = n ? calloc(n, sizeof *jobs) : NULL;
+    tp_rank_result *out = n ? calloc(n, sizeof *out) : NULL;
+    if (n && (!jobs || !out || !(st->errors = calloc(n, sizeof *st->errors)))) {
+        free(jobs);
+        free(out);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    n = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i])) {
+            jobs[n] = (rank_job){i, &out[n], NULL, NULL, NULL, 0, 0, NULL};
+            n++;
+        }
+    (void)run_jobs(run, o, jobs, n, 0, 1);
+    st->files = n;
+    for (size_t k = 0; k < n; k++) {
+        if (jobs[k].why) st->errors[st->nerrors++] = jobs[k].why;
+        st->current += jobs[k].sum == 1;
+        st->written += jobs[k].sum != 1 && !jobs[k].why;
+    }
+    st->failed = st->nerrors;
+    free(jobs);
+    free(out);
     return TPROF_OK;
 }
 

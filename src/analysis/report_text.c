@@ -457,6 +457,10 @@ static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run
     }
     for (size_t i = 0; run && i < run->nerrors; i++)
         fprintf(f, "%s  unreadable: %s%s\n", Y, run->errors[i], N);
+    /* never trusted: the sections are the rank files', but the summaries want writing again */
+    if (res->summaries_stale)
+        fprintf(f, "%s  %zu summar%s out of date, recomputed%s\n", Y, res->summaries_stale,
+                res->summaries_stale == 1 ? "y" : "ies", N);
 }
 
 /* The steps of a rank: where they came from, their statistics, the missing and flagged ones,

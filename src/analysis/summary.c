@@ -1,0 +1,338 @@
+/*
+ * summary.c — summary files (summary.h; docs/format.md "Summary files"): the key that makes
+ * one valid, and reading and writing one whole. The parts themselves are coded by
+ * summary_codec.c.
+ *
+ * The file: "TPSUMARY" (8 bytes), the format version (u32), the key's length (u64) and the key,
+ * the body's length (u64) and its CRC-32 (u32, zlib's), then the body: four parts, each its
+ * length (u64) and its bytes: the section's JSON, the rank result, the steps memo, the comm
+ * memo. The key is compared byte for byte with the one computed from the reading run, so that
+ * whatever a section depends on is in it once and checked the same way by writer and reader.
+ */
+#define _GNU_SOURCE
+#include "analysis/summary.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "analysis/report.h"
+#include "trainprof.h"
+
+#define SUM_MAGIC "TPSUMARY"
+
+/* What is read of a summary before its key: magic, version, key length. */
+#define SUM_HEAD (8 + 4 + 8)
+
+/* A summary larger than this is damage (a rank's section is kilobytes to a few megabytes). */
+#define SUM_MAX (1ull << 32)
+
+int tp_summary_path(const tp_process *p, char *buf, size_t n) {
+    const char *f = p->file ? p->file : p->path;
+    int k = snprintf(buf, n, "%s%s", f, TP_SUMMARY_SUFFIX);
+    return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+static void put_u64(tp_sum_buf *k, uint64_t v) { tp_sum_put(k, &v, 8); }
+static void put_i64(tp_sum_buf *k, int64_t v) { tp_sum_put(k, &v, 8); }
+
+static void put_text(tp_sum_buf *k, const char *s) {
+    unsigned char has = s != NULL;
+    tp_sum_put(k, &has, 1);
+    if (!s) return;
+    put_u64(k, strlen(s));
+    tp_sum_put(k, s, strlen(s));
+}
+
+/* A file as the key names it: its size and modification time now, the bytes the slim load
+ * read, its header's fields (those tp_process_load_whole checks, and the rest), and what the
+ * run decided of its process. -1 when the file cannot be looked at. */
+static int put_file(tp_sum_buf *k, const tp_process *p) {
+    struct stat st;
+    if (stat(p->file ? p->file : p->path, &st) != 0) return -1;
+    put_u64(k, (uint64_t)st.st_size);
+    put_i64(k, (int64_t)st.st_mtim.tv_sec);
+    put_i64(k, (int64_t)st.st_mtim.tv_nsec);
+    put_u64(k, p->file_bytes);
+    const tprof_file_header *h = &p->hdr;
+    tp_sum_put(k, h->magic, sizeof h->magic);
+    tp_sum_put(k, &h->version, 4);
+    tp_sum_put(k, &h->header_bytes, 4);
+    put_u64(k, h->start_realtime_ns);
+    put_u64(k, h->start_mono_ns);
+    tp_sum_put(k, &h->pid, 4);
+    tp_sum_put(k, &h->ppid, 4);
+    tp_sum_put(k, h->host, sizeof h->host);
+    tp_sum_put(k, h->run_id, sizeof h->run_id);
+    tp_sum_put(k, h->build, sizeof h->build);
+    tp_sum_put(k, &h->header_crc, 4);
+    int v[] = {p->rank,         p->world_size, p->local_rank, p->rank_implied,
+               (int)p->role,    p->helper_of,  p->launched,   p->launched_lo,
+               p->launched_hi,  p->slim};
+    tp_sum_put(k, v, sizeof v);
+    char label[64];
+    tp_process_label(p, label, sizeof label);
+    put_text(k, label);
+    return 0;
+}
+
+/* The key of slim rank p's summary under options o into k (summary.h): 0, or -1 when a file
+ * it names cannot be looked at (then no summary of p is valid). The options are those a rank
+ * section reads (report.c's rank_section and stream_section, report_ranges.c): the step name,
+ * the warm-up, the top rows and the data-loading names; the other fields of tp_report_opts are
+ * read by the run-level analyses alone (throughput, thresholds, threads), or change no figure
+ * (stream_sections). A field added to tp_report_opts fails the assertion below until it is
+ * placed on one side or the other. */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(tp_report_opts) == 248,
+               "tp_report_opts changed: a field a rank section reads goes into summary_key");
+#endif
+static int summary_key(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                       tp_sum_buf *k) {
+    /* the machine kind: scalars are stored in its byte order and widths */
+    uint32_t kind[] = {0x01020304u, (uint32_t)sizeof(void *), (uint32_t)sizeof(int),
+                       (uint32_t)sizeof(long), (uint32_t)sizeof(double)};
+    tp_sum_put(k, kind, sizeof kind);
+    put_text(k, tprof_build_info());
+    if (put_file(k, p) != 0) return -1;
+    /* the NVML samples the section reads: none, its own, or another process's file */
+    const tp_process *q = tp_gpu_samples_for(run, p);
+    unsigned char sq = !q ? 0 : q == p ? 1 : 2;
+    tp_sum_put(k, &sq, 1);
+    if (sq == 2 && put_file(k, q) != 0) return -1;
+    put_text(k, o->step_name);
+    int nums[] = {o->warmup, o->top_n};
+    tp_sum_put(k, nums, sizeof nums);
+    put_u64(k, o->ndata_names);
+    for (size_t i = 0; i < o->ndata_names; i++) put_text(k, o->data_names[i]);
+    return k->bad ? -1 : 0;
+}
+
+/* Opens p's summary: 1 with *f open and its key checked against the one computed now (*f just
+ * past it), 0 when there is none, -1 when it is not valid. */
+static int open_checked(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                        FILE **f) {
+    char path[4096];
+    *f = NULL;
+    if (tp_summary_path(p, path, sizeof path) != 0) return 0;
+    FILE *in = fopen(path, "rb");
+    if (!in) return errno == ENOENT ? 0 : -1;
+    tp_sum_buf key = {0};
+    unsigned char head[SUM_HEAD];
+    uint32_t version;
+    uint64_t klen;
+    int ok = fread(head, 1, sizeof head, in) == sizeof head && !memcmp(head, SUM_MAGIC, 8);
+    memcpy(&version, head + 8, 4);
+    memcpy(&klen, head + 12, 8);
+    ok = ok && version == TP_SUMMARY_VERSION && summary_key(run, p, o, &key) == 0 &&
+         klen == key.len;
+    unsigned char *stored = ok ? malloc(key.len ? key.len : 1) : NULL;
+    ok = ok && stored && fread(stored, 1, key.len, in) == key.len &&
+         !memcmp(stored, key.b, key.len);
+    free(stored);
+    free(key.b);
+    if (!ok) {
+        fclose(in);
+        return -1;
+    }
+    *f = in;
+    return 1;
+}
+
+int tp_summary_check(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
+    FILE *f;
+    int rc = open_checked(run, p, o, &f);
+    if (f) fclose(f);
+    return rc;
+}
+
+/* CRC-32 of c's bytes (zlib's crc32 takes at most 4 GiB - 1 a call). */
+static uint32_t body_crc(const tp_sum_buf *c) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t at = 0; at < c->len;) {
+        size_t n = c->len - at > (1u << 30) ? (1u << 30) : c->len - at;
+        crc = crc32(crc, c->b + at, (uInt)n);
+        at += n;
+    }
+    return (uint32_t)crc;
+}
+
+/* The body of a summary whose key was checked: its bytes, CRC checked, into c (owned). It must
+ * be the rest of the file, to the byte. */
+static int read_body(FILE *f, tp_sum_buf *c) {
+    uint64_t blen;
+    uint32_t crc;
+    struct stat st;
+    long at = ftell(f);
+    if (at < 0 || fstat(fileno(f), &st) != 0 || fread(&blen, 8, 1, f) != 1 ||
+        fread(&crc, 4, 1, f) != 1 || blen > SUM_MAX ||
+        blen != (uint64_t)st.st_size - (uint64_t)at - 12)
+        return -1;
+    c->b = malloc(blen ? blen : 1);
+    if (!c->b || fread(c->b, 1, blen, f) != blen || fgetc(f) != EOF) return -1;
+    c->len = c->cap = blen;
+    return body_crc(c) == crc ? 0 : -1;
+}
+
+/* The next part of the body: its end (c->at is its start), or 0 when it does not fit. */
+static size_t part_end(tp_sum_buf *c) {
+    uint64_t n = 0;
+    tp_sum_get(c, &n, 8);
+    if (c->bad || n > c->len - c->at) {
+        c->bad = 1;
+        return 0;
+    }
+    return c->at + (size_t)n;
+}
+
+/* Decodes the four parts (summary.c's head comment) into out. */
+static void decode(tp_sum_buf *c, const tp_process *p, int memos_only, tp_summary_parts *out) {
+    size_t end = part_end(c);
+    if (!memos_only && !c->bad) out->section = tp_sum_json_get(c);
+    c->bad |= !memos_only && c->at != end;
+    c->at = end;
+    end = part_end(c);
+    if (!memos_only && !c->bad) {
+        tp_sum_rank_result(c, out->res, 1);
+        out->res->host = p->hdr.host; /* as section_job sets it: the slim process's copy */
+    }
+    c->bad |= !memos_only && c->at != end;
+    c->at = end;
+    end = part_end(c);
+    if (!c->bad) tp_sum_steps(c, &out->steps, 1);
+    c->bad |= c->at != end;
+    end = part_end(c);
+    /* the memo stands for the slim process's ncomm ops (report.c, section_job) */
+    if (!c->bad) tp_sum_comm(c, &out->comm, p->ncomm, 1);
+    c->bad |= c->at != end || end != c->len;
+}
+
+int tp_summary_read(tp_run *run, const tp_process *p, const tp_report_opts *o, int memos_only,
+                    tp_summary_parts *out) {
+    tp_rank_result *res = out->res;
+    memset(out, 0, sizeof *out);
+    out->res = memos_only ? NULL : res;
+    FILE *f;
+    int rc = open_checked(run, p, o, &f);
+    if (rc <= 0) return rc;
+    tp_sum_buf c = {0};
+    c.run = run;
+    if (read_body(f, &c) != 0) c.bad = 1;
+    fclose(f);
+    if (!c.bad) decode(&c, p, memos_only, out);
+    free(c.b);
+    if (!c.bad) return 1;
+    cJSON_Delete(out->section);
+    if (out->res) {
+        tp_rank_result_free(out->res);
+        memset(out->res, 0, sizeof *out->res);
+    }
+    if (out->steps) tp_steps_free(out->steps);
+    free(out->steps);
+    free(out->comm);
+    memset(out, 0, sizeof *out);
+    out->res = memos_only ? NULL : res;
+    return -1;
+}
+
+/* Appends one part: its length, then what fn codes. */
+static void put_part(tp_sum_buf *c, void (*fn)(tp_sum_buf *, const tp_summary_parts *,
+                                               const tp_process *),
+                     const tp_summary_parts *in, const tp_process *p) {
+    size_t at = c->len;
+    put_u64(c, 0);
+    fn(c, in, p);
+    if (c->bad) return;
+    uint64_t n = c->len - at - 8;
+    memcpy(c->b + at, &n, 8);
+}
+
+static void part_json(tp_sum_buf *c, const tp_summary_parts *in, const tp_process *p) {
+    (void)p;
+    tp_sum_json_put(c, in->section);
+}
+
+static void part_result(tp_sum_buf *c, const tp_summary_parts *in, const tp_process *p) {
+    (void)p;
+    tp_sum_rank_result(c, in->res, 0);
+}
+
+static void part_steps(tp_sum_buf *c, const tp_summary_parts *in, const tp_process *p) {
+    (void)p;
+    tp_steps *s = in->steps;
+    tp_sum_steps(c, &s, 0);
+}
+
+static void part_comm(tp_sum_buf *c, const tp_summary_parts *in, const tp_process *p) {
+    tp_comm_time *t = in->comm;
+    tp_sum_comm(c, &t, p->ncomm, 0);
+}
+
+/* Writes n bytes at b to fd: 0, or -1 (errno set). */
+static int write_all(int fd, const void *b, size_t n) {
+    const char *q = b;
+    while (n) {
+        ssize_t w = write(fd, q, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        q += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                     const tp_summary_parts *in, char *why, size_t n) {
+    char path[4096], tmp[4200];
+    if (tp_summary_path(p, path, sizeof path) != 0) {
+        snprintf(why, n, "path too long");
+        return -1;
+    }
+    tp_sum_buf key = {0}, body = {0};
+    if (summary_key(run, p, o, &key) != 0) {
+        snprintf(why, n, "%s", key.bad ? "out of memory" : "the rank file cannot be looked at");
+        free(key.b);
+        return -1;
+    }
+    /* the result's own capture texts are told apart by address: the caller's result */
+    body.rr = in->res;
+    put_part(&body, part_json, in, p);
+    put_part(&body, part_result, in, p);
+    put_part(&body, part_steps, in, p);
+    put_part(&body, part_comm, in, p);
+    uint32_t version = TP_SUMMARY_VERSION, crc = body.bad ? 0 : body_crc(&body);
+    uint64_t klen = key.len, blen = body.len;
+    /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
+     * nor .json), unique to this thread */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), (long)syscall(SYS_gettid));
+    int fd = body.bad || key.bad ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -1 : 0;
+    if (!rc)
+        rc = write_all(fd, SUM_MAGIC, 8) || write_all(fd, &version, 4) ||
+                     write_all(fd, &klen, 8) || write_all(fd, key.b, key.len) ||
+                     write_all(fd, &blen, 8) || write_all(fd, &crc, 4) ||
+                     write_all(fd, body.b, body.len)
+                 ? -1
+                 : 0;
+    if (fd >= 0 && close(fd) != 0) rc = -1;
+    if (!rc && rename(tmp, path) != 0) rc = -1;
+    if (rc) {
+        snprintf(why, n, "%s", body.bad || key.bad ? "out of memory" : strerror(errno));
+        if (fd >= 0) unlink(tmp);
+    }
+    free(key.b);
+    free(body.b);
+    return rc;
+}
+
+void tp_summarize_stats_free(tp_summarize_stats *st) {
+    for (size_t i = 0; i < st->nerrors; i++) free(st->errors[i]);
+    free(st->errors);
+    memset(st, 0, sizeof *st);
+}

@@ -1,0 +1,120 @@
+/*
+ * summary.h — a rank file's summary: what the report's rank section computes from the file
+ * (report.c, section_job), kept in a file beside it (`<rank file>.sum`, docs/format.md
+ * "Summary files") so that a later report reads it instead of the rank file again whole.
+ * Written by `trainprof summarize` (tp_report_summarize), on threads and, under a launcher,
+ * by every task for its share of the files; read by tp_report_make and tp_run_fill_memos.
+ *
+ * A summary holds the section's part of report.json (the cJSON fragment, every node with its
+ * type and exact value), its typed results (tp_rank_result, field by field: summary_codec.c),
+ * the rank's steps memo and communication memo (model.h), and what makes it valid: a key
+ * that must equal, byte for byte, the one computed when it is read: the summary format, the
+ * trainprof build, the rank file's size, modification time and header (the fields the slim
+ * load checks, tp_process_load_whole), the bytes the slim load read of it, what the run decided
+ * of the process (rank, role, label), the identity of the process whose NVML samples its
+ * section reads (tp_gpu_samples_for), and every report option a section reads (step name,
+ * warm-up, data-loading names, top rows). A summary whose key differs, or whose body fails its
+ * CRC or its decoding, is never trusted: the section is computed again from the rank file.
+ *
+ * Strings of the results are interned into the reading run's pool (tp_intern); those that
+ * point into the rank's own capture result are pointed there again. Not for torch.profiler
+ * traces (read whole, never slim) nor for processes other than ranks (they have no section).
+ */
+#ifndef TPROF_SUMMARY_H
+#define TPROF_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "analysis/comm.h"
+#include "analysis/model.h"
+#include "analysis/results.h"
+#include "analysis/steps.h"
+
+struct tp_report_opts;
+
+/* The summary file's name suffix: "host-pid.tprof" -> "host-pid.tprof.sum". */
+#define TP_SUMMARY_SUFFIX ".sum"
+
+/* Bumped whenever the layout of a summary changes (summary.c, summary_codec.c). */
+#define TP_SUMMARY_VERSION 1
+
+/* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
+ * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */
+typedef struct tp_summary_parts {
+    cJSON *section;       /* the "ranks[]" entry of report.json; NULL for memos only */
+    tp_rank_result *res;  /* the typed results; NULL for memos only */
+    tp_steps *steps;      /* the steps memo (heap), or NULL when none was found */
+    tp_comm_time *comm;   /* the comm memo, p->ncomm entries (heap), or NULL */
+} tp_summary_parts;
+
+/* The summary path of rank file p into buf (n bytes): its file's path as opened plus
+ * TP_SUMMARY_SUFFIX. 0, or -1 when it does not fit. */
+int tp_summary_path(const tp_process *p, char *buf, size_t n);
+
+/* Whether slim rank p has a summary whose key is the one computed now from the run, p's file
+ * and the options o: 1 (its body is still to be checked by tp_summary_read), 0 when there is
+ * no summary file, -1 when there is one that is not valid (stale or damaged). Reads the
+ * summary's head only. Safe on several threads at once for distinct processes. */
+int tp_summary_check(const tp_run *run, const tp_process *p, const struct tp_report_opts *o);
+
+/* Reads slim rank p's summary into *out: with memos_only, only the steps and comm memos
+ * (section and res left NULL), else all four, out->res filled in place (the caller gives the
+ * tp_rank_result, zeroed or not; on failure it is left empty, freeable by
+ * tp_rank_result_free). Strings are interned into run's pool (locks). Returns 1 when read,
+ * 0 when there is no summary, -1 when it is stale or damaged (nothing kept). Safe on several
+ * threads at once for distinct processes. */
+int tp_summary_read(tp_run *run, const tp_process *p, const struct tp_report_opts *o,
+                    int memos_only, tp_summary_parts *out);
+
+/* Writes slim rank p's summary from its section's outputs (section and res required; steps
+ * and comm may be NULL), atomically: a temporary file beside it renamed into place, so a
+ * reader sees the old summary or the new one, never a part. Never touches the rank file.
+ * Returns 0, or -1 with why (n bytes) filled. Safe on several threads at once for distinct
+ * processes. */
+int tp_summary_write(const tp_run *run, const tp_process *p, const struct tp_report_opts *o,
+                     const tp_summary_parts *in, char *why, size_t n);
+
+/* The codec (summary_codec.c): the rank result and the section's cJSON, appended to or read
+ * from a byte buffer. */
+typedef struct tp_sum_buf {
+    unsigned char *b;
+    size_t len, cap, at; /* at: the reader's next byte */
+    int bad;             /* writing: out of memory; reading: past the end or a bad value */
+    tp_run *run;         /* reading: the pool strings are interned into */
+    tp_rank_result *rr;  /* the rank result being coded (its own capture texts) */
+} tp_sum_buf;
+
+void tp_sum_put(tp_sum_buf *c, const void *p, size_t n);
+void tp_sum_get(tp_sum_buf *c, void *p, size_t n);
+/* rr into / out of c (out: every array allocated as tp_rank_result_free frees it). */
+void tp_sum_rank_result(tp_sum_buf *c, tp_rank_result *rr, int reading);
+void tp_sum_json_put(tp_sum_buf *c, const cJSON *j);
+cJSON *tp_sum_json_get(tp_sum_buf *c);
+/* The memos (model.h): the steps (NULL: none) and the comm memo of n entries (NULL: none). */
+void tp_sum_steps(tp_sum_buf *c, tp_steps **s, int reading);
+void tp_sum_comm(tp_sum_buf *c, tp_comm_time **t, size_t n, int reading);
+
+/* `trainprof summarize`'s count of what it did (tp_report_summarize). */
+typedef struct tp_summarize_stats {
+    size_t files;    /* rank files given */
+    size_t written;  /* summaries written */
+    size_t current;  /* summaries already valid, left as they were */
+    size_t failed;   /* files without a summary: errors[] says why */
+    char **errors;   /* owned: one line per failed file */
+    size_t nerrors;
+} tp_summarize_stats;
+
+/* Writes the summary of every slim rank of `run` with want[i] set (indexed as run->procs;
+ * NULL: every slim rank), with the options o, by o->threads threads under the sections'
+ * memory budget (report.c); a file whose summary is already valid is left as it is. A file
+ * that cannot be read again, or whose summary cannot be written, gets none and one line in
+ * st->errors. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. Writes run's pool; not thread safe.
+ * Implemented in report.c, beside the sections it computes. */
+int tp_report_summarize(tp_run *run, const struct tp_report_opts *o, const unsigned char *want,
+                        tp_summarize_stats *st);
+void tp_summarize_stats_free(tp_summarize_stats *st);
+
+#endif /* TPROF_SUMMARY_H */
