@@ -20,16 +20,26 @@
 #include "synth.h"
 
 /* The JSON, text and HTML of run's report with options o, written to f: what the
- * slim-versus-whole tests compare byte for byte. */
-static inline void slim_render(tp_run *run, const tp_report_opts *o, FILE *f) {
+ * slim-versus-whole tests compare byte for byte. used (may be NULL): the rank summaries the
+ * report read and those it found stale (summary.h; test_summary.c). */
+static inline void slim_render_used(tp_run *run, const tp_report_opts *o, FILE *f,
+                                    size_t used[2]) {
     tp_report r;
     assert_int_equal(tp_report_make(run, o, &r), 0);
+    if (used) {
+        used[0] = r.res.summaries_read;
+        used[1] = r.res.summaries_stale;
+    }
     char *json = cJSON_Print(r.doc);
     fputs(json, f);
     free(json);
     assert_int_equal(tp_report_write_text(&r, f, 0), 0);
     assert_int_equal(tp_html_write(&r, o, f), 0);
     tp_report_free(&r);
+}
+
+static inline void slim_render(tp_run *run, const tp_report_opts *o, FILE *f) {
+    slim_render_used(run, o, f, NULL);
 }
 
 /* Fails when a and b differ, first printing both around the first byte that differs. */
@@ -94,6 +104,58 @@ static void four_ranks_write(const char *dir, int r) {
     }
     if (r != 1) synth_end_of_file(f, T0 + 200 * MS, 0);
     assert_int_equal(synth_close(f), 0);
+}
+
+/* The synthetic run of four_ranks_write in dir, with the node sampler of host h0 and a
+ * helper of rank 0 (its parent) that records a range. */
+static inline void four_ranks_run(const char *dir) {
+    for (int r = 0; r < 4; r++) four_ranks_write(dir, r);
+    synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    for (int s = 0; s < 20; s++)
+        synth_counter(f, 1, T0 + (uint64_t)s * 5 * MS, "gpu0.power_w", 250 + s);
+    synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    synth_header h;
+    memset(&h, 0, sizeof h);
+    h.host = "h0";
+    h.pid = 91;
+    h.ppid = 100;
+    h.start_realtime_ns = 1700000000000000000ull;
+    h.start_mono_ns = T0;
+    f = synth_open_ex(dir, &h);
+    synth_thread(f, 1, 91);
+    synth_push(f, 1, T0 + MS, "data", 0, 0);
+    synth_pop(f, 1, T0 + 3 * MS, 0);
+    synth_end_of_file(f, T0 + 200 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* The diagnosis scenarios of diag_scen.c (two hosts, a late rank, short kernels and host
+ * syncs, data loading, memory, throttling, few steps), each run in a directory of its own
+ * given to `same` (must_compare 1), then removed. */
+static inline void slim_scenarios(void (*same)(const char *const *ops, size_t n,
+                                               int must_compare)) {
+    scen v[8];
+    for (int i = 0; i < 8; i++) v[i] = scen_base();
+    v[1].nranks = 4, v[1].hosts = 2, v[1].clock_err = 3 * (int64_t)MS, v[1].lag_rank = 2,
+    v[1].lag = 2 * MS;
+    v[2].short_kernels = 1, v[2].sync = 1;
+    v[3].data = 2 * MS, v[3].buckets = 3;
+    v[4].alloc_share = 0.95, v[4].mem_share = 0.97;
+    v[5].throttle = 1, v[5].power_at_limit = 1, v[5].meta_model = "llama-7b",
+    v[5].meta_tokens = "4096";
+    v[6].nranks = 3, v[6].data_over_busy = 1, v[6].data = MS;
+    v[7].steps = 2;
+    for (int i = 0; i < 8; i++) {
+        char dir[512];
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-scen"), 0);
+        for (int r = 0; r < v[i].nranks; r++) scen_write_rank(dir, &v[i], r);
+        const char *ops[] = {dir};
+        same(ops, 1, 1);
+        synth_rmtree(dir);
+    }
 }
 
 /* The corpus's rank files (tests/fuzz/corpus/rankfile) each alone, then as one run, then with

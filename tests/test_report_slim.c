@@ -85,28 +85,7 @@ static void synthetic_run(void **state) {
     /* a directory name that is not UTF-8: the files are read again by the names they had */
     snprintf(dir, sizeof dir, "%s/run-\xff\xfe-\x01-\"q\"", top);
     assert_int_equal(mkdir(dir, 0755), 0);
-    for (int r = 0; r < 4; r++) four_ranks_write(dir, r);
-    /* the node sampler of host h0, and a helper of rank 0 (its parent) with a range */
-    synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
-    synth_meta(f, "trainprof.role", "node-sampler");
-    synth_thread(f, 1, 90);
-    for (int s = 0; s < 20; s++)
-        synth_counter(f, 1, T0 + (uint64_t)s * 5 * MS, "gpu0.power_w", 250 + s);
-    synth_end_of_file(f, T0 + 200 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-    synth_header h;
-    memset(&h, 0, sizeof h);
-    h.host = "h0";
-    h.pid = 91;
-    h.ppid = 100;
-    h.start_realtime_ns = 1700000000000000000ull;
-    h.start_mono_ns = T0;
-    f = synth_open_ex(dir, &h);
-    synth_thread(f, 1, 91);
-    synth_push(f, 1, T0 + MS, "data", 0, 0);
-    synth_pop(f, 1, T0 + 3 * MS, 0);
-    synth_end_of_file(f, T0 + 200 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
+    four_ranks_run(dir); /* with the node sampler of host h0, and a helper of rank 0 */
     const char *ops[] = {dir};
     same_reports(ops, 1);
     setenv("SLIM_TEST_STEP_NAME", "train_step", 1);
@@ -115,29 +94,16 @@ static void synthetic_run(void **state) {
     synth_rmtree(top);
 }
 
+static void reports_same(const char *const *ops, size_t n, int must_compare) {
+    (void)must_compare; /* same_reports compares whatever loads */
+    same_reports(ops, n);
+}
+
 /* The diagnosis scenarios (diag_scen.h): the cross-rank analyses (clocks over two hosts,
  * stragglers, the rules) read what a slim run keeps. */
 static void scenarios(void **state) {
     (void)state;
-    scen v[8];
-    for (int i = 0; i < 8; i++) v[i] = scen_base();
-    v[1].nranks = 4, v[1].hosts = 2, v[1].clock_err = 3 * (int64_t)MS, v[1].lag_rank = 2,
-    v[1].lag = 2 * MS;
-    v[2].short_kernels = 1, v[2].sync = 1;
-    v[3].data = 2 * MS, v[3].buckets = 3;
-    v[4].alloc_share = 0.95, v[4].mem_share = 0.97;
-    v[5].throttle = 1, v[5].power_at_limit = 1, v[5].meta_model = "llama-7b",
-    v[5].meta_tokens = "4096";
-    v[6].nranks = 3, v[6].data_over_busy = 1, v[6].data = MS;
-    v[7].steps = 2;
-    for (int i = 0; i < 8; i++) {
-        char dir[512];
-        assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-scen"), 0);
-        for (int r = 0; r < v[i].nranks; r++) scen_write_rank(dir, &v[i], r);
-        const char *ops[] = {dir};
-        same_reports(ops, 1);
-        synth_rmtree(dir);
-    }
+    slim_scenarios(reports_same);
 }
 
 /* A rank file of 19 MB: the loader gives the pages it has read back as it goes
@@ -238,11 +204,6 @@ static void spans_sort_stable(void **state) {
             assert_true(v[i].e == ref[i].sp.e);
         }
     }
-}
-
-static void reports_same(const char *const *ops, size_t n, int must_compare) {
-    (void)must_compare; /* same_reports compares whatever loads */
-    same_reports(ops, n);
 }
 
 static void corpus(void **state) {

@@ -661,22 +661,22 @@ static void note_unread(tp_run *run, const tp_process *p) {
 /* Runs the n jobs on o->threads threads under the budget, then keeps each slim rank's memos
  * in it: the process is written only once no job reads the run any more. First, which slim
  * ranks have a summary whose key is valid (summary.h): their jobs read it instead of the
- * file. Returns how many summaries were stale or damaged (their sections computed again). */
-static size_t run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs, size_t n,
-                       int memos_only, int summarize) {
+ * file. used[0] (may be NULL): the summaries read; used[1]: those stale or damaged (their
+ * sections computed again). */
+static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs, size_t n,
+                     int memos_only, int summarize, size_t used[2]) {
     sections sc = {run, o, jobs, memos_only, summarize};
     for (size_t k = 0; k < n; k++) {
         const tp_process *p = &run->procs[jobs[k].proc];
         jobs[k].sum = p->slim && p->role == TP_ROLE_RANK ? tp_summary_check(run, p, o) : 0;
     }
     tp_jobs_run(&(tp_jobs){n, o->threads, SECTION_BUDGET, section_cost, section_job, &sc});
-    size_t stale = 0;
     for (size_t k = 0; k < n; k++) {
         /* the run-level analyses, the HTML and the exports find the rank's steps and
          * communication times again (diagnose.c, html.c, clocks.c, chrome.c): a slim rank
          * answers from these */
         tp_process *p = (tp_process *)&run->procs[jobs[k].proc];
-        stale += jobs[k].sum < 0;
+        if (used) used[jobs[k].sum < 0] += jobs[k].sum != 0;
         if (jobs[k].unread && !summarize) note_unread((tp_run *)run, p);
         if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
         if (jobs[k].comm) {
@@ -684,7 +684,6 @@ static size_t run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *job
             p->comm_memo = jobs[k].comm;
         }
     }
-    return stale;
 }
 
 /* "ranks": each rank's section, in rank order, and its results into res->ranks (nranks of
@@ -706,7 +705,10 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
             left--;
         }
     }
-    res->summaries_stale = run_jobs(run, o, jobs, n, 0, 0);
+    size_t used[2] = {0, 0};
+    run_jobs(run, o, jobs, n, 0, 0, used);
+    res->summaries_read = used[0];
+    res->summaries_stale = used[1];
     for (size_t k = 0; k < n; k++) cJSON_AddItemToArray(ranks, jobs[k].section);
     res->nranks = n;
     free(jobs);
@@ -729,7 +731,7 @@ int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char 
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]))
             jobs[n++] = (rank_job){i, NULL, NULL, NULL, NULL, 0, 0, NULL};
-    (void)run_jobs(run, o, jobs, n, 1, 0);
+    run_jobs(run, o, jobs, n, 1, 0, NULL);
     free(jobs);
     return TPROF_OK;
 }
@@ -758,7 +760,7 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
             jobs[n] = (rank_job){i, &out[n], NULL, NULL, NULL, 0, 0, NULL};
             n++;
         }
-    (void)run_jobs(run, o, jobs, n, 0, 1);
+    run_jobs(run, o, jobs, n, 0, 1, NULL);
     st->files = n;
     for (size_t k = 0; k < n; k++) {
         if (jobs[k].why) st->errors[st->nerrors++] = jobs[k].why;

@@ -905,8 +905,9 @@ typedef struct tp_run_results {
     tp_clocks_result clocks;
     tp_comm_run_result comm;
     tp_headline headline;    /* built last, from the findings and the ranks */
+    size_t summaries_read;   /* rank sections read from their summaries (summary.h) */
     size_t summaries_stale;  /* rank summaries out of date or damaged, their sections computed
-                              * from the rank files again (summary.h); the text says so */
+                              * from the rank files again; the text says so */
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

@@ -1,0 +1,449 @@
+/*
+ * test_summary.c — rank summaries (analysis/summary.h, `trainprof summarize`): the report of a
+ * run read from its summaries is the report read from its rank files, byte for byte in JSON,
+ * text and HTML; a summary made stale (its rank file touched, appended or replaced, the NVML
+ * sampler's file touched, an option a section reads changed) or damaged (truncated, garbage,
+ * a byte of its key or body flipped) is never used: its section is computed again, the report
+ * is the one without summaries, and its text says how many were recomputed. The options a
+ * section does not read leave every summary valid, and the report the same as without them.
+ * Inputs: the synthetic run of slim_runs.h (four ranks on two hosts, a node sampler, a helper)
+ * and the fuzz corpus's rank files (each alone, as one run, and beside a torch.profiler
+ * trace), copied into a temporary directory since summaries are written beside rank files.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "analysis/summary.h"
+#include "slim_runs.h"
+#include "synth.h"
+
+/* The report of ops (slim) with options o, rendered three ways into one string (owned); the
+ * summaries it read and found stale into used. */
+static char *render(const char *const *ops, size_t nops, const tp_report_opts *o,
+                    size_t used[2]) {
+    tp_run run;
+    char err[512];
+    assert_int_equal(tp_run_load_slim(ops, nops, &run, err, sizeof err), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    slim_render_used(&run, o, f, used);
+    fclose(f);
+    tp_run_free(&run);
+    return buf;
+}
+
+/* `trainprof summarize` of ops with options o on 3 threads: its count into *st (errors
+ * freed). */
+static void summarize(const char *const *ops, size_t nops, const tp_report_opts *o,
+                      tp_summarize_stats *st) {
+    tp_run run;
+    char err[512];
+    assert_int_equal(tp_run_load_slim(ops, nops, &run, err, sizeof err), 0);
+    tp_report_opts so = *o;
+    so.threads = 3;
+    assert_int_equal(tp_report_summarize(&run, &so, NULL, st), 0);
+    for (size_t i = 0; i < st->nerrors; i++) fprintf(stderr, "  summarize: %s\n", st->errors[i]);
+    assert_int_equal(st->written + st->current + st->failed, st->files);
+    tp_run_free(&run);
+    for (size_t i = 0; i < st->nerrors; i++) free(st->errors[i]);
+    free(st->errors);
+    st->errors = NULL;
+    st->nerrors = 0;
+}
+
+/* Renames every summary in the directories dirs[0..n) (or beside the files) from suffix
+ * `from` to `to`: hidden from the report (".hidden") and back. Returns how many. */
+static size_t rename_sums(char dirs[][600], size_t n, const char *from, const char *to) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        DIR *d = opendir(dirs[i]);
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            size_t l = strlen(e->d_name), fl = strlen(from);
+            if (l < fl || strcmp(e->d_name + l - fl, from)) continue;
+            char a[1400], b[1400];
+            snprintf(a, sizeof a, "%s/%s", dirs[i], e->d_name);
+            snprintf(b, sizeof b, "%s/%.*s%s", dirs[i], (int)(l - fl), e->d_name, to);
+            assert_int_equal(rename(a, b), 0);
+            k++;
+        }
+        closedir(d);
+    }
+    return k;
+}
+
+static const char STALE_LINE[] = " out of date, recomputed\n";
+
+/* Removes the text's line "  N summar(y|ies) out of date, recomputed" (there must be one). */
+static void drop_stale_line(char *s) {
+    char *at = strstr(s, STALE_LINE);
+    assert_non_null(at);
+    char *from = at;
+    while (from > s && from[-1] != '\n') from--;
+    memmove(from, at + strlen(STALE_LINE), strlen(at + strlen(STALE_LINE)) + 1);
+    assert_null(strstr(s, STALE_LINE));
+}
+
+/* A copied run: the operands' copies (directories dirs[], each operand's files in one). */
+typedef struct copied {
+    char top[512];
+    char dirs[4][600];
+    char ops[4][1400];
+    const char *opv[4];
+    size_t n;
+} copied;
+
+static void copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    assert_non_null(a);
+    assert_non_null(b);
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, a)) > 0) assert_int_equal(fwrite(buf, 1, k, b), k);
+    fclose(a);
+    assert_int_equal(fclose(b), 0);
+}
+
+/* Copies each operand (a directory's files, or one file) into a directory of its own. */
+static void copy_ops(copied *c, const char *const *ops, size_t n) {
+    assert_true(n <= 4);
+    assert_int_equal(synth_tmpdir(c->top, sizeof c->top, "summary"), 0);
+    c->n = n;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(c->dirs[i], sizeof c->dirs[i], "%s/op%zu", c->top, i);
+        assert_int_equal(mkdir(c->dirs[i], 0755), 0);
+        struct stat st;
+        assert_int_equal(stat(ops[i], &st), 0);
+        if (S_ISDIR(st.st_mode)) {
+            DIR *d = opendir(ops[i]);
+            assert_non_null(d);
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                char a[1400], b[1400];
+                snprintf(a, sizeof a, "%s/%s", ops[i], e->d_name);
+                snprintf(b, sizeof b, "%s/%s", c->dirs[i], e->d_name);
+                if (stat(a, &st) == 0 && S_ISREG(st.st_mode)) copy_file(a, b);
+            }
+            closedir(d);
+            snprintf(c->ops[i], sizeof c->ops[i], "%s", c->dirs[i]);
+        } else {
+            const char *base = strrchr(ops[i], '/');
+            snprintf(c->ops[i], sizeof c->ops[i], "%s/%s", c->dirs[i], base ? base + 1 : ops[i]);
+            copy_file(ops[i], c->ops[i]);
+        }
+        c->opv[i] = c->ops[i];
+    }
+}
+
+/* The report of c with options o without its summaries (hidden meanwhile). */
+static char *without_sums(copied *c, const tp_report_opts *o) {
+    size_t hidden = rename_sums(c->dirs, c->n, TP_SUMMARY_SUFFIX, ".hidden");
+    size_t used[2];
+    char *r = render(c->opv, c->n, o, used);
+    assert_int_equal(used[0] + used[1], 0);
+    assert_int_equal(rename_sums(c->dirs, c->n, ".hidden", TP_SUMMARY_SUFFIX), hidden);
+    return r;
+}
+
+/* The report of c with options o read from its summaries equals the one without them; then
+ * `expect_stale` of them are stale and the text says so. */
+static void same_with_sums(copied *c, const tp_report_opts *o, size_t expect_read,
+                           size_t expect_stale, const char *label) {
+    size_t used[2];
+    char *with = render(c->opv, c->n, o, used);
+    char *plain = without_sums(c, o);
+    if (used[0] != expect_read || used[1] != expect_stale)
+        fprintf(stderr, "%s: %zu summaries read, %zu stale; expected %zu and %zu\n", label,
+                used[0], used[1], expect_read, expect_stale);
+    assert_int_equal(used[0], expect_read);
+    assert_int_equal(used[1], expect_stale);
+    if (expect_stale) drop_stale_line(with);
+    else assert_null(strstr(with, STALE_LINE));
+    slim_same(c->ops[0], label, "without summaries", plain, "with summaries", with);
+    free(with);
+    free(plain);
+}
+
+/* The corpus and the synthetic run: every operand list given to this, the report from
+ * summaries against the report without, and a changed option making all of them stale. */
+static void summarized_same(const char *const *ops, size_t n, int must_compare) {
+    copied c;
+    copy_ops(&c, ops, n);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    tp_summarize_stats st;
+    summarize(c.opv, c.n, &o, &st);
+    assert_int_equal(st.current, 0);
+    if (must_compare) assert_true(st.written >= 2);
+    same_with_sums(&c, &o, st.written, 0, "from summaries");
+    /* once more: every summary is current and left as it is */
+    tp_summarize_stats again;
+    summarize(c.opv, c.n, &o, &again);
+    assert_int_equal(again.current, st.written);
+    assert_int_equal(again.written, 0);
+    /* a warm-up the summaries were not made with: all recomputed */
+    o.warmup = 2;
+    same_with_sums(&c, &o, 0, st.written, "another warm-up");
+    synth_rmtree(c.top);
+}
+
+static void corpus(void **state) {
+    (void)state;
+    slim_corpus(summarized_same);
+}
+
+/* The diagnosis scenarios: memory timelines, NVML throttling, host synchronisation, data
+ * loading, two hosts. */
+static void scenarios(void **state) {
+    (void)state;
+    slim_scenarios(summarized_same);
+}
+
+/* The synthetic run of four ranks, summarised, in a copy of its own. */
+static void four_ranks_summarised(copied *c, tp_report_opts *o) {
+    char src[512];
+    assert_int_equal(synth_tmpdir(src, sizeof src, "summary-src"), 0);
+    four_ranks_run(src);
+    const char *ops[] = {src};
+    copy_ops(c, ops, 1);
+    synth_rmtree(src);
+    tp_report_opts_init(o);
+    tp_summarize_stats st;
+    summarize(c->opv, 1, o, &st);
+    assert_int_equal(st.files, 4); /* the ranks: not the node sampler, not the helper */
+    assert_int_equal(st.written, 4);
+}
+
+/* The path of the rank file with process id pid in c, and its summary's. */
+static void rank_path(const copied *c, int pid, char file[700], char sum[800]) {
+    snprintf(file, 700, "%s/h%d-%d.tprof", c->dirs[0], (pid - 100) / 2, pid);
+    snprintf(sum, 800, "%s%s", file, TP_SUMMARY_SUFFIX);
+    assert_true(synth_file_size(file) > 0);
+}
+
+static void synthetic_run(void **state) {
+    (void)state;
+    const char *ops[1];
+    char src[512];
+    assert_int_equal(synth_tmpdir(src, sizeof src, "summary-four"), 0);
+    four_ranks_run(src);
+    ops[0] = src;
+    summarized_same(ops, 1, 1);
+    synth_rmtree(src);
+}
+
+/* Each way a summary goes out of date or is damaged: the section is computed again (the
+ * counts say which), and the report is the one without summaries. */
+static void stale_and_damaged(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    same_with_sums(&c, &o, 4, 0, "fresh");
+    char file[700], sum[800], other[700], osum[800];
+    rank_path(&c, 100, file, sum);
+    rank_path(&c, 101, other, osum);
+    /* damaged summaries: truncated, garbage, a byte of the key, a byte of the body */
+    char keep[900];
+    snprintf(keep, sizeof keep, "%s.keep", sum);
+    copy_file(sum, keep);
+    assert_int_equal(synth_truncate(sum, synth_file_size(sum) / 2), 0);
+    same_with_sums(&c, &o, 3, 1, "truncated");
+    FILE *g = fopen(sum, "wb");
+    assert_non_null(g);
+    fputs("not a summary at all\n", g);
+    fclose(g);
+    same_with_sums(&c, &o, 3, 1, "garbage");
+    copy_file(keep, sum);
+    assert_int_equal(synth_flip_byte(sum, 40, 0x10), 0);
+    same_with_sums(&c, &o, 3, 1, "key byte");
+    copy_file(keep, sum);
+    assert_int_equal(synth_flip_byte(sum, -3, 0x01), 0);
+    same_with_sums(&c, &o, 3, 1, "body byte");
+    copy_file(keep, sum);
+    same_with_sums(&c, &o, 4, 0, "restored");
+    /* the rank file touched (its time), then appended to, then replaced by another's */
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {1000000000, 5}};
+    assert_int_equal(utimensat(AT_FDCWD, file, ts, 0), 0);
+    same_with_sums(&c, &o, 3, 1, "rank file touched");
+    tp_summarize_stats st;
+    summarize(c.opv, 1, &o, &st);
+    assert_int_equal(st.written, 1);
+    assert_int_equal(st.current, 3);
+    same_with_sums(&c, &o, 4, 0, "summarised again");
+    FILE *a = fopen(file, "ab");
+    assert_non_null(a);
+    fputs("appended", a);
+    fclose(a);
+    same_with_sums(&c, &o, 3, 1, "rank file appended");
+    /* rank 0's file now holds rank 1's process: the file of the same process read second
+     * becomes its helper (no section); ranks 2 and 3 keep theirs */
+    copy_file(other, file);
+    same_with_sums(&c, &o, 2, 1, "rank file replaced");
+    synth_rmtree(c.top);
+}
+
+/* A rank's section reads the NVML samples of its host's sampler (tp_gpu_samples_for): the node
+ * sampler's for ranks 0 and 1 of host h0, rank 2's own for ranks 2 and 3 of h1. */
+static void sampler_touched(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char sampler[700], file[700], sum[800];
+    snprintf(sampler, sizeof sampler, "%s/h0-90.tprof", c.dirs[0]);
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {1000000000, 7}};
+    assert_int_equal(utimensat(AT_FDCWD, sampler, ts, 0), 0);
+    same_with_sums(&c, &o, 2, 2, "node sampler touched");
+    tp_summarize_stats st;
+    summarize(c.opv, 1, &o, &st);
+    assert_int_equal(st.written, 2);
+    rank_path(&c, 102, file, sum);
+    assert_int_equal(utimensat(AT_FDCWD, file, ts, 0), 0);
+    same_with_sums(&c, &o, 2, 2, "rank 2, rank 3's sampler, touched");
+    synth_rmtree(c.top);
+}
+
+/* The options a section reads each make every summary stale; the others leave them valid,
+ * and the report from summaries is the one without under those options. */
+static void options_key(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    static const char *const forward[] = {"forward"};
+    for (int k = 0; k < 5; k++) {
+        tp_report_opts x;
+        tp_report_opts_init(&x);
+        if (k == 0) x.step_name = "train_step";
+        if (k == 1) x.step_name = "";
+        if (k == 2) x.warmup = 0;
+        if (k == 3) x.top_n = 1;
+        if (k == 4) x.data_names = forward, x.ndata_names = 1;
+        char label[32];
+        snprintf(label, sizeof label, "key option %d", k);
+        same_with_sums(&c, &x, 0, 4, label);
+    }
+    for (int k = 0; k < 29; k++) {
+        tp_report_opts x;
+        tp_report_opts_init(&x);
+        double *d[] = {&x.comm_warn_share, &x.comm_crit_share, &x.tokens_per_step,
+                       &x.samples_per_step, &x.flops_per_step, &x.data_share,
+                       &x.data_ms_per_sample, &x.data_start_idle_share, &x.launch_idle_share,
+                       &x.launch_kernel_us, &x.host_sync_share, &x.memory_share,
+                       &x.fragmentation_share, &x.fragmentation_min_bytes, &x.leak_min_bytes,
+                       &x.straggler_share, &x.throttle_share, &x.clock_drop_share,
+                       &x.power_limit_share, &x.busy_share, &x.diag_band};
+        size_t nd = sizeof d / sizeof *d;
+        if ((size_t)k < nd) *d[k] = *d[k] ? *d[k] * 0.01 : 4096; /* every rule fires sooner */
+        else if (k == 21) x.model = "layers=2,hidden=64,heads=4,seq=128,vocab=1000";
+        else if (k == 22) x.dtype = "fp16";
+        else if (k == 23) x.leak_min_steps = 2;
+        else if (k == 24) x.diag_min_steps = 1;
+        else if (k == 25) x.threads = 1;
+        else if (k == 26) x.stream_sections = 1;
+        else if (k == 27) x.stream_sections = -1;
+        else x.tokens_per_step = 2048, x.model = "layers=2,hidden=64,heads=4,seq=128,vocab=1000";
+        char label[32];
+        snprintf(label, sizeof label, "other option %d", k);
+        same_with_sums(&c, &x, 4, 0, label);
+    }
+    synth_rmtree(c.top);
+}
+
+/* The memos alone (tp_run_fill_memos, the export's) from summaries: the same steps and
+ * communication times as from the rank files. */
+static void memos(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    tp_run a, b;
+    char err[512];
+    assert_int_equal(tp_run_load_slim(c.opv, 1, &a, err, sizeof err), 0);
+    assert_int_equal(tp_run_fill_memos(&a, &o, NULL), 0);
+    assert_int_equal(rename_sums(c.dirs, 1, TP_SUMMARY_SUFFIX, ".hidden"), 4);
+    assert_int_equal(tp_run_load_slim(c.opv, 1, &b, err, sizeof err), 0);
+    assert_int_equal(tp_run_fill_memos(&b, &o, NULL), 0);
+    assert_int_equal(a.nprocs, b.nprocs);
+    size_t ranks = 0;
+    for (size_t i = 0; i < a.nprocs; i++) {
+        const tp_process *p = &a.procs[i], *q = &b.procs[i];
+        assert_int_equal(!p->steps_memo, !q->steps_memo);
+        assert_int_equal(!p->comm_memo, !q->comm_memo);
+        if (!p->steps_memo) continue;
+        ranks++;
+        assert_int_equal(p->steps_memo->nsteps, q->steps_memo->nsteps);
+        assert_int_equal(p->steps_memo->nwarmup, q->steps_memo->nwarmup);
+        assert_true(p->steps_memo->nsteps >= 5);
+        assert_memory_equal(p->steps_memo->steps, q->steps_memo->steps,
+                            p->steps_memo->nsteps * sizeof *p->steps_memo->steps);
+        assert_string_equal(p->steps_memo->name, q->steps_memo->name);
+        assert_int_equal(p->ncomm, q->ncomm);
+        assert_true(p->ncomm >= 5);
+        for (size_t k = 0; k < p->ncomm; k++) {
+            assert_true(p->comm_memo[k].start == q->comm_memo[k].start);
+            assert_true(p->comm_memo[k].end == q->comm_memo[k].end);
+            assert_int_equal(p->comm_memo[k].src, q->comm_memo[k].src);
+        }
+    }
+    assert_int_equal(ranks, 4);
+    tp_run_free(&a);
+    tp_run_free(&b);
+    synth_rmtree(c.top);
+}
+
+/* A summary that cannot be written (its name is taken by a directory) is one error line; the
+ * other files are summarised. */
+static void write_error(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char file[700], sum[800];
+    rank_path(&c, 103, file, sum);
+    assert_int_equal(unlink(sum), 0);
+    assert_int_equal(mkdir(sum, 0755), 0);
+    tp_run run;
+    char err[512];
+    assert_int_equal(tp_run_load_slim(c.opv, 1, &run, err, sizeof err), 0);
+    tp_summarize_stats st;
+    assert_int_equal(tp_report_summarize(&run, &o, NULL, &st), 0);
+    assert_int_equal(st.files, 4);
+    assert_int_equal(st.current, 3);
+    assert_int_equal(st.failed, 1);
+    assert_int_equal(st.nerrors, 1);
+    assert_non_null(strstr(st.errors[0], "h1-103.tprof: no summary written: "));
+    tp_summarize_stats_free(&st);
+    assert_int_equal(st.nerrors, 0);
+    tp_run_free(&run);
+    assert_int_equal(rmdir(sum), 0);
+    synth_rmtree(c.top);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(synthetic_run),  cmocka_unit_test(stale_and_damaged),
+        cmocka_unit_test(sampler_touched), cmocka_unit_test(options_key),
+        cmocka_unit_test(memos),          cmocka_unit_test(write_error),
+        cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
