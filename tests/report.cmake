@@ -31,3 +31,12 @@ tprof_add_unit(test_summary test_summary.c synth.c diag_scen.c LIBS tprof_analys
 target_compile_definitions(test_summary PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 # the corpus rendered twice and more per file, under TSan on a loaded machine
 set_tests_properties(test_summary PROPERTIES TIMEOUT 600)
+# `trainprof summarize` end to end on 16 ranks written by bench_report_scale: the launchers'
+# splits, then `mpirun -np 4 trainprof summarize` and the same report byte for byte (the
+# mpirun part skipped with 77 when mpirun is missing).
+if(TPROF_BUILD_BENCH)
+  add_test(NAME summarize_mpirun COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/summarize_test.sh
+           $<TARGET_FILE:trainprof_cli> $<TARGET_FILE:bench_report_scale>)
+  set_tests_properties(summarize_mpirun PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+    LABELS "integration;report" ENVIRONMENT "${TPROF_TEST_ENV}")
+endif()

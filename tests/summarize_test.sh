@@ -1,0 +1,89 @@
+#!/bin/sh
+# summarize_test.sh TRAINPROF BENCH_REPORT_SCALE — `trainprof summarize` end to end on a
+# synthetic run of 16 ranks (bench_report_scale --keep): each launcher's variables split the
+# files among tasks (file i to task i % size, in name order); `mpirun -np 4 trainprof
+# summarize DIR` summarises every file once, one line per task; then `trainprof report DIR`
+# is the report without summaries, byte for byte, in text, JSON and HTML. The mpirun part is
+# skipped (exit 77, after the rest has passed) when mpirun is missing.
+#
+# mpirun flags: as root Open MPI refuses to start without --allow-run-as-root; CI has 2
+# cores, so --oversubscribe. Timeouts are generous: the machine may be loaded.
+set -u
+TP=$1 BENCH=$2
+tmp=$(mktemp -d "${TPROF_TEST_TMP:-/tmp}/summarize-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# no launcher variable of the test's own environment may decide the split
+clean() {
+    env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE \
+        -u SLURM_PROCID -u SLURM_NTASKS -u RANK -u WORLD_SIZE "$@"
+}
+
+TMPDIR=$tmp "$BENCH" --ranks 16 --steps 40 --kernels 20 --keep >"$tmp/bench.out" 2>&1 ||
+    fail "bench_report_scale: $(cat "$tmp/bench.out")"
+dir=$(sed -n 's/^  kept //p' "$tmp/bench.out")
+[ -d "$dir" ] || fail "no run kept: $(cat "$tmp/bench.out")"
+[ "$(ls "$dir"/*.tprof | wc -l)" -eq 16 ] || fail "expected 16 rank files in $dir"
+
+report() { # report NAME: the run's report in text, JSON and HTML, into $tmp/NAME.*
+    clean "$TP" report "$dir" >"$tmp/$1.txt" || fail "report $1 (text)"
+    clean "$TP" report "$dir" --format json -o "$tmp/$1.json" 2>/dev/null || fail "report $1 (json)"
+    clean "$TP" report "$dir" --format html -o "$tmp/$1.html" 2>/dev/null || fail "report $1 (html)"
+}
+report plain
+[ "$(ls "$dir" | grep -c '\.sum$')" -eq 0 ] || fail "a report wrote summaries"
+
+# split(LAUNCHER_VARS..., EXPECTED_FILES): one task's share under a launcher's variables
+split() {
+    want=$1
+    shift
+    clean "$@" "$TP" summarize "$dir" 2>"$tmp/split.err" || fail "summarize under $*: $(cat "$tmp/split.err")"
+    got=$(cd "$dir" && ls *.sum 2>/dev/null | tr '\n' ' ')
+    [ "$got" = "$want" ] || fail "under $*: summaries $got, expected $want"
+    rm -f "$dir"/*.sum
+}
+split "bench-1001.tprof.sum bench-1005.tprof.sum bench-1009.tprof.sum bench-1013.tprof.sum " \
+    RANK=1 WORLD_SIZE=4
+grep -q "task 1 of 4 (torchrun): 4 of 4 rank files summarised (4 written" "$tmp/split.err" ||
+    fail "torchrun task line: $(cat "$tmp/split.err")"
+split "bench-1003.tprof.sum bench-1007.tprof.sum bench-1011.tprof.sum bench-1015.tprof.sum " \
+    SLURM_PROCID=3 SLURM_NTASKS=4
+grep -q "task 3 of 4 (Slurm)" "$tmp/split.err" || fail "Slurm task line: $(cat "$tmp/split.err")"
+# Open MPI's pair before Slurm's (mpirun inside a Slurm allocation), PMI's before Slurm's
+split "bench-1000.tprof.sum bench-1008.tprof.sum " \
+    SLURM_PROCID=3 SLURM_NTASKS=4 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=8
+split "bench-1006.tprof.sum bench-1013.tprof.sum " \
+    SLURM_PROCID=3 SLURM_NTASKS=4 PMI_RANK=6 PMI_SIZE=7
+# a rank past its size is no pair: the next one decides
+split "bench-1002.tprof.sum bench-1007.tprof.sum bench-1012.tprof.sum " \
+    PMI_RANK=9 PMI_SIZE=7 RANK=2 WORLD_SIZE=5
+# nothing to do for a task beyond the files is no error
+split "" RANK=20 WORLD_SIZE=24
+# nothing could be done: an error
+clean "$TP" summarize "$tmp/none" 2>/dev/null && fail "summarize of a missing directory succeeded"
+
+MPIRUN=$(command -v mpirun || true)
+if [ -z "$MPIRUN" ]; then
+    echo "SKIP: mpirun not found (apt-get install openmpi-bin); the rest passed"
+    exit 77
+fi
+set -- --oversubscribe
+[ "$(id -u)" = 0 ] && set -- "$@" --allow-run-as-root
+clean timeout 300 "$MPIRUN" "$@" -np 4 "$TP" summarize "$dir" >"$tmp/mpi.out" 2>&1 ||
+    fail "mpirun -np 4 trainprof summarize: $(cat "$tmp/mpi.out")"
+cat "$tmp/mpi.out"
+for k in 0 1 2 3; do
+    grep -q "task $k of 4 (Open MPI): 4 of 4 rank files summarised (4 written, 0 already up to date, 0 failed)" \
+        "$tmp/mpi.out" || fail "no line of task $k"
+done
+[ "$(ls "$dir" | grep -c '\.sum$')" -eq 16 ] || fail "expected 16 summaries: $(ls "$dir")"
+[ "$(ls "$dir" | grep -c '\.tmp\.')" -eq 0 ] || fail "temporary files left: $(ls "$dir")"
+report summarised
+grep -q "out of date" "$tmp/summarised.txt" && fail "summaries found out of date"
+for f in txt json html; do
+    cmp "$tmp/plain.$f" "$tmp/summarised.$f" || fail "the $f report differs with summaries"
+done
+# the report read them: an option a section reads makes them all stale, and says so
+clean "$TP" report "$dir" --warmup 2 | grep -q "16 summaries out of date, recomputed" ||
+    fail "no stale line with another warm-up"
+echo "PASS: mpirun -np 4 trainprof summarize, then the same report byte for byte"
