@@ -140,11 +140,12 @@ static const char *text(tp_sum_buf *c, int rd, const char *s) {
 
 static void str(tp_sum_buf *c, int rd, const char **s) {
     unsigned char tag = 0;
+    const tp_capture_result *cap = c->rr ? &c->rr->capture : NULL;
     if (!rd) {
-        tag = !*s                                  ? S_NULL
-              : *s == c->rr->capture.not_captured ? S_NOT_CAPTURED
-              : *s == c->rr->capture.steps        ? S_CAPTURED_STEPS
-                                                  : S_TEXT;
+        tag = !*s                                    ? S_NULL
+              : cap && *s == cap->not_captured ? S_NOT_CAPTURED
+              : cap && *s == cap->steps        ? S_CAPTURED_STEPS
+                                               : S_TEXT;
     }
     raw(c, rd, &tag, 1);
     if (!rd) {
@@ -152,8 +153,9 @@ static void str(tp_sum_buf *c, int rd, const char **s) {
         return;
     }
     *s = NULL;
-    if (tag == S_NOT_CAPTURED) *s = c->rr->capture.not_captured;
-    else if (tag == S_CAPTURED_STEPS) *s = c->rr->capture.steps;
+    if ((tag == S_NOT_CAPTURED || tag == S_CAPTURED_STEPS) && !cap) c->bad = 1;
+    else if (tag == S_NOT_CAPTURED) *s = cap->not_captured;
+    else if (tag == S_CAPTURED_STEPS) *s = cap->steps;
     else if (tag == S_TEXT) {
         const char *t = text(c, 1, NULL);
         if (t) *s = tp_intern(c->run, t);
