@@ -499,7 +499,8 @@ typedef struct sections {
     int summarize;  /* tp_report_summarize: each section into its summary file, then freed */
 } sections;
 
-/* A section read from a valid summary holds no file: it costs nothing against the budget. */
+/* A section read from a valid summary holds no file: it costs nothing against the budget (one
+ * whose body then proves damaged is read from its file beyond the budget: rare, and one file). */
 static uint64_t section_cost(void *ctx, size_t i) {
     const sections *sc = ctx;
     const tp_process *p = &sc->run->procs[sc->jobs[i].proc];
@@ -567,9 +568,9 @@ static int from_summary(const sections *sc, rank_job *j, const tp_process *p) {
 static void to_summary(const sections *sc, rank_job *j, const tp_process *p) {
     char why[256];
     tp_summary_parts parts = {j->section, j->out, j->steps, j->comm};
-    if (j->unread) {
-        if (tp_process_file_check(p, why, sizeof why) == TPROF_OK) snprintf(why, sizeof why,
-                                                                            "out of memory");
+    if (j->unread) { /* its section is the slim process's: no summary of the file */
+        if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
+            snprintf(why, sizeof why, "out of memory");
     } else if (tp_summary_write(sc->run, p, sc->o, &parts, why, sizeof why) == 0) {
         why[0] = 0;
     }
