@@ -438,12 +438,138 @@ static void write_error(void **state) {
     synth_rmtree(c.top);
 }
 
+/* One rank of what the other inputs lack, in a directory of its own: API steps with step 3
+ * lost to a drop (steps.missing), the caching allocator's samples at the phase boundaries
+ * (the memory timeline) and an out-of-memory post-mortem with its largest allocations, GPU
+ * capture paused with a reason, and torch.distributed ops (their backends). */
+static void features_run(char *dir, size_t n) {
+    assert_int_equal(synth_tmpdir(dir, n, "summary-features"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 1, 50);
+    synth_thread(f, 2, 51);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "torch.cuda.device", "0");
+    synth_meta(f, "cuda.0.memory_total_bytes", "85899345920");
+    synth_meta(f, "torch.pg.0", "backend=gloo size=1 ranks=0");
+    char pauses[96];
+    snprintf(pauses, sizeof pauses, "%llu-%llu", (unsigned long long)(T0 + 25 * MS),
+             (unsigned long long)(T0 + 32 * MS));
+    synth_meta(f, "gpu_capture.pauses", pauses);
+    synth_meta(f, "gpu_capture.pause_reasons", "torch.profiler");
+    synth_meta(f, "memory.history_entries", "1000");
+    synth_meta(f, "memory.oom.source", "torch");
+    synth_meta(f, "memory.oom.request_bytes", "2147483648");
+    synth_meta(f, "memory.oom.step", "7");
+    synth_meta(f, "memory.oom.phase", "backward");
+    synth_meta(f, "memory.oom.count", "1");
+    synth_meta(f, "memory.oom.top", "[{\"bytes\":4294967296,\"stream\":0,\"frames\":"
+                                    "\"train.py:42 forward\"},{\"bytes\":1024,\"stream\":7,"
+                                    "\"frames\":\"\"}]");
+    static const char *const phases[] = {"data", "forward", "backward", "optimizer"};
+    for (uint32_t k = 0; k < 8; k++) {
+        if (k == 3) { /* lost: the ring dropped its events */
+            synth_set_dropped(f, 1, 40);
+            continue;
+        }
+        uint64_t t = T0 + k * 10 * MS;
+        synth_step_begin(f, 1, t, k);
+        for (int ph = 0; ph < 4; ph++) {
+            uint64_t a = t + (uint64_t)ph * 2 * MS;
+            synth_push(f, 1, a, phases[ph], 0, 0);
+            double alloc = (1.0 + k * 0.25 + ph) * (1u << 30);
+            synth_counter(f, 1, a + 1000, "cuda.memory_allocated_bytes", alloc);
+            synth_counter(f, 1, a + 2000, "cuda.memory_reserved_bytes", 8.0 * (1u << 30));
+            synth_counter(f, 1, a + 3000, "cuda.max_memory_allocated_bytes", alloc);
+            synth_pop(f, 1, a + 2 * MS - 1000, 0);
+        }
+        synth_kernel(f, 2, t + 2 * MS, t + 6 * MS, 0, 7, 10 + k, "ampere_gemm_kernel");
+        tprof_pl_comm c;
+        memset(&c, 0, sizeof c);
+        c.end_ns = t + 9 * MS;
+        c.bytes = 4096;
+        c.nranks = 1;
+        c.op = TPROF_COMM_ALLREDUCE;
+        c.source = TPROF_COMM_SRC_TORCH;
+        synth_comm(f, 1, t + 8 * MS, &c, NULL);
+        synth_step_end(f, 1, t + 10 * MS - 1000, k);
+        synth_flush(f);
+    }
+    assert_int_equal(synth_close(f), 0); /* no end record: it died of the OOM */
+}
+
+static void features(void **state) {
+    (void)state;
+    char dir[512];
+    features_run(dir, sizeof dir);
+    const char *ops[] = {dir};
+    summarized_same(ops, 1, 0);
+    synth_rmtree(dir);
+}
+
+/* The codec alone on every rank of a report (the scenario with memory samples and the
+ * corpus): a result read back codes to the same bytes, its pointer-free parts are the same
+ * bytes as computed, and each section's JSON prints the same. */
+static void codec_ranks(const char *const *ops, size_t nops, int must_compare) {
+    (void)must_compare;
+    tp_run run;
+    char err[512];
+    assert_int_equal(tp_run_load_slim(ops, nops, &run, err, sizeof err), 0);
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, NULL, &r), 0);
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(r.doc, "ranks");
+    assert_int_equal((size_t)cJSON_GetArraySize(ranks), r.res.nranks);
+    for (size_t i = 0; i < r.res.nranks; i++) {
+        tp_sum_buf a = {0}, b = {0}, j = {0};
+        tp_sum_rank_result(&a, &r.res.ranks[i], 0);
+        tp_rank_result back;
+        tp_sum_buf in = a;
+        in.run = &run;
+        tp_sum_rank_result(&in, &back, 1);
+        assert_false(in.bad);
+        assert_int_equal(in.at, a.len);
+        tp_sum_rank_result(&b, &back, 0);
+        assert_false(a.bad || b.bad);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.b, b.b, a.len);
+        assert_memory_equal(&back.capture, &r.res.ranks[i].capture, sizeof back.capture);
+        assert_memory_equal(&back.process, &r.res.ranks[i].process, sizeof back.process);
+        tp_rank_result_free(&back);
+        const cJSON *sec = cJSON_GetArrayItem(ranks, (int)i);
+        tp_sum_json_put(&j, sec);
+        tp_sum_buf jin = j;
+        cJSON *sback = tp_sum_json_get(&jin);
+        assert_false(jin.bad);
+        char *x = cJSON_Print(sec), *y = cJSON_Print(sback);
+        assert_string_equal(x, y);
+        free(x);
+        free(y);
+        cJSON_Delete(sback);
+        free(a.b);
+        free(b.b);
+        free(j.b);
+    }
+    tp_report_free(&r);
+    tp_run_free(&run);
+}
+
+static void codec(void **state) {
+    (void)state;
+    char dir[512];
+    features_run(dir, sizeof dir);
+    const char *ops[] = {dir};
+    codec_ranks(ops, 1, 1);
+    synth_rmtree(dir);
+    slim_scenarios(codec_ranks);
+    slim_corpus(codec_ranks);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(synthetic_run),  cmocka_unit_test(stale_and_damaged),
         cmocka_unit_test(sampler_touched), cmocka_unit_test(options_key),
         cmocka_unit_test(memos),          cmocka_unit_test(write_error),
         cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
+        cmocka_unit_test(features),       cmocka_unit_test(codec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
