@@ -66,11 +66,13 @@ kill -TERM $pid
 wait $pid
 trap - EXIT
 
-# 2. run, with its node sampler on the fake NVML
+# 2. run, with its node sampler on the fake NVML; the job must outlast the hammer (the endpoint
+# comes up, 40 idle connections, the malformed requests, 1 s of scrapes): 4000 steps, 2 s on
+# an idle machine, ended before the idle connections were made
 PORT=$(free_port)
 STACK_DEPTH_OUT=$OUT LD_PRELOAD=$SHIM TRAINPROF_NVML_LIB=$FAKE RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
     "$TP" run --quiet -o "$DIR/run" --metrics-port "$PORT" --tokens-per-step 4096 \
-    -- "$LM" --steps 4000 --log-every 0 > "$DIR/run.log" 2>&1 &
+    -- "$LM" --steps 20000 --log-every 0 > "$DIR/run.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true' EXIT
 python3 "$DIR/hammer.py" "$PORT" 1.0
