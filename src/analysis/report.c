@@ -716,22 +716,38 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
     return TPROF_OK;
 }
 
+/* A job for each slim rank of run that want selects (NULL: all), its results into out[k] when
+ * out is given: *n of them (NULL when none, or out of memory: *n then SIZE_MAX). */
+static rank_job *slim_rank_jobs(const tp_run *run, const unsigned char *want,
+                                tp_rank_result *out, size_t *n) {
+    size_t k = 0;
+    for (size_t i = 0; i < run->nprocs; i++)
+        k += run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]);
+    *n = 0;
+    if (!k) return NULL;
+    rank_job *jobs = calloc(k, sizeof *jobs);
+    if (!jobs) {
+        *n = SIZE_MAX;
+        return NULL;
+    }
+    for (size_t i = 0; i < run->nprocs; i++)
+        if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i])) {
+            jobs[*n] = (rank_job){i, out ? &out[*n] : NULL, NULL, NULL, NULL, 0, 0, NULL};
+            ++*n;
+        }
+    return jobs;
+}
+
 int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char *want) {
     tp_report_opts def;
     if (!o) {
         tp_report_opts_init(&def);
         o = &def;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < run->nprocs; i++)
-        n += run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]);
+    size_t n;
+    rank_job *jobs = slim_rank_jobs(run, want, NULL, &n);
+    if (n == SIZE_MAX) return TPROF_ERR_NO_MEMORY;
     if (!n) return TPROF_OK;
-    rank_job *jobs = calloc(n, sizeof *jobs);
-    if (!jobs) return TPROF_ERR_NO_MEMORY;
-    n = 0;
-    for (size_t i = 0; i < run->nprocs; i++)
-        if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]))
-            jobs[n++] = (rank_job){i, NULL, NULL, NULL, NULL, 0, 0, NULL};
     run_jobs(run, o, jobs, n, 1, 0, NULL);
     free(jobs);
     return TPROF_OK;
@@ -745,22 +761,14 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
         tp_report_opts_init(&def);
         o = &def;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < run->nprocs; i++)
-        n += run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]);
-    rank_job *jobs = n ? calloc(n, sizeof *jobs) : NULL;
-    tp_rank_result *out = n ? calloc(n, sizeof *out) : NULL;
-    if (n && (!jobs || !out || !(st->errors = calloc(n, sizeof *st->errors)))) {
+    tp_rank_result *out = calloc(run->nprocs ? run->nprocs : 1, sizeof *out);
+    size_t n = SIZE_MAX;
+    rank_job *jobs = out ? slim_rank_jobs(run, want, out, &n) : NULL;
+    if (n == SIZE_MAX || (n && !(st->errors = calloc(n, sizeof *st->errors)))) {
         free(jobs);
         free(out);
         return TPROF_ERR_NO_MEMORY;
     }
-    n = 0;
-    for (size_t i = 0; i < run->nprocs; i++)
-        if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i])) {
-            jobs[n] = (rank_job){i, &out[n], NULL, NULL, NULL, 0, 0, NULL};
-            n++;
-        }
     run_jobs(run, o, jobs, n, 0, 1, NULL);
     st->files = n;
     for (size_t k = 0; k < n; k++) {
