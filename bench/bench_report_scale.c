@@ -16,12 +16,13 @@
  * counters at 10 Hz in rank 0 (power, energy, utilisation, memory).
  *
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
- *                        [--keep] [--dir DIR]
+ *                        [--ranges N | --flat N] [--stream 1|-1] [--keep] [--dir DIR]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
  * writes one rank recording N NVTX ranges instead (write_ranges_rank: the report of a huge
  * single rank file, whose section streams its ranges, report.c STREAM_SECTION_RANGES);
+ * --flat N the same in a flat loop (write_flat_rank: nearly every range at depth 0 or 1);
  * --stream 1 or -1 sets tp_report_opts.stream_sections (stream every section, or none).
  * report.json and report.html are written into the run's directory.
  */
@@ -161,6 +162,38 @@ static int write_ranges_rank(const char *dir, uint64_t nranges, uint64_t *writte
     return synth_close(f);
 }
 
+/* --flat N: one rank recording about N NVTX ranges in a flat loop, the shape whose ranges are
+ * nearly all at depth 0 or 1: "train_step" (the steps, 1 ms each) holding 2000 ranges of 8
+ * names ("op_0".."op_7", 400 ns each) side by side, two million a second. Its count of ranges
+ * into *written. */
+static int write_flat_rank(const char *dir, uint64_t nranges, uint64_t *written) {
+    enum { OPS = 2000, PER_STEP = 1 + OPS };
+    uint64_t rt0 = 1700000000000000000ull, t0 = 1000000000ull, n = 0;
+    synth_file *f = synth_open(dir, "bench", 1000, rt0, t0);
+    if (!f) return -1;
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 1000);
+    static const char *const names[] = {"train_step", "op_0", "op_1", "op_2", "op_3",
+                                        "op_4",       "op_5", "op_6", "op_7"};
+    for (uint32_t i = 0; i < sizeof names / sizeof *names; i++)
+        synth_string(f, 1, i + 1, names[i]);
+    uint64_t steps = (nranges + PER_STEP - 1) / PER_STEP;
+    for (uint64_t s = 0; s < steps; s++) {
+        uint64_t t = t0 + MS + s * MS;
+        synth_push_sid(f, 1, t, 1, 0, 0);
+        for (int k = 0; k < OPS; k++) {
+            synth_push_sid(f, 1, t += 50, 2 + (uint32_t)(k % 8), 0, 0);
+            synth_pop(f, 1, t += 400, 0);
+        }
+        synth_pop(f, 1, t0 + MS + s * MS + 990 * 1000, 0);
+        n += PER_STEP;
+        synth_flush(f); /* one chunk a step: the writer's memory stays small */
+    }
+    synth_end_of_file(f, t0 + 2 * MS + steps * MS, 0);
+    *written = n;
+    return synth_close(f);
+}
+
 static double now_s(void) { return (double)bench_mono_ns() / 1e9; }
 
 static double peak_rss_mb(void) {
@@ -172,6 +205,7 @@ static double peak_rss_mb(void) {
 int main(int argc, char **argv) {
     int ranks = 8, steps = 1000, kernels = 1000, keep = 0, whole = 0, threads = 0, stream = 0;
     uint64_t nranges = 0, written = 0;
+    int flat = 0;
     const char *given = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks") && i + 1 < argc) ranks = atoi(argv[++i]);
@@ -181,12 +215,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--stream") && i + 1 < argc) stream = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ranges") && i + 1 < argc)
             nranges = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--flat") && i + 1 < argc)
+            nranges = strtoull(argv[++i], NULL, 10), flat = 1;
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) given = argv[++i];
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else {
             fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
-                            "[--ranges N] [--stream 1|-1] [--whole] [--keep] [--dir DIR]\n", argv[0]);
+                            "[--ranges N | --flat N] [--stream 1|-1] [--whole] [--keep] "
+                            "[--dir DIR]\n", argv[0]);
             return 2;
         }
     }
@@ -197,7 +234,7 @@ int main(int argc, char **argv) {
     if (given) keep = 1;
     double g0 = now_s();
     if (nranges && !given) {
-        if (write_ranges_rank(dir, nranges, &written) != 0) {
+        if ((flat ? write_flat_rank : write_ranges_rank)(dir, nranges, &written) != 0) {
             fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
             return 1;
         }

@@ -28,6 +28,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "analysis/report_ranges.h"
 #include "diag_scen.h"
 #include "export/html.h"
 #include "format/format.h"
@@ -66,9 +67,11 @@ static void same_reports_named(const char *const *ops, size_t nops, const char *
     char *whole = render(ops, nops, 9, step_name);
     same_text(ops[0], ref, whole, "whole load");
     free(whole);
-    for (int stream = 1; stream <= 2; stream++) {
+    for (int stream = 1; stream <= 3; stream++) {
+        static const char *const how[] = {"", "streamed", "streamed, compacting from 16",
+                                          "streamed, the CPU basis read from the model"};
         char *got = render(ops, nops, stream, step_name);
-        same_text(ops[0], ref, got, stream == 1 ? "streamed" : "streamed, compacting from 16");
+        same_text(ops[0], ref, got, how[stream]);
         free(got);
     }
     free(ref);
@@ -306,6 +309,156 @@ static int sweep_matches(const char *path) {
     return took;
 }
 
+/* ------------------------------------------------------------------ flat loops */
+
+enum {
+    F_STEPS = 0,   /* "train_step" ranges holding hundreds of ranges side by side at depth 1 */
+    F_NOSTEPS = 1, /* top-level loops on three threads, no step source */
+    F_API = 2,     /* API steps over a top-level loop, ranges across the steps' ends */
+    F_PHASES = 3,  /* API steps with GPU kernels: the phases, some held by a "step" range */
+    F_EPOCH = 4,   /* named steps inside an "epoch" range never ended (killed) */
+};
+
+/* A loop of `n` ranges side by side on thread `serial` from *t at `depth` (0: top level):
+ * names of four kinds, some of no length, some in domain 2, some module ranges, every 40th
+ * with a short range inside; *t moves past them. */
+static void flat_loop(synth_file *f, uint32_t serial, uint64_t *t, size_t n, size_t *count) {
+    static const char *const names[] = {"op_a", "op_b", "attn", "layer"};
+    for (size_t k = 0; k < n; k++) {
+        uint64_t len = rnd(7) == 0 ? 0 : 200 + rnd(600);
+        uint32_t dom = rnd(13) == 0 ? 2 : 0;
+        const char *name = rnd(300) == 0 ? "nn.Module: enc" : names[rnd(4)];
+        synth_push(f, serial, *t, name, dom, 0);
+        if (k % 40 == 0 && len > 100) {
+            synth_push(f, serial, *t + 10, "inner", 0, 0);
+            synth_pop(f, serial, *t + 60, 0);
+            (*count)++;
+        }
+        synth_pop(f, serial, *t + len, dom);
+        *t += len + (rnd(3) == 0 ? 0 : 50);
+        (*count)++;
+    }
+}
+
+/* One rank of `variant` (F_*) into dir, its file's path into path: thread 1 the loop of the
+ * view (the steps' thread), thread 2 another loop (with F_NOSTEPS the longest: the view),
+ * thread 3 ending the process ranges thread 1 starts. */
+static void write_flat(const char *dir, int variant, char *path, size_t n) {
+    rnd_state = 777u + (uint64_t)variant;
+    synth_file *f = synth_open(dir, "fl", 800 + variant, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_domain(f, 2, "other");
+    synth_thread(f, 1, 801);
+    synth_thread(f, 2, 802);
+    synth_thread(f, 3, 803);
+    size_t count = 0;
+    const int steps = 30;
+    uint64_t t = T0 + MS, t2 = T0 + MS;
+    if (variant == F_EPOCH) synth_push(f, 1, T0 + MS / 2, "epoch", 0, 0);
+    for (int s = 0; s < steps; s++) {
+        uint64_t b = t;
+        if (variant == F_API || variant == F_PHASES) synth_step_begin(f, 1, b, (uint64_t)s);
+        if (variant == F_STEPS || variant == F_EPOCH) synth_push(f, 1, b, "train_step", 0, 0);
+        synth_start(f, 1, b + 20 * US, 2000 + (uint64_t)s, "nccl:all_reduce", 0, 0);
+        t += 10;
+        if (variant == F_PHASES) {
+            static const char *const phases[] = {"data", "forward", "backward", "optimizer"};
+            int held = s % 3 == 0; /* the program's own step range around the phases */
+            if (held) synth_push(f, 1, t, "step", 0, 0);
+            for (int ph = 0; ph < 4; ph++) {
+                synth_push(f, 1, t += 5, phases[ph], 0, 0);
+                flat_loop(f, 1, &t, 150, &count);
+                synth_pop(f, 1, t += 5, 0);
+            }
+            if (held) synth_pop(f, 1, t += 5, 0);
+            synth_kernel(f, 1, b + 50 * US, b + 300 * US, 0, 7, (uint32_t)s + 1, "gemm");
+        } else {
+            flat_loop(f, 1, &t, 600, &count);
+        }
+        synth_end(f, 3, t + (s % 2 ? 100 * US : 0), 2000 + (uint64_t)s);
+        if (variant == F_STEPS || variant == F_EPOCH) synth_pop(f, 1, t += 100, 0);
+        if (variant == F_API || variant == F_PHASES) synth_step_end(f, 1, t + 100, (uint64_t)s);
+        /* a range between the steps (API steps: across a step's end) */
+        synth_push(f, 1, t + 50, "between", 0, 0);
+        synth_pop(f, 1, t += 400, 0);
+        flat_loop(f, 2, &t2, variant == F_NOSTEPS ? 900 : 300, &count);
+        synth_flush(f);
+    }
+    if (variant == F_EPOCH) {
+        synth_push(f, 2, t2, "op_b", 0, 0); /* killed: no end record, ranges left open */
+        synth_flush(f);
+    } else {
+        synth_end_of_file(f, (t > t2 ? t : t2) + MS, 0);
+    }
+    snprintf(path, n, "%s", synth_path(f));
+    assert_int_equal(synth_close(f), 0);
+    assert_true(count > 10000);
+}
+
+/* The rank file at path read as a streamed section is (report_ranges.h): its model kept in
+ * the first read holds at most `most` thread ranges, and its CPU basis is streamed in the
+ * second (cpu 1: made and not failed; 0: none to make; -1: failed, read from the model). */
+static void flat_streams(const char *path, size_t most, int cpu) {
+    const char *ops[] = {path};
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.stream_sections = 2; /* compacting from 16 ranges: what is left is what is kept */
+    tp_rkeep *k = malloc(sizeof *k);
+    assert_non_null(k);
+    tp_range_stream ks;
+    tp_rscan_keep(&ks, k, &o, 0);
+    tp_process kept;
+    assert_int_equal(tp_process_load_streamed(&run, &run.procs[0], &kept, &ks), 0);
+    size_t held = 0;
+    for (size_t i = 0; i < kept.nthreads; i++) held += kept.threads[i].nranges;
+    if (held > most) {
+        fprintf(stderr, "%s: %zu ranges kept\n", path, held);
+        for (size_t i = 0; i < kept.nthreads; i++)
+            for (size_t j = 0; j < kept.threads[i].nranges && j < 40; j++)
+                fprintf(stderr, "  %zu %s depth %u\n", i, kept.threads[i].ranges[j].name,
+                        kept.threads[i].ranges[j].depth);
+    }
+    assert_true(held <= most);
+    assert_true(run.procs[0].nrec_ranges > 25 * most);
+    tp_steps s;
+    assert_int_equal(tp_find_steps(&kept, NULL, o.warmup, &s), 0);
+    size_t nm = s.nsteps - s.nwarmup;
+    tp_rscan sc;
+    int rc = tp_rscan_streamed(&sc, &run, &run.procs[0], &kept, k, &o, &s,
+                               nm ? tp_steps_measured(&s) : NULL, nm);
+    assert_int_equal(rc, cpu < 0 ? 2 : 0);
+    assert_int_equal(sc.cpu != NULL, cpu != 0);
+    tp_rscan_free(&sc);
+    tp_steps_free(&s);
+    tp_process_free(&kept);
+    tp_rkeep_free(k);
+    free(k);
+    tp_run_free(&run);
+}
+
+/* Flat loops: the model kept holds a few ranges a step, not the loops', and the CPU basis
+ * (the breakdown's rows, or the phases) streamed gives the whole read's report. */
+static void flat_runs(void **state) {
+    (void)state;
+    static const struct { int variant; size_t most; int cpu; } v[] = {
+        {F_STEPS, 600, 1}, {F_NOSTEPS, 600, 1}, {F_API, 600, 1}, {F_PHASES, 800, 1},
+        {F_EPOCH, 600, -1}};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        char dir[512], path[1024];
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-stream-flat"), 0);
+        write_flat(dir, v[i].variant, path, sizeof path);
+        assert_true(sweep_matches(path));
+        flat_streams(path, v[i].most, v[i].cpu);
+        const char *ops[] = {dir};
+        same_reports(ops, 1);
+        if (v[i].variant == F_STEPS) same_reports_named(ops, 1, "op_a");
+        synth_rmtree(dir);
+    }
+}
+
 static void nested_runs(void **state) {
     (void)state;
     static const int variants[] = {V_NAMED, V_API, V_MAIN, V_NOSTEPS, V_KILLED,
@@ -466,7 +619,7 @@ int main(void) {
         cmocka_unit_test(nested_runs),     cmocka_unit_test(damaged_runs),
         cmocka_unit_test(unsweepable_runs), cmocka_unit_test(four_ranks),
         cmocka_unit_test(scenarios),       cmocka_unit_test(corpus),
-        cmocka_unit_test(deep_stacks),
+        cmocka_unit_test(deep_stacks),     cmocka_unit_test(flat_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
+#include "analysis/breakdown_cpu.h"
 #include "analysis/capture.h"
 #include "analysis/stats.h"
 
@@ -417,367 +418,10 @@ static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_st
     free(ng);
 }
 
-/* ------------------------------------------------------------------ CPU basis */
-
-typedef struct nrow {
-    const char *name;
-    uint32_t domain;
-    double total;
-    uint64_t *per; /* ns per window */
-} nrow;
-
-static int by_total(const void *a, const void *b) {
-    const nrow *x = a, *y = b;
-    return x->total < y->total ? 1 : x->total > y->total ? -1 : strcmp(x->name, y->name);
-}
-
-#define CPU_ROWS 8
-
-/* first window ending after t (windows are in time order and disjoint) */
-static size_t first_window(const tp_step *win, size_t nw, uint64_t t) {
-    size_t lo = 0, hi = nw;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (win[mid].end <= t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* the range is exactly one of the windows (a step range) */
-static int is_window(const tp_step *win, size_t nw, const tp_range *r) {
-    size_t w = first_window(win, nw, r->start);
-    return w < nw && win[w].start == r->start && win[w].end == r->end;
-}
-
-/* The phase names trainprof.torch writes (docs/python.md). A top-level range of the step
- * thread with one of them directly inside it is the program's own step range (a loop that
- * marks "step" itself under trainprof.torch's iterations): the phases look inside it. Marks
- * such ranges of thread t in holds[] (t->nranges entries). */
-static void phase_holders(const tp_thread *t, uint8_t *holds) {
-    static const char *const phases[] = {"data", "forward", "backward", "optimizer"};
-    for (size_t k = 0; k < t->nranges; k++) {
-        const tp_range *r = &t->ranges[k];
-        if (r->parent < 0 || (size_t)r->parent >= t->nranges) continue;
-        if (t->ranges[r->parent].parent >= 0) continue;
-        for (size_t i = 0; i < sizeof phases / sizeof *phases; i++)
-            if (r->name && !strcmp(r->name, phases[i])) holds[r->parent] = 1;
-    }
-}
-
-/* A range that takes part in the CPU breakdown, with the row it adds to. */
-typedef struct cand {
-    uint64_t s, e;
-    uint32_t row;
-    uint8_t process; /* 1: a process range (start/end), after the thread's own */
-} cand;
-
-/* The sweep's order of precedence: the step thread's own (push/pop) ranges before process
- * ranges; then the earlier start (the enclosing one); then the first recorded. */
-static int cand_before(const cand *v, uint32_t a, uint32_t b) {
-    if (v[a].process != v[b].process) return v[a].process < v[b].process;
-    if (v[a].s != v[b].s) return v[a].s < v[b].s;
-    return a < b;
-}
-
-static void heap_push(uint32_t *h, size_t *n, const cand *v, uint32_t x) {
-    size_t i = (*n)++;
-    h[i] = x;
-    while (i && cand_before(v, h[i], h[(i - 1) / 2])) {
-        uint32_t t = h[i];
-        h[i] = h[(i - 1) / 2];
-        h[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
-}
-
-static void heap_pop(uint32_t *h, size_t *n, const cand *v) {
-    h[0] = h[--*n];
-    for (size_t i = 0;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < *n && cand_before(v, h[l], h[m])) m = l;
-        if (r < *n && cand_before(v, h[r], h[m])) m = r;
-        if (m == i) break;
-        uint32_t t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-}
-
-static int by_cand_start(const void *a, const void *b, void *ctx) {
-    const cand *v = ctx;
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (v[x].s != v[y].s) return v[x].s < v[y].s ? -1 : 1;
-    return x < y ? -1 : x > y;
-}
-
-/* Gives [a, b) to row `row` across the windows it overlaps. */
-static void attribute(nrow *rows, uint32_t row, uint64_t *cov, const tp_step *win, size_t nw,
-                      size_t nwarm, uint64_t a, uint64_t b) {
-    for (size_t w = first_window(win, nw, a); w < nw && win[w].start < b; w++) {
-        uint64_t x = a > win[w].start ? a : win[w].start, y = b < win[w].end ? b : win[w].end;
-        if (y <= x) continue;
-        rows[row].per[w] += y - x;
-        if (w >= nwarm) rows[row].total += (double)(y - x);
-        cov[w] += y - x;
-    }
-}
-
-/* The thread whose view the CPU breakdown takes: the step thread, or without steps the
- * thread with the most top-level range time. */
-static const tp_thread *cpu_thread(const tp_process *p, const tp_steps *st) {
-    const tp_thread *t = st->source != TP_STEPS_NONE ? &p->threads[st->thread] : NULL;
-    if (!t) { /* no steps: the thread with the most range time */
-        double bestns = -1;
-        for (size_t ti = 0; ti < p->nthreads; ti++) {
-            double ns = 0;
-            for (size_t k = 0; k < p->threads[ti].nranges; k++)
-                if (p->threads[ti].ranges[k].depth == 0)
-                    ns += (double)(p->threads[ti].ranges[k].end - p->threads[ti].ranges[k].start);
-            if (ns > bestns) { bestns = ns; t = &p->threads[ti]; }
-        }
-    }
-    return t;
-}
-
-/* Rows by (name, domain): names are interned in the run's pool, so the pointer is the key.
- * An open-addressing index of row numbers + 1 (0: empty), kept at most half full, so a run
- * with millions of distinct names costs a probe per range, not a scan of the rows. */
-typedef struct row_index {
-    uint32_t *slot;
-    size_t cap;
-} row_index;
-
-static size_t row_hash(const char *name, uint32_t domain, size_t mask) {
-    uint64_t h = ((uint64_t)(uintptr_t)name ^ ((uint64_t)domain << 32)) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & mask;
-}
-
-/* The row of (name, domain), or nr when there is none yet; *at gets its slot. */
-static size_t row_find(const row_index *x, const nrow *rows, size_t nr, const char *name,
-                       uint32_t domain, size_t *at) {
-    size_t mask = x->cap - 1, j = row_hash(name, domain, mask);
-    for (; x->slot[j]; j = (j + 1) & mask) {
-        const nrow *r = &rows[x->slot[j] - 1];
-        if (r->name == name && r->domain == domain) break;
-    }
-    *at = j;
-    return x->slot[j] ? x->slot[j] - 1 : nr;
-}
-
-/* Room for one more row (doubling); -1 when out of memory. */
-static int row_index_room(row_index *x, const nrow *rows, size_t nr) {
-    if ((nr + 1) * 2 <= x->cap) return 0;
-    size_t cap = x->cap ? x->cap * 2 : 64;
-    uint32_t *s = calloc(cap, sizeof *s);
-    if (!s) return -1;
-    free(x->slot);
-    x->slot = s;
-    x->cap = cap;
-    for (size_t i = 0; i < nr; i++) {
-        size_t j;
-        row_find(x, rows, i, rows[i].name, rows[i].domain, &j);
-        s[j] = (uint32_t)i + 1;
-    }
-    return 0;
-}
-
-/* The ranges that take part (see cpu_basis), as candidates *cvp[0..*ncand) and the rows
- * they add to, *rowsp[0..*nr). Returns -1 when out of memory (what was built is kept for
- * the caller to free). */
-static int cpu_candidates(const tp_process *p, const tp_thread *t, const tp_step *win, size_t nw,
-                          int descend, nrow **rowsp, size_t *nrp, cand **cvp, size_t *ncandp) {
-    nrow *rows = NULL;
-    cand *cv = NULL;
-    size_t nr = 0, capr = 0, ncand = 0, capc = 0;
-    row_index x = {NULL, 0};
-    int oom = 0;
-    uint8_t *holds = descend && t ? calloc(t->nranges ? t->nranges : 1, 1) : NULL;
-    if (holds) phase_holders(t, holds);
-    for (size_t ti = 0; t && !oom && ti < p->nthreads; ti++) {
-        const tp_thread *th = &p->threads[ti];
-        for (size_t k = 0; !oom && k < th->nranges; k++) {
-            const tp_range *r = &th->ranges[k];
-            if (r->flags & TP_R_UNCLOSED) continue;
-            int process = (r->flags & TP_R_ASYNC) != 0;
-            if (process) {
-                /* a process range belongs to the step thread's view when that thread
-                 * started or ended it; one that is a step itself is the window */
-                if ((th != t && r->end_tid != t->os_tid) || is_window(win, nw, r)) continue;
-            } else {
-                /* top level under the step: a child of a range that is exactly a step
-                 * (ranges as steps), or a range at depth 0 (API steps, or no steps) that
-                 * is not a step itself */
-                if (th != t) continue;
-                int top = r->parent >= 0 ? is_window(win, nw, &t->ranges[r->parent])
-                                         : !is_window(win, nw, r);
-                /* descending (the phases): a range holding the phases gives way to the
-                 * ranges inside it */
-                if (holds && r->parent >= 0 && holds[r->parent]) top = 1;
-                if (holds && holds[k]) top = 0;
-                if (!top) continue;
-            }
-            if (r->end <= r->start || !nw || r->end <= win[0].start || r->start >= win[nw - 1].end)
-                continue;
-            if (row_index_room(&x, rows, nr) != 0) { oom = 1; break; }
-            size_t at, i = row_find(&x, rows, nr, r->name, r->domain, &at);
-            if (i == nr) {
-                if (nr == capr) {
-                    size_t c2 = capr ? capr * 2 : 64;
-                    nrow *n2 = realloc(rows, c2 * sizeof *n2);
-                    if (!n2) { oom = 1; break; }
-                    rows = n2;
-                    capr = c2;
-                }
-                uint64_t *per = calloc(nw, sizeof *per);
-                if (!per) { oom = 1; break; }
-                rows[nr++] = (nrow){r->name, r->domain, 0, per};
-                x.slot[at] = (uint32_t)nr;
-            }
-            if (ncand == capc) {
-                size_t c2 = capc ? capc * 2 : 256;
-                cand *n2 = realloc(cv, c2 * sizeof *n2);
-                if (!n2) { oom = 1; break; }
-                cv = n2;
-                capc = c2;
-            }
-            cv[ncand++] = (cand){r->start, r->end, (uint32_t)i, (uint8_t)process};
-        }
-    }
-    free(holds);
-    free(x.slot);
-    *rowsp = rows;
-    *nrp = nr;
-    *cvp = cv;
-    *ncandp = ncand;
-    return oom ? -1 : 0;
-}
-
-/* The sweep: at each change, the open candidate first in precedence owns the time up to the
- * next change; candidates that ended are dropped from the heap lazily. order and heap have
- * room for ncand entries. */
-static void cpu_sweep(const cand *cv, size_t ncand, uint32_t *order, uint32_t *heap, nrow *rows,
-                      uint64_t *cov, const tp_step *win, size_t nw, size_t nwarm) {
-    for (size_t i = 0; i < ncand; i++) order[i] = (uint32_t)i;
-    qsort_r(order, ncand, sizeof *order, by_cand_start, (void *)cv);
-    size_t nh = 0, next = 0;
-    uint64_t now = ncand ? cv[order[0]].s : 0;
-    while (next < ncand || nh) {
-        while (next < ncand && cv[order[next]].s <= now) heap_push(heap, &nh, cv, order[next++]);
-        while (nh && cv[heap[0]].e <= now) heap_pop(heap, &nh, cv);
-        if (!nh) {
-            if (next < ncand) now = cv[order[next]].s;
-            continue;
-        }
-        /* the owner keeps the time until it ends or another candidate starts */
-        uint64_t until = cv[heap[0]].e;
-        if (next < ncand && cv[order[next]].s < until) until = cv[order[next]].s;
-        attribute(rows, cv[heap[0]].row, cov, win, nw, nwarm, now, until);
-        now = until;
-    }
-}
-
-/* The CPU breakdown's rows (rows[0..nr), most time first), the untracked rest and the
- * warm-up steps into *out. val: room for nw values. */
-static void cpu_results(tp_breakdown_result *out, const tp_process *p, const nrow *rows,
-                        size_t nr, const uint64_t *cov, double *val, const tp_step *win,
-                        size_t nw, size_t nwarm) {
-    size_t nm = nw - nwarm;
-    double T = 0;
-    for (size_t w = nwarm; w < nw; w++) T += (double)(win[w].end - win[w].start);
-    size_t shown = nr < CPU_ROWS ? nr : CPU_ROWS;
-    size_t nrows = shown < nr ? shown + 1 : shown;
-    out->ranges = calloc(nrows ? nrows : 1, sizeof *out->ranges);
-    out->warmup = calloc(nwarm ? nwarm : 1, sizeof *out->warmup);
-    if (!out->ranges || !out->warmup) return;
-    for (size_t i = 0; i < nrows; i++) {
-        int rest = i == CPU_ROWS; /* the remaining names together */
-        tp_bd_range *o = &out->ranges[out->nranges++];
-        o->name = rest ? "(other ranges)" : rows[i].name;
-        if (!rest && *tp_domain_name(p, rows[i].domain)) o->domain = tp_domain_name(p, rows[i].domain);
-        double tot = 0;
-        for (size_t w = 0; w < nm; w++) {
-            double v = 0;
-            for (size_t j = i; j < (rest ? nr : i + 1); j++) v += (double)rows[j].per[nwarm + w];
-            val[w] = v / 1e6;
-            tot += v;
-        }
-        o->ms = tp_stat5_of(val, nm);
-        o->share = T > 0 ? tot / T : 0;
-    }
-    for (size_t w = 0; w < nm; w++) val[w] = (double)(win[nwarm + w].end - win[nwarm + w].start) / 1e6;
-    out->step_ms = tp_stat5_of(val, nm);
-    double un = 0;
-    for (size_t w = 0; w < nm; w++) {
-        uint64_t l = win[nwarm + w].end - win[nwarm + w].start, c = cov[nwarm + w];
-        val[w] = (double)(l > c ? l - c : 0) / 1e6;
-        un += val[w];
-    }
-    out->untracked_ms = tp_stat5_of(val, nm);
-    out->untracked_share = T > 0 ? un * 1e6 / T : 0;
-    for (size_t w = 0; w < nwarm; w++) {
-        tp_bd_warmup *x = &out->warmup[out->nwarmup++];
-        uint64_t l = win[w].end - win[w].start;
-        x->step = (double)win[w].app_step;
-        x->step_ms = (double)l / 1e6;
-        for (size_t i = 0; i < nr && i < CPU_ROWS; i++)
-            if (rows[i].per[w]) {
-                x->ranges[x->nranges].name = rows[i].name;
-                x->ranges[x->nranges++].ms = (double)rows[i].per[w] / 1e6;
-            }
-        x->untracked_ms = (double)(l > cov[w] ? l - cov[w] : 0) / 1e6;
-    }
-    out->has_cpu = 1;
-}
-
-_Static_assert(CPU_ROWS == TP_BD_CPU_ROWS, "results.h holds the rows shown");
-
-/* The CPU breakdown (breakdown.h): each instant of a window goes to one range, so the rows
- * and the untracked rest add up to the window. Candidates: the step thread's top-level
- * ranges under the step, and the process ranges (NVTX start/end: they may start and end on
- * different threads and need not nest) that started or ended on the step thread; an instant
- * covered by several goes to the first in cand_before's order. One sweep over the
- * candidates' ends with a heap of the open ones: O(n log n). */
-static void cpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps *st,
-                      const tp_step *win, size_t nw, size_t nwarm, int descend) {
-    const tp_thread *t = cpu_thread(p, st);
-    nrow *rows = NULL;
-    size_t nr = 0, ncand = 0;
-    cand *cv = NULL;
-    uint32_t *order = NULL, *heap = NULL;
-    uint64_t *cov = calloc(nw, sizeof *cov);
-    double *val = malloc(nw * sizeof *val);
-    int oom = !cov || !val;
-    if (!oom) oom = cpu_candidates(p, t, win, nw, descend, &rows, &nr, &cv, &ncand) != 0;
-    order = malloc((ncand ? ncand : 1) * sizeof *order);
-    heap = malloc((ncand ? ncand : 1) * sizeof *heap);
-    if (oom || !order || !heap) goto out;
-    cpu_sweep(cv, ncand, order, heap, rows, cov, win, nw, nwarm);
-    /* rows that never owned any time (wholly inside another range) are not shown */
-    size_t k = 0;
-    for (size_t i = 0; i < nr; i++) {
-        uint64_t any = 0;
-        for (size_t w = 0; w < nw && !any; w++) any = rows[i].per[w];
-        if (any) rows[k++] = rows[i];
-        else free(rows[i].per);
-    }
-    nr = k;
-    if (nr > 1) qsort(rows, nr, sizeof *rows, by_total);
-    cpu_results(out, p, rows, nr, cov, val, win, nw, nwarm);
-out:
-    for (size_t i = 0; i < nr; i++) free(rows[i].per);
-    free(rows);
-    free(cv);
-    free(order);
-    free(heap);
-    free(cov);
-    free(val);
-}
-
 void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s,
                           const tp_steps *cap, const char *not_captured,
-                          const char *captured_words, const char *const *names, size_t nn) {
+                          const char *captured_words, const char *const *names, size_t nn,
+                          tp_cpu_stream *cpu) {
     memset(out, 0, sizeof *out);
     tp_step whole = {p->first_ts, p->end_mono, 0, 0};
     const tp_step *win = s->nsteps ? s->steps : &whole;
@@ -791,7 +435,7 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
     out->per_step = s->nsteps > 0;
     out->windows = nw - nwarm;
     if (!kernels) {
-        cpu_basis(out, p, s, win, nw, nwarm, 0);
+        tp_cpu_basis(out, p, s, win, nw, nwarm, 0, cpu);
         return;
     }
     /* the GPU basis is over the steps in which GPU activity was recorded: a step without
@@ -830,7 +474,8 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
     gpu_basis(out, p, s, win, nw, nwarm, names, nn, 0);
 }
 
-void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s) {
+void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_steps *s,
+                       tp_cpu_stream *cpu) {
     memset(out, 0, sizeof *out);
     if (s->nsteps <= s->nwarmup) return;
     int kernels = 0;
@@ -839,7 +484,7 @@ void tp_phases_compute(tp_breakdown_result *out, const tp_process *p, const tp_s
     out->present = 1;
     out->per_step = 1;
     out->windows = s->nsteps - s->nwarmup;
-    cpu_basis(out, p, s, s->steps, s->nsteps, s->nwarmup, 1);
+    tp_cpu_basis(out, p, s, s->steps, s->nsteps, s->nwarmup, 1, cpu);
     /* rows with time only in warm-up steps (a CUDA graph's capture) are no phase of the
      * measured steps */
     size_t k = 0;

@@ -305,6 +305,11 @@ typedef struct tp_range_stream {
     void *ctx;
     int failed;        /* out: take mode could not sweep the file (above) */
     size_t min_ranges; /* for tests: compact from this many ranges a thread (0: 4096) */
+    /* Optional, either mode: each thread range (push/pop) as its push is read (r->end 0,
+     * TP_R_UNCLOSED set) and as its pop is read (its end set), whatever is kept of it, in the
+     * file's order; a pop that matches no open range is not seen. r lives for the call. */
+    void (*opened)(void *ctx, size_t thread, const tp_range *r);
+    void (*closed)(void *ctx, size_t thread, const tp_range *r);
 } tp_range_stream;
 /* tp_process_load_whole with its ranges streamed through s (above). Same errors. */
 int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,

@@ -132,9 +132,10 @@ static nestcount *count_of(sweep *w, const char *name, uint32_t domain) {
 
 int tp_stream_push(loader *L, size_t ti, size_t k) {
     struct tp_rstream *s = L->rs;
-    if (!taking(s)) return 0;
     tp_thread *t = &L->p->threads[ti];
     tp_range *r = &t->ranges[k];
+    if (s->pub && s->pub->opened) s->pub->opened(s->pub->ctx, ti, r);
+    if (!taking(s)) return 0;
     if (tp_module_range(r->name)) return 0; /* transparent to nesting (model.h) */
     sweep *w = sweep_of(s, ti);
     if (!w) return TPROF_ERR_NO_MEMORY;
@@ -159,9 +160,10 @@ int tp_stream_push(loader *L, size_t ti, size_t k) {
 
 int tp_stream_pop(loader *L, size_t ti, size_t k, uint64_t ts) {
     struct tp_rstream *s = L->rs;
-    if (!taking(s)) return 0;
     tp_thread *t = &L->p->threads[ti];
     const tp_range *r = &t->ranges[k];
+    if (s->pub && s->pub->closed) s->pub->closed(s->pub->ctx, ti, r);
+    if (!taking(s)) return 0;
     if (tp_module_range(r->name)) return 0;
     sweep *w = sweep_of(s, ti);
     if (!w) return TPROF_ERR_NO_MEMORY;

@@ -320,9 +320,9 @@ static cJSON *rank_section(const tp_run *run, const tp_process *p, const tp_repo
     (void)tp_memory_compute(&out->memory, p, &s, &out->nvml, out->capture.complete_until_ns);
     tp_memory_json(rs, &out->memory);
     tp_breakdown_compute(&out->breakdown, p, &s, capp, out->capture.not_captured,
-                         out->capture.steps, o->data_names, o->ndata_names);
+                         out->capture.steps, o->data_names, o->ndata_names, sc->cpu);
     tp_breakdown_json(rs, &out->breakdown);
-    tp_phases_compute(&out->phases, p, &s);
+    tp_phases_compute(&out->phases, p, &s, sc->cpu);
     tp_phases_json(rs, &out->phases);
     tp_rscan_data(&out->data, sc, &s, meas, nm, per, denom);
     tp_rscan_data_json(rs, &out->data, o);
@@ -529,21 +529,36 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     tp_rkeep *k = malloc(sizeof *k);
     tp_range_stream ks;
     if (!k) return 0;
-    tp_rscan_keep(&ks, k, o);
+    tp_rscan_keep(&ks, k, o, 0);
     int rc = tp_process_load_streamed((tp_run *)run, p, whole, &ks);
-    free(k);
-    if (rc != TPROF_OK) return 0;
-    if (memos_only) return 1; /* the memos read no range table */
     tp_steps s;
-    if (tp_find_steps(whole, o->step_name, o->warmup, &s) != TPROF_OK) {
+    if (rc == TPROF_OK && !memos_only && tp_find_steps(whole, o->step_name, o->warmup, &s) != 0) {
         tp_process_free(whole);
-        return 0;
+        rc = TPROF_ERR_NO_MEMORY;
+    }
+    if (rc != TPROF_OK || memos_only) { /* the memos read no range table */
+        tp_rkeep_free(k);
+        free(k);
+        return rc == TPROF_OK;
     }
     /* as rank_section counts the ranges: inside the measured steps, else over the run */
     size_t nm = s.nsteps - s.nwarmup;
-    rc = tp_rscan_streamed(pre, (tp_run *)run, p, whole, o, &s,
+    rc = tp_rscan_streamed(pre, (tp_run *)run, p, whole, k, o, &s,
                            nm ? tp_steps_measured(&s) : NULL, nm);
     tp_steps_free(&s);
+    tp_rkeep_free(k);
+    if (rc == 2) { /* the CPU basis from a model that keeps depth 0 and 1 (report_ranges.h) */
+        tp_process_free(whole);
+        tp_rscan_keep(&ks, k, o, 1);
+        rc = tp_process_load_streamed((tp_run *)run, p, whole, &ks) == TPROF_OK ? 0 : 1;
+        tp_rkeep_free(k);
+        if (rc) {
+            free(k);
+            tp_rscan_free(pre);
+            return 0;
+        }
+    }
+    free(k);
     if (rc == 0) return 1;
     tp_rscan_free(pre);
     tp_process_free(whole);

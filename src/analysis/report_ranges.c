@@ -222,6 +222,7 @@ void tp_rscan_free(tp_rscan *sc) {
     free(sc->tab);
     free(sc->unclosed);
     free(sc->dv);
+    tp_cpu_stream_free(sc->cpu);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -247,7 +248,16 @@ typedef struct take_ctx {
     const tp_step *meas;
     size_t nm;
     int oom;
+    tp_cpu_stream *cpu; /* the CPU basis streamed beside, or NULL */
 } take_ctx;
+
+static void take_opened(void *ctx, size_t thread, const tp_range *r) {
+    tp_cpu_stream_opened(((take_ctx *)ctx)->cpu, thread, r);
+}
+
+static void take_closed(void *ctx, size_t thread, const tp_range *r) {
+    tp_cpu_stream_closed(((take_ctx *)ctx)->cpu, thread, r);
+}
 
 static void take_range(void *ctx, size_t thread, const tp_range *r) {
     take_ctx *c = ctx;
@@ -266,14 +276,25 @@ static void take_range(void *ctx, size_t thread, const tp_range *r) {
 }
 
 int tp_rscan_streamed(tp_rscan *sc, tp_run *run, const tp_process *slim,
-                      const tp_process *kept, const tp_report_opts *o, const tp_steps *s,
-                      const tp_step *meas, size_t nm) {
+                      const tp_process *kept, const tp_rkeep *k, const tp_report_opts *o,
+                      const tp_steps *s, const tp_step *meas, size_t nm) {
     if (scan_new(sc)) return TPROF_ERR_NO_MEMORY;
-    take_ctx c = {NULL, 0, sc->unclosed, meas, nm, 0};
-    tp_range_stream st = {NULL, take_range, &c, 0, o->stream_sections > 1 ? 16 : 0};
+    /* for tests (stream_sections 3): a CPU basis holding few ranges, so that it fails */
+    if (!k->wide && !k->top.oom &&
+        tp_cpu_stream_new(&sc->cpu, kept, s, &k->top, o->stream_sections == 3 ? 8 : 0) != 0)
+        return TPROF_ERR_NO_MEMORY;
+    int cpu_failed = !k->wide && k->top.oom;
+    take_ctx c = {NULL, 0, sc->unclosed, meas, nm, 0, sc->cpu};
+    tp_range_stream st = {NULL, take_range, &c, 0, o->stream_sections > 1 ? 16 : 0,
+                          take_opened, take_closed};
     tp_process tmp;
     int rc = tp_process_load_streamed(run, slim, &tmp, &st);
-    if (rc == TPROF_OK) tp_process_free(&tmp);
+    if (rc == TPROF_OK) {
+        int fc = st.failed ? 0 : tp_cpu_stream_finish(sc->cpu, &tmp);
+        if (fc == TPROF_ERR_NO_MEMORY) c.oom = 1;
+        cpu_failed |= fc != 0;
+        tp_process_free(&tmp);
+    }
     for (size_t i = 0; i < c.nth; i++) {
         if (rc == TPROF_OK && !st.failed) table_merge(sc->tab, &c.th[i]);
         agg_free(&c.th[i]);
@@ -281,7 +302,8 @@ int tp_rscan_streamed(tp_rscan *sc, tp_run *run, const tp_process *slim,
     free(c.th);
     if (rc == TPROF_ERR_NO_MEMORY || c.oom) return TPROF_ERR_NO_MEMORY;
     if (rc != TPROF_OK || st.failed) return 1;
-    return scan_data(sc, kept, o, s, meas, nm);
+    if (scan_data(sc, kept, o, s, meas, nm) != 0) return TPROF_ERR_NO_MEMORY;
+    return cpu_failed ? 2 : 0;
 }
 
 /* ------------------------------------------------------------------ keep mode */
@@ -312,20 +334,29 @@ static int name_kind_memo(tp_rkeep *k, const char *name) {
 
 static int keep_range(void *ctx, const tp_process *p, const tp_range *r, const tp_range *parent) {
     tp_rkeep *k = ctx;
-    if (r->depth <= 1 || (r->flags & TP_R_ASYNC)) return 1;
+    if ((k->wide && r->depth <= 1) || (r->flags & TP_R_ASYNC)) return 1;
     if (name_kind_memo(k, r->name)) return 1;
-    /* a window's children: the breakdown's top level under a step range */
-    if (parent && (name_kind_memo(k, parent->name) & K_STEP)) return 1;
+    /* a window's children: the breakdown's top level under a step range (the CPU basis reads
+     * them from the model only when its stream failed) */
+    if (k->wide && parent && (name_kind_memo(k, parent->name) & K_STEP)) return 1;
     /* Megatron's timers (report_timers.c): the trainprof domain's ranges */
     return r->domain >= p->ndomains || !p->domains[r->domain] ||
            !strcmp(p->domains[r->domain], "trainprof");
 }
 
-void tp_rscan_keep(tp_range_stream *st, tp_rkeep *k, const tp_report_opts *o) {
+static void keep_closed(void *ctx, size_t thread, const tp_range *r) {
+    tp_cpu_top_closed(&((tp_rkeep *)ctx)->top, thread, r);
+}
+
+void tp_rscan_keep(tp_range_stream *st, tp_rkeep *k, const tp_report_opts *o, int wide) {
     memset(k, 0, sizeof *k);
     k->o = o;
-    *st = (tp_range_stream){keep_range, NULL, k, 0, o->stream_sections > 1 ? 16 : 0};
+    k->wide = wide;
+    *st = (tp_range_stream){keep_range, NULL, k, 0, o->stream_sections > 1 ? 16 : 0, NULL,
+                            wide ? NULL : keep_closed};
 }
+
+void tp_rkeep_free(tp_rkeep *k) { tp_cpu_top_free(&k->top); }
 
 void tp_rscan_ranges(tp_ranges_result *out, tp_rscan *sc, const tp_process *p, int top,
                      int per_step, double per, double denom) {
