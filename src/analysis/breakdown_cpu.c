@@ -431,6 +431,8 @@ struct tp_cpu_stream {
     tp_range *held;      /* the thread's ranges since it last had none open, in its order */
     uint64_t *seq;       /* their order among the thread's ranges */
     size_t nheld, capheld, maxheld;
+    cand *fc;            /* room for capheld candidates, and holds for capheld marks: the */
+    uint8_t *holds;      /* hand-over's (stream_flush), kept from one to the next */
     cstack *stk;         /* per domain */
     size_t nstk;
     size_t open;         /* thread ranges open on the thread */
@@ -511,6 +513,8 @@ void tp_cpu_stream_free(tp_cpu_stream *c) {
     free(c->pc);
     free(c->held);
     free(c->seq);
+    free(c->fc);
+    free(c->holds);
     free(c);
 }
 
@@ -538,25 +542,21 @@ static void stream_flush(tp_cpu_stream *c) {
     tp_thread t = {0};
     t.ranges = c->held;
     t.nranges = c->nheld;
-    uint8_t *holds = c->descend ? calloc(c->nheld, 1) : NULL;
-    cand *fc = malloc(c->nheld * sizeof *fc);
-    if (!fc || (c->descend && !holds)) {
-        c->sw.oom = 1;
-    } else {
-        if (holds) phase_holders(&t, holds);
-        size_t n = 0;
-        for (size_t k = 0; k < c->nheld && !c->sw.oom; k++) {
-            const tp_range *r = &c->held[k];
-            if (!own_top(&t, k, holds, c->win, c->sw.nw) || !meets_windows(r, c->win, c->sw.nw))
-                continue;
-            size_t row = sweep_row(&c->sw, r->name, r->domain);
-            fc[n++] = (cand){r->start, r->end, c->seq[k], (uint32_t)row, 0};
-        }
-        if (n > 1) qsort(fc, n, sizeof *fc, by_start_seq);
-        for (size_t i = 0; i < n && !c->sw.oom && !c->failed; i++) stream_feed(c, &fc[i]);
+    uint8_t *holds = c->descend ? c->holds : NULL;
+    if (holds) {
+        memset(holds, 0, c->nheld);
+        phase_holders(&t, holds);
     }
-    free(fc);
-    free(holds);
+    size_t n = 0;
+    for (size_t k = 0; k < c->nheld && !c->sw.oom; k++) {
+        const tp_range *r = &c->held[k];
+        if (!own_top(&t, k, holds, c->win, c->sw.nw) || !meets_windows(r, c->win, c->sw.nw))
+            continue;
+        size_t row = sweep_row(&c->sw, r->name, r->domain);
+        c->fc[n++] = (cand){r->start, r->end, c->seq[k], (uint32_t)row, 0};
+    }
+    if (n > 1) qsort(c->fc, n, sizeof *c->fc, by_start_seq);
+    for (size_t i = 0; i < n && !c->sw.oom && !c->failed; i++) stream_feed(c, &c->fc[i]);
     c->nheld = 0;
 }
 
@@ -606,13 +606,17 @@ void tp_cpu_stream_opened(tp_cpu_stream *c, size_t thread, const tp_range *r) {
     if (c->nheld == c->capheld) {
         size_t cap = c->capheld ? 2 * c->capheld : 256;
         tp_range *nh = realloc(c->held, cap * sizeof *nh);
-        uint64_t *ns = nh ? realloc(c->seq, cap * sizeof *ns) : NULL;
         if (nh) c->held = nh;
-        if (!nh || !ns) {
+        uint64_t *ns = nh ? realloc(c->seq, cap * sizeof *ns) : NULL;
+        if (ns) c->seq = ns;
+        cand *nf = ns ? realloc(c->fc, cap * sizeof *nf) : NULL;
+        if (nf) c->fc = nf;
+        uint8_t *nb = nf ? realloc(c->holds, cap) : NULL;
+        if (nb) c->holds = nb;
+        if (!nb) {
             c->sw.oom = 1;
             return;
         }
-        c->seq = ns;
         c->capheld = cap;
     }
     tp_range h = *r;
