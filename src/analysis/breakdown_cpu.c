@@ -87,18 +87,22 @@ static void phase_holders(const tp_thread *t, uint8_t *holds) {
 /* A range that takes part in the CPU breakdown, with the row it adds to. */
 typedef struct cand {
     uint64_t s, e;
-    uint64_t seq;    /* order among the candidates of its kind: the thread's own in the
-                      * thread's order; process ranges by thread, then in each thread's order */
     uint32_t row;
-    uint8_t process; /* 1: a process range (start/end), after the thread's own */
+    uint32_t key;    /* CAND_PROCESS for a process range (start/end), after the thread's own;
+                      * below it the order among the candidates of its kind (less than
+                      * CAND_PROCESS of them): the thread's own in the thread's order, process
+                      * ranges by thread, then in each thread's order. 24 bytes a candidate. */
 } cand;
+
+#define CAND_PROCESS 0x80000000u
 
 /* The sweep's order of precedence: the step thread's own (push/pop) ranges before process
  * ranges; then the earlier start (the enclosing one); then the first recorded. */
 static int cand_before(const cand *a, const cand *b) {
-    if (a->process != b->process) return a->process < b->process;
+    uint32_t pa = a->key & CAND_PROCESS, pb = b->key & CAND_PROCESS;
+    if (pa != pb) return pa < pb;
     if (a->s != b->s) return a->s < b->s;
-    return a->seq < b->seq;
+    return a->key < b->key;
 }
 
 static void heap_push(cand *h, size_t *n, const cand *x) {
@@ -129,7 +133,15 @@ static void heap_pop(cand *h, size_t *n) {
 static int by_start_seq(const void *a, const void *b) {
     const cand *x = a, *y = b;
     if (x->s != y->s) return x->s < y->s ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Indices into the candidates (ctx) by start, then in their order. */
+static int by_start_index(const void *a, const void *b, void *ctx) {
+    const cand *v = ctx;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (v[x].s != v[y].s) return v[x].s < v[y].s ? -1 : 1;
+    return x < y ? -1 : x > y;
 }
 
 /* Gives [a, b) to row `row` across the windows it overlaps. */
@@ -279,6 +291,9 @@ static size_t sweep_row(csweep *w, const char *name, uint32_t domain) {
 static void sweep_feed(csweep *w, const cand *c) {
     for (;;) {
         if (c->s <= w->now) {
+            /* the owner is open over all of c and goes first: c would never own an instant
+             * (leaving it out keeps the heap to the candidates that may) */
+            if (w->nh && cand_before(&w->heap[0], c) && w->heap[0].e >= c->e) return;
             if (w->nh == w->caph) {
                 size_t c2 = w->caph ? w->caph * 2 : 64;
                 cand *n2 = realloc(w->heap, c2 * sizeof *n2);
@@ -373,16 +388,27 @@ static void whole_candidates(csweep *w, const tp_process *p, const tp_thread *t,
                 cv = n2;
                 capc = c2;
             }
-            cv[ncand] = (cand){r->start, r->end, ncand, (uint32_t)row, (uint8_t)process};
+            if (ncand == CAND_PROCESS) { /* the order no longer fits its key */
+                w->oom = 1;
+                break;
+            }
+            cv[ncand] = (cand){r->start, r->end, (uint32_t)row,
+                               (uint32_t)ncand | (process ? CAND_PROCESS : 0)};
             ncand++;
         }
     }
     free(holds);
+    /* the candidates fed in start order through indices: 4 bytes each to sort (a sort of the
+     * candidates themselves would take a copy of them all) */
+    uint32_t *order = w->oom ? NULL : malloc((ncand ? ncand : 1) * sizeof *order);
+    if (!order) w->oom = 1;
     if (!w->oom) {
-        if (ncand > 1) qsort(cv, ncand, sizeof *cv, by_start_seq);
-        for (size_t i = 0; i < ncand && !w->oom; i++) sweep_feed(w, &cv[i]);
+        for (size_t i = 0; i < ncand; i++) order[i] = (uint32_t)i;
+        qsort_r(order, ncand, sizeof *order, by_start_index, cv);
+        for (size_t i = 0; i < ncand && !w->oom; i++) sweep_feed(w, &cv[order[i]]);
         sweep_finish(w);
     }
+    free(order);
     free(cv);
 }
 
@@ -429,7 +455,7 @@ struct tp_cpu_stream {
     cand *pc;            /* the view's process ranges, by start */
     size_t npc, ipc;     /* how many, how many fed */
     tp_range *held;      /* the thread's ranges since it last had none open, in its order */
-    uint64_t *seq;       /* their order among the thread's ranges */
+    uint32_t *seq;       /* their order among the thread's ranges (c->pushes when opened) */
     size_t nheld, capheld, maxheld;
     cand *fc;            /* room for capheld candidates, and holds for capheld marks: the */
     uint8_t *holds;      /* hand-over's (stream_flush), kept from one to the next */
@@ -491,7 +517,12 @@ int tp_cpu_stream_new(tp_cpu_stream **out, const tp_process *kept, const tp_step
                 }
                 c->pc = n2;
             }
-            c->pc[c->npc] = (cand){r->start, r->end, c->npc, (uint32_t)row, 1};
+            if (c->npc == CAND_PROCESS) { /* the order no longer fits its key */
+                c->sw.oom = 1;
+                break;
+            }
+            c->pc[c->npc] = (cand){r->start, r->end, (uint32_t)row,
+                                   (uint32_t)c->npc | CAND_PROCESS};
             c->npc++;
         }
     }
@@ -553,7 +584,7 @@ static void stream_flush(tp_cpu_stream *c) {
         if (!own_top(&t, k, holds, c->win, c->sw.nw) || !meets_windows(r, c->win, c->sw.nw))
             continue;
         size_t row = sweep_row(&c->sw, r->name, r->domain);
-        c->fc[n++] = (cand){r->start, r->end, c->seq[k], (uint32_t)row, 0};
+        c->fc[n++] = (cand){r->start, r->end, (uint32_t)row, c->seq[k]};
     }
     if (n > 1) qsort(c->fc, n, sizeof *c->fc, by_start_seq);
     for (size_t i = 0; i < n && !c->sw.oom && !c->failed; i++) stream_feed(c, &c->fc[i]);
@@ -592,7 +623,11 @@ void tp_cpu_stream_opened(tp_cpu_stream *c, size_t thread, const tp_range *r) {
         c->sw.oom = 1;
         return;
     }
-    uint64_t seq = c->pushes++;
+    if (c->pushes == CAND_PROCESS) { /* the thread's order no longer fits a candidate's key */
+        c->failed = 1;
+        return;
+    }
+    uint32_t seq = (uint32_t)c->pushes++;
     c->open++;
     if (c->cover >= 0) { /* inside a range that owns all of it (file comment) */
         st->v[st->n++] = -1;
@@ -607,7 +642,7 @@ void tp_cpu_stream_opened(tp_cpu_stream *c, size_t thread, const tp_range *r) {
         size_t cap = c->capheld ? 2 * c->capheld : 256;
         tp_range *nh = realloc(c->held, cap * sizeof *nh);
         if (nh) c->held = nh;
-        uint64_t *ns = nh ? realloc(c->seq, cap * sizeof *ns) : NULL;
+        uint32_t *ns = nh ? realloc(c->seq, cap * sizeof *ns) : NULL;
         if (ns) c->seq = ns;
         cand *nf = ns ? realloc(c->fc, cap * sizeof *nf) : NULL;
         if (nf) c->fc = nf;
