@@ -16,13 +16,15 @@
  * counters at 10 Hz in rank 0 (power, energy, utilisation, memory).
  *
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
- *                        [--ranges N | --flat N] [--stream 1|-1] [--keep] [--dir DIR]
+ *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
+ *                        [--dir DIR]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
  * writes one rank recording N NVTX ranges instead (write_ranges_rank: the report of a huge
  * single rank file, whose section streams its ranges, report.c STREAM_SECTION_RANGES);
- * --flat N the same in a flat loop (write_flat_rank: nearly every range at depth 0 or 1);
+ * --flat N the same in a flat loop (write_flat_rank: nearly every range at depth 0 or 1),
+ * --flat-top N with its ranges at the top level and no steps;
  * --stream 1 or -1 sets tp_report_opts.stream_sections (stream every section, or none).
  * report.json and report.html are written into the run's directory.
  */
@@ -164,9 +166,10 @@ static int write_ranges_rank(const char *dir, uint64_t nranges, uint64_t *writte
 
 /* --flat N: one rank recording about N NVTX ranges in a flat loop, the shape whose ranges are
  * nearly all at depth 0 or 1: "train_step" (the steps, 1 ms each) holding 2000 ranges of 8
- * names ("op_0".."op_7", 400 ns each) side by side, two million a second. Its count of ranges
- * into *written. */
-static int write_flat_rank(const char *dir, uint64_t nranges, uint64_t *written) {
+ * names ("op_0".."op_7", 400 ns each) side by side, two million a second; top (--flat-top N):
+ * the same ranges at the top level, no step range around them (the report has no steps). Its
+ * count of ranges into *written. */
+static int write_flat_rank(const char *dir, uint64_t nranges, int top, uint64_t *written) {
     enum { OPS = 2000, PER_STEP = 1 + OPS };
     uint64_t rt0 = 1700000000000000000ull, t0 = 1000000000ull, n = 0;
     synth_file *f = synth_open(dir, "bench", 1000, rt0, t0);
@@ -180,13 +183,13 @@ static int write_flat_rank(const char *dir, uint64_t nranges, uint64_t *written)
     uint64_t steps = (nranges + PER_STEP - 1) / PER_STEP;
     for (uint64_t s = 0; s < steps; s++) {
         uint64_t t = t0 + MS + s * MS;
-        synth_push_sid(f, 1, t, 1, 0, 0);
+        if (!top) synth_push_sid(f, 1, t, 1, 0, 0);
         for (int k = 0; k < OPS; k++) {
             synth_push_sid(f, 1, t += 50, 2 + (uint32_t)(k % 8), 0, 0);
             synth_pop(f, 1, t += 400, 0);
         }
-        synth_pop(f, 1, t0 + MS + s * MS + 990 * 1000, 0);
-        n += PER_STEP;
+        if (!top) synth_pop(f, 1, t0 + MS + s * MS + 990 * 1000, 0);
+        n += top ? OPS : PER_STEP;
         synth_flush(f); /* one chunk a step: the writer's memory stays small */
     }
     synth_end_of_file(f, t0 + 2 * MS + steps * MS, 0);
@@ -217,12 +220,15 @@ int main(int argc, char **argv) {
             nranges = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--flat") && i + 1 < argc)
             nranges = strtoull(argv[++i], NULL, 10), flat = 1;
+        else if (!strcmp(argv[i], "--flat-top") && i + 1 < argc)
+            nranges = strtoull(argv[++i], NULL, 10), flat = 2;
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) given = argv[++i];
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else {
             fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
-                            "[--ranges N | --flat N] [--stream 1|-1] [--whole] [--keep] "
+                            "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
+                            "[--keep] "
                             "[--dir DIR]\n", argv[0]);
             return 2;
         }
@@ -234,7 +240,8 @@ int main(int argc, char **argv) {
     if (given) keep = 1;
     double g0 = now_s();
     if (nranges && !given) {
-        if ((flat ? write_flat_rank : write_ranges_rank)(dir, nranges, &written) != 0) {
+        if ((flat ? write_flat_rank(dir, nranges, flat == 2, &written)
+                  : write_ranges_rank(dir, nranges, &written)) != 0) {
             fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
             return 1;
         }
