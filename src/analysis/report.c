@@ -510,9 +510,9 @@ static uint64_t section_cost(void *ctx, size_t i) {
 /* A slim rank whose file holds more thread ranges than this has its section's ranges
  * streamed (model.h, tp_range_stream; report_ranges.h): the file is read twice, once keeping
  * every record but of its thread ranges only those the analyses other than the range tables
- * read (keep mode), once for the range tables alone, each range's figures added as it goes
- * and the range dropped (take mode), so that its section does not hold every range: 56 bytes
- * each in the model, from about 5 bytes each in a compressed file, so that a 120 s run
+ * and the CPU basis read (keep mode), once for those two alone, each range's figures added as
+ * it goes and the range dropped (take mode), so that its section does not hold every range:
+ * 56 bytes each in the model, from about 5 bytes each in a compressed file, so that a 120 s run
  * recording two million ranges a second would take 14 GB read whole. Below it, one whole
  * read (at most about 250 MB of ranges) is faster. The figures are the same either way, to
  * the bit (test_report_stream); a file whose ranges cannot be streamed (model.h) is read
