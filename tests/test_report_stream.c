@@ -317,6 +317,7 @@ enum {
     F_API = 2,     /* API steps over a top-level loop, ranges across the steps' ends */
     F_PHASES = 3,  /* API steps with GPU kernels: the phases, some held by a "step" range */
     F_EPOCH = 4,   /* named steps inside an "epoch" range never ended (killed) */
+    F_AROUND = 5,  /* named steps inside an "epoch" range that ends: it owns them all */
 };
 
 /* A loop of `n` ranges side by side on thread `serial` from *t at `depth` (0: top level):
@@ -354,11 +355,12 @@ static void write_flat(const char *dir, int variant, char *path, size_t n) {
     size_t count = 0;
     const int steps = 30;
     uint64_t t = T0 + MS, t2 = T0 + MS;
-    if (variant == F_EPOCH) synth_push(f, 1, T0 + MS / 2, "epoch", 0, 0);
+    int epoch = variant == F_EPOCH || variant == F_AROUND, named = variant == F_STEPS || epoch;
+    if (epoch) synth_push(f, 1, T0 + MS / 2, "epoch", 0, 0);
     for (int s = 0; s < steps; s++) {
         uint64_t b = t;
         if (variant == F_API || variant == F_PHASES) synth_step_begin(f, 1, b, (uint64_t)s);
-        if (variant == F_STEPS || variant == F_EPOCH) synth_push(f, 1, b, "train_step", 0, 0);
+        if (named) synth_push(f, 1, b, "train_step", 0, 0);
         synth_start(f, 1, b + 20 * US, 2000 + (uint64_t)s, "nccl:all_reduce", 0, 0);
         t += 10;
         if (variant == F_PHASES) {
@@ -376,7 +378,7 @@ static void write_flat(const char *dir, int variant, char *path, size_t n) {
             flat_loop(f, 1, &t, 600, &count);
         }
         synth_end(f, 3, t + (s % 2 ? 100 * US : 0), 2000 + (uint64_t)s);
-        if (variant == F_STEPS || variant == F_EPOCH) synth_pop(f, 1, t += 100, 0);
+        if (named) synth_pop(f, 1, t += 100, 0);
         if (variant == F_API || variant == F_PHASES) synth_step_end(f, 1, t + 100, (uint64_t)s);
         /* a range between the steps (API steps: across a step's end) */
         synth_push(f, 1, t + 50, "between", 0, 0);
@@ -388,6 +390,7 @@ static void write_flat(const char *dir, int variant, char *path, size_t n) {
         synth_push(f, 2, t2, "op_b", 0, 0); /* killed: no end record, ranges left open */
         synth_flush(f);
     } else {
+        if (epoch) synth_pop(f, 1, t += 100, 0);
         synth_end_of_file(f, (t > t2 ? t : t2) + MS, 0);
     }
     snprintf(path, n, "%s", synth_path(f));
@@ -397,15 +400,18 @@ static void write_flat(const char *dir, int variant, char *path, size_t n) {
 
 /* The rank file at path read as a streamed section is (report_ranges.h): its model kept in
  * the first read holds at most `most` thread ranges, and its CPU basis is streamed in the
- * second (cpu 1: made and not failed; 0: none to make; -1: failed, read from the model). */
-static void flat_streams(const char *path, size_t most, int cpu) {
+ * second (cpu 1: made and not failed; 0: none to make; -1: failed, read from the model), and
+ * with at most 8 thread ranges held at once as cpu8 says (the ranges of one top-level range
+ * are held: a step's children, and none of what a range that owns it all holds). */
+static void flat_stream(const char *path, size_t most, int small, int cpu) {
     const char *ops[] = {path};
     tp_run run;
     char err[256];
     assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
     tp_report_opts o;
     tp_report_opts_init(&o);
-    o.stream_sections = 2; /* compacting from 16 ranges: what is left is what is kept */
+    /* compacting from 16 ranges: what is left is what is kept; 3: 8 held at most */
+    o.stream_sections = small ? 3 : 2;
     tp_rkeep *k = malloc(sizeof *k);
     assert_non_null(k);
     tp_range_stream ks;
@@ -439,19 +445,24 @@ static void flat_streams(const char *path, size_t most, int cpu) {
     tp_run_free(&run);
 }
 
+static void flat_streams(const char *path, size_t most, int cpu, int cpu8) {
+    flat_stream(path, most, 0, cpu);
+    flat_stream(path, most, 1, cpu8);
+}
+
 /* Flat loops: the model kept holds a few ranges a step, not the loops', and the CPU basis
  * (the breakdown's rows, or the phases) streamed gives the whole read's report. */
 static void flat_runs(void **state) {
     (void)state;
-    static const struct { int variant; size_t most; int cpu; } v[] = {
-        {F_STEPS, 600, 1}, {F_NOSTEPS, 600, 1}, {F_API, 600, 1}, {F_PHASES, 800, 1},
-        {F_EPOCH, 600, -1}};
+    static const struct { int variant; size_t most; int cpu, cpu8; } v[] = {
+        {F_STEPS, 600, 1, -1}, {F_NOSTEPS, 600, 1, 1}, {F_API, 600, 1, 1},
+        {F_PHASES, 800, 1, -1}, {F_EPOCH, 600, -1, -1}, {F_AROUND, 600, 1, 1}};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         char dir[512], path[1024];
         assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-stream-flat"), 0);
         write_flat(dir, v[i].variant, path, sizeof path);
         assert_true(sweep_matches(path));
-        flat_streams(path, v[i].most, v[i].cpu);
+        flat_streams(path, v[i].most, v[i].cpu, v[i].cpu8);
         const char *ops[] = {dir};
         same_reports(ops, 1);
         if (v[i].variant == F_STEPS) same_reports_named(ops, 1, "op_a");
