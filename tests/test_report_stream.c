@@ -10,9 +10,12 @@
  * across step boundaries), with named steps, API steps, steps at depth 1, no steps, drops
  * and unmatched pops, a killed rank with ranges left open, damaged and cut files; files the
  * sweep cannot take (crossing domains, time running backwards) that fall back to the whole
- * read; recursion 40000 deep and 40000 pushes never popped; the four-rank run of
- * slim_runs.h, the diagnosis scenarios and every rank file of the fuzz corpus (the
- * report_pin inputs among them).
+ * read; recursion 40000 deep and 40000 pushes never popped; flat loops (steps holding
+ * hundreds of ranges side by side, top-level loops without steps on three threads, API steps,
+ * the phases with GPU kernels, a range around the run ended or not), whose kept model must
+ * stay a few ranges a step and whose CPU basis streams; the four-rank run of slim_runs.h, the
+ * diagnosis scenarios and every rank file of the fuzz corpus (the report_pin inputs among
+ * them). Every report is also made with the CPU basis's stream failing (stream_sections 3).
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
