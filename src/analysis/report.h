@@ -57,7 +57,9 @@ typedef struct tp_report_opts {
                                      * core (sysconf), 1 = on the calling thread alone */
     int stream_sections;            /* for tests: 1 = every slim rank's section streams its
                                      * ranges (2: compacting them from 16 ranges a thread
-                                     * on, model.h), -1 = none does, 0 (default) = those of
+                                     * on, model.h; 3: that, and the CPU breakdown's stream
+                                     * holding 8 ranges at most, so that it fails over,
+                                     * breakdown.h), -1 = none does, 0 (default) = those of
                                      * files holding more ranges than report.c's
                                      * STREAM_SECTION_RANGES; the figures are the same
                                      * either way */
