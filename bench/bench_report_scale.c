@@ -306,6 +306,13 @@ int main(int argc, char **argv) {
         dropped += run.procs[i].dropped;
     }
     int64_t html_bytes = synth_file_size(path);
+    /* what `trainprof summarize` spared: the files whose slim process the load took from
+     * their summaries (none decoded), and the sections read from them */
+    size_t nslim = 0;
+    for (size_t i = 0; i < run.nprocs; i++) nslim += run.procs[i].slim != 0;
+    char sums[160];
+    snprintf(sums, sizeof sums, "  from summaries    %zu of %zu files, %zu of %zu sections\n",
+             tr.res.slims_read, nslim, tr.res.summaries_read, tr.res.nranks);
     tp_report_free(&tr);
     tp_run_free(&run);
 
@@ -315,6 +322,7 @@ int main(int argc, char **argv) {
            t1 - t0, (double)events / (t1 - t0) / 1e6);
     printf("  tp_report_make    %7.2f s  %8.2f M events/s%s\n", t2 - t1,
            (double)events / (t2 - t1) / 1e6, whole ? "" : " (rank files read again)");
+    fputs(sums, stdout);
     printf("  text rendering    %7.3f s\n", t3 - t2);
     printf("  HTML rendering    %7.3f s  (%lld bytes)\n", t4 - t3, (long long)html_bytes);
     printf("  full report       %7.2f s  %8.2f M events/s; peak RSS %.0f MB (%.0f MB before loading)\n",

@@ -119,12 +119,14 @@ int cmd_summarize(int argc, char **argv) {
         free(dncopy);
         return 1;
     }
-    /* the files every task lists alike: the run's rank files in its order */
+    /* the files every task lists alike: the run's files in its order, ranks first (their
+     * sections are the work; the other processes' summaries hold their slim process alone) */
     unsigned char *want = calloc(run.nprocs ? run.nprocs : 1, 1);
     size_t nth = 0;
-    for (size_t i = 0; want && i < run.nprocs; i++)
-        if (run.procs[i].slim && run.procs[i].role == TP_ROLE_RANK)
-            want[i] = (long)(nth++ % (size_t)ntasks) == task;
+    for (int ranks = 1; ranks >= 0; ranks--)
+        for (size_t i = 0; want && i < run.nprocs; i++)
+            if (run.procs[i].slim && (run.procs[i].role == TP_ROLE_RANK) == ranks)
+                want[i] = (long)(nth++ % (size_t)ntasks) == task;
     tp_report_opts o;
     report_opts(&a, &o);
     o.threads = threads;
@@ -143,7 +145,7 @@ int cmd_summarize(int argc, char **argv) {
         char who[96] = "";
         if (launcher) snprintf(who, sizeof who, " task %ld of %ld (%s):", task, ntasks, launcher);
         fprintf(stderr,
-                "trainprof summarize:%s %zu of %zu rank files summarised (%zu written, %zu "
+                "trainprof summarize:%s %zu of %zu files summarised (%zu written, %zu "
                 "already up to date, %zu failed) in %.2f s\n",
                 who, st.written + st.current, st.files, st.written, st.current, st.failed, s);
         /* nothing could be done: files were given and none has a summary */

@@ -21,14 +21,18 @@
 
 /* The JSON, text and HTML of run's report with options o, written to f: what the
  * slim-versus-whole tests compare byte for byte. used (may be NULL): the rank summaries the
- * report read and those it found stale (summary.h; test_summary.c). */
+ * report read, those it found stale, the processes its load took from summaries (summary.h;
+ * test_summary.c), and the slim processes of the run (those the load could have taken). */
 static inline void slim_render_used(tp_run *run, const tp_report_opts *o, FILE *f,
-                                    size_t used[2]) {
+                                    size_t used[4]) {
     tp_report r;
     assert_int_equal(tp_report_make(run, o, &r), 0);
     if (used) {
         used[0] = r.res.summaries_read;
         used[1] = r.res.summaries_stale;
+        used[2] = r.res.slims_read;
+        used[3] = 0;
+        for (size_t i = 0; i < run->nprocs; i++) used[3] += run->procs[i].slim != 0;
     }
     char *json = cJSON_Print(r.doc);
     fputs(json, f);

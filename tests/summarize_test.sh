@@ -3,7 +3,8 @@
 # synthetic run of 16 ranks (bench_report_scale --keep): each launcher's variables split the
 # files among tasks (file i to task i % size, in name order); `mpirun -np 4 trainprof
 # summarize DIR` summarises every file once, one line per task; then `trainprof report DIR`
-# is the report without summaries, byte for byte, in text, JSON and HTML. The mpirun part is
+# is the report without summaries, byte for byte, in text, JSON and HTML, and its load
+# decodes no rank file (every slim process from its summary). The mpirun part is
 # skipped (exit 77, after the rest has passed) when mpirun is missing.
 #
 # mpirun flags: as root Open MPI refuses to start without --allow-run-as-root; CI has 2
@@ -44,7 +45,7 @@ split() {
 }
 split "bench-1001.tprof.sum bench-1005.tprof.sum bench-1009.tprof.sum bench-1013.tprof.sum " \
     RANK=1 WORLD_SIZE=4
-grep -q "task 1 of 4 (torchrun): 4 of 4 rank files summarised (4 written" "$tmp/split.err" ||
+grep -q "task 1 of 4 (torchrun): 4 of 4 files summarised (4 written" "$tmp/split.err" ||
     fail "torchrun task line: $(cat "$tmp/split.err")"
 split "bench-1003.tprof.sum bench-1007.tprof.sum bench-1011.tprof.sum bench-1015.tprof.sum " \
     SLURM_PROCID=3 SLURM_NTASKS=4
@@ -73,7 +74,7 @@ clean timeout 300 "$MPIRUN" "$@" -np 4 "$TP" summarize "$dir" >"$tmp/mpi.out" 2>
     fail "mpirun -np 4 trainprof summarize: $(cat "$tmp/mpi.out")"
 cat "$tmp/mpi.out"
 for k in 0 1 2 3; do
-    grep -q "task $k of 4 (Open MPI): 4 of 4 rank files summarised (4 written, 0 already up to date, 0 failed)" \
+    grep -q "task $k of 4 (Open MPI): 4 of 4 files summarised (4 written, 0 already up to date, 0 failed)" \
         "$tmp/mpi.out" || fail "no line of task $k"
 done
 [ "$(ls "$dir" | grep -c '\.sum$')" -eq 16 ] || fail "expected 16 summaries: $(ls "$dir")"
@@ -83,6 +84,12 @@ grep -q "out of date" "$tmp/summarised.txt" && fail "summaries found out of date
 for f in txt json html; do
     cmp "$tmp/plain.$f" "$tmp/summarised.$f" || fail "the $f report differs with summaries"
 done
+# the load took every file's slim process from its summary, decoding none, and every section
+# was read from one (the bench's count of the same load and report)
+"$BENCH" --ranks 16 --steps 40 --kernels 20 --dir "$dir" >"$tmp/bench2.out" 2>&1 || fail "bench_report_scale --dir: $(cat "$tmp/bench2.out")"
+grep -q "from summaries    16 of 16 files, 16 of 16 sections" "$tmp/bench2.out" ||
+    fail "rank files decoded: $(cat "$tmp/bench2.out")"
+rm -f "$dir/report.json" "$dir/report.html"
 # the report read them: an option a section reads makes them all stale, and says so
 clean "$TP" report "$dir" --warmup 2 | grep -q "16 summaries out of date, recomputed" ||
     fail "no stale line with another warm-up"

@@ -32,9 +32,10 @@
 #include "synth.h"
 
 /* The report of ops (slim) with options o, rendered three ways into one string (owned); the
- * summaries it read and found stale into used. */
+ * summaries it read and found stale, the processes its load took from summaries and the
+ * run's slim processes into used (slim_render_used). */
 static char *render(const char *const *ops, size_t nops, const tp_report_opts *o,
-                    size_t used[2]) {
+                    size_t used[4]) {
     tp_run run;
     char err[512];
     assert_int_equal(tp_run_load_slim(ops, nops, &run, err, sizeof err), 0);
@@ -155,25 +156,36 @@ static void copy_ops(copied *c, const char *const *ops, size_t n) {
 /* The report of c with options o without its summaries (hidden meanwhile). */
 static char *without_sums(copied *c, const tp_report_opts *o) {
     size_t hidden = rename_sums(c->dirs, c->n, TP_SUMMARY_SUFFIX, ".hidden");
-    size_t used[2];
+    size_t used[4];
     char *r = render(c->opv, c->n, o, used);
-    assert_int_equal(used[0] + used[1], 0);
+    assert_int_equal(used[0] + used[1] + used[2], 0);
     assert_int_equal(rename_sums(c->dirs, c->n, ".hidden", TP_SUMMARY_SUFFIX), hidden);
     return r;
 }
 
+/* Every slim process of the run taken from its summary: no rank file decoded. */
+#define ALL_SLIM SIZE_MAX
+
 /* The report of c with options o read from its summaries equals the one without them; then
- * `expect_stale` of them are stale and the text says so. */
+ * `expect_read` sections are read from summaries, `expect_stale` of them are stale and the
+ * text says so, and the load took `expect_slims` processes from their summaries (ALL_SLIM:
+ * every one, no rank file decoded). */
 static void same_with_sums(copied *c, const tp_report_opts *o, size_t expect_read,
-                           size_t expect_stale, const char *label) {
-    size_t used[2];
+                           size_t expect_stale, size_t expect_slims, const char *label) {
+    size_t used[4];
     char *with = render(c->opv, c->n, o, used);
     char *plain = without_sums(c, o);
-    if (used[0] != expect_read || used[1] != expect_stale)
-        fprintf(stderr, "%s: %zu summaries read, %zu stale; expected %zu and %zu\n", label,
-                used[0], used[1], expect_read, expect_stale);
+    if (expect_slims == ALL_SLIM) {
+        assert_true(used[3] >= 1);
+        expect_slims = used[3];
+    }
+    if (used[0] != expect_read || used[1] != expect_stale || used[2] != expect_slims)
+        fprintf(stderr, "%s: %zu summaries read, %zu stale, %zu slim processes; expected %zu, "
+                        "%zu and %zu\n",
+                label, used[0], used[1], used[2], expect_read, expect_stale, expect_slims);
     assert_int_equal(used[0], expect_read);
     assert_int_equal(used[1], expect_stale);
+    assert_int_equal(used[2], expect_slims);
     if (expect_stale) drop_stale_line(with);
     else assert_null(strstr(with, STALE_LINE));
     slim_same(c->ops[0], label, "without summaries", plain, "with summaries", with);
@@ -191,8 +203,9 @@ static void summarized_same(const char *const *ops, size_t n, int must_compare) 
     tp_summarize_stats st;
     summarize(c.opv, c.n, &o, &st);
     assert_int_equal(st.current, 0);
-    if (must_compare) assert_true(st.written >= 2);
-    same_with_sums(&c, &o, st.written, 0, "from summaries");
+    assert_int_equal(st.written, st.files); /* every file's: the other processes' too */
+    if (must_compare) assert_true(st.ranks >= 2);
+    same_with_sums(&c, &o, st.ranks, 0, ALL_SLIM, "from summaries");
     /* once more: every summary is current and left as it is */
     tp_summarize_stats again;
     summarize(c.opv, c.n, &o, &again);
@@ -200,7 +213,7 @@ static void summarized_same(const char *const *ops, size_t n, int must_compare) 
     assert_int_equal(again.written, 0);
     /* a warm-up the summaries were not made with: all recomputed */
     o.warmup = 2;
-    same_with_sums(&c, &o, 0, st.written, "another warm-up");
+    same_with_sums(&c, &o, 0, st.ranks, ALL_SLIM, "another warm-up");
     synth_rmtree(c.top);
 }
 
@@ -227,8 +240,9 @@ static void four_ranks_summarised(copied *c, tp_report_opts *o) {
     tp_report_opts_init(o);
     tp_summarize_stats st;
     summarize(c->opv, 1, o, &st);
-    assert_int_equal(st.files, 4); /* the ranks: not the node sampler, not the helper */
-    assert_int_equal(st.written, 4);
+    assert_int_equal(st.files, 6); /* the ranks, the node sampler and the helper */
+    assert_int_equal(st.ranks, 4); /* a section in the ranks' alone */
+    assert_int_equal(st.written, 6);
 }
 
 /* The path of the rank file with process id pid in c, and its summary's. */
@@ -249,54 +263,97 @@ static void synthetic_run(void **state) {
     synth_rmtree(src);
 }
 
-/* Each way a summary goes out of date or is damaged: the section is computed again (the
- * counts say which), and the report is the one without summaries. */
+/* Where summary file `sum`'s blocks are (summary.c's head comment): the slim block's key and
+ * body, the section block's key, each its first byte. */
+typedef struct sum_layout {
+    long slim_key, slim_body, section_key;
+} sum_layout;
+
+static sum_layout layout_of(const char *sum) {
+    FILE *f = fopen(sum, "rb");
+    assert_non_null(f);
+    uint64_t klen, blen;
+    sum_layout l;
+    assert_int_equal(fseek(f, 12, SEEK_SET), 0);
+    assert_int_equal(fread(&klen, 8, 1, f), 1);
+    l.slim_key = 20;
+    assert_int_equal(fseek(f, (long)klen, SEEK_CUR), 0);
+    assert_int_equal(fread(&blen, 8, 1, f), 1);
+    l.slim_body = 20 + (long)klen + 12;
+    l.section_key = l.slim_body + (long)blen + 8;
+    assert_int_equal(fseek(f, l.section_key - 8, SEEK_SET), 0);
+    assert_int_equal(fread(&klen, 8, 1, f), 1);
+    assert_true(klen > 0 && l.section_key + (long)klen < synth_file_size(sum));
+    assert_true(blen > 100); /* a slim process: its metadata and threads at least */
+    fclose(f);
+    return l;
+}
+
+/* Each way a summary goes out of date or is damaged: the part concerned is computed again
+ * (the counts say which: the slim process decoded from the rank file, the section read from
+ * it), and the report is the one without summaries. */
 static void stale_and_damaged(void **state) {
     (void)state;
     copied c;
     tp_report_opts o;
     four_ranks_summarised(&c, &o);
-    same_with_sums(&c, &o, 4, 0, "fresh");
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "fresh");
     char file[700], sum[800], other[700], osum[800];
     rank_path(&c, 100, file, sum);
     rank_path(&c, 101, other, osum);
-    /* damaged summaries: truncated, garbage, a byte of the key, a byte of the body */
+    sum_layout l = layout_of(sum);
+    /* damaged summaries: truncated, garbage, a byte of either key or either body */
     char keep[900];
     snprintf(keep, sizeof keep, "%s.keep", sum);
     copy_file(sum, keep);
-    assert_int_equal(synth_truncate(sum, synth_file_size(sum) / 2), 0);
-    same_with_sums(&c, &o, 3, 1, "truncated");
+    assert_int_equal(synth_truncate(sum, synth_file_size(sum) - 100), 0);
+    same_with_sums(&c, &o, 3, 1, ALL_SLIM, "truncated in its section");
+    assert_int_equal(synth_truncate(sum, l.slim_body + 10), 0);
+    same_with_sums(&c, &o, 3, 1, 5, "truncated in its slim block");
     FILE *g = fopen(sum, "wb");
     assert_non_null(g);
     fputs("not a summary at all\n", g);
     fclose(g);
-    same_with_sums(&c, &o, 3, 1, "garbage");
+    same_with_sums(&c, &o, 3, 1, 5, "garbage");
+    /* the slim block's: the file decoded, its section still read from the summary */
     copy_file(keep, sum);
-    assert_int_equal(synth_flip_byte(sum, 40, 0x10), 0);
-    same_with_sums(&c, &o, 3, 1, "key byte");
+    assert_int_equal(synth_flip_byte(sum, l.slim_key + 20, 0x10), 0);
+    same_with_sums(&c, &o, 4, 0, 5, "slim key byte");
+    copy_file(keep, sum);
+    assert_int_equal(synth_flip_byte(sum, l.slim_body + 30, 0x01), 0);
+    same_with_sums(&c, &o, 4, 0, 5, "slim body byte");
+    /* the section block's: the slim process still taken from the summary */
+    copy_file(keep, sum);
+    assert_int_equal(synth_flip_byte(sum, l.section_key + 20, 0x10), 0);
+    same_with_sums(&c, &o, 3, 1, ALL_SLIM, "section key byte");
     copy_file(keep, sum);
     assert_int_equal(synth_flip_byte(sum, -3, 0x01), 0);
-    same_with_sums(&c, &o, 3, 1, "body byte");
+    same_with_sums(&c, &o, 3, 1, ALL_SLIM, "section body byte");
     copy_file(keep, sum);
-    same_with_sums(&c, &o, 4, 0, "restored");
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "restored");
     /* the rank file touched (its time), then appended to, then replaced by another's */
     struct timespec ts[2] = {{0, UTIME_OMIT}, {1000000000, 5}};
     assert_int_equal(utimensat(AT_FDCWD, file, ts, 0), 0);
-    same_with_sums(&c, &o, 3, 1, "rank file touched");
+    same_with_sums(&c, &o, 3, 1, 5, "rank file touched");
     tp_summarize_stats st;
     summarize(c.opv, 1, &o, &st);
     assert_int_equal(st.written, 1);
-    assert_int_equal(st.current, 3);
-    same_with_sums(&c, &o, 4, 0, "summarised again");
+    assert_int_equal(st.current, 5);
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "summarised again");
+    /* a damaged slim block alone is no current summary: summarize writes it again */
+    assert_int_equal(synth_flip_byte(sum, layout_of(sum).slim_body + 30, 0x01), 0);
+    summarize(c.opv, 1, &o, &st);
+    assert_int_equal(st.written, 1);
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "slim block written again");
     FILE *a = fopen(file, "ab");
     assert_non_null(a);
     fputs("appended", a);
     fclose(a);
-    same_with_sums(&c, &o, 3, 1, "rank file appended");
+    same_with_sums(&c, &o, 3, 1, 5, "rank file appended");
     /* rank 0's file now holds rank 1's process: the file of the same process read second
      * becomes its helper (no section); ranks 2 and 3 keep theirs */
     copy_file(other, file);
-    same_with_sums(&c, &o, 2, 1, "rank file replaced");
+    same_with_sums(&c, &o, 2, 1, 5, "rank file replaced");
     synth_rmtree(c.top);
 }
 
@@ -311,13 +368,13 @@ static void sampler_touched(void **state) {
     snprintf(sampler, sizeof sampler, "%s/h0-90.tprof", c.dirs[0]);
     struct timespec ts[2] = {{0, UTIME_OMIT}, {1000000000, 7}};
     assert_int_equal(utimensat(AT_FDCWD, sampler, ts, 0), 0);
-    same_with_sums(&c, &o, 2, 2, "node sampler touched");
+    same_with_sums(&c, &o, 2, 2, 5, "node sampler touched");
     tp_summarize_stats st;
     summarize(c.opv, 1, &o, &st);
-    assert_int_equal(st.written, 2);
+    assert_int_equal(st.written, 3); /* ranks 0 and 1, and the sampler's own slim process */
     rank_path(&c, 102, file, sum);
     assert_int_equal(utimensat(AT_FDCWD, file, ts, 0), 0);
-    same_with_sums(&c, &o, 2, 2, "rank 2, rank 3's sampler, touched");
+    same_with_sums(&c, &o, 2, 2, 5, "rank 2, rank 3's sampler, touched");
     synth_rmtree(c.top);
 }
 
@@ -339,7 +396,7 @@ static void options_key(void **state) {
         if (k == 4) x.data_names = forward, x.ndata_names = 1;
         char label[32];
         snprintf(label, sizeof label, "key option %d", k);
-        same_with_sums(&c, &x, 0, 4, label);
+        same_with_sums(&c, &x, 0, 4, ALL_SLIM, label); /* the slim block reads no option */
     }
     for (int k = 0; k < 29; k++) {
         tp_report_opts x;
@@ -363,13 +420,13 @@ static void options_key(void **state) {
         else x.tokens_per_step = 2048, x.model = "layers=2,hidden=64,heads=4,seq=128,vocab=1000";
         char label[32];
         snprintf(label, sizeof label, "other option %d", k);
-        same_with_sums(&c, &x, 4, 0, label);
+        same_with_sums(&c, &x, 4, 0, ALL_SLIM, label);
     }
     synth_rmtree(c.top);
 }
 
-/* The memos alone (tp_run_fill_memos, the export's) from summaries: the same steps and
- * communication times as from the rank files. */
+/* The slim processes (every field coded) and the memos alone (tp_run_fill_memos, the
+ * export's) from summaries: the same as from the rank files. */
 static void memos(void **state) {
     (void)state;
     copied c;
@@ -379,13 +436,31 @@ static void memos(void **state) {
     char err[512];
     assert_int_equal(tp_run_load_slim(c.opv, 1, &a, err, sizeof err), 0);
     assert_int_equal(tp_run_fill_memos(&a, &o, NULL), 0);
-    assert_int_equal(rename_sums(c.dirs, 1, TP_SUMMARY_SUFFIX, ".hidden"), 4);
+    assert_int_equal(a.from_summaries, a.nprocs);
+    assert_int_equal(rename_sums(c.dirs, 1, TP_SUMMARY_SUFFIX, ".hidden"), 6);
     assert_int_equal(tp_run_load_slim(c.opv, 1, &b, err, sizeof err), 0);
     assert_int_equal(tp_run_fill_memos(&b, &o, NULL), 0);
     assert_int_equal(a.nprocs, b.nprocs);
+    assert_int_equal(b.from_summaries, 0);
     size_t ranks = 0;
     for (size_t i = 0; i < a.nprocs; i++) {
         const tp_process *p = &a.procs[i], *q = &b.procs[i];
+        /* the slim process from its summary is the one decoded from its file, field by field,
+         * and what the run decided of it the same */
+        tp_sum_buf x = {0}, y = {0};
+        tp_sum_slim(&x, (tp_process *)p, 0);
+        tp_sum_slim(&y, (tp_process *)q, 0);
+        assert_false(x.bad || y.bad);
+        assert_int_equal(x.len, y.len);
+        assert_memory_equal(x.b, y.b, x.len);
+        free(x.b);
+        free(y.b);
+        assert_string_equal(p->path, q->path);
+        int pv[] = {p->rank, p->world_size, p->local_rank, p->rank_implied, (int)p->role,
+                    p->helper_of, p->launched, p->launched_lo, p->launched_hi};
+        int qv[] = {q->rank, q->world_size, q->local_rank, q->rank_implied, (int)q->role,
+                    q->helper_of, q->launched, q->launched_lo, q->launched_hi};
+        assert_memory_equal(pv, qv, sizeof pv);
         assert_int_equal(!p->steps_memo, !q->steps_memo);
         assert_int_equal(!p->comm_memo, !q->comm_memo);
         if (!p->steps_memo) continue;
@@ -426,8 +501,8 @@ static void write_error(void **state) {
     assert_int_equal(tp_run_load_slim(c.opv, 1, &run, err, sizeof err), 0);
     tp_summarize_stats st;
     assert_int_equal(tp_report_summarize(&run, &o, NULL, &st), 0);
-    assert_int_equal(st.files, 4);
-    assert_int_equal(st.current, 3);
+    assert_int_equal(st.files, 6);
+    assert_int_equal(st.current, 5);
     assert_int_equal(st.failed, 1);
     assert_int_equal(st.nerrors, 1);
     assert_non_null(strstr(st.errors[0], "h1-103.tprof: no summary written: "));

@@ -26,6 +26,7 @@
 
 #include "analysis/kineto.h"
 #include "analysis/model_load.h"
+#include "analysis/summary.h"
 #include "analysis/steps.h"
 #include "trainprof.h"
 
@@ -783,8 +784,11 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
             }
             continue;
         }
-        int r = load_file(run, fl.v[i], p, light, 1, NULL, NULL);
-        if (r == TPROF_OK) run->nprocs++;
+        /* slim: from the file's summary when it holds the slim process of the file as it is */
+        int r = light ? tp_summary_slim_load(run, fl.v[i], p) : 0;
+        run->from_summaries += r == 1;
+        if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL);
+        if (r == TPROF_OK || r == 1) run->nprocs++;
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */
     }

@@ -246,6 +246,8 @@ typedef struct tp_run {
     char **errors; /* files that could not be read at all */
     size_t nerrors;
     struct tp_pool *pool;
+    size_t from_summaries; /* tp_run_load_slim: processes taken from their summary files
+                            * (summary.h), their rank files not decoded */
 } tp_run;
 
 /* Loads every *.tprof file of `dir` (or a single file path). Unreadable files go to

@@ -684,7 +684,10 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
     sections sc = {run, o, jobs, memos_only, summarize};
     for (size_t k = 0; k < n; k++) {
         const tp_process *p = &run->procs[jobs[k].proc];
-        jobs[k].sum = p->slim && p->role == TP_ROLE_RANK ? tp_summary_check(run, p, o) : 0;
+        /* summarize leaves a summary as it is only when its slim block is whole too */
+        jobs[k].sum = !p->slim || p->role != TP_ROLE_RANK ? 0
+                      : summarize ? (tp_summary_current(run, p, o) ? 1 : -1)
+                                  : tp_summary_check(run, p, o);
     }
     tp_jobs_run(&(tp_jobs){n, o->threads, SECTION_BUDGET, section_cost, section_job, &sc});
     for (size_t k = 0; k < n; k++) {
@@ -725,6 +728,7 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
     run_jobs(run, o, jobs, n, 0, 0, used);
     res->summaries_read = used[0];
     res->summaries_stale = used[1];
+    res->slims_read = run->from_summaries;
     for (size_t k = 0; k < n; k++) cJSON_AddItemToArray(ranks, jobs[k].section);
     res->nranks = n;
     free(jobs);
@@ -785,16 +789,33 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
         return TPROF_ERR_NO_MEMORY;
     }
     run_jobs(run, o, jobs, n, 0, 1, NULL);
-    st->files = n;
+    st->files = st->ranks = n;
     for (size_t k = 0; k < n; k++) {
         if (jobs[k].why) st->errors[st->nerrors++] = jobs[k].why;
         st->current += jobs[k].sum == 1;
         st->written += jobs[k].sum != 1 && !jobs[k].why;
     }
-    st->failed = st->nerrors;
     free(jobs);
     free(out);
-    return TPROF_OK;
+    /* the other processes' summaries hold their slim process alone: a few kilobytes each */
+    int rc = TPROF_OK;
+    for (size_t i = 0; i < run->nprocs && rc == TPROF_OK; i++) {
+        const tp_process *p = &run->procs[i];
+        if (!p->slim || p->role == TP_ROLE_RANK || (want && !want[i])) continue;
+        st->files++;
+        char why[256], line[768];
+        if (tp_summary_current(run, p, o)) st->current++;
+        else if (tp_summary_write(run, p, o, NULL, why, sizeof why) == 0) st->written++;
+        else {
+            snprintf(line, sizeof line, "%s: no summary written: %s", p->path, why);
+            char **e = realloc(st->errors, (st->nerrors + 1) * sizeof *e);
+            if (e) st->errors = e;
+            if (!e || !(e[st->nerrors] = strdup(line))) rc = TPROF_ERR_NO_MEMORY;
+            else st->nerrors++;
+        }
+    }
+    st->failed = st->nerrors;
+    return rc;
 }
 
 int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {

@@ -908,6 +908,8 @@ typedef struct tp_run_results {
     size_t summaries_read;   /* rank sections read from their summaries (summary.h) */
     size_t summaries_stale;  /* rank summaries out of date or damaged, their sections computed
                               * from the rank files again; the text says so */
+    size_t slims_read;       /* processes the load took from their summaries, rank files not
+                              * decoded (tp_run.from_summaries); in no rendering */
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

@@ -1,13 +1,18 @@
 /*
- * summary.c — summary files (summary.h; docs/format.md "Summary files"): the key that makes
- * one valid, and reading and writing one whole. The parts themselves are coded by
- * summary_codec.c.
+ * summary.c — summary files (summary.h; docs/format.md "Summary files"): the keys that make
+ * their parts valid, and reading and writing one whole. The parts themselves are coded by
+ * summary_codec.c (the rank section) and summary_slim.c (the slim process).
  *
- * The file: "TPSUMARY" (8 bytes), the format version (u32), the key's length (u64) and the key,
- * the body's length (u64) and its CRC-32 (u32, zlib's), then the body: four parts, each its
- * length (u64) and its bytes: the section's JSON, the rank result, the steps memo, the comm
- * memo. The key is compared byte for byte with the one computed from the reading run, so that
- * whatever a section depends on is in it once and checked the same way by writer and reader.
+ * The file: "TPSUMARY" (8 bytes), the format version (u32), then two blocks, each its key's
+ * length (u64) and the key, its body's length (u64) and CRC-32 (u32, zlib's), and the body.
+ * First the slim block: the rank file's slim process (tp_sum_slim), under a key of the file
+ * alone (tp_sum_slim_key), which the run's load checks before it takes the process instead of
+ * decoding the file. Then the section block, which ends the file: four parts, each its length
+ * (u64) and its bytes: the section's JSON, the rank result, the steps memo, the comm memo,
+ * under a key that also holds what the run decided of the process and the report's options
+ * (summary_key); a process other than a rank has none (key and body of length 0). Each key is
+ * compared byte for byte with the one computed by the reader, so that whatever a part depends
+ * on is in it once and checked the same way by writer and reader.
  */
 #define _GNU_SOURCE
 #include "analysis/summary.h"
@@ -27,8 +32,8 @@
 
 #define SUM_MAGIC "TPSUMARY"
 
-/* What is read of a summary before its key: magic, version, key length. */
-#define SUM_HEAD (8 + 4 + 8)
+/* What is read of a summary before its blocks: magic, version. */
+#define SUM_HEAD (8 + 4)
 
 /* A summary larger than this is damage (a rank's section is kilobytes to a few megabytes). */
 #define SUM_MAX (1ull << 32)
@@ -114,32 +119,59 @@ static int summary_key(const tp_run *run, const tp_process *p, const tp_report_o
     return k->bad ? -1 : 0;
 }
 
-/* Opens p's summary: 1 with *f open and its key checked against the one computed now (*f just
- * past it), 0 when there is none, -1 when it is not valid. */
+/* A block's key: 1 when it is `want` (NULL: skipped unread, and taken as it), 0 when the
+ * block has none (length 0), -1 when it differs or cannot be read. */
+static int block_key(FILE *in, const tp_sum_buf *want) {
+    uint64_t klen;
+    if (fread(&klen, 8, 1, in) != 1 || klen > SUM_MAX) return -1;
+    if (!klen) return 0;
+    if (!want) return fseeko(in, (off_t)klen, SEEK_CUR) == 0 ? 1 : -1;
+    if (klen != want->len) return -1;
+    unsigned char *stored = malloc(want->len);
+    int ok = stored && fread(stored, 1, want->len, in) == want->len &&
+             !memcmp(stored, want->b, want->len);
+    free(stored);
+    return ok ? 1 : -1;
+}
+
+static int read_body(FILE *f, tp_sum_buf *c, int last);
+
+/* Opens p's summary, checking its head and, where asked, the slim block (its key computed now
+ * from p's file, its body's CRC) and the section's key (computed now from the run, p and the
+ * options; *f is left just past it): 1 with *f open when those are valid, 0 when there is no
+ * summary (or, section asked, it holds none), -1 when it is not valid. */
 static int open_checked(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                        FILE **f) {
+                        FILE **f, int slim, int section) {
     char path[4096];
     *f = NULL;
     if (tp_summary_path(p, path, sizeof path) != 0) return 0;
     FILE *in = fopen(path, "rb");
     if (!in) return errno == ENOENT ? 0 : -1;
-    tp_sum_buf key = {0};
-    unsigned char head[SUM_HEAD];
+    tp_sum_buf key = {0}, body = {0};
+    unsigned char head[SUM_HEAD] = {0};
     uint32_t version;
-    uint64_t klen;
+    uint64_t size, blen;
+    uint32_t crc;
     int ok = fread(head, 1, sizeof head, in) == sizeof head && !memcmp(head, SUM_MAGIC, 8);
     memcpy(&version, head + 8, 4);
-    memcpy(&klen, head + 12, 8);
-    ok = ok && version == TP_SUMMARY_VERSION && summary_key(run, p, o, &key) == 0 &&
-         klen == key.len;
-    unsigned char *stored = ok ? malloc(key.len ? key.len : 1) : NULL;
-    ok = ok && stored && fread(stored, 1, key.len, in) == key.len &&
-         !memcmp(stored, key.b, key.len);
-    free(stored);
+    ok = ok && version == TP_SUMMARY_VERSION;
+    if (ok && slim) /* the slim process stands for the file p was read from */
+        ok = tp_sum_slim_key(p->file ? p->file : p->path, &key, &size) == 0 &&
+             size == p->file_bytes && block_key(in, &key) == 1 && read_body(in, &body, 0) == 0;
+    else if (ok)
+        ok = block_key(in, NULL) == 1 && fread(&blen, 8, 1, in) == 1 &&
+             fread(&crc, 4, 1, in) == 1 && blen <= SUM_MAX &&
+             fseeko(in, (off_t)blen, SEEK_CUR) == 0;
     free(key.b);
-    if (!ok) {
+    free(body.b);
+    key = (tp_sum_buf){0};
+    int rc = ok ? 1 : -1;
+    if (ok && section)
+        rc = summary_key(run, p, o, &key) != 0 ? -1 : block_key(in, &key);
+    free(key.b);
+    if (rc != 1) {
         fclose(in);
-        return -1;
+        return rc;
     }
     *f = in;
     return 1;
@@ -147,9 +179,16 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
 
 int tp_summary_check(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     FILE *f;
-    int rc = open_checked(run, p, o, &f);
+    int rc = open_checked(run, p, o, &f, 0, 1);
     if (f) fclose(f);
     return rc;
+}
+
+int tp_summary_current(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
+    FILE *f;
+    int rc = open_checked(run, p, o, &f, 1, p->role == TP_ROLE_RANK);
+    if (f) fclose(f);
+    return rc == 1;
 }
 
 /* CRC-32 of c's bytes (zlib's crc32 takes at most 4 GiB - 1 a call). */
@@ -163,19 +202,20 @@ static uint32_t body_crc(const tp_sum_buf *c) {
     return (uint32_t)crc;
 }
 
-/* The body of a summary whose key was checked: its bytes, CRC checked, into c (owned). It must
- * be the rest of the file, to the byte. */
-static int read_body(FILE *f, tp_sum_buf *c) {
+/* A block's body whose key was checked: its bytes, CRC checked, into c (owned). The section's
+ * (last) must be the rest of the file, to the byte. */
+static int read_body(FILE *f, tp_sum_buf *c, int last) {
     uint64_t blen;
     uint32_t crc;
     struct stat st;
-    long at = ftell(f);
+    off_t at = ftello(f);
     if (at < 0 || fstat(fileno(f), &st) != 0 || fread(&blen, 8, 1, f) != 1 ||
         fread(&crc, 4, 1, f) != 1 || blen > SUM_MAX ||
-        blen != (uint64_t)st.st_size - (uint64_t)at - 12)
+        blen > (uint64_t)st.st_size - (uint64_t)at - 12 ||
+        (last && blen != (uint64_t)st.st_size - (uint64_t)at - 12))
         return -1;
     c->b = malloc(blen ? blen : 1);
-    if (!c->b || fread(c->b, 1, blen, f) != blen || fgetc(f) != EOF) return -1;
+    if (!c->b || fread(c->b, 1, blen, f) != blen || (last && fgetc(f) != EOF)) return -1;
     c->len = c->cap = blen;
     return body_crc(c) == crc ? 0 : -1;
 }
@@ -219,11 +259,11 @@ int tp_summary_read(tp_run *run, const tp_process *p, const tp_report_opts *o, i
     memset(out, 0, sizeof *out);
     out->res = memos_only ? NULL : res;
     FILE *f;
-    int rc = open_checked(run, p, o, &f);
+    int rc = open_checked(run, p, o, &f, 0, 1);
     if (rc <= 0) return rc;
     tp_sum_buf c = {0};
     c.run = run;
-    if (read_body(f, &c) != 0) c.bad = 1;
+    if (read_body(f, &c, 1) != 0) c.bad = 1;
     fclose(f);
     if (!c.bad) decode(&c, p, memos_only, out);
     free(c.b);
@@ -238,6 +278,49 @@ int tp_summary_read(tp_run *run, const tp_process *p, const tp_report_opts *o, i
     free(out->comm);
     memset(out, 0, sizeof *out);
     out->res = memos_only ? NULL : res;
+    return -1;
+}
+
+/* A process read of no file: its arrays freed as far as they were read. */
+static void slim_drop(tp_process *p) {
+    if (!p->threads) p->nthreads = 0;
+    if (!p->damage) p->ndamage = 0;
+    tp_process_free(p);
+}
+
+int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
+    memset(p, 0, sizeof *p);
+    char sum[4096];
+    int k = snprintf(sum, sizeof sum, "%s%s", path, TP_SUMMARY_SUFFIX);
+    int named = k >= 0 && (size_t)k < sizeof sum; /* a path too long has no summary */
+    FILE *in = named ? fopen(sum, "rb") : NULL;
+    if (!in) return !named || errno == ENOENT ? 0 : -1;
+    tp_sum_buf key = {0}, c = {0};
+    unsigned char head[SUM_HEAD] = {0};
+    uint32_t version;
+    uint64_t size;
+    int ok = fread(head, 1, sizeof head, in) == sizeof head && !memcmp(head, SUM_MAGIC, 8);
+    memcpy(&version, head + 8, 4);
+    ok = ok && version == TP_SUMMARY_VERSION && tp_sum_slim_key(path, &key, &size) == 0 &&
+         block_key(in, &key) == 1 && read_body(in, &c, 0) == 0;
+    fclose(in);
+    free(key.b);
+    c.run = run;
+    if (ok) tp_sum_slim(&c, p, 1);
+    ok = ok && !c.bad && c.at == c.len && p->file_bytes == size;
+    free(c.b);
+    if (ok) { /* what the loader sets itself (summary_slim.c's head comment) */
+        const char *v;
+        p->path = tp_intern(run, path);
+        p->file = strdup(path);
+        p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
+        p->world_size = (v = tp_meta(p, "world_size")) ? atoi(v) : -1;
+        p->local_rank = (v = tp_meta(p, "local_rank")) ? atoi(v) : -1;
+        p->helper_of = -1;
+        ok = p->file != NULL;
+    }
+    if (ok) return 1;
+    slim_drop(p);
     return -1;
 }
 
@@ -294,38 +377,49 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
         snprintf(why, n, "path too long");
         return -1;
     }
-    tp_sum_buf key = {0}, body = {0};
-    if (summary_key(run, p, o, &key) != 0) {
-        snprintf(why, n, "%s", key.bad ? "out of memory" : "the rank file cannot be looked at");
-        free(key.b);
-        return -1;
+    tp_sum_buf skey = {0}, sbody = {0}, key = {0}, body = {0};
+    uint64_t size = 0;
+    const char *fail = NULL;
+    if (tp_sum_slim_key(p->file ? p->file : p->path, &skey, &size) != 0 ||
+        (in && summary_key(run, p, o, &key) != 0))
+        fail = skey.bad || key.bad ? "out of memory" : "the rank file cannot be looked at";
+    else if (size != p->file_bytes) /* the slim process is of the bytes read then */
+        fail = "the rank file changed since it was read";
+    tp_sum_slim(&sbody, (tp_process *)p, 0);
+    if (!fail && in) {
+        /* the result's own capture texts are told apart by address: the caller's result */
+        body.rr = in->res;
+        put_part(&body, part_json, in, p);
+        put_part(&body, part_result, in, p);
+        put_part(&body, part_steps, in, p);
+        put_part(&body, part_comm, in, p);
     }
-    /* the result's own capture texts are told apart by address: the caller's result */
-    body.rr = in->res;
-    put_part(&body, part_json, in, p);
-    put_part(&body, part_result, in, p);
-    put_part(&body, part_steps, in, p);
-    put_part(&body, part_comm, in, p);
-    uint32_t version = TP_SUMMARY_VERSION, crc = body.bad ? 0 : body_crc(&body);
-    uint64_t klen = key.len, blen = body.len;
+    if (!fail && (sbody.bad || body.bad)) fail = "out of memory";
+    uint32_t version = TP_SUMMARY_VERSION, scrc = fail ? 0 : body_crc(&sbody),
+             crc = fail ? 0 : body_crc(&body);
+    uint64_t sklen = skey.len, sblen = sbody.len, klen = key.len, blen = body.len;
     /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
      * nor .json), unique to this thread */
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), (long)syscall(SYS_gettid));
-    int fd = body.bad || key.bad ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = fail ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = fd < 0 ? -1 : 0;
     if (!rc)
         rc = write_all(fd, SUM_MAGIC, 8) || write_all(fd, &version, 4) ||
-                     write_all(fd, &klen, 8) || write_all(fd, key.b, key.len) ||
-                     write_all(fd, &blen, 8) || write_all(fd, &crc, 4) ||
-                     write_all(fd, body.b, body.len)
+                     write_all(fd, &sklen, 8) || write_all(fd, skey.b, skey.len) ||
+                     write_all(fd, &sblen, 8) || write_all(fd, &scrc, 4) ||
+                     write_all(fd, sbody.b, sbody.len) || write_all(fd, &klen, 8) ||
+                     write_all(fd, key.b, key.len) || write_all(fd, &blen, 8) ||
+                     write_all(fd, &crc, 4) || write_all(fd, body.b, body.len)
                  ? -1
                  : 0;
     if (fd >= 0 && close(fd) != 0) rc = -1;
     if (!rc && rename(tmp, path) != 0) rc = -1;
     if (rc) {
-        snprintf(why, n, "%s", body.bad || key.bad ? "out of memory" : strerror(errno));
+        snprintf(why, n, "%s", fail ? fail : strerror(errno));
         if (fd >= 0) unlink(tmp);
     }
+    free(skey.b);
+    free(sbody.b);
     free(key.b);
     free(body.b);
     return rc;

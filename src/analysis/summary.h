@@ -39,7 +39,7 @@ struct tp_report_opts;
 #define TP_SUMMARY_SUFFIX ".sum"
 
 /* Bumped whenever the layout of a summary changes (summary.c, summary_codec.c). */
-#define TP_SUMMARY_VERSION 1
+#define TP_SUMMARY_VERSION 2
 
 /* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
  * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */
@@ -89,6 +89,15 @@ typedef struct tp_sum_buf {
 
 void tp_sum_put(tp_sum_buf *c, const void *p, size_t n);
 void tp_sum_get(tp_sum_buf *c, void *p, size_t n);
+/* One value either way (reading: from c, else into it) of n bytes; a size_t as 8 bytes; a
+ * string (NULL, a text interned into c->run's pool on reading, or a tag for one of c->rr's
+ * capture texts); an owned string (strdup'd on reading); whether an owned array of n
+ * elements is allocated (reading: calloc'd, n bounded by the bytes left), 1 when it is. */
+void tp_sum_raw(tp_sum_buf *c, int reading, void *p, size_t n);
+void tp_sum_size(tp_sum_buf *c, int reading, size_t *v);
+void tp_sum_str(tp_sum_buf *c, int reading, const char **s);
+void tp_sum_owned(tp_sum_buf *c, int reading, char **s);
+int tp_sum_array(tp_sum_buf *c, int reading, void *arrp, size_t n, size_t elem);
 /* rr into / out of c (out: every array allocated as tp_rank_result_free frees it). */
 void tp_sum_rank_result(tp_sum_buf *c, tp_rank_result *rr, int reading);
 void tp_sum_json_put(tp_sum_buf *c, const cJSON *j);
@@ -97,9 +106,34 @@ cJSON *tp_sum_json_get(tp_sum_buf *c);
 void tp_sum_steps(tp_sum_buf *c, tp_steps **s, int reading);
 void tp_sum_comm(tp_sum_buf *c, tp_comm_time **t, size_t n, int reading);
 
+/* The slim process (summary_slim.c): what tp_run_load_slim keeps of a rank file (model.h,
+ * tp_process_slim), every field but those the run decides (rank, role and the rest, which
+ * the loader sets again: tp_summary_slim_load) and the path, which is the one opened now.
+ * Writing, p must be slim (no GPU record, API call, allocation or mark: else c->bad). */
+void tp_sum_slim(tp_sum_buf *c, tp_process *p, int reading);
+/* The slim block's key of rank file `file` into k: the machine kind, the trainprof build,
+ * the file's size and modification time and its header's bytes as they are now (stat and
+ * the header alone). 0, or -1 when the file cannot be looked at or is shorter than a header.
+ * *size gets the file's size. */
+int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size);
+
+/* Rank file `path`'s slim process from its summary, into *p (zeroed first), as
+ * tp_run_load_slim's own read would leave it before the run decides roles: its path and
+ * file are `path`, its strings interned into run's pool. Only when the summary holds a slim
+ * block whose key is the file's now (tp_sum_slim_key) and whose body passes its CRC and
+ * decodes whole. 1 when loaded; 0 when there is no summary, -1 when it is not valid (p is
+ * left zeroed either way: the caller decodes the file). Not thread safe for one p. */
+int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p);
+
+/* Whether slim process p's summary is whole and current for `trainprof summarize` to leave
+ * as it is: its slim block's key and CRC valid, and for a rank, its section's key
+ * (tp_summary_check) too. 1 or 0. */
+int tp_summary_current(const tp_run *run, const tp_process *p, const struct tp_report_opts *o);
+
 /* `trainprof summarize`'s count of what it did (tp_report_summarize). */
 typedef struct tp_summarize_stats {
     size_t files;    /* rank files given */
+    size_t ranks;    /* of them, the ranks' (their summaries hold a section too) */
     size_t written;  /* summaries written */
     size_t current;  /* summaries already valid, left as they were */
     size_t failed;   /* files without a summary: errors[] says why */

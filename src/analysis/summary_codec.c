@@ -88,8 +88,15 @@ void tp_sum_get(tp_sum_buf *c, void *p, size_t n) {
     c->at += n;
 }
 
+/* The codec's helpers (summary.h, shared with summary_slim.c) under this file's short names. */
+#define raw(c, rd, p, n) tp_sum_raw(c, rd, p, n)
+#define size(c, rd, v) tp_sum_size(c, rd, v)
+#define str(c, rd, s) tp_sum_str(c, rd, s)
+#define owned(c, rd, s) tp_sum_owned(c, rd, s)
+#define array(c, rd, a, n, e) tp_sum_array(c, rd, a, n, e)
+
 /* One field, either way. */
-static void raw(tp_sum_buf *c, int rd, void *p, size_t n) {
+void tp_sum_raw(tp_sum_buf *c, int rd, void *p, size_t n) {
     if (rd) tp_sum_get(c, p, n);
     else tp_sum_put(c, p, n);
 }
@@ -103,7 +110,7 @@ static void raw(tp_sum_buf *c, int rd, void *p, size_t n) {
 #define S(x) str(c, rd, &(x))
 #define Z(x) size(c, rd, &(x))
 
-static void size(tp_sum_buf *c, int rd, size_t *v) {
+void tp_sum_size(tp_sum_buf *c, int rd, size_t *v) {
     uint64_t x = *v;
     raw(c, rd, &x, 8);
     if (rd) *v = (size_t)x;
@@ -138,7 +145,7 @@ static const char *text(tp_sum_buf *c, int rd, const char *s) {
     return at;
 }
 
-static void str(tp_sum_buf *c, int rd, const char **s) {
+void tp_sum_str(tp_sum_buf *c, int rd, const char **s) {
     unsigned char tag = 0;
     const tp_capture_result *cap = c->rr ? &c->rr->capture : NULL;
     if (!rd) {
@@ -163,7 +170,7 @@ static void str(tp_sum_buf *c, int rd, const char **s) {
 }
 
 /* An owned string (malloc'd on reading), or NULL. */
-static void owned(tp_sum_buf *c, int rd, char **s) {
+void tp_sum_owned(tp_sum_buf *c, int rd, char **s) {
     unsigned char has = rd ? 0 : *s != NULL;
     raw(c, rd, &has, 1);
     if (!has) {
@@ -179,7 +186,7 @@ static void owned(tp_sum_buf *c, int rd, char **s) {
 
 /* An owned array of n elements of `elem` bytes: whether it is allocated, and on reading its
  * allocation (zeroed). Returns whether it is, for the caller to code its elements. */
-static int array(tp_sum_buf *c, int rd, void *arrp, size_t n, size_t elem) {
+int tp_sum_array(tp_sum_buf *c, int rd, void *arrp, size_t n, size_t elem) {
     void **arr = arrp;
     unsigned char has = rd ? 0 : *arr != NULL;
     raw(c, rd, &has, 1);

@@ -1,0 +1,172 @@
+/*
+ * summary_slim.c — the slim process in a summary file (summary.h; docs/format.md "Summary
+ * files"): what tp_run_load_slim keeps of a rank file, coded field by field both ways in one
+ * function per struct (as summary_codec.c), and the key that says the rank file is still the
+ * one it was read from. With it the report's load takes each file's slim process from its
+ * summary and decodes no rank file at all.
+ *
+ * What is not coded, and why: the fields the run decides over all its processes (role,
+ * helper_of, launched, rank_implied, and the rank and world size a sampler or an implied rank
+ * is given) are set again by the load's assign_roles from the slim processes, so the reader
+ * leaves them as the loader's own read does (rank, world size and local rank from the
+ * metadata, as model.c's finish_process reads them); the path is the one the load opened
+ * now (another operand spelling names the same file); the memos are the section's part of the
+ * summary (summary.c). A slim process holds no GPU record, API call, allocation, clip or mark:
+ * their counts are coded (nrec_*), the records are not.
+ */
+#define _GNU_SOURCE
+#include "analysis/summary.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trainprof.h"
+
+/* Each struct below is coded field by field: a field added to one of them must be added to
+ * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
+#if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
+_Static_assert(sizeof(tp_process) == 720, "tp_process changed: update tp_sum_slim");
+_Static_assert(sizeof(tp_thread) == 168, "tp_thread changed: update its codec");
+_Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
+_Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
+_Static_assert(sizeof(tp_stepev) == 24, "tp_stepev changed: update its codec");
+_Static_assert(sizeof(tp_comm_op) == 112, "tp_comm_op changed: update its codec");
+_Static_assert(sizeof(tp_drop_window) == 32, "tp_drop_window changed: update its codec");
+_Static_assert(sizeof(tp_kv) == 16, "tp_kv changed: update its codec");
+_Static_assert(sizeof(struct tp_category) == 16, "tp_category changed: update its codec");
+_Static_assert(sizeof(tprof_file_header) == 240, "the file header changed: update the codec");
+#endif
+
+#define RAW(x) tp_sum_raw(c, rd, &(x), sizeof(x))
+#define S(x) tp_sum_str(c, rd, &(x))
+#define Z(x) tp_sum_size(c, rd, &(x))
+
+/* An owned array of n elements (tp_sum_array) that holds them: on reading, one that is not
+ * allocated yet counts elements is damage. */
+static int arr(tp_sum_buf *c, int rd, void *a, size_t n, size_t elem) {
+    int has = tp_sum_array(c, rd, a, n, elem);
+    if (rd && !has && n) c->bad = 1;
+    return has && !c->bad;
+}
+
+static void range(tp_sum_buf *c, int rd, tp_range *r, size_t i) {
+    S(r->name);
+    RAW(r->start), RAW(r->end), RAW(r->child_ns), RAW(r->parent), RAW(r->domain);
+    RAW(r->category), RAW(r->depth), RAW(r->flags), RAW(r->end_tid);
+    /* ended.c walks the parents: each precedes its child (model.c, slim_ranges) */
+    if (rd && (r->parent < -1 || (r->parent >= 0 && (size_t)r->parent >= i))) c->bad = 1;
+}
+
+static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
+    RAW(t->serial), RAW(t->os_tid);
+    S(t->name);
+    Z(t->nranges);
+    if (arr(c, rd, &t->ranges, t->nranges, sizeof *t->ranges))
+        for (size_t i = 0; i < t->nranges && !c->bad; i++) range(c, rd, &t->ranges[i], i);
+    Z(t->ncounters);
+    if (arr(c, rd, &t->counters, t->ncounters, sizeof *t->counters))
+        for (size_t i = 0; i < t->ncounters && !c->bad; i++) {
+            S(t->counters[i].name);
+            RAW(t->counters[i].ts), RAW(t->counters[i].value);
+        }
+    Z(t->nsteps);
+    if (arr(c, rd, &t->steps, t->nsteps, sizeof *t->steps))
+        for (size_t i = 0; i < t->nsteps && !c->bad; i++)
+            RAW(t->steps[i].step), RAW(t->steps[i].ts), RAW(t->steps[i].begin);
+    RAW(t->dropped), RAW(t->first_ts), RAW(t->last_ts), RAW(t->unmatched_pops);
+    RAW(t->first_unmatched_pop_ts), RAW(t->unmatched_pops_after_drops), RAW(t->events);
+    if (rd) { /* the arrays hold what they were given, as tp_process_slim shrinks them to */
+        t->cap_ranges = t->ranges ? t->nranges : 0;
+        t->cap_counters = t->counters ? t->ncounters : 0;
+        t->cap_steps = t->steps ? t->nsteps : 0;
+    }
+}
+
+static void comm_op(tp_sum_buf *c, int rd, tp_comm_op *x) {
+    RAW(x->start), RAW(x->end), RAW(x->gpu_start), RAW(x->gpu_end), RAW(x->bytes);
+    RAW(x->count), RAW(x->comm_hash);
+    S(x->name);
+    RAW(x->seq), RAW(x->nranks), RAW(x->rank), RAW(x->op), RAW(x->algo), RAW(x->proto);
+    RAW(x->peer), RAW(x->flags), RAW(x->nchannels), RAW(x->source), RAW(x->os_tid);
+    RAW(x->dtype);
+}
+
+/* The process's own lists: metadata, domains, categories, damage, drop windows. */
+static void lists(tp_sum_buf *c, int rd, tp_process *p) {
+    Z(p->nmeta);
+    if (arr(c, rd, &p->meta, p->nmeta, sizeof *p->meta))
+        for (size_t i = 0; i < p->nmeta && !c->bad; i++) S(p->meta[i].key), S(p->meta[i].value);
+    if (rd) p->cap_meta = p->meta ? p->nmeta : 0;
+    Z(p->ndomains);
+    if (arr(c, rd, &p->domains, p->ndomains, sizeof *p->domains))
+        for (size_t i = 0; i < p->ndomains && !c->bad; i++) S(p->domains[i]);
+    Z(p->ncategories);
+    if (arr(c, rd, &p->categories, p->ncategories, sizeof *p->categories))
+        for (size_t i = 0; i < p->ncategories && !c->bad; i++) {
+            RAW(p->categories[i].domain), RAW(p->categories[i].id);
+            S(p->categories[i].name);
+        }
+    Z(p->ndamage);
+    if (arr(c, rd, &p->damage, p->ndamage, sizeof *p->damage))
+        for (size_t i = 0; i < p->ndamage && !c->bad; i++) tp_sum_owned(c, rd, &p->damage[i]);
+    Z(p->ndrops);
+    if (arr(c, rd, &p->drops, p->ndrops, sizeof *p->drops))
+        for (size_t i = 0; i < p->ndrops && !c->bad; i++) {
+            tp_drop_window *d = &p->drops[i];
+            RAW(d->from), RAW(d->to), RAW(d->count), RAW(d->os_tid);
+        }
+    if (rd) p->cap_drops = p->drops ? p->ndrops : 0;
+}
+
+void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
+    if (!rd && (!p->slim || p->ngpu || p->napi || p->novh || p->ngmem || p->nclips))
+        c->bad = 1; /* not a slim process: what it holds is not what a slim load keeps */
+    for (size_t i = 0; !rd && i < p->nthreads; i++) c->bad |= p->threads[i].nmarks != 0;
+    RAW(p->hdr);
+    lists(c, rd, p);
+    Z(p->nthreads);
+    if (arr(c, rd, &p->threads, p->nthreads, sizeof *p->threads))
+        for (size_t i = 0; i < p->nthreads && !c->bad; i++) thread(c, rd, &p->threads[i]);
+    RAW(p->complete), RAW(p->end_signal), RAW(p->end_mono), RAW(p->dropped);
+    RAW(p->end_dropped), RAW(p->events), RAW(p->first_ts), RAW(p->last_ts);
+    RAW(p->unknown_ends), RAW(p->drops_unplaced), RAW(p->cupti_dropped), RAW(p->clipped_ns);
+    Z(p->ncomm);
+    if (arr(c, rd, &p->comm, p->ncomm, sizeof *p->comm))
+        for (size_t i = 0; i < p->ncomm && !c->bad; i++) comm_op(c, rd, &p->comm[i]);
+    if (rd) p->cap_comm = p->comm ? p->ncomm : 0;
+    RAW(p->file_bytes);
+    Z(p->nrec_gpu), Z(p->nrec_api), Z(p->nrec_ovh), Z(p->nrec_gmem), Z(p->nrec_ranges);
+    if (rd) p->slim = 1;
+    /* the domains' first is the default (""): every domain index of 0 reads it */
+    if (rd && !c->bad && (!p->ndomains || !p->domains || !p->domains[0])) c->bad = 1;
+}
+
+int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size) {
+    uint32_t kind[] = {0x01020304u, (uint32_t)sizeof(void *), (uint32_t)sizeof(int),
+                       (uint32_t)sizeof(long), (uint32_t)sizeof(double)};
+    tp_sum_put(k, kind, sizeof kind);
+    const char *b = tprof_build_info();
+    uint64_t n = strlen(b);
+    tp_sum_put(k, &n, 8);
+    tp_sum_put(k, b, n);
+    /* the header read through the descriptor that is stat'ed: one file, even if renamed over */
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    unsigned char hdr[sizeof(tprof_file_header)];
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+             pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr;
+    close(fd);
+    if (!ok) return -1;
+    uint64_t sz = (uint64_t)st.st_size;
+    int64_t mt[2] = {(int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
+    tp_sum_put(k, &sz, 8);
+    tp_sum_put(k, mt, sizeof mt);
+    tp_sum_put(k, hdr, sizeof hdr);
+    *size = sz;
+    return k->bad ? -1 : 0;
+}
