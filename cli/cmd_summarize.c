@@ -44,9 +44,9 @@ static const cli_cmd summarize_cmd = {
     "usage: trainprof summarize DIR|FILE... [options]\n"
     "\n"
     "Writes beside each rank file (host-pid.tprof) its summary (host-pid.tprof.sum): what\n"
-    "`trainprof report` computes of that rank, so that a report of the run reads the\n"
-    "summaries instead of every rank file again. Files whose summary is valid are left as\n"
-    "they are; a file that cannot be read gets none, and one line on stderr.\n"
+    "`trainprof report` keeps of the file and computes of that rank, so that a report of\n"
+    "the run reads the summaries and decodes no rank file. Files whose summary is valid are\n"
+    "left as they are; a file that cannot be read gets none, and one line on stderr.\n"
     "\n"
     "options (environment twin in brackets):\n",
     summarize_opts_table,

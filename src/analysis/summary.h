@@ -1,9 +1,11 @@
 /*
- * summary.h — a rank file's summary: what the report's rank section computes from the file
- * (report.c, section_job), kept in a file beside it (`<rank file>.sum`, docs/format.md
- * "Summary files") so that a later report reads it instead of the rank file again whole.
+ * summary.h — a rank file's summary: what the report's load keeps of the file (its slim
+ * process, summary_slim.c) and, for a rank, what the report's rank section computes from the
+ * file (report.c, section_job), kept in a file beside it (`<rank file>.sum`, docs/format.md
+ * "Summary files") so that a later report takes both from it and decodes no rank file.
  * Written by `trainprof summarize` (tp_report_summarize), on threads and, under a launcher,
- * by every task for its share of the files; read by tp_report_make and tp_run_fill_memos.
+ * by every task for its share of the files; read by tp_run_load_slim (the slim process),
+ * tp_report_make and tp_run_fill_memos (the section and memos).
  *
  * A summary holds the section's part of report.json (the cJSON fragment, every node with its
  * type and exact value), its typed results (tp_rank_result, field by field: summary_codec.c),
@@ -18,7 +20,9 @@
  *
  * Strings of the results are interned into the reading run's pool (tp_intern); those that
  * point into the rank's own capture result are pointed there again. Not for torch.profiler
- * traces (read whole, never slim) nor for processes other than ranks (they have no section).
+ * traces (read whole, never slim); a process other than a rank has no section, and its
+ * summary holds its slim process alone. The slim process has a key of its own (the file
+ * alone: tp_sum_slim_key), since the load needs it before the run decides any role.
  */
 #ifndef TPROF_SUMMARY_H
 #define TPROF_SUMMARY_H
@@ -69,8 +73,10 @@ int tp_summary_check(const tp_run *run, const tp_process *p, const struct tp_rep
 int tp_summary_read(tp_run *run, const tp_process *p, const struct tp_report_opts *o,
                     int memos_only, tp_summary_parts *out);
 
-/* Writes slim rank p's summary from its section's outputs (section and res required; steps
- * and comm may be NULL), atomically: a temporary file beside it renamed into place, so a
+/* Writes slim process p's summary: its slim process (p must be as tp_run_load_slim left it,
+ * its file unchanged since: else -1, "the rank file changed since it was read"), and for a
+ * rank its section's outputs (in: section and res required; steps and comm may be NULL; in
+ * NULL: no section, for a process other than a rank), atomically: a temporary file beside it renamed into place, so a
  * reader sees the old summary or the new one, never a part. Never touches the rank file.
  * Returns 0, or -1 with why (n bytes) filled. Safe on several threads at once for distinct
  * processes. */
@@ -141,9 +147,10 @@ typedef struct tp_summarize_stats {
     size_t nerrors;
 } tp_summarize_stats;
 
-/* Writes the summary of every slim rank of `run` with want[i] set (indexed as run->procs;
- * NULL: every slim rank), with the options o, by o->threads threads under the sections'
- * memory budget (report.c); a file whose summary is already valid is left as it is. A file
+/* Writes the summary of every slim process of `run` with want[i] set (indexed as run->procs;
+ * NULL: every slim process): a rank's with its section, computed by o->threads threads under
+ * the sections' memory budget (report.c), the others' with their slim process alone; a file
+ * whose summary is already whole and valid (tp_summary_current) is left as it is. A file
  * that cannot be read again, or whose summary cannot be written, gets none and one line in
  * st->errors. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. Writes run's pool; not thread safe.
  * Implemented in report.c, beside the sections it computes. */
