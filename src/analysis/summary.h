@@ -76,8 +76,9 @@ int tp_summary_read(tp_run *run, const tp_process *p, const struct tp_report_opt
 /* Writes slim process p's summary: its slim process (p must be as tp_run_load_slim left it,
  * its file unchanged since: else -1, "the rank file changed since it was read"), and for a
  * rank its section's outputs (in: section and res required; steps and comm may be NULL; in
- * NULL: no section, for a process other than a rank), atomically: a temporary file beside it renamed into place, so a
- * reader sees the old summary or the new one, never a part. Never touches the rank file.
+ * NULL: no section, for a process other than a rank), atomically: a temporary file beside
+ * it renamed into place, so a reader sees the old summary or the new one, never a part.
+ * Never touches the rank file.
  * Returns 0, or -1 with why (n bytes) filled. Safe on several threads at once for distinct
  * processes. */
 int tp_summary_write(const tp_run *run, const tp_process *p, const struct tp_report_opts *o,
