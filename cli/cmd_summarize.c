@@ -19,7 +19,7 @@ enum { OPT_STEP_NAME = OPT_OWN, OPT_DATA_NAMES, OPT_WARMUP, OPT_TOP, OPT_THREADS
 
 static const cli_opt summarize_opts_table[] = {
     {OPT_THREADS, "--threads", NULL, CLI_VALUE, "N",
-     "rank files summarised at once, default one per core"},
+     "rank sections computed at once, default one per core"},
     {OPT_STEP_NAME, "--step-name", NULL, CLI_VALUE, "NAME", "as for report [TRAINPROF_STEP_NAME]"},
     {OPT_WARMUP, "--warmup", NULL, CLI_VALUE, "N", "as for report [TRAINPROF_WARMUP]"},
     {OPT_DATA_NAMES, "--data-names", NULL, CLI_VALUE, "A,B,...",
