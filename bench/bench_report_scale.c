@@ -313,6 +313,7 @@ int main(int argc, char **argv) {
     char sums[160];
     snprintf(sums, sizeof sums, "  from summaries    %zu of %zu files, %zu of %zu sections\n",
              tr.res.slims_read, nslim, tr.res.summaries_read, tr.res.nranks);
+    int all_sums = tr.res.nranks && tr.res.summaries_read == tr.res.nranks;
     tp_report_free(&tr);
     tp_run_free(&run);
 
@@ -321,7 +322,8 @@ int main(int argc, char **argv) {
     printf("  %-17s %7.2f s  %8.2f M events/s\n", whole ? "tp_run_load" : "tp_run_load_slim",
            t1 - t0, (double)events / (t1 - t0) / 1e6);
     printf("  tp_report_make    %7.2f s  %8.2f M events/s%s\n", t2 - t1,
-           (double)events / (t2 - t1) / 1e6, whole ? "" : " (rank files read again)");
+           (double)events / (t2 - t1) / 1e6,
+           whole ? "" : all_sums ? " (sections from summaries)" : " (rank files read again)");
     fputs(sums, stdout);
     printf("  text rendering    %7.3f s\n", t3 - t2);
     printf("  HTML rendering    %7.3f s  (%lld bytes)\n", t4 - t3, (long long)html_bytes);
