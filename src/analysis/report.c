@@ -797,7 +797,7 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
     }
     free(jobs);
     free(out);
-    /* the other processes' summaries hold their slim process alone: a few kilobytes each */
+    /* the other processes' summaries hold their slim process alone: no section to compute */
     int rc = TPROF_OK;
     for (size_t i = 0; i < run->nprocs && rc == TPROF_OK; i++) {
         const tp_process *p = &run->procs[i];
