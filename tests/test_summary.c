@@ -438,6 +438,26 @@ static void write_error(void **state) {
     synth_rmtree(c.top);
 }
 
+/* A rank file whose byte changed in place and whose time was put back (or a byte rotted on
+ * disk) keeps its size and time: the slim load finds its chunk's CRC wrong, so its summary,
+ * made from the sound file, is stale; the report is the one without summaries, which names
+ * the damage. */
+static void damaged_in_place(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char file[700], sum[800];
+    rank_path(&c, 103, file, sum); /* rank 3: no other section reads its file */
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    assert_int_equal(synth_flip_byte(file, synth_file_size(file) / 2, 0x40), 0);
+    struct timespec ts[2] = {{0, UTIME_OMIT}, st.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, file, ts, 0), 0);
+    same_with_sums(&c, &o, 3, 1, "rank file damaged, time put back");
+    synth_rmtree(c.top);
+}
+
 /* One rank of what the other inputs lack, in a directory of its own: API steps with step 3
  * lost to a drop (steps.missing), the caching allocator's samples at the phase boundaries
  * (the memory timeline) and an out-of-memory post-mortem with its largest allocations, GPU
@@ -568,6 +588,7 @@ int main(void) {
         cmocka_unit_test(synthetic_run),  cmocka_unit_test(stale_and_damaged),
         cmocka_unit_test(sampler_touched), cmocka_unit_test(options_key),
         cmocka_unit_test(memos),          cmocka_unit_test(write_error),
+        cmocka_unit_test(damaged_in_place),
         cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
         cmocka_unit_test(features),       cmocka_unit_test(codec),
     };

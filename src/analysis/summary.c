@@ -79,6 +79,10 @@ static int put_file(tp_sum_buf *k, const tp_process *p) {
     char label[64];
     tp_process_label(p, label, sizeof label);
     put_text(k, label);
+    /* what the slim load found damaged: a byte of the file changed in place with its time put
+     * back (or rotted on disk) keeps its size and time, but fails its chunk's CRC */
+    put_u64(k, p->ndamage);
+    for (size_t i = 0; i < p->ndamage; i++) put_text(k, p->damage[i]);
     return 0;
 }
 

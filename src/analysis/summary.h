@@ -10,11 +10,12 @@
  * the rank's steps memo and communication memo (model.h), and what makes it valid: a key
  * that must equal, byte for byte, the one computed when it is read: the summary format, the
  * trainprof build, the rank file's size, modification time and header (the fields the slim
- * load checks, tp_process_load_whole), the bytes the slim load read of it, what the run decided
- * of the process (rank, role, label), the identity of the process whose NVML samples its
- * section reads (tp_gpu_samples_for), and every report option a section reads (step name,
- * warm-up, data-loading names, top rows). A summary whose key differs, or whose body fails its
- * CRC or its decoding, is never trusted: the section is computed again from the rank file.
+ * load checks, tp_process_load_whole), the bytes the slim load read of it and the damage it
+ * found there, what the run decided of the process (rank, role, label), the identity of the
+ * process whose NVML samples its section reads (tp_gpu_samples_for), and every report option
+ * a section reads (step name, warm-up, data-loading names, top rows). A summary whose key
+ * differs, or whose body fails its CRC or its decoding, is never trusted: the section is
+ * computed again from the rank file.
  *
  * Strings of the results are interned into the reading run's pool (tp_intern); those that
  * point into the rank's own capture result are pointed there again. Not for torch.profiler
