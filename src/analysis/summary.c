@@ -125,8 +125,16 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
     char path[4096];
     *f = NULL;
     if (tp_summary_path(p, path, sizeof path) != 0) return 0;
-    FILE *in = fopen(path, "rb");
-    if (!in) return errno == ENOENT ? 0 : -1;
+    /* not blocking, and only a regular file: a FIFO (or device) of that name would hold the
+     * report at its open or its first read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? 0 : -1;
+    struct stat sst;
+    FILE *in = fstat(fd, &sst) == 0 && S_ISREG(sst.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!in) {
+        close(fd);
+        return -1;
+    }
     tp_sum_buf key = {0};
     unsigned char head[SUM_HEAD];
     uint32_t version;
@@ -315,7 +323,15 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
     /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
      * nor .json), unique to this thread */
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), (long)syscall(SYS_gettid));
-    int fd = body.bad || key.bad ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a name of its own, never an existing one: a link planted under it in a directory others
+     * can write would have this write through it; one left by a killed task of the same pid
+     * and tid is its own leftover */
+    int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = -1;
+    if (!body.bad && !key.bad) {
+        fd = open(tmp, fl, 0644);
+        if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, fl, 0644);
+    }
     int rc = fd < 0 ? -1 : 0;
     if (!rc)
         rc = write_all(fd, SUM_MAGIC, 8) || write_all(fd, &version, 4) ||
