@@ -513,6 +513,73 @@ static void write_error(void **state) {
     synth_rmtree(c.top);
 }
 
+/* A rank file whose byte changed in place and whose time was put back (or a byte rotted on
+ * disk) keeps its size and time: the slim load finds its chunk's CRC wrong, so its summary,
+ * made from the sound file, is stale; the report is the one without summaries, which names
+ * the damage. */
+static void damaged_in_place(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char file[700], sum[800];
+    rank_path(&c, 103, file, sum); /* rank 3: no other section reads its file */
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    assert_int_equal(synth_flip_byte(file, synth_file_size(file) / 2, 0x40), 0);
+    struct timespec ts[2] = {{0, UTIME_OMIT}, st.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, file, ts, 0), 0);
+    same_with_sums(&c, &o, 3, 1, 5, "rank file damaged, time put back");
+    synth_rmtree(c.top);
+}
+
+/* Names of summaries taken by what is not one: a FIFO is stale without a wait for a writer
+ * that never comes, and summarize replaces it; a link planted under the temporary name
+ * summarize writes (its pid and tid: one thread here, the caller's) is not written through. */
+static void hostile_names(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char file[700], sum[800], victim[700], tmp[900];
+    rank_path(&c, 101, file, sum);
+    assert_int_equal(unlink(sum), 0);
+    assert_int_equal(mkfifo(sum, 0644), 0);
+    same_with_sums(&c, &o, 3, 1, 5, "a FIFO as a summary");
+    tp_summarize_stats st;
+    summarize(c.opv, 1, &o, &st);
+    assert_int_equal(st.written, 1);
+    struct stat sb;
+    assert_int_equal(lstat(sum, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "the FIFO replaced");
+    /* rank 0's summary to be written again, its temporary name a link to another file */
+    rank_path(&c, 100, file, sum);
+    assert_int_equal(unlink(sum), 0);
+    snprintf(victim, sizeof victim, "%s/victim", c.top);
+    FILE *v = fopen(victim, "w");
+    assert_non_null(v);
+    fputs("not yours\n", v);
+    assert_int_equal(fclose(v), 0);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", sum, (long)getpid(), (long)getpid());
+    assert_int_equal(symlink(victim, tmp), 0);
+    tp_run run;
+    char err[512];
+    assert_int_equal(tp_run_load_slim(c.opv, 1, &run, err, sizeof err), 0);
+    o.threads = 1; /* the caller's thread: tid == pid */
+    assert_int_equal(tp_report_summarize(&run, &o, NULL, &st), 0);
+    o.threads = 0;
+    assert_int_equal(st.written, 1);
+    tp_summarize_stats_free(&st);
+    tp_run_free(&run);
+    assert_int_equal(synth_file_size(victim), 10);
+    assert_int_equal(lstat(sum, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    assert_int_equal(lstat(tmp, &sb), -1);
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "written past a planted link");
+    synth_rmtree(c.top);
+}
+
 /* One rank of what the other inputs lack, in a directory of its own: API steps with step 3
  * lost to a drop (steps.missing), the caching allocator's samples at the phase boundaries
  * (the memory timeline) and an out-of-memory post-mortem with its largest allocations, GPU
@@ -643,6 +710,7 @@ int main(void) {
         cmocka_unit_test(synthetic_run),  cmocka_unit_test(stale_and_damaged),
         cmocka_unit_test(sampler_touched), cmocka_unit_test(options_key),
         cmocka_unit_test(memos),          cmocka_unit_test(write_error),
+        cmocka_unit_test(damaged_in_place), cmocka_unit_test(hostile_names),
         cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
         cmocka_unit_test(features),       cmocka_unit_test(codec),
     };

@@ -64,6 +64,8 @@ static int put_file(tp_sum_buf *k, const tp_process *p) {
     put_u64(k, (uint64_t)st.st_size);
     put_i64(k, (int64_t)st.st_mtim.tv_sec);
     put_i64(k, (int64_t)st.st_mtim.tv_nsec);
+    put_i64(k, (int64_t)st.st_ctim.tv_sec); /* as tp_sum_slim_key: no call sets it */
+    put_i64(k, (int64_t)st.st_ctim.tv_nsec);
     put_u64(k, p->file_bytes);
     const tprof_file_header *h = &p->hdr;
     tp_sum_put(k, h->magic, sizeof h->magic);
@@ -84,6 +86,10 @@ static int put_file(tp_sum_buf *k, const tp_process *p) {
     char label[64];
     tp_process_label(p, label, sizeof label);
     put_text(k, label);
+    /* what the slim load found damaged: a byte of the file changed in place with its time put
+     * back (or rotted on disk) keeps its size and time, but fails its chunk's CRC */
+    put_u64(k, p->ndamage);
+    for (size_t i = 0; i < p->ndamage; i++) put_text(k, p->damage[i]);
     return 0;
 }
 
@@ -134,6 +140,21 @@ static int block_key(FILE *in, const tp_sum_buf *want) {
     return ok ? 1 : -1;
 }
 
+/* A summary opened for reading, not blocking and only when it is a regular file: a FIFO (or
+ * device) of that name would hold the report at its open or its first read. NULL with errno
+ * ENOENT when there is none, another errno (EINVAL for a file of another type) otherwise. */
+static FILE *open_regular(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat sst;
+    FILE *in = fstat(fd, &sst) == 0 && S_ISREG(sst.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!in) {
+        close(fd);
+        errno = EINVAL;
+    }
+    return in;
+}
+
 static int read_body(FILE *f, tp_sum_buf *c, int last);
 
 /* Opens p's summary, checking its head and, where asked, the slim block (its key computed now
@@ -145,7 +166,7 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
     char path[4096];
     *f = NULL;
     if (tp_summary_path(p, path, sizeof path) != 0) return 0;
-    FILE *in = fopen(path, "rb");
+    FILE *in = open_regular(path);
     if (!in) return errno == ENOENT ? 0 : -1;
     tp_sum_buf key = {0}, body = {0};
     unsigned char head[SUM_HEAD] = {0};
@@ -293,7 +314,7 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
     char sum[4096];
     int k = snprintf(sum, sizeof sum, "%s%s", path, TP_SUMMARY_SUFFIX);
     int named = k >= 0 && (size_t)k < sizeof sum; /* a path too long has no summary */
-    FILE *in = named ? fopen(sum, "rb") : NULL;
+    FILE *in = named ? open_regular(sum) : NULL;
     if (!in) return !named || errno == ENOENT ? 0 : -1;
     tp_sum_buf key = {0}, c = {0};
     unsigned char head[SUM_HEAD] = {0};
@@ -401,7 +422,15 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
     /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
      * nor .json), unique to this thread */
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), (long)syscall(SYS_gettid));
-    int fd = fail ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a name of its own, never an existing one: a link planted under it in a directory others
+     * can write would have this write through it; one left by a killed task of the same pid
+     * and tid is its own leftover */
+    int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = -1;
+    if (!fail) {
+        fd = open(tmp, fl, 0644);
+        if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, fl, 0644);
+    }
     int rc = fd < 0 ? -1 : 0;
     if (!rc)
         rc = write_all(fd, SUM_MAGIC, 8) || write_all(fd, &version, 4) ||

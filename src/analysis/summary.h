@@ -11,12 +11,13 @@
  * type and exact value), its typed results (tp_rank_result, field by field: summary_codec.c),
  * the rank's steps memo and communication memo (model.h), and what makes it valid: a key
  * that must equal, byte for byte, the one computed when it is read: the summary format, the
- * trainprof build, the rank file's size, modification time and header (the fields the slim
- * load checks, tp_process_load_whole), the bytes the slim load read of it, what the run decided
- * of the process (rank, role, label), the identity of the process whose NVML samples its
- * section reads (tp_gpu_samples_for), and every report option a section reads (step name,
- * warm-up, data-loading names, top rows). A summary whose key differs, or whose body fails its
- * CRC or its decoding, is never trusted: the section is computed again from the rank file.
+ * trainprof build, the rank file's size, modification and status-change times and header (the slim
+ * load's fields, tp_process_load_whole), the bytes the slim load read of it and the damage it
+ * found there, what the run decided of the process (rank, role, label), the identity of the
+ * process whose NVML samples its section reads (tp_gpu_samples_for), and every report option
+ * a section reads (step name, warm-up, data-loading names, top rows). A summary whose key
+ * differs, or whose body fails its CRC or its decoding, is never trusted: the section is
+ * computed again from the rank file.
  *
  * Strings of the results are interned into the reading run's pool (tp_intern); those that
  * point into the rank's own capture result are pointed there again. Not for torch.profiler
@@ -119,7 +120,7 @@ void tp_sum_comm(tp_sum_buf *c, tp_comm_time **t, size_t n, int reading);
  * Writing, p must be slim (no GPU record, API call, allocation or mark: else c->bad). */
 void tp_sum_slim(tp_sum_buf *c, tp_process *p, int reading);
 /* The slim block's key of rank file `file` into k: the machine kind, the trainprof build,
- * the file's size and modification time and its header's bytes as they are now (stat and
+ * the file's size, modification and status-change times and its header's bytes now (stat and
  * the header alone). 0, or -1 when the file cannot be looked at or is shorter than a header.
  * *size gets the file's size. */
 int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size);

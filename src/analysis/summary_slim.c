@@ -163,7 +163,11 @@ int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size) {
     close(fd);
     if (!ok) return -1;
     uint64_t sz = (uint64_t)st.st_size;
-    int64_t mt[2] = {(int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
+    /* the change time too: no call sets it, so a file written in place with its modification
+     * time put back (utimensat) still reads as changed; a copy of the run (a new inode) reads
+     * so as well, which costs its summaries, never a wrong report */
+    int64_t mt[4] = {(int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec,
+                     (int64_t)st.st_ctim.tv_sec, (int64_t)st.st_ctim.tv_nsec};
     tp_sum_put(k, &sz, 8);
     tp_sum_put(k, mt, sizeof mt);
     tp_sum_put(k, hdr, sizeof hdr);
