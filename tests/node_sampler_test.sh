@@ -9,7 +9,8 @@ TP=$1 LM=$2 FAKE=$3 DIR=$4
 rm -rf "$DIR" "$DIR.off" "$DIR.none"
 export RANK=0 WORLD_SIZE=1 LOCAL_RANK=1 TRAINPROF_NVML_HZ=50 TRAINPROF_NVML_LIB="$FAKE"
 unset CUDA_VISIBLE_DEVICES TRAINPROF_NVML_ALL_RANKS FAKE_NVML_GPUS || true
-"$TP" run --quiet -o "$DIR" -- "$LM" --steps 400 > "$DIR.log" 2>&1
+# 1 ms of data loading a step: at least 0.4 s, 20 samples at 50 Hz, however fast the machine
+"$TP" run --quiet -o "$DIR" -- "$LM" --steps 400 --data-delay-us 1000 > "$DIR.log" 2>&1
 "$TP" export "$DIR" --format chrome --per-rank "$DIR/per-rank" > /dev/null
 TRAINPROF_NVML_HZ=0 "$TP" run --quiet -o "$DIR.off" -- "$LM" --steps 20 > /dev/null 2>&1
 TRAINPROF_NVML_LIB=/nonexistent/libnvidia-ml.so.1 \
