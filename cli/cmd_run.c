@@ -38,6 +38,7 @@
 #include "core/per_step.h"
 #include "export/html.h"
 #include "format/reader.h"
+#include "run_finish.h"
 #include "run_signals.h"
 #include "trainprof.h"
 
@@ -55,6 +56,7 @@ enum {
     OPT_QUIET,
     OPT_METRICS_PORT,
     OPT_PYTHON,
+    OPT_SUMMARIZE_WITH,
 };
 
 static const cli_opt run_opts_table[] = {
@@ -88,6 +90,11 @@ static const cli_opt run_opts_table[] = {
     {OPT_NO_REPORT, "--no-report", NULL, CLI_FLAG, NULL,
      "no report at all: the run is not even read (the rank files stay;\n"
      "trainprof report DIR makes it later) [TRAINPROF_NO_REPORT]"},
+    {OPT_SUMMARIZE_WITH, "--summarize-with", NULL, CLI_VALUE, "HOW",
+     "the report's first stage on the job's nodes: auto (default: when\n"
+     "CMD is srun in a Slurm allocation, srun one task per node), off,\n"
+     "or a launcher command, e.g. 'mpirun --map-by ppr:1:node'\n"
+     "[TRAINPROF_SUMMARIZE_WITH]"},
     {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",
      "live Prometheus metrics: each process serves /metrics on PORT +\n"
      "its local rank, on 127.0.0.1 [TRAINPROF_METRICS_PORT;\n"
@@ -140,6 +147,8 @@ typedef struct run_opts {
     report_args a;
     const char *ring_kb, *sample_hz, *gpu_capture, *kernel_steps, *metrics_port;
     char mport[16]; /* metrics_port's copy (setenv replaces the variable's string) */
+    const char *summarize_with; /* --summarize-with */
+    int summarize_limit_s;      /* TRAINPROF_SUMMARIZE_LIMIT_S, checked before the job */
     int quiet, python, no_report;
     char **cmd; /* CMD ARGS..., NULL-terminated */
 } run_opts;
@@ -328,76 +337,6 @@ static int dir_has_rank_files(const char *dir) {
     return has;
 }
 
-/* The processes that opened rank files in `dir` and are still alive (a launcher such as
- * mpirun may exit before its ranks have written the end of their files, e.g. on SIGTERM),
- * read from each file's header; this process (the node sampler) left out. */
-static int writers_alive(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int alive = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
-        char path[PATH_MAX];
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
-        tprof_reader *rd;
-        if (tprof__reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
-        int32_t pid = tprof__reader_header(rd)->pid;
-        tprof__reader_close(rd);
-        if (pid <= 0 || pid == (int32_t)getpid()) continue;
-        if (kill(pid, 0) == 0 || errno == EPERM) alive++;
-    }
-    closedir(d);
-    return alive;
-}
-
-/* The processes of this run that could not create their rank files: each left a symbolic
- * link <host>-<pid>.tprof-create-failed whose target is the reason (core/writer.h; it takes
- * them no descriptor, which may be what they lacked). Each is said on stderr; older ones (of
- * an earlier run in the same directory) are left out by their time. How many. */
-static int report_create_failures(const char *dir, time_t since) {
-    static const char suffix[] = ".tprof-create-failed";
-    const size_t sl = sizeof suffix - 1;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t l = strlen(e->d_name);
-        if (l <= sl || strcmp(e->d_name + l - sl, suffix)) continue;
-        char path[PATH_MAX], why[256];
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
-        struct stat st;
-        if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || st.st_mtime < since) continue;
-        ssize_t k = readlink(path, why, sizeof why - 1);
-        if (k < 0) k = 0;
-        why[k] = 0;
-        fprintf(stderr, "trainprof run: process %.*s could not create its rank file: %s; it "
-                        "recorded nothing\n", (int)(l - sl), e->d_name, k ? why : "reason unknown");
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
-/* Waits (at most `ms`) for the job's remaining processes to finish their rank files. */
-static void wait_for_writers(const char *dir, int ms) {
-    int n = writers_alive(dir), said = 0;
-    for (int waited = 0; n > 0 && waited < ms; waited += 100) {
-        if (!said++)
-            fprintf(stderr, "trainprof run: waiting for %d process%s still writing rank files\n",
-                    n, n == 1 ? "" : "es");
-        struct timespec ts = {0, 100000000};
-        nanosleep(&ts, NULL);
-        n = writers_alive(dir);
-    }
-    if (n > 0)
-        fprintf(stderr, "trainprof run: %d process%s still running after %d s; reporting what "
-                        "is written\n", n, n == 1 ? "" : "es", ms / 1000);
-}
-
-
 /* Takes the run lock of a directory: `path` opened and locked with flock(LOCK_EX), which the
  * kernel drops when this process ends however it ends (SIGKILL included), so a lock file a
  * dead run left behind is taken over and never mistaken for a live run (a pid written in
@@ -488,6 +427,10 @@ static int run_parse(int argc, char **argv, run_opts *o) {
     o->metrics_port = env_or("TRAINPROF_METRICS_PORT", NULL);
     o->quiet = getenv("TRAINPROF_QUIET") != NULL;
     o->no_report = getenv("TRAINPROF_NO_REPORT") != NULL;
+    o->summarize_with = env_or("TRAINPROF_SUMMARIZE_WITH", NULL);
+    const char *lim = env_or("TRAINPROF_SUMMARIZE_LIMIT_S", NULL);
+    o->summarize_limit_s = lim ? parse_int("run", "TRAINPROF_SUMMARIZE_LIMIT_S", lim, 1, 86400)
+                               : 600;
     const char *pyenv = getenv("TRAINPROF_PYTHON");
     o->python = pyenv && *pyenv && strcmp(pyenv, "0") != 0;
     const char *v;
@@ -527,10 +470,13 @@ static int run_parse(int argc, char **argv, run_opts *o) {
         case OPT_QUIET: o->quiet = 1; break;
         case OPT_NO_REPORT: o->no_report = 1; break;
         case OPT_PYTHON: o->python = 1; break;
+        case OPT_SUMMARIZE_WITH: o->summarize_with = v; break;
         default: report_opt_set(&o->a, id, v, "run"); break;
         }
     }
     check_plan(o, gpu_opt, ks_opt);
+    if (o->summarize_with && !o->summarize_with[strspn(o->summarize_with, " \t\n")])
+        die_usage("run", "%s", "--summarize-with is empty: auto, off, or a launcher command");
     if (i >= argc) die_usage("run", "%s", "missing the command to run (trainprof run -- CMD ...)");
     o->cmd = argv + i;
     return -1;
@@ -918,10 +864,10 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
                         time_t started) {
     /* a launcher can end before its ranks (mpirun on SIGTERM): give them the time their
      * signal handlers take to finish the files (3 s each at most), then report */
-    wait_for_writers(p->absdir, 10000);
+    run_wait_for_writers(p->absdir, 10000);
     if (node_sampler) tprof_shutdown(); /* its last sample, then the end of its file */
     if (o->no_report) { /* nothing read: a long run's report needs memory this node may lack */
-        report_create_failures(p->absdir, started);
+        run_report_create_failures(p->absdir, started);
         fprintf(stderr, "trainprof: rank files in %s (no report: trainprof report %s)\n",
                 p->absdir, p->absdir);
         return;
@@ -929,15 +875,17 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
     tp_run run;
     char err[PATH_MAX + 128];
     unsetenv("LD_PRELOAD");
+    /* the report's first stage on the job's nodes, as long as a big job's report may take */
+    run_first_stage(o->summarize_with, p->exe, p->absdir, &o->a, o->summarize_limit_s);
     const char *ops[] = {p->absdir}; /* read for its report alone: in bounded memory */
     if (tp_run_load_slim(ops, 1, &run, err, sizeof err) != TPROF_OK) {
         fprintf(stderr, "trainprof run: no report: %s\n", err);
-        int uncreated = report_create_failures(p->absdir, started);
+        int uncreated = run_report_create_failures(p->absdir, started);
         if (run.nerrors == 0 && uncreated == 0)
             fprintf(stderr, "trainprof run: no process recorded anything (a program must use "
                             "NVTX3 or the trainprof API to record ranges)\n");
     } else {
-        report_create_failures(p->absdir, started);
+        run_report_create_failures(p->absdir, started);
         write_reports(o, p->absdir, &run);
     }
     tp_run_free(&run);

@@ -40,3 +40,10 @@ if(TPROF_BUILD_BENCH)
   set_tests_properties(summarize_mpirun PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
     LABELS "integration;report" ENVIRONMENT "${TPROF_TEST_ENV}")
 endif()
+# `trainprof run`'s first stage on the job's nodes (--summarize-with): srun in an allocation
+# (a stand-in srun), off, a failing and a hung launcher, then Open MPI's mpirun (skipped with
+# 77 when mpirun is missing); every report the one without summaries.
+add_test(NAME run_first_stage COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/run_first_stage_test.sh
+         $<TARGET_FILE:trainprof_cli> $<TARGET_FILE:char_lm>)
+set_tests_properties(run_first_stage PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+  LABELS "integration;report;cli" ENVIRONMENT "${TPROF_TEST_ENV}")

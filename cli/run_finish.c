@@ -1,0 +1,267 @@
+/*
+ * run_finish.c — `trainprof run` between the job's end and its report (run_finish.h): the
+ * job's last writers, the processes that could not create their files, and the report's first
+ * stage on the job's nodes through the job's launcher.
+ *
+ * The first stage is `trainprof summarize` (cmd_summarize.c), one task per node: each task
+ * writes the summaries of its share of the rank files on that node's cores, so that the
+ * report that follows on this node reads summaries (analysis/summary.h) instead of decoding
+ * every rank file here. It is a cache: whatever the stage does, the report's figures are the
+ * same, and a stage that fails only leaves the work to this node.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format/reader.h"
+#include "run_finish.h"
+
+/* The processes that opened rank files in `dir` and are still alive, read from each file's
+ * header; this process (the node sampler) left out. */
+static int writers_alive(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int alive = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        tprof_reader *rd;
+        if (tprof__reader_open(path, &rd, NULL, 0) != TPROF_OK) continue;
+        int32_t pid = tprof__reader_header(rd)->pid;
+        tprof__reader_close(rd);
+        if (pid <= 0 || pid == (int32_t)getpid()) continue;
+        if (kill(pid, 0) == 0 || errno == EPERM) alive++;
+    }
+    closedir(d);
+    return alive;
+}
+
+int run_report_create_failures(const char *dir, time_t since) {
+    static const char suffix[] = ".tprof-create-failed";
+    const size_t sl = sizeof suffix - 1;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l <= sl || strcmp(e->d_name + l - sl, suffix)) continue;
+        char path[PATH_MAX], why[256];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        struct stat st;
+        if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || st.st_mtime < since) continue;
+        ssize_t k = readlink(path, why, sizeof why - 1);
+        if (k < 0) k = 0;
+        why[k] = 0;
+        fprintf(stderr, "trainprof run: process %.*s could not create its rank file: %s; it "
+                        "recorded nothing\n", (int)(l - sl), e->d_name, k ? why : "reason unknown");
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+void run_wait_for_writers(const char *dir, int ms) {
+    int n = writers_alive(dir), said = 0;
+    for (int waited = 0; n > 0 && waited < ms; waited += 100) {
+        if (!said++)
+            fprintf(stderr, "trainprof run: waiting for %d process%s still writing rank files\n",
+                    n, n == 1 ? "" : "es");
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+        n = writers_alive(dir);
+    }
+    if (n > 0)
+        fprintf(stderr, "trainprof run: %d process%s still running after %d s; reporting what "
+                        "is written\n", n, n == 1 ? "" : "es", ms / 1000);
+}
+
+/* ------------------------------------------------------------------ the first stage */
+
+enum { STAGE_WORDS = 48, STAGE_ARGV = STAGE_WORDS + 16 };
+
+/* The stage's launcher words into argv (pointing into buf), per run_first_stage's `how`.
+ * Returns how many, 0 for none, -1 (with a line) for a value that cannot be used. */
+static int launcher_words(const char *how, const char *cmd_exe, char *buf, size_t n,
+                          char **argv) {
+    if (how && strcmp(how, "off") == 0) return 0;
+    if (!how || strcmp(how, "auto") == 0) {
+        const char *base = strrchr(cmd_exe, '/');
+        base = base ? base + 1 : cmd_exe;
+        const char *job = getenv("SLURM_JOB_ID"), *nn = getenv("SLURM_JOB_NUM_NODES");
+        if (!nn || !*nn) nn = getenv("SLURM_NNODES");
+        if (strcmp(base, "srun") != 0 || !job || !*job || !nn) return 0;
+        char *end;
+        long nodes = strtol(nn, &end, 10);
+        if (*end || nodes < 1 || nodes > 1000000) return 0; /* not an allocation we can read */
+        int k = snprintf(buf, n, "%s --nodes=%ld --ntasks=%ld --ntasks-per-node=1", cmd_exe,
+                         nodes, nodes);
+        if (k < 0 || (size_t)k >= n) return 0;
+    } else if (snprintf(buf, n, "%s", how) >= (int)n) {
+        fprintf(stderr, "trainprof run: --summarize-with is too long (%zu bytes at most); no "
+                        "first stage\n", n - 1);
+        return -1;
+    }
+    int w = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+        if (w == STAGE_WORDS) {
+            fprintf(stderr, "trainprof run: --summarize-with has more than %d words; no first "
+                            "stage\n", STAGE_WORDS);
+            return -1;
+        }
+        argv[w++] = t;
+    }
+    if (w == 0) {
+        fprintf(stderr, "trainprof run: --summarize-with is empty (auto, off, or a launcher "
+                        "command); no first stage\n");
+        return -1;
+    }
+    return w;
+}
+
+/* The job's variables that must not reach the summarize tasks: the injection (they would
+ * record themselves into the run), the run's identity, and the report options' twins (the
+ * options are passed explicitly, the report's own). */
+static void clean_environment(void) {
+    static const char *const names[] = {
+        "LD_PRELOAD", "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN",
+        "TRAINPROF_DIR", "TRAINPROF_RUN_ID", "TRAINPROF_NVML_SAMPLER", "TRAINPROF_METRICS_PORT",
+        "TRAINPROF_PYTHON", "TRAINPROF_STEP_NAME", "TRAINPROF_WARMUP", "TRAINPROF_DATA_NAMES",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
+}
+
+/* Waits for the stage, at most limit_s: its wait status, or -1 when it was stopped at the
+ * limit (its group killed) or could not be waited for. */
+static int stage_wait(pid_t pid, int limit_s) {
+    struct timespec t0, now, tick = {0, 20000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status, termed = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return termed ? -1 : status;
+        if (r < 0 && errno != EINTR) return -1;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double s = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+        if (!termed && s >= limit_s) {
+            kill(-pid, SIGTERM);
+            termed = 1;
+        } else if (termed && s >= limit_s + 5.0) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        nanosleep(&tick, NULL);
+    }
+}
+
+/* Whether `dir` holds a rank file: without one there is nothing to summarise. */
+static int has_rank_file(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        found = n > 6 && strcmp(e->d_name + n - 6, ".tprof") == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
+                    const report_args *a, int limit_s) {
+    char words[4096], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
+    char *argv[STAGE_ARGV];
+    int w = launcher_words(how, cmd_exe, words, sizeof words, argv);
+    if (w <= 0 || !has_rank_file(absdir)) return w < 0 ? -1 : 0;
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl <= 0 || (size_t)sl >= sizeof self - 1) {
+        fprintf(stderr, "trainprof run: no first stage: this program's path is unknown\n");
+        return -1;
+    }
+    self[sl] = 0;
+    char *launcher_name = argv[0];
+    snprintf(warmup, sizeof warmup, "%d", a->warmup);
+    snprintf(top, sizeof top, "%d", a->top);
+    argv[w++] = self;
+    argv[w++] = "summarize";
+    argv[w++] = "--warmup";
+    argv[w++] = warmup;
+    argv[w++] = "--top";
+    argv[w++] = top;
+    if (a->step_name) {
+        argv[w++] = "--step-name";
+        argv[w++] = (char *)a->step_name;
+    }
+    if (a->data_names) {
+        argv[w++] = "--data-names";
+        argv[w++] = a->data_names;
+    }
+    argv[w++] = "--";
+    argv[w++] = (char *)absdir;
+    argv[w] = NULL;
+    snprintf(log, sizeof log, "%s/summarize.log", absdir);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "trainprof run: no first stage: cannot create %s: %s\n", log,
+                strerror(errno));
+        return -1;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) {
+        /* a group of its own, so that the limit stops the launcher and what it started here;
+         * ended with this process, which may be killed while it waits */
+        setpgid(0, 0);
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent) _exit(128 + SIGTERM);
+        int in = open("/dev/null", O_RDONLY);
+        if (in >= 0) dup2(in, 0);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        clean_environment();
+        execvp(argv[0], argv);
+        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    if (pid < 0) {
+        fprintf(stderr, "trainprof run: no first stage: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    setpgid(pid, pid); /* as the child does: whichever runs first */
+    int status = stage_wait(pid, limit_s);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    const char *base = strrchr(launcher_name, '/');
+    base = base ? base + 1 : launcher_name;
+    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        fprintf(stderr, "trainprof run: rank summaries written through %s in %.1f s (each "
+                        "task's line in %s)\n", base, s, log);
+        return 1;
+    }
+    char why[64];
+    if (status < 0) snprintf(why, sizeof why, "stopped after %d s", limit_s);
+    else if (WIFSIGNALED(status))
+        snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
+    else snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
+    fprintf(stderr, "trainprof run: the first stage through %s failed (%s, %.1f s; %s says "
+                    "why); the report computes what has no summary here\n", base, why, s, log);
+    return -1;
+}

@@ -1,0 +1,48 @@
+/*
+ * run_finish.h — what `trainprof run` does between the job's end and its report (cmd_run.c):
+ * waits for the job's last writers, names the processes that could not create their rank
+ * files, and runs the report's first stage (`trainprof summarize`) on the job's nodes through
+ * the job's own launcher, so that the report that follows reads summaries.
+ *
+ * Called from cmd_run.c's main thread alone, after the job has ended and its signal handlers
+ * are gone (run_signals_end). Each function prints its own lines on stderr and returns no
+ * error the caller must act on: the report goes on with whatever is there.
+ */
+#ifndef TPROF_CLI_RUN_FINISH_H
+#define TPROF_CLI_RUN_FINISH_H
+
+#include <time.h>
+
+#include "common.h"
+
+/* Waits (at most `ms`) for the processes that opened rank files in `dir` and are still alive
+ * to finish them (a launcher such as mpirun may exit before its ranks on SIGTERM); this
+ * process (the node sampler) is left out. One line when it waits, one when some are still
+ * running at the end. */
+void run_wait_for_writers(const char *dir, int ms);
+
+/* The processes of this run that could not create their rank files: each left a symbolic link
+ * <host>-<pid>.tprof-create-failed whose target is the reason (core/writer.h). Each one made
+ * since `since` is said on stderr. Returns how many. */
+int run_report_create_failures(const char *dir, time_t since);
+
+/* The first stage of the report on the job's nodes. `how` is --summarize-with:
+ *   "auto" (or NULL): when CMD (`cmd_exe`, resolved) is Slurm's srun and this process is in a
+ *       Slurm allocation (SLURM_JOB_ID set), `srun --nodes=N --ntasks=N --ntasks-per-node=1`
+ *       with N the allocation's nodes (SLURM_JOB_NUM_NODES, else SLURM_NNODES); else nothing
+ *       (the report computes every rank's section on this machine's cores, as without it);
+ *   "off": nothing;
+ *   anything else: the words of a launcher command, split at blanks (no quoting; at most 48),
+ *       e.g. "mpirun --map-by ppr:1:node --hostfile hosts".
+ * The launcher runs `<this trainprof> summarize --warmup W --top T [--step-name S]
+ * [--data-names D] DIR` with the report's own options `a` (so that the summaries are valid for
+ * this report), in a process group of its own that ends with this process (PR_SET_PDEATHSIG),
+ * its output in DIR/summarize.log, the job's injection variables removed (the summarize tasks
+ * record nothing), for at most `limit_s` seconds (then SIGTERM to its group, SIGKILL 5 s
+ * later). One line on stderr says what ran, how long, and how it ended. Returns 1 when a stage
+ * ran and exited 0, 0 when none was asked for, -1 when it failed (the report then reads the
+ * rank files for what has no valid summary: the same report, computed here). */
+int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
+                    const report_args *a, int limit_s);
+
+#endif

@@ -1,0 +1,107 @@
+#!/bin/sh
+# run_first_stage_test.sh TRAINPROF CHAR_LM — `trainprof run`'s first stage of the report on
+# the job's nodes (--summarize-with): with CMD srun inside a Slurm allocation (a stand-in srun
+# that records its arguments and runs the command as one task), `trainprof run` runs `srun
+# --nodes=N --ntasks=N --ntasks-per-node=1 trainprof summarize` with the report's own options
+# after the job, the summaries it writes are valid for the report that follows (which is the
+# report without them), and nothing runs outside an allocation, with `off`, or without rank
+# files. A launcher that fails or hangs (stopped at TRAINPROF_SUMMARIZE_LIMIT_S) leaves the
+# same report and the job's exit status. Then, with Open MPI's mpirun given as the launcher,
+# two tasks share the files; skipped (exit 77, after the rest has passed) without mpirun.
+set -u
+TP=$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1") LM=$2
+tmp=$(mktemp -d "${TPROF_TEST_TMP:-/tmp}/first-stage-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+mkdir "$tmp/bin"
+cat >"$tmp/bin/srun" <<'EOF'
+#!/bin/sh
+echo "$*" >>"$SRUN_LOG"
+while [ $# -gt 0 ]; do case $1 in --*) shift ;; *) break ;; esac; done
+SLURM_PROCID=0 SLURM_NTASKS=1 exec "$@"
+EOF
+cat >"$tmp/bin/hang" <<'EOF'
+#!/bin/sh
+echo "$$" >"$HANG_PID"
+sleep 30
+EOF
+chmod +x "$tmp/bin/srun" "$tmp/bin/hang"
+export SRUN_LOG="$tmp/srun.log" HANG_PID="$tmp/hang.pid" PATH="$tmp/bin:$PATH"
+unset TRAINPROF_SUMMARIZE_WITH TRAINPROF_SUMMARIZE_LIMIT_S TRAINPROF_NO_REPORT || true
+# the same report figures: report.json with the paths left out
+figures() { grep -v '"dir"\|"file"' "$1"; }
+same_as_without() { # DIR [OPTIONS]: its report.json is the report of its rank files alone
+    d=$1
+    shift
+    mkdir "$tmp/copy" && cp "$d"/*.tprof "$tmp/copy/" || fail "copy of $d"
+    "$TP" report "$tmp/copy" "$@" --format json -o "$tmp/copy.json" 2>/dev/null ||
+        fail "report of the copy"
+    figures "$d/report.json" >"$tmp/a" && figures "$tmp/copy.json" >"$tmp/b"
+    cmp -s "$tmp/a" "$tmp/b" || fail "$d: the report differs from the one without summaries: $(diff "$tmp/a" "$tmp/b" | head -5)"
+    rm -rf "$tmp/copy" "$tmp/copy.json"
+}
+
+# 1. srun in an allocation of 2 nodes: the stage, with the report's options
+SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r1" --warmup 3 -- srun "$LM" \
+    --steps 30 >/dev/null 2>"$tmp/r1.err" || fail "run under srun: $(cat "$tmp/r1.err")"
+want="--nodes=2 --ntasks=2 --ntasks-per-node=1 $TP summarize --warmup 3 --top 15 -- $tmp/r1"
+[ "$(sed -n 2p "$SRUN_LOG")" = "$want" ] || fail "stage arguments: $(sed -n 2p "$SRUN_LOG")"
+grep -q "rank summaries written through srun in .* s (each task's line in $tmp/r1/summarize.log)" \
+    "$tmp/r1.err" || fail "no stage line: $(cat "$tmp/r1.err")"
+grep -q "task 0 of 1 (Slurm): 1 of 1 files summarised (1 written" "$tmp/r1/summarize.log" ||
+    fail "summarize.log: $(cat "$tmp/r1/summarize.log")"
+[ "$(ls "$tmp/r1" | grep -c '\.tprof\.sum$')" -eq 1 ] || fail "no summary: $(ls "$tmp/r1")"
+grep -q "out of date" "$tmp/r1/report.txt" && fail "the run's report found its summaries stale"
+# the summaries are the report's (warm-up 3): another warm-up finds them stale
+"$TP" report "$tmp/r1" --warmup 3 | grep -q "out of date" && fail "summaries stale at warm-up 3"
+"$TP" report "$tmp/r1" | grep -q "out of date" || fail "summaries not keyed on the warm-up"
+same_as_without "$tmp/r1" --warmup 3
+
+# 2. no stage: srun outside an allocation, --summarize-with off, a job that wrote no file
+: >"$SRUN_LOG"
+"$TP" run -q -o "$tmp/r2" -- srun "$LM" --steps 10 >/dev/null 2>&1 || fail "run r2"
+SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r3" --summarize-with off -- srun \
+    "$LM" --steps 10 >/dev/null 2>&1 || fail "run r3"
+SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r4" -- srun true >/dev/null 2>&1
+[ "$(wc -l <"$SRUN_LOG")" -eq 3 ] || fail "a stage ran: $(cat "$SRUN_LOG")"
+ls "$tmp"/r2 "$tmp"/r3 "$tmp"/r4 | grep -q 'sum' && fail "summaries without a stage"
+
+# 3. a launcher that fails, one that hangs: the same report, the job's status
+TRAINPROF_SUMMARIZE_WITH=false "$TP" run -q -o "$tmp/r5" -- "$LM" --steps 20 >/dev/null \
+    2>"$tmp/r5.err" || fail "run r5"
+grep -q "the first stage through false failed (exit status 1, " "$tmp/r5.err" ||
+    fail "no failure line: $(cat "$tmp/r5.err")"
+same_as_without "$tmp/r5"
+start=$(date +%s)
+TRAINPROF_SUMMARIZE_LIMIT_S=1 "$TP" run -q -o "$tmp/r6" --summarize-with hang -- sh -c \
+    "\"$LM\" --steps 20; exit 3" >/dev/null 2>"$tmp/r6.err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "exit status $rc with a hung stage, expected the job's 3"
+[ $(($(date +%s) - start)) -lt 20 ] || fail "the hung stage was not stopped at its limit"
+grep -q "the first stage through hang failed (stopped after 1 s" "$tmp/r6.err" ||
+    fail "no limit line: $(cat "$tmp/r6.err")"
+kill -0 "$(cat "$HANG_PID")" 2>/dev/null && fail "the hung launcher survived its limit"
+same_as_without "$tmp/r6"
+"$TP" run --summarize-with " " -- true 2>/dev/null
+[ $? -eq 2 ] || fail "an empty --summarize-with is no usage error"
+
+MPIRUN=$(command -v mpirun || true)
+if [ -z "$MPIRUN" ]; then
+    echo "SKIP: mpirun not found (apt-get install openmpi-bin); the rest passed"
+    exit 77
+fi
+# 4. Open MPI's mpirun as the launcher: two tasks, one file each
+flags="--oversubscribe"
+[ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
+env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID \
+    -u SLURM_NTASKS -u RANK -u WORLD_SIZE timeout 300 "$TP" run -q -o "$tmp/r7" \
+    --summarize-with "$MPIRUN -np 2 $flags" -- "$MPIRUN" -np 2 $flags "$LM" --steps 20 \
+    >/dev/null 2>"$tmp/r7.err" || fail "run under mpirun: $(cat "$tmp/r7.err")"
+for k in 0 1; do
+    grep -q "task $k of 2 (Open MPI): 1 of 1 files summarised (1 written" "$tmp/r7/summarize.log" ||
+        fail "no line of task $k: $(cat "$tmp/r7/summarize.log")"
+done
+[ "$(ls "$tmp/r7" | grep -c '\.tprof\.sum$')" -eq 2 ] || fail "expected 2 summaries: $(ls "$tmp/r7")"
+grep -q "out of date" "$tmp/r7/report.txt" && fail "the mpirun stage's summaries were stale"
+same_as_without "$tmp/r7"
+echo "PASS: the first stage through srun and mpirun, the same reports"
