@@ -8,6 +8,8 @@
  * MPI library: file i (in the run's order, the same in every task) goes to task i % size.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -71,8 +73,14 @@ static const char *task_of(long *task, long *ntasks) {
         const char *r = getenv(pairs[i][0]), *s = getenv(pairs[i][1]);
         if (!r || !s || !*r || !*s) continue;
         char *e1, *e2;
+        errno = 0;
         long rv = strtol(r, &e1, 10), sv = strtol(s, &e2, 10);
-        if (*e1 || *e2 || sv < 1 || rv < 0 || rv >= sv) continue;
+        if (*e1 || *e2 || errno || sv < 1 || rv < 0 || rv >= sv) {
+            /* said, so that a task that does another's share (or all) is not silent */
+            fprintf(stderr, "trainprof summarize: ignoring %s=%.24s %s=%.24s (not a task "
+                            "number below the number of tasks)\n", pairs[i][0], r, pairs[i][1], s);
+            continue;
+        }
         *task = rv;
         *ntasks = sv;
         return pairs[i][2];

@@ -90,9 +90,13 @@ static size_t rename_sums(char dirs[][600], size_t n, const char *from, const ch
     return k;
 }
 
-static const char STALE_LINE[] = " out of date, recomputed\n";
+static const char STALE_LINE[] =
+    " out of date, recomputed from the rank files (the rank file, or this report's --step-name, "
+    "--warmup, --data-names or --top, changed since `trainprof summarize`, or the summary is "
+    "damaged)\n";
 
-/* Removes the text's line "  N summar(y|ies) out of date, recomputed" (there must be one). */
+/* Removes the text's line "  N summar(y|ies) out of date, recomputed ..." (there must be
+ * one). */
 static void drop_stale_line(char *s) {
     char *at = strstr(s, STALE_LINE);
     assert_non_null(at);

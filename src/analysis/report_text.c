@@ -459,8 +459,10 @@ static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run
         fprintf(f, "%s  unreadable: %s%s\n", Y, run->errors[i], N);
     /* never trusted: the sections are the rank files', but the summaries want writing again */
     if (res->summaries_stale)
-        fprintf(f, "%s  %zu summar%s out of date, recomputed%s\n", Y, res->summaries_stale,
-                res->summaries_stale == 1 ? "y" : "ies", N);
+        fprintf(f, "%s  %zu summar%s out of date, recomputed from the rank files (the rank "
+                   "file, or this report's --step-name, --warmup, --data-names or --top, "
+                   "changed since `trainprof summarize`, or the summary is damaged)%s\n",
+                Y, res->summaries_stale, res->summaries_stale == 1 ? "y" : "ies", N);
 }
 
 /* The steps of a rank: where they came from, their statistics, the missing and flagged ones,
