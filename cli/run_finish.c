@@ -216,7 +216,12 @@ int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
     argv[w++] = (char *)absdir;
     argv[w] = NULL;
     snprintf(log, sizeof log, "%s/summarize.log", absdir);
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    /* a file created for this stage: whatever has the name (a previous log, or a FIFO, whose
+     * open would block until a reader comes, a symbolic link, a hard link to another file) is
+     * replaced, never opened */
+    int fd = -1;
+    if (unlink(log) == 0 || errno == ENOENT)
+        fd = open(log, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         fprintf(stderr, "trainprof run: no first stage: cannot create %s: %s\n", log,
                 strerror(errno));

@@ -85,12 +85,29 @@ same_as_without "$tmp/r6"
 "$TP" run --summarize-with " " -- true 2>/dev/null
 [ $? -eq 2 ] || fail "an empty --summarize-with is no usage error"
 
+# 4. whatever has the log's name is replaced, never opened: a FIFO (whose open would wait for
+# a reader forever), a symbolic link (its target is left as it was)
+echo kept >"$tmp/target"
+for kind in fifo link; do
+    mk="mkfifo $tmp/r8$kind/summarize.log"
+    [ $kind = link ] && mk="ln -s $tmp/target $tmp/r8$kind/summarize.log"
+    SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 timeout 60 "$TP" run -q -o "$tmp/r8$kind" -- srun \
+        sh -c "\"$LM\" --steps 10 && $mk; exit 4" >/dev/null 2>"$tmp/r8.err"
+    rc=$?
+    [ $rc -eq 4 ] || fail "$kind as summarize.log: exit status $rc: $(cat "$tmp/r8.err")"
+    [ -f "$tmp/r8$kind/summarize.log" ] && [ ! -L "$tmp/r8$kind/summarize.log" ] ||
+        fail "$kind as summarize.log: not replaced by a file"
+    grep -q "task 0 of 1 (Slurm): 1 of 1 files summarised" "$tmp/r8$kind/summarize.log" ||
+        fail "$kind as summarize.log: $(cat "$tmp/r8.err")"
+done
+[ "$(cat "$tmp/target")" = kept ] || fail "the log's symbolic link target was written"
+
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then
     echo "SKIP: mpirun not found (apt-get install openmpi-bin); the rest passed"
     exit 77
 fi
-# 4. Open MPI's mpirun as the launcher: two tasks, one file each
+# 5. Open MPI's mpirun as the launcher: two tasks, one file each
 flags="--oversubscribe"
 [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
 env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID \
