@@ -145,28 +145,125 @@ static void clean_environment(void) {
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
 }
 
-/* Waits for the stage, at most limit_s: its wait status, or -1 when it was stopped at the
- * limit (its group killed) or could not be waited for. */
-static int stage_wait(pid_t pid, int limit_s) {
-    struct timespec t0, now, tick = {0, 20000000};
+/* The signals that end `trainprof run` while the stage runs (run_signals_end gave them back
+ * their dispositions). The stage's group is not this process's, so neither the terminal's
+ * signals (Ctrl-C goes to the foreground group) nor a scheduler's to this process reach it,
+ * and PR_SET_PDEATHSIG ends its launcher alone: a launcher that does not exec its command
+ * would leave that command running, writing into the run directory after this process is
+ * gone. So they are caught while the stage runs: its group is ended first (as at the
+ * limit), then the signal ends this process as it would have. One that is ignored stays
+ * ignored (nohup). */
+static const int stage_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { N_STAGE_SIGS = sizeof stage_sigs / sizeof *stage_sigs };
+static volatile sig_atomic_t g_stage_sig; /* the first one received, 0 before */
+
+static void on_stage_signal(int sig) {
+    if (!g_stage_sig) g_stage_sig = sig;
+}
+
+static double since_s(const struct timespec *t0) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Ends what the launcher `pgid` left in its group once it has been waited for (a daemon it
+ * started, a task it did not wait for), which would otherwise outlive the stage, writing
+ * into the run directory and holding its log open: SIGTERM, then SIGKILL to those still
+ * there a second later. The group's id is not reused while a member remains. */
+static void end_stage_group(pid_t pgid) {
+    if (kill(-pgid, 0) != 0) return;
+    kill(-pgid, SIGTERM);
+    kill(-pgid, SIGCONT); /* a member stopped by job control takes SIGTERM only once resumed */
+    struct timespec t0, tick = {0, 20000000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int status, termed = 0;
+    while (kill(-pgid, 0) == 0 && since_s(&t0) < 1.0) nanosleep(&tick, NULL);
+    kill(-pgid, SIGKILL);
+}
+
+enum { STAGE_ENDED, STAGE_LIMIT, STAGE_SIGNAL };
+
+/* Waits for the stage's launcher `pid`, the leader of its own group, at most limit_s, or
+ * until one of stage_sigs arrives: then SIGTERM to its group, SIGKILL 5 s later (to the
+ * launcher too, should it have left its group). Its wait status, or -1 when it was stopped
+ * or could not be waited for; *how says which (STAGE_*). */
+static int stage_wait(pid_t pid, int limit_s, int *how) {
+    struct timespec t0, tick = {0, 20000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = -1;
+    double termed = -1; /* when SIGTERM was sent, in s */
+    *how = STAGE_ENDED;
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return termed ? -1 : status;
-        if (r < 0 && errno != EINTR) return -1;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double s = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
-        if (!termed && s >= limit_s) {
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) {
+            status = -1;
+            break;
+        }
+        double s = since_s(&t0);
+        if (termed < 0 && (s >= limit_s || g_stage_sig)) {
+            *how = g_stage_sig ? STAGE_SIGNAL : STAGE_LIMIT;
             kill(-pid, SIGTERM);
-            termed = 1;
-        } else if (termed && s >= limit_s + 5.0) {
+            kill(-pid, SIGCONT);
+            termed = s;
+        } else if (termed >= 0 && s >= termed + 5.0) {
             kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            break;
         }
         nanosleep(&tick, NULL);
     }
+    end_stage_group(pid);
+    return *how == STAGE_ENDED ? status : -1;
+}
+
+/* Forks the launcher `argv` (execvp) in a group of its own, its output to `fd`, catching
+ * stage_sigs in this process (their previous actions in `old`). Its pid, or -1 (with a line). */
+static pid_t stage_spawn(char **argv, int fd, struct sigaction *old) {
+    sigset_t block, prev;
+    sigemptyset(&block);
+    for (int k = 0; k < N_STAGE_SIGS; k++) sigaddset(&block, stage_sigs[k]);
+    /* blocked across the fork: the child resets their actions before it can take one */
+    sigprocmask(SIG_BLOCK, &block, &prev);
+    g_stage_sig = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stage_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int k = 0; k < N_STAGE_SIGS; k++) {
+        sigaction(stage_sigs[k], NULL, &old[k]);
+        if (old[k].sa_handler != SIG_IGN) sigaction(stage_sigs[k], &sa, NULL);
+    }
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) {
+        /* a group of its own, so that the limit stops the launcher and what it started here;
+         * ended with this process, which may be killed while it waits */
+        setpgid(0, 0);
+        for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
+        /* ignored by this process for its own writes (cmd_run.c), not by the stage's */
+        signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &prev, NULL);
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent) _exit(128 + SIGTERM);
+        int in = open("/dev/null", O_RDONLY);
+        if (in > 0) {
+            dup2(in, 0);
+            close(in);
+        }
+        dup2(fd, 1);
+        dup2(fd, 2);
+        clean_environment();
+        execvp(argv[0], argv);
+        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int err = errno;
+    if (pid > 0) setpgid(pid, pid); /* as the child does: whichever runs first */
+    sigprocmask(SIG_SETMASK, &prev, NULL);
+    if (pid < 0) fprintf(stderr, "trainprof run: no first stage: fork: %s\n", strerror(err));
+    return pid;
 }
 
 /* Whether `dir` holds a rank file: without one there is nothing to summarise. */
@@ -227,46 +324,43 @@ int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
                 strerror(errno));
         return -1;
     }
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    fflush(NULL);
-    pid_t parent = getpid(), pid = fork();
-    if (pid == 0) {
-        /* a group of its own, so that the limit stops the launcher and what it started here;
-         * ended with this process, which may be killed while it waits */
-        setpgid(0, 0);
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent) _exit(128 + SIGTERM);
-        int in = open("/dev/null", O_RDONLY);
-        if (in >= 0) dup2(in, 0);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        clean_environment();
-        execvp(argv[0], argv);
-        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
+    struct sigaction old[N_STAGE_SIGS];
+    pid_t pid = stage_spawn(argv, fd, old);
+    int ended = STAGE_ENDED, status = pid < 0 ? -1 : stage_wait(pid, limit_s, &ended);
+    struct stat lst;
+    int said = fstat(fd, &lst) == 0 && lst.st_size > 0;
     close(fd);
-    if (pid < 0) {
-        fprintf(stderr, "trainprof run: no first stage: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    setpgid(pid, pid); /* as the child does: whichever runs first */
-    int status = stage_wait(pid, limit_s);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
+    if (pid < 0) return -1;
+    double s = since_s(&t0);
     const char *base = strrchr(launcher_name, '/');
     base = base ? base + 1 : launcher_name;
-    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    int rc = -1;
+    if (ended == STAGE_SIGNAL) {
+        fprintf(stderr, "trainprof run: signal %d: the first stage through %s stopped after "
+                        "%.1f s, and no report (trainprof report %s makes it)\n",
+                g_stage_sig, base, s, absdir);
+    } else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         fprintf(stderr, "trainprof run: rank summaries written through %s in %.1f s (each "
                         "task's line in %s)\n", base, s, log);
-        return 1;
+        rc = 1;
+    } else {
+        char why[64];
+        if (status < 0) snprintf(why, sizeof why, "stopped after %d s", limit_s);
+        else if (WIFSIGNALED(status))
+            snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
+        else snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
+        fprintf(stderr, "trainprof run: the first stage through %s failed (%s, %.1f s; %s %s); "
+                        "the report computes what has no summary here\n", base, why, s, log,
+                said ? "says why" : "is empty");
     }
-    char why[64];
-    if (status < 0) snprintf(why, sizeof why, "stopped after %d s", limit_s);
-    else if (WIFSIGNALED(status))
-        snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
-    else snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
-    fprintf(stderr, "trainprof run: the first stage through %s failed (%s, %.1f s; %s says "
-                    "why); the report computes what has no summary here\n", base, why, s, log);
-    return -1;
+    /* a signal caught while the stage ran (even one that came as it ended) now does what it
+     * would have done: the report phase ends (cmd_run.c) */
+    if (g_stage_sig) {
+        fflush(NULL);
+        raise(g_stage_sig);
+    }
+    return rc;
 }

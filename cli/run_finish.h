@@ -36,12 +36,16 @@ int run_report_create_failures(const char *dir, time_t since);
  *       e.g. "mpirun --map-by ppr:1:node --hostfile hosts".
  * The launcher runs `<this trainprof> summarize --warmup W --top T [--step-name S]
  * [--data-names D] DIR` with the report's own options `a` (so that the summaries are valid for
- * this report), in a process group of its own that ends with this process (PR_SET_PDEATHSIG),
- * its output in DIR/summarize.log, the job's injection variables removed (the summarize tasks
- * record nothing), for at most `limit_s` seconds (then SIGTERM to its group, SIGKILL 5 s
- * later). One line on stderr says what ran, how long, and how it ended. Returns 1 when a stage
- * ran and exited 0, 0 when none was asked for, -1 when it failed (the report then reads the
- * rank files for what has no valid summary: the same report, computed here). */
+ * this report), in a process group of its own, its output in DIR/summarize.log (created for
+ * it, replacing whatever had the name), the job's injection variables removed (the summarize
+ * tasks record nothing) and SIGPIPE at its default action, for at most `limit_s` seconds (then
+ * SIGTERM to its group, SIGKILL 5 s later). The group ends with the stage: what the launcher
+ * leaves in it is ended when it exits; SIGTERM, SIGINT, SIGHUP or SIGQUIT to this process
+ * while it waits end the group as the limit does, then this process by that signal (no
+ * report); should this process be killed (SIGKILL), its launcher gets SIGTERM
+ * (PR_SET_PDEATHSIG). One line on stderr says what ran, how long, and how it ended. Returns 1
+ * when a stage ran and exited 0, 0 when none was asked for, -1 when it failed (the report then
+ * reads the rank files for what has no valid summary: the same report, computed here). */
 int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
                     const report_args *a, int limit_s);
 

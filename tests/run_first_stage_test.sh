@@ -102,12 +102,59 @@ for kind in fifo link; do
 done
 [ "$(cat "$tmp/target")" = kept ] || fail "the log's symbolic link target was written"
 
+# 5. the stage's group ends with it: a launcher that does not exec its command, and
+# trainprof run stopped by SIGTERM while it waits (the command must not go on alone); a
+# launcher that leaves a process behind that ignores SIGTERM. SIGPIPE is not left ignored.
+cat >"$tmp/bin/slow" <<'EOF2'
+#!/bin/sh
+grep SigIgn /proc/self/status >"$STAGE_DIR/sigign"
+sh -c 'echo $$ >"$STAGE_DIR/child.pid"; sleep 30; exec "$@"' slow "$@"
+EOF2
+cat >"$tmp/bin/leave" <<'EOF2'
+#!/bin/sh
+sh -c 'trap "" TERM; echo $$ >"$STAGE_DIR/left.pid"; exec sleep 60' &
+while [ ! -s "$STAGE_DIR/left.pid" ]; do sleep 0.1; done
+exec "$@"
+EOF2
+chmod +x "$tmp/bin/slow" "$tmp/bin/leave"
+gone() { # PID: no such process (or only its zombie, for an init that reaps late)
+    st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+    case $st in Z*) return 0 ;; esac
+    return 1
+}
+export STAGE_DIR="$tmp"
+"$TP" run -q -o "$tmp/r9" --summarize-with slow -- sh -c "\"$LM\" --steps 10; exit 3" \
+    >/dev/null 2>"$tmp/r9.err" &
+tp=$!
+for i in $(seq 100); do [ -s "$tmp/child.pid" ] && break; sleep 0.1; done
+[ -s "$tmp/child.pid" ] || fail "the slow launcher did not start: $(cat "$tmp/r9.err")"
+kill -TERM $tp
+wait $tp
+rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM during the stage: exit status $rc: $(cat "$tmp/r9.err")"
+sleep 0.5
+gone "$(cat "$tmp/child.pid")" || {
+    kill "$(cat "$tmp/child.pid")"
+    fail "the launcher's command outlived trainprof run"
+}
+grep -q "signal 15: the first stage through slow stopped after .* s, and no report" \
+    "$tmp/r9.err" || fail "no signal line: $(cat "$tmp/r9.err")"
+ign=$(sed 's/.*:[[:space:]]*//' "$tmp/sigign")
+[ $((0x$ign & 0x1000)) -eq 0 ] || fail "SIGPIPE ignored in the stage (SigIgn $ign)"
+"$TP" run -q -o "$tmp/r10" --summarize-with leave -- "$LM" --steps 10 >/dev/null \
+    2>"$tmp/r10.err" || fail "run r10: $(cat "$tmp/r10.err")"
+gone "$(cat "$tmp/left.pid")" || {
+    kill -9 "$(cat "$tmp/left.pid")"
+    fail "a process the launcher left outlived the stage"
+}
+grep -q "rank summaries written through leave" "$tmp/r10.err" || fail "r10: $(cat "$tmp/r10.err")"
+
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then
     echo "SKIP: mpirun not found (apt-get install openmpi-bin); the rest passed"
     exit 77
 fi
-# 5. Open MPI's mpirun as the launcher: two tasks, one file each
+# 6. Open MPI's mpirun as the launcher: two tasks, one file each
 flags="--oversubscribe"
 [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
 env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID \
