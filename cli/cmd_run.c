@@ -475,8 +475,10 @@ static int run_parse(int argc, char **argv, run_opts *o) {
         }
     }
     check_plan(o, gpu_opt, ks_opt);
-    if (o->summarize_with && !o->summarize_with[strspn(o->summarize_with, " \t\n")])
-        die_usage("run", "%s", "--summarize-with is empty: auto, off, or a launcher command");
+    char msg[PATH_MAX];
+    int stage = run_first_stage_check(o->summarize_with, msg, sizeof msg);
+    if (stage < 0) die_usage("run", "%s", msg);
+    if (stage > 0 && !o->no_report) fprintf(stderr, "trainprof run: %s\n", msg);
     if (i >= argc) die_usage("run", "%s", "missing the command to run (trainprof run -- CMD ...)");
     o->cmd = argv + i;
     return -1;

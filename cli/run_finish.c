@@ -91,46 +91,93 @@ void run_wait_for_writers(const char *dir, int ms) {
 
 /* ------------------------------------------------------------------ the first stage */
 
-enum { STAGE_WORDS = 48, STAGE_ARGV = STAGE_WORDS + 16 };
+enum { STAGE_WORDS = 48, STAGE_ARGV = STAGE_WORDS + 16, STAGE_BUF = 4096 };
 
-/* The stage's launcher words into argv (pointing into buf), per run_first_stage's `how`.
- * Returns how many, 0 for none, -1 (with a line) for a value that cannot be used. */
-static int launcher_words(const char *how, const char *cmd_exe, char *buf, size_t n,
-                          char **argv) {
-    if (how && strcmp(how, "off") == 0) return 0;
-    if (!how || strcmp(how, "auto") == 0) {
-        const char *base = strrchr(cmd_exe, '/');
-        base = base ? base + 1 : cmd_exe;
-        const char *job = getenv("SLURM_JOB_ID"), *nn = getenv("SLURM_JOB_NUM_NODES");
-        if (!nn || !*nn) nn = getenv("SLURM_NNODES");
-        if (strcmp(base, "srun") != 0 || !job || !*job || !nn) return 0;
-        char *end;
-        long nodes = strtol(nn, &end, 10);
-        if (*end || nodes < 1 || nodes > 1000000) return 0; /* not an allocation we can read */
-        int k = snprintf(buf, n, "%s --nodes=%ld --ntasks=%ld --ntasks-per-node=1", cmd_exe,
-                         nodes, nodes);
-        if (k < 0 || (size_t)k >= n) return 0;
-    } else if (snprintf(buf, n, "%s", how) >= (int)n) {
-        fprintf(stderr, "trainprof run: --summarize-with is too long (%zu bytes at most); no "
-                        "first stage\n", n - 1);
+/* `how`'s words into argv (pointing into buf, n bytes): how many (0 for none), or -1 with
+ * what is wrong in msg. */
+static int split_words(const char *how, char *buf, size_t n, char **argv, char *msg,
+                       size_t mn) {
+    if (snprintf(buf, n, "%s", how) >= (int)n) {
+        snprintf(msg, mn, "--summarize-with is too long (%zu bytes at most)", n - 1);
         return -1;
     }
     int w = 0;
     char *save = NULL;
     for (char *t = strtok_r(buf, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
         if (w == STAGE_WORDS) {
-            fprintf(stderr, "trainprof run: --summarize-with has more than %d words; no first "
-                            "stage\n", STAGE_WORDS);
+            snprintf(msg, mn, "--summarize-with has more than %d words", STAGE_WORDS);
             return -1;
         }
         argv[w++] = t;
     }
-    if (w == 0) {
-        fprintf(stderr, "trainprof run: --summarize-with is empty (auto, off, or a launcher "
-                        "command); no first stage\n");
-        return -1;
+    if (w == 0) snprintf(msg, mn, "--summarize-with is empty: auto, off, or a launcher command");
+    return w ? w : -1;
+}
+
+/* Whether `name` (execvp's argv[0]) names an executable file: itself when it holds a '/',
+ * else on PATH. */
+static int executable(const char *name) {
+    if (strchr(name, '/')) return access(name, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path || !*path) path = "/bin:/usr/bin"; /* execvp's default */
+    char full[PATH_MAX];
+    for (const char *p = path; *p;) {
+        size_t l = strcspn(p, ":");
+        struct stat st;
+        if (snprintf(full, sizeof full, "%.*s%s%s", (int)l, p, l ? "/" : "", name) <
+                (int)sizeof full &&
+            stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
+            return 1;
+        p += l;
+        if (*p == ':') p++;
     }
-    return w;
+    return 0;
+}
+
+int run_first_stage_check(const char *how, char *msg, size_t n) {
+    if (!how) return 0;
+    char buf[STAGE_BUF], *argv[STAGE_WORDS];
+    int w = split_words(how, buf, sizeof buf, argv, msg, n);
+    if (w < 0) return -1;
+    if (w == 1 && (strcmp(argv[0], "auto") == 0 || strcmp(argv[0], "off") == 0)) return 0;
+    if (executable(argv[0])) return 0;
+    snprintf(msg, n, "--summarize-with: %s is not a program found on PATH: the report's first "
+                     "stage will fail (auto, off, or a launcher command)", argv[0]);
+    return 1;
+}
+
+/* The stage's launcher words into argv (pointing into buf), per run_first_stage's `how`.
+ * Returns how many, 0 for none, -1 (with a line) for a value that cannot be used. */
+static int launcher_words(const char *how, const char *cmd_exe, char *buf, size_t n,
+                          char **argv) {
+    if (how) {
+        char msg[128];
+        int w = split_words(how, buf, n, argv, msg, sizeof msg);
+        if (w < 0) {
+            fprintf(stderr, "trainprof run: %s; no first stage\n", msg);
+            return -1;
+        }
+        if (w == 1 && strcmp(argv[0], "off") == 0) return 0;
+        if (w > 1 || strcmp(argv[0], "auto") != 0) return w;
+    }
+    const char *base = strrchr(cmd_exe, '/');
+    base = base ? base + 1 : cmd_exe;
+    const char *job = getenv("SLURM_JOB_ID"), *nn = getenv("SLURM_JOB_NUM_NODES");
+    if (!nn || !*nn) nn = getenv("SLURM_NNODES");
+    if (strcmp(base, "srun") != 0 || !job || !*job || !nn) return 0;
+    char *end;
+    long nodes = strtol(nn, &end, 10);
+    if (*end || nodes < 1 || nodes > 1000000) return 0; /* not an allocation we can read */
+    /* CMD's path as it is, blanks included: never split */
+    argv[0] = (char *)cmd_exe;
+    int k = snprintf(buf, n, "--nodes=%ld%c--ntasks=%ld%c--ntasks-per-node=1", nodes, 0, nodes,
+                     0);
+    if (k < 0 || (size_t)k >= n) return 0;
+    for (int i = 1; i < 4; i++) {
+        argv[i] = buf;
+        buf += strlen(buf) + 1;
+    }
+    return 4;
 }
 
 /* The job's variables that must not reach the summarize tasks: the injection (they would
@@ -282,7 +329,7 @@ static int has_rank_file(const char *dir) {
 
 int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
                     const report_args *a, int limit_s) {
-    char words[4096], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
+    char words[STAGE_BUF], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
     char *argv[STAGE_ARGV];
     int w = launcher_words(how, cmd_exe, words, sizeof words, argv);
     if (w <= 0 || !has_rank_file(absdir)) return w < 0 ? -1 : 0;

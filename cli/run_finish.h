@@ -26,6 +26,12 @@ void run_wait_for_writers(const char *dir, int ms);
  * since `since` is said on stderr. Returns how many. */
 int run_report_create_failures(const char *dir, time_t since);
 
+/* Checks --summarize-with's value `how` (NULL: none given) before the job starts. 0 when it
+ * can be used; -1 when it cannot (empty, over 4095 bytes or 48 words: a usage error); 1 when
+ * its launcher is not found on PATH (a warning: the stage would fail, and the report would be
+ * computed here). What is wrong in msg (n bytes) when not 0. */
+int run_first_stage_check(const char *how, char *msg, size_t n);
+
 /* The first stage of the report on the job's nodes. `how` is --summarize-with:
  *   "auto" (or NULL): when CMD (`cmd_exe`, resolved) is Slurm's srun and this process is in a
  *       Slurm allocation (SLURM_JOB_ID set), `srun --nodes=N --ntasks=N --ntasks-per-node=1`

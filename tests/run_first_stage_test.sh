@@ -82,8 +82,29 @@ grep -q "the first stage through hang failed (stopped after 1 s" "$tmp/r6.err" |
     fail "no limit line: $(cat "$tmp/r6.err")"
 kill -0 "$(cat "$HANG_PID")" 2>/dev/null && fail "the hung launcher survived its limit"
 same_as_without "$tmp/r6"
-"$TP" run --summarize-with " " -- true 2>/dev/null
-[ $? -eq 2 ] || fail "an empty --summarize-with is no usage error"
+# values that cannot be used are usage errors before the job; a launcher not on PATH, a line
+# before it; " auto " is auto (the allocation's srun)
+long=$(printf '%05000d' 0)
+many=$(seq 60 | tr '\n' ' ')
+for bad in " " "$long" "$many"; do
+    "$TP" run -o "$tmp/bad" --summarize-with "$bad" -- touch "$tmp/ran" 2>"$tmp/bad.err"
+    rc=$?
+    [ $rc -eq 2 ] && [ ! -e "$tmp/ran" ] ||
+        fail "--summarize-with '$(echo "$bad" | cut -c1-20)': status $rc: $(cat "$tmp/bad.err")"
+done
+grep -q "more than 48 words" "$tmp/bad.err" || fail "too many words: $(cat "$tmp/bad.err")"
+"$TP" run -q -o "$tmp/r11" --summarize-with "no-such-launcher -n 2" -- sh -c \
+    "\"$LM\" --steps 5; exit 3" >/dev/null 2>"$tmp/r11.err"
+rc=$?
+[ $rc -eq 3 ] || fail "a launcher not on PATH: status $rc"
+[ "$(head -1 "$tmp/r11.err")" = "trainprof run: --summarize-with: no-such-launcher is not a \
+program found on PATH: the report's first stage will fail (auto, off, or a launcher command)" ] ||
+    fail "no line before the job: $(cat "$tmp/r11.err")"
+: >"$SRUN_LOG"
+SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 "$TP" run -q -o "$tmp/r12" --summarize-with " auto " -- \
+    srun "$LM" --steps 5 >/dev/null 2>&1 || fail "run r12"
+[ "$(sed -n 2p "$SRUN_LOG" | cut -d' ' -f1-3)" = "--nodes=1 --ntasks=1 --ntasks-per-node=1" ] ||
+    fail "' auto ' is not auto: $(cat "$SRUN_LOG")"
 
 # 4. whatever has the log's name is replaced, never opened: a FIFO (whose open would wait for
 # a reader forever), a symbolic link (its target is left as it was)
