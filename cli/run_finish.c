@@ -182,7 +182,7 @@ static int launcher_words(const char *how, const char *cmd_exe, char *buf, size_
 
 /* The job's variables that must not reach the summarize tasks: the injection (they would
  * record themselves into the run), the run's identity, and the report options' twins (the
- * options are passed explicitly, the report's own). */
+ * options are passed explicitly, the report's own). In the stage's child alone. */
 static void clean_environment(void) {
     static const char *const names[] = {
         "LD_PRELOAD", "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN",
@@ -190,6 +190,18 @@ static void clean_environment(void) {
         "TRAINPROF_PYTHON", "TRAINPROF_STEP_NAME", "TRAINPROF_WARMUP", "TRAINPROF_DATA_NAMES",
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
+    /* --python put its sitecustomize's directory first on PYTHONPATH (cmd_run.c): a Python
+     * launcher (torchrun) would import it. The user's own path is what follows it. */
+    static const char mark[] = "/trainprof/_autostart";
+    const size_t ml = sizeof mark - 1;
+    const char *pp = getenv("PYTHONPATH");
+    if (!pp) return;
+    size_t l = strcspn(pp, ":");
+    if (l < ml || memcmp(pp + l - ml, mark, ml) != 0) return;
+    char *rest = pp[l] ? strdup(pp + l + 1) : NULL; /* setenv may reuse the string */
+    if (rest) setenv("PYTHONPATH", rest, 1);
+    else unsetenv("PYTHONPATH");
+    free(rest);
 }
 
 /* The signals that end `trainprof run` while the stage runs (run_signals_end gave them back

@@ -131,13 +131,18 @@ cat >"$tmp/bin/slow" <<'EOF2'
 grep SigIgn /proc/self/status >"$STAGE_DIR/sigign"
 sh -c 'echo $$ >"$STAGE_DIR/child.pid"; sleep 30; exec "$@"' slow "$@"
 EOF2
+cat >"$tmp/bin/pyenv" <<'EOF2'
+#!/bin/sh
+echo "${PYTHONPATH-unset}" >"$STAGE_DIR/pythonpath"
+exec "$@"
+EOF2
 cat >"$tmp/bin/leave" <<'EOF2'
 #!/bin/sh
 sh -c 'trap "" TERM; echo $$ >"$STAGE_DIR/left.pid"; exec sleep 60' &
 while [ ! -s "$STAGE_DIR/left.pid" ]; do sleep 0.1; done
 exec "$@"
 EOF2
-chmod +x "$tmp/bin/slow" "$tmp/bin/leave"
+chmod +x "$tmp/bin/slow" "$tmp/bin/leave" "$tmp/bin/pyenv"
 gone() { # PID: no such process (or only its zombie, for an init that reaps late)
     st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
     case $st in Z*) return 0 ;; esac
@@ -169,6 +174,15 @@ gone "$(cat "$tmp/left.pid")" || {
     fail "a process the launcher left outlived the stage"
 }
 grep -q "rank summaries written through leave" "$tmp/r10.err" || fail "r10: $(cat "$tmp/r10.err")"
+# --python's sitecustomize is not on the stage's PYTHONPATH: the user's path is
+k=0
+for pp in /the/users:/path unset; do
+    k=$((k + 1))
+    (if [ $pp = unset ]; then unset PYTHONPATH; else export PYTHONPATH=$pp; fi
+        exec "$TP" run -q -o "$tmp/r13-$k" --python --summarize-with pyenv -- "$LM" --steps 5) \
+        >/dev/null 2>&1 || fail "run r13 ($pp)"
+    [ "$(cat "$tmp/pythonpath")" = $pp ] || fail "the stage's PYTHONPATH: $(cat "$tmp/pythonpath")"
+done
 
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then
