@@ -204,14 +204,18 @@ static void clean_environment(void) {
     free(rest);
 }
 
-/* The signals that end `trainprof run` while the stage runs (run_signals_end gave them back
- * their dispositions). The stage's group is not this process's, so neither the terminal's
- * signals (Ctrl-C goes to the foreground group) nor a scheduler's to this process reach it,
- * and PR_SET_PDEATHSIG ends its launcher alone: a launcher that does not exec its command
- * would leave that command running, writing into the run directory after this process is
- * gone. So they are caught while the stage runs: its group is ended first (as at the
- * limit), then the signal ends this process as it would have. One that is ignored stays
- * ignored (nohup). */
+/* The stage's processes: this one; the supervisor, a fork of it that does not exec, in this
+ * process's group; and the launcher, the leader of a group of its own, so that its group can
+ * be stopped whole. The supervisor holds the limit and ends the launcher's group: at the
+ * limit, on this process's request, and when this process dies however it dies (its
+ * PR_SET_PDEATHSIG: SIGKILL included, which this process cannot act on), since the
+ * launcher's group is reached by none of the signals sent to this process or its group
+ * (Ctrl-C, a scheduler's), and a launcher that does not exec its command would leave that
+ * command writing into the run directory after this process is gone.
+ *
+ * The signals that end `trainprof run` (run_signals_end gave them back their dispositions)
+ * are caught here while the stage runs: the group is ended first, then the signal ends this
+ * process as it would have. One that is ignored stays ignored (nohup). */
 static const int stage_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 enum { N_STAGE_SIGS = sizeof stage_sigs / sizeof *stage_sigs };
 static volatile sig_atomic_t g_stage_sig; /* the first one received, 0 before */
@@ -226,68 +230,112 @@ static double since_s(const struct timespec *t0) {
     return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* Ends what the launcher `pgid` left in its group once it has been waited for (a daemon it
- * started, a task it did not wait for), which would otherwise outlive the stage, writing
- * into the run directory and holding its log open: SIGTERM, then SIGKILL to those still
- * there a second later. The group's id is not reused while a member remains. */
+/* In the supervisor: ends what the launcher `pgid` left in its group once it has been waited
+ * for (a daemon it started, a task it did not wait for), which would otherwise outlive the
+ * stage, writing into the run directory and holding its log open: SIGTERM, then SIGKILL to
+ * those still there a second later. The group's id is not reused while a member remains;
+ * the supervisor is their subreaper, so that one that has ended leaves the group at once. */
 static void end_stage_group(pid_t pgid) {
     if (kill(-pgid, 0) != 0) return;
     kill(-pgid, SIGTERM);
     kill(-pgid, SIGCONT); /* a member stopped by job control takes SIGTERM only once resumed */
     struct timespec t0, tick = {0, 20000000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (kill(-pgid, 0) == 0 && since_s(&t0) < 1.0) nanosleep(&tick, NULL);
-    kill(-pgid, SIGKILL);
+    for (int killed = 0;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) { /* the supervisor's orphans: no zombies */
+        }
+        if (kill(-pgid, 0) != 0 || since_s(&t0) >= 2.0) break;
+        if (!killed && since_s(&t0) >= 1.0) killed = kill(-pgid, SIGKILL) == 0;
+        nanosleep(&tick, NULL);
+    }
 }
 
 enum { STAGE_ENDED, STAGE_LIMIT, STAGE_SIGNAL };
+typedef struct stage_result {
+    int how;    /* STAGE_* */
+    int status; /* the launcher's wait status when it ended by itself, else -1 */
+} stage_result;
 
-/* Waits for the stage's launcher `pid`, the leader of its own group, at most limit_s, or
- * until one of stage_sigs arrives: then SIGTERM to its group, SIGKILL 5 s later (to the
- * launcher too, should it have left its group). Its wait status, or -1 when it was stopped
- * or could not be waited for; *how says which (STAGE_*). */
-static int stage_wait(pid_t pid, int limit_s, int *how) {
+/* In the supervisor: waits for the launcher `pid` at most limit_s, or until one of `stop`
+ * (blocked here) arrives: this process's parent's request or death, or a signal to their
+ * group. Then SIGTERM to the launcher's group, SIGKILL 5 s later (to the launcher too,
+ * should it have left its group); then what it left in its group is ended. */
+static stage_result supervise(pid_t pid, int limit_s, const sigset_t *stop) {
     struct timespec t0, tick = {0, 20000000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int status = -1;
+    stage_result r = {STAGE_ENDED, -1};
     double termed = -1; /* when SIGTERM was sent, in s */
-    *how = STAGE_ENDED;
     for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) break;
-        if (r < 0 && errno != EINTR) {
-            status = -1;
+        pid_t w = waitpid(pid, &r.status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) {
+            r.status = -1;
             break;
         }
         double s = since_s(&t0);
-        if (termed < 0 && (s >= limit_s || g_stage_sig)) {
-            *how = g_stage_sig ? STAGE_SIGNAL : STAGE_LIMIT;
+        int sig = sigtimedwait(stop, NULL, &tick); /* the tick's sleep */
+        if (termed < 0 && (s >= limit_s || sig > 0)) {
+            r.how = sig > 0 ? STAGE_SIGNAL : STAGE_LIMIT;
             kill(-pid, SIGTERM);
             kill(-pid, SIGCONT);
             termed = s;
         } else if (termed >= 0 && s >= termed + 5.0) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR) {
             }
             break;
         }
-        nanosleep(&tick, NULL);
     }
     end_stage_group(pid);
-    return *how == STAGE_ENDED ? status : -1;
+    if (r.how != STAGE_ENDED) r.status = -1;
+    return r;
 }
 
-/* Forks the launcher `argv` (execvp) in a group of its own, its output to `fd`, catching
- * stage_sigs in this process (their previous actions in `old`). Its pid, or -1 (with a line). */
-static pid_t stage_spawn(char **argv, int fd, struct sigaction *old) {
+/* In the supervisor (its output already to the log, stage_sigs blocked, `prev` the mask to
+ * give the launcher): starts the launcher `argv`, supervises it and writes the result to
+ * `wfd`. Never returns. */
+static void supervisor(char **argv, int limit_s, const sigset_t *stop, const sigset_t *prev,
+                       int wfd) {
+    /* what the launcher leaves behind becomes the supervisor's child (end_stage_group) */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    pid_t me = getpid(), pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != me) _exit(128 + SIGTERM);
+        sigprocmask(SIG_SETMASK, prev, NULL);
+        execvp(argv[0], argv);
+        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    stage_result r = {STAGE_ENDED, -1};
+    if (pid > 0) {
+        setpgid(pid, pid); /* as the launcher does: whichever runs first */
+        r = supervise(pid, limit_s, stop);
+    } else {
+        fprintf(stderr, "trainprof run: no first stage: fork: %s\n", strerror(errno));
+    }
+    ssize_t k = write(wfd, &r, sizeof r);
+    _exit(k == (ssize_t)sizeof r ? 0 : 1);
+}
+
+/* Runs the stage: the launcher `argv`, its output to `fd`, through the supervisor, at most
+ * limit_s; stage_sigs caught in this process meanwhile (their actions as they were after).
+ * Its result; how = STAGE_SIGNAL when one of them arrived (in g_stage_sig). */
+static stage_result stage_run(char **argv, int fd, int limit_s) {
+    stage_result r = {STAGE_ENDED, -1};
     sigset_t block, prev;
     sigemptyset(&block);
     for (int k = 0; k < N_STAGE_SIGS; k++) sigaddset(&block, stage_sigs[k]);
-    /* blocked across the fork: the child resets their actions before it can take one */
+    int res[2];
+    if (pipe2(res, O_CLOEXEC) != 0) {
+        fprintf(stderr, "trainprof run: no first stage: pipe: %s\n", strerror(errno));
+        return r;
+    }
+    /* blocked across the fork: in the supervisor they stay blocked, taken by sigtimedwait */
     sigprocmask(SIG_BLOCK, &block, &prev);
     g_stage_sig = 0;
-    struct sigaction sa;
+    struct sigaction sa, old[N_STAGE_SIGS];
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stage_signal;
     sigemptyset(&sa.sa_mask);
@@ -298,13 +346,10 @@ static pid_t stage_spawn(char **argv, int fd, struct sigaction *old) {
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
-        /* a group of its own, so that the limit stops the launcher and what it started here;
-         * ended with this process, which may be killed while it waits */
-        setpgid(0, 0);
+        close(res[0]);
         for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
         /* ignored by this process for its own writes (cmd_run.c), not by the stage's */
         signal(SIGPIPE, SIG_DFL);
-        sigprocmask(SIG_SETMASK, &prev, NULL);
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent) _exit(128 + SIGTERM);
         int in = open("/dev/null", O_RDONLY);
         if (in > 0) {
@@ -314,15 +359,28 @@ static pid_t stage_spawn(char **argv, int fd, struct sigaction *old) {
         dup2(fd, 1);
         dup2(fd, 2);
         clean_environment();
-        execvp(argv[0], argv);
-        fprintf(stderr, "trainprof run: cannot execute %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
+        supervisor(argv, limit_s, &block, &prev, res[1]);
     }
     int err = errno;
-    if (pid > 0) setpgid(pid, pid); /* as the child does: whichever runs first */
+    close(res[1]);
     sigprocmask(SIG_SETMASK, &prev, NULL);
-    if (pid < 0) fprintf(stderr, "trainprof run: no first stage: fork: %s\n", strerror(err));
-    return pid;
+    if (pid < 0) {
+        fprintf(stderr, "trainprof run: no first stage: fork: %s\n", strerror(err));
+    } else {
+        struct timespec tick = {0, 20000000};
+        int asked = 0, status;
+        for (;;) {
+            pid_t w = waitpid(pid, &status, WNOHANG);
+            if (w == pid || (w < 0 && errno != EINTR)) break;
+            if (g_stage_sig && !asked++) kill(pid, SIGTERM);
+            nanosleep(&tick, NULL);
+        }
+        if (read(res[0], &r, sizeof r) != (ssize_t)sizeof r) r = (stage_result){STAGE_ENDED, -1};
+    }
+    close(res[0]);
+    for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
+    if (g_stage_sig) r.how = STAGE_SIGNAL;
+    return r;
 }
 
 /* Whether `dir` holds a rank file: without one there is nothing to summarise. */
@@ -385,14 +443,11 @@ int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
     }
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    struct sigaction old[N_STAGE_SIGS];
-    pid_t pid = stage_spawn(argv, fd, old);
-    int ended = STAGE_ENDED, status = pid < 0 ? -1 : stage_wait(pid, limit_s, &ended);
+    stage_result r = stage_run(argv, fd, limit_s);
+    int ended = r.how, status = r.status;
     struct stat lst;
     int said = fstat(fd, &lst) == 0 && lst.st_size > 0;
     close(fd);
-    for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
-    if (pid < 0) return -1;
     double s = since_s(&t0);
     const char *base = strrchr(launcher_name, '/');
     base = base ? base + 1 : launcher_name;
@@ -407,7 +462,8 @@ int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
         rc = 1;
     } else {
         char why[64];
-        if (status < 0) snprintf(why, sizeof why, "stopped after %d s", limit_s);
+        if (ended == STAGE_LIMIT) snprintf(why, sizeof why, "stopped after %d s", limit_s);
+        else if (status < 0) snprintf(why, sizeof why, "no exit status");
         else if (WIFSIGNALED(status))
             snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
         else snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));

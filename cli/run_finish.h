@@ -48,10 +48,11 @@ int run_first_stage_check(const char *how, char *msg, size_t n);
  * SIGTERM to its group, SIGKILL 5 s later). The group ends with the stage: what the launcher
  * leaves in it is ended when it exits; SIGTERM, SIGINT, SIGHUP or SIGQUIT to this process
  * while it waits end the group as the limit does, then this process by that signal (no
- * report); should this process be killed (SIGKILL), its launcher gets SIGTERM
- * (PR_SET_PDEATHSIG). One line on stderr says what ran, how long, and how it ended. Returns 1
- * when a stage ran and exited 0, 0 when none was asked for, -1 when it failed (the report then
- * reads the rank files for what has no valid summary: the same report, computed here). */
+ * report); so does this process's death, SIGKILL included (a supervisor process, a fork of
+ * this one, holds the group). One line on stderr says what ran, how long, and how it ended.
+ * Returns 1 when a stage ran and exited 0, 0 when none was asked for, -1 when it failed (the
+ * report then reads the rank files for what has no valid summary: the same report, computed
+ * here). */
 int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
                     const report_args *a, int limit_s);
 

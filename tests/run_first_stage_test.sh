@@ -165,6 +165,19 @@ gone "$(cat "$tmp/child.pid")" || {
 }
 grep -q "signal 15: the first stage through slow stopped after .* s, and no report" \
     "$tmp/r9.err" || fail "no signal line: $(cat "$tmp/r9.err")"
+# SIGKILL, which trainprof run cannot act on: its supervisor ends the stage's group
+rm -f "$tmp/child.pid"
+"$TP" run -q -o "$tmp/r9k" --summarize-with slow -- "$LM" --steps 10 >/dev/null 2>&1 &
+tp=$!
+for i in $(seq 100); do [ -s "$tmp/child.pid" ] && break; sleep 0.1; done
+[ -s "$tmp/child.pid" ] || fail "the slow launcher did not start (r9k)"
+kill -KILL $tp
+wait $tp
+for i in $(seq 30); do gone "$(cat "$tmp/child.pid")" && break; sleep 0.1; done
+gone "$(cat "$tmp/child.pid")" || {
+    kill "$(cat "$tmp/child.pid")"
+    fail "the launcher's command outlived trainprof run killed by SIGKILL"
+}
 ign=$(sed 's/.*:[[:space:]]*//' "$tmp/sigign")
 [ $((0x$ign & 0x1000)) -eq 0 ] || fail "SIGPIPE ignored in the stage (SigIgn $ign)"
 "$TP" run -q -o "$tmp/r10" --summarize-with leave -- "$LM" --steps 10 >/dev/null \
