@@ -938,6 +938,10 @@ int cmd_run(int argc, char **argv) {
      * exit status stays the job's (the job itself was started with the disposition as it
      * was) */
     signal(SIGPIPE, SIG_IGN);
+    /* and the run directory may be on a file system, or under a file-size limit (ulimit -f),
+     * that cannot take the reports: a failed write (EFBIG; the temporary file removed), not
+     * SIGXFSZ, which ended this process with its own status and left the temporary file */
+    signal(SIGXFSZ, SIG_IGN);
     if (!started_ok) {
         preload_cleanup();
         run_unlock(p.lockpath, p.lockfd);

@@ -350,6 +350,7 @@ static stage_result stage_run(char **argv, int fd, int limit_s) {
         for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
         /* ignored by this process for its own writes (cmd_run.c), not by the stage's */
         signal(SIGPIPE, SIG_DFL);
+        signal(SIGXFSZ, SIG_DFL);
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent) _exit(128 + SIGTERM);
         int in = open("/dev/null", O_RDONLY);
         if (in > 0) {

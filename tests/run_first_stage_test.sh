@@ -197,12 +197,22 @@ for pp in /the/users:/path unset; do
     [ "$(cat "$tmp/pythonpath")" = $pp ] || fail "the stage's PYTHONPATH: $(cat "$tmp/pythonpath")"
 done
 
+# 6. a file-size limit (ulimit -f) that takes the rank file but not its summary nor the
+# reports: failed writes (no temporary file left), not SIGXFSZ; the job's exit status
+(ulimit -f 16 && SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 exec "$TP" run -q -o "$tmp/r14" -- \
+    srun sh -c "\"$LM\" --steps 10; exit 5") >/dev/null 2>"$tmp/r14.err"
+rc=$?
+[ $rc -eq 5 ] || fail "under ulimit -f: exit status $rc: $(cat "$tmp/r14.err")"
+grep -q "no summary written: File too large" "$tmp/r14/summarize.log" ||
+    fail "under ulimit -f: $(cat "$tmp/r14/summarize.log")"
+ls -a "$tmp/r14" | grep -q tmp && fail "temporary files left: $(ls -a "$tmp/r14")"
+
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then
     echo "SKIP: mpirun not found (apt-get install openmpi-bin); the rest passed"
     exit 77
 fi
-# 6. Open MPI's mpirun as the launcher: two tasks, one file each
+# 7. Open MPI's mpirun as the launcher: two tasks, one file each
 flags="--oversubscribe"
 [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
 env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID \
