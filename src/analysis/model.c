@@ -221,9 +221,8 @@ static int finish_process(loader *L) {
     return rc;
 }
 
-/* Header strings are raw bytes: keep them valid UTF-8 (bad bytes become U+FFFD) without
- * control bytes, cut to the field's size on a character boundary. */
-static void clean_field(char *f, size_t n) {
+/* model_load.h: header texts are raw bytes, which reports print whole */
+void tp_load_clean_field(char *f, size_t n) {
     f[n - 1] = 0;
     size_t len = strlen(f);
     char tmp[3 * 64 + 1];
@@ -408,8 +407,8 @@ static int open_again(const char *path, const tp_process *was, tprof_reader **rd
     int rc = tprof__reader_open_prefix(path, was ? was->file_bytes : 0, rd, err, n);
     if (rc != TPROF_OK || !was) return rc;
     tprof_file_header h = *tprof__reader_header(*rd);
-    clean_field(h.host, sizeof h.host);
-    clean_field(h.run_id, sizeof h.run_id);
+    tp_load_clean_field(h.host, sizeof h.host);
+    tp_load_clean_field(h.run_id, sizeof h.run_id);
     if (same_process(&h, &was->hdr)) return TPROF_OK;
     tprof__reader_close(*rd);
     snprintf(err, n, "replaced by the file of another process (%s:%d) since it was read",
@@ -442,9 +441,9 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
         return rc;
     }
     p->hdr = *tprof__reader_header(rd);
-    clean_field(p->hdr.host, sizeof p->hdr.host);
-    clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
-    clean_field(p->hdr.build, sizeof p->hdr.build);
+    tp_load_clean_field(p->hdr.host, sizeof p->hdr.host);
+    tp_load_clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
+    tp_load_clean_field(p->hdr.build, sizeof p->hdr.build);
     p->domains = calloc(1, sizeof *p->domains);
     if (!p->domains) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->domains[0] = tp_intern(run, "");

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/model_load.h"
 #include "trainprof.h"
 
 /* Each struct below is coded field by field: a field added to one of them must be added to
@@ -122,11 +123,27 @@ static void lists(tp_sum_buf *c, int rd, tp_process *p) {
     if (rd) p->cap_drops = p->drops ? p->ndrops : 0;
 }
 
+/* Reading: the header's texts must be as the loader leaves them (model_load.h,
+ * tp_load_clean_field), ended inside their fields: the reports print them whole, and a text
+ * without its NUL would be read on into the next fields. */
+static void header_texts(tp_sum_buf *c, const tprof_file_header *h) {
+    const char *f[] = {h->host, h->run_id, h->build};
+    _Static_assert(sizeof h->host == sizeof h->run_id && sizeof h->host == sizeof h->build,
+                   "the header's texts are coded as fields of one size");
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        char clean[sizeof h->host];
+        memcpy(clean, f[i], sizeof clean);
+        tp_load_clean_field(clean, sizeof clean);
+        if (!memchr(f[i], 0, sizeof clean) || strcmp(clean, f[i])) c->bad = 1;
+    }
+}
+
 void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
     if (!rd && (!p->slim || p->ngpu || p->napi || p->novh || p->ngmem || p->nclips))
         c->bad = 1; /* not a slim process: what it holds is not what a slim load keeps */
     for (size_t i = 0; !rd && i < p->nthreads; i++) c->bad |= p->threads[i].nmarks != 0;
     RAW(p->hdr);
+    if (rd) header_texts(c, &p->hdr);
     lists(c, rd, p);
     Z(p->nthreads);
     if (arr(c, rd, &p->threads, p->nthreads, sizeof *p->threads))
