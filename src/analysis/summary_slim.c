@@ -44,6 +44,9 @@ _Static_assert(sizeof(tprof_file_header) == 240, "the file header changed: updat
 
 #define RAW(x) tp_sum_raw(c, rd, &(x), sizeof(x))
 #define S(x) tp_sum_str(c, rd, &(x))
+/* A name the loader always sets (an unknown one is "(unknown name)", model_records.c), which
+ * its readers take as a string (tp_meta's strcmp, the tables' names): NULL is damage. */
+#define SN(x) (tp_sum_str(c, rd, &(x)), c->bad |= rd && !(x))
 #define Z(x) tp_sum_size(c, rd, &(x))
 
 /* An owned array of n elements (tp_sum_array) that holds them: on reading, one that is not
@@ -55,7 +58,7 @@ static int arr(tp_sum_buf *c, int rd, void *a, size_t n, size_t elem) {
 }
 
 static void range(tp_sum_buf *c, int rd, tp_range *r, size_t i) {
-    S(r->name);
+    SN(r->name);
     RAW(r->start), RAW(r->end), RAW(r->child_ns), RAW(r->parent), RAW(r->domain);
     RAW(r->category), RAW(r->depth), RAW(r->flags), RAW(r->end_tid);
     /* ended.c walks the parents: each precedes its child (model.c, slim_ranges) */
@@ -71,7 +74,7 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
     Z(t->ncounters);
     if (arr(c, rd, &t->counters, t->ncounters, sizeof *t->counters))
         for (size_t i = 0; i < t->ncounters && !c->bad; i++) {
-            S(t->counters[i].name);
+            SN(t->counters[i].name);
             RAW(t->counters[i].ts), RAW(t->counters[i].value);
         }
     Z(t->nsteps);
@@ -90,7 +93,7 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
 static void comm_op(tp_sum_buf *c, int rd, tp_comm_op *x) {
     RAW(x->start), RAW(x->end), RAW(x->gpu_start), RAW(x->gpu_end), RAW(x->bytes);
     RAW(x->count), RAW(x->comm_hash);
-    S(x->name);
+    SN(x->name);
     RAW(x->seq), RAW(x->nranks), RAW(x->rank), RAW(x->op), RAW(x->algo), RAW(x->proto);
     RAW(x->peer), RAW(x->flags), RAW(x->nchannels), RAW(x->source), RAW(x->os_tid);
     RAW(x->dtype);
@@ -100,7 +103,7 @@ static void comm_op(tp_sum_buf *c, int rd, tp_comm_op *x) {
 static void lists(tp_sum_buf *c, int rd, tp_process *p) {
     Z(p->nmeta);
     if (arr(c, rd, &p->meta, p->nmeta, sizeof *p->meta))
-        for (size_t i = 0; i < p->nmeta && !c->bad; i++) S(p->meta[i].key), S(p->meta[i].value);
+        for (size_t i = 0; i < p->nmeta && !c->bad; i++) SN(p->meta[i].key), SN(p->meta[i].value);
     if (rd) p->cap_meta = p->meta ? p->nmeta : 0;
     Z(p->ndomains);
     if (arr(c, rd, &p->domains, p->ndomains, sizeof *p->domains))
@@ -109,11 +112,14 @@ static void lists(tp_sum_buf *c, int rd, tp_process *p) {
     if (arr(c, rd, &p->categories, p->ncategories, sizeof *p->categories))
         for (size_t i = 0; i < p->ncategories && !c->bad; i++) {
             RAW(p->categories[i].domain), RAW(p->categories[i].id);
-            S(p->categories[i].name);
+            SN(p->categories[i].name);
         }
     Z(p->ndamage);
     if (arr(c, rd, &p->damage, p->ndamage, sizeof *p->damage))
-        for (size_t i = 0; i < p->ndamage && !c->bad; i++) tp_sum_owned(c, rd, &p->damage[i]);
+        for (size_t i = 0; i < p->ndamage && !c->bad; i++) {
+            tp_sum_owned(c, rd, &p->damage[i]); /* a line each: printed whole */
+            c->bad |= rd && !p->damage[i];
+        }
     Z(p->ndrops);
     if (arr(c, rd, &p->drops, p->ndrops, sizeof *p->drops))
         for (size_t i = 0; i < p->ndrops && !c->bad; i++) {
