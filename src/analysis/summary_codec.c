@@ -544,6 +544,7 @@ void tp_sum_steps(tp_sum_buf *c, tp_steps **sp, int rd) {
     }
     int source = (int)s->source;
     I(source), S(s->name), U32(s->thread), Z(s->nsteps), Z(s->nwarmup);
+    if (rd && (source < TP_STEPS_NONE || source > TP_STEPS_ITERATION)) c->bad = 1;
     s->source = (tp_step_source)source;
     if (array(c, rd, &s->steps, s->nsteps, sizeof *s->steps))
         for (size_t i = 0; i < s->nsteps; i++) {
@@ -570,6 +571,8 @@ void tp_sum_comm(tp_sum_buf *c, tp_comm_time **tp, size_t n, int rd) {
         int src = (int)t->src;
         U64(t->start), U64(t->end), I(src), Z(t->kernel), raw(c, rd, &t->device, 4);
         raw(c, rd, &t->shift_ns, 8), I(t->checked);
+        /* the analyses index by it (comm_rank.c: timed ops per source) */
+        if (rd && (src < TP_COMM_TIME_HOST || src > TP_COMM_TIME_GPU)) c->bad = 1;
         t->src = (tp_comm_src)src;
     }
 }

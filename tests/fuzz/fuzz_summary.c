@@ -51,8 +51,13 @@ static void use_slim(tp_process *p) {
     free(w.b);
 }
 
-/* The section's parts: the JSON printed, the results and memos coded again. */
+/* The section's parts: the JSON printed, the comm memo read as the run-level analyses read
+ * it (comm_rank.c counts a rank's timed ops per time source, an array indexed by it), the
+ * results and memos coded again. */
 static void use_parts(const tp_process *p, tp_summary_parts *s) {
+    uint64_t by_src[3] = {0};
+    for (size_t i = 0; s->comm && i < p->ncomm; i++) by_src[s->comm[i].src]++;
+    if (by_src[0] + by_src[1] + by_src[2] != (s->comm ? p->ncomm : 0)) abort();
     tp_sum_buf w = {0};
     if (s->section) {
         char *t = cJSON_PrintUnformatted(s->section);
