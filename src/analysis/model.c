@@ -377,19 +377,25 @@ static void drop_torch_twins(tp_process *p) {
 }
 
 /* Room for n records in arr (capacity cap), when n is known (a slim load counted them): a
- * whole load then takes what the records need, not up to twice that while doubling. */
-#define RESERVE(arr, cap, n)                                                     \
-    do {                                                                         \
-        if ((n) && !(arr) && ((arr) = malloc((n) * sizeof *(arr)))) (cap) = (n); \
+ * whole load then takes what the records need, not up to twice that while doubling. Only a
+ * count the file can hold (at most one record a byte, max) is taken: the slim process may
+ * come from a summary (summary.h), whose counts are outside input, and a count past that
+ * (or whose bytes overflow) is left for the array's growth to meet as records come. */
+#define RESERVE(arr, cap, n, max)                                                   \
+    do {                                                                            \
+        if ((n) && (n) <= (max) && (n) <= SIZE_MAX / sizeof *(arr) && !(arr) &&     \
+            ((arr) = malloc((n) * sizeof *(arr))))                                  \
+            (cap) = (n);                                                            \
     } while (0)
 
 /* p's record arrays sized by what slim process `sizes` of the same file counted. */
 static void reserve_like(tp_process *p, const tp_process *sizes) {
-    RESERVE(p->gpu, p->cap_gpu, sizes->nrec_gpu);
-    RESERVE(p->api, p->cap_api, sizes->nrec_api);
-    RESERVE(p->ovh, p->cap_ovh, sizes->nrec_ovh);
-    RESERVE(p->gmem, p->cap_gmem, sizes->nrec_gmem);
-    RESERVE(p->comm, p->cap_comm, sizes->ncomm);
+    uint64_t max = sizes->file_bytes;
+    RESERVE(p->gpu, p->cap_gpu, sizes->nrec_gpu, max);
+    RESERVE(p->api, p->cap_api, sizes->nrec_api, max);
+    RESERVE(p->ovh, p->cap_ovh, sizes->nrec_ovh, max);
+    RESERVE(p->gmem, p->cap_gmem, sizes->nrec_gmem, max);
+    RESERVE(p->comm, p->cap_comm, sizes->ncomm, max);
 }
 
 /* Whether two headers (cleaned) are of one process's file: its host, pid, run and start. */

@@ -163,6 +163,12 @@ void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
     if (rd) p->cap_comm = p->comm ? p->ncomm : 0;
     RAW(p->file_bytes);
     Z(p->nrec_gpu), Z(p->nrec_api), Z(p->nrec_ovh), Z(p->nrec_gmem), Z(p->nrec_ranges);
+    /* a whole load sizes its arrays by these (model.c, reserve_like): no count past one record
+     * a byte of the file (a record takes 16 bytes at least, a few once compressed) */
+    if (rd && (p->nrec_gpu > p->file_bytes || p->nrec_api > p->file_bytes ||
+               p->nrec_ovh > p->file_bytes || p->nrec_gmem > p->file_bytes ||
+               p->nrec_ranges > p->file_bytes))
+        c->bad = 1;
     if (rd) p->slim = 1;
     /* the domains' first is the default (""): every domain index of 0 reads it */
     if (rd && !c->bad && (!p->ndomains || !p->domains || !p->domains[0])) c->bad = 1;
