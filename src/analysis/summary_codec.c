@@ -185,13 +185,15 @@ void tp_sum_owned(tp_sum_buf *c, int rd, char **s) {
 }
 
 /* An owned array of n elements of `elem` bytes: whether it is allocated, and on reading its
- * allocation (zeroed). Returns whether it is, for the caller to code its elements. */
+ * allocation (zeroed). Returns whether it is, for the caller to code its elements. Reading,
+ * n elements without an array is damage: the readers walk an array by its count alone. */
 int tp_sum_array(tp_sum_buf *c, int rd, void *arrp, size_t n, size_t elem) {
     void **arr = arrp;
     unsigned char has = rd ? 0 : *arr != NULL;
     raw(c, rd, &has, 1);
     if (!rd) return has;
     *arr = NULL;
+    if (!has && n) c->bad = 1;
     if (!has || c->bad) return 0;
     if (n > c->len - c->at) { /* every element takes a byte at least */
         c->bad = 1;

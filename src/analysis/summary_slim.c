@@ -49,12 +49,10 @@ _Static_assert(sizeof(tprof_file_header) == 240, "the file header changed: updat
 #define SN(x) (tp_sum_str(c, rd, &(x)), c->bad |= rd && !(x))
 #define Z(x) tp_sum_size(c, rd, &(x))
 
-/* An owned array of n elements (tp_sum_array) that holds them: on reading, one that is not
- * allocated yet counts elements is damage. */
+/* An owned array of n elements (tp_sum_array, which rejects a count without an array):
+ * whether its elements are to be coded. */
 static int arr(tp_sum_buf *c, int rd, void *a, size_t n, size_t elem) {
-    int has = tp_sum_array(c, rd, a, n, elem);
-    if (rd && !has && n) c->bad = 1;
-    return has && !c->bad;
+    return tp_sum_array(c, rd, a, n, elem) && !c->bad;
 }
 
 static void range(tp_sum_buf *c, int rd, tp_range *r, size_t i) {

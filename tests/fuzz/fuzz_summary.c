@@ -25,6 +25,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "analysis/diagnose.h"
+#include "analysis/figures.h"
 #include "analysis/model.h"
 #include "analysis/model_load.h"
 #include "analysis/summary.h"
@@ -51,10 +53,18 @@ static void use_slim(tp_process *p) {
     free(w.b);
 }
 
-/* The section's parts: the JSON printed, the comm memo read as the run-level analyses read
- * it (comm_rank.c counts a rank's timed ops per time source, an array indexed by it), the
- * results and memos coded again. */
+/* The section's parts: the JSON printed, the rank result's text parts that the report's
+ * text writes from the typed result (report_text.c: flagged figures, breakdown, phases), the
+ * comm memo read as the run-level analyses read it (comm_rank.c counts a rank's timed ops per
+ * time source, an array indexed by it), the results and memos coded again. */
 static void use_parts(const tp_process *p, tp_summary_parts *s) {
+    static FILE *null;
+    if (!null && !(null = fopen("/dev/null", "w"))) abort();
+    if (s->res) {
+        tp_figures_text(null, s->res, "", "");
+        tp_breakdown_text(null, &s->res->breakdown);
+        tp_phases_text(null, &s->res->phases);
+    }
     uint64_t by_src[3] = {0};
     for (size_t i = 0; s->comm && i < p->ncomm; i++) by_src[s->comm[i].src]++;
     if (by_src[0] + by_src[1] + by_src[2] != (s->comm ? p->ncomm : 0)) abort();
