@@ -10,8 +10,10 @@
  * memos) and memos only (tp_run_fill_memos), with the decoded slim process as the section's
  * process (its comm op count sizes the comm memo). Each outcome must be a clean failure or a
  * decoded value; a decoded one is then used as its readers use it — the slim process's label
- * and metadata (the loader's rank lookup), the section's JSON printed, the parts coded again
- * as the writer codes them — and everything is freed (a leak fails the run).
+ * and metadata (the loader's rank lookup), the section's JSON printed, the rank result in the
+ * text report, the comm memo as comm_rank.c indexes by it, the parts coded again as the
+ * writer codes them — and everything is freed (a leak fails the run). The HTML report and
+ * the run-level analyses (diagnosis, clocks, communication across ranks) are not run here.
  *
  * The input: the slim body's length (8 bytes, little-endian), the slim body, then the section
  * body (the rest). A length past the input's end makes the whole input after it the slim
@@ -25,10 +27,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "analysis/diagnose.h"
-#include "analysis/figures.h"
 #include "analysis/model.h"
 #include "analysis/model_load.h"
+#include "analysis/report.h"
 #include "analysis/summary.h"
 
 /* What readers do with a decoded slim process: its label (the report's rank names, the
@@ -53,17 +54,23 @@ static void use_slim(tp_process *p) {
     free(w.b);
 }
 
-/* The section's parts: the JSON printed, the rank result's text parts that the report's
- * text writes from the typed result (report_text.c: flagged figures, breakdown, phases), the
- * comm memo read as the run-level analyses read it (comm_rank.c counts a rank's timed ops per
- * time source, an array indexed by it), the results and memos coded again. */
+/* The section's parts: the JSON printed, the rank result written as the text report writes
+ * it from the typed result (report_text.c, in a report of this rank alone), the comm memo
+ * read as the run-level analyses read it (comm_rank.c counts a rank's timed ops per time
+ * source, an array indexed by it), the results and memos coded again. */
 static void use_parts(const tp_process *p, tp_summary_parts *s) {
     static FILE *null;
     if (!null && !(null = fopen("/dev/null", "w"))) abort();
     if (s->res) {
-        tp_figures_text(null, s->res, "", "");
-        tp_breakdown_text(null, &s->res->breakdown);
-        tp_phases_text(null, &s->res->phases);
+        /* the text report of a run of this one rank, its run-level results empty */
+        tp_run run = {.procs = (tp_process *)p, .nprocs = 1};
+        tp_report rep = {.run = &run};
+        rep.res.nranks = 1;
+        rep.res.ranks = s->res;
+        rep.res.run.dir = "fuzz"; /* the texts the run-level analyses would have set */
+        for (size_t c = 0; c < TP_NCAPABILITIES; c++) rep.res.caps[c].name = "";
+        for (size_t c = 0; c < TP_NCAPABILITIES; c++) rep.res.caps[c].status = "";
+        tp_report_write_text(&rep, null, 1);
     }
     uint64_t by_src[3] = {0};
     for (size_t i = 0; s->comm && i < p->ncomm; i++) by_src[s->comm[i].src]++;
