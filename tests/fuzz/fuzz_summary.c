@@ -10,7 +10,8 @@
  * memos) and memos only (tp_run_fill_memos), with the decoded slim process as the section's
  * process (its comm op count sizes the comm memo). Each outcome must be a clean failure or a
  * decoded value; a decoded one is then used as its readers use it — the slim process's label
- * and metadata (the loader's rank lookup), the section's JSON printed, the rank result in the
+ * and metadata (the loader's rank lookup), the report's processes and ended-early sections of
+ * a run of that process alone, the section's JSON printed, the rank result in the
  * text report, the comm memo as comm_rank.c indexes by it, the parts coded again as the
  * writer codes them — and everything is freed (a leak fails the run). The HTML report and
  * the run-level analyses (diagnosis, clocks, communication across ranks) are not run here.
@@ -27,14 +28,16 @@
 
 #include <cjson/cJSON.h>
 
+#include "analysis/ended.h"
 #include "analysis/model.h"
 #include "analysis/model_load.h"
+#include "analysis/processes.h"
 #include "analysis/report.h"
 #include "analysis/summary.h"
 
 /* What readers do with a decoded slim process: its label (the report's rank names, the
  * summary key), the metadata the loader reads, and the slim block coded again. */
-static void use_slim(tp_process *p) {
+static void use_slim(tp_run *run, tp_process *p) {
     char label[64];
     tp_process_label(p, label, sizeof label);
     /* as tp_summary_slim_load sets them */
@@ -52,6 +55,21 @@ static void use_slim(tp_process *p) {
     tp_sum_buf w = {0};
     tp_sum_slim(&w, p, 0);
     free(w.b);
+    /* the report's processes and ended-early sections of a run of this process alone (a
+     * rank: the role's zero value; the load's roles are not decided here) */
+    static FILE *null;
+    if (!null && !(null = fopen("/dev/null", "w"))) abort();
+    tp_run one = {.procs = p, .nprocs = 1, .pool = run->pool};
+    tp_run_results res;
+    memset(&res, 0, sizeof res);
+    cJSON *rep = cJSON_CreateObject();
+    if (!rep) abort();
+    tp_processes_compute(&res, &one);
+    for (size_t i = 0; i < res.nprocs; i++) cJSON_Delete(tp_process_json(&res.procs[i]));
+    tp_ended_section(rep, &res.findings, &one, &res.ended);
+    tp_ended_text(null, &res.ended, "", "", "");
+    cJSON_Delete(rep);
+    tp_run_results_free(&res);
 }
 
 /* The section's parts: the JSON printed, the rank result written as the text report writes
@@ -113,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!run.pool) abort();
     tp_process p;
     int have = tp_summary_slim_decode(&run, slim, (size_t)slim_len, &p);
-    if (have) use_slim(&p);
+    if (have) use_slim(&run, &p);
     else {
         /* a failed decoding leaves p zeroed: the section of an empty process */
         for (size_t i = 0; i < sizeof p; i++)
