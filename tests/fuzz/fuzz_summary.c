@@ -11,10 +11,11 @@
  * process (its comm op count sizes the comm memo). Each outcome must be a clean failure or a
  * decoded value; a decoded one is then used as its readers use it — the slim process's label
  * and metadata (the loader's rank lookup), the report's processes and ended-early sections of
- * a run of that process alone, the section's JSON printed, the rank result in the
- * text report, the comm memo as comm_rank.c indexes by it, the parts coded again as the
- * writer codes them — and everything is freed (a leak fails the run). The HTML report and
- * the run-level analyses (diagnosis, clocks, communication across ranks) are not run here.
+ * a run of that process alone, the section's JSON printed, the rank result and its JSON in
+ * the text and HTML reports of a run of that rank alone, the comm memo as comm_rank.c indexes
+ * by it, the parts coded again as the writer codes them — and everything is freed (a leak
+ * fails the run). The run-level analyses (diagnosis, clocks, stragglers, communication
+ * across ranks) are not run here: their results are left empty.
  *
  * The input: the slim body's length (8 bytes, little-endian), the slim body, then the section
  * body (the rest). A length past the input's end makes the whole input after it the slim
@@ -34,6 +35,7 @@
 #include "analysis/processes.h"
 #include "analysis/report.h"
 #include "analysis/summary.h"
+#include "export/html.h"
 
 /* What readers do with a decoded slim process: its label (the report's rank names, the
  * summary key), the metadata the loader reads, and the slim block coded again. */
@@ -89,6 +91,13 @@ static void use_parts(const tp_process *p, tp_summary_parts *s) {
         for (size_t c = 0; c < TP_NCAPABILITIES; c++) rep.res.caps[c].name = "";
         for (size_t c = 0; c < TP_NCAPABILITIES; c++) rep.res.caps[c].status = "";
         tp_report_write_text(&rep, null, 1);
+        /* and the HTML report, which reads the section's JSON too (its generic views) */
+        rep.res.run.run_id = "fuzz";
+        rep.doc = cJSON_CreateObject();
+        cJSON *ranks = rep.doc ? cJSON_AddArrayToObject(rep.doc, "ranks") : NULL;
+        if (!ranks || (s->section && !cJSON_AddItemReferenceToArray(ranks, s->section))) abort();
+        tp_html_write(&rep, NULL, null);
+        cJSON_Delete(rep.doc);
     }
     uint64_t by_src[3] = {0};
     for (size_t i = 0; s->comm && i < p->ncomm; i++) by_src[s->comm[i].src]++;
