@@ -1,8 +1,9 @@
 # Fuzz targets (tests/fuzz/README.md): one per reader of input from outside the process —
 # rank files through the report, export and diff (fuzz_rankfile), an endpoint's /metrics
 # answer through `trainprof top` (fuzz_metrics), a report.json read back by `trainprof diff`
-# (fuzz_report_json), a torch.profiler trace through the same (fuzz_kineto). Each keeps its corpus in tests/fuzz/corpus/<target>: seeds made from
-# real files and every input that once found a bug.
+# (fuzz_report_json), a torch.profiler trace through the same (fuzz_kineto), the bodies of a
+# rank file's summary through their decoders (fuzz_summary). Each keeps its corpus in
+# tests/fuzz/corpus/<target>: seeds made from real files and every input that once found a bug.
 #
 # Every build: fuzz_replay_<target> runs the plain driver (fuzz_main.c) over the corpus; in
 # the ASan+UBSan build a crash, a memory error or undefined behaviour on a kept input fails it.
@@ -10,7 +11,7 @@
 # <build>/fuzz, `cmake --build build --target fuzzers`, which `make check` does) replays the
 # corpus and then fuzzes for TPROF_FUZZ_SECONDS (15) seconds; skipped (77) without clang and
 # its fuzzer runtime, or when the fuzzers were not built.
-set(TPROF_FUZZ_TARGETS rankfile metrics report_json kineto)
+set(TPROF_FUZZ_TARGETS rankfile metrics report_json kineto summary)
 set(fuzz_src_rankfile fuzz/fuzz_rankfile.c)
 set(fuzz_libs_rankfile tprof_analysis)
 set(fuzz_src_metrics fuzz/fuzz_metrics.c ${CMAKE_SOURCE_DIR}/cli/top_parse.c
@@ -20,6 +21,8 @@ set(fuzz_src_report_json fuzz/fuzz_report_json.c)
 set(fuzz_libs_report_json tprof_analysis)
 set(fuzz_src_kineto fuzz/fuzz_kineto.c)
 set(fuzz_libs_kineto tprof_analysis)
+set(fuzz_src_summary fuzz/fuzz_summary.c)
+set(fuzz_libs_summary tprof_analysis)
 
 if(TPROF_SANITIZE STREQUAL "thread")
   return() # nothing here is concurrent: the TSan build leaves them out

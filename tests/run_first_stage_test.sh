@@ -64,7 +64,7 @@ SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r3" --summarize-with 
     "$LM" --steps 10 >/dev/null 2>&1 || fail "run r3"
 SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r4" -- srun true >/dev/null 2>&1
 [ "$(wc -l <"$SRUN_LOG")" -eq 3 ] || fail "a stage ran: $(cat "$SRUN_LOG")"
-ls "$tmp"/r2 "$tmp"/r3 "$tmp"/r4 | grep -q 'sum' && fail "summaries without a stage"
+ls "$tmp"/r2 "$tmp"/r3 "$tmp"/r4 | grep -q '\.sum' && fail "summaries without a stage"
 
 # 3. a launcher that fails, one that hangs: the same report, the job's status
 TRAINPROF_SUMMARIZE_WITH=false "$TP" run -q -o "$tmp/r5" -- "$LM" --steps 20 >/dev/null \

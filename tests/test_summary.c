@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "analysis/model.h"
 #include "analysis/report.h"
@@ -358,6 +359,47 @@ static void stale_and_damaged(void **state) {
      * becomes its helper (no section); ranks 2 and 3 keep theirs */
     copy_file(other, file);
     same_with_sums(&c, &o, 2, 1, 5, "rank file replaced");
+    synth_rmtree(c.top);
+}
+
+/* A slim body whose record counts lie, its CRC made right (a body the reader cannot tell from
+ * a true one by its checksum), and its section damaged so that the section is computed again
+ * from the rank file: the whole load sizes its arrays by the slim process's counts
+ * (model.c, reserve_like), where 2^63 GPU records wrapped the allocation's size to nothing.
+ * The count is more records than the file has bytes: the slim block is not valid, the file is
+ * decoded, and the report is the one without summaries. */
+static void lying_counts(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char file[700], sum[800];
+    rank_path(&c, 100, file, sum);
+    sum_layout l = layout_of(sum);
+    FILE *f = fopen(sum, "r+b");
+    assert_non_null(f);
+    uint64_t blen, at = (uint64_t)l.slim_body, file_bytes, nrec[5];
+    assert_int_equal(fseek(f, l.slim_body - 12, SEEK_SET), 0);
+    assert_int_equal(fread(&blen, 8, 1, f), 1);
+    unsigned char *body = malloc(blen);
+    assert_non_null(body);
+    assert_int_equal(fseek(f, l.slim_body, SEEK_SET), 0);
+    assert_int_equal(fread(body, 1, blen, f), blen);
+    /* the body ends with the file's size and the five record counts (summary_slim.c) */
+    memcpy(&file_bytes, body + blen - 48, 8);
+    memcpy(nrec, body + blen - 40, sizeof nrec);
+    assert_int_equal(file_bytes, (uint64_t)synth_file_size(file));
+    assert_true(nrec[0] > 0 && nrec[0] < file_bytes); /* the rank's GPU records */
+    nrec[0] = (uint64_t)1 << 63;
+    memcpy(body + blen - 40, nrec, sizeof nrec);
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), body, (uInt)blen);
+    assert_int_equal(fseek(f, (long)at - 4, SEEK_SET), 0);
+    assert_int_equal(fwrite(&crc, 4, 1, f), 1);
+    assert_int_equal(fwrite(body, 1, blen, f), blen);
+    assert_int_equal(fclose(f), 0);
+    free(body);
+    assert_int_equal(synth_flip_byte(sum, -3, 0x01), 0);
+    same_with_sums(&c, &o, 3, 1, 5, "slim counts past the file");
     synth_rmtree(c.top);
 }
 
@@ -714,6 +756,7 @@ int main(void) {
         cmocka_unit_test(synthetic_run),  cmocka_unit_test(stale_and_damaged),
         cmocka_unit_test(sampler_touched), cmocka_unit_test(options_key),
         cmocka_unit_test(memos),          cmocka_unit_test(write_error),
+        cmocka_unit_test(lying_counts),
         cmocka_unit_test(damaged_in_place), cmocka_unit_test(hostile_names),
         cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
         cmocka_unit_test(features),       cmocka_unit_test(codec),

@@ -221,9 +221,8 @@ static int finish_process(loader *L) {
     return rc;
 }
 
-/* Header strings are raw bytes: keep them valid UTF-8 (bad bytes become U+FFFD) without
- * control bytes, cut to the field's size on a character boundary. */
-static void clean_field(char *f, size_t n) {
+/* model_load.h: header texts are raw bytes, which reports print whole */
+void tp_load_clean_field(char *f, size_t n) {
     f[n - 1] = 0;
     size_t len = strlen(f);
     char tmp[3 * 64 + 1];
@@ -378,19 +377,25 @@ static void drop_torch_twins(tp_process *p) {
 }
 
 /* Room for n records in arr (capacity cap), when n is known (a slim load counted them): a
- * whole load then takes what the records need, not up to twice that while doubling. */
-#define RESERVE(arr, cap, n)                                                     \
-    do {                                                                         \
-        if ((n) && !(arr) && ((arr) = malloc((n) * sizeof *(arr)))) (cap) = (n); \
+ * whole load then takes what the records need, not up to twice that while doubling. Only a
+ * count the file can hold (at most one record a byte, max) is taken: the slim process may
+ * come from a summary (summary.h), whose counts are outside input, and a count past that
+ * (or whose bytes overflow) is left for the array's growth to meet as records come. */
+#define RESERVE(arr, cap, n, max)                                                   \
+    do {                                                                            \
+        if ((n) && (n) <= (max) && (n) <= SIZE_MAX / sizeof *(arr) && !(arr) &&     \
+            ((arr) = malloc((n) * sizeof *(arr))))                                  \
+            (cap) = (n);                                                            \
     } while (0)
 
 /* p's record arrays sized by what slim process `sizes` of the same file counted. */
 static void reserve_like(tp_process *p, const tp_process *sizes) {
-    RESERVE(p->gpu, p->cap_gpu, sizes->nrec_gpu);
-    RESERVE(p->api, p->cap_api, sizes->nrec_api);
-    RESERVE(p->ovh, p->cap_ovh, sizes->nrec_ovh);
-    RESERVE(p->gmem, p->cap_gmem, sizes->nrec_gmem);
-    RESERVE(p->comm, p->cap_comm, sizes->ncomm);
+    uint64_t max = sizes->file_bytes;
+    RESERVE(p->gpu, p->cap_gpu, sizes->nrec_gpu, max);
+    RESERVE(p->api, p->cap_api, sizes->nrec_api, max);
+    RESERVE(p->ovh, p->cap_ovh, sizes->nrec_ovh, max);
+    RESERVE(p->gmem, p->cap_gmem, sizes->nrec_gmem, max);
+    RESERVE(p->comm, p->cap_comm, sizes->ncomm, max);
 }
 
 /* Whether two headers (cleaned) are of one process's file: its host, pid, run and start. */
@@ -408,8 +413,8 @@ static int open_again(const char *path, const tp_process *was, tprof_reader **rd
     int rc = tprof__reader_open_prefix(path, was ? was->file_bytes : 0, rd, err, n);
     if (rc != TPROF_OK || !was) return rc;
     tprof_file_header h = *tprof__reader_header(*rd);
-    clean_field(h.host, sizeof h.host);
-    clean_field(h.run_id, sizeof h.run_id);
+    tp_load_clean_field(h.host, sizeof h.host);
+    tp_load_clean_field(h.run_id, sizeof h.run_id);
     if (same_process(&h, &was->hdr)) return TPROF_OK;
     tprof__reader_close(*rd);
     snprintf(err, n, "replaced by the file of another process (%s:%d) since it was read",
@@ -442,9 +447,9 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
         return rc;
     }
     p->hdr = *tprof__reader_header(rd);
-    clean_field(p->hdr.host, sizeof p->hdr.host);
-    clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
-    clean_field(p->hdr.build, sizeof p->hdr.build);
+    tp_load_clean_field(p->hdr.host, sizeof p->hdr.host);
+    tp_load_clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
+    tp_load_clean_field(p->hdr.build, sizeof p->hdr.build);
     p->domains = calloc(1, sizeof *p->domains);
     if (!p->domains) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->domains[0] = tp_intern(run, "");

@@ -1,7 +1,8 @@
 /*
  * model_load.h — what the two halves of the rank-file loader share: the per-file loading state
  * (model.c reads a file and assembles the run; model_records.c turns each record into the
- * model and keeps the run's string pool). Private to src/analysis/model*.c. One loader reads
+ * model and keeps the run's string pool). Private to src/analysis/model*.c (and
+ * summary_slim.c, which checks a decoded header as the loader leaves one). One loader reads
  * one file on one thread; several loaders may fill one run at once (the pool locks).
  */
 #ifndef TP_MODEL_LOAD_H
@@ -133,6 +134,12 @@ int tp_stream_pop(loader *L, size_t ti, size_t k, uint64_t ts);
  * handed over (take mode) and the stream's marks cleared. */
 int tp_stream_finish(loader *L);
 void tp_stream_free(struct tp_rstream *s);
+
+/* A header text field of n bytes (host, run_id, build) as the loader keeps it: raw bytes
+ * made valid UTF-8 (bad bytes become U+FFFD) without control bytes, cut to the field on a
+ * character boundary and NUL-terminated there; the bytes past the NUL are left as they are.
+ * In place. */
+void tp_load_clean_field(char *f, size_t n);
 
 /* Frees the run's string pool (tp_run_free). */
 void tp_load_pool_free(struct tp_pool *p);

@@ -274,6 +274,34 @@ static void decode(tp_sum_buf *c, const tp_process *p, int memos_only, tp_summar
     c->bad |= c->at != end || end != c->len;
 }
 
+/* The section parts a decoding left, freed; out as tp_summary_read leaves it on failure. */
+static void parts_drop(tp_summary_parts *out, int memos_only) {
+    tp_rank_result *res = out->res;
+    cJSON_Delete(out->section);
+    if (res) {
+        tp_rank_result_free(res);
+        memset(res, 0, sizeof *res);
+    }
+    if (out->steps) tp_steps_free(out->steps);
+    free(out->steps);
+    free(out->comm);
+    memset(out, 0, sizeof *out);
+    out->res = memos_only ? NULL : res;
+}
+
+int tp_summary_section_decode(tp_run *run, const tp_process *p, const void *b, size_t n,
+                              int memos_only, tp_summary_parts *out) {
+    tp_rank_result *res = out->res;
+    memset(out, 0, sizeof *out);
+    out->res = memos_only ? NULL : res;
+    /* the reader never writes c.b: the cast only fits the buffer both ways share */
+    tp_sum_buf c = {.b = (unsigned char *)b, .len = n, .cap = n, .run = run};
+    decode(&c, p, memos_only, out);
+    if (!c.bad) return 1;
+    parts_drop(out, memos_only);
+    return 0;
+}
+
 int tp_summary_read(tp_run *run, const tp_process *p, const tp_report_opts *o, int memos_only,
                     tp_summary_parts *out) {
     tp_rank_result *res = out->res;
@@ -283,23 +311,12 @@ int tp_summary_read(tp_run *run, const tp_process *p, const tp_report_opts *o, i
     int rc = open_checked(run, p, o, &f, 0, 1);
     if (rc <= 0) return rc;
     tp_sum_buf c = {0};
-    c.run = run;
-    if (read_body(f, &c, 1) != 0) c.bad = 1;
+    int ok = read_body(f, &c, 1) == 0;
     fclose(f);
-    if (!c.bad) decode(&c, p, memos_only, out);
+    if (ok) ok = tp_summary_section_decode(run, p, c.b, c.len, memos_only, out);
+    else parts_drop(out, memos_only); /* res left empty, as a failed decoding leaves it */
     free(c.b);
-    if (!c.bad) return 1;
-    cJSON_Delete(out->section);
-    if (out->res) {
-        tp_rank_result_free(out->res);
-        memset(out->res, 0, sizeof *out->res);
-    }
-    if (out->steps) tp_steps_free(out->steps);
-    free(out->steps);
-    free(out->comm);
-    memset(out, 0, sizeof *out);
-    out->res = memos_only ? NULL : res;
-    return -1;
+    return ok ? 1 : -1;
 }
 
 /* A process read of no file: its arrays freed as far as they were read. */
@@ -307,6 +324,16 @@ static void slim_drop(tp_process *p) {
     if (!p->threads) p->nthreads = 0;
     if (!p->damage) p->ndamage = 0;
     tp_process_free(p);
+}
+
+int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p) {
+    memset(p, 0, sizeof *p);
+    /* the reader never writes c.b: the cast only fits the buffer both ways share */
+    tp_sum_buf c = {.b = (unsigned char *)b, .len = n, .cap = n, .run = run};
+    tp_sum_slim(&c, p, 1);
+    if (!c.bad && c.at == c.len) return 1;
+    slim_drop(p);
+    return 0;
 }
 
 int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
@@ -326,10 +353,10 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
          block_key(in, &key) == 1 && read_body(in, &c, 0) == 0;
     fclose(in);
     free(key.b);
-    c.run = run;
-    if (ok) tp_sum_slim(&c, p, 1);
-    ok = ok && !c.bad && c.at == c.len && p->file_bytes == size;
+    ok = ok && tp_summary_slim_decode(run, c.b, c.len, p);
     free(c.b);
+    if (!ok) return -1; /* p is left zeroed */
+    ok = p->file_bytes == size;
     if (ok) { /* what the loader sets itself (summary_slim.c's head comment) */
         const char *v;
         p->path = tp_intern(run, path);

@@ -74,6 +74,15 @@ int tp_summary_check(const tp_run *run, const tp_process *p, const struct tp_rep
 int tp_summary_read(tp_run *run, const tp_process *p, const struct tp_report_opts *o,
                     int memos_only, tp_summary_parts *out);
 
+/* The section block's body (n bytes at b, its key and CRC already found valid) decoded into
+ * *out as tp_summary_read does it: p is the slim process the section is of (its ncomm sizes
+ * the comm memo, its header's host becomes out->res->host), memos_only and out->res as
+ * there. The bytes are outside input: any content is a decoded value or a clean failure.
+ * 1 when decoded (out's parts are the caller's), 0 when not (nothing kept: out->res left
+ * empty). Reads b only; strings interned into run's pool (locks). */
+int tp_summary_section_decode(tp_run *run, const tp_process *p, const void *b, size_t n,
+                              int memos_only, tp_summary_parts *out);
+
 /* Writes slim process p's summary: its slim process (p must be as tp_run_load_slim left it,
  * its file unchanged since: else -1, "the rank file changed since it was read"), and for a
  * rank its section's outputs (in: section and res required; steps and comm may be NULL; in
@@ -132,6 +141,13 @@ int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size);
  * decodes whole. 1 when loaded; 0 when there is no summary, -1 when it is not valid (p is
  * left zeroed either way: the caller decodes the file). Not thread safe for one p. */
 int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p);
+
+/* The slim block's body (n bytes at b, its key and CRC already found valid) decoded into *p
+ * (zeroed first) as tp_summary_slim_load does it, before the loader sets what it sets itself
+ * (path, file, rank and the rest). The bytes are outside input: any content is a decoded
+ * process or a clean failure. 1 when decoded (free p with tp_process_free), 0 when not (p
+ * left zeroed). Reads b only; strings interned into run's pool (locks). */
+int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p);
 
 /* Whether slim process p's summary is whole and current for `trainprof summarize` to leave
  * as it is: its slim block's key and CRC valid, and for a rank, its section's key

@@ -185,13 +185,15 @@ void tp_sum_owned(tp_sum_buf *c, int rd, char **s) {
 }
 
 /* An owned array of n elements of `elem` bytes: whether it is allocated, and on reading its
- * allocation (zeroed). Returns whether it is, for the caller to code its elements. */
+ * allocation (zeroed). Returns whether it is, for the caller to code its elements. Reading,
+ * n elements without an array is damage: the readers walk an array by its count alone. */
 int tp_sum_array(tp_sum_buf *c, int rd, void *arrp, size_t n, size_t elem) {
     void **arr = arrp;
     unsigned char has = rd ? 0 : *arr != NULL;
     raw(c, rd, &has, 1);
     if (!rd) return has;
     *arr = NULL;
+    if (!has && n) c->bad = 1;
     if (!has || c->bad) return 0;
     if (n > c->len - c->at) { /* every element takes a byte at least */
         c->bad = 1;
@@ -544,6 +546,7 @@ void tp_sum_steps(tp_sum_buf *c, tp_steps **sp, int rd) {
     }
     int source = (int)s->source;
     I(source), S(s->name), U32(s->thread), Z(s->nsteps), Z(s->nwarmup);
+    if (rd && (source < TP_STEPS_NONE || source > TP_STEPS_ITERATION)) c->bad = 1;
     s->source = (tp_step_source)source;
     if (array(c, rd, &s->steps, s->nsteps, sizeof *s->steps))
         for (size_t i = 0; i < s->nsteps; i++) {
@@ -570,6 +573,8 @@ void tp_sum_comm(tp_sum_buf *c, tp_comm_time **tp, size_t n, int rd) {
         int src = (int)t->src;
         U64(t->start), U64(t->end), I(src), Z(t->kernel), raw(c, rd, &t->device, 4);
         raw(c, rd, &t->shift_ns, 8), I(t->checked);
+        /* the analyses index by it (comm_rank.c: timed ops per source) */
+        if (rd && (src < TP_COMM_TIME_HOST || src > TP_COMM_TIME_GPU)) c->bad = 1;
         t->src = (tp_comm_src)src;
     }
 }

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/model_load.h"
 #include "trainprof.h"
 
 /* Each struct below is coded field by field: a field added to one of them must be added to
@@ -43,18 +44,19 @@ _Static_assert(sizeof(tprof_file_header) == 240, "the file header changed: updat
 
 #define RAW(x) tp_sum_raw(c, rd, &(x), sizeof(x))
 #define S(x) tp_sum_str(c, rd, &(x))
+/* A name the loader always sets (an unknown one is "(unknown name)", model_records.c), which
+ * its readers take as a string (tp_meta's strcmp, the tables' names): NULL is damage. */
+#define SN(x) (tp_sum_str(c, rd, &(x)), c->bad |= rd && !(x))
 #define Z(x) tp_sum_size(c, rd, &(x))
 
-/* An owned array of n elements (tp_sum_array) that holds them: on reading, one that is not
- * allocated yet counts elements is damage. */
+/* An owned array of n elements (tp_sum_array, which rejects a count without an array):
+ * whether its elements are to be coded. */
 static int arr(tp_sum_buf *c, int rd, void *a, size_t n, size_t elem) {
-    int has = tp_sum_array(c, rd, a, n, elem);
-    if (rd && !has && n) c->bad = 1;
-    return has && !c->bad;
+    return tp_sum_array(c, rd, a, n, elem) && !c->bad;
 }
 
 static void range(tp_sum_buf *c, int rd, tp_range *r, size_t i) {
-    S(r->name);
+    SN(r->name);
     RAW(r->start), RAW(r->end), RAW(r->child_ns), RAW(r->parent), RAW(r->domain);
     RAW(r->category), RAW(r->depth), RAW(r->flags), RAW(r->end_tid);
     /* ended.c walks the parents: each precedes its child (model.c, slim_ranges) */
@@ -70,7 +72,7 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
     Z(t->ncounters);
     if (arr(c, rd, &t->counters, t->ncounters, sizeof *t->counters))
         for (size_t i = 0; i < t->ncounters && !c->bad; i++) {
-            S(t->counters[i].name);
+            SN(t->counters[i].name);
             RAW(t->counters[i].ts), RAW(t->counters[i].value);
         }
     Z(t->nsteps);
@@ -89,7 +91,7 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
 static void comm_op(tp_sum_buf *c, int rd, tp_comm_op *x) {
     RAW(x->start), RAW(x->end), RAW(x->gpu_start), RAW(x->gpu_end), RAW(x->bytes);
     RAW(x->count), RAW(x->comm_hash);
-    S(x->name);
+    SN(x->name);
     RAW(x->seq), RAW(x->nranks), RAW(x->rank), RAW(x->op), RAW(x->algo), RAW(x->proto);
     RAW(x->peer), RAW(x->flags), RAW(x->nchannels), RAW(x->source), RAW(x->os_tid);
     RAW(x->dtype);
@@ -99,7 +101,7 @@ static void comm_op(tp_sum_buf *c, int rd, tp_comm_op *x) {
 static void lists(tp_sum_buf *c, int rd, tp_process *p) {
     Z(p->nmeta);
     if (arr(c, rd, &p->meta, p->nmeta, sizeof *p->meta))
-        for (size_t i = 0; i < p->nmeta && !c->bad; i++) S(p->meta[i].key), S(p->meta[i].value);
+        for (size_t i = 0; i < p->nmeta && !c->bad; i++) SN(p->meta[i].key), SN(p->meta[i].value);
     if (rd) p->cap_meta = p->meta ? p->nmeta : 0;
     Z(p->ndomains);
     if (arr(c, rd, &p->domains, p->ndomains, sizeof *p->domains))
@@ -108,11 +110,14 @@ static void lists(tp_sum_buf *c, int rd, tp_process *p) {
     if (arr(c, rd, &p->categories, p->ncategories, sizeof *p->categories))
         for (size_t i = 0; i < p->ncategories && !c->bad; i++) {
             RAW(p->categories[i].domain), RAW(p->categories[i].id);
-            S(p->categories[i].name);
+            SN(p->categories[i].name);
         }
     Z(p->ndamage);
     if (arr(c, rd, &p->damage, p->ndamage, sizeof *p->damage))
-        for (size_t i = 0; i < p->ndamage && !c->bad; i++) tp_sum_owned(c, rd, &p->damage[i]);
+        for (size_t i = 0; i < p->ndamage && !c->bad; i++) {
+            tp_sum_owned(c, rd, &p->damage[i]); /* a line each: printed whole */
+            c->bad |= rd && !p->damage[i];
+        }
     Z(p->ndrops);
     if (arr(c, rd, &p->drops, p->ndrops, sizeof *p->drops))
         for (size_t i = 0; i < p->ndrops && !c->bad; i++) {
@@ -122,11 +127,27 @@ static void lists(tp_sum_buf *c, int rd, tp_process *p) {
     if (rd) p->cap_drops = p->drops ? p->ndrops : 0;
 }
 
+/* Reading: the header's texts must be as the loader leaves them (model_load.h,
+ * tp_load_clean_field), ended inside their fields: the reports print them whole, and a text
+ * without its NUL would be read on into the next fields. */
+static void header_texts(tp_sum_buf *c, const tprof_file_header *h) {
+    const char *f[] = {h->host, h->run_id, h->build};
+    _Static_assert(sizeof h->host == sizeof h->run_id && sizeof h->host == sizeof h->build,
+                   "the header's texts are coded as fields of one size");
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        char clean[sizeof h->host];
+        memcpy(clean, f[i], sizeof clean);
+        tp_load_clean_field(clean, sizeof clean);
+        if (!memchr(f[i], 0, sizeof clean) || strcmp(clean, f[i])) c->bad = 1;
+    }
+}
+
 void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
     if (!rd && (!p->slim || p->ngpu || p->napi || p->novh || p->ngmem || p->nclips))
         c->bad = 1; /* not a slim process: what it holds is not what a slim load keeps */
     for (size_t i = 0; !rd && i < p->nthreads; i++) c->bad |= p->threads[i].nmarks != 0;
     RAW(p->hdr);
+    if (rd) header_texts(c, &p->hdr);
     lists(c, rd, p);
     Z(p->nthreads);
     if (arr(c, rd, &p->threads, p->nthreads, sizeof *p->threads))
@@ -140,6 +161,12 @@ void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
     if (rd) p->cap_comm = p->comm ? p->ncomm : 0;
     RAW(p->file_bytes);
     Z(p->nrec_gpu), Z(p->nrec_api), Z(p->nrec_ovh), Z(p->nrec_gmem), Z(p->nrec_ranges);
+    /* a whole load sizes its arrays by these (model.c, reserve_like): no count past one record
+     * a byte of the file (a record takes 16 bytes at least, a few once compressed) */
+    if (rd && (p->nrec_gpu > p->file_bytes || p->nrec_api > p->file_bytes ||
+               p->nrec_ovh > p->file_bytes || p->nrec_gmem > p->file_bytes ||
+               p->nrec_ranges > p->file_bytes))
+        c->bad = 1;
     if (rd) p->slim = 1;
     /* the domains' first is the default (""): every domain index of 0 reads it */
     if (rd && !c->bad && (!p->ndomains || !p->domains || !p->domains[0])) c->bad = 1;
