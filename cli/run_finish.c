@@ -256,15 +256,36 @@ typedef struct stage_result {
     int status; /* the launcher's wait status when it ended by itself, else -1 */
 } stage_result;
 
+/* In the supervisor, on SIGTSTP (Ctrl-Z: the terminal's foreground group, which holds
+ * trainprof run and the supervisor but not the launcher's group): the launcher's group is
+ * stopped with them, and resumed when the supervisor is (`fg`, `bg`: SIGCONT to this group).
+ * The time stopped does not count against the limit: t0 moves on by it. */
+static void stop_with_group(pid_t pgid, struct timespec *t0) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    kill(-pgid, SIGSTOP);
+    raise(SIGSTOP); /* returns once resumed */
+    kill(-pgid, SIGCONT);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    t0->tv_sec += b.tv_sec - a.tv_sec;
+    t0->tv_nsec += b.tv_nsec - a.tv_nsec;
+    while (t0->tv_nsec >= 1000000000L) t0->tv_sec++, t0->tv_nsec -= 1000000000L;
+    while (t0->tv_nsec < 0) t0->tv_sec--, t0->tv_nsec += 1000000000L;
+}
+
 /* In the supervisor: waits for the launcher `pid` at most limit_s, or until one of `stop`
  * (blocked here) arrives: this process's parent's request or death, or a signal to their
  * group. Then SIGTERM to the launcher's group, SIGKILL 5 s later (to the launcher too,
- * should it have left its group); then what it left in its group is ended. */
+ * should it have left its group); then what it left in its group is ended. SIGTSTP and
+ * SIGCONT, blocked here too, stop and resume the launcher's group with the supervisor. */
 static stage_result supervise(pid_t pid, int limit_s, const sigset_t *stop) {
     struct timespec t0, tick = {0, 20000000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     stage_result r = {STAGE_ENDED, -1};
     double termed = -1; /* when SIGTERM was sent, in s */
+    sigset_t waited = *stop;
+    sigaddset(&waited, SIGTSTP);
+    sigaddset(&waited, SIGCONT);
     for (;;) {
         pid_t w = waitpid(pid, &r.status, WNOHANG);
         if (w == pid) break;
@@ -272,8 +293,11 @@ static stage_result supervise(pid_t pid, int limit_s, const sigset_t *stop) {
             r.status = -1;
             break;
         }
+        int sig = sigtimedwait(&waited, NULL, &tick); /* the tick's sleep */
+        if (sig == SIGTSTP) stop_with_group(pid, &t0);
+        if (sig == SIGCONT) kill(-pid, SIGCONT); /* resumed by another's SIGSTOP */
+        if (sig == SIGTSTP || sig == SIGCONT) sig = 0;
         double s = since_s(&t0);
-        int sig = sigtimedwait(stop, NULL, &tick); /* the tick's sleep */
         if (termed < 0 && (s >= limit_s || sig > 0)) {
             r.how = sig > 0 ? STAGE_SIGNAL : STAGE_LIMIT;
             kill(-pid, SIGTERM);
@@ -299,6 +323,11 @@ static void supervisor(char **argv, int limit_s, const sigset_t *stop, const sig
                        int wfd) {
     /* what the launcher leaves behind becomes the supervisor's child (end_stage_group) */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    sigset_t jobctl; /* taken by supervise's sigtimedwait; the launcher gets `prev` */
+    sigemptyset(&jobctl);
+    sigaddset(&jobctl, SIGTSTP);
+    sigaddset(&jobctl, SIGCONT);
+    sigprocmask(SIG_BLOCK, &jobctl, NULL);
     pid_t me = getpid(), pid = fork();
     if (pid == 0) {
         setpgid(0, 0);

@@ -8,9 +8,9 @@
 # tests/fuzz/README.md), and ccache, with which the wheel test (python_wheel) compiles the
 # library once for its wheels. python3-pip and python3-venv: `pip wheel .` and the venvs of
 # scripts/build-wheel.sh. protobuf-compiler: protoc decodes the Perfetto export in
-# perfetto_protoc (skipped, 77, without it).
+# perfetto_protoc (skipped, 77, without it). procps: ps and kill, which the tests use.
 set -e
-PKGS="build-essential cmake pkg-config zlib1g-dev libzstd-dev libcjson-dev libcmocka-dev python3 python3-dev python3-pip python3-venv libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev protobuf-compiler"
+PKGS="build-essential cmake pkg-config zlib1g-dev libzstd-dev libcjson-dev libcmocka-dev python3 python3-dev python3-pip python3-venv libopenmpi-dev openmpi-bin libmicrohttpd-dev libncurses-dev protobuf-compiler procps"
 [ "${1:-}" = "--test-extras" ] && PKGS="$PKGS prometheus chromium python3-torch clang libclang-rt-14-dev ccache"
 missing=""
 for p in $PKGS; do

@@ -6,7 +6,8 @@
 # after the job, the summaries it writes are valid for the report that follows (which is the
 # report without them), and nothing runs outside an allocation, with `off`, or without rank
 # files. A launcher that fails or hangs (stopped at TRAINPROF_SUMMARIZE_LIMIT_S) leaves the
-# same report and the job's exit status. Then, with Open MPI's mpirun given as the launcher,
+# same report and the job's exit status; Ctrl-Z stops the launcher's group with trainprof run,
+# and the time stopped is not counted against the limit. Then, with Open MPI's mpirun given as the launcher,
 # two tasks share the files; skipped (exit 77, after the rest has passed) without mpirun.
 set -u
 TP=$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1") LM=$2
@@ -196,6 +197,36 @@ for pp in /the/users:/path unset; do
         >/dev/null 2>&1 || fail "run r13 ($pp)"
     [ "$(cat "$tmp/pythonpath")" = $pp ] || fail "the stage's PYTHONPATH: $(cat "$tmp/pythonpath")"
 done
+
+# Ctrl-Z: SIGTSTP to trainprof run's group stops the launcher's group (a group of its own,
+# which the terminal does not reach) with it, SIGCONT resumes it, and the time stopped does
+# not count against the limit: 2 s of ticks stopped for 5 s passes a 7 s limit. setsid gives
+# trainprof run a group of its own (an orphaned one, where SIGTSTP's default action is
+# discarded: the supervisor, which takes it, stops the launcher's group all the same).
+cat >"$tmp/bin/ticks" <<'EOF2'
+#!/bin/sh
+sh -c 'for i in $(seq 20); do echo $i >>"$STAGE_DIR/ticks"; sleep 0.1; done'
+exec "$@"
+EOF2
+chmod +x "$tmp/bin/ticks"
+TRAINPROF_SUMMARIZE_LIMIT_S=7 setsid "$TP" run -q -o "$tmp/r15" --summarize-with ticks -- \
+    sh -c "\"$LM\" --steps 5; exit 3" >/dev/null 2>"$tmp/r15.err" &
+tp=$!
+for i in $(seq 200); do [ -s "$tmp/ticks" ] && break; sleep 0.05; done
+[ -s "$tmp/ticks" ] || fail "the ticking launcher did not start: $(cat "$tmp/r15.err")"
+/bin/kill -s TSTP -- -$tp
+sleep 0.5
+n1=$(wc -l <"$tmp/ticks")
+sleep 4.5
+n2=$(wc -l <"$tmp/ticks")
+/bin/kill -s CONT -- -$tp
+wait $tp
+rc=$?
+[ "$n1" -eq "$n2" ] || fail "the launcher's group went on while stopped ($n1, then $n2 ticks)"
+[ $rc -eq 3 ] || fail "after Ctrl-Z: exit status $rc: $(cat "$tmp/r15.err")"
+[ "$(wc -l <"$tmp/ticks")" -eq 20 ] || fail "the launcher's group was not resumed"
+grep -q "rank summaries written through ticks" "$tmp/r15.err" ||
+    fail "the time stopped counted against the limit: $(cat "$tmp/r15.err")"
 
 # 6. a file-size limit (ulimit -f) that takes the rank file but not its summary nor the
 # reports: failed writes (no temporary file left), not SIGXFSZ; the job's exit status
