@@ -7,8 +7,9 @@
 # report without them), and nothing runs outside an allocation, with `off`, or without rank
 # files. A launcher that fails or hangs (stopped at TRAINPROF_SUMMARIZE_LIMIT_S) leaves the
 # same report and the job's exit status; Ctrl-Z stops the launcher's group with trainprof run,
-# and the time stopped is not counted against the limit. Then, with Open MPI's mpirun given as the launcher,
-# two tasks share the files; skipped (exit 77, after the rest has passed) without mpirun.
+# and the time stopped is not counted against the limit. Then, with Open MPI's mpirun given as
+# the launcher, two tasks share the files; skipped (exit 77, after the rest has passed) without
+# mpirun.
 set -u
 TP=$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1") LM=$2
 tmp=$(mktemp -d "${TPROF_TEST_TMP:-/tmp}/first-stage-XXXXXX")
