@@ -699,6 +699,7 @@ static int run_environment(run_opts *o, run_plan *p) {
     make_run_id(p->absdir, p->run_id, sizeof p->run_id);
     setenv("TRAINPROF_DIR", p->absdir, 1);
     setenv("TRAINPROF_RUN_ID", p->run_id, 1);
+    run_save_user_env(); /* the first stage gets the user's own back */
     if (set_injection(p->lib) != 0) return -1;
     if (o->a.step_name) setenv("TRAINPROF_STEP_NAME", o->a.step_name, 1);
     if (o->ring_kb) setenv("TRAINPROF_RING_KB", o->ring_kb, 1);

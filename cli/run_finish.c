@@ -180,16 +180,72 @@ static int launcher_words(const char *how, const char *cmd_exe, char *buf, size_
     return 4;
 }
 
+/* The injection variables as the user had them before the job's were set (run_save_user_env),
+ * for the stage: the user's own preloads (a site's network or file-system shim a launcher may
+ * need) are the stage's too, trainprof's are not. */
+static const char *const inj_names[] = {"LD_PRELOAD", "NVTX_INJECTION64_PATH",
+                                        "CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN"};
+enum { N_INJ = sizeof inj_names / sizeof *inj_names };
+static char *g_user_inj[N_INJ];
+
+void run_save_user_env(void) {
+    for (size_t i = 0; i < N_INJ; i++) {
+        const char *v = getenv(inj_names[i]);
+        free(g_user_inj[i]);
+        g_user_inj[i] = v && *v ? strdup(v) : NULL; /* out of memory: as if unset */
+    }
+}
+
+/* Whether the path p (n bytes) names a trainprof library (libtrainprof.so, libtrainprof_mpi.so,
+ * another build's): the summarize tasks would record themselves into the run. */
+static int is_trainprof_lib(const char *p, size_t n) {
+    size_t b = n;
+    while (b > 0 && p[b - 1] != '/') b--;
+    return n - b >= 12 && memcmp(p + b, "libtrainprof", 12) == 0;
+}
+
+/* In the stage's child: the injection variables back to the user's, without trainprof's
+ * libraries (LD_PRELOAD's entries split as ld.so splits them, at colons and blanks). */
+static void restore_user_injection(void) {
+    for (size_t i = 0; i < N_INJ; i++) {
+        unsetenv(inj_names[i]);
+        const char *v = g_user_inj[i];
+        if (!v) continue;
+        if (i > 0) {
+            if (!is_trainprof_lib(v, strlen(v))) setenv(inj_names[i], v, 1);
+            continue;
+        }
+        char *kept = malloc(strlen(v) + 1);
+        if (!kept) continue;
+        size_t k = 0;
+        for (const char *q = v; *q;) {
+            size_t l = strcspn(q, ": \t");
+            if (l && !is_trainprof_lib(q, l)) {
+                if (k) kept[k++] = ':';
+                memcpy(kept + k, q, l);
+                k += l;
+            }
+            q += l;
+            if (*q) q++;
+        }
+        kept[k] = 0;
+        if (k) setenv(inj_names[i], kept, 1);
+        free(kept);
+    }
+}
+
 /* The job's variables that must not reach the summarize tasks: the injection (they would
- * record themselves into the run), the run's identity, and the report options' twins (the
- * options are passed explicitly, the report's own). In the stage's child alone. */
+ * record themselves into the run: the user's own are given back), the run's identity, and the
+ * report options' twins (the options are passed explicitly, the report's own). In the stage's
+ * child alone. */
 static void clean_environment(void) {
     static const char *const names[] = {
-        "LD_PRELOAD", "NVTX_INJECTION64_PATH", "CUDA_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN",
-        "TRAINPROF_DIR", "TRAINPROF_RUN_ID", "TRAINPROF_NVML_SAMPLER", "TRAINPROF_METRICS_PORT",
-        "TRAINPROF_PYTHON", "TRAINPROF_STEP_NAME", "TRAINPROF_WARMUP", "TRAINPROF_DATA_NAMES",
+        "TRAINPROF_DIR",       "TRAINPROF_RUN_ID",     "TRAINPROF_NVML_SAMPLER",
+        "TRAINPROF_METRICS_PORT", "TRAINPROF_PYTHON",  "TRAINPROF_STEP_NAME",
+        "TRAINPROF_WARMUP",    "TRAINPROF_DATA_NAMES", "TRAINPROF_CUPTI_YIELDED",
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
+    restore_user_injection();
     /* --python put its sitecustomize's directory first on PYTHONPATH (cmd_run.c): a Python
      * launcher (torchrun) would import it. The user's own path is what follows it. */
     static const char mark[] = "/trainprof/_autostart";

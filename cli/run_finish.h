@@ -32,6 +32,11 @@ int run_report_create_failures(const char *dir, time_t since);
  * computed here). What is wrong in msg (n bytes) when not 0. */
 int run_first_stage_check(const char *how, char *msg, size_t n);
 
+/* Keeps the injection variables (LD_PRELOAD, NVTX_INJECTION64_PATH, CUDA_INJECTION64_PATH,
+ * NCCL_PROFILER_PLUGIN) as they are now, the user's, before the job's are set: the first
+ * stage gets them back, without trainprof's libraries. Called once, before the job starts. */
+void run_save_user_env(void);
+
 /* The first stage of the report on the job's nodes. `how` is --summarize-with:
  *   "auto" (or NULL): when CMD (`cmd_exe`, resolved) is Slurm's srun and this process is in a
  *       Slurm allocation (SLURM_JOB_ID set), `srun --nodes=N --ntasks=N --ntasks-per-node=1`
@@ -43,8 +48,9 @@ int run_first_stage_check(const char *how, char *msg, size_t n);
  * The launcher runs `<this trainprof> summarize --warmup W --top T [--step-name S]
  * [--data-names D] DIR` with the report's own options `a` (so that the summaries are valid for
  * this report), in a process group of its own, its output in DIR/summarize.log (created for
- * it, replacing whatever had the name), the job's injection variables removed (the summarize
- * tasks record nothing) and SIGPIPE at its default action, for at most `limit_s` seconds (then
+ * it, replacing whatever had the name), the job's injection variables as the user had them
+ * (run_save_user_env: trainprof's libraries left out, so that the summarize tasks record
+ * nothing) and SIGPIPE at its default action, for at most `limit_s` seconds (then
  * SIGTERM to its group, SIGKILL 5 s later). The group ends with the stage: what the launcher
  * leaves in it is ended when it exits; SIGTERM, SIGINT, SIGHUP or SIGQUIT to this process
  * while it waits end the group as the limit does, then this process by that signal (no

@@ -136,6 +136,8 @@ EOF2
 cat >"$tmp/bin/pyenv" <<'EOF2'
 #!/bin/sh
 echo "${PYTHONPATH-unset}" >"$STAGE_DIR/pythonpath"
+echo "${LD_PRELOAD-unset}|${CUDA_INJECTION64_PATH-unset}|${NVTX_INJECTION64_PATH-unset}|\
+${NCCL_PROFILER_PLUGIN-unset}" >"$STAGE_DIR/injection"
 exec "$@"
 EOF2
 cat >"$tmp/bin/leave" <<'EOF2'
@@ -198,6 +200,15 @@ for pp in /the/users:/path unset; do
         >/dev/null 2>&1 || fail "run r13 ($pp)"
     [ "$(cat "$tmp/pythonpath")" = $pp ] || fail "the stage's PYTHONPATH: $(cat "$tmp/pythonpath")"
 done
+[ "$(cat "$tmp/injection")" = "unset|unset|unset|unset" ] ||
+    fail "trainprof's injection reached the stage: $(cat "$tmp/injection")"
+# the user's own preload and CUDA tool are the stage's too (trainprof's are not)
+libc=$(ldd "$TP" | awk '$1 ~ /^libc\.so/ {print $3}')
+tool=/opt/tool/libToolsInjection64.so
+LD_PRELOAD=$libc CUDA_INJECTION64_PATH=$tool "$TP" run -q -o "$tmp/r16" --summarize-with pyenv \
+    -- "$LM" --steps 5 >/dev/null 2>&1 || fail "run r16"
+[ "$(cat "$tmp/injection")" = "$libc|$tool|unset|unset" ] ||
+    fail "the user's injection variables in the stage: $(cat "$tmp/injection")"
 
 # Ctrl-Z: SIGTSTP to trainprof run's group stops the launcher's group (a group of its own,
 # which the terminal does not reach) with it, SIGCONT resumes it, and the time stopped does
