@@ -203,11 +203,16 @@ done
 [ "$(cat "$tmp/injection")" = "unset|unset|unset|unset" ] ||
     fail "trainprof's injection reached the stage: $(cat "$tmp/injection")"
 # the user's own preload and CUDA tool are the stage's too (trainprof's are not)
-libc=$(ldd "$TP" | awk '$1 ~ /^libc\.so/ {print $3}')
+# (zlib, which trainprof links: a library that changes nothing when preloaded; not libc, whose
+# preload before a sanitizer build's runtime hides the environment from it)
+libz=$(ldd "$TP" | awk '$1 ~ /^libz\.so/ {print $3}')
 tool=/opt/tool/libToolsInjection64.so
-LD_PRELOAD=$libc CUDA_INJECTION64_PATH=$tool "$TP" run -q -o "$tmp/r16" --summarize-with pyenv \
-    -- "$LM" --steps 5 >/dev/null 2>&1 || fail "run r16"
-[ "$(cat "$tmp/injection")" = "$libc|$tool|unset|unset" ] ||
+# (a sanitizer build's runtime must come first in the library list, which the user's preload
+# changes: its check is turned off for this run)
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 LD_PRELOAD=$libz \
+    CUDA_INJECTION64_PATH=$tool "$TP" run -q -o "$tmp/r16" --summarize-with pyenv -- "$LM" \
+    --steps 5 >/dev/null 2>&1 || fail "run r16"
+[ "$(cat "$tmp/injection")" = "$libz|$tool|unset|unset" ] ||
     fail "the user's injection variables in the stage: $(cat "$tmp/injection")"
 
 # Ctrl-Z: SIGTSTP to trainprof run's group stops the launcher's group (a group of its own,
