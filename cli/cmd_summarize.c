@@ -91,6 +91,90 @@ static const char *task_of(long *task, long *ntasks) {
     return NULL;
 }
 
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* Under a launcher, the tasks share the slim reads before the sections: file j of the run's
+ * rank files (tp_run_rank_files: the same list in every task) is task j % ntasks's, which
+ * writes its summary with its slim process (tp_summary_write_slim), then waits for the other
+ * tasks' (tp_summary_slim_ready), so that its load (tp_run_load_slim) takes every slim process
+ * from a summary instead of decoding every rank file of the run in every task. The wait ends
+ * when every file's is there, or when none has come for `quiet` seconds (a task that is not
+ * running, or is slower: the load decodes what is missing, as it would have without the
+ * share); quiet is 2 s plus three times this task's own time per file. */
+typedef struct share {
+    char **paths;          /* the run's rank files, in the load's order */
+    size_t n;
+    unsigned char *wrote;  /* [n]: this task wrote file j's slim process */
+    size_t mine, ready;    /* this task's files; files whose slim process was ready at the end */
+    double write_s, wait_s;
+} share;
+
+static void share_slims(const char *const *ops, size_t nops, long task, long ntasks,
+                        share *sh) {
+    char err[512], why[512];
+    memset(sh, 0, sizeof *sh);
+    if (tp_run_rank_files(ops, nops, &sh->paths, &sh->n, err, sizeof err) != 0 || !sh->n ||
+        !(sh->wrote = calloc(sh->n, 1)))
+        return; /* the load says what is wrong */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (size_t j = (size_t)task; j < sh->n; j += (size_t)ntasks) {
+        sh->mine++;
+        /* a failure is said once, by the sections' pass, which tries the file again */
+        sh->wrote[j] = tp_summary_write_slim(sh->paths[j], why, sizeof why) == 0;
+    }
+    sh->write_s = seconds_since(&t0);
+    double quiet = 2.0 + 3.0 * (sh->mine ? sh->write_s / (double)sh->mine : 0.0);
+    unsigned char *ok = calloc(sh->n, 1);
+    if (!ok) return;
+    struct timespec tw, last;
+    clock_gettime(CLOCK_MONOTONIC, &tw);
+    last = tw;
+    long pause_ms = 20;
+    for (;;) {
+        size_t before = sh->ready;
+        for (size_t j = 0; j < sh->n; j++)
+            if (!ok[j] && (ok[j] = (unsigned char)tp_summary_slim_ready(sh->paths[j])))
+                sh->ready++;
+        if (sh->ready == sh->n) break;
+        if (sh->ready > before) {
+            clock_gettime(CLOCK_MONOTONIC, &last);
+            pause_ms = 20;
+        } else if (seconds_since(&last) >= quiet) {
+            break;
+        }
+        struct timespec ts = {0, pause_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        if (pause_ms < 500) pause_ms *= 2; /* fewer looks at a shared file system */
+    }
+    sh->wait_s = seconds_since(&tw);
+    free(ok);
+}
+
+static void share_free(share *sh) {
+    for (size_t j = 0; j < sh->n; j++) free(sh->paths[j]);
+    free(sh->paths);
+    free(sh->wrote);
+}
+
+/* Process i's place in the share's list (SIZE_MAX when it is not there: a file that came
+ * after the list was made). The run's processes are in the list's order: the search goes on
+ * from the last place found. */
+static size_t share_index(const share *sh, const char *path, size_t *from) {
+    for (size_t k = 0; k < sh->n; k++) {
+        size_t j = (*from + k) % sh->n;
+        if (!strcmp(sh->paths[j], path)) {
+            *from = j + 1;
+            return j;
+        }
+    }
+    return SIZE_MAX;
+}
+
 int cmd_summarize(int argc, char **argv) {
     /* a summary that does not fit under a file-size limit (ulimit -f) is a failed write
      * (EFBIG: that file gets no summary, its temporary file removed), not SIGXFSZ, which
@@ -127,19 +211,28 @@ int cmd_summarize(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char *dncopy = dn ? strdup(dn) : NULL;
     a.data_names = dncopy;
+    share sh = {0};
+    if (ntasks > 1) share_slims(ops, nops, task, ntasks, &sh);
     tp_run run;
     if (load_runs_slim(ops, nops, &run) != 0) {
+        share_free(&sh);
         free(dncopy);
         return 1;
     }
-    /* the files every task lists alike: the run's files in its order, ranks first (their
-     * sections are the work; the other processes' summaries hold their slim process alone) */
+    /* each file stays with the task that wrote its slim process (no two tasks write one
+     * summary); alone, every file is this task's */
     unsigned char *want = calloc(run.nprocs ? run.nprocs : 1, 1);
-    size_t nth = 0;
-    for (int ranks = 1; ranks >= 0; ranks--)
-        for (size_t i = 0; want && i < run.nprocs; i++)
-            if (run.procs[i].slim && (run.procs[i].role == TP_ROLE_RANK) == ranks)
-                want[i] = (long)(nth++ % (size_t)ntasks) == task;
+    size_t *at = calloc(run.nprocs ? run.nprocs : 1, sizeof *at), from = 0;
+    for (size_t i = 0; want && at && i < run.nprocs; i++) {
+        at[i] = run.procs[i].slim ? share_index(&sh, run.procs[i].path, &from) : SIZE_MAX;
+        want[i] = run.procs[i].slim &&
+                  (ntasks == 1 || (at[i] == SIZE_MAX ? (long)(i % (size_t)ntasks) == task
+                                                     : (long)(at[i] % (size_t)ntasks) == task));
+    }
+    if (!at) {
+        free(want);
+        want = NULL;
+    }
     tp_report_opts o;
     report_opts(&a, &o);
     o.threads = threads;
@@ -153,19 +246,35 @@ int cmd_summarize(int argc, char **argv) {
             fprintf(stderr, "trainprof summarize: unreadable: %s\n", run.errors[i]);
         for (size_t i = 0; i < st.nerrors; i++)
             fprintf(stderr, "trainprof summarize: %s\n", st.errors[i]);
+        /* a file other than a rank's whose summary the share wrote was found up to date by
+         * the sections' pass: it was written by this task all the same */
+        for (size_t i = 0; sh.wrote && i < run.nprocs; i++)
+            if (want[i] && at[i] != SIZE_MAX && sh.wrote[at[i]] &&
+                run.procs[i].role != TP_ROLE_RANK && st.current) {
+                st.current--;
+                st.written++;
+            }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
         char who[96] = "";
         if (launcher) snprintf(who, sizeof who, " task %ld of %ld (%s):", task, ntasks, launcher);
+        char shared[160] = "";
+        if (sh.n)
+            snprintf(shared, sizeof shared, "; %zu of the run's %zu files read from their "
+                     "summaries, after %.2f s waiting for the other tasks'", run.from_summaries,
+                     sh.n, sh.wait_s);
         fprintf(stderr,
                 "trainprof summarize:%s %zu of %zu files summarised (%zu written, %zu "
-                "already up to date, %zu failed) in %.2f s\n",
-                who, st.written + st.current, st.files, st.written, st.current, st.failed, s);
+                "already up to date, %zu failed) in %.2f s%s\n",
+                who, st.written + st.current, st.files, st.written, st.current, st.failed, s,
+                shared);
         /* nothing could be done: files were given and none has a summary */
         if (st.files && st.failed == st.files) rc = TPROF_ERR_IO;
         tp_summarize_stats_free(&st);
     }
     free(want);
+    free(at);
+    share_free(&sh);
     tp_run_free(&run);
     free(dncopy);
     return rc == TPROF_OK ? 0 : 1;

@@ -60,6 +60,21 @@ split "bench-1002.tprof.sum bench-1007.tprof.sum bench-1012.tprof.sum " \
     PMI_RANK=9 PMI_SIZE=7 RANK=2 WORLD_SIZE=5
 # nothing to do for a task beyond the files is no error
 split "" RANK=20 WORLD_SIZE=24
+# the tasks share the slim reads: each writes its own files' slim processes first, then takes
+# the other tasks' from their summaries; run one after another, task k finds 4(k+1) there
+# (task 0 waits for the others, then decodes their files as a task alone did)
+for k in 0 1 2 3; do
+    clean RANK=$k WORLD_SIZE=4 "$TP" summarize "$dir" 2>"$tmp/share.err" ||
+        fail "summarize, task $k: $(cat "$tmp/share.err")"
+    grep -q "task $k of 4 (torchrun): 4 of 4 files summarised (4 written, 0 already up to date, \
+0 failed) in .* s; $((4 * k + 4)) of the run's 16 files read from their summaries, after" \
+        "$tmp/share.err" || fail "task $k's share: $(cat "$tmp/share.err")"
+done
+report shared
+for f in txt json html; do
+    cmp "$tmp/plain.$f" "$tmp/shared.$f" || fail "the $f report differs with shared summaries"
+done
+rm -f "$dir"/*.sum
 # nothing could be done: an error
 clean "$TP" summarize "$tmp/none" 2>/dev/null && fail "summarize of a missing directory succeeded"
 
@@ -76,6 +91,10 @@ cat "$tmp/mpi.out"
 for k in 0 1 2 3; do
     grep -q "task $k of 4 (Open MPI): 4 of 4 files summarised (4 written, 0 already up to date, 0 failed)" \
         "$tmp/mpi.out" || fail "no line of task $k"
+    # its own 4 at least (how many of the others' depends on how the tasks ran side by side)
+    n=$(sed -n "s/.*task $k of 4 .*; \([0-9]*\) of the run's 16 files read from.*/\1/p" \
+        "$tmp/mpi.out")
+    [ "${n:-0}" -ge 4 ] || fail "task $k read its own files' slim processes again: $n"
 done
 [ "$(ls "$dir" | grep -c '\.sum$')" -eq 16 ] || fail "expected 16 summaries: $(ls "$dir")"
 [ "$(ls "$dir" | grep -c '\.tmp\.')" -eq 0 ] || fail "temporary files left: $(ls "$dir")"

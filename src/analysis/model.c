@@ -588,101 +588,7 @@ int tp_load_finish_foreign(tp_process *p) {
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 static void assign_roles(tp_run *run);
-
-/* The files of a run, each with its kind: a rank file, or a torch.profiler trace. */
-typedef struct flist {
-    char **v;
-    unsigned char *kineto;
-    size_t n;
-} flist;
-
-static int add_file(flist *fl, const char *path, int kineto) {
-    char **nv = realloc(fl->v, (fl->n + 1) * sizeof *nv);
-    if (!nv) return TPROF_ERR_NO_MEMORY;
-    fl->v = nv;
-    unsigned char *nk = realloc(fl->kineto, fl->n + 1);
-    if (!nk) return TPROF_ERR_NO_MEMORY;
-    fl->kineto = nk;
-    if (!(fl->v[fl->n] = strdup(path))) return TPROF_ERR_NO_MEMORY;
-    fl->kineto[fl->n++] = (unsigned char)kineto;
-    return 0;
-}
-
-/* A directory's entries that pass `want` (a rank file's name; a trace by content), sorted. */
-static int dir_files(const char *dir, flist *fl, int kineto) {
-    DIR *d = opendir(dir);
-    if (!d) return TPROF_ERR_IO;
-    size_t first = fl->n;
-    int rc = 0;
-    struct dirent *e;
-    while (!rc && (e = readdir(d)) != NULL) {
-        if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) continue;
-        int name_ok = kineto ? ends_with(e->d_name, ".json") || ends_with(e->d_name, ".json.gz")
-                             : ends_with(e->d_name, ".tprof");
-        if (!name_ok) continue;
-        size_t n = strlen(dir) + strlen(e->d_name) + 2;
-        char *path = malloc(n);
-        if (!path) {
-            rc = TPROF_ERR_NO_MEMORY;
-            break;
-        }
-        snprintf(path, n, "%s/%s", dir, e->d_name);
-        if (!kineto || tp_kineto_sniff(path)) rc = add_file(fl, path, kineto);
-        free(path);
-    }
-    closedir(d);
-    if (fl->n - first > 1) {
-        /* one call adds files of one kind only: sorting the names keeps the kinds right */
-        qsort(fl->v + first, fl->n - first, sizeof *fl->v, cmp_str);
-    }
-    return rc;
-}
-
-/* The files one operand names: a directory's rank files, else its torch.profiler traces
- * (*.json, *.json.gz whose content is one); a file (a rank file by its magic, anything
- * else read as a trace, so that a damaged one is named); or the matches of a glob pattern. */
-static int operand_files(const char *op, flist *fl, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(op, &st) != 0) {
-        int e = errno;
-        glob_t g;
-        if (strpbrk(op, "*?[") && glob(op, 0, NULL, &g) == 0) {
-            int rc = 0;
-            for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
-                struct stat s2;
-                if (stat(g.gl_pathv[i], &s2) == 0 && S_ISDIR(s2.st_mode)) continue;
-                rc = operand_files(g.gl_pathv[i], fl, err, errlen);
-            }
-            globfree(&g);
-            return rc;
-        }
-        snprintf(err, errlen, "%s: %s", op, strpbrk(op, "*?[") ? "no file matches" : strerror(e));
-        return strpbrk(op, "*?[") ? TPROF_ERR_NOT_FOUND : TPROF_ERR_IO;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        size_t before = fl->n;
-        int rc = dir_files(op, fl, 0);
-        if (!rc && fl->n == before) rc = dir_files(op, fl, 1);
-        if (rc == TPROF_ERR_IO) snprintf(err, errlen, "%s: %s", op, strerror(errno));
-        return rc;
-    }
-    char magic[8] = {0};
-    FILE *f = fopen(op, "rb");
-    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
-    if (f) fclose(f);
-    int tprof = (got == 8 && !memcmp(magic, TPROF_FILE_MAGIC, 8)) || ends_with(op, ".tprof");
-    return add_file(fl, op, !tprof);
-}
 
 int tp_run_load(const char *dir, tp_run *run, char *err, size_t errlen) {
     return tp_run_load_list(&dir, 1, run, err, errlen);
@@ -699,6 +605,10 @@ int tp_run_load_list(const char *const *ops, size_t nops, tp_run *run, char *err
 int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err,
                      size_t errlen) {
     return run_load(ops, nops, run, err, errlen, 1);
+}
+
+int tp_process_load_slim(tp_run *run, const char *path, tp_process *p) {
+    return load_file(run, path, p, 1, 1, NULL, NULL);
 }
 
 int tp_process_file_check(const tp_process *p, char *why, size_t n) {
@@ -760,11 +670,11 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
         for (char *c = run->dir; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     }
-    flist fl = {0};
+    tp_flist fl = {0};
     int rc = TPROF_OK;
     for (size_t i = 0; rc == TPROF_OK && i < nops; i++) {
         size_t before = fl.n;
-        rc = operand_files(ops[i] ? ops[i] : "", &fl, err, errlen);
+        rc = tp_load_operand_files(ops[i] ? ops[i] : "", &fl, err, errlen);
         if (rc == TPROF_OK && fl.n == before) {
             snprintf(err, errlen, "%s: no .tprof rank files found (nor torch.profiler traces: "
                                   "*.json, *.json.gz holding \"traceEvents\")",
@@ -797,9 +707,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */
     }
-    for (size_t i = 0; i < fl.n; i++) free(fl.v[i]);
-    free(fl.v);
-    free(fl.kineto);
+    tp_flist_free(&fl);
     if (rc == TPROF_OK && run->nprocs == 0) {
         snprintf(err, errlen, "%s: no readable rank file (%zu unreadable)", run->dir,
                  run->nerrors);

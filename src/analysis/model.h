@@ -273,6 +273,18 @@ void tp_run_free(tp_run *run);
  * tp_run_load_list. Not thread safe. */
 int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err,
                      size_t errlen);
+/* The rank files a load of these operands reads (tp_run_load_list's, torch.profiler traces
+ * left out), in its order: *n owned paths in *paths (free each, then the array; NULL when
+ * none). Every reader of one run lists them alike (`trainprof summarize`'s tasks share the
+ * files by their place in it). 0, or TPROF_ERR_IO / TPROF_ERR_NOT_FOUND (err: "OP: why") when
+ * an operand cannot be listed, TPROF_ERR_NO_MEMORY. Reads directories only. */
+int tp_run_rank_files(const char *const *ops, size_t nops, char ***paths, size_t *n, char *err,
+                      size_t errlen);
+/* One rank file read slim, as tp_run_load_slim reads it, into *p (zeroed first), before the
+ * run decides roles (rank, role and the rest are the file's own): its strings in run's pool.
+ * 0; or a negative tprof_err, the file's line in run->errors when it cannot be opened (p then
+ * holds nothing: free it with tp_process_free). Not thread safe on one run. */
+int tp_process_load_slim(tp_run *run, const char *path, tp_process *p);
 /* Reads slim process p's rank file again in full into *out (a process of the run in every
  * respect but the steps memo; its strings in run's pool): roles as p's. Free with
  * tp_process_free. Safe to call from several threads at once on one run (the pool locks);

@@ -112,6 +112,19 @@ size_t tp_load_utf8(const char *s, size_t n, char *dst);
 /* A kernel's shown name (demangled) and class into op, derived once per distinct name; `raw`
  * must be interned in the run (tp_intern): the memo is keyed by its address. */
 void tp_load_kernel_name(tp_run *run, const char *raw, tp_gpu_op *op);
+/* The files of a run, each with its kind: a rank file or a torch.profiler trace (model_files.c). */
+typedef struct tp_flist {
+    char **v;               /* owned paths */
+    unsigned char *kineto;  /* 1: a trace */
+    size_t n;
+} tp_flist;
+/* Appends the files one operand names: a directory's rank files (sorted by name), else its
+ * torch.profiler traces (*.json, *.json.gz whose content is one); a file (a rank file by its
+ * magic or name, anything else read as a trace, so that a damaged one is named); or the
+ * matches of a glob pattern. 0, or TPROF_ERR_IO / TPROF_ERR_NOT_FOUND with err filled,
+ * TPROF_ERR_NO_MEMORY. */
+int tp_load_operand_files(const char *op, tp_flist *fl, char *err, size_t errlen);
+void tp_flist_free(tp_flist *fl);
 /* A new, empty pool (tp_load_pool_free), or NULL. */
 struct tp_pool *tp_load_pool_new(void);
 /* What the rank-file loader does last, for a process another loader filled (kineto_load.c):

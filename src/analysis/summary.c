@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "analysis/model_load.h"
 #include "analysis/report.h"
 #include "trainprof.h"
 
@@ -336,24 +337,65 @@ int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p) 
     return 0;
 }
 
-int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
-    memset(p, 0, sizeof *p);
+/* Rank file `path`'s summary's slim block: 1 when its key is the file's now (tp_sum_slim_key;
+ * *size the file's size) and, with body given, its body passes its CRC (into *body, owned);
+ * 0 when there is no summary; -1 when it is not valid. */
+static int slim_block(const char *path, tp_sum_buf *body, uint64_t *size) {
     char sum[4096];
     int k = snprintf(sum, sizeof sum, "%s%s", path, TP_SUMMARY_SUFFIX);
     int named = k >= 0 && (size_t)k < sizeof sum; /* a path too long has no summary */
     FILE *in = named ? open_regular(sum) : NULL;
     if (!in) return !named || errno == ENOENT ? 0 : -1;
-    tp_sum_buf key = {0}, c = {0};
+    tp_sum_buf key = {0};
     unsigned char head[SUM_HEAD] = {0};
     uint32_t version;
-    uint64_t size;
     int ok = fread(head, 1, sizeof head, in) == sizeof head && !memcmp(head, SUM_MAGIC, 8);
     memcpy(&version, head + 8, 4);
-    ok = ok && version == TP_SUMMARY_VERSION && tp_sum_slim_key(path, &key, &size) == 0 &&
-         block_key(in, &key) == 1 && read_body(in, &c, 0) == 0;
+    ok = ok && version == TP_SUMMARY_VERSION && tp_sum_slim_key(path, &key, size) == 0 &&
+         block_key(in, &key) == 1 && (!body || read_body(in, body, 0) == 0);
     fclose(in);
     free(key.b);
-    ok = ok && tp_summary_slim_decode(run, c.b, c.len, p);
+    return ok ? 1 : -1;
+}
+
+int tp_summary_slim_ready(const char *path) {
+    uint64_t size;
+    return slim_block(path, NULL, &size) == 1;
+}
+
+int tp_summary_write_slim(const char *path, char *why, size_t n) {
+    tp_sum_buf c = {0};
+    uint64_t size;
+    int cur = slim_block(path, &c, &size);
+    free(c.b);
+    if (cur == 1) return 1;
+    tp_run run;
+    memset(&run, 0, sizeof run);
+    if (!(run.pool = tp_load_pool_new())) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    tp_process p;
+    int rc = tp_process_load_slim(&run, path, &p), ok = 0;
+    if (rc != TPROF_OK && !p.nthreads && !p.nmeta) /* the load keeps what a damaged file had */
+        snprintf(why, n, "%s", run.nerrors ? run.errors[0] : tprof_strerror(rc));
+    else
+        ok = tp_summary_write(&run, &p, NULL, NULL, why, n) == 0;
+    tp_process_free(&p);
+    tp_run_free(&run);
+    return ok ? 0 : -1;
+}
+
+int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
+    memset(p, 0, sizeof *p);
+    tp_sum_buf c = {0};
+    uint64_t size;
+    int r = slim_block(path, &c, &size);
+    if (r != 1) {
+        free(c.b);
+        return r;
+    }
+    int ok = tp_summary_slim_decode(run, c.b, c.len, p);
     free(c.b);
     if (!ok) return -1; /* p is left zeroed */
     ok = p->file_bytes == size;

@@ -142,6 +142,19 @@ int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size);
  * left zeroed either way: the caller decodes the file). Not thread safe for one p. */
 int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p);
 
+/* Whether rank file `path` has a summary whose slim block's key is the file's now (the head
+ * and key alone: its body is checked when it is loaded). 1 or 0. Thread safe. */
+int tp_summary_slim_ready(const char *path);
+
+/* The first half of `trainprof summarize` under a launcher, for one rank file: its summary
+ * with its slim process alone (no section), read slim from the file, unless its summary
+ * already holds a valid slim block (its key the file's now, its body's CRC right), which is
+ * left as it is, section and all. Every file is some task's: the other tasks then take its
+ * slim process from the summary (tp_summary_slim_ready) instead of decoding it too. 1 when
+ * left, 0 when written, -1 when the file cannot be read or the summary written (why, n
+ * bytes). Allocates a run of its own; safe on several threads at once for distinct files. */
+int tp_summary_write_slim(const char *path, char *why, size_t n);
+
 /* The slim block's body (n bytes at b, its key and CRC already found valid) decoded into *p
  * (zeroed first) as tp_summary_slim_load does it, before the loader sets what it sets itself
  * (path, file, rank and the rest). The bytes are outside input: any content is a decoded
