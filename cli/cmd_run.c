@@ -91,9 +91,10 @@ static const cli_opt run_opts_table[] = {
      "no report at all: the run is not even read (the rank files stay;\n"
      "trainprof report DIR makes it later) [TRAINPROF_NO_REPORT]"},
     {OPT_SUMMARIZE_WITH, "--summarize-with", NULL, CLI_VALUE, "HOW",
-     "the report's first stage on the job's nodes: auto (default: when\n"
-     "CMD is srun in a Slurm allocation, srun one task per node), off,\n"
-     "or a launcher command, e.g. 'mpirun --map-by ppr:1:node'\n"
+     "the report's first stage on the job's nodes: auto (default: one task\n"
+     "per node through CMD when it is srun in a Slurm allocation, or Open\n"
+     "MPI's mpirun with rank files of other hosts), off, or a launcher\n"
+     "command, e.g. 'mpirun --map-by ppr:1:node'\n"
      "[TRAINPROF_SUMMARIZE_WITH]"},
     {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",
      "live Prometheus metrics: each process serves /metrics on PORT +\n"
@@ -879,7 +880,8 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
     char err[PATH_MAX + 128];
     unsetenv("LD_PRELOAD");
     /* the report's first stage on the job's nodes, as long as a big job's report may take */
-    run_first_stage(o->summarize_with, p->exe, p->absdir, &o->a, o->summarize_limit_s);
+    run_first_stage(o->summarize_with, p->exe, o->cmd, p->absdir, &o->a,
+                    o->summarize_limit_s);
     const char *ops[] = {p->absdir}; /* read for its report alone: in bounded memory */
     if (tp_run_load_slim(ops, 1, &run, err, sizeof err) != TPROF_OK) {
         fprintf(stderr, "trainprof run: no report: %s\n", err);

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/capture_ctl.h"
 #include "format/reader.h"
 #include "run_finish.h"
 
@@ -146,10 +147,125 @@ int run_first_stage_check(const char *how, char *msg, size_t n) {
     return 1;
 }
 
-/* The stage's launcher words into argv (pointing into buf), per run_first_stage's `how`.
- * Returns how many, 0 for none, -1 (with a line) for a value that cannot be used. */
-static int launcher_words(const char *how, const char *cmd_exe, char *buf, size_t n,
-                          char **argv) {
+/* Open MPI's mpirun options (mpirun(1) of 4.x, whose one-dash spellings 5.x still takes)
+ * that the scan of the job's own words knows: how many words follow each as its value, and
+ * whether the stage copies it. Copied: those that choose the job's nodes (the stage must run
+ * on the same ones: orte_hosts(7) for how they combine), and --allow-run-as-root, without
+ * which mpirun refuses to start as root as the job's would have. A rankfile names nodes too,
+ * but it also places each rank, which --map-by cannot be given with: not copied. The rest
+ * are there so that the scan can go past them; its first word that is none of these (the
+ * program, or an option this table lacks, whose value count is unknown) ends it. */
+typedef struct mpi_opt {
+    const char *name;
+    unsigned char values; /* words of its value: 0, 1, or 2 (--mca KEY VALUE) */
+    unsigned char copy;
+} mpi_opt;
+static const mpi_opt mpi_opts[] = {
+    {"-H", 1, 1}, {"-host", 1, 1}, {"--host", 1, 1}, {"-hostfile", 1, 1}, {"--hostfile", 1, 1},
+    {"-machinefile", 1, 1}, {"--machinefile", 1, 1}, {"-default-hostfile", 1, 1},
+    {"--default-hostfile", 1, 1}, {"--allow-run-as-root", 0, 1},
+    {"-np", 1, 0}, {"--np", 1, 0}, {"-n", 1, 0}, {"--n", 1, 0}, {"-c", 1, 0}, {"-N", 1, 0},
+    {"-npernode", 1, 0}, {"--npernode", 1, 0}, {"-npersocket", 1, 0}, {"--npersocket", 1, 0},
+    {"-map-by", 1, 0}, {"--map-by", 1, 0}, {"-rank-by", 1, 0}, {"--rank-by", 1, 0},
+    {"-bind-to", 1, 0}, {"--bind-to", 1, 0}, {"-x", 1, 0}, {"-prefix", 1, 0}, {"--prefix", 1, 0},
+    {"-wdir", 1, 0}, {"--wdir", 1, 0}, {"-wd", 1, 0}, {"--wd", 1, 0}, {"-path", 1, 0},
+    {"--path", 1, 0}, {"-output-filename", 1, 0}, {"--output-filename", 1, 0},
+    {"-timeout", 1, 0}, {"--timeout", 1, 0}, {"-cpu-set", 1, 0}, {"--cpu-set", 1, 0},
+    {"-mca", 2, 0}, {"--mca", 2, 0}, {"-gmca", 2, 0}, {"--gmca", 2, 0}, {"--prtemca", 2, 0},
+    {"--pmixmca", 2, 0}, {"-oversubscribe", 0, 0}, {"--oversubscribe", 0, 0},
+    {"-nooversubscribe", 0, 0}, {"--nooversubscribe", 0, 0}, {"-pernode", 0, 0},
+    {"--pernode", 0, 0}, {"-nolocal", 0, 0}, {"--nolocal", 0, 0}, {"-tag-output", 0, 0},
+    {"--tag-output", 0, 0}, {"-timestamp-output", 0, 0}, {"--timestamp-output", 0, 0},
+    {"-report-bindings", 0, 0}, {"--report-bindings", 0, 0}, {"-display-map", 0, 0},
+    {"--display-map", 0, 0}, {"-display-allocation", 0, 0}, {"--display-allocation", 0, 0},
+    {"-use-hwthread-cpus", 0, 0}, {"--use-hwthread-cpus", 0, 0}, {"-v", 0, 0},
+    {"--verbose", 0, 0}, {"-q", 0, 0}, {"--quiet", 0, 0},
+};
+
+/* The entry of mpi_opts that `word` is, alone (*eq 0) or as NAME=VALUE of one with one value
+ * (*eq 1: its value in the word, none follows); NULL for none. */
+static const mpi_opt *mpi_opt_of(const char *word, int *eq) {
+    for (size_t i = 0; i < sizeof mpi_opts / sizeof *mpi_opts; i++) {
+        const mpi_opt *o = &mpi_opts[i];
+        size_t l = strlen(o->name);
+        if (strncmp(word, o->name, l) != 0) continue;
+        *eq = word[l] == '=';
+        if (word[l] == 0 || (*eq && o->values == 1)) return o;
+    }
+    return NULL;
+}
+
+/* Whether `base` (CMD's base name) is Open MPI's launcher. */
+static int is_mpirun(const char *base) {
+    static const char *const names[] = {"mpirun", "mpiexec", "orterun", "prterun"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(base, names[i]) == 0) return 1;
+    return 0;
+}
+
+/* auto's stage for the job `cmd` (CMD as typed and its words; NULL-terminated) run by Open
+ * MPI's mpirun: `CMD <its node options> --map-by ppr:1:node` into argv, one task on each node
+ * the job's options (or the allocation mpirun reads, as it did for the job) make available,
+ * without -np (mpirun then starts as many as the pattern gives). CMD as the job typed it, so
+ * that mpirun takes its --prefix from its path as it did for the job. Only the words before
+ * the job's program are scanned (mpi_opts): a program's own arguments are never copied. The
+ * words point into cmd. How many, or 0 (with a line) when they do not fit. */
+static int mpirun_words(char *const *cmd, char **argv) {
+    int w = 0;
+    argv[w++] = cmd[0];
+    for (int i = 1; cmd[i] && cmd[i][0] == '-'; i++) {
+        int eq;
+        const mpi_opt *o = mpi_opt_of(cmd[i], &eq);
+        if (!o) break;
+        int n = eq ? 0 : o->values;
+        if (o->copy && w + 1 + n > STAGE_WORDS - 2) { /* room for --map-by's two */
+            fprintf(stderr, "trainprof run: no first stage: the job's mpirun node options take "
+                            "more than %d words (--summarize-with can give the launcher)\n",
+                    STAGE_WORDS - 3);
+            return 0;
+        }
+        for (int k = 0; o->copy && k <= n && cmd[i + k]; k++) argv[w++] = cmd[i + k];
+        for (int k = 0; k < n && cmd[i + 1]; k++) i++;
+    }
+    argv[w++] = "--map-by";
+    argv[w++] = "ppr:1:node";
+    return w;
+}
+
+/* Whether every rank file in `dir` was written on this host: its name is the writer's
+ * <host>-<pid>.tprof or <host>-<pid>.<k>.tprof (core/writer.c) with this host's name as the
+ * writer spells it. A .tprof file named otherwise counts as another host's. */
+static int all_files_here(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 1;
+    char host[64];
+    tprof__file_host(host);
+    size_t hl = strlen(host);
+    int here = 1;
+    struct dirent *e;
+    while (here && (e = readdir(d)) != NULL) {
+        const char *s = e->d_name;
+        size_t n = strlen(s);
+        if (n < 6 || strcmp(s + n - 6, ".tprof") != 0) continue;
+        here = n > hl + 7 && strncmp(s, host, hl) == 0 && s[hl] == '-';
+        /* then the pid, then, before ".tprof", an optional ".<k>": digits before each '.' */
+        const char *p = s + hl, *end = s + n - 6;
+        for (int part = 0; here && part < 2 && p < end; part++) {
+            const char *q = ++p; /* past the '-', then past the '.' before k */
+            while (*p >= '0' && *p <= '9') p++;
+            here = p > q && *p == '.';
+        }
+        here = here && p == end;
+    }
+    closedir(d);
+    return here;
+}
+
+/* The stage's launcher words into argv (pointing into buf, n bytes, or into cmd), per
+ * run_first_stage's `how`, for the job `cmd` whose CMD resolved is cmd_exe, its rank files
+ * in `dir`. Returns how many, 0 for none, -1 (with a line) for a value that cannot be used. */
+static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd,
+                          const char *dir, char *buf, size_t n, char **argv) {
     if (how) {
         char msg[128];
         int w = split_words(how, buf, n, argv, msg, sizeof msg);
@@ -162,12 +278,17 @@ static int launcher_words(const char *how, const char *cmd_exe, char *buf, size_
     }
     const char *base = strrchr(cmd_exe, '/');
     base = base ? base + 1 : cmd_exe;
+    /* the stage pays for itself by spreading the files over more nodes' cores: with mpirun,
+     * whose nodes are not known here, only when they were written on more than this one */
+    if (is_mpirun(base)) return all_files_here(dir) ? 0 : mpirun_words(cmd, argv);
     const char *job = getenv("SLURM_JOB_ID"), *nn = getenv("SLURM_JOB_NUM_NODES");
     if (!nn || !*nn) nn = getenv("SLURM_NNODES");
     if (strcmp(base, "srun") != 0 || !job || !*job || !nn) return 0;
     char *end;
     long nodes = strtol(nn, &end, 10);
     if (*end || nodes < 1 || nodes > 1000000) return 0; /* not an allocation we can read */
+    /* one node that is this one: the same cores as the report's, and a launch more */
+    if (nodes == 1 && all_files_here(dir)) return 0;
     /* CMD's path as it is, blanks included: never split */
     argv[0] = (char *)cmd_exe;
     int k = snprintf(buf, n, "--nodes=%ld%c--ntasks=%ld%c--ntasks-per-node=1", nodes, 0, nodes,
@@ -483,11 +604,11 @@ static int has_rank_file(const char *dir) {
     return found;
 }
 
-int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
-                    const report_args *a, int limit_s) {
+int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
+                    const char *absdir, const report_args *a, int limit_s) {
     char words[STAGE_BUF], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
     char *argv[STAGE_ARGV];
-    int w = launcher_words(how, cmd_exe, words, sizeof words, argv);
+    int w = launcher_words(how, cmd_exe, cmd, absdir, words, sizeof words, argv);
     if (w <= 0 || !has_rank_file(absdir)) return w < 0 ? -1 : 0;
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0 || (size_t)sl >= sizeof self - 1) {

@@ -37,11 +37,20 @@ int run_first_stage_check(const char *how, char *msg, size_t n);
  * stage gets them back, without trainprof's libraries. Called once, before the job starts. */
 void run_save_user_env(void);
 
-/* The first stage of the report on the job's nodes. `how` is --summarize-with:
- *   "auto" (or NULL): when CMD (`cmd_exe`, resolved) is Slurm's srun and this process is in a
- *       Slurm allocation (SLURM_JOB_ID set), `srun --nodes=N --ntasks=N --ntasks-per-node=1`
- *       with N the allocation's nodes (SLURM_JOB_NUM_NODES, else SLURM_NNODES); else nothing
- *       (the report computes every rank's section on this machine's cores, as without it);
+/* The first stage of the report on the job's nodes, for the job `cmd` (CMD as typed and its
+ * arguments, NULL-terminated; CMD resolved on PATH is `cmd_exe`) whose rank files are in
+ * `absdir`. `how` is --summarize-with:
+ *   "auto" (or NULL): a stage only where it spreads the work over more nodes than this one:
+ *     - CMD Slurm's srun and this process in a Slurm allocation (SLURM_JOB_ID set) of N nodes
+ *       (SLURM_JOB_NUM_NODES, else SLURM_NNODES): `srun --nodes=N --ntasks=N
+ *       --ntasks-per-node=1`; none when N is 1 and every rank file is this host's (named
+ *       <this host>-<pid>.tprof);
+ *     - CMD Open MPI's mpirun (mpiexec, orterun, prterun) and a rank file of another host:
+ *       `CMD <the job's node options> --map-by ppr:1:node`, the node options (--host, -H,
+ *       --hostfile, --machinefile, --default-hostfile, one-dash spellings and NAME=VALUE forms
+ *       included) and --allow-run-as-root copied from the words before the job's program, the
+ *       scan ending at the first word that is not an mpirun option it knows;
+ *     - else nothing (the report computes every rank's section on this machine's cores);
  *   "off": nothing;
  *   anything else: the words of a launcher command, split at blanks (no quoting; at most 48),
  *       e.g. "mpirun --map-by ppr:1:node --hostfile hosts".
@@ -59,7 +68,7 @@ void run_save_user_env(void);
  * Returns 1 when a stage ran and exited 0, 0 when none was asked for, -1 when it failed (the
  * report then reads the rank files for what has no valid summary: the same report, computed
  * here). */
-int run_first_stage(const char *how, const char *cmd_exe, const char *absdir,
-                    const report_args *a, int limit_s);
+int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
+                    const char *absdir, const report_args *a, int limit_s);
 
 #endif

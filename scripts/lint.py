@@ -145,6 +145,7 @@ LAYER_CROSSINGS = {
     ("cli/cmd_run.c", "src/core/config.h"),
     ("cli/cmd_run.c", "src/core/kwindow.h"),
     ("cli/cmd_capture.c", "src/core/capture_ctl.h"),
+    ("cli/run_finish.c", "src/core/capture_ctl.h"),
     ("cli/cmd_run.c", "src/core/per_step.h"),
     ("cli/common.c", "src/core/per_step.h"),
     ("cli/common.c", "src/core/config.h"),

@@ -4,12 +4,16 @@
 # that records its arguments and runs the command as one task), `trainprof run` runs `srun
 # --nodes=N --ntasks=N --ntasks-per-node=1 trainprof summarize` with the report's own options
 # after the job, the summaries it writes are valid for the report that follows (which is the
-# report without them), and nothing runs outside an allocation, with `off`, or without rank
-# files. A launcher that fails or hangs (stopped at TRAINPROF_SUMMARIZE_LIMIT_S) leaves the
-# same report and the job's exit status; Ctrl-Z stops the launcher's group with trainprof run,
-# and the time stopped is not counted against the limit. Then, with Open MPI's mpirun given as
-# the launcher, two tasks share the files; skipped (exit 77, after the rest has passed) without
-# mpirun.
+# report without them), and nothing runs outside an allocation, with `off`, without rank
+# files, or in an allocation of one node that wrote every file here. With CMD Open MPI's
+# mpirun (a stand-in), `auto` runs `mpirun <the job's node options> --map-by ppr:1:node
+# trainprof summarize ...` when a rank file comes from another host (a job made of two hosts
+# by `twohost`, which copies its command's rank file under another host's name), none when
+# all come from this one. A launcher that fails or hangs (stopped at
+# TRAINPROF_SUMMARIZE_LIMIT_S) leaves the same report and the job's exit status; Ctrl-Z stops
+# the launcher's group with trainprof run, and the time stopped is not counted against the
+# limit. Then, with the real mpirun, given as the launcher and as `auto`, tasks share the
+# files; skipped (exit 77, after the rest has passed) without mpirun.
 set -u
 TP=$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1") LM=$2
 tmp=$(mktemp -d "${TPROF_TEST_TMP:-/tmp}/first-stage-XXXXXX")
@@ -27,7 +31,21 @@ cat >"$tmp/bin/hang" <<'EOF'
 echo "$$" >"$HANG_PID"
 sleep 30
 EOF
-chmod +x "$tmp/bin/srun" "$tmp/bin/hang"
+cat >"$tmp/bin/twohost" <<'EOF'
+#!/bin/sh
+# runs its command, then copies the rank file the command wrote under another host's name
+# (or as TWOHOST_AS says, HOST and PID replaced)
+"$@" &
+p=$!
+wait $p
+rc=$?
+as=$(echo "${TWOHOST_AS:-other-node-PID}" | sed "s/HOST/$(hostname)/; s/PID/$p/")
+for f in "$TRAINPROF_DIR"/*-$p.tprof; do
+    [ -f "$f" ] && cp "$f" "$TRAINPROF_DIR/$as.tprof"
+done
+exit $rc
+EOF
+chmod +x "$tmp/bin/srun" "$tmp/bin/hang" "$tmp/bin/twohost"
 export SRUN_LOG="$tmp/srun.log" HANG_PID="$tmp/hang.pid" PATH="$tmp/bin:$PATH"
 unset TRAINPROF_SUMMARIZE_WITH TRAINPROF_SUMMARIZE_LIMIT_S TRAINPROF_NO_REPORT || true
 # the same report figures: report.json with the paths left out
@@ -65,8 +83,11 @@ same_as_without "$tmp/r1" --warmup 3
 SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r3" --summarize-with off -- srun \
     "$LM" --steps 10 >/dev/null 2>&1 || fail "run r3"
 SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r4" -- srun true >/dev/null 2>&1
-[ "$(wc -l <"$SRUN_LOG")" -eq 3 ] || fail "a stage ran: $(cat "$SRUN_LOG")"
-ls "$tmp"/r2 "$tmp"/r3 "$tmp"/r4 | grep -q '\.sum' && fail "summaries without a stage"
+# an allocation of one node whose files are all this host's: the report's cores already
+SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 "$TP" run -q -o "$tmp/r4one" -- srun "$LM" --steps 10 \
+    >/dev/null 2>&1 || fail "run r4one"
+[ "$(wc -l <"$SRUN_LOG")" -eq 4 ] || fail "a stage ran: $(cat "$SRUN_LOG")"
+ls "$tmp"/r2 "$tmp"/r3 "$tmp"/r4 "$tmp"/r4one | grep -q '\.sum' && fail "summaries without a stage"
 
 # 3. a launcher that fails, one that hangs: the same report, the job's status
 TRAINPROF_SUMMARIZE_WITH=false "$TP" run -q -o "$tmp/r5" -- "$LM" --steps 20 >/dev/null \
@@ -85,7 +106,7 @@ grep -q "the first stage through hang failed (stopped after 1 s" "$tmp/r6.err" |
 kill -0 "$(cat "$HANG_PID")" 2>/dev/null && fail "the hung launcher survived its limit"
 same_as_without "$tmp/r6"
 # values that cannot be used are usage errors before the job; a launcher not on PATH, a line
-# before it; " auto " is auto (the allocation's srun)
+# before it; " auto " is auto (the allocation's srun: one node, but files of two hosts)
 long=$(printf '%05000d' 0)
 many=$(seq 60 | tr '\n' ' ')
 for bad in " " "$long" "$many"; do
@@ -104,7 +125,7 @@ program found on PATH: the report's first stage will fail (auto, off, or a launc
     fail "no line before the job: $(cat "$tmp/r11.err")"
 : >"$SRUN_LOG"
 SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 "$TP" run -q -o "$tmp/r12" --summarize-with " auto " -- \
-    srun "$LM" --steps 5 >/dev/null 2>&1 || fail "run r12"
+    srun twohost "$LM" --steps 5 >/dev/null 2>&1 || fail "run r12"
 [ "$(sed -n 2p "$SRUN_LOG" | cut -d' ' -f1-3)" = "--nodes=1 --ntasks=1 --ntasks-per-node=1" ] ||
     fail "' auto ' is not auto: $(cat "$SRUN_LOG")"
 
@@ -114,7 +135,7 @@ echo kept >"$tmp/target"
 for kind in fifo link; do
     mk="mkfifo $tmp/r8$kind/summarize.log"
     [ $kind = link ] && mk="ln -s $tmp/target $tmp/r8$kind/summarize.log"
-    SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 timeout 60 "$TP" run -q -o "$tmp/r8$kind" -- srun \
+    SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 timeout 60 "$TP" run -q -o "$tmp/r8$kind" -- srun \
         sh -c "\"$LM\" --steps 10 && $mk; exit 4" >/dev/null 2>"$tmp/r8.err"
     rc=$?
     [ $rc -eq 4 ] || fail "$kind as summarize.log: exit status $rc: $(cat "$tmp/r8.err")"
@@ -247,7 +268,7 @@ grep -q "rank summaries written through ticks" "$tmp/r15.err" ||
 
 # 6. a file-size limit (ulimit -f) that takes the rank file but not its summary nor the
 # reports: failed writes (no temporary file left), not SIGXFSZ; the job's exit status
-(ulimit -f 16 && SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 exec "$TP" run -q -o "$tmp/r14" -- \
+(ulimit -f 16 && SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 exec "$TP" run -q -o "$tmp/r14" -- \
     srun sh -c "\"$LM\" --steps 10; exit 5") >/dev/null 2>"$tmp/r14.err"
 rc=$?
 [ $rc -eq 5 ] || fail "under ulimit -f: exit status $rc: $(cat "$tmp/r14.err")"
@@ -255,18 +276,72 @@ grep -q "no summary written: File too large" "$tmp/r14/summarize.log" ||
     fail "under ulimit -f: $(cat "$tmp/r14/summarize.log")"
 ls -a "$tmp/r14" | grep -q tmp && fail "temporary files left: $(ls -a "$tmp/r14")"
 
+# 7. auto with CMD Open MPI's mpirun (a stand-in, in a directory of its own, that records its
+# arguments and runs the program as task 0 of 1): the job's node options before its program
+# (one-dash and NAME=VALUE forms, --allow-run-as-root) are copied, not its other options, nor
+# the program's own arguments; the scan ends at an option it does not know; no stage when
+# every file is this host's (HOST-PID.1.tprof, the name of a process's second file, included)
+mkdir "$tmp/ompi"
+cat >"$tmp/ompi/mpirun" <<'EOF'
+#!/bin/sh
+echo "$*" >>"$MPIRUN_LOG"
+while [ $# -gt 0 ]; do
+    case $1 in
+    --mca) shift 3 ;;
+    -np | --hostfile | -hostfile | --bind-to | --map-by) shift 2 ;;
+    -*) shift ;;
+    *) break ;;
+    esac
+done
+OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 exec "$@"
+EOF
+chmod +x "$tmp/ompi/mpirun"
+export MPIRUN_LOG="$tmp/mpirun.log"
+echo "$(hostname) slots=2" >"$tmp/hosts"
+mpirun_auto() { # DIR MPIRUN-WORDS...: trainprof run --warmup 3 -- mpirun WORDS with the stand-in
+    d=$1
+    shift
+    PATH="$tmp/ompi:$PATH" "$TP" run -q -o "$d" --warmup 3 -- mpirun "$@" >/dev/null \
+        2>"$d.err" || fail "run $d: $(cat "$d.err")"
+}
+mpirun_auto "$tmp/m1" -np 2 --mca btl self --allow-run-as-root -hostfile "$tmp/hosts" \
+    --host=other-node --bind-to none sh -c 'exec twohost "$0" --steps 20' "$LM" --host evil \
+    -machinefile evil
+want="--allow-run-as-root -hostfile $tmp/hosts --host=other-node --map-by ppr:1:node $TP \
+summarize --warmup 3 --top 15 -- $tmp/m1"
+[ "$(sed -n 2p "$MPIRUN_LOG")" = "$want" ] || fail "mpirun stage: $(sed -n 2p "$MPIRUN_LOG")"
+grep -q "rank summaries written through mpirun in " "$tmp/m1.err" || fail "m1: $(cat "$tmp/m1.err")"
+grep -q "task 0 of 1 (Open MPI): 2 of 2 files summarised (2 written" "$tmp/m1/summarize.log" ||
+    fail "m1 summarize.log: $(cat "$tmp/m1/summarize.log")"
+same_as_without "$tmp/m1" --warmup 3
+: >"$MPIRUN_LOG"
+export TWOHOST_AS=HOST-PID.1
+mpirun_auto "$tmp/m2" -np 2 --hostfile "$tmp/hosts" twohost "$LM" --steps 10
+unset TWOHOST_AS
+[ "$(ls "$tmp/m2" | grep -c '\.1\.tprof$')" -eq 1 ] || fail "no second file: $(ls "$tmp/m2")"
+[ "$(wc -l <"$MPIRUN_LOG")" -eq 1 ] || fail "a stage for files of this host: $(cat "$MPIRUN_LOG")"
+ls "$tmp/m2" | grep -q '\.sum' && fail "summaries without a stage: $(ls "$tmp/m2")"
+mpirun_auto "$tmp/m3" --display-devel-map --hostfile "$tmp/hosts" twohost "$LM" --steps 10
+[ "$(sed -n 3p "$MPIRUN_LOG")" = "--map-by ppr:1:node $TP summarize --warmup 3 --top 15 -- \
+$tmp/m3" ] || fail "the scan went past an unknown option: $(sed -n 3p "$MPIRUN_LOG")"
+
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then
     echo "SKIP: mpirun not found (apt-get install openmpi-bin); the rest passed"
     exit 77
 fi
-# 7. Open MPI's mpirun as the launcher: two tasks, one file each
+# 8. Open MPI's mpirun as the launcher: two tasks, one file each
 flags="--oversubscribe"
 [ "$(id -u)" = 0 ] && flags="$flags --allow-run-as-root"
-env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID \
-    -u SLURM_NTASKS -u RANK -u WORLD_SIZE timeout 300 "$TP" run -q -o "$tmp/r7" \
-    --summarize-with "$MPIRUN -np 2 $flags" -- "$MPIRUN" -np 2 $flags "$LM" --steps 20 \
-    >/dev/null 2>"$tmp/r7.err" || fail "run under mpirun: $(cat "$tmp/r7.err")"
+real_mpirun() { # DIR HOW MPIRUN-WORDS...: trainprof run --summarize-with HOW -- mpirun WORDS
+    d=$1 how=$2
+    shift 2
+    env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID \
+        -u SLURM_NTASKS -u RANK -u WORLD_SIZE timeout 300 "$TP" run -q -o "$d" \
+        --summarize-with "$how" -- "$MPIRUN" "$@" >/dev/null 2>"$d.err" ||
+        fail "run under mpirun: $(cat "$d.err")"
+}
+real_mpirun "$tmp/r7" "$MPIRUN -np 2 $flags" -np 2 $flags "$LM" --steps 20
 for k in 0 1; do
     grep -q "task $k of 2 (Open MPI): 1 of 1 files summarised (1 written" "$tmp/r7/summarize.log" ||
         fail "no line of task $k: $(cat "$tmp/r7/summarize.log")"
@@ -274,4 +349,12 @@ done
 [ "$(ls "$tmp/r7" | grep -c '\.tprof\.sum$')" -eq 2 ] || fail "expected 2 summaries: $(ls "$tmp/r7")"
 grep -q "out of date" "$tmp/r7/report.txt" && fail "the mpirun stage's summaries were stale"
 same_as_without "$tmp/r7"
+# 9. auto with the real mpirun: a job of "two hosts" (twohost), the stage on the one node of
+# its --host (ppr:1:node: one task for the four files), the options copied as mpirun takes them
+real_mpirun "$tmp/r15" auto -np 2 $flags --host "$(hostname):2" twohost "$LM" --steps 20
+grep -q "rank summaries written through mpirun" "$tmp/r15.err" || fail "r15: $(cat "$tmp/r15.err")"
+grep -q "task 0 of 1 (Open MPI): 4 of 4 files summarised (4 written" "$tmp/r15/summarize.log" ||
+    fail "r15 summarize.log: $(cat "$tmp/r15/summarize.log")"
+grep -q "out of date" "$tmp/r15/report.txt" && fail "the auto mpirun stage's summaries were stale"
+same_as_without "$tmp/r15"
 echo "PASS: the first stage through srun and mpirun, the same reports"
