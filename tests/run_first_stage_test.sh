@@ -351,10 +351,10 @@ grep -q "out of date" "$tmp/r7/report.txt" && fail "the mpirun stage's summaries
 same_as_without "$tmp/r7"
 # 9. auto with the real mpirun: a job of "two hosts" (twohost), the stage on the one node of
 # its --host (ppr:1:node: one task for the four files), the options copied as mpirun takes them
-real_mpirun "$tmp/r15" auto -np 2 $flags --host "$(hostname):2" twohost "$LM" --steps 20
-grep -q "rank summaries written through mpirun" "$tmp/r15.err" || fail "r15: $(cat "$tmp/r15.err")"
-grep -q "task 0 of 1 (Open MPI): 4 of 4 files summarised (4 written" "$tmp/r15/summarize.log" ||
-    fail "r15 summarize.log: $(cat "$tmp/r15/summarize.log")"
-grep -q "out of date" "$tmp/r15/report.txt" && fail "the auto mpirun stage's summaries were stale"
-same_as_without "$tmp/r15"
+real_mpirun "$tmp/r20" auto -np 2 $flags --host "$(hostname):2" twohost "$LM" --steps 20
+grep -q "rank summaries written through mpirun" "$tmp/r20.err" || fail "r20: $(cat "$tmp/r20.err")"
+grep -q "task 0 of 1 (Open MPI): 4 of 4 files summarised (4 written" "$tmp/r20/summarize.log" ||
+    fail "r20 summarize.log: $(cat "$tmp/r20/summarize.log")"
+grep -q "out of date" "$tmp/r20/report.txt" && fail "the auto mpirun stage's summaries were stale"
+same_as_without "$tmp/r20"
 echo "PASS: the first stage through srun and mpirun, the same reports"
