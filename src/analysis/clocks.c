@@ -167,8 +167,9 @@ static int clocks_entries(const tp_clocks *c, entry *e, size_t *ne) {
  * arrival per rank; a collective seen on fewer than two ranks is left out. The arrivals are
  * written over the sorted entries (e becomes c->arr): an entry is at least an arrival's size
  * and arrival k is written only once entries 0..k are read, so that the merge never holds one
- * entry and one arrival per communication op of the run at once (a rank's 1000 ops are 48 kB
- * less at the peak: docs/design.md §5.1). e is c->arr's or freed, whatever the outcome. */
+ * entry and one arrival per communication op of the run at once (32 kB less at the peak for a
+ * rank of 1000 ops: docs/design.md §5.1); the collectives are as many as there are, not one
+ * per entry. e is c->arr's or freed, whatever the outcome. */
 _Static_assert(sizeof(entry) >= sizeof(tp_arrival), "arrivals are written over the entries");
 static int clocks_group(tp_clocks *c, entry *e, size_t ne) {
     if (ne > 1) qsort(e, ne, sizeof *e, cmp_entry);
