@@ -281,7 +281,7 @@ int main(int argc, char **argv) {
     o.threads = threads;
     o.stream_sections = stream;
     tp_report tr;
-    if (tp_report_make(&run, &o, &tr) != 0) return 1;
+    if (tp_report_make_spilled(&run, &o, &tr) != 0) return 1;
     double t2 = now_s();
     FILE *devnull = fopen("/dev/null", "w");
     if (!devnull) return 1;
@@ -296,7 +296,7 @@ int main(int argc, char **argv) {
     /* the document beside it, to compare the streamed and whole sections' (--stream) */
     snprintf(path, sizeof path, "%s/report.json", dir);
     FILE *jf = fopen(path, "w");
-    if (!jf || tp_report_write_json(tr.doc, jf) != 0) return 1;
+    if (!jf || tp_report_write_doc(&tr, jf) != 0) return 1;
     fclose(jf);
     snprintf(path, sizeof path, "%s/report.html", dir);
     fclose(devnull);

@@ -89,7 +89,7 @@ int cmd_report(int argc, char **argv) {
     if (made && out_open(&of, out) == 0) {
         tp_report_opts o;
         report_opts(&a, &o);
-        int w = !strcmp(format, "json") ? tp_report_write_json(rep.doc, of.f)
+        int w = !strcmp(format, "json") ? tp_report_write_doc(&rep, of.f)
                 : !strcmp(format, "html")
                     ? tp_html_write(&rep, &o, of.f)
                     : tp_report_write_text(&rep, of.f,

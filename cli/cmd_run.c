@@ -836,7 +836,7 @@ static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
         ok[0] = out_close(&of, tp_report_write_text(&rep, of.f, 0) == 0) == 0;
     snprintf(path, sizeof path, "%s/report.json", absdir);
     if (out_open(&of, path) == 0)
-        ok[1] = out_close(&of, tp_report_write_json(rep.doc, of.f) == 0) == 0;
+        ok[1] = out_close(&of, tp_report_write_doc(&rep, of.f) == 0) == 0;
     snprintf(path, sizeof path, "%s/report.html", absdir);
     tp_report_opts ho;
     report_opts(&o->a, &ho);

@@ -212,7 +212,7 @@ void report_opts(const report_args *a, tp_report_opts *o) {
 int make_report(const tp_run *run, const report_args *a, tp_report *out) {
     tp_report_opts o;
     report_opts(a, &o);
-    return tp_report_make(run, &o, out);
+    return tp_report_make_spilled(run, &o, out);
 }
 
 /* ------------------------------------------------------------------ run and serve */

@@ -47,3 +47,7 @@ add_test(NAME run_first_stage COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/run_first_sta
          $<TARGET_FILE:trainprof_cli> $<TARGET_FILE:char_lm>)
 set_tests_properties(run_first_stage PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
   LABELS "integration;report;cli" ENVIRONMENT "${TPROF_TEST_ENV}")
+# The command's report keeps its rank sections in a temporary file (report_spill.c): the same
+# JSON and HTML as the report that holds them, with strings that are not UTF-8, without a
+# temporary directory, without ranks; the store read back as written.
+tprof_add_unit(test_report_spill test_report_spill.c synth.c diag_scen.c LIBS tprof_analysis LABELS report)

@@ -19,14 +19,52 @@
 #include "format/format.h"
 #include "synth.h"
 
+/* report.json (tp_report_write_doc) and the HTML of r, into a string (owned). */
+static inline char *slim_doc_html(const tp_report *r, const tp_report_opts *o) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(tp_report_write_doc(r, f), 0);
+    assert_int_equal(tp_html_write(r, o, f), 0);
+    fclose(f);
+    return buf;
+}
+
+/* The report the command makes (tp_report_make_spilled: its rank sections in a temporary
+ * file, the document's "ranks" empty) gives the JSON and HTML of the one that holds them,
+ * byte for byte; the caller's run is then read again, its memos already kept. */
+static inline void slim_spilled_same(tp_run *run, const tp_report_opts *o, const tp_report *r) {
+    tp_report sp;
+    assert_int_equal(tp_report_make_spilled(run, o, &sp), 0);
+    assert_non_null(sp.spill);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(sp.doc, "ranks")), 0);
+    assert_int_equal(tp_report_nsections(&sp), tp_report_nsections(r));
+    char *held = slim_doc_html(r, o), *spilled = slim_doc_html(&sp, o);
+    if (strcmp(held, spilled)) {
+        size_t i = 0;
+        while (held[i] && held[i] == spilled[i]) i++;
+        size_t from = i > 200 ? i - 200 : 0;
+        fprintf(stderr, "spilled sections: differs at byte %zu:\nheld: %.400s\nspilled: %.400s\n",
+                i, held + from, spilled + from);
+    }
+    assert_string_equal(held, spilled);
+    free(held);
+    free(spilled);
+    tp_report_free(&sp);
+}
+
 /* The JSON, text and HTML of run's report with options o, written to f: what the
- * slim-versus-whole tests compare byte for byte. used (may be NULL): the rank summaries the
- * report read, those it found stale, the processes its load took from summaries (summary.h;
- * test_summary.c), and the slim processes of the run (those the load could have taken). */
+ * slim-versus-whole tests compare byte for byte; the report with its sections spilled is
+ * checked against it on the way (slim_spilled_same). used (may be NULL): the rank summaries
+ * the report read, those it found stale, the processes its load took from summaries
+ * (summary.h; test_summary.c), and the slim processes of the run (those the load could have
+ * taken). */
 static inline void slim_render_used(tp_run *run, const tp_report_opts *o, FILE *f,
                                     size_t used[4]) {
     tp_report r;
     assert_int_equal(tp_report_make(run, o, &r), 0);
+    assert_null(r.spill);
     if (used) {
         used[0] = r.res.summaries_read;
         used[1] = r.res.summaries_stale;
@@ -39,6 +77,7 @@ static inline void slim_render_used(tp_run *run, const tp_report_opts *o, FILE *
     free(json);
     assert_int_equal(tp_report_write_text(&r, f, 0), 0);
     assert_int_equal(tp_html_write(&r, o, f), 0);
+    slim_spilled_same(run, o, &r);
     tp_report_free(&r);
 }
 

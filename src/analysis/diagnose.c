@@ -79,16 +79,25 @@ static double median(const double *v, size_t n) {
 
 /* lag_ms[r]: the median over rank r's measured steps of the step's largest collective start
  * lag (ms after the earliest rank at the same collective), for collectives r starts inside
- * the step; 0 when none. */
-static void step_lags(const tp_clocks *c, const tp_steps *steps, double *lag_ms) {
+ * the step; 0 when none. Each rank's steps are found (o's step name and warm-up) and freed in
+ * turn: a slim rank's from its memo, so that the run's steps are not copied all at once (a
+ * rank's 1000 steps are 32 kB). with_steps[r]: rank r has measured steps (else lag_ms[r]
+ * stays 0). */
+static void step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_steps,
+                      double *lag_ms) {
     size_t n = c->nranks;
     for (size_t r = 0; r < n; r++) {
         lag_ms[r] = 0;
-        const tp_steps *s = &steps[r];
-        if (s->nsteps <= s->nwarmup) continue;
+        with_steps[r] = 0;
+        tp_steps steps, *s = &steps;
+        if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) continue;
+        with_steps[r] = s->nsteps > s->nwarmup;
         size_t m = s->nsteps - s->nwarmup;
-        double *mx = malloc(m * sizeof *mx);
-        if (!mx) continue;
+        double *mx = with_steps[r] ? malloc(m * sizeof *mx) : NULL;
+        if (!mx) {
+            tp_steps_free(s);
+            continue;
+        }
         for (size_t i = 0; i < m; i++) mx[i] = -1;
         for (size_t k = 0; k < c->ncoll; k++) {
             const tp_coll *g = &c->coll[k];
@@ -115,6 +124,7 @@ static void step_lags(const tp_clocks *c, const tp_steps *steps, double *lag_ms)
             if (mx[i] >= 0) mx[q++] = mx[i];
         lag_ms[r] = median(mx, q);
         free(mx);
+        tp_steps_free(s);
     }
 }
 
@@ -182,7 +192,7 @@ typedef struct strag_work {
     size_t *cnt;
     double *lmed, *lmean, *lp90, *step, *tmp, *lps;
     int *has_step;
-    tp_steps *steps;
+    int *with_steps; /* measured steps found (the lag per step is over them) */
 } strag_work;
 
 static void strag_free(strag_work *w) {
@@ -196,8 +206,7 @@ static void strag_free(strag_work *w) {
     free(w->tmp);
     free(w->has_step);
     free(w->lps);
-    for (size_t r = 0; w->steps && r < w->n; r++) tp_steps_free(&w->steps[r]);
-    free(w->steps);
+    free(w->with_steps);
 }
 
 /* Fills w for the n ranks of c. Returns 0, or -1 when out of memory (w still freeable). */
@@ -214,16 +223,19 @@ static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
     w->tmp = calloc(n, sizeof *w->tmp);
     w->lps = calloc(n, sizeof *w->lps);
     w->has_step = calloc(n, sizeof *w->has_step);
-    w->steps = calloc(n, sizeof *w->steps);
+    w->with_steps = calloc(n, sizeof *w->with_steps);
     if (!w->w0 || !w->w1 || !w->cnt || !w->lmed || !w->lmean || !w->lp90 || !w->step ||
-        !w->tmp || !w->has_step || !w->lps || !w->steps)
+        !w->tmp || !w->has_step || !w->lps || !w->with_steps)
         return -1;
     for (size_t r = 0; r < n; r++) {
-        tp_steps *s = &w->steps[r];
-        if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) memset(s, 0, sizeof *s);
-        else if (s->nsteps > s->nwarmup) {
-            w->w0[r] = tp_add_sat((int64_t)s->steps[s->nwarmup].start, c->map_ns[r]);
-            w->w1[r] = tp_add_sat((int64_t)s->steps[s->nsteps - 1].end, c->map_ns[r]);
+        /* only the window is kept: step_lags finds the steps again, rank by rank */
+        tp_steps s;
+        if (tp_find_steps(c->rank[r], o->step_name, o->warmup, &s) == 0) {
+            if (s.nsteps > s.nwarmup) {
+                w->w0[r] = tp_add_sat((int64_t)s.steps[s.nwarmup].start, c->map_ns[r]);
+                w->w1[r] = tp_add_sat((int64_t)s.steps[s.nsteps - 1].end, c->map_ns[r]);
+            }
+            tp_steps_free(&s);
         }
         const tp_rank_result *rr = tp_results_rank(res, c->rank[r]->rank);
         w->has_step[r] = rr && rr->steps.measured > 0;
@@ -237,10 +249,9 @@ static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
      * the late rank, and the later buckets, queued behind it on the same NCCL stream, start
      * nearly together (a rank sleeping 15 ms per step can show a median lag under 1 ms).
      * Without steps, the median lag stands in. */
-    step_lags(c, w->steps, w->lps);
+    step_lags(c, o, w->with_steps, w->lps);
     for (size_t r = 0; r < n; r++)
-        if (!w->steps[r].nsteps || w->steps[r].nsteps <= w->steps[r].nwarmup)
-            w->lps[r] = w->lmed[r];
+        if (!w->with_steps[r]) w->lps[r] = w->lmed[r];
     return 0;
 }
 

@@ -36,6 +36,7 @@
 #include "analysis/summary.h"
 #include "analysis/text.h"
 #include "analysis/report_ranges.h"
+#include "analysis/report_spill.h"
 #include "analysis/report_timers.h"
 #include "trainprof.h"
 
@@ -497,6 +498,7 @@ typedef struct sections {
     rank_job *jobs;
     int memos_only; /* tp_run_fill_memos: no section, only what a slim rank keeps */
     int summarize;  /* tp_report_summarize: each section into its summary file, then freed */
+    tp_section_spill *spill; /* tp_report_make_spilled: each section into it as it is made */
 } sections;
 
 /* A section read from a valid summary holds no file: it costs nothing against the budget (one
@@ -611,8 +613,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
  * (memos, model.h), its strings pointing into the run's process. A file that can no longer be
  * read gives the section of what the slim process holds, and no memos. tp_report_summarize
  * writes it into the rank's summary (one already valid is left as it is). */
-static void section_job(void *ctx, size_t i) {
-    const sections *sc = ctx;
+static void section_make(const sections *sc, size_t i) {
     rank_job *j = &sc->jobs[i];
     const tp_process *p = &sc->run->procs[j->proc];
     if (!p->slim) {
@@ -622,6 +623,17 @@ static void section_job(void *ctx, size_t i) {
     if (j->sum == 1 && (sc->summarize || from_summary(sc, j, p))) return;
     section_compute(sc, j, p);
     if (sc->summarize) to_summary(sc, j, p);
+}
+
+/* section_make, the section then spilled when the report holds none (job i is the
+ * document's "ranks"[i]: rank_sections makes them in that order). */
+static void section_job(void *ctx, size_t i) {
+    const sections *sc = ctx;
+    section_make(sc, i);
+    if (sc->spill) {
+        tp_spill_put(sc->spill, i, sc->jobs[i].section);
+        sc->jobs[i].section = NULL;
+    }
 }
 
 /* section_job's slim rank read from its file. */
@@ -680,8 +692,8 @@ static void note_unread(tp_run *run, const tp_process *p) {
  * file. used[0] (may be NULL): the summaries read; used[1]: those stale or damaged (their
  * sections computed again). */
 static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs, size_t n,
-                     int memos_only, int summarize, size_t used[2]) {
-    sections sc = {run, o, jobs, memos_only, summarize};
+                     int memos_only, int summarize, size_t used[2], tp_section_spill *spill) {
+    sections sc = {run, o, jobs, memos_only, summarize, spill};
     for (size_t k = 0; k < n; k++) {
         const tp_process *p = &run->procs[jobs[k].proc];
         /* summarize leaves a summary as it is only when its slim block is whole too */
@@ -706,9 +718,11 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
 }
 
 /* "ranks": each rank's section, in rank order, and its results into res->ranks (nranks of
- * them). Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. */
+ * them). With spill, the sections go into *spill (made here) instead, "ranks" left empty
+ * (report_spill.h); out of memory for it, into "ranks" as without. Returns TPROF_OK, or
+ * TPROF_ERR_NO_MEMORY. */
 static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o, int nranks,
-                         tp_run_results *res) {
+                         tp_run_results *res, tp_section_spill **spill) {
     cJSON *ranks = cJSON_AddArrayToObject(rep, "ranks");
     res->ranks = nranks ? calloc((size_t)nranks, sizeof *res->ranks) : NULL;
     if (nranks && !res->ranks) return TPROF_ERR_NO_MEMORY;
@@ -725,7 +739,8 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
         }
     }
     size_t used[2] = {0, 0};
-    run_jobs(run, o, jobs, n, 0, 0, used);
+    if (spill) *spill = tp_spill_open(n);
+    run_jobs(run, o, jobs, n, 0, 0, used, spill ? *spill : NULL);
     res->summaries_read = used[0];
     res->summaries_stale = used[1];
     res->slims_read = run->from_summaries;
@@ -767,7 +782,7 @@ int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char 
     rank_job *jobs = slim_rank_jobs(run, want, NULL, &n);
     if (n == SIZE_MAX) return TPROF_ERR_NO_MEMORY;
     if (!n) return TPROF_OK;
-    run_jobs(run, o, jobs, n, 1, 0, NULL);
+    run_jobs(run, o, jobs, n, 1, 0, NULL, NULL);
     free(jobs);
     return TPROF_OK;
 }
@@ -788,7 +803,7 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
         free(out);
         return TPROF_ERR_NO_MEMORY;
     }
-    run_jobs(run, o, jobs, n, 0, 1, NULL);
+    run_jobs(run, o, jobs, n, 0, 1, NULL, NULL);
     st->files = st->ranks = n;
     for (size_t k = 0; k < n; k++) {
         if (jobs[k].why) st->errors[st->nerrors++] = jobs[k].why;
@@ -818,7 +833,8 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
     return rc;
 }
 
-int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
+/* tp_report_make, the rank sections spilled (tp_report_make_spilled) or not. */
+static int report_make(const tp_run *run, const tp_report_opts *o, tp_report *out, int spill) {
     memset(out, 0, sizeof *out);
     tp_report_opts def;
     if (!o) {
@@ -848,7 +864,8 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     for (size_t i = 0; i < res.nprocs; i++)
         cJSON_AddItemToArray(procs, tp_process_json(&res.procs[i]));
     cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
-    if (rank_sections(rep, run, o, nranks, &res) != TPROF_OK) {
+    tp_section_spill *sp = NULL;
+    if (rank_sections(rep, run, o, nranks, &res, spill ? &sp : NULL) != TPROF_OK) {
         cJSON_Delete(rep);
         return TPROF_ERR_NO_MEMORY;
     }
@@ -875,12 +892,22 @@ int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
     out->doc = rep;
     out->res = res;
     out->run = run;
+    out->spill = sp;
     return TPROF_OK;
+}
+
+int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out) {
+    return report_make(run, o, out, 0);
+}
+
+int tp_report_make_spilled(const tp_run *run, const tp_report_opts *o, tp_report *out) {
+    return report_make(run, o, out, 1);
 }
 
 void tp_report_free(tp_report *r) {
     if (!r) return;
     cJSON_Delete(r->doc);
+    tp_spill_free(r->spill);
     tp_run_results_free(&r->res);
     memset(r, 0, sizeof *r);
 }

@@ -77,6 +77,10 @@ typedef struct tp_report {
     cJSON *doc;             /* report.json's document */
     tp_run_results res;     /* what the analyses computed (results.h) */
     const tp_run *run;      /* the run it reports on (not owned) */
+    struct tp_section_spill *spill; /* tp_report_make_spilled: the document's "ranks" entries,
+                                     * held apart (report_spill.h; "ranks" is then empty in
+                                     * doc); NULL: they are in doc. Read them through
+                                     * tp_report_section. Owned. */
 } tp_report;
 
 /* Builds the report of a loaded run into *out (o NULL: defaults). Returns TPROF_OK, or
@@ -90,6 +94,24 @@ typedef struct tp_report {
  * is read, and only a slim rank's memos, run->errors and the string pool (which locks) are
  * written; the run must not be used by another thread meanwhile. */
 int tp_report_make(const tp_run *run, const tp_report_opts *o, tp_report *out);
+
+/* tp_report_make, with each rank's section of the document ("ranks"[k]) written to a
+ * temporary file as it is made and not held (out->spill; report_spill.h): the report holds
+ * no rank's section tree, the run-level analyses reading the typed results alone. doc's
+ * "ranks" is then an empty array: write the document with tp_report_write_doc and read a
+ * section with tp_report_section, which give what tp_report_make's document holds, byte for
+ * byte. For the command's reports (`report`, `run`); out of memory for the store, the
+ * sections stay in the document. */
+int tp_report_make_spilled(const tp_run *run, const tp_report_opts *o, tp_report *out);
+
+/* The number of rank sections of r (the document's "ranks", wherever they are held). */
+size_t tp_report_nsections(const tp_report *r);
+
+/* Rank section k of r (0 <= k < tp_report_nsections) into *section, NULL when that section
+ * was never made (out of memory): from the document (*owned NULL) or read back from the spill
+ * (*owned: the caller's, cJSON_Delete). Returns TPROF_OK, TPROF_ERR_NO_MEMORY or
+ * TPROF_ERR_IO (the spill file could not give it back). Not thread safe. */
+int tp_report_section(const tp_report *r, size_t k, const cJSON **section, cJSON **owned);
 
 /* For a reader of a slim run other than the report (the export): reads each slim rank of
  * `run` again whole (those with want[i] set, want indexed as run->procs; NULL: every slim
@@ -112,5 +134,9 @@ cJSON *tp_report_build(const tp_run *run, const tp_report_opts *o);
  * text reads only the report's typed results (docs/design.md §5.1). */
 int tp_report_write_text(const tp_report *rep, FILE *f, int color);
 int tp_report_write_json(const cJSON *rep, FILE *f);
+/* report.json of r: tp_report_write_json of its document with the rank sections in their
+ * place, printed one at a time when they are spilled (the same bytes). Returns 0,
+ * TPROF_ERR_IO or TPROF_ERR_NO_MEMORY. */
+int tp_report_write_doc(const tp_report *r, FILE *f);
 
 #endif /* TPROF_REPORT_H */

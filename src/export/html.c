@@ -683,27 +683,40 @@ static const char *const top_known[] = {"headline", "schema", "schema_version", 
                                         NULL};
 static const char *const rank_shown[] = {"rank", "label", "host", "pid", NULL};
 
-/* Everything about each rank, in collapsible blocks (no script: <details>). */
-static void rank_details(FILE *f, const cJSON *rep) {
-    const cJSON *r;
-    fputs("<h2 id=\"ranks\">Ranks in detail</h2>\n", f);
-    cJSON_ArrayForEach(r, tp_jobj(rep, "ranks")) {
-        fputs("<details><summary>", f);
-        E(tp_jstr(r, "label"));
-        fputs(" (", f);
-        E(tp_jstr(r, "host"));
-        fprintf(f, ":%.0f)</summary>\n", tp_jnum(r, "pid"));
-        const cJSON *c;
-        cJSON_ArrayForEach(c, r) {
-            if (known(c->string, rank_shown)) continue;
-            fputs("<h4>", f);
-            E(c->string);
-            fputs("</h4>", f);
-            gen_value(f, c, 1);
-            fputc('\n', f);
-        }
-        fputs("</details>\n", f);
+/* One rank's section in a collapsible block. */
+static void rank_detail(FILE *f, const cJSON *r) {
+    fputs("<details><summary>", f);
+    E(tp_jstr(r, "label"));
+    fputs(" (", f);
+    E(tp_jstr(r, "host"));
+    fprintf(f, ":%.0f)</summary>\n", tp_jnum(r, "pid"));
+    const cJSON *c;
+    cJSON_ArrayForEach(c, r) {
+        if (known(c->string, rank_shown)) continue;
+        fputs("<h4>", f);
+        E(c->string);
+        fputs("</h4>", f);
+        gen_value(f, c, 1);
+        fputc('\n', f);
     }
+    fputs("</details>\n", f);
+}
+
+/* Everything about each rank, in collapsible blocks (no script: <details>), one section at a
+ * time as the report gives them back (spilled or in the document: tp_report_section). A
+ * section the spill cannot give back fails the page (TPROF_ERR_IO): a page that silently
+ * left a rank out would read as a run without it. */
+static int rank_details(FILE *f, const tp_report *report) {
+    fputs("<h2 id=\"ranks\">Ranks in detail</h2>\n", f);
+    for (size_t k = 0, n = tp_report_nsections(report); k < n; k++) {
+        const cJSON *r;
+        cJSON *owned;
+        int rc = tp_report_section(report, k, &r, &owned);
+        if (rc != TPROF_OK) return rc;
+        if (r) rank_detail(f, r);
+        cJSON_Delete(owned);
+    }
+    return TPROF_OK;
 }
 
 static const char css[] =
@@ -815,7 +828,7 @@ int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
         fputc('\n', f);
     }
 
-    rank_details(f, rep);
+    if (rank_details(f, report) != TPROF_OK) return TPROF_ERR_IO;
 
     fputs("<h2>Run</h2>\n<h3>Capabilities</h3>\n", f);
     gen_value(f, tp_jobj(rep, "capabilities"), 1);

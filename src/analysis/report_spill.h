@@ -1,0 +1,37 @@
+/*
+ * report_spill.h — the rank sections of a report kept in a temporary file instead of the
+ * document (report_spill.c; report.h, tp_report_make_spilled), read back one at a time.
+ */
+#ifndef TPROF_REPORT_SPILL_H
+#define TPROF_REPORT_SPILL_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+typedef struct tp_section_spill tp_section_spill;
+
+/* A store of n sections (slots 0..n-1, in the document's "ranks" order), backed by an
+ * unlinked file in $TMPDIR (else /tmp). NULL when out of memory. When no file can be made
+ * the sections are held in memory, as the document would hold them: never an error. */
+tp_section_spill *tp_spill_open(size_t n);
+
+/* Takes section (owned; NULL: slot k stays empty, as a section never made) into slot k:
+ * its strings made valid UTF-8 (tp_json_clean_utf8, as the whole document's are), coded and
+ * written to the file, then freed; kept in memory when it cannot be written. Safe on several
+ * threads at once for distinct k; each slot is put once. */
+void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section);
+
+/* Slot k's section into *section (NULL: empty), the same nodes and values as were put, its
+ * strings cleaned: decoded from the file into *owned (the caller's, cJSON_Delete) or held in
+ * memory (*owned NULL; valid until tp_spill_free). Returns TPROF_OK, TPROF_ERR_NO_MEMORY, or
+ * TPROF_ERR_IO when the file no longer gives it back whole. Not thread safe with put. */
+int tp_spill_get(const tp_section_spill *s, size_t k, const cJSON **section, cJSON **owned);
+
+/* Slots of s (0 for NULL). */
+size_t tp_spill_count(const tp_section_spill *s);
+
+/* Closes the file and frees the store. NULL-safe. */
+void tp_spill_free(tp_section_spill *s);
+
+#endif /* TPROF_REPORT_SPILL_H */

@@ -1,0 +1,186 @@
+/*
+ * test_report_spill.c — the command's report keeps its rank sections in a temporary file
+ * (tp_report_make_spilled, report_spill.c) and gives the JSON and HTML of the report that
+ * holds them, byte for byte: with section strings that are not UTF-8 (cleaned as the whole
+ * document's are), with no usable temporary directory (the sections then held in memory),
+ * and with no rank at all. The store itself: slots read back as put, an empty slot, and a
+ * section the file no longer holds whole is an error, never a rank silently left out. The
+ * runs of test_report_slim, test_report_stream and test_summary are checked the same way
+ * (slim_runs.h, slim_spilled_same).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "analysis/report_spill.h"
+#include "diag_scen.h"
+#include "export/html.h"
+#include "slim_runs.h"
+#include "synth.h"
+#include "trainprof.h"
+
+/* Two ranks whose files carry bytes that are not UTF-8 in a host name and a range name (the
+ * loader cleans those), to be reported with a step name that is not UTF-8 either (an option
+ * reaches the sections as given: "steps"."requested_name"). */
+static void bad_utf8_run(const char *dir) {
+    for (int r = 0; r < 2; r++) {
+        synth_file *f = synth_open(dir, r ? "node\xff\xfe" : "node0", 10 + r, RT0, T0);
+        assert_non_null(f);
+        synth_rank(f, r, 2);
+        synth_thread(f, 1, 10 + (uint32_t)r);
+        for (int s = 0; s < 4; s++) {
+            uint64_t b = T0 + MS + (uint64_t)s * 10 * MS;
+            synth_push(f, 1, b, "train_step", 0, 0);
+            synth_push(f, 1, b + MS, "fwd\xc3(\xa9)", 0, 0);
+            synth_pop(f, 1, b + 5 * MS, 0);
+            synth_pop(f, 1, b + 9 * MS, 0);
+        }
+        synth_end_of_file(f, T0 + 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+}
+
+/* The report of dir, slim, held and spilled, with step_name (NULL: the default rule): the same
+ * JSON and HTML; the JSON into *json (owned) when json is given. */
+static void held_and_spilled(const char *dir, const char *step_name, char **json) {
+    tp_run run;
+    char err[512];
+    const char *ops[] = {dir};
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.step_name = step_name;
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, &o, &r), 0);
+    slim_spilled_same(&run, &o, &r);
+    if (json) {
+        size_t len = 0;
+        FILE *f = open_memstream(json, &len);
+        assert_non_null(f);
+        assert_int_equal(tp_report_write_doc(&r, f), 0);
+        fclose(f);
+    }
+    tp_report_free(&r);
+    tp_run_free(&run);
+}
+
+static void not_utf8(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-spill-utf8"), 0);
+    bad_utf8_run(dir);
+    char *json = NULL;
+    held_and_spilled(dir, "train\xffstep", &json);
+    /* the bad bytes reached the sections, and left them as U+FFFD */
+    assert_non_null(strstr(json, "\"requested_name\":\t\"train\xef\xbf\xbdstep\""));
+    assert_non_null(strstr(json, "\"host\":\t\"node\xef\xbf\xbd\xef\xbf\xbd\""));
+    assert_non_null(strstr(json, "fwd\xef\xbf\xbd(\xef\xbf\xbd)"));
+    assert_null(strstr(json, "\xff"));
+    free(json);
+    synth_rmtree(dir);
+}
+
+/* No temporary file can be made: the store holds the sections in memory, the same report. */
+static void no_tmpdir(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-spill-notmp"), 0);
+    four_ranks_run(dir);
+    const char *old = getenv("TMPDIR");
+    char *keep = old ? strdup(old) : NULL;
+    setenv("TMPDIR", "/nonexistent/trainprof-spill-test", 1);
+    held_and_spilled(dir, NULL, NULL);
+    /* the store without a file: the section is held, and given back as held */
+    tp_section_spill *sp = tp_spill_open(1);
+    assert_non_null(sp);
+    tp_spill_put(sp, 0, cJSON_CreateObject());
+    const cJSON *got;
+    cJSON *owned;
+    assert_int_equal(tp_spill_get(sp, 0, &got, &owned), 0);
+    assert_non_null(got);
+    assert_null(owned);
+    tp_spill_free(sp);
+    if (keep) setenv("TMPDIR", keep, 1);
+    else unsetenv("TMPDIR");
+    free(keep);
+    synth_rmtree(dir);
+}
+
+/* A run without a rank (a helper alone): "ranks" stays empty either way. */
+static void no_rank(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-spill-norank"), 0);
+    synth_file *f = synth_open(dir, "h", 7, RT0, T0);
+    assert_non_null(f);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 7);
+    synth_counter(f, 1, T0 + MS, "nvml.gpu0.power_w", 100.0);
+    synth_end_of_file(f, T0 + 10 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    char *json = NULL;
+    held_and_spilled(dir, NULL, &json);
+    assert_non_null(strstr(json, "\n\t\"ranks\":\t[],\n"));
+    free(json);
+    synth_rmtree(dir);
+}
+
+/* The store: what is put is what is read, an empty slot reads NULL, a slot past the end
+ * reads NULL, and a file cut short is an error. */
+static void store(void **state) {
+    (void)state;
+    tp_section_spill *s = tp_spill_open(3);
+    assert_non_null(s);
+    assert_int_equal(tp_spill_count(s), 3);
+    cJSON *a = cJSON_Parse("{\"rank\":0,\"x\":[1.5,\"y\",null,true,{\"z\":-0.0}]}");
+    assert_non_null(a);
+    char *want = cJSON_Print(a);
+    tp_spill_put(s, 0, a);
+    tp_spill_put(s, 2, cJSON_CreateObject());
+    tp_spill_put(s, 1, NULL);
+    const cJSON *got;
+    cJSON *owned;
+    assert_int_equal(tp_spill_get(s, 0, &got, &owned), 0);
+    assert_non_null(got);
+    assert_ptr_equal(got, owned); /* read back from the file */
+    char *have = cJSON_Print(got);
+    assert_string_equal(have, want);
+    free(have);
+    free(want);
+    cJSON_Delete(owned);
+    assert_int_equal(tp_spill_get(s, 1, &got, &owned), 0);
+    assert_null(got);
+    assert_null(owned);
+    assert_int_equal(tp_spill_get(s, 3, &got, &owned), 0);
+    assert_null(got);
+    /* the file cut before slot 2's bytes: its section cannot be given back */
+    struct {
+        int fd;
+    } *peek = (void *)s; /* the store's first field is its file (report_spill.c) */
+    assert_int_equal(ftruncate(peek->fd, 1), 0);
+    assert_int_equal(tp_spill_get(s, 2, &got, &owned), TPROF_ERR_IO);
+    assert_null(got);
+    assert_null(owned);
+    tp_spill_free(s);
+    tp_spill_free(NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(not_utf8),
+        cmocka_unit_test(no_tmpdir),
+        cmocka_unit_test(no_rank),
+        cmocka_unit_test(store),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
