@@ -3,6 +3,7 @@
  * one self-contained HTML file (docs/cli.md).
  */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +48,10 @@ static const cli_cmd report_cmd = {
 };
 
 int cmd_report(int argc, char **argv) {
+    /* a file-size limit (ulimit -f) is a failed write, never SIGXFSZ: the rank sections'
+     * temporary file (report_spill.c) then stays in memory, and an output that does not fit
+     * is an error with its line, where the signal ended the command mid-write */
+    signal(SIGXFSZ, SIG_IGN);
     const char *ops[64], *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL, *v;
     report_args a;
     report_args_init(&a, "report");

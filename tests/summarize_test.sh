@@ -33,6 +33,13 @@ report() { # report NAME: the run's report in text, JSON and HTML, into $tmp/NAM
 }
 report plain
 [ "$(ls "$dir" | grep -c '\.sum$')" -eq 0 ] || fail "a report wrote summaries"
+# a file-size limit (ulimit -f) the text fits under but the rank sections' temporary file does
+# not: the sections stay in memory and the report is the same (SIGXFSZ ended it)
+# (twice the text in 512-byte blocks: dash's unit; bash's 1024 would make it four texts)
+lim=$((($(wc -c <"$tmp/plain.txt") + 511) / 512 * 2))
+(ulimit -f $lim && clean "$TP" report "$dir") >"$tmp/limited.txt" 2>"$tmp/limited.err" ||
+    fail "report under ulimit -f $lim: $(cat "$tmp/limited.err")"
+cmp -s "$tmp/plain.txt" "$tmp/limited.txt" || fail "the report differs under ulimit -f $lim"
 
 # split(LAUNCHER_VARS..., EXPECTED_FILES): one task's share under a launcher's variables
 split() {
