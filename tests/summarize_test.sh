@@ -75,6 +75,23 @@ for f in txt json html; do
     cmp "$tmp/plain.$f" "$tmp/shared.$f" || fail "the $f report differs with shared summaries"
 done
 rm -f "$dir"/*.sum
+# a task ended by SIGTERM while it writes a summary (the launcher's, when trainprof run's first
+# stage reaches its limit) leaves no temporary file beside the rank files, and dies of the
+# signal: strace slows every write, so that the signal lands in one (skipped without strace)
+if command -v strace >/dev/null; then
+    clean RANK=1 WORLD_SIZE=2 strace -f -o /dev/null -e trace=write \
+        -e inject=write:delay_enter=200000 sh -c 'echo $$ >"$1"; exec "$2" summarize "$3"' sh \
+        "$tmp/term.pid" "$TP" "$dir" 2>/dev/null &
+    tracer=$!
+    for i in $(seq 300); do ls "$dir" | grep -q '\.tmp\.' && break; sleep 0.05; done
+    ls "$dir" | grep -q '\.tmp\.' || fail "no summary being written under strace"
+    kill -TERM "$(cat "$tmp/term.pid")"
+    wait $tracer
+    rc=$?
+    [ $rc -eq 143 ] || fail "SIGTERM during a write: exit status $rc"
+    [ "$(ls "$dir" | grep -c '\.tmp\.')" -eq 0 ] || fail "temporary files left: $(ls "$dir")"
+    rm -f "$dir"/*.sum
+fi
 # nothing could be done: an error
 clean "$TP" summarize "$tmp/none" 2>/dev/null && fail "summarize of a missing directory succeeded"
 
