@@ -92,6 +92,19 @@ if command -v strace >/dev/null; then
     [ "$(ls "$dir" | grep -c '\.tmp\.')" -eq 0 ] || fail "temporary files left: $(ls "$dir")"
     rm -f "$dir"/*.sum
 fi
+# a rank file's name that links to a FIFO is an unreadable file, never a wait for a writer:
+# not in the share's slim pass, its wait, the sections, nor the report
+mkdir "$tmp/fifo" && mkfifo "$tmp/fifo.pipe" && cp "$dir/bench-1000.tprof" "$dir/bench-1001.tprof" \
+    "$tmp/fifo/" && ln -s "$tmp/fifo.pipe" "$tmp/fifo/bench-1000a.tprof" || fail "fifo run"
+for k in 0 1; do
+    clean RANK=$k WORLD_SIZE=2 timeout 60 "$TP" summarize "$tmp/fifo" 2>"$tmp/fifo$k.err" &
+done
+wait
+grep -q "unreadable: $tmp/fifo/bench-1000a.tprof" "$tmp/fifo0.err" ||
+    fail "a link to a FIFO as a rank file: $(cat "$tmp/fifo0.err" "$tmp/fifo1.err")"
+[ "$(ls "$tmp/fifo" | grep -c '\.sum$')" -eq 2 ] || fail "fifo run's summaries: $(ls "$tmp/fifo")"
+clean timeout 60 "$TP" report "$tmp/fifo" >/dev/null 2>&1
+[ $? -eq 124 ] && fail "the report waited on a link to a FIFO"
 # nothing could be done: an error
 clean "$TP" summarize "$tmp/none" 2>/dev/null && fail "summarize of a missing directory succeeded"
 
