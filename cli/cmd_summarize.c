@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,51 @@ static size_t share_index(const share *sh, const char *path, size_t *from) {
     return SIZE_MAX;
 }
 
+/* The signals that end a task: a launcher's SIGTERM (mpirun's or srun's when one task fails,
+ * or at trainprof run's limit for its first stage), the terminal's, a lost session's. Taken by
+ * a thread of their own (end_signals), so that a task ended while it writes summaries leaves
+ * no temporary file beside the rank files (tp_summary_abandon), then dies of the signal as it
+ * would have. One the task was started with ignored (nohup) stays ignored. */
+static const int end_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+static sigset_t g_end_set;
+
+static void *end_signal_thread(void *arg) {
+    (void)arg;
+    int sig = 0;
+    while (sigwait(&g_end_set, &sig) != 0) {
+    }
+    tp_summary_abandon();
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig); /* this thread's: the default action ends the process */
+    _exit(128 + sig);
+}
+
+/* Blocks end_sigs in this thread (the section threads, created after, inherit the mask) and
+ * starts the thread that takes them. Without that thread they are left as they were. */
+static void end_signals(void) {
+    sigemptyset(&g_end_set);
+    for (size_t i = 0; i < sizeof end_sigs / sizeof *end_sigs; i++) {
+        struct sigaction old;
+        if (sigaction(end_sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaddset(&g_end_set, end_sigs[i]);
+    }
+    sigset_t prev;
+    pthread_sigmask(SIG_BLOCK, &g_end_set, &prev);
+    pthread_t t;
+    pthread_attr_t at;
+    int ok = pthread_attr_init(&at) == 0;
+    if (ok) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        ok = pthread_create(&t, &at, end_signal_thread, NULL) == 0;
+        pthread_attr_destroy(&at);
+    }
+    if (!ok) pthread_sigmask(SIG_SETMASK, &prev, NULL);
+}
+
 int cmd_summarize(int argc, char **argv) {
     /* a summary that does not fit under a file-size limit (ulimit -f) is a failed write
      * (EFBIG: that file gets no summary, its temporary file removed), not SIGXFSZ, which
@@ -205,6 +251,7 @@ int cmd_summarize(int argc, char **argv) {
         }
     }
     if (!nops) die_usage("summarize", "%s", "missing DIR (a trainprof run directory)");
+    end_signals();
     long task, ntasks;
     const char *launcher = task_of(&task, &ntasks);
     struct timespec t0, t1;

@@ -435,19 +435,29 @@ typedef struct stage_result {
 
 /* In the supervisor, on SIGTSTP (Ctrl-Z: the terminal's foreground group, which holds
  * trainprof run and the supervisor but not the launcher's group): the launcher's group is
- * stopped with them, and resumed when the supervisor is (`fg`, `bg`: SIGCONT to this group).
- * The time stopped does not count against the limit: t0 moves on by it. */
-static void stop_with_group(pid_t pgid, struct timespec *t0) {
+ * stopped with them until SIGCONT to this group (`fg`, `bg`), or one of `stop` (blocked, as
+ * SIGCONT is: both wait pending, so that one sent before this wait is not lost). The
+ * supervisor does not stop itself: a SIGCONT that came between its SIGTSTP and its own stop
+ * would have left it stopped for good, the launcher's group with it, and a death signal of
+ * trainprof run (SIGKILL while stopped) would never have been taken. The time stopped does
+ * not count against the limit: t0 moves on by it. Returns the one of `stop` that came, else 0.
+ */
+static int stop_with_group(pid_t pgid, struct timespec *t0, const sigset_t *stop) {
     struct timespec a, b;
+    sigset_t resume = *stop;
+    sigaddset(&resume, SIGCONT);
     clock_gettime(CLOCK_MONOTONIC, &a);
     kill(-pgid, SIGSTOP);
-    raise(SIGSTOP); /* returns once resumed */
+    int sig;
+    while ((sig = sigwaitinfo(&resume, NULL)) < 0 && errno == EINTR) {
+    }
     kill(-pgid, SIGCONT);
     clock_gettime(CLOCK_MONOTONIC, &b);
     t0->tv_sec += b.tv_sec - a.tv_sec;
     t0->tv_nsec += b.tv_nsec - a.tv_nsec;
     while (t0->tv_nsec >= 1000000000L) t0->tv_sec++, t0->tv_nsec -= 1000000000L;
     while (t0->tv_nsec < 0) t0->tv_sec--, t0->tv_nsec += 1000000000L;
+    return sig == SIGCONT || sig < 0 ? 0 : sig;
 }
 
 /* In the supervisor: waits for the launcher `pid` at most limit_s, or until one of `stop`
@@ -471,9 +481,9 @@ static stage_result supervise(pid_t pid, int limit_s, const sigset_t *stop) {
             break;
         }
         int sig = sigtimedwait(&waited, NULL, &tick); /* the tick's sleep */
-        if (sig == SIGTSTP) stop_with_group(pid, &t0);
+        if (sig == SIGTSTP) sig = stop_with_group(pid, &t0, stop);
         if (sig == SIGCONT) kill(-pid, SIGCONT); /* resumed by another's SIGSTOP */
-        if (sig == SIGTSTP || sig == SIGCONT) sig = 0;
+        if (sig == SIGCONT) sig = 0;
         double s = since_s(&t0);
         if (termed < 0 && (s >= limit_s || sig > 0)) {
             r.how = sig > 0 ? STAGE_SIGNAL : STAGE_LIMIT;

@@ -243,6 +243,7 @@ ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 LD_PRELOAD=
 # discarded: the supervisor, which takes it, stops the launcher's group all the same).
 cat >"$tmp/bin/ticks" <<'EOF2'
 #!/bin/sh
+echo $$ >"$STAGE_DIR/ticks.pid"
 sh -c 'for i in $(seq 20); do echo $i >>"$STAGE_DIR/ticks"; sleep 0.1; done'
 exec "$@"
 EOF2
@@ -265,6 +266,22 @@ rc=$?
 [ "$(wc -l <"$tmp/ticks")" -eq 20 ] || fail "the launcher's group was not resumed"
 grep -q "rank summaries written through ticks" "$tmp/r15.err" ||
     fail "the time stopped counted against the limit: $(cat "$tmp/r15.err")"
+# trainprof run killed by SIGKILL while stopped: the stopped stage is ended all the same (its
+# supervisor, which waits for the SIGCONT, takes the death signal), never left stopped for good
+rm -f "$tmp/ticks" "$tmp/ticks.pid"
+setsid "$TP" run -q -o "$tmp/r17" --summarize-with ticks -- "$LM" --steps 5 >/dev/null 2>&1 &
+tp=$!
+for i in $(seq 200); do [ -s "$tmp/ticks" ] && break; sleep 0.05; done
+[ -s "$tmp/ticks" ] && [ -s "$tmp/ticks.pid" ] || fail "the ticking launcher did not start (r17)"
+/bin/kill -s TSTP -- -$tp
+sleep 0.5
+kill -KILL $tp
+wait $tp
+for i in $(seq 50); do gone "$(cat "$tmp/ticks.pid")" && break; sleep 0.1; done
+gone "$(cat "$tmp/ticks.pid")" || {
+    /bin/kill -s KILL -- -"$(cat "$tmp/ticks.pid")"
+    fail "the stopped stage outlived trainprof run killed by SIGKILL"
+}
 
 # 6. a file-size limit (ulimit -f) that takes the rank file but not its summary nor the
 # reports: failed writes (no temporary file left), not SIGXFSZ; the job's exit status

@@ -82,6 +82,36 @@ for f in txt json html; do
     cmp "$tmp/plain.$f" "$tmp/shared.$f" || fail "the $f report differs with shared summaries"
 done
 rm -f "$dir"/*.sum
+# a task ended by SIGTERM while it writes a summary (the launcher's, when trainprof run's first
+# stage reaches its limit) leaves no temporary file beside the rank files, and dies of the
+# signal: strace slows every write, so that the signal lands in one (skipped without strace)
+if command -v strace >/dev/null; then
+    clean RANK=1 WORLD_SIZE=2 strace -f -o /dev/null -e trace=write \
+        -e inject=write:delay_enter=200000 sh -c 'echo $$ >"$1"; exec "$2" summarize "$3"' sh \
+        "$tmp/term.pid" "$TP" "$dir" 2>/dev/null &
+    tracer=$!
+    for i in $(seq 300); do ls "$dir" | grep -q '\.tmp\.' && break; sleep 0.05; done
+    ls "$dir" | grep -q '\.tmp\.' || fail "no summary being written under strace"
+    kill -TERM "$(cat "$tmp/term.pid")"
+    wait $tracer
+    rc=$?
+    [ $rc -eq 143 ] || fail "SIGTERM during a write: exit status $rc"
+    [ "$(ls "$dir" | grep -c '\.tmp\.')" -eq 0 ] || fail "temporary files left: $(ls "$dir")"
+    rm -f "$dir"/*.sum
+fi
+# a rank file's name that links to a FIFO is an unreadable file, never a wait for a writer:
+# not in the share's slim pass, its wait, the sections, nor the report
+mkdir "$tmp/fifo" && mkfifo "$tmp/fifo.pipe" && cp "$dir/bench-1000.tprof" "$dir/bench-1001.tprof" \
+    "$tmp/fifo/" && ln -s "$tmp/fifo.pipe" "$tmp/fifo/bench-1000a.tprof" || fail "fifo run"
+for k in 0 1; do
+    clean RANK=$k WORLD_SIZE=2 timeout 60 "$TP" summarize "$tmp/fifo" 2>"$tmp/fifo$k.err" &
+done
+wait
+grep -q "unreadable: $tmp/fifo/bench-1000a.tprof" "$tmp/fifo0.err" ||
+    fail "a link to a FIFO as a rank file: $(cat "$tmp/fifo0.err" "$tmp/fifo1.err")"
+[ "$(ls "$tmp/fifo" | grep -c '\.sum$')" -eq 2 ] || fail "fifo run's summaries: $(ls "$tmp/fifo")"
+clean timeout 60 "$TP" report "$tmp/fifo" >/dev/null 2>&1
+[ $? -eq 124 ] && fail "the report waited on a link to a FIFO"
 # nothing could be done: an error
 clean "$TP" summarize "$tmp/none" 2>/dev/null && fail "summarize of a missing directory succeeded"
 

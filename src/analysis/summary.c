@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,6 +461,59 @@ static int write_all(int fd, const void *b, size_t n) {
     return 0;
 }
 
+/* The temporary files being written (tp_summary_abandon): names malloc'd, under g_tmp_lock,
+ * which tp_summary_abandon takes for good. A name is listed before its file is created and
+ * unlisted after it was renamed or removed, so that no temporary file exists unlisted. */
+static pthread_mutex_t g_tmp_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **g_tmp;
+static size_t g_ntmp, g_captmp;
+
+/* Creates the temporary file `tmp`, listed: its descriptor, or -1 (errno set). */
+static int tmp_create(const char *tmp) {
+    int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    pthread_mutex_lock(&g_tmp_lock);
+    if (g_ntmp == g_captmp) {
+        size_t cap = g_captmp ? 2 * g_captmp : 16;
+        char **nv = realloc(g_tmp, cap * sizeof *nv);
+        if (nv) {
+            g_tmp = nv;
+            g_captmp = cap;
+        }
+    }
+    char *name = g_ntmp < g_captmp ? strdup(tmp) : NULL;
+    int fd = -1;
+    if (!name) {
+        errno = ENOMEM;
+    } else {
+        /* a name of its own, never an existing one: a link planted under it in a directory
+         * others can write would have this write through it; one left by a killed task of the
+         * same pid and tid is its own leftover */
+        fd = open(tmp, fl, 0644);
+        if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, fl, 0644);
+    }
+    if (fd >= 0) g_tmp[g_ntmp++] = name;
+    else free(name);
+    pthread_mutex_unlock(&g_tmp_lock);
+    return fd;
+}
+
+/* `tmp` off the list (renamed into place or removed). */
+static void tmp_done(const char *tmp) {
+    pthread_mutex_lock(&g_tmp_lock);
+    for (size_t i = 0; i < g_ntmp; i++)
+        if (!strcmp(g_tmp[i], tmp)) {
+            free(g_tmp[i]);
+            g_tmp[i] = g_tmp[--g_ntmp];
+            break;
+        }
+    pthread_mutex_unlock(&g_tmp_lock);
+}
+
+void tp_summary_abandon(void) {
+    pthread_mutex_lock(&g_tmp_lock); /* never unlocked: no temporary file is created after */
+    for (size_t i = 0; i < g_ntmp; i++) unlink(g_tmp[i]);
+}
+
 int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opts *o,
                      const tp_summary_parts *in, char *why, size_t n) {
     char path[4096], tmp[4200];
@@ -491,15 +545,7 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
     /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
      * nor .json), unique to this thread */
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), (long)syscall(SYS_gettid));
-    /* a name of its own, never an existing one: a link planted under it in a directory others
-     * can write would have this write through it; one left by a killed task of the same pid
-     * and tid is its own leftover */
-    int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    int fd = -1;
-    if (!fail) {
-        fd = open(tmp, fl, 0644);
-        if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) fd = open(tmp, fl, 0644);
-    }
+    int fd = fail ? -1 : tmp_create(tmp);
     int rc = fd < 0 ? -1 : 0;
     if (!rc)
         rc = write_all(fd, SUM_MAGIC, 8) || write_all(fd, &version, 4) ||
@@ -516,6 +562,7 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
         snprintf(why, n, "%s", fail ? fail : strerror(errno));
         if (fd >= 0) unlink(tmp);
     }
+    if (fd >= 0) tmp_done(tmp);
     free(skey.b);
     free(sbody.b);
     free(key.b);

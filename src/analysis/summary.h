@@ -94,6 +94,13 @@ int tp_summary_section_decode(tp_run *run, const tp_process *p, const void *b, s
 int tp_summary_write(const tp_run *run, const tp_process *p, const struct tp_report_opts *o,
                      const tp_summary_parts *in, char *why, size_t n);
 
+/* Removes the temporary files of the summaries being written (tp_summary_write, on any
+ * thread), and makes every later write wait forever: for a process about to die of a signal
+ * (a launcher's SIGTERM), which would leave them beside the rank files. Not async-signal-safe
+ * (it takes a lock): called on a thread that took the signal with sigwait, which then ends
+ * the process. */
+void tp_summary_abandon(void);
+
 /* The codec (summary_codec.c): the rank result and the section's cJSON, appended to or read
  * from a byte buffer. */
 typedef struct tp_sum_buf {

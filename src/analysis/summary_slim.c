@@ -180,8 +180,9 @@ int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size) {
     uint64_t n = strlen(b);
     tp_sum_put(k, &n, 8);
     tp_sum_put(k, b, n);
-    /* the header read through the descriptor that is stat'ed: one file, even if renamed over */
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    /* the header read through the descriptor that is stat'ed: one file, even if renamed over
+     * (not blocking: a FIFO under the name would hold the open; it is no regular file) */
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return -1;
     struct stat st;
     unsigned char hdr[sizeof(tprof_file_header)];

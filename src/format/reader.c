@@ -64,7 +64,9 @@ int tprof__reader_open_prefix(const char *path, uint64_t limit, tprof_reader **o
     if (!err) { err = dummy; errlen = sizeof dummy; }
     err[0] = 0;
     if (!path || !out) return TPROF_ERR_INVALID_ARG;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* not blocking: a FIFO under a rank file's name (or a link to one) would hold the open
+     * until a writer came; it is refused below, as any file that is not a regular one */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
         return TPROF_ERR_IO;
@@ -72,6 +74,11 @@ int tprof__reader_open_prefix(const char *path, uint64_t limit, tprof_reader **o
     struct stat st;
     if (fstat(fd, &st) != 0) {
         snprintf(err, errlen, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return TPROF_ERR_IO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "not a regular file");
         close(fd);
         return TPROF_ERR_IO;
     }
