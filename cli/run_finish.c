@@ -326,7 +326,7 @@ static int is_trainprof_lib(const char *p, size_t n) {
 }
 
 /* In the stage's child: the injection variables back to the user's, without trainprof's
- * libraries (LD_PRELOAD's entries split as ld.so splits them, at colons and blanks). */
+ * libraries (LD_PRELOAD's entries split as ld.so splits them, at colons and spaces). */
 static void restore_user_injection(void) {
     for (size_t i = 0; i < N_INJ; i++) {
         unsetenv(inj_names[i]);
@@ -340,7 +340,7 @@ static void restore_user_injection(void) {
         if (!kept) continue;
         size_t k = 0;
         for (const char *q = v; *q;) {
-            size_t l = strcspn(q, ": \t");
+            size_t l = strcspn(q, ": "); /* ld.so's separators: not tabs */
             if (l && !is_trainprof_lib(q, l)) {
                 if (k) kept[k++] = ':';
                 memcpy(kept + k, q, l);

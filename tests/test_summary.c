@@ -607,7 +607,9 @@ static void hostile_names(void **state) {
     assert_non_null(v);
     fputs("not yours\n", v);
     assert_int_equal(fclose(v), 0);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", sum, (long)getpid(), (long)getpid());
+    char host[65] = "";
+    assert_int_equal(gethostname(host, sizeof host - 1), 0);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%s.%ld.%ld", sum, host, (long)getpid(), (long)getpid());
     assert_int_equal(symlink(victim, tmp), 0);
     tp_run run;
     char err[512];

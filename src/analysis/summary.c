@@ -516,7 +516,7 @@ void tp_summary_abandon(void) {
 
 int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opts *o,
                      const tp_summary_parts *in, char *why, size_t n) {
-    char path[4096], tmp[4200];
+    char path[4096], tmp[4300];
     if (tp_summary_path(p, path, sizeof path) != 0) {
         snprintf(why, n, "path too long");
         return -1;
@@ -543,8 +543,12 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
              crc = fail ? 0 : body_crc(&body);
     uint64_t sklen = skey.len, sblen = sbody.len, klen = key.len, blen = body.len;
     /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
-     * nor .json), unique to this thread */
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", path, (long)getpid(), (long)syscall(SYS_gettid));
+     * nor .json), unique to this thread of this host (tasks on several nodes share the
+     * directory, and their pids may be the same) */
+    char host[65] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%s.%ld.%ld", path, host, (long)getpid(),
+             (long)syscall(SYS_gettid));
     int fd = fail ? -1 : tmp_create(tmp);
     int rc = fd < 0 ? -1 : 0;
     if (!rc)
