@@ -40,6 +40,15 @@ lim=$((($(wc -c <"$tmp/plain.txt") + 511) / 512 * 2))
 (ulimit -f $lim && clean "$TP" report "$dir") >"$tmp/limited.txt" 2>"$tmp/limited.err" ||
     fail "report under ulimit -f $lim: $(cat "$tmp/limited.err")"
 cmp -s "$tmp/plain.txt" "$tmp/limited.txt" || fail "the report differs under ulimit -f $lim"
+# standard output closed: the report fails as a write to a closed descriptor (EBADF), the same
+# in every format; the sections' temporary file, opened after, must not take descriptor 1 (the
+# text then went into it, status 0; the JSON and HTML overwrote the sections they read back)
+for f in text json html; do
+    clean "$TP" report "$dir" --format $f >&- 2>"$tmp/closed.err" &&
+        fail "report --format $f to a closed standard output succeeded"
+    grep -q "standard output failed: Bad file descriptor" "$tmp/closed.err" ||
+        fail "report --format $f to a closed standard output: $(cat "$tmp/closed.err")"
+done
 
 # split(LAUNCHER_VARS..., EXPECTED_FILES): one task's share under a launcher's variables
 split() {

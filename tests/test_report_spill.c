@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,12 +176,42 @@ static void store(void **state) {
     tp_spill_free(NULL);
 }
 
+/* With standard input closed (as with standard output closed, `trainprof report >&-`), the
+ * file must not take its number: output meant for the closed stream would be written over the
+ * sections, and a write that must fail (EBADF) would succeed into the hidden file. */
+static void low_fd(void **state) {
+    (void)state;
+    int in = dup(0);
+    assert_true(in > 2);
+    assert_int_equal(close(0), 0);
+    tp_section_spill *s = tp_spill_open(1);
+    int fd0 = fcntl(0, F_GETFD); /* -1: fd 0 still closed */
+    assert_int_equal(dup2(in, 0), 0);
+    close(in);
+    assert_non_null(s);
+    struct {
+        int fd;
+    } *peek = (void *)s; /* the store's first field is its file (report_spill.c) */
+    assert_int_equal(fd0, -1);
+    assert_true(peek->fd > 2);
+    /* and it is still closed on exec */
+    assert_true(fcntl(peek->fd, F_GETFD) & FD_CLOEXEC);
+    tp_spill_put(s, 0, cJSON_CreateObject());
+    const cJSON *got;
+    cJSON *owned;
+    assert_int_equal(tp_spill_get(s, 0, &got, &owned), 0);
+    assert_ptr_equal(got, owned); /* from the file */
+    cJSON_Delete(owned);
+    tp_spill_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(not_utf8),
         cmocka_unit_test(no_tmpdir),
         cmocka_unit_test(no_rank),
         cmocka_unit_test(store),
+        cmocka_unit_test(low_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
