@@ -41,7 +41,10 @@ struct tp_section_spill {
 };
 
 /* An unlinked file in $TMPDIR (else /tmp), so that nothing is left behind whatever ends the
- * process; -1 when none can be made (the sections are then kept in memory). */
+ * process; -1 when none can be made (the sections are then kept in memory). Never descriptor
+ * 0, 1 or 2: with one of those closed (`trainprof report >&-`) the file would take its number,
+ * and what is printed to that stream would go into the file, over the sections, instead of
+ * failing (EBADF) as it does without the file. */
 static int spill_file(void) {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
@@ -49,7 +52,13 @@ static int spill_file(void) {
     if (snprintf(path, sizeof path, "%s/trainprof-sections-XXXXXX", dir) >= (int)sizeof path)
         return -1;
     int fd = mkostemp(path, O_CLOEXEC);
-    if (fd >= 0) unlink(path);
+    if (fd < 0) return -1;
+    unlink(path);
+    if (fd <= 2) { /* moved above the standard three; that one is left closed again */
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        close(fd);
+        fd = high;
+    }
     return fd;
 }
 
