@@ -108,6 +108,17 @@ if command -v strace >/dev/null; then
     [ "$(ls "$dir" | grep -c '\.tmp\.')" -eq 0 ] || fail "temporary files left: $(ls "$dir")"
     rm -f "$dir"/*.sum
 fi
+# the sections' temporary file never outlives the report, even when its name cannot be removed
+# (strace makes unlink fail; a signal between the file's creation and its unlink leaves it the
+# same way): it held the run's range and host names in $TMPDIR for good (skipped without strace)
+if command -v strace >/dev/null; then
+    mkdir "$tmp/spilldir"
+    TMPDIR=$tmp/spilldir clean strace -f -o /dev/null -e trace=unlink -e inject=unlink:error=EACCES \
+        "$TP" report "$dir" --format json >"$tmp/unlink.json" 2>"$tmp/unlink.err" ||
+        fail "report with unlink failing: $(cat "$tmp/unlink.err")"
+    cmp -s "$tmp/plain.json" "$tmp/unlink.json" || fail "the report differs with unlink failing"
+    [ -z "$(ls "$tmp/spilldir")" ] || fail "temporary file left: $(ls -l "$tmp/spilldir")"
+fi
 # a rank file's name that links to a FIFO is an unreadable file, never a wait for a writer:
 # not in the share's slim pass, its wait, the sections, nor the report
 mkdir "$tmp/fifo" && mkfifo "$tmp/fifo.pipe" && cp "$dir/bench-1000.tprof" "$dir/bench-1001.tprof" \
