@@ -41,7 +41,10 @@ struct tp_section_spill {
 };
 
 /* An unlinked file in $TMPDIR (else /tmp), so that nothing is left behind whatever ends the
- * process; -1 when none can be made (the sections are then kept in memory). Never descriptor
+ * process; -1 when none can be made (the sections are then kept in memory). A file without a
+ * name (O_TMPFILE, open(2)) where the file system has them: a named one is there until its
+ * unlink, and a signal in between (or an unlink that fails) would leave every rank's section
+ * in $TMPDIR for good; a named one whose name cannot be removed is not used. Never descriptor
  * 0, 1 or 2: with one of those closed (`trainprof report >&-`) the file would take its number,
  * and what is printed to that stream would go into the file, over the sections, instead of
  * failing (EBADF) as it does without the file. */
@@ -51,10 +54,15 @@ static int spill_file(void) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/trainprof-sections-XXXXXX", dir) >= (int)sizeof path)
         return -1;
-    int fd = mkostemp(path, O_CLOEXEC);
-    if (fd < 0) return -1;
-    unlink(path);
-    if (fd <= 2) { /* moved above the standard three; that one is left closed again */
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) { /* not a directory, or a file system without O_TMPFILE: a named file */
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd >= 0 && unlink(path) != 0) {
+            close(fd);
+            return -1; /* left empty: nothing of the report in it */
+        }
+    }
+    if (fd >= 0 && fd <= 2) { /* moved above the standard three; that one is closed again */
         int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         close(fd);
         fd = high;
