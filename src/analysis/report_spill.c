@@ -125,7 +125,7 @@ void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section) {
     else s->slot[k].kept = section; /* no file, a full disk, out of memory: held as before */
 }
 
-int tp_spill_get(const tp_section_spill *s, size_t k, const cJSON **section, cJSON **owned) {
+int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **owned) {
     *section = NULL;
     *owned = NULL;
     if (k >= s->n) return TPROF_OK;
@@ -154,6 +154,8 @@ int tp_spill_get(const tp_section_spill *s, size_t k, const cJSON **section, cJS
     return TPROF_OK;
 }
 
+void tp_spill_read_once(tp_section_spill *s) { (void)s; }
+
 size_t tp_spill_count(const tp_section_spill *s) { return s ? s->n : 0; }
 
 void tp_spill_free(tp_section_spill *s) {
@@ -170,6 +172,10 @@ void tp_spill_free(tp_section_spill *s) {
 size_t tp_report_nsections(const tp_report *r) {
     if (r->spill) return tp_spill_count(r->spill);
     return (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r->doc, "ranks"));
+}
+
+void tp_report_sections_once(tp_report *r) {
+    if (r->spill) tp_spill_read_once(r->spill);
 }
 
 int tp_report_section(const tp_report *r, size_t k, const cJSON **section, cJSON **owned) {
