@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analysis/summary.h"
@@ -29,6 +30,7 @@
 typedef struct spill_slot {
     uint64_t off, len; /* len 0: not in the file */
     cJSON *kept;       /* owned; the file could not take it */
+    int gone;          /* given back under tp_spill_read_once */
 } spill_slot;
 
 struct tp_section_spill {
@@ -36,6 +38,9 @@ struct tp_section_spill {
              * cuts the file short through it, test_report_spill.c) */
     pthread_mutex_t lock;
     uint64_t end;      /* the file's next free byte (under lock) */
+    uint64_t align;    /* each section starts at a multiple: its blocks are its own, so that
+                        * they can be given back (tp_spill_read_once) */
+    int once;          /* tp_spill_read_once */
     size_t n;
     spill_slot *slot;
 };
@@ -81,6 +86,12 @@ tp_section_spill *tp_spill_open(size_t n) {
     }
     s->n = n;
     s->fd = spill_file();
+    /* the file system's block (a power of two, within reason), else a page */
+    struct stat st;
+    s->align = 4096;
+    if (s->fd >= 0 && fstat(s->fd, &st) == 0 && st.st_blksize >= 512 &&
+        st.st_blksize <= (1 << 20) && !(st.st_blksize & (st.st_blksize - 1)))
+        s->align = (uint64_t)st.st_blksize;
     return s;
 }
 
@@ -110,8 +121,9 @@ void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section) {
     int stored = 0;
     if (!c.bad && c.len && s->fd >= 0) {
         pthread_mutex_lock(&s->lock);
-        uint64_t off = s->end;
-        s->end += c.len;
+        /* the gap before it lies in the last block of the section before: no space of its own */
+        uint64_t off = (s->end + s->align - 1) / s->align * s->align;
+        s->end = off + c.len;
         pthread_mutex_unlock(&s->lock);
         /* a region of its own: the writes of several jobs do not overlap */
         if (write_all(s->fd, c.b, c.len, off) == 0) {
@@ -129,9 +141,15 @@ int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **o
     *section = NULL;
     *owned = NULL;
     if (k >= s->n) return TPROF_OK;
-    const spill_slot *sl = &s->slot[k];
+    spill_slot *sl = &s->slot[k];
+    if (sl->gone) return TPROF_ERR_IO;
+    sl->gone = s->once;
     if (sl->kept || !sl->len) {
         *section = sl->kept;
+        if (s->once) { /* handed over */
+            *owned = sl->kept;
+            sl->kept = NULL;
+        }
         return TPROF_OK;
     }
     tp_sum_buf c = {.len = (size_t)sl->len};
@@ -146,6 +164,11 @@ int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **o
     }
     cJSON *j = got == c.len ? tp_sum_json_get(&c) : NULL;
     free(c.b);
+    /* its blocks, whole from its start (aligned) to the next section's: a failure (a file
+     * system without holes) leaves them until the file is closed */
+    if (s->once)
+        (void)fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)sl->off,
+                        (off_t)((sl->len + s->align - 1) / s->align * s->align));
     if (!j || c.bad || c.at != c.len) {
         cJSON_Delete(j);
         return TPROF_ERR_IO;
@@ -154,7 +177,9 @@ int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **o
     return TPROF_OK;
 }
 
-void tp_spill_read_once(tp_section_spill *s) { (void)s; }
+void tp_spill_read_once(tp_section_spill *s) {
+    if (s) s->once = 1;
+}
 
 size_t tp_spill_count(const tp_section_spill *s) { return s ? s->n : 0; }
 
