@@ -215,6 +215,21 @@ static void low_fd(void **state) {
     tp_spill_free(s);
 }
 
+/* Whether dir's file system gives space back (fallocate(2) PUNCH_HOLE): where it does not,
+ * the spill keeps its blocks until it is closed, and only that is checked. */
+static int punches_holes(const char *dir) {
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/probe", dir);
+    int pf = open(probe, O_RDWR | O_CREAT, 0600);
+    assert_true(pf >= 0);
+    char page[4096] = {1};
+    assert_int_equal(pwrite(pf, page, sizeof page, 0), (ssize_t)sizeof page);
+    int ok = fallocate(pf, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
+    close(pf);
+    unlink(probe);
+    return ok;
+}
+
 /* The last writer reads each section once (tp_report_sections_once): the same report.json,
  * the file's space given back as it goes (an output on $TMPDIR's file system needs it: a
  * report that fits there without the spill failed with it), and a reader after it an error,
@@ -226,16 +241,7 @@ static void read_once(void **state) {
     four_ranks_run(dir);
     const char *old = getenv("TMPDIR");
     char *keep = old ? strdup(old) : NULL;
-    /* whether the test's file system gives space back (fallocate(2) PUNCH_HOLE) */
-    char probe[600];
-    snprintf(probe, sizeof probe, "%s/probe", dir);
-    int pf = open(probe, O_RDWR | O_CREAT, 0600);
-    assert_true(pf >= 0);
-    char page[4096] = {1};
-    assert_int_equal(pwrite(pf, page, sizeof page, 0), (ssize_t)sizeof page);
-    int punches = fallocate(pf, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
-    close(pf);
-    unlink(probe);
+    int punches = punches_holes(dir);
     const char *tmpdirs[] = {dir, "/nonexistent/trainprof-spill-test"};
     tp_run run;
     char err[512];
@@ -283,6 +289,49 @@ static void read_once(void **state) {
     synth_rmtree(dir);
 }
 
+/* No writer reads the sections any more (`trainprof report --format text`): they are let go
+ * at once, the file's space with them (the text on $TMPDIR's file system found less room than
+ * without the spill), and a reader after it gets an error. */
+static void drop(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-spill-drop"), 0);
+    four_ranks_run(dir);
+    const char *old = getenv("TMPDIR");
+    char *keep = old ? strdup(old) : NULL;
+    setenv("TMPDIR", dir, 1);
+    tp_run run;
+    char err[512];
+    const char *ops[] = {dir};
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    tp_report sp;
+    assert_int_equal(tp_report_make_spilled(&run, NULL, &sp), 0);
+    struct {
+        int fd;
+    } *peek = (void *)sp.spill; /* the store's first field is its file (report_spill.c) */
+    assert_true(peek->fd >= 0);
+    /* a second descriptor keeps the file open: what it holds is still seen */
+    int fd = dup(peek->fd);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_true(st.st_blocks > 0);
+    tp_report_sections_drop(&sp);
+    assert_int_equal(peek->fd, -1);
+    assert_int_equal(fstat(fd, &st), 0);
+    if (punches_holes(dir)) assert_int_equal(st.st_blocks, 0);
+    close(fd);
+    const cJSON *got;
+    cJSON *owned;
+    assert_int_equal(tp_report_section(&sp, 0, &got, &owned), TPROF_ERR_IO);
+    assert_null(got);
+    tp_report_free(&sp);
+    tp_run_free(&run);
+    if (keep) setenv("TMPDIR", keep, 1);
+    else unsetenv("TMPDIR");
+    free(keep);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(not_utf8),
@@ -291,6 +340,7 @@ int main(void) {
         cmocka_unit_test(store),
         cmocka_unit_test(low_fd),
         cmocka_unit_test(read_once),
+        cmocka_unit_test(drop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,6 +120,12 @@ int tp_report_section(const tp_report *r, size_t k, const cJSON **section, cJSON
  * No effect on a report that holds its sections. */
 void tp_report_sections_once(tp_report *r);
 
+/* No writer of r reads its rank sections any more (the text alone is left): they are let go,
+ * their space in the spill's temporary file given back (for an output on $TMPDIR's file
+ * system, as tp_report_sections_once). A reader after it gets TPROF_ERR_IO. No effect on a
+ * report that holds its sections. */
+void tp_report_sections_drop(tp_report *r);
+
 /* For a reader of a slim run other than the report (the export): reads each slim rank of
  * `run` again whole (those with want[i] set, want indexed as run->procs; NULL: every slim
  * rank), as the report's rank sections do, and keeps in it what the run-level analyses read:

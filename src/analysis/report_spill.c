@@ -181,6 +181,8 @@ void tp_spill_read_once(tp_section_spill *s) {
     if (s) s->once = 1;
 }
 
+void tp_spill_drop(tp_section_spill *s) { (void)s; }
+
 size_t tp_spill_count(const tp_section_spill *s) { return s ? s->n : 0; }
 
 void tp_spill_free(tp_section_spill *s) {
@@ -201,6 +203,10 @@ size_t tp_report_nsections(const tp_report *r) {
 
 void tp_report_sections_once(tp_report *r) {
     if (r->spill) tp_spill_read_once(r->spill);
+}
+
+void tp_report_sections_drop(tp_report *r) {
+    if (r->spill) tp_spill_drop(r->spill);
 }
 
 int tp_report_section(const tp_report *r, size_t k, const cJSON **section, cJSON **owned) {

@@ -36,6 +36,10 @@ int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **o
  * take the space the output needs. Not thread safe with put or get. */
 void tp_spill_read_once(tp_section_spill *s);
 
+/* Every slot given back at once, as if each had been read under tp_spill_read_once, and the
+ * file closed. NULL-safe. */
+void tp_spill_drop(tp_section_spill *s);
+
 /* Slots of s (0 for NULL). */
 size_t tp_spill_count(const tp_section_spill *s);
 
