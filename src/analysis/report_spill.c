@@ -181,7 +181,23 @@ void tp_spill_read_once(tp_section_spill *s) {
     if (s) s->once = 1;
 }
 
-void tp_spill_drop(tp_section_spill *s) { (void)s; }
+void tp_spill_drop(tp_section_spill *s) {
+    if (!s) return;
+    s->once = 1;
+    for (size_t k = 0; k < s->n; k++) {
+        cJSON_Delete(s->slot[k].kept);
+        s->slot[k].kept = NULL;
+        s->slot[k].gone = 1;
+    }
+    if (s->fd < 0) return;
+    /* the blocks now, should the file outlive its descriptor (none here does: it has no
+     * name, and its descriptor is not inherited) */
+    if (s->end)
+        (void)fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                        (off_t)((s->end + s->align - 1) / s->align * s->align));
+    close(s->fd);
+    s->fd = -1;
+}
 
 size_t tp_spill_count(const tp_section_spill *s) { return s ? s->n : 0; }
 
