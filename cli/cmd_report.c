@@ -94,6 +94,10 @@ int cmd_report(int argc, char **argv) {
     if (made && out_open(&of, out) == 0) {
         tp_report_opts o;
         report_opts(&a, &o);
+        /* the one writer: the sections' space in $TMPDIR goes back as the output takes its own
+         * (an output there found less room than without them); the text reads none */
+        if (!strcmp(format, "text")) tp_report_sections_drop(&rep);
+        else tp_report_sections_once(&rep);
         int w = !strcmp(format, "json") ? tp_report_write_doc(&rep, of.f)
                 : !strcmp(format, "html")
                     ? tp_html_write(&rep, &o, of.f)

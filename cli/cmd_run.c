@@ -840,6 +840,7 @@ static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
     snprintf(path, sizeof path, "%s/report.html", absdir);
     tp_report_opts ho;
     report_opts(&o->a, &ho);
+    tp_report_sections_once(&rep); /* the HTML is the last to read them: see cmd_report.c */
     if (out_open(&of, path) == 0)
         ok[2] = out_close(&of, tp_html_write(&rep, &ho, of.f) == 0) == 0;
     if (!o->quiet) {

@@ -40,6 +40,15 @@ lim=$((($(wc -c <"$tmp/plain.txt") + 511) / 512 * 2))
 (ulimit -f $lim && clean "$TP" report "$dir") >"$tmp/limited.txt" 2>"$tmp/limited.err" ||
     fail "report under ulimit -f $lim: $(cat "$tmp/limited.err")"
 cmp -s "$tmp/plain.txt" "$tmp/limited.txt" || fail "the report differs under ulimit -f $lim"
+# standard output closed: the report fails as a write to a closed descriptor (EBADF), the same
+# in every format; the sections' temporary file, opened after, must not take descriptor 1 (the
+# text then went into it, status 0; the JSON and HTML overwrote the sections they read back)
+for f in text json html; do
+    clean "$TP" report "$dir" --format $f >&- 2>"$tmp/closed.err" &&
+        fail "report --format $f to a closed standard output succeeded"
+    grep -q "standard output failed: Bad file descriptor" "$tmp/closed.err" ||
+        fail "report --format $f to a closed standard output: $(cat "$tmp/closed.err")"
+done
 
 # split(LAUNCHER_VARS..., EXPECTED_FILES): one task's share under a launcher's variables
 split() {
@@ -98,6 +107,18 @@ if command -v strace >/dev/null; then
     [ $rc -eq 143 ] || fail "SIGTERM during a write: exit status $rc"
     [ "$(ls "$dir" | grep -c '\.tmp\.')" -eq 0 ] || fail "temporary files left: $(ls "$dir")"
     rm -f "$dir"/*.sum
+fi
+# the sections' temporary file never outlives the report, even when its name cannot be removed
+# (strace makes unlink fail; a signal between the file's creation and its unlink leaves it the
+# same way): it held the run's range and host names in $TMPDIR for good (skipped without strace;
+# LeakSanitizer cannot run under ptrace, so an ASan build checks no leaks there)
+if command -v strace >/dev/null; then
+    mkdir "$tmp/spilldir"
+    TMPDIR=$tmp/spilldir ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 clean strace -f -o /dev/null -e trace=unlink -e inject=unlink:error=EACCES \
+        "$TP" report "$dir" --format json >"$tmp/unlink.json" 2>"$tmp/unlink.err" ||
+        fail "report with unlink failing: $(cat "$tmp/unlink.err")"
+    cmp -s "$tmp/plain.json" "$tmp/unlink.json" || fail "the report differs with unlink failing"
+    [ -z "$(ls "$tmp/spilldir")" ] || fail "temporary file left: $(ls -l "$tmp/spilldir")"
 fi
 # a rank file's name that links to a FIFO is an unreadable file, never a wait for a writer:
 # not in the share's slim pass, its wait, the sections, nor the report

@@ -113,6 +113,19 @@ size_t tp_report_nsections(const tp_report *r);
  * TPROF_ERR_IO (the spill file could not give it back). Not thread safe. */
 int tp_report_section(const tp_report *r, size_t k, const cJSON **section, cJSON **owned);
 
+/* The next writer of r that reads its rank sections (tp_report_write_doc or tp_html_write) is
+ * the last: each section it reads is then let go, its space in the spill's temporary file given
+ * back as the output grows (tp_spill_read_once), so that an output on the same file system as
+ * $TMPDIR finds the room it would have without the spill. A reader after it gets TPROF_ERR_IO.
+ * No effect on a report that holds its sections. */
+void tp_report_sections_once(tp_report *r);
+
+/* No writer of r reads its rank sections any more (the text alone is left): they are let go,
+ * their space in the spill's temporary file given back (for an output on $TMPDIR's file
+ * system, as tp_report_sections_once). A reader after it gets TPROF_ERR_IO. No effect on a
+ * report that holds its sections. */
+void tp_report_sections_drop(tp_report *r);
+
 /* For a reader of a slim run other than the report (the export): reads each slim rank of
  * `run` again whole (those with want[i] set, want indexed as run->procs; NULL: every slim
  * rank), as the report's rank sections do, and keeps in it what the run-level analyses read:

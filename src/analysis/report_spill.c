@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analysis/summary.h"
@@ -29,6 +30,7 @@
 typedef struct spill_slot {
     uint64_t off, len; /* len 0: not in the file */
     cJSON *kept;       /* owned; the file could not take it */
+    int gone;          /* given back under tp_spill_read_once */
 } spill_slot;
 
 struct tp_section_spill {
@@ -36,20 +38,40 @@ struct tp_section_spill {
              * cuts the file short through it, test_report_spill.c) */
     pthread_mutex_t lock;
     uint64_t end;      /* the file's next free byte (under lock) */
+    uint64_t align;    /* each section starts at a multiple: its blocks are its own, so that
+                        * they can be given back (tp_spill_read_once) */
+    int once;          /* tp_spill_read_once */
     size_t n;
     spill_slot *slot;
 };
 
 /* An unlinked file in $TMPDIR (else /tmp), so that nothing is left behind whatever ends the
- * process; -1 when none can be made (the sections are then kept in memory). */
+ * process; -1 when none can be made (the sections are then kept in memory). A file without a
+ * name (O_TMPFILE, open(2)) where the file system has them: a named one is there until its
+ * unlink, and a signal in between (or an unlink that fails) would leave every rank's section
+ * in $TMPDIR for good; a named one whose name cannot be removed is not used. Never descriptor
+ * 0, 1 or 2: with one of those closed (`trainprof report >&-`) the file would take its number,
+ * and what is printed to that stream would go into the file, over the sections, instead of
+ * failing (EBADF) as it does without the file. */
 static int spill_file(void) {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
     char path[4096];
     if (snprintf(path, sizeof path, "%s/trainprof-sections-XXXXXX", dir) >= (int)sizeof path)
         return -1;
-    int fd = mkostemp(path, O_CLOEXEC);
-    if (fd >= 0) unlink(path);
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) { /* not a directory, or a file system without O_TMPFILE: a named file */
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd >= 0 && unlink(path) != 0) {
+            close(fd);
+            return -1; /* left empty: nothing of the report in it */
+        }
+    }
+    if (fd >= 0 && fd <= 2) { /* moved above the standard three; that one is closed again */
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        close(fd);
+        fd = high;
+    }
     return fd;
 }
 
@@ -64,6 +86,12 @@ tp_section_spill *tp_spill_open(size_t n) {
     }
     s->n = n;
     s->fd = spill_file();
+    /* the file system's block (a power of two, within reason), else a page */
+    struct stat st;
+    s->align = 4096;
+    if (s->fd >= 0 && fstat(s->fd, &st) == 0 && st.st_blksize >= 512 &&
+        st.st_blksize <= (1 << 20) && !(st.st_blksize & (st.st_blksize - 1)))
+        s->align = (uint64_t)st.st_blksize;
     return s;
 }
 
@@ -93,8 +121,9 @@ void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section) {
     int stored = 0;
     if (!c.bad && c.len && s->fd >= 0) {
         pthread_mutex_lock(&s->lock);
-        uint64_t off = s->end;
-        s->end += c.len;
+        /* the gap before it lies in the last block of the section before: no space of its own */
+        uint64_t off = (s->end + s->align - 1) / s->align * s->align;
+        s->end = off + c.len;
         pthread_mutex_unlock(&s->lock);
         /* a region of its own: the writes of several jobs do not overlap */
         if (write_all(s->fd, c.b, c.len, off) == 0) {
@@ -108,13 +137,19 @@ void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section) {
     else s->slot[k].kept = section; /* no file, a full disk, out of memory: held as before */
 }
 
-int tp_spill_get(const tp_section_spill *s, size_t k, const cJSON **section, cJSON **owned) {
+int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **owned) {
     *section = NULL;
     *owned = NULL;
     if (k >= s->n) return TPROF_OK;
-    const spill_slot *sl = &s->slot[k];
+    spill_slot *sl = &s->slot[k];
+    if (sl->gone) return TPROF_ERR_IO;
+    sl->gone = s->once;
     if (sl->kept || !sl->len) {
         *section = sl->kept;
+        if (s->once) { /* handed over */
+            *owned = sl->kept;
+            sl->kept = NULL;
+        }
         return TPROF_OK;
     }
     tp_sum_buf c = {.len = (size_t)sl->len};
@@ -129,12 +164,39 @@ int tp_spill_get(const tp_section_spill *s, size_t k, const cJSON **section, cJS
     }
     cJSON *j = got == c.len ? tp_sum_json_get(&c) : NULL;
     free(c.b);
+    /* its blocks, whole from its start (aligned) to the next section's: a failure (a file
+     * system without holes) leaves them until the file is closed */
+    if (s->once)
+        (void)fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)sl->off,
+                        (off_t)((sl->len + s->align - 1) / s->align * s->align));
     if (!j || c.bad || c.at != c.len) {
         cJSON_Delete(j);
         return TPROF_ERR_IO;
     }
     *section = *owned = j;
     return TPROF_OK;
+}
+
+void tp_spill_read_once(tp_section_spill *s) {
+    if (s) s->once = 1;
+}
+
+void tp_spill_drop(tp_section_spill *s) {
+    if (!s) return;
+    s->once = 1;
+    for (size_t k = 0; k < s->n; k++) {
+        cJSON_Delete(s->slot[k].kept);
+        s->slot[k].kept = NULL;
+        s->slot[k].gone = 1;
+    }
+    if (s->fd < 0) return;
+    /* the blocks now, should the file outlive its descriptor (none here does: it has no
+     * name, and its descriptor is not inherited) */
+    if (s->end)
+        (void)fallocate(s->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                        (off_t)((s->end + s->align - 1) / s->align * s->align));
+    close(s->fd);
+    s->fd = -1;
 }
 
 size_t tp_spill_count(const tp_section_spill *s) { return s ? s->n : 0; }
@@ -153,6 +215,14 @@ void tp_spill_free(tp_section_spill *s) {
 size_t tp_report_nsections(const tp_report *r) {
     if (r->spill) return tp_spill_count(r->spill);
     return (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r->doc, "ranks"));
+}
+
+void tp_report_sections_once(tp_report *r) {
+    if (r->spill) tp_spill_read_once(r->spill);
+}
+
+void tp_report_sections_drop(tp_report *r) {
+    if (r->spill) tp_spill_drop(r->spill);
 }
 
 int tp_report_section(const tp_report *r, size_t k, const cJSON **section, cJSON **owned) {

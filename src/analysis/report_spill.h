@@ -26,7 +26,19 @@ void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section);
  * strings cleaned: decoded from the file into *owned (the caller's, cJSON_Delete) or held in
  * memory (*owned NULL; valid until tp_spill_free). Returns TPROF_OK, TPROF_ERR_NO_MEMORY, or
  * TPROF_ERR_IO when the file no longer gives it back whole. Not thread safe with put. */
-int tp_spill_get(const tp_section_spill *s, size_t k, const cJSON **section, cJSON **owned);
+int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **owned);
+
+/* From now on each slot is given back once: tp_spill_get hands the section over (a held one
+ * too: *owned is then the section) and gives the file's space for it back to the file system
+ * (a hole punched, fallocate(2); where the file system has none, the space stays until
+ * tp_spill_free); a slot asked for again is TPROF_ERR_IO. For the last writer that reads the
+ * sections, whose output may go to $TMPDIR's file system: the sections there would otherwise
+ * take the space the output needs. Not thread safe with put or get. */
+void tp_spill_read_once(tp_section_spill *s);
+
+/* Every slot given back at once, as if each had been read under tp_spill_read_once, and the
+ * file closed. NULL-safe. */
+void tp_spill_drop(tp_section_spill *s);
 
 /* Slots of s (0 for NULL). */
 size_t tp_spill_count(const tp_section_spill *s);
