@@ -295,27 +295,6 @@ static int find_python_dir(const char *lib, char *out, size_t n) {
     return -1;
 }
 
-static int find_command(const char *cmd, char *out, size_t n) {
-    if (strchr(cmd, '/')) {
-        struct stat st;
-        if (stat(cmd, &st) != 0 || !S_ISREG(st.st_mode) || access(cmd, X_OK) != 0) return -1;
-        snprintf(out, n, "%s", cmd);
-        return 0;
-    }
-    const char *path = getenv("PATH");
-    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
-    char *copy = strdup(path);
-    if (!copy) return -1;
-    int found = -1;
-    for (char *d = strtok(copy, ":"); d && found; d = strtok(NULL, ":")) {
-        snprintf(out, n, "%s/%s", *d ? d : ".", cmd);
-        struct stat st;
-        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) found = 0;
-    }
-    free(copy);
-    return found;
-}
-
 static int mkdir_p(const char *path) {
     char buf[PATH_MAX];
     snprintf(buf, sizeof buf, "%s", path);
@@ -511,7 +490,7 @@ static int run_prepare(const run_opts *o, run_plan *p) {
     memset(p, 0, sizeof *p);
     p->lockfd = -1;
     char **cmd = o->cmd;
-    if (find_command(cmd[0], p->exe, sizeof p->exe) != 0) {
+    if (cli_find_program(cmd[0], "/usr/local/bin:/usr/bin:/bin", p->exe, sizeof p->exe) != 0) {
         /* as shells answer: 126 when the path names something that cannot be run */
         struct stat sb;
         int there = strchr(cmd[0], '/') && stat(cmd[0], &sb) == 0;

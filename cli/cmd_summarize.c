@@ -92,12 +92,6 @@ static const char *task_of(long *task, long *ntasks) {
     return NULL;
 }
 
-static double seconds_since(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 /* Under a launcher, the tasks share the slim reads before the sections: file j of the run's
  * rank files (tp_run_rank_files: the same list in every task) is task j % ntasks's, which
  * writes its summary with its slim process (tp_summary_write_slim), then waits for the other
@@ -128,7 +122,7 @@ static void share_slims(const char *const *ops, size_t nops, long task, long nta
         /* a failure is said once, by the sections' pass, which tries the file again */
         sh->wrote[j] = tp_summary_write_slim(sh->paths[j], why, sizeof why) == 0;
     }
-    sh->write_s = seconds_since(&t0);
+    sh->write_s = cli_elapsed_s(&t0);
     double quiet = 2.0 + 3.0 * (sh->mine ? sh->write_s / (double)sh->mine : 0.0);
     unsigned char *ok = calloc(sh->n, 1);
     if (!ok) return;
@@ -145,14 +139,14 @@ static void share_slims(const char *const *ops, size_t nops, long task, long nta
         if (sh->ready > before) {
             clock_gettime(CLOCK_MONOTONIC, &last);
             pause_ms = 20;
-        } else if (seconds_since(&last) >= quiet) {
+        } else if (cli_elapsed_s(&last) >= quiet) {
             break;
         }
         struct timespec ts = {0, pause_ms * 1000000L};
         nanosleep(&ts, NULL);
         if (pause_ms < 500) pause_ms *= 2; /* fewer looks at a shared file system */
     }
-    sh->wait_s = seconds_since(&tw);
+    sh->wait_s = cli_elapsed_s(&tw);
     free(ok);
 }
 
@@ -254,7 +248,7 @@ int cmd_summarize(int argc, char **argv) {
     end_signals();
     long task, ntasks;
     const char *launcher = task_of(&task, &ntasks);
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char *dncopy = dn ? strdup(dn) : NULL;
     a.data_names = dncopy;
@@ -301,8 +295,7 @@ int cmd_summarize(int argc, char **argv) {
                 st.current--;
                 st.written++;
             }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        double s = cli_elapsed_s(&t0);
         char who[96] = "";
         if (launcher) snprintf(who, sizeof who, " task %ld of %ld (%s):", task, ntasks, launcher);
         char shared[160] = "";

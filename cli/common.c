@@ -249,3 +249,32 @@ int probe_nvml(char *why, size_t n) {
     api->nvmlShutdown();
     return rc;
 }
+
+/* ------------------------------------------------------------------ programs and time */
+
+/* A regular file this process may execute. */
+static int runnable(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+int cli_find_program(const char *name, const char *default_path, char *out, size_t n) {
+    if (strchr(name, '/'))
+        return runnable(name) && snprintf(out, n, "%s", name) < (int)n ? 0 : -1;
+    const char *path = getenv("PATH");
+    if (!path || !*path) path = default_path;
+    for (const char *p = path;;) {
+        size_t l = strcspn(p, ":");
+        int w = l ? snprintf(out, n, "%.*s/%s", (int)l, p, name)
+                  : snprintf(out, n, "./%s", name); /* an empty entry: the current directory */
+        if (w >= 0 && (size_t)w < n && runnable(out)) return 0;
+        if (!p[l]) return -1;
+        p += l + 1;
+    }
+}
+
+double cli_elapsed_s(const struct timespec *t0) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}

@@ -11,6 +11,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "analysis/report.h"
 #include "format/reader.h"
@@ -104,6 +105,19 @@ void warn_exposed(const char *cmd, const char *addr);
  * with `why` filled. For `run`'s node sampler and for `serve`. NVML stays loaded (as in the
  * runtime). */
 int probe_nvml(char *why, size_t n);
+
+/* ------------------------------------------------------------------ programs and time */
+
+/* The file execvp(3) would run for `name`: `name` itself when it holds a '/', else the first
+ * of $PATH's directories holding it, an empty entry meaning the current directory (POSIX,
+ * XBD 8.3 "PATH"); `default_path` stands for PATH when it is unset or empty (execvp's own is
+ * "/bin:/usr/bin"). Only a regular file this process may execute (access X_OK) counts: a
+ * directory never does. Writes its path into out (n bytes). Returns 0, or -1 when none is
+ * found (or the path does not fit in n). */
+int cli_find_program(const char *name, const char *default_path, char *out, size_t n);
+
+/* Seconds from *t0, read from CLOCK_MONOTONIC, to now. */
+double cli_elapsed_s(const struct timespec *t0);
 
 /* ------------------------------------------------------------------ the commands */
 

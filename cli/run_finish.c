@@ -115,33 +115,14 @@ static int split_words(const char *how, char *buf, size_t n, char **argv, char *
     return w ? w : -1;
 }
 
-/* Whether `name` (execvp's argv[0]) names an executable file: itself when it holds a '/',
- * else on PATH. */
-static int executable(const char *name) {
-    if (strchr(name, '/')) return access(name, X_OK) == 0;
-    const char *path = getenv("PATH");
-    if (!path || !*path) path = "/bin:/usr/bin"; /* execvp's default */
-    char full[PATH_MAX];
-    for (const char *p = path; *p;) {
-        size_t l = strcspn(p, ":");
-        struct stat st;
-        if (snprintf(full, sizeof full, "%.*s%s%s", (int)l, p, l ? "/" : "", name) <
-                (int)sizeof full &&
-            stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
-            return 1;
-        p += l;
-        if (*p == ':') p++;
-    }
-    return 0;
-}
-
 int run_first_stage_check(const char *how, char *msg, size_t n) {
     if (!how) return 0;
     char buf[STAGE_BUF], *argv[STAGE_WORDS];
     int w = split_words(how, buf, sizeof buf, argv, msg, n);
     if (w < 0) return -1;
     if (w == 1 && (strcmp(argv[0], "auto") == 0 || strcmp(argv[0], "off") == 0)) return 0;
-    if (executable(argv[0])) return 0;
+    char full[PATH_MAX]; /* the stage is started with execvp, whose default PATH this is */
+    if (cli_find_program(argv[0], "/bin:/usr/bin", full, sizeof full) == 0) return 0;
     snprintf(msg, n, "--summarize-with: %s is not a program found on PATH: the report's first "
                      "stage will fail (auto, off, or a launcher command)", argv[0]);
     return 1;
@@ -232,40 +213,52 @@ static int mpirun_words(char *const *cmd, char **argv) {
     return w;
 }
 
-/* Whether every rank file in `dir` was written on this host: its name is the writer's
- * <host>-<pid>.tprof or <host>-<pid>.<k>.tprof (core/writer.c) with this host's name as the
- * writer spells it. A .tprof file named otherwise counts as another host's. */
-static int all_files_here(const char *dir) {
+/* What the names of `dir`'s rank files (*.tprof) tell: whether there is one (without one
+ * there is nothing to summarise), and whether every one was written on this host, its name
+ * being the writer's <host>-<pid>.tprof or <host>-<pid>.<k>.tprof (core/writer.c) with this
+ * host's name as the writer spells it; a .tprof file named otherwise counts as another
+ * host's. A directory that cannot be read has none, all of them here. */
+typedef struct rank_names {
+    int any, all_here;
+} rank_names;
+
+/* Whether the rank file `s` (n bytes, ending in ".tprof") was named by a writer on `host`. */
+static int named_here(const char *s, size_t n, const char *host, size_t hl) {
+    int here = n > hl + 7 && strncmp(s, host, hl) == 0 && s[hl] == '-';
+    /* then the pid, then, before ".tprof", an optional ".<k>": digits before each '.' */
+    const char *p = s + hl, *end = s + n - 6;
+    for (int part = 0; here && part < 2 && p < end; part++) {
+        const char *q = ++p; /* past the '-', then past the '.' before k */
+        while (*p >= '0' && *p <= '9') p++;
+        here = p > q && *p == '.';
+    }
+    return here && p == end;
+}
+
+static rank_names scan_rank_names(const char *dir) {
+    rank_names r = {0, 1};
     DIR *d = opendir(dir);
-    if (!d) return 1;
+    if (!d) return r;
     char host[64];
     tprof__file_host(host);
     size_t hl = strlen(host);
-    int here = 1;
     struct dirent *e;
-    while (here && (e = readdir(d)) != NULL) {
-        const char *s = e->d_name;
-        size_t n = strlen(s);
-        if (n < 6 || strcmp(s + n - 6, ".tprof") != 0) continue;
-        here = n > hl + 7 && strncmp(s, host, hl) == 0 && s[hl] == '-';
-        /* then the pid, then, before ".tprof", an optional ".<k>": digits before each '.' */
-        const char *p = s + hl, *end = s + n - 6;
-        for (int part = 0; here && part < 2 && p < end; part++) {
-            const char *q = ++p; /* past the '-', then past the '.' before k */
-            while (*p >= '0' && *p <= '9') p++;
-            here = p > q && *p == '.';
-        }
-        here = here && p == end;
+    while ((!r.any || r.all_here) && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n <= 6 || strcmp(e->d_name + n - 6, ".tprof") != 0) continue;
+        r.any = 1;
+        r.all_here = r.all_here && named_here(e->d_name, n, host, hl);
     }
     closedir(d);
-    return here;
+    return r;
 }
 
 /* The stage's launcher words into argv (pointing into buf, n bytes, or into cmd), per
- * run_first_stage's `how`, for the job `cmd` whose CMD resolved is cmd_exe, its rank files
- * in `dir`. Returns how many, 0 for none, -1 (with a line) for a value that cannot be used. */
-static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd,
-                          const char *dir, char *buf, size_t n, char **argv) {
+ * run_first_stage's `how`, for the job `cmd` whose CMD resolved is cmd_exe, `here` telling
+ * whether its rank files were all written on this host. Returns how many, 0 for none, -1
+ * (with a line) for a value that cannot be used. */
+static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd, int here,
+                          char *buf, size_t n, char **argv) {
     if (how) {
         char msg[128];
         int w = split_words(how, buf, n, argv, msg, sizeof msg);
@@ -280,7 +273,7 @@ static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd
     base = base ? base + 1 : cmd_exe;
     /* the stage pays for itself by spreading the files over more nodes' cores: with mpirun,
      * whose nodes are not known here, only when they were written on more than this one */
-    if (is_mpirun(base)) return all_files_here(dir) ? 0 : mpirun_words(cmd, argv);
+    if (is_mpirun(base)) return here ? 0 : mpirun_words(cmd, argv);
     const char *job = getenv("SLURM_JOB_ID"), *nn = getenv("SLURM_JOB_NUM_NODES");
     if (!nn || !*nn) nn = getenv("SLURM_NNODES");
     if (strcmp(base, "srun") != 0 || !job || !*job || !nn) return 0;
@@ -288,7 +281,7 @@ static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd
     long nodes = strtol(nn, &end, 10);
     if (*end || nodes < 1 || nodes > 1000000) return 0; /* not an allocation we can read */
     /* one node that is this one: the same cores as the report's, and a launch more */
-    if (nodes == 1 && all_files_here(dir)) return 0;
+    if (nodes == 1 && here) return 0;
     /* CMD's path as it is, blanks included: never split */
     argv[0] = (char *)cmd_exe;
     int k = snprintf(buf, n, "--nodes=%ld%c--ntasks=%ld%c--ntasks-per-node=1", nodes, 0, nodes,
@@ -401,12 +394,6 @@ static void on_stage_signal(int sig) {
     if (!g_stage_sig) g_stage_sig = sig;
 }
 
-static double since_s(const struct timespec *t0) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 /* In the supervisor: ends what the launcher `pgid` left in its group once it has been waited
  * for (a daemon it started, a task it did not wait for), which would otherwise outlive the
  * stage, writing into the run directory and holding its log open: SIGTERM, then SIGKILL to
@@ -421,8 +408,8 @@ static void end_stage_group(pid_t pgid) {
     for (int killed = 0;;) {
         while (waitpid(-1, NULL, WNOHANG) > 0) { /* the supervisor's orphans: no zombies */
         }
-        if (kill(-pgid, 0) != 0 || since_s(&t0) >= 2.0) break;
-        if (!killed && since_s(&t0) >= 1.0) killed = kill(-pgid, SIGKILL) == 0;
+        if (kill(-pgid, 0) != 0 || cli_elapsed_s(&t0) >= 2.0) break;
+        if (!killed && cli_elapsed_s(&t0) >= 1.0) killed = kill(-pgid, SIGKILL) == 0;
         nanosleep(&tick, NULL);
     }
 }
@@ -484,7 +471,7 @@ static stage_result supervise(pid_t pid, int limit_s, const sigset_t *stop) {
         if (sig == SIGTSTP) sig = stop_with_group(pid, &t0, stop);
         if (sig == SIGCONT) kill(-pid, SIGCONT); /* resumed by another's SIGSTOP */
         if (sig == SIGCONT) sig = 0;
-        double s = since_s(&t0);
+        double s = cli_elapsed_s(&t0);
         if (termed < 0 && (s >= limit_s || sig > 0)) {
             r.how = sig > 0 ? STAGE_SIGNAL : STAGE_LIMIT;
             kill(-pid, SIGTERM);
@@ -600,26 +587,13 @@ static stage_result stage_run(char **argv, int fd, int limit_s) {
     return r;
 }
 
-/* Whether `dir` holds a rank file: without one there is nothing to summarise. */
-static int has_rank_file(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    struct dirent *e;
-    int found = 0;
-    while (!found && (e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        found = n > 6 && strcmp(e->d_name + n - 6, ".tprof") == 0;
-    }
-    closedir(d);
-    return found;
-}
-
 int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
                     const char *absdir, const report_args *a, int limit_s) {
     char words[STAGE_BUF], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
     char *argv[STAGE_ARGV];
-    int w = launcher_words(how, cmd_exe, cmd, absdir, words, sizeof words, argv);
-    if (w <= 0 || !has_rank_file(absdir)) return w < 0 ? -1 : 0;
+    rank_names names = scan_rank_names(absdir);
+    int w = launcher_words(how, cmd_exe, cmd, names.all_here, words, sizeof words, argv);
+    if (w <= 0 || !names.any) return w < 0 ? -1 : 0;
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0 || (size_t)sl >= sizeof self - 1) {
         fprintf(stderr, "trainprof run: no first stage: this program's path is unknown\n");
@@ -665,7 +639,7 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
     struct stat lst;
     int said = fstat(fd, &lst) == 0 && lst.st_size > 0;
     close(fd);
-    double s = since_s(&t0);
+    double s = cli_elapsed_s(&t0);
     const char *base = strrchr(launcher_name, '/');
     base = base ? base + 1 : launcher_name;
     int rc = -1;

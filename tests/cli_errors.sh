@@ -126,6 +126,13 @@ absent "$T/r6" "run: not executable"
 expect "run: a directory as command" 126 "not executable" \
     "$TP" run -o "$T/r7" -- "$EMPTY"
 absent "$T/r7" "run: a directory as command"
+# an empty PATH entry is the current directory, as for execvp and the shell
+mkdir -p "$T/cwdprog" && printf '#!/bin/sh\nexit 7\n' >"$T/cwdprog/cwdprog" &&
+    chmod +x "$T/cwdprog/cwdprog"
+n=$((n + 1))
+(cd "$T/cwdprog" && PATH="/usr/bin:/bin:" "$TP" run -q -o "$T/r8" -- cwdprog) >/dev/null 2>&1
+st=$?
+[ "$st" -eq 7 ] || fail "run: a program found through PATH's empty entry: status $st"
 expect "run: default dir, no command" 127 "command not found" "$TP" run -- /no/such/cmd
 
 # ------------------------------------------------------------------ unwritable outputs (1)

@@ -123,6 +123,11 @@ rc=$?
 [ "$(head -1 "$tmp/r11.err")" = "trainprof run: --summarize-with: no-such-launcher is not a \
 program found on PATH: the report's first stage will fail (auto, off, or a launcher command)" ] ||
     fail "no line before the job: $(cat "$tmp/r11.err")"
+# a directory is no launcher, though it has X_OK
+"$TP" run -q -o "$tmp/r11d" --summarize-with "$tmp" -- true 2>"$tmp/r11d.err" ||
+    fail "a directory as launcher: status $?"
+grep -q "is not a program found on PATH" "$tmp/r11d.err" ||
+    fail "a directory as launcher: no line: $(cat "$tmp/r11d.err")"
 : >"$SRUN_LOG"
 SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=1 "$TP" run -q -o "$tmp/r12" --summarize-with " auto " -- \
     srun twohost "$LM" --steps 5 >/dev/null 2>&1 || fail "run r12"
