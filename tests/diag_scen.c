@@ -85,9 +85,10 @@ void scen_write_rank(const char *dir, const scen *sc, int r) {
         tprof_pl_comm c;
         memset(&c, 0, sizeof c);
         c.op = TPROF_COMM_ALLREDUCE;
-        c.comm_hash = HASH;
-        c.nranks = (uint32_t)sc->nranks;
-        c.rank = (uint32_t)r;
+        int groups = sc->groups > 1 ? sc->groups : 1;
+        c.comm_hash = HASH + (uint64_t)(r % groups);
+        c.nranks = (uint32_t)((sc->nranks - r % groups + groups - 1) / groups);
+        c.rank = (uint32_t)(r / groups);
         c.bytes = 1 << 20;
         c.count = c.bytes / 4;
         c.seq = (uint32_t)(i * (1 + sc->buckets));

@@ -28,6 +28,8 @@ typedef struct scen {
     uint64_t lag;
     int buckets;                 /* small collectives after the main one, every rank on time
                                   * (DDP's later buckets, queued behind the first) */
+    int groups;                  /* the collectives on this many communicators, rank r's on
+                                  * the (r % groups)-th (0 or 1: one over all ranks) */
     int64_t clock_err;           /* host 1's start pair claims a realtime off by this */
     double mem_share;            /* NVML memory used / total */
     double alloc_share;          /* CUPTI's allocation records: peak / total (0: none) */

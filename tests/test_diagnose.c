@@ -476,6 +476,32 @@ static void rule_straggler_first_bucket(void **st) {
     cJSON_Delete(rep);
 }
 
+/* Two communicators of two ranks each ({0, 2} and {1, 3}): a rank's lag is behind the
+ * earliest rank of its own collective only. Rank 3 starts 1.5 ms after rank 1; ranks 0 and 2
+ * start together. Each rank is at the 5 collectives of its measured steps. */
+static void straggler_communicators(void **st) {
+    (void)st;
+    scen sc = scen_base();
+    sc.nranks = 4;
+    sc.groups = 2;
+    sc.lag_rank = 3;
+    sc.lag = 1500 * US;
+    cJSON *rep = run_scen(&sc, "strag-groups", NULL);
+    const cJSON *ranks = J(J(rep, "stragglers"), "ranks");
+    assert_int_equal(cJSON_GetArraySize(ranks), 4);
+    for (int r = 0; r < 4; r++) {
+        const cJSON *e = cJSON_GetArrayItem(ranks, r);
+        assert_int_equal((int)N(e, "rank"), r);
+        assert_int_equal((int)N(e, "collectives"), 5);
+        NEAR(N(e, "lag_ms_median"), r == 3 ? 1.5 : 0, 1e-9);
+        NEAR(N(e, "lag_ms_per_step"), r == 3 ? 1.5 : 0, 1e-9);
+    }
+    const cJSON *f = finding(rep, "straggler");
+    assert_non_null(f);
+    assert_int_equal((int)N(f, "rank"), 3);
+    cJSON_Delete(rep);
+}
+
 static void rule_throttling(void **st) {
     (void)st;
     scen sc = scen_base();
@@ -740,6 +766,7 @@ int main(void) {
         cmocka_unit_test(rule_straggler_many),
         cmocka_unit_test(rule_straggler_two),
         cmocka_unit_test(rule_straggler_first_bucket),
+        cmocka_unit_test(straggler_communicators),
         cmocka_unit_test(rule_throttling),
         cmocka_unit_test(rule_gpu_busy),
         cmocka_unit_test(rule_exposed_comm_registered),
