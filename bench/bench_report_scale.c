@@ -17,7 +17,7 @@
  *
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
  *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
- *                        [--groups N] [--dir DIR]
+ *                        [--groups N] [--collectives N] [--dir DIR]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
@@ -28,7 +28,8 @@
  * --stream 1 or -1 sets tp_report_opts.stream_sections (stream every section, or none).
  * --groups N puts the ranks' all-reduces on N communicators (rank r in group r % N, of
  * ranks / N ranks each, as data-parallel groups beside tensor parallelism): the run has N
- * times the collectives, each rank at 1 / N of them.
+ * times the collectives, each rank at 1 / N of them; --collectives N makes each step's one
+ * all-reduce N (tensor parallelism's per layer), back to back before its kernel.
  * report.json and report.html are written into the run's directory.
  */
 #define _GNU_SOURCE
@@ -62,9 +63,9 @@ static const char *const base_names[] = {
 #define NNAMES 64 /* distinct kernel names: base names with a variant suffix */
 
 /* groups: the ranks' all-reduces are on that many communicators, rank r in group r % groups
- * (--groups); 1: one over all ranks. */
+ * (--groups); 1: one over all ranks. colls: all-reduces per step (--collectives). */
 static int write_rank(const char *dir, int rank, int nranks, int steps, int kernels,
-                      int groups) {
+                      int groups, int colls) {
     uint64_t rt0 = 1700000000000000000ull, t0 = 1000000000ull;
     synth_file *f = synth_open(dir, "bench", 1000 + rank, rt0, t0);
     if (!f) return -1;
@@ -99,15 +100,19 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
         synth_raw(f, 2, TPROF_REC_GPU_KERNEL, NNAMES + 1, cs, &pl, sizeof pl, NULL, 0);
         tprof_pl_comm c;
         memset(&c, 0, sizeof c);
-        c.end_ns = cs - 20000;
         c.bytes = 64u << 20;
         c.count = 32u << 20;
         c.comm_hash = 0xabcdef + (uint64_t)(rank % groups);
-        c.seq = (uint32_t)s;
         c.nranks = (uint32_t)((nranks - rank % groups + groups - 1) / groups);
         c.rank = (uint32_t)(rank / groups);
         c.op = TPROF_COMM_ALLREDUCE;
-        synth_comm(f, 1, cs - 50000, &c, NULL);
+        /* one call of 30 us, or calls of 300 ns one after another, 400 ns apart */
+        uint64_t dur = colls == 1 ? 30000 : 300;
+        for (int q = 0; q < colls; q++) {
+            c.seq = (uint32_t)(s * colls + q);
+            c.end_ns = cs - 20000 - (uint64_t)(colls - 1 - q) * 400;
+            synth_comm(f, 1, c.end_ns - dur, &c, NULL);
+        }
         synth_step_end(f, 1, b + step_ns, (uint64_t)s);
         if (rank == 0 && s % 10 == 0) {
             double w = 400 + (s % 7) * 5;
@@ -214,7 +219,7 @@ static double peak_rss_mb(void) {
 int main(int argc, char **argv) {
     int ranks = 8, steps = 1000, kernels = 1000, keep = 0, whole = 0, threads = 0, stream = 0;
     uint64_t nranges = 0, written = 0;
-    int flat = 0, groups = 1;
+    int flat = 0, groups = 1, colls = 1;
     const char *given = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks") && i + 1 < argc) ranks = atoi(argv[++i]);
@@ -230,17 +235,20 @@ int main(int argc, char **argv) {
             nranges = strtoull(argv[++i], NULL, 10), flat = 2;
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) given = argv[++i];
         else if (!strcmp(argv[i], "--groups") && i + 1 < argc) groups = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--collectives") && i + 1 < argc) colls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else {
             fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
                             "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
                             "[--keep] "
-                            "[--groups N] [--dir DIR]\n", argv[0]);
+                            "[--groups N] [--collectives N] [--dir DIR]\n", argv[0]);
             return 2;
         }
     }
-    if (ranks < 1 || steps < 2 || kernels < 2 || groups < 1 || groups > ranks) return 2;
+    if (ranks < 1 || steps < 2 || kernels < 2 || groups < 1 || groups > ranks ||
+        colls < 1 || colls > 100000)
+        return 2;
     bench_banner("bench_report_scale", "full report of a synthetic run (load, build, text, HTML)");
     char *dir = given ? strdup(given) : bench_mkdtemp("report-scale");
     if (!dir) return 1;
@@ -259,14 +267,14 @@ int main(int argc, char **argv) {
         ranks = 1;
     }
     for (int r = 0; !given && !nranges && r < ranks; r++)
-        if (write_rank(dir, r, ranks, steps, kernels, groups) != 0) {
+        if (write_rank(dir, r, ranks, steps, kernels, groups, colls) != 0) {
             fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
             return 1;
         }
     if (!given && !nranges)
-        printf("  generated %d ranks x %d steps x %d kernels, all-reduces on %d "
+        printf("  generated %d ranks x %d steps x %d kernels, %d all-reduce(s) a step on %d "
                "communicator(s), in %s (%.1f s, not timed)\n",
-               ranks, steps, kernels, groups, dir, now_s() - g0);
+               ranks, steps, kernels, colls, groups, dir, now_s() - g0);
     else
         printf("  reading the run in %s (%d ranks x %d steps x %d kernels expected)\n", dir,
                ranks, steps, kernels);
