@@ -15,22 +15,6 @@
 #include "format/format.h"
 #include "trainprof.h"
 
-typedef struct entry {
-    uint64_t hash;
-    uint32_t op, seq;
-    size_t rank;
-    uint64_t start, end; /* monotonic of the rank */
-    int end_ok;
-} entry;
-
-static int cmp_entry(const void *a, const void *b) {
-    const entry *x = a, *y = b;
-    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
-    if (x->op != y->op) return x->op < y->op ? -1 : 1;
-    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
-    return x->rank < y->rank ? -1 : x->rank > y->rank;
-}
-
 /* median of v[0..n) (sorted in place); lower middle for even n */
 static int64_t med_i64(int64_t *v, size_t n) {
     qsort(v, n, sizeof *v, tp_cmp_i64);
@@ -82,15 +66,10 @@ void tp_clocks_free(tp_clocks *c) {
 /* The ranks in rank order; the hosts, in order of their first rank; each host's pair (its
  * first rank file with a usable one) and the reference; each rank's clock mapped through its
  * host's pair, or, for a host without one, so that its first event falls on the reference's
- * first event. *ne: the ranks' comm records. */
-static int clocks_ranks(const tp_run *run, tp_clocks *c, size_t *ne) {
+ * first event. */
+static int clocks_ranks(const tp_run *run, tp_clocks *c) {
     size_t nr = 0;
-    *ne = 0;
-    for (size_t i = 0; i < run->nprocs; i++)
-        if (run->procs[i].role == TP_ROLE_RANK) {
-            nr++;
-            *ne += run->procs[i].ncomm;
-        }
+    for (size_t i = 0; i < run->nprocs; i++) nr += run->procs[i].role == TP_ROLE_RANK;
     c->rank = malloc((nr ? nr : 1) * sizeof *c->rank);
     c->host_of = calloc(nr ? nr : 1, sizeof *c->host_of);
     c->map_ns = calloc(nr ? nr : 1, sizeof *c->map_ns);
@@ -139,69 +118,152 @@ static int clocks_ranks(const tp_run *run, tp_clocks *c, size_t *ne) {
     return TPROF_OK;
 }
 
-/* The collectives of every rank into e (room for every comm record); *ne: how many. */
-static int clocks_entries(const tp_clocks *c, entry *e, size_t *ne) {
-    *ne = 0;
+/* ------------------------------------------------------------------ matching */
+
+/* A collective while the ranks' ops are grouped: its key (communicator, op, sequence
+ * number), how many ranks arrived, the last rank counted + 1 (one arrival per rank: a rank's
+ * first op of the key), and the slot its next arrival goes to (SIZE_MAX: seen on fewer than
+ * two ranks, left out). */
+typedef struct ckey {
+    uint64_t hash;
+    uint32_t op, seq;
+    size_t n, last, at;
+} ckey;
+
+/* The keys met so far, in an open-addressing table of indices into keys (cap a power of
+ * two, at most half full; SIZE_MAX: empty slot). */
+typedef struct ckeys {
+    ckey *keys;
+    size_t nkeys, capkeys;
+    size_t *slot;
+    size_t cap;
+} ckeys;
+
+static size_t key_slot(const ckeys *t, uint64_t hash, uint32_t op, uint32_t seq) {
+    uint64_t h = (hash ^ ((uint64_t)op << 32 | seq)) * 0x9e3779b97f4a7c15ull;
+    size_t i = (size_t)(h >> 17) & (t->cap - 1);
+    while (t->slot[i] != SIZE_MAX) {
+        const ckey *k = &t->keys[t->slot[i]];
+        if (k->hash == hash && k->op == op && k->seq == seq) break;
+        i = (i + 1) & (t->cap - 1);
+    }
+    return i;
+}
+
+/* (Re)builds the table over keys[0..nkeys) with room for at least `want` keys. */
+static int keys_index(ckeys *t, size_t want) {
+    size_t cap = 64;
+    while (cap < 2 * want) cap *= 2;
+    size_t *slot = malloc(cap * sizeof *slot);
+    if (!slot) return -1;
+    free(t->slot);
+    t->slot = slot;
+    t->cap = cap;
+    memset(slot, 0xff, cap * sizeof *slot);
+    for (size_t k = 0; k < t->nkeys; k++)
+        slot[key_slot(t, t->keys[k].hash, t->keys[k].op, t->keys[k].seq)] = k;
+    return 0;
+}
+
+/* The key's entry, added when new; NULL when out of memory. */
+static ckey *key_get(ckeys *t, uint64_t hash, uint32_t op, uint32_t seq) {
+    size_t i = key_slot(t, hash, op, seq);
+    if (t->slot[i] != SIZE_MAX) return &t->keys[t->slot[i]];
+    if (t->nkeys == t->capkeys) {
+        size_t nc = t->capkeys ? 2 * t->capkeys : 256;
+        ckey *nk = realloc(t->keys, nc * sizeof *nk);
+        if (!nk) return NULL;
+        t->keys = nk;
+        t->capkeys = nc;
+    }
+    t->keys[t->nkeys] = (ckey){hash, op, seq, 0, 0, 0};
+    t->slot[i] = t->nkeys++;
+    if (2 * t->nkeys > t->cap) {
+        if (keys_index(t, t->nkeys) != 0) return NULL;
+        return &t->keys[t->nkeys - 1];
+    }
+    return &t->keys[t->slot[i]];
+}
+
+static int cmp_ckey(const void *a, const void *b) {
+    const ckey *x = a, *y = b;
+    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+    if (x->op != y->op) return x->op < y->op ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Whether op o can be matched across ranks: a finished collective. */
+static int matchable(const tp_comm_op *o) {
+    return o->op != TPROF_COMM_SEND && o->op != TPROF_COMM_RECV &&
+           o->op != TPROF_COMM_UNKNOWN && !(o->flags & TPROF_COMM_F_UNFINISHED);
+}
+
+/* The ranks' collectives grouped by key (same communicator, op and sequence number) into
+ * c->coll, in key order, and their arrivals into c->arr, a collective's in rank order, one
+ * per rank (its first op of the key); a collective seen on fewer than two ranks is left out.
+ * Two passes over the ops: the first counts each key's ranks, the second, with each rank's
+ * times resolved (tp_comm_resolve), writes every arrival in its place. Only the distinct
+ * keys are held beside the arrivals (40 bytes and two table slots a key): sorting one entry
+ * per op of the run, as this did, held 48 bytes an op and the sort's copy beside them. */
+static int clocks_group(tp_clocks *c) {
+    ckeys t = {0};
+    tp_comm_time *tm = NULL;
+    int rc = TPROF_ERR_NO_MEMORY;
+    if (keys_index(&t, 0) != 0) goto out;
+    for (size_t r = 0; r < c->nranks; r++) {
+        const tp_process *p = c->rank[r];
+        for (size_t i = 0; i < p->ncomm; i++) {
+            const tp_comm_op *o = &p->comm[i];
+            if (!matchable(o)) continue;
+            ckey *k = key_get(&t, o->comm_hash, o->op, o->seq);
+            if (!k) goto out;
+            if (k->last != r + 1) k->n++, k->last = r + 1;
+        }
+    }
+    if (t.nkeys > 1) qsort(t.keys, t.nkeys, sizeof *t.keys, cmp_ckey);
+    if (keys_index(&t, t.nkeys) != 0) goto out;
+    size_t ncoll = 0, narr = 0;
+    for (size_t k = 0; k < t.nkeys; k++) {
+        ckey *g = &t.keys[k];
+        g->last = 0;
+        g->at = g->n >= 2 ? narr : SIZE_MAX;
+        if (g->n >= 2) ncoll++, narr += g->n;
+    }
+    c->coll = malloc((ncoll ? ncoll : 1) * sizeof *c->coll);
+    c->arr = malloc((narr ? narr : 1) * sizeof *c->arr);
+    if (!c->coll || !c->arr) goto out;
+    for (size_t k = 0; k < t.nkeys; k++) {
+        const ckey *g = &t.keys[k];
+        if (g->at != SIZE_MAX) c->coll[c->ncoll++] = (tp_coll){g->hash, g->op, g->seq, g->at, g->n};
+    }
+    c->narr = narr;
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
         if (!p->ncomm) continue;
-        tp_comm_time *tm = malloc(p->ncomm * sizeof *tm);
-        if (!tm) return TPROF_ERR_NO_MEMORY;
+        tm = malloc(p->ncomm * sizeof *tm);
+        if (!tm) goto out;
         tp_comm_resolve(p, tm);
         for (size_t i = 0; i < p->ncomm; i++) {
             const tp_comm_op *o = &p->comm[i];
-            if (o->op == TPROF_COMM_SEND || o->op == TPROF_COMM_RECV || o->op == TPROF_COMM_UNKNOWN)
-                continue;
-            if (o->flags & TPROF_COMM_F_UNFINISHED) continue;
+            if (!matchable(o)) continue;
+            ckey *g = &t.keys[t.slot[key_slot(&t, o->comm_hash, o->op, o->seq)]];
+            if (g->at == SIZE_MAX || g->last == r + 1) continue;
+            g->last = r + 1;
             int mpi = tp_comm_host_timed(o);
             int timed = mpi || tm[i].src != TP_COMM_TIME_HOST;
-            e[(*ne)++] = (entry){o->comm_hash, o->op, o->seq, r, tm[i].start, tm[i].end,
-                                 timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};
+            c->arr[g->at++] = (tp_arrival){
+                r, (int64_t)tm[i].start, (int64_t)tm[i].end,
+                timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};
         }
         free(tm);
+        tm = NULL;
     }
-    return TPROF_OK;
-}
-
-/* The entries grouped into collectives (same communicator, op and sequence number), one
- * arrival per rank; a collective seen on fewer than two ranks is left out. The arrivals are
- * written over the sorted entries (e becomes c->arr): an entry is at least an arrival's size
- * and arrival k is written only once entries 0..k are read, so that the merge never holds one
- * entry and one arrival per communication op of the run at once (32 kB less at the peak for a
- * rank of 1000 ops: docs/design.md §5.1); the collectives are as many as there are, not one
- * per entry. e is c->arr's or freed, whatever the outcome. */
-_Static_assert(sizeof(entry) >= sizeof(tp_arrival), "arrivals are written over the entries");
-static int clocks_group(tp_clocks *c, entry *e, size_t ne) {
-    if (ne > 1) qsort(e, ne, sizeof *e, cmp_entry);
-    size_t ngroups = 0;
-    for (size_t a = 0; a < ne; a++)
-        ngroups += !a || e[a].hash != e[a - 1].hash || e[a].op != e[a - 1].op ||
-                   e[a].seq != e[a - 1].seq;
-    c->arr = (tp_arrival *)e;
-    c->coll = malloc((ngroups ? ngroups : 1) * sizeof *c->coll);
-    if (!c->coll) return TPROF_ERR_NO_MEMORY;
-    for (size_t a = 0; a < ne;) {
-        /* the group's end and key are read before any of its arrivals is written: those go
-         * below a's end, over entries already read (previous_rank keeps the one needed) */
-        const entry g = e[a];
-        size_t b = a + 1;
-        while (b < ne && e[b].hash == g.hash && e[b].op == g.op && e[b].seq == g.seq) b++;
-        size_t first = c->narr, nranks = 0, previous_rank = 0;
-        for (size_t k = a; k < b; k++) {
-            const entry x = e[k]; /* whole, before arrival narr (at or below k) is written */
-            if (k > a && x.rank == previous_rank) continue; /* one arrival per rank */
-            previous_rank = x.rank;
-            c->arr[c->narr++] = (tp_arrival){x.rank, (int64_t)x.start, (int64_t)x.end, x.end_ok};
-            nranks++;
-        }
-        if (nranks >= 2) c->coll[c->ncoll++] = (tp_coll){g.hash, g.op, g.seq, first, nranks};
-        else c->narr = first;
-        a = b;
-    }
-    /* the entries' tail past the arrivals is given back */
-    tp_arrival *shrunk = realloc(c->arr, (c->narr ? c->narr : 1) * sizeof *c->arr);
-    if (shrunk) c->arr = shrunk;
-    return TPROF_OK;
+    rc = TPROF_OK;
+out:
+    free(tm);
+    free(t.keys);
+    free(t.slot);
+    return rc;
 }
 
 /* Host offsets: each unaligned host against the hosts aligned so far, then every rank's map
@@ -296,8 +358,6 @@ static void clocks_procs(const tp_run *run, tp_clocks *c) {
 
 int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     memset(c, 0, sizeof *c);
-    size_t ne = 0;
-    entry *e = NULL;
     int64_t *tmp = NULL;
     double *res = NULL;
     c->run = run;
@@ -310,12 +370,7 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
                           : 0;
     for (size_t i = 0; i < run->nprocs; i++)
         c->proc_problem[i] = tp_clock_pair_problem(&run->procs[i], now_rt);
-    if (clocks_ranks(run, c, &ne) != TPROF_OK) goto oom;
-    e = malloc((ne ? ne : 1) * sizeof *e);
-    if (!e || clocks_entries(c, e, &ne) != TPROF_OK) goto oom;
-    int grouped = clocks_group(c, e, ne);
-    e = NULL; /* c->arr now, freed with c */
-    if (grouped != TPROF_OK) goto oom;
+    if (clocks_ranks(run, c) != TPROF_OK || clocks_group(c) != TPROF_OK) goto oom;
     size_t maxn = 1;
     for (size_t k = 0; k < c->ncoll; k++)
         if (c->coll[k].n > maxn) maxn = c->coll[k].n;
@@ -328,12 +383,10 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     clocks_procs(run, c);
     free(res);
     free(tmp);
-    free(e);
     return TPROF_OK;
 oom:
     free(res);
     free(tmp);
-    free(e);
     tp_clocks_free(c);
     return TPROF_ERR_NO_MEMORY;
 }

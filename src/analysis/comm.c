@@ -485,9 +485,17 @@ static int64_t cal_at(const cal_point *pts, const cal_dev *devs, size_t nd, uint
     return p0->d + (int64_t)llround(f * (double)(p1->d - p0->d));
 }
 
+/* A slim process's times, resolved while its GPU records were there (model.h, comm_memo). */
+static void from_memo(const tp_process *p, tp_comm_time *out) {
+    for (size_t i = 0; i < p->ncomm; i++) {
+        const tp_comm_span *m = &p->comm_memo[i];
+        out[i] = (tp_comm_time){m->start, m->end, m->src, SIZE_MAX, -1, 0, 0};
+    }
+}
+
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
-    if (p->comm_memo) { /* a slim process: resolved while its GPU records were there */
-        if (p->ncomm) memcpy(out, p->comm_memo, p->ncomm * sizeof *out);
+    if (p->comm_memo) {
+        from_memo(p, out);
         return TPROF_OK;
     }
     for (size_t i = 0; i < p->ncomm; i++)

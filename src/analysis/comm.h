@@ -39,9 +39,17 @@ typedef struct tp_comm_time {
                           * holds the correction, which may be 0) */
 } tp_comm_time;
 
+/* What a slim process keeps of an op's resolution (model.h, comm_memo): its interval and
+ * the interval's source. */
+typedef struct tp_comm_span {
+    uint64_t start, end;
+    tp_comm_src src;
+} tp_comm_span;
+
 /* Resolves the duration of every op of p: out[i] for p->comm[i] (out holds p->ncomm
  * entries). Returns 0 or TPROF_ERR_NO_MEMORY (out then holds host intervals). A slim process
- * (model.h) answers from its comm_memo when it has one. */
+ * (model.h) answers from its comm_memo when it has one: the interval and its source as
+ * resolved, without the kernel (SIZE_MAX), the device (-1) or the placement check (0). */
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out);
 
 const char *tp_comm_src_name(tp_comm_src s); /* "host", "kernel", "gpu" */

@@ -227,7 +227,9 @@ typedef struct tp_process {
      * ranges. What the run-level analyses derive from the records it dropped is kept once
      * its rank section has read the whole file (report.c): its steps for the report's step
      * rule (steps_memo: tp_find_steps answers from them) and its communication ops' resolved
-     * times (comm_memo: tp_comm_resolve answers from them). tp_process_load_whole reads its
+     * times (comm_memo: tp_comm_resolve answers from them, with the interval and its source
+     * alone, which is what the run-level readers take: 24 bytes an op where the whole
+     * resolution is 56). tp_process_load_whole reads its
      * file again in full. */
     int slim;
     char *file;                    /* slim: its file's path as opened (owned; path above is
@@ -235,8 +237,7 @@ typedef struct tp_process {
     struct tp_steps *steps_memo;   /* owned; NULL when none kept */
     const char *steps_memo_name;   /* the step name they were found with (NULL: none) */
     int steps_memo_warmup;
-    struct tp_comm_time *comm_memo; /* owned, ncomm entries (their kernel indices lead
-                                     * nowhere: the GPU records are gone); NULL when none */
+    struct tp_comm_span *comm_memo; /* owned, ncomm entries; NULL when none */
 } tp_process;
 
 typedef struct tp_run {

@@ -32,38 +32,37 @@ static double median(const double *v, size_t n) {
 
 #define MAD_K (3 * 1.4826) /* 3 sigma of a normal sample, from the MAD */
 
-/* A rank's arrival at a matched collective: when it started (aligned ns) and how long after
- * the earliest rank at the same collective. */
-typedef struct rank_arrival {
-    int64_t start, lag;
-} rank_arrival;
-
-/* Every rank's arrivals, grouped by rank (a counting sort of c->arr, in the collectives'
- * order within a rank): rank r's are (*out)[off[r] .. off[r + 1]). One pass over the
- * arrivals, where finding each rank's in every collective scanned them all once per rank
- * (ranks² × collectives: at 4096 ranks and 1000 collectives, 16 G steps). 16 bytes an
- * arrival. off: c->nranks + 1 entries. Returns 0, or -1 when out of memory. */
-static int arrivals_by_rank(const tp_clocks *c, size_t *off, rank_arrival **out) {
-    rank_arrival *ra = malloc((c->narr ? c->narr : 1) * sizeof *ra);
-    *out = ra;
-    if (!ra) return -1;
+/* Every rank's arrivals, grouped by rank: the indices in c->arr of rank r's are
+ * (*out)[off[r] .. off[r + 1]), in the collectives' order (a counting sort). One pass over
+ * the arrivals, where finding each rank's in every collective scanned them all once per rank
+ * (ranks² × collectives: at 4096 ranks and 1000 collectives, 16 G steps). 4 bytes an arrival
+ * beside them. off: c->nranks + 1 entries. Returns 0, or -1 when out of memory (or past
+ * 2^32 arrivals). */
+static int arrivals_by_rank(const tp_clocks *c, size_t *off, uint32_t **out) {
+    *out = NULL;
+    if (c->narr > UINT32_MAX) return -1;
+    uint32_t *idx = malloc((c->narr ? c->narr : 1) * sizeof *idx);
+    if (!idx) return -1;
     memset(off, 0, (c->nranks + 1) * sizeof *off);
     for (size_t i = 0; i < c->narr; i++) off[c->arr[i].rank + 1]++;
     for (size_t r = 0; r < c->nranks; r++) off[r + 1] += off[r];
-    for (size_t k = 0; k < c->ncoll; k++) {
-        const tp_coll *g = &c->coll[k];
-        int64_t mn = INT64_MAX;
-        for (size_t j = 0; j < g->n; j++)
-            if (c->arr[g->first + j].start < mn) mn = c->arr[g->first + j].start;
-        for (size_t j = 0; j < g->n; j++) {
-            const tp_arrival *x = &c->arr[g->first + j];
-            ra[off[x->rank]++] = (rank_arrival){x->start, tp_sub_sat(x->start, mn)};
-        }
-    }
+    for (size_t i = 0; i < c->narr; i++) idx[off[c->arr[i].rank]++] = (uint32_t)i;
     /* each off[r] now ends rank r's group, where rank r + 1's begins: one place back */
     for (size_t r = c->nranks; r > 0; r--) off[r] = off[r - 1];
     off[0] = 0;
+    *out = idx;
     return 0;
+}
+
+/* The collective holding arrival i (c->coll lies in c->arr's order). */
+static size_t coll_of(const tp_clocks *c, size_t i) {
+    size_t lo = 0, hi = c->ncoll;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (c->coll[mid].first <= i) lo = mid;
+        else hi = mid;
+    }
+    return lo;
 }
 
 /* lag_ms[r]: the median over rank r's measured steps of the step's largest collective start
@@ -79,12 +78,20 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         lag_ms[r] = 0;
         with_steps[r] = 0;
     }
+    /* each collective's earliest start, and each rank's arrivals */
     size_t *off = malloc((n + 1) * sizeof *off);
-    rank_arrival *ra = NULL;
-    if (!off || arrivals_by_rank(c, off, &ra) != 0) {
+    int64_t *mn = malloc((c->ncoll ? c->ncoll : 1) * sizeof *mn);
+    uint32_t *idx = NULL;
+    if (!off || !mn || arrivals_by_rank(c, off, &idx) != 0) {
         free(off);
-        free(ra);
+        free(mn);
         return -1;
+    }
+    for (size_t k = 0; k < c->ncoll; k++) {
+        const tp_coll *g = &c->coll[k];
+        mn[k] = INT64_MAX;
+        for (size_t j = 0; j < g->n; j++)
+            if (c->arr[g->first + j].start < mn[k]) mn[k] = c->arr[g->first + j].start;
     }
     for (size_t r = 0; r < n; r++) {
         tp_steps steps, *s = &steps;
@@ -98,7 +105,8 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         }
         for (size_t i = 0; i < m; i++) mx[i] = -1;
         for (size_t a = off[r]; a < off[r + 1]; a++) {
-            int64_t t = tp_sub_sat(ra[a].start, c->map_ns[r]); /* on the rank's monotonic clock */
+            const tp_arrival *x = &c->arr[idx[a]];
+            int64_t t = tp_sub_sat(x->start, c->map_ns[r]); /* on the rank's monotonic clock */
             size_t lo = s->nwarmup, hi = s->nsteps; /* the step holding t */
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -106,7 +114,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
                 else hi = mid;
             }
             if (lo == s->nsteps || (int64_t)s->steps[lo].start > t) continue;
-            double l = (double)ra[a].lag / 1e6;
+            double l = (double)tp_sub_sat(x->start, mn[coll_of(c, idx[a])]) / 1e6;
             if (l > mx[lo - s->nwarmup]) mx[lo - s->nwarmup] = l;
         }
         size_t q = 0;
@@ -117,7 +125,8 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         tp_steps_free(s);
     }
     free(off);
-    free(ra);
+    free(mn);
+    free(idx);
     return 0;
 }
 

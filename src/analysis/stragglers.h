@@ -16,7 +16,8 @@
 /* Fills res->stragglers (zeroed first; left absent under two ranks or when out of memory)
  * from the aligned clocks c of the run and the ranks' typed results in res (step times,
  * GPUs); o: the step name, warm-up and straggler thresholds. Time and memory are linear in
- * the matched arrivals (16 bytes each) and the ranks; one rank's steps are held at a time. */
+ * the matched arrivals (4 bytes each beside them) and the ranks; one rank's steps are held
+ * at a time. */
 void tp_stragglers_compute(tp_run_results *res, const tp_clocks *c, const tp_report_opts *o);
 
 /* The document's "stragglers" from the typed result: nothing when it is absent. */
