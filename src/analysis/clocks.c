@@ -581,46 +581,49 @@ static int in_window(const tp_arrival *x, const int64_t *w0, const int64_t *w1) 
     return !w1 || !w1[x->rank] || (x->start >= w0[x->rank] && x->start <= w1[x->rank]);
 }
 
-void tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
-                    double *median_ms, double *mean_ms, double *p90_ms) {
+int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
+                   double *median_ms, double *mean_ms, double *p90_ms) {
     for (size_t r = 0; r < c->nranks; r++) {
         n[r] = 0;
         median_ms[r] = mean_ms[r] = p90_ms[r] = 0;
     }
-    /* each rank's lags sized by its own arrivals: a rank is at the collectives of its own
-     * communicators only. Room for every collective of the run per rank asked for ranks x
-     * communicators x collectives x 8 bytes of address space (1024 ranks on 128
-     * communicators of 1000 collectives: 1 GB), untouched, so not in the RSS, but under an
-     * address-space limit (ulimit -v 800000) the requests failed and 570 of the 1024 ranks
-     * were given no lags at all */
-    size_t *cnt = calloc(c->nranks ? c->nranks : 1, sizeof *cnt);
-    double **v = calloc(c->nranks ? c->nranks : 1, sizeof *v);
-    for (size_t i = 0; cnt && v && i < c->narr; i++)
-        cnt[c->arr[i].rank] += in_window(&c->arr[i], w0, w1);
-    for (size_t r = 0; cnt && v && r < c->nranks; r++)
-        if (cnt[r]) v[r] = malloc(cnt[r] * sizeof **v); /* NULL: no lags for this rank */
-    for (size_t k = 0; cnt && v && k < c->ncoll; k++) {
+    /* every rank's lags in one block, each rank's part sized by its own arrivals: a rank is
+     * at the collectives of its own communicators only. Room for every collective of the
+     * run per rank asked for ranks x communicators x collectives x 8 bytes of address space
+     * (1024 ranks on 128 communicators of 1000 collectives: 1 GB), untouched, so not in the
+     * RSS, but under an address-space limit (ulimit -v 800000) the requests failed and 570
+     * of the 1024 ranks were given no lags at all, as if they had matched no collective */
+    size_t *at = calloc(c->nranks + 1, sizeof *at), total = 0;
+    for (size_t i = 0; at && i < c->narr; i++) total += in_window(&c->arr[i], w0, w1);
+    double *v = at ? malloc((total ? total : 1) * sizeof *v) : NULL;
+    if (!v) {
+        free(at);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < c->narr; i++) at[c->arr[i].rank + 1] += in_window(&c->arr[i], w0, w1);
+    for (size_t r = 0; r < c->nranks; r++) at[r + 1] += at[r];
+    for (size_t k = 0; k < c->ncoll; k++) {
         const tp_coll *g = &c->coll[k];
         int64_t mn = INT64_MAX;
         for (size_t j = 0; j < g->n; j++)
             if (c->arr[g->first + j].start < mn) mn = c->arr[g->first + j].start;
         for (size_t j = 0; j < g->n; j++) {
             const tp_arrival *x = &c->arr[g->first + j];
-            if (!in_window(x, w0, w1)) continue;
-            if (v[x->rank]) v[x->rank][n[x->rank]++] = (double)tp_sub_sat(x->start, mn) / 1e6;
+            if (in_window(x, w0, w1))
+                v[at[x->rank] + n[x->rank]++] = (double)tp_sub_sat(x->start, mn) / 1e6;
         }
     }
-    for (size_t r = 0; cnt && v && r < c->nranks; r++) {
+    for (size_t r = 0; r < c->nranks; r++) {
         size_t m = n[r];
-        if (!m || !v[r]) continue;
-        double s = 0;
-        for (size_t i = 0; i < m; i++) s += v[r][i];
-        qsort(v[r], m, sizeof *v[r], tp_cmp_double);
+        double *vr = v + at[r], s = 0;
+        if (!m) continue;
+        for (size_t i = 0; i < m; i++) s += vr[i];
+        qsort(vr, m, sizeof *vr, tp_cmp_double);
         mean_ms[r] = s / (double)m;
-        median_ms[r] = tp_pct_double(v[r], m, 0.5);
-        p90_ms[r] = tp_pct_double(v[r], m, 0.9);
+        median_ms[r] = tp_pct_double(vr, m, 0.5);
+        p90_ms[r] = tp_pct_double(vr, m, 0.9);
     }
-    for (size_t r = 0; v && r < c->nranks; r++) free(v[r]);
     free(v);
-    free(cnt);
+    free(at);
+    return TPROF_OK;
 }

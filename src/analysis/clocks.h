@@ -104,8 +104,10 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *r);
 
 /* Collective start lag of each rank: at every matched collective whose start on that rank
  * lies inside [w0[r], w1[r]] (aligned ns; w1 = 0: no window, all count), its start minus the
- * earliest start of the collective. Per rank: count n[r], median, mean, p90 in ms. */
-void tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
-                    double *median_ms, double *mean_ms, double *p90_ms);
+ * earliest start of the collective. Per rank: count n[r], median, mean, p90 in ms. Memory: 8
+ * bytes a counted arrival, held in the call. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY
+ * (every figure 0: the caller must not show them). */
+int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
+                   double *median_ms, double *mean_ms, double *p90_ms);
 
 #endif

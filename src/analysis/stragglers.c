@@ -15,6 +15,7 @@
 #include "analysis/findings.h"
 #include "analysis/stats.h"
 #include "analysis/steps.h"
+#include "trainprof.h"
 
 /* median of v[0..n) (a sorted copy; mean of the two middles for even n) */
 static double median(const double *v, size_t n) {
@@ -70,7 +71,7 @@ static size_t coll_of(const tp_clocks *c, size_t i) {
  * the step; 0 when none. Each rank's steps are found (o's step name and warm-up) and freed in
  * turn: a slim rank's from its memo, so that the run's steps are not copied all at once (a
  * rank's 1000 steps are 32 kB). with_steps[r]: rank r has measured steps (else lag_ms[r]
- * stays 0). Returns 0, or -1 when out of memory (every lag_ms 0, no with_steps). */
+ * stays 0). Returns 0, or -1 when out of memory (the figures then stand for nothing). */
 static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_steps,
                      double *lag_ms) {
     size_t n = c->nranks;
@@ -93,13 +94,19 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         for (size_t j = 0; j < g->n; j++)
             if (c->arr[g->first + j].start < mn[k]) mn[k] = c->arr[g->first + j].start;
     }
-    for (size_t r = 0; r < n; r++) {
+    int rc = 0;
+    for (size_t r = 0; r < n && !rc; r++) {
         tp_steps steps, *s = &steps;
-        if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) continue;
+        /* fails only without memory: a rank's lag left 0 would read as a measured one */
+        if (tp_find_steps(c->rank[r], o->step_name, o->warmup, s) != 0) {
+            rc = -1;
+            break;
+        }
         with_steps[r] = s->nsteps > s->nwarmup;
         size_t m = s->nsteps - s->nwarmup;
         double *mx = with_steps[r] ? malloc(m * sizeof *mx) : NULL;
         if (!mx) {
+            rc = with_steps[r] ? -1 : 0;
             tp_steps_free(s);
             continue;
         }
@@ -127,7 +134,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
     free(off);
     free(mn);
     free(idx);
-    return 0;
+    return rc;
 }
 
 /* Figures of a straggler's GPU compared with the other ranks' first GPU: a relative or an
@@ -243,7 +250,8 @@ static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
         w->has_step[r] = rr && rr->steps.measured > 0;
         w->step[r] = rr ? rr->steps.mean_ms : 0;
     }
-    tp_clocks_lags(c, w->w0, w->w1, w->cnt, w->lmed, w->lmean, w->lp90);
+    if (tp_clocks_lags(c, w->w0, w->w1, w->cnt, w->lmed, w->lmean, w->lp90) != TPROF_OK)
+        return -1;
     /* The criterion: lag per step, each measured step's largest start lag of the rank (a
      * collective it starts inside that step, after the earliest rank), the median over
      * steps. The median over all collectives misses a straggler whenever one collective per
