@@ -83,3 +83,10 @@ target_link_libraries(bench_export PRIVATE tprof_analysis)
 # single rank file (bench/README.md).
 add_executable(range_job ${CMAKE_CURRENT_SOURCE_DIR}/range_job.c)
 target_link_libraries(range_job PRIVATE trainprof)
+
+# Not a benchmark (make bench skips it: no bench_ prefix): random runs that stress the report's
+# cross-rank merge, for bench/merge_diff.sh's comparison of two builds' reports.
+add_executable(gen_merge_run ${CMAKE_CURRENT_SOURCE_DIR}/gen_merge_run.c
+  ${CMAKE_SOURCE_DIR}/tests/synth.c)
+target_include_directories(gen_merge_run PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(gen_merge_run PRIVATE tprof_analysis)

@@ -1,0 +1,154 @@
+/*
+ * test_clocks_match.c — the rules by which the report's merge matches collectives across rank
+ * files (clocks.c, tp_clocks_build): a collective is a key (communicator, op, sequence
+ * number) seen on at least two ranks; each rank arrives once, with its first op of the key
+ * in its file; send, recv, unknown and unfinished ops are never matched; the collectives lie
+ * in key order, their arrivals in rank order. And the start lags drawn from them
+ * (tp_clocks_lags): each rank behind its own collective's earliest rank, inside its window.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis/clocks.h"
+#include "analysis/model.h"
+#include "format/format.h"
+#include "synth.h"
+#include "trainprof.h"
+
+static const uint64_t T0 = 1000000000ull, MS = 1000000ull, US = 1000ull;
+static const uint64_t RT0 = 1700000000000000000ull;
+static const uint64_t CA = 0xa0, CB = 0xb0; /* the two communicators' hashes */
+
+#define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-9)
+
+/* Op `op` of rank `rank` of `n` on communicator `hash`, sequence `seq`, from T0 + at to
+ * T0 + end, from source `src` with flags `flags`. */
+static void op(synth_file *f, uint32_t o, uint64_t hash, uint32_t seq, uint32_t rank, uint32_t n,
+               uint64_t at, uint64_t end, uint32_t src, uint32_t flags) {
+    tprof_pl_comm c;
+    memset(&c, 0, sizeof c);
+    c.op = o;
+    c.comm_hash = hash;
+    c.seq = seq;
+    c.nranks = n;
+    c.rank = rank;
+    c.end_ns = T0 + end;
+    c.peer = o == TPROF_COMM_SEND || o == TPROF_COMM_RECV ? (rank + 1) % n : TPROF_COMM_NO_PEER;
+    c.source = src;
+    c.flags = flags;
+    synth_comm(f, 1, T0 + at, &c, NULL);
+}
+
+/* Four ranks on one host (one clock, one start pair). Communicator A holds ranks 0-2,
+ * communicator B ranks 0 and 2; rank 3 has no communication op.
+ *   A barrier 0: ranks 0, 1, 2 at 1.0, 1.2, 1.5 ms; rank 1 enters it again at 3.0 ms
+ *   A barrier 1: rank 0 only
+ *   A barrier 2: rank 0, and rank 1's unfinished
+ *   A send/recv seq 3 and an unknown op seq 4 on ranks 0-2
+ *   B all-reduce 0 (NCCL, enqueue only): ranks 0 and 2 at 4.0 and 4.3 ms */
+static void write_run(const char *dir) {
+    const uint32_t MPI = TPROF_COMM_SRC_MPI, NCCL = TPROF_COMM_SRC_NCCL;
+    const uint64_t a0[3] = {1000 * US, 1200 * US, 1500 * US};
+    for (uint32_t r = 0; r < 4; r++) {
+        synth_file *f = synth_open(dir, "h", (int32_t)(10 + r), RT0, T0);
+        assert_non_null(f);
+        synth_rank(f, (int)r, 4);
+        synth_thread(f, 1, 10 + r);
+        synth_step_begin(f, 1, T0, 0);
+        if (r < 3) {
+            op(f, TPROF_COMM_BARRIER, CA, 0, r, 3, a0[r], 2 * MS, MPI, 0);
+            if (r == 0) op(f, TPROF_COMM_BARRIER, CA, 1, r, 3, 2100 * US, 2200 * US, MPI, 0);
+            if (r < 2)
+                op(f, TPROF_COMM_BARRIER, CA, 2, r, 3, 2300 * US, 2400 * US, MPI,
+                   r == 1 ? TPROF_COMM_F_UNFINISHED : 0);
+            if (r == 1) op(f, TPROF_COMM_BARRIER, CA, 0, r, 3, 3 * MS, 3100 * US, MPI, 0);
+            op(f, r % 2 ? TPROF_COMM_RECV : TPROF_COMM_SEND, CA, 3, r, 3, 3200 * US, 3300 * US,
+               MPI, 0);
+            op(f, TPROF_COMM_UNKNOWN, CA, 4, r, 3, 3400 * US, 3500 * US, MPI, 0);
+        }
+        if (r == 0 || r == 2)
+            op(f, TPROF_COMM_ALLREDUCE, CB, 0, r / 2, 2, r ? 4300 * US : 4 * MS,
+               (r ? 4300 : 4000) * US + 20 * US, NCCL, 0);
+        synth_step_end(f, 1, T0 + 10 * MS, 0);
+        synth_end_of_file(f, T0 + 11 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+}
+
+static void load(tp_run *run, char *dir, size_t n) {
+    assert_int_equal(synth_tmpdir(dir, n, "clocks_match"), 0);
+    write_run(dir);
+    char err[256] = "";
+    int rc = tp_run_load(dir, run, err, sizeof err);
+    if (rc) fprintf(stderr, "load: %s\n", err);
+    assert_int_equal(rc, TPROF_OK);
+}
+
+static void matched_collectives(void **st) {
+    (void)st;
+    char dir[512];
+    tp_run run;
+    load(&run, dir, sizeof dir);
+    tp_clocks c;
+    assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
+    assert_int_equal(c.nranks, 4);
+    /* A's barrier 0 and B's all-reduce 0; the rest seen on one rank, or never matchable */
+    assert_int_equal(c.ncoll, 2);
+    assert_int_equal(c.narr, 5);
+    assert_true(c.coll[0].hash == CA && c.coll[0].op == TPROF_COMM_BARRIER);
+    assert_int_equal(c.coll[0].seq, 0);
+    assert_int_equal(c.coll[0].first, 0);
+    assert_int_equal(c.coll[0].n, 3);
+    assert_true(c.coll[1].hash == CB && c.coll[1].op == TPROF_COMM_ALLREDUCE);
+    assert_int_equal(c.coll[1].first, 3);
+    assert_int_equal(c.coll[1].n, 2);
+    /* rank order; rank 1 arrives at its first barrier 0 (1.2 ms), not at its second (3 ms) */
+    const size_t rk[5] = {0, 1, 2, 0, 2};
+    const int64_t at[5] = {1000000, 1200000, 1500000, 4000000, 4300000};
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(c.arr[i].rank, rk[i]);
+        assert_int_equal(c.arr[i].start - c.arr[0].start, at[i] - at[0]);
+    }
+    /* the barrier's ends count for alignment (MPI, blocking); the NCCL enqueue's do not */
+    assert_int_equal(c.arr[1].end - c.arr[1].start, 800000);
+    assert_true(c.arr[0].end_ok && c.arr[1].end_ok && c.arr[2].end_ok);
+    assert_false(c.arr[3].end_ok || c.arr[4].end_ok);
+
+    size_t n[4];
+    double med[4], mean[4], p90[4];
+    tp_clocks_lags(&c, NULL, NULL, n, med, mean, p90);
+    assert_int_equal(n[0], 2);
+    assert_int_equal(n[1], 1);
+    assert_int_equal(n[2], 2);
+    assert_int_equal(n[3], 0);
+    NEAR(mean[0], 0);
+    NEAR(med[1], 0.2);
+    NEAR(mean[2], 0.4); /* 0.5 ms behind rank 0 at the barrier, 0.3 at the all-reduce */
+    NEAR(mean[3], 0);
+    /* windows: rank 2's ends at 3 ms, so only its barrier counts; rank 0's is open */
+    int64_t w0[4] = {0}, w1[4] = {0};
+    w0[2] = c.arr[0].start;
+    w1[2] = c.arr[0].start + 2 * (int64_t)MS;
+    tp_clocks_lags(&c, w0, w1, n, med, mean, p90);
+    assert_int_equal(n[0], 2);
+    assert_int_equal(n[2], 1);
+    NEAR(med[2], 0.5);
+    tp_clocks_free(&c);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(matched_collectives),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
