@@ -26,7 +26,10 @@ static int cmp_row(const void *a, const void *b) {
     const row *x = a, *y = b;
     if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
     if (x->op != y->op) return x->op < y->op ? -1 : 1;
-    return strcmp(x->name, y->name);
+    int c = strcmp(x->name, y->name);
+    /* then the file's order: a row's first op names the communicator's source and backend,
+     * and qsort need not be stable (glibc's is not when its buffer cannot be had) */
+    return c ? c : x->op0 < y->op0 ? -1 : x->op0 > y->op0;
 }
 
 typedef struct cref { size_t a, b; double time_ns; uint64_t hash; } cref;
