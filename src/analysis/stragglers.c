@@ -17,16 +17,12 @@
 #include "analysis/steps.h"
 #include "trainprof.h"
 
-/* median of v[0..n) (a sorted copy; mean of the two middles for even n) */
-static double median(const double *v, size_t n) {
+/* median of v[0..n), sorting v (every caller's is scratch): the mean of the two middles for
+ * even n */
+static double median(double *v, size_t n) {
     if (!n) return 0;
-    double *c = malloc(n * sizeof *c);
-    if (!c) return v[0];
-    memcpy(c, v, n * sizeof *c);
-    qsort(c, n, sizeof *c, tp_cmp_double);
-    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-    free(c);
-    return m;
+    qsort(v, n, sizeof *v, tp_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* ------------------------------------------------------------------ stragglers */
