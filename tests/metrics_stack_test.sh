@@ -14,9 +14,7 @@ rm -rf "$DIR"
 mkdir -p "$DIR"
 unset TRAINPROF_DIR TRAINPROF_METRICS_PORT TRAINPROF_METRICS_TOKEN TRAINPROF_METRICS_NODE_PORT || true
 OUT=$DIR/depth.txt
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+free_port() { python3 "$(dirname "$0")/free_port.py"; } # below the ephemeral range
 
 cat > "$DIR/hammer.py" <<'PY'
 import socket, sys, time, urllib.request

@@ -12,7 +12,7 @@ rm -rf "$DIR"
 mkdir -p "$DIR"
 unset TRAINPROF_METRICS_PORT TRAINPROF_METRICS_TOKEN TRAINPROF_METRICS_NODE_PORT || true
 export TRAINPROF_NVML_HZ=0 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(python3 "$(dirname "$0")/free_port.py") # below the ephemeral range
 "$TP" run --quiet -o "$DIR/run" --metrics-port "$PORT" --tokens-per-step 4096 \
     --model layers=2,hidden=64,heads=2,seq=32,vocab=100 -- "$LM" --steps 100000 --log-every 0 > "$DIR/run.log" 2>&1 &
 pid=$!

@@ -30,9 +30,7 @@ cleanup() {
 trap cleanup EXIT
 
 # a port P with P free and nothing listening (the bind is released at once)
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+free_port() { python3 "$(dirname "$0")/free_port.py"; } # below the ephemeral range
 
 if [ "$MODE" = job ]; then
     P=$(free_port)

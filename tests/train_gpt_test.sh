@@ -27,23 +27,9 @@ if ! "$PY" -c 'import torch, torch.distributed as d; assert d.is_available()' >/
 fi
 
 rm -rf "$DIR" "$DIR.out" "$DIR.launch.sh"
-# A free port below Linux's ephemeral range (32768 and up by default), where the connections
-# of tests running beside this one take theirs: a port found free there was taken by one of
-# them before rank 0's store bound it (EADDRINUSE). A run that still meets a taken port runs
-# again, once, on another.
-free_port() {
-    "$PY" -c 'import random, socket
-for _ in range(200):
-    p = random.randrange(20000, 32000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p)); break
-    except OSError:
-        pass
-    finally:
-        s.close()
-print(p)'
-}
+# A free port below Linux's ephemeral range (tests/free_port.py says why). A run that still
+# meets a taken port runs again, once, on another.
+free_port() { "$PY" "$(dirname "$0")/free_port.py"; }
 PORT=$(free_port)
 
 # The launcher: what torchrun would do, by hand. A rank that fails makes the other one stop

@@ -5,7 +5,6 @@ trainprof.torch counts gloo's collectives (DDP's bucket all-reduce, an async all
 its wait, a blocking one) as communication, labelled gloo, with the time rank 0 waits for a
 rank that sleeps. Exits 77 (skipped) when this interpreter has no torch."""
 import os
-import socket
 import subprocess
 import sys
 import unittest
@@ -24,11 +23,10 @@ SCRIPT = os.path.join(tphelp.HERE, "megatron_api_script.py")
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """Below the ephemeral range, which the ranks' own connections draw from (free_port.py)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import free_port as fp
+    return fp.free_port()
 
 
 # Rank 1 sleeps 100 ms before its backward and 50 ms before an async all_reduce in each of

@@ -18,11 +18,13 @@ except Exception as e:  # noqa: BLE001
     print("SKIP: no torch in %s (%s)" % (sys.executable, e))
     sys.exit(77)
 
+# The programs below that make a process group are one rank each: they rendezvous through an
+# in-process store (dist.HashStore), not TCP, whose free-port probe raced the other tests'
+# connections for the port (EADDRINUSE at bind).
 LOOP = r"""
-import os, socket, torch, torch.distributed as dist
+import os, torch, torch.distributed as dist
 INSTRUMENT = %r
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%%d" %% port, rank=0, world_size=1)
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 torch.manual_seed(3)
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -79,11 +81,10 @@ assert "autograd engine" in tt.instrumented()["patched"]
 # Optimizer) steps its local SGD inside its own step. Both are instrumented, as autostart
 # instruments every optimizer it sees constructed. 4 iterations.
 NESTED_OPT_LOOP = r"""
-import socket, torch, torch.distributed as dist
+import torch, torch.distributed as dist
 from torch.distributed.optim import ZeroRedundancyOptimizer
 import trainprof.torch as tt
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 torch.manual_seed(3)
 model = torch.nn.Linear(8, 1)
 opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
@@ -154,14 +155,13 @@ for i in range(5):
 # A process group named as Megatron-LM names its groups (torch 2.4+ takes group_desc; this
 # torch does not, so a stand-in accepts it, as the newer new_group does)
 NAMED_GROUP = r"""
-import os, socket, torch, torch.distributed as dist
+import os, torch, torch.distributed as dist
 orig = dist.new_group
 def new_group(*args, group_desc=None, **kwargs):
     return orig(*args, **kwargs)
 dist.new_group = dist.distributed_c10d.new_group = new_group
 import trainprof.torch as tt
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 assert tt.instrument()
 tp = dist.new_group(ranks=[0], group_desc="TENSOR_MODEL_PARALLEL_GROUP")
 dist.all_reduce(torch.ones(8), group=tp)
