@@ -10,12 +10,9 @@ rm -rf "$DIR"
 mkdir -p "$DIR/tsdb"
 unset TRAINPROF_METRICS_PORT TRAINPROF_METRICS_TOKEN TRAINPROF_METRICS_NODE_PORT || true
 export TRAINPROF_NVML_HZ=0 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0
-set -- $(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
-JOBPORT=$1 PROMPORT=$2
+# two distinct ports below the ephemeral range (free_port.py says why)
+JOBPORT=$(python3 "$(dirname "$0")/free_port.py") PROMPORT=$JOBPORT
+while [ "$PROMPORT" = "$JOBPORT" ]; do PROMPORT=$(python3 "$(dirname "$0")/free_port.py"); done
 cat > "$DIR/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
