@@ -215,6 +215,29 @@ static void test_compress_option(void **state) {
     }
 }
 
+/* A program that ends before the flusher's first pass (a short one, or a loaded machine):
+ * its whole file is written after the session is shut down, and must still say how its
+ * chunks were written (the capability the flusher records as it writes the first one). */
+static void test_compress_capability_at_exit(void **state) {
+    (void)state;
+    char dir[PATH_MAX], envdir[PATH_MAX + 16];
+    scratch(dir, sizeof dir, "compress-at-exit");
+    fmt(envdir, sizeof envdir, "TRAINPROF_DIR=%s", dir);
+    const char *argv[] = {REL_VICTIM, "exec_child", NULL};
+    const char *env[] = {envdir, "TRAINPROF_FLUSH_MS=600000", "TRAINPROF_NVML_HZ=0", NULL};
+    int st = wait_for(spawn(argv, env, NULL, NULL));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    tp_run run;
+    load_ok(dir, &run);
+    assert_int_equal(1, run.nprocs);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(1, p->complete);
+    const char *c = tp_meta(p, "capability.compression");
+    assert_non_null(c);
+    assert_string_equal("zstd level 1", c);
+    run_done(&run);
+}
+
 /* SIGTERM while the program is blocked in sleep(): the default action ends the program
  * there, so no code after the sleep may run and the status is death by SIGTERM. The
  * library's handler must not let the program resume while the flusher finishes (it could
@@ -556,6 +579,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_sigint_direct, release_all),
         cmocka_unit_test_teardown(test_sigkill_compressed, release_all),
         cmocka_unit_test_teardown(test_compress_option, release_all),
+        cmocka_unit_test_teardown(test_compress_capability_at_exit, release_all),
         cmocka_unit_test_teardown(test_sigterm_in_sleep, release_all),
         cmocka_unit_test_teardown(test_own_handler, release_all),
         cmocka_unit_test_teardown(test_sigterm_via_cli, release_all),
