@@ -198,8 +198,14 @@ void tprof__set_meta_max(tprof__meta_max *m, const char *key, uint64_t n);
 uint32_t tprof__domain_id(const char *name);
 void tprof__name_category(uint32_t domain, uint32_t category, const char *name);
 
-/* Capabilities found or missing, for the report ("nvtx" -> "injected into 2 libraries"). */
+/* Capabilities found or missing, for the report ("nvtx" -> "injected into 2 libraries").
+ * Recorded in the process stream while the session is on; kept in any case, and written at
+ * the start of every file (a new session, a forked child's). */
 void tprof__capability(const char *name, const char *status);
+/* The same from the flusher about the file it writes (the capability `compression`, decided
+ * as it writes the first chunk): recorded whatever the state, since that chunk may be
+ * written after shutdown, whose last pass still takes the process stream into the file. */
+void tprof__capability_of_file(const char *name, const char *status);
 
 /* NVTX emission to another attached tool while we do not record (core/nvtx_emit.c). */
 extern int tprof__emit_on;

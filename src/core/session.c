@@ -309,7 +309,7 @@ void tprof__name_category(uint32_t domain, uint32_t category, const char *name) 
     pthread_mutex_unlock(&tprof__S.lock);
 }
 
-void tprof__capability(const char *name, const char *status) {
+static void capability_set(const char *name, const char *status, int any_state) {
     pthread_mutex_lock(&tprof__S.lock);
     struct tprof__kv *kv = NULL;
     for (uint32_t i = 0; i < tprof__S.ncaps; i++)
@@ -330,10 +330,18 @@ void tprof__capability(const char *name, const char *status) {
         kv->value = xstrdup(status);
         char key[160];
         snprintf(key, sizeof key, "capability.%s", name);
-        if (atomic_load(&tprof__g_state) == TPROF__ON && kv->value)
+        if ((any_state || atomic_load(&tprof__g_state) == TPROF__ON) && kv->value)
             tprof__proc_record_locked(TPROF_REC_META, 0, NULL, 0, key, kv->value);
     }
     pthread_mutex_unlock(&tprof__S.lock);
+}
+
+void tprof__capability(const char *name, const char *status) {
+    capability_set(name, status, 0);
+}
+
+void tprof__capability_of_file(const char *name, const char *status) {
+    capability_set(name, status, 1);
 }
 
 /* Re-emit everything the process stream must hold at the start of a file (a new session

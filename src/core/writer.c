@@ -127,17 +127,18 @@ static void compression_setup(void) {
     W.ztried = 1;
     char why[200], line[240];
     if (W.zlevel == 0) {
-        tprof__capability("compression", "off (TRAINPROF_COMPRESS=0): chunks written plain");
+        tprof__capability_of_file("compression",
+                                  "off (TRAINPROF_COMPRESS=0): chunks written plain");
         return;
     }
     if (tprof__zc_open(&W.zc, W.zlevel, why, sizeof why) != TPROF_OK) {
         snprintf(line, sizeof line, "unavailable: %s; chunks written plain", why);
         tprof__log(TPROF_LOG_INFO, "rank file compression %s", line);
-        tprof__capability("compression", line);
+        tprof__capability_of_file("compression", line);
         return;
     }
     snprintf(line, sizeof line, "zstd level %d", W.zlevel);
-    tprof__capability("compression", line);
+    tprof__capability_of_file("compression", line);
 }
 
 /* The chunk's payload as written: compressed into W.zbuf when that makes it shorter (the
