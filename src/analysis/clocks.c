@@ -234,7 +234,8 @@ static int clocks_group(tp_clocks *c) {
     if (!c->coll || !c->arr) goto out;
     for (size_t k = 0; k < t.nkeys; k++) {
         const ckey *g = &t.keys[k];
-        if (g->at != SIZE_MAX) c->coll[c->ncoll++] = (tp_coll){g->hash, g->op, g->seq, g->at, g->n};
+        if (g->at != SIZE_MAX)
+            c->coll[c->ncoll++] = (tp_coll){g->hash, g->op, g->seq, g->at, g->n, 0};
     }
     c->narr = narr;
     for (size_t r = 0; r < c->nranks; r++) {
@@ -377,6 +378,12 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     tmp = malloc((maxn * 2 + c->ncoll + 1) * sizeof *tmp);
     if (!tmp) goto oom;
     clocks_align(c, tmp, tmp + maxn, tmp + 2 * maxn);
+    for (size_t k = 0; k < c->ncoll; k++) { /* on the aligned clock, where lags are read */
+        tp_coll *g = &c->coll[k];
+        g->earliest = INT64_MAX;
+        for (size_t j = 0; j < g->n; j++)
+            if (c->arr[g->first + j].start < g->earliest) g->earliest = c->arr[g->first + j].start;
+    }
     res = malloc((c->narr ? c->narr : 1) * sizeof *res);
     if (!res) goto oom;
     clocks_residuals(c, tmp, res);
@@ -604,13 +611,10 @@ int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, siz
     for (size_t r = 0; r < c->nranks; r++) at[r + 1] += at[r];
     for (size_t k = 0; k < c->ncoll; k++) {
         const tp_coll *g = &c->coll[k];
-        int64_t mn = INT64_MAX;
-        for (size_t j = 0; j < g->n; j++)
-            if (c->arr[g->first + j].start < mn) mn = c->arr[g->first + j].start;
         for (size_t j = 0; j < g->n; j++) {
             const tp_arrival *x = &c->arr[g->first + j];
             if (in_window(x, w0, w1))
-                v[at[x->rank] + n[x->rank]++] = (double)tp_sub_sat(x->start, mn) / 1e6;
+                v[at[x->rank] + n[x->rank]++] = (double)tp_sub_sat(x->start, g->earliest) / 1e6;
         }
     }
     for (size_t r = 0; r < c->nranks; r++) {

@@ -37,6 +37,7 @@ typedef struct tp_coll {
     uint64_t hash;
     uint32_t op, seq;
     size_t first, n;     /* arrivals [first, first + n), at least two ranks */
+    int64_t earliest;    /* the earliest arrival's start, aligned ns (the lags' origin) */
 } tp_coll;
 
 typedef struct tp_host_clock {

@@ -75,20 +75,11 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         lag_ms[r] = 0;
         with_steps[r] = 0;
     }
-    /* each collective's earliest start, and each rank's arrivals */
     size_t *off = malloc((n + 1) * sizeof *off);
-    int64_t *mn = malloc((c->ncoll ? c->ncoll : 1) * sizeof *mn);
     uint32_t *idx = NULL;
-    if (!off || !mn || arrivals_by_rank(c, off, &idx) != 0) {
+    if (!off || arrivals_by_rank(c, off, &idx) != 0) {
         free(off);
-        free(mn);
         return -1;
-    }
-    for (size_t k = 0; k < c->ncoll; k++) {
-        const tp_coll *g = &c->coll[k];
-        mn[k] = INT64_MAX;
-        for (size_t j = 0; j < g->n; j++)
-            if (c->arr[g->first + j].start < mn[k]) mn[k] = c->arr[g->first + j].start;
     }
     int rc = 0;
     for (size_t r = 0; r < n && !rc; r++) {
@@ -117,7 +108,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
                 else hi = mid;
             }
             if (lo == s->nsteps || (int64_t)s->steps[lo].start > t) continue;
-            double l = (double)tp_sub_sat(x->start, mn[coll_of(c, idx[a])]) / 1e6;
+            double l = (double)tp_sub_sat(x->start, c->coll[coll_of(c, idx[a])].earliest) / 1e6;
             if (l > mx[lo - s->nwarmup]) mx[lo - s->nwarmup] = l;
         }
         size_t q = 0;
@@ -128,7 +119,6 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         tp_steps_free(s);
     }
     free(off);
-    free(mn);
     free(idx);
     return rc;
 }
