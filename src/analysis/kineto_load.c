@@ -150,6 +150,13 @@ static uint32_t u32_arg(const cJSON *args, const char *key, uint32_t dflt) {
     return d >= 0 && d <= 4294967295.0 ? (uint32_t)d : dflt;
 }
 
+/* A byte or element count: a value a uint64_t cannot hold (negative, 2^64 or more) is
+ * unknown, 0, as converting it would be undefined behaviour (C11 6.3.1.4). */
+static uint64_t u64_arg(const cJSON *args, const char *key) {
+    double d = num_arg(args, key, -1);
+    return d >= 0 && d < 0x1p64 ? (uint64_t)d : 0;
+}
+
 static const char *str_arg(const cJSON *args, const char *key) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(args, key);
     return cJSON_IsString(j) ? j->valuestring : NULL;
@@ -221,8 +228,8 @@ static int comm_event(kst *s, const char *name, uint64_t t0, uint64_t t1, const 
     tp_comm_op c = {0};
     c.start = t0;
     c.end = t1;
-    c.bytes = (uint64_t)num_arg(args, "bytes", 0);
-    c.count = (uint64_t)num_arg(args, "count", 0);
+    c.bytes = u64_arg(args, "bytes");
+    c.count = u64_arg(args, "count");
     c.comm_hash = id ? strtoull(id, NULL, 16) : 0;
     c.name = tp_intern(s->run, opn);
     c.seq = u32_arg(args, "seq", 0);
@@ -321,7 +328,7 @@ static int gpu_event(kst *s, int kind, const char *name, uint64_t t0, uint64_t t
         PUSH(p->api, p->napi, p->cap_api, op);
         return 0;
     }
-    op.bytes = (uint64_t)num_arg(args, "bytes", 0);
+    op.bytes = u64_arg(args, "bytes");
     op.graph = u32_arg(args, "graph", 0);
     if (kind == K_KERNEL) {
         op.type = TPROF_REC_GPU_KERNEL;
