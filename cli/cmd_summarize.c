@@ -97,9 +97,11 @@ static const char *task_of(long *task, long *ntasks) {
  * writes its summary with its slim process (tp_summary_write_slim), then waits for the other
  * tasks' (tp_summary_slim_ready), so that its load (tp_run_load_slim) takes every slim process
  * from a summary instead of decoding every rank file of the run in every task. The wait ends
- * when every file's is there, or when none has come for `quiet` seconds (a task that is not
- * running, or is slower: the load decodes what is missing, as it would have without the
- * share); quiet is 2 s plus three times this task's own time per file. */
+ * when every file's is there or can never be (this task's own that it failed; another's that
+ * no task can summarise: tp_summary_slim_hopeless, looked at once), or when none has come for
+ * `quiet` seconds (a task that is not running, or is slower: the load decodes what is
+ * missing, as it would have without the share); quiet is 2 s plus three times this task's
+ * own time per file. */
 typedef struct share {
     char **paths;          /* the run's rank files, in the load's order */
     size_t n;
@@ -130,12 +132,20 @@ static void share_slims(const char *const *ops, size_t nops, long task, long nta
     clock_gettime(CLOCK_MONOTONIC, &tw);
     last = tw;
     long pause_ms = 20;
-    for (;;) {
+    size_t never = 0; /* files whose summary can never come */
+    for (int first = 1;; first = 0) {
         size_t before = sh->ready;
-        for (size_t j = 0; j < sh->n; j++)
-            if (!ok[j] && (ok[j] = (unsigned char)tp_summary_slim_ready(sh->paths[j])))
+        for (size_t j = 0; j < sh->n; j++) {
+            if (ok[j]) continue;
+            if ((ok[j] = (unsigned char)tp_summary_slim_ready(sh->paths[j]))) {
                 sh->ready++;
-        if (sh->ready == sh->n) break;
+            } else if (first && ((size_t)j % (size_t)ntasks == (size_t)task ||
+                                 tp_summary_slim_hopeless(sh->paths[j]))) {
+                ok[j] = 2;
+                never++;
+            }
+        }
+        if (sh->ready + never == sh->n) break;
         if (sh->ready > before) {
             clock_gettime(CLOCK_MONOTONIC, &last);
             pause_ms = 20;

@@ -133,6 +133,18 @@ grep -q "unreadable: $tmp/fifo/bench-1000a.tprof" "$tmp/fifo0.err" ||
 [ "$(ls "$tmp/fifo" | grep -c '\.sum$')" -eq 2 ] || fail "fifo run's summaries: $(ls "$tmp/fifo")"
 clean timeout 60 "$TP" report "$tmp/fifo" >/dev/null 2>&1
 [ $? -eq 124 ] && fail "the report waited on a link to a FIFO"
+# another task's file that no task can summarise is not waited for (the quiet spell, 2 s at
+# least, then the load fails it again): in name order 1000, 1000a, 1001, 1002, 1003, task 1
+# of 2 has 1000a, no rank file, and 1002, whose summary's name is a directory; task 0, run
+# alone, has nothing to wait for
+mkdir "$tmp/never" && cp "$dir/bench-1000.tprof" "$dir/bench-1001.tprof" "$dir/bench-1002.tprof" \
+    "$dir/bench-1003.tprof" "$tmp/never/" && echo "no rank file" >"$tmp/never/bench-1000a.tprof" &&
+    mkdir "$tmp/never/bench-1002.tprof.sum" || fail "never run"
+clean RANK=0 WORLD_SIZE=2 "$TP" summarize "$tmp/never" 2>"$tmp/never0.err"
+w=$(sed -n 's/.*after \([0-9.]*\) s waiting.*/\1/p' "$tmp/never0.err")
+[ -n "$w" ] || fail "no wait in task 0's line: $(cat "$tmp/never0.err")"
+awk -v w="$w" 'BEGIN { exit !(w < 1.5) }' ||
+    fail "task 0 waited $w s for files no task can summarise: $(cat "$tmp/never0.err")"
 # nothing could be done: an error
 clean "$TP" summarize "$tmp/none" 2>/dev/null && fail "summarize of a missing directory succeeded"
 

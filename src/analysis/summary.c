@@ -30,6 +30,7 @@
 
 #include "analysis/model_load.h"
 #include "analysis/report.h"
+#include "format/format.h"
 #include "trainprof.h"
 
 #define SUM_MAGIC "TPSUMARY"
@@ -362,6 +363,28 @@ static int slim_block(const char *path, tp_sum_buf *body, uint64_t *size) {
 int tp_summary_slim_ready(const char *path) {
     uint64_t size;
     return slim_block(path, NULL, &size) == 1;
+}
+
+int tp_summary_slim_hopeless(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return 1;
+    struct stat st;
+    char magic[8];
+    int rank_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                    pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+                    memcmp(magic, TPROF_FILE_MAGIC, sizeof magic) == 0;
+    close(fd);
+    if (!rank_file) return 1;
+    char sum[4096], dir[4096];
+    int k = snprintf(sum, sizeof sum, "%s%s", path, TP_SUMMARY_SUFFIX);
+    if (k < 0 || (size_t)k >= sizeof sum) return 1; /* a path too long has no summary */
+    if (lstat(sum, &st) == 0 && !S_ISREG(st.st_mode)) return 1;
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    return access(dir, W_OK) != 0;
 }
 
 int tp_summary_write_slim(const char *path, char *why, size_t n) {

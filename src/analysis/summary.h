@@ -153,6 +153,15 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p);
  * and key alone: its body is checked when it is loaded). 1 or 0. Thread safe. */
 int tp_summary_slim_ready(const char *path);
 
+/* Whether no task can ever write a slim block for rank file `path`, whatever it waits: the
+ * file cannot be opened or is no regular file, its first bytes are not a rank file's magic
+ * (format.h), its summary's name is taken by something other than a regular file (the
+ * rename into place fails on it), or its directory cannot be written. A task waiting for the
+ * others' summaries (cmd_summarize.c) stops waiting for such a file, whose owner fails it as
+ * it would. Reads the file's first 8 bytes; never blocks (a FIFO under the name is opened
+ * non-blocking and is no regular file). 1 or 0. Thread safe. */
+int tp_summary_slim_hopeless(const char *path);
+
 /* The first half of `trainprof summarize` under a launcher, for one rank file: its summary
  * with its slim process alone (no section), read slim from the file, unless its summary
  * already holds a valid slim block (its key the file's now, its body's CRC right), which is
