@@ -93,7 +93,8 @@ static const cli_opt run_opts_table[] = {
     {OPT_SUMMARIZE_WITH, "--summarize-with", NULL, CLI_VALUE, "HOW",
      "the report's first stage on the job's nodes: auto (default: one task\n"
      "per node through CMD when it is srun in a Slurm allocation, or Open\n"
-     "MPI's mpirun with rank files of other hosts), off, or a launcher\n"
+     "MPI's mpirun or Hydra's mpiexec (MPICH, Intel MPI) with rank files\n"
+     "of other hosts), off, or a launcher\n"
      "command, e.g. 'mpirun --map-by ppr:1:node'\n"
      "[TRAINPROF_SUMMARIZE_WITH]"},
     {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",

@@ -13,6 +13,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,14 +178,6 @@ static const mpi_opt *mpi_opt_of(const char *word, int *eq) {
     return NULL;
 }
 
-/* Whether `base` (CMD's base name) is Open MPI's launcher. */
-static int is_mpirun(const char *base) {
-    static const char *const names[] = {"mpirun", "mpiexec", "orterun", "prterun"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strcmp(base, names[i]) == 0) return 1;
-    return 0;
-}
-
 /* auto's stage for the job `cmd` (CMD as typed and its words; NULL-terminated) run by Open
  * MPI's mpirun: `CMD <its node options> --map-by ppr:1:node` into argv, one task on each node
  * the job's options (or the allocation mpirun reads, as it did for the job) make available,
@@ -213,52 +207,256 @@ static int mpirun_words(char *const *cmd, char **argv) {
     return w;
 }
 
-/* What the names of `dir`'s rank files (*.tprof) tell: whether there is one (without one
- * there is nothing to summarise), and whether every one was written on this host, its name
- * being the writer's <host>-<pid>.tprof or <host>-<pid>.<k>.tprof (core/writer.c) with this
- * host's name as the writer spells it; a .tprof file named otherwise counts as another
- * host's. A directory that cannot be read has none, all of them here. */
-typedef struct rank_names {
-    int any, all_here;
-} rank_names;
+/* The options of the Hydra process manager's mpiexec (MPICH's, and Intel MPI's
+ * mpiexec.hydra and mpirun; MPICH's Hydra documentation and `mpiexec -h`, Intel MPI's
+ * Developer Reference) that the scan of the job's words knows, as mpi_opts for Open MPI.
+ * Hydra takes an option with any number of leading dashes, in any case, and NAME=VALUE for
+ * its first value. Copied: those that choose the job's nodes (a host file, a host list) or
+ * let Hydra reach them at all (the launcher, its executable and arguments, the network
+ * interface, the resource manager), and -skip-launch-node (the job's nodes left this one out:
+ * the stage must too). -genv and -env take NAME VALUE, or one word NAME=VALUE (HYDRA_ENV:
+ * the count read from the word). Not copied: a rank map (it places every rank), the ranks'
+ * environment and placement (-genv, -ppn, -bind-to, ...: the stage sets its own -ppn). */
+enum { HYDRA_ENV = 9 };
+static const mpi_opt hydra_opts[] = {
+    {"f", 1, 1}, {"hostfile", 1, 1}, {"machinefile", 1, 1}, {"machine", 1, 1},
+    {"machines", 1, 1}, {"machinelist", 1, 1}, {"host", 1, 1}, {"hosts", 1, 1},
+    {"hostlist", 1, 1}, {"launcher", 1, 1}, {"bootstrap", 1, 1}, {"launcher-exec", 1, 1},
+    {"bootstrap-exec", 1, 1}, {"bootstrap-exec-args", 1, 1}, {"iface", 1, 1}, {"rmk", 1, 1},
+    {"skip-launch-node", 0, 1},
+    {"genv", HYDRA_ENV, 0}, {"env", HYDRA_ENV, 0}, {"genvlist", 1, 0}, {"envlist", 1, 0},
+    {"genvnone", 0, 0}, {"genvall", 0, 0}, {"envnone", 0, 0}, {"envall", 0, 0}, {"n", 1, 0},
+    {"np", 1, 0}, {"ppn", 1, 0}, {"perhost", 1, 0}, {"grr", 1, 0}, {"rr", 0, 0},
+    {"rankmap", 1, 0}, {"wdir", 1, 0}, {"configfile", 1, 0}, {"profile", 0, 0},
+    {"output-from", 1, 0}, {"prepend-rank", 0, 0}, {"l", 0, 0}, {"prepend-pattern", 1, 0},
+    {"outfile-pattern", 1, 0}, {"errfile-pattern", 1, 0}, {"outfile", 1, 0},
+    {"errfile", 1, 0}, {"enable-x", 0, 0}, {"disable-x", 0, 0}, {"topolib", 1, 0},
+    {"binding", 1, 0}, {"bind-to", 1, 0}, {"map-by", 1, 0}, {"membind", 1, 0},
+    {"demux", 1, 0}, {"debug", 0, 0}, {"v", 0, 0}, {"verbose", 0, 0},
+    {"disable-auto-cleanup", 0, 0}, {"enable-auto-cleanup", 0, 0},
+    {"disable-hostname-propagation", 0, 0}, {"enable-hostname-propagation", 0, 0},
+    {"g", 1, 0}, {"gpus-per-proc", 1, 0}, {"gpu-subdevs-per-proc", 1, 0},
+    {"hybrid-hosts", 0, 0}, {"localhost", 1, 0}, {"nameserver", 1, 0}, {"order-nodes", 1, 0},
+    {"pmi-port", 0, 0}, {"print-all-exitcodes", 0, 0}, {"usize", 1, 0},
+    {"print-rank-map", 0, 0}, {"ordered-output", 0, 0}, {"path", 1, 0}, {"tune", 1, 0},
+};
 
-/* Whether the rank file `s` (n bytes, ending in ".tprof") was named by a writer on `host`. */
-static int named_here(const char *s, size_t n, const char *host, size_t hl) {
-    int here = n > hl + 7 && strncmp(s, host, hl) == 0 && s[hl] == '-';
-    /* then the pid, then, before ".tprof", an optional ".<k>": digits before each '.' */
-    const char *p = s + hl, *end = s + n - 6;
-    for (int part = 0; here && part < 2 && p < end; part++) {
-        const char *q = ++p; /* past the '-', then past the '.' before k */
-        while (*p >= '0' && *p <= '9') p++;
-        here = p > q && *p == '.';
+/* How many words the Hydra option cmd[i] takes after it, its entry in *opt; -1 (*opt NULL)
+ * for a word that is none of hydra_opts: the scan ends there. */
+static int hydra_opt_of(char *const *cmd, int i, const mpi_opt **opt) {
+    const char *name = cmd[i];
+    while (*name == '-') name++;
+    size_t l = strcspn(name, "=");
+    int eq = name[l] == '=';
+    *opt = NULL;
+    for (size_t k = 0; k < sizeof hydra_opts / sizeof *hydra_opts; k++) {
+        const mpi_opt *o = &hydra_opts[k];
+        if (strlen(o->name) != l || strncasecmp(name, o->name, l) != 0) continue;
+        /* Hydra would read what follows its '=' as the next word: not followed here */
+        if (eq && o->values == 0) return -1;
+        *opt = o;
+        if (o->values != HYDRA_ENV) return o->values - eq;
+        /* NAME=VALUE as one word, or NAME then VALUE; the first is in this word after '=' */
+        const char *first = eq ? name + l + 1 : cmd[i + 1];
+        if (!first) return eq ? 0 : 1;
+        return (strchr(first, '=') ? 1 : 2) - eq;
     }
-    return here && p == end;
+    return -1;
 }
 
+/* auto's stage for the job `cmd` (as mpirun_words) run by Hydra's mpiexec, on files of
+ * `hosts` hosts: `CMD <its node and launch options> -ppn 1 -n H` into argv, H (written into
+ * buf, n bytes) the hosts, so that Hydra starts one task on each of the first H nodes of the
+ * job's host list or allocation, which it fills in order as it did for the job. Only the
+ * words before the job's program are scanned (hydra_opts). How many, or 0 (with a line). */
+static int hydra_words(char *const *cmd, int hosts, char *buf, size_t n, char **argv) {
+    int w = 0;
+    argv[w++] = cmd[0];
+    for (int i = 1; cmd[i] && cmd[i][0] == '-'; i++) {
+        const mpi_opt *o;
+        int v = hydra_opt_of(cmd, i, &o);
+        if (v < 0) break;
+        if (o->copy && w + 1 + v > STAGE_WORDS - 4) { /* room for -ppn 1 -n H */
+            fprintf(stderr, "trainprof run: no first stage: the job's mpiexec node options take "
+                            "more than %d words (--summarize-with can give the launcher)\n",
+                    STAGE_WORDS - 5);
+            return 0;
+        }
+        for (int k = 0; o->copy && k <= v && cmd[i + k]; k++) argv[w++] = cmd[i + k];
+        for (int k = 0; k < v && cmd[i + 1]; k++) i++;
+    }
+    int k = snprintf(buf, n, "%d", hosts);
+    if (k < 0 || (size_t)k >= n) return 0;
+    argv[w++] = "-ppn";
+    argv[w++] = "1";
+    argv[w++] = "-n";
+    argv[w++] = buf;
+    return w;
+}
+
+/* Which MPI's launcher CMD (cmd_exe, found on PATH) is. */
+enum { MPI_NONE, MPI_OPEN, MPI_HYDRA };
+
+static void clean_environment(void);
+
+/* What `exe --version` says it is: Hydra ("HYDRA build details", MPICH's; "Intel(R) MPI
+ * Library", Intel MPI's), Open MPI ("mpirun (Open MPI) 4.1.4"), else MPI_NONE. Its output is
+ * read, never shown, for at most PROBE_MS: then it is killed, its process group with it (a
+ * script's children), so that a launcher that waits for something never holds the report.
+ * It runs as the stage would (clean_environment: trainprof's injection left out). */
+enum { PROBE_MS = 3000 };
+static int probe_version(const char *exe) {
+    int fd[2];
+    if (pipe2(fd, O_CLOEXEC) != 0) return MPI_NONE;
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent) _exit(127);
+        int in = open("/dev/null", O_RDONLY);
+        if (in > 0) {
+            dup2(in, 0);
+            close(in);
+        }
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        signal(SIGPIPE, SIG_DFL);
+        clean_environment();
+        execl(exe, exe, "--version", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char out[8192];
+    size_t got = 0;
+    if (pid > 0) {
+        setpgid(pid, pid); /* as the child does: whichever runs first */
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+            int left = PROBE_MS - (int)(cli_elapsed_s(&t0) * 1000);
+            struct pollfd p = {fd[0], POLLIN, 0};
+            int r = left > 0 ? poll(&p, 1, left) : 0;
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            ssize_t k = read(fd[0], out + got, sizeof out - got);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0 || (got += (size_t)k) == sizeof out) break;
+        }
+        kill(-pid, SIGKILL); /* it has ended, or it is taking too long: either way, done */
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
+    close(fd[0]);
+    if (memmem(out, got, "HYDRA build details", 19) || memmem(out, got, "Intel(R) MPI Library", 20))
+        return MPI_HYDRA;
+    return memmem(out, got, "(Open MPI)", 10) ? MPI_OPEN : MPI_NONE;
+}
+
+/* Whether `s` ends with `suffix`. */
+static int ends_with(const char *s, const char *suffix) {
+    size_t l = strlen(s), k = strlen(suffix);
+    return l >= k && strcmp(s + l - k, suffix) == 0;
+}
+
+/* Which MPI's launcher CMD is, found on PATH as cmd_exe. mpirun and mpiexec are the names
+ * both Open MPI and Hydra install, which take different options, so the name alone cannot
+ * tell. First the names that can: cmd_exe's and, its symbolic links followed, the program's
+ * own (MPICH installs mpiexec and mpirun as links to mpiexec.hydra; Debian's alternatives
+ * lead mpirun to mpiexec.hydra or orterun, through mpirun.mpich or mpirun.openmpi); then,
+ * for a program named mpirun or mpiexec (Open MPI 5's mpirun, Intel MPI's mpirun script),
+ * what it says it is (probe_version: a launch more, only when a stage is to run); one that
+ * says neither is taken for Open MPI's, as the name alone was before. */
+static int mpi_launcher(const char *cmd_exe) {
+    char real[PATH_MAX];
+    const char *names[2] = {cmd_exe, realpath(cmd_exe, real) ? real : cmd_exe};
+    int named = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *b = strrchr(names[i], '/');
+        b = b ? b + 1 : names[i];
+        if (strcmp(b, "mpiexec.hydra") == 0 || ends_with(b, ".mpich")) return MPI_HYDRA;
+        if (strcmp(b, "orterun") == 0 || strcmp(b, "prterun") == 0 || ends_with(b, ".openmpi"))
+            return MPI_OPEN;
+        named = named || strcmp(b, "mpirun") == 0 || strcmp(b, "mpiexec") == 0;
+    }
+    if (!named) return MPI_NONE;
+    int said = probe_version(cmd_exe);
+    return said == MPI_NONE ? MPI_OPEN : said;
+}
+
+/* What the names of `dir`'s rank files (*.tprof) tell: whether there is one (without one
+ * there is nothing to summarise), whether every one was written on this host, and on how many
+ * hosts they were written. A writer names its file <host>-<pid>.tprof or
+ * <host>-<pid>.<k>.tprof (core/writer.c), the host as tprof__file_host spells it; a .tprof
+ * file named otherwise counts as another host's, its name less ".tprof" taken for that host.
+ * A directory that cannot be read has none, all of them here. */
+typedef struct rank_names {
+    int any, all_here;
+    int hosts; /* distinct hosts named: at least 1 when any */
+} rank_names;
+
+/* The length of the host in the rank file name `s` (n bytes, ending in ".tprof"), the part
+ * before "-<pid>" or "-<pid>.<k>" (digits each) at its end; 0 for a name of neither form. Read
+ * from the end, so that a host with '-' or '.' in it (node-1, a.b) is taken whole. */
+static size_t host_of_name(const char *s, size_t n) {
+    const char *p = s + n - 6;
+    for (int part = 0; part < 2; part++) {
+        const char *digits = p;
+        while (p > s && p[-1] >= '0' && p[-1] <= '9') p--;
+        if (p == digits || p - 1 <= s) return 0; /* no digits, or no host before them */
+        if (p[-1] == '-') return (size_t)(p - 1 - s);
+        if (p[-1] != '.') return 0;
+        p--; /* before ".<k>": the pid's digits next */
+    }
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every entry is read (the hosts are counted); the hosts' names are held until the end, then
+ * sorted, the same ones counted once. Out of memory, the hosts already held are counted: a
+ * smaller count gives the stage fewer tasks, which share the files all the same. */
 static rank_names scan_rank_names(const char *dir) {
-    rank_names r = {0, 1};
+    rank_names r = {0, 1, 0};
     DIR *d = opendir(dir);
     if (!d) return r;
     char host[64];
     tprof__file_host(host);
-    size_t hl = strlen(host);
+    size_t hl = strlen(host), nh = 0, cap = 0;
+    char **hosts = NULL;
     struct dirent *e;
-    while ((!r.any || r.all_here) && (e = readdir(d)) != NULL) {
+    while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
         if (n <= 6 || strcmp(e->d_name + n - 6, ".tprof") != 0) continue;
         r.any = 1;
-        r.all_here = r.all_here && named_here(e->d_name, n, host, hl);
+        size_t l = host_of_name(e->d_name, n);
+        r.all_here = r.all_here && l == hl && memcmp(e->d_name, host, hl) == 0;
+        if (nh == cap) {
+            size_t c = cap ? 2 * cap : 64;
+            char **g = realloc(hosts, c * sizeof *g);
+            if (!g) continue;
+            hosts = g;
+            cap = c;
+        }
+        if ((hosts[nh] = strndup(e->d_name, l ? l : n - 6)) != NULL) nh++;
     }
     closedir(d);
+    if (nh) qsort(hosts, nh, sizeof *hosts, cmp_str);
+    for (size_t i = 0; i < nh; i++) r.hosts += i == 0 || strcmp(hosts[i - 1], hosts[i]) != 0;
+    for (size_t i = 0; i < nh; i++) free(hosts[i]);
+    free(hosts);
+    if (r.any && r.hosts == 0) r.hosts = 1;
     return r;
 }
 
 /* The stage's launcher words into argv (pointing into buf, n bytes, or into cmd), per
- * run_first_stage's `how`, for the job `cmd` whose CMD resolved is cmd_exe, `here` telling
- * whether its rank files were all written on this host. Returns how many, 0 for none, -1
- * (with a line) for a value that cannot be used. */
-static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd, int here,
-                          char *buf, size_t n, char **argv) {
+ * run_first_stage's `how`, for the job `cmd` whose CMD resolved is cmd_exe, `names` telling
+ * where its rank files were written. Returns how many, 0 for none, -1 (with a line) for a
+ * value that cannot be used. */
+static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd,
+                          const rank_names *names, char *buf, size_t n, char **argv) {
     if (how) {
         char msg[128];
         int w = split_words(how, buf, n, argv, msg, sizeof msg);
@@ -271,12 +469,18 @@ static int launcher_words(const char *how, const char *cmd_exe, char *const *cmd
     }
     const char *base = strrchr(cmd_exe, '/');
     base = base ? base + 1 : cmd_exe;
-    /* the stage pays for itself by spreading the files over more nodes' cores: with mpirun,
-     * whose nodes are not known here, only when they were written on more than this one */
-    if (is_mpirun(base)) return here ? 0 : mpirun_words(cmd, argv);
+    int here = names->all_here;
+    if (strcmp(base, "srun") != 0) {
+        /* the stage pays for itself by spreading the files over more nodes' cores: with an
+         * MPI launcher, whose nodes are not known here, only when they were written on more
+         * than this one (told before mpi_launcher, which may start CMD to ask) */
+        int kind = here ? MPI_NONE : mpi_launcher(cmd_exe);
+        if (kind == MPI_OPEN) return mpirun_words(cmd, argv);
+        return kind == MPI_HYDRA ? hydra_words(cmd, names->hosts, buf, n, argv) : 0;
+    }
     const char *job = getenv("SLURM_JOB_ID"), *nn = getenv("SLURM_JOB_NUM_NODES");
     if (!nn || !*nn) nn = getenv("SLURM_NNODES");
-    if (strcmp(base, "srun") != 0 || !job || !*job || !nn) return 0;
+    if (!job || !*job || !nn) return 0;
     char *end;
     long nodes = strtol(nn, &end, 10);
     if (*end || nodes < 1 || nodes > 1000000) return 0; /* not an allocation we can read */
@@ -592,7 +796,7 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
     char words[STAGE_BUF], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
     char *argv[STAGE_ARGV];
     rank_names names = scan_rank_names(absdir);
-    int w = launcher_words(how, cmd_exe, cmd, names.all_here, words, sizeof words, argv);
+    int w = launcher_words(how, cmd_exe, cmd, &names, words, sizeof words, argv);
     if (w <= 0 || !names.any) return w < 0 ? -1 : 0;
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0 || (size_t)sl >= sizeof self - 1) {

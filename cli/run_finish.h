@@ -50,6 +50,14 @@ void run_save_user_env(void);
  *       --hostfile, --machinefile, --default-hostfile, one-dash spellings and NAME=VALUE forms
  *       included) and --allow-run-as-root copied from the words before the job's program, the
  *       scan ending at the first word that is not an mpirun option it knows;
+ *     - CMD the Hydra process manager's mpiexec (MPICH's, Intel MPI's) and a rank file of
+ *       another host: `CMD <the job's node and launch options> -ppn 1 -n H`, H the distinct
+ *       hosts the rank files' names give, the options (-f, -hostfile, -machinefile, -hosts,
+ *       -host, -launcher, -bootstrap, -launcher-exec, -bootstrap-exec, -iface, -rmk,
+ *       -skip-launch-node, ...) copied as for Open MPI. mpirun and mpiexec are told apart by
+ *       the name of the program their links lead to (mpiexec.hydra, *.mpich; orterun,
+ *       prterun, *.openmpi), else by what `CMD --version` prints within 3 s (output not
+ *       shown, killed after), else taken for Open MPI's;
  *     - else nothing (the report computes every rank's section on this machine's cores);
  *   "off": nothing;
  *   anything else: the words of a launcher command, split at blanks (no quoting; at most 48),

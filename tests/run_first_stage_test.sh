@@ -9,7 +9,9 @@
 # mpirun (a stand-in), `auto` runs `mpirun <the job's node options> --map-by ppr:1:node
 # trainprof summarize ...` when a rank file comes from another host (a job made of two hosts
 # by `twohost`, which copies its command's rank file under another host's name), none when
-# all come from this one. A launcher that fails or hangs (stopped at
+# all come from this one. With CMD Hydra's mpiexec (MPICH's, Intel MPI's; stand-ins told by
+# their answer to --version or their links' target), `mpiexec <the job's node and launch
+# options> -ppn 1 -n H`, H the hosts the rank files name. A launcher that fails or hangs (stopped at
 # TRAINPROF_SUMMARIZE_LIMIT_S) leaves the same report and the job's exit status; Ctrl-Z stops
 # the launcher's group with trainprof run, and the time stopped is not counted against the
 # limit. Then, with the real mpirun, given as the launcher and as `auto`, tasks share the
@@ -34,14 +36,16 @@ EOF
 cat >"$tmp/bin/twohost" <<'EOF'
 #!/bin/sh
 # runs its command, then copies the rank file the command wrote under another host's name
-# (or as TWOHOST_AS says, HOST and PID replaced)
+# (or under each of the names TWOHOST_AS says, HOST and PID replaced)
 "$@" &
 p=$!
 wait $p
 rc=$?
-as=$(echo "${TWOHOST_AS:-other-node-PID}" | sed "s/HOST/$(hostname)/; s/PID/$p/")
-for f in "$TRAINPROF_DIR"/*-$p.tprof; do
-    [ -f "$f" ] && cp "$f" "$TRAINPROF_DIR/$as.tprof"
+for as in ${TWOHOST_AS:-other-node-PID}; do
+    as=$(echo "$as" | sed "s/HOST/$(hostname)/; s/PID/$p/")
+    for f in "$TRAINPROF_DIR"/*-$p.tprof; do
+        [ -f "$f" ] && cp "$f" "$TRAINPROF_DIR/$as.tprof"
+    done
 done
 exit $rc
 EOF
@@ -306,6 +310,7 @@ ls -a "$tmp/r14" | grep -q tmp && fail "temporary files left: $(ls -a "$tmp/r14"
 mkdir "$tmp/ompi"
 cat >"$tmp/ompi/mpirun" <<'EOF'
 #!/bin/sh
+[ "$1" = --version ] && echo "mpirun (Open MPI) 4.1.4" && exit 0
 echo "$*" >>"$MPIRUN_LOG"
 while [ $# -gt 0 ]; do
     case $1 in
@@ -347,6 +352,97 @@ mpirun_auto "$tmp/m3" --display-devel-map --hostfile "$tmp/hosts" twohost "$LM" 
 [ "$(sed -n 3p "$MPIRUN_LOG")" = "--map-by ppr:1:node $TP summarize --warmup 3 --top 15 -- \
 $tmp/m3" ] || fail "the scan went past an unknown option: $(sed -n 3p "$MPIRUN_LOG")"
 
+# 7b. auto with CMD the Hydra process manager's mpiexec (MPICH's, Intel MPI's): told from Open
+# MPI's by the name of the program its links lead to (mpiexec.hydra), else by what it says to
+# --version (stand-ins that record their arguments and run the program as PMI task 0 of 1).
+# The stage is `mpiexec <the job's node and launch options> -ppn 1 -n H`, H the hosts the rank
+# files name (three: this one, node-b and node-c, whose files are node-c-PID.tprof and
+# node-c-PID.1.tprof); the ranks' environment and placement options are not copied (-genv
+# NAME VALUE and -genv NAME=VALUE, -n, -ppn, -l, -wdir), nor the program's own arguments.
+mkdir "$tmp/hydra" "$tmp/mpich" "$tmp/slowv"
+cat >"$tmp/hydra/mpiexec" <<'EOF'
+#!/bin/sh
+if [ "$1" = --version ]; then
+    [ -n "${HYDRA_SILENT:-}" ] && exit 1
+    printf 'HYDRA build details:\n    Version:                                 4.1.2\n'
+    exit 0
+fi
+echo "$*" >>"$HYDRA_LOG"
+while [ $# -gt 0 ]; do
+    case $1 in
+    -genv | -env) case $2 in *=*) shift 2 ;; *) shift 3 ;; esac ;;
+    -f | -hosts | -launcher | -bootstrap-exec | -IFACE | -ppn | -n | -wdir) shift 2 ;;
+    -*) shift ;;
+    *) break ;;
+    esac
+done
+PMI_RANK=0 PMI_SIZE=1 exec "$@"
+EOF
+chmod +x "$tmp/hydra/mpiexec"
+# MPICH's install: mpiexec a link to mpiexec.hydra, which --version does not need to answer
+cp "$tmp/hydra/mpiexec" "$tmp/mpich/mpiexec.hydra"
+ln -s mpiexec.hydra "$tmp/mpich/mpiexec"
+# Open MPI's, named mpiexec; and an mpirun that never answers --version (taken for Open MPI's)
+cp "$tmp/ompi/mpirun" "$tmp/ompi/mpiexec"
+cat >"$tmp/slowv/mpirun" <<'EOF'
+#!/bin/sh
+[ "$1" = --version ] && echo $$ >"$STAGE_DIR/slowv.pid" && exec sleep 30
+exec "$(dirname "$0")/../ompi/mpirun" "$@"
+EOF
+chmod +x "$tmp/slowv/mpirun"
+export HYDRA_LOG="$tmp/hydra.log"
+: >"$HYDRA_LOG"
+: >"$MPIRUN_LOG"
+mpiexec_auto() { # DIR BINDIR MPIEXEC-WORDS...: trainprof run --warmup 3 -- mpiexec WORDS
+    d=$1 bin=$2
+    shift 2
+    PATH="$bin:$PATH" "$TP" run -q -o "$d" --warmup 3 -- "$@" >/dev/null 2>"$d.err" ||
+        fail "run $d: $(cat "$d.err")"
+}
+stage() { # DIR: the summarize command of the stage for DIR, as the launcher is given it
+    echo "$TP summarize --warmup 3 --top 15 -- $1"
+}
+export TWOHOST_AS="node-b-PID node-c-PID.1 node-c-PID"
+mpiexec_auto "$tmp/h1" "$tmp/hydra" mpiexec -f "$tmp/hosts" -genv OMP_NUM_THREADS 1 -n 2 \
+    -launcher ssh -l sh -c 'exec twohost "$0" --steps 20' "$LM" -hosts evil -f evil
+want="-f $tmp/hosts -launcher ssh -ppn 1 -n 3 $(stage "$tmp/h1")"
+[ "$(sed -n 2p "$HYDRA_LOG")" = "$want" ] || fail "Hydra stage: $(sed -n 2p "$HYDRA_LOG")"
+grep -q "rank summaries written through mpiexec in " "$tmp/h1.err" || fail "h1: $(cat "$tmp/h1.err")"
+grep -q "task 0 of 1 (PMI): 4 of 4 files summarised (4 written" "$tmp/h1/summarize.log" ||
+    fail "h1 summarize.log: $(cat "$tmp/h1/summarize.log")"
+same_as_without "$tmp/h1" --warmup 3
+export TWOHOST_AS="node-b-PID"
+mpiexec_auto "$tmp/h2" "$tmp/hydra" mpiexec --hosts=a,b -genv X=1 -bootstrap-exec /usr/bin/ssh \
+    -IFACE lo -ppn 4 -wdir "$tmp" -skip-launch-node twohost "$LM" --steps 10
+want="--hosts=a,b -bootstrap-exec /usr/bin/ssh -IFACE lo -skip-launch-node -ppn 1 -n 2 \
+$(stage "$tmp/h2")"
+[ "$(sed -n 4p "$HYDRA_LOG")" = "$want" ] || fail "Hydra stage (h2): $(sed -n 4p "$HYDRA_LOG")"
+# every file of this host: no stage
+export TWOHOST_AS=HOST-PID.1
+mpiexec_auto "$tmp/h3" "$tmp/hydra" mpiexec -f "$tmp/hosts" -n 2 twohost "$LM" --steps 10
+[ "$(wc -l <"$HYDRA_LOG")" -eq 5 ] || fail "a Hydra stage for files of this host: $(cat "$HYDRA_LOG")"
+ls "$tmp/h3" | grep -q '\.sum' && fail "summaries without a stage: $(ls "$tmp/h3")"
+# the link's target's name tells, without asking (HYDRA_SILENT: no answer to --version)
+export TWOHOST_AS="node-b-PID"
+HYDRA_SILENT=1 mpiexec_auto "$tmp/h4" "$tmp/mpich" mpiexec -n 1 twohost "$LM" --steps 10
+[ "$(sed -n 7p "$HYDRA_LOG")" = "-ppn 1 -n 2 $(stage "$tmp/h4")" ] ||
+    fail "mpiexec linked to mpiexec.hydra: $(sed -n 7p "$HYDRA_LOG")"
+# Open MPI's mpiexec says so: its stage
+mpiexec_auto "$tmp/h5" "$tmp/ompi" mpiexec -np 1 --hostfile "$tmp/hosts" twohost "$LM" --steps 10
+[ "$(sed -n 2p "$MPIRUN_LOG")" = "--hostfile $tmp/hosts --map-by ppr:1:node $(stage "$tmp/h5")" ] ||
+    fail "Open MPI's mpiexec: $(sed -n 2p "$MPIRUN_LOG")"
+# an mpirun that does not answer --version: stopped at the probe's limit, taken for Open MPI's
+start=$(date +%s)
+mpiexec_auto "$tmp/h6" "$tmp/slowv" mpirun -np 1 twohost "$LM" --steps 10
+[ $(($(date +%s) - start)) -lt 20 ] || fail "the --version probe was not stopped"
+gone "$(cat "$tmp/slowv.pid")" || {
+    kill "$(cat "$tmp/slowv.pid")"
+    fail "the --version probe outlived it"
+}
+[ "$(sed -n 4p "$MPIRUN_LOG")" = "--map-by ppr:1:node $(stage "$tmp/h6")" ] ||
+    fail "an mpirun that says nothing: $(sed -n 4p "$MPIRUN_LOG")"
+unset TWOHOST_AS
+
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then
     echo "SKIP: mpirun not found (apt-get install openmpi-bin); the rest passed"
@@ -379,4 +475,4 @@ grep -q "task 0 of 1 (Open MPI): 4 of 4 files summarised (4 written" "$tmp/r20/s
     fail "r20 summarize.log: $(cat "$tmp/r20/summarize.log")"
 grep -q "out of date" "$tmp/r20/report.txt" && fail "the auto mpirun stage's summaries were stale"
 same_as_without "$tmp/r20"
-echo "PASS: the first stage through srun and mpirun, the same reports"
+echo "PASS: the first stage through srun, mpirun and Hydra's mpiexec, the same reports"
