@@ -74,7 +74,7 @@ static void truncated(void **state) {
              (unsigned long long)(p0->file_bytes / 3), (unsigned long long)p0->file_bytes);
     assert_string_equal(why, want);
     assert_int_equal(tp_export_fill_memos(&run, NULL), TPROF_OK);
-    assert_null(p0->comm_memo);
+    assert_false(p0->comm_memo_whole); /* the load's times alone */
     tp_comm_time t[6];
     assert_int_equal(tp_comm_resolve(p0, t), TPROF_OK); /* from what the slim one holds */
     int rc[2];
@@ -134,7 +134,7 @@ static void deleted(void **state) {
     const tp_process *p0;
     load_four(dir, sizeof dir, &run, &p0);
     assert_int_equal(tp_export_fill_memos(&run, NULL), TPROF_OK);
-    assert_non_null(p0->comm_memo);
+    assert_true(p0->comm_memo_whole);
     assert_int_equal(unlink(p0->file), 0);
     char why[200];
     assert_int_equal(tp_process_file_check(p0, why, sizeof why), TPROF_ERR_IO);
@@ -165,7 +165,7 @@ static void replaced(void **state) {
     assert_string_equal(why, "replaced by the file of another process (h1:102) since it was "
                              "read");
     assert_int_equal(tp_export_fill_memos(&run, NULL), TPROF_OK);
-    assert_null(p0->comm_memo);
+    assert_false(p0->comm_memo_whole); /* the load's times alone */
     int rc[2];
     export_rcs(&run, rc);
     assert_int_equal(rc[0], TPROF_ERR_FORMAT);

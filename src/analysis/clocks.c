@@ -193,7 +193,7 @@ static int cmp_ckey(const void *a, const void *b) {
 }
 
 /* Whether op o can be matched across ranks: a finished collective. */
-static int matchable(const tp_comm_op *o) {
+static int matchable(const tp_comm_key *o) {
     return o->op != TPROF_COMM_SEND && o->op != TPROF_COMM_RECV &&
            o->op != TPROF_COMM_UNKNOWN && !(o->flags & TPROF_COMM_F_UNFINISHED);
 }
@@ -213,7 +213,8 @@ static int clocks_group(tp_clocks *c) {
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
         for (size_t i = 0; i < p->ncomm; i++) {
-            const tp_comm_op *o = &p->comm[i];
+            tp_comm_key key = tp_comm_key_at(p, i);
+            const tp_comm_key *o = &key;
             if (!matchable(o)) continue;
             ckey *k = key_get(&t, o->comm_hash, o->op, o->seq);
             if (!k) goto out;
@@ -245,12 +246,13 @@ static int clocks_group(tp_clocks *c) {
         if (!tm) goto out;
         tp_comm_resolve(p, tm);
         for (size_t i = 0; i < p->ncomm; i++) {
-            const tp_comm_op *o = &p->comm[i];
+            tp_comm_key key = tp_comm_key_at(p, i);
+            const tp_comm_key *o = &key;
             if (!matchable(o)) continue;
             ckey *g = &t.keys[t.slot[key_slot(&t, o->comm_hash, o->op, o->seq)]];
             if (g->at == SIZE_MAX || g->last == r + 1) continue;
             g->last = r + 1;
-            int mpi = tp_comm_host_timed(o);
+            int mpi = tp_comm_host_timed(o->source, o->flags);
             int timed = mpi || tm[i].src != TP_COMM_TIME_HOST;
             c->arr[g->at++] = (tp_arrival){
                 r, (int64_t)tm[i].start, (int64_t)tm[i].end,

@@ -124,12 +124,12 @@ const char *tp_comm_op_name(const tp_comm_op *o) {
 
 /* Host-timed sources: MPI calls and torch.distributed calls of a backend that runs on the
  * host (gloo, mpi, ucc, ...) have no GPU side; their host interval is the duration. */
-int tp_comm_host_timed(const tp_comm_op *o) {
-    return o->source == TPROF_COMM_SRC_MPI ||
-           (o->source == TPROF_COMM_SRC_TORCH && !(o->flags & TPROF_COMM_F_ENQUEUE));
+int tp_comm_host_timed(uint32_t source, uint32_t flags) {
+    return source == TPROF_COMM_SRC_MPI ||
+           (source == TPROF_COMM_SRC_TORCH && !(flags & TPROF_COMM_F_ENQUEUE));
 }
 
-static int is_mpi(const tp_comm_op *o) { return tp_comm_host_timed(o); }
+static int is_mpi(const tp_comm_op *o) { return tp_comm_host_timed(o->source, o->flags); }
 
 const char *tp_comm_source_name(uint32_t source) {
     return source == TPROF_COMM_SRC_NCCL    ? "nccl"
@@ -138,7 +138,7 @@ const char *tp_comm_source_name(uint32_t source) {
                                             : "unknown";
 }
 
-const char *tp_comm_backend(const tp_process *p, const tp_comm_op *o, char *buf, size_t n) {
+const char *tp_comm_backend(const tp_process *p, const tp_comm_key *o, char *buf, size_t n) {
     if (o->source != TPROF_COMM_SRC_TORCH) {
         snprintf(buf, n, "%s", tp_comm_source_name(o->source));
         return buf;
@@ -485,19 +485,46 @@ static int64_t cal_at(const cal_point *pts, const cal_dev *devs, size_t nd, uint
     return p0->d + (int64_t)llround(f * (double)(p1->d - p0->d));
 }
 
-/* A slim process's times, resolved while its GPU records were there (model.h, comm_memo). */
-static void from_memo(const tp_process *p, tp_comm_time *out) {
+/* A slim process's times, resolved while its GPU records were there, or at its load without
+ * them (model.h, comm_memo). Keys without times are never made so (tp_process_slim_comm),
+ * but would give no read: zero times and an error. */
+static int from_memo(const tp_process *p, tp_comm_time *out) {
     for (size_t i = 0; i < p->ncomm; i++) {
-        const tp_comm_span *m = &p->comm_memo[i];
+        const tp_comm_span *m = p->comm_memo ? &p->comm_memo[i] : &(tp_comm_span){0, 0, 0};
         out[i] = (tp_comm_time){m->start, m->end, m->src, SIZE_MAX, -1, 0, 0};
     }
+    return p->comm_memo || !p->ncomm ? TPROF_OK : TPROF_ERR_INVALID_ARG;
+}
+
+void tp_process_slim_comm(tp_process *p) {
+    size_t n = p->ncomm;
+    if (!n || !p->comm || p->comm_keys) return;
+    tp_comm_key *keys = malloc(n * sizeof *keys);
+    tp_comm_op *last = malloc(sizeof *last);
+    tp_comm_time *tm = malloc(n * sizeof *tm);
+    tp_comm_span *memo = malloc(n * sizeof *memo);
+    if (!keys || !last || !tm || !memo || tp_comm_resolve(p, tm) != TPROF_OK) {
+        free(keys), free(last), free(tm), free(memo);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = tp_comm_key_at(p, i);
+        memo[i] = (tp_comm_span){tm[i].start, tm[i].end, tm[i].src};
+    }
+    *last = *tp_comm_last(p);
+    free(tm);
+    free(p->comm);
+    free(p->comm_memo);
+    p->comm = NULL;
+    p->cap_comm = 0;
+    p->comm_keys = keys;
+    p->comm_last = last;
+    p->comm_memo = memo;
+    p->comm_memo_whole = 0;
 }
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
-    if (p->comm_memo) {
-        from_memo(p, out);
-        return TPROF_OK;
-    }
+    if (p->comm_memo || !p->comm) return from_memo(p, out);
     for (size_t i = 0; i < p->ncomm; i++)
         out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
     if (!p->ncomm) return TPROF_OK;
@@ -519,6 +546,7 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
         if (is_comm_kernel(&p->gpu[i]))
             k[nk++] = (kref){p->gpu[i].start, i, p->gpu[i].device, p->gpu[i].stream,
                              kernel_fns(p->gpu[i].name)};
+    if (!nk) goto done; /* no kernel to match an op to (a slim process's load: no sort) */
     no = 0;
     for (size_t i = 0; i < p->ncomm; i++)
         if (!is_mpi(&p->comm[i])) o[no++] = (oref){p->comm[i].comm_hash, p->comm[i].start, i};

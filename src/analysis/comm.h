@@ -77,17 +77,23 @@ double tp_comm_bus_factor(uint32_t op, uint32_t nranks);
 int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_device,
                          uint32_t device, tp_span **v, size_t *n, size_t *cap);
 
+/* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved
+ * without GPU records (tp_process.comm_keys, comm_last, comm_memo): what the run-level
+ * readers take of them, 72 bytes an op where the ops and their memo took 136. Without memory
+ * p is left as it was (those readers take either form). A process without ops is left too. */
+void tp_process_slim_comm(tp_process *p);
+
 /* 1 when the op's host interval is its duration: an MPI call, or a torch.distributed call of a
  * backend that runs on the host (gloo, mpi, ucc, ...); 0 for NCCL's (the plugin's, or torch's
  * over NCCL), whose host interval is only the enqueue. */
-int tp_comm_host_timed(const tp_comm_op *o);
+int tp_comm_host_timed(uint32_t source, uint32_t flags); /* an op's (or key's) fields */
 
 /* The backend that carried the op: "nccl" and "mpi" for the NCCL plugin's and the MPI
  * wrappers' records; for torch.distributed's, the backend of its process group as
  * trainprof.torch described it (metadata torch.pg.<id>, "backend=B ..."; of a device-mapped
  * backend such as "cpu:gloo,cuda:nccl", the one that ran it), else "torch". Written into buf
  * (n bytes); returns buf. */
-const char *tp_comm_backend(const tp_process *p, const tp_comm_op *o, char *buf, size_t n);
+const char *tp_comm_backend(const tp_process *p, const tp_comm_key *o, char *buf, size_t n);
 
 /* "nccl", "mpi", "torch" or "unknown": the record's source (TPROF_COMM_SRC_*). */
 const char *tp_comm_source_name(uint32_t source);

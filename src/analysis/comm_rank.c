@@ -103,7 +103,8 @@ static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_ste
             r->timed = 1;
             r->time_ns = tm[i].end - tm[i].start;
             r->src[tm[i].src] = 1;
-            r->enqueue_only = !tp_comm_host_timed(o) && tm[i].src == TP_COMM_TIME_HOST;
+            r->enqueue_only =
+                !tp_comm_host_timed(o->source, o->flags) && tm[i].src == TP_COMM_TIME_HOST;
             if (!r->enqueue_only) { /* an enqueue says nothing about the transfer's speed */
                 r->bw_ops = 1;
                 r->bw_ns = r->time_ns;
@@ -165,8 +166,9 @@ static size_t exposure_basis(tp_comm_exposure_result *x, const tp_process *p,
     }
     size_t nmpi = 0, ngpu_time = 0;
     for (size_t i = 0; i < p->ncomm; i++) {
-        nmpi += tp_comm_host_timed(&p->comm[i]);
-        ngpu_time += tm[i].src != TP_COMM_TIME_HOST && !tp_comm_host_timed(&p->comm[i]);
+        int host = tp_comm_host_timed(p->comm[i].source, p->comm[i].flags);
+        nmpi += host;
+        ngpu_time += tm[i].src != TP_COMM_TIME_HOST && !host;
     }
     int comm_kernels = 0;
     for (size_t i = 0; i < p->ngpu && !comm_kernels; i++)
@@ -295,8 +297,8 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
                 oom |= tp_comm_push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
             for (size_t i = 0; i < p->ncomm && !oom; i++) {
                 const tp_comm_op *o = &p->comm[i];
-                if (tp_comm_host_timed(o) && (o->flags & TPROF_COMM_F_NONBLOCKING) &&
-                    !(o->flags & TPROF_COMM_F_UNFINISHED))
+                if (tp_comm_host_timed(o->source, o->flags) &&
+                    (o->flags & TPROF_COMM_F_NONBLOCKING) && !(o->flags & TPROF_COMM_F_UNFINISHED))
                     oom |= tp_comm_push_span(&su, &nsu, &csu, o->start, o->end);
             }
             if (oom) break;
@@ -462,7 +464,8 @@ static void communicators(tp_comm_result *c, const tp_process *p) {
         /* who recorded it, and the backend that carried it (gloo, nccl, mpi, ...) */
         const tp_comm_op *o0 = &p->comm[rows[cs[k].a].op0];
         e->source = tp_comm_source_name(o0->source);
-        tp_comm_backend(p, o0, e->backend, sizeof e->backend);
+        tp_comm_key k0 = tp_comm_key_of(o0);
+        tp_comm_backend(p, &k0, e->backend, sizeof e->backend);
         e->rows = &rows[cs[k].a];
         e->nrows = cs[k].b - cs[k].a;
     }
@@ -487,7 +490,8 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
     for (size_t i = 0; i < p->ncomm && c->torch_ops; i++) {
         if (p->comm[i].source != TPROF_COMM_SRC_TORCH) continue;
         char be[32];
-        tp_comm_backend(p, &p->comm[i], be, sizeof be);
+        tp_comm_key ki = tp_comm_key_of(&p->comm[i]);
+        tp_comm_backend(p, &ki, be, sizeof be);
         int seen = 0;
         for (size_t k = 0; k < c->ntorch_backends && !seen; k++)
             seen = !strcmp(c->torch_backends[k], be);

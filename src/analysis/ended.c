@@ -52,13 +52,6 @@ static const tp_range *last_range(const tp_process *p, const tp_thread **on) {
     return best;
 }
 
-static const tp_comm_op *last_collective(const tp_process *p) {
-    const tp_comm_op *best = NULL;
-    for (size_t i = 0; i < p->ncomm; i++)
-        if (!best || p->comm[i].start >= best->start) best = &p->comm[i];
-    return best;
-}
-
 /* seconds from the process's start to t (0 before it) */
 static double rel_s(const tp_process *p, uint64_t t) {
     return t > p->hdr.start_mono_ns ? (double)(t - p->hdr.start_mono_ns) / 1e9 : 0;
@@ -137,7 +130,7 @@ static int ended_compute(tp_ended_result *out, const tp_run *run) {
         }
         e->ended_s = rel_s(p, p->end_mono);
         e->last_range = last_range(p, &e->thread);
-        e->last_collective = last_collective(p);
+        e->last_collective = tp_comm_last(p);
     }
     return 0;
 }

@@ -24,6 +24,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "analysis/comm.h"
 #include "analysis/kineto.h"
 #include "analysis/model_load.h"
 #include "analysis/summary.h"
@@ -422,6 +423,17 @@ static int open_again(const char *path, const tp_process *was, tprof_reader **rd
     return TPROF_ERR_FORMAT;
 }
 
+/* What a load held for its threads while it read. */
+static void loader_free(loader *L) {
+    for (size_t i = 0; i < L->p->nthreads; i++) {
+        for (size_t k = 0; k < L->tl[i].nstacks; k++) free(L->tl[i].stacks[k].idx);
+        free(L->tl[i].stacks);
+        free(L->tl[i].strs);
+    }
+    free(L->tl);
+    free(L->ends);
+}
+
 /* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
  * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
  * to run->errors when `note` is set. */
@@ -564,14 +576,10 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     } else if (!p->complete)
         tp_load_damage(p, "no end record: the process did not exit normally (killed?); "
                       "events after its last flush are lost");
-    for (size_t i = 0; i < p->nthreads; i++) {
-        for (size_t k = 0; k < L.tl[i].nstacks; k++) free(L.tl[i].stacks[k].idx);
-        free(L.tl[i].stacks);
-        free(L.tl[i].strs);
-    }
-    free(L.tl);
-    free(L.ends);
+    loader_free(&L);
     if (light) tp_process_slim(p);
+    /* a run's slim process: a section's streamed second read reads no op of its own */
+    if (light && !stream) tp_process_slim_comm(p);
     if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;
     return rc;
 }
@@ -886,6 +894,8 @@ void tp_process_free(tp_process *p) {
     for (size_t k = 0; k < p->ndamage; k++) free(p->damage[k]);
     free(p->damage);
     free(p->comm_memo);
+    free(p->comm_keys);
+    free(p->comm_last);
     free(p->file);
     if (p->steps_memo) {
         free(p->steps_memo->steps);

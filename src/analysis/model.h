@@ -146,6 +146,15 @@ typedef struct tp_comm_op {
     uint32_t dtype;   /* enum tprof_comm_dtype */
 } tp_comm_op;
 
+/* What the run-level analyses read of a communication op beside its resolved times: the
+ * clocks' matching key (communicator, op, sequence number; clocks.c) and what tells its
+ * timing and backend (flags, source; comm.h). A slim process keeps this, 24 bytes, in place
+ * of each tp_comm_op, 112 (tp_process.comm_keys). */
+typedef struct tp_comm_key {
+    uint64_t comm_hash;
+    uint32_t seq, op, flags, source; /* as in tp_comm_op */
+} tp_comm_key;
+
 typedef struct tp_kv {
     const char *key, *value;
 } tp_kv;
@@ -230,7 +239,13 @@ typedef struct tp_process {
      * times (comm_memo: tp_comm_resolve answers from them, with the interval and its source
      * alone, which is what the run-level readers take: 24 bytes an op where the whole
      * resolution is 56). tp_process_load_whole reads its
-     * file again in full. */
+     * file again in full.
+     * Of its communication ops a slim process of a run (tp_run_load_slim, tp_process_load_slim)
+     * keeps no tp_comm_op: comm is NULL, ncomm still counts them, comm_keys holds each one's
+     * key (tp_comm_key_at reads either form), comm_last the op ended.c reports
+     * (tp_comm_last), and comm_memo, from the load on, the times tp_comm_resolve gives
+     * without GPU records; its rank section replaces them with those of the whole file
+     * (comm_memo_whole set). Without memory for that form it keeps its tp_comm_ops. */
     int slim;
     char *file;                    /* slim: its file's path as opened (owned; path above is
                                     * made valid UTF-8 for reports, which a path need not be) */
@@ -238,6 +253,9 @@ typedef struct tp_process {
     const char *steps_memo_name;   /* the step name they were found with (NULL: none) */
     int steps_memo_warmup;
     struct tp_comm_span *comm_memo; /* owned, ncomm entries; NULL when none */
+    int comm_memo_whole;            /* comm_memo came from the whole file (a rank section) */
+    tp_comm_key *comm_keys;         /* slim: owned, ncomm entries, in place of comm */
+    tp_comm_op *comm_last;          /* slim with comm_keys: owned copy of tp_comm_last */
 } tp_process;
 
 typedef struct tp_run {
@@ -348,6 +366,13 @@ int tp_driver_call(const char *n);
 const char *tp_intern(tp_run *run, const char *s);
 
 const char *tp_meta(const tp_process *p, const char *key); /* last value, or NULL */
+/* Op i's key (i < p->ncomm), from whichever form p holds: its tp_comm_op, or the key a slim
+ * process keeps in its place (comm_keys). */
+tp_comm_key tp_comm_key_at(const tp_process *p, size_t i);
+tp_comm_key tp_comm_key_of(const tp_comm_op *o); /* o's key */
+/* The op that started last (of equal starts, the last in the file), or NULL without ops: the
+ * last collective ended.c reports. A slim process answers from its copy (comm_last). */
+const tp_comm_op *tp_comm_last(const tp_process *p);
 /* The rank process recorded on `host` with process id `pid` (as a report's rank entry names
  * it), or NULL; run may be NULL. */
 const tp_process *tp_rank_process(const tp_run *run, const char *host, double pid);

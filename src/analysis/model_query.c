@@ -27,6 +27,22 @@ const char *tp_meta(const tp_process *p, const char *key) {
     return v;
 }
 
+tp_comm_key tp_comm_key_of(const tp_comm_op *o) {
+    return (tp_comm_key){o->comm_hash, o->seq, o->op, o->flags, o->source};
+}
+
+tp_comm_key tp_comm_key_at(const tp_process *p, size_t i) {
+    return p->comm_keys ? p->comm_keys[i] : tp_comm_key_of(&p->comm[i]);
+}
+
+const tp_comm_op *tp_comm_last(const tp_process *p) {
+    if (p->comm_keys) return p->comm_last;
+    const tp_comm_op *best = NULL;
+    for (size_t i = 0; i < p->ncomm; i++)
+        if (!best || p->comm[i].start >= best->start) best = &p->comm[i];
+    return best;
+}
+
 const tp_process *tp_rank_process(const tp_run *run, const char *host, double pid) {
     for (size_t i = 0; run && host && i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];

@@ -649,7 +649,11 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
     int streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only);
     if (!streamed && tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
         j->unread = 1;
-        if (!sc->memos_only) j->section = rank_section(run, p, o, j->out, NULL);
+        /* from what the slim process kept, which of its communication ops may be their
+         * keys alone (tp_process_slim_comm): a section reads the ops themselves */
+        tp_process kept = *p;
+        if (!kept.comm) kept.ncomm = 0, kept.comm_memo = NULL;
+        if (!sc->memos_only) j->section = rank_section(run, &kept, o, j->out, NULL);
         return;
     }
     if (!sc->memos_only) {
@@ -730,9 +734,15 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
         if (jobs[k].unread && !summarize) note_unread((tp_run *)run, p);
         if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
         if (jobs[k].comm) {
-            free(p->comm_memo);
-            p->comm_memo = comm_spans(jobs[k].comm, p->ncomm); /* takes the block */
+            /* without memory the load's times stay: a slim process keeping keys alone must
+             * always have some (tp_comm_resolve answers from them) */
+            tp_comm_span *m = comm_spans(jobs[k].comm, p->ncomm); /* takes the block */
             jobs[k].comm = NULL;
+            if (m) {
+                free(p->comm_memo);
+                p->comm_memo = m;
+                p->comm_memo_whole = 1;
+            }
         }
     }
 #ifdef __GLIBC__

@@ -24,18 +24,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/comm.h"
 #include "analysis/model_load.h"
 #include "trainprof.h"
 
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_process) == 720, "tp_process changed: update tp_sum_slim");
+_Static_assert(sizeof(tp_process) == 744, "tp_process changed: update tp_sum_slim");
 _Static_assert(sizeof(tp_thread) == 168, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
 _Static_assert(sizeof(tp_stepev) == 24, "tp_stepev changed: update its codec");
 _Static_assert(sizeof(tp_comm_op) == 112, "tp_comm_op changed: update its codec");
+_Static_assert(sizeof(tp_comm_key) == 24, "tp_comm_key changed: update its codec");
 _Static_assert(sizeof(tp_drop_window) == 32, "tp_drop_window changed: update its codec");
 _Static_assert(sizeof(tp_kv) == 16, "tp_kv changed: update its codec");
 _Static_assert(sizeof(struct tp_category) == 16, "tp_category changed: update its codec");
@@ -97,6 +99,40 @@ static void comm_op(tp_sum_buf *c, int rd, tp_comm_op *x) {
     RAW(x->dtype);
 }
 
+/* A slim process's communication ops: their keys, the last op and the times resolved without
+ * GPU records (tp_process_slim_comm), or the ops themselves where that form could not be made
+ * (out of memory). Read, the key form must be whole: its readers take each part as there. */
+static void comm_ops(tp_sum_buf *c, int rd, tp_process *p) {
+    Z(p->ncomm);
+    unsigned char keys = p->comm_keys != NULL;
+    RAW(keys);
+    if (rd) c->bad |= keys > 1 || (keys && !p->ncomm);
+    if (!keys || c->bad) {
+        if (!c->bad && arr(c, rd, &p->comm, p->ncomm, sizeof *p->comm))
+            for (size_t i = 0; i < p->ncomm && !c->bad; i++) comm_op(c, rd, &p->comm[i]);
+        if (rd) p->cap_comm = p->comm ? p->ncomm : 0;
+        return;
+    }
+    if (arr(c, rd, &p->comm_keys, p->ncomm, sizeof *p->comm_keys))
+        for (size_t i = 0; i < p->ncomm && !c->bad; i++) {
+            tp_comm_key *k = &p->comm_keys[i];
+            RAW(k->comm_hash), RAW(k->seq), RAW(k->op), RAW(k->flags), RAW(k->source);
+        }
+    if (arr(c, rd, &p->comm_last, 1, sizeof *p->comm_last)) comm_op(c, rd, p->comm_last);
+    RAW(p->comm_memo_whole);
+    if (rd) c->bad |= (unsigned)p->comm_memo_whole > 1;
+    if (arr(c, rd, &p->comm_memo, p->ncomm, sizeof *p->comm_memo))
+        for (size_t i = 0; i < p->ncomm && !c->bad; i++) {
+            tp_comm_span *m = &p->comm_memo[i];
+            int src = (int)m->src;
+            RAW(m->start), RAW(m->end), RAW(src);
+            /* the analyses index by it (comm_rank.c: timed ops per source) */
+            if (rd && (src < TP_COMM_TIME_HOST || src > TP_COMM_TIME_GPU)) c->bad = 1;
+            m->src = (tp_comm_src)src;
+        }
+    if (rd) c->bad |= !p->comm_keys || !p->comm_last || !p->comm_memo;
+}
+
 /* The process's own lists: metadata, domains, categories, damage, drop windows. */
 static void lists(tp_sum_buf *c, int rd, tp_process *p) {
     Z(p->nmeta);
@@ -155,10 +191,7 @@ void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
     RAW(p->complete), RAW(p->end_signal), RAW(p->end_mono), RAW(p->dropped);
     RAW(p->end_dropped), RAW(p->events), RAW(p->first_ts), RAW(p->last_ts);
     RAW(p->unknown_ends), RAW(p->drops_unplaced), RAW(p->cupti_dropped), RAW(p->clipped_ns);
-    Z(p->ncomm);
-    if (arr(c, rd, &p->comm, p->ncomm, sizeof *p->comm))
-        for (size_t i = 0; i < p->ncomm && !c->bad; i++) comm_op(c, rd, &p->comm[i]);
-    if (rd) p->cap_comm = p->comm ? p->ncomm : 0;
+    comm_ops(c, rd, p);
     RAW(p->file_bytes);
     Z(p->nrec_gpu), Z(p->nrec_api), Z(p->nrec_ovh), Z(p->nrec_gmem), Z(p->nrec_ranges);
     /* a whole load sizes its arrays by these (model.c, reserve_like): no count past one record

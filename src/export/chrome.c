@@ -804,11 +804,12 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
             const char *rs = tp_meta(rk, "rank_source");
             if (rs && !strcmp(rs, "mpi")) backend = "mpi";
             for (size_t i = 0; !backend && i < rk->ncomm; i++)
-                if (rk->comm[i].source == TPROF_COMM_SRC_NCCL) backend = "nccl";
+                if (tp_comm_key_at(rk, i).source == TPROF_COMM_SRC_NCCL) backend = "nccl";
             /* else the backend of torch.distributed's ops (gloo on a CPU job) */
-            for (size_t i = 0; !backend && i < rk->ncomm; i++)
-                if (rk->comm[i].source == TPROF_COMM_SRC_TORCH)
-                    backend = tp_comm_backend(rk, &rk->comm[i], be, sizeof be);
+            for (size_t i = 0; !backend && i < rk->ncomm; i++) {
+                tp_comm_key k = tp_comm_key_at(rk, i);
+                if (k.source == TPROF_COMM_SRC_TORCH) backend = tp_comm_backend(rk, &k, be, sizeof be);
+            }
         }
         /* world_size from the rank's metadata, else as many ranks as the run holds */
         int world = rk ? rk->world_size : -1;

@@ -140,12 +140,13 @@ static int write_comm_op(void *ctx, const tp_cw_comm_ev *ev) {
                ",\"source\":\"%s\",\"backend\":",
             tp_comm_algo_name(o->algo), tp_comm_proto_name(o->proto), o->nchannels,
             tp_comm_source_name(o->source));
-    tp_json_string(f, tp_comm_backend(c->p, o, be, sizeof be));
+    tp_comm_key key = tp_comm_key_of(o);
+    tp_json_string(f, tp_comm_backend(c->p, &key, be, sizeof be));
     fprintf(f, ",\"time_source\":\"%s\"", tp_comm_src_name(t->src));
     /* a bandwidth only from a real duration: not from an NCCL enqueue */
     uint64_t size = tp_comm_size_bytes(o->op, o->bytes, o->nranks);
     double factor = tp_comm_bus_factor(o->op, o->nranks);
-    int real = t->src != TP_COMM_TIME_HOST || tp_comm_host_timed(o);
+    int real = t->src != TP_COMM_TIME_HOST || tp_comm_host_timed(o->source, o->flags);
     if (real && size && factor > 0 && t->end > t->start &&
         !(o->flags & TPROF_COMM_F_UNFINISHED && t->src == TP_COMM_TIME_HOST)) {
         double algbw = (double)size / (double)(t->end - t->start); /* GB/s, GB = 1e9 */
