@@ -488,6 +488,7 @@ typedef struct rank_job {
     cJSON *section;
     tp_steps *steps;      /* a slim rank's steps, found in its whole file (then kept in it) */
     tp_comm_time *comm;   /* a slim rank's resolved communication times (the same) */
+    struct tp_comm_span *spans; /* what it keeps of them, made as the job ends */
     int unread;           /* a slim rank whose file could not be read again */
     int sum;              /* a slim rank's summary (summary.h): 1 its key is valid, 0 none,
                            * -1 stale or damaged (the section is computed from the file) */
@@ -628,14 +629,23 @@ static void section_make(const sections *sc, size_t i) {
     if (sc->summarize) to_summary(sc, j, p);
 }
 
+static tp_comm_span *comm_spans(tp_comm_time *t, size_t n);
+
 /* section_make, the section then spilled when the report holds none (job i is the
- * document's "ranks"[i]: rank_sections makes them in that order). */
+ * document's "ranks"[i]: rank_sections makes them in that order). The communication times
+ * become the spans the slim process keeps right here, so that the jobs' times (56 bytes an
+ * op) are never all held at once: only the spans (24) wait for run_jobs. */
 static void section_job(void *ctx, size_t i) {
     const sections *sc = ctx;
+    rank_job *j = &sc->jobs[i];
     section_make(sc, i);
     if (sc->spill) {
-        tp_spill_put(sc->spill, i, sc->jobs[i].section);
-        sc->jobs[i].section = NULL;
+        tp_spill_put(sc->spill, i, j->section);
+        j->section = NULL;
+    }
+    if (j->comm) {
+        j->spans = comm_spans(j->comm, sc->run->procs[j->proc].ncomm); /* takes the block */
+        j->comm = NULL;
     }
 }
 
@@ -733,16 +743,13 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
         if (used) used[jobs[k].sum < 0] += jobs[k].sum != 0;
         if (jobs[k].unread && !summarize) note_unread((tp_run *)run, p);
         if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
-        if (jobs[k].comm) {
-            /* without memory the load's times stay: a slim process keeping keys alone must
-             * always have some (tp_comm_resolve answers from them) */
-            tp_comm_span *m = comm_spans(jobs[k].comm, p->ncomm); /* takes the block */
-            jobs[k].comm = NULL;
-            if (m) {
-                free(p->comm_memo);
-                p->comm_memo = m;
-                p->comm_memo_whole = 1;
-            }
+        /* without memory the load's times stay: a slim process keeping keys alone must
+         * always have some (tp_comm_resolve answers from them) */
+        if (jobs[k].spans) {
+            free(p->comm_memo);
+            p->comm_memo = jobs[k].spans;
+            p->comm_memo_whole = 1;
+            jobs[k].spans = NULL;
         }
     }
 #ifdef __GLIBC__
@@ -769,7 +776,7 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
         for (size_t i = 0; i < run->nprocs; i++) {
             const tp_process *p = &run->procs[i];
             if (p->role != TP_ROLE_RANK || p->rank != want) continue;
-            jobs[n] = (rank_job){i, &res->ranks[n], NULL, NULL, NULL, 0, 0, NULL};
+            jobs[n] = (rank_job){.proc = i, .out = &res->ranks[n]};
             n++;
             left--;
         }
@@ -802,7 +809,7 @@ static rank_job *slim_rank_jobs(const tp_run *run, const unsigned char *want,
     }
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i])) {
-            jobs[*n] = (rank_job){i, out ? &out[*n] : NULL, NULL, NULL, NULL, 0, 0, NULL};
+            jobs[*n] = (rank_job){.proc = i, .out = out ? &out[*n] : NULL};
             ++*n;
         }
     return jobs;
