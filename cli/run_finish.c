@@ -297,6 +297,41 @@ static int hydra_words(char *const *cmd, int hosts, char *buf, size_t n, char **
 /* Which MPI's launcher CMD (cmd_exe, found on PATH) is. */
 enum { MPI_NONE, MPI_OPEN, MPI_HYDRA };
 
+/* The signals that end `trainprof run`, caught while it starts a process group of its own
+ * (the --version probe, the stage), which none of them reaches: that group is ended first,
+ * then the signal ends this process as it would have. One that is ignored stays ignored
+ * (nohup). */
+static const int stage_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { N_STAGE_SIGS = sizeof stage_sigs / sizeof *stage_sigs };
+static volatile sig_atomic_t g_stage_sig; /* the first one received, 0 before */
+
+static void on_stage_signal(int sig) {
+    if (!g_stage_sig) g_stage_sig = sig;
+}
+
+/* stage_sigs blocked (the mask before into *prev) and caught by on_stage_signal (their
+ * actions before into old), g_stage_sig cleared; catch_end gives both back. */
+static void catch_begin(sigset_t *prev, struct sigaction old[N_STAGE_SIGS]) {
+    sigset_t block;
+    sigemptyset(&block);
+    for (int k = 0; k < N_STAGE_SIGS; k++) sigaddset(&block, stage_sigs[k]);
+    sigprocmask(SIG_BLOCK, &block, prev);
+    g_stage_sig = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stage_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int k = 0; k < N_STAGE_SIGS; k++) {
+        sigaction(stage_sigs[k], NULL, &old[k]);
+        if (old[k].sa_handler != SIG_IGN) sigaction(stage_sigs[k], &sa, NULL);
+    }
+}
+
+static void catch_end(const sigset_t *prev, const struct sigaction old[N_STAGE_SIGS]) {
+    for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
+    sigprocmask(SIG_SETMASK, prev, NULL);
+}
+
 static void clean_environment(void);
 
 /* What `exe --version` says it is: Hydra ("HYDRA build details", MPICH's; "Intel(R) MPI
@@ -308,9 +343,19 @@ enum { PROBE_MS = 3000 };
 static int probe_version(const char *exe) {
     int fd[2];
     if (pipe2(fd, O_CLOEXEC) != 0) return MPI_NONE;
+    /* the probe's group is reached by none of the signals that end this process (Ctrl-C
+     * included), and its PR_SET_PDEATHSIG ends the probe alone: left to their default
+     * actions, they ended this process and left the probe's children (a script's) running.
+     * Caught here, they end the probe's group first (g_stage_sig: run_first_stage then
+     * ends this process by it). Blocked but while the wait below polls (ppoll), so that one
+     * that comes before it is not missed. */
+    sigset_t prev;
+    struct sigaction old[N_STAGE_SIGS];
+    catch_begin(&prev, old);
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
+        catch_end(&prev, old);
         setpgid(0, 0);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent) _exit(127);
         int in = open("/dev/null", O_RDONLY);
@@ -332,10 +377,11 @@ static int probe_version(const char *exe) {
         setpgid(pid, pid); /* as the child does: whichever runs first */
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (;;) {
+        while (!g_stage_sig) {
             int left = PROBE_MS - (int)(cli_elapsed_s(&t0) * 1000);
             struct pollfd p = {fd[0], POLLIN, 0};
-            int r = left > 0 ? poll(&p, 1, left) : 0;
+            struct timespec ts = {left / 1000, (long)(left % 1000) * 1000000L};
+            int r = left > 0 ? ppoll(&p, 1, &ts, &prev) : 0;
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) break;
             ssize_t k = read(fd[0], out + got, sizeof out - got);
@@ -348,6 +394,8 @@ static int probe_version(const char *exe) {
         }
     }
     close(fd[0]);
+    catch_end(&prev, old);
+    if (g_stage_sig) return MPI_NONE;
     if (memmem(out, got, "HYDRA build details", 19) || memmem(out, got, "Intel(R) MPI Library", 20))
         return MPI_HYDRA;
     return memmem(out, got, "(Open MPI)", 10) ? MPI_OPEN : MPI_NONE;
@@ -588,15 +636,8 @@ static void clean_environment(void) {
  * command writing into the run directory after this process is gone.
  *
  * The signals that end `trainprof run` (run_signals_end gave them back their dispositions)
- * are caught here while the stage runs: the group is ended first, then the signal ends this
- * process as it would have. One that is ignored stays ignored (nohup). */
-static const int stage_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-enum { N_STAGE_SIGS = sizeof stage_sigs / sizeof *stage_sigs };
-static volatile sig_atomic_t g_stage_sig; /* the first one received, 0 before */
-
-static void on_stage_signal(int sig) {
-    if (!g_stage_sig) g_stage_sig = sig;
-}
+ * are caught here while the stage runs (stage_sigs, above probe_version, which catches them
+ * too): the group is ended first, then the signal ends this process as it would have. */
 
 /* In the supervisor: ends what the launcher `pgid` left in its group once it has been waited
  * for (a daemon it started, a task it did not wait for), which would otherwise outlive the
@@ -796,7 +837,16 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
     char words[STAGE_BUF], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
     char *argv[STAGE_ARGV];
     rank_names names = scan_rank_names(absdir);
+    g_stage_sig = 0;
     int w = launcher_words(how, cmd_exe, cmd, &names, words, sizeof words, argv);
+    if (g_stage_sig) { /* while asking CMD --version (probe_version): its group is ended */
+        fprintf(stderr, "trainprof run: signal %d: no first stage (it was asking %s "
+                        "--version), and no report (trainprof report %s makes it)\n",
+                g_stage_sig, cmd_exe, absdir);
+        fflush(NULL);
+        raise(g_stage_sig);
+        return -1;
+    }
     if (w <= 0 || !names.any) return w < 0 ? -1 : 0;
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0 || (size_t)sl >= sizeof self - 1) {

@@ -441,6 +441,33 @@ gone "$(cat "$tmp/slowv.pid")" || {
 }
 [ "$(sed -n 4p "$MPIRUN_LOG")" = "--map-by ppr:1:node $(stage "$tmp/h6")" ] ||
     fail "an mpirun that says nothing: $(sed -n 4p "$MPIRUN_LOG")"
+# SIGTERM to trainprof run while it asks --version (a script whose child does not answer):
+# the probe's group is ended with it, its child included, then trainprof run by the signal,
+# with its line and no report (before, trainprof run died alone and the child ran on)
+mkdir "$tmp/slowv2"
+cat >"$tmp/slowv2/mpirun" <<'EOF'
+#!/bin/sh
+[ "$1" = --version ] && { sleep 30 & echo $! >"$STAGE_DIR/slowv2.pid"; wait; exit 0; }
+exec "$(dirname "$0")/../ompi/mpirun" "$@"
+EOF
+chmod +x "$tmp/slowv2/mpirun"
+PATH="$tmp/slowv2:$PATH" "$TP" run -q -o "$tmp/h7" -- mpirun -np 1 twohost "$LM" --steps 10 \
+    >/dev/null 2>"$tmp/h7.err" &
+run_pid=$!
+for i in $(seq 300); do [ -s "$tmp/slowv2.pid" ] && break; sleep 0.05; done
+[ -s "$tmp/slowv2.pid" ] || fail "no --version probe: $(cat "$tmp/h7.err")"
+kill -TERM "$run_pid"
+wait "$run_pid"
+rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM during the probe: exit status $rc: $(cat "$tmp/h7.err")"
+sleep 0.2
+gone "$(cat "$tmp/slowv2.pid")" || {
+    kill "$(cat "$tmp/slowv2.pid")"
+    fail "the --version probe's child outlived trainprof run"
+}
+grep -q "signal 15: no first stage (it was asking .*/mpirun --version), and no report" \
+    "$tmp/h7.err" || fail "h7: $(cat "$tmp/h7.err")"
+[ -e "$tmp/h7/report.json" ] && fail "a report after SIGTERM during the probe"
 unset TWOHOST_AS
 
 MPIRUN=$(command -v mpirun || true)

@@ -134,11 +134,14 @@ grep -q "unreadable: $tmp/fifo/bench-1000a.tprof" "$tmp/fifo0.err" ||
 clean timeout 60 "$TP" report "$tmp/fifo" >/dev/null 2>&1
 [ $? -eq 124 ] && fail "the report waited on a link to a FIFO"
 # another task's file that no task can summarise is not waited for (the quiet spell, 2 s at
-# least, then the load fails it again): in name order 1000, 1000a, 1001, 1002, 1003, task 1
-# of 2 has 1000a, no rank file, and 1002, whose summary's name is a directory; task 0, run
-# alone, has nothing to wait for
+# least, then the load fails it again): in name order 1000, 1000a, 1000a0, 1000a1, 1001, 1002,
+# 1003, task 1 of 2 has 1000a, no rank file, 1000a1, a rank file cut inside its header (the
+# magic is there, the rest of the header is not), and 1002, whose summary's name is a
+# directory; task 0, run alone, has nothing to wait for
 mkdir "$tmp/never" && cp "$dir/bench-1000.tprof" "$dir/bench-1001.tprof" "$dir/bench-1002.tprof" \
     "$dir/bench-1003.tprof" "$tmp/never/" && echo "no rank file" >"$tmp/never/bench-1000a.tprof" &&
+    head -c 100 "$dir/bench-1000.tprof" >"$tmp/never/bench-1000a0.tprof" &&
+    head -c 100 "$dir/bench-1000.tprof" >"$tmp/never/bench-1000a1.tprof" &&
     mkdir "$tmp/never/bench-1002.tprof.sum" || fail "never run"
 clean RANK=0 WORLD_SIZE=2 "$TP" summarize "$tmp/never" 2>"$tmp/never0.err"
 w=$(sed -n 's/.*after \([0-9.]*\) s waiting.*/\1/p' "$tmp/never0.err")

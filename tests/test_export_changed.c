@@ -198,6 +198,14 @@ static void report_deleted(void **state) {
     cJSON *u = cJSON_GetObjectItem(r.doc, "unreadable_files");
     assert_int_equal(cJSON_GetArraySize(u), 1);
     assert_string_equal(cJSON_GetArrayItem(u, 0)->valuestring, want);
+    /* what the first read kept of its communication is in it too: its 6 all-reduces, as in
+     * the sections of the ranks whose files are there (the run-level merge counts them) */
+    const tp_rank_result *r0 = NULL;
+    for (size_t i = 0; i < r.res.nranks; i++)
+        if (r.res.ranks[i].rank == 0) r0 = &r.res.ranks[i];
+    assert_non_null(r0);
+    assert_int_equal(r0->comm.ops, 6);
+    assert_true(r0->comm.present);
     tp_report_free(&r);
     tp_run_free(&run);
     synth_rmtree(dir);

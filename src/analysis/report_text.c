@@ -457,11 +457,14 @@ static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run
     }
     for (size_t i = 0; run && i < run->nerrors; i++)
         fprintf(f, "%s  unreadable: %s%s\n", Y, run->errors[i], N);
-    /* never trusted: the sections are the rank files', but the summaries want writing again */
+    /* never trusted: the sections are the rank files', but the summaries want writing again;
+     * what makes one stale without the user's doing is named too (a copy's status-change
+     * times, another build's summary format: an upgrade makes every summary stale) */
     if (res->summaries_stale)
         fprintf(f, "%s  %zu summar%s out of date, recomputed from the rank files (the rank "
                    "file, or this report's --step-name, --warmup, --data-names or --top, "
-                   "changed since `trainprof summarize`, or the summary is damaged)%s\n",
+                   "changed since `trainprof summarize`, the run was copied, another "
+                   "trainprof build wrote it, or the summary is damaged)%s\n",
                 Y, res->summaries_stale, res->summaries_stale == 1 ? "y" : "ies", N);
 }
 

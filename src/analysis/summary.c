@@ -31,6 +31,7 @@
 #include "analysis/model_load.h"
 #include "analysis/report.h"
 #include "format/format.h"
+#include "format/reader.h"
 #include "trainprof.h"
 
 #define SUM_MAGIC "TPSUMARY"
@@ -366,15 +367,14 @@ int tp_summary_slim_ready(const char *path) {
 }
 
 int tp_summary_slim_hopeless(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return 1;
+    /* the reader's own checks of a regular file and its header (size, magic, version, header
+     * length and CRC, clocks), which the owner's slim load fails on with nothing kept
+     * (tp_summary_write_slim): a file cut inside its header (a disk that filled as the
+     * process started) starts with the magic, yet no summary of it ever comes */
+    tprof_reader *rd = NULL;
+    if (tprof__reader_open(path, &rd, NULL, 0) != TPROF_OK) return 1;
+    tprof__reader_close(rd);
     struct stat st;
-    char magic[8];
-    int rank_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                    pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
-                    memcmp(magic, TPROF_FILE_MAGIC, sizeof magic) == 0;
-    close(fd);
-    if (!rank_file) return 1;
     char sum[4096], dir[4096];
     int k = snprintf(sum, sizeof sum, "%s%s", path, TP_SUMMARY_SUFFIX);
     if (k < 0 || (size_t)k >= sizeof sum) return 1; /* a path too long has no summary */

@@ -154,12 +154,13 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p);
 int tp_summary_slim_ready(const char *path);
 
 /* Whether no task can ever write a slim block for rank file `path`, whatever it waits: the
- * file cannot be opened or is no regular file, its first bytes are not a rank file's magic
- * (format.h), its summary's name is taken by something other than a regular file (the
- * rename into place fails on it), or its directory cannot be written. A task waiting for the
- * others' summaries (cmd_summarize.c) stops waiting for such a file, whose owner fails it as
- * it would. Reads the file's first 8 bytes; never blocks (a FIFO under the name is opened
- * non-blocking and is no regular file). 1 or 0. Thread safe. */
+ * file cannot be opened or is no regular file, it does not start with a rank file's whole
+ * header as the reader checks it (format/reader.c: size, magic, version, header length and
+ * CRC), its summary's name is taken by something other than a regular file (the rename into
+ * place fails on it), or its directory cannot be written. A task waiting for the others'
+ * summaries (cmd_summarize.c) stops waiting for such a file, whose owner fails it as it
+ * would. Maps the file and reads its header alone; never blocks (a FIFO under the name is
+ * opened non-blocking and is no regular file). 1 or 0. Thread safe. */
 int tp_summary_slim_hopeless(const char *path);
 
 /* The first half of `trainprof summarize` under a launcher, for one rank file: its summary
