@@ -663,7 +663,13 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
          * keys alone (tp_process_slim_comm): a section reads the ops themselves */
         tp_process kept = *p;
         if (!kept.comm) kept.ncomm = 0, kept.comm_memo = NULL;
-        if (!sc->memos_only) j->section = rank_section(run, &kept, o, j->out, NULL);
+        if (sc->memos_only) return;
+        j->section = rank_section(run, &kept, o, j->out, NULL);
+        if (kept.ncomm == p->ncomm) return;
+        /* ops it had but cannot show: no section, never one that says none were recorded
+         * (the note of its file says so; the merge still matches its keys) */
+        cJSON_DeleteItemFromObjectCaseSensitive(j->section, "communication");
+        j->out->comm.present = 0;
         return;
     }
     if (!sc->memos_only) {
@@ -688,14 +694,16 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
 }
 
 /* Notes in run->errors (the unreadable files) a slim rank file that could not be read again:
- * its section holds only what the first read kept (no GPU records, no steps), which would
- * otherwise read as a rank that had none. */
+ * its section holds only what the first read kept (no GPU records, no steps, and of its
+ * communication only the keys the merge matches, which a section cannot show: no
+ * communication section), which would otherwise read as a rank that had none. */
 static void note_unread(tp_run *run, const tp_process *p) {
     char why[256], line[768];
     if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
         snprintf(why, sizeof why, "out of memory");
     snprintf(line, sizeof line, "%s: could not be read again for its section (%s); the section "
-                                "holds only what its first read kept", p->path, why);
+                                "holds only what its first read kept (no GPU records, steps or "
+                                "communication ops)", p->path, why);
     char **e = realloc(run->errors, (run->nerrors + 1) * sizeof *e);
     if (!e) return;
     run->errors = e;
