@@ -178,6 +178,39 @@ static const mpi_opt *mpi_opt_of(const char *word, int *eq) {
     return NULL;
 }
 
+/* How many words the launcher option cmd[i] takes after it, its entry in *opt; -1 for a
+ * word that is none of the launcher's options: the scan of the job's words ends there. */
+typedef int (*opt_words_fn)(char *const *cmd, int i, const mpi_opt **opt);
+
+static int mpi_opt_words(char *const *cmd, int i, const mpi_opt **opt) {
+    int eq;
+    *opt = mpi_opt_of(cmd[i], &eq);
+    return *opt ? (eq ? 0 : (*opt)->values) : -1;
+}
+
+/* CMD and the job's options before its program that the launcher's table (of) says to copy,
+ * each with its values, into argv, leaving room for `tail` words more; the words point into
+ * cmd. How many, or 0 (with a line) when they do not fit. */
+static int node_words(char *const *cmd, opt_words_fn of, const char *launcher, int tail,
+                      char **argv) {
+    int w = 0;
+    argv[w++] = cmd[0];
+    for (int i = 1; cmd[i] && cmd[i][0] == '-'; i++) {
+        const mpi_opt *o;
+        int v = of(cmd, i, &o);
+        if (v < 0) break;
+        if (o->copy && w + 1 + v > STAGE_WORDS - tail) {
+            fprintf(stderr, "trainprof run: no first stage: the job's %s node options take "
+                            "more than %d words (--summarize-with can give the launcher)\n",
+                    launcher, STAGE_WORDS - tail - 1);
+            return 0;
+        }
+        for (int k = 0; o->copy && k <= v && cmd[i + k]; k++) argv[w++] = cmd[i + k];
+        for (int k = 0; k < v && cmd[i + 1]; k++) i++;
+    }
+    return w;
+}
+
 /* auto's stage for the job `cmd` (CMD as typed and its words; NULL-terminated) run by Open
  * MPI's mpirun: `CMD <its node options> --map-by ppr:1:node` into argv, one task on each node
  * the job's options (or the allocation mpirun reads, as it did for the job) make available,
@@ -186,22 +219,8 @@ static const mpi_opt *mpi_opt_of(const char *word, int *eq) {
  * the job's program are scanned (mpi_opts): a program's own arguments are never copied. The
  * words point into cmd. How many, or 0 (with a line) when they do not fit. */
 static int mpirun_words(char *const *cmd, char **argv) {
-    int w = 0;
-    argv[w++] = cmd[0];
-    for (int i = 1; cmd[i] && cmd[i][0] == '-'; i++) {
-        int eq;
-        const mpi_opt *o = mpi_opt_of(cmd[i], &eq);
-        if (!o) break;
-        int n = eq ? 0 : o->values;
-        if (o->copy && w + 1 + n > STAGE_WORDS - 2) { /* room for --map-by's two */
-            fprintf(stderr, "trainprof run: no first stage: the job's mpirun node options take "
-                            "more than %d words (--summarize-with can give the launcher)\n",
-                    STAGE_WORDS - 3);
-            return 0;
-        }
-        for (int k = 0; o->copy && k <= n && cmd[i + k]; k++) argv[w++] = cmd[i + k];
-        for (int k = 0; k < n && cmd[i + 1]; k++) i++;
-    }
+    int w = node_words(cmd, mpi_opt_words, "mpirun", 2, argv); /* room for --map-by's two */
+    if (!w) return 0;
     argv[w++] = "--map-by";
     argv[w++] = "ppr:1:node";
     return w;
@@ -270,21 +289,8 @@ static int hydra_opt_of(char *const *cmd, int i, const mpi_opt **opt) {
  * job's host list or allocation, which it fills in order as it did for the job. Only the
  * words before the job's program are scanned (hydra_opts). How many, or 0 (with a line). */
 static int hydra_words(char *const *cmd, int hosts, char *buf, size_t n, char **argv) {
-    int w = 0;
-    argv[w++] = cmd[0];
-    for (int i = 1; cmd[i] && cmd[i][0] == '-'; i++) {
-        const mpi_opt *o;
-        int v = hydra_opt_of(cmd, i, &o);
-        if (v < 0) break;
-        if (o->copy && w + 1 + v > STAGE_WORDS - 4) { /* room for -ppn 1 -n H */
-            fprintf(stderr, "trainprof run: no first stage: the job's mpiexec node options take "
-                            "more than %d words (--summarize-with can give the launcher)\n",
-                    STAGE_WORDS - 5);
-            return 0;
-        }
-        for (int k = 0; o->copy && k <= v && cmd[i + k]; k++) argv[w++] = cmd[i + k];
-        for (int k = 0; k < v && cmd[i + 1]; k++) i++;
-    }
+    int w = node_words(cmd, hydra_opt_of, "mpiexec", 4, argv); /* room for -ppn 1 -n H */
+    if (!w) return 0;
     int k = snprintf(buf, n, "%d", hosts);
     if (k < 0 || (size_t)k >= n) return 0;
     argv[w++] = "-ppn";
@@ -781,16 +787,8 @@ static stage_result stage_run(char **argv, int fd, int limit_s) {
         return r;
     }
     /* blocked across the fork: in the supervisor they stay blocked, taken by sigtimedwait */
-    sigprocmask(SIG_BLOCK, &block, &prev);
-    g_stage_sig = 0;
-    struct sigaction sa, old[N_STAGE_SIGS];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stage_signal;
-    sigemptyset(&sa.sa_mask);
-    for (int k = 0; k < N_STAGE_SIGS; k++) {
-        sigaction(stage_sigs[k], NULL, &old[k]);
-        if (old[k].sa_handler != SIG_IGN) sigaction(stage_sigs[k], &sa, NULL);
-    }
+    struct sigaction old[N_STAGE_SIGS];
+    catch_begin(&prev, old);
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
@@ -827,7 +825,7 @@ static stage_result stage_run(char **argv, int fd, int limit_s) {
         if (read(res[0], &r, sizeof r) != (ssize_t)sizeof r) r = (stage_result){STAGE_ENDED, -1};
     }
     close(res[0]);
-    for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
+    catch_end(&prev, old);
     if (g_stage_sig) r.how = STAGE_SIGNAL;
     return r;
 }
