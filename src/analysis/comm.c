@@ -496,23 +496,35 @@ static int from_memo(const tp_process *p, tp_comm_time *out) {
     return p->comm_memo || !p->ncomm ? TPROF_OK : TPROF_ERR_INVALID_ARG;
 }
 
+tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n) {
+    _Static_assert(sizeof(tp_comm_span) <= sizeof(tp_comm_time), "spans go over the times");
+    tp_comm_span *s = (tp_comm_span *)(void *)t;
+    for (size_t i = 0; i < n; i++) { /* span i ends at or below time i's start: read first */
+        tp_comm_time x = t[i];
+        s[i] = (tp_comm_span){x.start, x.end, x.src};
+    }
+    tp_comm_span *fit = n ? realloc(s, n * sizeof *fit) : NULL;
+    if (!fit) free(s);
+    return fit;
+}
+
 void tp_process_slim_comm(tp_process *p) {
     size_t n = p->ncomm;
     if (!n || !p->comm || p->comm_keys) return;
     tp_comm_key *keys = malloc(n * sizeof *keys);
     tp_comm_op *last = malloc(sizeof *last);
     tp_comm_time *tm = malloc(n * sizeof *tm);
-    tp_comm_span *memo = malloc(n * sizeof *memo);
-    if (!keys || !last || !tm || !memo || tp_comm_resolve(p, tm) != TPROF_OK) {
-        free(keys), free(last), free(tm), free(memo);
+    if (!keys || !last || !tm || tp_comm_resolve(p, tm) != TPROF_OK) {
+        free(keys), free(last), free(tm);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        keys[i] = tp_comm_key_at(p, i);
-        memo[i] = (tp_comm_span){tm[i].start, tm[i].end, tm[i].src};
+    tp_comm_span *memo = tp_comm_spans(tm, n); /* takes tm */
+    if (!memo) {
+        free(keys), free(last);
+        return;
     }
+    for (size_t i = 0; i < n; i++) keys[i] = tp_comm_key_at(p, i);
     *last = *tp_comm_last(p);
-    free(tm);
     free(p->comm);
     free(p->comm_memo);
     p->comm = NULL;

@@ -77,6 +77,11 @@ double tp_comm_bus_factor(uint32_t op, uint32_t nranks);
 int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_device,
                          uint32_t device, tp_span **v, size_t *n, size_t *cap);
 
+/* The spans of n resolved ops, what a slim process keeps of them (comm_memo): written over
+ * t, whose block they take, shrunk to their size. NULL for n = 0, or without memory (t is
+ * then freed). */
+tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n);
+
 /* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved
  * without GPU records (tp_process.comm_keys, comm_last, comm_memo): what the run-level
  * readers take of them, 72 bytes an op where the ops and their memo took 136. Without memory

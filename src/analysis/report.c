@@ -629,8 +629,6 @@ static void section_make(const sections *sc, size_t i) {
     if (sc->summarize) to_summary(sc, j, p);
 }
 
-static tp_comm_span *comm_spans(tp_comm_time *t, size_t n);
-
 /* section_make, the section then spilled when the report holds none (job i is the
  * document's "ranks"[i]: rank_sections makes them in that order). The communication times
  * become the spans the slim process keeps right here, so that the jobs' times (56 bytes an
@@ -644,7 +642,7 @@ static void section_job(void *ctx, size_t i) {
         j->section = NULL;
     }
     if (j->comm) {
-        j->spans = comm_spans(j->comm, sc->run->procs[j->proc].ncomm); /* takes the block */
+        j->spans = tp_comm_spans(j->comm, sc->run->procs[j->proc].ncomm); /* takes it */
         j->comm = NULL;
     }
 }
@@ -709,22 +707,6 @@ static void note_unread(tp_run *run, const tp_process *p) {
     run->errors = e;
     e[run->nerrors] = strdup(line);
     if (e[run->nerrors]) run->nerrors++;
-}
-
-/* The spans of n resolved ops (comm.h, tp_comm_span), what a slim process keeps of them:
- * written over t, shrunk to their size. Returns them (owning t's block), or NULL without
- * memory (t freed: the rank's ops answer with host intervals, as they would without a
- * memo). */
-static tp_comm_span *comm_spans(tp_comm_time *t, size_t n) {
-    _Static_assert(sizeof(tp_comm_span) <= sizeof(tp_comm_time), "spans go over the times");
-    tp_comm_span *s = (tp_comm_span *)(void *)t;
-    for (size_t i = 0; i < n; i++) { /* span i ends at or below time i's start: read first */
-        tp_comm_time x = t[i];
-        s[i] = (tp_comm_span){x.start, x.end, x.src};
-    }
-    tp_comm_span *fit = n ? realloc(s, n * sizeof *fit) : NULL;
-    if (!fit) free(s);
-    return fit;
 }
 
 /* Runs the n jobs on o->threads threads under the budget, then keeps each slim rank's memos
