@@ -42,10 +42,15 @@
 /* A summary larger than this is damage (a rank's section is kilobytes to a few megabytes). */
 #define SUM_MAX (1ull << 32)
 
-int tp_summary_path(const tp_process *p, char *buf, size_t n) {
-    const char *f = p->file ? p->file : p->path;
-    int k = snprintf(buf, n, "%s%s", f, TP_SUMMARY_SUFFIX);
+/* Rank file `file`'s summary's name into buf (n bytes): 0, or -1 when it does not fit (a
+ * path too long has no summary). */
+static int summary_name(const char *file, char *buf, size_t n) {
+    int k = snprintf(buf, n, "%s%s", file, TP_SUMMARY_SUFFIX);
     return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+int tp_summary_path(const tp_process *p, char *buf, size_t n) {
+    return summary_name(p->file ? p->file : p->path, buf, n);
 }
 
 static void put_u64(tp_sum_buf *k, uint64_t v) { tp_sum_put(k, &v, 8); }
@@ -345,8 +350,7 @@ int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p) 
  * 0 when there is no summary; -1 when it is not valid. */
 static int slim_block(const char *path, tp_sum_buf *body, uint64_t *size) {
     char sum[4096];
-    int k = snprintf(sum, sizeof sum, "%s%s", path, TP_SUMMARY_SUFFIX);
-    int named = k >= 0 && (size_t)k < sizeof sum; /* a path too long has no summary */
+    int named = summary_name(path, sum, sizeof sum) == 0;
     FILE *in = named ? open_regular(sum) : NULL;
     if (!in) return !named || errno == ENOENT ? 0 : -1;
     tp_sum_buf key = {0};
@@ -376,8 +380,7 @@ int tp_summary_slim_hopeless(const char *path) {
     tprof__reader_close(rd);
     struct stat st;
     char sum[4096], dir[4096];
-    int k = snprintf(sum, sizeof sum, "%s%s", path, TP_SUMMARY_SUFFIX);
-    if (k < 0 || (size_t)k >= sizeof sum) return 1; /* a path too long has no summary */
+    if (summary_name(path, sum, sizeof sum) != 0) return 1;
     if (lstat(sum, &st) == 0 && !S_ISREG(st.st_mode)) return 1;
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
