@@ -340,6 +340,18 @@ static void catch_end(const sigset_t *prev, const struct sigaction old[N_STAGE_S
 
 static void clean_environment(void);
 
+/* In a child the stage or the probe starts: no input (the job's terminal is not theirs), and
+ * its output and errors to fd. */
+static void child_stdio(int fd) {
+    int in = open("/dev/null", O_RDONLY);
+    if (in > 0) {
+        dup2(in, 0);
+        close(in);
+    }
+    dup2(fd, 1);
+    dup2(fd, 2);
+}
+
 /* What `exe --version` says it is: Hydra ("HYDRA build details", MPICH's; "Intel(R) MPI
  * Library", Intel MPI's), Open MPI ("mpirun (Open MPI) 4.1.4"), else MPI_NONE. Its output is
  * read, never shown, for at most PROBE_MS: then it is killed, its process group with it (a
@@ -364,13 +376,7 @@ static int probe_version(const char *exe) {
         catch_end(&prev, old);
         setpgid(0, 0);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent) _exit(127);
-        int in = open("/dev/null", O_RDONLY);
-        if (in > 0) {
-            dup2(in, 0);
-            close(in);
-        }
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
+        child_stdio(fd[1]);
         signal(SIGPIPE, SIG_DFL);
         clean_environment();
         execl(exe, exe, "--version", (char *)NULL);
@@ -798,13 +804,7 @@ static stage_result stage_run(char **argv, int fd, int limit_s) {
         signal(SIGPIPE, SIG_DFL);
         signal(SIGXFSZ, SIG_DFL);
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent) _exit(128 + SIGTERM);
-        int in = open("/dev/null", O_RDONLY);
-        if (in > 0) {
-            dup2(in, 0);
-            close(in);
-        }
-        dup2(fd, 1);
-        dup2(fd, 2);
+        child_stdio(fd);
         clean_environment();
         supervisor(argv, limit_s, &block, &prev, res[1]);
     }
