@@ -57,6 +57,7 @@ enum {
     OPT_METRICS_PORT,
     OPT_PYTHON,
     OPT_SUMMARIZE_WITH,
+    OPT_NODES,
 };
 
 static const cli_opt run_opts_table[] = {
@@ -97,6 +98,12 @@ static const cli_opt run_opts_table[] = {
      "of other hosts), off, or a launcher\n"
      "command, e.g. 'mpirun --map-by ppr:1:node'\n"
      "[TRAINPROF_SUMMARIZE_WITH]"},
+    {OPT_NODES, "--nodes", NULL, CLI_VALUE, "N",
+     "this trainprof run is one of N, one on each node of the job, all\n"
+     "writing into one shared -o DIR: each summarises its node's rank\n"
+     "files, and the node of rank 0 writes the report once the other\n"
+     "nodes' runs are done [TRAINPROF_NODES]; default: N from torchrun's\n"
+     "--nnodes when CMD is torchrun, else 1"},
     {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",
      "live Prometheus metrics: each process serves /metrics on PORT +\n"
      "its local rank, on 127.0.0.1 [TRAINPROF_METRICS_PORT;\n"
@@ -151,6 +158,7 @@ typedef struct run_opts {
     char mport[16]; /* metrics_port's copy (setenv replaces the variable's string) */
     const char *summarize_with; /* --summarize-with */
     int summarize_limit_s;      /* TRAINPROF_SUMMARIZE_LIMIT_S, checked before the job */
+    int nodes;                  /* --nodes; -1: from CMD (run_nodes_auto) */
     int quiet, python, no_report;
     char **cmd; /* CMD ARGS..., NULL-terminated */
 } run_opts;
@@ -163,8 +171,14 @@ typedef struct run_plan {
     char defdir[96];
     const char *dir;       /* the output directory as the user named it */
     char absdir[PATH_MAX]; /* and its absolute path */
-    char lockpath[PATH_MAX + 32];
+    char lockpath[PATH_MAX + 96];
     int lockfd;
+    /* one of several runs, one on each node (nodes > 1): the lock above is this host's, and
+     * this one, the directory's, is held shared by every node's run */
+    int nodes;
+    char host[64]; /* this host, as the rank files' names spell it */
+    char sharepath[PATH_MAX + 32];
+    int sharefd;
     char run_id[64];
 } run_plan;
 
@@ -308,10 +322,11 @@ static int mkdir_p(const char *path) {
     return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-static int dir_has_rank_files(const char *dir) {
+static int dir_has_rank_files(const char *dir, const char *host) {
     tp_run probe;
     char err[64];
     const char *ops[] = {dir}; /* a probe: the slim read, in bounded memory */
+    if (host) return run_host_has_files(dir, host); /* a run on every node */
     int rc = tp_run_load_slim(ops, 1, &probe, err, sizeof err);
     int has = rc == TPROF_OK || probe.nerrors > 0;
     tp_run_free(&probe);
@@ -356,9 +371,12 @@ static int run_lock(const char *path, char *owner, size_t n) {
     return -1;
 }
 
-static void run_unlock(const char *path, int fd) {
-    unlink(path); /* while still holding it: the next run then makes a new file */
+/* Lets go of the run's locks (fd: its own, when not yet in p). The directory's shared lock
+ * file stays: other nodes' runs may still hold it. */
+static void run_unlock(const run_plan *p, int fd) {
+    unlink(p->lockpath); /* while still holding it: the next run then makes a new file */
     close(fd);
+    if (p->sharefd >= 0) close(p->sharefd);
 }
 /* ------------------------------------------------------------------ the steps */
 
@@ -412,6 +430,8 @@ static int run_parse(int argc, char **argv, run_opts *o) {
     const char *lim = env_or("TRAINPROF_SUMMARIZE_LIMIT_S", NULL);
     o->summarize_limit_s = lim ? parse_int("run", "TRAINPROF_SUMMARIZE_LIMIT_S", lim, 1, 86400)
                                : 600;
+    const char *nodes = env_or("TRAINPROF_NODES", NULL);
+    o->nodes = nodes ? parse_int("run", "TRAINPROF_NODES", nodes, 1, 1000000) : -1;
     const char *pyenv = getenv("TRAINPROF_PYTHON");
     o->python = pyenv && *pyenv && strcmp(pyenv, "0") != 0;
     const char *v;
@@ -452,6 +472,7 @@ static int run_parse(int argc, char **argv, run_opts *o) {
         case OPT_NO_REPORT: o->no_report = 1; break;
         case OPT_PYTHON: o->python = 1; break;
         case OPT_SUMMARIZE_WITH: o->summarize_with = v; break;
+        case OPT_NODES: o->nodes = parse_int("run", "--nodes", v, 1, 1000000); break;
         default: report_opt_set(&o->a, id, v, "run"); break;
         }
     }
@@ -522,27 +543,47 @@ static int run_prepare(const run_opts *o, run_plan *p) {
                 strerror(errno));
         return 1;
     }
-    /* one run per directory: the lock is a flock() on this file, held for the whole run */
-    snprintf(p->lockpath, sizeof p->lockpath, "%s/.trainprof-run.lock", p->absdir);
+    p->nodes = o->nodes >= 0 ? o->nodes : run_nodes_auto(p->exe, cmd);
+    if (p->nodes < 2) p->nodes = 0;
+    run_host_name(p->host);
+    p->sharefd = -1;
+    /* one run per directory, or per host of it when a run goes on every node: the lock is a
+     * flock() on this file, held for the whole run */
+    if (p->nodes) {
+        snprintf(p->sharepath, sizeof p->sharepath, "%s/.trainprof-run.lock", p->absdir);
+        if ((p->sharefd = run_share_lock(p->sharepath)) < 0) {
+            fprintf(stderr, p->sharefd == -2 ? "trainprof run: %s is in use by a trainprof run "
+                                               "of one node (it holds %s)\n"
+                                             : "trainprof run: cannot lock %s: %s\n",
+                    p->sharefd == -2 ? dir : p->sharepath,
+                    p->sharefd == -2 ? p->sharepath : strerror(errno));
+            return 1;
+        }
+        snprintf(p->lockpath, sizeof p->lockpath, "%s/.trainprof-run-%s.lock", p->absdir,
+                 p->host);
+    } else {
+        snprintf(p->lockpath, sizeof p->lockpath, "%s/.trainprof-run.lock", p->absdir);
+    }
     char owner[32] = "";
     int lockfd = run_lock(p->lockpath, owner, sizeof owner);
     if (lockfd == -2) {
-        fprintf(stderr, "trainprof run: %s is in use by another trainprof run (pid %s holds "
-                        "%s)\n", dir, owner[0] ? owner : "?", p->lockpath);
-        return 1;
-    }
-    if (lockfd < 0) {
+        fprintf(stderr, "trainprof run: %s is in use by another trainprof run%s (pid %s holds "
+                        "%s)\n", dir, p->nodes ? " on this host" : "", owner[0] ? owner : "?",
+                p->lockpath);
+    } else if (lockfd < 0) {
         fprintf(stderr, "trainprof run: cannot lock %s: %s\n", p->lockpath, strerror(errno));
-        return 1;
+    } else if (dir_has_rank_files(p->absdir, p->nodes ? p->host : NULL)) {
+        fprintf(stderr, "trainprof run: %s already holds rank files from another run%s; "
+                        "choose another -o DIR\n", dir, p->nodes ? " on this host" : "");
+        unlink(p->lockpath);
+        close(lockfd);
+    } else {
+        p->lockfd = lockfd;
+        if (p->nodes) run_node_done(p->absdir, p->host, 0);
+        return -1;
     }
-    if (dir_has_rank_files(p->absdir)) {
-        fprintf(stderr, "trainprof run: %s already holds rank files from another run; "
-                        "choose another -o DIR\n", dir);
-        run_unlock(p->lockpath, lockfd);
-        return 1;
-    }
-    p->lockfd = lockfd;
-    return -1;
+    if (p->sharefd >= 0) close(p->sharefd);
+    return 1;
 }
 
 /* The run's id: the directory's name, at most 63 bytes, never cutting a UTF-8 character. */
@@ -860,9 +901,14 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
     tp_run run;
     char err[PATH_MAX + 128];
     unsetenv("LD_PRELOAD");
-    /* the report's first stage on the job's nodes, as long as a big job's report may take */
-    run_first_stage(o->summarize_with, p->exe, o->cmd, p->absdir, &o->a,
-                    o->summarize_limit_s);
+    if (p->nodes) {
+        if (!run_node_share(o->summarize_with, p->absdir, p->host, &o->a, o->summarize_limit_s,
+                            p->nodes))
+            return;
+    } else { /* the report's first stage on the job's nodes, as long as a big report may take */
+        run_first_stage(o->summarize_with, p->exe, o->cmd, p->absdir, &o->a,
+                        o->summarize_limit_s);
+    }
     const char *ops[] = {p->absdir}; /* read for its report alone: in bounded memory */
     if (tp_run_load_slim(ops, 1, &run, err, sizeof err) != TPROF_OK) {
         fprintf(stderr, "trainprof run: no report: %s\n", err);
@@ -906,7 +952,7 @@ int cmd_run(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (run_environment(&o, &p) != 0) {
         preload_cleanup();
-        run_unlock(p.lockpath, p.lockfd);
+        run_unlock(&p, p.lockfd);
         return 1;
     }
     run_signals_begin();
@@ -928,11 +974,11 @@ int cmd_run(int argc, char **argv) {
     signal(SIGXFSZ, SIG_IGN);
     if (!started_ok) {
         preload_cleanup();
-        run_unlock(p.lockpath, p.lockfd);
+        run_unlock(&p, p.lockfd);
         return 1;
     }
     preload_cleanup();
     run_reports(&o, &p, node_sampler, started);
-    run_unlock(p.lockpath, p.lockfd);
+    run_unlock(&p, p.lockfd);
     return exit_as(status);
 }

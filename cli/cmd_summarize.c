@@ -19,7 +19,7 @@
 #include "analysis/summary.h"
 #include "common.h"
 
-enum { OPT_STEP_NAME = OPT_OWN, OPT_DATA_NAMES, OPT_WARMUP, OPT_TOP, OPT_THREADS };
+enum { OPT_STEP_NAME = OPT_OWN, OPT_DATA_NAMES, OPT_WARMUP, OPT_TOP, OPT_THREADS, OPT_HOST };
 
 static const cli_opt summarize_opts_table[] = {
     {OPT_THREADS, "--threads", NULL, CLI_VALUE, "N",
@@ -29,6 +29,10 @@ static const cli_opt summarize_opts_table[] = {
     {OPT_DATA_NAMES, "--data-names", NULL, CLI_VALUE, "A,B,...",
      "as for report [TRAINPROF_DATA_NAMES]"},
     {OPT_TOP, "--top", NULL, CLI_VALUE, "N", "as for report"},
+    {OPT_HOST, "--host", NULL, CLI_VALUE, "NAME",
+     "only the rank files written on host NAME (NAME-PID.tprof): one\n"
+     "node's share, as `trainprof run` takes it on each node of a job\n"
+     "it runs on every node"},
     CLI_HELP_OPT,
 };
 
@@ -225,6 +229,41 @@ static void end_signals(void) {
     if (!ok) pthread_sigmask(SIG_SETMASK, &prev, NULL);
 }
 
+/* --host: the rank files of the operands written on one host, in the run's order. */
+typedef struct host_files {
+    char **paths;
+    size_t n;
+} host_files;
+
+static void host_files_free(host_files *hf) {
+    for (size_t j = 0; j < hf->n; j++) free(hf->paths[j]);
+    free(hf->paths);
+}
+
+/* 0 with the host's files in *hf; 1 (said) when there is none, -1 (said) when the operands
+ * cannot be listed. */
+static int host_files_of(const char *const *ops, size_t nops, const char *host,
+                         host_files *hf) {
+    char err[512];
+    char **all = NULL;
+    size_t n = 0;
+    if (tp_run_rank_files(ops, nops, &all, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "trainprof summarize: %s\n", err);
+        return -1;
+    }
+    for (size_t j = 0; j < n; j++) {
+        if (cli_rank_file_of(all[j], host)) all[hf->n++] = all[j];
+        else free(all[j]);
+    }
+    hf->paths = all;
+    if (hf->n) return 0;
+    fprintf(stderr, "trainprof summarize: no rank file of host %s (named %s-PID.tprof)\n", host,
+            host);
+    host_files_free(hf);
+    hf->paths = NULL;
+    return 1;
+}
+
 int cmd_summarize(int argc, char **argv) {
     /* a summary that does not fit under a file-size limit (ulimit -f) is a failed write
      * (EFBIG: that file gets no summary, its temporary file removed), not SIGXFSZ, which
@@ -236,6 +275,7 @@ int cmd_summarize(int argc, char **argv) {
     const char *dn = env_or("TRAINPROF_DATA_NAMES", NULL);
     int threads = 0, rest = 0;
     size_t nops = 0;
+    const char *host = NULL;
     for (int i = 0; i < argc; i++) {
         int id = rest ? CLI_OPERAND : cli_next(&summarize_cmd, argc, argv, &i, &v);
         switch (id) {
@@ -246,6 +286,7 @@ int cmd_summarize(int argc, char **argv) {
         case OPT_DATA_NAMES: dn = v; break;
         case OPT_WARMUP: a.warmup = parse_int("summarize", "--warmup", v, 0, 1 << 30); break;
         case OPT_TOP: a.top = parse_int("summarize", "--top", v, 1, 100000); break;
+        case OPT_HOST: host = v; break;
         case CLI_OPERAND:
             if (nops == sizeof ops / sizeof *ops)
                 die_usage("summarize", "unexpected argument '%s' (64 at most)", argv[i]);
@@ -255,7 +296,16 @@ int cmd_summarize(int argc, char **argv) {
         }
     }
     if (!nops) die_usage("summarize", "%s", "missing DIR (a trainprof run directory)");
+    if (host && (!*host || strchr(host, '/')))
+        die_usage("summarize", "--host '%s' is no host name", host);
     end_signals();
+    host_files hf = {0};
+    if (host) {
+        int hrc = host_files_of(ops, nops, host, &hf);
+        if (hrc != 0) return hrc < 0 ? 1 : 0;
+    }
+    const char *const *use = host ? (const char *const *)hf.paths : ops;
+    size_t nuse = host ? hf.n : nops;
     long task, ntasks;
     const char *launcher = task_of(&task, &ntasks);
     struct timespec t0;
@@ -263,10 +313,11 @@ int cmd_summarize(int argc, char **argv) {
     char *dncopy = dn ? strdup(dn) : NULL;
     a.data_names = dncopy;
     share sh = {0};
-    if (ntasks > 1) share_slims(ops, nops, task, ntasks, &sh);
+    if (ntasks > 1) share_slims(use, nuse, task, ntasks, &sh);
     tp_run run;
-    if (load_runs_slim(ops, nops, &run) != 0) {
+    if (load_runs_slim(use, nuse, &run) != 0) {
         share_free(&sh);
+        host_files_free(&hf);
         free(dncopy);
         return 1;
     }
@@ -325,6 +376,7 @@ int cmd_summarize(int argc, char **argv) {
     free(want);
     free(at);
     share_free(&sh);
+    host_files_free(&hf);
     tp_run_free(&run);
     free(dncopy);
     return rc == TPROF_OK ? 0 : 1;

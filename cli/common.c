@@ -278,3 +278,24 @@ double cli_elapsed_s(const struct timespec *t0) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
+
+size_t cli_rank_file_host(const char *s, size_t n) {
+    const char *p = s + n - 6;
+    for (int part = 0; part < 2; part++) {
+        const char *digits = p;
+        while (p > s && p[-1] >= '0' && p[-1] <= '9') p--;
+        if (p == digits || p - 1 <= s) return 0; /* no digits, or no host before them */
+        if (p[-1] == '-') return (size_t)(p - 1 - s);
+        if (p[-1] != '.') return 0;
+        p--; /* before ".<k>": the pid's digits next */
+    }
+    return 0;
+}
+
+int cli_rank_file_of(const char *path, const char *host) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b), hl = strlen(host);
+    if (n <= 6 || strcmp(b + n - 6, ".tprof") != 0) return 0;
+    return cli_rank_file_host(b, n) == hl && memcmp(b, host, hl) == 0;
+}

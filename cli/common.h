@@ -116,6 +116,17 @@ int probe_nvml(char *why, size_t n);
  * found (or the path does not fit in n). */
 int cli_find_program(const char *name, const char *default_path, char *out, size_t n);
 
+/* The host in the rank file name `s` (n bytes, ending in ".tprof"; core/writer.c names a
+ * file <host>-<pid>.tprof or <host>-<pid>.<k>.tprof, the host as tprof__file_host spells it):
+ * its length, the part before "-<pid>" or "-<pid>.<k>" (digits each) at the end; 0 for a name
+ * of neither form. Read from the end, so that a host with '-' or '.' in it (node-1, a.b) is
+ * taken whole. */
+size_t cli_rank_file_host(const char *s, size_t n);
+
+/* Whether `path` (a rank file's path or name) is a rank file written on `host` (named as
+ * cli_rank_file_host reads it). 1 or 0. */
+int cli_rank_file_of(const char *path, const char *host);
+
 /* Seconds from *t0, read from CLOCK_MONOTONIC, to now. */
 double cli_elapsed_s(const struct timespec *t0);
 

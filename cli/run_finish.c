@@ -30,15 +30,19 @@
 #include "run_finish.h"
 
 /* The processes that opened rank files in `dir` and are still alive, read from each file's
- * header; this process (the node sampler) left out. */
+ * header; this process (the node sampler) left out, and so are the files named for another
+ * host (a pid there says nothing of the processes here). */
 static int writers_alive(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return 0;
+    char host[64];
+    tprof__file_host(host);
     int alive = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
         if (n < 6 || strcmp(e->d_name + n - 6, ".tprof")) continue;
+        if (cli_rank_file_host(e->d_name, n) && !cli_rank_file_of(e->d_name, host)) continue;
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
         tprof_reader *rd;
@@ -455,22 +459,6 @@ typedef struct rank_names {
     int hosts; /* distinct hosts named: at least 1 when any */
 } rank_names;
 
-/* The length of the host in the rank file name `s` (n bytes, ending in ".tprof"), the part
- * before "-<pid>" or "-<pid>.<k>" (digits each) at its end; 0 for a name of neither form. Read
- * from the end, so that a host with '-' or '.' in it (node-1, a.b) is taken whole. */
-static size_t host_of_name(const char *s, size_t n) {
-    const char *p = s + n - 6;
-    for (int part = 0; part < 2; part++) {
-        const char *digits = p;
-        while (p > s && p[-1] >= '0' && p[-1] <= '9') p--;
-        if (p == digits || p - 1 <= s) return 0; /* no digits, or no host before them */
-        if (p[-1] == '-') return (size_t)(p - 1 - s);
-        if (p[-1] != '.') return 0;
-        p--; /* before ".<k>": the pid's digits next */
-    }
-    return 0;
-}
-
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -491,7 +479,7 @@ static rank_names scan_rank_names(const char *dir) {
         size_t n = strlen(e->d_name);
         if (n <= 6 || strcmp(e->d_name + n - 6, ".tprof") != 0) continue;
         r.any = 1;
-        size_t l = host_of_name(e->d_name, n);
+        size_t l = cli_rank_file_host(e->d_name, n);
         r.all_here = r.all_here && l == hl && memcmp(e->d_name, host, hl) == 0;
         if (nh == cap) {
             size_t c = cap ? 2 * cap : 64;
@@ -830,29 +818,27 @@ static stage_result stage_run(char **argv, int fd, int limit_s) {
     return r;
 }
 
-int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
-                    const char *absdir, const report_args *a, int limit_s) {
-    char words[STAGE_BUF], self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 16];
-    char *argv[STAGE_ARGV];
-    rank_names names = scan_rank_names(absdir);
-    g_stage_sig = 0;
-    int w = launcher_words(how, cmd_exe, cmd, &names, words, sizeof words, argv);
-    if (g_stage_sig) { /* while asking CMD --version (probe_version): its group is ended */
-        fprintf(stderr, "trainprof run: signal %d: no first stage (it was asking %s "
-                        "--version), and no report (trainprof report %s makes it)\n",
-                g_stage_sig, cmd_exe, absdir);
-        fflush(NULL);
-        raise(g_stage_sig);
-        return -1;
-    }
-    if (w <= 0 || !names.any) return w < 0 ? -1 : 0;
+/* The stage: the launcher's words argv[0..w) (none: this node's own, `host`'s files alone),
+ * then this program's `summarize` with the report's options a, `--host host` when host is
+ * given, and absdir; its output in absdir/summarize.log (summarize-HOST.log for a host's).
+ * One line says how it went. Returns as run_first_stage. */
+static int summarize_stage(char **argv, int w, const char *absdir, const report_args *a,
+                           int limit_s, const char *host) {
+    char self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 96], via[96];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0 || (size_t)sl >= sizeof self - 1) {
         fprintf(stderr, "trainprof run: no first stage: this program's path is unknown\n");
         return -1;
     }
     self[sl] = 0;
-    char *launcher_name = argv[0];
+    if (w > 0) {
+        const char *base = strrchr(argv[0], '/');
+        snprintf(via, sizeof via, "through %s", base ? base + 1 : argv[0]);
+        snprintf(log, sizeof log, "%s/summarize.log", absdir);
+    } else {
+        snprintf(via, sizeof via, "of this node (%s)", host);
+        snprintf(log, sizeof log, "%s/summarize-%s.log", absdir, host);
+    }
     snprintf(warmup, sizeof warmup, "%d", a->warmup);
     snprintf(top, sizeof top, "%d", a->top);
     argv[w++] = self;
@@ -869,10 +855,13 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
         argv[w++] = "--data-names";
         argv[w++] = a->data_names;
     }
+    if (host) {
+        argv[w++] = "--host";
+        argv[w++] = (char *)host;
+    }
     argv[w++] = "--";
     argv[w++] = (char *)absdir;
     argv[w] = NULL;
-    snprintf(log, sizeof log, "%s/summarize.log", absdir);
     /* a file created for this stage: whatever has the name (a previous log, or a FIFO, whose
      * open would block until a reader comes, a symbolic link, a hard link to another file) is
      * replaced, never opened */
@@ -892,16 +881,14 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
     int said = fstat(fd, &lst) == 0 && lst.st_size > 0;
     close(fd);
     double s = cli_elapsed_s(&t0);
-    const char *base = strrchr(launcher_name, '/');
-    base = base ? base + 1 : launcher_name;
     int rc = -1;
     if (ended == STAGE_SIGNAL) {
-        fprintf(stderr, "trainprof run: signal %d: the first stage through %s stopped after "
+        fprintf(stderr, "trainprof run: signal %d: the first stage %s stopped after "
                         "%.1f s, and no report (trainprof report %s makes it)\n",
-                g_stage_sig, base, s, absdir);
+                g_stage_sig, via, s, absdir);
     } else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        fprintf(stderr, "trainprof run: rank summaries written through %s in %.1f s (each "
-                        "task's line in %s)\n", base, s, log);
+        fprintf(stderr, "trainprof run: rank summaries written %s in %.1f s (%s line in %s)\n",
+                via, s, host ? "its" : "each task's", log);
         rc = 1;
     } else {
         char why[64];
@@ -910,8 +897,8 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
         else if (WIFSIGNALED(status))
             snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
         else snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
-        fprintf(stderr, "trainprof run: the first stage through %s failed (%s, %.1f s; %s %s); "
-                        "the report computes what has no summary here\n", base, why, s, log,
+        fprintf(stderr, "trainprof run: the first stage %s failed (%s, %.1f s; %s %s); "
+                        "the report computes what has no summary here\n", via, why, s, log,
                 said ? "says why" : "is empty");
     }
     /* a signal caught while the stage ran (even one that came as it ended) now does what it
@@ -921,4 +908,31 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
         raise(g_stage_sig);
     }
     return rc;
+}
+
+int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
+                    const char *absdir, const report_args *a, int limit_s) {
+    char words[STAGE_BUF];
+    char *argv[STAGE_ARGV];
+    rank_names names = scan_rank_names(absdir);
+    g_stage_sig = 0;
+    int w = launcher_words(how, cmd_exe, cmd, &names, words, sizeof words, argv);
+    if (g_stage_sig) { /* while asking CMD --version (probe_version): its group is ended */
+        fprintf(stderr, "trainprof run: signal %d: no first stage (it was asking %s "
+                        "--version), and no report (trainprof report %s makes it)\n",
+                g_stage_sig, cmd_exe, absdir);
+        fflush(NULL);
+        raise(g_stage_sig);
+        return -1;
+    }
+    if (w <= 0 || !names.any) return w < 0 ? -1 : 0;
+    return summarize_stage(argv, w, absdir, a, limit_s, NULL);
+}
+
+void run_host_name(char out[64]) { tprof__file_host(out); }
+
+int run_node_stage(const char *absdir, const char *host, const report_args *a, int limit_s) {
+    char *argv[STAGE_ARGV];
+    g_stage_sig = 0;
+    return summarize_stage(argv, 0, absdir, a, limit_s, host);
 }

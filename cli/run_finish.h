@@ -79,4 +79,54 @@ void run_save_user_env(void);
 int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
                     const char *absdir, const report_args *a, int limit_s);
 
+/* The first stage of the report when `trainprof run` runs on every node of the job (one of
+ * several sharing `absdir`: run_nodes_auto, --nodes): `<this trainprof> summarize` with the
+ * report's options `a` and `--host host`, on this node's rank files alone (named
+ * <host>-<pid>.tprof), run as run_first_stage runs a launcher's (own process group, at most
+ * limit_s, the same signals), its output in absdir/summarize-<host>.log. One line. Returns
+ * as run_first_stage. */
+int run_node_stage(const char *absdir, const char *host, const report_args *a, int limit_s);
+
+/* How many nodes the job `cmd` (CMD resolved is cmd_exe) says it runs on when its launcher is
+ * started once on each of them: torchrun (or `python -m torch.distributed.run`, `.launch`)
+ * with `--nnodes N` or `--nnodes MIN:MAX` (MAX), among its options before the script
+ * (torch/distributed/run.py: every option takes a value but --standalone, --no-python, -m,
+ * --module, --run-path and --virtual-local-rank, in either spelling, _ or -). 0 when not
+ * (one node, --standalone, another CMD, a value that is no number). */
+int run_nodes_auto(const char *cmd_exe, char *const *cmd);
+
+/* This host's name as the rank files' names spell it (tprof__file_host). */
+void run_host_name(char out[64]);
+
+/* Whether absdir holds a rank file written on `host` (named <host>-<pid>.tprof). 1 or 0 (also
+ * when the directory cannot be listed: the run's own open says why). */
+int run_host_has_files(const char *absdir, const char *host);
+
+/* The directory's lock file `path` held shared (flock LOCK_SH) by each node's run of a job run
+ * on every node, so that they hold it together while a run of one node, which holds it
+ * exclusively, is refused (and they while it does). Nothing is written in it; it is never
+ * removed (another node's run may hold it). The descriptor (close-on-exec) to keep until the
+ * run ends, -2 when a run of one node holds it, -1 on error (errno). */
+int run_share_lock(const char *path);
+
+/* A node's mark in absdir that its run is done with the directory (its job's writers have
+ * ended, its stage has run: .trainprof-run-<host>.done): made when `done`, else removed (as
+ * a node's run starts, so that a mark of an earlier run is not taken for this one's). A mark
+ * that cannot be made is said in one line. */
+void run_node_done(const char *absdir, const char *host, int done);
+
+/* The end of a run on every node (one of `nodes`, this one `host`): unless `how`
+ * (--summarize-with) is "off", this node's first stage (run_node_stage, with the report's
+ * options a, at most limit_s); then its mark (run_node_done). The node whose rank files
+ * include rank 0's as a launcher told it (RANK=0, not the rank a lone process is given; read
+ * slim, from the summaries just written) then waits for the others: until absdir holds rank
+ * files of at least `nodes` hosts and each of those hosts' runs has left its mark, or until
+ * nothing new came for 60 s plus twice this node's stage time (a node that never started, an
+ * elastic job of fewer nodes, a node's run killed), or limit_s in all; it looks again after
+ * 50 ms, then twice as long each time up to 1.6 s, and one line says how the wait ended. The
+ * other nodes say in one line that rank 0's node writes the report. Returns 1 on the node
+ * that is to write the report, else 0. */
+int run_node_share(const char *how, const char *absdir, const char *host, const report_args *a,
+                   int limit_s, int nodes);
+
 #endif

@@ -47,6 +47,13 @@ add_test(NAME run_first_stage COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/run_first_sta
          $<TARGET_FILE:trainprof_cli> $<TARGET_FILE:char_lm>)
 set_tests_properties(run_first_stage PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
   LABELS "integration;report;cli" ENVIRONMENT "${TPROF_TEST_ENV}")
+# `trainprof run` on every node of a job (torchrun --nnodes, --nodes), nodes made with UTS
+# namespaces (skipped with 77 where unshare -u fails): one shared directory, each node's own
+# summaries, the report on rank 0's node after the others', the one without summaries.
+add_test(NAME run_nodes COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/run_nodes_test.sh
+         $<TARGET_FILE:trainprof_cli> $<TARGET_FILE:char_lm>)
+set_tests_properties(run_nodes PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
+  LABELS "integration;report;cli" ENVIRONMENT "${TPROF_TEST_ENV}")
 # The command's report keeps its rank sections in a temporary file (report_spill.c): the same
 # JSON and HTML as the report that holds them, with strings that are not UTF-8, without a
 # temporary directory, without ranks; the store read back as written.

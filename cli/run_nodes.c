@@ -1,0 +1,258 @@
+/*
+ * run_nodes.c — `trainprof run` as one of several, one on each node of a job whose launcher is
+ * started once per node (torchrun with --nnodes, or --nodes N), all writing into one shared
+ * directory: how many nodes the job has, which node writes the report (the one holding rank
+ * 0's file), and that node's wait for the other nodes' summaries (run_finish.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analysis/model.h"
+#include "run_finish.h"
+
+/* torchrun's options that take no value (torch/distributed/run.py's parser): every other
+ * option of it takes one, as the next word unless written NAME=VALUE. */
+static const char *const torchrun_flags[] = {
+    "--standalone", "--no-python", "--no_python", "-m", "--module", "--run-path", "--run_path",
+    "--virtual-local-rank", "--virtual_local_rank",
+};
+
+static int is_torchrun_flag(const char *w) {
+    for (size_t i = 0; i < sizeof torchrun_flags / sizeof *torchrun_flags; i++)
+        if (strcmp(w, torchrun_flags[i]) == 0) return 1;
+    return 0;
+}
+
+/* --nnodes's value: N, or MIN:MAX (elastic: at most MAX nodes). 0 when it is neither. */
+static int nnodes_value(const char *v) {
+    const char *colon = strchr(v, ':');
+    const char *n = colon ? colon + 1 : v;
+    char *end;
+    long k = strtol(n, &end, 10);
+    if (end == n || *end || k < 1 || k > 1000000) return 0;
+    return (int)k;
+}
+
+int run_nodes_auto(const char *cmd_exe, char *const *cmd) {
+    const char *base = strrchr(cmd_exe, '/');
+    base = base ? base + 1 : cmd_exe;
+    int i = 1;
+    if (strcmp(base, "torchrun") != 0) {
+        /* python -m torch.distributed.run (torchrun's module) or .launch (its older name) */
+        if (strncmp(base, "python", 6) != 0 || !cmd[1] || strcmp(cmd[1], "-m") != 0 || !cmd[2] ||
+            (strcmp(cmd[2], "torch.distributed.run") != 0 &&
+             strcmp(cmd[2], "torch.distributed.launch") != 0))
+            return 0;
+        i = 3;
+    }
+    int nodes = 0;
+    for (; cmd[i] && cmd[i][0] == '-' && strcmp(cmd[i], "--") != 0; i++) {
+        const char *w = cmd[i], *eq = strchr(w, '=');
+        size_t nl = eq ? (size_t)(eq - w) : strlen(w);
+        if (strcmp(w, "--standalone") == 0) return 0; /* one node */
+        if (nl == 8 && strncmp(w, "--nnodes", 8) == 0) {
+            const char *v = eq ? eq + 1 : cmd[i + 1];
+            if (!v) return 0;
+            nodes = nnodes_value(v);
+        }
+        if (!eq && !is_torchrun_flag(w) && cmd[i + 1]) i++; /* its value */
+    }
+    return nodes > 1 ? nodes : 0;
+}
+
+/* Whether one of this host's rank files in absdir (read slim, from their summaries where
+ * valid) is rank 0's as a launcher told it (RANK=0, not the rank a lone process is given). */
+static int holds_rank0(const char *absdir, const char *host) {
+    char err[512];
+    char **paths = NULL;
+    size_t n = 0, k = 0;
+    const char *ops[] = {absdir};
+    if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) return 0;
+    for (size_t j = 0; j < n; j++) {
+        if (cli_rank_file_of(paths[j], host)) paths[k++] = paths[j];
+        else free(paths[j]);
+    }
+    int holds = 0;
+    tp_run run;
+    if (k && tp_run_load_slim((const char *const *)paths, k, &run, err, sizeof err) ==
+                 TPROF_OK) {
+        for (size_t i = 0; i < run.nprocs && !holds; i++)
+            holds = run.procs[i].rank == 0 && !run.procs[i].rank_implied;
+        tp_run_free(&run);
+    }
+    for (size_t j = 0; j < k; j++) free(paths[j]);
+    free(paths);
+    return holds;
+}
+
+/* The mark a node's run leaves in the directory once its job's writers are done and its
+ * stage has run: .trainprof-run-<host>.done. */
+static int done_path(char *buf, size_t n, const char *absdir, const char *host, size_t hl) {
+    return snprintf(buf, n, "%s/.trainprof-run-%.*s.done", absdir, (int)hl, host) < (int)n ? 0
+                                                                                          : -1;
+}
+
+void run_node_done(const char *absdir, const char *host, int done) {
+    char path[PATH_MAX + 96];
+    if (done_path(path, sizeof path, absdir, host, strlen(host)) != 0) return;
+    if (!done) {
+        unlink(path);
+        return;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) close(fd);
+    else fprintf(stderr, "trainprof run: cannot mark this node done (%s: %s): the node of "
+                         "rank 0 will wait for it\n", path, strerror(errno));
+}
+
+typedef struct host_name {
+    const char *s;
+    size_t n;
+} host_name;
+
+static int cmp_host(const void *a, const void *b) {
+    const host_name *x = a, *y = b;
+    size_t m = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->s, y->s, m);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* The distinct hosts named by the rank files `paths` (n) and how many of them are done
+ * (their mark is there). Files named otherwise are nobody's to wait for. */
+static void hosts_done(const char *absdir, char *const *paths, size_t n, int *hosts,
+                       int *done) {
+    *hosts = *done = 0;
+    host_name *h = calloc(n ? n : 1, sizeof *h);
+    if (!h) return;
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++) {
+        const char *b = strrchr(paths[j], '/');
+        b = b ? b + 1 : paths[j];
+        size_t l = cli_rank_file_host(b, strlen(b));
+        if (l) h[k++] = (host_name){b, l};
+    }
+    qsort(h, k, sizeof *h, cmp_host);
+    for (size_t j = 0; j < k; j++) {
+        if (j && cmp_host(&h[j - 1], &h[j]) == 0) continue;
+        char path[PATH_MAX + 96];
+        struct stat st;
+        (*hosts)++;
+        *done += done_path(path, sizeof path, absdir, h[j].s, h[j].n) == 0 &&
+                 stat(path, &st) == 0;
+    }
+    free(h);
+}
+
+/* The reporting node's wait for the others: until absdir holds rank files of at least `nodes`
+ * hosts (cli_rank_file_host) and each of those hosts' runs has left its mark
+ * (run_node_done); or until nothing new came for quiet_s seconds (a node that never started,
+ * an elastic job of fewer nodes, a node's run killed), or limit_s in all. Looks again after
+ * 50 ms, then twice as long each time up to 1.6 s. One line says which. */
+static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int limit_s) {
+    struct timespec t0, last;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    last = t0;
+    const char *ops[] = {absdir};
+    size_t n = 0;
+    int hosts = 0, done = 0, best = 0;
+    long pause_ms = 50;
+    for (;;) {
+        char err[512];
+        char **paths = NULL;
+        n = 0;
+        if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) break;
+        hosts_done(absdir, paths, n, &hosts, &done);
+        for (size_t j = 0; j < n; j++) free(paths[j]);
+        free(paths);
+        if (done == hosts && hosts >= nodes) {
+            fprintf(stderr, "trainprof run: the runs of the job's %d nodes are done (%zu rank "
+                            "files), after %.1f s waiting for the other nodes\n", hosts, n,
+                    cli_elapsed_s(&t0));
+            return;
+        }
+        if (done + hosts > best) { /* a node more, or one more done: progress */
+            best = done + hosts;
+            clock_gettime(CLOCK_MONOTONIC, &last);
+        }
+        if (cli_elapsed_s(&last) >= quiet_s || cli_elapsed_s(&t0) >= limit_s) break;
+        struct timespec ts = {0, pause_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        if (pause_ms < 1000) pause_ms *= 2; /* fewer looks at a shared file system */
+    }
+    fprintf(stderr, "trainprof run: waited %.1f s for the other nodes: rank files of %d of %d "
+                    "nodes, %d of them done; reporting what is written (a file still being "
+                    "written is read as far as it goes)\n",
+            cli_elapsed_s(&t0), hosts, nodes, done);
+}
+
+int run_host_has_files(const char *absdir, const char *host) {
+    char err[64];
+    char **paths = NULL;
+    size_t n = 0;
+    int has = 0;
+    const char *ops[] = {absdir};
+    if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) return 0;
+    for (size_t j = 0; j < n; j++) {
+        has = has || cli_rank_file_of(paths[j], host);
+        free(paths[j]);
+    }
+    free(paths);
+    return has;
+}
+
+int run_share_lock(const char *path) {
+    for (int tries = 0; tries < 100; tries++) {
+        int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) return -1;
+        if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return e == EWOULDBLOCK ? -2 : -1;
+        }
+        /* unlinked by a run of one node as it let go (run_unlock): take the one at the path */
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino)
+            return fd;
+        close(fd);
+    }
+    errno = EAGAIN;
+    return -1;
+}
+
+/* Whether --summarize-with's value is "off" (blanks around it allowed). */
+static int stage_off(const char *how) {
+    if (!how) return 0;
+    how += strspn(how, " \t");
+    size_t n = strcspn(how, " \t");
+    return n == 3 && strncmp(how, "off", 3) == 0 && how[n + strspn(how + n, " \t")] == 0;
+}
+
+int run_node_share(const char *how, const char *absdir, const char *host, const report_args *a,
+                   int limit_s, int nodes) {
+    int off = stage_off(how);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!off) run_node_stage(absdir, host, a, limit_s);
+    double stage_s = cli_elapsed_s(&t0);
+    run_node_done(absdir, host, 1);
+    if (!holds_rank0(absdir, host)) {
+        fprintf(stderr, "trainprof run: this node's rank files%s in %s; the report is written "
+                        "by the run on the node of rank 0 (or: trainprof report %s)\n",
+                off ? "" : " and their summaries", absdir, absdir);
+        return 0;
+    }
+    /* the nodes end together, and each one's stage takes about as long as this one's */
+    wait_for_nodes(absdir, nodes, 60.0 + 2.0 * stage_s, limit_s);
+    return 1;
+}

@@ -1,0 +1,155 @@
+#!/bin/sh
+# run_nodes_test.sh TRAINPROF CHAR_LM — `trainprof run` on every node of a job whose launcher
+# is started once per node (torchrun --nnodes N, or --nodes N), all the nodes' runs writing
+# into one directory. Nodes are made here with UTS namespaces (`unshare -u`, each its own host
+# name; skipped with 77 where they cannot be made), the launcher is a stand-in torchrun whose
+# one worker per node takes the node's rank as its global rank. Checks: the runs of two nodes
+# share the directory (neither refused), each summarises its own rank files, the node of rank
+# 0 alone writes the report after waiting for the other's summaries, and that report is the
+# one without summaries; the job's exit status on each node; the wait ends at the limit when
+# a node never comes; a run of one node and a second run on one host are refused while the
+# nodes' runs hold the directory; torchrun's --nnodes is read in its forms (and not after the
+# script; --standalone is one node).
+set -u
+TP=$(cd "$(dirname "$1")" && pwd -P)/$(basename "$1") LM=$2
+tmp=$(mktemp -d "${TPROF_TEST_TMP:-/tmp}/run-nodes-XXXXXX")
+trap "[ -n \"${KEEP:-}\" ] || rm -rf \"$tmp\"" EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+unshare -u true 2>/dev/null || { echo "SKIP: no UTS namespaces (unshare -u) here"; exit 77; }
+mkdir "$tmp/bin"
+cat >"$tmp/bin/torchrun" <<'EOF'
+#!/bin/sh
+# stand-in torchrun: one worker on this node, its global rank the node's rank
+nn=1 nr=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --nnodes=*) nn=${1#*=} ;;
+    --node-rank=*) nr=${1#*=} ;;
+    --nnodes | --node-rank | --rdzv-endpoint | --nproc-per-node) [ "$1" = --nnodes ] && nn=$2; shift ;;
+    --standalone) ;;
+    -*) ;;
+    *) break ;;
+    esac
+    shift
+done
+RANK=$nr WORLD_SIZE=${nn##*:} LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$nr exec "$@"
+EOF
+chmod +x "$tmp/bin/torchrun"
+export PATH="$tmp/bin:$PATH"
+unset TRAINPROF_SUMMARIZE_WITH TRAINPROF_SUMMARIZE_LIMIT_S TRAINPROF_NO_REPORT \
+    TRAINPROF_NODES || true
+# node NAME CMD...: CMD on a node named NAME
+node() {
+    n=$1
+    shift
+    unshare -u sh -c 'hostname "$0" && exec "$@"' "$n" "$@"
+}
+figures() { grep -v '"dir"\|"file"' "$1"; }
+
+# 1. two nodes, the second (rank 1) starting 2 s after the first: rank 0's node waits for its
+#    summaries, then writes the report of both; the other writes none
+d=$tmp/r1
+node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 "$LM" --steps 40 \
+    >/dev/null 2>"$tmp/a.err" &
+pa=$!
+sleep 2
+node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes 2 --node-rank=1 "$LM" --steps 40 \
+    >/dev/null 2>"$tmp/b.err" &
+pb=$!
+wait $pa || fail "node a: exit $?: $(cat "$tmp/a.err")"
+wait $pb || fail "node b: exit $?: $(cat "$tmp/b.err")"
+grep -q "in use\|already holds" "$tmp/a.err" "$tmp/b.err" && fail "a node was refused: $(cat "$tmp/a.err" "$tmp/b.err")"
+grep -q "rank summaries written of this node (tpn-a) in .* s (its line in $d/summarize-tpn-a.log)" \
+    "$tmp/a.err" || fail "node a's stage: $(cat "$tmp/a.err")"
+grep -q "rank summaries written of this node (tpn-b)" "$tmp/b.err" || fail "node b's stage: $(cat "$tmp/b.err")"
+grep -q "1 of 1 files summarised (1 written" "$d/summarize-tpn-b.log" ||
+    fail "node b's log: $(cat "$d/summarize-tpn-b.log")"
+grep -q "the report is written by the run on the node of rank 0" "$tmp/b.err" ||
+    fail "node b did not leave the report to rank 0's node: $(cat "$tmp/b.err")"
+grep -q "the runs of the job.s 2 nodes are done (2 rank files), after [0-9.]* s waiting" "$tmp/a.err" ||
+    fail "node a's wait: $(cat "$tmp/a.err")"
+grep -q "rank files and reports in $d" "$tmp/a.err" || fail "node a's report: $(cat "$tmp/a.err")"
+grep -q "reports in" "$tmp/b.err" && fail "node b wrote reports too"
+[ -f "$d/report.json" ] || fail "no report.json"
+[ "$(grep -c '"world_size":[[:space:]]*2' "$d/report.json")" -ge 2 ] || fail "report.json lacks a rank"
+grep -q "out of date" "$d/report.txt" && fail "the report found summaries stale"
+ls "$d"/tpn-a-*.tprof.sum "$d"/tpn-b-*.tprof.sum >/dev/null 2>&1 || fail "summaries: $(ls "$d")"
+mkdir "$tmp/copy" && cp "$d"/*.tprof "$tmp/copy/"
+"$TP" report "$tmp/copy" --format json -o "$tmp/copy.json" 2>/dev/null || fail "report of the copy"
+figures "$d/report.json" >"$tmp/x" && figures "$tmp/copy.json" >"$tmp/y"
+cmp -s "$tmp/x" "$tmp/y" || fail "the report differs from the one without summaries: $(diff "$tmp/x" "$tmp/y" | head -5)"
+
+# 2. the job's exit status on each node, the report node's included
+d=$tmp/r2
+node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 sh -c 'exit 3' \
+    >/dev/null 2>"$tmp/a2.err" &
+pa=$!
+node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=1 sh -c 'exit 4' \
+    >/dev/null 2>"$tmp/b2.err" &
+pb=$!
+wait $pa
+[ $? -eq 3 ] || fail "node a's status: $(cat "$tmp/a2.err")"
+wait $pb
+[ $? -eq 4 ] || fail "node b's status: $(cat "$tmp/b2.err")"
+
+# 3. a node that never comes: the wait ends at TRAINPROF_SUMMARIZE_LIMIT_S, and says so
+d=$tmp/r3
+TRAINPROF_SUMMARIZE_LIMIT_S=2 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=1:3 \
+    --node-rank=0 "$LM" --steps 10 >/dev/null 2>"$tmp/a3.err" || fail "run r3: $(cat "$tmp/a3.err")"
+grep -q "waited [0-9.]* s for the other nodes: rank files of 1 of 3 nodes, 1 of them done" \
+    "$tmp/a3.err" || fail "no wait line: $(cat "$tmp/a3.err")"
+[ -f "$d/report.json" ] || fail "no report after the wait"
+
+# 4. the locks: while the nodes' runs hold a directory, a run of one node is refused, and so
+#    is a second run on a host that has one; a node's run where its host already wrote files
+d=$tmp/r4
+node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 sleep 3 >/dev/null 2>&1 &
+pa=$!
+sleep 1
+"$TP" run -q -o "$d" -- true >/dev/null 2>"$tmp/e1" && fail "a run of one node was let in"
+grep -q "is in use by another trainprof run" "$tmp/e1" || fail "one node: $(cat "$tmp/e1")"
+node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e2" &&
+    fail "a second run on one host was let in"
+grep -q "in use by another trainprof run on this host" "$tmp/e2" || fail "same host: $(cat "$tmp/e2")"
+wait $pa
+d=$tmp/r1
+node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e3" &&
+    fail "a node's run over its host's files was let in"
+grep -q "already holds rank files from another run on this host" "$tmp/e3" ||
+    fail "old files: $(cat "$tmp/e3")"
+d=$tmp/r4b
+node tpn-a "$TP" run -q -o "$d" -- sleep 2 >/dev/null 2>&1 &
+pa=$!
+sleep 1
+node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e4" &&
+    fail "a node's run was let in beside a run of one node"
+grep -q "is in use by a trainprof run of one node" "$tmp/e4" || fail "beside one: $(cat "$tmp/e4")"
+wait $pa
+
+# 5. torchrun's --nnodes in its forms: a run on every node says so by its own stage's log
+k=0
+for args in "--nnodes=2" "--nnodes 2" "--nnodes=2:4" "--nproc-per-node 1 --nnodes 2" \
+    "--nnodes=1" "--standalone --nnodes=2" "--nnodes=1:1" "--nnodes=x"; do
+    k=$((k + 1))
+    d=$tmp/p$k
+    # shellcheck disable=SC2086 # the options' words, split on purpose
+    TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q -o "$d" -- torchrun $args "$LM" \
+        --steps 3 >/dev/null 2>"$tmp/p.err" || fail "torchrun $args: $(cat "$tmp/p.err")"
+    case $args in
+    *=1 | *standalone* | *1:1 | *=x) want=0 ;;
+    *) want=1 ;;
+    esac
+    got=0
+    [ -f "$d/summarize-tpn-a.log" ] && got=1
+    [ "$got" = "$want" ] || fail "torchrun $args: a run on every node: $got, not $want"
+done
+# after the script, --nnodes is the script's; --nodes N says it for any launcher
+d=$tmp/q1
+TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q -o "$d" -- torchrun "$LM" --steps 3 \
+    --nnodes=2 >/dev/null 2>&1
+[ -f "$d/summarize-tpn-a.log" ] && fail "--nnodes after the script was read"
+d=$tmp/q2
+RANK=0 TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q --nodes 2 -o "$d" -- "$LM" \
+    --steps 3 >/dev/null 2>"$tmp/q2.err" || fail "--nodes 2: $(cat "$tmp/q2.err")"
+[ -f "$d/summarize-tpn-a.log" ] || fail "--nodes 2 did not run on every node: $(cat "$tmp/q2.err")"
+echo "PASS"
