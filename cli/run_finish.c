@@ -887,8 +887,12 @@ static int summarize_stage(char **argv, int w, const char *absdir, const report_
                         "%.1f s, and no report (trainprof report %s makes it)\n",
                 g_stage_sig, via, s, absdir);
     } else if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        fprintf(stderr, "trainprof run: rank summaries written %s in %.1f s (%s line in %s)\n",
-                via, s, host ? "its" : "each task's", log);
+        if (host)
+            fprintf(stderr, "trainprof run: this node's rank summaries (%s) written in %.1f s "
+                            "(its line in %s)\n", host, s, log);
+        else
+            fprintf(stderr, "trainprof run: rank summaries written %s in %.1f s (each task's "
+                            "line in %s)\n", via, s, log);
         rc = 1;
     } else {
         char why[64];

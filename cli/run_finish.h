@@ -121,7 +121,8 @@ void run_node_done(const char *absdir, const char *host, int done);
  * include rank 0's as a launcher told it (RANK=0, not the rank a lone process is given; read
  * slim, from the summaries just written) then waits for the others: until absdir holds rank
  * files of at least `nodes` hosts and each of those hosts' runs has left its mark, or until
- * nothing new came for 60 s plus twice this node's stage time (a node that never started, an
+ * nothing new came (a host, a mark, a byte more in the rank files: a node still writing) for
+ * 60 s plus twice this node's stage time (a node that never started, an
  * elastic job of fewer nodes, a node's run killed), or limit_s in all; it looks again after
  * 50 ms, then twice as long each time up to 1.6 s, and one line says how the wait ended. The
  * other nodes say in one line that rank 0's node writes the report. Returns 1 on the node

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +130,13 @@ static int cmp_host(const void *a, const void *b) {
 /* The distinct hosts named by the rank files `paths` (n) and how many of them are done
  * (their mark is there). Files named otherwise are nobody's to wait for. */
 static void hosts_done(const char *absdir, char *const *paths, size_t n, int *hosts,
-                       int *done) {
+                       int *done, uint64_t *bytes) {
     *hosts = *done = 0;
+    *bytes = 0;
+    for (size_t j = 0; j < n; j++) { /* the nodes still writing: their files grow */
+        struct stat st;
+        if (stat(paths[j], &st) == 0) *bytes += (uint64_t)st.st_size;
+    }
     host_name *h = calloc(n ? n : 1, sizeof *h);
     if (!h) return;
     size_t k = 0;
@@ -154,7 +160,8 @@ static void hosts_done(const char *absdir, char *const *paths, size_t n, int *ho
 
 /* The reporting node's wait for the others: until absdir holds rank files of at least `nodes`
  * hosts (cli_rank_file_host) and each of those hosts' runs has left its mark
- * (run_node_done); or until nothing new came for quiet_s seconds (a node that never started,
+ * (run_node_done); or until nothing new came (a host, a mark, a byte more in the rank files)
+ * for quiet_s seconds (a node that never started,
  * an elastic job of fewer nodes, a node's run killed), or limit_s in all. Looks again after
  * 50 ms, then twice as long each time up to 1.6 s. One line says which. */
 static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int limit_s) {
@@ -164,13 +171,14 @@ static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int li
     const char *ops[] = {absdir};
     size_t n = 0;
     int hosts = 0, done = 0, best = 0;
+    uint64_t bytes = 0, last_bytes = 0;
     long pause_ms = 50;
     for (;;) {
         char err[512];
         char **paths = NULL;
         n = 0;
         if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) break;
-        hosts_done(absdir, paths, n, &hosts, &done);
+        hosts_done(absdir, paths, n, &hosts, &done, &bytes);
         for (size_t j = 0; j < n; j++) free(paths[j]);
         free(paths);
         if (done == hosts && hosts >= nodes) {
@@ -179,8 +187,10 @@ static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int li
                     cli_elapsed_s(&t0));
             return;
         }
-        if (done + hosts > best) { /* a node more, or one more done: progress */
+        if (done + hosts > best || bytes != last_bytes) { /* a node more, one more done, or a
+                                                           * node's files grew: progress */
             best = done + hosts;
+            last_bytes = bytes;
             clock_gettime(CLOCK_MONOTONIC, &last);
         }
         if (cli_elapsed_s(&last) >= quiet_s || cli_elapsed_s(&t0) >= limit_s) break;
@@ -230,20 +240,26 @@ int run_share_lock(const char *path) {
     return -1;
 }
 
-/* Whether --summarize-with's value is "off" (blanks around it allowed). */
-static int stage_off(const char *how) {
+/* --summarize-with's value (blanks around it allowed): 0 auto (or none given), 1 off, 2 a
+ * launcher command. */
+static int stage_kind(const char *how) {
     if (!how) return 0;
     how += strspn(how, " \t");
     size_t n = strcspn(how, " \t");
-    return n == 3 && strncmp(how, "off", 3) == 0 && how[n + strspn(how + n, " \t")] == 0;
+    if (how[n + strspn(how + n, " \t")] != 0) return 2; /* more than one word */
+    if (n == 4 && strncmp(how, "auto", 4) == 0) return 0;
+    return n == 3 && strncmp(how, "off", 3) == 0 ? 1 : 2;
 }
 
 int run_node_share(const char *how, const char *absdir, const char *host, const report_args *a,
                    int limit_s, int nodes) {
-    int off = stage_off(how);
+    int kind = stage_kind(how), off = kind == 1;
+    if (kind == 2) /* each node's launcher would start a stage on every node */
+        fprintf(stderr, "trainprof run: --summarize-with '%s' not used: each node's run "
+                        "summarises its own rank files\n", how);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!off) run_node_stage(absdir, host, a, limit_s);
+    if (!off && run_host_has_files(absdir, host)) run_node_stage(absdir, host, a, limit_s);
     double stage_s = cli_elapsed_s(&t0);
     run_node_done(absdir, host, 1);
     if (!holds_rank0(absdir, host)) {

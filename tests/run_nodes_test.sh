@@ -59,9 +59,9 @@ pb=$!
 wait $pa || fail "node a: exit $?: $(cat "$tmp/a.err")"
 wait $pb || fail "node b: exit $?: $(cat "$tmp/b.err")"
 grep -q "in use\|already holds" "$tmp/a.err" "$tmp/b.err" && fail "a node was refused: $(cat "$tmp/a.err" "$tmp/b.err")"
-grep -q "rank summaries written of this node (tpn-a) in .* s (its line in $d/summarize-tpn-a.log)" \
+grep -q "this node's rank summaries (tpn-a) written in .* s (its line in $d/summarize-tpn-a.log)" \
     "$tmp/a.err" || fail "node a's stage: $(cat "$tmp/a.err")"
-grep -q "rank summaries written of this node (tpn-b)" "$tmp/b.err" || fail "node b's stage: $(cat "$tmp/b.err")"
+grep -q "this node's rank summaries (tpn-b) written" "$tmp/b.err" || fail "node b's stage: $(cat "$tmp/b.err")"
 grep -q "1 of 1 files summarised (1 written" "$d/summarize-tpn-b.log" ||
     fail "node b's log: $(cat "$d/summarize-tpn-b.log")"
 grep -q "the report is written by the run on the node of rank 0" "$tmp/b.err" ||
@@ -143,6 +143,13 @@ for args in "--nnodes=2" "--nnodes 2" "--nnodes=2:4" "--nproc-per-node 1 --nnode
     [ -f "$d/summarize-tpn-a.log" ] && got=1
     [ "$got" = "$want" ] || fail "torchrun $args: a run on every node: $got, not $want"
 done
+# a launcher command for the stage is not used: each node's run summarises its own files
+d=$tmp/l1
+TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q --summarize-with 'srun -N 2' -o "$d" -- \
+    torchrun --nnodes=2 "$LM" --steps 3 >/dev/null 2>"$tmp/l1.err" || fail "l1: $(cat "$tmp/l1.err")"
+grep -q "summarize-with 'srun -N 2' not used: each node's run summarises its own rank files" \
+    "$tmp/l1.err" || fail "launcher command: $(cat "$tmp/l1.err")"
+[ -f "$d/summarize-tpn-a.log" ] || fail "no stage of this node beside a launcher command"
 # after the script, --nnodes is the script's; --nodes N says it for any launcher
 d=$tmp/q1
 TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q -o "$d" -- torchrun "$LM" --steps 3 \
