@@ -117,7 +117,9 @@ void run_node_done(const char *absdir, const char *host, int done);
 
 /* The end of a run on every node (one of `nodes`, this one `host`): unless `how`
  * (--summarize-with) is "off", this node's first stage (run_node_stage, with the report's
- * options a, at most limit_s); then its mark (run_node_done). The node whose rank files
+ * options a, at most limit_s); then its mark (run_node_done). A node whose directory holds
+ * no other host's rank file (one not shared between the nodes) reports its own at once. Else
+ * the node whose rank files
  * include rank 0's as a launcher told it (RANK=0, not the rank a lone process is given; read
  * slim, from the summaries just written) then waits for the others: until absdir holds rank
  * files of at least `nodes` hosts and each of those hosts' runs has left its mark, or until

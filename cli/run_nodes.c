@@ -204,19 +204,29 @@ static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int li
             cli_elapsed_s(&t0), hosts, nodes, done);
 }
 
-int run_host_has_files(const char *absdir, const char *host) {
+/* The rank files in absdir written on `host` (*mine) and on other hosts (*others: named
+ * <host>-<pid>.tprof for another host); both 0 when the directory cannot be listed. */
+static void count_files(const char *absdir, const char *host, size_t *mine, size_t *others) {
     char err[64];
     char **paths = NULL;
     size_t n = 0;
-    int has = 0;
     const char *ops[] = {absdir};
-    if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) return 0;
+    *mine = *others = 0;
+    if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) return;
     for (size_t j = 0; j < n; j++) {
-        has = has || cli_rank_file_of(paths[j], host);
+        const char *b = strrchr(paths[j], '/');
+        b = b ? b + 1 : paths[j];
+        if (cli_rank_file_of(b, host)) (*mine)++;
+        else if (cli_rank_file_host(b, strlen(b))) (*others)++;
         free(paths[j]);
     }
     free(paths);
-    return has;
+}
+
+int run_host_has_files(const char *absdir, const char *host) {
+    size_t mine, others;
+    count_files(absdir, host, &mine, &others);
+    return mine > 0;
 }
 
 int run_share_lock(const char *path) {
@@ -259,9 +269,18 @@ int run_node_share(const char *how, const char *absdir, const char *host, const 
                         "summarises its own rank files\n", how);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!off && run_host_has_files(absdir, host)) run_node_stage(absdir, host, a, limit_s);
+    size_t mine, others;
+    count_files(absdir, host, &mine, &others);
+    if (!off && mine) run_node_stage(absdir, host, a, limit_s);
     double stage_s = cli_elapsed_s(&t0);
     run_node_done(absdir, host, 1);
+    if (!others) {
+        /* the nodes' jobs start together and open their rank files as they start: by the
+         * time this one's has ended, a directory the nodes share holds theirs */
+        fprintf(stderr, "trainprof run: no other node's rank files in %s (a directory the "
+                        "nodes do not share?): its report covers this node alone\n", absdir);
+        return 1;
+    }
     if (!holds_rank0(absdir, host)) {
         fprintf(stderr, "trainprof run: this node's rank files%s in %s; the report is written "
                         "by the run on the node of rank 0 (or: trainprof report %s)\n",

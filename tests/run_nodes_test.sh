@@ -19,7 +19,8 @@ unshare -u true 2>/dev/null || { echo "SKIP: no UTS namespaces (unshare -u) here
 mkdir "$tmp/bin"
 cat >"$tmp/bin/torchrun" <<'EOF'
 #!/bin/sh
-# stand-in torchrun: one worker on this node, its global rank the node's rank
+# stand-in torchrun: one worker on this node, its global rank the node's rank; with RDZV set,
+# the nodes' workers start together, as torchrun's rendezvous starts them (at most 20 s)
 nn=1 nr=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -32,6 +33,14 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if [ -n "${RDZV:-}" ]; then
+    mkdir -p "$RDZV" && : >"$RDZV/$nr"
+    i=0
+    while [ "$(ls "$RDZV" | wc -l)" -lt "${nn##*:}" ] && [ $i -lt 200 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+fi
 RANK=$nr WORLD_SIZE=${nn##*:} LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$nr exec "$@"
 EOF
 chmod +x "$tmp/bin/torchrun"
@@ -46,15 +55,15 @@ node() {
 }
 figures() { grep -v '"dir"\|"file"' "$1"; }
 
-# 1. two nodes, the second (rank 1) starting 2 s after the first: rank 0's node waits for its
-#    summaries, then writes the report of both; the other writes none
+# 1. two nodes, the second (rank 1) started 2 s after the first and running longer: rank 0's
+#    node waits for its summaries, then writes the report of both; the other writes none
 d=$tmp/r1
-node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 "$LM" --steps 40 \
-    >/dev/null 2>"$tmp/a.err" &
+RDZV=$tmp/rdzv1 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 "$LM" \
+    --steps 40 >/dev/null 2>"$tmp/a.err" &
 pa=$!
 sleep 2
-node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes 2 --node-rank=1 "$LM" --steps 40 \
-    >/dev/null 2>"$tmp/b.err" &
+RDZV=$tmp/rdzv1 node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes 2 --node-rank=1 "$LM" \
+    --steps 3000 >/dev/null 2>"$tmp/b.err" &
 pb=$!
 wait $pa || fail "node a: exit $?: $(cat "$tmp/a.err")"
 wait $pb || fail "node b: exit $?: $(cat "$tmp/b.err")"
@@ -66,7 +75,7 @@ grep -q "1 of 1 files summarised (1 written" "$d/summarize-tpn-b.log" ||
     fail "node b's log: $(cat "$d/summarize-tpn-b.log")"
 grep -q "the report is written by the run on the node of rank 0" "$tmp/b.err" ||
     fail "node b did not leave the report to rank 0's node: $(cat "$tmp/b.err")"
-grep -q "the runs of the job.s 2 nodes are done (2 rank files), after [0-9.]* s waiting" "$tmp/a.err" ||
+grep -q "the runs of the job.s 2 nodes are done (2 rank files), after [1-9][0-9.]* s waiting" "$tmp/a.err" ||
     fail "node a's wait: $(cat "$tmp/a.err")"
 grep -q "rank files and reports in $d" "$tmp/a.err" || fail "node a's report: $(cat "$tmp/a.err")"
 grep -q "reports in" "$tmp/b.err" && fail "node b wrote reports too"
@@ -81,24 +90,39 @@ cmp -s "$tmp/x" "$tmp/y" || fail "the report differs from the one without summar
 
 # 2. the job's exit status on each node, the report node's included
 d=$tmp/r2
-node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 sh -c 'exit 3' \
-    >/dev/null 2>"$tmp/a2.err" &
+RDZV=$tmp/rdzv2 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 sh -c \
+    'exit 3' >/dev/null 2>"$tmp/a2.err" &
 pa=$!
-node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=1 sh -c 'exit 4' \
-    >/dev/null 2>"$tmp/b2.err" &
+RDZV=$tmp/rdzv2 node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=1 sh -c \
+    'exit 4' >/dev/null 2>"$tmp/b2.err" &
 pb=$!
 wait $pa
 [ $? -eq 3 ] || fail "node a's status: $(cat "$tmp/a2.err")"
 wait $pb
 [ $? -eq 4 ] || fail "node b's status: $(cat "$tmp/b2.err")"
 
-# 3. a node that never comes: the wait ends at TRAINPROF_SUMMARIZE_LIMIT_S, and says so
+# 3. a node whose run never ends (its file is there, its mark never comes) and one that never
+#    starts: the wait ends at TRAINPROF_SUMMARIZE_LIMIT_S, and says so
 d=$tmp/r3
+mkdir "$d" && cp "$tmp"/r1/tpn-b-*.tprof "$d/tpn-z-12345.tprof"
 TRAINPROF_SUMMARIZE_LIMIT_S=2 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=1:3 \
     --node-rank=0 "$LM" --steps 10 >/dev/null 2>"$tmp/a3.err" || fail "run r3: $(cat "$tmp/a3.err")"
-grep -q "waited [0-9.]* s for the other nodes: rank files of 1 of 3 nodes, 1 of them done" \
+grep -q "waited [0-9.]* s for the other nodes: rank files of 2 of 3 nodes, 1 of them done" \
     "$tmp/a3.err" || fail "no wait line: $(cat "$tmp/a3.err")"
 [ -f "$d/report.json" ] || fail "no report after the wait"
+
+# 3b. a directory each node has for itself: no wait, and each node reports its own ranks
+RDZV=$tmp/rdzv3 node tpn-a "$TP" run -q -o "$tmp/own-a" -- torchrun --nnodes=2 --node-rank=0 \
+    "$LM" --steps 10 >/dev/null 2>"$tmp/oa.err" &
+pa=$!
+RDZV=$tmp/rdzv3 node tpn-b "$TP" run -q -o "$tmp/own-b" -- torchrun --nnodes=2 --node-rank=1 \
+    "$LM" --steps 10 >/dev/null 2>"$tmp/ob.err" || fail "own-b: $(cat "$tmp/ob.err")"
+wait $pa || fail "own-a: $(cat "$tmp/oa.err")"
+for x in a b; do
+    grep -q "no other node's rank files in $tmp/own-$x (a directory the nodes do not share?): its report covers this node alone" \
+        "$tmp/o$x.err" || fail "own-$x: $(cat "$tmp/o$x.err")"
+    [ -f "$tmp/own-$x/report.json" ] || fail "own-$x: no report"
+done
 
 # 4. the locks: while the nodes' runs hold a directory, a run of one node is refused, and so
 #    is a second run on a host that has one; a node's run where its host already wrote files
