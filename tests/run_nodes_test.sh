@@ -152,4 +152,14 @@ d=$tmp/q2
 RANK=0 TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q --nodes 2 -o "$d" -- "$LM" \
     --steps 3 >/dev/null 2>"$tmp/q2.err" || fail "--nodes 2: $(cat "$tmp/q2.err")"
 [ -f "$d/summarize-tpn-a.log" ] || fail "--nodes 2 did not run on every node: $(cat "$tmp/q2.err")"
+
+# 6. the node's own stage is no task of the launcher that started `trainprof run` (srun
+#    --ntasks-per-node=1 leaves SLURM_PROCID and SLURM_NTASKS, mpirun OMPI_COMM_WORLD_*):
+#    it summarises every file of its host
+d=$tmp/s1
+SLURM_PROCID=1 SLURM_NTASKS=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 \
+    node tpn-a "$TP" run -q --nodes 2 -o "$d" -- sh -c "\"$LM\" --steps 3 & \"$LM\" --steps 3; wait" \
+    >/dev/null 2>"$tmp/s1.err" || fail "under srun: $(cat "$tmp/s1.err")"
+grep -q "^trainprof summarize: 2 of 2 files summarised (2 written" "$d/summarize-tpn-a.log" ||
+    fail "the node's stage took itself for a task: $(cat "$d/summarize-tpn-a.log")"
 echo "PASS"
