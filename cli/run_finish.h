@@ -88,11 +88,13 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
 int run_node_stage(const char *absdir, const char *host, const report_args *a, int limit_s);
 
 /* How many nodes the job `cmd` (CMD resolved is cmd_exe) says it runs on when its launcher is
- * started once on each of them: torchrun (or `python -m torch.distributed.run`, `.launch`)
- * with `--nnodes N` or `--nnodes MIN:MAX` (MAX), among its options before the script
- * (torch/distributed/run.py: every option takes a value but --standalone, --no-python, -m,
- * --module, --run-path and --virtual-local-rank, in either spelling, _ or -). 0 when not
- * (one node, --standalone, another CMD, a value that is no number). */
+ * started once on each of them: torchrun (or `python [OPTIONS] -m torch.distributed.run`,
+ * `.launch`) with `--nnodes N` or `--nnodes MIN:MAX` (MAX), among its options before the
+ * script (torch/distributed/run.py: every option takes a value but --standalone, --no-python,
+ * -m, --module, --run-path and --virtual-local-rank, in either spelling, _ or -; argparse's
+ * abbreviations `--nn` to `--nnode` too), else in PET_NNODES, torchrun's default for it. 0
+ * when not (one node, --standalone or PET_STANDALONE, another CMD, a value that is no
+ * number). Reads the environment: not thread-safe against setenv. */
 int run_nodes_auto(const char *cmd_exe, char *const *cmd);
 
 /* This host's name as the rank files' names spell it (tprof__file_host). */

@@ -42,24 +42,54 @@ static int nnodes_value(const char *v) {
     return (int)k;
 }
 
+/* Whether w is --NAME or an abbreviation of it that argparse takes (torchrun's parser allows
+ * them: a prefix of at least `least` bytes, unique among torchrun's options), before any '='. */
+static int is_option(const char *w, const char *name, size_t least) {
+    size_t n = strcspn(w, "=");
+    return n >= least && n <= strlen(name) && strncmp(w, name, n) == 0;
+}
+
+/* The index of the first word after `python [OPTIONS] -m MODULE` in cmd when MODULE is
+ * torchrun's (torch.distributed.run, or .launch, its older name); 0 when cmd is not that.
+ * Python's options before -m: flags, combined or not (-u, -uB, -OO), -W and -X with their
+ * value attached or next; -m's module attached (-mtorch.distributed.run) or next. */
+static int python_torchrun(char *const *cmd) {
+    const char *mod = NULL;
+    int i = 1;
+    for (; !mod && cmd[i] && cmd[i][0] == '-' && cmd[i][1] && cmd[i][1] != '-'; i++) {
+        for (const char *c = cmd[i] + 1; *c; c++) {
+            if (strchr("bBdEiIOPqsSuvx", *c)) continue;
+            if (*c == 'm' && !c[1] && !cmd[i + 1]) return 0; /* -m last: no module */
+            if (*c == 'm') mod = c[1] ? c + 1 : cmd[++i];
+            else if ((*c == 'W' || *c == 'X') && !c[1] && cmd[i + 1]) i++; /* its value */
+            else if (*c != 'W' && *c != 'X') return 0;                      /* -c, -h, ... */
+            break;
+        }
+    }
+    if (!mod || (strcmp(mod, "torch.distributed.run") != 0 &&
+                 strcmp(mod, "torch.distributed.launch") != 0))
+        return 0;
+    return i;
+}
+
 int run_nodes_auto(const char *cmd_exe, char *const *cmd) {
     const char *base = strrchr(cmd_exe, '/');
     base = base ? base + 1 : cmd_exe;
     int i = 1;
     if (strcmp(base, "torchrun") != 0) {
         /* python -m torch.distributed.run (torchrun's module) or .launch (its older name) */
-        if (strncmp(base, "python", 6) != 0 || !cmd[1] || strcmp(cmd[1], "-m") != 0 || !cmd[2] ||
-            (strcmp(cmd[2], "torch.distributed.run") != 0 &&
-             strcmp(cmd[2], "torch.distributed.launch") != 0))
-            return 0;
-        i = 3;
+        if (strncmp(base, "python", 6) != 0 || (i = python_torchrun(cmd)) == 0) return 0;
     }
-    int nodes = 0;
+    /* torchrun takes each option's default from PET_<NAME> (torch/distributed/argparse_util.py:
+     * PET_NNODES a value, PET_STANDALONE an integer flag) when the option is not given */
+    const char *pet = getenv("PET_STANDALONE");
+    if (pet && atoi(pet) != 0) return 0;
+    pet = getenv("PET_NNODES");
+    int nodes = pet ? nnodes_value(pet) : 0;
     for (; cmd[i] && cmd[i][0] == '-' && strcmp(cmd[i], "--") != 0; i++) {
         const char *w = cmd[i], *eq = strchr(w, '=');
-        size_t nl = eq ? (size_t)(eq - w) : strlen(w);
-        if (strcmp(w, "--standalone") == 0) return 0; /* one node */
-        if (nl == 8 && strncmp(w, "--nnodes", 8) == 0) {
+        if (is_option(w, "--standalone", 6)) return 0; /* one node */
+        if (is_option(w, "--nnodes", 4)) {
             const char *v = eq ? eq + 1 : cmd[i + 1];
             if (!v) return 0;
             nodes = nnodes_value(v);

@@ -35,6 +35,14 @@ done
 RANK=$nr WORLD_SIZE=${nn##*:} LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$nr exec "$@"
 EOF
 chmod +x "$tmp/bin/torchrun"
+cat >"$tmp/bin/python" <<'EOF'
+#!/bin/sh
+# stand-in python: `python [OPTIONS] -m torch.distributed.run ARGS` is torchrun ARGS
+while [ $# -gt 0 ] && [ "$1" != torch.distributed.run ]; do shift; done
+shift
+exec torchrun "$@"
+EOF
+chmod +x "$tmp/bin/python"
 export PATH="$tmp/bin:$PATH"
 unset TRAINPROF_SUMMARIZE_WITH TRAINPROF_SUMMARIZE_LIMIT_S TRAINPROF_NO_REPORT \
     TRAINPROF_NODES || true
@@ -129,19 +137,35 @@ wait $pa
 # 5. torchrun's --nnodes in its forms: a run on every node says so by its own stage's log
 k=0
 for args in "--nnodes=2" "--nnodes 2" "--nnodes=2:4" "--nproc-per-node 1 --nnodes 2" \
-    "--nnodes=1" "--standalone --nnodes=2" "--nnodes=1:1" "--nnodes=x"; do
+    "--nnodes=1" "--standalone --nnodes=2" "--nnodes=1:1" "--nnodes=x" "--nn=2" \
+    "--stan --nnodes=2"; do
     k=$((k + 1))
     d=$tmp/p$k
     # shellcheck disable=SC2086 # the options' words, split on purpose
     TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q -o "$d" -- torchrun $args "$LM" \
         --steps 3 >/dev/null 2>"$tmp/p.err" || fail "torchrun $args: $(cat "$tmp/p.err")"
     case $args in
-    *=1 | *standalone* | *1:1 | *=x) want=0 ;;
+    *=1 | *stan* | *1:1 | *=x) want=0 ;;
     *) want=1 ;;
     esac
     got=0
     [ -f "$d/summarize-tpn-a.log" ] && got=1
     [ "$got" = "$want" ] || fail "torchrun $args: a run on every node: $got, not $want"
+done
+# torchrun's default from PET_NNODES (not when --nnodes says otherwise), and its module
+# behind python's own options
+for form in "PET_NNODES=2:torchrun" "PET_NNODES=2:torchrun --nnodes=1" \
+    "PET_NNODES=2 PET_STANDALONE=1:torchrun" \
+    "X=1:python -u -W ignore -m torch.distributed.run --nnodes=2"; do
+    k=$((k + 1))
+    d=$tmp/p$k
+    # shellcheck disable=SC2086 # the words, split on purpose
+    TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a env ${form%%:*} "$TP" run -q -o "$d" -- \
+        ${form#*:} "$LM" --steps 3 >/dev/null 2>"$tmp/p.err" || fail "$form: $(cat "$tmp/p.err")"
+    case $form in *nnodes=1 | *STANDALONE*) want=0 ;; *) want=1 ;; esac
+    got=0
+    [ -f "$d/summarize-tpn-a.log" ] && got=1
+    [ "$got" = "$want" ] || fail "$form: a run on every node: $got, not $want"
 done
 # after the script, --nnodes is the script's; --nodes N says it for any launcher
 d=$tmp/q1
