@@ -111,6 +111,15 @@ int run_host_has_files(const char *absdir, const char *host);
  * run ends, -2 when a run of one node holds it, -1 on error (errno). */
 int run_share_lock(const char *path);
 
+/* Says in one line why this run cannot have the directory `dir` (absdir its real path; this
+ * run is one of `nodes` when nodes > 1, on `host`): another live run holds its lock `lockpath`
+ * (owner: what that run wrote in it, "PID HOST"; empty for the nodes' shared lock, which
+ * holds nothing), or, with owner NULL, it holds rank files of another run (of this host, for
+ * one of several nodes). A run of one node kept out by another host's run or files is told of
+ * --nodes: a job run on every node whose node count was not seen refuses all but one node. */
+void run_refused(const char *dir, const char *absdir, const char *lockpath, const char *owner,
+                 int nodes, const char *host);
+
 /* A node's mark in absdir that its run is done with the directory (its job's writers have
  * ended, its stage has run: .trainprof-run-<host>.done): made when `done`, else removed (as
  * a node's run starts, so that a mark of an earlier run is not taken for this one's). A mark

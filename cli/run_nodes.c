@@ -239,6 +239,34 @@ int run_host_has_files(const char *absdir, const char *host) {
     return has;
 }
 
+void run_refused(const char *dir, const char *absdir, const char *lockpath, const char *owner,
+                 int nodes, const char *host) {
+    static const char hint[] = "if this is one node of a job run on every node, give each "
+                               "node's run --nodes N (TRAINPROF_NODES)";
+    if (!owner) {
+        /* none of them this host's: the other nodes' files, more likely than another run's */
+        int other = !nodes && !run_host_has_files(absdir, host);
+        fprintf(stderr, "trainprof run: %s already holds rank files %s; choose another -o "
+                        "DIR%s%s\n", dir, nodes ? "from another run on this host"
+                                      : other ? "of other hosts" : "from another run",
+                other ? "; or, " : "", other ? hint : "");
+        return;
+    }
+    if (!nodes && !owner[0]) { /* the nodes' shared lock: its holders write nothing */
+        fprintf(stderr, "trainprof run: %s is in use by the trainprof runs of a job run on "
+                        "every node (they hold %s)\n", dir, lockpath);
+        return;
+    }
+    size_t pl = strcspn(owner, " ");
+    const char *oh = owner[pl] ? owner + pl + 1 : "";
+    int other = *oh && strcmp(oh, host) != 0;
+    int tell = other && !nodes;
+    fprintf(stderr, "trainprof run: %s is in use by another trainprof run%s (pid %.*s%s%s holds "
+                    "%s)%s%s\n", dir, nodes ? " on this host" : "", pl ? (int)pl : 1,
+            pl ? owner : "?", other ? " on host " : "", other ? oh : "", lockpath,
+            tell ? "; " : "", tell ? hint : "");
+}
+
 int run_share_lock(const char *path) {
     for (int tries = 0; tries < 100; tries++) {
         int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);

@@ -115,7 +115,8 @@ node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 sleep 3 >/dev/null 2>&1 &
 pa=$!
 sleep 1
 "$TP" run -q -o "$d" -- true >/dev/null 2>"$tmp/e1" && fail "a run of one node was let in"
-grep -q "is in use by another trainprof run" "$tmp/e1" || fail "one node: $(cat "$tmp/e1")"
+grep -q "is in use by the trainprof runs of a job run on every node" "$tmp/e1" ||
+    fail "one node: $(cat "$tmp/e1")"
 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e2" &&
     fail "a second run on one host was let in"
 grep -q "in use by another trainprof run on this host" "$tmp/e2" || fail "same host: $(cat "$tmp/e2")"
@@ -126,13 +127,21 @@ node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e
 grep -q "already holds rank files from another run on this host" "$tmp/e3" ||
     fail "old files: $(cat "$tmp/e3")"
 d=$tmp/r4b
-node tpn-a "$TP" run -q -o "$d" -- sleep 2 >/dev/null 2>&1 &
+node tpn-a "$TP" run -q -o "$d" -- sh -c "\"$LM\" --steps 3; sleep 2" >/dev/null 2>&1 &
 pa=$!
 sleep 1
 node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e4" &&
     fail "a node's run was let in beside a run of one node"
 grep -q "is in use by a trainprof run of one node" "$tmp/e4" || fail "beside one: $(cat "$tmp/e4")"
+# a job on every node whose node count was not seen: each node's run is a run of one node, and
+# the one kept out by another host's run, or by other hosts' files, is told of --nodes
+node tpn-b "$TP" run -q -o "$d" -- true >/dev/null 2>"$tmp/e5" && fail "a second run of one node"
+grep -q "in use by another trainprof run (pid [0-9]* on host tpn-a holds .*give each node's run --nodes N" \
+    "$tmp/e5" || fail "another host's run: $(cat "$tmp/e5")"
 wait $pa
+node tpn-b "$TP" run -q -o "$d" -- true >/dev/null 2>"$tmp/e6" && fail "a run over another's files"
+grep -q "already holds rank files of other hosts; choose another -o DIR; or, if this is one node" \
+    "$tmp/e6" || fail "other hosts' files: $(cat "$tmp/e6")"
 
 # 5. torchrun's --nnodes in its forms: a run on every node says so by its own stage's log
 k=0
