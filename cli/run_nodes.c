@@ -141,7 +141,7 @@ void run_node_done(const char *absdir, const char *host, int done) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd >= 0) close(fd);
     else fprintf(stderr, "trainprof run: cannot mark this node done (%s: %s): the node of "
-                         "rank 0 will wait for it\n", path, strerror(errno));
+                         "rank 0, if another, will wait for it\n", path, strerror(errno));
 }
 
 typedef struct host_name {
@@ -157,9 +157,10 @@ static int cmp_host(const void *a, const void *b) {
 }
 
 /* The distinct hosts named by the rank files `paths` (n) and how many of them are done
- * (their mark is there). Files named otherwise are nobody's to wait for. */
-static void hosts_done(const char *absdir, char *const *paths, size_t n, int *hosts,
-                       int *done) {
+ * (their mark is there; `self`, this node, is done whether or not its mark could be made).
+ * Files named otherwise are nobody's to wait for. */
+static void hosts_done(const char *absdir, const char *self, char *const *paths, size_t n,
+                       int *hosts, int *done) {
     *hosts = *done = 0;
     host_name *h = calloc(n ? n : 1, sizeof *h);
     if (!h) return;
@@ -176,8 +177,9 @@ static void hosts_done(const char *absdir, char *const *paths, size_t n, int *ho
         char path[PATH_MAX + 96];
         struct stat st;
         (*hosts)++;
-        *done += done_path(path, sizeof path, absdir, h[j].s, h[j].n) == 0 &&
-                 stat(path, &st) == 0;
+        *done += (h[j].n == strlen(self) && memcmp(h[j].s, self, h[j].n) == 0) ||
+                 (done_path(path, sizeof path, absdir, h[j].s, h[j].n) == 0 &&
+                  stat(path, &st) == 0);
     }
     free(h);
 }
@@ -187,7 +189,8 @@ static void hosts_done(const char *absdir, char *const *paths, size_t n, int *ho
  * (run_node_done); or until nothing new came for quiet_s seconds (a node that never started,
  * an elastic job of fewer nodes, a node's run killed), or limit_s in all. Looks again after
  * 50 ms, then twice as long each time up to 1.6 s. One line says which. */
-static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int limit_s) {
+static void wait_for_nodes(const char *absdir, const char *self, int nodes, double quiet_s,
+                           int limit_s) {
     struct timespec t0, last;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     last = t0;
@@ -200,7 +203,7 @@ static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int li
         char **paths = NULL;
         n = 0;
         if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) break;
-        hosts_done(absdir, paths, n, &hosts, &done);
+        hosts_done(absdir, self, paths, n, &hosts, &done);
         for (size_t j = 0; j < n; j++) free(paths[j]);
         free(paths);
         if (done == hosts && hosts >= nodes) {
@@ -301,16 +304,16 @@ int run_node_share(const char *how, const char *absdir, const char *host, const 
     int off = stage_off(how);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!off) run_node_stage(absdir, host, a, limit_s);
+    int staged = !off && run_node_stage(absdir, host, a, limit_s) == 1;
     double stage_s = cli_elapsed_s(&t0);
     run_node_done(absdir, host, 1);
     if (!holds_rank0(absdir, host)) {
         fprintf(stderr, "trainprof run: this node's rank files%s in %s; the report is written "
                         "by the run on the node of rank 0 (or: trainprof report %s)\n",
-                off ? "" : " and their summaries", absdir, absdir);
+                staged ? " and their summaries" : "", absdir, absdir);
         return 0;
     }
     /* the nodes end together, and each one's stage takes about as long as this one's */
-    wait_for_nodes(absdir, nodes, 60.0 + 2.0 * stage_s, limit_s);
+    wait_for_nodes(absdir, host, nodes, 60.0 + 2.0 * stage_s, limit_s);
     return 1;
 }

@@ -186,7 +186,27 @@ RANK=0 TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q --nodes 2 -o "$d" -
     --steps 3 >/dev/null 2>"$tmp/q2.err" || fail "--nodes 2: $(cat "$tmp/q2.err")"
 [ -f "$d/summarize-tpn-a.log" ] || fail "--nodes 2 did not run on every node: $(cat "$tmp/q2.err")"
 
-# 6. the node's own stage is no task of the launcher that started `trainprof run` (srun
+# 6. rank 0's node does not wait for its own mark when it cannot make it (here its job left a
+#    symbolic link loop at the mark's path; on a full disk, or out of inodes, the same); the
+#    other node, whose stage cannot run (its log's name is taken by a directory), does not
+#    claim summaries
+d=$tmp/m1
+mkdir -p "$d/summarize-tpn-b.log"
+TRAINPROF_SUMMARIZE_LIMIT_S=20 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 sh -c \
+    "\"$LM\" --steps 3 && ln -s .trainprof-run-tpn-a.done \"$d/.trainprof-run-tpn-a.done\"" \
+    >/dev/null 2>"$tmp/m1a.err" &
+pa=$!
+node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=1 "$LM" --steps 3 \
+    >/dev/null 2>"$tmp/m1b.err" || fail "m1 node b: $(cat "$tmp/m1b.err")"
+wait $pa || fail "m1 node a: $(cat "$tmp/m1a.err")"
+grep -q "cannot mark this node done" "$tmp/m1a.err" || fail "m1: the mark was made: $(cat "$tmp/m1a.err")"
+grep -q "the runs of the job.s 2 nodes are done" "$tmp/m1a.err" ||
+    fail "rank 0's node waited for itself: $(cat "$tmp/m1a.err")"
+grep -q "no first stage: cannot create" "$tmp/m1b.err" || fail "m1 b's stage: $(cat "$tmp/m1b.err")"
+grep -q "this node's rank files in $d; the report is written" "$tmp/m1b.err" ||
+    fail "m1 b claims summaries: $(cat "$tmp/m1b.err")"
+
+# 7. the node's own stage is no task of the launcher that started `trainprof run` (srun
 #    --ntasks-per-node=1 leaves SLURM_PROCID and SLURM_NTASKS, mpirun OMPI_COMM_WORLD_*):
 #    it summarises every file of its host
 d=$tmp/s1
