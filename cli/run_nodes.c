@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,19 +185,54 @@ static void hosts_done(const char *absdir, const char *self, char *const *paths,
     free(h);
 }
 
+/* The signals that end `trainprof run` (SIGTERM, as Slurm sends at a job's end, SIGINT,
+ * SIGHUP, SIGQUIT), caught while the node of rank 0 waits, which may last a minute or more:
+ * the wait then says it stopped, and there is no report, rather than the process vanishing
+ * without a word. One that is ignored stays ignored (nohup). */
+static const int wait_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { N_WAIT_SIGS = sizeof wait_sigs / sizeof *wait_sigs };
+static volatile sig_atomic_t g_wait_sig; /* the first one received, 0 before */
+
+static void on_wait_signal(int sig) {
+    if (!g_wait_sig) g_wait_sig = sig;
+}
+
+/* Ends the wait after a signal: its line, the signals' actions given back (old), then the
+ * signal raised again, which ends this process as it would have without the wait. */
+static void wait_stopped(const char *absdir, const struct timespec *t0,
+                         const struct sigaction old[N_WAIT_SIGS]) {
+    int sig = g_wait_sig;
+    fprintf(stderr, "trainprof run: signal %d: stopped waiting for the other nodes after %.1f s, "
+                    "and no report (trainprof report %s makes it)\n", sig, cli_elapsed_s(t0),
+            absdir);
+    fflush(NULL);
+    for (int k = 0; k < N_WAIT_SIGS; k++) sigaction(wait_sigs[k], &old[k], NULL);
+    raise(sig);
+}
+
 /* The reporting node's wait for the others: until absdir holds rank files of at least `nodes`
  * hosts (cli_rank_file_host) and each of those hosts' runs has left its mark
  * (run_node_done); or until nothing new came for quiet_s seconds (a node that never started,
  * an elastic job of fewer nodes, a node's run killed), or limit_s in all. Looks again after
- * 50 ms, then twice as long each time up to 1.6 s. One line says which. */
-static void wait_for_nodes(const char *absdir, const char *self, int nodes, double quiet_s,
-                           int limit_s) {
+ * 50 ms, then twice as long each time up to 1.6 s. One line says which. Returns 0, or -1
+ * when a signal stopped it (wait_sigs; said: no report). */
+static int wait_for_nodes(const char *absdir, const char *self, int nodes, double quiet_s,
+                          int limit_s) {
     struct timespec t0, last;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     last = t0;
+    struct sigaction sa, old[N_WAIT_SIGS];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_wait_signal;
+    sigemptyset(&sa.sa_mask);
+    g_wait_sig = 0;
+    for (int k = 0; k < N_WAIT_SIGS; k++) {
+        sigaction(wait_sigs[k], NULL, &old[k]);
+        if (old[k].sa_handler != SIG_IGN) sigaction(wait_sigs[k], &sa, NULL);
+    }
     const char *ops[] = {absdir};
     size_t n = 0;
-    int hosts = 0, done = 0, best = 0;
+    int hosts = 0, done = 0, best = 0, all = 0;
     long pause_ms = 50;
     for (;;) {
         char err[512];
@@ -210,7 +246,8 @@ static void wait_for_nodes(const char *absdir, const char *self, int nodes, doub
             fprintf(stderr, "trainprof run: the runs of the job's %d nodes are done (%zu rank "
                             "files), after %.1f s waiting for the other nodes\n", hosts, n,
                     cli_elapsed_s(&t0));
-            return;
+            all = 1;
+            break;
         }
         if (done + hosts > best) { /* a node more, or one more done: progress */
             best = done + hosts;
@@ -218,13 +255,20 @@ static void wait_for_nodes(const char *absdir, const char *self, int nodes, doub
         }
         if (cli_elapsed_s(&last) >= quiet_s || cli_elapsed_s(&t0) >= limit_s) break;
         struct timespec ts = {0, pause_ms * 1000000L};
-        nanosleep(&ts, NULL);
+        nanosleep(&ts, NULL); /* cut short by a signal */
+        if (g_wait_sig) {
+            wait_stopped(absdir, &t0, old);
+            return -1;
+        }
         if (pause_ms < 1000) pause_ms *= 2; /* fewer looks at a shared file system */
     }
+    for (int k = 0; k < N_WAIT_SIGS; k++) sigaction(wait_sigs[k], &old[k], NULL);
+    if (all) return 0;
     fprintf(stderr, "trainprof run: waited %.1f s for the other nodes: rank files of %d of %d "
                     "nodes, %d of them done; reporting what is written (a file still being "
                     "written is read as far as it goes)\n",
             cli_elapsed_s(&t0), hosts, nodes, done);
+    return 0;
 }
 
 int run_host_has_files(const char *absdir, const char *host) {
@@ -314,6 +358,5 @@ int run_node_share(const char *how, const char *absdir, const char *host, const 
         return 0;
     }
     /* the nodes end together, and each one's stage takes about as long as this one's */
-    wait_for_nodes(absdir, host, nodes, 60.0 + 2.0 * stage_s, limit_s);
-    return 1;
+    return wait_for_nodes(absdir, host, nodes, 60.0 + 2.0 * stage_s, limit_s) == 0;
 }

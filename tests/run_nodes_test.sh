@@ -107,6 +107,24 @@ TRAINPROF_SUMMARIZE_LIMIT_S=2 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnod
 grep -q "waited [0-9.]* s for the other nodes: rank files of 1 of 3 nodes, 1 of them done" \
     "$tmp/a3.err" || fail "no wait line: $(cat "$tmp/a3.err")"
 [ -f "$d/report.json" ] || fail "no report after the wait"
+# ... and a signal during the wait (SIGTERM at a job's end) stops it with a line, no report
+d=$tmp/w1
+TRAINPROF_SUMMARIZE_LIMIT_S=60 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 \
+    "$LM" --steps 3 >/dev/null 2>"$tmp/w1.err" &
+pa=$!
+i=0
+until grep -q "rank summaries written" "$tmp/w1.err" 2>/dev/null || [ $i -ge 100 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+sleep 0.3
+pid=$(pgrep -f "run -q -o $d -- torchrun") || fail "no run to signal: $(cat "$tmp/w1.err")"
+kill -TERM "$pid"
+wait $pa
+[ $? -eq 143 ] || fail "the signalled wait's status: $(cat "$tmp/w1.err")"
+grep -q "signal 15: stopped waiting for the other nodes after [0-9.]* s, and no report" \
+    "$tmp/w1.err" || fail "the signalled wait: $(cat "$tmp/w1.err")"
+[ -f "$d/report.json" ] && fail "a report after the signal"
 
 # 4. the locks: while the nodes' runs hold a directory, a run of one node is refused, and so
 #    is a second run on a host that has one; a node's run where its host already wrote files
