@@ -338,8 +338,9 @@ static int dir_has_rank_files(const char *dir, const char *host) {
  * dead run left behind is taken over and never mistaken for a live run (a pid written in
  * it could belong to another process by now; it is there for people to read). Returns the
  * descriptor to keep until the run ends (close-on-exec: the job never holds it), -2 when
- * another live run holds the lock (its pid, as it wrote it, in `owner`), -1 on error. */
-static int run_lock(const char *path, char *owner, size_t n) {
+ * another live run holds the lock (its "PID HOST", as it wrote it, in `owner`), -1 on error.
+ * `host`: this one, written after the pid, since the directory may be shared by nodes. */
+static int run_lock(const char *path, const char *host, char *owner, size_t n) {
     for (int tries = 0; tries < 100; tries++) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) return -1;
@@ -358,8 +359,8 @@ static int run_lock(const char *path, char *owner, size_t n) {
         struct stat a, b;
         if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
             a.st_ino == b.st_ino) {
-            char me[24];
-            int len = snprintf(me, sizeof me, "%d\n", (int)getpid());
+            char me[96];
+            int len = snprintf(me, sizeof me, "%d %s\n", (int)getpid(), host);
             if (ftruncate(fd, 0) != 0 || pwrite(fd, me, (size_t)len, 0) != len) {
                 /* the pid is informative only: the lock is held */
             }
@@ -564,17 +565,14 @@ static int run_prepare(const run_opts *o, run_plan *p) {
     } else {
         snprintf(p->lockpath, sizeof p->lockpath, "%s/.trainprof-run.lock", p->absdir);
     }
-    char owner[32] = "";
-    int lockfd = run_lock(p->lockpath, owner, sizeof owner);
+    char owner[96] = "";
+    int lockfd = run_lock(p->lockpath, p->host, owner, sizeof owner);
     if (lockfd == -2) {
-        fprintf(stderr, "trainprof run: %s is in use by another trainprof run%s (pid %s holds "
-                        "%s)\n", dir, p->nodes ? " on this host" : "", owner[0] ? owner : "?",
-                p->lockpath);
+        run_refused(dir, p->absdir, p->lockpath, owner, p->nodes, p->host);
     } else if (lockfd < 0) {
         fprintf(stderr, "trainprof run: cannot lock %s: %s\n", p->lockpath, strerror(errno));
     } else if (dir_has_rank_files(p->absdir, p->nodes ? p->host : NULL)) {
-        fprintf(stderr, "trainprof run: %s already holds rank files from another run%s; "
-                        "choose another -o DIR\n", dir, p->nodes ? " on this host" : "");
+        run_refused(dir, p->absdir, p->lockpath, NULL, p->nodes, p->host);
         unlink(p->lockpath);
         close(lockfd);
     } else {

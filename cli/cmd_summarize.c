@@ -65,17 +65,11 @@ static const cli_cmd summarize_cmd = {
 };
 
 /* This task's place among the launcher's tasks: the first of the launchers' variable pairs
- * that is set and sensible (rank below size). Open MPI's first (mpirun inside a Slurm
- * allocation leaves Slurm's too), then PMI (MPICH, Intel MPI, srun --mpi=pmi2), Slurm's own,
- * then torchrun's. Without any: task 0 of 1. Returns the launcher's name. */
+ * (cli_task_vars, in their order) that is set and sensible (rank below size). Without any:
+ * task 0 of 1. Returns the launcher's name. */
 static const char *task_of(long *task, long *ntasks) {
-    static const char *const pairs[][3] = {
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
-        {"PMI_RANK", "PMI_SIZE", "PMI"},
-        {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
-        {"RANK", "WORLD_SIZE", "torchrun"},
-    };
-    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+    const char *const(*pairs)[3] = cli_task_vars;
+    for (size_t i = 0; i < CLI_TASK_VARS; i++) {
         const char *r = getenv(pairs[i][0]), *s = getenv(pairs[i][1]);
         if (!r || !s || !*r || !*s) continue;
         char *e1, *e2;

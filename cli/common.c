@@ -279,6 +279,13 @@ double cli_elapsed_s(const struct timespec *t0) {
     return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+const char *const cli_task_vars[CLI_TASK_VARS][3] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
+    {"PMI_RANK", "PMI_SIZE", "PMI"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
+    {"RANK", "WORLD_SIZE", "torchrun"},
+};
+
 size_t cli_rank_file_host(const char *s, size_t n) {
     const char *p = s + n - 6;
     for (int part = 0; part < 2; part++) {

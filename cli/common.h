@@ -127,6 +127,14 @@ size_t cli_rank_file_host(const char *s, size_t n);
  * cli_rank_file_host reads it). 1 or 0. */
 int cli_rank_file_of(const char *path, const char *host);
 
+/* The launchers' variable pairs that tell a task its place: {rank, number of tasks, the
+ * launcher's name}, in the order `trainprof summarize` reads them (the first pair set and
+ * sensible wins): Open MPI's first (mpirun inside a Slurm allocation leaves Slurm's too), then
+ * PMI (MPICH, Intel MPI, srun --mpi=pmi2), Slurm's own, then torchrun's. CLI_TASK_VARS pairs;
+ * read-only. */
+enum { CLI_TASK_VARS = 4 };
+extern const char *const cli_task_vars[CLI_TASK_VARS][3];
+
 /* Seconds from *t0, read from CLOCK_MONOTONIC, to now. */
 double cli_elapsed_s(const struct timespec *t0);
 

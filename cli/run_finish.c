@@ -769,8 +769,12 @@ static void supervisor(char **argv, int limit_s, const sigset_t *stop, const sig
 
 /* Runs the stage: the launcher `argv`, its output to `fd`, through the supervisor, at most
  * limit_s; stage_sigs caught in this process meanwhile (their actions as they were after).
+ * `alone`: argv is this program's summarize with no launcher (a node's own stage), which then
+ * must not see the launcher variables this process was started with: `trainprof run` under
+ * `srun --ntasks-per-node=1` has SLURM_PROCID and SLURM_NTASKS, from which summarize would take
+ * itself for one task of several and leave most of its node's files to tasks that never come.
  * Its result; how = STAGE_SIGNAL when one of them arrived (in g_stage_sig). */
-static stage_result stage_run(char **argv, int fd, int limit_s) {
+static stage_result stage_run(char **argv, int fd, int limit_s, int alone) {
     stage_result r = {STAGE_ENDED, -1};
     sigset_t block, prev;
     sigemptyset(&block);
@@ -794,6 +798,10 @@ static stage_result stage_run(char **argv, int fd, int limit_s) {
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent) _exit(128 + SIGTERM);
         child_stdio(fd);
         clean_environment();
+        for (int k = 0; alone && k < CLI_TASK_VARS; k++) {
+            unsetenv(cli_task_vars[k][0]);
+            unsetenv(cli_task_vars[k][1]);
+        }
         supervisor(argv, limit_s, &block, &prev, res[1]);
     }
     int err = errno;
@@ -875,7 +883,7 @@ static int summarize_stage(char **argv, int w, const char *absdir, const report_
     }
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    stage_result r = stage_run(argv, fd, limit_s);
+    stage_result r = stage_run(argv, fd, limit_s, host != NULL);
     int ended = r.how, status = r.status;
     struct stat lst;
     int said = fstat(fd, &lst) == 0 && lst.st_size > 0;

@@ -88,11 +88,13 @@ int run_first_stage(const char *how, const char *cmd_exe, char *const *cmd,
 int run_node_stage(const char *absdir, const char *host, const report_args *a, int limit_s);
 
 /* How many nodes the job `cmd` (CMD resolved is cmd_exe) says it runs on when its launcher is
- * started once on each of them: torchrun (or `python -m torch.distributed.run`, `.launch`)
- * with `--nnodes N` or `--nnodes MIN:MAX` (MAX), among its options before the script
- * (torch/distributed/run.py: every option takes a value but --standalone, --no-python, -m,
- * --module, --run-path and --virtual-local-rank, in either spelling, _ or -). 0 when not
- * (one node, --standalone, another CMD, a value that is no number). */
+ * started once on each of them: torchrun (or `python [OPTIONS] -m torch.distributed.run`,
+ * `.launch`) with `--nnodes N` or `--nnodes MIN:MAX` (MAX), among its options before the
+ * script (torch/distributed/run.py: every option takes a value but --standalone, --no-python,
+ * -m, --module, --run-path and --virtual-local-rank, in either spelling, _ or -; argparse's
+ * abbreviations `--nn` to `--nnode` too), else in PET_NNODES, torchrun's default for it. 0
+ * when not (one node, --standalone or PET_STANDALONE, another CMD, a value that is no
+ * number). Reads the environment: not thread-safe against setenv. */
 int run_nodes_auto(const char *cmd_exe, char *const *cmd);
 
 /* This host's name as the rank files' names spell it (tprof__file_host). */
@@ -108,6 +110,15 @@ int run_host_has_files(const char *absdir, const char *host);
  * removed (another node's run may hold it). The descriptor (close-on-exec) to keep until the
  * run ends, -2 when a run of one node holds it, -1 on error (errno). */
 int run_share_lock(const char *path);
+
+/* Says in one line why this run cannot have the directory `dir` (absdir its real path; this
+ * run is one of `nodes` when nodes > 1, on `host`): another live run holds its lock `lockpath`
+ * (owner: what that run wrote in it, "PID HOST"; empty for the nodes' shared lock, which
+ * holds nothing), or, with owner NULL, it holds rank files of another run (of this host, for
+ * one of several nodes). A run of one node kept out by another host's run or files is told of
+ * --nodes: a job run on every node whose node count was not seen refuses all but one node. */
+void run_refused(const char *dir, const char *absdir, const char *lockpath, const char *owner,
+                 int nodes, const char *host);
 
 /* A node's mark in absdir that its run is done with the directory (its job's writers have
  * ended, its stage has run: .trainprof-run-<host>.done): made when `done`, else removed (as

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,24 +44,54 @@ static int nnodes_value(const char *v) {
     return (int)k;
 }
 
+/* Whether w is --NAME or an abbreviation of it that argparse takes (torchrun's parser allows
+ * them: a prefix of at least `least` bytes, unique among torchrun's options), before any '='. */
+static int is_option(const char *w, const char *name, size_t least) {
+    size_t n = strcspn(w, "=");
+    return n >= least && n <= strlen(name) && strncmp(w, name, n) == 0;
+}
+
+/* The index of the first word after `python [OPTIONS] -m MODULE` in cmd when MODULE is
+ * torchrun's (torch.distributed.run, or .launch, its older name); 0 when cmd is not that.
+ * Python's options before -m: flags, combined or not (-u, -uB, -OO), -W and -X with their
+ * value attached or next; -m's module attached (-mtorch.distributed.run) or next. */
+static int python_torchrun(char *const *cmd) {
+    const char *mod = NULL;
+    int i = 1;
+    for (; !mod && cmd[i] && cmd[i][0] == '-' && cmd[i][1] && cmd[i][1] != '-'; i++) {
+        for (const char *c = cmd[i] + 1; *c; c++) {
+            if (strchr("bBdEiIOPqsSuvx", *c)) continue;
+            if (*c == 'm' && !c[1] && !cmd[i + 1]) return 0; /* -m last: no module */
+            if (*c == 'm') mod = c[1] ? c + 1 : cmd[++i];
+            else if ((*c == 'W' || *c == 'X') && !c[1] && cmd[i + 1]) i++; /* its value */
+            else if (*c != 'W' && *c != 'X') return 0;                      /* -c, -h, ... */
+            break;
+        }
+    }
+    if (!mod || (strcmp(mod, "torch.distributed.run") != 0 &&
+                 strcmp(mod, "torch.distributed.launch") != 0))
+        return 0;
+    return i;
+}
+
 int run_nodes_auto(const char *cmd_exe, char *const *cmd) {
     const char *base = strrchr(cmd_exe, '/');
     base = base ? base + 1 : cmd_exe;
     int i = 1;
     if (strcmp(base, "torchrun") != 0) {
         /* python -m torch.distributed.run (torchrun's module) or .launch (its older name) */
-        if (strncmp(base, "python", 6) != 0 || !cmd[1] || strcmp(cmd[1], "-m") != 0 || !cmd[2] ||
-            (strcmp(cmd[2], "torch.distributed.run") != 0 &&
-             strcmp(cmd[2], "torch.distributed.launch") != 0))
-            return 0;
-        i = 3;
+        if (strncmp(base, "python", 6) != 0 || (i = python_torchrun(cmd)) == 0) return 0;
     }
-    int nodes = 0;
+    /* torchrun takes each option's default from PET_<NAME> (torch/distributed/argparse_util.py:
+     * PET_NNODES a value, PET_STANDALONE an integer flag) when the option is not given */
+    const char *pet = getenv("PET_STANDALONE");
+    if (pet && atoi(pet) != 0) return 0;
+    pet = getenv("PET_NNODES");
+    int nodes = pet ? nnodes_value(pet) : 0;
     for (; cmd[i] && cmd[i][0] == '-' && strcmp(cmd[i], "--") != 0; i++) {
         const char *w = cmd[i], *eq = strchr(w, '=');
-        size_t nl = eq ? (size_t)(eq - w) : strlen(w);
-        if (strcmp(w, "--standalone") == 0) return 0; /* one node */
-        if (nl == 8 && strncmp(w, "--nnodes", 8) == 0) {
+        if (is_option(w, "--standalone", 6)) return 0; /* one node */
+        if (is_option(w, "--nnodes", 4)) {
             const char *v = eq ? eq + 1 : cmd[i + 1];
             if (!v) return 0;
             nodes = nnodes_value(v);
@@ -112,7 +143,7 @@ void run_node_done(const char *absdir, const char *host, int done) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd >= 0) close(fd);
     else fprintf(stderr, "trainprof run: cannot mark this node done (%s: %s): the node of "
-                         "rank 0 will wait for it\n", path, strerror(errno));
+                         "rank 0, if another, will wait for it\n", path, strerror(errno));
 }
 
 typedef struct host_name {
@@ -128,9 +159,10 @@ static int cmp_host(const void *a, const void *b) {
 }
 
 /* The distinct hosts named by the rank files `paths` (n) and how many of them are done
- * (their mark is there). Files named otherwise are nobody's to wait for. */
-static void hosts_done(const char *absdir, char *const *paths, size_t n, int *hosts,
-                       int *done, uint64_t *bytes) {
+ * (their mark is there; `self`, this node, is done whether or not its mark could be made),
+ * and the bytes of all the files. Files named otherwise are nobody's to wait for. */
+static void hosts_done(const char *absdir, const char *self, char *const *paths, size_t n,
+                       int *hosts, int *done, uint64_t *bytes) {
     *hosts = *done = 0;
     *bytes = 0;
     for (size_t j = 0; j < n; j++) { /* the nodes still writing: their files grow */
@@ -152,10 +184,36 @@ static void hosts_done(const char *absdir, char *const *paths, size_t n, int *ho
         char path[PATH_MAX + 96];
         struct stat st;
         (*hosts)++;
-        *done += done_path(path, sizeof path, absdir, h[j].s, h[j].n) == 0 &&
-                 stat(path, &st) == 0;
+        *done += (h[j].n == strlen(self) && memcmp(h[j].s, self, h[j].n) == 0) ||
+                 (done_path(path, sizeof path, absdir, h[j].s, h[j].n) == 0 &&
+                  stat(path, &st) == 0 && S_ISREG(st.st_mode));
     }
     free(h);
+}
+
+/* The signals that end `trainprof run` (SIGTERM, as Slurm sends at a job's end, SIGINT,
+ * SIGHUP, SIGQUIT), caught while the node of rank 0 waits, which may last a minute or more:
+ * the wait then says it stopped, and there is no report, rather than the process vanishing
+ * without a word. One that is ignored stays ignored (nohup). */
+static const int wait_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { N_WAIT_SIGS = sizeof wait_sigs / sizeof *wait_sigs };
+static volatile sig_atomic_t g_wait_sig; /* the first one received, 0 before */
+
+static void on_wait_signal(int sig) {
+    if (!g_wait_sig) g_wait_sig = sig;
+}
+
+/* Ends the wait after a signal: its line, the signals' actions given back (old), then the
+ * signal raised again, which ends this process as it would have without the wait. */
+static void wait_stopped(const char *absdir, const struct timespec *t0,
+                         const struct sigaction old[N_WAIT_SIGS]) {
+    int sig = g_wait_sig;
+    fprintf(stderr, "trainprof run: signal %d: stopped waiting for the other nodes after %.1f s, "
+                    "and no report (trainprof report %s makes it)\n", sig, cli_elapsed_s(t0),
+            absdir);
+    fflush(NULL);
+    for (int k = 0; k < N_WAIT_SIGS; k++) sigaction(wait_sigs[k], &old[k], NULL);
+    raise(sig);
 }
 
 /* The reporting node's wait for the others: until absdir holds rank files of at least `nodes`
@@ -163,14 +221,25 @@ static void hosts_done(const char *absdir, char *const *paths, size_t n, int *ho
  * (run_node_done); or until nothing new came (a host, a mark, a byte more in the rank files)
  * for quiet_s seconds (a node that never started,
  * an elastic job of fewer nodes, a node's run killed), or limit_s in all. Looks again after
- * 50 ms, then twice as long each time up to 1.6 s. One line says which. */
-static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int limit_s) {
+ * 50 ms, then twice as long each time up to 1.6 s. One line says which. Returns 0, or -1
+ * when a signal stopped it (wait_sigs; said: no report). */
+static int wait_for_nodes(const char *absdir, const char *self, int nodes, double quiet_s,
+                          int limit_s) {
     struct timespec t0, last;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     last = t0;
+    struct sigaction sa, old[N_WAIT_SIGS];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_wait_signal;
+    sigemptyset(&sa.sa_mask);
+    g_wait_sig = 0;
+    for (int k = 0; k < N_WAIT_SIGS; k++) {
+        sigaction(wait_sigs[k], NULL, &old[k]);
+        if (old[k].sa_handler != SIG_IGN) sigaction(wait_sigs[k], &sa, NULL);
+    }
     const char *ops[] = {absdir};
     size_t n = 0;
-    int hosts = 0, done = 0, best = 0;
+    int hosts = 0, done = 0, best = 0, all = 0;
     uint64_t bytes = 0, last_bytes = 0;
     long pause_ms = 50;
     for (;;) {
@@ -178,14 +247,15 @@ static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int li
         char **paths = NULL;
         n = 0;
         if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) break;
-        hosts_done(absdir, paths, n, &hosts, &done, &bytes);
+        hosts_done(absdir, self, paths, n, &hosts, &done, &bytes);
         for (size_t j = 0; j < n; j++) free(paths[j]);
         free(paths);
         if (done == hosts && hosts >= nodes) {
             fprintf(stderr, "trainprof run: the runs of the job's %d nodes are done (%zu rank "
                             "files), after %.1f s waiting for the other nodes\n", hosts, n,
                     cli_elapsed_s(&t0));
-            return;
+            all = 1;
+            break;
         }
         if (done + hosts > best || bytes != last_bytes) { /* a node more, one more done, or a
                                                            * node's files grew: progress */
@@ -195,13 +265,20 @@ static void wait_for_nodes(const char *absdir, int nodes, double quiet_s, int li
         }
         if (cli_elapsed_s(&last) >= quiet_s || cli_elapsed_s(&t0) >= limit_s) break;
         struct timespec ts = {0, pause_ms * 1000000L};
-        nanosleep(&ts, NULL);
+        nanosleep(&ts, NULL); /* cut short by a signal */
+        if (g_wait_sig) {
+            wait_stopped(absdir, &t0, old);
+            return -1;
+        }
         if (pause_ms < 1000) pause_ms *= 2; /* fewer looks at a shared file system */
     }
+    for (int k = 0; k < N_WAIT_SIGS; k++) sigaction(wait_sigs[k], &old[k], NULL);
+    if (all) return 0;
     fprintf(stderr, "trainprof run: waited %.1f s for the other nodes: rank files of %d of %d "
                     "nodes, %d of them done; reporting what is written (a file still being "
                     "written is read as far as it goes)\n",
             cli_elapsed_s(&t0), hosts, nodes, done);
+    return 0;
 }
 
 /* The rank files in absdir written on `host` (*mine) and on other hosts (*others: named
@@ -227,6 +304,34 @@ int run_host_has_files(const char *absdir, const char *host) {
     size_t mine, others;
     count_files(absdir, host, &mine, &others);
     return mine > 0;
+}
+
+void run_refused(const char *dir, const char *absdir, const char *lockpath, const char *owner,
+                 int nodes, const char *host) {
+    static const char hint[] = "if this is one node of a job run on every node, give each "
+                               "node's run --nodes N (TRAINPROF_NODES)";
+    if (!owner) {
+        /* none of them this host's: the other nodes' files, more likely than another run's */
+        int other = !nodes && !run_host_has_files(absdir, host);
+        fprintf(stderr, "trainprof run: %s already holds rank files %s; choose another -o "
+                        "DIR%s%s\n", dir, nodes ? "from another run on this host"
+                                      : other ? "of other hosts" : "from another run",
+                other ? "; or, " : "", other ? hint : "");
+        return;
+    }
+    if (!nodes && !owner[0]) { /* the nodes' shared lock: its holders write nothing */
+        fprintf(stderr, "trainprof run: %s is in use by the trainprof runs of a job run on "
+                        "every node (they hold %s)\n", dir, lockpath);
+        return;
+    }
+    size_t pl = strcspn(owner, " ");
+    const char *oh = owner[pl] ? owner + pl + 1 : "";
+    int other = *oh && strcmp(oh, host) != 0;
+    int tell = other && !nodes;
+    fprintf(stderr, "trainprof run: %s is in use by another trainprof run%s (pid %.*s%s%s holds "
+                    "%s)%s%s\n", dir, nodes ? " on this host" : "", pl ? (int)pl : 1,
+            pl ? owner : "?", other ? " on host " : "", other ? oh : "", lockpath,
+            tell ? "; " : "", tell ? hint : "");
 }
 
 int run_share_lock(const char *path) {
@@ -271,7 +376,7 @@ int run_node_share(const char *how, const char *absdir, const char *host, const 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t mine, others;
     count_files(absdir, host, &mine, &others);
-    if (!off && mine) run_node_stage(absdir, host, a, limit_s);
+    int staged = !off && mine && run_node_stage(absdir, host, a, limit_s) == 1;
     double stage_s = cli_elapsed_s(&t0);
     run_node_done(absdir, host, 1);
     if (!others) {
@@ -284,10 +389,9 @@ int run_node_share(const char *how, const char *absdir, const char *host, const 
     if (!holds_rank0(absdir, host)) {
         fprintf(stderr, "trainprof run: this node's rank files%s in %s; the report is written "
                         "by the run on the node of rank 0 (or: trainprof report %s)\n",
-                off ? "" : " and their summaries", absdir, absdir);
+                staged ? " and their summaries" : "", absdir, absdir);
         return 0;
     }
     /* the nodes end together, and each one's stage takes about as long as this one's */
-    wait_for_nodes(absdir, nodes, 60.0 + 2.0 * stage_s, limit_s);
-    return 1;
+    return wait_for_nodes(absdir, host, nodes, 60.0 + 2.0 * stage_s, limit_s) == 0;
 }

@@ -44,6 +44,14 @@ fi
 RANK=$nr WORLD_SIZE=${nn##*:} LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$nr exec "$@"
 EOF
 chmod +x "$tmp/bin/torchrun"
+cat >"$tmp/bin/python" <<'EOF'
+#!/bin/sh
+# stand-in python: `python [OPTIONS] -m torch.distributed.run ARGS` is torchrun ARGS
+while [ $# -gt 0 ] && [ "$1" != torch.distributed.run ]; do shift; done
+shift
+exec torchrun "$@"
+EOF
+chmod +x "$tmp/bin/python"
 export PATH="$tmp/bin:$PATH"
 unset TRAINPROF_SUMMARIZE_WITH TRAINPROF_SUMMARIZE_LIMIT_S TRAINPROF_NO_REPORT \
     TRAINPROF_NODES || true
@@ -110,6 +118,25 @@ TRAINPROF_SUMMARIZE_LIMIT_S=2 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnod
 grep -q "waited [0-9.]* s for the other nodes: rank files of 2 of 3 nodes, 1 of them done" \
     "$tmp/a3.err" || fail "no wait line: $(cat "$tmp/a3.err")"
 [ -f "$d/report.json" ] || fail "no report after the wait"
+# ... and a signal during the wait (SIGTERM at a job's end) stops it with a line, no report
+d=$tmp/w1
+mkdir "$d" && cp "$tmp"/r1/tpn-b-*.tprof "$d/tpn-z-12345.tprof"
+TRAINPROF_SUMMARIZE_LIMIT_S=60 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 \
+    "$LM" --steps 3 >/dev/null 2>"$tmp/w1.err" &
+pa=$!
+i=0
+until grep -q "rank summaries written" "$tmp/w1.err" 2>/dev/null || [ $i -ge 100 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+sleep 0.3
+pid=$(pgrep -f "run -q -o $d -- torchrun") || fail "no run to signal: $(cat "$tmp/w1.err")"
+kill -TERM "$pid"
+wait $pa
+[ $? -eq 143 ] || fail "the signalled wait's status: $(cat "$tmp/w1.err")"
+grep -q "signal 15: stopped waiting for the other nodes after [0-9.]* s, and no report" \
+    "$tmp/w1.err" || fail "the signalled wait: $(cat "$tmp/w1.err")"
+[ -f "$d/report.json" ] && fail "a report after the signal"
 
 # 3b. a directory each node has for itself: no wait, and each node reports its own ranks
 RDZV=$tmp/rdzv3 node tpn-a "$TP" run -q -o "$tmp/own-a" -- torchrun --nnodes=2 --node-rank=0 \
@@ -131,7 +158,8 @@ node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 sleep 3 >/dev/null 2>&1 &
 pa=$!
 sleep 1
 "$TP" run -q -o "$d" -- true >/dev/null 2>"$tmp/e1" && fail "a run of one node was let in"
-grep -q "is in use by another trainprof run" "$tmp/e1" || fail "one node: $(cat "$tmp/e1")"
+grep -q "is in use by the trainprof runs of a job run on every node" "$tmp/e1" ||
+    fail "one node: $(cat "$tmp/e1")"
 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e2" &&
     fail "a second run on one host was let in"
 grep -q "in use by another trainprof run on this host" "$tmp/e2" || fail "same host: $(cat "$tmp/e2")"
@@ -142,25 +170,34 @@ node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e
 grep -q "already holds rank files from another run on this host" "$tmp/e3" ||
     fail "old files: $(cat "$tmp/e3")"
 d=$tmp/r4b
-node tpn-a "$TP" run -q -o "$d" -- sleep 2 >/dev/null 2>&1 &
+node tpn-a "$TP" run -q -o "$d" -- sh -c "\"$LM\" --steps 3; sleep 2" >/dev/null 2>&1 &
 pa=$!
 sleep 1
 node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 true >/dev/null 2>"$tmp/e4" &&
     fail "a node's run was let in beside a run of one node"
 grep -q "is in use by a trainprof run of one node" "$tmp/e4" || fail "beside one: $(cat "$tmp/e4")"
+# a job on every node whose node count was not seen: each node's run is a run of one node, and
+# the one kept out by another host's run, or by other hosts' files, is told of --nodes
+node tpn-b "$TP" run -q -o "$d" -- true >/dev/null 2>"$tmp/e5" && fail "a second run of one node"
+grep -q "in use by another trainprof run (pid [0-9]* on host tpn-a holds .*give each node's run --nodes N" \
+    "$tmp/e5" || fail "another host's run: $(cat "$tmp/e5")"
 wait $pa
+node tpn-b "$TP" run -q -o "$d" -- true >/dev/null 2>"$tmp/e6" && fail "a run over another's files"
+grep -q "already holds rank files of other hosts; choose another -o DIR; or, if this is one node" \
+    "$tmp/e6" || fail "other hosts' files: $(cat "$tmp/e6")"
 
 # 5. torchrun's --nnodes in its forms: a run on every node says so by its own stage's log
 k=0
 for args in "--nnodes=2" "--nnodes 2" "--nnodes=2:4" "--nproc-per-node 1 --nnodes 2" \
-    "--nnodes=1" "--standalone --nnodes=2" "--nnodes=1:1" "--nnodes=x"; do
+    "--nnodes=1" "--standalone --nnodes=2" "--nnodes=1:1" "--nnodes=x" "--nn=2" \
+    "--stan --nnodes=2"; do
     k=$((k + 1))
     d=$tmp/p$k
     # shellcheck disable=SC2086 # the options' words, split on purpose
     TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q -o "$d" -- torchrun $args "$LM" \
         --steps 3 >/dev/null 2>"$tmp/p.err" || fail "torchrun $args: $(cat "$tmp/p.err")"
     case $args in
-    *=1 | *standalone* | *1:1 | *=x) want=0 ;;
+    *=1 | *stan* | *1:1 | *=x) want=0 ;;
     *) want=1 ;;
     esac
     got=0
@@ -174,6 +211,21 @@ TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q --summarize-with 'srun -N 
 grep -q "summarize-with 'srun -N 2' not used: each node's run summarises its own rank files" \
     "$tmp/l1.err" || fail "launcher command: $(cat "$tmp/l1.err")"
 [ -f "$d/summarize-tpn-a.log" ] || fail "no stage of this node beside a launcher command"
+# torchrun's default from PET_NNODES (not when --nnodes says otherwise), and its module
+# behind python's own options
+for form in "PET_NNODES=2:torchrun" "PET_NNODES=2:torchrun --nnodes=1" \
+    "PET_NNODES=2 PET_STANDALONE=1:torchrun" \
+    "X=1:python -u -W ignore -m torch.distributed.run --nnodes=2"; do
+    k=$((k + 1))
+    d=$tmp/p$k
+    # shellcheck disable=SC2086 # the words, split on purpose
+    TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a env ${form%%:*} "$TP" run -q -o "$d" -- \
+        ${form#*:} "$LM" --steps 3 >/dev/null 2>"$tmp/p.err" || fail "$form: $(cat "$tmp/p.err")"
+    case $form in *nnodes=1 | *STANDALONE*) want=0 ;; *) want=1 ;; esac
+    got=0
+    [ -f "$d/summarize-tpn-a.log" ] && got=1
+    [ "$got" = "$want" ] || fail "$form: a run on every node: $got, not $want"
+done
 # after the script, --nnodes is the script's; --nodes N says it for any launcher
 d=$tmp/q1
 TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q -o "$d" -- torchrun "$LM" --steps 3 \
@@ -183,4 +235,34 @@ d=$tmp/q2
 RANK=0 TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q --nodes 2 -o "$d" -- "$LM" \
     --steps 3 >/dev/null 2>"$tmp/q2.err" || fail "--nodes 2: $(cat "$tmp/q2.err")"
 [ -f "$d/summarize-tpn-a.log" ] || fail "--nodes 2 did not run on every node: $(cat "$tmp/q2.err")"
+
+# 6. rank 0's node does not wait for its own mark when it cannot make it (here its job left a
+#    symbolic link loop at the mark's path; on a full disk, or out of inodes, the same); the
+#    other node, whose stage cannot run (its log's name is taken by a directory), does not
+#    claim summaries
+d=$tmp/m1
+mkdir -p "$d/summarize-tpn-b.log"
+TRAINPROF_SUMMARIZE_LIMIT_S=20 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 sh -c \
+    "\"$LM\" --steps 3 && ln -s .trainprof-run-tpn-a.done \"$d/.trainprof-run-tpn-a.done\"" \
+    >/dev/null 2>"$tmp/m1a.err" &
+pa=$!
+node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=1 "$LM" --steps 3 \
+    >/dev/null 2>"$tmp/m1b.err" || fail "m1 node b: $(cat "$tmp/m1b.err")"
+wait $pa || fail "m1 node a: $(cat "$tmp/m1a.err")"
+grep -q "cannot mark this node done" "$tmp/m1a.err" || fail "m1: the mark was made: $(cat "$tmp/m1a.err")"
+grep -q "the runs of the job.s 2 nodes are done" "$tmp/m1a.err" ||
+    fail "rank 0's node waited for itself: $(cat "$tmp/m1a.err")"
+grep -q "no first stage: cannot create" "$tmp/m1b.err" || fail "m1 b's stage: $(cat "$tmp/m1b.err")"
+grep -q "this node's rank files in $d; the report is written" "$tmp/m1b.err" ||
+    fail "m1 b claims summaries: $(cat "$tmp/m1b.err")"
+
+# 7. the node's own stage is no task of the launcher that started `trainprof run` (srun
+#    --ntasks-per-node=1 leaves SLURM_PROCID and SLURM_NTASKS, mpirun OMPI_COMM_WORLD_*):
+#    it summarises every file of its host
+d=$tmp/s1
+SLURM_PROCID=1 SLURM_NTASKS=2 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 \
+    node tpn-a "$TP" run -q --nodes 2 -o "$d" -- sh -c "\"$LM\" --steps 3 & \"$LM\" --steps 3; wait" \
+    >/dev/null 2>"$tmp/s1.err" || fail "under srun: $(cat "$tmp/s1.err")"
+grep -q "^trainprof summarize: 2 of 2 files summarised (2 written" "$d/summarize-tpn-a.log" ||
+    fail "the node's stage took itself for a task: $(cat "$d/summarize-tpn-a.log")"
 echo "PASS"
