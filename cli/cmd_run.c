@@ -103,7 +103,7 @@ static const cli_opt run_opts_table[] = {
      "writing into one shared -o DIR: each summarises its node's rank\n"
      "files, and the node of rank 0 writes the report once the other\n"
      "nodes' runs are done [TRAINPROF_NODES]; default: N from torchrun's\n"
-     "--nnodes when CMD is torchrun, else 1"},
+     "--nnodes (or PET_NNODES) when CMD is torchrun, else 1"},
     {OPT_METRICS_PORT, "--metrics-port", NULL, CLI_VALUE, "PORT",
      "live Prometheus metrics: each process serves /metrics on PORT +\n"
      "its local rank, on 127.0.0.1 [TRAINPROF_METRICS_PORT;\n"
@@ -577,7 +577,10 @@ static int run_prepare(const run_opts *o, run_plan *p) {
         close(lockfd);
     } else {
         p->lockfd = lockfd;
-        if (p->nodes) run_node_done(p->absdir, p->host, 0);
+        if (p->nodes) {
+            run_node_done(p->absdir, p->host, 0);
+            run_node_stale_marks(p->absdir, p->host);
+        }
         return -1;
     }
     if (p->sharefd >= 0) close(p->sharefd);

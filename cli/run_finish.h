@@ -126,6 +126,11 @@ void run_refused(const char *dir, const char *absdir, const char *lockpath, cons
  * that cannot be made is said in one line. */
 void run_node_done(const char *absdir, const char *host, int done);
 
+/* As a node's run starts: one line when absdir holds another host's mark (run_node_done),
+ * which no node of this job can have left yet: an earlier job's, whose rank files the report
+ * will read with this job's. */
+void run_node_stale_marks(const char *absdir, const char *host);
+
 /* The end of a run on every node (one of `nodes`, this one `host`): unless `how`
  * (--summarize-with) is "off", this node's first stage (run_node_stage, with the report's
  * options a, at most limit_s); then its mark (run_node_done). A node whose directory holds

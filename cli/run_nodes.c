@@ -5,6 +5,7 @@
  * 0's file), and that node's wait for the other nodes' summaries (run_finish.h).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -144,6 +145,31 @@ void run_node_done(const char *absdir, const char *host, int done) {
     if (fd >= 0) close(fd);
     else fprintf(stderr, "trainprof run: cannot mark this node done (%s: %s): the node of "
                          "rank 0, if another, will wait for it\n", path, strerror(errno));
+}
+
+void run_node_stale_marks(const char *absdir, const char *host) {
+    DIR *d = opendir(absdir);
+    if (!d) return;
+    static const char pre[] = ".trainprof-run-", suf[] = ".done";
+    const size_t pl = sizeof pre - 1, sl = sizeof suf - 1;
+    size_t n = 0, hl = strlen(host);
+    char first[72] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l <= pl + sl || strncmp(e->d_name, pre, pl) || strcmp(e->d_name + l - sl, suf))
+            continue;
+        if (l - pl - sl == hl && memcmp(e->d_name + pl, host, hl) == 0) continue;
+        if (!n++) snprintf(first, sizeof first, "%.*s", (int)(l - pl - sl), e->d_name + pl);
+    }
+    closedir(d);
+    /* no node of this job can be done before this one has started: its ranks have not joined
+     * the job yet */
+    if (n)
+        fprintf(stderr, "trainprof run: %s holds the marks of %zu node%s (%s%s) done with an "
+                        "earlier run on every node: their rank files will be read into this "
+                        "job's report; give each job a new -o DIR\n", absdir, n,
+                n == 1 ? "" : "s", first, n > 1 ? ", ..." : "");
 }
 
 typedef struct host_name {

@@ -138,6 +138,14 @@ grep -q "signal 15: stopped waiting for the other nodes after [0-9.]* s, and no 
     "$tmp/w1.err" || fail "the signalled wait: $(cat "$tmp/w1.err")"
 [ -f "$d/report.json" ] && fail "a report after the signal"
 
+# 3a. the mark of an earlier job's node, beside its rank file: said as the run starts
+d=$tmp/r3a
+mkdir "$d" && cp "$tmp"/r1/tpn-b-*.tprof "$d/tpn-y-12345.tprof" && : >"$d/.trainprof-run-tpn-y.done"
+TRAINPROF_SUMMARIZE_LIMIT_S=2 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 "$LM" \
+    --steps 3 >/dev/null 2>"$tmp/a3a.err" || fail "run r3a: $(cat "$tmp/a3a.err")"
+grep -q "$d holds the marks of 1 node (tpn-y) done with an earlier run on every node" \
+    "$tmp/a3a.err" || fail "no line on the earlier job's mark: $(cat "$tmp/a3a.err")"
+
 # 3b. a directory each node has for itself: no wait, and each node reports its own ranks
 RDZV=$tmp/rdzv3 node tpn-a "$TP" run -q -o "$tmp/own-a" -- torchrun --nnodes=2 --node-rank=0 \
     "$LM" --steps 10 >/dev/null 2>"$tmp/oa.err" &
