@@ -919,6 +919,7 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
                             "NVTX3 or the trainprof API to record ranges)\n");
     } else {
         run_report_create_failures(p->absdir, started);
+        if (p->nodes) run_nodes_rank0_hosts(&run);
         write_reports(o, p->absdir, &run);
     }
     tp_run_free(&run);

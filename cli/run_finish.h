@@ -131,6 +131,11 @@ void run_node_done(const char *absdir, const char *host, int done);
  * will read with this job's. */
 void run_node_stale_marks(const char *absdir, const char *host);
 
+/* On the node that writes the report of a job run on every node, once `run` is loaded: one
+ * line when processes of two hosts were told rank 0 (RANK=0), whose nodes each write the
+ * report, one over the other's: two jobs in one directory, or a launcher misconfigured. */
+void run_nodes_rank0_hosts(const tp_run *run);
+
 /* The end of a run on every node (one of `nodes`, this one `host`): unless `how`
  * (--summarize-with) is "off", this node's first stage (run_node_stage, with the report's
  * options a, at most limit_s); then its mark (run_node_done). A node whose directory holds

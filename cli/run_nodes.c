@@ -421,3 +421,19 @@ int run_node_share(const char *how, const char *absdir, const char *host, const 
     /* the nodes end together, and each one's stage takes about as long as this one's */
     return wait_for_nodes(absdir, host, nodes, 60.0 + 2.0 * stage_s, limit_s) == 0;
 }
+
+void run_nodes_rank0_hosts(const tp_run *run) {
+    const char *first = NULL;
+    for (size_t i = 0; i < run->nprocs; i++) {
+        const tp_process *q = &run->procs[i];
+        if (q->rank != 0 || q->rank_implied || q->role == TP_ROLE_SAMPLER) continue;
+        if (!first) {
+            first = q->hdr.host;
+        } else if (strcmp(first, q->hdr.host) != 0) {
+            fprintf(stderr, "trainprof run: rank 0 was told to processes on %s and on %s: two "
+                            "jobs in one directory? The node of each writes this report, each "
+                            "over the other's\n", first, q->hdr.host);
+            return;
+        }
+    }
+}

@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ -n "${RDZV:-}" ]; then
-    mkdir -p "$RDZV" && : >"$RDZV/$nr"
+    mkdir -p "$RDZV" && : >"$RDZV/$(hostname)"
     i=0
     while [ "$(ls "$RDZV" | wc -l)" -lt "${nn##*:}" ] && [ $i -lt 200 ]; do
         sleep 0.1
@@ -146,6 +146,19 @@ TRAINPROF_SUMMARIZE_LIMIT_S=2 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnod
 grep -q "$d holds the marks of 1 node (tpn-y) done with an earlier run on every node" \
     "$tmp/a3a.err" || fail "no line on the earlier job's mark: $(cat "$tmp/a3a.err")"
 
+# 3c. rank 0 told on two nodes (two jobs in one directory): each node writes the report, and
+#     says so
+d=$tmp/r3c
+RDZV=$tmp/rdzv3c node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 "$LM" \
+    --steps 10 >/dev/null 2>"$tmp/c3a.err" &
+pa=$!
+RDZV=$tmp/rdzv3c node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 "$LM" \
+    --steps 10 >/dev/null 2>"$tmp/c3b.err" || fail "r3c b: $(cat "$tmp/c3b.err")"
+wait $pa || fail "r3c a: $(cat "$tmp/c3a.err")"
+cat "$tmp/c3a.err" "$tmp/c3b.err" >"$tmp/c3.err"
+[ "$(grep -c "rank 0 was told to processes on tpn-[ab] and on tpn-[ab]: two jobs in one directory" "$tmp/c3.err")" -eq 2 ] ||
+    fail "two ranks 0: $(cat "$tmp/c3.err")"
+
 # 3b. a directory each node has for itself: no wait, and each node reports its own ranks
 RDZV=$tmp/rdzv3 node tpn-a "$TP" run -q -o "$tmp/own-a" -- torchrun --nnodes=2 --node-rank=0 \
     "$LM" --steps 10 >/dev/null 2>"$tmp/oa.err" &
@@ -250,12 +263,13 @@ RANK=0 TRAINPROF_SUMMARIZE_LIMIT_S=1 node tpn-a "$TP" run -q --nodes 2 -o "$d" -
 #    claim summaries
 d=$tmp/m1
 mkdir -p "$d/summarize-tpn-b.log"
-TRAINPROF_SUMMARIZE_LIMIT_S=20 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 sh -c \
+RDZV=$tmp/rdzvm1 TRAINPROF_SUMMARIZE_LIMIT_S=20 node tpn-a "$TP" run -q -o "$d" -- torchrun \
+    --nnodes=2 sh -c \
     "\"$LM\" --steps 3 && ln -s .trainprof-run-tpn-a.done \"$d/.trainprof-run-tpn-a.done\"" \
     >/dev/null 2>"$tmp/m1a.err" &
 pa=$!
-node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=1 "$LM" --steps 3 \
-    >/dev/null 2>"$tmp/m1b.err" || fail "m1 node b: $(cat "$tmp/m1b.err")"
+RDZV=$tmp/rdzvm1 node tpn-b "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=1 "$LM" \
+    --steps 3 >/dev/null 2>"$tmp/m1b.err" || fail "m1 node b: $(cat "$tmp/m1b.err")"
 wait $pa || fail "m1 node a: $(cat "$tmp/m1a.err")"
 grep -q "cannot mark this node done" "$tmp/m1a.err" || fail "m1: the mark was made: $(cat "$tmp/m1a.err")"
 grep -q "the runs of the job.s 2 nodes are done" "$tmp/m1a.err" ||
