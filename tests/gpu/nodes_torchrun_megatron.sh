@@ -9,7 +9,7 @@
 # Prints: each run's exit status and lines, the report node's wait, the report's ranks and step
 # figures from summaries against the same report computed from the rank files alone, and
 # Megatron-LM's own time per iteration beside trainprof's step time. Run on the GPU machine
-# from the repository root after common.sh and python_module (TP exported: the command).
+# from the repository root after common.sh and python_module (TP: the command, exported).
 #   nodes_torchrun_megatron.sh MEGATRON_DIR OUTDIR
 set -u
 MEG=$(cd "${1:?usage: nodes_torchrun_megatron.sh MEGATRON_DIR OUTDIR}" && pwd)
@@ -44,8 +44,9 @@ ta=$(date +%s.%N)
 wait $pb
 rb=$?
 tb=$(date +%s.%N)
-echo "node megn-a (rank 0): exit status $ra, ended $(echo "$ta - $t0" | bc) s after the start"
-echo "node megn-b (rank 1): exit status $rb, ended $(echo "$tb - $t0" | bc) s after the start"
+since() { python3 -c "import sys; print('%.1f' % (float(sys.argv[1]) - float(sys.argv[2])))" "$1" "$t0"; }
+echo "node megn-a (rank 0): exit status $ra, ended $(since "$ta") s after the start"
+echo "node megn-b (rank 1): exit status $rb, ended $(since "$tb") s after the start"
 echo "--- megn-a's trainprof lines"; grep "^trainprof" "$D-a.log"
 echo "--- megn-b's trainprof lines"; grep "^trainprof" "$D-b.log"
 echo "--- the directory"; ls -la "$D"
@@ -53,7 +54,8 @@ for f in "$D"/summarize-*.log; do echo "--- $f"; cat "$f"; done
 mkdir -p "$D-copy" && cp "$D"/*.tprof "$D-copy"/
 "$TP" report "$D-copy" --format json -o "$D-copy.json" 2>"$D-copy.err"
 echo "report of the copy (rank files alone): exit status $?"
-python3 - "$D/report.json" "$D-copy.json" "$D-a.log" "$D/report.txt" <<'EOF'
+# Megatron-LM logs each iteration on its last rank: node megn-b's
+python3 - "$D/report.json" "$D-copy.json" "$D-b.log" "$D/report.txt" <<'EOF'
 import json, re, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 def strip(o):
@@ -76,6 +78,6 @@ its = [float(x) for x in re.findall(r"elapsed time per iteration \(ms\): ([0-9.]
 if its:
     skip = 1  # the report's warm-up: its first step
     m = sorted(its[skip:])
-    print("Megatron-LM (rank 0's log): %d iterations, median elapsed time per iteration "
+    print("Megatron-LM (the last rank's log): %d iterations, median elapsed time per iteration "
           "%.1f ms (its own first %d left out)" % (len(its), m[len(m) // 2], skip))
 EOF
