@@ -20,7 +20,8 @@ mkdir "$tmp/bin"
 cat >"$tmp/bin/torchrun" <<'EOF'
 #!/bin/sh
 # stand-in torchrun: one worker on this node, its global rank the node's rank; with RDZV set,
-# the nodes' workers start together, as torchrun's rendezvous starts them (at most 20 s)
+# the nodes' workers start together, as torchrun's rendezvous starts them, and the nodes end
+# together, as a job's ranks do at their last collective (each barrier at most 20 s)
 nn=1 nr=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -33,15 +34,21 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-if [ -n "${RDZV:-}" ]; then
-    mkdir -p "$RDZV" && : >"$RDZV/$(hostname)"
+meet() { # the barrier named $1
+    mkdir -p "$RDZV" && : >"$RDZV/$1-$(hostname)"
     i=0
-    while [ "$(ls "$RDZV" | wc -l)" -lt "${nn##*:}" ] && [ $i -lt 200 ]; do
+    while [ "$(ls "$RDZV" | grep -c "^$1-")" -lt "${nn##*:}" ] && [ $i -lt 200 ]; do
         sleep 0.1
         i=$((i + 1))
     done
-fi
-RANK=$nr WORLD_SIZE=${nn##*:} LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$nr exec "$@"
+}
+export RANK=$nr WORLD_SIZE=${nn##*:} LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=$nr
+[ -n "${RDZV:-}" ] || exec "$@"
+meet start
+"$@"
+rc=$?
+meet end
+exit $rc
 EOF
 chmod +x "$tmp/bin/torchrun"
 cat >"$tmp/bin/python" <<'EOF'
@@ -63,8 +70,8 @@ node() {
 }
 figures() { grep -v '"dir"\|"file"' "$1"; }
 
-# 1. two nodes, the second (rank 1) started 2 s after the first and running longer: rank 0's
-#    node waits for its summaries, then writes the report of both; the other writes none
+# 1. two nodes, the second (rank 1) started 2 s after the first: rank 0's node waits for its
+#    mark (the report is written after it), then writes the report of both; the other none
 d=$tmp/r1
 RDZV=$tmp/rdzv1 node tpn-a "$TP" run -q -o "$d" -- torchrun --nnodes=2 --node-rank=0 "$LM" \
     --steps 40 >/dev/null 2>"$tmp/a.err" &
@@ -83,7 +90,9 @@ grep -q "1 of 1 files summarised (1 written" "$d/summarize-tpn-b.log" ||
     fail "node b's log: $(cat "$d/summarize-tpn-b.log")"
 grep -q "the report is written by the run on the node of rank 0" "$tmp/b.err" ||
     fail "node b did not leave the report to rank 0's node: $(cat "$tmp/b.err")"
-grep -q "the runs of the job.s 2 nodes are done (2 rank files), after [1-9][0-9.]* s waiting" "$tmp/a.err" ||
+[ -n "$(find "$d" -name report.json -newer "$d/.trainprof-run-tpn-b.done")" ] ||
+    fail "the report was written before node b was done"
+grep -q "the runs of the job.s 2 nodes are done (2 rank files), after [0-9.]* s waiting" "$tmp/a.err" ||
     fail "node a's wait: $(cat "$tmp/a.err")"
 grep -q "rank files and reports in $d" "$tmp/a.err" || fail "node a's report: $(cat "$tmp/a.err")"
 grep -q "reports in" "$tmp/b.err" && fail "node b wrote reports too"
