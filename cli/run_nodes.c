@@ -290,7 +290,9 @@ static int wait_for_nodes(const char *absdir, const char *self, int nodes, doubl
             clock_gettime(CLOCK_MONOTONIC, &last);
         }
         if (cli_elapsed_s(&last) >= quiet_s || cli_elapsed_s(&t0) >= limit_s) break;
-        struct timespec ts = {0, pause_ms * 1000000L};
+        /* 1.6 s: past a second, the seconds apart (a tv_nsec of a second or more is EINVAL,
+         * and the sleep returns at once) */
+        struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL); /* cut short by a signal */
         if (g_wait_sig) {
             wait_stopped(absdir, &t0, old);
