@@ -307,21 +307,19 @@ static int hydra_words(char *const *cmd, int hosts, char *buf, size_t n, char **
 /* Which MPI's launcher CMD (cmd_exe, found on PATH) is. */
 enum { MPI_NONE, MPI_OPEN, MPI_HYDRA };
 
-/* The signals that end `trainprof run`, caught while it starts a process group of its own
- * (the --version probe, the stage), which none of them reaches: that group is ended first,
- * then the signal ends this process as it would have. One that is ignored stays ignored
- * (nohup). */
-static const int stage_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-enum { N_STAGE_SIGS = sizeof stage_sigs / sizeof *stage_sigs };
+/* The signals run_catch_begin catches (run_finish.h): while `trainprof run` has started a
+ * process group of its own (the --version probe, the stage), which none of them reaches, that
+ * group is ended first, then the signal ends this process as it would have; the wait for the
+ * other nodes (run_nodes.c) says it stopped. */
+static const int stage_sigs[RUN_CATCH_SIGS] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+enum { N_STAGE_SIGS = RUN_CATCH_SIGS };
 static volatile sig_atomic_t g_stage_sig; /* the first one received, 0 before */
 
 static void on_stage_signal(int sig) {
     if (!g_stage_sig) g_stage_sig = sig;
 }
 
-/* stage_sigs blocked (the mask before into *prev) and caught by on_stage_signal (their
- * actions before into old), g_stage_sig cleared; catch_end gives both back. */
-static void catch_begin(sigset_t *prev, struct sigaction old[N_STAGE_SIGS]) {
+void run_catch_begin(sigset_t *prev, struct sigaction old[RUN_CATCH_SIGS]) {
     sigset_t block;
     sigemptyset(&block);
     for (int k = 0; k < N_STAGE_SIGS; k++) sigaddset(&block, stage_sigs[k]);
@@ -337,10 +335,12 @@ static void catch_begin(sigset_t *prev, struct sigaction old[N_STAGE_SIGS]) {
     }
 }
 
-static void catch_end(const sigset_t *prev, const struct sigaction old[N_STAGE_SIGS]) {
+void run_catch_end(const sigset_t *prev, const struct sigaction old[RUN_CATCH_SIGS]) {
     for (int k = 0; k < N_STAGE_SIGS; k++) sigaction(stage_sigs[k], &old[k], NULL);
     sigprocmask(SIG_SETMASK, prev, NULL);
 }
+
+int run_caught(void) { return g_stage_sig; }
 
 static void clean_environment(void);
 
@@ -373,11 +373,11 @@ static int probe_version(const char *exe) {
      * that comes before it is not missed. */
     sigset_t prev;
     struct sigaction old[N_STAGE_SIGS];
-    catch_begin(&prev, old);
+    run_catch_begin(&prev, old);
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
-        catch_end(&prev, old);
+        run_catch_end(&prev, old);
         setpgid(0, 0);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != parent) _exit(127);
         child_stdio(fd[1]);
@@ -410,7 +410,7 @@ static int probe_version(const char *exe) {
         }
     }
     close(fd[0]);
-    catch_end(&prev, old);
+    run_catch_end(&prev, old);
     if (g_stage_sig) return MPI_NONE;
     if (memmem(out, got, "HYDRA build details", 19) || memmem(out, got, "Intel(R) MPI Library", 20))
         return MPI_HYDRA;
@@ -786,7 +786,7 @@ static stage_result stage_run(char **argv, int fd, int limit_s, int alone) {
     }
     /* blocked across the fork: in the supervisor they stay blocked, taken by sigtimedwait */
     struct sigaction old[N_STAGE_SIGS];
-    catch_begin(&prev, old);
+    run_catch_begin(&prev, old);
     fflush(NULL);
     pid_t parent = getpid(), pid = fork();
     if (pid == 0) {
@@ -821,7 +821,7 @@ static stage_result stage_run(char **argv, int fd, int limit_s, int alone) {
         if (read(res[0], &r, sizeof r) != (ssize_t)sizeof r) r = (stage_result){STAGE_ENDED, -1};
     }
     close(res[0]);
-    catch_end(&prev, old);
+    run_catch_end(&prev, old);
     if (g_stage_sig) r.how = STAGE_SIGNAL;
     return r;
 }

@@ -11,9 +11,23 @@
 #ifndef TPROF_CLI_RUN_FINISH_H
 #define TPROF_CLI_RUN_FINISH_H
 
+#include <signal.h>
 #include <time.h>
 
 #include "common.h"
+
+/* The signals that end `trainprof run` (SIGTERM, SIGINT, SIGHUP, SIGQUIT), caught while it
+ * waits on something of its own (the --version probe, the first stage, the wait for the other
+ * nodes), so that it can end that first and say so: run_catch_begin blocks them (the mask
+ * before into *prev) and catches them (their actions before into old; one that is ignored
+ * stays ignored: nohup), clearing what run_caught answers; a wait then sleeps with the mask
+ * *prev (ppoll, sigtimedwait), so that none is missed between its looks. run_catch_end gives
+ * the actions and the mask back. run_caught: the first of them received since
+ * run_catch_begin, 0 for none. Main thread only. */
+enum { RUN_CATCH_SIGS = 4 };
+void run_catch_begin(sigset_t *prev, struct sigaction old[RUN_CATCH_SIGS]);
+void run_catch_end(const sigset_t *prev, const struct sigaction old[RUN_CATCH_SIGS]);
+int run_caught(void);
 
 /* Waits (at most `ms`) for the processes that opened rank files in `dir` and are still alive
  * to finish them (a launcher such as mpirun may exit before its ranks on SIGTERM); this

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -217,28 +218,18 @@ static void hosts_done(const char *absdir, const char *self, char *const *paths,
     free(h);
 }
 
-/* The signals that end `trainprof run` (SIGTERM, as Slurm sends at a job's end, SIGINT,
- * SIGHUP, SIGQUIT), caught while the node of rank 0 waits, which may last a minute or more:
- * the wait then says it stopped, and there is no report, rather than the process vanishing
- * without a word. One that is ignored stays ignored (nohup). */
-static const int wait_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-enum { N_WAIT_SIGS = sizeof wait_sigs / sizeof *wait_sigs };
-static volatile sig_atomic_t g_wait_sig; /* the first one received, 0 before */
-
-static void on_wait_signal(int sig) {
-    if (!g_wait_sig) g_wait_sig = sig;
-}
-
-/* Ends the wait after a signal: its line, the signals' actions given back (old), then the
- * signal raised again, which ends this process as it would have without the wait. */
-static void wait_stopped(const char *absdir, const struct timespec *t0,
-                         const struct sigaction old[N_WAIT_SIGS]) {
-    int sig = g_wait_sig;
+/* Ends the wait after a signal (run_caught): its line, the signals' actions and mask given
+ * back, then the signal raised again, which ends this process as it would have without the
+ * wait (no report: a wait of a minute or more, ended by Slurm's SIGTERM at a job's end, says
+ * so rather than the process vanishing without a word). */
+static void wait_stopped(const char *absdir, const struct timespec *t0, const sigset_t *prev,
+                         const struct sigaction old[RUN_CATCH_SIGS]) {
+    int sig = run_caught();
     fprintf(stderr, "trainprof run: signal %d: stopped waiting for the other nodes after %.1f s, "
                     "and no report (trainprof report %s makes it)\n", sig, cli_elapsed_s(t0),
             absdir);
     fflush(NULL);
-    for (int k = 0; k < N_WAIT_SIGS; k++) sigaction(wait_sigs[k], &old[k], NULL);
+    run_catch_end(prev, old);
     raise(sig);
 }
 
@@ -248,21 +239,15 @@ static void wait_stopped(const char *absdir, const struct timespec *t0,
  * for quiet_s seconds (a node that never started,
  * an elastic job of fewer nodes, a node's run killed), or limit_s in all. Looks again after
  * 50 ms, then twice as long each time up to 1.6 s. One line says which. Returns 0, or -1
- * when a signal stopped it (wait_sigs; said: no report). */
+ * when a signal stopped it (run_catch_begin's; said: no report). */
 static int wait_for_nodes(const char *absdir, const char *self, int nodes, double quiet_s,
                           int limit_s) {
     struct timespec t0, last;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     last = t0;
-    struct sigaction sa, old[N_WAIT_SIGS];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_wait_signal;
-    sigemptyset(&sa.sa_mask);
-    g_wait_sig = 0;
-    for (int k = 0; k < N_WAIT_SIGS; k++) {
-        sigaction(wait_sigs[k], NULL, &old[k]);
-        if (old[k].sa_handler != SIG_IGN) sigaction(wait_sigs[k], &sa, NULL);
-    }
+    sigset_t prev;
+    struct sigaction old[RUN_CATCH_SIGS];
+    run_catch_begin(&prev, old);
     const char *ops[] = {absdir};
     size_t n = 0;
     int hosts = 0, done = 0, best = 0, all = 0;
@@ -293,14 +278,14 @@ static int wait_for_nodes(const char *absdir, const char *self, int nodes, doubl
         /* 1.6 s: past a second, the seconds apart (a tv_nsec of a second or more is EINVAL,
          * and the sleep returns at once) */
         struct timespec ts = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL); /* cut short by a signal */
-        if (g_wait_sig) {
-            wait_stopped(absdir, &t0, old);
+        ppoll(NULL, 0, &ts, &prev); /* the signals let in while it sleeps alone */
+        if (run_caught()) {
+            wait_stopped(absdir, &t0, &prev, old);
             return -1;
         }
         if (pause_ms < 1000) pause_ms *= 2; /* fewer looks at a shared file system */
     }
-    for (int k = 0; k < N_WAIT_SIGS; k++) sigaction(wait_sigs[k], &old[k], NULL);
+    run_catch_end(&prev, old);
     if (all) return 0;
     fprintf(stderr, "trainprof run: waited %.1f s for the other nodes: rank files of %d of %d "
                     "nodes, %d of them done; reporting what is written (a file still being "
