@@ -239,22 +239,13 @@ static void host_files_free(host_files *hf) {
 static int host_files_of(const char *const *ops, size_t nops, const char *host,
                          host_files *hf) {
     char err[512];
-    char **all = NULL;
-    size_t n = 0;
-    if (tp_run_rank_files(ops, nops, &all, &n, err, sizeof err) != 0) {
+    if (cli_host_rank_files(ops, nops, host, &hf->paths, &hf->n, err, sizeof err) != 0) {
         fprintf(stderr, "trainprof summarize: %s\n", err);
         return -1;
     }
-    for (size_t j = 0; j < n; j++) {
-        if (cli_rank_file_of(all[j], host)) all[hf->n++] = all[j];
-        else free(all[j]);
-    }
-    hf->paths = all;
     if (hf->n) return 0;
     fprintf(stderr, "trainprof summarize: no rank file of host %s (named %s-PID.tprof)\n", host,
             host);
-    host_files_free(hf);
-    hf->paths = NULL;
     return 1;
 }
 

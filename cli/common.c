@@ -299,6 +299,27 @@ size_t cli_rank_file_host(const char *s, size_t n) {
     return 0;
 }
 
+int cli_host_rank_files(const char *const *ops, size_t nops, const char *host, char ***paths,
+                        size_t *n, char *err, size_t errlen) {
+    char **all = NULL;
+    size_t na = 0, k = 0;
+    *paths = NULL;
+    *n = 0;
+    int rc = tp_run_rank_files(ops, nops, &all, &na, err, errlen);
+    if (rc != 0) return rc;
+    for (size_t j = 0; j < na; j++) {
+        if (cli_rank_file_of(all[j], host)) all[k++] = all[j];
+        else free(all[j]);
+    }
+    if (!k) {
+        free(all);
+        all = NULL;
+    }
+    *paths = all;
+    *n = k;
+    return 0;
+}
+
 int cli_rank_file_of(const char *path, const char *host) {
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;

@@ -135,6 +135,12 @@ int cli_rank_file_of(const char *path, const char *host);
 enum { CLI_TASK_VARS = 4 };
 extern const char *const cli_task_vars[CLI_TASK_VARS][3];
 
+/* The rank files of the operands (tp_run_rank_files: the same list, in its order) written on
+ * `host` (cli_rank_file_of): *n owned paths in *paths (free each, then the array; NULL when
+ * none). 0, or tp_run_rank_files's error, with err. */
+int cli_host_rank_files(const char *const *ops, size_t nops, const char *host, char ***paths,
+                        size_t *n, char *err, size_t errlen);
+
 /* Seconds from *t0, read from CLOCK_MONOTONIC, to now. */
 double cli_elapsed_s(const struct timespec *t0);
 

@@ -108,13 +108,9 @@ int run_nodes_auto(const char *cmd_exe, char *const *cmd) {
 static int holds_rank0(const char *absdir, const char *host) {
     char err[512];
     char **paths = NULL;
-    size_t n = 0, k = 0;
+    size_t k = 0;
     const char *ops[] = {absdir};
-    if (tp_run_rank_files(ops, 1, &paths, &n, err, sizeof err) != 0) return 0;
-    for (size_t j = 0; j < n; j++) {
-        if (cli_rank_file_of(paths[j], host)) paths[k++] = paths[j];
-        else free(paths[j]);
-    }
+    if (cli_host_rank_files(ops, 1, host, &paths, &k, err, sizeof err) != 0) return 0;
     int holds = 0;
     tp_run run;
     if (k && tp_run_load_slim((const char *const *)paths, k, &run, err, sizeof err) ==
