@@ -121,6 +121,13 @@ static int split_words(const char *how, char *buf, size_t n, char **argv, char *
     return w ? w : -1;
 }
 
+int run_first_stage_kind(const char *how) {
+    char buf[STAGE_BUF], *argv[STAGE_WORDS], msg[8];
+    int w = how ? split_words(how, buf, sizeof buf, argv, msg, sizeof msg) : 0;
+    if (w == 1 && strcmp(argv[0], "off") == 0) return 1;
+    return how && (w != 1 || strcmp(argv[0], "auto") != 0) ? 2 : 0;
+}
+
 int run_first_stage_check(const char *how, char *msg, size_t n) {
     if (!how) return 0;
     char buf[STAGE_BUF], *argv[STAGE_WORDS];

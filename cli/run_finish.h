@@ -46,6 +46,11 @@ int run_report_create_failures(const char *dir, time_t since);
  * computed here). What is wrong in msg (n bytes) when not 0. */
 int run_first_stage_check(const char *how, char *msg, size_t n);
 
+/* --summarize-with's value `how` as its words tell (split as the stage splits them, blanks
+ * around them allowed): 0 auto (or NULL: none given), 1 off, 2 a launcher command (or a value
+ * run_first_stage_check refuses). */
+int run_first_stage_kind(const char *how);
+
 /* Keeps the injection variables (LD_PRELOAD, NVTX_INJECTION64_PATH, CUDA_INJECTION64_PATH,
  * NCCL_PROFILER_PLUGIN) as they are now, the user's, before the job's are set: the first
  * stage gets them back, without trainprof's libraries. Called once, before the job starts. */

@@ -364,20 +364,9 @@ int run_share_lock(const char *path) {
     return -1;
 }
 
-/* --summarize-with's value (blanks around it allowed): 0 auto (or none given), 1 off, 2 a
- * launcher command. */
-static int stage_kind(const char *how) {
-    if (!how) return 0;
-    how += strspn(how, " \t");
-    size_t n = strcspn(how, " \t");
-    if (how[n + strspn(how + n, " \t")] != 0) return 2; /* more than one word */
-    if (n == 4 && strncmp(how, "auto", 4) == 0) return 0;
-    return n == 3 && strncmp(how, "off", 3) == 0 ? 1 : 2;
-}
-
 int run_node_share(const char *how, const char *absdir, const char *host, const report_args *a,
                    int limit_s, int nodes) {
-    int kind = stage_kind(how), off = kind == 1;
+    int kind = run_first_stage_kind(how), off = kind == 1;
     if (kind == 2) /* each node's launcher would start a stage on every node */
         fprintf(stderr, "trainprof run: --summarize-with '%s' not used: each node's run "
                         "summarises its own rank files\n", how);
