@@ -552,12 +552,13 @@ static int run_prepare(const run_opts *o, run_plan *p) {
      * flock() on this file, held for the whole run */
     if (p->nodes) {
         snprintf(p->sharepath, sizeof p->sharepath, "%s/.trainprof-run.lock", p->absdir);
-        if ((p->sharefd = run_share_lock(p->sharepath)) < 0) {
-            fprintf(stderr, p->sharefd == -2 ? "trainprof run: %s is in use by a trainprof run "
-                                               "of one node (it holds %s)\n"
-                                             : "trainprof run: cannot lock %s: %s\n",
-                    p->sharefd == -2 ? dir : p->sharepath,
-                    p->sharefd == -2 ? p->sharepath : strerror(errno));
+        if ((p->sharefd = run_share_lock(p->sharepath)) == -2) {
+            fprintf(stderr, "trainprof run: %s is in use by a trainprof run of one node (it "
+                            "holds %s)\n", dir, p->sharepath);
+            return 1;
+        }
+        if (p->sharefd < 0) {
+            fprintf(stderr, "trainprof run: cannot lock %s: %s\n", p->sharepath, strerror(errno));
             return 1;
         }
         snprintf(p->lockpath, sizeof p->lockpath, "%s/.trainprof-run-%s.lock", p->absdir,
