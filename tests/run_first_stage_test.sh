@@ -182,21 +182,27 @@ gone() { # PID: no such process (or only its zombie, for an init that reaps late
     case $st in Z*) return 0 ;; esac
     return 1
 }
+# term_ends RUN_PID CHILD_PID_FILE WHAT ERR S: SIGTERM to trainprof run (RUN_PID) while WHAT
+# runs ends it by that signal (status 143), and, S seconds later, the process whose pid
+# CHILD_PID_FILE holds is gone too
+term_ends() {
+    kill -TERM "$1"
+    wait "$1"
+    rc=$?
+    [ $rc -eq 143 ] || fail "SIGTERM during $3: exit status $rc: $(cat "$4")"
+    sleep "$5"
+    gone "$(cat "$2")" || {
+        kill "$(cat "$2")"
+        fail "$3's child outlived trainprof run"
+    }
+}
 export STAGE_DIR="$tmp"
 "$TP" run -q -o "$tmp/r9" --summarize-with slow -- sh -c "\"$LM\" --steps 10; exit 3" \
     >/dev/null 2>"$tmp/r9.err" &
 tp=$!
 for i in $(seq 100); do [ -s "$tmp/child.pid" ] && break; sleep 0.1; done
 [ -s "$tmp/child.pid" ] || fail "the slow launcher did not start: $(cat "$tmp/r9.err")"
-kill -TERM $tp
-wait $tp
-rc=$?
-[ $rc -eq 143 ] || fail "SIGTERM during the stage: exit status $rc: $(cat "$tmp/r9.err")"
-sleep 0.5
-gone "$(cat "$tmp/child.pid")" || {
-    kill "$(cat "$tmp/child.pid")"
-    fail "the launcher's command outlived trainprof run"
-}
+term_ends $tp "$tmp/child.pid" "the stage" "$tmp/r9.err" 0.5
 grep -q "signal 15: the first stage through slow stopped after .* s, and no report" \
     "$tmp/r9.err" || fail "no signal line: $(cat "$tmp/r9.err")"
 # SIGKILL, which trainprof run cannot act on: its supervisor ends the stage's group
@@ -456,15 +462,7 @@ PATH="$tmp/slowv2:$PATH" "$TP" run -q -o "$tmp/h7" -- mpirun -np 1 twohost "$LM"
 run_pid=$!
 for i in $(seq 300); do [ -s "$tmp/slowv2.pid" ] && break; sleep 0.05; done
 [ -s "$tmp/slowv2.pid" ] || fail "no --version probe: $(cat "$tmp/h7.err")"
-kill -TERM "$run_pid"
-wait "$run_pid"
-rc=$?
-[ $rc -eq 143 ] || fail "SIGTERM during the probe: exit status $rc: $(cat "$tmp/h7.err")"
-sleep 0.2
-gone "$(cat "$tmp/slowv2.pid")" || {
-    kill "$(cat "$tmp/slowv2.pid")"
-    fail "the --version probe's child outlived trainprof run"
-}
+term_ends "$run_pid" "$tmp/slowv2.pid" "the --version probe" "$tmp/h7.err" 0.2
 grep -q "signal 15: no first stage (it was asking .*/mpirun --version), and no report" \
     "$tmp/h7.err" || fail "h7: $(cat "$tmp/h7.err")"
 [ -e "$tmp/h7/report.json" ] && fail "a report after SIGTERM during the probe"
