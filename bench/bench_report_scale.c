@@ -17,7 +17,8 @@
  *
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
  *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
- *                        [--groups N] [--collectives N] [--dir DIR]
+ *                        [--groups N] [--collectives N] [--dir DIR] [--launches]
+ *                        [--gpu-records N]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
@@ -62,6 +63,11 @@ static const char *const base_names[] = {
 #define NBASE (sizeof base_names / sizeof *base_names)
 #define NNAMES 64 /* distinct kernel names: base names with a variant suffix */
 
+/* --launches: each kernel has its launch, a cudaLaunchKernel runtime call on the main thread
+ * with the kernel's correlation id, as CUPTI records one for every kernel of a real job (an
+ * API record a kernel, which the report reads whole beside the kernel). */
+static int launches;
+
 /* groups: the ranks' all-reduces are on that many communicators, rank r in group r % groups
  * (--groups); 1: one over all ranks. colls: all-reduces per step (--collectives). */
 static int write_rank(const char *dir, int rank, int nranks, int steps, int kernels,
@@ -81,6 +87,7 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
     }
     const char *nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
     synth_string(f, 2, NNAMES + 1, nccl);
+    synth_string(f, 2, NNAMES + 2, "cudaLaunchKernel");
     uint32_t corr = 1;
     uint64_t step_ns = 10 * MS, jitter = (uint64_t)rank * 3000;
     double energy = 0;
@@ -94,6 +101,12 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
             uint64_t ks = b + (uint64_t)k * slot + 1000;
             tprof_pl_gpu pl = {ks + slot * 8 / 10 + (uint64_t)((s * 7 + k) % 13) * 10, 0, 0, 7, corr++, 0, 0, 0};
             synth_raw(f, 2, TPROF_REC_GPU_KERNEL, (uint32_t)(k % NNAMES) + 1, ks, &pl, sizeof pl, NULL, 0);
+            if (launches) { /* 3 us, half a slot apart: each before its kernel, in the step */
+                uint64_t ls = b + 100 + (uint64_t)k * (slot / 2);
+                tprof_pl_gpu api = {ls + 3000, 0, TPROF_DEVICE_UNKNOWN, 0, pl.correlation, 211,
+                                    1000u + (uint32_t)rank, 0};
+                synth_raw(f, 2, TPROF_REC_GPU_API, NNAMES + 2, ls, &api, sizeof api, NULL, 0);
+            }
         }
         uint64_t cs = b + 9 * MS;
         tprof_pl_gpu pl = {cs + 800000, 0, 0, 13, corr++, 0, 0, 0};
@@ -218,7 +231,7 @@ static double peak_rss_mb(void) {
 
 int main(int argc, char **argv) {
     int ranks = 8, steps = 1000, kernels = 1000, keep = 0, whole = 0, threads = 0, stream = 0;
-    uint64_t nranges = 0, written = 0;
+    uint64_t nranges = 0, written = 0, gpu_records = 0;
     int flat = 0, groups = 1, colls = 1;
     const char *given = NULL;
     for (int i = 1; i < argc; i++) {
@@ -238,10 +251,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--collectives") && i + 1 < argc) colls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
+        else if (!strcmp(argv[i], "--launches")) launches = 1;
+        else if (!strcmp(argv[i], "--gpu-records") && i + 1 < argc)
+            gpu_records = strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
                             "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
-                            "[--keep] "
+                            "[--keep] [--launches] [--gpu-records N] "
                             "[--groups N] [--collectives N] [--dir DIR]\n", argv[0]);
             return 2;
         }
@@ -272,9 +288,10 @@ int main(int argc, char **argv) {
             return 1;
         }
     if (!given && !nranges)
-        printf("  generated %d ranks x %d steps x %d kernels, %d all-reduce(s) a step on %d "
+        printf("  generated %d ranks x %d steps x %d kernels%s, %d all-reduce(s) a step on %d "
                "communicator(s), in %s (%.1f s, not timed)\n",
-               ranks, steps, kernels, colls, groups, dir, now_s() - g0);
+               ranks, steps, kernels, launches ? " with their launches" : "", colls, groups,
+               dir, now_s() - g0);
     else
         printf("  reading the run in %s (%d ranks x %d steps x %d kernels expected)\n", dir,
                ranks, steps, kernels);
@@ -296,6 +313,7 @@ int main(int argc, char **argv) {
     tp_report_opts_init(&o);
     o.threads = threads;
     o.stream_sections = stream;
+    o.gpu_records = (size_t)gpu_records;
     tp_report tr;
     if (tp_report_make_spilled(&run, &o, &tr) != 0) return 1;
     double t2 = now_s();

@@ -26,6 +26,7 @@ static const cli_opt report_opts_table[] = {
      "batch-generator"},
     {OPT_TOP, "--top", NULL, CLI_VALUE, "N", "rows in the top-range tables, default 15"},
     CLI_THROUGHPUT_OPTS,
+    CLI_GPU_RECORDS_OPT,
     CLI_HELP_OPT,
 };
 

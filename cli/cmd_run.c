@@ -119,6 +119,7 @@ static const cli_opt run_opts_table[] = {
      "built for that Python (found beside the library: BUILD/python,\n"
      "the wheel's package; or in [TRAINPROF_PYTHON_DIR]); docs/python.md"},
     CLI_THROUGHPUT_OPTS,
+    CLI_GPU_RECORDS_OPT,
     CLI_HELP_OPT,
 };
 

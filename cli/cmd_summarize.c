@@ -33,6 +33,7 @@ static const cli_opt summarize_opts_table[] = {
      "only the rank files written on host NAME (NAME-PID.tprof): one\n"
      "node's share, as `trainprof run` takes it on each node of a job\n"
      "it runs on every node"},
+    CLI_GPU_RECORDS_OPT,
     CLI_HELP_OPT,
 };
 
@@ -272,6 +273,7 @@ int cmd_summarize(int argc, char **argv) {
         case OPT_WARMUP: a.warmup = parse_int("summarize", "--warmup", v, 0, 1 << 30); break;
         case OPT_TOP: a.top = parse_int("summarize", "--top", v, 1, 100000); break;
         case OPT_HOST: host = v; break;
+        case OPT_GPU_RECORDS: report_opt_set(&a, id, v, "summarize"); break;
         case CLI_OPERAND:
             if (nops == sizeof ops / sizeof *ops)
                 die_usage("summarize", "unexpected argument '%s' (64 at most)", argv[i]);

@@ -146,6 +146,21 @@ static size_t split_names(char *s, const char **out, size_t max) {
     return n;
 }
 
+/* A bound on GPU records: a count from 1000 (fewer hold no step of a real job), or "all" (no
+ * bound: SIZE_MAX). */
+static size_t parse_gpu_records(const char *cmd, const char *opt, const char *v) {
+    if (!strcmp(v, "all")) return SIZE_MAX;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *end || errno || *v == '-' || x < 1000 || x >= SIZE_MAX) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s needs a count from 1000 or 'all', got '%.60s'", opt, v);
+        die_usage(cmd, "%s", msg);
+    }
+    return (size_t)x;
+}
+
 void report_args_init(report_args *a, const char *cmd) {
     memset(a, 0, sizeof *a);
     a->step_name = env_or("TRAINPROF_STEP_NAME", NULL);
@@ -153,6 +168,8 @@ void report_args_init(report_args *a, const char *cmd) {
     a->top = 15;
     const char *wu = env_or("TRAINPROF_WARMUP", NULL);
     if (wu) a->warmup = parse_int(cmd, "TRAINPROF_WARMUP", wu, 0, 1 << 30);
+    const char *gr = env_or("TRAINPROF_GPU_RECORDS", NULL);
+    if (gr) a->gpu_records = parse_gpu_records(cmd, "TRAINPROF_GPU_RECORDS", gr);
 }
 
 int report_opt_set(report_args *a, int id, const char *v, const char *cmd) {
@@ -179,6 +196,10 @@ int report_opt_set(report_args *a, int id, const char *v, const char *cmd) {
         a->model = v;
         return 1;
     }
+    if (id == OPT_GPU_RECORDS) {
+        a->gpu_records = parse_gpu_records(cmd, "--gpu-records", v);
+        return 1;
+    }
     if (id == OPT_DTYPE) {
         if (!tp_dtype_known(v))
             die_usage(cmd, "--dtype needs bf16, fp16, fp8, tf32 or fp32, got '%s'", v);
@@ -200,6 +221,7 @@ void report_opts(const report_args *a, tp_report_opts *o) {
     o->flops_per_step = a->flops_per_step;
     o->model = a->model;
     o->dtype = a->dtype;
+    o->gpu_records = a->gpu_records;
     static const char *names[64];
     if (a->data_names) {
         static size_t nnames;

@@ -61,10 +61,11 @@ typedef struct report_args {
     /* throughput and MFU inputs (0 / NULL: from the rank files' metadata) */
     double tokens_per_step, samples_per_step, flops_per_step;
     const char *model, *dtype;
+    size_t gpu_records; /* tp_report_opts.gpu_records (0: its default) */
 } report_args;
 
-/* The defaults and the environment twins (TRAINPROF_STEP_NAME, TRAINPROF_WARMUP, checked
- * as --warmup is) of report, diff and run. */
+/* The defaults and the environment twins (TRAINPROF_STEP_NAME, TRAINPROF_WARMUP and
+ * TRAINPROF_GPU_RECORDS, checked as their options are) of report, diff, run and summarize. */
 void report_args_init(report_args *a, const char *cmd);
 
 /* --tokens-per-step, --samples-per-step, --flops-per-step, --model, --dtype (report, run) */
@@ -82,8 +83,16 @@ void report_args_init(report_args *a, const char *cmd);
     {OPT_DTYPE, "--dtype", NULL, CLI_VALUE, "T",                                             \
      "peak rate for MFU: bf16 (default), fp16, fp8, tf32, fp32"}
 
-/* Sets one of OPT_TOKENS .. OPT_DTYPE from its value, checked: 1 when id was one of them,
- * 0 otherwise; a bad value is a usage error. */
+/* --gpu-records (report, run, summarize) */
+#define CLI_GPU_RECORDS_OPT                                                                  \
+    {OPT_GPU_RECORDS, "--gpu-records", NULL, CLI_VALUE, "N|all",                             \
+     "GPU records (kernels, copies, API calls) a rank's analysis holds,\n"                   \
+     "default 4194304 (about 300 MB); a rank with more has its GPU\n"                        \
+     "figures over the steps of a span at the run's middle, said in its\n"                  \
+     "section [TRAINPROF_GPU_RECORDS]"}
+
+/* Sets one of OPT_TOKENS .. OPT_GPU_RECORDS from its value, checked: 1 when id was one of
+ * them, 0 otherwise; a bad value is a usage error. */
 int report_opt_set(report_args *a, int id, const char *v, const char *cmd);
 
 /* The report options of the command line; the HTML writer needs them too (its per-step

@@ -66,6 +66,7 @@ enum {
     OPT_FLOPS,
     OPT_MODEL,
     OPT_DTYPE,
+    OPT_GPU_RECORDS, /* the bound on a rank section's GPU records: report_opt_set */
     OPT_OWN = 16,
 };
 

@@ -98,7 +98,7 @@ void run_wait_for_writers(const char *dir, int ms) {
 
 /* ------------------------------------------------------------------ the first stage */
 
-enum { STAGE_WORDS = 48, STAGE_ARGV = STAGE_WORDS + 16, STAGE_BUF = 4096 };
+enum { STAGE_WORDS = 48, STAGE_ARGV = STAGE_WORDS + 18, STAGE_BUF = 4096 };
 
 /* `how`'s words into argv (pointing into buf, n bytes): how many (0 for none), or -1 with
  * what is wrong in msg. */
@@ -839,7 +839,7 @@ static stage_result stage_run(char **argv, int fd, int limit_s, int alone) {
  * One line says how it went. Returns as run_first_stage. */
 static int summarize_stage(char **argv, int w, const char *absdir, const report_args *a,
                            int limit_s, const char *host) {
-    char self[PATH_MAX], warmup[16], top[16], log[PATH_MAX + 96], via[96];
+    char self[PATH_MAX], warmup[16], top[16], grec[24], log[PATH_MAX + 96], via[96];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0 || (size_t)sl >= sizeof self - 1) {
         fprintf(stderr, "trainprof run: no first stage: this program's path is unknown\n");
@@ -869,6 +869,12 @@ static int summarize_stage(char **argv, int w, const char *absdir, const report_
     if (a->data_names) {
         argv[w++] = "--data-names";
         argv[w++] = a->data_names;
+    }
+    if (a->gpu_records) { /* the summaries' key holds it: the report's own must be given */
+        if (a->gpu_records == SIZE_MAX) snprintf(grec, sizeof grec, "all");
+        else snprintf(grec, sizeof grec, "%zu", a->gpu_records);
+        argv[w++] = "--gpu-records";
+        argv[w++] = grec;
     }
     if (host) {
         argv[w++] = "--host";

@@ -10,3 +10,9 @@ tprof_add_unit(test_capture_window
   ${CMAKE_CURRENT_LIST_DIR}/test_capture_window.c
   ${CMAKE_CURRENT_LIST_DIR}/synth.c
   LIBS tprof_analysis LABELS report)
+# A rank section bounded in GPU records: the span held, exactly; the steps counted; the
+# figures against the whole section's.
+tprof_add_unit(test_gpu_bound
+  ${CMAKE_CURRENT_LIST_DIR}/test_gpu_bound.c
+  ${CMAKE_CURRENT_LIST_DIR}/synth.c
+  LIBS tprof_analysis LABELS report)

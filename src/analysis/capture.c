@@ -30,6 +30,9 @@
 #define COST_MIN_STEPS 3
 /* Uncaptured steps taken beside each run of captured steps, at least (cost_neighbours). */
 #define COST_LOCAL 4
+/* Steps left out of the captured ones though recording went on in them, under another client
+ * or in trainprof (its records not held): none stands for the pace with capture off. */
+#define CAP_RECORDING (TP_CAP_PAUSED | TP_CAP_STOPPED | TP_CAP_BOUND)
 
 typedef struct cap_event {
     uint64_t t;
@@ -261,7 +264,7 @@ static int overlaps(const tp_span *v, size_t n, uint64_t s, uint64_t e) {
 /* 1 when GPU activity capture applies to p: it has GPU records, or CUPTI started in it
  * (a window that never opened leaves no record but the capability line). */
 static int applies(const tp_process *p) {
-    if (p->ngpu || p->napi || p->ngmem || p->novh) return 1;
+    if (p->ngpu || p->napi || p->ngmem || p->novh || p->gpu_window_to) return 1;
     const char *c = tp_meta(p, "capability.cupti");
     return c && !strncmp(c, "activity capture", 16);
 }
@@ -305,11 +308,23 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
             from = t;
         }
     }
-    for (size_t i = 0; i < k; i++) v[i].app_step = i;
+    /* a load bounded in GPU records held those of its span alone (bound_span) */
+    size_t kept = 0;
+    for (size_t i = 0; i < k; i++) {
+        tp_step w = v[i];
+        if (p->gpu_window_to) {
+            if (w.start < p->gpu_window_from) w.start = p->gpu_window_from;
+            if (w.end > p->gpu_window_to) w.end = p->gpu_window_to;
+            if (w.end <= w.start) continue;
+        }
+        v[kept] = w;
+        v[kept].app_step = kept;
+        kept++;
+    }
     free(ev);
     free(pz);
     *out = v;
-    *n = k;
+    *n = kept;
     return TPROF_OK;
 }
 
@@ -369,8 +384,12 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
         }
     }
     if ((out->limited_by & TP_CAP_STOPPED) && l < n)
-        snprintf(b + l, n - l,
-                 "; GPU records stopped (another CUPTI client took the activity API)");
+        l += (size_t)snprintf(b + l, n - l,
+                              "; GPU records stopped (another CUPTI client took the activity "
+                              "API)");
+    if ((out->limited_by & TP_CAP_BOUND) && l < n)
+        snprintf(b + l, n - l, "; the span of the GPU records held (the bound on GPU records) "
+                               "held no whole step");
 }
 
 /* A step that can stand for the pace with capture off: not captured, not the first after a
@@ -378,7 +397,7 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
  * the capture's, in a step that counts as not captured), and not paused for another client or
  * after the records stopped (those ran under that client). */
 static int cost_other(const uint8_t *in, const unsigned *why, size_t i) {
-    return !in[i] && !(i && in[i - 1]) && !(why[i] & (TP_CAP_PAUSED | TP_CAP_STOPPED));
+    return !in[i] && !(i && in[i - 1]) && !(why[i] & CAP_RECORDING);
 }
 
 /* Step j into o (its time in ms) and marked used, when it stands for the pace with capture
@@ -439,7 +458,7 @@ static void cost(tp_capture_result *out, const tp_step *meas, size_t nm, const u
         if (in[i]) a[na++] = (double)(meas[i].end - meas[i].start) / 1e6;
         /* the first step after a captured run holds the closing flush; one paused for
          * another client ran under it instead, and is on neither side (cost_other) */
-        else if (i && in[i - 1] && !(why[i] & (TP_CAP_PAUSED | TP_CAP_STOPPED))) skipped++;
+        else if (i && in[i - 1] && !(why[i] & CAP_RECORDING)) skipped++;
         if (in[i] && (i + 1 == nm || !in[i + 1])) { /* a captured run ends at i */
             size_t i0 = i;
             while (i0 && in[i0 - 1]) i0--;
@@ -517,6 +536,39 @@ static void records_stopped(tp_capture_result *out, const tp_process *p, const t
         }
 }
 
+/* A load bounded in GPU records (model.h, tp_process_load_bounded) held those of one span
+ * alone: a step outside it is not captured, nor the first and the last inside it when there
+ * are three or more (the work of the first may have been launched before the span, and a
+ * kernel the last launched may have run after it). */
+static void bound_span(tp_capture_result *out, const tp_process *p, const tp_steps *s,
+                       uint8_t *in, unsigned *why) {
+    if (!p->gpu_window_to) return;
+    out->bound_records = p->gpu_bound;
+    out->bound_kept = p->gpu_held;
+    out->bound_left_out = p->gpu_left_out;
+    uint64_t t0 = p->hdr.start_mono_ns;
+    out->bound_from_s = p->gpu_window_from > t0 ? (double)(p->gpu_window_from - t0) / 1e9 : 0;
+    out->bound_to_s = p->gpu_window_to > t0 ? (double)(p->gpu_window_to - t0) / 1e9 : 0;
+    size_t first = SIZE_MAX, last = 0, inside = 0;
+    for (size_t i = 0; i < s->nsteps; i++) {
+        const tp_step *st = &s->steps[i];
+        if (st->start >= p->gpu_window_from && st->end <= p->gpu_window_to) {
+            if (first == SIZE_MAX) first = i;
+            last = i;
+            inside++;
+        } else if (in[i]) {
+            in[i] = 0;
+            why[i] = TP_CAP_BOUND;
+        }
+    }
+    size_t edge[2] = {first, last};
+    for (int k = 0; inside >= 3 && k < 2; k++)
+        if (in[edge[k]]) {
+            in[edge[k]] = 0;
+            why[edge[k]] = TP_CAP_BOUND;
+        }
+}
+
 int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *p,
                        const tp_steps *s) {
     memset(out, 0, sizeof *out);
@@ -571,6 +623,7 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
         else if (overlaps(pz, npz, st->start, st->end)) why[i] = TP_CAP_PAUSED;
         else in[i] = 1;
     }
+    bound_span(out, p, s, in, why);
     const tp_step *meas = tp_steps_measured(s);
     if (use && nm) records_stopped(out, p, meas, nm, in + s->nwarmup, why + s->nwarmup);
     for (size_t i = 0; i < n; i++) {
@@ -585,6 +638,7 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
         out->limited_by |= why[s->nwarmup + i];
     }
     out->limited = out->present && out->captured < nm;
+    if (p->gpu_window_to) out->limited_by |= TP_CAP_BOUND; /* said even without steps */
     if (out->limited) {
         step_runs(out, meas, nm, in + s->nwarmup);
         if (!out->captured) none_reason(out, p);
@@ -622,10 +676,12 @@ static void cost_fields(cJSON *o, const tp_capture_result *c) {
 }
 
 void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
-    if (!c->limited && !(c->present && c->windows_ignored)) return;
+    if (!c->limited && !(c->present && c->windows_ignored) && !(c->limited_by & TP_CAP_BOUND))
+        return;
     static const struct { unsigned bit; const char *name; } causes[] = {
         {TP_CAP_KERNEL_STEPS, "kernel_steps"}, {TP_CAP_DETAIL, "detail"},
-        {TP_CAP_PAUSED, "paused"}, {TP_CAP_STOPPED, "records_stopped"}};
+        {TP_CAP_PAUSED, "paused"}, {TP_CAP_STOPPED, "records_stopped"},
+        {TP_CAP_BOUND, "gpu_records_bound"}};
     cJSON *j = cJSON_AddObjectToObject(rank, "gpu_capture");
     cJSON_AddNumberToObject(j, "measured_steps", (double)c->measured);
     cJSON_AddNumberToObject(j, "captured_steps", (double)c->captured);
@@ -639,6 +695,14 @@ void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
         if (c->limited_by & causes[i].bit)
             cJSON_AddItemToArray(why, cJSON_CreateString(causes[i].name));
     if (!c->captured) cJSON_AddStringToObject(j, "not_captured", c->not_captured);
+    if (c->limited_by & TP_CAP_BOUND) {
+        cJSON *b = cJSON_AddObjectToObject(j, "gpu_records_bound");
+        cJSON_AddNumberToObject(b, "bound", (double)c->bound_records);
+        cJSON_AddNumberToObject(b, "held", (double)c->bound_kept);
+        cJSON_AddNumberToObject(b, "left_out", (double)c->bound_left_out);
+        cJSON_AddNumberToObject(b, "from_s", c->bound_from_s);
+        cJSON_AddNumberToObject(b, "to_s", c->bound_to_s);
+    }
     if (c->present && c->windows_ignored)
         cJSON_AddNumberToObject(j, "windows_ignored", (double)c->windows_ignored);
     if (c->has_cost) {
@@ -656,6 +720,14 @@ void tp_capture_text(FILE *f, const tp_capture_result *c) {
                    "ending before %s, left out of the captured steps\n",
                 c->windows_ignored, c->windows_ignored == 1 ? "y" : "ies",
                 c->windows_ignored == 1 ? "it begins" : "they begin");
+    if (c->limited_by & TP_CAP_BOUND)
+        fprintf(f, "  GPU records held: %zu, those that began %.1f-%.1f s into the process, and "
+                   "every communication kernel; %zu more left out: the rank's GPU records are "
+                   "more than the bound of %zu (--gpu-records, TRAINPROF_GPU_RECORDS)%s\n",
+                c->bound_kept, c->bound_from_s, c->bound_to_s, c->bound_left_out,
+                c->bound_records,
+                c->measured ? "" : "; without measured steps, the GPU figures are totals over "
+                                   "that span, not the run's");
     if (!c->limited) return;
     char w[256];
     tp_capture_words(c, w, sizeof w);

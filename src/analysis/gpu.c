@@ -686,7 +686,9 @@ static void graphs_and_after(tp_gpu_result *out, const tp_process *p, const uint
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
         if (o->graph && att && (!nst || att[i])) gk++;
-        if (nst && o->start >= st[nst - 1].end) {
+        /* a load bounded in GPU records held a span in the run's middle: its end is not
+         * the run's (model.h, tp_process_load_bounded) */
+        if (nst && !p->gpu_window_to && o->start >= st[nst - 1].end) {
             after++;
             after_ns += o->end - o->start;
         }

@@ -390,10 +390,14 @@ static void drop_torch_twins(tp_process *p) {
     } while (0)
 
 /* p's record arrays sized by what slim process `sizes` of the same file counted. */
-static void reserve_like(tp_process *p, const tp_process *sizes) {
+static void reserve_like(tp_process *p, const tp_process *sizes, size_t gpu_max) {
     uint64_t max = sizes->file_bytes;
-    RESERVE(p->gpu, p->cap_gpu, sizes->nrec_gpu, max);
-    RESERVE(p->api, p->cap_api, sizes->nrec_api, max);
+    /* a bounded load's window keeps at most gpu_max of either: pages never written cost
+     * nothing, and an array that had to double would cost twice what it holds */
+    size_t ngpu = gpu_max && sizes->nrec_gpu > gpu_max ? gpu_max : sizes->nrec_gpu;
+    size_t napi = gpu_max && sizes->nrec_api > gpu_max ? gpu_max : sizes->nrec_api;
+    RESERVE(p->gpu, p->cap_gpu, ngpu, max);
+    RESERVE(p->api, p->cap_api, napi, max);
     RESERVE(p->ovh, p->cap_ovh, sizes->nrec_ovh, max);
     RESERVE(p->gmem, p->cap_gmem, sizes->nrec_gmem, max);
     RESERVE(p->comm, p->cap_comm, sizes->ncomm, max);
@@ -435,12 +439,14 @@ static void loader_free(loader *L) {
 }
 
 /* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
- * `sizes` when given (the slim process of the same file). A file that cannot be opened goes
- * to run->errors when `note` is set. */
+ * `sizes` when given (the slim process of the same file), its GPU records bounded by gpu_max
+ * then (tp_process_load_bounded; 0: none). A file that cannot be opened goes to run->errors
+ * when `note` is set. */
 static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
-                     const tp_process *sizes, tp_range_stream *stream) {
+                     const tp_process *sizes, tp_range_stream *stream, size_t gpu_max) {
     memset(p, 0, sizeof *p);
-    if (sizes && !light) reserve_like(p, sizes);
+    size_t gwin = sizes && !light ? tp_load_gpu_window(p, sizes, gpu_max) : 0;
+    if (sizes && !light) reserve_like(p, sizes, gwin);
     p->path = tp_intern(run, path);
     p->helper_of = -1;
     p->rank = p->world_size = p->local_rank = -1;
@@ -472,6 +478,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     L.p = p;
     L.max_id = tprof__reader_size(rd) / MIN_NAMED_REC;
     L.light = light;
+    L.gpu_max = gwin;
     L.rs = stream || light ? tp_stream_new(stream) : NULL; /* slim: few ranges kept */
     if ((stream || light) && !L.rs) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->file_bytes = tprof__reader_size(rd);
@@ -616,7 +623,7 @@ int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err
 }
 
 int tp_process_load_slim(tp_run *run, const char *path, tp_process *p) {
-    return load_file(run, path, p, 1, 1, NULL, NULL);
+    return load_file(run, path, p, 1, 1, NULL, NULL, 0);
 }
 
 int tp_process_file_check(const tp_process *p, char *why, size_t n) {
@@ -635,8 +642,14 @@ int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out) {
 
 int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
                              tp_range_stream *s) {
+    return tp_process_load_bounded(run, p, out, s, 0);
+}
+
+int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
+                            tp_range_stream *s, size_t gpu_max) {
     int light = s && !s->keep; /* take mode keeps no GPU record either */
-    int rc = load_file(run, p->file ? p->file : p->path, out, light, 0, p, s);
+    int rc = load_file(run, p->file ? p->file : p->path, out, light, 0, p, s,
+                       p->slim ? gpu_max : 0);
     if (rc != TPROF_OK) {
         tp_process_free(out);
         return rc;
@@ -710,7 +723,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
         /* slim: from the file's summary when it holds the slim process of the file as it is */
         int r = light ? tp_summary_slim_load(run, fl.v[i], p) : 0;
         run->from_summaries += r == 1;
-        if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL);
+        if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL, 0);
         if (r == TPROF_OK || r == 1) run->nprocs++;
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */

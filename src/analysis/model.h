@@ -172,6 +172,9 @@ typedef struct tp_drop_window {
  * host's GPUs, no rank of its own). */
 typedef enum tp_role { TP_ROLE_RANK = 0, TP_ROLE_HELPER = 1, TP_ROLE_SAMPLER = 2 } tp_role;
 
+/* Buckets of tp_process.gpu_hist. */
+#define TP_GPU_HIST 64
+
 typedef struct tp_process {
     const char *path;
     tprof_file_header hdr;
@@ -216,6 +219,19 @@ typedef struct tp_process {
     tp_gpu_mem *gmem;       /* device memory allocations and releases */
     size_t ngmem, cap_gmem;
     uint64_t cupti_dropped; /* records CUPTI itself dropped */
+    /* A whole load bounded in GPU records (tp_process_load_bounded) whose file held more
+     * than the bound keeps those that began in [gpu_window_from, gpu_window_to) alone, both
+     * 0 otherwise: kernels, copies, memsets, syncs and API calls, but not the kernels of the
+     * communication class, overhead records or allocations (read whole). gpu_held counts
+     * those it kept, gpu_left_out those it left; gpu_bound is the bound. */
+    uint64_t gpu_window_from, gpu_window_to;
+    size_t gpu_held, gpu_left_out, gpu_bound;
+    /* Slim: when its GPU records and API calls began (overhead records apart), as counts in
+     * TP_GPU_HIST buckets of gpu_hist_width ns from gpu_hist_base (the first record's time;
+     * the width doubles, neighbours merged, for a later record beyond the last bucket, and an
+     * earlier record counts in the first): where a bounded load's window holds the most. */
+    uint64_t gpu_hist[TP_GPU_HIST];
+    uint64_t gpu_hist_base, gpu_hist_width;
     tp_gpu_clip *clips;     /* records of gpu[] clipped to their stream's order, by index */
     size_t nclips;
     uint64_t clipped_ns;    /* recorded time those clips removed */
@@ -347,6 +363,23 @@ typedef struct tp_range_stream {
 /* tp_process_load_whole with its ranges streamed through s (above). Same errors. */
 int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
                              tp_range_stream *s);
+/* tp_process_load_streamed keeping at most about gpu_max GPU records (0: every one), so that
+ * a rank file of any length is read in bounded memory: 64 bytes a kernel and 64 a launch held,
+ * where a step of a thousand kernels over a day's run holds hundreds of millions. A file
+ * whose GPU records (gpu[] and api[], counted by the slim load of p) number more keeps those
+ * that began in one span of time at the middle of p's records, as long as the bound lets it
+ * be: first 9/10 of the bound's share of p's span (as if the records were spread evenly),
+ * then, each time the records kept reach gpu_max, the span's end moved back before the last
+ * tenth of them, which are dropped. The process names the span and counts what it left out
+ * (tp_process.gpu_window_from/to, gpu_left_out, gpu_bound); the capture analysis counts the
+ * steps inside it alone as captured (capture.h), as for a kernel-capture window. Overhead
+ * records and allocations are kept whole (a few per buffer flush and per cudaMalloc). p must be
+ * slim (its counts size the load); otherwise, and below the bound, the same as
+ * tp_process_load_streamed. Memory: the model less its GPU records, plus at most gpu_max of
+ * them (72 bytes each with the analyses' indices), plus a transient 8 bytes each when the
+ * span moves. Same errors. */
+int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
+                            tp_range_stream *s, size_t gpu_max);
 /* Why slim process p's file cannot be read again (tp_process_load_whole), as one line into
  * why (n bytes: "cannot open: ...", "now N bytes, shorter than ..."); 0 when it can be,
  * else the error tp_process_load_whole would return. Reads the file's header only. */

@@ -95,7 +95,13 @@ typedef struct loader {
     int light; /* tp_run_load_slim: GPU records and allocations counted, not kept */
     tp_kname kcache[64]; /* this loader's kernel names, by the raw name's address */
     struct tp_rstream *rs; /* ranges compacted as they are read (model_stream.c), or NULL */
+    size_t gpu_max;        /* tp_process_load_bounded: the window's bound; 0 when whole */
 } loader;
+
+/* The window of a bounded load of slim process `sizes`'s file into p (model.h,
+ * tp_process_load_bounded: p's gpu_window_from/to and gpu_bound set): gpu_max when its GPU
+ * records are more than gpu_max, else 0 (no window: every record kept). */
+size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, size_t gpu_max);
 
 /* A line in the process's damage list (what the report shows of a damaged file). */
 void tp_load_damage(tp_process *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "analysis/model.h"
 #include "analysis/gpu.h"
+#include "analysis/stats.h"
 #include "analysis/text.h"
 
 #include <dirent.h>
@@ -444,6 +445,122 @@ static int rec_step(tp_thread *t, const tprof_rec *r, size_t body) {
     return 0;
 }
 
+/* Counts a GPU record or API call that began at ts into the slim process's histogram. */
+static void hist_add(tp_process *p, uint64_t ts) {
+    if (!p->gpu_hist_width) {
+        p->gpu_hist_base = ts;
+        p->gpu_hist_width = 1u << 20; /* about a millisecond, widened as the records go on */
+    }
+    uint64_t off = ts > p->gpu_hist_base ? ts - p->gpu_hist_base : 0;
+    while (off / p->gpu_hist_width >= TP_GPU_HIST) { /* ends by a width of 2^58 */
+        for (size_t i = 0; i < TP_GPU_HIST / 2; i++)
+            p->gpu_hist[i] = p->gpu_hist[2 * i] + p->gpu_hist[2 * i + 1];
+        memset(p->gpu_hist + TP_GPU_HIST / 2, 0, TP_GPU_HIST / 2 * sizeof *p->gpu_hist);
+        p->gpu_hist_width *= 2;
+    }
+    p->gpu_hist[off / p->gpu_hist_width]++;
+}
+
+/* The time by which `c` of the histogram's records had begun (records even within a
+ * bucket). */
+static uint64_t hist_time(const tp_process *p, double c) {
+    double before = 0;
+    for (size_t i = 0; i < TP_GPU_HIST; i++) {
+        double h = (double)p->gpu_hist[i];
+        if (h > 0 && c < before + h)
+            return p->gpu_hist_base + (uint64_t)(((double)i + (c - before) / h) *
+                                                 (double)p->gpu_hist_width);
+        before += h;
+    }
+    return p->gpu_hist_base + TP_GPU_HIST * p->gpu_hist_width;
+}
+
+size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, size_t gpu_max) {
+    size_t n = sizes->nrec_gpu + sizes->nrec_api;
+    if (!gpu_max || n <= gpu_max) return 0;
+    p->gpu_bound = gpu_max;
+    double total = 0, want = 0.9 * (double)gpu_max; /* room for density that varies */
+    for (size_t i = 0; i < TP_GPU_HIST; i++) total += (double)sizes->gpu_hist[i];
+    if (sizes->gpu_hist_width && total > want) { /* the records' middle `want` */
+        p->gpu_window_from = hist_time(sizes, (total - want) / 2);
+        p->gpu_window_to = hist_time(sizes, (total + want) / 2) + 1;
+        return gpu_max;
+    }
+    /* no histogram (a process not read slim): the same share of its span, at its middle */
+    uint64_t t0 = sizes->first_ts, t1 = sizes->end_mono > sizes->last_ts ? sizes->end_mono
+                                                                          : sizes->last_ts;
+    if (t1 <= t0) t1 = t0 + 1;
+    uint64_t w = (uint64_t)((double)(t1 - t0) * (want / (double)n));
+    p->gpu_window_from = t0 + (t1 - t0 - w) / 2;
+    p->gpu_window_to = p->gpu_window_from + (w ? w : 1);
+    return gpu_max;
+}
+
+/* Whether a bounded load's window applies to record o: not to CUPTI's overhead records or
+ * the kernels of the communication class (NCCL's), which are kept whole: a few per step, as
+ * the communication ops the load holds whole anyway, so that each op is matched to its
+ * kernel (comm.c) wherever it ran. */
+static int windowed(const tp_gpu_op *o) {
+    return o->type != TPROF_REC_GPU_OVERHEAD &&
+           !(o->type == TPROF_REC_GPU_KERNEL && o->cls == TP_KC_COMM);
+}
+
+/* Keeps of a's n records those kept whole and those that began before `to`; returns how many,
+ * and adds the windowed ones kept to *held. */
+static size_t keep_before(tp_gpu_op *a, size_t n, uint64_t to, size_t *held) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        int win = windowed(&a[i]);
+        if (win && a[i].start >= to) continue;
+        *held += win;
+        a[w++] = a[i];
+    }
+    return w;
+}
+
+/* The windowed records held reached the bound: the window's end moves back before the last
+ * tenth of them by start (their starts sorted in a transient array), and those at or after it
+ * are dropped. Records arrive near their start order (CUPTI fills its buffers as work ends),
+ * so only the few that come out of order can fill what this frees. Without memory for the
+ * sort, the span's last tenth goes instead. */
+static void window_shrink(tp_process *p) {
+    size_t n = 0;
+    uint64_t *v = malloc((p->gpu_held ? p->gpu_held : 1) * sizeof *v), to;
+    if (v) {
+        for (size_t i = 0; i < p->ngpu && n < p->gpu_held; i++)
+            if (windowed(&p->gpu[i])) v[n++] = p->gpu[i].start;
+        for (size_t i = 0; i < p->napi && n < p->gpu_held; i++)
+            if (windowed(&p->api[i])) v[n++] = p->api[i].start;
+        qsort(v, n, sizeof *v, tp_cmp_u64);
+        to = n ? v[n - 1 - n / 10] : p->gpu_window_from;
+        free(v);
+    } else {
+        to = p->gpu_window_to - (p->gpu_window_to - p->gpu_window_from) / 10;
+    }
+    if (to < p->gpu_window_from) to = p->gpu_window_from;
+    p->gpu_window_to = to;
+    size_t was = p->ngpu + p->napi;
+    p->gpu_held = 0;
+    p->ngpu = keep_before(p->gpu, p->ngpu, to, &p->gpu_held);
+    p->napi = keep_before(p->api, p->napi, to, &p->gpu_held);
+    p->gpu_left_out += was - (p->ngpu + p->napi);
+}
+
+/* Whether a bounded load keeps record o (tp_process_load_bounded): 1, or 0 when it falls
+ * outside the window (counted). */
+static int gpu_kept(loader *L, const tp_gpu_op *o) {
+    tp_process *p = L->p;
+    if (!L->gpu_max || !windowed(o)) return 1;
+    int in = o->start >= p->gpu_window_from && o->start < p->gpu_window_to;
+    if (in && p->gpu_held >= L->gpu_max) {
+        window_shrink(p);
+        in = o->start < p->gpu_window_to;
+    }
+    if (!in) p->gpu_left_out++;
+    p->gpu_held += (size_t)in;
+    return in;
+}
+
 /* GPU_KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_SYNC, GPU_OVERHEAD and GPU_API */
 static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
     if (body < sizeof(tprof_pl_gpu)) return REC_BAD;
@@ -454,6 +571,7 @@ static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_
         *(r->kind == TPROF_REC_GPU_API        ? &p->nrec_api
           : r->kind == TPROF_REC_GPU_OVERHEAD ? &p->nrec_ovh
                                               : &p->nrec_gpu) += 1;
+        if (r->kind != TPROF_REC_GPU_OVERHEAD) hist_add(p, r->ts_ns);
         tp_load_seen(t, r->ts_ns);
         t->events++;
         return 0;
@@ -464,6 +582,11 @@ static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_
     if (r->kind == TPROF_REC_GPU_KERNEL) loader_kernel_name(L, rec_name(L, tl, r, sizeof *pl), &op);
     else if (r->kind == TPROF_REC_GPU_API || r->kind == TPROF_REC_GPU_OVERHEAD)
         op.name = rec_name(L, tl, r, sizeof *pl);
+    if (!gpu_kept(L, &op)) {
+        tp_load_seen(t, r->ts_ns); /* the process's span and events whatever is kept */
+        t->events++;
+        return 0;
+    }
     if (r->kind == TPROF_REC_GPU_API) PUSH(L->p->api, L->p->napi, L->p->cap_api, op);
     else if (r->kind == TPROF_REC_GPU_OVERHEAD) PUSH(L->p->ovh, L->p->novh, L->p->cap_ovh, op);
     else PUSH(L->p->gpu, L->p->ngpu, L->p->cap_gpu, op);

@@ -57,6 +57,10 @@ void tp_report_opts_init(tp_report_opts *o) {
     tp_diagnose_opts_init(o); /* throughput inputs and diagnosis thresholds */
 }
 
+size_t tp_report_gpu_records(const tp_report_opts *o) {
+    return o->gpu_records ? o->gpu_records : TP_GPU_RECORDS_DEFAULT;
+}
+
 static double ms(uint64_t ns) { return (double)ns / 1e6; }
 
 /* The process sampler's counters (capture/procfs.c) into *out: CPU %, RSS, threads,
@@ -536,7 +540,8 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     tp_range_stream ks;
     if (!k) return 0;
     tp_rscan_keep(&ks, k, o, 0);
-    int rc = tp_process_load_streamed((tp_run *)run, p, whole, &ks);
+    const size_t gmax = tp_report_gpu_records(o);
+    int rc = tp_process_load_bounded((tp_run *)run, p, whole, &ks, gmax);
     tp_steps s;
     if (rc == TPROF_OK && !memos_only && tp_find_steps(whole, o->step_name, o->warmup, &s) != 0) {
         tp_process_free(whole);
@@ -556,7 +561,7 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     if (rc == 2) { /* the CPU basis from a model that keeps depth 0 and 1 (report_ranges.h) */
         tp_process_free(whole);
         tp_rscan_keep(&ks, k, o, 1);
-        rc = tp_process_load_streamed((tp_run *)run, p, whole, &ks) == TPROF_OK ? 0 : 1;
+        rc = tp_process_load_bounded((tp_run *)run, p, whole, &ks, gmax) == TPROF_OK ? 0 : 1;
         tp_rkeep_free(k);
         if (rc) {
             free(k);
@@ -655,7 +660,8 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
     tp_rscan pre = {0};
     /* the pool is the run's shared store of strings and locks: loading interns there */
     int streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only);
-    if (!streamed && tp_process_load_whole((tp_run *)run, p, &whole) != TPROF_OK) {
+    if (!streamed && tp_process_load_bounded((tp_run *)run, p, &whole, NULL,
+                                             tp_report_gpu_records(o)) != TPROF_OK) {
         j->unread = 1;
         /* from what the slim process kept, which of its communication ops may be their
          * keys alone (tp_process_slim_comm): a section reads the ops themselves */

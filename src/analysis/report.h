@@ -63,7 +63,22 @@ typedef struct tp_report_opts {
                                      * files holding more ranges than report.c's
                                      * STREAM_SECTION_RANGES; the figures are the same
                                      * either way */
+    size_t gpu_records;             /* GPU records (kernels, copies, memsets, syncs and CUDA
+                                     * API calls) a rank section holds at most: a rank file
+                                     * holding more has its GPU figures over the steps of a
+                                     * span of the run at its middle (model.h,
+                                     * tp_process_load_bounded; capture.h: TP_CAP_BOUND),
+                                     * said in its section. 0 = TP_GPU_RECORDS_DEFAULT;
+                                     * SIZE_MAX = no bound */
 } tp_report_opts;
+
+/* The default bound on the GPU records a rank section holds (tp_report_opts.gpu_records):
+ * about 300 MB of them and the analyses' indices, so that two sections at once (report.c
+ * budgets them by file size) and the merge stay near 1 GB. */
+#define TP_GPU_RECORDS_DEFAULT ((size_t)4 << 20)
+
+/* The bound o sets on the GPU records of a rank section (above): never 0. */
+size_t tp_report_gpu_records(const tp_report_opts *o);
 
 /* Defaults: warm-up 1, top 15, data names data, batch, loader, get_batch,
  * batch-generator (matched case-insensitively), exposed-communication thresholds 10 % and

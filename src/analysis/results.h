@@ -46,6 +46,9 @@ typedef enum tp_bd_part {
 #define TP_CAP_DETAIL 2u         /* the metrics endpoint's detail on/off */
 #define TP_CAP_PAUSED 4u         /* paused for another CUPTI client (gpu_capture.pauses) */
 #define TP_CAP_STOPPED 8u        /* GPU records stopped while the steps went on */
+#define TP_CAP_BOUND 16u         /* the report held the GPU records of a span of the run only:
+                                  * the rank's were more than its bound (model.h,
+                                  * tp_process_load_bounded; tp_report_opts.gpu_records) */
 
 /* Runs of captured step numbers kept (the rest are counted in ranges_left_out). */
 #define TP_CAPTURE_RANGES 8
@@ -81,6 +84,10 @@ typedef struct tp_capture_result {
     char cost_reason[200];
     size_t windows_ignored; /* gpu_capture.windows entries malformed or reversed (damaged
                              * metadata), left out: no step is captured by them */
+    /* TP_CAP_BOUND: the bound, the GPU records held and those left out, and the span held
+     * (s from the process's start) */
+    size_t bound_records, bound_kept, bound_left_out;
+    double bound_from_s, bound_to_s;
 } tp_capture_result;
 
 /* The rank's steps (the document's "steps"; steps.h). */

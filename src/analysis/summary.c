@@ -105,12 +105,12 @@ static int put_file(tp_sum_buf *k, const tp_process *p) {
 /* The key of slim rank p's summary under options o into k (summary.h): 0, or -1 when a file
  * it names cannot be looked at (then no summary of p is valid). The options are those a rank
  * section reads (report.c's rank_section and stream_section, report_ranges.c): the step name,
- * the warm-up, the top rows and the data-loading names; the other fields of tp_report_opts are
- * read by the run-level analyses alone (throughput, thresholds, threads), or change no figure
- * (stream_sections). A field added to tp_report_opts fails the assertion below until it is
- * placed on one side or the other. */
+ * the warm-up, the top rows, the data-loading names and the bound on GPU records; the other
+ * fields of tp_report_opts are read by the run-level analyses alone (throughput, thresholds,
+ * threads), or change no figure (stream_sections). A field added to tp_report_opts fails the
+ * assertion below until it is placed on one side or the other. */
 #if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(tp_report_opts) == 248,
+_Static_assert(sizeof(tp_report_opts) == 256,
                "tp_report_opts changed: a field a rank section reads goes into summary_key");
 #endif
 static int summary_key(const tp_run *run, const tp_process *p, const tp_report_opts *o,
@@ -131,6 +131,10 @@ static int summary_key(const tp_run *run, const tp_process *p, const tp_report_o
     tp_sum_put(k, nums, sizeof nums);
     put_u64(k, o->ndata_names);
     for (size_t i = 0; i < o->ndata_names; i++) put_text(k, o->data_names[i]);
+    /* the bound on GPU records, where it cuts this file's (else it changes nothing: a bound
+     * given again keeps the summaries of the files under it) */
+    size_t gmax = tp_report_gpu_records(o);
+    put_u64(k, p->nrec_gpu + p->nrec_api > gmax ? (uint64_t)gmax : 0);
     return k->bad ? -1 : 0;
 }
 

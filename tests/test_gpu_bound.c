@@ -1,0 +1,356 @@
+/*
+ * test_gpu_bound.c — a rank section bounded in GPU records (model.h, tp_process_load_bounded;
+ * tp_report_opts.gpu_records), on synthetic runs (tests/synth.c) with known answers. Each step
+ * of 10 ms runs some compute kernels of 0.5 ms, each launched by a cudaLaunchKernel, and one
+ * NCCL all-reduce kernel of 1 ms matched to its communication op:
+ *  - 200 even steps of 4 kernels under a bound of 400: the records held are those that began
+ *    in the span the process names, every one of them (counted against a whole load of the
+ *    same file), and the NCCL kernels all; the captured steps are those inside the span less
+ *    its first and last; per-step GPU figures equal the whole report's, and so does the
+ *    communication section (each op still matched to its kernel), without any kernel "after
+ *    the last step"; the text says the bound;
+ *  - 40 dense steps of 30 kernels in the middle of 200 sparse ones, each step's records
+ *    written in reverse order, the window placed without the histogram of the records'
+ *    times: the span's end moves back until the records held fit the bound, and the same
+ *    exact-span property holds;
+ *  - 50 dense steps after 150 sparse ones: the histogram places the span on the middle
+ *    record, in the dense steps, and it holds most of the bound;
+ *  - without steps the GPU totals are over the span, and the report says so;
+ *  - under the bound, or with no bound, the section is the whole one.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "format/format.h"
+#include "json_path.h"
+#include "report_text.h"
+#include "synth.h"
+#include "trainprof.h"
+
+static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
+#define RT0 1700000000000000000ull
+#define NSTEPS 200
+#define NCCL_KERNEL "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+/* Kernels in step k: kernels_of(k). */
+typedef uint32_t (*kernels_fn)(uint32_t k);
+
+static uint32_t even4(uint32_t k) { (void)k; return 4; }
+static uint32_t dense_middle(uint32_t k) { return k >= 80 && k < 120 ? 30 : 1; }
+
+static int g_no_steps; /* write_run marks no step */
+
+static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) {
+    assert_int_equal(synth_tmpdir(dir, n, "gbound"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 1, 50);
+    synth_thread(f, 2, 51);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    uint32_t corr = 1;
+    for (uint32_t k = 0; k < NSTEPS; k++) {
+        uint64_t t = T0 + MS + (uint64_t)k * 10 * MS;
+        if (!g_no_steps) synth_step_begin(f, 1, t, k);
+        uint32_t nk = kernels_of(k);
+        for (uint32_t q = 0; q < nk; q++) {
+            uint32_t j = reversed ? nk - 1 - q : q;
+            uint64_t ls = t + 10 * US + (uint64_t)j * 20 * US, ks = t + MS + (uint64_t)j * 200 * US;
+            synth_api(f, 2, ls, ls + 5 * US, 50, 211, corr + j, "cudaLaunchKernel");
+            synth_kernel(f, 2, ks, ks + 100 * US, 0, 7, corr + j, "ampere_sgemm_128x64_nn");
+        }
+        corr += nk;
+        tprof_pl_comm c;
+        memset(&c, 0, sizeof c);
+        c.bytes = 1u << 20;
+        c.count = 1u << 18;
+        c.comm_hash = 0xabc;
+        c.nranks = 1;
+        c.op = TPROF_COMM_ALLREDUCE;
+        c.seq = k;
+        c.end_ns = t + 7900 * US;
+        synth_comm(f, 1, t + 7880 * US, &c, NULL);
+        synth_kernel(f, 2, t + 8 * MS, t + 9 * MS, 0, 13, 0, NCCL_KERNEL);
+        if (!g_no_steps) synth_step_end(f, 1, t + 10 * MS, k);
+        synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 2 * MS + NSTEPS * 10 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void load_slim(const char *dir, tp_run *run) {
+    char err[256];
+    const char *ops[] = {dir};
+    if (tp_run_load_slim(ops, 1, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
+    assert_int_equal(run->nprocs, 1);
+}
+
+static cJSON *report_bounded(const tp_run *run, size_t bound) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.gpu_records = bound;
+    cJSON *rep = tp_report_build(run, &o);
+    assert_non_null(rep);
+    return rep;
+}
+
+/* Whether the bound applies to o (model.h: not to NCCL kernels, syncs and overhead records). */
+static int windowed(const tp_gpu_op *o) {
+    return o->type != TPROF_REC_GPU_SYNC && o->type != TPROF_REC_GPU_OVERHEAD &&
+           !(o->type == TPROF_REC_GPU_KERNEL && o->cls == TP_KC_COMM);
+}
+
+typedef struct counts { size_t windowed, in_span, comm; } counts;
+
+static void count(counts *c, const tp_gpu_op *v, size_t n, uint64_t from, uint64_t to) {
+    for (size_t i = 0; i < n; i++) {
+        if (!windowed(&v[i])) {
+            c->comm += v[i].type == TPROF_REC_GPU_KERNEL;
+            continue;
+        }
+        c->windowed++;
+        c->in_span += v[i].start >= from && v[i].start < to;
+    }
+}
+
+/* The bounded load of run's process holds exactly the windowed records that began in its
+ * span (a whole load of the file counts them), every NCCL kernel, at most `bound` windowed
+ * ones, and counts the rest as left out. Returns the span through from/to. */
+static void check_span(tp_run *run, size_t bound, uint64_t *from, uint64_t *to) {
+    const tp_process *slim = &run->procs[0];
+    tp_process whole, b;
+    assert_int_equal(tp_process_load_bounded(run, slim, &whole, NULL, 0), TPROF_OK);
+    assert_int_equal(whole.gpu_window_to, 0);
+    assert_int_equal(tp_process_load_bounded(run, slim, &b, NULL, bound), TPROF_OK);
+    assert_true(b.gpu_window_to > b.gpu_window_from);
+    assert_int_equal(b.gpu_bound, bound);
+    counts all = {0}, held = {0};
+    count(&all, whole.gpu, whole.ngpu, b.gpu_window_from, b.gpu_window_to);
+    count(&all, whole.api, whole.napi, b.gpu_window_from, b.gpu_window_to);
+    count(&held, b.gpu, b.ngpu, b.gpu_window_from, b.gpu_window_to);
+    count(&held, b.api, b.napi, b.gpu_window_from, b.gpu_window_to);
+    assert_int_equal(held.in_span, held.windowed); /* none held from outside the span */
+    assert_int_equal(held.windowed, all.in_span);  /* and every one from inside it */
+    assert_true(held.windowed <= bound);
+    assert_true(held.windowed > 0);
+    assert_int_equal(held.comm, NSTEPS);
+    assert_int_equal(held.comm, all.comm);
+    assert_int_equal(b.gpu_left_out, all.windowed - held.windowed);
+    /* the rest of the process is the whole load's */
+    assert_int_equal(b.ncomm, whole.ncomm);
+    assert_int_equal(b.events, whole.events);
+    assert_int_equal(b.first_ts, whole.first_ts);
+    *from = b.gpu_window_from;
+    *to = b.gpu_window_to;
+    tp_process_free(&whole);
+    tp_process_free(&b);
+}
+
+/* The measured steps (step 0 is the warm-up) inside [from, to), less the first and last. */
+static size_t steps_inside(uint64_t from, uint64_t to, size_t *first) {
+    size_t n = 0;
+    *first = SIZE_MAX;
+    for (uint32_t k = 0; k < NSTEPS; k++) {
+        uint64_t t = T0 + MS + (uint64_t)k * 10 * MS;
+        if (t < from || t + 10 * MS > to) continue;
+        if (*first == SIZE_MAX) *first = k;
+        n++;
+    }
+    assert_true(n >= 3);
+    (*first)++;
+    assert_true(*first >= 1); /* the warm-up step is not among them */
+    return n - 2;
+}
+
+static void test_even_steps(void **state) {
+    (void)state;
+    char dir[512];
+    write_run(dir, sizeof dir, even4, 0);
+    tp_run run;
+    load_slim(dir, &run);
+    uint64_t from, to;
+    check_span(&run, 400, &from, &to);
+    size_t first, want = steps_inside(from, to, &first);
+    cJSON *whole = report_bounded(&run, SIZE_MAX), *rep = report_bounded(&run, 400);
+    assert_null(jget(whole, "ranks.0.gpu_capture"));
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), (double)want, "captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.measured_steps"), NSTEPS - 1, "measured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), (double)first, "first captured");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.1"), (double)(first + want - 1), "last");
+    assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "gpu_records_bound");
+    jnear(jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.bound"), 400, "bound");
+    jnear(jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.from_s"),
+          (double)(from - T0) / 1e9, "from_s");
+    jnear(jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.to_s"), (double)(to - T0) / 1e9,
+          "to_s");
+    assert_null(jget(rep, "ranks.0.gpu_capture.cost")); /* recording went on outside: no cost */
+    /* each step: 4 x 0.1 ms + 1 ms of 10 ms busy, 5 kernels, in both */
+    jnear(jnum(whole, "ranks.0.gpu.devices.0.busy_share"), 0.14, "whole busy");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.14, "bounded busy");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 5, "kernels per step");
+    jnear(jnum(rep, "ranks.0.breakdown.windows"), (double)want, "breakdown windows");
+    jnear(jnum(rep, "ranks.0.breakdown.ms.compute.mean"), 0.4, "compute per step");
+    assert_null(jget(rep, "ranks.0.gpu.after_last_step"));
+    /* the ops matched to their kernels wherever they ran: the section's rows are the same */
+    cJSON *cw = cJSON_Duplicate(jget(whole, "ranks.0.communication"), 1);
+    cJSON *cb = cJSON_Duplicate(jget(rep, "ranks.0.communication"), 1);
+    assert_non_null(cw);
+    assert_non_null(cb);
+    cJSON_DeleteItemFromObjectCaseSensitive(cw, "exposure"); /* over the captured steps */
+    cJSON_DeleteItemFromObjectCaseSensitive(cb, "exposure");
+    assert_true(cJSON_Compare(cw, cb, 1));
+    assert_string_equal(jstr(rep, "ranks.0.communication.communicators.0.ops.0.time_source"),
+                        "kernel");
+    jnear(jnum(rep, "ranks.0.communication.communicators.0.ops.0.time_sources.kernel"),
+          NSTEPS, "ops timed by their kernels");
+    jnear(jnum(rep, "ranks.0.communication.exposure.windows"), (double)want, "exposure windows");
+    cJSON_Delete(cw);
+    cJSON_Delete(cb);
+    cJSON_Delete(whole);
+    cJSON_Delete(rep);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.gpu_records = 400;
+    char *text = report_text(&run, &o);
+    report_has(text, "GPU records held: ");
+    report_has(text, "the rank's GPU records are more than the bound of 400 (--gpu-records, "
+                     "TRAINPROF_GPU_RECORDS)");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+static void test_dense_middle_moves_the_end(void **state) {
+    (void)state;
+    char dir[512];
+    write_run(dir, sizeof dir, dense_middle, 1);
+    tp_run run;
+    load_slim(dir, &run);
+    /* without the histogram of the records' times (a process not read slim) the window is
+     * placed as if they were spread evenly over the process's span */
+    run.procs[0].gpu_hist_width = 0;
+    uint64_t from, to;
+    check_span(&run, 400, &from, &to);
+    /* 9/10 of the bound's share of the process's span around its middle: 400 of 2720
+     * windowed records and 200 NCCL kernels */
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->nrec_gpu + p->nrec_api, 2920);
+    uint64_t t1 = p->end_mono > p->last_ts ? p->end_mono : p->last_ts, span = t1 - p->first_ts;
+    uint64_t w0 = (uint64_t)((double)span * (0.9 * 400.0 / 2920.0));
+    assert_int_equal(from, p->first_ts + (span - w0) / 2);
+    assert_true(to < from + w0); /* moved back: the middle holds 60 records a step */
+    cJSON *rep = report_bounded(&run, 400);
+    size_t first, want = steps_inside(from, to, &first);
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), (double)want, "captured");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 31, "kernels per dense step");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.4, "busy per dense step");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* The records' histogram (the slim load's) places the window on the middle of the records,
+ * not of the process's span: 150 sparse steps then 50 dense ones, the middle record in
+ * step 172 or so (300 records before step 150, 60 a step after it). */
+static uint32_t late_dense(uint32_t k) { return k >= 150 ? 30 : 1; }
+
+static void test_window_where_the_records_are(void **state) {
+    (void)state;
+    char dir[512];
+    write_run(dir, sizeof dir, late_dense, 0);
+    tp_run run;
+    load_slim(dir, &run);
+    uint64_t from, to;
+    check_span(&run, 400, &from, &to);
+    uint64_t mid = T0 + MS + 172 * 10 * MS;
+    assert_true(from < mid && mid < to);
+    /* most of the bound used: about 0.9 x 400 windowed records held in 6 dense steps */
+    tp_process b;
+    assert_int_equal(tp_process_load_bounded(&run, &run.procs[0], &b, NULL, 400), TPROF_OK);
+    size_t held = b.gpu_held;
+    assert_true(held >= 300 && held <= 400);
+    tp_process_free(&b);
+    cJSON *rep = report_bounded(&run, 400);
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 31, "kernels per dense step");
+    jnear(jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.held"), (double)held, "held");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* No step: the GPU figures are totals, over the span held; the breakdown says the span is
+ * all of the run it covers, and the text says the totals are the span's. */
+static void test_no_steps(void **state) {
+    (void)state;
+    char dir[512];
+    g_no_steps = 1;
+    write_run(dir, sizeof dir, even4, 0);
+    g_no_steps = 0;
+    tp_run run;
+    load_slim(dir, &run);
+    uint64_t from, to;
+    check_span(&run, 400, &from, &to);
+    cJSON *rep = report_bounded(&run, 400);
+    assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "gpu_records_bound");
+    jnear(jnum(rep, "ranks.0.gpu_capture.measured_steps"), 0, "no measured step");
+    assert_string_equal(jstr(rep, "ranks.0.gpu.per"), "run");
+    /* the kernels held: those in the span, 4 a 10 ms stretch, and all 200 NCCL kernels */
+    double k = jnum(rep, "ranks.0.gpu.devices.0.kernels");
+    assert_true(k > 200 && k < 200 + 4 * (double)(to - from) / (double)(10 * MS) + 5);
+    jnear(jnum(rep, "ranks.0.breakdown.captured_s"), (double)(to - from) / 1e9, "captured_s");
+    cJSON_Delete(rep);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.gpu_records = 400;
+    char *text = report_text(&run, &o);
+    report_has(text, "without measured steps, the GPU figures are totals over that span, not "
+                     "the run's");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+static void test_under_the_bound(void **state) {
+    (void)state;
+    char dir[512];
+    write_run(dir, sizeof dir, even4, 0);
+    tp_run run;
+    load_slim(dir, &run);
+    /* 1800 records: a bound of 1800 holds them all, the default too */
+    cJSON *whole = report_bounded(&run, SIZE_MAX), *at = report_bounded(&run, 1800);
+    cJSON *def = report_bounded(&run, 0);
+    cJSON *rw = cJSON_Duplicate(jget(whole, "ranks"), 1);
+    cJSON *ra = cJSON_Duplicate(jget(at, "ranks"), 1), *rd = cJSON_Duplicate(jget(def, "ranks"), 1);
+    assert_true(cJSON_Compare(rw, ra, 1));
+    assert_true(cJSON_Compare(rw, rd, 1));
+    assert_null(jget(at, "ranks.0.gpu_capture"));
+    cJSON_Delete(rw);
+    cJSON_Delete(ra);
+    cJSON_Delete(rd);
+    cJSON_Delete(whole);
+    cJSON_Delete(at);
+    cJSON_Delete(def);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_even_steps),
+        cmocka_unit_test(test_dense_middle_moves_the_end),
+        cmocka_unit_test(test_window_where_the_records_are),
+        cmocka_unit_test(test_no_steps),
+        cmocka_unit_test(test_under_the_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
