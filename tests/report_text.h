@@ -1,7 +1,7 @@
 /*
  * report_text.h — test helpers for reports: load_run (a run directory, failing the test with
- * the loader's message), default_report (the JSON document with the default options; the
- * caller deletes it) and the text report of a run (tp_report_make with opts o, NULL for the
+ * the loader's message), report_json and default_report (the JSON document with the given or
+ * the default options; the caller deletes it) and the text report of a run (tp_report_make with opts o, NULL for the
  * defaults; tp_report_write_text, no colour) in memory; the caller frees it; report_has and
  * report_lacks fail the test when a text lacks (has) a string. Include after
  * <cmocka.h>, <stdio.h>, "analysis/model.h" and "analysis/report.h".
@@ -24,12 +24,17 @@ static __attribute__((unused)) void load_run(const char *dir, tp_run *run) {
     if (tp_run_load(dir, run, err, sizeof err) != 0) fail_msg("%s: %s", dir, err);
 }
 
-static __attribute__((unused)) cJSON *default_report(const tp_run *run) {
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    cJSON *rep = tp_report_build(run, &o);
+/* The JSON document of run with options o (NULL: the defaults); the caller deletes it. */
+static __attribute__((unused)) cJSON *report_json(const tp_run *run, const tp_report_opts *o) {
+    tp_report_opts d;
+    tp_report_opts_init(&d);
+    cJSON *rep = tp_report_build(run, o ? o : &d);
     assert_non_null(rep);
     return rep;
+}
+
+static __attribute__((unused)) cJSON *default_report(const tp_run *run) {
+    return report_json(run, NULL);
 }
 
 static __attribute__((unused)) char *report_text(const tp_run *run, const tp_report_opts *o) {

@@ -99,9 +99,7 @@ static cJSON *report_bounded(const tp_run *run, size_t bound) {
     tp_report_opts o;
     tp_report_opts_init(&o);
     o.gpu_records = bound;
-    cJSON *rep = tp_report_build(run, &o);
-    assert_non_null(rep);
-    return rep;
+    return report_json(run, &o);
 }
 
 /* Whether the bound applies to o (model.h: not to NCCL kernels, syncs and overhead records). */

@@ -50,9 +50,7 @@ static cJSON *report_warmup(const tp_run *run, int warmup) {
     tp_report_opts o;
     tp_report_opts_init(&o);
     o.warmup = warmup;
-    cJSON *rep = tp_report_build(run, &o);
-    assert_non_null(rep);
-    return rep;
+    return report_json(run, &o);
 }
 
 static cJSON *rank0(const cJSON *rep) {
