@@ -1,9 +1,10 @@
 /*
  * report_text.h — test helpers for reports: load_run (a run directory, failing the test with
  * the loader's message), report_json and default_report (the JSON document with the given or
- * the default options; the caller deletes it) and the text report of a run (tp_report_make with opts o, NULL for the
- * defaults; tp_report_write_text, no colour) in memory; the caller frees it; report_has and
- * report_lacks fail the test when a text lacks (has) a string. Include after
+ * the default options; the caller deletes it) and the text report of a run (tp_report_make
+ * with opts o, NULL for the defaults; tp_report_write_text, no colour) in memory; the caller
+ * frees it; report_has and report_lacks fail the test when a text lacks (has) a string.
+ * Include after
  * <cmocka.h>, <stdio.h>, "analysis/model.h" and "analysis/report.h".
  */
 #ifndef TPROF_TEST_REPORT_TEXT_H

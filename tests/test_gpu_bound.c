@@ -32,6 +32,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "export/html.h"
 #include "format/format.h"
 #include "json_path.h"
 #include "report_text.h"
@@ -224,6 +225,19 @@ static void test_even_steps(void **state) {
     report_has(text, "the rank's GPU records are more than the bound of 400 (--gpu-records, "
                      "TRAINPROF_GPU_RECORDS)");
     free(text);
+    /* the HTML's note says which steps and why */
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, &o, &r), 0);
+    char *html = NULL;
+    size_t hl = 0;
+    FILE *hf = open_memstream(&html, &hl);
+    assert_non_null(hf);
+    assert_int_equal(tp_html_write(&r, &o, hf), 0);
+    fclose(hf);
+    tp_report_free(&r);
+    report_has(html, "its GPU figures are over those steps only. The report held ");
+    report_has(html, "out: it had more than the bound of 400 (--gpu-records).");
+    free(html);
     tp_run_free(&run);
     synth_rmtree(dir);
 }

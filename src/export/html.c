@@ -254,22 +254,34 @@ static void bd_fallback(bd_row *b, const tp_rank_result *rr) {
 /* The ranks whose GPU figures are over fewer steps than measured (capture.h), one note each:
  * the steps in which GPU activity was recorded; a rank without steps whose capture was off or
  * paused part of the run: the time it was recorded, which its breakdown is over. */
+/* Why a rank's GPU records are those of a span only (capture.h, TP_CAP_BOUND), in a note. */
+static void bound_words(FILE *f, const tp_capture_result *c) {
+    if (!(c->limited_by & TP_CAP_BOUND)) return;
+    fprintf(f, " The report held %zu of its GPU records, those of %.1f-%.1f s into the process, "
+               "and left %zu out: it had more than the bound of %zu (--gpu-records).",
+            c->bound_kept, c->bound_from_s, c->bound_to_s, c->bound_left_out, c->bound_records);
+}
+
 static void capture_notes(FILE *f, const tp_run_results *res) {
     for (size_t i = 0; i < res->nranks; i++) {
         const tp_breakdown_result *b = &res->ranks[i].breakdown;
+        const tp_capture_result *c = &res->ranks[i].capture;
         if (b->present && b->gpu_basis && !b->per_step && b->has_uncaptured) {
             fprintf(f, "<p class=\"note capture\">rank %d: no steps; GPU activity recorded "
-                       "%.3f s of the %.3f s run: its GPU breakdown is over that time only.</p>\n",
+                       "%.3f s of the %.3f s run: its GPU breakdown is over that time only.",
                     res->ranks[i].rank, b->captured_s, b->run_s);
+            bound_words(f, c);
+            fputs("</p>\n", f);
             continue;
         }
         char w[256];
-        if (!*tp_capture_words(&res->ranks[i].capture, w, sizeof w)) continue;
+        if (!*tp_capture_words(c, w, sizeof w)) continue;
         fprintf(f, "<p class=\"note capture\">rank %d: ", res->ranks[i].rank);
         E(w);
-        fputs(res->ranks[i].capture.captured ? ": its GPU figures are over those steps only"
-                                             : ": its GPU figures are not captured", f);
-        fputs(".</p>\n", f);
+        fputs(c->captured ? ": its GPU figures are over those steps only."
+                          : ": its GPU figures are not captured.", f);
+        bound_words(f, c);
+        fputs("</p>\n", f);
     }
 }
 
