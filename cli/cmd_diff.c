@@ -140,6 +140,9 @@ int cmd_diff(int argc, char **argv) {
                *v;
     report_args a;
     report_args_init(&a, "diff");
+    /* diff reads every rank file whole for its own kernel rows (diff.c): its reports hold
+     * every GPU record too, so that both parts are over the same steps */
+    a.gpu_records = SIZE_MAX;
     tp_diff_opts dop;
     tp_diff_opts_init(&dop);
     int nd = 0;

@@ -10,12 +10,14 @@
  *    communication section (each op still matched to its kernel), without any kernel "after
  *    the last step"; the text says the bound;
  *  - 40 dense steps of 30 kernels in the middle of 200 sparse ones, each step's records
- *    written in reverse order, the window placed without the histogram of the records'
- *    times: the span's end moves back until the records held fit the bound, and the same
- *    exact-span property holds;
- *  - 50 dense steps after 150 sparse ones: the histogram places the span on the middle
- *    record, in the dense steps, and it holds most of the bound;
- *  - without steps the GPU totals are over the span, and the report says so;
+ *    written in reverse order, the sample of the records' start times made to mislead (as
+ *    if they were spread evenly): the span's end moves back until the records held fit the
+ *    bound, and the same exact-span property holds;
+ *  - 50 dense steps after 150 sparse ones: the sample places the span on the middle record,
+ *    in the dense steps, and it holds most of the bound;
+ *  - steps only in the first quarter: the span is placed again among the steps' records;
+ *  - without steps, or with nothing outside the span (communication kernels alone), the
+ *    rank is read whole;
  *  - under the bound, or with no bound, the section is the whole one.
  */
 #define _GNU_SOURCE
@@ -50,7 +52,10 @@ typedef uint32_t (*kernels_fn)(uint32_t k);
 static uint32_t even4(uint32_t k) { (void)k; return 4; }
 static uint32_t dense_middle(uint32_t k) { return k >= 80 && k < 120 ? 30 : 1; }
 
-static int g_no_steps; /* write_run marks no step */
+/* write_run marks steps 0 .. g_steps - 1 only (NSTEPS: all of them, 0: none), and its steps
+ * run g_kernels_of(k) compute kernels; g_nccl 0: no NCCL kernel and op */
+static uint32_t g_steps = NSTEPS;
+static int g_nccl = 1;
 
 static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) {
     assert_int_equal(synth_tmpdir(dir, n, "gbound"), 0);
@@ -62,7 +67,7 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
     uint32_t corr = 1;
     for (uint32_t k = 0; k < NSTEPS; k++) {
         uint64_t t = T0 + MS + (uint64_t)k * 10 * MS;
-        if (!g_no_steps) synth_step_begin(f, 1, t, k);
+        if (k < g_steps) synth_step_begin(f, 1, t, k);
         uint32_t nk = kernels_of(k);
         for (uint32_t q = 0; q < nk; q++) {
             uint32_t j = reversed ? nk - 1 - q : q;
@@ -80,9 +85,11 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
         c.op = TPROF_COMM_ALLREDUCE;
         c.seq = k;
         c.end_ns = t + 7900 * US;
-        synth_comm(f, 1, t + 7880 * US, &c, NULL);
-        synth_kernel(f, 2, t + 8 * MS, t + 9 * MS, 0, 13, 0, NCCL_KERNEL);
-        if (!g_no_steps) synth_step_end(f, 1, t + 10 * MS, k);
+        if (g_nccl) {
+            synth_comm(f, 1, t + 7880 * US, &c, NULL);
+            synth_kernel(f, 2, t + 8 * MS, t + 9 * MS, 0, 13, 0, NCCL_KERNEL);
+        }
+        if (k < g_steps) synth_step_end(f, 1, t + 10 * MS, k);
         synth_flush(f);
     }
     synth_end_of_file(f, T0 + 2 * MS + NSTEPS * 10 * MS, 0);
@@ -103,10 +110,15 @@ static cJSON *report_bounded(const tp_run *run, size_t bound) {
     return report_json(run, &o);
 }
 
-/* Whether the bound applies to o (model.h: not to NCCL kernels, syncs and overhead records). */
+/* Whether the bound applies to o (model.h: not to NCCL kernels and overhead records). */
 static int windowed(const tp_gpu_op *o) {
-    return o->type != TPROF_REC_GPU_SYNC && o->type != TPROF_REC_GPU_OVERHEAD &&
+    return o->type != TPROF_REC_GPU_OVERHEAD &&
            !(o->type == TPROF_REC_GPU_KERNEL && o->cls == TP_KC_COMM);
+}
+
+static int load_bounded(tp_run *run, tp_process *out, size_t bound) {
+    tp_gpu_bound b = {bound, 0, 0};
+    return tp_process_load_bounded(run, &run->procs[0], out, NULL, &b);
 }
 
 typedef struct counts { size_t windowed, in_span, comm; } counts;
@@ -126,11 +138,10 @@ static void count(counts *c, const tp_gpu_op *v, size_t n, uint64_t from, uint64
  * span (a whole load of the file counts them), every NCCL kernel, at most `bound` windowed
  * ones, and counts the rest as left out. Returns the span through from/to. */
 static void check_span(tp_run *run, size_t bound, uint64_t *from, uint64_t *to) {
-    const tp_process *slim = &run->procs[0];
     tp_process whole, b;
-    assert_int_equal(tp_process_load_bounded(run, slim, &whole, NULL, 0), TPROF_OK);
+    assert_int_equal(load_bounded(run, &whole, 0), TPROF_OK);
     assert_int_equal(whole.gpu_window_to, 0);
-    assert_int_equal(tp_process_load_bounded(run, slim, &b, NULL, bound), TPROF_OK);
+    assert_int_equal(load_bounded(run, &b, bound), TPROF_OK);
     assert_true(b.gpu_window_to > b.gpu_window_from);
     assert_int_equal(b.gpu_bound, bound);
     counts all = {0}, held = {0};
@@ -142,7 +153,7 @@ static void check_span(tp_run *run, size_t bound, uint64_t *from, uint64_t *to) 
     assert_int_equal(held.windowed, all.in_span);  /* and every one from inside it */
     assert_true(held.windowed <= bound);
     assert_true(held.windowed > 0);
-    assert_int_equal(held.comm, NSTEPS);
+    assert_int_equal(held.comm, g_nccl ? NSTEPS : 0);
     assert_int_equal(held.comm, all.comm);
     assert_int_equal(b.gpu_left_out, all.windowed - held.windowed);
     /* the rest of the process is the whole load's */
@@ -155,20 +166,26 @@ static void check_span(tp_run *run, size_t bound, uint64_t *from, uint64_t *to) 
     tp_process_free(&b);
 }
 
-/* The measured steps (step 0 is the warm-up) inside [from, to), less the first and last. */
+/* The measured steps (step 0 is the warm-up) inside [from, to), less the first when a step
+ * precedes it and the last when one follows; *first: the first of them. */
 static size_t steps_inside(uint64_t from, uint64_t to, size_t *first) {
-    size_t n = 0;
+    size_t n = 0, last = 0;
     *first = SIZE_MAX;
-    for (uint32_t k = 0; k < NSTEPS; k++) {
+    for (uint32_t k = 0; k < g_steps; k++) {
         uint64_t t = T0 + MS + (uint64_t)k * 10 * MS;
         if (t < from || t + 10 * MS > to) continue;
         if (*first == SIZE_MAX) *first = k;
+        last = k;
         n++;
     }
     assert_true(n >= 3);
-    (*first)++;
+    if (*first > 0) {
+        (*first)++;
+        n--;
+    }
+    if (last + 1 < g_steps) n--;
     assert_true(*first >= 1); /* the warm-up step is not among them */
-    return n - 2;
+    return n;
 }
 
 static void test_even_steps(void **state) {
@@ -248,19 +265,20 @@ static void test_dense_middle_moves_the_end(void **state) {
     write_run(dir, sizeof dir, dense_middle, 1);
     tp_run run;
     load_slim(dir, &run);
-    /* without the histogram of the records' times (a process not read slim) the window is
-     * placed as if they were spread evenly over the process's span */
-    run.procs[0].gpu_hist_width = 0;
+    /* a sample of the records' start times that misleads (as if they were spread evenly over
+     * the run): the window placed from it holds more than the bound, and its end moves back */
+    tp_process *p = &run.procs[0];
+    assert_int_equal(p->nrec_gpu + p->nrec_api, 2920);
+    uint64_t span = p->last_ts - p->first_ts;
+    for (size_t i = 0; i < TP_GPU_STARTS; i++)
+        p->gpu_starts[i] = p->first_ts + span / TP_GPU_STARTS * i;
+    p->gpu_nstarts = TP_GPU_STARTS;
     uint64_t from, to;
     check_span(&run, 400, &from, &to);
-    /* 9/10 of the bound's share of the process's span around its middle: 400 of 2720
-     * windowed records and 200 NCCL kernels */
-    const tp_process *p = &run.procs[0];
-    assert_int_equal(p->nrec_gpu + p->nrec_api, 2920);
-    uint64_t t1 = p->end_mono > p->last_ts ? p->end_mono : p->last_ts, span = t1 - p->first_ts;
-    uint64_t w0 = (uint64_t)((double)span * (0.9 * 400.0 / 2920.0));
-    assert_int_equal(from, p->first_ts + (span - w0) / 2);
-    assert_true(to < from + w0); /* moved back: the middle holds 60 records a step */
+    /* the middle samples standing for 0.9 x 400 of the 2920 records: 256 x 360 / 2920 =
+     * 31.6 of them, from the 112th to the 143rd */
+    assert_int_equal(from, p->gpu_starts[112]);
+    assert_true(to < p->gpu_starts[143]); /* moved back: the middle holds 60 records a step */
     cJSON *rep = report_bounded(&run, 400);
     size_t first, want = steps_inside(from, to, &first);
     jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), (double)want, "captured");
@@ -288,7 +306,7 @@ static void test_window_where_the_records_are(void **state) {
     assert_true(from < mid && mid < to);
     /* most of the bound used: about 0.9 x 400 windowed records held in 6 dense steps */
     tp_process b;
-    assert_int_equal(tp_process_load_bounded(&run, &run.procs[0], &b, NULL, 400), TPROF_OK);
+    assert_int_equal(load_bounded(&run, &b, 400), TPROF_OK);
     size_t held = b.gpu_held;
     assert_true(held >= 300 && held <= 400);
     tp_process_free(&b);
@@ -300,34 +318,69 @@ static void test_window_where_the_records_are(void **state) {
     synth_rmtree(dir);
 }
 
-/* No step: the GPU figures are totals, over the span held; the breakdown says the span is
- * all of the run it covers, and the text says the totals are the span's. */
+/* No step: a rank over the bound is read whole (its GPU figures are totals over the run, which
+ * no span gives), the same as without the bound. */
 static void test_no_steps(void **state) {
     (void)state;
     char dir[512];
-    g_no_steps = 1;
+    g_steps = 0;
     write_run(dir, sizeof dir, even4, 0);
-    g_no_steps = 0;
+    g_steps = NSTEPS;
     tp_run run;
     load_slim(dir, &run);
-    uint64_t from, to;
-    check_span(&run, 400, &from, &to);
-    cJSON *rep = report_bounded(&run, 400);
-    assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "gpu_records_bound");
-    jnear(jnum(rep, "ranks.0.gpu_capture.measured_steps"), 0, "no measured step");
+    cJSON *whole = report_bounded(&run, SIZE_MAX), *rep = report_bounded(&run, 400);
+    assert_null(jget(rep, "ranks.0.gpu_capture"));
     assert_string_equal(jstr(rep, "ranks.0.gpu.per"), "run");
-    /* the kernels held: those in the span, 4 a 10 ms stretch, and all 200 NCCL kernels */
-    double k = jnum(rep, "ranks.0.gpu.devices.0.kernels");
-    assert_true(k > 200 && k < 200 + 4 * (double)(to - from) / (double)(10 * MS) + 5);
-    jnear(jnum(rep, "ranks.0.breakdown.captured_s"), (double)(to - from) / 1e9, "captured_s");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1000, "every kernel");
+    assert_true(cJSON_Compare(jget(whole, "ranks"), jget(rep, "ranks"), 1));
+    cJSON_Delete(whole);
     cJSON_Delete(rep);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    o.gpu_records = 400;
-    char *text = report_text(&run, &o);
-    report_has(text, "without measured steps, the GPU figures are totals over that span, not "
-                     "the run's");
-    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Steps only in the first quarter of the run, GPU work all along: the span first placed at
+ * the middle of the records lies outside the measured steps, so the section is read again
+ * with the span among the records of the steps, and its figures are theirs. */
+static void test_steps_at_the_start(void **state) {
+    (void)state;
+    char dir[512];
+    g_steps = 50;
+    write_run(dir, sizeof dir, even4, 0);
+    tp_run run;
+    load_slim(dir, &run);
+    cJSON *rep = report_bounded(&run, 400);
+    double from = jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.from_s") * 1e9 + (double)T0;
+    double to = jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.to_s") * 1e9 + (double)T0;
+    assert_true(to <= (double)(T0 + MS + 50 * 10 * MS) + 1e6); /* within the steps */
+    size_t first, want = steps_inside((uint64_t)from, (uint64_t)to, &first);
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), (double)want, "captured");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.14, "busy");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 5, "kernels per step");
+    g_steps = NSTEPS;
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Communication kernels alone over the bound: they are all kept, nothing is left out, and the
+ * rank reads as a whole one (no span said). */
+static uint32_t none(uint32_t k) { (void)k; return 0; }
+
+static void test_nothing_left_out(void **state) {
+    (void)state;
+    char dir[512];
+    write_run(dir, sizeof dir, none, 0);
+    tp_run run;
+    load_slim(dir, &run);
+    tp_process b;
+    assert_int_equal(load_bounded(&run, &b, 100), TPROF_OK);
+    assert_int_equal(b.gpu_window_to, 0);
+    assert_int_equal(b.ngpu, NSTEPS);
+    tp_process_free(&b);
+    cJSON *rep = report_bounded(&run, 100);
+    assert_null(jget(rep, "ranks.0.gpu_capture"));
+    cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -362,6 +415,8 @@ int main(void) {
         cmocka_unit_test(test_dense_middle_moves_the_end),
         cmocka_unit_test(test_window_where_the_records_are),
         cmocka_unit_test(test_no_steps),
+        cmocka_unit_test(test_steps_at_the_start),
+        cmocka_unit_test(test_nothing_left_out),
         cmocka_unit_test(test_under_the_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

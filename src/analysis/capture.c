@@ -388,8 +388,8 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
                               "; GPU records stopped (another CUPTI client took the activity "
                               "API)");
     if ((out->limited_by & TP_CAP_BOUND) && l < n)
-        snprintf(b + l, n - l, "; the span of the GPU records held (the bound on GPU records) "
-                               "held no whole step");
+        snprintf(b + l, n - l, "; the span of GPU records held (--gpu-records) holds no "
+                               "measured step whole: --gpu-records all reads them all");
 }
 
 /* A step that can stand for the pace with capture off: not captured, not the first after a
@@ -537,9 +537,9 @@ static void records_stopped(tp_capture_result *out, const tp_process *p, const t
 }
 
 /* A load bounded in GPU records (model.h, tp_process_load_bounded) held those of one span
- * alone: a step outside it is not captured, nor the first and the last inside it when there
- * are three or more (the work of the first may have been launched before the span, and a
- * kernel the last launched may have run after it). */
+ * alone: a step outside it is not captured, nor the first inside it when a step precedes it
+ * (its work may have been launched before the span), nor the last inside it when a step
+ * follows (a kernel it launched may have run after the span). */
 static void bound_span(tp_capture_result *out, const tp_process *p, const tp_steps *s,
                        uint8_t *in, unsigned *why) {
     if (!p->gpu_window_to) return;
@@ -562,8 +562,9 @@ static void bound_span(tp_capture_result *out, const tp_process *p, const tp_ste
         }
     }
     size_t edge[2] = {first, last};
-    for (int k = 0; inside >= 3 && k < 2; k++)
-        if (in[edge[k]]) {
+    int cut[2] = {first > 0, last + 1 < s->nsteps};
+    for (int k = 0; inside && k < 2; k++)
+        if (cut[k] && in[edge[k]]) {
             in[edge[k]] = 0;
             why[edge[k]] = TP_CAP_BOUND;
         }
@@ -655,10 +656,13 @@ const char *tp_capture_words(const tp_capture_result *c, char *buf, size_t n) {
     if (!n) return buf;
     *buf = 0;
     if (!c->limited) return buf;
+    /* a bound held the records of some steps, where every step was recorded */
+    const char *what = c->limited_by & TP_CAP_BOUND ? "GPU records held for"
+                                                     : "GPU activity recorded in";
     if (!c->captured)
-        snprintf(buf, n, "GPU activity recorded in no measured step (0 of %zu)", c->measured);
+        snprintf(buf, n, "%s no measured step (0 of %zu)", what, c->measured);
     else
-        snprintf(buf, n, "GPU activity recorded in step%s %s (%zu of %zu measured steps)",
+        snprintf(buf, n, "%s step%s %s (%zu of %zu measured steps)", what,
                  c->captured == 1 ? "" : "s", c->steps, c->captured, c->measured);
     return buf;
 }
@@ -721,7 +725,7 @@ void tp_capture_text(FILE *f, const tp_capture_result *c) {
                 c->windows_ignored, c->windows_ignored == 1 ? "y" : "ies",
                 c->windows_ignored == 1 ? "it begins" : "they begin");
     if (c->limited_by & TP_CAP_BOUND)
-        fprintf(f, "  GPU records held: %zu, those that began %.1f-%.1f s into the process, and "
+        fprintf(f, "  GPU records held: %zu, those that began %.3f-%.3f s into the process, and "
                    "every communication kernel; %zu more left out: the rank's GPU records are "
                    "more than the bound of %zu (--gpu-records, TRAINPROF_GPU_RECORDS)%s\n",
                 c->bound_kept, c->bound_from_s, c->bound_to_s, c->bound_left_out,

@@ -439,13 +439,13 @@ static void loader_free(loader *L) {
 }
 
 /* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
- * `sizes` when given (the slim process of the same file), its GPU records bounded by gpu_max
- * then (tp_process_load_bounded; 0: none). A file that cannot be opened goes to run->errors
- * when `note` is set. */
+ * `sizes` when given (the slim process of the same file), its GPU records bounded by gb
+ * then (tp_process_load_bounded; NULL: none). A file that cannot be opened goes to
+ * run->errors when `note` is set. */
 static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
-                     const tp_process *sizes, tp_range_stream *stream, size_t gpu_max) {
+                     const tp_process *sizes, tp_range_stream *stream, const tp_gpu_bound *gb) {
     memset(p, 0, sizeof *p);
-    size_t gwin = sizes && !light ? tp_load_gpu_window(p, sizes, gpu_max) : 0;
+    size_t gwin = sizes && !light ? tp_load_gpu_window(p, sizes, gb) : 0;
     if (sizes && !light) reserve_like(p, sizes, gwin);
     p->path = tp_intern(run, path);
     p->helper_of = -1;
@@ -623,7 +623,7 @@ int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err
 }
 
 int tp_process_load_slim(tp_run *run, const char *path, tp_process *p) {
-    return load_file(run, path, p, 1, 1, NULL, NULL, 0);
+    return load_file(run, path, p, 1, 1, NULL, NULL, NULL);
 }
 
 int tp_process_file_check(const tp_process *p, char *why, size_t n) {
@@ -642,18 +642,20 @@ int tp_process_load_whole(tp_run *run, const tp_process *p, tp_process *out) {
 
 int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
                              tp_range_stream *s) {
-    return tp_process_load_bounded(run, p, out, s, 0);
+    return tp_process_load_bounded(run, p, out, s, NULL);
 }
 
 int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
-                            tp_range_stream *s, size_t gpu_max) {
+                            tp_range_stream *s, const tp_gpu_bound *b) {
     int light = s && !s->keep; /* take mode keeps no GPU record either */
     int rc = load_file(run, p->file ? p->file : p->path, out, light, 0, p, s,
-                       p->slim ? gpu_max : 0);
+                       p->slim ? b : NULL);
     if (rc != TPROF_OK) {
         tp_process_free(out);
         return rc;
     }
+    if (out->gpu_window_to && !out->gpu_left_out) /* nothing was outside: a whole load */
+        out->gpu_window_from = out->gpu_window_to = out->gpu_bound = out->gpu_held = 0;
     /* what the run decided of it (assign_roles), which one file cannot tell */
     out->rank = p->rank;
     out->world_size = p->world_size;
@@ -723,7 +725,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
         /* slim: from the file's summary when it holds the slim process of the file as it is */
         int r = light ? tp_summary_slim_load(run, fl.v[i], p) : 0;
         run->from_summaries += r == 1;
-        if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL, 0);
+        if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL, NULL);
         if (r == TPROF_OK || r == 1) run->nprocs++;
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */

@@ -172,8 +172,8 @@ typedef struct tp_drop_window {
  * host's GPUs, no rank of its own). */
 typedef enum tp_role { TP_ROLE_RANK = 0, TP_ROLE_HELPER = 1, TP_ROLE_SAMPLER = 2 } tp_role;
 
-/* Buckets of tp_process.gpu_hist. */
-#define TP_GPU_HIST 64
+/* Samples in tp_process.gpu_starts. */
+#define TP_GPU_STARTS 256
 
 typedef struct tp_process {
     const char *path;
@@ -226,12 +226,15 @@ typedef struct tp_process {
      * those it kept, gpu_left_out those it left; gpu_bound is the bound. */
     uint64_t gpu_window_from, gpu_window_to;
     size_t gpu_held, gpu_left_out, gpu_bound;
-    /* Slim: when its GPU records and API calls began (overhead records apart), as counts in
-     * TP_GPU_HIST buckets of gpu_hist_width ns from gpu_hist_base (the first record's time;
-     * the width doubles, neighbours merged, for a later record beyond the last bucket, and an
-     * earlier record counts in the first): where a bounded load's window holds the most. */
-    uint64_t gpu_hist[TP_GPU_HIST];
-    uint64_t gpu_hist_base, gpu_hist_width;
+    /* Slim: the start times of every gpu_stride-th of its GPU records and API calls
+     * (overhead records apart) in file order, gpu_nstarts of them (TP_GPU_STARTS / 2 to
+     * TP_GPU_STARTS once there are that many records: each time the array fills, every
+     * other is dropped and the stride doubles): a systematic sample of the records, whose
+     * sorted times give their quantiles within a stride's records whatever their order or
+     * outliers, where a bounded load places its window. */
+    uint64_t gpu_starts[TP_GPU_STARTS];
+    uint64_t gpu_stride;
+    size_t gpu_nstarts;
     tp_gpu_clip *clips;     /* records of gpu[] clipped to their stream's order, by index */
     size_t nclips;
     uint64_t clipped_ns;    /* recorded time those clips removed */
@@ -363,23 +366,31 @@ typedef struct tp_range_stream {
 /* tp_process_load_whole with its ranges streamed through s (above). Same errors. */
 int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
                              tp_range_stream *s);
-/* tp_process_load_streamed keeping at most about gpu_max GPU records (0: every one), so that
- * a rank file of any length is read in bounded memory: 64 bytes a kernel and 64 a launch held,
- * where a step of a thousand kernels over a day's run holds hundreds of millions. A file
- * whose GPU records (gpu[] and api[], counted by the slim load of p) number more keeps those
- * that began in one span of time at the middle of p's records, as long as the bound lets it
- * be: first 9/10 of the bound's share of p's span (as if the records were spread evenly),
- * then, each time the records kept reach gpu_max, the span's end moved back before the last
- * tenth of them, which are dropped. The process names the span and counts what it left out
- * (tp_process.gpu_window_from/to, gpu_left_out, gpu_bound); the capture analysis counts the
- * steps inside it alone as captured (capture.h), as for a kernel-capture window. Overhead
- * records and allocations are kept whole (a few per buffer flush and per cudaMalloc). p must be
- * slim (its counts size the load); otherwise, and below the bound, the same as
- * tp_process_load_streamed. Memory: the model less its GPU records, plus at most gpu_max of
- * them (72 bytes each with the analyses' indices), plus a transient 8 bytes each when the
- * span moves. Same errors. */
+/* tp_process_load_streamed keeping at most about b->max GPU records (b NULL or max 0: every
+ * one), so that a rank file of any length is read in bounded memory: 64 bytes a kernel and 64
+ * a launch held, where a step of a thousand kernels over a day's run holds hundreds of
+ * millions. A file whose GPU records (gpu[] and api[], counted by the slim load of p) number
+ * more keeps those that began in one span of time: the middle of them, or of those in
+ * [b->from, b->to) when given, that 9/10 of the bound of them began in, by the slim load's
+ * sample of their start times (gpu_starts: quantiles within a stride of records, whatever
+ * their order); then, each time the records held reach the bound, the span's end is moved
+ * back before the last tenth of them, which are dropped. The kernels of the communication
+ * class and CUPTI's overhead records are kept whole (a communication op is matched to its
+ * kernel wherever it ran), and so are allocations. The process names the span and counts
+ * what it held and left out (gpu_window_from/to, gpu_held, gpu_left_out, gpu_bound; all 0
+ * when nothing was left out); the capture analysis counts the steps inside the span alone
+ * as captured (capture.h, TP_CAP_BOUND), as for a kernel-capture window. p must be slim (its
+ * counts and sample place the span); otherwise, and below the bound, the same as
+ * tp_process_load_streamed. Memory: the model less its GPU records, plus at most b->max of
+ * them, plus the communication kernels, plus a transient 8 bytes each when the span moves.
+ * Same errors. */
+typedef struct tp_gpu_bound {
+    size_t max;        /* GPU records held at most (0: every one) */
+    uint64_t from, to; /* CLOCK_MONOTONIC ns: the window is placed among the records that
+                        * began in [from, to) (the measured steps); to <= from: among all */
+} tp_gpu_bound;
 int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
-                            tp_range_stream *s, size_t gpu_max);
+                            tp_range_stream *s, const tp_gpu_bound *b);
 /* Why slim process p's file cannot be read again (tp_process_load_whole), as one line into
  * why (n bytes: "cannot open: ...", "now N bytes, shorter than ..."); 0 when it can be,
  * else the error tp_process_load_whole would return. Reads the file's header only. */

@@ -99,9 +99,9 @@ typedef struct loader {
 } loader;
 
 /* The window of a bounded load of slim process `sizes`'s file into p (model.h,
- * tp_process_load_bounded: p's gpu_window_from/to and gpu_bound set): gpu_max when its GPU
- * records are more than gpu_max, else 0 (no window: every record kept). */
-size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, size_t gpu_max);
+ * tp_process_load_bounded: p's gpu_window_from/to and gpu_bound set): b->max when its GPU
+ * records are more than that, else 0 (no window: every record kept). */
+size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, const tp_gpu_bound *b);
 
 /* A line in the process's damage list (what the report shows of a damaged file). */
 void tp_load_damage(tp_process *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -445,55 +445,50 @@ static int rec_step(tp_thread *t, const tprof_rec *r, size_t body) {
     return 0;
 }
 
-/* Counts a GPU record or API call that began at ts into the slim process's histogram. */
-static void hist_add(tp_process *p, uint64_t ts) {
-    if (!p->gpu_hist_width) {
-        p->gpu_hist_base = ts;
-        p->gpu_hist_width = 1u << 20; /* about a millisecond, widened as the records go on */
+/* The slim process's sample of its GPU records' start times (model.h, gpu_starts): this
+ * record, which began at ts, is the (nrec_gpu + nrec_api)-th. */
+static void starts_add(tp_process *p, uint64_t ts) {
+    uint64_t idx = (uint64_t)(p->nrec_gpu + p->nrec_api - 1);
+    if (!p->gpu_stride) p->gpu_stride = 1;
+    if (idx % p->gpu_stride) return;
+    if (p->gpu_nstarts == TP_GPU_STARTS) { /* every other kept, at twice the stride */
+        for (size_t i = 0; i < TP_GPU_STARTS / 2; i++) p->gpu_starts[i] = p->gpu_starts[2 * i];
+        p->gpu_nstarts = TP_GPU_STARTS / 2;
+        p->gpu_stride *= 2;
+        if (idx % p->gpu_stride) return;
     }
-    uint64_t off = ts > p->gpu_hist_base ? ts - p->gpu_hist_base : 0;
-    while (off / p->gpu_hist_width >= TP_GPU_HIST) { /* ends by a width of 2^58 */
-        for (size_t i = 0; i < TP_GPU_HIST / 2; i++)
-            p->gpu_hist[i] = p->gpu_hist[2 * i] + p->gpu_hist[2 * i + 1];
-        memset(p->gpu_hist + TP_GPU_HIST / 2, 0, TP_GPU_HIST / 2 * sizeof *p->gpu_hist);
-        p->gpu_hist_width *= 2;
-    }
-    p->gpu_hist[off / p->gpu_hist_width]++;
+    p->gpu_starts[p->gpu_nstarts++] = ts;
 }
 
-/* The time by which `c` of the histogram's records had begun (records even within a
- * bucket). */
-static uint64_t hist_time(const tp_process *p, double c) {
-    double before = 0;
-    for (size_t i = 0; i < TP_GPU_HIST; i++) {
-        double h = (double)p->gpu_hist[i];
-        if (h > 0 && c < before + h)
-            return p->gpu_hist_base + (uint64_t)(((double)i + (c - before) / h) *
-                                                 (double)p->gpu_hist_width);
-        before += h;
-    }
-    return p->gpu_hist_base + TP_GPU_HIST * p->gpu_hist_width;
-}
-
-size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, size_t gpu_max) {
+size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, const tp_gpu_bound *b) {
     size_t n = sizes->nrec_gpu + sizes->nrec_api;
-    if (!gpu_max || n <= gpu_max) return 0;
-    p->gpu_bound = gpu_max;
-    double total = 0, want = 0.9 * (double)gpu_max; /* room for density that varies */
-    for (size_t i = 0; i < TP_GPU_HIST; i++) total += (double)sizes->gpu_hist[i];
-    if (sizes->gpu_hist_width && total > want) { /* the records' middle `want` */
-        p->gpu_window_from = hist_time(sizes, (total - want) / 2);
-        p->gpu_window_to = hist_time(sizes, (total + want) / 2) + 1;
-        return gpu_max;
+    if (!b || !b->max || n <= b->max || !sizes->gpu_nstarts) return 0;
+    int ranged = b->to > b->from;
+    uint64_t lo = ranged ? b->from : 0, hi = ranged ? b->to : UINT64_MAX, v[TP_GPU_STARTS];
+    size_t m = 0;
+    for (size_t i = 0; i < sizes->gpu_nstarts; i++)
+        if (sizes->gpu_starts[i] >= lo && sizes->gpu_starts[i] < hi) v[m++] = sizes->gpu_starts[i];
+    p->gpu_bound = b->max;
+    if (!m) { /* no sample in the range: the range itself (it holds few records) */
+        p->gpu_window_from = lo;
+        p->gpu_window_to = hi;
+        return b->max;
     }
-    /* no histogram (a process not read slim): the same share of its span, at its middle */
-    uint64_t t0 = sizes->first_ts, t1 = sizes->end_mono > sizes->last_ts ? sizes->end_mono
-                                                                          : sizes->last_ts;
-    if (t1 <= t0) t1 = t0 + 1;
-    uint64_t w = (uint64_t)((double)(t1 - t0) * (want / (double)n));
-    p->gpu_window_from = t0 + (t1 - t0 - w) / 2;
-    p->gpu_window_to = p->gpu_window_from + (w ? w : 1);
-    return gpu_max;
+    qsort(v, m, sizeof *v, tp_cmp_u64);
+    /* each sample stands for n / gpu_nstarts records; the window takes the middle samples
+     * that stand for 9/10 of the bound (room for a sample's error), or the whole range */
+    double in = (double)m * (double)n / (double)sizes->gpu_nstarts, want = 0.9 * (double)b->max;
+    if (in <= want) {
+        p->gpu_window_from = ranged ? lo : v[0];
+        p->gpu_window_to = ranged ? hi : v[m - 1] + 1;
+        return b->max;
+    }
+    double k = (double)m * want / in;
+    size_t a = (size_t)(((double)m - k) / 2), z = (size_t)(((double)m + k) / 2);
+    p->gpu_window_from = v[a];
+    p->gpu_window_to = z > a && z < m ? v[z] : v[a] + 1;
+    if (p->gpu_window_to <= p->gpu_window_from) p->gpu_window_to = p->gpu_window_from + 1;
+    return b->max;
 }
 
 /* Whether a bounded load's window applies to record o: not to CUPTI's overhead records or
@@ -571,7 +566,7 @@ static int rec_gpu(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_
         *(r->kind == TPROF_REC_GPU_API        ? &p->nrec_api
           : r->kind == TPROF_REC_GPU_OVERHEAD ? &p->nrec_ovh
                                               : &p->nrec_gpu) += 1;
-        if (r->kind != TPROF_REC_GPU_OVERHEAD) hist_add(p, r->ts_ns);
+        if (r->kind != TPROF_REC_GPU_OVERHEAD) starts_add(p, r->ts_ns);
         tp_load_seen(t, r->ts_ns);
         t->events++;
         return 0;

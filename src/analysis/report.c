@@ -529,6 +529,37 @@ static uint64_t section_cost(void *ctx, size_t i) {
  * whole. Counted in ranges, not bytes: the file's size says little of them (compressed). */
 #define STREAM_SECTION_RANGES (4u << 20)
 
+/* Slim rank p's file read again for its section (tp_process_load_bounded), its GPU records
+ * bounded by o (tp_report_gpu_records): first in a span at the middle of them; when that span
+ * lies mostly outside the measured steps (steps only at the start, GPU work after them), read
+ * again with the span placed among the records of the measured steps. A rank without
+ * measured steps is read whole: its GPU figures are totals over the run, which no span gives.
+ * ks, k: a keep-mode stream (stream_section) set up again (its `wide` as it was) for a second
+ * read, or NULL. */
+static int load_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                        tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide) {
+    size_t max = tp_report_gpu_records(o);
+    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0, 0};
+    int rc = tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
+    tp_steps s;
+    if (rc != TPROF_OK || !whole->gpu_window_to ||
+        tp_find_steps(whole, o->step_name, o->warmup, &s) != TPROF_OK)
+        return rc;
+    size_t nm = s.nsteps - s.nwarmup;
+    uint64_t lo = nm ? tp_steps_measured(&s)[0].start : 0, hi = nm ? s.steps[s.nsteps - 1].end : 0;
+    tp_steps_free(&s);
+    uint64_t f = whole->gpu_window_from, t = whole->gpu_window_to;
+    uint64_t ov = nm && t > lo && f < hi ? (t < hi ? t : hi) - (f > lo ? f : lo) : 0;
+    if (nm && 2 * ov >= t - f) return rc;
+    tp_process_free(whole);
+    if (ks) {
+        tp_rkeep_free(k);
+        tp_rscan_keep(ks, k, o, wide);
+    }
+    b = (tp_gpu_bound){nm ? b.max : 0, lo, hi};
+    return tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
+}
+
 /* Whether slim rank p's section streams its ranges (STREAM_SECTION_RANGES, o->stream_sections)
  * and could: then 1, with *whole its file in keep mode and *pre the range tables and data
  * loading of its section (not made for memos_only). 0: read it whole (nothing held). */
@@ -540,8 +571,7 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     tp_range_stream ks;
     if (!k) return 0;
     tp_rscan_keep(&ks, k, o, 0);
-    const size_t gmax = tp_report_gpu_records(o);
-    int rc = tp_process_load_bounded((tp_run *)run, p, whole, &ks, gmax);
+    int rc = load_section(run, p, o, whole, &ks, k, 0);
     tp_steps s;
     if (rc == TPROF_OK && !memos_only && tp_find_steps(whole, o->step_name, o->warmup, &s) != 0) {
         tp_process_free(whole);
@@ -561,7 +591,7 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     if (rc == 2) { /* the CPU basis from a model that keeps depth 0 and 1 (report_ranges.h) */
         tp_process_free(whole);
         tp_rscan_keep(&ks, k, o, 1);
-        rc = tp_process_load_bounded((tp_run *)run, p, whole, &ks, gmax) == TPROF_OK ? 0 : 1;
+        rc = load_section(run, p, o, whole, &ks, k, 1) == TPROF_OK ? 0 : 1;
         tp_rkeep_free(k);
         if (rc) {
             free(k);
@@ -660,8 +690,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
     tp_rscan pre = {0};
     /* the pool is the run's shared store of strings and locks: loading interns there */
     int streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only);
-    if (!streamed && tp_process_load_bounded((tp_run *)run, p, &whole, NULL,
-                                             tp_report_gpu_records(o)) != TPROF_OK) {
+    if (!streamed && load_section(run, p, o, &whole, NULL, NULL, 0) != TPROF_OK) {
         j->unread = 1;
         /* from what the slim process kept, which of its communication ops may be their
          * keys alone (tp_process_slim_comm): a section reads the ops themselves */

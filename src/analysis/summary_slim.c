@@ -12,7 +12,7 @@
  * metadata, as model.c's finish_process reads them); the path is the one the load opened
  * now (another operand spelling names the same file); the memos are the section's part of the
  * summary (summary.c). A slim process holds no GPU record, API call, allocation, clip or mark:
- * their counts are coded (nrec_*) with the histogram of their times (gpu_hist*), the records
+ * their counts are coded (nrec_*) with the sample of their start times (gpu_starts), the records
  * are not, nor the window of a load bounded in GPU records (gpu_window_*, gpu_held,
  * gpu_left_out, gpu_bound: a whole load's, 0 in a slim process).
  */
@@ -33,7 +33,7 @@
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_process) == 1312, "tp_process changed: update tp_sum_slim");
+_Static_assert(sizeof(tp_process) == 2848, "tp_process changed: update tp_sum_slim");
 _Static_assert(sizeof(tp_thread) == 168, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
@@ -194,7 +194,9 @@ void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
     RAW(p->end_dropped), RAW(p->events), RAW(p->first_ts), RAW(p->last_ts);
     RAW(p->unknown_ends), RAW(p->drops_unplaced), RAW(p->cupti_dropped), RAW(p->clipped_ns);
     comm_ops(c, rd, p);
-    RAW(p->gpu_hist), RAW(p->gpu_hist_base), RAW(p->gpu_hist_width);
+    Z(p->gpu_nstarts), RAW(p->gpu_stride);
+    if (rd && p->gpu_nstarts > TP_GPU_STARTS) c->bad = 1;
+    RAW(p->gpu_starts);
     RAW(p->file_bytes);
     Z(p->nrec_gpu), Z(p->nrec_api), Z(p->nrec_ovh), Z(p->nrec_gmem), Z(p->nrec_ranges);
     /* a whole load sizes its arrays by these (model.c, reserve_like): no count past one record
