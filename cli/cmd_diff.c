@@ -139,9 +139,11 @@ int cmd_diff(int argc, char **argv) {
     const char *dirs[2] = {NULL, NULL}, *format = env_or("TRAINPROF_FORMAT", "text"), *out = NULL,
                *v;
     report_args a;
-    report_args_init(&a, "diff");
     /* diff reads every rank file whole for its own kernel rows (diff.c): its reports hold
-     * every GPU record too, so that both parts are over the same steps */
+     * every GPU record too, so that both parts are over the same steps, and the bound's
+     * variable, which it does not read, cannot refuse it */
+    unsetenv("TRAINPROF_GPU_RECORDS");
+    report_args_init(&a, "diff");
     a.gpu_records = SIZE_MAX;
     tp_diff_opts dop;
     tp_diff_opts_init(&dop);

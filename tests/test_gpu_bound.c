@@ -1,12 +1,12 @@
 /*
  * test_gpu_bound.c — a rank section bounded in GPU records (model.h, tp_process_load_bounded;
  * tp_report_opts.gpu_records), on synthetic runs (tests/synth.c) with known answers. Each step
- * of 10 ms runs some compute kernels of 0.5 ms, each launched by a cudaLaunchKernel, and one
+ * of 10 ms runs some compute kernels of 0.1 ms, each launched by a cudaLaunchKernel, and one
  * NCCL all-reduce kernel of 1 ms matched to its communication op:
  *  - 200 even steps of 4 kernels under a bound of 400: the records held are those that began
  *    in the span the process names, every one of them (counted against a whole load of the
  *    same file), and the NCCL kernels all; the captured steps are those inside the span less
- *    its first and last; per-step GPU figures equal the whole report's, and so does the
+ *    its last; per-step GPU figures equal the whole report's, and so does the
  *    communication section (each op still matched to its kernel), without any kernel "after
  *    the last step"; the text says the bound;
  *  - 40 dense steps of 30 kernels in the middle of 200 sparse ones, each step's records
@@ -15,7 +15,9 @@
  *    bound, and the same exact-span property holds;
  *  - 50 dense steps after 150 sparse ones: the sample places the span on the middle record,
  *    in the dense steps, and it holds most of the bound;
- *  - steps only in the first quarter: the span is placed again among the steps' records;
+ *  - steps only in the first quarter, or 5 s of GPU work between two steps at the middle: the
+ *    span is placed again from the first measured step, as many records as fit;
+ *  - a bound under one sample's records: a span a sample gap wide, cut to the bound;
  *  - without steps, or with nothing outside the span (communication kernels alone), the
  *    rank is read whole;
  *  - under the bound, or with no bound, the section is the whole one.
@@ -56,6 +58,10 @@ static uint32_t dense_middle(uint32_t k) { return k >= 80 && k < 120 ? 30 : 1; }
  * run g_kernels_of(k) compute kernels; g_nccl 0: no NCCL kernel and op */
 static uint32_t g_steps = NSTEPS;
 static int g_nccl = 1;
+/* write_run puts 5 s of GPU work outside any step before step 100 (an evaluation pass):
+ * 2500 kernels with their launches, one every 2 ms */
+static int g_gap;
+#define GAP_NS (5000 * MS)
 
 static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) {
     assert_int_equal(synth_tmpdir(dir, n, "gbound"), 0);
@@ -66,7 +72,13 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
     synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
     uint32_t corr = 1;
     for (uint32_t k = 0; k < NSTEPS; k++) {
-        uint64_t t = T0 + MS + (uint64_t)k * 10 * MS;
+        uint64_t t = T0 + MS + (uint64_t)k * 10 * MS + (g_gap && k >= 100 ? GAP_NS : 0);
+        for (uint32_t q = 0; g_gap && k == 100 && q < 2500; q++, corr++) {
+            uint64_t ks = t - GAP_NS + (uint64_t)q * 2 * MS;
+            synth_api(f, 2, ks - 50 * US, ks - 45 * US, 50, 211, corr, "cudaLaunchKernel");
+            synth_kernel(f, 2, ks, ks + MS, 0, 7, corr, "eval_kernel");
+            if (q % 100 == 99) synth_flush(f);
+        }
         if (k < g_steps) synth_step_begin(f, 1, t, k);
         uint32_t nk = kernels_of(k);
         for (uint32_t q = 0; q < nk; q++) {
@@ -92,7 +104,7 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
         if (k < g_steps) synth_step_end(f, 1, t + 10 * MS, k);
         synth_flush(f);
     }
-    synth_end_of_file(f, T0 + 2 * MS + NSTEPS * 10 * MS, 0);
+    synth_end_of_file(f, T0 + 2 * MS + NSTEPS * 10 * MS + (g_gap ? GAP_NS : 0), 0);
     assert_int_equal(synth_close(f), 0);
 }
 
@@ -166,8 +178,8 @@ static void check_span(tp_run *run, size_t bound, uint64_t *from, uint64_t *to) 
     tp_process_free(&b);
 }
 
-/* The measured steps (step 0 is the warm-up) inside [from, to), less the first when a step
- * precedes it and the last when one follows; *first: the first of them. */
+/* The measured steps (step 0 is the warm-up) inside [from, to), less the last when a step
+ * follows it; *first: the first of them. */
 static size_t steps_inside(uint64_t from, uint64_t to, size_t *first) {
     size_t n = 0, last = 0;
     *first = SIZE_MAX;
@@ -179,7 +191,7 @@ static size_t steps_inside(uint64_t from, uint64_t to, size_t *first) {
         n++;
     }
     assert_true(n >= 3);
-    if (*first > 0) {
+    if (*first == 0) { /* the warm-up step */
         (*first)++;
         n--;
     }
@@ -385,6 +397,48 @@ static void test_nothing_left_out(void **state) {
     synth_rmtree(dir);
 }
 
+/* A bound under the records one sample of their start times stands for (1800 records, 8 a
+ * sample, bound 5): the span is a gap between samples wide, cut to the bound as the records
+ * come, never one nanosecond that holds one record. */
+static void test_bound_under_a_sample(void **state) {
+    (void)state;
+    char dir[512];
+    write_run(dir, sizeof dir, even4, 0);
+    tp_run run;
+    load_slim(dir, &run);
+    assert_true(run.procs[0].gpu_stride >= 8);
+    uint64_t from, to;
+    check_span(&run, 5, &from, &to);
+    tp_process b;
+    assert_int_equal(load_bounded(&run, &b, 5), TPROF_OK);
+    assert_true(b.gpu_held >= 4 && b.gpu_held <= 5);
+    tp_process_free(&b);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* 5 s of GPU work between steps 99 and 100 (an evaluation pass) holds the middle of the
+ * records: the span placed there holds no step, so the section is read again from the first
+ * measured step on, as many records as fit. */
+static void test_gap_between_steps(void **state) {
+    (void)state;
+    char dir[512];
+    g_gap = 1;
+    write_run(dir, sizeof dir, even4, 0);
+    g_gap = 0;
+    tp_run run;
+    load_slim(dir, &run);
+    cJSON *rep = report_bounded(&run, 400);
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 1, "from the first measured step");
+    assert_true(jnum(rep, "ranks.0.gpu_capture.captured_steps") >= 30);
+    assert_true(jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.held") <= 400);
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.14, "busy");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 5, "kernels per step");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 static void test_under_the_bound(void **state) {
     (void)state;
     char dir[512];
@@ -417,6 +471,8 @@ int main(void) {
         cmocka_unit_test(test_no_steps),
         cmocka_unit_test(test_steps_at_the_start),
         cmocka_unit_test(test_nothing_left_out),
+        cmocka_unit_test(test_bound_under_a_sample),
+        cmocka_unit_test(test_gap_between_steps),
         cmocka_unit_test(test_under_the_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -93,8 +93,8 @@ static size_t rename_sums(char dirs[][600], size_t n, const char *from, const ch
 
 static const char STALE_LINE[] =
     " out of date, recomputed from the rank files (the rank file, or this report's --step-name, "
-    "--warmup, --data-names or --top, changed since `trainprof summarize`, the run was copied, "
-    "another trainprof build wrote it, or the summary is damaged)\n";
+    "--warmup, --data-names, --top or --gpu-records, changed since `trainprof summarize`, the run "
+    "was copied, another trainprof build wrote it, or the summary is damaged)\n";
 
 /* Removes the text's line "  N summar(y|ies) out of date, recomputed ..." (there must be
  * one). */

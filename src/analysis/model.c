@@ -656,6 +656,7 @@ int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
     }
     if (out->gpu_window_to && !out->gpu_left_out) /* nothing was outside: a whole load */
         out->gpu_window_from = out->gpu_window_to = out->gpu_bound = out->gpu_held = 0;
+    tp_load_gpu_window_close(out);
     /* what the run decided of it (assign_roles), which one file cannot tell */
     out->rank = p->rank;
     out->world_size = p->world_size;

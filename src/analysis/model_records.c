@@ -466,6 +466,12 @@ size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, const tp_gpu_b
     int ranged = b->to > b->from;
     uint64_t lo = ranged ? b->from : 0, hi = ranged ? b->to : UINT64_MAX, v[TP_GPU_STARTS];
     size_t m = 0;
+    if (b->given && ranged) {
+        p->gpu_bound = b->max;
+        p->gpu_window_from = lo;
+        p->gpu_window_to = hi;
+        return b->max;
+    }
     for (size_t i = 0; i < sizes->gpu_nstarts; i++)
         if (sizes->gpu_starts[i] >= lo && sizes->gpu_starts[i] < hi) v[m++] = sizes->gpu_starts[i];
     p->gpu_bound = b->max;
@@ -483,12 +489,32 @@ size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, const tp_gpu_b
         p->gpu_window_to = ranged ? hi : v[m - 1] + 1;
         return b->max;
     }
+    /* at least one gap between samples wide: a bound under a sample's records would
+     * otherwise make a span of one nanosecond; the records past the bound are trimmed as
+     * they come (window_shrink) */
     double k = (double)m * want / in;
     size_t a = (size_t)(((double)m - k) / 2), z = (size_t)(((double)m + k) / 2);
+    if (z <= a) z = a + 1;
+    if (z >= m && a > 0 && z - a < m) { /* the last samples: the gap before them */
+        a = m - 1 - (z - a);
+        z = m - 1;
+    }
     p->gpu_window_from = v[a];
-    p->gpu_window_to = z > a && z < m ? v[z] : v[a] + 1;
+    p->gpu_window_to = z < m ? v[z] : ranged ? hi : UINT64_MAX;
     if (p->gpu_window_to <= p->gpu_window_from) p->gpu_window_to = p->gpu_window_from + 1;
     return b->max;
+}
+
+static int windowed(const tp_gpu_op *o);
+
+void tp_load_gpu_window_close(tp_process *p) {
+    if (p->gpu_window_to != UINT64_MAX) return;
+    uint64_t last = p->gpu_window_from;
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (windowed(&p->gpu[i]) && p->gpu[i].start >= last) last = p->gpu[i].start;
+    for (size_t i = 0; i < p->napi; i++)
+        if (windowed(&p->api[i]) && p->api[i].start >= last) last = p->api[i].start;
+    p->gpu_window_to = last + 1;
 }
 
 /* Whether a bounded load's window applies to record o: not to CUPTI's overhead records or

@@ -531,32 +531,34 @@ static uint64_t section_cost(void *ctx, size_t i) {
 
 /* Slim rank p's file read again for its section (tp_process_load_bounded), its GPU records
  * bounded by o (tp_report_gpu_records): first in a span at the middle of them; when that span
- * lies mostly outside the measured steps (steps only at the start, GPU work after them), read
- * again with the span placed among the records of the measured steps. A rank without
+ * holds fewer than three whole measured steps (or every one, with fewer: steps only at the
+ * start, GPU work between them or after them, one step heavier than the bound), read again
+ * with the span from the first measured step on, as many records as fit. A rank without
  * measured steps is read whole: its GPU figures are totals over the run, which no span gives.
  * ks, k: a keep-mode stream (stream_section) set up again (its `wide` as it was) for a second
  * read, or NULL. */
 static int load_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
                         tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide) {
     size_t max = tp_report_gpu_records(o);
-    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0, 0};
+    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0, 0, 0};
     int rc = tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
     tp_steps s;
     if (rc != TPROF_OK || !whole->gpu_window_to ||
         tp_find_steps(whole, o->step_name, o->warmup, &s) != TPROF_OK)
         return rc;
-    size_t nm = s.nsteps - s.nwarmup;
-    uint64_t lo = nm ? tp_steps_measured(&s)[0].start : 0, hi = nm ? s.steps[s.nsteps - 1].end : 0;
+    size_t nm = s.nsteps - s.nwarmup, held = 0;
+    const tp_step *meas = tp_steps_measured(&s);
+    for (size_t i = 0; i < nm; i++)
+        held += meas[i].start >= whole->gpu_window_from && meas[i].end <= whole->gpu_window_to;
+    uint64_t lo = nm ? meas[0].start : 0;
     tp_steps_free(&s);
-    uint64_t f = whole->gpu_window_from, t = whole->gpu_window_to;
-    uint64_t ov = nm && t > lo && f < hi ? (t < hi ? t : hi) - (f > lo ? f : lo) : 0;
-    if (nm && 2 * ov >= t - f) return rc;
+    if (nm && held >= (nm < 3 ? nm : 3)) return rc;
     tp_process_free(whole);
     if (ks) {
         tp_rkeep_free(k);
         tp_rscan_keep(ks, k, o, wide);
     }
-    b = (tp_gpu_bound){nm ? b.max : 0, lo, hi};
+    b = (tp_gpu_bound){nm ? b.max : 0, lo, UINT64_MAX, 1};
     return tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
 }
 

@@ -462,9 +462,9 @@ static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run
      * times, another build's summary format: an upgrade makes every summary stale) */
     if (res->summaries_stale)
         fprintf(f, "%s  %zu summar%s out of date, recomputed from the rank files (the rank "
-                   "file, or this report's --step-name, --warmup, --data-names or --top, "
-                   "changed since `trainprof summarize`, the run was copied, another "
-                   "trainprof build wrote it, or the summary is damaged)%s\n",
+                   "file, or this report's --step-name, --warmup, --data-names, --top or "
+                   "--gpu-records, changed since `trainprof summarize`, the run was copied, "
+                   "another trainprof build wrote it, or the summary is damaged)%s\n",
                 Y, res->summaries_stale, res->summaries_stale == 1 ? "y" : "ies", N);
 }
 

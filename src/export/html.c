@@ -278,8 +278,10 @@ static void capture_notes(FILE *f, const tp_run_results *res) {
         if (!*tp_capture_words(c, w, sizeof w)) continue;
         fprintf(f, "<p class=\"note capture\">rank %d: ", res->ranks[i].rank);
         E(w);
-        fputs(c->captured ? ": its GPU figures are over those steps only."
-                          : ": its GPU figures are not captured.", f);
+        fputs(c->captured                      ? ": its GPU figures are over those steps only."
+              : c->limited_by & TP_CAP_BOUND ? ": no measured step's GPU records were held whole."
+                                             : ": its GPU figures are not captured.",
+              f);
         bound_words(f, c);
         fputs("</p>\n", f);
     }
