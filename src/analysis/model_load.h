@@ -103,7 +103,8 @@ typedef struct loader {
  * records are more than that, else 0 (no window: every record kept). */
 size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, const tp_gpu_bound *b);
 /* A bounded load's window still open at the end of the file (tp_gpu_bound.given, never cut)
- * ends just past the last record it held, so that it names the time it holds. */
+ * ends just past the process's end or the last record it held, whichever is later, so that
+ * it names the time it holds. */
 void tp_load_gpu_window_close(tp_process *p);
 
 /* A line in the process's damage list (what the report shows of a damaged file). */

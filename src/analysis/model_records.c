@@ -509,7 +509,9 @@ static int windowed(const tp_gpu_op *o);
 
 void tp_load_gpu_window_close(tp_process *p) {
     if (p->gpu_window_to != UINT64_MAX) return;
-    uint64_t last = p->gpu_window_from;
+    /* never cut: it held everything from its start to the process's end */
+    uint64_t last = p->end_mono > p->last_ts ? p->end_mono : p->last_ts;
+    if (last < p->gpu_window_from) last = p->gpu_window_from;
     for (size_t i = 0; i < p->ngpu; i++)
         if (windowed(&p->gpu[i]) && p->gpu[i].start >= last) last = p->gpu[i].start;
     for (size_t i = 0; i < p->napi; i++)
