@@ -6,7 +6,7 @@
  *  - 200 even steps of 4 kernels under a bound of 400: the records held are those that began
  *    in the span the process names, every one of them (counted against a whole load of the
  *    same file), and the NCCL kernels all; the captured steps are those inside the span less
- *    its last; per-step GPU figures equal the whole report's, and so does the
+ *    its first and last; per-step GPU figures equal the whole report's, and so does the
  *    communication section (each op still matched to its kernel), without any kernel "after
  *    the last step"; the text says the bound;
  *  - 40 dense steps of 30 kernels in the middle of 200 sparse ones, each step's records
@@ -18,6 +18,7 @@
  *  - steps only in the first quarter, or 5 s of GPU work between two steps at the middle: the
  *    span is placed again from the first measured step, as many records as fit;
  *  - a bound under one sample's records: a span a sample gap wide, cut to the bound;
+ *  - a heavy warm-up and three measured steps: read again, the last two held whole;
  *  - without steps, or with nothing outside the span (communication kernels alone), the
  *    rank is read whole;
  *  - under the bound, or with no bound, the section is the whole one.
@@ -61,6 +62,7 @@ static int g_nccl = 1;
 /* write_run puts 5 s of GPU work outside any step before step 100 (an evaluation pass):
  * 2500 kernels with their launches, one every 2 ms */
 static int g_gap;
+static uint32_t g_nsteps = NSTEPS; /* steps write_run writes */
 #define GAP_NS (5000 * MS)
 
 static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) {
@@ -71,7 +73,7 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
     synth_rank(f, 0, 1);
     synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
     uint32_t corr = 1;
-    for (uint32_t k = 0; k < NSTEPS; k++) {
+    for (uint32_t k = 0; k < g_nsteps; k++) {
         uint64_t t = T0 + MS + (uint64_t)k * 10 * MS + (g_gap && k >= 100 ? GAP_NS : 0);
         for (uint32_t q = 0; g_gap && k == 100 && q < 2500; q++, corr++) {
             uint64_t ks = t - GAP_NS + (uint64_t)q * 2 * MS;
@@ -81,11 +83,14 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
         }
         if (k < g_steps) synth_step_begin(f, 1, t, k);
         uint32_t nk = kernels_of(k);
+        /* more than 35 kernels: closer together and shorter, all within the step */
+        uint64_t gap = nk > 35 ? 8 * MS / nk : 200 * US, len = nk > 35 ? gap / 2 : 100 * US;
+        uint64_t lgap = nk > 35 ? gap / 2 : 20 * US;
         for (uint32_t q = 0; q < nk; q++) {
             uint32_t j = reversed ? nk - 1 - q : q;
-            uint64_t ls = t + 10 * US + (uint64_t)j * 20 * US, ks = t + MS + (uint64_t)j * 200 * US;
-            synth_api(f, 2, ls, ls + 5 * US, 50, 211, corr + j, "cudaLaunchKernel");
-            synth_kernel(f, 2, ks, ks + 100 * US, 0, 7, corr + j, "ampere_sgemm_128x64_nn");
+            uint64_t ls = t + 10 * US + (uint64_t)j * lgap, ks = t + MS + (uint64_t)j * gap;
+            synth_api(f, 2, ls, ls + lgap / 4, 50, 211, corr + j, "cudaLaunchKernel");
+            synth_kernel(f, 2, ks, ks + len, 0, 7, corr + j, "ampere_sgemm_128x64_nn");
         }
         corr += nk;
         tprof_pl_comm c;
@@ -178,8 +183,8 @@ static void check_span(tp_run *run, size_t bound, uint64_t *from, uint64_t *to) 
     tp_process_free(&b);
 }
 
-/* The measured steps (step 0 is the warm-up) inside [from, to), less the last when a step
- * follows it; *first: the first of them. */
+/* The measured steps (step 0 is the warm-up) inside [from, to), less the first when a step
+ * precedes it and the last when one follows; *first: the first of them. */
 static size_t steps_inside(uint64_t from, uint64_t to, size_t *first) {
     size_t n = 0, last = 0;
     *first = SIZE_MAX;
@@ -191,10 +196,8 @@ static size_t steps_inside(uint64_t from, uint64_t to, size_t *first) {
         n++;
     }
     assert_true(n >= 3);
-    if (*first == 0) { /* the warm-up step */
-        (*first)++;
-        n--;
-    }
+    if (*first > 0) n--;
+    (*first)++; /* the first inside is left out, or it is the warm-up step */
     if (last + 1 < g_steps) n--;
     assert_true(*first >= 1); /* the warm-up step is not among them */
     return n;
@@ -429,12 +432,39 @@ static void test_gap_between_steps(void **state) {
     tp_run run;
     load_slim(dir, &run);
     cJSON *rep = report_bounded(&run, 400);
-    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 1, "from the first measured step");
+    /* from step 2: the first measured step is left out, the warm-up preceding it */
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 2, "from the second measured step");
     assert_true(jnum(rep, "ranks.0.gpu_capture.captured_steps") >= 30);
     assert_true(jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.held") <= 400);
     jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.14, "busy");
     jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 5, "kernels per step");
     cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* A heavy warm-up step (500 kernels) and three measured steps: the span first placed in the
+ * warm-up holds no measured step; read again from the first measured step on, never cut, it
+ * holds to the process's end, and the last two steps are captured (the first is left out:
+ * the warm-up precedes it), the last whole though the span starts from a record's time. */
+static uint32_t heavy_warmup(uint32_t k) { return k == 0 ? 500 : 4; }
+
+static void test_heavy_warmup(void **state) {
+    (void)state;
+    char dir[512];
+    g_nsteps = 4;
+    write_run(dir, sizeof dir, heavy_warmup, 0);
+    g_nsteps = NSTEPS;
+    tp_run run;
+    load_slim(dir, &run);
+    cJSON *rep = report_bounded(&run, 400), *whole = report_bounded(&run, SIZE_MAX);
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 2, "steps 2 and 3");
+    jnear(jnum(rep, "ranks.0.gpu_capture.steps.0.0"), 2, "from step 2");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), 0.14, "busy");
+    jnear(jnum(whole, "ranks.0.gpu.devices.0.busy_share"), 0.14, "busy, whole");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 5, "kernels per step");
+    cJSON_Delete(rep);
+    cJSON_Delete(whole);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -473,6 +503,7 @@ int main(void) {
         cmocka_unit_test(test_nothing_left_out),
         cmocka_unit_test(test_bound_under_a_sample),
         cmocka_unit_test(test_gap_between_steps),
+        cmocka_unit_test(test_heavy_warmup),
         cmocka_unit_test(test_under_the_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

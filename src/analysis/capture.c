@@ -537,11 +537,11 @@ static void records_stopped(tp_capture_result *out, const tp_process *p, const t
 }
 
 /* A load bounded in GPU records (model.h, tp_process_load_bounded) held those of one span
- * alone: a step outside it is not captured, nor the last inside it when a step follows (a
- * kernel it launched may have run after the span, and is not held). The first inside it is:
- * work launched before the span that ran in it has no launch held, and its launch is placed
- * by its stream's neighbours as for a kernel of unknown launch (gpu.c, launch_times), on the
- * step before. */
+ * alone: a step outside it is not captured, nor the first inside it when a step precedes it
+ * (work launched before the span that ran in it has no launch held: its launch would be
+ * estimated from its stream's neighbours, gpu.c launch_times, and may fall in the step), nor
+ * the last inside it when a step follows (a kernel it launched may have run after the span,
+ * and is not held). */
 static void bound_span(tp_capture_result *out, const tp_process *p, const tp_steps *s,
                        uint8_t *in, unsigned *why) {
     if (!p->gpu_window_to) return;
@@ -551,10 +551,11 @@ static void bound_span(tp_capture_result *out, const tp_process *p, const tp_ste
     uint64_t t0 = p->hdr.start_mono_ns;
     out->bound_from_s = p->gpu_window_from > t0 ? (double)(p->gpu_window_from - t0) / 1e9 : 0;
     out->bound_to_s = p->gpu_window_to > t0 ? (double)(p->gpu_window_to - t0) / 1e9 : 0;
-    size_t last = 0, inside = 0;
+    size_t first = SIZE_MAX, last = 0, inside = 0;
     for (size_t i = 0; i < s->nsteps; i++) {
         const tp_step *st = &s->steps[i];
         if (st->start >= p->gpu_window_from && st->end <= p->gpu_window_to) {
+            if (first == SIZE_MAX) first = i;
             last = i;
             inside++;
         } else if (in[i]) {
@@ -562,10 +563,13 @@ static void bound_span(tp_capture_result *out, const tp_process *p, const tp_ste
             why[i] = TP_CAP_BOUND;
         }
     }
-    if (inside && last + 1 < s->nsteps && in[last]) {
-        in[last] = 0;
-        why[last] = TP_CAP_BOUND;
-    }
+    size_t edge[2] = {first, last};
+    int cut[2] = {first > 0, last + 1 < s->nsteps};
+    for (int k = 0; inside && k < 2; k++)
+        if (cut[k] && in[edge[k]]) {
+            in[edge[k]] = 0;
+            why[edge[k]] = TP_CAP_BOUND;
+        }
 }
 
 int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *p,
