@@ -134,7 +134,7 @@ static int windowed(const tp_gpu_op *o) {
 }
 
 static int load_bounded(tp_run *run, tp_process *out, size_t bound) {
-    tp_gpu_bound b = {bound, 0, 0};
+    tp_gpu_bound b = {bound, 0};
     return tp_process_load_bounded(run, &run->procs[0], out, NULL, &b);
 }
 

@@ -370,28 +370,24 @@ int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
  * one), so that a rank file of any length is read in bounded memory: 64 bytes a kernel and 64
  * a launch held, where a step of a thousand kernels over a day's run holds hundreds of
  * millions. A file whose GPU records (gpu[] and api[], counted by the slim load of p) number
- * more keeps those that began in one span of time (b->given: [b->from, b->to) itself, cut
- * as below): the middle of them, or of those in [b->from, b->to) when given, that 9/10 of
- * the bound of them began in, by the slim load's
- * sample of their start times (gpu_starts: quantiles within a stride of records, whatever
- * their order); then, each time the records held reach the bound, the span's end is moved
- * back before the last tenth of them, which are dropped. The kernels of the communication
- * class and CUPTI's overhead records are kept whole (a communication op is matched to its
- * kernel wherever it ran), and so are allocations. The process names the span and counts
- * what it held and left out (gpu_window_from/to, gpu_held, gpu_left_out, gpu_bound; all 0
- * when nothing was left out); the capture analysis counts the steps inside the span alone
- * as captured (capture.h, TP_CAP_BOUND), as for a kernel-capture window. p must be slim (its
- * counts and sample place the span); otherwise, and below the bound, the same as
- * tp_process_load_streamed. Memory: the model less its GPU records, plus at most b->max of
- * them, plus the communication kernels, plus a transient 8 bytes each when the span moves.
- * Same errors. */
+ * more keeps those that began in one span of time: the middle of them that 9/10 of the bound
+ * of them began in, by the slim load's sample of their start times (gpu_starts: quantiles
+ * within a stride of records, whatever their order), at least one gap between samples wide;
+ * or, with b->from, the span from then on. Each time the records held reach the bound, the
+ * span's end is moved back before the last tenth of them, which are dropped. The kernels of
+ * the communication class and CUPTI's overhead records are kept whole (a communication op is
+ * matched to its kernel wherever it ran), and so are allocations. The process names the span
+ * and counts what it held and left out (gpu_window_from/to, gpu_held, gpu_left_out,
+ * gpu_bound; all 0 when nothing was left out); the capture analysis counts the steps inside
+ * the span alone as captured (capture.h, TP_CAP_BOUND), as for a kernel-capture window. p
+ * must be slim (its counts and sample place the span, or tell that it is needed); otherwise,
+ * and below the bound, the same as tp_process_load_streamed. Memory: the model less its GPU
+ * records, plus at most b->max of them, plus the communication kernels, plus a transient 8
+ * bytes each when the span moves. Same errors. */
 typedef struct tp_gpu_bound {
-    size_t max;        /* GPU records held at most (0: every one) */
-    uint64_t from, to; /* CLOCK_MONOTONIC ns: the window is placed among the records that
-                        * began in [from, to) (the measured steps); to <= from: among all */
-    int given;         /* 1: the window is [from, to) itself (to UINT64_MAX: open), its end
-                        * moved back as the records held reach max: the first records from
-                        * `from` on that fit */
+    size_t max;    /* GPU records held at most (0: every one) */
+    uint64_t from; /* CLOCK_MONOTONIC ns: 0, the span at the middle of the records; else the
+                    * span from then on, as many records as fit (the first measured step's) */
 } tp_gpu_bound;
 int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
                             tp_range_stream *s, const tp_gpu_bound *b);

@@ -102,9 +102,9 @@ typedef struct loader {
  * tp_process_load_bounded: p's gpu_window_from/to and gpu_bound set): b->max when its GPU
  * records are more than that, else 0 (no window: every record kept). */
 size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, const tp_gpu_bound *b);
-/* A bounded load's window still open at the end of the file (tp_gpu_bound.given, never cut)
- * ends just past the process's end or the last record it held, whichever is later, so that
- * it names the time it holds. */
+/* A bounded load's window still open at the end of the file (never cut: from tp_gpu_bound.from
+ * on, or past the last sample) ends just past the process's end, so that it names the time it
+ * holds. */
 void tp_load_gpu_window_close(tp_process *p);
 
 /* A line in the process's damage list (what the report shows of a damaged file). */

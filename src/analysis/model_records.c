@@ -461,62 +461,36 @@ static void starts_add(tp_process *p, uint64_t ts) {
 }
 
 size_t tp_load_gpu_window(tp_process *p, const tp_process *sizes, const tp_gpu_bound *b) {
-    size_t n = sizes->nrec_gpu + sizes->nrec_api;
-    if (!b || !b->max || n <= b->max || !sizes->gpu_nstarts) return 0;
-    int ranged = b->to > b->from;
-    uint64_t lo = ranged ? b->from : 0, hi = ranged ? b->to : UINT64_MAX, v[TP_GPU_STARTS];
-    size_t m = 0;
-    if (b->given && ranged) {
-        p->gpu_bound = b->max;
-        p->gpu_window_from = lo;
-        p->gpu_window_to = hi;
-        return b->max;
-    }
-    for (size_t i = 0; i < sizes->gpu_nstarts; i++)
-        if (sizes->gpu_starts[i] >= lo && sizes->gpu_starts[i] < hi) v[m++] = sizes->gpu_starts[i];
+    size_t n = sizes->nrec_gpu + sizes->nrec_api, m = sizes->gpu_nstarts;
+    if (!b || !b->max || n <= b->max || (!b->from && !m)) return 0;
     p->gpu_bound = b->max;
-    if (!m) { /* no sample in the range: the range itself (it holds few records) */
-        p->gpu_window_from = lo;
-        p->gpu_window_to = hi;
+    if (b->from) { /* open: its end comes as the records held reach the bound (window_shrink) */
+        p->gpu_window_from = b->from;
+        p->gpu_window_to = UINT64_MAX;
         return b->max;
     }
+    uint64_t v[TP_GPU_STARTS];
+    memcpy(v, sizes->gpu_starts, m * sizeof *v);
     qsort(v, m, sizeof *v, tp_cmp_u64);
-    /* each sample stands for n / gpu_nstarts records; the window takes the middle samples
-     * that stand for 9/10 of the bound (room for a sample's error), or the whole range */
-    double in = (double)m * (double)n / (double)sizes->gpu_nstarts, want = 0.9 * (double)b->max;
-    if (in <= want) {
-        p->gpu_window_from = ranged ? lo : v[0];
-        p->gpu_window_to = ranged ? hi : v[m - 1] + 1;
-        return b->max;
-    }
-    /* at least one gap between samples wide: a bound under a sample's records would
-     * otherwise make a span of one nanosecond; the records past the bound are trimmed as
-     * they come (window_shrink) */
-    double k = (double)m * want / in;
+    /* each sample stands for n / m records: the middle samples that stand for 9/10 of the
+     * bound (room for a sample's error), at least one gap between samples wide (a bound under
+     * a sample's records would otherwise make a span of one nanosecond; what it holds past
+     * the bound is trimmed as it comes) */
+    double k = (double)m * 0.9 * (double)b->max / (double)n;
     size_t a = (size_t)(((double)m - k) / 2), z = (size_t)(((double)m + k) / 2);
     if (z <= a) z = a + 1;
-    if (z >= m && a > 0 && z - a < m) { /* the last samples: the gap before them */
-        a = m - 1 - (z - a);
-        z = m - 1;
-    }
     p->gpu_window_from = v[a];
-    p->gpu_window_to = z < m ? v[z] : ranged ? hi : UINT64_MAX;
+    p->gpu_window_to = z < m ? v[z] : UINT64_MAX;
     if (p->gpu_window_to <= p->gpu_window_from) p->gpu_window_to = p->gpu_window_from + 1;
     return b->max;
 }
 
-static int windowed(const tp_gpu_op *o);
-
 void tp_load_gpu_window_close(tp_process *p) {
     if (p->gpu_window_to != UINT64_MAX) return;
-    /* never cut: it held everything from its start to the process's end */
+    /* never cut: it held everything from its start to the process's end, past which no record
+     * began (the load widens last_ts by each one, held or not) */
     uint64_t last = p->end_mono > p->last_ts ? p->end_mono : p->last_ts;
-    if (last < p->gpu_window_from) last = p->gpu_window_from;
-    for (size_t i = 0; i < p->ngpu; i++)
-        if (windowed(&p->gpu[i]) && p->gpu[i].start >= last) last = p->gpu[i].start;
-    for (size_t i = 0; i < p->napi; i++)
-        if (windowed(&p->api[i]) && p->api[i].start >= last) last = p->api[i].start;
-    p->gpu_window_to = last + 1;
+    p->gpu_window_to = (last > p->gpu_window_from ? last : p->gpu_window_from) + 1;
 }
 
 /* Whether a bounded load's window applies to record o: not to CUPTI's overhead records or

@@ -540,7 +540,7 @@ static uint64_t section_cost(void *ctx, size_t i) {
 static int load_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
                         tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide) {
     size_t max = tp_report_gpu_records(o);
-    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0, 0, 0};
+    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0};
     int rc = tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
     tp_steps s;
     if (rc != TPROF_OK || !whole->gpu_window_to ||
@@ -558,7 +558,7 @@ static int load_section(const tp_run *run, const tp_process *p, const tp_report_
         tp_rkeep_free(k);
         tp_rscan_keep(ks, k, o, wide);
     }
-    b = (tp_gpu_bound){nm ? b.max : 0, lo, UINT64_MAX, 1};
+    b = (tp_gpu_bound){nm ? b.max : 0, lo};
     return tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
 }
 
