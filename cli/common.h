@@ -88,8 +88,8 @@ void report_args_init(report_args *a, const char *cmd);
     {OPT_GPU_RECORDS, "--gpu-records", NULL, CLI_VALUE, "N|all",                             \
      "GPU records (kernels, copies, API calls) a rank's analysis holds,\n"                   \
      "default 4194304 (about 300 MB); a rank with more has its GPU\n"                        \
-     "figures over the steps of a span at the run's middle, said in its\n"                  \
-     "section [TRAINPROF_GPU_RECORDS]"}
+     "figures over a span at the middle of its records (its steps there),\n"                \
+     "said in its section [TRAINPROF_GPU_RECORDS]"}
 
 /* Sets one of OPT_TOKENS .. OPT_GPU_RECORDS from its value, checked: 1 when id was one of
  * them, 0 otherwise; a bad value is a usage error. */

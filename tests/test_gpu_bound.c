@@ -19,8 +19,10 @@
  *    span is placed again from the first measured step, as many records as fit;
  *  - a bound under one sample's records: a span a sample gap wide, cut to the bound;
  *  - a heavy warm-up and three measured steps: read again, the last two held whole;
- *  - without steps, or with nothing outside the span (communication kernels alone), the
- *    rank is read whole;
+ *  - without steps: the span at the middle stands, and the GPU figures are totals over it
+ *    (each record where it began, the busy share and the exposure of the span), counted
+ *    against a whole load of the file; the report from summaries is the same to the byte;
+ *  - with nothing outside the span (communication kernels alone), the rank is read whole;
  *  - under the bound, or with no bound, the section is the whole one.
  */
 #define _GNU_SOURCE
@@ -37,6 +39,7 @@
 
 #include "analysis/model.h"
 #include "analysis/report.h"
+#include "analysis/summary.h"
 #include "export/html.h"
 #include "format/format.h"
 #include "json_path.h"
@@ -333,8 +336,56 @@ static void test_window_where_the_records_are(void **state) {
     synth_rmtree(dir);
 }
 
-/* No step: a rank over the bound is read whole (its GPU figures are totals over the run, which
- * no span gives), the same as without the bound. */
+/* run's report with options o, its JSON, text and HTML in one string; *read: the rank
+ * summaries it read (summary.h). */
+static char *render_all(const tp_run *run, const tp_report_opts *o, size_t *read) {
+    tp_report r;
+    assert_int_equal(tp_report_make(run, o, &r), 0);
+    *read = r.res.summaries_read;
+    char *buf = NULL, *json = cJSON_Print(r.doc);
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_non_null(json);
+    fputs(json, f);
+    free(json);
+    assert_int_equal(tp_report_write_text(&r, f, 0), 0);
+    assert_int_equal(tp_html_write(&r, o, f), 0);
+    fclose(f);
+    tp_report_free(&r);
+    return buf;
+}
+
+/* What a whole load of run's process ran in [from, to): the kernels that began there (their
+ * count and time), the device's busy time in it (the kernels clipped to it; none of this
+ * run's overlap) and the NCCL kernels' share of that. */
+typedef struct in_span_want { size_t kernels; uint64_t kernel_ns, busy_ns, comm_ns; } in_span_want;
+
+static in_span_want span_truth(tp_run *run, uint64_t from, uint64_t to) {
+    tp_process whole;
+    assert_int_equal(load_bounded(run, &whole, 0), TPROF_OK);
+    in_span_want w = {0};
+    for (size_t i = 0; i < whole.ngpu; i++) {
+        const tp_gpu_op *o = &whole.gpu[i];
+        if (o->type != TPROF_REC_GPU_KERNEL) continue;
+        if (o->start >= from && o->start < to) {
+            w.kernels++;
+            w.kernel_ns += o->end - o->start;
+        }
+        uint64_t s = o->start > from ? o->start : from, e = o->end < to ? o->end : to;
+        if (e <= s) continue;
+        w.busy_ns += e - s;
+        if (o->cls == TP_KC_COMM) w.comm_ns += e - s;
+    }
+    tp_process_free(&whole);
+    return w;
+}
+
+/* No step, over the bound: the rank keeps the span at the middle of its records, and its GPU
+ * figures are totals over that span ("per": "span"), each record where it began, the busy
+ * share and the exposed communication of the span; its ops are all counted still. The whole
+ * report's figures are over the run, and a report from bounded summaries equals the bounded
+ * report. */
 static void test_no_steps(void **state) {
     (void)state;
     char dir[512];
@@ -343,11 +394,64 @@ static void test_no_steps(void **state) {
     g_steps = NSTEPS;
     tp_run run;
     load_slim(dir, &run);
+    uint64_t from, to;
+    check_span(&run, 400, &from, &to);
+    in_span_want w = span_truth(&run, from, to);
+    double span_ms = (double)(to - from) / 1e6;
+    assert_true(w.kernels > 100 && w.kernels < 1000); /* a part of the run's */
     cJSON *whole = report_bounded(&run, SIZE_MAX), *rep = report_bounded(&run, 400);
-    assert_null(jget(rep, "ranks.0.gpu_capture"));
-    assert_string_equal(jstr(rep, "ranks.0.gpu.per"), "run");
-    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 1000, "every kernel");
-    assert_true(cJSON_Compare(jget(whole, "ranks"), jget(rep, "ranks"), 1));
+    assert_null(jget(whole, "ranks.0.gpu_capture"));
+    assert_string_equal(jstr(whole, "ranks.0.gpu.per"), "run");
+    jnear(jnum(whole, "ranks.0.gpu.devices.0.kernels"), 1000, "every kernel");
+    assert_string_equal(jstr(rep, "ranks.0.gpu_capture.limited_by.0"), "gpu_records_bound");
+    jnear(jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.from_s"),
+          (double)(from - T0) / 1e9, "from_s");
+    assert_string_equal(jstr(rep, "ranks.0.gpu.per"), "span");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), (double)w.kernels, "kernels in the span");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernel_ms"), (double)w.kernel_ns / 1e6, "kernel ms");
+    jnear(jnum(rep, "ranks.0.gpu.kernel_ms_total"), (double)w.kernel_ns / 1e6, "total");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), (double)w.busy_ns / 1e6 / span_ms,
+          "busy share of the span");
+    /* the ops are every one; the exposure is the span's: no compute overlaps an NCCL kernel */
+    jnear(jnum(rep, "ranks.0.communication.ops"), NSTEPS, "ops");
+    assert_string_equal(jstr(rep, "ranks.0.communication.exposure.per"), "span");
+    jnear(jnum(rep, "ranks.0.communication.exposure.window_ms"), span_ms, "exposure window");
+    jnear(jnum(rep, "ranks.0.communication.exposure.exposed_ms.mean"), (double)w.comm_ns / 1e6,
+          "exposed in the span");
+    assert_string_equal(jstr(whole, "ranks.0.communication.exposure.per"), "run");
+    assert_string_equal(jstr(rep, "communication.exposure.per"), "span");
+    jnear(jnum(rep, "ranks.0.breakdown.captured_s"), span_ms / 1e3, "breakdown over the span");
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.gpu_records = 400;
+    char *text = report_text(&run, &o);
+    char line[160];
+    snprintf(line, sizeof line, "kernels %.2f ms in the span (%zu kernels)",
+             (double)w.kernel_ns / 1e6, w.kernels);
+    report_has(text, line);
+    report_has(text, "without measured steps, the GPU figures are totals over that span, not "
+                     "the run's");
+    report_has(text, "top kernels (in the span)");
+    report_has(text, "% of the span (median ");
+    report_has(text, "s whose GPU records the report held; ms in it");
+    report_lacks(text, "in which GPU activity was recorded");
+    free(text);
+    /* the summaries hold the span's figures: the report from them is the same, to the byte */
+    size_t read = 0;
+    char *before = render_all(&run, &o, &read);
+    assert_int_equal(read, 0);
+    tp_summarize_stats st;
+    assert_int_equal(tp_report_summarize(&run, &o, NULL, &st), 0);
+    assert_int_equal(st.written, 1);
+    tp_summarize_stats_free(&st);
+    tp_run again;
+    load_slim(dir, &again);
+    char *after = render_all(&again, &o, &read);
+    assert_int_equal(read, 1);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    tp_run_free(&again);
     cJSON_Delete(whole);
     cJSON_Delete(rep);
     tp_run_free(&run);

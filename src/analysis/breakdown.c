@@ -465,6 +465,7 @@ void tp_breakdown_compute(tp_breakdown_result *out, const tp_process *p, const t
             out->has_uncaptured = 1;
             out->captured_s = (double)in / 1e9;
             out->run_s = (double)(whole.end - whole.start) / 1e9;
+            out->bounded = p->gpu_window_to != 0;
         }
         if (!ns) out->not_captured = "GPU activity was recorded at no time of the run";
         else gpu_basis(out, p, s, sp, ns, 0, names, nn, 1);

@@ -67,6 +67,11 @@ uint64_t tp_comm_size_bytes(uint32_t op, uint64_t bytes, uint32_t nranks);
  * op has no bandwidth or n is 0. */
 double tp_comm_bus_factor(uint32_t op, uint32_t nranks);
 
+/* What x's windows are, as the document says it ("per"): "step" (the measured steps), "span"
+ * (no step and a load bounded in GPU records: the span held; results.h, in_span) or "run".
+ * A static string. */
+const char *tp_comm_exposure_per(const tp_comm_exposure_result *x);
+
 /* The exposure rule's communication set, for other analyses (the step breakdown): appends to
  * *v (grown with realloc; *n used, *cap allocated) the spans during which device `device` of p
  * communicated: its communication-class kernels (CUPTI); the ops' own GPU intervals on it

@@ -242,6 +242,10 @@ static void exposure_figures(tp_comm_exposure_result *x, const tp_step *win, siz
     if (nst) x->worst_step = (double)st[worst].app_step;
 }
 
+const char *tp_comm_exposure_per(const tp_comm_exposure_result *x) {
+    return x->per_step ? "step" : x->in_span ? "span" : "run";
+}
+
 /* A compute kernel (not communication) of the device *arg. */
 static int compute_kernel(const tp_gpu_op *o, const void *arg) {
     return o->device == *(const uint32_t *)arg && o->type == TPROF_REC_GPU_KERNEL &&
@@ -269,6 +273,10 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
         }
     }
     tp_step whole = {p->first_ts, p->end_mono, 0, 0};
+    /* no step and a load bounded in GPU records: the compute kernels are the span's alone
+     * (model.h, tp_process_load_bounded), so on the GPU basis the window is the span */
+    x->in_span = !nst && !strcmp(basis, "gpu") && p->gpu_window_to > p->gpu_window_from;
+    if (x->in_span) whole = (tp_step){p->gpu_window_from, p->gpu_window_to, 0, 0};
     const tp_step *win = nst ? st : &whole;
     size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
     if (!strcmp(basis, "none") || !nw) return;
@@ -356,7 +364,7 @@ static cJSON *stats_json(const tp_stat5 *s) {
 
 static void exposure_json(cJSON *c, const tp_comm_exposure_result *x) {
     cJSON *j = cJSON_AddObjectToObject(c, "exposure");
-    cJSON_AddStringToObject(j, "per", x->per_step ? "step" : "run");
+    cJSON_AddStringToObject(j, "per", tp_comm_exposure_per(x));
     cJSON_AddStringToObject(j, "basis", x->basis);
     cJSON_AddStringToObject(j, "note", x->note);
     if (x->ndevices) {

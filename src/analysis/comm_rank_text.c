@@ -80,15 +80,14 @@ static int communicator_text(FILE *f, const tp_comm_communicator_result *e, size
 }
 
 static void exposure_text(FILE *f, const tp_comm_exposure_result *x) {
-    int step = x->per_step;
+    const char *per = tp_comm_exposure_per(x);
     if (!x->has_figures) {
         fprintf(f, "    exposed communication: not known (%s)\n", x->note);
         return;
     }
     fprintf(f, "    exposed communication: %.2f ms per %s = %.1f %% of the %s (median %.2f ms",
-            x->exposed_ms.mean, step ? "step" : "run", 100 * x->exposed_share,
-            step ? "step" : "run", x->exposed_ms.p50);
-    if (step)
+            x->exposed_ms.mean, per, 100 * x->exposed_share, per, x->exposed_ms.p50);
+    if (x->per_step)
         fprintf(f, ", worst %.1f %% in step %.0f", 100 * x->exposed_share_per_window.max,
                 x->has_worst_step ? x->worst_step : 0.0);
     fprintf(f, "); overlapped %.2f ms; communication %.2f ms in all\n", x->overlapped_ms.mean,

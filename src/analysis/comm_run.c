@@ -370,22 +370,22 @@ static size_t exposure_finding(tp_findings_result *fs, const tp_rank_result *wor
     /* exposed communication over 10 % of the step is a warning (docs/design.md §5.2), over
      * 30 % critical: then communication takes more of the step than any single phase
      * usually does (thresholds in tp_report_opts) */
-    int step = wx->per_step;
+    const char *per = tp_comm_exposure_per(wx);
     const char *sev = ws > crit_share ? "critical" : "warning";
     char msg[400];
     snprintf(msg, sizeof msg,
              "exposed communication is %.1f %% of the %s time on rank %.0f (%.2f ms of "
              "%.2f ms per %s; %.2f ms more overlapped with compute); mean over %zu "
              "rank%s %.1f %%: %s",
-             100 * ws, step ? "step" : "run", (double)worst->rank, wx->exposed_ms.mean,
-             wx->window_ms, step ? "step" : "run", wx->overlapped_ms.mean, n, n == 1 ? "" : "s",
+             100 * ws, per, (double)worst->rank, wx->exposed_ms.mean, wx->window_ms, per,
+             wx->overlapped_ms.mean, n, n == 1 ? "" : "s",
              100 * mean,
              !strcmp(wx->basis, "host")
                  ? "time the process spent blocked in communication instead of computing"
                  : "communication the GPU could not hide behind compute");
     tp_finding *ev = tp_finding_add(fs, "exposed_communication", sev, worst->rank, msg, NULL);
     if (!ev) return SIZE_MAX;
-    tp_ev_string(ev, "per", step ? "step" : "run");
+    tp_ev_string(ev, "per", per);
     tp_ev_string(ev, "basis", wx->basis);
     tp_ev_number(ev, "exposed_share", ws);
     tp_ev_number(ev, "exposed_ms", wx->exposed_ms.mean);
@@ -403,7 +403,7 @@ static const tp_rank_result *exposure_compute_run(tp_comm_run_result *out,
                                                   const tp_run_results *res, double *shares,
                                                   size_t *n, size_t *over) {
     const tp_rank_result *worst = NULL;
-    int per = -1; /* per_step of the ranks so far; -1 none yet */
+    const char *per = NULL; /* the ranks' "per" so far (tp_comm_exposure_per); NULL: none yet */
     int mixed = 0;
     *n = 0;
     out->exposed = calloc(res->nranks ? res->nranks : 1, sizeof *out->exposed);
@@ -412,12 +412,12 @@ static const tp_rank_result *exposure_compute_run(tp_comm_run_result *out,
         const tp_comm_exposure_result *x = &r->comm.exposure;
         if (!r->comm.present || !x->has_figures) continue;
         out->exposed[out->nexposed++] = r;
-        if (per >= 0 && per != x->per_step) mixed = 1;
-        per = x->per_step;
+        if (per && strcmp(per, tp_comm_exposure_per(x))) mixed = 1;
+        per = tp_comm_exposure_per(x);
         if (shares) shares[(*n)++] = x->exposed_share;
         if (!worst || x->exposed_share > worst->comm.exposure.exposed_share) worst = r;
     }
-    out->per = mixed ? "mixed" : per == 0 ? "run" : "step";
+    out->per = mixed ? "mixed" : per ? per : "step";
     if (!*n || !worst) return NULL;
     double mean = 0;
     *over = 0;
@@ -447,7 +447,7 @@ static void comm_run_json(cJSON *rep, const tp_comm_run_result *out) {
         const tp_comm_exposure_result *x = &r->comm.exposure;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", r->rank);
-        cJSON_AddStringToObject(e, "per", x->per_step ? "step" : "run");
+        cJSON_AddStringToObject(e, "per", tp_comm_exposure_per(x));
         cJSON_AddStringToObject(e, "basis", x->basis);
         cJSON_AddNumberToObject(e, "exposed_share", x->exposed_share);
         cJSON_AddNumberToObject(e, "exposed_ms_mean", x->exposed_ms.mean);

@@ -26,12 +26,14 @@ static void st3(FILE *f, const tp_stat5 *s) {
 }
 
 /* ", the 12.3 s of 20.0 in which GPU activity was recorded" for a run without steps whose
- * capture was off or paused part of the time; "" otherwise. */
+ * capture was off or paused part of the time (or whose GPU records the report held, a load
+ * bounded in them); "" otherwise. */
 static const char *uncaptured_words(const tp_breakdown_result *b) {
     static _Thread_local char buf[96];
     if (!b->has_uncaptured) return "";
-    snprintf(buf, sizeof buf, ", the %.3f s of %.3f s in which GPU activity was recorded",
-             b->captured_s, b->run_s);
+    snprintf(buf, sizeof buf, ", the %.3f s of %.3f s %s", b->captured_s, b->run_s,
+             b->bounded ? "whose GPU records the report held"
+                        : "in which GPU activity was recorded");
     return buf;
 }
 

@@ -304,8 +304,9 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
             h->busy_rank = r->rank;
             h->busy_steps = r->capture.limited ? r->capture.steps : NULL;
             h->busy_of = b->per_step         ? "the step"
-                         : b->has_uncaptured ? "the time GPU activity was recorded"
-                                             : "the run";
+                         : !b->has_uncaptured ? "the run"
+                         : b->bounded        ? "the span whose GPU records were held"
+                                             : "the time GPU activity was recorded";
         }
         if (b->present && b->gpu_basis && b->not_captured && !h->has_not_captured) {
             h->has_not_captured = 1;

@@ -750,7 +750,18 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     out->steps_measured = nst;
     out->has_launch_lag = nst > 0;
     out->launch_lag_ms = (double)lag / 1e6;
-    cupti_overhead(out, p, st, nst, per);
+    /* No step, a load bounded in GPU records: the records held are those that began in its
+     * span, and the kernels kept whole (communication) and the overhead records besides; the
+     * totals are over the span, each record counted where it began, the busy share of the
+     * span. */
+    tp_step span = {p->gpu_window_from, p->gpu_window_to, 0, 0};
+    out->in_span = !nst && p->gpu_window_to > p->gpu_window_from;
+    if (out->in_span) {
+        st = &span;
+        step_ns = span.end - span.start;
+    }
+    size_t nwin = out->in_span ? 1 : nst; /* the windows the records are counted in */
+    cupti_overhead(out, p, st, nwin, per);
     /* records that contradicted their stream's order, as the loader clipped them (whole run:
      * the figures below are built on the clipped records) */
     out->records_clipped = p->nclips;
@@ -773,11 +784,12 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         free(att);
         att = NULL;
     }
-    for (size_t i = 0; att && i < p->ngpu; i++) att[i] = attributed(&p->gpu[i], att[i], st, nst);
-    if (att) device_figures(out, p, att, st, nst, step_ns, per, kinds);
-    top_kernels(out, p, att, nst, per, top_n);
-    host_side(out, p, st, nst, per);
-    graphs_and_after(out, p, att, st, nst, per);
+    for (size_t i = 0; att && i < p->ngpu; i++)
+        att[i] = attributed(&p->gpu[i], out->in_span ? p->gpu[i].start : att[i], st, nwin);
+    if (att) device_figures(out, p, att, st, nwin, step_ns, per, kinds);
+    top_kernels(out, p, att, nwin, per, top_n);
+    host_side(out, p, st, nwin, per);
+    graphs_and_after(out, p, att, st, nwin, per);
     free(att);
     free(apis);
 }
@@ -850,7 +862,7 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
     if (!r->present) return;
     cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
     if (r->has_launch_lag) cJSON_AddNumberToObject(g, "launch_lag_ms", r->launch_lag_ms);
-    cJSON_AddStringToObject(g, "per", r->per_step ? "step" : "run");
+    cJSON_AddStringToObject(g, "per", r->per_step ? "step" : r->in_span ? "span" : "run");
     if (r->has_kernel_steps) {
         cJSON *w = cJSON_AddObjectToObject(g, "kernel_steps");
         cJSON_AddStringToObject(w, "spec", r->kernel_steps_spec);

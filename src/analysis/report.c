@@ -534,7 +534,8 @@ static uint64_t section_cost(void *ctx, size_t i) {
  * holds fewer than three whole measured steps (or every one, with fewer: steps only at the
  * start, GPU work between them or after them, one step heavier than the bound), read again
  * with the span from the first measured step on, as many records as fit. A rank without
- * measured steps is read whole: its GPU figures are totals over the run, which no span gives.
+ * measured steps keeps the span at the middle: its GPU figures are totals over that span
+ * (tp_gpu_result.in_span), said in its section.
  * ks, k: a keep-mode stream (stream_section) set up again (its `wide` as it was) for a second
  * read, or NULL. */
 static int load_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
@@ -552,13 +553,14 @@ static int load_section(const tp_run *run, const tp_process *p, const tp_report_
         held += meas[i].start >= whole->gpu_window_from && meas[i].end <= whole->gpu_window_to;
     uint64_t lo = nm ? meas[0].start : 0;
     tp_steps_free(&s);
-    if (nm && held >= (nm < 3 ? nm : 3)) return rc;
+    /* no measured step: the span at the middle stands (its figures are totals over it) */
+    if (!nm || held >= (nm < 3 ? nm : 3)) return rc;
     tp_process_free(whole);
     if (ks) {
         tp_rkeep_free(k);
         tp_rscan_keep(ks, k, o, wide);
     }
-    b = (tp_gpu_bound){nm ? b.max : 0, lo};
+    b.from = lo;
     return tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
 }
 

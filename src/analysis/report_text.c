@@ -76,7 +76,7 @@ static void gpu_capture_text(FILE *f, const tp_gpu_result *g, const tp_capture_r
 /* A CUDA device of the rank: busy time, kernels by class, copies, memory. A kind CUPTI did
  * not capture reads "not captured": unknown, not 0. */
 static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *unit,
-                            const char *B, const char *N) {
+                            const char *of, const char *B, const char *N) {
     fprintf(f, "  %sGPU %.0f%s", B, (double)d->device, N);
     if (d->name) { /* the driver's text */
         fputs(" (", f);
@@ -85,7 +85,7 @@ static void gpu_device_text(FILE *f, const tp_gpu_device_result *d, const char *
         fputc(')', f);
     }
     fputc(':', f);
-    if (d->has_busy_share) fprintf(f, " busy %.1f %% of the step,", 100 * d->busy_share);
+    if (d->has_busy_share) fprintf(f, " busy %.1f %% of the %s,", 100 * d->busy_share, of);
     fprintf(f, " kernels %.2f ms %s (%.0f kernels), ", d->kernel_ms, unit, d->kernels);
     if (d->has_memcpy_memset) fprintf(f, "memcpy/memset %.2f ms\n", d->memcpy_memset_ms);
     else fputs("memcpy/memset not captured\n", f);
@@ -149,7 +149,7 @@ static void gpu_text(FILE *f, const tp_gpu_result *g, const tp_capture_result *c
         tp_capture_text(f, cap);
         return;
     }
-    const char *unit = g->per_step ? "per step" : "in total";
+    const char *unit = g->per_step ? "per step" : g->in_span ? "in the span" : "in total";
     gpu_capture_text(f, g, cap);
     if (g->not_captured) {
         if (g->has_records_stopped)
@@ -159,7 +159,8 @@ static void gpu_text(FILE *f, const tp_gpu_result *g, const tp_capture_result *c
                     g->stopped_cause);
         return;
     }
-    for (size_t i = 0; i < g->ndevices; i++) gpu_device_text(f, &g->devices[i], unit, B, N);
+    for (size_t i = 0; i < g->ndevices; i++)
+        gpu_device_text(f, &g->devices[i], unit, g->in_span ? "span" : "step", B, N);
     if (g->has_host_syncs)
         fprintf(f, "  host synchronisations: %.1f %s, blocking the host %.2f ms\n", g->host_syncs,
                 unit, g->host_sync_blocked_ms);

@@ -147,6 +147,9 @@ typedef struct tp_breakdown_result {
      * seconds in which it was, of run_s (capture.h, tp_capture_spans) */
     int has_uncaptured;
     double captured_s, run_s;
+    /* with has_uncaptured: the load was bounded in GPU records, and captured_s is the time
+     * whose records it held (a span of the run: model.h, tp_process_load_bounded) */
+    int bounded;
     int has_device;        /* GPU basis: the device was chosen (figures may still be missing) */
     uint32_t device;       /* CUDA ordinal of the main device: the most kernel time */
     size_t ndevices;       /* devices with kernels ("devices" in the document when over 1) */
@@ -211,6 +214,11 @@ typedef struct tp_gpu_device_result {
 typedef struct tp_gpu_result {
     int present;
     int per_step;          /* figures per measured step (1) or over the run (0) */
+    /* a rank without measured steps whose load was bounded in GPU records (model.h,
+     * tp_process_load_bounded): per_step 0 and the figures are totals over the span it held
+     * (the capture result's bound_from_s .. bound_to_s), not over the run; busy shares are
+     * of the span */
+    int in_span;
     int has_launch_lag;
     double launch_lag_ms;  /* median launch-to-start delay */
     int has_kernel_steps;  /* a kernel-capture window (TRAINPROF_KERNEL_STEPS); in_window:
@@ -460,6 +468,9 @@ typedef struct tp_comm_communicator_result {
 typedef struct tp_comm_exposure_result {
     int present;
     int per_step;            /* windows are the measured steps (1) or the whole run (0) */
+    /* no step, a load bounded in GPU records, the GPU basis: the one window is the span whose
+     * GPU records the report held (model.h, tp_process_load_bounded), not the run */
+    int in_span;
     const char *basis;       /* "gpu", "host" or "none" (static) */
     const char *note;        /* what the basis counts (static) */
     size_t ndevices;         /* the CUDA devices compared (GPU basis) */
@@ -562,7 +573,7 @@ typedef struct tp_comm_run_result {
     tp_comm_xcomm_result *comms; /* owned */
     size_t nexposed;
     const tp_rank_result **exposed; /* owned array: the ranks with exposure figures */
-    const char *per;         /* "step", "run" or "mixed" (static) */
+    const char *per;         /* "step", "span", "run" or "mixed" (static) */
     double warn_share, crit_share;
     int has_summary;         /* some rank has exposure figures: */
     double mean_exposed_share, median_exposed_share;

@@ -24,10 +24,10 @@
 /* Each struct below is coded field by field. A field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_rank_result) == 5848, "tp_rank_result changed: update its codec");
+_Static_assert(sizeof(tp_rank_result) == 5872, "tp_rank_result changed: update its codec");
 _Static_assert(sizeof(tp_steps_result) == 240, "tp_steps_result changed: update its codec");
 _Static_assert(sizeof(tp_data_result) == 32, "tp_data_result changed: update its codec");
-_Static_assert(sizeof(tp_breakdown_result) == 856, "tp_breakdown_result: update its codec");
+_Static_assert(sizeof(tp_breakdown_result) == 864, "tp_breakdown_result: update its codec");
 _Static_assert(sizeof(tp_bd_range) == 64, "tp_bd_range changed: update its codec");
 _Static_assert(sizeof(tp_bd_warmup) == 256, "tp_bd_warmup changed: update its codec");
 _Static_assert(sizeof(tp_gpu_result) == 328, "tp_gpu_result changed: update its codec");
@@ -37,10 +37,10 @@ _Static_assert(sizeof(tp_gpu_overhead) == 24, "tp_gpu_overhead changed: update i
 _Static_assert(sizeof(tp_gpu_kernel) == 48, "tp_gpu_kernel changed: update its codec");
 _Static_assert(sizeof(tp_nvml_result) == 688, "tp_nvml_result changed: update its codec");
 _Static_assert(sizeof(tp_nvml_gpu_result) == 792, "tp_nvml_gpu_result: update its codec");
-_Static_assert(sizeof(tp_comm_result) == 664, "tp_comm_result changed: update its codec");
+_Static_assert(sizeof(tp_comm_result) == 672, "tp_comm_result changed: update its codec");
 _Static_assert(sizeof(tp_comm_row_result) == 168, "tp_comm_row_result: update its codec");
 _Static_assert(sizeof(tp_comm_communicator_result) == 120, "communicator: update its codec");
-_Static_assert(sizeof(tp_comm_exposure_result) == 504, "tp_comm_exposure_result: update codec");
+_Static_assert(sizeof(tp_comm_exposure_result) == 512, "tp_comm_exposure_result: update codec");
 _Static_assert(sizeof(tp_timers_result) == 24, "tp_timers_result changed: update its codec");
 _Static_assert(sizeof(tp_timer_row) == 24, "tp_timer_row changed: update its codec");
 _Static_assert(sizeof(tp_ranges_result) == 64, "tp_ranges_result changed: update its codec");
@@ -267,7 +267,7 @@ static void bd_warmup(tp_sum_buf *c, int rd, tp_bd_warmup *w) {
 static void breakdown(tp_sum_buf *c, int rd, tp_breakdown_result *x) {
     I(x->present), I(x->gpu_basis), I(x->per_step), Z(x->windows), S(x->not_captured);
     S(x->captured_steps), Z(x->measured_all), I(x->has_uncaptured), D(x->captured_s);
-    D(x->run_s), I(x->has_device), U32(x->device), Z(x->ndevices), I(x->has_parts);
+    D(x->run_s), I(x->bounded), I(x->has_device), U32(x->device), Z(x->ndevices), I(x->has_parts);
     for (int k = 0; k < TP_BD_NPARTS; k++) stat5(c, rd, &x->ms[k]);
     for (int k = 0; k < TP_BD_NPARTS; k++) D(x->share[k]);
     D(x->busy_share), D(x->kernels_per_step), D(x->kernel_median_us);
@@ -333,7 +333,7 @@ static void gpu_pauses(tp_sum_buf *c, int rd, tp_gpu_result *x) {
 }
 
 static void gpu(tp_sum_buf *c, int rd, tp_gpu_result *x) {
-    I(x->present), I(x->per_step), I(x->has_launch_lag), D(x->launch_lag_ms);
+    I(x->present), I(x->per_step), I(x->in_span), I(x->has_launch_lag), D(x->launch_lag_ms);
     I(x->has_kernel_steps), S(x->kernel_steps_spec), Z(x->kernel_steps_in_window);
     Z(x->kernel_steps_measured), I(x->kernel_steps_opened), I(x->has_pauses);
     gpu_pauses(c, rd, x);
@@ -417,7 +417,7 @@ static void communicator(tp_sum_buf *c, int rd, tp_comm_communicator_result *x,
 }
 
 static void exposure(tp_sum_buf *c, int rd, tp_comm_exposure_result *x) {
-    I(x->present), I(x->per_step), S(x->basis), S(x->note);
+    I(x->present), I(x->per_step), I(x->in_span), S(x->basis), S(x->note);
     size_max(c, rd, &x->ndevices, sizeof x->devices / sizeof *x->devices);
     A(x->devices), I(x->has_figures), Z(x->windows), D(x->window_ms);
     stat5(c, rd, &x->comm_ms), stat5(c, rd, &x->exposed_ms), stat5(c, rd, &x->overlapped_ms);

@@ -267,9 +267,14 @@ static void capture_notes(FILE *f, const tp_run_results *res) {
         const tp_breakdown_result *b = &res->ranks[i].breakdown;
         const tp_capture_result *c = &res->ranks[i].capture;
         if (b->present && b->gpu_basis && !b->per_step && b->has_uncaptured) {
-            fprintf(f, "<p class=\"note capture\">rank %d: no steps; GPU activity recorded "
-                       "%.3f s of the %.3f s run: its GPU breakdown is over that time only.",
-                    res->ranks[i].rank, b->captured_s, b->run_s);
+            if (b->bounded)
+                fprintf(f, "<p class=\"note capture\">rank %d: no steps; its GPU figures are "
+                           "over %.3f s of the %.3f s run.",
+                        res->ranks[i].rank, b->captured_s, b->run_s);
+            else
+                fprintf(f, "<p class=\"note capture\">rank %d: no steps; GPU activity recorded "
+                           "%.3f s of the %.3f s run: its GPU breakdown is over that time only.",
+                        res->ranks[i].rank, b->captured_s, b->run_s);
             bound_words(f, c);
             fputs("</p>\n", f);
             continue;
@@ -334,7 +339,8 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
     const char *per = per_step ? "ms per step" : "ms in the run (no steps: the run is one window)";
     if (!per_step)
         fputs("<p class=\"note\">ms in the run: no rank has steps, so each bar is its whole run, "
-              "or the time GPU activity was recorded where capture was off part of it.</p>\n", f);
+              "or the time GPU activity was recorded where capture was off part of it, or the "
+              "span whose GPU records the report held.</p>\n", f);
     else
         fprintf(f, "<p class=\"note\">%s</p>\n",
                 generic ? "ms per measured step, from the report's breakdown (the parts that add "
@@ -626,7 +632,7 @@ static void kernels_tables(FILE *f, const tp_run_results *res) {
             fputs("<h2 id=\"kernels\">Top kernels</h2>\n", f);
             capture_notes(f, res);
         }
-        const char *unit = g->per_step ? "step" : "run";
+        const char *unit = g->per_step ? "step" : g->in_span ? "span" : "run";
         fprintf(f, "<h3>rank %d</h3>\n<table class=\"grid kernels\"><tr><th>kernel</th><th>class</th>"
                    "<th>count per %s</th><th>ms per %s</th><th>mean us</th><th>share</th></tr>\n",
                 rr->rank, unit, unit);

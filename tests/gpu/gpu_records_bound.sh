@@ -97,3 +97,63 @@ fb = [(f.get("id"), f.get("rank")) for f in b.get("findings", [])]
 print("findings whole:  ", fw)
 print("findings bounded:", fb)
 EOF
+
+# The same files as if no step were found (a warm-up longer than the run: no measured step),
+# where the bounded ranks' GPU figures are totals over the span held ("per": "span"): against
+# the whole report (totals over the run), the exposure over the span, every op still counted,
+# and a report from summaries made so equal to the one from the files.
+NOSTEPS="--warmup 1000000"
+rm -rf "$W/sums2" && mkdir -p "$W/sums2" && cp "$D"/*.tprof "$W/sums2/"
+timed whole_nosteps "$TP" report "$W/files" $NOSTEPS --gpu-records all --format json \
+    -o "$W/whole_nosteps.json"
+timed bounded_nosteps "$TP" report "$W/files" $NOSTEPS --gpu-records "$N" --format json \
+    -o "$W/bounded_nosteps.json"
+"$TP" report "$W/files" $NOSTEPS --gpu-records "$N" > "$W/bounded_nosteps.txt" 2>&1
+timed summarize_nosteps "$TP" summarize $NOSTEPS --gpu-records "$N" "$W/sums2"
+timed from_sums_nosteps "$TP" report "$W/sums2" $NOSTEPS --gpu-records "$N" --format json \
+    -o "$W/from_sums_nosteps.json"
+echo "--- the bounded text without steps: its span lines"
+grep -E "GPU records held|in the span|of the span|whose GPU records" "$W/bounded_nosteps.txt"
+python3 - "$W/whole_nosteps.json" "$W/bounded_nosteps.json" "$W/from_sums_nosteps.json" \
+    "$W/whole.json" <<'EOF'
+import json, sys
+w, b, s, stepped = (json.load(open(p)) for p in sys.argv[1:5])
+
+def strip(x):
+    if isinstance(x, dict):
+        return {k: strip(v) for k, v in x.items() if k not in ("dir", "file", "path")}
+    if isinstance(x, list):
+        return [strip(v) for v in x]
+    return x
+
+print("no steps: report from the summaries equals the bounded report from the files:",
+      strip(b) == strip(s))
+def dev(r):
+    return ((r.get("gpu") or {}).get("devices") or [{}])[0]
+for rw, rb, rs in zip(w["ranks"], b["ranks"], stepped["ranks"]):
+    if not rw.get("gpu"):
+        continue
+    bound = (rb.get("gpu_capture") or {}).get("gpu_records_bound") or {}
+    span = bound.get("to_s", 0) - bound.get("from_s", 0)
+    dw, db = dev(rw), dev(rb)
+    print("rank %s: per whole %s, bounded %s; held %s, left out %s, span %.2f-%.2f s (%.2f s)" %
+          (rw.get("rank"), rw["gpu"].get("per"), rb["gpu"].get("per"), bound.get("held"),
+           bound.get("left_out"), bound.get("from_s", 0), bound.get("to_s", 0), span))
+    print("  kernels: whole %s (run), bounded %s (span); kernel ms whole %.1f, bounded %.1f" %
+          (dw.get("kernels"), db.get("kernels"), dw.get("kernel_ms", 0), db.get("kernel_ms", 0)))
+    print("  busy share: bounded %s of the span; the stepped whole report's %s of the step" %
+          (db.get("busy_share"), dev(rs).get("busy_share")))
+    xw = (rw.get("communication") or {}).get("exposure") or {}
+    xb = (rb.get("communication") or {}).get("exposure") or {}
+    print("  exposure: whole per %s window %.1f ms exposed %.1f ms; bounded per %s window %.1f "
+          "ms exposed %.1f ms (share %.4f; stepped %.4f)" %
+          (xw.get("per"), xw.get("window_ms", 0), (xw.get("exposed_ms") or {}).get("mean", 0),
+           xb.get("per"), xb.get("window_ms", 0), (xb.get("exposed_ms") or {}).get("mean", 0),
+           xb.get("exposed_share", 0),
+           ((rs.get("communication") or {}).get("exposure") or {}).get("exposed_share", 0)))
+    cw = dict(rw.get("communication") or {})
+    cb = dict(rb.get("communication") or {})
+    cw.pop("exposure", None)
+    cb.pop("exposure", None)
+    print("  communication (less exposure) equal:", cw == cb, "(ops: %s)" % cw.get("ops"))
+EOF
