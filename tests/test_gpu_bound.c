@@ -17,8 +17,10 @@
  *    in the dense steps, and it holds most of the bound;
  *  - steps only in the first quarter, or 5 s of GPU work between two steps at the middle: the
  *    span is placed again from the first measured step, as many records as fit;
- *  - a bound under one sample's records: a span a sample gap wide, cut to the bound;
- *  - a heavy warm-up and three measured steps: read again, the last two held whole;
+ *  - a bound under one sample's records: a span a sample gap wide, cut to the bound; a span
+ *    under 10 ms printed to the microsecond;
+ *  - a heavy warm-up and three measured steps: read again, the last two held whole; with one
+ *    measured step, none is, and the headline names the bound as the cause;
  *  - without steps: the span at the middle stands, and the GPU figures are totals over it
  *    (each record where it began, the busy share and the exposure of the span), counted
  *    against a whole load of the file; the report from summaries is the same to the byte;
@@ -520,6 +522,20 @@ static void test_bound_under_a_sample(void **state) {
     assert_int_equal(load_bounded(&run, &b, 5), TPROF_OK);
     assert_true(b.gpu_held >= 4 && b.gpu_held <= 5);
     tp_process_free(&b);
+    /* the report's span (read again from the first measured step) is under 10 ms: its ends
+     * are printed to the microsecond, apart */
+    cJSON *rep = report_bounded(&run, 5);
+    double fs = jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.from_s"),
+           ts = jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.to_s");
+    cJSON_Delete(rep);
+    assert_true(ts > fs && ts - fs < 0.01);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.gpu_records = 5;
+    char *text = report_text(&run, &o), want[96];
+    snprintf(want, sizeof want, "those that began %.6f-%.6f s into the process", fs, ts);
+    report_has(text, want);
+    free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -569,6 +585,24 @@ static void test_heavy_warmup(void **state) {
     jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), 5, "kernels per step");
     cJSON_Delete(rep);
     cJSON_Delete(whole);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+    /* one measured step after it: a step precedes the span read from it, so no step is held
+     * whole, and the headline says that it is the bound, not the capture, that left it out */
+    g_nsteps = 2;
+    write_run(dir, sizeof dir, heavy_warmup, 0);
+    g_nsteps = NSTEPS;
+    load_slim(dir, &run);
+    rep = report_bounded(&run, 400);
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 0, "no step held whole");
+    cJSON_Delete(rep);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.gpu_records = 400;
+    char *text = report_text(&run, &o);
+    report_has(text, "no measured step's GPU records held whole (--gpu-records) (rank 0)");
+    report_lacks(text, "GPU activity not captured in any measured step");
+    free(text);
     tp_run_free(&run);
     synth_rmtree(dir);
 }

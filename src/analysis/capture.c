@@ -720,6 +720,10 @@ void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
     }
 }
 
+int tp_capture_span_decimals(const tp_capture_result *c) {
+    return c->bound_to_s - c->bound_from_s < 0.01 ? 6 : 3;
+}
+
 void tp_capture_text(FILE *f, const tp_capture_result *c) {
     if (c->present && c->windows_ignored)
         fprintf(f, "  damaged metadata: %zu entr%s of gpu_capture.windows not \"on-off\" or "
@@ -727,11 +731,11 @@ void tp_capture_text(FILE *f, const tp_capture_result *c) {
                 c->windows_ignored, c->windows_ignored == 1 ? "y" : "ies",
                 c->windows_ignored == 1 ? "it begins" : "they begin");
     if (c->limited_by & TP_CAP_BOUND)
-        fprintf(f, "  GPU records held: %zu, those that began %.3f-%.3f s into the process, and "
+        fprintf(f, "  GPU records held: %zu, those that began %.*f-%.*f s into the process, and "
                    "every communication kernel; %zu more left out: the rank's GPU records are "
                    "more than the bound of %zu (--gpu-records, TRAINPROF_GPU_RECORDS)%s\n",
-                c->bound_kept, c->bound_from_s, c->bound_to_s, c->bound_left_out,
-                c->bound_records,
+                c->bound_kept, tp_capture_span_decimals(c), c->bound_from_s,
+                tp_capture_span_decimals(c), c->bound_to_s, c->bound_left_out, c->bound_records,
                 c->measured ? "" : "; without measured steps, the GPU figures are totals over "
                                    "that span, not the run's");
     if (!c->limited) return;

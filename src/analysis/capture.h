@@ -72,6 +72,11 @@ const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len);
  * (docs/report-json.md). */
 void tp_capture_json(cJSON *rank, const tp_capture_result *c);
 
+/* The decimals that print a bounded load's span (bound_from_s, bound_to_s) in seconds with
+ * its two ends apart: 3 (milliseconds), or 6 for a span under 10 ms (a bound of a few
+ * thousand records over dense kernels), which milliseconds would print as one instant. */
+int tp_capture_span_decimals(const tp_capture_result *c);
+
 /* "GPU activity recorded in steps 30-34 (5 of 50 measured steps)" into buf (n bytes), for the
  * text, the HTML and the findings; "" when every measured step was captured. Returns buf. */
 const char *tp_capture_words(const tp_capture_result *c, char *buf, size_t n);

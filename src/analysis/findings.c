@@ -312,6 +312,7 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
             h->has_not_captured = 1;
             h->not_captured_rank = r->rank;
             h->not_captured_run = !b->per_step;
+            h->not_captured_bound = (r->capture.limited_by & TP_CAP_BOUND) != 0;
         }
         if (r->data.found && (!h->has_data || r->data.share > h->data_share)) {
             h->has_data = 1;
@@ -403,8 +404,9 @@ void tp_headline_build(tp_run_results *res) {
     if (h->has_not_captured && l < sizeof fig)
         l += (size_t)snprintf(fig + l, sizeof fig - l, "%s%s (rank %d)", l ? ", " : "",
                               h->not_captured_run ? "GPU activity recorded at no time of the run"
-                                                  : "GPU activity not captured in any measured "
-                                                    "step",
+                              : h->not_captured_bound
+                                  ? "no measured step's GPU records held whole (--gpu-records)"
+                                  : "GPU activity not captured in any measured step",
                               h->not_captured_rank);
     if (h->has_data && l < sizeof fig)
         l += (size_t)snprintf(fig + l, sizeof fig - l, "%sdata loading %.1f %% (rank %d, the most)",

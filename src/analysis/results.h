@@ -893,12 +893,14 @@ typedef struct tp_headline {
                               * recorded in every measured step ("30-34"; into the rank's
                               * capture result), else NULL */
     const char *busy_of;     /* what that share is of, in words: "the step", or for a rank
-                              * without steps "the run" or "the time GPU activity was
-                              * recorded" (static) */
+                              * without steps "the run", "the time GPU activity was
+                              * recorded" or the span held (static) */
     int has_not_captured;    /* a rank with GPU records captured none of its measured steps
                               * (or, without steps, at no time of the run) */
     int not_captured_rank;   /* the first such rank */
     int not_captured_run;    /* that rank has no steps */
+    int not_captured_bound;  /* that rank's load was bounded in GPU records (capture.h,
+                              * TP_CAP_BOUND): no measured step's records were held whole */
     int has_exposed;
     double exposed_share;    /* the rank with the most exposed communication */
     int exposed_rank;

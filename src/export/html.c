@@ -257,9 +257,11 @@ static void bd_fallback(bd_row *b, const tp_rank_result *rr) {
 /* Why a rank's GPU records are those of a span only (capture.h, TP_CAP_BOUND), in a note. */
 static void bound_words(FILE *f, const tp_capture_result *c) {
     if (!(c->limited_by & TP_CAP_BOUND)) return;
-    fprintf(f, " The report held %zu of its GPU records, those of %.3f-%.3f s into the process, "
+    int dec = tp_capture_span_decimals(c);
+    fprintf(f, " The report held %zu of its GPU records, those of %.*f-%.*f s into the process, "
                "and left %zu out: it had more than the bound of %zu (--gpu-records).",
-            c->bound_kept, c->bound_from_s, c->bound_to_s, c->bound_left_out, c->bound_records);
+            c->bound_kept, dec, c->bound_from_s, dec, c->bound_to_s, c->bound_left_out,
+            c->bound_records);
 }
 
 static void capture_notes(FILE *f, const tp_run_results *res) {
