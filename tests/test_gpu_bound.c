@@ -132,6 +132,13 @@ static cJSON *report_bounded(const tp_run *run, size_t bound) {
     return report_json(run, &o);
 }
 
+static char *text_bounded(const tp_run *run, size_t bound) {
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.gpu_records = bound;
+    return report_text(run, &o);
+}
+
 /* Whether the bound applies to o (model.h: not to NCCL kernels and overhead records). */
 static int windowed(const tp_gpu_op *o) {
     return o->type != TPROF_REC_GPU_OVERHEAD &&
@@ -529,10 +536,7 @@ static void test_bound_under_a_sample(void **state) {
            ts = jnum(rep, "ranks.0.gpu_capture.gpu_records_bound.to_s");
     cJSON_Delete(rep);
     assert_true(ts > fs && ts - fs < 0.01);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    o.gpu_records = 5;
-    char *text = report_text(&run, &o), want[96];
+    char *text = text_bounded(&run, 5), want[96];
     snprintf(want, sizeof want, "those that began %.6f-%.6f s into the process", fs, ts);
     report_has(text, want);
     free(text);
@@ -596,10 +600,7 @@ static void test_heavy_warmup(void **state) {
     rep = report_bounded(&run, 400);
     jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 0, "no step held whole");
     cJSON_Delete(rep);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    o.gpu_records = 400;
-    char *text = report_text(&run, &o);
+    char *text = text_bounded(&run, 400);
     report_has(text, "no measured step's GPU records held whole (--gpu-records) (rank 0)");
     report_lacks(text, "GPU activity not captured in any measured step");
     free(text);

@@ -42,61 +42,8 @@ cat "$W/summarize.out" "$W/summarize.err"
 timed from_sums "$TP" report "$W/sums" --gpu-records "$N" --format json -o "$W/from_sums.json"
 echo "--- the bounded text's capture lines"
 grep -E "GPU activity recorded|GPU records held" "$W/bounded.txt"
-python3 - "$W/whole.json" "$W/bounded.json" "$W/from_sums.json" <<'EOF'
-import json, sys
-w, b, s = (json.load(open(p)) for p in sys.argv[1:4])
-
-def strip(x):
-    """The document less what names its directory and files."""
-    if isinstance(x, dict):
-        return {k: strip(v) for k, v in x.items() if k not in ("dir", "file", "path")}
-    if isinstance(x, list):
-        return [strip(v) for v in x]
-    return x
-
-print("report from the summaries equals the bounded report from the files:",
-      strip(b) == strip(s))
-def dev(r):
-    return ((r.get("gpu") or {}).get("devices") or [{}])[0]
-for rw, rb in zip(w["ranks"], b["ranks"]):
-    if not rw.get("gpu"):
-        continue
-    cap = rb.get("gpu_capture") or {}
-    bound = cap.get("gpu_records_bound") or {}
-    print("rank %s: bounded GPU figures over %s of %s measured steps %s; held %s, left out %s,"
-          " span %.1f-%.1f s" % (rw.get("rank"), cap.get("captured_steps"),
-                                 cap.get("measured_steps"), cap.get("steps"), bound.get("held"),
-                                 bound.get("left_out"), bound.get("from_s", 0),
-                                 bound.get("to_s", 0)))
-    dw, db = dev(rw), dev(rb)
-    for key in ("busy_share", "kernels", "kernel_ms"):
-        a, c = dw.get(key), db.get(key)
-        if isinstance(a, (int, float)) and isinstance(c, (int, float)):
-            print("  %-12s whole %10.4f  bounded %10.4f  (%+.2f %%)" %
-                  (key, a, c, 100 * (c - a) / a if a else 0))
-    for cls, a in (dw.get("kernel_ms_by_class") or {}).items():
-        c = (db.get("kernel_ms_by_class") or {}).get(cls)
-        if a:
-            print("  class %-18s whole %8.4f ms  bounded %8.4f ms" % (cls, a, c or 0))
-    tw = [(k["name"][:50], k["count_per_unit"]) for k in rw["gpu"].get("top_kernels", [])[:5]]
-    tb = [(k["name"][:50], k["count_per_unit"]) for k in rb["gpu"].get("top_kernels", [])[:5]]
-    print("  top 5 kernels (name, per step) equal:", tw == tb)
-    if tw != tb:
-        print("    whole  ", tw)
-        print("    bounded", tb)
-    cw = dict(rw.get("communication") or {})
-    cb = dict(rb.get("communication") or {})
-    cw.pop("exposure", None)
-    cb.pop("exposure", None)
-    print("  communication (less exposure, over the captured steps) equal:", cw == cb,
-          "(ops: %s)" % cw.get("ops"))
-    print("  after_last_step: whole %s, bounded %s" % (rw["gpu"].get("after_last_step"),
-                                                        rb["gpu"].get("after_last_step")))
-fw = [(f.get("id"), f.get("rank")) for f in w.get("findings", [])]
-fb = [(f.get("id"), f.get("rank")) for f in b.get("findings", [])]
-print("findings whole:  ", fw)
-print("findings bounded:", fb)
-EOF
+python3 "$(dirname "$0")/gpu_records_bound.py" steps "$W/whole.json" "$W/bounded.json" \
+    "$W/from_sums.json"
 
 # The same files as if no step were found (a warm-up longer than the run: no measured step),
 # where the bounded ranks' GPU figures are totals over the span held ("per": "span"): against
@@ -114,46 +61,5 @@ timed from_sums_nosteps "$TP" report "$W/sums2" $NOSTEPS --gpu-records "$N" --fo
     -o "$W/from_sums_nosteps.json"
 echo "--- the bounded text without steps: its span lines"
 grep -E "GPU records held|in the span|of the span|whose GPU records" "$W/bounded_nosteps.txt"
-python3 - "$W/whole_nosteps.json" "$W/bounded_nosteps.json" "$W/from_sums_nosteps.json" \
-    "$W/whole.json" <<'EOF'
-import json, sys
-w, b, s, stepped = (json.load(open(p)) for p in sys.argv[1:5])
-
-def strip(x):
-    if isinstance(x, dict):
-        return {k: strip(v) for k, v in x.items() if k not in ("dir", "file", "path")}
-    if isinstance(x, list):
-        return [strip(v) for v in x]
-    return x
-
-print("no steps: report from the summaries equals the bounded report from the files:",
-      strip(b) == strip(s))
-def dev(r):
-    return ((r.get("gpu") or {}).get("devices") or [{}])[0]
-for rw, rb, rs in zip(w["ranks"], b["ranks"], stepped["ranks"]):
-    if not rw.get("gpu"):
-        continue
-    bound = (rb.get("gpu_capture") or {}).get("gpu_records_bound") or {}
-    span = bound.get("to_s", 0) - bound.get("from_s", 0)
-    dw, db = dev(rw), dev(rb)
-    print("rank %s: per whole %s, bounded %s; held %s, left out %s, span %.2f-%.2f s (%.2f s)" %
-          (rw.get("rank"), rw["gpu"].get("per"), rb["gpu"].get("per"), bound.get("held"),
-           bound.get("left_out"), bound.get("from_s", 0), bound.get("to_s", 0), span))
-    print("  kernels: whole %s (run), bounded %s (span); kernel ms whole %.1f, bounded %.1f" %
-          (dw.get("kernels"), db.get("kernels"), dw.get("kernel_ms", 0), db.get("kernel_ms", 0)))
-    print("  busy share: bounded %s of the span; the stepped whole report's %s of the step" %
-          (db.get("busy_share"), dev(rs).get("busy_share")))
-    xw = (rw.get("communication") or {}).get("exposure") or {}
-    xb = (rb.get("communication") or {}).get("exposure") or {}
-    print("  exposure: whole per %s window %.1f ms exposed %.1f ms; bounded per %s window %.1f "
-          "ms exposed %.1f ms (share %.4f; stepped %.4f)" %
-          (xw.get("per"), xw.get("window_ms", 0), (xw.get("exposed_ms") or {}).get("mean", 0),
-           xb.get("per"), xb.get("window_ms", 0), (xb.get("exposed_ms") or {}).get("mean", 0),
-           xb.get("exposed_share", 0),
-           ((rs.get("communication") or {}).get("exposure") or {}).get("exposed_share", 0)))
-    cw = dict(rw.get("communication") or {})
-    cb = dict(rb.get("communication") or {})
-    cw.pop("exposure", None)
-    cb.pop("exposure", None)
-    print("  communication (less exposure) equal:", cw == cb, "(ops: %s)" % cw.get("ops"))
-EOF
+python3 "$(dirname "$0")/gpu_records_bound.py" nosteps "$W/whole_nosteps.json" \
+    "$W/bounded_nosteps.json" "$W/from_sums_nosteps.json" "$W/whole.json"
