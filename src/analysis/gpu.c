@@ -285,9 +285,16 @@ static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint6
     return 0;
 }
 
+/* Outside the windows (attributed): not 0, which a record of no length counts for (CUPTI
+ * gives them, and the loader cuts a record back to its start when the next on its stream
+ * begins with it): such a kernel still ran, and counts among the kernels. */
+#define NOT_IN UINT64_MAX
+
+/* The ns of o that count for the windows st (o's length; every record without windows), or
+ * NOT_IN when `when` (its launch, or its start) lies outside them. */
 static uint64_t attributed(const tp_gpu_op *o, uint64_t when, const tp_step *st, size_t nst) {
     if (!nst) return o->end - o->start;
-    return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : 0;
+    return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : NOT_IN;
 }
 
 /* Median delay from a runtime launch to its work starting, over (at most 100k) matched
@@ -546,7 +553,7 @@ static int device_work(const tp_gpu_op *o, const void *arg) {
 
 /* Per device the GPU ran work on (at most 64): busy time (the union of everything it ran,
  * so overlapping streams count once), kernel time by class, copies, and the allocator's
- * peak. att[i]: the ns of p->gpu[i] that count for the measured steps. */
+ * peak. att[i]: the ns of p->gpu[i] that count for the measured steps, NOT_IN outside them. */
 static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
                            const tp_step *st, size_t nst, uint64_t step_ns, double per,
                            const kinds_seen kinds) {
@@ -567,14 +574,14 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
             const tp_gpu_op *o = &p->gpu[i];
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
             uint64_t in = att[i];
-            if (nst && !in) continue; /* launched outside the measured steps */
+            if (in == NOT_IN) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
                 cls_ns[o->cls < TP_KC_OTHER ? o->cls : TP_KC_OTHER] += (double)in;
                 kernel_ns += (double)in;
                 nk++;
             } else {
                 copy_ns += (double)in;
-                if (o->type == TPROF_REC_GPU_MEMCPY && (!nst || in)) {
+                if (o->type == TPROF_REC_GPU_MEMCPY) {
                     if (o->kind == 1) h2d += o->bytes; /* CUPTI_ACTIVITY_MEMCPY_KIND_HTOD */
                     if (o->kind == 2) d2h += o->bytes; /* DTOH */
                 }
@@ -622,7 +629,7 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
 }
 
 /* The top_n kernels by time over all devices, and the total kernel time. */
-static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t *att, size_t nst,
+static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
                         double per, int top_n) {
     krow *rows = NULL;
     size_t nrows = 0, caprows = 0;
@@ -630,7 +637,7 @@ static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t 
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
         uint64_t in = att[i];
-        if (nst && !in) continue;
+        if (in == NOT_IN) continue;
         size_t k = 0;
         while (k < nrows && rows[k].name != o->name) k++; /* interned */
         if (k == nrows) {
@@ -685,7 +692,7 @@ static void graphs_and_after(tp_gpu_result *out, const tp_process *p, const uint
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
-        if (o->graph && att && (!nst || att[i])) gk++;
+        if (o->graph && att && att[i] != NOT_IN) gk++;
         /* a load bounded in GPU records held a span in the run's middle: its end is not
          * the run's (model.h, tp_process_load_bounded) */
         if (nst && !p->gpu_window_to && o->start >= st[nst - 1].end) {
@@ -787,7 +794,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     for (size_t i = 0; att && i < p->ngpu; i++)
         att[i] = attributed(&p->gpu[i], out->in_span ? p->gpu[i].start : att[i], st, nwin);
     if (att) device_figures(out, p, att, st, nwin, step_ns, per, kinds);
-    top_kernels(out, p, att, nwin, per, top_n);
+    top_kernels(out, p, att, per, top_n);
     host_side(out, p, st, nwin, per);
     graphs_and_after(out, p, att, st, nwin, per);
     free(att);
