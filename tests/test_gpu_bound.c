@@ -492,7 +492,8 @@ static void write_edges(char *dir, size_t n) {
 }
 
 /* The bounded stepless rank's figures are those of the records that began in the span, each
- * whole, counted against a whole load of the file: kernels of no length among them. */
+ * whole, counted against a whole load of the file: kernels of no length among them, and the
+ * overhead records and synchronisations that ran across the span's ends where they began. */
 static void test_no_steps_edges(void **state) {
     (void)state;
     char dir[512];
@@ -512,11 +513,35 @@ static void test_no_steps_edges(void **state) {
         zero += o->end == o->start;
     }
     assert_true(zero > 100 && zero < kernels);
+    /* the overhead records and synchronisations that began in the span, each whole; one of
+     * each ran across one of its ends at least */
+    size_t novh = 0, nsync = 0, across = 0;
+    uint64_t ovh_ns = 0, sync_ns = 0;
+    for (size_t i = 0; i < whole.novh; i++) {
+        const tp_gpu_op *o = &whole.ovh[i];
+        across += (o->start < from && o->end > from) + (o->start < to && o->end > to);
+        if (o->start < from || o->start >= to) continue;
+        novh++;
+        ovh_ns += o->end - o->start;
+    }
+    for (size_t i = 0; i < whole.napi; i++) {
+        const tp_gpu_op *a = &whole.api[i];
+        if (strcmp(a->name, "cudaDeviceSynchronize")) continue;
+        across += (a->start < from && a->end > from) + (a->start < to && a->end > to);
+        if (a->start < from || a->start >= to) continue;
+        nsync++;
+        sync_ns += a->end - a->start;
+    }
+    assert_true(across >= 2);
     cJSON *rep = report_bounded(&run, 1000);
     assert_string_equal(jstr(rep, "ranks.0.gpu.per"), "span");
     jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), (double)kernels, "kernels, no length too");
     jnear(jnum(rep, "ranks.0.gpu.top_kernels.1.count_per_unit"), (double)zero, "zero_kernel");
     assert_string_equal(jstr(rep, "ranks.0.gpu.top_kernels.1.name"), "zero_kernel");
+    jnear(jnum(rep, "ranks.0.gpu.cupti_overhead.records"), (double)novh, "overhead records");
+    jnear(jnum(rep, "ranks.0.gpu.cupti_overhead.ms"), (double)ovh_ns / 1e6, "overhead ms");
+    jnear(jnum(rep, "ranks.0.gpu.host_syncs"), (double)nsync, "host syncs");
+    jnear(jnum(rep, "ranks.0.gpu.host_sync_blocked_ms"), (double)sync_ns / 1e6, "blocked");
     cJSON_Delete(rep);
     tp_process_free(&whole);
     tp_process_free(&b);

@@ -93,9 +93,11 @@ static int driver_overhead(uint32_t kind) {
 
 /* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
  * per unit: CUPTI's own (overhead_ms) and the driver's (overhead_driver_ms), and by what was
- * done, most first. Nothing without records in the steps. */
+ * done, most first. Nothing without records in the steps. began: st is a bounded load's one
+ * span (tp_gpu_result.in_span), whose records count where they began, each whole, as its
+ * kernels do. */
 static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
-                           double per) {
+                           double per, int began) {
     if (!p->novh) return;
     enum { MAXK = 16 };
     const char *names[MAXK];
@@ -105,7 +107,11 @@ static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_ste
     for (size_t i = 0; i < p->novh; i++) {
         const tp_gpu_op *o = &p->ovh[i];
         uint64_t in = nst ? tp_steps_overlap(st, nst, o->start, o->end) : o->end - o->start;
-        if (nst && !in) continue;
+        if (began) { /* a span's: where it began, whole */
+            if (o->start < st[0].start || o->start >= st[0].end) continue;
+            in = o->end - o->start;
+        } else if (nst && !in)
+            continue;
         n++;
         int d = driver_overhead(o->kind);
         *(d ? &driver : &total) += (double)in / 1e6;
@@ -706,14 +712,18 @@ static void graphs_and_after(tp_gpu_result *out, const tp_process *p, const uint
     out->kernel_ms_after_steps = (double)after_ns / 1e6;
 }
 
+/* began: as cupti_overhead's (a synchronisation that began in the span blocks the host for
+ * all of its time there, as its kernels' times are whole) */
 static void host_side(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
-                      double per) {
+                      double per, int began) {
     uint64_t nsync = 0;
     double blocked = 0;
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *a = &p->api[i];
         if (!tp_is_blocking_sync(a->name)) continue;
-        uint64_t in = nst ? tp_steps_overlap(st, nst, a->start, a->end) : a->end - a->start;
+        uint64_t in = nst && !began ? tp_steps_overlap(st, nst, a->start, a->end)
+                                    : a->end - a->start;
+        if (began && (a->start < st[0].start || a->start >= st[0].end)) continue;
         if (nst && !in && !(a->start >= st[0].start && a->start < st[nst - 1].end)) continue;
         nsync++;
         blocked += (double)in;
@@ -768,7 +778,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         step_ns = span.end - span.start;
     }
     size_t nwin = out->in_span ? 1 : nst; /* the windows the records are counted in */
-    cupti_overhead(out, p, st, nwin, per);
+    cupti_overhead(out, p, st, nwin, per, out->in_span);
     /* records that contradicted their stream's order, as the loader clipped them (whole run:
      * the figures below are built on the clipped records) */
     out->records_clipped = p->nclips;
@@ -795,7 +805,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         att[i] = attributed(&p->gpu[i], out->in_span ? p->gpu[i].start : att[i], st, nwin);
     if (att) device_figures(out, p, att, st, nwin, step_ns, per, kinds);
     top_kernels(out, p, att, per, top_n);
-    host_side(out, p, st, nwin, per);
+    host_side(out, p, st, nwin, per, out->in_span);
     graphs_and_after(out, p, att, st, nwin, per);
     free(att);
     free(apis);
