@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/comm.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "analysis/summary.h"
@@ -549,6 +550,30 @@ static void test_no_steps_edges(void **state) {
     synth_rmtree(dir);
 }
 
+/* Ranks whose exposure windows differ (a stepless rank's span next to one with steps): the
+ * run's line says each share is of its rank's own window, not of the run, which neither is. */
+static void test_mixed_windows_text(void **state) {
+    (void)state;
+    tp_comm_run_result c;
+    memset(&c, 0, sizeof c);
+    c.present = 1;
+    c.has_summary = 1;
+    c.per = "mixed";
+    c.nexposed = 2;
+    c.mean_exposed_share = 0.149;
+    c.worst_rank = 1;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    tp_comm_run_text(f, &c, "", "");
+    fclose(f);
+    report_has(text, "exposed communication: mean 14.9 % of each rank's window (its step, "
+                     "span or run) over 2 ranks");
+    report_lacks(text, "of the run");
+    free(text);
+}
+
 /* Steps only in the first quarter of the run, GPU work all along: the span first placed at
  * the middle of the records lies outside the measured steps, so the section is read again
  * with the span among the records of the steps, and its figures are theirs. */
@@ -695,6 +720,7 @@ int main(void) {
         cmocka_unit_test(test_window_where_the_records_are),
         cmocka_unit_test(test_no_steps),
         cmocka_unit_test(test_no_steps_edges),
+        cmocka_unit_test(test_mixed_windows_text),
         cmocka_unit_test(test_steps_at_the_start),
         cmocka_unit_test(test_nothing_left_out),
         cmocka_unit_test(test_bound_under_a_sample),
