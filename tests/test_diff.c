@@ -97,6 +97,39 @@ typedef struct side {
     cJSON *rep;
 } side;
 
+/* Reports only, one a bounded stepless rank's (its GPU figures totals over a span of the
+ * run), the other over its whole run: the span's kernel times are no figure per step to set
+ * against the other's, and no change is named from them. */
+static void test_span_totals_not_compared(void **state) {
+    (void)state;
+    static const char *fmt =
+        "{\"schema\":\"trainprof.report\",\"ranks\":[{\"rank\":0,\"gpu\":{\"per\":\"%s\","
+        "\"devices\":[{\"device\":0,\"kernel_ms_by_class\":{\"gemm\":%d}}],"
+        "\"top_kernels\":[{\"name\":\"ampere_sgemm\",\"total_ms\":%d}]}}]}";
+    char ja[512], jb[512];
+    snprintf(ja, sizeof ja, fmt, "span", 100, 100);
+    snprintf(jb, sizeof jb, fmt, "run", 400, 400);
+    cJSON *a = cJSON_Parse(ja), *b = cJSON_Parse(jb);
+    assert_non_null(a);
+    assert_non_null(b);
+    tp_diff_side da = {"A", a, NULL, NULL}, db = {"B", b, NULL, NULL};
+    cJSON *d = tp_diff_build(&da, &db, NULL);
+    assert_non_null(d);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(d, "significant")), 0);
+    /* the same two reports, both over their runs: the change is named */
+    snprintf(ja, sizeof ja, fmt, "run", 100, 100);
+    cJSON *a2 = cJSON_Parse(ja);
+    tp_diff_side da2 = {"A", a2, NULL, NULL};
+    cJSON *d2 = tp_diff_build(&da2, &db, NULL);
+    assert_non_null(d2);
+    assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(d2, "significant")) > 0);
+    cJSON_Delete(d);
+    cJSON_Delete(d2);
+    cJSON_Delete(a);
+    cJSON_Delete(a2);
+    cJSON_Delete(b);
+}
+
 /* The run loaded whole, or slim (`trainprof diff`'s load: each rank file read again whole
  * for its samples, one at a time) when g_slim is set. */
 static int g_slim;
@@ -354,6 +387,7 @@ int main(int argc, char **argv) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_20_percent_slower),
+        cmocka_unit_test(test_span_totals_not_compared),
         cmocka_unit_test(test_noise_only),
         cmocka_unit_test(test_impossible_figures),
         cmocka_unit_test(test_data_loader_slowed),

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/comm.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "analysis/summary.h"
@@ -467,6 +468,121 @@ static void test_no_steps(void **state) {
     synth_rmtree(dir);
 }
 
+/* A stepless run of 400 iterations of 10 ms: in each, two kernels of 0.2 ms and two of no
+ * length (CUPTI gives them: a record its stream's order cut back to its start), each with its
+ * launch, a blocking cudaDeviceSynchronize of 3 ms from 8.5 ms and a CUPTI overhead record of
+ * 3 ms from 8.5 ms (both run into the next iteration, so some cross the span's ends). */
+static void write_edges(char *dir, size_t n) {
+    assert_int_equal(synth_tmpdir(dir, n, "gbedge"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 1, 50);
+    synth_thread(f, 2, 51);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    uint32_t corr = 1;
+    for (uint32_t k = 0; k < 400; k++, corr += 5) {
+        uint64_t t = T0 + MS + (uint64_t)k * 10 * MS;
+        for (uint32_t j = 0; j < 4; j++) {
+            uint64_t ks = t + MS + j * 300 * US;
+            synth_api(f, 2, t + j * 20 * US, t + j * 20 * US + 5 * US, 50, 211, corr + j,
+                      "cudaLaunchKernel");
+            synth_kernel(f, 2, ks, ks + (j % 2 ? 0 : 200 * US), 0, 7, corr + j,
+                         j % 2 ? "zero_kernel" : "ampere_sgemm_128x64_nn");
+        }
+        synth_api(f, 2, t + 8500 * US, t + 11500 * US, 50, 165, corr + 4,
+                  "cudaDeviceSynchronize");
+        tprof_pl_gpu ov = {t + 11500 * US, 0, TPROF_DEVICE_UNKNOWN, 0, 0, 0, 50, 0};
+        static const char flush[] = "CUPTI buffer flush";
+        synth_raw(f, 2, TPROF_REC_GPU_OVERHEAD, TPROF_INLINE_NAME, t + 8500 * US, &ov, sizeof ov,
+                  flush, sizeof flush);
+        synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 2 * MS + 400 * 10 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* The bounded stepless rank's figures are those of the records that began in the span, each
+ * whole, counted against a whole load of the file: kernels of no length among them, and the
+ * overhead records and synchronisations that ran across the span's ends where they began. */
+static void test_no_steps_edges(void **state) {
+    (void)state;
+    char dir[512];
+    write_edges(dir, sizeof dir);
+    tp_run run;
+    load_slim(dir, &run);
+    tp_process whole, b;
+    assert_int_equal(load_bounded(&run, &whole, 0), TPROF_OK);
+    assert_int_equal(load_bounded(&run, &b, 1000), TPROF_OK);
+    uint64_t from = b.gpu_window_from, to = b.gpu_window_to;
+    assert_true(to > from);
+    size_t kernels = 0, zero = 0;
+    for (size_t i = 0; i < whole.ngpu; i++) {
+        const tp_gpu_op *o = &whole.gpu[i];
+        if (o->type != TPROF_REC_GPU_KERNEL || o->start < from || o->start >= to) continue;
+        kernels++;
+        zero += o->end == o->start;
+    }
+    assert_true(zero > 100 && zero < kernels);
+    /* the overhead records and synchronisations that began in the span, each whole; one of
+     * each ran across one of its ends at least */
+    size_t novh = 0, nsync = 0, across = 0;
+    uint64_t ovh_ns = 0, sync_ns = 0;
+    for (size_t i = 0; i < whole.novh; i++) {
+        const tp_gpu_op *o = &whole.ovh[i];
+        across += (o->start < from && o->end > from) + (o->start < to && o->end > to);
+        if (o->start < from || o->start >= to) continue;
+        novh++;
+        ovh_ns += o->end - o->start;
+    }
+    for (size_t i = 0; i < whole.napi; i++) {
+        const tp_gpu_op *a = &whole.api[i];
+        if (strcmp(a->name, "cudaDeviceSynchronize")) continue;
+        across += (a->start < from && a->end > from) + (a->start < to && a->end > to);
+        if (a->start < from || a->start >= to) continue;
+        nsync++;
+        sync_ns += a->end - a->start;
+    }
+    assert_true(across >= 2);
+    cJSON *rep = report_bounded(&run, 1000);
+    assert_string_equal(jstr(rep, "ranks.0.gpu.per"), "span");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), (double)kernels, "kernels, no length too");
+    jnear(jnum(rep, "ranks.0.gpu.top_kernels.1.count_per_unit"), (double)zero, "zero_kernel");
+    assert_string_equal(jstr(rep, "ranks.0.gpu.top_kernels.1.name"), "zero_kernel");
+    jnear(jnum(rep, "ranks.0.gpu.cupti_overhead.records"), (double)novh, "overhead records");
+    jnear(jnum(rep, "ranks.0.gpu.cupti_overhead.ms"), (double)ovh_ns / 1e6, "overhead ms");
+    jnear(jnum(rep, "ranks.0.gpu.host_syncs"), (double)nsync, "host syncs");
+    jnear(jnum(rep, "ranks.0.gpu.host_sync_blocked_ms"), (double)sync_ns / 1e6, "blocked");
+    cJSON_Delete(rep);
+    tp_process_free(&whole);
+    tp_process_free(&b);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* Ranks whose exposure windows differ (a stepless rank's span next to one with steps): the
+ * run's line says each share is of its rank's own window, not of the run, which neither is. */
+static void test_mixed_windows_text(void **state) {
+    (void)state;
+    tp_comm_run_result c;
+    memset(&c, 0, sizeof c);
+    c.present = 1;
+    c.has_summary = 1;
+    c.per = "mixed";
+    c.nexposed = 2;
+    c.mean_exposed_share = 0.149;
+    c.worst_rank = 1;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    tp_comm_run_text(f, &c, "", "");
+    fclose(f);
+    report_has(text, "exposed communication: mean 14.9 % of each rank's window (its step, "
+                     "span or run) over 2 ranks");
+    report_lacks(text, "of the run");
+    free(text);
+}
+
 /* Steps only in the first quarter of the run, GPU work all along: the span first placed at
  * the middle of the records lies outside the measured steps, so the section is read again
  * with the span among the records of the steps, and its figures are theirs. */
@@ -638,6 +754,8 @@ int main(void) {
         cmocka_unit_test(test_dense_middle_moves_the_end),
         cmocka_unit_test(test_window_where_the_records_are),
         cmocka_unit_test(test_no_steps),
+        cmocka_unit_test(test_no_steps_edges),
+        cmocka_unit_test(test_mixed_windows_text),
         cmocka_unit_test(test_steps_at_the_start),
         cmocka_unit_test(test_nothing_left_out),
         cmocka_unit_test(test_bound_under_a_sample),

@@ -69,13 +69,16 @@ void tp_comm_run_text(FILE *f, const tp_comm_run_result *c, const char *B, const
         }
     }
     if (c->has_summary) {
-        /* "mixed": each rank's share is of its own window (step, span or run) */
-        const char *per = !strcmp(c->per, "mixed") ? "run" : c->per;
+        /* "mixed": each rank's share is of its own window, which for none of them need be
+         * the run (a stepless rank bounded in GPU records: its span; a rank with steps) */
+        int mixed = !strcmp(c->per, "mixed");
         size_t nr = c->nexposed;
         fprintf(f,
-                "  exposed communication: mean %.1f %% of the %s over %zu rank%s, median %.1f %%, "
+                "  exposed communication: mean %.1f %% of %s%s over %zu rank%s, median %.1f %%, "
                 "worst rank %d (%.1f %%)\n",
-                100 * c->mean_exposed_share, per, nr, nr == 1 ? "" : "s",
+                100 * c->mean_exposed_share, mixed ? "each rank's window (its step, span or run)"
+                                                   : "the ",
+                mixed ? "" : c->per, nr, nr == 1 ? "" : "s",
                 100 * c->median_exposed_share, c->worst_rank, 100 * c->worst_exposed_share);
     }
 }

@@ -418,6 +418,9 @@ static void rank_json(mtab *t, int side, const cJSON *r) {
         push_json(t, side, SEC_STEP, "all ranks", tp_jnum(s, "mean_ms"));
     }
     const cJSON *g = tp_jobj(r, "gpu"), *d, *c;
+    /* a bounded stepless rank's GPU figures are totals over a span of its run the bound chose
+     * (docs/report-json.md, gpu_records_bound): no figure to set against another run's */
+    if (!strcmp(tp_jstr(g, "per"), "span")) g = NULL;
     double cls[NCLS] = {0};
     int any = 0;
     cJSON_ArrayForEach(d, tp_jobj(g, "devices")) {

@@ -93,9 +93,11 @@ static int driver_overhead(uint32_t kind) {
 
 /* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
  * per unit: CUPTI's own (overhead_ms) and the driver's (overhead_driver_ms), and by what was
- * done, most first. Nothing without records in the steps. */
+ * done, most first. Nothing without records in the steps. began: st is a bounded load's one
+ * span (tp_gpu_result.in_span), whose records count where they began, each whole, as its
+ * kernels do. */
 static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
-                           double per) {
+                           double per, int began) {
     if (!p->novh) return;
     enum { MAXK = 16 };
     const char *names[MAXK];
@@ -105,7 +107,11 @@ static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_ste
     for (size_t i = 0; i < p->novh; i++) {
         const tp_gpu_op *o = &p->ovh[i];
         uint64_t in = nst ? tp_steps_overlap(st, nst, o->start, o->end) : o->end - o->start;
-        if (nst && !in) continue;
+        if (began) { /* a span's: where it began, whole */
+            if (o->start < st[0].start || o->start >= st[0].end) continue;
+            in = o->end - o->start;
+        } else if (nst && !in)
+            continue;
         n++;
         int d = driver_overhead(o->kind);
         *(d ? &driver : &total) += (double)in / 1e6;
@@ -285,9 +291,16 @@ static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint6
     return 0;
 }
 
+/* Outside the windows (attributed): not 0, which a record of no length counts for (CUPTI
+ * gives them, and the loader cuts a record back to its start when the next on its stream
+ * begins with it): such a kernel still ran, and counts among the kernels. */
+#define NOT_IN UINT64_MAX
+
+/* The ns of o that count for the windows st (o's length; every record without windows), or
+ * NOT_IN when `when` (its launch, or its start) lies outside them. */
 static uint64_t attributed(const tp_gpu_op *o, uint64_t when, const tp_step *st, size_t nst) {
     if (!nst) return o->end - o->start;
-    return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : 0;
+    return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : NOT_IN;
 }
 
 /* Median delay from a runtime launch to its work starting, over (at most 100k) matched
@@ -546,7 +559,7 @@ static int device_work(const tp_gpu_op *o, const void *arg) {
 
 /* Per device the GPU ran work on (at most 64): busy time (the union of everything it ran,
  * so overlapping streams count once), kernel time by class, copies, and the allocator's
- * peak. att[i]: the ns of p->gpu[i] that count for the measured steps. */
+ * peak. att[i]: the ns of p->gpu[i] that count for the measured steps, NOT_IN outside them. */
 static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
                            const tp_step *st, size_t nst, uint64_t step_ns, double per,
                            const kinds_seen kinds) {
@@ -567,14 +580,14 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
             const tp_gpu_op *o = &p->gpu[i];
             if (o->device != devs[d] || o->type == TPROF_REC_GPU_SYNC) continue;
             uint64_t in = att[i];
-            if (nst && !in) continue; /* launched outside the measured steps */
+            if (in == NOT_IN) continue; /* launched outside the measured steps */
             if (o->type == TPROF_REC_GPU_KERNEL) {
                 cls_ns[o->cls < TP_KC_OTHER ? o->cls : TP_KC_OTHER] += (double)in;
                 kernel_ns += (double)in;
                 nk++;
             } else {
                 copy_ns += (double)in;
-                if (o->type == TPROF_REC_GPU_MEMCPY && (!nst || in)) {
+                if (o->type == TPROF_REC_GPU_MEMCPY) {
                     if (o->kind == 1) h2d += o->bytes; /* CUPTI_ACTIVITY_MEMCPY_KIND_HTOD */
                     if (o->kind == 2) d2h += o->bytes; /* DTOH */
                 }
@@ -622,7 +635,7 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
 }
 
 /* The top_n kernels by time over all devices, and the total kernel time. */
-static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t *att, size_t nst,
+static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t *att,
                         double per, int top_n) {
     krow *rows = NULL;
     size_t nrows = 0, caprows = 0;
@@ -630,7 +643,7 @@ static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t 
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
         uint64_t in = att[i];
-        if (nst && !in) continue;
+        if (in == NOT_IN) continue;
         size_t k = 0;
         while (k < nrows && rows[k].name != o->name) k++; /* interned */
         if (k == nrows) {
@@ -685,7 +698,7 @@ static void graphs_and_after(tp_gpu_result *out, const tp_process *p, const uint
     for (size_t i = 0; i < p->ngpu; i++) {
         const tp_gpu_op *o = &p->gpu[i];
         if (o->type != TPROF_REC_GPU_KERNEL) continue;
-        if (o->graph && att && (!nst || att[i])) gk++;
+        if (o->graph && att && att[i] != NOT_IN) gk++;
         /* a load bounded in GPU records held a span in the run's middle: its end is not
          * the run's (model.h, tp_process_load_bounded) */
         if (nst && !p->gpu_window_to && o->start >= st[nst - 1].end) {
@@ -699,14 +712,18 @@ static void graphs_and_after(tp_gpu_result *out, const tp_process *p, const uint
     out->kernel_ms_after_steps = (double)after_ns / 1e6;
 }
 
+/* began: as cupti_overhead's (a synchronisation that began in the span blocks the host for
+ * all of its time there, as its kernels' times are whole) */
 static void host_side(tp_gpu_result *out, const tp_process *p, const tp_step *st, size_t nst,
-                      double per) {
+                      double per, int began) {
     uint64_t nsync = 0;
     double blocked = 0;
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *a = &p->api[i];
         if (!tp_is_blocking_sync(a->name)) continue;
-        uint64_t in = nst ? tp_steps_overlap(st, nst, a->start, a->end) : a->end - a->start;
+        uint64_t in = nst && !began ? tp_steps_overlap(st, nst, a->start, a->end)
+                                    : a->end - a->start;
+        if (began && (a->start < st[0].start || a->start >= st[0].end)) continue;
         if (nst && !in && !(a->start >= st[0].start && a->start < st[nst - 1].end)) continue;
         nsync++;
         blocked += (double)in;
@@ -761,7 +778,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         step_ns = span.end - span.start;
     }
     size_t nwin = out->in_span ? 1 : nst; /* the windows the records are counted in */
-    cupti_overhead(out, p, st, nwin, per);
+    cupti_overhead(out, p, st, nwin, per, out->in_span);
     /* records that contradicted their stream's order, as the loader clipped them (whole run:
      * the figures below are built on the clipped records) */
     out->records_clipped = p->nclips;
@@ -787,8 +804,8 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     for (size_t i = 0; att && i < p->ngpu; i++)
         att[i] = attributed(&p->gpu[i], out->in_span ? p->gpu[i].start : att[i], st, nwin);
     if (att) device_figures(out, p, att, st, nwin, step_ns, per, kinds);
-    top_kernels(out, p, att, nwin, per, top_n);
-    host_side(out, p, st, nwin, per);
+    top_kernels(out, p, att, per, top_n);
+    host_side(out, p, st, nwin, per, out->in_span);
     graphs_and_after(out, p, att, st, nwin, per);
     free(att);
     free(apis);
