@@ -3,7 +3,7 @@
 # and checks the span figures against a whole load (truth.c, check.py).
 set -e
 B=$(realpath "$1"); C=$2; N=$3; shift 3
-H=$(dirname "$(realpath "$0")"); SRC=$H/../..; W=${TMPDIR:-/tmp}/breakspan; mkdir -p "$W"
+H=$(dirname "$(realpath "$0")"); SRC=$H/../..; W=${TMPDIR:-/tmp}/span_truth; mkdir -p "$W"
 for g in gens truth; do
     [ "$W/$g" -nt "$H/$g.c" ] && [ "$W/$g" -nt "$B/libtprof_analysis.a" ] && continue
     gcc -O2 -I"$SRC/src" -I"$SRC/include" -I"$SRC/tests" -o "$W/$g" "$H/$g.c" \
