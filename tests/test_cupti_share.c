@@ -25,6 +25,8 @@
  *              puts it off), never sooner (waited for up to 30 s: a loaded sanitizer run's
  *              flusher can be slow)
  *   busy       a client that calls CUPTI without pause keeps it: capture never comes back
+ *   (the "not yet" checks hold only where this thread really ran within the quiet second: a
+ *   loaded machine that held it longer lets capture rightly come back, which proves nothing)
  */
 #define CHILD_PREFIX "cupti-share"
 #include "cupti_test.h"
@@ -303,8 +305,12 @@ static void no_steps_body(void) {
     CHECK(client_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 132);
     CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 133);
     CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS, 134);
+    uint64_t flushed = mono_ns();
     usleep(600000);
-    CHECK(regs() == 2, 135); /* still the client's */
+    /* still the client's, unless a loaded machine held this thread past the quiet second
+     * (then nothing can be said: capture may rightly have come back) */
+    int held = regs() == 2;
+    CHECK(held || mono_ns() - flushed >= 900000000ull, 135);
     /* its trace processing flushes once more: the quiet time counts from this call */
     uint64_t last = mono_ns();
     CHECK(cuptiActivityFlushAll(0) == CUPTI_SUCCESS, 136);
@@ -334,10 +340,16 @@ static void busy_client_body(void) {
     CHECK(cuptiActivityRegisterCallbacks(other_req, other_done) == CUPTI_SUCCESS, 141);
     CHECK(client_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 142);
     CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS, 143);
-    uint64_t t0 = mono_ns();
-    while (mono_ns() - t0 < 3000000000ull && regs() == 2)
+    uint64_t t0 = mono_ns(), last = t0, gap = 0;
+    while (mono_ns() - t0 < 3000000000ull && regs() == 2) {
         CHECK(cuptiActivityFlushAll(0) == CUPTI_SUCCESS, 144);
-    CHECK(regs() == 2, 145); /* still the client's */
+        uint64_t now = mono_ns();
+        if (now - last > gap) gap = now - last;
+        last = now;
+    }
+    /* still the client's, unless a loaded machine held this thread between two of its calls
+     * for most of the quiet second (then capture may rightly have come back) */
+    CHECK(regs() == 2 || gap >= 900000000ull, 145);
 }
 
 static void test_busy_client(void **state) {

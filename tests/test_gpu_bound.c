@@ -24,6 +24,8 @@
  *  - without steps: the span at the middle stands, and the GPU figures are totals over it
  *    (each record where it began, the busy share and the exposure of the span), counted
  *    against a whole load of the file; the report from summaries is the same to the byte;
+ *    with the capture paused inside the span, the busy share and the exposure are of its
+ *    captured parts, as the breakdown's;
  *  - with nothing outside the span (communication kernels alone), the rank is read whole;
  *  - under the bound, or with no bound, the section is the whole one.
  */
@@ -70,6 +72,10 @@ static int g_nccl = 1;
 static int g_gap;
 static uint32_t g_nsteps = NSTEPS; /* steps write_run writes */
 #define GAP_NS (5000 * MS)
+/* write_run pauses the GPU capture (gpu_capture.pauses, as for another CUPTI client) over
+ * iterations g_pause_from .. g_pause_to - 1, which then leave no record (both 0: none) */
+static uint32_t g_pause_from, g_pause_to;
+#define ITER_T(k) (T0 + MS + (uint64_t)(k) * 10 * MS)
 
 static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) {
     assert_int_equal(synth_tmpdir(dir, n, "gbound"), 0);
@@ -78,8 +84,15 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
     synth_thread(f, 2, 51);
     synth_rank(f, 0, 1);
     synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    if (g_pause_to) {
+        char v[64];
+        snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)ITER_T(g_pause_from),
+                 (unsigned long long)ITER_T(g_pause_to));
+        synth_meta(f, "gpu_capture.pauses", v);
+    }
     uint32_t corr = 1;
     for (uint32_t k = 0; k < g_nsteps; k++) {
+        if (k >= g_pause_from && k < g_pause_to) continue; /* nothing recorded */
         uint64_t t = T0 + MS + (uint64_t)k * 10 * MS + (g_gap && k >= 100 ? GAP_NS : 0);
         for (uint32_t q = 0; g_gap && k == 100 && q < 2500; q++, corr++) {
             uint64_t ks = t - GAP_NS + (uint64_t)q * 2 * MS;
@@ -583,6 +596,42 @@ static void test_mixed_windows_text(void **state) {
     free(text);
 }
 
+/* No step, the capture paused over iterations 95-104 (another CUPTI client), inside the span:
+ * the busy share and the exposure are of the span's captured parts, as the step breakdown's
+ * one window and the headline are (a pause is no idle GPU, nor exposed time). */
+static void test_no_steps_paused(void **state) {
+    (void)state;
+    char dir[512];
+    g_steps = 0;
+    g_pause_from = 95;
+    g_pause_to = 105;
+    write_run(dir, sizeof dir, even4, 0);
+    g_steps = NSTEPS;
+    g_pause_from = g_pause_to = 0;
+    tp_run run;
+    load_slim(dir, &run);
+    tp_process b;
+    assert_int_equal(load_bounded(&run, &b, 400), TPROF_OK);
+    uint64_t from = b.gpu_window_from, to = b.gpu_window_to, p0 = ITER_T(95), p1 = ITER_T(105);
+    tp_process_free(&b);
+    assert_true(from < p0 && p1 < to);
+    in_span_want w = span_truth(&run, from, to);
+    double held_ms = (double)(to - from - (p1 - p0)) / 1e6, busy = (double)w.busy_ns / 1e6 / held_ms;
+    cJSON *rep = report_bounded(&run, 400);
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), busy, "busy share of the captured span");
+    jnear(jnum(rep, "ranks.0.breakdown.share.busy"), busy, "the breakdown's, the same");
+    jnear(jnum(rep, "ranks.0.breakdown.captured_s"), held_ms / 1e3, "breakdown window");
+    jnear(jnum(rep, "ranks.0.communication.exposure.window_ms"), held_ms, "exposure window");
+    jnear(jnum(rep, "ranks.0.communication.exposure.windows"), 1, "one window");
+    jnear(jnum(rep, "ranks.0.communication.exposure.exposed_ms.mean"), (double)w.comm_ns / 1e6,
+          "exposed in the span");
+    jnear(jnum(rep, "ranks.0.communication.exposure.exposed_share"),
+          (double)w.comm_ns / 1e6 / held_ms, "exposed share of the captured span");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* Steps only in the first quarter of the run, GPU work all along: the span first placed at
  * the middle of the records lies outside the measured steps, so the section is read again
  * with the span among the records of the steps, and its figures are theirs. */
@@ -754,6 +803,7 @@ int main(void) {
         cmocka_unit_test(test_dense_middle_moves_the_end),
         cmocka_unit_test(test_window_where_the_records_are),
         cmocka_unit_test(test_no_steps),
+        cmocka_unit_test(test_no_steps_paused),
         cmocka_unit_test(test_no_steps_edges),
         cmocka_unit_test(test_mixed_windows_text),
         cmocka_unit_test(test_steps_at_the_start),

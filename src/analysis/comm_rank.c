@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/capture.h"
 #include "analysis/gpu.h"
 #include "analysis/spans.h"
 #include "analysis/stats.h"
@@ -242,6 +243,22 @@ static void exposure_figures(tp_comm_exposure_result *x, const tp_step *win, siz
     if (nst) x->worst_step = (double)st[worst].app_step;
 }
 
+/* The nw windows win (a bounded stepless rank's captured parts of its span) as one: their
+ * figures added into the first of ex, ov and cm, *one as long as all of them. Returns 1. */
+static size_t span_in_one(tp_step *one, const tp_step *win, size_t nw, uint64_t *ex,
+                          uint64_t *ov, uint64_t *cm) {
+    uint64_t len = 0;
+    for (size_t w = 0; w < nw; w++) {
+        len += win[w].end - win[w].start;
+        if (!w) continue;
+        ex[0] += ex[w];
+        ov[0] += ov[w];
+        cm[0] += cm[w];
+    }
+    *one = (tp_step){0, len, 0, 0};
+    return 1;
+}
+
 const char *tp_comm_exposure_per(const tp_comm_exposure_result *x) {
     return x->per_step ? "step" : x->in_span ? "span" : "run";
 }
@@ -274,12 +291,21 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
     }
     tp_step whole = {p->first_ts, p->end_mono, 0, 0};
     /* no step and a load bounded in GPU records: the compute kernels are the span's alone
-     * (model.h, tp_process_load_bounded), so on the GPU basis the window is the span */
+     * (model.h, tp_process_load_bounded), so on the GPU basis the window is the span: the
+     * parts of it in which GPU activity was recorded (a pause for another CUPTI client is
+     * no exposed time), as the step breakdown's, added up into one at the end */
     x->in_span = !nst && !strcmp(basis, "gpu") && p->gpu_window_to > p->gpu_window_from;
-    if (x->in_span) whole = (tp_step){p->gpu_window_from, p->gpu_window_to, 0, 0};
-    const tp_step *win = nst ? st : &whole;
-    size_t nw = nst ? nst : (p->end_mono > p->first_ts ? 1 : 0);
-    if (!strcmp(basis, "none") || !nw) return;
+    tp_step *parts = NULL;
+    size_t nparts = 0;
+    if (x->in_span &&
+        tp_capture_spans(p, p->gpu_window_from, p->gpu_window_to, &parts, &nparts) != TPROF_OK)
+        return;
+    const tp_step *win = nst ? st : x->in_span ? parts : &whole;
+    size_t nw = nst ? nst : x->in_span ? nparts : (p->end_mono > p->first_ts ? 1 : 0);
+    if (!strcmp(basis, "none") || !nw) {
+        free(parts);
+        return;
+    }
     x->ndevices = ndev;
 
     size_t nd = ndev ? ndev : 1; /* host basis: one "device", the process */
@@ -343,7 +369,10 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
         }
         first = 0;
     }
+    tp_step one;
+    if (!oom && x->in_span) nw = span_in_one(&one, win, nw, ex, ov, cm), win = &one;
     if (!oom) exposure_figures(x, win, nw, ex, ov, cm, tmp, st, nst);
+    free(parts);
     free(cw);
     free(ex);
     free(ov);

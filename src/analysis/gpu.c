@@ -757,8 +757,27 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         out->not_captured = cap->not_captured;
         return;
     }
+    /* No step, a load bounded in GPU records: the records held are those that began in its
+     * span, and the kernels kept whole (communication) and the overhead records besides; the
+     * totals are over the span, each record counted where it began, the busy share of the
+     * span. */
+    tp_step span = {p->gpu_window_from, p->gpu_window_to, 0, 0};
+    out->in_span = !nst && p->gpu_window_to > p->gpu_window_from;
+    /* its busy share is of the parts of the span in which GPU activity was recorded (a
+     * pause for another CUPTI client is no idle GPU), as the step breakdown's one window */
+    tp_step *parts = NULL;
+    size_t nparts = 0;
+    if (out->in_span) {
+        st = &span;
+        if (tp_capture_spans(p, span.start, span.end, &parts, &nparts) != TPROF_OK) return;
+        step_ns = 0;
+        for (size_t i = 0; i < nparts; i++) step_ns += parts[i].end - parts[i].start;
+    }
     const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
-    if (!apis) return;
+    if (!apis) {
+        free(parts);
+        return;
+    }
     for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
     if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
     uint64_t lag = nst ? launch_lag(p, apis) : 0;
@@ -767,16 +786,6 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     out->steps_measured = nst;
     out->has_launch_lag = nst > 0;
     out->launch_lag_ms = (double)lag / 1e6;
-    /* No step, a load bounded in GPU records: the records held are those that began in its
-     * span, and the kernels kept whole (communication) and the overhead records besides; the
-     * totals are over the span, each record counted where it began, the busy share of the
-     * span. */
-    tp_step span = {p->gpu_window_from, p->gpu_window_to, 0, 0};
-    out->in_span = !nst && p->gpu_window_to > p->gpu_window_from;
-    if (out->in_span) {
-        st = &span;
-        step_ns = span.end - span.start;
-    }
     size_t nwin = out->in_span ? 1 : nst; /* the windows the records are counted in */
     cupti_overhead(out, p, st, nwin, per, out->in_span);
     /* records that contradicted their stream's order, as the loader clipped them (whole run:
@@ -803,12 +812,14 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     }
     for (size_t i = 0; att && i < p->ngpu; i++)
         att[i] = attributed(&p->gpu[i], out->in_span ? p->gpu[i].start : att[i], st, nwin);
-    if (att) device_figures(out, p, att, st, nwin, step_ns, per, kinds);
+    if (att && out->in_span) device_figures(out, p, att, parts, nparts, step_ns, per, kinds);
+    else if (att) device_figures(out, p, att, st, nwin, step_ns, per, kinds);
     top_kernels(out, p, att, per, top_n);
     host_side(out, p, st, nwin, per, out->in_span);
     graphs_and_after(out, p, att, st, nwin, per);
     free(att);
     free(apis);
+    free(parts);
 }
 
 /* ------------------------------------------------------------------ the document */
