@@ -616,7 +616,8 @@ static void test_no_steps_paused(void **state) {
     tp_process_free(&b);
     assert_true(from < p0 && p1 < to);
     in_span_want w = span_truth(&run, from, to);
-    double held_ms = (double)(to - from - (p1 - p0)) / 1e6, busy = (double)w.busy_ns / 1e6 / held_ms;
+    double held_ms = (double)(to - from - (p1 - p0)) / 1e6;
+    double busy = (double)w.busy_ns / 1e6 / held_ms;
     cJSON *rep = report_bounded(&run, 400);
     jnear(jnum(rep, "ranks.0.gpu.devices.0.busy_share"), busy, "busy share of the captured span");
     jnear(jnum(rep, "ranks.0.breakdown.share.busy"), busy, "the breakdown's, the same");
