@@ -25,7 +25,8 @@
  *    (each record where it began, the busy share and the exposure of the span), counted
  *    against a whole load of the file; the report from summaries is the same to the byte;
  *    with the capture paused inside the span, the busy share and the exposure are of its
- *    captured parts, as the breakdown's;
+ *    captured parts, as the breakdown's; records longer than their stream's order allows are
+ *    cut back at the span's end as in a whole load;
  *  - with nothing outside the span (communication kernels alone), the rank is read whole;
  *  - under the bound, or with no bound, the section is the whole one.
  */
@@ -75,6 +76,9 @@ static uint32_t g_nsteps = NSTEPS; /* steps write_run writes */
 /* write_run pauses the GPU capture (gpu_capture.pauses, as for another CUPTI client) over
  * iterations g_pause_from .. g_pause_to - 1, which then leave no record (both 0: none) */
 static uint32_t g_pause_from, g_pause_to;
+/* write_run records every compute kernel as running 25 ms, past the next ones on its stream
+ * (a record that cannot be, which the load cuts back to the next one's start) */
+static int g_long;
 #define ITER_T(k) (T0 + MS + (uint64_t)(k) * 10 * MS)
 
 static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) {
@@ -109,7 +113,8 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
             uint32_t j = reversed ? nk - 1 - q : q;
             uint64_t ls = t + 10 * US + (uint64_t)j * lgap, ks = t + MS + (uint64_t)j * gap;
             synth_api(f, 2, ls, ls + lgap / 4, 50, 211, corr + j, "cudaLaunchKernel");
-            synth_kernel(f, 2, ks, ks + len, 0, 7, corr + j, "ampere_sgemm_128x64_nn");
+            synth_kernel(f, 2, ks, ks + (g_long ? 25 * MS : len), 0, 7, corr + j,
+                         "ampere_sgemm_128x64_nn");
         }
         corr += nk;
         tprof_pl_comm c;
@@ -633,6 +638,31 @@ static void test_no_steps_paused(void **state) {
     synth_rmtree(dir);
 }
 
+/* No step, every compute kernel recorded as running 25 ms, past the next ones on its stream:
+ * the load cuts each back to the next one's start, and the last one the span holds to the
+ * first record left out after the span (model.h, tp_gpu_fence), so that the span's kernel time
+ * is the whole load's, not one kernel's 25 ms more. */
+static void test_no_steps_long_records(void **state) {
+    (void)state;
+    char dir[512];
+    g_steps = 0;
+    g_long = 1;
+    write_run(dir, sizeof dir, even4, 0);
+    g_steps = NSTEPS;
+    g_long = 0;
+    tp_run run;
+    load_slim(dir, &run);
+    uint64_t from, to;
+    check_span(&run, 400, &from, &to);
+    in_span_want w = span_truth(&run, from, to);
+    cJSON *rep = report_bounded(&run, 400);
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), (double)w.kernels, "kernels");
+    jnear(jnum(rep, "ranks.0.gpu.devices.0.kernel_ms"), (double)w.kernel_ns / 1e6, "kernel ms");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* Steps only in the first quarter of the run, GPU work all along: the span first placed at
  * the middle of the records lies outside the measured steps, so the section is read again
  * with the span among the records of the steps, and its figures are theirs. */
@@ -805,6 +835,7 @@ int main(void) {
         cmocka_unit_test(test_window_where_the_records_are),
         cmocka_unit_test(test_no_steps),
         cmocka_unit_test(test_no_steps_paused),
+        cmocka_unit_test(test_no_steps_long_records),
         cmocka_unit_test(test_no_steps_edges),
         cmocka_unit_test(test_mixed_windows_text),
         cmocka_unit_test(test_steps_at_the_start),

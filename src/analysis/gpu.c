@@ -398,6 +398,13 @@ static int clip_to(tp_process *p, size_t i, uint64_t end, uint32_t why, size_t *
     return 0;
 }
 
+static const tp_gpu_fence *fence_of(const tp_process *p, uint32_t device, uint32_t stream) {
+    for (size_t i = 0; i < p->ngpu_fences; i++)
+        if (p->gpu_fences[i].device == device && p->gpu_fences[i].stream == stream)
+            return &p->gpu_fences[i];
+    return NULL;
+}
+
 int tp_gpu_clip_to_streams(tp_process *p) {
     size_t n = p->ngpu, nss = 0, ncs = 0, cap = 0;
     if (!n) return 0;
@@ -447,10 +454,15 @@ int tp_gpu_clip_to_streams(tp_process *p) {
          * record is bounded by the next one outside its own graph. */
         uint64_t next = UINT64_MAX;
         const tp_gpu_op *after = NULL;
+        /* a bounded load's last record held on the stream: the first left out after its
+         * span bounds it, as it would have held (model.h, tp_gpu_fence) */
+        const tp_gpu_fence *fence = fence_of(p, p->gpu[ix[a]].device, p->gpu[ix[a]].stream);
         for (size_t k = b; !rc && k-- > a;) {
             const tp_gpu_op *o = &p->gpu[ix[k]];
             if (o->type == TPROF_REC_GPU_SYNC) continue;
             if (after && !(o->graph && o->graph == after->graph)) next = after->start;
+            else if (!after && fence && !(o->graph && o->graph == fence->graph))
+                next = fence->start;
             if (next < o->end && clip_to(p, ix[k], next, TP_CLIP_NEXT, &cap)) rc = -1;
             after = o;
         }

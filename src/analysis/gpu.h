@@ -29,7 +29,9 @@ void tp_gpu_json(cJSON *rank, const tp_gpu_result *g);
  * kernels ran on its stream and a synchronisation of that stream returned microseconds after
  * it began. A record's end is cut back to
  *  - the start of the next record on its (device, stream) (a stream runs its work in order;
- *    nodes of the same CUDA graph are exempt from each other), and
+ *    nodes of the same CUDA graph are exempt from each other), or for the last record a load
+ *    bounded in GPU records held there, of the first it left out after its span
+ *    (p->gpu_fences), and
  *  - the return of a cudaStreamSynchronize on its stream, or a context synchronisation on its
  *    device, that began after the record was enqueued (the end of its launch call, else its
  *    start): such a call returns only when that work is done.

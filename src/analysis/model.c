@@ -871,7 +871,10 @@ void tp_process_slim(tp_process *p) {
     free(p->api);
     free(p->ovh);
     free(p->gmem);
+    free(p->gpu_fences);
     p->gpu = p->api = p->ovh = NULL;
+    p->gpu_fences = NULL;
+    p->ngpu_fences = 0;
     p->clips = NULL;
     p->gmem = NULL;
     p->ngpu = p->cap_gpu = p->nclips = p->napi = p->cap_api = p->novh = p->cap_ovh = 0;
@@ -898,6 +901,7 @@ void tp_process_free(tp_process *p) {
     }
     free(p->threads);
     free(p->gpu);
+    free(p->gpu_fences);
     free(p->clips);
     free(p->api);
     free(p->ovh);

@@ -129,6 +129,16 @@ typedef struct tp_gpu_clip {
     uint32_t why;
 } tp_gpu_clip;
 
+/* What a load bounded in GPU records left out after its span on one stream: the first of its
+ * device work records (kernel, copy, memset) that began after the span. Its start still
+ * bounds the end of the last record held on that stream, as the record would in a whole load
+ * (gpu.c, tp_gpu_clip_to_streams); graph: its CUDA graph (0: none), whose own nodes it does
+ * not bound. */
+typedef struct tp_gpu_fence {
+    uint64_t start;
+    uint32_t device, stream, graph;
+} tp_gpu_fence;
+
 typedef struct tp_gpu_mem {
     uint64_t ts, address, bytes;
     uint32_t device, op, memory_kind;
@@ -226,6 +236,9 @@ typedef struct tp_process {
      * those it kept, gpu_left_out those it left; gpu_bound is the bound. */
     uint64_t gpu_window_from, gpu_window_to;
     size_t gpu_held, gpu_left_out, gpu_bound;
+    tp_gpu_fence *gpu_fences; /* a bounded load's: per stream, its first record left out after
+                               * the span (at most TP_GPU_FENCES_MAX streams), owned */
+    size_t ngpu_fences;
     /* Slim: the start times of every gpu_stride-th of its GPU records and API calls
      * (overhead records apart) in file order, gpu_nstarts of them (TP_GPU_STARTS / 2 to
      * TP_GPU_STARTS once there are that many records: each time the array fills, every

@@ -96,7 +96,13 @@ typedef struct loader {
     tp_kname kcache[64]; /* this loader's kernel names, by the raw name's address */
     struct tp_rstream *rs; /* ranges compacted as they are read (model_stream.c), or NULL */
     size_t gpu_max;        /* tp_process_load_bounded: the window's bound; 0 when whole */
+    uint32_t fence_at[256]; /* p->gpu_fences by a hash of (device, stream): its index + 1, 0
+                             * none (a stream whose slot another took is looked for in all) */
 } loader;
+
+/* The streams a bounded load keeps a fence for (tp_gpu_fence); past them, the last record
+ * held on another stream is bounded by none (its end as recorded). */
+#define TP_GPU_FENCES_MAX 4096
 
 /* The window of a bounded load of slim process `sizes`'s file into p (model.h,
  * tp_process_load_bounded: p's gpu_window_from/to and gpu_bound set): b->max when its GPU

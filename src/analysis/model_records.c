@@ -502,13 +502,51 @@ static int windowed(const tp_gpu_op *o) {
            !(o->type == TPROF_REC_GPU_KERNEL && o->cls == TP_KC_COMM);
 }
 
+/* Record o, device work left out after a bounded load's span, as its stream's fence when it
+ * began before the one it has (model.h, tp_gpu_fence). Out of memory, or past
+ * TP_GPU_FENCES_MAX streams: none (the last record held there keeps its recorded end). */
+static void fence_note(loader *L, const tp_gpu_op *o) {
+    if (o->type != TPROF_REC_GPU_KERNEL && o->type != TPROF_REC_GPU_MEMCPY &&
+        o->type != TPROF_REC_GPU_MEMSET)
+        return;
+    tp_process *p = L->p;
+    uint32_t h = (o->device * 2654435761u ^ o->stream * 40503u) & 255u;
+    tp_gpu_fence *f = NULL;
+    if (L->fence_at[h]) f = &p->gpu_fences[L->fence_at[h] - 1];
+    if (f && (f->device != o->device || f->stream != o->stream)) {
+        f = NULL;
+        for (size_t i = 0; i < p->ngpu_fences && !f; i++)
+            if (p->gpu_fences[i].device == o->device && p->gpu_fences[i].stream == o->stream)
+                f = &p->gpu_fences[i];
+    }
+    if (!f) {
+        size_t n = p->ngpu_fences;
+        if (n >= TP_GPU_FENCES_MAX) return;
+        if (!(n & (n - 1))) { /* 0, 1, 2, 4, ...: grown to the next power of two */
+            tp_gpu_fence *v = realloc(p->gpu_fences, (n ? 2 * n : 1) * sizeof *v);
+            if (!v) return;
+            p->gpu_fences = v;
+        }
+        f = &p->gpu_fences[p->ngpu_fences++];
+        *f = (tp_gpu_fence){UINT64_MAX, o->device, o->stream, 0};
+        if (!L->fence_at[h]) L->fence_at[h] = (uint32_t)p->ngpu_fences;
+    }
+    if (o->start < f->start) {
+        f->start = o->start;
+        f->graph = o->graph;
+    }
+}
+
 /* Keeps of a's n records those kept whole and those that began before `to`; returns how many,
- * and adds the windowed ones kept to *held. */
-static size_t keep_before(tp_gpu_op *a, size_t n, uint64_t to, size_t *held) {
+ * and adds the windowed ones kept to *held (those dropped: their streams' fences). */
+static size_t keep_before(loader *L, tp_gpu_op *a, size_t n, uint64_t to, size_t *held) {
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
         int win = windowed(&a[i]);
-        if (win && a[i].start >= to) continue;
+        if (win && a[i].start >= to) {
+            fence_note(L, &a[i]);
+            continue;
+        }
         *held += win;
         a[w++] = a[i];
     }
@@ -520,7 +558,8 @@ static size_t keep_before(tp_gpu_op *a, size_t n, uint64_t to, size_t *held) {
  * are dropped. Records arrive near their start order (CUPTI fills its buffers as work ends),
  * so only the few that come out of order can fill what this frees. Without memory for the
  * sort, the span's last tenth goes instead. */
-static void window_shrink(tp_process *p) {
+static void window_shrink(loader *L) {
+    tp_process *p = L->p;
     size_t n = 0;
     uint64_t *v = malloc((p->gpu_held ? p->gpu_held : 1) * sizeof *v), to;
     if (v) {
@@ -538,8 +577,8 @@ static void window_shrink(tp_process *p) {
     p->gpu_window_to = to;
     size_t was = p->ngpu + p->napi;
     p->gpu_held = 0;
-    p->ngpu = keep_before(p->gpu, p->ngpu, to, &p->gpu_held);
-    p->napi = keep_before(p->api, p->napi, to, &p->gpu_held);
+    p->ngpu = keep_before(L, p->gpu, p->ngpu, to, &p->gpu_held);
+    p->napi = keep_before(L, p->api, p->napi, to, &p->gpu_held);
     p->gpu_left_out += was - (p->ngpu + p->napi);
 }
 
@@ -550,9 +589,10 @@ static int gpu_kept(loader *L, const tp_gpu_op *o) {
     if (!L->gpu_max || !windowed(o)) return 1;
     int in = o->start >= p->gpu_window_from && o->start < p->gpu_window_to;
     if (in && p->gpu_held >= L->gpu_max) {
-        window_shrink(p);
+        window_shrink(L);
         in = o->start < p->gpu_window_to;
     }
+    if (!in && o->start >= p->gpu_window_to) fence_note(L, o);
     if (!in) p->gpu_left_out++;
     p->gpu_held += (size_t)in;
     return in;

@@ -14,7 +14,7 @@
  * summary (summary.c). A slim process holds no GPU record, API call, allocation, clip or mark:
  * their counts are coded (nrec_*) with the sample of their start times (gpu_starts), the records
  * are not, nor the window of a load bounded in GPU records (gpu_window_*, gpu_held,
- * gpu_left_out, gpu_bound: a whole load's, 0 in a slim process).
+ * gpu_left_out, gpu_bound, gpu_fences: a whole load's, 0 in a slim process).
  */
 #define _GNU_SOURCE
 #include "analysis/summary.h"
@@ -33,7 +33,7 @@
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_process) == 2848, "tp_process changed: update tp_sum_slim");
+_Static_assert(sizeof(tp_process) == 2864, "tp_process changed: update tp_sum_slim");
 _Static_assert(sizeof(tp_thread) == 168, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");

@@ -11,7 +11,7 @@ def cmp(what, got, want, tol=1e-6):
     print(f"  {'ok ' if ok else 'BAD'} {what}: report {got} truth {want}")
 for rk in r["ranks"]:
     rank = str(rk["rank"]); g = rk.get("gpu")
-    if rank not in t or not g: continue
+    if rank not in t or not g or g.get("per") != "span": continue
     tr = t[rank]
     print(f"rank {rank}: per {g.get('per')} span {tr['from_s']:.6f}-{tr['to_s']:.6f}")
     b = rk["gpu_capture"]["gpu_records_bound"]

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "analysis/capture.h"
 #include "analysis/model.h"
 
 int tp_is_blocking_sync(const char *n);
@@ -26,6 +27,23 @@ static uint64_t unite(iv *v, size_t n) {
     return busy + ce - cs;
 }
 static int in(uint64_t t, uint64_t a, uint64_t b) { return t >= a && t < b; }
+/* the busy share of the intervals v (clipped to the span) over the span's captured parts */
+static double busy_share(iv *v, size_t n, const tp_step *sp, size_t ns) {
+    iv *c = malloc((n + 1) * sizeof *c);
+    uint64_t busy = 0, len = 0;
+    for (size_t j = 0; j < ns; j++) {
+        size_t m = 0;
+        for (size_t k = 0; k < n; k++) {
+            uint64_t s = v[k].s > sp[j].start ? v[k].s : sp[j].start;
+            uint64_t e = v[k].e < sp[j].end ? v[k].e : sp[j].end;
+            if (e > s) c[m++] = (iv){s, e};
+        }
+        busy += m ? unite(c, m) : 0;
+        len += sp[j].end - sp[j].start;
+    }
+    free(c);
+    return len ? (double)busy / (double)len : 0;
+}
 static int graph_launch(const char *n) {
     return n && (!strncmp(n, "cudaGraphLaunch", 15) || !strncmp(n, "cuGraphLaunch", 13));
 }
@@ -49,6 +67,9 @@ int main(int argc, char **argv) {
                w.rank, (double)(from - t0) / 1e9, (double)(to - t0) / 1e9);
         firstr = 0;
         iv *v = malloc((w.ngpu + 1) * sizeof *v), *vh = malloc((b.ngpu + 1) * sizeof *v);
+        tp_step *sp = NULL; /* the span's parts in which GPU activity was recorded */
+        size_t ns = 0;
+        if (tp_capture_spans(&w, from, to, &sp, &ns)) return 1;
         for (uint32_t d = 0; d < 64; d++) {
             size_t nk = 0, nv = 0, nvh = 0, any = 0;
             double kns = 0, cns = 0, h2d = 0;
@@ -77,11 +98,11 @@ int main(int argc, char **argv) {
             printf("%s\"%u\": {\"kernels\": %zu, \"kernel_ms\": %.6f, \"memcpy_memset_ms\": %.6f, "
                    "\"h2d_bytes\": %.0f, \"busy_share_all\": %.6f, \"busy_share_held\": %.6f}",
                    d ? "," : "", d, nk, kns / 1e6, cns / 1e6, h2d,
-                   (double)unite(v, nv) / (double)(to - from),
-                   (double)unite(vh, nvh) / (double)(to - from));
+                   busy_share(v, nv, sp, ns), busy_share(vh, nvh, sp, ns));
         }
         free(v);
         free(vh);
+        free(sp);
         size_t nsync = 0, gl = 0, gk = 0, novh = 0, novh_ov = 0;
         double blocked = 0, blocked_clip = 0, ovh = 0, ovh_clip = 0;
         for (size_t k = 0; k < w.napi; k++) {
