@@ -79,6 +79,9 @@ static uint32_t g_pause_from, g_pause_to;
 /* write_run records every compute kernel as running 25 ms, past the next ones on its stream
  * (a record that cannot be, which the load cuts back to the next one's start) */
 static int g_long;
+/* write_run also runs a compute kernel on the NCCL kernels' stream after each of them: the
+ * stream then holds records the bound leaves out beside those it keeps whole */
+static int g_side;
 #define ITER_T(k) (T0 + MS + (uint64_t)(k) * 10 * MS)
 
 static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) {
@@ -129,6 +132,7 @@ static void write_run(char *dir, size_t n, kernels_fn kernels_of, int reversed) 
         if (g_nccl) {
             synth_comm(f, 1, t + 7880 * US, &c, NULL);
             synth_kernel(f, 2, t + 8 * MS, t + 9 * MS, 0, 13, 0, NCCL_KERNEL);
+            if (g_side) synth_kernel(f, 2, t + 9100 * US, t + 9150 * US, 0, 13, 0, "side_kernel");
         }
         if (k < g_steps) synth_step_end(f, 1, t + 10 * MS, k);
         synth_flush(f);
@@ -641,15 +645,17 @@ static void test_no_steps_paused(void **state) {
 /* No step, every compute kernel recorded as running 25 ms, past the next ones on its stream:
  * the load cuts each back to the next one's start, and the last one the span holds to the
  * first record left out after the span (model.h, tp_gpu_fence), so that the span's kernel time
- * is the whole load's, not one kernel's 25 ms more. */
+ * is the whole load's, not one kernel's 25 ms more. A compute kernel after each NCCL kernel on
+ * its stream: the NCCL kernels held whole after the span are not cut back to that stream's
+ * fence, which lies before them, and the communication section is the whole one's. */
 static void test_no_steps_long_records(void **state) {
     (void)state;
     char dir[512];
     g_steps = 0;
-    g_long = 1;
+    g_long = g_side = 1;
     write_run(dir, sizeof dir, even4, 0);
     g_steps = NSTEPS;
-    g_long = 0;
+    g_long = g_side = 0;
     tp_run run;
     load_slim(dir, &run);
     uint64_t from, to;
@@ -658,6 +664,17 @@ static void test_no_steps_long_records(void **state) {
     cJSON *rep = report_bounded(&run, 400);
     jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), (double)w.kernels, "kernels");
     jnear(jnum(rep, "ranks.0.gpu.devices.0.kernel_ms"), (double)w.kernel_ns / 1e6, "kernel ms");
+    cJSON *whole = report_bounded(&run, SIZE_MAX);
+    cJSON *cw = cJSON_Duplicate(jget(whole, "ranks.0.communication"), 1);
+    cJSON *cb = cJSON_Duplicate(jget(rep, "ranks.0.communication"), 1);
+    assert_non_null(cw);
+    assert_non_null(cb);
+    cJSON_DeleteItemFromObjectCaseSensitive(cw, "exposure"); /* the run's, the span's */
+    cJSON_DeleteItemFromObjectCaseSensitive(cb, "exposure");
+    assert_true(cJSON_Compare(cw, cb, 1));
+    cJSON_Delete(cw);
+    cJSON_Delete(cb);
+    cJSON_Delete(whole);
     cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);

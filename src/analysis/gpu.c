@@ -461,9 +461,13 @@ int tp_gpu_clip_to_streams(tp_process *p) {
             const tp_gpu_op *o = &p->gpu[ix[k]];
             if (o->type == TPROF_REC_GPU_SYNC) continue;
             if (after && !(o->graph && o->graph == after->graph)) next = after->start;
-            else if (!after && fence && !(o->graph && o->graph == fence->graph))
-                next = fence->start;
-            if (next < o->end && clip_to(p, ix[k], next, TP_CLIP_NEXT, &cap)) rc = -1;
+            /* the fence lies among the records by its start: it bounds the one before it
+             * (records held whole, communication kernels, may come after it) */
+            uint64_t lim = next;
+            if (fence && fence->start > o->start && fence->start < lim &&
+                !(o->graph && o->graph == fence->graph))
+                lim = fence->start;
+            if (lim < o->end && clip_to(p, ix[k], lim, TP_CLIP_NEXT, &cap)) rc = -1;
             after = o;
         }
         a = b;
