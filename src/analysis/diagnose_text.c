@@ -26,14 +26,12 @@ static void st3(FILE *f, const tp_stat5 *s) {
 }
 
 /* ", the 12.3 s of 20.0 in which GPU activity was recorded" for a run without steps whose
- * capture was off or paused part of the time (or whose GPU records the report held, a load
- * bounded in them); "" otherwise. */
+ * capture was off or paused part of the time; "" otherwise. */
 static const char *uncaptured_words(const tp_breakdown_result *b) {
     static _Thread_local char buf[96];
     if (!b->has_uncaptured) return "";
-    snprintf(buf, sizeof buf, ", the %.3f s of %.3f s %s", b->captured_s, b->run_s,
-             b->bounded ? "whose GPU records the report held"
-                        : "in which GPU activity was recorded");
+    snprintf(buf, sizeof buf, ", the %.3f s of %.3f s in which GPU activity was recorded",
+             b->captured_s, b->run_s);
     return buf;
 }
 
@@ -49,6 +47,10 @@ static void breakdown_gpu_text(FILE *f, const tp_breakdown_result *b) {
                    "share of the step)\n",
                 (double)b->device, (double)b->windows, (double)b->measured_all,
                 b->captured_steps);
+    else if (!b->per_step && b->bounded) /* the span's parts, a whole run's never */
+        fprintf(f, "  step breakdown (GPU %.0f, where work ran; no steps: the span whose GPU "
+                   "records the report held as one window, %.3f s of the %.3f s run; ms in it; "
+                   "share of it)\n", (double)b->device, b->captured_s, b->run_s);
     else if (!b->per_step)
         fprintf(f, "  step breakdown (GPU %.0f, where work ran; no steps: the run as one window%s;"
                    " ms in it; share of it)\n", (double)b->device, uncaptured_words(b));
