@@ -26,7 +26,8 @@
  *    against a whole load of the file; the report from summaries is the same to the byte;
  *    with the capture paused inside the span, the busy share and the exposure are of its
  *    captured parts, as the breakdown's; records longer than their stream's order allows are
- *    cut back at the span's end as in a whole load;
+ *    cut back at the span's end as in a whole load; a CUDA graph's nodes held last before
+ *    the span's end, by the first record left out after them outside their graph;
  *  - with nothing outside the span (communication kernels alone), the rank is read whole;
  *  - under the bound, or with no bound, the section is the whole one.
  */
@@ -845,6 +846,57 @@ static void test_under_the_bound(void **state) {
     synth_rmtree(dir);
 }
 
+/* A CUDA graph's nodes past the span's end: a stepless run whose iterations launch graph 7
+ * (four kernels on stream 7, each recorded as running 25 ms, past the iteration), then a plain
+ * kernel at 9 ms on the same stream. A whole load cuts each node back to that plain kernel's
+ * start (a graph's nodes do not bound each other). The span, from iteration 100 and 70 records
+ * at most, ends at iteration 110's second node: the first left out there is a node of the
+ * graph the last one held belongs to, so it is the plain kernel after them, left out too,
+ * that cuts that last node back, to the whole load's 8 ms. */
+static void test_graph_nodes_past_the_span(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "gbgraph"), 0);
+    synth_file *f = synth_open(dir, "h", 50, RT0, T0);
+    synth_thread(f, 2, 51);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    for (uint32_t k = 0, corr = 1; k < 200; k++, corr += 2) {
+        uint64_t t = T0 + MS + (uint64_t)k * 10 * MS;
+        synth_api(f, 2, t + 5 * US, t + 15 * US, 51, 311, corr, "cudaGraphLaunch");
+        for (uint64_t j = 0; j < 4; j++) {
+            tprof_pl_gpu pl = {t + MS + j * 300 * US + 25 * MS, 0, 0, 7, corr, 0, 51, 7};
+            synth_raw(f, 2, TPROF_REC_GPU_KERNEL, TPROF_INLINE_NAME, t + MS + j * 300 * US, &pl,
+                      sizeof pl, "node", 5);
+        }
+        synth_kernel(f, 2, t + 9 * MS, t + 9100 * US, 0, 7, corr + 1, "plain");
+        synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 2 * MS + 200 * 10 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_slim(dir, &run);
+    tp_gpu_bound bound = {70, T0 + MS + 100 * 10 * MS};
+    tp_process b;
+    assert_int_equal(tp_process_load_bounded(&run, &run.procs[0], &b, NULL, &bound), TPROF_OK);
+    uint64_t t110 = T0 + MS + 110 * 10 * MS;
+    assert_int_equal(b.gpu_window_to, t110 + MS + 300 * US); /* the second node's start */
+    in_span_want w = span_truth(&run, b.gpu_window_from, b.gpu_window_to);
+    size_t kernels = 0;
+    uint64_t kernel_ns = 0, last_ns = 0;
+    for (size_t i = 0; i < b.ngpu; i++) {
+        kernels++;
+        kernel_ns += b.gpu[i].end - b.gpu[i].start;
+        if (b.gpu[i].start == t110 + MS) last_ns = b.gpu[i].end - b.gpu[i].start;
+    }
+    assert_int_equal(last_ns, 8 * MS);
+    assert_int_equal(kernels, w.kernels);
+    assert_int_equal(kernel_ns, w.kernel_ns);
+    tp_process_free(&b);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_even_steps),
@@ -854,6 +906,7 @@ int main(void) {
         cmocka_unit_test(test_no_steps_paused),
         cmocka_unit_test(test_no_steps_long_records),
         cmocka_unit_test(test_no_steps_edges),
+        cmocka_unit_test(test_graph_nodes_past_the_span),
         cmocka_unit_test(test_mixed_windows_text),
         cmocka_unit_test(test_steps_at_the_start),
         cmocka_unit_test(test_nothing_left_out),

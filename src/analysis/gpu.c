@@ -462,11 +462,11 @@ int tp_gpu_clip_to_streams(tp_process *p) {
             if (o->type == TPROF_REC_GPU_SYNC) continue;
             if (after && !(o->graph && o->graph == after->graph)) next = after->start;
             /* the fence lies among the records by its start: it bounds the one before it
-             * (records held whole, communication kernels, may come after it) */
-            uint64_t lim = next;
-            if (fence && fence->start > o->start && fence->start < lim &&
-                !(o->graph && o->graph == fence->graph))
-                lim = fence->start;
+             * (records held whole, communication kernels, may come after it); a node of the
+             * fence's own graph, by the first record left out outside that graph */
+            uint64_t lim = next, fs = 0;
+            if (fence) fs = o->graph && o->graph == fence->graph ? fence->past_graph : fence->start;
+            if (fence && fs > o->start && fs < lim) lim = fs;
             if (lim < o->end && clip_to(p, ix[k], lim, TP_CLIP_NEXT, &cap)) rc = -1;
             after = o;
         }

@@ -133,9 +133,11 @@ typedef struct tp_gpu_clip {
  * device work records (kernel, copy, memset) that began after the span. Its start still
  * bounds the end of the last record held on that stream, as the record would in a whole load
  * (gpu.c, tp_gpu_clip_to_streams); graph: its CUDA graph (0: none), whose own nodes it does
- * not bound. */
+ * not bound. past_graph: the start of the first record left out there that is not a node of
+ * that graph (UINT64_MAX: none), which bounds a held node of the graph instead, as it would
+ * in a whole load (a graph's nodes run on past the span's end). Times in ns. */
 typedef struct tp_gpu_fence {
-    uint64_t start;
+    uint64_t start, past_graph;
     uint32_t device, stream, graph;
 } tp_gpu_fence;
 

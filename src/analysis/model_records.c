@@ -528,12 +528,18 @@ static void fence_note(loader *L, const tp_gpu_op *o) {
             p->gpu_fences = v;
         }
         f = &p->gpu_fences[p->ngpu_fences++];
-        *f = (tp_gpu_fence){UINT64_MAX, o->device, o->stream, 0};
+        *f = (tp_gpu_fence){UINT64_MAX, UINT64_MAX, o->device, o->stream, 0};
         if (!L->fence_at[h]) L->fence_at[h] = (uint32_t)p->ngpu_fences;
     }
+    /* past_graph: the first start among those not of the first one's graph. Records come out
+     * of order, so the first one may change: the one it replaces is then the first outside
+     * the new one's graph, unless both are nodes of one graph (past_graph stands). */
     if (o->start < f->start) {
+        if (!f->graph || f->graph != o->graph) f->past_graph = f->start;
         f->start = o->start;
         f->graph = o->graph;
+    } else if ((!o->graph || o->graph != f->graph) && o->start < f->past_graph) {
+        f->past_graph = o->start;
     }
 }
 

@@ -10,7 +10,9 @@
  *   --overhead (a 3 ms CUPTI overhead record an iteration, from 8.5 ms: past its end)
  *   --zero (every other kernel of zero length)  --reverse (each iteration's records reversed)
  *   --comm-only (NCCL kernels alone)  --nccl N (NCCL kernels an iteration)
- *   --long (each iteration's first kernel runs 25 ms: past two iterations)
+ *   --long (each iteration's first kernel runs 25 ms: past two iterations; --long-all: every
+ *   compute kernel)  --tail (a plain kernel of 100 us on stream 7 at 9 ms an iteration: with
+ *   --graph, the record outside the graph that bounds its nodes on that stream)
  *   --steps-rank R (rank R marks each iteration as a step)  --ranks R  --pause A-B (ms)
  *   --dir D
  */
@@ -28,6 +30,7 @@ static const uint64_t T0 = 1000000000ull, US = 1000ull, MS = 1000000ull;
 
 static int iters = 100, nk = 4, nstreams = 1, ndev = 1, nmemcpy = 0, memset_on = 0, sync_on = 0;
 static int graph = 0, overhead = 0, zero = 0, reverse = 0, comm_only = 0, nccl = 1, longk = 0;
+static int tail = 0;
 static int steps_rank = -1, ranks = 1;
 static const char *pause_spec;
 
@@ -79,7 +82,7 @@ static void write_rank(const char *dir, int rank) {
             uint64_t ks = t + MS + (uint64_t)(j / nstreams) * 300 * US +
                           (uint64_t)(j % nstreams) * 50 * US;
             uint64_t kd = zero && j % 2 ? 0 : 200 * US;
-            if (longk && j == 0) kd = 25 * MS;
+            if (longk && (j == 0 || longk > 1)) kd = 25 * MS;
             if (!graph)
                 v[n++] = (rec){TPROF_REC_GPU_API, t + 10 * US + (uint64_t)j * 20 * US,
                                t + 15 * US + (uint64_t)j * 20 * US, 0, 0, c, 211, 0, 0,
@@ -89,6 +92,13 @@ static void write_rank(const char *dir, int rank) {
                            graph ? corr : c, 0, graph ? 7u : 0u, 0, nm};
         }
         corr += 1 + (uint32_t)nk;
+        if (tail) {
+            v[n++] = (rec){TPROF_REC_GPU_API, t + 8900 * US, t + 8905 * US, 0, 0, corr, 211, 0, 0,
+                           "cudaLaunchKernel"};
+            v[n++] = (rec){TPROF_REC_GPU_KERNEL, t + 9 * MS, t + 9100 * US, 0, 7, corr, 0, 0, 0,
+                           "kTail"};
+            corr++;
+        }
         for (int j = 0; j < nmemcpy; j++, corr++) {
             uint64_t cs = t + 6 * MS + (uint64_t)j * 150 * US;
             v[n++] = (rec){TPROF_REC_GPU_API, cs - 20 * US, cs + 110 * US, 0, 0, corr, 31, 0, 0,
@@ -157,6 +167,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--reverse")) reverse = 1;
         else if (!strcmp(a, "--comm-only")) comm_only = 1;
         else if (!strcmp(a, "--long")) longk = 1;
+        else if (!strcmp(a, "--long-all")) longk = 2;
+        else if (!strcmp(a, "--tail")) tail = 1;
         else { fprintf(stderr, "bad arg %s\n", a); return 2; }
     }
     if (!dir || nk > 1000 || nstreams < 1 || ndev < 1) return 2;
