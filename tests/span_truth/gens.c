@@ -1,7 +1,7 @@
 /*
  * gens.c — synthetic rank files without measured steps for the GPU-record bound
  * (--gpu-records): many record kinds, devices and streams, written in 10 ms iterations.
- * Not built by CMake; repro.sh builds it against a build's libtprof_analysis.a.
+ * Built as span_truth_gens (tests/span_truth.cmake); cases.sh and repro.sh run it.
  *   --iters N  --kernels K (compute kernels an iteration, names kA kB kC in turn)
  *   --streams S (kernels spread over S streams, overlapping)  --devices D
  *   --memcpy M (HtoD copies an iteration, 1 MB, 100 us, blocking cudaMemcpy each)

@@ -1,7 +1,7 @@
 /*
  * truth.c DIR BOUND — for each rank of DIR whose bounded load holds a span, the GPU figures of
  * the records that began in the span, from a whole load of the file (bound 0), as JSON on
- * stdout: what the bounded report's "per": "span" figures should be. Not built by CMake.
+ * stdout: what the bounded report's "per": "span" figures should be (tests/span_truth.cmake).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -49,6 +49,10 @@ static int graph_launch(const char *n) {
 }
 
 int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s DIR BOUND\n", argv[0]);
+        return 2;
+    }
     tp_run run;
     char err[256];
     const char *ops[] = {argv[1]};
