@@ -730,12 +730,13 @@ void tp_capture_text(FILE *f, const tp_capture_result *c) {
                    "ending before %s, left out of the captured steps\n",
                 c->windows_ignored, c->windows_ignored == 1 ? "y" : "ies",
                 c->windows_ignored == 1 ? "it begins" : "they begin");
+    int dec = tp_capture_span_decimals(c);
     if (c->limited_by & TP_CAP_BOUND)
         fprintf(f, "  GPU records held: %zu, those that began %.*f-%.*f s into the process, and "
                    "every communication kernel; %zu more left out: the rank's GPU records are "
                    "more than the bound of %zu (--gpu-records, TRAINPROF_GPU_RECORDS)%s\n",
-                c->bound_kept, tp_capture_span_decimals(c), c->bound_from_s,
-                tp_capture_span_decimals(c), c->bound_to_s, c->bound_left_out, c->bound_records,
+                c->bound_kept, dec, c->bound_from_s, dec, c->bound_to_s, c->bound_left_out,
+                c->bound_records,
                 c->measured ? "" : "; without measured steps, the GPU figures are totals over "
                                    "that span, not the run's");
     if (!c->limited) return;

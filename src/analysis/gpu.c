@@ -82,13 +82,24 @@ static int by_ns(const void *a, const void *b) {
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : strcmp(x->name, y->name);
 }
 
-
 /* CUPTI's overhead kinds that are the driver's time, not CUPTI's (cupti_activity.h,
  * CUpti_ActivityOverheadKind): JIT compilation (1), module loading (4<<16), lazy function
  * loading (5<<16) and a full command buffer (6<<16: the launching thread waited for room in a
  * GPU command queue, i.e. its launches ran ahead of the GPU). */
 static int driver_overhead(uint32_t kind) {
     return kind == 1 || kind == (4u << 16) || kind == (5u << 16) || kind == (6u << 16);
+}
+
+/* Outside the windows (attributed): not 0, which a record of no length counts for (CUPTI
+ * gives them, and the loader cuts a record back to its start when the next on its stream
+ * begins with it): such a kernel still ran, and counts among the kernels. */
+#define NOT_IN UINT64_MAX
+
+/* The ns of o that count for the windows st (o's length; every record without windows), or
+ * NOT_IN when `when` (its launch, or its start) lies outside them. */
+static uint64_t attributed(const tp_gpu_op *o, uint64_t when, const tp_step *st, size_t nst) {
+    if (!nst) return o->end - o->start;
+    return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : NOT_IN;
 }
 
 /* CUPTI's overhead records: their time inside the measured steps (all of it without steps),
@@ -106,12 +117,10 @@ static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_ste
     size_t nk = 0, n = 0, nd = 0;
     for (size_t i = 0; i < p->novh; i++) {
         const tp_gpu_op *o = &p->ovh[i];
-        uint64_t in = nst ? tp_steps_overlap(st, nst, o->start, o->end) : o->end - o->start;
-        if (began) { /* a span's: where it began, whole */
-            if (o->start < st[0].start || o->start >= st[0].end) continue;
-            in = o->end - o->start;
-        } else if (nst && !in)
-            continue;
+        uint64_t in = began ? attributed(o, o->start, st, nst) /* where it began, whole */
+                      : nst ? tp_steps_overlap(st, nst, o->start, o->end)
+                            : o->end - o->start;
+        if (in == NOT_IN || (nst && !began && !in)) continue;
         n++;
         int d = driver_overhead(o->kind);
         *(d ? &driver : &total) += (double)in / 1e6;
@@ -289,18 +298,6 @@ static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint6
     }
     free(ix);
     return 0;
-}
-
-/* Outside the windows (attributed): not 0, which a record of no length counts for (CUPTI
- * gives them, and the loader cuts a record back to its start when the next on its stream
- * begins with it): such a kernel still ran, and counts among the kernels. */
-#define NOT_IN UINT64_MAX
-
-/* The ns of o that count for the windows st (o's length; every record without windows), or
- * NOT_IN when `when` (its launch, or its start) lies outside them. */
-static uint64_t attributed(const tp_gpu_op *o, uint64_t when, const tp_step *st, size_t nst) {
-    if (!nst) return o->end - o->start;
-    return tp_steps_overlap(st, nst, when, when + 1) ? o->end - o->start : NOT_IN;
 }
 
 /* Median delay from a runtime launch to its work starting, over (at most 100k) matched
@@ -737,9 +734,10 @@ static void host_side(tp_gpu_result *out, const tp_process *p, const tp_step *st
     for (size_t i = 0; i < p->napi; i++) {
         const tp_gpu_op *a = &p->api[i];
         if (!tp_is_blocking_sync(a->name)) continue;
-        uint64_t in = nst && !began ? tp_steps_overlap(st, nst, a->start, a->end)
-                                    : a->end - a->start;
-        if (began && (a->start < st[0].start || a->start >= st[0].end)) continue;
+        uint64_t in = began ? attributed(a, a->start, st, nst)
+                      : nst ? tp_steps_overlap(st, nst, a->start, a->end)
+                            : a->end - a->start;
+        if (in == NOT_IN) continue;
         if (nst && !in && !(a->start >= st[0].start && a->start < st[nst - 1].end)) continue;
         nsync++;
         blocked += (double)in;
@@ -828,8 +826,10 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
     }
     for (size_t i = 0; att && i < p->ngpu; i++)
         att[i] = attributed(&p->gpu[i], out->in_span ? p->gpu[i].start : att[i], st, nwin);
-    if (att && out->in_span) device_figures(out, p, att, parts, nparts, step_ns, per, kinds);
-    else if (att) device_figures(out, p, att, st, nwin, step_ns, per, kinds);
+    /* the busy share's windows: the span's captured parts, else those the records count in */
+    if (att)
+        device_figures(out, p, att, out->in_span ? parts : st, out->in_span ? nparts : nwin,
+                       step_ns, per, kinds);
     top_kernels(out, p, att, per, top_n);
     host_side(out, p, st, nwin, per, out->in_span);
     graphs_and_after(out, p, att, st, nwin, per);
@@ -902,11 +902,15 @@ static void stopped_json(cJSON *g, const tp_gpu_result *r) {
     cJSON_AddStringToObject(lost, "likely_cause", r->stopped_cause);
 }
 
+const char *tp_gpu_per(const tp_gpu_result *r) {
+    return r->per_step ? "step" : r->in_span ? "span" : "run";
+}
+
 void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
     if (!r->present) return;
     cJSON *g = cJSON_AddObjectToObject(rs, "gpu");
     if (r->has_launch_lag) cJSON_AddNumberToObject(g, "launch_lag_ms", r->launch_lag_ms);
-    cJSON_AddStringToObject(g, "per", r->per_step ? "step" : r->in_span ? "span" : "run");
+    cJSON_AddStringToObject(g, "per", tp_gpu_per(r));
     if (r->has_kernel_steps) {
         cJSON *w = cJSON_AddObjectToObject(g, "kernel_steps");
         cJSON_AddStringToObject(w, "spec", r->kernel_steps_spec);

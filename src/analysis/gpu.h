@@ -22,6 +22,10 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
 /* Adds "gpu" to the rank's JSON from *g (docs/report-json.md; nothing when !g->present).
  * The devices' capacity (tp_memory_capacity, energy.h) must be filled in before. */
 void tp_gpu_json(cJSON *rank, const tp_gpu_result *g);
+/* What g's figures are per, as the document says it ("gpu"."per"): "step" (per measured
+ * step), "span" (totals over a bounded load's span: results.h, in_span) or "run" (totals). A
+ * static string. */
+const char *tp_gpu_per(const tp_gpu_result *g);
 
 /* Makes p's GPU records agree with their streams' order, once, as the loader's last step
  * (model.c), so that the report, the step breakdown and every export see the same records.

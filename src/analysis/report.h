@@ -67,9 +67,10 @@ typedef struct tp_report_opts {
                                      * API calls) a rank section holds at most: a rank file
                                      * holding more has its GPU figures over the steps of a
                                      * span of the run at its middle (model.h,
-                                     * tp_process_load_bounded; capture.h: TP_CAP_BOUND),
-                                     * said in its section. 0 = TP_GPU_RECORDS_DEFAULT;
-                                     * SIZE_MAX = no bound */
+                                     * tp_process_load_bounded; capture.h: TP_CAP_BOUND), or
+                                     * without measured steps totals over that span
+                                     * (results.h, in_span), said in its section.
+                                     * 0 = TP_GPU_RECORDS_DEFAULT; SIZE_MAX = no bound */
 } tp_report_opts;
 
 /* The default bound on the GPU records a rank section holds (tp_report_opts.gpu_records):

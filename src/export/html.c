@@ -634,7 +634,7 @@ static void kernels_tables(FILE *f, const tp_run_results *res) {
             fputs("<h2 id=\"kernels\">Top kernels</h2>\n", f);
             capture_notes(f, res);
         }
-        const char *unit = g->per_step ? "step" : g->in_span ? "span" : "run";
+        const char *unit = tp_gpu_per(g);
         fprintf(f, "<h3>rank %d</h3>\n<table class=\"grid kernels\"><tr><th>kernel</th><th>class</th>"
                    "<th>count per %s</th><th>ms per %s</th><th>mean us</th><th>share</th></tr>\n",
                 rr->rank, unit, unit);
