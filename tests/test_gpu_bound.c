@@ -163,6 +163,20 @@ static char *text_bounded(const tp_run *run, size_t bound) {
     return report_text(run, &o);
 }
 
+/* Rank 0's communication sections of reports a and b are the same but for their exposure,
+ * which is over each one's own windows (the whole run's, the span's or its steps'). */
+static void comm_same(const cJSON *a, const cJSON *b) {
+    cJSON *ca = cJSON_Duplicate(jget(a, "ranks.0.communication"), 1);
+    cJSON *cb = cJSON_Duplicate(jget(b, "ranks.0.communication"), 1);
+    assert_non_null(ca);
+    assert_non_null(cb);
+    cJSON_DeleteItemFromObjectCaseSensitive(ca, "exposure");
+    cJSON_DeleteItemFromObjectCaseSensitive(cb, "exposure");
+    assert_true(cJSON_Compare(ca, cb, 1));
+    cJSON_Delete(ca);
+    cJSON_Delete(cb);
+}
+
 /* Whether the bound applies to o (model.h: not to NCCL kernels and overhead records). */
 static int windowed(const tp_gpu_op *o) {
     return o->type != TPROF_REC_GPU_OVERHEAD &&
@@ -269,20 +283,12 @@ static void test_even_steps(void **state) {
     jnear(jnum(rep, "ranks.0.breakdown.ms.compute.mean"), 0.4, "compute per step");
     assert_null(jget(rep, "ranks.0.gpu.after_last_step"));
     /* the ops matched to their kernels wherever they ran: the section's rows are the same */
-    cJSON *cw = cJSON_Duplicate(jget(whole, "ranks.0.communication"), 1);
-    cJSON *cb = cJSON_Duplicate(jget(rep, "ranks.0.communication"), 1);
-    assert_non_null(cw);
-    assert_non_null(cb);
-    cJSON_DeleteItemFromObjectCaseSensitive(cw, "exposure"); /* over the captured steps */
-    cJSON_DeleteItemFromObjectCaseSensitive(cb, "exposure");
-    assert_true(cJSON_Compare(cw, cb, 1));
+    comm_same(whole, rep);
     assert_string_equal(jstr(rep, "ranks.0.communication.communicators.0.ops.0.time_source"),
                         "kernel");
     jnear(jnum(rep, "ranks.0.communication.communicators.0.ops.0.time_sources.kernel"),
           NSTEPS, "ops timed by their kernels");
     jnear(jnum(rep, "ranks.0.communication.exposure.windows"), (double)want, "exposure windows");
-    cJSON_Delete(cw);
-    cJSON_Delete(cb);
     cJSON_Delete(whole);
     cJSON_Delete(rep);
     tp_report_opts o;
@@ -666,15 +672,7 @@ static void test_no_steps_long_records(void **state) {
     jnear(jnum(rep, "ranks.0.gpu.devices.0.kernels"), (double)w.kernels, "kernels");
     jnear(jnum(rep, "ranks.0.gpu.devices.0.kernel_ms"), (double)w.kernel_ns / 1e6, "kernel ms");
     cJSON *whole = report_bounded(&run, SIZE_MAX);
-    cJSON *cw = cJSON_Duplicate(jget(whole, "ranks.0.communication"), 1);
-    cJSON *cb = cJSON_Duplicate(jget(rep, "ranks.0.communication"), 1);
-    assert_non_null(cw);
-    assert_non_null(cb);
-    cJSON_DeleteItemFromObjectCaseSensitive(cw, "exposure"); /* the run's, the span's */
-    cJSON_DeleteItemFromObjectCaseSensitive(cb, "exposure");
-    assert_true(cJSON_Compare(cw, cb, 1));
-    cJSON_Delete(cw);
-    cJSON_Delete(cb);
+    comm_same(whole, rep);
     cJSON_Delete(whole);
     cJSON_Delete(rep);
     tp_run_free(&run);
