@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis/clocks.h"
@@ -115,12 +116,18 @@ static void matched_collectives(void **st) {
     const int64_t at[5] = {1000000, 1200000, 1500000, 4000000, 4300000};
     for (size_t i = 0; i < 5; i++) {
         assert_int_equal(c.arr[i].rank, rk[i]);
-        assert_int_equal(c.arr[i].start - c.arr[0].start, at[i] - at[0]);
+        assert_int_equal(tp_arrival_start(&c, &c.arr[i]) - tp_arrival_start(&c, &c.arr[0]),
+                         at[i] - at[0]);
     }
-    /* the barrier's ends count for alignment (MPI, blocking); the NCCL enqueue's do not */
-    assert_int_equal(c.arr[1].end - c.arr[1].start, 800000);
+    /* the barrier's ends count for alignment (MPI, blocking); the NCCL enqueue's do not; the
+     * barrier's three ends agree (rank 1's second barrier 0 ended 1.1 ms later) */
+    assert_int_equal(tp_arrival_end(&c, &c.arr[1]) - tp_arrival_start(&c, &c.arr[1]), 800000);
     assert_true(c.arr[0].end_ok && c.arr[1].end_ok && c.arr[2].end_ok);
     assert_false(c.arr[3].end_ok || c.arr[4].end_ok);
+    assert_int_equal(c.coll[0].median_end, tp_arrival_end(&c, &c.arr[0]));
+    assert_int_equal(c.coll[1].median_end, INT64_MIN);
+    assert_int_equal(c.hosts[0].nresid, 3);
+    NEAR(c.hosts[0].resid_max_us, 0);
 
     size_t n[4];
     double med[4], mean[4], p90[4];
@@ -135,8 +142,8 @@ static void matched_collectives(void **st) {
     NEAR(mean[3], 0);
     /* windows: rank 2's ends at 3 ms, so only its barrier counts; rank 0's is open */
     int64_t w0[4] = {0}, w1[4] = {0};
-    w0[2] = c.arr[0].start;
-    w1[2] = c.arr[0].start + 2 * (int64_t)MS;
+    w0[2] = tp_arrival_start(&c, &c.arr[0]);
+    w1[2] = w0[2] + 2 * (int64_t)MS;
     tp_clocks_lags(&c, w0, w1, n, med, mean, p90);
     assert_int_equal(n[0], 2);
     assert_int_equal(n[2], 1);
@@ -146,9 +153,75 @@ static void matched_collectives(void **st) {
     synth_rmtree(dir);
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Each host's residuals, their median and maximum, against the definition computed here:
+ * host "a" holds ranks 0-3 at NRES barriers of communicator A, host "b" ranks 4-6 at as many
+ * of B (no collective shared: b is placed by its start pair alone). Barrier k starts at k s
+ * and each rank's end lies a pseudo-random 0 to 2^29 ns (0.54 s) after it, so that the
+ * residuals span four bytes of the radix selection, and no two ranks agree. */
+#define NRES 200
+static void residuals(void **st) {
+    (void)st;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "clocks_resid"), 0);
+    static int64_t end[7][NRES];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < NRES; k++)
+        for (int r = 0; r < 7; r++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            end[r][k] = (int64_t)(1000 * MS * (uint64_t)k + 10 * US + (x & ((1u << 29) - 1)));
+        }
+    for (uint32_t r = 0; r < 7; r++) {
+        synth_file *f = synth_open(dir, r < 4 ? "a" : "b", (int32_t)(10 + r), RT0, T0);
+        assert_non_null(f);
+        synth_rank(f, (int)r, 7);
+        synth_thread(f, 1, 10 + r);
+        synth_step_begin(f, 1, T0, 0);
+        for (uint32_t k = 0; k < NRES; k++)
+            op(f, TPROF_COMM_BARRIER, r < 4 ? CA : CB, k, r < 4 ? r : r - 4, r < 4 ? 4 : 3,
+               1000 * MS * k, (uint64_t)end[r][k], TPROF_COMM_SRC_MPI, 0);
+        synth_step_end(f, 1, T0 + 1000 * MS * NRES, 0);
+        synth_end_of_file(f, T0 + 1000 * MS * NRES + MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    /* the definition: per barrier, the lower middle of the members' ends; per host, the
+     * lower middle and the largest of |end - that| over its ranks' arrivals */
+    static int64_t res[2][4 * NRES];
+    size_t nres[2] = {0, 0};
+    for (int k = 0; k < NRES; k++)
+        for (int h = 0; h < 2; h++) {
+            int lo = h ? 4 : 0, n = h ? 3 : 4;
+            int64_t e[4];
+            for (int j = 0; j < n; j++) e[j] = end[lo + j][k];
+            qsort(e, (size_t)n, sizeof *e, cmp_i64);
+            for (int j = 0; j < n; j++) res[h][nres[h]++] = llabs(end[lo + j][k] - e[(n - 1) / 2]);
+        }
+    tp_run run;
+    char err[256] = "";
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), TPROF_OK);
+    tp_clocks c;
+    assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
+    assert_int_equal(c.nhosts, 2);
+    for (size_t h = 0; h < 2; h++) {
+        qsort(res[h], nres[h], sizeof *res[h], cmp_i64);
+        assert_int_equal(c.hosts[h].nresid, nres[h]);
+        NEAR(c.hosts[h].resid_median_us, (double)res[h][(nres[h] - 1) / 2] / 1e3);
+        NEAR(c.hosts[h].resid_max_us, (double)res[h][nres[h] - 1] / 1e3);
+        assert_true(c.hosts[h].resid_median_us > 1e3); /* not the zero of each median rank */
+    }
+    tp_clocks_free(&c);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matched_collectives),
+        cmocka_unit_test(residuals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,7 +60,19 @@ void tp_clocks_free(tp_clocks *c) {
     free(c->hosts);
     free(c->coll);
     free(c->arr);
+    for (size_t r = 0; c->span && c->owned && r < c->nranks; r++)
+        if (c->owned[r]) free((void *)c->span[r]);
+    free(c->span);
+    free(c->owned);
     memset(c, 0, sizeof *c);
+}
+
+int64_t tp_arrival_start(const tp_clocks *c, const tp_arrival *x) {
+    return tp_add_sat((int64_t)c->span[x->rank][x->op].start, c->map_ns[x->rank]);
+}
+
+int64_t tp_arrival_end(const tp_clocks *c, const tp_arrival *x) {
+    return tp_add_sat((int64_t)c->span[x->rank][x->op].end, c->map_ns[x->rank]);
 }
 
 /* The ranks in rank order; the hosts, in order of their first rank; each host's pair (its
@@ -70,6 +82,7 @@ void tp_clocks_free(tp_clocks *c) {
 static int clocks_ranks(const tp_run *run, tp_clocks *c) {
     size_t nr = 0;
     for (size_t i = 0; i < run->nprocs; i++) nr += run->procs[i].role == TP_ROLE_RANK;
+    if (nr > UINT32_MAX) return TPROF_ERR_NO_MEMORY; /* tp_arrival.rank is 32 bits */
     c->rank = malloc((nr ? nr : 1) * sizeof *c->rank);
     c->host_of = calloc(nr ? nr : 1, sizeof *c->host_of);
     c->map_ns = calloc(nr ? nr : 1, sizeof *c->map_ns);
@@ -192,30 +205,54 @@ static int cmp_ckey(const void *a, const void *b) {
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Whether op o can be matched across ranks: a finished collective. */
-static int matchable(const tp_comm_key *o) {
-    return o->op != TPROF_COMM_SEND && o->op != TPROF_COMM_RECV &&
+/* Whether op o, the i-th of its rank, can be matched across ranks: a finished collective
+ * whose index fits tp_arrival.op. */
+static int matchable(const tp_comm_key *o, size_t i) {
+    return i <= 0x7fffffffu && o->op != TPROF_COMM_SEND && o->op != TPROF_COMM_RECV &&
            o->op != TPROF_COMM_UNKNOWN && !(o->flags & TPROF_COMM_F_UNFINISHED);
+}
+
+/* Rank r's resolved intervals into c->span[r]: the process's comm memo where it has one (what
+ * tp_comm_resolve would copy out of it), else resolved here and kept as spans (24 bytes an
+ * op). Returns 0, or -1 when out of memory. */
+static int rank_spans(tp_clocks *c, size_t r) {
+    const tp_process *p = c->rank[r];
+    if (p->comm_memo || !p->comm) {
+        c->span[r] = p->comm_memo;
+        return 0;
+    }
+    tp_comm_time *tm = malloc(p->ncomm * sizeof *tm);
+    if (!tm) return -1;
+    tp_comm_resolve(p, tm); /* out of memory it leaves host intervals, still valid */
+    tp_comm_span *sp = tp_comm_spans(tm, p->ncomm); /* takes tm */
+    if (!sp) return -1;
+    c->span[r] = sp;
+    c->owned[r] = 1;
+    return 0;
 }
 
 /* The ranks' collectives grouped by key (same communicator, op and sequence number) into
  * c->coll, in key order, and their arrivals into c->arr, a collective's in rank order, one
  * per rank (its first op of the key); a collective seen on fewer than two ranks is left out.
- * Two passes over the ops: the first counts each key's ranks, the second, with each rank's
- * times resolved (tp_comm_resolve), writes every arrival in its place. Only the distinct
- * keys are held beside the arrivals (40 bytes and two table slots a key): sorting one entry
- * per op of the run, as this did, held 48 bytes an op and the sort's copy beside them. */
+ * Two passes over the ops: the first counts each key's ranks, the second writes every
+ * arrival in its place. Only the distinct keys are held beside the arrivals (40 bytes and
+ * two table slots a key): sorting one entry per op of the run, as this did, held 48 bytes an
+ * op and the sort's copy beside them. An arrival names its op; its times stay in the rank's
+ * intervals (rank_spans), which a slim process holds anyway: copying them into each arrival
+ * made the arrivals 32 bytes each, the merge's largest array. */
 static int clocks_group(tp_clocks *c) {
     ckeys t = {0};
-    tp_comm_time *tm = NULL;
     int rc = TPROF_ERR_NO_MEMORY;
-    if (keys_index(&t, 0) != 0) goto out;
+    c->span = calloc(c->nranks ? c->nranks : 1, sizeof *c->span);
+    c->owned = calloc(c->nranks ? c->nranks : 1, 1);
+    if (!c->span || !c->owned || keys_index(&t, 0) != 0) goto out;
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
+        if (!p->comm_memo && !p->comm) continue; /* keys without times: never made so */
         for (size_t i = 0; i < p->ncomm; i++) {
             tp_comm_key key = tp_comm_key_at(p, i);
             const tp_comm_key *o = &key;
-            if (!matchable(o)) continue;
+            if (!matchable(o, i)) continue;
             ckey *k = key_get(&t, o->comm_hash, o->op, o->seq);
             if (!k) goto out;
             if (k->last != r + 1) k->n++, k->last = r + 1;
@@ -236,41 +273,36 @@ static int clocks_group(tp_clocks *c) {
     for (size_t k = 0; k < t.nkeys; k++) {
         const ckey *g = &t.keys[k];
         if (g->at != SIZE_MAX)
-            c->coll[c->ncoll++] = (tp_coll){g->hash, g->op, g->seq, g->at, g->n, 0};
+            c->coll[c->ncoll++] = (tp_coll){g->hash, g->op, g->seq, g->at, g->n, 0, INT64_MIN};
     }
     c->narr = narr;
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
-        if (!p->ncomm) continue;
-        tm = malloc(p->ncomm * sizeof *tm);
-        if (!tm) goto out;
-        tp_comm_resolve(p, tm);
+        if (!p->ncomm || (!p->comm_memo && !p->comm)) continue;
+        if (rank_spans(c, r) != 0) goto out;
         for (size_t i = 0; i < p->ncomm; i++) {
             tp_comm_key key = tp_comm_key_at(p, i);
             const tp_comm_key *o = &key;
-            if (!matchable(o)) continue;
+            if (!matchable(o, i)) continue;
             ckey *g = &t.keys[t.slot[key_slot(&t, o->comm_hash, o->op, o->seq)]];
             if (g->at == SIZE_MAX || g->last == r + 1) continue;
             g->last = r + 1;
             int mpi = tp_comm_host_timed(o->source, o->flags);
-            int timed = mpi || tm[i].src != TP_COMM_TIME_HOST;
+            int timed = mpi || (c->span[r] && c->span[r][i].src != TP_COMM_TIME_HOST);
             c->arr[g->at++] = (tp_arrival){
-                r, (int64_t)tm[i].start, (int64_t)tm[i].end,
+                (uint32_t)r, (unsigned)i,
                 timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};
         }
-        free(tm);
-        tm = NULL;
     }
     rc = TPROF_OK;
 out:
-    free(tm);
     free(t.keys);
     free(t.slot);
     return rc;
 }
 
 /* Host offsets: each unaligned host against the hosts aligned so far, then every rank's map
- * and arrival moved by its host's offset. ra, hb: room for the largest collective's
+ * (and so its arrivals) moved by its host's offset. ra, hb: room for the largest collective's
  * arrivals; d: for one difference per collective. */
 static void clocks_align(tp_clocks *c, int64_t *ra, int64_t *hb, int64_t *d) {
     for (size_t pass = 1; pass < c->nhosts; pass++) {
@@ -285,9 +317,9 @@ static void clocks_align(tp_clocks *c, int64_t *ra, int64_t *hb, int64_t *d) {
                     const tp_arrival *x = &c->arr[g->first + j];
                     if (!x->end_ok) continue;
                     size_t xh = c->host_of[x->rank];
-                    if (xh == h) hb[nb++] = x->end + c->map_ns[x->rank];
+                    if (xh == h) hb[nb++] = tp_arrival_end(c, x);
                     else if (c->hosts[xh].aligned)
-                        ra[na++] = tp_add_sat(x->end + c->map_ns[x->rank], c->hosts[xh].offset_ns);
+                        ra[na++] = tp_add_sat(tp_arrival_end(c, x), c->hosts[xh].offset_ns);
                 }
                 if (na && nb) d[nd++] = tp_sub_sat(med_i64(ra, na), med_i64(hb, nb));
             }
@@ -299,43 +331,71 @@ static void clocks_align(tp_clocks *c, int64_t *ra, int64_t *hb, int64_t *d) {
         }
         if (!progress) break;
     }
+    /* the arrivals' times follow: they are read through map_ns */
     for (size_t r = 0; r < c->nranks; r++)
         c->map_ns[r] = tp_add_sat(c->map_ns[r], c->hosts[c->host_of[r]].offset_ns);
-    for (size_t i = 0; i < c->narr; i++) {
-        c->arr[i].start = tp_add_sat(c->arr[i].start, c->map_ns[c->arr[i].rank]);
-        c->arr[i].end = tp_add_sat(c->arr[i].end, c->map_ns[c->arr[i].rank]);
-    }
 }
 
-/* Residual: each arrival's end against the collective's median end, per host. ra: room for
- * the largest collective's arrivals; res: for every arrival. */
-static void clocks_residuals(tp_clocks *c, int64_t *ra, double *res) {
-    for (size_t h = 0; h < c->nhosts; h++) {
-        size_t n = 0;
-        for (size_t k = 0; k < c->ncoll; k++) {
-            const tp_coll *g = &c->coll[k];
-            size_t na = 0, mine = 0;
-            for (size_t j = 0; j < g->n; j++) {
-                const tp_arrival *x = &c->arr[g->first + j];
-                if (!x->end_ok) continue;
-                ra[na++] = x->end;
-                mine += c->host_of[x->rank] == h;
-            }
-            if (na < 2 || !mine) continue;
-            int64_t m = med_i64(ra, na);
-            for (size_t j = 0; j < g->n; j++) {
-                const tp_arrival *x = &c->arr[g->first + j];
-                if (x->end_ok && c->host_of[x->rank] == h)
-                    res[n++] = fabs((double)tp_sub_sat(x->end, m)) / 1e3;
-            }
+/* Arrival x's residual at collective g: how far its end lies from g's median end, ns; -1
+ * without one (its end does not count, or fewer than two of g's do). */
+static int64_t residual(const tp_clocks *c, const tp_coll *g, const tp_arrival *x) {
+    if (!x->end_ok || g->median_end == INT64_MIN) return -1;
+    int64_t d = tp_sub_sat(tp_arrival_end(c, x), g->median_end);
+    return d == INT64_MIN ? INT64_MAX : d < 0 ? -d : d;
+}
+
+/* Residuals: each arrival's end against its collective's median end (of the arrivals whose
+ * end counts, at a collective with two or more of them: tp_coll.median_end), and per host
+ * their median (the lower middle) and maximum, in µs. Each host's median is selected digit
+ * by digit, eight bits at a time from the top (a radix selection: eight passes over the
+ * arrivals, 2 kB per host), so that no copy of every residual is held beside the arrivals,
+ * the largest array of the merge. ra: room for the largest collective's arrivals. Out of
+ * memory (the hosts' histograms): no residuals. */
+static void clocks_residuals(tp_clocks *c, int64_t *ra) {
+    for (size_t k = 0; k < c->ncoll; k++) {
+        tp_coll *g = &c->coll[k];
+        size_t na = 0;
+        for (size_t j = 0; j < g->n; j++)
+            if (c->arr[g->first + j].end_ok) ra[na++] = tp_arrival_end(c, &c->arr[g->first + j]);
+        g->median_end = na >= 2 ? med_i64(ra, na) : INT64_MIN;
+    }
+    size_t nh = c->nhosts, (*hist)[256] = calloc(nh ? nh : 1, sizeof *hist);
+    uint64_t *pre = calloc(nh ? nh : 1, sizeof *pre);
+    size_t *want = calloc(nh ? nh : 1, sizeof *want);
+    if (!hist || !pre || !want) goto out;
+    for (size_t k = 0; k < c->ncoll; k++)
+        for (size_t j = 0; j < c->coll[k].n; j++) {
+            const tp_arrival *x = &c->arr[c->coll[k].first + j];
+            int64_t v = residual(c, &c->coll[k], x);
+            if (v < 0) continue;
+            tp_host_clock *hc = &c->hosts[c->host_of[x->rank]];
+            hc->nresid++;
+            if ((double)v / 1e3 > hc->resid_max_us) hc->resid_max_us = (double)v / 1e3;
         }
-        c->hosts[h].nresid = n;
-        if (n) {
-            qsort(res, n, sizeof *res, tp_cmp_double);
-            c->hosts[h].resid_median_us = res[(n - 1) / 2];
-            c->hosts[h].resid_max_us = res[n - 1];
+    for (size_t h = 0; h < nh; h++) want[h] = c->hosts[h].nresid ? (c->hosts[h].nresid - 1) / 2 : 0;
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        memset(hist, 0, nh * sizeof *hist);
+        for (size_t k = 0; k < c->ncoll; k++)
+            for (size_t j = 0; j < c->coll[k].n; j++) {
+                const tp_arrival *x = &c->arr[c->coll[k].first + j];
+                int64_t r = residual(c, &c->coll[k], x);
+                size_t h = c->host_of[x->rank];
+                uint64_t v = (uint64_t)r;
+                if (r < 0 || (shift < 56 && v >> (shift + 8) != pre[h] >> (shift + 8))) continue;
+                hist[h][(v >> shift) & 255]++;
+            }
+        for (size_t h = 0; h < nh; h++) {
+            size_t d = 0;
+            while (d < 255 && want[h] >= hist[h][d]) want[h] -= hist[h][d++];
+            pre[h] |= (uint64_t)d << shift;
         }
     }
+    for (size_t h = 0; h < nh; h++)
+        if (c->hosts[h].nresid) c->hosts[h].resid_median_us = (double)pre[h] / 1e3;
+out:
+    free(hist);
+    free(pre);
+    free(want);
 }
 
 /* Every process of the run onto the aligned clock: through its host's mapping when a rank
@@ -362,7 +422,6 @@ static void clocks_procs(const tp_run *run, tp_clocks *c) {
 int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     memset(c, 0, sizeof *c);
     int64_t *tmp = NULL;
-    double *res = NULL;
     c->run = run;
     c->proc_map_ns = calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_map_ns);
     c->proc_problem = calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_problem);
@@ -383,18 +442,16 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     for (size_t k = 0; k < c->ncoll; k++) { /* on the aligned clock, where lags are read */
         tp_coll *g = &c->coll[k];
         g->earliest = INT64_MAX;
-        for (size_t j = 0; j < g->n; j++)
-            if (c->arr[g->first + j].start < g->earliest) g->earliest = c->arr[g->first + j].start;
+        for (size_t j = 0; j < g->n; j++) {
+            int64_t t = tp_arrival_start(c, &c->arr[g->first + j]);
+            if (t < g->earliest) g->earliest = t;
+        }
     }
-    res = malloc((c->narr ? c->narr : 1) * sizeof *res);
-    if (!res) goto oom;
-    clocks_residuals(c, tmp, res);
+    clocks_residuals(c, tmp);
     clocks_procs(run, c);
-    free(res);
     free(tmp);
     return TPROF_OK;
 oom:
-    free(res);
     free(tmp);
     tp_clocks_free(c);
     return TPROF_ERR_NO_MEMORY;
@@ -586,8 +643,11 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
 }
 
 /* Whether arrival x counts for its rank's lags: inside the rank's window, if it has one. */
-static int in_window(const tp_arrival *x, const int64_t *w0, const int64_t *w1) {
-    return !w1 || !w1[x->rank] || (x->start >= w0[x->rank] && x->start <= w1[x->rank]);
+static int in_window(const tp_clocks *c, const tp_arrival *x, const int64_t *w0,
+                     const int64_t *w1) {
+    if (!w1 || !w1[x->rank]) return 1;
+    int64_t t = tp_arrival_start(c, x);
+    return t >= w0[x->rank] && t <= w1[x->rank];
 }
 
 int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
@@ -603,20 +663,21 @@ int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, siz
      * RSS, but under an address-space limit (ulimit -v 800000) the requests failed and 570
      * of the 1024 ranks were given no lags at all, as if they had matched no collective */
     size_t *at = calloc(c->nranks + 1, sizeof *at), total = 0;
-    for (size_t i = 0; at && i < c->narr; i++) total += in_window(&c->arr[i], w0, w1);
+    for (size_t i = 0; at && i < c->narr; i++) total += in_window(c, &c->arr[i], w0, w1);
     double *v = at ? malloc((total ? total : 1) * sizeof *v) : NULL;
     if (!v) {
         free(at);
         return TPROF_ERR_NO_MEMORY;
     }
-    for (size_t i = 0; i < c->narr; i++) at[c->arr[i].rank + 1] += in_window(&c->arr[i], w0, w1);
+    for (size_t i = 0; i < c->narr; i++) at[c->arr[i].rank + 1] += in_window(c, &c->arr[i], w0, w1);
     for (size_t r = 0; r < c->nranks; r++) at[r + 1] += at[r];
     for (size_t k = 0; k < c->ncoll; k++) {
         const tp_coll *g = &c->coll[k];
         for (size_t j = 0; j < g->n; j++) {
             const tp_arrival *x = &c->arr[g->first + j];
-            if (in_window(x, w0, w1))
-                v[at[x->rank] + n[x->rank]++] = (double)tp_sub_sat(x->start, g->earliest) / 1e6;
+            if (in_window(c, x, w0, w1))
+                v[at[x->rank] + n[x->rank]++] =
+                    (double)tp_sub_sat(tp_arrival_start(c, x), g->earliest) / 1e6;
         }
     }
     for (size_t r = 0; r < c->nranks; r++) {

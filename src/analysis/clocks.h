@@ -24,13 +24,20 @@
 
 #include <cjson/cJSON.h>
 
+#include "analysis/comm.h"
 #include "analysis/model.h"
 #include "analysis/results.h"
 
+/* One rank's arrival at a matched collective: which op of which rank, 8 bytes, one per rank
+ * and collective of the run, the largest array the merge holds. Its times are not copied
+ * here: tp_arrival_start and tp_arrival_end read them from the rank's resolved intervals
+ * (tp_clocks.span), which a slim process already holds (model.h, comm_memo), mapped onto
+ * the aligned clock. A rank index and an op index each fit 31 bits: tp_clocks_build refuses
+ * more ranks, and leaves a rank's ops past 2^31 unmatched. */
 typedef struct tp_arrival {
-    size_t rank;         /* index in tp_clocks.rank */
-    int64_t start, end;  /* aligned wall-clock ns */
-    int end_ok;          /* the end counts for alignment */
+    uint32_t rank;       /* index in tp_clocks.rank */
+    unsigned op : 31;    /* index in that rank's communication ops (tp_comm_key_at) */
+    unsigned end_ok : 1; /* the end counts for alignment */
 } tp_arrival;
 
 typedef struct tp_coll {
@@ -38,6 +45,8 @@ typedef struct tp_coll {
     uint32_t op, seq;
     size_t first, n;     /* arrivals [first, first + n), at least two ranks */
     int64_t earliest;    /* the earliest arrival's start, aligned ns (the lags' origin) */
+    int64_t median_end;  /* the lower middle of the ends that count, aligned ns (the
+                          * residuals' origin); INT64_MIN when fewer than two count */
 } tp_coll;
 
 typedef struct tp_host_clock {
@@ -65,7 +74,15 @@ typedef struct tp_clocks {
     size_t ncoll;
     tp_arrival *arr;
     size_t narr;
+    /* per rank: its ops' resolved intervals (tp_comm_resolve), on its monotonic clock: the
+     * process's own comm_memo where it has one, else computed here (owned[r] set) */
+    const tp_comm_span **span;
+    unsigned char *owned;
 } tp_clocks;
+
+/* Arrival x's start and end on the aligned clock, ns (after tp_clocks_build). */
+int64_t tp_arrival_start(const tp_clocks *c, const tp_arrival *x);
+int64_t tp_arrival_end(const tp_clocks *c, const tp_arrival *x);
 
 /* Why the start clock pair of p cannot map its monotonic times onto the wall clock (static
  * text), or NULL when it can: a zero realtime or monotonic reading (never read: the clocks

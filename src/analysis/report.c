@@ -492,7 +492,6 @@ typedef struct rank_job {
     cJSON *section;
     tp_steps *steps;      /* a slim rank's steps, found in its whole file (then kept in it) */
     tp_comm_time *comm;   /* a slim rank's resolved communication times (the same) */
-    struct tp_comm_span *spans; /* what it keeps of them, made as the job ends */
     int unread;           /* a slim rank whose file could not be read again */
     int sum;              /* a slim rank's summary (summary.h): 1 its key is valid, 0 none,
                            * -1 stale or damaged (the section is computed from the file) */
@@ -668,10 +667,20 @@ static void section_make(const sections *sc, size_t i) {
     if (sc->summarize) to_summary(sc, j, p);
 }
 
+/* A slim rank's times from its whole file (t, p->ncomm of them, taken) into its comm memo,
+ * over the load's in place where it has them, as its job ends: only that job touches its
+ * process's memo while the jobs run. Every job's spans held until all had ended lay beside
+ * the load's, on the workers' arenas: +440 MB at 10.24 M ops (bench/README.md). */
+static void memo_whole(tp_process *p, tp_comm_time *t) {
+    tp_comm_span *sp = tp_comm_spans(t, p->ncomm); /* takes t; NULL: the load's times stay */
+    if (sp && p->comm_memo) memcpy(p->comm_memo, sp, p->ncomm * sizeof *sp), free(sp);
+    else if (sp) p->comm_memo = sp;
+    p->comm_memo_whole |= sp != NULL;
+}
+
 /* section_make, the section then spilled when the report holds none (job i is the
- * document's "ranks"[i]: rank_sections makes them in that order). The communication times
- * become the spans the slim process keeps right here, so that the jobs' times (56 bytes an
- * op) are never all held at once: only the spans (24) wait for run_jobs. */
+ * document's "ranks"[i]: rank_sections makes them in that order), its communication times
+ * then kept in its process (memo_whole). */
 static void section_job(void *ctx, size_t i) {
     const sections *sc = ctx;
     rank_job *j = &sc->jobs[i];
@@ -681,7 +690,7 @@ static void section_job(void *ctx, size_t i) {
         j->section = NULL;
     }
     if (j->comm) {
-        j->spans = tp_comm_spans(j->comm, sc->run->procs[j->proc].ncomm); /* takes it */
+        memo_whole((tp_process *)&sc->run->procs[j->proc], j->comm);
         j->comm = NULL;
     }
 }
@@ -748,8 +757,9 @@ static void note_unread(tp_run *run, const tp_process *p) {
     if (e[run->nerrors]) run->nerrors++;
 }
 
-/* Runs the n jobs on o->threads threads under the budget, then keeps each slim rank's memos
- * in it: the process is written only once no job reads the run any more. First, which slim
+/* Runs the n jobs on o->threads threads under the budget, then keeps each slim rank's steps
+ * in it, once no job reads the run any more (its communication times are kept as its job
+ * ends, memo_whole, which only its own job reads). First, which slim
  * ranks have a summary whose key is valid (summary.h): their jobs read it instead of the
  * file. used[0] (may be NULL): the summaries read; used[1]: those stale or damaged (their
  * sections computed again). */
@@ -772,14 +782,6 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
         if (used) used[jobs[k].sum < 0] += jobs[k].sum != 0;
         if (jobs[k].unread && !summarize) note_unread((tp_run *)run, p);
         if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
-        /* without memory the load's times stay: a slim process keeping keys alone must
-         * always have some (tp_comm_resolve answers from them) */
-        if (jobs[k].spans) {
-            free(p->comm_memo);
-            p->comm_memo = jobs[k].spans;
-            p->comm_memo_whole = 1;
-            jobs[k].spans = NULL;
-        }
     }
 #ifdef __GLIBC__
     /* the sections' files were read whole on the worker threads, into their own arenas,

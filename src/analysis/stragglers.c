@@ -100,7 +100,8 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         for (size_t i = 0; i < m; i++) mx[i] = -1;
         for (size_t a = off[r]; a < off[r + 1]; a++) {
             const tp_arrival *x = &c->arr[idx[a]];
-            int64_t t = tp_sub_sat(x->start, c->map_ns[r]); /* on the rank's monotonic clock */
+            int64_t at = tp_arrival_start(c, x);
+            int64_t t = tp_sub_sat(at, c->map_ns[r]); /* on the rank's monotonic clock */
             size_t lo = s->nwarmup, hi = s->nsteps; /* the step holding t */
             while (lo < hi) {
                 size_t mid = (lo + hi) / 2;
@@ -108,7 +109,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
                 else hi = mid;
             }
             if (lo == s->nsteps || (int64_t)s->steps[lo].start > t) continue;
-            double l = (double)tp_sub_sat(x->start, c->coll[coll_of(c, idx[a])].earliest) / 1e6;
+            double l = (double)tp_sub_sat(at, c->coll[coll_of(c, idx[a])].earliest) / 1e6;
             if (l > mx[lo - s->nwarmup]) mx[lo - s->nwarmup] = l;
         }
         size_t q = 0;
