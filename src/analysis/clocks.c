@@ -273,7 +273,7 @@ static int clocks_group(tp_clocks *c) {
     for (size_t k = 0; k < t.nkeys; k++) {
         const ckey *g = &t.keys[k];
         if (g->at != SIZE_MAX)
-            c->coll[c->ncoll++] = (tp_coll){g->hash, g->op, g->seq, g->at, g->n, 0, INT64_MIN};
+            c->coll[c->ncoll++] = (tp_coll){g->hash, g->op, g->seq, g->at, g->n, 0, 0, 0};
     }
     c->narr = narr;
     for (size_t r = 0; r < c->nranks; r++) {
@@ -339,7 +339,7 @@ static void clocks_align(tp_clocks *c, int64_t *ra, int64_t *hb, int64_t *d) {
 /* Arrival x's residual at collective g: how far its end lies from g's median end, ns; -1
  * without one (its end does not count, or fewer than two of g's do). */
 static int64_t residual(const tp_clocks *c, const tp_coll *g, const tp_arrival *x) {
-    if (!x->end_ok || g->median_end == INT64_MIN) return -1;
+    if (!x->end_ok || !g->median_ok) return -1;
     int64_t d = tp_sub_sat(tp_arrival_end(c, x), g->median_end);
     return d == INT64_MIN ? INT64_MAX : d < 0 ? -d : d;
 }
@@ -357,7 +357,8 @@ static void clocks_residuals(tp_clocks *c, int64_t *ra) {
         size_t na = 0;
         for (size_t j = 0; j < g->n; j++)
             if (c->arr[g->first + j].end_ok) ra[na++] = tp_arrival_end(c, &c->arr[g->first + j]);
-        g->median_end = na >= 2 ? med_i64(ra, na) : INT64_MIN;
+        g->median_ok = na >= 2;
+        g->median_end = na >= 2 ? med_i64(ra, na) : 0;
     }
     size_t nh = c->nhosts, (*hist)[256] = calloc(nh ? nh : 1, sizeof *hist);
     uint64_t *pre = calloc(nh ? nh : 1, sizeof *pre);
@@ -650,47 +651,74 @@ static int in_window(const tp_clocks *c, const tp_arrival *x, const int64_t *w0,
     return t >= w0[x->rank] && t <= w1[x->rank];
 }
 
+int tp_clocks_by_rank(const tp_clocks *c, size_t *off, uint32_t **out) {
+    *out = NULL;
+    if (c->narr > UINT32_MAX) return TPROF_ERR_NO_MEMORY;
+    uint32_t *idx = malloc((c->narr ? c->narr : 1) * sizeof *idx);
+    if (!idx) return TPROF_ERR_NO_MEMORY;
+    memset(off, 0, (c->nranks + 1) * sizeof *off);
+    for (size_t i = 0; i < c->narr; i++) off[c->arr[i].rank + 1]++;
+    for (size_t r = 0; r < c->nranks; r++) off[r + 1] += off[r];
+    for (size_t i = 0; i < c->narr; i++) idx[off[c->arr[i].rank]++] = (uint32_t)i;
+    /* each off[r] now ends rank r's group, where rank r + 1's begins: one place back */
+    for (size_t r = c->nranks; r > 0; r--) off[r] = off[r - 1];
+    off[0] = 0;
+    *out = idx;
+    return TPROF_OK;
+}
+
+size_t tp_clocks_coll_of(const tp_clocks *c, size_t i) {
+    size_t lo = 0, hi = c->ncoll;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (c->coll[mid].first <= i) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
                    double *median_ms, double *mean_ms, double *p90_ms) {
     for (size_t r = 0; r < c->nranks; r++) {
         n[r] = 0;
         median_ms[r] = mean_ms[r] = p90_ms[r] = 0;
     }
-    /* every rank's lags in one block, each rank's part sized by its own arrivals: a rank is
-     * at the collectives of its own communicators only. Room for every collective of the
-     * run per rank asked for ranks x communicators x collectives x 8 bytes of address space
-     * (1024 ranks on 128 communicators of 1000 collectives: 1 GB), untouched, so not in the
-     * RSS, but under an address-space limit (ulimit -v 800000) the requests failed and 570
-     * of the 1024 ranks were given no lags at all, as if they had matched no collective */
-    size_t *at = calloc(c->nranks + 1, sizeof *at), total = 0;
-    for (size_t i = 0; at && i < c->narr; i++) total += in_window(c, &c->arr[i], w0, w1);
-    double *v = at ? malloc((total ? total : 1) * sizeof *v) : NULL;
+    /* rank by rank through the arrivals' index by rank (4 bytes an arrival), each rank's lags
+     * in room for the most any rank has: every rank's lags at once were 8 bytes an arrival,
+     * as many as the arrivals themselves */
+    size_t *off = malloc((c->nranks + 1) * sizeof *off), most = 0;
+    uint32_t *idx = NULL;
+    double *v = NULL;
+    if (off && tp_clocks_by_rank(c, off, &idx) == 0) {
+        for (size_t r = 0; r < c->nranks; r++)
+            if (off[r + 1] - off[r] > most) most = off[r + 1] - off[r];
+        v = malloc((most ? most : 1) * sizeof *v);
+    }
     if (!v) {
-        free(at);
+        free(off);
+        free(idx);
         return TPROF_ERR_NO_MEMORY;
     }
-    for (size_t i = 0; i < c->narr; i++) at[c->arr[i].rank + 1] += in_window(c, &c->arr[i], w0, w1);
-    for (size_t r = 0; r < c->nranks; r++) at[r + 1] += at[r];
-    for (size_t k = 0; k < c->ncoll; k++) {
-        const tp_coll *g = &c->coll[k];
-        for (size_t j = 0; j < g->n; j++) {
-            const tp_arrival *x = &c->arr[g->first + j];
-            if (in_window(c, x, w0, w1))
-                v[at[x->rank] + n[x->rank]++] =
-                    (double)tp_sub_sat(tp_arrival_start(c, x), g->earliest) / 1e6;
-        }
-    }
     for (size_t r = 0; r < c->nranks; r++) {
-        size_t m = n[r];
-        double *vr = v + at[r], s = 0;
+        size_t m = 0;
+        double s = 0;
+        for (size_t a = off[r]; a < off[r + 1]; a++) {
+            const tp_arrival *x = &c->arr[idx[a]];
+            if (!in_window(c, x, w0, w1)) continue;
+            const tp_coll *g = &c->coll[tp_clocks_coll_of(c, idx[a])];
+            v[m++] = (double)tp_sub_sat(tp_arrival_start(c, x), g->earliest) / 1e6;
+        }
+        n[r] = m;
         if (!m) continue;
-        for (size_t i = 0; i < m; i++) s += vr[i];
-        qsort(vr, m, sizeof *vr, tp_cmp_double);
+        for (size_t i = 0; i < m; i++) s += v[i];
+        qsort(v, m, sizeof *v, tp_cmp_double);
         mean_ms[r] = s / (double)m;
-        median_ms[r] = tp_pct_double(vr, m, 0.5);
-        p90_ms[r] = tp_pct_double(vr, m, 0.9);
+        median_ms[r] = tp_pct_double(v, m, 0.5);
+        p90_ms[r] = tp_pct_double(v, m, 0.9);
     }
     free(v);
-    free(at);
+    free(idx);
+    free(off);
     return TPROF_OK;
 }
+

@@ -46,7 +46,8 @@ typedef struct tp_coll {
     size_t first, n;     /* arrivals [first, first + n), at least two ranks */
     int64_t earliest;    /* the earliest arrival's start, aligned ns (the lags' origin) */
     int64_t median_end;  /* the lower middle of the ends that count, aligned ns (the
-                          * residuals' origin); INT64_MIN when fewer than two count */
+                          * residuals' origin), where two or more count (median_ok) */
+    int median_ok;
 } tp_coll;
 
 typedef struct tp_host_clock {
@@ -75,7 +76,8 @@ typedef struct tp_clocks {
     tp_arrival *arr;
     size_t narr;
     /* per rank: its ops' resolved intervals (tp_comm_resolve), on its monotonic clock: the
-     * process's own comm_memo where it has one, else computed here (owned[r] set) */
+     * process's own comm_memo where it has one, else computed here (owned[r] set: a process
+     * loaded whole, 24 bytes an op of every such rank beside its 112-byte tp_comm_ops) */
     const tp_comm_span **span;
     unsigned char *owned;
 } tp_clocks;
@@ -120,11 +122,23 @@ static inline int64_t tp_clocks_aligned(const tp_clocks_result *r, const tp_proc
 /* Adds "clocks" to the report from r (nothing when r->present is 0). */
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *r);
 
+/* Every rank's arrivals, grouped by rank: the indices in c->arr of rank r's are
+ * (*out)[off[r] .. off[r + 1]), in the collectives' order (a counting sort, one pass over
+ * the arrivals). *out (owned by the caller, free) holds 4 bytes an arrival; off: c->nranks +
+ * 1 entries. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY without memory or past 2^32
+ * arrivals (*out NULL). */
+int tp_clocks_by_rank(const tp_clocks *c, size_t *off, uint32_t **out);
+
+/* The collective holding arrival i (an index in c->arr, which c->coll lies in the order of):
+ * its index in c->coll, by bisection. */
+size_t tp_clocks_coll_of(const tp_clocks *c, size_t i);
+
 /* Collective start lag of each rank: at every matched collective whose start on that rank
  * lies inside [w0[r], w1[r]] (aligned ns; w1 = 0: no window, all count), its start minus the
- * earliest start of the collective. Per rank: count n[r], median, mean, p90 in ms. Memory: 8
- * bytes a counted arrival, held in the call. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY
- * (every figure 0: the caller must not show them). */
+ * earliest start of the collective. Per rank: count n[r], median, mean, p90 in ms. Memory,
+ * held in the call: 4 bytes an arrival (tp_clocks_by_rank), and 8 bytes for each of the
+ * most arrivals one rank has. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY (every figure 0: the
+ * caller must not show them). */
 int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, size_t *n,
                    double *median_ms, double *mean_ms, double *p90_ms);
 

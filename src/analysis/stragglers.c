@@ -29,39 +29,6 @@ static double median(double *v, size_t n) {
 
 #define MAD_K (3 * 1.4826) /* 3 sigma of a normal sample, from the MAD */
 
-/* Every rank's arrivals, grouped by rank: the indices in c->arr of rank r's are
- * (*out)[off[r] .. off[r + 1]), in the collectives' order (a counting sort). One pass over
- * the arrivals, where finding each rank's in every collective scanned them all once per rank
- * (ranks² × collectives: at 4096 ranks and 1000 collectives, 16 G steps). 4 bytes an arrival
- * beside them. off: c->nranks + 1 entries. Returns 0, or -1 when out of memory (or past
- * 2^32 arrivals). */
-static int arrivals_by_rank(const tp_clocks *c, size_t *off, uint32_t **out) {
-    *out = NULL;
-    if (c->narr > UINT32_MAX) return -1;
-    uint32_t *idx = malloc((c->narr ? c->narr : 1) * sizeof *idx);
-    if (!idx) return -1;
-    memset(off, 0, (c->nranks + 1) * sizeof *off);
-    for (size_t i = 0; i < c->narr; i++) off[c->arr[i].rank + 1]++;
-    for (size_t r = 0; r < c->nranks; r++) off[r + 1] += off[r];
-    for (size_t i = 0; i < c->narr; i++) idx[off[c->arr[i].rank]++] = (uint32_t)i;
-    /* each off[r] now ends rank r's group, where rank r + 1's begins: one place back */
-    for (size_t r = c->nranks; r > 0; r--) off[r] = off[r - 1];
-    off[0] = 0;
-    *out = idx;
-    return 0;
-}
-
-/* The collective holding arrival i (c->coll lies in c->arr's order). */
-static size_t coll_of(const tp_clocks *c, size_t i) {
-    size_t lo = 0, hi = c->ncoll;
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (c->coll[mid].first <= i) lo = mid;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* lag_ms[r]: the median over rank r's measured steps of the step's largest collective start
  * lag (ms after the earliest rank at the same collective), for collectives r starts inside
  * the step; 0 when none. Each rank's steps are found (o's step name and warm-up) and freed in
@@ -77,7 +44,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
     }
     size_t *off = malloc((n + 1) * sizeof *off);
     uint32_t *idx = NULL;
-    if (!off || arrivals_by_rank(c, off, &idx) != 0) {
+    if (!off || tp_clocks_by_rank(c, off, &idx) != 0) {
         free(off);
         return -1;
     }
@@ -109,7 +76,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
                 else hi = mid;
             }
             if (lo == s->nsteps || (int64_t)s->steps[lo].start > t) continue;
-            double l = (double)tp_sub_sat(at, c->coll[coll_of(c, idx[a])].earliest) / 1e6;
+            double l = (double)tp_sub_sat(at, c->coll[tp_clocks_coll_of(c, idx[a])].earliest) / 1e6;
             if (l > mx[lo - s->nwarmup]) mx[lo - s->nwarmup] = l;
         }
         size_t q = 0;
