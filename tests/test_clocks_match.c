@@ -30,10 +30,10 @@ static const uint64_t CA = 0xa0, CB = 0xb0; /* the two communicators' hashes */
 
 #define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-9)
 
-/* Op `op` of rank `rank` of `n` on communicator `hash`, sequence `seq`, from T0 + at to
- * T0 + end, from source `src` with flags `flags`. */
-static void op(synth_file *f, uint32_t o, uint64_t hash, uint32_t seq, uint32_t rank, uint32_t n,
-               uint64_t at, uint64_t end, uint32_t src, uint32_t flags) {
+/* Op `op` of rank `rank` of `n` on communicator `hash`, sequence `seq`, from `at` to `end`
+ * (monotonic ns), from source `src` with flags `flags`. */
+static void op_at(synth_file *f, uint32_t o, uint64_t hash, uint32_t seq, uint32_t rank,
+                  uint32_t n, uint64_t at, uint64_t end, uint32_t src, uint32_t flags) {
     tprof_pl_comm c;
     memset(&c, 0, sizeof c);
     c.op = o;
@@ -41,11 +41,17 @@ static void op(synth_file *f, uint32_t o, uint64_t hash, uint32_t seq, uint32_t 
     c.seq = seq;
     c.nranks = n;
     c.rank = rank;
-    c.end_ns = T0 + end;
+    c.end_ns = end;
     c.peer = o == TPROF_COMM_SEND || o == TPROF_COMM_RECV ? (rank + 1) % n : TPROF_COMM_NO_PEER;
     c.source = src;
     c.flags = flags;
-    synth_comm(f, 1, T0 + at, &c, NULL);
+    synth_comm(f, 1, at, &c, NULL);
+}
+
+/* op_at from T0 + at to T0 + end. */
+static void op(synth_file *f, uint32_t o, uint64_t hash, uint32_t seq, uint32_t rank, uint32_t n,
+               uint64_t at, uint64_t end, uint32_t src, uint32_t flags) {
+    op_at(f, o, hash, seq, rank, n, T0 + at, T0 + end, src, flags);
 }
 
 /* Four ranks on one host (one clock, one start pair). Communicator A holds ranks 0-2,
@@ -218,10 +224,69 @@ static void residuals(void **st) {
     synth_rmtree(dir);
 }
 
+/* A collective's median end may be any value a saturated clock gives, INT64_MIN too, and its
+ * residuals still count. Three hosts of two ranks, each with a usable start pair: B's ends at
+ * the barriers it shares with A lie so far after A's that B's offset saturates at INT64_MIN,
+ * C's likewise against B, so that C's map is INT64_MIN and the ends of C's own barriers, at
+ * monotonic 0, are INT64_MIN on the aligned clock: their residuals are 0. */
+static void residuals_saturated(void **st) {
+    (void)st;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "clocks_sat"), 0);
+    const uint64_t late_b = 4600000000000000000ull, late_c = 4000000000000000000ull;
+    const struct {
+        const char *host;
+        uint64_t rt, mono;
+    } h[3] = {{"a", 950000000000000000ull, 4600000000000000000ull},
+              {"b", 1750000000000000000ull, 1},
+              {"c", 950000000000000000ull, 950000000000000000ull}};
+    for (uint32_t r = 0; r < 6; r++) {
+        synth_file *f = synth_open(dir, h[r / 2].host, (int32_t)(10 + r), h[r / 2].rt,
+                                   h[r / 2].mono);
+        assert_non_null(f);
+        synth_rank(f, (int)r, 6);
+        synth_thread(f, 1, 10 + r);
+        for (uint32_t k = 0; k < 3; k++) {
+            const uint32_t MPI = TPROF_COMM_SRC_MPI, B = TPROF_COMM_BARRIER;
+            uint64_t t = k * 10000;
+            if (r / 2 == 0) /* A's barriers with B: early */
+                op_at(f, B, 0xab, k, r, 4, 1000 + t + r * 7, 2000 + t + r * 11, MPI, 0);
+            if (r / 2 == 1) { /* B's with C: early; with A: late */
+                op_at(f, B, 0xbc, k, r - 2, 4, 1000 + t + r * 7, 2000 + t + r * 13, MPI, 0);
+                op_at(f, B, 0xab, k, r, 4, late_b + t, late_b + 1000 + t + r * 3, MPI, 0);
+            }
+            if (r / 2 == 2) { /* C's own, at 0; with B: late */
+                op_at(f, B, 0xcc, k, r - 4, 2, 0, 0, MPI, 0);
+                op_at(f, B, 0xbc, k, r - 2, 4, late_c + t, late_c + 1000 + t + r * 5, MPI, 0);
+            }
+        }
+        synth_end_of_file(f, 4611686018000000000ull, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    tp_run run;
+    char err[256] = "";
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), TPROF_OK);
+    tp_clocks c;
+    assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
+    assert_int_equal(c.nhosts, 3);
+    assert_int_equal(c.map_ns[4], INT64_MIN); /* the premise: C's clock saturated */
+    size_t cc = 0;
+    while (cc < c.ncoll && c.coll[cc].hash != 0xcc) cc++;
+    assert_true(cc < c.ncoll && c.coll[cc].median_ok);
+    assert_int_equal(c.coll[cc].median_end, INT64_MIN);
+    /* C's residuals: its three barriers with B and its own three, two ranks each */
+    assert_int_equal(c.hosts[2].nresid, 12);
+    NEAR(c.hosts[2].resid_median_us, 0);
+    tp_clocks_free(&c);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matched_collectives),
         cmocka_unit_test(residuals),
+        cmocka_unit_test(residuals_saturated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
