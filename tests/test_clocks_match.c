@@ -282,11 +282,36 @@ static void residuals_saturated(void **st) {
     synth_rmtree(dir);
 }
 
+/* A key holds every op, flag and source the format defines as the op has them; a file's
+ * value past its narrow fields reads as unknown: an op past 255 is never matched. */
+static void key_narrowing(void **st) {
+    (void)st;
+    tp_comm_op o;
+    memset(&o, 0, sizeof o);
+    o.comm_hash = CA;
+    o.seq = 0xfffffffeu;
+    o.op = TPROF_COMM_OP_COUNT - 1;
+    o.flags = TPROF_COMM_F_UNFINISHED | TPROF_COMM_F_GPU_TIME | TPROF_COMM_F_NONBLOCKING |
+              TPROF_COMM_F_ENQUEUE;
+    o.source = TPROF_COMM_SRC_TORCH;
+    tp_comm_key k = tp_comm_key_of(&o);
+    assert_true(k.comm_hash == CA && k.seq == o.seq && k.op == o.op && k.flags == o.flags &&
+                k.source == o.source);
+    o.op = 256 + TPROF_COMM_ALLREDUCE;
+    o.flags = 0x10000u | TPROF_COMM_F_ENQUEUE;
+    o.source = 256 + TPROF_COMM_SRC_NCCL;
+    k = tp_comm_key_of(&o);
+    assert_int_equal(k.op, TPROF_COMM_UNKNOWN);
+    assert_int_equal(k.flags, TPROF_COMM_F_ENQUEUE);
+    assert_int_equal(k.source, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matched_collectives),
         cmocka_unit_test(residuals),
         cmocka_unit_test(residuals_saturated),
+        cmocka_unit_test(key_narrowing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -160,11 +160,16 @@ typedef struct tp_comm_op {
 
 /* What the run-level analyses read of a communication op beside its resolved times: the
  * clocks' matching key (communicator, op, sequence number; clocks.c) and what tells its
- * timing and backend (flags, source; comm.h). A slim process keeps this, 24 bytes, in place
- * of each tp_comm_op, 112 (tp_process.comm_keys). */
+ * timing and backend (flags, source; comm.h). A slim process keeps this, 16 bytes, in place
+ * of each tp_comm_op, 112 (tp_process.comm_keys): with the op's memo span, the most it holds
+ * of each op for the merge. The narrow fields hold every value the format defines; a file's
+ * value past them (no capture writes one) is read as unknown (tp_comm_key_of). */
 typedef struct tp_comm_key {
     uint64_t comm_hash;
-    uint32_t seq, op, flags, source; /* as in tp_comm_op */
+    uint32_t seq;     /* as in tp_comm_op */
+    uint16_t flags;   /* TPROF_COMM_F_*: the op's low 16 bits, where every flag lies */
+    uint8_t op;       /* enum tprof_comm_op; TPROF_COMM_UNKNOWN for a value past 255 */
+    uint8_t source;   /* TPROF_COMM_SRC_*; 0 (no known source) for a value past 255 */
 } tp_comm_key;
 
 typedef struct tp_kv {
@@ -428,7 +433,7 @@ const char *tp_meta(const tp_process *p, const char *key); /* last value, or NUL
 /* Op i's key (i < p->ncomm), from whichever form p holds: its tp_comm_op, or the key a slim
  * process keeps in its place (comm_keys). */
 tp_comm_key tp_comm_key_at(const tp_process *p, size_t i);
-tp_comm_key tp_comm_key_of(const tp_comm_op *o); /* o's key */
+tp_comm_key tp_comm_key_of(const tp_comm_op *o); /* o's key, narrowed as tp_comm_key says */
 /* The op that started last (of equal starts, the last in the file), or NULL without ops: the
  * last collective ended.c reports. A slim process answers from its copy (comm_last). */
 const tp_comm_op *tp_comm_last(const tp_process *p);

@@ -27,8 +27,13 @@ const char *tp_meta(const tp_process *p, const char *key) {
     return v;
 }
 
+_Static_assert(TPROF_COMM_OP_COUNT <= 256 && TPROF_COMM_F_ENQUEUE <= 0xffff,
+               "tp_comm_key's narrow fields must hold every op and flag");
+
 tp_comm_key tp_comm_key_of(const tp_comm_op *o) {
-    return (tp_comm_key){o->comm_hash, o->seq, o->op, o->flags, o->source};
+    return (tp_comm_key){o->comm_hash, o->seq, (uint16_t)(o->flags & 0xffff),
+                         (uint8_t)(o->op <= 255 ? o->op : TPROF_COMM_UNKNOWN),
+                         (uint8_t)(o->source <= 255 ? o->source : 0)};
 }
 
 tp_comm_key tp_comm_key_at(const tp_process *p, size_t i) {

@@ -39,7 +39,7 @@ _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
 _Static_assert(sizeof(tp_stepev) == 24, "tp_stepev changed: update its codec");
 _Static_assert(sizeof(tp_comm_op) == 112, "tp_comm_op changed: update its codec");
-_Static_assert(sizeof(tp_comm_key) == 24, "tp_comm_key changed: update its codec");
+_Static_assert(sizeof(tp_comm_key) == 16, "tp_comm_key changed: update its codec");
 _Static_assert(sizeof(tp_drop_window) == 32, "tp_drop_window changed: update its codec");
 _Static_assert(sizeof(tp_kv) == 16, "tp_kv changed: update its codec");
 _Static_assert(sizeof(struct tp_category) == 16, "tp_category changed: update its codec");
