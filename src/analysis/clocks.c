@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "analysis/comm.h"
+#include "analysis/spans.h"
 #include "format/format.h"
 #include "trainprof.h"
 
@@ -346,11 +347,11 @@ static int64_t residual(const tp_clocks *c, const tp_coll *g, const tp_arrival *
 
 /* Residuals: each arrival's end against its collective's median end (of the arrivals whose
  * end counts, at a collective with two or more of them: tp_coll.median_end), and per host
- * their median (the lower middle) and maximum, in µs. Each host's median is selected digit
- * by digit, eight bits at a time from the top (a radix selection: eight passes over the
- * arrivals, 2 kB per host), so that no copy of every residual is held beside the arrivals,
- * the largest array of the merge. ra: room for the largest collective's arrivals. Out of
- * memory (the hosts' histograms): no residuals. */
+ * their median (the lower middle) and maximum, in µs. Each host's median is a radix selection
+ * (spans.h, tp_kth) of 8-bit digits, 2 kB a host, all hosts advancing together through the
+ * same passes over the arrivals, so that no copy of every residual is held beside the
+ * arrivals, the largest array of the merge. ra: room for the largest collective's arrivals.
+ * Out of memory: no residuals (for the hosts whose selection could not run). */
 static void clocks_residuals(tp_clocks *c, int64_t *ra) {
     for (size_t k = 0; k < c->ncoll; k++) {
         tp_coll *g = &c->coll[k];
@@ -360,10 +361,10 @@ static void clocks_residuals(tp_clocks *c, int64_t *ra) {
         g->median_ok = na >= 2;
         g->median_end = na >= 2 ? med_i64(ra, na) : 0;
     }
-    size_t nh = c->nhosts, (*hist)[256] = calloc(nh ? nh : 1, sizeof *hist);
-    uint64_t *pre = calloc(nh ? nh : 1, sizeof *pre);
-    size_t *want = calloc(nh ? nh : 1, sizeof *want);
-    if (!hist || !pre || !want) goto out;
+    size_t nh = c->nhosts;
+    tp_kth *q = calloc(nh ? nh : 1, sizeof *q);
+    unsigned char *on = calloc(nh ? nh : 1, 1);
+    if (!q || !on) goto out;
     for (size_t k = 0; k < c->ncoll; k++)
         for (size_t j = 0; j < c->coll[k].n; j++) {
             const tp_arrival *x = &c->arr[c->coll[k].first + j];
@@ -373,30 +374,28 @@ static void clocks_residuals(tp_clocks *c, int64_t *ra) {
             hc->nresid++;
             if ((double)v / 1e3 > hc->resid_max_us) hc->resid_max_us = (double)v / 1e3;
         }
-    for (size_t h = 0; h < nh; h++) want[h] = c->hosts[h].nresid ? (c->hosts[h].nresid - 1) / 2 : 0;
-    for (int shift = 56; shift >= 0; shift -= 8) {
-        memset(hist, 0, nh * sizeof *hist);
+    for (size_t h = 0; h < nh; h++)
+        tp_kth_init_bits(&q[h], c->hosts[h].nresid ? (c->hosts[h].nresid - 1) / 2 : 0, 8);
+    for (;;) {
+        size_t more = 0;
+        for (size_t h = 0; h < nh; h++) more += on[h] = c->hosts[h].nresid && tp_kth_pass(&q[h]);
+        if (!more) break;
         for (size_t k = 0; k < c->ncoll; k++)
             for (size_t j = 0; j < c->coll[k].n; j++) {
                 const tp_arrival *x = &c->arr[c->coll[k].first + j];
-                int64_t r = residual(c, &c->coll[k], x);
                 size_t h = c->host_of[x->rank];
-                uint64_t v = (uint64_t)r;
-                if (r < 0 || (shift < 56 && v >> (shift + 8) != pre[h] >> (shift + 8))) continue;
-                hist[h][(v >> shift) & 255]++;
+                int64_t v = on[h] ? residual(c, &c->coll[k], x) : -1;
+                if (v >= 0) tp_kth_see(&q[h], (uint64_t)v);
             }
-        for (size_t h = 0; h < nh; h++) {
-            size_t d = 0;
-            while (d < 255 && want[h] >= hist[h][d]) want[h] -= hist[h][d++];
-            pre[h] |= (uint64_t)d << shift;
-        }
     }
-    for (size_t h = 0; h < nh; h++)
-        if (c->hosts[h].nresid) c->hosts[h].resid_median_us = (double)pre[h] / 1e3;
+    for (size_t h = 0; h < nh; h++) {
+        tp_host_clock *hc = &c->hosts[h];
+        if (hc->nresid && !q[h].oom) hc->resid_median_us = (double)q[h].value / 1e3;
+        else if (hc->nresid) hc->nresid = 0, hc->resid_max_us = 0; /* the selection failed */
+    }
 out:
-    free(hist);
-    free(pre);
-    free(want);
+    free(q);
+    free(on);
 }
 
 /* Every process of the run onto the aligned clock: through its host's mapping when a rank

@@ -101,18 +101,21 @@ int tp_gpu_walk_next(void *ctx, tp_span *out) {
 
 /* ------------------------------------------------------------------ k-th value */
 
-#define KTH_DIGITS 65536u
-
-void tp_kth_init(tp_kth *q, uint64_t k) {
+void tp_kth_init_bits(tp_kth *q, uint64_t k, int bits) {
     memset(q, 0, sizeof *q);
     q->k = k;
+    q->bits = bits < 1 ? 1 : bits > 16 ? 16 : bits;
 }
 
-/* Bits above the highest set bit of v's position: the shift that leaves 16 bits of [0, v]. */
-static int first_shift(uint64_t v) {
+void tp_kth_init(tp_kth *q, uint64_t k) {
+    tp_kth_init_bits(q, k, 16);
+}
+
+/* The shift that leaves q->bits bits of [0, v]: bits above v's highest set bit. */
+static int first_shift(const tp_kth *q, uint64_t v) {
     int bits = 0;
     while (bits < 64 && (v >> bits)) bits++;
-    return bits > 16 ? bits - 16 : 0;
+    return bits > q->bits ? bits - q->bits : 0;
 }
 
 static int kth_finish(tp_kth *q, uint64_t value, int oom) {
@@ -131,23 +134,23 @@ int tp_kth_pass(tp_kth *q) {
     }
     if (q->state == 1) {
         if (q->k >= q->seen) return kth_finish(q, 0, 0);
-        q->hist = malloc(KTH_DIGITS * sizeof *q->hist);
+        q->hist = malloc(((size_t)1 << q->bits) * sizeof *q->hist);
         if (!q->hist) return kth_finish(q, 0, 1);
         q->lo = 0;
-        q->shift = first_shift(q->hi);
+        q->shift = first_shift(q, q->hi);
         q->state = 2;
-        memset(q->hist, 0, KTH_DIGITS * sizeof *q->hist);
+        memset(q->hist, 0, ((size_t)1 << q->bits) * sizeof *q->hist);
         return 1;
     }
     if (q->state != 2) return 0;
     /* the digit that holds the k-th candidate narrows the candidates to its values */
     uint64_t d = 0;
-    while (d + 1 < KTH_DIGITS && q->hist[d] <= q->k) q->k -= q->hist[d++];
+    while (d + 1 < ((uint64_t)1 << q->bits) && q->hist[d] <= q->k) q->k -= q->hist[d++];
     q->lo += d << q->shift;
     uint64_t top = q->lo + ((((uint64_t)1) << q->shift) - 1);
     if (top < q->hi) q->hi = top;
     if (q->shift == 0) return kth_finish(q, q->lo, 0);
-    q->shift = q->shift > 16 ? q->shift - 16 : 0;
-    memset(q->hist, 0, KTH_DIGITS * sizeof *q->hist);
+    q->shift = q->shift > q->bits ? q->shift - q->bits : 0;
+    memset(q->hist, 0, ((size_t)1 << q->bits) * sizeof *q->hist);
     return 1;
 }

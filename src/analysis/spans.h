@@ -68,8 +68,9 @@ int tp_gpu_walk_next(void *ctx, tp_span *out);
 
 /* The k-th smallest (from 0) of a multiset of uint64 values that a caller can produce again
  * as often as asked, in memory that does not grow with their number: a radix selection over
- * 16-bit digits, one pass over the values per digit after a first pass for their range (at
- * most 5 passes). Use:
+ * 16-bit digits (512 kB of counts while it runs), one pass over the values per digit after a
+ * first pass for their range (at most 5 passes); tp_kth_init_bits takes narrower digits,
+ * for many selections side by side (8 bits: 2 kB each, at most 9 passes). Use:
  *     tp_kth q; tp_kth_init(&q, k);
  *     while (tp_kth_pass(&q)) { for each value v: tp_kth_see(&q, v); }
  *     value = q.value;   (0 when fewer than k + 1 values were seen, or out of memory: q.oom)
@@ -78,13 +79,15 @@ typedef struct tp_kth {
     uint64_t k;      /* rank still sought among the candidates */
     uint64_t lo, hi; /* the candidates: values in [lo, hi] */
     uint64_t seen;   /* values seen in the range pass */
-    int shift;       /* a candidate's digit: (v - lo) >> shift, below 65536 */
+    int shift;       /* a candidate's digit: (v - lo) >> shift, below 2^bits */
+    int bits;        /* a digit's width, 1 to 16 */
     int state;       /* 0 before the first pass, 1 range pass, 2 digit passes, 3 done */
     int oom;
     uint64_t *hist;  /* 65536 counts of the current digit */
     uint64_t value;  /* the answer, once done */
 } tp_kth;
 void tp_kth_init(tp_kth *q, uint64_t k);
+void tp_kth_init_bits(tp_kth *q, uint64_t k, int bits); /* digits of `bits` bits, 1 to 16 */
 /* Ends the pass before (if any) and says whether another pass over the values is wanted;
  * frees what it held once it says no. */
 int tp_kth_pass(tp_kth *q);
