@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/comm.h"
 #include "analysis/mfu.h"
 #include "analysis/model.h"
 #include "common/nvml_shared.h"
@@ -258,6 +259,22 @@ void warn_exposed(const char *cmd, const char *addr) {
             "can read /metrics and switch capture (POST /capture); set TRAINPROF_METRICS_TOKEN "
             "to require \"Authorization: Bearer <token>\"\n",
             cmd, addr);
+}
+
+int cli_comm_keep(void) {
+    const char *v = tprof__env(TPROF__OPT_COMM_KEEP);
+    if (!v || !*v) return 0;
+    const tprof__option *o = tprof__option_row(TPROF__OPT_COMM_KEEP);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+    if (!end || *end || errno || n < o->min || n > o->max) {
+        fprintf(stderr, "trainprof: TRAINPROF_COMM_KEEP=%s: not a number of ops from %llu to "
+                        "%llu\n", v, (unsigned long long)o->min, (unsigned long long)o->max);
+        return -1;
+    }
+    tp_comm_keep_set((size_t)n);
+    return 0;
 }
 
 int probe_nvml(char *why, size_t n) {

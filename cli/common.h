@@ -114,6 +114,10 @@ void warn_exposed(const char *cmd, const char *addr);
  * with `why` filled. For `run`'s node sampler and for `serve`. NVML stays loaded (as in the
  * runtime). */
 int probe_nvml(char *why, size_t n);
+/* The bound on the communication ops a rank file keeps for the merge (analysis/comm.h,
+ * tp_comm_keep) from TRAINPROF_COMM_KEEP, when set: 0, or -1 with one line on stderr when it
+ * is not a number in the variable's range (core/config.h). */
+int cli_comm_keep(void);
 
 /* ------------------------------------------------------------------ programs and time */
 

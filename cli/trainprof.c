@@ -81,6 +81,9 @@ int main(int argc, char **argv) {
                TPROF_FORMAT_VERSION, TP_REPORT_SCHEMA_VERSION);
         return stdout_written("--version");
     }
+    /* the analyses' one setting from the environment (report, summarize, export, diff and
+     * run's end-of-run report read runs alike) */
+    if (cli_comm_keep() != 0) return EXIT_USAGE;
     for (int k = 0; k < N_COMMANDS; k++)
         if (!strcmp(c, commands[k].name)) return commands[k].fn(argc - 2, argv + 2);
     die_usage(NULL, "unknown command '%s'", c);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "analysis/clocks.h"
+#include "analysis/comm.h"
 #include "analysis/model.h"
 #include "format/format.h"
 #include "synth.h"
@@ -306,8 +307,146 @@ static void key_narrowing(void **st) {
     assert_int_equal(k.source, 0);
 }
 
+/* A long run's merge matches a systematic sample of the collectives (comm.h, TP_COMM_KEEP):
+ * rank files of one host (MPI all-reduces: host-timed), read slim as the report reads them.
+ *   rank 0: 10000 all-reduces on A and on B (seq 0-9999), and 100 sends on A: 20100 ops,
+ *           level 2 (windows 0, 4, 8 of 1024: 3072 a communicator), no send kept
+ *   rank 1: 10000 on A: level 1 (windows 0, 2, 4, 6, 8: 5120)
+ *   rank 2: 3000 on B: level 0, every op kept
+ * A's collectives are matched at level 2 (rank 0's), B's at level 2 too, of which rank 2
+ * holds window 0 alone: 3072 + 1024 collectives of two ranks each. Rank 1 starts each
+ * all-reduce of A 100 us after rank 0, and rank 2 each of B 40 us after it. */
+#define NA 10000u
+static void sampled_merge(void **st) {
+    (void)st;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "clocks_sample"), 0);
+    const uint32_t MPI = TPROF_COMM_SRC_MPI, AR = TPROF_COMM_ALLREDUCE;
+    for (uint32_t r = 0; r < 3; r++) {
+        synth_file *f = synth_open(dir, "h", (int32_t)(10 + r), RT0, T0);
+        assert_non_null(f);
+        synth_rank(f, (int)r, 3);
+        synth_thread(f, 1, 10 + r);
+        for (uint32_t k = 0; k < NA; k++) {
+            uint64_t t = 100 * US * k, la = r * 100 * US;
+            uint64_t lb = t + 50 * US + r / 2 * 40 * US;
+            if (r < 2) op(f, AR, CA, k, r, 2, t + la, t + 90 * US + la, MPI, 0);
+            if (r == 0 || (r == 2 && k < 3000)) op(f, AR, CB, k, r / 2, 2, lb, lb + 9 * US, MPI, 0);
+            if (r == 0 && k < 100) op(f, TPROF_COMM_SEND, CA, k, 0, 2, t, t + US, MPI, 0);
+        }
+        synth_end_of_file(f, T0 + 100 * US * NA + MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    tp_run run;
+    char err[256] = "";
+    const char *ops[1] = {dir};
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), TPROF_OK);
+    assert_int_equal(run.nprocs, 3);
+    const unsigned level[3] = {2, 1, 0};
+    const size_t kept[3] = {2 * 3072, 5120, 3000};
+    for (size_t i = 0; i < 3; i++) {
+        const tp_process *p = &run.procs[i];
+        assert_int_equal(p->comm_level, level[p->rank]);
+        assert_int_equal(p->ncomm, kept[p->rank]);
+        assert_int_equal(tp_comm_level(p), 0); /* what it keeps is under the bound */
+        for (size_t k = 0; k < p->ncomm; k++) {
+            tp_comm_key key = tp_comm_key_at(p, k);
+            assert_true(tp_comm_kept(&key, p->comm_level) && key.op == AR);
+        }
+        assert_int_equal(tp_comm_last(p)->op, AR);
+    }
+    tp_clocks c;
+    assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
+    assert_int_equal(c.level, 2);
+    assert_int_equal(c.ncoll, 3072 + 1024);
+    assert_int_equal(c.narr, 2 * (3072 + 1024));
+    for (size_t k = 0; k < c.ncoll; k++) {
+        assert_int_equal(c.coll[k].n, 2);
+        tp_comm_key key = {c.coll[k].hash, c.coll[k].seq, 0, (uint8_t)AR, 0};
+        assert_true(tp_comm_kept(&key, 2));
+        assert_true(c.coll[k].hash == CA || c.coll[k].seq < 1024);
+    }
+    size_t n[3];
+    double med[3], mean[3], p90[3];
+    assert_int_equal(tp_clocks_lags(&c, NULL, NULL, n, med, mean, p90), TPROF_OK);
+    assert_int_equal(n[0], 3072 + 1024);
+    assert_int_equal(n[1], 3072);
+    assert_int_equal(n[2], 1024);
+    NEAR(mean[0], 0);
+    NEAR(mean[1], 0.1);
+    NEAR(mean[2], 0.04);
+    tp_clocks_result res;
+    assert_int_equal(tp_clocks_result_fill(&res, &c), TPROF_OK);
+    NEAR(res.sample_period, 4096);
+    tp_clocks_result_free(&res);
+    tp_clocks_free(&c);
+    tp_run_free(&run);
+    /* read whole, every op is matched: the sample is the slim load's alone */
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), TPROF_OK);
+    assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
+    assert_int_equal(c.level, 0);
+    assert_int_equal(c.ncoll, NA + 3000);
+    tp_clocks_free(&c);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* The level a file's ops are kept at: the least that leaves at most TP_COMM_KEEP of them,
+ * counting only the collectives the merge matches. */
+static void sample_level(void **st) {
+    (void)st;
+    tp_process p;
+    memset(&p, 0, sizeof p);
+    p.comm_keys = calloc(40000, sizeof *p.comm_keys);
+    assert_non_null(p.comm_keys);
+    p.ncomm = TP_COMM_KEEP;
+    for (size_t i = 0; i < 40000; i++)
+        p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
+    assert_int_equal(tp_comm_level(&p), 0);
+    p.ncomm = TP_COMM_KEEP + 1; /* windows 0..8, the last of one op: level 1 keeps 5 windows */
+    assert_int_equal(tp_comm_level(&p), 1);
+    p.ncomm = 40000; /* 40 windows: level 1 keeps 20, 2 keeps 10, 3 keeps 5 (5120) */
+    assert_int_equal(tp_comm_level(&p), 3);
+    for (size_t i = 0; i < 40000; i++) p.comm_keys[i].op = TPROF_COMM_SEND;
+    assert_int_equal(tp_comm_level(&p), 1); /* none is matched: the least level keeps none */
+    for (size_t i = 0; i < 40000; i++) /* one communicator per op: only window 0 is kept */
+        p.comm_keys[i] = (tp_comm_key){i, 5000, 0, TPROF_COMM_ALLREDUCE, 0};
+    assert_int_equal(tp_comm_level(&p), 3); /* 5000 lies in window 4: level 3 drops it */
+    for (size_t i = 0; i < 40000; i++) p.comm_keys[i].seq = 7;
+    assert_int_equal(tp_comm_level(&p), 0); /* none meets the bound, and none is left out */
+    p.comm_keys[0].seq = 1u << 31; /* past window 0: the first windows alone (39999) */
+    assert_int_equal(tp_comm_level(&p), TP_COMM_LEVEL_MAX);
+    p.comm_keys[0].seq = 1024; /* window 1: so from level 1 on */
+    assert_int_equal(tp_comm_level(&p), TP_COMM_LEVEL_MAX);
+    /* the bound as configured: 40000 ops in 40 windows; level 2 keeps 10 (10240), level 6
+     * the first alone (1024) */
+    for (size_t i = 0; i < 40000; i++)
+        p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
+    const struct {
+        size_t set, keep;
+        unsigned level;
+    } cf[] = {{20000, 20000, 2}, {100, TP_COMM_WINDOW, 6}, {0, TP_COMM_KEEP, 3}};
+    for (size_t i = 0; i < sizeof cf / sizeof *cf; i++) {
+        tp_comm_keep_set(cf[i].set);
+        assert_int_equal(tp_comm_keep(), cf[i].keep);
+        assert_int_equal(tp_comm_level(&p), cf[i].level);
+    }
+    tp_comm_keep_set(40000);
+    assert_int_equal(tp_comm_level(&p), 0);
+    tp_comm_keep_set(0);
+    tp_comm_key k = {CA, 4095, 0, TPROF_COMM_ALLREDUCE, 0};
+    assert_true(tp_comm_kept(&k, 0) && !tp_comm_kept(&k, 1));
+    k.seq = 4096;
+    assert_true(tp_comm_kept(&k, 2) && !tp_comm_kept(&k, 3));
+    k.flags = TPROF_COMM_F_UNFINISHED;
+    assert_true(tp_comm_kept(&k, 0) && !tp_comm_kept(&k, 1));
+    free(p.comm_keys);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sampled_merge),
+        cmocka_unit_test(sample_level),
         cmocka_unit_test(matched_collectives),
         cmocka_unit_test(residuals),
         cmocka_unit_test(residuals_saturated),

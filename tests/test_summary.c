@@ -696,6 +696,66 @@ static void features(void **state) {
     synth_rmtree(dir);
 }
 
+/* A run long enough for its merge to match a sample of the collectives (comm.h,
+ * TP_COMM_KEEP): ranks 0 and 1 with 100 steps of 100 MPI all-reduces (10000 ops: level 1,
+ * 5120 kept), rank 1 starting each 0.2 ms late, and rank 2 with 9000 sends alone (level 1,
+ * none kept: the key form without a key). The report from summaries is the one from the rank
+ * files, and each rank section gave its process the whole file's times of the ops it kept. */
+static void sampled_run(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "summary-sampled"), 0);
+    for (uint32_t r = 0; r < 3; r++) {
+        synth_file *f = synth_open(dir, "h", (int32_t)(60 + r), RT0, T0);
+        synth_rank(f, (int)r, 3);
+        synth_thread(f, 1, 60 + r);
+        for (uint32_t k = 0; k < 100; k++) {
+            uint64_t t = T0 + k * 100 * MS;
+            synth_step_begin(f, 1, t, k);
+            for (uint32_t i = 0; i < (r < 2 ? 100u : 90u); i++) {
+                tprof_pl_comm c;
+                memset(&c, 0, sizeof c);
+                uint64_t at = t + (i + 1) * 900 * 1000 + (r == 1 ? 200 * 1000 : 0);
+                c.end_ns = at + 500 * 1000;
+                c.bytes = 1 << 20;
+                c.nranks = r < 2 ? 2 : 3;
+                c.rank = r;
+                c.seq = k * 100 + i;
+                c.comm_hash = r < 2 ? 0xa0 : 0xc0;
+                c.op = r < 2 ? TPROF_COMM_ALLREDUCE : TPROF_COMM_SEND;
+                c.peer = r < 2 ? TPROF_COMM_NO_PEER : 0;
+                c.source = TPROF_COMM_SRC_MPI;
+                synth_comm(f, 1, at, &c, NULL);
+            }
+            synth_step_end(f, 1, t + 99 * MS, k);
+        }
+        synth_end_of_file(f, T0 + 100 * 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    const char *ops[] = {dir};
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    tp_report r;
+    assert_int_equal(tp_report_make(&run, NULL, &r), 0);
+    for (size_t i = 0; i < run.nprocs; i++) {
+        const tp_process *p = &run.procs[i];
+        assert_int_equal(p->comm_level, 1);
+        assert_int_equal(p->ncomm, p->rank < 2 ? 5120 : 0);
+        assert_int_equal(p->comm_memo_whole, p->rank < 2);
+    }
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(r.doc, "clocks");
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(ck, "sample");
+    assert_non_null(sm);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sm, "period")->valuedouble, 2048);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(ck, "collectives_matched")->valuedouble,
+                     5120);
+    tp_report_free(&r);
+    tp_run_free(&run);
+    summarized_same(ops, 1, 1);
+    synth_rmtree(dir);
+}
+
 /* The codec alone on every rank of a report (the scenario with memory samples and the
  * corpus): a result read back codes to the same bytes, its pointer-free parts are the same
  * bytes as computed, and each section's JSON prints the same. */
@@ -762,6 +822,7 @@ int main(void) {
         cmocka_unit_test(damaged_in_place), cmocka_unit_test(hostile_names),
         cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
         cmocka_unit_test(features),       cmocka_unit_test(codec),
+        cmocka_unit_test(sampled_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

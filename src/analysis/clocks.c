@@ -241,19 +241,52 @@ static int rank_spans(tp_clocks *c, size_t r) {
  * op and the sort's copy beside them. An arrival names its op; its times stay in the rank's
  * intervals (rank_spans), which a slim process holds anyway: copying them into each arrival
  * made the arrivals 32 bytes each, the merge's largest array. */
+/* Per communicator, the highest level any of its ranks kept its ops at (tp_process.comm_level,
+ * comm.h), in a table of keys (communicator, 0, 0) whose n is the level; empty when every rank
+ * kept all (then nothing is filtered). Returns 0, or -1 when out of memory. */
+static int comm_levels(const tp_clocks *c, ckeys *lv) {
+    if (keys_index(lv, 0) != 0) return -1;
+    for (size_t r = 0; r < c->nranks; r++) {
+        const tp_process *p = c->rank[r];
+        ckey *k = NULL;
+        for (size_t i = 0; p->comm_level && i < p->ncomm; i++) {
+            tp_comm_key key = tp_comm_key_at(p, i);
+            if (k && k->hash == key.comm_hash) continue;
+            if (!(k = key_get(lv, key.comm_hash, 0, 0))) return -1;
+            if (k->n < p->comm_level) k->n = p->comm_level;
+        }
+    }
+    return 0;
+}
+
+/* Whether the merge takes op o: kept at its communicator's level in lv (comm_levels), so that
+ * every rank of the collective has it. *last caches the last communicator's entry. */
+static int level_kept(const ckeys *lv, const tp_comm_key *o, const ckey **last) {
+    if (!lv->nkeys) return 1;
+    if (!*last || (*last)->hash != o->comm_hash) {
+        size_t i = key_slot(lv, o->comm_hash, 0, 0);
+        if (lv->slot[i] == SIZE_MAX) return 1; /* no rank of it keeps a level */
+        *last = &lv->keys[lv->slot[i]];
+    }
+    return tp_comm_kept(o, (unsigned)(*last)->n);
+}
+
 static int clocks_group(tp_clocks *c) {
-    ckeys t = {0};
+    ckeys t = {0}, lv = {0};
+    const ckey *lk = NULL;
     int rc = TPROF_ERR_NO_MEMORY;
     c->span = calloc(c->nranks ? c->nranks : 1, sizeof *c->span);
     c->owned = calloc(c->nranks ? c->nranks : 1, 1);
-    if (!c->span || !c->owned || keys_index(&t, 0) != 0) goto out;
+    if (!c->span || !c->owned || keys_index(&t, 0) != 0 || comm_levels(c, &lv) != 0) goto out;
+    for (size_t k = 0; k < lv.nkeys; k++)
+        if (c->level < lv.keys[k].n) c->level = (unsigned)lv.keys[k].n;
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
         if (!p->comm_memo && !p->comm) continue; /* keys without times: never made so */
         for (size_t i = 0; i < p->ncomm; i++) {
             tp_comm_key key = tp_comm_key_at(p, i);
             const tp_comm_key *o = &key;
-            if (!matchable(o, i)) continue;
+            if (!matchable(o, i) || !level_kept(&lv, o, &lk)) continue;
             ckey *k = key_get(&t, o->comm_hash, o->op, o->seq);
             if (!k) goto out;
             if (k->last != r + 1) k->n++, k->last = r + 1;
@@ -284,7 +317,7 @@ static int clocks_group(tp_clocks *c) {
         for (size_t i = 0; i < p->ncomm; i++) {
             tp_comm_key key = tp_comm_key_at(p, i);
             const tp_comm_key *o = &key;
-            if (!matchable(o, i)) continue;
+            if (!matchable(o, i) || !level_kept(&lv, o, &lk)) continue;
             ckey *g = &t.keys[t.slot[key_slot(&t, o->comm_hash, o->op, o->seq)]];
             if (g->at == SIZE_MAX || g->last == r + 1) continue;
             g->last = r + 1;
@@ -299,6 +332,8 @@ static int clocks_group(tp_clocks *c) {
 out:
     free(t.keys);
     free(t.slot);
+    free(lv.keys);
+    free(lv.slot);
     return rc;
 }
 
@@ -514,6 +549,8 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
         usable += ok >= 2;
     }
     out->collectives_with_ends = (double)usable;
+    out->sample_period = c->level ? (double)TP_COMM_WINDOW * (double)(1ull << c->level) : 0;
+    out->sample_keep = tp_comm_keep();
     size_t np = c->run ? c->run->nprocs : 0, nbad = 0;
     out->proc_map_ns = malloc((np ? np : 1) * sizeof *out->proc_map_ns);
     out->proc_pair_ok = malloc(np ? np : 1);
@@ -597,6 +634,13 @@ void tp_clocks_result_free(tp_clocks_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* What a sampled merge matched: said in the JSON and the text alike. */
+#define SAMPLE_NOTE                                                                          \
+    "rank files with more communication ops than keep_per_rank were matched on a systematic " \
+    "sample: each communicator's collectives whose sequence numbers lie in the first window " \
+    "of each period (at most the period shown); the offsets, residuals and start lags are "  \
+    "over those collectives"
+
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
     if (!c->present) return;
     cJSON *j = cJSON_AddObjectToObject(rep, "clocks");
@@ -605,6 +649,13 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
     cJSON_AddNumberToObject(j, "collectives_with_ends", c->collectives_with_ends);
     cJSON_AddStringToObject(j, "status", c->status);
     if (c->note) cJSON_AddStringToObject(j, "note", c->note);
+    if (c->sample_period > 0) {
+        cJSON *sm = cJSON_AddObjectToObject(j, "sample");
+        cJSON_AddNumberToObject(sm, "window", TP_COMM_WINDOW);
+        cJSON_AddNumberToObject(sm, "period", c->sample_period);
+        cJSON_AddNumberToObject(sm, "keep_per_rank", (double)c->sample_keep);
+        cJSON_AddStringToObject(sm, "note", SAMPLE_NOTE);
+    }
     if (c->nissues) {
         cJSON *ia = cJSON_AddArrayToObject(j, "unusable_clock_pairs");
         for (size_t i = 0; i < c->nissues; i++) {

@@ -48,6 +48,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -508,6 +509,77 @@ tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n) {
     return fit;
 }
 
+/* Never matched by the merge (clocks.c's matchable): kept at no level but 0. */
+static int unmatched(const tp_comm_key *k) {
+    return k->op == TPROF_COMM_SEND || k->op == TPROF_COMM_RECV ||
+           k->op == TPROF_COMM_UNKNOWN || (k->flags & TPROF_COMM_F_UNFINISHED);
+}
+
+static _Atomic size_t g_keep = TP_COMM_KEEP;
+
+size_t tp_comm_keep(void) { return atomic_load_explicit(&g_keep, memory_order_relaxed); }
+
+void tp_comm_keep_set(size_t keep) {
+    size_t k = !keep ? TP_COMM_KEEP : keep < TP_COMM_WINDOW ? TP_COMM_WINDOW : keep;
+    atomic_store_explicit(&g_keep, k, memory_order_relaxed);
+}
+
+int tp_comm_kept(const tp_comm_key *k, unsigned level) {
+    if (!level) return 1;
+    if (level > TP_COMM_LEVEL_MAX) level = TP_COMM_LEVEL_MAX;
+    return !unmatched(k) && ((k->seq / TP_COMM_WINDOW) & ((1u << level) - 1)) == 0;
+}
+
+unsigned tp_comm_level(const tp_process *p) {
+    size_t keep = tp_comm_keep();
+    if (p->ncomm <= keep) return 0;
+    /* hist[m]: the ops kept up to level m and no higher (the trailing zero bits of their
+     * window's number), so that level s keeps the sum of hist[s..] */
+    size_t hist[TP_COMM_LEVEL_MAX + 1] = {0};
+    for (size_t i = 0; i < p->ncomm; i++) {
+        tp_comm_key k = tp_comm_key_at(p, i);
+        if (unmatched(&k)) continue;
+        uint32_t w = k.seq / TP_COMM_WINDOW;
+        unsigned m = w ? (unsigned)__builtin_ctz(w) : TP_COMM_LEVEL_MAX;
+        hist[m < TP_COMM_LEVEL_MAX ? m : TP_COMM_LEVEL_MAX]++;
+    }
+    size_t kept = 0;
+    for (unsigned m = 0; m <= TP_COMM_LEVEL_MAX; m++) kept += hist[m];
+    unsigned s = 1;
+    for (; s < TP_COMM_LEVEL_MAX; s++) {
+        kept -= hist[s - 1];
+        if (kept <= keep) break;
+    }
+    if (s == TP_COMM_LEVEL_MAX) kept = hist[TP_COMM_LEVEL_MAX];
+    /* a level that would leave every op (communicators of a window or less each, more of
+     * them than the bound) samples nothing: none, rather than a sample that is the whole */
+    return kept == p->ncomm ? 0 : s;
+}
+
+tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p) {
+    size_t n = whole->ncomm, k = 0;
+    if (!n || !p->ncomm || (p->comm_level ? tp_comm_level(whole) != p->comm_level
+                                          : n != p->ncomm))
+        return NULL;
+    for (size_t i = 0; p->comm_level && i < n; i++) {
+        tp_comm_key key = tp_comm_key_at(whole, i);
+        k += (size_t)tp_comm_kept(&key, p->comm_level);
+    }
+    tp_comm_time *t = p->comm_level && k != p->ncomm ? NULL : malloc(n * sizeof *t);
+    if (t && tp_comm_resolve(whole, t) != TPROF_OK) {
+        free(t);
+        return NULL;
+    }
+    if (!t || !p->comm_level) return t;
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        tp_comm_key key = tp_comm_key_at(whole, i);
+        if (tp_comm_kept(&key, p->comm_level)) t[k++] = t[i];
+    }
+    tp_comm_time *fit = realloc(t, k * sizeof *fit); /* a failed shrink leaves t, valid */
+    return fit ? fit : t;
+}
+
 void tp_process_slim_comm(tp_process *p) {
     size_t n = p->ncomm;
     if (!n || !p->comm || p->comm_keys) return;
@@ -533,6 +605,18 @@ void tp_process_slim_comm(tp_process *p) {
     p->comm_last = last;
     p->comm_memo = memo;
     p->comm_memo_whole = 0;
+    p->comm_level = tp_comm_level(p);
+    if (!p->comm_level) return;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tp_comm_kept(&keys[i], p->comm_level)) keys[k] = keys[i], memo[k++] = memo[i];
+    p->ncomm = k;
+    /* shrunk (a failed realloc leaves the larger block, still valid); with none kept (a rank
+     * of sends and receives alone) an entry stays, as the key form needs its arrays */
+    tp_comm_key *fk = realloc(keys, (k ? k : 1) * sizeof *fk);
+    tp_comm_span *fm = realloc(memo, (k ? k : 1) * sizeof *fm);
+    if (fk) p->comm_keys = fk;
+    if (fm) p->comm_memo = fm;
 }
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {

@@ -87,11 +87,53 @@ int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_de
  * then freed). */
 tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n);
 
+/* The collectives a slim process keeps of a long run (tp_process.comm_level), so that the
+ * merge, which holds every rank's kept ops at once (about 52 bytes an op: key, memo span,
+ * arrival and its index), stays bounded whatever the run's length: a rank file with more than
+ * tp_comm_keep() ops (TP_COMM_KEEP unless configured) keeps, on every communicator, the
+ * collectives whose sequence numbers lie in the first TP_COMM_WINDOW of each period of
+ * TP_COMM_WINDOW << level (level >= 1: the least that leaves at most that many), and no op
+ * that is never matched (send, recv, unknown, unfinished). Whole windows of consecutive
+ * collectives, not every k-th one: the straggler rule takes each step's largest start lag,
+ * which one collective of the step (the first gradient all-reduce under DDP) may hold alone,
+ * so a step inside a window keeps all of its collectives. A period is a multiple of every
+ * shorter one, so a collective kept at one level is kept at every lower one: the merge
+ * filters each communicator at the highest level any of its ranks chose (clocks.c), and
+ * every rank of the collectives it keeps has them. */
+#define TP_COMM_KEEP 8192u
+#define TP_COMM_WINDOW 1024u
+#define TP_COMM_LEVEL_MAX 22u /* a period of 2^32, the whole range of sequence numbers */
+
+/* The bound in effect: TP_COMM_KEEP unless set (the command sets it from TRAINPROF_COMM_KEEP,
+ * cli/common.c). The summaries' slim key holds it, so that a summary made under another
+ * bound is made again. Thread safe. */
+size_t tp_comm_keep(void);
+/* Sets the bound: keep ops a rank file (TP_COMM_WINDOW at least: a smaller value is taken as
+ * TP_COMM_WINDOW; 0: TP_COMM_KEEP again). Not to be called while a load or a report runs. */
+void tp_comm_keep_set(size_t keep);
+/* 1 when key k is kept at level (0: every op is). */
+int tp_comm_kept(const tp_comm_key *k, unsigned level);
+/* The level p's ops are kept at (above): 0 when it has at most tp_comm_keep(), else the least
+ * level >= 1 that keeps at most that many (TP_COMM_LEVEL_MAX when none does: the first window
+ * of each communicator, which may hold more); 0 too when that level would keep every op (no
+ * sample: communicators of a window or less each). One pass over the ops' keys; no
+ * allocation. */
+unsigned tp_comm_level(const tp_process *p);
+
 /* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved
  * without GPU records (tp_process.comm_keys, comm_last, comm_memo): what the run-level
- * readers take of them, 72 bytes an op where the ops and their memo took 136. Without memory
- * p is left as it was (those readers take either form). A process without ops is left too. */
+ * readers take of them, 72 bytes an op where the ops and their memo took 136. Past
+ * TP_COMM_KEEP ops it keeps those of its level alone (tp_comm_level; comm_level set, ncomm
+ * their count; comm_last is still the file's last op). Without memory p is left as it was
+ * (those readers take either form). A process without ops is left too. */
 void tp_process_slim_comm(tp_process *p);
+
+/* The times of whole (a rank file read again whole) of the ops slim process p keeps of that
+ * file (its level's, above), in their order: p->ncomm of them, owned by the caller; what the
+ * rank section gives its process's memo (report.c). NULL without memory, or when whole does
+ * not hold p's ops: a file read again that holds another count, or keeps another level,
+ * cannot stand for them. Memory: whole->ncomm times (56 bytes each) while it runs. */
+tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p);
 
 /* 1 when the op's host interval is its duration: an MPI call, or a torch.distributed call of a
  * backend that runs on the host (gloo, mpi, ucc, ...); 0 for NCCL's (the plugin's, or torch's

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "analysis/comm.h"
 #include "analysis/text.h"
 
 /* s as shown in the report (text.h): valid UTF-8, control characters as '?', so a host, GPU
@@ -152,6 +153,17 @@ void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
         fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", (int)b->nwarmup - 3);
 }
 
+/* Which collectives a sampled merge kept, in words: the deepest level keeps only each
+ * communicator's first window, which "the first 1024 of every 4294967296" would hide. */
+static const char *sample_words(char *w, size_t n, double period) {
+    if (period >= (double)TP_COMM_WINDOW * (double)(1ull << TP_COMM_LEVEL_MAX))
+        snprintf(w, n, "with sequence numbers below %u only", TP_COMM_WINDOW);
+    else
+        snprintf(w, n, "with sequence numbers in the first %u of every %.0f", TP_COMM_WINDOW,
+                 period);
+    return w;
+}
+
 /* Clock alignment across hosts: each host's offset and how well the collectives agree. */
 static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const char *N,
                         const char *Y) {
@@ -160,6 +172,12 @@ static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const
             c->hosts, c->hosts == 1 ? "" : "s", c->collectives_matched);
     if (c->hosts <= 1) fprintf(f, "; %s\n", c->note ? c->note : "");
     else fprintf(f, " (%.0f with GPU-timed ends); %s\n", c->collectives_with_ends, c->status);
+    if (c->sample_period > 0) {
+        char w[96];
+        fprintf(f, "  matched on a sample: each communicator's collectives %s (rank files of "
+                   "more than %zu ops)\n",
+                sample_words(w, sizeof w, c->sample_period), c->sample_keep);
+    }
     /* a file whose start pair could not be used: named, with what placed it instead */
     for (size_t i = 0; i < c->nissues; i++) fprintf(f, "  %s%s%s\n", Y, safe(c->issues[i].line), N);
     if (c->hosts <= 1) return;
@@ -177,8 +195,8 @@ static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const
 }
 
 /* The stragglers' table: each rank's step and collective start lags, the named ones marked. */
-static void stragglers_text(FILE *f, const tp_stragglers_result *s, const char *B,
-                            const char *N, const char *Y) {
+static void stragglers_text(FILE *f, const tp_stragglers_result *s, double sample_period,
+                            const char *B, const char *N, const char *Y) {
     if (!s->present) return;
     fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
                "earliest rank, ms)\n",
@@ -200,6 +218,11 @@ static void stragglers_text(FILE *f, const tp_stragglers_result *s, const char *
     if (!s->nnamed) fputs("; no straggler", f);
     fputc('\n', f);
     if (s->note) fprintf(f, "  note: %s\n", s->note);
+    if (sample_period > 0) {
+        char w[96];
+        fprintf(f, "  collectives and lags: over the clocks' sample (each communicator's "
+                   "collectives %s)\n", sample_words(w, sizeof w, sample_period));
+    }
 }
 
 /* Throughput, model FLOPs and MFU; a figure past its peak is flagged, never a result. */
@@ -244,5 +267,5 @@ void tp_diagnose_text(FILE *f, const tp_run_results *res, const char *B, const c
                       const char *Y) {
     clocks_text(f, &res->clocks, B, N, Y);
     throughput_text(f, &res->throughput, B, N, Y);
-    stragglers_text(f, &res->stragglers, B, N, Y);
+    stragglers_text(f, &res->stragglers, res->clocks.sample_period, B, N, Y);
 }

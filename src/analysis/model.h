@@ -295,6 +295,10 @@ typedef struct tp_process {
     int comm_memo_whole;            /* comm_memo came from the whole file (a rank section) */
     tp_comm_key *comm_keys;         /* slim: owned, ncomm entries, in place of comm */
     tp_comm_op *comm_last;          /* slim with comm_keys: owned copy of tp_comm_last */
+    unsigned comm_level;            /* slim with comm_keys: 0, every op of the file kept;
+                                     * else only the collectives of that level (comm.h,
+                                     * tp_comm_level: a file of more than TP_COMM_KEEP ops),
+                                     * comm_keys and comm_memo theirs alone */
 } tp_process;
 
 typedef struct tp_run {

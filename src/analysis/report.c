@@ -728,14 +728,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
         free(j->steps);
         j->steps = NULL;
     }
-    /* the memo stands in for the slim process's own ncomm ops (tp_comm_resolve copies that
-     * many): a file read again that holds another count cannot give it */
-    j->comm = whole.ncomm && whole.ncomm == p->ncomm ? malloc(whole.ncomm * sizeof *j->comm)
-                                                     : NULL;
-    if (j->comm && tp_comm_resolve(&whole, j->comm) != TPROF_OK) {
-        free(j->comm);
-        j->comm = NULL;
-    }
+    j->comm = tp_comm_times_kept(&whole, p);
     tp_process_free(&whole);
 }
 

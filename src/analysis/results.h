@@ -665,6 +665,11 @@ typedef struct tp_clocks_result {
     unsigned char *proc_pair_ok; /* owned, per run->procs[i]: its start pair is usable */
     size_t nissues;
     tp_clock_issue *issues;  /* owned */
+    /* the merge's sample of the collectives (comm.h, TP_COMM_KEEP): 0 when every collective
+     * of every rank file was matched; else the longest period (sequence numbers) whose first
+     * TP_COMM_WINDOW a communicator's collectives were matched in */
+    double sample_period;
+    size_t sample_keep;      /* the bound on a rank file's ops then (tp_comm_keep) */
 } tp_clocks_result;
 
 /* One rank of the stragglers' table ("stragglers.ranks[]"). */

@@ -135,6 +135,10 @@ static int summary_key(const tp_run *run, const tp_process *p, const tp_report_o
      * given again keeps the summaries of the files under it) */
     size_t gmax = tp_report_gpu_records(o);
     put_u64(k, p->nrec_gpu + p->nrec_api > gmax ? (uint64_t)gmax : 0);
+    /* the ops whose times the comm memo holds: those the slim process kept (comm.h,
+     * tp_comm_level), which another bound (TRAINPROF_COMM_KEEP) makes others */
+    put_u64(k, p->comm_level);
+    put_u64(k, p->ncomm);
     return k->bad ? -1 : 0;
 }
 

@@ -33,7 +33,7 @@
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_process) == 2864, "tp_process changed: update tp_sum_slim");
+_Static_assert(sizeof(tp_process) == 2872, "tp_process changed: update tp_sum_slim");
 _Static_assert(sizeof(tp_thread) == 168, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
@@ -108,17 +108,22 @@ static void comm_ops(tp_sum_buf *c, int rd, tp_process *p) {
     Z(p->ncomm);
     unsigned char keys = p->comm_keys != NULL;
     RAW(keys);
-    if (rd) c->bad |= keys > 1 || (keys && !p->ncomm);
+    if (rd) c->bad |= keys > 1;
     if (!keys || c->bad) {
         if (!c->bad && arr(c, rd, &p->comm, p->ncomm, sizeof *p->comm))
             for (size_t i = 0; i < p->ncomm && !c->bad; i++) comm_op(c, rd, &p->comm[i]);
         if (rd) p->cap_comm = p->comm ? p->ncomm : 0;
         return;
     }
+    RAW(p->comm_level);
+    /* a key form keeps ops, unless its level kept none of them (sends and receives alone) */
+    if (rd) c->bad |= p->comm_level > TP_COMM_LEVEL_MAX || (!p->ncomm && !p->comm_level);
     if (arr(c, rd, &p->comm_keys, p->ncomm, sizeof *p->comm_keys))
         for (size_t i = 0; i < p->ncomm && !c->bad; i++) {
             tp_comm_key *k = &p->comm_keys[i];
             RAW(k->comm_hash), RAW(k->seq), RAW(k->op), RAW(k->flags), RAW(k->source);
+            /* the merge takes a rank's keys for all it has of its level (clocks.c) */
+            if (rd && !tp_comm_kept(k, p->comm_level)) c->bad = 1;
         }
     if (arr(c, rd, &p->comm_last, 1, sizeof *p->comm_last)) comm_op(c, rd, p->comm_last);
     RAW(p->comm_memo_whole);
@@ -218,6 +223,9 @@ int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size) {
     uint64_t n = strlen(b);
     tp_sum_put(k, &n, 8);
     tp_sum_put(k, b, n);
+    /* the bound that chose which ops the slim process keeps (comm.h) */
+    uint64_t keep = tp_comm_keep();
+    tp_sum_put(k, &keep, 8);
     /* the header read through the descriptor that is stat'ed: one file, even if renamed over
      * (not blocking: a FIFO under the name would hold the open; it is no regular file) */
     int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);

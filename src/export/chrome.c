@@ -810,6 +810,13 @@ static int export_sel(const tp_run *run, const size_t *sel, size_t nsel, int ran
                 tp_comm_key k = tp_comm_key_at(rk, i);
                 if (k.source == TPROF_COMM_SRC_TORCH) backend = tp_comm_backend(rk, &k, be, sizeof be);
             }
+            /* a long run's slim rank keeps only its sampled collectives (comm.h), maybe none
+             * (sends and receives alone): its last op then tells */
+            const tp_comm_op *last = !backend && rk->comm_level ? tp_comm_last(rk) : NULL;
+            tp_comm_key lk = last ? tp_comm_key_of(last) : (tp_comm_key){0};
+            if (last && lk.source == TPROF_COMM_SRC_NCCL) backend = "nccl";
+            else if (last && lk.source == TPROF_COMM_SRC_TORCH)
+                backend = tp_comm_backend(rk, &lk, be, sizeof be);
         }
         /* world_size from the rank's metadata, else as many ranks as the run holds */
         int world = rk ? rk->world_size : -1;
