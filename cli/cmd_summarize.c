@@ -19,7 +19,15 @@
 #include "analysis/summary.h"
 #include "common.h"
 
-enum { OPT_STEP_NAME = OPT_OWN, OPT_DATA_NAMES, OPT_WARMUP, OPT_TOP, OPT_THREADS, OPT_HOST };
+enum {
+    OPT_STEP_NAME = OPT_OWN,
+    OPT_DATA_NAMES,
+    OPT_WARMUP,
+    OPT_TOP,
+    OPT_THREADS,
+    OPT_HOST,
+    OPT_COMM_KEEP
+};
 
 static const cli_opt summarize_opts_table[] = {
     {OPT_THREADS, "--threads", NULL, CLI_VALUE, "N",
@@ -34,6 +42,10 @@ static const cli_opt summarize_opts_table[] = {
      "node's share, as `trainprof run` takes it on each node of a job\n"
      "it runs on every node"},
     CLI_GPU_RECORDS_OPT,
+    {OPT_COMM_KEEP, "--comm-keep", NULL, CLI_VALUE, "N",
+     "communication ops a rank file keeps for the merge, as\n"
+     "TRAINPROF_COMM_KEEP (which a launcher may not pass on to other\n"
+     "nodes; `trainprof run` gives its own to its first stage)"},
     CLI_HELP_OPT,
 };
 
@@ -274,6 +286,9 @@ int cmd_summarize(int argc, char **argv) {
         case OPT_TOP: a.top = parse_int("summarize", "--top", v, 1, 100000); break;
         case OPT_HOST: host = v; break;
         case OPT_GPU_RECORDS: report_opt_set(&a, id, v, "summarize"); break;
+        case OPT_COMM_KEEP:
+            if (cli_comm_keep("--comm-keep", v) != 0) return EXIT_USAGE;
+            break;
         case CLI_OPERAND:
             if (nops == sizeof ops / sizeof *ops)
                 die_usage("summarize", "unexpected argument '%s' (64 at most)", argv[i]);

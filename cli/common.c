@@ -261,16 +261,21 @@ void warn_exposed(const char *cmd, const char *addr) {
             cmd, addr);
 }
 
-int cli_comm_keep(void) {
-    const char *v = tprof__env(TPROF__OPT_COMM_KEEP);
-    if (!v || !*v) return 0;
-    const tprof__option *o = tprof__option_row(TPROF__OPT_COMM_KEEP);
+int cli_comm_keep(const char *what, const char *v) {
+    if (!v) {
+        what = "TRAINPROF_COMM_KEEP";
+        v = env_or(what, NULL);
+        if (!v) return 0;
+    }
+    const unsigned long long lo = 1024, hi = 2147483648ull;
     char *end = NULL;
     errno = 0;
     unsigned long long n = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
-    if (!end || *end || errno || n < o->min || n > o->max) {
-        fprintf(stderr, "trainprof: TRAINPROF_COMM_KEEP=%s: not a number of ops from %llu to "
-                        "%llu\n", v, (unsigned long long)o->min, (unsigned long long)o->max);
+    if (!end || *end || errno || n < lo || n > hi) {
+        int shown = strlen(v) <= 60;
+        for (const char *q = v; shown && *q; q++) shown = *q >= 0x20 && *q < 0x7f;
+        fprintf(stderr, "trainprof: %s%s%s: not a number of ops from %llu to %llu\n", what,
+                shown ? "=" : "", shown ? v : " (unprintable or long)", lo, hi);
         return -1;
     }
     tp_comm_keep_set((size_t)n);

@@ -115,9 +115,10 @@ void warn_exposed(const char *cmd, const char *addr);
  * runtime). */
 int probe_nvml(char *why, size_t n);
 /* The bound on the communication ops a rank file keeps for the merge (analysis/comm.h,
- * tp_comm_keep) from TRAINPROF_COMM_KEEP, when set: 0, or -1 with one line on stderr when it
- * is not a number in the variable's range (core/config.h). */
-int cli_comm_keep(void);
+ * tp_comm_keep) from TRAINPROF_COMM_KEEP, when set, or from `v` (summarize's --comm-keep,
+ * named `what`) when not NULL: 0, or -1 with one line on stderr when it is not a number in the
+ * variable's range (core/config.h). */
+int cli_comm_keep(const char *what, const char *v);
 
 /* ------------------------------------------------------------------ programs and time */
 

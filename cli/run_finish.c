@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analysis/comm.h"
 #include "core/capture_ctl.h"
 #include "format/reader.h"
 #include "run_finish.h"
@@ -839,7 +840,7 @@ static stage_result stage_run(char **argv, int fd, int limit_s, int alone) {
  * One line says how it went. Returns as run_first_stage. */
 static int summarize_stage(char **argv, int w, const char *absdir, const report_args *a,
                            int limit_s, const char *host) {
-    char self[PATH_MAX], warmup[16], top[16], grec[24], log[PATH_MAX + 96], via[96];
+    char self[PATH_MAX], warmup[16], top[16], grec[24], keep[24], log[PATH_MAX + 96], via[96];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     if (sl <= 0 || (size_t)sl >= sizeof self - 1) {
         fprintf(stderr, "trainprof run: no first stage: this program's path is unknown\n");
@@ -875,6 +876,11 @@ static int summarize_stage(char **argv, int w, const char *absdir, const report_
         else snprintf(grec, sizeof grec, "%zu", a->gpu_records);
         argv[w++] = "--gpu-records";
         argv[w++] = grec;
+    }
+    if (tp_comm_keep() != TP_COMM_KEEP) { /* the summaries' key holds it too */
+        snprintf(keep, sizeof keep, "%zu", tp_comm_keep());
+        argv[w++] = "--comm-keep";
+        argv[w++] = keep;
     }
     if (host) {
         argv[w++] = "--host";

@@ -22,16 +22,17 @@ static const struct command {
     const char *synopsis; /* as in the usage's list of commands */
     const char *summary;
     int (*fn)(int argc, char **argv);
+    int reads_runs; /* reads rank files: takes TRAINPROF_COMM_KEEP */
 } commands[] = {
     {"run", "run [options] -- CMD [ARGS...]",
-     "run CMD (any launcher) under the profiler, then report", cmd_run},
-    {"report", "report DIR [options]", "report on the rank files of a run", cmd_report},
+     "run CMD (any launcher) under the profiler, then report", cmd_run, 1},
+    {"report", "report DIR [options]", "report on the rank files of a run", cmd_report, 1},
     {"summarize", "summarize DIR [options]",
-     "a summary beside each rank file, for faster reports (mpirun, srun)", cmd_summarize},
+     "a summary beside each rank file, for faster reports (mpirun, srun)", cmd_summarize, 1},
     {"export", "export DIR [-o FILE] ...",
-     "write a Chrome/Perfetto trace (PyTorch profiler shape)", cmd_export},
+     "write a Chrome/Perfetto trace (PyTorch profiler shape)", cmd_export, 1},
     {"diff", "diff RUN_A RUN_B [options]", "what changed between two runs, beyond noise",
-     cmd_diff},
+     cmd_diff, 1},
     {"capture", "capture RUN_DIR|PID --steps N",
      "record GPU activity in N more steps of a running job", cmd_capture},
     {"top", "top --endpoints HOST:PORT,...",
@@ -81,10 +82,14 @@ int main(int argc, char **argv) {
                TPROF_FORMAT_VERSION, TP_REPORT_SCHEMA_VERSION);
         return stdout_written("--version");
     }
-    /* the analyses' one setting from the environment (report, summarize, export, diff and
-     * run's end-of-run report read runs alike) */
-    if (cli_comm_keep() != 0) return EXIT_USAGE;
-    for (int k = 0; k < N_COMMANDS; k++)
-        if (!strcmp(c, commands[k].name)) return commands[k].fn(argc - 2, argv + 2);
+    for (int k = 0; k < N_COMMANDS; k++) {
+        if (strcmp(c, commands[k].name)) continue;
+        /* the analyses' one setting from the environment, for the commands that read runs
+         * (report, summarize, export, diff, and run's end-of-run report), before a job starts */
+        int help = argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"));
+        if (commands[k].reads_runs && !help && cli_comm_keep(NULL, NULL) != 0)
+            return EXIT_USAGE;
+        return commands[k].fn(argc - 2, argv + 2);
+    }
     die_usage(NULL, "unknown command '%s'", c);
 }

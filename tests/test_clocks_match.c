@@ -309,13 +309,15 @@ static void key_narrowing(void **st) {
 
 /* A long run's merge matches a systematic sample of the collectives (comm.h, TP_COMM_KEEP):
  * rank files of one host (MPI all-reduces: host-timed), read slim as the report reads them.
- *   rank 0: 10000 all-reduces on A and on B (seq 0-9999), and 100 sends on A: 20100 ops,
- *           level 2 (windows 0, 4, 8 of 1024: 3072 a communicator), no send kept
- *   rank 1: 10000 on A: level 1 (windows 0, 2, 4, 6, 8: 5120)
+ * Windows of 64 sequence numbers, 157 of them in 10000 (the last of 16).
+ *   rank 0: 10000 all-reduces on A and on B (seq 0-9999), and 100 sends on A: 20100 ops;
+ *           level 2 keeps 79 windows (5008 a communicator, over the bound together), level 3
+ *           every 4th: 40 windows, 2512 a communicator; no send kept
+ *   rank 1: 10000 on A: level 2 (5008)
  *   rank 2: 3000 on B: level 0, every op kept
- * A's collectives are matched at level 2 (rank 0's), B's at level 2 too, of which rank 2
- * holds window 0 alone: 3072 + 1024 collectives of two ranks each. Rank 1 starts each
- * all-reduce of A 100 us after rank 0, and rank 2 each of B 40 us after it. */
+ * A's collectives are matched at level 3 (rank 0's), B's at level 3 too, of which rank 2
+ * holds windows 0, 4, ..., 44 (12 windows, 768): 2512 + 768 collectives of two ranks each.
+ * Rank 1 starts each all-reduce of A 100 us after rank 0, and rank 2 each of B 40 us after. */
 #define NA 10000u
 static void sampled_merge(void **st) {
     (void)st;
@@ -342,8 +344,8 @@ static void sampled_merge(void **st) {
     const char *ops[1] = {dir};
     assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), TPROF_OK);
     assert_int_equal(run.nprocs, 3);
-    const unsigned level[3] = {2, 1, 0};
-    const size_t kept[3] = {2 * 3072, 5120, 3000};
+    const unsigned level[3] = {3, 2, 0};
+    const size_t kept[3] = {2 * 2512, 5008, 3000};
     for (size_t i = 0; i < 3; i++) {
         const tp_process *p = &run.procs[i];
         assert_int_equal(p->comm_level, level[p->rank]);
@@ -357,27 +359,27 @@ static void sampled_merge(void **st) {
     }
     tp_clocks c;
     assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
-    assert_int_equal(c.level, 2);
-    assert_int_equal(c.ncoll, 3072 + 1024);
-    assert_int_equal(c.narr, 2 * (3072 + 1024));
+    assert_int_equal(c.level, 3);
+    assert_int_equal(c.ncoll, 2512 + 768);
+    assert_int_equal(c.narr, 2 * (2512 + 768));
     for (size_t k = 0; k < c.ncoll; k++) {
         assert_int_equal(c.coll[k].n, 2);
         tp_comm_key key = {c.coll[k].hash, c.coll[k].seq, 0, (uint8_t)AR, 0};
-        assert_true(tp_comm_kept(&key, 2));
-        assert_true(c.coll[k].hash == CA || c.coll[k].seq < 1024);
+        assert_true(tp_comm_kept(&key, 3) && c.coll[k].seq / 64 % 4 == 0);
+        assert_true(c.coll[k].hash == CA || c.coll[k].seq < 3000);
     }
     size_t n[3];
     double med[3], mean[3], p90[3];
     assert_int_equal(tp_clocks_lags(&c, NULL, NULL, n, med, mean, p90), TPROF_OK);
-    assert_int_equal(n[0], 3072 + 1024);
-    assert_int_equal(n[1], 3072);
-    assert_int_equal(n[2], 1024);
+    assert_int_equal(n[0], 2512 + 768);
+    assert_int_equal(n[1], 2512);
+    assert_int_equal(n[2], 768);
     NEAR(mean[0], 0);
     NEAR(mean[1], 0.1);
     NEAR(mean[2], 0.04);
     tp_clocks_result res;
     assert_int_equal(tp_clocks_result_fill(&res, &c), TPROF_OK);
-    NEAR(res.sample_period, 4096);
+    NEAR(res.sample_period, 256);
     tp_clocks_result_free(&res);
     tp_clocks_free(&c);
     tp_run_free(&run);
@@ -392,7 +394,7 @@ static void sampled_merge(void **st) {
 }
 
 /* The level a file's ops are kept at: the least that leaves at most TP_COMM_KEEP of them,
- * counting only the collectives the merge matches. */
+ * counting only the collectives the merge matches (windows of 64 sequence numbers). */
 static void sample_level(void **st) {
     (void)st;
     tp_process p;
@@ -403,29 +405,40 @@ static void sample_level(void **st) {
     for (size_t i = 0; i < 40000; i++)
         p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
     assert_int_equal(tp_comm_level(&p), 0);
-    p.ncomm = TP_COMM_KEEP + 1; /* windows 0..8, the last of one op: level 1 keeps 5 windows */
+    /* windows 0..128, the last of one op: level 2 keeps the even ones (4097) */
+    p.ncomm = TP_COMM_KEEP + 1;
+    assert_int_equal(tp_comm_level(&p), 2);
+    NEAR(tp_comm_period(2), 128);
+    /* 625 windows: level 2 keeps 313 (20032), 3 157 (10048), 4 79 (5056) */
+    p.ncomm = 40000;
+    assert_int_equal(tp_comm_level(&p), 4);
+    for (size_t i = 0; i < 100; i++) p.comm_keys[i].op = TPROF_COMM_SEND;
+    p.ncomm = TP_COMM_KEEP + 100; /* its collectives within the bound: level 1, no sample */
     assert_int_equal(tp_comm_level(&p), 1);
-    p.ncomm = 40000; /* 40 windows: level 1 keeps 20, 2 keeps 10, 3 keeps 5 (5120) */
-    assert_int_equal(tp_comm_level(&p), 3);
+    assert_true(tp_comm_period(1) == 0 && tp_comm_period(0) == 0);
+    p.ncomm = 40000;
     for (size_t i = 0; i < 40000; i++) p.comm_keys[i].op = TPROF_COMM_SEND;
-    assert_int_equal(tp_comm_level(&p), 1); /* none is matched: the least level keeps none */
-    for (size_t i = 0; i < 40000; i++) /* one communicator per op: only window 0 is kept */
+    assert_int_equal(tp_comm_level(&p), 1); /* none is matched: level 1 keeps none */
+    for (size_t i = 0; i < 40000; i++) /* one communicator per op, in window 78 (0b1001110) */
         p.comm_keys[i] = (tp_comm_key){i, 5000, 0, TPROF_COMM_ALLREDUCE, 0};
-    assert_int_equal(tp_comm_level(&p), 3); /* 5000 lies in window 4: level 3 drops it */
+    assert_int_equal(tp_comm_level(&p), 3); /* level 2 keeps every one, level 3 none */
     for (size_t i = 0; i < 40000; i++) p.comm_keys[i].seq = 7;
     assert_int_equal(tp_comm_level(&p), 0); /* none meets the bound, and none is left out */
-    p.comm_keys[0].seq = 1u << 31; /* past window 0: the first windows alone (39999) */
+    p.comm_keys[0].op = TPROF_COMM_RECV; /* ... but a receive, which level 1 leaves */
+    assert_int_equal(tp_comm_level(&p), 1);
+    p.comm_keys[0].op = TPROF_COMM_ALLREDUCE;
+    p.comm_keys[0].seq = 1u << 31; /* window 2^25: only the deepest level leaves it out */
     assert_int_equal(tp_comm_level(&p), TP_COMM_LEVEL_MAX);
-    p.comm_keys[0].seq = 1024; /* window 1: so from level 1 on */
-    assert_int_equal(tp_comm_level(&p), TP_COMM_LEVEL_MAX);
-    /* the bound as configured: 40000 ops in 40 windows; level 2 keeps 10 (10240), level 6
-     * the first alone (1024) */
+    p.comm_keys[0].seq = 64; /* window 1: left out from level 2 on, the least as few */
+    assert_int_equal(tp_comm_level(&p), 2);
+    /* the bound as configured: 40000 ops in 625 windows; level 3 keeps 10048, level 7 every
+     * 64th window (10: 640) */
     for (size_t i = 0; i < 40000; i++)
         p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
     const struct {
         size_t set, keep;
         unsigned level;
-    } cf[] = {{20000, 20000, 2}, {100, TP_COMM_WINDOW, 6}, {0, TP_COMM_KEEP, 3}};
+    } cf[] = {{20000, 20000, 3}, {100, 1024, 7}, {0, TP_COMM_KEEP, 4}};
     for (size_t i = 0; i < sizeof cf / sizeof *cf; i++) {
         tp_comm_keep_set(cf[i].set);
         assert_int_equal(tp_comm_keep(), cf[i].keep);
@@ -434,12 +447,13 @@ static void sample_level(void **st) {
     tp_comm_keep_set(40000);
     assert_int_equal(tp_comm_level(&p), 0);
     tp_comm_keep_set(0);
-    tp_comm_key k = {CA, 4095, 0, TPROF_COMM_ALLREDUCE, 0};
-    assert_true(tp_comm_kept(&k, 0) && !tp_comm_kept(&k, 1));
-    k.seq = 4096;
-    assert_true(tp_comm_kept(&k, 2) && !tp_comm_kept(&k, 3));
+    tp_comm_key k = {CA, 4095, 0, TPROF_COMM_ALLREDUCE, 0}; /* window 63 */
+    assert_true(tp_comm_kept(&k, 0) && tp_comm_kept(&k, 1) && !tp_comm_kept(&k, 2));
+    k.seq = 4096; /* window 64 */
+    assert_true(tp_comm_kept(&k, 7) && !tp_comm_kept(&k, 8));
     k.flags = TPROF_COMM_F_UNFINISHED;
     assert_true(tp_comm_kept(&k, 0) && !tp_comm_kept(&k, 1));
+    NEAR(tp_comm_period(TP_COMM_LEVEL_MAX), 4294967296.0);
     free(p.comm_keys);
 }
 

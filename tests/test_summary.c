@@ -93,7 +93,8 @@ static size_t rename_sums(char dirs[][600], size_t n, const char *from, const ch
 
 static const char STALE_LINE[] =
     " out of date, recomputed from the rank files (the rank file, or this report's --step-name, "
-    "--warmup, --data-names, --top or --gpu-records, changed since `trainprof summarize`, the run "
+    "--warmup, --data-names, --top or --gpu-records, or TRAINPROF_COMM_KEEP, changed since "
+    "`trainprof summarize`, the run "
     "was copied, another trainprof build wrote it, or the summary is damaged)\n";
 
 /* Removes the text's line "  N summar(y|ies) out of date, recomputed ..." (there must be
@@ -697,10 +698,11 @@ static void features(void **state) {
 }
 
 /* A run long enough for its merge to match a sample of the collectives (comm.h,
- * TP_COMM_KEEP): ranks 0 and 1 with 100 steps of 100 MPI all-reduces (10000 ops: level 1,
- * 5120 kept), rank 1 starting each 0.2 ms late, and rank 2 with 9000 sends alone (level 1,
- * none kept: the key form without a key). The report from summaries is the one from the rank
- * files, and each rank section gave its process the whole file's times of the ops it kept. */
+ * TP_COMM_KEEP): ranks 0 and 1 with 100 steps of 100 MPI all-reduces (10000 ops: level 2,
+ * the even windows of 64 sequence numbers, 5008 kept), rank 1 starting each 0.2 ms late, and
+ * rank 2 with 9000 sends alone (level 1, none kept: the key form without a key). The report
+ * from summaries is the one from the rank files, and each rank section gave its process the
+ * whole file's times of the ops it kept. */
 static void sampled_run(void **state) {
     (void)state;
     char dir[512];
@@ -740,16 +742,18 @@ static void sampled_run(void **state) {
     assert_int_equal(tp_report_make(&run, NULL, &r), 0);
     for (size_t i = 0; i < run.nprocs; i++) {
         const tp_process *p = &run.procs[i];
-        assert_int_equal(p->comm_level, 1);
-        assert_int_equal(p->ncomm, p->rank < 2 ? 5120 : 0);
+        assert_int_equal(p->comm_level, p->rank < 2 ? 2 : 1);
+        assert_int_equal(p->ncomm, p->rank < 2 ? 5008 : 0);
         assert_int_equal(p->comm_memo_whole, p->rank < 2);
     }
     const cJSON *ck = cJSON_GetObjectItemCaseSensitive(r.doc, "clocks");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(ck, "sample");
     assert_non_null(sm);
-    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sm, "period")->valuedouble, 2048);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sm, "period")->valuedouble, 128);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(ck, "collectives_matched")->valuedouble,
-                     5120);
+                     5008);
+    const cJSON *sj = cJSON_GetObjectItemCaseSensitive(r.doc, "stragglers");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sj, "sample_period")->valuedouble, 128);
     tp_report_free(&r);
     tp_run_free(&run);
     summarized_same(ops, 1, 1);

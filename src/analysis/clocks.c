@@ -549,7 +549,7 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
         usable += ok >= 2;
     }
     out->collectives_with_ends = (double)usable;
-    out->sample_period = c->level ? (double)TP_COMM_WINDOW * (double)(1ull << c->level) : 0;
+    out->sample_period = tp_comm_period(c->level);
     out->sample_keep = tp_comm_keep();
     size_t np = c->run ? c->run->nprocs : 0, nbad = 0;
     out->proc_map_ns = malloc((np ? np : 1) * sizeof *out->proc_map_ns);
@@ -636,10 +636,11 @@ void tp_clocks_result_free(tp_clocks_result *r) {
 
 /* What a sampled merge matched: said in the JSON and the text alike. */
 #define SAMPLE_NOTE                                                                          \
-    "rank files with more communication ops than keep_per_rank were matched on a systematic " \
-    "sample: each communicator's collectives whose sequence numbers lie in the first window " \
-    "of each period (at most the period shown); the offsets, residuals and start lags are "  \
-    "over those collectives"
+    "a rank file holds more collectives than keep_per_rank (TRAINPROF_COMM_KEEP), so the "     \
+    "collectives were matched across ranks on a systematic sample, the same on every rank: "  \
+    "of a communicator whose files exceed the bound, the collectives whose sequence numbers " \
+    "lie in the first window of each period (the period shown at most); the offsets, "        \
+    "residuals, collective counts and start lags (stragglers) are over that sample"
 
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
     if (!c->present) return;

@@ -81,7 +81,7 @@ typedef struct tp_clocks {
     const tp_comm_span **span;
     unsigned char *owned;
     /* the highest level a communicator's collectives were matched at (comm.h,
-     * tp_comm_level): 0, every one of every rank; else each communicator's at the highest
+     * tp_comm_level): below 2, every one of every rank; else each communicator's at the highest
      * level any of its rank files kept (tp_process.comm_level), a systematic sample of
      * windows of consecutive collectives that every rank of it has */
     unsigned level;

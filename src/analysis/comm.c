@@ -520,40 +520,53 @@ static _Atomic size_t g_keep = TP_COMM_KEEP;
 size_t tp_comm_keep(void) { return atomic_load_explicit(&g_keep, memory_order_relaxed); }
 
 void tp_comm_keep_set(size_t keep) {
-    size_t k = !keep ? TP_COMM_KEEP : keep < TP_COMM_WINDOW ? TP_COMM_WINDOW : keep;
+    size_t k = !keep ? TP_COMM_KEEP : keep < 1024 ? 1024 : keep;
     atomic_store_explicit(&g_keep, k, memory_order_relaxed);
 }
 
 int tp_comm_kept(const tp_comm_key *k, unsigned level) {
     if (!level) return 1;
     if (level > TP_COMM_LEVEL_MAX) level = TP_COMM_LEVEL_MAX;
-    return !unmatched(k) && ((k->seq / TP_COMM_WINDOW) & ((1u << level) - 1)) == 0;
+    return !unmatched(k) && ((k->seq / TP_COMM_WINDOW) & ((1u << (level - 1)) - 1)) == 0;
+}
+
+double tp_comm_period(unsigned level) {
+    if (level > TP_COMM_LEVEL_MAX) level = TP_COMM_LEVEL_MAX;
+    return level < 2 ? 0 : (double)TP_COMM_WINDOW * (double)(1ull << (level - 1));
 }
 
 unsigned tp_comm_level(const tp_process *p) {
     size_t keep = tp_comm_keep();
     if (p->ncomm <= keep) return 0;
-    /* hist[m]: the ops kept up to level m and no higher (the trailing zero bits of their
-     * window's number), so that level s keeps the sum of hist[s..] */
-    size_t hist[TP_COMM_LEVEL_MAX + 1] = {0};
+    /* hist[m]: the collectives kept up to level m + 1 and no higher (m: the trailing zero
+     * bits of their window's number), so that level s >= 2 keeps the sum of hist[s - 1..] */
+    enum { TOP = TP_COMM_LEVEL_MAX - 1 };
+    size_t hist[TOP + 1] = {0}, kept = 0;
     for (size_t i = 0; i < p->ncomm; i++) {
         tp_comm_key k = tp_comm_key_at(p, i);
         if (unmatched(&k)) continue;
         uint32_t w = k.seq / TP_COMM_WINDOW;
-        unsigned m = w ? (unsigned)__builtin_ctz(w) : TP_COMM_LEVEL_MAX;
-        hist[m < TP_COMM_LEVEL_MAX ? m : TP_COMM_LEVEL_MAX]++;
+        unsigned m = w ? (unsigned)__builtin_ctz(w) : TOP;
+        hist[m < TOP ? m : TOP]++;
+        kept++;
     }
-    size_t kept = 0;
-    for (unsigned m = 0; m <= TP_COMM_LEVEL_MAX; m++) kept += hist[m];
-    unsigned s = 1;
-    for (; s < TP_COMM_LEVEL_MAX; s++) {
-        kept -= hist[s - 1];
-        if (kept <= keep) break;
+    size_t all = kept;
+    unsigned s = 2;
+    if (kept > keep) {
+        for (; s < TP_COMM_LEVEL_MAX; s++) {
+            kept -= hist[s - 2];
+            if (kept <= keep) break;
+        }
+        /* none meets the bound: the least level that keeps as few as the last */
+        if (s == TP_COMM_LEVEL_MAX)
+            while (s > 2 && !hist[s - 2]) s--;
+        kept = 0;
+        for (unsigned m = s - 1; m <= TOP; m++) kept += hist[m];
     }
-    if (s == TP_COMM_LEVEL_MAX) kept = hist[TP_COMM_LEVEL_MAX];
-    /* a level that would leave every op (communicators of a window or less each, more of
-     * them than the bound) samples nothing: none, rather than a sample that is the whole */
-    return kept == p->ncomm ? 0 : s;
+    /* what leaves no op out is no sample (every op a collective of a first window); what
+     * leaves only the unmatched ops out is level 1 */
+    if (kept == p->ncomm) return 0;
+    return kept == all ? 1 : s;
 }
 
 tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p) {

@@ -89,41 +89,48 @@ tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n);
 
 /* The collectives a slim process keeps of a long run (tp_process.comm_level), so that the
  * merge, which holds every rank's kept ops at once (about 52 bytes an op: key, memo span,
- * arrival and its index), stays bounded whatever the run's length: a rank file with more than
- * tp_comm_keep() ops (TP_COMM_KEEP unless configured) keeps, on every communicator, the
- * collectives whose sequence numbers lie in the first TP_COMM_WINDOW of each period of
- * TP_COMM_WINDOW << level (level >= 1: the least that leaves at most that many), and no op
- * that is never matched (send, recv, unknown, unfinished). Whole windows of consecutive
- * collectives, not every k-th one: the straggler rule takes each step's largest start lag,
- * which one collective of the step (the first gradient all-reduce under DDP) may hold alone,
- * so a step inside a window keeps all of its collectives. A period is a multiple of every
- * shorter one, so a collective kept at one level is kept at every lower one: the merge
- * filters each communicator at the highest level any of its ranks chose (clocks.c), and
- * every rank of the collectives it keeps has them. */
+ * arrival and its index), stays bounded whatever the run's length. A rank file with more than
+ * tp_comm_keep() ops (TP_COMM_KEEP unless configured) keeps no op the merge never matches
+ * (send, recv, unknown, unfinished): level 1 when its collectives are then within the bound.
+ * Past it, level >= 2 keeps, on every communicator, the collectives whose sequence numbers
+ * lie in the first TP_COMM_WINDOW of each period of TP_COMM_WINDOW << (level - 1), the least
+ * level that leaves at most the bound: windows spread over the whole run, at least
+ * TP_COMM_KEEP / TP_COMM_WINDOW of them (128) before each communicator is down to its first.
+ * Whole windows of consecutive collectives, not every k-th one: the straggler rule takes
+ * each step's largest start lag, which one collective of the step (the first gradient
+ * all-reduce under DDP) may hold alone, so most steps of a window keep all of its
+ * collectives. A period is a multiple of every shorter one, so a collective kept at one level
+ * is kept at every lower one: the merge filters each communicator at the highest level any
+ * of its ranks chose (clocks.c), and every rank of the collectives it keeps has them. */
 #define TP_COMM_KEEP 8192u
-#define TP_COMM_WINDOW 1024u
-#define TP_COMM_LEVEL_MAX 22u /* a period of 2^32, the whole range of sequence numbers */
+#define TP_COMM_WINDOW 64u
+/* a period of 2^32, the whole range of sequence numbers: each communicator's first window */
+#define TP_COMM_LEVEL_MAX 27u
 
 /* The bound in effect: TP_COMM_KEEP unless set (the command sets it from TRAINPROF_COMM_KEEP,
  * cli/common.c). The summaries' slim key holds it, so that a summary made under another
  * bound is made again. Thread safe. */
 size_t tp_comm_keep(void);
-/* Sets the bound: keep ops a rank file (TP_COMM_WINDOW at least: a smaller value is taken as
- * TP_COMM_WINDOW; 0: TP_COMM_KEEP again). Not to be called while a load or a report runs. */
+/* Sets the bound: keep ops a rank file (1024 at least: a smaller value is taken as 1024; 0:
+ * TP_COMM_KEEP again). Not to be called while a load or a report runs. */
 void tp_comm_keep_set(size_t keep);
-/* 1 when key k is kept at level (0: every op is). */
+/* 1 when key k is kept at level (0: every op is; 1: every collective the merge matches). */
 int tp_comm_kept(const tp_comm_key *k, unsigned level);
-/* The level p's ops are kept at (above): 0 when it has at most tp_comm_keep(), else the least
- * level >= 1 that keeps at most that many (TP_COMM_LEVEL_MAX when none does: the first window
- * of each communicator, which may hold more); 0 too when that level would keep every op (no
- * sample: communicators of a window or less each). One pass over the ops' keys; no
- * allocation. */
+/* The sample's period at level: TP_COMM_WINDOW << (level - 1) sequence numbers, 0 below 2
+ * (no collective left out). */
+double tp_comm_period(unsigned level);
+/* The level p's ops are kept at (above): 0 when it has at most tp_comm_keep(), or when its
+ * level would keep every op; 1 when its collectives are within the bound, or when no level
+ * leaves any of them out; else the least level >= 2 that keeps at most that many, or, when
+ * none does (more communicators than the windows the bound holds), the least that keeps as
+ * few as TP_COMM_LEVEL_MAX (each communicator's first window), which may hold more. One pass
+ * over the ops' keys; no allocation. */
 unsigned tp_comm_level(const tp_process *p);
 
 /* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved
  * without GPU records (tp_process.comm_keys, comm_last, comm_memo): what the run-level
  * readers take of them, 72 bytes an op where the ops and their memo took 136. Past
- * TP_COMM_KEEP ops it keeps those of its level alone (tp_comm_level; comm_level set, ncomm
+ * tp_comm_keep() ops it keeps those of its level alone (tp_comm_level; comm_level set, ncomm
  * their count; comm_last is still the file's last op). Without memory p is left as it was
  * (those readers take either form). A process without ops is left too. */
 void tp_process_slim_comm(tp_process *p);

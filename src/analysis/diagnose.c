@@ -366,10 +366,13 @@ static int rule_straggler(const ctx *c, const rule *ru) {
                                       "step it starts a collective %.2f ms after the earliest rank "
                                       "(median over steps of the step's largest lag; "
                                       "%.2f ms beyond "
-                                      "the others, threshold %.2f ms; median lag over all "
-                                      "collectives %.2f ms), step %.2f ms%s",
+                                      "the others, threshold %.2f ms; median lag over %s "
+                                      "%.2f ms), step %.2f ms%s",
                      e->rank, safe(e->host), gpu, e->by, e->lag_ms_per_step, e->lag_excess_ms,
-                     sj->lag_threshold_ms, e->lag_ms, e->step_ms, diff);
+                     sj->lag_threshold_ms,
+                     sj->sample_period > 0 ? "its collectives in the clocks' sample"
+                                            : "all collectives",
+                     e->lag_ms, e->step_ms, diff);
         else
             snprintf(msg, sizeof msg, "rank %d (host %s%s) is a straggler (%s): step %.2f ms, "
                                       "%.2f ms beyond the others (threshold %.2f ms)%s",

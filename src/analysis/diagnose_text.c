@@ -154,13 +154,13 @@ void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
 }
 
 /* Which collectives a sampled merge kept, in words: the deepest level keeps only each
- * communicator's first window, which "the first 1024 of every 4294967296" would hide. */
+ * communicator's first window, which "the first 64 of every 4294967296" would hide. */
 static const char *sample_words(char *w, size_t n, double period) {
-    if (period >= (double)TP_COMM_WINDOW * (double)(1ull << TP_COMM_LEVEL_MAX))
+    if (period >= tp_comm_period(TP_COMM_LEVEL_MAX))
         snprintf(w, n, "with sequence numbers below %u only", TP_COMM_WINDOW);
     else
-        snprintf(w, n, "with sequence numbers in the first %u of every %.0f", TP_COMM_WINDOW,
-                 period);
+        snprintf(w, n, "with sequence numbers in the first %u of each period of up to %.0f",
+                 TP_COMM_WINDOW, period);
     return w;
 }
 
@@ -174,9 +174,9 @@ static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const
     else fprintf(f, " (%.0f with GPU-timed ends); %s\n", c->collectives_with_ends, c->status);
     if (c->sample_period > 0) {
         char w[96];
-        fprintf(f, "  matched on a sample: each communicator's collectives %s (rank files of "
-                   "more than %zu ops)\n",
-                sample_words(w, sizeof w, c->sample_period), c->sample_keep);
+        fprintf(f, "  %smatched on a sample%s: a rank file holds more than %zu collectives "
+                   "(TRAINPROF_COMM_KEEP); each communicator's collectives %s\n",
+                Y, N, c->sample_keep, sample_words(w, sizeof w, c->sample_period));
     }
     /* a file whose start pair could not be used: named, with what placed it instead */
     for (size_t i = 0; i < c->nissues; i++) fprintf(f, "  %s%s%s\n", Y, safe(c->issues[i].line), N);
@@ -195,8 +195,9 @@ static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const
 }
 
 /* The stragglers' table: each rank's step and collective start lags, the named ones marked. */
-static void stragglers_text(FILE *f, const tp_stragglers_result *s, double sample_period,
-                            const char *B, const char *N, const char *Y) {
+static void stragglers_text(FILE *f, const tp_stragglers_result *s, const char *B,
+                            const char *N, const char *Y) {
+    double sample_period = s->sample_period;
     if (!s->present) return;
     fprintf(f, "\n%sstragglers%s (median step %.2f ms; lag = collective start after the "
                "earliest rank, ms)\n",
@@ -220,8 +221,8 @@ static void stragglers_text(FILE *f, const tp_stragglers_result *s, double sampl
     if (s->note) fprintf(f, "  note: %s\n", s->note);
     if (sample_period > 0) {
         char w[96];
-        fprintf(f, "  collectives and lags: over the clocks' sample (each communicator's "
-                   "collectives %s)\n", sample_words(w, sizeof w, sample_period));
+        fprintf(f, "  %scollectives and lags: over the clocks' sample%s (each communicator's "
+                   "collectives %s)\n", Y, N, sample_words(w, sizeof w, sample_period));
     }
 }
 
@@ -267,5 +268,5 @@ void tp_diagnose_text(FILE *f, const tp_run_results *res, const char *B, const c
                       const char *Y) {
     clocks_text(f, &res->clocks, B, N, Y);
     throughput_text(f, &res->throughput, B, N, Y);
-    stragglers_text(f, &res->stragglers, res->clocks.sample_period, B, N, Y);
+    stragglers_text(f, &res->stragglers, B, N, Y);
 }

@@ -464,7 +464,8 @@ static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run
     if (res->summaries_stale)
         fprintf(f, "%s  %zu summar%s out of date, recomputed from the rank files (the rank "
                    "file, or this report's --step-name, --warmup, --data-names, --top or "
-                   "--gpu-records, changed since `trainprof summarize`, the run was copied, "
+                   "--gpu-records, or TRAINPROF_COMM_KEEP, changed since `trainprof "
+                   "summarize`, the run was copied, "
                    "another trainprof build wrote it, or the summary is damaged)%s\n",
                 Y, res->summaries_stale, res->summaries_stale == 1 ? "y" : "ies", N);
 }

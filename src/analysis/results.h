@@ -667,7 +667,7 @@ typedef struct tp_clocks_result {
     tp_clock_issue *issues;  /* owned */
     /* the merge's sample of the collectives (comm.h, TP_COMM_KEEP): 0 when every collective
      * of every rank file was matched; else the longest period (sequence numbers) whose first
-     * TP_COMM_WINDOW a communicator's collectives were matched in */
+     * TP_COMM_WINDOW a communicator's collectives were matched in (tp_comm_period) */
     double sample_period;
     size_t sample_keep;      /* the bound on a rank file's ops then (tp_comm_keep) */
 } tp_clocks_result;
@@ -720,6 +720,7 @@ typedef struct tp_stragglers_result {
     int note_last;           /* no measured steps: the note follows "named" in the document */
     int has_lag_mad, has_step_mad;
     double lag_mad_ms, step_mad_ms;
+    double sample_period;    /* the lags are over the clocks' sample: its period, else 0 */
 } tp_stragglers_result;
 
 /* A rank that ended early ("ended_early[]"; ended.h): killed by a signal, or its file has no

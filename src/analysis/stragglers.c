@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/comm.h"
 #include "analysis/findings.h"
 #include "analysis/stats.h"
 #include "analysis/steps.h"
@@ -283,6 +284,7 @@ void tp_stragglers_compute(tp_run_results *res, const tp_clocks *c, const tp_rep
     for (size_t r = 0; r < n; r++)
         if (w.cnt[r]) nl++;
     out->present = 1;
+    out->sample_period = tp_comm_period(c->level);
     out->median_step_ms = med_step;
     double floor_ms = o->straggler_share * med_step;
     out->floor_ms = floor_ms;
@@ -342,6 +344,8 @@ void tp_stragglers_json(cJSON *rep, const tp_stragglers_result *s) {
     cJSON_AddNumberToObject(sj, "median_step_ms", s->median_step_ms);
     cJSON_AddNumberToObject(sj, "floor_ms", s->floor_ms);
     cJSON_AddStringToObject(sj, "rule", s->rule);
+    /* collectives and lags over the clocks' sample ("clocks.sample") */
+    if (s->sample_period > 0) cJSON_AddNumberToObject(sj, "sample_period", s->sample_period);
     cJSON *ra = cJSON_AddArrayToObject(sj, "ranks");
     for (size_t r = 0; r < s->nranks; r++) {
         const tp_straggler_rank *x = &s->ranks[r];

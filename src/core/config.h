@@ -116,10 +116,7 @@
     X(MPI_HOOK, "TRAINPROF_MPI_HOOK", TEXT, "", 0, 0,                                        \
       "0: no MPI collectives hook (the same on every rank)")                                 \
     X(MPI_MAX_COMMS, "TRAINPROF_MPI_MAX_COMMS", UINT, "3072", 2, 3072,                       \
-      "live MPI communicators with an id of their own")                                      \
-    X(COMM_KEEP, "TRAINPROF_COMM_KEEP", UINT, "8192", 1024, 2147483648ull,                   \
-      "read by trainprof report, summarize, export: communication ops a rank file keeps for " \
-      "matching collectives across ranks; past it, a sample of whole windows of them")
+      "live MPI communicators with an id of their own")
 
 enum tprof__opt_type { TPROF__OPT_TEXT, TPROF__OPT_UINT, TPROF__OPT_LEVEL, TPROF__OPT_SET };
 

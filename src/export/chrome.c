@@ -129,7 +129,12 @@ static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
         fputs(i ? ", " : "", out);
         put_raw_string(out, ck->issues[i].line);
     }
-    fputs("]},\n", out);
+    fputc(']', out);
+    /* the collectives were a sample (the report's clocks.sample): its window and period */
+    if (ck->sample_period > 0)
+        fprintf(out, ", \"sample\": {\"window\": %u, \"period\": %.0f, \"keep_per_rank\": %zu}",
+                TP_COMM_WINDOW, ck->sample_period, ck->sample_keep);
+    fputs("},\n", out);
 }
 
 /* Starts an event object: separator, phase, pid and tid. */
