@@ -86,7 +86,9 @@ int main(int argc, char **argv) {
         if (strcmp(c, commands[k].name)) continue;
         /* the analyses' one setting from the environment, for the commands that read runs
          * (report, summarize, export, diff, and run's end-of-run report), before a job starts */
-        int help = argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"));
+        int help = 0;
+        for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+            help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
         if (commands[k].reads_runs && !help && cli_comm_keep(NULL, NULL) != 0)
             return EXIT_USAGE;
         return commands[k].fn(argc - 2, argv + 2);

@@ -421,7 +421,18 @@ static void sample_level(void **st) {
     assert_int_equal(tp_comm_level(&p), 1); /* none is matched: level 1 keeps none */
     for (size_t i = 0; i < 40000; i++) /* one communicator per op, in window 78 (0b1001110) */
         p.comm_keys[i] = (tp_comm_key){i, 5000, 0, TPROF_COMM_ALLREDUCE, 0};
-    assert_int_equal(tp_comm_level(&p), 3); /* level 2 keeps every one, level 3 none */
+    assert_int_equal(tp_comm_level(&p), 0); /* level 3 would keep none: none is left out */
+    /* 150 communicators of 200 collectives from sequence number 960 (a capture begun
+     * mid-run): windows 15 to 18, of classes 0, 4, 0, 1; level 2 keeps 10800, 3 to 5 window 16
+     * alone (9600), 6 none: the least level that keeps as few as the deepest with some */
+    p.ncomm = 30000;
+    for (size_t i = 0; i < 30000; i++)
+        p.comm_keys[i] = (tp_comm_key){i / 200, 960 + (uint32_t)(i % 200), 0,
+                                       TPROF_COMM_ALLREDUCE, 0};
+    assert_int_equal(tp_comm_level(&p), 3);
+    p.ncomm = 40000;
+    for (size_t i = 0; i < 40000; i++)
+        p.comm_keys[i] = (tp_comm_key){i, 5000, 0, TPROF_COMM_ALLREDUCE, 0};
     for (size_t i = 0; i < 40000; i++) p.comm_keys[i].seq = 7;
     assert_int_equal(tp_comm_level(&p), 0); /* none meets the bound, and none is left out */
     p.comm_keys[0].op = TPROF_COMM_RECV; /* ... but a receive, which level 1 leaves */

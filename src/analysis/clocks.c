@@ -278,8 +278,10 @@ static int clocks_group(tp_clocks *c) {
     c->span = calloc(c->nranks ? c->nranks : 1, sizeof *c->span);
     c->owned = calloc(c->nranks ? c->nranks : 1, 1);
     if (!c->span || !c->owned || keys_index(&t, 0) != 0 || comm_levels(c, &lv) != 0) goto out;
-    for (size_t k = 0; k < lv.nkeys; k++)
-        if (c->level < lv.keys[k].n) c->level = (unsigned)lv.keys[k].n;
+    /* the sample is said whenever a rank file sampled, even of communicators it then kept
+     * none of (every rank's level, not only its communicators') */
+    for (size_t r = 0; r < c->nranks; r++)
+        if (c->level < c->rank[r]->comm_level) c->level = c->rank[r]->comm_level;
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
         if (!p->comm_memo && !p->comm) continue; /* keys without times: never made so */

@@ -80,10 +80,10 @@ typedef struct tp_clocks {
      * loaded whole, 24 bytes an op of every such rank beside its 112-byte tp_comm_ops) */
     const tp_comm_span **span;
     unsigned char *owned;
-    /* the highest level a communicator's collectives were matched at (comm.h,
-     * tp_comm_level): below 2, every one of every rank; else each communicator's at the highest
-     * level any of its rank files kept (tp_process.comm_level), a systematic sample of
-     * windows of consecutive collectives that every rank of it has */
+    /* the highest level a rank file kept its ops at (comm.h, tp_comm_level, the files'
+     * tp_process.comm_level): below 2, every collective of every rank; else each
+     * communicator's are matched at the highest level any of its rank files kept, a
+     * systematic sample of windows of consecutive collectives that every rank of it has */
     unsigned level;
 } tp_clocks;
 

@@ -535,38 +535,45 @@ double tp_comm_period(unsigned level) {
     return level < 2 ? 0 : (double)TP_COMM_WINDOW * (double)(1ull << (level - 1));
 }
 
+unsigned tp_comm_class(const tp_comm_key *k) {
+    uint32_t w = k->seq / TP_COMM_WINDOW;
+    unsigned m = w ? (unsigned)__builtin_ctz(w) : TP_COMM_LEVEL_MAX - 1;
+    return m < TP_COMM_LEVEL_MAX - 1 ? m : TP_COMM_LEVEL_MAX - 1;
+}
+
 unsigned tp_comm_level(const tp_process *p) {
     size_t keep = tp_comm_keep();
     if (p->ncomm <= keep) return 0;
-    /* hist[m]: the collectives kept up to level m + 1 and no higher (m: the trailing zero
-     * bits of their window's number), so that level s >= 2 keeps the sum of hist[s - 1..] */
+    /* hist[m]: the collectives of class m (tp_comm_class), kept up to level m + 1, so that
+     * level s >= 2 keeps the sum of hist[s - 1..] */
     enum { TOP = TP_COMM_LEVEL_MAX - 1 };
-    size_t hist[TOP + 1] = {0}, kept = 0;
+    size_t hist[TOP + 1] = {0}, at[TP_COMM_LEVEL_MAX + 1] = {0}, all = 0;
     for (size_t i = 0; i < p->ncomm; i++) {
         tp_comm_key k = tp_comm_key_at(p, i);
         if (unmatched(&k)) continue;
-        uint32_t w = k.seq / TP_COMM_WINDOW;
-        unsigned m = w ? (unsigned)__builtin_ctz(w) : TOP;
-        hist[m < TOP ? m : TOP]++;
-        kept++;
+        hist[tp_comm_class(&k)]++;
+        all++;
     }
-    size_t all = kept;
-    unsigned s = 2;
-    if (kept > keep) {
-        for (; s < TP_COMM_LEVEL_MAX; s++) {
-            kept -= hist[s - 2];
-            if (kept <= keep) break;
+    at[1] = all;
+    for (unsigned s = 2; s <= TP_COMM_LEVEL_MAX; s++) at[s] = at[s - 1] - hist[s - 2];
+    unsigned s = 1;
+    if (all > keep) {
+        /* the least level within the bound, unless it would keep no collective (windows
+         * numbered from sequence number 0: a file whose communicators start past it, as a
+         * capture begun mid-run, may have none at a deep level); then, as when none is within
+         * the bound, the deepest level that keeps some, or the least that keeps as few */
+        unsigned last = 1;
+        for (s = 2; s <= TP_COMM_LEVEL_MAX && at[s]; s++) {
+            last = s;
+            if (at[s] <= keep) break;
         }
-        /* none meets the bound: the least level that keeps as few as the last */
-        if (s == TP_COMM_LEVEL_MAX)
-            while (s > 2 && !hist[s - 2]) s--;
-        kept = 0;
-        for (unsigned m = s - 1; m <= TOP; m++) kept += hist[m];
+        s = last;
+        if (at[s] > keep)
+            while (s > 2 && at[s - 1] == at[s]) s--;
     }
-    /* what leaves no op out is no sample (every op a collective of a first window); what
-     * leaves only the unmatched ops out is level 1 */
-    if (kept == p->ncomm) return 0;
-    return kept == all ? 1 : s;
+    /* what leaves no op out is no sample; what leaves only the unmatched ops out is level 1 */
+    if (at[s] == p->ncomm) return 0;
+    return at[s] == all ? 1 : s;
 }
 
 tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p) {

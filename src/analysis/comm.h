@@ -119,12 +119,16 @@ int tp_comm_kept(const tp_comm_key *k, unsigned level);
 /* The sample's period at level: TP_COMM_WINDOW << (level - 1) sequence numbers, 0 below 2
  * (no collective left out). */
 double tp_comm_period(unsigned level);
+/* Key k's class: the trailing zero bits of its window's number (seq / TP_COMM_WINDOW),
+ * TP_COMM_LEVEL_MAX - 1 for window 0: a collective is kept up to level class + 1. */
+unsigned tp_comm_class(const tp_comm_key *k);
 /* The level p's ops are kept at (above): 0 when it has at most tp_comm_keep(), or when its
  * level would keep every op; 1 when its collectives are within the bound, or when no level
- * leaves any of them out; else the least level >= 2 that keeps at most that many, or, when
- * none does (more communicators than the windows the bound holds), the least that keeps as
- * few as TP_COMM_LEVEL_MAX (each communicator's first window), which may hold more. One pass
- * over the ops' keys; no allocation. */
+ * leaves any of them out without leaving all; else the least level >= 2 that keeps at most
+ * that many and at least one. When none does (more communicators than the windows the bound
+ * holds, or sequence numbers that start far from 0), the deepest level that keeps some, or
+ * the least that keeps as few: more than the bound, all of one class. Never a level that
+ * keeps no collective of a file that has some. One pass over the ops' keys; no allocation. */
 unsigned tp_comm_level(const tp_process *p);
 
 /* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved

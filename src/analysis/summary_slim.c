@@ -118,16 +118,18 @@ static void comm_ops(tp_sum_buf *c, int rd, tp_process *p) {
     RAW(p->comm_level);
     /* a key form keeps ops, unless its level kept none of them (sends and receives alone) */
     if (rd) c->bad |= p->comm_level > TP_COMM_LEVEL_MAX || (!p->ncomm && !p->comm_level);
-    /* more ops than the key's bound: only what no level could leave out (tp_comm_level),
-     * each communicator's first window */
+    /* more ops than the key's bound: only what no level could cut further without leaving
+     * none (tp_comm_level), collectives of one class */
     int over = p->ncomm > tp_comm_keep();
+    unsigned cls = TP_COMM_LEVEL_MAX;
     if (arr(c, rd, &p->comm_keys, p->ncomm, sizeof *p->comm_keys))
         for (size_t i = 0; i < p->ncomm && !c->bad; i++) {
             tp_comm_key *k = &p->comm_keys[i];
             RAW(k->comm_hash), RAW(k->seq), RAW(k->op), RAW(k->flags), RAW(k->source);
             /* the merge takes a rank's keys for all it has of its level (clocks.c) */
+            if (rd && over && cls == TP_COMM_LEVEL_MAX) cls = tp_comm_class(k);
             if (rd && (!tp_comm_kept(k, p->comm_level) ||
-                       (over && !tp_comm_kept(k, TP_COMM_LEVEL_MAX))))
+                       (over && (!tp_comm_kept(k, 1) || tp_comm_class(k) != cls))))
                 c->bad = 1;
         }
     if (arr(c, rd, &p->comm_last, 1, sizeof *p->comm_last)) comm_op(c, rd, p->comm_last);
