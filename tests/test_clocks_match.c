@@ -27,7 +27,7 @@
 
 static const uint64_t T0 = 1000000000ull, MS = 1000000ull, US = 1000ull;
 static const uint64_t RT0 = 1700000000000000000ull;
-static const uint64_t CA = 0xa0, CB = 0xb0; /* the two communicators' hashes */
+static const uint64_t CA = 0xa0, CB = 0xb0, CC = 0xc0; /* the communicators' hashes */
 
 #define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-9)
 
@@ -315,19 +315,22 @@ static void key_narrowing(void **st) {
  *           every 4th: 40 windows, 2512 a communicator; no send kept
  *   rank 1: 10000 on A: level 2 (5008)
  *   rank 2: 3000 on B: level 0, every op kept
+ *   rank 3: 64 on C (seq 64-127, window 1), which ranks 0 and 2 have too: level 0
  * A's collectives are matched at level 3 (rank 0's), B's at level 3 too, of which rank 2
  * holds windows 0, 4, ..., 44 (12 windows, 768): 2512 + 768 collectives of two ranks each.
- * Rank 1 starts each all-reduce of A 100 us after rank 0, and rank 2 each of B 40 us after. */
+ * C's at level 3 too, though rank 0 kept none of them (tp_process.comm_comms): none, where
+ * ranks 2 and 3 alone would match 64 without rank 0. Rank 1 starts each all-reduce of A
+ * 100 us after rank 0, and rank 2 each of B 40 us after. */
 #define NA 10000u
 static void sampled_merge(void **st) {
     (void)st;
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "clocks_sample"), 0);
     const uint32_t MPI = TPROF_COMM_SRC_MPI, AR = TPROF_COMM_ALLREDUCE;
-    for (uint32_t r = 0; r < 3; r++) {
+    for (uint32_t r = 0; r < 4; r++) {
         synth_file *f = synth_open(dir, "h", (int32_t)(10 + r), RT0, T0);
         assert_non_null(f);
-        synth_rank(f, (int)r, 3);
+        synth_rank(f, (int)r, 4);
         synth_thread(f, 1, 10 + r);
         for (uint32_t k = 0; k < NA; k++) {
             uint64_t t = 100 * US * k, la = r * 100 * US;
@@ -335,6 +338,8 @@ static void sampled_merge(void **st) {
             if (r < 2) op(f, AR, CA, k, r, 2, t + la, t + 90 * US + la, MPI, 0);
             if (r == 0 || (r == 2 && k < 3000)) op(f, AR, CB, k, r / 2, 2, lb, lb + 9 * US, MPI, 0);
             if (r == 0 && k < 100) op(f, TPROF_COMM_SEND, CA, k, 0, 2, t, t + US, MPI, 0);
+            if (r != 1 && k >= 64 && k < 128)
+                op(f, AR, CC, k, r / 2, 3, t + 20 * US, t + 29 * US, MPI, 0);
         }
         synth_end_of_file(f, T0 + 100 * US * NA + MS, 0);
         assert_int_equal(synth_close(f), 0);
@@ -343,10 +348,12 @@ static void sampled_merge(void **st) {
     char err[256] = "";
     const char *ops[1] = {dir};
     assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), TPROF_OK);
-    assert_int_equal(run.nprocs, 3);
-    const unsigned level[3] = {3, 2, 0};
-    const size_t kept[3] = {2 * 2512, 5008, 3000};
-    for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(run.nprocs, 4);
+    const unsigned level[4] = {3, 2, 0, 0};
+    const size_t kept[4] = {2 * 2512, 5008, 3064, 64};
+    assert_int_equal(run.procs[0].ncomm_comms, 3); /* A, B and C */
+    assert_true(tp_comm_comms_has(&run.procs[0], CC));
+    for (size_t i = 0; i < 4; i++) {
         const tp_process *p = &run.procs[i];
         assert_int_equal(p->comm_level, level[p->rank]);
         assert_int_equal(p->ncomm, kept[p->rank]);
@@ -368,12 +375,13 @@ static void sampled_merge(void **st) {
         assert_true(tp_comm_kept(&key, 3) && c.coll[k].seq / 64 % 4 == 0);
         assert_true(c.coll[k].hash == CA || c.coll[k].seq < 3000);
     }
-    size_t n[3];
-    double med[3], mean[3], p90[3];
+    size_t n[4];
+    double med[4], mean[4], p90[4];
     assert_int_equal(tp_clocks_lags(&c, NULL, NULL, n, med, mean, p90), TPROF_OK);
     assert_int_equal(n[0], 2512 + 768);
     assert_int_equal(n[1], 2512);
     assert_int_equal(n[2], 768);
+    assert_int_equal(n[3], 0);
     NEAR(mean[0], 0);
     NEAR(mean[1], 0.1);
     NEAR(mean[2], 0.04);
@@ -387,7 +395,7 @@ static void sampled_merge(void **st) {
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), TPROF_OK);
     assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
     assert_int_equal(c.level, 0);
-    assert_int_equal(c.ncoll, NA + 3000);
+    assert_int_equal(c.ncoll, NA + 3000 + 64);
     tp_clocks_free(&c);
     tp_run_free(&run);
     synth_rmtree(dir);

@@ -249,7 +249,13 @@ static int comm_levels(const tp_clocks *c, ckeys *lv) {
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
         ckey *k = NULL;
-        for (size_t i = 0; p->comm_level && i < p->ncomm; i++) {
+        /* a sampled file's every communicator, kept or not (tp_process.comm_comms) */
+        for (size_t i = 0; i < p->ncomm_comms; i++) {
+            if (!(k = key_get(lv, p->comm_comms[i], 0, 0))) return -1;
+            if (k->n < p->comm_level) k->n = p->comm_level;
+        }
+        k = NULL;
+        for (size_t i = 0; p->comm_level && !p->ncomm_comms && i < p->ncomm; i++) {
             tp_comm_key key = tp_comm_key_at(p, i);
             if (k && k->hash == key.comm_hash) continue;
             if (!(k = key_get(lv, key.comm_hash, 0, 0))) return -1;

@@ -600,6 +600,42 @@ tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p) {
     return fit ? fit : t;
 }
 
+int tp_comm_comms_has(const tp_process *p, uint64_t hash) {
+    size_t lo = 0, hi = p->ncomm_comms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->comm_comms[mid] == hash) return 1;
+        if (p->comm_comms[mid] < hash) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The communicators of keys' collectives, sorted and distinct, into p (comm_comms): a
+ * sampled file's, so that the merge filters at its level a communicator it kept none of.
+ * Returns 0, or -1 without memory (8 bytes a collective while it runs). */
+static int comms_of(tp_process *p, const tp_comm_key *keys, size_t n) {
+    uint64_t *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) return -1;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!unmatched(&keys[i]) && (!m || h[m - 1] != keys[i].comm_hash))
+            h[m++] = keys[i].comm_hash;
+    qsort(h, m, sizeof *h, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++)
+        if (!u || h[u - 1] != h[i]) h[u++] = h[i];
+    uint64_t *fit = realloc(h, (u ? u : 1) * sizeof *fit);
+    p->comm_comms = fit ? fit : h;
+    p->ncomm_comms = u;
+    return 0;
+}
+
 void tp_process_slim_comm(tp_process *p) {
     size_t n = p->ncomm;
     if (!n || !p->comm || p->comm_keys) return;
@@ -626,6 +662,9 @@ void tp_process_slim_comm(tp_process *p) {
     p->comm_memo = memo;
     p->comm_memo_whole = 0;
     p->comm_level = tp_comm_level(p);
+    /* without memory for the communicators' list, every op is kept (level 0), as the merge
+     * could not filter at this level a communicator of which none is kept */
+    if (p->comm_level >= 2 && comms_of(p, keys, n) != 0) p->comm_level = 0;
     if (!p->comm_level) return;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)

@@ -139,6 +139,9 @@ unsigned tp_comm_level(const tp_process *p);
  * (those readers take either form). A process without ops is left too. */
 void tp_process_slim_comm(tp_process *p);
 
+/* 1 when communicator hash is one of slim process p's comm_comms (binary search). */
+int tp_comm_comms_has(const tp_process *p, uint64_t hash);
+
 /* The times of whole (a rank file read again whole) of the ops slim process p keeps of that
  * file (its level's, above), in their order: p->ncomm of them, owned by the caller; what the
  * rank section gives its process's memo (report.c). NULL without memory, or when whole does

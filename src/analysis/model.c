@@ -916,6 +916,7 @@ void tp_process_free(tp_process *p) {
     free(p->comm_memo);
     free(p->comm_keys);
     free(p->comm_last);
+    free(p->comm_comms);
     free(p->file);
     if (p->steps_memo) {
         free(p->steps_memo->steps);

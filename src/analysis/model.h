@@ -299,6 +299,10 @@ typedef struct tp_process {
                                      * else only the collectives of that level (comm.h,
                                      * tp_comm_level: a file of more than TP_COMM_KEEP ops),
                                      * comm_keys and comm_memo theirs alone */
+    uint64_t *comm_comms;           /* slim at a level >= 2: owned, the communicators of the
+                                     * file's collectives, sorted, distinct: the merge
+                                     * filters each at this level, even one it kept none of */
+    size_t ncomm_comms;
 } tp_process;
 
 typedef struct tp_run {

@@ -33,7 +33,7 @@
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_process) == 2872, "tp_process changed: update tp_sum_slim");
+_Static_assert(sizeof(tp_process) == 2888, "tp_process changed: update tp_sum_slim");
 _Static_assert(sizeof(tp_thread) == 168, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
@@ -132,6 +132,16 @@ static void comm_ops(tp_sum_buf *c, int rd, tp_process *p) {
                        (over && (!tp_comm_kept(k, 1) || tp_comm_class(k) != cls))))
                 c->bad = 1;
         }
+    RAW(p->ncomm_comms);
+    if (rd) c->bad |= (p->comm_level >= 2) != (p->ncomm_comms > 0);
+    if (arr(c, rd, &p->comm_comms, p->ncomm_comms, sizeof *p->comm_comms))
+        for (size_t i = 0; i < p->ncomm_comms && !c->bad; i++) {
+            RAW(p->comm_comms[i]);
+            if (rd && i && p->comm_comms[i] <= p->comm_comms[i - 1]) c->bad = 1;
+        }
+    /* each kept key's communicator is one of them */
+    for (size_t i = 0; rd && p->ncomm_comms && i < p->ncomm && !c->bad; i++)
+        c->bad |= !tp_comm_comms_has(p, p->comm_keys[i].comm_hash);
     if (arr(c, rd, &p->comm_last, 1, sizeof *p->comm_last)) comm_op(c, rd, p->comm_last);
     RAW(p->comm_memo_whole);
     if (rd) c->bad |= (unsigned)p->comm_memo_whole > 1;
