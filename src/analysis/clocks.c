@@ -209,8 +209,7 @@ static int cmp_ckey(const void *a, const void *b) {
 /* Whether op o, the i-th of its rank, can be matched across ranks: a finished collective
  * whose index fits tp_arrival.op. */
 static int matchable(const tp_comm_key *o, size_t i) {
-    return i <= 0x7fffffffu && o->op != TPROF_COMM_SEND && o->op != TPROF_COMM_RECV &&
-           o->op != TPROF_COMM_UNKNOWN && !(o->flags & TPROF_COMM_F_UNFINISHED);
+    return i <= 0x7fffffffu && tp_comm_kept(o, 1); /* level 1: every collective (comm.h) */
 }
 
 /* Rank r's resolved intervals into c->span[r]: the process's comm memo where it has one (what
@@ -242,23 +241,17 @@ static int rank_spans(tp_clocks *c, size_t r) {
  * intervals (rank_spans), which a slim process holds anyway: copying them into each arrival
  * made the arrivals 32 bytes each, the merge's largest array. */
 /* Per communicator, the highest level any of its ranks kept its ops at (tp_process.comm_level,
- * comm.h), in a table of keys (communicator, 0, 0) whose n is the level; empty when every rank
- * kept all (then nothing is filtered). Returns 0, or -1 when out of memory. */
+ * comm.h), in a table of keys (communicator, 0, 0) whose n is the level: a sampled file's
+ * (level >= 2) every communicator, kept or not (tp_process.comm_comms). Level 1 leaves out
+ * only what matchable does, so it needs no entry; empty when no rank sampled (then nothing
+ * is filtered). Returns 0, or -1 when out of memory. */
 static int comm_levels(const tp_clocks *c, ckeys *lv) {
     if (keys_index(lv, 0) != 0) return -1;
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];
-        ckey *k = NULL;
-        /* a sampled file's every communicator, kept or not (tp_process.comm_comms) */
         for (size_t i = 0; i < p->ncomm_comms; i++) {
-            if (!(k = key_get(lv, p->comm_comms[i], 0, 0))) return -1;
-            if (k->n < p->comm_level) k->n = p->comm_level;
-        }
-        k = NULL;
-        for (size_t i = 0; p->comm_level && !p->ncomm_comms && i < p->ncomm; i++) {
-            tp_comm_key key = tp_comm_key_at(p, i);
-            if (k && k->hash == key.comm_hash) continue;
-            if (!(k = key_get(lv, key.comm_hash, 0, 0))) return -1;
+            ckey *k = key_get(lv, p->comm_comms[i], 0, 0);
+            if (!k) return -1;
             if (k->n < p->comm_level) k->n = p->comm_level;
         }
     }

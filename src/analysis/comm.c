@@ -509,7 +509,8 @@ tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n) {
     return fit;
 }
 
-/* Never matched by the merge (clocks.c's matchable): kept at no level but 0. */
+/* Never matched by the merge (clocks.c's matchable asks tp_comm_kept at level 1): kept at
+ * no level but 0. */
 static int unmatched(const tp_comm_key *k) {
     return k->op == TPROF_COMM_SEND || k->op == TPROF_COMM_RECV ||
            k->op == TPROF_COMM_UNKNOWN || (k->flags & TPROF_COMM_F_UNFINISHED);
