@@ -175,11 +175,12 @@ static FILE *open_regular(const char *path) {
 static int read_body(FILE *f, tp_sum_buf *c, int last);
 
 /* Opens p's summary, checking its head and, where asked, the slim block (its key computed now
- * from p's file, its body's CRC) and the section's key (computed now from the run, p and the
- * options; *f is left just past it): 1 with *f open when those are valid, 0 when there is no
- * summary (or, section asked, it holds none), -1 when it is not valid. */
+ * from p's file, its body's CRC; the body into *slim_body, owned, when that is given) and the
+ * section's key (computed now from the run, p and the options; *f is left just past it): 1
+ * with *f open when those are valid, 0 when there is no summary (or, section asked, it holds
+ * none), -1 when it is not valid. */
 static int open_checked(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                        FILE **f, int slim, int section) {
+                        FILE **f, int slim, int section, tp_sum_buf *slim_body) {
     char path[4096];
     *f = NULL;
     if (tp_summary_path(p, path, sizeof path) != 0) return 0;
@@ -201,7 +202,8 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
              fread(&crc, 4, 1, in) == 1 && blen <= SUM_MAX &&
              fseeko(in, (off_t)blen, SEEK_CUR) == 0;
     free(key.b);
-    free(body.b);
+    if (ok && slim_body) *slim_body = body;
+    else free(body.b);
     key = (tp_sum_buf){0};
     int rc = ok ? 1 : -1;
     if (ok && section)
@@ -209,6 +211,7 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
     free(key.b);
     if (rc != 1) {
         fclose(in);
+        if (slim_body) free(slim_body->b), *slim_body = (tp_sum_buf){0};
         return rc;
     }
     *f = in;
@@ -217,16 +220,34 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
 
 int tp_summary_check(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     FILE *f;
-    int rc = open_checked(run, p, o, &f, 0, 1);
+    int rc = open_checked(run, p, o, &f, 0, 1, NULL);
     if (f) fclose(f);
     return rc;
 }
 
+static void parts_drop(tp_summary_parts *out, int memos_only);
+
 int tp_summary_current(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     FILE *f;
-    int rc = open_checked(run, p, o, &f, 1, p->role == TP_ROLE_RANK);
+    tp_sum_buf slim = {0}, body = {0};
+    int rank = p->role == TP_ROLE_RANK;
+    int ok = open_checked(run, p, o, &f, 1, rank, &slim) == 1;
+    /* keys and CRCs are not all: a body the reader refuses is no summary to leave as it is.
+     * Decoding interns strings into the run's pool, as the report's own reading would */
+    tp_process sp;
+    ok = ok && tp_summary_slim_decode((tp_run *)run, slim.b, slim.len, &sp) == 1;
+    if (ok) tp_process_free(&sp);
+    if (ok && rank) {
+        tp_rank_result res = {0};
+        tp_summary_parts parts = {.res = &res};
+        ok = read_body(f, &body, 1) == 0 &&
+             tp_summary_section_decode((tp_run *)run, p, body.b, body.len, 0, &parts) == 1;
+        if (ok) parts_drop(&parts, 0);
+    }
     if (f) fclose(f);
-    return rc == 1;
+    free(slim.b);
+    free(body.b);
+    return ok;
 }
 
 /* CRC-32 of c's bytes (zlib's crc32 takes at most 4 GiB - 1 a call). */
@@ -325,7 +346,7 @@ int tp_summary_read(tp_run *run, const tp_process *p, const tp_report_opts *o, i
     memset(out, 0, sizeof *out);
     out->res = memos_only ? NULL : res;
     FILE *f;
-    int rc = open_checked(run, p, o, &f, 0, 1);
+    int rc = open_checked(run, p, o, &f, 0, 1, NULL);
     if (rc <= 0) return rc;
     tp_sum_buf c = {0};
     int ok = read_body(f, &c, 1) == 0;

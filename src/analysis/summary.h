@@ -180,8 +180,10 @@ int tp_summary_write_slim(const char *path, char *why, size_t n);
 int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p);
 
 /* Whether slim process p's summary is whole and current for `trainprof summarize` to leave
- * as it is: its slim block's key and CRC valid, and for a rank, its section's key
- * (tp_summary_check) too. 1 or 0. */
+ * as it is: its slim block's key and CRC valid and its body decoded, and for a rank, its
+ * section's key (tp_summary_check) valid and its body decoded too (what the report's reading
+ * would refuse is written again). 1 or 0. Reads the whole summary; strings are interned into
+ * run's pool (locks). */
 int tp_summary_current(const tp_run *run, const tp_process *p, const struct tp_report_opts *o);
 
 /* `trainprof summarize`'s count of what it did (tp_report_summarize). */
