@@ -26,9 +26,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cjson/cJSON.h>
+
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "analysis/summary.h"
+#include "export/chrome.h"
+#include "trainprof.h"
+#include "chrome_out.h" /* after the headers it needs */
 #include "slim_runs.h"
 #include "synth.h"
 
@@ -765,6 +770,16 @@ static void sampled_run(void **state) {
                      5008);
     const cJSON *sj = cJSON_GetObjectItemCaseSensitive(r.doc, "stragglers");
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(sj, "sample_period")->valuedouble, 128);
+    /* the export's alignment says so too, with the report's note */
+    chrome_out eo = export_run(&run, -1, NULL);
+    const cJSON *al = cJSON_GetObjectItemCaseSensitive(eo.root, "trainprof.clock_alignment");
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(al, "sample");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "period")->valuedouble, 128);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "window")->valuedouble, 64);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "keep_per_rank")->valuedouble, 8192);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(es, "note")->valuestring,
+                        cJSON_GetObjectItemCaseSensitive(sm, "note")->valuestring);
+    out_free(&eo);
     tp_report_free(&r);
     tp_run_free(&run);
     summarized_same(ops, 1, 1);

@@ -323,7 +323,7 @@ static int clocks_group(tp_clocks *c) {
             if (g->at == SIZE_MAX || g->last == r + 1) continue;
             g->last = r + 1;
             int mpi = tp_comm_host_timed(o->source, o->flags);
-            int timed = mpi || (c->span[r] && c->span[r][i].src != TP_COMM_TIME_HOST);
+            int timed = mpi || c->span[r][i].src != TP_COMM_TIME_HOST; /* spans set above */
             c->arr[g->at++] = (tp_arrival){
                 (uint32_t)r, (unsigned)i,
                 timed && ends_agree(o->op) && !(o->flags & TPROF_COMM_F_NONBLOCKING)};
@@ -635,13 +635,15 @@ void tp_clocks_result_free(tp_clocks_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* What a sampled merge matched: said in the JSON and the text alike. */
-#define SAMPLE_NOTE                                                                          \
-    "a rank file holds more collectives than keep_per_rank (TRAINPROF_COMM_KEEP), so the "     \
-    "collectives were matched across ranks on a systematic sample, the same on every rank: "  \
-    "of a communicator whose files exceed the bound, the collectives whose sequence numbers " \
-    "lie in the first window of each period (the period shown at most); the offsets, "        \
-    "residuals, collective counts and start lags (stragglers) are over that sample"
+/* What a sampled merge matched: said in the JSON, the text and the export alike. */
+const char *tp_clocks_sample_note(void) {
+    return "a rank file holds more collectives than keep_per_rank (TRAINPROF_COMM_KEEP), so "
+           "the collectives were matched across ranks on a systematic sample, the same on "
+           "every rank: of a communicator whose files exceed the bound, the collectives whose "
+           "sequence numbers lie in the first window of each period (the period shown at "
+           "most); the offsets, residuals, collective counts and start lags (stragglers) are "
+           "over that sample";
+}
 
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
     if (!c->present) return;
@@ -656,7 +658,7 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
         cJSON_AddNumberToObject(sm, "window", TP_COMM_WINDOW);
         cJSON_AddNumberToObject(sm, "period", c->sample_period);
         cJSON_AddNumberToObject(sm, "keep_per_rank", (double)c->sample_keep);
-        cJSON_AddStringToObject(sm, "note", SAMPLE_NOTE);
+        cJSON_AddStringToObject(sm, "note", tp_clocks_sample_note());
     }
     if (c->nissues) {
         cJSON *ia = cJSON_AddArrayToObject(j, "unusable_clock_pairs");

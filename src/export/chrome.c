@@ -131,9 +131,13 @@ static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
     }
     fputc(']', out);
     /* the collectives were a sample (the report's clocks.sample): its window and period */
-    if (ck->sample_period > 0)
-        fprintf(out, ", \"sample\": {\"window\": %u, \"period\": %.0f, \"keep_per_rank\": %zu}",
+    if (ck->sample_period > 0) {
+        fprintf(out, ", \"sample\": {\"window\": %u, \"period\": %.0f, \"keep_per_rank\": %zu, "
+                     "\"note\": ",
                 TP_COMM_WINDOW, ck->sample_period, ck->sample_keep);
+        put_raw_string(out, tp_clocks_sample_note());
+        fputc('}', out);
+    }
     fputs("},\n", out);
 }
 
