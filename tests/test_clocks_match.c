@@ -390,6 +390,21 @@ static void sampled_merge(void **st) {
     NEAR(res.sample_period, 256);
     tp_clocks_result_free(&res);
     tp_clocks_free(&c);
+    char one[600];
+    for (size_t i = 0; i < 4; i++)
+        if (run.procs[i].rank == 0) snprintf(one, sizeof one, "%s", run.procs[i].path);
+    tp_run_free(&run);
+    /* rank 0 alone, its file sampled at level 3: nothing is matched across ranks, so no
+     * sample is said */
+    const char *alone[1] = {one};
+    assert_int_equal(tp_run_load_slim(alone, 1, &run, err, sizeof err), TPROF_OK);
+    assert_int_equal(run.procs[0].comm_level, 3);
+    assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
+    assert_int_equal(c.level, 0);
+    assert_int_equal(tp_clocks_result_fill(&res, &c), TPROF_OK);
+    NEAR(res.sample_period, 0);
+    tp_clocks_result_free(&res);
+    tp_clocks_free(&c);
     tp_run_free(&run);
     /* read whole, every op is matched: the sample is the slim load's alone */
     assert_int_equal(tp_run_load(dir, &run, err, sizeof err), TPROF_OK);

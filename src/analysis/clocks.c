@@ -278,8 +278,9 @@ static int clocks_group(tp_clocks *c) {
     c->owned = calloc(c->nranks ? c->nranks : 1, 1);
     if (!c->span || !c->owned || keys_index(&t, 0) != 0 || comm_levels(c, &lv) != 0) goto out;
     /* the sample is said whenever a rank file sampled, even of communicators it then kept
-     * none of (every rank's level, not only its communicators') */
-    for (size_t r = 0; r < c->nranks; r++)
+     * none of (every rank's level, not only its communicators'), but not of a run of one
+     * rank, which matches nothing across ranks */
+    for (size_t r = 0; c->nranks >= 2 && r < c->nranks; r++)
         if (c->level < c->rank[r]->comm_level) c->level = c->rank[r]->comm_level;
     for (size_t r = 0; r < c->nranks; r++) {
         const tp_process *p = c->rank[r];

@@ -688,11 +688,17 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     size_t nk = 0, no = 0;
     for (size_t i = 0; i < p->ngpu; i++) nk += is_comm_kernel(&p->gpu[i]);
     for (size_t i = 0; i < p->ncomm; i++) no += !is_mpi(&p->comm[i]);
-    kref *k = malloc((nk ? nk : 1) * sizeof *k);
-    uint8_t *taken = calloc(nk ? nk : 1, 1);
-    oref *o = malloc((no ? no : 1) * sizeof *o);
-    span_ix *streams = malloc((nk ? nk : 1) * sizeof *streams);
-    span_ix *comms = malloc((no ? no : 1) * sizeof *comms);
+    kref *k = NULL;
+    uint8_t *taken = NULL;
+    oref *o = NULL;
+    span_ix *streams = NULL, *comms = NULL;
+    /* no kernel to match an op to (a slim process's load): nothing to sort or align */
+    if (!nk || !no) goto done;
+    k = malloc(nk * sizeof *k);
+    taken = calloc(nk, 1);
+    o = malloc(no * sizeof *o);
+    streams = malloc(nk * sizeof *streams);
+    comms = malloc(no * sizeof *comms);
     if (!k || !taken || !o || !streams || !comms) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
@@ -702,7 +708,6 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
         if (is_comm_kernel(&p->gpu[i]))
             k[nk++] = (kref){p->gpu[i].start, i, p->gpu[i].device, p->gpu[i].stream,
                              kernel_fns(p->gpu[i].name)};
-    if (!nk) goto done; /* no kernel to match an op to (a slim process's load: no sort) */
     no = 0;
     for (size_t i = 0; i < p->ncomm; i++)
         if (!is_mpi(&p->comm[i])) o[no++] = (oref){p->comm[i].comm_hash, p->comm[i].start, i};
@@ -755,12 +760,13 @@ done:;
     uint8_t *uses = calloc(p->ngpu ? p->ngpu : 1, 1);
     for (size_t i = 0; uses && i < p->ncomm; i++)
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
-    /* the channel intervals' placement against the kernels that run one op each */
-    cal_pair *pairs = uses ? malloc(p->ncomm * sizeof *pairs) : NULL;
-    cal_point *pts = pairs ? malloc(p->ncomm * sizeof *pts) : NULL;
-    cal_dev *devs = pts ? malloc(p->ncomm * sizeof *devs) : NULL;
+    /* the channel intervals' placement against the kernels that run one op each (each array
+     * sized by what the one before it holds: a slim load, without kernels, makes none) */
+    cal_pair *pairs = uses && k ? malloc(p->ncomm * sizeof *pairs) : NULL;
+    cal_point *pts = NULL;
+    cal_dev *devs = NULL;
     size_t npair = 0, npts = 0, ndevs = 0;
-    for (size_t i = 0; devs && i < p->ncomm; i++) {
+    for (size_t i = 0; pairs && i < p->ncomm; i++) {
         const tp_comm_op *op = &p->comm[i];
         size_t ki = out[i].kernel;
         if (is_mpi(op) || ki == SIZE_MAX || uses[ki] != 1 || !(op->flags & TPROF_COMM_F_GPU_TIME) ||
@@ -772,10 +778,9 @@ done:;
         pairs[npair++] = (cal_pair){kr->device, kr->start, d};
     }
     if (npair > 1) qsort(pairs, npair, sizeof *pairs, cmp_cal_pair);
-    if (devs) {
-        npts = cal_points(pairs, npair, pts);
-        ndevs = cal_devices(pts, npts, devs);
-    }
+    if (npair && (pts = malloc(npair * sizeof *pts))) npts = cal_points(pairs, npair, pts);
+    free(pairs);
+    if (npts && (devs = malloc(npts * sizeof *devs))) ndevs = cal_devices(pts, npts, devs);
     for (size_t i = 0; i < p->ncomm; i++) {
         const tp_comm_op *op = &p->comm[i];
         tp_comm_time *t = &out[i];
@@ -814,7 +819,6 @@ done:;
             t->src = TP_COMM_TIME_GPU;
         }
     }
-    free(pairs);
     free(pts);
     free(devs);
     free(uses);
