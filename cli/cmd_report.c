@@ -42,8 +42,8 @@ static const cli_cmd report_cmd = {
     "them; a trace that cannot be read whole is named, with what is wrong.\n"
     "\n"
     "Clocks and stragglers match collectives across ranks; a rank file of more than\n"
-    "TRAINPROF_COMM_KEEP (8192) communication ops gives a sample of them, which the\n"
-    "report says (2147483648: every one).\n"
+    "TRAINPROF_COMM_KEEP communication ops (default 8192, fewer past 1024 ranks) gives a\n"
+    "sample of them, which the report says (2147483648: every one).\n"
     "\n"
     "options (environment twin in brackets):\n",
     report_opts_table,

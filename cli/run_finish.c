@@ -877,7 +877,7 @@ static int summarize_stage(char **argv, int w, const char *absdir, const report_
         argv[w++] = "--gpu-records";
         argv[w++] = grec;
     }
-    if (tp_comm_keep() != TP_COMM_KEEP) { /* the summaries' key holds it too */
+    if (tp_comm_keep()) { /* configured: the summaries' key holds it too */
         snprintf(keep, sizeof keep, "%zu", tp_comm_keep());
         argv[w++] = "--comm-keep";
         argv[w++] = keep;

@@ -472,15 +472,40 @@ static void sample_level(void **st) {
     const struct {
         size_t set, keep;
         unsigned level;
-    } cf[] = {{20000, 20000, 3}, {100, 1024, 7}, {0, TP_COMM_KEEP, 4}};
+    } cf[] = {{20000, 20000, 3}, {100, 1024, 7}, {0, 0, 4}};
     for (size_t i = 0; i < sizeof cf / sizeof *cf; i++) {
         tp_comm_keep_set(cf[i].set);
         assert_int_equal(tp_comm_keep(), cf[i].keep);
+        assert_int_equal(tp_comm_keep_of(&p), cf[i].keep ? cf[i].keep : TP_COMM_KEEP);
         assert_int_equal(tp_comm_level(&p), cf[i].level);
     }
     tp_comm_keep_set(40000);
     assert_int_equal(tp_comm_level(&p), 0);
     tp_comm_keep_set(0);
+    /* not configured, the bound follows the world size the file names: 2^23 ops over the
+     * ranks, within [1024, 8192]; level 5 keeps 40 windows (2560), level 7 10 (640) */
+    const struct {
+        const char *world;
+        size_t keep;
+        unsigned level;
+    } ws[] = {{"1024", 8192, 4}, {"1025", 8184, 4}, {"2048", 4096, 5}, {"100000", 1024, 7},
+              {"0", 8192, 4},    {"-5", 8192, 4},   {"12x", 8192, 4}, {"", 8192, 4},
+              {"99999999999999999999", 1024, 7}};
+    tp_kv meta[2] = {{"rank", "0"}, {"world_size", NULL}};
+    p.meta = meta;
+    p.nmeta = 2;
+    for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) {
+        meta[1].value = ws[i].world;
+        assert_int_equal(tp_comm_keep_of(&p), ws[i].keep);
+        assert_int_equal(tp_comm_level(&p), ws[i].level);
+    }
+    meta[1].value = "2048"; /* a configured bound holds whatever the world size */
+    tp_comm_keep_set(20000);
+    assert_int_equal(tp_comm_keep_of(&p), 20000);
+    assert_int_equal(tp_comm_level(&p), 3);
+    tp_comm_keep_set(0);
+    p.meta = NULL;
+    p.nmeta = 0;
     tp_comm_key k = {CA, 4095, 0, TPROF_COMM_ALLREDUCE, 0}; /* window 63 */
     assert_true(tp_comm_kept(&k, 0) && tp_comm_kept(&k, 1) && !tp_comm_kept(&k, 2));
     k.seq = 4096; /* window 64 */

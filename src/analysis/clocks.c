@@ -552,7 +552,12 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
     }
     out->collectives_with_ends = (double)usable;
     out->sample_period = tp_comm_period(c->level);
-    out->sample_keep = tp_comm_keep();
+    /* the bound of the files that sampled (one world size, one bound, unless files of
+     * several jobs are read together: the least) */
+    for (size_t r = 0; out->sample_period > 0 && r < c->nranks; r++) {
+        size_t k = c->rank[r]->comm_level >= 2 ? tp_comm_keep_of(c->rank[r]) : 0;
+        if (k && (!out->sample_keep || k < out->sample_keep)) out->sample_keep = k;
+    }
     size_t np = c->run ? c->run->nprocs : 0, nbad = 0;
     out->proc_map_ns = malloc((np ? np : 1) * sizeof *out->proc_map_ns);
     out->proc_pair_ok = malloc(np ? np : 1);

@@ -516,13 +516,26 @@ static int unmatched(const tp_comm_key *k) {
            k->op == TPROF_COMM_UNKNOWN || (k->flags & TPROF_COMM_F_UNFINISHED);
 }
 
-static _Atomic size_t g_keep = TP_COMM_KEEP;
+static _Atomic size_t g_keep = 0;
 
 size_t tp_comm_keep(void) { return atomic_load_explicit(&g_keep, memory_order_relaxed); }
 
 void tp_comm_keep_set(size_t keep) {
-    size_t k = !keep ? TP_COMM_KEEP : keep < 1024 ? 1024 : keep;
+    size_t k = keep && keep < TP_COMM_KEEP_MIN ? TP_COMM_KEEP_MIN : keep;
     atomic_store_explicit(&g_keep, k, memory_order_relaxed);
+}
+
+size_t tp_comm_keep_of(const tp_process *p) {
+    size_t set = tp_comm_keep();
+    if (set) return set;
+    /* the metadata's value, not p->world_size: a summary's decoding checks its keys against
+     * the bound before the process's identity is read back (summary_slim.c) */
+    const char *v = tp_meta(p, "world_size");
+    char *end = NULL;
+    long long w = v && *v >= '0' && *v <= '9' ? strtoll(v, &end, 10) : 0;
+    if (w <= 0 || !end || *end) return TP_COMM_KEEP;
+    size_t keep = (size_t)TP_COMM_MERGE_OPS / (unsigned long long)w;
+    return keep > TP_COMM_KEEP ? TP_COMM_KEEP : keep < TP_COMM_KEEP_MIN ? TP_COMM_KEEP_MIN : keep;
 }
 
 int tp_comm_kept(const tp_comm_key *k, unsigned level) {
@@ -543,7 +556,7 @@ unsigned tp_comm_class(const tp_comm_key *k) {
 }
 
 unsigned tp_comm_level(const tp_process *p) {
-    size_t keep = tp_comm_keep();
+    size_t keep = tp_comm_keep_of(p);
     if (p->ncomm <= keep) return 0;
     /* hist[m]: the collectives of class m (tp_comm_class), kept up to level m + 1, so that
      * level s >= 2 keeps the sum of hist[s - 1..] */

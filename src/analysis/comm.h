@@ -89,9 +89,10 @@ tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n);
 
 /* The collectives a slim process keeps of a long run (tp_process.comm_level), so that the
  * merge, which holds every rank's kept ops at once (about 52 bytes an op: key, memo span,
- * arrival and its index), stays bounded whatever the run's length. A rank file with more than
- * tp_comm_keep() ops (TP_COMM_KEEP unless configured) keeps no op the merge never matches
- * (send, recv, unknown, unfinished): level 1 when its collectives are then within the bound.
+ * arrival and its index), stays bounded whatever the run's length and, up to 8192 ranks,
+ * whatever their number. A rank file with more than tp_comm_keep_of() ops (TP_COMM_KEEP
+ * unless configured, fewer past 1024 ranks) keeps no op the merge never matches (send,
+ * recv, unknown, unfinished): level 1 when its collectives are then within the bound.
  * Past it, level >= 2 keeps, on every communicator, the collectives whose sequence numbers
  * lie in the first TP_COMM_WINDOW of each period of TP_COMM_WINDOW << (level - 1), the least
  * level that leaves at most the bound: windows spread over the whole run, at least
@@ -107,13 +108,28 @@ tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n);
 /* a period of 2^32, the whole range of sequence numbers: each communicator's first window */
 #define TP_COMM_LEVEL_MAX 27u
 
-/* The bound in effect: TP_COMM_KEEP unless set (the command sets it from TRAINPROF_COMM_KEEP,
- * cli/common.c). The summaries' slim key holds it, so that a summary made under another
- * bound is made again. Thread safe. */
+/* The merge's budget for every rank's kept ops together, when the bound is not configured:
+ * 2^23 ops, about 330 MB at 40 bytes an op (key and memo span; the arrivals and their
+ * index add 12 more), so that a job of more than 1024 ranks keeps fewer a rank file
+ * (tp_comm_keep_of) and the merge stays within it up to TP_COMM_MERGE_OPS / TP_COMM_KEEP_MIN
+ * ranks (8192); past that, TP_COMM_KEEP_MIN a rank (41 kB). */
+#define TP_COMM_MERGE_OPS (1u << 23)
+#define TP_COMM_KEEP_MIN 1024u
+
+/* The configured bound: what tp_comm_keep_set set (the command sets it from
+ * TRAINPROF_COMM_KEEP, cli/common.c), 0 when none was (the bound then follows each file's
+ * world size, tp_comm_keep_of). The summaries' slim key holds it, so that a summary made
+ * under another bound is made again. Thread safe. */
 size_t tp_comm_keep(void);
-/* Sets the bound: keep ops a rank file (1024 at least: a smaller value is taken as 1024; 0:
- * TP_COMM_KEEP again). Not to be called while a load or a report runs. */
+/* Sets the bound: keep ops a rank file, for every file whatever its world size
+ * (TP_COMM_KEEP_MIN at least: a smaller value is taken as that; 0: not configured). Not to
+ * be called while a load or a report runs. */
 void tp_comm_keep_set(size_t keep);
+/* The bound on p's rank file: the configured one (tp_comm_keep), else TP_COMM_MERGE_OPS
+ * divided by the world size its metadata names ("world_size"), within [TP_COMM_KEEP_MIN,
+ * TP_COMM_KEEP]: TP_COMM_KEEP up to 1024 ranks, or when the file names no world size. Reads
+ * p's metadata (no allocation); thread safe. */
+size_t tp_comm_keep_of(const tp_process *p);
 /* 1 when key k is kept at level (0: every op is; 1: every collective the merge matches). */
 int tp_comm_kept(const tp_comm_key *k, unsigned level);
 /* The sample's period at level: TP_COMM_WINDOW << (level - 1) sequence numbers, 0 below 2
@@ -122,7 +138,7 @@ double tp_comm_period(unsigned level);
 /* Key k's class: the trailing zero bits of its window's number (seq / TP_COMM_WINDOW),
  * TP_COMM_LEVEL_MAX - 1 for window 0: a collective is kept up to level class + 1. */
 unsigned tp_comm_class(const tp_comm_key *k);
-/* The level p's ops are kept at (above): 0 when it has at most tp_comm_keep(), or when its
+/* The level p's ops are kept at (above): 0 when it has at most tp_comm_keep_of(p), or when its
  * level would keep every op; 1 when its collectives are within the bound, or when no level
  * leaves any of them out without leaving all; else the least level >= 2 that keeps at most
  * that many and at least one. When none does (more communicators than the windows the bound
@@ -134,7 +150,7 @@ unsigned tp_comm_level(const tp_process *p);
 /* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved
  * without GPU records (tp_process.comm_keys, comm_last, comm_memo): what the run-level
  * readers take of them, 72 bytes an op where the ops and their memo took 136. Past
- * tp_comm_keep() ops it keeps those of its level alone (tp_comm_level; comm_level set, ncomm
+ * tp_comm_keep_of(p) ops it keeps those of its level alone (tp_comm_level; comm_level set, ncomm
  * their count; comm_last is still the file's last op). Without memory p is left as it was
  * (those readers take either form). A process without ops is left too. */
 void tp_process_slim_comm(tp_process *p);

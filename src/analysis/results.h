@@ -669,7 +669,7 @@ typedef struct tp_clocks_result {
      * of every rank file was matched; else the longest period (sequence numbers) whose first
      * TP_COMM_WINDOW a communicator's collectives were matched in (tp_comm_period) */
     double sample_period;
-    size_t sample_keep;      /* the bound on a rank file's ops then (tp_comm_keep) */
+    size_t sample_keep;      /* the least bound of the files that sampled (tp_comm_keep_of) */
 } tp_clocks_result;
 
 /* One rank of the stragglers' table ("stragglers.ranks[]"). */

@@ -120,7 +120,7 @@ static void comm_ops(tp_sum_buf *c, int rd, tp_process *p) {
     if (rd) c->bad |= p->comm_level > TP_COMM_LEVEL_MAX || (!p->ncomm && !p->comm_level);
     /* more ops than the key's bound: only what no level could cut further without leaving
      * none (tp_comm_level), collectives of one class */
-    int over = p->ncomm > tp_comm_keep();
+    int over = !c->bad && p->ncomm > tp_comm_keep_of(p); /* its metadata read back above */
     unsigned cls = TP_COMM_LEVEL_MAX;
     if (arr(c, rd, &p->comm_keys, p->ncomm, sizeof *p->comm_keys))
         for (size_t i = 0; i < p->ncomm && !c->bad; i++) {
@@ -240,7 +240,8 @@ int tp_sum_slim_key(const char *file, tp_sum_buf *k, uint64_t *size) {
     uint64_t n = strlen(b);
     tp_sum_put(k, &n, 8);
     tp_sum_put(k, b, n);
-    /* the bound that chose which ops the slim process keeps (comm.h) */
+    /* the bound that chose which ops the slim process keeps (comm.h): the configured one, or
+     * 0 for the one that follows the file's world size (tp_comm_keep_of) */
     uint64_t keep = tp_comm_keep();
     tp_sum_put(k, &keep, 8);
     /* the header read through the descriptor that is stat'ed: one file, even if renamed over
