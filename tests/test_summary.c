@@ -718,14 +718,17 @@ static void features(void **state) {
  * the even windows of 64 sequence numbers, 5008 kept), rank 1 starting each 0.2 ms late, and
  * rank 2 with 9000 sends alone (level 1, none kept: the key form without a key). The report
  * from summaries is the one from the rank files, and each rank section gave its process the
- * whole file's times of the ops it kept. */
-static void sampled_run(void **state) {
-    (void)state;
+ * whole file's times of the ops it kept. With world (not NULL), the files name that world
+ * size: past 1024 ranks the bound is less (comm.h, tp_comm_keep_of), and ranks 0 and 1 keep
+ * `kept` at `level`, of period `period`. */
+static void sampled_world(const char *world, unsigned level, size_t kept, double period,
+                          size_t keep) {
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "summary-sampled"), 0);
     for (uint32_t r = 0; r < 3; r++) {
         synth_file *f = synth_open(dir, "h", (int32_t)(60 + r), RT0, T0);
         synth_rank(f, (int)r, 3);
+        if (world) synth_meta(f, "world_size", world); /* the last value holds */
         synth_thread(f, 1, 60 + r);
         for (uint32_t k = 0; k < 100; k++) {
             uint64_t t = T0 + k * 100 * MS;
@@ -758,25 +761,26 @@ static void sampled_run(void **state) {
     assert_int_equal(tp_report_make(&run, NULL, &r), 0);
     for (size_t i = 0; i < run.nprocs; i++) {
         const tp_process *p = &run.procs[i];
-        assert_int_equal(p->comm_level, p->rank < 2 ? 2 : 1);
-        assert_int_equal(p->ncomm, p->rank < 2 ? 5008 : 0);
+        assert_int_equal(p->comm_level, p->rank < 2 ? level : 1);
+        assert_int_equal(p->ncomm, p->rank < 2 ? kept : 0);
         assert_int_equal(p->comm_memo_whole, p->rank < 2);
     }
     const cJSON *ck = cJSON_GetObjectItemCaseSensitive(r.doc, "clocks");
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(ck, "sample");
     assert_non_null(sm);
-    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sm, "period")->valuedouble, 128);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sm, "period")->valuedouble, period);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sm, "keep_per_rank")->valuedouble, keep);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(ck, "collectives_matched")->valuedouble,
-                     5008);
+                     kept);
     const cJSON *sj = cJSON_GetObjectItemCaseSensitive(r.doc, "stragglers");
-    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sj, "sample_period")->valuedouble, 128);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(sj, "sample_period")->valuedouble, period);
     /* the export's alignment says so too, with the report's note */
     chrome_out eo = export_run(&run, -1, NULL);
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(eo.root, "trainprof.clock_alignment");
     const cJSON *es = cJSON_GetObjectItemCaseSensitive(al, "sample");
-    assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "period")->valuedouble, 128);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "period")->valuedouble, period);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "window")->valuedouble, 64);
-    assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "keep_per_rank")->valuedouble, 8192);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "keep_per_rank")->valuedouble, keep);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(es, "note")->valuestring,
                         cJSON_GetObjectItemCaseSensitive(sm, "note")->valuestring);
     out_free(&eo);
@@ -784,6 +788,14 @@ static void sampled_run(void **state) {
     tp_run_free(&run);
     summarized_same(ops, 1, 1);
     synth_rmtree(dir);
+}
+
+static void sampled_run(void **state) {
+    (void)state;
+    sampled_world(NULL, 2, 5008, 128, 8192);
+    sampled_world("1024", 2, 5008, 128, 8192);
+    /* 2^23 / 4096: 2048 a file; level 3 would keep 40 windows (2560), level 4 keeps 20 */
+    sampled_world("4096", 4, 1280, 512, 2048);
 }
 
 /* The codec alone on every rank of a report (the scenario with memory samples and the
