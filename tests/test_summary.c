@@ -28,6 +28,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "analysis/clocks.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "analysis/summary.h"
@@ -368,55 +369,94 @@ static void stale_and_damaged(void **state) {
     synth_rmtree(c.top);
 }
 
-/* A slim body whose record counts lie, its CRC made right (a body the reader cannot tell from
- * a true one by its checksum), and its section damaged so that the section is computed again
- * from the rank file: the whole load sizes its arrays by the slim process's counts
- * (model.c, reserve_like), where 2^63 GPU records wrapped the allocation's size to nothing.
- * The count is more records than the file has bytes: the slim block is not valid, the file is
- * decoded, and the report is the one without summaries. */
-static void lying_counts(void **state) {
-    (void)state;
-    copied c;
-    tp_report_opts o;
-    four_ranks_summarised(&c, &o);
-    char file[700], sum[800];
-    rank_path(&c, 100, file, sum);
+/* Summary `sum`'s slim body with n bytes at `at` (from the body's start; from its end when
+ * negative) replaced by v, its CRC made right: a body the reader cannot tell from a true one
+ * by its checksum. The bytes replaced go into old (n bytes) when it is given. */
+static void forge_slim(const char *sum, long at, const void *v, size_t n, void *old) {
     sum_layout l = layout_of(sum);
     FILE *f = fopen(sum, "r+b");
     assert_non_null(f);
-    uint64_t blen, at = (uint64_t)l.slim_body, file_bytes, nrec[5];
+    uint64_t blen;
     assert_int_equal(fseek(f, l.slim_body - 12, SEEK_SET), 0);
     assert_int_equal(fread(&blen, 8, 1, f), 1);
     unsigned char *body = malloc(blen);
     assert_non_null(body);
     assert_int_equal(fseek(f, l.slim_body, SEEK_SET), 0);
     assert_int_equal(fread(body, 1, blen, f), blen);
-    /* the body ends with the file's size and the five record counts (summary_slim.c) */
-    memcpy(&file_bytes, body + blen - 48, 8);
-    memcpy(nrec, body + blen - 40, sizeof nrec);
-    assert_int_equal(file_bytes, (uint64_t)synth_file_size(file));
-    assert_true(nrec[0] > 0 && nrec[0] < file_bytes); /* the rank's GPU records */
-    nrec[0] = (uint64_t)1 << 63;
-    memcpy(body + blen - 40, nrec, sizeof nrec);
+    size_t off = at < 0 ? (size_t)((long)blen + at) : (size_t)at;
+    assert_true(off + n <= blen);
+    if (old) memcpy(old, body + off, n);
+    memcpy(body + off, v, n);
     uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), body, (uInt)blen);
-    assert_int_equal(fseek(f, (long)at - 4, SEEK_SET), 0);
+    assert_int_equal(fseek(f, l.slim_body - 4, SEEK_SET), 0);
     assert_int_equal(fwrite(&crc, 4, 1, f), 1);
     assert_int_equal(fwrite(body, 1, blen, f), blen);
     assert_int_equal(fclose(f), 0);
     free(body);
+}
+
+/* Summarize on c writes `written` summaries and finds the rest (of 6 files) current. */
+static void summarize_writes(copied *c, const tp_report_opts *o, size_t written) {
+    tp_summarize_stats st;
+    summarize(c->opv, 1, o, &st);
+    assert_int_equal(st.written, written);
+    assert_int_equal(st.current, 6 - written);
+}
+
+/* Slim bodies that decode, their CRCs made right, that do not stand for their file:
+ * - record counts that lie, with the section damaged so that the section is computed again
+ *   from the rank file: the whole load sizes its arrays by the slim process's counts
+ *   (model.c, reserve_like), where 2^63 GPU records wrapped the allocation's size to nothing.
+ *   The count is more records than the file has bytes: the slim block is not valid, the file
+ *   is decoded, and the report is the one without summaries. With the section whole,
+ *   summarize does not leave as current a slim block the reader refuses: it writes it again;
+ * - another file size, or a header other than the file's (its start time, its host): the
+ *   load decodes the file, and summarize writes the summary again. */
+static void lying_counts(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char file[700], sum[800], keep[900];
+    rank_path(&c, 100, file, sum);
+    snprintf(keep, sizeof keep, "%s.keep", sum);
+    copy_file(sum, keep);
+    /* the body ends with the file's size and the five record counts (summary_slim.c) */
+    uint64_t file_bytes, nrec[5], big = (uint64_t)1 << 63;
+    forge_slim(sum, -40, &big, 8, nrec);
+    /* given as its own old bytes: read, and written back as it was */
+    forge_slim(sum, -48, &file_bytes, 8, &file_bytes);
+    assert_int_equal(file_bytes, (uint64_t)synth_file_size(file));
+    assert_true(nrec[0] > 0 && nrec[0] < file_bytes); /* the rank's GPU records */
     char forged[900];
     snprintf(forged, sizeof forged, "%s.forged", sum);
     copy_file(sum, forged);
     assert_int_equal(synth_flip_byte(sum, -3, 0x01), 0);
     same_with_sums(&c, &o, 3, 1, 5, "slim counts past the file");
-    /* with its section whole, its keys and CRCs all valid: summarize does not leave as
-     * current a slim block the reader refuses, it writes the summary again */
     copy_file(forged, sum);
-    tp_summarize_stats st;
-    summarize(c.opv, 1, &o, &st);
-    assert_int_equal(st.written, 1);
-    assert_int_equal(st.current, 5);
+    summarize_writes(&c, &o, 1);
     same_with_sums(&c, &o, 4, 0, ALL_SLIM, "refused slim block written again");
+    /* another size */
+    copy_file(keep, sum);
+    uint64_t other = file_bytes + 1;
+    forge_slim(sum, -48, &other, 8, NULL);
+    same_with_sums(&c, &o, 4, 0, 5, "slim block of another size");
+    summarize_writes(&c, &o, 1);
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "other size written again");
+    /* another start time (the header first in the body), another host */
+    copy_file(keep, sum);
+    uint64_t rt;
+    forge_slim(sum, offsetof(tprof_file_header, start_realtime_ns), &rt, 8, &rt);
+    rt ^= (uint64_t)1 << 46;
+    forge_slim(sum, offsetof(tprof_file_header, start_realtime_ns), &rt, 8, NULL);
+    same_with_sums(&c, &o, 4, 0, 5, "slim block of another start time");
+    summarize_writes(&c, &o, 1);
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "other start time written again");
+    copy_file(keep, sum);
+    forge_slim(sum, offsetof(tprof_file_header, host), "zz", 2, NULL);
+    same_with_sums(&c, &o, 4, 0, 5, "slim block of another host");
+    summarize_writes(&c, &o, 1);
+    same_with_sums(&c, &o, 4, 0, ALL_SLIM, "other host written again");
     synth_rmtree(c.top);
 }
 
@@ -782,7 +822,9 @@ static void sampled_world(const char *world, unsigned level, size_t kept, double
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "window")->valuedouble, 64);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(es, "keep_per_rank")->valuedouble, keep);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(es, "note")->valuestring,
-                        cJSON_GetObjectItemCaseSensitive(sm, "note")->valuestring);
+                        tp_clocks_sample_note(0));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(sm, "note")->valuestring,
+                        tp_clocks_sample_note(1));
     out_free(&eo);
     tp_report_free(&r);
     tp_run_free(&run);

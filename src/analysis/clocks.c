@@ -641,14 +641,17 @@ void tp_clocks_result_free(tp_clocks_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* What a sampled merge matched: said in the JSON, the text and the export alike. */
-const char *tp_clocks_sample_note(void) {
-    return "a rank file holds more collectives than keep_per_rank (TRAINPROF_COMM_KEEP), so "
-           "the collectives were matched across ranks on a systematic sample, the same on "
-           "every rank: of a communicator whose files exceed the bound, the collectives whose "
-           "sequence numbers lie in the first window of each period (the period shown at "
-           "most); the offsets, residuals, collective counts and start lags (stragglers) are "
-           "over that sample";
+/* What a sampled merge matched, said in the report's JSON and the export's metadata. */
+#define SAMPLE_WHAT                                                                            \
+    "a rank file held more collectives than keep_per_rank (TRAINPROF_COMM_KEEP), so the "       \
+    "collectives were matched across ranks on a systematic sample, the same on every rank: on " \
+    "each communicator whose files exceeded the bound, the collectives whose sequence numbers " \
+    "lie in the first `window` of every `period` (the longest period any communicator needed); "
+
+const char *tp_clocks_sample_note(int lags) {
+    return lags ? SAMPLE_WHAT "the offsets, residuals, matched-collective counts and start lags "
+                              "(stragglers) are over that sample"
+                : SAMPLE_WHAT "the clock offsets and residuals are over that sample";
 }
 
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
@@ -664,7 +667,7 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
         cJSON_AddNumberToObject(sm, "window", TP_COMM_WINDOW);
         cJSON_AddNumberToObject(sm, "period", c->sample_period);
         cJSON_AddNumberToObject(sm, "keep_per_rank", (double)c->sample_keep);
-        cJSON_AddStringToObject(sm, "note", tp_clocks_sample_note());
+        cJSON_AddStringToObject(sm, "note", tp_clocks_sample_note(1));
     }
     if (c->nissues) {
         cJSON *ia = cJSON_AddArrayToObject(j, "unusable_clock_pairs");

@@ -124,9 +124,10 @@ static inline int64_t tp_clocks_aligned(const tp_clocks_result *r, const tp_proc
     return (int64_t)(mono - p->hdr.start_mono_ns + p->hdr.start_realtime_ns);
 }
 
-/* What a sampled merge matched (r->sample_period > 0), in words: the JSON's clocks.sample.note
- * and the export's clock_alignment.sample.note. A static string. */
-const char *tp_clocks_sample_note(void);
+/* What a sampled merge matched (r->sample_period > 0), in words: with lags, the report's
+ * clocks.sample.note (the stragglers' lags too); without, the export's
+ * clock_alignment.sample.note. A static string. */
+const char *tp_clocks_sample_note(int lags);
 
 /* Adds "clocks" to the report from r (nothing when r->present is 0). */
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *r);

@@ -174,13 +174,28 @@ static FILE *open_regular(const char *path) {
 
 static int read_body(FILE *f, tp_sum_buf *c, int last);
 
+/* Whether slim process d, decoded from a summary's slim block, stands for the rank file whose
+ * slim key is k (tp_sum_slim_key: it ends with the file's header as on disk) and whose size is
+ * `size`: its file size, and its header as the loader leaves it (model.c: the texts cleaned).
+ * The key and the CRC vouch for the block's bytes, not for what they hold. */
+static int slim_is_file(const tp_process *d, const tp_sum_buf *k, uint64_t size) {
+    tprof_file_header h;
+    if (d->file_bytes != size || k->len < sizeof h) return 0;
+    memcpy(&h, k->b + k->len - sizeof h, sizeof h);
+    tp_load_clean_field(h.host, sizeof h.host);
+    tp_load_clean_field(h.run_id, sizeof h.run_id);
+    tp_load_clean_field(h.build, sizeof h.build);
+    return !memcmp(&h, &d->hdr, sizeof h);
+}
+
 /* Opens p's summary, checking its head and, where asked, the slim block (its key computed now
- * from p's file, its body's CRC; the body into *slim_body, owned, when that is given) and the
- * section's key (computed now from the run, p and the options; *f is left just past it): 1
- * with *f open when those are valid, 0 when there is no summary (or, section asked, it holds
- * none), -1 when it is not valid. */
+ * from p's file, its body's CRC; with decode, its body decoded and standing for the file,
+ * slim_is_file) and the section's key (computed now from the run, p and the options; *f is
+ * left just past it): 1 with *f open when those are valid, 0 when there is no summary (or,
+ * section asked, it holds none), -1 when it is not valid. Decoding interns strings into
+ * run's pool. */
 static int open_checked(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                        FILE **f, int slim, int section, tp_sum_buf *slim_body) {
+                        FILE **f, int slim, int section, int decode) {
     char path[4096];
     *f = NULL;
     if (tp_summary_path(p, path, sizeof path) != 0) return 0;
@@ -201,9 +216,16 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
         ok = block_key(in, NULL) == 1 && fread(&blen, 8, 1, in) == 1 &&
              fread(&crc, 4, 1, in) == 1 && blen <= SUM_MAX &&
              fseeko(in, (off_t)blen, SEEK_CUR) == 0;
+    tp_process d;
+    if (ok && slim && decode) {
+        ok = tp_summary_slim_decode((tp_run *)run, body.b, body.len, &d) == 1;
+        if (ok) {
+            ok = slim_is_file(&d, &key, size);
+            tp_process_free(&d);
+        }
+    }
     free(key.b);
-    if (ok && slim_body) *slim_body = body;
-    else free(body.b);
+    free(body.b);
     key = (tp_sum_buf){0};
     int rc = ok ? 1 : -1;
     if (ok && section)
@@ -211,7 +233,6 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
     free(key.b);
     if (rc != 1) {
         fclose(in);
-        if (slim_body) free(slim_body->b), *slim_body = (tp_sum_buf){0};
         return rc;
     }
     *f = in;
@@ -220,7 +241,7 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
 
 int tp_summary_check(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     FILE *f;
-    int rc = open_checked(run, p, o, &f, 0, 1, NULL);
+    int rc = open_checked(run, p, o, &f, 0, 1, 0);
     if (f) fclose(f);
     return rc;
 }
@@ -229,14 +250,11 @@ static void parts_drop(tp_summary_parts *out, int memos_only);
 
 int tp_summary_current(const tp_run *run, const tp_process *p, const tp_report_opts *o) {
     FILE *f;
-    tp_sum_buf slim = {0}, body = {0};
+    tp_sum_buf body = {0};
     int rank = p->role == TP_ROLE_RANK;
-    int ok = open_checked(run, p, o, &f, 1, rank, &slim) == 1;
     /* keys and CRCs are not all: a body the reader refuses is no summary to leave as it is.
      * Decoding interns strings into the run's pool, as the report's own reading would */
-    tp_process sp;
-    ok = ok && tp_summary_slim_decode((tp_run *)run, slim.b, slim.len, &sp) == 1;
-    if (ok) tp_process_free(&sp);
+    int ok = open_checked(run, p, o, &f, 1, rank, 1) == 1;
     if (ok && rank) {
         tp_rank_result res = {0};
         tp_summary_parts parts = {.res = &res};
@@ -245,7 +263,6 @@ int tp_summary_current(const tp_run *run, const tp_process *p, const tp_report_o
         if (ok) parts_drop(&parts, 0);
     }
     if (f) fclose(f);
-    free(slim.b);
     free(body.b);
     return ok;
 }
@@ -346,7 +363,7 @@ int tp_summary_read(tp_run *run, const tp_process *p, const tp_report_opts *o, i
     memset(out, 0, sizeof *out);
     out->res = memos_only ? NULL : res;
     FILE *f;
-    int rc = open_checked(run, p, o, &f, 0, 1, NULL);
+    int rc = open_checked(run, p, o, &f, 0, 1, 0);
     if (rc <= 0) return rc;
     tp_sum_buf c = {0};
     int ok = read_body(f, &c, 1) == 0;
@@ -452,9 +469,16 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
         return r;
     }
     int ok = tp_summary_slim_decode(run, c.b, c.len, p);
+    if (!ok) {
+        free(c.b);
+        return -1; /* p is left zeroed */
+    }
     free(c.b);
-    if (!ok) return -1; /* p is left zeroed */
-    ok = p->file_bytes == size;
+    tp_sum_buf key = {0};
+    uint64_t now;
+    /* the key again, for the header it ends with (slim_block checked it against the file's) */
+    ok = tp_sum_slim_key(path, &key, &now) == 0 && now == size && slim_is_file(p, &key, size);
+    free(key.b);
     if (ok) { /* what the loader sets itself (summary_slim.c's head comment) */
         const char *v;
         p->path = tp_intern(run, path);

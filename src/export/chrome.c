@@ -135,7 +135,7 @@ static void write_clock_meta(FILE *out, const tp_clocks_result *ck) {
         fprintf(out, ", \"sample\": {\"window\": %u, \"period\": %.0f, \"keep_per_rank\": %zu, "
                      "\"note\": ",
                 TP_COMM_WINDOW, ck->sample_period, ck->sample_keep);
-        put_raw_string(out, tp_clocks_sample_note());
+        put_raw_string(out, tp_clocks_sample_note(0));
         fputc('}', out);
     }
     fputs("},\n", out);
