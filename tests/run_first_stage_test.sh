@@ -80,6 +80,14 @@ grep -q "out of date" "$tmp/r1/report.txt" && fail "the run's report found its s
 "$TP" report "$tmp/r1" --warmup 3 | grep -q "out of date" && fail "summaries stale at warm-up 3"
 "$TP" report "$tmp/r1" | grep -q "out of date" || fail "summaries not keyed on the warm-up"
 same_as_without "$tmp/r1" --warmup 3
+# a configured TRAINPROF_COMM_KEEP goes to the stage as --comm-keep (the summaries' key holds
+# it, and a launcher may not pass the environment on); the default is no option at all
+: >"$SRUN_LOG"
+TRAINPROF_COMM_KEEP=1024 SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 "$TP" run -q -o "$tmp/r1k" -- \
+    srun "$LM" --steps 10 >/dev/null 2>"$tmp/r1k.err" || fail "run r1k: $(cat "$tmp/r1k.err")"
+sed -n 2p "$SRUN_LOG" | grep -q " summarize .*--comm-keep 1024 -- $tmp/r1k\$" ||
+    fail "no --comm-keep for the stage: $(sed -n 2p "$SRUN_LOG")"
+grep -q "out of date" "$tmp/r1k/report.txt" && fail "r1k's report found its summaries stale"
 
 # 2. no stage: srun outside an allocation, --summarize-with off, a job that wrote no file
 : >"$SRUN_LOG"
