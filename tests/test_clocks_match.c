@@ -309,15 +309,17 @@ static void key_narrowing(void **st) {
 
 /* A long run's merge matches a systematic sample of the collectives (comm.h, TP_COMM_KEEP):
  * rank files of one host (MPI all-reduces: host-timed), read slim as the report reads them.
- * Windows of 64 sequence numbers, 157 of them in 10000 (the last of 16).
- *   rank 0: 10000 all-reduces on A and on B (seq 0-9999), and 100 sends on A: 20100 ops;
- *           level 2 keeps 79 windows (5008 a communicator, over the bound together), level 3
- *           every 4th: 40 windows, 2512 a communicator; no send kept
- *   rank 1: 10000 on A: level 2 (5008)
- *   rank 2: 3000 on B: level 0, every op kept
- *   rank 3: 64 on C (seq 64-127, window 1), which ranks 0 and 2 have too: level 0
+ * Windows of 64 sequence numbers, 157 of them in 10000 (0 to 156, the last of 16); level L
+ * keeps the last window of each period of 2^(L - 1), those w with w % 2^(L - 1) = 2^(L - 1) - 1.
+ *   rank 0: 10000 all-reduces on A and on B (seq 0-9999), 100 sends on A and 64 all-reduces
+ *           on C (seq 64-127, window 1): 20164 ops; level 2 keeps the 78 odd windows of A and
+ *           of B (4992 each) and C's (64), over the bound together; level 3 windows 3, 7, ...,
+ *           155: 39, 2496 a communicator, none of C; no send kept
+ *   rank 1: 10000 on A: level 2 (4992)
+ *   rank 2: 3000 on B and C's 64: level 0, every op kept
+ *   rank 3: C's 64: level 0
  * A's collectives are matched at level 3 (rank 0's), B's at level 3 too, of which rank 2
- * holds windows 0, 4, ..., 44 (12 windows, 768): 2512 + 768 collectives of two ranks each.
+ * holds windows 3, 7, ..., 43 (11 windows, 704): 2496 + 704 collectives of two ranks each.
  * C's at level 3 too, though rank 0 kept none of them (tp_process.comm_comms): none, where
  * ranks 2 and 3 alone would match 64 without rank 0. Rank 1 starts each all-reduce of A
  * 100 us after rank 0, and rank 2 each of B 40 us after. */
@@ -350,7 +352,7 @@ static void sampled_merge(void **st) {
     assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), TPROF_OK);
     assert_int_equal(run.nprocs, 4);
     const unsigned level[4] = {3, 2, 0, 0};
-    const size_t kept[4] = {2 * 2512, 5008, 3064, 64};
+    const size_t kept[4] = {2 * 2496, 4992, 3064, 64};
     assert_int_equal(run.procs[0].ncomm_comms, 3); /* A, B and C */
     assert_true(tp_comm_comms_has(&run.procs[0], CC));
     for (size_t i = 0; i < 4; i++) {
@@ -367,20 +369,20 @@ static void sampled_merge(void **st) {
     tp_clocks c;
     assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
     assert_int_equal(c.level, 3);
-    assert_int_equal(c.ncoll, 2512 + 768);
-    assert_int_equal(c.narr, 2 * (2512 + 768));
+    assert_int_equal(c.ncoll, 2496 + 704);
+    assert_int_equal(c.narr, 2 * (2496 + 704));
     for (size_t k = 0; k < c.ncoll; k++) {
         assert_int_equal(c.coll[k].n, 2);
         tp_comm_key key = {c.coll[k].hash, c.coll[k].seq, 0, (uint8_t)AR, 0};
-        assert_true(tp_comm_kept(&key, 3) && c.coll[k].seq / 64 % 4 == 0);
+        assert_true(tp_comm_kept(&key, 3) && c.coll[k].seq / 64 % 4 == 3);
         assert_true(c.coll[k].hash == CA || c.coll[k].seq < 3000);
     }
     size_t n[4];
     double med[4], mean[4], p90[4];
     assert_int_equal(tp_clocks_lags(&c, NULL, NULL, n, med, mean, p90), TPROF_OK);
-    assert_int_equal(n[0], 2512 + 768);
-    assert_int_equal(n[1], 2512);
-    assert_int_equal(n[2], 768);
+    assert_int_equal(n[0], 2496 + 704);
+    assert_int_equal(n[1], 2496);
+    assert_int_equal(n[2], 704);
     assert_int_equal(n[3], 0);
     NEAR(mean[0], 0);
     NEAR(mean[1], 0.1);
@@ -428,11 +430,11 @@ static void sample_level(void **st) {
     for (size_t i = 0; i < 40000; i++)
         p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
     assert_int_equal(tp_comm_level(&p), 0);
-    /* windows 0..128, the last of one op: level 2 keeps the even ones (4097) */
+    /* windows 0..128, the last of one op: level 2 keeps the odd ones (4096) */
     p.ncomm = TP_COMM_KEEP + 1;
     assert_int_equal(tp_comm_level(&p), 2);
     NEAR(tp_comm_period(2), 128);
-    /* 625 windows: level 2 keeps 313 (20032), 3 157 (10048), 4 79 (5056) */
+    /* 625 windows: level 2 keeps 312 (19968), 3 156 (9984), 4 78 (4992) */
     p.ncomm = 40000;
     assert_int_equal(tp_comm_level(&p), 4);
     for (size_t i = 0; i < 100; i++) p.comm_keys[i].op = TPROF_COMM_SEND;
@@ -444,10 +446,10 @@ static void sample_level(void **st) {
     assert_int_equal(tp_comm_level(&p), 1); /* none is matched: level 1 keeps none */
     for (size_t i = 0; i < 40000; i++) /* one communicator per op, in window 78 (0b1001110) */
         p.comm_keys[i] = (tp_comm_key){i, 5000, 0, TPROF_COMM_ALLREDUCE, 0};
-    assert_int_equal(tp_comm_level(&p), 0); /* level 3 would keep none: none is left out */
+    assert_int_equal(tp_comm_level(&p), 0); /* level 2 would keep none: none is left out */
     /* 150 communicators of 200 collectives from sequence number 960 (a capture begun
-     * mid-run): windows 15 to 18, of classes 0, 4, 0, 1; level 2 keeps 10800, 3 to 5 window 16
-     * alone (9600), 6 none: the least level that keeps as few as the deepest with some */
+     * mid-run): windows 15 to 18, of classes 4, 0, 1, 0; level 2 keeps 19200, 3 to 5 window
+     * 15 alone (9600), 6 none: the least level that keeps as few as the deepest with some */
     p.ncomm = 30000;
     for (size_t i = 0; i < 30000; i++)
         p.comm_keys[i] = (tp_comm_key){i / 200, 960 + (uint32_t)(i % 200), 0,
@@ -461,18 +463,22 @@ static void sample_level(void **st) {
     p.comm_keys[0].op = TPROF_COMM_RECV; /* ... but a receive, which level 1 leaves */
     assert_int_equal(tp_comm_level(&p), 1);
     p.comm_keys[0].op = TPROF_COMM_ALLREDUCE;
-    p.comm_keys[0].seq = 1u << 31; /* window 2^25: only the deepest level leaves it out */
-    assert_int_equal(tp_comm_level(&p), TP_COMM_LEVEL_MAX);
-    p.comm_keys[0].seq = 64; /* window 1: left out from level 2 on, the least as few */
+    p.comm_keys[0].seq = 1u << 31; /* window 2^25 (class 0): kept at level 1 alone, as window 0 */
+    assert_int_equal(tp_comm_level(&p), 0);
+    p.comm_keys[0].seq = 64; /* window 1 (class 1): level 2 keeps it alone */
     assert_int_equal(tp_comm_level(&p), 2);
-    /* the bound as configured: 40000 ops in 625 windows; level 3 keeps 10048, level 7 every
-     * 64th window (10: 640) */
+    p.comm_keys[0].seq = UINT32_MAX; /* the last window (2^26 - 1): kept at every level */
+    assert_int_equal(tp_comm_class(&p.comm_keys[0]), TP_COMM_LEVEL_MAX - 1);
+    assert_true(tp_comm_kept(&p.comm_keys[0], TP_COMM_LEVEL_MAX));
+    assert_int_equal(tp_comm_level(&p), 2);
+    /* the bound as configured: 40000 ops in 625 windows; level 2 keeps 19968, level 7 every
+     * 64th window from 63 (9: 576) */
     for (size_t i = 0; i < 40000; i++)
         p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
     const struct {
         size_t set, keep;
         unsigned level;
-    } cf[] = {{20000, 20000, 3}, {100, 1024, 7}, {0, 0, 4}};
+    } cf[] = {{20000, 20000, 2}, {100, 1024, 7}, {0, 0, 4}};
     for (size_t i = 0; i < sizeof cf / sizeof *cf; i++) {
         tp_comm_keep_set(cf[i].set);
         assert_int_equal(tp_comm_keep(), cf[i].keep);
@@ -482,15 +488,16 @@ static void sample_level(void **st) {
     tp_comm_keep_set(40000);
     assert_int_equal(tp_comm_level(&p), 0);
     tp_comm_keep_set(0);
-    /* not configured, the bound follows the world size the file names: 2^23 ops over the
-     * ranks, within [1024, 8192]; level 5 keeps 40 windows (2560), level 7 10 (640) */
+    /* not configured, the bound follows the world size the file names, read as the load
+     * reads it (tp_meta_int: as atoi, out of range unknown): 2^23 ops over the ranks, within
+     * [1024, 8192]; level 5 keeps 39 windows (2496), level 6 19 (1216), level 7 9 (576) */
     const struct {
         const char *world;
         size_t keep;
         unsigned level;
     } ws[] = {{"1024", 8192, 4}, {"1025", 8184, 4}, {"2048", 4096, 5}, {"100000", 1024, 7},
               {"0", 8192, 4},    {"-5", 8192, 4},   {"12x", 8192, 4}, {"", 8192, 4},
-              {"99999999999999999999", 1024, 7}};
+              {"99999999999999999999", 8192, 4}, {" 4096", 2048, 6}, {"4096abc", 2048, 6}};
     tp_kv meta[2] = {{"rank", "0"}, {"world_size", NULL}};
     p.meta = meta;
     p.nmeta = 2;
@@ -502,14 +509,15 @@ static void sample_level(void **st) {
     meta[1].value = "2048"; /* a configured bound holds whatever the world size */
     tp_comm_keep_set(20000);
     assert_int_equal(tp_comm_keep_of(&p), 20000);
-    assert_int_equal(tp_comm_level(&p), 3);
+    assert_int_equal(tp_comm_level(&p), 2);
     tp_comm_keep_set(0);
     p.meta = NULL;
     p.nmeta = 0;
-    tp_comm_key k = {CA, 4095, 0, TPROF_COMM_ALLREDUCE, 0}; /* window 63 */
-    assert_true(tp_comm_kept(&k, 0) && tp_comm_kept(&k, 1) && !tp_comm_kept(&k, 2));
-    k.seq = 4096; /* window 64 */
-    assert_true(tp_comm_kept(&k, 7) && !tp_comm_kept(&k, 8));
+    tp_comm_key k = {CA, 4095, 0, TPROF_COMM_ALLREDUCE, 0}; /* window 63 (0b111111) */
+    assert_true(tp_comm_kept(&k, 0) && tp_comm_kept(&k, 2) && tp_comm_kept(&k, 7) &&
+                !tp_comm_kept(&k, 8));
+    k.seq = 4096; /* window 64 (0b1000000) */
+    assert_true(tp_comm_kept(&k, 1) && !tp_comm_kept(&k, 2));
     k.flags = TPROF_COMM_F_UNFINISHED;
     assert_true(tp_comm_kept(&k, 0) && !tp_comm_kept(&k, 1));
     NEAR(tp_comm_period(TP_COMM_LEVEL_MAX), 4294967296.0);

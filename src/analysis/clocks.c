@@ -556,7 +556,9 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
      * several jobs are read together: the least) */
     for (size_t r = 0; out->sample_period > 0 && r < c->nranks; r++) {
         size_t k = c->rank[r]->comm_level >= 2 ? tp_comm_keep_of(c->rank[r]) : 0;
-        if (k && (!out->sample_keep || k < out->sample_keep)) out->sample_keep = k;
+        if (!k || (out->sample_keep && k >= out->sample_keep)) continue;
+        out->sample_keep = k;
+        out->sample_world = tp_comm_keep() ? 0 : tp_meta_int(c->rank[r], "world_size");
     }
     size_t np = c->run ? c->run->nprocs : 0, nbad = 0;
     out->proc_map_ns = malloc((np ? np : 1) * sizeof *out->proc_map_ns);
@@ -646,12 +648,16 @@ void tp_clocks_result_free(tp_clocks_result *r) {
     "a rank file held more collectives than keep_per_rank (TRAINPROF_COMM_KEEP), so the "       \
     "collectives were matched across ranks on a systematic sample, the same on every rank: on " \
     "each communicator whose files exceeded the bound, the collectives whose sequence numbers " \
-    "lie in the first `window` of every `period` (the longest period any communicator needed); "
+    "lie in the last `window` of every `period` (the longest period any communicator needed); "
+/* where the bound came from, and how to have every collective */
+#define SAMPLE_HOW                                                                             \
+    "; not set, the bound is 2^23 collectives over the world size a rank file names, 8192 up to " \
+    "1024 ranks and 1024 at least, and TRAINPROF_COMM_KEEP=2147483648 matches every collective"
 
 const char *tp_clocks_sample_note(int lags) {
     return lags ? SAMPLE_WHAT "the offsets, residuals, matched-collective counts and start lags "
-                              "(stragglers) are over that sample"
-                : SAMPLE_WHAT "the clock offsets and residuals are over that sample";
+                              "(stragglers) are over that sample" SAMPLE_HOW
+                : SAMPLE_WHAT "the clock offsets and residuals are over that sample" SAMPLE_HOW;
 }
 
 void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {

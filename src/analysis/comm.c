@@ -528,20 +528,19 @@ void tp_comm_keep_set(size_t keep) {
 size_t tp_comm_keep_of(const tp_process *p) {
     size_t set = tp_comm_keep();
     if (set) return set;
-    /* the metadata's value, not p->world_size: a summary's decoding checks its keys against
-     * the bound before the process's identity is read back (summary_slim.c) */
-    const char *v = tp_meta(p, "world_size");
-    char *end = NULL;
-    long long w = v && *v >= '0' && *v <= '9' ? strtoll(v, &end, 10) : 0;
-    if (w <= 0 || !end || *end) return TP_COMM_KEEP;
-    size_t keep = (size_t)TP_COMM_MERGE_OPS / (unsigned long long)w;
+    /* the metadata's value read as the load reads p->world_size, not that field: a summary's
+     * decoding checks its keys against the bound before the process's identity is set */
+    int w = tp_meta_int(p, "world_size");
+    if (w <= 0) return TP_COMM_KEEP;
+    size_t keep = (size_t)TP_COMM_MERGE_OPS / (size_t)w;
     return keep > TP_COMM_KEEP ? TP_COMM_KEEP : keep < TP_COMM_KEEP_MIN ? TP_COMM_KEEP_MIN : keep;
 }
 
 int tp_comm_kept(const tp_comm_key *k, unsigned level) {
     if (!level) return 1;
     if (level > TP_COMM_LEVEL_MAX) level = TP_COMM_LEVEL_MAX;
-    return !unmatched(k) && ((k->seq / TP_COMM_WINDOW) & ((1u << (level - 1)) - 1)) == 0;
+    uint32_t last = (1u << (level - 1)) - 1; /* the period's last window: its low bits all 1 */
+    return !unmatched(k) && ((k->seq / TP_COMM_WINDOW) & last) == last;
 }
 
 double tp_comm_period(unsigned level) {
@@ -550,8 +549,8 @@ double tp_comm_period(unsigned level) {
 }
 
 unsigned tp_comm_class(const tp_comm_key *k) {
-    uint32_t w = k->seq / TP_COMM_WINDOW;
-    unsigned m = w ? (unsigned)__builtin_ctz(w) : TP_COMM_LEVEL_MAX - 1;
+    uint32_t w = k->seq / TP_COMM_WINDOW; /* below 2^26: ~w has a zero bit */
+    unsigned m = (unsigned)__builtin_ctz(~w);
     return m < TP_COMM_LEVEL_MAX - 1 ? m : TP_COMM_LEVEL_MAX - 1;
 }
 
@@ -572,10 +571,10 @@ unsigned tp_comm_level(const tp_process *p) {
     for (unsigned s = 2; s <= TP_COMM_LEVEL_MAX; s++) at[s] = at[s - 1] - hist[s - 2];
     unsigned s = 1;
     if (all > keep) {
-        /* the least level within the bound, unless it would keep no collective (windows
-         * numbered from sequence number 0: a file whose communicators start past it, as a
-         * capture begun mid-run, may have none at a deep level); then, as when none is within
-         * the bound, the deepest level that keeps some, or the least that keeps as few */
+        /* the least level within the bound, unless it would keep no collective (a deep
+         * level's one window may lie past a short run's end, or before the first sequence
+         * number of a capture begun mid-run); then, as when none is within the bound, the
+         * deepest level that keeps some, or the least that keeps as few */
         unsigned last = 1;
         for (s = 2; s <= TP_COMM_LEVEL_MAX && at[s]; s++) {
             last = s;

@@ -153,13 +153,13 @@ void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
         fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", (int)b->nwarmup - 3);
 }
 
-/* Which collectives a sampled merge kept, in words: the deepest level keeps only each
- * communicator's first window, which "the first 64 of every 4294967296" would hide. */
+/* Which collectives a sampled merge kept, in words: the deepest level keeps only the last
+ * window before 2^32, which "the last 64 of every 4294967296" would hide. */
 static const char *sample_words(char *w, size_t n, double period) {
     if (period >= tp_comm_period(TP_COMM_LEVEL_MAX))
-        snprintf(w, n, "with sequence numbers below %u only", TP_COMM_WINDOW);
+        snprintf(w, n, "with sequence numbers in the last %u before 2^32 only", TP_COMM_WINDOW);
     else
-        snprintf(w, n, "with sequence numbers in the first %u of each period of up to %.0f",
+        snprintf(w, n, "with sequence numbers in the last %u of each period of up to %.0f",
                  TP_COMM_WINDOW, period);
     return w;
 }
@@ -173,10 +173,16 @@ static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const
     if (c->hosts <= 1) fprintf(f, "; %s\n", c->note ? c->note : "");
     else fprintf(f, " (%.0f with GPU-timed ends); %s\n", c->collectives_with_ends, c->status);
     if (c->sample_period > 0) {
-        char w[96];
-        fprintf(f, "  %smatched on a sample%s: a rank file holds more than %zu collectives "
-                   "(TRAINPROF_COMM_KEEP); each communicator's collectives %s\n",
-                Y, N, c->sample_keep, sample_words(w, sizeof w, c->sample_period));
+        char w[96], why[96];
+        if (c->sample_world > 0) /* the default bound, from the job's size */
+            snprintf(why, sizeof why, "the default for %d ranks; TRAINPROF_COMM_KEEP sets another",
+                     c->sample_world);
+        else
+            snprintf(why, sizeof why, "TRAINPROF_COMM_KEEP");
+        fprintf(f, "  %smatched on a sample%s: a rank file holds more than %zu collectives (%s); "
+                   "each communicator's collectives %s; TRAINPROF_COMM_KEEP=2147483648 matches "
+                   "every one\n",
+                Y, N, c->sample_keep, why, sample_words(w, sizeof w, c->sample_period));
     }
     /* a file whose start pair could not be used: named, with what placed it instead */
     for (size_t i = 0; i < c->nissues; i++) fprintf(f, "  %s%s%s\n", Y, safe(c->issues[i].line), N);

@@ -212,10 +212,9 @@ static int finish_process(loader *L) {
     L->rs = NULL;
     for (size_t i = 0; !L->light && !streamed && i < p->nthreads; i++) nesting(&p->threads[i]);
     /* rank identity from metadata (last value wins) */
-    const char *v;
-    p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
-    p->world_size = (v = tp_meta(p, "world_size")) ? atoi(v) : -1;
-    p->local_rank = (v = tp_meta(p, "local_rank")) ? atoi(v) : -1;
+    p->rank = tp_meta_int(p, "rank");
+    p->world_size = tp_meta_int(p, "world_size");
+    p->local_rank = tp_meta_int(p, "local_rank");
     if (L->bad_records)
         tp_load_damage(p, "%llu record(s) with a malformed payload skipped",
                    (unsigned long long)L->bad_records);
@@ -594,10 +593,9 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
 int tp_load_finish_foreign(tp_process *p) {
     for (size_t i = 0; i < p->nthreads; i++)
         if (nesting(&p->threads[i]) != 0) return TPROF_ERR_NO_MEMORY;
-    const char *v;
-    p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
-    p->world_size = (v = tp_meta(p, "world_size")) ? atoi(v) : -1;
-    p->local_rank = (v = tp_meta(p, "local_rank")) ? atoi(v) : -1;
+    p->rank = tp_meta_int(p, "rank");
+    p->world_size = tp_meta_int(p, "world_size");
+    p->local_rank = tp_meta_int(p, "local_rank");
     gpu_in_start_order(p);
     if (tp_gpu_clip_to_streams(p) != 0) return TPROF_ERR_NO_MEMORY;
     return 0;

@@ -438,6 +438,10 @@ int tp_driver_call(const char *n);
 const char *tp_intern(tp_run *run, const char *s);
 
 const char *tp_meta(const tp_process *p, const char *key); /* last value, or NULL */
+/* The last value of key read as atoi reads it (leading space and sign, digits, the rest
+ * left; no digit: 0), or -1 when p has none or it is out of int's range: the rank, world
+ * size and local rank the load sets, and the world size the comm bound follows. */
+int tp_meta_int(const tp_process *p, const char *key);
 /* Op i's key (i < p->ncomm), from whichever form p holds: its tp_comm_op, or the key a slim
  * process keeps in its place (comm_keys). */
 tp_comm_key tp_comm_key_at(const tp_process *p, size_t i);

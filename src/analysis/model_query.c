@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,16 @@ const char *tp_meta(const tp_process *p, const char *key) {
     for (size_t i = 0; i < p->nmeta; i++)
         if (!strcmp(p->meta[i].key, key)) v = p->meta[i].value;
     return v;
+}
+
+int tp_meta_int(const tp_process *p, const char *key) {
+    const char *v = tp_meta(p, key);
+    if (!v) return -1;
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10); /* as atoi: leading space and sign, trailing text left */
+    if (errno == ERANGE || x > INT_MAX || x < INT_MIN) return -1;
+    return (int)x;
 }
 
 _Static_assert(TPROF_COMM_OP_COUNT <= 256 && TPROF_COMM_F_ENQUEUE <= 0xffff,

@@ -670,6 +670,8 @@ typedef struct tp_clocks_result {
      * TP_COMM_WINDOW a communicator's collectives were matched in (tp_comm_period) */
     double sample_period;
     size_t sample_keep;      /* the least bound of the files that sampled (tp_comm_keep_of) */
+    int sample_world;        /* the world size that bound follows; <= 0: configured, or none
+                              * named (TP_COMM_KEEP) */
 } tp_clocks_result;
 
 /* One rank of the stragglers' table ("stragglers.ranks[]"). */

@@ -480,12 +480,11 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
     ok = tp_sum_slim_key(path, &key, &now) == 0 && now == size && slim_is_file(p, &key, size);
     free(key.b);
     if (ok) { /* what the loader sets itself (summary_slim.c's head comment) */
-        const char *v;
         p->path = tp_intern(run, path);
         p->file = strdup(path);
-        p->rank = (v = tp_meta(p, "rank")) ? atoi(v) : -1;
-        p->world_size = (v = tp_meta(p, "world_size")) ? atoi(v) : -1;
-        p->local_rank = (v = tp_meta(p, "local_rank")) ? atoi(v) : -1;
+        p->rank = tp_meta_int(p, "rank");
+        p->world_size = tp_meta_int(p, "world_size");
+        p->local_rank = tp_meta_int(p, "local_rank");
         p->helper_of = -1;
         ok = p->file != NULL;
     }
