@@ -35,6 +35,7 @@
 #include "export/chrome.h"
 #include "trainprof.h"
 #include "chrome_out.h" /* after the headers it needs */
+#include "report_text.h"
 #include "slim_runs.h"
 #include "synth.h"
 
@@ -815,13 +816,7 @@ static void sampled_world(const char *world, unsigned level, size_t kept, double
     const cJSON *sj = cJSON_GetObjectItemCaseSensitive(r.doc, "stragglers");
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(sj, "sample_period")->valuedouble, period);
     /* the text says it, where the bound came from and how to match every collective */
-    char *txt = NULL;
-    size_t tlen = 0;
-    FILE *tf = open_memstream(&txt, &tlen);
-    assert_non_null(tf);
-    assert_int_equal(tp_report_write_text(&r, tf, 0), 0);
-    fclose(tf);
-    char want[512];
+    char *txt = report_text(&run, NULL), want[512];
     snprintf(want, sizeof want, "matched on a sample: a rank file holds more than %zu "
              "collectives (%s); each communicator's collectives with sequence numbers in the "
              "last 64 of each period of up to %.0f; TRAINPROF_COMM_KEEP=2147483648 matches every "
