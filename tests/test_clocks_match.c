@@ -310,16 +310,17 @@ static void key_narrowing(void **st) {
 /* A long run's merge matches a systematic sample of the collectives (comm.h, TP_COMM_KEEP):
  * rank files of one host (MPI all-reduces: host-timed), read slim as the report reads them.
  * Windows of 64 sequence numbers, 157 of them in 10000 (0 to 156, the last of 16); level L
- * keeps the last window of each period of 2^(L - 1), those w with w % 2^(L - 1) = 2^(L - 1) - 1.
+ * keeps window 0 and the last window of each period of 2^(L - 1) windows, those w with
+ * w % 2^(L - 1) = 2^(L - 1) - 1.
  *   rank 0: 10000 all-reduces on A and on B (seq 0-9999), 100 sends on A and 64 all-reduces
- *           on C (seq 64-127, window 1): 20164 ops; level 2 keeps the 78 odd windows of A and
- *           of B (4992 each) and C's (64), over the bound together; level 3 windows 3, 7, ...,
- *           155: 39, 2496 a communicator, none of C; no send kept
- *   rank 1: 10000 on A: level 2 (4992)
+ *           on C (seq 64-127, window 1): 20164 ops; level 2 keeps window 0 and the 78 odd
+ *           windows of A and of B (5056 each) and C's (64), over the bound together; level 3
+ *           windows 0, 3, 7, ..., 155: 40, 2560 a communicator, none of C; no send kept
+ *   rank 1: 10000 on A: level 2 (5056)
  *   rank 2: 3000 on B and C's 64: level 0, every op kept
  *   rank 3: C's 64: level 0
  * A's collectives are matched at level 3 (rank 0's), B's at level 3 too, of which rank 2
- * holds windows 3, 7, ..., 43 (11 windows, 704): 2496 + 704 collectives of two ranks each.
+ * holds windows 0, 3, 7, ..., 43 (12 windows, 768): 2560 + 768 collectives of two ranks each.
  * C's at level 3 too, though rank 0 kept none of them (tp_process.comm_comms): none, where
  * ranks 2 and 3 alone would match 64 without rank 0. Rank 1 starts each all-reduce of A
  * 100 us after rank 0, and rank 2 each of B 40 us after. */
@@ -352,7 +353,7 @@ static void sampled_merge(void **st) {
     assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), TPROF_OK);
     assert_int_equal(run.nprocs, 4);
     const unsigned level[4] = {3, 2, 0, 0};
-    const size_t kept[4] = {2 * 2496, 4992, 3064, 64};
+    const size_t kept[4] = {2 * 2560, 5056, 3064, 64};
     assert_int_equal(run.procs[0].ncomm_comms, 3); /* A, B and C */
     assert_true(tp_comm_comms_has(&run.procs[0], CC));
     for (size_t i = 0; i < 4; i++) {
@@ -369,20 +370,21 @@ static void sampled_merge(void **st) {
     tp_clocks c;
     assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
     assert_int_equal(c.level, 3);
-    assert_int_equal(c.ncoll, 2496 + 704);
-    assert_int_equal(c.narr, 2 * (2496 + 704));
+    assert_int_equal(c.ncoll, 2560 + 768);
+    assert_int_equal(c.narr, 2 * (2560 + 768));
     for (size_t k = 0; k < c.ncoll; k++) {
         assert_int_equal(c.coll[k].n, 2);
         tp_comm_key key = {c.coll[k].hash, c.coll[k].seq, 0, (uint8_t)AR, 0};
-        assert_true(tp_comm_kept(&key, 3) && c.coll[k].seq / 64 % 4 == 3);
+        assert_true(tp_comm_kept(&key, 3) &&
+                    (c.coll[k].seq / 64 % 4 == 3 || c.coll[k].seq / 64 == 0));
         assert_true(c.coll[k].hash == CA || c.coll[k].seq < 3000);
     }
     size_t n[4];
     double med[4], mean[4], p90[4];
     assert_int_equal(tp_clocks_lags(&c, NULL, NULL, n, med, mean, p90), TPROF_OK);
-    assert_int_equal(n[0], 2496 + 704);
-    assert_int_equal(n[1], 2496);
-    assert_int_equal(n[2], 704);
+    assert_int_equal(n[0], 2560 + 768);
+    assert_int_equal(n[1], 2560);
+    assert_int_equal(n[2], 768);
     assert_int_equal(n[3], 0);
     NEAR(mean[0], 0);
     NEAR(mean[1], 0.1);
@@ -430,11 +432,11 @@ static void sample_level(void **st) {
     for (size_t i = 0; i < 40000; i++)
         p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
     assert_int_equal(tp_comm_level(&p), 0);
-    /* windows 0..128, the last of one op: level 2 keeps the odd ones (4096) */
+    /* windows 0..128, the last of one op: level 2 keeps window 0 and the odd ones (4160) */
     p.ncomm = TP_COMM_KEEP + 1;
     assert_int_equal(tp_comm_level(&p), 2);
     NEAR(tp_comm_period(2), 128);
-    /* 625 windows: level 2 keeps 312 (19968), 3 156 (9984), 4 78 (4992) */
+    /* 625 windows: level 2 keeps 313 (20032), 3 157 (10048), 4 79 (5056) */
     p.ncomm = 40000;
     assert_int_equal(tp_comm_level(&p), 4);
     for (size_t i = 0; i < 100; i++) p.comm_keys[i].op = TPROF_COMM_SEND;
@@ -448,8 +450,8 @@ static void sample_level(void **st) {
         p.comm_keys[i] = (tp_comm_key){i, 5000, 0, TPROF_COMM_ALLREDUCE, 0};
     assert_int_equal(tp_comm_level(&p), 0); /* level 2 would keep none: none is left out */
     /* 150 communicators of 200 collectives from sequence number 960 (a capture begun
-     * mid-run): windows 15 to 18, of classes 4, 0, 1, 0; level 2 keeps 19200, 3 to 5 window
-     * 15 alone (9600), 6 none: the least level that keeps as few as the deepest with some */
+     * mid-run, no window 0): windows 15 to 18, of classes 4, 0, 1, 0; level 2 keeps 19200, 3
+     * to 5 window 15 alone (9600), 6 none: of the deepest levels with some, the least */
     p.ncomm = 30000;
     for (size_t i = 0; i < 30000; i++)
         p.comm_keys[i] = (tp_comm_key){i / 200, 960 + (uint32_t)(i % 200), 0,
@@ -463,22 +465,34 @@ static void sample_level(void **st) {
     p.comm_keys[0].op = TPROF_COMM_RECV; /* ... but a receive, which level 1 leaves */
     assert_int_equal(tp_comm_level(&p), 1);
     p.comm_keys[0].op = TPROF_COMM_ALLREDUCE;
-    p.comm_keys[0].seq = 1u << 31; /* window 2^25 (class 0): kept at level 1 alone, as window 0 */
-    assert_int_equal(tp_comm_level(&p), 0);
-    p.comm_keys[0].seq = 64; /* window 1 (class 1): level 2 keeps it alone */
+    /* the others in window 0, kept at every level: none meets the bound, and no level keeps
+     * a window past the first, so the least that keeps as few as the deepest */
+    p.comm_keys[0].seq = 1u << 31; /* window 2^25 (class 0): left out from level 2 on */
     assert_int_equal(tp_comm_level(&p), 2);
+    p.comm_keys[0].seq = 64; /* window 1 (class 1): level 2 keeps every op, so none is left */
+    assert_int_equal(tp_comm_level(&p), 0);
     p.comm_keys[0].seq = UINT32_MAX; /* the last window (2^26 - 1): kept at every level */
     assert_int_equal(tp_comm_class(&p.comm_keys[0]), TP_COMM_LEVEL_MAX - 1);
     assert_true(tp_comm_kept(&p.comm_keys[0], TP_COMM_LEVEL_MAX));
-    assert_int_equal(tp_comm_level(&p), 2);
-    /* the bound as configured: 40000 ops in 625 windows; level 2 keeps 19968, level 7 every
-     * 64th window from 63 (9: 576) */
+    assert_int_equal(tp_comm_level(&p), 0);
+    /* 20 communicators of 2000 collectives under a bound of 1024: their window 0 alone (1280)
+     * is past it; the deepest level that keeps a window past the first is 6 (window 31, seq
+     * 1984-1999: 16 each, 1600 in all), not the warm-up alone */
+    tp_comm_keep_set(1024);
+    p.ncomm = 40000;
+    for (size_t i = 0; i < 40000; i++)
+        p.comm_keys[i] = (tp_comm_key){i / 2000, (uint32_t)(i % 2000), 0,
+                                       TPROF_COMM_ALLREDUCE, 0};
+    assert_int_equal(tp_comm_level(&p), 6);
+    tp_comm_keep_set(0);
+    /* the bound as configured: 40000 ops in 625 windows; level 3 keeps 10048, level 7 window 0
+     * and every 64th from 63 (10: 640) */
     for (size_t i = 0; i < 40000; i++)
         p.comm_keys[i] = (tp_comm_key){CA, (uint32_t)i, 0, TPROF_COMM_ALLREDUCE, 0};
     const struct {
         size_t set, keep;
         unsigned level;
-    } cf[] = {{20000, 20000, 2}, {100, 1024, 7}, {0, 0, 4}};
+    } cf[] = {{20000, 20000, 3}, {100, 1024, 7}, {0, 0, 4}};
     for (size_t i = 0; i < sizeof cf / sizeof *cf; i++) {
         tp_comm_keep_set(cf[i].set);
         assert_int_equal(tp_comm_keep(), cf[i].keep);
@@ -490,7 +504,7 @@ static void sample_level(void **st) {
     tp_comm_keep_set(0);
     /* not configured, the bound follows the world size the file names, read as the load
      * reads it (tp_meta_int: as atoi, out of range unknown): 2^23 ops over the ranks, within
-     * [1024, 8192]; level 5 keeps 39 windows (2496), level 6 19 (1216), level 7 9 (576) */
+     * [1024, 8192]; level 5 keeps 40 windows (2560), level 6 20 (1280), level 7 10 (640) */
     const struct {
         const char *world;
         size_t keep;
@@ -509,7 +523,7 @@ static void sample_level(void **st) {
     meta[1].value = "2048"; /* a configured bound holds whatever the world size */
     tp_comm_keep_set(20000);
     assert_int_equal(tp_comm_keep_of(&p), 20000);
-    assert_int_equal(tp_comm_level(&p), 2);
+    assert_int_equal(tp_comm_level(&p), 3);
     tp_comm_keep_set(0);
     p.meta = NULL;
     p.nmeta = 0;

@@ -756,12 +756,12 @@ static void features(void **state) {
 
 /* A run long enough for its merge to match a sample of the collectives (comm.h,
  * TP_COMM_KEEP): ranks 0 and 1 with 100 steps of 100 MPI all-reduces (10000 ops: level 2,
- * the odd windows of 64 sequence numbers, 4992 kept), rank 1 starting each 0.2 ms late, and
- * rank 2 with 9000 sends alone (level 1, none kept: the key form without a key). The report
- * from summaries is the one from the rank files, and each rank section gave its process the
- * whole file's times of the ops it kept. With world (not NULL), the files name that world
- * size: past 1024 ranks the bound is less (comm.h, tp_comm_keep_of), and ranks 0 and 1 keep
- * `kept` at `level`, of period `period`. */
+ * window 0 and the odd windows of 64 sequence numbers, 5056 kept), rank 1 starting each
+ * 0.2 ms late, and rank 2 with 9000 sends alone (level 1, none kept: the key form without a
+ * key). The report from summaries is the one from the rank files, and each rank section gave
+ * its process the whole file's times of the ops it kept. With world (not NULL), the files
+ * name that world size: past 1024 ranks the bound is less (comm.h, tp_comm_keep_of), and
+ * ranks 0 and 1 keep `kept` at `level`, of period `period`. */
 static void sampled_world(const char *world, unsigned level, size_t kept, double period,
                           size_t keep) {
     char dir[512];
@@ -818,10 +818,11 @@ static void sampled_world(const char *world, unsigned level, size_t kept, double
     /* the text says it, where the bound came from and how to match every collective */
     char *txt = report_text(&run, NULL), want[512];
     snprintf(want, sizeof want, "matched on a sample: a rank file holds more than %zu "
-             "collectives (%s); each communicator's collectives with sequence numbers in the "
-             "last 64 of each period of up to %.0f; TRAINPROF_COMM_KEEP=2147483648 matches every "
-             "one", keep, world ? "the default for 4096 ranks; TRAINPROF_COMM_KEEP sets another"
-                                : "the default for 3 ranks; TRAINPROF_COMM_KEEP sets another",
+             "collectives (%s); each communicator's collectives with sequence numbers below 64 "
+             "or in the last 64 of each period of up to %.0f; TRAINPROF_COMM_KEEP=2147483648 "
+             "matches every one", keep,
+             world ? "the default for 4096 ranks; TRAINPROF_COMM_KEEP sets another"
+                   : "the default for 3 ranks; TRAINPROF_COMM_KEEP sets another",
              period);
     if (world && strcmp(world, "4096")) /* 1024: the default for 1024 ranks */
         snprintf(want, sizeof want, "the default for %s ranks", world);
@@ -848,10 +849,10 @@ static void sampled_world(const char *world, unsigned level, size_t kept, double
 
 static void sampled_run(void **state) {
     (void)state;
-    sampled_world(NULL, 2, 4992, 128, 8192);
-    sampled_world("1024", 2, 4992, 128, 8192);
-    /* 2^23 / 4096: 2048 a file; level 3 would keep 39 windows (2496), level 4 keeps 19 */
-    sampled_world("4096", 4, 1216, 512, 2048);
+    sampled_world(NULL, 2, 5056, 128, 8192);
+    sampled_world("1024", 2, 5056, 128, 8192);
+    /* 2^23 / 4096: 2048 a file; level 3 would keep 40 windows (2560), level 4 keeps 20 */
+    sampled_world("4096", 4, 1280, 512, 2048);
 }
 
 /* The codec alone on every rank of a report (the scenario with memory samples and the

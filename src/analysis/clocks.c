@@ -648,7 +648,8 @@ void tp_clocks_result_free(tp_clocks_result *r) {
     "a rank file held more collectives than keep_per_rank (TRAINPROF_COMM_KEEP), so the "       \
     "collectives were matched across ranks on a systematic sample, the same on every rank: on " \
     "each communicator whose files exceeded the bound, the collectives whose sequence numbers " \
-    "lie in the last `window` of every `period` (the longest period any communicator needed); "
+    "lie in the first `window` or in the last `window` of every `period` (the longest period " \
+    "any communicator needed); "
 /* where the bound came from, and how to have every collective */
 #define SAMPLE_HOW                                                                             \
     "; not set, the bound is 2^23 collectives over the world size a rank file names, 8192 up to " \

@@ -539,8 +539,9 @@ size_t tp_comm_keep_of(const tp_process *p) {
 int tp_comm_kept(const tp_comm_key *k, unsigned level) {
     if (!level) return 1;
     if (level > TP_COMM_LEVEL_MAX) level = TP_COMM_LEVEL_MAX;
+    uint32_t w = k->seq / TP_COMM_WINDOW;
     uint32_t last = (1u << (level - 1)) - 1; /* the period's last window: its low bits all 1 */
-    return !unmatched(k) && ((k->seq / TP_COMM_WINDOW) & last) == last;
+    return !unmatched(k) && (w == 0 || (w & last) == last);
 }
 
 double tp_comm_period(unsigned level) {
@@ -550,7 +551,7 @@ double tp_comm_period(unsigned level) {
 
 unsigned tp_comm_class(const tp_comm_key *k) {
     uint32_t w = k->seq / TP_COMM_WINDOW; /* below 2^26: ~w has a zero bit */
-    unsigned m = (unsigned)__builtin_ctz(~w);
+    unsigned m = w ? (unsigned)__builtin_ctz(~w) : TP_COMM_LEVEL_MAX - 1; /* 0: every level */
     return m < TP_COMM_LEVEL_MAX - 1 ? m : TP_COMM_LEVEL_MAX - 1;
 }
 
@@ -560,29 +561,37 @@ unsigned tp_comm_level(const tp_process *p) {
     /* hist[m]: the collectives of class m (tp_comm_class), kept up to level m + 1, so that
      * level s >= 2 keeps the sum of hist[s - 1..] */
     enum { TOP = TP_COMM_LEVEL_MAX - 1 };
-    size_t hist[TOP + 1] = {0}, at[TP_COMM_LEVEL_MAX + 1] = {0}, all = 0;
+    size_t hist[TOP + 1] = {0}, at[TP_COMM_LEVEL_MAX + 1] = {0}, all = 0, first = 0;
     for (size_t i = 0; i < p->ncomm; i++) {
         tp_comm_key k = tp_comm_key_at(p, i);
         if (unmatched(&k)) continue;
         hist[tp_comm_class(&k)]++;
+        first += k.seq < TP_COMM_WINDOW;
         all++;
     }
     at[1] = all;
     for (unsigned s = 2; s <= TP_COMM_LEVEL_MAX; s++) at[s] = at[s - 1] - hist[s - 2];
     unsigned s = 1;
     if (all > keep) {
-        /* the least level within the bound, unless it would keep no collective (a deep
-         * level's one window may lie past a short run's end, or before the first sequence
-         * number of a capture begun mid-run); then, as when none is within the bound, the
-         * deepest level that keeps some, or the least that keeps as few */
+        /* the least level within the bound, unless it would keep no collective (a capture
+         * begun mid-run has no window 0, and a deep level's one window may lie past its
+         * end); then, as when none is within the bound, the deepest level that keeps a
+         * window past the first (window 0 alone is the warm-up, which the stragglers leave
+         * out: many communicators' first windows can fill the bound), else the deepest that
+         * keeps some; of levels that keep the same, the least */
         unsigned last = 1;
         for (s = 2; s <= TP_COMM_LEVEL_MAX && at[s]; s++) {
             last = s;
             if (at[s] <= keep) break;
         }
         s = last;
-        if (at[s] > keep)
+        if (at[s] > keep) {
+            unsigned past = 0;
+            for (unsigned t = 2; t <= TP_COMM_LEVEL_MAX; t++)
+                if (at[t] > first) past = t;
+            if (past) s = past;
             while (s > 2 && at[s - 1] == at[s]) s--;
+        }
     }
     /* what leaves no op out is no sample; what leaves only the unmatched ops out is level 1 */
     if (at[s] == p->ncomm) return 0;

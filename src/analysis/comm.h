@@ -94,21 +94,23 @@ tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n);
  * unless configured, fewer past 1024 ranks) keeps no op the merge never matches (send,
  * recv, unknown, unfinished): level 1 when its collectives are then within the bound.
  * Past it, level >= 2 keeps, on every communicator, the collectives whose sequence numbers
- * lie in the last TP_COMM_WINDOW of each period of TP_COMM_WINDOW << (level - 1), the least
- * level that leaves at most the bound and some: windows spread over the whole run. The last
- * window of each period rather than the first, so that no level keeps the run's first window
- * (the warm-up, whose lags the stragglers leave out) and a deep level's few windows lie
- * after it: with many communicators (16 fill a bound of 1024 with one window each), a level
- * that keeps one window a communicator keeps one a period into the run, not its first 64
- * collectives. Whole windows of consecutive collectives, not every k-th one: the straggler
- * rule takes each step's largest start lag, which one collective of the step (the first
- * gradient all-reduce under DDP) may hold alone, so most steps of a window keep all of its
- * collectives. A period is a multiple of every shorter one, so a collective kept at one level
- * is kept at every lower one: the merge filters each communicator at the highest level any
- * of its ranks chose (clocks.c), and every rank of the collectives it keeps has them. */
+ * lie in the first TP_COMM_WINDOW (window 0) or in the last TP_COMM_WINDOW of each period of
+ * TP_COMM_WINDOW << (level - 1), the least level that leaves at most the bound and some:
+ * windows spread over the whole run. Window 0 at every level, so that a short communicator
+ * (one used at start-up, which may be all that links two hosts) keeps its first collectives
+ * for the clocks; the last window of each period, not the first, so that a deep level's few
+ * windows lie after the warm-up (whose lags the stragglers leave out): with many
+ * communicators (16 fill a bound of 1024 with their window 0 alone), the level chosen keeps
+ * a window past the first where one is (tp_comm_level). Whole windows of consecutive
+ * collectives, not every k-th one: the straggler rule takes each step's largest start lag,
+ * which one collective of the step (the first gradient all-reduce under DDP) may hold alone,
+ * so most steps of a window keep all of its collectives. A period is a multiple of every
+ * shorter one, so a collective kept at one level is kept at every lower one: the merge
+ * filters each communicator at the highest level any of its ranks chose (clocks.c), and
+ * every rank of the collectives it keeps has them. */
 #define TP_COMM_KEEP 8192u
 #define TP_COMM_WINDOW 64u
-/* a period of 2^32, the whole range of sequence numbers: its last window alone */
+/* a period of 2^32, the whole range of sequence numbers: window 0 and the last window alone */
 #define TP_COMM_LEVEL_MAX 27u
 
 /* The merge's budget for every rank's kept ops together, when the bound is not configured:
@@ -139,17 +141,16 @@ int tp_comm_kept(const tp_comm_key *k, unsigned level);
  * (no collective left out). */
 double tp_comm_period(unsigned level);
 /* Key k's class: the trailing one bits of its window's number (seq / TP_COMM_WINDOW), at most
- * TP_COMM_LEVEL_MAX - 1: a collective is kept up to level class + 1 (window 0 at level 1
- * alone). */
+ * TP_COMM_LEVEL_MAX - 1, which window 0 has too: a collective is kept up to level class + 1. */
 unsigned tp_comm_class(const tp_comm_key *k);
 /* The level p's ops are kept at (above): 0 when it has at most tp_comm_keep_of(p), or when its
  * level would keep every op; 1 when its collectives are within the bound, or when no level
  * leaves any of them out without leaving all; else the least level >= 2 that keeps at most
  * that many and at least one. When none does (more communicators than the bound holds
- * windows, each keeping one at the deepest level that keeps some), the deepest level that
- * keeps some, or the least that keeps as few: more than the bound, all of one class. Never a
- * level that keeps no collective of a file that has some. One pass over the ops' keys; no
- * allocation. */
+ * windows: their window 0 alone is past it), the deepest level that keeps a window past
+ * window 0, else the deepest that keeps some; of levels that keep as many, the least: more
+ * than the bound. Never a level that keeps no collective of a file that has some. One pass
+ * over the ops' keys; no allocation. */
 unsigned tp_comm_level(const tp_process *p);
 
 /* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved

@@ -153,14 +153,15 @@ void tp_breakdown_text(FILE *f, const tp_breakdown_result *b) {
         fprintf(f, "    ... %d more warm-up steps (report.json lists them)\n", (int)b->nwarmup - 3);
 }
 
-/* Which collectives a sampled merge kept, in words: the deepest level keeps only the last
- * window before 2^32, which "the last 64 of every 4294967296" would hide. */
+/* Which collectives a sampled merge kept, in words: the deepest level keeps only the first
+ * window and the last before 2^32, which "the last 64 of every 4294967296" would hide. */
 static const char *sample_words(char *w, size_t n, double period) {
     if (period >= tp_comm_period(TP_COMM_LEVEL_MAX))
-        snprintf(w, n, "with sequence numbers in the last %u before 2^32 only", TP_COMM_WINDOW);
+        snprintf(w, n, "with sequence numbers below %u or in the last %u before 2^32 only",
+                 TP_COMM_WINDOW, TP_COMM_WINDOW);
     else
-        snprintf(w, n, "with sequence numbers in the last %u of each period of up to %.0f",
-                 TP_COMM_WINDOW, period);
+        snprintf(w, n, "with sequence numbers below %u or in the last %u of each period of up "
+                       "to %.0f", TP_COMM_WINDOW, TP_COMM_WINDOW, period);
     return w;
 }
 
