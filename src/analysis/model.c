@@ -212,9 +212,7 @@ static int finish_process(loader *L) {
     L->rs = NULL;
     for (size_t i = 0; !L->light && !streamed && i < p->nthreads; i++) nesting(&p->threads[i]);
     /* rank identity from metadata (last value wins) */
-    p->rank = tp_meta_int(p, "rank");
-    p->world_size = tp_meta_int(p, "world_size");
-    p->local_rank = tp_meta_int(p, "local_rank");
+    tp_load_identity(p);
     if (L->bad_records)
         tp_load_damage(p, "%llu record(s) with a malformed payload skipped",
                    (unsigned long long)L->bad_records);
@@ -590,12 +588,16 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     return rc;
 }
 
-int tp_load_finish_foreign(tp_process *p) {
-    for (size_t i = 0; i < p->nthreads; i++)
-        if (nesting(&p->threads[i]) != 0) return TPROF_ERR_NO_MEMORY;
+void tp_load_identity(tp_process *p) {
     p->rank = tp_meta_int(p, "rank");
     p->world_size = tp_meta_int(p, "world_size");
     p->local_rank = tp_meta_int(p, "local_rank");
+}
+
+int tp_load_finish_foreign(tp_process *p) {
+    for (size_t i = 0; i < p->nthreads; i++)
+        if (nesting(&p->threads[i]) != 0) return TPROF_ERR_NO_MEMORY;
+    tp_load_identity(p);
     gpu_in_start_order(p);
     if (tp_gpu_clip_to_streams(p) != 0) return TPROF_ERR_NO_MEMORY;
     return 0;

@@ -170,6 +170,10 @@ void tp_stream_free(struct tp_rstream *s);
  * In place. */
 void tp_load_clean_field(char *f, size_t n);
 
+/* p's rank identity from its metadata (the last values; tp_meta_int): rank, world_size and
+ * local_rank, -1 where absent, as every load sets them (a rank file, a trace, a summary). */
+void tp_load_identity(tp_process *p);
+
 /* Frees the run's string pool (tp_run_free). */
 void tp_load_pool_free(struct tp_pool *p);
 
