@@ -458,6 +458,12 @@ static void lying_counts(void **state) {
     same_with_sums(&c, &o, 4, 0, 5, "slim block of another host");
     summarize_writes(&c, &o, 1);
     same_with_sums(&c, &o, 4, 0, ALL_SLIM, "other host written again");
+    /* the first half of summarize under a launcher judges a slim block as the load does */
+    char why[256];
+    assert_int_equal(tp_summary_write_slim(file, why, sizeof why), 1);
+    forge_slim(sum, -48, &other, 8, NULL);
+    assert_int_equal(tp_summary_write_slim(file, why, sizeof why), 0);
+    assert_int_equal(tp_summary_write_slim(file, why, sizeof why), 1);
     synth_rmtree(c.top);
 }
 

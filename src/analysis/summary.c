@@ -392,9 +392,11 @@ int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p) 
 }
 
 /* Rank file `path`'s summary's slim block: 1 when its key is the file's now (tp_sum_slim_key;
- * *size the file's size) and, with body given, its body passes its CRC (into *body, owned);
- * 0 when there is no summary; -1 when it is not valid. */
-static int slim_block(const char *path, tp_sum_buf *body, uint64_t *size) {
+ * *size the file's size; the key into *key, owned, when that is given) and, with body given,
+ * its body passes its CRC (into *body, owned); 0 when there is no summary; -1 when it is not
+ * valid. */
+static int slim_block(const char *path, tp_sum_buf *body, tp_sum_buf *key_out,
+                      uint64_t *size) {
     char sum[4096];
     int named = summary_name(path, sum, sizeof sum) == 0;
     FILE *in = named ? open_regular(sum) : NULL;
@@ -407,13 +409,14 @@ static int slim_block(const char *path, tp_sum_buf *body, uint64_t *size) {
     ok = ok && version == TP_SUMMARY_VERSION && tp_sum_slim_key(path, &key, size) == 0 &&
          block_key(in, &key) == 1 && (!body || read_body(in, body, 0) == 0);
     fclose(in);
-    free(key.b);
+    if (ok && key_out) *key_out = key;
+    else free(key.b);
     return ok ? 1 : -1;
 }
 
 int tp_summary_slim_ready(const char *path) {
     uint64_t size;
-    return slim_block(path, NULL, &size) == 1;
+    return slim_block(path, NULL, NULL, &size) == 1;
 }
 
 int tp_summary_slim_hopeless(const char *path) {
@@ -437,18 +440,19 @@ int tp_summary_slim_hopeless(const char *path) {
 }
 
 int tp_summary_write_slim(const char *path, char *why, size_t n) {
-    tp_sum_buf c = {0};
-    uint64_t size;
-    int cur = slim_block(path, &c, &size);
-    free(c.b);
-    if (cur == 1) return 1;
     tp_run run;
     memset(&run, 0, sizeof run);
     if (!(run.pool = tp_load_pool_new())) {
         snprintf(why, n, "out of memory");
         return -1;
     }
+    /* a slim block the report's load would take is left as it is; any other is written */
     tp_process p;
+    if (tp_summary_slim_load(&run, path, &p) == 1) {
+        tp_process_free(&p);
+        tp_run_free(&run);
+        return 1;
+    }
     int rc = tp_process_load_slim(&run, path, &p), ok = 0;
     if (rc != TPROF_OK && !p.nthreads && !p.nmeta) /* the load keeps what a damaged file had */
         snprintf(why, n, "%s", run.nerrors ? run.errors[0] : tprof_strerror(rc));
@@ -461,30 +465,25 @@ int tp_summary_write_slim(const char *path, char *why, size_t n) {
 
 int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
     memset(p, 0, sizeof *p);
-    tp_sum_buf c = {0};
+    tp_sum_buf c = {0}, key = {0};
     uint64_t size;
-    int r = slim_block(path, &c, &size);
+    int r = slim_block(path, &c, &key, &size);
     if (r != 1) {
         free(c.b);
         return r;
     }
     int ok = tp_summary_slim_decode(run, c.b, c.len, p);
+    free(c.b);
     if (!ok) {
-        free(c.b);
+        free(key.b);
         return -1; /* p is left zeroed */
     }
-    free(c.b);
-    tp_sum_buf key = {0};
-    uint64_t now;
-    /* the key again, for the header it ends with (slim_block checked it against the file's) */
-    ok = tp_sum_slim_key(path, &key, &now) == 0 && now == size && slim_is_file(p, &key, size);
+    ok = slim_is_file(p, &key, size); /* the key ends with the file's header */
     free(key.b);
     if (ok) { /* what the loader sets itself (summary_slim.c's head comment) */
         p->path = tp_intern(run, path);
         p->file = strdup(path);
-        p->rank = tp_meta_int(p, "rank");
-        p->world_size = tp_meta_int(p, "world_size");
-        p->local_rank = tp_meta_int(p, "local_rank");
+        tp_load_identity(p);
         p->helper_of = -1;
         ok = p->file != NULL;
     }

@@ -165,8 +165,9 @@ int tp_summary_slim_hopeless(const char *path);
 
 /* The first half of `trainprof summarize` under a launcher, for one rank file: its summary
  * with its slim process alone (no section), read slim from the file, unless its summary
- * already holds a valid slim block (its key the file's now, its body's CRC right), which is
- * left as it is, section and all. Every file is some task's: the other tasks then take its
+ * already holds a slim block the report's load takes (tp_summary_slim_load: its key the
+ * file's now, its body's CRC right, decoded and standing for the file), which is left as it
+ * is, section and all. Every file is some task's: the other tasks then take its
  * slim process from the summary (tp_summary_slim_ready) instead of decoding it too. 1 when
  * left, 0 when written, -1 when the file cannot be read or the summary written (why, n
  * bytes). Allocates a run of its own; safe on several threads at once for distinct files. */
