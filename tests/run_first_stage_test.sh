@@ -11,7 +11,8 @@
 # by `twohost`, which copies its command's rank file under another host's name), none when
 # all come from this one. With CMD Hydra's mpiexec (MPICH's, Intel MPI's; stand-ins told by
 # their answer to --version or their links' target), `mpiexec <the job's node and launch
-# options> -ppn 1 -n H`, H the hosts the rank files name. A launcher that fails or hangs (stopped at
+# options> -ppn 1 -n H`, H the hosts the rank files name; and with MPICH's own
+# mpiexec.hydra where it is installed, a job and its stage run by it. A launcher that fails or hangs (stopped at
 # TRAINPROF_SUMMARIZE_LIMIT_S) leaves the same report and the job's exit status; Ctrl-Z stops
 # the launcher's group with trainprof run, and the time stopped is not counted against the
 # limit. Then, with the real mpirun, given as the launcher and as `auto`, tasks share the
@@ -475,6 +476,32 @@ grep -q "signal 15: no first stage (it was asking .*/mpirun --version), and no r
     "$tmp/h7.err" || fail "h7: $(cat "$tmp/h7.err")"
 [ -e "$tmp/h7/report.json" ] && fail "a report after SIGTERM during the probe"
 unset TWOHOST_AS
+
+# 7c. MPICH's own Hydra, where installed: the job started by `mpiexec.hydra -n 2` (each task a
+# PMI rank) leaves files of "two hosts" (twohost), so `auto` runs the stage through it,
+# `mpiexec.hydra -ppn 1 -n 2` (this one host then takes both tasks, two files each); the
+# same report as without the stage
+HYDRA=$(command -v mpiexec.hydra || true)
+if [ -n "$HYDRA" ]; then
+    TWOHOST_AS="node-b-PID" env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK \
+        -u PMI_SIZE -u SLURM_PROCID -u SLURM_NTASKS -u RANK -u WORLD_SIZE timeout 300 \
+        "$TP" run -q -o "$tmp/hr" --warmup 3 -- "$HYDRA" -n 2 twohost "$LM" --steps 20 \
+        >/dev/null 2>"$tmp/hr.err" || fail "run under mpiexec.hydra: $(cat "$tmp/hr.err")"
+    grep -q "rank summaries written through mpiexec.hydra in " "$tmp/hr.err" ||
+        fail "hr: $(cat "$tmp/hr.err")"
+    for k in 0 1; do
+        grep -q "task $k of 2 (PMI): 2 of 2 files summarised (2 written" "$tmp/hr/summarize.log" ||
+            fail "no line of Hydra's task $k: $(cat "$tmp/hr/summarize.log")"
+    done
+    # the job's two tasks are ranks 0 and 1 (PMI_RANK)
+    for k in 0 1; do
+        grep -q "^  rank $k  " "$tmp/hr/report.txt" || fail "no rank $k: $(cat "$tmp/hr/report.txt")"
+    done
+    grep -q "out of date" "$tmp/hr/report.txt" && fail "the Hydra stage's summaries were stale"
+    same_as_without "$tmp/hr" --warmup 3
+else
+    echo "not run: mpiexec.hydra not found (MPICH's launcher: apt-get install mpich)"
+fi
 
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then

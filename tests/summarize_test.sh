@@ -4,8 +4,9 @@
 # files among tasks (file i to task i % size, in name order); `mpirun -np 4 trainprof
 # summarize DIR` summarises every file once, one line per task; then `trainprof report DIR`
 # is the report without summaries, byte for byte, in text, JSON and HTML, and its load
-# decodes no rank file (every slim process from its summary). The mpirun part is
-# skipped (exit 77, after the rest has passed) when mpirun is missing.
+# decodes no rank file (every slim process from its summary). The same with MPICH's
+# `mpiexec.hydra -n 4` where it is installed. The mpirun part is skipped (exit 77, after the
+# rest has passed) when mpirun is missing.
 #
 # mpirun flags: as root Open MPI refuses to start without --allow-run-as-root; CI has 2
 # cores, so --oversubscribe. Timeouts are generous: the machine may be loaded.
@@ -150,6 +151,28 @@ awk -v w="$w" 'BEGIN { exit !(w < 1.5) }' ||
     fail "task 0 waited $w s for files no task can summarise: $(cat "$tmp/never0.err")"
 # nothing could be done: an error
 clean "$TP" summarize "$tmp/none" 2>/dev/null && fail "summarize of a missing directory succeeded"
+
+# MPICH's launcher, Hydra (mpiexec.hydra: PMI_RANK and PMI_SIZE), where installed: the same
+# split, every file summarised once, and the same report byte for byte; then the summaries
+# are removed for Open MPI's run below
+HYDRA=$(command -v mpiexec.hydra || true)
+if [ -n "$HYDRA" ]; then
+    clean timeout 300 "$HYDRA" -n 4 "$TP" summarize "$dir" >"$tmp/hydra.out" 2>&1 ||
+        fail "mpiexec.hydra -n 4 trainprof summarize: $(cat "$tmp/hydra.out")"
+    for k in 0 1 2 3; do
+        grep -q "task $k of 4 (PMI): 4 of 4 files summarised (4 written, 0 already up to date, 0 failed)" \
+            "$tmp/hydra.out" || fail "no line of Hydra's task $k: $(cat "$tmp/hydra.out")"
+    done
+    [ "$(ls "$dir" | grep -c '\.sum$')" -eq 16 ] || fail "Hydra: expected 16 summaries: $(ls "$dir")"
+    report hydra
+    for f in txt json html; do
+        cmp "$tmp/plain.$f" "$tmp/hydra.$f" || fail "the $f report differs with Hydra's summaries"
+    done
+    rm -f "$dir"/*.sum
+    echo "PASS: mpiexec.hydra -n 4 trainprof summarize, then the same report byte for byte"
+else
+    echo "not run: mpiexec.hydra not found (MPICH's launcher: apt-get install mpich)"
+fi
 
 MPIRUN=$(command -v mpirun || true)
 if [ -z "$MPIRUN" ]; then
