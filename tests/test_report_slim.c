@@ -25,6 +25,7 @@
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "analysis/stats.h"
+#include "analysis/step_pack.h"
 #include "analysis/steps.h"
 #include "export/html.h"
 #include "diag_scen.h"
@@ -55,7 +56,16 @@ static char *render(const char *const *ops, size_t nops, int slim, int threads) 
             const tp_process *p = &run.procs[i];
             if (!p->slim) continue;
             assert_int_equal(p->ngpu + p->napi + p->novh + p->ngmem, 0);
+            /* steps and step events packed (step_pack.h), at most 12 bytes a step event
+             * and 10 a step on these runs (their 24 and 32 unpacked) */
+            if (p->steps_memo && p->steps_memo->nsteps) {
+                assert_null(p->steps_memo->steps);
+                assert_true(p->steps_memo->packed_len <= 10 * p->steps_memo->nsteps);
+            }
             for (size_t t = 0; t < p->nthreads; t++) {
+                const tp_thread *th = &p->threads[t];
+                assert_true(!th->nsteps || (!th->steps && th->steps_packed &&
+                                            th->steps_packed_len <= 12 * th->nsteps));
                 assert_int_equal(p->threads[t].nmarks, 0);
                 assert_true(p->threads[t].nranges <= 64);
             }
@@ -144,6 +154,89 @@ static void large_rank(void **state) {
     synth_rmtree(dir);
 }
 
+/* Step events and steps packed (step_pack.h) come back exactly: any values, those a damaged
+ * or forged file may hold included (times that run backwards, numbers that wrap); what the
+ * flag bits cannot hold is refused; bytes that are short, long or unterminated are damage. */
+static void step_packing(void **state) {
+    (void)state;
+    enum { N = 12 };
+    const tp_stepev ev[N] = {
+        {0, T0, 1}, {0, T0 + 10 * MS, 0}, {1, T0 + 10 * MS + 50, 1}, {1, T0 + 20 * MS, 0},
+        {7, T0 + 5, 1}, {3, UINT64_MAX, 0}, {UINT64_MAX, 0, 1}, {0, 1, 0},
+        {(1ull << 62) - 1, 2, 1}, {0, UINT64_MAX - 1, 1}, {5, 3, 0}, {5, 3, 0}};
+    const tp_step st[N] = {
+        {T0, T0 + MS, 0, 1}, {T0 + MS, T0 + 2 * MS, 1, 0}, {T0 + 3 * MS, T0 + MS, 9, 0},
+        {0, UINT64_MAX, 3, 1}, {UINT64_MAX, 0, UINT64_MAX, 0}, {5, 5, 0, 1}, {5, 5, 0, 0},
+        {1, 2, (1ull << 62) - 1, 0}, {9, 8, 0, 1}, {0, 0, 1, 0}, {2, 1, 2, 0}, {2, 1, 3, 1}};
+    uint8_t *b = NULL;
+    size_t len = 0;
+    tp_stepev eo[N + 1];
+    tp_step so[N + 1];
+    for (size_t n = 1; n <= N; n++) {
+        assert_int_equal(tp_stepevs_pack(ev, n, &b, &len), 0);
+        assert_int_equal(tp_stepevs_unpack(b, len, eo, n), 0);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(eo[i].step == ev[i].step && eo[i].ts == ev[i].ts);
+            assert_int_equal(eo[i].begin, ev[i].begin);
+        }
+        /* one element more than it holds; one byte short; one byte more */
+        assert_int_equal(tp_stepevs_unpack(b, len, eo, n + 1), -1);
+        assert_int_equal(tp_stepevs_unpack(b, len - 1, eo, n), -1);
+        free(b);
+        assert_int_equal(tp_steps_pack(st, n, &b, &len), 0);
+        assert_int_equal(tp_steps_unpack(b, len, so, n), 0);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(so[i].start == st[i].start && so[i].end == st[i].end);
+            assert_true(so[i].app_step == st[i].app_step);
+            assert_int_equal(so[i].warmup, st[i].warmup);
+        }
+        assert_int_equal(tp_steps_unpack(b, len, so, n + 1), -1);
+        assert_int_equal(tp_steps_unpack(b, len - 1, so, n), -1);
+        if (n > 1) assert_int_equal(tp_steps_unpack(b, len, so, n - 1), -1);
+        free(b);
+    }
+    /* a varint that never ends (eleven bytes with the high bit) */
+    const uint8_t bad[11] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    assert_int_equal(tp_stepevs_unpack(bad, sizeof bad, eo, 1), -1);
+    /* refused: a flag other than 0 or 1, a number's difference of 2^62 or more either way */
+    tp_stepev e2[2] = {{0, 1, 2}, {0, 2, 0}};
+    assert_int_equal(tp_stepevs_pack(e2, 1, &b, &len), -1);
+    assert_null(b);
+    e2[0].begin = 1;
+    e2[1].step = 1ull << 62;
+    assert_int_equal(tp_stepevs_pack(e2, 2, &b, &len), -1);
+    e2[1].step = 0 - (1ull << 62) - 1;
+    assert_int_equal(tp_stepevs_pack(e2, 2, &b, &len), -1);
+    e2[1].step = 0 - (1ull << 62); /* -2^62 fits: zigzag 2^63 - 1 */
+    assert_int_equal(tp_stepevs_pack(e2, 2, &b, &len), 0);
+    assert_int_equal(tp_stepevs_unpack(b, len, eo, 2), 0);
+    assert_true(eo[1].step == e2[1].step);
+    free(b);
+    tp_step s2[1] = {{1, 2, 3, -1}};
+    assert_int_equal(tp_steps_pack(s2, 1, &b, &len), -1);
+    /* a training loop's: 100 ms steps 50 us apart, numbered in order: 8 bytes a step (its
+     * start 3 bytes, its length 4, its number and flag 1: a quarter of tp_step's 32) and 9
+     * bytes the two step events of a step (their 48) */
+    enum { M = 1000 };
+    tp_step *loop = calloc(M, sizeof *loop);
+    tp_stepev *lev = calloc(2 * M, sizeof *lev);
+    assert_true(loop && lev);
+    for (size_t i = 0; i < M; i++) {
+        loop[i] = (tp_step){T0 + i * (100 * MS + 50 * US), T0 + i * (100 * MS + 50 * US) + 100 * MS,
+                            i, i < 3};
+        lev[2 * i] = (tp_stepev){i, loop[i].start, 1};
+        lev[2 * i + 1] = (tp_stepev){i, loop[i].end, 0};
+    }
+    assert_int_equal(tp_steps_pack(loop, M, &b, &len), 0);
+    assert_true(len <= 8 * M + 10); /* the first step's start, from 0: 10 bytes at most */
+    free(b);
+    assert_int_equal(tp_stepevs_pack(lev, 2 * M, &b, &len), 0);
+    assert_true(len <= 9 * M + 10);
+    free(b);
+    free(loop);
+    free(lev);
+}
+
 /* tp_select_double: the value a sort puts at the nearest rank, on arrays with repeats. */
 static void select_matches_sort(void **state) {
     (void)state;
@@ -216,6 +309,7 @@ int main(void) {
         cmocka_unit_test(synthetic_run),
         cmocka_unit_test(scenarios),
         cmocka_unit_test(large_rank),
+        cmocka_unit_test(step_packing),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),
         cmocka_unit_test(corpus),

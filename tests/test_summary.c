@@ -578,9 +578,22 @@ static void memos(void **state) {
         assert_int_equal(p->steps_memo->nsteps, q->steps_memo->nsteps);
         assert_int_equal(p->steps_memo->nwarmup, q->steps_memo->nwarmup);
         assert_true(p->steps_memo->nsteps >= 5);
-        assert_memory_equal(p->steps_memo->steps, q->steps_memo->steps,
-                            p->steps_memo->nsteps * sizeof *p->steps_memo->steps);
         assert_string_equal(p->steps_memo->name, q->steps_memo->name);
+        /* the steps themselves, each from its packed form (step_pack.h) */
+        assert_non_null(p->steps_memo->packed);
+        tp_steps sp, sq;
+        assert_int_equal(tp_find_steps(p, p->steps_memo_name, p->steps_memo_warmup, &sp), 0);
+        assert_int_equal(tp_find_steps(q, q->steps_memo_name, q->steps_memo_warmup, &sq), 0);
+        assert_int_equal(sp.nsteps, p->steps_memo->nsteps);
+        assert_int_equal(sq.nsteps, sp.nsteps);
+        for (size_t k = 0; k < sp.nsteps; k++) { /* field by field: not the padding */
+            assert_true(sp.steps[k].start == sq.steps[k].start);
+            assert_true(sp.steps[k].end == sq.steps[k].end);
+            assert_true(sp.steps[k].app_step == sq.steps[k].app_step);
+            assert_int_equal(sp.steps[k].warmup, sq.steps[k].warmup);
+        }
+        tp_steps_free(&sp);
+        tp_steps_free(&sq);
         assert_int_equal(p->ncomm, q->ncomm);
         assert_true(p->ncomm >= 5);
         for (size_t k = 0; k < p->ncomm; k++) {

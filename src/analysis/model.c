@@ -28,6 +28,7 @@
 #include "analysis/kineto.h"
 #include "analysis/model_load.h"
 #include "analysis/summary.h"
+#include "analysis/step_pack.h"
 #include "analysis/steps.h"
 #include "trainprof.h"
 
@@ -885,7 +886,7 @@ void tp_process_slim(tp_process *p) {
         t->marks = NULL;
         t->nmarks = t->cap_marks = 0;
         slim_ranges(t);
-        SHRINK(t->steps, t->nsteps, t->cap_steps);
+        tp_thread_pack_steps(t); /* else shrunk to their count */
         SHRINK(t->counters, t->ncounters, t->cap_counters);
     }
     p->slim = 1;
@@ -898,6 +899,7 @@ void tp_process_free(tp_process *p) {
         free(t->marks);
         free(t->counters);
         free(t->steps);
+        free(t->steps_packed);
     }
     free(p->threads);
     free(p->gpu);
@@ -919,8 +921,7 @@ void tp_process_free(tp_process *p) {
     free(p->comm_comms);
     free(p->file);
     if (p->steps_memo) {
-        free(p->steps_memo->steps);
-        free(p->steps_memo->missing);
+        tp_steps_free(p->steps_memo);
         free(p->steps_memo);
     }
     memset(p, 0, sizeof *p);

@@ -88,8 +88,11 @@ typedef struct tp_thread {
     size_t nmarks, cap_marks;
     tp_counter *counters;
     size_t ncounters, cap_counters;
-    tp_stepev *steps;
+    tp_stepev *steps;       /* NULL in a slim process that packed them (step_pack.h) */
     size_t nsteps, cap_steps;
+    uint8_t *steps_packed;  /* slim: its nsteps step events packed (tp_thread_stepevs reads
+                             * either form), owned; NULL when they are in steps */
+    size_t steps_packed_len;
     uint64_t dropped;
     uint64_t first_ts, last_ts; /* 0 when it recorded nothing */
     uint64_t unmatched_pops;    /* pops of this thread with no range open in their domain
@@ -288,7 +291,8 @@ typedef struct tp_process {
     int slim;
     char *file;                    /* slim: its file's path as opened (owned; path above is
                                     * made valid UTF-8 for reports, which a path need not be) */
-    struct tp_steps *steps_memo;   /* owned; NULL when none kept */
+    struct tp_steps *steps_memo;   /* owned; NULL when none kept. Packed when they could
+                                    * be (tp_steps.packed): tp_find_steps reads either form */
     const char *steps_memo_name;   /* the step name they were found with (NULL: none) */
     int steps_memo_warmup;
     struct tp_comm_span *comm_memo; /* owned, ncomm entries; NULL when none */

@@ -72,6 +72,10 @@ typedef struct tload { /* per-thread state while reading */
     size_t nstacks;
     size_t drop_open; /* index + 1 in p->drops of the window waiting for its end, else 0 */
     int drop_wrap;    /* the open window's drain may still continue past the ring's end */
+    /* a light load's step events, packed as they come (step_pack.h): the buffer's size and
+     * the event packed last */
+    size_t step_cap;
+    tp_stepev step_prev;
 } tload;
 
 typedef struct pending_end {

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "analysis/model_load.h"
+#include "analysis/step_pack.h"
 #include "trainprof.h"
 
 /* ------------------------------------------------------------------ string pool */
@@ -435,11 +436,22 @@ static int rec_counter(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, s
 }
 
 /* STEP_BEGIN and STEP_END */
-static int rec_step(tp_thread *t, const tprof_rec *r, size_t body) {
+static int rec_step(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
     if (body < sizeof(tprof_pl_u64)) return REC_BAD;
     tp_stepev s = {((const tprof_pl_u64 *)(r + 1))->value, r->ts_ns,
                    r->kind == TPROF_REC_STEP_BEGIN};
-    PUSH(t->steps, t->nsteps, t->cap_steps, s);
+    /* a light load (a slim process's) packs them as they come, never holding the array of
+     * 24 bytes an event; one it cannot pack (a step number 2^62 from the last: damage) puts
+     * those so far into the array, where the rest go */
+    int packed = 1;
+    if (L->light && (t->steps_packed || !t->nsteps)) {
+        packed = tp_stepevs_append(&t->steps_packed, &t->steps_packed_len, &tl->step_cap,
+                                   &tl->step_prev, &s);
+        if (packed < 0 || (packed > 0 && tp_thread_unpack_steps(t) != 0))
+            return TPROF_ERR_NO_MEMORY;
+    }
+    if (packed == 0) t->nsteps++;
+    else PUSH(t->steps, t->nsteps, t->cap_steps, s);
     tp_load_seen(t, r->ts_ns);
     t->events++;
     return 0;
@@ -721,7 +733,7 @@ int tp_load_thread_record(loader *L, int ti, const tprof_rec *r) {
     case TPROF_REC_MARK: rc = rec_mark(L, t, tl, r, body); break;
     case TPROF_REC_COUNTER: rc = rec_counter(L, t, tl, r, body); break;
     case TPROF_REC_STEP_BEGIN:
-    case TPROF_REC_STEP_END: rc = rec_step(t, r, body); break;
+    case TPROF_REC_STEP_END: rc = rec_step(L, t, tl, r, body); break;
     case TPROF_REC_GPU_KERNEL:
     case TPROF_REC_GPU_MEMCPY:
     case TPROF_REC_GPU_MEMSET:

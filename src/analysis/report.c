@@ -685,6 +685,9 @@ static void section_job(void *ctx, size_t i) {
     const sections *sc = ctx;
     rank_job *j = &sc->jobs[i];
     section_make(sc, i);
+    /* packed as the job ends (its summary, if any, is written): every job's steps are held
+     * until all have ended (run_jobs), 32 bytes a step unpacked */
+    if (j->steps) tp_steps_pack_in(j->steps);
     if (sc->spill) {
         tp_spill_put(sc->spill, i, j->section);
         j->section = NULL;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/step_pack.h"
 #include "core/step_names.h"
 #include "trainprof.h"
 
@@ -130,20 +131,10 @@ static void merge_missing(tp_steps *out) {
     }
 }
 
-static int from_api(const tp_process *p, tp_steps *out) {
-    int best = -1;
-    uint64_t best_ts = 0;
-    for (size_t i = 0; i < p->nthreads; i++) {
-        const tp_thread *t = &p->threads[i];
-        if (t->nsteps && (best < 0 || t->steps[0].ts < best_ts)) {
-            best = (int)i;
-            best_ts = t->steps[0].ts;
-        }
-    }
-    if (best < 0) return 0;
-    const tp_thread *t = &p->threads[best];
-    out->steps = calloc(t->nsteps, sizeof *out->steps);
-    if (!out->steps) return TPROF_ERR_NO_MEMORY;
+/* from_api's steps of thread t, whose step events are ev (t->nsteps of them), into out
+ * (whose steps array holds room for them). 1, or TPROF_ERR_NO_MEMORY. */
+static int api_steps(const tp_process *p, const tp_thread *t, const tp_stepev *ev,
+                     tp_steps *out) {
     size_t cap = 0;
     /* a begin is closed by the event after it: its end (same number), or the next begin
      * (programs that only call step_begin). An end of
@@ -156,17 +147,17 @@ static int from_api(const tp_process *p, tp_steps *out) {
      * steps: the ring fills when the program records most, so they are likely the slowest,
      * and the statistics of the others do not cover them. */
     for (size_t k = 0; k + 1 < t->nsteps; k++) { /* the last event closes nothing */
-        const tp_stepev *e = &t->steps[k], *next = &t->steps[k + 1];
+        const tp_stepev *e = &ev[k], *next = &ev[k + 1];
         int lost = dropped_in(p, t->os_tid, e->ts, next->ts);
         int closed = e->begin && (next->begin ? !lost || next->step == e->step + 1
                                               : next->step == e->step);
         /* ends of the same number one after another: the last one ends the step
          * (trainprof.torch ends an iteration again at each optimizer step that follows) */
         size_t last = k + 1;
-        while (closed && !next->begin && last + 1 < t->nsteps && !t->steps[last + 1].begin &&
-               t->steps[last + 1].step == e->step)
+        while (closed && !next->begin && last + 1 < t->nsteps && !ev[last + 1].begin &&
+               ev[last + 1].step == e->step)
             last++;
-        if (closed) out->steps[out->nsteps++] = (tp_step){e->ts, t->steps[last].ts, e->step, 0};
+        if (closed) out->steps[out->nsteps++] = (tp_step){e->ts, ev[last].ts, e->step, 0};
         if (!lost) continue;
         uint64_t lo = e->begin && !closed ? e->step : e->step + 1;
         if (next->begin && next->step == 0) continue;
@@ -175,7 +166,7 @@ static int from_api(const tp_process *p, tp_steps *out) {
             return TPROF_ERR_NO_MEMORY;
     }
     /* the first event an end, the last a begin, with drops before or after: those steps too */
-    const tp_stepev *first = &t->steps[0], *last = &t->steps[t->nsteps - 1];
+    const tp_stepev *first = &ev[0], *last = &ev[t->nsteps - 1];
     if (!first->begin && dropped_in(p, t->os_tid, 0, first->ts) &&
         add_missing(out, &cap, first->step, first->step))
         return TPROF_ERR_NO_MEMORY;
@@ -183,8 +174,33 @@ static int from_api(const tp_process *p, tp_steps *out) {
         add_missing(out, &cap, last->step, last->step))
         return TPROF_ERR_NO_MEMORY;
     merge_missing(out);
-    out->thread = (uint32_t)best;
     return 1;
+}
+
+static int from_api(const tp_process *p, tp_steps *out) {
+    int best = -1;
+    uint64_t best_ts = 0;
+    for (size_t i = 0; i < p->nthreads; i++) {
+        const tp_thread *t = &p->threads[i];
+        uint64_t ts = t->nsteps ? tp_thread_first_step_ts(t) : 0;
+        if (t->nsteps && (best < 0 || ts < best_ts)) {
+            best = (int)i;
+            best_ts = ts;
+        }
+    }
+    if (best < 0) return 0;
+    const tp_thread *t = &p->threads[best];
+    int owned;
+    const tp_stepev *ev = tp_thread_stepevs(t, &owned); /* a slim process's are packed */
+    out->steps = ev ? calloc(t->nsteps, sizeof *out->steps) : NULL;
+    if (!out->steps) {
+        if (owned) free((void *)ev);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    int rc = api_steps(p, t, ev, out);
+    if (owned) free((void *)ev);
+    if (rc > 0) out->thread = (uint32_t)best;
+    return rc;
 }
 
 /* A copy of the steps a slim process keeps (model.h, steps_memo), when they were found with
@@ -200,7 +216,16 @@ static int from_memo(const tp_process *p, const char *step_name, int warmup, tp_
         tp_steps_free(out);
         return -1;
     }
-    if (m->nsteps) memcpy(out->steps, m->steps, m->nsteps * sizeof *out->steps);
+    out->packed = NULL;
+    out->packed_len = 0;
+    if (m->nsteps && m->packed) {
+        if (tp_steps_unpack(m->packed, m->packed_len, out->steps, m->nsteps) != 0) {
+            tp_steps_free(out);
+            return -1;
+        }
+    } else if (m->nsteps) {
+        memcpy(out->steps, m->steps, m->nsteps * sizeof *out->steps);
+    }
     if (m->nmissing) memcpy(out->missing, m->missing, m->nmissing * sizeof *out->missing);
     return 1;
 }
@@ -211,6 +236,7 @@ void tp_process_keep_steps(tp_process *p, tp_steps *found, const char *step_name
         tp_steps_free(p->steps_memo);
         free(p->steps_memo);
     }
+    if (found) tp_steps_pack_in(found);
     p->steps_memo = found;
     p->steps_memo_name = step_name && *step_name ? step_name : NULL;
     p->steps_memo_warmup = warmup;
@@ -282,7 +308,18 @@ int tp_step_name_candidate(const char *name, const char *step_name) {
 void tp_steps_free(tp_steps *s) {
     free(s->steps);
     free(s->missing);
+    free(s->packed);
     memset(s, 0, sizeof *s);
+}
+
+void tp_steps_pack_in(tp_steps *s) {
+    uint8_t *b;
+    size_t len;
+    if (!s->nsteps || !s->steps || tp_steps_pack(s->steps, s->nsteps, &b, &len) != 0) return;
+    free(s->steps);
+    s->steps = NULL;
+    s->packed = b;
+    s->packed_len = len;
 }
 
 uint64_t tp_steps_overlap(const tp_step *st, size_t n, uint64_t s, uint64_t e) {

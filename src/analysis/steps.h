@@ -44,9 +44,15 @@ typedef struct tp_steps {
     tp_step_source source;
     const char *name;     /* the range name or pattern matched, or "tprof_step_begin/end" */
     uint32_t thread;      /* index in process->threads */
-    tp_step *steps;
+    tp_step *steps;       /* NULL when packed */
     size_t nsteps;
     size_t nwarmup;
+    /* The steps packed (step_pack.h: 4-8 bytes a step where steps holds 32) in place of
+     * steps, by tp_steps_pack_in: the form a slim process keeps them in (steps_memo), since
+     * the merge holds every rank's. nsteps still counts them; tp_find_steps gives them
+     * unpacked. Owned; NULL when not packed. */
+    uint8_t *packed;
+    size_t packed_len;
     /* API steps only: the program's step numbers with no whole step because events around
      * them were dropped by the thread's full ring (docs/report-json.md, steps.missing):
      * ascending, disjoint ranges [s, e] of numbers (tp_span reused: s and e are step
@@ -67,10 +73,15 @@ int tp_find_steps(const tp_process *p, const char *step_name, int warmup, tp_ste
  * name (docs/design.md §4). Every step range tp_find_steps may take passes. */
 int tp_step_name_candidate(const char *name, const char *step_name);
 void tp_steps_free(tp_steps *s);
+/* Packs s's steps in place (packed above; steps freed and NULL). Leaves them as they are
+ * when there are none, when they are packed already, or when they cannot be (no memory, or
+ * values step_pack.h refuses). */
+void tp_steps_pack_in(tp_steps *s);
 /* Keeps in slim process p (model.h) `found` (heap-allocated, owned by p from now on): the
  * steps tp_find_steps found with this step name and warm-up in p's file loaded whole.
- * tp_find_steps on p then answers from them for the same name and warm-up. step_name must
- * outlive p (the report's options). Writes p only. */
+ * tp_find_steps on p then answers from them for the same name and warm-up (a copy each
+ * time). They are packed first (tp_steps_pack_in). step_name must outlive p (the report's
+ * options). Writes p only. */
 void tp_process_keep_steps(tp_process *p, tp_steps *found, const char *step_name, int warmup);
 
 /* The measured steps of s (those after the warm-up), or NULL when there are none: a run

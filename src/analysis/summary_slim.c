@@ -28,13 +28,16 @@
 
 #include "analysis/comm.h"
 #include "analysis/model_load.h"
+#include "analysis/step_pack.h"
 #include "trainprof.h"
 
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
+/* (tp_thread.steps_packed is not coded: the events are coded unpacked and packed again as
+ * read) */
 _Static_assert(sizeof(tp_process) == 2888, "tp_process changed: update tp_sum_slim");
-_Static_assert(sizeof(tp_thread) == 168, "tp_thread changed: update its codec");
+_Static_assert(sizeof(tp_thread) == 184, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
 _Static_assert(sizeof(tp_stepev) == 24, "tp_stepev changed: update its codec");
@@ -80,15 +83,24 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
             RAW(t->counters[i].ts), RAW(t->counters[i].value);
         }
     Z(t->nsteps);
-    if (arr(c, rd, &t->steps, t->nsteps, sizeof *t->steps))
+    /* written unpacked (step_pack.h), so that the block is the same whichever form the
+     * process holds; read, then packed below */
+    int owned = 0;
+    tp_stepev *ev = rd ? NULL : tp_thread_stepevs(t, &owned);
+    if (!rd && t->nsteps && !ev) c->bad = 1; /* no memory to unpack: no summary */
+    if (arr(c, rd, rd ? &t->steps : &ev, t->nsteps, sizeof *t->steps)) {
+        tp_stepev *e = rd ? t->steps : ev;
         for (size_t i = 0; i < t->nsteps && !c->bad; i++)
-            RAW(t->steps[i].step), RAW(t->steps[i].ts), RAW(t->steps[i].begin);
+            RAW(e[i].step), RAW(e[i].ts), RAW(e[i].begin);
+    }
+    if (owned) free(ev);
     RAW(t->dropped), RAW(t->first_ts), RAW(t->last_ts), RAW(t->unmatched_pops);
     RAW(t->first_unmatched_pop_ts), RAW(t->unmatched_pops_after_drops), RAW(t->events);
     if (rd) { /* the arrays hold what they were given, as tp_process_slim shrinks them to */
         t->cap_ranges = t->ranges ? t->nranges : 0;
         t->cap_counters = t->counters ? t->ncounters : 0;
         t->cap_steps = t->steps ? t->nsteps : 0;
+        if (!c->bad) tp_thread_pack_steps(t);
     }
 }
 

@@ -1,0 +1,202 @@
+/*
+ * step_pack.c — packs and unpacks a slim process's step events and steps (step_pack.h).
+ */
+#include "analysis/step_pack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainprof.h"
+
+/* the most bytes one element takes: three varints of at most 10 bytes */
+#define ELEM_MAX 30
+
+static size_t put(uint8_t *b, uint64_t v) {
+    size_t n = 0;
+    while (v >= 0x80) {
+        b[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b[n++] = (uint8_t)v;
+    return n;
+}
+
+/* The varint at *p (before end) into *v, *p moved past it. -1 when it runs past end or past
+ * 10 bytes. */
+static int get(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t c = *(*p)++;
+        x |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A difference modulo 2^64 as a signed one, zigzag-mapped: 0, -1, 1, -2 ... -> 0, 1, 2, 3 */
+static uint64_t zig(uint64_t d) { return (d << 1) ^ (0 - (d >> 63)); }
+static uint64_t unzig(uint64_t z) { return (z >> 1) ^ (0 - (z & 1)); }
+
+/* The packed bytes: a buffer grown as written, shrunk to its size at the end. */
+typedef struct wbuf { uint8_t *b; size_t len, cap; } wbuf;
+
+static int room(wbuf *w) {
+    if (w->cap - w->len >= ELEM_MAX) return 0;
+    size_t nc = w->cap * 2 + 4 * ELEM_MAX;
+    uint8_t *nb = realloc(w->b, nc);
+    if (!nb) return -1;
+    w->b = nb;
+    w->cap = nc;
+    return 0;
+}
+
+static int done(wbuf *w, uint8_t **out, size_t *len) {
+    uint8_t *fit = realloc(w->b, w->len ? w->len : 1); /* a failed shrink leaves w->b */
+    *out = fit ? fit : w->b;
+    *len = w->len;
+    return 0;
+}
+
+static int fail(wbuf *w, uint8_t **out) {
+    free(w->b);
+    *out = NULL;
+    return -1;
+}
+
+/* A buffer sized for n elements of about `each` bytes (what a training loop's take), so that
+ * it seldom grows; shrunk to its size at the end. */
+static wbuf sized(size_t n, size_t each) {
+    wbuf w = {NULL, 0, 0};
+    size_t cap = n < (SIZE_MAX - ELEM_MAX) / each ? n * each + ELEM_MAX : 0;
+    if (cap && (w.b = malloc(cap))) w.cap = cap;
+    return w;
+}
+
+int tp_stepevs_pack(const tp_stepev *e, size_t n, uint8_t **out, size_t *len) {
+    wbuf w = sized(n, 5);
+    uint64_t ts = 0, step = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t f = zig(e[i].step - step);
+        if ((e[i].begin != 0 && e[i].begin != 1) || f >> 63 || room(&w)) return fail(&w, out);
+        w.len += put(w.b + w.len, zig(e[i].ts - ts));
+        w.len += put(w.b + w.len, f << 1 | (uint64_t)e[i].begin);
+        ts = e[i].ts;
+        step = e[i].step;
+    }
+    return done(&w, out, len);
+}
+
+int tp_stepevs_unpack(const uint8_t *b, size_t len, tp_stepev *out, size_t n) {
+    const uint8_t *p = b, *end = b + len;
+    uint64_t ts = 0, step = 0, d, f;
+    for (size_t i = 0; i < n; i++) {
+        if (get(&p, end, &d) || get(&p, end, &f)) return -1;
+        ts += unzig(d);
+        step += unzig(f >> 1);
+        out[i] = (tp_stepev){step, ts, (int)(f & 1)};
+    }
+    return p == end ? 0 : -1;
+}
+
+int tp_steps_pack(const tp_step *s, size_t n, uint8_t **out, size_t *len) {
+    wbuf w = sized(n, 8);
+    uint64_t end = 0, app = UINT64_MAX; /* the first step's number predicted 0 */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t f = zig(s[i].app_step - app - 1);
+        if ((s[i].warmup != 0 && s[i].warmup != 1) || f >> 63 || room(&w)) return fail(&w, out);
+        w.len += put(w.b + w.len, zig(s[i].start - end));
+        w.len += put(w.b + w.len, zig(s[i].end - s[i].start));
+        w.len += put(w.b + w.len, f << 1 | (uint64_t)s[i].warmup);
+        end = s[i].end;
+        app = s[i].app_step;
+    }
+    return done(&w, out, len);
+}
+
+int tp_steps_unpack(const uint8_t *b, size_t len, tp_step *out, size_t n) {
+    const uint8_t *p = b, *lim = b + len;
+    uint64_t end = 0, app = UINT64_MAX, a, d, f;
+    for (size_t i = 0; i < n; i++) {
+        if (get(&p, lim, &a) || get(&p, lim, &d) || get(&p, lim, &f)) return -1;
+        uint64_t start = end + unzig(a);
+        end = start + unzig(d);
+        app = app + 1 + unzig(f >> 1);
+        out[i] = (tp_step){start, end, app, (int)(f & 1)};
+    }
+    return p == lim ? 0 : -1;
+}
+
+int tp_stepevs_append(uint8_t **b, size_t *len, size_t *cap, tp_stepev *prev, const tp_stepev *e) {
+    uint64_t f = zig(e->step - prev->step);
+    if ((e->begin != 0 && e->begin != 1) || f >> 63) return 1;
+    if (*cap - *len < ELEM_MAX) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        uint8_t *nb = realloc(*b, nc);
+        if (!nb) return TPROF_ERR_NO_MEMORY;
+        *b = nb;
+        *cap = nc;
+    }
+    *len += put(*b + *len, zig(e->ts - prev->ts));
+    *len += put(*b + *len, f << 1 | (uint64_t)e->begin);
+    *prev = *e;
+    return 0;
+}
+
+int tp_thread_unpack_steps(tp_thread *t) {
+    if (!t->steps_packed) return 0;
+    int owned;
+    tp_stepev *e = tp_thread_stepevs(t, &owned);
+    if (!e) return TPROF_ERR_NO_MEMORY;
+    free(t->steps_packed);
+    t->steps_packed = NULL;
+    t->steps_packed_len = 0;
+    t->steps = e;
+    t->cap_steps = t->nsteps;
+    return 0;
+}
+
+void tp_thread_pack_steps(tp_thread *t) {
+    if (t->steps_packed && !t->steps) { /* packed as loaded: shrunk to their size */
+        uint8_t *fit = realloc(t->steps_packed, t->steps_packed_len ? t->steps_packed_len : 1);
+        if (fit) t->steps_packed = fit;
+        return;
+    }
+    if (!t->nsteps || !t->steps) return;
+    uint8_t *b;
+    size_t len;
+    if (tp_stepevs_pack(t->steps, t->nsteps, &b, &len) != 0) {
+        if (t->nsteps < t->cap_steps) { /* as tp_process_slim shrank them before packing */
+            tp_stepev *fit = realloc(t->steps, t->nsteps * sizeof *fit);
+            if (fit) t->steps = fit, t->cap_steps = t->nsteps;
+        }
+        return;
+    }
+    free(t->steps);
+    t->steps = NULL;
+    t->cap_steps = 0;
+    t->steps_packed = b;
+    t->steps_packed_len = len;
+}
+
+tp_stepev *tp_thread_stepevs(const tp_thread *t, int *owned) {
+    *owned = 0;
+    if (!t->steps_packed || !t->nsteps) return t->steps;
+    tp_stepev *e = malloc(t->nsteps * sizeof *e);
+    if (!e) return NULL;
+    if (tp_stepevs_unpack(t->steps_packed, t->steps_packed_len, e, t->nsteps) != 0) {
+        free(e);
+        return NULL;
+    }
+    *owned = 1;
+    return e;
+}
+
+uint64_t tp_thread_first_step_ts(const tp_thread *t) {
+    if (!t->steps_packed) return t->nsteps ? t->steps[0].ts : 0;
+    const uint8_t *p = t->steps_packed;
+    uint64_t d;
+    return get(&p, p + t->steps_packed_len, &d) ? 0 : unzig(d); /* the first ts after 0 */
+}
