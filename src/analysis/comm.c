@@ -186,12 +186,15 @@ enum {
 
 /* Function names as NCCL's kernels spell them (ncclDevKernel_AllReduce_Sum_f32_RING_LL,
  * ncclDevKernel_SendRecv, older ncclKernel_AllGather_RING_LL_Sum_int8_t). */
-static const struct { const char *tok; unsigned bit; } fn_tokens[] = {
-    {"AllReduce", FN_ALLREDUCE}, {"AllGather", FN_ALLGATHER}, {"ReduceScatter", FN_REDUCESCATTER},
-    {"Broadcast", FN_BROADCAST}, {"Reduce", FN_REDUCE},       {"SendRecv", FN_SENDRECV},
-    {"Send", FN_SENDRECV},       {"Recv", FN_SENDRECV},       {"AllToAll", FN_ALLTOALL},
-    {"Gather", FN_GATHER},       {"Scatter", FN_SCATTER},
+#define TOK(s, bit) {s, sizeof s - 1, bit} /* lengths known here: no strlen per kernel */
+static const struct { const char *tok; size_t len; unsigned bit; } fn_tokens[] = {
+    TOK("AllReduce", FN_ALLREDUCE), TOK("AllGather", FN_ALLGATHER),
+    TOK("ReduceScatter", FN_REDUCESCATTER), TOK("Broadcast", FN_BROADCAST),
+    TOK("Reduce", FN_REDUCE), TOK("SendRecv", FN_SENDRECV), TOK("Send", FN_SENDRECV),
+    TOK("Recv", FN_SENDRECV), TOK("AllToAll", FN_ALLTOALL), TOK("Gather", FN_GATHER),
+    TOK("Scatter", FN_SCATTER),
 };
+#undef TOK
 
 /* The functions a kernel name names: its alphanumeric tokens compared whole, so "Reduce"
  * is not found inside "AllReduce". 0 = none (a generic kernel). */
@@ -207,7 +210,7 @@ static unsigned kernel_fns(const char *name) {
         while (*e && isalnum((unsigned char)*e)) e++;
         size_t len = (size_t)(e - s);
         for (size_t k = 0; k < sizeof fn_tokens / sizeof *fn_tokens; k++)
-            if (strlen(fn_tokens[k].tok) == len && !strncasecmp(s, fn_tokens[k].tok, len))
+            if (fn_tokens[k].len == len && !strncasecmp(s, fn_tokens[k].tok, len))
                 m |= fn_tokens[k].bit;
         s = e;
     }
