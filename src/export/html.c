@@ -163,29 +163,35 @@ static void gen_value(FILE *f, const cJSON *v, int depth) {
     }
 }
 
-/* The measured steps' lengths of each rank of res, found again in the run with the report's
- * step rule (the results summarise them). Returns the number of ranks in *out (owned). */
+/* The measured steps of each rank of res as the step plots draw them (rank_series), found
+ * again in the run with the report's step rule (the results summarise them), one rank at a
+ * time: the largest count first, which sets the heatmap's cells, then each rank's series.
+ * Returns the number of ranks in *out (owned; each freed with tp_svg_rank_series_free). */
 static size_t collect_steps(const tp_run_results *res, const tp_run *run, const tp_report_opts *o,
                             rank_series **out) {
     rank_series *v = calloc(res->nranks ? res->nranks : 1, sizeof *v);
     if (!v) return 0;
-    for (size_t i = 0; i < res->nranks; i++) {
-        const tp_rank_result *r = &res->ranks[i];
-        rank_series *rs = &v[i];
-        rs->rank = r->rank;
-        const tp_process *p = tp_rank_process(run, r->host, r->pid);
-        tp_steps s;
-        if (!p || tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) continue;
-        size_t nm = s.nsteps - s.nwarmup;
-        if (nm && (rs->ms = malloc(nm * sizeof *rs->ms))) {
-            for (size_t k = 0; k < nm; k++)
-                rs->ms[k] = (double)(s.steps[s.nwarmup + k].end - s.steps[s.nwarmup + k].start)
+    size_t maxn = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < res->nranks; i++) {
+            const tp_rank_result *r = &res->ranks[i];
+            const tp_process *p = tp_rank_process(run, r->host, r->pid);
+            v[i].rank = r->rank; /* its heatmap row is drawn, steps or not */
+            tp_steps s;
+            if (!p || tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) continue;
+            size_t nm = s.nsteps - s.nwarmup;
+            double *ms = pass && nm ? malloc(nm * sizeof *ms) : NULL;
+            if (!pass && nm > maxn) maxn = nm;
+            if (ms) {
+                for (size_t k = 0; k < nm; k++)
+                    ms[k] = (double)(s.steps[s.nwarmup + k].end - s.steps[s.nwarmup + k].start)
                             / 1e6;
-            rs->n = nm;
-            rs->first = s.nwarmup;
+                v[i].first = s.nwarmup;
+                tp_svg_rank_series(&v[i], ms, nm, tp_svg_heat_bucket(maxn));
+                free(ms);
+            }
+            tp_steps_free(&s);
         }
-        tp_steps_free(&s);
-    }
     *out = v;
     return res->nranks;
 }
@@ -822,7 +828,7 @@ int tp_html_write(const tp_report *report, const tp_report_opts *o, FILE *f) {
     } else {
         fputs("<p class=\"note\">Per-step plots need the rank files.</p>\n", f);
     }
-    for (size_t i = 0; i < nr; i++) free(rs[i].ms);
+    for (size_t i = 0; i < nr; i++) tp_svg_rank_series_free(&rs[i]);
     free(rs);
 
     tp_html_throughput(f, &res->throughput);

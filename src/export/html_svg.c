@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainprof.h"
+
 #define E(s) tp_html_escape(f, (s))
 
 const char *const tp_svg_palette[TP_SVG_NPAL] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
@@ -197,6 +199,44 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
     free(by);
 }
 
+size_t tp_svg_heat_bucket(size_t maxn) {
+    return (maxn + TP_HTML_MAX_COLS - 1) / TP_HTML_MAX_COLS;
+}
+
+int tp_svg_rank_series(rank_series *r, const double *ms, size_t n, size_t bucket) {
+    size_t np = n <= TP_HTML_MAX_POINTS ? n : TP_HTML_MAX_POINTS;
+    size_t nc = bucket && n ? (n + bucket - 1) / bucket : 0;
+    r->px = malloc((np ? np : 1) * sizeof *r->px);
+    r->py = malloc((np ? np : 1) * sizeof *r->py);
+    r->cells = malloc((nc ? nc : 1) * sizeof *r->cells);
+    if (!r->px || !r->py || !r->cells) {
+        tp_svg_rank_series_free(r);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    /* the line: averaged as tp_svg_lines averages a series (downsample), which then draws
+     * these points as they are (a series of at most TP_HTML_MAX_POINTS is its own average) */
+    hseries s = {NULL, NULL, ms, (double)r->first, n};
+    r->np = downsample(&s, r->px, r->py);
+    for (size_t c = 0; c < nc; c++) {
+        size_t j0 = c * bucket, j1 = j0 + bucket < n ? j0 + bucket : n;
+        double sum = 0;
+        for (size_t j = j0; j < j1; j++) sum += ms[j];
+        r->cells[c] = sum / (double)(j1 - j0);
+    }
+    r->ncells = nc;
+    r->bucket = bucket;
+    r->n = n;
+    return TPROF_OK;
+}
+
+void tp_svg_rank_series_free(rank_series *r) {
+    free(r->px);
+    free(r->py);
+    free(r->cells);
+    r->px = r->py = r->cells = NULL;
+    r->np = r->ncells = r->n = 0;
+}
+
 void tp_svg_step_chart(FILE *f, const rank_series *rs, size_t nr) {
     hseries *s = calloc(nr ? nr : 1, sizeof *s);
     char (*labels)[32] = calloc(nr ? nr : 1, sizeof *labels);
@@ -205,7 +245,7 @@ void tp_svg_step_chart(FILE *f, const rank_series *rs, size_t nr) {
     for (size_t i = 0; i < nr; i++) {
         if (!rs[i].n) continue;
         snprintf(labels[ns], sizeof labels[ns], "rank %d", rs[i].rank);
-        s[ns] = (hseries){labels[ns], NULL, rs[i].ms, (double)rs[i].first, rs[i].n};
+        s[ns] = (hseries){labels[ns], rs[i].px, rs[i].py, 0, rs[i].np};
         ns++;
     }
     if (ns) tp_svg_lines(f, "step-time", "step", "step time (ms)", s, ns);
@@ -220,13 +260,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The mean of rank series r's steps j0 .. j1 - 1 (j1 > j0). */
-static double bin_mean(const rank_series *r, size_t j0, size_t j1) {
-    double sum = 0;
-    for (size_t j = j0; j < j1; j++) sum += r->ms[j];
-    return sum / (double)(j1 - j0);
-}
-
 /* The colour scale of the heatmap: from the 2nd to the 98th percentile (nearest rank) of the
  * cells' values, the column means, as seaborn.heatmap's robust=True scales its colours
  * (https://seaborn.pydata.org/generated/seaborn.heatmap.html). Scaling on the cells, not on
@@ -234,16 +267,15 @@ static double bin_mean(const rank_series *r, size_t j0, size_t j1) {
  * hundreds of steps, and one stalled step would otherwise set a top no column reaches. The
  * percentiles keep one stalled column from doing the same. A cell outside is drawn at the
  * end of the scale. Without memory: the cells' smallest and largest. */
-static void heat_scale(const rank_series *rs, size_t nr, size_t bucket, size_t ncells,
-                       double *lo, double *hi) {
+static void heat_scale(const rank_series *rs, size_t nr, size_t ncells, double *lo,
+                       double *hi) {
     double *v = malloc((ncells ? ncells : 1) * sizeof *v);
     size_t n = 0;
     *lo = INFINITY;
     *hi = -INFINITY;
     for (size_t i = 0; i < nr; i++)
-        for (size_t j0 = 0; j0 < rs[i].n; j0 += bucket) {
-            size_t j1 = j0 + bucket < rs[i].n ? j0 + bucket : rs[i].n;
-            double m = bin_mean(&rs[i], j0, j1);
+        for (size_t c = 0; c < rs[i].ncells; c++) {
+            double m = rs[i].cells[c];
             if (m < *lo) *lo = m;
             if (m > *hi) *hi = m;
             if (v && n < ncells) v[n++] = m;
@@ -266,10 +298,11 @@ void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
         if (rs[i].n && rs[i].first < first) first = rs[i].first;
     }
     if (!maxn) return;
-    size_t bucket = (maxn + TP_HTML_MAX_COLS - 1) / TP_HTML_MAX_COLS;
+    size_t bucket = 0; /* the one every series' cells were made with */
+    for (size_t i = 0; i < nr && !bucket; i++) bucket = rs[i].n ? rs[i].bucket : 0;
     size_t ncols = (maxn + bucket - 1) / bucket;
     double lo, hi;
-    heat_scale(rs, nr, bucket, nr * ncols, &lo, &hi);
+    heat_scale(rs, nr, nr * ncols, &lo, &hi);
     int rowh = nr > 32 ? 8 : 18, left = 70;
     double cellw = (double)(CW - left - MR) / (double)ncols;
     int h = MT + (int)nr * rowh + 40;
@@ -283,9 +316,9 @@ void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
                                 left - 4, y + rowh - 5, rs[i].rank);
         for (size_t c = 0; c < ncols; c++) {
             size_t j0 = c * bucket, j1 = j0 + bucket;
-            if (j0 >= rs[i].n) break;
+            if (c >= rs[i].ncells) break;
             if (j1 > rs[i].n) j1 = rs[i].n;
-            double v = bin_mean(&rs[i], j0, j1), t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+            double v = rs[i].cells[c], t = hi > lo ? (v - lo) / (hi - lo) : 0.5;
             if (t < 0) t = 0;
             if (t > 1) t = 1;
             /* pale yellow (fast) to dark red (slow) */

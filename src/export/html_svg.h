@@ -26,13 +26,30 @@ typedef struct hseries {
     size_t n;
 } hseries;
 
-/* One rank's measured step times for the step plots. */
+/* One rank's measured step times as the step plots draw them: its line's points averaged
+ * into at most TP_HTML_MAX_POINTS, its heatmap row's cells as means of `bucket` consecutive
+ * steps, at most TP_HTML_MAX_COLS: what the HTML holds of a rank is bounded whatever the
+ * run's length, so that the report does not hold every rank's steps at once (8 bytes a step
+ * a rank: 800 MB at 1024 ranks x 100,000 steps). Made by tp_svg_rank_series. */
 typedef struct rank_series {
     int rank;
-    double *ms;   /* measured steps' lengths, ms; owned by the caller */
-    size_t n;
-    size_t first; /* number of the first measured step */
+    size_t n;        /* measured steps */
+    size_t first;    /* number of the first measured step */
+    double *px, *py; /* the line's np points (step number, ms), owned */
+    size_t np;
+    double *cells;   /* the heatmap row's ncells means (ms), owned */
+    size_t ncells, bucket;
 } rank_series;
+
+/* The heatmap's steps a cell (its columns at most TP_HTML_MAX_COLS) for ranks of at most
+ * maxn measured steps (maxn > 0). */
+size_t tp_svg_heat_bucket(size_t maxn);
+/* Rank series *r (rank and first set by the caller) from the rank's n measured steps'
+ * lengths ms (ms; read only here), the heatmap's cells `bucket` steps each (every rank's
+ * with the same bucket, tp_svg_heat_bucket of the largest n). TPROF_OK (0), or
+ * TPROF_ERR_NO_MEMORY (*r then holds no steps). */
+int tp_svg_rank_series(rank_series *r, const double *ms, size_t n, size_t bucket);
+void tp_svg_rank_series_free(rank_series *r);
 
 /* The fill of a phase (a segment of the step breakdown) named `name`: a static string
  * ("#rrggbb") that depends on the name alone, so a phase has the same colour in every report.
