@@ -100,7 +100,9 @@ static inline void slim_same(const char *what, const char *label, const char *na
 
 /* Rank r of 4 on host h<r/2> (host 1's clock 3 ms off): named steps "train_step" with a
  * phase, a mark, a launch and its kernels, an AllReduce per step with its NCCL kernel (the
- * alignment reads its end), rank 1 killed inside open ranges, rank 2 sampling NVML. */
+ * alignment reads its end), rank 1 killed inside open ranges, rank 2 sampling NVML; every
+ * rank with the process sampler's counters, trainprof.torch's allocator samples and one of
+ * its own (which a rank's section reads from its file, and a slim process does not keep). */
 static void four_ranks_write(const char *dir, int r) {
     char host[16];
     snprintf(host, sizeof host, "h%d", r / 2);
@@ -143,6 +145,13 @@ static void four_ranks_write(const char *dir, int r) {
             synth_counter(f, 3, b, "gpu0.power_w", 300 + s);
             synth_counter(f, 3, b, "gpu0.util_percent", 80);
         }
+        synth_counter(f, 3, b + MS, "process.cpu_percent", 90 + r + s);
+        synth_counter(f, 3, b + MS, "process.rss_bytes", (double)(1000000 * (r + s + 1)));
+        synth_counter(f, 3, b + MS, "process.threads", 8 + r);
+        synth_counter(f, 3, b + MS, "process.ctx_switches_per_s", 100 * s);
+        synth_counter(f, 1, b + 2 * MS, "cuda.memory_allocated_bytes", (double)((s + 1) << 20));
+        synth_counter(f, 1, b + 2 * MS, "cuda.memory_reserved_bytes", (double)((s + 2) << 20));
+        synth_counter(f, 1, b + 3 * MS, "queue_depth", s);
         synth_flush(f);
     }
     if (r != 1) synth_end_of_file(f, T0 + 200 * MS, 0);

@@ -193,7 +193,7 @@ static void report_deleted(void **state) {
     char want[1024];
     snprintf(want, sizeof want, "%s: could not be read again for its section (cannot open: No "
              "such file or directory); the section holds only what its first read kept (no "
-             "GPU records, steps or communication ops)",
+             "GPU records, steps, communication ops, or counters other than the GPU samples)",
              p0->path);
     assert_string_equal(run.errors[0], want);
     cJSON *u = cJSON_GetObjectItem(r.doc, "unreadable_files");

@@ -64,6 +64,10 @@ static char *render(const char *const *ops, size_t nops, int slim, int threads) 
             }
             for (size_t t = 0; t < p->nthreads; t++) {
                 const tp_thread *th = &p->threads[t];
+                /* the GPU samples alone, which the run-level readers read */
+                for (size_t k = 0; k < th->ncounters; k++)
+                    assert_true(tp_slim_keeps_counter(th->counters[k].name));
+                if (p->rank == 2 && t == 2) assert_int_equal(th->ncounters, 12);
                 assert_true(!th->nsteps || (!th->steps && th->steps_packed &&
                                             th->steps_packed_len <= 12 * th->nsteps));
                 assert_int_equal(p->threads[t].nmarks, 0);

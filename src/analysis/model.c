@@ -887,9 +887,22 @@ void tp_process_slim(tp_process *p) {
         t->nmarks = t->cap_marks = 0;
         slim_ranges(t);
         tp_thread_pack_steps(t); /* else shrunk to their count */
-        SHRINK(t->counters, t->ncounters, t->cap_counters);
+        tp_thread_slim_counters(t);
     }
     p->slim = 1;
+}
+
+void tp_thread_slim_counters(tp_thread *t) {
+    size_t k = 0;
+    for (size_t i = 0; i < t->ncounters; i++)
+        if (tp_slim_keeps_counter(t->counters[i].name)) t->counters[k++] = t->counters[i];
+    t->ncounters = k;
+    if (!k) {
+        free(t->counters);
+        t->counters = NULL;
+        t->cap_counters = 0;
+    }
+    SHRINK(t->counters, t->ncounters, t->cap_counters);
 }
 
 void tp_process_free(tp_process *p) {

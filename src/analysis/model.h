@@ -273,10 +273,11 @@ typedef struct tp_process {
                              * STREAM_SECTION_RANGES) */
     /* A slim process (tp_process_slim) holds what the run-level analyses and the renderers
      * read after the rank sections, and none of the bulky records: no GPU records, API
-     * calls, overhead records, allocations, clips or marks, and of each thread's ranges only
+     * calls, overhead records, allocations, clips or marks; of each thread's ranges only
      * its last (ended.c: the innermost open one, else the last ended) with its enclosing
-     * ranges. What the run-level analyses derive from the records it dropped is kept once
-     * its rank section has read the whole file (report.c): its steps for the report's step
+     * ranges; of its counters only the GPU samples (tp_slim_keeps_counter). What the
+     * run-level analyses derive from the records it dropped is kept once its rank section
+     * has read the whole file (report.c): its steps for the report's step
      * rule (steps_memo: tp_find_steps answers from them) and its communication ops' resolved
      * times (comm_memo: tp_comm_resolve answers from them, with the interval and its source
      * alone, which is what the run-level readers take: 24 bytes an op where the whole
@@ -461,6 +462,16 @@ int tp_has_gpu_counters(const tp_process *p);
 /* The NVML gauge name "gpu<index>.<metric>" (the samplers' counters): its metric, with the
  * index in *idx; NULL for any other name. */
 const char *tp_gpu_counter(const char *name, unsigned long *idx);
+/* Whether a slim process keeps counter `name`: the GPU samples (gpuN.*, tp_gpu_counter),
+ * which the run-level readers read (a rank section's NVML figures, from the node sampler's
+ * process or the rank's own; the HTML's curves). The others (the process sampler's
+ * process.*, trainprof.torch's cuda.memory_*, the program's own) only a rank's section
+ * reads, from its file read whole: a slim process that kept them would grow with the run's
+ * length (the process sampler's four at 10 Hz are 83 MB a day a rank). */
+int tp_slim_keeps_counter(const char *name);
+/* Drops from thread t the counters a slim process does not keep (tp_slim_keeps_counter),
+ * the array shrunk to what is left. */
+void tp_thread_slim_counters(tp_thread *t);
 /* Writes s to f as valid UTF-8 (invalid bytes as U+FFFD) with control bytes (below 0x20, and
  * 0x7f) shown as '?': text from a program or a driver (a communicator's name, a torch group,
  * a GPU's name) cannot disturb the terminal (tp_text_put, text.h). */

@@ -227,6 +227,11 @@ const char *tp_gpu_counter(const char *name, unsigned long *idx) {
 
 void tp_fput_printable(FILE *f, const char *s) { tp_text_put(f, s, -1, 0); }
 
+int tp_slim_keeps_counter(const char *name) {
+    unsigned long idx;
+    return name && tp_gpu_counter(name, &idx) != NULL;
+}
+
 int tp_has_gpu_counters(const tp_process *p) {
     for (size_t ti = 0; ti < p->nthreads; ti++)
         for (size_t k = 0; k < p->threads[ti].ncounters; k++) {

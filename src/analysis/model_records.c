@@ -429,7 +429,9 @@ static int rec_counter(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, s
     if (body < sizeof(tprof_pl_counter)) return REC_BAD;
     tp_counter c = {rec_name(L, tl, r, sizeof(tprof_pl_counter)), r->ts_ns,
                     ((const tprof_pl_counter *)(r + 1))->value};
-    PUSH(t->counters, t->ncounters, t->cap_counters, c);
+    /* a light load (a slim process's) keeps only what a slim process keeps */
+    if (!L->light || tp_slim_keeps_counter(c.name))
+        PUSH(t->counters, t->ncounters, t->cap_counters, c);
     tp_load_seen(t, r->ts_ns);
     t->events++;
     return 0;

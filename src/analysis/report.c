@@ -736,16 +736,18 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
 }
 
 /* Notes in run->errors (the unreadable files) a slim rank file that could not be read again:
- * its section holds only what the first read kept (no GPU records, no steps, and of its
- * communication only the keys the merge matches, which a section cannot show: no
- * communication section), which would otherwise read as a rank that had none. */
+ * its section holds only what the first read kept (no GPU records, no steps, of its
+ * counters the GPU samples alone, and of its communication only the keys the merge matches,
+ * which a section cannot show: no communication section), which would otherwise read as a
+ * rank that had none. */
 static void note_unread(tp_run *run, const tp_process *p) {
     char why[256], line[768];
     if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
         snprintf(why, sizeof why, "out of memory");
     snprintf(line, sizeof line, "%s: could not be read again for its section (%s); the section "
-                                "holds only what its first read kept (no GPU records, steps or "
-                                "communication ops)", p->path, why);
+                                "holds only what its first read kept (no GPU records, steps, "
+                                "communication ops, or counters other than the GPU samples)",
+             p->path, why);
     char **e = realloc(run->errors, (run->nerrors + 1) * sizeof *e);
     if (!e) return;
     run->errors = e;

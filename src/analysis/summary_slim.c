@@ -99,6 +99,8 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
     if (rd) { /* the arrays hold what they were given, as tp_process_slim shrinks them to */
         t->cap_ranges = t->ranges ? t->nranges : 0;
         t->cap_counters = t->counters ? t->ncounters : 0;
+        /* a block written before slim processes dropped them may hold other counters */
+        if (!c->bad) tp_thread_slim_counters(t);
         t->cap_steps = t->steps ? t->nsteps : 0;
         if (!c->bad) tp_thread_pack_steps(t);
     }
