@@ -58,18 +58,24 @@ static char *render(const char *const *ops, size_t nops, int slim, int threads) 
             assert_int_equal(p->ngpu + p->napi + p->novh + p->ngmem, 0);
             /* steps and step events packed (step_pack.h), at most 12 bytes a step event
              * and 10 a step on these runs (their 24 and 32 unpacked) */
-            if (p->steps_memo && p->steps_memo->nsteps) {
-                assert_null(p->steps_memo->steps);
+            uint8_t *b = NULL;
+            size_t blen = 0;
+            if (p->steps_memo && p->steps_memo->nsteps && p->steps_memo->steps) /* can't be */
+                assert_int_equal(tp_steps_pack(p->steps_memo->steps, p->steps_memo->nsteps, &b,
+                                               &blen), -1);
+            else if (p->steps_memo && p->steps_memo->nsteps)
                 assert_true(p->steps_memo->packed_len <= 10 * p->steps_memo->nsteps);
-            }
             for (size_t t = 0; t < p->nthreads; t++) {
                 const tp_thread *th = &p->threads[t];
                 /* the GPU samples alone, which the run-level readers read */
                 for (size_t k = 0; k < th->ncounters; k++)
                     assert_true(tp_slim_keeps_counter(th->counters[k].name));
                 if (p->rank == 2 && t == 2) assert_int_equal(th->ncounters, 12);
-                assert_true(!th->nsteps || (!th->steps && th->steps_packed &&
-                                            th->steps_packed_len <= 12 * th->nsteps));
+                if (th->nsteps && th->steps) /* can't be */
+                    assert_int_equal(tp_stepevs_pack(th->steps, th->nsteps, &b, &blen), -1);
+                else
+                    assert_true(!th->nsteps || (th->steps_packed &&
+                                                th->steps_packed_len <= 12 * th->nsteps));
                 assert_int_equal(p->threads[t].nmarks, 0);
                 assert_true(p->threads[t].nranges <= 64);
             }
@@ -241,6 +247,53 @@ static void step_packing(void **state) {
     free(lev);
 }
 
+/* A rank file whose step numbers jump by 2^63 part way (a damaged or forged file): the light
+ * load, which packs step events as it reads them, meets one it cannot pack and keeps them all
+ * in the array from there; the slim report is the whole one's. A second thread's events,
+ * all packable, stay packed. */
+static void steps_unpackable(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-unpackable"), 0);
+    synth_file *f = synth_open(dir, "h", 9, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 9);
+    synth_thread(f, 2, 10);
+    for (uint64_t s = 0; s < 12; s++) {
+        uint64_t b = T0 + MS + s * 10 * MS, n = s < 6 ? s : s + (1ull << 63);
+        synth_step_begin(f, 1, b, n);
+        synth_step_end(f, 1, b + 9 * MS, n);
+        synth_push(f, 2, b + MS, "other", 0, 0);
+        synth_pop(f, 2, b + 2 * MS, 0);
+        synth_flush(f);
+    }
+    synth_step_begin(f, 2, T0 + 200 * MS, 0); /* the second thread's, after the first's */
+    synth_step_end(f, 2, T0 + 201 * MS, 0);
+    synth_end_of_file(f, T0 + 300 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    assert_int_equal(run.nprocs, 1);
+    const tp_process *p = &run.procs[0];
+    assert_int_equal(p->threads[0].nsteps, 24);
+    assert_non_null(p->threads[0].steps);
+    assert_null(p->threads[0].steps_packed);
+    assert_true(p->threads[0].steps[12].step == 6 + (1ull << 63));
+    assert_int_equal(p->threads[1].nsteps, 2);
+    assert_null(p->threads[1].steps);
+    assert_non_null(p->threads[1].steps_packed);
+    tp_steps st;
+    assert_int_equal(tp_find_steps(p, NULL, 1, &st), 0);
+    assert_int_equal(st.nsteps, 12);
+    assert_true(st.steps[11].app_step == 11 + (1ull << 63));
+    tp_steps_free(&st);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* tp_select_double: the value a sort puts at the nearest rank, on arrays with repeats. */
 static void select_matches_sort(void **state) {
     (void)state;
@@ -314,6 +367,7 @@ int main(void) {
         cmocka_unit_test(scenarios),
         cmocka_unit_test(large_rank),
         cmocka_unit_test(step_packing),
+        cmocka_unit_test(steps_unpackable),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),
         cmocka_unit_test(corpus),
