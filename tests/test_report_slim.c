@@ -294,6 +294,55 @@ static void steps_unpackable(void **state) {
     synth_rmtree(dir);
 }
 
+/* A program's own counters named like the samplers' without their dot ("gpu0_mem", "gpu1")
+ * are no GPU samples: the rank that has them does not read as the sampler of its GPUs (its
+ * NVML figures are the node sampler's), and its slim process, which drops them, answers the
+ * same as its whole one: the reports are the same. */
+static void gpu_named_counters(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-gpu-names"), 0);
+    for (int r = 0; r < 2; r++) {
+        synth_file *f = synth_open(dir, "h0", 100 + r, RT0, T0);
+        synth_rank(f, r, 2);
+        synth_thread(f, 1, 100 + r);
+        for (uint64_t s = 0; s < 5; s++) {
+            uint64_t b = T0 + MS + s * 10 * MS;
+            synth_step_begin(f, 1, b, s);
+            synth_step_end(f, 1, b + 9 * MS, s);
+            if (r == 0) {
+                synth_counter(f, 1, b + MS, "gpu0_mem", (double)s);
+                synth_counter(f, 1, b + MS, "gpu1", 1);
+            }
+        }
+        synth_end_of_file(f, T0 + 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    synth_file *f = synth_open(dir, "h0", 90, RT0, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    for (uint64_t s = 0; s < 20; s++)
+        synth_counter(f, 1, T0 + s * 5 * MS, "gpu0.power_w", 250 + (double)s);
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load_list(ops, 1, &run, err, sizeof err), 0);
+    const tp_process *r0 = NULL, *sampler = NULL;
+    for (size_t i = 0; i < run.nprocs; i++) {
+        if (run.procs[i].role == TP_ROLE_SAMPLER) sampler = &run.procs[i];
+        else if (run.procs[i].rank == 0) r0 = &run.procs[i];
+    }
+    assert_true(r0 && sampler);
+    assert_false(tp_has_gpu_counters(r0));
+    assert_true(tp_has_gpu_counters(sampler));
+    assert_ptr_equal(tp_gpu_samples_for(&run, r0), sampler);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* tp_select_double: the value a sort puts at the nearest rank, on arrays with repeats. */
 static void select_matches_sort(void **state) {
     (void)state;
@@ -368,6 +417,7 @@ int main(void) {
         cmocka_unit_test(large_rank),
         cmocka_unit_test(step_packing),
         cmocka_unit_test(steps_unpackable),
+        cmocka_unit_test(gpu_named_counters),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),
         cmocka_unit_test(corpus),

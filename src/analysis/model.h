@@ -457,7 +457,8 @@ const tp_comm_op *tp_comm_last(const tp_process *p);
 /* The rank process recorded on `host` with process id `pid` (as a report's rank entry names
  * it), or NULL; run may be NULL. */
 const tp_process *tp_rank_process(const tp_run *run, const char *host, double pid);
-/* Whether p holds NVML gauges of its own ("gpu<N>.*" counters: it sampled NVML itself). */
+/* Whether p holds NVML gauges of its own ("gpu<N>.*" counters, tp_gpu_counter: it sampled
+ * NVML itself). */
 int tp_has_gpu_counters(const tp_process *p);
 /* The NVML gauge name "gpu<index>.<metric>" (the samplers' counters): its metric, with the
  * index in *idx; NULL for any other name. */

@@ -714,6 +714,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
         if (!kept.comm) kept.ncomm = 0, kept.comm_memo = NULL;
         if (sc->memos_only) return;
         j->section = rank_section(run, &kept, o, j->out, NULL);
+        j->out->host = p->hdr.host; /* not kept's: a copy on this stack */
         if (kept.ncomm == p->ncomm) return;
         /* ops it had but cannot show: no section, never one that says none were recorded
          * (the note of its file says so; the merge still matches its keys) */
