@@ -6,20 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/varint.h"
 #include "trainprof.h"
 
 /* the most bytes one element takes: three varints of at most 10 bytes */
 #define ELEM_MAX 30
 
-static size_t put(uint8_t *b, uint64_t v) {
-    size_t n = 0;
-    while (v >= 0x80) {
-        b[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (uint8_t)v;
-    return n;
-}
 
 /* The varint at *p (before end) into *v, *p moved past it. -1 when it runs past end or past
  * 10 bytes. */
@@ -81,8 +73,8 @@ int tp_stepevs_pack(const tp_stepev *e, size_t n, uint8_t **out, size_t *len) {
     for (size_t i = 0; i < n; i++) {
         uint64_t f = zig(e[i].step - step);
         if ((e[i].begin != 0 && e[i].begin != 1) || f >> 63 || room(&w)) return fail(&w, out);
-        w.len += put(w.b + w.len, zig(e[i].ts - ts));
-        w.len += put(w.b + w.len, f << 1 | (uint64_t)e[i].begin);
+        w.len += tp_varint_put(w.b + w.len, zig(e[i].ts - ts));
+        w.len += tp_varint_put(w.b + w.len, f << 1 | (uint64_t)e[i].begin);
         ts = e[i].ts;
         step = e[i].step;
     }
@@ -107,9 +99,9 @@ int tp_steps_pack(const tp_step *s, size_t n, uint8_t **out, size_t *len) {
     for (size_t i = 0; i < n; i++) {
         uint64_t f = zig(s[i].app_step - app - 1);
         if ((s[i].warmup != 0 && s[i].warmup != 1) || f >> 63 || room(&w)) return fail(&w, out);
-        w.len += put(w.b + w.len, zig(s[i].start - end));
-        w.len += put(w.b + w.len, zig(s[i].end - s[i].start));
-        w.len += put(w.b + w.len, f << 1 | (uint64_t)s[i].warmup);
+        w.len += tp_varint_put(w.b + w.len, zig(s[i].start - end));
+        w.len += tp_varint_put(w.b + w.len, zig(s[i].end - s[i].start));
+        w.len += tp_varint_put(w.b + w.len, f << 1 | (uint64_t)s[i].warmup);
         end = s[i].end;
         app = s[i].app_step;
     }
@@ -139,8 +131,8 @@ int tp_stepevs_append(uint8_t **b, size_t *len, size_t *cap, tp_stepev *prev, co
         *b = nb;
         *cap = nc;
     }
-    *len += put(*b + *len, zig(e->ts - prev->ts));
-    *len += put(*b + *len, f << 1 | (uint64_t)e->begin);
+    *len += tp_varint_put(*b + *len, zig(e->ts - prev->ts));
+    *len += tp_varint_put(*b + *len, f << 1 | (uint64_t)e->begin);
     *prev = *e;
     return 0;
 }

@@ -7,19 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/varint.h"
 #include "trainprof.h"
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
 
-size_t tp_pb_varint(uint8_t out[10], uint64_t v) {
-    size_t n = 0;
-    while (v >= 0x80) {
-        out[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    out[n++] = (uint8_t)v;
-    return n;
-}
+size_t tp_pb_varint(uint8_t out[10], uint64_t v) { return tp_varint_put(out, v); }
 
 void tp_pb_reset(tp_pb *b) {
     b->len = 0;
