@@ -69,15 +69,9 @@ static wbuf sized(size_t n, size_t each) {
 
 int tp_stepevs_pack(const tp_stepev *e, size_t n, uint8_t **out, size_t *len) {
     wbuf w = sized(n, 5);
-    uint64_t ts = 0, step = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t f = zig(e[i].step - step);
-        if ((e[i].begin != 0 && e[i].begin != 1) || f >> 63 || room(&w)) return fail(&w, out);
-        w.len += tp_varint_put(w.b + w.len, zig(e[i].ts - ts));
-        w.len += tp_varint_put(w.b + w.len, f << 1 | (uint64_t)e[i].begin);
-        ts = e[i].ts;
-        step = e[i].step;
-    }
+    tp_stepev prev = {0, 0, 0}; /* as a load appends them one by one (tp_stepevs_append) */
+    for (size_t i = 0; i < n; i++)
+        if (tp_stepevs_append(&w.b, &w.len, &w.cap, &prev, &e[i]) != 0) return fail(&w, out);
     return done(&w, out, len);
 }
 
