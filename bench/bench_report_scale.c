@@ -18,7 +18,7 @@
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
  *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
  *                        [--groups N] [--collectives N] [--dir DIR] [--launches]
- *                        [--gpu-records N]
+ *                        [--gpu-records N] [--nvml N]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
@@ -31,6 +31,8 @@
  * ranks / N ranks each, as data-parallel groups beside tensor parallelism): the run has N
  * times the collectives, each rank at 1 / N of them; --collectives N makes each step's one
  * all-reduce N (tensor parallelism's per layer), back to back before its kernel.
+ * --nvml N adds the node sampler of the ranks' host with N samples of 8 GPUs' NVML metrics
+ * (write_node_sampler), which every rank's NVML section reads and the merge holds.
  * report.json and report.html are written into the run's directory.
  */
 #define _GNU_SOURCE
@@ -141,6 +143,47 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
     return synth_close(f);
 }
 
+/* --nvml N: the node sampler of host "bench" (trainprof run's NVML session) with N samples of
+ * 8 GPUs x 10 metrics (as capture/nvml.c names them), spread evenly over [t0, t0 + span):
+ * watts and joules from whole milliwatts and millijoules, a power that moves every sample,
+ * the temperature, utilisation and memory moving too. 10 Hz for a day is 864,000 samples. */
+static int write_node_sampler(const char *dir, uint64_t n, uint64_t span) {
+    static const char *const metric[10] = {
+        "energy_j", "power_w", "power_limit_w", "sm_clock_mhz", "mem_clock_mhz",
+        "temperature_c", "util_gpu_percent", "util_mem_percent", "mem_used_bytes",
+        "clock_event_reasons"};
+    uint64_t rt0 = 1700000000000000000ull, t0 = 1000000000ull, mj[8] = {0}, seed = 1;
+    synth_file *f = synth_open(dir, "bench", 900, rt0, t0);
+    if (!f) return -1;
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 900);
+    char names[8][10][48];
+    for (int g = 0; g < 8; g++)
+        for (int m = 0; m < 10; m++) snprintf(names[g][m], sizeof names[g][m], "gpu%d.%s", g, metric[m]);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t ts = t0 + (uint64_t)((double)span * (double)i / (double)n);
+        for (int g = 0; g < 8; g++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t mw = 350000 + (seed >> 40) % 300000;
+            mj[g] += mw / 10;
+            const double v[10] = {(double)mj[g] / 1000.0, (double)mw / 1000.0, 700, 1980, 2619,
+                                  45 + (double)((seed >> 20) % 25), (double)(seed % 101),
+                                  (double)((seed >> 8) % 101),
+                                  60e9 + (double)((seed >> 30) % 64) * 2097152, 0};
+            for (int m = 0; m < 10; m++) synth_counter(f, 1, ts, names[g][m], v[m]);
+        }
+        if (i % 64 == 63) synth_flush(f);
+    }
+    synth_end_of_file(f, t0 + span, 0);
+    if (synth_close(f) != 0) {
+        fprintf(stderr, "cannot write the node sampler in %s\n", dir);
+        return -1;
+    }
+    printf("  generated the node sampler: %llu samples of 8 GPUs x 10 metrics\n",
+           (unsigned long long)n);
+    return 0;
+}
+
 /* --ranges N: one rank recording about N NVTX ranges, 20003 a step of 10 ms (two million a
  * second): "train_step" (the steps), "forward" and "backward" inside it, 50 "layer" ranges in
  * each, and in each layer 159 ranges of 8 names ("op_0".."op_7", every fourth with a "kernel"
@@ -231,7 +274,7 @@ static double peak_rss_mb(void) {
 
 int main(int argc, char **argv) {
     int ranks = 8, steps = 1000, kernels = 1000, keep = 0, whole = 0, threads = 0, stream = 0;
-    uint64_t nranges = 0, written = 0, gpu_records = 0;
+    uint64_t nranges = 0, written = 0, gpu_records = 0, nvml = 0;
     int flat = 0, groups = 1, colls = 1;
     const char *given = NULL;
     for (int i = 1; i < argc; i++) {
@@ -249,6 +292,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc) given = argv[++i];
         else if (!strcmp(argv[i], "--groups") && i + 1 < argc) groups = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--collectives") && i + 1 < argc) colls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--nvml") && i + 1 < argc) nvml = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else if (!strcmp(argv[i], "--launches")) launches = 1;
@@ -257,7 +301,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
                             "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
-                            "[--keep] [--launches] [--gpu-records N] "
+                            "[--keep] [--launches] [--gpu-records N] [--nvml N] "
                             "[--groups N] [--collectives N] [--dir DIR]\n", argv[0]);
             return 2;
         }
@@ -287,6 +331,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
             return 1;
         }
+    if (nvml && !given && !nranges && write_node_sampler(dir, nvml, 2 * MS + (uint64_t)steps * 10 * MS))
+        return 1;
     if (!given && !nranges)
         printf("  generated %d ranks x %d steps x %d kernels%s, %d all-reduce(s) a step on %d "
                "communicator(s), in %s (%.1f s, not timed)\n",

@@ -17,11 +17,13 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/counter_pack.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "analysis/stats.h"
@@ -32,6 +34,7 @@
 #include "format/format.h"
 #include "slim_runs.h"
 #include "synth.h"
+#include "trainprof.h"
 
 /* The JSON, text and HTML of the report of `ops` loaded whole or slim, with `threads`
  * section threads, into one string (owned). */
@@ -68,8 +71,11 @@ static char *render(const char *const *ops, size_t nops, int slim, int threads) 
             for (size_t t = 0; t < p->nthreads; t++) {
                 const tp_thread *th = &p->threads[t];
                 /* the GPU samples alone, which the run-level readers read */
-                for (size_t k = 0; k < th->ncounters; k++)
-                    assert_true(tp_slim_keeps_counter(th->counters[k].name));
+                tp_counter_it it;
+                tp_counter c;
+                assert_int_equal(tp_counter_it_init(&it, th), 0);
+                while (tp_counter_next(&it, &c)) assert_true(tp_slim_keeps_counter(c.name));
+                assert_int_equal(tp_counter_it_done(&it), 0);
                 if (p->rank == 2 && t == 2) assert_int_equal(th->ncounters, 12);
                 if (th->nsteps && th->steps) /* can't be */
                     assert_int_equal(tp_stepevs_pack(th->steps, th->nsteps, &b, &blen), -1);
@@ -294,6 +300,184 @@ static void steps_unpackable(void **state) {
     synth_rmtree(dir);
 }
 
+static int same_counter(const tp_counter *a, const tp_counter *b) {
+    return a->name == b->name && a->ts == b->ts && !memcmp(&a->value, &b->value, sizeof a->value);
+}
+
+/* Every counter of t read back through tp_counter_it equals want[0..n), bit for bit. */
+static void counters_are(const tp_thread *t, const tp_counter *want, size_t n) {
+    tp_counter_it it;
+    tp_counter c;
+    size_t i = 0;
+    assert_int_equal(t->ncounters, n);
+    assert_int_equal(tp_counter_it_init(&it, t), 0);
+    while (tp_counter_next(&it, &c)) {
+        assert_true(i < n);
+        assert_true(same_counter(&c, &want[i]));
+        i++;
+    }
+    assert_int_equal(tp_counter_it_done(&it), 0);
+    assert_int_equal(i, n);
+}
+
+static void free_thread_counters(tp_thread *t) {
+    free(t->counters);
+    free(t->counters_packed);
+    free(t->counter_names);
+    memset(t, 0, sizeof *t);
+}
+
+/* Packed counters (counter_pack.h) come back bit for bit whatever their values and times,
+ * from the packed form, unpacked into the array and packed again; damage is told; a table
+ * past its bound of names is refused; an NVML sampler's series takes at most 5 bytes a
+ * sample where it took 24. */
+static void counter_packing(void **state) {
+    (void)state;
+    double nan_payload;
+    uint64_t bits = 0x7ff8000000abcdefull;
+    memcpy(&nan_payload, &bits, sizeof bits);
+    const char *a = "gpu0.power_w", *b = "gpu0.temperature_c", *c = "gpu1.energy_j";
+    const tp_counter in[] = {
+        {a, T0, 250.125}, {b, T0, 45}, {c, T0, 0.001}, {a, T0 + 100 * MS, 251.5},
+        {b, T0 + 100 * MS, 46}, {c, T0 + 100 * MS, 25.126}, {a, 0, -0.0}, {b, UINT64_MAX, 0},
+        {c, 1, NAN}, {a, 5, nan_payload}, {b, 4, INFINITY}, {c, 3, -INFINITY},
+        {a, 2, 9007199254740992.0}, {b, 2, 9007199254740994.0}, {c, 2, -9007199254740992.0},
+        {a, 2, 0.1}, {b, 2, 1.0 / 3}, {c, 2, 1e300}, {a, 2, 5e-324}, {a, 2, -123.456},
+        {b, 2, 9007199254740.991}, {b, 2, -9007199254740.993}, {c, 2, 250}, {c, 2, 250.5},
+        {c, UINT64_MAX - 1, 251}, {b, 0, 46}, {a, T0, 250.125}, {a, T0, 250.125}};
+    const size_t n = sizeof in / sizeof *in;
+    tp_thread t = {0};
+    tp_cpack st = {0};
+    for (size_t i = 0; i < n; i++) assert_int_equal(tp_counter_append(&t, &st, &in[i]), 0);
+    tp_cpack_free(&st);
+    assert_int_equal(t.ncounter_names, 3);
+    counters_are(&t, in, n);
+    assert_int_equal(tp_thread_unpack_counters(&t), 0);
+    assert_null(t.counters_packed);
+    for (size_t i = 0; i < n; i++) assert_true(same_counter(&t.counters[i], &in[i]));
+    tp_thread_pack_counters(&t);
+    assert_null(t.counters);
+    counters_are(&t, in, n);
+    /* damage: a byte short, a name index past the table, an unread byte left */
+    t.counters_packed_len--;
+    tp_counter_it it;
+    tp_counter got;
+    assert_int_equal(tp_counter_it_init(&it, &t), 0);
+    while (tp_counter_next(&it, &got)) {}
+    assert_int_equal(tp_counter_it_done(&it), TPROF_ERR_CORRUPT);
+    assert_int_equal(tp_thread_unpack_counters(&t), TPROF_ERR_CORRUPT);
+    assert_non_null(t.counters_packed); /* unchanged */
+    t.counters_packed_len++;
+    t.ncounter_names = 2; /* c's index is 2 */
+    assert_int_equal(tp_counter_it_init(&it, &t), 0);
+    while (tp_counter_next(&it, &got)) {}
+    assert_int_equal(tp_counter_it_done(&it), TPROF_ERR_CORRUPT);
+    t.ncounter_names = 3;
+    t.ncounters--;
+    assert_int_equal(tp_counter_it_init(&it, &t), 0);
+    while (tp_counter_next(&it, &got)) {}
+    assert_int_equal(tp_counter_it_done(&it), TPROF_ERR_CORRUPT);
+    t.ncounters++;
+    free_thread_counters(&t);
+
+    /* the bound on names: the one past it is refused and nothing changes */
+    static char names[TP_CPACK_NAMES + 1][16];
+    for (size_t i = 0; i <= TP_CPACK_NAMES; i++) {
+        snprintf(names[i], sizeof names[i], "gpu%zu.power_w", i);
+        tp_counter k = {names[i], T0 + i, (double)i};
+        assert_int_equal(tp_counter_append(&t, &st, &k), i < TP_CPACK_NAMES ? 0 : 1);
+    }
+    tp_cpack_free(&st);
+    assert_int_equal(t.ncounters, TP_CPACK_NAMES);
+    assert_int_equal(t.ncounter_names, TP_CPACK_NAMES);
+    free_thread_counters(&t);
+
+    /* an NVML sampler of 8 GPUs at 10 Hz for 1000 samples, as capture/nvml.c writes it:
+     * every metric of a sample at one time, watts and joules from milliwatts and millijoules */
+    static const char *const metric[10] = {
+        "energy_j", "power_w", "power_limit_w", "sm_clock_mhz", "mem_clock_mhz",
+        "temperature_c", "util_gpu_pct", "util_mem_pct", "mem_used_bytes", "clock_events"};
+    static char gname[8][10][40];
+    for (int g = 0; g < 8; g++)
+        for (int m = 0; m < 10; m++)
+            snprintf(gname[g][m], sizeof gname[g][m], "gpu%d.%s", g, metric[m]);
+    enum { SAMPLES = 1000 };
+    tp_counter *nv = malloc(SAMPLES * 80 * sizeof *nv);
+    assert_non_null(nv);
+    size_t k = 0;
+    uint64_t mj[8] = {0}, seed = 7;
+    for (uint64_t s = 0; s < SAMPLES; s++) {
+        uint64_t ts = T0 + s * 100 * MS + (s * 7919) % 3000;
+        for (int g = 0; g < 8; g++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t mw = 300000 + (seed >> 40) % 400000; /* 300-700 W */
+            mj[g] += mw / 10;
+            const double v[10] = {(double)mj[g] / 1000.0, (double)mw / 1000.0, 700, 1980,
+                                  2619, 40 + (double)((seed >> 20) % 30), (double)(seed % 101),
+                                  (double)((seed >> 8) % 101),
+                                  80e9 + (double)((seed >> 30) % 64) * 2097152, 0};
+            for (int m = 0; m < 10; m++) nv[k++] = (tp_counter){gname[g][m], ts, v[m]};
+        }
+    }
+    for (size_t i = 0; i < k; i++) assert_int_equal(tp_counter_append(&t, &st, &nv[i]), 0);
+    tp_cpack_free(&st);
+    counters_are(&t, nv, k);
+    assert_true(t.counters_packed_len <= 5 * k);
+    print_message("NVML series: %zu samples in %zu bytes (%.2f a sample; 24 unpacked)\n", k,
+                  t.counters_packed_len, (double)t.counters_packed_len / (double)k);
+    free_thread_counters(&t);
+    free(nv);
+}
+
+/* A node sampler with more GPU names than a packed table holds: the light load falls back
+ * to the array for that thread, and the slim report is the whole one's. */
+static void counters_unpackable(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-counters"), 0);
+    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 100);
+    for (uint64_t s = 0; s < 5; s++) {
+        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + 9 * MS + s * 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    f = synth_open(dir, "h0", 90, RT0, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    synth_thread(f, 2, 91);
+    for (uint64_t s = 0; s < 3; s++) {
+        for (unsigned g = 0; g < TP_CPACK_NAMES + 4; g++) {
+            char name[32];
+            snprintf(name, sizeof name, "gpu%u.power_w", g);
+            synth_counter(f, 1, T0 + s * 20 * MS, name, 250.5 + g + (double)s);
+        }
+        synth_counter(f, 2, T0 + s * 20 * MS, "gpu0.temperature_c", 40 + (double)s);
+        synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    tp_run run;
+    char err[256];
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    const tp_process *sp = NULL;
+    for (size_t i = 0; i < run.nprocs; i++)
+        if (run.procs[i].role == TP_ROLE_SAMPLER) sp = &run.procs[i];
+    assert_non_null(sp);
+    assert_int_equal(sp->threads[0].ncounters, 3 * (TP_CPACK_NAMES + 4));
+    assert_non_null(sp->threads[0].counters);
+    assert_null(sp->threads[0].counters_packed);
+    assert_int_equal(sp->threads[1].ncounters, 3);
+    assert_null(sp->threads[1].counters);
+    assert_non_null(sp->threads[1].counters_packed);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* A program's own counters named like the samplers' without their dot ("gpu0_mem", "gpu1")
  * are no GPU samples: the rank that has them does not read as the sampler of its GPUs (its
  * NVML figures are the node sampler's), and its slim process, which drops them, answers the
@@ -418,6 +602,8 @@ int main(void) {
         cmocka_unit_test(step_packing),
         cmocka_unit_test(steps_unpackable),
         cmocka_unit_test(gpu_named_counters),
+        cmocka_unit_test(counter_packing),
+        cmocka_unit_test(counters_unpackable),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),
         cmocka_unit_test(corpus),

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "analysis/comm.h"
+#include "analysis/counter_pack.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "analysis/text.h"
@@ -247,18 +248,22 @@ static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *
         snprintf(cname, sizeof cname, "gpu%.0f.energy_j", tp_jnum(g, "index"));
         tv *s = NULL;
         size_t n = 0, cap = 0;
-        for (size_t ti = 0; ti < src->nthreads; ti++)
-            for (size_t k = 0; k < src->threads[ti].ncounters; k++) {
-                const tp_counter *c = &src->threads[ti].counters[k];
-                if (strcmp(c->name, cname)) continue;
+        for (size_t ti = 0; ti < src->nthreads; ti++) {
+            tp_counter_it it;
+            tp_counter c;
+            if (tp_counter_it_init(&it, &src->threads[ti])) { free(s); t->oom = 1; return; }
+            while (tp_counter_next(&it, &c)) {
+                if (strcmp(c.name, cname)) continue;
                 if (n == cap) {
                     cap = cap ? cap * 2 : 256;
                     tv *ns = realloc(s, cap * sizeof *ns);
-                    if (!ns) { free(s); t->oom = 1; return; }
+                    if (!ns) { tp_counter_it_done(&it); free(s); t->oom = 1; return; }
                     s = ns;
                 }
-                s[n++] = (tv){c->ts, c->value};
+                s[n++] = (tv){c.ts, c.value};
             }
+            tp_counter_it_done(&it);
+        }
         if (n > 1) qsort(s, n, sizeof *s, by_t); /* s is NULL when no sample matched */
         double *e = malloc((nm ? nm : 1) * sizeof *e);
         size_t ne = 0;

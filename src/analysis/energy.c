@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "analysis/gpu.h"
+#include "analysis/counter_pack.h"
 #include "analysis/model.h"
 #include "common/nvml_abi.h"
 /* ------------------------------------------------------------------ NVML (energy) */
@@ -264,9 +265,11 @@ static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlin
     size_t nd = 0;
     int oom = 0;
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
-        const tp_thread *t = &p->threads[ti];
-        for (size_t k = 0; k < t->ncounters && !oom; k++) {
-            const char *name = t->counters[k].name;
+        tp_counter_it it;
+        tp_counter c;
+        oom = tp_counter_it_init(&it, &p->threads[ti]) != 0;
+        while (!oom && tp_counter_next(&it, &c)) {
+            const char *name = c.name;
             unsigned long idx;
             const char *metric = tp_gpu_counter(name, &idx);
             if (!metric || idx > 1u << 16) continue;
@@ -286,8 +289,9 @@ static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlin
                 memset(&dv[nd], 0, sizeof dv[nd]);
                 dv[nd++].idx = (unsigned)idx;
             }
-            if (nv_push(&dv[d].s[m], t->counters[k].ts, t->counters[k].value)) oom = 1;
+            if (nv_push(&dv[d].s[m], c.ts, c.value)) oom = 1;
         }
+        tp_counter_it_done(&it); /* damage (never in what the load packed) ends the series */
     }
     /* NVML indices in order */
     for (size_t i = 1; i < nd; i++)

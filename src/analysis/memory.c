@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/counter_pack.h"
 #include "analysis/stats.h"
 #include "analysis/text.h"
 #include "trainprof.h"
@@ -101,16 +102,22 @@ static int collect_samples(const tp_process *p, sample **out, size_t *n) {
     size_t cap = 0, len = 0;
     sample *v = NULL;
     for (size_t t = 0; t < p->nthreads; t++) {
-        const tp_thread *th = &p->threads[t];
         int open = 0;
-        for (size_t i = 0; i < th->ncounters; i++) {
-            int k = counter_index(th->counters[i].name);
-            if (k < 0 || !plausible(th->counters[i].value)) continue;
+        tp_counter_it it;
+        tp_counter c;
+        if (tp_counter_it_init(&it, &p->threads[t])) {
+            free(v);
+            return TPROF_ERR_NO_MEMORY;
+        }
+        while (tp_counter_next(&it, &c)) {
+            int k = counter_index(c.name);
+            if (k < 0 || !plausible(c.value)) continue;
             if (!open || (v[len - 1].has & (1u << k))) {
                 if (len == cap) {
                     size_t nc = cap ? cap * 2 : 64;
                     sample *g = realloc(v, nc * sizeof *g);
                     if (!g) {
+                        tp_counter_it_done(&it);
                         free(v);
                         return TPROF_ERR_NO_MEMORY;
                     }
@@ -118,12 +125,13 @@ static int collect_samples(const tp_process *p, sample **out, size_t *n) {
                     cap = nc;
                 }
                 memset(&v[len], 0, sizeof v[len]);
-                v[len++].ts = th->counters[i].ts;
+                v[len++].ts = c.ts;
                 open = 1;
             }
             v[len - 1].has |= 1u << k;
-            v[len - 1].v[k] = th->counters[i].value;
+            v[len - 1].v[k] = c.value;
         }
+        tp_counter_it_done(&it);
     }
     if (len > 1) qsort(v, len, sizeof *v, by_ts);
     *out = v;

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "analysis/model.h"
 #include "analysis/gpu.h"
+#include "analysis/counter_pack.h"
 #include "analysis/text.h"
 
 #include <dirent.h>
@@ -431,6 +432,7 @@ static void loader_free(loader *L) {
         for (size_t k = 0; k < L->tl[i].nstacks; k++) free(L->tl[i].stacks[k].idx);
         free(L->tl[i].stacks);
         free(L->tl[i].strs);
+        tp_cpack_free(&L->tl[i].cpack);
     }
     free(L->tl);
     free(L->ends);
@@ -888,11 +890,13 @@ void tp_process_slim(tp_process *p) {
         slim_ranges(t);
         tp_thread_pack_steps(t); /* else shrunk to their count */
         tp_thread_slim_counters(t);
+        tp_thread_pack_counters(t);
     }
     p->slim = 1;
 }
 
 void tp_thread_slim_counters(tp_thread *t) {
+    if (t->counters_packed) return; /* only the kept ones were packed */
     size_t k = 0;
     for (size_t i = 0; i < t->ncounters; i++)
         if (tp_slim_keeps_counter(t->counters[i].name)) t->counters[k++] = t->counters[i];
@@ -911,6 +915,8 @@ void tp_process_free(tp_process *p) {
         free(t->ranges);
         free(t->marks);
         free(t->counters);
+        free(t->counters_packed);
+        free(t->counter_names);
         free(t->steps);
         free(t->steps_packed);
     }

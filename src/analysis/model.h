@@ -86,8 +86,15 @@ typedef struct tp_thread {
     size_t nranges, cap_ranges;
     tp_mark *marks;
     size_t nmarks, cap_marks;
-    tp_counter *counters;
+    tp_counter *counters;   /* NULL in a slim process that packed them (counter_pack.h):
+                             * read them through tp_counter_it, which reads either form */
     size_t ncounters, cap_counters;
+    uint8_t *counters_packed; /* slim: its ncounters counters packed, owned; NULL when they
+                               * are in counters */
+    size_t counters_packed_len;
+    const char **counter_names; /* the packed counters' names by index (the run's strings),
+                                 * owned */
+    size_t ncounter_names;
     tp_stepev *steps;       /* NULL in a slim process that packed them (step_pack.h) */
     size_t nsteps, cap_steps;
     uint8_t *steps_packed;  /* slim: its nsteps step events packed (tp_thread_stepevs reads

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analysis/counter_pack.h"
 #include "analysis/model.h"
 #include "format/reader.h"
 
@@ -76,6 +77,7 @@ typedef struct tload { /* per-thread state while reading */
      * the event packed last */
     size_t step_cap;
     tp_stepev step_prev;
+    tp_cpack cpack; /* its counters, packed as they come (counter_pack.h) */
 } tload;
 
 typedef struct pending_end {

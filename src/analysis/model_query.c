@@ -236,9 +236,12 @@ int tp_has_gpu_counters(const tp_process *p) {
     /* the names the samplers write, as a slim process keeps them: a program's own counter
      * named "gpu0_mem" or "gpu1" is no GPU sample (it made its process read as the sampler of
      * its host's GPUs, its NVML figures then empty, and a slim process would answer otherwise) */
-    for (size_t ti = 0; ti < p->nthreads; ti++)
-        for (size_t k = 0; k < p->threads[ti].ncounters; k++)
-            if (tp_slim_keeps_counter(p->threads[ti].counters[k].name)) return 1;
+    for (size_t ti = 0; ti < p->nthreads; ti++) {
+        const tp_thread *t = &p->threads[ti];
+        if (t->counters_packed && t->ncounters) return 1; /* only kept ones are packed */
+        for (size_t k = 0; k < t->ncounters && t->counters; k++)
+            if (tp_slim_keeps_counter(t->counters[k].name)) return 1;
+    }
     return 0;
 }
 

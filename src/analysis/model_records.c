@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "analysis/model.h"
 #include "analysis/gpu.h"
+#include "analysis/counter_pack.h"
 #include "analysis/stats.h"
 #include "analysis/text.h"
 
@@ -429,9 +430,17 @@ static int rec_counter(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, s
     if (body < sizeof(tprof_pl_counter)) return REC_BAD;
     tp_counter c = {rec_name(L, tl, r, sizeof(tprof_pl_counter)), r->ts_ns,
                     ((const tprof_pl_counter *)(r + 1))->value};
-    /* a light load (a slim process's) keeps only what a slim process keeps */
-    if (!L->light || tp_slim_keeps_counter(c.name))
-        PUSH(t->counters, t->ncounters, t->cap_counters, c);
+    /* a light load (a slim process's) keeps only what a slim process keeps, packed as they
+     * come; one it cannot pack (a name past the table's bound) puts those so far into the
+     * array, where the rest go */
+    int keep = !L->light || tp_slim_keeps_counter(c.name);
+    if (keep && L->light && (t->counters_packed || !t->ncounters)) {
+        int rc = tp_counter_append(t, &tl->cpack, &c);
+        if (rc < 0) return rc;
+        if (rc == 0) keep = 0; /* held, packed */
+        else if ((rc = tp_thread_unpack_counters(t)) != 0) return rc;
+    }
+    if (keep) PUSH(t->counters, t->ncounters, t->cap_counters, c);
     tp_load_seen(t, r->ts_ns);
     t->events++;
     return 0;

@@ -26,6 +26,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/capture.h"
 #include "analysis/comm.h"
+#include "analysis/counter_pack.h"
 #include "analysis/diagnose.h"
 #include "analysis/findings.h"
 #include "analysis/ended.h"
@@ -71,14 +72,16 @@ static void process_section(tp_process_sampler_result *out, const tp_process *p)
     double sum[4] = {0}, mx[4] = {0};
     uint64_t n[4] = {0};
     for (size_t ti = 0; ti < p->nthreads; ti++) {
-        const tp_thread *t = &p->threads[ti];
-        for (size_t k = 0; k < t->ncounters; k++)
+        tp_counter_it it;
+        tp_counter c;
+        tp_counter_it_init(&it, &p->threads[ti]); /* a slim process keeps none of these */
+        while (tp_counter_next(&it, &c))
             for (int j = 0; j < 4; j++)
-                if (!strcmp(t->counters[k].name, keys[j])) {
-                    double v = t->counters[k].value;
-                    sum[j] += v;
-                    if (!n[j]++ || v > mx[j]) mx[j] = v;
+                if (!strcmp(c.name, keys[j])) {
+                    sum[j] += c.value;
+                    if (!n[j]++ || c.value > mx[j]) mx[j] = c.value;
                 }
+        tp_counter_it_done(&it);
     }
     if (!n[1]) return;
     out->present = 1;

@@ -12,26 +12,6 @@
 /* the most bytes one element takes: three varints of at most 10 bytes */
 #define ELEM_MAX 30
 
-
-/* The varint at *p (before end) into *v, *p moved past it. -1 when it runs past end or past
- * 10 bytes. */
-static int get(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-    uint64_t x = 0;
-    for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
-        uint8_t c = *(*p)++;
-        x |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) {
-            *v = x;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* A difference modulo 2^64 as a signed one, zigzag-mapped: 0, -1, 1, -2 ... -> 0, 1, 2, 3 */
-static uint64_t zig(uint64_t d) { return (d << 1) ^ (0 - (d >> 63)); }
-static uint64_t unzig(uint64_t z) { return (z >> 1) ^ (0 - (z & 1)); }
-
 /* The packed bytes: a buffer grown as written, shrunk to its size at the end. */
 typedef struct wbuf { uint8_t *b; size_t len, cap; } wbuf;
 
@@ -79,9 +59,9 @@ int tp_stepevs_unpack(const uint8_t *b, size_t len, tp_stepev *out, size_t n) {
     const uint8_t *p = b, *end = b + len;
     uint64_t ts = 0, step = 0, d, f;
     for (size_t i = 0; i < n; i++) {
-        if (get(&p, end, &d) || get(&p, end, &f)) return -1;
-        ts += unzig(d);
-        step += unzig(f >> 1);
+        if (tp_varint_get(&p, end, &d) || tp_varint_get(&p, end, &f)) return -1;
+        ts += tp_unzigzag(d);
+        step += tp_unzigzag(f >> 1);
         out[i] = (tp_stepev){step, ts, (int)(f & 1)};
     }
     return p == end ? 0 : -1;
@@ -91,10 +71,10 @@ int tp_steps_pack(const tp_step *s, size_t n, uint8_t **out, size_t *len) {
     wbuf w = sized(n, 8);
     uint64_t end = 0, app = UINT64_MAX; /* the first step's number predicted 0 */
     for (size_t i = 0; i < n; i++) {
-        uint64_t f = zig(s[i].app_step - app - 1);
+        uint64_t f = tp_zigzag(s[i].app_step - app - 1);
         if ((s[i].warmup != 0 && s[i].warmup != 1) || f >> 63 || room(&w)) return fail(&w, out);
-        w.len += tp_varint_put(w.b + w.len, zig(s[i].start - end));
-        w.len += tp_varint_put(w.b + w.len, zig(s[i].end - s[i].start));
+        w.len += tp_varint_put(w.b + w.len, tp_zigzag(s[i].start - end));
+        w.len += tp_varint_put(w.b + w.len, tp_zigzag(s[i].end - s[i].start));
         w.len += tp_varint_put(w.b + w.len, f << 1 | (uint64_t)s[i].warmup);
         end = s[i].end;
         app = s[i].app_step;
@@ -106,17 +86,19 @@ int tp_steps_unpack(const uint8_t *b, size_t len, tp_step *out, size_t n) {
     const uint8_t *p = b, *lim = b + len;
     uint64_t end = 0, app = UINT64_MAX, a, d, f;
     for (size_t i = 0; i < n; i++) {
-        if (get(&p, lim, &a) || get(&p, lim, &d) || get(&p, lim, &f)) return -1;
-        uint64_t start = end + unzig(a);
-        end = start + unzig(d);
-        app = app + 1 + unzig(f >> 1);
+        if (tp_varint_get(&p, lim, &a) || tp_varint_get(&p, lim, &d) ||
+            tp_varint_get(&p, lim, &f))
+            return -1;
+        uint64_t start = end + tp_unzigzag(a);
+        end = start + tp_unzigzag(d);
+        app = app + 1 + tp_unzigzag(f >> 1);
         out[i] = (tp_step){start, end, app, (int)(f & 1)};
     }
     return p == lim ? 0 : -1;
 }
 
 int tp_stepevs_append(uint8_t **b, size_t *len, size_t *cap, tp_stepev *prev, const tp_stepev *e) {
-    uint64_t f = zig(e->step - prev->step);
+    uint64_t f = tp_zigzag(e->step - prev->step);
     if ((e->begin != 0 && e->begin != 1) || f >> 63) return 1;
     if (*cap - *len < ELEM_MAX) {
         size_t nc = *cap ? *cap * 2 : 256;
@@ -125,7 +107,7 @@ int tp_stepevs_append(uint8_t **b, size_t *len, size_t *cap, tp_stepev *prev, co
         *b = nb;
         *cap = nc;
     }
-    *len += tp_varint_put(*b + *len, zig(e->ts - prev->ts));
+    *len += tp_varint_put(*b + *len, tp_zigzag(e->ts - prev->ts));
     *len += tp_varint_put(*b + *len, f << 1 | (uint64_t)e->begin);
     *prev = *e;
     return 0;
@@ -184,5 +166,6 @@ uint64_t tp_thread_first_step_ts(const tp_thread *t) {
     if (!t->steps_packed) return t->nsteps ? t->steps[0].ts : 0;
     const uint8_t *p = t->steps_packed;
     uint64_t d;
-    return get(&p, p + t->steps_packed_len, &d) ? 0 : unzig(d); /* the first ts after 0 */
+    /* the first ts, packed as its difference from 0 */
+    return tp_varint_get(&p, p + t->steps_packed_len, &d) ? 0 : tp_unzigzag(d);
 }

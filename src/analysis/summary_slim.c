@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "analysis/comm.h"
+#include "analysis/counter_pack.h"
 #include "analysis/model_load.h"
 #include "analysis/step_pack.h"
 #include "trainprof.h"
@@ -34,10 +35,10 @@
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-/* (tp_thread.steps_packed is not coded: the events are coded unpacked and packed again as
- * read) */
+/* (tp_thread.steps_packed and counters_packed, counter_names are not coded: the events and
+ * counters are coded unpacked and packed again as read) */
 _Static_assert(sizeof(tp_process) == 2888, "tp_process changed: update tp_sum_slim");
-_Static_assert(sizeof(tp_thread) == 184, "tp_thread changed: update its codec");
+_Static_assert(sizeof(tp_thread) == 216, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
 _Static_assert(sizeof(tp_stepev) == 24, "tp_stepev changed: update its codec");
@@ -77,11 +78,26 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
     if (arr(c, rd, &t->ranges, t->nranges, sizeof *t->ranges))
         for (size_t i = 0; i < t->nranges && !c->bad; i++) range(c, rd, &t->ranges[i], i);
     Z(t->ncounters);
-    if (arr(c, rd, &t->counters, t->ncounters, sizeof *t->counters))
-        for (size_t i = 0; i < t->ncounters && !c->bad; i++) {
-            SN(t->counters[i].name);
-            RAW(t->counters[i].ts), RAW(t->counters[i].value);
+    /* written unpacked (counter_pack.h), as the step events below; read, then packed */
+    if (rd) {
+        if (arr(c, rd, &t->counters, t->ncounters, sizeof *t->counters))
+            for (size_t i = 0; i < t->ncounters && !c->bad; i++) {
+                SN(t->counters[i].name);
+                RAW(t->counters[i].ts), RAW(t->counters[i].value);
+            }
+    } else {
+        void *has = t->counters ? (void *)t->counters : (void *)t->counters_packed;
+        if (arr(c, rd, &has, t->ncounters, sizeof *t->counters)) {
+            tp_counter_it it;
+            tp_counter k;
+            if (tp_counter_it_init(&it, t)) c->bad = 1; /* no memory: no summary */
+            while (!c->bad && tp_counter_next(&it, &k)) {
+                SN(k.name);
+                RAW(k.ts), RAW(k.value);
+            }
+            if (tp_counter_it_done(&it)) c->bad = 1;
         }
+    }
     Z(t->nsteps);
     /* written unpacked (step_pack.h), so that the block is the same whichever form the
      * process holds; read, then packed below */
@@ -101,6 +117,7 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
         t->cap_counters = t->counters ? t->ncounters : 0;
         /* a block written before slim processes dropped them may hold other counters */
         if (!c->bad) tp_thread_slim_counters(t);
+        if (!c->bad) tp_thread_pack_counters(t);
         t->cap_steps = t->steps ? t->nsteps : 0;
         if (!c->bad) tp_thread_pack_steps(t);
     }

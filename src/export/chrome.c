@@ -26,6 +26,7 @@
 
 #include "analysis/clocks.h"
 #include "analysis/comm.h"
+#include "analysis/counter_pack.h"
 #include "analysis/gpu.h"
 #include "analysis/stats.h"
 #include "analysis/steps.h"
@@ -472,8 +473,11 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
             fputc('}', w->f);
             tp_cw_note_time(w, ts);
         }
-        for (size_t k = 0; k < th->ncounters; k++) {
-            const tp_counter *c = &th->counters[k];
+        tp_counter_it it;
+        tp_counter cv;
+        if (tp_counter_it_init(&it, th)) return TPROF_ERR_NO_MEMORY;
+        while (tp_counter_next(&it, &cv)) {
+            const tp_counter *c = &cv;
             if (!isfinite(c->value)) continue; /* JSON has no NaN or Inf */
             int64_t ts = tp_cw_rel_ns(w, p, c->ts);
             if (!tp_cw_counter_wanted(w, c->name, ts) || !tp_cw_in_win(w, ts, ts)) continue;
@@ -486,6 +490,7 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
             fputs("}}", w->f);
             tp_cw_note_time(w, ts);
         }
+        if (tp_counter_it_done(&it)) return TPROF_ERR_CORRUPT;
     }
     return ferror(w->f) ? TPROF_ERR_IO : TPROF_OK;
 }

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "analysis/capture.h"
+#include "analysis/counter_pack.h"
 #include "analysis/gpu.h"
 #include "analysis/steps.h"
 #include "export/html_sections.h"
@@ -439,11 +440,13 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
     size_t n = 0;
     int oom = 0;
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
-        const tp_thread *t = &p->threads[ti];
-        for (size_t k = 0; k < t->ncounters && !oom; k++) {
+        tp_counter_it it;
+        tp_counter c;
+        oom = tp_counter_it_init(&it, &p->threads[ti]) != 0;
+        while (!oom && tp_counter_next(&it, &c)) {
             unsigned idx;
             int m;
-            if (!gpu_counter(t->counters[k].name, &idx, &m)) continue;
+            if (!gpu_counter(c.name, &idx, &m)) continue;
             size_t j = 0;
             while (j < n && (v[j].idx != idx || v[j].metric != m)) j++;
             if (j == n) {
@@ -467,9 +470,10 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
                 s->y = ny;
                 s->cap = cap;
             }
-            s->x[s->n] = ((double)tp_to_realtime(p, t->counters[k].ts) - t0_ns) / 1e9;
-            s->y[s->n++] = t->counters[k].value * nvm_scale[m];
+            s->x[s->n] = ((double)tp_to_realtime(p, c.ts) - t0_ns) / 1e9;
+            s->y[s->n++] = c.value * nvm_scale[m];
         }
+        tp_counter_it_done(&it);
     }
     if (n && !oom) {
         char who[96];

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "analysis/clocks.h"
+#include "analysis/counter_pack.h"
 #include "analysis/gpu.h"
 #include "analysis/stats.h"
 #include "analysis/steps.h"
@@ -444,8 +445,11 @@ static void write_thread(proc_ctx *c, uint32_t tid, uint64_t track, const tp_ste
             write_event(x, ts, &e);
             tp_cw_note_time(&x->w, ts);
         }
-        for (size_t k = 0; k < th->ncounters; k++) {
-            const tp_counter *ct = &th->counters[k];
+        tp_counter_it it;
+        tp_counter cv;
+        tp_counter_it_init(&it, th); /* an export's process is whole: its array is read */
+        while (tp_counter_next(&it, &cv)) {
+            const tp_counter *ct = &cv;
             if (!isfinite(ct->value)) continue; /* as the JSON, which cannot hold them */
             int64_t ts = tp_cw_rel_ns(&x->w, p, ct->ts);
             if (!tp_cw_counter_wanted(&x->w, ct->name, ts) || !tp_cw_in_win(&x->w, ts, ts))
@@ -454,6 +458,7 @@ static void write_thread(proc_ctx *c, uint32_t tid, uint64_t track, const tp_ste
             if (u) counter_value(x, u, ts, 1, ct->value, 0);
             tp_cw_note_time(&x->w, ts);
         }
+        tp_counter_it_done(&it);
     }
 }
 

@@ -1,0 +1,101 @@
+/*
+ * counter_pack.h — the packed form in which a slim process (model.h) keeps its threads'
+ * counters, so that the merge, which holds every process's slim process at once, does not
+ * hold 24 bytes a sample of the node samplers' NVML series: 10 metrics x 8 GPUs x 10 Hz is
+ * 1.66 GB a day of a node in tp_counter arrays, and every task of a distributed `summarize`
+ * loads them too.
+ *
+ * A thread's packed counters name their counters by index in its own table
+ * (tp_thread.counter_names, at most TP_CPACK_NAMES names), and each counter is written as
+ * Protocol Buffers varints (common/varint.h), differences zigzag-mapped:
+ *   - (name index - the index predicted) x 4 + value form: names are numbered in the order
+ *     they are met, and the index predicted is the one after the previous counter's among
+ *     the names met so far (a sampler writes its metrics in a fixed cycle);
+ *   - ts - the previous counter's ts (a sampler's metrics of one sample share their time);
+ *   - the value, in the first form that gives it back bit for bit: 0, an integer (|v| <=
+ *     2^53), or 1, a whole number of thousandths (the NVML sampler's joules and watts are
+ *     its millijoules and milliwatts / 1000), written as the difference from the name's
+ *     previous value when that was in the same form, else whole; 2, the 8 bytes of the
+ *     double as they are (a NaN, an infinity, a fraction finer than 1/1000).
+ * A sample of the NVML sampler's metrics then takes 2-5 bytes where it took 24. Differences
+ * are taken modulo 2^64 and undone the same way, so any value comes back exactly.
+ *
+ * Readers take the counters one at a time through tp_counter_it, which reads either form;
+ * nothing outside this file and the loaders indexes tp_thread.counters.
+ */
+#ifndef TPROF_COUNTER_PACK_H
+#define TPROF_COUNTER_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analysis/model.h"
+
+/* The most names one thread's packed counters hold: a thread with more keeps its counters
+ * unpacked (8 GPUs' NVML metrics are about 100). */
+#define TP_CPACK_NAMES 1024
+
+/* Each name's previous value while packing or reading: its form (0-2) and its scaled value. */
+typedef struct tp_cpack_last {
+    int64_t v;
+    uint8_t form;
+} tp_cpack_last;
+
+/* The state of one thread's counters being packed as they come (a light load's, or
+ * tp_thread_pack_counters'): the packed buffer's size, the previous counter's time and name
+ * index, each name's previous value. Zeroed before the first; freed by tp_cpack_free. */
+typedef struct tp_cpack {
+    size_t cap;
+    uint64_t ts;
+    size_t name;
+    tp_cpack_last *last; /* one per name of the thread's table */
+    size_t cap_last;
+} tp_cpack;
+
+void tp_cpack_free(tp_cpack *st);
+
+/* Appends counter c to thread t's packed counters (t->counters_packed, its name into
+ * t->counter_names; t->ncounters counts it), packed against *st. The thread's counters must
+ * be in packed form already or none (t->counters NULL). 0; 1 when c cannot be packed (a name
+ * past TP_CPACK_NAMES: nothing appended, t unchanged); TPROF_ERR_NO_MEMORY (nothing appended).
+ * About 20 ns a counter. */
+int tp_counter_append(tp_thread *t, tp_cpack *st, const tp_counter *c);
+
+/* Thread t's packed counters unpacked into t->counters (the array form), for a load that
+ * meets one it cannot pack. 0; TPROF_ERR_NO_MEMORY (t unchanged); TPROF_ERR_CORRUPT when the
+ * packed bytes do not hold t->ncounters counters (never for what this file wrote). */
+int tp_thread_unpack_counters(tp_thread *t);
+
+/* Packs slim thread t's counters in place: t->counters is freed and NULL, t->ncounters still
+ * counts them, t->counters_packed and t->counter_names hold them (shrunk to their size when
+ * they were packed as loaded). Nothing changes for a thread without counters, or when they
+ * cannot be packed (too many names, or no memory: the array is then kept as it is). */
+void tp_thread_pack_counters(tp_thread *t);
+
+/* Reads a thread's counters in order, from either form:
+ *     tp_counter_it it;
+ *     tp_counter c;
+ *     if (tp_counter_it_init(&it, t)) ...out of memory;
+ *     while (tp_counter_next(&it, &c)) ...;
+ *     if (tp_counter_it_done(&it)) ...damage: fewer counters were read than t->ncounters;
+ * The thread is only read (thread safe while nothing writes it); the names are t's. */
+typedef struct tp_counter_it {
+    const tp_thread *t;
+    size_t i;
+    const uint8_t *p, *end;
+    uint64_t ts;
+    size_t name, seen;
+    tp_cpack_last *last;
+    int bad;
+} tp_counter_it;
+
+/* 0, or TPROF_ERR_NO_MEMORY (the iterator then reads nothing; tp_counter_it_done may still
+ * be called). */
+int tp_counter_it_init(tp_counter_it *it, const tp_thread *t);
+/* 1 with the next counter in *c; 0 at the end, or at damage (then no more). */
+int tp_counter_next(tp_counter_it *it, tp_counter *c);
+/* Frees the iterator: 0, or TPROF_ERR_CORRUPT when it stopped at damage, TPROF_ERR_NO_MEMORY
+ * when its init failed. */
+int tp_counter_it_done(tp_counter_it *it);
+
+#endif
