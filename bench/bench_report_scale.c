@@ -144,14 +144,13 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
 }
 
 /* --nvml N: the node sampler of host "bench" (trainprof run's NVML session) with N samples of
- * 8 GPUs x 10 metrics (as capture/nvml.c names them), spread evenly over [t0, t0 + span):
+ * 8 GPUs x the 10 metrics of capture/nvml.c, spread evenly over [t0, t0 + span):
  * watts and joules from whole milliwatts and millijoules, a power that moves every sample,
  * the temperature, utilisation and memory moving too. 10 Hz for a day is 864,000 samples. */
 static int write_node_sampler(const char *dir, uint64_t n, uint64_t span) {
     static const char *const metric[10] = {
-        "energy_j", "power_w", "power_limit_w", "sm_clock_mhz", "mem_clock_mhz",
-        "temperature_c", "util_gpu_percent", "util_mem_percent", "mem_used_bytes",
-        "clock_event_reasons"};
+        "power_w",        "power_instant_w", "energy_j", "util_percent",  "mem_util_percent",
+        "mem_used_bytes", "sm_clock_mhz",    "temp_c",   "power_limit_w", "clock_event_reasons"};
     uint64_t rt0 = 1700000000000000000ull, t0 = 1000000000ull, mj[8] = {0}, seed = 1;
     synth_file *f = synth_open(dir, "bench", 900, rt0, t0);
     if (!f) return -1;
@@ -165,11 +164,12 @@ static int write_node_sampler(const char *dir, uint64_t n, uint64_t span) {
         for (int g = 0; g < 8; g++) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
             uint64_t mw = 350000 + (seed >> 40) % 300000;
-            mj[g] += mw / 10;
-            const double v[10] = {(double)mj[g] / 1000.0, (double)mw / 1000.0, 700, 1980, 2619,
-                                  45 + (double)((seed >> 20) % 25), (double)(seed % 101),
+            mj[g] += mw * (span / n) / 1000000000; /* mW x ns -> mJ */
+            const double v[10] = {(double)mw / 1000.0, (double)(mw + (seed >> 50) % 9000) / 1000.0,
+                                  (double)mj[g] / 1000.0, (double)(seed % 101),
                                   (double)((seed >> 8) % 101),
-                                  60e9 + (double)((seed >> 30) % 64) * 2097152, 0};
+                                  60e9 + (double)((seed >> 30) % 64) * 2097152, 1980,
+                                  45 + (double)((seed >> 20) % 25), 700, 0};
             for (int m = 0; m < 10; m++) synth_counter(f, 1, ts, names[g][m], v[m]);
         }
         if (i % 64 == 63) synth_flush(f);
@@ -331,8 +331,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "cannot write the synthetic run in %s\n", dir);
             return 1;
         }
-    if (nvml && !given && !nranges && write_node_sampler(dir, nvml, 2 * MS + (uint64_t)steps * 10 * MS))
-        return 1;
+    /* the sampler covers every rank's steps (the last rank's are the longest) */
+    uint64_t span = 3 * MS + (uint64_t)steps * (10 * MS + (uint64_t)ranks * 3000);
+    if (nvml && !given && !nranges && write_node_sampler(dir, nvml, span)) return 1;
     if (!given && !nranges)
         printf("  generated %d ranks x %d steps x %d kernels%s, %d all-reduce(s) a step on %d "
                "communicator(s), in %s (%.1f s, not timed)\n",

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "analysis/counter_pack.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
@@ -35,6 +37,7 @@
 #include "slim_runs.h"
 #include "synth.h"
 #include "trainprof.h"
+#include "report_text.h"
 
 /* The JSON, text and HTML of the report of `ops` loaded whole or slim, with `threads`
  * section threads, into one string (owned). */
@@ -478,6 +481,86 @@ static void counters_unpackable(void **state) {
     synth_rmtree(dir);
 }
 
+/* GPU 0's power sample idx of nvml_run (watts) */
+static double nvml_power(unsigned idx) { return 250.125 + (double)(idx * 37 % 11) * 1.5; }
+
+/* One rank of ten 10 ms steps and the node sampler of its host, whose 30 samples of GPU 0
+ * are written in time order (swapped 0), or each pair swapped (1): the NVML section then
+ * keeps every series whole and sorts them (energy.c, nv_collect's keep_all) where it
+ * otherwise takes the gauges as it reads. */
+static void nvml_run(const char *dir, int swapped) {
+    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 100);
+    for (uint64_t s = 0; s < 10; s++) {
+        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + 10 * MS + s * 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 130 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    f = synth_open(dir, "h0", 90, RT0, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    for (unsigned k = 0; k < 30; k++) {
+        unsigned idx = swapped ? k ^ 1u : k;
+        uint64_t ts = T0 + idx * 4 * MS;
+        synth_counter(f, 1, ts, "gpu0.power_w", nvml_power(idx));
+        synth_counter(f, 1, ts, "gpu0.energy_j", 100 + idx * 1.003);
+        synth_counter(f, 1, ts, "gpu0.sm_clock_mhz", 1900 + (double)(idx % 3) * 40);
+        synth_counter(f, 1, ts, "gpu0.clock_event_reasons", idx % 4 ? 0 : 4); /* SW power cap */
+        synth_counter(f, 1, ts, "gpu0.temp_c", 50 + (double)(idx % 5));
+    }
+    synth_end_of_file(f, T0 + 130 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* The NVML section's gauges over the measured steps (1 ms to 100 ms: samples 1 to 25) are
+ * those of the samples in time order, whether the sampler wrote them in order (gauges taken
+ * as read) or not (series kept whole and sorted): the same section, equal to the figures
+ * computed here. */
+static void nvml_sample_order(void **state) {
+    (void)state;
+    char top[512], dir[2][600];
+    assert_int_equal(synth_tmpdir(top, sizeof top, "report-slim-nvml-order"), 0);
+    char *sect[2];
+    for (int sw = 0; sw < 2; sw++) {
+        snprintf(dir[sw], sizeof dir[sw], "%s/%d", top, sw);
+        assert_int_equal(mkdir(dir[sw], 0755), 0);
+        nvml_run(dir[sw], sw);
+        const char *ops[] = {dir[sw]};
+        same_reports(ops, 1);
+        tp_run run;
+        load_run(dir[sw], &run);
+        tp_report_opts o;
+        tp_report_opts_init(&o);
+        o.warmup = 0;
+        cJSON *rep = report_json(&run, &o);
+        cJSON *g = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+                                    cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"), "gpus"), 0);
+        assert_non_null(g);
+        double sum = 0, mx = 0;
+        for (unsigned i = 1; i <= 25; i++) {
+            sum += nvml_power(i);
+            if (nvml_power(i) > mx) mx = nvml_power(i);
+        }
+        assert_true(cJSON_GetObjectItem(g, "power_mean_w")->valuedouble == sum / 25);
+        assert_true(cJSON_GetObjectItem(g, "power_max_w")->valuedouble == mx);
+        assert_int_equal(cJSON_GetObjectItem(g, "samples")->valueint, 30);
+        cJSON *ce = cJSON_GetObjectItem(g, "clock_events");
+        assert_non_null(ce);
+        assert_true(cJSON_GetObjectItem(ce, "throttled_share")->valuedouble == 6.0 / 25);
+        sect[sw] = cJSON_PrintUnformatted(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"));
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+    }
+    assert_string_equal(sect[0], sect[1]);
+    free(sect[0]);
+    free(sect[1]);
+    synth_rmtree(top);
+}
+
 /* A program's own counters named like the samplers' without their dot ("gpu0_mem", "gpu1")
  * are no GPU samples: the rank that has them does not read as the sampler of its GPUs (its
  * NVML figures are the node sampler's), and its slim process, which drops them, answers the
@@ -604,6 +687,7 @@ int main(void) {
         cmocka_unit_test(gpu_named_counters),
         cmocka_unit_test(counter_packing),
         cmocka_unit_test(counters_unpackable),
+        cmocka_unit_test(nvml_sample_order),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),
         cmocka_unit_test(corpus),

@@ -41,9 +41,26 @@ typedef struct nv_series {
     size_t n, cap;
 } nv_series;
 
+/* A GPU's samples. The series kept whole are the energy counter and the power readings,
+ * which the energy figures interpolate at the window's ends and integrate (NV_KEPT); of the
+ * other metrics only the gauges inside the window are taken as the samples are read (they
+ * were 2/3 of a section's copy of a node sampler's series, 16 bytes a sample). A metric whose
+ * samples are read out of time order (never from one sampler thread) makes the collection
+ * start again keeping every series whole, sorted before the gauges are taken, so that the
+ * gauges are summed in time order either way. */
+#define NV_KEPT(m) ((m) == NV_ENERGY || (m) == NV_POWER || (m) == NV_POWER_INSTANT)
 typedef struct nv_dev {
     unsigned idx;
-    nv_series s[NV_N];
+    nv_series s[NV_N];  /* NV_KEPT ones, or every one (nv_collect's keep_all) */
+    size_t n[NV_N];     /* samples of each metric, kept or not */
+    uint64_t last[NV_N];
+    int unordered;      /* a metric's sample earlier than the one read before it */
+    /* the gauges inside the window: min, max, sum and count of each metric; of the clock
+     * events, the reasons seen and the samples throttled */
+    double mn[NV_N], mx[NV_N], sm[NV_N];
+    size_t cnt[NV_N];
+    unsigned long long mask;
+    size_t throttled;
 } nv_dev;
 
 /* Clock-event bits (nvml_abi.h) that mean the clocks are held down; GPU idle, application
@@ -256,11 +273,35 @@ void tp_memory_capacity(tp_gpu_result *gpu, const tp_nvml_result *nvml, const tp
     }
 }
 
-/* The sampler's series of the GPUs in view, into *dv (NVML index order): the linked GPUs,
- * or every GPU sampled when the rank's are not known (none when they are known and none was
- * sampled). Returns -1 when out of memory. */
+static void nv_free(nv_dev *dv, size_t nd) {
+    for (size_t d = 0; d < nd; d++)
+        for (int m = 0; m < NV_N; m++) {
+            free(dv[d].s[m].ts);
+            free(dv[d].s[m].v);
+        }
+    free(dv);
+}
+
+/* Sample (ts, v) of metric m into g's gauges when it lies in [w0, w1]. */
+static void nv_take(nv_dev *g, int m, uint64_t ts, double v, uint64_t w0, uint64_t w1) {
+    if (ts < w0 || ts > w1) return;
+    if (!g->cnt[m]++ || v < g->mn[m]) g->mn[m] = v;
+    if (g->cnt[m] == 1 || v > g->mx[m]) g->mx[m] = v;
+    g->sm[m] += v;
+    if (m == NV_EVENTS) {
+        unsigned long long b = (unsigned long long)v;
+        g->mask |= b;
+        g->throttled += (b & NV_THROTTLE_MASK) != 0;
+    }
+}
+
+/* The sampler's samples of the GPUs in view into *dv (NVML index order), their gauges over
+ * [w0, w1] taken as read: the linked GPUs, or every GPU sampled when the rank's are not known
+ * (none when they are known and none was sampled). keep_all keeps every series whole, else
+ * the NV_KEPT ones. Returns -1 when out of memory. */
 static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlinks,
-                      int none_sampled, nv_dev **dvp, size_t *ndp) {
+                      int none_sampled, uint64_t w0, uint64_t w1, int keep_all, nv_dev **dvp,
+                      size_t *ndp) {
     nv_dev *dv = NULL;
     size_t nd = 0;
     int oom = 0;
@@ -289,7 +330,12 @@ static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlin
                 memset(&dv[nd], 0, sizeof dv[nd]);
                 dv[nd++].idx = (unsigned)idx;
             }
-            if (nv_push(&dv[d].s[m], c.ts, c.value)) oom = 1;
+            nv_dev *g = &dv[d];
+            g->unordered |= g->n[m] && c.ts < g->last[m];
+            g->n[m]++;
+            g->last[m] = c.ts;
+            nv_take(g, m, c.ts, c.value, w0, w1);
+            if ((keep_all || NV_KEPT(m)) && nv_push(&g->s[m], c.ts, c.value)) oom = 1;
         }
         tp_counter_it_done(&it); /* damage (never in what the load packed) ends the series */
     }
@@ -307,29 +353,11 @@ static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlin
 
 /* The gauges of GPU g inside [w0, w1]: power, limit, SM clock, temperature, memory,
  * utilisation and the clock-event reasons. */
-static void nv_gauges(tp_nvml_gpu_result *R, const nv_dev *g, const tp_process *p, uint64_t w0,
-                      uint64_t w1) {
-    double mn[NV_N], mx[NV_N], sm[NV_N];
-    size_t cnt[NV_N];
-    unsigned long long mask = 0;
-    size_t throttled = 0;
-    for (int m = 0; m < NV_N; m++) {
-        mn[m] = mx[m] = sm[m] = 0;
-        cnt[m] = 0;
-        const nv_series *s = &g->s[m];
-        for (size_t i = 0; i < s->n; i++) {
-            if (s->ts[i] < w0 || s->ts[i] > w1) continue;
-            double v = s->v[i];
-            if (!cnt[m]++ || v < mn[m]) mn[m] = v;
-            if (cnt[m] == 1 || v > mx[m]) mx[m] = v;
-            sm[m] += v;
-            if (m == NV_EVENTS) {
-                unsigned long long b = (unsigned long long)v;
-                mask |= b;
-                throttled += (b & NV_THROTTLE_MASK) != 0;
-            }
-        }
-    }
+static void nv_gauges(tp_nvml_gpu_result *R, const nv_dev *g, const tp_process *p) {
+    const double *mn = g->mn, *mx = g->mx, *sm = g->sm;
+    const size_t *cnt = g->cnt;
+    unsigned long long mask = g->mask;
+    size_t throttled = g->throttled;
     if (cnt[NV_POWER]) {
         R->has_power = 1;
         R->power_mean_w = sm[NV_POWER] / (double)cnt[NV_POWER];
@@ -408,15 +436,20 @@ static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const 
     R->shared_by_mig = (lk && lk->by == TP_GPU_BY_MIG_PARENT) || (tp_meta(p, k) && *tp_meta(p, k));
     if (lk && lk->by == TP_GPU_BY_MIG_PARENT) R->mig_device = lk->uuid;
     for (int m = 0; m < NV_N; m++)
-        if (g->s[m].n > R->samples) R->samples = g->s[m].n;
-    /* counters of one thread arrive in time order; sort anyway if they do not */
-    for (int m = 0; m < NV_N; m++) {
+        if (g->n[m] > R->samples) R->samples = g->n[m];
+    /* counters of one thread arrive in time order; sort anyway if they do not (every series
+     * was then kept), and take the gauges again in time order */
+    for (int m = 0; m < NV_N && g->unordered; m++) {
         nv_series *s = &g->s[m];
         for (size_t i = 1; i < s->n; i++)
             for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
                 uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
                 double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
             }
+        g->mn[m] = g->mx[m] = g->sm[m] = 0;
+        g->cnt[m] = 0;
+        if (m == NV_EVENTS) g->mask = 0, g->throttled = 0;
+        for (size_t i = 0; i < s->n; i++) nv_take(g, m, s->ts[i], s->v[i], W->w0, W->w1);
     }
     /* energy: over [start of the first measured step, end of the last] (the time between
      * steps, logging or a checkpoint, belongs to them, as Megatron-LM's energy per
@@ -456,7 +489,7 @@ static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const 
             R->energy_per_step_from_power_j = pj / nm;
         }
     }
-    nv_gauges(R, g, p, W->w0, W->w1);
+    nv_gauges(R, g, p);
 }
 
 /* Per GPU of the rank: energy over the measured steps (nv_energy_of: the energy counter, or
@@ -484,7 +517,6 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
     /* without a link, a rank that sampled itself shows what it sampled; another process's
      * samples are every GPU of the host, which the rank may share */
     int all_of_host = !nlinks && !unmatched && p != rank_p;
-    if (nv_collect(p, links, nlinks, none_sampled, &dv, &nd) || (!nd && !none_sampled)) goto out;
     nv_window W = {meas && nm > 0, 0, UINT64_MAX, nm, 0};
     if (W.per_step) {
         W.w0 = meas[0].start;
@@ -493,6 +525,13 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
             W.mean_step_ms += (double)(meas[i].end - meas[i].start) / 1e6;
         W.mean_step_ms /= (double)nm;
     }
+    int unordered = 0, rc = nv_collect(p, links, nlinks, none_sampled, W.w0, W.w1, 0, &dv, &nd);
+    for (size_t d = 0; !rc && d < nd; d++) unordered |= dv[d].unordered;
+    if (unordered) { /* again, every series whole */
+        nv_free(dv, nd);
+        rc = nv_collect(p, links, nlinks, none_sampled, W.w0, W.w1, 1, &dv, &nd);
+    }
+    if (rc || (!nd && !none_sampled)) goto out;
     out->gpus = nd ? calloc(nd, sizeof *out->gpus) : NULL;
     if (nd && !out->gpus) goto out;
     out->present = 1;
@@ -539,12 +578,7 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
         out->total_avg_power_w = sum_w;
     }
 out:
-    for (size_t d = 0; d < nd; d++)
-        for (int m = 0; m < NV_N; m++) {
-            free(dv[d].s[m].ts);
-            free(dv[d].s[m].v);
-        }
-    free(dv);
+    nv_free(dv, nd);
 }
 
 /* ------------------------------------------------------------------ the document */
