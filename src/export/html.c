@@ -412,13 +412,32 @@ static const char *const nvm_title[NVM_N] = {"power (W)", "utilisation (%)", "me
                                              "SM clock (MHz)", "temperature (C)"};
 static const double nvm_scale[NVM_N] = {1, 1, 1.0 / 1073741824.0, 1, 1};
 
+/* One GPU metric's curve, drawn as at most TP_HTML_MAX_POINTS points, each the mean of
+ * consecutive samples as tp_svg_lines averages them: its samples are counted in a first pass
+ * over the counters, then summed into their buckets in a second, in the same order, so the
+ * points are those of the whole series averaged, without holding it (16 bytes a sample of a
+ * node's GPUs: 1.1 GB a day of 8 GPUs at 10 Hz). */
 typedef struct nvm_series {
     unsigned idx;
     int metric;
-    double *x, *y;
-    size_t n, cap;
+    size_t total;      /* its samples */
+    double *x, *y;     /* the nb points */
+    size_t nb, b, i;   /* points, the one being summed, samples summed */
+    double sx, sy;
     char label[32];
 } nvm_series;
+
+/* Sample (px, py) into s's current point. */
+static void nvm_add(nvm_series *s, double px, double py) {
+    if (s->b >= s->nb) return; /* no sample past the first pass's count: none comes */
+    s->sx += px;
+    s->sy += py;
+    size_t i0 = s->b * s->total / s->nb, i1 = (s->b + 1) * s->total / s->nb;
+    if (++s->i < i1) return;
+    s->x[s->b] = s->sx / (double)(i1 - i0);
+    s->y[s->b++] = s->sy / (double)(i1 - i0);
+    s->sx = s->sy = 0;
+}
 
 static int gpu_counter(const char *name, unsigned *idx, int *metric) {
     if (strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3])) return 0;
@@ -434,10 +453,26 @@ static int gpu_counter(const char *name, unsigned *idx, int *metric) {
     return 0;
 }
 
-/* The GPU sampler's series of one process (a rank sampling itself, or the node sampler). */
-static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_no) {
-    nvm_series *v = NULL;
-    size_t n = 0;
+/* The series j of v[0..*n) of GPU idx's metric m; a new one when add (-1 without memory),
+ * else n when there is none. */
+static size_t nvm_find(nvm_series **v, size_t *n, unsigned idx, int m, int add) {
+    size_t j = 0;
+    while (j < *n && ((*v)[j].idx != idx || (*v)[j].metric != m)) j++;
+    if (j < *n || !add) return j;
+    nvm_series *nv = realloc(*v, (*n + 1) * sizeof *nv);
+    if (!nv) return (size_t)-1;
+    *v = nv;
+    memset(&nv[j], 0, sizeof nv[j]);
+    nv[j].idx = idx;
+    nv[j].metric = m;
+    snprintf(nv[j].label, sizeof nv[j].label, "GPU %u", idx);
+    ++*n;
+    return j;
+}
+
+/* Pass 0 counts each series' samples into v (new series added), pass 1 sums them into their
+ * points. 0, or -1 without memory. */
+static int nvm_pass(const tp_process *p, double t0_ns, nvm_series **v, size_t *n, int pass) {
     int oom = 0;
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
         tp_counter_it it;
@@ -447,34 +482,30 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
             unsigned idx;
             int m;
             if (!gpu_counter(c.name, &idx, &m)) continue;
-            size_t j = 0;
-            while (j < n && (v[j].idx != idx || v[j].metric != m)) j++;
-            if (j == n) {
-                nvm_series *nv = realloc(v, (n + 1) * sizeof *nv);
-                if (!nv) { oom = 1; break; }
-                v = nv;
-                memset(&v[n], 0, sizeof v[n]);
-                v[n].idx = idx;
-                v[n].metric = m;
-                snprintf(v[n].label, sizeof v[n].label, "GPU %u", idx);
-                n++;
-            }
-            nvm_series *s = &v[j];
-            if (s->n == s->cap) {
-                size_t cap = s->cap ? s->cap * 2 : 256;
-                double *nx = realloc(s->x, cap * sizeof *nx);
-                if (!nx) { oom = 1; break; }
-                s->x = nx;
-                double *ny = realloc(s->y, cap * sizeof *ny);
-                if (!ny) { oom = 1; break; }
-                s->y = ny;
-                s->cap = cap;
-            }
-            s->x[s->n] = ((double)tp_to_realtime(p, c.ts) - t0_ns) / 1e9;
-            s->y[s->n++] = c.value * nvm_scale[m];
+            size_t j = nvm_find(v, n, idx, m, pass == 0);
+            if (j == (size_t)-1) oom = 1;
+            else if (pass == 0) (*v)[j].total++;
+            else if (j < *n)
+                nvm_add(&(*v)[j], ((double)tp_to_realtime(p, c.ts) - t0_ns) / 1e9,
+                        c.value * nvm_scale[m]);
         }
         tp_counter_it_done(&it);
     }
+    return oom ? -1 : 0;
+}
+
+/* The GPU sampler's series of one process (a rank sampling itself, or the node sampler). */
+static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_no) {
+    nvm_series *v = NULL;
+    size_t n = 0;
+    int oom = nvm_pass(p, t0_ns, &v, &n, 0) != 0;
+    for (size_t j = 0; j < n && !oom; j++) {
+        v[j].nb = v[j].total < TP_HTML_MAX_POINTS ? v[j].total : TP_HTML_MAX_POINTS;
+        v[j].x = malloc(v[j].nb * sizeof *v[j].x);
+        v[j].y = malloc(v[j].nb * sizeof *v[j].y);
+        oom = !v[j].x || !v[j].y;
+    }
+    if (!oom) oom = nvm_pass(p, t0_ns, &v, &n, 1) != 0;
     if (n && !oom) {
         char who[96];
         tp_process_label(p, who, sizeof who);
@@ -487,8 +518,8 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
             hseries hs[64];
             size_t nh = 0;
             for (size_t j = 0; j < n && nh < 64; j++)
-                if (v[j].metric == m && v[j].n)
-                    hs[nh++] = (hseries){v[j].label, v[j].x, v[j].y, 0, v[j].n};
+                if (v[j].metric == m && v[j].b) /* its points, averaged already */
+                    hs[nh++] = (hseries){v[j].label, v[j].x, v[j].y, 0, v[j].b};
             if (!nh) continue;
             char id[48];
             snprintf(id, sizeof id, "nvml-%d-%s", (*chart_no)++, nvm_suffix[m]);
