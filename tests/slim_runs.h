@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/counter_pack.h"
 #include "analysis/report.h"
 #include "diag_scen.h" /* T0, MS, RT0 */
 #include "export/html.h"
@@ -243,5 +244,35 @@ static inline void slim_corpus(void (*same)(const char *const *ops, size_t n,
     same(mixed, 2, 1);
 }
 #endif
+
+/* One rank and the node sampler of its host, whose first thread samples more GPUs than a
+ * packed table of counter names holds (TP_CPACK_NAMES: a slim thread keeps them unpacked),
+ * its second one GPU (packed). */
+static inline void slim_wide_sampler_run(const char *dir) {
+    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 100);
+    for (uint64_t s = 0; s < 5; s++) {
+        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + 9 * MS + s * 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    f = synth_open(dir, "h0", 90, RT0, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    synth_thread(f, 2, 91);
+    for (uint64_t s = 0; s < 3; s++) {
+        for (unsigned g = 0; g < TP_CPACK_NAMES + 4; g++) {
+            char name[32];
+            snprintf(name, sizeof name, "gpu%u.power_w", g);
+            synth_counter(f, 1, T0 + s * 20 * MS, name, 250.5 + g + (double)s);
+        }
+        synth_counter(f, 2, T0 + s * 20 * MS, "gpu0.temperature_c", 40 + (double)s);
+        synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
 
 #endif /* TPROF_TESTS_SLIM_RUNS_H */

@@ -438,30 +438,7 @@ static void counters_unpackable(void **state) {
     (void)state;
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-counters"), 0);
-    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
-    synth_rank(f, 0, 1);
-    synth_thread(f, 1, 100);
-    for (uint64_t s = 0; s < 5; s++) {
-        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
-        synth_step_end(f, 1, T0 + 9 * MS + s * 10 * MS, s);
-    }
-    synth_end_of_file(f, T0 + 100 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-    f = synth_open(dir, "h0", 90, RT0, T0);
-    synth_meta(f, "trainprof.role", "node-sampler");
-    synth_thread(f, 1, 90);
-    synth_thread(f, 2, 91);
-    for (uint64_t s = 0; s < 3; s++) {
-        for (unsigned g = 0; g < TP_CPACK_NAMES + 4; g++) {
-            char name[32];
-            snprintf(name, sizeof name, "gpu%u.power_w", g);
-            synth_counter(f, 1, T0 + s * 20 * MS, name, 250.5 + g + (double)s);
-        }
-        synth_counter(f, 2, T0 + s * 20 * MS, "gpu0.temperature_c", 40 + (double)s);
-        synth_flush(f);
-    }
-    synth_end_of_file(f, T0 + 100 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
+    slim_wide_sampler_run(dir);
     const char *ops[] = {dir};
     same_reports(ops, 1);
     tp_run run;

@@ -242,6 +242,19 @@ static void scenarios(void **state) {
     slim_scenarios(summarized_same);
 }
 
+/* Summaries of a node sampler whose first thread has more GPU names than a packed table
+ * holds (its counters coded as an array) and whose second has one (coded packed): the report
+ * from them is the one without. */
+static void wide_sampler(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "summary-wide-sampler"), 0);
+    slim_wide_sampler_run(dir);
+    const char *ops[] = {dir};
+    summarized_same(ops, 1, 0);
+    synth_rmtree(dir);
+}
+
 /* The synthetic run of four ranks, summarised, in a copy of its own. */
 static void four_ranks_summarised(copied *c, tp_report_opts *o) {
     char src[512];
@@ -940,7 +953,7 @@ int main(void) {
         cmocka_unit_test(damaged_in_place), cmocka_unit_test(hostile_names),
         cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
         cmocka_unit_test(features),       cmocka_unit_test(codec),
-        cmocka_unit_test(sampled_run),
+        cmocka_unit_test(sampled_run),    cmocka_unit_test(wide_sampler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,7 +44,7 @@ struct tp_report_opts;
 #define TP_SUMMARY_SUFFIX ".sum"
 
 /* Bumped whenever the layout of a summary changes (summary.c, summary_codec.c). */
-#define TP_SUMMARY_VERSION 9
+#define TP_SUMMARY_VERSION 10
 
 /* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
  * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */

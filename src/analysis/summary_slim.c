@@ -35,8 +35,8 @@
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-/* (tp_thread.steps_packed and counters_packed, counter_names are not coded: the events and
- * counters are coded unpacked and packed again as read) */
+/* (tp_thread.steps_packed is not coded: the events are coded unpacked and packed again as
+ * read; the counters are coded in the form the thread holds, counters()) */
 _Static_assert(sizeof(tp_process) == 2888, "tp_process changed: update tp_sum_slim");
 _Static_assert(sizeof(tp_thread) == 216, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
@@ -71,33 +71,62 @@ static void range(tp_sum_buf *c, int rd, tp_range *r, size_t i) {
     if (rd && (r->parent < -1 || (r->parent >= 0 && (size_t)r->parent >= i))) c->bad = 1;
 }
 
+/* A thread's counters: their count, then their form (1 byte): 1, packed (counter_pack.h:
+ * the names table, each name as a string, then the packed bytes), as a slim thread holds
+ * them; 0, the array of name, time and value, for a thread whose counters could not be
+ * packed (more names than a table holds). Read, the packed form is checked whole (every
+ * counter decodes, each a GPU sample as a slim thread keeps) and kept as it is; the array is
+ * filtered and packed as tp_process_slim does. */
+static void counters(tp_sum_buf *c, int rd, tp_thread *t) {
+    Z(t->ncounters);
+    unsigned char packed = t->counters_packed && t->ncounters;
+    RAW(packed);
+    if (rd && packed > 1) c->bad = 1;
+    if (c->bad) return;
+    if (!packed) {
+        if (arr(c, rd, &t->counters, t->ncounters, sizeof *t->counters))
+            for (size_t i = 0; i < t->ncounters && !c->bad; i++) {
+                SN(t->counters[i].name);
+                RAW(t->counters[i].ts), RAW(t->counters[i].value);
+            }
+        return;
+    }
+    Z(t->ncounter_names);
+    Z(t->counters_packed_len);
+    /* a name takes 2 bytes at least, a counter 3 */
+    if (rd && (!t->ncounters || !t->ncounter_names || t->ncounter_names > TP_CPACK_NAMES ||
+               t->ncounter_names > (c->len - c->at) / 2 ||
+               t->counters_packed_len > c->len - c->at ||
+               t->ncounters > t->counters_packed_len / 3)) {
+        t->counter_names = NULL, t->ncounter_names = 0, t->counters_packed_len = 0;
+        c->bad = 1;
+        return;
+    }
+    if (rd) {
+        t->counter_names = calloc(t->ncounter_names, sizeof *t->counter_names);
+        t->counters_packed = malloc(t->counters_packed_len ? t->counters_packed_len : 1);
+        if (!t->counter_names || !t->counters_packed) {
+            c->bad = 1;
+            return;
+        }
+    }
+    for (size_t i = 0; i < t->ncounter_names && !c->bad; i++) SN(t->counter_names[i]);
+    tp_sum_raw(c, rd, t->counters_packed, t->counters_packed_len);
+    if (!rd || c->bad) return;
+    tp_counter_it it;
+    tp_counter k;
+    if (tp_counter_it_init(&it, t)) c->bad = 1;
+    while (!c->bad && tp_counter_next(&it, &k)) c->bad |= !tp_slim_keeps_counter(k.name);
+    if (tp_counter_it_done(&it)) c->bad = 1;
+}
+
 static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
     RAW(t->serial), RAW(t->os_tid);
     S(t->name);
     Z(t->nranges);
     if (arr(c, rd, &t->ranges, t->nranges, sizeof *t->ranges))
         for (size_t i = 0; i < t->nranges && !c->bad; i++) range(c, rd, &t->ranges[i], i);
-    Z(t->ncounters);
-    /* written unpacked (counter_pack.h), as the step events below; read, then packed */
-    if (rd) {
-        if (arr(c, rd, &t->counters, t->ncounters, sizeof *t->counters))
-            for (size_t i = 0; i < t->ncounters && !c->bad; i++) {
-                SN(t->counters[i].name);
-                RAW(t->counters[i].ts), RAW(t->counters[i].value);
-            }
-    } else {
-        void *has = t->counters ? (void *)t->counters : (void *)t->counters_packed;
-        if (arr(c, rd, &has, t->ncounters, sizeof *t->counters)) {
-            tp_counter_it it;
-            tp_counter k;
-            if (tp_counter_it_init(&it, t)) c->bad = 1; /* no memory: no summary */
-            while (!c->bad && tp_counter_next(&it, &k)) {
-                SN(k.name);
-                RAW(k.ts), RAW(k.value);
-            }
-            if (tp_counter_it_done(&it)) c->bad = 1;
-        }
-    }
+    counters(c, rd, t);
     Z(t->nsteps);
     /* written unpacked (step_pack.h), so that the block is the same whichever form the
      * process holds; read, then packed below */
@@ -115,9 +144,8 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
     if (rd) { /* the arrays hold what they were given, as tp_process_slim shrinks them to */
         t->cap_ranges = t->ranges ? t->nranges : 0;
         t->cap_counters = t->counters ? t->ncounters : 0;
-        /* a block written before slim processes dropped them may hold other counters */
-        if (!c->bad) tp_thread_slim_counters(t);
-        if (!c->bad) tp_thread_pack_counters(t);
+        /* an array (unpackable) is filtered as tp_process_slim does, then left as it is */
+        if (!c->bad && !t->counters_packed) tp_thread_slim_counters(t);
         t->cap_steps = t->steps ? t->nsteps : 0;
         if (!c->bad) tp_thread_pack_steps(t);
     }
