@@ -98,4 +98,34 @@ int tp_counter_next(tp_counter_it *it, tp_counter *c);
  * when its init failed. */
 int tp_counter_it_done(tp_counter_it *it);
 
+/* What a reader made of each counter name (a series index, -1 for a name it skips), kept
+ * by the name's pointer: a run interns its strings, so a name has one pointer, and a
+ * sampler's few names recur millions of times (parsing "gpu3.power_w" and finding its series
+ * cost more than reading the packed sample). Direct-mapped, TP_NAME_CACHE entries; zeroed
+ * before use. */
+#define TP_NAME_CACHE 256
+typedef struct tp_name_cache {
+    const char *name[TP_NAME_CACHE];
+    long val[TP_NAME_CACHE];
+} tp_name_cache;
+
+static inline size_t tp_name_cache_slot(const char *name) {
+    uintptr_t h = (uintptr_t)name;
+    return (size_t)((h >> 3) ^ (h >> 11)) % TP_NAME_CACHE;
+}
+
+/* 1 with name's value in *val, 0 when it is not cached. */
+static inline int tp_name_cache_get(const tp_name_cache *c, const char *name, long *val) {
+    size_t k = tp_name_cache_slot(name);
+    if (c->name[k] != name || !name) return 0;
+    *val = c->val[k];
+    return 1;
+}
+
+static inline void tp_name_cache_put(tp_name_cache *c, const char *name, long val) {
+    size_t k = tp_name_cache_slot(name);
+    c->name[k] = name;
+    c->val[k] = val;
+}
+
 #endif

@@ -295,6 +295,34 @@ static void nv_take(nv_dev *g, int m, uint64_t ts, double v, uint64_t w0, uint64
     }
 }
 
+/* Where the samples of counter `name` go: device d's metric m of *dv (a device added when new)
+ * as d * NV_N + m; -1 for a counter not read (another metric, a GPU not in view); -2 without
+ * memory. */
+static long nv_slot(const char *name, const tp_gpu_link *links, size_t nlinks, int none_sampled,
+                    nv_dev **dv, size_t *nd) {
+    unsigned long idx;
+    const char *metric = tp_gpu_counter(name, &idx);
+    if (!metric || idx > 1u << 16) return -1;
+    int m = -1;
+    for (int j = 0; j < NV_N && m < 0; j++)
+        if (!strcmp(metric, nv_suffix[j])) m = j;
+    if (m < 0) return -1;
+    int ok = !nlinks && !none_sampled;
+    for (size_t a = 0; a < nlinks; a++) ok |= links[a].index == idx;
+    if (!ok) return -1;
+    size_t d = 0;
+    while (d < *nd && (*dv)[d].idx != idx) d++;
+    if (d == *nd) {
+        nv_dev *n2 = realloc(*dv, (*nd + 1) * sizeof *n2);
+        if (!n2) return -2;
+        *dv = n2;
+        memset(&n2[d], 0, sizeof n2[d]);
+        n2[d].idx = (unsigned)idx;
+        ++*nd;
+    }
+    return (long)d * NV_N + m;
+}
+
 /* The sampler's samples of the GPUs in view into *dv (NVML index order), their gauges over
  * [w0, w1] taken as read: the linked GPUs, or every GPU sampled when the rank's are not known
  * (none when they are known and none was sampled). keep_all keeps every series whole, else
@@ -305,32 +333,22 @@ static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlin
     nv_dev *dv = NULL;
     size_t nd = 0;
     int oom = 0;
+    tp_name_cache cache;
+    memset(&cache, 0, sizeof cache);
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
         tp_counter_it it;
         tp_counter c;
         oom = tp_counter_it_init(&it, &p->threads[ti]) != 0;
         while (!oom && tp_counter_next(&it, &c)) {
-            const char *name = c.name;
-            unsigned long idx;
-            const char *metric = tp_gpu_counter(name, &idx);
-            if (!metric || idx > 1u << 16) continue;
-            int m = -1;
-            for (int j = 0; j < NV_N && m < 0; j++)
-                if (!strcmp(metric, nv_suffix[j])) m = j;
-            if (m < 0) continue;
-            int ok = !nlinks && !none_sampled;
-            for (size_t a = 0; a < nlinks; a++) ok |= links[a].index == idx;
-            if (!ok) continue;
-            size_t d = 0;
-            while (d < nd && dv[d].idx != idx) d++;
-            if (d == nd) {
-                nv_dev *n2 = realloc(dv, (nd + 1) * sizeof *n2);
-                if (!n2) { oom = 1; break; }
-                dv = n2;
-                memset(&dv[nd], 0, sizeof dv[nd]);
-                dv[nd++].idx = (unsigned)idx;
+            long slot;
+            if (!tp_name_cache_get(&cache, c.name, &slot)) {
+                slot = nv_slot(c.name, links, nlinks, none_sampled, &dv, &nd);
+                if (slot == -2) { oom = 1; break; }
+                tp_name_cache_put(&cache, c.name, slot);
             }
-            nv_dev *g = &dv[d];
+            if (slot < 0) continue;
+            int m = (int)(slot % NV_N);
+            nv_dev *g = &dv[slot / NV_N];
             g->unordered |= g->n[m] && c.ts < g->last[m];
             g->n[m]++;
             g->last[m] = c.ts;

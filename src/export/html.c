@@ -474,20 +474,31 @@ static size_t nvm_find(nvm_series **v, size_t *n, unsigned idx, int m, int add) 
  * points. 0, or -1 without memory. */
 static int nvm_pass(const tp_process *p, double t0_ns, nvm_series **v, size_t *n, int pass) {
     int oom = 0;
+    tp_name_cache cache; /* each name's series, or -1 */
+    memset(&cache, 0, sizeof cache);
     for (size_t ti = 0; ti < p->nthreads && !oom; ti++) {
         tp_counter_it it;
         tp_counter c;
         oom = tp_counter_it_init(&it, &p->threads[ti]) != 0;
         while (!oom && tp_counter_next(&it, &c)) {
-            unsigned idx;
-            int m;
-            if (!gpu_counter(c.name, &idx, &m)) continue;
-            size_t j = nvm_find(v, n, idx, m, pass == 0);
-            if (j == (size_t)-1) oom = 1;
-            else if (pass == 0) (*v)[j].total++;
-            else if (j < *n)
-                nvm_add(&(*v)[j], ((double)tp_to_realtime(p, c.ts) - t0_ns) / 1e9,
-                        c.value * nvm_scale[m]);
+            long j;
+            if (!tp_name_cache_get(&cache, c.name, &j)) {
+                unsigned idx;
+                int m;
+                size_t k = gpu_counter(c.name, &idx, &m) ? nvm_find(v, n, idx, m, pass == 0) : *n;
+                if (k == (size_t)-1) {
+                    oom = 1;
+                    break;
+                }
+                j = k < *n ? (long)k : -1;
+                tp_name_cache_put(&cache, c.name, j);
+            }
+            if (j < 0) continue;
+            nvm_series *s = &(*v)[j];
+            if (pass == 0) s->total++;
+            else
+                nvm_add(s, ((double)tp_to_realtime(p, c.ts) - t0_ns) / 1e9,
+                        c.value * nvm_scale[s->metric]);
         }
         tp_counter_it_done(&it);
     }
