@@ -8,7 +8,8 @@
  * collective matching across ranks). Each piece becomes a file of a scratch directory, which
  * is loaded as a run (tp_run_load: the reader and the model), reported (tp_report_build,
  * then its text and HTML forms), exported (Chrome trace, merged and per rank) and compared
- * with itself (tp_diff_build, text). The scratch directory is on /dev/shm when it can be
+ * with itself (tp_diff_build, text); then loaded as the report loads it (tp_run_load_slim:
+ * step events and GPU samples packed as they are read) and reported again, text and HTML. The scratch directory is on /dev/shm when it can be
  * (TPROF_FUZZ_TMP chooses another), else in TMPDIR.
  *
  * Checksums: a fuzzer cannot make a zlib CRC-32 match what it mutated, so it would never get
@@ -155,6 +156,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < run.nprocs; i++)
         if (run.procs[i].role == TP_ROLE_RANK)
             tp_export_chrome_rank(&run, run.procs[i].rank, g_null, &eo);
+    tp_run_free(&run);
+    /* the report's own load: slim (step events and GPU samples packed as read, the ranges
+     * compacted), each section from its file read again whole */
+    const char *ops[] = {g_dir};
+    if (tp_run_load_slim(ops, 1, &run, err, sizeof err) != 0) {
+        tp_run_free(&run);
+        return 0;
+    }
+    if (tp_report_make(&run, &o, &tr) == 0) {
+        tp_report_write_text(&tr, g_null, 0);
+        tp_html_write(&tr, &o, g_null);
+        tp_report_free(&tr);
+    }
     tp_run_free(&run);
     return 0;
 }
