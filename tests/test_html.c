@@ -24,6 +24,7 @@
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "export/html.h"
+#include "export/html_svg.h"
 #include "format/format.h"
 #include "synth.h"
 
@@ -608,6 +609,58 @@ static void test_html_units(void **state) {
     synth_rmtree(dir);
 }
 
+/* The node sampler of one host with the samples `kind` picks: 0, GPU 0's power at the run's
+ * start and eight GPUs' utilisation 2^62 ns later, 150 ns apart (a curve whose ticks are far
+ * finer than the spacing of doubles that far from 0); 1, a power sample of 1.7e308 W (the
+ * axis's top past DBL_MAX). Both made the axes' tick loops run forever. */
+static void write_far_samples(const char *dir, int kind) {
+    synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    synth_counter(f, 1, T0, "gpu0.power_w", 300);
+    for (int k = 0; k < 8 && kind == 0; k++) {
+        char n[32];
+        snprintf(n, sizeof n, "gpu%d.util_percent", k);
+        synth_counter(f, 1, T0 + (1ull << 62) + (uint64_t)k * 150, n, 50);
+    }
+    if (kind == 1) synth_counter(f, 1, T0 + 100000000, "gpu0.power_w", 1.7e308);
+    synth_end_of_file(f, T0 + 1000000, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* Axes of samples far from 0 or near DBL_MAX end: at most TP_SVG_MAX_TICKS ticks a chart, and
+ * no NaN or infinity drawn. */
+static void test_html_axes_bounded(void **state) {
+    (void)state;
+    for (int kind = 0; kind < 2; kind++) {
+        char dir[512];
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-axes"), 0);
+        write_far_samples(dir, kind);
+        size_t len = 0;
+        char *buf = html_of(dir, &len);
+        assert_true(len < (1u << 20));
+        for (const char *svg = strstr(buf, "<svg class=\"chart\""); svg;
+             svg = strstr(svg + 1, "<svg class=\"chart\"")) {
+            const char *end = strstr(svg, "</svg>");
+            assert_non_null(end);
+            size_t ticks = 0, grid = 0;
+            for (const char *t = strstr(svg, "class=\"tick\""); t && t < end;
+                 t = strstr(t + 1, "class=\"tick\""))
+                ticks++;
+            for (const char *t = strstr(svg, "class=\"grid\""); t && t < end;
+                 t = strstr(t + 1, "class=\"grid\""))
+                grid++;
+            assert_true(ticks <= TP_SVG_MAX_TICKS && grid <= TP_SVG_MAX_TICKS);
+        }
+        assert_null(strstr(buf, "\"nan\""));
+        assert_null(strstr(buf, "\"-nan\""));
+        assert_null(strstr(buf, "\"inf\""));
+        assert_null(strstr(buf, "\"-inf\""));
+        free(buf);
+        synth_rmtree(dir);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write")) {
         write_run(argv[2]);
@@ -627,6 +680,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_html_long_run),
         cmocka_unit_test(test_html_phase_colours),
         cmocka_unit_test(test_html_units),
+        cmocka_unit_test(test_html_axes_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -366,7 +366,10 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
     fprintf(f, "<svg class=\"chart\" id=\"breakdown\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
             CW, h, CW, h);
-    for (double x = 0; x <= xmax + xs / 2; x += xs) {
+    int nt = 0;
+    for (double x = 0, prev = NAN; isfinite(x) && x <= xmax + xs / 2 &&
+         nt < TP_SVG_MAX_TICKS && x != prev;
+         prev = x, x += xs, nt++) {
         double px = left + x / xmax * pw;
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"grid\"/>", px, px, MT,
                 MT + n * rowh);

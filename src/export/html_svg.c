@@ -141,7 +141,8 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
     if (x1 <= x0) x1 = x0 + 1;
     if (y1 <= 0) y1 = 1;
     double ys = tp_svg_nice_step(y1, 5);
-    y1 = ceil(y1 * 1.02 / ys) * ys;
+    double top = ceil(y1 * 1.02 / ys) * ys;
+    if (isfinite(top)) y1 = top; /* else the largest sample is the top (near DBL_MAX) */
     double pw = CW - ML - MR, ph = CH - MT - MB;
     fprintf(f, "<svg class=\"chart\" id=\"");
     E(id);
@@ -149,7 +150,12 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
                "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
             CW, CH, CW, CH);
     fputs("<g class=\"axes\">", f);
-    for (double y = 0; y <= y1 + ys / 2; y += ys) {
+    /* at most TP_SVG_MAX_TICKS ticks, and none once a step no longer moves the value (a
+     * range too far from 0 for its step: the loops never ended) */
+    int nt = 0;
+    for (double y = 0, prev = NAN; isfinite(y) && y <= y1 + ys / 2 &&
+         nt < TP_SVG_MAX_TICKS && y != prev;
+         prev = y, y += ys, nt++) {
         double py = MT + ph - y / y1 * ph;
         fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", ML,
                 CW - MR, py, py);
@@ -158,7 +164,10 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
         fputs("</text>", f);
     }
     double xs = tp_svg_nice_step(x1 - x0, 8);
-    for (double x = ceil(x0 / xs) * xs; x <= x1 + 1e-9 * xs; x += xs) {
+    nt = 0;
+    for (double x = ceil(x0 / xs) * xs, prev = NAN;
+         isfinite(x) && x <= x1 + 1e-9 * xs && nt < TP_SVG_MAX_TICKS && x != prev;
+         prev = x, x += xs, nt++) {
         double px = ML + (x - x0) / (x1 - x0) * pw;
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"tick\"/>", px, px,
                 MT + (int)ph, MT + (int)ph + 4);

@@ -19,6 +19,11 @@ enum { CW = 760, CH = 230, ML = 64, MR = 16, MT = 12, MB = 40 };
 extern const char *const tp_svg_palette[TP_SVG_NPAL];
 
 /* One series of a line chart: n points (x[i], y[i]); x NULL: x is x0 + i. Not owned. */
+/* The most ticks an axis draws: a nice step gives about ten; the bound ends the loops where
+ * a step cannot move the value (samples 1 us apart far from the run's start, a sample near
+ * DBL_MAX), which never ended. */
+#define TP_SVG_MAX_TICKS 64
+
 typedef struct hseries {
     const char *label;
     const double *x, *y;

@@ -9,8 +9,9 @@
  * is loaded as a run (tp_run_load: the reader and the model), reported (tp_report_build,
  * then its text and HTML forms), exported (Chrome trace, merged and per rank) and compared
  * with itself (tp_diff_build, text); then loaded as the report loads it (tp_run_load_slim:
- * step events and GPU samples packed as they are read) and reported again, text and HTML. The scratch directory is on /dev/shm when it can be
- * (TPROF_FUZZ_TMP chooses another), else in TMPDIR.
+ * step events and GPU samples packed as they are read) and reported again, text and HTML.
+ * The scratch directory is on /dev/shm when it can be (TPROF_FUZZ_TMP chooses another), else
+ * in TMPDIR.
  *
  * Checksums: a fuzzer cannot make a zlib CRC-32 match what it mutated, so it would never get
  * past the header and chunk checks. Unless bit 0 of a piece's header `reserved` field is
