@@ -538,6 +538,54 @@ static void nvml_sample_order(void **state) {
     synth_rmtree(top);
 }
 
+/* Clock-event reasons that no bit mask can be (NaN, negative, 2^64 and past: a damaged file)
+ * hold no reason: of the five samples in the steps, the two of SW power cap (4) are the
+ * throttled ones and the mask is 4 (converting the others was undefined, and on x86-64 gave
+ * bit 63). */
+static void nvml_bad_reasons(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-reasons"), 0);
+    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 100);
+    for (uint64_t s = 0; s < 3; s++) {
+        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + 10 * MS + s * 10 * MS, s);
+    }
+    synth_end_of_file(f, T0 + 40 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    f = synth_open(dir, "h0", 90, RT0, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    const double reasons[5] = {4, NAN, -17430, 1e30, 4};
+    for (int k = 0; k < 5; k++) {
+        synth_counter(f, 1, T0 + 2 * MS + (uint64_t)k * 5 * MS, "gpu0.power_w", 300);
+        synth_counter(f, 1, T0 + 2 * MS + (uint64_t)k * 5 * MS, "gpu0.clock_event_reasons",
+                      reasons[k]);
+    }
+    synth_end_of_file(f, T0 + 40 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    tp_run run;
+    load_run(dir, &run);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.warmup = 0;
+    cJSON *rep = report_json(&run, &o);
+    cJSON *g = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+                                cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"), "gpus"), 0);
+    cJSON *ce = cJSON_GetObjectItem(g, "clock_events");
+    assert_non_null(ce);
+    assert_true(cJSON_GetObjectItem(ce, "mask")->valuedouble == 4);
+    assert_true(cJSON_GetObjectItem(ce, "throttled_share")->valuedouble == 2.0 / 5);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* A program's own counters named like the samplers' without their dot ("gpu0_mem", "gpu1")
  * are no GPU samples: the rank that has them does not read as the sampler of its GPUs (its
  * NVML figures are the node sampler's), and its slim process, which drops them, answers the
@@ -665,6 +713,7 @@ int main(void) {
         cmocka_unit_test(counter_packing),
         cmocka_unit_test(counters_unpackable),
         cmocka_unit_test(nvml_sample_order),
+        cmocka_unit_test(nvml_bad_reasons),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),
         cmocka_unit_test(corpus),

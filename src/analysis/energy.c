@@ -289,7 +289,9 @@ static void nv_take(nv_dev *g, int m, uint64_t ts, double v, uint64_t w0, uint64
     if (g->cnt[m] == 1 || v > g->mx[m]) g->mx[m] = v;
     g->sm[m] += v;
     if (m == NV_EVENTS) {
-        unsigned long long b = (unsigned long long)v;
+        /* a bit mask (nvml_abi.h); a value no mask can be (negative, NaN, 2^64 or more: a
+         * damaged file) holds no reason, where converting it was undefined */
+        unsigned long long b = v >= 0 && v < 18446744073709551616.0 ? (unsigned long long)v : 0;
         g->mask |= b;
         g->throttled += (b & NV_THROTTLE_MASK) != 0;
     }
