@@ -57,7 +57,8 @@ void tp_cpack_free(tp_cpack *st);
 /* Appends counter c to thread t's packed counters (t->counters_packed, its name into
  * t->counter_names; t->ncounters counts it), packed against *st. The thread's counters must
  * be in packed form already or none (t->counters NULL). 0; 1 when c cannot be packed (a name
- * past TP_CPACK_NAMES: nothing appended, t unchanged); TPROF_ERR_NO_MEMORY (nothing appended).
+ * past TP_CPACK_NAMES: nothing appended, though the packed buffer may have grown);
+ * TPROF_ERR_NO_MEMORY (nothing appended).
  * About 20 ns a counter. */
 int tp_counter_append(tp_thread *t, tp_cpack *st, const tp_counter *c);
 
