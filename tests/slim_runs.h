@@ -245,22 +245,34 @@ static inline void slim_corpus(void (*same)(const char *const *ops, size_t n,
 }
 #endif
 
+/* Rank 0 of 1 on host h0 (pid 100): `n` steps 10 ms apart, the first at T0 + 1 ms, each
+ * `len` ns long; its file ends at `end`. */
+static inline void slim_steps_rank(const char *dir, uint64_t n, uint64_t len, uint64_t end) {
+    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
+    synth_rank(f, 0, 1);
+    synth_thread(f, 1, 100);
+    for (uint64_t s = 0; s < n; s++) {
+        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
+        synth_step_end(f, 1, T0 + MS + s * 10 * MS + len, s);
+    }
+    synth_end_of_file(f, end, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* The node sampler of host h0 (pid 90), its thread 1 (tid 90) open for samples. */
+static inline synth_file *slim_node_sampler(const char *dir) {
+    synth_file *f = synth_open(dir, "h0", 90, RT0, T0);
+    synth_meta(f, "trainprof.role", "node-sampler");
+    synth_thread(f, 1, 90);
+    return f;
+}
+
 /* One rank and the node sampler of its host, whose first thread samples more GPUs than a
  * packed table of counter names holds (TP_CPACK_NAMES: a slim thread keeps them unpacked),
  * its second one GPU (packed). */
 static inline void slim_wide_sampler_run(const char *dir) {
-    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
-    synth_rank(f, 0, 1);
-    synth_thread(f, 1, 100);
-    for (uint64_t s = 0; s < 5; s++) {
-        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
-        synth_step_end(f, 1, T0 + 9 * MS + s * 10 * MS, s);
-    }
-    synth_end_of_file(f, T0 + 100 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-    f = synth_open(dir, "h0", 90, RT0, T0);
-    synth_meta(f, "trainprof.role", "node-sampler");
-    synth_thread(f, 1, 90);
+    slim_steps_rank(dir, 5, 8 * MS, T0 + 100 * MS);
+    synth_file *f = slim_node_sampler(dir);
     synth_thread(f, 2, 91);
     for (uint64_t s = 0; s < 3; s++) {
         for (unsigned g = 0; g < TP_CPACK_NAMES + 4; g++) {

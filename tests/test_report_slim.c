@@ -458,6 +458,12 @@ static void counters_unpackable(void **state) {
     synth_rmtree(dir);
 }
 
+/* The first GPU of rank 0's NVML section in report document rep. */
+static cJSON *rank0_gpu0(cJSON *rep) {
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus"), 0);
+}
+
 /* GPU 0's power sample idx of nvml_run (watts) */
 static double nvml_power(unsigned idx) { return 250.125 + (double)(idx * 37 % 11) * 1.5; }
 
@@ -466,18 +472,8 @@ static double nvml_power(unsigned idx) { return 250.125 + (double)(idx * 37 % 11
  * keeps every series whole and sorts them (energy.c, nv_collect's keep_all) where it
  * otherwise takes the gauges as it reads. */
 static void nvml_run(const char *dir, int swapped) {
-    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
-    synth_rank(f, 0, 1);
-    synth_thread(f, 1, 100);
-    for (uint64_t s = 0; s < 10; s++) {
-        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
-        synth_step_end(f, 1, T0 + 10 * MS + s * 10 * MS, s);
-    }
-    synth_end_of_file(f, T0 + 130 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-    f = synth_open(dir, "h0", 90, RT0, T0);
-    synth_meta(f, "trainprof.role", "node-sampler");
-    synth_thread(f, 1, 90);
+    slim_steps_rank(dir, 10, 9 * MS, T0 + 130 * MS);
+    synth_file *f = slim_node_sampler(dir);
     for (unsigned k = 0; k < 30; k++) {
         unsigned idx = swapped ? k ^ 1u : k;
         uint64_t ts = T0 + idx * 4 * MS;
@@ -512,9 +508,7 @@ static void nvml_sample_order(void **state) {
         tp_report_opts_init(&o);
         o.warmup = 0;
         cJSON *rep = report_json(&run, &o);
-        cJSON *g = cJSON_GetArrayItem(
-            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
-                                    cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"), "gpus"), 0);
+        cJSON *g = rank0_gpu0(rep);
         assert_non_null(g);
         double sum = 0, mx = 0;
         for (unsigned i = 1; i <= 25; i++) {
@@ -546,18 +540,8 @@ static void nvml_bad_reasons(void **state) {
     (void)state;
     char dir[512];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-reasons"), 0);
-    synth_file *f = synth_open(dir, "h0", 100, RT0, T0);
-    synth_rank(f, 0, 1);
-    synth_thread(f, 1, 100);
-    for (uint64_t s = 0; s < 3; s++) {
-        synth_step_begin(f, 1, T0 + MS + s * 10 * MS, s);
-        synth_step_end(f, 1, T0 + 10 * MS + s * 10 * MS, s);
-    }
-    synth_end_of_file(f, T0 + 40 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-    f = synth_open(dir, "h0", 90, RT0, T0);
-    synth_meta(f, "trainprof.role", "node-sampler");
-    synth_thread(f, 1, 90);
+    slim_steps_rank(dir, 3, 9 * MS, T0 + 40 * MS);
+    synth_file *f = slim_node_sampler(dir);
     const double reasons[5] = {4, NAN, -17430, 1e30, 4};
     for (int k = 0; k < 5; k++) {
         synth_counter(f, 1, T0 + 2 * MS + (uint64_t)k * 5 * MS, "gpu0.power_w", 300);
@@ -574,9 +558,7 @@ static void nvml_bad_reasons(void **state) {
     tp_report_opts_init(&o);
     o.warmup = 0;
     cJSON *rep = report_json(&run, &o);
-    cJSON *g = cJSON_GetArrayItem(
-        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
-                                cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"), "gpus"), 0);
+    cJSON *g = rank0_gpu0(rep);
     cJSON *ce = cJSON_GetObjectItem(g, "clock_events");
     assert_non_null(ce);
     assert_true(cJSON_GetObjectItem(ce, "mask")->valuedouble == 4);
