@@ -612,18 +612,21 @@ static void test_html_units(void **state) {
 /* The node sampler of one host with the samples `kind` picks: 0, GPU 0's power at the run's
  * start and eight GPUs' utilisation 2^62 ns later, 150 ns apart (a curve whose ticks are far
  * finer than the spacing of doubles that far from 0); 1, a power sample of 1.7e308 W (the
- * axis's top past DBL_MAX). Both made the axes' tick loops run forever. */
+ * axis's top past DBL_MAX); both made the axes' tick loops run forever; 2, power samples
+ * of 5e-324 W alone (a tick step of 0: the curve was drawn at NaN). */
 static void write_far_samples(const char *dir, int kind) {
     synth_file *f = synth_open(dir, "h0", 90, 1700000000000000000ull, T0);
     synth_meta(f, "trainprof.role", "node-sampler");
     synth_thread(f, 1, 90);
-    synth_counter(f, 1, T0, "gpu0.power_w", 300);
+    synth_counter(f, 1, T0, "gpu0.power_w", kind == 2 ? 5e-324 : 300);
     for (int k = 0; k < 8 && kind == 0; k++) {
         char n[32];
         snprintf(n, sizeof n, "gpu%d.util_percent", k);
         synth_counter(f, 1, T0 + (1ull << 62) + (uint64_t)k * 150, n, 50);
     }
     if (kind == 1) synth_counter(f, 1, T0 + 100000000, "gpu0.power_w", 1.7e308);
+    for (uint64_t k = 1; k < 5 && kind == 2; k++)
+        synth_counter(f, 1, T0 + k * 1000000, "gpu0.power_w", 5e-324);
     synth_end_of_file(f, T0 + 1000000, 0);
     assert_int_equal(synth_close(f), 0);
 }
@@ -632,7 +635,7 @@ static void write_far_samples(const char *dir, int kind) {
  * no NaN or infinity drawn. */
 static void test_html_axes_bounded(void **state) {
     (void)state;
-    for (int kind = 0; kind < 2; kind++) {
+    for (int kind = 0; kind < 3; kind++) {
         char dir[512];
         assert_int_equal(synth_tmpdir(dir, sizeof dir, "html-axes"), 0);
         write_far_samples(dir, kind);
@@ -656,6 +659,8 @@ static void test_html_axes_bounded(void **state) {
         assert_null(strstr(buf, "\"-nan\""));
         assert_null(strstr(buf, "\"inf\""));
         assert_null(strstr(buf, "\"-inf\""));
+        assert_null(strstr(buf, ",nan"));
+        assert_null(strstr(buf, ",-nan"));
         free(buf);
         synth_rmtree(dir);
     }

@@ -142,7 +142,8 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
     if (y1 <= 0) y1 = 1;
     double ys = tp_svg_nice_step(y1, 5);
     double top = ceil(y1 * 1.02 / ys) * ys;
-    if (isfinite(top)) y1 = top; /* else the largest sample is the top (near DBL_MAX) */
+    /* else the largest sample is the top: near DBL_MAX, or denormal (a step of 0) */
+    if (isfinite(top)) y1 = top;
     double pw = CW - ML - MR, ph = CH - MT - MB;
     fprintf(f, "<svg class=\"chart\" id=\"");
     E(id);
