@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/model.h"
+#include "analysis/counter_pack.h"
 #include "analysis/gpu.h"
 #include "analysis/text.h"
 
@@ -236,13 +237,15 @@ int tp_has_gpu_counters(const tp_process *p) {
     /* the names the samplers write, as a slim process keeps them: a program's own counter
      * named "gpu0_mem" or "gpu1" is no GPU sample (it made its process read as the sampler of
      * its host's GPUs, its NVML figures then empty, and a slim process would answer otherwise) */
-    for (size_t ti = 0; ti < p->nthreads; ti++) {
-        const tp_thread *t = &p->threads[ti];
-        if (t->counters_packed && t->ncounters) return 1; /* only kept ones are packed */
-        for (size_t k = 0; k < t->ncounters && t->counters; k++)
-            if (tp_slim_keeps_counter(t->counters[k].name)) return 1;
+    int has = 0;
+    for (size_t ti = 0; ti < p->nthreads && !has; ti++) {
+        tp_counter_it it;
+        tp_counter c;
+        tp_counter_it_init(&it, &p->threads[ti]);
+        while (!has && tp_counter_next(&it, &c)) has = tp_slim_keeps_counter(c.name);
+        tp_counter_it_done(&it);
     }
-    return 0;
+    return has;
 }
 
 const char *tp_domain_name(const tp_process *p, uint32_t domain) {

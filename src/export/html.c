@@ -367,8 +367,7 @@ static void breakdown_chart(FILE *f, const tp_run_results *res) {
                "xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
             CW, h, CW, h);
     int nt = 0;
-    for (double x = 0, prev = NAN; isfinite(x) && x <= xmax + xs / 2 &&
-         nt < TP_SVG_MAX_TICKS && x != prev;
+    for (double x = 0, prev = NAN; tp_svg_tick_ok(x, prev, xmax + xs / 2, nt);
          prev = x, x += xs, nt++) {
         double px = left + x / xmax * pw;
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"grid\"/>", px, px, MT,
@@ -443,12 +442,11 @@ static void nvm_add(nvm_series *s, double px, double py) {
 }
 
 static int gpu_counter(const char *name, unsigned *idx, int *metric) {
-    if (strncmp(name, "gpu", 3) || !isdigit((unsigned char)name[3])) return 0;
-    char *end;
-    unsigned long i = strtoul(name + 3, &end, 10);
-    if (*end != '.' || i > 1u << 16) return 0;
+    unsigned long i;
+    const char *suffix = tp_gpu_counter(name, &i); /* the samplers' "gpu<N>.<metric>" */
+    if (!suffix || i > 1u << 16) return 0;
     for (int m = 0; m < NVM_N; m++)
-        if (!strcmp(end + 1, nvm_suffix[m])) {
+        if (!strcmp(suffix, nvm_suffix[m])) {
             *idx = (unsigned)i;
             *metric = m;
             return 1;

@@ -154,8 +154,7 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
     /* at most TP_SVG_MAX_TICKS ticks, and none once a step no longer moves the value (a
      * range too far from 0 for its step: the loops never ended) */
     int nt = 0;
-    for (double y = 0, prev = NAN; isfinite(y) && y <= y1 + ys / 2 &&
-         nt < TP_SVG_MAX_TICKS && y != prev;
+    for (double y = 0, prev = NAN; tp_svg_tick_ok(y, prev, y1 + ys / 2, nt);
          prev = y, y += ys, nt++) {
         double py = MT + ph - y / y1 * ph;
         fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", ML,
@@ -167,8 +166,7 @@ void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabe
     double xs = tp_svg_nice_step(x1 - x0, 8);
     nt = 0;
     for (double x = ceil(x0 / xs) * xs, prev = NAN;
-         isfinite(x) && x <= x1 + 1e-9 * xs && nt < TP_SVG_MAX_TICKS && x != prev;
-         prev = x, x += xs, nt++) {
+         tp_svg_tick_ok(x, prev, x1 + 1e-9 * xs, nt); prev = x, x += xs, nt++) {
         double px = ML + (x - x0) / (x1 - x0) * pw;
         fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" class=\"tick\"/>", px, px,
                 MT + (int)ph, MT + (int)ph + 4);

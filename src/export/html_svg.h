@@ -6,6 +6,7 @@
 #ifndef TPROF_HTML_SVG_H
 #define TPROF_HTML_SVG_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -23,6 +24,13 @@ extern const char *const tp_svg_palette[TP_SVG_NPAL];
  * a step cannot move the value (samples 1 us apart far from the run's start, a sample near
  * DBL_MAX), which never ended. */
 #define TP_SVG_MAX_TICKS 64
+
+/* Whether an axis loop draws tick number nt at value v, up to `last`, the tick before it at
+ * prev (NAN before the first): v finite, not past last, fewer than TP_SVG_MAX_TICKS drawn, and
+ * moved by its step. */
+static inline int tp_svg_tick_ok(double v, double prev, double last, int nt) {
+    return isfinite(v) && v <= last && nt < TP_SVG_MAX_TICKS && v != prev;
+}
 
 typedef struct hseries {
     const char *label;
