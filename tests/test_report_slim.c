@@ -464,6 +464,15 @@ static cJSON *rank0_gpu0(cJSON *rep) {
     return cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus"), 0);
 }
 
+/* The report.json of the run in dir (loaded into *run), every step measured (no warm-up). */
+static cJSON *report_all_steps(const char *dir, tp_run *run) {
+    load_run(dir, run);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.warmup = 0;
+    return report_json(run, &o);
+}
+
 /* GPU 0's power sample idx of nvml_run (watts) */
 static double nvml_power(unsigned idx) { return 250.125 + (double)(idx * 37 % 11) * 1.5; }
 
@@ -503,11 +512,7 @@ static void nvml_sample_order(void **state) {
         const char *ops[] = {dir[sw]};
         same_reports(ops, 1);
         tp_run run;
-        load_run(dir[sw], &run);
-        tp_report_opts o;
-        tp_report_opts_init(&o);
-        o.warmup = 0;
-        cJSON *rep = report_json(&run, &o);
+        cJSON *rep = report_all_steps(dir[sw], &run);
         cJSON *g = rank0_gpu0(rep);
         assert_non_null(g);
         double sum = 0, mx = 0;
@@ -532,6 +537,123 @@ static void nvml_sample_order(void **state) {
     synth_rmtree(top);
 }
 
+/* Samples of each series of nvml_streamed_run: even, so that each has its pair swapped */
+#define STREAM_N 46
+
+/* Sample k of nvml_streamed_run: 3 ms apart with up to 0.5 ms of jitter (gaps distinct
+ * around their median), samples 11 and 12 at the same time (they fall in different pairs,
+ * so a pair swap keeps their order). */
+static uint64_t stream_ts(unsigned k) {
+    unsigned j = k == 12 ? 11 : k;
+    return T0 + j * 3 * MS + (uint64_t)(j * j * 7919 % 101) * 5000;
+}
+
+/* GPU 2's instantaneous power at sample k: uneven, 12 and 11 differ at the same time */
+static double stream_inst(unsigned k) { return 300.5 + (double)(k * 37 % 17) * 2.25; }
+
+/* One rank of nsteps 9 ms steps (10 ms apart from T0 + 1 ms) and the node sampler of its
+ * host, STREAM_N samples (stream_ts) written in time order or each pair swapped: GPU 0 an energy
+ * counter 0.3 J a ms and power readings, GPU 1 power only (1 W a ms over 200 W), GPU 2
+ * instantaneous and averaged power. */
+static void nvml_streamed_run(const char *dir, uint64_t nsteps, int swapped) {
+    slim_steps_rank(dir, nsteps, 9 * MS, T0 + 140 * MS);
+    synth_file *f = slim_node_sampler(dir);
+    for (unsigned i = 0; i < STREAM_N; i++) {
+        unsigned k = swapped ? i ^ 1u : i;
+        uint64_t ts = stream_ts(k);
+        double ms = (double)(ts - T0) / 1e6;
+        synth_counter(f, 1, ts, "gpu0.energy_j", 100 + 0.3 * ms);
+        synth_counter(f, 1, ts, "gpu0.power_w", stream_inst(k) - 40);
+        synth_counter(f, 1, ts, "gpu1.power_w", 200 + ms);
+        synth_counter(f, 1, ts, "gpu2.power_instant_w", stream_inst(k));
+        synth_counter(f, 1, ts, "gpu2.power_w", 250);
+    }
+    synth_end_of_file(f, T0 + 140 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* The trapezoids of the series v (at stream_ts) over [a, b] (a test's own walk: every two
+ * consecutive samples' span clipped to the window). */
+static double stream_trapezoids(double (*v)(unsigned), uint64_t a, uint64_t b) {
+    double sum = 0;
+    for (unsigned k = 0; k + 1 < STREAM_N; k++) {
+        uint64_t t0 = stream_ts(k), t1 = stream_ts(k + 1);
+        uint64_t lo = t0 > a ? t0 : a, hi = t1 < b ? t1 : b;
+        if (t1 == t0 || lo >= hi) continue;
+        double w = (double)(t1 - t0);
+        double p0 = v(k) + (v(k + 1) - v(k)) * (double)(lo - t0) / w;
+        double p1 = v(k) + (v(k + 1) - v(k)) * (double)(hi - t0) / w;
+        sum += 0.5 * (p0 + p1) * (double)(hi - lo) / 1e9;
+    }
+    return sum;
+}
+
+static double stream_power0(unsigned k) { return stream_inst(k) - 40; }
+
+static double gpu_num(cJSON *rep, int gpu, const char *key) {
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    cJSON *g = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus"), gpu);
+    cJSON *x = cJSON_GetObjectItem(g, key);
+    assert_non_null(x);
+    return x->valuedouble;
+}
+
+#define assert_rel(got, want)                                                                  \
+    assert_true(fabs((got) - (want)) <= 1e-9 * fabs(want))
+
+/* The energy figures the NVML section takes from the energy counter's and the power's
+ * samples as it reads them (energy.c, nv_acc): the counter interpolated at the steps' ends,
+ * the power's trapezoids over them, the median sample interval, over the steps (10) and over
+ * the whole run (no steps); the same whether the sampler wrote in time order or not (series
+ * kept whole, sorted, then read the same way). */
+static void nvml_streamed_energy(void **state) {
+    (void)state;
+    char top[512], dir[600];
+    assert_int_equal(synth_tmpdir(top, sizeof top, "report-slim-nvml-stream"), 0);
+    /* the gaps: the ((n - 1) / 2)-th smallest (from 0) of the n - 1, one of them 0 */
+    uint64_t gaps[STREAM_N - 1];
+    for (unsigned k = 0; k + 1 < STREAM_N; k++) gaps[k] = stream_ts(k + 1) - stream_ts(k);
+    qsort(gaps, STREAM_N - 1, sizeof *gaps, tp_cmp_u64);
+    assert_true(gaps[0] == 0 && gaps[1] > 0);
+    double interval = (double)gaps[(STREAM_N - 1) / 2] / 1e6;
+    char *first = NULL;
+    for (int c = 0; c < 4; c++) {
+        uint64_t nsteps = c < 2 ? 10 : 0;
+        snprintf(dir, sizeof dir, "%s/%d", top, c);
+        assert_int_equal(mkdir(dir, 0755), 0);
+        nvml_streamed_run(dir, nsteps, c % 2);
+        tp_run run;
+        cJSON *rep = report_all_steps(dir, &run);
+        uint64_t a = nsteps ? T0 + MS : stream_ts(0),
+                 b = nsteps ? T0 + 100 * MS : stream_ts(STREAM_N - 1);
+        double span_ms = (double)(b - a) / 1e6;
+        /* linear series: the counter's and GPU 1's figures by hand */
+        assert_rel(gpu_num(rep, 0, "energy_j"), 0.3 * span_ms);
+        double tau0 = (double)(a - T0) / 1e9, tau1 = (double)(b - T0) / 1e9;
+        assert_rel(gpu_num(rep, 1, "energy_j"),
+                   200 * (tau1 - tau0) + 500 * (tau1 * tau1 - tau0 * tau0));
+        /* uneven ones: the test's own trapezoids */
+        assert_rel(gpu_num(rep, 2, "energy_j"), stream_trapezoids(stream_inst, a, b));
+        if (nsteps)
+            assert_rel(gpu_num(rep, 0, "energy_per_step_from_power_j"),
+                       stream_trapezoids(stream_power0, a, b) / 10);
+        for (int g = 0; g < 3; g++)
+            assert_true(gpu_num(rep, g, "sample_interval_ms") == interval);
+        char *sect = cJSON_PrintUnformatted(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"));
+        if (c % 2 == 0) first = sect;
+        else {
+            assert_string_equal(first, sect);
+            free(first);
+            free(sect);
+        }
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+    }
+    synth_rmtree(top);
+}
+
 /* Clock-event reasons that no bit mask can be (NaN, negative, 2^64 and past: a damaged file)
  * hold no reason: of the five samples in the steps, the two of SW power cap (4) are the
  * throttled ones and the mask is 4 (converting the others was undefined, and on x86-64 gave
@@ -553,11 +675,7 @@ static void nvml_bad_reasons(void **state) {
     const char *ops[] = {dir};
     same_reports(ops, 1);
     tp_run run;
-    load_run(dir, &run);
-    tp_report_opts o;
-    tp_report_opts_init(&o);
-    o.warmup = 0;
-    cJSON *rep = report_json(&run, &o);
+    cJSON *rep = report_all_steps(dir, &run);
     cJSON *g = rank0_gpu0(rep);
     cJSON *ce = cJSON_GetObjectItem(g, "clock_events");
     assert_non_null(ce);
@@ -695,6 +813,7 @@ int main(void) {
         cmocka_unit_test(counter_packing),
         cmocka_unit_test(counters_unpackable),
         cmocka_unit_test(nvml_sample_order),
+        cmocka_unit_test(nvml_streamed_energy),
         cmocka_unit_test(nvml_bad_reasons),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),

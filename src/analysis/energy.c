@@ -14,7 +14,9 @@
 #include "analysis/gpu.h"
 #include "analysis/counter_pack.h"
 #include "analysis/model.h"
+#include "analysis/spans.h"
 #include "common/nvml_abi.h"
+#include "common/varint.h"
 /* ------------------------------------------------------------------ NVML (energy) */
 
 /* The GPU sampler's counters (capture/nvml.c), "gpu<i>.<metric>" with i the NVML index, one
@@ -41,18 +43,45 @@ typedef struct nv_series {
     size_t n, cap;
 } nv_series;
 
-/* A GPU's samples. The series kept whole are the energy counter and the power readings,
- * which the energy figures interpolate at the window's ends and integrate (NV_KEPT); of the
- * other metrics only the gauges inside the window are taken as the samples are read (they
- * were 2/3 of a section's copy of a node sampler's series, 16 bytes a sample). A metric whose
- * samples are read out of time order (never from one sampler thread) makes the collection
- * start again keeping every series whole, sorted before the gauges are taken, so that the
- * gauges are summed in time order either way. */
-#define NV_KEPT(m) ((m) == NV_ENERGY || (m) == NV_POWER || (m) == NV_POWER_INSTANT)
+/* The samples of a series around a time t: the last at or before it (lo) and the one after
+ * that (hi), as the series is read in time order. */
+typedef struct nv_around {
+    int has_lo, has_hi;
+    uint64_t lo_t, hi_t;
+    double lo_v, hi_v;
+} nv_around;
+
+/* What the energy figures read of a series (the energy counter, the power readings), taken
+ * as its samples come in time order instead of from a copy of it (16 bytes a sample of every
+ * GPU in view, a day of an 8-GPU node at 10 Hz 330 MB a section): its count and ends, the
+ * samples around the window's ends, the trapezoid integral over the window,
+ * and the gaps between samples as varints (common/varint.h, about 4 bytes a sample) for their
+ * median, selected in passes over them (tp_kth). Zeroed before the first sample. */
+typedef struct nv_acc {
+    size_t n;
+    uint64_t first, last;
+    double v_first, v_last; /* the last sample at `first`; the last sample */
+    nv_around at[2];        /* around w0 and w1 */
+    double integral;        /* J over [w0, w1] of a series of watts, while covered */
+    uint8_t *gaps;          /* n - 1 varints, unless no_gaps */
+    size_t ngap_bytes, cap_gaps;
+    int no_gaps;            /* its median interval is not wanted: no gaps kept */
+} nv_acc;
+
+/* The series taken into nv_acc, by index: the energy counter, power, instantaneous power. */
+enum { NA_ENERGY, NA_POWER, NA_INSTANT, NA_N };
+
+/* A GPU's samples. The energy counter and the power readings are taken into nv_acc as they
+ * are read, and the other metrics' gauges inside the window likewise (nv_take). A metric
+ * whose samples are read out of time order (never from one sampler thread) makes the
+ * collection start again keeping every series whole (s[], nv_collect's keep_all), sorted
+ * before the gauges and the nv_acc are taken from them, so that both are taken in time order
+ * either way. */
 typedef struct nv_dev {
     unsigned idx;
-    nv_series s[NV_N];  /* NV_KEPT ones, or every one (nv_collect's keep_all) */
-    size_t n[NV_N];     /* samples of each metric, kept or not */
+    nv_series s[NV_N];  /* every series whole, with keep_all only */
+    nv_acc acc[NA_N];
+    size_t n[NV_N];     /* samples of each metric */
     uint64_t last[NV_N];
     int unordered;      /* a metric's sample earlier than the one read before it */
     /* the gauges inside the window: min, max, sum and count of each metric; of the clock
@@ -108,63 +137,110 @@ static int nv_push(nv_series *s, uint64_t ts, double v) {
     return 0;
 }
 
-/* The energy counter at time t, linear between the samples around it; 0 outside them (the
- * counter is not extrapolated: a step not bracketed by samples gets no energy). */
-static int nv_energy_at(const nv_series *s, uint64_t t, double *out) {
-    if (!s->n || t < s->ts[0] || t > s->ts[s->n - 1]) return 0;
-    size_t lo = 0, hi = s->n - 1; /* last sample at or before t */
-    while (lo < hi) {
-        size_t mid = (lo + hi + 1) / 2;
-        if (s->ts[mid] <= t) lo = mid;
-        else hi = mid - 1;
-    }
-    if (lo + 1 >= s->n || s->ts[lo] == t) {
-        *out = s->v[lo];
+/* Sample (ts, v) of series a, read in time order, against the window [w0, w1]. The integral
+ * is summed in the order and with the operations of trapezoids walked from w0 to w1: between
+ * each two consecutive samples of different times, over their span's part inside the window,
+ * the power interpolated linearly at that part's ends. 0, or -1 without memory (a holds the
+ * sample all the same, without its gap). */
+static int nv_acc_add(nv_acc *a, uint64_t ts, double v, uint64_t w0, uint64_t w1) {
+    int rc = 0;
+    if (a->n) {
+        if (!a->no_gaps && a->cap_gaps - a->ngap_bytes < 10) {
+            size_t cap = a->cap_gaps ? a->cap_gaps * 2 : 256;
+            uint8_t *g = realloc(a->gaps, cap);
+            if (g) a->gaps = g, a->cap_gaps = cap;
+            else rc = -1;
+        }
+        if (!rc && !a->no_gaps)
+            a->ngap_bytes += tp_varint_put(a->gaps + a->ngap_bytes, ts - a->last);
+        if (ts > a->last) {
+            uint64_t t = a->last > w0 ? a->last : w0, e = ts < w1 ? ts : w1;
+            if (t < e) {
+                double w = (double)(ts - a->last);
+                double p0 = a->v_last + (v - a->v_last) * ((double)(t - a->last) / w);
+                double p1 = a->v_last + (v - a->v_last) * ((double)(e - a->last) / w);
+                a->integral += 0.5 * (p0 + p1) * (double)(e - t) / 1e9;
+            }
+        }
     } else {
-        double f = (double)(t - s->ts[lo]) / (double)(s->ts[lo + 1] - s->ts[lo]);
-        *out = s->v[lo] + f * (s->v[lo + 1] - s->v[lo]);
+        a->first = ts;
+    }
+    if (ts == a->first) a->v_first = v;
+    for (int j = 0; j < 2; j++) {
+        nv_around *r = &a->at[j];
+        if (ts <= (j ? w1 : w0)) {
+            r->has_lo = 1, r->has_hi = 0;
+            r->lo_t = ts, r->lo_v = v;
+        } else if (r->has_lo && !r->has_hi) {
+            r->has_hi = 1;
+            r->hi_t = ts, r->hi_v = v;
+        }
+    }
+    a->last = ts;
+    a->v_last = v;
+    a->n++;
+    return rc;
+}
+
+/* Its median interval is not wanted: the gaps are dropped and no more are kept. */
+static void nv_acc_no_gaps(nv_acc *a) {
+    free(a->gaps);
+    a->gaps = NULL;
+    a->ngap_bytes = a->cap_gaps = 0;
+    a->no_gaps = 1;
+}
+
+/* Sample (ts, v) of GPU g's metric m, in time order, into its nv_acc when it has one. The
+ * energy figures read the energy counter when it has two samples, else the instantaneous
+ * power, else the power (nv_energy_of), and the median interval of that series only: a
+ * series that can no longer be it keeps no gaps. */
+static int nv_acc_feed(nv_dev *g, int m, uint64_t ts, double v, uint64_t w0, uint64_t w1) {
+    int k = m == NV_ENERGY ? NA_ENERGY : m == NV_POWER ? NA_POWER
+            : m == NV_POWER_INSTANT ? NA_INSTANT : -1;
+    if (k < 0) return 0;
+    int rc = nv_acc_add(&g->acc[k], ts, v, w0, w1);
+    if (g->acc[k].n == 2 && k != NA_POWER) {
+        nv_acc_no_gaps(&g->acc[NA_POWER]);
+        if (k == NA_ENERGY) nv_acc_no_gaps(&g->acc[NA_INSTANT]);
+    }
+    return rc;
+}
+
+/* The series at window end j (0: w0, 1: w1), time t: linear between the samples around it;
+ * 0 outside them (the counter is not extrapolated: a step not bracketed by samples gets no
+ * energy). */
+static int nv_acc_at(const nv_acc *a, int j, uint64_t t, double *out) {
+    const nv_around *r = &a->at[j];
+    if (!a->n || t < a->first || t > a->last || !r->has_lo) return 0;
+    if (!r->has_hi || r->lo_t == t) {
+        *out = r->lo_v;
+    } else {
+        double f = (double)(t - r->lo_t) / (double)(r->hi_t - r->lo_t);
+        *out = r->lo_v + f * (r->hi_v - r->lo_v);
     }
     return 1;
 }
 
-/* The integral of a sampled power series (W) over [a, b], in J: trapezoids between the
- * samples, the power interpolated linearly at a and b. 0 when the samples do not cover
- * [a, b] (nothing is extrapolated). */
-static int nv_integral(const nv_series *s, uint64_t a, uint64_t b, double *out) {
-    if (s->n < 2 || b <= a || a < s->ts[0] || b > s->ts[s->n - 1]) return 0;
-    size_t lo = 0, hi = s->n - 1; /* last sample at or before a */
-    while (lo < hi) {
-        size_t mid = (lo + hi + 1) / 2;
-        if (s->ts[mid] <= a) lo = mid;
-        else hi = mid - 1;
-    }
-    double sum = 0;
-    uint64_t t = a;
-    size_t i = lo;
-    while (t < b) {
-        while (i + 1 < s->n && s->ts[i + 1] <= t) i++;
-        if (i + 1 >= s->n) break; /* cannot happen: b is at or before the last sample */
-        uint64_t e = s->ts[i + 1] < b ? s->ts[i + 1] : b;
-        double w = (double)(s->ts[i + 1] - s->ts[i]);
-        double p0 = s->v[i] + (s->v[i + 1] - s->v[i]) * ((double)(t - s->ts[i]) / w);
-        double p1 = s->v[i] + (s->v[i + 1] - s->v[i]) * ((double)(e - s->ts[i]) / w);
-        sum += 0.5 * (p0 + p1) * (double)(e - t) / 1e9;
-        t = e;
-    }
-    *out = sum;
+/* The integral of a series of watts over the window [a, b] it was taken against, in J; 0
+ * when the samples do not cover the window (nothing is extrapolated). */
+static int nv_acc_integral(const nv_acc *s, uint64_t a, uint64_t b, double *out) {
+    if (s->n < 2 || b <= a || a < s->first || b > s->last) return 0;
+    *out = s->integral;
     return 1;
 }
 
-/* The median time between consecutive samples of s, in ms (0 with fewer than two). */
-static double nv_interval_ms(const nv_series *s) {
-    if (s->n < 2) return 0;
-    uint64_t *d = malloc((s->n - 1) * sizeof *d);
-    if (!d) return 0;
-    for (size_t i = 1; i < s->n; i++) d[i - 1] = s->ts[i] - s->ts[i - 1];
-    qsort(d, s->n - 1, sizeof *d, tp_cmp_u64);
-    double ms = (double)d[(s->n - 1) / 2] / 1e6;
-    free(d);
-    return ms;
+/* The median time between consecutive samples, in ms (0 with fewer than two, without its
+ * gaps or memory): the ((n - 1) / 2)-th smallest of the n - 1 gaps. */
+static double nv_acc_interval_ms(const nv_acc *a) {
+    if (a->n < 2 || a->no_gaps) return 0;
+    tp_kth q;
+    tp_kth_init(&q, (a->n - 1) / 2);
+    while (tp_kth_pass(&q)) {
+        const uint8_t *p = a->gaps, *end = p + a->ngap_bytes;
+        uint64_t d;
+        while (p < end && !tp_varint_get(&p, end, &d)) tp_kth_see(&q, d);
+    }
+    return q.oom ? 0 : (double)q.value / 1e6;
 }
 
 /* A GPU's energy over a window: from the energy counter, else from the power samples. */
@@ -179,23 +255,24 @@ typedef struct nv_energy {
 } nv_energy;
 
 /* Energy of GPU g (NVML index idx, samples of process p) over [w0, w1] (per_step), or over
- * all its samples (!per_step). t0: the rank's start, for the times a reason gives. */
+ * all its samples (!per_step; g's nv_acc were then taken against [0, UINT64_MAX]). t0: the
+ * rank's start, for the times a reason gives. */
 static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uint64_t w0,
                          uint64_t w1, uint64_t t0, nv_energy *E) {
     memset(E, 0, sizeof *E);
-    const nv_series *es = &g->s[NV_ENERGY];
+    const nv_acc *es = &g->acc[NA_ENERGY];
     /* the instantaneous field where the GPU gives it: nvmlDeviceGetPowerUsage is a 1 s
      * average on Ampere (except GA100) and newer (NVML API reference), which smears short
      * spans */
-    int inst = g->s[NV_POWER_INSTANT].n >= 2;
-    const nv_series *ps = inst ? &g->s[NV_POWER_INSTANT] : &g->s[NV_POWER];
+    int inst = g->acc[NA_INSTANT].n >= 2;
+    const nv_acc *ps = inst ? &g->acc[NA_INSTANT] : &g->acc[NA_POWER];
     char k[64];
     snprintf(k, sizeof k, "gpu.%u.energy_counter", g->idx);
     const char *missing = tp_meta(p, k); /* the sampler's reason, when it has one */
-    const nv_series *used = es->n >= 2 ? es : ps;
+    const nv_acc *used = es->n >= 2 ? es : ps;
     E->method = es->n >= 2 ? "counter" : "integrated_power";
     E->series = es->n >= 2 ? nv_suffix[NV_ENERGY] : nv_suffix[inst ? NV_POWER_INSTANT : NV_POWER];
-    E->interval_ms = nv_interval_ms(used);
+    E->interval_ms = nv_acc_interval_ms(used);
     if (used->n < 2) {
         if (missing)
             snprintf(E->why, sizeof E->why,
@@ -211,12 +288,16 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
                      "a single sample: the sampling ended after its first pass");
         return;
     }
-    uint64_t a = per_step ? w0 : used->ts[0], b = per_step ? w1 : used->ts[used->n - 1];
+    uint64_t a = per_step ? w0 : used->first, b = per_step ? w1 : used->last;
     double ea, eb;
-    if (b > a && used == es && nv_energy_at(es, a, &ea) && nv_energy_at(es, b, &eb)) {
+    /* over all the samples: the counter's first and last values (of the last sample at the
+     * first time), the power's integral over all (taken against [0, UINT64_MAX]) */
+    if (!per_step) ea = es->v_first, eb = es->v_last;
+    int at_ends = !per_step || (nv_acc_at(es, 0, a, &ea) && nv_acc_at(es, 1, b, &eb));
+    if (b > a && used == es && at_ends) {
         E->joules = eb - ea;
         E->ok = 1;
-    } else if (b > a && used == ps && nv_integral(ps, a, b, &ea)) {
+    } else if (b > a && used == ps && nv_acc_integral(ps, a, b, &ea)) {
         E->joules = ea;
         E->ok = 1;
     } else if (b <= a) {
@@ -225,8 +306,8 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
         snprintf(E->why, sizeof E->why, "the %s samples (%.3f s to %.3f s after the rank started) "
                                         "do not cover the measured steps (%.3f s to %.3f s)",
                  used == es ? "energy counter's" : "power",
-                 ((double)used->ts[0] - (double)t0) / 1e9,
-                 ((double)used->ts[used->n - 1] - (double)t0) / 1e9, ((double)a - (double)t0) / 1e9,
+                 ((double)used->first - (double)t0) / 1e9,
+                 ((double)used->last - (double)t0) / 1e9, ((double)a - (double)t0) / 1e9,
                  ((double)b - (double)t0) / 1e9);
     }
     E->a = a;
@@ -278,6 +359,7 @@ static void nv_free(nv_dev *dv, size_t nd) {
         for (int m = 0; m < NV_N; m++) {
             free(dv[d].s[m].ts);
             free(dv[d].s[m].v);
+            if (m < NA_N) free(dv[d].acc[m].gaps);
         }
     free(dv);
 }
@@ -327,8 +409,9 @@ static long nv_slot(const char *name, const tp_gpu_link *links, size_t nlinks, i
 
 /* The sampler's samples of the GPUs in view into *dv (NVML index order), their gauges over
  * [w0, w1] taken as read: the linked GPUs, or every GPU sampled when the rank's are not known
- * (none when they are known and none was sampled). keep_all keeps every series whole, else
- * the NV_KEPT ones. Returns -1 when out of memory. */
+ * (none when they are known and none was sampled). The energy counter's and the power's
+ * samples are taken into the GPU's nv_acc, or with keep_all every series is kept whole (for
+ * nv_replay). Returns -1 when out of memory. */
 static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlinks,
                       int none_sampled, uint64_t w0, uint64_t w1, int keep_all, nv_dev **dvp,
                       size_t *ndp) {
@@ -355,7 +438,9 @@ static int nv_collect(const tp_process *p, const tp_gpu_link *links, size_t nlin
             g->n[m]++;
             g->last[m] = c.ts;
             nv_take(g, m, c.ts, c.value, w0, w1);
-            if ((keep_all || NV_KEPT(m)) && nv_push(&g->s[m], c.ts, c.value)) oom = 1;
+            if (keep_all ? nv_push(&g->s[m], c.ts, c.value)
+                         : nv_acc_feed(g, m, c.ts, c.value, w0, w1))
+                oom = 1;
         }
         tp_counter_it_done(&it); /* damage (never in what the load packed) ends the series */
     }
@@ -433,6 +518,33 @@ typedef struct nv_window {
     double mean_step_ms;
 } nv_window;
 
+/* After a collection that kept every series whole (keep_all): each GPU's series sorted by
+ * time where they were read out of order (counters of one thread arrive in time order; a
+ * damaged or hand-made file may not), the gauges taken again in time order, and the energy
+ * counter's and the power's nv_acc taken from them. -1 without memory. */
+static int nv_replay(nv_dev *dv, size_t nd, uint64_t w0, uint64_t w1) {
+    for (size_t d = 0; d < nd; d++) {
+        nv_dev *g = &dv[d];
+        for (int m = 0; m < NV_N; m++) {
+            nv_series *s = &g->s[m];
+            if (g->unordered) {
+                for (size_t i = 1; i < s->n; i++)
+                    for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
+                        uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
+                        double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
+                    }
+                g->mn[m] = g->mx[m] = g->sm[m] = 0;
+                g->cnt[m] = 0;
+                if (m == NV_EVENTS) g->mask = 0, g->throttled = 0;
+                for (size_t i = 0; i < s->n; i++) nv_take(g, m, s->ts[i], s->v[i], w0, w1);
+            }
+            for (size_t i = 0; i < s->n; i++)
+                if (nv_acc_feed(g, m, s->ts[i], s->v[i], w0, w1)) return -1;
+        }
+    }
+    return 0;
+}
+
 /* GPU g's identity (CUDA ordinal by its link, MIG), samples and energy over the window. */
 static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const tp_process *rank_p,
                    const tp_gpu_link *links, size_t nlinks, const nv_window *W) {
@@ -457,20 +569,6 @@ static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const 
     if (lk && lk->by == TP_GPU_BY_MIG_PARENT) R->mig_device = lk->uuid;
     for (int m = 0; m < NV_N; m++)
         if (g->n[m] > R->samples) R->samples = g->n[m];
-    /* counters of one thread arrive in time order; sort anyway if they do not (every series
-     * was then kept), and take the gauges again in time order */
-    for (int m = 0; m < NV_N && g->unordered; m++) {
-        nv_series *s = &g->s[m];
-        for (size_t i = 1; i < s->n; i++)
-            for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
-                uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
-                double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
-            }
-        g->mn[m] = g->mx[m] = g->sm[m] = 0;
-        g->cnt[m] = 0;
-        if (m == NV_EVENTS) g->mask = 0, g->throttled = 0;
-        for (size_t i = 0; i < s->n; i++) nv_take(g, m, s->ts[i], s->v[i], W->w0, W->w1);
-    }
     /* energy: over [start of the first measured step, end of the last] (the time between
      * steps, logging or a checkpoint, belongs to them, as Megatron-LM's energy per
      * iteration counts a whole log interval), or over the run without steps */
@@ -504,7 +602,7 @@ static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const 
         R->energy_approximate = W->mean_step_ms < R->energy_resolution_ms;
         /* the power samples' integral beside the counter's, as a cross-check */
         double pj;
-        if (E.method[0] == 'c' && nv_integral(&g->s[NV_POWER], W->w0, W->w1, &pj)) {
+        if (E.method[0] == 'c' && nv_acc_integral(&g->acc[NA_POWER], W->w0, W->w1, &pj)) {
             R->has_energy_from_power = 1;
             R->energy_per_step_from_power_j = pj / nm;
         }
@@ -550,6 +648,7 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
     if (unordered) { /* again, every series whole */
         nv_free(dv, nd);
         rc = nv_collect(p, links, nlinks, none_sampled, W.w0, W.w1, 1, &dv, &nd);
+        if (!rc) rc = nv_replay(dv, nd, W.w0, W.w1);
     }
     if (rc || (!nd && !none_sampled)) goto out;
     out->gpus = nd ? calloc(nd, sizeof *out->gpus) : NULL;
