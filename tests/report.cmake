@@ -31,6 +31,9 @@ tprof_add_unit(test_summary test_summary.c synth.c diag_scen.c LIBS tprof_analys
 target_compile_definitions(test_summary PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 # the corpus rendered twice and more per file, under TSan on a loaded machine
 set_tests_properties(test_summary PROPERTIES TIMEOUT 600)
+# A summary's slim block streamed to and from its file through windows of every size: the
+# bytes and the process are those of the block coded in memory.
+tprof_add_unit(test_summary_stream test_summary_stream.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report")
 # `trainprof summarize` end to end on 16 ranks written by bench_report_scale: the launchers'
 # splits, then `mpirun -np 4 trainprof summarize` and the same report byte for byte (the
 # mpirun part skipped with 77 when mpirun is missing).

@@ -41,6 +41,9 @@
 
 /* A summary larger than this is damage (a rank's section is kilobytes to a few megabytes). */
 #define SUM_MAX (1ull << 32)
+/* The window through which a slim block's body is read and written (tp_sum_stream_read,
+ * tp_sum_stream_write). */
+#define SUM_WINDOW (64u << 10)
 
 /* Rank file `file`'s summary's name into buf (n bytes): 0, or -1 when it does not fit (a
  * path too long has no summary). */
@@ -173,6 +176,7 @@ static FILE *open_regular(const char *path) {
 }
 
 static int read_body(FILE *f, tp_sum_buf *c, int last);
+static int slim_body_decode(tp_run *run, FILE *f, tp_process *p);
 
 /* Whether slim process d, decoded from a summary's slim block, stands for the rank file whose
  * slim key is k (tp_sum_slim_key: it ends with the file's header as on disk) and whose size is
@@ -211,14 +215,15 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
     ok = ok && version == TP_SUMMARY_VERSION;
     if (ok && slim) /* the slim process stands for the file p was read from */
         ok = tp_sum_slim_key(p->file ? p->file : p->path, &key, &size) == 0 &&
-             size == p->file_bytes && block_key(in, &key) == 1 && read_body(in, &body, 0) == 0;
+             size == p->file_bytes && block_key(in, &key) == 1 &&
+             (decode || read_body(in, &body, 0) == 0);
     else if (ok)
         ok = block_key(in, NULL) == 1 && fread(&blen, 8, 1, in) == 1 &&
              fread(&crc, 4, 1, in) == 1 && blen <= SUM_MAX &&
              fseeko(in, (off_t)blen, SEEK_CUR) == 0;
     tp_process d;
     if (ok && slim && decode) {
-        ok = tp_summary_slim_decode((tp_run *)run, body.b, body.len, &d) == 1;
+        ok = slim_body_decode((tp_run *)run, in, &d) == 1;
         if (ok) {
             ok = slim_is_file(&d, &key, size);
             tp_process_free(&d);
@@ -278,18 +283,25 @@ static uint32_t body_crc(const tp_sum_buf *c) {
     return (uint32_t)crc;
 }
 
-/* A block's body whose key was checked: its bytes, CRC checked, into c (owned). The section's
- * (last) must be the rest of the file, to the byte. */
+/* The head of a block's body whose key was checked, its length and CRC, f left at its bytes:
+ * 0, or -1 when they do not fit the file. The section's (last) must be the rest of the file,
+ * to the byte. */
+static int body_head(FILE *f, uint64_t *blen, uint32_t *crc, int last) {
+    struct stat st;
+    off_t at = ftello(f);
+    if (at < 0 || fstat(fileno(f), &st) != 0 || fread(blen, 8, 1, f) != 1 ||
+        fread(crc, 4, 1, f) != 1 || *blen > SUM_MAX ||
+        *blen > (uint64_t)st.st_size - (uint64_t)at - 12 ||
+        (last && *blen != (uint64_t)st.st_size - (uint64_t)at - 12))
+        return -1;
+    return 0;
+}
+
+/* A block's body whose key was checked: its bytes, CRC checked, into c (owned). */
 static int read_body(FILE *f, tp_sum_buf *c, int last) {
     uint64_t blen;
     uint32_t crc;
-    struct stat st;
-    off_t at = ftello(f);
-    if (at < 0 || fstat(fileno(f), &st) != 0 || fread(&blen, 8, 1, f) != 1 ||
-        fread(&crc, 4, 1, f) != 1 || blen > SUM_MAX ||
-        blen > (uint64_t)st.st_size - (uint64_t)at - 12 ||
-        (last && blen != (uint64_t)st.st_size - (uint64_t)at - 12))
-        return -1;
+    if (body_head(f, &blen, &crc, last)) return -1;
     c->b = malloc(blen ? blen : 1);
     if (!c->b || fread(c->b, 1, blen, f) != blen || (last && fgetc(f) != EOF)) return -1;
     c->len = c->cap = blen;
@@ -391,12 +403,38 @@ int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p) 
     return 0;
 }
 
+int tp_summary_slim_decode_file(tp_run *run, FILE *f, size_t n, size_t window, uint32_t *crc,
+                                tp_process *p) {
+    memset(p, 0, sizeof *p);
+    tp_sum_buf c = {.run = run};
+    if (tp_sum_stream_read(&c, f, n, window) == 0) tp_sum_slim(&c, p, 1);
+    int ok = !c.bad && c.at == c.len;
+    *crc = tp_sum_stream_end(&c);
+    free(c.b);
+    if (ok) return 1;
+    slim_drop(p);
+    return 0;
+}
+
+/* The slim block's body at f (its head next) decoded into *p as it is read, its CRC checked
+ * once it is all read: 1, or 0 (p left zeroed). f is left past the body when it is 1. */
+static int slim_body_decode(tp_run *run, FILE *f, tp_process *p) {
+    uint64_t blen;
+    uint32_t crc, got;
+    memset(p, 0, sizeof *p);
+    if (body_head(f, &blen, &crc, 0) ||
+        !tp_summary_slim_decode_file(run, f, (size_t)blen, SUM_WINDOW, &got, p))
+        return 0;
+    if (got == crc) return 1;
+    slim_drop(p);
+    return 0;
+}
+
 /* Rank file `path`'s summary's slim block: 1 when its key is the file's now (tp_sum_slim_key;
- * *size the file's size; the key into *key, owned, when that is given) and, with body given,
- * its body passes its CRC (into *body, owned); 0 when there is no summary; -1 when it is not
- * valid. */
-static int slim_block(const char *path, tp_sum_buf *body, tp_sum_buf *key_out,
-                      uint64_t *size) {
+ * *size the file's size; the key into *key, owned, when that is given), with body given the
+ * summary left open in *body at the block's body (the caller closes it); 0 when there is no
+ * summary; -1 when it is not valid. */
+static int slim_block(const char *path, FILE **body, tp_sum_buf *key_out, uint64_t *size) {
     char sum[4096];
     int named = summary_name(path, sum, sizeof sum) == 0;
     FILE *in = named ? open_regular(sum) : NULL;
@@ -407,8 +445,9 @@ static int slim_block(const char *path, tp_sum_buf *body, tp_sum_buf *key_out,
     int ok = fread(head, 1, sizeof head, in) == sizeof head && !memcmp(head, SUM_MAGIC, 8);
     memcpy(&version, head + 8, 4);
     ok = ok && version == TP_SUMMARY_VERSION && tp_sum_slim_key(path, &key, size) == 0 &&
-         block_key(in, &key) == 1 && (!body || read_body(in, body, 0) == 0);
-    fclose(in);
+         block_key(in, &key) == 1;
+    if (ok && body) *body = in;
+    else fclose(in);
     if (ok && key_out) *key_out = key;
     else free(key.b);
     return ok ? 1 : -1;
@@ -465,15 +504,13 @@ int tp_summary_write_slim(const char *path, char *why, size_t n) {
 
 int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
     memset(p, 0, sizeof *p);
-    tp_sum_buf c = {0}, key = {0};
+    tp_sum_buf key = {0};
+    FILE *f = NULL;
     uint64_t size;
-    int r = slim_block(path, &c, &key, &size);
-    if (r != 1) {
-        free(c.b);
-        return r;
-    }
-    int ok = tp_summary_slim_decode(run, c.b, c.len, p);
-    free(c.b);
+    int r = slim_block(path, &f, &key, &size);
+    if (r != 1) return r;
+    int ok = slim_body_decode(run, f, p);
+    fclose(f);
     if (!ok) {
         free(key.b);
         return -1; /* p is left zeroed */
@@ -526,14 +563,19 @@ static void part_comm(tp_sum_buf *c, const tp_summary_parts *in, const tp_proces
 }
 
 /* Writes n bytes at b to fd: 0, or -1 (errno set). */
-static int write_all(int fd, const void *b, size_t n) {
+/* n bytes at offset `at` of fd: 0, or -1 (errno set). */
+static int pwrite_all(int fd, const void *b, size_t n, off_t at) {
     const char *q = b;
     while (n) {
-        ssize_t w = write(fd, q, n);
+        ssize_t w = pwrite(fd, q, n, at);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
+        if (w <= 0) {
+            if (!w) errno = EIO;
+            return -1;
+        }
         q += w;
         n -= (size_t)w;
+        at += w;
     }
     return 0;
 }
@@ -606,7 +648,6 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
         fail = skey.bad || key.bad ? "out of memory" : "the rank file cannot be looked at";
     else if (size != p->file_bytes) /* the slim process is of the bytes read then */
         fail = "the rank file changed since it was read";
-    tp_sum_slim(&sbody, (tp_process *)p, 0);
     if (!fail && in) {
         /* the result's own capture texts are told apart by address: the caller's result */
         body.rr = in->res;
@@ -615,10 +656,9 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
         put_part(&body, part_steps, in, p);
         put_part(&body, part_comm, in, p);
     }
-    if (!fail && (sbody.bad || body.bad)) fail = "out of memory";
-    uint32_t version = TP_SUMMARY_VERSION, scrc = fail ? 0 : body_crc(&sbody),
-             crc = fail ? 0 : body_crc(&body);
-    uint64_t sklen = skey.len, sblen = sbody.len, klen = key.len, blen = body.len;
+    if (!fail && body.bad) fail = "out of memory";
+    uint32_t version = TP_SUMMARY_VERSION, scrc = 0, crc = fail ? 0 : body_crc(&body);
+    uint64_t sklen = skey.len, sblen = 0, klen = key.len, blen = body.len;
     /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
      * nor .json), unique to this thread of this host (tasks on several nodes share the
      * directory, and their pids may be the same) */
@@ -628,13 +668,31 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
              (long)syscall(SYS_gettid));
     int fd = fail ? -1 : tmp_create(tmp);
     int rc = fd < 0 ? -1 : 0;
+    off_t shead = (off_t)(8 + 4 + 8 + sklen); /* the slim body's length and CRC */
     if (!rc)
-        rc = write_all(fd, SUM_MAGIC, 8) || write_all(fd, &version, 4) ||
-                     write_all(fd, &sklen, 8) || write_all(fd, skey.b, skey.len) ||
-                     write_all(fd, &sblen, 8) || write_all(fd, &scrc, 4) ||
-                     write_all(fd, sbody.b, sbody.len) || write_all(fd, &klen, 8) ||
-                     write_all(fd, key.b, key.len) || write_all(fd, &blen, 8) ||
-                     write_all(fd, &crc, 4) || write_all(fd, body.b, body.len)
+        rc = tp_sum_write_all(fd, SUM_MAGIC, 8) || tp_sum_write_all(fd, &version, 4) ||
+                     tp_sum_write_all(fd, &sklen, 8) || tp_sum_write_all(fd, skey.b, skey.len) ||
+                     tp_sum_write_all(fd, &sblen, 8) || tp_sum_write_all(fd, &scrc, 4)
+                 ? -1
+                 : 0;
+    /* the slim body streamed to the file, its length and CRC written before it once known:
+     * it holds a node sampler's packed samples, which the process holds already */
+    if (!rc) {
+        rc = tp_sum_stream_write(&sbody, fd, SUM_WINDOW);
+        if (!rc) tp_sum_slim(&sbody, (tp_process *)p, 0);
+        scrc = tp_sum_stream_end(&sbody);
+        sblen = sbody.len;
+        if (sbody.bad) {
+            fail = sbody.err ? NULL : "out of memory";
+            errno = sbody.err;
+            rc = -1;
+        }
+    }
+    if (!rc)
+        rc = pwrite_all(fd, &sblen, 8, shead) || pwrite_all(fd, &scrc, 4, shead + 8) ||
+                     tp_sum_write_all(fd, &klen, 8) || tp_sum_write_all(fd, key.b, key.len) ||
+                     tp_sum_write_all(fd, &blen, 8) || tp_sum_write_all(fd, &crc, 4) ||
+                     tp_sum_write_all(fd, body.b, body.len)
                  ? -1
                  : 0;
     if (fd >= 0 && close(fd) != 0) rc = -1;

@@ -102,14 +102,44 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const struct tp_rep
 void tp_summary_abandon(void);
 
 /* The codec (summary_codec.c): the rank result and the section's cJSON, appended to or read
- * from a byte buffer. */
+ * from a byte buffer, or streamed through a file (tp_sum_stream_read, tp_sum_stream_write):
+ * the slim block, which holds a node sampler's packed GPU samples (about 260 MB a day of an
+ * 8-GPU node), was otherwise held twice, as the process's and as the body's bytes. */
 typedef struct tp_sum_buf {
     unsigned char *b;
     size_t len, cap, at; /* at: the reader's next byte */
-    int bad;             /* writing: out of memory; reading: past the end or a bad value */
+    int bad;             /* writing: out of memory or a failed write; reading: past the end,
+                            a bad value or a failed read */
     tp_run *run;         /* reading: the pool strings are interned into */
     tp_rank_result *rr;  /* the rank result being coded (its own capture texts) */
+    /* Streamed: b is a window of cap bytes. Reading f, it holds the body's bytes [base,
+     * base + wlen), len being the body's length; writing fd, the wlen bytes not yet written,
+     * len counting all. crc: the CRC-32 (zlib) of the bytes read from f or written so far;
+     * err: the errno of a failed read or write, else 0. */
+    FILE *f;
+    int fd;              /* writing streamed */
+    int stream;          /* 1 reading f, 2 writing fd, 0 in memory */
+    size_t base, wlen;
+    uint32_t crc;
+    int err;
 } tp_sum_buf;
+
+/* A reader of the len bytes at f's position, through a window of `window` bytes (at least 1;
+ * a read of more than that goes straight into its destination).
+ * A text read from it (a string, an owned string) is valid until its next read, which the
+ * slim block's reader (interning or copying each at once) allows; the section's parts, which
+ * keep several, are read from memory. The bytes are read once, in order, each into the CRC;
+ * tp_sum_stream_end reads what the decoding left (damage) and says the CRC of all. c's
+ * window is freed by the caller (free(c->b)). 0, or TPROF_ERR_NO_MEMORY. */
+int tp_sum_stream_read(tp_sum_buf *c, FILE *f, size_t len, size_t window);
+/* A writer to fd through a window of `window` bytes: 0, or TPROF_ERR_NO_MEMORY. */
+int tp_sum_stream_write(tp_sum_buf *c, int fd, size_t window);
+/* n bytes to fd (EINTR retried): 0, or TPROF_ERR_IO (errno set; EIO when nothing could be
+ * written). */
+int tp_sum_write_all(int fd, const void *b, size_t n);
+/* Reading: the rest of the body read, c->bad set when it cannot be. Writing: the window
+ * written out. Either way, the CRC-32 of every byte (meaningful when !c->bad). */
+uint32_t tp_sum_stream_end(tp_sum_buf *c);
 
 void tp_sum_put(tp_sum_buf *c, const void *p, size_t n);
 void tp_sum_get(tp_sum_buf *c, void *p, size_t n);
@@ -179,6 +209,13 @@ int tp_summary_write_slim(const char *path, char *why, size_t n);
  * process or a clean failure. 1 when decoded (free p with tp_process_free), 0 when not (p
  * left zeroed). Reads b only; strings interned into run's pool (locks). */
 int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p);
+/* The same of the n bytes at f's position, read as they are decoded through a window of
+ * `window` bytes (tp_sum_stream_read), as tp_summary_slim_load reads them: the body is not
+ * held beside the process it decodes to. 1 when decoded, 0 when not (p left zeroed); *crc
+ * the CRC-32 (zlib) of the n bytes when they could all be read (f is then past them), for
+ * the caller to check. */
+int tp_summary_slim_decode_file(tp_run *run, FILE *f, size_t n, size_t window, uint32_t *crc,
+                                tp_process *p);
 
 /* Whether slim process p's summary is whole and current for `trainprof summarize` to leave
  * as it is: its slim block's key and CRC valid and its body decoded, and for a rank, its

@@ -16,10 +16,14 @@
  */
 #define _GNU_SOURCE
 #include "analysis/summary.h"
+#include "trainprof.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zlib.h>
 
 /* Each struct below is coded field by field. A field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
@@ -63,8 +67,124 @@ _Static_assert(sizeof(tp_comm_time) == 56, "tp_comm_time changed: update its cod
 
 /* ------------------------------------------------------------------ primitives */
 
+enum { SUM_MEMORY, SUM_READ, SUM_WRITE };
+
+static uint32_t crc_add(uint32_t crc, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t k; n; n -= k, b += k) { /* zlib's crc32 takes at most 4 GiB - 1 a call */
+        k = n > (1u << 30) ? (1u << 30) : n;
+        crc = (uint32_t)crc32(crc, b, (uInt)k);
+    }
+    return crc;
+}
+
+int tp_sum_stream_read(tp_sum_buf *c, FILE *f, size_t len, size_t window) {
+    c->stream = SUM_READ;
+    c->f = f;
+    c->len = len;
+    c->at = c->base = c->wlen = 0;
+    c->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    c->cap = window ? window : 1;
+    c->b = malloc(c->cap);
+    return c->b ? 0 : (c->bad = 1, TPROF_ERR_NO_MEMORY);
+}
+
+int tp_sum_stream_write(tp_sum_buf *c, int fd, size_t window) {
+    c->stream = SUM_WRITE;
+    c->fd = fd;
+    c->len = c->wlen = 0;
+    c->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    c->cap = window ? window : 1;
+    c->b = malloc(c->cap);
+    return c->b ? 0 : (c->bad = 1, TPROF_ERR_NO_MEMORY);
+}
+
+/* n bytes of the file into p, into the CRC: 0, or -1 (c->bad, c->err). */
+static int stream_in(tp_sum_buf *c, void *p, size_t n) {
+    if (fread(p, 1, n, c->f) != n) {
+        c->err = ferror(c->f) ? errno : 0;
+        c->bad = 1;
+        return -1;
+    }
+    c->crc = crc_add(c->crc, p, n);
+    return 0;
+}
+
+int tp_sum_write_all(int fd, const void *b, size_t n) {
+    const char *q = b;
+    while (n) {
+        ssize_t w = write(fd, q, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (!w) errno = EIO;
+            return TPROF_ERR_IO;
+        }
+        q += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* n bytes to the file, into the CRC: 0, or -1 (c->bad, c->err). */
+static int stream_out(tp_sum_buf *c, const void *p, size_t n) {
+    c->crc = crc_add(c->crc, p, n);
+    if (!tp_sum_write_all(c->fd, p, n)) return 0;
+    c->err = errno;
+    c->bad = 1;
+    return -1;
+}
+
+/* Reading streamed: the body's bytes [at, at + n) in the window (n at most the bytes left),
+ * the window grown when n is larger. 0, or -1 (c->bad). */
+static int stream_fill(tp_sum_buf *c, size_t n) {
+    if (c->at + n <= c->base + c->wlen) return 0;
+    size_t keep = c->base + c->wlen - c->at;
+    memmove(c->b, c->b + (c->at - c->base), keep);
+    c->base = c->at;
+    c->wlen = keep;
+    if (n > c->cap) {
+        unsigned char *b = realloc(c->b, n);
+        if (!b) return c->bad = 1, -1;
+        c->b = b;
+        c->cap = n;
+    }
+    size_t more = c->cap - c->wlen, left = c->len - (c->base + c->wlen);
+    if (more > left) more = left;
+    if (stream_in(c, c->b + c->wlen, more)) return -1;
+    c->wlen += more;
+    return 0;
+}
+
+uint32_t tp_sum_stream_end(tp_sum_buf *c) {
+    if (c->stream == SUM_WRITE) {
+        if (!c->bad && c->wlen && !stream_out(c, c->b, c->wlen)) c->wlen = 0;
+        return c->crc;
+    }
+    /* what the decoding left unread (it then failed) still counts for the CRC */
+    unsigned char sink[4096];
+    for (size_t left = c->len - (c->base + c->wlen); !c->bad && left;) {
+        size_t k = left < sizeof sink ? left : sizeof sink;
+        if (!stream_in(c, sink, k)) left -= k;
+    }
+    return c->crc;
+}
+
 void tp_sum_put(tp_sum_buf *c, const void *p, size_t n) {
     if (c->bad || !n) return;
+    if (c->stream == SUM_WRITE) {
+        c->len += n;
+        if (c->wlen + n > c->cap) {
+            if (c->wlen && stream_out(c, c->b, c->wlen)) return;
+            c->wlen = 0;
+            if (n >= c->cap) { /* straight to the file */
+                stream_out(c, p, n);
+                return;
+            }
+        }
+        memcpy(c->b + c->wlen, p, n);
+        c->wlen += n;
+        return;
+    }
     if (c->len + n > c->cap) {
         size_t cap = c->cap ? c->cap : 4096;
         while (cap < c->len + n) cap *= 2;
@@ -86,7 +206,25 @@ void tp_sum_get(tp_sum_buf *c, void *p, size_t n) {
         memset(p, 0, n);
         return;
     }
-    memcpy(p, c->b + c->at, n);
+    if (c->stream == SUM_READ && c->at + n > c->base + c->wlen && n >= c->cap) {
+        /* larger than the window (a thread's packed samples): what the window holds, then
+         * the rest straight from the file */
+        size_t have = c->base + c->wlen - c->at;
+        memcpy(p, c->b + (c->at - c->base), have);
+        if (stream_in(c, (unsigned char *)p + have, n - have)) {
+            memset(p, 0, n);
+            return;
+        }
+        c->at += n;
+        c->base = c->at;
+        c->wlen = 0;
+        return;
+    }
+    if (c->stream == SUM_READ && stream_fill(c, n)) {
+        memset(p, 0, n);
+        return;
+    }
+    memcpy(p, c->b + (c->at - c->base), n);
     c->at += n;
 }
 
@@ -129,8 +267,8 @@ static void size_max(tp_sum_buf *c, int rd, size_t *v, size_t max) {
 
 enum { S_NULL = 0, S_TEXT = 1, S_NOT_CAPTURED = 2, S_CAPTURED_STEPS = 3 };
 
-/* A text stored with its NUL; on reading, its place in c's bytes (valid until c is freed),
- * or NULL (with bad set) when it is not one. */
+/* A text stored with its NUL; on reading, its place in c's bytes (valid until c is freed;
+ * read streamed, until c's next read), or NULL (with bad set) when it is not one. */
 static const char *text(tp_sum_buf *c, int rd, const char *s) {
     uint64_t n = rd ? 0 : strlen(s) + 1;
     raw(c, rd, &n, 8);
@@ -138,8 +276,12 @@ static const char *text(tp_sum_buf *c, int rd, const char *s) {
         tp_sum_put(c, s, (size_t)n);
         return s;
     }
-    const char *at = (const char *)c->b + c->at;
-    if (c->bad || !n || n > c->len - c->at || memchr(at, 0, (size_t)n) != at + n - 1) {
+    if (c->bad || !n || n > c->len - c->at || (c->stream == SUM_READ && stream_fill(c, n))) {
+        c->bad = 1;
+        return NULL;
+    }
+    const char *at = (const char *)c->b + (c->at - c->base);
+    if (memchr(at, 0, (size_t)n) != at + n - 1) {
         c->bad = 1;
         return NULL;
     }

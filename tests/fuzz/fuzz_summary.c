@@ -5,7 +5,8 @@
  * anything (a rewrite, a bug in a writer, another build under the same key): what the report
  * decodes of it is outside input. So the harness skips the key and the CRC and hands the bytes
  * to the decoders as the report does once they matched: the slim block's body to
- * tp_summary_slim_decode (tp_run_load_slim's slim process), the section block's to
+ * tp_summary_slim_decode (tp_run_load_slim's slim process; and streamed from a file, as the
+ * report reads it, which must decode to the same), the section block's to
  * tp_summary_section_decode, whole (the report's rank section: its JSON, rank result and
  * memos) and memos only (tp_run_fill_memos), with the decoded slim process as the section's
  * process (its comm op count sizes the comm memo). Each outcome must be a clean failure or a
@@ -22,12 +23,14 @@
  * body, with an empty section body. Without a decoded slim process, the section is decoded
  * for an empty process (no comm ops, an empty host), as a process whose slim block failed.
  */
+#define _GNU_SOURCE /* fmemopen */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <zlib.h>
 
 #include "analysis/ended.h"
 #include "analysis/model.h"
@@ -36,6 +39,34 @@
 #include "analysis/report.h"
 #include "analysis/summary.h"
 #include "export/html.h"
+
+/* The body read streamed, as tp_summary_slim_load reads a summary's slim block, through a
+ * window of 7 bytes (strings, arrays and packed samples across its edge): decoded exactly
+ * when it is decoded from memory (p, else NULL), to the same process (coded again, the same
+ * bytes), the CRC then that of the bytes. */
+static void streamed_same(tp_run *run, const uint8_t *b, size_t n, const tp_process *p) {
+    FILE *f = fmemopen((void *)b, n, "rb");
+    if (!f) abort();
+    tp_process q;
+    uint32_t crc = 0;
+    int have = tp_summary_slim_decode_file(run, f, n, 7, &crc, &q);
+    fclose(f);
+    if (have != (p != NULL) ||
+        (have && crc != (uint32_t)crc32(crc32(0L, Z_NULL, 0), b, (uInt)n)))
+        abort();
+    if (!have) {
+        for (size_t i = 0; i < sizeof q; i++)
+            if (((const unsigned char *)&q)[i]) abort();
+        return;
+    }
+    tp_sum_buf x = {0}, y = {0};
+    tp_sum_slim(&x, (tp_process *)p, 0);
+    tp_sum_slim(&y, &q, 0);
+    if (x.bad || y.bad || x.len != y.len || memcmp(x.b, y.b, x.len)) abort();
+    free(x.b);
+    free(y.b);
+    tp_process_free(&q);
+}
 
 /* What readers do with a decoded slim process: its label (the report's rank names, the
  * summary key), the metadata the loader reads, and the slim block coded again. */
@@ -140,6 +171,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!run.pool) abort();
     tp_process p;
     int have = tp_summary_slim_decode(&run, slim, (size_t)slim_len, &p);
+    if (slim_len) streamed_same(&run, slim, (size_t)slim_len, have ? &p : NULL);
     if (have) use_slim(&run, &p);
     else {
         /* a failed decoding leaves p zeroed: the section of an empty process */

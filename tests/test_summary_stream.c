@@ -1,0 +1,123 @@
+/*
+ * test_summary_stream.c — a summary's slim block streamed to and from its file (summary.h,
+ * tp_sum_stream_write, tp_summary_slim_decode_file) rather than held whole in memory beside
+ * the process it codes: through windows of every size from 1 byte, the bytes on disk and
+ * their CRC are the block coded in memory, read back they decode to the same process, and a
+ * body cut short decodes to none. Inputs: the synthetic runs of slim_runs.h (four ranks and a
+ * node sampler, a sampler of more GPU metrics than a packed table holds), a sampler of 80,000
+ * samples, and diag_scen.c's diagnosis scenarios.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "analysis/model.h"
+#include "analysis/summary.h"
+#include "slim_runs.h"
+#include "synth.h"
+
+/* Slim process p's block streamed through windows of every size from 1 byte (strings and
+ * arrays across their edge, a thread's packed samples larger than the window going straight
+ * to and from the file) is the block coded in memory, byte for byte, with its CRC; read
+ * back streamed it gives the same process (coded again, the same bytes). */
+static void streamed_same(tp_run *run, tp_process *p) {
+    tp_sum_buf m = {0};
+    tp_sum_slim(&m, p, 0);
+    assert_false(m.bad);
+    uint32_t want = (uint32_t)crc32(crc32(0L, Z_NULL, 0), m.b, (uInt)m.len);
+    static const size_t windows[] = {1, 2, 3, 7, 64, 4096, 1u << 20};
+    for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+        FILE *f = tmpfile();
+        assert_non_null(f);
+        tp_sum_buf out = {0};
+        assert_int_equal(tp_sum_stream_write(&out, fileno(f), windows[w]), 0);
+        tp_sum_slim(&out, p, 0);
+        assert_true(tp_sum_stream_end(&out) == want);
+        assert_false(out.bad);
+        assert_int_equal(out.len, m.len);
+        free(out.b);
+        unsigned char *disk = malloc(m.len + 1);
+        assert_non_null(disk);
+        rewind(f);
+        assert_int_equal(fread(disk, 1, m.len + 1, f), m.len);
+        assert_memory_equal(disk, m.b, m.len);
+        free(disk);
+        rewind(f);
+        tp_process q;
+        uint32_t crc = 0;
+        assert_int_equal(tp_summary_slim_decode_file(run, f, m.len, windows[w], &crc, &q), 1);
+        assert_true(crc == want);
+        tp_sum_buf again = {0};
+        tp_sum_slim(&again, &q, 0);
+        assert_int_equal(again.len, m.len);
+        assert_memory_equal(again.b, m.b, m.len);
+        free(again.b);
+        tp_process_free(&q);
+        /* the body cut short: no process, whatever the window */
+        FILE *half = tmpfile();
+        assert_non_null(half);
+        assert_int_equal(fwrite(m.b, 1, m.len / 2, half), m.len / 2);
+        rewind(half);
+        assert_int_equal(tp_summary_slim_decode_file(run, half, m.len, windows[w], &crc, &q), 0);
+        for (size_t i = 0; i < sizeof q; i++) assert_int_equal(((unsigned char *)&q)[i], 0);
+        fclose(half);
+        fclose(f);
+    }
+    free(m.b);
+}
+
+static void streamed_runs(const char *const *ops, size_t nops, int must_compare) {
+    (void)must_compare;
+    tp_run run;
+    char err[512];
+    assert_int_equal(tp_run_load_slim(ops, nops, &run, err, sizeof err), 0);
+    for (size_t i = 0; i < run.nprocs; i++) streamed_same(&run, &run.procs[i]);
+    tp_run_free(&run);
+}
+
+/* A node sampler of 20,000 samples of 4 GPU metrics: its packed samples (tens of kB) larger
+ * than every window but the last. */
+static void long_sampler_run(const char *dir) {
+    slim_steps_rank(dir, 5, 8 * MS, T0 + 100 * MS);
+    synth_file *f = slim_node_sampler(dir);
+    static const char *const names[] = {"gpu0.power_w", "gpu0.energy_j", "gpu1.power_w",
+                                        "gpu1.sm_clock_mhz"};
+    for (unsigned k = 0; k < 20000; k++) {
+        for (unsigned m = 0; m < 4; m++)
+            synth_counter(f, 1, T0 + (uint64_t)k * 100000, names[m],
+                          m == 1 ? 100 + k * 0.037 : 250.125 + (double)(k * 37 % 11));
+        if (k % 1000 == 999) synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 2100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+static void slim_streamed(void **state) {
+    (void)state;
+    void (*const runs[])(const char *) = {four_ranks_run, slim_wide_sampler_run,
+                                          long_sampler_run};
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        char dir[512];
+        assert_int_equal(synth_tmpdir(dir, sizeof dir, "summary-streamed"), 0);
+        runs[i](dir);
+        const char *ops[] = {dir};
+        streamed_runs(ops, 1, 1);
+        synth_rmtree(dir);
+    }
+    slim_scenarios(streamed_runs);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(slim_streamed)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
