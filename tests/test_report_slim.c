@@ -654,6 +654,51 @@ static void nvml_streamed_energy(void **state) {
     synth_rmtree(top);
 }
 
+/* A NaN or infinite sample inside the steps (a damaged or hand-made file: NVML's are finite)
+ * makes no energy figure: none for GPU 0 (power 250 W with a NaN) and GPU 1 (a counter
+ * infinite at the steps' end), a reason given; GPU 2 (finite) has its 250 W x 99 ms; GPU 3's
+ * counter gives its energy but its NaN power no cross-check. The power gauges are those of
+ * the finite samples. */
+static void nvml_not_finite(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-not-finite"), 0);
+    slim_steps_rank(dir, 10, 9 * MS, T0 + 130 * MS);
+    synth_file *f = slim_node_sampler(dir);
+    for (unsigned k = 0; k <= 30; k++) {
+        uint64_t ts = T0 + k * 4 * MS;
+        double ms = (double)(ts - T0) / 1e6;
+        synth_counter(f, 1, ts, "gpu0.power_w", k == 7 ? NAN : 250);
+        synth_counter(f, 1, ts, "gpu1.energy_j", k == 25 ? INFINITY : 100 + 0.25 * ms);
+        synth_counter(f, 1, ts, "gpu2.power_w", 250);
+        synth_counter(f, 1, ts, "gpu3.energy_j", 100 + 0.25 * ms);
+        synth_counter(f, 1, ts, "gpu3.power_w", k == 11 ? NAN : 250);
+    }
+    synth_end_of_file(f, T0 + 130 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    tp_run run;
+    cJSON *rep = report_all_steps(dir, &run);
+    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
+    cJSON *gpus = cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus");
+    for (int g = 0; g < 2; g++) {
+        cJSON *x = cJSON_GetArrayItem(gpus, g);
+        assert_string_equal(cJSON_GetObjectItem(x, "energy_method")->valuestring, "none");
+        assert_null(cJSON_GetObjectItem(x, "energy_j"));
+        assert_non_null(strstr(cJSON_GetObjectItem(x, "energy_unavailable")->valuestring,
+                               "not a finite number"));
+    }
+    /* the gauges are of the finite samples */
+    assert_true(gpu_num(rep, 0, "power_mean_w") == 250 && gpu_num(rep, 0, "power_max_w") == 250);
+    assert_true(fabs(gpu_num(rep, 2, "energy_j") - 250 * 0.099) < 1e-9);
+    assert_true(fabs(gpu_num(rep, 3, "energy_j") - 0.25 * 99) < 1e-9);
+    assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(gpus, 3), "energy_per_step_from_power_j"));
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* Clock-event reasons that no bit mask can be (NaN, negative, 2^64 and past: a damaged file)
  * hold no reason: of the five samples in the steps, the two of SW power cap (4) are the
  * throttled ones and the mask is 4 (converting the others was undefined, and on x86-64 gave
@@ -814,6 +859,7 @@ int main(void) {
         cmocka_unit_test(counters_unpackable),
         cmocka_unit_test(nvml_sample_order),
         cmocka_unit_test(nvml_streamed_energy),
+        cmocka_unit_test(nvml_not_finite),
         cmocka_unit_test(nvml_bad_reasons),
         cmocka_unit_test(select_matches_sort),
         cmocka_unit_test(spans_sort_stable),

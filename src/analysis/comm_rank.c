@@ -576,7 +576,7 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
     /* the backends torch.distributed's ops went through, in order of first use */
     for (size_t i = 0; i < p->ncomm && c->torch_ops; i++) {
         if (p->comm[i].source != TPROF_COMM_SRC_TORCH) continue;
-        char be[32];
+        char be[32] = {0}; /* copied whole, and so coded whole into a summary */
         tp_comm_key ki = tp_comm_key_of(&p->comm[i]);
         tp_comm_backend(p, &ki, be, sizeof be);
         int seen = 0;

@@ -8,6 +8,7 @@
 #include "analysis/figures.h"
 #include "analysis/stats.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,10 +230,25 @@ static int nv_acc_integral(const nv_acc *s, uint64_t a, uint64_t b, double *out)
     return 1;
 }
 
+/* A series this short has its gaps sorted for their median; a longer one has it selected in
+ * passes (tp_kth: 512 kB of counts a pass, whatever the count). */
+#define NV_SORT_GAPS 65536
+
 /* The median time between consecutive samples, in ms (0 with fewer than two, without its
  * gaps or memory): the ((n - 1) / 2)-th smallest of the n - 1 gaps. */
 static double nv_acc_interval_ms(const nv_acc *a) {
     if (a->n < 2 || a->no_gaps) return 0;
+    if (a->n - 1 <= NV_SORT_GAPS) {
+        uint64_t *d = malloc((a->n - 1) * sizeof *d);
+        if (!d) return 0;
+        const uint8_t *p = a->gaps, *end = p + a->ngap_bytes;
+        size_t k = 0;
+        while (k < a->n - 1 && p < end && !tp_varint_get(&p, end, &d[k])) k++;
+        qsort(d, k, sizeof *d, tp_cmp_u64);
+        double ms = k == a->n - 1 ? (double)d[(a->n - 1) / 2] / 1e6 : 0;
+        free(d);
+        return ms;
+    }
     tp_kth q;
     tp_kth_init(&q, (a->n - 1) / 2);
     while (tp_kth_pass(&q)) {
@@ -310,6 +326,13 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
                  ((double)used->last - (double)t0) / 1e9, ((double)a - (double)t0) / 1e9,
                  ((double)b - (double)t0) / 1e9);
     }
+    /* a NaN or infinite sample (never NVML's: a damaged or hand-made file) makes no figure */
+    if (E->ok && !isfinite(E->joules)) {
+        E->ok = 0;
+        snprintf(E->why, sizeof E->why, "the %s samples over the span hold a value that is not "
+                                        "a finite number",
+                 used == es ? "energy counter's" : "power");
+    }
     E->a = a;
     E->b = b;
 }
@@ -364,9 +387,10 @@ static void nv_free(nv_dev *dv, size_t nd) {
     free(dv);
 }
 
-/* Sample (ts, v) of metric m into g's gauges when it lies in [w0, w1]. */
+/* Sample (ts, v) of metric m into g's gauges when it lies in [w0, w1]: a gauge's mean and
+ * peak are of its finite samples (a NaN or an infinity is a damaged file's, never NVML's). */
 static void nv_take(nv_dev *g, int m, uint64_t ts, double v, uint64_t w0, uint64_t w1) {
-    if (ts < w0 || ts > w1) return;
+    if (ts < w0 || ts > w1 || (m != NV_EVENTS && !isfinite(v))) return;
     if (!g->cnt[m]++ || v < g->mn[m]) g->mn[m] = v;
     if (g->cnt[m] == 1 || v > g->mx[m]) g->mx[m] = v;
     g->sm[m] += v;
@@ -518,6 +542,30 @@ typedef struct nv_window {
     double mean_step_ms;
 } nv_window;
 
+/* A sample and its place in the series, for a stable sort. */
+typedef struct nv_sample {
+    uint64_t ts;
+    double v;
+    size_t i;
+} nv_sample;
+
+static int nv_sample_cmp(const void *a, const void *b) {
+    const nv_sample *x = a, *y = b;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Series s sorted by time, samples of one time in the order read: 0, or -1 without memory. */
+static int nv_sort(nv_series *s) {
+    nv_sample *a = malloc((s->n ? s->n : 1) * sizeof *a);
+    if (!a) return -1;
+    for (size_t i = 0; i < s->n; i++) a[i] = (nv_sample){s->ts[i], s->v[i], i};
+    qsort(a, s->n, sizeof *a, nv_sample_cmp);
+    for (size_t i = 0; i < s->n; i++) s->ts[i] = a[i].ts, s->v[i] = a[i].v;
+    free(a);
+    return 0;
+}
+
 /* After a collection that kept every series whole (keep_all): each GPU's series sorted by
  * time where they were read out of order (counters of one thread arrive in time order; a
  * damaged or hand-made file may not), the gauges taken again in time order, and the energy
@@ -528,11 +576,7 @@ static int nv_replay(nv_dev *dv, size_t nd, uint64_t w0, uint64_t w1) {
         for (int m = 0; m < NV_N; m++) {
             nv_series *s = &g->s[m];
             if (g->unordered) {
-                for (size_t i = 1; i < s->n; i++)
-                    for (size_t j = i; j > 0 && s->ts[j - 1] > s->ts[j]; j--) {
-                        uint64_t tt = s->ts[j]; s->ts[j] = s->ts[j - 1]; s->ts[j - 1] = tt;
-                        double tv = s->v[j]; s->v[j] = s->v[j - 1]; s->v[j - 1] = tv;
-                    }
+                if (nv_sort(s)) return -1;
                 g->mn[m] = g->mx[m] = g->sm[m] = 0;
                 g->cnt[m] = 0;
                 if (m == NV_EVENTS) g->mask = 0, g->throttled = 0;
@@ -602,7 +646,8 @@ static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const 
         R->energy_approximate = W->mean_step_ms < R->energy_resolution_ms;
         /* the power samples' integral beside the counter's, as a cross-check */
         double pj;
-        if (E.method[0] == 'c' && nv_acc_integral(&g->acc[NA_POWER], W->w0, W->w1, &pj)) {
+        if (E.method[0] == 'c' && nv_acc_integral(&g->acc[NA_POWER], W->w0, W->w1, &pj) &&
+            isfinite(pj)) {
             R->has_energy_from_power = 1;
             R->energy_per_step_from_power_j = pj / nm;
         }
