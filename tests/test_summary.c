@@ -480,6 +480,36 @@ static void lying_counts(void **state) {
     synth_rmtree(c.top);
 }
 
+/* A summary of a process other than a rank (the node sampler, a helper) ends with an empty
+ * section block at the file's end: one with a byte more, or cut inside that block, is not
+ * current, and summarize writes it again (its slim block alone was checked, and it stayed). */
+static void tail_damaged(void **state) {
+    (void)state;
+    copied c;
+    tp_report_opts o;
+    four_ranks_summarised(&c, &o);
+    char file[700], sum[800];
+    static const int pids[] = {90, 91};
+    for (int i = 0; i < 2; i++) {
+        snprintf(file, sizeof file, "%s/h0-%d.tprof", c.dirs[0], pids[i]);
+        snprintf(sum, sizeof sum, "%s%s", file, TP_SUMMARY_SUFFIX);
+        struct stat st;
+        assert_int_equal(stat(sum, &st), 0);
+        FILE *f = fopen(sum, "ab");
+        assert_non_null(f);
+        assert_int_equal(fputc(0, f), 0);
+        assert_int_equal(fclose(f), 0);
+        summarize_writes(&c, &o, 1);
+        assert_int_equal(truncate(sum, st.st_size - 5), 0);
+        summarize_writes(&c, &o, 1);
+        struct stat again;
+        assert_int_equal(stat(sum, &again), 0);
+        assert_int_equal(again.st_size, st.st_size);
+        summarize_writes(&c, &o, 0);
+    }
+    synth_rmtree(c.top);
+}
+
 /* A rank's section reads the NVML samples of its host's sampler (tp_gpu_samples_for): the node
  * sampler's for ranks 0 and 1 of host h0, rank 2's own for ranks 2 and 3 of h1. */
 static void sampler_touched(void **state) {
@@ -954,6 +984,7 @@ int main(void) {
         cmocka_unit_test(scenarios),      cmocka_unit_test(corpus),
         cmocka_unit_test(features),       cmocka_unit_test(codec),
         cmocka_unit_test(sampled_run),    cmocka_unit_test(wide_sampler),
+        cmocka_unit_test(tail_damaged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -266,6 +266,8 @@ int tp_summary_current(const tp_run *run, const tp_process *p, const tp_report_o
         ok = read_body(f, &body, 1) == 0 &&
              tp_summary_section_decode((tp_run *)run, p, body.b, body.len, 0, &parts) == 1;
         if (ok) parts_drop(&parts, 0);
+    } else if (ok) { /* any other process: an empty section block, then the file's end */
+        ok = block_key(f, NULL) == 0 && read_body(f, &body, 1) == 0 && body.len == 0;
     }
     if (f) fclose(f);
     free(body.b);

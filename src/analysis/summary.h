@@ -220,7 +220,8 @@ int tp_summary_slim_decode_file(tp_run *run, FILE *f, size_t n, size_t window, u
 /* Whether slim process p's summary is whole and current for `trainprof summarize` to leave
  * as it is: its slim block's key and CRC valid and its body decoded, and for a rank, its
  * section's key (tp_summary_check) valid and its body decoded too (what the report's reading
- * would refuse is written again). 1 or 0. Reads the whole summary; strings are interned into
+ * would refuse is written again), for any other process its empty section block ending the
+ * file (docs/format.md). 1 or 0. Reads the whole summary; strings are interned into
  * run's pool (locks). */
 int tp_summary_current(const tp_run *run, const tp_process *p, const struct tp_report_opts *o);
 

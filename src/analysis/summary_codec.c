@@ -129,7 +129,7 @@ int tp_sum_write_all(int fd, const void *b, size_t n) {
 static int stream_out(tp_sum_buf *c, const void *p, size_t n) {
     c->crc = crc_add(c->crc, p, n);
     if (!tp_sum_write_all(c->fd, p, n)) return 0;
-    c->err = errno;
+    c->err = errno ? errno : EIO; /* 0 is kept for "out of memory" */
     c->bad = 1;
     return -1;
 }
