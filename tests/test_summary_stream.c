@@ -3,7 +3,8 @@
  * tp_sum_stream_write, tp_summary_slim_decode_file) rather than held whole in memory beside
  * the process it codes: through windows of every size from 1 byte, the bytes on disk and
  * their CRC are the block coded in memory, read back they decode to the same process, and a
- * body cut short decodes to none. Inputs: the synthetic runs of slim_runs.h (four ranks and a
+ * body cut short decodes to none. A temporary file a dead writer left is removed when its
+ * summary is written. Inputs: the synthetic runs of slim_runs.h (four ranks and a
  * node sampler, a sampler of more GPU metrics than a packed table holds), a sampler of 80,000
  * samples, and diag_scen.c's diagnosis scenarios.
  */
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -117,7 +119,40 @@ static void slim_streamed(void **state) {
     slim_scenarios(streamed_runs);
 }
 
+/* A temporary file of a summary (`<summary>.tmp.<host>.<pid>.<tid>`) left by a writer of this
+ * host that died is removed when that summary is written; one of a live process (the test's
+ * parent) or of another host stays. */
+static void tmp_left_by_dead_writer(void **state) {
+    (void)state;
+    char dir[512], file[700], sum[800], host[65] = "", why[256];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "summary-tmp-left"), 0);
+    four_ranks_run(dir);
+    snprintf(file, sizeof file, "%s/h0-90.tprof", dir);
+    snprintf(sum, sizeof sum, "%s%s", file, TP_SUMMARY_SUFFIX);
+    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
+    pid_t dead = fork();
+    assert_true(dead >= 0);
+    if (!dead) _exit(0);
+    assert_int_equal(waitpid(dead, NULL, 0), dead);
+    char left[3][1000];
+    snprintf(left[0], sizeof left[0], "%s.tmp.%s.%ld.7", sum, host, (long)dead);
+    snprintf(left[1], sizeof left[1], "%s.tmp.%s.%ld.7", sum, host, (long)getppid());
+    snprintf(left[2], sizeof left[2], "%s.tmp.%s-elsewhere.%ld.7", sum, host, (long)dead);
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(left[i], "w");
+        assert_non_null(f);
+        assert_int_equal(fclose(f), 0);
+    }
+    assert_int_equal(tp_summary_write_slim(file, why, sizeof why), 0);
+    assert_int_equal(access(sum, F_OK), 0);
+    assert_int_equal(access(left[0], F_OK), -1);
+    assert_int_equal(access(left[1], F_OK), 0);
+    assert_int_equal(access(left[2], F_OK), 0);
+    synth_rmtree(dir);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(slim_streamed)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(slim_streamed),
+                                       cmocka_unit_test(tmp_left_by_dead_writer)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,9 +17,11 @@
 #define _GNU_SOURCE
 #include "analysis/summary.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,6 +620,33 @@ static int tmp_create(const char *tmp) {
     return fd;
 }
 
+/* The temporary files of summary `path` that a writer of this host (`host`) left when it died
+ * before it could remove them (SIGKILL, the OOM killer, a crash: no handler runs), removed: a
+ * node sampler's can be hundreds of MB, and no later write has their name. The file of a
+ * live process, or of a process whose pid was reused since, is left as it is; so are other
+ * hosts' (their pids say nothing here). */
+static void tmp_leftovers(const char *path, const char *host) {
+    char dir[4096], prefix[4400];
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    int plen = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", slash ? slash + 1 : path, host);
+    DIR *d = plen > 0 && (size_t)plen < sizeof prefix ? opendir(dir) : NULL;
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, (size_t)plen)) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(e->d_name + plen, &end, 10);
+        if (errno || end == e->d_name + plen || *end != '.' || pid <= 0 || pid == getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 /* `tmp` off the list (renamed into place or removed). */
 static void tmp_done(const char *tmp) {
     pthread_mutex_lock(&g_tmp_lock);
@@ -668,6 +697,7 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
     if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp.%s.%ld.%ld", path, host, (long)getpid(),
              (long)syscall(SYS_gettid));
+    if (!fail) tmp_leftovers(path, host);
     int fd = fail ? -1 : tmp_create(tmp);
     int rc = fd < 0 ? -1 : 0;
     off_t shead = (off_t)(8 + 4 + 8 + sklen); /* the slim body's length and CRC */
