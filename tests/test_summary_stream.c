@@ -121,7 +121,7 @@ static void slim_streamed(void **state) {
 
 /* A temporary file of a summary (`<summary>.tmp.<host>.<pid>.<tid>`) left by a writer of this
  * host that died is removed when that summary is written; one of a live process (the test's
- * parent) or of another host stays. */
+ * parent) or of another host (one whose name is ours and more) stays. */
 static void tmp_left_by_dead_writer(void **state) {
     (void)state;
     char dir[512], file[700], sum[800], host[65] = "", why[256];
@@ -134,11 +134,13 @@ static void tmp_left_by_dead_writer(void **state) {
     assert_true(dead >= 0);
     if (!dead) _exit(0);
     assert_int_equal(waitpid(dead, NULL, 0), dead);
-    char left[3][1000];
+    char left[4][1000];
     snprintf(left[0], sizeof left[0], "%s.tmp.%s.%ld.7", sum, host, (long)dead);
     snprintf(left[1], sizeof left[1], "%s.tmp.%s.%ld.7", sum, host, (long)getppid());
     snprintf(left[2], sizeof left[2], "%s.tmp.%s-elsewhere.%ld.7", sum, host, (long)dead);
-    for (int i = 0; i < 3; i++) {
+    /* host "<ours>.<dead pid>"'s */
+    snprintf(left[3], sizeof left[3], "%s.tmp.%s.%ld.%ld.7", sum, host, (long)dead, (long)dead);
+    for (int i = 0; i < 4; i++) {
         FILE *f = fopen(left[i], "w");
         assert_non_null(f);
         assert_int_equal(fclose(f), 0);
@@ -148,6 +150,7 @@ static void tmp_left_by_dead_writer(void **state) {
     assert_int_equal(access(left[0], F_OK), -1);
     assert_int_equal(access(left[1], F_OK), 0);
     assert_int_equal(access(left[2], F_OK), 0);
+    assert_int_equal(access(left[3], F_OK), 0);
     synth_rmtree(dir);
 }
 

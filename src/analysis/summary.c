@@ -636,11 +636,15 @@ static void tmp_leftovers(const char *path, const char *host) {
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, prefix, (size_t)plen)) continue;
-        char *end;
-        errno = 0;
-        long pid = strtol(e->d_name + plen, &end, 10);
-        if (errno || end == e->d_name + plen || *end != '.' || pid <= 0 || pid == getpid())
-            continue;
+        /* exactly "<pid>.<tid>" after the prefix: a host named ours and ".<digits>" more
+         * writes three numbers there */
+        const char *at = e->d_name + plen;
+        size_t npid = strspn(at, "0123456789");
+        if (!npid || npid > 9 || at[npid] != '.') continue;
+        size_t ntid = strspn(at + npid + 1, "0123456789");
+        if (!ntid || at[npid + 1 + ntid]) continue;
+        long pid = strtol(at, NULL, 10);
+        if (pid <= 0 || pid == getpid()) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         unlinkat(dirfd(d), e->d_name, 0);
     }
