@@ -459,10 +459,14 @@ static void counters_unpackable(void **state) {
 }
 
 /* The first GPU of rank 0's NVML section in report document rep. */
-static cJSON *rank0_gpu0(cJSON *rep) {
-    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
-    return cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus"), 0);
+/* Rank 0's NVML section in report.json, its GPUs, and the first of them. */
+static cJSON *rank0_nvml(cJSON *rep) {
+    return cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "nvml");
 }
+
+static cJSON *rank0_gpus(cJSON *rep) { return cJSON_GetObjectItem(rank0_nvml(rep), "gpus"); }
+
+static cJSON *rank0_gpu0(cJSON *rep) { return cJSON_GetArrayItem(rank0_gpus(rep), 0); }
 
 /* The report.json of the run in dir (loaded into *run), every step measured (no warm-up). */
 static cJSON *report_all_steps(const char *dir, tp_run *run) {
@@ -526,8 +530,7 @@ static void nvml_sample_order(void **state) {
         cJSON *ce = cJSON_GetObjectItem(g, "clock_events");
         assert_non_null(ce);
         assert_true(cJSON_GetObjectItem(ce, "throttled_share")->valuedouble == 6.0 / 25);
-        sect[sw] = cJSON_PrintUnformatted(
-            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"));
+        sect[sw] = cJSON_PrintUnformatted(rank0_nvml(rep));
         cJSON_Delete(rep);
         tp_run_free(&run);
     }
@@ -591,10 +594,7 @@ static double stream_trapezoids(double (*v)(unsigned), uint64_t a, uint64_t b) {
 static double stream_power0(unsigned k) { return stream_inst(k) - 40; }
 
 static double gpu_num(cJSON *rep, int gpu, const char *key) {
-    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
-    cJSON *g = cJSON_GetArrayItem(
-        cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus"), gpu);
-    cJSON *x = cJSON_GetObjectItem(g, key);
+    cJSON *x = cJSON_GetObjectItem(cJSON_GetArrayItem(rank0_gpus(rep), gpu), key);
     assert_non_null(x);
     return x->valuedouble;
 }
@@ -640,8 +640,7 @@ static void nvml_streamed_energy(void **state) {
                        stream_trapezoids(stream_power0, a, b) / 10);
         for (int g = 0; g < 3; g++)
             assert_true(gpu_num(rep, g, "sample_interval_ms") == interval);
-        char *sect = cJSON_PrintUnformatted(
-            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0), "nvml"));
+        char *sect = cJSON_PrintUnformatted(rank0_nvml(rep));
         if (c % 2 == 0) first = sect;
         else {
             assert_string_equal(first, sect);
@@ -680,8 +679,7 @@ static void nvml_not_finite(void **state) {
     same_reports(ops, 1);
     tp_run run;
     cJSON *rep = report_all_steps(dir, &run);
-    cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0);
-    cJSON *gpus = cJSON_GetObjectItem(cJSON_GetObjectItem(r0, "nvml"), "gpus");
+    cJSON *gpus = rank0_gpus(rep);
     for (int g = 0; g < 2; g++) {
         cJSON *x = cJSON_GetArrayItem(gpus, g);
         assert_string_equal(cJSON_GetObjectItem(x, "energy_method")->valuestring, "none");

@@ -28,7 +28,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "analysis/model_load.h"
 #include "analysis/report.h"
@@ -276,16 +275,8 @@ int tp_summary_current(const tp_run *run, const tp_process *p, const tp_report_o
     return ok;
 }
 
-/* CRC-32 of c's bytes (zlib's crc32 takes at most 4 GiB - 1 a call). */
-static uint32_t body_crc(const tp_sum_buf *c) {
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t at = 0; at < c->len;) {
-        size_t n = c->len - at > (1u << 30) ? (1u << 30) : c->len - at;
-        crc = crc32(crc, c->b + at, (uInt)n);
-        at += n;
-    }
-    return (uint32_t)crc;
-}
+/* CRC-32 of c's bytes. */
+static uint32_t body_crc(const tp_sum_buf *c) { return tp_sum_crc(0, c->b, c->len); }
 
 /* The head of a block's body whose key was checked, its length and CRC, f left at its bytes:
  * 0, or -1 when they do not fit the file. The section's (last) must be the rest of the file,

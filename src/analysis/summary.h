@@ -134,6 +134,9 @@ typedef struct tp_sum_buf {
 int tp_sum_stream_read(tp_sum_buf *c, FILE *f, size_t len, size_t window);
 /* A writer to fd through a window of `window` bytes: 0, or TPROF_ERR_NO_MEMORY. */
 int tp_sum_stream_write(tp_sum_buf *c, int fd, size_t window);
+/* The CRC-32 (zlib's) of crc's bytes followed by the n at p (crc 0 for none before: the start
+ * of a CRC); n may pass the 4 GiB - 1 zlib takes a call. */
+uint32_t tp_sum_crc(uint32_t crc, const void *p, size_t n);
 /* n bytes to fd (EINTR retried): 0, or TPROF_ERR_IO (errno set; EIO when nothing could be
  * written). */
 int tp_sum_write_all(int fd, const void *b, size_t n);

@@ -69,7 +69,7 @@ _Static_assert(sizeof(tp_comm_time) == 56, "tp_comm_time changed: update its cod
 
 enum { SUM_MEMORY, SUM_READ, SUM_WRITE };
 
-static uint32_t crc_add(uint32_t crc, const void *p, size_t n) {
+uint32_t tp_sum_crc(uint32_t crc, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t k; n; n -= k, b += k) { /* zlib's crc32 takes at most 4 GiB - 1 a call */
         k = n > (1u << 30) ? (1u << 30) : n;
@@ -78,25 +78,26 @@ static uint32_t crc_add(uint32_t crc, const void *p, size_t n) {
     return crc;
 }
 
-int tp_sum_stream_read(tp_sum_buf *c, FILE *f, size_t len, size_t window) {
-    c->stream = SUM_READ;
-    c->f = f;
-    c->len = len;
+/* c streamed (SUM_READ or SUM_WRITE) through a window of `window` bytes, at its start. */
+static int stream_init(tp_sum_buf *c, int stream, size_t window) {
+    c->stream = stream;
     c->at = c->base = c->wlen = 0;
-    c->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    c->crc = 0; /* a CRC-32 of no bytes, as zlib starts one */
     c->cap = window ? window : 1;
     c->b = malloc(c->cap);
     return c->b ? 0 : (c->bad = 1, TPROF_ERR_NO_MEMORY);
 }
 
+int tp_sum_stream_read(tp_sum_buf *c, FILE *f, size_t len, size_t window) {
+    c->f = f;
+    c->len = len;
+    return stream_init(c, SUM_READ, window);
+}
+
 int tp_sum_stream_write(tp_sum_buf *c, int fd, size_t window) {
-    c->stream = SUM_WRITE;
     c->fd = fd;
-    c->len = c->wlen = 0;
-    c->crc = (uint32_t)crc32(0L, Z_NULL, 0);
-    c->cap = window ? window : 1;
-    c->b = malloc(c->cap);
-    return c->b ? 0 : (c->bad = 1, TPROF_ERR_NO_MEMORY);
+    c->len = 0;
+    return stream_init(c, SUM_WRITE, window);
 }
 
 /* n bytes of the file into p, into the CRC: 0, or -1 (c->bad, c->err). */
@@ -106,7 +107,7 @@ static int stream_in(tp_sum_buf *c, void *p, size_t n) {
         c->bad = 1;
         return -1;
     }
-    c->crc = crc_add(c->crc, p, n);
+    c->crc = tp_sum_crc(c->crc, p, n);
     return 0;
 }
 
@@ -127,7 +128,7 @@ int tp_sum_write_all(int fd, const void *b, size_t n) {
 
 /* n bytes to the file, into the CRC: 0, or -1 (c->bad, c->err). */
 static int stream_out(tp_sum_buf *c, const void *p, size_t n) {
-    c->crc = crc_add(c->crc, p, n);
+    c->crc = tp_sum_crc(c->crc, p, n);
     if (!tp_sum_write_all(c->fd, p, n)) return 0;
     c->err = errno ? errno : EIO; /* 0 is kept for "out of memory" */
     c->bad = 1;
