@@ -34,6 +34,9 @@ set_tests_properties(test_summary PROPERTIES TIMEOUT 600)
 # A summary's slim block streamed to and from its file through windows of every size: the
 # bytes and the process are those of the block coded in memory.
 tprof_add_unit(test_summary_stream test_summary_stream.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report")
+# A slim thread's packed counters written out to a temporary file past the spill threshold:
+# the same bytes, counters, report and summaries as held in memory; the file's faults.
+tprof_add_unit(test_counter_spill test_counter_spill.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
 # `trainprof summarize` end to end on 16 ranks written by bench_report_scale: the launchers'
 # splits, then `mpirun -np 4 trainprof summarize` and the same report byte for byte (the
 # mpirun part skipped with 77 when mpirun is missing).

@@ -86,6 +86,38 @@ static inline void slim_render(tp_run *run, const tp_report_opts *o, FILE *f) {
     slim_render_used(run, o, f, NULL);
 }
 
+/* slim_render's text of run under o, into a string (owned). */
+static inline char *slim_render_str(tp_run *run, const tp_report_opts *o) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    slim_render(run, o, f);
+    fclose(f);
+    return buf;
+}
+
+/* Whether counters a and b are the same: one name (interned), time and value bit for bit. */
+static inline int slim_same_counter(const tp_counter *a, const tp_counter *b) {
+    return a->name == b->name && a->ts == b->ts && !memcmp(&a->value, &b->value, sizeof a->value);
+}
+
+/* Every counter of t read back through tp_counter_it equals want[0..n), bit for bit. */
+static inline void slim_counters_are(const tp_thread *t, const tp_counter *want, size_t n) {
+    tp_counter_it it;
+    tp_counter c;
+    size_t i = 0;
+    assert_int_equal(t->ncounters, n);
+    assert_int_equal(tp_counter_it_init(&it, t), 0);
+    while (tp_counter_next(&it, &c)) {
+        assert_true(i < n);
+        assert_true(slim_same_counter(&c, &want[i]));
+        i++;
+    }
+    assert_int_equal(tp_counter_it_done(&it), 0);
+    assert_int_equal(i, n);
+}
+
 /* Fails when a and b differ, first printing both around the first byte that differs. */
 static inline void slim_same(const char *what, const char *label, const char *name_a,
                              const char *a, const char *name_b, const char *b) {
@@ -284,6 +316,24 @@ static inline void slim_wide_sampler_run(const char *dir) {
         synth_flush(f);
     }
     synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* One rank and a node sampler of 20,000 samples of 4 GPU metrics: its packed samples (tens
+ * of kB) larger than a summary's windows but the last (test_summary_stream.c) and than the
+ * spill thresholds of test_counter_spill.c. */
+static inline void slim_long_sampler_run(const char *dir) {
+    slim_steps_rank(dir, 5, 8 * MS, T0 + 100 * MS);
+    synth_file *f = slim_node_sampler(dir);
+    static const char *const names[] = {"gpu0.power_w", "gpu0.energy_j", "gpu1.power_w",
+                                        "gpu1.sm_clock_mhz"};
+    for (unsigned k = 0; k < 20000; k++) {
+        for (unsigned m = 0; m < 4; m++)
+            synth_counter(f, 1, T0 + (uint64_t)k * 100000, names[m],
+                          m == 1 ? 100 + k * 0.037 : 250.125 + (double)(k * 37 % 11));
+        if (k % 1000 == 999) synth_flush(f);
+    }
+    synth_end_of_file(f, T0 + 2100 * MS, 0);
     assert_int_equal(synth_close(f), 0);
 }
 

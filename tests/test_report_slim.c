@@ -303,30 +303,8 @@ static void steps_unpackable(void **state) {
     synth_rmtree(dir);
 }
 
-static int same_counter(const tp_counter *a, const tp_counter *b) {
-    return a->name == b->name && a->ts == b->ts && !memcmp(&a->value, &b->value, sizeof a->value);
-}
-
-/* Every counter of t read back through tp_counter_it equals want[0..n), bit for bit. */
-static void counters_are(const tp_thread *t, const tp_counter *want, size_t n) {
-    tp_counter_it it;
-    tp_counter c;
-    size_t i = 0;
-    assert_int_equal(t->ncounters, n);
-    assert_int_equal(tp_counter_it_init(&it, t), 0);
-    while (tp_counter_next(&it, &c)) {
-        assert_true(i < n);
-        assert_true(same_counter(&c, &want[i]));
-        i++;
-    }
-    assert_int_equal(tp_counter_it_done(&it), 0);
-    assert_int_equal(i, n);
-}
-
 static void free_thread_counters(tp_thread *t) {
-    free(t->counters);
-    free(t->counters_packed);
-    free(t->counter_names);
+    tp_thread_free_counters(t);
     memset(t, 0, sizeof *t);
 }
 
@@ -354,13 +332,13 @@ static void counter_packing(void **state) {
     for (size_t i = 0; i < n; i++) assert_int_equal(tp_counter_append(&t, &st, &in[i]), 0);
     tp_cpack_free(&st);
     assert_int_equal(t.ncounter_names, 3);
-    counters_are(&t, in, n);
+    slim_counters_are(&t, in, n);
     assert_int_equal(tp_thread_unpack_counters(&t), 0);
     assert_null(t.counters_packed);
-    for (size_t i = 0; i < n; i++) assert_true(same_counter(&t.counters[i], &in[i]));
+    for (size_t i = 0; i < n; i++) assert_true(slim_same_counter(&t.counters[i], &in[i]));
     tp_thread_pack_counters(&t);
     assert_null(t.counters);
-    counters_are(&t, in, n);
+    slim_counters_are(&t, in, n);
     /* damage: a byte short, a name index past the table, an unread byte left */
     t.counters_packed_len--;
     tp_counter_it it;
@@ -424,7 +402,7 @@ static void counter_packing(void **state) {
     }
     for (size_t i = 0; i < k; i++) assert_int_equal(tp_counter_append(&t, &st, &nv[i]), 0);
     tp_cpack_free(&st);
-    counters_are(&t, nv, k);
+    slim_counters_are(&t, nv, k);
     assert_true(t.counters_packed_len <= 5 * k);
     print_message("NVML series: %zu samples in %zu bytes (%.2f a sample; 24 unpacked)\n", k,
                   t.counters_packed_len, (double)t.counters_packed_len / (double)k);

@@ -51,12 +51,7 @@ static char *render(const char *const *ops, size_t nops, int stream, const char 
     o.threads = 2;
     o.stream_sections = stream == 9 ? 0 : stream;
     o.step_name = step_name;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    slim_render(&run, &o, f);
-    fclose(f);
+    char *buf = slim_render_str(&run, &o);
     tp_run_free(&run);
     return buf;
 }

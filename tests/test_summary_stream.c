@@ -57,7 +57,8 @@ static void streamed_same(tp_run *run, tp_process *p) {
         rewind(f);
         tp_process q;
         uint32_t crc = 0;
-        assert_int_equal(tp_summary_slim_decode_file(run, f, m.len, windows[w], &crc, &q), 1);
+        assert_int_equal(
+            tp_summary_slim_decode_file(run, f, NULL, m.len, windows[w], &crc, &q), 1);
         assert_true(crc == want);
         tp_sum_buf again = {0};
         tp_sum_slim(&again, &q, 0);
@@ -70,7 +71,8 @@ static void streamed_same(tp_run *run, tp_process *p) {
         assert_non_null(half);
         assert_int_equal(fwrite(m.b, 1, m.len / 2, half), m.len / 2);
         rewind(half);
-        assert_int_equal(tp_summary_slim_decode_file(run, half, m.len, windows[w], &crc, &q), 0);
+        assert_int_equal(
+            tp_summary_slim_decode_file(run, half, NULL, m.len, windows[w], &crc, &q), 0);
         for (size_t i = 0; i < sizeof q; i++) assert_int_equal(((unsigned char *)&q)[i], 0);
         fclose(half);
         fclose(f);
@@ -87,27 +89,10 @@ static void streamed_runs(const char *const *ops, size_t nops, int must_compare)
     tp_run_free(&run);
 }
 
-/* A node sampler of 20,000 samples of 4 GPU metrics: its packed samples (tens of kB) larger
- * than every window but the last. */
-static void long_sampler_run(const char *dir) {
-    slim_steps_rank(dir, 5, 8 * MS, T0 + 100 * MS);
-    synth_file *f = slim_node_sampler(dir);
-    static const char *const names[] = {"gpu0.power_w", "gpu0.energy_j", "gpu1.power_w",
-                                        "gpu1.sm_clock_mhz"};
-    for (unsigned k = 0; k < 20000; k++) {
-        for (unsigned m = 0; m < 4; m++)
-            synth_counter(f, 1, T0 + (uint64_t)k * 100000, names[m],
-                          m == 1 ? 100 + k * 0.037 : 250.125 + (double)(k * 37 % 11));
-        if (k % 1000 == 999) synth_flush(f);
-    }
-    synth_end_of_file(f, T0 + 2100 * MS, 0);
-    assert_int_equal(synth_close(f), 0);
-}
-
 static void slim_streamed(void **state) {
     (void)state;
     void (*const runs[])(const char *) = {four_ranks_run, slim_wide_sampler_run,
-                                          long_sampler_run};
+                                          slim_long_sampler_run};
     for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
         char dir[512];
         assert_int_equal(synth_tmpdir(dir, sizeof dir, "summary-streamed"), 0);

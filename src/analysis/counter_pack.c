@@ -1,12 +1,19 @@
 /*
  * counter_pack.c — packs and reads a slim process's counters (counter_pack.h).
  */
+#define _GNU_SOURCE
 #include "analysis/counter_pack.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "analysis/report_spill.h"
 #include "common/varint.h"
 #include "trainprof.h"
 
@@ -34,6 +41,238 @@ static int form_of(double v, int64_t *s) {
 static double value_of(int form, int64_t s) {
     return form == FORM_INT ? (double)s : (double)s / 1000.0;
 }
+
+/* ---- where spilled bytes lie ---- */
+
+/* A file holding segments of packed bytes, under mu: the process's one temporary file of
+ * spilled bytes (fd; made at the first write-out, closed when the last thread with bytes in
+ * it frees them), or a summary whose slim block holds a thread's packed bytes, read in place
+ * (path, fd -1: opened by each reader, and read only while it is still the file that was
+ * decoded: the same device, inode, size and modification time). refs: its segments not
+ * freed. */
+typedef struct cstore {
+    int fd;
+    char *path;
+    struct stat id;
+    uint64_t end; /* the temporary file's next free byte */
+    size_t refs;
+} cstore;
+
+static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
+static cstore *store; /* the temporary file; NULL when none is open */
+static _Atomic size_t spill_at = 1u << 20;
+
+typedef struct cseg {
+    cstore *file;
+    uint64_t off; /* in the file */
+    size_t len;
+} cseg;
+
+struct tp_cpack_spilled {
+    cseg *seg;
+    size_t n, cap;
+    uint64_t bytes; /* the segments' lengths summed */
+};
+
+size_t tp_cpack_set_spill(size_t bytes) { return atomic_exchange(&spill_at, bytes); }
+
+size_t tp_cpack_spill_threshold(void) { return atomic_load(&spill_at); }
+
+/* One segment of file f freed: the file is closed (or forgotten) with its last, and the next
+ * write-out makes a new one. */
+static void release(cstore *f) {
+    pthread_mutex_lock(&store_mu);
+    if (!--f->refs) {
+        if (f->fd >= 0) close(f->fd);
+        if (store == f) store = NULL;
+        free(f->path);
+        free(f);
+    }
+    pthread_mutex_unlock(&store_mu);
+}
+
+/* Room for one more segment in t's list (made when it has none): the list, or NULL. */
+static tp_cpack_spilled *seg_room(tp_thread *t) {
+    tp_cpack_spilled *sp = t->counters_spilled;
+    if (!sp && !(sp = calloc(1, sizeof *sp))) return NULL;
+    t->counters_spilled = sp;
+    if (sp->n == sp->cap) {
+        size_t nc = sp->cap ? sp->cap * 2 : 8;
+        cseg *ns = realloc(sp->seg, nc * sizeof *ns);
+        if (!ns) return NULL;
+        sp->seg = ns;
+        sp->cap = nc;
+    }
+    return sp;
+}
+
+/* Writes t's bytes in memory out as its next segment: 0, or -1 (nothing written; t as it
+ * was). The file, shared by every thread, is written at a place reserved under the lock, so
+ * that writes of several loads run at once. */
+static int spill(tp_thread *t) {
+    tp_cpack_spilled *sp = seg_room(t);
+    if (!sp) return -1;
+    size_t len = t->counters_packed_len;
+    pthread_mutex_lock(&store_mu);
+    if (!store && (store = calloc(1, sizeof *store)) && (store->fd = tp_spill_tmpfile()) < 0) {
+        free(store);
+        store = NULL;
+    }
+    cstore *f = store;
+    uint64_t off = f ? f->end : 0;
+    if (f) f->end += len, f->refs++;
+    pthread_mutex_unlock(&store_mu);
+    if (!f) return -1;
+    if (tp_spill_pwrite_all(f->fd, t->counters_packed, len, off) != TPROF_OK) {
+        release(f); /* its place stays reserved (a hole, or what was written of it) */
+        return -1;
+    }
+    sp->seg[sp->n++] = (cseg){f, off, len};
+    sp->bytes += len;
+    t->counters_packed_len = 0;
+    return 0;
+}
+
+int tp_cpack_refer(tp_thread *t, const char *path, int fd, uint64_t off, size_t len) {
+    struct stat id;
+    if (fstat(fd, &id) != 0 || !S_ISREG(id.st_mode)) return TPROF_ERR_IO;
+    cstore *f = calloc(1, sizeof *f);
+    /* its absolute name, for a reader after a chdir(2) */
+    if (f && !(f->path = realpath(path, NULL))) f->path = strdup(path);
+    tp_cpack_spilled *sp = f && f->path ? seg_room(t) : NULL;
+    if (!sp) {
+        if (f) free(f->path);
+        free(f);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    f->id = id;
+    f->fd = -1;
+    f->refs = 1;
+    sp->seg[sp->n++] = (cseg){f, off, len};
+    sp->bytes += len;
+    return TPROF_OK;
+}
+
+/* After bytes were added to t's buffer: writes them out once they reach the threshold (or,
+ * after a write-out failed, twice the length it failed at). */
+static void maybe_spill(tp_thread *t, tp_cpack *st) {
+    size_t at = atomic_load_explicit(&spill_at, memory_order_relaxed);
+    if (!at || t->counters_packed_len < (st->spill_next > at ? st->spill_next : at)) return;
+    if (spill(t) != 0) st->spill_next = t->counters_packed_len * 2;
+}
+
+static void spilled_free(tp_cpack_spilled *sp) {
+    if (!sp) return;
+    for (size_t k = 0; k < sp->n; k++) release(sp->seg[k].file);
+    free(sp->seg);
+    free(sp);
+}
+
+uint64_t tp_counters_packed_size(const tp_thread *t) {
+    return (t->counters_spilled ? t->counters_spilled->bytes : 0) + t->counters_packed_len;
+}
+
+/* A reader's summary open for reading (fd, of file; -1 and NULL when none). */
+typedef struct src_cache {
+    int fd;
+    const cstore *file;
+} src_cache;
+
+static void src_close(src_cache *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    c->file = NULL;
+}
+
+/* A descriptor to read file f by: the temporary file's, or the summary's opened into the
+ * cache (once: a reader keeps it until src_close) when it is still the one decoded; -1. */
+static int src_fd(const cstore *f, src_cache *c) {
+    if (f->fd >= 0) return f->fd;
+    if (c->file == f) return c->fd;
+    src_close(c);
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != f->id.st_dev ||
+                    st.st_ino != f->id.st_ino || st.st_size != f->id.st_size ||
+                    st.st_mtim.tv_sec != f->id.st_mtim.tv_sec ||
+                    st.st_mtim.tv_nsec != f->id.st_mtim.tv_nsec)) {
+        close(fd); /* replaced or changed since it was decoded */
+        fd = -1;
+    }
+    c->fd = fd;
+    c->file = fd >= 0 ? f : NULL;
+    return fd;
+}
+
+static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n, src_cache *c) {
+    if (off > tp_counters_packed_size(t) || n > tp_counters_packed_size(t) - off)
+        return TPROF_ERR_INVALID_ARG;
+    uint8_t *q = b;
+    const tp_cpack_spilled *sp = t->counters_spilled;
+    uint64_t at = 0; /* where segment k starts in the packed bytes */
+    for (size_t k = 0; sp && k < sp->n && n; at += sp->seg[k++].len) {
+        const cseg *g = &sp->seg[k];
+        if (off >= at + g->len) continue;
+        size_t in = (size_t)(off - at), take = g->len - in;
+        if (take > n) take = n;
+        int fd = src_fd(g->file, c);
+        int rc = fd < 0 ? TPROF_ERR_IO : tp_spill_pread_all(fd, q, take, g->off + in);
+        if (rc != TPROF_OK) return rc;
+        q += take, off += take, n -= take;
+    }
+    if (n) memcpy(q, t->counters_packed + (off - at), n);
+    return TPROF_OK;
+}
+
+int tp_counters_packed_read(const tp_thread *t, uint64_t off, void *b, size_t n) {
+    src_cache c = {-1, NULL};
+    int rc = packed_read(t, off, b, n, &c);
+    src_close(&c);
+    return rc;
+}
+
+uint8_t *tp_cpack_reserve(tp_thread *t, tp_cpack *st, size_t n) {
+    if (st->cap - t->counters_packed_len < n || !t->counters_packed) {
+        size_t nc = st->cap ? st->cap : 256;
+        while (nc - t->counters_packed_len < n) nc *= 2;
+        uint8_t *nb = realloc(t->counters_packed, nc);
+        if (!nb) return NULL;
+        t->counters_packed = nb;
+        st->cap = nc;
+    }
+    return t->counters_packed + t->counters_packed_len;
+}
+
+void tp_cpack_commit(tp_thread *t, tp_cpack *st, size_t n) {
+    t->counters_packed_len += n;
+    maybe_spill(t, st);
+}
+
+/* Shrinks what was allocated as it grew to what it holds (a failed shrink keeps it). */
+static void fit(void **a, size_t size) {
+    void *f = realloc(*a, size ? size : 1);
+    if (f) *a = f;
+}
+
+void tp_cpack_finish(tp_thread *t) {
+    if (!t->counters_packed) return;
+    if (t->counters_spilled && t->counters_packed_len) (void)spill(t);
+    fit((void **)&t->counters_packed, t->counters_packed_len);
+}
+
+void tp_thread_free_counters(tp_thread *t) {
+    free(t->counters);
+    free(t->counters_packed);
+    free(t->counter_names);
+    spilled_free(t->counters_spilled);
+    t->counters = NULL;
+    t->counters_packed = NULL;
+    t->counter_names = NULL;
+    t->counters_spilled = NULL;
+    t->ncounters = t->cap_counters = t->counters_packed_len = t->ncounter_names = 0;
+}
+
+/* ---- packing ---- */
 
 void tp_cpack_free(tp_cpack *st) {
     free(st->last);
@@ -74,13 +313,7 @@ static int add_name(tp_thread *t, tp_cpack *st, const char *name) {
 static size_t predict(size_t prev, size_t seen) { return seen ? (prev + 1) % seen : 0; }
 
 int tp_counter_append(tp_thread *t, tp_cpack *st, const tp_counter *c) {
-    if (st->cap - t->counters_packed_len < ELEM_MAX) {
-        size_t nc = st->cap ? st->cap * 2 : 256;
-        uint8_t *nb = realloc(t->counters_packed, nc);
-        if (!nb) return TPROF_ERR_NO_MEMORY;
-        t->counters_packed = nb;
-        st->cap = nc;
-    }
+    if (!tp_cpack_reserve(t, st, ELEM_MAX)) return TPROF_ERR_NO_MEMORY;
     size_t pred = predict(st->name, t->ncounter_names);
     size_t idx = name_index(t, pred, c->name);
     if (idx == t->ncounter_names) {
@@ -102,26 +335,51 @@ int tp_counter_append(tp_thread *t, tp_cpack *st, const tp_counter *c) {
         n += tp_varint_put(b + n, tp_zigzag((uint64_t)s - base));
     }
     *l = (tp_cpack_last){s, (uint8_t)form};
-    t->counters_packed_len += n;
     st->ts = c->ts;
     st->name = idx;
     t->ncounters++;
+    tp_cpack_commit(t, st, n);
     return 0;
 }
 
 int tp_counter_it_init(tp_counter_it *it, const tp_thread *t) {
     memset(it, 0, sizeof *it);
+    it->fd = -1;
     it->t = t;
     if (!t->counters_packed) return 0;
     it->p = t->counters_packed;
     it->end = it->p + t->counters_packed_len;
+    it->total = tp_counters_packed_size(t);
+    if (t->counters_spilled) { /* read through the window, from the start */
+        it->win = malloc(TP_CPACK_WINDOW);
+        it->p = it->end = it->win;
+    }
     it->last = calloc(t->ncounter_names ? t->ncounter_names : 1, sizeof *it->last);
-    if (!it->last) {
+    if (!it->last || (t->counters_spilled && !it->win)) {
         it->bad = TPROF_ERR_NO_MEMORY;
         return TPROF_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < t->ncounter_names; i++) it->last[i].form = FORM_RAW;
     return 0;
+}
+
+/* Moves what is left in the window to its start and fills it from the packed bytes. */
+static void refill(tp_counter_it *it) {
+    size_t keep = (size_t)(it->end - it->p), take = TP_CPACK_WINDOW - keep;
+    if (take > it->total - it->off) take = (size_t)(it->total - it->off);
+    memmove(it->win, it->p, keep);
+    it->p = it->win;
+    it->end = it->win + keep;
+    src_cache c = {it->fd, it->src};
+    int rc = packed_read(it->t, it->off, it->win + keep, take, &c);
+    it->fd = c.fd;
+    it->src = c.file;
+    if (rc != TPROF_OK) {
+        it->bad = rc;
+        return;
+    }
+    it->off += take;
+    it->end += take;
 }
 
 int tp_counter_next(tp_counter_it *it, tp_counter *c) {
@@ -131,6 +389,10 @@ int tp_counter_next(tp_counter_it *it, tp_counter *c) {
         if (!t->counters) return it->bad = TPROF_ERR_CORRUPT, 0;
         *c = t->counters[it->i++];
         return 1;
+    }
+    if (it->win && it->end - it->p < ELEM_MAX && it->off < it->total) {
+        refill(it);
+        if (it->bad) return 0;
     }
     uint64_t h, d, z = 0;
     if (tp_varint_get(&it->p, it->end, &h) || tp_varint_get(&it->p, it->end, &d))
@@ -165,10 +427,16 @@ int tp_counter_next(tp_counter_it *it, tp_counter *c) {
 
 int tp_counter_it_done(tp_counter_it *it) {
     int rc = it->bad;
-    if (!rc && it->t && it->t->counters_packed && (it->i != it->t->ncounters || it->p != it->end))
+    if (!rc && it->t && it->t->counters_packed &&
+        (it->i != it->t->ncounters || it->p != it->end ||
+         (it->win ? it->off : (uint64_t)it->t->counters_packed_len) != it->total))
         rc = TPROF_ERR_CORRUPT;
     free(it->last);
+    free(it->win);
+    if (it->fd >= 0) close(it->fd);
     it->last = NULL;
+    it->win = NULL;
+    it->fd = -1;
     return rc;
 }
 
@@ -185,25 +453,15 @@ int tp_thread_unpack_counters(tp_thread *t) {
         free(a);
         return rc;
     }
-    free(t->counters_packed);
-    free(t->counter_names);
-    t->counters_packed = NULL;
-    t->counter_names = NULL;
-    t->counters_packed_len = t->ncounter_names = 0;
+    tp_thread_free_counters(t); /* n is its count: the iterator read them all */
     t->counters = a;
-    t->cap_counters = t->ncounters;
+    t->ncounters = t->cap_counters = n;
     return 0;
-}
-
-/* Shrinks what was allocated as it grew to what it holds (a failed shrink keeps it). */
-static void fit(void **a, size_t size) {
-    void *f = realloc(*a, size ? size : 1);
-    if (f) *a = f;
 }
 
 void tp_thread_pack_counters(tp_thread *t) {
     if (t->counters_packed) { /* packed as loaded */
-        fit((void **)&t->counters_packed, t->counters_packed_len);
+        tp_cpack_finish(t);
         return;
     }
     if (!t->ncounters || !t->counters) return;
@@ -214,16 +472,16 @@ void tp_thread_pack_counters(tp_thread *t) {
         rc = tp_counter_append(&q, &st, &t->counters[i]);
     tp_cpack_free(&st);
     if (rc) {
-        free(q.counters_packed);
-        free(q.counter_names);
+        tp_thread_free_counters(&q);
         return;
     }
-    fit((void **)&q.counters_packed, q.counters_packed_len);
+    tp_cpack_finish(&q);
     free(t->counters);
     t->counters = NULL;
     t->cap_counters = 0;
     t->counters_packed = q.counters_packed;
     t->counters_packed_len = q.counters_packed_len;
+    t->counters_spilled = q.counters_spilled;
     t->counter_names = q.counter_names;
     t->ncounter_names = q.ncounter_names;
 }

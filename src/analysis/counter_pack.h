@@ -22,6 +22,18 @@
  *
  * Readers take the counters one at a time through tp_counter_it, which reads either form;
  * nothing outside this file and the loaders indexes tp_thread.counters.
+ *
+ * Packed, a node sampler's series still grow with the run's time: about 260 MB a day of an
+ * 8-GPU node at 10 Hz, held by the merge for every node and by each task of `summarize`.
+ * So a thread's packed bytes past the spill threshold (tp_cpack_set_spill, 1 MiB) are
+ * written out, in the order they were packed, to one temporary file of the process
+ * (tp_spill_tmpfile: unlinked, in $TMPDIR), and the thread keeps only where they lie
+ * (tp_thread.counters_spilled) and the bytes packed since. tp_counter_it reads them back
+ * through a window of TP_CPACK_WINDOW bytes, so a reader holds that much whatever the run's
+ * length, and the merge holds a bounded part of each thread. The file is closed when no
+ * thread has bytes in it any more. When it cannot be made or written (no $TMPDIR, a full
+ * file system), the bytes stay in memory as before: never an error, and the next write-out
+ * is tried at twice the length.
  */
 #ifndef TPROF_COUNTER_PACK_H
 #define TPROF_COUNTER_PACK_H
@@ -46,6 +58,7 @@ typedef struct tp_cpack_last {
  * index, each name's previous value. Zeroed before the first; freed by tp_cpack_free. */
 typedef struct tp_cpack {
     size_t cap;
+    size_t spill_next; /* the length at which the next write-out is tried; 0: the threshold */
     uint64_t ts;
     size_t name;
     tp_cpack_last *last; /* one per name of the thread's table */
@@ -53,6 +66,54 @@ typedef struct tp_cpack {
 } tp_cpack;
 
 void tp_cpack_free(tp_cpack *st);
+
+/* The bytes a reader of spilled counters holds at a time (tp_counter_it's window). */
+#define TP_CPACK_WINDOW (64u << 10)
+
+/* Sets the spill threshold of the process: a thread's packed bytes in memory are written out
+ * once they reach `bytes` (0: never; the default 1 MiB). Returns the one before. For tests
+ * and benchmarks, which spill tiny series to check the file's path; set it before loading,
+ * not while loads run. */
+size_t tp_cpack_set_spill(size_t bytes);
+/* The spill threshold now (0: never). */
+size_t tp_cpack_spill_threshold(void);
+
+/* Where a thread's spilled bytes lie (counter_pack.c). */
+typedef struct tp_cpack_spilled tp_cpack_spilled;
+
+/* The length of thread t's packed counters: the bytes spilled and those in memory. */
+uint64_t tp_counters_packed_size(const tp_thread *t);
+
+/* n bytes of thread t's packed counters from byte off (of tp_counters_packed_size) into b:
+ * TPROF_OK; TPROF_ERR_INVALID_ARG past the end; TPROF_ERR_IO when the temporary file does not
+ * give them back. Thread safe while nothing writes t. */
+int tp_counters_packed_read(const tp_thread *t, uint64_t off, void *b, size_t n);
+
+/* Room for n more packed bytes at t->counters_packed + t->counters_packed_len, for a reader
+ * of packed bytes coded elsewhere (a summary's slim block); st holds the buffer's capacity
+ * (zeroed for a thread without packed counters). NULL when out of memory. */
+uint8_t *tp_cpack_reserve(tp_thread *t, tp_cpack *st, size_t n);
+
+/* Counts the n bytes written at the room tp_cpack_reserve gave, and writes the bytes in
+ * memory out when they reached the spill threshold (tp_counter_append does the same). */
+void tp_cpack_commit(tp_thread *t, tp_cpack *st, size_t n);
+
+/* Thread t's packed counters, len bytes at off of the regular file open as fd (a summary's
+ * slim block, summary_slim.c), left there rather than copied: t then reads them from path,
+ * opened by each reader, and only while it is the file fd is (the same device, inode, size
+ * and modification time; else they read as an I/O error). t must have no packed bytes yet.
+ * TPROF_OK; TPROF_ERR_IO when fd is not a regular file (t unchanged); TPROF_ERR_NO_MEMORY
+ * (t may then hold an empty list of segments, which reads as none). */
+int tp_cpack_refer(tp_thread *t, const char *path, int fd, uint64_t off, size_t len);
+
+/* Ends the packing of thread t's counters: when some were written out, the bytes in memory
+ * are written out too (the thread then holds none of them); the buffer is shrunk to what it
+ * holds. */
+void tp_cpack_finish(tp_thread *t);
+
+/* Frees thread t's counters in either form (the array, the packed bytes, the names, its part
+ * of the temporary file) and zeroes their fields. */
+void tp_thread_free_counters(tp_thread *t);
 
 /* Appends counter c to thread t's packed counters (t->counters_packed, its name into
  * t->counter_names; t->ncounters counts it), packed against *st. The thread's counters must
@@ -88,15 +149,21 @@ typedef struct tp_counter_it {
     size_t name, seen;
     tp_cpack_last *last;
     int bad;
+    uint8_t *win;        /* a thread with spilled bytes: the window p reads in (owned) */
+    uint64_t off, total; /* the packed bytes brought into the window so far, and all */
+    int fd;              /* a summary read in place, open while the iterator reads; -1 */
+    const void *src;     /* which one */
 } tp_counter_it;
 
 /* 0, or TPROF_ERR_NO_MEMORY (the iterator then reads nothing; tp_counter_it_done may still
- * be called). */
+ * be called). A thread with spilled bytes is read through a window of TP_CPACK_WINDOW bytes
+ * (pread(2) of the temporary file, about 0.1 ms a window); one whose file no longer gives
+ * them back reads as damaged (tp_counter_it_done: TPROF_ERR_IO). */
 int tp_counter_it_init(tp_counter_it *it, const tp_thread *t);
 /* 1 with the next counter in *c; 0 at the end, or at damage (then no more). */
 int tp_counter_next(tp_counter_it *it, tp_counter *c);
 /* Frees the iterator: 0, or TPROF_ERR_CORRUPT when it stopped at damage, TPROF_ERR_NO_MEMORY
- * when its init failed. */
+ * when its init failed, TPROF_ERR_IO when the temporary file failed it. */
 int tp_counter_it_done(tp_counter_it *it);
 
 /* What a reader made of each counter name (a series index, -1 for a name it skips), kept

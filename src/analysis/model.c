@@ -914,9 +914,7 @@ void tp_process_free(tp_process *p) {
         tp_thread *t = &p->threads[k];
         free(t->ranges);
         free(t->marks);
-        free(t->counters);
-        free(t->counters_packed);
-        free(t->counter_names);
+        tp_thread_free_counters(t);
         free(t->steps);
         free(t->steps_packed);
     }

@@ -92,6 +92,10 @@ typedef struct tp_thread {
     uint8_t *counters_packed; /* slim: its ncounters counters packed, owned; NULL when they
                                * are in counters */
     size_t counters_packed_len;
+    struct tp_cpack_spilled *counters_spilled; /* slim: the first bytes of its packed
+                               * counters, written out to a temporary file when they grew
+                               * long (counter_pack.h), owned; NULL when all are in
+                               * counters_packed */
     const char **counter_names; /* the packed counters' names by index (the run's strings),
                                  * owned */
     size_t ncounter_names;

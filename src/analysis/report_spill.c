@@ -53,7 +53,7 @@ struct tp_section_spill {
  * 0, 1 or 2: with one of those closed (`trainprof report >&-`) the file would take its number,
  * and what is printed to that stream would go into the file, over the sections, instead of
  * failing (EBADF) as it does without the file. */
-static int spill_file(void) {
+int tp_spill_tmpfile(void) {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
     char path[4096];
@@ -85,7 +85,7 @@ tp_section_spill *tp_spill_open(size_t n) {
         return NULL;
     }
     s->n = n;
-    s->fd = spill_file();
+    s->fd = tp_spill_tmpfile();
     /* the file system's block (a power of two, within reason), else a page */
     struct stat st;
     s->align = 4096;
@@ -95,17 +95,30 @@ tp_section_spill *tp_spill_open(size_t n) {
     return s;
 }
 
-/* All of b (n bytes) at off; 0, or -1. */
-static int write_all(int fd, const unsigned char *b, size_t n, uint64_t off) {
+int tp_spill_pwrite_all(int fd, const void *b, size_t n, uint64_t off) {
+    const unsigned char *q = b;
     while (n) {
-        ssize_t w = pwrite(fd, b, n, (off_t)off);
+        ssize_t w = pwrite(fd, q, n, (off_t)off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        b += w;
+        if (w <= 0) return TPROF_ERR_IO;
+        q += w;
         n -= (size_t)w;
         off += (uint64_t)w;
     }
-    return 0;
+    return TPROF_OK;
+}
+
+int tp_spill_pread_all(int fd, void *b, size_t n, uint64_t off) {
+    unsigned char *q = b;
+    while (n) {
+        ssize_t r = pread(fd, q, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return TPROF_ERR_IO;
+        q += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return TPROF_OK;
 }
 
 void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section) {
@@ -126,7 +139,7 @@ void tp_spill_put(tp_section_spill *s, size_t k, cJSON *section) {
         s->end = off + c.len;
         pthread_mutex_unlock(&s->lock);
         /* a region of its own: the writes of several jobs do not overlap */
-        if (write_all(s->fd, c.b, c.len, off) == 0) {
+        if (tp_spill_pwrite_all(s->fd, c.b, c.len, off) == 0) {
             s->slot[k].off = off;
             s->slot[k].len = c.len;
             stored = 1;
@@ -155,14 +168,8 @@ int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **o
     tp_sum_buf c = {.len = (size_t)sl->len};
     c.b = sl->len == (uint64_t)c.len ? malloc(c.len) : NULL;
     if (!c.b) return TPROF_ERR_NO_MEMORY;
-    size_t got = 0;
-    while (got < c.len) {
-        ssize_t r = pread(s->fd, c.b + got, c.len - got, (off_t)(sl->off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    cJSON *j = got == c.len ? tp_sum_json_get(&c) : NULL;
+    cJSON *j = tp_spill_pread_all(s->fd, c.b, c.len, sl->off) == TPROF_OK ? tp_sum_json_get(&c)
+                                                                           : NULL;
     free(c.b);
     /* its blocks, whole from its start (aligned) to the next section's: a failure (a file
      * system without holes) leaves them until the file is closed */

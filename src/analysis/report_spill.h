@@ -6,6 +6,7 @@
 #define TPROF_REPORT_SPILL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -45,5 +46,19 @@ size_t tp_spill_count(const tp_section_spill *s);
 
 /* Closes the file and frees the store. NULL-safe. */
 void tp_spill_free(tp_section_spill *s);
+
+/* The temporary files of the analysis (these sections, a slim thread's packed counters,
+ * counter_pack.h): an unlinked file of $TMPDIR (else /tmp), open for reading and writing,
+ * close-on-exec, never descriptor 0, 1 or 2 (why: report_spill.c); -1 when none can be made
+ * (the caller then keeps in memory what it would have written). The caller closes it. */
+int tp_spill_tmpfile(void);
+
+/* All n bytes of b written at off of fd (pwrite(2), EINTR retried): TPROF_OK, or
+ * TPROF_ERR_IO (an error, or a write of nothing: a full file system). Thread safe. */
+int tp_spill_pwrite_all(int fd, const void *b, size_t n, uint64_t off);
+
+/* n bytes at off of fd read into b (pread(2), EINTR retried): TPROF_OK, or TPROF_ERR_IO (an
+ * error, or the file ends first). Thread safe. */
+int tp_spill_pread_all(int fd, void *b, size_t n, uint64_t off);
 
 #endif /* TPROF_REPORT_SPILL_H */

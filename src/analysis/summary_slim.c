@@ -36,9 +36,10 @@
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
 /* (tp_thread.steps_packed is not coded: the events are coded unpacked and packed again as
- * read; the counters are coded in the form the thread holds, counters()) */
+ * read; the counters are coded in the form the thread holds, counters(), the packed bytes
+ * whole whether some were spilled or not, so counters_spilled is not coded) */
 _Static_assert(sizeof(tp_process) == 2888, "tp_process changed: update tp_sum_slim");
-_Static_assert(sizeof(tp_thread) == 216, "tp_thread changed: update its codec");
+_Static_assert(sizeof(tp_thread) == 224, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
 _Static_assert(sizeof(tp_stepev) == 24, "tp_stepev changed: update its codec");
@@ -71,6 +72,43 @@ static void range(tp_sum_buf *c, int rd, tp_range *r, size_t i) {
     if (rd && (r->parent < -1 || (r->parent >= 0 && (size_t)r->parent >= i))) c->bad = 1;
 }
 
+/* A thread's len packed bytes, a window at a time (counter_pack.h): read, into its buffer,
+ * which writes them out to the temporary file as they pass the spill threshold, so that a
+ * node sampler's summary is not held whole; written, from memory and that file. */
+static void packed_bytes(tp_sum_buf *c, int rd, tp_thread *t, size_t len) {
+    tp_cpack st = {0};
+    size_t spill = tp_cpack_spill_threshold();
+    /* a summary read in place: its bytes stay there (read here only for the CRC) */
+    int refer = rd && c->src_path && c->f && spill && len >= spill &&
+                tp_cpack_refer(t, c->src_path, fileno(c->f), c->src_off + c->at, len) == 0;
+    uint8_t *w = rd && !refer ? NULL
+                              : malloc(len < TP_CPACK_WINDOW ? (len ? len : 1) : TP_CPACK_WINDOW);
+    if ((!rd || refer) && !w) c->bad = 1;
+    for (size_t done = 0, n; done < len && !c->bad; done += n) {
+        n = len - done < TP_CPACK_WINDOW ? len - done : TP_CPACK_WINDOW;
+        if (refer) {
+            tp_sum_raw(c, 1, w, n);
+            continue;
+        }
+        if (!rd) {
+            if (tp_counters_packed_read(t, done, w, n) != TPROF_OK) c->bad = 1;
+            else tp_sum_raw(c, 0, w, n);
+            continue;
+        }
+        uint8_t *at = tp_cpack_reserve(t, &st, n);
+        if (!at) {
+            c->bad = 1;
+            break;
+        }
+        tp_sum_raw(c, 1, at, n);
+        if (!c->bad) tp_cpack_commit(t, &st, n);
+    }
+    if (rd && !t->counters_packed) t->counters_packed = malloc(1); /* none: still packed */
+    if (rd && !t->counters_packed) c->bad = 1;
+    if (rd && !c->bad) tp_cpack_finish(t);
+    free(w);
+}
+
 /* A thread's counters: their count, then their form (1 byte): 1, packed (counter_pack.h:
  * the names table, each name as a string, then the packed bytes), as a slim thread holds
  * them; 0, the array of name, time and value, for a thread whose counters could not be
@@ -92,26 +130,22 @@ static void counters(tp_sum_buf *c, int rd, tp_thread *t) {
         return;
     }
     Z(t->ncounter_names);
-    Z(t->counters_packed_len);
+    size_t len = rd ? 0 : (size_t)tp_counters_packed_size(t);
+    Z(len);
     /* a name takes 2 bytes at least, a counter 3 */
     if (rd && (!t->ncounters || !t->ncounter_names || t->ncounter_names > TP_CPACK_NAMES ||
-               t->ncounter_names > (c->len - c->at) / 2 ||
-               t->counters_packed_len > c->len - c->at ||
-               t->ncounters > t->counters_packed_len / 3)) {
-        t->counter_names = NULL, t->ncounter_names = 0, t->counters_packed_len = 0;
+               t->ncounter_names > (c->len - c->at) / 2 || len > c->len - c->at ||
+               t->ncounters > len / 3)) {
+        t->counter_names = NULL, t->ncounter_names = 0;
         c->bad = 1;
         return;
     }
-    if (rd) {
-        t->counter_names = calloc(t->ncounter_names, sizeof *t->counter_names);
-        t->counters_packed = malloc(t->counters_packed_len ? t->counters_packed_len : 1);
-        if (!t->counter_names || !t->counters_packed) {
-            c->bad = 1;
-            return;
-        }
+    if (rd && !(t->counter_names = calloc(t->ncounter_names, sizeof *t->counter_names))) {
+        c->bad = 1;
+        return;
     }
     for (size_t i = 0; i < t->ncounter_names && !c->bad; i++) SN(t->counter_names[i]);
-    tp_sum_raw(c, rd, t->counters_packed, t->counters_packed_len);
+    packed_bytes(c, rd, t, len);
     if (!rd || c->bad) return;
     tp_counter_it it;
     tp_counter k;
