@@ -9,6 +9,7 @@
 #include "analysis/stats.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,10 +65,19 @@ typedef struct nv_acc {
     double v_first, v_last; /* the last sample at `first`; the last sample */
     nv_around at[2];        /* around w0 and w1 */
     double integral;        /* J over [w0, w1] of a series of watts, while covered */
-    uint8_t *gaps;          /* n - 1 varints, unless no_gaps */
+    uint8_t *gaps;          /* n - 1 varints, unless no_gaps or gaps_over */
     size_t ngap_bytes, cap_gaps;
     int no_gaps;            /* its median interval is not wanted: no gaps kept */
+    int gaps_over;          /* more gaps than nv_gaps_keep: none kept, its median selected
+                             * from them read again (nv_reread_intervals) */
 } nv_acc;
+
+/* The most gaps a series keeps for its median interval (about 4 bytes each: 4 MB a series,
+ * which a GPU sampled at 10 Hz passes after 29 hours); past it the median is selected in
+ * passes over the samples read again. A variable for the tests (tp_nvml_set_gaps_keep). */
+static _Atomic size_t nv_gaps_keep = 1u << 20;
+
+size_t tp_nvml_set_gaps_keep(size_t n) { return atomic_exchange(&nv_gaps_keep, n ? n : 1); }
 
 /* The series taken into nv_acc, by index: the energy counter, power, instantaneous power. */
 enum { NA_ENERGY, NA_POWER, NA_INSTANT, NA_N };
@@ -85,6 +95,8 @@ typedef struct nv_dev {
     size_t n[NV_N];     /* samples of each metric */
     uint64_t last[NV_N];
     int unordered;      /* a metric's sample earlier than the one read before it */
+    int has_interval;   /* the median interval selected again (nv_reread_intervals) */
+    double interval_ms;
     /* the gauges inside the window: min, max, sum and count of each metric; of the clock
      * events, the reasons seen and the samples throttled */
     double mn[NV_N], mx[NV_N], sm[NV_N];
@@ -145,7 +157,13 @@ static int nv_push(nv_series *s, uint64_t ts, double v) {
  * sample all the same, without its gap). */
 static int nv_acc_add(nv_acc *a, uint64_t ts, double v, uint64_t w0, uint64_t w1) {
     int rc = 0;
-    if (a->n) {
+    if (a->n > atomic_load_explicit(&nv_gaps_keep, memory_order_relaxed) && !a->gaps_over) {
+        free(a->gaps);
+        a->gaps = NULL;
+        a->ngap_bytes = a->cap_gaps = 0;
+        a->gaps_over = 1;
+    }
+    if (a->n && !a->gaps_over) {
         if (!a->no_gaps && a->cap_gaps - a->ngap_bytes < 10) {
             size_t cap = a->cap_gaps ? a->cap_gaps * 2 : 256;
             uint8_t *g = realloc(a->gaps, cap);
@@ -154,6 +172,8 @@ static int nv_acc_add(nv_acc *a, uint64_t ts, double v, uint64_t w0, uint64_t w1
         }
         if (!rc && !a->no_gaps)
             a->ngap_bytes += tp_varint_put(a->gaps + a->ngap_bytes, ts - a->last);
+    }
+    if (a->n) {
         if (ts > a->last) {
             uint64_t t = a->last > w0 ? a->last : w0, e = ts < w1 ? ts : w1;
             if (t < e) {
@@ -237,7 +257,7 @@ static int nv_acc_integral(const nv_acc *s, uint64_t a, uint64_t b, double *out)
 /* The median time between consecutive samples, in ms (0 with fewer than two, without its
  * gaps or memory): the ((n - 1) / 2)-th smallest of the n - 1 gaps. */
 static double nv_acc_interval_ms(const nv_acc *a) {
-    if (a->n < 2 || a->no_gaps) return 0;
+    if (a->n < 2 || a->no_gaps || a->gaps_over) return 0;
     if (a->n - 1 <= NV_SORT_GAPS) {
         uint64_t *d = malloc((a->n - 1) * sizeof *d);
         if (!d) return 0;
@@ -259,6 +279,16 @@ static double nv_acc_interval_ms(const nv_acc *a) {
     return q.oom ? 0 : (double)q.value / 1e6;
 }
 
+/* The series GPU g's energy figures read (nv_energy_of), its metric into *m: the energy
+ * counter with two samples, else the instantaneous power field where the GPU gives it
+ * (nvmlDeviceGetPowerUsage is a 1 s average on Ampere, except GA100, and newer: NVML API
+ * reference; it smears short spans), else the power. */
+static const nv_acc *nv_used(const nv_dev *g, int *m) {
+    if (g->acc[NA_ENERGY].n >= 2) return *m = NV_ENERGY, &g->acc[NA_ENERGY];
+    if (g->acc[NA_INSTANT].n >= 2) return *m = NV_POWER_INSTANT, &g->acc[NA_INSTANT];
+    return *m = NV_POWER, &g->acc[NA_POWER];
+}
+
 /* A GPU's energy over a window: from the energy counter, else from the power samples. */
 typedef struct nv_energy {
     int ok;
@@ -277,18 +307,16 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
                          uint64_t w1, uint64_t t0, nv_energy *E) {
     memset(E, 0, sizeof *E);
     const nv_acc *es = &g->acc[NA_ENERGY];
-    /* the instantaneous field where the GPU gives it: nvmlDeviceGetPowerUsage is a 1 s
-     * average on Ampere (except GA100) and newer (NVML API reference), which smears short
-     * spans */
     int inst = g->acc[NA_INSTANT].n >= 2;
     const nv_acc *ps = inst ? &g->acc[NA_INSTANT] : &g->acc[NA_POWER];
     char k[64];
     snprintf(k, sizeof k, "gpu.%u.energy_counter", g->idx);
     const char *missing = tp_meta(p, k); /* the sampler's reason, when it has one */
-    const nv_acc *used = es->n >= 2 ? es : ps;
+    int m;
+    const nv_acc *used = nv_used(g, &m);
     E->method = es->n >= 2 ? "counter" : "integrated_power";
-    E->series = es->n >= 2 ? nv_suffix[NV_ENERGY] : nv_suffix[inst ? NV_POWER_INSTANT : NV_POWER];
-    E->interval_ms = nv_acc_interval_ms(used);
+    E->series = nv_suffix[m];
+    E->interval_ms = g->has_interval ? g->interval_ms : nv_acc_interval_ms(used);
     if (used->n < 2) {
         if (missing)
             snprintf(E->why, sizeof E->why,
@@ -589,6 +617,85 @@ static int nv_replay(nv_dev *dv, size_t nd, uint64_t w0, uint64_t w1) {
     return 0;
 }
 
+/* One series whose median interval is selected again: its GPU, metric and selection, and
+ * the time of its sample before (a walk's). */
+typedef struct nv_rr {
+    nv_dev *g;
+    int m, done, has_prev;
+    uint64_t prev;
+    tp_kth q;
+} nv_rr;
+
+static void nv_rr_see(nv_rr *r, uint64_t ts) {
+    if (r->has_prev) tp_kth_see(&r->q, ts - r->prev);
+    r->prev = ts;
+    r->has_prev = 1;
+}
+
+/* One pass of the sampler's samples (p's threads, in the order nv_collect read them, which
+ * was each series' time order: no GPU was unordered) over the series of rr[0..n) not done. */
+static void nv_rr_walk(const tp_process *p, nv_rr *rr, size_t n) {
+    tp_name_cache cache;
+    memset(&cache, 0, sizeof cache);
+    for (size_t ti = 0; ti < p->nthreads; ti++) {
+        tp_counter_it it;
+        tp_counter c;
+        if (tp_counter_it_init(&it, &p->threads[ti]) == 0)
+            while (tp_counter_next(&it, &c)) {
+                long r;
+                if (!tp_name_cache_get(&cache, c.name, &r)) {
+                    unsigned long idx;
+                    const char *metric = tp_gpu_counter(c.name, &idx);
+                    r = -1;
+                    for (size_t i = 0; metric && i < n && r < 0; i++)
+                        if (rr[i].g->idx == idx && !strcmp(metric, nv_suffix[rr[i].m]))
+                            r = (long)i;
+                    tp_name_cache_put(&cache, c.name, r);
+                }
+                if (r >= 0 && !rr[r].done) nv_rr_see(&rr[r], c.ts);
+            }
+        tp_counter_it_done(&it); /* damage ends the series, as in nv_collect */
+    }
+}
+
+/* The median interval of each GPU's series whose gaps were too many to keep (gaps_over),
+ * selected (tp_kth, a few passes) over the gaps read again: from the series kept whole and
+ * sorted (keep_all) or from the sampler's samples, all GPUs in one walk a pass. The same
+ * gaps nv_acc_add would have kept, in the same order: its series' samples as fed. */
+static void nv_reread_intervals(const tp_process *p, nv_dev *dv, size_t nd, int keep_all) {
+    nv_rr *rr = calloc(nd ? nd : 1, sizeof *rr);
+    size_t n = 0;
+    if (!rr) return; /* no interval: 0, as without memory for the gaps */
+    for (size_t d = 0; d < nd; d++) {
+        int m;
+        const nv_acc *a = nv_used(&dv[d], &m);
+        if (!a->gaps_over || a->no_gaps || a->n < 2) continue;
+        rr[n] = (nv_rr){.g = &dv[d], .m = m};
+        tp_kth_init(&rr[n++].q, (a->n - 1) / 2);
+    }
+    for (int more = n > 0; more;) {
+        more = 0;
+        for (size_t i = 0; i < n; i++) {
+            rr[i].has_prev = 0;
+            if (!rr[i].done && !tp_kth_pass(&rr[i].q)) rr[i].done = 1;
+            more |= !rr[i].done;
+        }
+        if (!more) break;
+        if (!keep_all) {
+            nv_rr_walk(p, rr, n);
+            continue;
+        }
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; !rr[i].done && k < rr[i].g->s[rr[i].m].n; k++)
+                nv_rr_see(&rr[i], rr[i].g->s[rr[i].m].ts[k]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        rr[i].g->has_interval = 1;
+        rr[i].g->interval_ms = rr[i].q.oom ? 0 : (double)rr[i].q.value / 1e6;
+    }
+    free(rr);
+}
+
 /* GPU g's identity (CUDA ordinal by its link, MIG), samples and energy over the window. */
 static void nv_gpu(tp_nvml_gpu_result *R, nv_dev *g, const tp_process *p, const tp_process *rank_p,
                    const tp_gpu_link *links, size_t nlinks, const nv_window *W) {
@@ -695,6 +802,7 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
         rc = nv_collect(p, links, nlinks, none_sampled, W.w0, W.w1, 1, &dv, &nd);
         if (!rc) rc = nv_replay(dv, nd, W.w0, W.w1);
     }
+    if (!rc) nv_reread_intervals(p, dv, nd, unordered);
     if (rc || (!nd && !none_sampled)) goto out;
     out->gpus = nd ? calloc(nd, sizeof *out->gpus) : NULL;
     if (nd && !out->gpus) goto out;

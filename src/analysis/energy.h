@@ -21,6 +21,12 @@
 void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *rank_p,
                      const tp_step *meas, size_t nm);
 
+/* Sets how many gaps between samples a series keeps for its median sample interval (default
+ * 2^20, about 4 MB; at least 1); past it the median is selected in passes over the samples
+ * read again, the same value. Returns the one before. For tests, which make every series
+ * take that path; set it before reports run, not while they do. */
+size_t tp_nvml_set_gaps_keep(size_t n);
+
 /* Adds "nvml" to the rank's JSON from *nv (docs/report-json.md; nothing when !nv->present). */
 void tp_nvml_json(cJSON *rank_json, const tp_nvml_result *nv);
 
