@@ -195,5 +195,5 @@ int cmd_diff(int argc, char **argv) {
         cJSON_Delete(in[i].rep);
         if (in[i].have_run) tp_run_free(&in[i].run);
     }
-    return rc;
+    return cli_samples_lost("diff") ? 1 : rc;
 }

@@ -261,5 +261,5 @@ int cmd_export(int argc, char **argv) {
     tp_clocks_result_free(&ckr);
     tp_run_free(&run);
     free(ranks);
-    return rc;
+    return cli_samples_lost("export") ? 1 : rc;
 }

@@ -114,5 +114,5 @@ int cmd_report(int argc, char **argv) {
     if (made) tp_report_free(&rep);
     tp_run_free(&run);
     free(dncopy);
-    return rc;
+    return cli_samples_lost("report") ? 1 : rc;
 }

@@ -925,6 +925,7 @@ static void run_reports(const run_opts *o, const run_plan *p, int node_sampler,
         write_reports(o, p->absdir, &run);
     }
     tp_run_free(&run);
+    cli_samples_lost("run"); /* the job's exit status stays the command's */
 }
 
 /* The job's exit status as this process's: the same code, or death by the same signal. */

@@ -381,5 +381,5 @@ int cmd_summarize(int argc, char **argv) {
     host_files_free(&hf);
     tp_run_free(&run);
     free(dncopy);
-    return rc == TPROF_OK ? 0 : 1;
+    return cli_samples_lost("summarize") || rc != TPROF_OK ? 1 : 0;
 }

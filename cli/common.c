@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "analysis/comm.h"
+#include "analysis/counter_pack.h"
 #include "analysis/mfu.h"
 #include "analysis/model.h"
 #include "common/nvml_shared.h"
@@ -370,4 +371,15 @@ int cli_rank_file_of(const char *path, const char *host) {
     size_t n = strlen(b), hl = strlen(host);
     if (n <= 6 || strcmp(b + n - 6, ".tprof") != 0) return 0;
     return cli_rank_file_host(b, n) == hl && memcmp(b, host, hl) == 0;
+}
+
+int cli_samples_lost(const char *cmd) {
+    uint64_t n = tp_counters_read_failures();
+    if (!n) return 0;
+    fprintf(stderr,
+            "trainprof %s: %llu read%s of NVML samples kept on disk failed (a summary written "
+            "in place while it ran, or an I/O error of $TMPDIR's file): the figures and curves "
+            "read from them are missing from the output\n",
+            cmd, (unsigned long long)n, n == 1 ? "" : "s");
+    return 1;
 }

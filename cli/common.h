@@ -169,4 +169,11 @@ int cmd_diff(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_capture(int argc, char **argv);
 
+/* After a command's output: one line on stderr, naming cmd, when reads of NVML samples kept
+ * on disk (a node sampler's packed samples, in $TMPDIR or read in place from a summary:
+ * counter_pack.h, tp_counters_read_failures) failed in this process, since the readers then
+ * leave them out of the figures they compute. 1 when some failed (the command's output
+ * lacks them), else 0. */
+int cli_samples_lost(const char *cmd);
+
 #endif /* TPROF_CLI_COMMON_H */

@@ -23,7 +23,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "analysis/counter_pack.h"
@@ -51,6 +53,16 @@ static size_t open_fds(unsigned char *seen) {
     }
     closedir(d);
     return n;
+}
+
+/* The one descriptor open now that was not in was[] (open_fds). */
+static int new_fd(const unsigned char *was) {
+    static unsigned char is[MAX_FD];
+    open_fds(is);
+    int fd = 0;
+    while (fd < MAX_FD && (was[fd] || !is[fd])) fd++;
+    assert_true(fd < MAX_FD);
+    return fd;
 }
 
 static const char *const NAMES[] = {"gpu0.power_w", "gpu0.energy_j", "gpu1.power_w",
@@ -142,15 +154,13 @@ static void spill_packing(void **state) {
 static void spill_file_faults(void **state) {
     (void)state;
     enum { N = 5000 };
-    static unsigned char was[MAX_FD], is[MAX_FD];
+    static unsigned char was[MAX_FD];
     size_t base = open_fds(was), before = tp_cpack_set_spill(100);
     tp_counter *in = series(N);
     tp_thread a, b;
     pack(&a, in, N);
-    assert_int_equal(open_fds(is), base + 1);
-    int fd = 0;
-    while (fd < MAX_FD && (was[fd] || !is[fd])) fd++; /* the temporary file */
-    assert_true(fd < MAX_FD);
+    assert_int_equal(open_fds(NULL), base + 1);
+    int fd = new_fd(was); /* the temporary file */
     pack(&b, in, N / 2);
     assert_int_equal(open_fds(NULL), base + 1);
     tp_thread_free_counters(&a);
@@ -170,42 +180,84 @@ static void spill_file_faults(void **state) {
     tp_thread_free_counters(&b);
     assert_int_equal(open_fds(NULL), base);
 
-    /* packed bytes read in place from a file, while it is the one they were left in */
+    /* packed bytes read in place from a file through a descriptor of their own: the file
+     * renamed over or removed is still read; written in place, it reads as an I/O error,
+     * counted */
     tp_thread r;
     pack(&r, in, N); /* spilled, then read back whole */
     size_t len = (size_t)tp_counters_packed_size(&r);
     uint8_t *bytes = malloc(len);
     assert_non_null(bytes);
     assert_int_equal(tp_counters_packed_read(&r, 0, bytes, len), TPROF_OK);
+    tp_thread_free_counters(&r);
+    assert_int_equal(open_fds(NULL), base);
     char dir[512], file[600], other[600];
     assert_int_equal(synth_tmpdir(dir, sizeof dir, "counter-spill-place"), 0);
     snprintf(file, sizeof file, "%s/sum", dir);
     snprintf(other, sizeof other, "%s/other", dir);
-    FILE *f = fopen(file, "w");
+    FILE *f = fopen(file, "w+"); /* readable: its descriptor is the one read */
     assert_non_null(f);
     assert_int_equal(fwrite("12345", 1, 5, f), 5);
     assert_int_equal(fwrite(bytes, 1, len, f), len);
     assert_int_equal(fflush(f), 0);
-    tp_thread p = r;
-    p.counters_spilled = NULL;
+    tp_thread p;
+    tp_cpack_set_spill(0);
+    pack(&p, in, N); /* in memory, its names numbered as the file's bytes: they go */
+    free(p.counters_packed);
     p.counters_packed = malloc(1);
     p.counters_packed_len = 0;
-    assert_int_equal(tp_cpack_refer(&p, file, fileno(f), 5, len), 0);
+    assert_int_equal(tp_cpack_refer(&p, fileno(f), 5, len), TPROF_OK);
     assert_int_equal(fclose(f), 0);
+    assert_int_equal(open_fds(NULL), base + 1);
     slim_counters_are(&p, in, N);
-    /* the same bytes in a file renamed over it: another file, not read */
-    f = fopen(other, "w");
+    f = fopen(other, "w"); /* another file renamed over it, then none */
     assert_non_null(f);
-    assert_int_equal(fwrite("12345", 1, 5, f), 5);
-    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fwrite("x", 1, 1, f), 1);
     assert_int_equal(fclose(f), 0);
     assert_int_equal(rename(other, file), 0);
+    slim_counters_are(&p, in, N);
+    assert_int_equal(unlink(file), 0);
+    slim_counters_are(&p, in, N);
+    uint64_t failed = tp_counters_read_failures();
+    assert_int_equal(open_fds(NULL), base + 1);
+    fd = new_fd(was); /* its descriptor */
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    int w = open(self, O_WRONLY); /* the removed file, written in place */
+    assert_true(w >= 0);
+    assert_int_equal(pwrite(w, "\0", 1, 9), 1);
+    close(w);
     assert_int_equal(tp_counter_it_init(&it, &p), 0);
     while (tp_counter_next(&it, &c)) {}
     assert_int_equal(tp_counter_it_done(&it), TPROF_ERR_IO);
-    p.counter_names = NULL; /* r's */
+    assert_true(tp_counters_read_failures() == failed + 1);
     tp_thread_free_counters(&p);
-    tp_thread_free_counters(&r);
+    assert_int_equal(open_fds(NULL), base);
+    tp_cpack_set_spill(100);
+
+    /* a quarter of the descriptors at most: past it, refused (the caller copies) */
+    struct rlimit lim, few;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+    few = lim;
+    few.rlim_cur = 16; /* 4 summaries */
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &few), 0);
+    f = fopen(other, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fflush(f), 0);
+    tp_thread q[6];
+    int held = 0, refused = 0;
+    for (int i = 0; i < 6; i++) {
+        memset(&q[i], 0, sizeof q[i]);
+        int rc = tp_cpack_refer(&q[i], fileno(f), 0, len);
+        held += rc == TPROF_OK;
+        refused += rc == TPROF_ERR_IO;
+    }
+    assert_int_equal(held, 4);
+    assert_int_equal(refused, 2);
+    for (int i = 0; i < 6; i++) tp_thread_free_counters(&q[i]);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
     free(bytes);
     synth_rmtree(dir);
     assert_int_equal(open_fds(NULL), base);
@@ -297,7 +349,7 @@ static char *outputs(const char *dir, size_t at, tp_sum_buf **blocks, size_t *nb
             assert_int_equal(fseek(sf, 4, SEEK_SET), 0);
             tp_process q;
             uint32_t crc = 0;
-            assert_int_equal(tp_summary_slim_decode_file(&run, sf, in_place ? named : NULL,
+            assert_int_equal(tp_summary_slim_decode_file(&run, sf, in_place,
                                                          m->len, 4096, &crc, &q),
                              1);
             for (size_t k = 0; k < q.nthreads; k++) {

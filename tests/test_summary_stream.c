@@ -58,7 +58,7 @@ static void streamed_same(tp_run *run, tp_process *p) {
         tp_process q;
         uint32_t crc = 0;
         assert_int_equal(
-            tp_summary_slim_decode_file(run, f, NULL, m.len, windows[w], &crc, &q), 1);
+            tp_summary_slim_decode_file(run, f, 0, m.len, windows[w], &crc, &q), 1);
         assert_true(crc == want);
         tp_sum_buf again = {0};
         tp_sum_slim(&again, &q, 0);
@@ -72,7 +72,7 @@ static void streamed_same(tp_run *run, tp_process *p) {
         assert_int_equal(fwrite(m.b, 1, m.len / 2, half), m.len / 2);
         rewind(half);
         assert_int_equal(
-            tp_summary_slim_decode_file(run, half, NULL, m.len, windows[w], &crc, &q), 0);
+            tp_summary_slim_decode_file(run, half, 0, m.len, windows[w], &crc, &q), 0);
         for (size_t i = 0; i < sizeof q; i++) assert_int_equal(((unsigned char *)&q)[i], 0);
         fclose(half);
         fclose(f);

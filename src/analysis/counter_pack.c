@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,14 +46,16 @@ static double value_of(int form, int64_t s) {
 /* ---- where spilled bytes lie ---- */
 
 /* A file holding segments of packed bytes, under mu: the process's one temporary file of
- * spilled bytes (fd; made at the first write-out, closed when the last thread with bytes in
- * it frees them), or a summary whose slim block holds a thread's packed bytes, read in place
- * (path, fd -1: opened by each reader, and read only while it is still the file that was
- * decoded: the same device, inode, size and modification time). refs: its segments not
- * freed. */
+ * spilled bytes (made at the first write-out, closed when the last thread with bytes in it
+ * frees them), or a summary whose slim block holds a thread's packed bytes, read in place
+ * through a descriptor of its own (summary: 1), so that a summary renamed over or removed
+ * while the report runs is still the file read; a reader reads it only while it is the file
+ * that was decoded (the same device, inode, size and modification time: a summary is never
+ * written in place, so a change is damage; not the change time, which a rename or removal
+ * of the file changes too). refs: its segments not freed. */
 typedef struct cstore {
     int fd;
-    char *path;
+    int summary;
     struct stat id;
     uint64_t end; /* the temporary file's next free byte */
     size_t refs;
@@ -60,6 +63,7 @@ typedef struct cstore {
 
 static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
 static cstore *store; /* the temporary file; NULL when none is open */
+static size_t summaries_held; /* descriptors of summaries read in place */
 static _Atomic size_t spill_at = 1u << 20;
 
 typedef struct cseg {
@@ -78,14 +82,18 @@ size_t tp_cpack_set_spill(size_t bytes) { return atomic_exchange(&spill_at, byte
 
 size_t tp_cpack_spill_threshold(void) { return atomic_load(&spill_at); }
 
+static _Atomic uint64_t read_failures;
+
+uint64_t tp_counters_read_failures(void) { return atomic_load(&read_failures); }
+
 /* One segment of file f freed: the file is closed (or forgotten) with its last, and the next
  * write-out makes a new one. */
 static void release(cstore *f) {
     pthread_mutex_lock(&store_mu);
     if (!--f->refs) {
-        if (f->fd >= 0) close(f->fd);
+        close(f->fd);
+        summaries_held -= f->summary != 0;
         if (store == f) store = NULL;
-        free(f->path);
         free(f);
     }
     pthread_mutex_unlock(&store_mu);
@@ -133,20 +141,37 @@ static int spill(tp_thread *t) {
     return 0;
 }
 
-int tp_cpack_refer(tp_thread *t, const char *path, int fd, uint64_t off, size_t len) {
-    struct stat id;
-    if (fstat(fd, &id) != 0 || !S_ISREG(id.st_mode)) return TPROF_ERR_IO;
+/* The summaries a process reads in place at once: a quarter of its descriptors (at most
+ * 1024); past it a summary's bytes are copied into the temporary file instead. */
+static size_t summaries_max(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 1024;
+    return r.rlim_cur / 4 < 1024 ? (size_t)(r.rlim_cur / 4) : 1024;
+}
+
+int tp_cpack_refer(tp_thread *t, int fd, uint64_t off, size_t len) {
     cstore *f = calloc(1, sizeof *f);
-    /* its absolute name, for a reader after a chdir(2) */
-    if (f && !(f->path = realpath(path, NULL))) f->path = strdup(path);
-    tp_cpack_spilled *sp = f && f->path ? seg_room(t) : NULL;
-    if (!sp) {
-        if (f) free(f->path);
+    if (!f) return TPROF_ERR_NO_MEMORY;
+    if (fstat(fd, &f->id) != 0 || !S_ISREG(f->id.st_mode)) {
         free(f);
-        return TPROF_ERR_NO_MEMORY;
+        return TPROF_ERR_IO;
     }
-    f->id = id;
-    f->fd = -1;
+    pthread_mutex_lock(&store_mu);
+    int room = summaries_held < summaries_max();
+    summaries_held += room;
+    pthread_mutex_unlock(&store_mu);
+    /* never 0, 1 or 2 (report_spill.c says why) */
+    f->fd = room ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+    tp_cpack_spilled *sp = f->fd >= 0 ? seg_room(t) : NULL;
+    if (!sp) {
+        if (f->fd >= 0) close(f->fd);
+        pthread_mutex_lock(&store_mu);
+        summaries_held -= room;
+        pthread_mutex_unlock(&store_mu);
+        free(f);
+        return room ? TPROF_ERR_NO_MEMORY : TPROF_ERR_IO;
+    }
+    f->summary = 1;
     f->refs = 1;
     sp->seg[sp->n++] = (cseg){f, off, len};
     sp->bytes += len;
@@ -172,39 +197,21 @@ uint64_t tp_counters_packed_size(const tp_thread *t) {
     return (t->counters_spilled ? t->counters_spilled->bytes : 0) + t->counters_packed_len;
 }
 
-/* A reader's summary open for reading (fd, of file; -1 and NULL when none). */
-typedef struct src_cache {
-    int fd;
-    const cstore *file;
-} src_cache;
-
-static void src_close(src_cache *c) {
-    if (c->fd >= 0) close(c->fd);
-    c->fd = -1;
-    c->file = NULL;
-}
-
-/* A descriptor to read file f by: the temporary file's, or the summary's opened into the
- * cache (once: a reader keeps it until src_close) when it is still the one decoded; -1. */
-static int src_fd(const cstore *f, src_cache *c) {
-    if (f->fd >= 0) return f->fd;
-    if (c->file == f) return c->fd;
-    src_close(c);
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+/* The descriptor to read file f by, for a reader that checked the file *checked last: a
+ * summary's once it is found to be still the file decoded; -1 when it is not. */
+static int src_fd(const cstore *f, const cstore **checked) {
+    if (!f->summary || *checked == f) return f->fd;
     struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != f->id.st_dev ||
-                    st.st_ino != f->id.st_ino || st.st_size != f->id.st_size ||
-                    st.st_mtim.tv_sec != f->id.st_mtim.tv_sec ||
-                    st.st_mtim.tv_nsec != f->id.st_mtim.tv_nsec)) {
-        close(fd); /* replaced or changed since it was decoded */
-        fd = -1;
-    }
-    c->fd = fd;
-    c->file = fd >= 0 ? f : NULL;
-    return fd;
+    if (fstat(f->fd, &st) != 0 || st.st_dev != f->id.st_dev || st.st_ino != f->id.st_ino ||
+        st.st_size != f->id.st_size || st.st_mtim.tv_sec != f->id.st_mtim.tv_sec ||
+        st.st_mtim.tv_nsec != f->id.st_mtim.tv_nsec)
+        return -1; /* written in place since it was decoded */
+    *checked = f;
+    return f->fd;
 }
 
-static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n, src_cache *c) {
+static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n,
+                       const cstore **checked) {
     if (off > tp_counters_packed_size(t) || n > tp_counters_packed_size(t) - off)
         return TPROF_ERR_INVALID_ARG;
     uint8_t *q = b;
@@ -215,7 +222,7 @@ static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n, src_
         if (off >= at + g->len) continue;
         size_t in = (size_t)(off - at), take = g->len - in;
         if (take > n) take = n;
-        int fd = src_fd(g->file, c);
+        int fd = src_fd(g->file, checked);
         int rc = fd < 0 ? TPROF_ERR_IO : tp_spill_pread_all(fd, q, take, g->off + in);
         if (rc != TPROF_OK) return rc;
         q += take, off += take, n -= take;
@@ -225,9 +232,9 @@ static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n, src_
 }
 
 int tp_counters_packed_read(const tp_thread *t, uint64_t off, void *b, size_t n) {
-    src_cache c = {-1, NULL};
-    int rc = packed_read(t, off, b, n, &c);
-    src_close(&c);
+    const cstore *checked = NULL;
+    int rc = packed_read(t, off, b, n, &checked);
+    if (rc == TPROF_ERR_IO) atomic_fetch_add(&read_failures, 1);
     return rc;
 }
 
@@ -344,7 +351,6 @@ int tp_counter_append(tp_thread *t, tp_cpack *st, const tp_counter *c) {
 
 int tp_counter_it_init(tp_counter_it *it, const tp_thread *t) {
     memset(it, 0, sizeof *it);
-    it->fd = -1;
     it->t = t;
     if (!t->counters_packed) return 0;
     it->p = t->counters_packed;
@@ -370,10 +376,9 @@ static void refill(tp_counter_it *it) {
     memmove(it->win, it->p, keep);
     it->p = it->win;
     it->end = it->win + keep;
-    src_cache c = {it->fd, it->src};
-    int rc = packed_read(it->t, it->off, it->win + keep, take, &c);
-    it->fd = c.fd;
-    it->src = c.file;
+    const cstore *checked = it->checked;
+    int rc = packed_read(it->t, it->off, it->win + keep, take, &checked);
+    it->checked = checked;
     if (rc != TPROF_OK) {
         it->bad = rc;
         return;
@@ -431,12 +436,11 @@ int tp_counter_it_done(tp_counter_it *it) {
         (it->i != it->t->ncounters || it->p != it->end ||
          (it->win ? it->off : (uint64_t)it->t->counters_packed_len) != it->total))
         rc = TPROF_ERR_CORRUPT;
+    if (rc == TPROF_ERR_IO) atomic_fetch_add(&read_failures, 1);
     free(it->last);
     free(it->win);
-    if (it->fd >= 0) close(it->fd);
     it->last = NULL;
     it->win = NULL;
-    it->fd = -1;
     return rc;
 }
 

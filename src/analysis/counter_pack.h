@@ -30,7 +30,8 @@
  * (tp_spill_tmpfile: unlinked, in $TMPDIR), and the thread keeps only where they lie
  * (tp_thread.counters_spilled) and the bytes packed since. tp_counter_it reads them back
  * through a window of TP_CPACK_WINDOW bytes, so a reader holds that much whatever the run's
- * length, and the merge holds a bounded part of each thread. The file is closed when no
+ * length, and the merge holds a bounded part of each thread (a summary's packed bytes are
+ * read in place instead, tp_cpack_refer). The file is closed when no
  * thread has bytes in it any more. When it cannot be made or written (no $TMPDIR, a full
  * file system), the bytes stay in memory as before: never an error, and the next write-out
  * is tried at twice the length.
@@ -99,12 +100,22 @@ uint8_t *tp_cpack_reserve(tp_thread *t, tp_cpack *st, size_t n);
 void tp_cpack_commit(tp_thread *t, tp_cpack *st, size_t n);
 
 /* Thread t's packed counters, len bytes at off of the regular file open as fd (a summary's
- * slim block, summary_slim.c), left there rather than copied: t then reads them from path,
- * opened by each reader, and only while it is the file fd is (the same device, inode, size
- * and modification time; else they read as an I/O error). t must have no packed bytes yet.
- * TPROF_OK; TPROF_ERR_IO when fd is not a regular file (t unchanged); TPROF_ERR_NO_MEMORY
- * (t may then hold an empty list of segments, which reads as none). */
-int tp_cpack_refer(tp_thread *t, const char *path, int fd, uint64_t off, size_t len);
+ * slim block, summary_slim.c), left there rather than copied: t keeps a descriptor of the
+ * file (a duplicate, close-on-exec), so that the summary renamed over or removed later is
+ * still what t reads, and reads it only while it is unchanged (device, inode, size and
+ * modification time; else its readers get TPROF_ERR_IO: a write in place whose time was put
+ * back is not seen). A process holds at
+ * most a quarter of its descriptors (RLIMIT_NOFILE, at most 1024) so. t must have no packed
+ * bytes yet. TPROF_OK; TPROF_ERR_IO when fd is not a regular file or no descriptor is left
+ * for it (the caller then copies the bytes); TPROF_ERR_NO_MEMORY (t may then hold an empty
+ * list of segments, which reads as none). */
+int tp_cpack_refer(tp_thread *t, int fd, uint64_t off, size_t len);
+
+/* How many reads of spilled or in-place packed bytes failed in this process so far (an
+ * iterator that stopped at TPROF_ERR_IO, a tp_counters_packed_read that returned it): a
+ * reader that ignores the error leaves the samples out of what it computes, so a command
+ * compares this before and after to say that its output lacks them. Thread safe. */
+uint64_t tp_counters_read_failures(void);
 
 /* Ends the packing of thread t's counters: when some were written out, the bytes in memory
  * are written out too (the thread then holds none of them); the buffer is shrunk to what it
@@ -151,14 +162,14 @@ typedef struct tp_counter_it {
     int bad;
     uint8_t *win;        /* a thread with spilled bytes: the window p reads in (owned) */
     uint64_t off, total; /* the packed bytes brought into the window so far, and all */
-    int fd;              /* a summary read in place, open while the iterator reads; -1 */
-    const void *src;     /* which one */
+    const void *checked; /* the summary read in place found unchanged last */
 } tp_counter_it;
 
 /* 0, or TPROF_ERR_NO_MEMORY (the iterator then reads nothing; tp_counter_it_done may still
  * be called). A thread with spilled bytes is read through a window of TP_CPACK_WINDOW bytes
- * (pread(2) of the temporary file, about 0.1 ms a window); one whose file no longer gives
- * them back reads as damaged (tp_counter_it_done: TPROF_ERR_IO). */
+ * (pread(2), about 0.1 ms a window); one whose file no longer gives them back, or whose
+ * summary changed, reads as damaged (tp_counter_it_done: TPROF_ERR_IO, counted by
+ * tp_counters_read_failures). */
 int tp_counter_it_init(tp_counter_it *it, const tp_thread *t);
 /* 1 with the next counter in *c; 0 at the end, or at damage (then no more). */
 int tp_counter_next(tp_counter_it *it, tp_counter *c);

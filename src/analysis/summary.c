@@ -177,7 +177,7 @@ static FILE *open_regular(const char *path) {
 }
 
 static int read_body(FILE *f, tp_sum_buf *c, int last);
-static int slim_body_decode(tp_run *run, FILE *f, const char *path, tp_process *p);
+static int slim_body_decode(tp_run *run, FILE *f, tp_process *p);
 
 /* Whether slim process d, decoded from a summary's slim block, stands for the rank file whose
  * slim key is k (tp_sum_slim_key: it ends with the file's header as on disk) and whose size is
@@ -224,7 +224,7 @@ static int open_checked(const tp_run *run, const tp_process *p, const tp_report_
              fseeko(in, (off_t)blen, SEEK_CUR) == 0;
     tp_process d;
     if (ok && slim && decode) {
-        ok = slim_body_decode((tp_run *)run, in, path, &d) == 1;
+        ok = slim_body_decode((tp_run *)run, in, &d) == 1;
         if (ok) {
             ok = slim_is_file(&d, &key, size);
             tp_process_free(&d);
@@ -398,12 +398,12 @@ int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p) 
     return 0;
 }
 
-int tp_summary_slim_decode_file(tp_run *run, FILE *f, const char *path, size_t n,
-                                size_t window, uint32_t *crc, tp_process *p) {
+int tp_summary_slim_decode_file(tp_run *run, FILE *f, int in_place, size_t n, size_t window,
+                                uint32_t *crc, tp_process *p) {
     memset(p, 0, sizeof *p);
     tp_sum_buf c = {.run = run};
-    off_t at = path ? ftello(f) : -1;
-    if (at >= 0) c.src_path = path, c.src_off = (uint64_t)at;
+    off_t at = in_place ? ftello(f) : -1;
+    if (at >= 0) c.in_place = 1, c.src_off = (uint64_t)at;
     if (tp_sum_stream_read(&c, f, n, window) == 0) tp_sum_slim(&c, p, 1);
     int ok = !c.bad && c.at == c.len;
     *crc = tp_sum_stream_end(&c);
@@ -415,12 +415,12 @@ int tp_summary_slim_decode_file(tp_run *run, FILE *f, const char *path, size_t n
 
 /* The slim block's body at f (its head next) decoded into *p as it is read, its CRC checked
  * once it is all read: 1, or 0 (p left zeroed). f is left past the body when it is 1. */
-static int slim_body_decode(tp_run *run, FILE *f, const char *path, tp_process *p) {
+static int slim_body_decode(tp_run *run, FILE *f, tp_process *p) {
     uint64_t blen;
     uint32_t crc, got;
     memset(p, 0, sizeof *p);
     if (body_head(f, &blen, &crc, 0) ||
-        !tp_summary_slim_decode_file(run, f, path, (size_t)blen, SUM_WINDOW, &got, p))
+        !tp_summary_slim_decode_file(run, f, 1, (size_t)blen, SUM_WINDOW, &got, p))
         return 0;
     if (got == crc) return 1;
     slim_drop(p);
@@ -431,9 +431,9 @@ static int slim_body_decode(tp_run *run, FILE *f, const char *path, tp_process *
  * *size the file's size; the key into *key, owned, when that is given), with body given the
  * summary left open in *body at the block's body (the caller closes it); 0 when there is no
  * summary; -1 when it is not valid. */
-static int slim_block(const char *path, FILE **body, tp_sum_buf *key_out, uint64_t *size,
-                      char sum[4096]) {
-    int named = summary_name(path, sum, 4096) == 0;
+static int slim_block(const char *path, FILE **body, tp_sum_buf *key_out, uint64_t *size) {
+    char sum[4096];
+    int named = summary_name(path, sum, sizeof sum) == 0;
     FILE *in = named ? open_regular(sum) : NULL;
     if (!in) return !named || errno == ENOENT ? 0 : -1;
     tp_sum_buf key = {0};
@@ -452,8 +452,7 @@ static int slim_block(const char *path, FILE **body, tp_sum_buf *key_out, uint64
 
 int tp_summary_slim_ready(const char *path) {
     uint64_t size;
-    char sum[4096];
-    return slim_block(path, NULL, NULL, &size, sum) == 1;
+    return slim_block(path, NULL, NULL, &size) == 1;
 }
 
 int tp_summary_slim_hopeless(const char *path) {
@@ -505,10 +504,9 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
     tp_sum_buf key = {0};
     FILE *f = NULL;
     uint64_t size;
-    char sum[4096];
-    int r = slim_block(path, &f, &key, &size, sum);
+    int r = slim_block(path, &f, &key, &size);
     if (r != 1) return r;
-    int ok = slim_body_decode(run, f, sum, p);
+    int ok = slim_body_decode(run, f, p);
     fclose(f);
     if (!ok) {
         free(key.b);

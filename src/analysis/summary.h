@@ -122,11 +122,10 @@ typedef struct tp_sum_buf {
     size_t base, wlen;
     uint32_t crc;
     int err;
-    /* Reading a summary in place: its path, and the file offset of the body's byte 0, where
-     * a thread's long packed counters are left to be read from (counter_pack.h,
-     * tp_cpack_refer) rather than copied; NULL when there is none (a summary read from
-     * memory, or a file without a name). */
-    const char *src_path;
+    /* Reading f in place: the file offset of the body's byte 0, where a thread's long packed
+     * counters are left to be read from (counter_pack.h, tp_cpack_refer) rather than copied;
+     * in_place 0 when they are copied (a summary read from memory, or a caller's choice). */
+    int in_place;
     uint64_t src_off;
 } tp_sum_buf;
 
@@ -222,13 +221,13 @@ int tp_summary_slim_decode(tp_run *run, const void *b, size_t n, tp_process *p);
  * `window` bytes (tp_sum_stream_read), as tp_summary_slim_load reads them: the body is not
  * held beside the process it decodes to. 1 when decoded, 0 when not (p left zeroed); *crc
  * the CRC-32 (zlib) of the n bytes when they could all be read (f is then past them), for
- * the caller to check. path: the file f reads, a regular file, or NULL; with it, a
- * thread's packed counters of more than the spill threshold (counter_pack.h) are read in
- * place from that file later, as long as it is not changed, rather than copied into the
- * temporary file; a summary is never written in place (tp_summary_write renames a new one
- * over it). */
-int tp_summary_slim_decode_file(tp_run *run, FILE *f, const char *path, size_t n,
-                                size_t window, uint32_t *crc, tp_process *p);
+ * the caller to check. in_place: f is a regular file (seekable) whose threads' packed
+ * counters of more than the spill threshold (counter_pack.h) are read from it later,
+ * through a descriptor of their own, as long as it is not changed, rather than copied into
+ * the temporary file (a summary is never written in place: tp_summary_write renames a new
+ * one over it); 0: copied. */
+int tp_summary_slim_decode_file(tp_run *run, FILE *f, int in_place, size_t n, size_t window,
+                                uint32_t *crc, tp_process *p);
 
 /* Whether slim process p's summary is whole and current for `trainprof summarize` to leave
  * as it is: its slim block's key and CRC valid and its body decoded, and for a rank, its

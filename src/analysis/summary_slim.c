@@ -79,8 +79,8 @@ static void packed_bytes(tp_sum_buf *c, int rd, tp_thread *t, size_t len) {
     tp_cpack st = {0};
     size_t spill = tp_cpack_spill_threshold();
     /* a summary read in place: its bytes stay there (read here only for the CRC) */
-    int refer = rd && c->src_path && c->f && spill && len >= spill &&
-                tp_cpack_refer(t, c->src_path, fileno(c->f), c->src_off + c->at, len) == 0;
+    int refer = rd && c->in_place && c->f && spill && len >= spill &&
+                tp_cpack_refer(t, fileno(c->f), c->src_off + c->at, len) == 0;
     uint8_t *w = rd && !refer ? NULL
                               : malloc(len < TP_CPACK_WINDOW ? (len ? len : 1) : TP_CPACK_WINDOW);
     if ((!rd || refer) && !w) c->bad = 1;

@@ -49,7 +49,7 @@ static void streamed_same(tp_run *run, const uint8_t *b, size_t n, const tp_proc
     if (!f) abort();
     tp_process q;
     uint32_t crc = 0;
-    int have = tp_summary_slim_decode_file(run, f, NULL, n, 7, &crc, &q);
+    int have = tp_summary_slim_decode_file(run, f, 0, n, 7, &crc, &q);
     fclose(f);
     if (have != (p != NULL) ||
         (have && crc != (uint32_t)crc32(crc32(0L, Z_NULL, 0), b, (uInt)n)))
