@@ -67,6 +67,7 @@ static int child_session(const char *dir, int short_run) {
     c.sample_hz = 0;
     c.nvml_hz = 50;
     c.flush_interval_ms = 10;
+    if (getenv("CHILD_FLUSH_MS")) c.flush_interval_ms = (uint32_t)atoi(getenv("CHILD_FLUSH_MS"));
     if (tprof_init(&c) != TPROF_OK) return 10;
     sleep_ms(100);
     if (getenv("FORK_CHILD")) {
@@ -292,6 +293,22 @@ static void test_sampler_counters(void **state) {
     assert_string_equal(tp_meta(p, "nvml.match"), "all");
     assert_non_null(
         strstr(tp_meta(p, "capability.nvml"), "sampling 2 GPUs (NVML indices 0,1) at 50 Hz"));
+    tp_run_free(&run);
+}
+
+/* A rate past one sample a flush is said as asked and bounded: 50 Hz with a 40 ms flusher. */
+static void test_sampler_rate_bound(void **state) {
+    (void)state;
+    fresh_dir("rate");
+    static const char *const env[] = {"TRAINPROF_NVML_LIB=" FAKE_NVML_PATH, "CHILD_FLUSH_MS=40",
+                                      NULL};
+    run_child("session", env);
+    tp_run run;
+    load(&run);
+    const char *cap = tp_meta(&run.procs[0], "capability.nvml");
+    assert_non_null(cap);
+    assert_non_null(strstr(cap, "sampling 2 GPUs (NVML indices 0,1) at 50 Hz asked, at most 25 Hz "
+                                "(one sample a flush, TRAINPROF_FLUSH_MS=40), driver "));
     tp_run_free(&run);
 }
 
@@ -957,6 +974,7 @@ int main(int argc, char **argv) {
     setenv("TRAINPROF_NVML_LIB", FAKE_NVML_PATH, 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampler_counters),
+        cmocka_unit_test(test_sampler_rate_bound),
         cmocka_unit_test(test_report_energy),
         cmocka_unit_test(test_report_energy_without_counter),
         cmocka_unit_test(test_energy_counter_reset),

@@ -199,6 +199,9 @@ static int cupti_conflict(void) {
     return 1;
 }
 
+/* The flusher's period, ms (TRAINPROF_FLUSH_MS; its 50 for 0): the sampler runs once a pass. */
+static uint32_t g_flush_ms = 50;
+
 static void sampler_start(uint32_t hz) {
     char why[1024];
     if (!hz) {
@@ -290,8 +293,14 @@ static void sampler_start(uint32_t hz) {
     char hzs[16];
     snprintf(hzs, sizeof hzs, "%u", hz);
     tprof__set_meta("nvml.hz", hzs);
-    snprintf(why, sizeof why, "sampling %zu GPU%s (NVML %s %s) at %u Hz%s%s, from %s", n,
-             n == 1 ? "" : "s", n == 1 ? "index" : "indices", list, hz,
+    /* one sample a flusher pass at most: a rate past it is not what the samples will show */
+    uint32_t most = 1000u / g_flush_ms;
+    char bound[96] = "";
+    if (most && hz > most)
+        snprintf(bound, sizeof bound, " asked, at most %u Hz (one sample a flush, "
+                 "TRAINPROF_FLUSH_MS=%u)", most, g_flush_ms);
+    snprintf(why, sizeof why, "sampling %zu GPU%s (NVML %s %s) at %u Hz%s%s%s, from %s", n,
+             n == 1 ? "" : "s", n == 1 ? "index" : "indices", list, hz, bound,
              drv[0] ? ", driver " : "", drv, api->path);
     tprof__capability("nvml", why);
     tprof__log(TPROF_LOG_INFO, "NVML %s", why);
@@ -491,7 +500,10 @@ static void nvml_tick(uint32_t hz, int final) {
 /* The sampling rate of the session (TRAINPROF_NVML_HZ, 0 = off), the flusher's own. */
 static uint32_t g_hz;
 
-static void nvml_source_start(const tprof_config *cfg) { g_hz = cfg->nvml_hz; }
+static void nvml_source_start(const tprof_config *cfg) {
+    g_hz = cfg->nvml_hz;
+    g_flush_ms = cfg->flush_interval_ms ? cfg->flush_interval_ms : 50;
+}
 
 /* Samples when its period has passed; `final` (the flusher's last pass) takes one more
  * sample so the run's end is covered, then releases NVML. */

@@ -49,7 +49,9 @@
       "\"(registered string past the limit)\"")                                              \
     X(SAMPLE_HZ, "TRAINPROF_SAMPLE_HZ", UINT, "10", 0, 1000,                                 \
       "process sampler (CPU, RSS, threads, context switches) per second; 0 = off")           \
-    X(NVML_HZ, "TRAINPROF_NVML_HZ", UINT, "10", 0, 100, "GPU sampling rate (NVML); 0 = off") \
+    X(NVML_HZ, "TRAINPROF_NVML_HZ", UINT, "10", 0, 100,                                      \
+      "GPU sampling rate (NVML); 0 = off. At most one sample a flush (20 Hz at the default "   \
+      "TRAINPROF_FLUSH_MS): the nvml capability line says so when more is asked")             \
     X(NO_FILE, "TRAINPROF_NO_FILE", TEXT, "", 0, 0,                                          \
       "1: live metrics only, no rank file and no TRAINPROF_DIR needed")                      \
     X(NO_SIGNALS, "TRAINPROF_NO_SIGNALS", SET, "", 0, 0,                                     \
