@@ -374,12 +374,12 @@ int cli_rank_file_of(const char *path, const char *host) {
 }
 
 int cli_samples_lost(const char *cmd) {
-    uint64_t n = tp_counters_read_failures();
-    if (!n) return 0;
+    if (!tp_counters_read_failures()) return 0;
     fprintf(stderr,
-            "trainprof %s: %llu read%s of NVML samples kept on disk failed (a summary written "
-            "in place while it ran, or an I/O error of $TMPDIR's file): the figures and curves "
-            "read from them are missing from the output\n",
-            cmd, (unsigned long long)n, n == 1 ? "" : "s");
+            "trainprof %s: NVML samples kept on disk could not be read back (a node sampler's "
+            "summary was changed while the command ran, or the temporary file in $TMPDIR, else "
+            "/tmp, failed): the NVML figures and curves read from them are incomplete in this "
+            "output; run the command again\n",
+            cmd);
     return 1;
 }

@@ -239,7 +239,7 @@ static void spill_file_faults(void **state) {
     struct rlimit lim, few;
     assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
     few = lim;
-    few.rlim_cur = 16; /* 4 summaries */
+    few.rlim_cur = 48; /* 4 summaries: a quarter of those past 32 */
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &few), 0);
     f = fopen(other, "w");
     assert_non_null(f);
@@ -257,6 +257,18 @@ static void spill_file_faults(void **state) {
     assert_int_equal(refused, 2);
     for (int i = 0; i < 6; i++) tp_thread_free_counters(&q[i]);
     assert_int_equal(fclose(f), 0);
+    /* 32 descriptors or fewer: nothing held, nothing spilled (the command's own files) */
+    few.rlim_cur = 32;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &few), 0);
+    f = fopen(other, "r");
+    assert_non_null(f);
+    assert_int_equal(tp_cpack_refer(&q[0], fileno(f), 0, len), TPROF_ERR_IO);
+    assert_int_equal(fclose(f), 0);
+    tp_thread_free_counters(&q[0]);
+    pack(&q[0], in, N);
+    assert_int_equal(q[0].counters_packed_len, tp_counters_packed_size(&q[0])); /* in memory */
+    slim_counters_are(&q[0], in, N);
+    tp_thread_free_counters(&q[0]);
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
     free(bytes);
     synth_rmtree(dir);

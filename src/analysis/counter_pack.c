@@ -114,6 +114,18 @@ static tp_cpack_spilled *seg_room(tp_thread *t) {
     return sp;
 }
 
+/* The process's descriptors (RLIMIT_NOFILE), as many as it may want when unlimited. */
+static size_t fds_allowed(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 1u << 20;
+    return r.rlim_cur < (1u << 20) ? (size_t)r.rlim_cur : 1u << 20;
+}
+
+/* Below this many descriptors, bytes are held in memory as they were: the temporary file and
+ * held summaries would take the ones the command's own files need (a report at `ulimit -n 6`
+ * has three standard streams, its sections' temporary file and its output). */
+#define FDS_SPARE 32
+
 /* Writes t's bytes in memory out as its next segment: 0, or -1 (nothing written; t as it
  * was). The file, shared by every thread, is written at a place reserved under the lock, so
  * that writes of several loads run at once. */
@@ -121,6 +133,7 @@ static int spill(tp_thread *t) {
     tp_cpack_spilled *sp = seg_room(t);
     if (!sp) return -1;
     size_t len = t->counters_packed_len;
+    if (fds_allowed() <= FDS_SPARE) return -1;
     pthread_mutex_lock(&store_mu);
     if (!store && (store = calloc(1, sizeof *store)) && (store->fd = tp_spill_tmpfile()) < 0) {
         free(store);
@@ -141,12 +154,11 @@ static int spill(tp_thread *t) {
     return 0;
 }
 
-/* The summaries a process reads in place at once: a quarter of its descriptors (at most
- * 1024); past it a summary's bytes are copied into the temporary file instead. */
+/* The summaries a process reads in place at once: a quarter of the descriptors past
+ * FDS_SPARE, 1024 at most; past it a summary's bytes are copied into the temporary file. */
 static size_t summaries_max(void) {
-    struct rlimit r;
-    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 1024;
-    return r.rlim_cur / 4 < 1024 ? (size_t)(r.rlim_cur / 4) : 1024;
+    size_t n = fds_allowed();
+    return n <= FDS_SPARE ? 0 : (n - FDS_SPARE) / 4 < 1024 ? (n - FDS_SPARE) / 4 : 1024;
 }
 
 int tp_cpack_refer(tp_thread *t, int fd, uint64_t off, size_t len) {
@@ -164,12 +176,13 @@ int tp_cpack_refer(tp_thread *t, int fd, uint64_t off, size_t len) {
     f->fd = room ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
     tp_cpack_spilled *sp = f->fd >= 0 ? seg_room(t) : NULL;
     if (!sp) {
+        int rc = f->fd < 0 ? TPROF_ERR_IO : TPROF_ERR_NO_MEMORY;
         if (f->fd >= 0) close(f->fd);
         pthread_mutex_lock(&store_mu);
         summaries_held -= room;
         pthread_mutex_unlock(&store_mu);
         free(f);
-        return room ? TPROF_ERR_NO_MEMORY : TPROF_ERR_IO;
+        return rc;
     }
     f->summary = 1;
     f->refs = 1;
@@ -197,21 +210,22 @@ uint64_t tp_counters_packed_size(const tp_thread *t) {
     return (t->counters_spilled ? t->counters_spilled->bytes : 0) + t->counters_packed_len;
 }
 
-/* The descriptor to read file f by, for a reader that checked the file *checked last: a
- * summary's once it is found to be still the file decoded; -1 when it is not. */
-static int src_fd(const cstore *f, const cstore **checked) {
-    if (!f->summary || *checked == f) return f->fd;
+/* Whether summary f is still the file decoded (device, inode, size, modification time). */
+static int unchanged(const cstore *f) {
     struct stat st;
-    if (fstat(f->fd, &st) != 0 || st.st_dev != f->id.st_dev || st.st_ino != f->id.st_ino ||
-        st.st_size != f->id.st_size || st.st_mtim.tv_sec != f->id.st_mtim.tv_sec ||
-        st.st_mtim.tv_nsec != f->id.st_mtim.tv_nsec)
-        return -1; /* written in place since it was decoded */
-    *checked = f;
-    return f->fd;
+    return fstat(f->fd, &st) == 0 && st.st_dev == f->id.st_dev && st.st_ino == f->id.st_ino &&
+           st.st_size == f->id.st_size && st.st_mtim.tv_sec == f->id.st_mtim.tv_sec &&
+           st.st_mtim.tv_nsec == f->id.st_mtim.tv_nsec;
 }
 
-static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n,
-                       const cstore **checked) {
+/* n bytes at off of file f into b: TPROF_OK, or TPROF_ERR_IO. A summary is checked after
+ * the read (a write changes the time before its bytes land: one during the read is seen). */
+static int seg_read(const cstore *f, void *b, size_t n, uint64_t off) {
+    int rc = tp_spill_pread_all(f->fd, b, n, off);
+    return rc == TPROF_OK && f->summary && !unchanged(f) ? TPROF_ERR_IO : rc;
+}
+
+static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n) {
     if (off > tp_counters_packed_size(t) || n > tp_counters_packed_size(t) - off)
         return TPROF_ERR_INVALID_ARG;
     uint8_t *q = b;
@@ -222,8 +236,7 @@ static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n,
         if (off >= at + g->len) continue;
         size_t in = (size_t)(off - at), take = g->len - in;
         if (take > n) take = n;
-        int fd = src_fd(g->file, checked);
-        int rc = fd < 0 ? TPROF_ERR_IO : tp_spill_pread_all(fd, q, take, g->off + in);
+        int rc = seg_read(g->file, q, take, g->off + in);
         if (rc != TPROF_OK) return rc;
         q += take, off += take, n -= take;
     }
@@ -232,8 +245,7 @@ static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n,
 }
 
 int tp_counters_packed_read(const tp_thread *t, uint64_t off, void *b, size_t n) {
-    const cstore *checked = NULL;
-    int rc = packed_read(t, off, b, n, &checked);
+    int rc = packed_read(t, off, b, n);
     if (rc == TPROF_ERR_IO) atomic_fetch_add(&read_failures, 1);
     return rc;
 }
@@ -376,9 +388,7 @@ static void refill(tp_counter_it *it) {
     memmove(it->win, it->p, keep);
     it->p = it->win;
     it->end = it->win + keep;
-    const cstore *checked = it->checked;
-    int rc = packed_read(it->t, it->off, it->win + keep, take, &checked);
-    it->checked = checked;
+    int rc = packed_read(it->t, it->off, it->win + keep, take);
     if (rc != TPROF_OK) {
         it->bad = rc;
         return;
@@ -436,7 +446,9 @@ int tp_counter_it_done(tp_counter_it *it) {
         (it->i != it->t->ncounters || it->p != it->end ||
          (it->win ? it->off : (uint64_t)it->t->counters_packed_len) != it->total))
         rc = TPROF_ERR_CORRUPT;
-    if (rc == TPROF_ERR_IO) atomic_fetch_add(&read_failures, 1);
+    /* read back from a file, damage is the file's changing (what was written decodes) */
+    if (rc == TPROF_ERR_IO || (rc == TPROF_ERR_CORRUPT && it->win))
+        atomic_fetch_add(&read_failures, 1);
     free(it->last);
     free(it->win);
     it->last = NULL;

@@ -31,10 +31,10 @@
  * (tp_thread.counters_spilled) and the bytes packed since. tp_counter_it reads them back
  * through a window of TP_CPACK_WINDOW bytes, so a reader holds that much whatever the run's
  * length, and the merge holds a bounded part of each thread (a summary's packed bytes are
- * read in place instead, tp_cpack_refer). The file is closed when no
- * thread has bytes in it any more. When it cannot be made or written (no $TMPDIR, a full
- * file system), the bytes stay in memory as before: never an error, and the next write-out
- * is tried at twice the length.
+ * read in place instead, tp_cpack_refer). The file is closed when no thread has bytes in it
+ * any more. When it cannot be made or written (no $TMPDIR, a full file system), or the
+ * process may open 32 descriptors or fewer, the bytes stay in memory as before: never an
+ * error, and the next write-out is tried at twice the length.
  */
 #ifndef TPROF_COUNTER_PACK_H
 #define TPROF_COUNTER_PACK_H
@@ -103,9 +103,10 @@ void tp_cpack_commit(tp_thread *t, tp_cpack *st, size_t n);
  * slim block, summary_slim.c), left there rather than copied: t keeps a descriptor of the
  * file (a duplicate, close-on-exec), so that the summary renamed over or removed later is
  * still what t reads, and reads it only while it is unchanged (device, inode, size and
- * modification time; else its readers get TPROF_ERR_IO: a write in place whose time was put
- * back is not seen). A process holds at
- * most a quarter of its descriptors (RLIMIT_NOFILE, at most 1024) so. t must have no packed
+ * modification time, checked after each read; else its readers get TPROF_ERR_IO: a write in
+ * place whose time was put back is not seen). A process holds a quarter of its descriptors
+ * past 32 (RLIMIT_NOFILE; 1024 at most) so, and none with 32 or fewer, when it does not
+ * spill either. t must have no packed
  * bytes yet. TPROF_OK; TPROF_ERR_IO when fd is not a regular file or no descriptor is left
  * for it (the caller then copies the bytes); TPROF_ERR_NO_MEMORY (t may then hold an empty
  * list of segments, which reads as none). */
@@ -162,7 +163,6 @@ typedef struct tp_counter_it {
     int bad;
     uint8_t *win;        /* a thread with spilled bytes: the window p reads in (owned) */
     uint64_t off, total; /* the packed bytes brought into the window so far, and all */
-    const void *checked; /* the summary read in place found unchanged last */
 } tp_counter_it;
 
 /* 0, or TPROF_ERR_NO_MEMORY (the iterator then reads nothing; tp_counter_it_done may still

@@ -746,8 +746,9 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
  * rank that had none. */
 static void note_unread(tp_run *run, const tp_process *p) {
     char why[256], line[768];
+    /* the file is as it was: the second read ran out of memory or of descriptors */
     if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
-        snprintf(why, sizeof why, "out of memory");
+        snprintf(why, sizeof why, "out of memory or of open files (ulimit -n)");
     snprintf(line, sizeof line, "%s: could not be read again for its section (%s); the section "
                                 "holds only what its first read kept (no GPU records, steps, "
                                 "communication ops, or counters other than the GPU samples)",

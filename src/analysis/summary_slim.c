@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include "analysis/summary.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -91,7 +92,7 @@ static void packed_bytes(tp_sum_buf *c, int rd, tp_thread *t, size_t len) {
             continue;
         }
         if (!rd) {
-            if (tp_counters_packed_read(t, done, w, n) != TPROF_OK) c->bad = 1;
+            if (tp_counters_packed_read(t, done, w, n) != TPROF_OK) c->bad = 1, c->err = EIO;
             else tp_sum_raw(c, 0, w, n);
             continue;
         }
