@@ -4,9 +4,9 @@
  * the process it codes: through windows of every size from 1 byte, the bytes on disk and
  * their CRC are the block coded in memory, read back they decode to the same process, and a
  * body cut short decodes to none. A temporary file a dead writer left is removed when its
- * summary is written. Inputs: the synthetic runs of slim_runs.h (four ranks and a
- * node sampler, a sampler of more GPU metrics than a packed table holds), a sampler of 80,000
- * samples, and diag_scen.c's diagnosis scenarios.
+ * summary is written, or found current by `summarize`. Inputs: the synthetic runs of
+ * slim_runs.h (four ranks and a node sampler, a sampler of more GPU metrics than a packed
+ * table holds), a sampler of 80,000 samples, and diag_scen.c's diagnosis scenarios.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -27,6 +27,7 @@
 #include "analysis/summary.h"
 #include "slim_runs.h"
 #include "synth.h"
+#include "trainprof.h"
 
 /* Slim process p's block streamed through windows of every size from 1 byte (strings and
  * arrays across their edge, a thread's packed samples larger than the window going straight
@@ -139,8 +140,49 @@ static void tmp_left_by_dead_writer(void **state) {
     synth_rmtree(dir);
 }
 
+/* `summarize` of a directory whose summaries are all current (none written again) removes
+ * the temporary files dead writers of this host left beside each, a rank's and the others'. */
+static void tmp_left_beside_current(void **state) {
+    (void)state;
+    char dir[512], host[65] = "";
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "summary-tmp-current"), 0);
+    four_ranks_run(dir);
+    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
+    pid_t dead = fork();
+    assert_true(dead >= 0);
+    if (!dead) _exit(0);
+    assert_int_equal(waitpid(dead, NULL, 0), dead);
+    const char *ops[] = {dir};
+    char left[16][1200];
+    size_t nleft = 0;
+    for (int round = 0; round < 2; round++) {
+        tp_run run;
+        char err[512];
+        assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+        tp_summarize_stats st = {0};
+        assert_int_equal(tp_report_summarize(&run, NULL, NULL, &st), TPROF_OK);
+        assert_int_equal(st.failed, 0);
+        /* the second: every summary current, every leftover gone */
+        assert_int_equal(round ? st.current : st.written, st.files);
+        for (size_t i = 0; !round && i < run.nprocs && nleft < 16; i++) {
+            char sum[1100];
+            if (!run.procs[i].slim || tp_summary_path(&run.procs[i], sum, sizeof sum)) continue;
+            snprintf(left[nleft], sizeof left[nleft], "%s.tmp.%s.%ld.7", sum, host, (long)dead);
+            FILE *f = fopen(left[nleft++], "w");
+            assert_non_null(f);
+            assert_int_equal(fclose(f), 0);
+        }
+        tp_summarize_stats_free(&st);
+        tp_run_free(&run);
+    }
+    assert_true(nleft >= 4);
+    for (size_t i = 0; i < nleft; i++) assert_int_equal(access(left[i], F_OK), -1);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(slim_streamed),
-                                       cmocka_unit_test(tmp_left_by_dead_writer)};
+                                       cmocka_unit_test(tmp_left_by_dead_writer),
+                                       cmocka_unit_test(tmp_left_beside_current)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -447,7 +447,7 @@ int tp_counter_it_done(tp_counter_it *it) {
          (it->win ? it->off : (uint64_t)it->t->counters_packed_len) != it->total))
         rc = TPROF_ERR_CORRUPT;
     /* read back from a file, damage is the file's changing (what was written decodes) */
-    if (rc == TPROF_ERR_IO || (rc == TPROF_ERR_CORRUPT && it->win))
+    if (!it->quiet && (rc == TPROF_ERR_IO || (rc == TPROF_ERR_CORRUPT && it->win)))
         atomic_fetch_add(&read_failures, 1);
     free(it->last);
     free(it->win);

@@ -163,6 +163,8 @@ typedef struct tp_counter_it {
     int bad;
     uint8_t *win;        /* a thread with spilled bytes: the window p reads in (owned) */
     uint64_t off, total; /* the packed bytes brought into the window so far, and all */
+    int quiet;           /* set by a reader that falls back on a failure (a summary's check):
+                          * its failure is not counted in tp_counters_read_failures */
 } tp_counter_it;
 
 /* 0, or TPROF_ERR_NO_MEMORY (the iterator then reads nothing; tp_counter_it_done may still

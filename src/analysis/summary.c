@@ -644,6 +644,13 @@ static void tmp_leftovers(const char *path, const char *host) {
     closedir(d);
 }
 
+void tp_summary_sweep(const tp_process *p) {
+    char path[4096], host[65] = "";
+    if (tp_summary_path(p, path, sizeof path) != 0) return;
+    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
+    tmp_leftovers(path, host);
+}
+
 /* `tmp` off the list (renamed into place or removed). */
 static void tmp_done(const char *tmp) {
     pthread_mutex_lock(&g_tmp_lock);

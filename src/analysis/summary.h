@@ -237,6 +237,12 @@ int tp_summary_slim_decode_file(tp_run *run, FILE *f, int in_place, size_t n, si
  * run's pool (locks). */
 int tp_summary_current(const tp_run *run, const tp_process *p, const struct tp_report_opts *o);
 
+/* Removes the temporary files of p's summary that a writer of this host left when it died
+ * (`<summary>.tmp.<host>.<pid>.<tid>`, its pid no longer alive), as tp_summary_write does
+ * before it writes: for a summary left as it is (tp_report_summarize), which no write will
+ * sweep. Files of a live pid or of another host stay. */
+void tp_summary_sweep(const tp_process *p);
+
 /* `trainprof summarize`'s count of what it did (tp_report_summarize). */
 typedef struct tp_summarize_stats {
     size_t files;    /* rank files given */
@@ -251,7 +257,8 @@ typedef struct tp_summarize_stats {
 /* Writes the summary of every slim process of `run` with want[i] set (indexed as run->procs;
  * NULL: every slim process): a rank's with its section, computed by o->threads threads under
  * the sections' memory budget (report.c), the others' with their slim process alone; a file
- * whose summary is already whole and valid (tp_summary_current) is left as it is. A file
+ * whose summary is already whole and valid (tp_summary_current) is left as it is, the
+ * temporary files dead writers left beside it removed (tp_summary_sweep). A file
  * that cannot be read again, or whose summary cannot be written, gets none and one line in
  * st->errors. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. Writes run's pool; not thread safe.
  * Implemented in report.c, beside the sections it computes. */
