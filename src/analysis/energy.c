@@ -150,6 +150,13 @@ static int nv_push(nv_series *s, uint64_t ts, double v) {
     return 0;
 }
 
+/* The gaps a holds freed (no_gaps and gaps_over say why none are kept after). */
+static void nv_acc_drop_gaps(nv_acc *a) {
+    free(a->gaps);
+    a->gaps = NULL;
+    a->ngap_bytes = a->cap_gaps = 0;
+}
+
 /* Sample (ts, v) of series a, read in time order, against the window [w0, w1]. The integral
  * is summed in the order and with the operations of trapezoids walked from w0 to w1: between
  * each two consecutive samples of different times, over their span's part inside the window,
@@ -158,9 +165,7 @@ static int nv_push(nv_series *s, uint64_t ts, double v) {
 static int nv_acc_add(nv_acc *a, uint64_t ts, double v, uint64_t w0, uint64_t w1) {
     int rc = 0;
     if (a->n > atomic_load_explicit(&nv_gaps_keep, memory_order_relaxed) && !a->gaps_over) {
-        free(a->gaps);
-        a->gaps = NULL;
-        a->ngap_bytes = a->cap_gaps = 0;
+        nv_acc_drop_gaps(a);
         a->gaps_over = 1;
     }
     if (a->n && !a->gaps_over) {
@@ -205,9 +210,7 @@ static int nv_acc_add(nv_acc *a, uint64_t ts, double v, uint64_t w0, uint64_t w1
 
 /* Its median interval is not wanted: the gaps are dropped and no more are kept. */
 static void nv_acc_no_gaps(nv_acc *a) {
-    free(a->gaps);
-    a->gaps = NULL;
-    a->ngap_bytes = a->cap_gaps = 0;
+    nv_acc_drop_gaps(a);
     a->no_gaps = 1;
 }
 
@@ -280,13 +283,17 @@ static double nv_acc_interval_ms(const nv_acc *a) {
 }
 
 /* The series GPU g's energy figures read (nv_energy_of), its metric into *m: the energy
- * counter with two samples, else the instantaneous power field where the GPU gives it
- * (nvmlDeviceGetPowerUsage is a 1 s average on Ampere, except GA100, and newer: NVML API
- * reference; it smears short spans), else the power. */
-static const nv_acc *nv_used(const nv_dev *g, int *m) {
-    if (g->acc[NA_ENERGY].n >= 2) return *m = NV_ENERGY, &g->acc[NA_ENERGY];
+ * counter with two samples (nv_used), else its power series (nv_power): the instantaneous
+ * power field where the GPU gives it (nvmlDeviceGetPowerUsage is a 1 s average on Ampere,
+ * except GA100, and newer: NVML API reference; it smears short spans), else the power. */
+static const nv_acc *nv_power(const nv_dev *g, int *m) {
     if (g->acc[NA_INSTANT].n >= 2) return *m = NV_POWER_INSTANT, &g->acc[NA_INSTANT];
     return *m = NV_POWER, &g->acc[NA_POWER];
+}
+
+static const nv_acc *nv_used(const nv_dev *g, int *m) {
+    if (g->acc[NA_ENERGY].n >= 2) return *m = NV_ENERGY, &g->acc[NA_ENERGY];
+    return nv_power(g, m);
 }
 
 /* A GPU's energy over a window: from the energy counter, else from the power samples. */
@@ -307,8 +314,8 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
                          uint64_t w1, uint64_t t0, nv_energy *E) {
     memset(E, 0, sizeof *E);
     const nv_acc *es = &g->acc[NA_ENERGY];
-    int inst = g->acc[NA_INSTANT].n >= 2;
-    const nv_acc *ps = inst ? &g->acc[NA_INSTANT] : &g->acc[NA_POWER];
+    int pm;
+    const nv_acc *ps = nv_power(g, &pm);
     char k[64];
     snprintf(k, sizeof k, "gpu.%u.energy_counter", g->idx);
     const char *missing = tp_meta(p, k); /* the sampler's reason, when it has one */

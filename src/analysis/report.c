@@ -857,7 +857,8 @@ int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char 
     }
     size_t n;
     rank_job *jobs = slim_rank_jobs(run, want, NULL, &n);
-    if (n == SIZE_MAX || !n) return n ? TPROF_ERR_NO_MEMORY : TPROF_OK;
+    if (n == SIZE_MAX) return TPROF_ERR_NO_MEMORY;
+    if (!n) return TPROF_OK;
     run_jobs(run, o, jobs, n, 1, 0, NULL, NULL);
     free(jobs);
     return TPROF_OK;
@@ -885,28 +886,12 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
         if (jobs[k].why) st->errors[st->nerrors++] = jobs[k].why;
         st->current += jobs[k].sum == 1;
         st->written += jobs[k].sum != 1 && !jobs[k].why;
-        tp_summary_sweep(&run->procs[jobs[k].proc]); /* one left as it is: no write sweeps */
+        /* one left as it is: no write sweeps its directory of what dead writers left */
+        if (jobs[k].sum == 1) tp_summary_sweep(&run->procs[jobs[k].proc]);
     }
     free(jobs);
     free(out);
-    /* the other processes' summaries hold their slim process alone: no section to compute */
-    int rc = TPROF_OK;
-    for (size_t i = 0; i < run->nprocs && rc == TPROF_OK; i++) {
-        const tp_process *p = &run->procs[i];
-        if (!p->slim || p->role == TP_ROLE_RANK || (want && !want[i])) continue;
-        st->files++;
-        char why[256], line[768];
-        tp_summary_sweep(p); /* a write sweeps too; one left as it is would not */
-        if (tp_summary_current(run, p, o)) st->current++;
-        else if (tp_summary_write(run, p, o, NULL, why, sizeof why) == 0) st->written++;
-        else {
-            snprintf(line, sizeof line, "%s: no summary written: %s", p->path, why);
-            char **e = realloc(st->errors, (st->nerrors + 1) * sizeof *e);
-            if (e) st->errors = e;
-            if (!e || !(e[st->nerrors] = strdup(line))) rc = TPROF_ERR_NO_MEMORY;
-            else st->nerrors++;
-        }
-    }
+    int rc = tp_summarize_others(run, o, want, st);
     st->failed = st->nerrors;
     return rc;
 }

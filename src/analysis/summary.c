@@ -651,6 +651,30 @@ void tp_summary_sweep(const tp_process *p) {
     tmp_leftovers(path, host);
 }
 
+int tp_summarize_others(tp_run *run, const tp_report_opts *o, const unsigned char *want,
+                        tp_summarize_stats *st) {
+    int rc = TPROF_OK;
+    for (size_t i = 0; i < run->nprocs && rc == TPROF_OK; i++) {
+        const tp_process *p = &run->procs[i];
+        if (!p->slim || p->role == TP_ROLE_RANK || (want && !want[i])) continue;
+        st->files++;
+        char why[256], line[768];
+        if (tp_summary_current(run, p, o)) {
+            st->current++;
+            tp_summary_sweep(p); /* left as it is: no write sweeps */
+        } else if (tp_summary_write(run, p, o, NULL, why, sizeof why) == 0) {
+            st->written++;
+        } else {
+            snprintf(line, sizeof line, "%s: no summary written: %s", p->path, why);
+            char **e = realloc(st->errors, (st->nerrors + 1) * sizeof *e);
+            if (e) st->errors = e;
+            if (!e || !(e[st->nerrors] = strdup(line))) rc = TPROF_ERR_NO_MEMORY;
+            else st->nerrors++;
+        }
+    }
+    return rc;
+}
+
 /* `tmp` off the list (renamed into place or removed). */
 static void tmp_done(const char *tmp) {
     pthread_mutex_lock(&g_tmp_lock);

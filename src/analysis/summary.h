@@ -266,4 +266,11 @@ int tp_report_summarize(tp_run *run, const struct tp_report_opts *o, const unsig
                         tp_summarize_stats *st);
 void tp_summarize_stats_free(tp_summarize_stats *st);
 
+/* tp_report_summarize's part for the slim processes that are not ranks (with want[i] set;
+ * NULL: all): their summaries hold the slim process alone, no section to compute. Each is
+ * counted in st (files, current, written, errors); a current one is left as it is, swept of
+ * what dead writers left (tp_summary_sweep). TPROF_OK or TPROF_ERR_NO_MEMORY. */
+int tp_summarize_others(tp_run *run, const struct tp_report_opts *o, const unsigned char *want,
+                        tp_summarize_stats *st);
+
 #endif /* TPROF_SUMMARY_H */
