@@ -510,6 +510,61 @@ static void test_channel_zero_and_unmatched(void **state) {
     synth_rmtree(dir);
 }
 
+/* Ten steps of 10 ms with an AllReduce enqueued 1 ms into each (50 us on the host, no
+ * kernel-channel interval: the plugin's records, or torch's), GPU activity captured in steps
+ * 0-1 and 6-7 (gpu_capture.windows), so that only those ops' kernels were recorded: 2 ms from
+ * 2 ms into the step, but step 7's kernel runs late, from 10.5 ms, after the window closed.
+ * The ops of steps 2-5 and 8-9 were issued while capture was off and take no kernel (order
+ * alone gave steps 2 and 3 the kernels of steps 6 and 7, 40 ms after their issue, and left
+ * 6 and 7 to their host times); the ops of steps 6 and 7 take their own, the late one too. */
+static void test_match_within_capture(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = rank_file(dir, sizeof dir, "comm-win", 21, 0, 2);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    char v[128];
+    snprintf(v, sizeof v, "%llu-%llu,%llu-%llu", (unsigned long long)T0,
+             (unsigned long long)(T0 + 20 * MS), (unsigned long long)(T0 + 60 * MS),
+             (unsigned long long)(T0 + 80 * MS));
+    synth_meta(f, "gpu_capture.windows", v);
+    steps(f, 10, 10 * MS);
+    uint64_t kstart[10] = {0};
+    for (int i = 0; i < 10; i++) {
+        uint64_t b = T0 + (uint64_t)i * 10 * MS;
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xA, 2, 0, MiB, b + MS + 50 * US);
+        synth_comm(f, 1, b + MS, &c, NULL);
+        if (i < 2 || i == 6 || i == 7) {
+            kstart[i] = b + (i == 7 ? 10500 * US : 2 * MS);
+            synth_kernel(f, 2, kstart[i], kstart[i] + 2 * MS, 0, 9, 0, K_AR);
+            synth_kernel(f, 2, b + 4 * MS, b + 8 * MS, 0, 7, 0, K_GEMM);
+        }
+    }
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    tp_comm_time *tm = resolved(&run.procs[0], 10);
+    for (int i = 0; i < 10; i++) {
+        uint64_t host = T0 + (uint64_t)i * 10 * MS + MS;
+        if (kstart[i]) {
+            assert_int_equal(tm[i].src, TP_COMM_TIME_KERNEL);
+            assert_int_equal(tm[i].start, kstart[i]);
+            assert_int_equal(tm[i].end, kstart[i] + 2 * MS);
+        } else {
+            assert_int_equal(tm[i].src, TP_COMM_TIME_HOST);
+            assert_int_equal(tm[i].start, host);
+            assert_int_equal(tm[i].kernel, SIZE_MAX);
+        }
+    }
+    free(tm);
+    /* four ops timed by their kernels (8 ms), six by their enqueue (0.3 ms) */
+    cJSON *r = rank_row(rank_comm(rep, 0), "0x000000000000000a", "AllReduce");
+    NEAR(num(r, "time_ms"), 8.3);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factors_and_sizes),
@@ -521,6 +576,7 @@ int main(void) {
         cmocka_unit_test(test_channel_drift),
         cmocka_unit_test(test_channel_sparse_drift),
         cmocka_unit_test(test_channel_zero_and_unmatched),
+        cmocka_unit_test(test_match_within_capture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -269,7 +269,8 @@ static int applies(const tp_process *p) {
     return c && !strncmp(c, "activity capture", 16);
 }
 
-int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **out, size_t *n) {
+static int spans_of(const tp_process *p, uint64_t t0, uint64_t t1, int clip, tp_step **out,
+                    size_t *n) {
     *out = NULL;
     *n = 0;
     size_t nev = 0, npz = 0;
@@ -312,7 +313,7 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
     size_t kept = 0;
     for (size_t i = 0; i < k; i++) {
         tp_step w = v[i];
-        if (p->gpu_window_to) {
+        if (clip && p->gpu_window_to) {
             if (w.start < p->gpu_window_from) w.start = p->gpu_window_from;
             if (w.end > p->gpu_window_to) w.end = p->gpu_window_to;
             if (w.end <= w.start) continue;
@@ -326,6 +327,14 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
     *out = v;
     *n = kept;
     return TPROF_OK;
+}
+
+int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **out, size_t *n) {
+    return spans_of(p, t0, t1, 1, out, n);
+}
+
+int tp_capture_timeline(const tp_process *p, tp_step **out, size_t *n) {
+    return spans_of(p, 0, UINT64_MAX, 0, out, n);
 }
 
 /* The runs of captured measured steps as numbers and words. */

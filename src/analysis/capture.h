@@ -42,6 +42,13 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
  * Returns TPROF_OK or TPROF_ERR_NO_MEMORY (*out NULL, *n 0). Time O(metadata log metadata). */
 int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **out, size_t *n);
 
+/* The same spans over all of p's time, not cut to a bounded load's span: when CUPTI recorded
+ * (the plan's windows, the endpoint's switches, less the pauses), whatever the load held. The
+ * communication analysis matches an op to a kernel of its own span (comm.c): a load bounded
+ * in GPU records still reads every kernel of the communication class (model.h). Returns
+ * TPROF_OK or TPROF_ERR_NO_MEMORY (*out NULL, *n 0). Time O(metadata log metadata). */
+int tp_capture_timeline(const tp_process *p, tp_step **out, size_t *n);
+
 /* One entry of p's pause list (tp_capture_pause_list). */
 typedef struct tp_capture_pause {
     uint64_t from_ns, to_ns; /* CLOCK_MONOTONIC; to_ns UINT64_MAX: never resumed */

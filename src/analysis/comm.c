@@ -26,7 +26,12 @@
  *    Send/Recv pair, fused into one kernel) shares that op's kernel. Each communicator takes
  *    the stream on which the most of its ops match (among equals, the one whose kernels start
  *    soonest after the issues, in sum); communicators are served in the order of their first
- *    op, and a kernel taken by one is not offered to the next.
+ *    op, and a kernel taken by one is not offered to the next. Kernels are recorded only
+ *    while capture is on (capture.h: the plan's windows, less the pauses for another CUPTI
+ *    client), while the plugin records every op: an op issued while capture was off takes no
+ *    kernel, and an op takes only a kernel of the span it was issued in (a kernel belongs to
+ *    the last span that began before it), so that the ops after a window do not take the
+ *    kernels of the next one.
  *
  * 2. Bandwidth per communicator and op (nccl-tests, doc/PERFORMANCE.md): algbw =
  *    S / t with S nccl-tests' "size" and GB = 1e9 bytes; busbw = algbw x factor. Over several
@@ -53,6 +58,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "analysis/capture.h"
 #include "analysis/gpu.h"
 #include "format/format.h"
 #include "trainprof.h"
@@ -247,12 +253,37 @@ typedef struct kref {
     size_t gi; /* index in p->gpu */
     uint32_t device, stream;
     unsigned fns;
+    uint32_t span; /* the capture span it was recorded in (span_of) */
 } kref;
 
 typedef struct oref {
     uint64_t hash, start;
-    size_t ci; /* index in p->comm */
+    size_t ci;     /* index in p->comm */
+    uint32_t span; /* the capture span it was issued in, NO_SPAN when capture was off */
 } oref;
+
+#define NO_SPAN UINT32_MAX
+
+/* The last of the n capture spans (time order, apart) that starts at or before t; n when
+ * none does. */
+static size_t last_from(const tp_step *sp, size_t n, uint64_t t) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].start <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? lo - 1 : n;
+}
+
+/* The span an op was issued in: the one holding its host start, NO_SPAN in none (capture
+ * was off: its kernel, if it ran, was not recorded). Without spans (capture never on by the
+ * metadata, yet kernels recorded: metadata that does not tell), every op is in span 0. */
+static uint32_t op_span(const tp_step *sp, size_t n, uint64_t start) {
+    if (!n) return 0;
+    size_t i = last_from(sp, n, start);
+    return i < n && start < sp[i].end ? (uint32_t)i : NO_SPAN;
+}
 
 static int cmp_kref(const void *a, const void *b) {
     const kref *x = a, *y = b;
@@ -287,6 +318,16 @@ static int cmp_first(const void *a, const void *b) {
  * an idle spell would skip its own kernel and every later op take its successor's. */
 #define ISSUE_SLACK_NS 50000u
 
+/* The span a kernel was recorded in: the last that began before it (less the issue slack):
+ * a kernel launched while capture was on may start after capture went off (the GPU runs
+ * behind the host), never before its launch. One before every span, or without spans, in
+ * span 0. */
+static uint32_t kernel_span(const tp_step *sp, size_t n, uint64_t start) {
+    uint64_t t = start > UINT64_MAX - ISSUE_SLACK_NS ? UINT64_MAX : start + ISSUE_SLACK_NS;
+    size_t i = last_from(sp, n, t);
+    return i < n ? (uint32_t)i : 0;
+}
+
 static size_t align(const tp_process *p, const oref *ops, size_t nops, const kref *k, size_t nk,
                     uint8_t *taken, tp_comm_time *out, double *lag) {
     size_t j = 0, matched = 0, prev_k = SIZE_MAX;
@@ -302,14 +343,21 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
     }
     for (size_t i = 0; i < nops; i++) {
         const tp_comm_op *o = &p->comm[ops[i].ci];
+        const uint32_t sp = ops[i].span;
         unsigned want = op_fns(o->op);
         size_t hit = SIZE_MAX;
-        if (prev && prev_k != SIZE_MAX && o->start < prev->end && fits(k[prev_k].fns, want)) {
+        if (sp == NO_SPAN) {
+            /* issued while capture was off: its kernel was not recorded, and one of a later
+             * span is another op's */
+        } else if (prev && prev_k != SIZE_MAX && o->start < prev->end && k[prev_k].span == sp &&
+                   fits(k[prev_k].fns, want)) {
             hit = prev_k; /* enqueued in the same launch as the previous op */
         } else {
-            while (j < nk && (k[j].start + ISSUE_SLACK_NS < o->start || taken[j])) j++;
+            while (j < nk && (k[j].start + ISSUE_SLACK_NS < o->start || taken[j] || k[j].span < sp))
+                j++;
             if (j == nk) break;
-            if (fits(k[j].fns, want)) hit = j++;
+            /* a kernel of a later span is left for the ops issued in it */
+            if (k[j].span == sp && fits(k[j].fns, want)) hit = j++;
         }
         prev = o;
         prev_k = hit;
@@ -703,12 +751,12 @@ void tp_process_slim_comm(tp_process *p) {
     if (fm) p->comm_memo = fm;
 }
 
-int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
-    if (p->comm_memo || !p->comm) return from_memo(p, out);
-    for (size_t i = 0; i < p->ncomm; i++)
-        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
-    if (!p->ncomm) return TPROF_OK;
+/* The matching rule (file comment, part 1) over p's ops and communication kernels: each
+ * matched op's kernel (and its communicator's device) into out. *aligned: 1 when there were
+ * kernels and NCCL ops to align. TPROF_OK or TPROF_ERR_NO_MEMORY (out then as it was). */
+static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     int rc = TPROF_OK;
+    *aligned = 0;
     size_t nk = 0, no = 0;
     for (size_t i = 0; i < p->ngpu; i++) nk += is_comm_kernel(&p->gpu[i]);
     for (size_t i = 0; i < p->ncomm; i++) no += !is_mpi(&p->comm[i]);
@@ -716,8 +764,15 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     uint8_t *taken = NULL;
     oref *o = NULL;
     span_ix *streams = NULL, *comms = NULL;
+    tp_step *cap = NULL;
+    size_t ncap = 0;
     /* no kernel to match an op to (a slim process's load): nothing to sort or align */
     if (!nk || !no) goto done;
+    if (tp_capture_timeline(p, &cap, &ncap) != TPROF_OK) {
+        rc = TPROF_ERR_NO_MEMORY;
+        goto done;
+    }
+    *aligned = 1;
     k = malloc(nk * sizeof *k);
     taken = calloc(nk, 1);
     o = malloc(no * sizeof *o);
@@ -731,10 +786,12 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     for (size_t i = 0; i < p->ngpu; i++)
         if (is_comm_kernel(&p->gpu[i]))
             k[nk++] = (kref){p->gpu[i].start, i, p->gpu[i].device, p->gpu[i].stream,
-                             kernel_fns(p->gpu[i].name)};
+                             kernel_fns(p->gpu[i].name), kernel_span(cap, ncap, p->gpu[i].start)};
     no = 0;
     for (size_t i = 0; i < p->ncomm; i++)
-        if (!is_mpi(&p->comm[i])) o[no++] = (oref){p->comm[i].comm_hash, p->comm[i].start, i};
+        if (!is_mpi(&p->comm[i]))
+            o[no++] = (oref){p->comm[i].comm_hash, p->comm[i].start, i,
+                             op_span(cap, ncap, p->comm[i].start)};
     if (nk > 1) qsort(k, nk, sizeof *k, cmp_kref);
     if (no > 1) qsort(o, no, sizeof *o, cmp_oref);
     size_t ns = 0, nc = 0;
@@ -771,7 +828,23 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
                 out[o[i].ci].device = (int32_t)k[streams[best_s].a].device;
         }
     }
-done:;
+done:
+    free(k);
+    free(taken);
+    free(o);
+    free(streams);
+    free(comms);
+    free(cap);
+    return rc;
+}
+
+int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
+    if (p->comm_memo || !p->comm) return from_memo(p, out);
+    for (size_t i = 0; i < p->ncomm; i++)
+        out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
+    if (!p->ncomm) return TPROF_OK;
+    int aligned = 0;
+    int rc = match_kernels(p, out, &aligned);
     /* the process's one device, when its kernels name only one: where its ops ran */
     int32_t single = -1;
     for (size_t i = 0; i < p->ngpu; i++) {
@@ -786,7 +859,7 @@ done:;
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
     /* the channel intervals' placement against the kernels that run one op each (each array
      * sized by what the one before it holds: a slim load, without kernels, makes none) */
-    cal_pair *pairs = uses && k ? malloc(p->ncomm * sizeof *pairs) : NULL;
+    cal_pair *pairs = uses && aligned ? malloc(p->ncomm * sizeof *pairs) : NULL;
     cal_point *pts = NULL;
     cal_dev *devs = NULL;
     size_t npair = 0, npts = 0, ndevs = 0;
@@ -846,11 +919,6 @@ done:;
     free(pts);
     free(devs);
     free(uses);
-    free(k);
-    free(taken);
-    free(o);
-    free(streams);
-    free(comms);
     return rc;
 }
 
