@@ -565,6 +565,42 @@ static void test_match_within_capture(void **state) {
     synth_rmtree(dir);
 }
 
+/* The same kind of run with two windows (steps 0-1 and 6-7) of which the file lists the
+ * first alone (the runtime counts windows past its list: gpu_capture.windows_left_out), and
+ * AllReduces in those four steps only. When capture was on after the listed window is not
+ * known, so the ops there align by order: steps 6 and 7 take their own kernels. */
+static void test_match_past_window_list(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = rank_file(dir, sizeof dir, "comm-winleft", 22, 0, 2);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    char v[128];
+    snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)T0, (unsigned long long)(T0 + 20 * MS));
+    synth_meta(f, "gpu_capture.windows", v);
+    synth_meta(f, "gpu_capture.windows_left_out", "1");
+    steps(f, 10, 10 * MS);
+    const int in[4] = {0, 1, 6, 7};
+    for (int i = 0; i < 4; i++) {
+        uint64_t b = T0 + (uint64_t)in[i] * 10 * MS;
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xA, 2, 0, MiB, b + MS + 50 * US);
+        synth_comm(f, 1, b + MS, &c, NULL);
+        synth_kernel(f, 2, b + 2 * MS, b + 4 * MS, 0, 9, 0, K_AR);
+    }
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    tp_comm_time *tm = resolved(&run.procs[0], 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(tm[i].src, TP_COMM_TIME_KERNEL);
+        assert_int_equal(tm[i].start, T0 + (uint64_t)in[i] * 10 * MS + 2 * MS);
+    }
+    free(tm);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factors_and_sizes),
@@ -577,6 +613,7 @@ int main(void) {
         cmocka_unit_test(test_channel_sparse_drift),
         cmocka_unit_test(test_channel_zero_and_unmatched),
         cmocka_unit_test(test_match_within_capture),
+        cmocka_unit_test(test_match_past_window_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

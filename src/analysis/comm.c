@@ -751,6 +751,26 @@ void tp_process_slim_comm(tp_process *p) {
     if (fm) p->comm_memo = fm;
 }
 
+/* Past the windows gpu_capture.windows lists (the runtime counts the later ones alone,
+ * gpu_capture.windows_left_out), when capture was on is not known: the time after the last
+ * listed window is one more span, in which ops and kernels align by order alone. 0, or -1
+ * without memory (*sp freed). */
+static int tail_span(const tp_process *p, tp_step **sp, size_t *n) {
+    const char *lo = tp_meta(p, "gpu_capture.windows_left_out");
+    if (!lo || !*lo || !strcmp(lo, "0") || !*n) return 0;
+    tp_step *v = realloc(*sp, (*n + 1) * sizeof *v);
+    if (!v) {
+        free(*sp);
+        *sp = NULL;
+        *n = 0;
+        return -1;
+    }
+    v[*n] = (tp_step){v[*n - 1].end, UINT64_MAX, 0, 0};
+    *sp = v;
+    ++*n;
+    return 0;
+}
+
 /* The matching rule (file comment, part 1) over p's ops and communication kernels: each
  * matched op's kernel (and its communicator's device) into out. *aligned: 1 when there were
  * kernels and NCCL ops to align. TPROF_OK or TPROF_ERR_NO_MEMORY (out then as it was). */
@@ -768,7 +788,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     size_t ncap = 0;
     /* no kernel to match an op to (a slim process's load): nothing to sort or align */
     if (!nk || !no) goto done;
-    if (tp_capture_timeline(p, &cap, &ncap) != TPROF_OK) {
+    if (tp_capture_timeline(p, &cap, &ncap) != TPROF_OK || tail_span(p, &cap, &ncap) != 0) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
     }
