@@ -1,5 +1,6 @@
 /*
  * comm.h — the communication analysis (comm.c: the timing rule, names and factors;
+ * comm_keep.c: what a slim process keeps of its ops for the merge;
  * comm_rank.c: a rank's section; comm_run.c: across ranks; comm_text.c: the text): per
  * communicator and collective, count, bytes, time, algbw and busbw (nccl-tests
  * definitions); per step and rank, communication time split into exposed and overlapped; the

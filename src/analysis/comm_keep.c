@@ -1,0 +1,219 @@
+/*
+ * comm_keep.c — what a slim process keeps of its communication ops for the merge
+ * (comm.h): each op's key and resolved span in place of the op, and past a bound the
+ * collectives of a sample of sequence-number windows spread over the run (the levels), so
+ * that the merge's memory stays within one budget whatever the run's length and, up to 8192
+ * ranks, whatever their number. The timing of the ops is comm.c's (tp_comm_resolve).
+ */
+#define _GNU_SOURCE
+#include "analysis/comm.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/format.h"
+#include "trainprof.h"
+
+tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n) {
+    _Static_assert(sizeof(tp_comm_span) <= sizeof(tp_comm_time), "spans go over the times");
+    tp_comm_span *s = (tp_comm_span *)(void *)t;
+    for (size_t i = 0; i < n; i++) { /* span i ends at or below time i's start: read first */
+        tp_comm_time x = t[i];
+        s[i] = (tp_comm_span){x.start, x.end, x.src};
+    }
+    tp_comm_span *fit = n ? realloc(s, n * sizeof *fit) : NULL;
+    if (!fit) free(s);
+    return fit;
+}
+
+/* Never matched by the merge (clocks.c's matchable asks tp_comm_kept at level 1): kept at
+ * no level but 0. */
+static int unmatched(const tp_comm_key *k) {
+    return k->op == TPROF_COMM_SEND || k->op == TPROF_COMM_RECV ||
+           k->op == TPROF_COMM_UNKNOWN || (k->flags & TPROF_COMM_F_UNFINISHED);
+}
+
+static _Atomic size_t g_keep = 0;
+
+size_t tp_comm_keep(void) { return atomic_load_explicit(&g_keep, memory_order_relaxed); }
+
+void tp_comm_keep_set(size_t keep) {
+    size_t k = keep && keep < TP_COMM_KEEP_MIN ? TP_COMM_KEEP_MIN : keep;
+    atomic_store_explicit(&g_keep, k, memory_order_relaxed);
+}
+
+size_t tp_comm_keep_of(const tp_process *p) {
+    size_t set = tp_comm_keep();
+    if (set) return set;
+    /* the metadata's value read as the load reads p->world_size, not that field: a summary's
+     * decoding checks its keys against the bound before the process's identity is set */
+    int w = tp_meta_int(p, "world_size");
+    if (w <= 0) return TP_COMM_KEEP;
+    size_t keep = (size_t)TP_COMM_MERGE_OPS / (size_t)w;
+    return keep > TP_COMM_KEEP ? TP_COMM_KEEP : keep < TP_COMM_KEEP_MIN ? TP_COMM_KEEP_MIN : keep;
+}
+
+int tp_comm_kept(const tp_comm_key *k, unsigned level) {
+    if (!level) return 1;
+    if (level > TP_COMM_LEVEL_MAX) level = TP_COMM_LEVEL_MAX;
+    uint32_t w = k->seq / TP_COMM_WINDOW;
+    uint32_t last = (1u << (level - 1)) - 1; /* the period's last window: its low bits all 1 */
+    return !unmatched(k) && (w == 0 || (w & last) == last);
+}
+
+double tp_comm_period(unsigned level) {
+    if (level > TP_COMM_LEVEL_MAX) level = TP_COMM_LEVEL_MAX;
+    return level < 2 ? 0 : (double)TP_COMM_WINDOW * (double)(1ull << (level - 1));
+}
+
+unsigned tp_comm_class(const tp_comm_key *k) {
+    uint32_t w = k->seq / TP_COMM_WINDOW; /* below 2^26: ~w has a zero bit */
+    unsigned m = w ? (unsigned)__builtin_ctz(~w) : TP_COMM_LEVEL_MAX - 1; /* 0: every level */
+    return m < TP_COMM_LEVEL_MAX - 1 ? m : TP_COMM_LEVEL_MAX - 1;
+}
+
+unsigned tp_comm_level(const tp_process *p) {
+    size_t keep = tp_comm_keep_of(p);
+    if (p->ncomm <= keep) return 0;
+    /* hist[m]: the collectives of class m (tp_comm_class), kept up to level m + 1, so that
+     * level s >= 2 keeps the sum of hist[s - 1..] */
+    enum { TOP = TP_COMM_LEVEL_MAX - 1 };
+    size_t hist[TOP + 1] = {0}, at[TP_COMM_LEVEL_MAX + 1] = {0}, all = 0, first = 0;
+    for (size_t i = 0; i < p->ncomm; i++) {
+        tp_comm_key k = tp_comm_key_at(p, i);
+        if (unmatched(&k)) continue;
+        hist[tp_comm_class(&k)]++;
+        first += k.seq < TP_COMM_WINDOW;
+        all++;
+    }
+    at[1] = all;
+    for (unsigned s = 2; s <= TP_COMM_LEVEL_MAX; s++) at[s] = at[s - 1] - hist[s - 2];
+    unsigned s = 1;
+    if (all > keep) {
+        /* the least level within the bound, unless it would keep no collective (a capture
+         * begun mid-run has no window 0, and a deep level's one window may lie past its
+         * end); then, as when none is within the bound, the deepest level that keeps a
+         * window past the first (window 0 alone is the warm-up, which the stragglers leave
+         * out: many communicators' first windows can fill the bound), else the deepest that
+         * keeps some; of levels that keep the same, the least */
+        unsigned last = 1;
+        for (s = 2; s <= TP_COMM_LEVEL_MAX && at[s]; s++) {
+            last = s;
+            if (at[s] <= keep) break;
+        }
+        s = last;
+        if (at[s] > keep) {
+            unsigned past = 0;
+            for (unsigned t = 2; t <= TP_COMM_LEVEL_MAX; t++)
+                if (at[t] > first) past = t;
+            if (past) s = past;
+            while (s > 2 && at[s - 1] == at[s]) s--;
+        }
+    }
+    /* what leaves no op out is no sample; what leaves only the unmatched ops out is level 1 */
+    if (at[s] == p->ncomm) return 0;
+    return at[s] == all ? 1 : s;
+}
+
+tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p) {
+    size_t n = whole->ncomm, k = 0;
+    if (!n || !p->ncomm || (p->comm_level ? tp_comm_level(whole) != p->comm_level
+                                          : n != p->ncomm))
+        return NULL;
+    for (size_t i = 0; p->comm_level && i < n; i++) {
+        tp_comm_key key = tp_comm_key_at(whole, i);
+        k += (size_t)tp_comm_kept(&key, p->comm_level);
+    }
+    tp_comm_time *t = p->comm_level && k != p->ncomm ? NULL : malloc(n * sizeof *t);
+    if (t && tp_comm_resolve(whole, t) != TPROF_OK) {
+        free(t);
+        return NULL;
+    }
+    if (!t || !p->comm_level) return t;
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        tp_comm_key key = tp_comm_key_at(whole, i);
+        if (tp_comm_kept(&key, p->comm_level)) t[k++] = t[i];
+    }
+    tp_comm_time *fit = realloc(t, k * sizeof *fit); /* a failed shrink leaves t, valid */
+    return fit ? fit : t;
+}
+
+int tp_comm_comms_has(const tp_process *p, uint64_t hash) {
+    size_t lo = 0, hi = p->ncomm_comms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->comm_comms[mid] == hash) return 1;
+        if (p->comm_comms[mid] < hash) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The communicators of keys' collectives, sorted and distinct, into p (comm_comms): a
+ * sampled file's, so that the merge filters at its level a communicator it kept none of.
+ * Returns 0, or -1 without memory (8 bytes a collective while it runs). */
+static int comms_of(tp_process *p, const tp_comm_key *keys, size_t n) {
+    uint64_t *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) return -1;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!unmatched(&keys[i]) && (!m || h[m - 1] != keys[i].comm_hash))
+            h[m++] = keys[i].comm_hash;
+    qsort(h, m, sizeof *h, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++)
+        if (!u || h[u - 1] != h[i]) h[u++] = h[i];
+    uint64_t *fit = realloc(h, (u ? u : 1) * sizeof *fit);
+    p->comm_comms = fit ? fit : h;
+    p->ncomm_comms = u;
+    return 0;
+}
+
+void tp_process_slim_comm(tp_process *p) {
+    size_t n = p->ncomm;
+    if (!n || !p->comm || p->comm_keys) return;
+    tp_comm_key *keys = malloc(n * sizeof *keys);
+    tp_comm_op *last = malloc(sizeof *last);
+    tp_comm_time *tm = malloc(n * sizeof *tm);
+    if (!keys || !last || !tm || tp_comm_resolve(p, tm) != TPROF_OK) {
+        free(keys), free(last), free(tm);
+        return;
+    }
+    tp_comm_span *memo = tp_comm_spans(tm, n); /* takes tm */
+    if (!memo) {
+        free(keys), free(last);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) keys[i] = tp_comm_key_at(p, i);
+    *last = *tp_comm_last(p);
+    free(p->comm);
+    free(p->comm_memo);
+    p->comm = NULL;
+    p->cap_comm = 0;
+    p->comm_keys = keys;
+    p->comm_last = last;
+    p->comm_memo = memo;
+    p->comm_memo_whole = 0;
+    p->comm_level = tp_comm_level(p);
+    /* without memory for the communicators' list, every op is kept (level 0), as the merge
+     * could not filter at this level a communicator of which none is kept */
+    if (p->comm_level >= 2 && comms_of(p, keys, n) != 0) p->comm_level = 0;
+    if (!p->comm_level) return;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tp_comm_kept(&keys[i], p->comm_level)) keys[k] = keys[i], memo[k++] = memo[i];
+    p->ncomm = k;
+    /* shrunk (a failed realloc leaves the larger block, still valid); with none kept (a rank
+     * of sends and receives alone) an entry stays, as the key form needs its arrays */
+    tp_comm_key *fk = realloc(keys, (k ? k : 1) * sizeof *fk);
+    tp_comm_span *fm = realloc(memo, (k ? k : 1) * sizeof *fm);
+    if (fk) p->comm_keys = fk;
+    if (fm) p->comm_memo = fm;
+}
