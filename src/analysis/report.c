@@ -872,6 +872,7 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
         tp_report_opts_init(&def);
         o = &def;
     }
+    tp_summary_sweep_run(run, want); /* what dead writers left, before any write */
     tp_rank_result *out = calloc(run->nprocs ? run->nprocs : 1, sizeof *out);
     size_t n = SIZE_MAX;
     rank_job *jobs = out ? slim_rank_jobs(run, want, out, &n) : NULL;
@@ -886,8 +887,6 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
         if (jobs[k].why) st->errors[st->nerrors++] = jobs[k].why;
         st->current += jobs[k].sum == 1;
         st->written += jobs[k].sum != 1 && !jobs[k].why;
-        /* one left as it is: no write sweeps its directory of what dead writers left */
-        if (jobs[k].sum == 1) tp_summary_sweep(&run->procs[jobs[k].proc]);
     }
     free(jobs);
     free(out);

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "analysis/summary.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -475,6 +476,8 @@ int tp_summary_slim_hopeless(const char *path) {
     return access(dir, W_OK) != 0;
 }
 
+static void summary_sweep(const tp_process *p); /* below, beside the temporary files */
+
 int tp_summary_write_slim(const char *path, char *why, size_t n) {
     tp_run run;
     memset(&run, 0, sizeof run);
@@ -492,8 +495,10 @@ int tp_summary_write_slim(const char *path, char *why, size_t n) {
     int rc = tp_process_load_slim(&run, path, &p), ok = 0;
     if (rc != TPROF_OK && !p.nthreads && !p.nmeta) /* the load keeps what a damaged file had */
         snprintf(why, n, "%s", run.nerrors ? run.errors[0] : tprof_strerror(rc));
-    else
+    else {
+        summary_sweep(&p); /* what dead writers left, before this write */
         ok = tp_summary_write(&run, &p, NULL, NULL, why, n) == 0;
+    }
     tp_process_free(&p);
     tp_run_free(&run);
     return ok ? 0 : -1;
@@ -613,42 +618,131 @@ static int tmp_create(const char *tmp) {
     return fd;
 }
 
-/* The temporary files of summary `path` that a writer of this host (`host`) left when it died
- * before it could remove them (SIGKILL, the OOM killer, a crash: no handler runs), removed: a
- * node sampler's can be hundreds of MB, and no later write has their name. The file of a
- * live process, or of a process whose pid was reused since, is left as it is; so are other
- * hosts' (their pids say nothing here). */
-static void tmp_leftovers(const char *path, const char *host) {
-    char dir[4096], prefix[4400];
+/* Whether directory entry e is a temporary summary file of a writer of this host (`host`)
+ * that died before it could remove it (SIGKILL, the OOM killer, a crash: no handler runs):
+ * `<summary>.tmp.<host>.<pid>.<tid>`, exactly two numbers after the host (a host named ours
+ * and ".<digits>" more writes three), the pid not ours and no longer alive. *base: the length
+ * of its summary's name. The file of a live process, or of a process whose pid was reused
+ * since, is not; neither are other hosts' (their pids say nothing here). `want`, when not
+ * NULL, is asked of the summary's name first, so that only the files of the summaries swept
+ * cost a look at their pid. */
+static int dead_leftover(const char *e, const char *host, size_t *base,
+                         int (*want)(const char *name, size_t len, const void *arg),
+                         const void *arg) {
+    size_t len = strlen(e), hl = strlen(host), i = len;
+    while (i && isdigit((unsigned char)e[i - 1])) i--;
+    size_t ntid = len - i;
+    if (!ntid || !i || e[--i] != '.') return 0;
+    size_t end_pid = i;
+    while (i && isdigit((unsigned char)e[i - 1])) i--;
+    size_t npid = end_pid - i;
+    if (!npid || npid > 9 || !i || e[--i] != '.') return 0;
+    /* then ".tmp.<host>" before the pid's dot */
+    if (i < 5 + hl || memcmp(e + i - hl, host, hl) || memcmp(e + i - hl - 5, ".tmp.", 5)) return 0;
+    *base = i - hl - 5;
+    if (!*base || (want && !want(e, *base, arg))) return 0;
+    long pid = strtol(e + end_pid - npid, NULL, 10);
+    if (pid <= 0 || pid == getpid()) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Summary `path`'s directory into dir (n bytes) and a pointer to its name in path. */
+static const char *split_dir(const char *path, char *dir, size_t n) {
     const char *slash = strrchr(path, '/');
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
-    if (slash == path) snprintf(dir, sizeof dir, "/");
-    int plen = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", slash ? slash + 1 : path, host);
-    DIR *d = plen > 0 && (size_t)plen < sizeof prefix ? opendir(dir) : NULL;
+    if (!slash) snprintf(dir, n, ".");
+    else if (slash == path) snprintf(dir, n, "/");
+    else snprintf(dir, n, "%.*s", (int)(slash - path), path);
+    return slash ? slash + 1 : path;
+}
+
+/* The temporary files of summary `path` that dead writers of this host left (dead_leftover),
+ * removed: a node sampler's can be hundreds of MB, and no later write has their name. */
+static void tmp_leftovers(const char *path, const char *host) {
+    char dir[4096];
+    const char *name = split_dir(path, dir, sizeof dir);
+    size_t nl = strlen(name), bl;
+    DIR *d = opendir(dir);
     if (!d) return;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, prefix, (size_t)plen)) continue;
-        /* exactly "<pid>.<tid>" after the prefix: a host named ours and ".<digits>" more
-         * writes three numbers there */
-        const char *at = e->d_name + plen;
-        size_t npid = strspn(at, "0123456789");
-        if (!npid || npid > 9 || at[npid] != '.') continue;
-        size_t ntid = strspn(at + npid + 1, "0123456789");
-        if (!ntid || at[npid + 1 + ntid]) continue;
-        long pid = strtol(at, NULL, 10);
-        if (pid <= 0 || pid == getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        unlinkat(dirfd(d), e->d_name, 0);
-    }
+    for (struct dirent *e; (e = readdir(d));)
+        if (dead_leftover(e->d_name, host, &bl, NULL, NULL) && bl == nl &&
+            !memcmp(e->d_name, name, nl))
+            unlinkat(dirfd(d), e->d_name, 0);
     closedir(d);
 }
 
-void tp_summary_sweep(const tp_process *p) {
+/* tmp_leftovers of p's summary. */
+static void summary_sweep(const tp_process *p) {
     char path[4096], host[65] = "";
     if (tp_summary_path(p, path, sizeof path) != 0) return;
     if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
     tmp_leftovers(path, host);
+}
+
+/* One summary of those a run sweeps: its directory and its name, in one buffer. */
+typedef struct swept {
+    char *dir;
+    const char *name;
+} swept;
+
+static int by_dir_name(const void *a, const void *b) {
+    const swept *x = a, *y = b;
+    int c = strcmp(x->dir, y->dir);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+/* The group [v, v + n) of one directory, sorted by name: 1 when it names the summary of
+ * `len` bytes at `name`. */
+typedef struct swept_group {
+    const swept *v;
+    size_t n;
+} swept_group;
+
+static int in_group(const char *name, size_t len, const void *arg) {
+    const swept_group *g = arg;
+    size_t lo = 0, hi = g->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *m = g->v[mid].name;
+        int c = strncmp(m, name, len);
+        if (!c) c = m[len] ? 1 : 0; /* a longer name sorts after */
+        if (!c) return 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+void tp_summary_sweep_run(const tp_run *run, const unsigned char *want) {
+    char host[65] = "", path[4096], dir[4096];
+    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
+    swept *v = calloc(run->nprocs ? run->nprocs : 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; v && i < run->nprocs; i++) {
+        const tp_process *p = &run->procs[i];
+        if (!p->slim || (want && !want[i]) || tp_summary_path(p, path, sizeof path) != 0)
+            continue;
+        const char *name = split_dir(path, dir, sizeof dir);
+        size_t dl = strlen(dir) + 1, nl = strlen(name) + 1;
+        char *b = malloc(dl + nl);
+        if (!b) break; /* without memory the rest is not swept: nothing is lost by that */
+        memcpy(b, dir, dl);
+        memcpy(b + dl, name, nl);
+        v[n++] = (swept){b, b + dl};
+    }
+    if (n > 1) qsort(v, n, sizeof *v, by_dir_name);
+    /* each directory read once, whatever the number of its summaries */
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && !strcmp(v[j].dir, v[i].dir);) j++;
+        swept_group g = {v + i, j - i};
+        DIR *d = opendir(v[i].dir);
+        size_t bl;
+        for (struct dirent *e; d && (e = readdir(d));)
+            if (dead_leftover(e->d_name, host, &bl, in_group, &g))
+                unlinkat(dirfd(d), e->d_name, 0);
+        if (d) closedir(d);
+    }
+    for (size_t i = 0; i < n; i++) free(v[i].dir);
+    free(v);
 }
 
 int tp_summarize_others(tp_run *run, const tp_report_opts *o, const unsigned char *want,
@@ -661,7 +755,6 @@ int tp_summarize_others(tp_run *run, const tp_report_opts *o, const unsigned cha
         char why[256], line[768];
         if (tp_summary_current(run, p, o)) {
             st->current++;
-            tp_summary_sweep(p); /* left as it is: no write sweeps */
         } else if (tp_summary_write(run, p, o, NULL, why, sizeof why) == 0) {
             st->written++;
         } else {
@@ -725,7 +818,6 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
     if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp.%s.%ld.%ld", path, host, (long)getpid(),
              (long)syscall(SYS_gettid));
-    if (!fail) tmp_leftovers(path, host);
     int fd = fail ? -1 : tmp_create(tmp);
     int rc = fd < 0 ? -1 : 0;
     off_t shead = (off_t)(8 + 4 + 8 + sklen); /* the slim body's length and CRC */

@@ -237,11 +237,13 @@ int tp_summary_slim_decode_file(tp_run *run, FILE *f, int in_place, size_t n, si
  * run's pool (locks). */
 int tp_summary_current(const tp_run *run, const tp_process *p, const struct tp_report_opts *o);
 
-/* Removes the temporary files of p's summary that a writer of this host left when it died
- * (`<summary>.tmp.<host>.<pid>.<tid>`, its pid no longer alive), as tp_summary_write does
- * before it writes: for a summary left as it is (tp_report_summarize), which no write will
- * sweep. Files of a live pid or of another host stay. */
-void tp_summary_sweep(const tp_process *p);
+/* Removes the temporary files of the summaries of run's slim processes with want[i] set
+ * (NULL: all) that writers of this host left when they died (`<summary>.tmp.<host>.<pid>.
+ * <tid>`, its pid no longer alive: SIGKILL, the OOM killer, a crash), reading each directory
+ * once whatever the number of its summaries; tp_report_summarize calls it before it writes
+ * any. Files of a live pid, of another host, or of a summary not named stay. Without memory
+ * some are not swept. Not thread safe with a write of the same summaries. */
+void tp_summary_sweep_run(const tp_run *run, const unsigned char *want);
 
 /* `trainprof summarize`'s count of what it did (tp_report_summarize). */
 typedef struct tp_summarize_stats {
@@ -258,7 +260,7 @@ typedef struct tp_summarize_stats {
  * NULL: every slim process): a rank's with its section, computed by o->threads threads under
  * the sections' memory budget (report.c), the others' with their slim process alone; a file
  * whose summary is already whole and valid (tp_summary_current) is left as it is, the
- * temporary files dead writers left beside it removed (tp_summary_sweep). A file
+ * temporary files dead writers left beside it removed (tp_summary_sweep_run). A file
  * that cannot be read again, or whose summary cannot be written, gets none and one line in
  * st->errors. Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. Writes run's pool; not thread safe.
  * Implemented in report.c, beside the sections it computes. */
@@ -268,8 +270,9 @@ void tp_summarize_stats_free(tp_summarize_stats *st);
 
 /* tp_report_summarize's part for the slim processes that are not ranks (with want[i] set;
  * NULL: all): their summaries hold the slim process alone, no section to compute. Each is
- * counted in st (files, current, written, errors); a current one is left as it is, swept of
- * what dead writers left (tp_summary_sweep). TPROF_OK or TPROF_ERR_NO_MEMORY. */
+ * counted in st (files, current, written, errors); a current one is left as it is. What
+ * dead writers left is not swept here: tp_report_summarize sweeps first (tp_summary_sweep_run).
+ * TPROF_OK or TPROF_ERR_NO_MEMORY. */
 int tp_summarize_others(tp_run *run, const struct tp_report_opts *o, const unsigned char *want,
                         tp_summarize_stats *st);
 
