@@ -516,7 +516,9 @@ static void test_channel_zero_and_unmatched(void **state) {
  * 2 ms into the step, but step 7's kernel runs late, from 10.5 ms, after the window closed.
  * The ops of steps 2-5 and 8-9 were issued while capture was off and take no kernel (order
  * alone gave steps 2 and 3 the kernels of steps 6 and 7, 40 ms after their issue, and left
- * 6 and 7 to their host times); the ops of steps 6 and 7 take their own, the late one too. */
+ * 6 and 7 to their host times); the ops of steps 6 and 7 take their own, the late one too.
+ * A Send/Recv pair fused into one kernel whose Recv was issued 2 us after the second window
+ * closed shares the Send's kernel all the same (one launch). */
 static void test_match_within_capture(void **state) {
     (void)state;
     char dir[512];
@@ -539,11 +541,20 @@ static void test_match_within_capture(void **state) {
             synth_kernel(f, 2, b + 4 * MS, b + 8 * MS, 0, 7, 0, K_GEMM);
         }
     }
+    tprof_pl_comm sr = comm(TPROF_COMM_SEND, 0xB, 2, 0, MiB, T0 + 80 * MS + 20 * US);
+    sr.peer = 1;
+    synth_comm(f, 1, T0 + 80 * MS - 10 * US, &sr, NULL);
+    sr.op = TPROF_COMM_RECV;
+    synth_comm(f, 1, T0 + 80 * MS + 2 * US, &sr, NULL);
+    synth_kernel(f, 2, T0 + 81 * MS, T0 + 82 * MS, 0, 12, 0,
+                 "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)");
     synth_end_of_file(f, T0 + 100 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     cJSON *rep = report(dir, &run);
-    tp_comm_time *tm = resolved(&run.procs[0], 10);
+    tp_comm_time *tm = resolved(&run.procs[0], 12);
+    assert_int_not_equal(tm[10].kernel, SIZE_MAX);
+    assert_int_equal(tm[10].kernel, tm[11].kernel);
     for (int i = 0; i < 10; i++) {
         uint64_t host = T0 + (uint64_t)i * 10 * MS + MS;
         if (kstart[i]) {
@@ -565,35 +576,42 @@ static void test_match_within_capture(void **state) {
     synth_rmtree(dir);
 }
 
-/* The same kind of run with two windows (steps 0-1 and 6-7) of which the file lists the
- * first alone (the runtime counts windows past its list: gpu_capture.windows_left_out), and
- * AllReduces in those four steps only. When capture was on after the listed window is not
- * known, so the ops there align by order: steps 6 and 7 take their own kernels. */
-static void test_match_past_window_list(void **state) {
+/* The id of communicator c of test_many_communicators: spread over 64 bits (splitmix64's
+ * mixing), as NCCL's hashes of its unique ids are. */
+static uint64_t comm_id(int c) {
+    uint64_t z = (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* 400 communicators, two AllReduces each, issued 100 us apart in turn (the first op of every
+ * communicator, then the second), each with its kernel on a stream of the communicator's own
+ * 20 us after the issue; every fifth communicator's records are written latest first, so
+ * that its ops must be put back in issue order. Each op is timed by its own kernel. */
+static void test_many_communicators(void **state) {
     (void)state;
+    enum { NC = 400, K = 2 };
     char dir[512];
-    synth_file *f = rank_file(dir, sizeof dir, "comm-winleft", 22, 0, 2);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
-    char v[128];
-    snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)T0, (unsigned long long)(T0 + 20 * MS));
-    synth_meta(f, "gpu_capture.windows", v);
-    synth_meta(f, "gpu_capture.windows_left_out", "1");
-    steps(f, 10, 10 * MS);
-    const int in[4] = {0, 1, 6, 7};
-    for (int i = 0; i < 4; i++) {
-        uint64_t b = T0 + (uint64_t)in[i] * 10 * MS;
-        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xA, 2, 0, MiB, b + MS + 50 * US);
-        synth_comm(f, 1, b + MS, &c, NULL);
-        synth_kernel(f, 2, b + 2 * MS, b + 4 * MS, 0, 9, 0, K_AR);
-    }
-    synth_end_of_file(f, T0 + 100 * MS, 0);
+    synth_file *f = rank_file(dir, sizeof dir, "comm-many", 23, 0, 2);
+    for (int c = 0; c < NC; c++)
+        for (int q = 0; q < K; q++) {
+            int k = c % 5 ? q : K - 1 - q;
+            uint64_t t = T0 + (uint64_t)(k * NC + c) * 100 * US;
+            tprof_pl_comm op = comm(TPROF_COMM_ALLREDUCE, comm_id(c), 2, 0, MiB, t + 5 * US);
+            synth_comm(f, 1, t, &op, NULL);
+            synth_kernel(f, 2, t + 20 * US, t + 60 * US, 0, 100 + (uint32_t)c, 0, K_AR);
+        }
+    synth_end_of_file(f, T0 + (uint64_t)(K * NC + 1) * 100 * US, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
     cJSON *rep = report(dir, &run);
-    tp_comm_time *tm = resolved(&run.procs[0], 4);
-    for (int i = 0; i < 4; i++) {
+    const tp_process *p = &run.procs[0];
+    tp_comm_time *tm = resolved(p, NC * K);
+    for (size_t i = 0; i < NC * K; i++) {
         assert_int_equal(tm[i].src, TP_COMM_TIME_KERNEL);
-        assert_int_equal(tm[i].start, T0 + (uint64_t)in[i] * 10 * MS + 2 * MS);
+        assert_int_equal(tm[i].start, p->comm[i].start + 20 * US);
+        assert_int_equal(p->comm[i].comm_hash, comm_id((int)p->gpu[tm[i].kernel].stream - 100));
     }
     free(tm);
     cJSON_Delete(rep);
@@ -613,7 +631,7 @@ int main(void) {
         cmocka_unit_test(test_channel_sparse_drift),
         cmocka_unit_test(test_channel_zero_and_unmatched),
         cmocka_unit_test(test_match_within_capture),
-        cmocka_unit_test(test_match_past_window_list),
+        cmocka_unit_test(test_many_communicators),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -218,15 +218,15 @@ static int gpu_sets_build(gpu_sets *g, const tp_process *p, const tp_steps *st, 
                           const char *const *names, size_t nn) {
     g->p = p;
     g->dev = dev;
-    tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
+    tp_comm_time *own = NULL, none; /* without ops, an array of none */
+    const tp_comm_time *tm = p->ncomm ? tp_comm_times(p, &own) : &none;
     int oom = !tm;
-    if (!oom) tp_comm_resolve(p, tm);
     if (!oom) oom |= tp_comm_device_spans(p, tm, 1, dev, &g->C.v, &g->C.n, &g->C.cap) != 0;
     if (!oom) merge(&g->C);
     if (!oom) oom |= data_spans(p, st, names, nn, &g->D);
     for (size_t i = 0; !oom && i < p->napi; i++)
         if (tp_is_blocking_sync(p->api[i].name)) oom |= add(&g->S, p->api[i].start, p->api[i].end);
-    free(tm);
+    free(own);
     if (oom) return -1;
     merge(&g->S);
     return 0;

@@ -256,10 +256,10 @@ typedef struct kref {
     uint32_t span; /* the capture span it was recorded in (span_of) */
 } kref;
 
+/* An NCCL op, by its index in p->comm: 8 bytes an op while they are aligned, the
+ * communicator, issue time and capture span read from the op itself. */
 typedef struct oref {
-    uint64_t hash, start;
-    size_t ci;     /* index in p->comm */
-    uint32_t span; /* the capture span it was issued in, NO_SPAN when capture was off */
+    size_t ci; /* index in p->comm */
 } oref;
 
 #define NO_SPAN UINT32_MAX
@@ -293,14 +293,38 @@ static int cmp_kref(const void *a, const void *b) {
     return x->gi < y->gi ? -1 : x->gi > y->gi;
 }
 
-static int cmp_oref(const void *a, const void *b) {
+/* cmp_oref's order within a communicator: issue time, then file order (arg: the process). */
+static int cmp_oref(const void *a, const void *b, void *arg) {
+    const tp_process *p = arg;
     const oref *x = a, *y = b;
-    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
-    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    const tp_comm_op *ox = &p->comm[x->ci], *oy = &p->comm[y->ci];
+    if (ox->comm_hash != oy->comm_hash) return ox->comm_hash < oy->comm_hash ? -1 : 1;
+    if (ox->start != oy->start) return ox->start < oy->start ? -1 : 1;
     return x->ci < y->ci ? -1 : x->ci > y->ci;
 }
-
 typedef struct span_ix { size_t a, b; uint64_t first; } span_ix; /* [a, b) of an array */
+
+/* A communicator's place in the ops' order: its hash, its ops' count, where they go. */
+typedef struct comm_slot { uint64_t hash; size_t n, at; } comm_slot; /* n 0: an empty slot */
+
+static int cmp_slot(const void *a, const void *b) {
+    const comm_slot *x = a, *y = b;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+/* The slot of `hash` in the open-addressed table t (cap a power of two, never full). */
+static comm_slot *slot_of(comm_slot *t, size_t cap, uint64_t hash) {
+    size_t at = (size_t)((hash * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+    while (t[at].n && t[at].hash != hash) at = (at + 1) & (cap - 1);
+    return &t[at];
+}
+
+/* p's NCCL ops (not is_mpi) into o (room for all of them) in cmp_oref's order: grouped by communicator, counted first, each op written at its group's
+ * place in file order, then each group sorted only when its ops are not already in issue
+ * order (a communicator's ops come from one thread: they are), so that a rank file of
+ * millions of ops is not sorted whole, nor copied (glibc's qsort takes a buffer the size of
+ * the array). Returns the ops written, or SIZE_MAX without memory. */
+static size_t ops_in_order(const tp_process *p, oref *o);
 
 static int cmp_first(const void *a, const void *b) {
     const span_ix *x = a, *y = b;
@@ -328,7 +352,8 @@ static uint32_t kernel_span(const tp_step *sp, size_t n, uint64_t start) {
     return i < n ? (uint32_t)i : 0;
 }
 
-static size_t align(const tp_process *p, const oref *ops, size_t nops, const kref *k, size_t nk,
+static size_t align(const tp_process *p, const tp_step *cap, size_t ncap, const oref *ops,
+                    size_t nops, const kref *k, size_t nk,
                     uint8_t *taken, tp_comm_time *out, double *lag) {
     size_t j = 0, matched = 0, prev_k = SIZE_MAX;
     const tp_comm_op *prev = NULL;
@@ -343,15 +368,16 @@ static size_t align(const tp_process *p, const oref *ops, size_t nops, const kre
     }
     for (size_t i = 0; i < nops; i++) {
         const tp_comm_op *o = &p->comm[ops[i].ci];
-        const uint32_t sp = ops[i].span;
+        const uint32_t sp = op_span(cap, ncap, o->start);
         unsigned want = op_fns(o->op);
         size_t hit = SIZE_MAX;
-        if (sp == NO_SPAN) {
+        if (prev && prev_k != SIZE_MAX && o->start < prev->end && fits(k[prev_k].fns, want)) {
+            /* enqueued in the same launch as the previous op, whichever side of a window's
+             * end its own issue fell */
+            hit = prev_k;
+        } else if (sp == NO_SPAN) {
             /* issued while capture was off: its kernel was not recorded, and one of a later
              * span is another op's */
-        } else if (prev && prev_k != SIZE_MAX && o->start < prev->end && k[prev_k].span == sp &&
-                   fits(k[prev_k].fns, want)) {
-            hit = prev_k; /* enqueued in the same launch as the previous op */
         } else {
             while (j < nk && (k[j].start + ISSUE_SLACK_NS < o->start || taken[j] || k[j].span < sp))
                 j++;
@@ -548,26 +574,6 @@ static int from_memo(const tp_process *p, tp_comm_time *out) {
     return p->comm_memo || !p->ncomm ? TPROF_OK : TPROF_ERR_INVALID_ARG;
 }
 
-/* Past the windows gpu_capture.windows lists (the runtime counts the later ones alone,
- * gpu_capture.windows_left_out), when capture was on is not known: the time after the last
- * listed window is one more span, in which ops and kernels align by order alone. 0, or -1
- * without memory (*sp freed). */
-static int tail_span(const tp_process *p, tp_step **sp, size_t *n) {
-    const char *lo = tp_meta(p, "gpu_capture.windows_left_out");
-    if (!lo || !*lo || !strcmp(lo, "0") || !*n) return 0;
-    tp_step *v = realloc(*sp, (*n + 1) * sizeof *v);
-    if (!v) {
-        free(*sp);
-        *sp = NULL;
-        *n = 0;
-        return -1;
-    }
-    v[*n] = (tp_step){v[*n - 1].end, UINT64_MAX, 0, 0};
-    *sp = v;
-    ++*n;
-    return 0;
-}
-
 /* The matching rule (file comment, part 1) over p's ops and communication kernels: each
  * matched op's kernel (and its communicator's device) into out. *aligned: 1 when there were
  * kernels and NCCL ops to align. TPROF_OK or TPROF_ERR_NO_MEMORY (out then as it was). */
@@ -585,7 +591,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     size_t ncap = 0;
     /* no kernel to match an op to (a slim process's load): nothing to sort or align */
     if (!nk || !no) goto done;
-    if (tp_capture_timeline(p, &cap, &ncap) != TPROF_OK || tail_span(p, &cap, &ncap) != 0) {
+    if (tp_capture_timeline(p, &cap, &ncap) != TPROF_OK) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
     }
@@ -593,9 +599,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     k = malloc(nk * sizeof *k);
     taken = calloc(nk, 1);
     o = malloc(no * sizeof *o);
-    streams = malloc(nk * sizeof *streams);
-    comms = malloc(no * sizeof *comms);
-    if (!k || !taken || !o || !streams || !comms) {
+    if (!k || !taken || !o) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
     }
@@ -604,31 +608,42 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         if (is_comm_kernel(&p->gpu[i]))
             k[nk++] = (kref){p->gpu[i].start, i, p->gpu[i].device, p->gpu[i].stream,
                              kernel_fns(p->gpu[i].name), kernel_span(cap, ncap, p->gpu[i].start)};
-    no = 0;
-    for (size_t i = 0; i < p->ncomm; i++)
-        if (!is_mpi(&p->comm[i]))
-            o[no++] = (oref){p->comm[i].comm_hash, p->comm[i].start, i,
-                             op_span(cap, ncap, p->comm[i].start)};
+    if ((no = ops_in_order(p, o)) == SIZE_MAX) {
+        rc = TPROF_ERR_NO_MEMORY;
+        goto done;
+    }
     if (nk > 1) qsort(k, nk, sizeof *k, cmp_kref);
-    if (no > 1) qsort(o, no, sizeof *o, cmp_oref);
     size_t ns = 0, nc = 0;
+    /* one entry a stream and a communicator: a rank file of millions of ops has a few */
+    for (size_t i = 0; i < nk; i++)
+        ns += !i || k[i].device != k[i - 1].device || k[i].stream != k[i - 1].stream;
+#define HASH_AT(i) (p->comm[o[i].ci].comm_hash)
+    for (size_t i = 0; i < no; i++) nc += !i || HASH_AT(i) != HASH_AT(i - 1);
+    streams = malloc(ns * sizeof *streams);
+    comms = malloc(nc * sizeof *comms);
+    if (!streams || !comms) {
+        rc = TPROF_ERR_NO_MEMORY;
+        goto done;
+    }
+    ns = nc = 0;
     for (size_t i = 0; i < nk; i++) {
         if (i && k[i].device == k[i - 1].device && k[i].stream == k[i - 1].stream) continue;
         if (ns) streams[ns - 1].b = i;
         streams[ns++] = (span_ix){i, nk, k[i].start};
     }
     for (size_t i = 0; i < no; i++) {
-        if (i && o[i].hash == o[i - 1].hash) continue;
+        if (i && HASH_AT(i) == HASH_AT(i - 1)) continue;
         if (nc) comms[nc - 1].b = i;
-        comms[nc++] = (span_ix){i, no, o[i].start};
+        comms[nc++] = (span_ix){i, no, p->comm[o[i].ci].start};
     }
+#undef HASH_AT
     if (nc > 1) qsort(comms, nc, sizeof *comms, cmp_first);
     for (size_t c = 0; c < nc && ns; c++) {
         size_t best = 0, best_s = 0;
         double best_lag = 0, lag;
         for (size_t s = 0; s < ns; s++) {
             lag = 0;
-            size_t m = align(p, o + comms[c].a, comms[c].b - comms[c].a, k + streams[s].a,
+            size_t m = align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a, k + streams[s].a,
                              streams[s].b - streams[s].a, taken + streams[s].a, NULL, &lag);
             /* most matches; among equals, the stream whose kernels follow the issues soonest */
             if (m > best || (m == best && m && lag < best_lag)) {
@@ -638,7 +653,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
             }
         }
         if (best) {
-            align(p, o + comms[c].a, comms[c].b - comms[c].a, k + streams[best_s].a,
+            align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a, k + streams[best_s].a,
                   streams[best_s].b - streams[best_s].a, taken + streams[best_s].a, out, &lag);
             /* the communicator's ops ran on that stream's device, matched or not */
             for (size_t i = comms[c].a; i < comms[c].b; i++)
@@ -653,6 +668,16 @@ done:
     free(comms);
     free(cap);
     return rc;
+}
+
+/* 1 when op i gives a pair of the placement check: matched to a kernel that runs it alone
+ * (uses: the ops of each kernel, up to 2), with a kernel-channel interval. */
+static int pairs_with(const tp_process *p, const tp_comm_time *out, const uint8_t *uses,
+                      size_t i) {
+    const tp_comm_op *op = &p->comm[i];
+    size_t ki = out[i].kernel;
+    return !is_mpi(op) && ki != SIZE_MAX && uses[ki] == 1 &&
+           (op->flags & TPROF_COMM_F_GPU_TIME) && op->gpu_end >= op->gpu_start;
 }
 
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
@@ -676,17 +701,16 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
     /* the channel intervals' placement against the kernels that run one op each (each array
      * sized by what the one before it holds: a slim load, without kernels, makes none) */
-    cal_pair *pairs = uses && aligned ? malloc(p->ncomm * sizeof *pairs) : NULL;
+    size_t npair = 0, npts = 0, ndevs = 0;
+    for (size_t i = 0; uses && aligned && i < p->ncomm; i++) npair += pairs_with(p, out, uses, i);
+    cal_pair *pairs = npair ? malloc(npair * sizeof *pairs) : NULL;
     cal_point *pts = NULL;
     cal_dev *devs = NULL;
-    size_t npair = 0, npts = 0, ndevs = 0;
+    npair = 0;
     for (size_t i = 0; pairs && i < p->ncomm; i++) {
+        if (!pairs_with(p, out, uses, i)) continue;
         const tp_comm_op *op = &p->comm[i];
-        size_t ki = out[i].kernel;
-        if (is_mpi(op) || ki == SIZE_MAX || uses[ki] != 1 || !(op->flags & TPROF_COMM_F_GPU_TIME) ||
-            op->gpu_end < op->gpu_start)
-            continue;
-        const tp_gpu_op *kr = &p->gpu[ki];
+        const tp_gpu_op *kr = &p->gpu[out[i].kernel];
         /* centres, halved first: no overflow */
         int64_t d = ((int64_t)(op->gpu_start / 2 + op->gpu_end / 2) - (int64_t)(kr->start / 2 + kr->end / 2));
         pairs[npair++] = (cal_pair){kr->device, kr->start, d};
@@ -737,6 +761,70 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     free(devs);
     free(uses);
     return rc;
+}
+
+const tp_comm_time *tp_comm_times(const tp_process *p, tp_comm_time **owned) {
+    *owned = NULL;
+    if (p->comm_times) return p->comm_times;
+    if (!p->ncomm || !(*owned = malloc(p->ncomm * sizeof **owned))) return NULL;
+    tp_comm_resolve(p, *owned); /* on failure it leaves host intervals, still valid */
+    return *owned;
+}
+
+int tp_comm_resolve_once(tp_process *p) {
+    if (p->comm_times || !p->ncomm || !p->comm || p->comm_memo) return TPROF_OK;
+    tp_comm_time *t = malloc(p->ncomm * sizeof *t);
+    /* a resolution cut short by memory is each reader's own to make again */
+    if (!t || tp_comm_resolve(p, t) != TPROF_OK) {
+        free(t);
+        return TPROF_ERR_NO_MEMORY;
+    }
+    p->comm_times = t;
+    return TPROF_OK;
+}
+
+static size_t ops_in_order(const tp_process *p, oref *o) {
+    size_t tcap = 16, nd = 0, no = 0;
+    comm_slot *t = calloc(tcap, sizeof *t);
+    for (size_t i = 0; t && i < p->ncomm; i++) {
+        if (is_mpi(&p->comm[i])) continue;
+        comm_slot *e = slot_of(t, tcap, p->comm[i].comm_hash);
+        if (!e->n++) e->hash = p->comm[i].comm_hash, nd++;
+        if (2 * nd <= tcap) continue;
+        comm_slot *g = calloc(2 * tcap, sizeof *g); /* at most half full: twice the slots */
+        for (size_t k = 0; g && k < tcap; k++)
+            if (t[k].n) *slot_of(g, 2 * tcap, t[k].hash) = t[k];
+        free(t);
+        t = g;
+        tcap *= 2;
+    }
+    comm_slot *d = t ? malloc((nd ? nd : 1) * sizeof *d) : NULL;
+    if (!d) {
+        free(t);
+        return SIZE_MAX;
+    }
+    nd = 0;
+    for (size_t k = 0; k < tcap; k++)
+        if (t[k].n) d[nd++] = t[k];
+    qsort(d, nd, sizeof *d, cmp_slot);
+    /* each slot's `at` is where its next op goes */
+    for (size_t k = 0, at = 0; k < nd; k++) {
+        slot_of(t, tcap, d[k].hash)->at = d[k].at = at;
+        at += d[k].n;
+    }
+    for (size_t i = 0; i < p->ncomm; i++) {
+        if (is_mpi(&p->comm[i])) continue;
+        o[slot_of(t, tcap, p->comm[i].comm_hash)->at++] = (oref){i};
+        no++;
+    }
+    for (size_t k = 0; k < nd; k++) {
+        size_t a = d[k].at, b = a + d[k].n, j = a + 1;
+        while (j < b && cmp_oref(&o[j - 1], &o[j], (void *)p) < 0) j++;
+        if (j < b) qsort_r(o + a, b - a, sizeof *o, cmp_oref, (void *)p);
+    }
+    free(t);
+    free(d);
+    return no;
 }
 
 /* ------------------------------------------------------------------ small helpers */

@@ -53,6 +53,19 @@ typedef struct tp_comm_span {
  * resolved, without the kernel (SIZE_MAX), the device (-1) or the placement check (0). */
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out);
 
+/* p's ops resolved (tp_comm_resolve), read without a copy: p->comm_times when p was resolved
+ * once (tp_comm_resolve_once; *owned NULL), else an array resolved here (*owned: the same
+ * array, which the caller frees). NULL without memory (*owned NULL), or for a process without
+ * ops. */
+const tp_comm_time *tp_comm_times(const tp_process *p, tp_comm_time **owned);
+
+/* Resolves p's ops once into p->comm_times, for the analyses of its rank section to share
+ * (tp_comm_times). A process without ops, a slim one, or one already resolved is left as it
+ * is. TPROF_OK or TPROF_ERR_NO_MEMORY (p->comm_times NULL: each reader resolves its own).
+ * Memory: 56 bytes an op, held until p is freed or its times are taken
+ * (tp_comm_times_kept). */
+int tp_comm_resolve_once(tp_process *p);
+
 const char *tp_comm_src_name(tp_comm_src s); /* "host", "kernel", "gpu" */
 const char *tp_comm_algo_name(uint32_t algo); /* "RING", ... or "unknown" */
 const char *tp_comm_proto_name(uint32_t proto);
@@ -167,10 +180,12 @@ int tp_comm_comms_has(const tp_process *p, uint64_t hash);
 
 /* The times of whole (a rank file read again whole) of the ops slim process p keeps of that
  * file (its level's, above), in their order: p->ncomm of them, owned by the caller; what the
- * rank section gives its process's memo (report.c). NULL without memory, or when whole does
- * not hold p's ops: a file read again that holds another count, or keeps another level,
- * cannot stand for them. Memory: whole->ncomm times (56 bytes each) while it runs. */
-tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p);
+ * rank section gives its process's memo (report.c). Takes whole's times resolved once
+ * (whole->comm_times, then NULL) rather than resolving them again. NULL without memory, or
+ * when whole does not hold p's ops: a file read again that holds another count, or keeps
+ * another level, cannot stand for them. Memory: whole->ncomm times (56 bytes each), the
+ * ones taken or resolved here. */
+tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
 
 /* 1 when the op's host interval is its duration: an MPI call, or a torch.distributed call of a
  * backend that runs on the host (gloo, mpi, ucc, ...); 0 for NCCL's (the plugin's, or torch's

@@ -116,7 +116,7 @@ unsigned tp_comm_level(const tp_process *p) {
     return at[s] == all ? 1 : s;
 }
 
-tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p) {
+tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p) {
     size_t n = whole->ncomm, k = 0;
     if (!n || !p->ncomm || (p->comm_level ? tp_comm_level(whole) != p->comm_level
                                           : n != p->ncomm))
@@ -125,8 +125,10 @@ tp_comm_time *tp_comm_times_kept(const tp_process *whole, const tp_process *p) {
         tp_comm_key key = tp_comm_key_at(whole, i);
         k += (size_t)tp_comm_kept(&key, p->comm_level);
     }
-    tp_comm_time *t = p->comm_level && k != p->ncomm ? NULL : malloc(n * sizeof *t);
-    if (t && tp_comm_resolve(whole, t) != TPROF_OK) {
+    if (p->comm_level && k != p->ncomm) return NULL;
+    tp_comm_time *t = whole->comm_times;
+    whole->comm_times = NULL; /* taken: what it kept are filtered in place below */
+    if (!t && (t = malloc(n * sizeof *t)) && tp_comm_resolve(whole, t) != TPROF_OK) {
         free(t);
         return NULL;
     }

@@ -598,15 +598,15 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
         c->nothing = 1;
         return;
     }
-    tp_comm_time *tm = malloc((p->ncomm ? p->ncomm : 1) * sizeof *tm);
+    tp_comm_time *own = NULL, none; /* without ops (their kernels alone), an array of none */
+    const tp_comm_time *tm = p->ncomm ? tp_comm_times(p, &own) : &none;
     if (!tm) return;
     c->resolved = 1;
-    tp_comm_resolve(p, tm); /* on failure it leaves host intervals, still valid */
     placement(c, p, tm);
     c->rows = build_rows(p, tm, st, nst, &c->nrows);
     if (c->rows) communicators(c, p);
     exposure_compute(&c->exposure, p, tm, st, nst, cst, ncst);
-    free(tm);
+    free(own);
 }
 
 /* The document's "communication" of the rank, from its figures. */

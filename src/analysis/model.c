@@ -936,6 +936,7 @@ void tp_process_free(tp_process *p) {
     free(p->comm_keys);
     free(p->comm_last);
     free(p->comm_comms);
+    free(p->comm_times);
     free(p->file);
     if (p->steps_memo) {
         tp_steps_free(p->steps_memo);

@@ -319,6 +319,11 @@ typedef struct tp_process {
                                      * file's collectives, sorted, distinct: the merge
                                      * filters each at this level, even one it kept none of */
     size_t ncomm_comms;
+    /* A whole process's ops resolved once for its rank section's analyses (comm.h,
+     * tp_comm_resolve_once: the communication section, the step breakdown and the memo the
+     * slim process keeps read them, where each resolved them again into a copy of its own):
+     * owned, ncomm entries; NULL when not resolved. */
+    struct tp_comm_time *comm_times;
 } tp_process;
 
 typedef struct tp_run {

@@ -725,6 +725,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
         j->out->comm.present = 0;
         return;
     }
+    (void)tp_comm_resolve_once(&whole); /* shared by its analyses; without memory, each its own */
     if (!sc->memos_only) {
         j->section = rank_section(run, &whole, o, j->out, streamed ? &pre : NULL);
         j->out->host = p->hdr.host; /* the whole process's copy is freed below */

@@ -43,8 +43,10 @@ struct tp_report_opts;
 /* The summary file's name suffix: "host-pid.tprof" -> "host-pid.tprof.sum". */
 #define TP_SUMMARY_SUFFIX ".sum"
 
-/* Bumped whenever the layout of a summary changes (summary.c, summary_codec.c). */
-#define TP_SUMMARY_VERSION 10
+/* Bumped whenever the layout of a summary changes (summary.c, summary_codec.c), or what a
+ * rank section computes from the same file (an older summary would then be taken as current
+ * and give figures the rank file no longer gives). */
+#define TP_SUMMARY_VERSION 11
 
 /* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
  * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */
