@@ -576,6 +576,54 @@ static void test_match_within_capture(void **state) {
     synth_rmtree(dir);
 }
 
+/* Two windows (steps 0-1 and 6-7) of which the file lists the first alone, the runtime having
+ * counted the second (gpu_capture.windows_left_out), and AllReduces in those four steps.
+ * When capture was on past the list is not known, so it counts as off, as for the GPU
+ * figures: the ops of steps 6 and 7 take no kernel (order alone would have given them the
+ * kernels recorded there, right here, but wrong wherever ops ran between windows), and the
+ * capture section says that a window was not listed. A damaged count says nothing. */
+static void test_match_past_window_list(void **state) {
+    (void)state;
+    for (int damaged = 0; damaged < 2; damaged++) {
+        char dir[512];
+        synth_file *f = rank_file(dir, sizeof dir, "comm-winleft", 22, 0, 2);
+        synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+        char v[128];
+        snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)T0,
+                 (unsigned long long)(T0 + 20 * MS));
+        synth_meta(f, "gpu_capture.windows", v);
+        synth_meta(f, "gpu_capture.windows_left_out", damaged ? "1x" : "1");
+        steps(f, 10, 10 * MS);
+        const int in[4] = {0, 1, 6, 7};
+        for (int i = 0; i < 4; i++) {
+            uint64_t b = T0 + (uint64_t)in[i] * 10 * MS;
+            tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0xA, 2, 0, MiB, b + MS + 50 * US);
+            synth_comm(f, 1, b + MS, &c, NULL);
+            synth_kernel(f, 2, b + 2 * MS, b + 4 * MS, 0, 9, 0, K_AR);
+        }
+        synth_end_of_file(f, T0 + 100 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+        tp_run run;
+        cJSON *rep = report(dir, &run);
+        tp_comm_time *tm = resolved(&run.procs[0], 4);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(tm[i].src, i < 2 ? TP_COMM_TIME_KERNEL : TP_COMM_TIME_HOST);
+        free(tm);
+        cJSON *gc = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "ranks"), 0),
+                                        "gpu_capture");
+        assert_non_null(gc);
+        cJSON *nl = cJSON_GetObjectItem(gc, "windows_not_listed");
+        if (damaged) assert_null(nl);
+        else assert_int_equal(cJSON_GetNumberValue(nl), 1);
+        char *t = report_text_warmup(&run, 0);
+        assert_int_equal(strstr(t, "1 later capture window is not listed") != NULL, !damaged);
+        free(t);
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
+    }
+}
+
 /* The id of communicator c of test_many_communicators: spread over 64 bits (splitmix64's
  * mixing), as NCCL's hashes of its unique ids are. */
 static uint64_t comm_id(int c) {
@@ -631,6 +679,7 @@ int main(void) {
         cmocka_unit_test(test_channel_sparse_drift),
         cmocka_unit_test(test_channel_zero_and_unmatched),
         cmocka_unit_test(test_match_within_capture),
+        cmocka_unit_test(test_match_past_window_list),
         cmocka_unit_test(test_many_communicators),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

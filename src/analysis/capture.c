@@ -644,6 +644,10 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
         cap->nwarmup += i < s->nwarmup;
     }
     out->present = use && nm > 0;
+    /* windows the runtime could not list: only counted (a damaged count is none) */
+    const char *lo = tp_meta(p, "gpu_capture.windows_left_out"), *end = NULL;
+    uint64_t nlo = 0;
+    if (lo && digits(lo, &nlo, &end) == 0 && !*end) out->windows_unlisted = (size_t)nlo;
     out->measured = nm;
     for (size_t i = 0; i < nm; i++) {
         out->captured += in[s->nwarmup + i];
@@ -691,7 +695,8 @@ static void cost_fields(cJSON *o, const tp_capture_result *c) {
 }
 
 void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
-    if (!c->limited && !(c->present && c->windows_ignored) && !(c->limited_by & TP_CAP_BOUND))
+    if (!c->limited && !(c->present && (c->windows_ignored || c->windows_unlisted)) &&
+        !(c->limited_by & TP_CAP_BOUND))
         return;
     static const struct { unsigned bit; const char *name; } causes[] = {
         {TP_CAP_KERNEL_STEPS, "kernel_steps"}, {TP_CAP_DETAIL, "detail"},
@@ -720,6 +725,8 @@ void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
     }
     if (c->present && c->windows_ignored)
         cJSON_AddNumberToObject(j, "windows_ignored", (double)c->windows_ignored);
+    if (c->present && c->windows_unlisted)
+        cJSON_AddNumberToObject(j, "windows_not_listed", (double)c->windows_unlisted);
     if (c->has_cost) {
         cost_fields(cJSON_AddObjectToObject(j, "cost"), c);
     } else if (c->cost_flagged) {
@@ -739,6 +746,13 @@ void tp_capture_text(FILE *f, const tp_capture_result *c) {
                    "ending before %s, left out of the captured steps\n",
                 c->windows_ignored, c->windows_ignored == 1 ? "y" : "ies",
                 c->windows_ignored == 1 ? "it begins" : "they begin");
+    if (c->present && c->windows_unlisted)
+        fprintf(f, "  %zu later capture window%s not listed in the rank file (its list of "
+                   "windows holds the first ones only): %s steps count as not captured, and "
+                   "%s GPU records are not read\n",
+                c->windows_unlisted, c->windows_unlisted == 1 ? " is" : "s are",
+                c->windows_unlisted == 1 ? "its" : "their",
+                c->windows_unlisted == 1 ? "its" : "their");
     int dec = tp_capture_span_decimals(c);
     if (c->limited_by & TP_CAP_BOUND)
         fprintf(f, "  GPU records held: %zu, those that began %.*f-%.*f s into the process, and "

@@ -84,6 +84,9 @@ typedef struct tp_capture_result {
     char cost_reason[200];
     size_t windows_ignored; /* gpu_capture.windows entries malformed or reversed (damaged
                              * metadata), left out: no step is captured by them */
+    size_t windows_unlisted; /* windows past the list the file holds (the runtime counts
+                              * them, gpu_capture.windows_left_out): their steps count as
+                              * not captured, their GPU records unread */
     /* TP_CAP_BOUND: the bound, the GPU records held and those left out, and the span held
      * (s from the process's start) */
     size_t bound_records, bound_kept, bound_left_out;

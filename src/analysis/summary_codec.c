@@ -28,7 +28,7 @@
 /* Each struct below is coded field by field. A field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_rank_result) == 5872, "tp_rank_result changed: update its codec");
+_Static_assert(sizeof(tp_rank_result) == 5880, "tp_rank_result changed: update its codec");
 _Static_assert(sizeof(tp_steps_result) == 240, "tp_steps_result changed: update its codec");
 _Static_assert(sizeof(tp_data_result) == 32, "tp_data_result changed: update its codec");
 _Static_assert(sizeof(tp_breakdown_result) == 864, "tp_breakdown_result: update its codec");
@@ -50,7 +50,7 @@ _Static_assert(sizeof(tp_timer_row) == 24, "tp_timer_row changed: update its cod
 _Static_assert(sizeof(tp_ranges_result) == 64, "tp_ranges_result changed: update its codec");
 _Static_assert(sizeof(tp_range_row) == 64, "tp_range_row changed: update its codec");
 _Static_assert(sizeof(tp_process_sampler_result) == 328, "process sampler: update its codec");
-_Static_assert(sizeof(tp_capture_result) == 920, "tp_capture_result changed: update its codec");
+_Static_assert(sizeof(tp_capture_result) == 928, "tp_capture_result changed: update its codec");
 _Static_assert(sizeof(tp_memory_result) == 760, "tp_memory_result changed: update its codec");
 _Static_assert(sizeof(tp_mem_step_result) == 264, "tp_mem_step_result: update its codec");
 _Static_assert(sizeof(tp_mem_oom) == 472, "tp_mem_oom changed: update its codec");
@@ -375,7 +375,8 @@ static void capture(tp_sum_buf *c, int rd, tp_capture_result *x) {
     I(x->has_cost), I(x->cost_flagged), D(x->cost_ms), D(x->cost_share);
     D(x->captured_median_ms), D(x->other_median_ms), D(x->other_spread_ms), D(x->noise_ms);
     Z(x->cost_captured), Z(x->cost_other), Z(x->cost_skipped), A(x->cost_reason);
-    Z(x->windows_ignored), Z(x->bound_records), Z(x->bound_kept), Z(x->bound_left_out);
+    Z(x->windows_ignored), Z(x->windows_unlisted), Z(x->bound_records), Z(x->bound_kept);
+    Z(x->bound_left_out);
     D(x->bound_from_s), D(x->bound_to_s);
     if (rd) { /* the texts read end where they should (the other results point into two) */
         x->steps[sizeof x->steps - 1] = x->not_captured[sizeof x->not_captured - 1] = 0;
