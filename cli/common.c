@@ -376,10 +376,11 @@ int cli_rank_file_of(const char *path, const char *host) {
 int cli_samples_lost(const char *cmd) {
     if (!tp_counters_read_failures()) return 0;
     fprintf(stderr,
-            "trainprof %s: NVML samples kept on disk could not be read back (a node sampler's "
-            "summary was changed while the command ran, or the temporary file in $TMPDIR, else "
-            "/tmp, failed): the NVML figures and curves read from them are incomplete in this "
-            "output; run the command again\n",
+            "trainprof %s: NVML samples or step times kept on disk could not be read back (a "
+            "node sampler's summary was changed while the command ran, or the temporary file "
+            "in $TMPDIR, else /tmp, failed): the figures read from them (NVML figures and "
+            "curves, steps and stragglers) are incomplete in this output; run the command "
+            "again\n",
             cmd);
     return 1;
 }

@@ -84,7 +84,7 @@ static char *render(const char *const *ops, size_t nops, int slim, int threads) 
                 if (th->nsteps && th->steps) /* can't be */
                     assert_int_equal(tp_stepevs_pack(th->steps, th->nsteps, &b, &blen), -1);
                 else
-                    assert_true(!th->nsteps || (th->steps_packed &&
+                    assert_true(!th->nsteps || ((th->steps_packed || th->steps_spilled) &&
                                                 th->steps_packed_len <= 12 * th->nsteps));
                 assert_int_equal(p->threads[t].nmarks, 0);
                 assert_true(p->threads[t].nranges <= 64);
@@ -255,6 +255,57 @@ static void step_packing(void **state) {
     free(b);
     free(loop);
     free(lev);
+}
+
+/* Every packed array of step events and steps memo written out to the temporary file (the
+ * threshold at 1 byte, step_pack.h): the slim reports of the four-rank run and of the
+ * diagnosis scenarios (clocks, stragglers and the rules read every rank's steps) are the
+ * whole ones, byte for byte; a slim thread holds its events written out, and reads them,
+ * and its first step's time, as the thread held in memory does. */
+static void steps_written_out(void **state) {
+    (void)state;
+    size_t before = tp_steps_set_spill(1);
+    char dir[512], err[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-stepspill"), 0);
+    four_ranks_run(dir); /* steps from ranges: the memos are written out */
+    const char *ops[] = {dir};
+    same_reports(ops, 1);
+    synth_rmtree(dir);
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-slim-stepspill"), 0);
+    slim_steps_rank(dir, 500, 5 * MS, T0 + 6 * 1000 * MS); /* the API's steps: events */
+    same_reports(ops, 1);
+    tp_run out, in;
+    assert_int_equal(tp_run_load_slim(ops, 1, &out, err, sizeof err), 0);
+    tp_steps_set_spill(0);
+    assert_int_equal(tp_run_load_slim(ops, 1, &in, err, sizeof err), 0);
+    size_t spilled = 0;
+    for (size_t i = 0; i < out.nprocs; i++)
+        for (size_t t = 0; t < out.procs[i].nthreads; t++) {
+            const tp_thread *a = &out.procs[i].threads[t], *b = &in.procs[i].threads[t];
+            assert_int_equal(a->nsteps, b->nsteps);
+            if (!a->nsteps) continue;
+            assert_non_null(a->steps_spilled);
+            assert_null(a->steps_packed);
+            assert_null(b->steps_spilled);
+            spilled++;
+            assert_true(tp_thread_first_step_ts(a) == tp_thread_first_step_ts(b));
+            assert_true(tp_thread_first_step_ts(a) == T0 + MS);
+            int oa, ob;
+            tp_stepev *ea = tp_thread_stepevs(a, &oa), *eb = tp_thread_stepevs(b, &ob);
+            assert_true(ea && eb && oa && ob);
+            for (size_t k = 0; k < a->nsteps; k++)
+                assert_true(ea[k].step == eb[k].step && ea[k].ts == eb[k].ts &&
+                            ea[k].begin == eb[k].begin);
+            free(ea);
+            free(eb);
+        }
+    assert_int_equal(spilled, 1);
+    tp_run_free(&out);
+    tp_run_free(&in);
+    synth_rmtree(dir);
+    tp_steps_set_spill(1);
+    slim_scenarios(reports_same);
+    tp_steps_set_spill(before);
 }
 
 /* A rank file whose step numbers jump by 2^63 part way (a damaged or forged file): the light
@@ -837,6 +888,7 @@ int main(void) {
         cmocka_unit_test(large_rank),
         cmocka_unit_test(step_packing),
         cmocka_unit_test(steps_unpackable),
+        cmocka_unit_test(steps_written_out),
         cmocka_unit_test(gpu_named_counters),
         cmocka_unit_test(counter_packing),
         cmocka_unit_test(counters_unpackable),

@@ -154,6 +154,53 @@ static int spill(tp_thread *t) {
     return 0;
 }
 
+struct tp_spill_block {
+    cstore *file;
+    uint64_t off;
+    size_t len;
+};
+
+tp_spill_block *tp_spill_block_out(const void *b, size_t n) {
+    tp_spill_block *x = fds_allowed() > FDS_SPARE ? malloc(sizeof *x) : NULL;
+    if (!x) return NULL;
+    pthread_mutex_lock(&store_mu);
+    if (!store && (store = calloc(1, sizeof *store)) && (store->fd = tp_spill_tmpfile()) < 0) {
+        free(store);
+        store = NULL;
+    }
+    cstore *f = store;
+    uint64_t off = f ? f->end : 0;
+    if (f) f->end += n, f->refs++;
+    pthread_mutex_unlock(&store_mu);
+    if (f && tp_spill_pwrite_all(f->fd, b, n, off) != TPROF_OK) {
+        release(f); /* its place stays reserved (a hole, or what was written of it) */
+        f = NULL;
+    }
+    if (!f) {
+        free(x);
+        return NULL;
+    }
+    *x = (tp_spill_block){f, off, n};
+    return x;
+}
+
+static int seg_read(const cstore *f, void *b, size_t n, uint64_t off);
+
+int tp_spill_block_in(const tp_spill_block *x, uint64_t off, void *b, size_t n) {
+    if (off > x->len || n > x->len - off) return TPROF_ERR_INVALID_ARG;
+    int rc = seg_read(x->file, b, n, x->off + off);
+    if (rc == TPROF_ERR_IO) atomic_fetch_add(&read_failures, 1);
+    return rc;
+}
+
+size_t tp_spill_block_len(const tp_spill_block *x) { return x->len; }
+
+void tp_spill_block_free(tp_spill_block *x) {
+    if (!x) return;
+    release(x->file);
+    free(x);
+}
+
 /* The summaries a process reads in place at once: a quarter of the descriptors past
  * FDS_SPARE, 1024 at most; past it a summary's bytes are copied into the temporary file. */
 static size_t summaries_max(void) {

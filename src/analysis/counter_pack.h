@@ -113,10 +113,30 @@ void tp_cpack_commit(tp_thread *t, tp_cpack *st, size_t n);
 int tp_cpack_refer(tp_thread *t, int fd, uint64_t off, size_t len);
 
 /* How many reads of spilled or in-place packed bytes failed in this process so far (an
- * iterator that stopped at TPROF_ERR_IO, a tp_counters_packed_read that returned it): a
+ * iterator that stopped at TPROF_ERR_IO, a tp_counters_packed_read or tp_spill_block_in
+ * that returned it: counters, step events, steps memos): a
  * reader that ignores the error leaves the samples out of what it computes, so a command
  * compares this before and after to say that its output lacks them. Thread safe. */
 uint64_t tp_counters_read_failures(void);
+
+/* A slim process's other packed arrays that grow with the run's steps (its step events and
+ * steps memo, step_pack.h), written out whole to the same temporary file when long, so that
+ * the merge, which holds every rank's slim process, holds a few bytes a rank in place of
+ * about 17 a step. */
+typedef struct tp_spill_block tp_spill_block;
+/* Writes n bytes at b to the temporary file (tp_spill_tmpfile, made at the first write and
+ * shared with the spilled counters): the block that says where, owned by the caller, or NULL
+ * when they stay in memory (no usable $TMPDIR, a failed write, no memory, or 32 descriptors
+ * or fewer). Thread safe. */
+tp_spill_block *tp_spill_block_out(const void *b, size_t n);
+/* n bytes from offset off of block x into b: TPROF_OK; TPROF_ERR_INVALID_ARG past its end;
+ * TPROF_ERR_IO, counted in tp_counters_read_failures (the reader's output then lacks what
+ * the bytes held, and the command says so). Thread safe. */
+int tp_spill_block_in(const tp_spill_block *x, uint64_t off, void *b, size_t n);
+/* The block's length in bytes. */
+size_t tp_spill_block_len(const tp_spill_block *x);
+/* Frees x (NULL: nothing), and the file with the last thing written to it. */
+void tp_spill_block_free(tp_spill_block *x);
 
 /* Ends the packing of thread t's counters: when some were written out, the bytes in memory
  * are written out too (the thread then holds none of them); the buffer is shrunk to what it

@@ -917,6 +917,7 @@ void tp_process_free(tp_process *p) {
         tp_thread_free_counters(t);
         free(t->steps);
         free(t->steps_packed);
+        tp_spill_block_free(t->steps_spilled);
     }
     free(p->threads);
     free(p->gpu);

@@ -102,8 +102,12 @@ typedef struct tp_thread {
     tp_stepev *steps;       /* NULL in a slim process that packed them (step_pack.h) */
     size_t nsteps, cap_steps;
     uint8_t *steps_packed;  /* slim: its nsteps step events packed (tp_thread_stepevs reads
-                             * either form), owned; NULL when they are in steps */
+                             * either form), owned; NULL when they are in steps, or written
+                             * out (steps_spilled) */
     size_t steps_packed_len;
+    struct tp_spill_block *steps_spilled; /* slim: the packed events written out to the
+                                           * temporary file when long (step_pack.h), owned;
+                                           * steps_packed_len bytes */
     uint64_t dropped;
     uint64_t first_ts, last_ts; /* 0 when it recorded nothing */
     uint64_t unmatched_pops;    /* pops of this thread with no range open in their domain

@@ -3,11 +3,57 @@
  */
 #include "analysis/step_pack.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/counter_pack.h"
 #include "common/varint.h"
 #include "trainprof.h"
+
+static _Atomic size_t spill_at = TP_STEPS_SPILL;
+
+size_t tp_steps_set_spill(size_t bytes) { return atomic_exchange(&spill_at, bytes); }
+
+/* Packed bytes *b of len, written out when past the threshold: the block (and *b freed and
+ * NULL), or NULL (left in memory). */
+static tp_spill_block *spill_out(uint8_t **b, size_t len) {
+    size_t at = atomic_load_explicit(&spill_at, memory_order_relaxed);
+    if (!at || len < at || !*b) return NULL;
+    tp_spill_block *x = tp_spill_block_out(*b, len);
+    if (x) {
+        free(*b);
+        *b = NULL;
+    }
+    return x;
+}
+
+void tp_steps_spill(tp_steps *s) {
+    if (!s->spilled) s->spilled = spill_out(&s->packed, s->packed_len);
+}
+
+/* The packed bytes of len held in memory (mem) or written out (x): mem, or a copy read back
+ * (*owned: the same, which the caller frees); NULL without memory or when the read fails
+ * (counted: tp_spill_block_in). */
+static const uint8_t *packed_bytes(const uint8_t *mem, const tp_spill_block *x, size_t len,
+                                   uint8_t **owned) {
+    *owned = NULL;
+    if (!x) return mem;
+    uint8_t *b = malloc(len ? len : 1);
+    if (b && tp_spill_block_in(x, 0, b, len) != TPROF_OK) {
+        free(b);
+        b = NULL;
+    }
+    return *owned = b;
+}
+
+int tp_steps_packed(const tp_steps *s, tp_step *out) {
+    uint8_t *owned;
+    const uint8_t *b = packed_bytes(s->packed, s->spilled, s->packed_len, &owned);
+    int rc = b ? tp_steps_unpack(b, s->packed_len, out, s->nsteps) : -1;
+    free(owned);
+    return rc;
+}
 
 /* the most bytes one element takes: three varints of at most 10 bytes */
 #define ELEM_MAX 30
@@ -114,12 +160,14 @@ int tp_stepevs_append(uint8_t **b, size_t *len, size_t *cap, tp_stepev *prev, co
 }
 
 int tp_thread_unpack_steps(tp_thread *t) {
-    if (!t->steps_packed) return 0;
+    if (!t->steps_packed && !t->steps_spilled) return 0;
     int owned;
     tp_stepev *e = tp_thread_stepevs(t, &owned);
     if (!e) return TPROF_ERR_NO_MEMORY;
     free(t->steps_packed);
+    tp_spill_block_free(t->steps_spilled);
     t->steps_packed = NULL;
+    t->steps_spilled = NULL;
     t->steps_packed_len = 0;
     t->steps = e;
     t->cap_steps = t->nsteps;
@@ -130,6 +178,7 @@ void tp_thread_pack_steps(tp_thread *t) {
     if (t->steps_packed && !t->steps) { /* packed as loaded: shrunk to their size */
         uint8_t *fit = realloc(t->steps_packed, t->steps_packed_len ? t->steps_packed_len : 1);
         if (fit) t->steps_packed = fit;
+        t->steps_spilled = spill_out(&t->steps_packed, t->steps_packed_len);
         return;
     }
     if (!t->nsteps || !t->steps) return;
@@ -147,25 +196,34 @@ void tp_thread_pack_steps(tp_thread *t) {
     t->cap_steps = 0;
     t->steps_packed = b;
     t->steps_packed_len = len;
+    t->steps_spilled = spill_out(&t->steps_packed, len);
 }
 
 tp_stepev *tp_thread_stepevs(const tp_thread *t, int *owned) {
     *owned = 0;
-    if (!t->steps_packed || !t->nsteps) return t->steps;
-    tp_stepev *e = malloc(t->nsteps * sizeof *e);
-    if (!e) return NULL;
-    if (tp_stepevs_unpack(t->steps_packed, t->steps_packed_len, e, t->nsteps) != 0) {
+    if ((!t->steps_packed && !t->steps_spilled) || !t->nsteps) return t->steps;
+    uint8_t *held;
+    const uint8_t *b = packed_bytes(t->steps_packed, t->steps_spilled, t->steps_packed_len, &held);
+    tp_stepev *e = b ? malloc(t->nsteps * sizeof *e) : NULL;
+    if (e && tp_stepevs_unpack(b, t->steps_packed_len, e, t->nsteps) != 0) {
         free(e);
-        return NULL;
+        e = NULL;
     }
-    *owned = 1;
+    free(held);
+    *owned = e != NULL;
     return e;
 }
 
 uint64_t tp_thread_first_step_ts(const tp_thread *t) {
-    if (!t->steps_packed) return t->nsteps ? t->steps[0].ts : 0;
+    if (!t->steps_packed && !t->steps_spilled) return t->nsteps ? t->steps[0].ts : 0;
+    uint8_t head[10]; /* the first varint: at most 10 bytes */
+    size_t n = t->steps_packed_len < sizeof head ? t->steps_packed_len : sizeof head;
     const uint8_t *p = t->steps_packed;
+    if (!p) {
+        if (tp_spill_block_in(t->steps_spilled, 0, head, n) != TPROF_OK) return 0;
+        p = head;
+    }
     uint64_t d;
     /* the first ts, packed as its difference from 0 */
-    return tp_varint_get(&p, p + t->steps_packed_len, &d) ? 0 : tp_unzigzag(d);
+    return tp_varint_get(&p, p + n, &d) ? 0 : tp_unzigzag(d);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/counter_pack.h"
 #include "analysis/step_pack.h"
 #include "core/step_names.h"
 #include "trainprof.h"
@@ -210,16 +211,18 @@ static int from_memo(const tp_process *p, const char *step_name, int warmup, tp_
     const char *a = step_name && *step_name ? step_name : NULL, *b = p->steps_memo_name;
     if (!m || warmup != p->steps_memo_warmup || (!a != !b) || (a && strcmp(a, b))) return 0;
     *out = *m;
+    /* the copy owns none of the memo's (a failure below frees the copy) */
+    out->packed = NULL;
+    out->packed_len = 0;
+    out->spilled = NULL;
     out->steps = m->nsteps ? malloc(m->nsteps * sizeof *out->steps) : NULL;
     out->missing = m->nmissing ? malloc(m->nmissing * sizeof *out->missing) : NULL;
     if ((m->nsteps && !out->steps) || (m->nmissing && !out->missing)) {
         tp_steps_free(out);
         return -1;
     }
-    out->packed = NULL;
-    out->packed_len = 0;
-    if (m->nsteps && m->packed) {
-        if (tp_steps_unpack(m->packed, m->packed_len, out->steps, m->nsteps) != 0) {
+    if (m->nsteps && (m->packed || m->spilled)) {
+        if (tp_steps_packed(m, out->steps) != 0) {
             tp_steps_free(out);
             return -1;
         }
@@ -309,6 +312,7 @@ void tp_steps_free(tp_steps *s) {
     free(s->steps);
     free(s->missing);
     free(s->packed);
+    tp_spill_block_free(s->spilled);
     memset(s, 0, sizeof *s);
 }
 
@@ -320,6 +324,7 @@ void tp_steps_pack_in(tp_steps *s) {
     s->steps = NULL;
     s->packed = b;
     s->packed_len = len;
+    tp_steps_spill(s);
 }
 
 uint64_t tp_steps_overlap(const tp_step *st, size_t n, uint64_t s, uint64_t e) {

@@ -53,6 +53,9 @@ typedef struct tp_steps {
      * unpacked. Owned; NULL when not packed. */
     uint8_t *packed;
     size_t packed_len;
+    /* The packed steps written out to the temporary file in place of packed when long
+     * (step_pack.h; packed_len bytes), owned; NULL when not. */
+    struct tp_spill_block *spilled;
     /* API steps only: the program's step numbers with no whole step because events around
      * them were dropped by the thread's full ring (docs/report-json.md, steps.missing):
      * ascending, disjoint ranges [s, e] of numbers (tp_span reused: s and e are step

@@ -58,9 +58,9 @@ _Static_assert(sizeof(tp_mem_alloc) == 24, "tp_mem_alloc changed: update its cod
 _Static_assert(sizeof(tp_mem_peak) == 24, "tp_mem_peak changed: update its codec");
 _Static_assert(sizeof(tp_stat5) == 40, "tp_stat5 changed: update its codec");
 _Static_assert(sizeof(tp_flagged_figure) == 24, "tp_flagged_figure changed: update its codec");
-/* (tp_steps.packed is not coded: a section's steps are written before their job packs them,
- * report.c; packed ones make no summary, tp_sum_steps) */
-_Static_assert(sizeof(tp_steps) == 88, "tp_steps changed: update its codec");
+/* (tp_steps.packed and spilled are not coded: a section's steps are written before their job
+ * packs them, report.c; packed ones make no summary, tp_sum_steps) */
+_Static_assert(sizeof(tp_steps) == 96, "tp_steps changed: update its codec");
 _Static_assert(sizeof(tp_step) == 32, "tp_step changed: update its codec");
 _Static_assert(sizeof(tp_comm_time) == 56, "tp_comm_time changed: update its codec");
 #endif
@@ -687,7 +687,7 @@ void tp_sum_steps(tp_sum_buf *c, tp_steps **sp, int rd) {
         return;
     }
     tp_steps *s = rd ? calloc(1, sizeof *s) : *sp;
-    if (!s || (!rd && s->packed)) {
+    if (!s || (!rd && (s->packed || s->spilled))) {
         c->bad = 1;
         return;
     }

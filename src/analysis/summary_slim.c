@@ -36,12 +36,13 @@
 /* Each struct below is coded field by field: a field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-/* (tp_thread.steps_packed is not coded: the events are coded unpacked and packed again as
- * read; the counters are coded in the form the thread holds, counters(), the packed bytes
- * whole whether some were spilled or not, so counters_spilled is not coded) */
+/* (tp_thread.steps_packed and steps_spilled are not coded: the events are coded unpacked
+ * and packed again as read; the counters are coded in the form the thread holds,
+ * counters(), the packed bytes whole whether some were spilled or not, so counters_spilled
+ * is not coded) */
 /* (tp_process.comm_times is not coded: a whole process's, never a slim one's) */
 _Static_assert(sizeof(tp_process) == 2896, "tp_process changed: update tp_sum_slim");
-_Static_assert(sizeof(tp_thread) == 224, "tp_thread changed: update its codec");
+_Static_assert(sizeof(tp_thread) == 232, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
 _Static_assert(sizeof(tp_stepev) == 24, "tp_stepev changed: update its codec");
