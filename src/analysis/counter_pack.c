@@ -126,28 +126,37 @@ static size_t fds_allowed(void) {
  * has three standard streams, its sections' temporary file and its output). */
 #define FDS_SPARE 32
 
-/* Writes t's bytes in memory out as its next segment: 0, or -1 (nothing written; t as it
- * was). The file, shared by every thread, is written at a place reserved under the lock, so
- * that writes of several loads run at once. */
-static int spill(tp_thread *t) {
-    tp_cpack_spilled *sp = seg_room(t);
-    if (!sp) return -1;
-    size_t len = t->counters_packed_len;
-    if (fds_allowed() <= FDS_SPARE) return -1;
+/* Writes n bytes at b out to the temporary file (made at the first write), at *off: the file,
+ * holding one more reference, or NULL (nothing written: below FDS_SPARE descriptors, no file,
+ * or a failed write). The file, shared by every thread, is written at a place reserved under
+ * the lock, so that writes of several loads run at once. */
+static cstore *write_out(const void *b, size_t n, uint64_t *off) {
+    if (fds_allowed() <= FDS_SPARE) return NULL;
     pthread_mutex_lock(&store_mu);
     if (!store && (store = calloc(1, sizeof *store)) && (store->fd = tp_spill_tmpfile()) < 0) {
         free(store);
         store = NULL;
     }
     cstore *f = store;
-    uint64_t off = f ? f->end : 0;
-    if (f) f->end += len, f->refs++;
+    *off = f ? f->end : 0;
+    if (f) f->end += n, f->refs++;
     pthread_mutex_unlock(&store_mu);
-    if (!f) return -1;
-    if (tp_spill_pwrite_all(f->fd, t->counters_packed, len, off) != TPROF_OK) {
+    if (f && tp_spill_pwrite_all(f->fd, b, n, *off) != TPROF_OK) {
         release(f); /* its place stays reserved (a hole, or what was written of it) */
-        return -1;
+        f = NULL;
     }
+    return f;
+}
+
+/* Writes t's bytes in memory out as its next segment: 0, or -1 (nothing written; t as it
+ * was). */
+static int spill(tp_thread *t) {
+    tp_cpack_spilled *sp = seg_room(t);
+    if (!sp) return -1;
+    size_t len = t->counters_packed_len;
+    uint64_t off;
+    cstore *f = write_out(t->counters_packed, len, &off);
+    if (!f) return -1;
     sp->seg[sp->n++] = (cseg){f, off, len};
     sp->bytes += len;
     t->counters_packed_len = 0;
@@ -161,21 +170,9 @@ struct tp_spill_block {
 };
 
 tp_spill_block *tp_spill_block_out(const void *b, size_t n) {
-    tp_spill_block *x = fds_allowed() > FDS_SPARE ? malloc(sizeof *x) : NULL;
-    if (!x) return NULL;
-    pthread_mutex_lock(&store_mu);
-    if (!store && (store = calloc(1, sizeof *store)) && (store->fd = tp_spill_tmpfile()) < 0) {
-        free(store);
-        store = NULL;
-    }
-    cstore *f = store;
-    uint64_t off = f ? f->end : 0;
-    if (f) f->end += n, f->refs++;
-    pthread_mutex_unlock(&store_mu);
-    if (f && tp_spill_pwrite_all(f->fd, b, n, off) != TPROF_OK) {
-        release(f); /* its place stays reserved (a hole, or what was written of it) */
-        f = NULL;
-    }
+    tp_spill_block *x = malloc(sizeof *x);
+    uint64_t off;
+    cstore *f = x ? write_out(b, n, &off) : NULL;
     if (!f) {
         free(x);
         return NULL;
