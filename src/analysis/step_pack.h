@@ -65,12 +65,13 @@ tp_stepev *tp_thread_stepevs(const tp_thread *t, int *owned);
  * the packed form cannot be read. */
 uint64_t tp_thread_first_step_ts(const tp_thread *t);
 
-/* Packed step events and steps memos of at least this many bytes (about 7,000 steps) are
+/* Packed step events and steps memos of at least this many bytes (about 1,800 steps) are
  * written out to the temporary file the spilled counters share (counter_pack.h,
  * tp_spill_block_out) as they are packed, and read back whole where they are read: the merge
- * holds 64 kB of them a rank at most, whatever the run's length. Where the file cannot be
+ * holds 32 kB of them a rank at most, whatever the run's length: 256 MB at 8192 ranks, the
+ * most ranks whose collectives its budget bounds (comm.h). Where the file cannot be
  * written they stay in memory. */
-#define TP_STEPS_SPILL (64u << 10)
+#define TP_STEPS_SPILL (16u << 10)
 /* Sets the threshold for the process (0: never write out); returns the one before. For
  * tests, which write out a few steps to check the file's path; set it before loading. */
 size_t tp_steps_set_spill(size_t bytes);
