@@ -378,9 +378,13 @@ int cli_samples_lost(const char *cmd) {
     fprintf(stderr,
             "trainprof %s: NVML samples or step times kept on disk could not be read back (a "
             "node sampler's summary was changed while the command ran, or the temporary file "
-            "in $TMPDIR, else /tmp, failed): the figures read from them (NVML figures and "
-            "curves, steps and stragglers) are incomplete in this output; run the command "
-            "again\n",
-            cmd);
+            "in $TMPDIR, else /tmp, failed): %s; %s\n",
+            cmd,
+            !strcmp(cmd, "summarize")
+                ? "the files named above got no summary"
+                : "the figures read from them (NVML figures and curves, steps and stragglers) "
+                  "are incomplete in this output",
+            !strcmp(cmd, "run") ? "run `trainprof report` on the run's directory again"
+                                : "run the command again");
     return 1;
 }

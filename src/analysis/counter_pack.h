@@ -135,6 +135,9 @@ tp_spill_block *tp_spill_block_out(const void *b, size_t n);
 int tp_spill_block_in(const tp_spill_block *x, uint64_t off, void *b, size_t n);
 /* The block's length in bytes. */
 size_t tp_spill_block_len(const tp_spill_block *x);
+/* Counts one failed read (tp_counters_read_failures) for bytes read back whole that do not
+ * decode: what the file gave is not what was written. Thread safe. */
+void tp_spill_read_damaged(void);
 /* Frees x (NULL: nothing), and the file with the last thing written to it. */
 void tp_spill_block_free(tp_spill_block *x);
 

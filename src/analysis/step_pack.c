@@ -51,6 +51,7 @@ int tp_steps_packed(const tp_steps *s, tp_step *out) {
     uint8_t *owned;
     const uint8_t *b = packed_bytes(s->packed, s->spilled, s->packed_len, &owned);
     int rc = b ? tp_steps_unpack(b, s->packed_len, out, s->nsteps) : -1;
+    if (rc && owned) tp_spill_read_damaged(); /* packed whole, read back otherwise */
     free(owned);
     return rc;
 }
@@ -206,6 +207,7 @@ tp_stepev *tp_thread_stepevs(const tp_thread *t, int *owned) {
     const uint8_t *b = packed_bytes(t->steps_packed, t->steps_spilled, t->steps_packed_len, &held);
     tp_stepev *e = b ? malloc(t->nsteps * sizeof *e) : NULL;
     if (e && tp_stepevs_unpack(b, t->steps_packed_len, e, t->nsteps) != 0) {
+        if (held) tp_spill_read_damaged(); /* packed whole, read back otherwise */
         free(e);
         e = NULL;
     }

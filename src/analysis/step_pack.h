@@ -68,9 +68,11 @@ uint64_t tp_thread_first_step_ts(const tp_thread *t);
 /* Packed step events and steps memos of at least this many bytes (about 1,800 steps) are
  * written out to the temporary file the spilled counters share (counter_pack.h,
  * tp_spill_block_out) as they are packed, and read back whole where they are read: the merge
- * holds 32 kB of them a rank at most, whatever the run's length: 256 MB at 8192 ranks, the
- * most ranks whose collectives its budget bounds (comm.h). Where the file cannot be
- * written they stay in memory. */
+ * holds less than this of each packed array (a thread's events, a rank's memo) whatever the
+ * run's length, 32 kB a rank whose steps one thread marks: 256 MB at 8192 ranks, the most
+ * ranks whose collectives its budget bounds (comm.h). Where the file cannot be written
+ * they stay in memory, and so do arrays that cannot be packed (step_pack.c: a step number
+ * that jumps by 2^62 or more, which only damage writes). */
 #define TP_STEPS_SPILL (16u << 10)
 /* Sets the threshold for the process (0: never write out); returns the one before. For
  * tests, which write out a few steps to check the file's path; set it before loading. */
