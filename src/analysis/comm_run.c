@@ -254,10 +254,10 @@ static int xcomm_result(tp_comm_xcomm_result *e, xcomm *x, const tp_run *run, in
     if (x->nm > 1) qsort(x->m, x->nm, sizeof *x->m, cmp_member);
     e->id = x->id;
     e->size = x->size;
-    e->nmembers = x->nm;
     e->members = calloc(x->nm ? x->nm : 1, sizeof *e->members);
     e->ops = calloc(x->nops ? x->nops : 1, sizeof *e->ops);
-    if (!e->members || !e->ops) return -1;
+    if (!e->members || !e->ops) return -1; /* no member counted: none read */
+    e->nmembers = x->nm;
     for (size_t i = 0; i < x->nm; i++) {
         e->members[i].rank = x->m[i].rank;
         e->members[i].comm_rank = x->m[i].comm_rank;

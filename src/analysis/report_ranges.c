@@ -363,12 +363,13 @@ void tp_rscan_ranges(tp_ranges_result *out, tp_rscan *sc, const tp_process *p, i
     out->present = 1;
     out->per_step = per_step;
     aggtab *tab = sc->tab;
-    if (tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_incl);
-    out->top_inclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->ninclusive);
-    if (tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_excl);
-    out->top_exclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->nexclusive);
-    out->distinct_names = tab->n;
-    size_t nu = sc->unclosed->n;
+    if (tab && tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_incl);
+    /* a scan whose tables could not be made (out of memory): no rows */
+    if (tab) out->top_inclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->ninclusive);
+    if (tab && tab->n > 1) qsort(tab->v, tab->n, sizeof *tab->v, by_excl);
+    if (tab) out->top_exclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->nexclusive);
+    out->distinct_names = tab ? tab->n : 0;
+    size_t nu = sc->unclosed ? sc->unclosed->n : 0;
     out->unclosed = nu ? calloc(nu, sizeof *out->unclosed) : NULL;
     out->nunclosed = out->unclosed ? nu : 0;
     for (size_t i = 0; i < out->nunclosed; i++) {
