@@ -51,6 +51,7 @@
 #include "analysis/stats.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -343,64 +344,31 @@ static int cmp_first(const void *a, const void *b) {
  * an idle spell would skip its own kernel and every later op take its successor's. */
 #define ISSUE_SLACK_NS 50000u
 
-/* The span a kernel was recorded in, from the time t of its launch (the runtime or driver
- * call of its correlation id) or, where that is not known, of its start: the last span that
- * began before t (less the issue slack), since a kernel launched while capture was on may
- * start after capture went off (the GPU runs behind the host), never before its launch. A
- * kernel started after a short gap was launched before it: only its launch tells. One
- * before every span, or without spans, in span 0. Past the last span when the file did not
- * list every window (unlisted: capture then counts as off), NO_SPAN: no op takes it. */
-static uint32_t kernel_span(const tp_step *sp, size_t n, uint64_t t, int unlisted) {
-    if (unlisted && n && t >= sp[n - 1].end) return NO_SPAN;
-    t = t > UINT64_MAX - ISSUE_SLACK_NS ? UINT64_MAX : t + ISSUE_SLACK_NS;
+/* The span a kernel was recorded in: the last that began before its start (less the issue
+ * slack), since a kernel launched while capture was on may start after capture went off
+ * (the GPU runs behind the host), never before its launch. One before every span, or
+ * without spans, in span 0. Past the last span when the file did not list every window
+ * (unlisted: capture then counts as off), NO_SPAN: no op takes it. Its launch (the call of
+ * its correlation id) would place a kernel that started after a gap shorter than the GPU's
+ * lag, but ids start over each time CUPTI is attached again, and a launch not recorded
+ * (a driver launch outside the callbacks) would take an earlier attachment's call of the
+ * same id: an earlier span, and every op after it the wrong kernel. */
+static uint32_t kernel_span(const tp_step *sp, size_t n, uint64_t start, int unlisted) {
+    if (unlisted && n && start >= sp[n - 1].end) return NO_SPAN;
+    uint64_t t = start > UINT64_MAX - ISSUE_SLACK_NS ? UINT64_MAX : start + ISSUE_SLACK_NS;
     size_t i = last_from(sp, n, t);
     return i < n ? (uint32_t)i : 0;
 }
 
-typedef struct kcorr { uint32_t corr; size_t k; } kcorr; /* a kernel by correlation id */
-
-static int cmp_kcorr(const void *a, const void *b) {
-    const kcorr *x = a, *y = b;
-    if (x->corr != y->corr) return x->corr < y->corr ? -1 : 1;
-    return x->k < y->k ? -1 : x->k > y->k;
-}
-
-/* Each of the nk kernels' capture span (kernel_span) into k[].span, from its launch where
- * the process holds it: of the calls with its correlation id (ids start over when CUPTI is
- * attached again), the last that began at or before the kernel's start. 0, or -1 without
- * memory (the spans are then from the kernels' starts). */
-static int kernel_spans(const tp_process *p, kref *k, size_t nk, const tp_step *sp, size_t n) {
+/* Whether p's file could not list every capture window: gpu_capture.windows_left_out a
+ * positive number, as capture.c reads it (a damaged value says nothing). */
+static int windows_unlisted(const tp_process *p) {
     const char *lo = tp_meta(p, "gpu_capture.windows_left_out");
-    uint64_t nlo = lo ? strtoull(lo, NULL, 10) : 0;
-    int unlisted = nlo > 0 && lo[strspn(lo, "0123456789")] == 0;
-    uint64_t *at = malloc(nk * sizeof *at); /* a kernel's launch time, 0: none known */
-    kcorr *v = n > 1 || unlisted ? malloc(nk * sizeof *v) : NULL;
-    size_t nv = 0;
-    for (size_t i = 0; at && i < nk; i++) {
-        at[i] = 0;
-        uint32_t c = p->gpu[k[i].gi].correlation;
-        if (v && c) v[nv++] = (kcorr){c, i};
-    }
-    if (nv > 1) qsort(v, nv, sizeof *v, cmp_kcorr);
-    for (size_t a = 0; nv && a < p->napi; a++) {
-        const tp_gpu_op *call = &p->api[a];
-        size_t l = 0, h = nv;
-        while (l < h) { /* the first kernel of its id */
-            size_t m = l + (h - l) / 2;
-            if (v[m].corr < call->correlation) l = m + 1;
-            else h = m;
-        }
-        for (; l < nv && v[l].corr == call->correlation; l++) {
-            size_t i = v[l].k;
-            if (call->start <= k[i].start && call->start >= at[i]) at[i] = call->start;
-        }
-    }
-    for (size_t i = 0; i < nk; i++)
-        k[i].span = kernel_span(sp, n, at && at[i] ? at[i] : k[i].start, unlisted);
-    int rc = at && (v || !(n > 1 || unlisted)) ? 0 : -1;
-    free(v);
-    free(at);
-    return rc;
+    if (!lo || *lo < '0' || *lo > '9') return 0;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(lo, &end, 10);
+    return !errno && !*end && n > 0;
 }
 
 static size_t align(const tp_process *p, const tp_step *cap, size_t ncap, const oref *ops,
@@ -648,6 +616,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         goto done;
     }
     *aligned = 1;
+    const int unlisted = windows_unlisted(p);
     k = malloc(nk * sizeof *k);
     taken = calloc(nk, 1);
     o = malloc(no * sizeof *o);
@@ -659,8 +628,8 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     for (size_t i = 0; i < p->ngpu; i++)
         if (is_comm_kernel(&p->gpu[i]))
             k[nk++] = (kref){p->gpu[i].start, i, p->gpu[i].device, p->gpu[i].stream,
-                             kernel_fns(p->gpu[i].name), 0};
-    (void)kernel_spans(p, k, nk, cap, ncap); /* without memory, from the kernels' starts */
+                             kernel_fns(p->gpu[i].name),
+                             kernel_span(cap, ncap, p->gpu[i].start, unlisted)};
     if ((no = ops_in_order(p, o)) == SIZE_MAX) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
