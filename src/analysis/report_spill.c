@@ -100,7 +100,10 @@ int tp_spill_pwrite_all(int fd, const void *b, size_t n, uint64_t off) {
     while (n) {
         ssize_t w = pwrite(fd, q, n, (off_t)off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return TPROF_ERR_IO;
+        if (w <= 0) {
+            if (!w) errno = EIO; /* nothing written, no error said: a full file system */
+            return TPROF_ERR_IO;
+        }
         q += w;
         n -= (size_t)w;
         off += (uint64_t)w;

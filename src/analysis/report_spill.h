@@ -54,7 +54,8 @@ void tp_spill_free(tp_section_spill *s);
 int tp_spill_tmpfile(void);
 
 /* All n bytes of b written at off of fd (pwrite(2), EINTR retried): TPROF_OK, or
- * TPROF_ERR_IO (an error, or a write of nothing: a full file system). Thread safe. */
+ * TPROF_ERR_IO with errno set (pwrite's, or EIO for a write of nothing: a full file system).
+ * Thread safe. */
 int tp_spill_pwrite_all(int fd, const void *b, size_t n, uint64_t off);
 
 /* n bytes at off of fd read into b (pread(2), EINTR retried): TPROF_OK, or TPROF_ERR_IO (an

@@ -32,6 +32,7 @@
 
 #include "analysis/model_load.h"
 #include "analysis/report.h"
+#include "analysis/report_spill.h"
 #include "format/format.h"
 #include "format/reader.h"
 #include "trainprof.h"
@@ -564,24 +565,6 @@ static void part_comm(tp_sum_buf *c, const tp_summary_parts *in, const tp_proces
     tp_sum_comm(c, &t, p->ncomm, 0);
 }
 
-/* Writes n bytes at b to fd: 0, or -1 (errno set). */
-/* n bytes at offset `at` of fd: 0, or -1 (errno set). */
-static int pwrite_all(int fd, const void *b, size_t n, off_t at) {
-    const char *q = b;
-    while (n) {
-        ssize_t w = pwrite(fd, q, n, at);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            if (!w) errno = EIO;
-            return -1;
-        }
-        q += w;
-        n -= (size_t)w;
-        at += w;
-    }
-    return 0;
-}
-
 /* The temporary files being written (tp_summary_abandon): names malloc'd, under g_tmp_lock,
  * which tp_summary_abandon takes for good. A name is listed before its file is created and
  * unlisted after it was renamed or removed, so that no temporary file exists unlisted. */
@@ -841,7 +824,8 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
         }
     }
     if (!rc)
-        rc = pwrite_all(fd, &sblen, 8, shead) || pwrite_all(fd, &scrc, 4, shead + 8) ||
+        rc = tp_spill_pwrite_all(fd, &sblen, 8, (uint64_t)shead) != TPROF_OK ||
+                     tp_spill_pwrite_all(fd, &scrc, 4, (uint64_t)shead + 8) != TPROF_OK ||
                      tp_sum_write_all(fd, &klen, 8) || tp_sum_write_all(fd, key.b, key.len) ||
                      tp_sum_write_all(fd, &blen, 8) || tp_sum_write_all(fd, &crc, 4) ||
                      tp_sum_write_all(fd, body.b, body.len)
