@@ -333,6 +333,12 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
     return spans_of(p, t0, t1, 1, out, n);
 }
 
+size_t tp_capture_unlisted(const tp_process *p) {
+    const char *lo = tp_meta(p, "gpu_capture.windows_left_out"), *end = NULL;
+    uint64_t n = 0;
+    return lo && digits(lo, &n, &end) == 0 && !*end ? (size_t)n : 0;
+}
+
 int tp_capture_timeline(const tp_process *p, tp_step **out, size_t *n) {
     return spans_of(p, 0, UINT64_MAX, 0, out, n);
 }
@@ -644,10 +650,7 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
         cap->nwarmup += i < s->nwarmup;
     }
     out->present = use && nm > 0;
-    /* windows the runtime could not list: only counted (a damaged count is none) */
-    const char *lo = tp_meta(p, "gpu_capture.windows_left_out"), *end = NULL;
-    uint64_t nlo = 0;
-    if (lo && digits(lo, &nlo, &end) == 0 && !*end) out->windows_unlisted = (size_t)nlo;
+    out->windows_unlisted = tp_capture_unlisted(p);
     out->measured = nm;
     for (size_t i = 0; i < nm; i++) {
         out->captured += in[s->nwarmup + i];

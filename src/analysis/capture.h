@@ -49,6 +49,11 @@ int tp_capture_spans(const tp_process *p, uint64_t t0, uint64_t t1, tp_step **ou
  * TPROF_OK or TPROF_ERR_NO_MEMORY (*out NULL, *n 0). Time O(metadata log metadata). */
 int tp_capture_timeline(const tp_process *p, tp_step **out, size_t *n);
 
+/* The capture windows p's file could not list (the runtime counts those past its list,
+ * metadata gpu_capture.windows_left_out): their steps count as not captured. 0 when none, or
+ * when the count is damaged (not a number). */
+size_t tp_capture_unlisted(const tp_process *p);
+
 /* One entry of p's pause list (tp_capture_pause_list). */
 typedef struct tp_capture_pause {
     uint64_t from_ns, to_ns; /* CLOCK_MONOTONIC; to_ns UINT64_MAX: never resumed */

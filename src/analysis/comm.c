@@ -51,7 +51,6 @@
 #include "analysis/stats.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -360,17 +359,6 @@ static uint32_t kernel_span(const tp_step *sp, size_t n, uint64_t start, int unl
     return i < n ? (uint32_t)i : 0;
 }
 
-/* Whether p's file could not list every capture window: gpu_capture.windows_left_out a
- * positive number, as capture.c reads it (a damaged value says nothing). */
-static int windows_unlisted(const tp_process *p) {
-    const char *lo = tp_meta(p, "gpu_capture.windows_left_out");
-    if (!lo || *lo < '0' || *lo > '9') return 0;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(lo, &end, 10);
-    return !errno && !*end && n > 0;
-}
-
 static size_t align(const tp_process *p, const tp_step *cap, size_t ncap, const oref *ops,
                     size_t nops, const kref *k, size_t nk,
                     uint8_t *taken, tp_comm_time *out, double *lag) {
@@ -616,7 +604,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         goto done;
     }
     *aligned = 1;
-    const int unlisted = windows_unlisted(p);
+    const int unlisted = tp_capture_unlisted(p) > 0;
     k = malloc(nk * sizeof *k);
     taken = calloc(nk, 1);
     o = malloc(no * sizeof *o);
