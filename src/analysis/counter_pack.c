@@ -190,8 +190,6 @@ int tp_spill_block_in(const tp_spill_block *x, uint64_t off, void *b, size_t n) 
     return rc;
 }
 
-size_t tp_spill_block_len(const tp_spill_block *x) { return x->len; }
-
 void tp_spill_read_damaged(void) { atomic_fetch_add(&read_failures, 1); }
 
 void tp_spill_block_free(tp_spill_block *x) {

@@ -133,8 +133,6 @@ tp_spill_block *tp_spill_block_out(const void *b, size_t n);
  * TPROF_ERR_IO, counted in tp_counters_read_failures (the reader's output then lacks what
  * the bytes held, and the command says so). Thread safe. */
 int tp_spill_block_in(const tp_spill_block *x, uint64_t off, void *b, size_t n);
-/* The block's length in bytes. */
-size_t tp_spill_block_len(const tp_spill_block *x);
 /* Counts one failed read (tp_counters_read_failures) for bytes read back whole that do not
  * decode: what the file gave is not what was written. Thread safe. */
 void tp_spill_read_damaged(void);
