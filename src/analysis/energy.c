@@ -321,7 +321,7 @@ static void nv_energy_of(const tp_process *p, const nv_dev *g, int per_step, uin
     const char *missing = tp_meta(p, k); /* the sampler's reason, when it has one */
     int m;
     const nv_acc *used = nv_used(g, &m);
-    E->method = es->n >= 2 ? "counter" : "integrated_power";
+    E->method = m == NV_ENERGY ? "counter" : "integrated_power";
     E->series = nv_suffix[m];
     E->interval_ms = g->has_interval ? g->interval_ms : nv_acc_interval_ms(used);
     if (used->n < 2) {
