@@ -601,17 +601,43 @@ static int tmp_create(const char *tmp) {
     return fd;
 }
 
-/* Whether directory entry e is a temporary summary file of a writer of this host (`host`)
- * that died before it could remove it (SIGKILL, the OOM killer, a crash: no handler runs):
- * `<summary>.tmp.<host>.<pid>.<tid>`, exactly two numbers after the host (a host named ours
- * and ".<digits>" more writes three), the pid not ours and no longer alive. *base: the length
- * of its summary's name. The file of a live process, or of a process whose pid was reused
- * since, is not; neither are other hosts' (their pids say nothing here). `want`, when not
- * NULL, is asked of the summary's name first, so that only the files of the summaries swept
- * cost a look at their pid. */
-static int dead_leftover(const char *e, const char *host, size_t *base,
-                         int (*want)(const char *name, size_t len, const void *arg),
-                         const void *arg) {
+/* One summary of those a sweep looks for: its directory and its name, in one buffer. */
+typedef struct swept {
+    char *dir;
+    const char *name;
+} swept;
+
+static int by_dir_name(const void *a, const void *b) {
+    const swept *x = a, *y = b;
+    int c = strcmp(x->dir, y->dir);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+/* Whether the group [v, v + n) of one directory, sorted by name, holds the summary named by
+ * the `len` bytes at `name`. */
+static int in_group(const swept *v, size_t n, const char *name, size_t len) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *m = v[mid].name;
+        int c = strncmp(m, name, len);
+        if (!c) c = m[len] ? 1 : 0; /* a longer name sorts after */
+        if (!c) return 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+/* Whether directory entry e is a temporary file of one of the summaries [v, v + n) (sorted
+ * by name) that a writer of this host (`host`) left when it died before it could remove it
+ * (SIGKILL, the OOM killer, a crash: no handler runs): `<summary>.tmp.<host>.<pid>.<tid>`,
+ * exactly two numbers after the host (a host named ours and ".<digits>" more writes three),
+ * the pid not ours and no longer alive. The file of a live process, or of a process whose
+ * pid was reused since, is not; neither are other hosts' (their pids say nothing here). The
+ * name is looked up first, so that only the files of the summaries swept cost a look at
+ * their pid. */
+static int dead_leftover(const char *e, const char *host, const swept *v, size_t n) {
     size_t len = strlen(e), hl = strlen(host), i = len;
     while (i && isdigit((unsigned char)e[i - 1])) i--;
     size_t ntid = len - i;
@@ -622,8 +648,8 @@ static int dead_leftover(const char *e, const char *host, size_t *base,
     if (!npid || npid > 9 || !i || e[--i] != '.') return 0;
     /* then ".tmp.<host>" before the pid's dot */
     if (i < 5 + hl || memcmp(e + i - hl, host, hl) || memcmp(e + i - hl - 5, ".tmp.", 5)) return 0;
-    *base = i - hl - 5;
-    if (!*base || (want && !want(e, *base, arg))) return 0;
+    size_t base = i - hl - 5;
+    if (!base || !in_group(v, n, e, base)) return 0;
     long pid = strtol(e + end_pid - npid, NULL, 10);
     if (pid <= 0 || pid == getpid()) return 0;
     return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
@@ -638,66 +664,37 @@ static const char *split_dir(const char *path, char *dir, size_t n) {
     return slash ? slash + 1 : path;
 }
 
-/* The temporary files of summary `path` that dead writers of this host left (dead_leftover),
- * removed: a node sampler's can be hundreds of MB, and no later write has their name. */
-static void tmp_leftovers(const char *path, const char *host) {
-    char dir[4096];
-    const char *name = split_dir(path, dir, sizeof dir);
-    size_t nl = strlen(name), bl;
+/* This host's name into host (65 bytes), as the temporary files' names hold it: empty when
+ * it cannot be had or holds a '/'. */
+static void this_host(char *host) {
+    host[0] = 0;
+    if (gethostname(host, 64) != 0 || strchr(host, '/')) host[0] = 0;
+    host[64] = 0;
+}
+
+/* Removes what dead writers of this host left of the summaries [v, v + n) of directory dir
+ * (dead_leftover), reading the directory once: a node sampler's can be hundreds of MB, and
+ * no later write has their name. */
+static void sweep_dir(const char *dir, const char *host, const swept *v, size_t n) {
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));)
-        if (dead_leftover(e->d_name, host, &bl, NULL, NULL) && bl == nl &&
-            !memcmp(e->d_name, name, nl))
-            unlinkat(dirfd(d), e->d_name, 0);
+        if (dead_leftover(e->d_name, host, v, n)) unlinkat(dirfd(d), e->d_name, 0);
     closedir(d);
 }
 
-/* tmp_leftovers of p's summary. */
+/* What dead writers left of p's summary, removed. */
 static void summary_sweep(const tp_process *p) {
-    char path[4096], host[65] = "";
+    char path[4096], dir[4096], host[65];
     if (tp_summary_path(p, path, sizeof path) != 0) return;
-    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
-    tmp_leftovers(path, host);
-}
-
-/* One summary of those a run sweeps: its directory and its name, in one buffer. */
-typedef struct swept {
-    char *dir;
-    const char *name;
-} swept;
-
-static int by_dir_name(const void *a, const void *b) {
-    const swept *x = a, *y = b;
-    int c = strcmp(x->dir, y->dir);
-    return c ? c : strcmp(x->name, y->name);
-}
-
-/* The group [v, v + n) of one directory, sorted by name: 1 when it names the summary of
- * `len` bytes at `name`. */
-typedef struct swept_group {
-    const swept *v;
-    size_t n;
-} swept_group;
-
-static int in_group(const char *name, size_t len, const void *arg) {
-    const swept_group *g = arg;
-    size_t lo = 0, hi = g->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const char *m = g->v[mid].name;
-        int c = strncmp(m, name, len);
-        if (!c) c = m[len] ? 1 : 0; /* a longer name sorts after */
-        if (!c) return 1;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return 0;
+    this_host(host);
+    swept one = {dir, split_dir(path, dir, sizeof dir)};
+    sweep_dir(dir, host, &one, 1);
 }
 
 void tp_summary_sweep_run(const tp_run *run, const unsigned char *want) {
-    char host[65] = "", path[4096], dir[4096];
-    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
+    char host[65], path[4096], dir[4096];
+    this_host(host);
     swept *v = calloc(run->nprocs ? run->nprocs : 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; v && i < run->nprocs; i++) {
@@ -716,13 +713,7 @@ void tp_summary_sweep_run(const tp_run *run, const unsigned char *want) {
     /* each directory read once, whatever the number of its summaries */
     for (size_t i = 0, j; i < n; i = j) {
         for (j = i + 1; j < n && !strcmp(v[j].dir, v[i].dir);) j++;
-        swept_group g = {v + i, j - i};
-        DIR *d = opendir(v[i].dir);
-        size_t bl;
-        for (struct dirent *e; d && (e = readdir(d));)
-            if (dead_leftover(e->d_name, host, &bl, in_group, &g))
-                unlinkat(dirfd(d), e->d_name, 0);
-        if (d) closedir(d);
+        sweep_dir(v[i].dir, host, v + i, j - i);
     }
     for (size_t i = 0; i < n; i++) free(v[i].dir);
     free(v);
@@ -797,8 +788,8 @@ int tp_summary_write(const tp_run *run, const tp_process *p, const tp_report_opt
     /* beside it, a name the loader never takes for a rank file (it ends in neither .tprof
      * nor .json), unique to this thread of this host (tasks on several nodes share the
      * directory, and their pids may be the same) */
-    char host[65] = "";
-    if (gethostname(host, sizeof host - 1) != 0 || strchr(host, '/')) host[0] = 0;
+    char host[65];
+    this_host(host);
     snprintf(tmp, sizeof tmp, "%s.tmp.%s.%ld.%ld", path, host, (long)getpid(),
              (long)syscall(SYS_gettid));
     int fd = fail ? -1 : tmp_create(tmp);
