@@ -510,6 +510,19 @@ static void test_channel_zero_and_unmatched(void **state) {
     synth_rmtree(dir);
 }
 
+/* f's CUPTI on, and GPU activity captured in n windows: on_off[2i] to on_off[2i + 1]
+ * (gpu_capture.windows, as the runtime writes it). */
+static void capture_windows(synth_file *f, const uint64_t *on_off, size_t n) {
+    char v[512];
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < sizeof v; i++)
+        len += (size_t)snprintf(v + len, sizeof v - len, "%s%llu-%llu", i ? "," : "",
+                                (unsigned long long)on_off[2 * i],
+                                (unsigned long long)on_off[2 * i + 1]);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_meta(f, "gpu_capture.windows", v);
+}
+
 /* Ten steps of 10 ms with an AllReduce enqueued 1 ms into each (50 us on the host, no
  * kernel-channel interval: the plugin's records, or torch's), GPU activity captured in steps
  * 0-1 and 6-7 (gpu_capture.windows), so that only those ops' kernels were recorded: 2 ms from
@@ -523,12 +536,7 @@ static void test_match_within_capture(void **state) {
     (void)state;
     char dir[512];
     synth_file *f = rank_file(dir, sizeof dir, "comm-win", 21, 0, 2);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
-    char v[128];
-    snprintf(v, sizeof v, "%llu-%llu,%llu-%llu", (unsigned long long)T0,
-             (unsigned long long)(T0 + 20 * MS), (unsigned long long)(T0 + 60 * MS),
-             (unsigned long long)(T0 + 80 * MS));
-    synth_meta(f, "gpu_capture.windows", v);
+    capture_windows(f, (const uint64_t[]){T0, T0 + 20 * MS, T0 + 60 * MS, T0 + 80 * MS}, 2);
     steps(f, 10, 10 * MS);
     uint64_t kstart[10] = {0};
     for (int i = 0; i < 10; i++) {
@@ -587,11 +595,7 @@ static void test_match_past_window_list(void **state) {
     for (int damaged = 0; damaged < 2; damaged++) {
         char dir[512];
         synth_file *f = rank_file(dir, sizeof dir, "comm-winleft", 22, 0, 2);
-        synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
-        char v[128];
-        snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)T0,
-                 (unsigned long long)(T0 + 20 * MS));
-        synth_meta(f, "gpu_capture.windows", v);
+        capture_windows(f, (const uint64_t[]){T0, T0 + 20 * MS}, 1);
         synth_meta(f, "gpu_capture.windows_left_out", damaged ? "1x" : "1");
         steps(f, 10, 10 * MS);
         const int in[4] = {0, 1, 6, 7};
@@ -633,10 +637,7 @@ static void test_match_lost_at_list_end(void **state) {
     (void)state;
     char dir[512];
     synth_file *f = rank_file(dir, sizeof dir, "comm-listend", 24, 0, 2);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
-    char v[128];
-    snprintf(v, sizeof v, "%llu-%llu", (unsigned long long)T0, (unsigned long long)(T0 + 10 * MS));
-    synth_meta(f, "gpu_capture.windows", v);
+    capture_windows(f, (const uint64_t[]){T0, T0 + 10 * MS}, 1);
     synth_meta(f, "gpu_capture.windows_left_out", "1");
     enum { N = 60 };
     for (uint32_t i = 0; i < N; i++) {
