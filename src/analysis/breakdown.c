@@ -218,8 +218,8 @@ static int gpu_sets_build(gpu_sets *g, const tp_process *p, const tp_steps *st, 
                           const char *const *names, size_t nn) {
     g->p = p;
     g->dev = dev;
-    tp_comm_time *own = NULL, none; /* without ops, an array of none */
-    const tp_comm_time *tm = p->ncomm ? tp_comm_times(p, &own) : &none;
+    tp_comm_time *own;
+    const tp_comm_time *tm = tp_comm_times(p, &own);
     int oom = !tm;
     if (!oom) oom |= tp_comm_device_spans(p, tm, 1, dev, &g->C.v, &g->C.n, &g->C.cap) != 0;
     if (!oom) merge(&g->C);

@@ -774,9 +774,11 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
 }
 
 const tp_comm_time *tp_comm_times(const tp_process *p, tp_comm_time **owned) {
+    static const tp_comm_time none; /* a process without ops: an array of none */
     *owned = NULL;
     if (p->comm_times) return p->comm_times;
-    if (!p->ncomm || !(*owned = malloc(p->ncomm * sizeof **owned))) return NULL;
+    if (!p->ncomm) return &none;
+    if (!(*owned = malloc(p->ncomm * sizeof **owned))) return NULL;
     tp_comm_resolve(p, *owned); /* on failure it leaves host intervals, still valid */
     return *owned;
 }

@@ -55,8 +55,8 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out);
 
 /* p's ops resolved (tp_comm_resolve), read without a copy: p->comm_times when p was resolved
  * once (tp_comm_resolve_once; *owned NULL), else an array resolved here (*owned: the same
- * array, which the caller frees). NULL without memory (*owned NULL), or for a process without
- * ops. */
+ * array, which the caller frees); for a process without ops, an empty array (*owned NULL).
+ * NULL without memory (*owned NULL). */
 const tp_comm_time *tp_comm_times(const tp_process *p, tp_comm_time **owned);
 
 /* Resolves p's ops once into p->comm_times, for the analyses of its rank section to share

@@ -598,8 +598,8 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
         c->nothing = 1;
         return;
     }
-    tp_comm_time *own = NULL, none; /* without ops (their kernels alone), an array of none */
-    const tp_comm_time *tm = p->ncomm ? tp_comm_times(p, &own) : &none;
+    tp_comm_time *own; /* without ops (their kernels alone), an array of none */
+    const tp_comm_time *tm = tp_comm_times(p, &own);
     if (!tm) return;
     c->resolved = 1;
     placement(c, p, tm);
