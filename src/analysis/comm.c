@@ -253,7 +253,7 @@ typedef struct kref {
     size_t gi; /* index in p->gpu */
     uint32_t device, stream;
     unsigned fns;
-    uint32_t span; /* the capture span it was recorded in (span_of) */
+    uint32_t span; /* the capture span it was recorded in (kernel_span) */
 } kref;
 
 /* An NCCL op, by its index in p->comm: 8 bytes an op while they are aligned, the
@@ -293,7 +293,8 @@ static int cmp_kref(const void *a, const void *b) {
     return x->gi < y->gi ? -1 : x->gi > y->gi;
 }
 
-/* cmp_oref's order within a communicator: issue time, then file order (arg: the process). */
+/* The ops' order for the matching: by communicator, then issue time, then file order (arg:
+ * the process). */
 static int cmp_oref(const void *a, const void *b, void *arg) {
     const tp_process *p = arg;
     const oref *x = a, *y = b;
@@ -320,11 +321,12 @@ static comm_slot *slot_of(comm_slot *t, size_t cap, uint64_t hash) {
     return &t[at];
 }
 
-/* p's NCCL ops (not is_mpi) into o (room for all of them) in cmp_oref's order: grouped by communicator, counted first, each op written at its group's
- * place in file order, then each group sorted only when its ops are not already in issue
- * order (a communicator's ops come from one thread: they are), so that a rank file of
- * millions of ops is not sorted whole, nor copied (glibc's qsort takes a buffer the size of
- * the array). Returns the ops written, or SIZE_MAX without memory. */
+/* p's NCCL ops (not is_mpi) into o (room for all of them) in cmp_oref's order: grouped by
+ * communicator, counted first, each op written at its group's place in file order, then each
+ * group sorted only when its ops are not already in issue order (a communicator's ops come
+ * from one thread: they are), so that a rank file of millions of ops is not sorted whole,
+ * nor copied (glibc's qsort takes a buffer the size of the array). Returns the ops written,
+ * or SIZE_MAX without memory. */
 static size_t ops_in_order(const tp_process *p, oref *o);
 
 static int cmp_first(const void *a, const void *b) {
@@ -653,8 +655,9 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         double best_lag = 0, lag;
         for (size_t s = 0; s < ns; s++) {
             lag = 0;
-            size_t m = align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a, k + streams[s].a,
-                             streams[s].b - streams[s].a, taken + streams[s].a, NULL, &lag);
+            size_t m = align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a,
+                             k + streams[s].a, streams[s].b - streams[s].a, taken + streams[s].a,
+                             NULL, &lag);
             /* most matches; among equals, the stream whose kernels follow the issues soonest */
             if (m > best || (m == best && m && lag < best_lag)) {
                 best = m;
@@ -663,8 +666,9 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
             }
         }
         if (best) {
-            align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a, k + streams[best_s].a,
-                  streams[best_s].b - streams[best_s].a, taken + streams[best_s].a, out, &lag);
+            align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a,
+                  k + streams[best_s].a, streams[best_s].b - streams[best_s].a,
+                  taken + streams[best_s].a, out, &lag);
             /* the communicator's ops ran on that stream's device, matched or not */
             for (size_t i = comms[c].a; i < comms[c].b; i++)
                 out[o[i].ci].device = (int32_t)k[streams[best_s].a].device;
