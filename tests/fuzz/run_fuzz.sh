@@ -25,5 +25,25 @@ scratch=$(mktemp -d "$shm/tprof-fuzz-run.XXXXXX") || exit 1
 trap 'rm -rf "$work" "$scratch"' EXIT
 name=$(basename "$bin")
 mkdir "$work/new"
+# libFuzzer's progress lines go to a log: a failure then prints what matters within the first
+# lines of the test's output (CI shows a failing test's head and the run's tail), and the
+# failing input itself, which a CI machine does not keep
+log=$work/fuzz.log
+ls -d "$tmp/$name"-* > "$work/before" 2>/dev/null
 TPROF_FUZZ_TMP=$scratch "$bin" -max_total_time="${TPROF_FUZZ_SECONDS:-15}" -timeout=10 -malloc_limit_mb=128 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$tmp/$name-" "$work/new" "$corpus"
+    -print_final_stats=1 -artifact_prefix="$tmp/$name-" "$work/new" "$corpus" > "$log" 2>&1
+rc=$?
+# INITED/NEW/REDUCE/pulse lines and the recommended dictionary: progress, not findings
+grep -Ev '^#[0-9]+[[:space:]]+(INITED|NEW|REDUCE|pulse|RELOAD)|^[[:space:]]*NEW_FUNC|^"' "$log"
+[ "$rc" -eq 0 ] && exit 0
+echo "$name: exit $rc; its last 40 lines:"
+tail -n 40 "$log"
+for f in "$tmp/$name"-*; do
+    [ -f "$f" ] || continue
+    # this run's (an earlier run's input was reported by it)
+    grep -qxF "$f" "$work/before" && continue
+    echo "failing input $f ($(wc -c < "$f") bytes), base64 (decode: base64 -d > crash.bin;"
+    echo "replay: build/fuzz/tests/$name crash.bin):"
+    if [ "$(wc -c < "$f")" -le 65536 ]; then base64 "$f"; else echo "(over 64 KiB, not printed)"; fi
+done
+exit "$rc"
