@@ -149,6 +149,14 @@ static void spill_packing(void **state) {
     tp_cpack_set_spill(before);
 }
 
+/* A reader on another thread whose bytes read back did not decode. */
+static void *damaged_read(void *arg) {
+    (void)arg;
+    uint64_t here = tp_counters_read_failures_here();
+    tp_spill_read_damaged();
+    return tp_counters_read_failures_here() == here + 1 ? NULL : (void *)1;
+}
+
 /* Two threads share the file, which closes with the last of them; the file cut short reads as
  * an I/O error; without a temporary directory the bytes stay in memory. */
 static void spill_file_faults(void **state) {
@@ -218,7 +226,7 @@ static void spill_file_faults(void **state) {
     slim_counters_are(&p, in, N);
     assert_int_equal(unlink(file), 0);
     slim_counters_are(&p, in, N);
-    uint64_t failed = tp_counters_read_failures();
+    uint64_t failed = tp_counters_read_failures(), failed_here = tp_counters_read_failures_here();
     assert_int_equal(open_fds(NULL), base + 1);
     fd = new_fd(was); /* its descriptor */
     char self[64];
@@ -231,6 +239,15 @@ static void spill_file_faults(void **state) {
     while (tp_counter_next(&it, &c)) {}
     assert_int_equal(tp_counter_it_done(&it), TPROF_ERR_IO);
     assert_true(tp_counters_read_failures() == failed + 1);
+    assert_true(tp_counters_read_failures_here() == failed_here + 1);
+    /* another thread's failure is the process's, not this thread's (summarize's reason) */
+    pthread_t other_reader;
+    assert_int_equal(pthread_create(&other_reader, NULL, damaged_read, NULL), 0);
+    void *other_saw = (void *)1;
+    assert_int_equal(pthread_join(other_reader, &other_saw), 0);
+    assert_null(other_saw); /* its own count rose by its own failure */
+    assert_true(tp_counters_read_failures() == failed + 2);
+    assert_true(tp_counters_read_failures_here() == failed_here + 1);
     tp_thread_free_counters(&p);
     assert_int_equal(open_fds(NULL), base);
     tp_cpack_set_spill(100);

@@ -83,8 +83,18 @@ size_t tp_cpack_set_spill(size_t bytes) { return atomic_exchange(&spill_at, byte
 size_t tp_cpack_spill_threshold(void) { return atomic_load(&spill_at); }
 
 static _Atomic uint64_t read_failures;
+/* this thread's share: a reader that runs beside others (summarize's tasks) tells its own
+ * failures from theirs */
+static _Thread_local uint64_t thread_read_failures;
 
 uint64_t tp_counters_read_failures(void) { return atomic_load(&read_failures); }
+
+uint64_t tp_counters_read_failures_here(void) { return thread_read_failures; }
+
+static void read_failed(void) {
+    atomic_fetch_add(&read_failures, 1);
+    thread_read_failures++;
+}
 
 /* One segment of file f freed: the file is closed (or forgotten) with its last, and the next
  * write-out makes a new one. */
@@ -186,11 +196,11 @@ static int seg_read(const cstore *f, void *b, size_t n, uint64_t off);
 int tp_spill_block_in(const tp_spill_block *x, uint64_t off, void *b, size_t n) {
     if (off > x->len || n > x->len - off) return TPROF_ERR_INVALID_ARG;
     int rc = seg_read(x->file, b, n, x->off + off);
-    if (rc == TPROF_ERR_IO) atomic_fetch_add(&read_failures, 1);
+    if (rc == TPROF_ERR_IO) read_failed();
     return rc;
 }
 
-void tp_spill_read_damaged(void) { atomic_fetch_add(&read_failures, 1); }
+void tp_spill_read_damaged(void) { read_failed(); }
 
 void tp_spill_block_free(tp_spill_block *x) {
     if (!x) return;
@@ -290,7 +300,7 @@ static int packed_read(const tp_thread *t, uint64_t off, void *b, size_t n) {
 
 int tp_counters_packed_read(const tp_thread *t, uint64_t off, void *b, size_t n) {
     int rc = packed_read(t, off, b, n);
-    if (rc == TPROF_ERR_IO) atomic_fetch_add(&read_failures, 1);
+    if (rc == TPROF_ERR_IO) read_failed();
     return rc;
 }
 
@@ -492,7 +502,7 @@ int tp_counter_it_done(tp_counter_it *it) {
         rc = TPROF_ERR_CORRUPT;
     /* read back from a file, damage is the file's changing (what was written decodes) */
     if (!it->quiet && (rc == TPROF_ERR_IO || (rc == TPROF_ERR_CORRUPT && it->win)))
-        atomic_fetch_add(&read_failures, 1);
+        read_failed();
     free(it->last);
     free(it->win);
     it->last = NULL;

@@ -118,6 +118,9 @@ int tp_cpack_refer(tp_thread *t, int fd, uint64_t off, size_t len);
  * reader that ignores the error leaves the samples out of what it computes, so a command
  * compares this before and after to say that its output lacks them. Thread safe. */
 uint64_t tp_counters_read_failures(void);
+/* The same count for the calling thread's reads alone: what a reader compares before and
+ * after one read of its own while other threads read too. */
+uint64_t tp_counters_read_failures_here(void);
 
 /* A slim process's other packed arrays that grow with the run's steps (its step events and
  * steps memo, step_pack.h), written out whole to the same temporary file when long, so that

@@ -169,11 +169,11 @@ static void thread(tp_sum_buf *c, int rd, tp_thread *t) {
     /* written unpacked (step_pack.h), so that the block is the same whichever form the
      * process holds; read, then packed below */
     int owned = 0;
-    uint64_t failed = tp_counters_read_failures();
+    uint64_t failed = tp_counters_read_failures_here();
     tp_stepev *ev = rd ? NULL : tp_thread_stepevs(t, &owned);
     if (!rd && t->nsteps && !ev) { /* no memory to unpack, or written out and not read back */
         c->bad = 1;
-        if (tp_counters_read_failures() != failed) c->err = EIO;
+        if (tp_counters_read_failures_here() != failed) c->err = EIO;
     }
     if (arr(c, rd, rd ? &t->steps : &ev, t->nsteps, sizeof *t->steps)) {
         tp_stepev *e = rd ? t->steps : ev;
