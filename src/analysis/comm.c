@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "analysis/capture.h"
 #include "analysis/gpu.h"
@@ -313,10 +314,20 @@ static int cmp_slot(const void *a, const void *b) {
     return x->hash < y->hash ? -1 : x->hash > y->hash;
 }
 
-/* The slot of `hash` in the open-addressed table t (cap a power of two, never full). */
-static comm_slot *slot_of(comm_slot *t, size_t cap, uint64_t hash) {
-    /* the product's top bits (Fibonacci hashing), which every bit of the hash moves */
-    size_t at = (size_t)((hash * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(cap)));
+/* The slot of `hash` in the open-addressed table t (cap a power of two, never full), under
+ * the table's key. The hash is mixed with a key of the call's own (ops_in_order) through
+ * MurmurHash3's 64-bit finaliser (fmix64), whose every output bit every input bit moves, so
+ * that no set of communicator ids written into a file (a crafted one: ids k x C^-1 make a
+ * multiplicative hash's top bits all alike) can pile into one run of slots: a run of such
+ * ids takes linear time, not quadratic. The ops' order does not depend on the slots. */
+static comm_slot *slot_of(comm_slot *t, size_t cap, uint64_t key, uint64_t hash) {
+    uint64_t h = hash ^ key;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    size_t at = (size_t)(h & (cap - 1));
     while (t[at].n && t[at].hash != hash) at = (at + 1) & (cap - 1);
     return &t[at];
 }
@@ -802,14 +813,19 @@ int tp_comm_resolve_once(tp_process *p) {
 static size_t ops_in_order(const tp_process *p, oref *o) {
     size_t tcap = 16, nd = 0, no = 0;
     comm_slot *t = calloc(tcap, sizeof *t);
+    /* the table's key: not known ahead (where the table lies, and when) */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t key = ((uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15ull) ^
+                   ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
     for (size_t i = 0; t && i < p->ncomm; i++) {
         if (is_mpi(&p->comm[i])) continue;
-        comm_slot *e = slot_of(t, tcap, p->comm[i].comm_hash);
+        comm_slot *e = slot_of(t, tcap, key, p->comm[i].comm_hash);
         if (!e->n++) e->hash = p->comm[i].comm_hash, nd++;
         if (2 * nd <= tcap) continue;
         comm_slot *g = calloc(2 * tcap, sizeof *g); /* at most half full: twice the slots */
         for (size_t k = 0; g && k < tcap; k++)
-            if (t[k].n) *slot_of(g, 2 * tcap, t[k].hash) = t[k];
+            if (t[k].n) *slot_of(g, 2 * tcap, key, t[k].hash) = t[k];
         free(t);
         t = g;
         tcap *= 2;
@@ -825,12 +841,12 @@ static size_t ops_in_order(const tp_process *p, oref *o) {
     qsort(d, nd, sizeof *d, cmp_slot);
     /* each slot's `at` is where its next op goes */
     for (size_t k = 0, at = 0; k < nd; k++) {
-        slot_of(t, tcap, d[k].hash)->at = d[k].at = at;
+        slot_of(t, tcap, key, d[k].hash)->at = d[k].at = at;
         at += d[k].n;
     }
     for (size_t i = 0; i < p->ncomm; i++) {
         if (is_mpi(&p->comm[i])) continue;
-        o[slot_of(t, tcap, p->comm[i].comm_hash)->at++] = (oref){i};
+        o[slot_of(t, tcap, key, p->comm[i].comm_hash)->at++] = (oref){i};
         no++;
     }
     for (size_t k = 0; k < nd; k++) {
