@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "analysis/findings.h"
 #include "analysis/gpu.h"
@@ -36,7 +37,7 @@ typedef struct xcomm {
     const char *id;
     double size;
     member *m;
-    size_t nm;
+    size_t nm, cap_m;
     xop *ops;
     size_t nops;
     int p2p_only;
@@ -185,29 +186,82 @@ static void group_names(tp_comm_xcomm_result *e, const xcomm *x, const tp_run *r
     e->role_named = 1;
 }
 
-/* Adds rank rr's communicators to xc (one entry per id across the ranks). Returns 0, or -1
+/* The communicators gathered across the ranks: one entry per id, found through an
+ * open-addressed table of their indices, so that a run of thousands of ranks and
+ * communicators (a TP group per 8 ranks, a DP group per TP rank, pipeline pairs...) gathers
+ * in time linear in its ranks' communicators, where a search of every entry for each took
+ * time quadratic in the communicators. */
+typedef struct xgather {
+    xcomm *v;
+    size_t n, cap;
+    size_t *tab; /* index + 1 of the entry, 0 empty; tcap a power of two, at most half full */
+    size_t tcap;
+    uint64_t key; /* mixed into the ids' hashes, so that ids written into files cannot
+                   * choose their slots */
+} xgather;
+
+static uint64_t id_hash(const char *id, uint64_t key) {
+    uint64_t h = 0xcbf29ce484222325ull ^ key; /* FNV-1a (64-bit), keyed */
+    for (const unsigned char *c = (const unsigned char *)id; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    h ^= h >> 33; /* fmix64 (MurmurHash3): every bit moves the low ones the slots use */
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* The slot of id in g's table: the one holding it, or the empty one where it goes. */
+static size_t *id_slot(const xgather *g, size_t *tab, size_t tcap, const char *id) {
+    size_t at = (size_t)(id_hash(id, g->key) & (tcap - 1));
+    while (tab[at] && strcmp(g->v[tab[at] - 1].id, id)) at = (at + 1) & (tcap - 1);
+    return &tab[at];
+}
+
+/* The entry of communicator id, made (empty) when it is new: its index, or SIZE_MAX out of
+ * memory. */
+static size_t xgather_entry(xgather *g, const char *id) {
+    if (2 * (g->n + 1) > g->tcap) {
+        size_t nc = g->tcap ? 2 * g->tcap : 64;
+        size_t *nt = calloc(nc, sizeof *nt);
+        if (!nt) return SIZE_MAX;
+        for (size_t k = 0; k < g->n; k++) *id_slot(g, nt, nc, g->v[k].id) = k + 1;
+        free(g->tab);
+        g->tab = nt;
+        g->tcap = nc;
+    }
+    size_t *slot = id_slot(g, g->tab, g->tcap, id);
+    if (*slot) return *slot - 1;
+    if (g->n == g->cap) {
+        size_t nc = g->cap ? 2 * g->cap : 16;
+        xcomm *nv = realloc(g->v, nc * sizeof *nv);
+        if (!nv) return SIZE_MAX;
+        g->v = nv;
+        g->cap = nc;
+    }
+    memset(&g->v[g->n], 0, sizeof *g->v);
+    g->v[g->n].id = id;
+    g->v[g->n].p2p_only = 1;
+    *slot = ++g->n;
+    return g->n - 1;
+}
+
+/* Adds rank rr's communicators to g (one entry per id across the ranks). Returns 0, or -1
  * when out of memory. */
-static int gather_rank(xcomm **xcp, size_t *nxc, const tp_rank_result *rr) {
+static int gather_rank(xgather *g, const tp_rank_result *rr) {
     const tp_comm_result *c = &rr->comm;
     for (size_t ci = 0; c->present && ci < c->ncomms; ci++) {
         const tp_comm_communicator_result *rc = &c->comms[ci];
-        xcomm *xc = *xcp;
-        size_t k = 0;
-        while (k < *nxc && strcmp(xc[k].id, rc->id)) k++;
-        if (k == *nxc) {
-            xcomm *n2 = realloc(xc, (*nxc + 1) * sizeof *n2);
-            if (!n2) return -1;
-            *xcp = xc = n2;
-            memset(&xc[*nxc], 0, sizeof *xc);
-            xc[*nxc].id = rc->id;
-            xc[*nxc].p2p_only = 1;
-            (*nxc)++;
-        }
-        xcomm *x = &xc[k];
+        size_t k = xgather_entry(g, rc->id);
+        if (k == SIZE_MAX) return -1;
+        xcomm *x = &g->v[k];
         if ((double)rc->size > x->size) x->size = rc->size;
-        member *m2 = realloc(x->m, (x->nm + 1) * sizeof *m2);
-        if (!m2) return -1;
-        x->m = m2;
+        if (x->nm == x->cap_m) { /* doubling: the world's communicator has every rank */
+            size_t nc = x->cap_m ? 2 * x->cap_m : 8;
+            member *m2 = realloc(x->m, nc * sizeof *m2);
+            if (!m2) return -1;
+            x->m = m2;
+            x->cap_m = nc;
+        }
         /* through double, as the document's number is read back: a forged rank beyond INT_MAX
          * converts as it always has */
         x->m[x->nm++] = (member){rr->rank, (int)(double)rc->rank};
@@ -296,10 +350,15 @@ static int xcomm_result(tp_comm_xcomm_result *e, xcomm *x, const tp_run *run, in
  * memory). */
 static void communicators_compute(tp_comm_run_result *out, const tp_run *run,
                                   const tp_run_results *res, int world) {
-    xcomm *xc = NULL;
-    size_t nxc = 0;
+    xgather g = {0};
+    struct timespec now; /* the table's key: not known ahead */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    g.key = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     int oom = 0;
-    for (size_t i = 0; i < res->nranks && !oom; i++) oom = gather_rank(&xc, &nxc, &res->ranks[i]);
+    for (size_t i = 0; i < res->nranks && !oom; i++) oom = gather_rank(&g, &res->ranks[i]);
+    free(g.tab);
+    xcomm *xc = g.v;
+    size_t nxc = g.n;
     if (nxc > 1) qsort(xc, nxc, sizeof *xc, cmp_xcomm);
     out->comms = oom || !nxc ? NULL : calloc(nxc, sizeof *out->comms);
     for (size_t k = 0; k < nxc && out->comms; k++)
