@@ -462,6 +462,50 @@ static void test_detail_off(void **state) {
     synth_rmtree(dir);
 }
 
+/* The metrics endpoint's switches are one record each (capture.detail_off_ns written twice,
+ * capture.detail_on_ns once), where every other key's last value wins: API steps 0-14 of
+ * 20 ms, capture on from the start, detail off as steps 5 and 11 begin and on as step 8
+ * begins. Captured: the measured steps 1-4 and 8-10, 7; the last switches alone (on at 8,
+ * off at 11) would say 1-10. */
+static void test_detail_switches(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "kswitch"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_meta(f, "step_name", "first");
+    synth_meta(f, "step_name", "second"); /* a key written again: its last value */
+    uint64_t t = T0;
+    for (uint32_t k = 0; k <= 14; k++) {
+        if (k == 5 || k == 11) meta_u64(f, "capture.detail_off_ns", t - 2 * US);
+        if (k == 8) meta_u64(f, "capture.detail_on_ns", t - 2 * US);
+        synth_step_begin(f, 1, t, k);
+        if (k < 5 || (k >= 8 && k < 11)) launch(f, t + 100 * US, 5 * MS, 100 + k);
+        synth_step_end(f, 1, t + 20 * MS, k);
+        t += 20 * MS;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    size_t offs = 0, names = 0;
+    for (size_t i = 0; i < run.procs[0].nmeta; i++) {
+        offs += !strcmp(run.procs[0].meta[i].key, "capture.detail_off_ns");
+        names += !strcmp(run.procs[0].meta[i].key, "step_name");
+    }
+    assert_int_equal(offs, 2);
+    assert_int_equal(names, 1);
+    assert_string_equal(tp_meta(&run.procs[0], "step_name"), "second");
+    cJSON *rep = default_report(&run);
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 7, "captured: 1-4, 8-10");
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* ------------------------------------------------------------------ pauses */
 
 /* API steps 0-20 of 20 ms (step 0 warm-up), capture on throughout but paused for
@@ -763,6 +807,7 @@ int main(void) {
         cmocka_unit_test(test_plan_windows),
         cmocka_unit_test(test_damaged_windows),
         cmocka_unit_test(test_detail_off),
+        cmocka_unit_test(test_detail_switches),
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),
         cmocka_unit_test(test_paused_without_steps),

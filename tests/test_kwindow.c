@@ -321,6 +321,15 @@ static void test_plan_bound(void **state) {
     assert_int_equal(n + strtoull(left, NULL, 10), 1000);
     assert_true(n >= 94 && n <= 180);
     assert_true(strlen(tp_meta(p, "gpu_capture.windows")) < 3968);
+    /* the list, rewritten at each of its windows, and the count, at each window past it:
+     * one entry each, their last values (the loader keeps the last value of a key) */
+    size_t lists = 0, counts = 0;
+    for (size_t i = 0; i < p->nmeta; i++) {
+        lists += !strcmp(p->meta[i].key, "gpu_capture.windows");
+        counts += !strcmp(p->meta[i].key, "gpu_capture.windows_left_out");
+    }
+    assert_int_equal(lists, 1);
+    assert_int_equal(counts, 1);
     for (size_t i = 0; i < n; i++) {
         assert_true(off[i] > on[i]);
         if (i) assert_true(on[i] > off[i - 1]);

@@ -428,6 +428,7 @@ static int open_again(const char *path, const tp_process *was, tprof_reader **rd
 
 /* What a load held for its threads while it read. */
 static void loader_free(loader *L) {
+    tp_load_meta_settle(L); /* (settled already where the file was read) */
     for (size_t i = 0; i < L->p->nthreads; i++) {
         for (size_t k = 0; k < L->tl[i].nstacks; k++) free(L->tl[i].stacks[k].idx);
         free(L->tl[i].stacks);
@@ -557,6 +558,7 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
         tp_load_damage(p, "%s at byte %llu", d->what, (unsigned long long)d->offset);
     }
     tprof__reader_close(rd);
+    tp_load_meta_settle(&L);
     if (finish_process(&L) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
     settle_gpu_records(p);
     p->dropped += proc_dropped;

@@ -220,6 +220,10 @@ typedef struct tp_process {
     int launched;                     /* ranks on its host whose parent it is: a launcher
                                        * (torchrun's agent, mpirun); 0 otherwise */
     int launched_lo, launched_hi;     /* the lowest and highest of those ranks */
+    /* The metadata, one entry per key holding its last value (docs/format.md: the last value
+     * of a key wins), at the place the key was first written; the capture switches
+     * (capture.detail_on_ns/off_ns, kernel_steps.on_ns/off_ns), which readers take one record
+     * each, keep every record in the file's order. */
     tp_kv *meta;
     size_t nmeta, cap_meta;
     const char **domains; /* [0] = "" (default) */

@@ -104,7 +104,22 @@ typedef struct loader {
     size_t gpu_max;        /* tp_process_load_bounded: the window's bound; 0 when whole */
     uint32_t fence_at[256]; /* p->gpu_fences by a hash of (device, stream): its index + 1, 0
                              * none (a stream whose slot another took is looked for in all) */
+    /* Metadata as read (tp_load_proc_record): the last value of a key wins, so a key written
+     * again replaces its entry rather than adding one. meta_at: p->meta's index + 1 of each
+     * key by its interned address (meta_cap slots, a power of two, at most half full);
+     * meta_val: the value each entry holds while the file is read, a heap copy, interned
+     * once read (tp_load_meta_settle): a list rewritten at every change (the runtime's
+     * gpu_capture.windows, 4 kB, a few hundred times) leaves its last value alone in the
+     * run's string pool, where every value was kept, half a megabyte a rank file. */
+    size_t *meta_at, meta_cap;
+    char **meta_val; /* meta_vcap entries, parallel to p->meta; NULL: interned already */
+    size_t meta_vcap;
 } loader;
+
+/* The metadata values held as read (loader.meta_val) interned into the run's pool, and the
+ * loader's tables of them freed: called once the file is read, before anything keeps a
+ * pointer to a value. */
+void tp_load_meta_settle(loader *L);
 
 /* The streams a bounded load keeps a fence for (tp_gpu_fence); past them, the last record
  * held on another stream is bounded by none (its end as recorded). */

@@ -280,10 +280,93 @@ static int add_domain(tp_run *run, tp_process *p, uint32_t id, const char *name,
     return 0;
 }
 
-static int add_meta(tp_run *run, tp_process *p, const char *k, const char *v) {
-    tp_kv kv = {tp_intern(run, k), tp_intern(run, v)};
-    PUSH(p->meta, p->nmeta, p->cap_meta, kv);
+/* Keys whose every record is read, in time order (capture.c: the switches of capture, one
+ * record each): all of them are kept, each value interned as read (a number). */
+static int meta_history(const char *k) {
+    return !strcmp(k, "capture.detail_on_ns") || !strcmp(k, "capture.detail_off_ns") ||
+           !strcmp(k, "kernel_steps.on_ns") || !strcmp(k, "kernel_steps.off_ns");
+}
+
+/* The slot of interned key k in the table t (cap slots): its entry, or the empty one. */
+static size_t *meta_slot(const tp_process *p, size_t *t, size_t cap, const char *k) {
+    uint64_t h = (uint64_t)(uintptr_t)k;
+    h ^= h >> 33; /* fmix64 (MurmurHash3): the address's high bits move the low ones */
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    size_t at = (size_t)(h & (cap - 1));
+    while (t[at] && p->meta[t[at] - 1].key != k) at = (at + 1) & (cap - 1);
+    return &t[at];
+}
+
+/* Metadata key k = v (loader.meta_at says why a key written again replaces its value). */
+static int add_meta(loader *L, const char *k, const char *v) {
+    tp_process *p = L->p;
+    const char *key = tp_intern(L->run, k);
+    if (meta_history(key)) {
+        tp_kv kv = {key, tp_intern(L->run, v)};
+        PUSH(p->meta, p->nmeta, p->cap_meta, kv);
+        return 0;
+    }
+    if (2 * (p->nmeta + 1) > L->meta_cap) { /* room in the table for one more key */
+        size_t nc = L->meta_cap ? 2 * L->meta_cap : 64;
+        size_t *nt = calloc(nc, sizeof *nt);
+        if (!nt) return TPROF_ERR_NO_MEMORY;
+        for (size_t i = 0; i < p->nmeta; i++)
+            if (!meta_history(p->meta[i].key)) *meta_slot(p, nt, nc, p->meta[i].key) = i + 1;
+        free(L->meta_at);
+        L->meta_at = nt;
+        L->meta_cap = nc;
+    }
+    size_t *slot = meta_slot(p, L->meta_at, L->meta_cap, key);
+    char *copy = strdup(v);
+    if (!copy) return TPROF_ERR_NO_MEMORY;
+    if (*slot) {
+        size_t i = *slot - 1;
+        free(L->meta_val[i]);
+        L->meta_val[i] = copy;
+        p->meta[i].value = copy;
+        return 0;
+    }
+    if (p->nmeta >= L->meta_vcap) {
+        size_t nc = p->cap_meta > p->nmeta ? p->cap_meta : 2 * p->nmeta + 16;
+        char **nv = realloc(L->meta_val, nc * sizeof *nv);
+        if (!nv) {
+            free(copy);
+            return TPROF_ERR_NO_MEMORY;
+        }
+        memset(nv + L->meta_vcap, 0, (nc - L->meta_vcap) * sizeof *nv);
+        L->meta_val = nv;
+        L->meta_vcap = nc;
+    }
+    tp_kv kv = {key, copy};
+    if (p->nmeta == p->cap_meta) {
+        size_t nc = p->cap_meta ? p->cap_meta * 2 : 16;
+        tp_kv *nm = realloc(p->meta, nc * sizeof *nm);
+        if (!nm) {
+            free(copy);
+            return TPROF_ERR_NO_MEMORY;
+        }
+        p->meta = nm;
+        p->cap_meta = nc;
+    }
+    L->meta_val[p->nmeta] = copy;
+    p->meta[p->nmeta++] = kv;
+    *slot = p->nmeta;
     return 0;
+}
+
+void tp_load_meta_settle(loader *L) {
+    tp_process *p = L->p;
+    for (size_t i = 0; i < p->nmeta && i < L->meta_vcap; i++) {
+        if (!L->meta_val[i]) continue;
+        p->meta[i].value = tp_intern(L->run, L->meta_val[i]);
+        free(L->meta_val[i]);
+    }
+    free(L->meta_val);
+    free(L->meta_at);
+    L->meta_val = NULL;
+    L->meta_at = NULL;
+    L->meta_vcap = L->meta_cap = 0;
 }
 
 int tp_load_proc_record(loader *L, const tprof_rec *r) {
@@ -294,7 +377,7 @@ int tp_load_proc_record(loader *L, const tprof_rec *r) {
         if (!k) return 0;
         const char *v = k + strlen(k) + 1;
         if ((const uint8_t *)v >= (const uint8_t *)r + r->size) v = "";
-        return add_meta(L->run, p, k, v);
+        return add_meta(L, k, v);
     }
     case TPROF_REC_DOMAIN: {
         const char *n = tprof__rec_inline(r, 0);

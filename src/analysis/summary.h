@@ -45,8 +45,10 @@ struct tp_report_opts;
 
 /* Bumped whenever the layout of a summary changes (summary.c, summary_codec.c), or what a
  * rank section computes from the same file (an older summary would then be taken as current
- * and give figures the rank file no longer gives). */
-#define TP_SUMMARY_VERSION 11
+ * and give figures the rank file no longer gives), or what a slim process holds of it (an
+ * older summary would hold what the merge no longer needs: before 12, every value a
+ * metadata key was ever given). */
+#define TP_SUMMARY_VERSION 12
 
 /* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
  * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */
