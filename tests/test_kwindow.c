@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "analysis/capture.h"
 #include "analysis/model.h"
 #include "core/kwindow.h"
 #include "trainprof.h"
@@ -184,10 +185,9 @@ static void test_open_ended_and_malformed(void **state) {
 }
 
 /* gpu_capture.windows parsed: on[i], off[i] (0: open), the count */
-static size_t windows(const tp_process *p, uint64_t *on, uint64_t *off, size_t max) {
-    const char *v = tp_meta(p, "gpu_capture.windows");
-    assert_non_null(v);
-    size_t n = 0;
+/* The windows of list v ("on-off,...", an open one "on-"), from on[n] and off[n] on: the
+ * count after them. */
+static size_t windows_of(const char *v, uint64_t *on, uint64_t *off, size_t n, size_t max) {
     while (*v) {
         char *e;
         assert_true(n < max);
@@ -201,6 +201,12 @@ static size_t windows(const tp_process *p, uint64_t *on, uint64_t *off, size_t m
         else assert_int_equal(*v, 0);
     }
     return n;
+}
+
+static size_t windows(const tp_process *p, uint64_t *on, uint64_t *off, size_t max) {
+    const char *v = tp_meta(p, "gpu_capture.windows");
+    assert_non_null(v);
+    return windows_of(v, on, off, 0, max);
 }
 
 /* the switch at step k lies between the end of iteration k-1 and the start of iteration k */
@@ -304,36 +310,60 @@ static void test_plan_jump(void **state) {
     tp_run_free(&run);
 }
 
-/* "0/2" over 2000 steps: 1000 windows; the list keeps the first ones that fit in one value,
- * whole, and counts the rest. The times are CLOCK_MONOTONIC nanoseconds, as long as the
- * host's uptime makes them: 94 windows of 20-digit times fit, 180 of 10-digit ones (a host
- * up for a few seconds), so some are always left out. */
+/* "0/2" over 2000 steps: 1000 windows, listed whole in pages of at most 3,967 bytes:
+ * gpu_capture.windows, then gpu_capture.windows.2, .3, ... (94 windows of 20-digit times a
+ * page, 180 of 10-digit ones: the times are CLOCK_MONOTONIC nanoseconds, as long as the
+ * host's uptime makes them, so 6 to 11 pages), none left out; the analysis reads them all
+ * (one capture span a window). */
 static void test_plan_bound(void **state) {
     (void)state;
     run_plan("0/2", NULL, body_api2000);
     tp_run run;
     load(&run);
     const tp_process *p = &run.procs[0];
-    uint64_t on[200], off[200];
-    size_t n = windows(p, on, off, 200);
-    const char *left = tp_meta(p, "gpu_capture.windows_left_out");
-    assert_non_null(left);
-    assert_int_equal(n + strtoull(left, NULL, 10), 1000);
-    assert_true(n >= 94 && n <= 180);
-    assert_true(strlen(tp_meta(p, "gpu_capture.windows")) < 3968);
-    /* the list, rewritten at each of its windows, and the count, at each window past it:
-     * one entry each, their last values (the loader keeps the last value of a key) */
-    size_t lists = 0, counts = 0;
-    for (size_t i = 0; i < p->nmeta; i++) {
-        lists += !strcmp(p->meta[i].key, "gpu_capture.windows");
-        counts += !strcmp(p->meta[i].key, "gpu_capture.windows_left_out");
+    static uint64_t on[1000], off[1000];
+    size_t n = 0, pages = 0;
+    for (int k = 1;; k++) {
+        char key[48];
+        if (k == 1) snprintf(key, sizeof key, "gpu_capture.windows");
+        else snprintf(key, sizeof key, "gpu_capture.windows.%d", k);
+        const char *v = tp_meta(p, key);
+        if (!v) break;
+        assert_true(strlen(v) < 3968);
+        n = windows_of(v, on, off, n, 1000);
+        pages++;
     }
-    assert_int_equal(lists, 1);
-    assert_int_equal(counts, 1);
+    assert_int_equal(n, 1000);
+    assert_true(pages >= 6 && pages <= 11);
+    assert_null(tp_meta(p, "gpu_capture.windows_left_out"));
+    /* each page, rewritten at each of its windows: one entry, its last value (the loader keeps
+     * the last value of a key) */
+    size_t lists = 0;
+    for (size_t i = 0; i < p->nmeta; i++)
+        lists += !strncmp(p->meta[i].key, "gpu_capture.windows", 19);
+    assert_int_equal(lists, pages);
     for (size_t i = 0; i < n; i++) {
         assert_true(off[i] > on[i]);
         if (i) assert_true(on[i] > off[i - 1]);
     }
+    /* as a process whose CUPTI captured (capture.c reads the windows only then) */
+    tp_process q = *p;
+    tp_kv *m = malloc((p->nmeta + 1) * sizeof *m);
+    assert_non_null(m);
+    memcpy(m, p->meta, p->nmeta * sizeof *m);
+    m[p->nmeta] = (tp_kv){"capability.cupti", "activity capture on: 8 kinds"};
+    q.meta = m;
+    q.nmeta = p->nmeta + 1;
+    tp_step *sp = NULL;
+    size_t nsp = 0;
+    assert_int_equal(tp_capture_timeline(&q, &sp, &nsp), TPROF_OK);
+    free(m);
+    assert_int_equal(nsp, 1000);
+    for (size_t i = 0; i < nsp; i++) {
+        assert_true(sp[i].start == on[i]);
+        assert_true(sp[i].end == off[i]);
+    }
+    free(sp);
     tp_run_free(&run);
 }
 

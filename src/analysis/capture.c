@@ -105,23 +105,79 @@ static size_t window_events(const char *wl, cap_event *v, size_t cap, size_t *ig
 /* The switches of capture in p's metadata, in time order; *n of them (NULL when none or out
  * of memory: *oom then set). *ignored (may be NULL): entries of gpu_capture.windows left out
  * as malformed. */
+typedef struct wpage { uint64_t k; const char *v; } wpage;
+
+static int by_page(const void *a, const void *b) {
+    const wpage *x = a, *y = b;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* The window list: gpu_capture.windows, then its pages gpu_capture.windows.2, .3, ... as long
+ * as they follow one another (the runtime writes the next page once one is full), joined by
+ * commas; owned by the caller. NULL when there is no list, or an empty one (none opened),
+ * and out of memory (*oom set). One pass over the metadata, whatever keys a file holds. */
+static char *window_list(const tp_process *p, int *oom) {
+    const char *first = tp_meta(p, "gpu_capture.windows");
+    if (!first || !*first) return NULL;
+    static const char pfx[] = "gpu_capture.windows.";
+    size_t np = 0, len = strlen(first);
+    for (size_t i = 0; i < p->nmeta; i++) np += !strncmp(p->meta[i].key, pfx, sizeof pfx - 1);
+    wpage *pg = np ? malloc(np * sizeof *pg) : NULL;
+    if (np && !pg) {
+        *oom = 1;
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < p->nmeta; i++) {
+        const char *e, *d = p->meta[i].key + sizeof pfx - 1;
+        uint64_t no;
+        if (strncmp(p->meta[i].key, pfx, sizeof pfx - 1) || digits(d, &no, &e) || *e) continue;
+        pg[k++] = (wpage){no, p->meta[i].value}; /* one entry a key: its last value */
+    }
+    if (k > 1) qsort(pg, k, sizeof *pg, by_page);
+    size_t used = 0; /* pages 2, 3, ... in a row */
+    while (used < k && pg[used].k == used + 2) len += 1 + strlen(pg[used++].v);
+    char *wl = malloc(len + 1);
+    if (!wl) {
+        free(pg);
+        *oom = 1;
+        return NULL;
+    }
+    size_t at = strlen(first);
+    memcpy(wl, first, at);
+    for (size_t j = 0; j < used; j++) {
+        size_t l = strlen(pg[j].v);
+        if (!l) continue; /* a page not yet given a window */
+        wl[at++] = ',';
+        memcpy(wl + at, pg[j].v, l);
+        at += l;
+    }
+    wl[at] = 0;
+    free(pg);
+    return wl;
+}
+
 static cap_event *events(const tp_process *p, size_t *n, int *oom, size_t *ignored) {
     size_t ign = 0;
     if (!ignored) ignored = &ign;
     *ignored = 0;
     /* a file of a capture plan lists every window, the metrics endpoint's switches included
-     * (gpu_capture.windows "on-off,...", an open one "on-"): that list, when present */
-    const char *wl = tp_meta(p, "gpu_capture.windows");
-    if (wl && *wl) {
+     * (gpu_capture.windows "on-off,...", an open one "on-", and its later pages): that list,
+     * when present */
+    char *wl = window_list(p, oom);
+    if (*oom) return NULL;
+    if (wl) {
         size_t cap = 2;
         for (const char *q = wl; *q; q++) cap += 2 * (*q == ',');
         cap_event *v = malloc(cap * sizeof *v);
         *n = 0;
         if (!v) {
+            free(wl);
             *oom = 1;
             return NULL;
         }
         *n = window_events(wl, v, cap, ignored);
+        free(wl);
         if (*n == SIZE_MAX) {
             free(v);
             *n = 0;

@@ -30,7 +30,8 @@
  *
  * What was captured is written as metadata (docs/format.md): gpu_capture (the plan),
  * gpu_capture.windows ("on_ns-off_ns,...", CLOCK_MONOTONIC, rewritten at each change of
- * capture, an open one as "on_ns-", within KW_LIST_BYTES: later windows are only counted,
+ * capture, an open one as "on_ns-", in pages of KW_LIST_BYTES: gpu_capture.windows.2, .3, ...
+ * after the first; past KW_PAGES later windows are only counted,
  * gpu_capture.windows_left_out), and for readers of one window kernel_steps,
  * kernel_steps.on_ns and kernel_steps.off_ns: the plan's first window.
  *
@@ -64,9 +65,15 @@ enum { KW_ALL = 0,    /* no window: capture everything */
        KW_AFTER = 4,  /* no window ahead */
        KW_MANUAL_ON = 5, KW_MANUAL_OFF = 6 /* set through the metrics endpoint */ };
 
-/* Whole entries of gpu_capture.windows fit in one metadata value (TPROF_MAX_INLINE): at
- * least 94 windows of 20-digit times. */
+/* Whole entries of a page of gpu_capture.windows fit in one metadata value
+ * (TPROF_MAX_INLINE): at least 94 windows of 20-digit times a page. A window that does not
+ * fit goes to the next page (gpu_capture.windows.2, .3, ...), up to KW_PAGES pages: at least
+ * 6,016 windows, six million steps of the default plan (a window every 1,000 steps). Only
+ * the page being filled is written again as capture changes, so a window costs the file one
+ * page's value (4 kB at most) however many came before it, and a reader keeps the last value
+ * of each page alone. */
 #define KW_LIST_BYTES 3968
+#define KW_PAGES 64
 _Static_assert(KW_LIST_BYTES < TPROF_MAX_INLINE, "the list is never cut by the writer");
 
 static _Atomic int g_state;      /* KW_*: read without the lock (capture_now, CUPTI's start) */
@@ -105,9 +112,11 @@ static uint64_t g_ihi;           /* the last step of the open one (apart from th
 static uint64_t g_now;           /* when the step being begun began: every switch of it */
 static char g_dem_list[512];     /* gpu_capture.requests: "id:first-last,..." as taken */
 static size_t g_dem_len;
-static char g_list[KW_LIST_BYTES]; /* the closed windows, "on-off,..." */
+static char g_list[KW_LIST_BYTES]; /* the page's closed windows, "on-off,..." */
 static size_t g_list_len;
-static int g_list_full;          /* a window did not fit: later ones are only counted */
+static unsigned g_page = 1;      /* the page g_list is (1: gpu_capture.windows) */
+static int g_list_full;          /* a window did not fit in the last page: later ones are
+                                  * only counted */
 static uint64_t g_left_out;
 
 static const char *const k_defaults[] = {TPROF_DEFAULT_STEP_NAMES};
@@ -138,24 +147,41 @@ static int seek_window(uint64_t k) {
     }
 }
 
-/* Under g_lock: gpu_capture.windows, the closed windows and the open one ("on_ns-"). */
+/* Under g_lock: the page being filled, its closed windows and the open one ("on_ns-"). */
 static void write_list(void) {
-    char v[KW_LIST_BYTES + 32];
+    char v[KW_LIST_BYTES + 32], key[40];
     memcpy(v, g_list, g_list_len + 1);
     if (g_on_since)
         snprintf(v + g_list_len, sizeof v - g_list_len, "%s%llu-", g_list_len ? "," : "",
                  (unsigned long long)g_on_since);
-    tprof__set_meta("gpu_capture.windows", v);
+    if (g_page == 1) snprintf(key, sizeof key, "gpu_capture.windows");
+    else snprintf(key, sizeof key, "gpu_capture.windows.%u", g_page);
+    tprof__set_meta(key, v);
+}
+
+/* Under g_lock: the next page, empty (its value is written with its first window); or, past
+ * the last, the list full. */
+static void next_page(void) {
+    if (g_page >= KW_PAGES) {
+        g_list_full = 1;
+        return;
+    }
+    g_page++;
+    g_list_len = 0;
+    g_list[0] = 0;
 }
 
 /* Capture went on (1) or off (0) at `now` (under g_lock): the list of windows follows. Once a
- * window did not fit, later ones are only counted (the list holds the first ones). */
+ * window did not fit in the last page, later ones are only counted (the pages hold the first
+ * ones). */
 static void note_capture(int on, uint64_t now) {
     if (on == (g_on_since != 0)) return;
     if (on) {
         g_on_since = now ? now : 1;
-        /* the closed form is longer than the open one: only a window that will fit shows */
-        if (!g_list_full && g_list_len + 43 < KW_LIST_BYTES) write_list();
+        /* the closed form (43 bytes at most) is longer than the open one: a window opens on
+         * the page that will hold it closed */
+        if (!g_list_full && g_list_len + 43 >= KW_LIST_BYTES) next_page();
+        if (!g_list_full) write_list();
         return;
     }
     char e[48];
@@ -247,6 +273,7 @@ void tprof__kwin_init(void) {
     g_settle = g_first_on = g_first_off = g_list_full = 0;
     g_list_len = 0;
     g_list[0] = 0;
+    g_page = 1;
     g_left_out = 0;
     g_widx = 0;
     read_plan();
