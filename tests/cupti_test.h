@@ -29,6 +29,7 @@
 
 #include <cupti.h>
 
+#include "analysis/capture.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "capture/comm_ext.h"

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/capture.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "export/html.h"
@@ -571,6 +572,64 @@ static void test_paused_steps_not_idle(void **state) {
     synth_rmtree(dir);
 }
 
+/* 30 pauses in two pages (gpu_capture.pauses: steps 1-20, gpu_capture.pauses.2: steps 21-30,
+ * their reasons "r<step>" in gpu_capture.pause_reasons and .2 beside them), each 5 ms of a
+ * 20 ms step, over API steps 0-40: every pause counts against the capture (steps 1-30
+ * limited, 31-40 captured whole), the report lists the first 24 with their own reasons and
+ * counts the other 6 with their time (30 ms). */
+static void test_paused_pages(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "kpages"), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    char pz[2][2048] = {"", ""}, rs[2][512] = {"", ""};
+    for (int k = 1; k <= 30; k++) {
+        int pg = k > 20;
+        uint64_t from = T0 + (uint64_t)k * 20 * MS + 10 * MS;
+        size_t l = strlen(pz[pg]), m = strlen(rs[pg]);
+        snprintf(pz[pg] + l, sizeof pz[pg] - l, "%s%llu-%llu", l ? "," : "",
+                 (unsigned long long)from, (unsigned long long)(from + 5 * MS));
+        snprintf(rs[pg] + m, sizeof rs[pg] - m, "%sr%d", m ? "," : "", k);
+    }
+    synth_meta(f, "gpu_capture.pauses", pz[0]);
+    synth_meta(f, "gpu_capture.pause_reasons", rs[0]);
+    synth_meta(f, "gpu_capture.pauses.2", pz[1]);
+    synth_meta(f, "gpu_capture.pause_reasons.2", rs[1]);
+    uint64_t t = T0;
+    for (uint32_t k = 0; k <= 40; k++) {
+        synth_step_begin(f, 1, t, k);
+        launch(f, t + 100 * US, 5 * MS, 100 + k);
+        synth_step_end(f, 1, t + 20 * MS, k);
+        t += 20 * MS;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    load_run(dir, &run);
+    assert_int_equal(tp_capture_npauses(&run.procs[0]), 30);
+    cJSON *rep = default_report(&run);
+    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 10, "captured: 31-40");
+    assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.gpu.capture_paused")), 24);
+    assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.19.reason"), "r20");
+    assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.20.reason"), "r21");
+    assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.23.reason"), "r24");
+    jnear(jnum(rep, "ranks.0.gpu.capture_paused.23.from_s"), (double)(24 * 20 + 10) / 1e3,
+          "pause 24 from");
+    jnear(jnum(rep, "ranks.0.gpu.capture_paused_more.pauses"), 6, "pauses counted");
+    jnear(jnum(rep, "ranks.0.gpu.capture_paused_more.seconds"), 0.030, "their time");
+    cJSON_Delete(rep);
+    char *text = report_text(&run, NULL);
+    report_has(text, "GPU activity paused for r24 from");
+    report_has(text, "GPU activity paused 6 more times, 0.030 s in all: no GPU records then");
+    free(text);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 /* pause_run's program without steps (a plain `trainprof run` of a program whose steps it cannot
  * see): the breakdown's one window is the run less the 60 ms paused, not idle in it */
 static void test_paused_without_steps(void **state) {
@@ -808,6 +867,7 @@ int main(void) {
         cmocka_unit_test(test_damaged_windows),
         cmocka_unit_test(test_detail_off),
         cmocka_unit_test(test_detail_switches),
+        cmocka_unit_test(test_paused_pages),
         cmocka_unit_test(test_paused_steps_not_idle),
         cmocka_unit_test(test_paused_throughout),
         cmocka_unit_test(test_paused_without_steps),

@@ -18,8 +18,9 @@
  *              after the window
  *   reasons    a pause named "torch.profiler" (trainprof.torch's), then one for another CUPTI
  *              client: each pause keeps its reason (gpu_capture.pause_reasons)
- *   many pauses  80 pauses, more than gpu_capture.pauses has room for: the last listed one
- *              reaches the end of the last pause, and the rest are counted as merged
+ *   many pauses  3,000 pauses, more than gpu_capture.pauses' 64 pages have room for: each
+ *              listed one keeps its reason; the last listed one reaches the end of the last
+ *              pause, and the rest are counted as merged
  *   no steps   a program whose steps trainprof does not see: capture comes back once the
  *              client has made no CUPTI call for 1 s (a later call of the client's, a flush,
  *              puts it off), never sooner (waited for up to 30 s: a loaded sanitizer run's
@@ -360,10 +361,14 @@ static void test_busy_client(void **state) {
 
 /* ---------------------------------------------------------------- many pauses */
 
+#define MANY_PAUSES 3000 /* past 64 pages of 23 (20-digit times) to 44 (10-digit ones) */
 static uint64_t g_last_pause_ns;
 static void many_pauses_body(void) {
     share_start("all");
-    for (int i = 0; i < 80; i++) {
+    for (int i = 0; i < MANY_PAUSES; i++) {
+        char why[16];
+        snprintf(why, sizeof why, "p%d", i); /* each pause named, as trainprof.torch names its */
+        CHECK(tprof_set_metadata("gpu_capture.pause_reason", why) == TPROF_OK, 153);
         tprof_step_begin((uint64_t)i);
         CHECK(tprof_gpu_capture_pause() == TPROF_OK, 150);
         g_last_pause_ns = mono_ns();
@@ -375,6 +380,10 @@ static void many_pauses_body(void) {
     CHECK(tprof_set_metadata("test.last_pause_ns", v) == TPROF_OK, 152);
 }
 
+/* The pauses go on in pages (gpu_capture.pauses.2, ...; their reasons in
+ * gpu_capture.pause_reasons.2, ... beside them), up to 64: each listed pause keeps its own
+ * reason; past the last page the last listed pause reaches the end of the last pause, and the
+ * rest are counted as merged. */
 static void test_many_pauses(void **state) {
     (void)state;
     fresh_dir("many-pauses");
@@ -382,19 +391,33 @@ static void test_many_pauses(void **state) {
     tp_run run;
     load(&run);
     const tp_process *p = &run.procs[0];
-    const char *pauses = tp_meta(p, "gpu_capture.pauses"),
-               *merged = tp_meta(p, "gpu_capture.pauses_merged"),
+    const char *merged = tp_meta(p, "gpu_capture.pauses_merged"),
                *last = tp_meta(p, "test.last_pause_ns");
-    assert_non_null(pauses);
     assert_non_null(merged);
     assert_non_null(last);
-    size_t listed = 1;
-    for (const char *q = pauses; *q; q++) listed += *q == ',';
-    assert_int_equal(listed + strtoull(merged, NULL, 10), 80);
-    const char *end = strrchr(pauses, '-');
-    assert_non_null(end);
+    unsigned pages = 0;
+    while (tp_meta_page(p, "gpu_capture.pauses", pages + 1)) pages++;
+    assert_int_equal(pages, 64);
+    size_t listed = tp_capture_npauses(p);
+    assert_true(listed > 64 * 20);
+    assert_int_equal(listed + strtoull(merged, NULL, 10), MANY_PAUSES);
+    tp_capture_pause *v = NULL;
+    size_t n = 0;
+    assert_int_equal(tp_capture_pause_list(p, &v, &n), TPROF_OK);
+    assert_int_equal(n, listed);
+    for (size_t i = 0; i < n; i++) {
+        char want[32];
+        size_t len = 0;
+        snprintf(want, sizeof want, "p%zu", i);
+        const char *r = tp_capture_pause_reason(p, v[i].at, &len);
+        assert_non_null(r);
+        if (len != strlen(want) || memcmp(r, want, len))
+            fail_msg("pause %zu: reason %.*s, not %s", i, (int)len, r, want);
+        if (i) assert_true(v[i].from_ns >= v[i - 1].to_ns);
+    }
     /* the last listed pause ends after the last pause began */
-    assert_true(strtoull(end + 1, NULL, 10) >= strtoull(last, NULL, 10));
+    assert_true(v[n - 1].to_ns >= strtoull(last, NULL, 10));
+    free(v);
     tp_run_free(&run);
 }
 

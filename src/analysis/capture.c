@@ -105,55 +105,30 @@ static size_t window_events(const char *wl, cap_event *v, size_t cap, size_t *ig
 /* The switches of capture in p's metadata, in time order; *n of them (NULL when none or out
  * of memory: *oom then set). *ignored (may be NULL): entries of gpu_capture.windows left out
  * as malformed. */
-typedef struct wpage { uint64_t k; const char *v; } wpage;
-
-static int by_page(const void *a, const void *b) {
-    const wpage *x = a, *y = b;
-    return x->k < y->k ? -1 : x->k > y->k;
-}
-
-/* The window list: gpu_capture.windows, then its pages gpu_capture.windows.2, .3, ... as long
- * as they follow one another (the runtime writes the next page once one is full), joined by
- * commas; owned by the caller. NULL when there is no list, or an empty one (none opened),
- * and out of memory (*oom set). One pass over the metadata, whatever keys a file holds. */
+/* The window list: gpu_capture.windows, then its pages gpu_capture.windows.2, .3, ...
+ * (tp_meta_page), joined by commas; owned by the caller. NULL when there is no list, or an
+ * empty one (none opened), and out of memory (*oom set). */
 static char *window_list(const tp_process *p, int *oom) {
-    const char *first = tp_meta(p, "gpu_capture.windows");
+    static const char key[] = "gpu_capture.windows";
+    const char *first = tp_meta_page(p, key, 1), *pg;
     if (!first || !*first) return NULL;
-    static const char pfx[] = "gpu_capture.windows.";
-    size_t np = 0, len = strlen(first);
-    for (size_t i = 0; i < p->nmeta; i++) np += !strncmp(p->meta[i].key, pfx, sizeof pfx - 1);
-    wpage *pg = np ? malloc(np * sizeof *pg) : NULL;
-    if (np && !pg) {
-        *oom = 1;
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < p->nmeta; i++) {
-        const char *e, *d = p->meta[i].key + sizeof pfx - 1;
-        uint64_t no;
-        if (strncmp(p->meta[i].key, pfx, sizeof pfx - 1) || digits(d, &no, &e) || *e) continue;
-        pg[k++] = (wpage){no, p->meta[i].value}; /* one entry a key: its last value */
-    }
-    if (k > 1) qsort(pg, k, sizeof *pg, by_page);
-    size_t used = 0; /* pages 2, 3, ... in a row */
-    while (used < k && pg[used].k == used + 2) len += 1 + strlen(pg[used++].v);
+    size_t len = strlen(first);
+    for (unsigned k = 2; (pg = tp_meta_page(p, key, k)); k++) len += 1 + strlen(pg);
     char *wl = malloc(len + 1);
     if (!wl) {
-        free(pg);
         *oom = 1;
         return NULL;
     }
     size_t at = strlen(first);
     memcpy(wl, first, at);
-    for (size_t j = 0; j < used; j++) {
-        size_t l = strlen(pg[j].v);
-        if (!l) continue; /* a page not yet given a window */
+    for (unsigned k = 2; (pg = tp_meta_page(p, key, k)); k++) {
+        size_t l = strlen(pg);
+        if (!l) continue; /* (the runtime writes a page with its first window) */
         wl[at++] = ',';
-        memcpy(wl + at, pg[j].v, l);
+        memcpy(wl + at, pg, l);
         at += l;
     }
     wl[at] = 0;
-    free(pg);
     return wl;
 }
 
@@ -211,11 +186,11 @@ static cap_event *events(const tp_process *p, size_t *n, int *oom, size_t *ignor
     return v;
 }
 
-/* Calls f(ctx, x, y, at, ok) for each entry of gpu_capture.pauses, in order: ok when it
- * reads as "start-end" and nothing else; returns the entries' count. */
-static size_t each_pause(const char *l, void (*f)(void *, uint64_t, uint64_t, size_t, int),
-                         void *ctx) {
-    size_t at = 0;
+/* Calls f(ctx, x, y, at, ok) for each entry of list l, numbered from *at on, in order: ok
+ * when it reads as "start-end" and nothing else; *at past them. */
+static void each_pause_of(const char *l, void (*f)(void *, uint64_t, uint64_t, size_t, int),
+                          void *ctx, size_t *at_io) {
+    size_t at = *at_io;
     for (const char *q = l ? l : ""; *q; at++) {
         uint64_t x = 0, y = 0;
         const char *r;
@@ -228,6 +203,17 @@ static size_t each_pause(const char *l, void (*f)(void *, uint64_t, uint64_t, si
         }
         q = c + 1;
     }
+    *at_io = at;
+}
+
+/* each_pause_of over p's pauses: gpu_capture.pauses, then its pages gpu_capture.pauses.2,
+ * .3, ... (tp_meta_page), numbered across them; returns the entries' count. */
+static size_t each_pause(const tp_process *p,
+                         void (*f)(void *, uint64_t, uint64_t, size_t, int), void *ctx) {
+    size_t at = 0;
+    const char *l;
+    for (unsigned k = 1; (l = tp_meta_page(p, "gpu_capture.pauses", k)); k++)
+        each_pause_of(l, f, ctx, &at);
     return at;
 }
 
@@ -242,7 +228,6 @@ static void fill_pause(void *ctx, uint64_t x, uint64_t y, size_t at, int ok) {
 }
 
 int tp_capture_pause_list(const tp_process *p, tp_capture_pause **v, size_t *n) {
-    const char *l = tp_meta(p, "gpu_capture.pauses");
     const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
     *v = NULL;
     *n = 0;
@@ -250,11 +235,11 @@ int tp_capture_pause_list(const tp_process *p, tp_capture_pause **v, size_t *n) 
     uint64_t since = 0;
     const char *r;
     if (open && (digits(open, &since, &r) || *r)) open = NULL;
-    size_t entries = each_pause(l, NULL, NULL), cap = entries + (open && *open);
+    size_t entries = each_pause(p, NULL, NULL), cap = entries + (open && *open);
     if (!cap) return TPROF_OK;
     pause_fill pf = {malloc(cap * sizeof *pf.v), 0, cap};
     if (!pf.v) return TPROF_ERR_NO_MEMORY;
-    each_pause(l, fill_pause, &pf);
+    each_pause(p, fill_pause, &pf);
     if (open && *open)
         pf.v[pf.n++] = (tp_capture_pause){since, UINT64_MAX, entries, 1};
     if (!pf.n) {
@@ -285,20 +270,23 @@ static int pauses(const tp_process *p, tp_span **v, size_t *n) {
 
 size_t tp_capture_npauses(const tp_process *p) {
     const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
-    return each_pause(tp_meta(p, "gpu_capture.pauses"), NULL, NULL) + (open && *open);
+    return each_pause(p, NULL, NULL) + (open && *open);
 }
 
 const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len) {
-    const char *l = tp_meta(p, "gpu_capture.pause_reasons");
+    static const char key[] = "gpu_capture.pause_reasons";
+    const char *l = tp_meta_page(p, key, 1);
     *len = 0;
     if (!l) { /* an older file: one reason for all */
         l = tp_meta(p, "gpu_capture.pause_reason");
         *len = l ? strlen(l) : 0;
         return *len ? l : NULL;
     }
-    for (; i && l; i--) {
-        l = strchr(l, ',');
-        if (l) l++;
+    /* item i of the pages joined: each page holds the reasons of its page of pauses */
+    for (unsigned k = 1; i && l; i--) {
+        const char *c = strchr(l, ',');
+        if (c) l = c + 1;
+        else l = tp_meta_page(p, key, ++k);
     }
     if (!l) return NULL;
     const char *e = strchr(l, ',');

@@ -495,6 +495,15 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     tp_capture_pause *v;
     size_t n;
     if (tp_capture_pause_list(p, &v, &n) != TPROF_OK || !n) return;
+    /* the first ones listed, the rest counted with their time (one never resumed: until the
+     * file's end) */
+    for (size_t i = TP_GPU_PAUSES_LISTED; i < n; i++) {
+        uint64_t to = v[i].open ? (p->end_mono > v[i].from_ns ? p->end_mono : v[i].from_ns)
+                                : v[i].to_ns;
+        out->pauses_more++;
+        out->pauses_more_s += (double)(to - v[i].from_ns) / 1e9;
+    }
+    if (n > TP_GPU_PAUSES_LISTED) n = TP_GPU_PAUSES_LISTED;
     /* each kept pause's place in the metadata's list, which numbers the reasons */
     size_t *at = malloc(n * sizeof *at);
     if (!at || !(out->pauses = calloc(n, sizeof *out->pauses))) {
@@ -928,6 +937,11 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
             if (x->never_resumed) cJSON_AddBoolToObject(e, "never_resumed", 1);
             if (x->reason) cJSON_AddStringToObject(e, "reason", x->reason);
             cJSON_AddItemToArray(a, e);
+        }
+        if (r->pauses_more) {
+            cJSON *m = cJSON_AddObjectToObject(g, "capture_paused_more");
+            cJSON_AddNumberToObject(m, "pauses", (double)r->pauses_more);
+            cJSON_AddNumberToObject(m, "seconds", r->pauses_more_s);
         }
     }
     if (r->not_captured) { /* measured steps, none captured: no figure is known */

@@ -467,6 +467,10 @@ int tp_driver_call(const char *n);
 const char *tp_intern(tp_run *run, const char *s);
 
 const char *tp_meta(const tp_process *p, const char *key); /* last value, or NULL */
+/* Page k of the paged metadata list `key` (TPROF_META_PAGES: 1 is key itself, k >= 2 is
+ * "key.k"): its last value, or NULL when p has none or k is past TPROF_META_PAGES. A list
+ * ends at its first missing page. */
+const char *tp_meta_page(const tp_process *p, const char *key, unsigned k);
 /* The last value of key read as atoi reads it (leading space and sign, digits, the rest
  * left; no digit: 0), or -1 when p has none or it is out of int's range: the rank, world
  * size and local rank the load sets, and the world size the comm bound follows. */

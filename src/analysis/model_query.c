@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "format/format.h"
 #include "format/reader.h"
 #include "trainprof.h"
 
@@ -27,6 +28,14 @@ const char *tp_meta(const tp_process *p, const char *key) {
     for (size_t i = 0; i < p->nmeta; i++)
         if (!strcmp(p->meta[i].key, key)) v = p->meta[i].value;
     return v;
+}
+
+const char *tp_meta_page(const tp_process *p, const char *key, unsigned k) {
+    if (k == 1) return tp_meta(p, key);
+    if (!k || k > TPROF_META_PAGES) return NULL;
+    char pk[256];
+    int w = snprintf(pk, sizeof pk, "%s.%u", key, k);
+    return w > 0 && (size_t)w < sizeof pk ? tp_meta(p, pk) : NULL;
 }
 
 int tp_meta_int(const tp_process *p, const char *key) {

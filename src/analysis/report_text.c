@@ -71,6 +71,9 @@ static void gpu_capture_text(FILE *f, const tp_gpu_result *g, const tp_capture_r
                 d->reason ? " for " : "", d->reason ? printable(d->reason) : "", "", d->from_s,
                 d->to_s, d->never_resumed ? " (never resumed)" : "");
     }
+    if (g->pauses_more)
+        fprintf(f, "  GPU activity paused %zu more time%s, %.3f s in all: no GPU records then\n",
+                g->pauses_more, g->pauses_more == 1 ? "" : "s", g->pauses_more_s);
 }
 
 /* A CUDA device of the rank: busy time, kernels by class, copies, memory. A kind CUPTI did

@@ -45,6 +45,9 @@ typedef enum tp_bd_part {
 #define TP_CAP_KERNEL_STEPS 1u   /* the kernel-capture window (--kernel-steps) */
 #define TP_CAP_DETAIL 2u         /* the metrics endpoint's detail on/off */
 #define TP_CAP_PAUSED 4u         /* paused for another CUPTI client (gpu_capture.pauses) */
+/* The capture pauses a rank's GPU result lists one by one (tp_gpu_result.pauses); later ones
+ * are counted with their time (pauses_more, pauses_more_s). */
+#define TP_GPU_PAUSES_LISTED 24u
 #define TP_CAP_STOPPED 8u        /* GPU records stopped while the steps went on */
 #define TP_CAP_BOUND 16u         /* the report held the GPU records of a span of the run only:
                                   * the rank's were more than its bound (model.h,
@@ -230,8 +233,11 @@ typedef struct tp_gpu_result {
     size_t kernel_steps_in_window, kernel_steps_measured;
     int kernel_steps_opened;
     int has_pauses;        /* the capture was paused (the list may still be empty) */
-    size_t npauses;
+    size_t npauses;        /* the first TP_GPU_PAUSES_LISTED of them at most */
     struct tp_gpu_pause *pauses;   /* owned */
+    size_t pauses_more;    /* the pauses past those, counted (a job that pauses for
+                            * torch.profiler every few hundred steps pauses thousands of times) */
+    double pauses_more_s;  /* their time, s */
     char *pause_reasons;           /* owned: the text pauses[].reason point into (or NULL) */
     uint64_t cupti_records_dropped;
     double cupti_records_untimed;  /* 0: none */

@@ -28,13 +28,13 @@
 /* Each struct below is coded field by field. A field added to one of them must be added to
  * its codec here (and TP_SUMMARY_VERSION bumped): these sizes fail the build until it is. */
 #if UINTPTR_MAX == UINT64_MAX && INT_MAX == 2147483647
-_Static_assert(sizeof(tp_rank_result) == 5880, "tp_rank_result changed: update its codec");
+_Static_assert(sizeof(tp_rank_result) == 5896, "tp_rank_result changed: update its codec");
 _Static_assert(sizeof(tp_steps_result) == 240, "tp_steps_result changed: update its codec");
 _Static_assert(sizeof(tp_data_result) == 32, "tp_data_result changed: update its codec");
 _Static_assert(sizeof(tp_breakdown_result) == 864, "tp_breakdown_result: update its codec");
 _Static_assert(sizeof(tp_bd_range) == 64, "tp_bd_range changed: update its codec");
 _Static_assert(sizeof(tp_bd_warmup) == 256, "tp_bd_warmup changed: update its codec");
-_Static_assert(sizeof(tp_gpu_result) == 328, "tp_gpu_result changed: update its codec");
+_Static_assert(sizeof(tp_gpu_result) == 344, "tp_gpu_result changed: update its codec");
 _Static_assert(sizeof(tp_gpu_device_result) == 248, "tp_gpu_device_result: update its codec");
 _Static_assert(sizeof(tp_gpu_pause) == 32, "tp_gpu_pause changed: update its codec");
 _Static_assert(sizeof(tp_gpu_overhead) == 24, "tp_gpu_overhead changed: update its codec");
@@ -444,6 +444,7 @@ static void gpu_device(tp_sum_buf *c, int rd, tp_gpu_device_result *x) {
 /* The pauses, and their reasons in one block as gpu.c lays them out: each NUL-terminated, in
  * the pauses' order, the block allocated only when some pause has a reason. */
 static void gpu_pauses(tp_sum_buf *c, int rd, tp_gpu_result *x) {
+    Z(x->pauses_more), D(x->pauses_more_s);
     Z(x->npauses);
     if (!array(c, rd, &x->pauses, x->npauses, sizeof *x->pauses)) {
         if (rd) x->pause_reasons = NULL;

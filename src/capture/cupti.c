@@ -70,6 +70,23 @@ static char g_pauses[1024]; /* "start-end,..." ns, the metadata gpu_capture.paus
 static char g_reasons[2048];
 static size_t g_nlisted;
 static char g_pause_why[64];
+/* The page both lists are (docs/format.md, TPROF_META_PAGES: page k > 1 is KEY.k). A pause
+ * that does not fit goes to the next page with its reason, so that a job pausing for
+ * torch.profiler every few hundred steps keeps 1,472 pauses apart at least, not 24. */
+static unsigned g_pause_page = 1;
+
+/* Under g_pause_lock: list `key`'s metadata key on the current page, into k (n bytes). */
+static const char *page_key(char *k, size_t n, const char *key) {
+    snprintf(k, n, g_pause_page == 1 ? "%s" : "%s.%u", key, g_pause_page);
+    return k;
+}
+
+/* Under g_pause_lock: 1 when the current page has room for one more pause and its reason. */
+static int pause_room(void) {
+    return strlen(g_pauses) + 48 < sizeof g_pauses &&
+           strlen(g_reasons) + sizeof g_pause_why + 1 < sizeof g_reasons;
+}
+
 #define CLIENT_WHY "another CUPTI client"
 
 /* g_pause_lock's holder, so that a call of another client's made from inside a CUPTI call of
@@ -157,15 +174,17 @@ static uint64_t CUPTIAPI timestamp_ns(void) { return tprof__now(); }
 static void paused_now(const char *why) {
     g_paused = 1;
     g_pause_ns = tprof__now();
+    if (!pause_room() && g_pause_page < TPROF_META_PAGES) /* the next page takes it */
+        g_pause_page++, g_pauses[0] = g_reasons[0] = 0, g_nlisted = 0;
     size_t i = 0;
     for (; why && why[i] && i + 1 < sizeof g_pause_why; i++)
         g_pause_why[i] = why[i] == ',' ? ';' : why[i];
     g_pause_why[i] = 0;
-    char v[32], r[sizeof g_reasons + sizeof g_pause_why + 1];
+    char v[32], r[sizeof g_reasons + sizeof g_pause_why + 1], k[48];
     snprintf(v, sizeof v, "%llu", (unsigned long long)g_pause_ns);
     snprintf(r, sizeof r, "%s%s%s", g_reasons, g_nlisted ? "," : "", g_pause_why);
     tprof__set_meta("gpu_capture.paused_since_ns", v);
-    tprof__set_meta("gpu_capture.pause_reasons", r);
+    tprof__set_meta(page_key(k, sizeof k, "gpu_capture.pause_reasons"), r);
 }
 
 /* Under g_pause_lock: paused for another client; gpu_capture.pause_reason too, which readers
@@ -175,15 +194,15 @@ static void paused_for_client(void) {
     paused_now(CLIENT_WHY);
 }
 
-/* Under g_pause_lock: the pause under way ended now; listed with its reason while both lists
- * have room. Past that, the last listed pause is stretched to end now, so that every paused
+/* Under g_pause_lock: the pause under way ended now; listed with its reason on its page.
+ * Past the last page, the last listed pause is stretched to end now, so that every paused
  * time is in the list (the time between, captured or not, reads as paused: a step in it is
  * "not captured", never idle), and gpu_capture.pauses_merged counts the pauses so joined. */
 static void resumed_now(void) {
     static unsigned long long merged;
     g_paused = 0;
     size_t len = strlen(g_pauses), rl = strlen(g_reasons);
-    if (len + 48 < sizeof g_pauses && rl + sizeof g_pause_why + 1 < sizeof g_reasons) {
+    if (pause_room()) {
         snprintf(g_pauses + len, sizeof g_pauses - len, "%s%llu-%llu", len ? "," : "",
                  (unsigned long long)g_pause_ns, (unsigned long long)tprof__now());
         snprintf(g_reasons + rl, sizeof g_reasons - rl, "%s%s", g_nlisted ? "," : "",
@@ -199,8 +218,9 @@ static void resumed_now(void) {
             tprof__set_meta("gpu_capture.pauses_merged", n);
         }
     }
-    tprof__set_meta("gpu_capture.pauses", g_pauses);
-    tprof__set_meta("gpu_capture.pause_reasons", g_reasons);
+    char k[48];
+    tprof__set_meta(page_key(k, sizeof k, "gpu_capture.pauses"), g_pauses);
+    tprof__set_meta(page_key(k, sizeof k, "gpu_capture.pause_reasons"), g_reasons);
     tprof__set_meta("gpu_capture.paused_since_ns", "");
 }
 
@@ -218,8 +238,6 @@ static void clock_handed_over(void) {
 }
 
 /* ------------------------------------------------------------------ set-up */
-
-
 
 /* Capability statuses that start with "unavailable" or "off" mean "not captured" to the
  * report (tprof__capability). */

@@ -73,7 +73,7 @@ enum { KW_ALL = 0,    /* no window: capture everything */
  * page's value (4 kB at most) however many came before it, and a reader keeps the last value
  * of each page alone. */
 #define KW_LIST_BYTES 3968
-#define KW_PAGES 64
+#define KW_PAGES TPROF_META_PAGES
 _Static_assert(KW_LIST_BYTES < TPROF_MAX_INLINE, "the list is never cut by the writer");
 
 static _Atomic int g_state;      /* KW_*: read without the lock (capture_now, CUPTI's start) */

@@ -88,6 +88,10 @@ typedef struct tprof_rec {
 #define TPROF_POP_ANY 0xFFFFFFFFu /* tprof_range_pop(): close the thread's innermost range */
 #define TPROF_MAX_RECORD 65528u  /* largest size field value (multiple of 8) */
 #define TPROF_MAX_INLINE 4000u   /* longer names are truncated */
+/* A metadata list longer than one value (the capture windows, the capture pauses) goes on
+ * in pages: KEY, then KEY.2, KEY.3, ... up to this many, each page whole entries; readers
+ * join the pages in order and read no more than this many (docs/format.md). */
+#define TPROF_META_PAGES 64u
 
 /* The registry of kinds (docs/format.md). Payload after the 16-byte header: */
 enum tprof_rec_kind {
