@@ -731,10 +731,8 @@ static void write_pg_config(FILE *out, const tp_process *rk, size_t *count, int 
     *count = 0;
     for (size_t i = 0; rk && i < rk->nmeta; i++) {
         const tp_kv *kv = &rk->meta[i];
+        /* (one entry a key, its last value: the loader keeps no other) */
         if (strncmp(kv->key, pfx, sizeof pfx - 1) || !kv->value) continue;
-        int later = 0; /* the last value of a key wins */
-        for (size_t j = i + 1; j < rk->nmeta && !later; j++) later = !strcmp(rk->meta[j].key, kv->key);
-        if (later) continue;
         char backend[64] = "", ranks[4096] = "";
         int size = -1;
         const char *v = kv->value;

@@ -25,23 +25,26 @@ scratch=$(mktemp -d "$shm/tprof-fuzz-run.XXXXXX") || exit 1
 trap 'rm -rf "$work" "$scratch"' EXIT
 name=$(basename "$bin")
 mkdir "$work/new"
-# libFuzzer's progress lines go to a log: a failure then prints what matters within the first
-# lines of the test's output (CI shows a failing test's head and the run's tail), and the
-# failing input itself, which a CI machine does not keep
+# libFuzzer's progress lines (INITED/NEW/REDUCE/pulse, the recommended dictionary) go to a log
+# alone; every other line is shown as it comes, so that a failure's report comes within the
+# first lines of the test's output (CI shows a failing test's head and the run's tail) and a
+# run ctest kills still shows what it printed. Then the failing input itself, which a CI
+# machine does not keep. -error_exitcode=1: libFuzzer's own default, 77, is ctest's "skipped"
+# here (SKIP_RETURN_CODE), which would hide a leak or an abort it found.
 log=$work/fuzz.log
-ls -d "$tmp/$name"-* > "$work/before" 2>/dev/null
-TPROF_FUZZ_TMP=$scratch "$bin" -max_total_time="${TPROF_FUZZ_SECONDS:-15}" -timeout=10 -malloc_limit_mb=128 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$tmp/$name-" "$work/new" "$corpus" > "$log" 2>&1
-rc=$?
-# INITED/NEW/REDUCE/pulse lines and the recommended dictionary: progress, not findings
-grep -Ev '^#[0-9]+[[:space:]]+(INITED|NEW|REDUCE|pulse|RELOAD)|^[[:space:]]*NEW_FUNC|^"' "$log"
+touch "$work/stamp"
+{
+    TPROF_FUZZ_TMP=$scratch "$bin" -max_total_time="${TPROF_FUZZ_SECONDS:-15}" -timeout=10 \
+        -malloc_limit_mb=128 -rss_limit_mb=2048 -error_exitcode=1 -print_final_stats=1 \
+        -artifact_prefix="$tmp/$name-" "$work/new" "$corpus" 2>&1
+    echo $? > "$work/rc"
+} | tee "$log" |
+    grep --line-buffered -Ev '^#[0-9]+[[:space:]]+(INITED|NEW|REDUCE|pulse|RELOAD)|^[[:space:]]*NEW_FUNC|^"'
+rc=$(cat "$work/rc" 2>/dev/null || echo 1)
 [ "$rc" -eq 0 ] && exit 0
-echo "$name: exit $rc; its last 40 lines:"
-tail -n 40 "$log"
-for f in "$tmp/$name"-*; do
-    [ -f "$f" ] || continue
-    # this run's (an earlier run's input was reported by it)
-    grep -qxF "$f" "$work/before" && continue
+echo "$name: exit $rc; its last progress line: $(grep -E '^#[0-9]+' "$log" | tail -n 1)"
+# this run's inputs: written (or written again, for an input that failed before) since the stamp
+find "$tmp" -maxdepth 1 -type f -name "$name-*" -newer "$work/stamp" | while read -r f; do
     echo "failing input $f ($(wc -c < "$f") bytes), base64 (decode: base64 -d > crash.bin;"
     echo "replay: build/fuzz/tests/$name crash.bin):"
     if [ "$(wc -c < "$f")" -le 65536 ]; then base64 "$f"; else echo "(over 64 KiB, not printed)"; fi
