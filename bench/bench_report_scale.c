@@ -18,7 +18,7 @@
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
  *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
  *                        [--groups N] [--collectives N] [--dir DIR] [--launches]
- *                        [--gpu-records N] [--nvml N]
+ *                        [--gpu-records N] [--nvml N] [--windows N]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
@@ -33,6 +33,8 @@
  * all-reduce N (tensor parallelism's per layer), back to back before its kernel.
  * --nvml N adds the node sampler of the ranks' host with N samples of 8 GPUs' NVML metrics
  * (write_node_sampler), which every rank's NVML section reads and the merge holds.
+ * --windows N gives each rank N capture windows, their list written as the runtime writes it
+ * (write_windows).
  * report.json and report.html are written into the run's directory.
  */
 #define _GNU_SOURCE
@@ -70,6 +72,37 @@ static const char *const base_names[] = {
  * API record a kernel, which the report reads whole beside the kernel). */
 static int launches;
 
+/* --windows N: each rank's capture plan opened N windows of one step, spread over its steps,
+ * and wrote their list as the runtime does (src/core/kwindow.c: gpu_capture.windows in pages
+ * of 3,967 bytes, gpu_capture.windows.2, ..., the page being filled written again as each
+ * window opens and closes), so that the loaders' hold of metadata written again and again is
+ * measured: the last value of each page is what a rank file's reader keeps. */
+static int nwindows;
+
+static void write_windows(synth_file *f, int steps, uint64_t t0, uint64_t step_ns) {
+    char page[3968], v[4100], key[48];
+    size_t len = 0;
+    unsigned pg = 1;
+    unsigned long long left_out = 0;
+    page[0] = 0;
+    for (int w = 0; w < nwindows; w++) {
+        uint64_t on = t0 + MS + (uint64_t)((int64_t)w * steps / nwindows) * step_ns,
+                 off = on + step_ns;
+        if (len + 43 >= sizeof page && pg < TPROF_META_PAGES) pg++, len = 0, page[0] = 0;
+        if (len + 43 >= sizeof page) {
+            snprintf(v, sizeof v, "%llu", ++left_out);
+            synth_meta(f, "gpu_capture.windows_left_out", v);
+            continue;
+        }
+        snprintf(key, sizeof key, pg == 1 ? "gpu_capture.windows" : "gpu_capture.windows.%u", pg);
+        snprintf(v, sizeof v, "%s%s%llu-", page, len ? "," : "", (unsigned long long)on);
+        synth_meta(f, key, v);
+        len += (size_t)snprintf(page + len, sizeof page - len, "%s%llu-%llu", len ? "," : "",
+                                (unsigned long long)on, (unsigned long long)off);
+        synth_meta(f, key, page);
+    }
+}
+
 /* groups: the ranks' all-reduces are on that many communicators, rank r in group r % groups
  * (--groups); 1: one over all ranks. colls: all-reduces per step (--collectives). */
 static int write_rank(const char *dir, int rank, int nranks, int steps, int kernels,
@@ -92,6 +125,7 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
     synth_string(f, 2, NNAMES + 2, "cudaLaunchKernel");
     uint32_t corr = 1;
     uint64_t step_ns = 10 * MS, jitter = (uint64_t)rank * 3000;
+    if (nwindows) write_windows(f, steps, t0, step_ns + jitter);
     double energy = 0;
     for (int s = 0; s < steps; s++) {
         uint64_t b = t0 + MS + (uint64_t)s * (step_ns + jitter);
@@ -293,6 +327,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--groups") && i + 1 < argc) groups = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--collectives") && i + 1 < argc) colls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--nvml") && i + 1 < argc) nvml = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--windows") && i + 1 < argc) nwindows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else if (!strcmp(argv[i], "--launches")) launches = 1;
@@ -301,13 +336,13 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
                             "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
-                            "[--keep] [--launches] [--gpu-records N] [--nvml N] "
+                            "[--keep] [--launches] [--gpu-records N] [--nvml N] [--windows N] "
                             "[--groups N] [--collectives N] [--dir DIR]\n", argv[0]);
             return 2;
         }
     }
     if (ranks < 1 || steps < 2 || kernels < 2 || groups < 1 || groups > ranks ||
-        colls < 1 || colls > 100000)
+        colls < 1 || colls > 100000 || nwindows < 0 || nwindows > steps)
         return 2;
     bench_banner("bench_report_scale", "full report of a synthetic run (load, build, text, HTML)");
     char *dir = given ? strdup(given) : bench_mkdtemp("report-scale");
