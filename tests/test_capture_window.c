@@ -48,6 +48,18 @@ static void meta_u64(synth_file *f, const char *key, uint64_t v) {
     synth_meta(f, key, s);
 }
 
+/* A rank file of rank 0 of 1 in a new directory (dir, n bytes) named after tag: its step
+ * thread 1 (tid 40), CUPTI's buffer thread 2 (41), CUPTI capturing. */
+static synth_file *cupti_rank(char *dir, size_t n, const char *tag) {
+    assert_int_equal(synth_tmpdir(dir, n, tag), 0);
+    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
+    synth_thread(f, 1, 40);
+    synth_thread(f, 2, 41);
+    synth_rank(f, 0, 1);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    return f;
+}
+
 /* A kernel of `len` ns at the start of a step, launched by a cudaLaunchKernel on the step
  * thread 10 us earlier (correlation id `corr`), as CUPTI records it on its buffer thread. */
 static void launch(synth_file *f, uint64_t at, uint64_t len, uint32_t corr) {
@@ -419,12 +431,7 @@ static void test_window_capture_cost(void **state) {
  * 5 ms kernel, step 11 (the flush) 40 ms, steps 12-20 20 ms: the first steps against the
  * pace with CUPTI off, +5 ms (+25 %). 1 GiB allocated in step 2. */
 static void detail_run(char *dir, size_t n) {
-    assert_int_equal(synth_tmpdir(dir, n, "kdetail"), 0);
-    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
-    synth_thread(f, 1, 40);
-    synth_thread(f, 2, 41);
-    synth_rank(f, 0, 1);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_file *f = cupti_rank(dir, n, "kdetail");
     uint64_t t = T0;
     for (uint32_t k = 0; k <= 20; k++) {
         uint64_t len = k <= 10 ? 25 * MS : k == 11 ? 40 * MS : 20 * MS;
@@ -463,6 +470,13 @@ static void test_detail_off(void **state) {
     synth_rmtree(dir);
 }
 
+/* f ended at `end` and closed, then its run (in dir) loaded into run. */
+static void close_and_load(synth_file *f, uint64_t end, const char *dir, tp_run *run) {
+    synth_end_of_file(f, end, 0);
+    assert_int_equal(synth_close(f), 0);
+    load_run(dir, run);
+}
+
 /* The metrics endpoint's switches are one record each (capture.detail_off_ns written twice,
  * capture.detail_on_ns once), where every other key's last value wins: API steps 0-14 of
  * 20 ms, capture on from the start, detail off as steps 5 and 11 begin and on as step 8
@@ -471,12 +485,7 @@ static void test_detail_off(void **state) {
 static void test_detail_switches(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "kswitch"), 0);
-    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
-    synth_thread(f, 1, 40);
-    synth_thread(f, 2, 41);
-    synth_rank(f, 0, 1);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_file *f = cupti_rank(dir, sizeof dir, "kswitch");
     synth_meta(f, "step_name", "first");
     synth_meta(f, "step_name", "second"); /* a key written again: its last value */
     uint64_t t = T0;
@@ -488,10 +497,8 @@ static void test_detail_switches(void **state) {
         synth_step_end(f, 1, t + 20 * MS, k);
         t += 20 * MS;
     }
-    synth_end_of_file(f, t + MS, 0);
-    assert_int_equal(synth_close(f), 0);
     tp_run run;
-    load_run(dir, &run);
+    close_and_load(f, t + MS, dir, &run);
     size_t offs = 0, names = 0;
     for (size_t i = 0; i < run.procs[0].nmeta; i++) {
         offs += !strcmp(run.procs[0].meta[i].key, "capture.detail_off_ns");
@@ -515,12 +522,7 @@ static void test_detail_switches(void **state) {
  * and 2 GiB in step 10, after the pause (the allocations made during it are unknown, so the
  * running sum is not read past the pause: the peak is 1 GiB up to the pause). */
 static void pause_run(char *dir, size_t n, int never_resumed, int steps) {
-    assert_int_equal(synth_tmpdir(dir, n, "kpause"), 0);
-    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
-    synth_thread(f, 1, 40);
-    synth_thread(f, 2, 41);
-    synth_rank(f, 0, 1);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_file *f = cupti_rank(dir, n, "kpause");
     uint64_t t = T0, from = T0 + 5 * 20 * MS, to = T0 + 8 * 20 * MS; /* steps 5 to 7 */
     if (never_resumed) from = T0 + 20 * MS; /* from step 1: every measured step */
     char v[64];
@@ -580,12 +582,7 @@ static void test_paused_steps_not_idle(void **state) {
 static void test_paused_pages(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "kpages"), 0);
-    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
-    synth_thread(f, 1, 40);
-    synth_thread(f, 2, 41);
-    synth_rank(f, 0, 1);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_file *f = cupti_rank(dir, sizeof dir, "kpages");
     char pz[2][2048] = {"", ""}, rs[2][512] = {"", ""};
     for (int k = 1; k <= 30; k++) {
         int pg = k > 20;
@@ -606,10 +603,8 @@ static void test_paused_pages(void **state) {
         synth_step_end(f, 1, t + 20 * MS, k);
         t += 20 * MS;
     }
-    synth_end_of_file(f, t + MS, 0);
-    assert_int_equal(synth_close(f), 0);
     tp_run run;
-    load_run(dir, &run);
+    close_and_load(f, t + MS, dir, &run);
     assert_int_equal(tp_capture_npauses(&run.procs[0]), 30);
     cJSON *rep = default_report(&run);
     jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 10, "captured: 31-40");
@@ -674,12 +669,7 @@ static void test_paused_without_steps(void **state) {
 static void test_paused_before_records_without_steps(void **state) {
     (void)state;
     char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "kpause0"), 0);
-    synth_file *f = synth_open(dir, "h", 40, RT0, T0);
-    synth_thread(f, 1, 40);
-    synth_thread(f, 2, 41);
-    synth_rank(f, 0, 1);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_file *f = cupti_rank(dir, sizeof dir, "kpause0");
     meta_u64(f, "gpu_capture.paused_since_ns", T0 - MS);
     launch(f, T0 + 100 * US, 10 * MS, 100);
     synth_end_of_file(f, T0 + 20 * MS, 0);
