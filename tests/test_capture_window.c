@@ -69,6 +69,20 @@ static void launch(synth_file *f, uint64_t at, uint64_t len, uint32_t corr) {
     synth_kernel(f, 2, at, at + len, 0, 7, corr, "ampere_sgemm_128x64_nn");
 }
 
+/* API steps 0 to n-1 of 20 ms from T0, each running a 5 ms kernel (correlation ids from
+ * corr0), then the file's end 1 ms after the last, and f closed. */
+static void steps_to_end(synth_file *f, uint32_t n, uint32_t corr0) {
+    uint64_t t = T0;
+    for (uint32_t k = 0; k < n; k++) {
+        synth_step_begin(f, 1, t, k);
+        launch(f, t + 100 * US, 5 * MS, corr0 + k);
+        synth_step_end(f, 1, t + 20 * MS, k);
+        t += 20 * MS;
+    }
+    synth_end_of_file(f, t + MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
 /* A device-memory allocation (op 1) of `bytes` at `ts`. */
 static void alloc(synth_file *f, uint64_t ts, uint64_t address, uint64_t bytes) {
     tprof_pl_gpu_mem m = {address, bytes, 0, 1, 3, 7};
@@ -186,15 +200,7 @@ static void alloc_run(char *dir, size_t n, uint64_t capacity) {
     meta_u64(f, "cuda.0.memory_total_bytes", capacity);
     alloc(f, T0 - 2 * MS, 0x1000000, 768ull << 20);
     alloc(f, T0 - MS, 0x40000000, 768ull << 20);
-    uint64_t t = T0;
-    for (uint32_t k = 0; k < 5; k++) {
-        synth_step_begin(f, 1, t, k);
-        launch(f, t + 100 * US, 5 * MS, 200 + k);
-        synth_step_end(f, 1, t + 20 * MS, k);
-        t += 20 * MS;
-    }
-    synth_end_of_file(f, t + MS, 0);
-    assert_int_equal(synth_close(f), 0);
+    steps_to_end(f, 5, 200);
 }
 
 static void test_memory_peak_past_capacity(void **state) {
@@ -576,13 +582,12 @@ static void test_paused_steps_not_idle(void **state) {
 
 /* 30 pauses in two pages (gpu_capture.pauses: steps 1-20, gpu_capture.pauses.2: steps 21-30,
  * their reasons "r<step>" in gpu_capture.pause_reasons and .2 beside them), each 5 ms of a
- * 20 ms step, over API steps 0-40: every pause counts against the capture (steps 1-30
- * limited, 31-40 captured whole), the report lists the first 24 with their own reasons and
- * counts the other 6 with their time (30 ms). */
-static void test_paused_pages(void **state) {
-    (void)state;
-    char dir[512];
-    synth_file *f = cupti_rank(dir, sizeof dir, "kpages");
+ * 20 ms step, over API steps 0-40, written into a new directory (dir, n bytes). damaged:
+ * page 1 names the reasons of its first 15 pauses alone, the runtime joined 500 pauses it
+ * could not list (gpu_capture.pauses_merged), and a pause named "open" began in step 35 and
+ * never resumed (its reason after page 2's). */
+static void paged_pauses_run(char *dir, size_t n, int damaged) {
+    synth_file *f = cupti_rank(dir, n, "kpages");
     char pz[2][2048] = {"", ""}, rs[2][512] = {"", ""};
     for (int k = 1; k <= 30; k++) {
         int pg = k > 20;
@@ -590,39 +595,67 @@ static void test_paused_pages(void **state) {
         size_t l = strlen(pz[pg]), m = strlen(rs[pg]);
         snprintf(pz[pg] + l, sizeof pz[pg] - l, "%s%llu-%llu", l ? "," : "",
                  (unsigned long long)from, (unsigned long long)(from + 5 * MS));
-        snprintf(rs[pg] + m, sizeof rs[pg] - m, "%sr%d", m ? "," : "", k);
+        if (!damaged || k > 15)
+            snprintf(rs[pg] + m, sizeof rs[pg] - m, "%sr%d", m ? "," : "", k);
+    }
+    if (damaged) {
+        strcat(rs[1], ",open");
+        meta_u64(f, "gpu_capture.paused_since_ns", T0 + 35 * 20 * MS + 10 * MS);
+        synth_meta(f, "gpu_capture.pauses_merged", "500");
     }
     synth_meta(f, "gpu_capture.pauses", pz[0]);
-    synth_meta(f, "gpu_capture.pause_reasons", rs[0]);
+    synth_meta(f, "gpu_capture.pause_reasons", damaged ? "r1,r2,r3,r4,r5,r6,r7,r8,r9,r10,r11,"
+                                                         "r12,r13,r14,r15" : rs[0]);
     synth_meta(f, "gpu_capture.pauses.2", pz[1]);
     synth_meta(f, "gpu_capture.pause_reasons.2", rs[1]);
-    uint64_t t = T0;
-    for (uint32_t k = 0; k <= 40; k++) {
-        synth_step_begin(f, 1, t, k);
-        launch(f, t + 100 * US, 5 * MS, 100 + k);
-        synth_step_end(f, 1, t + 20 * MS, k);
-        t += 20 * MS;
+    steps_to_end(f, 41, 100);
+}
+
+/* paged_pauses_run as written: every pause counts against the capture (steps 1-30 limited,
+ * 31-40 captured whole); the report lists the first 24 with their own reasons and counts the
+ * other 6 with their time (30 ms). Damaged: page 1's missing reasons move none of page 2's;
+ * the pause never resumed is listed (the 24th), with its reason; the runtime's merged pauses
+ * are counted; captured: steps 31-34 alone. */
+static void test_paused_pages(void **state) {
+    (void)state;
+    for (int damaged = 0; damaged < 2; damaged++) {
+        char dir[512];
+        paged_pauses_run(dir, sizeof dir, damaged);
+        tp_run run;
+        load_run(dir, &run);
+        assert_int_equal(tp_capture_npauses(&run.procs[0]), damaged ? 31 : 30);
+        cJSON *rep = default_report(&run);
+        jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), damaged ? 4 : 10, "captured");
+        assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.gpu.capture_paused")), 24);
+        assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.20.reason"), "r21");
+        jnear(jnum(rep, "ranks.0.gpu.capture_paused_more.pauses"), damaged ? 7 + 500 : 6,
+              "pauses counted (24-30, and those merged)");
+        jnear(jnum(rep, "ranks.0.gpu.capture_paused_more.seconds"), damaged ? 0.035 : 0.030,
+              "their time");
+        char *text = report_text(&run, NULL);
+        if (!damaged) {
+            assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.19.reason"), "r20");
+            assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.23.reason"), "r24");
+            jnear(jnum(rep, "ranks.0.gpu.capture_paused.23.from_s"),
+                  (double)(24 * 20 + 10) / 1e3, "pause 24 from");
+            report_has(text, "GPU activity paused for r24 from");
+            report_has(text, "GPU activity paused 6 more times, 0.030 s in all: no GPU records "
+                             "then");
+        } else {
+            assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.14.reason"), "r15");
+            assert_null(jget(rep, "ranks.0.gpu.capture_paused.15.reason"));
+            assert_null(jget(rep, "ranks.0.gpu.capture_paused.19.reason"));
+            assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.22.reason"), "r23");
+            assert_true(cJSON_IsTrue(jget(rep, "ranks.0.gpu.capture_paused.23.never_resumed")));
+            assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.23.reason"), "open");
+            report_has(text, "(never resumed)");
+            report_has(text, "GPU activity paused 507 more times, 0.035 s in all");
+        }
+        free(text);
+        cJSON_Delete(rep);
+        tp_run_free(&run);
+        synth_rmtree(dir);
     }
-    tp_run run;
-    close_and_load(f, t + MS, dir, &run);
-    assert_int_equal(tp_capture_npauses(&run.procs[0]), 30);
-    cJSON *rep = default_report(&run);
-    jnear(jnum(rep, "ranks.0.gpu_capture.captured_steps"), 10, "captured: 31-40");
-    assert_int_equal(cJSON_GetArraySize(jget(rep, "ranks.0.gpu.capture_paused")), 24);
-    assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.19.reason"), "r20");
-    assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.20.reason"), "r21");
-    assert_string_equal(jstr(rep, "ranks.0.gpu.capture_paused.23.reason"), "r24");
-    jnear(jnum(rep, "ranks.0.gpu.capture_paused.23.from_s"), (double)(24 * 20 + 10) / 1e3,
-          "pause 24 from");
-    jnear(jnum(rep, "ranks.0.gpu.capture_paused_more.pauses"), 6, "pauses counted");
-    jnear(jnum(rep, "ranks.0.gpu.capture_paused_more.seconds"), 0.030, "their time");
-    cJSON_Delete(rep);
-    char *text = report_text(&run, NULL);
-    report_has(text, "GPU activity paused for r24 from");
-    report_has(text, "GPU activity paused 6 more times, 0.030 s in all: no GPU records then");
-    free(text);
-    tp_run_free(&run);
-    synth_rmtree(dir);
 }
 
 /* pause_run's program without steps (a plain `trainprof run` of a program whose steps it cannot

@@ -273,25 +273,42 @@ size_t tp_capture_npauses(const tp_process *p) {
     return each_pause(p, NULL, NULL) + (open && *open);
 }
 
-const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len) {
-    static const char key[] = "gpu_capture.pause_reasons";
-    const char *l = tp_meta_page(p, key, 1);
-    *len = 0;
+/* Items [0, want) of comma-separated list l into r[base + j] and len[base + j] (j < lim,
+ * base + j < n): the items the list has, the rest left NULL. */
+static void reason_items(const char *l, size_t want, const char **r, size_t *len, size_t base,
+                         size_t n) {
+    for (size_t j = 0; l && j < want && base + j < n; j++) {
+        const char *e = strchr(l, ',');
+        size_t k = e ? (size_t)(e - l) : strlen(l);
+        r[base + j] = k ? l : NULL;
+        len[base + j] = k;
+        l = e ? e + 1 : NULL;
+    }
+}
+
+void tp_capture_pause_reasons(const tp_process *p, const char **r, size_t *len, size_t n) {
+    static const char pk[] = "gpu_capture.pauses", rk[] = "gpu_capture.pause_reasons";
+    for (size_t i = 0; i < n; i++) r[i] = NULL, len[i] = 0;
+    const char *l = tp_meta_page(p, rk, 1);
     if (!l) { /* an older file: one reason for all */
-        l = tp_meta(p, "gpu_capture.pause_reason");
-        *len = l ? strlen(l) : 0;
-        return *len ? l : NULL;
+        const char *one = tp_meta(p, "gpu_capture.pause_reason");
+        for (size_t i = 0; one && *one && i < n; i++) r[i] = one, len[i] = strlen(one);
+        return;
     }
-    /* item i of the pages joined: each page holds the reasons of its page of pauses */
-    for (unsigned k = 1; i && l; i--) {
-        const char *c = strchr(l, ',');
-        if (c) l = c + 1;
-        else l = tp_meta_page(p, key, ++k);
+    size_t base = 0;
+    unsigned k = 1;
+    const char *pl;
+    for (; (pl = tp_meta_page(p, pk, k)); k++) {
+        size_t cnt = 0;
+        each_pause_of(pl, NULL, NULL, &cnt);
+        const char *rl = tp_meta_page(p, rk, k);
+        /* the last page's reasons may name the pause under way after its own */
+        int last = !tp_meta_page(p, pk, k + 1);
+        reason_items(rl, last && !tp_meta_page(p, rk, k + 1) ? cnt + 1 : cnt, r, len, base, n);
+        base += cnt;
     }
-    if (!l) return NULL;
-    const char *e = strchr(l, ',');
-    *len = e ? (size_t)(e - l) : strlen(l);
-    return *len ? l : NULL;
+    /* the pause under way begun on a page of its own: that page's one item */
+    reason_items(tp_meta_page(p, rk, k), 1, r, len, base, n);
 }
 
 static int by_span_start(const void *a, const void *b) {
@@ -428,19 +445,23 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
         l += (size_t)snprintf(b + l, n - l, "; the metrics endpoint turned detailed capture off");
     if ((out->limited_by & TP_CAP_PAUSED) && l < n) {
         l += (size_t)snprintf(b + l, n - l, "; capture was paused");
-        /* for each reason named, once, in the order of the pauses */
+        /* for each reason named, once, in the order of the pauses: the first few that fit */
         const size_t np = tp_capture_npauses(p);
-        int named = 0;
-        for (size_t i = 0; i < np && l < n; i++) {
-            size_t len, lj;
-            const char *w = tp_capture_pause_reason(p, i, &len), *wj = NULL;
-            for (size_t j = 0; w && j < i && !wj; j++)
-                if ((wj = tp_capture_pause_reason(p, j, &lj)) && (lj != len || memcmp(wj, w, len)))
-                    wj = NULL;
-            if (w && !wj)
-                l += (size_t)snprintf(b + l, n - l, "%s%.*s", named++ ? ", " : " for ",
-                                      (int)(len < 60 ? len : 60), w);
+        const char **rs = np ? malloc(np * sizeof *rs) : NULL;
+        size_t *rl = np ? malloc(np * sizeof *rl) : NULL;
+        if (rs && rl) tp_capture_pause_reasons(p, rs, rl, np);
+        size_t shown[8], named = 0; /* the pauses whose reasons were written */
+        for (size_t i = 0; rs && rl && i < np && l < n && named < 8; i++) {
+            int seen = !rs[i];
+            for (size_t j = 0; !seen && j < named; j++)
+                seen = rl[shown[j]] == rl[i] && !memcmp(rs[shown[j]], rs[i], rl[i]);
+            if (seen) continue;
+            l += (size_t)snprintf(b + l, n - l, "%s%.*s", named ? ", " : " for ",
+                                  (int)(rl[i] < 60 ? rl[i] : 60), rs[i]);
+            shown[named++] = i;
         }
+        free(rs);
+        free(rl);
     }
     if ((out->limited_by & TP_CAP_STOPPED) && l < n)
         l += (size_t)snprintf(b + l, n - l,

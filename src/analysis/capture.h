@@ -71,14 +71,17 @@ typedef struct tp_capture_pause {
 int tp_capture_pause_list(const tp_process *p, tp_capture_pause **v, size_t *n);
 
 /* The places of p's pause list (gpu_capture.pauses' entries, read or not, then one never
- * resumed): how many reasons tp_capture_pause_reason can number. */
+ * resumed): how many reasons tp_capture_pause_reasons can number. */
 size_t tp_capture_npauses(const tp_process *p);
-/* The reason of p's pause i (numbered as above): *len bytes at the returned address, in p's
- * metadata (not NUL-terminated); NULL when none was named. Each pause's own, from
- * gpu_capture.pause_reasons (one comma-separated item per pause, in that order); files
+/* The reasons of p's pauses, numbered as above: for each i < n, r[i] (len[i] bytes, in p's
+ * metadata, not NUL-terminated) the reason of pause i, NULL when none was named. Each pause's
+ * own, from gpu_capture.pause_reasons (one comma-separated item per pause), page for page:
+ * the items of reasons page k are those of pauses page k (docs/format.md), so that a page
+ * whose reasons are fewer or more than its pauses (damage) moves no other page's; the pause
+ * never resumed takes the item after the last page's, on the last reasons page. Files
  * written before it name one reason for every pause (gpu_capture.pause_reason, whose last
- * value wins). */
-const char *tp_capture_pause_reason(const tp_process *p, size_t i, size_t *len);
+ * value wins). One pass over the lists: time O(their length + n). */
+void tp_capture_pause_reasons(const tp_process *p, const char **r, size_t *len, size_t n);
 
 /* Adds "gpu_capture" to the rank's JSON when some measured step was not captured
  * (docs/report-json.md). */

@@ -486,7 +486,7 @@ const tp_gpu_clip *tp_gpu_clip_of(const tp_process *p, const tp_gpu_op *o) {
 /* GPU capture paused for another CUPTI client (tprof_gpu_capture_pause; trainprof.torch does
  * it around torch.profiler): metadata gpu_capture.pauses = "start-end,..." (ns), and
  * gpu_capture.paused_since_ns for a pause never resumed (until the end of the file). Kept
- * as seconds from the process's start, each with its reason (tp_capture_pause_reason). */
+ * as seconds from the process's start, each with its reason (tp_capture_pause_reasons). */
 static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     const char *l = tp_meta(p, "gpu_capture.pauses");
     const char *open = tp_meta(p, "gpu_capture.paused_since_ns");
@@ -495,15 +495,22 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     tp_capture_pause *v;
     size_t n;
     if (tp_capture_pause_list(p, &v, &n) != TPROF_OK || !n) return;
-    /* the first ones listed, the rest counted with their time (one never resumed: until the
-     * file's end) */
-    for (size_t i = TP_GPU_PAUSES_LISTED; i < n; i++) {
-        uint64_t to = v[i].open ? (p->end_mono > v[i].from_ns ? p->end_mono : v[i].from_ns)
-                                : v[i].to_ns;
+    /* the first ones listed, and one never resumed (it holds capture off to the end: the
+     * pause that most needs saying), the rest counted with their time; with those the runtime
+     * could not list and joined into the last listed one (gpu_capture.pauses_merged, whose
+     * time that one's holds) */
+    size_t keep = n > TP_GPU_PAUSES_LISTED ? TP_GPU_PAUSES_LISTED : n;
+    int open_last = n > keep && v[n - 1].open;
+    if (open_last) keep--;
+    for (size_t i = keep; i < n - (size_t)open_last; i++) {
         out->pauses_more++;
-        out->pauses_more_s += (double)(to - v[i].from_ns) / 1e9;
+        out->pauses_more_s += (double)(v[i].to_ns - v[i].from_ns) / 1e9;
     }
-    if (n > TP_GPU_PAUSES_LISTED) n = TP_GPU_PAUSES_LISTED;
+    const char *merged = out->pauses_more ? tp_meta(p, "gpu_capture.pauses_merged") : NULL;
+    if (merged) out->pauses_more += (size_t)strtoull(merged, NULL, 10);
+    if (open_last) v[keep++] = v[n - 1];
+    size_t places = v[n - 1].at + 1; /* the reasons' places: up to the last pause's */
+    n = keep;
     /* each kept pause's place in the metadata's list, which numbers the reasons */
     size_t *at = malloc(n * sizeof *at);
     if (!at || !(out->pauses = calloc(n, sizeof *out->pauses))) {
@@ -523,22 +530,21 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     }
     free(v);
     /* the reasons, NUL-terminated each in one block */
-    size_t bytes = 0, len;
-    for (size_t i = 0; i < out->npauses; i++)
-        if (tp_capture_pause_reason(p, at[i], &len)) bytes += len + 1;
-    if (!bytes || !(out->pause_reasons = malloc(bytes))) {
-        free(at);
-        return;
-    }
-    char *w = out->pause_reasons;
-    for (size_t i = 0; i < out->npauses; i++) {
-        const char *r = tp_capture_pause_reason(p, at[i], &len);
-        if (!r) continue;
-        memcpy(w, r, len);
-        w[len] = 0;
+    const char **rs = malloc(places * sizeof *rs);
+    size_t *rl = malloc(places * sizeof *rl), bytes = 0;
+    if (rs && rl) tp_capture_pause_reasons(p, rs, rl, places);
+    for (size_t i = 0; rs && rl && i < out->npauses; i++)
+        if (rs[at[i]]) bytes += rl[at[i]] + 1;
+    char *w = bytes ? (out->pause_reasons = malloc(bytes)) : NULL;
+    for (size_t i = 0; w && i < out->npauses; i++) {
+        if (!rs[at[i]]) continue;
+        memcpy(w, rs[at[i]], rl[at[i]]);
+        w[rl[at[i]]] = 0;
         out->pauses[i].reason = w;
-        w += len + 1;
+        w += rl[at[i]] + 1;
     }
+    free(rs);
+    free(rl);
     free(at);
 }
 
