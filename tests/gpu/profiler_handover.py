@@ -3,7 +3,10 @@ small MLP, each inside an NVTX range "train_step" (trainprof's steps without its
 with torch.profiler (CPU and CUDA activities) over steps 10-15, either started and stopped by
 hand (--mode startstop) or through profile(schedule=...) around the whole loop (--mode
 schedule: wait 8, warmup 2, active 6). Prints the kernels torch.profiler's trace holds and the
-steps they came from, to compare with trainprof's report of the same run.
+steps they came from, to compare with trainprof's report of the same run. --mode cycles:
+profile(schedule=...) that profiles one step in every three for the whole loop (wait 2,
+active 1, repeat 0), a trace a cycle: as many hand-overs as cycles, each a pause of
+trainprof's capture; prints how many traces torch.profiler made.
 
     python3 tests/gpu/profiler_handover.py --mode startstop --trace OUT.json
 """
@@ -15,7 +18,7 @@ import torch.nn as nn
 from torch.profiler import ProfilerActivity, profile, schedule
 
 p = argparse.ArgumentParser()
-p.add_argument("--mode", choices=["startstop", "schedule"], required=True)
+p.add_argument("--mode", choices=["startstop", "schedule", "cycles"], required=True)
 p.add_argument("--trace", required=True)
 p.add_argument("--steps", type=int, default=30)
 a = p.parse_args()
@@ -56,10 +59,18 @@ if a.mode == "startstop":
         if i == 15:
             prof.stop()
             report(prof)
-else:
+elif a.mode == "schedule":
     with profile(activities=acts, schedule=schedule(wait=8, warmup=2, active=6, repeat=1),
                  on_trace_ready=report) as prof:
         for i in range(a.steps):
             step(i)
             prof.step()
+else:
+    traces = []
+    with profile(activities=acts, schedule=schedule(wait=2, warmup=0, active=1, repeat=0),
+                 on_trace_ready=lambda prof: traces.append(1)) as prof:
+        for i in range(a.steps):
+            step(i)
+            prof.step()
+    print("torch.profiler: %d traces" % len(traces), flush=True)
 print("done %d steps" % a.steps, flush=True)
