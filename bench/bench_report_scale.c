@@ -94,7 +94,7 @@ static void write_windows(synth_file *f, int steps, uint64_t t0, uint64_t step_n
             synth_meta(f, "gpu_capture.windows_left_out", v);
             continue;
         }
-        snprintf(key, sizeof key, pg == 1 ? "gpu_capture.windows" : "gpu_capture.windows.%u", pg);
+        tprof__meta_page_key(key, sizeof key, "gpu_capture.windows", pg);
         snprintf(v, sizeof v, "%s%s%llu-", page, len ? "," : "", (unsigned long long)on);
         synth_meta(f, key, v);
         len += (size_t)snprintf(page + len, sizeof page - len, "%s%llu-%llu", len ? "," : "",

@@ -102,9 +102,6 @@ static size_t window_events(const char *wl, cap_event *v, size_t cap, size_t *ig
     return n;
 }
 
-/* The switches of capture in p's metadata, in time order; *n of them (NULL when none or out
- * of memory: *oom then set). *ignored (may be NULL): entries of gpu_capture.windows left out
- * as malformed. */
 /* The window list: gpu_capture.windows, then its pages gpu_capture.windows.2, .3, ...
  * (tp_meta_page), joined by commas; owned by the caller. NULL when there is no list, or an
  * empty one (none opened), and out of memory (*oom set). */
@@ -132,6 +129,9 @@ static char *window_list(const tp_process *p, int *oom) {
     return wl;
 }
 
+/* The switches of capture in p's metadata, in time order; *n of them (NULL when none or out
+ * of memory: *oom then set). *ignored (may be NULL): entries of gpu_capture.windows left out
+ * as malformed. */
 static cap_event *events(const tp_process *p, size_t *n, int *oom, size_t *ignored) {
     size_t ign = 0;
     if (!ignored) ignored = &ign;
@@ -273,8 +273,8 @@ size_t tp_capture_npauses(const tp_process *p) {
     return each_pause(p, NULL, NULL) + (open && *open);
 }
 
-/* Items [0, want) of comma-separated list l into r[base + j] and len[base + j] (j < lim,
- * base + j < n): the items the list has, the rest left NULL. */
+/* Items [0, want) of comma-separated list l into r[base + j] and len[base + j] (those with
+ * base + j < n): the items the list has, the rest left as they are (NULL). */
 static void reason_items(const char *l, size_t want, const char **r, size_t *len, size_t base,
                          size_t n) {
     for (size_t j = 0; l && j < want && base + j < n; j++) {

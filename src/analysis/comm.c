@@ -48,6 +48,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/hash.h"
 #include "analysis/stats.h"
 
 #include <ctype.h>
@@ -57,7 +58,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "analysis/capture.h"
 #include "analysis/gpu.h"
@@ -321,13 +321,7 @@ static int cmp_slot(const void *a, const void *b) {
  * multiplicative hash's top bits all alike) can pile into one run of slots: a run of such
  * ids takes linear time, not quadratic. The ops' order does not depend on the slots. */
 static comm_slot *slot_of(comm_slot *t, size_t cap, uint64_t key, uint64_t hash) {
-    uint64_t h = hash ^ key;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    size_t at = (size_t)(h & (cap - 1));
+    size_t at = (size_t)(tp_mix64(hash ^ key) & (cap - 1));
     while (t[at].n && t[at].hash != hash) at = (at + 1) & (cap - 1);
     return &t[at];
 }
@@ -813,11 +807,7 @@ int tp_comm_resolve_once(tp_process *p) {
 static size_t ops_in_order(const tp_process *p, oref *o) {
     size_t tcap = 16, nd = 0, no = 0;
     comm_slot *t = calloc(tcap, sizeof *t);
-    /* the table's key: not known ahead (where the table lies, and when) */
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    uint64_t key = ((uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15ull) ^
-                   ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
+    uint64_t key = tp_table_key(t);
     for (size_t i = 0; t && i < p->ncomm; i++) {
         if (is_mpi(&p->comm[i])) continue;
         comm_slot *e = slot_of(t, tcap, key, p->comm[i].comm_hash);

@@ -13,10 +13,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "analysis/findings.h"
 #include "analysis/gpu.h"
+#include "analysis/hash.h"
 #include "analysis/stats.h"
 #include "format/format.h"
 #include "trainprof.h"
@@ -200,19 +200,9 @@ typedef struct xgather {
                    * choose their slots */
 } xgather;
 
-static uint64_t id_hash(const char *id, uint64_t key) {
-    uint64_t h = 0xcbf29ce484222325ull ^ key; /* FNV-1a (64-bit), keyed */
-    for (const unsigned char *c = (const unsigned char *)id; *c; c++)
-        h = (h ^ *c) * 0x100000001b3ull;
-    h ^= h >> 33; /* fmix64 (MurmurHash3): every bit moves the low ones the slots use */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
-}
-
 /* The slot of id in g's table: the one holding it, or the empty one where it goes. */
 static size_t *id_slot(const xgather *g, size_t *tab, size_t tcap, const char *id) {
-    size_t at = (size_t)(id_hash(id, g->key) & (tcap - 1));
+    size_t at = (size_t)(tp_mix64(tp_fnv1a(id, strlen(id), TP_FNV_OFFSET ^ g->key)) & (tcap - 1));
     while (tab[at] && strcmp(g->v[tab[at] - 1].id, id)) at = (at + 1) & (tcap - 1);
     return &tab[at];
 }
@@ -351,9 +341,7 @@ static int xcomm_result(tp_comm_xcomm_result *e, xcomm *x, const tp_run *run, in
 static void communicators_compute(tp_comm_run_result *out, const tp_run *run,
                                   const tp_run_results *res, int world) {
     xgather g = {0};
-    struct timespec now; /* the table's key: not known ahead */
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    g.key = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    g.key = tp_table_key(&g);
     int oom = 0;
     for (size_t i = 0; i < res->nranks && !oom; i++) oom = gather_rank(&g, &res->ranks[i]);
     free(g.tab);

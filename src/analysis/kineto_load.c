@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/kineto.h"
+#include "analysis/hash.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -163,10 +164,8 @@ static const char *str_arg(const cJSON *args, const char *key) {
 }
 
 static uint64_t fnv64(const char *a, const char *b) {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = a; c && *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    for (const char *c = b; c && *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h;
+    uint64_t h = tp_fnv1a(a, a ? strlen(a) : 0, TP_FNV_OFFSET);
+    return tp_fnv1a(b, b ? strlen(b) : 0, h);
 }
 
 /* ------------------------------------------------------------------ communication */

@@ -34,7 +34,7 @@ const char *tp_meta_page(const tp_process *p, const char *key, unsigned k) {
     if (k == 1) return tp_meta(p, key);
     if (!k || k > TPROF_META_PAGES) return NULL;
     char pk[256];
-    int w = snprintf(pk, sizeof pk, "%s.%u", key, k);
+    int w = tprof__meta_page_key(pk, sizeof pk, key, k);
     return w > 0 && (size_t)w < sizeof pk ? tp_meta(p, pk) : NULL;
 }
 

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "analysis/model.h"
 #include "analysis/gpu.h"
+#include "analysis/hash.h"
 #include "analysis/counter_pack.h"
 #include "analysis/stats.h"
 #include "analysis/text.h"
@@ -25,15 +26,6 @@
 #include "trainprof.h"
 
 /* ------------------------------------------------------------------ string pool */
-
-static uint64_t fnv(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 /* Copies s into dst as valid UTF-8 (bad bytes become U+FFFD); dst has room for 3*n+1. */
 size_t tp_load_utf8(const char *s, size_t n, char *dst) {
@@ -95,7 +87,7 @@ static const char *intern_locked(tp_pool *p, const char *clean, size_t n) {
         if (!ns) return "(out of memory)";
         for (size_t i = 0; i < p->cap; i++) {
             if (!p->slots[i]) continue;
-            size_t j = fnv(p->slots[i], strlen(p->slots[i])) & (cap - 1);
+            size_t j = tp_fnv1a(p->slots[i], strlen(p->slots[i]), TP_FNV_OFFSET) & (cap - 1);
             while (ns[j]) j = (j + 1) & (cap - 1);
             ns[j] = p->slots[i];
         }
@@ -103,7 +95,7 @@ static const char *intern_locked(tp_pool *p, const char *clean, size_t n) {
         p->slots = ns;
         p->cap = cap;
     }
-    size_t j = fnv(clean, n) & (p->cap - 1);
+    size_t j = tp_fnv1a(clean, n, TP_FNV_OFFSET) & (p->cap - 1);
     while (p->slots[j]) {
         if (!strcmp(p->slots[j], clean)) return p->slots[j];
         j = (j + 1) & (p->cap - 1);
@@ -289,11 +281,7 @@ static int meta_history(const char *k) {
 
 /* The slot of interned key k in the table t (cap slots): its entry, or the empty one. */
 static size_t *meta_slot(const tp_process *p, size_t *t, size_t cap, const char *k) {
-    uint64_t h = (uint64_t)(uintptr_t)k;
-    h ^= h >> 33; /* fmix64 (MurmurHash3): the address's high bits move the low ones */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    size_t at = (size_t)(h & (cap - 1));
+    size_t at = (size_t)(tp_mix64((uint64_t)(uintptr_t)k) & (cap - 1));
     while (t[at] && p->meta[t[at] - 1].key != k) at = (at + 1) & (cap - 1);
     return &t[at];
 }

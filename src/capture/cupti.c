@@ -77,7 +77,7 @@ static unsigned g_pause_page = 1;
 
 /* Under g_pause_lock: list `key`'s metadata key on the current page, into k (n bytes). */
 static const char *page_key(char *k, size_t n, const char *key) {
-    snprintf(k, n, g_pause_page == 1 ? "%s" : "%s.%u", key, g_pause_page);
+    tprof__meta_page_key(k, n, key, g_pause_page);
     return k;
 }
 

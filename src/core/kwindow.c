@@ -154,8 +154,7 @@ static void write_list(void) {
     if (g_on_since)
         snprintf(v + g_list_len, sizeof v - g_list_len, "%s%llu-", g_list_len ? "," : "",
                  (unsigned long long)g_on_since);
-    if (g_page == 1) snprintf(key, sizeof key, "gpu_capture.windows");
-    else snprintf(key, sizeof key, "gpu_capture.windows.%u", g_page);
+    tprof__meta_page_key(key, sizeof key, "gpu_capture.windows", g_page);
     tprof__set_meta(key, v);
 }
 

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define TPROF_FILE_MAGIC "TPROFRK\n"
 /* Version 2 adds zstd-compressed chunks (TPROF_CHUNK_F_ZSTD); a file holding none is written
@@ -92,6 +93,11 @@ typedef struct tprof_rec {
  * in pages: KEY, then KEY.2, KEY.3, ... up to this many, each page whole entries; readers
  * join the pages in order and read no more than this many (docs/format.md). */
 #define TPROF_META_PAGES 64u
+/* Page `page` (from 1) of list `key`'s metadata key into buf (n bytes): KEY, or KEY.page.
+ * snprintf's count: the key was cut when it is n or more. */
+static inline int tprof__meta_page_key(char *buf, size_t n, const char *key, unsigned page) {
+    return page == 1 ? snprintf(buf, n, "%s", key) : snprintf(buf, n, "%s.%u", key, page);
+}
 
 /* The registry of kinds (docs/format.md). Payload after the 16-byte header: */
 enum tprof_rec_kind {
