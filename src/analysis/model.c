@@ -428,7 +428,6 @@ static int open_again(const char *path, const tp_process *was, tprof_reader **rd
 
 /* What a load held for its threads while it read. */
 static void loader_free(loader *L) {
-    tp_load_meta_settle(L); /* (settled already where the file was read) */
     for (size_t i = 0; i < L->p->nthreads; i++) {
         for (size_t k = 0; k < L->tl[i].nstacks; k++) free(L->tl[i].stacks[k].idx);
         free(L->tl[i].stacks);
