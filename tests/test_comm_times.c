@@ -710,6 +710,43 @@ static void test_many_communicators(void **state) {
     synth_rmtree(dir);
 }
 
+/* 200 communicators on one stream (a job that passes the same stream to every group), five
+ * AllReduces each: in each round every communicator issues one op, 1 us after the one
+ * before, and the GPU runs them in issue order 500 us later, 20 us each. Communicators are
+ * served in the order of their first op, and each op's first kernel at or after its issue is
+ * one an earlier communicator took: communicator c skips c taken kernels to its own. */
+static void test_shared_stream(void **state) {
+    (void)state;
+    enum { NC = 200, K = 5 };
+    const uint64_t round = 10 * MS;
+    char dir[512];
+    synth_file *f = rank_file(dir, sizeof dir, "comm-shared", 24, 0, 2);
+    for (int q = 0; q < K; q++)
+        for (int c = 0; c < NC; c++) {
+            uint64_t t = T0 + (uint64_t)q * round + (uint64_t)c * US;
+            tprof_pl_comm op = comm(TPROF_COMM_ALLREDUCE, comm_id(c), 2, 0, MiB, t + 5 * US);
+            synth_comm(f, 1, t, &op, NULL);
+            uint64_t k0 = T0 + (uint64_t)q * round + 500 * US + (uint64_t)c * 20 * US;
+            synth_kernel(f, 2, k0, k0 + 15 * US, 0, 7, 0, K_AR);
+        }
+    synth_end_of_file(f, T0 + (uint64_t)(K + 1) * round, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    const tp_process *p = &run.procs[0];
+    tp_comm_time *tm = resolved(p, NC * K);
+    for (size_t i = 0; i < NC * K; i++) {
+        uint64_t c = (p->comm[i].start - T0) % round / US;
+        assert_int_equal(p->comm[i].comm_hash, comm_id((int)c));
+        assert_int_equal(tm[i].src, TP_COMM_TIME_KERNEL);
+        assert_int_equal(tm[i].start, p->comm[i].start + 500 * US + c * 19 * US);
+    }
+    free(tm);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factors_and_sizes),
@@ -725,6 +762,7 @@ int main(void) {
         cmocka_unit_test(test_match_past_window_list),
         cmocka_unit_test(test_match_lost_at_list_end),
         cmocka_unit_test(test_many_communicators),
+        cmocka_unit_test(test_shared_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -340,10 +340,6 @@ static int cmp_first(const void *a, const void *b) {
     return x->a < y->a ? -1 : x->a > y->a;
 }
 
-/* Aligns one communicator's ops (issue order) with one stream's kernels (start order) by
- * the rule in the file comment. Returns the number of ops matched, and in *lag the sum of
- * their issue-to-kernel-start delays (ns); with `out`, records the matches and marks the
- * kernels taken. */
 /* How long before an op's host start its kernel may start: NCCL starts the op's Coll event
  * after it launched the kernel, and on an idle GPU the kernel runs at once (measured 3-4 us
  * before the event's start on H200s with NCCL 2.28). Without this slack the first op after
@@ -366,20 +362,61 @@ static uint32_t kernel_span(const tp_step *sp, size_t n, uint64_t start, int unl
     return i < n ? (uint32_t)i : 0;
 }
 
+/* The kernel's start less nothing and plus the issue slack, saturated: a start that the
+ * slack would wrap reads as the latest time, so that "starts at or after the issue, less
+ * the slack" is monotone along a stream's kernels (start order) and can be searched. */
+static uint64_t slack_end(uint64_t start) {
+    return start > UINT64_MAX - ISSUE_SLACK_NS ? UINT64_MAX : start + ISSUE_SLACK_NS;
+}
+
+/* 1 when kernel k cannot be op (start `issue`, span sp)'s nor any later op's of its
+ * communicator: it started before the issue (less the slack) or in an earlier span. Both
+ * hold for a prefix of a stream's kernels (their starts and spans only grow along it). */
+static int before_op(const kref *k, uint64_t issue, uint32_t sp) {
+    return slack_end(k->start) < issue || k->span < sp;
+}
+
+/* The first of k[j..nk) that before_op leaves (nk when none), from j: doubling steps then a
+ * binary search, so that a step costs the log of its length. Those passed are a prefix of
+ * the kernels past j, however many kernels of other communicators lie between two ops. */
+static size_t first_after(const kref *k, size_t j, size_t nk, uint64_t issue, uint32_t sp) {
+    if (j >= nk || !before_op(&k[j], issue, sp)) return j;
+    size_t lo = j, step = 1; /* lo: known before the op */
+    while (lo + step < nk && before_op(&k[lo + step], issue, sp)) {
+        lo += step;
+        step *= 2;
+    }
+    size_t hi = lo + step < nk ? lo + step : nk; /* hi: known not before it, or nk */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (before_op(&k[mid], issue, sp)) lo = mid;
+        else hi = mid;
+    }
+    return hi;
+}
+
+/* The first kernel not taken at or after global index g: next[] holds g for a kernel not
+ * taken and a later index for a taken one (next[nk] = nk for the end), each lookup halving
+ * the paths it walks, so that a stream whose kernels thousands of communicators took costs
+ * each op a few steps, not one per kernel taken (80,000 communicators on one stream). */
+static size_t untaken(size_t *next, size_t g) {
+    while (next[g] != g) {
+        next[g] = next[next[g]];
+        g = next[g];
+    }
+    return g;
+}
+
+/* Aligns one communicator's ops (issue order) with one stream's nk kernels k (start order)
+ * by the rule in the file comment; next: the kernels' taken marks (untaken), indexed from
+ * the stream's first kernel at global index base. Returns the number of ops matched, and in
+ * *lag the sum of their issue-to-kernel-start delays (ns); with `out`, records the matches
+ * and marks the kernels taken. */
 static size_t align(const tp_process *p, const tp_step *cap, size_t ncap, const oref *ops,
-                    size_t nops, const kref *k, size_t nk,
-                    uint8_t *taken, tp_comm_time *out, double *lag) {
+                    size_t nops, const kref *k, size_t nk, size_t *next, size_t base,
+                    tp_comm_time *out, double *lag) {
     size_t j = 0, matched = 0, prev_k = SIZE_MAX;
     const tp_comm_op *prev = NULL;
-    if (nops) { /* the first kernel that starts at or after the first issue (less the slack) */
-        size_t lo = 0, hi = nk;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (k[mid].start + ISSUE_SLACK_NS < p->comm[ops[0].ci].start) lo = mid + 1;
-            else hi = mid;
-        }
-        j = lo;
-    }
     for (size_t i = 0; i < nops; i++) {
         const tp_comm_op *o = &p->comm[ops[i].ci];
         const uint32_t sp = op_span(cap, ncap, o->start);
@@ -393,10 +430,11 @@ static size_t align(const tp_process *p, const tp_step *cap, size_t ncap, const 
             /* issued while capture was off: its kernel was not recorded, and one of a later
              * span is another op's */
         } else {
-            while (j < nk && (k[j].start + ISSUE_SLACK_NS < o->start || taken[j] ||
-                              k[j].span < sp || k[j].span == NO_SPAN))
-                j++;
-            if (j == nk) break;
+            /* the first kernel not taken that neither started before the op nor in an
+             * earlier span; past the listed spans (NO_SPAN, the stream's last kernels) none */
+            j = first_after(k, j, nk, o->start, sp);
+            j = j < nk ? untaken(next, base + j) - base : nk;
+            if (j >= nk || k[j].span == NO_SPAN) break;
             /* a kernel of a later span is left for the ops issued in it */
             if (k[j].span == sp && fits(k[j].fns, want)) hit = j++;
         }
@@ -406,7 +444,7 @@ static size_t align(const tp_process *p, const tp_step *cap, size_t ncap, const 
         matched++;
         *lag += (double)k[hit].start - (double)o->start;
         if (out) {
-            taken[hit] = 1;
+            next[base + hit] = base + hit + 1;
             out[ops[i].ci].kernel = k[hit].gi;
         }
     }
@@ -599,7 +637,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     for (size_t i = 0; i < p->ngpu; i++) nk += is_comm_kernel(&p->gpu[i]);
     for (size_t i = 0; i < p->ncomm; i++) no += !is_mpi(&p->comm[i]);
     kref *k = NULL;
-    uint8_t *taken = NULL;
+    size_t *next = NULL; /* the kernels' taken marks (untaken) */
     oref *o = NULL;
     span_ix *streams = NULL, *comms = NULL;
     tp_step *cap = NULL;
@@ -613,9 +651,9 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     *aligned = 1;
     const int unlisted = tp_capture_unlisted(p) > 0;
     k = malloc(nk * sizeof *k);
-    taken = calloc(nk, 1);
+    next = malloc((nk + 1) * sizeof *next);
     o = malloc(no * sizeof *o);
-    if (!k || !taken || !o) {
+    if (!k || !next || !o) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
     }
@@ -630,6 +668,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         goto done;
     }
     if (nk > 1) qsort(k, nk, sizeof *k, cmp_kref);
+    for (size_t i = 0; i <= nk; i++) next[i] = i;
     size_t ns = 0, nc = 0;
     /* one entry a stream and a communicator: a rank file of millions of ops has a few */
     for (size_t i = 0; i < nk; i++)
@@ -661,7 +700,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         for (size_t s = 0; s < ns; s++) {
             lag = 0;
             size_t m = align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a,
-                             k + streams[s].a, streams[s].b - streams[s].a, taken + streams[s].a,
+                             k + streams[s].a, streams[s].b - streams[s].a, next, streams[s].a,
                              NULL, &lag);
             /* most matches; among equals, the stream whose kernels follow the issues soonest */
             if (m > best || (m == best && m && lag < best_lag)) {
@@ -673,7 +712,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         if (best) {
             align(p, cap, ncap, o + comms[c].a, comms[c].b - comms[c].a,
                   k + streams[best_s].a, streams[best_s].b - streams[best_s].a,
-                  taken + streams[best_s].a, out, &lag);
+                  next, streams[best_s].a, out, &lag);
             /* the communicator's ops ran on that stream's device, matched or not */
             for (size_t i = comms[c].a; i < comms[c].b; i++)
                 out[o[i].ci].device = (int32_t)k[streams[best_s].a].device;
@@ -681,7 +720,7 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     }
 done:
     free(k);
-    free(taken);
+    free(next);
     free(o);
     free(streams);
     free(comms);
