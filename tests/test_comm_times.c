@@ -747,6 +747,44 @@ static void test_shared_stream(void **state) {
     synth_rmtree(dir);
 }
 
+/* Two communicators on one stream, capture on from 10 to 20 ms. A issues an AllReduce at 1 ms
+ * (capture off: it takes no kernel) and one at 12 ms, B one at 11 ms; the stream runs two
+ * AllReduce kernels, at 13 and 14 ms. Communicators are served in the order of their first
+ * op, A's at 1 ms though that op can take no kernel: A's second op takes the kernel of 13
+ * ms, and B the next. A GEMM on a second device makes each op's device its communicator's. */
+static void test_served_by_first_op(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = rank_file(dir, sizeof dir, "comm-first", 25, 0, 2);
+    synth_meta(f, "kernel_steps", "1-1"); /* a plan: capture off until its window */
+    capture_windows(f, (const uint64_t[]){T0 + 10 * MS, T0 + 20 * MS}, 1);
+    const uint64_t issue[3] = {T0 + MS, T0 + 11 * MS, T0 + 12 * MS};
+    const uint64_t hash[3] = {0xA, 0xB, 0xA};
+    for (int i = 0; i < 3; i++) {
+        tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, hash[i], 2, 0, MiB, issue[i] + 50 * US);
+        synth_comm(f, 1, issue[i], &c, NULL);
+    }
+    synth_kernel(f, 2, T0 + 13 * MS, T0 + 13 * MS + 500 * US, 0, 9, 0, K_AR);
+    synth_kernel(f, 2, T0 + 14 * MS, T0 + 14 * MS + 500 * US, 0, 9, 0, K_AR);
+    synth_kernel(f, 2, T0 + 15 * MS, T0 + 16 * MS, 1, 7, 0, K_GEMM); /* a second device */
+    synth_end_of_file(f, T0 + 30 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON *rep = report(dir, &run);
+    tp_comm_time *tm = resolved(&run.procs[0], 3);
+    assert_int_equal(tm[0].src, TP_COMM_TIME_HOST);
+    assert_int_equal(tm[2].src, TP_COMM_TIME_KERNEL);
+    assert_int_equal(tm[2].start, T0 + 13 * MS);
+    assert_int_equal(tm[1].src, TP_COMM_TIME_KERNEL);
+    assert_int_equal(tm[1].start, T0 + 14 * MS);
+    /* A's first op ran on the device of A's stream (of two), though it took no kernel */
+    assert_int_equal(tm[0].device, 0);
+    free(tm);
+    cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_factors_and_sizes),
@@ -763,6 +801,7 @@ int main(void) {
         cmocka_unit_test(test_match_lost_at_list_end),
         cmocka_unit_test(test_many_communicators),
         cmocka_unit_test(test_shared_stream),
+        cmocka_unit_test(test_served_by_first_op),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,12 +48,11 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/comm_cal.h"
 #include "analysis/hash.h"
-#include "analysis/stats.h"
 
 #include <ctype.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,166 +455,6 @@ static size_t align(const tp_process *p, const tp_step *cap, size_t ncap, const 
  * host time measured 3-31 us off CUPTI's placement (H200s, NCCL 2.28). */
 #define KCH_SLACK_NS 100000u
 
-/* Placement of the kernel-channel intervals, checked against CUPTI. The plugin maps NCCL's
- * GPU timer to host time by the smallest host-minus-GPU difference it saw; CUPTI places the
- * kernel of the same op on the host clock by its own means. Where ops have both (a matched
- * kernel that runs the op alone, and channel events), the difference of the two intervals'
- * centres is the plugin's placement error. Measured on H200s: 26-31 us in an all-reduce
- * loop, every op within 1.5 us of its neighbours, and 19-87 us over a DDP run on another
- * host, where it drifted by 12-14 us per second (12-14 ppm: the GPU timer and
- * CLOCK_MONOTONIC run at slightly different rates; 0.2-1 ppm on the loop's hosts). So the
- * differences are taken per device in time order, in chunks of CAL_CHUNK pairs at most and
- * CAL_CHUNK_NS at most (so the drift inside one stays under 3 us); a chunk of 3 pairs or
- * more whose median has at least half its pairs within CAL_SLACK_NS of it gives a point
- * (its middle pair's time, its median) if it follows on from its neighbours (cal_points),
- * and each op's channel interval moves by the value interpolated between the points around
- * it (beyond the ends, extrapolated along the device's drift: cal_devices). A kernel then
- * counts as holding its op's interval within CAL_SLACK_NS. */
-#define CAL_SLACK_NS 10000
-#define CAL_CHUNK 32
-#define CAL_CHUNK_NS 200000000ull
-/* the fastest drift a point may follow on with, 50 us per second: common crystal oscillators
- * are rated +-20-50 ppm, and H200 hosts measured 12-14 ppm (below) */
-#define CAL_DRIFT_RATE 50e-6
-
-/* A pair (one op: its kernel's start, its centre difference) or a point (a chunk: its
- * middle pair's time, its median difference), per device. */
-typedef struct cal_pair { uint32_t device; uint64_t t; int64_t d; } cal_pair;
-typedef cal_pair cal_point;
-
-static int cmp_cal_pair(const void *a, const void *b) {
-    const cal_pair *x = a, *y = b;
-    if (x->device != y->device) return x->device < y->device ? -1 : 1;
-    return x->t < y->t ? -1 : x->t > y->t;
-}
-
-static int follows(const cal_point *last, const cal_point *c) {
-    uint64_t dt = c->t > last->t ? c->t - last->t : last->t - c->t;
-    return (double)llabs(c->d - last->d) <= CAL_SLACK_NS + CAL_DRIFT_RATE * (double)dt;
-}
-
-/* The points of the pairs v[0..n) (sorted by device, then time) into pts; returns how many
- * (0 when out of memory: no placement check, KCH_SLACK_NS applies). A stretch of wrong
- * matches (each op given its successor's kernel, as after CUPTI lost a record) with evenly
- * spaced kernels looks like a steady placement error too, off by the spacing: so the points
- * must also follow on from each other. The walk starts at the point nearest the median of
- * all the device's pairs (most matches are right) and goes both ways, keeping a point only
- * when it is within CAL_SLACK_NS plus CAL_DRIFT_RATE times the time between them of the
- * last one kept. */
-static size_t cal_points(const cal_pair *v, size_t n, cal_point *pts) {
-    size_t np = 0;
-    int64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
-    cal_point *cand = malloc((n ? n : 1) * sizeof *cand);
-    if (!tmp || !cand) {
-        free(tmp);
-        free(cand);
-        return 0;
-    }
-    for (size_t a = 0; a < n;) {
-        size_t e = a, nc = 0;
-        while (e < n && v[e].device == v[a].device) e++;
-        for (size_t c0 = a, c1; c0 < e; c0 = c1) {
-            c1 = c0 + 1;
-            while (c1 < e && c1 - c0 < CAL_CHUNK && v[c1].t - v[c0].t <= CAL_CHUNK_NS) c1++;
-            size_t m = c1 - c0;
-            if (m < 3) continue;
-            for (size_t i = 0; i < m; i++) tmp[i] = v[c0 + i].d;
-            qsort(tmp, m, sizeof *tmp, tp_cmp_i64);
-            int64_t med = tmp[m / 2];
-            size_t near = 0;
-            for (size_t i = 0; i < m; i++) near += llabs(tmp[i] - med) <= CAL_SLACK_NS;
-            if (2 * near >= m) cand[nc++] = (cal_point){v[a].device, v[c0 + m / 2].t, med};
-        }
-        if (nc) {
-            const size_t len = e - a;
-            for (size_t i = 0; i < len; i++) tmp[i] = v[a + i].d;
-            qsort(tmp, len, sizeof *tmp, tp_cmp_i64);
-            const int64_t all = tmp[len / 2];
-            size_t anchor = 0;
-            for (size_t c = 1; c < nc; c++)
-                if (llabs(cand[c].d - all) < llabs(cand[anchor].d - all)) anchor = c;
-            uint8_t *keep = (uint8_t *)tmp; /* tmp is free again, and n >= nc bytes */
-            memset(keep, 0, nc);
-            keep[anchor] = 1;
-            const cal_point *last = &cand[anchor];
-            for (size_t c = anchor + 1; c < nc; c++)
-                if (follows(last, &cand[c])) keep[c] = 1, last = &cand[c];
-            last = &cand[anchor];
-            for (size_t c = anchor; c-- > 0;)
-                if (follows(last, &cand[c])) keep[c] = 1, last = &cand[c];
-            for (size_t c = 0; c < nc; c++)
-                if (keep[c]) pts[np++] = cand[c];
-        }
-        a = e;
-    }
-    free(tmp);
-    free(cand);
-    return np;
-}
-
-/* One device's points: pts[a, b) in time order, and the least-squares slope of the error
- * against time over them, used beyond the ends (0 when the points span under CAL_SPAN_NS or
- * the slope is beyond CAL_MAX_RATE: no clock pair drifts that fast). A DDP run on two H200s
- * drifted by 12 and 14 us per second (12-14 ppm) on its two ranks, steadily: with the
- * points of the run's first half, the slope's line met the second half's errors within
- * 1.3 us, where the last point's value was 15-17 us off by the end. */
-#define CAL_SPAN_NS 500000000ull
-#define CAL_MAX_RATE 1e-4
-
-typedef struct cal_dev { uint32_t device; size_t a, b; double slope; } cal_dev;
-
-static size_t cal_devices(const cal_point *pts, size_t np, cal_dev *devs) {
-    size_t nd = 0;
-    for (size_t a = 0; a < np;) {
-        size_t b = a;
-        while (b < np && pts[b].device == pts[a].device) b++;
-        double slope = 0;
-        if (b - a >= 2 && pts[b - 1].t - pts[a].t >= CAL_SPAN_NS) {
-            double mt = 0, md = 0, stt = 0, std = 0;
-            for (size_t i = a; i < b; i++) {
-                mt += (double)(pts[i].t - pts[a].t);
-                md += (double)pts[i].d;
-            }
-            mt /= (double)(b - a);
-            md /= (double)(b - a);
-            for (size_t i = a; i < b; i++) {
-                double x = (double)(pts[i].t - pts[a].t) - mt;
-                stt += x * x;
-                std += x * ((double)pts[i].d - md);
-            }
-            slope = stt > 0 ? std / stt : 0;
-            if (fabs(slope) > CAL_MAX_RATE) slope = 0;
-        }
-        devs[nd++] = (cal_dev){pts[a].device, a, b, slope};
-        a = b;
-    }
-    return nd;
-}
-
-/* The placement error at time t on a device: interpolated between the points around t,
- * extrapolated along the device's slope beyond them (0 and *known = 0 when the device has
- * no point). O(log n). */
-static int64_t cal_at(const cal_point *pts, const cal_dev *devs, size_t nd, uint32_t device,
-                      uint64_t t, int *known) {
-    const cal_dev *dv = NULL;
-    for (size_t i = 0; i < nd && !dv; i++)
-        if (devs[i].device == device) dv = &devs[i];
-    *known = dv != NULL;
-    if (!dv) return 0;
-    size_t lo = dv->a, hi = dv->b; /* the first point after t */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pts[mid].t <= t) lo = mid + 1;
-        else hi = mid;
-    }
-    const cal_point *first = &pts[dv->a], *last = &pts[dv->b - 1];
-    if (lo == dv->a) return first->d - (int64_t)llround(dv->slope * (double)(first->t - t));
-    if (lo == dv->b) return last->d + (int64_t)llround(dv->slope * (double)(t - last->t));
-    const cal_point *p0 = &pts[lo - 1], *p1 = &pts[lo];
-    double f = (double)(t - p0->t) / (double)(p1->t - p0->t);
-    return p0->d + (int64_t)llround(f * (double)(p1->d - p0->d));
-}
-
 /* A slim process's times, resolved while its GPU records were there, or at its load without
  * them (model.h, comm_memo). Keys without times are never made so (tp_process_slim_comm),
  * but would give no read: zero times and an error. */
@@ -627,12 +466,58 @@ static int from_memo(const tp_process *p, tp_comm_time *out) {
     return p->comm_memo || !p->ncomm ? TPROF_OK : TPROF_ERR_INVALID_ARG;
 }
 
+/* A communicator's device: that of the stream its ops were aligned with. */
+typedef struct comm_dev { uint64_t hash; int32_t device; } comm_dev;
+
+static int cmp_comm_dev(const void *a, const void *b) {
+    const comm_dev *x = a, *y = b;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+/* The device of communicator `hash` in the n entries of d (hash order), -1 when it has none. */
+static int32_t device_of(const comm_dev *d, size_t n, uint64_t hash) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d[mid].hash < hash) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && d[lo].hash == hash ? d[lo].device : -1;
+}
+
+/* Each communicator's ops (o[a..b), issue order) cut down in place to those the alignment
+ * can give a kernel, first ones first; returns how many. An op issued while capture was off
+ * takes a kernel only by sharing its predecessor's (one launch), so the cut keeps every op
+ * issued in a capture span and, after a kept op, each next op issued before it ended. The
+ * cut leaves every match as it was: an op left out took no kernel, and an op kept after one
+ * left out shares nothing in either sequence, since ops go by issue time and the first op
+ * left out after a kept one was issued after that one ended. So the alignment need not hold
+ * the ops issued while capture was off, which a long job's windows leave the most of. */
+static size_t matchable(const tp_process *p, const tp_step *cap, size_t ncap, oref *o,
+                        size_t a, size_t b, size_t w) {
+    int prev_kept = 0;
+    uint64_t prev_end = 0;
+    for (size_t i = a; i < b; i++) {
+        const tp_comm_op *op = &p->comm[o[i].ci];
+        int keep = op_span(cap, ncap, op->start) != NO_SPAN || (prev_kept && op->start < prev_end);
+        if (keep) o[w++] = o[i];
+        prev_kept = keep;
+        prev_end = op->end;
+    }
+    return w;
+}
+
 /* The matching rule (file comment, part 1) over p's ops and communication kernels: each
- * matched op's kernel (and its communicator's device) into out. *aligned: 1 when there were
- * kernels and NCCL ops to align. TPROF_OK or TPROF_ERR_NO_MEMORY (out then as it was). */
-static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
+ * matched op's kernel and device into out, and each communicator's device into *devs (*ndev
+ * of them, hash order; NULL when none, else the caller frees it). *aligned: 1 when there
+ * were kernels and NCCL ops to align. TPROF_OK or TPROF_ERR_NO_MEMORY (out then as it was,
+ * no device). */
+static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned, comm_dev **devs,
+                         size_t *ndev) {
     int rc = TPROF_OK;
     *aligned = 0;
+    *devs = NULL;
+    *ndev = 0;
     size_t nk = 0, no = 0;
     for (size_t i = 0; i < p->ngpu; i++) nk += is_comm_kernel(&p->gpu[i]);
     for (size_t i = 0; i < p->ncomm; i++) no += !is_mpi(&p->comm[i]);
@@ -677,7 +562,8 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
     for (size_t i = 0; i < no; i++) nc += !i || HASH_AT(i) != HASH_AT(i - 1);
     streams = malloc(ns * sizeof *streams);
     comms = malloc(nc * sizeof *comms);
-    if (!streams || !comms) {
+    *devs = malloc(nc * sizeof **devs);
+    if (!streams || !comms || !*devs) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
     }
@@ -687,10 +573,15 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
         if (ns) streams[ns - 1].b = i;
         streams[ns++] = (span_ix){i, nk, k[i].start};
     }
-    for (size_t i = 0; i < no; i++) {
-        if (i && HASH_AT(i) == HASH_AT(i - 1)) continue;
-        if (nc) comms[nc - 1].b = i;
-        comms[nc++] = (span_ix){i, no, p->comm[o[i].ci].start};
+    /* each communicator by its first op (served in that order), then cut to the ops that
+     * can match; one with none matches nothing and takes no stream */
+    size_t w = 0;
+    for (size_t a = 0, b; a < no; a = b) {
+        for (b = a + 1; b < no && HASH_AT(b) == HASH_AT(a);) b++;
+        uint64_t first = p->comm[o[a].ci].start;
+        size_t w0 = w;
+        w = matchable(p, cap, ncap, o, a, b, w);
+        if (w > w0) comms[nc++] = (span_ix){w0, w, first};
     }
 #undef HASH_AT
     if (nc > 1) qsort(comms, nc, sizeof *comms, cmp_first);
@@ -714,11 +605,17 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned) {
                   k + streams[best_s].a, streams[best_s].b - streams[best_s].a,
                   next, streams[best_s].a, out, &lag);
             /* the communicator's ops ran on that stream's device, matched or not */
-            for (size_t i = comms[c].a; i < comms[c].b; i++)
-                out[o[i].ci].device = (int32_t)k[streams[best_s].a].device;
+            (*devs)[(*ndev)++] =
+                (comm_dev){p->comm[o[comms[c].a].ci].comm_hash, (int32_t)k[streams[best_s].a].device};
         }
     }
+    if (*ndev > 1) qsort(*devs, *ndev, sizeof **devs, cmp_comm_dev);
 done:
+    if (rc != TPROF_OK) {
+        free(*devs);
+        *devs = NULL;
+        *ndev = 0;
+    }
     free(k);
     free(next);
     free(o);
@@ -738,32 +635,91 @@ static int pairs_with(const tp_process *p, const tp_comm_time *out, const uint8_
            (op->flags & TPROF_COMM_F_GPU_TIME) && op->gpu_end >= op->gpu_start;
 }
 
+/* What an op's resolution reads beside the op and its match: the process's kernels and one
+ * device (when its kernels name one), the kernels' uses, the placement's points per device,
+ * and the communicators' devices. Each op is then resolved alone (resolve_op). */
+typedef struct resolver {
+    const tp_process *p;
+    int32_t single;      /* the process's one device; -1 none, -2 several */
+    const uint8_t *uses; /* ops per matched kernel (up to 2), by index in p->gpu; may be NULL */
+    const tp_cal_point *pts;
+    const tp_cal_dev *devs;
+    size_t ndevs;
+    const comm_dev *cdev; /* communicators' devices, hash order */
+    size_t ncdev;
+} resolver;
+
+/* Op op's interval, source, device and placement into *t, which holds its host interval and
+ * its matched kernel (or SIZE_MAX). */
+static void resolve_op(const resolver *r, const tp_comm_op *op, tp_comm_time *t) {
+    const tp_process *p = r->p;
+    if (is_mpi(op)) return; /* host time is the duration; no device */
+    if (t->kernel != SIZE_MAX) t->device = (int32_t)p->gpu[t->kernel].device;
+    else if (r->single >= 0) t->device = r->single;
+    else t->device = device_of(r->cdev, r->ncdev, op->comm_hash);
+    int channels = (op->flags & TPROF_COMM_F_GPU_TIME) != 0;
+    int kernel = t->kernel != SIZE_MAX;
+    uint64_t g0 = op->gpu_start, g1 = op->gpu_end, slack = KCH_SLACK_NS;
+    if (channels && t->device >= 0) {
+        int known = 0;
+        int64_t d = tp_cal_at(r->pts, r->devs, r->ndevs, (uint32_t)t->device, g0, &known);
+        if (known && (d < 0 || (uint64_t)d <= g0)) {
+            g0 = (uint64_t)((int64_t)g0 - d);
+            g1 = (uint64_t)((int64_t)g1 - d);
+            t->shift_ns = d;
+            t->checked = 1;
+            slack = TP_CAL_SLACK_NS;
+        }
+    }
+    if (kernel && channels) {
+        /* CUPTI's record of the op's own kernel comes first (docs/design.md §5.2): the channel
+         * interval starts ~3 us into the kernel. It counts only when the kernel runs this
+         * op alone and holds its (placement-checked) channel interval; one that does not
+         * is a wrong match (order-based matching shifts when CUPTI dropped records) */
+        const tp_gpu_op *kr = &p->gpu[t->kernel];
+        kernel = r->uses && r->uses[t->kernel] == 1 && kr->start <= g0 + slack &&
+                 kr->end + slack >= g1;
+    }
+    if (kernel) {
+        t->start = p->gpu[t->kernel].start;
+        t->end = p->gpu[t->kernel].end;
+        t->src = TP_COMM_TIME_KERNEL;
+    } else if (channels) {
+        t->start = g0;
+        t->end = g1;
+        t->src = TP_COMM_TIME_GPU;
+    }
+}
+
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
     if (p->comm_memo || !p->comm) return from_memo(p, out);
     for (size_t i = 0; i < p->ncomm; i++)
         out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
     if (!p->ncomm) return TPROF_OK;
     int aligned = 0;
-    int rc = match_kernels(p, out, &aligned);
+    resolver r = {.p = p, .single = -1};
+    comm_dev *cdev = NULL;
+    int rc = match_kernels(p, out, &aligned, &cdev, &r.ncdev);
+    r.cdev = cdev;
     /* the process's one device, when its kernels name only one: where its ops ran */
-    int32_t single = -1;
     for (size_t i = 0; i < p->ngpu; i++) {
         if (p->gpu[i].type != TPROF_REC_GPU_KERNEL) continue;
-        if (single == -1) single = (int32_t)p->gpu[i].device;
-        else if ((uint32_t)single != p->gpu[i].device) { single = -2; break; }
+        if (r.single == -1) r.single = (int32_t)p->gpu[i].device;
+        else if ((uint32_t)r.single != p->gpu[i].device) { r.single = -2; break; }
     }
     /* ops per matched kernel: a kernel that runs several ops (a group fused into one
      * launch) times none of them alone (without memory, none counts as alone) */
     uint8_t *uses = calloc(p->ngpu ? p->ngpu : 1, 1);
     for (size_t i = 0; uses && i < p->ncomm; i++)
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
+    r.uses = uses;
     /* the channel intervals' placement against the kernels that run one op each (each array
      * sized by what the one before it holds: a slim load, without kernels, makes none) */
-    size_t npair = 0, npts = 0, ndevs = 0;
+    size_t npair = 0, npts = 0;
     for (size_t i = 0; uses && aligned && i < p->ncomm; i++) npair += pairs_with(p, out, uses, i);
-    cal_pair *pairs = npair ? malloc(npair * sizeof *pairs) : NULL;
-    cal_point *pts = NULL;
-    cal_dev *devs = NULL;
+    tp_cal_pair *pairs = npair ? malloc(npair * sizeof *pairs) : NULL;
+    tp_cal_point *pts = NULL;
+    tp_cal_dev *devs = NULL;
     npair = 0;
     for (size_t i = 0; pairs && i < p->ncomm; i++) {
         if (!pairs_with(p, out, uses, i)) continue;
@@ -771,53 +727,19 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
         const tp_gpu_op *kr = &p->gpu[out[i].kernel];
         /* centres, halved first: no overflow */
         int64_t d = ((int64_t)(op->gpu_start / 2 + op->gpu_end / 2) - (int64_t)(kr->start / 2 + kr->end / 2));
-        pairs[npair++] = (cal_pair){kr->device, kr->start, d};
+        pairs[npair++] = (tp_cal_pair){kr->device, kr->start, d};
     }
-    if (npair > 1) qsort(pairs, npair, sizeof *pairs, cmp_cal_pair);
-    if (npair && (pts = malloc(npair * sizeof *pts))) npts = cal_points(pairs, npair, pts);
+    if (npair > 1) tp_cal_sort(pairs, npair);
+    if (npair && (pts = malloc(npair * sizeof *pts))) npts = tp_cal_points(pairs, npair, pts);
     free(pairs);
-    if (npts && (devs = malloc(npts * sizeof *devs))) ndevs = cal_devices(pts, npts, devs);
-    for (size_t i = 0; i < p->ncomm; i++) {
-        const tp_comm_op *op = &p->comm[i];
-        tp_comm_time *t = &out[i];
-        if (is_mpi(op)) continue; /* host time is the duration; no device */
-        if (t->kernel != SIZE_MAX) t->device = (int32_t)p->gpu[t->kernel].device;
-        else if (single >= 0) t->device = single;
-        int channels = (op->flags & TPROF_COMM_F_GPU_TIME) != 0;
-        int kernel = t->kernel != SIZE_MAX;
-        uint64_t g0 = op->gpu_start, g1 = op->gpu_end, slack = KCH_SLACK_NS;
-        if (channels && t->device >= 0) {
-            int known = 0;
-            int64_t d = cal_at(pts, devs, ndevs, (uint32_t)t->device, g0, &known);
-            if (known && (d < 0 || (uint64_t)d <= g0)) {
-                g0 = (uint64_t)((int64_t)g0 - d);
-                g1 = (uint64_t)((int64_t)g1 - d);
-                t->shift_ns = d;
-                t->checked = 1;
-                slack = CAL_SLACK_NS;
-            }
-        }
-        if (kernel && channels) {
-            /* CUPTI's record of the op's own kernel comes first (docs/design.md §5.2): the channel
-             * interval starts ~3 us into the kernel. It counts only when the kernel runs this
-             * op alone and holds its (placement-checked) channel interval; one that does not
-             * is a wrong match (order-based matching shifts when CUPTI dropped records) */
-            const tp_gpu_op *kr = &p->gpu[t->kernel];
-            kernel = uses && uses[t->kernel] == 1 && kr->start <= g0 + slack && kr->end + slack >= g1;
-        }
-        if (kernel) {
-            t->start = p->gpu[t->kernel].start;
-            t->end = p->gpu[t->kernel].end;
-            t->src = TP_COMM_TIME_KERNEL;
-        } else if (channels) {
-            t->start = g0;
-            t->end = g1;
-            t->src = TP_COMM_TIME_GPU;
-        }
-    }
+    if (npts && (devs = malloc(npts * sizeof *devs))) r.ndevs = tp_cal_devices(pts, npts, devs);
+    r.pts = pts;
+    r.devs = devs;
+    for (size_t i = 0; i < p->ncomm; i++) resolve_op(&r, &p->comm[i], &out[i]);
     free(pts);
     free(devs);
     free(uses);
+    free(cdev);
     return rc;
 }
 
