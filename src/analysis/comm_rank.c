@@ -77,10 +77,9 @@ static cJSON *row_json(const row *r, size_t nst) {
     }
     return e;
 }
-/* Op i's row alone (count 1), from its resolved times tm[i]. */
-static void op_row(const tp_process *p, const tp_comm_time *tm, const tp_step *st, size_t nst,
+/* Op o's row alone (count 1), from its resolved times *t; i: its index in the file's order. */
+static void op_row(const tp_comm_op *o, const tp_comm_time *t, const tp_step *st, size_t nst,
                    size_t i, row *r) {
-    const tp_comm_op *o = &p->comm[i];
     memset(r, 0, sizeof *r);
     r->hash = o->comm_hash;
     r->op = o->op < TPROF_COMM_OP_COUNT ? o->op : TPROF_COMM_UNKNOWN;
@@ -93,14 +92,14 @@ static void op_row(const tp_process *p, const tp_comm_time *tm, const tp_step *s
     r->bytes = o->bytes;
     r->dtypes = o->dtype && o->dtype < TPROF_DTYPE_COUNT ? 1u << o->dtype : 0;
     /* an op never stopped has no real end unless the GPU side gave one */
-    int untimed = (o->flags & TPROF_COMM_F_UNFINISHED) && tm[i].src == TP_COMM_TIME_HOST;
+    int untimed = (o->flags & TPROF_COMM_F_UNFINISHED) && t->src == TP_COMM_TIME_HOST;
     r->unfinished = untimed;
     if (!untimed) {
         r->timed = 1;
-        r->time_ns = tm[i].end - tm[i].start;
-        r->src[tm[i].src] = 1;
+        r->time_ns = t->end - t->start;
+        r->src[t->src] = 1;
         r->enqueue_only =
-            !tp_comm_host_timed(o->source, o->flags) && tm[i].src == TP_COMM_TIME_HOST;
+            !tp_comm_host_timed(o->source, o->flags) && t->src == TP_COMM_TIME_HOST;
         if (!r->enqueue_only) { /* an enqueue says nothing about the transfer's speed */
             r->bw_ops = 1;
             r->bw_ns = r->time_ns;
@@ -140,64 +139,167 @@ static uint64_t row_hash(const row *r) {
     return h ^ (h >> 29);
 }
 
-/* Rows per (communicator, op, name) from the resolved ops, summed as the ops are read: a
- * table of the groups alone (a row and two slots a group), where a row per op sorted held
- * 168 bytes an op (336 MB for a rank file of 2 M collectives). The rows come out in
- * (communicator, op, name) order, each group's first op in the file naming its source and
- * backend. Returns the rows (caller frees) or NULL when out of memory; *nrows gets their
- * number. */
-static row *build_rows(const tp_process *p, const tp_comm_time *tm, const tp_step *st,
-                       size_t nst, size_t *nrows) {
-    size_t n = 0, cap = 16, nslot = 32;
-    row *v = malloc(cap * sizeof *v);
-    size_t *slot = malloc(nslot * sizeof *slot);
-    if (!v || !slot) goto oom;
-    memset(slot, 0xff, nslot * sizeof *slot); /* SIZE_MAX: empty */
-    for (size_t i = 0; i < p->ncomm; i++) {
-        row r;
-        op_row(p, tm, st, nst, i, &r);
-        size_t at = (size_t)row_hash(&r) & (nslot - 1);
-        while (slot[at] != SIZE_MAX) {
-            const row *d = &v[slot[at]];
-            if (d->hash == r.hash && d->op == r.op && !strcmp(d->name, r.name)) break;
-            at = (at + 1) & (nslot - 1);
-        }
-        if (slot[at] != SIZE_MAX) {
-            row_add(&v[slot[at]], &r);
-            continue;
-        }
-        if (n == cap) {
-            row *nv = realloc(v, 2 * cap * sizeof *nv);
-            if (!nv) goto oom;
-            v = nv;
-            cap *= 2;
-        }
-        v[n] = r;
-        slot[at] = n++;
-        if (2 * n > nslot) { /* at most half full: rehash into twice the slots */
-            size_t *ns = malloc(2 * nslot * sizeof *ns);
-            if (!ns) goto oom;
-            nslot *= 2;
-            memset(ns, 0xff, nslot * sizeof *ns);
-            for (size_t k = 0; k < n; k++) {
-                size_t a = (size_t)row_hash(&v[k]) & (nslot - 1);
-                while (ns[a] != SIZE_MAX) a = (a + 1) & (nslot - 1);
-                ns[a] = k;
-            }
-            free(slot);
-            slot = ns;
+/* The first op of a row (the one that made it), by its index in the file's order: what
+ * names the communicator's source and backend. Rows are made in the file's order, so these
+ * are in op0 order. */
+typedef struct row_first { size_t op0; tp_comm_key key; } row_first;
+
+/* A rank's ops summed one at a time in the file's order (acc_op), so that the ops need not
+ * be held together: the counts and torch's backends into the result, the rows per
+ * (communicator, op, name) in a table of the groups alone (a row and two slots a group,
+ * where a row per op sorted held 168 bytes an op: 336 MB for a rank file of 2 M
+ * collectives), each row's first op, the shifts of the ops whose placement was checked, and
+ * what the exposure's basis counts. */
+typedef struct comm_acc {
+    tp_comm_result *c;
+    const tp_process *p; /* its metadata: torch's backends */
+    const tp_step *st;
+    size_t nst;
+    row *v; /* the rows, n of cap; NULL when out of memory (no rows) */
+    size_t n, cap;
+    size_t *slot; /* nslot, a power of two: index in v, SIZE_MAX empty */
+    size_t nslot;
+    row_first *first; /* per row, in the order made */
+    double *shift;    /* us, of the checked ops; NULL when out of memory (no placement) */
+    size_t nshift, cshift;
+    size_t host_timed, gpu_timed; /* MPI-like ops; NCCL ops with a time of the GPU's */
+} comm_acc;
+
+static void acc_init(comm_acc *a, tp_comm_result *c, const tp_process *p, const tp_step *st,
+                     size_t nst) {
+    *a = (comm_acc){.c = c, .p = p, .st = st, .nst = nst, .cap = 16, .nslot = 32, .cshift = 16};
+    a->v = malloc(a->cap * sizeof *a->v);
+    a->first = malloc(a->cap * sizeof *a->first);
+    a->slot = malloc(a->nslot * sizeof *a->slot);
+    a->shift = malloc(a->cshift * sizeof *a->shift);
+    if (a->slot) memset(a->slot, 0xff, a->nslot * sizeof *a->slot); /* SIZE_MAX: empty */
+    if (!a->v || !a->first || !a->slot) {
+        free(a->v);
+        free(a->first);
+        free(a->slot);
+        a->v = NULL;
+        a->first = NULL;
+        a->slot = NULL;
+    }
+}
+
+/* The rows given up (out of memory): the section shows none. */
+static void acc_no_rows(comm_acc *a) {
+    free(a->v);
+    free(a->first);
+    free(a->slot);
+    a->v = NULL;
+    a->first = NULL;
+    a->slot = NULL;
+}
+
+/* Row r into a's table: added into its group's row (the group's ops taken in file order,
+ * so that the sums are the same whatever the number of groups), or a new row. */
+static void acc_row(comm_acc *a, const row *r, const tp_comm_op *o) {
+    size_t at = (size_t)row_hash(r) & (a->nslot - 1);
+    while (a->slot[at] != SIZE_MAX) {
+        const row *d = &a->v[a->slot[at]];
+        if (d->hash == r->hash && d->op == r->op && !strcmp(d->name, r->name)) break;
+        at = (at + 1) & (a->nslot - 1);
+    }
+    if (a->slot[at] != SIZE_MAX) {
+        row_add(&a->v[a->slot[at]], r);
+        return;
+    }
+    if (a->n == a->cap) {
+        row *nv = realloc(a->v, 2 * a->cap * sizeof *nv);
+        if (nv) a->v = nv;
+        row_first *nf = nv ? realloc(a->first, 2 * a->cap * sizeof *nf) : NULL;
+        if (nf) a->first = nf;
+        if (!nf) return acc_no_rows(a);
+        a->cap *= 2;
+    }
+    a->v[a->n] = *r;
+    a->first[a->n] = (row_first){r->op0, tp_comm_key_of(o)};
+    a->slot[at] = a->n++;
+    if (2 * a->n <= a->nslot) return;
+    size_t *ns = malloc(2 * a->nslot * sizeof *ns); /* at most half full: twice the slots */
+    if (!ns) return acc_no_rows(a);
+    a->nslot *= 2;
+    memset(ns, 0xff, a->nslot * sizeof *ns);
+    for (size_t k = 0; k < a->n; k++) {
+        size_t s = (size_t)row_hash(&a->v[k]) & (a->nslot - 1);
+        while (ns[s] != SIZE_MAX) s = (s + 1) & (a->nslot - 1);
+        ns[s] = k;
+    }
+    free(a->slot);
+    a->slot = ns;
+}
+
+/* Op o (index i in the file's order), resolved as *t (NULL: not resolved, for want of
+ * memory: its counts alone). */
+static void acc_op(comm_acc *a, const tp_comm_op *o, size_t i, const tp_comm_time *t) {
+    tp_comm_result *c = a->c;
+    c->ops++;
+    c->mpi_ops += o->source == TPROF_COMM_SRC_MPI;
+    c->torch_ops += o->source == TPROF_COMM_SRC_TORCH;
+    if (o->source == TPROF_COMM_SRC_TORCH) {
+        /* the backends torch.distributed's ops went through, in order of first use */
+        char be[32] = {0}; /* copied whole, and so coded whole into a summary */
+        tp_comm_key ki = tp_comm_key_of(o);
+        tp_comm_backend(a->p, &ki, be, sizeof be);
+        int seen = 0;
+        for (size_t k = 0; k < c->ntorch_backends && !seen; k++)
+            seen = !strcmp(c->torch_backends[k], be);
+        char (*nb)[32] = seen ? NULL : realloc(c->torch_backends, (c->ntorch_backends + 1) * sizeof *nb);
+        if (nb) {
+            c->torch_backends = nb;
+            memcpy(c->torch_backends[c->ntorch_backends++], be, sizeof be);
         }
     }
-    free(slot);
-    if (n > 1) qsort(v, n, sizeof *v, cmp_row);
+    if (!t) return;
+    int host = tp_comm_host_timed(o->source, o->flags);
+    a->host_timed += host;
+    a->gpu_timed += t->src != TP_COMM_TIME_HOST && !host;
+    if (t->checked && a->shift) {
+        if (a->nshift == a->cshift) {
+            double *ns = realloc(a->shift, 2 * a->cshift * sizeof *ns);
+            if (!ns) free(a->shift);
+            a->shift = ns;
+            a->cshift *= 2;
+        }
+        if (a->shift) a->shift[a->nshift++] = (double)t->shift_ns / 1e3;
+    }
+    if (!a->v) return;
+    row r;
+    op_row(o, t, a->st, a->nst, i, &r);
+    acc_row(a, &r, o);
+}
+
+/* The first op's key of the row whose first op is op0 (a's rows in op0 order). */
+static const tp_comm_key *acc_first(const comm_acc *a, size_t nrows, size_t op0) {
+    size_t lo = 0, hi = nrows;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->first[mid].op0 < op0) lo = mid + 1;
+        else hi = mid;
+    }
+    return &a->first[lo].key;
+}
+
+/* The rows, sorted (communicator, op, name), into c (the table's memory given over). */
+static void acc_rows(comm_acc *a) {
+    free(a->slot);
+    a->slot = NULL;
+    if (!a->v) return;
+    if (a->n > 1) qsort(a->v, a->n, sizeof *a->v, cmp_row);
     /* the rows stay in the rank's results for the whole report */
-    row *shrunk = n && n < cap ? realloc(v, n * sizeof *v) : NULL;
-    *nrows = n;
-    return shrunk ? shrunk : v;
-oom:
-    free(v);
-    free(slot);
-    return NULL;
+    row *shrunk = a->n && a->n < a->cap ? realloc(a->v, a->n * sizeof *a->v) : NULL;
+    a->c->rows = shrunk ? shrunk : a->v;
+    a->c->nrows = a->n;
+    a->v = NULL;
+}
+
+static void acc_free(comm_acc *a) {
+    free(a->v);
+    free(a->first);
+    free(a->slot);
+    free(a->shift);
 }
 
 /* ------------------------------------------------------------------ exposure */
@@ -206,7 +308,7 @@ oom:
  * measured against (x->basis, x->note): "gpu" with kernel records, "host" for a CPU job's
  * MPI or torch.distributed calls, else "none". Returns the number of devices. */
 static size_t exposure_basis(tp_comm_exposure_result *x, const tp_process *p,
-                             const tp_comm_time *tm) {
+                             const comm_acc *a) {
     uint32_t *devs = x->devices;
     size_t ndev = 0;
     for (size_t i = 0; i < p->ngpu; i++) {
@@ -215,12 +317,7 @@ static size_t exposure_basis(tp_comm_exposure_result *x, const tp_process *p,
         while (k < ndev && devs[k] != p->gpu[i].device) k++;
         if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
     }
-    size_t nmpi = 0, ngpu_time = 0;
-    for (size_t i = 0; i < p->ncomm; i++) {
-        int host = tp_comm_host_timed(p->comm[i].source, p->comm[i].flags);
-        nmpi += host;
-        ngpu_time += tm[i].src != TP_COMM_TIME_HOST && !host;
-    }
+    size_t nmpi = a->host_timed, ngpu_time = a->gpu_timed;
     int comm_kernels = 0;
     for (size_t i = 0; i < p->ngpu && !comm_kernels; i++)
         comm_kernels = tp_comm_is_kernel(&p->gpu[i]);
@@ -321,11 +418,11 @@ static int compute_kernel(const tp_gpu_op *o, const void *arg) {
 
 /* Exposed and overlapped communication per window (measured step, or the whole run) into *x. */
 static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
-                             const tp_comm_time *tm, const tp_step *st, size_t nst,
-                             const tp_step *cst, size_t ncst) {
+                             const tp_comm_time *tm, const comm_acc *a, const tp_step *st,
+                             size_t nst, const tp_step *cst, size_t ncst) {
     x->present = 1;
     x->per_step = nst > 0;
-    size_t ndev = exposure_basis(x, p, tm);
+    size_t ndev = exposure_basis(x, p, a);
     const uint32_t *devs = x->devices;
     const char *basis = x->basis;
     /* on the GPU basis compute is the kernels: only the steps in which GPU activity was
@@ -492,26 +589,23 @@ static const char *torch_group(const tp_process *p, uint64_t hash, uint32_t size
 }
 
 /* How far the kernel-channel intervals moved to agree with CUPTI (tp_comm_resolve): the
- * median, least and most shift over the ops checked, in us; nothing when none was. */
-static void placement(tp_comm_result *c, const tp_process *p, const tp_comm_time *tm) {
-    size_t n = 0;
-    double *v = malloc((p->ncomm ? p->ncomm : 1) * sizeof *v);
-    if (!v) return;
-    for (size_t i = 0; i < p->ncomm; i++)
-        if (tm[i].checked) v[n++] = (double)tm[i].shift_ns / 1e3;
-    if (n) {
-        qsort(v, n, sizeof *v, tp_cmp_double);
-        c->has_placement = 1;
-        c->placement_ops = (double)n;
-        c->shift_us_p50 = tp_pct_double(v, n, 0.5);
-        c->shift_us_min = v[0];
-        c->shift_us_max = v[n - 1];
-    }
-    free(v);
+ * median, least and most shift over the ops checked (a's shifts), in us; nothing when none
+ * was. */
+static void placement(tp_comm_result *c, comm_acc *a) {
+    size_t n = a->nshift;
+    double *v = a->shift;
+    if (!v || !n) return;
+    qsort(v, n, sizeof *v, tp_cmp_double);
+    c->has_placement = 1;
+    c->placement_ops = (double)n;
+    c->shift_us_p50 = tp_pct_double(v, n, 0.5);
+    c->shift_us_min = v[0];
+    c->shift_us_max = v[n - 1];
 }
 
-/* The communicators of the rank from its rows (sorted by communicator), most time first. */
-static void communicators(tp_comm_result *c, const tp_process *p) {
+/* The communicators of the rank from its rows (sorted by communicator), most time first;
+ * a: the rows' first ops. */
+static void communicators(tp_comm_result *c, const tp_process *p, const comm_acc *a) {
     const row *rows = c->rows;
     size_t nrows = c->nrows;
     cref *cs = malloc((nrows ? nrows : 1) * sizeof *cs);
@@ -549,10 +643,9 @@ static void communicators(tp_comm_result *c, const tp_process *p) {
         if (na && strcmp(na + 6, "-")) e->name = na + 6;
         e->torch_group = torch_group(p, cs[k].hash, e->size, 1);
         /* who recorded it, and the backend that carried it (gloo, nccl, mpi, ...) */
-        const tp_comm_op *o0 = &p->comm[rows[cs[k].a].op0];
-        e->source = tp_comm_source_name(o0->source);
-        tp_comm_key k0 = tp_comm_key_of(o0);
-        tp_comm_backend(p, &k0, e->backend, sizeof e->backend);
+        const tp_comm_key *k0 = acc_first(a, nrows, rows[cs[k].a].op0);
+        e->source = tp_comm_source_name(k0->source);
+        tp_comm_backend(p, k0, e->backend, sizeof e->backend);
         e->rows = &rows[cs[k].a];
         e->nrows = cs[k].b - cs[k].a;
     }
@@ -567,45 +660,29 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
     int any_comm_kernel = 0;
     for (size_t i = 0; i < p->ngpu && !any_comm_kernel; i++)
         any_comm_kernel = tp_comm_is_kernel(&p->gpu[i]);
-    for (size_t i = 0; i < p->ncomm; i++) {
-        c->mpi_ops += p->comm[i].source == TPROF_COMM_SRC_MPI;
-        c->torch_ops += p->comm[i].source == TPROF_COMM_SRC_TORCH;
-    }
-    c->ops = p->ncomm;
-    c->nccl_ops = p->ncomm - c->mpi_ops - c->torch_ops;
-    /* the backends torch.distributed's ops went through, in order of first use */
-    for (size_t i = 0; i < p->ncomm && c->torch_ops; i++) {
-        if (p->comm[i].source != TPROF_COMM_SRC_TORCH) continue;
-        char be[32] = {0}; /* copied whole, and so coded whole into a summary */
-        tp_comm_key ki = tp_comm_key_of(&p->comm[i]);
-        tp_comm_backend(p, &ki, be, sizeof be);
-        int seen = 0;
-        for (size_t k = 0; k < c->ntorch_backends && !seen; k++)
-            seen = !strcmp(c->torch_backends[k], be);
-        if (seen) continue;
-        char (*nb)[32] = realloc(c->torch_backends, (c->ntorch_backends + 1) * sizeof *nb);
-        if (!nb) break;
-        c->torch_backends = nb;
-        memcpy(c->torch_backends[c->ntorch_backends++], be, sizeof be);
-    }
+    /* without ops (their kernels alone), an array of none; NULL without memory (the ops'
+     * counts alone) */
+    tp_comm_time *own = NULL;
+    const tp_comm_time *tm = p->ncomm || any_comm_kernel ? tp_comm_times(p, &own) : NULL;
+    comm_acc a;
+    acc_init(&a, c, p, st, nst);
+    for (size_t i = 0; i < p->ncomm; i++) acc_op(&a, &p->comm[i], i, tm ? &tm[i] : NULL);
+    c->nccl_ops = c->ops - c->mpi_ops - c->torch_ops;
     /* NCCL events refused because the plugin's pool was full (at least this many) */
     const char *drops = tp_meta(p, "nccl.pool_drops");
     if (drops && strtod(drops, NULL) > 0) {
         c->has_not_recorded = 1;
         c->nccl_ops_not_recorded = strtod(drops, NULL);
     }
-    if (!p->ncomm && !any_comm_kernel) {
-        c->nothing = 1;
-        return;
+    if (!p->ncomm && !any_comm_kernel) c->nothing = 1;
+    if (tm && !c->nothing) {
+        c->resolved = 1;
+        placement(c, &a);
+        acc_rows(&a);
+        if (c->rows) communicators(c, p, &a);
+        exposure_compute(&c->exposure, p, tm, &a, st, nst, cst, ncst);
     }
-    tp_comm_time *own; /* without ops (their kernels alone), an array of none */
-    const tp_comm_time *tm = tp_comm_times(p, &own);
-    if (!tm) return;
-    c->resolved = 1;
-    placement(c, p, tm);
-    c->rows = build_rows(p, tm, st, nst, &c->nrows);
-    if (c->rows) communicators(c, p);
-    exposure_compute(&c->exposure, p, tm, st, nst, cst, ncst);
+    acc_free(&a);
     free(own);
 }
 
