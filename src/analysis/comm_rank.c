@@ -246,7 +246,8 @@ static void acc_op(comm_acc *a, const tp_comm_op *o, size_t i, const tp_comm_tim
         int seen = 0;
         for (size_t k = 0; k < c->ntorch_backends && !seen; k++)
             seen = !strcmp(c->torch_backends[k], be);
-        char (*nb)[32] = seen ? NULL : realloc(c->torch_backends, (c->ntorch_backends + 1) * sizeof *nb);
+        size_t grown = (c->ntorch_backends + 1) * sizeof *c->torch_backends;
+        char (*nb)[32] = seen ? NULL : realloc(c->torch_backends, grown);
         if (nb) {
             c->torch_backends = nb;
             memcpy(c->torch_backends[c->ntorch_backends++], be, sizeof be);
