@@ -148,7 +148,7 @@ typedef struct row_first { size_t op0; tp_comm_key key; } row_first;
  * be held together: the counts and torch's backends into the result, the rows per
  * (communicator, op, name) in a table of the groups alone (a row and two slots a group,
  * where a row per op sorted held 168 bytes an op: 336 MB for a rank file of 2 M
- * collectives), each row's first op, the shifts of the ops whose placement was checked, and
+ * collectives), each row's first op, the count and range of the placement shifts checked, and
  * what the exposure's basis counts. */
 typedef struct comm_acc {
     tp_comm_result *c;
@@ -160,18 +160,17 @@ typedef struct comm_acc {
     size_t *slot; /* nslot, a power of two: index in v, SIZE_MAX empty */
     size_t nslot;
     row_first *first; /* per row, in the order made */
-    double *shift;    /* us, of the checked ops; NULL when out of memory (no placement) */
-    size_t nshift, cshift;
+    size_t nshift;             /* ops whose placement was checked (tp_comm_time.checked) */
+    int64_t shift_min, shift_max; /* ns, their least and most shift */
     size_t host_timed, gpu_timed; /* MPI-like ops; NCCL ops with a time of the GPU's */
 } comm_acc;
 
 static void acc_init(comm_acc *a, tp_comm_result *c, const tp_process *p, const tp_step *st,
                      size_t nst) {
-    *a = (comm_acc){.c = c, .p = p, .st = st, .nst = nst, .cap = 16, .nslot = 32, .cshift = 16};
+    *a = (comm_acc){.c = c, .p = p, .st = st, .nst = nst, .cap = 16, .nslot = 32};
     a->v = malloc(a->cap * sizeof *a->v);
     a->first = malloc(a->cap * sizeof *a->first);
     a->slot = malloc(a->nslot * sizeof *a->slot);
-    a->shift = malloc(a->cshift * sizeof *a->shift);
     if (a->slot) memset(a->slot, 0xff, a->nslot * sizeof *a->slot); /* SIZE_MAX: empty */
     if (!a->v || !a->first || !a->slot) {
         free(a->v);
@@ -257,14 +256,10 @@ static void acc_op(comm_acc *a, const tp_comm_op *o, size_t i, const tp_comm_tim
     int host = tp_comm_host_timed(o->source, o->flags);
     a->host_timed += host;
     a->gpu_timed += t->src != TP_COMM_TIME_HOST && !host;
-    if (t->checked && a->shift) {
-        if (a->nshift == a->cshift) {
-            double *ns = realloc(a->shift, 2 * a->cshift * sizeof *ns);
-            if (!ns) free(a->shift);
-            a->shift = ns;
-            a->cshift *= 2;
-        }
-        if (a->shift) a->shift[a->nshift++] = (double)t->shift_ns / 1e3;
+    if (t->checked) {
+        if (!a->nshift || t->shift_ns < a->shift_min) a->shift_min = t->shift_ns;
+        if (!a->nshift || t->shift_ns > a->shift_max) a->shift_max = t->shift_ns;
+        a->nshift++;
     }
     if (!a->v) return;
     row r;
@@ -300,7 +295,6 @@ static void acc_free(comm_acc *a) {
     free(a->v);
     free(a->first);
     free(a->slot);
-    free(a->shift);
 }
 
 /* ------------------------------------------------------------------ exposure */
@@ -589,19 +583,27 @@ static const char *torch_group(const tp_process *p, uint64_t hash, uint32_t size
     return d;
 }
 
+/* A shift as a key whose order is the shift's (int64 to uint64, the sign bit flipped). */
+static uint64_t shift_key(int64_t ns) { return (uint64_t)ns ^ (1ull << 63); }
+
 /* How far the kernel-channel intervals moved to agree with CUPTI (tp_comm_resolve): the
- * median, least and most shift over the ops checked (a's shifts), in us; nothing when none
- * was. */
-static void placement(tp_comm_result *c, comm_acc *a) {
-    size_t n = a->nshift;
-    double *v = a->shift;
-    if (!v || !n) return;
-    qsort(v, n, sizeof *v, tp_cmp_double);
+ * median, least and most shift over the ops checked, in us; nothing when none was. The
+ * median is selected in passes over the n ops' times tm (tp_kth), which holds nothing a
+ * checked op (before: a sorted copy, 8 bytes each); a's count and range come from its one
+ * reading of the ops. Nothing without memory for the selection. */
+static void placement(tp_comm_result *c, const comm_acc *a, const tp_comm_time *tm, size_t n) {
+    if (!a->nshift) return;
+    tp_kth q;
+    tp_kth_init(&q, tp_pct_index(a->nshift, 0.5));
+    while (tp_kth_pass(&q))
+        for (size_t i = 0; i < n; i++)
+            if (tm[i].checked) tp_kth_see(&q, shift_key(tm[i].shift_ns));
+    if (q.oom) return;
     c->has_placement = 1;
-    c->placement_ops = (double)n;
-    c->shift_us_p50 = tp_pct_double(v, n, 0.5);
-    c->shift_us_min = v[0];
-    c->shift_us_max = v[n - 1];
+    c->placement_ops = (double)a->nshift;
+    c->shift_us_p50 = (double)(int64_t)shift_key((int64_t)q.value) / 1e3;
+    c->shift_us_min = (double)a->shift_min / 1e3;
+    c->shift_us_max = (double)a->shift_max / 1e3;
 }
 
 /* The communicators of the rank from its rows (sorted by communicator), most time first;
@@ -678,7 +680,7 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
     if (!p->ncomm && !any_comm_kernel) c->nothing = 1;
     if (tm && !c->nothing) {
         c->resolved = 1;
-        placement(c, &a);
+        placement(c, &a, tm, p->ncomm);
         acc_rows(&a);
         if (c->rows) communicators(c, p, &a);
         exposure_compute(&c->exposure, p, tm, &a, st, nst, cst, ncst);
