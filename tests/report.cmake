@@ -25,6 +25,9 @@ target_compile_definitions(test_report_stream PRIVATE TPROF_SOURCE_DIR="${CMAKE_
 # It renders the fuzz corpus and the synthetic runs four ways each and sweeps 40,000-deep
 # stacks: under TSan with every core busy (suite_under_load) that took past the units' 120 s.
 set_tests_properties(test_report_stream PROPERTIES TIMEOUT 600)
+# A section's communication ops read apart in passes over its file (comm_stream.c): the
+# report the same byte for byte, and files whose ops need each other read whole.
+tprof_add_unit(test_comm_apart test_comm_apart.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
 # Rank summaries (summary.h, `trainprof summarize`): the report read from them is the report
 # read from the rank files, byte for byte; stale or damaged ones are recomputed, never used.
 tprof_add_unit(test_summary test_summary.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")

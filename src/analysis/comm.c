@@ -495,16 +495,17 @@ static int32_t device_of(const comm_dev *d, size_t n, uint64_t hash) {
  * the ops issued while capture was off, which a long job's windows leave the most of. */
 static size_t matchable(const tp_process *p, const tp_step *cap, size_t ncap, oref *o,
                         size_t a, size_t b, size_t w) {
-    int prev_kept = 0;
-    uint64_t prev_end = 0;
-    for (size_t i = a; i < b; i++) {
-        const tp_comm_op *op = &p->comm[o[i].ci];
-        int keep = op_span(cap, ncap, op->start) != NO_SPAN || (prev_kept && op->start < prev_end);
-        if (keep) o[w++] = o[i];
-        prev_kept = keep;
-        prev_end = op->end;
-    }
+    tp_comm_cut c = {0, 0};
+    for (size_t i = a; i < b; i++)
+        if (tp_comm_cut_keeps(&c, cap, ncap, &p->comm[o[i].ci])) o[w++] = o[i];
     return w;
+}
+
+int tp_comm_cut_keeps(tp_comm_cut *c, const tp_step *cap, size_t ncap, const tp_comm_op *op) {
+    int keep = op_span(cap, ncap, op->start) != NO_SPAN || (c->prev_kept && op->start < c->prev_end);
+    c->prev_kept = keep;
+    c->prev_end = op->end;
+    return keep;
 }
 
 /* The matching rule (file comment, part 1) over p's ops and communication kernels: each
@@ -691,35 +692,58 @@ static void resolve_op(const resolver *r, const tp_comm_op *op, tp_comm_time *t)
     }
 }
 
-int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
+/* What resolves another op of the file alone: the resolver and the arrays it points into. */
+struct tp_comm_resolver {
+    resolver r;
+    comm_dev *cdev;
+    uint8_t *uses;
+    tp_cal_point *pts;
+    tp_cal_dev *devs;
+};
+
+void tp_comm_resolver_free(tp_comm_resolver *k) {
+    if (!k) return;
+    free(k->cdev);
+    free(k->uses);
+    free(k->pts);
+    free(k->devs);
+    free(k);
+}
+
+void tp_comm_resolve_other(const tp_comm_resolver *k, const tp_comm_op *op, tp_comm_time *t) {
+    *t = (tp_comm_time){op->start, op->end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
+    resolve_op(&k->r, op, t);
+}
+
+int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolver **keep) {
+    if (keep) *keep = NULL;
     if (p->comm_memo || !p->comm) return from_memo(p, out);
     for (size_t i = 0; i < p->ncomm; i++)
         out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
     if (!p->ncomm) return TPROF_OK;
     int aligned = 0;
-    resolver r = {.p = p, .single = -1};
-    comm_dev *cdev = NULL;
-    int rc = match_kernels(p, out, &aligned, &cdev, &r.ncdev);
-    r.cdev = cdev;
+    tp_comm_resolver *k = calloc(1, sizeof *k);
+    if (!k) return TPROF_ERR_NO_MEMORY; /* out: the host intervals */
+    k->r = (resolver){.p = p, .single = -1};
+    int rc = match_kernels(p, out, &aligned, &k->cdev, &k->r.ncdev);
+    k->r.cdev = k->cdev;
     /* the process's one device, when its kernels name only one: where its ops ran */
     for (size_t i = 0; i < p->ngpu; i++) {
         if (p->gpu[i].type != TPROF_REC_GPU_KERNEL) continue;
-        if (r.single == -1) r.single = (int32_t)p->gpu[i].device;
-        else if ((uint32_t)r.single != p->gpu[i].device) { r.single = -2; break; }
+        if (k->r.single == -1) k->r.single = (int32_t)p->gpu[i].device;
+        else if ((uint32_t)k->r.single != p->gpu[i].device) { k->r.single = -2; break; }
     }
     /* ops per matched kernel: a kernel that runs several ops (a group fused into one
      * launch) times none of them alone (without memory, none counts as alone) */
-    uint8_t *uses = calloc(p->ngpu ? p->ngpu : 1, 1);
+    uint8_t *uses = k->uses = calloc(p->ngpu ? p->ngpu : 1, 1);
     for (size_t i = 0; uses && i < p->ncomm; i++)
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
-    r.uses = uses;
+    k->r.uses = uses;
     /* the channel intervals' placement against the kernels that run one op each (each array
      * sized by what the one before it holds: a slim load, without kernels, makes none) */
     size_t npair = 0, npts = 0;
     for (size_t i = 0; uses && aligned && i < p->ncomm; i++) npair += pairs_with(p, out, uses, i);
     tp_cal_pair *pairs = npair ? malloc(npair * sizeof *pairs) : NULL;
-    tp_cal_point *pts = NULL;
-    tp_cal_dev *devs = NULL;
     npair = 0;
     for (size_t i = 0; pairs && i < p->ncomm; i++) {
         if (!pairs_with(p, out, uses, i)) continue;
@@ -730,17 +754,21 @@ int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
         pairs[npair++] = (tp_cal_pair){kr->device, kr->start, d};
     }
     if (npair > 1) tp_cal_sort(pairs, npair);
-    if (npair && (pts = malloc(npair * sizeof *pts))) npts = tp_cal_points(pairs, npair, pts);
+    if (npair && (k->pts = malloc(npair * sizeof *k->pts)))
+        npts = tp_cal_points(pairs, npair, k->pts);
     free(pairs);
-    if (npts && (devs = malloc(npts * sizeof *devs))) r.ndevs = tp_cal_devices(pts, npts, devs);
-    r.pts = pts;
-    r.devs = devs;
-    for (size_t i = 0; i < p->ncomm; i++) resolve_op(&r, &p->comm[i], &out[i]);
-    free(pts);
-    free(devs);
-    free(uses);
-    free(cdev);
+    if (npts && (k->devs = malloc(npts * sizeof *k->devs)))
+        k->r.ndevs = tp_cal_devices(k->pts, npts, k->devs);
+    k->r.pts = k->pts;
+    k->r.devs = k->devs;
+    for (size_t i = 0; i < p->ncomm; i++) resolve_op(&k->r, &p->comm[i], &out[i]);
+    if (keep) *keep = k;
+    else tp_comm_resolver_free(k);
     return rc;
+}
+
+int tp_comm_resolve(const tp_process *p, tp_comm_time *out) {
+    return tp_comm_resolve_keep(p, out, NULL);
 }
 
 const tp_comm_time *tp_comm_times(const tp_process *p, tp_comm_time **owned) {

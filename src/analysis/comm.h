@@ -53,6 +53,30 @@ typedef struct tp_comm_span {
  * resolved, without the kernel (SIZE_MAX), the device (-1) or the placement check (0). */
 int tp_comm_resolve(const tp_process *p, tp_comm_time *out);
 
+/* The matching's cut (comm.c, matchable) over one communicator's ops in issue order, one op
+ * at a time: 1 when it keeps op (issued in one of the ncap capture spans cap, as
+ * tp_capture_timeline gives them, or sharing the kept op before it's launch). c starts
+ * zeroed. */
+typedef struct tp_comm_cut { int prev_kept; uint64_t prev_end; } tp_comm_cut;
+int tp_comm_cut_keeps(tp_comm_cut *c, const tp_step *cap, size_t ncap, const tp_comm_op *op);
+
+/* What resolves any other op of a file alone once some of its ops were resolved
+ * (tp_comm_resolve_keep): the matches' devices, the process's one device, the kernels' uses
+ * and the placement's points. Holds pointers into the process it was made from, which must
+ * outlive it. */
+typedef struct tp_comm_resolver tp_comm_resolver;
+
+/* tp_comm_resolve, keeping in *keep (NULL: not kept) what resolves the file's other ops
+ * alone: for a process holding the ops the matching can use (those issued in a capture
+ * span, those sharing a kept op's launch, and each communicator's first: comm.c,
+ * matchable), the other ops then resolve (tp_comm_resolve_other) as they would in a process
+ * holding them all. *keep NULL without memory (out then holds host intervals, or what
+ * tp_comm_resolve gives without memory). */
+int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolver **keep);
+/* Op op (not one of the resolver's process's) resolved into *t: took no kernel. O(log). */
+void tp_comm_resolve_other(const tp_comm_resolver *r, const tp_comm_op *op, tp_comm_time *t);
+void tp_comm_resolver_free(tp_comm_resolver *r);
+
 /* p's ops resolved (tp_comm_resolve), read without a copy: p->comm_times when p was resolved
  * once (tp_comm_resolve_once; *owned NULL), else an array resolved here (*owned: the same
  * array, which the caller frees); for a process without ops, an empty array (*owned NULL).
@@ -166,6 +190,15 @@ unsigned tp_comm_class(const tp_comm_key *k);
  * than the bound. Never a level that keeps no collective of a file that has some. One pass
  * over the ops' keys; no allocation. */
 unsigned tp_comm_level(const tp_process *p);
+/* tp_comm_level from the keys one at a time (tp_comm_level_add, each op's, in any order):
+ * what it counts of them, and its decision (tp_comm_level_end, for a process of n ops whose
+ * bound is keep). */
+typedef struct tp_comm_levels {
+    size_t hist[TP_COMM_LEVEL_MAX]; /* collectives per class (tp_comm_class) */
+    size_t all, first;              /* collectives; those in window 0 */
+} tp_comm_levels;
+void tp_comm_level_add(tp_comm_levels *c, const tp_comm_key *k);
+unsigned tp_comm_level_end(const tp_comm_levels *c, size_t n, size_t keep);
 
 /* Replaces slim process p's tp_comm_ops by their keys, the last op and the times resolved
  * without GPU records (tp_process.comm_keys, comm_last, comm_memo): what the run-level
@@ -174,6 +207,37 @@ unsigned tp_comm_level(const tp_process *p);
  * their count; comm_last is still the file's last op). Without memory p is left as it was
  * (those readers take either form). A process without ops is left too. */
 void tp_process_slim_comm(tp_process *p);
+
+/* tp_process_slim_comm as a slim load reads the ops (model.c), so that it never holds them:
+ * each op's key and memo span as it comes (tp_slim_comm_op, a tp_comm_read's fn), those of
+ * a level holding at most four times the most a file may keep (raised as they come: the
+ * levels are nested), the keys counted and the communicators gathered; tp_slim_comm_end then
+ * gives p the form tp_process_slim_comm gives it (the same keys, memo, level, last op and
+ * communicators), or -1 when it cannot (a torch.distributed op, whose twins are dropped over
+ * the whole file; a level shallower than the one held; memory): the file is then read again
+ * with its ops (0; 1 when p holds the form). Memory: the held ops (40 bytes each) and the
+ * communicators (9 bytes each). */
+typedef struct tp_slim_comm {
+    tp_comm_key *keys;    /* the ops held (those of `level`), n of cap */
+    tp_comm_span *memo;
+    size_t n, cap;
+    unsigned level;       /* the level held */
+    size_t bound;         /* held past this: a deeper level */
+    size_t next;          /* held past this: the next try for one */
+    size_t seen;          /* the file's ops */
+    tp_comm_levels lv;
+    tp_comm_op last;      /* tp_comm_last's op */
+    int has_last;
+    uint64_t *comms;      /* the collectives' communicators: open addressing */
+    uint8_t *used;
+    size_t ncomms, ccomms;
+    uint64_t key;
+    int failed;
+} tp_slim_comm;
+void tp_slim_comm_init(tp_slim_comm *s);
+int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i);
+int tp_slim_comm_end(tp_slim_comm *s, tp_process *p);
+void tp_slim_comm_free(tp_slim_comm *s);
 
 /* 1 when communicator hash is one of slim process p's comm_comms (binary search). */
 int tp_comm_comms_has(const tp_process *p, uint64_t hash);
@@ -186,6 +250,44 @@ int tp_comm_comms_has(const tp_process *p, uint64_t hash);
  * another level, cannot stand for them. Memory: whole->ncomm times (56 bytes each), the
  * ones taken or resolved here. */
 tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
+
+/* A rank section whose file holds more communication ops than it may hold (more than
+ * `bound`, TP_SECTION_COMM_OPS by default): they are read apart from the section's read, in
+ * passes over the file (tp_process_read_comm), so that the section holds the ops the
+ * matching needs, the communicators, the rows and the memo, not every op.
+ * tp_comm_stream_open (after the section's read, which kept no op: tp_gpu_bound.comm) reads
+ * the file once for the ops the matching needs (comm.c, matchable, and each communicator's
+ * first) into whole->comm, resolves them, and hangs the stream on whole->comm_stream; the
+ * communication section then reads the file again for every op in the file's order
+ * (comm_rank.c), and the memo is taken from it (tp_comm_stream_kept). Ops read apart must
+ * not need each other beyond the matching: a file with host-timed ops (MPI, torch's gloo:
+ * their spans are the exposure's) or torch's ops (their twins are dropped over the whole
+ * file), ops of one communicator out of issue order, or GPU intervals where a device has
+ * kernels but no NCCL kernel (then the intervals are its communication spans), is read
+ * whole: 0 is returned and whole is left for the caller to read again with its ops (the
+ * section's figures are the same either way). 1 when the stream stands; -1 on an error (an
+ * unreadable file, memory), whole then left as well. */
+#define TP_SECTION_COMM_OPS (1u << 20)
+int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole);
+/* 1 when slim process p's section reads its ops apart: its file holds more than bound
+ * (0: TP_SECTION_COMM_OPS; SIZE_MAX: never). */
+int tp_comm_apart(const tp_process *p, size_t bound);
+/* A pass over the stream's ops in the file's order, every op resolved and given to the
+ * section's sums a (comm_acc.h; comm_rank.c). 0, or the load's error (a, and the memo,
+ * then hold a part of the ops). */
+struct comm_acc;
+int tp_comm_stream_feed(const tp_process *whole, struct comm_acc *a);
+/* tp_kth's passes (spans.h) over the shifts of the stream's ops whose placement was checked
+ * (tp_comm_shift_key's keys, comm_acc.h), a read of the file each. 0, or the load's error. */
+struct tp_kth;
+int tp_comm_stream_kth(const tp_process *whole, struct tp_kth *q);
+/* The memo's times (tp_comm_times_kept's) from the stream's pass over every op; NULL as
+ * there. Taken: the caller frees them. */
+tp_comm_time *tp_comm_stream_kept(tp_process *whole, const tp_process *slim);
+void tp_comm_stream_free(struct tp_comm_stream *s);
+/* How many sections of this process read their ops apart (tp_comm_stream_open gave 1):
+ * for tests, which tell the path taken by it. Thread-safe. */
+size_t tp_comm_streams_opened(void);
 
 /* 1 when the op's host interval is its duration: an MPI call, or a torch.distributed call of a
  * backend that runs on the host (gloo, mpi, ucc, ...); 0 for NCCL's (the plugin's, or torch's

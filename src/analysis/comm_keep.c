@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/hash.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -73,22 +74,20 @@ unsigned tp_comm_class(const tp_comm_key *k) {
     return m < TP_COMM_LEVEL_MAX - 1 ? m : TP_COMM_LEVEL_MAX - 1;
 }
 
-unsigned tp_comm_level(const tp_process *p) {
-    size_t keep = tp_comm_keep_of(p);
-    if (p->ncomm <= keep) return 0;
+void tp_comm_level_add(tp_comm_levels *c, const tp_comm_key *k) {
+    if (unmatched(k)) return;
+    c->hist[tp_comm_class(k)]++;
+    c->first += k->seq < TP_COMM_WINDOW;
+    c->all++;
+}
+
+unsigned tp_comm_level_end(const tp_comm_levels *c, size_t n, size_t keep) {
+    if (n <= keep) return 0;
     /* hist[m]: the collectives of class m (tp_comm_class), kept up to level m + 1, so that
      * level s >= 2 keeps the sum of hist[s - 1..] */
-    enum { TOP = TP_COMM_LEVEL_MAX - 1 };
-    size_t hist[TOP + 1] = {0}, at[TP_COMM_LEVEL_MAX + 1] = {0}, all = 0, first = 0;
-    for (size_t i = 0; i < p->ncomm; i++) {
-        tp_comm_key k = tp_comm_key_at(p, i);
-        if (unmatched(&k)) continue;
-        hist[tp_comm_class(&k)]++;
-        first += k.seq < TP_COMM_WINDOW;
-        all++;
-    }
+    size_t at[TP_COMM_LEVEL_MAX + 1] = {0}, all = c->all, first = c->first;
     at[1] = all;
-    for (unsigned s = 2; s <= TP_COMM_LEVEL_MAX; s++) at[s] = at[s - 1] - hist[s - 2];
+    for (unsigned s = 2; s <= TP_COMM_LEVEL_MAX; s++) at[s] = at[s - 1] - c->hist[s - 2];
     unsigned s = 1;
     if (all > keep) {
         /* the least level within the bound, unless it would keep no collective (a capture
@@ -112,8 +111,19 @@ unsigned tp_comm_level(const tp_process *p) {
         }
     }
     /* what leaves no op out is no sample; what leaves only the unmatched ops out is level 1 */
-    if (at[s] == p->ncomm) return 0;
+    if (at[s] == n) return 0;
     return at[s] == all ? 1 : s;
+}
+
+unsigned tp_comm_level(const tp_process *p) {
+    size_t keep = tp_comm_keep_of(p);
+    if (p->ncomm <= keep) return 0;
+    tp_comm_levels c = {0};
+    for (size_t i = 0; i < p->ncomm; i++) {
+        tp_comm_key k = tp_comm_key_at(p, i);
+        tp_comm_level_add(&c, &k);
+    }
+    return tp_comm_level_end(&c, p->ncomm, keep);
 }
 
 tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p) {
@@ -218,4 +228,169 @@ void tp_process_slim_comm(tp_process *p) {
     tp_comm_span *fm = realloc(memo, (k ? k : 1) * sizeof *fm);
     if (fk) p->comm_keys = fk;
     if (fm) p->comm_memo = fm;
+}
+
+/* ------------------------------------------------------------------ the slim load's stream */
+
+/* The superset's bound: four times the most ops a file may keep, so that a raise leaves it
+ * at most half full and the level the file ends at is at or past the one held. */
+static size_t slim_bound(void) {
+    size_t k = tp_comm_keep();
+    if (k < TP_COMM_KEEP) k = TP_COMM_KEEP;
+    return k > SIZE_MAX / 4 ? SIZE_MAX : 4 * k;
+}
+
+void tp_slim_comm_init(tp_slim_comm *s) {
+    memset(s, 0, sizeof *s);
+    s->bound = s->next = slim_bound();
+    s->key = tp_table_key(s);
+}
+
+void tp_slim_comm_free(tp_slim_comm *s) {
+    free(s->keys);
+    free(s->memo);
+    free(s->comms);
+    free(s->used);
+    memset(s, 0, sizeof *s);
+}
+
+/* Communicator hash into the set of the file's collectives' communicators. */
+static int comms_add(tp_slim_comm *s, uint64_t hash) {
+    if (2 * (s->ncomms + 1) > s->ccomms) {
+        size_t nc = s->ccomms ? 2 * s->ccomms : 64;
+        uint64_t *g = malloc(nc * sizeof *g);
+        uint8_t *u = calloc(nc, 1);
+        if (!g || !u) {
+            free(g);
+            free(u);
+            return -1;
+        }
+        for (size_t k = 0; k < s->ccomms; k++) {
+            if (!s->used[k]) continue;
+            size_t at = (size_t)(tp_mix64(s->comms[k] ^ s->key) & (nc - 1));
+            while (u[at]) at = (at + 1) & (nc - 1);
+            g[at] = s->comms[k];
+            u[at] = 1;
+        }
+        free(s->comms);
+        free(s->used);
+        s->comms = g;
+        s->used = u;
+        s->ccomms = nc;
+    }
+    size_t at = (size_t)(tp_mix64(hash ^ s->key) & (s->ccomms - 1));
+    while (s->used[at] && s->comms[at] != hash) at = (at + 1) & (s->ccomms - 1);
+    if (!s->used[at]) {
+        s->used[at] = 1;
+        s->comms[at] = hash;
+        s->ncomms++;
+    }
+    return 0;
+}
+
+/* The held ops filtered to those level keeps. */
+static void slim_filter(tp_slim_comm *s, unsigned level) {
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (tp_comm_kept(&s->keys[i], level)) s->keys[k] = s->keys[i], s->memo[k++] = s->memo[i];
+    s->n = k;
+    s->level = level;
+}
+
+/* The least level past the one held that keeps at most half the bound of the ops so far,
+ * and some past window 0 (a level keeping window 0 alone is one the file's level passes
+ * over: tp_comm_level_end), the held ops filtered to it; none such: the held ones stay, and
+ * the next try waits until they are twice as many, so that a file whose ops no level thins
+ * (every op in window 0) costs a filter per doubling, not one per op. */
+static void slim_raise(tp_slim_comm *s) {
+    size_t at = s->lv.all;
+    unsigned l = 1;
+    for (; l < TP_COMM_LEVEL_MAX; l++) {
+        if (l > s->level && at <= s->bound / 2 && at > s->lv.first) break;
+        at -= s->lv.hist[l - 1];
+    }
+    if (l > s->level && at <= s->bound / 2 && at > s->lv.first) slim_filter(s, l);
+    s->next = s->n > s->bound / 2 ? 2 * s->n : s->bound;
+}
+
+int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
+    tp_slim_comm *s = ctx;
+    (void)i;
+    if (s->failed) return 0;
+    /* torch's twins are dropped over the whole file (model.c): read it again whole */
+    if (op->source == TPROF_COMM_SRC_TORCH) {
+        s->failed = 1;
+        return 0;
+    }
+    tp_comm_key k = tp_comm_key_of(op);
+    tp_comm_level_add(&s->lv, &k);
+    s->seen++;
+    if (!s->has_last || op->start >= s->last.start) s->last = *op, s->has_last = 1;
+    if (!unmatched(&k) && comms_add(s, k.comm_hash) != 0) {
+        s->failed = 1;
+        return 0;
+    }
+    if (!tp_comm_kept(&k, s->level)) return 0;
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 1024;
+        tp_comm_key *nk = realloc(s->keys, nc * sizeof *nk);
+        if (nk) s->keys = nk;
+        tp_comm_span *nm = nk ? realloc(s->memo, nc * sizeof *nm) : NULL;
+        if (!nm) {
+            s->failed = 1;
+            return 0;
+        }
+        s->memo = nm;
+        s->cap = nc;
+    }
+    s->keys[s->n] = k;
+    /* as tp_comm_resolve gives it without GPU records: the GPU interval, else the host's */
+    int gpu = !tp_comm_host_timed(op->source, op->flags) && (op->flags & TPROF_COMM_F_GPU_TIME);
+    s->memo[s->n++] = gpu ? (tp_comm_span){op->gpu_start, op->gpu_end, TP_COMM_TIME_GPU}
+                          : (tp_comm_span){op->start, op->end, TP_COMM_TIME_HOST};
+    if (s->n > s->next) slim_raise(s);
+    return 0;
+}
+
+int tp_slim_comm_end(tp_slim_comm *s, tp_process *p) {
+    if (s->failed) return 0;
+    if (!s->seen) return 1;
+    unsigned level = tp_comm_level_end(&s->lv, s->seen, tp_comm_keep_of(p));
+    /* the level the file ends at keeps a part of what is held, or it must be read again */
+    if (level ? level < s->level : s->level != 0) return 0;
+    tp_comm_op *last = malloc(sizeof *last);
+    uint64_t *comms = level >= 2 ? malloc((s->ncomms ? s->ncomms : 1) * sizeof *comms) : NULL;
+    if (!last || (level >= 2 && !comms)) {
+        free(last);
+        free(comms);
+        return 0;
+    }
+    if (level) slim_filter(s, level);
+    size_t u = 0;
+    for (size_t k = 0; comms && k < s->ccomms; k++)
+        if (s->used[k]) comms[u++] = s->comms[k];
+    if (u > 1) qsort(comms, u, sizeof *comms, cmp_u64);
+    *last = s->last;
+    /* shrunk (a failed realloc leaves the larger block, still valid); with none kept an
+     * entry stays, as the key form needs its arrays */
+    size_t n = s->n;
+    tp_comm_key *fk = realloc(s->keys, (n ? n : 1) * sizeof *fk);
+    tp_comm_span *fm = realloc(s->memo, (n ? n : 1) * sizeof *fm);
+    if (fk) s->keys = fk;
+    if (fm) s->memo = fm;
+    free(p->comm);
+    free(p->comm_memo);
+    p->comm = NULL;
+    p->cap_comm = 0;
+    p->comm_keys = s->keys;
+    p->comm_memo = s->memo;
+    p->comm_last = last;
+    p->comm_memo_whole = 0;
+    p->comm_level = level;
+    p->ncomm = level ? n : s->seen;
+    p->comm_comms = comms;
+    p->ncomm_comms = u;
+    s->keys = NULL;
+    s->memo = NULL;
+    return 1;
 }

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/comm_acc.h"
 
 #include <stdio.h>
 #include <inttypes.h>
@@ -22,16 +23,6 @@
 /* ------------------------------------------------------------------ per-rank table */
 
 typedef tp_comm_row_result row;
-
-static int cmp_row(const void *a, const void *b) {
-    const row *x = a, *y = b;
-    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
-    if (x->op != y->op) return x->op < y->op ? -1 : 1;
-    int c = strcmp(x->name, y->name);
-    /* then the file's order: a row's first op names the communicator's source and backend,
-     * and qsort need not be stable (glibc's is not when its buffer cannot be had) */
-    return c ? c : x->op0 < y->op0 ? -1 : x->op0 > y->op0;
-}
 
 typedef struct cref { size_t a, b; double time_ns; uint64_t hash; } cref;
 
@@ -77,226 +68,6 @@ static cJSON *row_json(const row *r, size_t nst) {
     }
     return e;
 }
-/* Op o's row alone (count 1), from its resolved times *t; i: its index in the file's order. */
-static void op_row(const tp_comm_op *o, const tp_comm_time *t, const tp_step *st, size_t nst,
-                   size_t i, row *r) {
-    memset(r, 0, sizeof *r);
-    r->hash = o->comm_hash;
-    r->op = o->op < TPROF_COMM_OP_COUNT ? o->op : TPROF_COMM_UNKNOWN;
-    r->name = tp_comm_op_name(o);
-    r->nranks = o->nranks;
-    r->rank = o->rank;
-    r->first = o->start;
-    r->op0 = i;
-    r->count = 1;
-    r->bytes = o->bytes;
-    r->dtypes = o->dtype && o->dtype < TPROF_DTYPE_COUNT ? 1u << o->dtype : 0;
-    /* an op never stopped has no real end unless the GPU side gave one */
-    int untimed = (o->flags & TPROF_COMM_F_UNFINISHED) && t->src == TP_COMM_TIME_HOST;
-    r->unfinished = untimed;
-    if (!untimed) {
-        r->timed = 1;
-        r->time_ns = t->end - t->start;
-        r->src[t->src] = 1;
-        r->enqueue_only =
-            !tp_comm_host_timed(o->source, o->flags) && t->src == TP_COMM_TIME_HOST;
-        if (!r->enqueue_only) { /* an enqueue says nothing about the transfer's speed */
-            r->bw_ops = 1;
-            r->bw_ns = r->time_ns;
-            r->bw_size = (double)tp_comm_size_bytes(r->op, o->bytes, o->nranks);
-        }
-    }
-    if (nst && tp_steps_overlap(st, nst, o->start, o->start + 1)) {
-        r->in_steps = 1;
-        r->bytes_in_steps = o->bytes;
-    }
-}
-
-/* Op row r added into its group's row d (the group's ops taken in file order, so that the
- * sums are the same whatever the number of groups). */
-static void row_add(row *d, const row *r) {
-    if (r->first < d->first) d->first = r->first;
-    if (r->nranks > d->nranks) d->nranks = r->nranks;
-    d->count += r->count;
-    d->bytes += r->bytes;
-    d->timed += r->timed;
-    d->unfinished += r->unfinished;
-    d->enqueue_only += r->enqueue_only;
-    d->in_steps += r->in_steps;
-    d->bytes_in_steps += r->bytes_in_steps;
-    d->time_ns += r->time_ns;
-    d->bw_ops += r->bw_ops;
-    d->bw_ns += r->bw_ns;
-    d->bw_size += r->bw_size;
-    for (int k = 0; k < 3; k++) d->src[k] += r->src[k];
-    d->dtypes |= r->dtypes;
-}
-
-static uint64_t row_hash(const row *r) {
-    uint64_t h = r->hash * 0x9e3779b97f4a7c15ull ^ r->op;
-    for (const unsigned char *c = (const unsigned char *)r->name; *c; c++)
-        h = (h ^ *c) * 0x100000001b3ull; /* FNV-1a's prime */
-    return h ^ (h >> 29);
-}
-
-/* The first op of a row (the one that made it), by its index in the file's order: what
- * names the communicator's source and backend. Rows are made in the file's order, so these
- * are in op0 order. */
-typedef struct row_first { size_t op0; tp_comm_key key; } row_first;
-
-/* A rank's ops summed one at a time in the file's order (acc_op), so that the ops need not
- * be held together: the counts and torch's backends into the result, the rows per
- * (communicator, op, name) in a table of the groups alone (a row and two slots a group,
- * where a row per op sorted held 168 bytes an op: 336 MB for a rank file of 2 M
- * collectives), each row's first op, the count and range of the placement shifts checked, and
- * what the exposure's basis counts. */
-typedef struct comm_acc {
-    tp_comm_result *c;
-    const tp_process *p; /* its metadata: torch's backends */
-    const tp_step *st;
-    size_t nst;
-    row *v; /* the rows, n of cap; NULL when out of memory (no rows) */
-    size_t n, cap;
-    size_t *slot; /* nslot, a power of two: index in v, SIZE_MAX empty */
-    size_t nslot;
-    row_first *first; /* per row, in the order made */
-    size_t nshift;             /* ops whose placement was checked (tp_comm_time.checked) */
-    int64_t shift_min, shift_max; /* ns, their least and most shift */
-    size_t host_timed, gpu_timed; /* MPI-like ops; NCCL ops with a time of the GPU's */
-} comm_acc;
-
-static void acc_init(comm_acc *a, tp_comm_result *c, const tp_process *p, const tp_step *st,
-                     size_t nst) {
-    *a = (comm_acc){.c = c, .p = p, .st = st, .nst = nst, .cap = 16, .nslot = 32};
-    a->v = malloc(a->cap * sizeof *a->v);
-    a->first = malloc(a->cap * sizeof *a->first);
-    a->slot = malloc(a->nslot * sizeof *a->slot);
-    if (a->slot) memset(a->slot, 0xff, a->nslot * sizeof *a->slot); /* SIZE_MAX: empty */
-    if (!a->v || !a->first || !a->slot) {
-        free(a->v);
-        free(a->first);
-        free(a->slot);
-        a->v = NULL;
-        a->first = NULL;
-        a->slot = NULL;
-    }
-}
-
-/* The rows given up (out of memory): the section shows none. */
-static void acc_no_rows(comm_acc *a) {
-    free(a->v);
-    free(a->first);
-    free(a->slot);
-    a->v = NULL;
-    a->first = NULL;
-    a->slot = NULL;
-}
-
-/* Row r into a's table: added into its group's row (the group's ops taken in file order,
- * so that the sums are the same whatever the number of groups), or a new row. */
-static void acc_row(comm_acc *a, const row *r, const tp_comm_op *o) {
-    size_t at = (size_t)row_hash(r) & (a->nslot - 1);
-    while (a->slot[at] != SIZE_MAX) {
-        const row *d = &a->v[a->slot[at]];
-        if (d->hash == r->hash && d->op == r->op && !strcmp(d->name, r->name)) break;
-        at = (at + 1) & (a->nslot - 1);
-    }
-    if (a->slot[at] != SIZE_MAX) {
-        row_add(&a->v[a->slot[at]], r);
-        return;
-    }
-    if (a->n == a->cap) {
-        row *nv = realloc(a->v, 2 * a->cap * sizeof *nv);
-        if (nv) a->v = nv;
-        row_first *nf = nv ? realloc(a->first, 2 * a->cap * sizeof *nf) : NULL;
-        if (nf) a->first = nf;
-        if (!nf) return acc_no_rows(a);
-        a->cap *= 2;
-    }
-    a->v[a->n] = *r;
-    a->first[a->n] = (row_first){r->op0, tp_comm_key_of(o)};
-    a->slot[at] = a->n++;
-    if (2 * a->n <= a->nslot) return;
-    size_t *ns = malloc(2 * a->nslot * sizeof *ns); /* at most half full: twice the slots */
-    if (!ns) return acc_no_rows(a);
-    a->nslot *= 2;
-    memset(ns, 0xff, a->nslot * sizeof *ns);
-    for (size_t k = 0; k < a->n; k++) {
-        size_t s = (size_t)row_hash(&a->v[k]) & (a->nslot - 1);
-        while (ns[s] != SIZE_MAX) s = (s + 1) & (a->nslot - 1);
-        ns[s] = k;
-    }
-    free(a->slot);
-    a->slot = ns;
-}
-
-/* Op o (index i in the file's order), resolved as *t (NULL: not resolved, for want of
- * memory: its counts alone). */
-static void acc_op(comm_acc *a, const tp_comm_op *o, size_t i, const tp_comm_time *t) {
-    tp_comm_result *c = a->c;
-    c->ops++;
-    c->mpi_ops += o->source == TPROF_COMM_SRC_MPI;
-    c->torch_ops += o->source == TPROF_COMM_SRC_TORCH;
-    if (o->source == TPROF_COMM_SRC_TORCH) {
-        /* the backends torch.distributed's ops went through, in order of first use */
-        char be[32] = {0}; /* copied whole, and so coded whole into a summary */
-        tp_comm_key ki = tp_comm_key_of(o);
-        tp_comm_backend(a->p, &ki, be, sizeof be);
-        int seen = 0;
-        for (size_t k = 0; k < c->ntorch_backends && !seen; k++)
-            seen = !strcmp(c->torch_backends[k], be);
-        size_t grown = (c->ntorch_backends + 1) * sizeof *c->torch_backends;
-        char (*nb)[32] = seen ? NULL : realloc(c->torch_backends, grown);
-        if (nb) {
-            c->torch_backends = nb;
-            memcpy(c->torch_backends[c->ntorch_backends++], be, sizeof be);
-        }
-    }
-    if (!t) return;
-    int host = tp_comm_host_timed(o->source, o->flags);
-    a->host_timed += host;
-    a->gpu_timed += t->src != TP_COMM_TIME_HOST && !host;
-    if (t->checked) {
-        if (!a->nshift || t->shift_ns < a->shift_min) a->shift_min = t->shift_ns;
-        if (!a->nshift || t->shift_ns > a->shift_max) a->shift_max = t->shift_ns;
-        a->nshift++;
-    }
-    if (!a->v) return;
-    row r;
-    op_row(o, t, a->st, a->nst, i, &r);
-    acc_row(a, &r, o);
-}
-
-/* The first op's key of the row whose first op is op0 (a's rows in op0 order). */
-static const tp_comm_key *acc_first(const comm_acc *a, size_t nrows, size_t op0) {
-    size_t lo = 0, hi = nrows;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (a->first[mid].op0 < op0) lo = mid + 1;
-        else hi = mid;
-    }
-    return &a->first[lo].key;
-}
-
-/* The rows, sorted (communicator, op, name), into c (the table's memory given over). */
-static void acc_rows(comm_acc *a) {
-    free(a->slot);
-    a->slot = NULL;
-    if (!a->v) return;
-    if (a->n > 1) qsort(a->v, a->n, sizeof *a->v, cmp_row);
-    /* the rows stay in the rank's results for the whole report */
-    row *shrunk = a->n && a->n < a->cap ? realloc(a->v, a->n * sizeof *a->v) : NULL;
-    a->c->rows = shrunk ? shrunk : a->v;
-    a->c->nrows = a->n;
-    a->v = NULL;
-}
-
-static void acc_free(comm_acc *a) {
-    free(a->v);
-    free(a->first);
-    free(a->slot);
-}
-
 /* ------------------------------------------------------------------ exposure */
 
 /* The devices the rank's kernels ran on (x->devices, at most 64) and what the exposure can be
@@ -583,25 +354,28 @@ static const char *torch_group(const tp_process *p, uint64_t hash, uint32_t size
     return d;
 }
 
-/* A shift as a key whose order is the shift's (int64 to uint64, the sign bit flipped). */
-static uint64_t shift_key(int64_t ns) { return (uint64_t)ns ^ (1ull << 63); }
-
 /* How far the kernel-channel intervals moved to agree with CUPTI (tp_comm_resolve): the
  * median, least and most shift over the ops checked, in us; nothing when none was. The
- * median is selected in passes over the n ops' times tm (tp_kth), which holds nothing a
- * checked op (before: a sorted copy, 8 bytes each); a's count and range come from its one
- * reading of the ops. Nothing without memory for the selection. */
-static void placement(tp_comm_result *c, const comm_acc *a, const tp_comm_time *tm, size_t n) {
+ * median is selected in passes (tp_kth) over the n ops' times tm, or over a stream's file
+ * (comm_stream.c), which holds nothing a checked op (before: a sorted copy, 8 bytes each);
+ * a's count and range come from its one reading of the ops. Nothing without memory for the
+ * selection, or when a stream's file could not be read again. */
+static void placement(tp_comm_result *c, const comm_acc *a, const tp_process *p,
+                      const tp_comm_time *tm) {
     if (!a->nshift) return;
     tp_kth q;
     tp_kth_init(&q, tp_pct_index(a->nshift, 0.5));
-    while (tp_kth_pass(&q))
-        for (size_t i = 0; i < n; i++)
-            if (tm[i].checked) tp_kth_see(&q, shift_key(tm[i].shift_ns));
+    if (p->comm_stream) {
+        if (tp_comm_stream_kth(p, &q) != TPROF_OK) return;
+    } else {
+        while (tp_kth_pass(&q))
+            for (size_t i = 0; i < p->ncomm; i++)
+                if (tm[i].checked) tp_kth_see(&q, tp_comm_shift_key(tm[i].shift_ns));
+    }
     if (q.oom) return;
     c->has_placement = 1;
     c->placement_ops = (double)a->nshift;
-    c->shift_us_p50 = (double)(int64_t)shift_key((int64_t)q.value) / 1e3;
+    c->shift_us_p50 = (double)(int64_t)tp_comm_shift_key((int64_t)q.value) / 1e3;
     c->shift_us_min = (double)a->shift_min / 1e3;
     c->shift_us_max = (double)a->shift_max / 1e3;
 }
@@ -646,7 +420,7 @@ static void communicators(tp_comm_result *c, const tp_process *p, const comm_acc
         if (na && strcmp(na + 6, "-")) e->name = na + 6;
         e->torch_group = torch_group(p, cs[k].hash, e->size, 1);
         /* who recorded it, and the backend that carried it (gloo, nccl, mpi, ...) */
-        const tp_comm_key *k0 = acc_first(a, nrows, rows[cs[k].a].op0);
+        const tp_comm_key *k0 = tp_comm_acc_first(a, nrows, rows[cs[k].a].op0);
         e->source = tp_comm_source_name(k0->source);
         tp_comm_backend(p, k0, e->backend, sizeof e->backend);
         e->rows = &rows[cs[k].a];
@@ -668,8 +442,13 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
     tp_comm_time *own = NULL;
     const tp_comm_time *tm = p->ncomm || any_comm_kernel ? tp_comm_times(p, &own) : NULL;
     comm_acc a;
-    acc_init(&a, c, p, st, nst);
-    for (size_t i = 0; i < p->ncomm; i++) acc_op(&a, &p->comm[i], i, tm ? &tm[i] : NULL);
+    tp_comm_acc_init(&a, c, p, st, nst);
+    int fed = TPROF_OK;
+    if (p->comm_stream && tm) /* every op, read apart from the file (comm_stream.c) */
+        fed = tp_comm_stream_feed(p, &a);
+    else
+        for (size_t i = 0; i < p->ncomm; i++)
+            tp_comm_acc_op(&a, &p->comm[i], i, tm ? &tm[i] : NULL);
     c->nccl_ops = c->ops - c->mpi_ops - c->torch_ops;
     /* NCCL events refused because the plugin's pool was full (at least this many) */
     const char *drops = tp_meta(p, "nccl.pool_drops");
@@ -677,15 +456,16 @@ static void rank_compute(tp_comm_result *c, const tp_process *p, const tp_step *
         c->has_not_recorded = 1;
         c->nccl_ops_not_recorded = strtod(drops, NULL);
     }
-    if (!p->ncomm && !any_comm_kernel) c->nothing = 1;
-    if (tm && !c->nothing) {
+    if (!c->ops && !any_comm_kernel) c->nothing = 1;
+    /* a stream whose file could not be read again: counts of a part of its ops, no more */
+    if (tm && !c->nothing && fed == TPROF_OK) {
         c->resolved = 1;
-        placement(c, &a, tm, p->ncomm);
-        acc_rows(&a);
+        placement(c, &a, p, tm);
+        tp_comm_acc_rows(&a);
         if (c->rows) communicators(c, p, &a);
         exposure_compute(&c->exposure, p, tm, &a, st, nst, cst, ncst);
     }
-    acc_free(&a);
+    tp_comm_acc_free(&a);
     free(own);
 }
 

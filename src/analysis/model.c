@@ -442,8 +442,38 @@ static void loader_free(loader *L) {
  * `sizes` when given (the slim process of the same file), its GPU records bounded by gb
  * then (tp_process_load_bounded; NULL: none). A file that cannot be opened goes to
  * run->errors when `note` is set. */
-static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
-                     const tp_process *sizes, tp_range_stream *stream, const tp_gpu_bound *gb) {
+/* The read's last findings into p: its drop windows still open, or opened before any event,
+ * spanned to the record's ends; its end record missing, said with why it may be. */
+static void end_notes(tp_process *p) {
+    uint64_t placed = 0;
+    for (size_t i = 0; i < p->ndrops; i++) {
+        tp_drop_window *d = &p->drops[i];
+        if (!d->from) d->from = p->first_ts ? p->first_ts : p->hdr.start_mono_ns;
+        if (!d->to || d->to < d->from) d->to = p->end_mono > d->from ? p->end_mono : d->from;
+        placed += d->count;
+    }
+    p->drops_unplaced = p->dropped > placed ? p->dropped - placed : 0;
+    const char *werr = tp_meta(p, "write_errors.first_errno");
+    if (!p->complete && werr) {
+        /* the writer counted write errors: the end may have been one more chunk it could
+         * not write, so a kill is not the only explanation */
+        const char *wtext = tp_meta(p, "write_errors.first_error");
+        tp_load_damage(p, "no end record: the rank file had write errors (%s: %s), so its end "
+                      "may not have been writable, else the process did not exit normally; "
+                      "events after its last chunk written are lost",
+                   werr, wtext ? wtext : "");
+    } else if (!p->complete)
+        tp_load_damage(p, "no end record: the process did not exit normally (killed?); "
+                      "events after its last flush are lost");
+}
+
+/* load_once's answer when a slim load's ops could not be kept as read (tp_slim_comm) */
+#define SLIM_AGAIN 1000
+
+
+static int load_once(tp_run *run, const char *path, tp_process *p, int light, int note,
+                     const tp_process *sizes, tp_range_stream *stream, const tp_gpu_bound *gb,
+                     int comm_only, tp_slim_comm *sc) {
     memset(p, 0, sizeof *p);
     size_t gwin = sizes && !light ? tp_load_gpu_window(p, sizes, gb) : 0;
     if (sizes && !light) reserve_like(p, sizes, gwin);
@@ -479,6 +509,10 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     L.max_id = tprof__reader_size(rd) / MIN_NAMED_REC;
     L.light = light;
     L.gpu_max = gwin;
+    /* a take-mode read hands its ranges over, and nothing reads its ops */
+    const tp_comm_read slim = {tp_slim_comm_op, sc};
+    L.comm = light && stream ? &tp_comm_read_none : sc ? &slim : gb ? gb->comm : NULL;
+    L.comm_only = comm_only;
     L.rs = stream || light ? tp_stream_new(stream) : NULL; /* slim: few ranges kept */
     if ((stream || light) && !L.rs) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->file_bytes = tprof__reader_size(rd);
@@ -563,33 +597,31 @@ static int load_file(tp_run *run, const char *path, tp_process *p, int light, in
     p->dropped += proc_dropped;
     if (p->end_dropped > p->dropped) p->dropped = p->end_dropped; /* the writer's own total */
     drop_torch_twins(p);
-    /* drop windows still open, or opened before any event, span to the record's ends */
-    uint64_t placed = 0;
-    for (size_t i = 0; i < p->ndrops; i++) {
-        tp_drop_window *d = &p->drops[i];
-        if (!d->from) d->from = p->first_ts ? p->first_ts : p->hdr.start_mono_ns;
-        if (!d->to || d->to < d->from) d->to = p->end_mono > d->from ? p->end_mono : d->from;
-        placed += d->count;
-    }
-    p->drops_unplaced = p->dropped > placed ? p->dropped - placed : 0;
-    const char *werr = tp_meta(p, "write_errors.first_errno");
-    if (!p->complete && werr) {
-        /* the writer counted write errors: the end may have been one more chunk it could
-         * not write, so a kill is not the only explanation */
-        const char *wtext = tp_meta(p, "write_errors.first_error");
-        tp_load_damage(p, "no end record: the rank file had write errors (%s: %s), so its end "
-                      "may not have been writable, else the process did not exit normally; "
-                      "events after its last chunk written are lost",
-                   werr, wtext ? wtext : "");
-    } else if (!p->complete)
-        tp_load_damage(p, "no end record: the process did not exit normally (killed?); "
-                      "events after its last flush are lost");
+    end_notes(p);
     loader_free(&L);
     if (light) tp_process_slim(p);
     /* a run's slim process: a section's streamed second read reads no op of its own */
-    if (light && !stream) tp_process_slim_comm(p);
+    if (light && !stream) p->nrec_comm = sc ? sc->seen : p->ncomm;
+    if (sc && rc == TPROF_OK && !tp_slim_comm_end(sc, p)) rc = SLIM_AGAIN;
+    else if (light && !stream) tp_process_slim_comm(p);
     if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;
     return rc;
+}
+
+/* load_once; a slim run load (light, no stream) keys its ops as read (tp_slim_comm), never
+ * holding them, and reads the file again with them when that cannot be done. */
+static int load_file(tp_run *run, const char *path, tp_process *p, int light, int note,
+                     const tp_process *sizes, tp_range_stream *stream, const tp_gpu_bound *gb,
+                     int comm_only) {
+    if (!light || stream || comm_only)
+        return load_once(run, path, p, light, note, sizes, stream, gb, comm_only, NULL);
+    tp_slim_comm sc;
+    tp_slim_comm_init(&sc);
+    int rc = load_once(run, path, p, light, note, sizes, stream, gb, 0, &sc);
+    tp_slim_comm_free(&sc);
+    if (rc != SLIM_AGAIN) return rc;
+    tp_process_free(p);
+    return load_once(run, path, p, light, note, sizes, stream, gb, 0, NULL);
 }
 
 void tp_load_identity(tp_process *p) {
@@ -627,7 +659,15 @@ int tp_run_load_slim(const char *const *ops, size_t nops, tp_run *run, char *err
 }
 
 int tp_process_load_slim(tp_run *run, const char *path, tp_process *p) {
-    return load_file(run, path, p, 1, 1, NULL, NULL, NULL);
+    return load_file(run, path, p, 1, 1, NULL, NULL, NULL, 0);
+}
+
+int tp_process_read_comm(tp_run *run, const tp_process *p, const tp_comm_read *r) {
+    tp_process tmp;
+    const tp_gpu_bound b = {0, 0, r};
+    int rc = load_file(run, p->file ? p->file : p->path, &tmp, 1, 0, p, NULL, &b, 1);
+    tp_process_free(&tmp);
+    return rc;
 }
 
 int tp_process_file_check(const tp_process *p, char *why, size_t n) {
@@ -653,7 +693,7 @@ int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
                             tp_range_stream *s, const tp_gpu_bound *b) {
     int light = s && !s->keep; /* take mode keeps no GPU record either */
     int rc = load_file(run, p->file ? p->file : p->path, out, light, 0, p, s,
-                       p->slim ? b : NULL);
+                       p->slim ? b : NULL, 0);
     if (rc != TPROF_OK) {
         tp_process_free(out);
         return rc;
@@ -730,7 +770,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
         /* slim: from the file's summary when it holds the slim process of the file as it is */
         int r = light ? tp_summary_slim_load(run, fl.v[i], p) : 0;
         run->from_summaries += r == 1;
-        if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL, NULL);
+        if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL, NULL, 0);
         if (r == TPROF_OK || r == 1) run->nprocs++;
         else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */
@@ -939,6 +979,7 @@ void tp_process_free(tp_process *p) {
     free(p->comm_last);
     free(p->comm_comms);
     free(p->comm_times);
+    tp_comm_stream_free(p->comm_stream);
     free(p->file);
     if (p->steps_memo) {
         tp_steps_free(p->steps_memo);

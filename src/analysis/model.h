@@ -290,6 +290,9 @@ typedef struct tp_process {
     size_t nrec_ranges;     /* the thread ranges its file holds (pushes and starts), whatever
                              * a load kept of them (report.c streams a section past
                              * STREAM_SECTION_RANGES) */
+    size_t nrec_comm;       /* slim: the communication ops its file holds (a whole load's
+                             * ncomm), whatever it kept of them (report.c reads a section's
+                             * ops apart past TP_SECTION_COMM_OPS); 0 otherwise */
     /* A slim process (tp_process_slim) holds what the run-level analyses and the renderers
      * read after the rank sections, and none of the bulky records: no GPU records, API
      * calls, overhead records, allocations, clips or marks; of each thread's ranges only
@@ -332,6 +335,10 @@ typedef struct tp_process {
      * slim process keeps read them, where each resolved them again into a copy of its own):
      * owned, ncomm entries; NULL when not resolved. */
     struct tp_comm_time *comm_times;
+    /* A whole process whose section reads its ops apart, in passes over its file, for
+     * holding more than a section may (comm.h, tp_comm_stream_open): owned; its comm then
+     * holds only the ops the matching needs. NULL otherwise. */
+    struct tp_comm_stream *comm_stream;
 } tp_process;
 
 typedef struct tp_run {
@@ -441,13 +448,28 @@ int tp_process_load_streamed(tp_run *run, const tp_process *p, tp_process *out,
  * and below the bound, the same as tp_process_load_streamed. Memory: the model less its GPU
  * records, plus at most b->max of them, plus the communication kernels, plus a transient 8
  * bytes each when the span moves. Same errors. */
+/* What a load does with a file's communication ops: each, with its index in the file's
+ * order (that of tp_process.comm in a whole load of the file, before trainprof.torch's twins
+ * are dropped), handed to fn, and kept only when fn returns 1. fn runs on the loading
+ * thread; the op lives for the call (its name is the run's). */
+typedef struct tp_comm_read {
+    int (*fn)(void *ctx, const tp_comm_op *op, size_t i);
+    void *ctx;
+} tp_comm_read;
+/* Keeps no op (a section reading them apart: comm.h, tp_comm_stream_open). */
+extern const tp_comm_read tp_comm_read_none;
 typedef struct tp_gpu_bound {
     size_t max;    /* GPU records held at most (0: every one) */
     uint64_t from; /* CLOCK_MONOTONIC ns: 0, the span at the middle of the records; else the
                     * span from then on, as many records as fit (the first measured step's) */
+    const tp_comm_read *comm; /* NULL: every communication op kept */
 } tp_gpu_bound;
 int tp_process_load_bounded(tp_run *run, const tp_process *p, tp_process *out,
                             tp_range_stream *s, const tp_gpu_bound *b);
+/* Slim process p's file read again for its communication ops alone, each handed to r->fn
+ * (none kept), in the file's order: a pass of a few kilobytes whatever the file's length.
+ * Errors as tp_process_load_whole. */
+int tp_process_read_comm(tp_run *run, const tp_process *p, const tp_comm_read *r);
 /* Why slim process p's file cannot be read again (tp_process_load_whole), as one line into
  * why (n bytes: "cannot open: ...", "now N bytes, shorter than ..."); 0 when it can be,
  * else the error tp_process_load_whole would return. Reads the file's header only. */

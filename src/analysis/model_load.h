@@ -114,6 +114,12 @@ typedef struct loader {
     size_t *meta_at, meta_cap;
     char **meta_val; /* meta_vcap entries, parallel to p->meta; NULL: interned already */
     size_t meta_vcap;
+    /* What the load does with the communication ops (model.h, tp_comm_read): NULL keeps
+     * them all; comm_seen counts them in the file's order; comm_only: the other thread
+     * records are skipped (tp_process_read_comm) */
+    const struct tp_comm_read *comm;
+    size_t comm_seen;
+    int comm_only;
 } loader;
 
 /* The metadata values held as read (loader.meta_val) interned into the run's pool, and the

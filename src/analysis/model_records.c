@@ -746,6 +746,13 @@ static int rec_gpu_memory(loader *L, tp_thread *t, const tprof_rec *r, size_t bo
     return 0;
 }
 
+static int keep_no_op(void *ctx, const tp_comm_op *op, size_t i) {
+    (void)ctx, (void)op, (void)i;
+    return 0;
+}
+
+const tp_comm_read tp_comm_read_none = {keep_no_op, NULL};
+
 static int rec_comm(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size_t body) {
     if (body < sizeof(tprof_pl_comm)) return REC_BAD;
     const tprof_pl_comm *pl = (const void *)(r + 1);
@@ -765,7 +772,8 @@ static int rec_comm(loader *L, tp_thread *t, tload *tl, const tprof_rec *r, size
                      pl->count, pl->comm_hash, rec_name(L, tl, r, sizeof *pl), pl->seq,
                      pl->nranks, pl->rank, pl->op, pl->algo, pl->proto, pl->peer,
                      pl->flags, pl->nchannels, pl->source, t->os_tid, pl->dtype};
-    PUSH(L->p->comm, L->p->ncomm, L->p->cap_comm, op);
+    if (!L->comm || L->comm->fn(L->comm->ctx, &op, L->comm_seen++))
+        PUSH(L->p->comm, L->p->ncomm, L->p->cap_comm, op);
     tp_load_seen(t, r->ts_ns);
     t->events++;
     return 0;
@@ -805,6 +813,7 @@ int tp_load_thread_record(loader *L, int ti, const tprof_rec *r) {
         L->bad_records++; /* no clock's reading (format.h) */
         return 0;
     }
+    if (L->comm_only && r->kind != TPROF_REC_STRING && r->kind != TPROF_REC_COMM_OP) return 0;
     int rc;
     switch (r->kind) {
     case TPROF_REC_STRING: rc = rec_string(L, tl, r); break;

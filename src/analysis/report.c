@@ -541,9 +541,10 @@ static uint64_t section_cost(void *ctx, size_t i) {
  * ks, k: a keep-mode stream (stream_section) set up again (its `wide` as it was) for a second
  * read, or NULL. */
 static int load_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                        tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide) {
+                        tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide,
+                        int no_ops) {
     size_t max = tp_report_gpu_records(o);
-    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0};
+    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0, no_ops ? &tp_comm_read_none : NULL};
     int rc = tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
     tp_steps s;
     if (rc != TPROF_OK || !whole->gpu_window_to ||
@@ -570,14 +571,14 @@ static int load_section(const tp_run *run, const tp_process *p, const tp_report_
  * and could: then 1, with *whole its file in keep mode and *pre the range tables and data
  * loading of its section (not made for memos_only). 0: read it whole (nothing held). */
 static int stream_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                          tp_process *whole, tp_rscan *pre, int memos_only) {
+                          tp_process *whole, tp_rscan *pre, int memos_only, int no_ops) {
     if (o->stream_sections < 0 || (!o->stream_sections && p->nrec_ranges <= STREAM_SECTION_RANGES))
         return 0;
     tp_rkeep *k = malloc(sizeof *k);
     tp_range_stream ks;
     if (!k) return 0;
     tp_rscan_keep(&ks, k, o, 0);
-    int rc = load_section(run, p, o, whole, &ks, k, 0);
+    int rc = load_section(run, p, o, whole, &ks, k, 0, no_ops);
     tp_steps s;
     if (rc == TPROF_OK && !memos_only && tp_find_steps(whole, o->step_name, o->warmup, &s) != 0) {
         tp_process_free(whole);
@@ -597,7 +598,7 @@ static int stream_section(const tp_run *run, const tp_process *p, const tp_repor
     if (rc == 2) { /* the CPU basis from a model that keeps depth 0 and 1 (report_ranges.h) */
         tp_process_free(whole);
         tp_rscan_keep(&ks, k, o, 1);
-        rc = load_section(run, p, o, whole, &ks, k, 1) == TPROF_OK ? 0 : 1;
+        rc = load_section(run, p, o, whole, &ks, k, 1, no_ops) == TPROF_OK ? 0 : 1;
         tp_rkeep_free(k);
         if (rc) {
             free(k);
@@ -707,9 +708,21 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
     const tp_report_opts *o = sc->o;
     tp_process whole;
     tp_rscan pre = {0};
-    /* the pool is the run's shared store of strings and locks: loading interns there */
-    int streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only);
-    if (!streamed && load_section(run, p, o, &whole, NULL, NULL, 0) != TPROF_OK) {
+    /* the pool is the run's shared store of strings and locks: loading interns there; a
+     * file of more communication ops than a section holds has them read apart, unless they
+     * need each other (then read again with them) */
+    int apart = tp_comm_apart(p, o->comm_ops), streamed, rc;
+    for (;;) {
+        streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only, apart);
+        rc = streamed ? TPROF_OK : load_section(run, p, o, &whole, NULL, NULL, 0, apart);
+        if (rc != TPROF_OK || !apart || tp_comm_stream_open((tp_run *)run, p, &whole) == 1)
+            break;
+        if (streamed) tp_rscan_free(&pre);
+        pre = (tp_rscan){0};
+        tp_process_free(&whole);
+        apart = 0;
+    }
+    if (rc != TPROF_OK) {
         j->unread = 1;
         /* from what the slim process kept, which of its communication ops may be their
          * keys alone (tp_process_slim_comm): a section reads the ops themselves */
@@ -736,7 +749,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
         free(j->steps);
         j->steps = NULL;
     }
-    j->comm = tp_comm_times_kept(&whole, p);
+    j->comm = whole.comm_stream ? tp_comm_stream_kept(&whole, p) : tp_comm_times_kept(&whole, p);
     tp_process_free(&whole);
 }
 

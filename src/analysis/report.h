@@ -71,6 +71,11 @@ typedef struct tp_report_opts {
                                      * without measured steps totals over that span
                                      * (results.h, in_span), said in its section.
                                      * 0 = TP_GPU_RECORDS_DEFAULT; SIZE_MAX = no bound */
+    size_t comm_ops;                /* communication ops a rank section holds at most: a
+                                     * rank file holding more has them read apart, in
+                                     * passes over it, the figures the same (comm.h,
+                                     * tp_comm_stream_open). 0 = TP_SECTION_COMM_OPS;
+                                     * SIZE_MAX = no bound */
 } tp_report_opts;
 
 /* The default bound on the GPU records a rank section holds (tp_report_opts.gpu_records):

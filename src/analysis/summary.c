@@ -113,10 +113,10 @@ static int put_file(tp_sum_buf *k, const tp_process *p) {
  * section reads (report.c's rank_section and stream_section, report_ranges.c): the step name,
  * the warm-up, the top rows, the data-loading names and the bound on GPU records; the other
  * fields of tp_report_opts are read by the run-level analyses alone (throughput, thresholds,
- * threads), or change no figure (stream_sections). A field added to tp_report_opts fails the
- * assertion below until it is placed on one side or the other. */
+ * threads), or change no figure (stream_sections, comm_ops). A field added to tp_report_opts
+ * fails the assertion below until it is placed on one side or the other. */
 #if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(tp_report_opts) == 256,
+_Static_assert(sizeof(tp_report_opts) == 264,
                "tp_report_opts changed: a field a rank section reads goes into summary_key");
 #endif
 static int summary_key(const tp_run *run, const tp_process *p, const tp_report_opts *o,

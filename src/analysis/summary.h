@@ -48,7 +48,7 @@ struct tp_report_opts;
  * and give figures the rank file no longer gives), or what a slim process holds of it (an
  * older summary would hold what the merge no longer needs: before 12, every value a
  * metadata key was ever given). 13: the GPU result counts the pauses past those it lists. */
-#define TP_SUMMARY_VERSION 13
+#define TP_SUMMARY_VERSION 14
 
 /* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
  * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */

@@ -1,0 +1,235 @@
+/*
+ * test_comm_apart.c — a rank section whose communication ops are read apart, in passes over
+ * its file (comm.h, tp_comm_stream_open), gives the report a section holding every op gives:
+ * the JSON, text and HTML byte for byte, on synthetic runs of capture windows, communicators
+ * sharing streams, fused launches, ops past a window's end, GPU intervals with a varying
+ * placement error, and two devices; and a file whose ops need each other (an MPI op, torch's
+ * ops, a communicator's ops out of issue order, a device with kernels but no NCCL kernel
+ * while ops have GPU intervals) is read whole instead, the same again.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/comm.h"
+#include "analysis/model.h"
+#include "analysis/report.h"
+#include "format/format.h"
+#include "slim_runs.h"
+#include "synth.h"
+
+
+enum { NSTEPS = 40, NCOMM = 5, PER_STEP = 30 };
+
+static uint64_t g_rs;
+static uint64_t rnd(void) {
+    g_rs ^= g_rs << 13;
+    g_rs ^= g_rs >> 7;
+    g_rs ^= g_rs << 17;
+    return g_rs;
+}
+
+/* How a run's files are made. */
+typedef struct shape {
+    int mpi;      /* one MPI op */
+    int torch;    /* one torch.distributed op */
+    int disorder; /* one communicator's ops written out of issue order */
+    int bare_gpu; /* a device with kernels but no NCCL kernel */
+} shape;
+
+static const char *kernel_of(uint32_t op) {
+    return op == TPROF_COMM_ALLGATHER ? "ncclDevKernel_AllGather_RING_LL(x)"
+                                      : "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)";
+}
+
+/* Rank r's file: 40 steps of 10 ms, GPU activity captured in steps 5-9 and 20-24 (a plan,
+ * so capture is off before), 30 collectives a step over 5 communicators on 3 streams of 2
+ * devices, each op's kernel recorded when it was issued in a window (some starting after
+ * the window closed), a fused pair now and then, GPU intervals with a varying placement
+ * error, and a GEMM on each device. */
+static void rank_file_of(const char *dir, int r, const shape *sh) {
+    synth_file *f = synth_open(dir, "h", 4000 + r, RT0, T0);
+    assert_non_null(f);
+    synth_rank(f, r, 2);
+    synth_thread(f, 1, 4000 + r);
+    synth_thread(f, 2, 5000 + r);
+    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+    synth_meta(f, "kernel_steps", "5-9,20-24");
+    char w[256];
+    snprintf(w, sizeof w, "%llu-%llu,%llu-%llu", (unsigned long long)(T0 + 50 * MS),
+             (unsigned long long)(T0 + 100 * MS), (unsigned long long)(T0 + 200 * MS),
+             (unsigned long long)(T0 + 250 * MS));
+    synth_meta(f, "gpu_capture.windows", w);
+    uint32_t seq[NCOMM] = {0};
+    for (int s = 0; s < NSTEPS; s++) {
+        uint64_t b = T0 + (uint64_t)s * 10 * MS;
+        synth_step_begin(f, 1, b, (uint64_t)s);
+        int captured = (s >= 5 && s <= 9) || (s >= 20 && s <= 24);
+        if (captured && sh->bare_gpu)
+            synth_kernel(f, 2, b + 100 * US, b + 2 * MS, 2, 7, 0, "ampere_bf16_s16816gemm_128x128");
+        if (captured)
+            for (uint32_t d = 0; d < 2; d++)
+                synth_kernel(f, 2, b + 100 * US, b + 3 * MS, d, 7, 0,
+                             "ampere_bf16_s16816gemm_128x128");
+        uint64_t t = b + 200 * US;
+        for (int k = 0; k < PER_STEP; k++) {
+            int c = (int)(rnd() % NCOMM);
+            int fused = k && rnd() % 6 == 0;
+            t += fused ? 2 * US : (uint64_t)(50 + rnd() % 200) * US;
+            tprof_pl_comm op;
+            memset(&op, 0, sizeof op);
+            op.op = rnd() % 4 ? TPROF_COMM_ALLREDUCE : TPROF_COMM_ALLGATHER;
+            op.comm_hash = 0x1000 + (uint64_t)c;
+            op.nranks = 2;
+            op.rank = (uint32_t)r;
+            op.bytes = 1ull << (12 + rnd() % 10);
+            op.count = op.bytes / 4;
+            op.peer = TPROF_COMM_NO_PEER;
+            op.source = TPROF_COMM_SRC_NCCL;
+            op.dtype = TPROF_DTYPE_FLOAT32;
+            op.seq = seq[c]++;
+            op.end_ns = t + (uint64_t)(5 + rnd() % 20) * US;
+            uint64_t ks = t + (uint64_t)(rnd() % 80) * US;
+            uint64_t ke = ks + (uint64_t)(20 + rnd() % 60) * US;
+            if (rnd() % 2) {
+                op.flags |= TPROF_COMM_F_GPU_TIME;
+                uint64_t off = (uint64_t)(25 + rnd() % 6) * US + rnd() % 1000;
+                op.gpu_start_ns = ks + off;
+                op.gpu_end_ns = ke + off;
+            }
+            /* a kernel is recorded when launched while capture was on (the window's end
+             * may fall before it starts) */
+            uint64_t ws = T0 + (s < 15 ? 50 : 200) * MS;
+            if (!fused && t >= ws && t < ws + 50 * MS)
+                synth_kernel(f, 2, ks, ke, (uint32_t)(c % 2), 100 + (uint32_t)(c % 3), 0,
+                             kernel_of(op.op));
+            synth_comm(f, 1, t, &op, NULL);
+        }
+        if (sh->mpi && s == 30) {
+            tprof_pl_comm m;
+            memset(&m, 0, sizeof m);
+            m.op = TPROF_COMM_ALLREDUCE;
+            m.comm_hash = 0x77;
+            m.nranks = 2;
+            m.rank = (uint32_t)r;
+            m.bytes = 64;
+            m.peer = TPROF_COMM_NO_PEER;
+            m.source = sh->torch ? TPROF_COMM_SRC_TORCH : TPROF_COMM_SRC_MPI;
+            m.end_ns = t + 300 * US;
+            synth_comm(f, 1, t + 100 * US, &m, NULL);
+        }
+        if (s == 0 || s == 5) { /* communicators 0x2000 and 0x2001 on one stream */
+            tprof_pl_comm op;
+            memset(&op, 0, sizeof op);
+            op.op = TPROF_COMM_ALLREDUCE;
+            op.nranks = 2;
+            op.rank = (uint32_t)r;
+            op.bytes = 8192;
+            op.peer = TPROF_COMM_NO_PEER;
+            op.source = TPROF_COMM_SRC_NCCL;
+            for (int k = s ? 0 : 1; k < 2; k++) {
+                op.comm_hash = 0x2001 - (uint64_t)k; /* B, then A */
+                op.seq = s && k ? 1 : 0;
+                op.end_ns = b + (150 + 10 * (uint64_t)k) * US + 5 * US;
+                synth_comm(f, 1, b + (150 + 10 * (uint64_t)k) * US, &op, NULL);
+            }
+            if (s)
+                for (int k = 0; k < 2; k++)
+                    synth_kernel(f, 2, b + (400 + 100 * (uint64_t)k) * US,
+                                 b + (430 + 130 * (uint64_t)k) * US, 0, 200, 0,
+                                 kernel_of(TPROF_COMM_ALLREDUCE));
+        }
+        synth_step_end(f, 1, b + 10 * MS, (uint64_t)s);
+    }
+    if (sh->disorder) { /* an op of communicator 0 issued before its last one, written after */
+        tprof_pl_comm op;
+        memset(&op, 0, sizeof op);
+        op.op = TPROF_COMM_ALLREDUCE;
+        op.comm_hash = 0x1000;
+        op.nranks = 2;
+        op.rank = (uint32_t)r;
+        op.bytes = 4096;
+        op.peer = TPROF_COMM_NO_PEER;
+        op.source = TPROF_COMM_SRC_NCCL;
+        op.seq = seq[0]++;
+        op.end_ns = T0 + 5 * MS + 10 * US;
+        synth_comm(f, 1, T0 + 5 * MS, &op, NULL);
+    }
+    synth_end_of_file(f, T0 + (NSTEPS + 1) * 10 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+}
+
+/* The run's report as the command renders it, its sections holding at most comm_ops ops
+ * (SIZE_MAX: every one), streamed when `stream`. */
+static char *render(const char *dir, size_t comm_ops, int stream) {
+    tp_run run;
+    char err[512];
+    const char *ops[] = {dir};
+    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.threads = 2;
+    o.comm_ops = comm_ops;
+    o.stream_sections = stream ? 1 : -1;
+    char *buf = slim_render_str(&run, &o);
+    tp_run_free(&run);
+    return buf;
+}
+
+/* The run made as sh says gives the same report whether its ops are read apart or not;
+ * `apart`: whether its sections read them apart (each rank's, once a render). */
+static void same_either_way(const char *tag, uint64_t seed, const shape *sh, int apart) {
+    char dir[] = "/tmp/tprof-comm-apart-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    g_rs = seed * 2654435761ull + 88172645463325252ull;
+    for (int r = 0; r < 2; r++) rank_file_of(dir, r, sh);
+    char *ref = render(dir, SIZE_MAX, 0);
+    for (int stream = 0; stream < 2; stream++) {
+        size_t before = tp_comm_streams_opened();
+        char *got = render(dir, 16, stream);
+        size_t opened = tp_comm_streams_opened() - before;
+        if (strcmp(ref, got)) {
+            size_t i = 0;
+            while (ref[i] && ref[i] == got[i]) i++;
+            size_t from = i > 300 ? i - 300 : 0;
+            fprintf(stderr, "%s (seed %llu, streamed %d): differs at byte %zu:\nwhole: %.600s\n"
+                            "apart: %.600s\n",
+                    tag, (unsigned long long)seed, stream, i, ref + from, got + from);
+        }
+        assert_string_equal(ref, got);
+        /* each rank's section once (the spilled report's, slim_spilled_same, once more) */
+        if (apart) assert_true(opened >= 2);
+        else assert_int_equal(opened, 0);
+        free(got);
+    }
+    free(ref);
+    synth_rmtree(dir);
+}
+
+static void test_apart_same(void **state) {
+    (void)state;
+    for (uint64_t seed = 1; seed <= 6; seed++) same_either_way("apart", seed, &(shape){0}, 1);
+}
+
+static void test_whole_when_needed(void **state) {
+    (void)state;
+    same_either_way("an MPI op", 7, &(shape){.mpi = 1}, 0);
+    same_either_way("a torch op", 8, &(shape){.mpi = 1, .torch = 1}, 0);
+    same_either_way("out of issue order", 9, &(shape){.disorder = 1}, 0);
+    same_either_way("a device without NCCL kernels", 10, &(shape){.bare_gpu = 1}, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_apart_same),
+        cmocka_unit_test(test_whole_when_needed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
