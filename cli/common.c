@@ -224,6 +224,10 @@ void report_opts(const report_args *a, tp_report_opts *o) {
     o->model = a->model;
     o->dtype = a->dtype;
     o->gpu_records = a->gpu_records;
+    /* the communication ops a rank section holds before it reads them apart: the figures
+     * are the same either way, so only an environment variable sets it (docs/cli.md) */
+    const char *co = env_or("TRAINPROF_SECTION_COMM_OPS", NULL);
+    if (co) o->comm_ops = (size_t)parse_int("report", "TRAINPROF_SECTION_COMM_OPS", co, 1, 1 << 30);
     static const char *names[64];
     if (a->data_names) {
         static size_t nnames;
