@@ -42,6 +42,7 @@ typedef struct shape {
     int torch;    /* one torch.distributed op */
     int disorder; /* one communicator's ops written out of issue order */
     int bare_gpu; /* a device with kernels but no NCCL kernel */
+    int twins;    /* torch's enqueue-flagged records of the first calls, as a PyTorch job's */
 } shape;
 
 static const char *kernel_of(uint32_t op) {
@@ -68,6 +69,20 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
              (unsigned long long)(T0 + 250 * MS));
     synth_meta(f, "gpu_capture.windows", w);
     uint32_t seq[NCOMM] = {0};
+    for (int k = 0; sh->twins && k < 3; k++) { /* torch saw each group's first call */
+        tprof_pl_comm tw;
+        memset(&tw, 0, sizeof tw);
+        tw.op = TPROF_COMM_ALLREDUCE;
+        tw.comm_hash = 0x3000 + (uint64_t)k;
+        tw.nranks = 2;
+        tw.rank = (uint32_t)r;
+        tw.bytes = 4;
+        tw.peer = TPROF_COMM_NO_PEER;
+        tw.source = TPROF_COMM_SRC_TORCH;
+        tw.flags = TPROF_COMM_F_ENQUEUE;
+        tw.end_ns = T0 + (uint64_t)(k + 1) * 30 * US;
+        synth_comm(f, 1, T0 + (uint64_t)(k + 1) * 20 * US, &tw, NULL);
+    }
     for (int s = 0; s < NSTEPS; s++) {
         uint64_t b = T0 + (uint64_t)s * 10 * MS;
         synth_step_begin(f, 1, b, (uint64_t)s);
@@ -216,6 +231,8 @@ static void same_either_way(const char *tag, uint64_t seed, const shape *sh, int
 static void test_apart_same(void **state) {
     (void)state;
     for (uint64_t seed = 1; seed <= 6; seed++) same_either_way("apart", seed, &(shape){0}, 1);
+    /* a PyTorch job's: torch's records of the first calls are the plugin's twins */
+    same_either_way("torch's twins", 11, &(shape){.twins = 1}, 1);
 }
 
 static void test_whole_when_needed(void **state) {

@@ -435,11 +435,11 @@ static void lying_counts(void **state) {
     rank_path(&c, 100, file, sum);
     snprintf(keep, sizeof keep, "%s.keep", sum);
     copy_file(sum, keep);
-    /* the body ends with the file's size and the six record counts (summary_slim.c) */
+    /* the body ends with the file's size and the seven record counts (summary_slim.c) */
     uint64_t file_bytes, nrec[5], big = (uint64_t)1 << 63;
-    forge_slim(sum, -48, &big, 8, nrec);
+    forge_slim(sum, -56, &big, 8, nrec);
     /* given as its own old bytes: read, and written back as it was */
-    forge_slim(sum, -56, &file_bytes, 8, &file_bytes);
+    forge_slim(sum, -64, &file_bytes, 8, &file_bytes);
     assert_int_equal(file_bytes, (uint64_t)synth_file_size(file));
     assert_true(nrec[0] > 0 && nrec[0] < file_bytes); /* the rank's GPU records */
     char forged[900];
@@ -453,7 +453,7 @@ static void lying_counts(void **state) {
     /* another size */
     copy_file(keep, sum);
     uint64_t other = file_bytes + 1;
-    forge_slim(sum, -56, &other, 8, NULL);
+    forge_slim(sum, -64, &other, 8, NULL);
     same_with_sums(&c, &o, 4, 0, 5, "slim block of another size");
     summarize_writes(&c, &o, 1);
     same_with_sums(&c, &o, 4, 0, ALL_SLIM, "other size written again");
@@ -474,7 +474,7 @@ static void lying_counts(void **state) {
     /* the first half of summarize under a launcher judges a slim block as the load does */
     char why[256];
     assert_int_equal(tp_summary_write_slim(file, why, sizeof why), 1);
-    forge_slim(sum, -56, &other, 8, NULL);
+    forge_slim(sum, -64, &other, 8, NULL);
     assert_int_equal(tp_summary_write_slim(file, why, sizeof why), 0);
     assert_int_equal(tp_summary_write_slim(file, why, sizeof why), 1);
     synth_rmtree(c.top);

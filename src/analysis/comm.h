@@ -213,8 +213,9 @@ void tp_process_slim_comm(tp_process *p);
  * a level holding at most four times the most a file may keep (raised as they come: the
  * levels are nested), the keys counted and the communicators gathered; tp_slim_comm_end then
  * gives p the form tp_process_slim_comm gives it (the same keys, memo, level, last op and
- * communicators), or -1 when it cannot (a torch.distributed op, whose twins are dropped over
- * the whole file; a level shallower than the one held; memory): the file is then read again
+ * communicators), or 0 when it cannot (a torch.distributed op that is not an enqueue-flagged
+ * twin of the plugin's, or past TP_SLIM_TWINS_MAX of them; a level shallower than the one
+ * held; memory): the file is then read again
  * with its ops (0; 1 when p holds the form). Memory: the held ops (40 bytes each) and the
  * communicators (9 bytes each). */
 typedef struct tp_slim_comm {
@@ -232,8 +233,12 @@ typedef struct tp_slim_comm {
     uint8_t *used;
     size_t ncomms, ccomms;
     uint64_t key;
+    size_t twins;         /* torch's enqueue-flagged ops: twins of the plugin's ones */
+    int nccl;             /* the file has plugin ops */
     int failed;
 } tp_slim_comm;
+/* The twins a slim load sets aside before it reads the file again with its ops. */
+#define TP_SLIM_TWINS_MAX 65536u
 void tp_slim_comm_init(tp_slim_comm *s);
 int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i);
 int tp_slim_comm_end(tp_slim_comm *s, tp_process *p);
@@ -257,18 +262,23 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
  * matching needs, the communicators, the rows and the memo, not every op.
  * tp_comm_stream_open (after the section's read, which kept no op: tp_gpu_bound.comm) reads
  * the file once for the ops the matching needs (comm.c, matchable, and each communicator's
- * first) into whole->comm, resolves them, and hangs the stream on whole->comm_stream; the
- * communication section then reads the file again for every op in the file's order
- * (comm_rank.c), and the memo is taken from it (tp_comm_stream_kept). Ops read apart must
- * not need each other beyond the matching: a file with host-timed ops (MPI, torch's gloo:
- * their spans are the exposure's) or torch's ops (their twins are dropped over the whole
- * file), ops of one communicator out of issue order, or GPU intervals where a device has
- * kernels but no NCCL kernel (then the intervals are its communication spans), is read
- * whole: 0 is returned and whole is left for the caller to read again with its ops (the
- * section's figures are the same either way). 1 when the stream stands; -1 on an error (an
- * unreadable file, memory), whole then left as well. */
+ * first; more than bound of them and than half the file's, as when capture was on over
+ * most of the run, is a whole read, which holds no more) into whole->comm, resolves them,
+ * and hangs the stream on whole->comm_stream; the communication section then reads the
+ * file again for every op in the file's order (comm_rank.c), and the memo is taken from it
+ * (tp_comm_stream_kept). Ops read apart must not need each other beyond the matching: a
+ * file with host-timed ops (MPI, torch's gloo: their spans are the exposure's) or torch's
+ * ops other than the plugin's twins (model.c, drop_torch_twins: skipped), ops of one
+ * communicator out of issue order, or GPU intervals where a device has kernels but no NCCL
+ * kernel (then the intervals are its communication spans), is read whole: 0 is returned and
+ * whole is left for the caller to read again with its ops (the section's figures are the
+ * same either way). 1 when the stream stands; -1 on an error (an unreadable file, memory),
+ * whole then left as well. */
 #define TP_SECTION_COMM_OPS (1u << 20)
-int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole);
+int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, size_t bound);
+/* 1 when a pass of whole's stream failed (its file changed or went while read): its
+ * section's figures may be of two files, and are not to be shown. */
+int tp_comm_stream_failed(const tp_process *whole);
 /* 1 when slim process p's section reads its ops apart: its file holds more than bound
  * (0: TP_SECTION_COMM_OPS; SIZE_MAX: never). */
 int tp_comm_apart(const tp_process *p, size_t bound);

@@ -317,11 +317,16 @@ int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
     tp_slim_comm *s = ctx;
     (void)i;
     if (s->failed) return 0;
-    /* torch's twins are dropped over the whole file (model.c): read it again whole */
+    /* torch's ops flagged enqueue are twins of the plugin's, dropped, when the file has
+     * plugin ops (model.c, drop_torch_twins), as the first calls of a PyTorch job's
+     * communicators are: counted, and the file read again at the end when it has none;
+     * torch's other ops are twins or not by the file's MPI ops and their group's backend */
     if (op->source == TPROF_COMM_SRC_TORCH) {
-        s->failed = 1;
+        if (!(op->flags & TPROF_COMM_F_ENQUEUE) || s->twins >= TP_SLIM_TWINS_MAX) s->failed = 1;
+        else s->twins++;
         return 0;
     }
+    s->nccl |= op->source == TPROF_COMM_SRC_NCCL;
     tp_comm_key k = tp_comm_key_of(op);
     tp_comm_level_add(&s->lv, &k);
     s->seen++;
@@ -353,7 +358,7 @@ int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
 }
 
 int tp_slim_comm_end(tp_slim_comm *s, tp_process *p) {
-    if (s->failed) return 0;
+    if (s->failed || (s->twins && !s->nccl)) return 0;
     if (!s->seen) return 1;
     unsigned level = tp_comm_level_end(&s->lv, s->seen, tp_comm_keep_of(p));
     /* the level the file ends at keeps a part of what is held, or it must be read again */

@@ -37,6 +37,7 @@ struct tp_comm_stream {
     tp_comm_time *kept;      /* the memo's times (tp_comm_stream_kept), nkept of ckept */
     size_t nkept, ckept;
     int kept_done, kept_oom; /* the pass that made them ran; memory ran out in it */
+    int failed;              /* a pass could not read the file as it was */
     tp_comm_levels lv;       /* the file's keys counted, for the memo's level */
 };
 
@@ -67,6 +68,7 @@ typedef struct comm_state {
 } comm_state;
 
 typedef struct first_pass {
+    const tp_process *slim;
     tp_step *spans; /* the capture spans (tp_capture_timeline) */
     size_t nspans;
     comm_state *t; /* open addressing, tcap slots (a power of two, at most half full) */
@@ -76,6 +78,7 @@ typedef struct first_pass {
     size_t *at;
     size_t n, cap;
     size_t seen;  /* the file's ops */
+    size_t max;   /* kept past this: a whole read holds no more */
     int whole;    /* a condition failed: read the file whole */
     int gpu_time; /* an op has a GPU interval */
     int oom;
@@ -107,13 +110,24 @@ static comm_state *state_of(first_pass *m, uint64_t hash, int *made) {
     return &m->t[at];
 }
 
-/* Op i kept when the matching needs it: the cut's, or its communicator's first (the
- * communicators are served in the order of their first op). Keeps none in the load. */
-static int first_op(void *ctx, const tp_comm_op *op, size_t i) {
+/* 1 when op is one a whole load drops as the twin of a plugin's op (model.c,
+ * drop_torch_twins: a file with plugin ops, which the slim load counted, drops torch's
+ * enqueue-flagged ones); torch's others send the file to a whole read (first_op). */
+static int twin(const tp_process *slim, const tp_comm_op *op) {
+    return op->source == TPROF_COMM_SRC_TORCH && (op->flags & TPROF_COMM_F_ENQUEUE) &&
+           slim->nrec_twins;
+}
+
+/* An op kept when the matching needs it: the cut's, or its communicator's first (the
+ * communicators are served in the order of their first op). Keeps none in the load; the
+ * ops are numbered as a whole load holds them, its twins dropped. */
+static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
     first_pass *m = ctx;
-    m->seen = i + 1;
-    if (m->whole || m->oom) return 0;
-    /* host-timed ops are the exposure's spans; torch's twins are dropped over the file */
+    (void)file_i;
+    if (m->whole || m->oom || twin(m->slim, op)) return 0;
+    size_t i = m->seen++;
+    /* host-timed ops are the exposure's spans; torch's others are twins or not over the
+     * whole file */
     if (tp_comm_host_timed(op->source, op->flags) || op->source == TPROF_COMM_SRC_TORCH) {
         m->whole = 1;
         return 0;
@@ -147,6 +161,7 @@ static int first_op(void *ctx, const tp_comm_op *op, size_t i) {
     }
     m->ops[m->n] = *op;
     m->at[m->n++] = i;
+    m->whole |= m->n > m->max;
     return 0;
 }
 
@@ -173,15 +188,20 @@ static int device_without_comm_kernels(const tp_process *p) {
     return 0;
 }
 
-int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole) {
+int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, size_t bound) {
     first_pass m = {0};
+    m.slim = slim;
+    /* past half the file's ops kept (capture on over most of the run), the passes would
+     * cost more than the ops they spare */
+    m.max = bound ? bound : TP_SECTION_COMM_OPS;
+    if (m.max < slim->nrec_comm / 2) m.max = slim->nrec_comm / 2;
     m.key = tp_table_key(&m);
     if (tp_capture_timeline(whole, &m.spans, &m.nspans) != TPROF_OK) return -1;
     const tp_comm_read r = {first_op, &m};
     int rc = tp_process_read_comm(run, slim, &r);
     free(m.spans);
     free(m.t);
-    int ok = rc == TPROF_OK && !m.oom && !m.whole && m.seen &&
+    int ok = rc == TPROF_OK && !m.oom && !m.whole && m.seen == slim->nrec_comm &&
              !(m.gpu_time && device_without_comm_kernels(whole));
     struct tp_comm_stream *s = ok ? calloc(1, sizeof *s) : NULL;
     tp_comm_time *times = s ? malloc(m.n * sizeof *times) : NULL;
@@ -227,14 +247,18 @@ typedef struct each_pass {
     const tp_process *whole;
     struct tp_comm_stream *s;
     size_t next; /* the next kept op's place in whole->comm */
+    size_t i;    /* the next op's index, as a whole load numbers it */
     comm_acc *acc;   /* may be NULL */
     tp_kth *kth;     /* may be NULL: the checked ops' shifts */
     int memo;        /* the memo's times and the keys' count */
 } each_pass;
 
-static int each_op(void *ctx, const tp_comm_op *op, size_t i) {
+static int each_op(void *ctx, const tp_comm_op *op, size_t file_i) {
     each_pass *e = ctx;
     struct tp_comm_stream *s = e->s;
+    (void)file_i;
+    if (twin(s->slim, op)) return 0;
+    size_t i = e->i++;
     tp_comm_time t;
     if (e->next < s->ncand && s->cand_at[e->next] == i) t = e->whole->comm_times[e->next++];
     else tp_comm_resolve_other(s->res, op, &t);
@@ -261,15 +285,22 @@ static int each_op(void *ctx, const tp_comm_op *op, size_t i) {
 /* One pass; the memo's times made in the first pass that asks. */
 static int pass(const tp_process *whole, comm_acc *acc, tp_kth *kth) {
     struct tp_comm_stream *s = whole->comm_stream;
-    each_pass e = {whole, s, 0, acc, kth, !s->kept_done};
+    each_pass e = {whole, s, 0, 0, acc, kth, !s->kept_done};
     const tp_comm_read r = {each_op, &e};
     int rc = tp_process_read_comm(s->run, s->slim, &r);
+    /* a file that changed between the passes holds other ops */
+    if (rc == TPROF_OK && e.i != s->nops) rc = TPROF_ERR_CORRUPT;
+    if (rc != TPROF_OK) s->failed = 1;
     if (e.memo && rc == TPROF_OK) s->kept_done = 1;
     if (e.memo && rc != TPROF_OK) { /* another pass counts again */
         memset(&s->lv, 0, sizeof s->lv);
         s->nkept = 0;
     }
     return rc;
+}
+
+int tp_comm_stream_failed(const tp_process *whole) {
+    return whole->comm_stream && whole->comm_stream->failed;
 }
 
 int tp_comm_stream_feed(const tp_process *whole, comm_acc *a) {

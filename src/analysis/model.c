@@ -373,6 +373,7 @@ static void drop_torch_twins(tp_process *p) {
         }
         if (!twin) p->comm[k++] = *o;
     }
+    p->nrec_twins = p->ncomm - k; /* what a section reading its ops apart skips */
     p->ncomm = k;
 }
 
@@ -438,12 +439,7 @@ static void loader_free(loader *L) {
     free(L->ends);
 }
 
-/* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
- * `sizes` when given (the slim process of the same file), its GPU records bounded by gb
- * then (tp_process_load_bounded; NULL: none). A file that cannot be opened goes to
- * run->errors when `note` is set. */
-/* The read's last findings into p: its drop windows still open, or opened before any event,
- * spanned to the record's ends; its end record missing, said with why it may be. */
+/* The read's end into p: drop windows spanned to the record's ends; no end record said. */
 static void end_notes(tp_process *p) {
     uint64_t placed = 0;
     for (size_t i = 0; i < p->ndrops; i++) {
@@ -467,10 +463,13 @@ static void end_notes(tp_process *p) {
                       "events after its last flush are lost");
 }
 
-/* load_once's answer when a slim load's ops could not be kept as read (tp_slim_comm) */
-#define SLIM_AGAIN 1000
+#define SLIM_AGAIN 1000 /* load_once: a slim load's ops could not be keyed as read */
 
 
+/* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
+ * `sizes` when given (the slim process of the same file), its GPU records bounded by gb
+ * then (tp_process_load_bounded; NULL: none), its ops keyed as read with sc (NULL: held). A
+ * file that cannot be opened goes to run->errors when `note` is set. */
 static int load_once(tp_run *run, const char *path, tp_process *p, int light, int note,
                      const tp_process *sizes, tp_range_stream *stream, const tp_gpu_bound *gb,
                      int comm_only, tp_slim_comm *sc) {
@@ -602,6 +601,7 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
     if (light) tp_process_slim(p);
     /* a run's slim process: a section's streamed second read reads no op of its own */
     if (light && !stream) p->nrec_comm = sc ? sc->seen : p->ncomm;
+    if (sc) p->nrec_twins = sc->twins;
     if (sc && rc == TPROF_OK && !tp_slim_comm_end(sc, p)) rc = SLIM_AGAIN;
     else if (light && !stream) tp_process_slim_comm(p);
     if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;

@@ -293,6 +293,8 @@ typedef struct tp_process {
     size_t nrec_comm;       /* slim: the communication ops its file holds (a whole load's
                              * ncomm), whatever it kept of them (report.c reads a section's
                              * ops apart past TP_SECTION_COMM_OPS); 0 otherwise */
+    size_t nrec_twins;      /* torch.distributed's ops dropped as twins of the NCCL plugin's
+                             * or the MPI wrappers' (model.c, drop_torch_twins) */
     /* A slim process (tp_process_slim) holds what the run-level analyses and the renderers
      * read after the rank sections, and none of the bulky records: no GPU records, API
      * calls, overhead records, allocations, clips or marks; of each thread's ranges only

@@ -519,99 +519,6 @@ static uint64_t section_cost(void *ctx, size_t i) {
     return p->slim && sc->jobs[i].sum != 1 ? SECTION_COST * p->file_bytes : 0;
 }
 
-/* A slim rank whose file holds more thread ranges than this has its section's ranges
- * streamed (model.h, tp_range_stream; report_ranges.h): the file is read twice, once keeping
- * every record but of its thread ranges only those the analyses other than the range tables
- * and the CPU basis read (keep mode), once for those two alone, each range's figures added as
- * it goes and the range dropped (take mode), so that its section does not hold every range:
- * 56 bytes each in the model, from about 5 bytes each in a compressed file, so that a 120 s run
- * recording two million ranges a second would take 14 GB read whole. Below it, one whole
- * read (at most about 250 MB of ranges) is faster. The figures are the same either way, to
- * the bit (test_report_stream); a file whose ranges cannot be streamed (model.h) is read
- * whole. Counted in ranges, not bytes: the file's size says little of them (compressed). */
-#define STREAM_SECTION_RANGES (4u << 20)
-
-/* Slim rank p's file read again for its section (tp_process_load_bounded), its GPU records
- * bounded by o (tp_report_gpu_records): first in a span at the middle of them; when that span
- * holds fewer than three whole measured steps (or every one, with fewer: steps only at the
- * start, GPU work between them or after them, one step heavier than the bound), read again
- * with the span from the first measured step on, as many records as fit. A rank without
- * measured steps keeps the span at the middle: its GPU figures are totals over that span
- * (tp_gpu_result.in_span), said in its section.
- * ks, k: a keep-mode stream (stream_section) set up again (its `wide` as it was) for a second
- * read, or NULL. */
-static int load_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                        tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide,
-                        int no_ops) {
-    size_t max = tp_report_gpu_records(o);
-    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0, no_ops ? &tp_comm_read_none : NULL};
-    int rc = tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
-    tp_steps s;
-    if (rc != TPROF_OK || !whole->gpu_window_to ||
-        tp_find_steps(whole, o->step_name, o->warmup, &s) != TPROF_OK)
-        return rc;
-    size_t nm = s.nsteps - s.nwarmup, held = 0;
-    const tp_step *meas = tp_steps_measured(&s);
-    for (size_t i = 0; i < nm; i++)
-        held += meas[i].start >= whole->gpu_window_from && meas[i].end <= whole->gpu_window_to;
-    uint64_t lo = nm ? meas[0].start : 0;
-    tp_steps_free(&s);
-    /* no measured step: the span at the middle stands (its figures are totals over it) */
-    if (!nm || held >= (nm < 3 ? nm : 3)) return rc;
-    tp_process_free(whole);
-    if (ks) {
-        tp_rkeep_free(k);
-        tp_rscan_keep(ks, k, o, wide);
-    }
-    b.from = lo;
-    return tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
-}
-
-/* Whether slim rank p's section streams its ranges (STREAM_SECTION_RANGES, o->stream_sections)
- * and could: then 1, with *whole its file in keep mode and *pre the range tables and data
- * loading of its section (not made for memos_only). 0: read it whole (nothing held). */
-static int stream_section(const tp_run *run, const tp_process *p, const tp_report_opts *o,
-                          tp_process *whole, tp_rscan *pre, int memos_only, int no_ops) {
-    if (o->stream_sections < 0 || (!o->stream_sections && p->nrec_ranges <= STREAM_SECTION_RANGES))
-        return 0;
-    tp_rkeep *k = malloc(sizeof *k);
-    tp_range_stream ks;
-    if (!k) return 0;
-    tp_rscan_keep(&ks, k, o, 0);
-    int rc = load_section(run, p, o, whole, &ks, k, 0, no_ops);
-    tp_steps s;
-    if (rc == TPROF_OK && !memos_only && tp_find_steps(whole, o->step_name, o->warmup, &s) != 0) {
-        tp_process_free(whole);
-        rc = TPROF_ERR_NO_MEMORY;
-    }
-    if (rc != TPROF_OK || memos_only) { /* the memos read no range table */
-        tp_rkeep_free(k);
-        free(k);
-        return rc == TPROF_OK;
-    }
-    /* as rank_section counts the ranges: inside the measured steps, else over the run */
-    size_t nm = s.nsteps - s.nwarmup;
-    rc = tp_rscan_streamed(pre, (tp_run *)run, p, whole, k, o, &s,
-                           nm ? tp_steps_measured(&s) : NULL, nm);
-    tp_steps_free(&s);
-    tp_rkeep_free(k);
-    if (rc == 2) { /* the CPU basis from a model that keeps depth 0 and 1 (report_ranges.h) */
-        tp_process_free(whole);
-        tp_rscan_keep(&ks, k, o, 1);
-        rc = load_section(run, p, o, whole, &ks, k, 1, no_ops) == TPROF_OK ? 0 : 1;
-        tp_rkeep_free(k);
-        if (rc) {
-            free(k);
-            tp_rscan_free(pre);
-            return 0;
-        }
-    }
-    free(k);
-    if (rc == 0) return 1;
-    tp_rscan_free(pre);
-    tp_process_free(whole);
-    return 0;
-}
 
 /* The section and memos of slim rank j from its summary (summary.h): 1, or 0 when it could
  * not be read after all (damaged: its job counts it stale and reads the file). */
@@ -702,6 +609,26 @@ static void section_job(void *ctx, size_t i) {
     }
 }
 
+/* Slim rank j's section from what its slim process kept, its file not read again (or
+ * changed while read: noted as unreadable, run_jobs). */
+static void section_unread(const sections *sc, rank_job *j, const tp_process *p) {
+    const tp_run *run = sc->run;
+    const tp_report_opts *o = sc->o;
+    j->unread = 1;
+    /* from what the slim process kept, which of its communication ops may be their
+     * keys alone (tp_process_slim_comm): a section reads the ops themselves */
+    tp_process kept = *p;
+    if (!kept.comm) kept.ncomm = 0, kept.comm_memo = NULL;
+    if (sc->memos_only) return;
+    j->section = rank_section(run, &kept, o, j->out, NULL);
+    j->out->host = p->hdr.host; /* not kept's: a copy on this stack */
+    if (kept.ncomm == p->ncomm) return;
+    /* ops it had but cannot show: no section, never one that says none were recorded
+     * (the note of its file says so; the merge still matches its keys) */
+    cJSON_DeleteItemFromObjectCaseSensitive(j->section, "communication");
+    j->out->comm.present = 0;
+}
+
 /* section_job's slim rank read from its file. */
 static void section_compute(const sections *sc, rank_job *j, const tp_process *p) {
     const tp_run *run = sc->run;
@@ -713,31 +640,17 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
      * need each other (then read again with them) */
     int apart = tp_comm_apart(p, o->comm_ops), streamed, rc;
     for (;;) {
-        streamed = stream_section(run, p, o, &whole, &pre, sc->memos_only, apart);
-        rc = streamed ? TPROF_OK : load_section(run, p, o, &whole, NULL, NULL, 0, apart);
-        if (rc != TPROF_OK || !apart || tp_comm_stream_open((tp_run *)run, p, &whole) == 1)
+        streamed = tp_section_stream(run, p, o, &whole, &pre, sc->memos_only, apart);
+        rc = streamed ? TPROF_OK : tp_section_load(run, p, o, &whole, NULL, NULL, 0, apart);
+        if (rc != TPROF_OK || !apart ||
+            tp_comm_stream_open((tp_run *)run, p, &whole, o->comm_ops) == 1)
             break;
         if (streamed) tp_rscan_free(&pre);
         pre = (tp_rscan){0};
         tp_process_free(&whole);
         apart = 0;
     }
-    if (rc != TPROF_OK) {
-        j->unread = 1;
-        /* from what the slim process kept, which of its communication ops may be their
-         * keys alone (tp_process_slim_comm): a section reads the ops themselves */
-        tp_process kept = *p;
-        if (!kept.comm) kept.ncomm = 0, kept.comm_memo = NULL;
-        if (sc->memos_only) return;
-        j->section = rank_section(run, &kept, o, j->out, NULL);
-        j->out->host = p->hdr.host; /* not kept's: a copy on this stack */
-        if (kept.ncomm == p->ncomm) return;
-        /* ops it had but cannot show: no section, never one that says none were recorded
-         * (the note of its file says so; the merge still matches its keys) */
-        cJSON_DeleteItemFromObjectCaseSensitive(j->section, "communication");
-        j->out->comm.present = 0;
-        return;
-    }
+    if (rc != TPROF_OK) return section_unread(sc, j, p);
     (void)tp_comm_resolve_once(&whole); /* shared by its analyses; without memory, each its own */
     if (!sc->memos_only) {
         j->section = rank_section(run, &whole, o, j->out, streamed ? &pre : NULL);
@@ -750,6 +663,20 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
         j->steps = NULL;
     }
     j->comm = whole.comm_stream ? tp_comm_stream_kept(&whole, p) : tp_comm_times_kept(&whole, p);
+    if (whole.comm_stream && tp_comm_stream_failed(&whole)) {
+        /* the file changed, or went, while its ops were read apart: what was computed of it
+         * may be of two files */
+        cJSON_Delete(j->section);
+        j->section = NULL;
+        tp_rank_result_free(j->out);
+        if (j->steps) tp_steps_free(j->steps);
+        free(j->steps);
+        free(j->comm);
+        j->steps = NULL;
+        j->comm = NULL;
+        tp_process_free(&whole);
+        return section_unread(sc, j, p);
+    }
     tp_process_free(&whole);
 }
 

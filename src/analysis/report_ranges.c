@@ -424,3 +424,98 @@ void tp_rscan_data_json(cJSON *rs, const tp_data_result *d, const tp_report_opts
     cJSON_AddNumberToObject(dl, "share", d->share);
 }
 
+/* ------------------------------------------------------------------ a section's reads */
+
+/* A slim rank whose file holds more thread ranges than this has its section's ranges
+ * streamed (model.h, tp_range_stream; report_ranges.h): the file is read twice, once keeping
+ * every record but of its thread ranges only those the analyses other than the range tables
+ * and the CPU basis read (keep mode), once for those two alone, each range's figures added as
+ * it goes and the range dropped (take mode), so that its section does not hold every range:
+ * 56 bytes each in the model, from about 5 bytes each in a compressed file, so that a 120 s run
+ * recording two million ranges a second would take 14 GB read whole. Below it, one whole
+ * read (at most about 250 MB of ranges) is faster. The figures are the same either way, to
+ * the bit (test_report_stream); a file whose ranges cannot be streamed (model.h) is read
+ * whole. Counted in ranges, not bytes: the file's size says little of them (compressed). */
+#define STREAM_SECTION_RANGES (4u << 20)
+
+/* Slim rank p's file read again for its section (tp_process_load_bounded), its GPU records
+ * bounded by o (tp_report_gpu_records): first in a span at the middle of them; when that span
+ * holds fewer than three whole measured steps (or every one, with fewer: steps only at the
+ * start, GPU work between them or after them, one step heavier than the bound), read again
+ * with the span from the first measured step on, as many records as fit. A rank without
+ * measured steps keeps the span at the middle: its GPU figures are totals over that span
+ * (tp_gpu_result.in_span), said in its section.
+ * ks, k: a keep-mode stream (stream_section) set up again (its `wide` as it was) for a second
+ * read, or NULL. */
+int tp_section_load(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                        tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide,
+                        int no_ops) {
+    size_t max = tp_report_gpu_records(o);
+    tp_gpu_bound b = {max == SIZE_MAX ? 0 : max, 0, no_ops ? &tp_comm_read_none : NULL};
+    int rc = tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
+    tp_steps s;
+    if (rc != TPROF_OK || !whole->gpu_window_to ||
+        tp_find_steps(whole, o->step_name, o->warmup, &s) != TPROF_OK)
+        return rc;
+    size_t nm = s.nsteps - s.nwarmup, held = 0;
+    const tp_step *meas = tp_steps_measured(&s);
+    for (size_t i = 0; i < nm; i++)
+        held += meas[i].start >= whole->gpu_window_from && meas[i].end <= whole->gpu_window_to;
+    uint64_t lo = nm ? meas[0].start : 0;
+    tp_steps_free(&s);
+    /* no measured step: the span at the middle stands (its figures are totals over it) */
+    if (!nm || held >= (nm < 3 ? nm : 3)) return rc;
+    tp_process_free(whole);
+    if (ks) {
+        tp_rkeep_free(k);
+        tp_rscan_keep(ks, k, o, wide);
+    }
+    b.from = lo;
+    return tp_process_load_bounded((tp_run *)run, p, whole, ks, &b);
+}
+
+/* Whether slim rank p's section streams its ranges (STREAM_SECTION_RANGES, o->stream_sections)
+ * and could: then 1, with *whole its file in keep mode and *pre the range tables and data
+ * loading of its section (not made for memos_only). 0: read it whole (nothing held). */
+int tp_section_stream(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                          tp_process *whole, tp_rscan *pre, int memos_only, int no_ops) {
+    if (o->stream_sections < 0 || (!o->stream_sections && p->nrec_ranges <= STREAM_SECTION_RANGES))
+        return 0;
+    tp_rkeep *k = malloc(sizeof *k);
+    tp_range_stream ks;
+    if (!k) return 0;
+    tp_rscan_keep(&ks, k, o, 0);
+    int rc = tp_section_load(run, p, o, whole, &ks, k, 0, no_ops);
+    tp_steps s;
+    if (rc == TPROF_OK && !memos_only && tp_find_steps(whole, o->step_name, o->warmup, &s) != 0) {
+        tp_process_free(whole);
+        rc = TPROF_ERR_NO_MEMORY;
+    }
+    if (rc != TPROF_OK || memos_only) { /* the memos read no range table */
+        tp_rkeep_free(k);
+        free(k);
+        return rc == TPROF_OK;
+    }
+    /* as rank_section counts the ranges: inside the measured steps, else over the run */
+    size_t nm = s.nsteps - s.nwarmup;
+    rc = tp_rscan_streamed(pre, (tp_run *)run, p, whole, k, o, &s,
+                           nm ? tp_steps_measured(&s) : NULL, nm);
+    tp_steps_free(&s);
+    tp_rkeep_free(k);
+    if (rc == 2) { /* the CPU basis from a model that keeps depth 0 and 1 (report_ranges.h) */
+        tp_process_free(whole);
+        tp_rscan_keep(&ks, k, o, 1);
+        rc = tp_section_load(run, p, o, whole, &ks, k, 1, no_ops) == TPROF_OK ? 0 : 1;
+        tp_rkeep_free(k);
+        if (rc) {
+            free(k);
+            tp_rscan_free(pre);
+            return 0;
+        }
+    }
+    free(k);
+    if (rc == 0) return 1;
+    tp_rscan_free(pre);
+    tp_process_free(whole);
+    return 0;
+}

@@ -73,4 +73,17 @@ void tp_rscan_data(tp_data_result *out, tp_rscan *sc, const tp_steps *s, const t
 /* The rank's "data_loading" from its results. */
 void tp_rscan_data_json(cJSON *rs, const tp_data_result *d, const tp_report_opts *o);
 
+/* Slim rank p's file read again for its section into *whole, its GPU records bounded by o
+ * (tp_report_gpu_records), no communication op kept with no_ops (comm.h,
+ * tp_comm_stream_open): report_ranges.c says how. ks, k: a keep-mode stream set up again for
+ * a second read, or NULL. The load's error. */
+int tp_section_load(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                    tp_process *whole, tp_range_stream *ks, tp_rkeep *k, int wide, int no_ops);
+/* 1 when slim rank p's section streams its ranges (past STREAM_SECTION_RANGES, or as
+ * o->stream_sections says) and could: *whole its file in keep mode, *pre the range tables
+ * and data loading of its section (not made for memos_only); 0: read it whole (nothing
+ * held). */
+int tp_section_stream(const tp_run *run, const tp_process *p, const tp_report_opts *o,
+                      tp_process *whole, tp_rscan *pre, int memos_only, int no_ops);
+
 #endif /* TP_REPORT_RANGES_H */

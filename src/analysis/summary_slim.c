@@ -41,7 +41,7 @@
  * counters(), the packed bytes whole whether some were spilled or not, so counters_spilled
  * is not coded) */
 /* (tp_process.comm_times and comm_stream are not coded: a whole process's, never a slim one's) */
-_Static_assert(sizeof(tp_process) == 2912, "tp_process changed: update tp_sum_slim");
+_Static_assert(sizeof(tp_process) == 2920, "tp_process changed: update tp_sum_slim");
 _Static_assert(sizeof(tp_thread) == 232, "tp_thread changed: update its codec");
 _Static_assert(sizeof(tp_range) == 56, "tp_range changed: update its codec");
 _Static_assert(sizeof(tp_counter) == 24, "tp_counter changed: update its codec");
@@ -322,12 +322,13 @@ void tp_sum_slim(tp_sum_buf *c, tp_process *p, int rd) {
     RAW(p->gpu_starts);
     RAW(p->file_bytes);
     Z(p->nrec_gpu), Z(p->nrec_api), Z(p->nrec_ovh), Z(p->nrec_gmem), Z(p->nrec_ranges);
-    Z(p->nrec_comm);
+    Z(p->nrec_comm), Z(p->nrec_twins);
     /* a whole load sizes its arrays by these (model.c, reserve_like): no count past one record
      * a byte of the file (a record takes 16 bytes at least, a few once compressed) */
     if (rd && (p->nrec_gpu > p->file_bytes || p->nrec_api > p->file_bytes ||
                p->nrec_ovh > p->file_bytes || p->nrec_gmem > p->file_bytes ||
-               p->nrec_ranges > p->file_bytes || p->nrec_comm > p->file_bytes))
+               p->nrec_ranges > p->file_bytes || p->nrec_comm > p->file_bytes ||
+               p->nrec_twins > p->file_bytes))
         c->bad = 1;
     if (rd) p->slim = 1;
     /* the domains' first is the default (""): every domain index of 0 reads it */
