@@ -86,23 +86,6 @@ static uint64_t row_hash(const row *r) {
     return h ^ (h >> 29);
 }
 
-void tp_comm_acc_init(comm_acc *a, tp_comm_result *c, const tp_process *p, const tp_step *st,
-                     size_t nst) {
-    *a = (comm_acc){.c = c, .p = p, .st = st, .nst = nst, .cap = 16, .nslot = 32};
-    a->v = malloc(a->cap * sizeof *a->v);
-    a->first = malloc(a->cap * sizeof *a->first);
-    a->slot = malloc(a->nslot * sizeof *a->slot);
-    if (a->slot) memset(a->slot, 0xff, a->nslot * sizeof *a->slot); /* SIZE_MAX: empty */
-    if (!a->v || !a->first || !a->slot) {
-        free(a->v);
-        free(a->first);
-        free(a->slot);
-        a->v = NULL;
-        a->first = NULL;
-        a->slot = NULL;
-    }
-}
-
 /* The rows given up (out of memory): the section shows none. */
 static void acc_no_rows(comm_acc *a) {
     free(a->v);
@@ -112,6 +95,17 @@ static void acc_no_rows(comm_acc *a) {
     a->first = NULL;
     a->slot = NULL;
 }
+
+void tp_comm_acc_init(comm_acc *a, tp_comm_result *c, const tp_process *p, const tp_step *st,
+                     size_t nst) {
+    *a = (comm_acc){.c = c, .p = p, .st = st, .nst = nst, .cap = 16, .nslot = 32};
+    a->v = malloc(a->cap * sizeof *a->v);
+    a->first = malloc(a->cap * sizeof *a->first);
+    a->slot = malloc(a->nslot * sizeof *a->slot);
+    if (a->slot) memset(a->slot, 0xff, a->nslot * sizeof *a->slot); /* SIZE_MAX: empty */
+    if (!a->v || !a->first || !a->slot) acc_no_rows(a);
+}
+
 
 /* Row r into a's table: added into its group's row (the group's ops taken in file order,
  * so that the sums are the same whatever the number of groups), or a new row. */

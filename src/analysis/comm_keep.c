@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "analysis/comm.h"
 #include "analysis/hash.h"
+#include "analysis/model_load.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -336,17 +337,10 @@ int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
         return 0;
     }
     if (!tp_comm_kept(&k, s->level)) return 0;
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? 2 * s->cap : 1024;
-        tp_comm_key *nk = realloc(s->keys, nc * sizeof *nk);
-        if (nk) s->keys = nk;
-        tp_comm_span *nm = nk ? realloc(s->memo, nc * sizeof *nm) : NULL;
-        if (!nm) {
-            s->failed = 1;
-            return 0;
-        }
-        s->memo = nm;
-        s->cap = nc;
+    if (s->n == s->cap && tp_grow_pair((void **)&s->keys, sizeof *s->keys, (void **)&s->memo,
+                                       sizeof *s->memo, &s->cap, 1024) != TPROF_OK) {
+        s->failed = 1;
+        return 0;
     }
     s->keys[s->n] = k;
     /* as tp_comm_resolve gives it without GPU records: the GPU interval, else the host's */

@@ -20,6 +20,7 @@
 #include "analysis/comm_acc.h"
 #include "analysis/capture.h"
 #include "analysis/hash.h"
+#include "analysis/model_load.h"
 #include "analysis/spans.h"
 
 #include <stdatomic.h>
@@ -147,17 +148,10 @@ static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
     }
     s->last_start = op->start;
     if (!tp_comm_cut_keeps(&s->cut, m->spans, m->nspans, op) && !first) return 0;
-    if (m->n == m->cap) {
-        size_t nc = m->cap ? 2 * m->cap : 1024;
-        tp_comm_op *no = realloc(m->ops, nc * sizeof *no);
-        if (no) m->ops = no;
-        size_t *na = no ? realloc(m->at, nc * sizeof *na) : NULL;
-        if (!na) {
-            m->oom = 1;
-            return 0;
-        }
-        m->at = na;
-        m->cap = nc;
+    if (m->n == m->cap && tp_grow_pair((void **)&m->ops, sizeof *m->ops, (void **)&m->at,
+                                       sizeof *m->at, &m->cap, 1024) != TPROF_OK) {
+        m->oom = 1;
+        return 0;
     }
     m->ops[m->n] = *op;
     m->at[m->n++] = i;

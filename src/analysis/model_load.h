@@ -11,10 +11,12 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "analysis/counter_pack.h"
 #include "analysis/model.h"
 #include "format/reader.h"
+#include "trainprof.h"
 
 /* ------------------------------------------------------------------ string pool */
 
@@ -45,6 +47,22 @@ typedef struct tp_pool {
 #define MIN_NAMED_REC 24u
 
 /* ------------------------------------------------------------------ growth helpers */
+
+/* Room for one more in the parallel arrays *a (elements of asz bytes) and *b (bsz bytes),
+ * *cap of each, doubled from `first`: TPROF_OK, or TPROF_ERR_NO_MEMORY (both arrays valid,
+ * *a perhaps grown, *cap as it was). */
+static inline int tp_grow_pair(void **a, size_t asz, void **b, size_t bsz, size_t *cap,
+                               size_t first) {
+    size_t nc = *cap ? 2 * *cap : first;
+    void *na = realloc(*a, nc * asz);
+    if (!na) return TPROF_ERR_NO_MEMORY;
+    *a = na;
+    void *nb = realloc(*b, nc * bsz);
+    if (!nb) return TPROF_ERR_NO_MEMORY;
+    *b = nb;
+    *cap = nc;
+    return TPROF_OK;
+}
 
 #define PUSH(arr, n, cap, val)                                            \
     do {                                                                  \
