@@ -711,8 +711,9 @@ void tp_comm_resolver_free(tp_comm_resolver *k) {
 }
 
 void tp_comm_resolve_other(const tp_comm_resolver *k, const tp_comm_op *op, tp_comm_time *t) {
+    static const resolver none = {.single = -1}; /* no kernel, match or placement point */
     *t = (tp_comm_time){op->start, op->end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
-    resolve_op(&k->r, op, t);
+    resolve_op(k ? &k->r : &none, op, t);
 }
 
 int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolver **keep) {

@@ -73,7 +73,8 @@ typedef struct tp_comm_resolver tp_comm_resolver;
  * holding them all. *keep NULL without memory (out then holds host intervals, or what
  * tp_comm_resolve gives without memory). */
 int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolver **keep);
-/* Op op (not one of the resolver's process's) resolved into *t: took no kernel. O(log). */
+/* Op op (not one of the resolver's process's) resolved into *t: took no kernel. O(log).
+ * r NULL: as a process without GPU records resolves it (a slim one). */
 void tp_comm_resolve_other(const tp_comm_resolver *r, const tp_comm_op *op, tp_comm_time *t);
 void tp_comm_resolver_free(tp_comm_resolver *r);
 

@@ -343,10 +343,9 @@ int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
         return 0;
     }
     s->keys[s->n] = k;
-    /* as tp_comm_resolve gives it without GPU records: the GPU interval, else the host's */
-    int gpu = !tp_comm_host_timed(op->source, op->flags) && (op->flags & TPROF_COMM_F_GPU_TIME);
-    s->memo[s->n++] = gpu ? (tp_comm_span){op->gpu_start, op->gpu_end, TP_COMM_TIME_GPU}
-                          : (tp_comm_span){op->start, op->end, TP_COMM_TIME_HOST};
+    tp_comm_time t; /* as tp_comm_resolve gives it without GPU records */
+    tp_comm_resolve_other(NULL, op, &t);
+    s->memo[s->n++] = (tp_comm_span){t.start, t.end, t.src};
     if (s->n > s->next) slim_raise(s);
     return 0;
 }

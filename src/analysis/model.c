@@ -465,7 +465,6 @@ static void end_notes(tp_process *p) {
 
 #define SLIM_AGAIN 1000 /* load_once: a slim load's ops could not be keyed as read */
 
-
 /* One rank file into p: whole, or slim (light: model.h, tp_process_slim), its arrays sized by
  * `sizes` when given (the slim process of the same file), its GPU records bounded by gb
  * then (tp_process_load_bounded; NULL: none), its ops keyed as read with sc (NULL: held). A
