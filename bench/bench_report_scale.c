@@ -18,7 +18,7 @@
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
  *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
  *                        [--groups N] [--collectives N] [--dir DIR] [--launches]
- *                        [--gpu-records N] [--nvml N] [--windows N]
+ *                        [--gpu-records N] [--nvml N] [--windows N] [--torch]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
@@ -34,7 +34,7 @@
  * --nvml N adds the node sampler of the ranks' host with N samples of 8 GPUs' NVML metrics
  * (write_node_sampler), which every rank's NVML section reads and the merge holds.
  * --windows N gives each rank N capture windows, their list written as the runtime writes it
- * (write_windows).
+ * (write_windows). --torch records the all-reduces as torch.distributed's (torch_ops).
  * report.json and report.html are written into the run's directory.
  */
 #define _GNU_SOURCE
@@ -78,6 +78,11 @@ static int launches;
  * window opens and closes), so that the loaders' hold of metadata written again and again is
  * measured: the last value of each page is what a rank file's reader keeps. */
 static int nwindows;
+
+/* --torch: the all-reduces recorded as trainprof.torch records NCCL calls when NCCL's
+ * profiler plugin records none (torch.distributed source, enqueue-flagged): the slim load and
+ * the sections hold them as a plugin-less PyTorch job's. */
+static int torch_ops;
 
 static void write_windows(synth_file *f, int steps, uint64_t t0, uint64_t step_ns) {
     char page[3968], v[4100], key[48];
@@ -155,6 +160,10 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
         c.nranks = (uint32_t)((nranks - rank % groups + groups - 1) / groups);
         c.rank = (uint32_t)(rank / groups);
         c.op = TPROF_COMM_ALLREDUCE;
+        if (torch_ops) {
+            c.source = TPROF_COMM_SRC_TORCH;
+            c.flags = TPROF_COMM_F_ENQUEUE;
+        }
         /* one call of 30 us, or calls of 300 ns one after another, 400 ns apart */
         uint64_t dur = colls == 1 ? 30000 : 300;
         for (int q = 0; q < colls; q++) {
@@ -306,6 +315,14 @@ static double peak_rss_mb(void) {
     return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
+static int usage(const char *argv0) {
+    fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
+                    "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
+                    "[--keep] [--launches] [--torch] [--gpu-records N] [--nvml N] [--windows N] "
+                    "[--groups N] [--collectives N] [--dir DIR]\n", argv0);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     int ranks = 8, steps = 1000, kernels = 1000, keep = 0, whole = 0, threads = 0, stream = 0;
     uint64_t nranges = 0, written = 0, gpu_records = 0, nvml = 0;
@@ -331,15 +348,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else if (!strcmp(argv[i], "--launches")) launches = 1;
+        else if (!strcmp(argv[i], "--torch")) torch_ops = 1;
         else if (!strcmp(argv[i], "--gpu-records") && i + 1 < argc)
             gpu_records = strtoull(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
-                            "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
-                            "[--keep] [--launches] [--gpu-records N] [--nvml N] [--windows N] "
-                            "[--groups N] [--collectives N] [--dir DIR]\n", argv[0]);
-            return 2;
-        }
+        else
+            return usage(argv[0]);
     }
     if (ranks < 1 || steps < 2 || kernels < 2 || groups < 1 || groups > ranks ||
         colls < 1 || colls > 100000 || nwindows < 0 || nwindows > steps)

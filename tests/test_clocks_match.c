@@ -325,11 +325,10 @@ static void key_narrowing(void **st) {
  * ranks 2 and 3 alone would match 64 without rank 0. Rank 1 starts each all-reduce of A
  * 100 us after rank 0, and rank 2 each of B 40 us after. */
 #define NA 10000u
-static void sampled_merge(void **st) {
-    (void)st;
-    char dir[512];
-    assert_int_equal(synth_tmpdir(dir, sizeof dir, "clocks_sample"), 0);
-    const uint32_t MPI = TPROF_COMM_SRC_MPI, AR = TPROF_COMM_ALLREDUCE;
+static const uint32_t AR = TPROF_COMM_ALLREDUCE;
+
+/* sampled_merge's rank files into dir, their ops of source src with flags. */
+static void sample_files(const char *dir, uint32_t MPI, uint32_t flags) {
     for (uint32_t r = 0; r < 4; r++) {
         synth_file *f = synth_open(dir, "h", (int32_t)(10 + r), RT0, T0);
         assert_non_null(f);
@@ -338,26 +337,33 @@ static void sampled_merge(void **st) {
         for (uint32_t k = 0; k < NA; k++) {
             uint64_t t = 100 * US * k, la = r * 100 * US;
             uint64_t lb = t + 50 * US + r / 2 * 40 * US;
-            if (r < 2) op(f, AR, CA, k, r, 2, t + la, t + 90 * US + la, MPI, 0);
-            if (r == 0 || (r == 2 && k < 3000)) op(f, AR, CB, k, r / 2, 2, lb, lb + 9 * US, MPI, 0);
-            if (r == 0 && k < 100) op(f, TPROF_COMM_SEND, CA, k, 0, 2, t, t + US, MPI, 0);
+            if (r < 2) op(f, AR, CA, k, r, 2, t + la, t + 90 * US + la, MPI, flags);
+            if (r == 0 || (r == 2 && k < 3000))
+                op(f, AR, CB, k, r / 2, 2, lb, lb + 9 * US, MPI, flags);
+            if (r == 0 && k < 100) op(f, TPROF_COMM_SEND, CA, k, 0, 2, t, t + US, MPI, flags);
             if (r != 1 && k >= 64 && k < 128)
-                op(f, AR, CC, k, r / 2, 3, t + 20 * US, t + 29 * US, MPI, 0);
+                op(f, AR, CC, k, r / 2, 3, t + 20 * US, t + 29 * US, MPI, flags);
         }
         synth_end_of_file(f, T0 + 100 * US * NA + MS, 0);
         assert_int_equal(synth_close(f), 0);
     }
-    tp_run run;
+}
+
+/* sample_files' run, loaded slim: each rank's level and the ops it keeps, as
+ * sampled_merge says, keyed as the load read them (none read again). */
+static void sample_load(const char *dir, tp_run *run) {
     char err[256] = "";
     const char *ops[1] = {dir};
-    assert_int_equal(tp_run_load_slim(ops, 1, &run, err, sizeof err), TPROF_OK);
-    assert_int_equal(run.nprocs, 4);
+    size_t again = tp_slim_comm_again();
+    assert_int_equal(tp_run_load_slim(ops, 1, run, err, sizeof err), TPROF_OK);
+    assert_int_equal(tp_slim_comm_again(), again);
+    assert_int_equal(run->nprocs, 4);
     const unsigned level[4] = {3, 2, 0, 0};
     const size_t kept[4] = {2 * 2560, 5056, 3064, 64};
-    assert_int_equal(run.procs[0].ncomm_comms, 3); /* A, B and C */
-    assert_true(tp_comm_comms_has(&run.procs[0], CC));
+    assert_int_equal(run->procs[0].ncomm_comms, 3); /* A, B and C */
+    assert_true(tp_comm_comms_has(&run->procs[0], CC));
     for (size_t i = 0; i < 4; i++) {
-        const tp_process *p = &run.procs[i];
+        const tp_process *p = &run->procs[i];
         assert_int_equal(p->comm_level, level[p->rank]);
         assert_int_equal(p->ncomm, kept[p->rank]);
         assert_int_equal(tp_comm_level(p), 0); /* what it keeps is under the bound */
@@ -367,6 +373,16 @@ static void sampled_merge(void **st) {
         }
         assert_int_equal(tp_comm_last(p)->op, AR);
     }
+}
+
+static void sampled_merge(void **st) {
+    (void)st;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "clocks_sample"), 0);
+    sample_files(dir, TPROF_COMM_SRC_MPI, 0);
+    tp_run run;
+    char err[256] = "";
+    sample_load(dir, &run);
     tp_clocks c;
     assert_int_equal(tp_clocks_build(&run, &c), TPROF_OK);
     assert_int_equal(c.level, 3);
@@ -416,6 +432,24 @@ static void sampled_merge(void **st) {
     assert_int_equal(c.level, 0);
     assert_int_equal(c.ncoll, NA + 3000 + 64);
     tp_clocks_free(&c);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* The same ops recorded by torch.distributed alone (enqueue-flagged NCCL calls of a job
+ * without NCCL's profiler plugin): every one the file's, keyed and sampled as MPI's are. */
+static void sampled_torch(void **st) {
+    (void)st;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "clocks_sample_torch"), 0);
+    sample_files(dir, TPROF_COMM_SRC_TORCH, TPROF_COMM_F_ENQUEUE);
+    tp_run run;
+    sample_load(dir, &run);
+    const size_t nops[4] = {20164, 10000, 3064, 64};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(run.procs[i].nrec_twins, 0);
+        assert_int_equal(run.procs[i].nrec_comm, nops[run.procs[i].rank]);
+    }
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -541,6 +575,7 @@ static void sample_level(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sampled_merge),
+        cmocka_unit_test(sampled_torch),
         cmocka_unit_test(sample_level),
         cmocka_unit_test(matched_collectives),
         cmocka_unit_test(residuals),

@@ -3,9 +3,11 @@
  * its file (comm.h, tp_comm_stream_open), gives the report a section holding every op gives:
  * the JSON, text and HTML byte for byte, on synthetic runs of capture windows, communicators
  * sharing streams, fused launches, ops past a window's end, GPU intervals with a varying
- * placement error, and two devices; and a file whose ops need each other (an MPI op, torch's
- * ops, a communicator's ops out of issue order, a device with kernels but no NCCL kernel
- * while ops have GPU intervals) is read whole instead, the same again.
+ * placement error, and two devices, the NCCL ops recorded by the plugin or by torch alone;
+ * and a file whose ops need each other (an MPI op, torch's gloo op, a communicator's ops out
+ * of issue order, a device with kernels but no NCCL kernel while ops have GPU intervals) is
+ * read whole instead, the same again. The slim load keys every such file's ops as it reads
+ * them, but one of torch's NCCL ops beside MPI's.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -43,7 +45,15 @@ typedef struct shape {
     int disorder; /* one communicator's ops written out of issue order */
     int bare_gpu; /* a device with kernels but no NCCL kernel */
     int twins;    /* torch's enqueue-flagged records of the first calls, as a PyTorch job's */
+    int torch_nccl; /* the NCCL ops recorded by torch alone (enqueue-flagged, no GPU interval):
+                     * a PyTorch job without NCCL's profiler plugin */
 } shape;
+
+/* An NCCL op's source and flags as sh records it. */
+static void nccl_source(tprof_pl_comm *op, const shape *sh) {
+    op->source = sh->torch_nccl ? TPROF_COMM_SRC_TORCH : TPROF_COMM_SRC_NCCL;
+    op->flags = sh->torch_nccl ? TPROF_COMM_F_ENQUEUE : 0;
+}
 
 static const char *kernel_of(uint32_t op) {
     return op == TPROF_COMM_ALLGATHER ? "ncclDevKernel_AllGather_RING_LL(x)"
@@ -107,13 +117,13 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
             op.bytes = 1ull << (12 + rnd() % 10);
             op.count = op.bytes / 4;
             op.peer = TPROF_COMM_NO_PEER;
-            op.source = TPROF_COMM_SRC_NCCL;
+            nccl_source(&op, sh);
             op.dtype = TPROF_DTYPE_FLOAT32;
             op.seq = seq[c]++;
             op.end_ns = t + (uint64_t)(5 + rnd() % 20) * US;
             uint64_t ks = t + (uint64_t)(rnd() % 80) * US;
             uint64_t ke = ks + (uint64_t)(20 + rnd() % 60) * US;
-            if (rnd() % 2) {
+            if (rnd() % 2 && !sh->torch_nccl) {
                 op.flags |= TPROF_COMM_F_GPU_TIME;
                 uint64_t off = (uint64_t)(25 + rnd() % 6) * US + rnd() % 1000;
                 op.gpu_start_ns = ks + off;
@@ -148,7 +158,7 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
             op.rank = (uint32_t)r;
             op.bytes = 8192;
             op.peer = TPROF_COMM_NO_PEER;
-            op.source = TPROF_COMM_SRC_NCCL;
+            nccl_source(&op, sh);
             for (int k = s ? 0 : 1; k < 2; k++) {
                 op.comm_hash = 0x2001 - (uint64_t)k; /* B, then A */
                 op.seq = s && k ? 1 : 0;
@@ -172,7 +182,7 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
         op.rank = (uint32_t)r;
         op.bytes = 4096;
         op.peer = TPROF_COMM_NO_PEER;
-        op.source = TPROF_COMM_SRC_NCCL;
+        nccl_source(&op, sh);
         op.seq = seq[0]++;
         op.end_ns = T0 + 5 * MS + 10 * US;
         synth_comm(f, 1, T0 + 5 * MS, &op, NULL);
@@ -199,13 +209,19 @@ static char *render(const char *dir, size_t comm_ops, int stream) {
 }
 
 /* The run made as sh says gives the same report whether its ops are read apart or not;
- * `apart`: whether its sections read them apart (each rank's, once a render). */
-static void same_either_way(const char *tag, uint64_t seed, const shape *sh, int apart) {
+ * `apart`: whether its sections read them apart (each rank's, once a render); `again`:
+ * whether the slim load reads its files again with their ops (tp_slim_comm_again: those
+ * of torch's ops that a whole load keeps depend on metadata). */
+static void same_either_way_again(const char *tag, uint64_t seed, const shape *sh, int apart,
+                                  int again) {
     char dir[] = "/tmp/tprof-comm-apart-XXXXXX";
     assert_non_null(mkdtemp(dir));
     g_rs = seed * 2654435761ull + 88172645463325252ull;
     for (int r = 0; r < 2; r++) rank_file_of(dir, r, sh);
+    size_t again0 = tp_slim_comm_again();
     char *ref = render(dir, SIZE_MAX, 0);
+    if (again) assert_true(tp_slim_comm_again() >= again0 + 2);
+    else assert_int_equal(tp_slim_comm_again(), again0);
     for (int stream = 0; stream < 2; stream++) {
         size_t before = tp_comm_streams_opened();
         char *got = render(dir, 16, stream);
@@ -228,11 +244,19 @@ static void same_either_way(const char *tag, uint64_t seed, const shape *sh, int
     synth_rmtree(dir);
 }
 
+static void same_either_way(const char *tag, uint64_t seed, const shape *sh, int apart) {
+    same_either_way_again(tag, seed, sh, apart, 0);
+}
+
 static void test_apart_same(void **state) {
     (void)state;
     for (uint64_t seed = 1; seed <= 6; seed++) same_either_way("apart", seed, &(shape){0}, 1);
     /* a PyTorch job's: torch's records of the first calls are the plugin's twins */
     same_either_way("torch's twins", 11, &(shape){.twins = 1}, 1);
+    /* a PyTorch job without the plugin: torch's NCCL ops are the file's own */
+    same_either_way("torch's NCCL ops alone", 12, &(shape){.torch_nccl = 1}, 1);
+    same_either_way("torch's NCCL ops alone, a gloo op", 13,
+                    &(shape){.torch_nccl = 1, .mpi = 1, .torch = 1}, 0);
 }
 
 static void test_whole_when_needed(void **state) {
@@ -241,6 +265,9 @@ static void test_whole_when_needed(void **state) {
     same_either_way("a torch op", 8, &(shape){.mpi = 1, .torch = 1}, 0);
     same_either_way("out of issue order", 9, &(shape){.disorder = 1}, 0);
     same_either_way("a device without NCCL kernels", 10, &(shape){.bare_gpu = 1}, 0);
+    /* beside MPI's, torch's NCCL ops are kept (no plugin op makes them twins) */
+    same_either_way_again("torch's NCCL ops and an MPI op", 14,
+                          &(shape){.torch_nccl = 1, .mpi = 1}, 0, 1);
 }
 
 int main(void) {

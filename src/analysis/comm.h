@@ -214,11 +214,13 @@ void tp_process_slim_comm(tp_process *p);
  * a level holding at most four times the most a file may keep (raised as they come: the
  * levels are nested), the keys counted and the communicators gathered; tp_slim_comm_end then
  * gives p the form tp_process_slim_comm gives it (the same keys, memo, level, last op and
- * communicators), or 0 when it cannot (a torch.distributed op that is not an enqueue-flagged
- * twin of the plugin's, or past TP_SLIM_TWINS_MAX of them; a level shallower than the one
- * held; memory): the file is then read again
- * with its ops (0; 1 when p holds the form). Memory: the held ops (40 bytes each) and the
- * communicators (9 bytes each). */
+ * communicators, and its nrec_comm and nrec_twins), or 0 when it cannot: the file is then
+ * read again with its ops (0; 1 when p holds the form). It cannot when torch.distributed's
+ * ops are twins or not by metadata (beside MPI's), or are kept beside MPI's (enqueue-flagged,
+ * without the plugin's), when the level is shallower than the one held, or without memory.
+ * A file of torch's ops alone (a PyTorch job without NCCL's profiler plugin) has them all;
+ * until another op comes they are held a second time apart. Memory: the held ops (40 bytes
+ * each, twice while torch's are alone) and the communicators (9 bytes each). */
 typedef struct tp_slim_comm {
     tp_comm_key *keys;    /* the ops held (those of `level`), n of cap */
     tp_comm_span *memo;
@@ -235,15 +237,18 @@ typedef struct tp_slim_comm {
     size_t ncomms, ccomms;
     uint64_t key;
     size_t twins;         /* torch's enqueue-flagged ops: twins of the plugin's ones */
-    int nccl;             /* the file has plugin ops */
+    size_t torch_host;    /* torch's other ops (host-timed backends) */
+    int nccl, mpi;        /* the file has plugin ops; MPI ops */
+    struct tp_slim_comm *torch; /* torch's ops, while no other has come */
     int failed;
 } tp_slim_comm;
-/* The twins a slim load sets aside before it reads the file again with its ops. */
-#define TP_SLIM_TWINS_MAX 65536u
 void tp_slim_comm_init(tp_slim_comm *s);
 int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i);
 int tp_slim_comm_end(tp_slim_comm *s, tp_process *p);
 void tp_slim_comm_free(tp_slim_comm *s);
+/* How many times in this process tp_slim_comm_end gave 0 (a file read again with its ops):
+ * for tests, which tell the path taken by it. Thread-safe. */
+size_t tp_slim_comm_again(void);
 
 /* 1 when communicator hash is one of slim process p's comm_comms (binary search). */
 int tp_comm_comms_has(const tp_process *p, uint64_t hash);
@@ -268,10 +273,11 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
  * and hangs the stream on whole->comm_stream; the communication section then reads the
  * file again for every op in the file's order (comm_rank.c), and the memo is taken from it
  * (tp_comm_stream_kept). Ops read apart must not need each other beyond the matching: a
- * file with host-timed ops (MPI, torch's gloo: their spans are the exposure's) or torch's
- * ops other than the plugin's twins (model.c, drop_torch_twins: skipped), ops of one
- * communicator out of issue order, or GPU intervals where a device has kernels but no NCCL
- * kernel (then the intervals are its communication spans), is read whole: 0 is returned and
+ * file with host-timed ops (MPI, torch's gloo: their spans are the exposure's), torch's NCCL
+ * ops beside the plugin's other than its twins (model.c, drop_torch_twins: skipped; a file
+ * of torch's NCCL ops alone is read apart), ops of one communicator out of issue order, or
+ * GPU intervals where a device has kernels but no NCCL kernel (then the intervals are its
+ * communication spans), is read whole: 0 is returned and
  * whole is left for the caller to read again with its ops (the section's figures are the
  * same either way). 1 when the stream stands; -1 on an error (an unreadable file, memory),
  * whole then left as well. */

@@ -247,7 +247,15 @@ void tp_slim_comm_init(tp_slim_comm *s) {
     s->key = tp_table_key(s);
 }
 
+static void slim_free_torch(tp_slim_comm *s) {
+    if (!s->torch) return;
+    tp_slim_comm_free(s->torch);
+    free(s->torch);
+    s->torch = NULL;
+}
+
 void tp_slim_comm_free(tp_slim_comm *s) {
+    slim_free_torch(s);
     free(s->keys);
     free(s->memo);
     free(s->comms);
@@ -314,44 +322,69 @@ static void slim_raise(tp_slim_comm *s) {
     s->next = s->n > s->bound / 2 ? 2 * s->n : s->bound;
 }
 
-int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
-    tp_slim_comm *s = ctx;
-    (void)i;
-    if (s->failed) return 0;
-    /* torch's ops flagged enqueue are twins of the plugin's, dropped, when the file has
-     * plugin ops (model.c, drop_torch_twins), as the first calls of a PyTorch job's
-     * communicators are: counted, and the file read again at the end when it has none;
-     * torch's other ops are twins or not by the file's MPI ops and their group's backend */
-    if (op->source == TPROF_COMM_SRC_TORCH) {
-        if (!(op->flags & TPROF_COMM_F_ENQUEUE) || s->twins >= TP_SLIM_TWINS_MAX) s->failed = 1;
-        else s->twins++;
-        return 0;
-    }
-    s->nccl |= op->source == TPROF_COMM_SRC_NCCL;
+/* op, one a whole load keeps, into s: its key counted, its communicator gathered, and its
+ * key and memo span held when s's level keeps it; s->failed without memory. */
+static void slim_add(tp_slim_comm *s, const tp_comm_op *op) {
     tp_comm_key k = tp_comm_key_of(op);
     tp_comm_level_add(&s->lv, &k);
     s->seen++;
     if (!s->has_last || op->start >= s->last.start) s->last = *op, s->has_last = 1;
     if (!unmatched(&k) && comms_add(s, k.comm_hash) != 0) {
         s->failed = 1;
-        return 0;
+        return;
     }
-    if (!tp_comm_kept(&k, s->level)) return 0;
+    if (!tp_comm_kept(&k, s->level)) return;
     if (s->n == s->cap && tp_grow_pair((void **)&s->keys, sizeof *s->keys, (void **)&s->memo,
                                        sizeof *s->memo, &s->cap, 1024) != TPROF_OK) {
         s->failed = 1;
-        return 0;
+        return;
     }
     s->keys[s->n] = k;
     tp_comm_time t; /* as tp_comm_resolve gives it without GPU records */
     tp_comm_resolve_other(NULL, op, &t);
     s->memo[s->n++] = (tp_comm_span){t.start, t.end, t.src};
     if (s->n > s->next) slim_raise(s);
+}
+
+int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
+    tp_slim_comm *s = ctx;
+    (void)i;
+    if (s->failed) return 0;
+    /* Which of torch's ops a whole load keeps depends on the file's other ops (model.c,
+     * drop_torch_twins): with the plugin's, the enqueue-flagged ones are their twins; with
+     * MPI's, the others may be twins, by their group's backend; with neither, every one is
+     * the file's. So the other ops (and torch's not flagged enqueue, kept beside the plugin's)
+     * go into s; torch's, while no other op has come, into s->torch as well, which the end
+     * takes when none comes: a job whose NCCL calls torch.distributed alone recorded. */
+    int torch = op->source == TPROF_COMM_SRC_TORCH;
+    int enq = torch && (op->flags & TPROF_COMM_F_ENQUEUE);
+    if (torch) {
+        s->twins += enq;
+        s->torch_host += !enq;
+        if (!s->nccl && !s->mpi) {
+            if (!s->torch && (s->torch = malloc(sizeof *s->torch))) tp_slim_comm_init(s->torch);
+            if (!s->torch) {
+                s->failed = 1;
+                return 0;
+            }
+            slim_add(s->torch, op);
+            s->failed = s->torch->failed;
+        }
+    } else {
+        s->nccl |= op->source == TPROF_COMM_SRC_NCCL;
+        s->mpi |= op->source == TPROF_COMM_SRC_MPI;
+        slim_free_torch(s);
+    }
+    /* beside MPI's, torch's ops not flagged enqueue are twins or not by metadata */
+    if (s->mpi && s->torch_host) s->failed = 1;
+    if (!enq && !s->failed) slim_add(s, op);
     return 0;
 }
 
-int tp_slim_comm_end(tp_slim_comm *s, tp_process *p) {
-    if (s->failed || (s->twins && !s->nccl)) return 0;
+/* s's ops into p (tp_slim_comm_end), nrec_twins of the file's set aside as twins. */
+static int slim_end(tp_slim_comm *s, tp_process *p, size_t nrec_twins) {
+    p->nrec_comm = s->seen;
+    p->nrec_twins = nrec_twins;
     if (!s->seen) return 1;
     unsigned level = tp_comm_level_end(&s->lv, s->seen, tp_comm_keep_of(p));
     /* the level the file ends at keeps a part of what is held, or it must be read again */
@@ -391,4 +424,18 @@ int tp_slim_comm_end(tp_slim_comm *s, tp_process *p) {
     s->keys = NULL;
     s->memo = NULL;
     return 1;
+}
+
+static _Atomic size_t g_again;
+
+size_t tp_slim_comm_again(void) { return atomic_load(&g_again); }
+
+int tp_slim_comm_end(tp_slim_comm *s, tp_process *p) {
+    int ok = !s->failed;
+    /* torch's ops alone: every one the file's, none a twin */
+    if (ok && s->torch) ok = slim_end(s->torch, p, 0);
+    /* torch's enqueue-flagged ops are twins beside the plugin's, the file's beside MPI's */
+    else if (ok) ok = (!s->twins || s->nccl) && slim_end(s, p, s->twins);
+    if (!ok) atomic_fetch_add(&g_again, 1);
+    return ok;
 }

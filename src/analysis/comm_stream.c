@@ -82,6 +82,7 @@ typedef struct first_pass {
     size_t max;   /* kept past this: a whole read holds no more */
     int whole;    /* a condition failed: read the file whole */
     int gpu_time; /* an op has a GPU interval */
+    int torch, nccl; /* the file has torch's ops that are not twins; the plugin's */
     int oom;
 } first_pass;
 
@@ -127,9 +128,14 @@ static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
     (void)file_i;
     if (m->whole || m->oom || twin(m->slim, op)) return 0;
     size_t i = m->seen++;
-    /* host-timed ops are the exposure's spans; torch's others are twins or not over the
-     * whole file */
-    if (tp_comm_host_timed(op->source, op->flags) || op->source == TPROF_COMM_SRC_TORCH) {
+    /* host-timed ops are the exposure's spans. torch's NCCL ops that are not twins are the
+     * file's own when the plugin recorded none (the slim load found none: a PyTorch job
+     * without NCCL's profiler plugin); beside the plugin's they would be twins or not over
+     * the whole file, which then changed since the slim load */
+    int torch = op->source == TPROF_COMM_SRC_TORCH;
+    m->torch |= torch;
+    m->nccl |= !torch;
+    if (tp_comm_host_timed(op->source, op->flags) || (m->torch && m->nccl)) {
         m->whole = 1;
         return 0;
     }

@@ -599,8 +599,7 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
     loader_free(&L);
     if (light) tp_process_slim(p);
     /* a run's slim process: a section's streamed second read reads no op of its own */
-    if (light && !stream) p->nrec_comm = sc ? sc->seen : p->ncomm;
-    if (sc) p->nrec_twins = sc->twins;
+    if (light && !stream && !sc) p->nrec_comm = p->ncomm; /* tp_slim_comm_end's, with sc */
     if (sc && rc == TPROF_OK && !tp_slim_comm_end(sc, p)) rc = SLIM_AGAIN;
     else if (light && !stream) tp_process_slim_comm(p);
     if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;

@@ -11,7 +11,7 @@ rm -rf "$C"
 mkdir -p "$C/lib" "$C/mhd"
 cp -a "$B"/trainprof "$B"/libtrainprof.so* "$B"/char_lm "$C"/
 cp -a "$B"/libtrainprof_mpi.so* "$C"/ 2>/dev/null || true
-for t in rel_victim exit_prog comm_dump libmetrics_stack_depth.so; do
+for t in rel_victim exit_prog comm_dump comm_apart_count libmetrics_stack_depth.so; do
     [ -e "$B/tests/$t" ] && cp -a "$B/tests/$t" "$C"/
 done
 cp -L /lib/x86_64-linux-gnu/libcjson.so.1 "$C/lib/"
