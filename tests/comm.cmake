@@ -9,3 +9,5 @@ foreach(t test_comm_times test_comm_groups)
     ${CMAKE_CURRENT_LIST_DIR}/synth.c
     LIBS tprof_analysis LABELS comm)
 endforeach()
+# test_idmap: the communicators' numbering (src/analysis/idmap.h) under crafted ids.
+tprof_add_unit(test_idmap ${CMAKE_CURRENT_LIST_DIR}/test_idmap.c LIBS tprof_analysis LABELS comm)

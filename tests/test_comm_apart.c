@@ -3,11 +3,11 @@
  * its file (comm.h, tp_comm_stream_open), gives the report a section holding every op gives:
  * the JSON, text and HTML byte for byte, on synthetic runs of capture windows, communicators
  * sharing streams, fused launches, ops past a window's end, GPU intervals with a varying
- * placement error, and two devices, the NCCL ops recorded by the plugin or by torch alone;
- * and a file whose ops need each other (an MPI op, torch's gloo op, a communicator's ops out
- * of issue order, a device with kernels but no NCCL kernel while ops have GPU intervals) is
- * read whole instead, the same again. The slim load keys every such file's ops as it reads
- * them, but one of torch's NCCL ops beside MPI's.
+ * placement error, and two devices, the NCCL ops recorded by the plugin or by torch alone,
+ * MPI or gloo ops beside them; and a file whose ops need each other (a communicator's ops
+ * out of issue order, a device with kernels but no NCCL kernel while ops have GPU
+ * intervals, torch's ops beside MPI's) is read whole instead, the same again. The slim load
+ * keys every such file's ops as it reads them, but those with torch's ops beside MPI's.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -40,14 +40,29 @@ static uint64_t rnd(void) {
 
 /* How a run's files are made. */
 typedef struct shape {
-    int mpi;      /* one MPI op */
-    int torch;    /* one torch.distributed op */
+    int mpi;      /* an MPI op a step (host-timed: the exposure's and breakdown's spans) */
+    int gloo;     /* a torch.distributed op over gloo a step (host-timed too) */
     int disorder; /* one communicator's ops written out of issue order */
     int bare_gpu; /* a device with kernels but no NCCL kernel */
     int twins;    /* torch's enqueue-flagged records of the first calls, as a PyTorch job's */
     int torch_nccl; /* the NCCL ops recorded by torch alone (enqueue-flagged, no GPU interval):
                      * a PyTorch job without NCCL's profiler plugin */
+    int unknown;    /* an op of a source no reader knows (a later writer's), before the rest */
 } shape;
+
+/* An all-reduce of rank r (of 2) on communicator hash, of `bytes`, from `source`. */
+static tprof_pl_comm op_of(int r, uint64_t hash, uint64_t bytes, uint32_t source) {
+    tprof_pl_comm o;
+    memset(&o, 0, sizeof o);
+    o.op = TPROF_COMM_ALLREDUCE;
+    o.comm_hash = hash;
+    o.nranks = 2;
+    o.rank = (uint32_t)r;
+    o.bytes = bytes;
+    o.peer = TPROF_COMM_NO_PEER;
+    o.source = source;
+    return o;
+}
 
 /* An NCCL op's source and flags as sh records it. */
 static void nccl_source(tprof_pl_comm *op, const shape *sh) {
@@ -79,16 +94,13 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
              (unsigned long long)(T0 + 250 * MS));
     synth_meta(f, "gpu_capture.windows", w);
     uint32_t seq[NCOMM] = {0};
+    if (sh->unknown) {
+        tprof_pl_comm u = op_of(r, 0x4000, 8, 9);
+        u.end_ns = T0 + 15 * US;
+        synth_comm(f, 1, T0 + 10 * US, &u, NULL);
+    }
     for (int k = 0; sh->twins && k < 3; k++) { /* torch saw each group's first call */
-        tprof_pl_comm tw;
-        memset(&tw, 0, sizeof tw);
-        tw.op = TPROF_COMM_ALLREDUCE;
-        tw.comm_hash = 0x3000 + (uint64_t)k;
-        tw.nranks = 2;
-        tw.rank = (uint32_t)r;
-        tw.bytes = 4;
-        tw.peer = TPROF_COMM_NO_PEER;
-        tw.source = TPROF_COMM_SRC_TORCH;
+        tprof_pl_comm tw = op_of(r, 0x3000 + (uint64_t)k, 4, TPROF_COMM_SRC_TORCH);
         tw.flags = TPROF_COMM_F_ENQUEUE;
         tw.end_ns = T0 + (uint64_t)(k + 1) * 30 * US;
         synth_comm(f, 1, T0 + (uint64_t)(k + 1) * 20 * US, &tw, NULL);
@@ -108,15 +120,10 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
             int c = (int)(rnd() % NCOMM);
             int fused = k && rnd() % 6 == 0;
             t += fused ? 2 * US : (uint64_t)(50 + rnd() % 200) * US;
-            tprof_pl_comm op;
-            memset(&op, 0, sizeof op);
+            tprof_pl_comm op = op_of(r, 0x1000 + (uint64_t)c, 0, 0);
             op.op = rnd() % 4 ? TPROF_COMM_ALLREDUCE : TPROF_COMM_ALLGATHER;
-            op.comm_hash = 0x1000 + (uint64_t)c;
-            op.nranks = 2;
-            op.rank = (uint32_t)r;
             op.bytes = 1ull << (12 + rnd() % 10);
             op.count = op.bytes / 4;
-            op.peer = TPROF_COMM_NO_PEER;
             nccl_source(&op, sh);
             op.dtype = TPROF_DTYPE_FLOAT32;
             op.seq = seq[c]++;
@@ -137,27 +144,16 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
                              kernel_of(op.op));
             synth_comm(f, 1, t, &op, NULL);
         }
-        if (sh->mpi && s == 30) {
-            tprof_pl_comm m;
-            memset(&m, 0, sizeof m);
-            m.op = TPROF_COMM_ALLREDUCE;
-            m.comm_hash = 0x77;
-            m.nranks = 2;
-            m.rank = (uint32_t)r;
-            m.bytes = 64;
-            m.peer = TPROF_COMM_NO_PEER;
-            m.source = sh->torch ? TPROF_COMM_SRC_TORCH : TPROF_COMM_SRC_MPI;
-            m.end_ns = t + 300 * US;
-            synth_comm(f, 1, t + 100 * US, &m, NULL);
+        for (int h = 0; h < 2; h++) {
+            if (!(h ? sh->gloo : sh->mpi)) continue;
+            tprof_pl_comm m = op_of(r, 0x77 + (uint64_t)h, 64,
+                                    h ? TPROF_COMM_SRC_TORCH : TPROF_COMM_SRC_MPI);
+            m.seq = (uint32_t)s;
+            m.end_ns = b + (1000 + 300 * (uint64_t)h) * US + rnd() % (200 * US);
+            synth_comm(f, 1, b + (900 + 300 * (uint64_t)h) * US, &m, NULL);
         }
         if (s == 0 || s == 5) { /* communicators 0x2000 and 0x2001 on one stream */
-            tprof_pl_comm op;
-            memset(&op, 0, sizeof op);
-            op.op = TPROF_COMM_ALLREDUCE;
-            op.nranks = 2;
-            op.rank = (uint32_t)r;
-            op.bytes = 8192;
-            op.peer = TPROF_COMM_NO_PEER;
+            tprof_pl_comm op = op_of(r, 0, 8192, 0);
             nccl_source(&op, sh);
             for (int k = s ? 0 : 1; k < 2; k++) {
                 op.comm_hash = 0x2001 - (uint64_t)k; /* B, then A */
@@ -174,14 +170,7 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
         synth_step_end(f, 1, b + 10 * MS, (uint64_t)s);
     }
     if (sh->disorder) { /* an op of communicator 0 issued before its last one, written after */
-        tprof_pl_comm op;
-        memset(&op, 0, sizeof op);
-        op.op = TPROF_COMM_ALLREDUCE;
-        op.comm_hash = 0x1000;
-        op.nranks = 2;
-        op.rank = (uint32_t)r;
-        op.bytes = 4096;
-        op.peer = TPROF_COMM_NO_PEER;
+        tprof_pl_comm op = op_of(r, 0x1000, 4096, 0);
         nccl_source(&op, sh);
         op.seq = seq[0]++;
         op.end_ns = T0 + 5 * MS + 10 * US;
@@ -208,7 +197,22 @@ static char *render(const char *dir, size_t comm_ops, int stream) {
     return buf;
 }
 
-/* The run made as sh says gives the same report whether its ops are read apart or not;
+/* The report of the run in dir loaded whole (tp_run_load: every op held from the start), as
+ * render gives it. */
+static char *render_whole(const char *dir) {
+    tp_run run;
+    char err[512];
+    assert_int_equal(tp_run_load(dir, &run, err, sizeof err), 0);
+    tp_report_opts o;
+    tp_report_opts_init(&o);
+    o.threads = 2;
+    char *buf = slim_render_str(&run, &o);
+    tp_run_free(&run);
+    return buf;
+}
+
+/* The run made as sh says gives the same report whether its ops are read apart or not, and
+ * loaded whole (so that what the slim load keyed of its ops is checked too);
  * `apart`: whether its sections read them apart (each rank's, once a render); `again`:
  * whether the slim load reads its files again with their ops (tp_slim_comm_again: those
  * of torch's ops that a whole load keeps depend on metadata). */
@@ -222,6 +226,11 @@ static void same_either_way_again(const char *tag, uint64_t seed, const shape *s
     char *ref = render(dir, SIZE_MAX, 0);
     if (again) assert_true(tp_slim_comm_again() >= again0 + 2);
     else assert_int_equal(tp_slim_comm_again(), again0);
+    char *whole = render_whole(dir);
+    if (strcmp(ref, whole)) fprintf(stderr, "%s (seed %llu): slim != whole\n", tag,
+                                    (unsigned long long)seed);
+    assert_string_equal(ref, whole);
+    free(whole);
     for (int stream = 0; stream < 2; stream++) {
         size_t before = tp_comm_streams_opened();
         char *got = render(dir, 16, stream);
@@ -253,20 +262,27 @@ static void test_apart_same(void **state) {
     for (uint64_t seed = 1; seed <= 6; seed++) same_either_way("apart", seed, &(shape){0}, 1);
     /* a PyTorch job's: torch's records of the first calls are the plugin's twins */
     same_either_way("torch's twins", 11, &(shape){.twins = 1}, 1);
+    /* host-timed ops beside NCCL's: every one kept, as the exposure's spans */
+    same_either_way("MPI ops", 7, &(shape){.mpi = 1}, 1);
+    same_either_way("gloo ops", 8, &(shape){.gloo = 1, .twins = 1}, 1);
     /* a PyTorch job without the plugin: torch's NCCL ops are the file's own */
     same_either_way("torch's NCCL ops alone", 12, &(shape){.torch_nccl = 1}, 1);
-    same_either_way("torch's NCCL ops alone, a gloo op", 13,
-                    &(shape){.torch_nccl = 1, .mpi = 1, .torch = 1}, 0);
+    same_either_way("torch's NCCL and gloo ops", 13, &(shape){.torch_nccl = 1, .gloo = 1}, 1);
+    /* an op of no known source first: torch's ops are then not alone, the slim load reads
+     * the file again with them (a whole load keeps every op of such a file) */
+    same_either_way_again("an unknown source's op, torch's NCCL ops", 16,
+                          &(shape){.torch_nccl = 1, .unknown = 1}, 1, 1);
+    same_either_way("an unknown source's op, the plugin's ops", 17, &(shape){.unknown = 1}, 1);
 }
 
 static void test_whole_when_needed(void **state) {
     (void)state;
-    same_either_way("an MPI op", 7, &(shape){.mpi = 1}, 0);
-    same_either_way("a torch op", 8, &(shape){.mpi = 1, .torch = 1}, 0);
     same_either_way("out of issue order", 9, &(shape){.disorder = 1}, 0);
     same_either_way("a device without NCCL kernels", 10, &(shape){.bare_gpu = 1}, 0);
-    /* beside MPI's, torch's NCCL ops are kept (no plugin op makes them twins) */
-    same_either_way_again("torch's NCCL ops and an MPI op", 14,
+    /* torch's ops beside MPI's: its gloo ops are twins or not by their group's backend, its
+     * NCCL ops kept; the slim load reads such a file again with its ops */
+    same_either_way_again("gloo ops beside MPI's", 14, &(shape){.mpi = 1, .gloo = 1}, 0, 1);
+    same_either_way_again("torch's NCCL ops beside MPI's", 15,
                           &(shape){.torch_nccl = 1, .mpi = 1}, 0, 1);
 }
 

@@ -49,7 +49,7 @@
 #define _GNU_SOURCE
 #include "analysis/comm.h"
 #include "analysis/comm_cal.h"
-#include "analysis/hash.h"
+#include "analysis/idmap.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -134,6 +134,10 @@ const char *tp_comm_op_name(const tp_comm_op *o) {
 int tp_comm_host_timed(uint32_t source, uint32_t flags) {
     return source == TPROF_COMM_SRC_MPI ||
            (source == TPROF_COMM_SRC_TORCH && !(flags & TPROF_COMM_F_ENQUEUE));
+}
+
+int tp_comm_torch_twin(const tp_comm_op *op, int plugin) {
+    return plugin && op->source == TPROF_COMM_SRC_TORCH && (op->flags & TPROF_COMM_F_ENQUEUE);
 }
 
 static int is_mpi(const tp_comm_op *o) { return tp_comm_host_timed(o->source, o->flags); }
@@ -305,24 +309,15 @@ static int cmp_oref(const void *a, const void *b, void *arg) {
 }
 typedef struct span_ix { size_t a, b; uint64_t first; } span_ix; /* [a, b) of an array */
 
-/* A communicator's place in the ops' order: its hash, its ops' count, where they go. */
-typedef struct comm_slot { uint64_t hash; size_t n, at; } comm_slot; /* n 0: an empty slot */
+/* A communicator's place in the ops' order: its hash, its ops' count, where they go, and its
+ * number in ops_in_order's map (idmap.h: ids read from a file numbered under a key of the
+ * map's own, so that no crafted set of them piles into one run of slots). The ops' order
+ * does not depend on the map. */
+typedef struct comm_slot { uint64_t hash; size_t n, at, k; } comm_slot;
 
 static int cmp_slot(const void *a, const void *b) {
     const comm_slot *x = a, *y = b;
     return x->hash < y->hash ? -1 : x->hash > y->hash;
-}
-
-/* The slot of `hash` in the open-addressed table t (cap a power of two, never full), under
- * the table's key. The hash is mixed with a key of the call's own (ops_in_order) through
- * MurmurHash3's 64-bit finaliser (fmix64), whose every output bit every input bit moves, so
- * that no set of communicator ids written into a file (a crafted one: ids k x C^-1 make a
- * multiplicative hash's top bits all alike) can pile into one run of slots: a run of such
- * ids takes linear time, not quadratic. The ops' order does not depend on the slots. */
-static comm_slot *slot_of(comm_slot *t, size_t cap, uint64_t key, uint64_t hash) {
-    size_t at = (size_t)(tp_mix64(hash ^ key) & (cap - 1));
-    while (t[at].n && t[at].hash != hash) at = (at + 1) & (cap - 1);
-    return &t[at];
 }
 
 /* p's NCCL ops (not is_mpi) into o (room for all of them) in cmp_oref's order: grouped by
@@ -795,38 +790,38 @@ int tp_comm_resolve_once(tp_process *p) {
 }
 
 static size_t ops_in_order(const tp_process *p, oref *o) {
-    size_t tcap = 16, nd = 0, no = 0;
-    comm_slot *t = calloc(tcap, sizeof *t);
-    uint64_t key = tp_table_key(t);
-    for (size_t i = 0; t && i < p->ncomm; i++) {
+    tp_idmap ids;
+    tp_idmap_init(&ids);
+    size_t *next = NULL, cap = 0, no = 0; /* by number: ops counted, then where the next goes */
+    int oom = 0, made;
+    for (size_t i = 0; !oom && i < p->ncomm; i++) {
         if (is_mpi(&p->comm[i])) continue;
-        comm_slot *e = slot_of(t, tcap, key, p->comm[i].comm_hash);
-        if (!e->n++) e->hash = p->comm[i].comm_hash, nd++;
-        if (2 * nd <= tcap) continue;
-        comm_slot *g = calloc(2 * tcap, sizeof *g); /* at most half full: twice the slots */
-        for (size_t k = 0; g && k < tcap; k++)
-            if (t[k].n) *slot_of(g, 2 * tcap, key, t[k].hash) = t[k];
-        free(t);
-        t = g;
-        tcap *= 2;
+        if (ids.n == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            size_t *g = realloc(next, nc * sizeof *g);
+            oom = !g;
+            if (g) next = g, cap = nc;
+        }
+        size_t k = oom ? SIZE_MAX : tp_idmap_add(&ids, p->comm[i].comm_hash, &made);
+        oom |= k == SIZE_MAX;
+        if (!oom) next[k] = (made ? 0 : next[k]) + 1;
     }
-    comm_slot *d = t ? malloc((nd ? nd : 1) * sizeof *d) : NULL;
+    size_t nd = ids.n;
+    comm_slot *d = oom ? NULL : malloc((nd ? nd : 1) * sizeof *d);
     if (!d) {
-        free(t);
+        tp_idmap_free(&ids);
+        free(next);
         return SIZE_MAX;
     }
-    nd = 0;
-    for (size_t k = 0; k < tcap; k++)
-        if (t[k].n) d[nd++] = t[k];
+    for (size_t k = 0; k < nd; k++) d[k] = (comm_slot){ids.ids[k], next[k], 0, k};
     qsort(d, nd, sizeof *d, cmp_slot);
-    /* each slot's `at` is where its next op goes */
     for (size_t k = 0, at = 0; k < nd; k++) {
-        slot_of(t, tcap, key, d[k].hash)->at = d[k].at = at;
+        next[d[k].k] = d[k].at = at;
         at += d[k].n;
     }
     for (size_t i = 0; i < p->ncomm; i++) {
         if (is_mpi(&p->comm[i])) continue;
-        o[slot_of(t, tcap, key, p->comm[i].comm_hash)->at++] = (oref){i};
+        o[next[tp_idmap_find(&ids, p->comm[i].comm_hash)]++] = (oref){i};
         no++;
     }
     for (size_t k = 0; k < nd; k++) {
@@ -834,7 +829,8 @@ static size_t ops_in_order(const tp_process *p, oref *o) {
         while (j < b && cmp_oref(&o[j - 1], &o[j], (void *)p) < 0) j++;
         if (j < b) qsort_r(o + a, b - a, sizeof *o, cmp_oref, (void *)p);
     }
-    free(t);
+    tp_idmap_free(&ids);
+    free(next);
     free(d);
     return no;
 }

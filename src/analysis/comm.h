@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "analysis/idmap.h"
 #include "analysis/model.h"
 #include "analysis/results.h"
 #include "analysis/steps.h"
@@ -220,7 +221,7 @@ void tp_process_slim_comm(tp_process *p);
  * without the plugin's), when the level is shallower than the one held, or without memory.
  * A file of torch's ops alone (a PyTorch job without NCCL's profiler plugin) has them all;
  * until another op comes they are held a second time apart. Memory: the held ops (40 bytes
- * each, twice while torch's are alone) and the communicators (9 bytes each). */
+ * each, twice while torch's are alone) and the communicators (idmap.h). */
 typedef struct tp_slim_comm {
     tp_comm_key *keys;    /* the ops held (those of `level`), n of cap */
     tp_comm_span *memo;
@@ -232,13 +233,10 @@ typedef struct tp_slim_comm {
     tp_comm_levels lv;
     tp_comm_op last;      /* tp_comm_last's op */
     int has_last;
-    uint64_t *comms;      /* the collectives' communicators: open addressing */
-    uint8_t *used;
-    size_t ncomms, ccomms;
-    uint64_t key;
+    tp_idmap comms;       /* the collectives' communicators */
     size_t twins;         /* torch's enqueue-flagged ops: twins of the plugin's ones */
     size_t torch_host;    /* torch's other ops (host-timed backends) */
-    int nccl, mpi;        /* the file has plugin ops; MPI ops */
+    int nccl, mpi, other; /* the file has plugin ops; MPI ops; ops not torch's */
     struct tp_slim_comm *torch; /* torch's ops, while no other has come */
     int failed;
 } tp_slim_comm;
@@ -272,11 +270,13 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
  * most of the run, is a whole read, which holds no more) into whole->comm, resolves them,
  * and hangs the stream on whole->comm_stream; the communication section then reads the
  * file again for every op in the file's order (comm_rank.c), and the memo is taken from it
- * (tp_comm_stream_kept). Ops read apart must not need each other beyond the matching: a
- * file with host-timed ops (MPI, torch's gloo: their spans are the exposure's), torch's NCCL
- * ops beside the plugin's other than its twins (model.c, drop_torch_twins: skipped; a file
- * of torch's NCCL ops alone is read apart), ops of one communicator out of issue order, or
- * GPU intervals where a device has kernels but no NCCL kernel (then the intervals are its
+ * (tp_comm_stream_kept). Host-timed ops (MPI, torch's gloo) are the communication spans
+ * of the exposure and the step breakdown: the first pass keeps every one. Ops read apart
+ * must not need each other beyond that and the matching: a file with more ops kept than
+ * the bound and half its ops, torch's ops whose twins go by the file's other ops (its NCCL
+ * ops beside the plugin's or MPI's, other than the plugin's twins; its gloo ops beside
+ * MPI's: model.c, drop_torch_twins), ops of one communicator out of issue order, or GPU
+ * intervals where a device has kernels but no NCCL kernel (then the intervals are its
  * communication spans), is read whole: 0 is returned and
  * whole is left for the caller to read again with its ops (the section's figures are the
  * same either way). 1 when the stream stands; -1 on an error (an unreadable file, memory),
@@ -310,6 +310,11 @@ size_t tp_comm_streams_opened(void);
  * backend that runs on the host (gloo, mpi, ucc, ...); 0 for NCCL's (the plugin's, or torch's
  * over NCCL), whose host interval is only the enqueue. */
 int tp_comm_host_timed(uint32_t source, uint32_t flags); /* an op's (or key's) fields */
+/* 1 when op is torch.distributed's record of an NCCL call (enqueue-flagged) in a file where
+ * NCCL's profiler plugin recorded ops (`plugin`): the twin of the plugin's record of the same
+ * call, which a whole load drops (model.c, drop_torch_twins), as it drops those of the first
+ * calls of a PyTorch job's communicators, made before the plugin records them. */
+int tp_comm_torch_twin(const tp_comm_op *op, int plugin);
 
 /* The backend that carried the op: "nccl" and "mpi" for the NCCL plugin's and the MPI
  * wrappers' records; for torch.distributed's, the backend of its process group as

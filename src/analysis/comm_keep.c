@@ -7,7 +7,6 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
-#include "analysis/hash.h"
 #include "analysis/model_load.h"
 
 #include <stdatomic.h>
@@ -244,7 +243,7 @@ static size_t slim_bound(void) {
 void tp_slim_comm_init(tp_slim_comm *s) {
     memset(s, 0, sizeof *s);
     s->bound = s->next = slim_bound();
-    s->key = tp_table_key(s);
+    tp_idmap_init(&s->comms);
 }
 
 static void slim_free_torch(tp_slim_comm *s) {
@@ -258,43 +257,8 @@ void tp_slim_comm_free(tp_slim_comm *s) {
     slim_free_torch(s);
     free(s->keys);
     free(s->memo);
-    free(s->comms);
-    free(s->used);
+    tp_idmap_free(&s->comms);
     memset(s, 0, sizeof *s);
-}
-
-/* Communicator hash into the set of the file's collectives' communicators. */
-static int comms_add(tp_slim_comm *s, uint64_t hash) {
-    if (2 * (s->ncomms + 1) > s->ccomms) {
-        size_t nc = s->ccomms ? 2 * s->ccomms : 64;
-        uint64_t *g = malloc(nc * sizeof *g);
-        uint8_t *u = calloc(nc, 1);
-        if (!g || !u) {
-            free(g);
-            free(u);
-            return -1;
-        }
-        for (size_t k = 0; k < s->ccomms; k++) {
-            if (!s->used[k]) continue;
-            size_t at = (size_t)(tp_mix64(s->comms[k] ^ s->key) & (nc - 1));
-            while (u[at]) at = (at + 1) & (nc - 1);
-            g[at] = s->comms[k];
-            u[at] = 1;
-        }
-        free(s->comms);
-        free(s->used);
-        s->comms = g;
-        s->used = u;
-        s->ccomms = nc;
-    }
-    size_t at = (size_t)(tp_mix64(hash ^ s->key) & (s->ccomms - 1));
-    while (s->used[at] && s->comms[at] != hash) at = (at + 1) & (s->ccomms - 1);
-    if (!s->used[at]) {
-        s->used[at] = 1;
-        s->comms[at] = hash;
-        s->ncomms++;
-    }
-    return 0;
 }
 
 /* The held ops filtered to those level keeps. */
@@ -329,7 +293,8 @@ static void slim_add(tp_slim_comm *s, const tp_comm_op *op) {
     tp_comm_level_add(&s->lv, &k);
     s->seen++;
     if (!s->has_last || op->start >= s->last.start) s->last = *op, s->has_last = 1;
-    if (!unmatched(&k) && comms_add(s, k.comm_hash) != 0) {
+    int made; /* the file's collectives' communicators */
+    if (!unmatched(&k) && tp_idmap_add(&s->comms, k.comm_hash, &made) == SIZE_MAX) {
         s->failed = 1;
         return;
     }
@@ -354,14 +319,15 @@ int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
      * drop_torch_twins): with the plugin's, the enqueue-flagged ones are their twins; with
      * MPI's, the others may be twins, by their group's backend; with neither, every one is
      * the file's. So the other ops (and torch's not flagged enqueue, kept beside the plugin's)
-     * go into s; torch's, while no other op has come, into s->torch as well, which the end
-     * takes when none comes: a job whose NCCL calls torch.distributed alone recorded. */
+     * go into s; torch's, while no other op (of any source) has come, into s->torch as well,
+     * which the end takes when none comes: a job whose NCCL calls torch.distributed alone
+     * recorded. */
     int torch = op->source == TPROF_COMM_SRC_TORCH;
     int enq = torch && (op->flags & TPROF_COMM_F_ENQUEUE);
     if (torch) {
         s->twins += enq;
         s->torch_host += !enq;
-        if (!s->nccl && !s->mpi) {
+        if (!s->other) {
             if (!s->torch && (s->torch = malloc(sizeof *s->torch))) tp_slim_comm_init(s->torch);
             if (!s->torch) {
                 s->failed = 1;
@@ -373,6 +339,7 @@ int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
     } else {
         s->nccl |= op->source == TPROF_COMM_SRC_NCCL;
         s->mpi |= op->source == TPROF_COMM_SRC_MPI;
+        s->other = 1; /* an op of no known source too: torch's are then not alone */
         slim_free_torch(s);
     }
     /* beside MPI's, torch's ops not flagged enqueue are twins or not by metadata */
@@ -390,16 +357,16 @@ static int slim_end(tp_slim_comm *s, tp_process *p, size_t nrec_twins) {
     /* the level the file ends at keeps a part of what is held, or it must be read again */
     if (level ? level < s->level : s->level != 0) return 0;
     tp_comm_op *last = malloc(sizeof *last);
-    uint64_t *comms = level >= 2 ? malloc((s->ncomms ? s->ncomms : 1) * sizeof *comms) : NULL;
+    size_t u = s->comms.n;
+    uint64_t *comms = level >= 2 ? malloc((u ? u : 1) * sizeof *comms) : NULL;
     if (!last || (level >= 2 && !comms)) {
         free(last);
         free(comms);
         return 0;
     }
     if (level) slim_filter(s, level);
-    size_t u = 0;
-    for (size_t k = 0; comms && k < s->ccomms; k++)
-        if (s->used[k]) comms[u++] = s->comms[k];
+    if (!comms) u = 0; /* read from level 2 on alone */
+    if (u) memcpy(comms, s->comms.ids, u * sizeof *comms);
     if (u > 1) qsort(comms, u, sizeof *comms, cmp_u64);
     *last = s->last;
     /* shrunk (a failed realloc leaves the larger block, still valid); with none kept an

@@ -9,7 +9,9 @@
  * pass keeps those and each communicator's first, so the matching over them is the one over
  * all (comm.c says why the cut changes no match), and so are the communicators' devices,
  * the kernels' uses and the placement's points, which come from the matches alone. Every
- * other op took no kernel and resolves alone from those (tp_comm_resolve_other). The second
+ * other op took no kernel and resolves alone from those (tp_comm_resolve_other); host-timed
+ * ops (MPI's, gloo's) take none either but are kept, every one, being the exposure's and
+ * the step breakdown's communication spans (comm.c, tp_comm_device_spans). The second
  * pass gives every op in the file's order, resolved, to the section's sums (comm_acc.h,
  * which sum in that order as a whole load's section does) and to the memo; the placement's
  * median is selected in passes of its own (tp_kth). What the sums cannot take one op at a
@@ -19,7 +21,7 @@
 #include "analysis/comm.h"
 #include "analysis/comm_acc.h"
 #include "analysis/capture.h"
-#include "analysis/hash.h"
+#include "analysis/idmap.h"
 #include "analysis/model_load.h"
 #include "analysis/spans.h"
 
@@ -62,19 +64,17 @@ int tp_comm_apart(const tp_process *p, size_t bound) {
 
 /* A communicator's state in the first pass: its last issue, and its cut's state. */
 typedef struct comm_state {
-    uint64_t hash;
     uint64_t last_start;
     tp_comm_cut cut;
-    int used;
 } comm_state;
 
 typedef struct first_pass {
     const tp_process *slim;
     tp_step *spans; /* the capture spans (tp_capture_timeline) */
     size_t nspans;
-    comm_state *t; /* open addressing, tcap slots (a power of two, at most half full) */
-    size_t tn, tcap;
-    uint64_t key;
+    tp_idmap comms;  /* the communicators, numbered as they came */
+    comm_state *st;  /* their states, by that number (room for cap_st) */
+    size_t cap_st;
     tp_comm_op *ops; /* the ops kept, n of cap, and their indices in the file's order */
     size_t *at;
     size_t n, cap;
@@ -82,63 +82,37 @@ typedef struct first_pass {
     size_t max;   /* kept past this: a whole read holds no more */
     int whole;    /* a condition failed: read the file whole */
     int gpu_time; /* an op has a GPU interval */
-    int torch, nccl; /* the file has torch's ops that are not twins; the plugin's */
+    int torch_nccl, torch_host; /* the file has torch's NCCL ops (not twins); its others */
+    int plugin, mpi;            /* ... the plugin's ops; MPI's */
     int oom;
 } first_pass;
 
 /* The state of communicator `hash`, made when new; NULL without memory. */
 static comm_state *state_of(first_pass *m, uint64_t hash, int *made) {
-    if (2 * (m->tn + 1) > m->tcap) {
-        size_t nc = m->tcap ? 2 * m->tcap : 64;
-        comm_state *g = calloc(nc, sizeof *g);
+    if (m->comms.n == m->cap_st) {
+        size_t nc = m->cap_st ? 2 * m->cap_st : 16;
+        comm_state *g = realloc(m->st, nc * sizeof *g);
         if (!g) return NULL;
-        for (size_t k = 0; k < m->tcap; k++) {
-            if (!m->t[k].used) continue;
-            size_t at = (size_t)(tp_mix64(m->t[k].hash ^ m->key) & (nc - 1));
-            while (g[at].used) at = (at + 1) & (nc - 1);
-            g[at] = m->t[k];
-        }
-        free(m->t);
-        m->t = g;
-        m->tcap = nc;
+        m->st = g;
+        m->cap_st = nc;
     }
-    size_t at = (size_t)(tp_mix64(hash ^ m->key) & (m->tcap - 1));
-    while (m->t[at].used && m->t[at].hash != hash) at = (at + 1) & (m->tcap - 1);
-    *made = !m->t[at].used;
-    if (*made) {
-        m->t[at] = (comm_state){.hash = hash, .used = 1};
-        m->tn++;
-    }
-    return &m->t[at];
+    size_t k = tp_idmap_add(&m->comms, hash, made);
+    if (k == SIZE_MAX) return NULL;
+    if (*made) m->st[k] = (comm_state){0};
+    return &m->st[k];
 }
 
-/* 1 when op is one a whole load drops as the twin of a plugin's op (model.c,
- * drop_torch_twins: a file with plugin ops, which the slim load counted, drops torch's
- * enqueue-flagged ones); torch's others send the file to a whole read (first_op). */
+/* 1 when op is one a whole load drops as the twin of a plugin's op: a file with plugin
+ * ops has its twins counted by the slim load; torch's others send the file to a whole read
+ * when it has plugin ops (first_op). */
 static int twin(const tp_process *slim, const tp_comm_op *op) {
-    return op->source == TPROF_COMM_SRC_TORCH && (op->flags & TPROF_COMM_F_ENQUEUE) &&
-           slim->nrec_twins;
+    return tp_comm_torch_twin(op, slim->nrec_twins != 0);
 }
 
-/* An op kept when the matching needs it: the cut's, or its communicator's first (the
- * communicators are served in the order of their first op). Keeps none in the load; the
- * ops are numbered as a whole load holds them, its twins dropped. */
-static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
-    first_pass *m = ctx;
-    (void)file_i;
-    if (m->whole || m->oom || twin(m->slim, op)) return 0;
-    size_t i = m->seen++;
-    /* host-timed ops are the exposure's spans. torch's NCCL ops that are not twins are the
-     * file's own when the plugin recorded none (the slim load found none: a PyTorch job
-     * without NCCL's profiler plugin); beside the plugin's they would be twins or not over
-     * the whole file, which then changed since the slim load */
-    int torch = op->source == TPROF_COMM_SRC_TORCH;
-    m->torch |= torch;
-    m->nccl |= !torch;
-    if (tp_comm_host_timed(op->source, op->flags) || (m->torch && m->nccl)) {
-        m->whole = 1;
-        return 0;
-    }
+/* 1 when the matching needs NCCL op `op` (the cut's, or its communicator's first), its
+ * communicator's state updated; m->whole when its communicator's ops are out of issue order,
+ * m->oom without memory (then 0). */
+static int matchable(first_pass *m, const tp_comm_op *op) {
     m->gpu_time |= (op->flags & TPROF_COMM_F_GPU_TIME) != 0;
     int first;
     comm_state *s = state_of(m, op->comm_hash, &first);
@@ -153,7 +127,36 @@ static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
         return 0;
     }
     s->last_start = op->start;
-    if (!tp_comm_cut_keeps(&s->cut, m->spans, m->nspans, op) && !first) return 0;
+    return tp_comm_cut_keeps(&s->cut, m->spans, m->nspans, op) || first;
+}
+
+/* An op kept when the matching needs it (the cut's, or its communicator's first: the
+ * communicators are served in the order of their first op), or host-timed. Keeps none in
+ * the load; the ops are numbered as a whole load holds them, its twins dropped. */
+static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
+    first_pass *m = ctx;
+    (void)file_i;
+    if (m->whole || m->oom || twin(m->slim, op)) return 0;
+    size_t i = m->seen++;
+    /* Which of torch's ops are twins depends on the file's other ops (model.c,
+     * drop_torch_twins). Its NCCL ops that are not twins are the file's own when neither the
+     * plugin nor MPI recorded any (the slim load found none: a PyTorch job without NCCL's
+     * profiler plugin); its host-timed ones (gloo) when MPI recorded none. Else the file
+     * changed since the slim load, or the twins go by metadata: read whole. */
+    int torch = op->source == TPROF_COMM_SRC_TORCH;
+    int host = tp_comm_host_timed(op->source, op->flags);
+    m->torch_nccl |= torch && !host;
+    m->torch_host |= torch && host;
+    m->plugin |= op->source == TPROF_COMM_SRC_NCCL;
+    m->mpi |= op->source == TPROF_COMM_SRC_MPI;
+    if ((m->torch_nccl && (m->plugin || m->mpi)) || (m->torch_host && m->mpi)) {
+        m->whole = 1;
+        return 0;
+    }
+    /* host-timed ops take no kernel, but they are the communication spans of the exposure
+     * and the step breakdown (comm.c, tp_comm_device_spans): every one is kept, and a file
+     * of more than the bound reads whole */
+    if (!host && !matchable(m, op)) return 0;
     if (m->n == m->cap && tp_grow_pair((void **)&m->ops, sizeof *m->ops, (void **)&m->at,
                                        sizeof *m->at, &m->cap, 1024) != TPROF_OK) {
         m->oom = 1;
@@ -195,12 +198,13 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
      * cost more than the ops they spare */
     m.max = bound ? bound : TP_SECTION_COMM_OPS;
     if (m.max < slim->nrec_comm / 2) m.max = slim->nrec_comm / 2;
-    m.key = tp_table_key(&m);
+    tp_idmap_init(&m.comms);
     if (tp_capture_timeline(whole, &m.spans, &m.nspans) != TPROF_OK) return -1;
     const tp_comm_read r = {first_op, &m};
     int rc = tp_process_read_comm(run, slim, &r);
     free(m.spans);
-    free(m.t);
+    tp_idmap_free(&m.comms);
+    free(m.st);
     int ok = rc == TPROF_OK && !m.oom && !m.whole && m.seen == slim->nrec_comm &&
              !(m.gpu_time && device_without_comm_kernels(whole));
     struct tp_comm_stream *s = ok ? calloc(1, sizeof *s) : NULL;

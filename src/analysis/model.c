@@ -360,16 +360,13 @@ static void drop_torch_twins(tp_process *p) {
     size_t k = 0;
     for (size_t i = 0; i < p->ncomm; i++) {
         const tp_comm_op *o = &p->comm[i];
-        int twin = 0;
-        if (o->source == TPROF_COMM_SRC_TORCH) {
-            if (o->flags & TPROF_COMM_F_ENQUEUE) {
-                twin = nccl;
-            } else if (mpi) {
-                char key[40];
-                snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)o->comm_hash);
-                const char *d = tp_meta(p, key);
-                twin = d && !strncmp(d, "backend=mpi ", 12);
-            }
+        int twin = tp_comm_torch_twin(o, nccl);
+        /* torch's host-timed ops beside MPI's: twins when their group's backend is MPI */
+        if (mpi && o->source == TPROF_COMM_SRC_TORCH && !(o->flags & TPROF_COMM_F_ENQUEUE)) {
+            char key[40];
+            snprintf(key, sizeof key, "torch.pg.%016llx", (unsigned long long)o->comm_hash);
+            const char *d = tp_meta(p, key);
+            twin = d && !strncmp(d, "backend=mpi ", 12);
         }
         if (!twin) p->comm[k++] = *o;
     }
@@ -599,7 +596,8 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
     loader_free(&L);
     if (light) tp_process_slim(p);
     /* a run's slim process: a section's streamed second read reads no op of its own */
-    if (light && !stream && !sc) p->nrec_comm = p->ncomm; /* tp_slim_comm_end's, with sc */
+    if (light && !stream) p->nrec_comm = sc ? sc->seen : p->ncomm; /* tp_slim_comm_end's */
+    if (sc) p->nrec_twins = sc->twins;
     if (sc && rc == TPROF_OK && !tp_slim_comm_end(sc, p)) rc = SLIM_AGAIN;
     else if (light && !stream) tp_process_slim_comm(p);
     if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;
