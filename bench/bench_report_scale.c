@@ -18,7 +18,7 @@
  *     bench_report_scale [--ranks N] [--steps N] [--kernels N] [--threads N] [--whole]
  *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
  *                        [--groups N] [--collectives N] [--dir DIR] [--launches]
- *                        [--gpu-records N] [--nvml N] [--windows N] [--torch]
+ *                        [--gpu-records N] [--nvml N] [--windows N] [--torch] [--gloo]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
@@ -34,7 +34,8 @@
  * --nvml N adds the node sampler of the ranks' host with N samples of 8 GPUs' NVML metrics
  * (write_node_sampler), which every rank's NVML section reads and the merge holds.
  * --windows N gives each rank N capture windows, their list written as the runtime writes it
- * (write_windows). --torch records the all-reduces as torch.distributed's (torch_ops).
+ * (write_windows). --torch records the all-reduces as torch.distributed's (torch_ops);
+ * --gloo adds a gloo all-reduce a step (gloo_ops).
  * report.json and report.html are written into the run's directory.
  */
 #define _GNU_SOURCE
@@ -83,6 +84,10 @@ static int nwindows;
  * profiler plugin records none (torch.distributed source, enqueue-flagged): the slim load and
  * the sections hold them as a plugin-less PyTorch job's. */
 static int torch_ops;
+
+/* --gloo: each step also all-reduces over a gloo group (torch.distributed source, host-timed),
+ * as Megatron-LM's gloo groups do beside NCCL's collectives. */
+static int gloo_ops;
 
 static void write_windows(synth_file *f, int steps, uint64_t t0, uint64_t step_ns) {
     char page[3968], v[4100], key[48];
@@ -170,6 +175,17 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
             c.seq = (uint32_t)(s * colls + q);
             c.end_ns = cs - 20000 - (uint64_t)(colls - 1 - q) * 400;
             synth_comm(f, 1, c.end_ns - dur, &c, NULL);
+        }
+        if (gloo_ops) {
+            tprof_pl_comm g = c;
+            g.source = TPROF_COMM_SRC_TORCH;
+            g.flags = 0;
+            g.comm_hash = 0x6100;
+            g.bytes = 64;
+            g.count = 16;
+            g.seq = (uint32_t)s;
+            g.end_ns = b + 9 * MS + 900000;
+            synth_comm(f, 1, b + 9 * MS + 850000, &g, NULL);
         }
         synth_step_end(f, 1, b + step_ns, (uint64_t)s);
         if (rank == 0 && s % 10 == 0) {
@@ -318,7 +334,7 @@ static double peak_rss_mb(void) {
 static int usage(const char *argv0) {
     fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
                     "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
-                    "[--keep] [--launches] [--torch] [--gpu-records N] [--nvml N] [--windows N] "
+                    "[--keep] [--launches] [--torch] [--gloo] [--gpu-records N] [--nvml N] [--windows N] "
                     "[--groups N] [--collectives N] [--dir DIR]\n", argv0);
     return 2;
 }
@@ -349,6 +365,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--whole")) whole = 1;
         else if (!strcmp(argv[i], "--launches")) launches = 1;
         else if (!strcmp(argv[i], "--torch")) torch_ops = 1;
+        else if (!strcmp(argv[i], "--gloo")) gloo_ops = 1;
         else if (!strcmp(argv[i], "--gpu-records") && i + 1 < argc)
             gpu_records = strtoull(argv[++i], NULL, 10);
         else

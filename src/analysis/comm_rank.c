@@ -95,8 +95,9 @@ static size_t exposure_basis(tp_comm_exposure_result *x, const tp_process *p,
     } else if (ndev) {
         basis = "gpu";
         note = nmpi ? "communication = NCCL kernels (CUPTI; the ops' GPU intervals on a device "
-                      "without them), and MPI calls (the host is blocked in them); compute = "
-                      "every other kernel on the device"
+                      "without them), and the MPI calls and torch.distributed's host-side "
+                      "ones (gloo, ...: the host is blocked in them); compute = every other "
+                      "kernel on the device"
                     : "communication = NCCL kernels (CUPTI; the ops' GPU intervals on a device "
                       "without them); compute = every other kernel on the device";
     } else if (nmpi) {
