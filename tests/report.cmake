@@ -18,6 +18,9 @@ tprof_add_unit(test_spans test_spans.c LIBS tprof_analysis LABELS report)
 # several threads) is the report of the whole run, byte for byte.
 tprof_add_unit(test_report_slim test_report_slim.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
 target_compile_definitions(test_report_slim PRIVATE TPROF_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+# It renders the fuzz corpus and the synthetic runs slim and whole: 34 s under TSan alone, and
+# past the units' 120 s under TSan with every core busy (suite_under_load) and more load.
+set_tests_properties(test_report_slim PROPERTIES TIMEOUT 600)
 # A rank section whose ranges are streamed from its file (model_stream.c, report_ranges.c)
 # reads the same report, byte for byte, as one read whole; the sweep's nesting range by range.
 tprof_add_unit(test_report_stream test_report_stream.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
@@ -28,6 +31,7 @@ set_tests_properties(test_report_stream PROPERTIES TIMEOUT 600)
 # A section's communication ops read apart in passes over its file (comm_stream.c): the
 # report the same byte for byte, and files whose ops need each other read whole.
 tprof_add_unit(test_comm_apart test_comm_apart.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
+set_tests_properties(test_comm_apart PROPERTIES TIMEOUT 600) # 17 runs rendered 4 ways each
 # Rank summaries (summary.h, `trainprof summarize`): the report read from them is the report
 # read from the rank files, byte for byte; stale or damaged ones are recomputed, never used.
 tprof_add_unit(test_summary test_summary.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")
