@@ -8,7 +8,9 @@
 #      sections are read whole (0 read apart), the report the same;
 #   3. the first again with NCCL's profiler plugin not loaded: torch.distributed's records of
 #      the collectives (enqueue-flagged) are the file's ops;
-#   4. with MEGATRON_DIR, Megatron-LM's pretrain_gpt.py data-parallel 2 (nodes_torchrun_megatron.sh),
+#   4. the first again with a gloo all-reduce a step beside the NCCL ones (host-timed ops,
+#      which the first pass over the file keeps, the NCCL ones read apart beside them);
+#   5. with MEGATRON_DIR, Megatron-LM's pretrain_gpt.py data-parallel 2 (nodes_torchrun_megatron.sh),
 #      30 iterations, captured in iterations 5-9 and 20-24.
 # Each job runs with TRAINPROF_SECTION_COMM_OPS=16, so that the summaries `trainprof run` writes
 # at its end read the ops apart too; the report from them must equal the rank files' report.
@@ -17,7 +19,7 @@
 # Prints, for each run, whether the reports are equal, how many sections were read apart
 # (comm_apart_count), and each rank's communication counts. Run on the GPU machine from the
 # repository root (common.sh says how):
-#   comm_apart.sh [MEGATRON_DIR]       (RUNS="1 3": those runs alone)
+#   comm_apart.sh [MEGATRON_DIR]       (RUNS="1 4": those runs alone)
 # Each run's report (JSON, from its rank files) comes back under $OUT.
 . tests/gpu/common.sh
 python_module
@@ -30,7 +32,7 @@ two_nodes() { # DIR -- ARGS of comm_steps.py: trainprof run around each of the t
     local d=$1 port=$((29500 + RANDOM % 1000)) k pids=()
     shift
     for k in 0 1; do
-        NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 timeout 300 \
+        NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 timeout 300 \
             unshare -u bash -c 'hostname "$0" && exec "$@"' "apart-$k" \
             "$TP" run --python --quiet -o "$d" -- torchrun --nnodes 2 --node-rank $k \
             --nproc-per-node 1 --master-addr 127.0.0.1 --master-port $port \
@@ -68,7 +70,7 @@ for rk in r["ranks"]:
           c.get("nccl_ops"), c.get("torch_ops"), ops[:4]))
 PY
 }
-runs=" ${RUNS:-1 2 3 4} "
+runs=" ${RUNS:-1 2 3 4 5} "
 if [[ $runs == *" 1 "* ]]; then
     say "1. comm_steps.py, 2 ranks, 300 steps of 10 all-reduces, capture 10-14,100-104,200-204"
     TRAINPROF_GPU_CAPTURE=10-14,100-104,200-204 two_nodes $W/ar
@@ -87,8 +89,14 @@ if [[ $runs == *" 3 "* ]]; then
     lap $?
     compare $W/torch torch_alone
 fi
-if [ -n "${1:-}" ] && [[ $runs == *" 4 "* ]]; then
-    say "4. Megatron-LM pretrain_gpt.py, data-parallel 2, 30 iterations, capture 5-9,20-24"
+if [[ $runs == *" 4 "* ]]; then
+    say "4. comm_steps.py with a gloo all-reduce a step beside the NCCL ones, 300 steps"
+    TRAINPROF_GPU_CAPTURE=10-14,100-104,200-204 two_nodes $W/gloo --gloo
+    lap $?
+    compare $W/gloo beside_gloo
+fi
+if [ -n "${1:-}" ] && [[ $runs == *" 5 "* ]]; then
+    say "5. Megatron-LM pretrain_gpt.py, data-parallel 2, 30 iterations, capture 5-9,20-24"
     TRAINPROF_GPU_CAPTURE=5-9,20-24 ITERS=30 bash tests/gpu/nodes_torchrun_megatron.sh "$1" $W \
         > $W/meg.txt 2>&1
     lap $?

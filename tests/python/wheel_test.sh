@@ -12,7 +12,8 @@
 #  - the venv's `trainprof` (the console script) runs `trainprof run --python -- python
 #    train.py`: 5 API steps with forward and backward ranges in report.json; in Debian's venv
 #    (--system-site-packages, for its torch) train.py is a CPU PyTorch loop with no trainprof
-#    call (examples/pytorch/train_gpt.py): 4 optimizer steps, forward and backward phases.
+#    call (examples/pytorch/train_gpt.py): 4 optimizer steps, forward and backward phases
+#    (without torch there, as on a machine given the build's packages alone, train.py too).
 # The console script is exec: `trainprof run` keeps the shell's pid, CMD's exit status
 # passes through, CMD ignores the signals the shell ignores, but SIGPIPE and SIGXFSZ, which
 # Python ignores, are back to their default, and in the C locale CMD gets no LC_CTYPE
@@ -80,6 +81,8 @@ find_python() {
 }
 
 tested="" other=""
+torch_py=
+"$PY" -c "import torch" 2>/dev/null && torch_py=$PY
 for v in 3.10 3.11 3.12 3.13; do
     py=$(find_python "$v") || { echo "== Python $v: not on this machine"; continue; }
     echo "== Python $v: $py"
@@ -138,7 +141,7 @@ print("  %d ELF files; libraries found in the wheel: %s; the rest on the policy'
                                                             newest[0], newest[1]))
 PY
     case $py in
-    "$PY")
+    "$torch_py")
         # Debian's torch, no trainprof call in the program
         PATH="$V/bin:$PATH" trainprof run --python --quiet -o "$DIR/run-$v" -- python \
             "$SRC/examples/pytorch/train_gpt.py" --device cpu --model tiny --steps 4 --seed 7 \
