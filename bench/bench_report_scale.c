@@ -19,6 +19,7 @@
  *                        [--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--keep]
  *                        [--groups N] [--collectives N] [--dir DIR] [--launches]
  *                        [--gpu-records N] [--nvml N] [--windows N] [--torch] [--gloo]
+ *                        [--mpi]
  *
  * --dir DIR reads the run already in DIR (written by an earlier --keep) instead of writing
  * one; --threads sets tp_report_opts.threads (0, the default: one per core). --ranges N
@@ -35,7 +36,8 @@
  * (write_node_sampler), which every rank's NVML section reads and the merge holds.
  * --windows N gives each rank N capture windows, their list written as the runtime writes it
  * (write_windows). --torch records the all-reduces as torch.distributed's (torch_ops);
- * --gloo adds a gloo all-reduce a step (gloo_ops).
+ * --gloo adds a gloo all-reduce a step (gloo_ops); --mpi records the all-reduces as MPI
+ * calls (mpi_ops).
  * report.json and report.html are written into the run's directory.
  */
 #define _GNU_SOURCE
@@ -88,6 +90,10 @@ static int torch_ops;
 /* --gloo: each step also all-reduces over a gloo group (torch.distributed source, host-timed),
  * as Megatron-LM's gloo groups do beside NCCL's collectives. */
 static int gloo_ops;
+
+/* --mpi: the all-reduces recorded as MPI calls (host-timed, blocking), as a CUDA program's
+ * MPI_Allreduce is by the PMPI layer: the sections keep their spans, the exposure's. */
+static int mpi_ops;
 
 static void write_windows(synth_file *f, int steps, uint64_t t0, uint64_t step_ns) {
     char page[3968], v[4100], key[48];
@@ -169,6 +175,7 @@ static int write_rank(const char *dir, int rank, int nranks, int steps, int kern
             c.source = TPROF_COMM_SRC_TORCH;
             c.flags = TPROF_COMM_F_ENQUEUE;
         }
+        if (mpi_ops) c.source = TPROF_COMM_SRC_MPI;
         /* one call of 30 us, or calls of 300 ns one after another, 400 ns apart */
         uint64_t dur = colls == 1 ? 30000 : 300;
         for (int q = 0; q < colls; q++) {
@@ -334,8 +341,9 @@ static double peak_rss_mb(void) {
 static int usage(const char *argv0) {
     fprintf(stderr, "usage: %s [--ranks N] [--steps N] [--kernels N] [--threads N] "
                     "[--ranges N | --flat N | --flat-top N] [--stream 1|-1] [--whole] "
-                    "[--keep] [--launches] [--torch] [--gloo] [--gpu-records N] [--nvml N] [--windows N] "
-                    "[--groups N] [--collectives N] [--dir DIR]\n", argv0);
+                    "[--keep] [--launches] [--torch] [--gloo] [--mpi] [--gpu-records N] "
+                    "[--nvml N] [--windows N] [--groups N] [--collectives N] [--dir DIR]\n",
+            argv0);
     return 2;
 }
 
@@ -366,6 +374,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--launches")) launches = 1;
         else if (!strcmp(argv[i], "--torch")) torch_ops = 1;
         else if (!strcmp(argv[i], "--gloo")) gloo_ops = 1;
+        else if (!strcmp(argv[i], "--mpi")) mpi_ops = 1;
         else if (!strcmp(argv[i], "--gpu-records") && i + 1 < argc)
             gpu_records = strtoull(argv[++i], NULL, 10);
         else

@@ -4,10 +4,11 @@
  * the JSON, text and HTML byte for byte, on synthetic runs of capture windows, communicators
  * sharing streams, fused launches, ops past a window's end, GPU intervals with a varying
  * placement error, and two devices, the NCCL ops recorded by the plugin or by torch alone,
- * MPI or gloo ops beside them; and a file whose ops need each other (a communicator's ops
- * out of issue order, a device with kernels but no NCCL kernel while ops have GPU
- * intervals, torch's ops beside MPI's) is read whole instead, the same again. The slim load
- * keys every such file's ops as it reads them, but those with torch's ops beside MPI's.
+ * MPI or gloo ops beside them (blocking, nonblocking, unfinished), or MPI calls alone (a CPU
+ * job's); and a file whose ops need each other (a communicator's ops out of issue order, a
+ * device with kernels but no NCCL kernel while ops have GPU intervals, torch's ops beside
+ * MPI's) is read whole instead, the same again. The slim load keys every such file's ops as
+ * it reads them, but those with torch's ops beside MPI's.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -48,6 +49,7 @@ typedef struct shape {
     int torch_nccl; /* the NCCL ops recorded by torch alone (enqueue-flagged, no GPU interval):
                      * a PyTorch job without NCCL's profiler plugin */
     int unknown;    /* an op of a source no reader knows (a later writer's), before the rest */
+    int host_only;  /* a CPU job of MPI calls alone: no GPU record, no NCCL op */
 } shape;
 
 /* An all-reduce of rank r (of 2) on communicator hash, of `bytes`, from `source`. */
@@ -75,6 +77,21 @@ static const char *kernel_of(uint32_t op) {
                                       : "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)";
 }
 
+/* Host-timed op k of step s (from `source`) on one of `ncomms` communicators, at t on the
+ * host: blocking mostly, some nonblocking (in flight past the next ones: their span is
+ * overlapped communication on the host basis) and some unfinished (no span). */
+static void host_op(synth_file *f, int r, uint32_t source, int ncomms, uint32_t seq,
+                    uint64_t t) {
+    tprof_pl_comm m = op_of(r, 0x77 + rnd() % (uint64_t)ncomms, 64, source);
+    m.op = rnd() % 3 ? TPROF_COMM_ALLREDUCE : TPROF_COMM_BARRIER;
+    m.seq = seq;
+    m.end_ns = t + 100 * US + rnd() % (200 * US);
+    uint64_t kind = rnd() % 8;
+    if (kind == 0) m.flags |= TPROF_COMM_F_NONBLOCKING, m.end_ns += 600 * US;
+    if (kind == 1) m.flags |= TPROF_COMM_F_UNFINISHED, m.end_ns = t;
+    synth_comm(f, 1, t, &m, NULL);
+}
+
 /* Rank r's file: 40 steps of 10 ms, GPU activity captured in steps 5-9 and 20-24 (a plan,
  * so capture is off before), 30 collectives a step over 5 communicators on 3 streams of 2
  * devices, each op's kernel recorded when it was issued in a window (some starting after
@@ -86,13 +103,15 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
     synth_rank(f, r, 2);
     synth_thread(f, 1, 4000 + r);
     synth_thread(f, 2, 5000 + r);
-    synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
-    synth_meta(f, "kernel_steps", "5-9,20-24");
-    char w[256];
-    snprintf(w, sizeof w, "%llu-%llu,%llu-%llu", (unsigned long long)(T0 + 50 * MS),
-             (unsigned long long)(T0 + 100 * MS), (unsigned long long)(T0 + 200 * MS),
-             (unsigned long long)(T0 + 250 * MS));
-    synth_meta(f, "gpu_capture.windows", w);
+    if (!sh->host_only) {
+        synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+        synth_meta(f, "kernel_steps", "5-9,20-24");
+        char w[256];
+        snprintf(w, sizeof w, "%llu-%llu,%llu-%llu", (unsigned long long)(T0 + 50 * MS),
+                 (unsigned long long)(T0 + 100 * MS), (unsigned long long)(T0 + 200 * MS),
+                 (unsigned long long)(T0 + 250 * MS));
+        synth_meta(f, "gpu_capture.windows", w);
+    }
     uint32_t seq[NCOMM] = {0};
     if (sh->unknown) {
         tprof_pl_comm u = op_of(r, 0x4000, 8, 9);
@@ -108,6 +127,13 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
     for (int s = 0; s < NSTEPS; s++) {
         uint64_t b = T0 + (uint64_t)s * 10 * MS;
         synth_step_begin(f, 1, b, (uint64_t)s);
+        if (sh->host_only) { /* 8 calls a step, 1 ms apart */
+            for (int k = 0; k < 8; k++)
+                host_op(f, r, TPROF_COMM_SRC_MPI, 3, (uint32_t)(8 * s + k),
+                        b + (uint64_t)(1 + k) * MS);
+            synth_step_end(f, 1, b + 10 * MS, (uint64_t)s);
+            continue;
+        }
         int captured = (s >= 5 && s <= 9) || (s >= 20 && s <= 24);
         if (captured && sh->bare_gpu)
             synth_kernel(f, 2, b + 100 * US, b + 2 * MS, 2, 7, 0, "ampere_bf16_s16816gemm_128x128");
@@ -144,14 +170,10 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
                              kernel_of(op.op));
             synth_comm(f, 1, t, &op, NULL);
         }
-        for (int h = 0; h < 2; h++) {
-            if (!(h ? sh->gloo : sh->mpi)) continue;
-            tprof_pl_comm m = op_of(r, 0x77 + (uint64_t)h, 64,
-                                    h ? TPROF_COMM_SRC_TORCH : TPROF_COMM_SRC_MPI);
-            m.seq = (uint32_t)s;
-            m.end_ns = b + (1000 + 300 * (uint64_t)h) * US + rnd() % (200 * US);
-            synth_comm(f, 1, b + (900 + 300 * (uint64_t)h) * US, &m, NULL);
-        }
+        for (int h = 0; h < 2; h++)
+            if (h ? sh->gloo : sh->mpi)
+                host_op(f, r, h ? TPROF_COMM_SRC_TORCH : TPROF_COMM_SRC_MPI, 2, (uint32_t)s,
+                        b + (900 + 1000 * (uint64_t)h) * US);
         if (s == 0 || s == 5) { /* communicators 0x2000 and 0x2001 on one stream */
             tprof_pl_comm op = op_of(r, 0, 8192, 0);
             nccl_source(&op, sh);
@@ -262,8 +284,11 @@ static void test_apart_same(void **state) {
     for (uint64_t seed = 1; seed <= 6; seed++) same_either_way("apart", seed, &(shape){0}, 1);
     /* a PyTorch job's: torch's records of the first calls are the plugin's twins */
     same_either_way("torch's twins", 11, &(shape){.twins = 1}, 1);
-    /* host-timed ops beside NCCL's: every one kept, as the exposure's spans */
+    /* host-timed ops beside NCCL's: their spans kept, the exposure's and breakdown's */
     same_either_way("MPI ops", 7, &(shape){.mpi = 1}, 1);
+    /* a CPU job of MPI calls alone: the exposure on the host basis from the spans kept */
+    for (uint64_t seed = 18; seed <= 20; seed++)
+        same_either_way("MPI calls alone", seed, &(shape){.host_only = 1}, 1);
     same_either_way("gloo ops", 8, &(shape){.gloo = 1, .twins = 1}, 1);
     /* a PyTorch job without the plugin: torch's NCCL ops are the file's own */
     same_either_way("torch's NCCL ops alone", 12, &(shape){.torch_nccl = 1}, 1);

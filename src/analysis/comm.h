@@ -271,7 +271,8 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
  * and hangs the stream on whole->comm_stream; the communication section then reads the
  * file again for every op in the file's order (comm_rank.c), and the memo is taken from it
  * (tp_comm_stream_kept). Host-timed ops (MPI, torch's gloo) are the communication spans
- * of the exposure and the step breakdown: the first pass keeps every one. Ops read apart
+ * of the exposure and the step breakdown: the first pass keeps each communicator's first
+ * op and the others' spans (tp_comm_stream_host), 16 bytes an op. Ops read apart
  * must not need each other beyond that and the matching: a file with more ops kept than
  * the bound and half its ops, torch's ops whose twins go by the file's other ops (its NCCL
  * ops beside the plugin's or MPI's, other than the plugin's twins; its gloo ops beside
@@ -283,6 +284,11 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
  * whole then left as well. */
 #define TP_SECTION_COMM_OPS (1u << 20)
 int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, size_t bound);
+/* The spans of the host-timed ops of p's stream that p->comm does not hold, finished ones
+ * alone (start, end: host CLOCK_MONOTONIC ns, in the file's order), n of them into *n:
+ * nonblocking 0 the blocking calls and waits, 1 the nonblocking ops (call to observed
+ * completion). NULL and 0 without a stream. Owned by the stream (freed with p). */
+const tp_span *tp_comm_stream_host(const tp_process *p, int nonblocking, size_t *n);
 /* 1 when a pass of whole's stream failed (its file changed or went while read): its
  * section's figures may be of two files, and are not to be shown. */
 int tp_comm_stream_failed(const tp_process *whole);
@@ -333,6 +339,10 @@ const char *tp_comm_op_name(const tp_comm_op *o);
 /* Appends [s, e) to *v (grown with realloc; *n used, *cap allocated) when e > s. Returns
  * TPROF_OK (0), or TPROF_ERR_NO_MEMORY (*v unchanged). */
 int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t e);
+/* Appends the ns spans of src with e > s likewise, *v grown once to hold them all (a section
+ * reading its ops apart hands millions: growing by doubling would take twice their size).
+ * Returns TPROF_OK (0), or TPROF_ERR_NO_MEMORY (*v unchanged). */
+int tp_comm_push_spans(tp_span **v, size_t *n, size_t *cap, const tp_span *src, size_t ns);
 
 /* Whether a torch.pg.* description names an NCCL backend ("backend=nccl ...", or
  * "backend=cpu:gloo,cuda:nccl ..." for a default group). */

@@ -241,14 +241,16 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
              * collective, DDP's bucket all-reduces: call to observed completion) are
              * communication too, but the host was free to compute meanwhile: overlapped,
              * except where it also waited. */
-            for (size_t i = 0; i < nsc && !oom; i++)
-                oom |= tp_comm_push_span(&su, &nsu, &csu, sc[i].s, sc[i].e);
+            oom |= tp_comm_push_spans(&su, &nsu, &csu, sc, nsc) != TPROF_OK;
             for (size_t i = 0; i < p->ncomm && !oom; i++) {
                 const tp_comm_op *o = &p->comm[i];
                 if (tp_comm_host_timed(o->source, o->flags) &&
                     (o->flags & TPROF_COMM_F_NONBLOCKING) && !(o->flags & TPROF_COMM_F_UNFINISHED))
                     oom |= tp_comm_push_span(&su, &nsu, &csu, o->start, o->end);
             }
+            size_t nh;
+            const tp_span *h = tp_comm_stream_host(p, 1, &nh); /* the others, read apart */
+            oom |= !oom && tp_comm_push_spans(&su, &nsu, &csu, h, nh) != TPROF_OK;
             if (oom) break;
             tp_steps_union_each(sc, nsc, win, nw, ex);
             tp_steps_union_each(su, nsu, win, nw, cm);

@@ -10,8 +10,9 @@
  * all (comm.c says why the cut changes no match), and so are the communicators' devices,
  * the kernels' uses and the placement's points, which come from the matches alone. Every
  * other op took no kernel and resolves alone from those (tp_comm_resolve_other); host-timed
- * ops (MPI's, gloo's) take none either but are kept, every one, being the exposure's and
- * the step breakdown's communication spans (comm.c, tp_comm_device_spans). The second
+ * ops (MPI's, gloo's) take none either; each communicator's first is kept, the others'
+ * spans alone, being the exposure's and the step breakdown's communication spans (comm.c,
+ * tp_comm_device_spans; tp_comm_stream_host). The second
  * pass gives every op in the file's order, resolved, to the section's sums (comm_acc.h,
  * which sum in that order as a whole load's section does) and to the memo; the placement's
  * median is selected in passes of its own (tp_kth). What the sums cannot take one op at a
@@ -37,6 +38,8 @@ struct tp_comm_stream {
     const size_t *cand_at;   /* whole->comm's indices in the file's order, ascending */
     size_t ncand, nops;      /* whole->ncomm of them; the file's ops */
     tp_comm_resolver *res;
+    tp_span *host[2];        /* the spans of the host-timed ops not kept: blocking, not */
+    size_t nhost[2];
     tp_comm_time *kept;      /* the memo's times (tp_comm_stream_kept), nkept of ckept */
     size_t nkept, ckept;
     int kept_done, kept_oom; /* the pass that made them ran; memory ran out in it */
@@ -52,6 +55,8 @@ void tp_comm_stream_free(struct tp_comm_stream *s) {
     if (!s) return;
     tp_comm_resolver_free(s->res);
     free((void *)s->cand_at);
+    free(s->host[0]);
+    free(s->host[1]);
     free(s->kept);
     free(s);
 }
@@ -73,6 +78,9 @@ typedef struct first_pass {
     tp_step *spans; /* the capture spans (tp_capture_timeline) */
     size_t nspans;
     tp_idmap comms;  /* the communicators, numbered as they came */
+    tp_idmap hosts;  /* ... of the host-timed ops, apart (their first op is kept) */
+    tp_span *host[2]; /* the spans of the other host-timed ops: blocking, nonblocking */
+    size_t nhost[2], chost[2];
     comm_state *st;  /* their states, by that number (room for cap_st) */
     size_t cap_st;
     tp_comm_op *ops; /* the ops kept, n of cap, and their indices in the file's order */
@@ -130,9 +138,30 @@ static int matchable(first_pass *m, const tp_comm_op *op) {
     return tp_comm_cut_keeps(&s->cut, m->spans, m->nspans, op) || first;
 }
 
+/* 1 when host-timed op `op` is kept whole (its communicator's first: every communicator
+ * has a row, and the section its ops); else its span goes where the exposure and the step
+ * breakdown take it (tp_comm_stream_host): a finished call's, blocking or not (a nonblocking
+ * op's span counts as communication the host overlapped; comm_rank.c), and 0. m->oom
+ * without memory. */
+static int host_kept(first_pass *m, const tp_comm_op *op) {
+    int first;
+    if (tp_idmap_add(&m->hosts, op->comm_hash, &first) == SIZE_MAX) {
+        m->oom = 1;
+        return 0;
+    }
+    if (first) return 1;
+    if (op->flags & TPROF_COMM_F_UNFINISHED) return 0;
+    int k = (op->flags & TPROF_COMM_F_NONBLOCKING) != 0;
+    if (tp_comm_push_span(&m->host[k], &m->nhost[k], &m->chost[k], op->start, op->end) !=
+        TPROF_OK)
+        m->oom = 1;
+    return 0;
+}
+
 /* An op kept when the matching needs it (the cut's, or its communicator's first: the
- * communicators are served in the order of their first op), or host-timed. Keeps none in
- * the load; the ops are numbered as a whole load holds them, its twins dropped. */
+ * communicators are served in the order of their first op), or host-timed and its
+ * communicator's first. Keeps none in the load; the ops are numbered as a whole load holds
+ * them, its twins dropped. */
 static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
     first_pass *m = ctx;
     (void)file_i;
@@ -154,9 +183,9 @@ static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
         return 0;
     }
     /* host-timed ops take no kernel, but they are the communication spans of the exposure
-     * and the step breakdown (comm.c, tp_comm_device_spans): every one is kept, and a file
-     * of more than the bound reads whole */
-    if (!host && !matchable(m, op)) return 0;
+     * and the step breakdown (comm.c, tp_comm_device_spans): their spans are kept, 16 bytes
+     * each where an op takes 120 */
+    if (host ? !host_kept(m, op) : !matchable(m, op)) return 0;
     if (m->n == m->cap && tp_grow_pair((void **)&m->ops, sizeof *m->ops, (void **)&m->at,
                                        sizeof *m->at, &m->cap, 1024) != TPROF_OK) {
         m->oom = 1;
@@ -199,11 +228,13 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     m.max = bound ? bound : TP_SECTION_COMM_OPS;
     if (m.max < slim->nrec_comm / 2) m.max = slim->nrec_comm / 2;
     tp_idmap_init(&m.comms);
+    tp_idmap_init(&m.hosts);
     if (tp_capture_timeline(whole, &m.spans, &m.nspans) != TPROF_OK) return -1;
     const tp_comm_read r = {first_op, &m};
     int rc = tp_process_read_comm(run, slim, &r);
     free(m.spans);
     tp_idmap_free(&m.comms);
+    tp_idmap_free(&m.hosts);
     free(m.st);
     int ok = rc == TPROF_OK && !m.oom && !m.whole && m.seen == slim->nrec_comm &&
              !(m.gpu_time && device_without_comm_kernels(whole));
@@ -222,6 +253,8 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     if (!s || !times || !s->res) {
         free(m.ops);
         free(m.at);
+        free(m.host[0]);
+        free(m.host[1]);
         free(times);
         free(s);
         if (times) { /* the ops kept go: the caller reads the file again with all of them */
@@ -235,6 +268,12 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     s->slim = slim;
     s->cand_at = m.at;
     s->ncand = m.n;
+    for (int k = 0; k < 2; k++) { /* held for the section: their size, not their room */
+        tp_span *fit = m.nhost[k] ? realloc(m.host[k], m.nhost[k] * sizeof *fit) : NULL;
+        if (!m.nhost[k]) free(m.host[k]);
+        s->host[k] = m.nhost[k] && !fit ? m.host[k] : fit;
+        s->nhost[k] = m.nhost[k];
+    }
     s->nops = m.seen;
     /* the kept ops' times are the section's resolution of whole's ops (tp_comm_resolve_once) */
     free(whole->comm_times);
@@ -301,6 +340,12 @@ static int pass(const tp_process *whole, comm_acc *acc, tp_kth *kth) {
         s->nkept = 0;
     }
     return rc;
+}
+
+const tp_span *tp_comm_stream_host(const tp_process *p, int nonblocking, size_t *n) {
+    const struct tp_comm_stream *s = p->comm_stream;
+    *n = s ? s->nhost[nonblocking != 0] : 0;
+    return s ? s->host[nonblocking != 0] : NULL;
 }
 
 int tp_comm_stream_failed(const tp_process *whole) {
