@@ -50,6 +50,7 @@ typedef struct shape {
                      * a PyTorch job without NCCL's profiler plugin */
     int unknown;    /* an op of a source no reader knows (a later writer's), before the rest */
     int host_only;  /* a CPU job of MPI calls alone: no GPU record, no NCCL op */
+    int blocking;   /* its calls all blocking (no nonblocking one) */
 } shape;
 
 /* An all-reduce of rank r (of 2) on communicator hash, of `bytes`, from `source`. */
@@ -81,13 +82,13 @@ static const char *kernel_of(uint32_t op) {
  * host: blocking mostly, some nonblocking (in flight past the next ones: their span is
  * overlapped communication on the host basis) and some unfinished (no span). */
 static void host_op(synth_file *f, int r, uint32_t source, int ncomms, uint32_t seq,
-                    uint64_t t) {
+                    uint64_t t, int blocking) {
     tprof_pl_comm m = op_of(r, 0x77 + rnd() % (uint64_t)ncomms, 64, source);
     m.op = rnd() % 3 ? TPROF_COMM_ALLREDUCE : TPROF_COMM_BARRIER;
     m.seq = seq;
     m.end_ns = t + 100 * US + rnd() % (200 * US);
     uint64_t kind = rnd() % 8;
-    if (kind == 0) m.flags |= TPROF_COMM_F_NONBLOCKING, m.end_ns += 600 * US;
+    if (kind == 0 && !blocking) m.flags |= TPROF_COMM_F_NONBLOCKING, m.end_ns += 600 * US;
     if (kind == 1) m.flags |= TPROF_COMM_F_UNFINISHED, m.end_ns = t;
     synth_comm(f, 1, t, &m, NULL);
 }
@@ -130,7 +131,7 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
         if (sh->host_only) { /* 8 calls a step, 1 ms apart */
             for (int k = 0; k < 8; k++)
                 host_op(f, r, TPROF_COMM_SRC_MPI, 3, (uint32_t)(8 * s + k),
-                        b + (uint64_t)(1 + k) * MS);
+                        b + (uint64_t)(1 + k) * MS, sh->blocking);
             synth_step_end(f, 1, b + 10 * MS, (uint64_t)s);
             continue;
         }
@@ -173,7 +174,7 @@ static void rank_file_of(const char *dir, int r, const shape *sh) {
         for (int h = 0; h < 2; h++)
             if (h ? sh->gloo : sh->mpi)
                 host_op(f, r, h ? TPROF_COMM_SRC_TORCH : TPROF_COMM_SRC_MPI, 2, (uint32_t)s,
-                        b + (900 + 1000 * (uint64_t)h) * US);
+                        b + (900 + 1000 * (uint64_t)h) * US, 0);
         if (s == 0 || s == 5) { /* communicators 0x2000 and 0x2001 on one stream */
             tprof_pl_comm op = op_of(r, 0, 8192, 0);
             nccl_source(&op, sh);
@@ -289,6 +290,7 @@ static void test_apart_same(void **state) {
     /* a CPU job of MPI calls alone: the exposure on the host basis from the spans kept */
     for (uint64_t seed = 18; seed <= 20; seed++)
         same_either_way("MPI calls alone", seed, &(shape){.host_only = 1}, 1);
+    same_either_way("blocking MPI calls alone", 21, &(shape){.host_only = 1, .blocking = 1}, 1);
     same_either_way("gloo ops", 8, &(shape){.gloo = 1, .twins = 1}, 1);
     /* a PyTorch job without the plugin: torch's NCCL ops are the file's own */
     same_either_way("torch's NCCL ops alone", 12, &(shape){.torch_nccl = 1}, 1);

@@ -278,6 +278,21 @@ static void test_empty(void **state) {
     synth_rmtree(dir);
 }
 
+/* The report of the one-step CPU job in dir (its run into *run), whose rank 0's exposure is
+ * on the host basis: exposed, overlapped and all communication (ms) as given, the exposed
+ * share of the 100 ms step. */
+static cJSON *host_exposure_is(const char *dir, tp_run *run, double exposed, double overlapped,
+                               double comm_ms) {
+    cJSON *rep = report(dir, run);
+    cJSON *x = cJSON_GetObjectItem(rank_comm(rep, 0), "exposure");
+    assert_string_equal(str(x, "basis"), "host");
+    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "mean"), exposed);
+    NEAR(num(cJSON_GetObjectItem(x, "overlapped_ms"), "mean"), overlapped);
+    NEAR(num(cJSON_GetObjectItem(x, "comm_ms"), "mean"), comm_ms);
+    NEAR(num(x, "exposed_share"), exposed / 100.0);
+    return rep;
+}
+
 /* A CPU job under MPI: no GPU records; the process is blocked in MPI_Allreduce 20-45 ms of a
  * 100 ms step, so 25 ms are exposed (25 %). An Isend posted at 50 ms and seen complete by its
  * Wait at 80-82 ms is communication for 32 ms, 30 of which the host spent computing
@@ -300,13 +315,7 @@ static void test_mpi_cpu_job(void **state) {
     synth_end_of_file(f, T0 + 100 * MS, 0);
     assert_int_equal(synth_close(f), 0);
     tp_run run;
-    cJSON *rep = report(dir, &run);
-    cJSON *x = cJSON_GetObjectItem(rank_comm(rep, 0), "exposure");
-    assert_string_equal(str(x, "basis"), "host");
-    NEAR(num(cJSON_GetObjectItem(x, "exposed_ms"), "mean"), 27.0);
-    NEAR(num(cJSON_GetObjectItem(x, "overlapped_ms"), "mean"), 30.0);
-    NEAR(num(cJSON_GetObjectItem(x, "comm_ms"), "mean"), 57.0);
-    NEAR(num(x, "exposed_share"), 0.27);
+    cJSON *rep = host_exposure_is(dir, &run, 27.0, 30.0, 57.0);
     cJSON *r = rank_row(rank_comm(rep, 0), "0x0000000000001234", "AllReduce");
     assert_string_equal(str(r, "time_source"), "host");
     /* 8 MiB in 25 ms, x 2(2-1)/2 = 1 */
@@ -315,6 +324,32 @@ static void test_mpi_cpu_job(void **state) {
     assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(rep, "findings"), 0), "severity"),
                         "warning");
     cJSON_Delete(rep);
+    tp_run_free(&run);
+    synth_rmtree(dir);
+}
+
+/* A CPU job of blocking MPI calls alone: MPI_Allreduce 20-45 ms and an MPI_Barrier 40-50 ms
+ * of a 100 ms step (the host blocked 30 ms, the overlap counted once), and a call still in
+ * flight at the end (no span): communication = exposed = 30 ms, overlapped 0. */
+static void test_mpi_cpu_blocking(void **state) {
+    (void)state;
+    char dir[512];
+    synth_file *f = rank_file(dir, sizeof dir, "comm-mpi-blocking", 51, 0, 2);
+    steps(f, 1, 100 * MS);
+    tprof_pl_comm c = comm(TPROF_COMM_ALLREDUCE, 0x1234, 2, 0, 8 * MiB, T0 + 45 * MS);
+    c.source = TPROF_COMM_SRC_MPI;
+    synth_comm(f, 1, T0 + 20 * MS, &c, "MPI_Allreduce");
+    tprof_pl_comm b = comm(TPROF_COMM_BARRIER, 0x1234, 2, 0, 0, T0 + 50 * MS);
+    b.source = TPROF_COMM_SRC_MPI;
+    synth_comm(f, 1, T0 + 40 * MS, &b, "MPI_Barrier");
+    tprof_pl_comm u = comm(TPROF_COMM_ALLREDUCE, 0x1234, 2, 0, 8 * MiB, T0 + 60 * MS);
+    u.source = TPROF_COMM_SRC_MPI;
+    u.flags = TPROF_COMM_F_UNFINISHED;
+    synth_comm(f, 1, T0 + 60 * MS, &u, "MPI_Allreduce");
+    synth_end_of_file(f, T0 + 100 * MS, 0);
+    assert_int_equal(synth_close(f), 0);
+    tp_run run;
+    cJSON_Delete(host_exposure_is(dir, &run, 30.0, 0.0, 30.0));
     tp_run_free(&run);
     synth_rmtree(dir);
 }
@@ -425,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_finding_thresholds),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_mpi_cpu_job),
+        cmocka_unit_test(test_mpi_cpu_blocking),
         cmocka_unit_test(test_chrome_tracks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

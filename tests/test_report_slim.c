@@ -849,30 +849,45 @@ static int by_start_then_at(const void *a, const void *b) {
     return x->at < y->at ? -1 : x->at > y->at;
 }
 
+enum { SORT_N = 3000 };
+
+/* Sorted runs of the given lengths (repeated starts within and across runs) sorted. */
+static void sort_runs_check(const size_t *lens, int runs, unsigned *seed) {
+    static tp_span v[SORT_N];
+    static tagged ref[SORT_N];
+    size_t n = 0;
+    for (int r = 0; r < runs; r++) {
+        uint64_t s = 0;
+        for (size_t i = 0; i < lens[r] && n < SORT_N; i++, n++) {
+            *seed = *seed * 1103515245u + 12345u;
+            s += (*seed >> 16) % 5;
+            v[n] = (tp_span){s, s + n}; /* the end tells the spans apart */
+            ref[n] = (tagged){v[n], n};
+        }
+    }
+    qsort(ref, n, sizeof *ref, by_start_then_at);
+    tp_spans_sort(v, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(v[i].s == ref[i].sp.s);
+        assert_true(v[i].e == ref[i].sp.e);
+    }
+}
+
 static void spans_sort_stable(void **state) {
     (void)state;
     unsigned seed = 777;
+    size_t lens[40];
     for (int runs = 1; runs <= 40; runs++) {
-        enum { N = 3000 };
-        static tp_span v[N];
-        static tagged ref[N];
-        size_t n = 0;
-        for (int r = 0; r < runs; r++) {
-            uint64_t s = 0;
-            size_t len = (size_t)(N / runs) - (size_t)r % 3;
-            for (size_t i = 0; i < len && n < N; i++, n++) {
-                seed = seed * 1103515245u + 12345u;
-                s += (seed >> 16) % 5; /* repeats within a run and across runs */
-                v[n] = (tp_span){s, s + n}; /* the end tells the spans apart */
-                ref[n] = (tagged){v[n], n};
-            }
-        }
-        qsort(ref, n, sizeof *ref, by_start_then_at);
-        tp_spans_sort(v, n);
-        for (size_t i = 0; i < n; i++) {
-            assert_true(v[i].s == ref[i].sp.s);
-            assert_true(v[i].e == ref[i].sp.e);
-        }
+        for (int r = 0; r < runs; r++) lens[r] = (size_t)(SORT_N / runs) - (size_t)r % 3;
+        sort_runs_check(lens, runs, &seed);
+    }
+    /* two runs of unequal lengths: merged through a copy of the shorter, forward when it
+     * is the first, backward when it is the second */
+    static const size_t first[] = {1, 2, 7, 1499, 1500, 1501, 2993, 2999};
+    for (size_t k = 0; k < sizeof first / sizeof *first; k++) {
+        lens[0] = first[k];
+        lens[1] = SORT_N - first[k];
+        sort_runs_check(lens, 2, &seed);
     }
 }
 

@@ -240,8 +240,8 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
              * exposed); the nonblocking ops in flight (an MPI I* op, an async torch
              * collective, DDP's bucket all-reduces: call to observed completion) are
              * communication too, but the host was free to compute meanwhile: overlapped,
-             * except where it also waited. */
-            oom |= tp_comm_push_spans(&su, &nsu, &csu, sc, nsc) != TPROF_OK;
+             * except where it also waited. Without any, the two are one (a copy of a CPU
+             * job's millions of calls spared). */
             for (size_t i = 0; i < p->ncomm && !oom; i++) {
                 const tp_comm_op *o = &p->comm[i];
                 if (tp_comm_host_timed(o->source, o->flags) &&
@@ -251,9 +251,11 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
             size_t nh;
             const tp_span *h = tp_comm_stream_host(p, 1, &nh); /* the others, read apart */
             oom |= !oom && tp_comm_push_spans(&su, &nsu, &csu, h, nh) != TPROF_OK;
+            oom |= !oom && nsu && tp_comm_push_spans(&su, &nsu, &csu, sc, nsc) != TPROF_OK;
             if (oom) break;
             tp_steps_union_each(sc, nsc, win, nw, ex);
-            tp_steps_union_each(su, nsu, win, nw, cm);
+            if (nsu) tp_steps_union_each(su, nsu, win, nw, cm);
+            else memcpy(cm, ex, nw * sizeof *cm);
             for (size_t w = 0; w < nw; w++) ov[w] = cm[w] > ex[w] ? cm[w] - ex[w] : 0;
             break;
         }

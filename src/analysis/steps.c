@@ -369,6 +369,28 @@ static void merge_pass(const tp_span *a, tp_span *t, size_t *b, size_t *nb) {
     *nb = k;
 }
 
+/* Merges the sorted runs v[0..b) and v[b..nv) in place, stably as merge_pass does, through
+ * a copy of the shorter run alone (a few kept spans before millions of a file's: the copy
+ * of the whole would double the peak). -1 without memory (v unchanged). */
+static int merge_two(tp_span *v, size_t b, size_t nv) {
+    size_t na = b, nb = nv - b;
+    tp_span *t = malloc((na < nb ? na : nb) * sizeof *t);
+    if (!t) return -1;
+    if (na <= nb) { /* forward: the output never passes the second run's next */
+        memcpy(t, v, na * sizeof *t);
+        size_t i = 0, j = b, o = 0;
+        while (i < na && j < nv) v[o++] = v[j].s < t[i].s ? v[j++] : t[i++];
+        while (i < na) v[o++] = t[i++];
+    } else { /* backward from the end; on equal starts the later run's goes last */
+        memcpy(t, v + b, nb * sizeof *t);
+        size_t i = na, j = nb, o = nv;
+        while (i > 0 && j > 0) v[--o] = t[j - 1].s < v[i - 1].s ? v[--i] : t[--j];
+        while (j > 0) v[--o] = t[--j];
+    }
+    free(t);
+    return 0;
+}
+
 void tp_spans_sort(tp_span *v, size_t nv) {
     size_t bounds[MERGE_RUNS_MAX + 1], nb = 0;
     bounds[0] = 0;
@@ -378,6 +400,7 @@ void tp_spans_sort(tp_span *v, size_t nv) {
             bounds[nb] = i;
         }
     if (nb == 0) return; /* sorted */
+    if (nb == 1 && merge_two(v, bounds[1], nv) == 0) return;
     tp_span *t = nb < MERGE_RUNS_MAX ? malloc(nv * sizeof *t) : NULL;
     if (!t) {
         qsort(v, nv, sizeof *v, by_span_start);
