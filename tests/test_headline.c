@@ -3,7 +3,7 @@
  * diagnosis rule, a synthetic job where it fires leads the text (the line after "trainprof
  * report"), the JSON (its first key, "headline") and the HTML (before the findings) with that
  * rule, its share of the step and the first thing to try; a job with no finding says "no
- * bottleneck found" with its figures.
+ * bottleneck found" with its figures, and that a rank was not judged when memory ran out.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/findings.h"
 #include "analysis/model.h"
 #include "analysis/report.h"
 #include "diag_scen.h"
@@ -197,6 +198,35 @@ static void headline_none(void **st) {
     cJSON_Delete(rep);
 }
 
+/* A rank whose exposure could not be computed (memory ran out: TP_EXPOSURE_NO_MEMORY) and no
+ * finding: the headline says no bottleneck was found, and that this rank was not judged. */
+static void headline_unjudged(void **st) {
+    (void)st;
+    tp_rank_result r[2];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 2; i++) {
+        r[i].rank = i;
+        r[i].steps.measured = 4;
+        r[i].steps.mean_ms = 10;
+        r[i].comm.present = 1;
+        r[i].comm.exposure.present = 1;
+        r[i].comm.exposure.note = i ? TP_EXPOSURE_NO_MEMORY : "no GPU records: a CPU job";
+    }
+    tp_run_results res;
+    memset(&res, 0, sizeof res);
+    res.nranks = 2;
+    res.ranks = r;
+    tp_headline_build(&res);
+    assert_int_equal(res.headline.nlines, 2);
+    assert_string_equal(res.headline.lines[0], "no bottleneck found: step 10.00 ms");
+    assert_string_equal(res.headline.lines[1], "not judged: exposed communication of rank 1 and "
+                                               "maybe others (memory ran out while the report "
+                                               "computed it)");
+    r[1].comm.exposure.note = "no GPU records: a CPU job"; /* computed: nothing to say */
+    tp_headline_build(&res);
+    assert_int_equal(res.headline.nlines, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(headline_data_loading),
@@ -208,6 +238,7 @@ int main(void) {
         cmocka_unit_test(headline_throttling),
         cmocka_unit_test(headline_gpu_busy),
         cmocka_unit_test(headline_none),
+        cmocka_unit_test(headline_unjudged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -290,6 +290,7 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
     tp_step one;
     if (!oom && x->in_span) nw = span_in_one(&one, win, nw, ex, ov, cm), win = &one;
     if (!oom) exposure_figures(x, win, nw, ex, ov, cm, tmp, st, nst);
+    else x->note = TP_EXPOSURE_NO_MEMORY;
     free(parts);
     free(cw);
     free(ex);

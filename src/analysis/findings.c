@@ -314,6 +314,12 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
             h->not_captured_run = !b->per_step;
             h->not_captured_bound = (r->capture.limited_by & TP_CAP_BOUND) != 0;
         }
+        const tp_comm_exposure_result *x = &r->comm.exposure;
+        if (x->present && !x->has_figures && x->note && !strcmp(x->note, TP_EXPOSURE_NO_MEMORY) &&
+            !h->has_unjudged) {
+            h->has_unjudged = 1;
+            h->unjudged_rank = r->rank;
+        }
         if (r->data.found && (!h->has_data || r->data.share > h->data_share)) {
             h->has_data = 1;
             h->data_share = r->data.share;
@@ -413,6 +419,9 @@ void tp_headline_build(tp_run_results *res) {
                               l ? ", " : "", 100 * h->data_share, h->data_rank);
     if (l) hl_line(h, "no bottleneck found: %s", fig);
     else hl_line(h, "no bottleneck found: no measured steps to judge (the rules need steps)");
+    if (h->has_unjudged)
+        hl_line(h, "not judged: exposed communication of rank %d and maybe others (memory ran out "
+                   "while the report computed it)", h->unjudged_rank);
     if (fs->nnear)
         hl_line(h, "near a threshold: %zu value%s past a threshold but inside its band, listed "
                    "below (not findings)", fs->nnear, fs->nnear == 1 ? "" : "s");

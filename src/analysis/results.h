@@ -473,6 +473,12 @@ typedef struct tp_comm_communicator_result {
     const tp_comm_row_result *rows; /* into tp_comm_result.rows */
 } tp_comm_communicator_result;
 
+/* The exposure's note when memory ran out while it was computed (no figures): the headline
+ * tells that the rule could not judge that rank. */
+#define TP_EXPOSURE_NO_MEMORY                                                                \
+    "memory ran out while it was computed: the report may miss what it would have found "   \
+    "(run the report where more memory is free)"
+
 /* Exposed and overlapped communication of the rank ("communication.exposure"). */
 typedef struct tp_comm_exposure_result {
     int present;
@@ -924,6 +930,9 @@ typedef struct tp_headline {
     int has_data;
     double data_share;       /* the rank with the largest data-loading share */
     int data_rank;
+    int has_unjudged;        /* a rank's exposure was not computed, memory having run out
+                              * (TP_EXPOSURE_NO_MEMORY): "no bottleneck found" says so */
+    int unjudged_rank;       /* the first such rank */
 } tp_headline;
 
 /* Everything the run-level analyses and the rules read. */
