@@ -198,8 +198,9 @@ static void headline_none(void **st) {
     cJSON_Delete(rep);
 }
 
-/* A rank whose exposure could not be computed (memory ran out: TP_EXPOSURE_NO_MEMORY) and no
- * finding: the headline says no bottleneck was found, and that this rank was not judged. */
+/* A rank whose exposure could not be computed (memory ran out: TP_EXPOSURE_NO_MEMORY), or the
+ * clocks (TP_CLOCKS_NO_MEMORY), and no finding: the headline says no bottleneck was found,
+ * and what was not judged. */
 static void headline_unjudged(void **st) {
     (void)st;
     tp_rank_result r[2];
@@ -222,7 +223,16 @@ static void headline_unjudged(void **st) {
     assert_string_equal(res.headline.lines[1], "not judged: exposed communication of rank 1 and "
                                                "maybe others (memory ran out while the report "
                                                "computed it)");
-    r[1].comm.exposure.note = "no GPU records: a CPU job"; /* computed: nothing to say */
+    res.clocks.no_memory = 1; /* nor the clocks, so the stragglers */
+    tp_headline_build(&res);
+    assert_string_equal(res.headline.lines[1], "not judged: exposed communication of rank 1 and "
+                                               "maybe others, stragglers (memory ran out while "
+                                               "the report computed them)");
+    r[1].comm.exposure.note = "no GPU records: a CPU job"; /* computed */
+    tp_headline_build(&res);
+    assert_string_equal(res.headline.lines[1], "not judged: stragglers (memory ran out while the "
+                                               "report computed it)");
+    res.clocks.no_memory = 0;
     tp_headline_build(&res);
     assert_int_equal(res.headline.nlines, 1);
 }

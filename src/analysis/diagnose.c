@@ -621,13 +621,20 @@ static void megatron_advice(tp_run_results *res, const tp_run *run) {
 void tp_diagnose_run(cJSON *rep, const tp_run *run, tp_run_results *res, size_t comm_finding,
                      const tp_report_opts *o) {
     tp_clocks c;
-    if (tp_clocks_build(run, &c) == 0) {
-        if (tp_clocks_result_fill(&res->clocks, &c) != TPROF_OK)
-            tp_clocks_result_free(&res->clocks); /* out of memory: no "clocks" */
+    int built = tp_clocks_build(run, &c) == TPROF_OK, filled = 0;
+    if (built) {
+        filled = tp_clocks_result_fill(&res->clocks, &c) == TPROF_OK;
+        if (!filled) tp_clocks_result_free(&res->clocks);
         tp_clocks_json(rep, &res->clocks);
         tp_stragglers_compute(res, &c, o);
         tp_stragglers_json(rep, &res->stragglers);
         tp_clocks_free(&c);
+    }
+    if (!filled) { /* memory ran out (the clocks' only error): said, never left out silently */
+        res->clocks.no_memory = 1;
+        cJSON *j = cJSON_AddObjectToObject(rep, "clocks");
+        cJSON_AddStringToObject(j, "status", "not computed");
+        cJSON_AddStringToObject(j, "note", TP_CLOCKS_NO_MEMORY);
     }
     tp_throughput_compute(&res->throughput, run, res, o->tokens_per_step, o->samples_per_step,
                           o->flops_per_step, o->model, o->dtype);

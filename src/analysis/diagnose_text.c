@@ -168,6 +168,7 @@ static const char *sample_words(char *w, size_t n, double period) {
 /* Clock alignment across hosts: each host's offset and how well the collectives agree. */
 static void clocks_text(FILE *f, const tp_clocks_result *c, const char *B, const char *N,
                         const char *Y) {
+    if (c->no_memory) fprintf(f, "\n%sclocks%s: not computed: %s\n", B, N, TP_CLOCKS_NO_MEMORY);
     if (!c->present) return;
     fprintf(f, "\n%sclocks%s: %.0f host%s, %.0f collectives matched across ranks", B, N,
             c->hosts, c->hosts == 1 ? "" : "s", c->collectives_matched);

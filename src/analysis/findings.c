@@ -326,6 +326,7 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
             h->data_rank = r->rank;
         }
     }
+    h->unjudged_stragglers = res->clocks.no_memory;
     if (nsteps) {
         h->has_step = 1;
         h->step_ms = steps / (double)nsteps;
@@ -419,9 +420,15 @@ void tp_headline_build(tp_run_results *res) {
                               l ? ", " : "", 100 * h->data_share, h->data_rank);
     if (l) hl_line(h, "no bottleneck found: %s", fig);
     else hl_line(h, "no bottleneck found: no measured steps to judge (the rules need steps)");
-    if (h->has_unjudged)
-        hl_line(h, "not judged: exposed communication of rank %d and maybe others (memory ran out "
-                   "while the report computed it)", h->unjudged_rank);
+    if (h->has_unjudged || h->unjudged_stragglers) {
+        char what[96] = "";
+        if (h->has_unjudged)
+            snprintf(what, sizeof what, "exposed communication of rank %d and maybe others%s",
+                     h->unjudged_rank, h->unjudged_stragglers ? ", " : "");
+        int both = h->has_unjudged && h->unjudged_stragglers;
+        hl_line(h, "not judged: %s%s (memory ran out while the report computed %s)", what,
+                h->unjudged_stragglers ? "stragglers" : "", both ? "them" : "it");
+    }
     if (fs->nnear)
         hl_line(h, "near a threshold: %zu value%s past a threshold but inside its band, listed "
                    "below (not findings)", fs->nnear, fs->nnear == 1 ? "" : "s");

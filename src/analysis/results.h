@@ -687,7 +687,15 @@ typedef struct tp_clocks_result {
     size_t sample_keep;      /* the least bound of the files that sampled (tp_comm_keep_of) */
     int sample_world;        /* the world size that bound follows; <= 0: configured, or none
                               * named (TP_COMM_KEEP) */
+    int no_memory;           /* not computed, nor the stragglers (present 0): memory ran out;
+                              * "clocks" says so (TP_CLOCKS_NO_MEMORY), the headline too */
 } tp_clocks_result;
+
+/* The note of "clocks" when memory ran out while they were aligned. */
+#define TP_CLOCKS_NO_MEMORY                                                                  \
+    "memory ran out while the collectives were matched across ranks: no clock alignment and " \
+    "no straggler analysis (run the report where more memory is free, or bound the "          \
+    "collectives kept with TRAINPROF_COMM_KEEP)"
 
 /* One rank of the stragglers' table ("stragglers.ranks[]"). */
 typedef struct tp_straggler_rank {
@@ -933,6 +941,7 @@ typedef struct tp_headline {
     int has_unjudged;        /* a rank's exposure was not computed, memory having run out
                               * (TP_EXPOSURE_NO_MEMORY): "no bottleneck found" says so */
     int unjudged_rank;       /* the first such rank */
+    int unjudged_stragglers; /* nor were the clocks and stragglers (TP_CLOCKS_NO_MEMORY) */
 } tp_headline;
 
 /* Everything the run-level analyses and the rules read. */
