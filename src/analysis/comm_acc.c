@@ -88,6 +88,7 @@ static uint64_t row_hash(const row *r) {
 
 /* The rows given up (out of memory): the section shows none. */
 static void acc_no_rows(comm_acc *a) {
+    a->c->rows_no_memory = 1;
     free(a->v);
     free(a->first);
     free(a->slot);

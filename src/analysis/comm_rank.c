@@ -494,6 +494,7 @@ static void rank_json(cJSON *rs, const tp_comm_result *c, size_t nst) {
         cJSON_AddStringToObject(j, "note", "no communication recorded");
         return;
     }
+    if (c->rows_no_memory) cJSON_AddStringToObject(j, "note", TP_COMM_ROWS_NO_MEMORY);
     if (!c->resolved) return;
     if (c->has_placement) {
         cJSON *x = cJSON_AddObjectToObject(j, "channel_placement");

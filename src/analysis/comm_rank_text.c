@@ -119,6 +119,8 @@ void tp_comm_rank_text(FILE *f, const tp_comm_result *c) {
                 ncomm == 1 ? "" : "s");
     }
     pool_warning(f, c);
+    if (c->rows_no_memory)
+        fprintf(f, "    communicators: not known (%s)\n", TP_COMM_ROWS_NO_MEMORY);
     if (exposure && c->has_placement)
         fprintf(f,
                 "    NCCL's GPU times checked against CUPTI's NCCL kernels: moved by %+.1f us "

@@ -499,6 +499,11 @@ typedef struct tp_comm_exposure_result {
     double worst_step;       /* the application's step number with the largest exposed share */
 } tp_comm_exposure_result;
 
+/* The note of a rank's "communication" whose rows were lost to memory. */
+#define TP_COMM_ROWS_NO_MEMORY                                                               \
+    "memory ran out while the ops were summed per communicator: the communicators are not "  \
+    "listed (run the report where more memory is free)"
+
 /* The rank's communication ("communication"; comm.h). */
 typedef struct tp_comm_result {
     int present;
@@ -510,6 +515,8 @@ typedef struct tp_comm_result {
     int nothing;             /* no op and no communication kernel: "note", nothing below */
     int resolved;            /* the ops were timed: placement, communicators and exposure */
     int has_placement;       /* kernel-channel intervals checked against CUPTI */
+    int rows_no_memory;      /* memory ran out summing the ops: no rows, no communicators
+                              * ("note": TP_COMM_ROWS_NO_MEMORY) */
     double placement_ops, shift_us_p50, shift_us_min, shift_us_max;
     size_t ncomms;
     tp_comm_communicator_result *comms; /* owned */

@@ -47,8 +47,9 @@ struct tp_report_opts;
  * rank section computes from the same file (an older summary would then be taken as current
  * and give figures the rank file no longer gives), or what a slim process holds of it (an
  * older summary would hold what the merge no longer needs: before 12, every value a
- * metadata key was ever given). 13: the GPU result counts the pauses past those it lists. */
-#define TP_SUMMARY_VERSION 14
+ * metadata key was ever given). 13: the GPU result counts the pauses past those it lists.
+ * 15: a rank's communication says when its rows were lost to memory. */
+#define TP_SUMMARY_VERSION 15
 
 /* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
  * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */

@@ -581,7 +581,8 @@ static void comm(tp_sum_buf *c, int rd, tp_comm_result *x) {
             if (rd) x->torch_backends[i][sizeof *x->torch_backends - 1] = 0;
         }
     I(x->has_not_recorded), D(x->nccl_ops_not_recorded), I(x->nothing), I(x->resolved);
-    I(x->has_placement), D(x->placement_ops), D(x->shift_us_p50), D(x->shift_us_min);
+    I(x->has_placement), I(x->rows_no_memory);
+    D(x->placement_ops), D(x->shift_us_p50), D(x->shift_us_min);
     D(x->shift_us_max);
     /* the rows before the communicators, which point into them */
     Z(x->nrows);
