@@ -240,8 +240,9 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
              * exposed); the nonblocking ops in flight (an MPI I* op, an async torch
              * collective, DDP's bucket all-reduces: call to observed completion) are
              * communication too, but the host was free to compute meanwhile: overlapped,
-             * except where it also waited. Without any, the two are one (a copy of a CPU
-             * job's millions of calls spared). */
+             * except where it also waited: all communication is the union of the two sets
+             * (su: the nonblocking ones), each sorted, walked together rather than copied
+             * into one (a CPU job's millions of calls). */
             for (size_t i = 0; i < p->ncomm && !oom; i++) {
                 const tp_comm_op *o = &p->comm[i];
                 if (tp_comm_host_timed(o->source, o->flags) &&
@@ -251,11 +252,15 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
             size_t nh;
             const tp_span *h = tp_comm_stream_host(p, 1, &nh); /* the others, read apart */
             oom |= !oom && tp_comm_push_spans(&su, &nsu, &csu, h, nh) != TPROF_OK;
-            oom |= !oom && nsu && tp_comm_push_spans(&su, &nsu, &csu, sc, nsc) != TPROF_OK;
             if (oom) break;
-            tp_steps_union_each(sc, nsc, win, nw, ex);
-            if (nsu) tp_steps_union_each(su, nsu, win, nw, cm);
-            else memcpy(cm, ex, nw * sizeof *cm);
+            tp_steps_union_each(sc, nsc, win, nw, ex); /* sorts sc */
+            tp_spans_sort(su, nsu);
+            tp_span_array sa = {sc, nsc, 0}, ua = {su, nsu, 0};
+            tp_union all;
+            tp_union_init(&all);
+            tp_union_add(&all, tp_span_array_next, &sa);
+            tp_union_add(&all, tp_span_array_next, &ua);
+            tp_union_steps_each(&all, win, nw, cm);
             for (size_t w = 0; w < nw; w++) ov[w] = cm[w] > ex[w] ? cm[w] - ex[w] : 0;
             break;
         }
