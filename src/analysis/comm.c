@@ -142,6 +142,11 @@ int tp_comm_torch_twin(const tp_comm_op *op, int plugin) {
 
 static int is_mpi(const tp_comm_op *o) { return tp_comm_host_timed(o->source, o->flags); }
 
+int tp_comm_host_span(const tp_comm_op *o) {
+    if (!is_mpi(o) || (o->flags & TPROF_COMM_F_UNFINISHED)) return -1;
+    return (o->flags & TPROF_COMM_F_NONBLOCKING) != 0;
+}
+
 const char *tp_comm_source_name(uint32_t source) {
     return source == TPROF_COMM_SRC_NCCL    ? "nccl"
            : source == TPROF_COMM_SRC_MPI   ? "mpi"
@@ -904,7 +909,7 @@ int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_de
         if (is_mpi(o)) {
             /* blocking calls and waits: the host was blocked; a nonblocking op's span
              * (start to observed completion) was free time, its Wait counts instead */
-            if (!(o->flags & (TPROF_COMM_F_UNFINISHED | TPROF_COMM_F_NONBLOCKING)) &&
+            if (tp_comm_host_span(o) == 0 &&
                 tp_comm_push_span(v, n, cap, o->start, o->end) != TPROF_OK)
                 return TPROF_ERR_NO_MEMORY;
         } else if (has_device && !cupti_comm && tm[i].src == TP_COMM_TIME_GPU &&

@@ -316,6 +316,10 @@ size_t tp_comm_streams_opened(void);
  * backend that runs on the host (gloo, mpi, ucc, ...); 0 for NCCL's (the plugin's, or torch's
  * over NCCL), whose host interval is only the enqueue. */
 int tp_comm_host_timed(uint32_t source, uint32_t flags); /* an op's (or key's) fields */
+/* What host-timed op o gives the exposure and the step breakdown: 0 the span of a blocking
+ * call or wait (the host was blocked), 1 that of a nonblocking op (call to observed
+ * completion: the host was free meanwhile), -1 none (not host-timed, or unfinished). */
+int tp_comm_host_span(const tp_comm_op *o);
 /* 1 when op is torch.distributed's record of an NCCL call (enqueue-flagged) in a file where
  * NCCL's profiler plugin recorded ops (`plugin`): the twin of the plugin's record of the same
  * call, which a whole load drops (model.c, drop_torch_twins), as it drops those of the first

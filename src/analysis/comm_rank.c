@@ -243,12 +243,9 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
              * except where it also waited: all communication is the union of the two sets
              * (su: the nonblocking ones), each sorted, walked together rather than copied
              * into one (a CPU job's millions of calls). */
-            for (size_t i = 0; i < p->ncomm && !oom; i++) {
-                const tp_comm_op *o = &p->comm[i];
-                if (tp_comm_host_timed(o->source, o->flags) &&
-                    (o->flags & TPROF_COMM_F_NONBLOCKING) && !(o->flags & TPROF_COMM_F_UNFINISHED))
-                    oom |= tp_comm_push_span(&su, &nsu, &csu, o->start, o->end);
-            }
+            for (size_t i = 0; i < p->ncomm && !oom; i++)
+                if (tp_comm_host_span(&p->comm[i]) == 1)
+                    oom |= tp_comm_push_span(&su, &nsu, &csu, p->comm[i].start, p->comm[i].end);
             size_t nh;
             const tp_span *h = tp_comm_stream_host(p, 1, &nh); /* the others, read apart */
             oom |= !oom && tp_comm_push_spans(&su, &nsu, &csu, h, nh) != TPROF_OK;

@@ -150,10 +150,9 @@ static int host_kept(first_pass *m, const tp_comm_op *op) {
         return 0;
     }
     if (first) return 1;
-    if (op->flags & TPROF_COMM_F_UNFINISHED) return 0;
-    int k = (op->flags & TPROF_COMM_F_NONBLOCKING) != 0;
-    if (tp_comm_push_span(&m->host[k], &m->nhost[k], &m->chost[k], op->start, op->end) !=
-        TPROF_OK)
+    int k = tp_comm_host_span(op);
+    if (k >= 0 && tp_comm_push_span(&m->host[k], &m->nhost[k], &m->chost[k], op->start,
+                                    op->end) != TPROF_OK)
         m->oom = 1;
     return 0;
 }
@@ -270,8 +269,7 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     s->ncand = m.n;
     for (int k = 0; k < 2; k++) { /* held for the section: their size, not their room */
         tp_span *fit = m.nhost[k] ? realloc(m.host[k], m.nhost[k] * sizeof *fit) : NULL;
-        if (!m.nhost[k]) free(m.host[k]);
-        s->host[k] = m.nhost[k] && !fit ? m.host[k] : fit;
+        s->host[k] = fit ? fit : m.host[k];
         s->nhost[k] = m.nhost[k];
     }
     s->nops = m.seen;
