@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/alloc.h"
 #include "common.h"
 #include "export/html.h"
 
@@ -94,6 +95,7 @@ int cmd_report(int argc, char **argv) {
     }
     tp_report rep;
     int made = make_report(&run, &a, &rep) == TPROF_OK;
+    unsigned long nomem = tp_nomem_process(); /* a refusal before is in the report's notes */
     int rc = 1;
     outfile of;
     if (made && out_open(&of, out) == 0) {
@@ -109,6 +111,7 @@ int cmd_report(int argc, char **argv) {
                     : tp_report_write_text(&rep, of.f,
                                            of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
         rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+        if (!rc) rc = written_whole(of.f == stdout ? "the report" : out, nomem);
         if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
     }
     if (made) tp_report_free(&rep);

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analysis/alloc.h"
 #include "analysis/mfu.h"
 #include "analysis/model.h"
 #include "common.h"
@@ -855,18 +856,24 @@ static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
     int ok[3] = {0, 0, 0};
     char path[PATH_MAX + 32];
     outfile of;
+    unsigned long nomem = tp_nomem_process(); /* one written short of memory is not whole */
     snprintf(path, sizeof path, "%s/report.txt", absdir);
     if (out_open(&of, path) == 0)
-        ok[0] = out_close(&of, tp_report_write_text(&rep, of.f, 0) == 0) == 0;
+        ok[0] = out_close(&of, tp_report_write_text(&rep, of.f, 0) == 0) == 0 &&
+                !written_whole(path, nomem);
     snprintf(path, sizeof path, "%s/report.json", absdir);
+    nomem = tp_nomem_process();
     if (out_open(&of, path) == 0)
-        ok[1] = out_close(&of, tp_report_write_doc(&rep, of.f) == 0) == 0;
+        ok[1] = out_close(&of, tp_report_write_doc(&rep, of.f) == 0) == 0 &&
+                !written_whole(path, nomem);
     snprintf(path, sizeof path, "%s/report.html", absdir);
     tp_report_opts ho;
     report_opts(&o->a, &ho);
     tp_report_sections_once(&rep); /* the HTML is the last to read them: see cmd_report.c */
+    nomem = tp_nomem_process();
     if (out_open(&of, path) == 0)
-        ok[2] = out_close(&of, tp_html_write(&rep, &ho, of.f) == 0) == 0;
+        ok[2] = out_close(&of, tp_html_write(&rep, &ho, of.f) == 0) == 0 &&
+                !written_whole(path, nomem);
     if (!o->quiet) {
         fputc('\n', stdout);
         tp_report_write_text(&rep, stdout, isatty(1) && !getenv("NO_COLOR"));

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/alloc.h"
 #include "analysis/comm.h"
 #include "analysis/counter_pack.h"
 #include "analysis/mfu.h"
@@ -240,7 +241,18 @@ void report_opts(const report_args *a, tp_report_opts *o) {
 int make_report(const tp_run *run, const report_args *a, tp_report *out) {
     tp_report_opts o;
     report_opts(a, &o);
-    return tp_report_make_spilled(run, &o, out);
+    int rc = tp_report_make_spilled(run, &o, out);
+    if (rc != TPROF_OK)
+        fprintf(stderr, "trainprof: the report could not be made: %s (run it where more memory "
+                        "is free)\n", tprof_strerror(rc));
+    return rc;
+}
+
+int written_whole(const char *what, unsigned long nomem) {
+    if (tp_nomem_process() == nomem) return 0;
+    fprintf(stderr, "trainprof: memory ran out while %s was written: it may be incomplete (run "
+                    "it again where more memory is free)\n", what);
+    return 1;
 }
 
 /* ------------------------------------------------------------------ run and serve */

@@ -100,8 +100,12 @@ int report_opt_set(report_args *a, int id, const char *v, const char *cmd);
 void report_opts(const report_args *a, tp_report_opts *o);
 
 /* The report of a run into *out (the document and its typed results; tp_report_free).
- * Returns TPROF_OK, or TPROF_ERR_NO_MEMORY. */
+ * Returns TPROF_OK, or TPROF_ERR_NO_MEMORY after one line on stderr. */
 int make_report(const tp_run *run, const report_args *a, tp_report *out);
+/* 0 when no allocation was refused to the process since tp_nomem_process() gave nomem
+ * (analysis/alloc.h), else 1 with one line saying that `what` (a file name, "the report")
+ * may be incomplete: a rendering that ran short of memory leaves parts out. */
+int written_whole(const char *what, unsigned long nomem);
 
 /* ------------------------------------------------------------------ run and serve */
 

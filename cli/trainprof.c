@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/alloc.h"
 #include "analysis/report.h"
 #include "common.h"
 #include "format/format.h"
@@ -71,6 +72,9 @@ int main(int argc, char **argv) {
         main_usage(stderr);
         return EXIT_USAGE;
     }
+    /* the command owns its cJSON use: the report's nodes are counted as the analyses'
+     * allocations are, so that a document short of memory says so (analysis/alloc.h) */
+    tp_alloc_json_hooks();
     const char *c = argv[1];
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
         main_usage(stdout);

@@ -21,6 +21,11 @@ target_compile_definitions(test_report_slim PRIVATE TPROF_SOURCE_DIR="${CMAKE_SO
 # It renders the fuzz corpus and the synthetic runs slim and whole: 34 s under TSan alone, and
 # past the units' 120 s under TSan with every core busy (suite_under_load) and more load.
 set_tests_properties(test_report_slim PROPERTIES TIMEOUT 600)
+# A report whose making runs out of memory says where (analysis/alloc.h): every allocation
+# refused in turn, on a straggler scenario and the slim tests' four ranks, from the rank files
+# and from their summaries.
+tprof_add_unit(test_report_nomem test_report_nomem.c synth.c diag_scen.c LIBS tprof_analysis LABELS report)
+set_tests_properties(test_report_nomem PROPERTIES TIMEOUT 600)
 # A rank section whose ranges are streamed from its file (model_stream.c, report_ranges.c)
 # reads the same report, byte for byte, as one read whole; the sweep's nesting range by range.
 tprof_add_unit(test_report_stream test_report_stream.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")

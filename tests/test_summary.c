@@ -102,7 +102,8 @@ static const char STALE_LINE[] =
     " out of date, recomputed from the rank files (the rank file, or this report's --step-name, "
     "--warmup, --data-names, --top or --gpu-records, or TRAINPROF_COMM_KEEP, changed since "
     "`trainprof summarize`, the run "
-    "was copied, another trainprof build wrote it, or the summary is damaged)\n";
+    "was copied, another trainprof build wrote it, or the summary is damaged or could not be "
+    "read)\n";
 
 /* Removes the text's line "  N summar(y|ies) out of date, recomputed ..." (there must be
  * one). */

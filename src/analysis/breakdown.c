@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
+#include "analysis/alloc.h"
 #include "analysis/breakdown_cpu.h"
 #include "analysis/capture.h"
 #include "analysis/stats.h"
@@ -55,7 +56,7 @@ static int add(spans *s, uint64_t a, uint64_t b) {
     if (b <= a) return 0;
     if (s->n == s->cap) {
         size_t c = s->cap ? s->cap * 2 : 256;
-        tp_span *nv = realloc(s->v, c * sizeof *nv);
+        tp_span *nv = tp_realloc(s->v, c * sizeof *nv);
         if (!nv) return -1;
         s->v = nv;
         s->cap = c;
@@ -340,7 +341,7 @@ static void gpu_figures(tp_breakdown_result *out, const uint64_t *len, const uin
         out->has_most_idle_step = 1;
         out->most_idle_step = (double)win[worst].app_step;
     }
-    out->warmup = nwarm ? calloc(nwarm, sizeof *out->warmup) : NULL;
+    out->warmup = nwarm ? tp_calloc(nwarm, sizeof *out->warmup) : NULL;
     for (size_t w = 0; w < nwarm && out->warmup; w++) {
         tp_bd_warmup *x = &out->warmup[out->nwarmup++];
         x->step = (double)win[w].app_step;
@@ -374,11 +375,11 @@ static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_st
     gpu_sets g = {0};
     size_t nkd = 0, ngaps = 0;
     int oom = gpu_sets_build(&g, p, st, dev, names, nn) != 0;
-    uint64_t *len = calloc(nw * C_N, sizeof *len);
-    double *val = malloc(nw * sizeof *val);
+    uint64_t *len = tp_calloc(nw * C_N, sizeof *len);
+    double *val = tp_malloc(nw * sizeof *val);
     /* per window: compute, compute or communication, communication covered */
-    uint64_t *cov = malloc(nw * 3 * sizeof *cov);
-    uint64_t *nk = calloc(nw, sizeof *nk), *ng = calloc(nw, sizeof *ng);
+    uint64_t *cov = tp_malloc(nw * 3 * sizeof *cov);
+    uint64_t *nk = tp_calloc(nw, sizeof *nk), *ng = tp_calloc(nw, sizeof *ng);
     if (!oom && len && val && cov && nk && ng) {
         tp_union u;
         union_src src;
@@ -516,7 +517,7 @@ static void gpu_json(cJSON *b, const tp_breakdown_result *r) {
     if (r->ndevices > 1) cJSON_AddNumberToObject(b, "devices", (double)r->ndevices);
     if (!r->has_parts) return;
     cJSON *jm = cJSON_AddObjectToObject(b, "ms");
-    for (int c = 0; c < C_N; c++) cJSON_AddItemToObject(jm, cname[c], tp_stat5_json(&r->ms[c]));
+    for (int c = 0; c < C_N; c++) tp_json_item_to_object(jm, cname[c], tp_stat5_json(&r->ms[c]));
     cJSON *js = cJSON_AddObjectToObject(b, "share");
     for (int c = C_COMPUTE; c <= C_OTHER; c++) cJSON_AddNumberToObject(js, cname[c], r->share[c]);
     cJSON_AddNumberToObject(js, "start_idle_data", r->share[C_START_DATA]);
@@ -536,7 +537,7 @@ static void gpu_json(cJSON *b, const tp_breakdown_result *r) {
             snprintf(key, sizeof key, "%s_ms", cname[c]);
             cJSON_AddNumberToObject(o, key, r->warmup[w].ms[c]);
         }
-        cJSON_AddItemToArray(wu, o);
+        tp_json_item_to_array(wu, o);
     }
 }
 
@@ -548,13 +549,13 @@ static void cpu_json(cJSON *b, const tp_breakdown_result *r) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", x->name);
         if (x->domain) cJSON_AddStringToObject(o, "domain", x->domain);
-        cJSON_AddItemToObject(o, "ms", tp_stat5_json(&x->ms));
+        tp_json_item_to_object(o, "ms", tp_stat5_json(&x->ms));
         cJSON_AddNumberToObject(o, "share", x->share);
-        cJSON_AddItemToArray(jr, o);
+        tp_json_item_to_array(jr, o);
     }
     cJSON *jm = cJSON_AddObjectToObject(b, "ms");
-    cJSON_AddItemToObject(jm, "step", tp_stat5_json(&r->step_ms));
-    cJSON_AddItemToObject(jm, "untracked", tp_stat5_json(&r->untracked_ms));
+    tp_json_item_to_object(jm, "step", tp_stat5_json(&r->step_ms));
+    tp_json_item_to_object(jm, "untracked", tp_stat5_json(&r->untracked_ms));
     cJSON *js = cJSON_AddObjectToObject(b, "share");
     cJSON_AddNumberToObject(js, "untracked", r->untracked_share);
     cJSON *wu = cJSON_AddArrayToObject(b, "warmup");
@@ -568,10 +569,10 @@ static void cpu_json(cJSON *b, const tp_breakdown_result *r) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "name", x->ranges[i].name);
             cJSON_AddNumberToObject(e, "ms", x->ranges[i].ms);
-            cJSON_AddItemToArray(rr, e);
+            tp_json_item_to_array(rr, e);
         }
         cJSON_AddNumberToObject(o, "untracked_ms", x->untracked_ms);
-        cJSON_AddItemToArray(wu, o);
+        tp_json_item_to_array(wu, o);
     }
 }
 

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown_cpu.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,7 @@ static size_t row_find(const row_index *x, const nrow *rows, size_t nr, const ch
 static int row_index_room(row_index *x, const nrow *rows, size_t nr) {
     if ((nr + 1) * 2 <= x->cap) return 0;
     size_t cap = x->cap ? x->cap * 2 : 64;
-    uint32_t *s = calloc(cap, sizeof *s);
+    uint32_t *s = tp_calloc(cap, sizeof *s);
     if (!s) return -1;
     free(x->slot);
     x->slot = s;
@@ -244,7 +245,7 @@ static int sweep_init(csweep *w, const tp_step *win, size_t nw, size_t nwarm) {
     w->win = win;
     w->nw = nw;
     w->nwarm = nwarm;
-    w->cov = calloc(nw ? nw : 1, sizeof *w->cov);
+    w->cov = tp_calloc(nw ? nw : 1, sizeof *w->cov);
     return w->cov ? 0 : -1;
 }
 
@@ -267,7 +268,7 @@ static size_t sweep_row(csweep *w, const char *name, uint32_t domain) {
     if (i < w->nr) return i;
     if (w->nr == w->capr) {
         size_t c2 = w->capr ? w->capr * 2 : 64;
-        nrow *n2 = realloc(w->rows, c2 * sizeof *n2);
+        nrow *n2 = tp_realloc(w->rows, c2 * sizeof *n2);
         if (!n2) {
             w->oom = 1;
             return w->nr;
@@ -275,7 +276,7 @@ static size_t sweep_row(csweep *w, const char *name, uint32_t domain) {
         w->rows = n2;
         w->capr = c2;
     }
-    uint64_t *per = calloc(w->nw ? w->nw : 1, sizeof *per);
+    uint64_t *per = tp_calloc(w->nw ? w->nw : 1, sizeof *per);
     if (!per) {
         w->oom = 1;
         return w->nr;
@@ -296,7 +297,7 @@ static void sweep_feed(csweep *w, const cand *c) {
             if (w->nh && cand_before(&w->heap[0], c) && w->heap[0].e >= c->e) return;
             if (w->nh == w->caph) {
                 size_t c2 = w->caph ? w->caph * 2 : 64;
-                cand *n2 = realloc(w->heap, c2 * sizeof *n2);
+                cand *n2 = tp_realloc(w->heap, c2 * sizeof *n2);
                 if (!n2) {
                     w->oom = 1;
                     return;
@@ -363,7 +364,7 @@ static int process_top(const tp_thread *t, const tp_thread *th, const tp_range *
 static void whole_candidates(csweep *w, const tp_process *p, const tp_thread *t, int descend) {
     cand *cv = NULL;
     size_t ncand = 0, capc = 0;
-    uint8_t *holds = descend && t ? calloc(t->nranges ? t->nranges : 1, 1) : NULL;
+    uint8_t *holds = descend && t ? tp_calloc(t->nranges ? t->nranges : 1, 1) : NULL;
     if (descend && t && !holds) w->oom = 1;
     if (holds) phase_holders(t, holds);
     for (size_t ti = 0; t && !w->oom && ti < p->nthreads; ti++) {
@@ -380,7 +381,7 @@ static void whole_candidates(csweep *w, const tp_process *p, const tp_thread *t,
             if (row == w->nr) break;
             if (ncand == capc) {
                 size_t c2 = capc ? capc * 2 : 256;
-                cand *n2 = realloc(cv, c2 * sizeof *n2);
+                cand *n2 = tp_realloc(cv, c2 * sizeof *n2);
                 if (!n2) {
                     w->oom = 1;
                     break;
@@ -400,7 +401,7 @@ static void whole_candidates(csweep *w, const tp_process *p, const tp_thread *t,
     free(holds);
     /* the candidates fed in start order through indices: 4 bytes each to sort (a sort of the
      * candidates themselves would take a copy of them all) */
-    uint32_t *order = w->oom ? NULL : malloc((ncand ? ncand : 1) * sizeof *order);
+    uint32_t *order = w->oom ? NULL : tp_malloc((ncand ? ncand : 1) * sizeof *order);
     if (!order) w->oom = 1;
     if (!w->oom) {
         for (size_t i = 0; i < ncand; i++) order[i] = (uint32_t)i;
@@ -483,9 +484,9 @@ int tp_cpu_stream_new(tp_cpu_stream **out, const tp_process *kept, const tp_step
     if (!cpu_plan(kept, s, &whole, &win, &nw, &nwarm, &descend)) return TPROF_OK;
     size_t ti = cpu_thread(kept, s, top);
     if (ti >= kept->nthreads) return TPROF_OK; /* no view: the model's answer is the whole's */
-    tp_cpu_stream *c = calloc(1, sizeof *c);
+    tp_cpu_stream *c = tp_calloc(1, sizeof *c);
     if (!c) return TPROF_ERR_NO_MEMORY;
-    c->win = malloc(nw * sizeof *c->win);
+    c->win = tp_malloc(nw * sizeof *c->win);
     if (!c->win || sweep_init(&c->sw, c->win, nw, nwarm) != 0) {
         tp_cpu_stream_free(c);
         return TPROF_ERR_NO_MEMORY;
@@ -510,7 +511,7 @@ int tp_cpu_stream_new(tp_cpu_stream **out, const tp_process *kept, const tp_step
             if (row == c->sw.nr) break;
             if (c->npc == cap) {
                 cap = cap ? 2 * cap : 64;
-                cand *n2 = realloc(c->pc, cap * sizeof *n2);
+                cand *n2 = tp_realloc(c->pc, cap * sizeof *n2);
                 if (!n2) {
                     c->sw.oom = 1;
                     break;
@@ -594,7 +595,7 @@ static void stream_flush(tp_cpu_stream *c) {
 static cstack *stack_of(tp_cpu_stream *c, uint32_t domain) {
     for (size_t i = 0; i < c->nstk; i++)
         if (c->stk[i].domain == domain) return &c->stk[i];
-    cstack *n2 = realloc(c->stk, (c->nstk + 1) * sizeof *n2);
+    cstack *n2 = tp_realloc(c->stk, (c->nstk + 1) * sizeof *n2);
     if (!n2) return NULL;
     c->stk = n2;
     c->stk[c->nstk] = (cstack){domain, NULL, 0, 0};
@@ -612,7 +613,7 @@ void tp_cpu_stream_opened(tp_cpu_stream *c, size_t thread, const tp_range *r) {
     cstack *st = stack_of(c, r->domain);
     if (st && st->n == st->cap) {
         size_t cap = st->cap ? 2 * st->cap : 16;
-        int32_t *nv = realloc(st->v, cap * sizeof *nv);
+        int32_t *nv = tp_realloc(st->v, cap * sizeof *nv);
         if (nv) {
             st->v = nv;
             st->cap = cap;
@@ -640,13 +641,13 @@ void tp_cpu_stream_opened(tp_cpu_stream *c, size_t thread, const tp_range *r) {
     }
     if (c->nheld == c->capheld) {
         size_t cap = c->capheld ? 2 * c->capheld : 256;
-        tp_range *nh = realloc(c->held, cap * sizeof *nh);
+        tp_range *nh = tp_realloc(c->held, cap * sizeof *nh);
         if (nh) c->held = nh;
-        uint32_t *ns = nh ? realloc(c->seq, cap * sizeof *ns) : NULL;
+        uint32_t *ns = nh ? tp_realloc(c->seq, cap * sizeof *ns) : NULL;
         if (ns) c->seq = ns;
-        cand *nf = ns ? realloc(c->fc, cap * sizeof *nf) : NULL;
+        cand *nf = ns ? tp_realloc(c->fc, cap * sizeof *nf) : NULL;
         if (nf) c->fc = nf;
-        uint8_t *nb = nf ? realloc(c->holds, cap) : NULL;
+        uint8_t *nb = nf ? tp_realloc(c->holds, cap) : NULL;
         if (nb) c->holds = nb;
         if (!nb) {
             c->sw.oom = 1;
@@ -720,8 +721,8 @@ static void cpu_results(tp_breakdown_result *out, const tp_process *p, const nro
     for (size_t w = nwarm; w < nw; w++) T += (double)(win[w].end - win[w].start);
     size_t shown = nr < CPU_ROWS ? nr : CPU_ROWS;
     size_t nrows = shown < nr ? shown + 1 : shown;
-    out->ranges = calloc(nrows ? nrows : 1, sizeof *out->ranges);
-    out->warmup = calloc(nwarm ? nwarm : 1, sizeof *out->warmup);
+    out->ranges = tp_calloc(nrows ? nrows : 1, sizeof *out->ranges);
+    out->warmup = tp_calloc(nwarm ? nwarm : 1, sizeof *out->warmup);
     if (!out->ranges || !out->warmup) return;
     for (size_t i = 0; i < nrows; i++) {
         int rest = i == CPU_ROWS; /* the remaining names together */
@@ -780,7 +781,7 @@ void tp_cpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_steps 
         size_t ti = cpu_thread(p, st, NULL);
         whole_candidates(&own, p, ti < p->nthreads ? &p->threads[ti] : NULL, descend);
     }
-    double *val = malloc((nw ? nw : 1) * sizeof *val);
+    double *val = tp_malloc((nw ? nw : 1) * sizeof *val);
     if (val && !w->oom) {
         /* rows that never owned any time (wholly inside another range) are not shown */
         size_t k = 0;
@@ -805,7 +806,7 @@ void tp_cpu_top_closed(tp_cpu_top *t, size_t thread, const tp_range *r) {
     if (r->depth != 0 || (r->flags & (TP_R_ASYNC | TP_R_UNCLOSED)) || t->oom) return;
     if (thread >= t->n) {
         size_t n = thread + 8;
-        uint64_t *nv = realloc(t->ns, n * sizeof *nv);
+        uint64_t *nv = tp_realloc(t->ns, n * sizeof *nv);
         if (!nv) {
             t->oom = 1;
             return;

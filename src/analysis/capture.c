@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/capture.h"
+#include "analysis/alloc.h"
 #include "analysis/stats.h"
 
 #include <errno.h>
@@ -70,7 +71,7 @@ static int by_on(const void *a, const void *b) {
  * after one; an entry that is not "on-off" or "on-", or that ends before it begins, is left
  * out and counted in *ignored. Returns the switches, SIZE_MAX when out of memory. */
 static size_t window_events(const char *wl, cap_event *v, size_t cap, size_t *ignored) {
-    tp_span *w = malloc((cap / 2 + 1) * sizeof *w);
+    tp_span *w = tp_malloc((cap / 2 + 1) * sizeof *w);
     size_t nw = 0, n = 0;
     if (!w) return SIZE_MAX;
     for (const char *q = wl; *q;) {
@@ -111,7 +112,7 @@ static char *window_list(const tp_process *p, int *oom) {
     if (!first || !*first) return NULL;
     size_t len = strlen(first);
     for (unsigned k = 2; (pg = tp_meta_page(p, key, k)); k++) len += 1 + strlen(pg);
-    char *wl = malloc(len + 1);
+    char *wl = tp_malloc(len + 1);
     if (!wl) {
         *oom = 1;
         return NULL;
@@ -144,7 +145,7 @@ static cap_event *events(const tp_process *p, size_t *n, int *oom, size_t *ignor
     if (wl) {
         size_t cap = 2;
         for (const char *q = wl; *q; q++) cap += 2 * (*q == ',');
-        cap_event *v = malloc(cap * sizeof *v);
+        cap_event *v = tp_malloc(cap * sizeof *v);
         *n = 0;
         if (!v) {
             free(wl);
@@ -172,7 +173,7 @@ static cap_event *events(const tp_process *p, size_t *n, int *oom, size_t *ignor
             k += !strcmp(p->meta[i].key, keys[j].key);
     *n = 0;
     if (!k) return NULL;
-    cap_event *v = malloc(k * sizeof *v);
+    cap_event *v = tp_malloc(k * sizeof *v);
     if (!v) {
         *oom = 1;
         return NULL;
@@ -237,7 +238,7 @@ int tp_capture_pause_list(const tp_process *p, tp_capture_pause **v, size_t *n) 
     if (open && (digits(open, &since, &r) || *r)) open = NULL;
     size_t entries = each_pause(p, NULL, NULL), cap = entries + (open && *open);
     if (!cap) return TPROF_OK;
-    pause_fill pf = {malloc(cap * sizeof *pf.v), 0, cap};
+    pause_fill pf = {tp_malloc(cap * sizeof *pf.v), 0, cap};
     if (!pf.v) return TPROF_ERR_NO_MEMORY;
     each_pause(p, fill_pause, &pf);
     if (open && *open)
@@ -258,7 +259,7 @@ static int pauses(const tp_process *p, tp_span **v, size_t *n) {
     *v = NULL;
     *n = 0;
     if (tp_capture_pause_list(p, &l, &nl) != TPROF_OK) return -1;
-    *v = malloc((nl ? nl : 1) * sizeof **v);
+    *v = tp_malloc((nl ? nl : 1) * sizeof **v);
     if (!*v) {
         free(l);
         return -1;
@@ -341,7 +342,7 @@ static int spans_of(const tp_process *p, uint64_t t0, uint64_t t1, int clip, tp_
     cap_event *ev = use ? events(p, &nev, &oom, NULL) : NULL;
     if (!oom && use && pauses(p, &pz, &npz) != 0) oom = 1;
     /* at most one span per switch and per pause, and the first */
-    tp_step *v = oom ? NULL : malloc((nev + 2 * npz + 2) * sizeof *v);
+    tp_step *v = oom ? NULL : tp_malloc((nev + 2 * npz + 2) * sizeof *v);
     if (!v) {
         free(ev);
         free(pz);
@@ -447,8 +448,8 @@ static void none_reason(tp_capture_result *out, const tp_process *p) {
         l += (size_t)snprintf(b + l, n - l, "; capture was paused");
         /* for each reason named, once, in the order of the pauses: the first few that fit */
         const size_t np = tp_capture_npauses(p);
-        const char **rs = np ? malloc(np * sizeof *rs) : NULL;
-        size_t *rl = np ? malloc(np * sizeof *rl) : NULL;
+        const char **rs = np ? tp_malloc(np * sizeof *rs) : NULL;
+        size_t *rl = np ? tp_malloc(np * sizeof *rl) : NULL;
         if (rs && rl) tp_capture_pause_reasons(p, rs, rl, np);
         size_t shown[8], named = 0; /* the pauses whose reasons were written */
         for (size_t i = 0; rs && rl && i < np && l < n && named < 8; i++) {
@@ -529,9 +530,9 @@ static double median_abs(double *v, size_t n) {
  * for a normal distribution: Rousseeuw and Croux, JASA 88 (1993)). */
 static void cost(tp_capture_result *out, const tp_step *meas, size_t nm, const uint8_t *in,
                  const unsigned *why) {
-    double *a = malloc((nm ? nm : 1) * sizeof *a), *o = malloc((nm ? nm : 1) * sizeof *o);
-    double *dev = malloc((nm ? nm : 1) * sizeof *dev);
-    uint8_t *used = calloc(nm ? nm : 1, 1);
+    double *a = tp_malloc((nm ? nm : 1) * sizeof *a), *o = tp_malloc((nm ? nm : 1) * sizeof *o);
+    double *dev = tp_malloc((nm ? nm : 1) * sizeof *dev);
+    uint8_t *used = tp_calloc(nm ? nm : 1, 1);
     size_t na = 0, no = 0, skipped = 0;
     if (!a || !o || !dev || !used) goto out;
     for (size_t i = 0; i < nm; i++) {
@@ -662,9 +663,9 @@ int tp_capture_compute(tp_capture_result *out, tp_steps *cap, const tp_process *
     out->complete_until_ns = UINT64_MAX;
     out->complete_until_s = -1;
     size_t n = s->nsteps, nm = n - s->nwarmup;
-    cap->steps = malloc((n ? n : 1) * sizeof *cap->steps);
-    uint8_t *in = calloc(n ? n : 1, 1);
-    unsigned *why = calloc(n ? n : 1, sizeof *why);
+    cap->steps = tp_malloc((n ? n : 1) * sizeof *cap->steps);
+    uint8_t *in = tp_calloc(n ? n : 1, 1);
+    unsigned *why = tp_calloc(n ? n : 1, sizeof *why);
     tp_span *pz = NULL;
     size_t npz = 0, nev = 0;
     int oom = !cap->steps || !in || !why;
@@ -775,13 +776,13 @@ void tp_capture_json(cJSON *rank, const tp_capture_result *c) {
     cJSON_AddNumberToObject(j, "captured_steps", (double)c->captured);
     cJSON *r = cJSON_AddArrayToObject(j, "steps");
     for (size_t i = 0; i < c->nranges; i++)
-        cJSON_AddItemToArray(r, cJSON_CreateDoubleArray(c->ranges[i], 2));
+        tp_json_item_to_array(r, cJSON_CreateDoubleArray(c->ranges[i], 2));
     if (c->ranges_left_out)
         cJSON_AddNumberToObject(j, "steps_left_out", (double)c->ranges_left_out);
     cJSON *why = cJSON_AddArrayToObject(j, "limited_by");
     for (size_t i = 0; i < sizeof causes / sizeof *causes; i++)
         if (c->limited_by & causes[i].bit)
-            cJSON_AddItemToArray(why, cJSON_CreateString(causes[i].name));
+            tp_json_item_to_array(why, cJSON_CreateString(causes[i].name));
     if (!c->captured) cJSON_AddStringToObject(j, "not_captured", c->not_captured);
     if (c->limited_by & TP_CAP_BOUND) {
         cJSON *b = cJSON_AddObjectToObject(j, "gpu_records_bound");

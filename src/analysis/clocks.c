@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/clocks.h"
+#include "analysis/alloc.h"
 #include "analysis/stats.h"
 
 #include <math.h>
@@ -85,10 +86,10 @@ static int clocks_ranks(const tp_run *run, tp_clocks *c) {
     size_t nr = 0;
     for (size_t i = 0; i < run->nprocs; i++) nr += run->procs[i].role == TP_ROLE_RANK;
     if (nr > UINT32_MAX) return TPROF_ERR_NO_MEMORY; /* tp_arrival.rank is 32 bits */
-    c->rank = malloc((nr ? nr : 1) * sizeof *c->rank);
-    c->host_of = calloc(nr ? nr : 1, sizeof *c->host_of);
-    c->map_ns = calloc(nr ? nr : 1, sizeof *c->map_ns);
-    c->hosts = calloc(nr ? nr : 1, sizeof *c->hosts);
+    c->rank = tp_malloc((nr ? nr : 1) * sizeof *c->rank);
+    c->host_of = tp_calloc(nr ? nr : 1, sizeof *c->host_of);
+    c->map_ns = tp_calloc(nr ? nr : 1, sizeof *c->map_ns);
+    c->hosts = tp_calloc(nr ? nr : 1, sizeof *c->hosts);
     if (!c->rank || !c->host_of || !c->map_ns || !c->hosts) return TPROF_ERR_NO_MEMORY;
     for (size_t i = 0; i < run->nprocs; i++)
         if (run->procs[i].role == TP_ROLE_RANK) c->rank[c->nranks++] = &run->procs[i];
@@ -172,7 +173,7 @@ static size_t key_slot(const ckeys *t, uint64_t hash, uint32_t op, uint32_t seq)
 static int keys_index(ckeys *t, size_t want) {
     size_t cap = 64;
     while (cap < 2 * want) cap *= 2;
-    size_t *slot = malloc(cap * sizeof *slot);
+    size_t *slot = tp_malloc(cap * sizeof *slot);
     if (!slot) return -1;
     if (!t->slot) t->key = tp_table_key(t); /* the first index: one key for the table's life */
     free(t->slot);
@@ -190,7 +191,7 @@ static ckey *key_get(ckeys *t, uint64_t hash, uint32_t op, uint32_t seq) {
     if (t->slot[i] != SIZE_MAX) return &t->keys[t->slot[i]];
     if (t->nkeys == t->capkeys) {
         size_t nc = t->capkeys ? 2 * t->capkeys : 256;
-        ckey *nk = realloc(t->keys, nc * sizeof *nk);
+        ckey *nk = tp_realloc(t->keys, nc * sizeof *nk);
         if (!nk) return NULL;
         t->keys = nk;
         t->capkeys = nc;
@@ -226,7 +227,7 @@ static int rank_spans(tp_clocks *c, size_t r) {
         c->span[r] = p->comm_memo;
         return 0;
     }
-    tp_comm_time *tm = malloc(p->ncomm * sizeof *tm);
+    tp_comm_time *tm = tp_malloc(p->ncomm * sizeof *tm);
     if (!tm) return -1;
     tp_comm_resolve(p, tm); /* out of memory it leaves host intervals, still valid */
     tp_comm_span *sp = tp_comm_spans(tm, p->ncomm); /* takes tm */
@@ -279,8 +280,8 @@ static int clocks_group(tp_clocks *c) {
     ckeys t = {0}, lv = {0};
     const ckey *lk = NULL;
     int rc = TPROF_ERR_NO_MEMORY;
-    c->span = calloc(c->nranks ? c->nranks : 1, sizeof *c->span);
-    c->owned = calloc(c->nranks ? c->nranks : 1, 1);
+    c->span = tp_calloc(c->nranks ? c->nranks : 1, sizeof *c->span);
+    c->owned = tp_calloc(c->nranks ? c->nranks : 1, 1);
     if (!c->span || !c->owned || keys_index(&t, 0) != 0 || comm_levels(c, &lv) != 0) goto out;
     /* the sample is said whenever a rank file sampled, even of communicators it then kept
      * none of (every rank's level, not only its communicators'), but not of a run of one
@@ -308,8 +309,8 @@ static int clocks_group(tp_clocks *c) {
         g->at = g->n >= 2 ? narr : SIZE_MAX;
         if (g->n >= 2) ncoll++, narr += g->n;
     }
-    c->coll = malloc((ncoll ? ncoll : 1) * sizeof *c->coll);
-    c->arr = malloc((narr ? narr : 1) * sizeof *c->arr);
+    c->coll = tp_malloc((ncoll ? ncoll : 1) * sizeof *c->coll);
+    c->arr = tp_malloc((narr ? narr : 1) * sizeof *c->arr);
     if (!c->coll || !c->arr) goto out;
     for (size_t k = 0; k < t.nkeys; k++) {
         const ckey *g = &t.keys[k];
@@ -404,8 +405,8 @@ static void clocks_residuals(tp_clocks *c, int64_t *ra) {
         g->median_end = na >= 2 ? med_i64(ra, na) : 0;
     }
     size_t nh = c->nhosts;
-    tp_kth *q = calloc(nh ? nh : 1, sizeof *q);
-    unsigned char *on = calloc(nh ? nh : 1, 1);
+    tp_kth *q = tp_calloc(nh ? nh : 1, sizeof *q);
+    unsigned char *on = tp_calloc(nh ? nh : 1, 1);
     if (!q || !on) goto out;
     for (size_t k = 0; k < c->ncoll; k++)
         for (size_t j = 0; j < c->coll[k].n; j++) {
@@ -465,8 +466,8 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     memset(c, 0, sizeof *c);
     int64_t *tmp = NULL;
     c->run = run;
-    c->proc_map_ns = calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_map_ns);
-    c->proc_problem = calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_problem);
+    c->proc_map_ns = tp_calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_map_ns);
+    c->proc_problem = tp_calloc(run->nprocs ? run->nprocs : 1, sizeof *c->proc_problem);
     if (!c->proc_map_ns || !c->proc_problem) goto oom;
     struct timespec now;
     uint64_t now_rt = clock_gettime(CLOCK_REALTIME, &now) == 0
@@ -478,7 +479,7 @@ int tp_clocks_build(const tp_run *run, tp_clocks *c) {
     size_t maxn = 1;
     for (size_t k = 0; k < c->ncoll; k++)
         if (c->coll[k].n > maxn) maxn = c->coll[k].n;
-    tmp = malloc((maxn * 2 + c->ncoll + 1) * sizeof *tmp);
+    tmp = tp_malloc((maxn * 2 + c->ncoll + 1) * sizeof *tmp);
     if (!tmp) goto oom;
     clocks_align(c, tmp, tmp + maxn, tmp + 2 * maxn);
     for (size_t k = 0; k < c->ncoll; k++) { /* on the aligned clock, where lags are read */
@@ -537,7 +538,7 @@ static int clock_issue(const tp_clocks *c, size_t i, tp_clock_issue *o) {
         snprintf(how, sizeof how, "its monotonic clock (no rank to align to)");
     }
     size_t n = strlen(p->hdr.host) + strlen(o->problem) + strlen(how) + 80;
-    o->line = malloc(n);
+    o->line = tp_malloc(n);
     if (!o->line) return TPROF_ERR_NO_MEMORY;
     snprintf(o->line, n, "clock pair of %s:%d is not usable (%s): placed by %s", p->hdr.host,
              o->pid, o->problem, how);
@@ -566,8 +567,8 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
         out->sample_world = tp_comm_keep() ? 0 : tp_meta_int(c->rank[r], "world_size");
     }
     size_t np = c->run ? c->run->nprocs : 0, nbad = 0;
-    out->proc_map_ns = malloc((np ? np : 1) * sizeof *out->proc_map_ns);
-    out->proc_pair_ok = malloc(np ? np : 1);
+    out->proc_map_ns = tp_malloc((np ? np : 1) * sizeof *out->proc_map_ns);
+    out->proc_pair_ok = tp_malloc(np ? np : 1);
     if (!out->proc_map_ns || !out->proc_pair_ok) return TPROF_ERR_NO_MEMORY;
     out->nprocs = np;
     for (size_t i = 0; i < np; i++) {
@@ -576,19 +577,19 @@ int tp_clocks_result_fill(tp_clocks_result *out, const tp_clocks *c) {
         nbad += c->proc_problem[i] != NULL;
     }
     if (nbad) {
-        out->issues = calloc(nbad, sizeof *out->issues);
+        out->issues = tp_calloc(nbad, sizeof *out->issues);
         if (!out->issues) return TPROF_ERR_NO_MEMORY;
         for (size_t i = 0; i < np; i++)
             if (c->proc_problem[i] && clock_issue(c, i, &out->issues[out->nissues++]) != TPROF_OK)
                 return TPROF_ERR_NO_MEMORY;
     }
-    out->per_host = calloc(c->nhosts ? c->nhosts : 1, sizeof *out->per_host);
+    out->per_host = tp_calloc(c->nhosts ? c->nhosts : 1, sizeof *out->per_host);
     if (!out->per_host) return TPROF_ERR_NO_MEMORY;
     for (size_t h = 0; h < c->nhosts; h++) {
         const tp_host_clock *x = &c->hosts[h];
         tp_host_clock_result *o = &out->per_host[out->nper_host++];
         o->host = x->host;
-        o->ranks = malloc((c->nranks ? c->nranks : 1) * sizeof *o->ranks);
+        o->ranks = tp_malloc((c->nranks ? c->nranks : 1) * sizeof *o->ranks);
         if (!o->ranks) return TPROF_ERR_NO_MEMORY;
         for (size_t r = 0; r < c->nranks; r++)
             if (c->host_of[r] == h) {
@@ -692,7 +693,7 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
             cJSON_AddStringToObject(o, "problem", x->problem);
             cJSON_AddStringToObject(o, "placed_by", x->placed_by);
             cJSON_AddStringToObject(o, "line", x->line);
-            cJSON_AddItemToArray(ia, o);
+            tp_json_item_to_array(ia, o);
         }
     }
     if (!c->method) return;
@@ -703,7 +704,7 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "host", x->host);
         cJSON *rk = cJSON_AddArrayToObject(o, "ranks");
-        for (size_t r = 0; r < x->nranks; r++) cJSON_AddItemToArray(rk, cJSON_CreateNumber(x->ranks[r]));
+        for (size_t r = 0; r < x->nranks; r++) tp_json_item_to_array(rk, cJSON_CreateNumber(x->ranks[r]));
         if (x->reference) cJSON_AddBoolToObject(o, "reference", 1);
         cJSON_AddBoolToObject(o, "aligned", x->aligned);
         cJSON_AddNumberToObject(o, "offset_us", x->offset_us);
@@ -714,7 +715,7 @@ void tp_clocks_json(cJSON *rep, const tp_clocks_result *c) {
             cJSON_AddNumberToObject(o, "residual_max_us", x->residual_max_us);
         }
         if (x->note) cJSON_AddStringToObject(o, "note", x->note);
-        cJSON_AddItemToArray(ha, o);
+        tp_json_item_to_array(ha, o);
     }
 }
 
@@ -729,7 +730,7 @@ static int in_window(const tp_clocks *c, const tp_arrival *x, const int64_t *w0,
 int tp_clocks_by_rank(const tp_clocks *c, size_t *off, uint32_t **out) {
     *out = NULL;
     if (c->narr > UINT32_MAX) return TPROF_ERR_NO_MEMORY;
-    uint32_t *idx = malloc((c->narr ? c->narr : 1) * sizeof *idx);
+    uint32_t *idx = tp_malloc((c->narr ? c->narr : 1) * sizeof *idx);
     if (!idx) return TPROF_ERR_NO_MEMORY;
     memset(off, 0, (c->nranks + 1) * sizeof *off);
     for (size_t i = 0; i < c->narr; i++) off[c->arr[i].rank + 1]++;
@@ -761,13 +762,13 @@ int tp_clocks_lags(const tp_clocks *c, const int64_t *w0, const int64_t *w1, siz
     /* rank by rank through the arrivals' index by rank (4 bytes an arrival), each rank's lags
      * in room for the most any rank has: every rank's lags at once were 8 bytes an arrival,
      * as many as the arrivals themselves */
-    size_t *off = malloc((c->nranks + 1) * sizeof *off), most = 0;
+    size_t *off = tp_malloc((c->nranks + 1) * sizeof *off), most = 0;
     uint32_t *idx = NULL;
     double *v = NULL;
     if (off && tp_clocks_by_rank(c, off, &idx) == 0) {
         for (size_t r = 0; r < c->nranks; r++)
             if (off[r + 1] - off[r] > most) most = off[r + 1] - off[r];
-        v = malloc((most ? most : 1) * sizeof *v);
+        v = tp_malloc((most ? most : 1) * sizeof *v);
     }
     if (!v) {
         free(off);

@@ -48,6 +48,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/alloc.h"
 #include "analysis/comm_cal.h"
 #include "analysis/idmap.h"
 
@@ -536,9 +537,9 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned, c
     }
     *aligned = 1;
     const int unlisted = tp_capture_unlisted(p) > 0;
-    k = malloc(nk * sizeof *k);
-    next = malloc((nk + 1) * sizeof *next);
-    o = malloc(no * sizeof *o);
+    k = tp_malloc(nk * sizeof *k);
+    next = tp_malloc((nk + 1) * sizeof *next);
+    o = tp_malloc(no * sizeof *o);
     if (!k || !next || !o) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
@@ -561,9 +562,9 @@ static int match_kernels(const tp_process *p, tp_comm_time *out, int *aligned, c
         ns += !i || k[i].device != k[i - 1].device || k[i].stream != k[i - 1].stream;
 #define HASH_AT(i) (p->comm[o[i].ci].comm_hash)
     for (size_t i = 0; i < no; i++) nc += !i || HASH_AT(i) != HASH_AT(i - 1);
-    streams = malloc(ns * sizeof *streams);
-    comms = malloc(nc * sizeof *comms);
-    *devs = malloc(nc * sizeof **devs);
+    streams = tp_malloc(ns * sizeof *streams);
+    comms = tp_malloc(nc * sizeof *comms);
+    *devs = tp_malloc(nc * sizeof **devs);
     if (!streams || !comms || !*devs) {
         rc = TPROF_ERR_NO_MEMORY;
         goto done;
@@ -723,7 +724,7 @@ int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolve
         out[i] = (tp_comm_time){p->comm[i].start, p->comm[i].end, TP_COMM_TIME_HOST, SIZE_MAX, -1, 0, 0};
     if (!p->ncomm) return TPROF_OK;
     int aligned = 0;
-    tp_comm_resolver *k = calloc(1, sizeof *k);
+    tp_comm_resolver *k = tp_calloc(1, sizeof *k);
     if (!k) return TPROF_ERR_NO_MEMORY; /* out: the host intervals */
     k->r = (resolver){.p = p, .single = -1};
     int rc = match_kernels(p, out, &aligned, &k->cdev, &k->r.ncdev);
@@ -736,7 +737,7 @@ int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolve
     }
     /* ops per matched kernel: a kernel that runs several ops (a group fused into one
      * launch) times none of them alone (without memory, none counts as alone) */
-    uint8_t *uses = k->uses = calloc(p->ngpu ? p->ngpu : 1, 1);
+    uint8_t *uses = k->uses = tp_calloc(p->ngpu ? p->ngpu : 1, 1);
     for (size_t i = 0; uses && i < p->ncomm; i++)
         if (out[i].kernel < p->ngpu && uses[out[i].kernel] < 2) uses[out[i].kernel]++;
     k->r.uses = uses;
@@ -744,7 +745,7 @@ int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolve
      * sized by what the one before it holds: a slim load, without kernels, makes none) */
     size_t npair = 0, npts = 0;
     for (size_t i = 0; uses && aligned && i < p->ncomm; i++) npair += pairs_with(p, out, uses, i);
-    tp_cal_pair *pairs = npair ? malloc(npair * sizeof *pairs) : NULL;
+    tp_cal_pair *pairs = npair ? tp_malloc(npair * sizeof *pairs) : NULL;
     npair = 0;
     for (size_t i = 0; pairs && i < p->ncomm; i++) {
         if (!pairs_with(p, out, uses, i)) continue;
@@ -755,10 +756,10 @@ int tp_comm_resolve_keep(const tp_process *p, tp_comm_time *out, tp_comm_resolve
         pairs[npair++] = (tp_cal_pair){kr->device, kr->start, d};
     }
     if (npair > 1) tp_cal_sort(pairs, npair);
-    if (npair && (k->pts = malloc(npair * sizeof *k->pts)))
+    if (npair && (k->pts = tp_malloc(npair * sizeof *k->pts)))
         npts = tp_cal_points(pairs, npair, k->pts);
     free(pairs);
-    if (npts && (k->devs = malloc(npts * sizeof *k->devs)))
+    if (npts && (k->devs = tp_malloc(npts * sizeof *k->devs)))
         k->r.ndevs = tp_cal_devices(k->pts, npts, k->devs);
     k->r.pts = k->pts;
     k->r.devs = k->devs;
@@ -777,15 +778,16 @@ const tp_comm_time *tp_comm_times(const tp_process *p, tp_comm_time **owned) {
     *owned = NULL;
     if (p->comm_times) return p->comm_times;
     if (!p->ncomm) return &none;
-    if (!(*owned = malloc(p->ncomm * sizeof **owned))) return NULL;
+    if (!(*owned = tp_malloc(p->ncomm * sizeof **owned))) return NULL;
     tp_comm_resolve(p, *owned); /* on failure it leaves host intervals, still valid */
     return *owned;
 }
 
 int tp_comm_resolve_once(tp_process *p) {
     if (p->comm_times || !p->ncomm || !p->comm || p->comm_memo) return TPROF_OK;
+    /* not counted (alloc.h): without it each reader resolves its own, the same times; a
+     * resolution cut short by memory is each reader's own to make again */
     tp_comm_time *t = malloc(p->ncomm * sizeof *t);
-    /* a resolution cut short by memory is each reader's own to make again */
     if (!t || tp_comm_resolve(p, t) != TPROF_OK) {
         free(t);
         return TPROF_ERR_NO_MEMORY;
@@ -803,7 +805,7 @@ static size_t ops_in_order(const tp_process *p, oref *o) {
         if (is_mpi(&p->comm[i])) continue;
         if (ids.n == cap) {
             size_t nc = cap ? 2 * cap : 16;
-            size_t *g = realloc(next, nc * sizeof *g);
+            size_t *g = tp_realloc(next, nc * sizeof *g);
             oom = !g;
             if (g) next = g, cap = nc;
         }
@@ -812,7 +814,7 @@ static size_t ops_in_order(const tp_process *p, oref *o) {
         if (!oom) next[k] = (made ? 0 : next[k]) + 1;
     }
     size_t nd = ids.n;
-    comm_slot *d = oom ? NULL : malloc((nd ? nd : 1) * sizeof *d);
+    comm_slot *d = oom ? NULL : tp_malloc((nd ? nd : 1) * sizeof *d);
     if (!d) {
         tp_idmap_free(&ids);
         free(next);
@@ -846,7 +848,7 @@ int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t 
     if (e <= s) return 0;
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 256;
-        tp_span *nv = realloc(*v, nc * sizeof *nv);
+        tp_span *nv = tp_realloc(*v, nc * sizeof *nv);
         if (!nv) return TPROF_ERR_NO_MEMORY;
         *v = nv;
         *cap = nc;
@@ -858,7 +860,7 @@ int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t 
 int tp_comm_push_spans(tp_span **v, size_t *n, size_t *cap, const tp_span *src, size_t ns) {
     if (ns > *cap - *n) {
         if (ns > SIZE_MAX / sizeof **v - *n) return TPROF_ERR_NO_MEMORY;
-        tp_span *nv = realloc(*v, (*n + ns) * sizeof *nv);
+        tp_span *nv = tp_realloc(*v, (*n + ns) * sizeof *nv);
         if (!nv) return TPROF_ERR_NO_MEMORY;
         *v = nv;
         *cap = *n + ns;

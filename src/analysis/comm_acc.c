@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm_acc.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,9 +101,9 @@ static void acc_no_rows(comm_acc *a) {
 void tp_comm_acc_init(comm_acc *a, tp_comm_result *c, const tp_process *p, const tp_step *st,
                      size_t nst) {
     *a = (comm_acc){.c = c, .p = p, .st = st, .nst = nst, .cap = 16, .nslot = 32};
-    a->v = malloc(a->cap * sizeof *a->v);
-    a->first = malloc(a->cap * sizeof *a->first);
-    a->slot = malloc(a->nslot * sizeof *a->slot);
+    a->v = tp_malloc(a->cap * sizeof *a->v);
+    a->first = tp_malloc(a->cap * sizeof *a->first);
+    a->slot = tp_malloc(a->nslot * sizeof *a->slot);
     if (a->slot) memset(a->slot, 0xff, a->nslot * sizeof *a->slot); /* SIZE_MAX: empty */
     if (!a->v || !a->first || !a->slot) acc_no_rows(a);
 }
@@ -122,9 +123,9 @@ static void acc_row(comm_acc *a, const row *r, const tp_comm_op *o) {
         return;
     }
     if (a->n == a->cap) {
-        row *nv = realloc(a->v, 2 * a->cap * sizeof *nv);
+        row *nv = tp_realloc(a->v, 2 * a->cap * sizeof *nv);
         if (nv) a->v = nv;
-        tp_comm_row_first *nf = nv ? realloc(a->first, 2 * a->cap * sizeof *nf) : NULL;
+        tp_comm_row_first *nf = nv ? tp_realloc(a->first, 2 * a->cap * sizeof *nf) : NULL;
         if (nf) a->first = nf;
         if (!nf) return acc_no_rows(a);
         a->cap *= 2;
@@ -133,7 +134,7 @@ static void acc_row(comm_acc *a, const row *r, const tp_comm_op *o) {
     a->first[a->n] = (tp_comm_row_first){r->op0, tp_comm_key_of(o)};
     a->slot[at] = a->n++;
     if (2 * a->n <= a->nslot) return;
-    size_t *ns = malloc(2 * a->nslot * sizeof *ns); /* at most half full: twice the slots */
+    size_t *ns = tp_malloc(2 * a->nslot * sizeof *ns); /* at most half full: twice the slots */
     if (!ns) return acc_no_rows(a);
     a->nslot *= 2;
     memset(ns, 0xff, a->nslot * sizeof *ns);
@@ -162,7 +163,7 @@ void tp_comm_acc_op(comm_acc *a, const tp_comm_op *o, size_t i, const tp_comm_ti
         for (size_t k = 0; k < c->ntorch_backends && !seen; k++)
             seen = !strcmp(c->torch_backends[k], be);
         size_t grown = (c->ntorch_backends + 1) * sizeof *c->torch_backends;
-        char (*nb)[32] = seen ? NULL : realloc(c->torch_backends, grown);
+        char (*nb)[32] = seen ? NULL : tp_realloc(c->torch_backends, grown);
         if (nb) {
             c->torch_backends = nb;
             memcpy(c->torch_backends[c->ntorch_backends++], be, sizeof be);
@@ -201,7 +202,7 @@ void tp_comm_acc_rows(comm_acc *a) {
     if (!a->v) return;
     if (a->n > 1) qsort(a->v, a->n, sizeof *a->v, cmp_row);
     /* the rows stay in the rank's results for the whole report */
-    row *shrunk = a->n && a->n < a->cap ? realloc(a->v, a->n * sizeof *a->v) : NULL;
+    row *shrunk = a->n && a->n < a->cap ? tp_realloc(a->v, a->n * sizeof *a->v) : NULL;
     a->c->rows = shrunk ? shrunk : a->v;
     a->c->nrows = a->n;
     a->v = NULL;

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm_cal.h"
+#include "analysis/alloc.h"
 #include "analysis/stats.h"
 
 #include <math.h>
@@ -57,8 +58,8 @@ static int follows(const tp_cal_point *last, const tp_cal_point *c) {
  * last one kept. */
 size_t tp_cal_points(const tp_cal_pair *v, size_t n, tp_cal_point *pts) {
     size_t np = 0;
-    int64_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
-    tp_cal_point *cand = malloc((n ? n : 1) * sizeof *cand);
+    int64_t *tmp = tp_malloc((n ? n : 1) * sizeof *tmp);
+    tp_cal_point *cand = tp_malloc((n ? n : 1) * sizeof *cand);
     if (!tmp || !cand) {
         free(tmp);
         free(cand);

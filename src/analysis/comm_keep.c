@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/alloc.h"
 #include "analysis/model_load.h"
 
 #include <stdatomic.h>
@@ -23,7 +24,7 @@ tp_comm_span *tp_comm_spans(tp_comm_time *t, size_t n) {
         tp_comm_time x = t[i];
         s[i] = (tp_comm_span){x.start, x.end, x.src};
     }
-    tp_comm_span *fit = n ? realloc(s, n * sizeof *fit) : NULL;
+    tp_comm_span *fit = n ? tp_realloc(s, n * sizeof *fit) : NULL;
     if (!fit) free(s);
     return fit;
 }
@@ -138,7 +139,7 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p) {
     if (p->comm_level && k != p->ncomm) return NULL;
     tp_comm_time *t = whole->comm_times;
     whole->comm_times = NULL; /* taken: what it kept are filtered in place below */
-    if (!t && (t = malloc(n * sizeof *t)) && tp_comm_resolve(whole, t) != TPROF_OK) {
+    if (!t && (t = tp_malloc(n * sizeof *t)) && tp_comm_resolve(whole, t) != TPROF_OK) {
         free(t);
         return NULL;
     }
@@ -148,7 +149,7 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p) {
         tp_comm_key key = tp_comm_key_at(whole, i);
         if (tp_comm_kept(&key, p->comm_level)) t[k++] = t[i];
     }
-    tp_comm_time *fit = realloc(t, k * sizeof *fit); /* a failed shrink leaves t, valid */
+    tp_comm_time *fit = tp_realloc(t, k * sizeof *fit); /* a failed shrink leaves t, valid */
     return fit ? fit : t;
 }
 
@@ -172,7 +173,7 @@ static int cmp_u64(const void *a, const void *b) {
  * sampled file's, so that the merge filters at its level a communicator it kept none of.
  * Returns 0, or -1 without memory (8 bytes a collective while it runs). */
 static int comms_of(tp_process *p, const tp_comm_key *keys, size_t n) {
-    uint64_t *h = malloc((n ? n : 1) * sizeof *h);
+    uint64_t *h = tp_malloc((n ? n : 1) * sizeof *h);
     if (!h) return -1;
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
@@ -182,7 +183,7 @@ static int comms_of(tp_process *p, const tp_comm_key *keys, size_t n) {
     size_t u = 0;
     for (size_t i = 0; i < m; i++)
         if (!u || h[u - 1] != h[i]) h[u++] = h[i];
-    uint64_t *fit = realloc(h, (u ? u : 1) * sizeof *fit);
+    uint64_t *fit = tp_realloc(h, (u ? u : 1) * sizeof *fit);
     p->comm_comms = fit ? fit : h;
     p->ncomm_comms = u;
     return 0;
@@ -191,9 +192,9 @@ static int comms_of(tp_process *p, const tp_comm_key *keys, size_t n) {
 void tp_process_slim_comm(tp_process *p) {
     size_t n = p->ncomm;
     if (!n || !p->comm || p->comm_keys) return;
-    tp_comm_key *keys = malloc(n * sizeof *keys);
-    tp_comm_op *last = malloc(sizeof *last);
-    tp_comm_time *tm = malloc(n * sizeof *tm);
+    tp_comm_key *keys = tp_malloc(n * sizeof *keys);
+    tp_comm_op *last = tp_malloc(sizeof *last);
+    tp_comm_time *tm = tp_malloc(n * sizeof *tm);
     if (!keys || !last || !tm || tp_comm_resolve(p, tm) != TPROF_OK) {
         free(keys), free(last), free(tm);
         return;
@@ -224,8 +225,8 @@ void tp_process_slim_comm(tp_process *p) {
     p->ncomm = k;
     /* shrunk (a failed realloc leaves the larger block, still valid); with none kept (a rank
      * of sends and receives alone) an entry stays, as the key form needs its arrays */
-    tp_comm_key *fk = realloc(keys, (k ? k : 1) * sizeof *fk);
-    tp_comm_span *fm = realloc(memo, (k ? k : 1) * sizeof *fm);
+    tp_comm_key *fk = tp_realloc(keys, (k ? k : 1) * sizeof *fk);
+    tp_comm_span *fm = tp_realloc(memo, (k ? k : 1) * sizeof *fm);
     if (fk) p->comm_keys = fk;
     if (fm) p->comm_memo = fm;
 }
@@ -328,7 +329,7 @@ int tp_slim_comm_op(void *ctx, const tp_comm_op *op, size_t i) {
         s->twins += enq;
         s->torch_host += !enq;
         if (!s->other) {
-            if (!s->torch && (s->torch = malloc(sizeof *s->torch))) tp_slim_comm_init(s->torch);
+            if (!s->torch && (s->torch = tp_malloc(sizeof *s->torch))) tp_slim_comm_init(s->torch);
             if (!s->torch) {
                 s->failed = 1;
                 return 0;
@@ -356,9 +357,9 @@ static int slim_end(tp_slim_comm *s, tp_process *p, size_t nrec_twins) {
     unsigned level = tp_comm_level_end(&s->lv, s->seen, tp_comm_keep_of(p));
     /* the level the file ends at keeps a part of what is held, or it must be read again */
     if (level ? level < s->level : s->level != 0) return 0;
-    tp_comm_op *last = malloc(sizeof *last);
+    tp_comm_op *last = tp_malloc(sizeof *last);
     size_t u = s->comms.n;
-    uint64_t *comms = level >= 2 ? malloc((u ? u : 1) * sizeof *comms) : NULL;
+    uint64_t *comms = level >= 2 ? tp_malloc((u ? u : 1) * sizeof *comms) : NULL;
     if (!last || (level >= 2 && !comms)) {
         free(last);
         free(comms);
@@ -372,8 +373,8 @@ static int slim_end(tp_slim_comm *s, tp_process *p, size_t nrec_twins) {
     /* shrunk (a failed realloc leaves the larger block, still valid); with none kept an
      * entry stays, as the key form needs its arrays */
     size_t n = s->n;
-    tp_comm_key *fk = realloc(s->keys, (n ? n : 1) * sizeof *fk);
-    tp_comm_span *fm = realloc(s->memo, (n ? n : 1) * sizeof *fm);
+    tp_comm_key *fk = tp_realloc(s->keys, (n ? n : 1) * sizeof *fk);
+    tp_comm_span *fm = tp_realloc(s->memo, (n ? n : 1) * sizeof *fm);
     if (fk) s->keys = fk;
     if (fm) s->memo = fm;
     free(p->comm);

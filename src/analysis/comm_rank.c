@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/alloc.h"
 #include "analysis/comm_acc.h"
 
 #include <stdio.h>
@@ -223,10 +224,10 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
     x->ndevices = ndev;
 
     size_t nd = ndev ? ndev : 1; /* host basis: one "device", the process */
-    uint64_t *cw = calloc(nw * 3, sizeof *cw);     /* per window: comm, compute, union */
-    uint64_t *ex = calloc(nw, sizeof *ex), *ov = calloc(nw, sizeof *ov),
-             *cm = calloc(nw, sizeof *cm);
-    double *tmp = malloc(nw * sizeof *tmp);
+    uint64_t *cw = tp_calloc(nw * 3, sizeof *cw);     /* per window: comm, compute, union */
+    uint64_t *ex = tp_calloc(nw, sizeof *ex), *ov = tp_calloc(nw, sizeof *ov),
+             *cm = tp_calloc(nw, sizeof *cm);
+    double *tmp = tp_malloc(nw * sizeof *tmp);
     tp_span *sc = NULL, *su = NULL;
     size_t nsc = 0, csc = 0, nsu = 0, csu = 0;
     int oom = !cw || !ex || !ov || !cm || !tmp;
@@ -320,17 +321,17 @@ static void exposure_json(cJSON *c, const tp_comm_exposure_result *x) {
     if (x->ndevices) {
         cJSON *jd = cJSON_AddArrayToObject(j, "devices");
         for (size_t d = 0; d < x->ndevices; d++)
-            cJSON_AddItemToArray(jd, cJSON_CreateNumber(x->devices[d]));
+            tp_json_item_to_array(jd, cJSON_CreateNumber(x->devices[d]));
     }
     if (!x->has_figures) return;
     cJSON_AddNumberToObject(j, "windows", (double)x->windows);
     cJSON_AddNumberToObject(j, "window_ms", x->window_ms);
-    cJSON_AddItemToObject(j, "comm_ms", stats_json(&x->comm_ms));
-    cJSON_AddItemToObject(j, "exposed_ms", stats_json(&x->exposed_ms));
-    cJSON_AddItemToObject(j, "overlapped_ms", stats_json(&x->overlapped_ms));
+    tp_json_item_to_object(j, "comm_ms", stats_json(&x->comm_ms));
+    tp_json_item_to_object(j, "exposed_ms", stats_json(&x->exposed_ms));
+    tp_json_item_to_object(j, "overlapped_ms", stats_json(&x->overlapped_ms));
     cJSON_AddNumberToObject(j, "exposed_share", x->exposed_share);
     cJSON_AddNumberToObject(j, "overlapped_share", x->overlapped_share);
-    cJSON_AddItemToObject(j, "exposed_share_per_window", stats_json(&x->exposed_share_per_window));
+    tp_json_item_to_object(j, "exposed_share_per_window", stats_json(&x->exposed_share_per_window));
     if (x->has_worst_step) cJSON_AddNumberToObject(j, "worst_step", x->worst_step);
 }
 
@@ -393,7 +394,7 @@ static void placement(tp_comm_result *c, const comm_acc *a, const tp_process *p,
 static void communicators(tp_comm_result *c, const tp_process *p, const comm_acc *a) {
     const row *rows = c->rows;
     size_t nrows = c->nrows;
-    cref *cs = malloc((nrows ? nrows : 1) * sizeof *cs);
+    cref *cs = tp_malloc((nrows ? nrows : 1) * sizeof *cs);
     if (!cs) return;
     size_t ncs = 0;
     for (size_t i = 0; i < nrows; i++) {
@@ -404,7 +405,7 @@ static void communicators(tp_comm_result *c, const tp_process *p, const comm_acc
         cs[ncs - 1].time_ns += (double)rows[i].time_ns;
     }
     if (ncs > 1) qsort(cs, ncs, sizeof *cs, cmp_cref); /* most time first */
-    c->comms = calloc(ncs ? ncs : 1, sizeof *c->comms);
+    c->comms = tp_calloc(ncs ? ncs : 1, sizeof *c->comms);
     if (!c->comms) {
         free(cs);
         return;
@@ -487,7 +488,7 @@ static void rank_json(cJSON *rs, const tp_comm_result *c, size_t nst) {
         cJSON_AddNumberToObject(j, "torch_ops", (double)c->torch_ops);
         cJSON *tb = cJSON_AddArrayToObject(j, "torch_backends");
         for (size_t i = 0; i < c->ntorch_backends; i++)
-            cJSON_AddItemToArray(tb, cJSON_CreateString(c->torch_backends[i]));
+            tp_json_item_to_array(tb, cJSON_CreateString(c->torch_backends[i]));
     }
     if (c->has_not_recorded)
         cJSON_AddNumberToObject(j, "nccl_ops_not_recorded", c->nccl_ops_not_recorded);
@@ -517,8 +518,8 @@ static void rank_json(cJSON *rs, const tp_comm_result *c, size_t nst) {
         cJSON_AddStringToObject(e, "source", x->source);
         cJSON_AddStringToObject(e, "backend", x->backend);
         cJSON *jo = cJSON_AddArrayToObject(e, "ops");
-        for (size_t i = 0; i < x->nrows; i++) cJSON_AddItemToArray(jo, row_json(&x->rows[i], nst));
-        cJSON_AddItemToArray(jc, e);
+        for (size_t i = 0; i < x->nrows; i++) tp_json_item_to_array(jo, row_json(&x->rows[i], nst));
+        tp_json_item_to_array(jc, e);
     }
     exposure_json(j, &c->exposure);
 }

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/alloc.h"
 #include "analysis/megatron.h"
 
 #include <stdio.h>
@@ -97,7 +98,7 @@ static int same_members(const char *desc, const xcomm *x) {
     const char *r = strstr(desc, " ranks=");
     if (!r) return 0;
     r += 7;
-    unsigned char *seen = calloc(x->nm ? x->nm : 1, 1);
+    unsigned char *seen = tp_calloc(x->nm ? x->nm : 1, 1);
     if (!seen) return 0;
     size_t n = 0;
     int ok = 0;
@@ -212,7 +213,7 @@ static size_t *id_slot(const xgather *g, size_t *tab, size_t tcap, const char *i
 static size_t xgather_entry(xgather *g, const char *id) {
     if (2 * (g->n + 1) > g->tcap) {
         size_t nc = g->tcap ? 2 * g->tcap : 64;
-        size_t *nt = calloc(nc, sizeof *nt);
+        size_t *nt = tp_calloc(nc, sizeof *nt);
         if (!nt) return SIZE_MAX;
         for (size_t k = 0; k < g->n; k++) *id_slot(g, nt, nc, g->v[k].id) = k + 1;
         free(g->tab);
@@ -223,7 +224,7 @@ static size_t xgather_entry(xgather *g, const char *id) {
     if (*slot) return *slot - 1;
     if (g->n == g->cap) {
         size_t nc = g->cap ? 2 * g->cap : 16;
-        xcomm *nv = realloc(g->v, nc * sizeof *nv);
+        xcomm *nv = tp_realloc(g->v, nc * sizeof *nv);
         if (!nv) return SIZE_MAX;
         g->v = nv;
         g->cap = nc;
@@ -247,7 +248,7 @@ static int gather_rank(xgather *g, const tp_rank_result *rr) {
         if ((double)rc->size > x->size) x->size = rc->size;
         if (x->nm == x->cap_m) { /* doubling: the world's communicator has every rank */
             size_t nc = x->cap_m ? 2 * x->cap_m : 8;
-            member *m2 = realloc(x->m, nc * sizeof *m2);
+            member *m2 = tp_realloc(x->m, nc * sizeof *m2);
             if (!m2) return -1;
             x->m = m2;
             x->cap_m = nc;
@@ -262,7 +263,7 @@ static int gather_rank(xgather *g, const tp_rank_result *rr) {
             size_t q = 0;
             while (q < x->nops && strcmp(x->ops[q].op, op)) q++;
             if (q == x->nops) {
-                xop *o2 = realloc(x->ops, (x->nops + 1) * sizeof *o2);
+                xop *o2 = tp_realloc(x->ops, (x->nops + 1) * sizeof *o2);
                 if (!o2) return -1;
                 x->ops = o2;
                 memset(&x->ops[q], 0, sizeof *x->ops);
@@ -298,8 +299,8 @@ static int xcomm_result(tp_comm_xcomm_result *e, xcomm *x, const tp_run *run, in
     if (x->nm > 1) qsort(x->m, x->nm, sizeof *x->m, cmp_member);
     e->id = x->id;
     e->size = x->size;
-    e->members = calloc(x->nm ? x->nm : 1, sizeof *e->members);
-    e->ops = calloc(x->nops ? x->nops : 1, sizeof *e->ops);
+    e->members = tp_calloc(x->nm ? x->nm : 1, sizeof *e->members);
+    e->ops = tp_calloc(x->nops ? x->nops : 1, sizeof *e->ops);
     if (!e->members || !e->ops) return -1; /* no member counted: none read */
     e->nmembers = x->nm;
     for (size_t i = 0; i < x->nm; i++) {
@@ -348,7 +349,7 @@ static void communicators_compute(tp_comm_run_result *out, const tp_run *run,
     xcomm *xc = g.v;
     size_t nxc = g.n;
     if (nxc > 1) qsort(xc, nxc, sizeof *xc, cmp_xcomm);
-    out->comms = oom || !nxc ? NULL : calloc(nxc, sizeof *out->comms);
+    out->comms = oom || !nxc ? NULL : tp_calloc(nxc, sizeof *out->comms);
     for (size_t k = 0; k < nxc && out->comms; k++)
         if (xcomm_result(&out->comms[out->ncomms++], &xc[k], run, world)) break;
     for (size_t k = 0; k < nxc; k++) {
@@ -373,7 +374,7 @@ static void communicators_json(cJSON *c, const tp_comm_run_result *r) {
                 cJSON *m = cJSON_CreateObject();
                 cJSON_AddNumberToObject(m, "rank", x->members[i].rank);
                 cJSON_AddNumberToObject(m, "comm_rank", x->members[i].comm_rank);
-                cJSON_AddItemToArray(jm, m);
+                tp_json_item_to_array(jm, m);
             }
         } else if (x->nmembers == 1) {
             cJSON_AddNumberToObject(e, "rank", x->members[0].rank);
@@ -402,9 +403,9 @@ static void communicators_json(cJSON *c, const tp_comm_run_result *r) {
             }
             cJSON_AddStringToObject(oj, "time_source", o->time_source);
             if (o->enqueue_only > 0) cJSON_AddNumberToObject(oj, "enqueue_only", o->enqueue_only);
-            cJSON_AddItemToArray(jo, oj);
+            tp_json_item_to_array(jo, oj);
         }
-        cJSON_AddItemToArray(jc, e);
+        tp_json_item_to_array(jc, e);
     }
 }
 
@@ -453,7 +454,7 @@ static const tp_rank_result *exposure_compute_run(tp_comm_run_result *out,
     const char *per = NULL; /* the ranks' "per" so far (tp_comm_exposure_per); NULL: none yet */
     int mixed = 0;
     *n = 0;
-    out->exposed = calloc(res->nranks ? res->nranks : 1, sizeof *out->exposed);
+    out->exposed = tp_calloc(res->nranks ? res->nranks : 1, sizeof *out->exposed);
     for (size_t i = 0; i < res->nranks && out->exposed; i++) {
         const tp_rank_result *r = &res->ranks[i];
         const tp_comm_exposure_result *x = &r->comm.exposure;
@@ -501,7 +502,7 @@ static void comm_run_json(cJSON *rep, const tp_comm_run_result *out) {
         cJSON_AddNumberToObject(e, "exposed_ms_p50", x->exposed_ms.p50);
         cJSON_AddNumberToObject(e, "overlapped_ms_mean", x->overlapped_ms.mean);
         cJSON_AddNumberToObject(e, "window_ms", x->window_ms);
-        cJSON_AddItemToArray(jr, e);
+        tp_json_item_to_array(jr, e);
     }
     cJSON_AddStringToObject(xe, "per", out->per);
     cJSON *th = cJSON_AddObjectToObject(xe, "thresholds");
@@ -542,7 +543,7 @@ size_t tp_comm_run_section(cJSON *rep, const tp_run *run, tp_run_results *res,
     communicators_compute(out, run, res, world);
     size_t found = SIZE_MAX; /* the finding appended */
     size_t n = 0, over = 0;
-    double *shares = malloc((res->nranks ? res->nranks : 1) * sizeof *shares);
+    double *shares = tp_malloc((res->nranks ? res->nranks : 1) * sizeof *shares);
     const tp_rank_result *worst = exposure_compute_run(out, res, shares, &n, &over);
     if (worst && out->worst_exposed_share > warn_share)
         found = exposure_finding(&res->findings, worst, n, out->mean_exposed_share, over,

@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/comm.h"
+#include "analysis/alloc.h"
 #include "analysis/comm_acc.h"
 #include "analysis/capture.h"
 #include "analysis/idmap.h"
@@ -99,7 +100,7 @@ typedef struct first_pass {
 static comm_state *state_of(first_pass *m, uint64_t hash, int *made) {
     if (m->comms.n == m->cap_st) {
         size_t nc = m->cap_st ? 2 * m->cap_st : 16;
-        comm_state *g = realloc(m->st, nc * sizeof *g);
+        comm_state *g = tp_realloc(m->st, nc * sizeof *g);
         if (!g) return NULL;
         m->st = g;
         m->cap_st = nc;
@@ -237,8 +238,8 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     free(m.st);
     int ok = rc == TPROF_OK && !m.oom && !m.whole && m.seen == slim->nrec_comm &&
              !(m.gpu_time && device_without_comm_kernels(whole));
-    struct tp_comm_stream *s = ok ? calloc(1, sizeof *s) : NULL;
-    tp_comm_time *times = s ? malloc(m.n * sizeof *times) : NULL;
+    struct tp_comm_stream *s = ok ? tp_calloc(1, sizeof *s) : NULL;
+    tp_comm_time *times = s ? tp_malloc(m.n * sizeof *times) : NULL;
     if (times) {
         free(whole->comm);
         whole->comm = m.ops;
@@ -268,7 +269,7 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     s->cand_at = m.at;
     s->ncand = m.n;
     for (int k = 0; k < 2; k++) { /* held for the section: their size, not their room */
-        tp_span *fit = m.nhost[k] ? realloc(m.host[k], m.nhost[k] * sizeof *fit) : NULL;
+        tp_span *fit = m.nhost[k] ? tp_realloc(m.host[k], m.nhost[k] * sizeof *fit) : NULL;
         s->host[k] = fit ? fit : m.host[k];
         s->nhost[k] = m.nhost[k];
     }
@@ -311,7 +312,7 @@ static int each_op(void *ctx, const tp_comm_op *op, size_t file_i) {
     if (s->kept_oom || !tp_comm_kept(&k, s->slim->comm_level)) return 0;
     if (s->nkept == s->ckept) {
         size_t nc = s->ckept ? 2 * s->ckept : 256;
-        tp_comm_time *nk = realloc(s->kept, nc * sizeof *nk);
+        tp_comm_time *nk = tp_realloc(s->kept, nc * sizeof *nk);
         if (!nk) {
             s->kept_oom = 1;
             return 0;

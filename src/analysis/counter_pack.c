@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/counter_pack.h"
+#include "analysis/alloc.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -112,11 +113,11 @@ static void release(cstore *f) {
 /* Room for one more segment in t's list (made when it has none): the list, or NULL. */
 static tp_cpack_spilled *seg_room(tp_thread *t) {
     tp_cpack_spilled *sp = t->counters_spilled;
-    if (!sp && !(sp = calloc(1, sizeof *sp))) return NULL;
+    if (!sp && !(sp = tp_calloc(1, sizeof *sp))) return NULL;
     t->counters_spilled = sp;
     if (sp->n == sp->cap) {
         size_t nc = sp->cap ? sp->cap * 2 : 8;
-        cseg *ns = realloc(sp->seg, nc * sizeof *ns);
+        cseg *ns = tp_realloc(sp->seg, nc * sizeof *ns);
         if (!ns) return NULL;
         sp->seg = ns;
         sp->cap = nc;
@@ -143,7 +144,7 @@ static size_t fds_allowed(void) {
 static cstore *write_out(const void *b, size_t n, uint64_t *off) {
     if (fds_allowed() <= FDS_SPARE) return NULL;
     pthread_mutex_lock(&store_mu);
-    if (!store && (store = calloc(1, sizeof *store)) && (store->fd = tp_spill_tmpfile()) < 0) {
+    if (!store && (store = tp_calloc(1, sizeof *store)) && (store->fd = tp_spill_tmpfile()) < 0) {
         free(store);
         store = NULL;
     }
@@ -180,7 +181,7 @@ struct tp_spill_block {
 };
 
 tp_spill_block *tp_spill_block_out(const void *b, size_t n) {
-    tp_spill_block *x = malloc(sizeof *x);
+    tp_spill_block *x = tp_malloc(sizeof *x);
     uint64_t off;
     cstore *f = x ? write_out(b, n, &off) : NULL;
     if (!f) {
@@ -216,7 +217,7 @@ static size_t summaries_max(void) {
 }
 
 int tp_cpack_refer(tp_thread *t, int fd, uint64_t off, size_t len) {
-    cstore *f = calloc(1, sizeof *f);
+    cstore *f = tp_calloc(1, sizeof *f);
     if (!f) return TPROF_ERR_NO_MEMORY;
     if (fstat(fd, &f->id) != 0 || !S_ISREG(f->id.st_mode)) {
         free(f);
@@ -308,7 +309,7 @@ uint8_t *tp_cpack_reserve(tp_thread *t, tp_cpack *st, size_t n) {
     if (st->cap - t->counters_packed_len < n || !t->counters_packed) {
         size_t nc = st->cap ? st->cap : 256;
         while (nc - t->counters_packed_len < n) nc *= 2;
-        uint8_t *nb = realloc(t->counters_packed, nc);
+        uint8_t *nb = tp_realloc(t->counters_packed, nc);
         if (!nb) return NULL;
         t->counters_packed = nb;
         st->cap = nc;
@@ -323,7 +324,7 @@ void tp_cpack_commit(tp_thread *t, tp_cpack *st, size_t n) {
 
 /* Shrinks what was allocated as it grew to what it holds (a failed shrink keeps it). */
 static void fit(void **a, size_t size) {
-    void *f = realloc(*a, size ? size : 1);
+    void *f = tp_realloc(*a, size ? size : 1);
     if (f) *a = f;
 }
 
@@ -365,12 +366,12 @@ static size_t name_index(const tp_thread *t, size_t pred, const char *name) {
 
 static int add_name(tp_thread *t, tp_cpack *st, const char *name) {
     if (t->ncounter_names >= TP_CPACK_NAMES) return 1;
-    const char **nn = realloc(t->counter_names, (t->ncounter_names + 1) * sizeof *nn);
+    const char **nn = tp_realloc(t->counter_names, (t->ncounter_names + 1) * sizeof *nn);
     if (!nn) return TPROF_ERR_NO_MEMORY;
     t->counter_names = nn;
     if (st->cap_last <= t->ncounter_names) {
         size_t nc = st->cap_last ? st->cap_last * 2 : 16;
-        tp_cpack_last *nl = realloc(st->last, nc * sizeof *nl);
+        tp_cpack_last *nl = tp_realloc(st->last, nc * sizeof *nl);
         if (!nl) return TPROF_ERR_NO_MEMORY;
         st->last = nl;
         st->cap_last = nc;
@@ -423,10 +424,10 @@ int tp_counter_it_init(tp_counter_it *it, const tp_thread *t) {
     it->end = it->p + t->counters_packed_len;
     it->total = tp_counters_packed_size(t);
     if (t->counters_spilled) { /* read through the window, from the start */
-        it->win = malloc(TP_CPACK_WINDOW);
+        it->win = tp_malloc(TP_CPACK_WINDOW);
         it->p = it->end = it->win;
     }
-    it->last = calloc(t->ncounter_names ? t->ncounter_names : 1, sizeof *it->last);
+    it->last = tp_calloc(t->ncounter_names ? t->ncounter_names : 1, sizeof *it->last);
     if (!it->last || (t->counters_spilled && !it->win)) {
         it->bad = TPROF_ERR_NO_MEMORY;
         return TPROF_ERR_NO_MEMORY;
@@ -512,7 +513,7 @@ int tp_counter_it_done(tp_counter_it *it) {
 
 int tp_thread_unpack_counters(tp_thread *t) {
     if (!t->counters_packed) return 0;
-    tp_counter *a = malloc((t->ncounters ? t->ncounters : 1) * sizeof *a);
+    tp_counter *a = tp_malloc((t->ncounters ? t->ncounters : 1) * sizeof *a);
     if (!a) return TPROF_ERR_NO_MEMORY;
     tp_counter_it it;
     size_t n = 0;

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/diagnose.h"
+#include "analysis/alloc.h"
 #include "analysis/stats.h"
 
 #include <math.h>
@@ -581,7 +582,7 @@ static void diagnosis(cJSON *rep, tp_run_results *res, size_t comm_finding,
         cJSON_AddStringToObject(e, "id", ru->id);
         cJSON_AddStringToObject(e, "test", ru->test);
         cJSON_AddNumberToObject(e, "findings", fired);
-        cJSON_AddItemToArray(ra, e);
+        tp_json_item_to_array(ra, e);
     }
     cJSON_AddStringToObject(d, "note", "the rules over steps (data_loading, launch_bound, "
                                        "host_sync, gpu_busy) need diag_min_steps measured steps "
@@ -602,7 +603,7 @@ static void diagnosis(cJSON *rep, tp_run_results *res, size_t comm_finding,
         {"diag_band", o->diag_band}};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) cJSON_AddNumberToObject(th, t[i].k, t[i].v);
     cJSON *near = tp_near_json(&res->findings);
-    if (near) cJSON_AddItemToObject(d, "near", near);
+    if (near) tp_json_item_to_object(d, "near", near);
 }
 
 /* For a Megatron-LM job (its arguments on a rank's command line), each finding's advice in
@@ -614,7 +615,7 @@ static void megatron_advice(tp_run_results *res, const tp_run *run) {
     for (size_t i = 0; i < res->findings.n; i++) {
         char buf[1024];
         if (tp_megatron_advice(&a, res->findings.items[i].id, buf, sizeof buf))
-            res->findings.items[i].megatron = strdup(buf); /* NULL without memory: no advice */
+            res->findings.items[i].megatron = tp_strdup(buf); /* NULL without memory: no advice */
     }
 }
 

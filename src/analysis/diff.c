@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/diff.h"
+#include "analysis/alloc.h"
 #include "analysis/capture.h"
 #include "analysis/jsonget.h"
 #include "analysis/stats.h"
@@ -103,7 +104,7 @@ static metric *mt_get(mtab *t, int sec, const char *key) {
         if (t->m[i].sec == sec && !strcmp(t->m[i].key, key)) return &t->m[i];
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
-        metric *nm = realloc(t->m, cap * sizeof *nm);
+        metric *nm = tp_realloc(t->m, cap * sizeof *nm);
         if (!nm) { t->oom = 1; return NULL; }
         t->m = nm;
         t->cap = cap;
@@ -111,7 +112,7 @@ static metric *mt_get(mtab *t, int sec, const char *key) {
     metric *m = &t->m[t->n];
     memset(m, 0, sizeof *m);
     m->sec = sec;
-    if (!(m->key = strdup(key))) { t->oom = 1; return NULL; }
+    if (!(m->key = tp_strdup(key))) { t->oom = 1; return NULL; }
     t->n++;
     return m;
 }
@@ -120,7 +121,7 @@ static void ms_push(mtab *t, mside *s, const double *v, size_t n) {
     if (s->n + n > s->cap) {
         size_t cap = s->cap ? s->cap : 64;
         while (cap < s->n + n) cap *= 2;
-        double *nv = realloc(s->v, cap * sizeof *nv);
+        double *nv = tp_realloc(s->v, cap * sizeof *nv);
         if (!nv) { t->oom = 1; return; }
         s->v = nv;
         s->cap = cap;
@@ -167,12 +168,12 @@ static void ks_add(keyset *s, const char *k) {
     if (ks_find(s, k) >= 0) return;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 32;
-        char **nk = realloc(s->k, cap * sizeof *nk);
+        char **nk = tp_realloc(s->k, cap * sizeof *nk);
         if (!nk) return;
         s->k = nk;
         s->cap = cap;
     }
-    if ((s->k[s->n] = strdup(k))) s->n++;
+    if ((s->k[s->n] = tp_strdup(k))) s->n++;
 }
 
 static void ks_free(keyset *s) {
@@ -256,7 +257,7 @@ static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *
                 if (strcmp(c.name, cname)) continue;
                 if (n == cap) {
                     cap = cap ? cap * 2 : 256;
-                    tv *ns = realloc(s, cap * sizeof *ns);
+                    tv *ns = tp_realloc(s, cap * sizeof *ns);
                     if (!ns) { tp_counter_it_done(&it); free(s); t->oom = 1; return; }
                     s = ns;
                 }
@@ -265,7 +266,7 @@ static void rank_energy(mtab *t, int side, const tp_run *run, const tp_process *
             tp_counter_it_done(&it);
         }
         if (n > 1) qsort(s, n, sizeof *s, by_t); /* s is NULL when no sample matched */
-        double *e = malloc((nm ? nm : 1) * sizeof *e);
+        double *e = tp_malloc((nm ? nm : 1) * sizeof *e);
         size_t ne = 0;
         for (size_t i = 0; e && i < nm; i++) {
             double a, b;
@@ -309,7 +310,7 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
     kslot *slots = NULL;
     tp_comm_time *ct = NULL;
     if (!nm) goto out;
-    v = malloc(nm * sizeof *v);
+    v = tp_malloc(nm * sizeof *v);
     if (!v) goto oom;
     for (size_t i = 0; i < nm; i++) v[i] = (double)(st[i].end - st[i].start) / 1e6;
     snprintf(key, sizeof key, "rank %d", rank);
@@ -326,8 +327,8 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
     size_t ncm = cs.nsteps - cs.nwarmup;
     if (nk && ncm) {
         size_t nkey = kern->n, nslot = 1024;
-        kv = calloc((NCLS + nkey) * ncm, sizeof *kv);
-        slots = calloc(nslot, sizeof *slots);
+        kv = tp_calloc((NCLS + nkey) * ncm, sizeof *kv);
+        slots = tp_calloc(nslot, sizeof *slots);
         size_t used = 0;
         if (!kv || !slots) goto oom;
         for (size_t i = 0; i < p->ngpu; i++) {
@@ -340,7 +341,7 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
             if (!slots[h].name) {
                 if (2 * (used + 1) > nslot) { /* grow: rehash */
                     size_t n2 = nslot * 2;
-                    kslot *ns = calloc(n2, sizeof *ns);
+                    kslot *ns = tp_calloc(n2, sizeof *ns);
                     if (!ns) goto oom;
                     for (size_t j = 0; j < nslot; j++) {
                         if (!slots[j].name) continue;
@@ -367,11 +368,11 @@ static void rank_samples(mtab *t, int side, const tp_run *run, const tp_process 
 
     /* communication: per op and communicator size, ms per step of the ops issued in it */
     if (p->ncomm && comm->n) {
-        ct = malloc(p->ncomm * sizeof *ct);
-        cv = calloc(comm->n * nm, sizeof *cv);
+        ct = tp_malloc(p->ncomm * sizeof *ct);
+        cv = tp_calloc(comm->n * nm, sizeof *cv);
         if (!ct || !cv) goto oom;
         tp_comm_resolve(p, ct);
-        double *cnt = calloc(comm->n, sizeof *cnt), *byt = calloc(comm->n, sizeof *byt);
+        double *cnt = tp_calloc(comm->n, sizeof *cnt), *byt = tp_calloc(comm->n, sizeof *byt);
         if (!cnt || !byt) { free(cnt); free(byt); goto oom; }
         for (size_t i = 0; i < p->ncomm; i++) {
             const tp_comm_op *c = &p->comm[i];
@@ -592,7 +593,7 @@ static void explain(cJSON *e, cand *c, size_t n, double step_a, double step_b, i
         if (has && step_b > 0) cJSON_AddNumberToObject(o, "b_share", c[i].b / step_b);
         if (has && change != 0)
             cJSON_AddNumberToObject(o, "share_of_change", (c[i].b - c[i].a) / change);
-        cJSON_AddItemToArray(ra, o);
+        tp_json_item_to_array(ra, o);
     }
 }
 
@@ -678,7 +679,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
     cJSON *d = diff_head(side, &t, o);
     cJSON *expl = cJSON_AddObjectToObject(d, "explained");
     cJSON *secs = cJSON_AddObjectToObject(d, "sections");
-    cand *cands = calloc(t.n ? t.n : 1, sizeof *cands);
+    cand *cands = tp_calloc(t.n ? t.n : 1, sizeof *cands);
     size_t ncand = 0;
     double step_a = NAN, step_b = NAN;
     int step_sig = 0;
@@ -689,7 +690,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
         metric *m = &t.m[i];
         stat sa = stat_of(&m->s[0]), sb = stat_of(&m->s[1]);
         cJSON *row = cJSON_CreateObject();
-        cJSON_AddItemToArray(cJSON_GetObjectItem(secs, sec_name[m->sec]), row);
+        tp_json_item_to_array(cJSON_GetObjectItem(secs, sec_name[m->sec]), row);
         cJSON_AddStringToObject(row, "key", m->key);
         cJSON_AddStringToObject(row, "unit", sec_unit[m->sec]);
         int significant = 0;
@@ -770,7 +771,7 @@ cJSON *tp_diff_build(const tp_diff_side *a, const tp_diff_side *b, const tp_diff
                          : m->sec == SEC_PARTS ? "step part" : m->sec == SEC_PHASE ? "phase" : "kernel class",
                          m->key, sa.present ? "A" : "B", sa.present ? sa.mean : sb.mean);
             cJSON_AddStringToObject(e, "message", msg);
-            cJSON_AddItemToArray(sig, e);
+            tp_json_item_to_array(sig, e);
         }
     }
     explain(expl, cands, ncand, step_a, step_b, step_sig);

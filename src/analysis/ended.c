@@ -9,6 +9,7 @@
  * in flight when its source never saw it stop.
  */
 #include "analysis/ended.h"
+#include "analysis/alloc.h"
 #include "analysis/findings.h"
 
 #include <inttypes.h>
@@ -89,7 +90,7 @@ static cJSON *range_json(const tp_process *p, const tp_thread *th, const tp_rang
     const tp_range *chain[64];
     size_t n = range_chain(th, r, chain);
     cJSON *st = cJSON_AddArrayToObject(j, "stack");
-    for (size_t i = n; i-- > 0;) cJSON_AddItemToArray(st, cJSON_CreateString(chain[i]->name));
+    for (size_t i = n; i-- > 0;) tp_json_item_to_array(st, cJSON_CreateString(chain[i]->name));
     if (th->name) cJSON_AddStringToObject(j, "thread", th->name);
     cJSON_AddNumberToObject(j, "tid", th->os_tid);
     cJSON_AddNumberToObject(j, "start_s", rel_s(p, r->start));
@@ -117,7 +118,7 @@ static int ended_compute(tp_ended_result *out, const tp_run *run) {
     for (size_t i = 0; i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
         if (!ended_early(p)) continue;
-        tp_ended_rank *nr = realloc(out->ranks, (out->n + 1) * sizeof *nr);
+        tp_ended_rank *nr = tp_realloc(out->ranks, (out->n + 1) * sizeof *nr);
         if (!nr) return -1;
         out->ranks = nr;
         tp_ended_rank *e = &out->ranks[out->n++];
@@ -152,7 +153,7 @@ static cJSON *rank_json(const tp_ended_rank *x, const char *label) {
     }
     cJSON_AddNumberToObject(e, "ended_s", x->ended_s);
     if (x->last_range)
-        cJSON_AddItemToObject(e, "last_range", range_json(p, x->thread, x->last_range));
+        tp_json_item_to_object(e, "last_range", range_json(p, x->thread, x->last_range));
     const tp_comm_op *c = x->last_collective;
     if (c) {
         cJSON *jc = cJSON_AddObjectToObject(e, "last_collective");
@@ -177,7 +178,7 @@ static void ended_finding(tp_findings_result *fs, const tp_ended_result *out, in
     char msg[512];
     size_t len = 0;
     int count = 0;
-    int *rk = malloc((out->n ? out->n : 1) * sizeof *rk);
+    int *rk = tp_malloc((out->n ? out->n : 1) * sizeof *rk);
     if (!rk) return;
     for (size_t i = 0; i < out->n; i++) {
         const tp_ended_rank *x = &out->ranks[i];
@@ -225,9 +226,9 @@ void tp_ended_section(cJSON *rep, tp_findings_result *fs, const tp_run *run,
         const tp_ended_rank *x = &out->ranks[i];
         char label[64];
         tp_process_label(x->proc, label, sizeof label);
-        cJSON_AddItemToArray(arr, rank_json(x, label));
+        tp_json_item_to_array(arr, rank_json(x, label));
     }
-    cJSON_AddItemToObject(rep, "ended_early", arr);
+    tp_json_item_to_object(rep, "ended_early", arr);
     for (int helpers = 0; fs && helpers < 2; helpers++) ended_finding(fs, out, helpers);
 }
 

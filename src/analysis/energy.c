@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/energy.h"
+#include "analysis/alloc.h"
 #include "analysis/figures.h"
 #include "analysis/stats.h"
 
@@ -137,10 +138,10 @@ size_t tp_nvml_reasons(unsigned long long mask, const char **names, size_t max) 
 static int nv_push(nv_series *s, uint64_t ts, double v) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 256;
-        uint64_t *nt = realloc(s->ts, cap * sizeof *nt);
+        uint64_t *nt = tp_realloc(s->ts, cap * sizeof *nt);
         if (!nt) return -1;
         s->ts = nt;
-        double *nv = realloc(s->v, cap * sizeof *nv);
+        double *nv = tp_realloc(s->v, cap * sizeof *nv);
         if (!nv) return -1;
         s->v = nv;
         s->cap = cap;
@@ -171,7 +172,7 @@ static int nv_acc_add(nv_acc *a, uint64_t ts, double v, uint64_t w0, uint64_t w1
     if (a->n && !a->gaps_over) {
         if (!a->no_gaps && a->cap_gaps - a->ngap_bytes < 10) {
             size_t cap = a->cap_gaps ? a->cap_gaps * 2 : 256;
-            uint8_t *g = realloc(a->gaps, cap);
+            uint8_t *g = tp_realloc(a->gaps, cap);
             if (g) a->gaps = g, a->cap_gaps = cap;
             else rc = -1;
         }
@@ -262,7 +263,7 @@ static int nv_acc_integral(const nv_acc *s, uint64_t a, uint64_t b, double *out)
 static double nv_acc_interval_ms(const nv_acc *a) {
     if (a->n < 2 || a->no_gaps || a->gaps_over) return 0;
     if (a->n - 1 <= NV_SORT_GAPS) {
-        uint64_t *d = malloc((a->n - 1) * sizeof *d);
+        uint64_t *d = tp_malloc((a->n - 1) * sizeof *d);
         if (!d) return 0;
         const uint8_t *p = a->gaps, *end = p + a->ngap_bytes;
         size_t k = 0;
@@ -456,7 +457,7 @@ static long nv_slot(const char *name, const tp_gpu_link *links, size_t nlinks, i
     size_t d = 0;
     while (d < *nd && (*dv)[d].idx != idx) d++;
     if (d == *nd) {
-        nv_dev *n2 = realloc(*dv, (*nd + 1) * sizeof *n2);
+        nv_dev *n2 = tp_realloc(*dv, (*nd + 1) * sizeof *n2);
         if (!n2) return -2;
         *dv = n2;
         memset(&n2[d], 0, sizeof n2[d]);
@@ -592,7 +593,7 @@ static int nv_sample_cmp(const void *a, const void *b) {
 
 /* Series s sorted by time, samples of one time in the order read: 0, or -1 without memory. */
 static int nv_sort(nv_series *s) {
-    nv_sample *a = malloc((s->n ? s->n : 1) * sizeof *a);
+    nv_sample *a = tp_malloc((s->n ? s->n : 1) * sizeof *a);
     if (!a) return -1;
     for (size_t i = 0; i < s->n; i++) a[i] = (nv_sample){s->ts[i], s->v[i], i};
     qsort(a, s->n, sizeof *a, nv_sample_cmp);
@@ -670,7 +671,7 @@ static void nv_rr_walk(const tp_process *p, nv_rr *rr, size_t n) {
  * sorted (keep_all) or from the sampler's samples, all GPUs in one walk a pass. The same
  * gaps nv_acc_add would have kept, in the same order: its series' samples as fed. */
 static void nv_reread_intervals(const tp_process *p, nv_dev *dv, size_t nd, int keep_all) {
-    nv_rr *rr = calloc(nd ? nd : 1, sizeof *rr);
+    nv_rr *rr = tp_calloc(nd ? nd : 1, sizeof *rr);
     size_t n = 0;
     if (!rr) return; /* no interval: 0, as without memory for the gaps */
     for (size_t d = 0; d < nd; d++) {
@@ -811,7 +812,7 @@ void tp_nvml_compute(tp_nvml_result *out, const tp_run *run, const tp_process *r
     }
     if (!rc) nv_reread_intervals(p, dv, nd, unordered);
     if (rc || (!nd && !none_sampled)) goto out;
-    out->gpus = nd ? calloc(nd, sizeof *out->gpus) : NULL;
+    out->gpus = nd ? tp_calloc(nd, sizeof *out->gpus) : NULL;
     if (nd && !out->gpus) goto out;
     out->present = 1;
     out->per_step = W.per_step;
@@ -864,7 +865,7 @@ out:
 
 static void nv_gpu_json(cJSON *ga, const tp_nvml_gpu_result *R, int per_step) {
     cJSON *gj = cJSON_CreateObject();
-    cJSON_AddItemToArray(ga, gj);
+    tp_json_item_to_array(ga, gj);
     cJSON_AddNumberToObject(gj, "index", R->index);
     if (R->has_cuda_device) cJSON_AddNumberToObject(gj, "cuda_device", R->cuda_device);
     if (R->name) cJSON_AddStringToObject(gj, "name", R->name);
@@ -920,7 +921,7 @@ static void nv_gpu_json(cJSON *ga, const tp_nvml_gpu_result *R, int per_step) {
         cJSON *names = cJSON_AddArrayToObject(cj, "reasons");
         const char *rn[TP_NVML_NREASONS];
         size_t nr = tp_nvml_reasons(R->clock_event_mask, rn, TP_NVML_NREASONS);
-        for (size_t r = 0; r < nr; r++) cJSON_AddItemToArray(names, cJSON_CreateString(rn[r]));
+        for (size_t r = 0; r < nr; r++) tp_json_item_to_array(names, cJSON_CreateString(rn[r]));
         cJSON_AddBoolToObject(cj, "throttled", R->throttled);
         cJSON_AddNumberToObject(cj, "throttled_share", R->throttled_share);
     }
@@ -943,7 +944,7 @@ void tp_nvml_json(cJSON *rank_json, const tp_nvml_result *nv) {
     if (nv->has_not_sampled) {
         cJSON *ns = cJSON_AddArrayToObject(nj, "rank_gpus_not_sampled");
         for (size_t a = 0; a < nv->nnot_sampled; a++)
-            cJSON_AddItemToArray(ns, cJSON_CreateString(nv->not_sampled[a]));
+            tp_json_item_to_array(ns, cJSON_CreateString(nv->not_sampled[a]));
     }
     if (nv->device_match) cJSON_AddStringToObject(nj, "device_match", nv->device_match);
     if (nv->driver_version) cJSON_AddStringToObject(nj, "driver_version", nv->driver_version);

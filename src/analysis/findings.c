@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/findings.h"
+#include "analysis/alloc.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,10 +15,10 @@
 
 tp_finding *tp_finding_add(tp_findings_result *fs, const char *id, const char *severity,
                            int rank, const char *msg, const char *rec) {
-    tp_finding *a = realloc(fs->items, (fs->n + 1) * sizeof *a);
+    tp_finding *a = tp_realloc(fs->items, (fs->n + 1) * sizeof *a);
     if (!a) return NULL;
     fs->items = a;
-    char *m = strdup(msg ? msg : "");
+    char *m = tp_strdup(msg ? msg : "");
     if (!m) return NULL;
     tp_finding *f = &a[fs->n++];
     memset(f, 0, sizeof *f);
@@ -33,7 +34,7 @@ tp_finding *tp_finding_add(tp_findings_result *fs, const char *id, const char *s
 /* A new figure of f's evidence, zeroed, or NULL. */
 static tp_evidence *ev_add(tp_finding *f, const char *key, tp_evidence_kind kind) {
     if (!f) return NULL;
-    tp_evidence *a = realloc(f->ev, (f->nev + 1) * sizeof *a);
+    tp_evidence *a = tp_realloc(f->ev, (f->nev + 1) * sizeof *a);
     if (!a) return NULL;
     f->ev = a;
     tp_evidence *e = &a[f->nev++];
@@ -61,7 +62,7 @@ void tp_ev_string(tp_finding *f, const char *key, const char *s) {
 void tp_ev_ints(tp_finding *f, const char *key, const int *v, size_t n) {
     tp_evidence *e = ev_add(f, key, TP_EV_INTS);
     if (!e || !n) return;
-    e->ints = malloc(n * sizeof *e->ints);
+    e->ints = tp_malloc(n * sizeof *e->ints);
     if (!e->ints) return;
     memcpy(e->ints, v, n * sizeof *v);
     e->n = n;
@@ -70,7 +71,7 @@ void tp_ev_ints(tp_finding *f, const char *key, const int *v, size_t n) {
 void tp_ev_strings(tp_finding *f, const char *key, const char *const *v, size_t n) {
     tp_evidence *e = ev_add(f, key, TP_EV_STRINGS);
     if (!e || !n) return;
-    e->strs = malloc(n * sizeof *e->strs);
+    e->strs = tp_malloc(n * sizeof *e->strs);
     if (!e->strs) return;
     memcpy(e->strs, v, n * sizeof *v);
     e->n = n;
@@ -83,7 +84,7 @@ void tp_ev_straggler(tp_finding *f, const char *key, const tp_straggler *s) {
 
 void tp_near_add(tp_findings_result *fs, const char *id, const char *unit, int rank, double v,
                  double thr, double from) {
-    tp_near *a = realloc(fs->near, (fs->nnear + 1) * sizeof *a);
+    tp_near *a = tp_realloc(fs->near, (fs->nnear + 1) * sizeof *a);
     if (!a) return;
     fs->near = a;
     a[fs->nnear++] = (tp_near){id, unit, rank, v, thr, from};
@@ -134,15 +135,17 @@ static void evidence_json(cJSON *ev, const tp_evidence *e) {
     case TP_EV_STRING: cJSON_AddStringToObject(ev, e->key, e->str); break;
     case TP_EV_INTS: {
         cJSON *a = cJSON_AddArrayToObject(ev, e->key);
-        for (size_t i = 0; i < e->n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(e->ints[i]));
+        for (size_t i = 0; i < e->n; i++) tp_json_item_to_array(a, cJSON_CreateNumber(e->ints[i]));
         break;
     }
     case TP_EV_STRINGS: {
         cJSON *a = cJSON_AddArrayToObject(ev, e->key);
-        for (size_t i = 0; i < e->n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(e->strs[i]));
+        for (size_t i = 0; i < e->n; i++) tp_json_item_to_array(a, cJSON_CreateString(e->strs[i]));
         break;
     }
-    case TP_EV_STRAGGLER: cJSON_AddItemToObject(ev, e->key, tp_straggler_json(e->straggler)); break;
+    case TP_EV_STRAGGLER:
+        tp_json_item_to_object(ev, e->key, tp_straggler_json(e->straggler));
+        break;
     }
 }
 
@@ -161,7 +164,7 @@ void tp_findings_json(cJSON *arr, const tp_findings_result *fs) {
         if (f->recommendation && f->recommendation_last)
             cJSON_AddStringToObject(fd, "recommendation", f->recommendation);
         if (f->megatron) cJSON_AddStringToObject(fd, "megatron", f->megatron);
-        cJSON_AddItemToArray(arr, fd);
+        tp_json_item_to_array(arr, fd);
     }
 }
 
@@ -177,7 +180,7 @@ cJSON *tp_near_json(const tp_findings_result *fs) {
         cJSON_AddNumberToObject(e, "value", n->value);
         cJSON_AddNumberToObject(e, "threshold", n->threshold);
         cJSON_AddNumberToObject(e, "finding_from", n->finding_from);
-        cJSON_AddItemToArray(a, e);
+        tp_json_item_to_array(a, e);
     }
     return a;
 }
@@ -327,6 +330,12 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
         }
     }
     h->unjudged_stragglers = res->clocks.no_memory;
+    for (size_t i = 0; i < res->nranks && !h->has_short_section; i++)
+        if (res->ranks[i].no_memory) {
+            h->has_short_section = 1;
+            h->short_section_rank = res->ranks[i].rank;
+        }
+    h->short_run = res->no_memory;
     if (nsteps) {
         h->has_step = 1;
         h->step_ms = steps / (double)nsteps;
@@ -336,6 +345,19 @@ static void hl_figures(tp_headline *h, const tp_run_results *res) {
         h->exposed_share = res->comm.worst_exposed_share;
         h->exposed_rank = res->comm.worst_rank;
     }
+}
+
+/* The line of a report some part of which ran out of memory (alloc.h): with a finding or
+ * without, the reader must know that one may be missing. */
+static void hl_short(tp_headline *h) {
+    if (!h->has_short_section && !h->short_run) return;
+    char what[64] = "";
+    if (h->has_short_section)
+        snprintf(what, sizeof what, "rank %d's section (maybe others')%s", h->short_section_rank,
+                 h->short_run ? " and " : "");
+    hl_line(h, "incomplete: memory ran out while the report computed %s%s: a figure or finding "
+               "may be missing or made of part of the records (see the notes)",
+            what, h->short_run ? "the run-level analyses" : "");
 }
 
 void tp_headline_build(tp_run_results *res) {
@@ -393,6 +415,7 @@ void tp_headline_build(tp_run_results *res) {
                                           fs->items[i].id, fs->items[i].severity);
             hl_line(h, "also: %zu more finding%s below: %s", fs->n - 1, fs->n == 2 ? "" : "s", ids);
         }
+        hl_short(h);
         return;
     }
     char fig[TP_HEADLINE_LINE_MAX] = "";
@@ -429,6 +452,7 @@ void tp_headline_build(tp_run_results *res) {
         hl_line(h, "not judged: %s%s (memory ran out while the report computed %s)", what,
                 h->unjudged_stragglers ? "stragglers" : "", both ? "them" : "it");
     }
+    hl_short(h);
     if (fs->nnear)
         hl_line(h, "near a threshold: %zu value%s past a threshold but inside its band, listed "
                    "below (not findings)", fs->nnear, fs->nnear == 1 ? "" : "s");
@@ -440,7 +464,7 @@ cJSON *tp_headline_json(const tp_run_results *res) {
     if (!j) return NULL;
     cJSON *lines = cJSON_AddArrayToObject(j, "lines");
     for (size_t i = 0; i < h->nlines; i++)
-        cJSON_AddItemToArray(lines, cJSON_CreateString(h->lines[i]));
+        tp_json_item_to_array(lines, cJSON_CreateString(h->lines[i]));
     if (h->has_finding) {
         const tp_finding *f = &res->findings.items[h->finding];
         cJSON_AddStringToObject(j, "finding", f->id);

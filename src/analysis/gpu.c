@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/breakdown.h"
+#include "analysis/alloc.h"
 #include "analysis/capture.h"
 #include "analysis/gpu.h"
 #include "analysis/spans.h"
@@ -142,7 +143,7 @@ static void cupti_overhead(tp_gpu_result *out, const tp_process *p, const tp_ste
     out->overhead_ms = total / per;
     out->overhead_driver_records = nd;
     out->overhead_driver_ms = driver / per;
-    out->overhead_kinds = calloc(nk ? nk : 1, sizeof *out->overhead_kinds);
+    out->overhead_kinds = tp_calloc(nk ? nk : 1, sizeof *out->overhead_kinds);
     for (size_t done = 0; out->overhead_kinds && done < nk; done++) { /* most first */
         size_t best = 0;
         for (size_t k = 1; k < nk; k++)
@@ -215,7 +216,7 @@ static size_t skey_find(const skey *k, size_t nk, size_t last, const tp_gpu_op *
 static uint32_t *stream_index(const tp_process *p) {
     size_t n = p->ngpu;
     if (n > UINT32_MAX) return NULL;
-    uint32_t *ix = malloc((n ? n : 1) * sizeof *ix);
+    uint32_t *ix = tp_malloc((n ? n : 1) * sizeof *ix);
     skey *k = NULL;
     size_t nk = 0, capk = 0, last = 0;
     for (size_t i = 0; ix && i < n; i++) {
@@ -224,7 +225,7 @@ static uint32_t *stream_index(const tp_process *p) {
         if (j == nk) {
             if (nk == capk) {
                 capk = capk ? capk * 2 : 16;
-                skey *nkp = realloc(k, capk * sizeof *nkp);
+                skey *nkp = realloc(k, capk * sizeof *nkp); /* not counted: the same order */
                 if (!nkp) { /* no memory for the buckets: sort instead */
                     for (size_t x = 0; x < n; x++) ix[x] = (uint32_t)x;
                     qsort_r(ix, n, sizeof *ix, by_stream_start, (void *)p->gpu);
@@ -304,7 +305,7 @@ static int launch_times(const tp_process *p, const tp_gpu_op *const *apis, uint6
  * kernels: the queue depth the host runs ahead by. 0 when nothing matches. */
 static uint64_t launch_lag(const tp_process *p, const tp_gpu_op *const *apis) {
     size_t cap = p->ngpu < 100000 ? p->ngpu : 100000, n = 0;
-    uint64_t *d = malloc((cap ? cap : 1) * sizeof *d);
+    uint64_t *d = tp_malloc((cap ? cap : 1) * sizeof *d);
     if (!d) return 0;
     for (size_t i = 0; i < p->ngpu && n < cap; i++) {
         const tp_gpu_op *l = launch_of(&p->gpu[i], apis, p->napi);
@@ -382,7 +383,7 @@ static int clip_to(tp_process *p, size_t i, uint64_t end, uint32_t why, size_t *
     } else {
         if (p->nclips == *cap) {
             size_t nc = *cap ? *cap * 2 : 16;
-            tp_gpu_clip *v = realloc(p->clips, nc * sizeof *v);
+            tp_gpu_clip *v = tp_realloc(p->clips, nc * sizeof *v);
             if (!v) return -1;
             p->clips = v;
             *cap = nc;
@@ -405,13 +406,13 @@ static const tp_gpu_fence *fence_of(const tp_process *p, uint32_t device, uint32
 int tp_gpu_clip_to_streams(tp_process *p) {
     size_t n = p->ngpu, nss = 0, ncs = 0, cap = 0;
     if (!n) return 0;
-    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    const tp_gpu_op **apis = tp_malloc((p->napi ? p->napi : 1) * sizeof *apis);
     uint32_t *ix = stream_index(p);
     /* room for the synchronisations only: a run's records are mostly kernels */
     size_t nsync = 0;
     for (size_t i = 0; i < n; i++) nsync += p->gpu[i].type == TPROF_REC_GPU_SYNC;
-    clip_sync *ss = malloc((nsync ? nsync : 1) * sizeof *ss);
-    clip_sync *cs = malloc((nsync ? nsync : 1) * sizeof *cs);
+    /* stream syncs from the front, context syncs in the second half */
+    clip_sync *ss = tp_malloc(2 * (nsync ? nsync : 1) * sizeof *ss), *cs = ss ? ss + nsync : NULL;
     int rc = apis && ix && ss && cs ? 0 : -1;
     for (size_t i = 0; !rc && i < p->napi; i++) apis[i] = &p->api[i];
     if (!rc && p->napi > 1) qsort(apis, p->napi, sizeof *apis, by_corr);
@@ -473,7 +474,6 @@ int tp_gpu_clip_to_streams(tp_process *p) {
     free(apis);
     free(ix);
     free(ss);
-    free(cs);
     return rc;
 }
 
@@ -512,8 +512,8 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     size_t places = v[n - 1].at + 1; /* the reasons' places: up to the last pause's */
     n = keep;
     /* each kept pause's place in the metadata's list, which numbers the reasons */
-    size_t *at = malloc(n * sizeof *at);
-    if (!at || !(out->pauses = calloc(n, sizeof *out->pauses))) {
+    size_t *at = tp_malloc(n * sizeof *at);
+    if (!at || !(out->pauses = tp_calloc(n, sizeof *out->pauses))) {
         free(at);
         free(v);
         return;
@@ -530,12 +530,12 @@ static void capture_pauses(tp_gpu_result *out, const tp_process *p) {
     }
     free(v);
     /* the reasons, NUL-terminated each in one block */
-    const char **rs = malloc(places * sizeof *rs);
-    size_t *rl = malloc(places * sizeof *rl), bytes = 0;
+    const char **rs = tp_malloc(places * sizeof *rs);
+    size_t *rl = tp_malloc(places * sizeof *rl), bytes = 0;
     if (rs && rl) tp_capture_pause_reasons(p, rs, rl, places);
     for (size_t i = 0; rs && rl && i < out->npauses; i++)
         if (rs[at[i]]) bytes += rl[at[i]] + 1;
-    char *w = bytes ? (out->pause_reasons = malloc(bytes)) : NULL;
+    char *w = bytes ? (out->pause_reasons = tp_malloc(bytes)) : NULL;
     for (size_t i = 0; w && i < out->npauses; i++) {
         if (!rs[at[i]]) continue;
         memcpy(w, rs[at[i]], rl[at[i]]);
@@ -599,7 +599,7 @@ static void device_figures(tp_gpu_result *out, const tp_process *p, const uint64
         while (k < ndev && devs[k] != p->gpu[i].device) k++;
         if (k == ndev && ndev < 64) devs[ndev++] = p->gpu[i].device;
     }
-    out->devices = ndev ? calloc(ndev, sizeof *out->devices) : NULL;
+    out->devices = ndev ? tp_calloc(ndev, sizeof *out->devices) : NULL;
     for (size_t d = 0; d < ndev && out->devices; d++) {
         size_t nk = 0;
         double cls_ns[TP_KC_COUNT] = {0}, copy_ns = 0, kernel_ns = 0;
@@ -677,7 +677,7 @@ static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t 
         if (k == nrows) {
             if (nrows == caprows) {
                 caprows = caprows ? 2 * caprows : 64;
-                krow *nr = realloc(rows, caprows * sizeof *nr);
+                krow *nr = tp_realloc(rows, caprows * sizeof *nr);
                 if (!nr) break;
                 rows = nr;
             }
@@ -690,7 +690,7 @@ static void top_kernels(tp_gpu_result *out, const tp_process *p, const uint64_t 
     for (size_t k = 0; k < nrows; k++) ktot += rows[k].ns;
     if (nrows > 1) qsort(rows, nrows, sizeof *rows, by_ns);
     size_t shown = top_n > 0 ? (nrows < (size_t)top_n ? nrows : (size_t)top_n) : 0;
-    out->kernels = shown ? calloc(shown, sizeof *out->kernels) : NULL;
+    out->kernels = shown ? tp_calloc(shown, sizeof *out->kernels) : NULL;
     for (size_t k = 0; k < shown && out->kernels; k++)
         out->kernels[out->nkernels++] = (tp_gpu_kernel){
             rows[k].name, tp_kernel_class(rows[k].name), (double)rows[k].count / per,
@@ -802,7 +802,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         step_ns = 0;
         for (size_t i = 0; i < nparts; i++) step_ns += parts[i].end - parts[i].start;
     }
-    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    const tp_gpu_op **apis = tp_malloc((p->napi ? p->napi : 1) * sizeof *apis);
     if (!apis) {
         free(parts);
         return;
@@ -834,7 +834,7 @@ void tp_gpu_compute(tp_gpu_result *out, const tp_process *p, const tp_step *st, 
         kinds.memsets |= p->gpu[i].type == TPROF_REC_GPU_MEMSET;
     }
     /* each op's ns that count for the measured steps, once for the tables below */
-    uint64_t *att = malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
+    uint64_t *att = tp_malloc((p->ngpu ? p->ngpu : 1) * sizeof *att);
     if (att && launch_times(p, apis, lag, att) != 0) {
         free(att);
         att = NULL;
@@ -868,7 +868,7 @@ static void overhead_json(cJSON *g, const tp_gpu_result *r) {
         cJSON_AddStringToObject(e, "name", o->name);
         cJSON_AddStringToObject(e, "source", o->driver ? "driver" : "cupti");
         cJSON_AddNumberToObject(e, "ms", o->ms);
-        cJSON_AddItemToArray(by, e);
+        tp_json_item_to_array(by, e);
     }
 }
 
@@ -905,7 +905,7 @@ static void device_json(cJSON *jd, const tp_gpu_device_result *D) {
     tp_figure_invalid_json(&inv, e, "busy_share", &D->busy_share_flagged, tp_flag_reason_busy);
     tp_figure_invalid_json(&inv, e, "memory_peak_share", &D->memory_peak_flagged,
                            tp_flag_reason_mem_peak);
-    cJSON_AddItemToArray(jd, e);
+    tp_json_item_to_array(jd, e);
 }
 
 static void stopped_json(cJSON *g, const tp_gpu_result *r) {
@@ -942,7 +942,7 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
             cJSON_AddNumberToObject(e, "to_s", x->to_s);
             if (x->never_resumed) cJSON_AddBoolToObject(e, "never_resumed", 1);
             if (x->reason) cJSON_AddStringToObject(e, "reason", x->reason);
-            cJSON_AddItemToArray(a, e);
+            tp_json_item_to_array(a, e);
         }
         if (r->pauses_more) {
             cJSON *m = cJSON_AddObjectToObject(g, "capture_paused_more");
@@ -981,7 +981,7 @@ void tp_gpu_json(cJSON *rs, const tp_gpu_result *r) {
         cJSON_AddNumberToObject(e, "total_ms", x->total_ms);
         cJSON_AddNumberToObject(e, "mean_us", x->mean_us);
         cJSON_AddNumberToObject(e, "share", x->share);
-        cJSON_AddItemToArray(jt, e);
+        tp_json_item_to_array(jt, e);
     }
     cJSON_AddNumberToObject(g, "kernel_ms_total", r->kernel_ms_total);
     stopped_json(g, r);

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/idmap.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +42,14 @@ size_t tp_idmap_add(tp_idmap *m, uint64_t id, int *made) {
     }
     if (m->n == m->cap_ids) {
         size_t nc = m->cap_ids ? 2 * m->cap_ids : 16;
-        uint64_t *g = realloc(m->ids, nc * sizeof *g);
+        uint64_t *g = tp_realloc(m->ids, nc * sizeof *g);
         if (!g) return SIZE_MAX;
         m->ids = g;
         m->cap_ids = nc;
     }
     if (2 * (m->n + 1) > m->cap) { /* at most half full: twice the slots, placed again */
         size_t nc = m->cap ? 2 * m->cap : 64;
-        size_t *s = calloc(nc, sizeof *s);
+        size_t *s = tp_calloc(nc, sizeof *s);
         if (!s) return SIZE_MAX;
         for (size_t k = 0; k < m->n; k++) s[probe(m, s, nc, m->ids[k])] = k + 1;
         free(m->slot);

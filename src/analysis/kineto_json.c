@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/kineto_json.h"
+#include "analysis/alloc.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -86,7 +87,7 @@ static int keep(kin *k, int c) {
             return tp_kin_fail(k, "a value of more than %u MiB at byte %llu", KIN_MAX_VALUE >> 20,
                                (unsigned long long)k->off);
         size_t nc = k->cap_v ? k->cap_v * 2 : 4096;
-        char *nb = realloc(k->v, nc);
+        char *nb = tp_realloc(k->v, nc);
         if (!nb) return TPROF_ERR_NO_MEMORY;
         k->v = nb;
         k->cap_v = nc;

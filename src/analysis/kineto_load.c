@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/kineto.h"
+#include "analysis/alloc.h"
 #include "analysis/hash.h"
 
 #include <ctype.h>
@@ -105,10 +106,10 @@ static int thread_of(kst *s, int64_t pid, int64_t tid, size_t *out) {
             *out = s->last_thread = i;
             return 0;
         }
-    tp_thread *nt = realloc(p->threads, (p->nthreads + 1) * sizeof *nt);
+    tp_thread *nt = tp_realloc(p->threads, (p->nthreads + 1) * sizeof *nt);
     if (!nt) return TPROF_ERR_NO_MEMORY;
     p->threads = nt;
-    kthread *nk = realloc(s->kt, (p->nthreads + 1) * sizeof *nk);
+    kthread *nk = tp_realloc(s->kt, (p->nthreads + 1) * sizeof *nk);
     if (!nk) return TPROF_ERR_NO_MEMORY;
     s->kt = nk;
     memset(&p->threads[p->nthreads], 0, sizeof *nt);
@@ -127,7 +128,7 @@ static uint32_t category_of(kst *s, const char *cat) {
     if (!cat || !*cat) return 0;
     for (size_t i = 0; i < p->ncategories; i++)
         if (!strcmp(p->categories[i].name, cat)) return p->categories[i].id;
-    struct tp_category *nc = realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
+    struct tp_category *nc = tp_realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
     if (!nc) return 0;
     p->categories = nc;
     uint32_t id = (uint32_t)p->ncategories + 1;
@@ -174,7 +175,7 @@ static int push_comm(kst *s, const tp_comm_op *op, uint32_t corr) {
     tp_process *p = s->p;
     if (p->ncomm == s->cap_corr) {
         size_t nc = s->cap_corr ? s->cap_corr * 2 : 16;
-        uint32_t *v = realloc(s->comm_corr, nc * sizeof *v);
+        uint32_t *v = tp_realloc(s->comm_corr, nc * sizeof *v);
         if (!v) return TPROF_ERR_NO_MEMORY;
         s->comm_corr = v;
         s->cap_corr = nc;
@@ -709,7 +710,7 @@ static int thread_order(tp_process *p) {
             if ((t->ranges[k].flags & (TP_R_UNCLOSED | TP_R_ASYNC)) == TP_R_UNCLOSED)
                 t->ranges[k].end = t->last_ts;
         if (t->nranges > 1) qsort(t->ranges, t->nranges, sizeof *t->ranges, cmp_range);
-        int32_t *stk = malloc((t->nranges ? t->nranges : 1) * sizeof *stk);
+        int32_t *stk = tp_malloc((t->nranges ? t->nranges : 1) * sizeof *stk);
         if (!stk) return TPROF_ERR_NO_MEMORY;
         size_t sp = 0;
         for (size_t k = 0; k < t->nranges; k++) {
@@ -731,7 +732,7 @@ static int thread_order(tp_process *p) {
 static int comm_finish(kst *s) {
     tp_process *p = s->p;
     if (!p->ncomm) return 0;
-    const tp_gpu_op **apis = malloc((p->napi ? p->napi : 1) * sizeof *apis);
+    const tp_gpu_op **apis = tp_malloc((p->napi ? p->napi : 1) * sizeof *apis);
     if (!apis) return TPROF_ERR_NO_MEMORY;
     for (size_t i = 0; i < p->napi; i++) apis[i] = &p->api[i];
     if (p->napi > 1) qsort(apis, p->napi, sizeof *apis, cmp_api_corr);
@@ -796,7 +797,7 @@ static int finish(kst *s) {
             tp_comm_op op;
             uint32_t corr;
         } pair;
-        pair *v = malloc(p->ncomm * sizeof *v);
+        pair *v = tp_malloc(p->ncomm * sizeof *v);
         if (!v) return TPROF_ERR_NO_MEMORY;
         for (size_t i = 0; i < p->ncomm; i++) v[i] = (pair){p->comm[i], s->comm_corr[i]};
         qsort(v, p->ncomm, sizeof *v, cmp_comm_start); /* op is the first member */
@@ -866,7 +867,7 @@ int tp_kineto_sniff(const char *path) {
     gzFile gz = gzopen(path, "rb");
     if (!gz) return 0;
     int direct = gzdirect(gz);
-    char *buf = malloc(KIN_SNIFF_BYTES + 1);
+    char *buf = tp_malloc(KIN_SNIFF_BYTES + 1);
     int n = buf ? gzread(gz, buf, KIN_SNIFF_BYTES) : -1;
     /* gzdirect is known only after the first read */
     if (n >= 0 && !direct) direct = gzdirect(gz);
@@ -889,7 +890,7 @@ int tp_kineto_load(tp_run *run, const char *path, tp_process *p, char *err, size
     p->path = tp_intern(run, path);
     p->helper_of = -1;
     p->rank = p->world_size = p->local_rank = -1;
-    kst *s = calloc(1, sizeof *s);
+    kst *s = tp_calloc(1, sizeof *s);
     if (!s) return TPROF_ERR_NO_MEMORY;
     s->run = run;
     s->p = p;
@@ -898,7 +899,7 @@ int tp_kineto_load(tp_run *run, const char *path, tp_process *p, char *err, size
     s->in.err = err;
     s->in.errlen = errlen;
     int rc = TPROF_OK;
-    p->domains = calloc(1, sizeof *p->domains);
+    p->domains = tp_calloc(1, sizeof *p->domains);
     if (!p->domains) rc = TPROF_ERR_NO_MEMORY;
     else {
         p->domains[0] = tp_intern(run, "");

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/memory.h"
+#include "analysis/alloc.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -115,7 +116,7 @@ static int collect_samples(const tp_process *p, sample **out, size_t *n) {
             if (!open || (v[len - 1].has & (1u << k))) {
                 if (len == cap) {
                     size_t nc = cap ? cap * 2 : 64;
-                    sample *g = realloc(v, nc * sizeof *g);
+                    sample *g = tp_realloc(v, nc * sizeof *g);
                     if (!g) {
                         tp_counter_it_done(&it);
                         free(v);
@@ -154,7 +155,7 @@ static int collect_phases(const tp_process *p, size_t t, phase_span **out, size_
         for (size_t j = 0; j < p->threads[i].nranges; j++)
             len += phase_of_name(p->threads[i].ranges[j].name) >= 0;
     }
-    phase_span *v = malloc((len ? len : 1) * sizeof *v);
+    phase_span *v = tp_malloc((len ? len : 1) * sizeof *v);
     if (!v) return TPROF_ERR_NO_MEMORY;
     size_t k = 0;
     for (size_t i = 0; i < p->nthreads; i++) {
@@ -201,8 +202,8 @@ static int collect_modules(const tp_process *p, size_t t, module_span **out, siz
     for (size_t j = 0; j < th->nranges; j++)
         len += module_candidate(&th->ranges[j]);
     if (!len) return TPROF_OK;
-    module_span *v = malloc(len * sizeof *v);
-    long *stack = malloc(len * sizeof *stack);
+    module_span *v = tp_malloc(len * sizeof *v);
+    long *stack = tp_malloc(len * sizeof *stack);
     if (!v || !stack) {
         free(v);
         free(stack);
@@ -352,7 +353,7 @@ typedef struct step_acc {
 static int device_peaks(tp_memory_result *out, const tp_process *p, const tp_steps *s,
                         step_acc *acc, uint64_t complete_until) {
     if (!p->ngmem || !complete_until) return TPROF_OK;
-    tp_gpu_mem *m = malloc(p->ngmem * sizeof *m);
+    tp_gpu_mem *m = tp_malloc(p->ngmem * sizeof *m);
     if (!m) return TPROF_ERR_NO_MEMORY;
     size_t n = 0;
     for (size_t i = 0; i < p->ngmem; i++)
@@ -439,7 +440,7 @@ static int steps_result(tp_memory_result *out, const sample *v, size_t n, const 
                         const phase_span *ph, size_t nph, const module_span *md, size_t nmd,
                         uint64_t complete_until, const tp_process *p) {
     if (!s->nsteps) return TPROF_OK;
-    step_acc *acc = calloc(s->nsteps, sizeof *acc);
+    step_acc *acc = tp_calloc(s->nsteps, sizeof *acc);
     if (!acc) return TPROF_ERR_NO_MEMORY;
     intervals_into_steps(v, n, s, ph, nph, md, nmd, acc);
     if (device_peaks(out, p, s, acc, complete_until) != TPROF_OK) {
@@ -448,7 +449,7 @@ static int steps_result(tp_memory_result *out, const sample *v, size_t n, const 
     }
     size_t rows = 0;
     for (size_t i = 0; i < s->nsteps; i++) rows += acc[i].samples || acc[i].has_dev;
-    out->steps = rows ? calloc(rows, sizeof *out->steps) : NULL;
+    out->steps = rows ? tp_calloc(rows, sizeof *out->steps) : NULL;
     if (rows && !out->steps) {
         free(acc);
         return TPROF_ERR_NO_MEMORY;
@@ -600,7 +601,7 @@ static int oom_top(tp_mem_oom *o, const char *json) {
         tp_mem_alloc *t = &o->top[o->ntop];
         t->bytes = b->valuedouble;
         t->stream = cJSON_IsNumber(st) && plausible(st->valuedouble) ? st->valuedouble : 0;
-        t->frames = strdup(cJSON_IsString(fr) && fr->valuestring ? fr->valuestring : "");
+        t->frames = tp_strdup(cJSON_IsString(fr) && fr->valuestring ? fr->valuestring : "");
         if (!t->frames) {
             cJSON_Delete(a);
             return TPROF_ERR_NO_MEMORY;
@@ -843,7 +844,7 @@ static void oom_json(cJSON *m, const tp_mem_oom *o) {
         cJSON_AddNumberToObject(e, "bytes", o->top[i].bytes);
         cJSON_AddNumberToObject(e, "stream", o->top[i].stream);
         cJSON_AddStringToObject(e, "frames", o->top[i].frames);
-        cJSON_AddItemToArray(top, e);
+        tp_json_item_to_array(top, e);
     }
     if (o->top_unreadable) cJSON_AddTrueToObject(j, "top_unreadable");
     if (o->snapshot_unusable) cJSON_AddTrueToObject(j, "snapshot_unusable");
@@ -894,7 +895,7 @@ void tp_memory_json(cJSON *rank, const tp_memory_result *m) {
     size_t from = m->nsteps > TP_MEM_JSON_STEPS ? m->nsteps - TP_MEM_JSON_STEPS : 0;
     cJSON *st = cJSON_AddArrayToObject(j, "steps");
     for (size_t i = from; st && i < m->nsteps; i++)
-        cJSON_AddItemToArray(st, step_json(&m->steps[i]));
+        tp_json_item_to_array(st, step_json(&m->steps[i]));
     if (from) cJSON_AddNumberToObject(j, "steps_left_out", (double)from);
     if (m->oom.present) oom_json(j, &m->oom);
 }

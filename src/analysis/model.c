@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/model.h"
+#include "analysis/alloc.h"
 #include "analysis/gpu.h"
 #include "analysis/counter_pack.h"
 #include "analysis/text.h"
@@ -72,8 +73,8 @@ static int nesting(tp_thread *t) {
     if (!n) return 0;
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
-    uint32_t *idx = malloc(n * sizeof *idx), *stk = malloc(n * sizeof *stk);
-    nest_key *tab = calloc(cap, sizeof *tab);
+    uint32_t *idx = tp_malloc(n * sizeof *idx), *stk = tp_malloc(n * sizeof *stk);
+    nest_key *tab = tp_calloc(cap, sizeof *tab);
     if (!idx || !stk || !tab) {
         free(idx);
         free(stk);
@@ -281,7 +282,7 @@ static int drop_nested_driver_calls(tp_process *p) {
         else nrt++;
     }
     if (!ndrv || !nrt) return 0;
-    const tp_gpu_op **rt = malloc(nrt * sizeof *rt);
+    const tp_gpu_op **rt = tp_malloc(nrt * sizeof *rt);
     if (!rt) return -1;
     size_t k = 0;
     for (size_t i = 0; i < p->napi; i++)
@@ -291,8 +292,8 @@ static int drop_nested_driver_calls(tp_process *p) {
      * order. A driver call lies within one of its thread's runtime calls exactly when those
      * that began at or before it reach past its end: runtime calls may lie inside one another
      * (or share a start), so the last one to begin is not always the one that holds it. */
-    uint64_t *reach = malloc(nrt * sizeof *reach);
-    unsigned char *drop = calloc(p->napi, 1);
+    uint64_t *reach = tp_malloc(nrt * sizeof *reach);
+    unsigned char *drop = tp_calloc(p->napi, 1);
     if (!drop || !reach) {
         free(rt);
         free(reach);
@@ -382,7 +383,7 @@ static void drop_torch_twins(tp_process *p) {
 #define RESERVE(arr, cap, n, max)                                                   \
     do {                                                                            \
         if ((n) && (n) <= (max) && (n) <= SIZE_MAX / sizeof *(arr) && !(arr) &&     \
-            ((arr) = malloc((n) * sizeof *(arr))))                                  \
+            ((arr) = tp_malloc((n) * sizeof *(arr))))                                  \
             (cap) = (n);                                                            \
     } while (0)
 
@@ -481,10 +482,10 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
     if (rc != TPROF_OK) {
         char line[512];
         snprintf(line, sizeof line, "%s: %s", path, err);
-        char **e = note ? realloc(run->errors, (run->nerrors + 1) * sizeof *e) : NULL;
+        char **e = note ? tp_realloc(run->errors, (run->nerrors + 1) * sizeof *e) : NULL;
         if (e) {
             run->errors = e;
-            e[run->nerrors] = strdup(line);
+            e[run->nerrors] = tp_strdup(line);
             if (e[run->nerrors]) run->nerrors++;
         }
         return rc;
@@ -493,7 +494,7 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
     tp_load_clean_field(p->hdr.host, sizeof p->hdr.host);
     tp_load_clean_field(p->hdr.run_id, sizeof p->hdr.run_id);
     tp_load_clean_field(p->hdr.build, sizeof p->hdr.build);
-    p->domains = calloc(1, sizeof *p->domains);
+    p->domains = tp_calloc(1, sizeof *p->domains);
     if (!p->domains) { tprof__reader_close(rd); return TPROF_ERR_NO_MEMORY; }
     p->domains[0] = tp_intern(run, "");
     p->ndomains = 1;
@@ -566,7 +567,7 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
                 tp_drop_window dw = {last_before ? last_before : first_ts, 0, new_drops, c.os_tid};
                 if (p->ndrops == p->cap_drops) {
                     size_t nc = p->cap_drops ? p->cap_drops * 2 : 16;
-                    tp_drop_window *nd = realloc(p->drops, nc * sizeof *nd);
+                    tp_drop_window *nd = tp_realloc(p->drops, nc * sizeof *nd);
                     if (!nd) { rc = TPROF_ERR_NO_MEMORY; break; }
                     p->drops = nd;
                     p->cap_drops = nc;
@@ -600,7 +601,7 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
     if (sc) p->nrec_twins = sc->twins;
     if (sc && rc == TPROF_OK && !tp_slim_comm_end(sc, p)) rc = SLIM_AGAIN;
     else if (light && !stream) tp_process_slim_comm(p);
-    if (light && !(p->file = strdup(path))) rc = TPROF_ERR_NO_MEMORY;
+    if (light && !(p->file = tp_strdup(path))) rc = TPROF_ERR_NO_MEMORY;
     return rc;
 }
 
@@ -714,14 +715,15 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
                     int light) {
     memset(run, 0, sizeof *run);
     if (errlen) err[0] = 0;
+    unsigned long nomem = tp_nomem_thread(); /* the load runs on this thread */
     run->pool = tp_load_pool_new();
     if (!run->pool) return TPROF_ERR_NO_MEMORY;
     {
         /* the operands go into reports: valid UTF-8, no control bytes */
         size_t n = 0;
         for (size_t i = 0; i < nops; i++) n += strlen(ops[i] ? ops[i] : "") + 1;
-        char *all = malloc(n + 1), *w = all;
-        run->dir = malloc(3 * n + 1);
+        char *all = tp_malloc(n + 1), *w = all;
+        run->dir = tp_malloc(3 * n + 1);
         if (!all || !run->dir) {
             free(all);
             return TPROF_ERR_NO_MEMORY;
@@ -747,7 +749,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
         }
     }
     if (rc == TPROF_OK) {
-        run->procs = calloc(fl.n ? fl.n : 1, sizeof *run->procs);
+        run->procs = tp_calloc(fl.n ? fl.n : 1, sizeof *run->procs);
         if (!run->procs) rc = TPROF_ERR_NO_MEMORY;
     }
     size_t nkineto = 0, kineto_ranked = 0;
@@ -768,8 +770,9 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
         run->from_summaries += r == 1;
         if (r != 1) r = load_file(run, fl.v[i], p, light, 1, NULL, NULL, NULL, 0);
         if (r == TPROF_OK || r == 1) run->nprocs++;
-        else if (r == TPROF_ERR_NO_MEMORY) rc = r;
         else if (p->nthreads || p->nmeta) run->nprocs++; /* keep what a damaged file had */
+        else tp_process_free(p); /* past run->nprocs: tp_run_free would not see it */
+        if (r == TPROF_ERR_NO_MEMORY) rc = r;
     }
     tp_flist_free(&fl);
     if (rc == TPROF_OK && run->nprocs == 0) {
@@ -788,6 +791,7 @@ static int run_load(const char *const *ops, size_t nops, tp_run *run, char *err,
             }
     }
     if (rc == TPROF_OK) assign_roles(run);
+    run->no_memory = tp_nomem_thread() != nomem;
     return rc;
 }
 
@@ -884,7 +888,7 @@ static void slim_ranges(tp_thread *th) {
             if (par >= 0 && idx[n - 1 - j] == (size_t)par) keep[i].parent = (int32_t)j;
     }
     free(th->ranges);
-    th->ranges = n ? malloc(n * sizeof *th->ranges) : NULL;
+    th->ranges = n ? tp_malloc(n * sizeof *th->ranges) : NULL;
     th->nranges = th->cap_ranges = th->ranges ? n : 0;
     if (th->ranges) memcpy(th->ranges, keep, n * sizeof *keep);
 }
@@ -895,7 +899,7 @@ static void slim_ranges(tp_thread *th) {
 #define SHRINK(arr, n, cap)                                           \
     do {                                                              \
         if ((n) && (n) < (cap)) {                                     \
-            void *np_ = realloc((arr), (n) * sizeof *(arr));          \
+            void *np_ = tp_realloc((arr), (n) * sizeof *(arr));          \
             if (np_) {                                                \
                 (arr) = np_;                                          \
                 (cap) = (n);                                          \

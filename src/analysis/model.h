@@ -352,6 +352,8 @@ typedef struct tp_run {
     struct tp_pool *pool;
     size_t from_summaries; /* tp_run_load_slim: processes taken from their summary files
                             * (summary.h), their rank files not decoded */
+    int no_memory;         /* memory ran out while the run was loaded (alloc.h): a file may be
+                            * loaded short (the report says so, TP_RUN_NO_MEMORY) */
 } tp_run;
 
 /* Loads every *.tprof file of `dir` (or a single file path). Unreadable files go to

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "analysis/kineto.h"
+#include "analysis/alloc.h"
 #include "analysis/model.h"
 #include "analysis/model_load.h"
 #include "trainprof.h"
@@ -28,13 +29,13 @@ static int ends_with(const char *s, const char *suf) {
 
 
 static int add_file(tp_flist *fl, const char *path, int kineto) {
-    char **nv = realloc(fl->v, (fl->n + 1) * sizeof *nv);
+    char **nv = tp_realloc(fl->v, (fl->n + 1) * sizeof *nv);
     if (!nv) return TPROF_ERR_NO_MEMORY;
     fl->v = nv;
-    unsigned char *nk = realloc(fl->kineto, fl->n + 1);
+    unsigned char *nk = tp_realloc(fl->kineto, fl->n + 1);
     if (!nk) return TPROF_ERR_NO_MEMORY;
     fl->kineto = nk;
-    if (!(fl->v[fl->n] = strdup(path))) return TPROF_ERR_NO_MEMORY;
+    if (!(fl->v[fl->n] = tp_strdup(path))) return TPROF_ERR_NO_MEMORY;
     fl->kineto[fl->n++] = (unsigned char)kineto;
     return 0;
 }
@@ -52,7 +53,7 @@ static int dir_files(const char *dir, tp_flist *fl, int kineto) {
                              : ends_with(e->d_name, ".tprof");
         if (!name_ok) continue;
         size_t n = strlen(dir) + strlen(e->d_name) + 2;
-        char *path = malloc(n);
+        char *path = tp_malloc(n);
         if (!path) {
             rc = TPROF_ERR_NO_MEMORY;
             break;

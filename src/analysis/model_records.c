@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/model.h"
+#include "analysis/alloc.h"
 #include "analysis/gpu.h"
 #include "analysis/hash.h"
 #include "analysis/counter_pack.h"
@@ -45,10 +46,10 @@ size_t tp_load_utf8(const char *s, size_t n, char *dst) {
 static char *pool_alloc(tp_pool *p, size_t n) {
     if (n > p->arena_left) {
         size_t sz = n > 65536 ? n : 65536;
-        char **b = realloc(p->blocks, (p->nblocks + 1) * sizeof *b);
+        char **b = tp_realloc(p->blocks, (p->nblocks + 1) * sizeof *b);
         if (!b) return NULL;
         p->blocks = b;
-        char *blk = malloc(sz);
+        char *blk = tp_malloc(sz);
         if (!blk) return NULL;
         p->blocks[p->nblocks++] = blk;
         p->arena = blk;
@@ -67,7 +68,7 @@ static const char *intern(tp_pool *p, const char *s, int locked) {
     if (!s) s = "(null)";
     size_t n = strlen(s);
     char stackbuf[512];
-    char *clean = 3 * n + 1 <= sizeof stackbuf ? stackbuf : malloc(3 * n + 1);
+    char *clean = 3 * n + 1 <= sizeof stackbuf ? stackbuf : tp_malloc(3 * n + 1);
     if (!clean) return "(out of memory)";
     n = tp_load_utf8(s, n, clean);
     if (!locked) pthread_mutex_lock(&p->lock);
@@ -83,7 +84,7 @@ const char *tp_intern(tp_run *run, const char *s) { return intern(run->pool, s, 
 static const char *intern_locked(tp_pool *p, const char *clean, size_t n) {
     if ((p->count + 1) * 2 > p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 1024;
-        char **ns = calloc(cap, sizeof *ns);
+        char **ns = tp_calloc(cap, sizeof *ns);
         if (!ns) return "(out of memory)";
         for (size_t i = 0; i < p->cap; i++) {
             if (!p->slots[i]) continue;
@@ -110,7 +111,7 @@ static const char *intern_locked(tp_pool *p, const char *clean, size_t n) {
 }
 
 tp_pool *tp_load_pool_new(void) {
-    tp_pool *p = calloc(1, sizeof *p);
+    tp_pool *p = tp_calloc(1, sizeof *p);
     if (p && pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
         return NULL;
@@ -134,10 +135,10 @@ void tp_load_damage(tp_process *p, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    char **d = realloc(p->damage, (p->ndamage + 1) * sizeof *d);
+    char **d = tp_realloc(p->damage, (p->ndamage + 1) * sizeof *d);
     if (!d) return;
     p->damage = d;
-    p->damage[p->ndamage] = strdup(line);
+    p->damage[p->ndamage] = tp_strdup(line);
     if (p->damage[p->ndamage]) p->ndamage++;
 }
 
@@ -145,10 +146,10 @@ int tp_load_thread_index(loader *L, uint32_t serial, uint32_t os_tid) {
     tp_process *p = L->p;
     for (size_t i = 0; i < p->nthreads; i++)
         if (p->threads[i].serial == serial) return (int)i;
-    tp_thread *nt = realloc(p->threads, (p->nthreads + 1) * sizeof *nt);
+    tp_thread *nt = tp_realloc(p->threads, (p->nthreads + 1) * sizeof *nt);
     if (!nt) return -1;
     p->threads = nt;
-    tload *ntl = realloc(L->tl, (p->nthreads + 1) * sizeof *ntl);
+    tload *ntl = tp_realloc(L->tl, (p->nthreads + 1) * sizeof *ntl);
     if (!ntl) return -1;
     L->tl = ntl;
     memset(&p->threads[p->nthreads], 0, sizeof *nt);
@@ -208,7 +209,7 @@ static void kernel_name_locked(tp_run *run, const char *raw, tp_gpu_op *op) {
     tp_pool *p = run->pool;
     if ((p->kn_count + 1) * 2 > p->kn_cap) {
         size_t cap = p->kn_cap ? p->kn_cap * 2 : 1024;
-        tp_kname *nt = calloc(cap, sizeof *nt);
+        tp_kname *nt = tp_calloc(cap, sizeof *nt);
         if (!nt) { /* no memo: derive it every time */
             op->name = demangled(run, raw);
             op->cls = (uint8_t)tp_kernel_class_id(op->name);
@@ -244,7 +245,7 @@ static const char *rec_name(loader *L, tload *tl, const tprof_rec *r, size_t pl)
 static stack *stack_for(tload *tl, uint32_t domain) {
     for (size_t i = 0; i < tl->nstacks; i++)
         if (tl->stacks[i].domain == domain) return &tl->stacks[i];
-    stack *ns = realloc(tl->stacks, (tl->nstacks + 1) * sizeof *ns);
+    stack *ns = tp_realloc(tl->stacks, (tl->nstacks + 1) * sizeof *ns);
     if (!ns) return NULL;
     tl->stacks = ns;
     memset(&ns[tl->nstacks], 0, sizeof *ns);
@@ -262,7 +263,7 @@ void tp_load_seen(tp_thread *t, uint64_t ts) {
 static int add_domain(tp_run *run, tp_process *p, uint32_t id, const char *name, uint64_t max_id) {
     if (id == 0 || id > 1u << 20 || id > max_id) return 0;
     if (id >= p->ndomains) {
-        const char **nd = realloc(p->domains, (id + 1) * sizeof *nd);
+        const char **nd = tp_realloc(p->domains, (id + 1) * sizeof *nd);
         if (!nd) return TPROF_ERR_NO_MEMORY;
         for (size_t i = p->ndomains; i <= id; i++) nd[i] = NULL;
         p->domains = nd;
@@ -297,7 +298,7 @@ static int add_meta(loader *L, const char *k, const char *v) {
     }
     if (2 * (p->nmeta + 1) > L->meta_cap) { /* room in the table for one more key */
         size_t nc = L->meta_cap ? 2 * L->meta_cap : 64;
-        size_t *nt = calloc(nc, sizeof *nt);
+        size_t *nt = tp_calloc(nc, sizeof *nt);
         if (!nt) return TPROF_ERR_NO_MEMORY;
         for (size_t i = 0; i < p->nmeta; i++)
             if (!meta_history(p->meta[i].key)) *meta_slot(p, nt, nc, p->meta[i].key) = i + 1;
@@ -306,7 +307,7 @@ static int add_meta(loader *L, const char *k, const char *v) {
         L->meta_cap = nc;
     }
     size_t *slot = meta_slot(p, L->meta_at, L->meta_cap, key);
-    char *copy = strdup(v);
+    char *copy = tp_strdup(v);
     if (!copy) return TPROF_ERR_NO_MEMORY;
     if (*slot) {
         size_t i = *slot - 1;
@@ -317,7 +318,7 @@ static int add_meta(loader *L, const char *k, const char *v) {
     }
     if (p->nmeta >= L->meta_vcap) {
         size_t nc = p->cap_meta > p->nmeta ? p->cap_meta : 2 * p->nmeta + 16;
-        char **nv = realloc(L->meta_val, nc * sizeof *nv);
+        char **nv = tp_realloc(L->meta_val, nc * sizeof *nv);
         if (!nv) {
             free(copy);
             return TPROF_ERR_NO_MEMORY;
@@ -329,7 +330,7 @@ static int add_meta(loader *L, const char *k, const char *v) {
     tp_kv kv = {key, copy};
     if (p->nmeta == p->cap_meta) {
         size_t nc = p->cap_meta ? p->cap_meta * 2 : 16;
-        tp_kv *nm = realloc(p->meta, nc * sizeof *nm);
+        tp_kv *nm = tp_realloc(p->meta, nc * sizeof *nm);
         if (!nm) {
             free(copy);
             return TPROF_ERR_NO_MEMORY;
@@ -376,7 +377,7 @@ int tp_load_proc_record(loader *L, const tprof_rec *r) {
         const tprof_pl_category *pl = (const void *)(r + 1);
         const char *n = tprof__rec_inline(r, sizeof *pl);
         struct tp_category *nc =
-            realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
+            tp_realloc(p->categories, (p->ncategories + 1) * sizeof *nc);
         if (!nc) return TPROF_ERR_NO_MEMORY;
         p->categories = nc;
         nc[p->ncategories++] =
@@ -617,7 +618,7 @@ static void fence_note(loader *L, const tp_gpu_op *o) {
         size_t n = p->ngpu_fences;
         if (n >= TP_GPU_FENCES_MAX) return;
         if (!(n & (n - 1))) { /* 0, 1, 2, 4, ...: grown to the next power of two */
-            tp_gpu_fence *v = realloc(p->gpu_fences, (n ? 2 * n : 1) * sizeof *v);
+            tp_gpu_fence *v = tp_realloc(p->gpu_fences, (n ? 2 * n : 1) * sizeof *v);
             if (!v) return;
             p->gpu_fences = v;
         }
@@ -661,7 +662,7 @@ static size_t keep_before(loader *L, tp_gpu_op *a, size_t n, uint64_t to, size_t
 static void window_shrink(loader *L) {
     tp_process *p = L->p;
     size_t n = 0;
-    uint64_t *v = malloc((p->gpu_held ? p->gpu_held : 1) * sizeof *v), to;
+    uint64_t *v = tp_malloc((p->gpu_held ? p->gpu_held : 1) * sizeof *v), to;
     if (v) {
         for (size_t i = 0; i < p->ngpu && n < p->gpu_held; i++)
             if (windowed(&p->gpu[i])) v[n++] = p->gpu[i].start;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "analysis/model_load.h"
+#include "analysis/alloc.h"
 #include "trainprof.h"
 
 /* Marks the stream keeps in tp_range.flags while the file is read, cleared before the model
@@ -62,7 +63,7 @@ struct tp_rstream {
 };
 
 struct tp_rstream *tp_stream_new(tp_range_stream *pub) {
-    struct tp_rstream *s = calloc(1, sizeof *s);
+    struct tp_rstream *s = tp_calloc(1, sizeof *s);
     if (s) s->pub = pub;
     if (pub) pub->failed = 0;
     return s;
@@ -85,7 +86,7 @@ static int taking(const struct tp_rstream *s) {
 static sweep *sweep_of(struct tp_rstream *s, size_t ti) {
     if (ti >= s->nsw) {
         size_t n = ti + 8;
-        sweep *nv = realloc(s->sw, n * sizeof *nv);
+        sweep *nv = tp_realloc(s->sw, n * sizeof *nv);
         if (!nv) return NULL;
         memset(nv + s->nsw, 0, (n - s->nsw) * sizeof *nv);
         s->sw = nv;
@@ -115,7 +116,7 @@ static nestcount *count_of(sweep *w, const char *name, uint32_t domain) {
     }
     if (2 * (w->ncnt + 1) > w->ccap) { /* at most half full: rebuild at twice the size */
         size_t cap = w->ccap ? 2 * w->ccap : 64;
-        nestcount *nt = calloc(cap, sizeof *nt);
+        nestcount *nt = tp_calloc(cap, sizeof *nt);
         if (!nt) return NULL;
         for (size_t i = 0; i < w->ccap; i++)
             if (w->cnt[i].name)
@@ -148,7 +149,7 @@ int tp_stream_push(loader *L, size_t ti, size_t k) {
     if (!c) return TPROF_ERR_NO_MEMORY;
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 16;
-        uint32_t *nv = realloc(w->v, cap * sizeof *nv);
+        uint32_t *nv = tp_realloc(w->v, cap * sizeof *nv);
         if (!nv) return TPROF_ERR_NO_MEMORY;
         w->v = nv;
         w->cap = cap;
@@ -206,7 +207,7 @@ static int hand_over(loader *L, size_t ti, int final) {
               (t->ranges[k].flags & (TP_R_UNCLOSED | TP_R_ASYNC));
     size_t cap = 16;
     while (cap < 2 * nb) cap *= 2;
-    rowkey *held = nb ? calloc(cap, sizeof *held) : NULL;
+    rowkey *held = nb ? tp_calloc(cap, sizeof *held) : NULL;
     if (nb && !held) return TPROF_ERR_NO_MEMORY;
     for (size_t k = 0; k < t->nranges; k++) {
         tp_range *r = &t->ranges[k];
@@ -273,7 +274,7 @@ static void mark_held(loader *L, tp_thread *t, size_t ti) {
  * (parents, the loader's stacks, the sweep's); a parent not kept reads -1. */
 static int compact(loader *L, size_t ti) {
     tp_thread *t = &L->p->threads[ti];
-    int32_t *map = malloc(t->nranges * sizeof *map);
+    int32_t *map = tp_malloc(t->nranges * sizeof *map);
     if (!map) return TPROF_ERR_NO_MEMORY;
     mark_held(L, t, ti);
     size_t n = 0;
@@ -309,7 +310,7 @@ int tp_stream_room(loader *L, size_t ti) {
     if (compact(L, ti) != 0) return TPROF_ERR_NO_MEMORY;
     if (t->nranges * 2 <= t->cap_ranges) return 0;
     /* more than half is kept: grow now, so that compactions stay apart */
-    tp_range *nv = realloc(t->ranges, 2 * t->cap_ranges * sizeof *nv);
+    tp_range *nv = tp_realloc(t->ranges, 2 * t->cap_ranges * sizeof *nv);
     if (!nv) return TPROF_ERR_NO_MEMORY;
     t->ranges = nv;
     t->cap_ranges *= 2;

@@ -3,6 +3,7 @@
  * records and range mistakes, computed once and written by one writer.
  */
 #include "analysis/processes.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static int process_compute(tp_process_result *r, const tp_process *p) {
     r->damage = p->damage;
     r->ndamage = p->ndamage;
     if (!nt) return TPROF_OK;
-    r->pops = calloc(nt, sizeof *r->pops);
+    r->pops = tp_calloc(nt, sizeof *r->pops);
     if (!r->pops) return TPROF_ERR_NO_MEMORY;
     for (size_t k = 0; k < p->nthreads; k++) {
         const tp_thread *t = &p->threads[k];
@@ -75,7 +76,7 @@ static int process_compute(tp_process_result *r, const tp_process *p) {
 
 int tp_processes_compute(tp_run_results *out, const tp_run *run) {
     out->nprocs = 0;
-    out->procs = run->nprocs ? calloc(run->nprocs, sizeof *out->procs) : NULL;
+    out->procs = run->nprocs ? tp_calloc(run->nprocs, sizeof *out->procs) : NULL;
     if (run->nprocs && !out->procs) return TPROF_ERR_NO_MEMORY;
     for (size_t i = 0; i < run->nprocs; i++) {
         int rc = process_compute(&out->procs[out->nprocs++], &run->procs[i]);
@@ -130,12 +131,12 @@ cJSON *tp_process_json(const tp_process_result *p) {
             cJSON_AddNumberToObject(e, "count", t->count);
             if (t->after_drops > 0) cJSON_AddNumberToObject(e, "after_drops", t->after_drops);
             cJSON_AddNumberToObject(e, "first_s", t->first_s);
-            cJSON_AddItemToArray(pt, e);
+            tp_json_item_to_array(pt, e);
         }
     }
     cJSON *dmg = cJSON_AddArrayToObject(jp, "damage");
     for (size_t k = 0; k < p->ndamage; k++)
-        cJSON_AddItemToArray(dmg, cJSON_CreateString(p->damage[k]));
+        tp_json_item_to_array(dmg, cJSON_CreateString(p->damage[k]));
     return jp;
 }
 

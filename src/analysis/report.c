@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
+#include "analysis/alloc.h"
 #include "analysis/stats.h"
 
 #include <ctype.h>
@@ -123,7 +124,7 @@ static void sampler_json(cJSON *rs, const tp_process_sampler_result *pr) {
  * and all of them when events were dropped at unknown times. */
 static void drops_on_steps(tp_steps_result *out, const tp_process *p, const tp_step *meas,
                            size_t nm) {
-    uint8_t *hit = calloc(nm, 1);
+    uint8_t *hit = tp_calloc(nm, 1);
     if (!hit) return;
     uint64_t events = 0, touched = 0;
     for (size_t i = 0; i < p->ndrops; i++) {
@@ -181,7 +182,7 @@ static void steps_result(tp_steps_result *out, const tp_process *p, const tp_rep
         /* ranges, not numbers: a forged file's gap could name billions */
         out->missing_count = s->nmissing_steps;
         size_t k = s->nmissing < 100 ? s->nmissing : 100;
-        out->missing = k ? malloc(k * sizeof *out->missing) : NULL;
+        out->missing = k ? tp_malloc(k * sizeof *out->missing) : NULL;
         out->nmissing = out->missing ? k : 0;
         for (size_t i = 0; i < out->nmissing; i++) {
             out->missing[i][0] = (double)s->missing[i].s;
@@ -200,12 +201,12 @@ static void steps_result(tp_steps_result *out, const tp_process *p, const tp_rep
         out->has_thread = 1;
         out->thread = st->name;
         out->tid = st->os_tid;
-        out->warmup_ms = s->nwarmup ? malloc(s->nwarmup * sizeof *out->warmup_ms) : NULL;
+        out->warmup_ms = s->nwarmup ? tp_malloc(s->nwarmup * sizeof *out->warmup_ms) : NULL;
         for (size_t i = 0; out->warmup_ms && i < s->nwarmup; i++)
             out->warmup_ms[i] = ms(s->steps[i].end - s->steps[i].start);
     }
     if (!nm) return;
-    uint64_t *d = malloc(nm * sizeof *d);
+    uint64_t *d = tp_malloc(nm * sizeof *d);
     if (d) {
         for (size_t i = 0; i < nm; i++) {
             d[i] = meas[i].end - meas[i].start;
@@ -239,7 +240,7 @@ static void steps_json(cJSON *rs, const tp_steps_result *s) {
         cJSON_AddNumberToObject(mx, "count", (double)s->missing_count);
         cJSON *mr = cJSON_AddArrayToObject(mx, "ranges");
         for (size_t i = 0; i < s->nmissing; i++)
-            cJSON_AddItemToArray(mr, cJSON_CreateDoubleArray(s->missing[i], 2));
+            tp_json_item_to_array(mr, cJSON_CreateDoubleArray(s->missing[i], 2));
         if (s->missing_left_out)
             cJSON_AddNumberToObject(mx, "ranges_left_out", (double)s->missing_left_out);
         cJSON_AddStringToObject(mx, "flag", s->missing_flag);
@@ -249,7 +250,7 @@ static void steps_json(cJSON *rs, const tp_steps_result *s) {
         cJSON_AddNumberToObject(js, "tid", s->tid);
         cJSON *wu = cJSON_AddArrayToObject(js, "warmup_ms");
         for (size_t i = 0; s->warmup_ms && i < s->warmup; i++)
-            cJSON_AddItemToArray(wu, cJSON_CreateNumber(s->warmup_ms[i]));
+            tp_json_item_to_array(wu, cJSON_CreateNumber(s->warmup_ms[i]));
     }
     if (s->has_stats) {
         cJSON_AddNumberToObject(js, "mean_ms", s->mean_ms);
@@ -413,8 +414,8 @@ static void run_summary(tp_run_summary *out, const tp_run *run) {
     }
 }
 
-/* The document's "run" from the summary. */
-static void run_json(cJSON *rep, const tp_run_summary *r) {
+/* The document's "run" from the summary; returns it (NULL without memory). */
+static cJSON *run_json(cJSON *rep, const tp_run_summary *r) {
     cJSON *jr = cJSON_AddObjectToObject(rep, "run");
     cJSON_AddStringToObject(jr, "dir", r->dir);
     cJSON_AddStringToObject(jr, "run_id", r->run_id);
@@ -444,6 +445,7 @@ static void run_json(cJSON *rep, const tp_run_summary *r) {
         cJSON_AddStringToObject(jr, "first_write_error_errno", r->first_write_error_errno);
         cJSON_AddStringToObject(jr, "first_write_error", r->first_write_error);
     }
+    return jr;
 }
 
 /* The capabilities into caps: what each source reported in the first file that names it,
@@ -499,6 +501,9 @@ typedef struct rank_job {
     int sum;              /* a slim rank's summary (summary.h): 1 its key is valid, 0 none,
                            * -1 stale or damaged (the section is computed from the file) */
     char *why;            /* tp_report_summarize: why no summary was written (owned) */
+    int kept_short;       /* memory ran out while what the run-level analyses read of the
+                           * rank was kept (its steps packed, its times, its spilled section):
+                           * they may read it short (tp_run_results.no_memory) */
 } rank_job;
 
 /* What the jobs of rank_sections, tp_run_fill_memos and tp_report_summarize share. */
@@ -547,7 +552,7 @@ static void to_summary(const sections *sc, rank_job *j, const tp_process *p) {
     if (why[0]) {
         char line[768];
         snprintf(line, sizeof line, "%s: no summary written: %s", p->path, why);
-        j->why = strdup(line);
+        j->why = tp_strdup(line);
     }
     cJSON_Delete(j->section);
     tp_rank_result_free(j->out);
@@ -561,6 +566,15 @@ static void to_summary(const sections *sc, rank_job *j, const tp_process *p) {
 
 static void section_compute(const sections *sc, rank_job *j, const tp_process *p);
 
+/* Job j's section says so when an allocation was refused to its thread since the count was
+ * nomem (alloc.h): whatever fell short, its note and the headline tell it (docs/design.md §6).
+ * A refused note still leaves the result's flag, which the text and the headline read. */
+static void section_short(rank_job *j, unsigned long nomem) {
+    if (tp_nomem_thread() == nomem || !j->out) return;
+    j->out->no_memory = 1;
+    if (j->section) cJSON_AddStringToObject(j->section, "note", TP_SECTION_NO_MEMORY);
+}
+
 /* One rank's section: a slim rank's from its valid summary, else from its file read again
  * whole (freed after), its steps and communication times kept for the run-level analyses
  * (memos, model.h), its strings pointing into the run's process. A file that can no longer be
@@ -569,12 +583,14 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
 static void section_make(const sections *sc, size_t i) {
     rank_job *j = &sc->jobs[i];
     const tp_process *p = &sc->run->procs[j->proc];
+    unsigned long nomem = tp_nomem_thread(); /* a job runs on one thread */
     if (!p->slim) {
         if (!sc->memos_only) j->section = rank_section(sc->run, p, sc->o, j->out, NULL);
-        return;
+        return section_short(j, nomem);
     }
     if (j->sum == 1 && (sc->summarize || from_summary(sc, j, p))) return;
     section_compute(sc, j, p);
+    section_short(j, nomem); /* before its summary, which carries it */
     if (sc->summarize) to_summary(sc, j, p);
 }
 
@@ -595,7 +611,9 @@ static void memo_whole(tp_process *p, tp_comm_time *t) {
 static void section_job(void *ctx, size_t i) {
     const sections *sc = ctx;
     rank_job *j = &sc->jobs[i];
+    unsigned long nomem = tp_nomem_thread();
     section_make(sc, i);
+    unsigned long made = tp_nomem_thread();
     /* packed as the job ends (its summary, if any, is written): every job's steps are held
      * until all have ended (run_jobs), 32 bytes a step unpacked */
     if (j->steps) tp_steps_pack_in(j->steps);
@@ -607,6 +625,10 @@ static void section_job(void *ctx, size_t i) {
         memo_whole((tp_process *)&sc->run->procs[j->proc], j->comm);
         j->comm = NULL;
     }
+    j->kept_short = tp_nomem_thread() != made;
+    /* the job says its own (its section's note, kept_short): the caller's thread, which runs
+     * jobs too, counts the report's other refusals alone */
+    tp_nomem_thread_set(nomem);
 }
 
 /* Slim rank j's section from what its slim process kept, its file not read again (or
@@ -657,7 +679,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
         j->out->host = p->hdr.host; /* the whole process's copy is freed below */
     }
     tp_rscan_free(&pre);
-    j->steps = calloc(1, sizeof *j->steps);
+    j->steps = tp_calloc(1, sizeof *j->steps);
     if (j->steps && tp_find_steps(&whole, o->step_name, o->warmup, j->steps) != TPROF_OK) {
         free(j->steps);
         j->steps = NULL;
@@ -694,10 +716,10 @@ static void note_unread(tp_run *run, const tp_process *p) {
                                 "holds only what its first read kept (no GPU records, steps, "
                                 "communication ops, or counters other than the GPU samples)",
              p->path, why);
-    char **e = realloc(run->errors, (run->nerrors + 1) * sizeof *e);
+    char **e = tp_realloc(run->errors, (run->nerrors + 1) * sizeof *e);
     if (!e) return;
     run->errors = e;
-    e[run->nerrors] = strdup(line);
+    e[run->nerrors] = tp_strdup(line);
     if (e[run->nerrors]) run->nerrors++;
 }
 
@@ -742,9 +764,9 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
 static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o, int nranks,
                          tp_run_results *res, tp_section_spill **spill) {
     cJSON *ranks = cJSON_AddArrayToObject(rep, "ranks");
-    res->ranks = nranks ? calloc((size_t)nranks, sizeof *res->ranks) : NULL;
+    res->ranks = nranks ? tp_calloc((size_t)nranks, sizeof *res->ranks) : NULL;
     if (nranks && !res->ranks) return TPROF_ERR_NO_MEMORY;
-    rank_job *jobs = nranks ? calloc((size_t)nranks, sizeof *jobs) : NULL;
+    rank_job *jobs = nranks ? tp_calloc((size_t)nranks, sizeof *jobs) : NULL;
     if (nranks && !jobs) return TPROF_ERR_NO_MEMORY;
     size_t n = 0;
     for (int want = 0, left = nranks; left > 0 && want < 1 << 20; want++) {
@@ -762,7 +784,10 @@ static int rank_sections(cJSON *rep, const tp_run *run, const tp_report_opts *o,
     res->summaries_read = used[0];
     res->summaries_stale = used[1];
     res->slims_read = run->from_summaries;
-    for (size_t k = 0; k < n; k++) cJSON_AddItemToArray(ranks, jobs[k].section);
+    for (size_t k = 0; k < n; k++) {
+        tp_json_item_to_array(ranks, jobs[k].section);
+        res->no_memory |= jobs[k].kept_short;
+    }
     res->nranks = n;
     free(jobs);
     return TPROF_OK;
@@ -777,7 +802,7 @@ static rank_job *slim_rank_jobs(const tp_run *run, const unsigned char *want,
         k += run->procs[i].slim && run->procs[i].role == TP_ROLE_RANK && (!want || want[i]);
     *n = 0;
     if (!k) return NULL;
-    rank_job *jobs = calloc(k, sizeof *jobs);
+    rank_job *jobs = tp_calloc(k, sizeof *jobs);
     if (!jobs) {
         *n = SIZE_MAX;
         return NULL;
@@ -801,8 +826,10 @@ int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char 
     if (n == SIZE_MAX) return TPROF_ERR_NO_MEMORY;
     if (!n) return TPROF_OK;
     run_jobs(run, o, jobs, n, 1, 0, NULL, NULL);
+    int kept_short = 0;
+    for (size_t k = 0; k < n; k++) kept_short |= jobs[k].kept_short;
     free(jobs);
-    return TPROF_OK;
+    return kept_short ? TPROF_ERR_NO_MEMORY : TPROF_OK;
 }
 
 int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned char *want,
@@ -814,10 +841,10 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
         o = &def;
     }
     tp_summary_sweep_run(run, want); /* what dead writers left, before any write */
-    tp_rank_result *out = calloc(run->nprocs ? run->nprocs : 1, sizeof *out);
+    tp_rank_result *out = tp_calloc(run->nprocs ? run->nprocs : 1, sizeof *out);
     size_t n = SIZE_MAX;
     rank_job *jobs = out ? slim_rank_jobs(run, want, out, &n) : NULL;
-    if (n == SIZE_MAX || (n && !(st->errors = calloc(n, sizeof *st->errors)))) {
+    if (n == SIZE_MAX || (n && !(st->errors = tp_calloc(n, sizeof *st->errors)))) {
         free(jobs);
         free(out);
         return TPROF_ERR_NO_MEMORY;
@@ -836,6 +863,15 @@ int tp_report_summarize(tp_run *run, const tp_report_opts *o, const unsigned cha
     return rc;
 }
 
+/* The run's note (into jrun, its "run" object) when memory ran out (short) in its load or
+ * its run-level analyses, or a rank's kept memos did (res->no_memory already set): once
+ * (*noted). */
+static void run_short(cJSON *jrun, tp_run_results *res, int short_, int *noted) {
+    if ((!short_ && !res->no_memory) || *noted) return;
+    res->no_memory = *noted = 1;
+    cJSON_AddStringToObject(jrun, "note", TP_RUN_NO_MEMORY);
+}
+
 /* tp_report_make, the rank sections spilled (tp_report_make_spilled) or not. */
 static int report_make(const tp_run *run, const tp_report_opts *o, tp_report *out, int spill) {
     memset(out, 0, sizeof *out);
@@ -844,17 +880,19 @@ static int report_make(const tp_run *run, const tp_report_opts *o, tp_report *ou
         tp_report_opts_init(&def);
         o = &def;
     }
+    unsigned long nomem_start = tp_nomem_thread();
     cJSON *rep = cJSON_CreateObject();
     if (!rep) return TPROF_ERR_NO_MEMORY;
     /* the headline leads the document: its place is taken now, its value written last,
      * once the findings it is built from are known */
-    cJSON_AddNullToObject(rep, "headline");
+    cJSON *slot = cJSON_AddNullToObject(rep, "headline");
     cJSON_AddStringToObject(rep, "schema", "trainprof.report");
     cJSON_AddNumberToObject(rep, "schema_version", TP_REPORT_SCHEMA_VERSION);
     cJSON_AddStringToObject(rep, "trainprof_version", tprof_version());
     tp_run_results res = {0};
     run_summary(&res.run, run);
-    run_json(rep, &res.run);
+    cJSON *jrun = run_json(rep, &res.run);
+    int noted = 0;
     int nranks = res.run.ranks;
     capabilities(res.caps, run);
     capabilities_json(rep, res.caps);
@@ -865,7 +903,7 @@ static int report_make(const tp_run *run, const tp_report_opts *o, tp_report *ou
     }
     cJSON *procs = cJSON_AddArrayToObject(rep, "processes");
     for (size_t i = 0; i < res.nprocs; i++)
-        cJSON_AddItemToArray(procs, tp_process_json(&res.procs[i]));
+        tp_json_item_to_array(procs, tp_process_json(&res.procs[i]));
     cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
     tp_section_spill *sp = NULL;
     if (rank_sections(rep, run, o, nranks, &res, spill ? &sp : NULL) != TPROF_OK) {
@@ -874,7 +912,7 @@ static int report_make(const tp_run *run, const tp_report_opts *o, tp_report *ou
     }
     /* after the sections: a rank file that could not be read again for its own is one */
     for (size_t i = 0; i < run->nerrors; i++)
-        cJSON_AddItemToArray(errs, cJSON_CreateString(run->errors[i]));
+        tp_json_item_to_array(errs, cJSON_CreateString(run->errors[i]));
     tp_timers_run(&res.timers, &res);
     tp_timers_json(rep, &res.timers);
     /* findings: rules that name a problem, with the figures that show it (severity
@@ -886,12 +924,25 @@ static int report_make(const tp_run *run, const tp_report_opts *o, tp_report *ou
     tp_diagnose_run(rep, run, &res, comm_finding, o);
     tp_ended_section(rep, &res.findings, run, &res.ended); /* killed by a signal or cut short */
     tp_findings_json(findings, &res.findings);
+    /* this thread's refusals, the sections' (run here too by tp_jobs_run) left out */
+    run_short(jrun, &res, run->no_memory || tp_nomem_thread() != nomem_start, &noted);
     tp_headline_build(&res);
     cJSON *headline = tp_headline_json(&res);
-    if (headline) cJSON_ReplaceItemInObject(rep, "headline", headline);
+    /* keyed here: cJSON_ReplaceItemInObject (1.7.15) leaves an item with no key when the
+     * key's copy finds no memory, which every reader of keys then meets */
+    char *key = headline ? tp_strdup("headline") : NULL;
+    if (key && slot) {
+        headline->string = key;
+        cJSON_ReplaceItemViaPointer(rep, slot, headline);
+    } else {
+        free(key);
+        cJSON_Delete(headline);
+    }
     /* options and metadata reach the document as given (a --step-name, a model spec, a
      * host name): report.json, and the text rendered from it, stay valid UTF-8 */
     tp_json_clean_utf8(rep);
+    /* the headline's own refusals: a line of it may be missing */
+    run_short(jrun, &res, tp_nomem_thread() != nomem_start, &noted);
     out->doc = rep;
     out->res = res;
     out->run = run;

@@ -154,7 +154,8 @@ void tp_report_sections_drop(tp_report *r);
  * the run) and its communication ops' resolved times (the comm memo). o NULL: defaults; the
  * files are read by o->threads threads under the sections' memory budget, one file's model
  * at a time with one thread. A file that can no longer be read keeps no memo. Returns
- * TPROF_OK or TPROF_ERR_NO_MEMORY. Writes the run's slim ranks; not thread safe. */
+ * TPROF_OK, or TPROF_ERR_NO_MEMORY (also when memory ran out while a memo was kept: one may
+ * then be short, alloc.h). Writes the run's slim ranks; not thread safe. */
 int tp_run_fill_memos(tp_run *run, const tp_report_opts *o, const unsigned char *want);
 
 /* Frees what tp_report_make allocated; *r reads empty after. NULL-safe. */

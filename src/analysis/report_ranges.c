@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report_ranges.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,14 +51,14 @@ static agg *agg_get(aggtab *t, const char *name, uint32_t domain) {
     }
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
-        agg *nv = realloc(t->v, cap * sizeof *nv);
+        agg *nv = tp_realloc(t->v, cap * sizeof *nv);
         if (!nv) return NULL;
         t->v = nv;
         t->cap = cap;
     }
     if ((t->n + 1) * 2 > t->icap) { /* rebuild the index at twice the size */
         size_t icap = t->icap ? t->icap * 2 : 128;
-        uint32_t *ni = calloc(icap, sizeof *ni);
+        uint32_t *ni = tp_calloc(icap, sizeof *ni);
         if (!ni) return NULL;
         for (size_t i = 0; i < t->n; i++) {
             size_t h = agg_hash(t->v[i].name, t->v[i].domain, icap - 1);
@@ -104,7 +105,7 @@ static int by_excl(const void *a, const void *b) {
 static tp_range_row *range_rows(const agg *v, size_t n, int top, double denom_ns, double per,
                                 const tp_process *p, size_t *nout) {
     size_t k = top > 0 && (size_t)top < n ? (size_t)top : top > 0 ? n : 0;
-    tp_range_row *rows = k ? malloc(k * sizeof *rows) : NULL;
+    tp_range_row *rows = k ? tp_malloc(k * sizeof *rows) : NULL;
     *nout = rows ? k : 0;
     for (size_t i = 0; i < *nout; i++)
         rows[i] = (tp_range_row){v[i].name, tp_domain_name(p, v[i].domain), (double)v[i].count,
@@ -127,7 +128,7 @@ static cJSON *range_rows_json(const tp_range_row *v, size_t n) {
         cJSON_AddNumberToObject(r, "exclusive_ms", v[i].exclusive_ms);
         cJSON_AddNumberToObject(r, "inclusive_share", v[i].inclusive_share);
         cJSON_AddNumberToObject(r, "exclusive_share", v[i].exclusive_share);
-        cJSON_AddItemToArray(arr, r);
+        tp_json_item_to_array(arr, r);
     }
     return arr;
 }
@@ -181,7 +182,7 @@ static int data_term(tp_rscan *sc, const tp_range *r, const tp_report_opts *o, i
     if (in && is_data_name(o, r->name) && (pass == 1 || step_thread || no_steps)) {
         if (sc->ndv == sc->capdv) {
             size_t cap = sc->capdv ? sc->capdv * 2 : 64;
-            tp_span *n2 = realloc(sc->dv, cap * sizeof *n2);
+            tp_span *n2 = tp_realloc(sc->dv, cap * sizeof *n2);
             if (!n2) return -1;
             sc->dv = n2;
             sc->capdv = cap;
@@ -211,8 +212,8 @@ static int scan_data(tp_rscan *sc, const tp_process *p, const tp_report_opts *o,
 
 static int scan_new(tp_rscan *sc) {
     memset(sc, 0, sizeof *sc);
-    sc->tab = calloc(1, sizeof *sc->tab);
-    sc->unclosed = calloc(1, sizeof *sc->unclosed);
+    sc->tab = tp_calloc(1, sizeof *sc->tab);
+    sc->unclosed = tp_calloc(1, sizeof *sc->unclosed);
     return sc->tab && sc->unclosed ? 0 : TPROF_ERR_NO_MEMORY;
 }
 
@@ -263,7 +264,7 @@ static void take_range(void *ctx, size_t thread, const tp_range *r) {
     take_ctx *c = ctx;
     if (thread >= c->nth) {
         size_t n = thread + 8;
-        aggtab *nv = realloc(c->th, n * sizeof *nv);
+        aggtab *nv = tp_realloc(c->th, n * sizeof *nv);
         if (!nv) {
             c->oom = 1;
             return;
@@ -370,7 +371,7 @@ void tp_rscan_ranges(tp_ranges_result *out, tp_rscan *sc, const tp_process *p, i
     if (tab) out->top_exclusive = range_rows(tab->v, tab->n, top, denom, per, p, &out->nexclusive);
     out->distinct_names = tab ? tab->n : 0;
     size_t nu = sc->unclosed ? sc->unclosed->n : 0;
-    out->unclosed = nu ? calloc(nu, sizeof *out->unclosed) : NULL;
+    out->unclosed = nu ? tp_calloc(nu, sizeof *out->unclosed) : NULL;
     out->nunclosed = out->unclosed ? nu : 0;
     for (size_t i = 0; i < out->nunclosed; i++) {
         const agg *u = &sc->unclosed->v[i];
@@ -384,8 +385,8 @@ void tp_rscan_ranges(tp_ranges_result *out, tp_rscan *sc, const tp_process *p, i
 void tp_rscan_ranges_json(cJSON *rs, const tp_ranges_result *rg) {
     cJSON *jr = cJSON_AddObjectToObject(rs, "ranges");
     cJSON_AddStringToObject(jr, "per", rg->per_step ? "step" : "run");
-    cJSON_AddItemToObject(jr, "top_inclusive", range_rows_json(rg->top_inclusive, rg->ninclusive));
-    cJSON_AddItemToObject(jr, "top_exclusive", range_rows_json(rg->top_exclusive, rg->nexclusive));
+    tp_json_item_to_object(jr, "top_inclusive", range_rows_json(rg->top_inclusive, rg->ninclusive));
+    tp_json_item_to_object(jr, "top_exclusive", range_rows_json(rg->top_exclusive, rg->nexclusive));
     cJSON_AddNumberToObject(jr, "distinct_names", (double)rg->distinct_names);
     cJSON *uc = cJSON_AddArrayToObject(jr, "unclosed");
     for (size_t i = 0; i < rg->nunclosed; i++) {
@@ -393,7 +394,7 @@ void tp_rscan_ranges_json(cJSON *rs, const tp_ranges_result *rg) {
         cJSON_AddStringToObject(u, "name", rg->unclosed[i].name);
         if (*rg->unclosed[i].domain) cJSON_AddStringToObject(u, "domain", rg->unclosed[i].domain);
         cJSON_AddNumberToObject(u, "count", rg->unclosed[i].count);
-        cJSON_AddItemToArray(uc, u);
+        tp_json_item_to_array(uc, u);
     }
 }
 
@@ -416,7 +417,7 @@ void tp_rscan_data_json(cJSON *rs, const tp_data_result *d, const tp_report_opts
     cJSON *dl = cJSON_AddObjectToObject(rs, "data_loading");
     cJSON *names = cJSON_AddArrayToObject(dl, "names");
     for (size_t i = 0; i < o->ndata_names; i++)
-        cJSON_AddItemToArray(names, cJSON_CreateString(o->data_names[i]));
+        tp_json_item_to_array(names, cJSON_CreateString(o->data_names[i]));
     cJSON_AddBoolToObject(dl, "found", d->found);
     if (!d->found) return;
     cJSON_AddStringToObject(dl, "where", d->where);
@@ -481,7 +482,7 @@ int tp_section_stream(const tp_run *run, const tp_process *p, const tp_report_op
                           tp_process *whole, tp_rscan *pre, int memos_only, int no_ops) {
     if (o->stream_sections < 0 || (!o->stream_sections && p->nrec_ranges <= STREAM_SECTION_RANGES))
         return 0;
-    tp_rkeep *k = malloc(sizeof *k);
+    tp_rkeep *k = tp_malloc(sizeof *k);
     tp_range_stream ks;
     if (!k) return 0;
     tp_rscan_keep(&ks, k, o, 0);

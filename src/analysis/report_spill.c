@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report_spill.h"
+#include "analysis/alloc.h"
 #include "analysis/report.h"
 
 #include <errno.h>
@@ -76,6 +77,7 @@ int tp_spill_tmpfile(void) {
 }
 
 tp_section_spill *tp_spill_open(size_t n) {
+    /* not counted (alloc.h): without a spill the report holds its sections, the same report */
     tp_section_spill *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->slot = calloc(n ? n : 1, sizeof *s->slot);
@@ -169,7 +171,7 @@ int tp_spill_get(tp_section_spill *s, size_t k, const cJSON **section, cJSON **o
         return TPROF_OK;
     }
     tp_sum_buf c = {.len = (size_t)sl->len};
-    c.b = sl->len == (uint64_t)c.len ? malloc(c.len) : NULL;
+    c.b = sl->len == (uint64_t)c.len ? tp_malloc(c.len) : NULL;
     if (!c.b) return TPROF_ERR_NO_MEMORY;
     cJSON *j = tp_spill_pread_all(s->fd, c.b, c.len, sl->off) == TPROF_OK ? tp_sum_json_get(&c)
                                                                            : NULL;

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report.h"
+#include "analysis/alloc.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -212,8 +213,8 @@ static void gpu_text(FILE *f, const tp_gpu_result *g, const tp_capture_result *c
     /* short forms that keep rows apart (PyTorch's elementwise kernels differ only deep in
      * their template arguments) */
     enum { SHORT = 4 * 60 + 1 };
-    char *shortn = malloc(g->nkernels * SHORT);
-    const char **names = malloc(g->nkernels * sizeof *names);
+    char *shortn = tp_malloc(g->nkernels * SHORT);
+    const char **names = tp_malloc(g->nkernels * sizeof *names);
     if (shortn && names) {
         for (size_t i = 0; i < g->nkernels; i++) names[i] = g->kernels[i].name;
         tp_kernel_short_names(names, g->nkernels, 60, shortn, SHORT);
@@ -373,6 +374,7 @@ static void run_text(FILE *f, const tp_run_results *res, const char *B, const ch
                 : !strcmp(steps, "PyTorch ProfilerStep#N ranges") ? "ProfilerStep#N"
                                                                    : steps);
     }
+    if (res->no_memory) fprintf(f, "%s  note: %s%s\n", Y, TP_RUN_NO_MEMORY, N);
     if (run->events_dropped > 0)
         fprintf(f, "%s  warning: %.0f events were dropped: %s%s\n", Y,
                 (double)run->events_dropped,
@@ -469,7 +471,8 @@ static void processes_text(FILE *f, const tp_run_results *res, const tp_run *run
                    "file, or this report's --step-name, --warmup, --data-names, --top or "
                    "--gpu-records, or TRAINPROF_COMM_KEEP, changed since `trainprof "
                    "summarize`, the run was copied, "
-                   "another trainprof build wrote it, or the summary is damaged)%s\n",
+                   "another trainprof build wrote it, or the summary is damaged or could not "
+                   "be read)%s\n",
                 Y, res->summaries_stale, res->summaries_stale == 1 ? "y" : "ies", N);
 }
 
@@ -582,7 +585,7 @@ static void ranges_text(FILE *f, const tp_ranges_result *rg) {
             /* "domain::name", whole: the column cut alone shortens it */
             const char *dom = rows[i].domain, *name = rows[i].name;
             size_t nl = strlen(dom) + strlen(name) + 3;
-            char *nm = malloc(nl);
+            char *nm = tp_malloc(nl);
             if (nm) snprintf(nm, nl, "%s%s%s", dom, *dom ? "::" : "", name);
             fputs("  ", f);
             put_name(f, nm ? nm : name, 40);
@@ -599,6 +602,7 @@ static void ranges_text(FILE *f, const tp_ranges_result *rg) {
 static void rank_text(FILE *f, const tp_rank_result *rr, const char *B, const char *N,
                       const char *Y) {
     fprintf(f, "\n%s%s%s (%s:%d)\n", B, rr->label, N, rr->host, rr->pid);
+    if (rr->no_memory) fprintf(f, "  %snote: %s%s\n", Y, TP_SECTION_NO_MEMORY, N);
     if (!rr->steps.present) return;
     steps_text(f, &rr->steps, N, Y);
     process_text(f, &rr->process);

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/report_timers.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ void tp_timers_rank(cJSON *rs, tp_timers_result *out, const tp_process *p, const
             if (i == n) {
                 if (n == cap) {
                     cap = cap ? cap * 2 : 16;
-                    trow *nv = realloc(v, cap * sizeof *nv);
+                    trow *nv = tp_realloc(v, cap * sizeof *nv);
                     if (!nv) { free(v); return; }
                     v = nv;
                 }
@@ -64,7 +65,7 @@ void tp_timers_rank(cJSON *rs, tp_timers_result *out, const tp_process *p, const
     }
     if (!n) return;
     if (n > 1) qsort(v, n, sizeof *v, by_first);
-    out->rows = malloc(n * sizeof *out->rows);
+    out->rows = tp_malloc(n * sizeof *out->rows);
     if (!out->rows) {
         free(v);
         return;
@@ -84,7 +85,7 @@ void tp_timers_rank(cJSON *rs, tp_timers_result *out, const tp_process *p, const
         cJSON_AddStringToObject(row, "name", out->rows[i].name);
         cJSON_AddNumberToObject(row, "ms", out->rows[i].ms);
         cJSON_AddNumberToObject(row, "count", out->rows[i].count);
-        cJSON_AddItemToArray(rows, row);
+        tp_json_item_to_array(rows, row);
     }
 }
 
@@ -104,14 +105,14 @@ void tp_timers_run(tp_run_timers_result *out, const tp_run_results *res) {
             size_t i = 0;
             while (i < n && strcmp(names[i], nm)) i++;
             if (i < n) continue;
-            const char **nn = realloc(names, (n + 1) * sizeof *nn);
+            const char **nn = tp_realloc(names, (n + 1) * sizeof *nn);
             if (!nn) { free(names); return; }
             names = nn;
             names[n++] = nm;
         }
     }
-    double *m = n && world > 0 ? calloc((size_t)world * n, sizeof *m) : NULL;
-    out->rows = m ? calloc(n, sizeof *out->rows) : NULL;
+    double *m = n && world > 0 ? tp_calloc((size_t)world * n, sizeof *m) : NULL;
+    out->rows = m ? tp_calloc(n, sizeof *out->rows) : NULL;
     if (!out->rows) {
         free(m);
         free(names);
@@ -156,7 +157,7 @@ void tp_timers_json(cJSON *rep, const tp_run_timers_result *t) {
             cJSON_AddNumberToObject(e, "min_ms", t->rows[i].min_ms);
             cJSON_AddNumberToObject(e, "max_ms", t->rows[i].max_ms);
         }
-        cJSON_AddItemToArray(mm, e);
+        tp_json_item_to_array(mm, e);
     }
     if (t->megatron_minmax) cJSON_AddStringToObject(jt, "megatron_minmax", t->megatron_minmax);
     if (t->megatron_all) cJSON_AddStringToObject(jt, "megatron_all", t->megatron_all);

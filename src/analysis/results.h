@@ -541,6 +541,8 @@ typedef struct tp_rank_result {
     tp_timers_result timers;
     char label[64];          /* tp_process_label: "rank N", with its kind */
     int pid;
+    int no_memory;           /* memory ran out while the section was computed: any figure of
+                              * it may be missing or short (alloc.h, TP_SECTION_NO_MEMORY) */
     tp_ranges_result ranges;
     tp_process_sampler_result process;
     tp_breakdown_result phases; /* "phases": the CPU basis's rows for a GPU-basis rank */
@@ -907,12 +909,12 @@ typedef struct tp_findings_result {
     double diag_band;        /* the band of the thresholds (tp_report_opts.diag_band) */
 } tp_findings_result;
 
-/* The report's headline ("headline", the document's first key; findings.c): one to three
+/* The report's headline ("headline", the document's first key; findings.c): one to four
  * lines that lead the text, the HTML and the JSON. With findings, the leading one: critical
  * before warning, then the largest share of the step it explains (tp_finding_step_share),
  * then the first appended; its line names the rule, its figures and the first thing to try.
  * Without, "no bottleneck found" and the figures that show it (below). */
-#define TP_HEADLINE_LINES 3
+#define TP_HEADLINE_LINES 4
 #define TP_HEADLINE_LINE_MAX 640
 
 typedef struct tp_headline {
@@ -949,6 +951,9 @@ typedef struct tp_headline {
                               * (TP_EXPOSURE_NO_MEMORY): "no bottleneck found" says so */
     int unjudged_rank;       /* the first such rank */
     int unjudged_stragglers; /* nor were the clocks and stragglers (TP_CLOCKS_NO_MEMORY) */
+    int has_short_section;   /* a rank's section ran out of memory (tp_rank_result.no_memory) */
+    int short_section_rank;  /* the first such rank */
+    int short_run;           /* the run-level analyses did (tp_run_results.no_memory) */
 } tp_headline;
 
 /* Everything the run-level analyses and the rules read. */
@@ -972,6 +977,8 @@ typedef struct tp_run_results {
                               * from the rank files again; the text says so */
     size_t slims_read;       /* processes the load took from their summaries, rank files not
                               * decoded (tp_run.from_summaries); in no rendering */
+    int no_memory;           /* memory ran out while the run was loaded (tp_run.no_memory) or
+                              * while the run-level analyses ran: TP_RUN_NO_MEMORY */
 } tp_run_results;
 
 /* The rank result of `rank`, or NULL. */

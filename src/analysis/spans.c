@@ -2,6 +2,7 @@
  * spans.c — span unions walked in start order, and a k-th value selected in passes (spans.h).
  */
 #include "analysis/spans.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -134,7 +135,7 @@ int tp_kth_pass(tp_kth *q) {
     }
     if (q->state == 1) {
         if (q->k >= q->seen) return kth_finish(q, 0, 0);
-        q->hist = malloc(((size_t)1 << q->bits) * sizeof *q->hist);
+        q->hist = tp_malloc(((size_t)1 << q->bits) * sizeof *q->hist);
         if (!q->hist) return kth_finish(q, 0, 1);
         q->lo = 0;
         q->shift = first_shift(q, q->hi);

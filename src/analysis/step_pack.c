@@ -2,6 +2,7 @@
  * step_pack.c — packs and unpacks a slim process's step events and steps (step_pack.h).
  */
 #include "analysis/step_pack.h"
+#include "analysis/alloc.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static const uint8_t *packed_bytes(const uint8_t *mem, const tp_spill_block *x, 
                                    uint8_t **owned) {
     *owned = NULL;
     if (!x) return mem;
-    uint8_t *b = malloc(len ? len : 1);
+    uint8_t *b = tp_malloc(len ? len : 1);
     if (b && tp_spill_block_in(x, 0, b, len) != TPROF_OK) {
         free(b);
         b = NULL;
@@ -65,7 +66,7 @@ typedef struct wbuf { uint8_t *b; size_t len, cap; } wbuf;
 static int room(wbuf *w) {
     if (w->cap - w->len >= ELEM_MAX) return 0;
     size_t nc = w->cap * 2 + 4 * ELEM_MAX;
-    uint8_t *nb = realloc(w->b, nc);
+    uint8_t *nb = tp_realloc(w->b, nc);
     if (!nb) return -1;
     w->b = nb;
     w->cap = nc;
@@ -73,7 +74,7 @@ static int room(wbuf *w) {
 }
 
 static int done(wbuf *w, uint8_t **out, size_t *len) {
-    uint8_t *fit = realloc(w->b, w->len ? w->len : 1); /* a failed shrink leaves w->b */
+    uint8_t *fit = tp_realloc(w->b, w->len ? w->len : 1); /* a failed shrink leaves w->b */
     *out = fit ? fit : w->b;
     *len = w->len;
     return 0;
@@ -90,7 +91,7 @@ static int fail(wbuf *w, uint8_t **out) {
 static wbuf sized(size_t n, size_t each) {
     wbuf w = {NULL, 0, 0};
     size_t cap = n < (SIZE_MAX - ELEM_MAX) / each ? n * each + ELEM_MAX : 0;
-    if (cap && (w.b = malloc(cap))) w.cap = cap;
+    if (cap && (w.b = tp_malloc(cap))) w.cap = cap;
     return w;
 }
 
@@ -149,7 +150,7 @@ int tp_stepevs_append(uint8_t **b, size_t *len, size_t *cap, tp_stepev *prev, co
     if ((e->begin != 0 && e->begin != 1) || f >> 63) return 1;
     if (*cap - *len < ELEM_MAX) {
         size_t nc = *cap ? *cap * 2 : 256;
-        uint8_t *nb = realloc(*b, nc);
+        uint8_t *nb = tp_realloc(*b, nc);
         if (!nb) return TPROF_ERR_NO_MEMORY;
         *b = nb;
         *cap = nc;
@@ -177,7 +178,7 @@ int tp_thread_unpack_steps(tp_thread *t) {
 
 void tp_thread_pack_steps(tp_thread *t) {
     if (t->steps_packed && !t->steps) { /* packed as loaded: shrunk to their size */
-        uint8_t *fit = realloc(t->steps_packed, t->steps_packed_len ? t->steps_packed_len : 1);
+        uint8_t *fit = tp_realloc(t->steps_packed, t->steps_packed_len ? t->steps_packed_len : 1);
         if (fit) t->steps_packed = fit;
         t->steps_spilled = spill_out(&t->steps_packed, t->steps_packed_len);
         return;
@@ -187,7 +188,7 @@ void tp_thread_pack_steps(tp_thread *t) {
     size_t len;
     if (tp_stepevs_pack(t->steps, t->nsteps, &b, &len) != 0) {
         if (t->nsteps < t->cap_steps) { /* as tp_process_slim shrank them before packing */
-            tp_stepev *fit = realloc(t->steps, t->nsteps * sizeof *fit);
+            tp_stepev *fit = tp_realloc(t->steps, t->nsteps * sizeof *fit);
             if (fit) t->steps = fit, t->cap_steps = t->nsteps;
         }
         return;
@@ -205,7 +206,7 @@ tp_stepev *tp_thread_stepevs(const tp_thread *t, int *owned) {
     if ((!t->steps_packed && !t->steps_spilled) || !t->nsteps) return t->steps;
     uint8_t *held;
     const uint8_t *b = packed_bytes(t->steps_packed, t->steps_spilled, t->steps_packed_len, &held);
-    tp_stepev *e = b ? malloc(t->nsteps * sizeof *e) : NULL;
+    tp_stepev *e = b ? tp_malloc(t->nsteps * sizeof *e) : NULL;
     if (e && tp_stepevs_unpack(b, t->steps_packed_len, e, t->nsteps) != 0) {
         if (held) tp_spill_read_damaged(); /* packed whole, read back otherwise */
         free(e);

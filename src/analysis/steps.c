@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/steps.h"
+#include "analysis/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
     /* per range: 1 its name matches, 2 a range around it does (its own or an ancestor's
      * match, carried down from the parent: one pass, where walking every ancestor of every
      * range took time in the square of the depth) */
-    uint8_t *m = malloc(t->nranges ? t->nranges : 1);
+    uint8_t *m = tp_malloc(t->nranges ? t->nranges : 1);
     if (!m) return TPROF_ERR_NO_MEMORY;
     size_t n = 0;
     for (size_t k = 0; k < t->nranges; k++) {
@@ -70,7 +71,7 @@ static int from_ranges(const tp_process *p, const char *pat, tp_steps *out) {
         for (; q >= 0; q = t->ranges[q].parent) /* out of order (damaged): the walk */
             if (tprof__step_name_matches(t->ranges[q].name, pat)) m[k] |= 2;
     }
-    out->steps = calloc(n ? n : 1, sizeof *out->steps);
+    out->steps = tp_calloc(n ? n : 1, sizeof *out->steps);
     if (!out->steps) {
         free(m);
         return TPROF_ERR_NO_MEMORY;
@@ -101,7 +102,7 @@ static int add_missing(tp_steps *out, size_t *cap, uint64_t lo, uint64_t hi) {
     if (lo > hi) return 0;
     if (out->nmissing == *cap) {
         size_t nc = *cap ? *cap * 2 : 8;
-        tp_span *nv = realloc(out->missing, nc * sizeof *nv);
+        tp_span *nv = tp_realloc(out->missing, nc * sizeof *nv);
         if (!nv) return TPROF_ERR_NO_MEMORY;
         out->missing = nv;
         *cap = nc;
@@ -193,7 +194,7 @@ static int from_api(const tp_process *p, tp_steps *out) {
     const tp_thread *t = &p->threads[best];
     int owned;
     const tp_stepev *ev = tp_thread_stepevs(t, &owned); /* a slim process's are packed */
-    out->steps = ev ? calloc(t->nsteps, sizeof *out->steps) : NULL;
+    out->steps = ev ? tp_calloc(t->nsteps, sizeof *out->steps) : NULL;
     if (!out->steps) {
         if (owned) free((void *)ev);
         return TPROF_ERR_NO_MEMORY;
@@ -215,8 +216,8 @@ static int from_memo(const tp_process *p, const char *step_name, int warmup, tp_
     out->packed = NULL;
     out->packed_len = 0;
     out->spilled = NULL;
-    out->steps = m->nsteps ? malloc(m->nsteps * sizeof *out->steps) : NULL;
-    out->missing = m->nmissing ? malloc(m->nmissing * sizeof *out->missing) : NULL;
+    out->steps = m->nsteps ? tp_malloc(m->nsteps * sizeof *out->steps) : NULL;
+    out->missing = m->nmissing ? tp_malloc(m->nmissing * sizeof *out->missing) : NULL;
     if ((m->nsteps && !out->steps) || (m->nmissing && !out->missing)) {
         tp_steps_free(out);
         return -1;
@@ -374,7 +375,7 @@ static void merge_pass(const tp_span *a, tp_span *t, size_t *b, size_t *nb) {
  * of the whole would double the peak). -1 without memory (v unchanged). */
 static int merge_two(tp_span *v, size_t b, size_t nv) {
     size_t na = b, nb = nv - b;
-    tp_span *t = malloc((na < nb ? na : nb) * sizeof *t);
+    tp_span *t = tp_malloc((na < nb ? na : nb) * sizeof *t);
     if (!t) return -1;
     if (na <= nb) { /* forward: the output never passes the second run's next */
         memcpy(t, v, na * sizeof *t);
@@ -401,7 +402,7 @@ void tp_spans_sort(tp_span *v, size_t nv) {
         }
     if (nb == 0) return; /* sorted */
     if (nb == 1 && merge_two(v, bounds[1], nv) == 0) return;
-    tp_span *t = nb < MERGE_RUNS_MAX ? malloc(nv * sizeof *t) : NULL;
+    tp_span *t = nb < MERGE_RUNS_MAX ? tp_malloc(nv * sizeof *t) : NULL;
     if (!t) {
         qsort(v, nv, sizeof *v, by_span_start);
         return;

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/stragglers.h"
+#include "analysis/alloc.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -43,7 +44,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         lag_ms[r] = 0;
         with_steps[r] = 0;
     }
-    size_t *off = malloc((n + 1) * sizeof *off);
+    size_t *off = tp_malloc((n + 1) * sizeof *off);
     uint32_t *idx = NULL;
     if (!off || tp_clocks_by_rank(c, off, &idx) != 0) {
         free(off);
@@ -59,7 +60,7 @@ static int step_lags(const tp_clocks *c, const tp_report_opts *o, int *with_step
         }
         with_steps[r] = s->nsteps > s->nwarmup;
         size_t m = s->nsteps - s->nwarmup;
-        double *mx = with_steps[r] ? malloc(m * sizeof *mx) : NULL;
+        double *mx = with_steps[r] ? tp_malloc(m * sizeof *mx) : NULL;
         if (!mx) {
             rc = with_steps[r] ? -1 : 0;
             tp_steps_free(s);
@@ -177,17 +178,17 @@ static void strag_free(strag_work *w) {
 static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
                          const tp_clocks *c, const tp_report_opts *o) {
     w->n = n;
-    w->w0 = calloc(n, sizeof *w->w0);
-    w->w1 = calloc(n, sizeof *w->w1);
-    w->cnt = calloc(n, sizeof *w->cnt);
-    w->lmed = calloc(n, sizeof *w->lmed);
-    w->lmean = calloc(n, sizeof *w->lmean);
-    w->lp90 = calloc(n, sizeof *w->lp90);
-    w->step = calloc(n, sizeof *w->step);
-    w->tmp = calloc(n, sizeof *w->tmp);
-    w->lps = calloc(n, sizeof *w->lps);
-    w->has_step = calloc(n, sizeof *w->has_step);
-    w->with_steps = calloc(n, sizeof *w->with_steps);
+    w->w0 = tp_calloc(n, sizeof *w->w0);
+    w->w1 = tp_calloc(n, sizeof *w->w1);
+    w->cnt = tp_calloc(n, sizeof *w->cnt);
+    w->lmed = tp_calloc(n, sizeof *w->lmed);
+    w->lmean = tp_calloc(n, sizeof *w->lmean);
+    w->lp90 = tp_calloc(n, sizeof *w->lp90);
+    w->step = tp_calloc(n, sizeof *w->step);
+    w->tmp = tp_calloc(n, sizeof *w->tmp);
+    w->lps = tp_calloc(n, sizeof *w->lps);
+    w->has_step = tp_calloc(n, sizeof *w->has_step);
+    w->with_steps = tp_calloc(n, sizeof *w->with_steps);
     if (!w->w0 || !w->w1 || !w->cnt || !w->lmed || !w->lmean || !w->lp90 || !w->step ||
         !w->tmp || !w->has_step || !w->lps || !w->with_steps)
         return -1;
@@ -222,7 +223,7 @@ static int strag_measure(strag_work *w, size_t n, const tp_run_results *res,
 
 /* The table of the ranks: step time, matched collectives and their start lags. */
 static int strag_ranks(tp_stragglers_result *out, const strag_work *w, const tp_clocks *c) {
-    out->ranks = calloc(w->n, sizeof *out->ranks);
+    out->ranks = tp_calloc(w->n, sizeof *out->ranks);
     if (!out->ranks) return -1;
     for (size_t r = 0; r < w->n; r++) {
         tp_straggler_rank *e = &out->ranks[out->nranks++];
@@ -243,7 +244,7 @@ static int strag_ranks(tp_stragglers_result *out, const strag_work *w, const tp_
 static void strag_name(tp_stragglers_result *out, const strag_work *w, const tp_run_results *res,
                        const tp_clocks *c, size_t ns, size_t nl, double lag_mid, double step_mid) {
     size_t n = w->n;
-    out->named = calloc(n, sizeof *out->named);
+    out->named = tp_calloc(n, sizeof *out->named);
     for (size_t r = 0; r < n && out->named; r++) {
         int by_lag = nl >= 2 && w->cnt[r] && w->lps[r] - lag_mid > out->lag_threshold_ms;
         int by_step = ns >= 2 && w->has_step[r] && w->step[r] - step_mid > out->step_threshold_ms;
@@ -360,7 +361,7 @@ void tp_stragglers_json(cJSON *rep, const tp_stragglers_result *s) {
             cJSON_AddNumberToObject(e, "lag_ms_p90", x->lag_ms_p90);
             cJSON_AddNumberToObject(e, "lag_ms_per_step", x->lag_ms_per_step);
         }
-        cJSON_AddItemToArray(ra, e);
+        tp_json_item_to_array(ra, e);
     }
     if (s->note && !s->note_last) cJSON_AddStringToObject(sj, "note", s->note);
     if (s->has_lag_mad) cJSON_AddNumberToObject(sj, "lag_mad_ms", s->lag_mad_ms);
@@ -369,7 +370,7 @@ void tp_stragglers_json(cJSON *rep, const tp_stragglers_result *s) {
     cJSON_AddNumberToObject(sj, "step_threshold_ms", s->step_threshold_ms);
     cJSON *named = cJSON_AddArrayToObject(sj, "named");
     for (size_t i = 0; i < s->nnamed; i++)
-        cJSON_AddItemToArray(named, tp_straggler_json(&s->named[i]));
+        tp_json_item_to_array(named, tp_straggler_json(&s->named[i]));
     if (s->note && s->note_last) cJSON_AddStringToObject(sj, "note", s->note);
 }
 

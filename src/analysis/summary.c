@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/summary.h"
+#include "analysis/alloc.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -156,7 +157,7 @@ static int block_key(FILE *in, const tp_sum_buf *want) {
     if (!klen) return 0;
     if (!want) return fseeko(in, (off_t)klen, SEEK_CUR) == 0 ? 1 : -1;
     if (klen != want->len) return -1;
-    unsigned char *stored = malloc(want->len);
+    unsigned char *stored = tp_malloc(want->len);
     int ok = stored && fread(stored, 1, want->len, in) == want->len &&
              !memcmp(stored, want->b, want->len);
     free(stored);
@@ -299,7 +300,7 @@ static int read_body(FILE *f, tp_sum_buf *c, int last) {
     uint64_t blen;
     uint32_t crc;
     if (body_head(f, &blen, &crc, last)) return -1;
-    c->b = malloc(blen ? blen : 1);
+    c->b = tp_malloc(blen ? blen : 1);
     if (!c->b || fread(c->b, 1, blen, f) != blen || (last && fgetc(f) != EOF)) return -1;
     c->len = c->cap = blen;
     return body_crc(c) == crc ? 0 : -1;
@@ -522,7 +523,7 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
     free(key.b);
     if (ok) { /* what the loader sets itself (summary_slim.c's head comment) */
         p->path = tp_intern(run, path);
-        p->file = strdup(path);
+        p->file = tp_strdup(path);
         tp_load_identity(p);
         p->helper_of = -1;
         ok = p->file != NULL;
@@ -578,13 +579,13 @@ static int tmp_create(const char *tmp) {
     pthread_mutex_lock(&g_tmp_lock);
     if (g_ntmp == g_captmp) {
         size_t cap = g_captmp ? 2 * g_captmp : 16;
-        char **nv = realloc(g_tmp, cap * sizeof *nv);
+        char **nv = tp_realloc(g_tmp, cap * sizeof *nv);
         if (nv) {
             g_tmp = nv;
             g_captmp = cap;
         }
     }
-    char *name = g_ntmp < g_captmp ? strdup(tmp) : NULL;
+    char *name = g_ntmp < g_captmp ? tp_strdup(tmp) : NULL;
     int fd = -1;
     if (!name) {
         errno = ENOMEM;
@@ -695,7 +696,7 @@ static void summary_sweep(const tp_process *p) {
 void tp_summary_sweep_run(const tp_run *run, const unsigned char *want) {
     char host[65], path[4096], dir[4096];
     this_host(host);
-    swept *v = calloc(run->nprocs ? run->nprocs : 1, sizeof *v);
+    swept *v = tp_calloc(run->nprocs ? run->nprocs : 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; v && i < run->nprocs; i++) {
         const tp_process *p = &run->procs[i];
@@ -703,7 +704,7 @@ void tp_summary_sweep_run(const tp_run *run, const unsigned char *want) {
             continue;
         const char *name = split_dir(path, dir, sizeof dir);
         size_t dl = strlen(dir) + 1, nl = strlen(name) + 1;
-        char *b = malloc(dl + nl);
+        char *b = tp_malloc(dl + nl);
         if (!b) break; /* without memory the rest is not swept: nothing is lost by that */
         memcpy(b, dir, dl);
         memcpy(b + dl, name, nl);
@@ -733,9 +734,9 @@ int tp_summarize_others(tp_run *run, const tp_report_opts *o, const unsigned cha
             st->written++;
         } else {
             snprintf(line, sizeof line, "%s: no summary written: %s", p->path, why);
-            char **e = realloc(st->errors, (st->nerrors + 1) * sizeof *e);
+            char **e = tp_realloc(st->errors, (st->nerrors + 1) * sizeof *e);
             if (e) st->errors = e;
-            if (!e || !(e[st->nerrors] = strdup(line))) rc = TPROF_ERR_NO_MEMORY;
+            if (!e || !(e[st->nerrors] = tp_strdup(line))) rc = TPROF_ERR_NO_MEMORY;
             else st->nerrors++;
         }
     }

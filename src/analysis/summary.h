@@ -48,8 +48,9 @@ struct tp_report_opts;
  * and give figures the rank file no longer gives), or what a slim process holds of it (an
  * older summary would hold what the merge no longer needs: before 12, every value a
  * metadata key was ever given). 13: the GPU result counts the pauses past those it lists.
- * 15: a rank's communication says when its rows were lost to memory. */
-#define TP_SUMMARY_VERSION 15
+ * 15: a rank's communication says when its rows were lost to memory. 16: a rank says when
+ * its section ran out of memory. */
+#define TP_SUMMARY_VERSION 16
 
 /* What one summary holds: the rank section's outputs (report.c's rank_job). The section and
  * the memos are owned by whoever holds them: tp_summary_read hands them to the caller. */

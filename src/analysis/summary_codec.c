@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/summary.h"
+#include "analysis/alloc.h"
 #include "trainprof.h"
 
 #include <errno.h>
@@ -84,7 +85,7 @@ static int stream_init(tp_sum_buf *c, int stream, size_t window) {
     c->at = c->base = c->wlen = 0;
     c->crc = 0; /* a CRC-32 of no bytes, as zlib starts one */
     c->cap = window ? window : 1;
-    c->b = malloc(c->cap);
+    c->b = tp_malloc(c->cap);
     return c->b ? 0 : (c->bad = 1, TPROF_ERR_NO_MEMORY);
 }
 
@@ -144,7 +145,7 @@ static int stream_fill(tp_sum_buf *c, size_t n) {
     c->base = c->at;
     c->wlen = keep;
     if (n > c->cap) {
-        unsigned char *b = realloc(c->b, n);
+        unsigned char *b = tp_realloc(c->b, n);
         if (!b) return c->bad = 1, -1;
         c->b = b;
         c->cap = n;
@@ -189,7 +190,7 @@ void tp_sum_put(tp_sum_buf *c, const void *p, size_t n) {
     if (c->len + n > c->cap) {
         size_t cap = c->cap ? c->cap : 4096;
         while (cap < c->len + n) cap *= 2;
-        unsigned char *b = realloc(c->b, cap);
+        unsigned char *b = tp_realloc(c->b, cap);
         if (!b) {
             c->bad = 1;
             return;
@@ -324,7 +325,7 @@ void tp_sum_owned(tp_sum_buf *c, int rd, char **s) {
     }
     const char *t = text(c, rd, rd ? NULL : *s);
     if (rd) {
-        *s = t ? strdup(t) : NULL;
+        *s = t ? tp_strdup(t) : NULL;
         if (t && !*s) c->bad = 1;
     }
 }
@@ -344,7 +345,7 @@ int tp_sum_array(tp_sum_buf *c, int rd, void *arrp, size_t n, size_t elem) {
         c->bad = 1;
         return 0;
     }
-    if (!(*arr = calloc(n ? n : 1, elem))) c->bad = 1;
+    if (!(*arr = tp_calloc(n ? n : 1, elem))) c->bad = 1;
     return *arr != NULL;
 }
 
@@ -463,7 +464,7 @@ static void gpu_pauses(tp_sum_buf *c, int rd, tp_gpu_result *x) {
     }
     if (!rd) return;
     x->pause_reasons = NULL;
-    if (!bytes || c->bad || !(x->pause_reasons = malloc(bytes))) {
+    if (!bytes || c->bad || !(x->pause_reasons = tp_malloc(bytes))) {
         c->bad |= bytes != 0;
         for (size_t i = 0; i < x->npauses; i++) x->pauses[i].reason = NULL;
         return;
@@ -674,6 +675,7 @@ void tp_sum_rank_result(tp_sum_buf *c, tp_rank_result *rr, int rd) {
     I(rr->rank), steps(c, rd, &rr->steps), data(c, rd, &rr->data);
     breakdown(c, rd, &rr->breakdown), gpu(c, rd, &rr->gpu), nvml(c, rd, &rr->nvml);
     comm(c, rd, &rr->comm), timers(c, rd, &rr->timers), A(rr->label), I(rr->pid);
+    I(rr->no_memory);
     ranges(c, rd, &rr->ranges), sampler(c, rd, &rr->process);
     breakdown(c, rd, &rr->phases), memory(c, rd, &rr->memory);
     if (rd) rr->label[sizeof rr->label - 1] = 0;
@@ -688,7 +690,7 @@ void tp_sum_steps(tp_sum_buf *c, tp_steps **sp, int rd) {
         if (rd) *sp = NULL;
         return;
     }
-    tp_steps *s = rd ? calloc(1, sizeof *s) : *sp;
+    tp_steps *s = rd ? tp_calloc(1, sizeof *s) : *sp;
     if (!s || (!rd && (s->packed || s->spilled))) {
         c->bad = 1;
         return;
@@ -786,9 +788,15 @@ static cJSON *json_get(tp_sum_buf *c, int depth) {
     for (uint64_t i = 0; o && !c->bad && i < n; i++) {
         const char *key = t == J_OBJECT ? text(c, 1, NULL) : NULL;
         cJSON *k = c->bad ? NULL : json_get(c, depth + 1);
-        if (!k) break;
-        if (t == J_OBJECT) cJSON_AddItemToObject(o, key, k);
-        else cJSON_AddItemToArray(o, k);
+        /* a node or key that found no memory: the fragment would be short, so it is not read
+         * (the section is computed from the rank file instead) */
+        int added = k && (t == J_OBJECT ? cJSON_AddItemToObject(o, key, k)
+                                        : cJSON_AddItemToArray(o, k));
+        if (!added) {
+            cJSON_Delete(k);
+            c->bad = 1;
+            break;
+        }
     }
     if (!o || c->bad) {
         c->bad = 1;

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/summary.h"
+#include "analysis/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,8 +85,8 @@ static void packed_bytes(tp_sum_buf *c, int rd, tp_thread *t, size_t len) {
     /* a summary read in place: its bytes stay there (read here only for the CRC) */
     int refer = rd && c->in_place && c->f && spill && len >= spill &&
                 tp_cpack_refer(t, fileno(c->f), c->src_off + c->at, len) == 0;
-    uint8_t *w = rd && !refer ? NULL
-                              : malloc(len < TP_CPACK_WINDOW ? (len ? len : 1) : TP_CPACK_WINDOW);
+    size_t wlen = len < TP_CPACK_WINDOW ? (len ? len : 1) : TP_CPACK_WINDOW;
+    uint8_t *w = rd && !refer ? NULL : tp_malloc(wlen);
     if ((!rd || refer) && !w) c->bad = 1;
     for (size_t done = 0, n; done < len && !c->bad; done += n) {
         n = len - done < TP_CPACK_WINDOW ? len - done : TP_CPACK_WINDOW;
@@ -106,7 +107,7 @@ static void packed_bytes(tp_sum_buf *c, int rd, tp_thread *t, size_t len) {
         tp_sum_raw(c, 1, at, n);
         if (!c->bad) tp_cpack_commit(t, &st, n);
     }
-    if (rd && !t->counters_packed) t->counters_packed = malloc(1); /* none: still packed */
+    if (rd && !t->counters_packed) t->counters_packed = tp_malloc(1); /* none: still packed */
     if (rd && !t->counters_packed) c->bad = 1;
     if (rd && !c->bad) tp_cpack_finish(t);
     free(w);
@@ -143,7 +144,7 @@ static void counters(tp_sum_buf *c, int rd, tp_thread *t) {
         c->bad = 1;
         return;
     }
-    if (rd && !(t->counter_names = calloc(t->ncounter_names, sizeof *t->counter_names))) {
+    if (rd && !(t->counter_names = tp_calloc(t->ncounter_names, sizeof *t->counter_names))) {
         c->bad = 1;
         return;
     }

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis/text.h"
+#include "analysis/alloc.h"
 
 #include "trainprof.h"
 
@@ -131,7 +132,7 @@ int tp_text_put(FILE *f, const char *s, int max_cols, int pad) {
     if (s) {
         size_t n = strlen(s), room = (n + 1) * 3; /* every byte may become U+FFFD */
         char stack[512];
-        char *buf = room <= sizeof stack ? stack : malloc(room);
+        char *buf = room <= sizeof stack ? stack : tp_malloc(room);
         if (buf) {
             size_t len = render(buf, s, max_cols, room, &cols);
             fwrite(buf, 1, len, f);
@@ -321,8 +322,8 @@ void tp_kernel_short_names(const char *const *names, size_t n, int cols, char *o
     if (cols < 8) cols = 8;
     for (size_t i = 0; i < n; i++) tp_kernel_simplify(out + i * size, size, names[i]);
     /* the longest prefix each shares with another, different row: before any is shortened */
-    size_t *common = calloc(n ? n : 1, sizeof *common);
-    srow *r = malloc((n ? n : 1) * sizeof *r);
+    size_t *common = tp_calloc(n ? n : 1, sizeof *common);
+    srow *r = tp_malloc((n ? n : 1) * sizeof *r);
     if (!common || !r) {
         free(common);
         free(r);

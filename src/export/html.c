@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "export/html.h"
+#include "analysis/alloc.h"
 #include "analysis/jsonget.h"
 
 #include <ctype.h>
@@ -170,7 +171,7 @@ static void gen_value(FILE *f, const cJSON *v, int depth) {
  * Returns the number of ranks in *out (owned; each freed with tp_svg_rank_series_free). */
 static size_t collect_steps(const tp_run_results *res, const tp_run *run, const tp_report_opts *o,
                             rank_series **out) {
-    rank_series *v = calloc(res->nranks ? res->nranks : 1, sizeof *v);
+    rank_series *v = tp_calloc(res->nranks ? res->nranks : 1, sizeof *v);
     if (!v) return 0;
     size_t maxn = 0;
     for (int pass = 0; pass < 2; pass++)
@@ -181,7 +182,7 @@ static size_t collect_steps(const tp_run_results *res, const tp_run *run, const 
             tp_steps s;
             if (!p || tp_find_steps(p, o->step_name, o->warmup, &s) != TPROF_OK) continue;
             size_t nm = s.nsteps - s.nwarmup;
-            double *ms = pass && nm ? malloc(nm * sizeof *ms) : NULL;
+            double *ms = pass && nm ? tp_malloc(nm * sizeof *ms) : NULL;
             if (!pass && nm > maxn) maxn = nm;
             if (ms) {
                 for (size_t k = 0; k < nm; k++)
@@ -304,7 +305,7 @@ static void capture_notes(FILE *f, const tp_run_results *res) {
 static void breakdown_chart(FILE *f, const tp_run_results *res) {
     int nr = (int)res->nranks;
     if (nr <= 0) return;
-    bd_row *rows = calloc((size_t)nr, sizeof *rows);
+    bd_row *rows = tp_calloc((size_t)nr, sizeof *rows);
     if (!rows) return;
     int n = 0, generic = 0, per_step = 0;
     for (size_t i = 0; i < res->nranks; i++) {
@@ -460,7 +461,7 @@ static size_t nvm_find(nvm_series **v, size_t *n, unsigned idx, int m, int add) 
     size_t j = 0;
     while (j < *n && ((*v)[j].idx != idx || (*v)[j].metric != m)) j++;
     if (j < *n || !add) return j;
-    nvm_series *nv = realloc(*v, (*n + 1) * sizeof *nv);
+    nvm_series *nv = tp_realloc(*v, (*n + 1) * sizeof *nv);
     if (!nv) return (size_t)-1;
     *v = nv;
     memset(&nv[j], 0, sizeof nv[j]);
@@ -513,8 +514,8 @@ static void nvml_process(FILE *f, const tp_process *p, double t0_ns, int *chart_
     int oom = nvm_pass(p, t0_ns, &v, &n, 0) != 0;
     for (size_t j = 0; j < n && !oom; j++) {
         v[j].nb = v[j].total < TP_HTML_MAX_POINTS ? v[j].total : TP_HTML_MAX_POINTS;
-        v[j].x = malloc(v[j].nb * sizeof *v[j].x);
-        v[j].y = malloc(v[j].nb * sizeof *v[j].y);
+        v[j].x = tp_malloc(v[j].nb * sizeof *v[j].x);
+        v[j].y = tp_malloc(v[j].nb * sizeof *v[j].y);
         oom = !v[j].x || !v[j].y;
     }
     if (!oom) oom = nvm_pass(p, t0_ns, &v, &n, 1) != 0;
@@ -747,6 +748,7 @@ static void timers_table(FILE *f, const tp_run_results *res) {
 }
 
 static int known(const char *k, const char *const *list) {
+    if (!k) return 1; /* an item without a key (none is made so): nothing to title it with */
     for (; *list; list++)
         if (!strcmp(k, *list)) return 1;
     return 0;

@@ -8,6 +8,7 @@
  * columns, so the file stays small whatever the run's length.
  */
 #include "export/html_svg.h"
+#include "analysis/alloc.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -122,8 +123,8 @@ void tp_svg_legend_fills(FILE *f, const char *const *labels, const char *const *
 void tp_svg_lines(FILE *f, const char *id, const char *xlabel, const char *ylabel,
                       const hseries *s, size_t ns) {
     double x0 = INFINITY, x1 = -INFINITY, y1 = 0;
-    double *bx = malloc(TP_HTML_MAX_POINTS * sizeof *bx);
-    double *by = malloc(TP_HTML_MAX_POINTS * sizeof *by);
+    double *bx = tp_malloc(TP_HTML_MAX_POINTS * sizeof *bx);
+    double *by = tp_malloc(TP_HTML_MAX_POINTS * sizeof *by);
     if (!bx || !by) {
         free(bx);
         free(by);
@@ -214,9 +215,9 @@ size_t tp_svg_heat_bucket(size_t maxn) {
 int tp_svg_rank_series(rank_series *r, const double *ms, size_t n, size_t bucket) {
     size_t np = n <= TP_HTML_MAX_POINTS ? n : TP_HTML_MAX_POINTS;
     size_t nc = bucket && n ? (n + bucket - 1) / bucket : 0;
-    r->px = malloc((np ? np : 1) * sizeof *r->px);
-    r->py = malloc((np ? np : 1) * sizeof *r->py);
-    r->cells = malloc((nc ? nc : 1) * sizeof *r->cells);
+    r->px = tp_malloc((np ? np : 1) * sizeof *r->px);
+    r->py = tp_malloc((np ? np : 1) * sizeof *r->py);
+    r->cells = tp_malloc((nc ? nc : 1) * sizeof *r->cells);
     if (!r->px || !r->py || !r->cells) {
         tp_svg_rank_series_free(r);
         return TPROF_ERR_NO_MEMORY;
@@ -246,8 +247,8 @@ void tp_svg_rank_series_free(rank_series *r) {
 }
 
 void tp_svg_step_chart(FILE *f, const rank_series *rs, size_t nr) {
-    hseries *s = calloc(nr ? nr : 1, sizeof *s);
-    char (*labels)[32] = calloc(nr ? nr : 1, sizeof *labels);
+    hseries *s = tp_calloc(nr ? nr : 1, sizeof *s);
+    char (*labels)[32] = tp_calloc(nr ? nr : 1, sizeof *labels);
     size_t ns = 0;
     if (!s || !labels) goto out;
     for (size_t i = 0; i < nr; i++) {
@@ -277,7 +278,7 @@ static int cmp_double(const void *a, const void *b) {
  * end of the scale. Without memory: the cells' smallest and largest. */
 static void heat_scale(const rank_series *rs, size_t nr, size_t ncells, double *lo,
                        double *hi) {
-    double *v = malloc((ncells ? ncells : 1) * sizeof *v);
+    double *v = tp_malloc((ncells ? ncells : 1) * sizeof *v);
     size_t n = 0;
     *lo = INFINITY;
     *hi = -INFINITY;
