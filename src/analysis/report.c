@@ -546,6 +546,10 @@ static void to_summary(const sections *sc, rank_job *j, const tp_process *p) {
     if (j->unread) { /* its section is the slim process's: no summary of the file */
         if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
             snprintf(why, sizeof why, "out of memory");
+    } else if (j->out->no_memory) {
+        /* a short section would stand for the file until it changed: the report computes it
+         * again instead, and summarize writes it when it finds none */
+        snprintf(why, sizeof why, "memory ran out while its section was computed");
     } else if (tp_summary_write(sc->run, p, sc->o, &parts, why, sizeof why) == 0) {
         why[0] = 0;
     }
