@@ -11,6 +11,7 @@
 
 #include "analysis/diff.h"
 #include "analysis/kineto.h"
+#include "analysis/alloc.h"
 #include "common.h"
 
 enum { OPT_FORMAT = OPT_OWN, OPT_OUTPUT, OPT_STEP_NAME, OPT_WARMUP, OPT_NOISE_K, OPT_MIN_CHANGE };
@@ -172,6 +173,9 @@ int cmd_diff(int argc, char **argv) {
         die_usage("diff", "unknown format '%s' (text or json)", format);
     diff_in in[2];
     int rc = 1;
+    /* a comparison carries no memory note: any refusal from here on keeps it from being
+     * written (a figure of one side missing would read as a change) */
+    unsigned long nomem = tp_nomem_process();
     if (diff_load(dirs[0], &a, &in[0]) != 0) return 1;
     if (diff_load(dirs[1], &a, &in[1]) != 0) {
         cJSON_Delete(in[0].rep);
@@ -187,7 +191,8 @@ int cmd_diff(int argc, char **argv) {
     if (d && out_open(&of, out) == 0) {
         int w =
             !strcmp(format, "json") ? tp_report_write_json(d, of.f) : tp_diff_write_text(d, of.f);
-        rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+        int short_ = written_short(of.f == stdout ? "the comparison" : out, nomem);
+        rc = out_close(&of, w == TPROF_OK && !short_) == 0 ? 0 : 1;
         if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
     }
     cJSON_Delete(d);

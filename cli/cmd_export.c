@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analysis/alloc.h"
 #include "analysis/clocks.h"
 #include "common.h"
 #include "export/chrome.h"
@@ -198,6 +199,8 @@ int cmd_export(int argc, char **argv) {
         return 1;
     }
     tp_run run;
+    /* a trace carries no note: any refusal from here on keeps it from being written */
+    unsigned long nomem = tp_nomem_process();
     if (load_runs_slim(&dir, 1, &run) != 0) return 1;
     /* read slim: the exporters read each selected rank file again whole while they write it */
     if (tp_export_fill_memos(&run, &eo) != TPROF_OK) {
@@ -227,7 +230,8 @@ int cmd_export(int argc, char **argv) {
         else {
             int w = perfetto ? tp_export_perfetto(&run, of.f, &eo, NULL)
                              : tp_export_chrome(&run, of.f, &eo);
-            rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+            int short_ = w == TPROF_OK && written_short(out, nomem);
+            rc = out_close(&of, w == TPROF_OK && !short_) == 0 ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
             else if (w != TPROF_OK) files_changed(&run, "nothing written");
             if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
@@ -250,7 +254,8 @@ int cmd_export(int argc, char **argv) {
             outfile of;
             if (out_open(&of, path) != 0) { rc = 1; break; }
             int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
-            rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
+            int short_ = w == TPROF_OK && written_short(path, nomem);
+            rc = out_close(&of, w == TPROF_OK && !short_) == 0 ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
             else if (w != TPROF_OK) files_changed(&run, "the files of the ranks before it "
                                                               "were written, no later one");

@@ -87,6 +87,10 @@ int cmd_report(int argc, char **argv) {
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "html"))
         die_usage("report", "unknown format '%s' (text, json or html)", format);
     char *dncopy = dn ? strdup(dn) : NULL;
+    if (dn && !dncopy) {
+        fprintf(stderr, "trainprof report: out of memory\n");
+        return 1;
+    }
     a.data_names = dncopy;
     tp_run run;
     if (load_runs_slim(ops, nops, &run) != 0) {
@@ -110,8 +114,8 @@ int cmd_report(int argc, char **argv) {
                     ? tp_html_write(&rep, &o, of.f)
                     : tp_report_write_text(&rep, of.f,
                                            of.f == stdout && isatty(1) && !getenv("NO_COLOR"));
-        rc = out_close(&of, w == TPROF_OK) == 0 ? 0 : 1;
-        if (!rc) rc = written_whole(of.f == stdout ? "the report" : out, nomem);
+        int short_ = written_short(of.f == stdout ? "the report" : out, nomem);
+        rc = out_close(&of, w == TPROF_OK && !short_) == 0 ? 0 : 1;
         if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
     }
     if (made) tp_report_free(&rep);

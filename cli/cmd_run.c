@@ -856,27 +856,26 @@ static void write_reports(const run_opts *o, const char *absdir, tp_run *run) {
     int ok[3] = {0, 0, 0};
     char path[PATH_MAX + 32];
     outfile of;
-    unsigned long nomem = tp_nomem_process(); /* one written short of memory is not whole */
-    snprintf(path, sizeof path, "%s/report.txt", absdir);
-    if (out_open(&of, path) == 0)
-        ok[0] = out_close(&of, tp_report_write_text(&rep, of.f, 0) == 0) == 0 &&
-                !written_whole(path, nomem);
-    snprintf(path, sizeof path, "%s/report.json", absdir);
-    nomem = tp_nomem_process();
-    if (out_open(&of, path) == 0)
-        ok[1] = out_close(&of, tp_report_write_doc(&rep, of.f) == 0) == 0 &&
-                !written_whole(path, nomem);
-    snprintf(path, sizeof path, "%s/report.html", absdir);
     tp_report_opts ho;
     report_opts(&o->a, &ho);
-    tp_report_sections_once(&rep); /* the HTML is the last to read them: see cmd_report.c */
-    nomem = tp_nomem_process();
-    if (out_open(&of, path) == 0)
-        ok[2] = out_close(&of, tp_html_write(&rep, &ho, of.f) == 0) == 0 &&
-                !written_whole(path, nomem);
+    unsigned long nomem;
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", absdir, names[k]);
+        if (k == 2) tp_report_sections_once(&rep); /* the HTML reads them last: cmd_report.c */
+        nomem = tp_nomem_process(); /* one written short of memory is not whole */
+        if (out_open(&of, path) != 0) continue;
+        int w = k == 0   ? tp_report_write_text(&rep, of.f, 0)
+                : k == 1 ? tp_report_write_doc(&rep, of.f)
+                         : tp_html_write(&rep, &ho, of.f);
+        ok[k] = out_close(&of, w == 0 && !written_short(path, nomem)) == 0;
+    }
     if (!o->quiet) {
         fputc('\n', stdout);
-        tp_report_write_text(&rep, stdout, isatty(1) && !getenv("NO_COLOR"));
+        nomem = tp_nomem_process();
+        if (tp_report_write_text(&rep, stdout, isatty(1) && !getenv("NO_COLOR")) != 0)
+            fprintf(stderr, "trainprof: the report on standard output could not be written "
+                            "whole (report.txt is the report)\n");
+        else (void)written_short("the report on standard output", nomem);
     }
     if (ok[0] && ok[1] && ok[2]) {
         fprintf(stderr, "trainprof: rank files and reports in %s\n", absdir);

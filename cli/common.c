@@ -248,10 +248,10 @@ int make_report(const tp_run *run, const report_args *a, tp_report *out) {
     return rc;
 }
 
-int written_whole(const char *what, unsigned long nomem) {
+int written_short(const char *what, unsigned long nomem) {
     if (tp_nomem_process() == nomem) return 0;
-    fprintf(stderr, "trainprof: memory ran out while %s was written: it may be incomplete (run "
-                    "it again where more memory is free)\n", what);
+    fprintf(stderr, "trainprof: memory ran out while %s was made or written: it may be "
+                    "incomplete (run it again where more memory is free)\n", what);
     return 1;
 }
 

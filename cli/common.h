@@ -104,8 +104,9 @@ void report_opts(const report_args *a, tp_report_opts *o);
 int make_report(const tp_run *run, const report_args *a, tp_report *out);
 /* 0 when no allocation was refused to the process since tp_nomem_process() gave nomem
  * (analysis/alloc.h), else 1 with one line saying that `what` (a file name, "the report")
- * may be incomplete: a rendering that ran short of memory leaves parts out. */
-int written_whole(const char *what, unsigned long nomem);
+ * may be incomplete: a rendering that ran short of memory leaves parts out. Called before
+ * out_close, which then keeps the file that was there (out_close(&of, ok && !short)). */
+int written_short(const char *what, unsigned long nomem);
 
 /* ------------------------------------------------------------------ run and serve */
 

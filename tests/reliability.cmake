@@ -62,3 +62,15 @@ endif()
 add_test(NAME suite_under_load COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/suite_under_load.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(suite_under_load PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE
   LABELS "tsan;load;no-asan")
+
+# The commands that make reports, each allocation refused in turn through an LD_PRELOAD
+# library (alloc_fail.c): every outcome the whole output, one that says memory ran out, or an
+# error that leaves the previous output. Not under the sanitizers, whose runtime owns malloc.
+if(NOT TPROF_SANITIZE)
+  add_library(alloc_fail SHARED ${CMAKE_CURRENT_SOURCE_DIR}/alloc_fail.c)
+  add_test(NAME cli_nomem
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli_nomem.sh $<TARGET_FILE:trainprof_cli>
+            $<TARGET_FILE:rel_victim> $<TARGET_FILE:alloc_fail>)
+  set_tests_properties(cli_nomem PROPERTIES TIMEOUT 300 LABELS "cli"
+    ENVIRONMENT "TPROF_TEST_TMP=${CMAKE_BINARY_DIR}/testtmp")
+endif()

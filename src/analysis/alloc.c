@@ -66,6 +66,10 @@ unsigned long tp_nomem_thread(void) {
     return refused;
 }
 
+void tp_nomem_note(void) {
+    (void)refuse();
+}
+
 void tp_nomem_thread_set(unsigned long n) {
     refused = n;
 }

@@ -25,6 +25,9 @@ char *tp_strndup(const char *s, size_t n);
 
 /* Allocations refused to the calling thread since it started. */
 unsigned long tp_nomem_thread(void);
+/* Counts a refusal that code outside these functions met (the rank-file reader's, a
+ * formatter's), as if one of these had been refused. */
+void tp_nomem_note(void);
 /* Sets the calling thread's count back to n (a value tp_nomem_thread gave): a job run on a
  * caller's thread that says its own refusals hides them from the caller's count. */
 void tp_nomem_thread_set(unsigned long n);
@@ -34,11 +37,11 @@ unsigned long tp_nomem_process(void);
 /* The note of a rank whose section ran out of memory (tp_rank_result.no_memory), and of the
  * run whose load or run-level analyses did (tp_run_results.no_memory, "run"."note"). */
 #define TP_SECTION_NO_MEMORY                                                                 \
-    "memory ran out while this rank's section was computed: a figure of it may be missing "  \
-    "or made of part of the records (run the report where more memory is free)"
+    "memory ran out while this rank's section was computed: a figure of it may be missing, " \
+    "zero or made of part of the records (run the report where more memory is free)"
 #define TP_RUN_NO_MEMORY                                                                     \
-    "memory ran out while the run was loaded or compared across ranks: a run-level figure "   \
-    "or finding may be missing or made of part of the records (run the report where more "    \
+    "memory ran out while the run was loaded or compared across ranks: a figure or finding "  \
+    "may be missing, zero or made of part of the records (run the report where more "         \
     "memory is free)"
 
 /* cJSON_AddItemToObject and cJSON_AddItemToArray for the report's nodes. cJSON's leave an

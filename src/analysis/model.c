@@ -323,8 +323,7 @@ static int drop_nested_driver_calls(tp_process *p) {
     free(rt);
     free(reach);
     size_t w = 0;
-    for (size_t i = 0; i < p->napi; i++)
-        if (!drop[i]) p->api[w++] = p->api[i];
+    for (size_t i = 0; i < p->napi; i++) if (!drop[i]) p->api[w++] = p->api[i];
     p->napi = w;
     free(drop);
     return 0;
@@ -414,6 +413,7 @@ static int same_process(const tprof_file_header *a, const tprof_file_header *b) 
 static int open_again(const char *path, const tp_process *was, tprof_reader **rd, char *err,
                       size_t n) {
     int rc = tprof__reader_open_prefix(path, was ? was->file_bytes : 0, rd, err, n);
+    if (rc == TPROF_ERR_NO_MEMORY) tp_nomem_note(); /* the reader's, which it cannot count */
     if (rc != TPROF_OK || !was) return rc;
     tprof_file_header h = *tprof__reader_header(*rd);
     tp_load_clean_field(h.host, sizeof h.host);
@@ -582,10 +582,10 @@ static int load_once(tp_run *run, const char *path, tp_process *p, int light, in
         prev_len = c.len;
         tprof__reader_release(rd, c.file_offset); /* the model holds copies of what it keeps */
     }
-    for (size_t i = 0; i < tprof__reader_damage_count(rd); i++) {
-        const tprof_damage *d = tprof__reader_damage(rd, i);
-        tp_load_damage(p, "%s at byte %llu", d->what, (unsigned long long)d->offset);
-    }
+    for (size_t i = 0; i < tprof__reader_damage_count(rd); i++)
+        tp_load_damage(p, "%s at byte %llu", tprof__reader_damage(rd, i)->what,
+                       (unsigned long long)tprof__reader_damage(rd, i)->offset);
+    if (tprof__reader_nomem(rd)) tp_nomem_note(); /* what it skipped was skipped for memory */
     tprof__reader_close(rd);
     tp_load_meta_settle(&L);
     if (finish_process(&L) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "analysis/alloc.h"
 #include "analysis/counter_pack.h"
 #include "analysis/model.h"
 #include "format/reader.h"
@@ -54,10 +55,10 @@ typedef struct tp_pool {
 static inline int tp_grow_pair(void **a, size_t asz, void **b, size_t bsz, size_t *cap,
                                size_t first) {
     size_t nc = *cap ? 2 * *cap : first;
-    void *na = realloc(*a, nc * asz);
+    void *na = tp_realloc(*a, nc * asz);
     if (!na) return TPROF_ERR_NO_MEMORY;
     *a = na;
-    void *nb = realloc(*b, nc * bsz);
+    void *nb = tp_realloc(*b, nc * bsz);
     if (!nb) return TPROF_ERR_NO_MEMORY;
     *b = nb;
     *cap = nc;
@@ -68,7 +69,7 @@ static inline int tp_grow_pair(void **a, size_t asz, void **b, size_t bsz, size_
     do {                                                                  \
         if ((n) == (cap)) {                                               \
             size_t nc_ = (cap) ? (cap) * 2 : 16;                          \
-            void *np_ = realloc((arr), nc_ * sizeof *(arr));              \
+            void *np_ = tp_realloc((arr), nc_ * sizeof *(arr));           \
             if (!np_) return TPROF_ERR_NO_MEMORY;                         \
             (arr) = np_;                                                  \
             (cap) = nc_;                                                  \

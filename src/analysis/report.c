@@ -911,6 +911,7 @@ static int report_make(const tp_run *run, const tp_report_opts *o, tp_report *ou
     cJSON *errs = cJSON_AddArrayToObject(rep, "unreadable_files");
     tp_section_spill *sp = NULL;
     if (rank_sections(rep, run, o, nranks, &res, spill ? &sp : NULL) != TPROF_OK) {
+        tp_run_results_free(&res);
         cJSON_Delete(rep);
         return TPROF_ERR_NO_MEMORY;
     }

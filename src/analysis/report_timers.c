@@ -7,6 +7,7 @@
 #include "analysis/report_timers.h"
 #include "analysis/alloc.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,9 +138,16 @@ void tp_timers_run(tp_run_timers_result *out, const tp_run_results *res) {
         out->rows[i].min_ms = mn * 1e3;
         out->rows[i].max_ms = mx * 1e3;
     }
+    /* NULL: nothing to list, or (errno set) the formatter's memory ran out, which it cannot
+     * count itself (it is the runtime library's too): counted here */
+    errno = 0;
     out->megatron_minmax = tprof__timers_format(TPROF_TIMERS_MINMAX, names, n, m, world, 1.0);
-    if (world > 1)
-        out->megatron_all = tprof__timers_format(TPROF_TIMERS_ALL, names, n, m, world, 1.0);
+    if (!out->megatron_minmax && errno) tp_nomem_note();
+    errno = 0;
+    if (world > 1 &&
+        !(out->megatron_all = tprof__timers_format(TPROF_TIMERS_ALL, names, n, m, world, 1.0)) &&
+        errno)
+        tp_nomem_note();
     free(m);
     free(names);
 }

@@ -167,15 +167,38 @@ int tp_utf8_write(FILE *f, const char *buf, size_t len) {
     return TPROF_OK;
 }
 
+/* The rendering's bytes, grown with tp_realloc: open_memstream's growth is glibc's own, whose
+ * failure is neither counted nor, at its close, reported (the text then came out empty or
+ * cut without an error). */
+typedef struct membuf {
+    char *b;
+    size_t n, cap;
+} membuf;
+
+static ssize_t mem_write(void *c, const char *s, size_t n) {
+    membuf *m = c;
+    if (n > m->cap - m->n) {
+        size_t cap = m->cap ? m->cap : 4096;
+        while (cap - m->n < n) cap *= 2;
+        char *g = tp_realloc(m->b, cap);
+        if (!g) return -1; /* the stream's error: the rendering is not written */
+        m->b = g;
+        m->cap = cap;
+    }
+    memcpy(m->b + m->n, s, n);
+    m->n += n;
+    return (ssize_t)n;
+}
+
 int tp_utf8_render(FILE *f, int (*fn)(FILE *out, const void *ctx), const void *ctx) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
+    membuf m = {0};
+    FILE *mf = fopencookie(&m, "w", (cookie_io_functions_t){NULL, mem_write, NULL, NULL});
     if (!mf) return fn(f, ctx); /* no memory: unguarded, still cut right */
     int rc = fn(mf, ctx);
-    if (fclose(mf) != 0 && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
-    if (buf && tp_utf8_write(f, buf, len) != TPROF_OK) rc = TPROF_ERR_IO;
-    free(buf);
+    if ((fflush(mf) != 0 || ferror(mf)) && rc == TPROF_OK) rc = TPROF_ERR_NO_MEMORY;
+    fclose(mf);
+    if (rc == TPROF_OK && m.b && tp_utf8_write(f, m.b, m.n) != TPROF_OK) rc = TPROF_ERR_IO;
+    free(m.b);
     fflush(f);
     if (ferror(f)) rc = TPROF_ERR_IO;
     return rc;

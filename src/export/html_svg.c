@@ -309,6 +309,7 @@ void tp_svg_heatmap(FILE *f, const rank_series *rs, size_t nr) {
     if (!maxn) return;
     size_t bucket = 0; /* the one every series' cells were made with */
     for (size_t i = 0; i < nr && !bucket; i++) bucket = rs[i].n ? rs[i].bucket : 0;
+    if (!bucket) return; /* no cells (memory ran out making them: the report says so) */
     size_t ncols = (maxn + bucket - 1) / bucket;
     double lo, hi;
     heat_scale(rs, nr, nr * ncols, &lo, &hi);

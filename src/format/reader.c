@@ -30,6 +30,7 @@ struct tprof_reader {
     tprof_damage *damage;
     size_t ndamage, damage_cap;
     int in_bad_run; /* report one damage per run of garbage, not one per byte */
+    size_t nomem;   /* allocations refused: what was skipped for them is not damage */
     char path[256];  /* for the one line about skipped compressed chunks */
     uint8_t *zbuf;   /* a compressed chunk's records, decompressed */
     size_t zcap;     /* at most TPROF_CHUNK_RAW_MAX */
@@ -45,7 +46,10 @@ static void add_damage(tprof_reader *r, uint64_t off, const char *what) {
         if (r->damage_cap >= 1024) return; /* enough to say the file is badly damaged */
         size_t cap = r->damage_cap ? r->damage_cap * 2 : 4;
         tprof_damage *d = realloc(r->damage, cap * sizeof *d);
-        if (!d) return;
+        if (!d) {
+            r->nomem++;
+            return;
+        }
         r->damage = d;
         r->damage_cap = cap;
     }
@@ -179,6 +183,8 @@ void tprof__reader_release(tprof_reader *r, uint64_t offset) {
 }
 uint64_t tprof__reader_size(const tprof_reader *r) { return r->size; }
 size_t tprof__reader_damage_count(const tprof_reader *r) { return r->ndamage; }
+
+size_t tprof__reader_nomem(const tprof_reader *r) { return r->nomem; }
 size_t tprof__reader_zstd_skipped(const tprof_reader *r) { return r->zskipped; }
 const tprof_damage *tprof__reader_damage(const tprof_reader *r, size_t i) {
     return i < r->ndamage ? &r->damage[i] : NULL;
@@ -225,12 +231,14 @@ static const uint8_t *unpack(tprof_reader *r, const uint8_t *p, size_t n, size_t
     }
 #if TPROF_HAVE_ZSTD
     if (!r->dctx && !(r->dctx = ZSTD_createDCtx())) {
+        r->nomem++;
         snprintf(why, whylen, "compressed chunk: no memory to decompress");
         return NULL;
     }
     if (zh.raw_bytes > r->zcap) {
         uint8_t *b = realloc(r->zbuf, zh.raw_bytes);
         if (!b) {
+            r->nomem++;
             snprintf(why, whylen, "compressed chunk: no memory for %u bytes", zh.raw_bytes);
             return NULL;
         }

@@ -70,6 +70,9 @@ void tprof__reader_release(tprof_reader *r, uint64_t offset);
 size_t tprof__reader_zstd_skipped(const tprof_reader *r);
 
 size_t tprof__reader_damage_count(const tprof_reader *r);
+/* Allocations refused to the reader so far: a chunk skipped for memory is listed as damage
+ * too, but the file may be whole (the report says that memory ran out, analysis/alloc.h). */
+size_t tprof__reader_nomem(const tprof_reader *r);
 const tprof_damage *tprof__reader_damage(const tprof_reader *r, size_t i);
 
 /* Record iteration inside a chunk: returns the record at *pos and advances *pos, or NULL
