@@ -26,7 +26,9 @@ __attribute__((noinline)) void alloc_fail_refused(void) {
 
 static int refused(void) {
     if (fail_at < 0) {
-        /* getenv allocates nothing; program_invocation_name is glibc's, set before main */
+        /* getenv allocates nothing; program_invocation_name is glibc's, set before main (an
+         * allocation before it is not counted, and the question asked again) */
+        if (!program_invocation_name) return 0;
         const char *k = getenv("ALLOC_FAIL_AT"), *exe = getenv("ALLOC_FAIL_EXE");
         const char *me = strrchr(program_invocation_name, '/');
         me = me ? me + 1 : program_invocation_name;
