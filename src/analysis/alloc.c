@@ -56,12 +56,6 @@ char *tp_strdup(const char *s) {
     return p ? p : refuse();
 }
 
-char *tp_strndup(const char *s, size_t n) {
-    if (refuse_now()) return refuse();
-    char *p = strndup(s, n);
-    return p ? p : refuse();
-}
-
 unsigned long tp_nomem_thread(void) {
     return refused;
 }

@@ -21,7 +21,6 @@ void *tp_malloc(size_t n);
 void *tp_calloc(size_t n, size_t size);
 void *tp_realloc(void *p, size_t n);
 char *tp_strdup(const char *s);
-char *tp_strndup(const char *s, size_t n);
 
 /* Allocations refused to the calling thread since it started. */
 unsigned long tp_nomem_thread(void);

@@ -583,11 +583,11 @@ static void section_short(rank_job *j, unsigned long nomem) {
  * whole (freed after), its steps and communication times kept for the run-level analyses
  * (memos, model.h), its strings pointing into the run's process. A file that can no longer be
  * read gives the section of what the slim process holds, and no memos. tp_report_summarize
- * writes it into the rank's summary (one already valid is left as it is). */
-static void section_make(const sections *sc, size_t i) {
+ * writes it into the rank's summary (one already valid is left as it is). nomem: the job's
+ * thread's refusals as it began (a job runs on one thread). */
+static void section_make(const sections *sc, size_t i, unsigned long nomem) {
     rank_job *j = &sc->jobs[i];
     const tp_process *p = &sc->run->procs[j->proc];
-    unsigned long nomem = tp_nomem_thread(); /* a job runs on one thread */
     if (!p->slim) {
         if (!sc->memos_only) j->section = rank_section(sc->run, p, sc->o, j->out, NULL);
         return section_short(j, nomem);
@@ -616,7 +616,7 @@ static void section_job(void *ctx, size_t i) {
     const sections *sc = ctx;
     rank_job *j = &sc->jobs[i];
     unsigned long nomem = tp_nomem_thread();
-    section_make(sc, i);
+    section_make(sc, i, nomem);
     unsigned long made = tp_nomem_thread();
     /* packed as the job ends (its summary, if any, is written): every job's steps are held
      * until all have ended (run_jobs), 32 bytes a step unpacked */
