@@ -14,6 +14,9 @@ tprof_add_unit(test_memory test_memory.c synth.c LIBS tprof_analysis LABELS repo
 # Span unions walked in start order and the k-th value selected in passes (spans.c) against
 # sorting every span or value.
 tprof_add_unit(test_spans test_spans.c LIBS tprof_analysis LABELS report)
+# Spans held to a bound, then written in sorted runs (span_store.c), walk back in start order:
+# every bound, no file to write, a file cut short, each allocation refused.
+tprof_add_unit(test_span_store test_span_store.c LIBS tprof_analysis LABELS report)
 # The report of a slim run (tp_run_load_slim, rank files read again for their sections, on
 # several threads) is the report of the whole run, byte for byte.
 tprof_add_unit(test_report_slim test_report_slim.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")

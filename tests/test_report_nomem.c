@@ -13,7 +13,9 @@
  * Runs: a straggler scenario (4 ranks on 2 hosts, rank 2 late at every collective: clocks,
  * stragglers, the diagnosis rules) and the slim tests' four ranks (GPU kernels and API calls,
  * NCCL ops, a rank killed inside open ranges, a node sampler and a helper), each also read
- * from its summaries (trainprof summarize), where the refusal may fall in a summary's read.
+ * from its summaries (trainprof summarize), where the refusal may fall in a summary's read;
+ * and a job of MPI calls whose sections read their ops apart (16 held), the calls' spans in
+ * sorted runs on disk (span_store.h) walked by the exposure and the step breakdown.
  * A stride through the allocations keeps it to seconds; NOMEM_SWEEP_ALL=1 refuses each.
  */
 #define _GNU_SOURCE
@@ -29,6 +31,7 @@
 #include <string.h>
 
 #include "analysis/alloc.h"
+#include "analysis/comm.h"
 #include "analysis/results.h"
 #include "analysis/summary.h"
 #include "diag_scen.h"
@@ -37,6 +40,9 @@
 #include "trainprof.h"
 
 enum outcome { LOAD_FAILED, MAKE_FAILED, WRITE_SHORT, WRITTEN };
+
+/* The ops a section holds (tp_report_opts.comm_ops; 0: the default). */
+static size_t g_comm_ops;
 
 /* The report of dir as `trainprof report` makes it, text then JSON then HTML, into *out
  * (owned; NULL unless WRITTEN); *refused: whether an allocation was refused while the run
@@ -56,6 +62,7 @@ static enum outcome report_of(const char *dir, char **out, int *refused) {
     tp_report_opts o;
     tp_report_opts_init(&o);
     o.threads = 1; /* one thread allocates at a time: the k-th allocation is always the same */
+    o.comm_ops = g_comm_ops;
     tp_report rep;
     rc = tp_report_make_spilled(&run, &o, &rep);
     if (rc != TPROF_OK) {
@@ -171,11 +178,63 @@ static void four_ranks(void **state) {
     synth_rmtree(dir);
 }
 
+/* Two ranks of a job of MPI calls, 40 steps of 10 ms with 30 calls each (some nonblocking:
+ * the host's overlapped communication; some unfinished), rank 1 with a GEMM a step on its
+ * GPU (the exposure and the breakdown on the GPU basis, rank 0's on the host's), read with
+ * 16 ops a section: their spans go to disk in runs of 16. */
+static void mpi_apart(void **state) {
+    (void)state;
+    char dir[512];
+    assert_int_equal(synth_tmpdir(dir, sizeof dir, "report-nomem-mpi"), 0);
+    uint64_t rs = 88172645463325252ull;
+    for (int r = 0; r < 2; r++) {
+        synth_file *f = synth_open(dir, "h", 4000 + r, RT0, T0);
+        assert_non_null(f);
+        synth_rank(f, r, 2);
+        synth_thread(f, 1, 4000 + r);
+        synth_thread(f, 2, 5000 + r);
+        if (r) synth_meta(f, "capability.cupti", "activity capture on: 8 kinds");
+        for (int s = 0; s < 40; s++) {
+            uint64_t b = T0 + (uint64_t)s * 10 * MS;
+            synth_step_begin(f, 1, b, (uint64_t)s);
+            if (r) synth_kernel(f, 2, b + 200 * US, b + 3 * MS, 0, 7, 0, "sm90_gemm_bf16");
+            for (int k = 0; k < 30; k++) {
+                rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+                tprof_pl_comm m;
+                memset(&m, 0, sizeof m);
+                m.op = rs % 3 ? TPROF_COMM_ALLREDUCE : TPROF_COMM_BARRIER;
+                m.comm_hash = 0x77 + rs % 3;
+                m.nranks = 2;
+                m.rank = (uint32_t)r;
+                m.bytes = 64;
+                m.peer = TPROF_COMM_NO_PEER;
+                m.source = TPROF_COMM_SRC_MPI;
+                m.seq = (uint32_t)(30 * s + k);
+                uint64_t t = b + (uint64_t)(1 + k) * 300 * US;
+                m.end_ns = t + 50 * US + (rs >> 8) % (200 * US);
+                if (rs % 8 == 0) m.flags |= TPROF_COMM_F_NONBLOCKING, m.end_ns += 600 * US;
+                if (rs % 8 == 1) m.flags |= TPROF_COMM_F_UNFINISHED, m.end_ns = t;
+                synth_comm(f, 1, t, &m, NULL);
+            }
+            synth_step_end(f, 1, b + 10 * MS, (uint64_t)s);
+        }
+        synth_end_of_file(f, T0 + 41 * 10 * MS, 0);
+        assert_int_equal(synth_close(f), 0);
+    }
+    g_comm_ops = 16;
+    size_t opened = tp_comm_streams_opened();
+    sweep_both(dir, 1500);
+    assert_true(tp_comm_streams_opened() > opened); /* the sections read their ops apart */
+    g_comm_ops = 0;
+    synth_rmtree(dir);
+}
+
 int main(void) {
     tp_alloc_json_hooks(); /* the document's nodes counted, as in the command */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(straggler_run),
         cmocka_unit_test(four_ranks),
+        cmocka_unit_test(mpi_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

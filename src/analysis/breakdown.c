@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "analysis/comm.h"
+#include "analysis/span_store.h"
 #include "analysis/spans.h"
 #include "format/format.h"
 
@@ -202,16 +203,36 @@ static int device_work(const tp_gpu_op *o, const void *arg) {
 typedef struct union_src {
     tp_gpu_walk k, w;
     tp_span_array c;
+    tp_span_walk *h; /* C's other part: the blocking calls of the host-timed ops read apart */
 } union_src;
 
-static void sets_union(tp_union *u, union_src *src, const gpu_sets *g, int k, int w, int c) {
+/* 0, or -1 when out of memory; src->h is closed by the caller (union_done). */
+static int sets_union(tp_union *u, union_src *src, const gpu_sets *g, int k, int w, int c) {
     tp_union_init(u);
     src->k = (tp_gpu_walk){g->p, compute_kernel, &g->dev, 0};
     src->w = (tp_gpu_walk){g->p, device_work, &g->dev, 0};
     src->c = (tp_span_array){g->C.v, g->C.n, 0};
+    src->h = c ? tp_span_walk_open(tp_comm_stream_host(g->p, 0)) : NULL;
+    if (c && !src->h) return -1;
     if (k) tp_union_add(u, tp_gpu_walk_next, &src->k);
     if (w) tp_union_add(u, tp_gpu_walk_next, &src->w);
     if (c) tp_union_add(u, tp_span_array_next, &src->c);
+    if (c) tp_union_add(u, tp_span_walk_next, src->h);
+    return 0;
+}
+
+static void union_done(union_src *src) { tp_span_walk_close(src->h); }
+
+/* Per window: out[w] = ns of window w that the union of the sets asked covers. 0, or -1 when
+ * out of memory. */
+static int union_steps(const gpu_sets *g, int k, int w, int c, const tp_step *win, size_t nw,
+                       uint64_t *out) {
+    tp_union u;
+    union_src src;
+    if (sets_union(&u, &src, g, k, w, c)) return -1;
+    tp_union_steps_each(&u, win, nw, out);
+    union_done(&src);
+    return 0;
 }
 
 /* Fills g's kept sets; returns -1 when out of memory. */
@@ -254,11 +275,11 @@ static void gpu_gap(const gpu_sets *g, uint64_t a, uint64_t gs, uint64_t ge, uin
  * count, *ngaps the gaps of the measured windows (w >= nwarm); with q instead, the lengths
  * (ns) of the measured windows' gaps into q. L[C_IDLE] is the windows' length less U's
  * cover, which is their gaps' sum. */
-static void gpu_gaps(const gpu_sets *g, const tp_step *win, size_t nw, size_t nwarm,
-                     uint64_t *len, uint64_t *ng, size_t *ngaps, tp_kth *q) {
+static int gpu_gaps(const gpu_sets *g, const tp_step *win, size_t nw, size_t nwarm,
+                    uint64_t *len, uint64_t *ng, size_t *ngaps, tp_kth *q) {
     tp_union u;
     union_src src;
-    sets_union(&u, &src, g, 0, 1, 1);
+    if (sets_union(&u, &src, g, 0, 1, 1)) return -1;
     for (size_t w = 0; w < nw; w++) {
         uint64_t a = win[w].start, e = win[w].end, t = a, idle = 0;
         uint64_t *L = len ? len + w * C_N : NULL;
@@ -287,6 +308,8 @@ static void gpu_gaps(const gpu_sets *g, const tp_step *win, size_t nw, size_t nw
         }
         if (L) L[C_IDLE] = idle;
     }
+    union_done(&src);
+    return 0;
 }
 
 /* Kernels of the device: counted per window (by start) into nk, with *nkd those of the
@@ -355,12 +378,13 @@ static void gpu_figures(tp_breakdown_result *out, const uint64_t *len, const uin
 static double gpu_median_us(const gpu_sets *g, const tp_step *win, size_t nw, size_t nwarm,
                             size_t n, int gaps) {
     tp_kth q;
+    int bad = 0;
     tp_kth_init(&q, tp_pct_index(n, 0.5));
     while (tp_kth_pass(&q)) {
-        if (gaps) gpu_gaps(g, win, nw, nwarm, NULL, NULL, NULL, &q);
+        if (gaps) bad |= gpu_gaps(g, win, nw, nwarm, NULL, NULL, NULL, &q) != 0;
         else gpu_kernels(g->p, g->dev, win, nw, nwarm, NULL, NULL, &q);
     }
-    return q.oom ? -1 : n ? (double)q.value / 1e3 : 0;
+    return q.oom || bad ? -1 : n ? (double)q.value / 1e3 : 0;
 }
 
 /* fold: the windows are the captured spans of a run without steps, one window cut by the
@@ -380,16 +404,11 @@ static void gpu_basis(tp_breakdown_result *out, const tp_process *p, const tp_st
     /* per window: compute, compute or communication, communication covered */
     uint64_t *cov = tp_malloc(nw * 3 * sizeof *cov);
     uint64_t *nk = tp_calloc(nw, sizeof *nk), *ng = tp_calloc(nw, sizeof *ng);
-    if (!oom && len && val && cov && nk && ng) {
-        tp_union u;
-        union_src src;
-        sets_union(&u, &src, &g, 1, 0, 0);
-        tp_union_steps_each(&u, win, nw, cov);
-        sets_union(&u, &src, &g, 1, 0, 1);
-        tp_union_steps_each(&u, win, nw, cov + nw);
-        sets_union(&u, &src, &g, 0, 0, 1);
-        tp_union_steps_each(&u, win, nw, cov + 2 * nw);
-        gpu_gaps(&g, win, nw, nwarm, len, ng, &ngaps, NULL);
+    oom |= !len || !val || !cov || !nk || !ng;
+    oom = oom || union_steps(&g, 1, 0, 0, win, nw, cov) || union_steps(&g, 1, 0, 1, win, nw,
+          cov + nw) || union_steps(&g, 0, 0, 1, win, nw, cov + 2 * nw) ||
+          gpu_gaps(&g, win, nw, nwarm, len, ng, &ngaps, NULL);
+    if (!oom) {
         for (size_t w = 0; w < nw; w++) {
             uint64_t *L = len + w * C_N, k = cov[w], kc = cov[nw + w], c = cov[2 * nw + w];
             uint64_t step = win[w].end - win[w].start, busy = step - L[C_IDLE];

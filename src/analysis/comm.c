@@ -857,19 +857,6 @@ int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t 
     return 0;
 }
 
-int tp_comm_push_spans(tp_span **v, size_t *n, size_t *cap, const tp_span *src, size_t ns) {
-    if (ns > *cap - *n) {
-        if (ns > SIZE_MAX / sizeof **v - *n) return TPROF_ERR_NO_MEMORY;
-        tp_span *nv = tp_realloc(*v, (*n + ns) * sizeof *nv);
-        if (!nv) return TPROF_ERR_NO_MEMORY;
-        *v = nv;
-        *cap = *n + ns;
-    }
-    for (size_t i = 0; i < ns; i++)
-        if (src[i].e > src[i].s) (*v)[(*n)++] = src[i];
-    return 0;
-}
-
 /* ------------------------------------------------------------------ shared with the sections */
 
 int tp_comm_row_bw(const tp_comm_row_result *r, double *algbw_gbs, double *bw_time_ms) {
@@ -920,9 +907,7 @@ int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_de
                 return TPROF_ERR_NO_MEMORY;
         }
     }
-    size_t nh;
-    const tp_span *h = tp_comm_stream_host(p, 0, &nh); /* the others, read apart */
-    return tp_comm_push_spans(v, n, cap, h, nh);
+    return TPROF_OK;
 }
 
 /* Whether a torch.pg.* description names an NCCL backend ("backend=nccl ...", or

@@ -118,7 +118,8 @@ const char *tp_comm_exposure_per(const tp_comm_exposure_result *x);
  * when it has no such kernel; and the blocking MPI calls and waits (the host is blocked in
  * them). has_device 0: no GPU records (a CPU job), only the MPI calls. tm: tp_comm_resolve's
  * output for p. Returns TPROF_OK (0), or TPROF_ERR_NO_MEMORY (the spans appended so far stay
- * in *v). */
+ * in *v). A section reading its ops apart has the blocking calls of the ops it does not hold
+ * in tp_comm_stream_host(p, 0) besides, a source of the caller's union. */
 int tp_comm_device_spans(const tp_process *p, const tp_comm_time *tm, int has_device,
                          uint32_t device, tp_span **v, size_t *n, size_t *cap);
 
@@ -272,7 +273,8 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
  * file again for every op in the file's order (comm_rank.c), and the memo is taken from it
  * (tp_comm_stream_kept). Host-timed ops (MPI, torch's gloo) are the communication spans
  * of the exposure and the step breakdown: the first pass keeps each communicator's first
- * op and the others' spans (tp_comm_stream_host), 16 bytes an op. Ops read apart
+ * op and the others' spans (tp_comm_stream_host), 16 bytes an op up to the bound, then
+ * written in sorted runs to a temporary file (span_store.h). Ops read apart
  * must not need each other beyond that and the matching: a file with more ops kept than
  * the bound and half its ops, torch's ops whose twins go by the file's other ops (its NCCL
  * ops beside the plugin's or MPI's, other than the plugin's twins; its gloo ops beside
@@ -285,12 +287,15 @@ tp_comm_time *tp_comm_times_kept(tp_process *whole, const tp_process *p);
 #define TP_SECTION_COMM_OPS (1u << 20)
 int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, size_t bound);
 /* The spans of the host-timed ops of p's stream that p->comm does not hold, finished ones
- * alone (start, end: host CLOCK_MONOTONIC ns, in the file's order), n of them into *n:
- * nonblocking 0 the blocking calls and waits, 1 the nonblocking ops (call to observed
- * completion). NULL and 0 without a stream. Owned by the stream (freed with p). */
-const tp_span *tp_comm_stream_host(const tp_process *p, int nonblocking, size_t *n);
-/* 1 when a pass of whole's stream failed (its file changed or went while read): its
- * section's figures may be of two files, and are not to be shown. */
+ * alone (start, end: host CLOCK_MONOTONIC ns), walked in start order (span_store.h,
+ * tp_span_walk_open): nonblocking 0 the blocking calls and waits, 1 the nonblocking ops
+ * (call to observed completion). The bound's spans held, the others in a temporary file.
+ * NULL without a stream (a walk of it gives none). Owned by the stream (freed with p). */
+struct tp_span_store;
+const struct tp_span_store *tp_comm_stream_host(const tp_process *p, int nonblocking);
+/* 1 when a pass of whole's stream failed (its file changed or went while read), or a walk
+ * of its host spans could not read them back: its section's figures may be of two files, or
+ * short, and are not to be shown. */
 int tp_comm_stream_failed(const tp_process *whole);
 /* 1 when slim process p's section reads its ops apart: its file holds more than bound
  * (0: TP_SECTION_COMM_OPS; SIZE_MAX: never). */
@@ -343,10 +348,6 @@ const char *tp_comm_op_name(const tp_comm_op *o);
 /* Appends [s, e) to *v (grown with realloc; *n used, *cap allocated) when e > s. Returns
  * TPROF_OK (0), or TPROF_ERR_NO_MEMORY (*v unchanged). */
 int tp_comm_push_span(tp_span **v, size_t *n, size_t *cap, uint64_t s, uint64_t e);
-/* Appends the ns spans of src with e > s likewise, *v grown once to hold them all (a section
- * reading its ops apart hands millions: growing by doubling would take twice their size).
- * Returns TPROF_OK (0), or TPROF_ERR_NO_MEMORY (*v unchanged). */
-int tp_comm_push_spans(tp_span **v, size_t *n, size_t *cap, const tp_span *src, size_t ns);
 
 /* Whether a torch.pg.* description names an NCCL backend ("backend=nccl ...", or
  * "backend=cpu:gloo,cuda:nccl ..." for a default group). */

@@ -16,6 +16,7 @@
 
 #include "analysis/capture.h"
 #include "analysis/gpu.h"
+#include "analysis/span_store.h"
 #include "analysis/spans.h"
 #include "analysis/stats.h"
 #include "format/format.h"
@@ -247,19 +248,31 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
             for (size_t i = 0; i < p->ncomm && !oom; i++)
                 if (tp_comm_host_span(&p->comm[i]) == 1)
                     oom |= tp_comm_push_span(&su, &nsu, &csu, p->comm[i].start, p->comm[i].end);
-            size_t nh;
-            const tp_span *h = tp_comm_stream_host(p, 1, &nh); /* the others, read apart */
-            oom |= !oom && tp_comm_push_spans(&su, &nsu, &csu, h, nh) != TPROF_OK;
-            if (oom) break;
-            tp_steps_union_each(sc, nsc, win, nw, ex); /* sorts sc */
-            tp_spans_sort(su, nsu);
-            tp_span_array sa = {sc, nsc, 0}, ua = {su, nsu, 0};
-            tp_union all;
-            tp_union_init(&all);
-            tp_union_add(&all, tp_span_array_next, &sa);
-            tp_union_add(&all, tp_span_array_next, &ua);
-            tp_union_steps_each(&all, win, nw, cm);
-            for (size_t w = 0; w < nw; w++) ov[w] = cm[w] > ex[w] ? cm[w] - ex[w] : 0;
+            /* and those of the ops read apart (tp_comm_stream_host), walked where they lie */
+            tp_span_walk *hb = oom ? NULL : tp_span_walk_open(tp_comm_stream_host(p, 0));
+            tp_span_walk *hb2 = hb ? tp_span_walk_open(tp_comm_stream_host(p, 0)) : NULL;
+            tp_span_walk *hn = hb2 ? tp_span_walk_open(tp_comm_stream_host(p, 1)) : NULL;
+            oom |= !hn;
+            if (!oom) {
+                tp_spans_sort(sc, nsc);
+                tp_spans_sort(su, nsu);
+                tp_span_array sa = {sc, nsc, 0}, sa2 = sa, ua = {su, nsu, 0};
+                tp_union blk, all;
+                tp_union_init(&blk);
+                tp_union_add(&blk, tp_span_array_next, &sa);
+                tp_union_add(&blk, tp_span_walk_next, hb);
+                tp_union_steps_each(&blk, win, nw, ex);
+                tp_union_init(&all);
+                tp_union_add(&all, tp_span_array_next, &sa2);
+                tp_union_add(&all, tp_span_walk_next, hb2);
+                tp_union_add(&all, tp_span_array_next, &ua);
+                tp_union_add(&all, tp_span_walk_next, hn);
+                tp_union_steps_each(&all, win, nw, cm);
+                for (size_t w = 0; w < nw; w++) ov[w] = cm[w] > ex[w] ? cm[w] - ex[w] : 0;
+            }
+            tp_span_walk_close(hb);
+            tp_span_walk_close(hb2);
+            tp_span_walk_close(hn);
             break;
         }
         /* GPU basis: communication C (a few spans per op, sorted here), compute kernels K
@@ -268,9 +281,18 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
         tp_spans_sort(sc, nsc);
         tp_span_array ca = {sc, nsc, 0}, cb = {sc, nsc, 0};
         tp_gpu_walk ka = {p, compute_kernel, &devs[d], 0}, kb = ka;
+        /* the blocking calls of the host-timed ops read apart are C's too */
+        tp_span_walk *ha = tp_span_walk_open(tp_comm_stream_host(p, 0));
+        tp_span_walk *hc = ha ? tp_span_walk_open(tp_comm_stream_host(p, 0)) : NULL;
+        if (!hc) {
+            tp_span_walk_close(ha);
+            oom = 1;
+            break;
+        }
         tp_union uc, uk, uu;
         tp_union_init(&uc);
         tp_union_add(&uc, tp_span_array_next, &ca);
+        tp_union_add(&uc, tp_span_walk_next, ha);
         tp_union_steps_each(&uc, win, nw, cw);
         tp_union_init(&uk);
         tp_union_add(&uk, tp_gpu_walk_next, &ka);
@@ -278,7 +300,10 @@ static void exposure_compute(tp_comm_exposure_result *x, const tp_process *p,
         tp_union_init(&uu);
         tp_union_add(&uu, tp_span_array_next, &cb);
         tp_union_add(&uu, tp_gpu_walk_next, &kb);
+        tp_union_add(&uu, tp_span_walk_next, hc);
         tp_union_steps_each(&uu, win, nw, cw + 2 * nw);
+        tp_span_walk_close(ha);
+        tp_span_walk_close(hc);
         for (size_t w = 0; w < nw; w++) {
             uint64_t e = cw[2 * nw + w] - cw[nw + w]; /* |C ∪ K| - |K| = |C \ K| */
             uint64_t o = cw[w] - e;                  /* |C ∩ K| */

@@ -25,6 +25,7 @@
 #include "analysis/capture.h"
 #include "analysis/idmap.h"
 #include "analysis/model_load.h"
+#include "analysis/span_store.h"
 #include "analysis/spans.h"
 
 #include <stdatomic.h>
@@ -39,8 +40,7 @@ struct tp_comm_stream {
     const size_t *cand_at;   /* whole->comm's indices in the file's order, ascending */
     size_t ncand, nops;      /* whole->ncomm of them; the file's ops */
     tp_comm_resolver *res;
-    tp_span *host[2];        /* the spans of the host-timed ops not kept: blocking, not */
-    size_t nhost[2];
+    tp_span_store *host[2];  /* the spans of the host-timed ops not kept: blocking, not */
     tp_comm_time *kept;      /* the memo's times (tp_comm_stream_kept), nkept of ckept */
     size_t nkept, ckept;
     int kept_done, kept_oom; /* the pass that made them ran; memory ran out in it */
@@ -56,8 +56,8 @@ void tp_comm_stream_free(struct tp_comm_stream *s) {
     if (!s) return;
     tp_comm_resolver_free(s->res);
     free((void *)s->cand_at);
-    free(s->host[0]);
-    free(s->host[1]);
+    tp_span_store_free(s->host[0]);
+    tp_span_store_free(s->host[1]);
     free(s->kept);
     free(s);
 }
@@ -80,8 +80,7 @@ typedef struct first_pass {
     size_t nspans;
     tp_idmap comms;  /* the communicators, numbered as they came */
     tp_idmap hosts;  /* ... of the host-timed ops, apart (their first op is kept) */
-    tp_span *host[2]; /* the spans of the other host-timed ops: blocking, nonblocking */
-    size_t nhost[2], chost[2];
+    tp_span_store *host[2]; /* the spans of the other host-timed ops: blocking, not */
     comm_state *st;  /* their states, by that number (room for cap_st) */
     size_t cap_st;
     tp_comm_op *ops; /* the ops kept, n of cap, and their indices in the file's order */
@@ -152,9 +151,7 @@ static int host_kept(first_pass *m, const tp_comm_op *op) {
     }
     if (first) return 1;
     int k = tp_comm_host_span(op);
-    if (k >= 0 && tp_comm_push_span(&m->host[k], &m->nhost[k], &m->chost[k], op->start,
-                                    op->end) != TPROF_OK)
-        m->oom = 1;
+    if (k >= 0 && tp_span_store_push(m->host[k], op->start, op->end) != TPROF_OK) m->oom = 1;
     return 0;
 }
 
@@ -184,7 +181,7 @@ static int first_op(void *ctx, const tp_comm_op *op, size_t file_i) {
     }
     /* host-timed ops take no kernel, but they are the communication spans of the exposure
      * and the step breakdown (comm.c, tp_comm_device_spans): their spans are kept, 16 bytes
-     * each where an op takes 120 */
+     * each where an op takes 120, past the bound on disk */
     if (host ? !host_kept(m, op) : !matchable(m, op)) return 0;
     if (m->n == m->cap && tp_grow_pair((void **)&m->ops, sizeof *m->ops, (void **)&m->at,
                                        sizeof *m->at, &m->cap, 1024) != TPROF_OK) {
@@ -229,7 +226,16 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     if (m.max < slim->nrec_comm / 2) m.max = slim->nrec_comm / 2;
     tp_idmap_init(&m.comms);
     tp_idmap_init(&m.hosts);
-    if (tp_capture_timeline(whole, &m.spans, &m.nspans) != TPROF_OK) return -1;
+    /* the host-timed ops' spans: the bound's held, the others in sorted runs on disk */
+    size_t hold = bound ? bound : TP_SECTION_COMM_OPS;
+    m.host[0] = tp_span_store_new(hold);
+    m.host[1] = tp_span_store_new(hold);
+    if (!m.host[0] || !m.host[1] ||
+        tp_capture_timeline(whole, &m.spans, &m.nspans) != TPROF_OK) {
+        tp_span_store_free(m.host[0]);
+        tp_span_store_free(m.host[1]);
+        return -1;
+    }
     const tp_comm_read r = {first_op, &m};
     int rc = tp_process_read_comm(run, slim, &r);
     free(m.spans);
@@ -253,8 +259,8 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     if (!s || !times || !s->res) {
         free(m.ops);
         free(m.at);
-        free(m.host[0]);
-        free(m.host[1]);
+        tp_span_store_free(m.host[0]);
+        tp_span_store_free(m.host[1]);
         free(times);
         free(s);
         if (times) { /* the ops kept go: the caller reads the file again with all of them */
@@ -268,10 +274,9 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
     s->slim = slim;
     s->cand_at = m.at;
     s->ncand = m.n;
-    for (int k = 0; k < 2; k++) { /* held for the section: their size, not their room */
-        tp_span *fit = m.nhost[k] ? tp_realloc(m.host[k], m.nhost[k] * sizeof *fit) : NULL;
-        s->host[k] = fit ? fit : m.host[k];
-        s->nhost[k] = m.nhost[k];
+    for (int k = 0; k < 2; k++) {
+        tp_span_store_seal(m.host[k]);
+        s->host[k] = m.host[k];
     }
     s->nops = m.seen;
     /* the kept ops' times are the section's resolution of whole's ops (tp_comm_resolve_once) */
@@ -341,14 +346,15 @@ static int pass(const tp_process *whole, comm_acc *acc, tp_kth *kth) {
     return rc;
 }
 
-const tp_span *tp_comm_stream_host(const tp_process *p, int nonblocking, size_t *n) {
+const tp_span_store *tp_comm_stream_host(const tp_process *p, int nonblocking) {
     const struct tp_comm_stream *s = p->comm_stream;
-    *n = s ? s->nhost[nonblocking != 0] : 0;
     return s ? s->host[nonblocking != 0] : NULL;
 }
 
 int tp_comm_stream_failed(const tp_process *whole) {
-    return whole->comm_stream && whole->comm_stream->failed;
+    const struct tp_comm_stream *s = whole->comm_stream;
+    return s && (s->failed || tp_span_store_failed(s->host[0]) ||
+                 tp_span_store_failed(s->host[1]));
 }
 
 int tp_comm_stream_feed(const tp_process *whole, comm_acc *a) {
