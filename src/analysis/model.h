@@ -488,9 +488,12 @@ void tp_process_free(tp_process *p);
  * or NULL. The loader and the exports classify calls by this one rule. */
 int tp_driver_call(const char *n);
 
-/* Interns `s` (made valid UTF-8) in the run's pool; never NULL. Thread safe (the pool
- * locks), so that several loaders can fill one run. */
+/* Interns `s` (made valid UTF-8) in the run's pool; never NULL: without memory (counted,
+ * alloc.h) tp_intern_no_memory, the text "(out of memory)", which a reader whose output must
+ * be whole or nothing (a summary's) compares against. Thread safe (the pool locks), so that
+ * several loaders can fill one run. */
 const char *tp_intern(tp_run *run, const char *s);
+extern const char tp_intern_no_memory[];
 
 const char *tp_meta(const tp_process *p, const char *key); /* last value, or NULL */
 /* Page k of the paged metadata list `key` (TPROF_META_PAGES: 1 is key itself, k >= 2 is

@@ -61,6 +61,8 @@ static char *pool_alloc(tp_pool *p, size_t n) {
     return r;
 }
 
+const char tp_intern_no_memory[] = "(out of memory)";
+
 static const char *intern_locked(tp_pool *p, const char *clean, size_t n);
 
 /* tp_intern with the pool's lock held by the caller (locked: 1) or taken here (0). */
@@ -69,7 +71,7 @@ static const char *intern(tp_pool *p, const char *s, int locked) {
     size_t n = strlen(s);
     char stackbuf[512];
     char *clean = 3 * n + 1 <= sizeof stackbuf ? stackbuf : tp_malloc(3 * n + 1);
-    if (!clean) return "(out of memory)";
+    if (!clean) return tp_intern_no_memory;
     n = tp_load_utf8(s, n, clean);
     if (!locked) pthread_mutex_lock(&p->lock);
     const char *r = intern_locked(p, clean, n);
@@ -85,7 +87,7 @@ static const char *intern_locked(tp_pool *p, const char *clean, size_t n) {
     if ((p->count + 1) * 2 > p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 1024;
         char **ns = tp_calloc(cap, sizeof *ns);
-        if (!ns) return "(out of memory)";
+        if (!ns) return tp_intern_no_memory;
         for (size_t i = 0; i < p->cap; i++) {
             if (!p->slots[i]) continue;
             size_t j = tp_fnv1a(p->slots[i], strlen(p->slots[i]), TP_FNV_OFFSET) & (cap - 1);
@@ -107,7 +109,7 @@ static const char *intern_locked(tp_pool *p, const char *clean, size_t n) {
         p->slots[j] = copy;
         p->count++;
     }
-    return copy ? copy : "(out of memory)";
+    return copy ? copy : tp_intern_no_memory;
 }
 
 tp_pool *tp_load_pool_new(void) {

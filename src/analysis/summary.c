@@ -526,7 +526,7 @@ int tp_summary_slim_load(tp_run *run, const char *path, tp_process *p) {
         p->file = tp_strdup(path);
         tp_load_identity(p);
         p->helper_of = -1;
-        ok = p->file != NULL;
+        ok = p->file != NULL && p->path != tp_intern_no_memory;
     }
     if (ok) return 1;
     slim_drop(p);

@@ -312,6 +312,8 @@ void tp_sum_str(tp_sum_buf *c, int rd, const char **s) {
     else if (tag == S_TEXT) {
         const char *t = text(c, 1, NULL);
         if (t) *s = tp_intern(c->run, t);
+        /* a text that found no memory: the section would be short, so it is not read */
+        if (*s == tp_intern_no_memory) c->bad = 1;
     } else if (tag != S_NULL) c->bad = 1;
 }
 
