@@ -19,6 +19,7 @@
 #include "analysis/counter_pack.h"
 #include "analysis/mfu.h"
 #include "analysis/model.h"
+#include "analysis/span_store.h"
 #include "common/nvml_shared.h"
 #include "export/compress.h"
 #include "core/config.h"
@@ -390,16 +391,23 @@ int cli_rank_file_of(const char *path, const char *host) {
 }
 
 int cli_samples_lost(const char *cmd) {
-    if (!tp_counters_read_failures()) return 0;
+    int samples = tp_counters_read_failures() != 0, spans = tp_span_store_read_failures() != 0;
+    if (!samples && !spans) return 0;
     fprintf(stderr,
-            "trainprof %s: NVML samples or step times kept on disk could not be read back (a "
-            "node sampler's summary was changed while the command ran, or the temporary file "
+            "trainprof %s: %s kept on disk could not be read back (%sthe temporary file "
             "in $TMPDIR, else /tmp, failed): %s; %s\n",
             cmd,
-            !strcmp(cmd, "summarize")
-                ? "the files named above got no summary"
-                : "the figures read from them (NVML figures and curves, steps and stragglers) "
-                  "are incomplete in this output",
+            samples && spans ? "NVML samples, step times or MPI and gloo calls' spans"
+            : samples        ? "NVML samples or step times"
+                             : "MPI and gloo calls' spans",
+            samples ? "a node sampler's summary was changed while the command ran, or " : "",
+            !strcmp(cmd, "summarize") ? "the files named above got no summary"
+            : spans && !samples
+                ? "the ranks whose calls' spans were lost have their sections from their first "
+                  "read alone in this output (listed among the unreadable files)"
+                : "the figures read from them (NVML figures and curves, steps and stragglers; "
+                  "the sections of ranks whose calls' spans were lost) are incomplete in this "
+                  "output",
             !strcmp(cmd, "run") ? "run `trainprof report` on the run's directory again"
                                 : "run the command again");
     return 1;

@@ -176,9 +176,10 @@ int cmd_capture(int argc, char **argv);
 
 /* After a command's output: one line on stderr, naming cmd, when reads of NVML samples kept
  * on disk (a node sampler's packed samples, in $TMPDIR or read in place from a summary:
- * counter_pack.h, tp_counters_read_failures) failed in this process, since the readers then
- * leave them out of the figures they compute. 1 when some failed (the command's output
- * lacks them), else 0. */
+ * counter_pack.h, tp_counters_read_failures), or of the MPI and gloo calls' spans a section
+ * keeps on disk (span_store.h, tp_span_store_read_failures), failed in this process, since
+ * the readers then leave them out of the figures they compute. 1 when some failed (the
+ * command's output lacks them), else 0. */
 int cli_samples_lost(const char *cmd);
 
 #endif /* TPROF_CLI_COMMON_H */

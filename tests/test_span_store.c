@@ -1,8 +1,9 @@
 /*
  * test_span_store.c — spans held to a bound and written in sorted runs (span_store.h) walk
  * back in start order, every span kept once, whatever the bound: held alone, in one run or in
- * hundreds, with no file to write (in memory), on a file cut short (the walk ends and says
- * so), and with each allocation refused in turn (an error, never a wrong walk).
+ * hundreds (merged 64 at a time as they come), with no file to write (in memory), on a file
+ * cut short or giving back zeros (the walk ends and says so), and with each allocation
+ * refused in turn (an error, never a wrong walk).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -119,6 +121,24 @@ static void test_walk_in_order(void **state) {
     tp_span_walk_close(w);
 }
 
+/* Held a span at a time, every 64 runs of a level merged into one of the next as they come:
+ * the runs left are the digits of the runs written, in base 64. */
+static void test_runs_merged(void **state) {
+    (void)state;
+    g_rs = 23;
+    size_t n = 5000, nkept;
+    tp_span *kept, *v = make_spans(n, &kept, &nkept);
+    tp_span_store *st = store_of(v, n, 1);
+    size_t written = nkept - 1, digits = 0; /* the last one is held */
+    for (size_t w = written; w; w /= 64) digits += w % 64;
+    assert_true(written > 4096);
+    assert_int_equal(tp_span_store_runs(st), digits);
+    walk_is(st, kept, nkept);
+    tp_span_store_free(st);
+    free(v);
+    free(kept);
+}
+
 /* Two walks of one store side by side, one step each in turn, give the same spans. */
 static void test_walks_side_by_side(void **state) {
     (void)state;
@@ -165,21 +185,20 @@ static void test_no_file(void **state) {
     free(kept);
 }
 
-/* The runs' file cut short under the store (found as the descriptor it opened): the walk
- * ends early and the store says it failed. */
-static void test_file_cut_short(void **state) {
-    (void)state;
-    g_rs = 17;
+/* The store's file damaged under it by `damage` (given the descriptor it opened, found as
+ * the one new after the store was filled): the walk ends early and the store says so. */
+static void damaged_fails(int (*damage)(int fd), uint64_t seed) {
+    g_rs = seed;
     size_t nkept;
     tp_span *kept, *v = make_spans(4000, &kept, &nkept);
     int before[1024] = {0};
     for (int fd = 3; fd < 1024; fd++) before[fd] = fd_open(fd);
     tp_span_store *st = store_of(v, 4000, 50);
-    int cut = 0;
+    int done = 0;
     for (int fd = 3; fd < 1024; fd++)
-        if (!before[fd] && fd_open(fd)) cut += ftruncate(fd, 512) == 0;
-    assert_int_equal(cut, 1);
-    tp_span_walk *w = tp_span_walk_open(st); /* reads each run's first block: some fail */
+        if (!before[fd] && fd_open(fd)) done += damage(fd);
+    assert_int_equal(done, 1);
+    tp_span_walk *w = tp_span_walk_open(st); /* reads each run's first block: some may fail */
     size_t n = 0;
     tp_span x;
     while (w && tp_span_walk_next(w, &x)) n++;
@@ -189,6 +208,24 @@ static void test_file_cut_short(void **state) {
     tp_span_store_free(st);
     free(v);
     free(kept);
+}
+
+static int cut_short(int fd) { return ftruncate(fd, 512) == 0; }
+
+/* zeros where the last run lies (a page lost, a hole): spans that are empty, out of order */
+static int zeroed(int fd) {
+    static const char zeros[1024];
+    struct stat sb;
+    if (fstat(fd, &sb) || sb.st_size < 4096) return 0;
+    return pwrite(fd, zeros, sizeof zeros, sb.st_size - 2048) == (ssize_t)sizeof zeros;
+}
+
+/* The runs' file cut short, or giving back what was not written: a run's spans are never
+ * empty, and in order. */
+static void test_file_damaged(void **state) {
+    (void)state;
+    damaged_fails(cut_short, 17);
+    damaged_fails(zeroed, 29);
 }
 
 /* Each allocation refused in turn: a push or a walk's opening says so (a refusal the store
@@ -232,9 +269,10 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walk_in_order),
+        cmocka_unit_test(test_runs_merged),
         cmocka_unit_test(test_walks_side_by_side),
         cmocka_unit_test(test_no_file),
-        cmocka_unit_test(test_file_cut_short),
+        cmocka_unit_test(test_file_damaged),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -293,9 +293,10 @@ int tp_comm_stream_open(tp_run *run, const tp_process *slim, tp_process *whole, 
  * NULL without a stream (a walk of it gives none). Owned by the stream (freed with p). */
 struct tp_span_store;
 const struct tp_span_store *tp_comm_stream_host(const tp_process *p, int nonblocking);
-/* 1 when a pass of whole's stream failed (its file changed or went while read), or a walk
- * of its host spans could not read them back: its section's figures may be of two files, or
- * short, and are not to be shown. */
+/* 1 when a pass of whole's stream failed (its file changed or went while read); 2 when a
+ * walk of its host spans could not read them back from their temporary file (span_store.h);
+ * else 0. Either way its section's figures may be of two files, or short, and are not to be
+ * shown. */
 int tp_comm_stream_failed(const tp_process *whole);
 /* 1 when slim process p's section reads its ops apart: its file holds more than bound
  * (0: TP_SECTION_COMM_OPS; SIZE_MAX: never). */

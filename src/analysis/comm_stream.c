@@ -353,8 +353,9 @@ const tp_span_store *tp_comm_stream_host(const tp_process *p, int nonblocking) {
 
 int tp_comm_stream_failed(const tp_process *whole) {
     const struct tp_comm_stream *s = whole->comm_stream;
-    return s && (s->failed || tp_span_store_failed(s->host[0]) ||
-                 tp_span_store_failed(s->host[1]));
+    if (!s) return 0;
+    if (s->failed) return 1;
+    return tp_span_store_failed(s->host[0]) || tp_span_store_failed(s->host[1]) ? 2 : 0;
 }
 
 int tp_comm_stream_feed(const tp_process *whole, comm_acc *a) {

@@ -498,6 +498,7 @@ typedef struct rank_job {
     tp_steps *steps;      /* a slim rank's steps, found in its whole file (then kept in it) */
     tp_comm_time *comm;   /* a slim rank's resolved communication times (the same) */
     int unread;           /* a slim rank whose file could not be read again */
+    const char *unread_why; /* why, when known (else note_unread finds it) */
     int sum;              /* a slim rank's summary (summary.h): 1 its key is valid, 0 none,
                            * -1 stale or damaged (the section is computed from the file) */
     char *why;            /* tp_report_summarize: why no summary was written (owned) */
@@ -689,9 +690,13 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
         j->steps = NULL;
     }
     j->comm = whole.comm_stream ? tp_comm_stream_kept(&whole, p) : tp_comm_times_kept(&whole, p);
-    if (whole.comm_stream && tp_comm_stream_failed(&whole)) {
+    int failed = whole.comm_stream ? tp_comm_stream_failed(&whole) : 0;
+    if (failed) {
         /* the file changed, or went, while its ops were read apart: what was computed of it
-         * may be of two files */
+         * may be of two files; or the spans its ops left on disk were not read back whole */
+        if (failed == 2)
+            j->unread_why = "its MPI and gloo calls' spans, kept in a temporary file in "
+                            "$TMPDIR (else /tmp), could not be read back";
         cJSON_Delete(j->section);
         j->section = NULL;
         tp_rank_result_free(j->out);
@@ -711,10 +716,11 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
  * counters the GPU samples alone, and of its communication only the keys the merge matches,
  * which a section cannot show: no communication section), which would otherwise read as a
  * rank that had none. */
-static void note_unread(tp_run *run, const tp_process *p) {
+static void note_unread(tp_run *run, const tp_process *p, const char *known) {
     char why[256], line[768];
     /* the file is as it was: the second read ran out of memory or of descriptors */
-    if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
+    if (known) snprintf(why, sizeof why, "%s", known);
+    else if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
         snprintf(why, sizeof why, "out of memory or of open files (ulimit -n)");
     snprintf(line, sizeof line, "%s: could not be read again for its section (%s); the section "
                                 "holds only what its first read kept (no GPU records, steps, "
@@ -750,7 +756,7 @@ static void run_jobs(const tp_run *run, const tp_report_opts *o, rank_job *jobs,
          * answers from these */
         tp_process *p = (tp_process *)&run->procs[jobs[k].proc];
         if (used) used[jobs[k].sum < 0] += jobs[k].sum != 0;
-        if (jobs[k].unread && !summarize) note_unread((tp_run *)run, p);
+        if (jobs[k].unread && !summarize) note_unread((tp_run *)run, p, jobs[k].unread_why);
         if (jobs[k].steps) tp_process_keep_steps(p, jobs[k].steps, o->step_name, o->warmup);
     }
 #ifdef __GLIBC__

@@ -6,10 +6,13 @@
  * For the spans of the host-timed communication ops of a section that reads its ops apart
  * (comm_stream.c): a CPU job's MPI calls, millions a minute, each a span of the exposure and
  * of the step breakdown. Memory: the bound's spans (16 bytes each) while pushing, and per
- * walk a block of at most 512 spans for each run written (8 kB): a billion spans held 1 M at
- * a time walk in 1,000 runs, 8 MB (a bound below 512 makes each run's block the run: a walk
- * then holds about what its spans take, as holding them would). The file takes 16 bytes a
- * span; it goes with the store.
+ * walk a block of at most 512 spans for each run written (8 kB). Every 64 runs of one level
+ * are merged into one run of the next as they come (each span is written again once a level),
+ * so a walk merges at most 63 runs a level: a billion spans held 1 M at a time walk in at most
+ * 15 + 63 runs (a level-1 run is 64 M spans), 624 kB; held one at a time, in 5 levels, at
+ * most 315 runs, 2.5 MB. The file takes 16 bytes a span (the runs merged away given back
+ * where the file system can punch holes; else up to a span's 16 bytes a level); it goes with
+ * the store.
  */
 #ifndef TPROF_SPAN_STORE_H
 #define TPROF_SPAN_STORE_H
@@ -38,9 +41,17 @@ void tp_span_store_seal(tp_span_store *st);
 /* Spans kept (pushed and not empty); NULL-safe (0). */
 size_t tp_span_store_count(const tp_span_store *st);
 
-/* 1 once a walk could not read back what was written (the file went short: an I/O error):
- * that walk ended early, its figures wrong. NULL-safe (0). Thread safe. */
+/* 1 once a walk could not read back what was written (the file went short, an I/O error, or
+ * it gave spans that were not written: empty ones, or a run out of order): that walk ended
+ * early, its figures wrong. NULL-safe (0). Thread safe. */
 int tp_span_store_failed(const tp_span_store *st);
+
+/* Runs in the file, which a walk merges (for tests). NULL-safe (0). */
+size_t tp_span_store_runs(const tp_span_store *st);
+
+/* Stores that failed (tp_span_store_failed) in this process, for a command's exit status.
+ * Thread safe. */
+unsigned long tp_span_store_read_failures(void);
 
 /* Frees the store and closes its file. NULL-safe. Its walks must be closed first. */
 void tp_span_store_free(tp_span_store *st);
