@@ -545,7 +545,8 @@ static void to_summary(const sections *sc, rank_job *j, const tp_process *p) {
     char why[256];
     tp_summary_parts parts = {j->section, j->out, j->steps, j->comm};
     if (j->unread) { /* its section is the slim process's: no summary of the file */
-        if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
+        if (j->unread_why) snprintf(why, sizeof why, "%s", j->unread_why);
+        else if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
             snprintf(why, sizeof why, "out of memory");
     } else if (j->out->no_memory) {
         /* a short section would stand for the file until it changed: the report computes it

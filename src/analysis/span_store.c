@@ -3,7 +3,8 @@
  * order by a k-way merge over a heap of the runs' heads (span_store.h). FANIN runs of one
  * level are merged into one of the next as soon as they are written (a log-structured merge),
  * so a walk never merges more than FANIN - 1 runs a level, whatever the bound: with runs of
- * a span each, 10^9 spans make 5 levels, at most 315 runs.
+ * a span each, 10^9 spans make 5 levels, at most 315 runs. Where a merge cannot be made, the
+ * spans after it stay in memory (as where no file can be written).
  */
 #define _GNU_SOURCE
 #include "analysis/span_store.h"
@@ -39,7 +40,8 @@ struct tp_span_store {
     size_t n, cap;
     int fd;          /* the runs' file; -1 before the first run */
     int nofile;      /* no file could be made or written: the spans stay in memory */
-    int nomerge;     /* a merge could not be made (memory, the file): the runs stay as are */
+    int nomerge;     /* a merge could not be made (memory, the file): the runs stay as are,
+                      * and nofile is set */
     run *runs;
     size_t nruns, cruns;
     uint64_t end;    /* the file's length */
@@ -234,8 +236,12 @@ static void compact(tp_span_store *st) {
         ok = ok && !w->dead;
         tp_span_walk_close(w);
         free(out);
-        if (!ok) { /* a failed read has failed the store: its walks say so */
-            st->nomerge = 1;
+        if (!ok) {
+            /* a failed read has failed the store (its walks say so); without room in the
+             * file or in memory for a merge, runs that could no longer be merged would grow
+             * in number without bound (a walk holds a block of each): the spans to come stay
+             * in memory instead, 16 bytes each */
+            st->nomerge = st->nofile = 1;
             return;
         }
         uint64_t from = st->runs[a].off;

@@ -30,7 +30,8 @@ tp_span_store *tp_span_store_new(size_t hold);
 
 /* Adds span [s, e) (ns); an empty one (e <= s) is not kept. TPROF_OK, or TPROF_ERR_NO_MEMORY
  * (the span not kept). Where no file can be made or written (no $TMPDIR, a full file
- * system), the spans stay in memory from then on: the walk is the same. Not after
+ * system), or runs cannot be merged, the spans stay in memory from then on: the walk is the
+ * same. Not after
  * tp_span_store_seal. */
 int tp_span_store_push(tp_span_store *st, uint64_t s, uint64_t e);
 
