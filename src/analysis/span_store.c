@@ -39,9 +39,8 @@ struct tp_span_store {
     tp_span *v;      /* the spans held, n of cap: the tail, sorted once sealed */
     size_t n, cap;
     int fd;          /* the runs' file; -1 before the first run */
-    int nofile;      /* no file could be made or written: the spans stay in memory */
-    int nomerge;     /* a merge could not be made (memory, the file): the runs stay as are,
-                      * and nofile is set */
+    int nofile;      /* no file could be made or written, or a merge made (compact): the
+                      * spans stay in memory, no run is written or merged again */
     run *runs;
     size_t nruns, cruns;
     uint64_t end;    /* the file's length */
@@ -212,7 +211,7 @@ void tp_span_walk_close(tp_span_walk *w) {
  * punched). A merge that cannot be made leaves the runs as they are: the walks are the same,
  * their blocks more. */
 static void compact(tp_span_store *st) {
-    while (!st->nomerge && st->nruns >= FANIN) {
+    while (st->nruns >= FANIN) {
         size_t a = st->nruns - FANIN;
         unsigned lv = st->runs[a].level;
         for (size_t k = a + 1; k < st->nruns; k++)
@@ -241,7 +240,7 @@ static void compact(tp_span_store *st) {
              * file or in memory for a merge, runs that could no longer be merged would grow
              * in number without bound (a walk holds a block of each): the spans to come stay
              * in memory instead, 16 bytes each */
-            st->nomerge = st->nofile = 1;
+            st->nofile = 1;
             return;
         }
         uint64_t from = st->runs[a].off;
