@@ -5,6 +5,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -61,10 +63,14 @@ static const cli_cmd export_cmd = {
     0,
 };
 
-/* "0,8-15" into a fresh array (*n entries); at most 1,048,576 ranks; NULL when malformed */
 /* One line when the selection matched nothing to export. */
 static void selection_missing(const tp_export_opts *eo) {
-    if (eo->has_steps)
+    if (eo->has_steps && eo->has_time)
+        fprintf(stderr, "trainprof export: no selected rank has steps %llu-%llu within seconds "
+                        "%g to %g of the trace (nothing written)\n",
+                (unsigned long long)eo->step_lo, (unsigned long long)eo->step_hi, eo->t_lo,
+                eo->t_hi);
+    else if (eo->has_steps)
         fprintf(stderr, "trainprof export: no selected rank has steps %llu-%llu (nothing "
                         "written)\n", (unsigned long long)eo->step_lo,
                 (unsigned long long)eo->step_hi);
@@ -89,23 +95,29 @@ static void files_changed(const tp_run *run, const char *what) {
     }
 }
 
+/* A number of --ranks or --steps: digits alone (strtol and sscanf would take blanks and a
+ * sign, and "-5" as a step would wrap to 2^64 - 5). The end of its digits, or NULL. */
+static const char *digits(const char *s, unsigned long long max, unsigned long long *x) {
+    if (*s < '0' || *s > '9') return NULL;
+    char *e;
+    errno = 0;
+    *x = strtoull(s, &e, 10);
+    return errno || *x > max ? NULL : e;
+}
+
+/* "0,8-15" into a fresh array (*n entries); at most 1,048,576 ranks; NULL when malformed */
 static int *parse_ranks(const char *s, size_t *n) {
     size_t cap = 16;
     int *v = malloc(cap * sizeof *v);
     *n = 0;
     if (!v) return NULL;
     for (const char *q = s; *q;) {
-        char *e;
-        errno = 0;
-        long a = strtol(q, &e, 10), b;
-        if (e == q || a < 0 || a > 1048575 || errno) goto bad;
+        unsigned long long a, b;
+        const char *e = digits(q, 1048575, &a);
+        if (!e) goto bad;
         b = a;
-        if (*e == '-') {
-            q = e + 1;
-            b = strtol(q, &e, 10);
-            if (e == q || b < a || b > 1048575 || errno) goto bad;
-        }
-        for (long r = a; r <= b; r++) {
+        if (*e == '-' && (!(e = digits(e + 1, 1048575, &b)) || b < a)) goto bad;
+        for (unsigned long long r = a; r <= b; r++) {
             if (*n == cap) {
                 if (cap >= 1048576) goto bad;
                 int *w = realloc(v, 2 * cap * sizeof *v);
@@ -115,7 +127,7 @@ static int *parse_ranks(const char *s, size_t *n) {
             }
             v[(*n)++] = (int)r;
         }
-        if (*e == ',') e++;
+        if (*e == ',' && e[1]) e++; /* a comma between two ranks, not at the end */
         else if (*e) goto bad;
         q = e;
     }
@@ -123,6 +135,30 @@ static int *parse_ranks(const char *s, size_t *n) {
 bad:
     free(v);
     return NULL;
+}
+
+/* --steps A-B or A into eo; a usage error otherwise */
+static void parse_steps(const char *v, tp_export_opts *eo) {
+    unsigned long long a = 0, b = 0;
+    const char *e = digits(v, ULLONG_MAX, &a);
+    if (e && *e == '-') e = digits(e + 1, ULLONG_MAX, &b);
+    else b = a;
+    if (!e || *e || b < a)
+        die_usage("export", "--steps %s: not A-B or A (step numbers, A <= B)", v);
+    eo->has_steps = 1;
+    eo->step_lo = a;
+    eo->step_hi = b;
+}
+
+/* --time S:E (seconds, finite) into eo; a usage error otherwise */
+static void parse_time(const char *v, tp_export_opts *eo) {
+    double a, b;
+    int k = 0;
+    if (sscanf(v, "%lf:%lf%n", &a, &b, &k) != 2 || v[k] || !(b >= a) || a < 0 || !isfinite(b))
+        die_usage("export", "--time %s: not S:E seconds (0 <= S <= E, finite)", v);
+    eo->has_time = 1;
+    eo->t_lo = a;
+    eo->t_hi = b;
 }
 
 int cmd_export(int argc, char **argv) {
@@ -145,30 +181,8 @@ int cmd_export(int argc, char **argv) {
                 die_usage("export", "--ranks %s: not a list of ranks such as 0,8-15", v);
             eo.ranks = ranks;
             break;
-        case OPT_STEPS: {
-            unsigned long long a, b;
-            int k = 0;
-            if (sscanf(v, "%llu-%llu%n", &a, &b, &k) == 2 && !v[k] && b >= a) {
-            } else if (sscanf(v, "%llu%n", &a, &k) == 1 && !v[k]) {
-                b = a;
-            } else {
-                die_usage("export", "--steps %s: not A-B or A", v);
-            }
-            eo.has_steps = 1;
-            eo.step_lo = a;
-            eo.step_hi = b;
-            break;
-        }
-        case OPT_TIME: {
-            double a, b;
-            int k = 0;
-            if (sscanf(v, "%lf:%lf%n", &a, &b, &k) != 2 || v[k] || !(b >= a) || a < 0)
-                die_usage("export", "--time %s: not S:E seconds (0 <= S <= E)", v);
-            eo.has_time = 1;
-            eo.t_lo = a;
-            eo.t_hi = b;
-            break;
-        }
+        case OPT_STEPS: parse_steps(v, &eo); break;
+        case OPT_TIME: parse_time(v, &eo); break;
         case OPT_COMPRESS:
             if (!strcmp(v, "gz") || !strcmp(v, "gzip")) zc = TP_COMPRESS_GZIP;
             else if (!strcmp(v, "zst") || !strcmp(v, "zstd")) zc = TP_COMPRESS_ZSTD;
@@ -231,7 +245,9 @@ int cmd_export(int argc, char **argv) {
             int w = perfetto ? tp_export_perfetto(&run, of.f, &eo, NULL)
                              : tp_export_chrome(&run, of.f, &eo);
             int short_ = w == TPROF_OK && written_short(out, nomem);
-            rc = out_close(&of, w == TPROF_OK && !short_) == 0 ? 0 : 1;
+            /* a selection that matched nothing says so in its one line alone */
+            rc = out_close(&of, w == TPROF_ERR_NOT_FOUND ? -1 : w == TPROF_OK && !short_) == 0
+                     ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
             else if (w != TPROF_OK) files_changed(&run, "nothing written");
             if (!rc && of.f != stdout) fprintf(stderr, "trainprof: wrote %s\n", out);
@@ -255,11 +271,18 @@ int cmd_export(int argc, char **argv) {
             if (out_open(&of, path) != 0) { rc = 1; break; }
             int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
             int short_ = w == TPROF_OK && written_short(path, nomem);
-            rc = out_close(&of, w == TPROF_OK && !short_) == 0 ? 0 : 1;
+            rc = out_close(&of, w == TPROF_ERR_NOT_FOUND ? -1 : w == TPROF_OK && !short_) == 0
+                     ? 0 : 1;
             if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
             else if (w != TPROF_OK) files_changed(&run, "the files of the ranks before it "
                                                               "were written, no later one");
             n++;
+        }
+        if (!rc && !n) {
+            /* as the merged trace of ranks the run does not have */
+            fprintf(stderr, "trainprof export: no process of the selected ranks (nothing "
+                            "written)\n");
+            rc = 1;
         }
         if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);
     }

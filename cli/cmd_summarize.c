@@ -31,7 +31,8 @@ enum {
 
 static const cli_opt summarize_opts_table[] = {
     {OPT_THREADS, "--threads", NULL, CLI_VALUE, "N",
-     "rank sections computed at once, default one per core"},
+     "rank sections computed at once (1-64), default one per CPU\n"
+     "this process may run on"},
     {OPT_STEP_NAME, "--step-name", NULL, CLI_VALUE, "NAME", "as for report [TRAINPROF_STEP_NAME]"},
     {OPT_WARMUP, "--warmup", NULL, CLI_VALUE, "N", "as for report [TRAINPROF_WARMUP]"},
     {OPT_DATA_NAMES, "--data-names", NULL, CLI_VALUE, "A,B,...",
@@ -51,7 +52,8 @@ static const cli_opt summarize_opts_table[] = {
 
 static void summarize_tail(FILE *f) {
     fputs("\n"
-          "A summary is used by a report given the same four options; one whose rank file, or\n"
+          "A summary is used by a report given the same options a section reads (--step-name,\n"
+          "--warmup, --data-names, --top, --gpu-records, --comm-keep); one whose rank file, or\n"
           "options, changed since is recomputed, never trusted. Under a launcher each task\n"
           "summarises its share of the files (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE,\n"
           "SLURM_PROCID/NTASKS, or RANK/WORLD_SIZE, the first pair set):\n"

@@ -85,9 +85,11 @@ int out_open(outfile *o, const char *path) {
 }
 
 int out_close(outfile *o, int ok) {
+    const int said = ok < 0; /* the caller says why in its own line */
+    ok = ok > 0;
     if (o->f == stdout) {
         int bad = fflush(stdout) != 0 || ferror(stdout) || !ok;
-        if (bad) fprintf(stderr, "trainprof: writing to standard output failed%s%s\n",
+        if (bad && !said) fprintf(stderr, "trainprof: writing to standard output failed%s%s\n",
                          errno ? ": " : "", errno ? strerror(errno) : "");
         return bad ? -1 : 0;
     }
@@ -99,12 +101,12 @@ int out_close(outfile *o, int ok) {
     }
     bad |= fclose(o->f) != 0 || !ok;
     if (!o->tmp[0]) { /* written directly */
-        if (bad) fprintf(stderr, "trainprof: writing %s failed\n", o->path);
+        if (bad && !said) fprintf(stderr, "trainprof: writing %s failed\n", o->path);
         return bad ? -1 : 0;
     }
     if (bad) {
         unlink(o->tmp);
-        fprintf(stderr, "trainprof: writing %s failed\n", o->path);
+        if (!said) fprintf(stderr, "trainprof: writing %s failed\n", o->path);
         return -1;
     }
     if (rename(o->tmp, o->target) != 0) {
@@ -174,6 +176,10 @@ void report_args_init(report_args *a, const char *cmd) {
     if (wu) a->warmup = parse_int(cmd, "TRAINPROF_WARMUP", wu, 0, 1 << 30);
     const char *gr = env_or("TRAINPROF_GPU_RECORDS", NULL);
     if (gr) a->gpu_records = parse_gpu_records(cmd, "TRAINPROF_GPU_RECORDS", gr);
+    /* the communication ops a rank section holds before it reads them apart: the figures
+     * are the same either way, so only an environment variable sets it (docs/cli.md) */
+    const char *co = env_or("TRAINPROF_SECTION_COMM_OPS", NULL);
+    if (co) a->comm_ops = (size_t)parse_int(cmd, "TRAINPROF_SECTION_COMM_OPS", co, 1, 1 << 30);
 }
 
 int report_opt_set(report_args *a, int id, const char *v, const char *cmd) {
@@ -226,10 +232,7 @@ void report_opts(const report_args *a, tp_report_opts *o) {
     o->model = a->model;
     o->dtype = a->dtype;
     o->gpu_records = a->gpu_records;
-    /* the communication ops a rank section holds before it reads them apart: the figures
-     * are the same either way, so only an environment variable sets it (docs/cli.md) */
-    const char *co = env_or("TRAINPROF_SECTION_COMM_OPS", NULL);
-    if (co) o->comm_ops = (size_t)parse_int("report", "TRAINPROF_SECTION_COMM_OPS", co, 1, 1 << 30);
+    o->comm_ops = a->comm_ops;
     static const char *names[64];
     if (a->data_names) {
         static size_t nnames;

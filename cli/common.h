@@ -38,8 +38,8 @@ typedef struct outfile {
 
 /* 0, or -1 with a line on stderr (also for ".zst" in a build without libzstd). */
 int out_open(outfile *o, const char *path);
-/* Finishes o: `ok` 0 (the writer failed) discards the temporary file. 0, or -1 with a line
- * on stderr. */
+/* Finishes o: `ok` 0 (the writer failed) discards the temporary file, -1 likewise without
+ * the line (the caller gives its own). 0, or -1 with a line on stderr. */
 int out_close(outfile *o, int ok);
 
 /* tp_run_load with its errors on stderr: 0, or -1 (run freed). */
@@ -62,10 +62,13 @@ typedef struct report_args {
     double tokens_per_step, samples_per_step, flops_per_step;
     const char *model, *dtype;
     size_t gpu_records; /* tp_report_opts.gpu_records (0: its default) */
+    size_t comm_ops;    /* tp_report_opts.comm_ops, TRAINPROF_SECTION_COMM_OPS (0: default) */
 } report_args;
 
 /* The defaults and the environment twins (TRAINPROF_STEP_NAME, TRAINPROF_WARMUP and
- * TRAINPROF_GPU_RECORDS, checked as their options are) of report, diff, run and summarize. */
+ * TRAINPROF_GPU_RECORDS, checked as their options are) of report, diff, run and summarize,
+ * and TRAINPROF_SECTION_COMM_OPS: a bad value is a usage error of cmd (status 2), before
+ * `run` starts its job. */
 void report_args_init(report_args *a, const char *cmd);
 
 /* --tokens-per-step, --samples-per-step, --flops-per-step, --model, --dtype (report, run) */

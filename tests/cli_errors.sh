@@ -172,9 +172,30 @@ expect "export: bad --steps" 2 "not A-B or A" "$TP" export "$GOOD" --steps x -o 
 expect "export: bad --time" 2 "not S:E seconds" "$TP" export "$GOOD" --time 5:1 -o "$T/sel.json"
 expect "export: steps no rank has" 1 "no selected rank has steps 900-901" \
     "$TP" export "$GOOD" --steps 900-901 -o "$T/sel.json"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "export: steps no rank has: not one line: $(cat "$T/err")"
 expect "export: seconds no process ran in" 1 "no selected process ran in seconds 9999 to 10000" \
     "$TP" export "$GOOD" --time 9999:10000 -o "$T/sel.json"
 absent "$T/sel.json" "export: seconds no process ran in"
+# numbers are digits alone: a sign would wrap a step number past 2^63
+expect "export: negative step" 2 "not A-B or A" "$TP" export "$GOOD" --steps -5 -o "$T/sel.json"
+expect "export: step range of a negative" 2 "not A-B or A" \
+    "$TP" export "$GOOD" --steps 3--1 -o "$T/sel.json"
+expect "export: rank list ending in a comma" 2 "not a list of ranks" \
+    "$TP" export "$GOOD" --ranks 1, -o "$T/sel.json"
+expect "export: infinite seconds" 2 "not S:E seconds" "$TP" export "$GOOD" --time 0:inf -o "$T/sel.json"
+expect "export: steps outside the seconds" 1 "no selected rank has steps 1-1 within seconds" \
+    "$TP" export "$GOOD" --steps 1 --time 9999:10000 -o "$T/sel.json"
+expect "export: --per-rank of ranks the run lacks" 1 "no process of the selected ranks" \
+    "$TP" export "$GOOD" --per-rank "$T/norank" --ranks 99
+# seconds past 2^63 ns are the trace's end (the conversion to ns overflowed: nothing ran)
+"$TP" export "$GOOD" --time 0:1e10 -o "$T/t_huge.json" 2>"$T/err" || fail "export --time 0:1e10: $(cat "$T/err")"
+"$TP" export "$GOOD" --time 0:1e6 -o "$T/t_big.json" 2>"$T/err" || fail "export --time 0:1e6: $(cat "$T/err")"
+cmp -s "$T/t_huge.json" "$T/t_big.json" || fail "export --time 0:1e10 differs from 0:1e6"
+rm -f "$T/t_huge.json" "$T/t_big.json"
+# a bad analysis variable is refused before the job runs, as the other variables are
+expect "run: bad TRAINPROF_SECTION_COMM_OPS" 2 "trainprof run: TRAINPROF_SECTION_COMM_OPS" \
+    env TRAINPROF_SECTION_COMM_OPS=0 "$TP" run -q -o "$T/badops" -- touch "$T/badops_ran"
+absent "$T/badops_ran" "run: bad TRAINPROF_SECTION_COMM_OPS"
 expect "report: -o under /proc" 1 "cannot write $NOPE/r.json" \
     "$TP" report "$GOOD" --format json -o "$NOPE"/r.json
 expect "report: -o below a file" 1 "cannot write $T/afile/r.txt" \

@@ -17,6 +17,7 @@ tprof_add_unit(test_spans test_spans.c LIBS tprof_analysis LABELS report)
 # Spans held to a bound, then written in sorted runs (span_store.c), walk back in start order:
 # every bound, no file to write, a file cut short, each allocation refused.
 tprof_add_unit(test_span_store test_span_store.c LIBS tprof_analysis LABELS report)
+tprof_add_unit(test_jobs test_jobs.c LIBS tprof_analysis LABELS report)
 # The report of a slim run (tp_run_load_slim, rank files read again for their sections, on
 # several threads) is the report of the whole run, byte for byte.
 tprof_add_unit(test_report_slim test_report_slim.c synth.c diag_scen.c LIBS tprof_analysis LABELS "report;tsan")

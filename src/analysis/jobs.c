@@ -7,6 +7,7 @@
 #include "analysis/jobs.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 typedef struct pool {
@@ -42,8 +43,16 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* The CPUs this process may run on (its affinity: taskset, a Slurm task's cpuset, where the
+ * online count would run several threads on one CPU), else the CPUs online. */
+static long cpus_usable(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 void tp_jobs_run(const tp_jobs *j) {
-    long nt = j->threads > 0 ? j->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    long nt = j->threads > 0 ? j->threads : cpus_usable();
     if (nt < 1) nt = 1;
     if ((size_t)nt > j->n) nt = j->n ? (long)j->n : 1;
     if (nt > 64) nt = 64;

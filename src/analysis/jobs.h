@@ -10,8 +10,9 @@
 
 typedef struct tp_jobs {
     size_t n;        /* jobs 0..n-1, started in this order */
-    int threads;     /* at most this many at once: 0 = one per online core (sysconf), at most
-                      * 64; the calling thread is one of them */
+    int threads;     /* at most this many at once: 0 = one per CPU the process may run on
+                      * (sched_getaffinity, else sysconf), at most 64; the calling thread
+                      * is one of them */
     uint64_t budget; /* a job starts only while the costs in flight, its own included, fit
                       * this many bytes, or when none is in flight (any job can run) */
     uint64_t (*cost)(void *ctx, size_t i); /* estimated bytes job i holds; NULL: 0 */

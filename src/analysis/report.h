@@ -53,8 +53,9 @@ typedef struct tp_report_opts {
     int diag_min_steps;             /* rules over steps need this many measured steps: 3 */
     double diag_band;               /* a share rule fires past its threshold by this part of
                                      * it (0.25); nearer it is "near", not a finding */
-    int threads;                    /* rank sections computed at once: 0 = one per online
-                                     * core (sysconf), 1 = on the calling thread alone */
+    int threads;                    /* rank sections computed at once: 0 = one per CPU the
+                                     * process may run on (jobs.h), 1 = on the calling
+                                     * thread alone */
     int stream_sections;            /* for tests: 1 = every slim rank's section streams its
                                      * ranges (2: compacting them from 16 ranges a thread
                                      * on, model.h; 3: that, and the CPU breakdown's stream

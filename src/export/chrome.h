@@ -38,7 +38,9 @@ typedef struct tp_export_opts {
  *
  * One merged trace of every process of the run: pid = rank for ranks (helpers keep their
  * OS pid), tid = OS thread id. Returns 0 or a negative tprof_err (TPROF_ERR_IO when
- * writing fails, or when a slim process's file can no longer be read).
+ * writing fails, or when a slim process's file can no longer be read; TPROF_ERR_NOT_FOUND
+ * when the selection matches nothing: steps no selected rank has, or none within the
+ * seconds when both are given, or seconds in which no selected process ran).
  *
  * `run` may be slim (tp_run_load_slim), for runs too large to hold whole: each selected slim
  * process's file is read again whole just before its events are written and freed after

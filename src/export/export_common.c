@@ -316,7 +316,8 @@ int tp_cw_assign_pids(const tp_run *run, const size_t *sel, size_t nsel, int mer
 
 /* The window of opts (tp_export_opts) into w, once the base is known: steps of the lowest
  * selected rank that has them, and seconds from the base. TPROF_ERR_NOT_FOUND when steps are
- * asked for and no selected rank has one of them, or, for the merged trace, seconds in
+ * asked for and no selected rank has one of them (within the seconds, when both are asked
+ * for), or, for the merged trace, seconds in
  * which no selected process ran (a trace of metadata alone would read as an export that
  * worked). */
 static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nsel,
@@ -325,8 +326,11 @@ static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nse
     w->win_lo = INT64_MIN;
     w->win_hi = INT64_MAX;
     if (opts->has_time) {
-        w->win_lo = (int64_t)(opts->t_lo * 1e9);
-        w->win_hi = (int64_t)(opts->t_hi * 1e9);
+        /* seconds past 2^63 ns (about 292 years) are the trace's end: the conversion
+         * would overflow */
+        const double cap = 9.2e18;
+        w->win_lo = opts->t_lo * 1e9 < cap ? (int64_t)(opts->t_lo * 1e9) : INT64_MAX;
+        w->win_hi = opts->t_hi * 1e9 < cap ? (int64_t)(opts->t_hi * 1e9) : INT64_MAX;
     }
     if (!opts->has_steps) {
         /* the merged trace only: a rank file of --per-rank whose rank ended before the
@@ -362,7 +366,8 @@ static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nse
         w->win_lo = opts->has_time && w->win_lo > a ? w->win_lo : a;
         w->win_hi = opts->has_time && w->win_hi < b ? w->win_hi : b;
     }
-    return ref ? TPROF_OK : TPROF_ERR_NOT_FOUND;
+    /* steps and seconds that do not overlap select nothing, as steps missing do */
+    return ref && w->win_lo <= w->win_hi ? TPROF_OK : TPROF_ERR_NOT_FOUND;
 }
 
 int tp_cw_setup(cw *w, const tp_run *run, const size_t *sel, size_t nsel, int merged,
