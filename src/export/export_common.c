@@ -332,6 +332,9 @@ static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nse
         w->win_lo = opts->t_lo * 1e9 < cap ? (int64_t)(opts->t_lo * 1e9) : INT64_MAX;
         w->win_hi = opts->t_hi * 1e9 < cap ? (int64_t)(opts->t_hi * 1e9) : INT64_MAX;
     }
+    /* the seconds' bounds, for the steps' window to meet (a lower rank found after another
+     * replaces that rank's window, not the seconds) */
+    const int64_t t_lo = w->win_lo, t_hi = w->win_hi;
     if (!opts->has_steps) {
         /* the merged trace only: a rank file of --per-rank whose rank ended before the
          * seconds asked for is written empty, the others' still written */
@@ -363,8 +366,8 @@ static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nse
         if (!found) continue;
         ref = p;
         int64_t a = tp_cw_rel_ns(w, p, lo), b = tp_cw_rel_ns(w, p, hi);
-        w->win_lo = opts->has_time && w->win_lo > a ? w->win_lo : a;
-        w->win_hi = opts->has_time && w->win_hi < b ? w->win_hi : b;
+        w->win_lo = t_lo > a ? t_lo : a;
+        w->win_hi = t_hi < b ? t_hi : b;
     }
     /* steps and seconds that do not overlap select nothing, as steps missing do */
     return ref && w->win_lo <= w->win_hi ? TPROF_OK : TPROF_ERR_NOT_FOUND;
