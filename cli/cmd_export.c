@@ -63,6 +63,11 @@ static const cli_cmd export_cmd = {
     0,
 };
 
+/* One line when no process has a selected rank. */
+static void ranks_missing(void) {
+    fprintf(stderr, "trainprof export: no process of the selected ranks (nothing written)\n");
+}
+
 /* One line when the selection matched nothing to export. */
 static void selection_missing(const tp_export_opts *eo) {
     if (eo->has_steps && eo->has_time)
@@ -78,8 +83,7 @@ static void selection_missing(const tp_export_opts *eo) {
         fprintf(stderr, "trainprof export: no selected process ran in seconds %g to %g of the "
                         "trace (nothing written)\n", eo->t_lo, eo->t_hi);
     else
-        fprintf(stderr, "trainprof export: no process of the selected ranks (nothing "
-                        "written)\n");
+        ranks_missing();
 }
 
 /* After a failed export, the rank files that could not be read again (the exporters read
@@ -279,9 +283,7 @@ int cmd_export(int argc, char **argv) {
             n++;
         }
         if (!rc && !n) {
-            /* as the merged trace of ranks the run does not have */
-            fprintf(stderr, "trainprof export: no process of the selected ranks (nothing "
-                            "written)\n");
+            ranks_missing(); /* as the merged trace of ranks the run does not have */
             rc = 1;
         }
         if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);

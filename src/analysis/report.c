@@ -540,14 +540,21 @@ static int from_summary(const sections *sc, rank_job *j, const tp_process *p) {
     return 1;
 }
 
+/* Why slim rank p's file could not be read again for its section, into why (n bytes): the
+ * cause known where it failed, else what changed in the file, else `otherwise` (the file is
+ * as it was: the second read ran short of a resource). */
+static void unread_cause(const tp_process *p, const char *known, const char *otherwise,
+                         char *why, size_t n) {
+    if (known) snprintf(why, n, "%s", known);
+    else if (tp_process_file_check(p, why, n) == TPROF_OK) snprintf(why, n, "%s", otherwise);
+}
+
 /* tp_report_summarize: slim rank j's section and memos into its summary file, then freed. */
 static void to_summary(const sections *sc, rank_job *j, const tp_process *p) {
     char why[256];
     tp_summary_parts parts = {j->section, j->out, j->steps, j->comm};
     if (j->unread) { /* its section is the slim process's: no summary of the file */
-        if (j->unread_why) snprintf(why, sizeof why, "%s", j->unread_why);
-        else if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
-            snprintf(why, sizeof why, "out of memory");
+        unread_cause(p, j->unread_why, "out of memory", why, sizeof why);
     } else if (j->out->no_memory) {
         /* a short section would stand for the file until it changed: the report computes it
          * again instead, and summarize writes it when it finds none */
@@ -720,9 +727,7 @@ static void section_compute(const sections *sc, rank_job *j, const tp_process *p
 static void note_unread(tp_run *run, const tp_process *p, const char *known) {
     char why[256], line[768];
     /* the file is as it was: the second read ran out of memory or of descriptors */
-    if (known) snprintf(why, sizeof why, "%s", known);
-    else if (tp_process_file_check(p, why, sizeof why) == TPROF_OK)
-        snprintf(why, sizeof why, "out of memory or of open files (ulimit -n)");
+    unread_cause(p, known, "out of memory or of open files (ulimit -n)", why, sizeof why);
     snprintf(line, sizeof line, "%s: could not be read again for its section (%s); the section "
                                 "holds only what its first read kept (no GPU records, steps, "
                                 "communication ops, or counters other than the GPU samples)",

@@ -39,8 +39,9 @@ struct tp_span_store {
     tp_span *v;      /* the spans held, n of cap: the tail, sorted once sealed */
     size_t n, cap;
     int fd;          /* the runs' file; -1 before the first run */
-    int nofile;      /* no file could be made or written, or a merge made (compact): the
-                      * spans stay in memory, no run is written or merged again */
+    int nofile;      /* no file could be made or written, or a merge could not be made
+                      * (compact): the spans stay in memory, no run is written or merged
+                      * again */
     run *runs;
     size_t nruns, cruns;
     uint64_t end;    /* the file's length */

@@ -314,6 +314,10 @@ int tp_cw_assign_pids(const tp_run *run, const size_t *sel, size_t nsel, int mer
     return TPROF_OK;
 }
 
+/* Seconds of --time in ns; past 2^63 ns (about 292 years), where the conversion would
+ * overflow, the trace's end. */
+static int64_t window_ns(double s) { return s * 1e9 < 9.2e18 ? (int64_t)(s * 1e9) : INT64_MAX; }
+
 /* The window of opts (tp_export_opts) into w, once the base is known: steps of the lowest
  * selected rank that has them, and seconds from the base. TPROF_ERR_NOT_FOUND when steps are
  * asked for and no selected rank has one of them (within the seconds, when both are asked
@@ -326,11 +330,8 @@ static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nse
     w->win_lo = INT64_MIN;
     w->win_hi = INT64_MAX;
     if (opts->has_time) {
-        /* seconds past 2^63 ns (about 292 years) are the trace's end: the conversion
-         * would overflow */
-        const double cap = 9.2e18;
-        w->win_lo = opts->t_lo * 1e9 < cap ? (int64_t)(opts->t_lo * 1e9) : INT64_MAX;
-        w->win_hi = opts->t_hi * 1e9 < cap ? (int64_t)(opts->t_hi * 1e9) : INT64_MAX;
+        w->win_lo = window_ns(opts->t_lo);
+        w->win_hi = window_ns(opts->t_hi);
     }
     /* the seconds' bounds, for the steps' window to meet (a lower rank found after another
      * replaces that rank's window, not the seconds) */
