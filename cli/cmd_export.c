@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -154,12 +153,25 @@ static void parse_steps(const char *v, tp_export_opts *eo) {
     eo->step_hi = b;
 }
 
-/* --time S:E (seconds, finite) into eo; a usage error otherwise */
+/* Seconds of --time: a decimal number (digits, a point, an exponent), without the blanks,
+ * signs, hexadecimal or "inf" strtod takes; one too large for a double is the largest
+ * (HUGE_VAL: the trace's end). The end of the number, or NULL. */
+static const char *seconds(const char *s, double *x) {
+    if (!((*s >= '0' && *s <= '9') || *s == '.') || (s[0] == '0' && (s[1] | 32) == 'x'))
+        return NULL;
+    char *e;
+    *x = strtod(s, &e);
+    return e == s ? NULL : e;
+}
+
+/* --time S:E (seconds) into eo; a usage error otherwise */
 static void parse_time(const char *v, tp_export_opts *eo) {
-    double a, b;
-    int k = 0;
-    if (sscanf(v, "%lf:%lf%n", &a, &b, &k) != 2 || v[k] || !(b >= a) || a < 0 || !isfinite(b))
-        die_usage("export", "--time %s: not S:E seconds (0 <= S <= E, finite)", v);
+    double a = 0, b = 0;
+    const char *e = seconds(v, &a);
+    if (e && *e == ':') e = seconds(e + 1, &b);
+    else e = NULL;
+    if (!e || *e || !(b >= a))
+        die_usage("export", "--time %s: not S:E seconds (0 <= S <= E)", v);
     eo->has_time = 1;
     eo->t_lo = a;
     eo->t_hi = b;
@@ -275,15 +287,19 @@ int cmd_export(int argc, char **argv) {
             if (out_open(&of, path) != 0) { rc = 1; break; }
             int w = tp_export_chrome_rank(&run, p->rank, of.f, &eo);
             int short_ = w == TPROF_OK && written_short(path, nomem);
-            rc = out_close(&of, w == TPROF_ERR_NOT_FOUND ? -1 : w == TPROF_OK && !short_) == 0
-                     ? 0 : 1;
-            if (w == TPROF_ERR_NOT_FOUND) selection_missing(&eo);
-            else if (w != TPROF_OK) files_changed(&run, "the files of the ranks before it "
-                                                              "were written, no later one");
+            /* a rank without the steps asked for gets no file; the others still do */
+            if (w == TPROF_ERR_NOT_FOUND) {
+                (void)out_close(&of, -1);
+                continue;
+            }
+            rc = out_close(&of, w == TPROF_OK && !short_) == 0 ? 0 : 1;
+            if (w != TPROF_OK) files_changed(&run, "the files of the ranks before it "
+                                                   "were written, no later one");
             n++;
         }
-        if (!rc && !n) {
-            ranks_missing(); /* as the merged trace of ranks the run does not have */
+        if (!rc && !n) { /* as the merged trace's misses */
+            if (eo.has_steps) selection_missing(&eo);
+            else ranks_missing();
             rc = 1;
         }
         if (!rc) fprintf(stderr, "trainprof: wrote %d file(s) under %s\n", n, per_rank);

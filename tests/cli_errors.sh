@@ -183,6 +183,9 @@ expect "export: step range of a negative" 2 "not A-B or A" \
 expect "export: rank list ending in a comma" 2 "not a list of ranks" \
     "$TP" export "$GOOD" --ranks 1, -o "$T/sel.json"
 expect "export: infinite seconds" 2 "not S:E seconds" "$TP" export "$GOOD" --time 0:inf -o "$T/sel.json"
+expect "export: seconds after a blank" 2 "not S:E seconds" "$TP" export "$GOOD" --time " 0:1" -o "$T/sel.json"
+expect "export: cut exponent" 2 "not S:E seconds" "$TP" export "$GOOD" --time 0:1e -o "$T/sel.json"
+expect "export: hexadecimal seconds" 2 "not S:E seconds" "$TP" export "$GOOD" --time 0x0:1 -o "$T/sel.json"
 expect "export: steps outside the seconds" 1 "no selected rank has steps 1-1 within seconds" \
     "$TP" export "$GOOD" --steps 1 --time 9999:10000 -o "$T/sel.json"
 expect "export: --per-rank of ranks the run lacks" 1 "no process of the selected ranks" \
@@ -191,6 +194,9 @@ expect "export: --per-rank of ranks the run lacks" 1 "no process of the selected
 "$TP" export "$GOOD" --time 0:1e10 -o "$T/t_huge.json" 2>"$T/err" || fail "export --time 0:1e10: $(cat "$T/err")"
 "$TP" export "$GOOD" --time 0:1e6 -o "$T/t_big.json" 2>"$T/err" || fail "export --time 0:1e6: $(cat "$T/err")"
 cmp -s "$T/t_huge.json" "$T/t_big.json" || fail "export --time 0:1e10 differs from 0:1e6"
+# past a double's range (1e309): the largest, the trace's end as well
+"$TP" export "$GOOD" --time 0:1e309 -o "$T/t_huge.json" 2>"$T/err" || fail "export --time 0:1e309: $(cat "$T/err")"
+cmp -s "$T/t_huge.json" "$T/t_big.json" || fail "export --time 0:1e309 differs from 0:1e6"
 rm -f "$T/t_huge.json" "$T/t_big.json"
 # a bad analysis variable is refused before the job runs, as the other variables are
 expect "run: bad TRAINPROF_SECTION_COMM_OPS" 2 "trainprof run: TRAINPROF_SECTION_COMM_OPS" \

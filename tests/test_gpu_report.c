@@ -492,6 +492,21 @@ static void exported_gpu_counters(const tp_run *run, int rank, char *out, size_t
     cJSON_Delete(root);
 }
 
+/* Events of phase ph from OS pid `pid` in rank's per-rank export. */
+static int exported_events(const tp_run *run, int rank, double pid, const char *ph) {
+    cJSON *root = export_json(run, rank);
+    int n = 0;
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(root, "traceEvents")) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(ev, "ph");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(ev, "pid");
+        n += cJSON_IsString(p) && !strcmp(p->valuestring, ph) && cJSON_IsNumber(id) &&
+             id->valuedouble == pid;
+    }
+    cJSON_Delete(root);
+    return n;
+}
+
 /* CUDA numbers its devices fastest first: the rank's device 0 is NVML's GPU 2, which the
  * node sampler did not sample (it read CUDA_VISIBLE_DEVICES=0,1 as NVML indices). The
  * rank's file names its GPU: no other GPU's energy is given to it (by position its device 0
@@ -570,6 +585,12 @@ static void test_gpu_identity_reversed_order(void **state) {
     assert_string_equal(names, "gpu1.power_w");
     exported_gpu_counters(&run, 1, names, sizeof names);
     assert_string_equal(names, "gpu0.power_w");
+    /* rank 1's file takes rank 0's counters alone: its own 4 kernels and 4 steps, none of
+     * rank 0's (which came with the counters' process before) */
+    assert_int_equal(exported_events(&run, 1, 70, "X"), 4 + 4);
+    assert_int_equal(exported_events(&run, 1, 60, "X"), 0);
+    assert_true(exported_events(&run, 1, 60, "C") > 0);
+    assert_int_equal(exported_events(&run, 0, 60, "X"), 4 + 4);
     cJSON_Delete(rep);
     tp_run_free(&run);
     synth_rmtree(dir);

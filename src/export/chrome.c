@@ -446,6 +446,28 @@ static int write_slice(void *ctx, const tp_cw_slice *sl) {
 
 /* All events of one track: the threads of p whose os tid is `tid` (tp_cw_sweep). `steps` is
  * non-NULL when the API steps live on this track. */
+/* Thread th's counters wanted in the file (tp_cw_counter_wanted) as counter events. */
+static int write_counters(cw *w, const tp_process *p, int64_t pid, const tp_thread *th) {
+    tp_counter_it it;
+    tp_counter cv;
+    if (tp_counter_it_init(&it, th)) return TPROF_ERR_NO_MEMORY;
+    while (tp_counter_next(&it, &cv)) {
+        const tp_counter *c = &cv;
+        if (!isfinite(c->value)) continue; /* JSON has no NaN or Inf */
+        int64_t ts = tp_cw_rel_ns(w, p, c->ts);
+        if (!tp_cw_counter_wanted(w, c->name, ts) || !tp_cw_in_win(w, ts, ts)) continue;
+        tp_cw_ev_open(w, "C", pid, th->os_tid);
+        fputs(",\"name\":", w->f);
+        tp_json_string(w->f, c->name);
+        tp_cw_put_ts(w, "ts", ts);
+        fputs(",\"args\":{\"value\":", w->f);
+        tp_cw_put_double(w->f, c->value);
+        fputs("}}", w->f);
+        tp_cw_note_time(w, ts);
+    }
+    return tp_counter_it_done(&it) ? TPROF_ERR_CORRUPT : TPROF_OK;
+}
+
 static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
                        const tp_steps *steps, tp_cw_scratch *sc, const hta_index *ix) {
     track_ctx tc = {w, p, pid, tid, ix, steps ? steps->steps : NULL};
@@ -473,24 +495,8 @@ static int write_track(cw *w, const tp_process *p, int64_t pid, uint32_t tid,
             fputc('}', w->f);
             tp_cw_note_time(w, ts);
         }
-        tp_counter_it it;
-        tp_counter cv;
-        if (tp_counter_it_init(&it, th)) return TPROF_ERR_NO_MEMORY;
-        while (tp_counter_next(&it, &cv)) {
-            const tp_counter *c = &cv;
-            if (!isfinite(c->value)) continue; /* JSON has no NaN or Inf */
-            int64_t ts = tp_cw_rel_ns(w, p, c->ts);
-            if (!tp_cw_counter_wanted(w, c->name, ts) || !tp_cw_in_win(w, ts, ts)) continue;
-            tp_cw_ev_open(w, "C", pid, tid);
-            fputs(",\"name\":", w->f);
-            tp_json_string(w->f, c->name);
-            tp_cw_put_ts(w, "ts", ts);
-            fputs(",\"args\":{\"value\":", w->f);
-            tp_cw_put_double(w->f, c->value);
-            fputs("}}", w->f);
-            tp_cw_note_time(w, ts);
-        }
-        if (tp_counter_it_done(&it)) return TPROF_ERR_CORRUPT;
+        rc = write_counters(w, p, pid, th);
+        if (rc != TPROF_OK) return rc;
     }
     return ferror(w->f) ? TPROF_ERR_IO : TPROF_OK;
 }
@@ -646,6 +652,15 @@ static int write_process(cw *w, const tp_process *p, int64_t pid, const tp_expor
         if (tname) tp_json_string(f, tname);
         else fprintf(f, "\"thread %" PRIu32 "\"", tid);
         fputs("}}", f);
+    }
+    if (w->gpu_only) {
+        /* another process in a rank's file (the node sampler, or the host's rank that
+         * sampled its GPUs): its NVML counters alone, not its own ranges, kernels or ops */
+        for (size_t t = 0; t < p->nthreads; t++) {
+            int rc = write_counters(w, p, pid, &p->threads[t]);
+            if (rc != TPROF_OK) return rc;
+        }
+        return ferror(f) ? TPROF_ERR_IO : TPROF_OK;
     }
 
     tp_steps st;

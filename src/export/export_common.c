@@ -352,6 +352,9 @@ static int select_window(cw *w, const tp_run *run, const size_t *sel, size_t nse
     for (size_t i = 0; i < nsel; i++) {
         const tp_process *p = &run->procs[sel[i]];
         if (p->role != TP_ROLE_RANK || (ref && ref->rank <= p->rank)) continue;
+        /* a rank's file (sel[0] its rank): its own steps, not those of the host's rank
+         * whose NVML counters come with it */
+        if (!merged && i) continue;
         tp_steps st;
         if (tp_find_steps(p, opts->step_name, opts->warmup, &st) != TPROF_OK) continue;
         int found = 0;
